@@ -1,0 +1,225 @@
+"""The ``infertap`` command: each subcommand parses, calls one library function, prints."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from proxy import CaptureError, CaptureReader, InfertapError, __version__
+from proxy.info import summarize
+from proxy.jsonable import dumps
+
+DEFAULT_CAPTURES = Path("captures")
+
+
+def _key_value(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected key=value, got {item!r}")
+        out[key] = value
+    return out
+
+
+def _host_port(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _default_out() -> Path:
+    return DEFAULT_CAPTURES / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def _capture_arg(f: Any) -> Any:
+    return click.argument("capture", type=click.Path(exists=True, path_type=Path))(f)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="infertap")
+def cli() -> None:
+    """Record, replay and diff LLM inference traffic.
+
+    \b
+    infertap record --upstream http://127.0.0.1:8080 --out captures/run1
+    infertap info captures/run1
+    infertap cat captures/run1 --type exchange | head
+    """
+
+
+@cli.command()
+@click.option("--upstream", required=True, metavar="URL", help="The engine to forward to, e.g. http://127.0.0.1:8080.")
+@click.option("--listen", default="127.0.0.1:8787", show_default=True, callback=_host_port, help="HOST:PORT to listen on.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/<time>].")
+@click.option("--label", "labels", multiple=True, callback=_key_value, metavar="KEY=VALUE", help="Stored in the capture header; repeatable.")
+@click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable.")
+@click.option("--redact-query", multiple=True, metavar="NAME", help="Another query parameter whose value is a secret; repeatable.")
+@click.option("--max-body-mb", default=64.0, show_default=True, help="Larger request bodies get 413 and are recorded as refused.")
+@click.option("--max-segment-mb", default=256.0, show_default=True, help="Start a new segment file past this size.")
+@click.option("--connect-timeout", default=10.0, show_default=True, help="Seconds to connect to the upstream.")
+@click.option("--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the upstream between bytes (0: forever).")
+@click.option("--graceful-timeout", default=5.0, show_default=True, help="On SIGTERM, seconds to let in-flight exchanges finish.")
+@click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+def record(
+    upstream: str,
+    listen: tuple[str, int],
+    out: Path | None,
+    labels: dict[str, str],
+    redact_header: tuple[str, ...],
+    redact_query: tuple[str, ...],
+    max_body_mb: float,
+    max_segment_mb: float,
+    connect_timeout: float,
+    read_timeout: float,
+    graceful_timeout: float,
+    log_level: str,
+) -> None:
+    """Record every exchange between clients and an engine, as an OpenAI-compatible reverse proxy.
+
+    Point clients at the listen address instead of the engine (e.g. OPENAI_BASE_URL=http://127.0.0.1:8787/v1).
+    Ctrl-C or SIGTERM stops it and closes the capture cleanly.
+    """
+    from proxy.server import RecordConfig, bind, is_loopback, serve
+
+    host, port = listen
+    config = RecordConfig(
+        upstream=upstream,
+        out=out or _default_out(),
+        host=host,
+        port=port,
+        labels=labels,
+        redact_headers=redact_header,
+        redact_query_params=redact_query,
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout or None,
+        max_segment_bytes=int(max_segment_mb * 1024 * 1024),
+        graceful_timeout=graceful_timeout,
+        log_level=log_level,
+    )
+    if not is_loopback(host):
+        click.secho(
+            f"WARNING: listening on {host}, reachable from other machines; captures hold prompts and outputs.",
+            fg="red", bold=True, err=True,
+        )  # fmt: skip
+    try:
+        sock = bind(host, port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from exc
+
+    def ready(url: str, writer: Any) -> None:
+        click.echo(f"infertap record: listening on {url}, forwarding to {upstream}, capturing to {writer.path}")
+
+    try:
+        result = serve(config, sock=sock, on_ready=ready)
+    except (InfertapError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"infertap record: {result.exchanges} exchanges in {result.out} ({result.bytes_written} bytes)")
+    if result.error:
+        raise click.ClickException(f"capture write failed, {result.dropped} records lost: {result.error}")
+
+
+@cli.command()
+@_capture_arg
+@click.option("--type", "types", multiple=True, help="Only records of this type (header, engine, exchange, enrichment, footer).")
+def cat(capture: Path, types: tuple[str, ...]) -> None:
+    """Print every record as one JSON object per line.
+
+    Bytes are shown as text when they are valid UTF-8, else as {"base64": "..."}.
+    """
+    reader = CaptureReader(capture)
+    try:
+        for record in reader.records():
+            if not types or record.get("type") in types:
+                click.echo(dumps(record))
+    except CaptureError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for torn in reader.torn:
+        click.secho(f"warning: {torn}", fg="yellow", err=True)
+
+
+@cli.command()
+@_capture_arg
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+def info(capture: Path, as_json: bool) -> None:
+    """Counts, time span, engines seen, paths, status codes, and whether the capture closed cleanly."""
+    try:
+        summary = summarize(capture)
+    except CaptureError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        _print_info(summary)
+    for torn in summary["torn"]:
+        click.secho(f"warning: {torn}", fg="yellow", err=True)
+
+
+def _print_info(s: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+
+    def when(t: float | None) -> str:
+        return _dt.datetime.fromtimestamp(t).isoformat(sep=" ", timespec="seconds") if t else "-"
+
+    def counts(d: dict[str, int]) -> str:
+        return ", ".join(f"{k} ×{v}" for k, v in d.items()) or "-"
+
+    ratio = f" (bodies {s['body_bytes']:,} bytes, {s['body_bytes'] / s['bytes_on_disk']:.1f}x)" if s["bytes_on_disk"] else ""
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("capture", s["path"]),
+        ("exchanges", str(s["exchanges"])),
+        ("records", counts(s["records"])),
+        ("segments", f"{s['segments']}, {s['bytes_on_disk']:,} bytes on disk{ratio}"),
+        ("runs", f"{s['runs']} ({', '.join(s['recorders'])})"),
+        ("time span", f"{when(s['first_wall'])} → {when(s['last_wall'])} ({s['span_s']:.1f} s)"),
+        ("upstreams", counts(s["upstreams"])),
+        ("engines", counts(s["engines"])),
+        ("models", counts(s["models"])),
+        ("paths", counts(s["paths"])),
+        ("status codes", counts(s["statuses"])),
+        ("endings", counts(s["ends"])),
+        ("labels", ", ".join(f"{k}={v}" for k, v in s["labels"].items()) or "-"),
+        ("closed cleanly", "yes" if s["closed_cleanly"] else "no (the recorder did not shut down cleanly)"),
+        ("torn tail", "yes" if s["torn"] else "no"),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    console.print(table, markup=False, highlight=False)
+
+
+@cli.command()
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/demo-<time>].")
+def demo(out: Path | None) -> None:
+    """Record a short scripted session against the embedded engine, then show what the capture holds."""
+    from .demo import run_demo
+
+    out = out or DEFAULT_CAPTURES / f"demo-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    try:
+        run_demo(out, say=lambda line: click.echo(line))
+    except Exception as exc:  # the demo reports any failure as a one-line error
+        if isinstance(exc, click.ClickException):
+            raise
+        raise click.ClickException(f"demo failed: {exc}") from exc
+    click.echo("")
+    _print_info(summarize(out))
+
+
+def main() -> None:
+    cli(prog_name="infertap")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

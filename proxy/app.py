@@ -1,0 +1,291 @@
+"""The recording reverse proxy: an ASGI app that forwards every request and records it as it streams.
+
+The per-chunk path is two list appends and the ``send`` itself; everything else (msgpack,
+compression, disk) happens on the capture writer's thread after the exchange has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.types import Receive, Scope, Send
+
+from .errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
+from .redact import Redactor
+from .writer import CaptureWriter
+
+log = logging.getLogger("infertap.proxy")
+
+# Hop-by-hop headers (RFC 9110 7.6.1) belong to one connection, never forwarded. Content-Length
+# of the request is recomputed by httpx from the exact body; Host comes from the upstream URL.
+_HOP_REQUEST = frozenset(
+    b"connection keep-alive proxy-connection proxy-authorization te trailer transfer-encoding upgrade "
+    b"host content-length".split()
+)
+_HOP_RESPONSE = frozenset(b"connection keep-alive proxy-connection transfer-encoding te trailer upgrade".split())
+_SESSION_HEADERS = (b"x-infertap-session", b"x-session-id")
+
+
+def _error_body(status: int, kind: str, message: str) -> bytes:
+    # OpenAI's error shape, so SDKs surface the message instead of a parse failure.
+    return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
+
+
+class RecordingProxy:
+    """Forwards every method and path to one upstream and records each exchange into a writer."""
+
+    def __init__(
+        self,
+        upstream: str,
+        writer: CaptureWriter,
+        *,
+        redactor: Redactor | None = None,
+        max_body_bytes: int = 64 * 1024 * 1024,
+        connect_timeout: float = 10.0,
+        read_timeout: float | None = 600.0,
+    ) -> None:
+        url = httpx.URL(upstream)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"upstream must be an http(s) URL, got {upstream!r}")
+        self.upstream = str(url).rstrip("/")
+        self._base = self.upstream.encode("ascii")
+        self.writer = writer
+        self.redactor = redactor or Redactor()
+        self.max_body_bytes = max_body_bytes
+        self.timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None)
+        self.client: httpx.AsyncClient | None = None
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._seq = 0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        self.client = httpx.AsyncClient(
+            timeout=self.timeout,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+            follow_redirects=False,
+            trust_env=False,  # a proxy in front of an engine must not itself go through HTTP_PROXY
+        )
+
+    async def shutdown(self) -> None:
+        """Cancel what is still in flight (each records itself as ``cancelled``), then close."""
+        tasks = list(self._inflight)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self.client is not None:
+            await self.client.aclose()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        await self.startup()
+        try:
+            yield
+        finally:
+            await self.shutdown()
+
+    # -- ASGI ----------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._inflight.add(task)
+        try:
+            await self._exchange(scope, receive, send, task)
+        finally:
+            self._inflight.discard(task)
+
+    async def _exchange(self, scope: Scope, receive: Receive, send: Send, task: asyncio.Task[Any]) -> None:
+        writer = self.writer
+        wall = time.time()
+        start_ns = writer.elapsed_ns()
+        self._seq += 1
+        raw_headers: list[tuple[bytes, bytes]] = scope["headers"]
+        query: bytes = scope.get("query_string", b"")
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        client = scope.get("client")
+        session = None
+        for name, value in raw_headers:
+            if name in _SESSION_HEADERS:
+                session = value.decode("latin-1")
+        record: dict[str, Any] = {
+            "type": "exchange",
+            "id": uuid.uuid4().hex,
+            "seq": self._seq,
+            "session": session,
+            "wall": wall,
+            "start_ns": start_ns,
+            "sent_ns": start_ns,
+            "client": f"{client[0]}:{client[1]}" if client else None,
+            "method": scope["method"],
+            "path": raw_path.decode("latin-1"),
+            "query": self.redactor.query(query.decode("latin-1")),
+            "http_version": scope.get("http_version", "1.1"),
+            "request_headers": self.redactor.headers_from_asgi(raw_headers),
+            "request_body": b"",
+            "status": None,
+            "response_headers": None,
+            "headers_ns": None,
+            "chunk_ns": [],
+            "chunks": [],
+            "end_ns": 0,
+            "end": "complete",
+            "error": None,
+            "upstream": self.upstream,
+        }
+        try:
+            body = await self._read_body(scope, receive, send, record, raw_headers)
+            if body is None:
+                return
+            record["request_body"] = body
+            await self._forward(scope, receive, send, record, raw_headers, raw_path, query, body, task)
+        finally:
+            writer.write(record)
+
+    async def _read_body(
+        self, scope: Scope, receive: Receive, send: Send, record: dict[str, Any], raw_headers: list[tuple[bytes, bytes]]
+    ) -> bytes | None:
+        limit = self.max_body_bytes
+        for name, value in raw_headers:
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                await self._refuse(send, record, int(value), "content-length")
+                return None
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                record["end"] = "client_disconnected"
+                record["error"] = "client disconnected while sending the request body"
+                record["request_body"] = b"".join(parts)
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await self._refuse(send, record, size, "bytes received")
+                return None
+            parts.append(chunk)
+            if not message.get("more_body", False):
+                return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def _refuse(self, send: Send, record: dict[str, Any], size: int, how: str) -> None:
+        message = f"infertap: request body of {size} {how} exceeds the proxy's limit of {self.max_body_bytes} bytes"
+        record.update(end="refused", error=message, request_body_size=size, headers_ns=0)
+        await self._send_error(send, record, 413, "request_too_large", message)
+
+    async def _forward(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        record: dict[str, Any],
+        raw_headers: list[tuple[bytes, bytes]],
+        raw_path: bytes,
+        query: bytes,
+        body: bytes,
+        task: asyncio.Task[Any],
+    ) -> None:
+        assert self.client is not None, "RecordingProxy.startup() was not run"
+        url = self._base + raw_path + (b"?" + query if query else b"")
+        headers = [(n, v) for n, v in raw_headers if n not in _HOP_REQUEST]
+        request = self.client.build_request(scope["method"], url.decode("latin-1"), headers=headers, content=body)
+
+        # Watch for the client going away for the whole exchange, prefill included, so the
+        # engine stops generating for nobody.
+        state = {"finished": False, "disconnected": False}
+
+        async def watch() -> None:
+            message = await receive()
+            if message["type"] == "http.disconnect" and not state["finished"]:
+                state["disconnected"] = True
+                task.cancel()
+
+        watcher = asyncio.create_task(watch())
+        response: httpx.Response | None = None
+        t0 = time.monotonic_ns()
+        record["sent_ns"] = self.writer.elapsed_ns()
+        chunk_ns: list[int] = record["chunk_ns"]
+        chunks: list[bytes] = record["chunks"]
+        try:
+            try:
+                response = await self.client.send(request, stream=True)
+            except httpx.TimeoutException as exc:
+                raise UpstreamTimeout(f"infertap: upstream {self.upstream} timed out before responding: {exc!r}") from exc
+            except httpx.HTTPError as exc:
+                raise UpstreamUnreachable(f"infertap: upstream {self.upstream} failed before responding: {exc!r}") from exc
+            record["headers_ns"] = time.monotonic_ns() - t0
+            record["status"] = response.status_code
+            record["response_headers"] = self.redactor.header_pairs(
+                (n.decode("latin-1"), v.decode("latin-1")) for n, v in response.headers.raw
+            )
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": [(n, v) for n, v in response.headers.raw if n.lower() not in _HOP_RESPONSE],
+                }
+            )
+            try:
+                async for chunk in response.aiter_raw():
+                    chunk_ns.append(time.monotonic_ns() - t0)
+                    chunks.append(chunk)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except httpx.TimeoutException as exc:
+                record.update(end="timeout", error=f"upstream read timed out mid-response: {exc!r}")
+                return  # returning without completing the response makes the server cut the connection
+            except httpx.HTTPError as exc:
+                record.update(end="upstream_error", error=f"upstream failed mid-response: {exc!r}")
+                return
+            state["finished"] = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except UpstreamError as exc:
+            record.update(end="timeout" if isinstance(exc, UpstreamTimeout) else "upstream_error", error=str(exc))
+            state["finished"] = True
+            record["headers_ns"] = time.monotonic_ns() - t0
+            await self._send_error(send, record, exc.status_code, exc.error_type, str(exc))
+        except asyncio.CancelledError:
+            if state["disconnected"]:
+                task.uncancel()
+                record.update(end="client_disconnected", error="client disconnected; upstream request cancelled")
+            else:
+                record.update(end="cancelled", error="proxy shut down while the exchange was in flight")
+                raise
+        except Exception as exc:
+            record.update(end="proxy_error", error=f"infertap failed while forwarding: {exc!r}")
+            raise
+        finally:
+            record["end_ns"] = time.monotonic_ns() - t0
+            state["finished"] = True
+            watcher.cancel()
+            if response is not None:
+                await response.aclose()
+
+    @staticmethod
+    async def _send_error(send: Send, record: dict[str, Any], status: int, kind: str, message: str) -> None:
+        body = _error_body(status, kind, message)
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        record["status"] = status
+        record["response_headers"] = [[n.decode(), v.decode()] for n, v in headers]
+        record["chunk_ns"] = [record["headers_ns"]]
+        record["chunks"] = [body]
+        record["proxy_generated"] = True
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def build_app(proxy: RecordingProxy) -> Starlette:
+    """The Starlette host app: lifespan for the shared client, one mount that takes every path."""
+    return Starlette(routes=[Mount("/", app=proxy)], lifespan=proxy.lifespan)

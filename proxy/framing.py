@@ -1,0 +1,72 @@
+"""Block framing of a segment file.
+
+A segment is a plain concatenation of zstd frames, so ``zstd -dc`` decodes it. Each data frame is
+preceded by a zstd *skippable* frame (which standard zstd tools ignore) carrying infertap's magic,
+the format version, the compressed length of the data frame and its CRC32. That makes a segment
+self-describing and lets a reader tell a torn tail (a write cut short by a crash) from corruption
+in the middle, and name the byte offset of either.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+SKIPPABLE_MAGIC = 0x184D2A5E  # one of zstd's 16 skippable-frame magics
+TAG = b"ITAP"
+_HEAD = struct.Struct("<II4sHHII")  # magic, frame size, tag, major, minor, zlen, crc32
+HEAD_SIZE = _HEAD.size
+_FRAME_SIZE = HEAD_SIZE - 8
+
+
+def block_head(major: int, minor: int, zframe: bytes) -> bytes:
+    return _HEAD.pack(SKIPPABLE_MAGIC, _FRAME_SIZE, TAG, major, minor, len(zframe), zlib.crc32(zframe))
+
+
+@dataclass(slots=True)
+class Block:
+    offset: int  # of the block head in the file
+    major: int
+    minor: int
+    zframe: bytes
+
+
+@dataclass(slots=True)
+class Fault:
+    """Why reading stopped early. ``torn`` faults are the expected end of a killed writer."""
+
+    offset: int
+    reason: str
+    torn: bool
+
+
+def iter_blocks(f: BinaryIO, size: int) -> Iterator[Block | Fault]:
+    """Yield each block, then at most one Fault (after which nothing more is read)."""
+    offset = 0
+    while offset < size:
+        head = f.read(HEAD_SIZE)
+        if len(head) < HEAD_SIZE:
+            yield Fault(offset, f"{size - offset} trailing bytes, shorter than a block head", True)
+            return
+        magic, frame_size, tag, major, minor, zlen, crc = _HEAD.unpack(head)
+        if magic != SKIPPABLE_MAGIC or frame_size != _FRAME_SIZE or tag != TAG:
+            rest = head + f.read()
+            if not rest.strip(b"\0"):
+                yield Fault(offset, f"{len(rest)} zero bytes at the end", True)
+            else:
+                yield Fault(offset, "no infertap block head here", False)
+            return
+        end = offset + HEAD_SIZE + zlen
+        if end > size:
+            yield Fault(offset, f"block of {zlen} bytes cut short at {size - offset - HEAD_SIZE}", True)
+            return
+        zframe = f.read(zlen)
+        if zlib.crc32(zframe) != crc:
+            # A crash can leave the last block with unwritten pages; anywhere else it's damage.
+            yield Fault(offset, "block checksum mismatch", end == size)
+            return
+        yield Block(offset, major, minor, zframe)
+        offset = end

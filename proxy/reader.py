@@ -1,0 +1,111 @@
+"""The one streaming reader of captures (a directory of segments, or a single segment file)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import zstandard
+
+from .errors import CaptureCorruptError, CaptureError, UnsupportedFormatError
+from .framing import Block, iter_blocks
+from .records import FORMAT_MAJOR, FORMAT_MINOR
+from .writer import segment_paths
+
+_MAX_FRAME = 1 << 31
+
+
+@dataclass(slots=True)
+class TornTail:
+    """Where a segment ends in an incomplete write: expected after a crash, reported, not fatal."""
+
+    path: str
+    offset: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: torn tail at byte {self.offset} ({self.reason}); data before it is intact"
+
+
+class CaptureReader:
+    """Streams the records of a capture in write order.
+
+    After iterating, ``torn`` lists torn tails found and ``closed_cleanly`` says whether the last
+    run ended with its final footer.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if self.path.is_dir():
+            self.segments = segment_paths(self.path)
+            if not self.segments:
+                raise CaptureError(f"{self.path}: not a capture (no *.itap.zst segments in it)")
+        elif self.path.is_file():
+            self.segments = [self.path]
+        else:
+            raise CaptureError(f"{self.path}: no such capture")
+        self.torn: list[TornTail] = []
+        self.closed_cleanly = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self.records()
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        self.torn = []
+        self.closed_cleanly = False
+        decompressor = zstandard.ZstdDecompressor()
+        for segment in self.segments:
+            for record in self._segment_records(segment, decompressor):
+                rtype = record.get("type")
+                if rtype == "header":
+                    self.closed_cleanly = False
+                elif rtype == "footer" and record.get("final"):
+                    self.closed_cleanly = True
+                yield record
+
+    def exchanges(self) -> Iterator[dict[str, Any]]:
+        return (r for r in self.records() if r.get("type") == "exchange")
+
+    def _segment_records(self, path: Path, decompressor: zstandard.ZstdDecompressor) -> Iterator[dict[str, Any]]:
+        name = str(path)
+        try:
+            f = open(path, "rb")
+        except OSError as exc:
+            raise CaptureError(f"{name}: cannot read: {exc}") from exc
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            for item in iter_blocks(f, size):
+                if not isinstance(item, Block):
+                    if item.torn:
+                        self.torn.append(TornTail(name, item.offset, item.reason))
+                        return
+                    raise CaptureCorruptError(name, item.offset, item.reason)
+                if item.major != FORMAT_MAJOR:
+                    raise UnsupportedFormatError(
+                        f"{name}: capture format {item.major}.{item.minor} is not readable by this infertap, "
+                        f"which reads format {FORMAT_MAJOR}.x (up to {FORMAT_MAJOR}.{FORMAT_MINOR}); "
+                        "upgrade infertap to read it"
+                    )
+                try:
+                    payload = decompressor.decompress(item.zframe, max_output_size=_MAX_FRAME)
+                except zstandard.ZstdError as exc:
+                    raise CaptureCorruptError(name, item.offset, f"zstd: {exc}") from exc
+                unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(payload) + 1)
+                unpacker.feed(payload)
+                try:
+                    for record in unpacker:
+                        if not isinstance(record, dict) or "type" not in record:
+                            raise CaptureCorruptError(name, item.offset, "a record that is not a typed map")
+                        yield record
+                except (msgpack.UnpackException, ValueError) as exc:
+                    raise CaptureCorruptError(name, item.offset, f"msgpack: {exc}") from exc
+                if unpacker.tell() != len(payload):
+                    raise CaptureCorruptError(name, item.offset, "a record cut short inside a block")
+
+
+def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    return CaptureReader(path).records()

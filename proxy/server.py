@@ -1,0 +1,146 @@
+"""Running the recording proxy: options -> RecordConfig -> uvicorn, with the capture closed on every exit."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+
+from .app import RecordingProxy, build_app
+from .redact import Redactor
+from .version import __version__
+from .writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
+
+log = logging.getLogger("infertap.proxy")
+
+
+@dataclass
+class RecordConfig:
+    upstream: str
+    out: Path
+    host: str = "127.0.0.1"
+    port: int = 8787
+    labels: dict[str, str] = field(default_factory=dict)
+    redact_headers: tuple[str, ...] = ()
+    redact_query_params: tuple[str, ...] = ()
+    max_body_bytes: int = 64 * 1024 * 1024
+    connect_timeout: float = 10.0
+    read_timeout: float | None = 600.0
+    max_segment_bytes: int = DEFAULT_MAX_SEGMENT_BYTES
+    graceful_timeout: float = 5.0
+    log_level: str = "warning"
+
+
+@dataclass
+class RecordResult:
+    out: Path
+    exchanges: int
+    records: int
+    dropped: int
+    bytes_written: int
+    error: str | None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn re-raises SIGINT/SIGTERM once it has shut down, which would kill the process
+        # before the capture's final footer is written. Handle them, and exit normally instead.
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self._on_ready is not None:
+            self._on_ready()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind before serving, so port 0 works and the real address is known up front."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(
+    config: RecordConfig,
+    *,
+    sock: socket.socket | None = None,
+    on_ready: Callable[[str, CaptureWriter], None] | None = None,
+) -> RecordResult:
+    """Record until SIGINT or SIGTERM; the capture is closed cleanly on every way out."""
+    sock = sock or bind(config.host, config.port)
+    host, port = sock.getsockname()[:2]
+    listen = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    writer = CaptureWriter(
+        config.out,
+        recorder={"kind": "proxy", "upstream": config.upstream, "listen": listen, "pid": os.getpid()},
+        labels=config.labels,
+        max_segment_bytes=config.max_segment_bytes,
+    ).open()
+    try:
+        proxy = RecordingProxy(
+            config.upstream,
+            writer,
+            redactor=Redactor(config.redact_headers, config.redact_query_params),
+            max_body_bytes=config.max_body_bytes,
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.read_timeout,
+        )
+        uv_config = uvicorn.Config(
+            build_app(proxy),
+            log_level=config.log_level,
+            access_log=False,
+            server_header=False,  # the client sees the engine's headers, not ours
+            date_header=False,
+            timeout_graceful_shutdown=config.graceful_timeout,
+            timeout_keep_alive=30,
+        )
+        server = _Server(uv_config, (lambda: on_ready(listen, writer)) if on_ready else None)
+        server.run(sockets=[sock])
+    finally:
+        writer.close()
+        sock.close()
+    return RecordResult(
+        out=writer.path,
+        exchanges=writer.exchanges,
+        records=writer.records,
+        dropped=writer.dropped,
+        bytes_written=writer.bytes_written,
+        error=repr(writer.error) if writer.error else None,
+    )
+
+
+__all__ = ["RecordConfig", "RecordResult", "__version__", "bind", "is_loopback", "serve"]

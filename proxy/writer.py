@@ -1,0 +1,244 @@
+"""The capture writer: one thread fed by a queue, so no event loop ever waits on disk or compression.
+
+``write()`` only appends to a ``queue.SimpleQueue`` (no lock contention, never blocks). The thread
+packs records with msgpack, compresses whatever has queued up into one zstd frame, and writes it
+with a single ``os.write``: once a record is in the page cache a killed process can't lose it, so
+the flush window is the time the thread takes to drain the queue (well under a few ms when idle).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import zstandard
+
+from .errors import CaptureWriteError
+from .framing import block_head
+from .hostfacts import host_facts
+from .records import FORMAT_MAJOR, FORMAT_MINOR
+from .version import __version__
+
+log = logging.getLogger("infertap.capture")
+
+SEGMENT_SUFFIX = ".itap.zst"
+DEFAULT_MAX_SEGMENT_BYTES = 256 * 1024 * 1024
+_BATCH_BYTES = 4 * 1024 * 1024  # bound a frame, hence what one torn write can cost
+_STOP = object()
+
+
+def segment_name(index: int) -> str:
+    return f"{index:06d}{SEGMENT_SUFFIX}"
+
+
+def segment_paths(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.glob(f"*{SEGMENT_SUFFIX}") if p.name[:6].isdigit())
+
+
+class CaptureWriter:
+    """Writes one run of records into a capture directory (appending new segments if it exists).
+
+    Thread-safe: ``write`` may be called from any thread or event loop.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        recorder: Mapping[str, Any],
+        labels: Mapping[str, str] | None = None,
+        max_segment_bytes: int = DEFAULT_MAX_SEGMENT_BYTES,
+        level: int = 3,
+    ) -> None:
+        self.path = Path(path)
+        self.max_segment_bytes = max_segment_bytes
+        self.capture_id = ""
+        self.run_id = uuid.uuid4().hex
+        self.started_wall = time.time()
+        self.started_ns = time.monotonic_ns()
+        self._recorder = dict(recorder)
+        self._labels = dict(labels or {})
+        self._level = level
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._fd = -1
+        self._segment = -1
+        self._segment_bytes = 0
+        self.records = 0
+        self.exchanges = 0
+        self.dropped = 0
+        self.bytes_written = 0
+        self.error: BaseException | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def open(self) -> CaptureWriter:
+        """Create the directory and first segment now, so a bad path fails before any traffic."""
+        try:
+            new = not self.path.exists()
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if new:
+                os.chmod(self.path, 0o700)
+            existing = segment_paths(self.path)
+            self.capture_id = self._existing_capture_id(existing) or uuid.uuid4().hex
+            next_index = int(existing[-1].name[:6]) + 1 if existing else 0
+            self._open_segment(next_index)
+        except OSError as exc:
+            raise CaptureWriteError(f"cannot write capture at {self.path}: {exc}") from exc
+        self._thread = threading.Thread(target=self._run, name="infertap-capture-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Flush everything queued, write the final footer and close the file."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> CaptureWriter:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the one call the hot path makes -----------------------------------------------------
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Queue a record. The caller must not mutate it afterwards."""
+        self._queue.put(record)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def elapsed_ns(self) -> int:
+        """Monotonic ns since this run started: the clock of ``start_ns`` fields."""
+        return time.monotonic_ns() - self.started_ns
+
+    # -- writer thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        packer = msgpack.Packer(use_bin_type=True)
+        compressor = zstandard.ZstdCompressor(level=self._level, write_checksum=True)
+        stopping = False
+        while not stopping:
+            item = self._queue.get()
+            parts: list[bytes] = []
+            size = 0
+            count = 0
+            exchanges = 0
+            while True:
+                if item is _STOP:
+                    stopping = True
+                else:
+                    data = packer.pack(item)
+                    parts.append(data)
+                    size += len(data)
+                    count += 1
+                    exchanges += item.get("type") == "exchange"
+                if stopping or size >= _BATCH_BYTES:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if parts:
+                self._write_frame(compressor, b"".join(parts), count, exchanges)
+            if not stopping and self._segment_bytes >= self.max_segment_bytes:
+                self._rotate(compressor, packer)
+        self._finish(compressor, packer)
+
+    def _write_frame(self, compressor: zstandard.ZstdCompressor, payload: bytes, count: int, exchanges: int) -> None:
+        if self.error is not None:
+            self.dropped += count
+            return
+        zframe = compressor.compress(payload)
+        block = block_head(FORMAT_MAJOR, FORMAT_MINOR, zframe) + zframe
+        try:
+            view = memoryview(block)
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except OSError as exc:
+            self.error = exc
+            self.dropped += count
+            log.error("capture %s: write failed, recording stopped: %s", self.path, exc)
+            return
+        self._segment_bytes += len(block)
+        self.bytes_written += len(block)
+        self.records += count
+        self.exchanges += exchanges
+
+    def _rotate(self, compressor: zstandard.ZstdCompressor, packer: msgpack.Packer) -> None:
+        self._write_frame(compressor, packer.pack(self._footer(final=False)), 1, 0)
+        os.close(self._fd)
+        try:
+            self._open_segment(self._segment + 1)
+        except OSError as exc:
+            self.error = exc
+            log.error("capture %s: cannot open a new segment, recording stopped: %s", self.path, exc)
+
+    def _finish(self, compressor: zstandard.ZstdCompressor, packer: msgpack.Packer) -> None:
+        if self._fd < 0:
+            return
+        self._write_frame(compressor, packer.pack(self._footer(final=True)), 1, 0)
+        try:
+            os.fsync(self._fd)
+        except OSError:
+            pass
+        os.close(self._fd)
+        self._fd = -1
+
+    def _open_segment(self, index: int) -> None:
+        target = self.path / segment_name(index)
+        self._fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        self._segment = index
+        self._segment_bytes = 0
+        header = {
+            "type": "header",
+            "format": [FORMAT_MAJOR, FORMAT_MINOR],
+            "tool": "infertap",
+            "tool_version": __version__,
+            "capture_id": self.capture_id,
+            "run_id": self.run_id,
+            "segment": index,
+            "wall": self.started_wall,
+            "recorder": self._recorder,
+            "host": host_facts(),
+            "labels": self._labels,
+        }
+        # The header goes straight to disk, in its own frame, before any exchange can.
+        compressor = zstandard.ZstdCompressor(level=self._level, write_checksum=True)
+        self._write_frame(compressor, msgpack.packb(header, use_bin_type=True), 1, 0)
+
+    def _footer(self, *, final: bool) -> dict[str, Any]:
+        return {
+            "type": "footer",
+            "final": final,
+            "wall": time.time(),
+            "records": self.records,
+            "exchanges": self.exchanges,
+            "dropped": self.dropped,
+        }
+
+    @staticmethod
+    def _existing_capture_id(segments: list[Path]) -> str | None:
+        if not segments:
+            return None
+        from .reader import CaptureReader  # a capture appended to keeps its identity
+
+        for record in CaptureReader(segments[0]).records():
+            return record.get("capture_id") if record.get("type") == "header" else None
+        return None
