@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infertap.engines import Process, llama_cpp_python_server, recorder
+from proxy import CaptureReader
+from tests.fake_upstream import FakeUpstream, ServerThread
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tests talk to loopback only; a proxy setting in the environment must not reroute them.
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    """The real engine: llama-cpp-python's server on SmolLM2-135M-Instruct, once per session."""
+    with llama_cpp_python_server(log_dir=tmp_path_factory.mktemp("engine")) as proc:
+        yield proc
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[FakeUpstream, str]]:
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        yield app, server.url
+
+
+class Recording:
+    """A running `infertap record` process and the capture it writes."""
+
+    def __init__(self, proc: Process, out: Path) -> None:
+        self.proc = proc
+        self.out = out
+        self.url = proc.url
+
+    def stop(self) -> int:
+        return self.proc.stop()
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(CaptureReader(self.out).records())
+
+    def exchanges(self) -> list[dict[str, Any]]:
+        return [r for r in self.records() if r["type"] == "exchange"]
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> Iterator[Any]:
+    """Factory: record(upstream_url, *extra_args) starts `infertap record` in a subprocess."""
+    stack: list[Any] = []
+
+    def start(upstream: str, *extra: str, name: str = "cap") -> Recording:
+        out = tmp_path / name
+        cm = recorder(upstream, out, extra_args=extra, log_dir=tmp_path)
+        proc = cm.__enter__()
+        stack.append(cm)
+        return Recording(proc, out)
+
+    yield start
+    for cm in reversed(stack):
+        cm.__exit__(None, None, None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Engine tests are slow on 2 cores; run them last so quick failures show first.
+    items.sort(key=lambda item: "engine" in item.fixturenames)
+
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,147 @@
+"""A small fake engine for what a real one can't be made to do on demand: fast load, resets, hangs.
+
+It speaks just enough OpenAI-style SSE. Every behaviour is chosen by path, so a test reads as
+what it exercises. Runs on uvicorn in a thread on a real socket (in-process test clients buffer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+from proxy.server import bind
+
+
+def sse_chunk(tag: str, i: int, text: str) -> bytes:
+    payload = {
+        "id": f"chatcmpl-{tag}",
+        "object": "chat.completion.chunk",
+        "model": "fake",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+    }
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []  # tags of streams that saw their client go away
+        self.requests: list[dict[str, Any]] = []
+        self.completed: list[str] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        path = scope["path"]
+        self.requests.append({"path": path, "headers": scope["headers"], "query": scope["query_string"], "body": body})
+        try:
+            params = json.loads(body) if body[:1] == b"{" else {}
+        except ValueError:
+            params = {}
+        tag = str(params.get("tag", "x"))
+        n = int(params.get("n_chunks", 20))
+        pace = float(params.get("pace_ms", 0)) / 1000
+
+        async def start(status: int = 200, ctype: bytes = b"text/event-stream", extra: list | None = None) -> None:
+            headers = [(b"content-type", ctype), (b"cache-control", b"no-cache")] + (extra or [])
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+
+        async def chunk(data: bytes, more: bool = True) -> None:
+            await send({"type": "http.response.body", "body": data, "more_body": more})
+
+        if path == "/echo":
+            out = {
+                "headers": [[n.decode("latin-1"), v.decode("latin-1")] for n, v in scope["headers"]],
+                "query": scope["query_string"].decode("latin-1"),
+                "body_b64": base64.b64encode(body).decode(),
+            }
+            await start(200, b"application/json", [(b"set-cookie", b"session=upstream-secret-cookie")])
+            await chunk(json.dumps(out).encode(), more=False)
+        elif path == "/v1/chat/completions":
+            await start()
+            for i in range(n):
+                await chunk(sse_chunk(tag, i, f"{tag}:{i} "))
+                if pace:
+                    await asyncio.sleep(pace)
+            await chunk(b"data: [DONE]\n\n", more=False)
+            self.completed.append(tag)
+        elif path == "/reset":
+            await start()
+            for i in range(3):
+                await chunk(sse_chunk(tag, i, "partial "))
+            raise ConnectionResetError("fake upstream: reset mid-stream")
+        elif path == "/hang-headers":
+            await asyncio.sleep(3600)
+        elif path == "/hang-body":
+            await start()
+            await chunk(sse_chunk(tag, 0, "first "))
+            await asyncio.sleep(3600)
+        elif path == "/slow":
+            await start()
+            try:
+                for i in range(10_000):
+                    await chunk(sse_chunk(tag, i, "tick "))
+                    await asyncio.sleep(0.02)
+                    if (await _disconnected(receive)):
+                        self.cancelled.append(tag)
+                        return
+            except asyncio.CancelledError:
+                self.cancelled.append(tag)
+                raise
+        elif path.startswith("/status/"):
+            code = int(path.rsplit("/", 1)[1])
+            await start(code, b"application/json", [(b"set-cookie", b"session=upstream-secret-cookie")])
+            await chunk(json.dumps({"error": {"message": f"fake {code}", "code": code}}).encode(), more=False)
+        else:
+            await start(404, b"application/json")
+            await chunk(b'{"error": "not found"}', more=False)
+
+
+async def _disconnected(receive: Any) -> bool:
+    # uvicorn's receive() blocks until disconnect once the body is read; poll it briefly.
+    try:
+        message = await asyncio.wait_for(receive(), timeout=0.001)
+    except TimeoutError:
+        return False
+    return message["type"] == "http.disconnect"
+
+
+class ServerThread:
+    """uvicorn serving an ASGI app from a thread, on a real loopback socket."""
+
+    def __init__(self, app: Any) -> None:
+        self.sock = bind("127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("fake upstream did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()

@@ -1,0 +1,192 @@
+"""The recording proxy against a fake upstream: load, faults, limits and redaction end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+
+import httpx
+import pytest
+
+from tests.helpers import decompressed_bytes
+
+
+def _chat(tag: str, **extra: object) -> dict[str, object]:
+    return {"model": "fake", "messages": [{"role": "user", "content": tag}], "stream": True, "tag": tag, **extra}
+
+
+def test_64_concurrent_streams_all_recorded_none_mixed(fake, record):
+    app, url = fake
+    rec = record(url)
+
+    async def one(client: httpx.AsyncClient, tag: str) -> bytes:
+        async with client.stream("POST", f"{rec.url}/v1/chat/completions", json=_chat(tag, n_chunks=40, pace_ms=2)) as r:
+            assert r.status_code == 200
+            return b"".join([c async for c in r.aiter_raw()])
+
+    async def main() -> list[bytes]:
+        async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=64)) as client:
+            return await asyncio.gather(*(one(client, f"s{i}") for i in range(64)))
+
+    received = asyncio.run(main())
+    rec.stop()
+    exchanges = rec.exchanges()
+    assert len(exchanges) == 64
+    by_tag = {json.loads(x["request_body"])["tag"]: x for x in exchanges}
+    assert sorted(by_tag) == sorted(f"s{i}" for i in range(64))
+    for i, body in enumerate(received):
+        x = by_tag[f"s{i}"]
+        assert b"".join(x["chunks"]) == body
+        assert body.count(f"s{i}:".encode()) == 40
+        assert x["end"] == "complete" and x["status"] == 200
+        assert x["chunk_ns"] == sorted(x["chunk_ns"])
+        assert len({c for c in x["chunks"] if b"chatcmpl-" in c and f"chatcmpl-s{i}\"".encode() not in c}) == 0
+    assert len({x["seq"] for x in exchanges}) == 64
+    assert len({x["id"] for x in exchanges}) == 64
+
+
+def test_upstream_refused_gives_502_json_and_is_recorded(record):
+    from infertap.engines import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    rec = record(dead)
+    r = httpx.post(f"{rec.url}/v1/chat/completions", json=_chat("a"), timeout=10)
+    assert r.status_code == 502
+    err = r.json()["error"]
+    assert err["type"] == "upstream_unreachable" and dead in err["message"]
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert x["end"] == "upstream_error" and x["status"] == 502 and x["proxy_generated"]
+    assert "ConnectError" in x["error"]
+    assert json.loads(x["request_body"])["tag"] == "a"
+
+
+def test_upstream_hang_before_headers_gives_504(fake, record):
+    app, url = fake
+    rec = record(url, "--read-timeout", "0.5")
+    r = httpx.post(f"{rec.url}/hang-headers", json={"x": 1}, timeout=10)
+    assert r.status_code == 504
+    assert r.json()["error"]["type"] == "upstream_timeout"
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert x["end"] == "timeout" and x["status"] == 504
+
+
+def test_upstream_hang_mid_stream_cuts_the_stream_and_records_a_timeout(fake, record):
+    app, url = fake
+    rec = record(url, "--read-timeout", "0.5")
+    got = b""
+    with pytest.raises(httpx.RemoteProtocolError):
+        with httpx.stream("POST", f"{rec.url}/hang-body", json={"tag": "h"}, timeout=10) as r:
+            assert r.status_code == 200
+            for c in r.iter_raw():
+                got += c
+    assert b"first" in got
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert x["end"] == "timeout" and x["status"] == 200
+    assert b"".join(x["chunks"]) == got
+
+
+def test_upstream_reset_mid_stream_reaches_the_client_and_keeps_partial_chunks(fake, record):
+    app, url = fake
+    rec = record(url)
+    got = b""
+    with pytest.raises(httpx.RemoteProtocolError):
+        with httpx.stream("POST", f"{rec.url}/reset", json={"tag": "r"}, timeout=10) as r:
+            for c in r.iter_raw():
+                got += c
+    assert got.count(b"partial") == 3
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert x["end"] == "upstream_error"
+    assert b"".join(x["chunks"]) == got
+
+
+def test_client_disconnect_cancels_upstream_and_is_recorded(fake, record):
+    app, url = fake
+    rec = record(url)
+    got = b""
+    with httpx.stream("POST", f"{rec.url}/slow", json={"tag": "gone"}, timeout=10) as r:
+        for c in r.iter_raw():
+            got += c
+            if got.count(b"tick") >= 3:
+                break
+    deadline = time.monotonic() + 10
+    while "gone" not in app.cancelled and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "gone" in app.cancelled, "the upstream stream kept going after the client left"
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert x["end"] == "client_disconnected"
+    assert b"".join(x["chunks"]).startswith(got)
+
+
+def test_oversized_body_gets_413_and_is_recorded_as_refused(fake, record):
+    app, url = fake
+    rec = record(url, "--max-body-mb", "0.001")
+    big = {"tag": "big", "pad": "x" * 5000}
+    r = httpx.post(f"{rec.url}/v1/chat/completions", json=big, timeout=10)
+    assert r.status_code == 413
+    assert r.json()["error"]["type"] == "request_too_large"
+    # Chunked upload (no content-length) is caught while reading.
+    r2 = httpx.post(f"{rec.url}/v1/chat/completions", content=iter([b"y" * 600, b"y" * 600]), timeout=10)
+    assert r2.status_code == 413
+    rec.stop()
+    xs = rec.exchanges()
+    assert [x["end"] for x in xs] == ["refused", "refused"]
+    assert xs[0]["request_body_size"] > 1024 and xs[1]["request_body_size"] > 1024
+    assert app.requests == [], "a refused request must not reach the upstream"
+
+
+def test_every_method_path_and_query_is_forwarded_exactly(fake, record):
+    app, url = fake
+    rec = record(url)
+    body = b'{"odd": "\xc3\xa9\\u0000", "n": 1e400}  '  # not re-serialised: bytes pass as they are
+    r = httpx.request("PATCH", f"{rec.url}/echo?a=1&b=%20x&b=2", content=body, headers={"X-Custom": "v"}, timeout=10)
+    echoed = r.json()
+    assert base64.b64decode(echoed["body_b64"]) == body
+    assert echoed["query"] == "a=1&b=%20x&b=2"
+    assert ["x-custom", "v"] in echoed["headers"]
+    r404 = httpx.get(f"{rec.url}/engine/native/route", timeout=10)
+    assert r404.status_code == 404
+    rec.stop()
+    x, y = rec.exchanges()
+    assert (x["method"], x["path"], x["query"], x["request_body"]) == ("PATCH", "/echo", "a=1&b=%20x&b=2", body)
+    assert (y["method"], y["path"], y["status"]) == ("GET", "/engine/native/route", 404)
+
+
+def test_secrets_reach_the_upstream_but_never_the_capture(fake, record):
+    app, url = fake
+    rec = record(url, "--redact-header", "X-Org-Secret")
+    secrets = {
+        "Authorization": "Bearer sk-live-AAAA1111",
+        "X-Api-Key": "xak-BBBB2222",
+        "api-key": "azure-CCCC3333",
+        "Cookie": "sid=DDDD4444",
+        "X-Org-Secret": "org-EEEE5555",
+    }
+    r = httpx.post(
+        f"{rec.url}/status/200?key=FFFF6666&model=m&token=GGGG7777", json={"a": 1}, headers=secrets, timeout=10
+    )
+    assert r.status_code == 200
+    (seen,) = app.requests
+    upstream_saw = {n.decode().lower(): v.decode() for n, v in seen["headers"]}
+    for name, value in secrets.items():
+        assert upstream_saw[name.lower()] == value
+    assert seen["query"] == b"key=FFFF6666&model=m&token=GGGG7777"
+    rec.stop()
+    raw = decompressed_bytes(rec.out)
+    for needle in ["AAAA1111", "BBBB2222", "CCCC3333", "DDDD4444", "EEEE5555", "FFFF6666", "GGGG7777", "upstream-secret-cookie"]:
+        assert needle.encode() not in raw, needle
+    (x,) = rec.exchanges()
+    headers = {n.lower(): v for n, v in x["request_headers"]}
+    assert headers["authorization"] == "Bearer [REDACTED]"
+    assert headers["x-org-secret"] == "[REDACTED]"
+    assert x["query"] == "key=[REDACTED]&model=m&token=[REDACTED]"
+    assert ["set-cookie", "[REDACTED]"] in x["response_headers"]
+    assert ["set-cookie", "session=upstream-secret-cookie"] not in x["response_headers"]
+    log = rec.proc.log_tail(1_000_000)
+    assert "AAAA1111" not in log

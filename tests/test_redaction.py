@@ -1,0 +1,225 @@
+"""Credential redaction (proxy.redact.Redactor): secret values go, every other byte stays."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from proxy.redact import DEFAULT_HEADERS, DEFAULT_QUERY_PARAMS, REDACTED, Redactor
+
+SECRET = "sk-live-0123456789abcdefSECRET"
+SECRET_HEADERS = ["authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key", "cookie", "set-cookie"]
+CASINGS = [str.lower, str.upper, str.title, lambda s: "".join(c.upper() if i % 2 else c for i, c in enumerate(s))]
+
+
+def test_documented_defaults_are_covered() -> None:
+    assert set(SECRET_HEADERS) <= DEFAULT_HEADERS
+    assert {"key", "api_key", "token", "access_token"} <= DEFAULT_QUERY_PARAMS
+
+
+# -- headers -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("header", SECRET_HEADERS)
+@pytest.mark.parametrize("case", CASINGS)
+def test_header_pairs_redacts_each_default_header(header: str, case: object) -> None:
+    name = case(header)  # type: ignore[operator]
+    pairs = [("Content-Type", "application/json"), (name, SECRET), ("User-Agent", "OpenAI/Python 1.60")]
+    out = Redactor().header_pairs(pairs)
+    assert out == [["Content-Type", "application/json"], [name, REDACTED], ["User-Agent", "OpenAI/Python 1.60"]]
+    assert SECRET not in repr(out)
+
+
+@pytest.mark.parametrize("header", SECRET_HEADERS)
+@pytest.mark.parametrize("case", CASINGS)
+def test_headers_from_asgi_redacts_each_default_header(header: str, case: object) -> None:
+    name = case(header).encode("latin-1")  # type: ignore[operator]
+    raw = [(b"host", b"127.0.0.1:8787"), (name, SECRET.encode()), (b"accept", b"text/event-stream")]
+    out = Redactor().headers_from_asgi(raw)
+    assert out == [["host", "127.0.0.1:8787"], [name.decode(), REDACTED], ["accept", "text/event-stream"]]
+    assert SECRET not in repr(out)
+
+
+def test_repeated_headers_each_redacted_in_order() -> None:
+    pairs = [
+        ("Cookie", "a=secret1"),
+        ("X-Trace", "t1"),
+        ("cookie", "b=secret2"),
+        ("Set-Cookie", "c=secret3; Path=/"),
+        ("X-Trace", "t2"),
+        ("set-cookie", "d=secret4"),
+    ]
+    out = Redactor().header_pairs(pairs)
+    assert [n for n, _ in out] == [n for n, _ in pairs]
+    assert out == [
+        ["Cookie", REDACTED],
+        ["X-Trace", "t1"],
+        ["cookie", REDACTED],
+        ["Set-Cookie", REDACTED],
+        ["X-Trace", "t2"],
+        ["set-cookie", REDACTED],
+    ]
+    raw = [(n.lower().encode(), v.encode()) for n, v in pairs]
+    out_asgi = Redactor().headers_from_asgi(raw)
+    assert out_asgi == [[n.lower(), v] for n, v in out]
+    for i in range(1, 5):
+        assert f"secret{i}" not in repr(out) + repr(out_asgi)
+
+
+@pytest.mark.parametrize("name", ["Authorization", "authorization", "PROXY-AUTHORIZATION", "Proxy-Authorization"])
+@pytest.mark.parametrize("scheme", ["Bearer", "Basic", "bearer"])
+def test_authorization_keeps_its_scheme(name: str, scheme: str) -> None:
+    value = f"{scheme} {SECRET}"
+    assert Redactor().header_pairs([(name, value)]) == [[name, f"{scheme} {REDACTED}"]]
+    assert Redactor().headers_from_asgi([(name.encode(), value.encode())]) == [[name, f"{scheme} {REDACTED}"]]
+
+
+@pytest.mark.parametrize("value", [SECRET, f"Bearer{SECRET}", "Bearer ", f"sk-1 {SECRET}", f"{SECRET} extra"])
+def test_authorization_without_a_plain_scheme_is_wholly_redacted(value: str) -> None:
+    (pair,) = Redactor().header_pairs([("Authorization", value)])
+    assert pair[1] in (REDACTED, f"Bearer {REDACTED}")
+    assert SECRET not in pair[1]
+    assert pair[1] == REDACTED
+
+
+@pytest.mark.parametrize("name", ["x-api-key", "Api-Key", "Cookie"])
+def test_scheme_is_kept_only_for_authorization_headers(name: str) -> None:
+    assert Redactor().header_pairs([(name, f"Bearer {SECRET}")]) == [[name, REDACTED]]
+
+
+def test_non_secret_headers_are_byte_identical() -> None:
+    pairs = [("X-Custom", "  spaced value  "), ("Accept-Encoding", "gzip, br"), ("X-Latin", "caf\xe9"), ("Empty", "")]
+    assert Redactor().header_pairs(pairs) == [list(p) for p in pairs]
+    raw = [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in pairs]
+    assert Redactor().headers_from_asgi(raw) == [[n.lower(), v] for n, v in pairs]
+
+
+def test_extra_headers_from_the_constructor() -> None:
+    r = Redactor(extra_headers=["X-Org-Secret", "  x-tenant-token "])
+    pairs = [("x-org-secret", "s1secret"), ("X-TENANT-TOKEN", "s2secret"), ("X-Other", "keep"), ("Authorization", "Bearer s3secret")]
+    assert r.header_pairs(pairs) == [
+        ["x-org-secret", REDACTED],
+        ["X-TENANT-TOKEN", REDACTED],
+        ["X-Other", "keep"],
+        ["Authorization", f"Bearer {REDACTED}"],
+    ]
+    raw = [(n.lower().encode(), v.encode()) for n, v in pairs]
+    out = r.headers_from_asgi(raw)
+    assert [v for _, v in out] == [REDACTED, REDACTED, "keep", f"Bearer {REDACTED}"]
+    # the defaults don't know them
+    assert Redactor().header_pairs([("X-Org-Secret", "s1secret")]) == [["X-Org-Secret", "s1secret"]]
+
+
+# -- query ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("param", sorted(DEFAULT_QUERY_PARAMS))
+def test_query_default_params(param: str) -> None:
+    q = f"model=gpt&{param}={SECRET}&stream=true"
+    assert Redactor().query(q) == f"model=gpt&{param}={REDACTED}&stream=true"
+
+
+@pytest.mark.parametrize("name", ["KEY", "Api_Key", "API_KEY", "Access_Token", "TOKEN"])
+def test_query_param_names_in_any_casing(name: str) -> None:
+    assert Redactor().query(f"{name}={SECRET}") == f"{name}={REDACTED}"
+
+
+@pytest.mark.parametrize("name", ["api%5Fkey", "api%5fkey", "%6Bey", "access%5Ftoken", "x%2Dapi%2Dkey", "API%5FKEY"])
+def test_query_url_encoded_names(name: str) -> None:
+    # the name is kept exactly as the client encoded it; only the value goes
+    assert Redactor().query(f"a=1&{name}={SECRET}") == f"a=1&{name}={REDACTED}"
+
+
+def test_query_keeps_every_other_byte() -> None:
+    q = "a=1&&b=%20x+y&flag&key=" + SECRET + "&c=&d==e&key&token=" + SECRET + "#frag"
+    out = Redactor().query(q)
+    assert out == "a=1&&b=%20x+y&flag&key=" + REDACTED + "&c=&d==e&key&token=" + REDACTED
+    assert SECRET not in out
+
+
+def test_query_repeated_param() -> None:
+    assert Redactor().query(f"key=aaaaaaaa&key=bbbbbbbb&x=1") == f"key={REDACTED}&key={REDACTED}&x=1"
+
+
+@pytest.mark.parametrize("q", ["", "a=1", "model=m&stream=true", "keyword=x&tokens=5&apikeys=1", "flag", "key", "=v", "&&"])
+def test_query_without_secrets_is_unchanged(q: str) -> None:
+    assert Redactor().query(q) == q
+
+
+def test_query_value_with_equals_signs_is_wholly_redacted() -> None:
+    assert Redactor().query(f"sig={SECRET}==&x=1") == f"sig={REDACTED}&x=1"
+
+
+def test_extra_query_params() -> None:
+    r = Redactor(extra_query_params=["Session_Secret"])
+    assert r.query(f"session_secret={SECRET}&key={SECRET}") == f"session_secret={REDACTED}&key={REDACTED}"
+    assert Redactor().query(f"session_secret=abc") == "session_secret=abc"
+
+
+# -- property ------------------------------------------------------------------------------------
+
+secrets = st.text(alphabet=string.ascii_letters + string.digits, min_size=8, max_size=64)
+
+
+def random_case(draw: st.DrawFn, name: str) -> str:
+    flips = draw(st.lists(st.booleans(), min_size=len(name), max_size=len(name)))
+    return "".join(c.upper() if f else c.lower() for c, f in zip(name, flips, strict=True))
+
+
+@st.composite
+def header_sets(draw: st.DrawFn) -> tuple[list[tuple[str, str]], str]:
+    secret = draw(secrets)
+    names = draw(st.lists(st.sampled_from(SECRET_HEADERS), min_size=1, max_size=6))
+    pairs = []
+    for name in names:
+        cased = random_case(draw, name)
+        prefix = draw(st.sampled_from(["", "Bearer ", "Basic ", "key=", "session="]))
+        pairs.append((cased, prefix + secret))
+        if draw(st.booleans()):
+            pairs.append(("X-Request-Id", "req-1"))
+    return pairs, secret
+
+
+@st.composite
+def queries(draw: st.DrawFn) -> tuple[str, str]:
+    secret = draw(secrets)
+    params = draw(st.lists(st.sampled_from(sorted(DEFAULT_QUERY_PARAMS)), min_size=1, max_size=5))
+    parts = []
+    for p in params:
+        name = random_case(draw, p)
+        if draw(st.booleans()):
+            name = name.replace("_", "%5F").replace("-", "%2D")
+        parts.append(f"{name}={secret}")
+        if draw(st.booleans()):
+            parts.append("stream=true")
+    return "&".join(parts), secret
+
+
+BOILERPLATE = " ".join(SECRET_HEADERS + ["Bearer", "Basic", REDACTED, "X-Request-Id", "req-1", "stream=true"])
+
+
+@settings(max_examples=300, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(header_sets())
+def test_property_secret_headers_never_leak(case: tuple[list[tuple[str, str]], str]) -> None:
+    pairs, secret = case
+    assume(secret.lower() not in BOILERPLATE.lower())
+    out = Redactor().header_pairs(pairs)
+    assert [n for n, _ in out] == [n for n, _ in pairs]
+    assert all(secret not in v for _, v in out)
+    out_asgi = Redactor().headers_from_asgi([(n.lower().encode(), v.encode()) for n, v in pairs])
+    assert [n for n, _ in out_asgi] == [n.lower() for n, _ in pairs]
+    assert all(secret not in v for _, v in out_asgi)
+
+
+@settings(max_examples=300, database=None)
+@given(queries())
+def test_property_secret_query_params_never_leak(case: tuple[str, str]) -> None:
+    query, secret = case
+    assume(secret.lower() not in BOILERPLATE.lower() + " %5f %2d")
+    out = Redactor().query(query)
+    assert secret not in out
+    assert out.count("&") == query.count("&")
+    assert out.count(REDACTED) == query.count(secret)
