@@ -80,9 +80,7 @@ def test_authorization_keeps_its_scheme(name: str, scheme: str) -> None:
 @pytest.mark.parametrize("value", [SECRET, f"Bearer{SECRET}", "Bearer ", f"sk-1 {SECRET}", f"{SECRET} extra"])
 def test_authorization_without_a_plain_scheme_is_wholly_redacted(value: str) -> None:
     (pair,) = Redactor().header_pairs([("Authorization", value)])
-    assert pair[1] in (REDACTED, f"Bearer {REDACTED}")
-    assert SECRET not in pair[1]
-    assert pair[1] == REDACTED
+    assert pair == ["Authorization", REDACTED]
 
 
 @pytest.mark.parametrize("name", ["x-api-key", "Api-Key", "Cookie"])
@@ -134,14 +132,14 @@ def test_query_url_encoded_names(name: str) -> None:
 
 
 def test_query_keeps_every_other_byte() -> None:
-    q = "a=1&&b=%20x+y&flag&key=" + SECRET + "&c=&d==e&key&token=" + SECRET + "#frag"
+    q = "a=1&&b=%20x+y&flag&key=" + SECRET + "&c=&d==e&key&token=" + SECRET + "&z=%2F"
     out = Redactor().query(q)
-    assert out == "a=1&&b=%20x+y&flag&key=" + REDACTED + "&c=&d==e&key&token=" + REDACTED
+    assert out == "a=1&&b=%20x+y&flag&key=" + REDACTED + "&c=&d==e&key&token=" + REDACTED + "&z=%2F"
     assert SECRET not in out
 
 
 def test_query_repeated_param() -> None:
-    assert Redactor().query(f"key=aaaaaaaa&key=bbbbbbbb&x=1") == f"key={REDACTED}&key={REDACTED}&x=1"
+    assert Redactor().query("key=aaaaaaaa&key=bbbbbbbb&x=1") == f"key={REDACTED}&key={REDACTED}&x=1"
 
 
 @pytest.mark.parametrize("q", ["", "a=1", "model=m&stream=true", "keyword=x&tokens=5&apikeys=1", "flag", "key", "=v", "&&"])
@@ -156,7 +154,7 @@ def test_query_value_with_equals_signs_is_wholly_redacted() -> None:
 def test_extra_query_params() -> None:
     r = Redactor(extra_query_params=["Session_Secret"])
     assert r.query(f"session_secret={SECRET}&key={SECRET}") == f"session_secret={REDACTED}&key={REDACTED}"
-    assert Redactor().query(f"session_secret=abc") == "session_secret=abc"
+    assert Redactor().query("session_secret=abc") == "session_secret=abc"
 
 
 # -- property ------------------------------------------------------------------------------------
@@ -198,7 +196,7 @@ def queries(draw: st.DrawFn) -> tuple[str, str]:
     return "&".join(parts), secret
 
 
-BOILERPLATE = " ".join(SECRET_HEADERS + ["Bearer", "Basic", REDACTED, "X-Request-Id", "req-1", "stream=true"])
+BOILERPLATE = " ".join(SECRET_HEADERS + sorted(DEFAULT_QUERY_PARAMS) + ["Bearer", "Basic", REDACTED, "X-Request-Id", "req-1", "stream=true"])
 
 
 @settings(max_examples=300, database=None, suppress_health_check=[HealthCheck.too_slow])

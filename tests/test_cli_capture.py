@@ -1,0 +1,276 @@
+"""`infertap cat` and `infertap info` on captures written by CaptureWriter."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from infertap.cli import cli
+from proxy import CaptureWriter
+from proxy.writer import segment_paths
+
+RECORDER = {"kind": "proxy", "upstream": "http://127.0.0.1:9", "pid": 1}
+NOT_UTF8 = b"\xff\xfe\x00\x80 raw \xc3"
+
+
+def exchange(seq: int, **over: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "type": "exchange",
+        "id": f"ex-{seq}",
+        "seq": seq,
+        "session": None,
+        "wall": 1_700_000_000.0 + seq,
+        "start_ns": 1_000_000_000 * seq,
+        "sent_ns": 1_000_000_000 * seq + 1_000,
+        "client": "127.0.0.1:40000",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "query": "",
+        "http_version": "1.1",
+        "request_headers": [["content-type", "application/json"]],
+        "request_body": json.dumps({"model": "smol", "messages": [{"role": "user", "content": "héllo"}]}).encode(),
+        "status": 200,
+        "response_headers": [["content-type", "text/event-stream"], ["server", "llama.cpp"]],
+        "headers_ns": 500,
+        "chunk_ns": [600, 700],
+        "chunks": ['data: {"choices":[{"delta":{"content":"ü"}}]}\n\n'.encode(), NOT_UTF8],
+        "end_ns": 2_000_000,
+        "end": "complete",
+        "error": None,
+        "upstream": "http://127.0.0.1:9",
+    }
+    rec.update(over)
+    return rec
+
+
+EXCHANGES = [
+    exchange(0),
+    exchange(1, path="/v1/completions"),
+    exchange(2, status=None, response_headers=None, headers_ns=None, chunks=[], chunk_ns=[],
+             end="upstream_error", error="connection refused"),  # fmt: skip
+    exchange(3, method="GET", path="/v1/models", request_body=b"", status=200),
+]
+
+
+def make_capture(path: Path, records: list[dict[str, Any]] = EXCHANGES, **kw: Any) -> Path:
+    with CaptureWriter(path, recorder=RECORDER, labels={"gpu": "none"}, **kw) as writer:
+        writer.write({"type": "engine", "kind": "llama.cpp", "version": "b1234"})
+        for rec in records:
+            writer.write(rec)
+    assert writer.error is None
+    return path
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=True)
+
+
+def stdout_of(result: Result) -> str:
+    return result.stdout
+
+
+def stderr_of(result: Result) -> str:
+    return result.stderr
+
+
+def assert_clean_exit(result: Result, code: int) -> None:
+    """Exited with `code` through click (SystemExit), not through an uncaught exception."""
+    assert result.exit_code == code, (result.output, result.exception)
+    if result.exception is not None:
+        assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+
+
+def block_starts(data: bytes) -> list[int]:
+    starts, off = [], 0
+    while off < len(data):
+        starts.append(off)
+        zlen = struct.unpack_from("<I", data, off + 16)[0]
+        off += 24 + zlen
+    return starts
+
+
+# -- cat -----------------------------------------------------------------------------------------
+
+
+def test_cat_prints_one_json_object_per_line(tmp_path: Path) -> None:
+    cap = make_capture(tmp_path / "cap")
+    result = run("cat", str(cap))
+    assert_clean_exit(result, 0)
+    lines = stdout_of(result).splitlines()
+    objs = [json.loads(line) for line in lines]
+    assert all(isinstance(o, dict) and "type" in o for o in objs)
+    assert [o["type"] for o in objs] == ["header", "engine"] + ["exchange"] * len(EXCHANGES) + ["footer"]
+    assert stderr_of(result) == ""
+
+    ex = [o for o in objs if o["type"] == "exchange"]
+    assert [o["seq"] for o in ex] == [0, 1, 2, 3]
+    # UTF-8 bytes are shown as text
+    assert ex[0]["request_body"] == EXCHANGES[0]["request_body"].decode("utf-8")
+    assert json.loads(ex[0]["request_body"])["messages"][0]["content"] == "héllo"
+    assert ex[0]["chunks"][0] == EXCHANGES[0]["chunks"][0].decode("utf-8")
+    assert ex[3]["request_body"] == ""
+    # other bytes as {"base64": ...}, which decodes back to exactly what was recorded
+    raw = ex[0]["chunks"][1]
+    assert set(raw) == {"base64"}
+    assert base64.b64decode(raw["base64"]) == NOT_UTF8
+    # the rest of the record as written
+    assert ex[2]["status"] is None and ex[2]["end"] == "upstream_error" and ex[2]["chunks"] == []
+    assert ex[1]["path"] == "/v1/completions"
+
+
+def test_cat_type_filter(tmp_path: Path) -> None:
+    cap = make_capture(tmp_path / "cap")
+    result = run("cat", str(cap), "--type", "exchange")
+    assert_clean_exit(result, 0)
+    objs = [json.loads(line) for line in stdout_of(result).splitlines()]
+    assert [o["type"] for o in objs] == ["exchange"] * len(EXCHANGES)
+    assert [o["id"] for o in objs] == [e["id"] for e in EXCHANGES]
+
+    result = run("cat", str(cap), "--type", "header", "--type", "footer")
+    assert_clean_exit(result, 0)
+    assert [json.loads(line)["type"] for line in stdout_of(result).splitlines()] == ["header", "footer"]
+
+    result = run("cat", str(cap), "--type", "enrichment")
+    assert_clean_exit(result, 0)
+    assert stdout_of(result) == ""
+
+
+def test_cat_reads_all_segments_and_a_single_segment(tmp_path: Path) -> None:
+    cap = make_capture(tmp_path / "cap", max_segment_bytes=1)
+    segments = segment_paths(cap)
+    result = run("cat", str(cap), "--type", "exchange")
+    assert_clean_exit(result, 0)
+    assert len(stdout_of(result).splitlines()) == len(EXCHANGES)
+    result = run("cat", str(segments[0]))
+    assert_clean_exit(result, 0)
+    assert json.loads(stdout_of(result).splitlines()[0])["type"] == "header"
+
+
+def test_cat_on_a_torn_capture_warns(tmp_path: Path) -> None:
+    cap = make_capture(tmp_path / "cap")
+    (seg,) = segment_paths(cap)
+    data = seg.read_bytes()
+    seg.write_bytes(data[:-5])
+    result = run("cat", str(cap))
+    assert_clean_exit(result, 0)
+    types = [json.loads(line)["type"] for line in stdout_of(result).splitlines()]
+    assert types == ["header", "engine"] + ["exchange"] * len(EXCHANGES)
+    err = stderr_of(result)
+    assert "warning" in err and str(seg) in err and "torn" in err
+
+
+def test_cat_on_a_corrupt_capture_fails_cleanly(tmp_path: Path) -> None:
+    cap = make_capture(tmp_path / "cap")
+    (seg,) = segment_paths(cap)
+    data = bytearray(seg.read_bytes())
+    starts = block_starts(bytes(data))
+    target = starts[1]  # a block in the middle
+    data[(target + 24 + starts[2]) // 2] ^= 0x55
+    seg.write_bytes(bytes(data))
+    result = run("cat", str(cap))
+    assert_clean_exit(result, 1)
+    err = stderr_of(result)
+    assert "Error" in err
+    assert str(seg) in err and f"byte offset {target}" in err
+    # what came before the damage was still printed
+    assert [json.loads(line)["type"] for line in stdout_of(result).splitlines()] == ["header"]
+
+
+def test_cat_on_an_unsupported_version_fails_cleanly(tmp_path: Path) -> None:
+    cap = make_capture(tmp_path / "cap")
+    (seg,) = segment_paths(cap)
+    data = bytearray(seg.read_bytes())
+    struct.pack_into("<H", data, 12, 2)  # the first block's major version
+    seg.write_bytes(bytes(data))
+    result = run("cat", str(cap))
+    assert_clean_exit(result, 1)
+    assert "2.0" in stderr_of(result) and "upgrade" in stderr_of(result)
+
+
+def test_cat_on_a_directory_without_segments_fails_cleanly(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run("cat", str(empty))
+    assert_clean_exit(result, 1)
+    assert "not a capture" in stderr_of(result)
+
+
+def test_cat_on_a_missing_path(tmp_path: Path) -> None:
+    result = run("cat", str(tmp_path / "nope"))
+    assert_clean_exit(result, 2)  # click's usage error: the path must exist
+
+
+# -- info ----------------------------------------------------------------------------------------
+
+
+def test_info_json(tmp_path: Path) -> None:
+    cap = make_capture(tmp_path / "cap")
+    result = run("info", str(cap), "--json")
+    assert_clean_exit(result, 0)
+    s = json.loads(stdout_of(result))
+    assert s["exchanges"] == len(EXCHANGES)
+    assert s["path"] == str(cap)
+    assert s["segments"] == 1
+    assert s["records"] == {"header": 1, "engine": 1, "exchange": 4, "footer": 1}
+    assert s["paths"] == {"POST /v1/chat/completions": 2, "POST /v1/completions": 1, "GET /v1/models": 1}
+    assert s["statuses"] == {"200": 3, "None": 1}
+    assert s["ends"] == {"complete": 3, "upstream_error": 1}
+    assert s["models"] == {"smol": 3}
+    assert s["labels"] == {"gpu": "none"}
+    assert s["runs"] == 1 and s["recorders"] == ["proxy"]
+    assert s["upstreams"] == {"http://127.0.0.1:9": 1}
+    assert s["first_wall"] == pytest.approx(1_700_000_000.0)
+    assert s["closed_cleanly"] is True
+    assert s["torn"] == []
+    assert stderr_of(result) == ""
+
+
+def test_info_json_on_a_torn_capture(tmp_path: Path) -> None:
+    cap = make_capture(tmp_path / "cap")
+    (seg,) = segment_paths(cap)
+    seg.write_bytes(seg.read_bytes()[:-3])  # the footer's block is cut short
+    result = run("info", str(cap), "--json")
+    assert_clean_exit(result, 0)
+    s = json.loads(stdout_of(result))
+    assert s["exchanges"] == len(EXCHANGES)
+    assert s["closed_cleanly"] is False
+    assert len(s["torn"]) == 1 and str(seg) in s["torn"][0]
+    err = stderr_of(result)
+    assert "warning" in err and "torn tail" in err and str(seg) in err
+
+
+def test_info_human_output(tmp_path: Path) -> None:
+    cap = make_capture(tmp_path / "cap", max_segment_bytes=1)
+    result = run("info", str(cap))
+    assert_clean_exit(result, 0)
+    out = stdout_of(result)
+    assert "exchanges" in out and "closed cleanly" in out
+    assert "POST /v1/chat/completions ×2" in out
+    assert "gpu=none" in out
+
+
+def test_info_on_a_corrupt_capture_fails_cleanly(tmp_path: Path) -> None:
+    cap = make_capture(tmp_path / "cap")
+    (seg,) = segment_paths(cap)
+    data = bytearray(seg.read_bytes())
+    target = block_starts(bytes(data))[2]
+    data[target] ^= 0xFF  # a block head's magic
+    seg.write_bytes(bytes(data))
+    result = run("info", str(cap), "--json")
+    assert_clean_exit(result, 1)
+    assert str(seg) in stderr_of(result) and f"byte offset {target}" in stderr_of(result)
+
+
+def test_info_on_a_directory_without_segments_fails_cleanly(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run("info", str(empty))
+    assert_clean_exit(result, 1)
+    assert "not a capture" in stderr_of(result)
