@@ -134,8 +134,8 @@ def cat(capture: Path, types: tuple[str, ...]) -> None:
 
     Bytes are shown as text when they are valid UTF-8, else as {"base64": "..."}.
     """
-    reader = CaptureReader(capture)
     try:
+        reader = CaptureReader(capture)
         for record in reader.records():
             if not types or record.get("type") in types:
                 click.echo(dumps(record))

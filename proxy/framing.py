@@ -17,13 +17,15 @@ from typing import BinaryIO
 
 SKIPPABLE_MAGIC = 0x184D2A5E  # one of zstd's 16 skippable-frame magics
 TAG = b"ITAP"
-_HEAD = struct.Struct("<II4sHHII")  # magic, frame size, tag, major, minor, zlen, crc32
+# magic, frame size, tag, major, minor, zlen, crc32 of the zstd frame, crc32 of the head's bytes 8..24
+_HEAD = struct.Struct("<II4sHHIII")
 HEAD_SIZE = _HEAD.size
 _FRAME_SIZE = HEAD_SIZE - 8
 
 
 def block_head(major: int, minor: int, zframe: bytes) -> bytes:
-    return _HEAD.pack(SKIPPABLE_MAGIC, _FRAME_SIZE, TAG, major, minor, len(zframe), zlib.crc32(zframe))
+    fields = struct.pack("<4sHHII", TAG, major, minor, len(zframe), zlib.crc32(zframe))
+    return struct.pack("<II", SKIPPABLE_MAGIC, _FRAME_SIZE) + fields + struct.pack("<I", zlib.crc32(fields))
 
 
 @dataclass(slots=True)
@@ -51,13 +53,14 @@ def iter_blocks(f: BinaryIO, size: int) -> Iterator[Block | Fault]:
         if len(head) < HEAD_SIZE:
             yield Fault(offset, f"{size - offset} trailing bytes, shorter than a block head", True)
             return
-        magic, frame_size, tag, major, minor, zlen, crc = _HEAD.unpack(head)
-        if magic != SKIPPABLE_MAGIC or frame_size != _FRAME_SIZE or tag != TAG:
+        magic, frame_size, tag, major, minor, zlen, crc, head_crc = _HEAD.unpack(head)
+        if magic != SKIPPABLE_MAGIC or frame_size != _FRAME_SIZE or tag != TAG or zlib.crc32(head[8:-4]) != head_crc:
             rest = head + f.read()
             if not rest.strip(b"\0"):
                 yield Fault(offset, f"{len(rest)} zero bytes at the end", True)
             else:
-                yield Fault(offset, "no infertap block head here", False)
+                # A damaged head at the very end of the file is a write cut short; elsewhere, damage.
+                yield Fault(offset, "no valid infertap block head here", len(rest) <= HEAD_SIZE)
             return
         end = offset + HEAD_SIZE + zlen
         if end > size:

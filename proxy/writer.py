@@ -117,6 +117,10 @@ class CaptureWriter:
 
     def write(self, record: dict[str, Any]) -> None:
         """Queue a record. The caller must not mutate it afterwards."""
+        if self._closed:
+            self.dropped += 1
+            log.error("capture %s: record written after close, dropped", self.path)
+            return
         self._queue.put(record)
 
     @property
@@ -156,7 +160,7 @@ class CaptureWriter:
                     break
             if parts:
                 self._write_frame(compressor, b"".join(parts), count, exchanges)
-            if not stopping and self._segment_bytes >= self.max_segment_bytes:
+            if not stopping and self.error is None and self._segment_bytes >= self.max_segment_bytes:
                 self._rotate(compressor, packer)
         self._finish(compressor, packer)
 
@@ -184,6 +188,7 @@ class CaptureWriter:
     def _rotate(self, compressor: zstandard.ZstdCompressor, packer: msgpack.Packer) -> None:
         self._write_frame(compressor, packer.pack(self._footer(final=False)), 1, 0)
         os.close(self._fd)
+        self._fd = -1
         try:
             self._open_segment(self._segment + 1)
         except OSError as exc:

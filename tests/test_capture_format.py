@@ -29,14 +29,17 @@ from proxy import (
     UnsupportedFormatError,
 )
 from proxy.writer import segment_paths
+from tests.helpers import reseal_head
 
 # The block head, as documented in proxy/framing.py: a zstd skippable frame carrying
-# magic, frame size, tag, major, minor, zlen, crc32 (little endian). Spelled out here on purpose,
-# so a change of the on-disk layout shows up as a failing test.
-HEAD = struct.Struct("<II4sHHII")
+# magic, frame size, tag, major, minor, zlen, crc32 of the frame, crc32 of head bytes 8..24 (little
+# endian). Spelled out here on purpose, so a change of the on-disk layout shows up as a failing test.
+HEAD = struct.Struct("<II4sHHIII")
 SKIPPABLE_MAGIC = 0x184D2A5E
 MAJOR_OFFSET = 12
 MINOR_OFFSET = 14
+
+
 
 RECORDER = {"kind": "test", "upstream": "http://127.0.0.1:1", "pid": 1}
 
@@ -100,7 +103,7 @@ def blocks_of(data: bytes) -> list[tuple[int, int, list[dict[str, Any]]]]:
     off = 0
     dctx = zstandard.ZstdDecompressor()
     while off < len(data):
-        magic, fsize, tag, major, minor, zlen, crc = HEAD.unpack_from(data, off)
+        magic, fsize, tag, major, minor, zlen, crc, head_crc = HEAD.unpack_from(data, off)
         assert (magic, fsize, tag) == (SKIPPABLE_MAGIC, HEAD.size - 8, b"ITAP")
         assert (major, minor) == (FORMAT_MAJOR, FORMAT_MINOR)
         zframe = data[off + HEAD.size : off + HEAD.size + zlen]
@@ -446,8 +449,9 @@ def test_unknown_major_version_is_refused(tmp_path: Path, which: int) -> None:
     data = bytearray(seg.read_bytes())
     start = blocks_of(bytes(data))[which][0]
     struct.pack_into("<H", data, start + MAJOR_OFFSET, FORMAT_MAJOR + 1)
+    reseal_head(data, start)
     seg.write_bytes(bytes(data))
-    # the crc covers only the zstd frame: the edited head still frames a valid block
+    # a writer of that version would seal its head with its own checksum: the block frames validly
     with open(seg, "rb") as f:
         items = list(iter_blocks(f, len(data)))
     assert all(isinstance(i, Block) for i in items)
@@ -467,6 +471,7 @@ def test_newer_minor_version_is_read(tmp_path: Path) -> None:
     data = bytearray(seg.read_bytes())
     for start, _, _ in blocks_of(bytes(data)):
         struct.pack_into("<H", data, start + MINOR_OFFSET, FORMAT_MINOR + 7)
+        reseal_head(data, start)
     seg.write_bytes(bytes(data))
     got, reader = read_all(cap)
     assert [r for r in got if r["type"] == "exchange"] == recs
@@ -648,3 +653,18 @@ def test_reader_on_a_file_that_is_not_a_capture(tmp_path: Path) -> None:
     with pytest.raises(CaptureCorruptError) as info:
         list(CaptureReader(bogus))
     assert info.value.offset == 0 and str(bogus) in str(info.value)
+
+
+@pytest.mark.parametrize("field_offset", [16, 17, 19, 20, 24])  # zlen bytes, frame crc, head crc
+def test_a_damaged_block_head_mid_file_is_corruption_not_a_torn_tail(tmp_path: Path, field_offset: int) -> None:
+    """A damaged length must not pass for a write cut short: that would silently hide the rest."""
+    cap = tmp_path / "cap"
+    small_capture(cap, n=4)
+    (seg,) = segment_paths(cap)
+    data = bytearray(seg.read_bytes())
+    start = blocks_of(bytes(data))[1][0]
+    data[start + field_offset] ^= 0x40
+    seg.write_bytes(bytes(data))
+    with pytest.raises(CaptureCorruptError) as info:
+        list(CaptureReader(cap))
+    assert info.value.offset == start and info.value.path == str(seg)

@@ -14,6 +14,8 @@ from click.testing import CliRunner, Result
 from infertap.cli import cli
 from proxy import CaptureWriter
 from proxy.writer import segment_paths
+from proxy.framing import HEAD_SIZE
+from tests.helpers import reseal_head
 
 RECORDER = {"kind": "proxy", "upstream": "http://127.0.0.1:9", "pid": 1}
 NOT_UTF8 = b"\xff\xfe\x00\x80 raw \xc3"
@@ -92,7 +94,7 @@ def block_starts(data: bytes) -> list[int]:
     while off < len(data):
         starts.append(off)
         zlen = struct.unpack_from("<I", data, off + 16)[0]
-        off += 24 + zlen
+        off += HEAD_SIZE + zlen
     return starts
 
 
@@ -172,7 +174,7 @@ def test_cat_on_a_corrupt_capture_fails_cleanly(tmp_path: Path) -> None:
     data = bytearray(seg.read_bytes())
     starts = block_starts(bytes(data))
     target = starts[1]  # a block in the middle
-    data[(target + 24 + starts[2]) // 2] ^= 0x55
+    data[(target + HEAD_SIZE + starts[2]) // 2] ^= 0x55
     seg.write_bytes(bytes(data))
     result = run("cat", str(cap))
     assert_clean_exit(result, 1)
@@ -188,6 +190,7 @@ def test_cat_on_an_unsupported_version_fails_cleanly(tmp_path: Path) -> None:
     (seg,) = segment_paths(cap)
     data = bytearray(seg.read_bytes())
     struct.pack_into("<H", data, 12, 2)  # the first block's major version
+    reseal_head(data, 0)
     seg.write_bytes(bytes(data))
     result = run("cat", str(cap))
     assert_clean_exit(result, 1)
@@ -250,7 +253,7 @@ def test_info_human_output(tmp_path: Path) -> None:
     cap = make_capture(tmp_path / "cap", max_segment_bytes=1)
     result = run("info", str(cap))
     assert_clean_exit(result, 0)
-    out = stdout_of(result)
+    out = " ".join(stdout_of(result).split())  # undo rich's wrapping
     assert "exchanges" in out and "closed cleanly" in out
     assert "POST /v1/chat/completions ×2" in out
     assert "gpu=none" in out
