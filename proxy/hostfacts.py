@@ -38,3 +38,25 @@ def host_facts() -> dict[str, Any]:
         "memory_bytes": _memory_bytes(),
         "python": sys.version.split()[0],
     }
+
+
+def gpu_facts(timeout: float = 5.0) -> list[dict[str, Any]] | None:
+    """GPUs as nvidia-smi reports them; None when there is no nvidia-smi (not 'no GPU': unknown)."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=timeout, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    gpus = []
+    for line in out.strip().splitlines():
+        name, driver, memory = (part.strip() for part in line.split(",", 2))
+        gpus.append({"name": name, "driver": driver, "memory_mib": int(memory) if memory.isdigit() else memory})
+    return gpus

@@ -1,0 +1,165 @@
+"""What every engine adapter shares: fetching what an engine exposes, and the shape of a snapshot.
+
+An adapter reads facts from the places its engine publishes them. Each fact carries its source;
+a fact the engine doesn't expose is ``None`` with the reason as its source, never a guess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+# Canonical names of sampling settings, and the names engines use for them.
+ALIASES = {
+    "repetition_penalty": "repeat_penalty",
+    "n_predict": "max_tokens",
+    "num_predict": "max_tokens",
+    "max_completion_tokens": "max_tokens",
+    "max_new_tokens": "max_tokens",
+    "mirostat_mode": "mirostat",
+}
+SAMPLING = (
+    "temperature", "top_p", "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
+    "presence_penalty", "frequency_penalty", "seed", "max_tokens", "min_tokens", "stop", "mirostat",
+    "mirostat_tau", "mirostat_eta", "n", "logprobs", "top_logprobs", "dry_multiplier", "xtc_probability",
+)  # fmt: skip
+
+
+def canonical(name: str) -> str:
+    return ALIASES.get(name, name)
+
+
+@dataclass
+class Endpoint:
+    """One GET or POST an adapter made, as it answered."""
+
+    status: int | None
+    json: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and self.json is not None
+
+
+def fetch(http: httpx.Client, method: str, url: str, body: Any = None) -> Endpoint:
+    try:
+        r = http.request(method, url, json=body) if body is not None else http.request(method, url)
+    except httpx.HTTPError as exc:
+        return Endpoint(None, error=f"{type(exc).__name__}: {exc}")
+    try:
+        payload = r.json()
+    except ValueError:
+        payload = None
+    return Endpoint(r.status_code, payload, {k.lower(): v for k, v in r.headers.items()})
+
+
+def fact(value: Any, source: str) -> dict[str, Any]:
+    return {"value": value, "source": source}
+
+
+def sha256_text(text: str | None) -> str | None:
+    return hashlib.sha256(text.encode()).hexdigest() if text else None
+
+
+@dataclass
+class Tokens:
+    """Token ids and exactly how they were obtained."""
+
+    ids: list[int] | None
+    source: str
+    text: str | None = None  # the rendered prompt, where a template was applied
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ids": self.ids, "count": len(self.ids) if self.ids is not None else None, "source": self.source}
+        if self.text is not None:
+            out["rendered"] = self.text
+        return out
+
+
+class Engine:
+    """A generic OpenAI-compatible server: models from /v1/models, nothing else assumed."""
+
+    kind = "openai-compatible"
+    #: Any request that takes the model lock ends an in-flight stream (llama-cpp-python's
+    #: interrupt_requests): out-of-band calls must wait until no exchange is in flight.
+    interrupts_streams = False
+
+    def __init__(self, http: httpx.Client, base: str, found: dict[str, Endpoint]) -> None:
+        self.http = http
+        self.base = base.rstrip("/")
+        self.found = found
+        self.model_file: str | None = None
+
+    # -- detection ----------------------------------------------------------------------------
+
+    #: GET endpoints fetched once to decide the kind; every adapter may read them.
+    DETECT = ("/props", "/openapi.json", "/get_server_info", "/get_model_info", "/api/version", "/version")
+
+    @classmethod
+    def matches(cls, found: dict[str, Endpoint]) -> bool:
+        models = found.get("/v1/models")
+        return bool(models and models.ok and isinstance(models.json.get("data"), list))
+
+    # -- snapshot -----------------------------------------------------------------------------
+
+    def get(self, path: str) -> Endpoint:
+        if path not in self.found:
+            self.found[path] = fetch(self.http, "GET", self.base + path)
+        return self.found[path]
+
+    def post(self, path: str, body: Any) -> Endpoint:
+        return fetch(self.http, "POST", self.base + path, body)
+
+    def model_ids(self) -> list[str]:
+        ep = self.get("/v1/models")
+        if ep.ok and isinstance(ep.json.get("data"), list):
+            return [m.get("id") for m in ep.json["data"] if isinstance(m, dict) and m.get("id")]
+        return []
+
+    def facts(self) -> dict[str, dict[str, Any]]:
+        """Normalised facts; adapters override what their engine exposes."""
+        unknown = f"not exposed by a generic OpenAI-compatible server"
+        models = self.model_ids()
+        return {
+            "version": fact(None, unknown),
+            "models": fact(models, "/v1/models") if models else fact(None, unknown),
+            "model_path": fact(None, unknown),
+            "model_sha256": fact(None, unknown),
+            "quantization": fact(None, unknown),
+            "context_size": fact(None, unknown),
+            "parallel_slots": fact(None, unknown),
+            "defaults": fact(None, unknown),
+            "chat_template": fact(None, unknown),
+            "bos_token": fact(None, unknown),
+            "eos_token": fact(None, unknown),
+        }
+
+    def notes(self) -> list[str]:
+        return []
+
+    def raw(self) -> dict[str, Any]:
+        """What the engine answered, kept verbatim next to the normalised facts."""
+        return {path: ep.json for path, ep in self.found.items() if ep.ok}
+
+    def defaults_for(self, path: str) -> dict[str, Any] | None:
+        """The engine's own default sampling settings for requests to ``path``, canonical names."""
+        value = self.facts()["defaults"]["value"]
+        return {canonical(k): v for k, v in value.items()} if isinstance(value, dict) else None
+
+    # -- per-exchange ---------------------------------------------------------------------------
+
+    def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
+        return Tokens(None, f"{self.kind}: no tokenize endpoint known")
+
+    def output_tokens(self, text: str) -> Tokens:
+        return Tokens(None, f"{self.kind}: no tokenize endpoint known")
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)

@@ -1,0 +1,166 @@
+"""llama-cpp-python's server: a FastAPI app whose /openapi.json publishes every request default.
+
+It exposes no template, context size or model file; those come from the GGUF when it is at hand.
+Every model endpoint (/v1/models and /extras/tokenize included) takes one lock, and with
+``interrupt_requests`` (on by default) a request waiting on that lock ends the stream in flight:
+out-of-band calls must wait until no exchange is in flight.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from typing import Any
+
+from ..gguf_meta import GGUFFacts, read_gguf
+from .base import Endpoint, Engine, Tokens, fact, sha256_text
+
+_CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+_PROMPT_PATHS = ("/v1/completions", "/completions")
+_SCHEMAS = {"/v1/chat/completions": "CreateChatCompletionRequest", "/v1/completions": "CreateCompletionRequest"}
+
+
+def render_chat(template: str, request: dict[str, Any], bos_token: str, eos_token: str) -> str:
+    """Render a chat request the way llama-cpp-python's Jinja2ChatFormatter does."""
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class IgnoreGenerationTags(jinja2.ext.Extension):
+        tags = {"generation"}
+
+        def parse(self, parser):  # type: ignore[no-untyped-def]
+            parser.stream.skip(1)
+            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+    import json
+
+    env = ImmutableSandboxedEnvironment(
+        loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
+        extensions=[IgnoreGenerationTags, jinja2.ext.loopcontrols],
+    )  # fmt: skip
+    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+    def raise_exception(message: str) -> None:
+        raise ValueError(message)
+
+    return env.from_string(template).render(
+        messages=request.get("messages") or [],
+        eos_token=eos_token,
+        bos_token=bos_token,
+        raise_exception=raise_exception,
+        strftime_now=lambda f: datetime.now().strftime(f),
+        add_generation_prompt=True,
+        functions=request.get("functions"),
+        function_call=request.get("function_call"),
+        tools=request.get("tools"),
+        tool_choice=request.get("tool_choice"),
+    )
+
+
+class LlamaCppPython(Engine):
+    kind = "llama-cpp-python"
+    interrupts_streams = True
+
+    @classmethod
+    def matches(cls, found: dict[str, Endpoint]) -> bool:
+        spec = found.get("/openapi.json")
+        if not (spec and spec.ok and isinstance(spec.json, dict)):
+            return False
+        title = str((spec.json.get("info") or {}).get("title", ""))
+        return "llama.cpp Python" in title or "/extras/tokenize" in (spec.json.get("paths") or {})
+
+    def _openapi(self) -> dict[str, Any]:
+        return self.get("/openapi.json").json or {}
+
+    def _request_defaults(self, path: str) -> dict[str, Any] | None:
+        schemas = (self._openapi().get("components") or {}).get("schemas") or {}
+        props = (schemas.get(_SCHEMAS.get(path, ""), {}) or {}).get("properties") or {}
+        out = {k: v["default"] for k, v in props.items() if isinstance(v, dict) and "default" in v and k not in ("messages", "stream")}
+        return out or None
+
+    def gguf(self) -> tuple[GGUFFacts | None, str]:
+        """The model file, if given or named by the server as a local path; and how it was found."""
+        if self.model_file:
+            return read_gguf(self.model_file), f"--model-file {self.model_file}"
+        for model_id in self.model_ids():
+            if model_id.endswith(".gguf") and os.path.isfile(model_id):
+                return read_gguf(model_id), f"the local file the server names as its model ({model_id})"
+        return None, "not exposed by llama-cpp-python's server (give --model-file to read it from the GGUF)"
+
+    def facts(self) -> dict[str, dict[str, Any]]:
+        info = self._openapi().get("info") or {}
+        models = self.model_ids()
+        gguf, how = self.gguf()
+        defaults = self._request_defaults("/v1/chat/completions")
+        from_gguf = f"GGUF metadata, from {how}"
+        return {
+            "version": fact(info.get("version"), "/openapi.json info.version") if info.get("version") else fact(None, "not exposed"),
+            "models": fact(models, "/v1/models") if models else fact(None, "/v1/models did not answer"),
+            "model_path": fact(gguf.path, how) if gguf else fact(None, how),
+            "model_sha256": fact(gguf.sha256, f"sha256 of {gguf.path}") if gguf else fact(None, how),
+            "quantization": fact(gguf.file_type, from_gguf) if gguf else fact(None, how),
+            "context_size": fact(None, "not exposed by llama-cpp-python's server (its --n_ctx is not published)"),
+            "parallel_slots": fact(1, "llama-cpp-python's server serializes requests behind one model lock"),
+            "defaults": fact(defaults, "/openapi.json CreateChatCompletionRequest defaults") if defaults else fact(None, "not in /openapi.json"),
+            "chat_template": fact(gguf.chat_template, from_gguf) if gguf and gguf.chat_template else fact(None, how),
+            "bos_token": fact(gguf.bos_token, from_gguf) if gguf else fact(None, how),
+            "eos_token": fact(gguf.eos_token, from_gguf) if gguf else fact(None, how),
+        }
+
+    def notes(self) -> list[str]:
+        return [
+            "requests run one at a time; with interrupt_requests (default on) a new request ends the stream in flight,"
+            " so infertap makes its own calls (/v1/models, /extras/tokenize) only while no exchange is in flight",
+            "server settings (n_ctx, chat_format override, interrupt_requests) are not published; the chat template"
+            " is read from the GGUF, as the server does when no --chat_format is given",
+        ]
+
+    def defaults_for(self, path: str) -> dict[str, Any] | None:
+        from .base import canonical
+
+        found = self._request_defaults(path if path in _SCHEMAS else "/v1/chat/completions")
+        return {canonical(k): v for k, v in found.items()} if found else None
+
+    def _tokenize(self, text: str) -> list[int] | None:
+        ep = self.post("/extras/tokenize", {"input": text})
+        if ep.ok and isinstance(ep.json.get("tokens"), list):
+            return ep.json["tokens"]
+        return None
+
+    def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
+        if path in _CHAT_PATHS:
+            gguf, how = self.gguf()
+            if gguf is None or not gguf.chat_template:
+                return Tokens(None, f"chat template unknown: {how}")
+            try:
+                prompt = render_chat(gguf.chat_template, request, gguf.bos_token or "", gguf.eos_token or "")
+            except Exception as exc:  # a template error is the engine's too; record it, don't crash
+                return Tokens(None, f"rendering the GGUF chat template failed: {exc!r}")
+            ids = self._tokenize(prompt)
+            if ids is None:
+                return Tokens(None, "llama-cpp-python /extras/tokenize failed", prompt)
+            # /extras/tokenize adds BOS when the model asks for it; the chat path doesn't (its
+            # template writes whatever BOS it wants), so drop exactly that one added token.
+            if gguf.add_bos_token and ids and ids[0] == gguf.bos_token_id:
+                ids = ids[1:]
+            return Tokens(ids, f"GGUF chat template (sha256 {sha256_text(gguf.chat_template)[:12]}) rendered as llama-cpp-python does + /extras/tokenize", prompt)  # type: ignore[index]
+        if path in _PROMPT_PATHS:
+            prompt = request.get("prompt")
+            if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+                return Tokens(list(prompt), "request (token ids sent by the client)")
+            if isinstance(prompt, str):
+                ids = self._tokenize(prompt)
+                return Tokens(ids, "llama-cpp-python /extras/tokenize" if ids is not None else "llama-cpp-python /extras/tokenize failed")
+        return Tokens(None, f"no prompt to tokenize for {path}")
+
+    def output_tokens(self, text: str) -> Tokens:
+        ids = self._tokenize(text)
+        if ids is None:
+            return Tokens(None, "llama-cpp-python /extras/tokenize failed")
+        gguf, _ = self.gguf()
+        if gguf and gguf.add_bos_token and ids and ids[0] == gguf.bos_token_id:
+            ids = ids[1:]
+        return Tokens(ids, "re-tokenized from the output text by llama-cpp-python /extras/tokenize (may differ from the ids generated)")

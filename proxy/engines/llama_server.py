@@ -1,0 +1,92 @@
+"""llama.cpp's own server (``llama-server``): /props, /slots, /apply-template, /tokenize."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Endpoint, Engine, Tokens, fact
+
+_CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+_PROMPT_PATHS = ("/v1/completions", "/completions", "/completion")
+
+
+class LlamaServer(Engine):
+    kind = "llama-server"
+
+    @classmethod
+    def matches(cls, found: dict[str, Endpoint]) -> bool:
+        props = found.get("/props")
+        return bool(props and props.ok and isinstance(props.json, dict) and "default_generation_settings" in props.json)
+
+    def facts(self) -> dict[str, dict[str, Any]]:
+        props: dict[str, Any] = self.get("/props").json or {}
+        settings = props.get("default_generation_settings") or {}
+        params = settings.get("params") if isinstance(settings.get("params"), dict) else None
+        build = props.get("build_info")
+        if isinstance(build, str) and build.startswith("b0-"):
+            version = fact(None, f"/props build_info is {build!r}: built without version metadata")
+        else:
+            version = fact(build, "/props build_info") if build else fact(None, "/props has no build_info")
+        models = self.model_ids()
+        meta: dict[str, Any] = {}
+        ep = self.get("/v1/models")
+        if ep.ok and ep.json.get("data") and isinstance(ep.json["data"][0].get("meta"), dict):
+            meta = ep.json["data"][0]["meta"]
+        slots = self.get("/slots")
+        n_ctx = settings.get("n_ctx") or meta.get("n_ctx")
+        return {
+            "version": version,
+            "models": fact(models, "/v1/models") if models else fact(None, "/v1/models did not answer"),
+            "model_path": fact(props.get("model_path"), "/props model_path") if props.get("model_path") else fact(None, "/props has no model_path"),
+            "model_sha256": fact(None, "llama-server does not publish a hash of its model file"),
+            "quantization": fact(props.get("model_ftype") or meta.get("ftype"), "/props model_ftype")
+            if props.get("model_ftype") or meta.get("ftype")
+            else fact(None, "not exposed"),
+            "context_size": fact(n_ctx, "/props default_generation_settings.n_ctx (per slot)") if n_ctx else fact(None, "not exposed"),
+            "parallel_slots": fact(props.get("total_slots"), "/props total_slots")
+            if props.get("total_slots")
+            else fact(len(slots.json), "/slots") if slots.ok and isinstance(slots.json, list) else fact(None, "not exposed"),
+            "defaults": fact(params, "/props default_generation_settings.params") if params else fact(None, "/props has no params"),
+            "chat_template": fact(props.get("chat_template"), "/props chat_template") if props.get("chat_template") else fact(None, "not exposed"),
+            "bos_token": fact(props.get("bos_token"), "/props bos_token") if "bos_token" in props else fact(None, "not exposed"),
+            "eos_token": fact(props.get("eos_token"), "/props eos_token") if "eos_token" in props else fact(None, "not exposed"),
+        }
+
+    def notes(self) -> list[str]:
+        props = self.get("/props").json or {}
+        out = []
+        if props.get("endpoint_metrics") is False:
+            out.append("/metrics is off (start llama-server with --metrics to expose it)")
+        return out
+
+    def _tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int] | None:
+        ep = self.post("/tokenize", {"content": text, "add_special": add_special, "parse_special": parse_special})
+        if ep.ok and isinstance(ep.json.get("tokens"), list):
+            return [t if isinstance(t, int) else t.get("id") for t in ep.json["tokens"]]
+        return None
+
+    def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
+        if path in _CHAT_PATHS:
+            # The server renders the request with its own template (/apply-template takes the chat
+            # request as it is) and tokenizes the result with special tokens parsed.
+            body = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+            ep = self.post("/apply-template", body)
+            if not (ep.ok and isinstance(ep.json.get("prompt"), str)):
+                return Tokens(None, f"llama-server /apply-template failed ({ep.status or ep.error})")
+            ids = self._tokenize(ep.json["prompt"], add_special=True, parse_special=True)
+            source = "llama-server /apply-template + /tokenize (add_special, parse_special)"
+            return Tokens(ids, source if ids is not None else "llama-server /tokenize failed", ep.json["prompt"])
+        if path in _PROMPT_PATHS:
+            prompt = request.get("prompt")
+            if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+                return Tokens(list(prompt), "request (token ids sent by the client)")
+            if isinstance(prompt, str):
+                ids = self._tokenize(prompt, add_special=True, parse_special=True)
+                return Tokens(ids, "llama-server /tokenize (add_special, parse_special)" if ids is not None else "llama-server /tokenize failed")
+        return Tokens(None, f"no prompt to tokenize for {path}")
+
+    def output_tokens(self, text: str) -> Tokens:
+        ids = self._tokenize(text, add_special=False, parse_special=False)
+        if ids is None:
+            return Tokens(None, "llama-server /tokenize failed")
+        return Tokens(ids, "re-tokenized from the output text by llama-server /tokenize (may differ from the ids generated)")

@@ -1,0 +1,84 @@
+"""Ollama: /api/version, /api/tags (model digests), /api/show (parameters, template, details).
+
+Follows Ollama's API docs (docs/api.md, v0.5+). Ollama has no tokenize endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Endpoint, Engine, fact, fetch
+
+_NUMERIC = {"true": True, "false": False}
+
+
+def parse_parameters(text: str) -> dict[str, Any]:
+    """Ollama's ``parameters`` text ("temperature 0.7\\nstop \\"<|x|>\\"") into a dict; repeated keys become lists."""
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        key, _, raw = line.strip().partition(" ")
+        if not key:
+            continue
+        raw = raw.strip()
+        value: Any
+        if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
+            value = raw[1:-1]
+        elif raw.lower() in _NUMERIC:
+            value = _NUMERIC[raw.lower()]
+        else:
+            try:
+                value = int(raw)
+            except ValueError:
+                try:
+                    value = float(raw)
+                except ValueError:
+                    value = raw
+        if key in out:
+            out[key] = out[key] if isinstance(out[key], list) else [out[key]]
+            out[key].append(value)
+        else:
+            out[key] = value
+    return out
+
+
+class Ollama(Engine):
+    kind = "ollama"
+
+    @classmethod
+    def matches(cls, found: dict[str, Endpoint]) -> bool:
+        version = found.get("/api/version")
+        return bool(version and version.ok and isinstance(version.json, dict) and "version" in version.json)
+
+    def _models(self) -> list[dict[str, Any]]:
+        return (self.get("/api/tags").json or {}).get("models") or []
+
+    def _show(self, name: str) -> dict[str, Any]:
+        key = f"/api/show {name}"
+        if key not in self.found:
+            self.found[key] = fetch(self.http, "POST", self.base + "/api/show", {"model": name})
+        return self.found[key].json or {}
+
+    def facts(self) -> dict[str, dict[str, Any]]:
+        version = (self.get("/api/version").json or {}).get("version")
+        models = self._models()
+        first = models[0] if models else {}
+        name = first.get("name") or first.get("model")
+        show = self._show(name) if name else {}
+        details = show.get("details") or first.get("details") or {}
+        params = parse_parameters(show.get("parameters") or "") if show.get("parameters") else None
+        ctx = next((v for k, v in (show.get("model_info") or {}).items() if k.endswith(".context_length")), None)
+        src = f"/api/show {name}"
+        not_exposed = "not exposed by Ollama's API"
+        return {
+            "version": fact(version, "/api/version") if version else fact(None, not_exposed),
+            "models": fact([m.get("name") for m in models], "/api/tags") if models else fact(None, "/api/tags lists none"),
+            "model_path": fact(name, "/api/tags name") if name else fact(None, not_exposed),
+            "model_sha256": fact(first.get("digest"), "/api/tags digest") if first.get("digest") else fact(None, not_exposed),
+            "quantization": fact(details.get("quantization_level"), f"{src} details.quantization_level") if details.get("quantization_level") else fact(None, not_exposed),
+            "context_size": fact((params or {}).get("num_ctx") or ctx, f"{src} parameters num_ctx" if (params or {}).get("num_ctx") else f"{src} model_info context_length (the model's; Ollama's runtime num_ctx default may be lower)") if ((params or {}).get("num_ctx") or ctx) else fact(None, not_exposed),
+            "parallel_slots": fact(None, f"{not_exposed} (OLLAMA_NUM_PARALLEL)"),
+            "defaults": fact(params, f"{src} parameters") if params else fact(None, f"{src} sets no parameters; Ollama's built-in defaults apply, not published"),
+            "chat_template": fact(show.get("template"), f"{src} template") if show.get("template") else fact(None, not_exposed),
+            "bos_token": fact(None, not_exposed),
+            "eos_token": fact(None, not_exposed),
+        }

@@ -1,0 +1,81 @@
+"""Facts from a GGUF model file: its hash, chat template and special tokens.
+
+Used where an engine doesn't publish them (llama-cpp-python's server) but the model file is at
+hand: given with ``--model-file``, or named by the engine itself as a local path.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
+               12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
+               30: "BF16"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GGUFFacts:
+    path: str
+    sha256: str
+    size: int
+    name: str | None
+    chat_template: str | None
+    bos_token: str | None
+    eos_token: str | None
+    bos_token_id: int | None
+    add_bos_token: bool | None
+    context_length: int | None
+    file_type: str | None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def _read(path: str, mtime_ns: int, size: int) -> GGUFFacts:
+    import gguf  # numpy-backed; only loaded when a model file is actually read
+
+    reader = gguf.GGUFReader(path)
+
+    def value(key: str):  # type: ignore[no-untyped-def]
+        field = reader.fields.get(key)
+        return field.contents() if field is not None else None
+
+    arch = value("general.architecture")
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    bos_id, eos_id = value("tokenizer.ggml.bos_token_id"), value("tokenizer.ggml.eos_token_id")
+
+    def token(i: int | None) -> str | None:
+        if tokens is None or i is None:
+            return None
+        return tokens.contents(i) if hasattr(tokens, "contents") else None
+
+    file_type = value("general.file_type")
+    return GGUFFacts(
+        path=path,
+        sha256=_sha256(Path(path)),
+        size=size,
+        name=value("general.name"),
+        chat_template=value("tokenizer.chat_template"),
+        bos_token=token(bos_id),
+        eos_token=token(eos_id),
+        bos_token_id=bos_id,
+        add_bos_token=value("tokenizer.ggml.add_bos_token"),
+        context_length=value(f"{arch}.context_length") if arch else None,
+        file_type=_FILE_TYPES.get(file_type, str(file_type)) if file_type is not None else None,
+    )
+
+
+def read_gguf(path: str | os.PathLike[str]) -> GGUFFacts:
+    p = Path(path).resolve()
+    st = p.stat()
+    return _read(str(p), st.st_mtime_ns, st.st_size)

@@ -1,0 +1,76 @@
+"""Engine snapshots: what an engine is and how it is configured, each fact with its source."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from .engines import Engine, ProbeError, detect
+from .engines.base import canonical_json, sha256_text
+from .hostfacts import gpu_facts, host_facts
+
+__all__ = ["ProbeError", "open_engine", "probe", "snapshot"]
+
+
+def _is_local(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def open_engine(url: str, *, model_file: str | None = None, timeout: float = 10.0) -> Engine:
+    """Detect the engine at ``url``; the returned adapter owns an httpx.Client (close ``engine.http``)."""
+    http = httpx.Client(timeout=timeout, trust_env=False)
+    try:
+        engine = detect(http, url)
+    except Exception:
+        http.close()
+        raise
+    engine.model_file = model_file
+    return engine
+
+
+def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """An ``engine`` record: normalised facts with sources, notes, raw answers, host facts, labels."""
+    facts = engine.facts()
+    template = facts["chat_template"]["value"]
+    facts["chat_template_sha256"] = {"value": sha256_text(template), "source": "sha256 of chat_template"} if template else {
+        "value": None, "source": facts["chat_template"]["source"]}  # fmt: skip
+    local = _is_local(engine.base)
+    host = host_facts()
+    host["gpus"] = gpu_facts()
+    identity = {k: v["value"] for k, v in facts.items()}
+    identity["kind"] = engine.kind
+    return {
+        "type": "engine",
+        "url": engine.base,
+        "wall": time.time(),
+        "kind": engine.kind,
+        "facts": facts,
+        "unknown": sorted(k for k, v in facts.items() if v["value"] is None),
+        "notes": engine.notes(),
+        "raw": engine.raw(),
+        "host": host,
+        "host_is_engine_host": local,
+        "labels": dict(labels or {}),
+        # What changes when the engine's configuration does (not the time it was asked).
+        "fingerprint": hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:16],
+    }
+
+
+def probe(url: str, *, labels: Mapping[str, str] | None = None, model_file: str | None = None, timeout: float = 10.0) -> dict[str, Any]:
+    engine = open_engine(url, model_file=model_file, timeout=timeout)
+    try:
+        return snapshot(engine, labels)
+    finally:
+        engine.http.close()
