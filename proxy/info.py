@@ -36,6 +36,7 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
     ends: Counter[str] = Counter()
     models: Counter[str] = Counter()
     servers: Counter[str] = Counter()
+    engines: Counter[str] = Counter()
     upstreams: Counter[str] = Counter()
     runs: dict[str, dict[str, Any]] = {}
     labels: dict[str, str] = {}
@@ -67,8 +68,8 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
             last = stop if last is None else max(last, stop)
             raw_bytes += len(record.get("request_body", b"")) + sum(len(c) for c in record.get("chunks", ()))
         elif rtype == "engine":
-            kind = record.get("kind") or "unknown"
-            servers[f"{kind} {record.get('version') or ''}".strip()] += 1
+            version = ((record.get("facts") or {}).get("version") or {}).get("value")
+            engines[f"{record.get('kind') or 'unknown'} {version or '(version unknown)'} at {record.get('url')}"] += 1
     on_disk = sum(p.stat().st_size for p in reader.segments)
     return {
         "path": str(reader.path),
@@ -84,7 +85,8 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
         "first_wall": first,
         "last_wall": last,
         "span_s": (last - first) if first is not None and last is not None else 0.0,
-        "engines": dict(servers),
+        "engines": dict(engines),
+        "server_headers": dict(servers),
         "models": dict(models),
         "paths": dict(paths.most_common()),
         "statuses": dict(statuses.most_common()),

@@ -43,6 +43,10 @@ def open_engine(url: str, *, model_file: str | None = None, timeout: float = 10.
 def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """An ``engine`` record: normalised facts with sources, notes, raw answers, host facts, labels."""
     facts = engine.facts()
+    if engine.model_file and facts["model_sha256"]["value"] is None:
+        from .gguf_meta import read_gguf
+
+        facts["model_sha256"] = {"value": read_gguf(engine.model_file).sha256, "source": f"sha256 of --model-file {engine.model_file}"}
     template = facts["chat_template"]["value"]
     facts["chat_template_sha256"] = {"value": sha256_text(template), "source": "sha256 of chat_template"} if template else {
         "value": None, "source": facts["chat_template"]["source"]}  # fmt: skip

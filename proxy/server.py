@@ -16,6 +16,7 @@ from pathlib import Path
 import uvicorn
 
 from .app import RecordingProxy, build_app
+from .enrich import Enricher
 from .redact import Redactor
 from .version import __version__
 from .writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
@@ -38,6 +39,11 @@ class RecordConfig:
     max_segment_bytes: int = DEFAULT_MAX_SEGMENT_BYTES
     graceful_timeout: float = 5.0
     log_level: str = "warning"
+    probe: bool = True  # engine snapshots at start, periodically and on change
+    enrich: bool = True  # per-exchange effective tokens and settings
+    probe_interval: float = 60.0
+    model_file: str | None = None
+    enrich_queue: int = 1024
 
 
 @dataclass
@@ -48,6 +54,9 @@ class RecordResult:
     dropped: int
     bytes_written: int
     error: str | None
+    enriched: int = 0
+    enrich_dropped: int = 0
+    snapshots: int = 0
 
 
 def is_loopback(host: str) -> bool:
@@ -110,6 +119,7 @@ def serve(
         labels=config.labels,
         max_segment_bytes=config.max_segment_bytes,
     ).open()
+    enricher: Enricher | None = None
     try:
         proxy = RecordingProxy(
             config.upstream,
@@ -119,6 +129,18 @@ def serve(
             connect_timeout=config.connect_timeout,
             read_timeout=config.read_timeout,
         )
+        if config.probe:
+            enricher = Enricher(
+                config.upstream,
+                writer.write,
+                labels=config.labels,
+                model_file=config.model_file,
+                busy=lambda: proxy.in_flight,
+                enrich=config.enrich,
+                probe_interval=config.probe_interval,
+                maxsize=config.enrich_queue,
+            ).start()
+            proxy.on_exchange = enricher.submit
         uv_config = uvicorn.Config(
             build_app(proxy),
             log_level=config.log_level,
@@ -131,6 +153,8 @@ def serve(
         server = _Server(uv_config, (lambda: on_ready(listen, writer)) if on_ready else None)
         server.run(sockets=[sock])
     finally:
+        if enricher is not None:
+            enricher.close()
         writer.close()
         sock.close()
     return RecordResult(
@@ -140,6 +164,9 @@ def serve(
         dropped=writer.dropped,
         bytes_written=writer.bytes_written,
         error=repr(writer.error) if writer.error else None,
+        enriched=enricher.enriched if enricher else 0,
+        enrich_dropped=enricher.dropped if enricher else 0,
+        snapshots=enricher.snapshots if enricher else 0,
     )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infertap.engines import Process, llama_cpp_python_server, recorder
+from infertap.engines import Process, llama_cpp_python_server, llama_server, recorder, smollm2_gguf
 from proxy import CaptureReader
 from tests.fake_upstream import FakeUpstream, ServerThread
 
@@ -27,6 +27,18 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     """The real engine: llama-cpp-python's server on SmolLM2-135M-Instruct, once per session."""
     with llama_cpp_python_server(log_dir=tmp_path_factory.mktemp("engine")) as proc:
         yield proc
+
+
+@pytest.fixture(scope="session")
+def llama_server_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    """The second real engine: llama.cpp's own llama-server on the same GGUF, with its defaults."""
+    with llama_server(log_dir=tmp_path_factory.mktemp("llama-server")) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="session")
+def gguf() -> Path:
+    return smollm2_gguf()
 
 
 @pytest.fixture
@@ -73,7 +85,7 @@ def record(tmp_path: Path) -> Iterator[Any]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Engine tests are slow on 2 cores; run them last so quick failures show first.
-    items.sort(key=lambda item: "engine" in item.fixturenames)
+    items.sort(key=lambda item: "engine" in item.fixturenames or "llama_server_engine" in item.fixturenames)
 
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

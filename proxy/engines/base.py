@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,11 +91,17 @@ class Engine:
     #: interrupt_requests): out-of-band calls must wait until no exchange is in flight.
     interrupts_streams = False
 
+    #: Paths that never take the model lock, asked without waiting (interrupts_streams engines).
+    LOCK_FREE: frozenset[str] = frozenset()
+
     def __init__(self, http: httpx.Client, base: str, found: dict[str, Endpoint]) -> None:
         self.http = http
         self.base = base.rstrip("/")
         self.found = found
         self.model_file: str | None = None
+        #: Called right before each request that could disturb traffic in flight; False skips
+        #: the request. The recorder sets it to "wait until no exchange is in flight".
+        self.gate: Callable[[], bool] = lambda: True
 
     # -- detection ----------------------------------------------------------------------------
 
@@ -108,12 +115,21 @@ class Engine:
 
     # -- snapshot -----------------------------------------------------------------------------
 
+    def _gated(self, path: str) -> bool:
+        return not self.interrupts_streams or path in self.LOCK_FREE or self.gate()
+
     def get(self, path: str) -> Endpoint:
         if path not in self.found:
+            if not self._gated(path):
+                return Endpoint(None, error=f"skipped: exchanges in flight and {self.kind} would end them")
             self.found[path] = fetch(self.http, "GET", self.base + path)
         return self.found[path]
 
     def post(self, path: str, body: Any) -> Endpoint:
+        # Everything local (rendering, building the body) is done by now: the gate's check and
+        # the request follow each other as closely as they can.
+        if not self._gated(path):
+            return Endpoint(None, error=f"skipped: exchanges in flight and {self.kind} would end them")
         return fetch(self.http, "POST", self.base + path, body)
 
     def model_ids(self) -> list[str]:

@@ -63,6 +63,9 @@ def render_chat(template: str, request: dict[str, Any], bos_token: str, eos_toke
 class LlamaCppPython(Engine):
     kind = "llama-cpp-python"
     interrupts_streams = True
+    LOCK_FREE = frozenset({"/openapi.json", "/docs"})
+    _local: Any = None
+    last_error: str | None = None
 
     @classmethod
     def matches(cls, found: dict[str, Endpoint]) -> bool:
@@ -124,10 +127,44 @@ class LlamaCppPython(Engine):
         found = self._request_defaults(path if path in _SCHEMAS else "/v1/chat/completions")
         return {canonical(k): v for k, v in found.items()} if found else None
 
+    def local_tokenizer(self) -> tuple[Any, str] | None:
+        """The engine's own tokenizer code, run here on the same GGUF, when the versions match.
+
+        It gives what /extras/tokenize would, without taking the engine's model lock (which ends
+        the stream in flight), so it is preferred whenever it is exactly the same code.
+        """
+        if self._local is not None:
+            return self._local or None
+        self._local = False
+        gguf, _ = self.gguf()
+        server_version = (self._openapi().get("info") or {}).get("version")
+        try:
+            import llama_cpp
+        except ImportError:
+            return None
+        if gguf is None or not server_version or llama_cpp.__version__ != server_version:
+            return None
+        llama = llama_cpp.Llama(model_path=gguf.path, vocab_only=True, verbose=False)
+        self._local = (llama, f"llama-cpp-python {server_version} tokenizer run locally on the same GGUF (vocab only; same version as the engine)")
+        return self._local
+
+    def _tokenize_local(self, text: str, *, chat: bool) -> tuple[list[int], str] | None:
+        local = self.local_tokenizer()
+        if local is None:
+            return None
+        llama, how = local
+        # As the server does: chat prompts go in as rendered (add_bos=False); a completion's
+        # string prompt gets the model's BOS when the model asks for one.
+        ids = llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        if not chat and llama._model.add_bos_token() and llama.token_bos() >= 0:
+            ids = [llama.token_bos(), *ids]
+        return ids, how
+
     def _tokenize(self, text: str) -> list[int] | None:
         ep = self.post("/extras/tokenize", {"input": text})
         if ep.ok and isinstance(ep.json.get("tokens"), list):
             return ep.json["tokens"]
+        self.last_error = ep.error or f"HTTP {ep.status}"
         return None
 
     def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
@@ -139,27 +176,37 @@ class LlamaCppPython(Engine):
                 prompt = render_chat(gguf.chat_template, request, gguf.bos_token or "", gguf.eos_token or "")
             except Exception as exc:  # a template error is the engine's too; record it, don't crash
                 return Tokens(None, f"rendering the GGUF chat template failed: {exc!r}")
+            template = f"GGUF chat template (sha256 {(sha256_text(gguf.chat_template) or '')[:12]}) rendered as llama-cpp-python does"
+            local = self._tokenize_local(prompt, chat=True)
+            if local is not None:
+                return Tokens(local[0], f"{template} + {local[1]}", prompt)
             ids = self._tokenize(prompt)
             if ids is None:
-                return Tokens(None, "llama-cpp-python /extras/tokenize failed", prompt)
+                return Tokens(None, f"llama-cpp-python /extras/tokenize failed: {self.last_error}", prompt)
             # /extras/tokenize adds BOS when the model asks for it; the chat path doesn't (its
             # template writes whatever BOS it wants), so drop exactly that one added token.
             if gguf.add_bos_token and ids and ids[0] == gguf.bos_token_id:
                 ids = ids[1:]
-            return Tokens(ids, f"GGUF chat template (sha256 {sha256_text(gguf.chat_template)[:12]}) rendered as llama-cpp-python does + /extras/tokenize", prompt)  # type: ignore[index]
+            return Tokens(ids, f"{template} + /extras/tokenize", prompt)
         if path in _PROMPT_PATHS:
             prompt = request.get("prompt")
             if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
                 return Tokens(list(prompt), "request (token ids sent by the client)")
             if isinstance(prompt, str):
+                local = self._tokenize_local(prompt, chat=False)
+                if local is not None:
+                    return Tokens(local[0], local[1])
                 ids = self._tokenize(prompt)
-                return Tokens(ids, "llama-cpp-python /extras/tokenize" if ids is not None else "llama-cpp-python /extras/tokenize failed")
+                return Tokens(ids, "llama-cpp-python /extras/tokenize" if ids is not None else f"llama-cpp-python /extras/tokenize failed: {self.last_error}")
         return Tokens(None, f"no prompt to tokenize for {path}")
 
     def output_tokens(self, text: str) -> Tokens:
+        local = self._tokenize_local(text, chat=True)
+        if local is not None:
+            return Tokens(local[0], f"re-tokenized from the output text by the {local[1]} (may differ from the ids generated)")
         ids = self._tokenize(text)
         if ids is None:
-            return Tokens(None, "llama-cpp-python /extras/tokenize failed")
+            return Tokens(None, f"llama-cpp-python /extras/tokenize failed: {self.last_error}")
         gguf, _ = self.gguf()
         if gguf and gguf.add_bos_token and ids and ids[0] == gguf.bos_token_id:
             ids = ids[1:]

@@ -1,0 +1,271 @@
+"""Out-of-band enrichment: what the engine really ran, for each exchange, without delaying any.
+
+The proxy hands each finished exchange to a bounded queue (``submit`` never blocks; when the
+queue is full the exchange is skipped and counted). One thread, with its own HTTP client, asks
+the engine for the effective prompt tokens, reads the response for usage and server timings,
+resolves the effective sampling settings, and writes an ``enrichment`` record. The same thread
+keeps the engine snapshot current: at start, every ``probe_interval`` seconds, and whenever a
+response names a different model or ``system_fingerprint``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .engines import Engine, ProbeError
+from .engines.base import SAMPLING, canonical
+from .probe import open_engine, snapshot
+from .responses import parse_response
+
+log = logging.getLogger("infertap.enrich")
+
+_STOP = object()
+GENERATION_KEYS = ("messages", "prompt")
+
+
+def effective_settings(request: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Each sampling setting with the value the engine used and where that value came from."""
+    given = {canonical(k): v for k, v in request.items()}
+    names = set(SAMPLING) | (set(defaults) & set(SAMPLING) if defaults else set())
+    names |= {k for k in given if k in SAMPLING}
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(names):
+        if name in given and given[name] is not None:
+            out[name] = {"value": given[name], "source": "request"}
+        elif defaults is not None and name in defaults:
+            out[name] = {"value": defaults[name], "source": "engine_default"}
+        else:
+            out[name] = {"value": None, "source": "unknown"}
+    return out
+
+
+def enrichment(engine: Engine | None, snapshot_id: str | None, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The enrichment record of one exchange, or None when it is no generation request."""
+    try:
+        request = json.loads(record.get("request_body") or b"")
+    except ValueError:
+        return None
+    if not isinstance(request, dict) or not any(k in request for k in GENERATION_KEYS):
+        return None
+    path = record["path"]
+    parsed = parse_response(record)
+    out: dict[str, Any] = {
+        "type": "enrichment",
+        "exchange_id": record["id"],
+        "wall": time.time(),
+        "engine": snapshot_id,
+        "kind": engine.kind if engine else None,
+        "response": {
+            "model": parsed.model,
+            "system_fingerprint": parsed.system_fingerprint,
+            "finish_reason": parsed.finish_reason,
+            "usage": parsed.usage,
+            "parse_error": parsed.error,
+        },
+        "settings": effective_settings(request, engine.defaults_for(path) if engine else None),
+        "server_timings": None,
+    }
+    if parsed.timings:
+        out["server_timings"] = {"source": "llama.cpp timings (server-measured)", **parsed.timings}
+    elif parsed.durations:
+        out["server_timings"] = {"source": "Ollama durations in ns (server-measured)", **parsed.durations}
+
+    if engine is None:
+        reason = "engine unknown (probe failed)"
+        out["prompt_tokens"] = {"ids": None, "count": None, "source": reason}
+        out["output_tokens"] = {"ids": None, "count": None, "source": reason}
+        return out
+    out["prompt_tokens"] = engine.prompt_tokens(path, request).as_dict()
+    usage_prompt = (parsed.usage or {}).get("prompt_tokens")
+    count = out["prompt_tokens"]["count"]
+    out["prompt_tokens"]["agrees_with_usage"] = (count == usage_prompt) if count is not None and usage_prompt is not None else None
+    if parsed.token_ids:
+        out["output_tokens"] = {"ids": parsed.token_ids, "count": len(parsed.token_ids), "source": "engine (token ids in the response)"}
+    elif parsed.text:
+        out["output_tokens"] = engine.output_tokens(parsed.text).as_dict()
+    else:
+        out["output_tokens"] = {"ids": None, "count": None, "source": "no output text"}
+    return out
+
+
+class Enricher:
+    """Owns the engine adapter, the snapshot and the enrichment queue for one recording."""
+
+    def __init__(
+        self,
+        upstream: str,
+        write: Callable[[dict[str, Any]], None],
+        *,
+        labels: Mapping[str, str] | None = None,
+        model_file: str | None = None,
+        busy: Callable[[], int] = lambda: 0,
+        enrich: bool = True,
+        probe_interval: float = 60.0,
+        maxsize: int = 1024,
+        timeout: float = 10.0,
+        idle_wait: float = 30.0,
+    ) -> None:
+        self.upstream = upstream
+        self._write = write
+        self._labels = dict(labels or {})
+        self._model_file = model_file
+        self._busy = busy
+        self._enrich = enrich
+        self._probe_interval = probe_interval
+        self._timeout = timeout
+        self._idle_wait = idle_wait
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize)
+        self._thread: threading.Thread | None = None
+        self.engine: Engine | None = None
+        self.snapshot: dict[str, Any] | None = None
+        self.enriched = 0
+        self.dropped = 0
+        self.failed = 0
+        self.snapshots = 0
+        self._last_seen: tuple[str | None, str | None] | None = None
+        self._probe_error_logged = False
+
+    def start(self) -> Enricher:
+        self._thread = threading.Thread(target=self._run, name="infertap-enricher", daemon=True)
+        self._thread.start()
+        return self
+
+    def submit(self, record: dict[str, Any]) -> None:
+        """Called by the proxy once per finished exchange; never blocks."""
+        if not self._enrich or record.get("end") != "complete" or record.get("method") != "POST":
+            return
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                log.warning("enrichment queue full: %d exchanges left unenriched so far", self.dropped)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Finish what is queued (within ``timeout``), then stop."""
+        if self._thread is None:
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._queue.put(_STOP, timeout=0.1)
+                break
+            except queue.Full:
+                if time.monotonic() > deadline or not self._thread.is_alive():
+                    break
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self.engine is not None:
+            self.engine.http.close()
+
+    # -- the enricher thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        self._probe()
+        next_probe = time.monotonic() + self._probe_interval
+        while True:
+            try:
+                item = self._queue.get(timeout=max(0.01, next_probe - time.monotonic()))
+            except queue.Empty:
+                self._probe()
+                next_probe = time.monotonic() + self._probe_interval
+                continue
+            if item is _STOP:
+                return
+            try:
+                self._enrich_one(item)
+            except Exception:  # one bad exchange must not stop the enrichment of the rest
+                self.failed += 1
+                log.exception("enriching exchange %s failed", item.get("id"))
+
+    def _idle(self) -> bool:
+        """Whether the engine may be asked something now (see Engine.interrupts_streams)."""
+        if self.engine is None or not self.engine.interrupts_streams:
+            return True
+        deadline = time.monotonic() + self._idle_wait
+        while self._busy() > 0:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def _probe(self) -> None:
+        try:
+            if self.engine is None:
+                self.engine = open_engine(self.upstream, model_file=self._model_file, timeout=self._timeout)
+            else:  # ask afresh: a new adapter over a new set of answers
+                fresh = open_engine(self.upstream, model_file=self._model_file, timeout=self._timeout)
+                self.engine.http.close()
+                self.engine = fresh
+        except ProbeError as exc:
+            if not self._probe_error_logged:
+                log.warning("cannot probe the upstream (will retry): %s", exc)
+                self._probe_error_logged = True
+            return
+        self.engine.gate = self._idle
+        snap = snapshot(self.engine, self._labels)
+        if self.engine.interrupts_streams and snap["facts"]["models"]["value"] is None and self.snapshot is not None:
+            return  # its lock-taking endpoints were skipped (traffic in flight): ask again later
+        if self.snapshot is None or snap["fingerprint"] != self.snapshot["fingerprint"]:
+            self.snapshot = snap
+            self.snapshots += 1
+            self._write(snap)
+
+    def _enrich_one(self, record: dict[str, Any]) -> None:
+        if self.engine is None:
+            self._probe()
+        out = enrichment(self.engine, self.snapshot["fingerprint"] if self.snapshot else None, record)
+        if out is None:
+            return
+        self._write(out)
+        self.enriched += 1
+        seen = (out["response"]["model"], out["response"]["system_fingerprint"])
+        if self._last_seen is not None and seen != self._last_seen:
+            log.info("the upstream now reports %s; probing it again", seen)
+            self._probe()
+        self._last_seen = seen
+
+
+def enrich_capture(
+    path: Any,
+    engine_url: str,
+    *,
+    model_file: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, int]:
+    """Enrich a capture after the fact: a new run appended to it, exchanges left as they are.
+
+    The engine should serve the same model and configuration as when the capture was made; its
+    snapshot is stored alongside, so a later reader can check that it does.
+    """
+    from .reader import CaptureReader
+    from .writer import CaptureWriter
+
+    reader = CaptureReader(path)  # lists the segments now: the ones appended below aren't read
+    engine = open_engine(engine_url, model_file=model_file)
+    counts = {"exchanges": 0, "enriched": 0, "skipped": 0}
+    try:
+        snap = snapshot(engine, labels)
+        with CaptureWriter(reader.path, recorder={"kind": "enrich", "engine": engine.base}, labels=labels) as writer:
+            writer.write(snap)
+            for record in reader.exchanges():
+                counts["exchanges"] += 1
+                out = enrichment(engine, snap["fingerprint"], record) if record.get("end") == "complete" else None
+                if out is None:
+                    counts["skipped"] += 1
+                else:
+                    writer.write(out)
+                    counts["enriched"] += 1
+                if progress:
+                    progress(counts["exchanges"])
+        if writer.error:
+            raise writer.error
+    finally:
+        engine.http.close()
+    return counts

@@ -1,0 +1,170 @@
+"""Probes and enrichment against the two real engines serving the same GGUF."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import httpx
+import llama_cpp
+import pytest
+from click.testing import CliRunner
+
+from infertap.cli import cli
+from infertap.engines import SMOLLM2_ALIAS
+from proxy.gguf_meta import read_gguf
+from proxy.info import summarize
+from proxy.probe import probe
+
+pytestmark = pytest.mark.engine
+
+QUESTION = {"model": SMOLLM2_ALIAS, "messages": [{"role": "user", "content": "What is 17 + 25?"}], "temperature": 0, "max_tokens": 24}
+
+
+def _facts(snap: dict) -> dict:
+    return {k: v["value"] for k, v in snap["facts"].items()}
+
+
+def test_llama_cpp_python_is_detected_with_its_repeat_penalty_default(engine, gguf):
+    snap = probe(engine.url, model_file=str(gguf), labels={"gpu": "none"})
+    facts = _facts(snap)
+    assert snap["kind"] == "llama-cpp-python"
+    assert facts["version"] == llama_cpp.__version__
+    assert facts["defaults"]["repeat_penalty"] == 1.1
+    assert facts["models"] == [SMOLLM2_ALIAS]
+    assert facts["model_sha256"] == hashlib.sha256(gguf.read_bytes()).hexdigest()
+    assert facts["chat_template"] == read_gguf(gguf).chat_template
+    assert facts["context_size"] is None and "context_size" in snap["unknown"]
+    assert "not exposed" in snap["facts"]["context_size"]["source"]
+    assert snap["labels"] == {"gpu": "none"} and snap["host_is_engine_host"] is True
+
+
+def test_llama_cpp_python_without_the_model_file_says_what_it_cannot_know(engine):
+    snap = probe(engine.url)
+    assert {"chat_template", "model_sha256", "model_path", "bos_token"} <= set(snap["unknown"])
+    assert "--model-file" in snap["facts"]["chat_template"]["source"]
+
+
+def test_llama_server_is_detected_and_says_its_build_is_unknown(llama_server_engine, gguf):
+    snap = probe(llama_server_engine.url)
+    facts = _facts(snap)
+    assert snap["kind"] == "llama-server"
+    assert facts["defaults"]["repeat_penalty"] == 1.0
+    assert facts["parallel_slots"] == 4
+    assert facts["context_size"] > 0
+    assert facts["chat_template"] == read_gguf(gguf).chat_template
+    assert facts["bos_token"] == "<|im_start|>"
+    build = snap["raw"]["/props"]["build_info"]
+    if build.startswith("b0-"):  # built from the sdist without git metadata, as here
+        assert facts["version"] is None and build in snap["facts"]["version"]["source"]
+    else:
+        assert facts["version"] == build
+
+
+def test_the_two_engines_differ_on_the_same_request_and_the_snapshots_say_why(engine, llama_server_engine):
+    a = probe(engine.url)
+    b = probe(llama_server_engine.url)
+    penalty_a = a["facts"]["defaults"]["value"]["repeat_penalty"]
+    penalty_b = b["facts"]["defaults"]["value"]["repeat_penalty"]
+    assert penalty_a != penalty_b
+
+    def first_line(url: str, **extra: object) -> str:
+        reply = httpx.post(f"{url}/v1/chat/completions", json={**QUESTION, **extra}, timeout=120).json()
+        return reply["choices"][0]["message"]["content"].split("\n")[0]
+
+    assert first_line(engine.url) != first_line(llama_server_engine.url)
+    # Pin the one default that differs, and the answers agree.
+    assert first_line(engine.url, repeat_penalty=penalty_b) == first_line(llama_server_engine.url)
+
+
+@pytest.mark.parametrize("which", ["engine", "llama_server_engine"])
+def test_recording_stores_a_snapshot_and_enriches_each_exchange(which, request, record, gguf):
+    upstream = request.getfixturevalue(which)
+    rec = record(upstream.url, "--model-file", str(gguf))
+    with httpx.Client(timeout=120) as client:
+        chat = client.post(f"{rec.url}/v1/chat/completions", json=QUESTION).json()
+        streamed = client.post(
+            f"{rec.url}/v1/chat/completions",
+            json={**QUESTION, "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+                  "stream": True, "stream_options": {"include_usage": True}, "top_k": 5},
+        )  # fmt: skip
+        completion = client.post(f"{rec.url}/v1/completions", json={"model": SMOLLM2_ALIAS, "prompt": "One, two,", "max_tokens": 4, "temperature": 0}).json()
+    assert streamed.status_code == 200
+    rec.stop()
+    records = rec.records()
+    snapshots = [r for r in records if r["type"] == "engine"]
+    assert len(snapshots) == 1
+    kind = snapshots[0]["kind"]
+    assert kind == ("llama-cpp-python" if which == "engine" else "llama-server")
+    exchanges = {r["id"]: r for r in records if r["type"] == "exchange"}
+    enrichments = [r for r in records if r["type"] == "enrichment"]
+    assert sorted(e["exchange_id"] for e in enrichments) == sorted(exchanges)
+    by_path = {}
+    for e in enrichments:
+        x = exchanges[e["exchange_id"]]
+        by_path.setdefault(x["path"], []).append((x, e))
+        assert e["engine"] == snapshots[0]["fingerprint"]
+        assert e["prompt_tokens"]["ids"], e["prompt_tokens"]["source"]
+    for x, e in by_path["/v1/chat/completions"]:
+        # The effective prompt (template applied, system prompt added where missing) agrees
+        # with what the engine says it processed.
+        if e["response"]["usage"] is None:  # llama-cpp-python ignores stream_options.include_usage
+            assert json.loads(x["request_body"]).get("stream") and e["prompt_tokens"]["agrees_with_usage"] is None
+        else:
+            assert e["prompt_tokens"]["agrees_with_usage"] is True
+            assert e["prompt_tokens"]["count"] == e["response"]["usage"]["prompt_tokens"]
+        settings = e["settings"]
+        assert settings["temperature"] == {"value": 0, "source": "request"}
+        assert settings["repeat_penalty"]["source"] == "engine_default"
+        assert settings["repeat_penalty"]["value"] == (1.1 if kind == "llama-cpp-python" else 1.0)
+    x, e = next((x, e) for x, e in by_path["/v1/chat/completions"] if json.loads(x["request_body"]).get("stream"))
+    assert e["settings"]["top_k"] == {"value": 5, "source": "request"}
+    assert "You are a helpful AI assistant" not in e["prompt_tokens"]["rendered"]  # it had a system prompt
+    plain = next(e for x, e in by_path["/v1/chat/completions"] if not json.loads(x["request_body"]).get("stream"))
+    assert "You are a helpful AI assistant named SmolLM" in plain["prompt_tokens"]["rendered"]  # the template added it
+    assert plain["response"]["usage"] == chat["usage"]
+    (cx, ce) = by_path["/v1/completions"][0]
+    assert ce["prompt_tokens"]["count"] == completion["usage"]["prompt_tokens"]
+    if kind == "llama-server":
+        assert ce["server_timings"]["source"].startswith("llama.cpp timings")
+        assert ce["server_timings"]["prompt_n"] <= ce["prompt_tokens"]["count"]
+    info = summarize(rec.out)
+    assert list(info["engines"]) == [f"{kind} {_facts(snapshots[0])['version'] or '(version unknown)'} at {upstream.url}"]
+
+
+def test_prompt_token_ids_equal_the_engines_own_tokenizer_on_the_rendered_prompt(llama_server_engine, record):
+    rec = record(llama_server_engine.url)
+    httpx.post(f"{rec.url}/v1/chat/completions", json=QUESTION, timeout=120)
+    rec.stop()
+    (e,) = [r for r in rec.records() if r["type"] == "enrichment"]
+    rendered = httpx.post(f"{llama_server_engine.url}/apply-template", json={"messages": QUESTION["messages"]}, timeout=30).json()["prompt"]
+    ids = httpx.post(f"{llama_server_engine.url}/tokenize", json={"content": rendered, "add_special": True, "parse_special": True}, timeout=30).json()["tokens"]
+    assert e["prompt_tokens"]["ids"] == ids
+    assert e["prompt_tokens"]["rendered"] == rendered
+
+
+def test_enrich_after_the_fact_adds_records_without_rewriting_exchanges(engine, record, gguf, tmp_path):
+    rec = record(engine.url, "--no-probe")
+    httpx.post(f"{rec.url}/v1/chat/completions", json=QUESTION, timeout=120)
+    httpx.get(f"{rec.url}/v1/models", timeout=30)
+    rec.stop()
+    before = rec.exchanges()
+    assert not [r for r in rec.records() if r["type"] in ("engine", "enrichment")]
+    result = CliRunner().invoke(cli, ["enrich", str(rec.out), "--engine", engine.url, "--model-file", str(gguf)])
+    assert result.exit_code == 0, result.output
+    assert "enriched 1 of 2 exchanges" in result.output
+    records = rec.records()
+    assert [r for r in records if r["type"] == "exchange"] == before
+    (e,) = [r for r in records if r["type"] == "enrichment"]
+    assert e["exchange_id"] == before[0]["id"] and e["prompt_tokens"]["agrees_with_usage"] is True
+    assert [r["kind"] for r in records if r["type"] == "engine"] == ["llama-cpp-python"]
+
+
+def test_probe_cli_prints_facts_and_json(engine, gguf):
+    runner = CliRunner()
+    text = runner.invoke(cli, ["probe", engine.url, "--model-file", str(gguf)])
+    assert text.exit_code == 0, text.output
+    assert "llama-cpp-python" in text.output and "repeat_penalty=1.1" in text.output
+    as_json = runner.invoke(cli, ["probe", engine.url, "--json", "--label", "gpu=none"])
+    snap = json.loads(as_json.output)
+    assert snap["type"] == "engine" and snap["labels"] == {"gpu": "none"}
