@@ -269,7 +269,7 @@ def _print_info(s: dict[str, Any]) -> None:
     def counts(d: dict[str, int]) -> str:
         return ", ".join(f"{k} ×{v}" for k, v in d.items()) or "-"
 
-    ratio = f" (bodies {s['body_bytes']:,} bytes, {s['body_bytes'] / s['bytes_on_disk']:.1f}x)" if s["bytes_on_disk"] else ""
+    ratio = f" (request and response bodies: {s['body_bytes']:,} bytes)"
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
