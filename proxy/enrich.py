@@ -219,16 +219,19 @@ class Enricher:
     def _enrich_one(self, record: dict[str, Any]) -> None:
         if self.engine is None:
             self._probe()
-        out = enrichment(self.engine, self.snapshot["fingerprint"] if self.snapshot else None, record)
-        if out is None:
-            return
-        self._write(out)
-        self.enriched += 1
-        seen = (out["response"]["model"], out["response"]["system_fingerprint"])
-        if self._last_seen is not None and seen != self._last_seen:
+        # A response from a different model or build means the engine changed under us: take a
+        # new snapshot first, so this exchange's enrichment points at the right one.
+        parsed = parse_response(record)
+        seen = (parsed.model, parsed.system_fingerprint)
+        if self._last_seen is not None and seen != self._last_seen and any(seen):
             log.info("the upstream now reports %s; probing it again", seen)
             self._probe()
-        self._last_seen = seen
+        if any(seen):
+            self._last_seen = seen
+        out = enrichment(self.engine, self.snapshot["fingerprint"] if self.snapshot else None, record)
+        if out is not None:
+            self._write(out)
+            self.enriched += 1
 
 
 def enrich_capture(
