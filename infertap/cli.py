@@ -34,6 +34,12 @@ def _host_port(ctx: click.Context, param: click.Parameter, value: str) -> tuple[
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+_probe_header = click.option(
+    "--probe-header", "probe_headers", multiple=True, callback=_key_value, metavar="NAME=VALUE",
+    help="A header for infertap's own requests to the engine (e.g. its API key); never stored. Repeatable.",
+)  # fmt: skip
+
+
 def _default_out() -> Path:
     return DEFAULT_CAPTURES / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
 
@@ -70,6 +76,7 @@ def cli() -> None:
 @click.option("--probe-interval", default=60.0, show_default=True, help="Seconds between engine snapshots (a new one is stored only when it changed).")
 @click.option("--no-probe", is_flag=True, help="Store no engine snapshots and no enrichments.")
 @click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings (snapshots still taken).")
+@_probe_header
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 def record(
     upstream: str,
@@ -87,6 +94,7 @@ def record(
     probe_interval: float,
     no_probe: bool,
     no_enrich: bool,
+    probe_headers: dict[str, str],
     log_level: str,
 ) -> None:
     """Record every exchange between clients and an engine, as an OpenAI-compatible reverse proxy.
@@ -115,6 +123,7 @@ def record(
         enrich=not no_enrich,
         probe_interval=probe_interval,
         model_file=model_file,
+        probe_headers=probe_headers,
     )
     if not is_loopback(host):
         click.secho(
@@ -148,7 +157,8 @@ def record(
 @click.option("--label", "labels", multiple=True, callback=_key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable.")
 @click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The engine's GGUF, for facts it doesn't publish.")
 @click.option("--timeout", default=10.0, show_default=True, help="Seconds per request to the engine.")
-def probe(url: str, as_json: bool, labels: dict[str, str], model_file: str | None, timeout: float) -> None:
+@_probe_header
+def probe(url: str, as_json: bool, labels: dict[str, str], model_file: str | None, timeout: float, probe_headers: dict[str, str]) -> None:
     """Detect the engine at URL and print its configuration, each fact with where it came from.
 
     \b
@@ -158,7 +168,7 @@ def probe(url: str, as_json: bool, labels: dict[str, str], model_file: str | Non
     from proxy.probe import probe as probe_engine
 
     try:
-        snap = probe_engine(url, labels=labels, model_file=model_file, timeout=timeout)
+        snap = probe_engine(url, labels=labels, model_file=model_file, timeout=timeout, headers=probe_headers)
     except InfertapError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
@@ -206,7 +216,8 @@ def _print_snapshot(snap: dict[str, Any]) -> None:
 @click.option("--engine", "engine_url", required=True, metavar="URL", help="An engine serving the capture's model and configuration.")
 @click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The engine's GGUF, for facts it doesn't publish.")
 @click.option("--label", "labels", multiple=True, callback=_key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable.")
-def enrich(capture: Path, engine_url: str, model_file: str | None, labels: dict[str, str]) -> None:
+@_probe_header
+def enrich(capture: Path, engine_url: str, model_file: str | None, labels: dict[str, str], probe_headers: dict[str, str]) -> None:
     """Add effective prompt tokens and settings to a capture recorded without them.
 
     Appends a run holding the engine's snapshot and one enrichment record per generation
@@ -215,7 +226,7 @@ def enrich(capture: Path, engine_url: str, model_file: str | None, labels: dict[
     from proxy.enrich import enrich_capture
 
     try:
-        counts = enrich_capture(capture, engine_url, model_file=model_file, labels=labels)
+        counts = enrich_capture(capture, engine_url, model_file=model_file, labels=labels, headers=probe_headers)
     except InfertapError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"enriched {counts['enriched']} of {counts['exchanges']} exchanges in {capture} ({counts['skipped']} not generation requests or not complete)")

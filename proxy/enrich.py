@@ -110,6 +110,7 @@ class Enricher:
         maxsize: int = 1024,
         timeout: float = 10.0,
         idle_wait: float = 30.0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.upstream = upstream
         self._write = write
@@ -120,6 +121,7 @@ class Enricher:
         self._probe_interval = probe_interval
         self._timeout = timeout
         self._idle_wait = idle_wait
+        self._headers = dict(headers or {})
         self._queue: queue.Queue[Any] = queue.Queue(maxsize)
         self._thread: threading.Thread | None = None
         self.engine: Engine | None = None
@@ -197,9 +199,9 @@ class Enricher:
     def _probe(self) -> None:
         try:
             if self.engine is None:
-                self.engine = open_engine(self.upstream, model_file=self._model_file, timeout=self._timeout)
+                self.engine = open_engine(self.upstream, model_file=self._model_file, timeout=self._timeout, headers=self._headers)
             else:  # ask afresh: a new adapter over a new set of answers
-                fresh = open_engine(self.upstream, model_file=self._model_file, timeout=self._timeout)
+                fresh = open_engine(self.upstream, model_file=self._model_file, timeout=self._timeout, headers=self._headers)
                 self.engine.http.close()
                 self.engine = fresh
         except ProbeError as exc:
@@ -241,6 +243,7 @@ def enrich_capture(
     model_file: str | None = None,
     labels: Mapping[str, str] | None = None,
     progress: Callable[[int], None] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Enrich a capture after the fact: a new run appended to it, exchanges left as they are.
 
@@ -251,7 +254,7 @@ def enrich_capture(
     from .writer import CaptureWriter
 
     reader = CaptureReader(path)  # lists the segments now: the ones appended below aren't read
-    engine = open_engine(engine_url, model_file=model_file)
+    engine = open_engine(engine_url, model_file=model_file, headers=headers)
     counts = {"exchanges": 0, "enriched": 0, "skipped": 0}
     try:
         snap = snapshot(engine, labels)

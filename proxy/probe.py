@@ -28,9 +28,14 @@ def _is_local(url: str) -> bool:
         return False
 
 
-def open_engine(url: str, *, model_file: str | None = None, timeout: float = 10.0) -> Engine:
-    """Detect the engine at ``url``; the returned adapter owns an httpx.Client (close ``engine.http``)."""
-    http = httpx.Client(timeout=timeout, trust_env=False)
+def open_engine(
+    url: str, *, model_file: str | None = None, timeout: float = 10.0, headers: Mapping[str, str] | None = None
+) -> Engine:
+    """Detect the engine at ``url``; the returned adapter owns an httpx.Client (close ``engine.http``).
+
+    ``headers`` (e.g. the engine's API key) go with every probe request and are never stored.
+    """
+    http = httpx.Client(timeout=timeout, trust_env=False, headers=dict(headers or {}))
     try:
         engine = detect(http, url)
     except Exception:
@@ -72,8 +77,15 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> dict[st
     }
 
 
-def probe(url: str, *, labels: Mapping[str, str] | None = None, model_file: str | None = None, timeout: float = 10.0) -> dict[str, Any]:
-    engine = open_engine(url, model_file=model_file, timeout=timeout)
+def probe(
+    url: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    model_file: str | None = None,
+    timeout: float = 10.0,
+    headers: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    engine = open_engine(url, model_file=model_file, timeout=timeout, headers=headers)
     try:
         return snapshot(engine, labels)
     finally:

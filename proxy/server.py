@@ -44,6 +44,7 @@ class RecordConfig:
     probe_interval: float = 60.0
     model_file: str | None = None
     enrich_queue: int = 1024
+    probe_headers: dict[str, str] = field(default_factory=dict)  # credentials for probes; never stored
 
 
 @dataclass
@@ -139,6 +140,7 @@ def serve(
                 enrich=config.enrich,
                 probe_interval=config.probe_interval,
                 maxsize=config.enrich_queue,
+                headers=config.probe_headers,
             ).start()
             proxy.on_exchange = enricher.submit
         uv_config = uvicorn.Config(

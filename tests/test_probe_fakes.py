@@ -192,3 +192,32 @@ def test_parse_gzip_json_and_ollama_ndjson():
     assert p.text == "Hey" and p.durations == {"eval_count": 2, "eval_duration": 1000}
     bad = parse_response({"response_headers": [["content-type", "application/json"]], "chunks": [b"<html>"]})
     assert bad.error == "the body is not JSON"
+
+
+def test_an_engine_behind_an_api_key_is_probed_with_probe_headers_never_stored(record):
+    key = "sk-engine-key-9999"
+
+    def models(_: object) -> tuple[int, dict]:
+        return 200, {"object": "list", "data": [{"id": "m", "object": "model"}]}
+
+    class Guarded(JSONRoutes):
+        async def __call__(self, scope, receive, send):  # type: ignore[no-untyped-def]
+            if scope["type"] == "http" and (b"authorization", f"Bearer {key}".encode()) not in scope["headers"]:
+                await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": b'{"error": "unauthorized"}'})
+                return
+            await super().__call__(scope, receive, send)
+
+    with ServerThread(Guarded({("GET", "/v1/models"): models})) as server:
+        with pytest.raises(ProbeError, match="--probe-header"):
+            probe(server.url)
+        assert probe(server.url, headers={"Authorization": f"Bearer {key}"})["facts"]["models"]["value"] == ["m"]
+        rec = record(server.url, "--probe-header", f"Authorization=Bearer {key}")
+        deadline = time.monotonic() + 10
+        while not [r for r in rec.records() if r["type"] == "engine"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rec.stop()
+    from tests.helpers import decompressed_bytes
+
+    assert [r["kind"] for r in rec.records() if r["type"] == "engine"] == ["openai-compatible"]
+    assert key.encode() not in decompressed_bytes(rec.out)

@@ -33,7 +33,10 @@ def detect(http: httpx.Client, base: str) -> Engine:
         if kind.matches(found):
             return kind(http, base, found)
     answered = ", ".join(f"{p} -> {ep.status}" for p, ep in found.items())
-    raise ProbeError(f"{base} does not look like an LLM engine (no known endpoint answered: {answered})")
+    hint = ""
+    if any(ep.status in (401, 403) for ep in found.values()):
+        hint = "; it asks for credentials: pass them with --probe-header 'Authorization=Bearer ...'"
+    raise ProbeError(f"{base} does not look like an LLM engine (no known endpoint answered: {answered}){hint}")
 
 
 __all__ = ["KINDS", "Endpoint", "Engine", "ProbeError", "Tokens", "canonical", "detect"]
