@@ -8,13 +8,16 @@ STAMP := $(VENV)/.installed
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 demo: $(STAMP)
 	$(BIN)/infertap demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check proxy replay analysis infertap tests
 
 install: $(STAMP)
 

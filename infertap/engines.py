@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,19 +67,27 @@ class Process:
         return self.popen.returncode
 
 
-def _wait_http(proc: Process, path: str, timeout: float) -> None:
+def _wait(proc: Process, ready: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``ready`` until it holds; fail with the process's own output if it dies or times out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.popen.poll() is not None:
             raise EngineError(f"{proc.popen.args[0]} exited with {proc.popen.returncode}:\n{proc.log_tail()}")
-        try:
-            if httpx.get(proc.url + path, timeout=2.0, trust_env=False).status_code < 500:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
+        if ready():
+            return
+        time.sleep(0.1)
     proc.stop(signal.SIGKILL)
-    raise EngineError(f"{proc.url} not ready after {timeout:.0f}s:\n{proc.log_tail()}")
+    raise EngineError(f"{proc.url} not {what} after {timeout:.0f}s:\n{proc.log_tail()}")
+
+
+def _answers(proc: Process, path: str, status: Callable[[int], bool]) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            return status(httpx.get(proc.url + path, timeout=2.0, trust_env=False).status_code)
+        except httpx.HTTPError:
+            return False
+
+    return check
 
 
 def _start(argv: Sequence[str], url: str, log_dir: Path | None, name: str, env: dict[str, str] | None) -> Process:
@@ -116,7 +124,7 @@ def llama_cpp_python_server(
     ]  # fmt: skip
     proc = _start(argv, f"http://127.0.0.1:{port}", log_dir, "llama-cpp-python", None)
     try:
-        _wait_http(proc, "/v1/models", timeout)
+        _wait(proc, _answers(proc, "/v1/models", lambda code: code < 500), timeout, "ready")
         yield proc
     finally:
         proc.stop()
@@ -151,24 +159,11 @@ def llama_server(
     ]  # fmt: skip
     proc = _start(argv, f"http://127.0.0.1:{port}", log_dir, "llama-server", None)
     try:
-        _wait_http(proc, "/health", timeout)
-        _wait_ready(proc, timeout)
+        # llama-server answers /health with 503 while the model loads.
+        _wait(proc, _answers(proc, "/health", lambda code: code == 200), timeout, "healthy")
         yield proc
     finally:
         proc.stop()
-
-
-def _wait_ready(proc: Process, timeout: float) -> None:
-    # llama-server answers /health with 503 while the model loads.
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(proc.url + "/health", timeout=2.0, trust_env=False).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise EngineError(f"{proc.url} never became healthy:\n{proc.log_tail()}")
 
 
 @contextlib.contextmanager
@@ -190,19 +185,7 @@ def recorder(
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = _start(argv, f"http://127.0.0.1:{port}", log_dir or out.parent, f"record-{out.name}", env)
     try:
-        _wait_listening(proc, timeout)
+        _wait(proc, lambda: "listening on" in proc.log_tail(100_000), timeout, "listening")
         yield proc
     finally:
         proc.stop()
-
-
-def _wait_listening(proc: Process, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.popen.poll() is not None:
-            raise EngineError(f"infertap record exited with {proc.popen.returncode}:\n{proc.log_tail()}")
-        if "listening on" in proc.log_tail(100_000):
-            return
-        time.sleep(0.05)
-    proc.stop(signal.SIGKILL)
-    raise EngineError(f"infertap record not listening after {timeout:.0f}s:\n{proc.log_tail()}")

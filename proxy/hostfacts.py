@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import platform
 import socket
@@ -60,3 +61,13 @@ def gpu_facts(timeout: float = 5.0) -> list[dict[str, Any]] | None:
         name, driver, memory = (part.strip() for part in line.split(",", 2))
         gpus.append({"name": name, "driver": driver, "memory_mib": int(memory) if memory.isdigit() else memory})
     return gpus
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address is this machine's loopback (a numeric check; no DNS)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -13,19 +12,9 @@ import httpx
 
 from .engines import Engine, ProbeError, detect
 from .engines.base import canonical_json, sha256_text
-from .hostfacts import gpu_facts, host_facts
+from .hostfacts import gpu_facts, host_facts, is_loopback
 
 __all__ = ["ProbeError", "open_engine", "probe", "snapshot"]
-
-
-def _is_local(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def open_engine(
@@ -55,7 +44,7 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> dict[st
     template = facts["chat_template"]["value"]
     facts["chat_template_sha256"] = {"value": sha256_text(template), "source": "sha256 of chat_template"} if template else {
         "value": None, "source": facts["chat_template"]["source"]}  # fmt: skip
-    local = _is_local(engine.base)
+    local = is_loopback(urlsplit(engine.base).hostname or "")
     host = host_facts()
     host["gpus"] = gpu_facts()
     identity = {k: v["value"] for k, v in facts.items()}

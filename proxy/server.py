@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 import os
 import signal
@@ -17,6 +16,7 @@ import uvicorn
 
 from .app import RecordingProxy, build_app
 from .enrich import Enricher
+from .hostfacts import is_loopback
 from .redact import Redactor
 from .version import __version__
 from .writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
@@ -58,15 +58,6 @@ class RecordResult:
     enriched: int = 0
     enrich_dropped: int = 0
     snapshots: int = 0
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class _Server(uvicorn.Server):

@@ -11,6 +11,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tests.fake_upstream import lifespan
+
 
 class JSONRoutes:
     """A tiny ASGI app: (method, path) -> JSON body, or a callable (body) -> (status, JSON)."""
@@ -21,13 +23,7 @@ class JSONRoutes:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            return await lifespan(receive, send)
         body = b""
         while True:
             message = await receive()

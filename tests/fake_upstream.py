@@ -18,6 +18,17 @@ import uvicorn
 from proxy.server import bind
 
 
+async def lifespan(receive: Any, send: Any) -> None:
+    """Answer an ASGI lifespan: these apps hold nothing to start or stop."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 def sse_chunk(tag: str, i: int, text: str) -> bytes:
     payload = {
         "id": f"chatcmpl-{tag}",
@@ -36,13 +47,7 @@ class FakeUpstream:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            return await lifespan(receive, send)
         body = b""
         while True:
             message = await receive()

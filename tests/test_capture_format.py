@@ -89,7 +89,7 @@ def write_flushed(writer: CaptureWriter, records: list[dict[str, Any]]) -> None:
     for rec in records:
         before = writer.records
         writer.write(rec)
-        wait_for(lambda: writer.records > before, "the writer to flush a record")
+        wait_for(lambda: writer.records > before, "the writer to flush a record")  # noqa: B023 (called at once)
 
 
 def read_all(path: Path) -> tuple[list[dict[str, Any]], CaptureReader]:

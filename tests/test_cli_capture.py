@@ -13,8 +13,8 @@ from click.testing import CliRunner, Result
 
 from infertap.cli import cli
 from proxy import CaptureWriter
-from proxy.writer import segment_paths
 from proxy.framing import HEAD_SIZE
+from proxy.writer import segment_paths
 from tests.helpers import reseal_head
 
 RECORDER = {"kind": "proxy", "upstream": "http://127.0.0.1:9", "pid": 1}

@@ -140,7 +140,7 @@ class Engine:
 
     def facts(self) -> dict[str, dict[str, Any]]:
         """Normalised facts; adapters override what their engine exposes."""
-        unknown = f"not exposed by a generic OpenAI-compatible server"
+        unknown = "not exposed by a generic OpenAI-compatible server"
         models = self.model_ids()
         return {
             "version": fact(None, unknown),
