@@ -324,6 +324,11 @@ def demo(out: Path | None) -> None:
     _print_info(summarize(out))
 
 
+from .cli_replay import register as _register_replay  # noqa: E402
+
+_register_replay(cli)
+
+
 def main() -> None:
     cli(prog_name="infertap")
 

@@ -1,5 +1,26 @@
-"""Replay: re-issuing a captured workload against another engine or configuration (to come)."""
+"""Replay: re-issue a captured workload against another engine or configuration, faithfully.
 
-from proxy import __version__
+Builds on ``proxy``'s capture format; records the replay as a capture of its own.
+"""
 
-__all__ = ["__version__"]
+from .api import ReplayError, run_replay
+from .runner import Replay, ReplayStats
+from .schedule import Schedule, ScheduleError
+from .transforms import TransformError, Transforms, parse_value
+from .workload import Filters, Item, WorkloadError, load
+
+__all__ = [
+    "Filters",
+    "Item",
+    "Replay",
+    "ReplayError",
+    "ReplayStats",
+    "Schedule",
+    "ScheduleError",
+    "TransformError",
+    "Transforms",
+    "WorkloadError",
+    "load",
+    "parse_value",
+    "run_replay",
+]

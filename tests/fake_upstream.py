@@ -44,10 +44,20 @@ class FakeUpstream:
         self.cancelled: list[str] = []  # tags of streams that saw their client go away
         self.requests: list[dict[str, Any]] = []
         self.completed: list[str] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             return await lifespan(receive, send)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await self._handle(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         body = b""
         while True:
             message = await receive()
@@ -55,7 +65,8 @@ class FakeUpstream:
             if not message.get("more_body"):
                 break
         path = scope["path"]
-        self.requests.append({"path": path, "headers": scope["headers"], "query": scope["query_string"], "body": body})
+        self.requests.append({"path": path, "headers": scope["headers"], "query": scope["query_string"], "body": body,
+                              "at": time.monotonic()})  # fmt: skip
         try:
             params = json.loads(body) if body[:1] == b"{" else {}
         except ValueError:
@@ -79,6 +90,14 @@ class FakeUpstream:
             }
             await start(200, b"application/json", [(b"set-cookie", b"session=upstream-secret-cookie")])
             await chunk(json.dumps(out).encode(), more=False)
+        elif path == "/v1/chat/completions" and not params.get("stream", True):
+            await asyncio.sleep(pace)
+            reply = {"id": f"chatcmpl-{tag}", "object": "chat.completion", "model": params.get("model", "fake"),
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": f"reply to {tag}"}, "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}  # fmt: skip
+            await start(200, b"application/json")
+            await chunk(json.dumps(reply).encode(), more=False)
+            self.completed.append(tag)
         elif path == "/v1/chat/completions":
             await start()
             for i in range(n):

@@ -1,0 +1,162 @@
+"""``infertap replay``: options -> Schedule, Transforms, Filters -> replay.run_replay -> a summary."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from proxy import InfertapError
+
+
+def _pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
+        out.append((key, value))
+    return out
+
+
+@click.command()
+@click.argument("capture", type=click.Path(exists=True, path_type=Path))
+@click.option("--target", required=True, metavar="URL", help="The engine to replay against.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture of the replay [default: captures/replay-<time>].")
+@click.option("--schedule", "schedule_kind", type=click.Choice(["original"]), default=None,
+              help="Original timing (the default unless --concurrency or --rate is given).")
+@click.option("--speed", default=1.0, show_default=True, help="With original timing: time scale (2 = twice as fast).")
+@click.option("--concurrency", default=None, metavar="N|original", help="Closed loop: N in flight, or as many as the capture had at each request.")
+@click.option("--rate", type=float, default=None, help="Open loop at R requests/s.")
+@click.option("--poisson", is_flag=True, help="With --rate: Poisson arrivals.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the Poisson arrivals.")
+@click.option("--max-concurrency", type=int, default=None, help="A cap on requests in flight, on any schedule (waits are recorded apart from latency).")
+@click.option("--model-map", multiple=True, callback=_pairs, metavar="SRC=DST", help="Rename a model in request bodies; repeatable.")
+@click.option("--model", default=None, help="Set the model of every request.")
+@click.option("--set", "set_values", multiple=True, callback=_pairs, metavar="PATH=VALUE", help="Body override, JSON value, dotted path; repeatable.")
+@click.option("--unset", multiple=True, metavar="PATH", help="Remove a body key (dotted path); repeatable.")
+@click.option("--header", "headers", multiple=True, callback=_pairs, metavar="NAME=VALUE", help="Set a request header; repeatable.")
+@click.option("--drop-header", multiple=True, metavar="NAME", help="Drop a captured request header; repeatable.")
+@click.option("--api-key", envvar="INFERTAP_TARGET_API_KEY", default=None, help="The target's key, sent as 'Authorization: Bearer ...' (env INFERTAP_TARGET_API_KEY). Captured credentials are never replayed.")
+@click.option("--pin-defaults", is_flag=True, help="Write the source engine's effective sampling defaults into each request (needs enrichment).")
+@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="path=GLOB, model=NAME, status=CODE, after=S, before=S; repeatable.")
+@click.option("--limit", type=int, default=None, help="Replay only the first N exchanges.")
+@click.option("--repeat", type=int, default=1, show_default=True, help="Replay the workload N times, back to back.")
+@click.option("--label", "labels", multiple=True, callback=_pairs, metavar="KEY=VALUE", help="Stored in the replay's capture header; repeatable.")
+@click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The target's GGUF, for facts it doesn't publish.")
+@click.option("--no-probe", is_flag=True, help="Don't probe the target (no snapshot, no enrichment).")
+@click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings.")
+@click.option("--grace", default=5.0, show_default=True, help="On Ctrl-C, seconds in-flight requests may finish.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
+def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | None, speed: float, concurrency: str | None,
+           rate: float | None, poisson: bool, seed: int, max_concurrency: int | None, model_map: list[tuple[str, str]],
+           model: str | None, set_values: list[tuple[str, str]], unset: tuple[str, ...], headers: list[tuple[str, str]],
+           drop_header: tuple[str, ...], api_key: str | None, pin_defaults: bool, filters: tuple[str, ...], limit: int | None,
+           repeat: int, labels: list[tuple[str, str]], model_file: str | None, no_probe: bool, no_enrich: bool, grace: float,
+           as_json: bool) -> None:  # fmt: skip
+    """Re-issue a captured workload against TARGET, at the original timing by default, recording it as a capture.
+
+    \b
+    infertap replay captures/run1 --target http://127.0.0.1:8080
+    infertap replay captures/run1 --target http://127.0.0.1:8000 --concurrency 8 --model-map smol=Qwen/Qwen3-8B
+    infertap replay captures/run1 --target http://127.0.0.1:8080 --rate 20 --poisson --set temperature=0 --pin-defaults
+    """
+    from replay import Filters, Schedule, Transforms, parse_value, run_replay
+
+    if concurrency is not None and rate is not None:
+        raise click.UsageError("choose one of --concurrency and --rate")
+    if schedule_kind == "original" and (concurrency is not None or rate is not None):
+        raise click.UsageError("--schedule original can't be combined with --concurrency or --rate")
+    if poisson and rate is None:
+        raise click.UsageError("--poisson needs --rate")
+    try:
+        if concurrency is not None:
+            if concurrency == "original":
+                schedule = Schedule("concurrency-original", max_concurrency=max_concurrency)
+            elif concurrency.isdigit():
+                schedule = Schedule("concurrency", concurrency=int(concurrency), max_concurrency=max_concurrency)
+            else:
+                raise click.BadParameter(f"expected a number or 'original', got {concurrency!r}", param_hint="--concurrency")
+        elif rate is not None:
+            schedule = Schedule("poisson" if poisson else "rate", rate=rate, seed=seed, max_concurrency=max_concurrency)
+        else:
+            schedule = Schedule("original", speed=speed, max_concurrency=max_concurrency)
+        header_map = dict(headers)
+        if api_key:
+            header_map["Authorization"] = f"Bearer {api_key}"
+        transforms = Transforms(
+            model_map=dict(model_map), model=model, set_values=[(k, parse_value(v)) for k, v in set_values],
+            unset=list(unset), headers=header_map, drop_headers=set(drop_header), pin_defaults=pin_defaults,
+        )  # fmt: skip
+        out = out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+        summary = _run(run_replay, capture, target, out, schedule, transforms, Filters.parse(filters), limit, repeat,
+                       dict(labels), not no_probe, not no_enrich, model_file, grace, as_json)  # fmt: skip
+    except InfertapError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        _print_summary(summary)
+
+
+def _run(run_replay: Any, capture: Path, target: str, out: Path, schedule: Any, transforms: Any, filters: Any,
+         limit: int | None, repeat: int, labels: dict[str, str], probe: bool, enrich: bool, model_file: str | None,
+         grace: float, quiet: bool) -> dict[str, Any]:  # fmt: skip
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    kwargs = dict(schedule=schedule, transforms=transforms, filters=filters, limit=limit, repeat=repeat, labels=labels,
+                  probe=probe, enrich=enrich, model_file=model_file, grace_s=grace)  # fmt: skip
+    if quiet:
+        return run_replay(capture, target, out, **kwargs)
+    progress = Progress(
+        TextColumn("[bold]replay"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+        transient=False,
+    )  # fmt: skip
+    task = progress.add_task("replay", total=None, detail="")
+
+    def on_start(info: dict[str, Any]) -> None:
+        progress.update(task, total=info["items"])
+        progress.console.print(f"replaying {info['items']} exchanges from {capture} against {target} "
+                               f"({info['target_kind'] or 'unknown kind'}) into {info['out']}", markup=False, highlight=False)  # fmt: skip
+
+    def tick(stats: Any) -> None:
+        errors = stats.completed - stats.ends.get("complete", 0)
+        lag = f"{stats.lags_ns[-1] / 1e6:.2f} ms" if stats.lags_ns else "-"
+        progress.update(task, completed=stats.completed, detail=f"in flight {stats.in_flight}, errors {errors}, lag {lag}")
+
+    with progress:
+        return run_replay(capture, target, out, progress=tick, on_start=on_start, **kwargs)
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def ms(d: dict[str, float | None]) -> str:
+        return " / ".join("-" if d[k] is None else f"{d[k]:.2f}" for k in ("p50", "p99", "max"))
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("replay", s["out"]),
+        ("target", f"{s['target']} ({s['target_kind'] or 'kind unknown'})"),
+        ("sent", f"{s['sent']} ({s['completed']} complete, {s['not_sent']} not sent)" + (" — stopped early" if s["stopped_early"] else "")),
+        ("endings", ", ".join(f"{k} ×{v}" for k, v in s["ends"].items()) or "-"),
+        ("status codes", ", ".join(f"{k} ×{v}" for k, v in s["statuses"].items()) or "-"),
+        ("schedule lag ms", f"{ms(s['lag_ms'])}  (p50 / p99 / max)"),
+        ("cap wait ms", f"{ms(s['queue_wait_ms'])}  (p50 / p99 / max)"),
+        ("concurrency", f"{s['concurrency']['mean']:.2f} mean, {s['concurrency']['max']} max"),
+        ("wall time", f"{s['wall_s']:.1f} s"),
+        ("snapshots", f"{s['snapshots']} of the target, {s['enriched']} exchanges enriched"),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    Console().print(table, markup=False, highlight=False)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(replay)

@@ -1,0 +1,241 @@
+"""Running a replay: one shared httpx client, a dispatcher that owns the deadlines, a task per request.
+
+Each replayed exchange is recorded with the proxy's capture format, plus the link to its source
+and its schedule fidelity: ``scheduled_ns`` (when it was due), ``lag_ns`` (how late the dispatcher
+sent it, not counting intentional waits), ``queue_ns`` (waiting for a ``--max-concurrency`` slot)
+and ``dep_wait_ns`` (waiting for the request its conversation continues). None of these waits is
+inside the exchange's latency, which starts at ``sent_ns`` as in the proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from proxy.redact import Redactor
+from proxy.writer import CaptureWriter
+
+from .schedule import Schedule, sleep_until
+from .workload import Item
+
+
+@dataclass
+class ReplayStats:
+    """Live counters, read by a progress display from the same loop."""
+
+    total: int = 0
+    sent: int = 0
+    completed: int = 0
+    in_flight: int = 0
+    ends: Counter[str] = field(default_factory=Counter)
+    statuses: Counter[str] = field(default_factory=Counter)
+    lags_ns: list[int] = field(default_factory=list)
+    queue_ns: list[int] = field(default_factory=list)
+    intervals: list[tuple[int, int]] = field(default_factory=list)  # (sent, end), elapsed ns
+    stopped_early: bool = False
+
+
+def _pct(values: list[int], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6
+
+
+def summarize(stats: ReplayStats, wall_s: float) -> dict[str, Any]:
+    """The end-of-run summary: what was sent, how it ended, how faithful the schedule was."""
+    span = (max(e for _, e in stats.intervals) - min(s for s, _ in stats.intervals)) if stats.intervals else 0
+    busy = sum(e - s for s, e in stats.intervals)
+    edges = sorted([(s, 1) for s, _ in stats.intervals] + [(e, -1) for _, e in stats.intervals])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    return {
+        "sent": stats.sent,
+        "completed": stats.ends.get("complete", 0),
+        "not_sent": stats.total - stats.sent,
+        "ends": dict(stats.ends),
+        "statuses": dict(stats.statuses),
+        "lag_ms": {"p50": _pct(stats.lags_ns, 0.5), "p99": _pct(stats.lags_ns, 0.99), "max": _pct(stats.lags_ns, 1.0)},
+        "queue_wait_ms": {"p50": _pct(stats.queue_ns, 0.5), "p99": _pct(stats.queue_ns, 0.99), "max": _pct(stats.queue_ns, 1.0)},
+        "concurrency": {"mean": busy / span if span else float(bool(stats.intervals)), "max": peak},
+        "wall_s": wall_s,
+        "stopped_early": stats.stopped_early,
+    }
+
+
+class Replay:
+    """Sends ``items`` to ``target`` on ``schedule`` and records each exchange into ``writer``."""
+
+    def __init__(
+        self,
+        items: list[Item],
+        bodies: list[bytes],
+        headers: list[list[tuple[str, str]]],
+        target: str,
+        writer: CaptureWriter,
+        schedule: Schedule,
+        *,
+        timeout: httpx.Timeout | None = None,
+        grace_s: float = 5.0,
+        on_exchange: Callable[[dict[str, Any]], None] | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.items = items
+        self.bodies = bodies
+        self.headers = headers
+        self.target = target.rstrip("/")
+        self.writer = writer
+        self.schedule = schedule
+        self.timeout = timeout or httpx.Timeout(connect=10.0, read=600.0, write=600.0, pool=None)
+        self.grace_s = grace_s
+        self.on_exchange = on_exchange
+        self.redactor = redactor or Redactor()
+        self.stats = ReplayStats(total=len(items))
+        self._done = [asyncio.Event() for _ in items]
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._cap = asyncio.Semaphore(schedule.max_concurrency) if schedule.max_concurrency else None
+        self._slots = asyncio.Condition()
+        self._stopping = False
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._seq = 0
+
+    def stop(self) -> None:
+        """Stop sending (Ctrl-C); in-flight requests get the grace period, then are cancelled."""
+        if not self._stopping:
+            self._stopping = True
+            self.stats.stopped_early = True
+            if self._dispatcher is not None:
+                self._dispatcher.cancel()
+
+    async def run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=512)
+        async with httpx.AsyncClient(timeout=self.timeout, limits=limits, trust_env=False) as client:
+            self._client = client
+            self._dispatcher = asyncio.create_task(self._dispatch())
+            try:
+                await self._dispatcher
+            except asyncio.CancelledError:
+                if not self._stopping:
+                    raise
+            if self._tasks:
+                done, pending = await asyncio.wait(set(self._tasks), timeout=self.grace_s if self._stopping else None)
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    await asyncio.wait(pending)
+        return summarize(self.stats, time.monotonic() - started)
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    async def _dispatch(self) -> None:
+        if self.schedule.open_loop:
+            offsets = self.schedule.offsets(self.items)
+            t0_mono = time.monotonic_ns()
+            t0 = self.writer.elapsed_ns()
+            for item, offset in zip(self.items, offsets, strict=True):
+                await sleep_until(t0_mono + offset)
+                self._spawn(item, t0 + offset)
+        else:
+            for item in self.items:
+                limit = self.schedule.limit(item)
+                async with self._slots:
+                    await self._slots.wait_for(lambda limit=limit: self.stats.in_flight < limit)
+                self._spawn(item, self.writer.elapsed_ns())
+
+    def _spawn(self, item: Item, scheduled_ns: int) -> None:
+        self.stats.in_flight += 1
+        task = asyncio.create_task(self._send(item, scheduled_ns))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _release(self) -> None:
+        self.stats.in_flight -= 1
+        async with self._slots:
+            self._slots.notify_all()
+
+    # -- one request ---------------------------------------------------------------------------
+
+    async def _send(self, item: Item, scheduled_ns: int) -> None:
+        writer = self.writer
+        dep_wait = queue_wait = 0
+        record: dict[str, Any] = {
+            "type": "exchange", "id": uuid.uuid4().hex, "seq": 0, "session": item.session,
+            "source_id": item.source_id, "repeat": item.repeat, "scheduled_ns": scheduled_ns,
+            "wall": time.time(), "start_ns": writer.elapsed_ns(), "sent_ns": 0, "client": None,
+            "method": item.method, "path": item.path, "query": item.query, "http_version": "1.1",
+            "request_headers": self.redactor.header_pairs(self.headers[item.index]),
+            "request_body": self.bodies[item.index], "status": None, "response_headers": None, "headers_ns": None,
+            "chunk_ns": [], "chunks": [], "end_ns": 0, "end": "complete", "error": None, "upstream": self.target,
+            "lag_ns": 0, "queue_ns": 0, "dep_wait_ns": 0,
+        }  # fmt: skip
+        acquired = False
+        response: httpx.Response | None = None
+        t0 = time.monotonic_ns()
+        try:
+            if item.parent is not None and not self._done[item.parent].is_set():
+                t = time.monotonic_ns()
+                await self._done[item.parent].wait()
+                dep_wait = time.monotonic_ns() - t
+            if self._cap is not None:
+                must_wait = self._cap.locked()
+                t = time.monotonic_ns()
+                await self._cap.acquire()
+                acquired = True
+                queue_wait = time.monotonic_ns() - t if must_wait else 0
+            assert self._client is not None
+            url = self.target + item.path + ("?" + item.query if item.query else "")
+            request = self._client.build_request(item.method, url, headers=self.headers[item.index], content=self.bodies[item.index])
+            self._seq += 1
+            t0 = time.monotonic_ns()
+            sent = writer.elapsed_ns()
+            lag = max(0, sent - scheduled_ns - dep_wait - queue_wait)
+            record.update(seq=self._seq, sent_ns=sent, lag_ns=lag, queue_ns=queue_wait, dep_wait_ns=dep_wait)
+            self.stats.sent += 1
+            self.stats.lags_ns.append(lag)
+            if self._cap is not None:
+                self.stats.queue_ns.append(queue_wait)
+            response = await self._client.send(request, stream=True)
+            record["headers_ns"] = time.monotonic_ns() - t0
+            record["status"] = response.status_code
+            record["response_headers"] = self.redactor.header_pairs(
+                (n.decode("latin-1"), v.decode("latin-1")) for n, v in response.headers.raw
+            )
+            chunk_ns: list[int] = record["chunk_ns"]
+            chunks: list[bytes] = record["chunks"]
+            async for chunk in response.aiter_raw():
+                chunk_ns.append(time.monotonic_ns() - t0)
+                chunks.append(chunk)
+        except httpx.TimeoutException as exc:
+            record.update(end="timeout", error=f"target timed out: {exc!r}")
+        except httpx.HTTPError as exc:
+            record.update(end="upstream_error", error=f"target failed: {exc!r}")
+        except asyncio.CancelledError:
+            record.update(end="cancelled", error="replay stopped while the request was in flight")
+            raise
+        finally:
+            record["end_ns"] = time.monotonic_ns() - t0 if record["sent_ns"] else 0
+            if response is not None:
+                await response.aclose()
+            if acquired:
+                self._cap.release()  # type: ignore[union-attr]
+            self._done[item.index].set()
+            self.stats.ends[record["end"]] += 1
+            self.stats.statuses[str(record["status"])] += 1
+            self.stats.completed += 1
+            if record["sent_ns"]:
+                self.stats.intervals.append((record["sent_ns"], record["sent_ns"] + record["end_ns"]))
+                writer.write(record)
+                if self.on_exchange is not None:
+                    self.on_exchange(record)
+            await asyncio.shield(self._release())

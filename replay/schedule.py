@@ -1,0 +1,83 @@
+"""When each request is sent: open-loop schedules give absolute offsets, closed-loop ones limits.
+
+Open loop (original timing, fixed or Poisson rate) sends at absolute deadlines from one start, so
+an early delay never accumulates. Closed loop (fixed concurrency, or the capture's own in-flight
+count at each request) sends as soon as a slot is free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+
+from proxy.errors import InfertapError
+
+from .workload import Item
+
+_SPIN_NS = 1_500_000  # the loop's timers are millisecond-grained: spin through the last stretch
+
+
+class ScheduleError(InfertapError):
+    pass
+
+
+@dataclass(frozen=True)
+class Schedule:
+    kind: str = "original"  # original | rate | poisson | concurrency | concurrency-original
+    speed: float = 1.0
+    rate: float | None = None
+    concurrency: int | None = None
+    max_concurrency: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("original", "rate", "poisson", "concurrency", "concurrency-original"):
+            raise ScheduleError(f"unknown schedule {self.kind!r}")
+        if self.speed <= 0:
+            raise ScheduleError("--speed must be > 0")
+        if self.kind in ("rate", "poisson") and not (self.rate and self.rate > 0):
+            raise ScheduleError("--rate must be > 0")
+        if self.kind == "concurrency" and not (self.concurrency and self.concurrency > 0):
+            raise ScheduleError("--concurrency must be a positive number or 'original'")
+        if self.max_concurrency is not None and self.max_concurrency <= 0:
+            raise ScheduleError("--max-concurrency must be > 0")
+
+    @property
+    def open_loop(self) -> bool:
+        return self.kind in ("original", "rate", "poisson")
+
+    def offsets(self, items: list[Item]) -> list[int]:
+        """Send offsets in ns from the replay's start, one per item (open-loop schedules)."""
+        if self.kind == "original":
+            return [int(item.offset_ns / self.speed) for item in items]
+        assert self.rate is not None
+        if self.kind == "rate":
+            return [int(i * 1e9 / self.rate) for i in range(len(items))]
+        rng = random.Random(self.seed)
+        t = 0.0
+        out = []
+        for _ in items:
+            out.append(int(t))
+            t += rng.expovariate(self.rate) * 1e9
+        return out
+
+    def limit(self, item: Item) -> int:
+        """How many requests may be in flight when ``item`` is sent (closed-loop schedules)."""
+        return self.concurrency if self.kind == "concurrency" else item.concurrency  # type: ignore[return-value]
+
+    def describe(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+async def sleep_until(deadline_ns: int) -> None:
+    """Sleep to an absolute monotonic deadline, sub-millisecond: timer for the bulk, yield-spin for the rest."""
+    while True:
+        remaining = deadline_ns - time.monotonic_ns()
+        if remaining <= 0:
+            return
+        if remaining > _SPIN_NS:
+            await asyncio.sleep((remaining - _SPIN_NS) / 1e9)
+        else:
+            await asyncio.sleep(0)

@@ -1,0 +1,118 @@
+"""Request transforms for a replay: model maps, body overrides, headers, pinned defaults.
+
+Transforms run before anything is sent, so a transform that can't apply to a request (a body
+override on a body that isn't a JSON object, a path through a non-object) is an error up front.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.errors import InfertapError
+from proxy.redact import REDACTED
+
+
+class TransformError(InfertapError):
+    pass
+
+
+def parse_value(text: str) -> Any:
+    """A ``--set`` value: JSON when it parses as JSON (0, true, "x", [1]), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def set_path(body: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node: Any = body
+    for key in keys[:-1]:
+        if not isinstance(node, dict):
+            raise TransformError(f"cannot set {dotted!r}: {key!r} is inside a {type(node).__name__}, not an object")
+        node = node.setdefault(key, {})
+    if not isinstance(node, dict):
+        raise TransformError(f"cannot set {dotted!r}: its parent is a {type(node).__name__}, not an object")
+    node[keys[-1]] = value
+
+
+def unset_path(body: dict[str, Any], dotted: str) -> None:
+    keys = dotted.split(".")
+    node: Any = body
+    for key in keys[:-1]:
+        node = node.get(key) if isinstance(node, dict) else None
+    if isinstance(node, dict):
+        node.pop(keys[-1], None)
+
+
+# How each engine spells the canonical settings of proxy.engines.base (the rest pass as they are).
+_TARGET_NAMES = {
+    "vllm": {"repeat_penalty": "repetition_penalty"},
+    "sglang": {"repeat_penalty": "repetition_penalty"},
+}
+#: Settings worth pinning: the ones that change what a sampler picks.
+PINNABLE = (
+    "temperature", "top_p", "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
+    "presence_penalty", "frequency_penalty", "mirostat", "mirostat_tau", "mirostat_eta",
+)  # fmt: skip
+
+
+@dataclass
+class Transforms:
+    model_map: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
+    set_values: list[tuple[str, Any]] = field(default_factory=list)
+    unset: list[str] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    drop_headers: set[str] = field(default_factory=set)
+    pin_defaults: bool = False
+
+    @property
+    def touches_body(self) -> bool:
+        return bool(self.model_map or self.model or self.set_values or self.unset or self.pin_defaults)
+
+    def body(self, raw: bytes, *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None) -> bytes:
+        """The request body after the transforms; untouched bytes when no transform applies."""
+        if not self.touches_body:
+            return raw
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError as exc:
+            raise TransformError(f"body transforms need a JSON body, and this one isn't: {exc}") from exc
+        if not isinstance(body, dict):
+            raise TransformError("body transforms need a JSON object body")
+        if pinned:
+            names = _TARGET_NAMES.get(target_kind or "", {})
+            for name, value in pinned.items():
+                body.setdefault(names.get(name, name), value)
+        model = body.get("model")
+        if self.model:
+            body["model"] = self.model
+        elif isinstance(model, str) and model in self.model_map:
+            body["model"] = self.model_map[model]
+        for dotted, value in self.set_values:
+            set_path(body, dotted, value)
+        for dotted in self.unset:
+            unset_path(body, dotted)
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def request_headers(self, captured: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
+        """Captured headers minus what belongs to the old connection, redacted values and drops."""
+        drop = {h.lower() for h in self.drop_headers} | {h.lower() for h in self.headers}
+        drop |= {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+                 "proxy-authorization", "proxy-connection"}  # fmt: skip
+        out = [(n, v) for n, v in captured if n.lower() not in drop and REDACTED not in v]
+        out.extend(self.headers.items())
+        return out
+
+
+def pinned_settings(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """From an enrichment's effective settings, the engine defaults a target must not replace."""
+    return {
+        name: s["value"]
+        for name, s in settings.items()
+        if name in PINNABLE and s.get("source") == "engine_default" and s.get("value") is not None
+    }

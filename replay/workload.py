@@ -1,0 +1,203 @@
+"""A replay workload: the exchanges of a capture, filtered, ordered, with their conversations.
+
+Each item keeps its original offset from the first request and, for ``--concurrency original``,
+how many requests were in flight when it started. Conversation order comes from an explicit
+session header, or is detected when a request's messages extend an earlier request's messages
+plus that request's reply.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy import CaptureReader
+from proxy.errors import InfertapError
+from proxy.responses import parse_response
+
+
+class WorkloadError(InfertapError):
+    pass
+
+
+@dataclass
+class Item:
+    index: int
+    source_id: str
+    method: str
+    path: str
+    query: str
+    headers: list[list[str]]
+    body: bytes
+    offset_ns: int  # original start, relative to the workload's first request
+    duration_ns: int  # how long it took originally (start to end)
+    session: str | None = None
+    model: str | None = None
+    status: int | None = None
+    parent: int | None = None  # index of the item this one continues
+    concurrency: int = 1  # requests in flight when it started originally, itself included
+    repeat: int = 0
+    settings: dict[str, Any] | None = None  # the source's effective settings (enrichment)
+
+
+@dataclass
+class Filters:
+    paths: list[str] = field(default_factory=list)  # fnmatch patterns
+    models: list[str] = field(default_factory=list)
+    statuses: list[int] = field(default_factory=list)
+    after_s: float | None = None  # offsets from the first request
+    before_s: float | None = None
+
+    @classmethod
+    def parse(cls, specs: Iterable[str]) -> Filters:
+        f = cls()
+        for spec in specs:
+            key, sep, value = spec.partition("=")
+            if not sep:
+                raise WorkloadError(f"--filter takes KEY=VALUE (path, model, status, after, before), got {spec!r}")
+            if key == "path":
+                f.paths.append(value)
+            elif key == "model":
+                f.models.append(value)
+            elif key == "status":
+                if not value.isdigit():
+                    raise WorkloadError(f"--filter status= takes an HTTP status code, got {value!r}")
+                f.statuses.append(int(value))
+            elif key in ("after", "before"):
+                try:
+                    setattr(f, f"{key}_s", float(value))
+                except ValueError:
+                    raise WorkloadError(f"--filter {key}= takes seconds from the first request, got {value!r}") from None
+            else:
+                raise WorkloadError(f"unknown --filter key {key!r} (path, model, status, after, before)")
+        return f
+
+    def keep(self, item: Item) -> bool:
+        if self.paths and not any(fnmatch.fnmatchcase(item.path, p) for p in self.paths):
+            return False
+        if self.models and item.model not in self.models:
+            return False
+        if self.statuses and item.status not in self.statuses:
+            return False
+        if self.after_s is not None and item.offset_ns < self.after_s * 1e9:
+            return False
+        return not (self.before_s is not None and item.offset_ns > self.before_s * 1e9)
+
+
+def _key(messages: Sequence[Any]) -> str:
+    canon = [{"role": m.get("role"), "content": m.get("content") or "", "tool_calls": _calls(m.get("tool_calls"))} for m in messages if isinstance(m, dict)]
+    return hashlib.sha256(json.dumps(canon, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _calls(calls: Any) -> list[tuple[str, str]]:
+    out = []
+    for c in calls or ():
+        fn = (c or {}).get("function") or c or {}
+        out.append((fn.get("name") or "", fn.get("arguments") or ""))
+    return out
+
+
+def link_conversations(items: list[Item], bodies: list[Any], replies: list[dict[str, Any] | None]) -> None:
+    """Set ``parent`` on each item that continues an earlier one (items in original order)."""
+    last_in_session: dict[str, int] = {}
+    continuations: dict[str, int] = {}  # key of (messages + reply) -> index of the item that made it
+    for i, item in enumerate(items):
+        if item.session:
+            if item.session in last_in_session:
+                item.parent = last_in_session[item.session]
+            last_in_session[item.session] = i
+        messages = bodies[i].get("messages") if isinstance(bodies[i], dict) else None
+        if not isinstance(messages, list):
+            continue
+        if item.parent is None:
+            # The longest earlier exchange whose messages + reply this request starts with.
+            for cut in range(len(messages) - 1, 0, -1):
+                m = messages[cut - 1]
+                if isinstance(m, dict) and m.get("role") == "assistant":
+                    parent = continuations.get(_key(messages[:cut]))
+                    if parent is not None:
+                        item.parent = parent
+                        break
+        if replies[i] is not None:
+            continuations[_key([*messages, replies[i]])] = i
+
+
+def load(
+    path: str | os.PathLike[str], *, filters: Filters | None = None, limit: int | None = None, repeat: int = 1
+) -> tuple[list[Item], dict[str, Any]]:
+    """Items to replay, in original order, and the source capture's identity."""
+    reader = CaptureReader(path)
+    records: list[dict[str, Any]] = []
+    starts: list[int] = []
+    header: dict[str, Any] = {}
+    enrich: dict[str, dict[str, Any]] = {}
+    anchor = 0
+    for r in reader.records():
+        if r["type"] == "header":
+            header = header or r
+            anchor = round(r["wall"] * 1e9)  # the run's start; exact monotonic offsets within it
+        elif r["type"] == "exchange":
+            records.append(r)
+            starts.append(anchor + r["start_ns"])
+        elif r["type"] == "enrichment":
+            enrich[r["exchange_id"]] = r["settings"]
+    if not records:
+        raise WorkloadError(f"{path}: the capture holds no exchanges to replay")
+    first = min(starts)
+    order = sorted(range(len(records)), key=lambda i: (starts[i], records[i]["seq"]))
+    items: list[Item] = []
+    bodies: list[Any] = []
+    replies: list[dict[str, Any] | None] = []
+    intervals: list[tuple[int, int]] = []
+    for i in order:
+        r = records[i]
+        if r.get("end") == "refused":
+            continue  # infertap refused it; the engine never saw it
+        try:
+            body = json.loads(r["request_body"]) if r["request_body"][:1] == b"{" else None
+        except ValueError:
+            body = None
+        offset = starts[i] - first
+        duration = r["sent_ns"] - r["start_ns"] + r.get("end_ns", 0)
+        item = Item(
+            index=len(items), source_id=r["id"], method=r["method"], path=r["path"], query=r["query"],
+            headers=r["request_headers"], body=r["request_body"], offset_ns=offset, duration_ns=duration,
+            session=r.get("session"), model=body.get("model") if isinstance(body, dict) else None,
+            status=r.get("status"), settings=enrich.get(r["id"]),
+        )  # fmt: skip
+        if filters and not filters.keep(item):
+            continue
+        items.append(item)
+        bodies.append(body)
+        parsed = parse_response(r) if r.get("status") == 200 and isinstance(body, dict) and "messages" in body else None
+        replies.append(
+            {"role": "assistant", "content": parsed.text, "tool_calls": [{"function": {"name": c["name"], "arguments": c["arguments"]}} for c in parsed.tool_calls]}
+            if parsed and not parsed.error
+            else None
+        )  # fmt: skip
+        intervals.append((offset, offset + duration))
+    if limit is not None:
+        items, bodies, replies, intervals = items[:limit], bodies[:limit], replies[:limit], intervals[:limit]
+    if not items:
+        raise WorkloadError(f"{path}: no exchange is left to replay after the filters")
+    base = items[0].offset_ns
+    for item in items:
+        item.offset_ns -= base
+    for i, (start, _) in enumerate(intervals):
+        items[i].concurrency = sum(1 for s, e in intervals if s <= start < e) or 1
+    link_conversations(items, bodies, replies)
+    if repeat > 1:
+        span = max(i.offset_ns for i in items) + 1_000_000
+        copies = []
+        for k in range(1, repeat):
+            for it in items:
+                copies.append(Item(**{**it.__dict__, "index": len(items) + len(copies), "offset_ns": it.offset_ns + k * span,
+                                      "repeat": k, "parent": None if it.parent is None else it.parent + k * len(items)}))  # fmt: skip
+        items = items + copies
+    source = {"path": str(reader.path), "capture_id": header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
+    return items, source

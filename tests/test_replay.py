@@ -1,0 +1,291 @@
+"""Replay against a fake upstream (schedules, transforms, conversations, faults) and a real engine."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from infertap.cli import cli
+from infertap.engines import free_port
+from proxy import CaptureReader
+from proxy.info import summarize
+from replay import Filters, ReplayError, Schedule, Transforms, run_replay
+from tests.helpers import decompressed_bytes, write_capture
+
+
+def _exchanges(path) -> list[dict]:
+    return list(CaptureReader(path).exchanges())
+
+
+def _bodies(app) -> list[dict]:
+    return [json.loads(r["body"]) for r in app.requests if r["path"].startswith("/v1/")]
+
+
+def _chat(tag: str, content: str | None = None, **extra) -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": content or tag}], "stream": False, "tag": tag, **extra}
+
+
+def test_original_timing_links_every_exchange_to_its_source(fake, tmp_path):
+    app, url = fake
+    src = write_capture(tmp_path / "src", [{"offset_s": t, "body": _chat(f"t{i}")} for i, t in enumerate([0, 0.2, 0.25, 0.6])])
+    summary = run_replay(tmp_path / "src", url, tmp_path / "out", probe=False)
+    assert summary["sent"] == summary["completed"] == 4 and summary["ends"] == {"complete": 4}
+    xs = _exchanges(tmp_path / "out")
+    assert [x["source_id"] for x in xs] == [r["id"] for r in src]
+    # Due at the original offsets, exactly; sent no earlier than due.
+    due = [x["scheduled_ns"] - xs[0]["scheduled_ns"] for x in xs]
+    assert due == [0, 200_000_000, 250_000_000, 600_000_000]
+    assert all(x["sent_ns"] >= x["scheduled_ns"] and x["lag_ns"] >= 0 for x in xs)
+    assert [json.loads(x["request_body"])["tag"] for x in xs] == ["t0", "t1", "t2", "t3"]
+    assert all(x["status"] == 200 and b"reply to" in b"".join(x["chunks"]) for x in xs)
+    header = next(r for r in CaptureReader(tmp_path / "out").records() if r["type"] == "header")
+    assert header["recorder"]["kind"] == "replay" and header["recorder"]["source"]["path"] == str(tmp_path / "src")
+    assert summarize(tmp_path / "out")["closed_cleanly"]
+
+
+def test_speed_scales_the_schedule(fake, tmp_path):
+    app, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": t, "body": _chat(f"t{i}")} for i, t in enumerate([0, 1.0, 2.0])])
+    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("original", speed=4))
+    xs = _exchanges(tmp_path / "out")
+    assert [x["scheduled_ns"] - xs[0]["scheduled_ns"] for x in xs] == [0, 250_000_000, 500_000_000]
+
+
+def test_a_conversation_waits_for_the_turn_it_continues(fake, tmp_path):
+    """The second turn (messages = first turn + its reply + more) was due before the first finished."""
+    app, url = fake
+    first = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "turn1", "pace_ms": 300}
+    reply = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "hello!"}}]}'
+    second = {"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello!"},
+                                         {"role": "user", "content": "more"}], "stream": False, "tag": "turn2"}  # fmt: skip
+    other = _chat("other")
+    write_capture(tmp_path / "src", [
+        {"offset_s": 0, "body": first, "chunks": [reply]},
+        {"offset_s": 0.05, "body": other},
+        {"offset_s": 0.1, "body": second},
+    ])  # fmt: skip
+    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False)
+    xs = {json.loads(x["request_body"])["tag"]: x for x in _exchanges(tmp_path / "out")}
+    t1, t2, o = xs["turn1"], xs["turn2"], xs["other"]
+    assert t2["sent_ns"] >= t1["sent_ns"] + t1["end_ns"], "the second turn started before the first had finished"
+    assert t2["dep_wait_ns"] > 0
+    assert o["sent_ns"] < t1["sent_ns"] + t1["end_ns"], "an unrelated request must not wait"
+    assert o["dep_wait_ns"] == 0
+
+
+def test_a_session_header_orders_requests_too(fake, tmp_path):
+    app, url = fake
+    slow = _chat("s1", pace_ms=300)
+    write_capture(tmp_path / "src", [
+        {"offset_s": 0, "body": slow, "session": "abc"},
+        {"offset_s": 0.05, "body": _chat("s2"), "session": "abc"},
+    ])  # fmt: skip
+    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False)
+    a, b = _exchanges(tmp_path / "out")
+    assert b["sent_ns"] >= a["sent_ns"] + a["end_ns"]
+
+
+def test_transforms_reach_the_target(fake, tmp_path):
+    app, url = fake
+    body = {"model": "small", "messages": [{"role": "user", "content": "x"}], "stream": False, "tag": "t",
+            "temperature": 0.7, "extra": {"drop": 1, "keep": 2}}  # fmt: skip
+    headers = [["content-type", "application/json"], ["authorization", "Bearer [REDACTED]"], ["x-trace", "abc"], ["x-keep", "1"]]
+    write_capture(tmp_path / "src", [{"body": body, "headers": headers}, {"body": {**body, "model": "other"}, "headers": headers}])
+    transforms = Transforms(
+        model_map={"small": "big"}, set_values=[("temperature", 0), ("extra.new", [1, 2])], unset=["extra.drop"],
+        headers={"X-Added": "yes", "Authorization": "Bearer target-key-123"}, drop_headers={"x-trace"},
+    )  # fmt: skip
+    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=transforms, schedule=Schedule("concurrency", concurrency=1))
+    sent = _bodies(app)
+    assert [b["model"] for b in sent] == ["big", "other"]
+    assert all(b["temperature"] == 0 and b["extra"] == {"keep": 2, "new": [1, 2]} for b in sent)
+    headers_seen = [{n.decode(): v.decode() for n, v in r["headers"]} for r in app.requests]
+    assert all(h["x-added"] == "yes" and "x-trace" not in h and h["x-keep"] == "1" for h in headers_seen)
+    assert all(h["authorization"] == "Bearer target-key-123" for h in headers_seen)
+    assert b"target-key-123" not in decompressed_bytes(tmp_path / "out")
+    app.requests.clear()
+    run_replay(tmp_path / "src", url, tmp_path / "out2", probe=False, transforms=Transforms(model="all-the-same"))
+    assert [b["model"] for b in _bodies(app)] == ["all-the-same"] * 2
+    # A redacted credential is never replayed: without a new one, no Authorization at all.
+    assert all(b"authorization" not in dict(r["headers"]) for r in app.requests)
+
+
+def test_pin_defaults_writes_the_sources_engine_defaults(fake, tmp_path):
+    app, url = fake
+    enrichment = {"exchange_id": "src-0", "settings": {
+        "temperature": {"value": 0, "source": "request"},
+        "repeat_penalty": {"value": 1.1, "source": "engine_default"},
+        "top_k": {"value": 40, "source": "engine_default"},
+        "seed": {"value": None, "source": "unknown"},
+    }}  # fmt: skip
+    write_capture(tmp_path / "src", [{"body": _chat("p", temperature=0)}], enrichments=[enrichment])
+    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=Transforms(pin_defaults=True))
+    (sent,) = _bodies(app)
+    assert (sent["repeat_penalty"], sent["top_k"], sent["temperature"]) == (1.1, 40, 0)
+    assert "seed" not in sent
+    write_capture(tmp_path / "bare", [{"body": _chat("p")}])
+    with pytest.raises(ReplayError, match="no enrichment records"):
+        run_replay(tmp_path / "bare", url, tmp_path / "out2", probe=False, transforms=Transforms(pin_defaults=True))
+
+
+def test_filters_limit_and_repeat(fake, tmp_path):
+    app, url = fake
+    write_capture(tmp_path / "src", [
+        {"offset_s": 0, "body": _chat("a")},
+        {"offset_s": 0.01, "path": "/v1/embeddings", "body": {"model": "m", "input": "x"}},
+        {"offset_s": 0.02, "body": {**_chat("b"), "model": "n"}},
+        {"offset_s": 0.03, "body": _chat("c"), "status": 500},
+        {"offset_s": 5.0, "body": _chat("late")},
+    ])  # fmt: skip
+    filters = Filters.parse(["path=/v1/chat/*", "status=200", "before=1"])
+    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, filters=filters, repeat=3)
+    tags = [json.loads(x["request_body"])["tag"] for x in _exchanges(tmp_path / "out")]
+    assert tags == ["a", "b"] * 3
+    run_replay(tmp_path / "src", url, tmp_path / "out2", probe=False, filters=Filters.parse(["model=n"]))
+    assert [json.loads(x["request_body"])["tag"] for x in _exchanges(tmp_path / "out2")] == ["b"]
+    run_replay(tmp_path / "src", url, tmp_path / "out3", probe=False, limit=2, schedule=Schedule("concurrency", concurrency=4))
+    assert len(_exchanges(tmp_path / "out3")) == 2
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_fixed_concurrency_holds_n_in_flight(fake, tmp_path, n):
+    app, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": 0, "body": _chat(f"c{i}", pace_ms=100)} for i in range(9)])
+    summary = run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("concurrency", concurrency=n))
+    assert app.max_in_flight == n
+    assert summary["concurrency"]["max"] == n and summary["completed"] == 9
+
+
+def test_concurrency_original_follows_what_the_capture_saw(fake, tmp_path):
+    app, url = fake
+    # Two waves: three overlapping requests, then one alone.
+    xs = [{"offset_s": t, "duration_ns": 500_000_000, "body": _chat(f"w{i}", pace_ms=100)} for i, t in enumerate([0, 0.1, 0.2])]
+    xs.append({"offset_s": 3.0, "duration_ns": 100_000_000, "body": _chat("alone", pace_ms=100)})
+    write_capture(tmp_path / "src", xs)
+    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("concurrency-original"))
+    assert app.max_in_flight == 3
+
+
+def test_max_concurrency_wait_is_recorded_apart_from_latency(fake, tmp_path):
+    app, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": 0, "body": _chat(f"q{i}", pace_ms=150)} for i in range(4)])
+    summary = run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("original", max_concurrency=1))
+    xs = _exchanges(tmp_path / "out")
+    assert app.max_in_flight == 1
+    waited = sorted(x["queue_ns"] for x in xs)
+    assert waited[0] == 0 and waited[-1] > 0
+    for x in xs:  # latency starts when the request is sent, after the wait
+        assert x["sent_ns"] >= x["scheduled_ns"] + x["queue_ns"]
+    assert summary["queue_wait_ms"]["max"] > 0
+
+
+def test_rate_and_poisson_schedules(fake, tmp_path):
+    app, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": 0, "body": _chat(f"r{i}")} for i in range(5)])
+    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("rate", rate=50))
+    xs = _exchanges(tmp_path / "out")
+    assert [x["scheduled_ns"] - xs[0]["scheduled_ns"] for x in xs] == [0, 20_000_000, 40_000_000, 60_000_000, 80_000_000]
+    a = Schedule("poisson", rate=10, seed=7).offsets([None] * 2000)  # type: ignore[list-item]
+    b = Schedule("poisson", rate=10, seed=7).offsets([None] * 2000)  # type: ignore[list-item]
+    gaps = [y - x for x, y in zip(a, a[1:], strict=False)]
+    assert a == b  # seeded: the same arrivals every run
+    mean = sum(gaps) / len(gaps) / 1e9
+    assert 0.09 < mean < 0.11  # 1/rate, within sampling error of 2000 draws
+
+
+def test_per_request_failures_are_recorded_and_counted(fake, tmp_path):
+    app, url = fake
+    write_capture(tmp_path / "src", [
+        {"offset_s": 0, "path": "/reset", "body": {"tag": "r"}},
+        {"offset_s": 0.01, "path": "/status/503", "body": {"tag": "s"}},
+        {"offset_s": 0.02, "body": _chat("ok")},
+    ])  # fmt: skip
+    summary = run_replay(tmp_path / "src", url, tmp_path / "out", probe=False)
+    assert summary["ends"] == {"upstream_error": 1, "complete": 2}
+    assert summary["statuses"] == {"200": 2, "503": 1}
+    reset = next(x for x in _exchanges(tmp_path / "out") if x["path"] == "/reset")
+    assert reset["end"] == "upstream_error" and b"partial" in b"".join(reset["chunks"])
+
+
+def test_bad_input_fails_before_anything_is_sent(fake, tmp_path):
+    app, url = fake
+    write_capture(tmp_path / "src", [{"body": _chat("a")}, {"id": "plain", "body": b"not json at all"}])
+    with pytest.raises(ReplayError, match="plain.*JSON body"):
+        run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=Transforms(set_values=[("temperature", 0)]))
+    with pytest.raises(ReplayError, match="messages.*not an object"):
+        run_replay(tmp_path / "src", url, tmp_path / "out", probe=False,
+                   filters=Filters.parse(["path=/v1/chat/completions"]), limit=1,
+                   transforms=Transforms(set_values=[("messages.x", 1)]))  # fmt: skip
+    assert app.requests == [] and not (tmp_path / "out").exists()
+    dead = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ReplayError, match="refuses connections"):
+        run_replay(tmp_path / "src", dead, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    runner = CliRunner()
+    for args, message in [
+        (["replay", str(tmp_path / "src"), "--target", dead], "refuses connections"),
+        (["replay", str(tmp_path), "--target", url], "not a capture"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--filter", "color=red"], "unknown --filter key"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--concurrency", "many"], "expected a number or 'original'"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--rate", "5", "--concurrency", "2"], "choose one"),
+    ]:
+        result = runner.invoke(cli, args)
+        assert result.exit_code != 0 and message in result.output, (args, result.output)
+        assert "Traceback" not in result.output
+
+
+def test_ctrl_c_mid_run_leaves_a_clean_capture(fake, tmp_path):
+    app, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": i * 0.1, "body": _chat(f"k{i}", pace_ms=400)} for i in range(100)])
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infertap", "replay", str(tmp_path / "src"), "--target", url, "--out", str(out),
+         "--no-probe", "--grace", "0.2", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while len(app.requests) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    summary = json.loads(stdout)
+    assert summary["stopped_early"] and 0 < summary["sent"] < 100 and summary["not_sent"] == 100 - summary["sent"]
+    info = summarize(out)
+    assert info["closed_cleanly"] and info["exchanges"] == summary["sent"]
+    assert set(info["ends"]) <= {"complete", "cancelled"}
+
+
+@pytest.mark.engine
+def test_replay_a_real_engine_capture_back_against_it(engine, record, tmp_path):
+    from openai import OpenAI
+
+    rec = record(engine.url)
+    client = OpenAI(base_url=f"{rec.url}/v1", api_key="sk-test", max_retries=0, timeout=120)
+    for question in ["What is 2 + 2?", "Name a colour."]:
+        client.chat.completions.create(model="SmolLM2-135M-Instruct", messages=[{"role": "user", "content": question}], max_tokens=8, temperature=0)
+        time.sleep(0.3)
+    stream = client.chat.completions.create(model="SmolLM2-135M-Instruct", messages=[{"role": "user", "content": "Hi"}], max_tokens=8, temperature=0, stream=True)
+    original_text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    rec.stop()
+    source = rec.exchanges()
+    summary = run_replay(rec.out, engine.url, tmp_path / "replay")
+    assert summary["sent"] == 3 and summary["ends"] == {"complete": 3} and summary["target_kind"] == "llama-cpp-python"
+    records = list(CaptureReader(tmp_path / "replay").records())
+    xs = [r for r in records if r["type"] == "exchange"]
+    assert [x["source_id"] for x in xs] == [x["id"] for x in source]
+    src_offsets = [x["wall"] - source[0]["wall"] for x in source]
+    due = [(x["scheduled_ns"] - xs[0]["scheduled_ns"]) / 1e9 for x in xs]
+    assert due == pytest.approx(src_offsets, abs=1e-6)
+    # Streams are recorded as streams, chunk by chunk; greedy decoding gives the same text again.
+    streamed = xs[-1]
+    assert len(streamed["chunks"]) > 1 and streamed["chunk_ns"] == sorted(streamed["chunk_ns"])
+    events = [json.loads(line[6:]) for line in b"".join(streamed["chunks"]).decode().split("\n") if line.startswith("data: {")]
+    assert "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"]) == original_text
+    assert [r["kind"] for r in records if r["type"] == "engine"] == ["llama-cpp-python"]
+    assert len([r for r in records if r["type"] == "enrichment"]) == 3
