@@ -8,13 +8,17 @@ STAMP := $(VENV)/.installed
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint bench install clean
 
 demo: $(STAMP)
 	$(BIN)/infertap demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Benchmarks: side by side in one run, ratios over absolute numbers (the machines are noisy).
+bench: $(STAMP)
+	$(BIN)/python -m bench.replay_lag
 
 lint: $(STAMP)
 	$(BIN)/ruff check proxy replay analysis infertap tests
