@@ -328,6 +328,13 @@ from .cli_replay import register as _register_replay  # noqa: E402
 
 _register_replay(cli)
 
+from .cli_mitm import register as _register_mitm  # noqa: E402
+
+_register_mitm(cli)
+
+
+
+
 
 def main() -> None:
     cli(prog_name="infertap")

@@ -1,0 +1,89 @@
+"""Configuration differences between two runs: engine snapshots, effective settings, effective prompts.
+
+These come first in a comparison because they are what explains the rest.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from .divergence import first_divergence
+
+SNAPSHOT_FACTS = ("version", "models", "model_sha256", "quantization", "context_size", "parallel_slots",
+                  "chat_template_sha256", "bos_token", "eos_token")  # fmt: skip
+
+
+def _value(snapshot: dict[str, Any] | None, name: str) -> Any:
+    if not snapshot:
+        return None
+    return ((snapshot.get("facts") or {}).get(name) or {}).get("value")
+
+
+def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """One row per fact: both values and whether they differ (unknown on either side is said so)."""
+    rows = [{"fact": "kind", "a": a.get("kind") if a else None, "b": b.get("kind") if b else None}]
+    rows += [{"fact": name, "a": _value(a, name), "b": _value(b, name)} for name in SNAPSHOT_FACTS]
+    da, db = _value(a, "defaults") or {}, _value(b, "defaults") or {}
+    from proxy.engines.base import SAMPLING, canonical
+
+    ca = {canonical(k): v for k, v in da.items()}
+    cb = {canonical(k): v for k, v in db.items()}
+    for name in sorted((set(ca) | set(cb)) & set(SAMPLING)):
+        rows.append({"fact": f"default {name}", "a": ca.get(name), "b": cb.get(name)})
+    host_a = (a or {}).get("host") or {}
+    host_b = (b or {}).get("host") or {}
+    rows.append({"fact": "host cpu", "a": host_a.get("cpu"), "b": host_b.get("cpu")})
+    rows.append({"fact": "host gpus", "a": [g["name"] for g in host_a.get("gpus") or ()] or None,
+                 "b": [g["name"] for g in host_b.get("gpus") or ()] or None})  # fmt: skip
+    for row in rows:
+        row["differs"] = row["a"] != row["b"]
+        row["unknown"] = row["a"] is None or row["b"] is None
+    return rows
+
+
+def settings_diff(pairs: Sequence[tuple[dict[str, Any] | None, dict[str, Any] | None]]) -> list[dict[str, Any]]:
+    """Effective sampling settings that differ between paired exchanges: which values, how often, from where."""
+    diffs: dict[str, Counter[tuple[str, str]]] = {}
+    for ea, eb in pairs:
+        if not ea or not eb:
+            continue
+        sa, sb = ea.get("settings") or {}, eb.get("settings") or {}
+        for name in sorted(set(sa) | set(sb)):
+            va, vb = sa.get(name, {}), sb.get(name, {})
+            if va.get("value") != vb.get("value"):
+                key = (f"{va.get('value')!r} ({va.get('source', 'absent')})", f"{vb.get('value')!r} ({vb.get('source', 'absent')})")
+                diffs.setdefault(name, Counter())[key] += 1
+    return [{"setting": name, "a": a, "b": b, "exchanges": n} for name, c in diffs.items() for (a, b), n in c.most_common()]
+
+
+def prompt_diff(ea: dict[str, Any] | None, eb: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Effective prompt tokens of one pair compared, with a readable explanation where one fits."""
+    if not ea or not eb:
+        return None
+    ta, tb = ea.get("prompt_tokens") or {}, eb.get("prompt_tokens") or {}
+    ia, ib = ta.get("ids"), tb.get("ids")
+    if ia is None or ib is None:
+        return {"equal": None, "why": "prompt token ids unknown on " + ("both sides" if ia is None and ib is None else "one side")}
+    at = first_divergence(ia, ib)
+    if at is None:
+        return {"equal": True, "count": len(ia)}
+    out: dict[str, Any] = {"equal": False, "first_difference": at, "count_a": len(ia), "count_b": len(ib)}
+    ra, rb = ta.get("rendered"), tb.get("rendered")
+    if len(ia) > 1 and ia[0] == ia[1] and ia[1:] == ib:
+        out["why"] = f"A repeats its first token ({ia[0]}): a duplicated BOS"
+    elif len(ib) > 1 and ib[0] == ib[1] and ib[1:] == ia:
+        out["why"] = f"B repeats its first token ({ib[0]}): a duplicated BOS"
+    elif ib[1:] == ia:
+        out["why"] = f"B has one extra leading token ({ib[0]}): an added BOS or special token"
+    elif ia[1:] == ib:
+        out["why"] = f"A has one extra leading token ({ia[0]}): an added BOS or special token"
+    elif ra is not None and rb is not None and ra != rb:
+        cut = first_divergence(ra, rb) or 0
+        out["why"] = f"different templates: the rendered prompts differ at character {cut} ({ra[cut:cut + 30]!r} vs {rb[cut:cut + 30]!r})"
+    elif ra is not None and ra == rb:
+        out["why"] = "the same rendered text, tokenized differently"
+    else:
+        out["why"] = f"the token ids differ from position {at}"
+    return out

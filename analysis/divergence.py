@@ -1,0 +1,104 @@
+"""How two outputs of the same request differ: first divergence, similarity, logprob KL, tool calls.
+
+Pure functions over parsed responses and token ids, so each definition can be checked by hand
+(docs/metrics.md names them).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+
+def first_divergence(a: Sequence[Any], b: Sequence[Any]) -> int | None:
+    """Index of the first position where the sequences differ; None when equal."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def similarity(a: str, b: str) -> float:
+    """difflib's ratio over characters: 1.0 identical, 0.0 nothing in common."""
+    if a == b:
+        return 1.0
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def text_diff(a: str, b: str, *, context: int = 40) -> str:
+    """A short inline diff: shared text once, then [-removed-]{+added+}, around the first change."""
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    out = []
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        if op == "equal":
+            chunk = a[i1:i2]
+            out.append(chunk if len(chunk) <= 2 * context else chunk[:context] + " … " + chunk[-context:])
+        else:
+            if i2 > i1:
+                out.append(f"[-{a[i1:i2]}-]")
+            if j2 > j1:
+                out.append(f"{{+{b[j1:j2]}+}}")
+    return "".join(out)
+
+
+def logprob_positions(events: Sequence[dict[str, Any]]) -> list[dict[int | str, float]]:
+    """Per output position, the top-k {token id (or text when no id): logprob} the engine reported."""
+    positions: list[dict[int | str, float]] = []
+    for event in events:
+        for choice in event.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            logprobs = choice.get("logprobs")
+            if not isinstance(logprobs, dict):
+                continue
+            for item in logprobs.get("content") or ():
+                top = item.get("top_logprobs") or [item]
+                positions.append({(t.get("id") if isinstance(t.get("id"), int) else t.get("token")): float(t["logprob"]) for t in top if "logprob" in t})
+    return positions
+
+
+def kl_shared_prefix(a: Sequence[dict[int | str, float]], b: Sequence[dict[int | str, float]], upto: int) -> dict[str, Any] | None:
+    """Mean KL(a || b) over positions before ``upto`` (the first divergence), on each position's top-k
+    renormalised over the union of ids (ids missing on one side get that side's smallest reported
+    probability, halved); and the share of those positions whose top-1 agrees."""
+    n = min(upto, len(a), len(b))
+    if n <= 0:
+        return None
+    kls, agree = [], 0
+    for pa, pb in zip(a[:n], b[:n], strict=False):
+        if not pa or not pb:
+            continue
+        union = set(pa) | set(pb)
+        fa, fb = min(pa.values()) - math.log(2), min(pb.values()) - math.log(2)
+        qa = {t: math.exp(pa.get(t, fa)) for t in union}
+        qb = {t: math.exp(pb.get(t, fb)) for t in union}
+        za, zb = sum(qa.values()), sum(qb.values())
+        kls.append(sum((qa[t] / za) * math.log((qa[t] / za) / (qb[t] / zb)) for t in union))
+        agree += max(pa, key=pa.__getitem__) == max(pb, key=pb.__getitem__)
+    if not kls:
+        return None
+    return {"kl_mean": sum(kls) / len(kls), "kl_max": max(kls), "top1_agreement": agree / len(kls), "positions": len(kls)}
+
+
+def tool_call_diff(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Names and parsed arguments of the tool calls on each side, and whether they agree."""
+
+    def norm(calls: Sequence[dict[str, Any]]) -> list[tuple[str, Any]]:
+        out = []
+        for c in calls:
+            try:
+                args: Any = json.loads(c.get("arguments") or "{}")
+            except ValueError:
+                args = c.get("arguments")
+            out.append((c.get("name") or "", args))
+        return out
+
+    na, nb = norm(a), norm(b)
+    return {
+        "a": [n for n, _ in na], "b": [n for n, _ in nb],
+        "names_equal": [n for n, _ in na] == [n for n, _ in nb],
+        "arguments_equal": na == nb,
+    }  # fmt: skip

@@ -1,0 +1,88 @@
+"""``infertap mitm`` and ``infertap import``: recording clients that can't be re-pointed."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+import click
+
+from proxy import InfertapError
+
+
+def _host_port(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+@click.command()
+@click.option("--listen", default="127.0.0.1:8788", show_default=True, callback=_host_port, help="HOST:PORT to listen on.")
+@click.option("--mode", default="regular", show_default=True, help="mitmproxy mode: regular (an HTTP(S) proxy), reverse:URL, upstream:URL, ...")
+@click.option("--match", multiple=True, metavar="PATTERN", help="Host or path pattern to record (fnmatch; with '/' it matches paths). Default: OpenAI-compatible and Ollama API paths on any host.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/mitm-<time>].")
+@click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable.")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Stored in the capture header; repeatable.")
+@click.option("--set", "set_options", multiple=True, metavar="NAME=VALUE", help="Any mitmproxy option, e.g. ssl_insecure=true; repeatable.")
+@click.option("--confdir", default=None, help="mitmproxy's configuration folder, where its CA lives [default: ~/.mitmproxy].")
+def mitm(listen: tuple[str, int], mode: str, match: tuple[str, ...], out: Path | None, redact_header: tuple[str, ...],
+         labels: tuple[str, ...], set_options: tuple[str, ...], confdir: str | None) -> None:  # fmt: skip
+    """Record LLM API traffic through mitmproxy, for clients with no base-URL setting or on HTTPS.
+
+    \b
+    infertap mitm --out captures/agent
+    HTTPS_PROXY=http://127.0.0.1:8788 SSL_CERT_FILE=~/.mitmproxy/mitmproxy-ca-cert.pem my-agent ...
+    infertap mitm --mode reverse:http://127.0.0.1:8080 --listen 127.0.0.1:8789
+    """
+    from proxy.hostfacts import is_loopback
+    from proxy.mitm import MitmConfig, run_mitm
+
+    label_map = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="--label")
+        label_map[key] = value
+    host, port = listen
+    if not is_loopback(host):
+        click.secho(f"WARNING: listening on {host}, reachable from other machines.", fg="red", bold=True, err=True)
+    config = MitmConfig(
+        out=out or Path("captures") / f"mitm-{_dt.datetime.now():%Y%m%d-%H%M%S}", host=host, port=port, mode=mode,
+        match=match, redact_headers=redact_header, labels=label_map, set_options=set_options, confdir=confdir,
+    )  # fmt: skip
+
+    def ready(addrs: list[str], capture: str, ca: Path) -> None:
+        click.echo(f"infertap mitm: listening on {', '.join(addrs) or f'{host}:{port}'} ({mode} mode), capturing to {capture}")
+        click.echo(f"infertap mitm: CA certificate clients must trust: {ca}")
+        click.echo(f"  e.g. HTTPS_PROXY=http://{host}:{port} SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca} NODE_EXTRA_CA_CERTS={ca}", )
+
+    try:
+        run_mitm(config, on_ready=ready)
+    except InfertapError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.command("import")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/import-<time>].")
+@click.option("--all-paths", is_flag=True, help="Keep every request, not only LLM API paths.")
+def import_(source: Path, out: Path | None, all_paths: bool) -> None:
+    """Convert a mitmproxy flow file or a HAR file holding LLM API traffic into a capture.
+
+    Chunk times are missing from such files: each response becomes one chunk, and the capture is
+    marked as imported.
+    """
+    from proxy.importer import import_file
+
+    out = out or Path("captures") / f"import-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    try:
+        counts = import_file(source, out, all_paths=all_paths)
+    except InfertapError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"imported {counts['kept']} exchanges into {out} ({counts['skipped']} requests to other paths skipped; --all-paths keeps them)")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(mitm)
+    cli.add_command(import_)

@@ -1,0 +1,120 @@
+"""``infertap import``: captures from a mitmproxy flow file or a HAR file of LLM API traffic.
+
+Such files keep whole bodies, not the chunks as they arrived: each imported exchange has one
+response chunk, timed at the response's end as the file records it, and is marked
+``imported`` so that analysis doesn't read stream timings into it.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import InfertapError
+from .mitm_addon import DEFAULT_PATHS
+from .redact import Redactor
+from .writer import CaptureWriter
+
+
+class ImportError_(InfertapError):
+    """A file that is neither a HAR nor a mitmproxy flow file, or is damaged."""
+
+
+def _har_exchanges(data: dict[str, Any], redactor: Redactor) -> Iterator[dict[str, Any]]:
+    for entry in data["log"].get("entries") or ():
+        req, resp = entry.get("request") or {}, entry.get("response") or {}
+        url = urlsplit(req.get("url", ""))
+        started = _dt.datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00")).timestamp()
+        timings = entry.get("timings") or {}
+        wait_ms = max(0.0, float(timings.get("send", 0) or 0)) + max(0.0, float(timings.get("wait", 0) or 0))
+        total_ms = float(entry.get("time") or 0)
+        post = req.get("postData") or {}
+        body = base64.b64decode(post["text"]) if post.get("encoding") == "base64" else (post.get("text") or "").encode()
+        content = resp.get("content") or {}
+        text = content.get("text") or ""
+        out = base64.b64decode(text) if content.get("encoding") == "base64" else text.encode()
+        yield {
+            "wall": started, "method": req.get("method", "GET"), "path": url.path or "/", "query": url.query,
+            "http_version": str(req.get("httpVersion", "1.1")).removeprefix("HTTP/"),
+            "request_headers": redactor.header_pairs((h["name"], h["value"]) for h in req.get("headers") or ()),
+            "request_body": body, "status": resp.get("status") or None,
+            "response_headers": redactor.header_pairs((h["name"], h["value"]) for h in resp.get("headers") or ()),
+            "headers_ns": int(wait_ms * 1e6), "chunks": [out] if out else [], "end_ns": int(total_ms * 1e6),
+            "upstream": f"{url.scheme}://{url.netloc}",
+        }  # fmt: skip
+
+
+def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
+    from mitmproxy import http, io
+    from mitmproxy.exceptions import FlowReadException
+
+    with open(path, "rb") as f:
+        try:
+            for flow in io.FlowReader(f).stream():
+                if not isinstance(flow, http.HTTPFlow):
+                    continue
+                req, resp = flow.request, flow.response
+                sent = req.timestamp_end or req.timestamp_start
+                yield {
+                    "wall": req.timestamp_start, "method": req.method, "path": req.path.partition("?")[0],
+                    "query": req.path.partition("?")[2], "http_version": req.http_version.removeprefix("HTTP/"),
+                    "request_headers": redactor.headers_from_asgi(req.headers.fields), "request_body": req.raw_content or b"",
+                    "status": resp.status_code if resp else None,
+                    "response_headers": redactor.headers_from_asgi(resp.headers.fields) if resp else None,
+                    "headers_ns": int((resp.timestamp_start - sent) * 1e9) if resp else None,
+                    "chunks": [resp.raw_content] if resp and resp.raw_content else [],
+                    "end_ns": int(((resp.timestamp_end or resp.timestamp_start) - sent) * 1e9) if resp else 0,
+                    "upstream": f"{req.scheme}://{req.host}:{req.port}", "error": flow.error.msg if flow.error else None,
+                }  # fmt: skip
+        except FlowReadException as exc:
+            raise ImportError_(f"{path}: not a readable mitmproxy flow file: {exc}") from exc
+
+
+def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, all_paths: bool = False) -> dict[str, int]:
+    """Convert ``source`` into the capture ``out``; returns counts of what was kept and skipped."""
+    path = Path(source)
+    redactor = Redactor()
+    try:
+        head = path.read_bytes()[:1]
+    except OSError as exc:
+        raise ImportError_(f"{path}: cannot read: {exc}") from exc
+    if head == b"{":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ImportError_(f"{path}: not valid JSON, so not a HAR file: {exc}") from exc
+        if not isinstance(data, dict) or "entries" not in (data.get("log") or {}):
+            raise ImportError_(f"{path}: JSON without log.entries is not a HAR file")
+        kind, exchanges = "har", list(_har_exchanges(data, redactor))
+    else:
+        kind, exchanges = "mitmproxy", list(_flow_exchanges(path, redactor))
+    counts = {"kept": 0, "skipped": 0}
+    recorder = {"kind": "import", "from": kind, "file": str(path), "timing": "coarse: one chunk per response, times from the file"}
+    with CaptureWriter(out, recorder=recorder) as writer:
+        first = min((x["wall"] for x in exchanges), default=0.0)
+        for seq, x in enumerate(sorted(exchanges, key=lambda x: x["wall"]), 1):
+            if not all_paths and not DEFAULT_PATHS.match(x["path"]):
+                counts["skipped"] += 1
+                continue
+            start_ns = int((x["wall"] - first) * 1e9)
+            end_ns = x["end_ns"]
+            writer.write({
+                "type": "exchange", "id": uuid.uuid4().hex, "seq": seq, "session": None, "wall": x["wall"],
+                "start_ns": start_ns, "sent_ns": start_ns, "client": None, "method": x["method"], "path": x["path"],
+                "query": redactor.query(x["query"]), "http_version": x["http_version"], "request_headers": x["request_headers"],
+                "request_body": x["request_body"], "status": x["status"], "response_headers": x["response_headers"],
+                "headers_ns": x["headers_ns"], "chunk_ns": [end_ns] * len(x["chunks"]), "chunks": x["chunks"], "end_ns": end_ns,
+                "end": "complete" if x["status"] else "upstream_error", "error": x.get("error"), "upstream": x["upstream"],
+                "imported": kind,
+            })  # fmt: skip
+            counts["kept"] += 1
+    if writer.error:
+        raise ImportError_(f"{out}: could not be written: {writer.error}")
+    return counts

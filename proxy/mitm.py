@@ -1,0 +1,67 @@
+"""Running mitmproxy with infertap's addon: ``infertap mitm`` (through mitmproxy's own API)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InfertapError
+
+
+class MitmError(InfertapError):
+    pass
+
+
+@dataclass
+class MitmConfig:
+    out: Path
+    host: str = "127.0.0.1"
+    port: int = 8788
+    mode: str = "regular"
+    match: Sequence[str] = ()
+    redact_headers: Sequence[str] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    set_options: Sequence[str] = ()  # mitmproxy "name=value" options, passed through
+    confdir: str | None = None  # where mitmproxy keeps its CA (default ~/.mitmproxy)
+
+
+def ca_cert_path(confdir: str | None) -> Path:
+    """The CA certificate clients must trust (mitmproxy creates it on first start)."""
+    return Path(os.path.expanduser(confdir or "~/.mitmproxy")) / "mitmproxy-ca-cert.pem"
+
+
+def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], None] | None = None) -> None:
+    """Serve until SIGINT/SIGTERM; the capture is closed by the addon's ``done``."""
+    from mitmproxy import exceptions, options
+    from mitmproxy.tools.dump import DumpMaster
+
+    from .mitm_addon import InfertapCapture
+
+    async def main() -> None:
+        opts = options.Options(listen_host=config.host, listen_port=config.port, mode=[config.mode])
+        if config.confdir:
+            opts.update(confdir=config.confdir)
+        master = DumpMaster(opts, with_termlog=True, with_dumper=False)
+        addon = InfertapCapture(on_ready=(lambda addrs, path: on_ready(addrs, path, ca_cert_path(config.confdir))) if on_ready else None)
+        master.addons.add(addon)
+        try:
+            opts.update(
+                infertap_match=list(config.match),
+                infertap_redact=list(config.redact_headers),
+                infertap_labels=[f"{k}={v}" for k, v in config.labels.items()],
+            )
+            if config.set_options:
+                opts.set(*config.set_options)
+            opts.update(infertap_out=str(config.out))  # last: opens the capture once all else is valid
+        except exceptions.OptionsError as exc:
+            raise MitmError(str(exc)) from exc
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, master.shutdown)
+        await master.run()
+
+    asyncio.run(main())

@@ -1,0 +1,167 @@
+"""A mitmproxy addon that records LLM API flows into an infertap capture.
+
+Shaped like mitmproxy's own ``save`` addon: options in ``load``, validation in ``configure``,
+cleanup in ``done``. It holds no capture logic: it builds the same exchange records as the reverse
+proxy (same redaction) and hands them to the same CaptureWriter, whose thread does the msgpack,
+compression and disk work. On mitmproxy's event loop it only appends each streamed chunk and its
+time to two lists.
+
+Usable directly: ``mitmdump -s proxy/mitm_addon.py --set infertap_out=captures/x``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mitmproxy import ctx, exceptions, http
+
+from proxy.redact import Redactor
+from proxy.writer import CaptureWriter
+
+log = logging.getLogger("infertap.mitm")
+
+# OpenAI-compatible, Anthropic-style and Ollama API paths, on any host.
+DEFAULT_PATHS = re.compile(
+    r"^(/[^?]*)?/(v1/(chat/completions|completions|responses|embeddings|messages|models)|chat/completions|completions?"
+    r"|api/(chat|generate|embed|embeddings|show|tags|ps|version)|tokenize|detokenize|apply-template|props)(\?|$|/)"
+)
+
+
+class InfertapCapture:
+    """Records matching flows; ``on_ready(listen_addrs, capture_path)`` is called once serving."""
+
+    def __init__(self, on_ready: Callable[[list[str], str], None] | None = None) -> None:
+        self.writer: CaptureWriter | None = None
+        self.redactor = Redactor()
+        self.patterns: list[str] = []
+        self.on_ready = on_ready
+        self._seq = 0
+
+    def load(self, loader: Any) -> None:
+        loader.add_option("infertap_out", str, "", "Capture directory infertap writes the matching flows to.")
+        loader.add_option("infertap_match", Sequence[str], [],
+                          "Host or path patterns to record (fnmatch; a pattern with '/' matches paths). "
+                          "Default: OpenAI-compatible and Ollama API paths on any host.")  # fmt: skip
+        loader.add_option("infertap_redact", Sequence[str], [], "More header names whose values are secrets.")
+        loader.add_option("infertap_labels", Sequence[str], [], "key=value labels stored in the capture header.")
+
+    def configure(self, updated: set[str]) -> None:
+        if "infertap_match" in updated or "infertap_redact" in updated:
+            self.patterns = list(ctx.options.infertap_match)
+            self.redactor = Redactor(ctx.options.infertap_redact)
+        if "infertap_out" in updated and ctx.options.infertap_out:
+            labels = {}
+            for item in ctx.options.infertap_labels:
+                key, sep, value = item.partition("=")
+                if not sep:
+                    raise exceptions.OptionsError(f"infertap_labels: expected key=value, got {item!r}")
+                labels[key] = value
+            if self.writer is not None:
+                self.writer.close()
+            mode = ",".join(ctx.options.mode)
+            recorder = {"kind": "mitm", "mode": mode, "listen": f"{ctx.options.listen_host}:{ctx.options.listen_port}", "pid": os.getpid()}
+            try:
+                self.writer = CaptureWriter(ctx.options.infertap_out, recorder=recorder, labels=labels).open()
+            except Exception as exc:  # a capture that can't be written must stop the start, loudly
+                raise exceptions.OptionsError(f"infertap: {exc}") from exc
+
+    def running(self) -> None:
+        if self.on_ready is not None and self.writer is not None:
+            server = ctx.master.addons.get("proxyserver")
+            addrs = [f"{a[0]}:{a[1]}" for a in server.listen_addrs()] if server else []
+            self.on_ready(addrs, str(self.writer.path))
+
+    def done(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            if self.writer.error is not None:
+                log.error("infertap: the capture could not be fully written: %s", self.writer.error)
+
+    # -- matching ------------------------------------------------------------------------------
+
+    def matches(self, flow: http.HTTPFlow) -> bool:
+        if not self.patterns:
+            return bool(DEFAULT_PATHS.match(flow.request.path))
+        host, path = flow.request.pretty_host, flow.request.path.split("?", 1)[0]
+        return any(fnmatch.fnmatchcase(path if "/" in p else host, p) for p in self.patterns)
+
+    # -- hooks -----------------------------------------------------------------------------------
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if self.writer is None or not self.matches(flow):
+            return
+        flow.metadata["infertap"] = {"wall": time.time(), "start_ns": self.writer.elapsed_ns(), "t0": 0, "chunk_ns": [], "chunks": [], "headers_ns": None}
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        state = flow.metadata.get("infertap")
+        if state is not None and self.writer is not None:
+            state["sent_ns"] = self.writer.elapsed_ns()
+            state["t0"] = time.monotonic_ns()
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        state = flow.metadata.get("infertap")
+        if state is None or flow.response is None:
+            return
+        t0 = state["t0"]
+        state["headers_ns"] = time.monotonic_ns() - t0
+        chunk_ns: list[int] = state["chunk_ns"]
+        chunks: list[bytes] = state["chunks"]
+
+        def record_chunk(data: bytes) -> bytes:
+            if data:
+                chunk_ns.append(time.monotonic_ns() - t0)
+                chunks.append(data)
+            return data
+
+        flow.response.stream = record_chunk  # passes each chunk through as it arrives
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        self._finish(flow, "complete", None)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        msg = flow.error.msg if flow.error else "unknown error"
+        lowered = msg.lower()
+        if "client disconnected" in lowered or "client closed" in lowered:
+            end = "client_disconnected"
+        elif "timeout" in lowered or "timed out" in lowered:
+            end = "timeout"
+        else:
+            end = "upstream_error"
+        self._finish(flow, end, msg)
+
+    def _finish(self, flow: http.HTTPFlow, end: str, error: str | None) -> None:
+        state = flow.metadata.pop("infertap", None)
+        if state is None or self.writer is None:
+            return
+        req, resp = flow.request, flow.response
+        path, _, query = req.path.partition("?")
+        self._seq += 1
+        t0 = state["t0"] or time.monotonic_ns()
+        peer = flow.client_conn.peername
+        record: dict[str, Any] = {
+            "type": "exchange", "id": uuid.uuid4().hex, "seq": self._seq, "session": req.headers.get("x-infertap-session") or req.headers.get("x-session-id"),
+            "wall": state["wall"], "start_ns": state["start_ns"], "sent_ns": state.get("sent_ns", state["start_ns"]),
+            "client": f"{peer[0]}:{peer[1]}" if peer else None, "method": req.method, "path": path,
+            "query": self.redactor.query(query), "http_version": req.http_version.removeprefix("HTTP/"),
+            "request_headers": self.redactor.headers_from_asgi(req.headers.fields),
+            "request_body": req.raw_content or b"", "status": resp.status_code if resp else None,
+            "response_headers": self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
+            "headers_ns": state["headers_ns"], "chunk_ns": state["chunk_ns"], "chunks": state["chunks"],
+            "end_ns": time.monotonic_ns() - t0, "end": end, "error": error,
+            "upstream": f"{req.scheme}://{req.host}:{req.port}",
+        }  # fmt: skip
+        if resp is not None and not state["chunks"] and resp.raw_content:
+            # Not streamed (e.g. another addon buffered it): one chunk, its time the response's end.
+            record["chunks"] = [resp.raw_content]
+            record["chunk_ns"] = [record["end_ns"]]
+        self.writer.write(record)
+
+
+addons = [InfertapCapture()]

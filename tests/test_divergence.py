@@ -1,0 +1,113 @@
+"""Divergence, extraction, pairing and configuration diffs, checked against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from analysis.configdiff import prompt_diff, settings_diff, snapshot_diff
+from analysis.divergence import first_divergence, kl_shared_prefix, logprob_positions, similarity, text_diff, tool_call_diff
+from analysis.extract import choice, extractor, json_value, number
+from analysis.pairing import pair
+
+
+def test_first_divergence():
+    assert first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert first_divergence([1, 2, 3], [1, 9, 3]) == 1
+    assert first_divergence([1, 2], [1, 2, 3]) == 2
+    assert first_divergence("17 + 25 = 32", "17 + 25 = 34") == 11
+
+
+def test_similarity_and_diff():
+    assert similarity("abc", "abc") == 1.0
+    assert similarity("abcd", "abxd") == pytest.approx(0.75)  # 2*3 matches / 8 chars
+    assert text_diff("the answer is 32", "the answer is 34") == "the answer is 3[-2-]{+4+}"
+
+
+def test_kl_over_the_shared_prefix_by_hand():
+    a = [{1: math.log(0.5), 2: math.log(0.5)}, {5: math.log(0.9), 6: math.log(0.1)}, {7: 0.0}]
+    b = [{1: math.log(0.5), 2: math.log(0.5)}, {5: math.log(0.5), 6: math.log(0.5)}, {8: 0.0}]
+    out = kl_shared_prefix(a, b, upto=2)  # position 2 is where they diverged: excluded
+    kl1 = 0.9 * math.log(0.9 / 0.5) + 0.1 * math.log(0.1 / 0.5)
+    assert out["positions"] == 2
+    assert out["kl_mean"] == pytest.approx((0 + kl1) / 2)
+    assert out["top1_agreement"] == 1.0  # top-1 of {0.5, 0.5} ties resolve to the same first id
+    # Ids missing on one side: renormalised over the union with half the side's smallest probability.
+    c = [{1: math.log(0.6), 2: math.log(0.4)}]
+    d = [{1: math.log(0.6), 3: math.log(0.4)}]
+    qa = {1: 0.6, 2: 0.4, 3: 0.2}
+    qb = {1: 0.6, 2: 0.2, 3: 0.4}
+    za, zb = sum(qa.values()), sum(qb.values())
+    expected = sum(qa[t] / za * math.log((qa[t] / za) / (qb[t] / zb)) for t in qa)
+    assert kl_shared_prefix(c, d, upto=1)["kl_mean"] == pytest.approx(expected)
+    assert kl_shared_prefix(a, b, upto=0) is None
+
+
+def test_logprob_positions_from_events():
+    events = [{"choices": [{"index": 0, "logprobs": {"content": [
+        {"id": 33, "token": "1", "logprob": -0.1, "top_logprobs": [{"id": 33, "logprob": -0.1}, {"id": 40, "logprob": -2.5}]}]}}]}]  # fmt: skip
+    assert logprob_positions(events) == [{33: -0.1, 40: -2.5}]
+
+
+def test_tool_call_diff():
+    a = [{"name": "get_weather", "arguments": '{"city": "Paris", "unit": "C"}'}]
+    b = [{"name": "get_weather", "arguments": '{"unit": "C", "city": "Paris"}'}]
+    assert tool_call_diff(a, b) == {"a": ["get_weather"], "b": ["get_weather"], "names_equal": True, "arguments_equal": True}
+    assert not tool_call_diff(a, [{"name": "get_weather", "arguments": '{"city": "Lyon"}'}])["arguments_equal"]
+
+
+def test_extractors():
+    assert number("17 + 25 = 42.") == "42" and number("about 1,234.50 units") == "1234.5" and number("none") is None
+    assert choice("The answer is (B).") == "B" and choice("no letter here!") is None
+    assert json_value('Sure: {"b": 1, "a": [2]} done') == '{"a":[2],"b":1}'
+    assert extractor("regex:ANSWER: (\\w+)")("... ANSWER: yes") == "yes"
+    with pytest.raises(ValueError, match="unknown extractor"):
+        extractor("vibes")
+
+
+def _x(i, body=b"{}", **kw):
+    return {"id": i, "method": "POST", "path": "/v1/chat/completions", "request_body": body, **kw}
+
+
+def test_pairing_rules_in_order():
+    a = [_x("a1", b"1"), _x("a2", b"2"), _x("a3", b"3"), _x("a4", b"4"), _x("a5", b"5")]
+    b = [_x("b1", b"x", source_id="a2"), _x("b2", b"1"), _x("b3", b"3"), _x("b4", b"3"), _x("b9", b"9")]
+    p = pair(a, b)
+    assert [(x["id"], y["id"]) for x, y in p.pairs] == [("a1", "b2"), ("a2", "b1"), ("a3", "b3")]
+    assert p.by == {"replay link": 1, "shared source": 0, "identical request": 2}
+    assert [x["id"] for x in p.unpaired_a] == ["a4", "a5"] and [y["id"] for y in p.unpaired_b] == ["b4", "b9"]
+    assert "3 pairs" in p.explain() and "2 exchanges of A and 2 of B have no counterpart" in p.explain()
+    # Two replays of the same source pair through it.
+    r1 = [_x("r1", b"q", source_id="s1"), _x("r2", b"q", source_id="s1", repeat=1)]
+    r2 = [_x("t2", b"q", source_id="s1", repeat=1), _x("t1", b"q", source_id="s1")]
+    assert [(x["id"], y["id"]) for x, y in pair(r1, r2).pairs] == [("r1", "t1"), ("r2", "t2")]
+
+
+def _snap(kind, **facts):
+    return {"kind": kind, "facts": {k: {"value": v, "source": "test"} for k, v in facts.items()}, "host": {"cpu": "x"}}
+
+
+def test_snapshot_and_settings_diff():
+    a = _snap("llama-cpp-python", version="0.3.36", defaults={"repeat_penalty": 1.1, "temperature": 0.8})
+    b = _snap("llama-server", version=None, defaults={"repeat_penalty": 1.0, "temperature": 0.8, "n_predict": -1})
+    rows = {r["fact"]: r for r in snapshot_diff(a, b)}
+    assert rows["kind"]["differs"] and rows["default repeat_penalty"]["differs"]
+    assert not rows["default temperature"]["differs"]
+    assert rows["version"]["unknown"] and rows["default max_tokens"] == {"fact": "default max_tokens", "a": None, "b": -1, "differs": True, "unknown": True}
+    ea = {"settings": {"repeat_penalty": {"value": 1.1, "source": "engine_default"}, "temperature": {"value": 0, "source": "request"}}}
+    eb = {"settings": {"repeat_penalty": {"value": 1.0, "source": "engine_default"}, "temperature": {"value": 0, "source": "request"}}}
+    assert settings_diff([(ea, eb), (ea, eb), (ea, None)]) == [
+        {"setting": "repeat_penalty", "a": "1.1 (engine_default)", "b": "1.0 (engine_default)", "exchanges": 2}]  # fmt: skip
+
+
+def test_prompt_diff_explanations():
+    def e(ids, rendered=None):
+        return {"prompt_tokens": {"ids": ids, "rendered": rendered}}
+
+    assert prompt_diff(e([1, 2, 3]), e([1, 2, 3])) == {"equal": True, "count": 3}
+    assert "B has one extra leading token (1)" in prompt_diff(e([5, 6]), e([1, 5, 6]))["why"]
+    assert prompt_diff(e([1, 1, 5]), e([1, 5]))["why"] == "A repeats its first token (1): a duplicated BOS"
+    assert "different templates" in prompt_diff(e([1, 2], "<s>sys hi"), e([1, 3], "<s>hi"))["why"]
+    assert prompt_diff(e([1, 2], "same"), e([1, 3], "same"))["why"] == "the same rendered text, tokenized differently"
+    assert prompt_diff(e(None), e([1]))["equal"] is None

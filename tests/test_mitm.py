@@ -1,0 +1,181 @@
+"""infertap mitm: a real mitmproxy process in front of a local TLS upstream that streams."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from infertap.engines import free_port
+from proxy import CaptureReader
+from proxy.info import summarize
+from tests.fake_upstream import FakeUpstream, ServerThread
+from tests.helpers import decompressed_bytes
+from tests.tls import self_signed
+
+SECRET = "sk-mitm-secret-4242"
+
+
+class Mitm:
+    def __init__(self, tmp: Path, *args: str) -> None:
+        self.port = free_port()
+        self.out = tmp / f"mitm-{self.port}"
+        self.confdir = tmp / "mitmconf"
+        self.log = tmp / f"mitm-{self.port}.log"
+        argv = [sys.executable, "-m", "infertap", "mitm", "--listen", f"127.0.0.1:{self.port}", "--out", str(self.out),
+                "--confdir", str(self.confdir), *args]  # fmt: skip
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        deadline = time.monotonic() + 60
+        while "listening on" not in self.log.read_text():
+            assert self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.1)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ca = self.confdir / "mitmproxy-ca-cert.pem"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(30)
+
+    def exchanges(self) -> list[dict]:
+        return list(CaptureReader(self.out).exchanges())
+
+
+@pytest.fixture
+def start_mitm(tmp_path):
+    """Factory: start_mitm(*args) runs `infertap mitm` as a user would; all are stopped at the end."""
+    started: list[Mitm] = []
+
+    def start(*args: str) -> Mitm:
+        started.append(Mitm(tmp_path, *args))
+        return started[-1]
+
+    yield start
+    for m in started:
+        m.stop()
+
+
+@pytest.fixture
+def tls_upstream(tmp_path):
+    certfile, keyfile = self_signed(tmp_path)
+    app = FakeUpstream()
+    with ServerThread(app, certfile=str(certfile), keyfile=str(keyfile)) as server:
+        yield app, server.url
+
+
+def test_https_forward_proxy_records_streams_and_redacts(start_mitm, tls_upstream):
+    app, url = tls_upstream
+    mitm = start_mitm("--set", "ssl_insecure=true", "--label", "via=mitm")
+    assert f"CA certificate clients must trust: {mitm.ca}" in mitm.log.read_text()
+    received = b""
+    trust = ssl.create_default_context(cafile=str(mitm.ca))
+    with httpx.Client(proxy=mitm.url, verify=trust, timeout=30) as client:
+        body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "stream": True, "tag": "raw", "n_chunks": 30, "pace_ms": 5}
+        with client.stream("POST", f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {SECRET}"}) as r:
+            assert r.status_code == 200
+            for chunk in r.iter_raw():
+                received += chunk
+        sdk = OpenAI(base_url=f"{url}/v1", api_key=SECRET, http_client=httpx.Client(proxy=mitm.url, verify=trust), max_retries=0)
+        text = "".join(c.choices[0].delta.content or "" for c in sdk.chat.completions.create(
+            model="fake", messages=[{"role": "user", "content": "sdk"}], stream=True, extra_body={"tag": "sdk", "n_chunks": 5}) if c.choices)  # fmt: skip
+        client.get(f"{url}/not-an-llm-path")  # not recorded: the default match is LLM API paths
+    assert text == "".join(f"sdk:{i} " for i in range(5))
+    mitm.stop()
+    xs = mitm.exchanges()
+    assert [json.loads(x["request_body"])["tag"] for x in xs] == ["raw", "sdk"]
+    raw = xs[0]
+    assert b"".join(raw["chunks"]) == received and received.count(b"raw:") == 30
+    assert len(raw["chunks"]) > 1 and raw["chunk_ns"] == sorted(raw["chunk_ns"]) and raw["headers_ns"] <= raw["chunk_ns"][0]
+    assert raw["upstream"] == url.replace("https://", "https://").rstrip("/") and raw["status"] == 200 and raw["end"] == "complete"
+    assert {n.lower(): v for n, v in raw["request_headers"]}["authorization"] == "Bearer [REDACTED]"
+    assert SECRET.encode() not in decompressed_bytes(mitm.out)
+    info = summarize(mitm.out)
+    assert info["closed_cleanly"] and info["labels"] == {"via": "mitm"} and info["recorders"] == ["mitm"]
+
+
+def test_a_client_that_does_not_trust_the_ca_fails_and_nothing_is_recorded(start_mitm, tls_upstream):
+    app, url = tls_upstream
+    mitm = start_mitm("--set", "ssl_insecure=true")
+    with pytest.raises(httpx.ConnectError):
+        httpx.post(f"{url}/v1/chat/completions", json={"tag": "x"}, proxy=mitm.url, timeout=10)  # verifies against certifi
+    mitm.stop()
+    assert mitm.exchanges() == [] and summarize(mitm.out)["closed_cleanly"]
+    assert app.requests == []
+
+
+def test_mitm_and_record_keep_the_same_bytes_of_the_same_traffic(start_mitm, fake, record):
+    app, url = fake
+    rec = record(url, "--no-probe")
+    mitm = start_mitm("--mode", f"reverse:{url}")
+    bodies = [{"model": "fake", "messages": [{"role": "user", "content": "same"}], "stream": True, "tag": "same", "n_chunks": 12}]
+    results = {}
+    for name, base in (("record", rec.url), ("mitm", mitm.url)):
+        with httpx.stream("POST", f"{base}/v1/chat/completions", json=bodies[0], headers={"Authorization": f"Bearer {SECRET}"}, timeout=30) as r:
+            results[name] = b"".join(r.iter_raw())
+    rec.stop()
+    mitm.stop()
+    (a,), (b,) = rec.exchanges(), mitm.exchanges()
+    assert results["record"] == results["mitm"]
+    assert a["request_body"] == b["request_body"]
+    assert b"".join(a["chunks"]) == b"".join(b["chunks"]) == results["mitm"]
+    assert (a["method"], a["path"], a["status"], a["end"]) == (b["method"], b["path"], b["status"], b["end"])
+    auth = [{n.lower(): v for n, v in x["request_headers"]}["authorization"] for x in (a, b)]
+    assert auth == ["Bearer [REDACTED]"] * 2
+    assert set(a) <= set(b) | {"proxy_generated"}
+
+
+def test_import_a_har_and_a_mitmproxy_flow_file(tmp_path):
+    from click.testing import CliRunner
+    from mitmproxy import io
+    from mitmproxy.test import tflow
+
+    from infertap.cli import cli
+
+    har = {"log": {"version": "1.2", "entries": [
+        {"startedDateTime": "2026-11-29T10:00:00.000Z", "time": 120.0,
+         "request": {"method": "POST", "url": "https://api.example.com/v1/chat/completions?key=HARSECRET", "httpVersion": "HTTP/1.1",
+                     "headers": [{"name": "Authorization", "value": f"Bearer {SECRET}"}, {"name": "Content-Type", "value": "application/json"}],
+                     "postData": {"mimeType": "application/json", "text": '{"model": "gpt", "messages": []}'}},
+         "response": {"status": 200, "headers": [{"name": "Content-Type", "value": "application/json"}],
+                      "content": {"size": 20, "mimeType": "application/json", "text": '{"choices": []}'}},
+         "timings": {"send": 1, "wait": 80, "receive": 39}},
+        {"startedDateTime": "2026-11-29T10:00:01.000Z", "time": 5.0,
+         "request": {"method": "GET", "url": "https://example.com/logo.png", "httpVersion": "HTTP/1.1", "headers": []},
+         "response": {"status": 200, "headers": [], "content": {"size": 0, "text": ""}}, "timings": {}},
+    ]}}  # fmt: skip
+    (tmp_path / "a.har").write_text(json.dumps(har))
+    runner = CliRunner()
+    result = runner.invoke(cli, ["import", str(tmp_path / "a.har"), "--out", str(tmp_path / "har")])
+    assert result.exit_code == 0 and "imported 1 exchanges" in result.output and "1 requests to other paths skipped" in result.output
+    (x,) = CaptureReader(tmp_path / "har").exchanges()
+    assert x["imported"] == "har" and x["request_body"] == b'{"model": "gpt", "messages": []}'
+    assert x["query"] == "key=[REDACTED]" and x["headers_ns"] == 81_000_000 and x["end_ns"] == 120_000_000
+    assert SECRET.encode() not in decompressed_bytes(tmp_path / "har") and b"HARSECRET" not in decompressed_bytes(tmp_path / "har")
+
+    flow = tflow.tflow(resp=True)
+    flow.request.path = "/v1/completions"
+    flow.request.headers["x-api-key"] = SECRET
+    with open(tmp_path / "flows", "wb") as f:
+        io.FlowWriter(f).add(flow)
+    result = runner.invoke(cli, ["import", str(tmp_path / "flows"), "--out", str(tmp_path / "fl")])
+    assert result.exit_code == 0, result.output
+    (y,) = CaptureReader(tmp_path / "fl").exchanges()
+    assert y["imported"] == "mitmproxy" and y["path"] == "/v1/completions" and y["chunks"] == [flow.response.raw_content]
+    assert SECRET.encode() not in decompressed_bytes(tmp_path / "fl")
+    (tmp_path / "junk.har").write_text("{not json")
+    bad = runner.invoke(cli, ["import", str(tmp_path / "junk.har"), "--out", str(tmp_path / "bad")])
+    assert bad.exit_code == 1 and "not valid JSON" in bad.output
+    (tmp_path / "junk.bin").write_bytes(b"\x00\x01garbage")
+    bad = runner.invoke(cli, ["import", str(tmp_path / "junk.bin"), "--out", str(tmp_path / "bad2")])
+    assert bad.exit_code == 1 and "not a readable mitmproxy flow file" in bad.output
