@@ -42,7 +42,7 @@ def make_app(chunks: int, size: int, pace_ms: float) -> Any:
         text = "x" * size
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})  # fmt: skip
-        for i in range(n):
+        for _ in range(n):
             event = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": "bench",
                      "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}  # fmt: skip
             await send({"type": "http.response.body", "body": b"data: " + json.dumps(event).encode() + b"\n\n", "more_body": True})

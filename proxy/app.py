@@ -34,6 +34,7 @@ _HOP_REQUEST = frozenset(
 )
 _HOP_RESPONSE = frozenset(b"connection keep-alive proxy-connection transfer-encoding te trailer upgrade".split())
 _SESSION_HEADERS = (b"x-infertap-session", b"x-session-id")
+_DISCONNECT_GRACE_S = 0.05
 
 
 def _error_body(status: int, kind: str, message: str) -> bytes:
@@ -218,9 +219,17 @@ class RecordingProxy:
 
         async def watch() -> None:
             message = await receive()
-            if message["type"] == "http.disconnect" and not state["finished"]:
-                state["disconnected"] = True
-                task.cancel()
+            if message["type"] != "http.disconnect" or state["finished"]:
+                return
+            if record["status"] is not None:
+                # A client often hangs up the moment it has read the last event (an SDK stops at
+                # "[DONE]") while the upstream's end of stream is still on its way: give that a
+                # moment before calling the exchange cut short and cancelling the upstream.
+                await asyncio.sleep(_DISCONNECT_GRACE_S)
+                if state["finished"]:
+                    return
+            state["disconnected"] = True
+            task.cancel()
 
         watcher = asyncio.create_task(watch())
         response: httpx.Response | None = None
@@ -258,7 +267,7 @@ class RecordingProxy:
             except httpx.HTTPError as exc:
                 record.update(end="upstream_error", error=f"upstream failed mid-response: {exc!r}")
                 return
-            state["finished"] = True
+            state["finished"] = True  # the upstream is done: the exchange is complete, whoever hangs up now
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except UpstreamError as exc:
             record.update(end="timeout" if isinstance(exc, UpstreamTimeout) else "upstream_error", error=str(exc))
@@ -295,6 +304,20 @@ class RecordingProxy:
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-def build_app(proxy: RecordingProxy) -> Starlette:
-    """The Starlette host app: lifespan for the shared client, one mount that takes every path."""
-    return Starlette(routes=[Mount("/", app=proxy)], lifespan=proxy.lifespan)
+class ProxyApp:
+    """The app uvicorn serves: Starlette runs the lifespan (the shared client's start and stop);
+    HTTP goes straight to the proxy, so no middleware wraps ``send`` on the per-chunk path."""
+
+    def __init__(self, proxy: RecordingProxy) -> None:
+        self.proxy = proxy
+        self.starlette = Starlette(routes=[Mount("/", app=proxy)], lifespan=proxy.lifespan)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self.proxy(scope, receive, send)
+        else:
+            await self.starlette(scope, receive, send)
+
+
+def build_app(proxy: RecordingProxy) -> ProxyApp:
+    return ProxyApp(proxy)

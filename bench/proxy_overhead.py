@@ -1,0 +1,221 @@
+"""What recording costs: direct vs ``infertap record`` vs mitmdump (with and without infertap's addon).
+
+Side by side in one run, against a fast local upstream that streams OpenAI-format SSE (its own
+process). Every row is measured from the same client; results are given as added time and as
+ratios to direct, since these machines are noisy.
+
+    python -m bench.proxy_overhead [--quick] [--json bench-proxy.json]
+
+Measures: time to first byte and to first token at concurrency 1 and 64 (p50/p99), inter-chunk
+delay on 64 streams paced at 50 chunks/s, requests/s and chunks/s at saturation with the proxy's
+CPU time per request and per chunk, its resident memory as requests accumulate, and infertap's
+capture size per exchange and compression ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from infertap.engines import free_port
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def _wait(url: str) -> None:
+    for _ in range(200):
+        try:
+            httpx.get(url + "/v1/models", timeout=1, trust_env=False)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{url} never answered")
+
+
+class Target:
+    def __init__(self, name: str, argv: list[str] | None, url: str, capture: Path | None = None) -> None:
+        self.name, self.url, self.capture = name, url, capture
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if argv else None
+        _wait(url)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def stop(self) -> None:
+        if self.proc:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+async def _one(client: httpx.AsyncClient, url: str, body: dict, gaps: list[float] | None = None) -> tuple[float, float, int]:
+    t0 = time.perf_counter()
+    ttfb = ttft = None
+    chunks = 0
+    last = None
+    async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
+        ttfb = time.perf_counter() - t0
+        async for chunk in r.aiter_raw():
+            now = time.perf_counter()
+            if ttft is None and b'"content"' in chunk:
+                ttft = now - t0
+            if gaps is not None and last is not None:
+                gaps.append(now - last)
+            last = now
+            chunks += 1
+    return ttfb * 1e3, (ttft or ttfb) * 1e3, chunks
+
+
+async def latency(url: str, concurrency: int, n: int) -> dict[str, float]:
+    body = {"model": "bench", "messages": [{"role": "user", "content": "hi"}], "stream": True, "n_chunks": 8}
+    ttfb, ttft = [], []
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=concurrency), trust_env=False) as client:
+        async def worker(k: int) -> None:
+            for _ in range(k):
+                b, t, _ = await _one(client, url, body)
+                ttfb.append(b)
+                ttft.append(t)
+
+        await worker(5)  # warm the connections
+        ttfb.clear(), ttft.clear()
+        await asyncio.gather(*(worker(n // concurrency) for _ in range(concurrency)))
+    return {"ttfb_p50": _pct(ttfb, 0.5), "ttfb_p99": _pct(ttfb, 0.99), "ttft_p50": _pct(ttft, 0.5), "ttft_p99": _pct(ttft, 0.99)}
+
+
+async def paced(url: str, streams: int, chunks: int, pace_ms: float) -> dict[str, float]:
+    body = {"model": "bench", "messages": [{"role": "user", "content": "hi"}], "stream": True, "n_chunks": chunks, "pace_ms": pace_ms}
+    gaps: list[float] = []
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=streams), trust_env=False) as client:
+        results = await asyncio.gather(*(_one(client, url, body, gaps) for _ in range(streams)))
+    held = sum(1 for _, _, c in results if c < chunks)  # a stream that got fewer chunk reads than sent may have had them merged
+    return {"gap_p50_ms": _pct(gaps, 0.5) * 1e3, "gap_p99_ms": _pct(gaps, 0.99) * 1e3, "streams_with_merged_chunks": held}
+
+
+async def saturate(url: str, pid: int | None, seconds: float, concurrency: int = 64) -> dict[str, float]:
+    body = {"model": "bench", "messages": [{"role": "user", "content": "hi"}], "stream": True, "n_chunks": 20}
+    done = chunks_sent = 0
+    stop = time.perf_counter() + seconds
+    cpu0 = _cpu_s(pid) if pid else 0.0
+    t0 = time.perf_counter()
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=concurrency), trust_env=False) as client:
+        async def worker() -> None:
+            nonlocal done, chunks_sent
+            while time.perf_counter() < stop:
+                await _one(client, url, body)
+                done += 1
+                chunks_sent += 21  # 20 events and [DONE]
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    wall = time.perf_counter() - t0
+    cpu = (_cpu_s(pid) - cpu0) if pid else float("nan")
+    return {"requests_per_s": done / wall, "chunks_per_s": chunks_sent / wall, "requests": done,
+            "cpu_us_per_request": cpu / done * 1e6 if pid else float("nan"),
+            "cpu_us_per_chunk": cpu / chunks_sent * 1e6 if pid else float("nan"),
+            "rss_mb": _rss_mb(pid) if pid else float("nan")}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
+    parser.add_argument("--json", default="bench-proxy.json")
+    parser.add_argument("--no-mitm", action="store_true")
+    args = parser.parse_args()
+    n1, n64, sat_s = (100, 640, 3.0) if args.quick else (400, 2560, 10.0)
+    tmp = Path(tempfile.mkdtemp(prefix="infertap-bench-"))
+    up_port = free_port()
+    upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(up_port), "--chunks", "8", "--size", "8"])
+    up = f"http://127.0.0.1:{up_port}"
+    _wait(up)
+    configs: list[tuple[str, list[str] | None, Path | None]] = [("direct", None, None)]
+    p = free_port()
+    configs.append(("infertap record", [sys.executable, "-m", "infertap", "record", "--upstream", up, "--listen", f"127.0.0.1:{p}",
+                                        "--out", str(tmp / "record"), "--no-probe"], tmp / "record"))  # fmt: skip
+    mitmdump = shutil.which("mitmdump") or str(Path(sys.executable).with_name("mitmdump"))
+    if not args.no_mitm and Path(mitmdump).exists():
+        base = [mitmdump, "-q", "--mode", f"reverse:{up}", "--set", "stream_large_bodies=1", "--set", "connection_strategy=lazy"]
+        configs.append(("mitmdump", [*base, "--listen-port", "{port}"], None))
+        addon = str(Path(__file__).resolve().parent.parent / "proxy" / "mitm_addon.py")
+        configs.append(("mitmdump + infertap addon", [*base, "--listen-port", "{port}", "-s", addon, "--set", f"infertap_out={tmp / 'mitm'}"], tmp / "mitm"))
+    rows = []
+    try:
+        for name, argv, capture in configs:
+            if argv is None:
+                target = Target(name, None, up)
+            else:
+                port = free_port() if "{port}" in argv else p
+                argv = [a.replace("{port}", str(port)) for a in argv]
+                target = Target(name, argv, f"http://127.0.0.1:{port}", capture)
+            try:
+                row = {"config": name}
+                row.update({f"c1_{k}": v for k, v in asyncio.run(latency(target.url, 1, n1)).items()})
+                row.update({f"c64_{k}": v for k, v in asyncio.run(latency(target.url, 64, n64)).items()})
+                row.update({f"paced_{k}": v for k, v in asyncio.run(paced(target.url, 64, 50, 20.0)).items()})
+                rss_before = _rss_mb(target.pid) if target.pid else float("nan")
+                row.update(asyncio.run(saturate(target.url, target.pid, sat_s)))
+                row["rss_mb_before_saturation"] = rss_before
+            finally:
+                target.stop()
+            if capture is not None and capture.exists():
+                from proxy.info import summarize
+
+                s = summarize(capture)
+                row["capture_bytes_per_exchange"] = s["bytes_on_disk"] / max(1, s["exchanges"])
+                row["compression_ratio"] = s["body_bytes"] / max(1, s["bytes_on_disk"])
+            rows.append(row)
+            print(f"{name:28s} c1 ttft p50 {row['c1_ttft_p50']:.2f} p99 {row['c1_ttft_p99']:.2f} ms | c64 ttft p50 {row['c64_ttft_p50']:.2f} "
+                  f"p99 {row['c64_ttft_p99']:.2f} ms | paced gap p99 {row['paced_gap_p99_ms']:.2f} ms | {row['requests_per_s']:.0f} req/s "
+                  f"{row['chunks_per_s']:.0f} chunks/s | cpu {row['cpu_us_per_chunk']:.1f} us/chunk", flush=True)  # fmt: skip
+    finally:
+        upstream.terminate()
+        upstream.wait()
+    direct = rows[0]
+    for row in rows[1:]:
+        for key in ("c1_ttft_p50", "c1_ttft_p99", "c64_ttft_p50", "c64_ttft_p99", "c1_ttfb_p50", "c1_ttfb_p99"):
+            row[f"added_{key}_ms"] = row[key] - direct[key]
+        row["added_paced_gap_p99_ms"] = row["paced_gap_p99_ms"] - direct["paced_gap_p99_ms"]
+        row["throughput_ratio_to_direct"] = row["requests_per_s"] / direct["requests_per_s"]
+    print("\nadded to direct (ms): ttft c1 p50/p99, c64 p50/p99; paced gap p99; throughput ratio")
+    for row in rows[1:]:
+        print(f"  {row['config']:28s} {row['added_c1_ttft_p50_ms']:+.2f} / {row['added_c1_ttft_p99_ms']:+.2f}   "
+              f"{row['added_c64_ttft_p50_ms']:+.2f} / {row['added_c64_ttft_p99_ms']:+.2f}   {row['added_paced_gap_p99_ms']:+.2f}   "
+              f"{row['throughput_ratio_to_direct']:.2f}x", flush=True)  # fmt: skip
+    result = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
+                          "os": f"{platform.system()} {platform.release()}"}, "quick": args.quick, "rows": rows}  # fmt: skip
+    Path(args.json).write_text(json.dumps(result, indent=2))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
