@@ -332,8 +332,9 @@ from .cli_mitm import register as _register_mitm  # noqa: E402
 
 _register_mitm(cli)
 
+from .cli_analysis import register as _register_analysis  # noqa: E402
 
-
+_register_analysis(cli)
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 from .errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 from .redact import Redactor
+from .responses import ended_by_marker
 from .writer import CaptureWriter
 
 log = logging.getLogger("infertap.proxy")
@@ -277,7 +278,11 @@ class RecordingProxy:
         except asyncio.CancelledError:
             if state["disconnected"]:
                 task.uncancel()
-                record.update(end="client_disconnected", error="client disconnected; upstream request cancelled")
+                if ended_by_marker(chunks):
+                    # The client hung up after the stream's own end marker: it had everything.
+                    record.update(end="complete", error=None, closed_after_end=True)
+                else:
+                    record.update(end="client_disconnected", error="client disconnected; upstream request cancelled")
             else:
                 record.update(end="cancelled", error="proxy shut down while the exchange was in flight")
                 raise

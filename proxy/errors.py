@@ -29,6 +29,9 @@ class CaptureCorruptError(CaptureError):
         self.reason = reason
         super().__init__(f"{path}: corrupt capture data at byte offset {offset}: {reason}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, int, str]]:  # survives a trip to a worker process
+        return (type(self), (self.path, self.offset, self.reason))
+
 
 class UnsupportedFormatError(CaptureError):
     pass

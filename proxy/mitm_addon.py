@@ -23,6 +23,7 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http
 
 from proxy.redact import Redactor
+from proxy.responses import ended_by_marker
 from proxy.writer import CaptureWriter
 
 log = logging.getLogger("infertap.mitm")
@@ -134,9 +135,13 @@ class InfertapCapture:
             end = "timeout"
         else:
             end = "upstream_error"
+        state = flow.metadata.get("infertap")
+        if end == "client_disconnected" and state is not None and ended_by_marker(state["chunks"]):
+            self._finish(flow, "complete", None, closed_after_end=True)  # it had the whole stream
+            return
         self._finish(flow, end, msg)
 
-    def _finish(self, flow: http.HTTPFlow, end: str, error: str | None) -> None:
+    def _finish(self, flow: http.HTTPFlow, end: str, error: str | None, **extra: Any) -> None:
         state = flow.metadata.pop("infertap", None)
         if state is None or self.writer is None:
             return
@@ -157,6 +162,7 @@ class InfertapCapture:
             "end_ns": time.monotonic_ns() - t0, "end": end, "error": error,
             "upstream": f"{req.scheme}://{req.host}:{req.port}",
         }  # fmt: skip
+        record.update(extra)
         if resp is not None and not state["chunks"] and resp.raw_content:
             # Not streamed (e.g. another addon buffered it): one chunk, its time the response's end.
             record["chunks"] = [resp.raw_content]

@@ -68,6 +68,7 @@ class Exchange(TypedDict):
     error: str | None
     upstream: str
     request_body_size: NotRequired[int]  # set when the body was not kept (refused)
+    closed_after_end: NotRequired[bool]  # the client hung up after the stream's end marker, before the upstream's close
     proxy_generated: NotRequired[bool]  # the response was written by infertap (502/504/413), not the upstream
 
 

@@ -33,6 +33,16 @@ def decoded_body(record: dict[str, Any]) -> bytes:
     return body
 
 
+_END_MARKERS = (b"data: [DONE]", b"data:[DONE]", b"event: message_stop", b'"done":true', b'"done": true')
+
+
+def ended_by_marker(chunks: list[bytes]) -> bool:
+    """Whether a stream's last bytes carry its protocol's end marker (OpenAI's ``[DONE]``,
+    Anthropic's ``message_stop``, Ollama's ``"done": true``): the client has had all of it."""
+    tail = b"".join(chunks[-2:])[-512:].rstrip()
+    return any(marker in tail[-(len(marker) + 200):] for marker in _END_MARKERS)
+
+
 def sse_events(body: bytes) -> list[str]:
     """The data payloads of a text/event-stream body, in order (comments and other fields skipped)."""
     out = []

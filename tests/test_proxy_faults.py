@@ -190,3 +190,36 @@ def test_secrets_reach_the_upstream_but_never_the_capture(fake, record):
     assert ["set-cookie", "session=upstream-secret-cookie"] not in x["response_headers"]
     log = rec.proc.log_tail(1_000_000)
     assert "AAAA1111" not in log
+
+
+def test_a_client_that_hangs_up_right_after_done_leaves_a_complete_exchange(record):
+    """An SDK stops reading at [DONE]; the upstream's close comes later. That is a complete answer."""
+    import asyncio as _asyncio
+
+    from tests.fake_upstream import ServerThread
+
+    async def lingering(scope, receive, send):  # [DONE], then the upstream takes its time to close
+        if scope["type"] == "lifespan":
+            from tests.fake_upstream import lifespan
+
+            return await lifespan(receive, send)
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n', "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True})
+        await _asyncio.sleep(2)
+        await send({"type": "http.response.body", "body": b""})
+
+    with ServerThread(lingering) as server:
+        rec = record(server.url, "--no-probe")
+        got = b""
+        with httpx.stream("POST", f"{rec.url}/v1/chat/completions", json={"stream": True}, timeout=10) as r:
+            for chunk in r.iter_raw():
+                got += chunk
+                if got.rstrip().endswith(b"[DONE]"):
+                    break  # hang up, as the openai SDK does
+        rec.stop()
+    (x,) = rec.exchanges()
+    assert x["end"] == "complete" and x["closed_after_end"] is True
+    assert b"".join(x["chunks"]) == got

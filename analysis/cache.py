@@ -1,0 +1,166 @@
+"""Decoded captures kept on disk as Parquet, so that a capture is decoded once, not on every query.
+
+Layout: ``<root>/captures/<hash of the capture's absolute path>/<signature>/<table>.parquet`` plus
+``meta.json``. The signature hashes the segment names, sizes and mtimes and the decoder's version:
+appending a run, a recorder still writing, or a newer infertap gives a new signature, hence a fresh
+decode; the older version is then removed. A decode is written to a temporary folder and renamed
+into place, so a crash or a concurrent reader never sees half a cache entry. Folders are created
+owner-only: the tables hold prompts and outputs, as the capture does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from proxy import CaptureCorruptError, CaptureReader, InfertapError
+
+from .decode import DECODE_VERSION, decode_capture
+
+ENV = "INFERTAP_CACHE"
+
+
+def cache_root(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """``explicit``, else ``$INFERTAP_CACHE``, else ``~/.cache/infertap``."""
+    if explicit is not None:
+        return Path(explicit)
+    return Path(os.environ.get(ENV) or Path.home() / ".cache" / "infertap")
+
+
+def signature(capture: Path) -> str:
+    """What the cache entry of a capture is keyed on: its segments' names, sizes and mtimes."""
+    parts: list[Any] = [DECODE_VERSION]
+    for segment in CaptureReader(capture).segments:
+        st = segment.stat()
+        parts.append([segment.name, st.st_size, st.st_mtime_ns])
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class CachedCapture:
+    """A capture's decoded tables on disk, and whether this call had to decode them."""
+
+    capture: Path  # absolute
+    folder: Path
+    meta: dict[str, Any]
+    decoded: bool
+
+    def table(self, name: str) -> Path:
+        return self.folder / f"{name}.parquet"
+
+    @property
+    def torn(self) -> list[str]:
+        return list(self.meta.get("torn") or ())
+
+
+def _mkdir(path: Path) -> None:
+    """Create ``path`` and any missing parents owner-only (``mkdir(parents=True)`` would not)."""
+    for folder in reversed([p for p in (path, *path.parents) if not p.exists()]):
+        folder.mkdir(mode=0o700, exist_ok=True)
+
+
+def _place(capture: str | os.PathLike[str], root: str | os.PathLike[str] | None) -> tuple[Path, Path, str]:
+    path = Path(capture).resolve()
+    home = cache_root(root) / "captures" / hashlib.sha256(str(path).encode()).hexdigest()[:20]
+    return path, home, signature(path)
+
+
+def lookup(capture: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> CachedCapture | None:
+    """The current cache entry of ``capture``, or None when it must be decoded."""
+    path, home, sig = _place(capture, root)
+    meta_file = home / sig / "meta.json"
+    if meta_file.exists():
+        return CachedCapture(path, home / sig, json.loads(meta_file.read_text()), decoded=False)
+    return None
+
+
+def cached_capture(capture: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> CachedCapture:
+    """The decoded tables of ``capture``, decoding it first when the cache has no current entry."""
+    found = lookup(capture, root)
+    if found is not None:
+        return found
+    path, home, sig = _place(capture, root)
+    target = home / sig
+    meta_file = target / "meta.json"
+    _mkdir(home)
+    tmp = home / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        _mkdir(tmp)
+        meta = decode_capture(path, tmp, capture=str(path))
+        meta["signature"] = sig
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        try:
+            os.rename(tmp, target)
+        except OSError:  # another process put the same entry in place first
+            if not meta_file.exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for stale in home.iterdir():  # older versions of this capture
+        if stale.name != sig and not stale.name.startswith(".tmp-"):
+            shutil.rmtree(stale, ignore_errors=True)
+    return CachedCapture(path, target, meta, decoded=True)
+
+
+def cached_captures(
+    captures: Iterable[str | os.PathLike[str]],
+    root: str | os.PathLike[str] | None = None,
+    *,
+    workers: int | None = None,
+    progress: Callable[[CachedCapture], None] | None = None,
+) -> list[CachedCapture]:
+    """Each capture's entry, in order; those not cached are decoded, several at once in worker
+    processes (decoding is CPU-bound Python, and shards are independent)."""
+    paths = list(captures)
+    entries: list[CachedCapture | None] = [lookup(p, root) for p in paths]
+    for entry in entries:
+        if entry is not None and progress is not None:
+            progress(entry)
+    missing = [i for i, e in enumerate(entries) if e is None]
+    workers = min(workers or os.cpu_count() or 1, len(missing))
+    if workers <= 1:
+        for i in missing:
+            entries[i] = cached_capture(paths[i], root)
+            if progress is not None:
+                progress(entries[i])  # type: ignore[arg-type]
+        return entries  # type: ignore[return-value]
+    # spawn, not fork: the calling process may have threads (DuckDB's, a writer's)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_decode_in_worker, str(paths[i]), str(cache_root(root))): i for i in missing}
+        try:
+            for future in as_completed(futures):
+                entry = _unwrap(future.result())
+                entries[futures[future]] = entry
+                if progress is not None:
+                    progress(entry)
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+    return entries  # type: ignore[return-value]
+
+
+def _decode_in_worker(path: str, root: str) -> CachedCapture | tuple[Any, ...]:
+    # Errors travel back as plain data: CaptureCorruptError's constructor can't be unpickled.
+    try:
+        return cached_capture(path, root)
+    except CaptureCorruptError as exc:
+        return ("corrupt", exc.path, exc.offset, exc.reason)
+    except InfertapError as exc:
+        return ("error", type(exc), str(exc))
+
+
+def _unwrap(result: CachedCapture | tuple[Any, ...]) -> CachedCapture:
+    if isinstance(result, CachedCapture):
+        return result
+    if result[0] == "corrupt":
+        raise CaptureCorruptError(*result[1:])
+    raise result[1](result[2])

@@ -1,0 +1,265 @@
+"""One capture decoded into Parquet tables (see schema.py): the slow part, done once per version of a
+capture (cache.py decides when), so that every later query reads columns instead of msgpack."""
+
+from __future__ import annotations
+
+import json
+import os
+from array import array
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from proxy import CaptureReader
+from proxy.jsonable import jsonable
+from proxy.responses import Parsed, parse_response
+
+from .events import Delta, decoded_chunks, delta, stream_done, timed_payloads
+from .prefix import longest_earlier_prefixes
+from .schema import ENGINE_FACTS, TABLES
+
+#: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt.
+DECODE_VERSION = 1
+
+_BATCH_ROWS = 10_000  # a row group; small enough that buffered rows (ids lists, chunk bytes) stay small
+
+
+class _Sink:
+    """Rows of one table, written to Parquet in batches so that a large capture never sits in memory."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.rows: list[tuple[Any, ...]] = []
+        self.count = 0
+        self.writer = pq.ParquetWriter(path, schema, compression="zstd")
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= _BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            columns = [
+                pa.array(col, type=field.type) for col, field in zip(zip(*self.rows, strict=True), self.schema, strict=True)
+            ]
+            self.writer.write_table(pa.Table.from_arrays(columns, schema=self.schema))
+            self.count += len(self.rows)
+            self.rows = []
+
+    def close(self) -> int:
+        self.flush()
+        self.writer.close()
+        return self.count
+
+
+def _dump(value: Any) -> str | None:
+    return None if value is None else json.dumps(jsonable(value), ensure_ascii=False)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) or value is None else _dump(value)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _request(record: dict[str, Any]) -> dict[str, Any] | None:
+    body = record.get("request_body") or b""
+    if not body.lstrip()[:1] == b"{":
+        return None
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    return request if isinstance(request, dict) else None
+
+
+def _is_generation(request: dict[str, Any] | None, path: str) -> bool:
+    if request is None:
+        return False
+    return (
+        "messages" in request
+        or "prompt" in request
+        or ("input" in request and path.split("?")[0].rstrip("/").endswith("/responses"))
+    )
+
+
+def _usage_counts(parsed: Parsed) -> tuple[int | None, int | None, int | None]:
+    """Prompt, output and cached token counts as the engine reported them (OpenAI, Anthropic, Ollama shapes)."""
+    u = parsed.usage or {}
+    d = parsed.durations or {}
+    details = u.get("prompt_tokens_details") or u.get("input_tokens_details") or {}
+    prompt = _int(u.get("prompt_tokens")) if "prompt_tokens" in u else _int(u.get("input_tokens"))
+    output = _int(u.get("completion_tokens")) if "completion_tokens" in u else _int(u.get("output_tokens"))
+    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
+    if cached is None:
+        cached = _int(u.get("cache_read_input_tokens"))
+    if prompt is None and output is None:
+        prompt, output = _int(d.get("prompt_eval_count")), _int(d.get("eval_count"))
+    return prompt, output, cached
+
+
+def _server_timings(parsed: Parsed) -> tuple[Any, ...]:
+    """(json, source, prompt_ms, decode_ms, prompt_tokens, decode_tokens, cached_tokens), all server-measured."""
+    if parsed.timings:
+        t = parsed.timings
+        return (_dump(t), "llama.cpp timings (server-measured)", _num(t.get("prompt_ms")), _num(t.get("predicted_ms")),
+                _int(t.get("prompt_n")), _int(t.get("predicted_n")), _int(t.get("cache_n")))  # fmt: skip
+    if parsed.durations:
+        d = parsed.durations
+        ms = {k: d[k] / 1e6 if _num(d.get(k)) is not None else None for k in ("prompt_eval_duration", "eval_duration")}
+        return (_dump(d), "Ollama durations (server-measured)", ms["prompt_eval_duration"], ms["eval_duration"],
+                _int(d.get("prompt_eval_count")), _int(d.get("eval_count")), None)  # fmt: skip
+    return (None,) * 7
+
+
+class _Decoder:
+    def __init__(self, capture: str, sinks: dict[str, _Sink]) -> None:
+        self.capture = capture
+        self.sinks = sinks
+        self.capture_id: str | None = None
+        self.run: dict[str, Any] = {"run_id": None, "recorder": None, "wall_ns": None}
+        self.runs_seen: set[str] = set()
+        self.records = 0
+        self.prompts: list[tuple[int, int, str, bytes]] = []  # (sent_wall_ns, seq, exchange_id, body)
+        self.prompt_ids: dict[str, bytes] = {}  # packed, see enrichment()
+
+    def header(self, rec: dict[str, Any]) -> None:
+        self.capture_id = self.capture_id or rec.get("capture_id")
+        recorder = rec.get("recorder") or {}
+        wall = _num(rec.get("wall"))
+        self.run = {"run_id": rec.get("run_id"), "recorder": recorder.get("kind"), "wall_ns": round(wall * 1e9) if wall else None}
+        if rec.get("run_id") not in self.runs_seen:
+            self.runs_seen.add(rec.get("run_id"))
+            self.sinks["runs"].add((self.capture, rec.get("capture_id"), rec.get("run_id"), recorder.get("kind"), wall,
+                                    recorder.get("upstream"), _dump(rec.get("labels")), _dump(rec.get("host"))))  # fmt: skip
+
+    def exchange(self, rec: dict[str, Any]) -> None:
+        capture, xid = self.capture, rec.get("id")
+        chunks: list[bytes] = rec.get("chunks") or []
+        chunk_ns: list[int] = rec.get("chunk_ns") or []
+        request = _request(rec)
+        path = rec.get("path") or ""
+        wall_ns = self.run["wall_ns"]
+        if wall_ns is None:  # no header seen: anchor on the exchange's own wall clock
+            wall_ns = round(rec.get("wall", 0.0) * 1e9) - rec.get("start_ns", 0)
+        sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
+        body = rec.get("request_body") or b""
+        generation = _is_generation(request, path)
+        if generation:
+            self.prompts.append((sent_wall_ns, rec.get("seq", 0), xid, body))
+
+        parsed = parse_response(rec) if chunks else Parsed()
+        pieces = decoded_chunks(rec)
+        payloads = timed_payloads(rec, pieces)
+        events: list[Any] = parsed.events if len(parsed.events) == len(payloads) else [_loads(p.data) for p in payloads]
+        for index, (payload, event) in enumerate(zip(payloads, events, strict=True)):
+            d = delta(event) if isinstance(event, dict) else Delta()
+            t_ns = chunk_ns[payload.chunk] if payload.chunk < len(chunk_ns) else None
+            self.sinks["events"].add((capture, xid, index, payload.chunk, t_ns, payload.data, d.content, d.reasoning,
+                                      d.tool_calls, d.finish_reason, _dump(d.usage)))  # fmt: skip
+        for index, (chunk, t_ns) in enumerate(zip(chunks, chunk_ns, strict=False)):
+            self.sinks["chunks"].add((capture, xid, index, t_ns, len(chunk), chunk))
+
+        prompt, output, cached = _usage_counts(parsed)
+        model = request.get("model") if request else None
+        stream = bool(request.get("stream")) if request else None
+        self.sinks["exchanges"].add((
+            capture, self.capture_id, self.run["run_id"], self.run["recorder"],
+            xid, rec.get("seq"), rec.get("session"), rec.get("wall"), rec.get("start_ns"), rec.get("sent_ns"), sent_wall_ns,
+            rec.get("method"), path, rec.get("query"), rec.get("status"), rec.get("end"), rec.get("error"), rec.get("upstream"),
+            bool(rec.get("proxy_generated")),
+            len(body) if body else rec.get("request_body_size", 0), sum(len(c) for c in chunks),
+            model if isinstance(model, str) else None, stream, generation,
+            rec.get("headers_ns"), rec.get("end_ns"), len(chunks), chunk_ns[0] if chunk_ns else None, chunk_ns[-1] if chunk_ns else None,
+            parsed.model, parsed.finish_reason, stream_done(pieces, events), parsed.error,
+            _dump(parsed.usage), prompt, output, cached,
+            *_server_timings(parsed),
+            rec.get("source_id"), _int(rec.get("repeat")), *(_int(rec.get(k)) for k in ("scheduled_ns", "lag_ns", "queue_ns", "dep_wait_ns")),
+        ))  # fmt: skip
+
+    def engine(self, rec: dict[str, Any]) -> None:
+        facts = rec.get("facts") if isinstance(rec.get("facts"), dict) else {}
+        values = {k: (f.get("value") if isinstance(f, dict) else f) for k, f in facts.items()}
+        values.setdefault("version", rec.get("version"))
+        self.sinks["engines"].add((
+            self.capture, self.run["run_id"], _num(rec.get("wall")), rec.get("url"), rec.get("kind"), rec.get("fingerprint"),
+            *(_text(values.get(name)) for name in ENGINE_FACTS),
+            _dump(facts), _dump(rec.get("unknown")), _dump(rec.get("labels")), _dump(rec.get("host")),
+        ))  # fmt: skip
+
+    def enrichment(self, rec: dict[str, Any]) -> None:
+        pt = rec.get("prompt_tokens") or {}
+        ot = rec.get("output_tokens") or {}
+        ids = pt.get("ids") if isinstance(pt.get("ids"), list) else None
+        if ids is not None:
+            try:  # 4 bytes a token instead of a list of ints: a capture's prompts stay small in memory
+                self.prompt_ids[rec.get("exchange_id")] = array("I", ids).tobytes()
+            except (OverflowError, TypeError):
+                pass  # not token ids as any tokenizer makes them: this request has none
+        self.sinks["enrichments"].add((
+            self.capture, rec.get("exchange_id"), self.run["run_id"], _num(rec.get("wall")), rec.get("engine"), rec.get("kind"),
+            _int(pt.get("count")), ids, _text(pt.get("source")), _text(pt.get("rendered")), pt.get("agrees_with_usage"),
+            _int(ot.get("count")), ot.get("ids") if isinstance(ot.get("ids"), list) else None, _text(ot.get("source")),
+            _dump(rec.get("settings")), _dump(rec.get("server_timings")), _dump(rec.get("response")),
+        ))  # fmt: skip
+
+    def prefixes(self) -> None:
+        """Prefix reuse within the capture: in tokens when every generation request has prompt ids, else in bytes."""
+        ordered = sorted(self.prompts, key=lambda p: (p[0], p[1]))
+        tokens = bool(ordered) and all(p[2] in self.prompt_ids for p in ordered)
+        items: list[bytes] = [self.prompt_ids[p[2]] for p in ordered] if tokens else [p[3] for p in ordered]
+        # Ids packed 4 bytes each: a common prefix of k tokens is one of 4k bytes (plus < 4 of the next).
+        size = 4 if tokens else 1
+        for (_, _, xid, _), item, shared in zip(ordered, items, longest_earlier_prefixes(items), strict=True):
+            self.sinks["prefixes"].add((self.capture, xid, "tokens" if tokens else "bytes", len(item) // size, shared // size))
+
+
+def _loads(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[str, Any]:
+    """Decode the capture at ``path`` into ``out/<table>.parquet``; returns what the cache keeps about it."""
+    reader = CaptureReader(path)
+    capture = capture or str(path)
+    out.mkdir(parents=True, exist_ok=True)
+    sinks = {name: _Sink(out / f"{name}.parquet", schema) for name, schema in TABLES.items()}
+    decoder = _Decoder(capture, sinks)
+    handlers = {
+        "header": decoder.header,
+        "exchange": decoder.exchange,
+        "engine": decoder.engine,
+        "enrichment": decoder.enrichment,
+    }
+    try:
+        for record in reader.records():
+            decoder.records += 1
+            handler = handlers.get(record["type"])
+            if handler is not None:
+                handler(record)
+        decoder.prefixes()
+        torn = [str(t) for t in reader.torn]
+        sinks["captures"].add((capture, decoder.capture_id, len(reader.segments), sum(os.path.getsize(s) for s in reader.segments),
+                               decoder.records, reader.closed_cleanly, json.dumps(torn)))  # fmt: skip
+    finally:
+        rows = {name: sink.close() for name, sink in sinks.items()}
+    return {
+        "capture": capture,
+        "capture_id": decoder.capture_id,
+        "decode_version": DECODE_VERSION,
+        "closed_cleanly": reader.closed_cleanly,
+        "torn": torn,
+        "rows": rows,
+    }

@@ -1,0 +1,96 @@
+"""The decoded tables, as Arrow schemas: one place that says what each column holds.
+
+Every table carries ``capture`` (the capture's path as loaded) so that rows of many captures can be
+joined on ``(capture, exchange_id)`` even when two captures are copies of each other. Times named
+``*_ns`` are nanoseconds since the exchange's request was sent upstream, except ``start_ns`` and
+``sent_ns`` (since the run's start, as in the capture) and ``*_wall_ns`` (Unix epoch ns).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+S, I32, I64, F64, B = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
+
+#: Engine facts given a column of their own in ``engines`` (all of them are also in ``facts``).
+ENGINE_FACTS = (
+    "version", "models", "model_path", "model_sha256", "quantization", "context_size", "parallel_slots",
+    "defaults", "chat_template_sha256", "bos_token", "eos_token",
+)  # fmt: skip
+
+
+def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
+    return pa.schema([pa.field(name, dtype) for name, dtype in fields])
+
+
+CAPTURES = _schema(
+    ("capture", S), ("capture_id", S), ("segments", I32), ("bytes_on_disk", I64), ("records", I64),
+    ("closed_cleanly", B), ("torn", S),  # torn: JSON list of the torn-tail warnings
+)  # fmt: skip
+
+RUNS = _schema(
+    ("capture", S), ("capture_id", S), ("run_id", S), ("recorder", S), ("wall", F64), ("upstream", S),
+    ("labels", S), ("host", S),  # JSON
+)  # fmt: skip
+
+EXCHANGES = _schema(
+    ("capture", S), ("capture_id", S), ("run_id", S), ("recorder", S),
+    ("exchange_id", S), ("seq", I64), ("session", S), ("wall", F64), ("start_ns", I64), ("sent_ns", I64),
+    ("sent_wall_ns", I64),  # the run header's wall clock + sent_ns: comparable across runs
+    ("method", S), ("path", S), ("query", S), ("status", I32), ("end", S), ("error", S), ("upstream", S),
+    ("proxy_generated", B),
+    ("request_bytes", I64), ("response_bytes", I64),
+    ("model", S), ("stream", B),  # from the request body
+    ("generation", B),  # the request body is a JSON object with messages or prompt (or input, on /responses)
+    ("headers_ns", I64), ("end_ns", I64), ("n_chunks", I32), ("first_chunk_ns", I64), ("last_chunk_ns", I64),
+    ("response_model", S), ("finish_reason", S),
+    ("stream_done", B),  # the body carried its stream's end marker ([DONE], "done": true, message_stop)
+    ("parse_error", S),
+    ("usage", S), ("usage_prompt_tokens", I64), ("usage_completion_tokens", I64), ("usage_cached_tokens", I64),
+    ("server_timings", S), ("server_timings_source", S), ("server_prompt_ms", F64), ("server_decode_ms", F64),
+    ("server_prompt_tokens", I64), ("server_decode_tokens", I64), ("server_cached_tokens", I64),
+    ("source_id", S), ("repeat", I64), ("scheduled_ns", I64), ("lag_ns", I64), ("queue_ns", I64), ("dep_wait_ns", I64),  # replays
+)  # fmt: skip
+
+CHUNKS = _schema(
+    ("capture", S), ("exchange_id", S), ("index", I32), ("t_ns", I64), ("size", I32), ("bytes", pa.binary()),
+)  # fmt: skip
+
+EVENTS = _schema(
+    ("capture", S), ("exchange_id", S), ("index", I32),
+    ("chunk", I32), ("t_ns", I64),  # the chunk in which the event was complete, and its receive time
+    ("data", S),  # the event's payload as sent (SSE data, NDJSON line or whole JSON body)
+    ("content", S), ("reasoning", S), ("tool_calls", I32), ("finish_reason", S), ("usage", S),
+)  # fmt: skip
+
+ENGINES = pa.schema(
+    [pa.field(n, t) for n, t in (("capture", S), ("run_id", S), ("wall", F64), ("url", S), ("kind", S), ("fingerprint", S))]
+    + [pa.field(name, S) for name in ENGINE_FACTS]
+    + [pa.field(n, S) for n in ("facts", "unknown", "labels", "host")]  # JSON
+)
+
+ENRICHMENTS = _schema(
+    ("capture", S), ("exchange_id", S), ("run_id", S), ("wall", F64), ("engine", S), ("kind", S),
+    ("prompt_tokens", I64), ("prompt_ids", pa.list_(I64)), ("prompt_source", S), ("prompt_rendered", S),
+    ("agrees_with_usage", B),
+    ("output_tokens", I64), ("output_ids", pa.list_(I64)), ("output_source", S),
+    ("settings", S), ("server_timings", S), ("response", S),  # JSON
+)  # fmt: skip
+
+PREFIXES = _schema(
+    ("capture", S), ("exchange_id", S),
+    ("unit", S),  # "tokens" (enrichment prompt ids) or "bytes" (request body)
+    ("length", I64),  # the request's own length in that unit
+    ("shared", I64),  # the longest prefix shared with any earlier request of the capture
+)  # fmt: skip
+
+TABLES: dict[str, pa.Schema] = {
+    "captures": CAPTURES,
+    "runs": RUNS,
+    "exchanges": EXCHANGES,
+    "chunks": CHUNKS,
+    "events": EVENTS,
+    "engines": ENGINES,
+    "enrichments": ENRICHMENTS,
+    "prefixes": PREFIXES,
+}

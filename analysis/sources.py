@@ -1,0 +1,62 @@
+"""Which captures a command line names: capture directories, segment files, globs, and folders
+holding several captures (one per proxy process: captures shard naturally)."""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from proxy.writer import SEGMENT_SUFFIX, segment_paths
+
+from .errors import NoCapturesError
+
+
+def _is_capture_dir(path: Path) -> bool:
+    return bool(segment_paths(path))
+
+
+def _captures_under(folder: Path) -> list[Path]:
+    """Capture directories below ``folder``, in name order (a capture's own subfolders aren't searched)."""
+    found: list[Path] = []
+    for root, dirs, _files in os.walk(folder):
+        dirs.sort()
+        here = Path(root)
+        if _is_capture_dir(here):
+            found.append(here)
+            dirs.clear()
+    return found
+
+
+def find_captures(specs: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Resolve paths, globs and folders of captures into capture paths, each once, in the order given.
+
+    Raises NoCapturesError naming the argument that matched nothing.
+    """
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for spec in specs:
+        text = os.fspath(spec)
+        matches = [Path(text)] if Path(text).exists() or not glob.has_magic(text) else [Path(m) for m in sorted(glob.glob(text))]
+        if not matches:
+            raise NoCapturesError(f"{text}: no file or directory matches")
+        for match in matches:
+            if not match.exists():
+                raise NoCapturesError(f"{match}: no such capture")
+            if match.is_file():
+                captures = [match]
+            elif _is_capture_dir(match):
+                captures = [match]
+            else:
+                captures = _captures_under(match)
+                if not captures:
+                    raise NoCapturesError(f"{match}: not a capture, and no capture in it (no *{SEGMENT_SUFFIX} segments)")
+            for capture in captures:
+                key = capture.resolve()
+                if key not in seen:
+                    seen.add(key)
+                    out.append(capture)
+    if not out:
+        raise NoCapturesError("no capture given")
+    return out

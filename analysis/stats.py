@@ -1,0 +1,187 @@
+"""Run-level speed statistics and the workload profile, per group of exchanges (docs/metrics.md).
+
+Only generation requests count (a JSON body with ``messages`` or ``prompt``): a ``GET /v1/models``
+is not a request for tokens. Latency distributions and throughput use the ``ok`` ones (complete,
+2xx); the error rate, concurrency and the workload profile use all of them. Times come out in
+milliseconds; percentiles interpolate linearly (DuckDB's ``quantile_cont``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import AnalysisError
+from .store import Analysis
+
+#: What ``--by`` may group on, and the SQL of each key.
+GROUPINGS = {"run": "run_id", "model": "coalesce(model, '(no model)')", "path": "method || ' ' || path"}
+#: Keys implied by a grouping: a run is one process's writing into one capture (copies of a capture share run ids).
+_IMPLIED = {"run": ("capture",)}
+#: The metrics columns the statistics read.
+_COLUMNS = (
+    "capture, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
+    "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
+    "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
+    "prefix_unit, prefix_shared, prefix_length"
+)
+#: Per-exchange metrics summarised as distributions: name printed -> (column, scale to the unit).
+LATENCIES = {
+    "ttft": ("ttft_ns", 1e-6),
+    "ttft_content": ("ttft_content_ns", 1e-6),
+    "t_first_byte": ("t_first_byte_ns", 1e-6),
+    "tpot": ("tpot_ns", 1e-6),
+    "e2e": ("e2e_ns", 1e-6),
+    "output_tokens": ("output_tokens", 1.0),
+}
+SERVER = {"prompt_ms": "server_prompt_ms", "decode_ms": "server_decode_ms", "cached_tokens": "server_cached_tokens"}
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+def _dist(q: list[float] | None, mean: float | None, n: int, scale: float) -> dict[str, Any]:
+    values = [v * scale for v in q] if q else [None] * len(QUANTILES)
+    return {"n": n, **{f"p{round(p * 100)}": v for p, v in zip(QUANTILES, values, strict=True)},
+            "mean": mean * scale if mean is not None else None}  # fmt: skip
+
+
+def _aggs(column: str, where: str) -> str:
+    qs = ", ".join(str(q) for q in QUANTILES)
+    return (f"quantile_cont({column}, [{qs}]) FILTER (WHERE {where}), avg({column}) FILTER (WHERE {where}), "
+            f"count({column}) FILTER (WHERE {where})")  # fmt: skip
+
+
+class _Query:
+    """The group keys as SQL, and one query per aspect keyed on them."""
+
+    def __init__(self, analysis: Analysis, by: Sequence[str]) -> None:
+        unknown = [b for b in by if b not in GROUPINGS]
+        if unknown or not by:
+            raise AnalysisError(f"cannot group by {unknown or 'nothing'}: choose from {', '.join(GROUPINGS)}")
+        self.a = analysis
+        self.names = list(dict.fromkeys(n for b in by for n in (*_IMPLIED.get(b, ()), b)))
+        self.keys = [f"k_{n}" for n in self.names]
+        cols = ", ".join(f"{GROUPINGS.get(n, n)} AS k_{n}" for n in self.names)
+        # The metrics view is computed once, into a temporary table every aspect then reads.
+        analysis.query(f"CREATE OR REPLACE TEMP TABLE _stats_m AS SELECT {_COLUMNS}, {cols} FROM metrics WHERE generation")
+        self.m = "_stats_m"
+
+    def close(self) -> None:
+        self.a.query("DROP TABLE IF EXISTS _stats_m")
+
+    def rows(self, select: str, source: str | None = None, extra_group: str = "") -> dict[tuple[Any, ...], list[Any]]:
+        keys = ", ".join(self.keys)
+        group = keys + (f", {extra_group}" if extra_group else "")
+        sql = f"SELECT {keys}, {select} FROM {source or self.m} m GROUP BY {group} ORDER BY min(m.sent_wall_ns), {group}"
+        out: dict[tuple[Any, ...], list[Any]] = {}
+        for row in self.a.query(sql).rows:
+            out.setdefault(tuple(row[: len(self.keys)]), []).append(row[len(self.keys) :])
+        return out
+
+
+def _histogram(rows: list[list[Any]] | None) -> dict[str, int]:
+    return {str(k): int(n) for k, n in (rows or []) if k is not None}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, Any]:
+    """Per group: latency distributions, throughput, concurrency, error rate, server timings, workload."""
+    q = _Query(analysis, by)
+    try:
+        groups = _groups(q)
+    finally:
+        q.close()
+    return {"by": list(by), "captures": capture_info(analysis), "engines": engines(analysis), "groups": groups}
+
+
+def _groups(q: _Query) -> list[dict[str, Any]]:
+    lat = ", ".join(_aggs(col, "ok") for col, _ in LATENCIES.values())
+    srv = ", ".join(_aggs(col, "ok") for col in SERVER.values())
+    main = q.rows(
+        "count(*), count(*) FILTER (WHERE ok), min(sent_wall_ns), max(end_wall_ns), sum(duration_ns), "
+        "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens) FILTER (WHERE ok AND token_chunks > 0), "
+        "sum(token_chunks) FILTER (WHERE ok AND token_chunks > 0), any_value(recorder), "
+        f"string_agg(DISTINCT server_timings_source, '; '), {lat}, {srv}"
+    )
+    itl = q.rows(_aggs("gap_ns", "ok"), source=f"(SELECT x.*, i.gap_ns FROM {q.m} x JOIN itl i USING (capture, exchange_id))")
+    events = (f"(SELECT sent_wall_ns AS t, 1 AS d, * FROM {q.m} UNION ALL "
+              f"SELECT end_wall_ns AS t, -1 AS d, * FROM {q.m})")  # fmt: skip
+    inflight = (
+        f"(SELECT *, sum(d) OVER (PARTITION BY {', '.join(q.keys)} ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS n FROM {events})"
+    )
+    peak = q.rows("max(n)", source=inflight)
+    sources = q.rows(
+        "output_tokens_source, count(*)", extra_group="output_tokens_source", source=f"(SELECT * FROM {q.m} WHERE ok)"
+    )
+    work = q.rows(
+        "sum(prompt_tokens), count(prompt_tokens), sum(output_tokens), count(output_tokens), "
+        "sum(cached_tokens), sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), count(cached_tokens), "
+        "histogram(prompt_tokens_source), histogram(cached_tokens_source)"
+    )
+    prefix = q.rows("prefix_unit, count(*), sum(prefix_shared), sum(prefix_length), avg(prefix_shared)",
+                    extra_group="prefix_unit", source=f"(SELECT * FROM {q.m} WHERE prefix_unit IS NOT NULL)")  # fmt: skip
+    groups = []
+    for key, [row] in main.items():
+        requests, ok, first, last, busy, out_tokens, chunk_tokens, token_chunks, recorder, server_src = row[:10]
+        values = row[10:]
+        span_s = (last - first) / 1e9 if first is not None and last is not None else None
+        metrics = {}
+        for i, (name, (_, scale)) in enumerate(LATENCIES.items()):
+            metrics[name] = _dist(values[3 * i], values[3 * i + 1], values[3 * i + 2], scale)
+        [itl_row] = itl.get(key, [[None, None, 0]])
+        metrics["itl"] = _dist(itl_row[0], itl_row[1], itl_row[2], 1e-6)
+        server = values[3 * len(LATENCIES) :]
+        w = work[key][0]
+        label = dict(zip(q.names, key, strict=True))
+        if "run" in label:
+            label["recorder"] = recorder
+        groups.append({
+            "key": label,
+            "requests": requests,
+            "ok": ok,
+            "errors": requests - ok,
+            "error_rate": (requests - ok) / requests if requests else None,
+            "span_s": span_s,
+            "metrics": metrics,
+            "tokens_per_chunk": _ratio(chunk_tokens, token_chunks),
+            "output_tokens_source": _histogram(sources.get(key)),
+            "throughput": {"requests_per_s": _ratio(ok, span_s), "output_tokens_per_s": _ratio(out_tokens or 0, span_s)},
+            "concurrency": {"mean": _ratio(busy / 1e9 if busy is not None else None, span_s), "max": peak[key][0][0]},
+            "server_timings": {
+                "source": server_src,
+                **{name: _dist(server[3 * i], server[3 * i + 1], server[3 * i + 2], 1.0) for i, name in enumerate(SERVER)},
+            },
+            "workload": {
+                "requests": requests,
+                "prompt_tokens": {"total": w[0], "known": w[1], "source": w[7] or {}},
+                "output_tokens": {"total": w[2], "known": w[3]},
+                "output_per_prompt": _ratio(w[2], w[0]),
+                "cached_tokens": {"total": w[4], "known": w[6], "share": _ratio(w[4], w[5]), "source": w[8] or {}},
+                "prefix_reuse": [
+                    {"unit": unit, "requests": n, "shared": shared, "length": length, "share": _ratio(shared, length), "mean": mean}
+                    for unit, n, shared, length, mean in prefix.get(key, [])
+                ],
+            },
+        })  # fmt: skip
+    return groups
+
+
+def capture_info(analysis: Analysis) -> list[dict[str, Any]]:
+    """Each loaded capture: id, segments, clean close and torn tails (their data is used)."""
+    rows = analysis.query(
+        "SELECT capture, capture_id, segments, records, closed_cleanly, torn FROM captures ORDER BY capture"
+    ).records()
+    for row in rows:
+        row["torn"] = json.loads(row["torn"] or "[]")
+    return rows
+
+
+def engines(analysis: Analysis) -> list[dict[str, Any]]:
+    """The distinct engine configurations seen (a number without its configuration is gossip)."""
+    return analysis.query(
+        "SELECT kind, version, url, fingerprint, count(*) AS snapshots FROM engines "
+        "GROUP BY ALL ORDER BY min(wall) NULLS LAST, kind, url"
+    ).records()

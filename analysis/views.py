@@ -1,0 +1,91 @@
+"""The derived views, in SQL: each metric of docs/metrics.md is computed here and only here.
+
+All times are ns since the exchange's request was sent upstream (the capture's own clock for
+``chunk_ns``, ``headers_ns`` and ``end_ns``), so ``ttft_ns`` is a chunk's receive time as recorded.
+"""
+
+from __future__ import annotations
+
+# Chunks that carried generated output (text, reasoning text or a tool-call delta), with how many
+# such events each held: a chunk may carry several tokens, which is why itl is per chunk.
+TOKEN_CHUNKS = """
+CREATE OR REPLACE VIEW token_chunks AS
+SELECT capture, exchange_id, chunk, min(t_ns) AS t_ns, count(*) AS events, bool_or(content <> '') AS has_content
+FROM events
+WHERE content <> '' OR reasoning <> '' OR tool_calls > 0
+GROUP BY capture, exchange_id, chunk
+"""
+
+# itl: the gaps between successive token-bearing chunks of an exchange; `events` is what the later
+# chunk carried.
+ITL = """
+CREATE OR REPLACE VIEW itl AS
+SELECT * FROM (
+    SELECT capture, exchange_id, chunk, t_ns, events,
+           t_ns - lag(t_ns) OVER (PARTITION BY capture, exchange_id ORDER BY chunk) AS gap_ns
+    FROM token_chunks
+) WHERE gap_ns IS NOT NULL
+"""
+
+# The newest enrichment of each exchange (`infertap enrich` may have run more than once).
+ENRICHMENT_LATEST = """
+CREATE OR REPLACE VIEW enrichment_latest AS
+SELECT * EXCLUDE (rn) FROM (
+    SELECT *, row_number() OVER (PARTITION BY capture, exchange_id ORDER BY wall DESC NULLS LAST) AS rn FROM enrichments
+) WHERE rn = 1
+"""
+
+METRICS = """
+CREATE OR REPLACE VIEW metrics AS
+WITH tok AS (
+    SELECT capture, exchange_id, min(t_ns) AS first_ns, max(t_ns) AS last_ns,
+           min(t_ns) FILTER (WHERE has_content) AS first_content_ns,
+           count(*) AS token_chunks, sum(events)::BIGINT AS token_events
+    FROM token_chunks GROUP BY capture, exchange_id
+), base AS (
+    SELECT
+        x.capture, x.capture_id, x.run_id, x.recorder, x.exchange_id, x.seq, x.session, x.model, x.method, x.path,
+        x.status, x."end", x.generation, x.stream,
+        -- A client may hang up right after the stream's end marker, before the engine ends the body
+        -- (the openai SDK closes on [DONE]); the recorder then says client_disconnected, yet every
+        -- byte of the answer arrived.
+        (x.status BETWEEN 200 AND 299 AND (x."end" = 'complete' OR (x."end" = 'client_disconnected' AND x.stream_done))) AS ok,
+        x.sent_wall_ns, x.sent_wall_ns + x.end_ns AS end_wall_ns, x.end_ns AS duration_ns,
+        tok.first_ns AS ttft_ns,
+        tok.first_content_ns AS ttft_content_ns,
+        x.first_chunk_ns AS t_first_byte_ns,
+        CASE WHEN x."end" = 'complete' THEN x.end_ns ELSE x.last_chunk_ns END AS e2e_ns,
+        tok.first_ns AS t_first_token_ns, tok.last_ns AS t_last_token_ns,
+        CASE WHEN x.usage_completion_tokens IS NOT NULL THEN x.usage_completion_tokens
+             WHEN e.output_tokens IS NOT NULL THEN e.output_tokens
+             WHEN x.generation THEN coalesce(tok.token_events, 0) END AS output_tokens,
+        CASE WHEN x.usage_completion_tokens IS NOT NULL THEN 'usage'
+             WHEN e.output_tokens IS NOT NULL THEN 'tokenize'
+             WHEN x.generation THEN 'chunks' END AS output_tokens_source,
+        CASE WHEN x.usage_completion_tokens IS NULL AND e.output_tokens IS NOT NULL
+             THEN e.output_source END AS output_tokens_detail,  -- how the enrichment counted them
+        coalesce(tok.token_chunks, 0) AS token_chunks,
+        coalesce(tok.token_events, 0) AS token_events,
+        coalesce(x.usage_prompt_tokens, e.prompt_tokens) AS prompt_tokens,
+        CASE WHEN x.usage_prompt_tokens IS NOT NULL THEN 'usage'
+             WHEN e.prompt_tokens IS NOT NULL THEN 'tokenize' END AS prompt_tokens_source,
+        coalesce(x.usage_cached_tokens, x.server_cached_tokens) AS cached_tokens,
+        CASE WHEN x.usage_cached_tokens IS NOT NULL THEN 'usage'
+             WHEN x.server_cached_tokens IS NOT NULL THEN 'server' END AS cached_tokens_source,
+        x.server_prompt_ms, x.server_decode_ms, x.server_prompt_tokens, x.server_decode_tokens, x.server_cached_tokens,
+        x.server_timings_source,
+        p.unit AS prefix_unit, p.length AS prefix_length, p.shared AS prefix_shared,
+        x.source_id, x.repeat, x.scheduled_ns, x.lag_ns, x.queue_ns, x.dep_wait_ns
+    FROM exchanges x
+    LEFT JOIN tok ON tok.capture = x.capture AND tok.exchange_id = x.exchange_id
+    LEFT JOIN enrichment_latest e ON e.capture = x.capture AND e.exchange_id = x.exchange_id
+    LEFT JOIN prefixes p ON p.capture = x.capture AND p.exchange_id = x.exchange_id
+)
+SELECT *,
+    -- Token spacing is only observed when the tokens arrived in two chunks or more.
+    CASE WHEN output_tokens > 1 AND token_chunks > 1
+         THEN (t_last_token_ns - t_first_token_ns) / (output_tokens - 1) END AS tpot_ns
+FROM base
+"""
+
+DERIVED = (TOKEN_CHUNKS, ITL, ENRICHMENT_LATEST, METRICS)

@@ -1,0 +1,273 @@
+"""``infertap stats``, ``sql`` and ``export``: each opens the captures, calls one analysis function, prints.
+
+Metric names are printed exactly as docs/metrics.md defines them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from analysis import GROUPINGS, VIEWS, Analysis, QueryResult, speed_stats
+from proxy import InfertapError
+from proxy.jsonable import jsonable
+
+_SQL_START = re.compile(
+    r"^\s*(select|with|from|describe|show|summarize|pivot|unpivot|explain|values|table|pragma|copy|create)\b", re.I
+)
+
+_captures = click.argument("captures", nargs=-1, required=True, metavar="CAPTURE...")
+_cache_dir = click.option(
+    "--cache-dir", type=click.Path(path_type=Path), default=None,
+    help="Where decoded captures are kept [default: $INFERTAP_CACHE or ~/.cache/infertap].",
+)  # fmt: skip
+
+
+def _warn(message: str) -> None:
+    click.secho(f"warning: {message}", fg="yellow", err=True)
+
+
+@contextmanager
+def _opened(captures: tuple[str, ...], cache_dir: Path | None) -> Iterator[Analysis]:
+    """The loaded captures; library errors become one-line CLI errors, torn tails warnings."""
+    try:
+        analysis = Analysis(captures, cache_dir=cache_dir)
+    except InfertapError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for torn in analysis.warnings:
+        _warn(str(torn))
+    try:
+        yield analysis
+    except InfertapError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        analysis.close()
+
+
+# -- stats ---------------------------------------------------------------------------------------
+
+
+@click.command()
+@_captures
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--by", "by", multiple=True, type=click.Choice(list(GROUPINGS)), default=("run",), show_default=True,
+              help="Group exchanges by run, model or path; repeat to combine (--by run --by model).")  # fmt: skip
+@_cache_dir
+def stats(captures: tuple[str, ...], as_json: bool, by: tuple[str, ...], cache_dir: Path | None) -> None:
+    """Speed of the generation requests in captures: latency percentiles, throughput, concurrency,
+    errors, server-measured timings and the workload profile. Definitions: docs/metrics.md.
+
+    \b
+    infertap stats captures/run1
+    infertap stats 'captures/shard-*' --by model --json
+    """
+    with _opened(captures, cache_dir) as analysis:
+        result = speed_stats(analysis, by)
+    if as_json:
+        click.echo(json.dumps(jsonable(result), indent=2, default=str))
+    else:
+        _print_stats(result)
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return f"{value:,}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def _counts(d: dict[str, int]) -> str:
+    return ", ".join(f"{k} ×{v}" for k, v in d.items()) or "-"
+
+
+def _group_title(key: dict[str, Any]) -> str:
+    parts = []
+    for name, value in key.items():
+        if name == "run":
+            parts.append(f"run {str(value)[:12]} ({key.get('recorder') or '?'}, {key.get('capture')})")
+        elif name in GROUPINGS:
+            parts.append(f"{name} {value}")
+    return ", ".join(parts)
+
+
+def _print_stats(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    out = click.echo  # plain lines: never wrapped at the terminal's width
+    for engine in result["engines"]:
+        out(f"engine: {engine['kind'] or 'unknown'} {engine['version'] or '(version unknown)'} at {engine['url'] or '?'} "
+            f"(fingerprint {engine['fingerprint']})")  # fmt: skip
+    if not result["groups"]:
+        out("no generation requests in these captures")
+        return
+    for group in result["groups"]:
+        table = Table(title=_group_title(group["key"]), title_justify="left")
+        for column in ("metric", "unit", "n", "p50", "p90", "p99", "mean"):
+            table.add_column(column, justify="left" if column in ("metric", "unit") else "right")
+        for name, dist in group["metrics"].items():
+            unit = "tokens" if name == "output_tokens" else "ms"
+            digits = 1 if name == "output_tokens" else 2
+            table.add_row(name, unit, str(dist["n"]), *(_num(dist[k], digits) for k in ("p50", "p90", "p99", "mean")))
+        console.print(table)
+        tp, cc, w = group["throughput"], group["concurrency"], group["workload"]
+        out(f"  requests {group['requests']}, ok {group['ok']}, error_rate {_pct(group['error_rate'])}, "
+            f"over {_num(group['span_s'], 2)} s")  # fmt: skip
+        out(f"  requests_per_s {_num(tp['requests_per_s'], 2)}, output_tokens_per_s {_num(tp['output_tokens_per_s'], 1)}, "
+            f"concurrency_mean {_num(cc['mean'], 2)}, concurrency_max {_num(cc['max'])}")  # fmt: skip
+        out(f"  output_tokens source: {_counts(group['output_tokens_source'])}; "
+            f"tokens_per_chunk {_num(group['tokens_per_chunk'], 2)}")  # fmt: skip
+        st = group["server_timings"]
+        if st["source"]:
+            shown = ", ".join(f"server_{k} p50 {_num(st[k]['p50'], 1)} mean {_num(st[k]['mean'], 1)}"
+                              for k in ("prompt_ms", "decode_ms", "cached_tokens") if st[k]["n"])  # fmt: skip
+            out(f"  server-measured ({st['source']}): {shown}")
+        else:
+            out("  server-measured: none reported by the engine")
+        pt, ot, ct = w["prompt_tokens"], w["output_tokens"], w["cached_tokens"]
+        out(f"  workload: prompt_tokens {_num(pt['total'])} (known for {pt['known']}, {_counts(pt['source'])}), "
+            f"output_tokens {_num(ot['total'])}, output_per_prompt {_num(w['output_per_prompt'], 3)}, "
+            f"cached_share {_pct(ct['share'])} (known for {ct['known']}, {_counts(ct['source'])})")  # fmt: skip
+        for reuse in w["prefix_reuse"]:
+            out(f"  prefix_reuse ({reuse['unit']}): {_pct(reuse['share'])} ({_num(reuse['shared'])} of {_num(reuse['length'])} "
+                f"{reuse['unit']} shared with an earlier request's prefix; mean {_num(reuse['mean'], 1)} per request)")  # fmt: skip
+
+
+# -- sql -----------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("args", nargs=-1, required=True, metavar="[QUERY] CAPTURE...")
+@click.option("-q", "--query", default=None, help="The query (else the first argument, when it starts with SELECT, WITH, ...).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of objects.")
+@_cache_dir
+def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, cache_dir: Path | None) -> None:
+    """Run SQL (DuckDB) over captures; with no query, read queries from stdin, each ended by ';'.
+
+    The first argument is the query when it starts with a SQL keyword (SELECT, WITH, FROM, DESCRIBE,
+    SHOW, SUMMARIZE, ...) and is not a path. Views: captures, runs, exchanges, chunks, events,
+    engines, enrichments, prefixes, metrics, itl, token_chunks, enrichment_latest.
+
+    \b
+    infertap sql "SELECT model, median(ttft_ns)/1e6 AS ttft_ms FROM metrics GROUP BY model" captures/run1
+    infertap sql captures/run1 -q "DESCRIBE metrics" --csv
+    echo "SELECT count(*) FROM chunks;" | infertap sql captures/run1
+    """
+    if as_csv and as_json:
+        raise click.UsageError("choose one of --csv and --json")
+    if query is None and _SQL_START.match(args[0]) and not Path(args[0]).exists():
+        query, args = args[0], args[1:]
+    if not args:
+        raise click.UsageError("give at least one CAPTURE")
+    fmt = "csv" if as_csv else "json" if as_json else "table"
+    with _opened(args, cache_dir) as analysis:
+        if query is not None:
+            _print_result(analysis.query(query), fmt)
+        else:
+            _repl(analysis, fmt)
+
+
+def _statements(stream: Any, interactive: bool) -> Iterator[str]:
+    """Statements read from ``stream``, each ended by ';' at the end of a line (or by EOF)."""
+    pending: list[str] = []
+    while True:
+        if interactive:
+            click.echo("...> " if pending else "sql> ", nl=False, err=True)
+        line = stream.readline()
+        if not line:
+            break
+        pending.append(line)
+        if line.rstrip().endswith(";"):
+            yield "".join(pending)
+            pending = []
+    if "".join(pending).strip():
+        yield "".join(pending)
+
+
+def _repl(analysis: Analysis, fmt: str) -> None:
+    stdin = sys.stdin
+    interactive = stdin.isatty()
+    if interactive:
+        click.echo(f"infertap sql: views {', '.join(VIEWS)}; end each query with ';', Ctrl-D to quit", err=True)
+    for statement in _statements(stdin, interactive):
+        if not statement.strip().rstrip(";").strip():
+            continue
+        try:
+            _print_result(analysis.query(statement), fmt)
+        except InfertapError as exc:  # one bad query doesn't end the session
+            click.secho(f"error: {exc}", fg="red", err=True)
+
+
+def _print_result(result: QueryResult, fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps(jsonable(result.records()), indent=1, default=str, ensure_ascii=False))
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(result.columns)
+        writer.writerows([_cell(v) for v in row] for row in result.rows)
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table()
+        for name, dtype in zip(result.columns, result.types, strict=True):
+            table.add_column(name, justify="right" if dtype.split("(")[0] in _NUMERIC else "left")
+        for row in result.rows:
+            table.add_row(*(_cell(v) for v in row))
+        # Into a pipe or file, nothing is cut to fit a terminal's width.
+        console = Console(width=None if sys.stdout.isatty() else 1_000_000)
+        console.print(table, markup=False, highlight=False)
+        click.echo(f"{len(result.rows)} row(s)")
+
+
+_NUMERIC = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UBIGINT", "UINTEGER", "FLOAT", "DOUBLE", "DECIMAL"}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, dict, list)):
+        value = jsonable(value)
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+# -- export --------------------------------------------------------------------------------------
+
+
+@click.command()
+@_captures
+@click.option("--parquet", "folder", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder to write <table>.parquet files into (created if needed).")  # fmt: skip
+@_cache_dir
+def export(captures: tuple[str, ...], folder: Path, cache_dir: Path | None) -> None:
+    """Export the decoded tables and per-exchange metrics of captures as Parquet, for any SQL engine.
+
+    \b
+    infertap export captures/shards/ --parquet out/
+    duckdb -c "SELECT count(*) FROM 'out/metrics.parquet'"
+    """
+    with _opened(captures, cache_dir) as analysis:
+        counts = analysis.export_parquet(folder)
+    click.echo(f"wrote {len(counts)} files to {folder}: " + ", ".join(f"{name} ({n} rows)" for name, n in counts.items()))
+
+
+def register(cli: click.Group) -> None:
+    """Add the analysis commands to the ``infertap`` group."""
+    for command in (stats, sql, export):
+        cli.add_command(command)

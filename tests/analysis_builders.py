@@ -1,0 +1,116 @@
+"""Hand-built captures for the analysis tests: every chunk time and token count is chosen by the test."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+from typing import Any
+
+from proxy import CaptureWriter
+
+MS = 1_000_000  # ns
+RECORDER = {"kind": "proxy", "upstream": "http://engine.test", "pid": 1}
+SSE_HEADERS = [["content-type", "text/event-stream"]]
+JSON_HEADERS = [["content-type", "application/json"]]
+
+
+def event(
+    content: str | None = None,
+    *,
+    role: str | None = None,
+    reasoning: str | None = None,
+    tools: int = 0,
+    finish: str | None = None,
+    usage: dict[str, Any] | None = None,
+    timings: dict[str, Any] | None = None,
+    choices: bool = True,
+) -> dict[str, Any]:
+    """One OpenAI chat-completion stream event (a ``chat.completion.chunk``)."""
+    delta: dict[str, Any] = {}
+    if role:
+        delta["role"] = role
+    if content is not None:
+        delta["content"] = content
+    if reasoning is not None:
+        delta["reasoning_content"] = reasoning
+    if tools:
+        delta["tool_calls"] = [{"index": i, "function": {"arguments": "{"}} for i in range(tools)]
+    out: dict[str, Any] = {"object": "chat.completion.chunk", "model": "m"}
+    out["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}] if choices else []
+    if usage is not None:
+        out["usage"] = usage
+    if timings is not None:
+        out["timings"] = timings
+    return out
+
+
+def sse(*events: dict[str, Any] | str) -> bytes:
+    """SSE bytes of events (a str is sent as is, e.g. "[DONE]")."""
+    return b"".join(b"data: " + (e if isinstance(e, str) else json.dumps(e)).encode() + b"\n\n" for e in events)
+
+
+def body(content: str = "hi", model: str = "m", stream: bool = True, **extra: Any) -> bytes:
+    return json.dumps({"model": model, "messages": [{"role": "user", "content": content}], "stream": stream, **extra}).encode()
+
+
+def exchange(
+    xid: str,
+    *,
+    sent_ms: float = 0.0,
+    chunks: list[tuple[float, bytes]] = (),  # type: ignore[assignment]
+    end_ms: float | None = None,
+    request: bytes | None = None,
+    status: int | None = 200,
+    end: str = "complete",
+    headers: list[list[str]] | None = None,
+    seq: int = 0,
+    **extra: Any,
+) -> dict[str, Any]:
+    """An exchange record; ``chunks`` are (receive time in ms since sent, bytes)."""
+    chunk_ns = [round(t * MS) for t, _ in chunks]
+    rec: dict[str, Any] = {
+        "type": "exchange", "id": xid, "seq": seq, "session": None, "wall": 1.8e9 + sent_ms / 1e3,
+        "start_ns": round(sent_ms * MS), "sent_ns": round(sent_ms * MS), "client": "127.0.0.1:1",
+        "method": "POST", "path": "/v1/chat/completions", "query": "", "http_version": "1.1",
+        "request_headers": [["content-type", "application/json"]],
+        "request_body": body() if request is None else request,
+        "status": status, "response_headers": SSE_HEADERS if headers is None else headers,
+        "headers_ns": chunk_ns[0] if chunk_ns else None,
+        "chunk_ns": chunk_ns, "chunks": [c for _, c in chunks],
+        "end_ns": round((end_ms if end_ms is not None else (chunks[-1][0] if chunks else 0)) * MS),
+        "end": end, "error": None if end == "complete" else f"ended {end}", "upstream": "http://engine.test",
+    }  # fmt: skip
+    rec.update(extra)
+    return rec
+
+
+def encoded_chunks(chunks: list[tuple[float, bytes]], wbits: int = 16 + zlib.MAX_WBITS) -> list[tuple[float, bytes]]:
+    """The same chunks compressed as one stream (gzip by default), each flushed, so each decodes on arrival."""
+    comp = zlib.compressobj(wbits=wbits)
+    out = [(t, comp.compress(c) + comp.flush(zlib.Z_SYNC_FLUSH)) for t, c in chunks]
+    t_last, last = out[-1]
+    out[-1] = (t_last, last + comp.flush())
+    assert zlib.decompress(b"".join(c for _, c in out), wbits) == b"".join(c for _, c in chunks)
+    return out
+
+
+def enrichment(xid: str, *, prompt_ids: list[int] | None = None, output_count: int | None = None, **extra: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "type": "enrichment", "exchange_id": xid, "wall": 1.8e9, "engine": "fp", "kind": "llama-server",
+        "prompt_tokens": {"ids": prompt_ids, "count": len(prompt_ids) if prompt_ids is not None else None,
+                          "source": "test tokenizer", "agrees_with_usage": None},
+        "output_tokens": {"ids": None, "count": output_count, "source": "test tokenizer"},
+        "settings": {"temperature": {"value": 0, "source": "request"}}, "server_timings": None,
+        "response": {"model": "m", "finish_reason": "stop", "usage": None},
+    }  # fmt: skip
+    rec.update(extra)
+    return rec
+
+
+def write_capture(path: Path, records: list[dict[str, Any]], recorder: dict[str, Any] | None = None) -> Path:
+    with CaptureWriter(path, recorder=recorder or RECORDER, labels={"gpu": "none"}) as writer:
+        for rec in records:
+            writer.write(rec)
+    assert writer.error is None
+    return path

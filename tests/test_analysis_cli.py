@@ -1,0 +1,145 @@
+"""`infertap stats`, `sql` and `export` through click's CliRunner."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner, Result
+
+from infertap.cli import cli
+from proxy.writer import segment_paths
+from tests.analysis_builders import MS, body, event, exchange, sse, write_capture
+
+
+@pytest.fixture
+def cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    usage = {"prompt_tokens": 10, "completion_tokens": 3}
+    return write_capture(tmp_path / "cap", [
+        exchange("a", sent_ms=0, request=body(model="alpha"), end_ms=60,
+                 chunks=[(10, sse(event(role="assistant"))), (20, sse(event("x"))), (40, sse(event("y"), event("z"))),
+                         (50, sse(event(choices=False, usage=usage)))]),
+        exchange("b", sent_ms=30, request=body(model="beta"), end_ms=50, chunks=[(25, sse(event("q"))), (45, sse(event("r")))]),
+        exchange("c", sent_ms=100, request=body(model="beta"), end="upstream_error", status=None, chunks=[]),
+    ])  # fmt: skip
+
+
+def run(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=True)
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result
+
+
+def test_stats_json(cap: Path) -> None:
+    out = json.loads(ok(run("stats", str(cap), "--json")).stdout)
+    assert out["by"] == ["run"] and out["captures"][0]["capture"] == str(cap.resolve())
+    [g] = out["groups"]
+    assert set(g) >= {"key", "requests", "ok", "errors", "error_rate", "metrics", "throughput", "concurrency",
+                      "output_tokens_source", "server_timings", "workload", "tokens_per_chunk"}  # fmt: skip
+    assert set(g["metrics"]) == {"ttft", "ttft_content", "t_first_byte", "tpot", "itl", "e2e", "output_tokens"}
+    assert set(g["metrics"]["ttft"]) == {"n", "p50", "p90", "p99", "mean"}
+    assert g["metrics"]["ttft"]["p50"] == pytest.approx((20 + 25) / 2)  # ms; a role-only first chunk doesn't count
+    assert (g["requests"], g["ok"], g["output_tokens_source"]) == (3, 2, {"usage": 1, "chunks": 1})
+
+
+def test_stats_by_model_prints_the_documented_names(cap: Path) -> None:
+    text = ok(run("stats", str(cap), "--by", "model")).stdout
+    for name in ("ttft", "ttft_content", "t_first_byte", "tpot", "itl", "e2e", "output_tokens", "requests_per_s",
+                 "output_tokens_per_s", "concurrency_mean", "concurrency_max", "error_rate", "server-measured",
+                 "prompt_tokens", "output_per_prompt", "cached_share", "prefix_reuse (bytes)"):  # fmt: skip
+        assert name in text, name
+    assert "model alpha" in text and "model beta" in text
+    assert "error_rate 50.0%" in text  # beta: one of two failed
+    documented = (Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
+    for name in (
+        "ttft",
+        "ttft_content",
+        "t_first_byte",
+        "tpot",
+        "itl",
+        "e2e",
+        "requests_per_s",
+        "concurrency_max",
+        "cached_share",
+    ):
+        assert f"`{name}`" in documented, name
+
+
+def test_stats_rejects_an_unknown_grouping_and_a_missing_capture(tmp_path: Path) -> None:
+    bad = run("stats", str(tmp_path), "--by", "colour")
+    assert bad.exit_code == 2 and "colour" in bad.stderr
+    missing = run("stats", str(tmp_path / "nope"))
+    assert missing.exit_code == 1 and f"{tmp_path / 'nope'}: no such capture" in missing.stderr
+
+
+def test_sql_query_first_as_table_csv_and_json(cap: Path) -> None:
+    query = "SELECT exchange_id, ttft_ns, output_tokens_source FROM metrics ORDER BY exchange_id"
+    table = ok(run("sql", query, str(cap))).stdout
+    assert "exchange_id" in table and "20000000" in table and "3 row(s)" in table
+    rows = list(csv.reader(io.StringIO(ok(run("sql", str(cap), "-q", query, "--csv")).stdout)))
+    assert rows == [["exchange_id", "ttft_ns", "output_tokens_source"], ["a", str(20 * MS), "usage"], ["b", str(25 * MS), "chunks"],
+                    ["c", "", "chunks"]]  # fmt: skip
+    records = json.loads(ok(run("sql", query, str(cap), "--json")).stdout)
+    assert records[0] == {"exchange_id": "a", "ttft_ns": 20 * MS, "output_tokens_source": "usage"}
+
+
+def test_sql_bytes_print_as_text_or_base64(cap: Path) -> None:
+    out = json.loads(ok(run("sql", "SELECT bytes FROM chunks WHERE exchange_id = 'b' ORDER BY index", str(cap), "--json")).stdout)
+    assert out[0]["bytes"] == sse(event("q")).decode()
+
+
+def test_sql_reads_queries_from_stdin_and_survives_a_bad_one(cap: Path) -> None:
+    result = ok(
+        run(
+            "sql",
+            str(cap),
+            "--csv",
+            input="SELECT count(*) AS n FROM chunks;\nSELECT nope FROM\n  metrics;\nSELECT 42\n  AS answer",
+        )
+    )
+    assert result.stdout.splitlines() == ["n", "6", "answer", "42"]
+    assert "error:" in result.stderr and "nope" in result.stderr
+
+
+def test_sql_errors(cap: Path, tmp_path: Path) -> None:
+    bad = run("sql", "SELECT nope FROM metrics", str(cap))
+    assert bad.exit_code == 1 and "nope" in bad.stderr and "Traceback" not in bad.output
+    assert run("sql", "SELECT 1").exit_code == 2  # a query, but no capture
+    assert run("sql", str(cap), "--csv", "--json", "-q", "SELECT 1").exit_code == 2
+
+
+def test_export_writes_parquet_that_duckdb_reads(cap: Path, tmp_path: Path) -> None:
+    out = tmp_path / "parquet"
+    text = ok(run("export", str(cap), "--parquet", str(out))).stdout
+    assert "exchanges (3 rows)" in text and "chunks (6 rows)" in text
+    assert duckdb.sql(f"SELECT count(*) FROM '{out}/metrics.parquet'").fetchall() == [(3,)]
+    assert run("export", str(cap)).exit_code == 2  # --parquet is required
+
+
+def test_a_corrupt_capture_fails_with_the_file_named_and_a_torn_one_warns(cap: Path) -> None:
+    (seg,) = segment_paths(cap)
+    data = seg.read_bytes()
+    seg.write_bytes(data[:-5])  # cut inside the footer's block: a torn tail
+    torn = ok(run("stats", str(cap), "--json"))
+    assert "warning:" in torn.stderr and str(seg) in torn.stderr and "torn tail" in torn.stderr
+    assert json.loads(torn.stdout)["captures"][0]["torn"]
+    corrupt = bytearray(data)
+    corrupt[40] ^= 0xFF  # inside the first block, which has others after it
+    seg.write_bytes(bytes(corrupt))
+    result = run("stats", str(cap))
+    assert result.exit_code == 1 and f"{seg}: corrupt capture data" in result.stderr and "Traceback" not in result.output
+
+
+def test_an_empty_capture_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    cap = write_capture(tmp_path / "empty", [])
+    assert "no generation requests" in ok(run("stats", str(cap))).stdout
+    assert json.loads(ok(run("stats", str(cap), "--json")).stdout)["groups"] == []

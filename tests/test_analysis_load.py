@@ -1,0 +1,247 @@
+"""Loading captures into DuckDB: tables, many captures at once, the Parquet cache, export, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from analysis import EXPORTED, Analysis, NoCapturesError, find_captures
+from proxy import CaptureCorruptError, CaptureWriter, UnsupportedFormatError
+from proxy.framing import Block, iter_blocks
+from proxy.writer import segment_paths
+from tests.analysis_builders import MS, RECORDER, body, enrichment, event, exchange, sse, write_capture
+from tests.helpers import reseal_head
+
+NOT_UTF8 = b"\xff\xfe raw \xc3"
+
+
+def blocks(segment: Path) -> list[tuple[int, int]]:
+    """(start, end) of each block of a segment."""
+    data = segment.read_bytes()
+    with open(segment, "rb") as f:
+        return [(b.offset, b.offset + 28 + len(b.zframe)) for b in iter_blocks(f, len(data)) if isinstance(b, Block)]
+
+
+def simple(path: Path, n: int = 3, first: int = 0) -> Path:
+    return write_capture(path, [exchange(f"x{i}", sent_ms=10 * i, chunks=[(5, sse(event("a"))), (9, sse(event("b")))])
+                                for i in range(first, first + n)])  # fmt: skip
+
+
+def test_every_table_holds_what_the_capture_says(tmp_path: Path) -> None:
+    snapshot = {
+        "type": "engine", "url": "http://engine.test", "wall": 1.8e9, "kind": "llama-server", "fingerprint": "f00d",
+        "facts": {"version": {"value": "b5000", "source": "/props"}, "models": {"value": ["m"], "source": "/v1/models"},
+                  "parallel_slots": {"value": 4, "source": "/props"}, "quantization": {"value": None, "source": "not exposed"}},
+        "unknown": ["quantization"], "labels": {"gpu": "none"}, "host": {"cpu": "x"},
+    }  # fmt: skip
+    records = [
+        snapshot,
+        exchange("x", sent_ms=7, request=body("héllo", model="m", stream=True), query="a=1", session="s1",
+                 chunks=[(5, sse(event("a"))), (6, NOT_UTF8)], end_ms=8),
+        exchange("replayed", sent_ms=20, chunks=[], source_id="x", repeat=0, scheduled_ns=19 * MS, lag_ns=1000, queue_ns=0),
+        enrichment("x", prompt_ids=[5, 6, 7], output_count=1, server_timings={"source": "s", "prompt_ms": 1.0}),
+    ]  # fmt: skip
+    path = write_capture(tmp_path / "cap", records)
+    with Analysis([path], cache_dir=tmp_path / "cache") as a:
+        [x] = a.query("SELECT * FROM exchanges WHERE exchange_id = 'x'").records()
+        [rep] = a.query(
+            "SELECT source_id, repeat, scheduled_ns, lag_ns, queue_ns FROM exchanges WHERE exchange_id = 'replayed'"
+        ).rows
+        chunks = a.query("SELECT index, t_ns, size, bytes FROM chunks WHERE exchange_id = 'x' ORDER BY index").rows
+        [engine] = a.query("SELECT * FROM engines").records()
+        [enr] = a.query("SELECT * FROM enrichments").records()
+        [run] = a.query("SELECT * FROM runs").records()
+        [cap] = a.query("SELECT * FROM captures").records()
+    req = body("héllo", model="m", stream=True)
+    assert (x["capture"], x["recorder"], x["run_id"], x["capture_id"]) == (
+        str(path.resolve()),
+        "proxy",
+        run["run_id"],
+        cap["capture_id"],
+    )
+    assert (x["method"], x["path"], x["query"], x["session"], x["status"], x["end"]) == (
+        "POST",
+        "/v1/chat/completions",
+        "a=1",
+        "s1",
+        200,
+        "complete",
+    )
+    assert (x["model"], x["stream"], x["generation"], x["request_bytes"]) == ("m", True, True, len(req))
+    assert (x["response_bytes"], x["n_chunks"], x["headers_ns"], x["end_ns"]) == (
+        len(sse(event("a"))) + len(NOT_UTF8),
+        2,
+        5 * MS,
+        8 * MS,
+    )
+    assert x["sent_wall_ns"] == round(run["wall"] * 1e9) + 7 * MS
+    assert x["source_id"] is None and x["lag_ns"] is None  # a recording, not a replay
+    assert rep == ("x", 0, 19 * MS, 1000, 0)
+    assert chunks == [(0, 5 * MS, len(sse(event("a"))), sse(event("a"))), (1, 6 * MS, len(NOT_UTF8), NOT_UTF8)]
+    assert (engine["kind"], engine["version"], engine["fingerprint"], engine["parallel_slots"], engine["quantization"]) == (
+        "llama-server", "b5000", "f00d", "4", None)  # fmt: skip
+    assert json.loads(engine["models"]) == ["m"] and json.loads(engine["facts"])["version"]["source"] == "/props"
+    assert (enr["exchange_id"], enr["prompt_tokens"], enr["prompt_ids"], enr["output_tokens"]) == ("x", 3, [5, 6, 7], 1)
+    assert json.loads(enr["settings"])["temperature"]["source"] == "request"
+    assert json.loads(enr["server_timings"])["prompt_ms"] == 1.0
+    assert (run["recorder"], run["upstream"], json.loads(run["labels"])) == ("proxy", RECORDER["upstream"], {"gpu": "none"})
+    assert (cap["closed_cleanly"], json.loads(cap["torn"]), cap["segments"]) == (True, [], 1)
+
+
+def test_many_captures_from_folders_globs_and_files(tmp_path: Path) -> None:
+    shards = tmp_path / "shards"
+    simple(shards / "b", n=2)
+    simple(shards / "a", n=3)
+    (shards / "notes.txt").write_text("not a capture")
+    single = simple(tmp_path / "single", n=1)
+    (segment,) = segment_paths(single)
+    found = find_captures([shards, str(tmp_path / "shard*" / "a"), segment])
+    assert found == [shards / "a", shards / "b", segment]  # the glob's match was already there: once
+    with Analysis([shards, segment], cache_dir=tmp_path / "cache") as a:
+        per_capture = dict(a.query("SELECT capture, count(*) FROM metrics GROUP BY capture").rows)
+        # x0 exists in all three captures: rows are told apart by capture
+        assert a.query("SELECT count(*) FROM metrics WHERE exchange_id = 'x0' AND ttft_ns = 5 * 1000000").rows == [(3,)]
+    assert per_capture == {str((shards / "a").resolve()): 3, str((shards / "b").resolve()): 2, str(segment.resolve()): 1}
+
+
+def test_arguments_that_name_no_capture(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NoCapturesError, match="no such capture"):
+        find_captures([tmp_path / "missing"])
+    with pytest.raises(NoCapturesError, match="matches"):
+        find_captures([str(tmp_path / "nothing-*")])
+    with pytest.raises(NoCapturesError, match=f"{tmp_path / 'empty'}: not a capture"):
+        find_captures([tmp_path / "empty"])
+
+
+def _entries(cache: Path) -> list[Path]:
+    return sorted(p for p in (cache / "captures").glob("*/*") if p.is_dir())
+
+
+def test_the_cache_is_reused_then_rebuilt_when_a_segment_is_appended(tmp_path: Path) -> None:
+    cap, cache = simple(tmp_path / "cap", n=3), tmp_path / "cache"
+    with Analysis([cap], cache_dir=cache) as a:
+        assert a.decoded == [cap.resolve()] and a.count("exchanges") == 3
+    [entry] = _entries(cache)
+    stamp = (entry / "exchanges.parquet").stat().st_mtime_ns
+    with Analysis([cap], cache_dir=cache) as a:
+        assert a.decoded == [] and a.count("exchanges") == 3
+    assert _entries(cache) == [entry] and (entry / "exchanges.parquet").stat().st_mtime_ns == stamp
+
+    simple(cap, n=2, first=3)  # a second run appends a segment
+    with Analysis([cap], cache_dir=cache) as a:
+        assert a.decoded == [cap.resolve()]
+        assert a.count("exchanges") == 5 and a.count("runs") == 2
+    [new] = _entries(cache)
+    assert new != entry and not entry.exists()  # the stale version is gone
+
+    os.utime(segment_paths(cap)[0], ns=(1, 1))  # a capture touched in place is decoded again too
+    with Analysis([cap], cache_dir=cache) as a:
+        assert a.decoded == [cap.resolve()]
+
+
+def test_the_cache_lives_under_infertap_cache_and_is_owner_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "envcache"))
+    cap = simple(tmp_path / "cap")
+    with Analysis([cap]) as a:
+        assert a.decoded == [cap.resolve()]
+    [entry] = _entries(tmp_path / "envcache")
+    assert json.loads((entry / "meta.json").read_text())["rows"]["exchanges"] == 3
+    for folder in (tmp_path / "envcache" / "captures", entry.parent, entry):
+        assert folder.stat().st_mode & 0o077 == 0, folder
+
+
+def test_export_round_trips_through_duckdb(tmp_path: Path) -> None:
+    cap = write_capture(tmp_path / "cap", [
+        exchange("x", chunks=[(5, sse(event("a"))), (9, sse(event("b"))), (12, NOT_UTF8)]),
+        exchange("y", sent_ms=20, chunks=[(5, sse(event("a")))]),
+        enrichment("x", prompt_ids=[1, 2], output_count=2),
+        {"type": "engine", "kind": "llama-server", "facts": {}},
+    ])  # fmt: skip
+    out = tmp_path / "export"
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        counts = a.export_parquet(out)
+        expected = {name: a.count(name) for name in EXPORTED}
+        metrics = a.query("SELECT * FROM metrics ORDER BY exchange_id").rows
+    assert counts == expected and expected["chunks"] == 4 and expected["itl"] == 1
+    con = duckdb.connect()
+    for name in EXPORTED:
+        assert con.sql(f"SELECT count(*) FROM read_parquet('{out / name}.parquet')").fetchall() == [(expected[name],)], name
+    assert con.sql(f"SELECT * FROM read_parquet('{out}/metrics.parquet') ORDER BY exchange_id").fetchall() == metrics
+    assert con.sql(f"SELECT bytes FROM read_parquet('{out}/chunks.parquet') WHERE index = 2").fetchall() == [(NOT_UTF8,)]
+    con.close()
+
+
+def test_a_torn_tail_is_used_and_reported_even_from_the_cache(tmp_path: Path) -> None:
+    cap = simple(tmp_path / "cap", n=3)
+    (seg,) = segment_paths(cap)
+    start, end = blocks(seg)[-1]  # the footer's block
+    seg.write_bytes(seg.read_bytes()[: (start + end) // 2])
+    for _ in range(2):
+        with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+            assert a.count("exchanges") == 3
+            [warning] = a.warnings
+            assert str(seg) in warning and "torn tail" in warning
+            assert a.query("SELECT closed_cleanly FROM captures").rows == [(False,)]
+    assert a.decoded == []  # the second load came from the cache, warning included
+
+
+def test_a_corrupt_capture_is_an_error_naming_the_file_and_leaves_no_cache(tmp_path: Path) -> None:
+    cap = simple(tmp_path / "cap")
+    (seg,) = segment_paths(cap)
+    data = bytearray(seg.read_bytes())
+    start, end = blocks(seg)[0]
+    data[(start + 28 + end) // 2] ^= 0x40
+    seg.write_bytes(bytes(data))
+    with pytest.raises(CaptureCorruptError, match=f"{seg}: corrupt capture data at byte offset {start}"):
+        Analysis([cap], cache_dir=tmp_path / "cache")
+    assert [p.name for p in (tmp_path / "cache" / "captures").glob("*/*")] == []
+
+
+def test_an_unknown_format_version_is_refused(tmp_path: Path) -> None:
+    cap = simple(tmp_path / "cap")
+    (seg,) = segment_paths(cap)
+    data = bytearray(seg.read_bytes())
+    struct.pack_into("<H", data, 12, 99)
+    reseal_head(data, 0)
+    seg.write_bytes(bytes(data))
+    with pytest.raises(UnsupportedFormatError, match=f"{seg}: capture format 99"):
+        Analysis([cap], cache_dir=tmp_path / "cache")
+
+
+def test_an_empty_capture_loads_as_empty_tables(tmp_path: Path) -> None:
+    with CaptureWriter(tmp_path / "cap", recorder=RECORDER):
+        pass
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        assert {name: a.count(name) for name in ("exchanges", "chunks", "events", "metrics", "itl")} == dict.fromkeys(
+            ("exchanges", "chunks", "events", "metrics", "itl"), 0)  # fmt: skip
+        assert a.count("captures") == 1 and a.count("runs") == 1
+        assert "ttft_ns" in a.query("SELECT * FROM metrics").columns
+
+
+def test_decoding_in_worker_processes_gives_the_same_tables(tmp_path: Path) -> None:
+    captures = [simple(tmp_path / f"shard{i}", n=2 + i, first=10 * i) for i in range(3)]
+    query = "SELECT * EXCLUDE (capture_id, run_id, sent_wall_ns, end_wall_ns) FROM metrics ORDER BY exchange_id"
+    with Analysis(captures, cache_dir=tmp_path / "serial", workers=1) as serial:
+        expected = serial.query(query).rows
+    with Analysis(captures, cache_dir=tmp_path / "parallel", workers=3) as parallel:
+        assert sorted(parallel.decoded) == sorted(c.resolve() for c in captures)
+        assert [c.capture for c in parallel.captures] == [c.resolve() for c in captures]  # in the order given
+        assert parallel.query(query).rows == expected and len(expected) == 9
+
+
+def test_a_corrupt_shard_fails_the_parallel_load_with_its_name(tmp_path: Path) -> None:
+    good, bad = simple(tmp_path / "good"), simple(tmp_path / "bad")
+    (seg,) = segment_paths(bad)
+    data = bytearray(seg.read_bytes())
+    start, end = blocks(seg)[0]
+    data[(start + 28 + end) // 2] ^= 0x40
+    seg.write_bytes(bytes(data))
+    with pytest.raises(CaptureCorruptError, match=f"{seg}: corrupt capture data at byte offset {start}") as info:
+        Analysis([good, bad], cache_dir=tmp_path / "cache", workers=2)
+    assert (info.value.path, info.value.offset) == (str(seg), start)

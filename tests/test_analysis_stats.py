@@ -1,0 +1,191 @@
+"""Run-level statistics and the workload profile, on captures built so each expected value is known."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from analysis import Analysis, AnalysisError, speed_stats
+from analysis.prefix import common_prefix, longest_earlier_prefixes
+from tests.analysis_builders import JSON_HEADERS, body, enrichment, event, exchange, sse, write_capture
+
+
+def stats_of(tmp_path: Path, records: list[dict[str, Any]], by: tuple[str, ...] = ("run",)) -> dict[str, Any]:
+    path = write_capture(tmp_path / "cap", records)
+    with Analysis([path], cache_dir=tmp_path / "cache") as a:
+        return speed_stats(a, by)
+
+
+def quantile(values: list[float], q: float) -> float:
+    """Linear interpolation between order statistics, by hand."""
+    s = sorted(values)
+    pos = q * (len(s) - 1)
+    lo = int(pos)
+    return s[lo] + (s[min(lo + 1, len(s) - 1)] - s[lo]) * (pos - lo)
+
+
+def usage_chunks(t_first: float, t_last: float, completion: int, prompt: int = 10, **usage: Any) -> list[tuple[float, bytes]]:
+    u = {"prompt_tokens": prompt, "completion_tokens": completion, **usage}
+    return [(t_first, sse(event("a"))), (t_last, sse(event("b"), event(choices=False, usage=u)))]
+
+
+def test_throughput_and_achieved_concurrency(tmp_path: Path) -> None:
+    # A [0, 100] ms, B [50, 150] ms, C [150, 250] ms: C is sent the instant B ends (no overlap).
+    [g] = stats_of(tmp_path, [
+        exchange("A", sent_ms=0, end_ms=100, chunks=usage_chunks(10, 90, 5)),
+        exchange("B", sent_ms=50, end_ms=100, chunks=usage_chunks(10, 90, 7)),
+        exchange("C", sent_ms=150, end_ms=100, chunks=usage_chunks(10, 90, 9)),
+        exchange("models", sent_ms=200, end_ms=1, request=b"", headers=JSON_HEADERS,
+                 chunks=[(1, b'{"data": []}')], method="GET", path="/v1/models"),  # not a generation request
+    ])["groups"]  # fmt: skip
+    assert (g["requests"], g["ok"], g["errors"], g["error_rate"]) == (3, 3, 0, 0.0)
+    assert g["span_s"] == pytest.approx(0.250)
+    assert g["throughput"]["requests_per_s"] == pytest.approx(3 / 0.250)
+    assert g["throughput"]["output_tokens_per_s"] == pytest.approx((5 + 7 + 9) / 0.250)
+    assert g["concurrency"]["mean"] == pytest.approx((0.1 + 0.1 + 0.1) / 0.250)
+    assert g["concurrency"]["max"] == 2
+    assert g["output_tokens_source"] == {"usage": 3}
+    assert g["key"]["recorder"] == "proxy" and g["key"]["capture"] == str((tmp_path / "cap").resolve())
+
+
+def test_percentiles_error_rate_and_pooled_itl(tmp_path: Path) -> None:
+    ttfts = [10, 20, 30, 40, 50]
+    records = [
+        exchange(f"x{i}", sent_ms=1000 * i, end_ms=t + 40, chunks=[(5, sse(event(role="assistant"))), (t, sse(event("a"))),
+                 (t + 10 * (i + 1), sse(event("b")))])
+        for i, t in enumerate(ttfts)
+    ]  # fmt: skip
+    records += [
+        exchange("refused", sent_ms=6000, end="upstream_error", status=None, end_ms=2, chunks=[]),
+        exchange("http500", sent_ms=7000, status=500, headers=JSON_HEADERS, chunks=[(3, b'{"error": "overloaded"}')]),
+    ]
+    [g] = stats_of(tmp_path, records)["groups"]
+    ttft = g["metrics"]["ttft"]
+    assert ttft["n"] == 5
+    for p in (50, 90, 99):
+        assert ttft[f"p{p}"] == pytest.approx(quantile(ttfts, p / 100))
+    assert ttft["mean"] == pytest.approx(30.0)
+    assert g["metrics"]["t_first_byte"]["p50"] == pytest.approx(5.0)
+    assert g["metrics"]["e2e"]["p50"] == pytest.approx(quantile([t + 40 for t in ttfts], 0.5))
+    gaps = [10.0 * (i + 1) for i in range(5)]  # one gap per exchange, pooled
+    assert g["metrics"]["itl"]["n"] == 5 and g["metrics"]["itl"]["p90"] == pytest.approx(quantile(gaps, 0.9))
+    assert g["metrics"]["tpot"]["mean"] == pytest.approx(sum(gaps) / 5)  # 2 tokens each: tpot = the one gap
+    assert (g["requests"], g["ok"], g["errors"]) == (7, 5, 2)
+    assert g["error_rate"] == pytest.approx(2 / 7)
+    assert g["tokens_per_chunk"] == pytest.approx(1.0)
+
+
+def test_grouping_by_model_path_and_both(tmp_path: Path) -> None:
+    records = [
+        exchange("a1", sent_ms=0, request=body(model="alpha"), chunks=usage_chunks(10, 20, 2)),
+        exchange("a2", sent_ms=100, request=body(model="alpha"), chunks=usage_chunks(10, 20, 2), path="/v1/completions"),
+        exchange("b1", sent_ms=200, request=body(model="beta"), chunks=usage_chunks(30, 40, 2)),
+    ]
+    path = write_capture(tmp_path / "cap", records)
+    with Analysis([path], cache_dir=tmp_path / "cache") as a:
+        by_model = {g["key"]["model"]: g for g in speed_stats(a, ["model"])["groups"]}
+        by_path = {g["key"]["path"]: g["requests"] for g in speed_stats(a, ["path"])["groups"]}
+        both = [
+            (g["key"]["run"] is not None, g["key"]["model"], g["requests"]) for g in speed_stats(a, ["run", "model"])["groups"]
+        ]
+        with pytest.raises(AnalysisError, match="choose from"):
+            speed_stats(a, ["colour"])
+    assert {m: g["requests"] for m, g in by_model.items()} == {"alpha": 2, "beta": 1}
+    assert by_model["beta"]["metrics"]["ttft"]["p50"] == pytest.approx(30.0)
+    assert by_path == {"POST /v1/chat/completions": 2, "POST /v1/completions": 1}
+    assert both == [(True, "alpha", 2), (True, "beta", 1)]
+
+
+def test_workload_volumes_and_cached_share(tmp_path: Path) -> None:
+    [g] = stats_of(tmp_path, [
+        exchange("a", sent_ms=0, chunks=usage_chunks(1, 2, 10, prompt=100, prompt_tokens_details={"cached_tokens": 0})),
+        exchange("b", sent_ms=10, chunks=usage_chunks(1, 2, 20, prompt=100, prompt_tokens_details={"cached_tokens": 80})),
+        exchange("c", sent_ms=20, chunks=usage_chunks(1, 2, 30, prompt=50)),  # no cache information
+    ])["groups"]  # fmt: skip
+    w = g["workload"]
+    assert w["prompt_tokens"] == {"total": 250, "known": 3, "source": {"usage": 3}}
+    assert w["output_tokens"] == {"total": 60, "known": 3}
+    assert w["output_per_prompt"] == pytest.approx(60 / 250)
+    assert w["cached_tokens"]["share"] == pytest.approx(80 / 200)  # over the requests that reported it
+    assert (w["cached_tokens"]["total"], w["cached_tokens"]["known"], w["cached_tokens"]["source"]) == (80, 2, {"usage": 2})
+
+
+PREFIX = b'{"model": "m", "messages": [{"role": "user", "content": "'
+
+
+def _raw(text: str) -> bytes:
+    return PREFIX + text.encode() + b'"}]}'
+
+
+def test_prefix_reuse_in_bytes_against_any_earlier_request(tmp_path: Path) -> None:
+    # Written in this order, sent in another: "earlier" is by send time.
+    texts = {"p2": ("abcxyz", 20), "p0": ("abcdef", 0), "p3": ("zzz", 30), "p1": ("abcdefgh", 10)}
+    records = [exchange(x, sent_ms=t, request=_raw(text), chunks=usage_chunks(1, 2, 2)) for x, (text, t) in texts.items()]
+    path = write_capture(tmp_path / "cap", records)
+    n = len(PREFIX)
+    with Analysis([path], cache_dir=tmp_path / "cache") as a:
+        rows = dict(a.query("SELECT exchange_id, prefix_shared FROM metrics WHERE prefix_unit = 'bytes'").rows)
+        [g] = speed_stats(a)["groups"]
+    # p0 is first; p1 extends p0 ('abcdef' + '"}]}' is not a prefix of 'abcdefgh"}]}'); p2 shares 'abc'; p3 only PREFIX.
+    assert rows == {"p0": 0, "p1": n + 6, "p2": n + 3, "p3": n}
+    [reuse] = g["workload"]["prefix_reuse"]
+    total = sum(len(_raw(t)) for t, _ in texts.values())
+    assert (reuse["unit"], reuse["shared"], reuse["length"]) == ("bytes", 3 * n + 9, total)
+    assert reuse["share"] == pytest.approx((3 * n + 9) / total)
+
+
+def test_prefix_reuse_in_tokens_where_enrichment_has_ids(tmp_path: Path) -> None:
+    ids = {"t0": [1, 2, 3, 4], "t1": [1, 2, 3, 9], "t2": [1, 2, 3, 4, 5], "t3": [7]}
+    records = [exchange(x, sent_ms=10 * i, chunks=usage_chunks(1, 2, 2)) for i, x in enumerate(ids)]
+    records += [enrichment(x, prompt_ids=v) for x, v in ids.items()]
+    [g] = stats_of(tmp_path, records)["groups"]
+    [reuse] = g["workload"]["prefix_reuse"]
+    assert (reuse["unit"], reuse["shared"], reuse["length"]) == ("tokens", 0 + 3 + 4 + 0, 4 + 4 + 5 + 1)
+    assert reuse["mean"] == pytest.approx(7 / 4)
+
+
+def test_prefix_reuse_falls_back_to_bytes_when_a_request_lacks_ids(tmp_path: Path) -> None:
+    records = [exchange(x, sent_ms=10 * i, request=_raw(x), chunks=usage_chunks(1, 2, 2)) for i, x in enumerate(["u0", "u1"])]
+    records.append(enrichment("u0", prompt_ids=[1, 2]))
+    [g] = stats_of(tmp_path, records)["groups"]
+    assert [r["unit"] for r in g["workload"]["prefix_reuse"]] == ["bytes"]
+    assert g["workload"]["prefix_reuse"][0]["shared"] == len(PREFIX) + 1  # "u0" / "u1"
+
+
+def test_an_empty_capture_has_no_groups(tmp_path: Path) -> None:
+    result = stats_of(tmp_path, [])
+    assert result["groups"] == [] and result["captures"][0]["closed_cleanly"] is True
+
+
+@given(st.lists(st.lists(st.integers(0, 3), max_size=6), max_size=25))
+def test_longest_earlier_prefix_equals_brute_force(items: list[list[int]]) -> None:
+    expected = [max((common_prefix(s, t) for t in items[:i]), default=0) for i, s in enumerate(items)]
+    assert longest_earlier_prefixes(items) == expected
+    as_bytes = [bytes(s) for s in items]
+    assert longest_earlier_prefixes(as_bytes) == expected
+
+
+def test_common_prefix_of_long_sequences() -> None:
+    rng = random.Random(7)
+    a = bytes(rng.randrange(256) for _ in range(10_000))
+    for cut in (0, 1, 4095, 9999):
+        b = a[:cut] + bytes([a[cut] ^ 1]) + a[cut + 1 :]
+        assert common_prefix(a, b) == cut
+    assert common_prefix(a, a[:500]) == 500
+    assert json.loads(json.dumps(longest_earlier_prefixes([a, a, a[:10]]))) == [0, 10_000, 10]
+
+
+def test_copies_of_a_capture_are_separate_runs(tmp_path: Path) -> None:
+    original = write_capture(tmp_path / "a", [exchange("x", chunks=usage_chunks(1, 2, 2))])
+    shutil.copytree(original, tmp_path / "b")  # same capture_id, run_id and exchange ids
+    with Analysis([tmp_path / "a", tmp_path / "b"], cache_dir=tmp_path / "cache") as a:
+        groups = speed_stats(a, ["run", "run"])["groups"]  # a repeated --by is harmless
+    assert [(g["key"]["capture"], g["requests"]) for g in groups] == [(str(tmp_path / "a"), 1), (str(tmp_path / "b"), 1)]
+    assert groups[0]["key"]["run"] == groups[1]["key"]["run"] and groups[0]["key"]["recorder"] == "proxy"
