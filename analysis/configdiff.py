@@ -5,6 +5,7 @@ These come first in a comparison because they are what explains the rest.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -13,6 +14,13 @@ from .divergence import first_divergence
 
 SNAPSHOT_FACTS = ("version", "models", "model_sha256", "quantization", "context_size", "parallel_slots",
                   "chat_template_sha256", "bos_token", "eos_token")  # fmt: skip
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, with numbers equal to float32 precision (llama.cpp reports 0.05 as 0.05000000074505806)."""
+    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool) and not isinstance(b, bool):
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+    return a == b
 
 
 def _value(snapshot: dict[str, Any] | None, name: str) -> Any:
@@ -38,7 +46,7 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
     rows.append({"fact": "host gpus", "a": [g["name"] for g in host_a.get("gpus") or ()] or None,
                  "b": [g["name"] for g in host_b.get("gpus") or ()] or None})  # fmt: skip
     for row in rows:
-        row["differs"] = row["a"] != row["b"]
+        row["differs"] = not same(row["a"], row["b"])
         row["unknown"] = row["a"] is None or row["b"] is None
     return rows
 
@@ -52,10 +60,12 @@ def settings_diff(pairs: Sequence[tuple[dict[str, Any] | None, dict[str, Any] | 
         sa, sb = ea.get("settings") or {}, eb.get("settings") or {}
         for name in sorted(set(sa) | set(sb)):
             va, vb = sa.get(name, {}), sb.get(name, {})
-            if va.get("value") != vb.get("value"):
+            if not same(va.get("value"), vb.get("value")):
                 key = (f"{va.get('value')!r} ({va.get('source', 'absent')})", f"{vb.get('value')!r} ({vb.get('source', 'absent')})")
                 diffs.setdefault(name, Counter())[key] += 1
-    return [{"setting": name, "a": a, "b": b, "exchanges": n} for name, c in diffs.items() for (a, b), n in c.most_common()]
+    rows = [{"setting": name, "a": a, "b": b, "exchanges": n} for name, c in diffs.items() for (a, b), n in c.most_common()]
+    # Differences known on both sides first: those are the ones that explain something.
+    return sorted(rows, key=lambda r: ("(unknown)" in r["a"] or "(unknown)" in r["b"] or "(absent)" in r["a"] or "(absent)" in r["b"], -r["exchanges"]))
 
 
 def prompt_diff(ea: dict[str, Any] | None, eb: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,19 +29,23 @@ def similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
+_WORDS = re.compile(r"\s+|\w+|[^\w\s]")
+
+
 def text_diff(a: str, b: str, *, context: int = 40) -> str:
-    """A short inline diff: shared text once, then [-removed-]{+added+}, around the first change."""
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    """An inline word diff: shared text once (long runs shortened), then [-removed-]{+added+}."""
+    wa, wb = _WORDS.findall(a), _WORDS.findall(b)
+    sm = difflib.SequenceMatcher(None, wa, wb, autojunk=False)
     out = []
     for op, i1, i2, j1, j2 in sm.get_opcodes():
         if op == "equal":
-            chunk = a[i1:i2]
+            chunk = "".join(wa[i1:i2])
             out.append(chunk if len(chunk) <= 2 * context else chunk[:context] + " … " + chunk[-context:])
         else:
             if i2 > i1:
-                out.append(f"[-{a[i1:i2]}-]")
+                out.append(f"[-{''.join(wa[i1:i2])}-]")
             if j2 > j1:
-                out.append(f"{{+{b[j1:j2]}+}}")
+                out.append(f"{{+{''.join(wb[j1:j2])}+}}")
     return "".join(out)
 
 

@@ -337,6 +337,11 @@ from .cli_analysis import register as _register_analysis  # noqa: E402
 _register_analysis(cli)
 
 
+from .cli_compare import register as _register_compare  # noqa: E402
+
+_register_compare(cli)
+
+
 def main() -> None:
     cli(prog_name="infertap")
 

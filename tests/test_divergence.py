@@ -22,7 +22,7 @@ def test_first_divergence():
 def test_similarity_and_diff():
     assert similarity("abc", "abc") == 1.0
     assert similarity("abcd", "abxd") == pytest.approx(0.75)  # 2*3 matches / 8 chars
-    assert text_diff("the answer is 32", "the answer is 34") == "the answer is 3[-2-]{+4+}"
+    assert text_diff("the answer is 32.", "the answer is 34.") == "the answer is [-32-]{+34+}."
 
 
 def test_kl_over_the_shared_prefix_by_hand():

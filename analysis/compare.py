@@ -1,0 +1,219 @@
+"""``compare``: two runs of the same workload, in the order that explains them.
+
+1. configuration (engine snapshots, effective settings, effective prompts), 2. speed side by side
+with B/A ratios and bootstrap intervals, 3. divergence of the outputs, 4. the most divergent
+exchanges with an inline diff. With a baseline (a second run of A's own configuration), B's
+divergence is shown next to A's divergence from itself: the noise floor.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from proxy import CaptureReader
+from proxy.responses import parse_response
+
+from .configdiff import prompt_diff, settings_diff, snapshot_diff
+from .divergence import first_divergence, kl_shared_prefix, logprob_positions, similarity, text_diff, tool_call_diff
+from .errors import AnalysisError
+from .extract import extractor
+from .pairing import Pairs, pair
+from .store import Analysis
+
+SPEED_METRICS = ("ttft", "ttft_content", "tpot", "e2e")
+
+
+class Run:
+    """One side of a comparison: its exchanges, enrichments, last engine snapshot and metrics."""
+
+    def __init__(self, path: str | os.PathLike[str], analysis: Analysis) -> None:
+        self.path = str(path)
+        reader = CaptureReader(path)
+        self.exchanges: list[dict[str, Any]] = []
+        self.enrichments: dict[str, dict[str, Any]] = {}
+        self.snapshot: dict[str, Any] | None = None
+        for record in reader.records():
+            kind = record["type"]
+            if kind == "exchange":
+                self.exchanges.append(record)
+            elif kind == "enrichment":
+                self.enrichments[record["exchange_id"]] = record
+            elif kind == "engine":
+                self.snapshot = record
+        self.torn = [str(t) for t in reader.torn]
+        self.metrics = {r["exchange_id"]: r for r in analysis.query("SELECT * FROM metrics").records()}
+
+
+def _load(path: str | os.PathLike[str]) -> Run:
+    with Analysis([path]) as analysis:
+        return Run(path, analysis)
+
+
+def _bootstrap_ratio(a: Sequence[float], b: Sequence[float], *, rounds: int = 1000, seed: int = 0) -> tuple[float, float] | None:
+    """95% interval of median(B)/median(A), resampling pairs (they are the same requests)."""
+    if len(a) < 2:
+        return None
+    rng = random.Random(seed)
+    n = len(a)
+    ratios = []
+    for _ in range(rounds):
+        idx = [rng.randrange(n) for _ in range(n)]
+        ma = statistics.median(a[i] for i in idx)
+        if ma > 0:
+            ratios.append(statistics.median(b[i] for i in idx) / ma)
+    if not ratios:
+        return None
+    ratios.sort()
+    return ratios[int(0.025 * len(ratios))], ratios[min(len(ratios) - 1, int(0.975 * len(ratios)))]
+
+
+def _dist(values: Sequence[float]) -> dict[str, float | None]:
+    if not values:
+        return {"n": 0, "p50": None, "p90": None, "p99": None, "mean": None}
+    ordered = sorted(values)
+
+    def q(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+    return {"n": len(ordered), "p50": statistics.median(ordered), "p90": q(0.9), "p99": q(0.99), "mean": statistics.fmean(ordered)}
+
+
+def speed(a: Run, b: Run, pairs: Pairs) -> list[dict[str, Any]]:
+    """Per metric, A and B over the exchanges paired and ok on both sides, with B/A and its interval."""
+    rows = []
+    for name in SPEED_METRICS:
+        va, vb = [], []
+        for x, y in pairs.pairs:
+            ma, mb = a.metrics.get(x["id"]), b.metrics.get(y["id"])
+            if not ma or not mb or not ma["ok"] or not mb["ok"]:
+                continue
+            ta, tb = ma.get(f"{name}_ns"), mb.get(f"{name}_ns")
+            if ta is not None and tb is not None:
+                va.append(ta / 1e6)
+                vb.append(tb / 1e6)
+        da, db = _dist(va), _dist(vb)
+        ratio = db["p50"] / da["p50"] if da["p50"] and db["p50"] is not None else None
+        rows.append({"metric": name, "unit": "ms", "a": da, "b": db, "ratio_p50": ratio, "ratio_ci95": _bootstrap_ratio(va, vb)})
+    return rows
+
+
+def divergence(a: Run, b: Run, pairs: Pairs, extract: Callable[[str], str | None] | None, top: int) -> dict[str, Any]:
+    """How the paired outputs differ, exchange by exchange and in total."""
+    per_pair = []
+    counts: Counter[str] = Counter()
+    positions: list[int] = []
+    kls: list[dict[str, Any]] = []
+    for x, y in pairs.pairs:
+        pa, pb = parse_response(x), parse_response(y)
+        ea, eb = a.enrichments.get(x["id"]), b.enrichments.get(y["id"])
+        out_a = (ea or {}).get("output_tokens") or {}
+        out_b = (eb or {}).get("output_tokens") or {}
+        item: dict[str, Any] = {"a_id": x["id"], "b_id": y["id"], "path": x["path"]}
+        same_text = pa.text == pb.text and pa.reasoning == pb.reasoning
+        tools = tool_call_diff(pa.tool_calls, pb.tool_calls)
+        item["exact"] = same_text and tools["arguments_equal"] and x.get("status") == y.get("status")
+        counts["exact"] += item["exact"]
+        if pa.token_ids and pb.token_ids:
+            at, unit = first_divergence(pa.token_ids, pb.token_ids), "token (engine ids)"
+        elif out_a.get("ids") is not None and out_b.get("ids") is not None:
+            at, unit = first_divergence(out_a["ids"], out_b["ids"]), "token (re-tokenized)"
+        else:
+            at, unit = first_divergence(pa.text, pb.text), "character"
+        item["first_divergence"] = {"at": at, "unit": unit}
+        if at is not None:
+            positions.append(at)
+        item["similarity"] = similarity(pa.reasoning + pa.text, pb.reasoning + pb.text)
+        if pa.finish_reason != pb.finish_reason:
+            counts["finish_reason_changed"] += 1
+            item["finish_reason"] = [pa.finish_reason, pb.finish_reason]
+        if pa.tool_calls or pb.tool_calls:
+            counts["with_tool_calls"] += 1
+            counts["tool_calls_differ"] += not tools["arguments_equal"]
+            item["tool_calls"] = tools
+        landed_a = "reasoning" if pa.reasoning and not pa.text else "content"
+        landed_b = "reasoning" if pb.reasoning and not pb.text else "content"
+        if landed_a != landed_b:
+            counts["text_moved"] += 1
+            item["landed"] = [landed_a, landed_b]
+        if x.get("status") != y.get("status") or x.get("end") != y.get("end"):
+            counts["status_or_end_differs"] += 1
+            item["status"] = [[x.get("status"), x.get("end"), x.get("error")], [y.get("status"), y.get("end"), y.get("error")]]
+        if extract is not None:
+            ans_a, ans_b = extract(pa.text), extract(pb.text)
+            item["answer"] = [ans_a, ans_b]
+            counts["answer_changed" if ans_a != ans_b else "answer_unchanged"] += 1
+        lp_a, lp_b = logprob_positions(pa.events), logprob_positions(pb.events)
+        if lp_a and lp_b:
+            kl = kl_shared_prefix(lp_a, lp_b, at if at is not None and unit != "character" else min(len(lp_a), len(lp_b)))
+            if kl:
+                kls.append(kl)
+                item["kl"] = kl
+        item["text"] = [pa.text, pb.text]
+        per_pair.append(item)
+    n = len(per_pair)
+    summary: dict[str, Any] = {
+        "pairs": n,
+        "exact_match_rate": counts["exact"] / n if n else None,
+        "similarity_mean": statistics.fmean(p["similarity"] for p in per_pair) if n else None,
+        "first_divergence_median": statistics.median(positions) if positions else None,
+        "first_divergence_histogram": dict(sorted(Counter(min(p // 8 * 8, 256) for p in positions).items())),
+        "counts": dict(counts),
+    }
+    if kls:
+        summary["logprobs"] = {
+            "pairs": len(kls),
+            "kl_mean": statistics.fmean(k["kl_mean"] for k in kls),
+            "top1_agreement": statistics.fmean(k["top1_agreement"] for k in kls),
+        }
+    worst = sorted((p for p in per_pair if not p["exact"]), key=lambda p: p["similarity"])[:top]
+    for p in worst:
+        p["diff"] = text_diff(*p["text"])
+    summary["most_divergent"] = worst
+    return summary
+
+
+def compare(
+    a_path: str | os.PathLike[str],
+    b_path: str | os.PathLike[str],
+    *,
+    baseline: str | os.PathLike[str] | None = None,
+    extract: str | None = None,
+    top: int = 5,
+) -> dict[str, Any]:
+    """The full comparison of B against A (and of A's baseline run against A, when given)."""
+    extract_fn = extractor(extract) if extract else None
+    a, b = _load(a_path), _load(b_path)
+    pairs = pair(a.exchanges, b.exchanges)
+    if not pairs.pairs:
+        raise AnalysisError(f"no exchange of {b_path} matches one of {a_path}: {pairs.explain()}")
+    enr = [(a.enrichments.get(x["id"]), b.enrichments.get(y["id"])) for x, y in pairs.pairs]
+    prompts = [d for d in (prompt_diff(ea, eb) for ea, eb in enr) if d is not None]
+    why = Counter(d.get("why", "equal") if d.get("equal") is not True else "equal" for d in prompts)
+    result: dict[str, Any] = {
+        "a": {"path": a.path, "exchanges": len(a.exchanges), "torn": a.torn},
+        "b": {"path": b.path, "exchanges": len(b.exchanges), "torn": b.torn},
+        "pairing": {"pairs": len(pairs.pairs), "by": pairs.by, "unpaired_a": len(pairs.unpaired_a),
+                    "unpaired_b": len(pairs.unpaired_b), "explain": pairs.explain()},  # fmt: skip
+        "config": {
+            "snapshots": snapshot_diff(a.snapshot, b.snapshot),
+            "snapshot_missing": [side for side, run in (("A", a), ("B", b)) if run.snapshot is None],
+            "settings": settings_diff(enr),
+            "prompts": {"compared": len(prompts), "equal": why.pop("equal", 0), "differences": dict(why.most_common())},
+        },
+        "speed": speed(a, b, pairs),
+        "divergence": divergence(a, b, pairs, extract_fn, top),
+    }
+    if baseline is not None:
+        base = _load(baseline)
+        base_pairs = pair(a.exchanges, base.exchanges)
+        result["baseline"] = {
+            "path": str(baseline),
+            "pairing": base_pairs.explain(),
+            "divergence": divergence(a, base, base_pairs, extract_fn, 0) if base_pairs.pairs else None,
+        }
+    return result

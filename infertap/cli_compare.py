@@ -1,0 +1,131 @@
+"""``infertap compare``: configuration first, then speed, then divergence, then the worst examples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from proxy import InfertapError
+
+
+@click.command()
+@click.argument("a", type=click.Path(exists=True, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, path_type=Path))
+@click.option("--baseline", type=click.Path(exists=True, path_type=Path), default=None,
+              help="A second run of A's own configuration: B's divergence is shown next to A's divergence from itself.")
+@click.option("--extract", default=None, metavar="number|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs (flips).")
+@click.option("--top", default=5, show_default=True, help="How many of the most divergent exchanges to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
+def compare(a: Path, b: Path, baseline: Path | None, extract: str | None, top: int, as_json: bool) -> None:
+    """Compare run B with run A of the same workload (a replay, or the same requests).
+
+    \b
+    infertap compare captures/run-llamacpp captures/run-vllm
+    infertap compare captures/a captures/b --baseline captures/a-again --extract number
+    """
+    from analysis.compare import compare as run_compare
+
+    try:
+        result = run_compare(a, b, baseline=baseline, extract=extract, top=top)
+    except (InfertapError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        for item in result["divergence"]["most_divergent"]:
+            item.pop("text", None)
+        click.echo(json.dumps(result, indent=2, default=str))
+    else:
+        print_comparison(result)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "unknown"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    text = str(v)
+    return text if len(text) <= 48 else text[:45] + "…"
+
+
+def print_comparison(r: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+
+    def say(text: str = "", style: str | None = None) -> None:
+        console.print(text, style=style, markup=False, highlight=False)
+
+    say(f"A: {r['a']['path']} ({r['a']['exchanges']} exchanges)   B: {r['b']['path']} ({r['b']['exchanges']} exchanges)")
+    say(f"paired: {r['pairing']['explain']}")
+    for side in ("a", "b"):
+        for torn in r[side]["torn"]:
+            say(f"warning: {torn}", "yellow")
+
+    say("\n1. Configuration", "bold")
+    cfg = r["config"]
+    if cfg["snapshot_missing"]:
+        say(f"no engine snapshot in {' and '.join(cfg['snapshot_missing'])}: recorded with --no-probe, or the probe failed", "yellow")
+    table = Table("fact", "A", "B", title="engine snapshots: what differs (unknown: not exposed by that engine)", title_justify="left")
+    for row in sorted(cfg["snapshots"], key=lambda row: row["unknown"]):  # known on both sides first
+        if row["differs"]:
+            table.add_row(row["fact"], _fmt(row["a"]), _fmt(row["b"]), style=None if row["unknown"] else "bold")
+    console.print(table)
+    if cfg["settings"]:
+        table = Table("setting", "A (source)", "B (source)", "exchanges", title="effective sampling settings that differ", title_justify="left")
+        for row in cfg["settings"]:
+            table.add_row(row["setting"], row["a"], row["b"], str(row["exchanges"]), style="bold")
+        console.print(table)
+    else:
+        say("effective sampling settings: no difference found" + ("" if r["divergence"]["pairs"] else " (no enrichment)"))
+    p = cfg["prompts"]
+    say(f"effective prompt tokens: {p['equal']} of {p['compared']} pairs identical")
+    for why, n in p["differences"].items():
+        say(f"  {n} × {why}")
+
+    say("\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
+    table = Table("metric", "A p50", "A p99", "B p50", "B p99", "B/A p50", "95% CI", "n")
+    for row in r["speed"]:
+        a, b = row["a"], row["b"]
+        ci = row["ratio_ci95"]
+        table.add_row(row["metric"], _fmt(a["p50"]), _fmt(a["p99"]), _fmt(b["p50"]), _fmt(b["p99"]),
+                      _fmt(row["ratio_p50"]), f"{ci[0]:.3g}–{ci[1]:.3g}" if ci else "-", str(a["n"]))  # fmt: skip
+    console.print(table)
+    say("times in ms; metric definitions: docs/metrics.md")
+
+    say("\n3. Divergence", "bold")
+    d = r["divergence"]
+    base = (r.get("baseline") or {}).get("divergence")
+    table = Table("", "A vs B", *(["A vs baseline (noise floor)"] if base else []))
+
+    def row(label: str, key: str, fmt: str = "{:.1%}") -> None:
+        vals = [d.get(key)] + ([base.get(key)] if base else [])
+        table.add_row(label, *("-" if v is None else fmt.format(v) for v in vals))
+
+    row("exact match", "exact_match_rate")
+    row("similarity (mean)", "similarity_mean", "{:.3f}")
+    row("first divergence (median position)", "first_divergence_median", "{:g}")
+    counts = sorted((set(d["counts"]) | set((base or {}).get("counts", {}))) - {"exact"})
+    for key in counts:
+        table.add_row(key.replace("_", " "), str(d["counts"].get(key, 0)), *([str(base["counts"].get(key, 0))] if base else []))
+    if d.get("logprobs"):
+        table.add_row("logprob KL over the shared prefix (mean)", f"{d['logprobs']['kl_mean']:.4f}", *(["-"] if base else []))
+        table.add_row("top-1 agreement", f"{d['logprobs']['top1_agreement']:.1%}", *(["-"] if base else []))
+    console.print(table)
+    if d["first_divergence_histogram"]:
+        say("first divergence positions: " + ", ".join(f"{k}-{k + 7}: {v}" for k, v in d["first_divergence_histogram"].items()))
+
+    if d["most_divergent"]:
+        say("\n4. Most divergent exchanges", "bold")
+        for item in d["most_divergent"]:
+            fd = item["first_divergence"]
+            extra = f", answers {item['answer'][0]!r} → {item['answer'][1]!r}" if "answer" in item else ""
+            say(f"{item['path']}  A {item['a_id'][:8]} / B {item['b_id'][:8]}: similarity {item['similarity']:.2f}, "
+                f"first divergence at {fd['unit']} {fd['at']}{extra}", "bold")  # fmt: skip
+            say("  " + item["diff"][:600].replace("\n", "\n  "))
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(compare)
