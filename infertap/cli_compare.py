@@ -127,5 +127,22 @@ def print_comparison(r: dict[str, Any]) -> None:
             say("  " + item["diff"][:600].replace("\n", "\n  "))
 
 
+@click.command()
+@click.argument("a", type=click.Path(exists=True, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, path_type=Path), required=False)
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True)
+@click.option("--extract", default=None, metavar="number|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs.")
+def report(a: Path, b: Path | None, out: Path, extract: str | None) -> None:
+    """Write one self-contained HTML report (works offline) of run A, or of B compared with A."""
+    from analysis.report import write_report
+
+    try:
+        write_report(out, a, b, extract=extract)
+    except (InfertapError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"report written to {out}")
+
+
 def register(cli: click.Group) -> None:
     cli.add_command(compare)
+    cli.add_command(report)

@@ -103,3 +103,18 @@ def test_llama_cpp_python_against_llama_server_shows_the_setting_then_the_diverg
     assert r["config"]["prompts"]["equal"] == 2  # same template, same tokens: the prompt is not the difference
     assert r["divergence"]["exact_match_rate"] < 1.0
     assert r["divergence"]["counts"]["answer_changed"] >= 1
+
+
+def test_report_is_one_offline_html_file(tmp_path):
+    a, b = _runs(tmp_path, ["The answer is 42.", "Paris."], ["The answer is 41.", "Paris."])
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(cli, ["report", str(a), str(b), "-o", str(out), "--extract", "number"])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert page.startswith("<!doctype html>") and "<script" not in page and "http://" not in page and "https://" not in page
+    assert page.index("1. Configuration") < page.index("repeat_penalty") < page.index("2. Speed") < page.index("3. Divergence")
+    assert page.count("<svg") == 4  # ttft and e2e CDFs, e2e over time, divergence positions
+    assert "no tpot ms values" in page  # non-streamed answers: token spacing was never observed
+    assert "The answer is [-42-]{+41+}." in page
+    single = CliRunner().invoke(cli, ["report", str(a), "-o", str(tmp_path / "one.html")])
+    assert single.exit_code == 0 and "<svg" in (tmp_path / "one.html").read_text()

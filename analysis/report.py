@@ -1,0 +1,153 @@
+"""``report``: one self-contained HTML file (no scripts, no network) with the tables and plots.
+
+Plots are inline SVG drawn here: TTFT and TPOT distributions side by side, latency over time,
+the positions of first divergence, with the configuration diff at the top.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from .compare import compare
+from .store import Analysis
+
+COLORS = ("#1f77b4", "#d62728")
+W, H, PAD = 560, 220, 36
+
+
+def _esc(value: Any) -> str:
+    return html.escape("unknown" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
+
+
+def _axes(xmax: float, ymax: float, xlabel: str, ylabel: str) -> str:
+    return (f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - 8}" y2="{H - PAD}" stroke="#444"/>'
+            f'<line x1="{PAD}" y1="8" x2="{PAD}" y2="{H - PAD}" stroke="#444"/>'
+            f'<text x="{W / 2}" y="{H - 6}" text-anchor="middle">{html.escape(xlabel)} (max {xmax:.4g})</text>'
+            f'<text x="10" y="{H / 2}" transform="rotate(-90 10 {H / 2})" text-anchor="middle">{html.escape(ylabel)} (max {ymax:.4g})</text>')  # fmt: skip
+
+
+def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
+    """Empirical CDFs, one line per series: the whole distribution, tails included."""
+    values = [v for _, s in series for v in s]
+    if not values:
+        return f"<p>no {html.escape(label)} values</p>"
+    xmax = max(values) or 1.0
+    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(label)} CDF">', _axes(xmax, 1.0, label, "share ≤ x")]
+    for (name, s), color in zip(series, COLORS, strict=False):
+        ordered = sorted(s)
+        if not ordered:
+            continue
+        pts = " ".join(f"{PAD + (v / xmax) * (W - PAD - 8):.1f},{H - PAD - (i + 1) / len(ordered) * (H - PAD - 8):.1f}" for i, v in enumerate(ordered))
+        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{pts}"><title>{html.escape(name)}</title></polyline>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def scatter_svg(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], xlabel: str, ylabel: str) -> str:
+    points = [p for _, s in series for p in s]
+    if not points:
+        return "<p>no points</p>"
+    xmax = max(x for x, _ in points) or 1.0
+    ymax = max(y for _, y in points) or 1.0
+    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} over time">', _axes(xmax, ymax, xlabel, ylabel)]
+    for (name, s), color in zip(series, COLORS, strict=False):
+        for x, y in s:
+            cx, cy = PAD + x / xmax * (W - PAD - 8), H - PAD - y / ymax * (H - PAD - 8)
+            parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def bars_svg(counts: dict[Any, int], xlabel: str) -> str:
+    if not counts:
+        return "<p>no divergence</p>"
+    keys = list(counts)
+    ymax = max(counts.values())
+    bw = (W - PAD - 8) / len(keys)
+    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(xlabel)}">', _axes(len(keys), ymax, xlabel, "pairs")]
+    for i, k in enumerate(keys):
+        h = counts[k] / ymax * (H - PAD - 8)
+        parts.append(f'<rect x="{PAD + i * bw + 1:.1f}" y="{H - PAD - h:.1f}" width="{bw - 2:.1f}" height="{h:.1f}" fill="{COLORS[0]}"><title>{k}: {counts[k]}</title></rect>')
+        parts.append(f'<text x="{PAD + (i + 0.5) * bw:.1f}" y="{H - PAD + 12}" text-anchor="middle" font-size="10">{html.escape(str(k))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    with Analysis([path]) as analysis:
+        return analysis.query("SELECT * FROM metrics WHERE generation AND ok").records()
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], highlight: Sequence[bool] | None = None) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        f'<tr{" class=diff" if highlight and highlight[i] else ""}>' + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>"
+        for i, row in enumerate(rows)
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+STYLE = """body{font:14px system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}h1{font-size:22px}h2{margin-top:1.6em}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+tr.diff td{background:#fff3cd;font-weight:600}.plots{display:flex;flex-wrap:wrap;gap:1em}.legend span{margin-right:1.5em}
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;max-width:1100px}svg text{font-size:11px;fill:#333}"""
+
+
+def render(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *, extract: str | None = None) -> str:
+    """The report of one run, or of B compared with A."""
+    runs = [("A", str(a), _metrics(a))] + ([("B", str(b), _metrics(b))] if b is not None else [])
+    legend = "".join(f'<span style="color:{c}">■ {name}: {html.escape(path)}</span>' for (name, path, _), c in zip(runs, COLORS, strict=False))
+    out = [f"<!doctype html><html><head><meta charset=utf-8><title>infertap report</title><style>{STYLE}</style></head><body>",
+           "<h1>infertap report</h1>", f'<p class="legend">{legend}</p>']  # fmt: skip
+    result = compare(a, b, extract=extract) if b is not None else None
+    if result is not None:
+        cfg = result["config"]
+        out.append("<h2>1. Configuration</h2>")
+        out.append(f"<p>{html.escape(result['pairing']['explain'])}</p>")
+        rows = sorted(cfg["snapshots"], key=lambda r: (not r["differs"], r["unknown"]))
+        out.append(_table(["fact", "A", "B"], [[r["fact"], r["a"], r["b"]] for r in rows], [r["differs"] and not r["unknown"] for r in rows]))
+        if cfg["settings"]:
+            out.append("<h3>Effective sampling settings that differ</h3>")
+            out.append(_table(["setting", "A (source)", "B (source)", "exchanges"], [[r["setting"], r["a"], r["b"], r["exchanges"]] for r in cfg["settings"]]))
+        p = cfg["prompts"]
+        out.append(f"<p>Effective prompt tokens: {p['equal']} of {p['compared']} pairs identical. "
+                   + " ".join(f"{n} × {html.escape(w)}." for w, n in p["differences"].items()) + "</p>")  # fmt: skip
+    out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
+    if result is not None:
+        out.append(_table(["metric", "A p50 ms", "A p99 ms", "B p50 ms", "B p99 ms", "B/A p50", "95% CI", "pairs"],
+                          [[r["metric"], r["a"]["p50"], r["a"]["p99"], r["b"]["p50"], r["b"]["p99"], r["ratio_p50"],
+                            f"{r['ratio_ci95'][0]:.3g}–{r['ratio_ci95'][1]:.3g}" if r["ratio_ci95"] else "-", r["a"]["n"]] for r in result["speed"]]))  # fmt: skip
+    plots = []
+    for metric in ("ttft_ns", "tpot_ns", "e2e_ns"):
+        series = [(name, [m[metric] / 1e6 for m in rows if m.get(metric) is not None]) for name, _, rows in runs]
+        plots.append(f"<div><h3>{metric[:-3]} (ms), CDF</h3>{cdf_svg(series, metric[:-3] + ' ms')}</div>")
+    t0 = {name: min((m["sent_wall_ns"] for m in rows), default=0) for name, _, rows in runs}
+    over_time = [(name, [((m["sent_wall_ns"] - t0[name]) / 1e9, m["e2e_ns"] / 1e6) for m in rows if m.get("e2e_ns") is not None]) for name, _, rows in runs]
+    plots.append(f"<div><h3>e2e over time</h3>{scatter_svg(over_time, 's since the first request', 'e2e ms')}</div>")
+    out.append(f'<div class="plots">{"".join(plots)}</div>')
+    out.append("<p>Definitions: docs/metrics.md (ttft: request sent to the first chunk carrying generated text, reasoning or a tool call).</p>")
+    if result is not None:
+        d = result["divergence"]
+        out.append("<h2>3. Divergence</h2>")
+        rows = [["exact match", f"{d['exact_match_rate']:.1%}"], ["similarity (mean)", d["similarity_mean"]],
+                ["first divergence (median position)", d["first_divergence_median"]], *[[k.replace("_", " "), v] for k, v in d["counts"].items() if k != "exact"]]  # fmt: skip
+        if d.get("logprobs"):
+            rows += [["logprob KL over the shared prefix", d["logprobs"]["kl_mean"]], ["top-1 agreement", d["logprobs"]["top1_agreement"]]]
+        out.append(_table(["", "A vs B"], rows))
+        out.append(f"<h3>Where outputs first diverge</h3>{bars_svg({f'{k}-{k + 7}': v for k, v in d['first_divergence_histogram'].items()}, 'position of first divergence')}")
+        if d["most_divergent"]:
+            out.append("<h2>4. Most divergent exchanges</h2>")
+            for item in d["most_divergent"]:
+                fd = item["first_divergence"]
+                out.append(f"<p><b>{html.escape(item['path'])}</b> A {item['a_id'][:8]} / B {item['b_id'][:8]}: similarity {item['similarity']:.2f}, "
+                           f"first divergence at {html.escape(fd['unit'])} {fd['at']}</p><pre>{html.escape(item['diff'])}</pre>")  # fmt: skip
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def write_report(out: str | os.PathLike[str], a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *, extract: str | None = None) -> None:
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(render(a, b, extract=extract))
