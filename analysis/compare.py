@@ -8,11 +8,12 @@ divergence is shown next to A's divergence from itself: the noise floor.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import statistics
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from proxy import CaptureReader
@@ -102,7 +103,23 @@ def speed(a: Run, b: Run, pairs: Pairs) -> list[dict[str, Any]]:
     return rows
 
 
-def divergence(a: Run, b: Run, pairs: Pairs, extract: Callable[[str], str | None] | None, top: int) -> dict[str, Any]:
+def _last_user(body: bytes) -> str | None:
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    if isinstance(request.get("prompt"), str):
+        return request["prompt"]
+    users = [m.get("content") for m in request.get("messages") or () if isinstance(m, dict) and m.get("role") == "user"]
+    return users[-1] if users and isinstance(users[-1], str) else None
+
+
+def divergence(
+    a: Run, b: Run, pairs: Pairs, extract: Callable[[str], str | None] | None, top: int,
+    references: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """How the paired outputs differ, exchange by exchange and in total."""
     per_pair = []
     counts: Counter[str] = Counter()
@@ -147,6 +164,12 @@ def divergence(a: Run, b: Run, pairs: Pairs, extract: Callable[[str], str | None
             ans_a, ans_b = extract(pa.text), extract(pb.text)
             item["answer"] = [ans_a, ans_b]
             counts["answer_changed" if ans_a != ans_b else "answer_unchanged"] += 1
+            reference = (references or {}).get(_last_user(x["request_body"]) or "")
+            if reference is not None:
+                right_a, right_b = ans_a == reference, ans_b == reference
+                item["reference"] = reference
+                counts[{(True, True): "right_both", (False, False): "wrong_both", (True, False): "right_to_wrong",
+                        (False, True): "wrong_to_right"}[(right_a, right_b)]] += 1  # fmt: skip
         lp_a, lp_b = logprob_positions(pa.events), logprob_positions(pb.events)
         if lp_a and lp_b:
             kl = kl_shared_prefix(lp_a, lp_b, at if at is not None and unit != "character" else min(len(lp_a), len(lp_b)))
@@ -184,8 +207,13 @@ def compare(
     baseline: str | os.PathLike[str] | None = None,
     extract: str | None = None,
     top: int = 5,
+    references: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The full comparison of B against A (and of A's baseline run against A, when given)."""
+    """The full comparison of B against A (and of A's baseline run against A, when given).
+
+    ``references`` maps a request's last user message (or prompt) to its known answer: with an
+    extractor, flips are then counted in both directions, right-to-wrong and wrong-to-right.
+    """
     extract_fn = extractor(extract) if extract else None
     a, b = _load(a_path), _load(b_path)
     pairs = pair(a.exchanges, b.exchanges)
@@ -206,7 +234,7 @@ def compare(
             "prompts": {"compared": len(prompts), "equal": why.pop("equal", 0), "differences": dict(why.most_common())},
         },
         "speed": speed(a, b, pairs),
-        "divergence": divergence(a, b, pairs, extract_fn, top),
+        "divergence": divergence(a, b, pairs, extract_fn, top, references),
     }
     if baseline is not None:
         base = _load(baseline)
@@ -214,6 +242,6 @@ def compare(
         result["baseline"] = {
             "path": str(baseline),
             "pairing": base_pairs.explain(),
-            "divergence": divergence(a, base, base_pairs, extract_fn, 0) if base_pairs.pairs else None,
+            "divergence": divergence(a, base, base_pairs, extract_fn, 0, references) if base_pairs.pairs else None,
         }
     return result

@@ -308,20 +308,41 @@ def _print_info(s: dict[str, Any]) -> None:
 
 
 @cli.command()
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/demo-<time>].")
-def demo(out: Path | None) -> None:
-    """Record a short scripted session against the embedded engine, then show what the capture holds."""
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Folder for the captures and the report [default: captures/demo-<time>].")
+@click.option("--engine-a", default=None, metavar="URL", help="Your own engine A instead of the embedded llama-cpp-python server.")
+@click.option("--engine-b", default=None, metavar="URL", help="Your own engine B instead of the embedded llama-server.")
+@click.option("--quick", is_flag=True, help="A shorter workload (no long-context request).")
+@click.option("--keep", is_flag=True, help="Leave the engines running afterwards and print their URLs (Ctrl-C ends them).")
+def demo(out: Path | None, engine_a: str | None, engine_b: str | None, quick: bool, keep: bool) -> None:
+    """The whole story on the embedded engines: record a workload on A, replay it on B, compare.
+
+    A is llama-cpp-python's server and B llama.cpp's own llama-server, on the same SmolLM2 GGUF,
+    each with its own defaults.
+    """
+    import time
+
+    from .cli_compare import print_comparison
     from .demo import run_demo
 
     out = out or DEFAULT_CAPTURES / f"demo-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+
+    def hold(url_a: str, url_b: str) -> None:
+        click.echo(f"engines kept running: A {url_a}  B {url_b}  (Ctrl-C to stop them)")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
     try:
-        run_demo(out, say=lambda line: click.echo(line))
-    except Exception as exc:  # the demo reports any failure as a one-line error
-        if isinstance(exc, click.ClickException):
-            raise
+        result = run_demo(out, say=click.echo, engine_a=engine_a, engine_b=engine_b, quick=quick, keep=hold if keep else None)
+    except (InfertapError, OSError, RuntimeError) as exc:
         raise click.ClickException(f"demo failed: {exc}") from exc
     click.echo("")
-    _print_info(summarize(out))
+    print_comparison(result["comparison"])
+    click.echo(f"\ncaptures: {', '.join(result['captures'])}\nreport:   {result['report']}\n\nrepeat each step by hand:")
+    for command in result["commands"]:
+        click.echo(f"  {command}")
 
 
 from .cli_replay import register as _register_replay  # noqa: E402

@@ -17,9 +17,11 @@ from proxy import InfertapError
 @click.option("--baseline", type=click.Path(exists=True, path_type=Path), default=None,
               help="A second run of A's own configuration: B's divergence is shown next to A's divergence from itself.")
 @click.option("--extract", default=None, metavar="number|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs (flips).")
+@click.option("--reference", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help='JSON {"question": "answer"} keyed by the last user message: with --extract, flips are counted right->wrong and wrong->right.')
 @click.option("--top", default=5, show_default=True, help="How many of the most divergent exchanges to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
-def compare(a: Path, b: Path, baseline: Path | None, extract: str | None, top: int, as_json: bool) -> None:
+def compare(a: Path, b: Path, baseline: Path | None, extract: str | None, reference: Path | None, top: int, as_json: bool) -> None:
     """Compare run B with run A of the same workload (a replay, or the same requests).
 
     \b
@@ -29,8 +31,9 @@ def compare(a: Path, b: Path, baseline: Path | None, extract: str | None, top: i
     from analysis.compare import compare as run_compare
 
     try:
-        result = run_compare(a, b, baseline=baseline, extract=extract, top=top)
-    except (InfertapError, ValueError) as exc:
+        references = json.loads(reference.read_text()) if reference else None
+        result = run_compare(a, b, baseline=baseline, extract=extract, top=top, references=references)
+    except (InfertapError, ValueError) as exc:  # ValueError: a bad --extract or --reference
         raise click.ClickException(str(exc)) from exc
     if as_json:
         for item in result["divergence"]["most_divergent"]:

@@ -1,4 +1,4 @@
-"""The README's main job, `infertap demo`, end to end as a user runs it."""
+"""The README's main job, `infertap demo`, end to end as a user runs it (the --quick workload)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,34 @@ import sys
 
 import pytest
 
+from infertap.demo import load_workload, references
 from proxy.info import summarize
 
 pytestmark = pytest.mark.engine
 
 
-def test_demo_records_a_session_and_shows_what_the_engine_ran(tmp_path):
+def test_the_bundled_workload_is_data_with_known_answers():
+    full, quick = load_workload(), load_workload(quick=True)
+    assert len(quick["steps"]) < len(full["steps"])
+    ids = {s["id"] for s in full["steps"]}
+    assert all(s["continues"] in ids for s in full["steps"] if s.get("continues"))
+    assert references(full)["What is 17 + 25?"] == "42"
+
+
+def test_demo_records_replays_and_names_the_configuration_difference(tmp_path):
     out = tmp_path / "demo"
     run = subprocess.run(
-        [sys.executable, "-m", "infertap", "demo", "--out", str(out)], capture_output=True, text=True, timeout=600
-    )
+        [sys.executable, "-m", "infertap", "demo", "--quick", "--out", str(out)], capture_output=True, text=True, timeout=900,
+        env={**__import__("os").environ, "COLUMNS": "160"},
+    )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "repeat_penalty=1.1" in run.stdout  # the default llama-cpp-python applied unasked
-    assert "You are a helpful AI assistant named SmolLM" in run.stdout  # the text the template added
-    assert "equals the engine's usage.prompt_tokens: True" in run.stdout
-    info = summarize(out)
-    assert info["closed_cleanly"] and info["exchanges"] == 5 and info["ends"] == {"complete": 5}
-    assert list(info["engines"])[0].startswith("llama-cpp-python ")
-    assert info["records"]["enrichment"] == 4
+    text = run.stdout
+    # Configuration first, and the difference it was built to expose.
+    comparison = text[text.index("1. Configuration"):]
+    assert comparison.index("repeat_penalty") < comparison.index("2. Speed") < comparison.index("3. Divergence")
+    assert "1.1 (engine_default)" in comparison and "1.0 (engine_default)" in comparison
+    for command in ("infertap replay", "infertap compare", "infertap report", "infertap sql"):
+        assert command in text
+    a, b = summarize(out / "a-llama-cpp-python"), summarize(out / "b-llama-server")
+    assert a["closed_cleanly"] and b["closed_cleanly"] and a["exchanges"] == b["exchanges"] == len(load_workload(quick=True)["steps"])
+    assert (out / "report.html").read_text().count("<svg") >= 3
