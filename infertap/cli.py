@@ -77,6 +77,10 @@ def cli() -> None:
 @click.option("--no-probe", is_flag=True, help="Store no engine snapshots and no enrichments.")
 @click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings (snapshots still taken).")
 @_probe_header
+@click.option("--auth-token", envvar="INFERTAP_AUTH_TOKEN", default=None,
+              help="Clients must present it (X-Infertap-Token: T, or Proxy-Authorization: Bearer T); never recorded. Env INFERTAP_AUTH_TOKEN.")
+@click.option("--on-capture-error", type=click.Choice(["serve", "fail"]), default="serve", show_default=True,
+              help="When the capture can't be written: keep serving (and say so loudly), or refuse traffic with 503.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 def record(
     upstream: str,
@@ -95,6 +99,8 @@ def record(
     no_probe: bool,
     no_enrich: bool,
     probe_headers: dict[str, str],
+    auth_token: str | None,
+    on_capture_error: str,
     log_level: str,
 ) -> None:
     """Record every exchange between clients and an engine, as an OpenAI-compatible reverse proxy.
@@ -124,6 +130,8 @@ def record(
         probe_interval=probe_interval,
         model_file=model_file,
         probe_headers=probe_headers,
+        auth_token=auth_token,
+        on_capture_error=on_capture_error,
     )
     if not is_loopback(host):
         click.secho(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import logging
 import time
@@ -31,7 +32,7 @@ log = logging.getLogger("infertap.proxy")
 # of the request is recomputed by httpx from the exact body; Host comes from the upstream URL.
 _HOP_REQUEST = frozenset(
     b"connection keep-alive proxy-connection proxy-authorization te trailer transfer-encoding upgrade "
-    b"host content-length".split()
+    b"host content-length x-infertap-token".split()
 )
 _HOP_RESPONSE = frozenset(b"connection keep-alive proxy-connection transfer-encoding te trailer upgrade".split())
 _SESSION_HEADERS = (b"x-infertap-session", b"x-session-id")
@@ -56,6 +57,8 @@ class RecordingProxy:
         connect_timeout: float = 10.0,
         read_timeout: float | None = 600.0,
         on_exchange: Callable[[dict[str, Any]], None] | None = None,
+        auth_token: str | None = None,
+        fail_on_capture_error: bool = False,
     ) -> None:
         url = httpx.URL(upstream)
         if url.scheme not in ("http", "https") or not url.host:
@@ -68,6 +71,8 @@ class RecordingProxy:
         self.timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None)
         self.client: httpx.AsyncClient | None = None
         self.on_exchange = on_exchange  # e.g. Enricher.submit: must not block
+        self._auth = auth_token.encode() if auth_token else None
+        self.fail_on_capture_error = fail_on_capture_error
         self._inflight: set[asyncio.Task[Any]] = set()
         self._seq = 0
 
@@ -156,15 +161,38 @@ class RecordingProxy:
             "upstream": self.upstream,
         }
         try:
+            if self._auth is not None and not self._authorized(raw_headers):
+                message = "infertap: this proxy needs its token (X-Infertap-Token: TOKEN, or Proxy-Authorization: Bearer TOKEN)"
+                record.update(end="refused", error="missing or wrong proxy token", headers_ns=0)
+                await self._send_error(send, record, 401, "proxy_unauthorized", message)
+                return
+            if self.fail_on_capture_error and writer.error is not None:
+                message = f"infertap: the capture can't be written ({writer.error}); refusing traffic (--on-capture-error fail)"
+                record.update(end="refused", error=message, headers_ns=0)
+                await self._send_error(send, record, 503, "capture_unavailable", message)
+                return
             body = await self._read_body(scope, receive, send, record, raw_headers)
             if body is None:
                 return
             record["request_body"] = body
             await self._forward(scope, receive, send, record, raw_headers, raw_path, query, body, task)
         finally:
+            record["request_body"] = self.redactor.body(record["request_body"])
             writer.write(record)
             if self.on_exchange is not None:
                 self.on_exchange(record)
+
+    def _authorized(self, raw_headers: list[tuple[bytes, bytes]]) -> bool:
+        for name, value in raw_headers:
+            if name == b"x-infertap-token":
+                presented = value
+            elif name == b"proxy-authorization" and value[:7].lower() == b"bearer ":
+                presented = value[7:]
+            else:
+                continue
+            if hmac.compare_digest(presented.strip(), self._auth):  # type: ignore[arg-type]
+                return True
+        return False
 
     async def _read_body(
         self, scope: Scope, receive: Receive, send: Send, record: dict[str, Any], raw_headers: list[tuple[bytes, bytes]]

@@ -156,7 +156,7 @@ class InfertapCapture:
             "client": f"{peer[0]}:{peer[1]}" if peer else None, "method": req.method, "path": path,
             "query": self.redactor.query(query), "http_version": req.http_version.removeprefix("HTTP/"),
             "request_headers": self.redactor.headers_from_asgi(req.headers.fields),
-            "request_body": req.raw_content or b"", "status": resp.status_code if resp else None,
+            "request_body": self.redactor.body(req.raw_content or b""), "status": resp.status_code if resp else None,
             "response_headers": self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
             "headers_ns": state["headers_ns"], "chunk_ns": state["chunk_ns"], "chunks": state["chunks"],
             "end_ns": time.monotonic_ns() - t0, "end": end, "error": error,

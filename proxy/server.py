@@ -45,6 +45,8 @@ class RecordConfig:
     model_file: str | None = None
     enrich_queue: int = 1024
     probe_headers: dict[str, str] = field(default_factory=dict)  # credentials for probes; never stored
+    auth_token: str | None = None  # clients must present it to the proxy itself; never stored
+    on_capture_error: str = "serve"  # "serve": keep serving, loudly; "fail": refuse traffic with 503
 
 
 @dataclass
@@ -120,6 +122,8 @@ def serve(
             max_body_bytes=config.max_body_bytes,
             connect_timeout=config.connect_timeout,
             read_timeout=config.read_timeout,
+            auth_token=config.auth_token,
+            fail_on_capture_error=config.on_capture_error == "fail",
         )
         if config.probe:
             enricher = Enricher(

@@ -175,7 +175,7 @@ class Replay:
             "wall": time.time(), "start_ns": writer.elapsed_ns(), "sent_ns": 0, "client": None,
             "method": item.method, "path": item.path, "query": item.query, "http_version": "1.1",
             "request_headers": self.redactor.header_pairs(self.headers[item.index]),
-            "request_body": self.bodies[item.index], "status": None, "response_headers": None, "headers_ns": None,
+            "request_body": self.redactor.body(self.bodies[item.index]), "status": None, "response_headers": None, "headers_ns": None,
             "chunk_ns": [], "chunks": [], "end_ns": 0, "end": "complete", "error": None, "upstream": self.target,
             "lag_ns": 0, "queue_ns": 0, "dep_wait_ns": 0,
         }  # fmt: skip

@@ -1,0 +1,145 @@
+"""Hardening: the proxy's own token, a capture that can't be written, secrets in bodies, a fuzzed reader."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proxy import CaptureError, CaptureReader, CaptureWriter
+from proxy.app import RecordingProxy, build_app
+from proxy.redact import REDACTED, Redactor
+from tests.fake_upstream import ServerThread
+from tests.helpers import decompressed_bytes
+
+TOKEN = "proxy-token-7777"
+
+
+def test_the_proxy_token_is_required_checked_and_never_recorded_or_forwarded(fake, record):
+    app, url = fake
+    rec = record(url, "--auth-token", TOKEN, "--no-probe")
+    body = {"tag": "t", "stream": False, "messages": []}
+    assert httpx.post(f"{rec.url}/v1/chat/completions", json=body, timeout=10).status_code == 401
+    wrong = httpx.post(f"{rec.url}/v1/chat/completions", json=body, headers={"X-Infertap-Token": "nope"}, timeout=10)
+    assert wrong.status_code == 401 and wrong.json()["error"]["type"] == "proxy_unauthorized"
+    ok1 = httpx.post(f"{rec.url}/v1/chat/completions", json=body, headers={"X-Infertap-Token": TOKEN}, timeout=10)
+    ok2 = httpx.post(f"{rec.url}/v1/chat/completions", json=body, headers={"Proxy-Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    assert ok1.status_code == ok2.status_code == 200
+    rec.stop()
+    assert [x["end"] for x in rec.exchanges()] == ["refused", "refused", "complete", "complete"]
+    assert TOKEN.encode() not in decompressed_bytes(rec.out)
+    seen = [dict(r["headers"]) for r in app.requests if r["path"] == "/v1/chat/completions"]
+    assert len(seen) == 2 and all(b"x-infertap-token" not in h and b"proxy-authorization" not in h for h in seen)
+
+
+def _in_process_proxy(upstream: str, writer: CaptureWriter, **kw) -> ServerThread:
+    return ServerThread(build_app(RecordingProxy(upstream, writer, **kw)))
+
+
+@pytest.mark.parametrize("mode", ["serve", "fail"])
+def test_a_capture_that_cannot_be_written(fake, tmp_path, mode):
+    """Disk full under the writer: by default the proxy keeps serving and counts what it loses;
+    with --on-capture-error fail it refuses traffic instead."""
+    app, url = fake
+    writer = CaptureWriter(tmp_path / "cap", recorder={"kind": "test"}).open()
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, writer._fd)  # every write from now on fails with ENOSPC, as on a full disk
+    os.close(full)
+    body = {"tag": "x", "stream": False, "messages": []}
+    with _in_process_proxy(url, writer, fail_on_capture_error=mode == "fail") as server:
+        first = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=10)
+        assert first.status_code == 200  # nothing had failed yet when it arrived
+        deadline = __import__("time").monotonic() + 10
+        while writer.error is None and __import__("time").monotonic() < deadline:
+            __import__("time").sleep(0.01)
+        assert isinstance(writer.error, OSError)
+        second = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=10)
+    writer.close()
+    if mode == "serve":
+        assert second.status_code == 200
+    else:
+        assert second.status_code == 503 and second.json()["error"]["type"] == "capture_unavailable"
+    assert writer.dropped >= 2  # both exchanges, counted, none silently
+
+
+def test_a_secret_in_a_json_body_is_forwarded_but_never_recorded(fake, record):
+    app, url = fake
+    rec = record(url, "--no-probe")
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "b",
+            "api_key": "sk-in-body-1234", "extra": {"apiKey": "nested-5678", "password": 'p@ss"w'}}  # fmt: skip
+    raw = json.dumps(body, indent=2).encode()
+    assert httpx.post(f"{rec.url}/v1/chat/completions", content=raw, timeout=10).status_code == 200
+    rec.stop()
+    (seen,) = [r for r in app.requests if r["path"] == "/v1/chat/completions"]
+    assert seen["body"] == raw  # the engine gets exactly what the client sent
+    (x,) = rec.exchanges()
+    stored = decompressed_bytes(rec.out)
+    for secret in (b"sk-in-body-1234", b"nested-5678", b"p@ss"):
+        assert secret not in stored
+    assert x["request_body"] == raw.replace(b"sk-in-body-1234", b"[REDACTED]").replace(b"nested-5678", b"[REDACTED]").replace(
+        json.dumps('p@ss"w')[1:-1].encode(), b"[REDACTED]")  # every other byte, indentation included, as sent
+
+
+secret_text = st.text(alphabet=string.ascii_letters + string.digits + "-_.~!@#$%^&*()é€", min_size=8, max_size=40)
+key_names = st.sampled_from(["api_key", "API_KEY", "apiKey", "Api-Key", "access_token", "password", "client_secret", "token"])
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(secret=secret_text, key=key_names, depth=st.integers(0, 3), indent=st.sampled_from([None, 1, 2]), ascii=st.booleans())
+def test_body_redaction_property(secret, key, depth, indent, ascii):
+    node: object = {key: secret, "keep": "visible text"}
+    for _ in range(depth):
+        node = {"wrap": [node, 1]}
+    raw = json.dumps({"model": "m", "messages": [], "payload": node}, indent=indent, ensure_ascii=ascii).encode()
+    out = Redactor().body(raw)
+    assert secret.encode() not in out and json.dumps(secret)[1:-1].encode() not in out
+    assert b"visible text" in out and REDACTED.encode() in out
+    assert json.loads(out)["model"] == "m"  # still JSON
+
+
+def test_bodies_without_secret_keys_are_untouched():
+    raw = b'{"model": "m", "messages": [{"role": "user", "content": "max_tokens and tokens"}]}'
+    assert Redactor().body(raw) is raw
+    assert Redactor().body(b"not json but api_key=1") == b"not json but api_key=1"
+
+
+def _capture(path) -> bytes:
+    with CaptureWriter(path, recorder={"kind": "test"}) as w:
+        for i in range(20):
+            w.write({"type": "exchange", "id": str(i), "chunks": [b"data: %d\n\n" % i] * 5, "request_body": b"{}"})
+    (segment,) = CaptureReader(path).segments
+    return segment.read_bytes()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_reader_fails_only_with_its_documented_error_on_corrupted_segments(tmp_path_factory, data):
+    base = tmp_path_factory.mktemp("fuzz")
+    original = _capture(base / "cap")
+    (segment,) = CaptureReader(base / "cap").segments
+    damaged = bytearray(original)
+    rng = random.Random(data.draw(st.integers(0, 2**32)))
+    for _ in range(data.draw(st.integers(1, 8))):
+        choice = rng.random()
+        if choice < 0.6:
+            damaged[rng.randrange(len(damaged))] ^= 1 << rng.randrange(8)
+        elif choice < 0.8:
+            del damaged[rng.randrange(len(damaged)):]
+            if not damaged:
+                damaged = bytearray(b"\0")
+        else:
+            at = rng.randrange(len(damaged))
+            damaged[at:at] = rng.randbytes(rng.randrange(1, 64))
+    segment.write_bytes(bytes(damaged))
+    reader = CaptureReader(base / "cap")
+    try:
+        records = list(reader.records())
+    except CaptureError:
+        return  # the documented, clear error (it names the file)
+    assert all(isinstance(r, dict) and "type" in r for r in records)
