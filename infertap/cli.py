@@ -334,8 +334,16 @@ def demo(out: Path | None, engine_a: str | None, engine_b: str | None, quick: bo
 
     out = out or DEFAULT_CAPTURES / f"demo-{_dt.datetime.now():%Y%m%d-%H%M%S}"
 
-    def hold(url_a: str, url_b: str) -> None:
-        click.echo(f"engines kept running: A {url_a}  B {url_b}  (Ctrl-C to stop them)")
+    def show(result: dict[str, Any]) -> None:
+        click.echo("")
+        print_comparison(result["comparison"])
+        click.echo(f"\ncaptures: {', '.join(result['captures'])}\nreport:   {result['report']}\n\nrepeat each step by hand:")
+        for command in result["commands"]:
+            click.echo(f"  {command}")
+
+    def hold(url_a: str, url_b: str, result: dict[str, Any]) -> None:
+        show(result)
+        click.echo(f"\nengines kept running: A {url_a}  B {url_b}  (Ctrl-C to stop them)")
         try:
             while True:
                 time.sleep(3600)
@@ -346,11 +354,8 @@ def demo(out: Path | None, engine_a: str | None, engine_b: str | None, quick: bo
         result = run_demo(out, say=click.echo, engine_a=engine_a, engine_b=engine_b, quick=quick, keep=hold if keep else None)
     except (InfertapError, OSError, RuntimeError) as exc:
         raise click.ClickException(f"demo failed: {exc}") from exc
-    click.echo("")
-    print_comparison(result["comparison"])
-    click.echo(f"\ncaptures: {', '.join(result['captures'])}\nreport:   {result['report']}\n\nrepeat each step by hand:")
-    for command in result["commands"]:
-        click.echo(f"  {command}")
+    if not keep:
+        show(result)
 
 
 from .cli_replay import register as _register_replay  # noqa: E402

@@ -97,7 +97,7 @@ def run_demo(
     engine_a: str | None = None,
     engine_b: str | None = None,
     quick: bool = False,
-    keep: Callable[[str, str], None] | None = None,
+    keep: Callable[[str, str, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Record on A, replay on B, compare; returns the paths, the comparison and how to repeat each step."""
     from analysis.compare import compare
@@ -125,10 +125,15 @@ def run_demo(
         refs = references(workload)
         result = compare(cap_a, cap_b, extract="number", references=refs)
         write_report(report, cap_a, cap_b, extract="number")
+        refs_file = out / "answers.json"
+        refs_file.write_text(json.dumps(refs, indent=1, ensure_ascii=False))
+        outcome = _outcome(cap_a, cap_b, report, refs_file, gguf, result)
         if keep is not None:
-            keep(url_a, url_b)
-    refs_file = out / "answers.json"
-    refs_file.write_text(json.dumps(refs, indent=1, ensure_ascii=False))
+            keep(url_a, url_b, outcome)  # the engines stay up until it returns
+    return outcome
+
+
+def _outcome(cap_a: Path, cap_b: Path, report: Path, refs_file: Path, gguf: Path, result: dict[str, Any]) -> dict[str, Any]:
     return {
         "captures": [str(cap_a), str(cap_b)],
         "report": str(report),

@@ -38,3 +38,30 @@ def test_demo_records_replays_and_names_the_configuration_difference(tmp_path):
     a, b = summarize(out / "a-llama-cpp-python"), summarize(out / "b-llama-server")
     assert a["closed_cleanly"] and b["closed_cleanly"] and a["exchanges"] == b["exchanges"] == len(load_workload(quick=True)["steps"])
     assert (out / "report.html").read_text().count("<svg") >= 3
+
+
+def test_keep_leaves_the_engines_running_until_ctrl_c(tmp_path):
+    import re
+    import signal
+    import time
+
+    import httpx
+
+    proc = subprocess.Popen([sys.executable, "-m", "infertap", "demo", "--quick", "--keep", "--out", str(tmp_path / "d")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    seen = ""
+    deadline = time.monotonic() + 600
+    while "engines kept running" not in seen and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        assert line or proc.poll() is None, seen
+        seen += line
+    urls = re.search(r"engines kept running: A (\S+)  B (\S+)", seen).groups()
+    assert seen.index("1. Configuration") < seen.index("engines kept running")  # results first, then the engines stay
+    for url in urls:
+        assert httpx.get(url + "/v1/models", timeout=10).status_code == 200
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    for url in urls:
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(url + "/v1/models", timeout=5)
