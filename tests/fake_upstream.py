@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
 import json
 import threading
 import time
@@ -129,6 +130,25 @@ class FakeUpstream:
             except asyncio.CancelledError:
                 self.cancelled.append(tag)
                 raise
+        elif path == "/gzip":
+            data = gzip.compress(json.dumps({"choices": [{"index": 0, "message": {"content": "zipped"}}]}).encode())
+            await start(200, b"application/json", [(b"content-encoding", b"gzip"), (b"content-length", str(len(data)).encode())])
+            await chunk(data, more=False)
+        elif path == "/html500":
+            await start(500, b"text/html")
+            await chunk(b"<html><body><h1>500 Internal Server Error</h1></body></html>", more=False)
+        elif path == "/malformed":
+            await start()
+            await chunk(b"data: {not json\n\n")
+            await chunk(b"garbage line without a field\n\n")
+            await chunk(b"data: \xff\xfe invalid utf-8 \xc3\x28\n\n")
+            await chunk(b'data: {"choices": [{"index": 0, "delta": {"content": "ok"}}]}\n\n', more=False)
+        elif path == "/big":
+            block = b"x" * 65536
+            await start(200, b"application/octet-stream")
+            for _ in range(int(params.get("blocks", 160)) - 1):
+                await chunk(block)
+            await chunk(block, more=False)
         elif path.startswith("/status/"):
             code = int(path.rsplit("/", 1)[1])
             await start(code, b"application/json", [(b"set-cookie", b"session=upstream-secret-cookie")])

@@ -1,0 +1,83 @@
+"""What an upstream or a client can send that is odd but legal (or not): passed through exactly, recorded."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+
+import httpx
+
+from proxy.responses import parse_response
+
+
+def test_gzip_bodies_are_recorded_as_sent_and_decoded_for_analysis(fake, record):
+    app, url = fake
+    rec = record(url, "--no-probe")
+    with httpx.stream("POST", f"{rec.url}/gzip", json={}, timeout=10) as r:
+        raw = b"".join(r.iter_raw())
+    assert r.headers["content-encoding"] == "gzip" and gzip.decompress(raw).startswith(b'{"choices"')
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert b"".join(x["chunks"]) == raw  # still compressed, byte for byte
+    assert parse_response(x).text == "zipped"
+
+
+def test_a_5xx_html_body_and_a_large_response_pass_through(fake, record):
+    app, url = fake
+    rec = record(url, "--no-probe")
+    err = httpx.post(f"{rec.url}/html500", json={}, timeout=10)
+    assert err.status_code == 500 and err.headers["content-type"] == "text/html" and b"<h1>500" in err.content
+    big = httpx.post(f"{rec.url}/big", json={"blocks": 160}, timeout=60)  # 10 MiB
+    assert len(big.content) == 160 * 65536
+    rec.stop()
+    e, b = rec.exchanges()
+    assert (e["status"], e["end"]) == (500, "complete") and b"".join(e["chunks"]) == err.content
+    assert parse_response(e).error == "the body is not JSON"
+    assert sum(len(c) for c in b["chunks"]) == 160 * 65536 and b["end"] == "complete"
+
+
+def test_malformed_sse_and_invalid_utf8_are_kept_exactly(fake, record):
+    app, url = fake
+    rec = record(url, "--no-probe")
+    with httpx.stream("POST", f"{rec.url}/malformed", json={}, timeout=10) as r:
+        raw = b"".join(r.iter_raw())
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert b"".join(x["chunks"]) == raw and b"\xff\xfe" in raw
+    parsed = parse_response(x)
+    assert parsed.text == "ok" and parsed.error == "an SSE event is not JSON"  # read what can be read, say what can't
+
+
+def test_an_invalid_json_body_is_forwarded_untouched(fake, record):
+    app, url = fake
+    rec = record(url, "--no-probe")
+    body = b'{"model": "m", "messages": [,,]'  # the engine decides what to say about it
+    httpx.post(f"{rec.url}/echo", content=body, timeout=10)
+    rec.stop()
+    (seen,) = [r for r in app.requests if r["path"] == "/echo"]
+    assert seen["body"] == body and rec.exchanges()[0]["request_body"] == body
+
+
+def _raw_http(port: int, payload: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(payload)  # the server closes when done (HTTP/1.0, or "Connection: close" last)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+def test_http10_and_pipelined_clients(fake, record):
+    app, url = fake
+    rec = record(url, "--no-probe")
+    port = int(rec.url.rsplit(":", 1)[1])
+    old = _raw_http(port, b"GET /status/200 HTTP/1.0\r\nHost: x\r\n\r\n")
+    assert old.startswith(b"HTTP/1.1 200") and b'"fake 200"' in old
+    two = _raw_http(port, b"GET /status/201 HTTP/1.1\r\nHost: x\r\n\r\nGET /status/202 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert two.index(b"201") < two.index(b"202")  # answered in order
+    rec.stop()
+    xs = rec.exchanges()
+    assert [(x["path"], x["status"], x["http_version"]) for x in xs] == [
+        ("/status/200", 200, "1.0"), ("/status/201", 201, "1.1"), ("/status/202", 202, "1.1")]  # fmt: skip
+    assert all(json.loads(b"".join(x["chunks"]))["error"]["code"] == x["status"] for x in xs)
