@@ -5,7 +5,12 @@ against a fast local upstream (its own process), twice: by infertap's replayer (
 deadlines) and by a baseline that sleeps the relative interval between requests, as several peer
 tools do. Lag = actual send time - ideal send time. Prints a table and writes JSON.
 
-    python -m bench.replay_lag [--rates 100,500,1000] [--seconds 3] [--json bench-replay.json]
+    python -m bench.replay_lag [--rates 100,500,1000] [--seconds 3] [--json bench-replay.json] [--aiperf PATH]
+
+With ``--aiperf`` (an ``aiperf`` executable in a venv of its own: ``python3.12 -m venv /opt/aiperf &&
+/opt/aiperf/bin/pip install aiperf``), AIPerf replays the same trace with ``--fixed-schedule`` and both
+are reported relative to their first request (AIPerf exports when requests started, not when they
+were due).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -77,12 +83,53 @@ async def _baseline(url: str, n: int, rate: float) -> list[float]:
     return lags
 
 
+_TOKENIZER = """
+import sys
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+tok = Tokenizer(models.WordLevel(vocab={"[UNK]": 0, "hi": 1}, unk_token="[UNK]"))
+tok.pre_tokenizer = pre_tokenizers.Whitespace()
+PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(sys.argv[1])
+"""
+
+
+def aiperf_lags(aiperf: str, url: str, rate: float, n: int, work: Path) -> list[float]:
+    """AIPerf replaying the same evenly spaced trace with --fixed-schedule.
+
+    AIPerf needs a tokenizer; with no network, a tiny one is put in a private Hugging Face cache.
+    Its export gives each request's start (wall clock), not when it was due, so lag is measured
+    relative to the first request: (start_i - start_0) - (due_i - due_0).
+    """
+    hf = work / "hf"
+    snap = hf / "hub" / "models--local--bench" / "snapshots" / ("0" * 40)
+    if not snap.exists():
+        snap.mkdir(parents=True)
+        (hf / "hub" / "models--local--bench" / "refs").mkdir(parents=True, exist_ok=True)
+        (hf / "hub" / "models--local--bench" / "refs" / "main").write_text("0" * 40)
+        subprocess.run([str(Path(aiperf).with_name("python")), "-c", _TOKENIZER, str(snap)], check=True, capture_output=True)
+    trace = work / f"trace-{rate:g}.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": i * 1000 / rate, "text": "hi", "output_length": 4}) + "\n" for i in range(n)))
+    out = work / f"aiperf-{rate:g}"
+    env = dict(os.environ, HF_HOME=str(hf), HF_HUB_OFFLINE="1")
+    subprocess.run([aiperf, "profile", "--model", "bench", "--tokenizer", "local/bench", "--url", url, "--endpoint-type", "chat",
+                    "--streaming", "--input-file", str(trace), "--custom-dataset-type", "single_turn", "--fixed-schedule",
+                    "--artifact-dir", str(out), "--ui-type", "none"], check=True, capture_output=True, env=env, timeout=600)  # fmt: skip
+    starts = sorted(json.loads(line)["metadata"]["request_start_ns"] for line in (out / "profile_export.jsonl").read_text().splitlines())
+    return [((t - starts[0]) - i * 1e9 / rate) / 1e6 for i, t in enumerate(starts)]
+
+
+def relative(lags_abs_ms: list[float]) -> list[float]:
+    """infertap's absolute lags made relative to its first request, as AIPerf's must be."""
+    return [lag - lags_abs_ms[0] for lag in lags_abs_ms]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rates", default="100,500,1000", help="requests/s to measure, comma-separated")
     parser.add_argument("--ladder", default="100,200,300,500,750,1000,1500,2000", help="rates searched for the p99 < 1 ms limit")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--json", default="bench-replay.json")
+    parser.add_argument("--aiperf", default=shutil.which("aiperf"), help="an aiperf executable (its own venv) to compare with")
     args = parser.parse_args()
     port = free_port()
     upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(port), "--chunks", "4"])
@@ -106,8 +153,17 @@ def main() -> None:
                              "infertap_p50_ms": statistics.median(ours), "infertap_p99_ms": _pct(ours, 0.99),
                              "baseline_p50_ms": statistics.median(base), "baseline_p99_ms": _pct(base, 0.99)})  # fmt: skip
                 r = rows[-1]
-                print(f"{rate:>6g}/s  n={n:<5}  infertap lag p50 {r['infertap_p50_ms']:8.3f} ms  p99 {r['infertap_p99_ms']:8.3f} ms   "
-                      f"relative-sleep baseline p50 {r['baseline_p50_ms']:8.3f} ms  p99 {r['baseline_p99_ms']:8.3f} ms", flush=True)  # fmt: skip
+                line = (f"{rate:>6g}/s  n={n:<5}  infertap lag p50 {r['infertap_p50_ms']:8.3f} ms  p99 {r['infertap_p99_ms']:8.3f} ms   "
+                        f"relative-sleep baseline p50 {r['baseline_p50_ms']:8.3f} ms  p99 {r['baseline_p99_ms']:8.3f} ms")  # fmt: skip
+                if args.aiperf:
+                    theirs = aiperf_lags(args.aiperf, url, rate, n, Path(tmp))
+                    mine = [abs(v) for v in relative(ours)]
+                    theirs = [abs(v) for v in theirs]
+                    r.update(infertap_rel_p50_ms=statistics.median(mine), infertap_rel_p99_ms=_pct(mine, 0.99),
+                             aiperf_rel_p50_ms=statistics.median(theirs), aiperf_rel_p99_ms=_pct(theirs, 0.99))  # fmt: skip
+                    line += (f"   |relative to the first request|: infertap p50 {r['infertap_rel_p50_ms']:.3f} p99 {r['infertap_rel_p99_ms']:.3f} ms,"
+                             f" AIPerf --fixed-schedule p50 {r['aiperf_rel_p50_ms']:.3f} p99 {r['aiperf_rel_p99_ms']:.3f} ms")  # fmt: skip
+                print(line, flush=True)
     finally:
         upstream.terminate()
         upstream.wait()
