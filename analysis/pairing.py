@@ -38,52 +38,37 @@ def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
     out = Pairs(by={"replay link": 0, "shared source": 0, "identical request": 0})
     used_a: set[str] = set()
     used_b: set[str] = set()
+
+    def take(x: dict[str, Any] | None, y: dict[str, Any] | None, rule: str) -> None:
+        if x is None or y is None or x["id"] in used_a or y["id"] in used_b:
+            return
+        out.pairs.append((x, y))
+        used_a.add(x["id"])
+        used_b.add(y["id"])
+        out.by[rule] += 1
+
     a_by_id = {x["id"]: x for x in a}
     b_by_id = {x["id"]: x for x in b}
     for y in b:
-        x = a_by_id.get(y.get("source_id"))  # type: ignore[arg-type]
-        if x is not None and x["id"] not in used_a:
-            out.pairs.append((x, y))
-            used_a.add(x["id"])
-            used_b.add(y["id"])
-            out.by["replay link"] += 1
+        take(a_by_id.get(y.get("source_id")), y, "replay link")  # type: ignore[arg-type]
     for x in a:
-        if x["id"] in used_a:
-            continue
-        y = b_by_id.get(x.get("source_id"))  # type: ignore[arg-type]
-        if y is not None and y["id"] not in used_b:
-            out.pairs.append((x, y))
-            used_a.add(x["id"])
-            used_b.add(y["id"])
-            out.by["replay link"] += 1
+        take(x, b_by_id.get(x.get("source_id")), "replay link")  # type: ignore[arg-type]
     shared: dict[tuple[str, int], deque[dict[str, Any]]] = defaultdict(deque)
     for y in b:
         if y["id"] not in used_b and y.get("source_id"):
             shared[(y["source_id"], y.get("repeat", 0))].append(y)
     for x in a:
-        if x["id"] in used_a or not x.get("source_id"):
-            continue
-        queue = shared.get((x["source_id"], x.get("repeat", 0)))
+        queue = shared.get((x.get("source_id"), x.get("repeat", 0))) if x["id"] not in used_a and x.get("source_id") else None  # type: ignore[arg-type]
         if queue:
-            y = queue.popleft()
-            out.pairs.append((x, y))
-            used_a.add(x["id"])
-            used_b.add(y["id"])
-            out.by["shared source"] += 1
+            take(x, queue.popleft(), "shared source")
     same: dict[tuple[str, str, bytes], deque[dict[str, Any]]] = defaultdict(deque)
     for y in b:
         if y["id"] not in used_b:
             same[_request_key(y)].append(y)
     for x in a:
-        if x["id"] in used_a:
-            continue
-        queue = same.get(_request_key(x))
+        queue = same.get(_request_key(x)) if x["id"] not in used_a else None
         if queue:
-            y = queue.popleft()
-            out.pairs.append((x, y))
-            used_a.add(x["id"])
-            used_b.add(y["id"])
-            out.by["identical request"] += 1
+            take(x, queue.popleft(), "identical request")
     out.unpaired_a = [x for x in a if x["id"] not in used_a]
     out.unpaired_b = [y for y in b if y["id"] not in used_b]
     order = {x["id"]: i for i, x in enumerate(a)}

@@ -14,28 +14,13 @@ from proxy import CaptureError, CaptureReader, InfertapError, __version__
 from proxy.info import summarize
 from proxy.jsonable import dumps
 
+from .options import host_port, key_value
+
 DEFAULT_CAPTURES = Path("captures")
 
 
-def _key_value(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"expected key=value, got {item!r}")
-        out[key] = value
-    return out
-
-
-def _host_port(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
 _probe_header = click.option(
-    "--probe-header", "probe_headers", multiple=True, callback=_key_value, metavar="NAME=VALUE",
+    "--probe-header", "probe_headers", multiple=True, callback=key_value, metavar="NAME=VALUE",
     help="A header for infertap's own requests to the engine (e.g. its API key); never stored. Repeatable.",
 )  # fmt: skip
 
@@ -62,9 +47,9 @@ def cli() -> None:
 
 @cli.command()
 @click.option("--upstream", required=True, metavar="URL", help="The engine to forward to, e.g. http://127.0.0.1:8080.")
-@click.option("--listen", default="127.0.0.1:8787", show_default=True, callback=_host_port, help="HOST:PORT to listen on.")
+@click.option("--listen", default="127.0.0.1:8787", show_default=True, callback=host_port, help="HOST:PORT to listen on.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/<time>].")
-@click.option("--label", "labels", multiple=True, callback=_key_value, metavar="KEY=VALUE", help="Stored in the capture header; repeatable.")
+@click.option("--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored in the capture header; repeatable.")
 @click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable.")
 @click.option("--redact-query", multiple=True, metavar="NAME", help="Another query parameter whose value is a secret; repeatable.")
 @click.option("--max-body-mb", default=64.0, show_default=True, help="Larger request bodies get 413 and are recorded as refused.")
@@ -162,7 +147,7 @@ def record(
 @cli.command()
 @click.argument("url")
 @click.option("--json", "as_json", is_flag=True, help="Print the snapshot as JSON.")
-@click.option("--label", "labels", multiple=True, callback=_key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable.")
+@click.option("--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable.")
 @click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The engine's GGUF, for facts it doesn't publish.")
 @click.option("--timeout", default=10.0, show_default=True, help="Seconds per request to the engine.")
 @_probe_header
@@ -223,7 +208,7 @@ def _print_snapshot(snap: dict[str, Any]) -> None:
 @_capture_arg
 @click.option("--engine", "engine_url", required=True, metavar="URL", help="An engine serving the capture's model and configuration.")
 @click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The engine's GGUF, for facts it doesn't publish.")
-@click.option("--label", "labels", multiple=True, callback=_key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable.")
+@click.option("--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable.")
 @_probe_header
 def enrich(capture: Path, engine_url: str, model_file: str | None, labels: dict[str, str], probe_headers: dict[str, str]) -> None:
     """Add effective prompt tokens and settings to a capture recorded without them.

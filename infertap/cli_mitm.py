@@ -9,25 +9,20 @@ import click
 
 from proxy import InfertapError
 
-
-def _host_port(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
+from .options import host_port, key_value
 
 
 @click.command()
-@click.option("--listen", default="127.0.0.1:8788", show_default=True, callback=_host_port, help="HOST:PORT to listen on.")
+@click.option("--listen", default="127.0.0.1:8788", show_default=True, callback=host_port, help="HOST:PORT to listen on.")
 @click.option("--mode", default="regular", show_default=True, help="mitmproxy mode: regular (an HTTP(S) proxy), reverse:URL, upstream:URL, ...")
 @click.option("--match", multiple=True, metavar="PATTERN", help="Host or path pattern to record (fnmatch; with '/' it matches paths). Default: OpenAI-compatible and Ollama API paths on any host.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/mitm-<time>].")
 @click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable.")
-@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Stored in the capture header; repeatable.")
+@click.option("--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored in the capture header; repeatable.")
 @click.option("--set", "set_options", multiple=True, metavar="NAME=VALUE", help="Any mitmproxy option, e.g. ssl_insecure=true; repeatable.")
 @click.option("--confdir", default=None, help="mitmproxy's configuration folder, where its CA lives [default: ~/.mitmproxy].")
 def mitm(listen: tuple[str, int], mode: str, match: tuple[str, ...], out: Path | None, redact_header: tuple[str, ...],
-         labels: tuple[str, ...], set_options: tuple[str, ...], confdir: str | None) -> None:  # fmt: skip
+         labels: dict[str, str], set_options: tuple[str, ...], confdir: str | None) -> None:  # fmt: skip
     """Record LLM API traffic through mitmproxy, for clients with no base-URL setting or on HTTPS.
 
     \b
@@ -38,12 +33,7 @@ def mitm(listen: tuple[str, int], mode: str, match: tuple[str, ...], out: Path |
     from proxy.hostfacts import is_loopback
     from proxy.mitm import MitmConfig, run_mitm
 
-    label_map = {}
-    for item in labels:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="--label")
-        label_map[key] = value
+    label_map = labels
     host, port = listen
     if not is_loopback(host):
         click.secho(f"WARNING: listening on {host}, reachable from other machines.", fg="red", bold=True, err=True)

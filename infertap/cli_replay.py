@@ -11,15 +11,7 @@ import click
 
 from proxy import InfertapError
 
-
-def _pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[tuple[str, str]]:
-    out = []
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
-        out.append((key, value))
-    return out
+from .options import pairs
 
 
 @click.command()
@@ -34,18 +26,18 @@ def _pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
 @click.option("--poisson", is_flag=True, help="With --rate: Poisson arrivals.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the Poisson arrivals.")
 @click.option("--max-concurrency", type=int, default=None, help="A cap on requests in flight, on any schedule (waits are recorded apart from latency).")
-@click.option("--model-map", multiple=True, callback=_pairs, metavar="SRC=DST", help="Rename a model in request bodies; repeatable.")
+@click.option("--model-map", multiple=True, callback=pairs, metavar="SRC=DST", help="Rename a model in request bodies; repeatable.")
 @click.option("--model", default=None, help="Set the model of every request.")
-@click.option("--set", "set_values", multiple=True, callback=_pairs, metavar="PATH=VALUE", help="Body override, JSON value, dotted path; repeatable.")
+@click.option("--set", "set_values", multiple=True, callback=pairs, metavar="PATH=VALUE", help="Body override, JSON value, dotted path; repeatable.")
 @click.option("--unset", multiple=True, metavar="PATH", help="Remove a body key (dotted path); repeatable.")
-@click.option("--header", "headers", multiple=True, callback=_pairs, metavar="NAME=VALUE", help="Set a request header; repeatable.")
+@click.option("--header", "headers", multiple=True, callback=pairs, metavar="NAME=VALUE", help="Set a request header; repeatable.")
 @click.option("--drop-header", multiple=True, metavar="NAME", help="Drop a captured request header; repeatable.")
 @click.option("--api-key", envvar="INFERTAP_TARGET_API_KEY", default=None, help="The target's key, sent as 'Authorization: Bearer ...' (env INFERTAP_TARGET_API_KEY). Captured credentials are never replayed.")
 @click.option("--pin-defaults", is_flag=True, help="Write the source engine's effective sampling defaults into each request (needs enrichment).")
 @click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="path=GLOB, model=NAME, status=CODE, after=S, before=S; repeatable.")
 @click.option("--limit", type=int, default=None, help="Replay only the first N exchanges.")
 @click.option("--repeat", type=int, default=1, show_default=True, help="Replay the workload N times, back to back.")
-@click.option("--label", "labels", multiple=True, callback=_pairs, metavar="KEY=VALUE", help="Stored in the replay's capture header; repeatable.")
+@click.option("--label", "labels", multiple=True, callback=pairs, metavar="KEY=VALUE", help="Stored in the replay's capture header; repeatable.")
 @click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The target's GGUF, for facts it doesn't publish.")
 @click.option("--no-probe", is_flag=True, help="Don't probe the target (no snapshot, no enrichment).")
 @click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings.")

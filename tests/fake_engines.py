@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tests.fake_upstream import lifespan
+from tests.fake_upstream import lifespan, read_body
 
 
 class JSONRoutes:
@@ -24,12 +24,7 @@ class JSONRoutes:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             return await lifespan(receive, send)
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         request = json.loads(body) if body else None
         key = (scope["method"], scope["path"])
         self.calls.append((*key, request))

@@ -30,6 +30,15 @@ async def lifespan(receive: Any, send: Any) -> None:
             return
 
 
+async def read_body(receive: Any) -> bytes:
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
 def sse_chunk(tag: str, i: int, text: str) -> bytes:
     payload = {
         "id": f"chatcmpl-{tag}",
@@ -59,12 +68,7 @@ class FakeUpstream:
             self.in_flight -= 1
 
     async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         path = scope["path"]
         self.requests.append({"path": path, "headers": scope["headers"], "query": scope["query_string"], "body": body,
                               "at": time.monotonic()})  # fmt: skip
