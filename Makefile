@@ -17,8 +17,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Benchmarks: side by side in one run, ratios over absolute numbers (the machines are noisy).
+# Full sizes: python -m bench.analysis_load (1,000,000 exchanges), python -m bench.compare_scale (500,000 a side).
 bench: $(STAMP)
 	$(BIN)/python -m bench.replay_lag
+	$(BIN)/python -m bench.proxy_overhead
+	$(BIN)/python -m bench.analysis_load --n 200000
+	$(BIN)/python -m bench.compare_scale --n 100000
 
 lint: $(STAMP)
 	$(BIN)/ruff check proxy replay analysis infertap tests
