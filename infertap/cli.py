@@ -39,9 +39,11 @@ def cli() -> None:
     """Record, replay and diff LLM inference traffic.
 
     \b
+    infertap demo                                          # the whole story on two embedded engines
     infertap record --upstream http://127.0.0.1:8080 --out captures/run1
-    infertap info captures/run1
-    infertap cat captures/run1 --type exchange | head
+    infertap replay captures/run1 --target http://127.0.0.1:8000 --out captures/run1-b
+    infertap compare captures/run1 captures/run1-b
+    infertap stats captures/run1 captures/run1-b
     """
 
 
