@@ -1,9 +1,9 @@
 """The capture writer: one thread fed by a queue, so no event loop ever waits on disk or compression.
 
 ``write()`` only appends to a ``queue.SimpleQueue`` (no lock contention, never blocks). The thread
-packs records with msgpack, compresses whatever has queued up into one zstd frame, and writes it
-with a single ``os.write``: once a record is in the page cache a killed process can't lose it, so
-the flush window is the time the thread takes to drain the queue (well under a few ms when idle).
+packs records with msgpack, gathers what arrives within ``flush_interval`` (5 ms) into one zstd
+frame, and writes it with a single ``os.write``: once a record is in the page cache a killed
+process can't lose it, so the flush window is those few milliseconds plus the time to compress.
 """
 
 from __future__ import annotations
@@ -57,9 +57,11 @@ class CaptureWriter:
         labels: Mapping[str, str] | None = None,
         max_segment_bytes: int = DEFAULT_MAX_SEGMENT_BYTES,
         level: int = 3,
+        flush_interval: float = 0.005,
     ) -> None:
         self.path = Path(path)
         self.max_segment_bytes = max_segment_bytes
+        self.flush_interval = flush_interval  # the longest a record waits for company before it is written
         self.capture_id = ""
         self.run_id = uuid.uuid4().hex
         self.started_wall = time.time()
@@ -139,6 +141,7 @@ class CaptureWriter:
         stopping = False
         while not stopping:
             item = self._queue.get()
+            deadline = time.monotonic() + self.flush_interval
             parts: list[bytes] = []
             size = 0
             count = 0
@@ -154,8 +157,11 @@ class CaptureWriter:
                     exchanges += item.get("type") == "exchange"
                 if stopping or size >= _BATCH_BYTES:
                     break
+                # Gather for a few ms: records compressed together share context (a frame of one
+                # streamed exchange compresses ~5x, of sixteen ~25x); this bounds the flush window.
+                remaining = deadline - time.monotonic()
                 try:
-                    item = self._queue.get_nowait()
+                    item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
                 except queue.Empty:
                     break
             if parts:

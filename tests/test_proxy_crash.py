@@ -13,7 +13,7 @@ import httpx
 from proxy.info import summarize
 
 # What a SIGKILL may cost: exchanges that completed within this long before the kill. The writer
-# normally drains in well under a millisecond; the margin is for a loaded 2-core machine.
+# gathers for 5 ms before each write; the margin is for a loaded 2-core machine.
 FLUSH_WINDOW_S = 0.25
 
 
