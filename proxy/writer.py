@@ -150,11 +150,17 @@ class CaptureWriter:
                 if item is _STOP:
                     stopping = True
                 else:
-                    data = packer.pack(item)
+                    try:
+                        data = packer.pack(item)
+                    except (TypeError, ValueError, OverflowError) as exc:  # a bug upstream must not stop the writer
+                        packer.reset()
+                        self.dropped += 1
+                        log.error("capture %s: a record could not be packed and was dropped: %s", self.path, exc)
+                        data = b""
                     parts.append(data)
                     size += len(data)
-                    count += 1
-                    exchanges += item.get("type") == "exchange"
+                    count += bool(data)
+                    exchanges += bool(data) and item.get("type") == "exchange"
                 if stopping or size >= _BATCH_BYTES:
                     break
                 # Gather for a few ms: records compressed together share context (a frame of one

@@ -525,7 +525,7 @@ def test_write_from_many_threads_loses_nothing(tmp_path: Path) -> None:
             th.join()
     got, reader = read_all(cap)
     assert sorted(r["seq"] for r in got if r["type"] == "exchange") == list(range(n_threads * per_thread))
-    assert reader.closed_cleanly and len(reader.segments) > 1
+    assert reader.closed_cleanly  # (how many segments depends on how the writer batched: rotation is between frames)
 
 
 def test_records_survive_without_close(tmp_path: Path) -> None:
@@ -668,3 +668,15 @@ def test_a_damaged_block_head_mid_file_is_corruption_not_a_torn_tail(tmp_path: P
     with pytest.raises(CaptureCorruptError) as info:
         list(CaptureReader(cap))
     assert info.value.offset == start and info.value.path == str(seg)
+
+
+def test_a_record_that_cannot_be_packed_is_dropped_and_counted_not_fatal(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    writer = CaptureWriter(cap, recorder=RECORDER).open()
+    writer.write(exchange(0))
+    writer.write({"type": "exchange", "bad": object()})  # msgpack can't pack it
+    writer.write(exchange(1))
+    writer.close()
+    got, reader = read_all(cap)
+    assert [r["seq"] for r in got if r["type"] == "exchange"] == [0, 1]
+    assert writer.dropped == 1 and reader.closed_cleanly
