@@ -179,3 +179,18 @@ def test_import_a_har_and_a_mitmproxy_flow_file(tmp_path):
     (tmp_path / "junk.bin").write_bytes(b"\x00\x01garbage")
     bad = runner.invoke(cli, ["import", str(tmp_path / "junk.bin"), "--out", str(tmp_path / "bad2")])
     assert bad.exit_code == 1 and "not a readable mitmproxy flow file" in bad.output
+
+
+def test_sigkill_of_mitm_keeps_what_was_completed(start_mitm, fake):
+    app, url = fake
+    mitm = start_mitm("--mode", f"reverse:{url}")
+    for i in range(20):
+        r = httpx.post(f"{mitm.url}/v1/chat/completions", json={"tag": f"k{i}", "stream": False, "messages": []}, timeout=10)
+        assert r.status_code == 200
+    time.sleep(0.3)  # beyond the writer's 5 ms gathering window
+    mitm.proc.send_signal(signal.SIGKILL)
+    mitm.proc.wait(10)
+    reader = CaptureReader(mitm.out)
+    tags = [json.loads(x["request_body"])["tag"] for x in reader.exchanges()]
+    assert tags == [f"k{i}" for i in range(20)]
+    assert reader.closed_cleanly is False

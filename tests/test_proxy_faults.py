@@ -223,3 +223,33 @@ def test_a_client_that_hangs_up_right_after_done_leaves_a_complete_exchange(reco
     (x,) = rec.exchanges()
     assert x["end"] == "complete" and x["closed_after_end"] is True
     assert b"".join(x["chunks"]) == got
+
+
+def test_a_disconnect_storm_is_recorded_and_the_proxy_keeps_serving(fake, record):
+    """100 clients hang up mid-stream at once: each exchange is recorded, each upstream stream is
+    cancelled, and the next request is served normally."""
+    app, url = fake
+    rec = record(url, "--no-probe")
+
+    async def hang_up(client: httpx.AsyncClient, tag: str) -> None:
+        async with client.stream("POST", f"{rec.url}/slow", json={"tag": tag}) as r:
+            async for chunk in r.aiter_raw():
+                if b"tick" in chunk:
+                    return  # leaving the block closes the connection mid-stream
+
+    async def storm() -> None:
+        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=100)) as client:
+            await asyncio.gather(*(hang_up(client, f"d{i}") for i in range(100)))
+
+    asyncio.run(storm())
+    deadline = time.monotonic() + 20
+    while len(app.cancelled) < 100 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    after = httpx.post(f"{rec.url}/v1/chat/completions", json=_chat("after", stream=False), timeout=10)
+    assert after.status_code == 200
+    rec.stop()
+    xs = rec.exchanges()
+    assert sorted(app.cancelled) == sorted(f"d{i}" for i in range(100))
+    storm_xs = [x for x in xs if x["path"] == "/slow"]
+    assert len(storm_xs) == 100 and {x["end"] for x in storm_xs} == {"client_disconnected"}
+    assert [x["end"] for x in xs if x["path"] == "/v1/chat/completions"] == ["complete"]
