@@ -275,9 +275,7 @@ class RecordingProxy:
                 raise UpstreamUnreachable(f"infertap: upstream {self.upstream} failed before responding: {exc!r}") from exc
             record["headers_ns"] = time.monotonic_ns() - t0
             record["status"] = response.status_code
-            record["response_headers"] = self.redactor.header_pairs(
-                (n.decode("latin-1"), v.decode("latin-1")) for n, v in response.headers.raw
-            )
+            record["response_headers"] = self.redactor.headers_from_asgi(response.headers.raw)
             await send(
                 {
                     "type": "http.response.start",

@@ -21,7 +21,7 @@ from typing import Any
 from .engines import Engine, ProbeError
 from .engines.base import SAMPLING, canonical
 from .probe import open_engine, snapshot
-from .responses import parse_response
+from .responses import Parsed, parse_response
 
 log = logging.getLogger("infertap.enrich")
 
@@ -45,7 +45,9 @@ def effective_settings(request: Mapping[str, Any], defaults: Mapping[str, Any] |
     return out
 
 
-def enrichment(engine: Engine | None, snapshot_id: str | None, record: dict[str, Any]) -> dict[str, Any] | None:
+def enrichment(
+    engine: Engine | None, snapshot_id: str | None, record: dict[str, Any], parsed: Parsed | None = None
+) -> dict[str, Any] | None:
     """The enrichment record of one exchange, or None when it is no generation request."""
     try:
         request = json.loads(record.get("request_body") or b"")
@@ -54,7 +56,7 @@ def enrichment(engine: Engine | None, snapshot_id: str | None, record: dict[str,
     if not isinstance(request, dict) or not any(k in request for k in GENERATION_KEYS):
         return None
     path = record["path"]
-    parsed = parse_response(record)
+    parsed = parsed or parse_response(record)
     out: dict[str, Any] = {
         "type": "enrichment",
         "exchange_id": record["id"],
@@ -230,7 +232,7 @@ class Enricher:
             self._probe()
         if any(seen):
             self._last_seen = seen
-        out = enrichment(self.engine, self.snapshot["fingerprint"] if self.snapshot else None, record)
+        out = enrichment(self.engine, self.snapshot["fingerprint"] if self.snapshot else None, record, parsed)
         if out is not None:
             self._write(out)
             self.enriched += 1

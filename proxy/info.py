@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from .reader import CaptureReader
+from .responses import header
 
 
 def _model_of(body: bytes) -> str | None:
@@ -18,13 +19,6 @@ def _model_of(body: bytes) -> str | None:
     except (ValueError, AttributeError):
         return None
     return model if isinstance(model, str) else None
-
-
-def _header(pairs: list[list[str]] | None, name: str) -> str | None:
-    for n, v in pairs or ():
-        if n.lower() == name:
-            return v
-    return None
 
 
 def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -58,7 +52,7 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
             model = _model_of(record.get("request_body", b""))
             if model:
                 models[model] += 1
-            server = _header(record.get("response_headers"), "server")
+            server = header(record.get("response_headers"), "server")
             if server:
                 servers[server] += 1
             start = record["wall"]

@@ -60,7 +60,7 @@ class Redactor:
         self._body_keys = frozenset(k.replace("_", "").replace("-", "").lower() for k in DEFAULT_BODY_KEYS)
 
     def headers_from_asgi(self, raw: Iterable[tuple[bytes, bytes]]) -> list[list[str]]:
-        """ASGI header pairs (lower-cased bytes names) -> redacted [name, value] string pairs."""
+        """Bytes header pairs (ASGI scope, httpx raw, mitmproxy fields; any casing) -> redacted [name, value] string pairs."""
         out = []
         for name, value in raw:
             if name.lower() in self._header_bytes:

@@ -208,9 +208,7 @@ class Replay:
             response = await self._client.send(request, stream=True)
             record["headers_ns"] = time.monotonic_ns() - t0
             record["status"] = response.status_code
-            record["response_headers"] = self.redactor.header_pairs(
-                (n.decode("latin-1"), v.decode("latin-1")) for n, v in response.headers.raw
-            )
+            record["response_headers"] = self.redactor.headers_from_asgi(response.headers.raw)
             chunk_ns: list[int] = record["chunk_ns"]
             chunks: list[bytes] = record["chunks"]
             async for chunk in response.aiter_raw():
