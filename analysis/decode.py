@@ -21,7 +21,7 @@ from .prefix import longest_earlier_prefixes
 from .schema import ENGINE_FACTS, TABLES
 
 #: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt.
-DECODE_VERSION = 1
+DECODE_VERSION = 2
 
 _BATCH_ROWS = 10_000  # a row group; small enough that buffered rows (ids lists, chunk bytes) stay small
 
@@ -121,12 +121,21 @@ def _server_timings(parsed: Parsed) -> tuple[Any, ...]:
     return (None,) * 7
 
 
+def _recorder_id(header: dict[str, Any]) -> str | None:
+    """The recorder's id; captures older than the field get host-pid from the header's facts."""
+    recorder = header.get("recorder") or {}
+    if recorder.get("id"):
+        return str(recorder["id"])
+    host, pid = (header.get("host") or {}).get("hostname"), recorder.get("pid")
+    return f"{host}-{pid}" if host and pid else header.get("run_id")
+
+
 class _Decoder:
     def __init__(self, capture: str, sinks: dict[str, _Sink]) -> None:
         self.capture = capture
         self.sinks = sinks
         self.capture_id: str | None = None
-        self.run: dict[str, Any] = {"run_id": None, "recorder": None, "wall_ns": None}
+        self.run: dict[str, Any] = {"run_id": None, "recorder": None, "recorder_id": None, "wall_ns": None}
         self.runs_seen: set[str] = set()
         self.records = 0
         self.prompts: list[tuple[int, int, str, bytes]] = []  # (sent_wall_ns, seq, exchange_id, body)
@@ -136,10 +145,12 @@ class _Decoder:
         self.capture_id = self.capture_id or rec.get("capture_id")
         recorder = rec.get("recorder") or {}
         wall = _num(rec.get("wall"))
-        self.run = {"run_id": rec.get("run_id"), "recorder": recorder.get("kind"), "wall_ns": round(wall * 1e9) if wall else None}
+        recorder_id = _recorder_id(rec)
+        self.run = {"run_id": rec.get("run_id"), "recorder": recorder.get("kind"), "recorder_id": recorder_id,
+                    "wall_ns": round(wall * 1e9) if wall else None}  # fmt: skip
         if rec.get("run_id") not in self.runs_seen:
             self.runs_seen.add(rec.get("run_id"))
-            self.sinks["runs"].add((self.capture, rec.get("capture_id"), rec.get("run_id"), recorder.get("kind"), wall,
+            self.sinks["runs"].add((self.capture, rec.get("capture_id"), rec.get("run_id"), recorder.get("kind"), recorder_id, wall,
                                     recorder.get("upstream"), _dump(rec.get("labels")), _dump(rec.get("host"))))  # fmt: skip
 
     def exchange(self, rec: dict[str, Any]) -> None:
@@ -173,7 +184,7 @@ class _Decoder:
         model = request.get("model") if request else None
         stream = bool(request.get("stream")) if request else None
         self.sinks["exchanges"].add((
-            capture, self.capture_id, self.run["run_id"], self.run["recorder"],
+            capture, self.capture_id, self.run["run_id"], self.run["recorder"], self.run["recorder_id"],
             xid, rec.get("seq"), rec.get("session"), rec.get("wall"), rec.get("start_ns"), rec.get("sent_ns"), sent_wall_ns,
             rec.get("method"), path, rec.get("query"), rec.get("status"), rec.get("end"), rec.get("error"), rec.get("upstream"),
             bool(rec.get("proxy_generated")),

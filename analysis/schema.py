@@ -29,12 +29,13 @@ CAPTURES = _schema(
 )  # fmt: skip
 
 RUNS = _schema(
-    ("capture", S), ("capture_id", S), ("run_id", S), ("recorder", S), ("wall", F64), ("upstream", S),
+    ("capture", S), ("capture_id", S), ("run_id", S), ("recorder", S), ("recorder_id", S), ("wall", F64), ("upstream", S),
     ("labels", S), ("host", S),  # JSON
 )  # fmt: skip
 
 EXCHANGES = _schema(
     ("capture", S), ("capture_id", S), ("run_id", S), ("recorder", S),
+    ("recorder_id", S),  # which recorder process wrote it (host-pid, or a replay shard): shards of one capture
     ("exchange_id", S), ("seq", I64), ("session", S), ("wall", F64), ("start_ns", I64), ("sent_ns", I64),
     ("sent_wall_ns", I64),  # the run header's wall clock + sent_ns: comparable across runs
     ("method", S), ("path", S), ("query", S), ("status", I32), ("end", S), ("error", S), ("upstream", S),

@@ -7,6 +7,7 @@ nothing is copied into memory until a query asks for it, and many shards read as
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,16 +109,45 @@ class Analysis:
     def count(self, name: str) -> int:
         return int(self.con.execute(f'SELECT count(*) FROM "{name}"').fetchall()[0][0])
 
-    def export_parquet(self, folder: str | os.PathLike[str]) -> dict[str, int]:
-        """Write every table and per-exchange view as ``folder/<name>.parquet``, for any SQL engine to read."""
+    def export_parquet(self, folder: str | os.PathLike[str], *, partition_by: str | None = "recorder_id") -> dict[str, int]:
+        """Write every table and per-exchange view as Parquet, for any SQL engine to read.
+
+        Partitioned (``recorder_id`` or ``run_id``): ``folder/<name>/<key>=<value>/data_0.parquet``,
+        hive-style, as Spark, Trino and DuckDB discover partitions; each row sits with its
+        exchange's (or run's) recorder. ``None``: one ``folder/<name>.parquet`` per table.
+        """
+        if partition_by not in (None, "recorder_id", "run_id"):
+            raise AnalysisError(f"partition by recorder_id or run_id, not {partition_by!r}")
         out = Path(folder)
         out.mkdir(parents=True, exist_ok=True)
         counts = {}
         for name in EXPORTED:
-            target = out / f"{name}.parquet"
-            self.con.execute(f"COPY (SELECT * FROM {name}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd)")
+            if partition_by is None:
+                target, options = out / f"{name}.parquet", ""
+                select = f"SELECT * FROM {name}"
+            else:
+                target, options = out / name, f", PARTITION_BY ({partition_by}), OVERWRITE true"
+                select = self._with_partition_key(name, partition_by)
+                # The captures table spans recorders; an empty table would leave no file, hence no schema.
+                if select is None or not self.count(name):
+                    shutil.rmtree(target, ignore_errors=True)
+                    target.mkdir()
+                    target, options, select = target / "data_0.parquet", "", select or f"SELECT * FROM {name}"
+            self.con.execute(f"COPY ({select}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd{options})")
             counts[name] = self.count(name)
         return counts
+
+    def _with_partition_key(self, name: str, key: str) -> str | None:
+        columns = {c for c, *_ in self.con.execute(f"DESCRIBE {name}").fetchall()}
+        if key in columns:
+            return f"SELECT * FROM {name}"
+        if "exchange_id" in columns:  # rows of an exchange go with it
+            return (f"SELECT t.*, x.{key} FROM {name} t LEFT JOIN (SELECT capture, exchange_id, any_value({key}) AS {key} "
+                    f"FROM exchanges GROUP BY ALL) x USING (capture, exchange_id)")  # fmt: skip
+        if "run_id" in columns:
+            return (f"SELECT t.*, r.{key} FROM {name} t LEFT JOIN (SELECT capture, run_id, any_value({key}) AS {key} "
+                    f"FROM runs GROUP BY ALL) r USING (capture, run_id)")  # fmt: skip
+        return None
 
     def close(self) -> None:
         self.con.close()

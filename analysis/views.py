@@ -44,7 +44,7 @@ WITH tok AS (
     FROM token_chunks GROUP BY capture, exchange_id
 ), base AS (
     SELECT
-        x.capture, x.capture_id, x.run_id, x.recorder, x.exchange_id, x.seq, x.session, x.model, x.method, x.path,
+        x.capture, x.capture_id, x.run_id, x.recorder, x.recorder_id, x.exchange_id, x.seq, x.session, x.model, x.method, x.path,
         x.status, x."end", x.generation, x.stream,
         -- A client may hang up right after the stream's end marker, before the engine ends the body
         -- (the openai SDK closes on [DONE]); the recorder then says client_disconnected, yet every

@@ -35,9 +35,10 @@ from proxy import CaptureReader, CaptureWriter
 from replay import Schedule, run_replay
 
 
-def _capture(path: Path, rate: float, seconds: float) -> int:
+def _capture(path: Path, rate: float, seconds: float, **params: object) -> int:
+    """A synthetic capture of ``rate * seconds`` evenly spaced streamed requests (``params`` in each body)."""
     n = int(rate * seconds)
-    body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}], "stream": True, "n_chunks": 4}).encode()
+    body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}], "stream": True, "n_chunks": 4, **params}).encode()
     with CaptureWriter(path, recorder={"kind": "bench"}) as writer:
         for i in range(n):
             offset = int(i * 1e9 / rate)

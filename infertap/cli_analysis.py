@@ -253,18 +253,24 @@ def _cell(value: Any) -> str:
 @click.command()
 @_captures
 @click.option("--parquet", "folder", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder to write <table>.parquet files into (created if needed).")  # fmt: skip
+              help="Folder to write the tables into (created if needed).")  # fmt: skip
+@click.option("--partition-by", type=click.Choice(["recorder", "run", "none"]), default="recorder", show_default=True,
+              help="Hive-style partitions <table>/recorder_id=.../ (or run_id=...); none: one <table>.parquet each.")  # fmt: skip
 @_cache_dir
-def export(captures: tuple[str, ...], folder: Path, cache_dir: Path | None) -> None:
+def export(captures: tuple[str, ...], folder: Path, partition_by: str, cache_dir: Path | None) -> None:
     """Export the decoded tables and per-exchange metrics of captures as Parquet, for any SQL engine.
 
+    Each row sits in its recorder's partition (one per proxy process or replay shard), so the
+    shards of a capture stay apart and a reader can prune them; the schema is in docs/analysis.md.
+
     \b
-    infertap export captures/shards/ --parquet out/
-    duckdb -c "SELECT count(*) FROM 'out/metrics.parquet'"
+    infertap export 'captures/shard-*' --parquet out/
+    duckdb -c "SELECT recorder_id, count(*) FROM 'out/metrics/*/*.parquet' GROUP BY ALL"
     """
+    key = {"recorder": "recorder_id", "run": "run_id", "none": None}[partition_by]
     with _opened(captures, cache_dir) as analysis:
-        counts = analysis.export_parquet(folder)
-    click.echo(f"wrote {len(counts)} files to {folder}: " + ", ".join(f"{name} ({n} rows)" for name, n in counts.items()))
+        counts = analysis.export_parquet(folder, partition_by=key)
+    click.echo(f"wrote {len(counts)} tables to {folder}: " + ", ".join(f"{name} ({n} rows)" for name, n in counts.items()))
 
 
 def register(cli: click.Group) -> None:

@@ -42,19 +42,23 @@ from .options import pairs
 @click.option("--no-probe", is_flag=True, help="Don't probe the target (no snapshot, no enrichment).")
 @click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings.")
 @click.option("--grace", default=5.0, show_default=True, help="On Ctrl-C, seconds in-flight requests may finish.")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
+              help="Replay in shards on a Ray cluster (ADDRESS, or RAY_ADDRESS, or a new local one); needs infertap[scale].")
+@click.option("--shards", type=click.IntRange(min=1), default=None, help="With --ray: how many replay workers [default: the cluster's CPUs].")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
 def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | None, speed: float, concurrency: str | None,
            rate: float | None, poisson: bool, seed: int, max_concurrency: int | None, model_map: list[tuple[str, str]],
            model: str | None, set_values: list[tuple[str, str]], unset: tuple[str, ...], headers: list[tuple[str, str]],
            drop_header: tuple[str, ...], api_key: str | None, pin_defaults: bool, filters: tuple[str, ...], limit: int | None,
            repeat: int, labels: list[tuple[str, str]], model_file: str | None, no_probe: bool, no_enrich: bool, grace: float,
-           as_json: bool) -> None:  # fmt: skip
+           ray_address: str | None, shards: int | None, as_json: bool) -> None:  # fmt: skip
     """Re-issue a captured workload against TARGET, at the original timing by default, recording it as a capture.
 
     \b
     infertap replay captures/run1 --target http://127.0.0.1:8080
     infertap replay captures/run1 --target http://127.0.0.1:8000 --concurrency 8 --model-map smol=Qwen/Qwen3-8B
     infertap replay captures/run1 --target http://127.0.0.1:8080 --rate 20 --poisson --set temperature=0 --pin-defaults
+    infertap replay captures/agents --target http://gpu-node:8000 --ray ray://head:10001 --shards 16
     """
     from replay import Filters, Schedule, Transforms, parse_value, run_replay
 
@@ -64,6 +68,8 @@ def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | No
         raise click.UsageError("--schedule original can't be combined with --concurrency or --rate")
     if poisson and rate is None:
         raise click.UsageError("--poisson needs --rate")
+    if shards is not None and ray_address is None:
+        raise click.UsageError("--shards needs --ray")
     try:
         if concurrency is not None:
             if concurrency == "original":
@@ -85,7 +91,7 @@ def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | No
         )  # fmt: skip
         out = out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}"
         summary = _run(run_replay, capture, target, out, schedule, transforms, Filters.parse(filters), limit, repeat,
-                       dict(labels), not no_probe, not no_enrich, model_file, grace, as_json)  # fmt: skip
+                       dict(labels), not no_probe, not no_enrich, model_file, grace, as_json, ray_address, shards)  # fmt: skip
     except InfertapError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
@@ -96,11 +102,11 @@ def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | No
 
 def _run(run_replay: Any, capture: Path, target: str, out: Path, schedule: Any, transforms: Any, filters: Any,
          limit: int | None, repeat: int, labels: dict[str, str], probe: bool, enrich: bool, model_file: str | None,
-         grace: float, quiet: bool) -> dict[str, Any]:  # fmt: skip
+         grace: float, quiet: bool, ray_address: str | None, shards: int | None) -> dict[str, Any]:  # fmt: skip
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     kwargs = dict(schedule=schedule, transforms=transforms, filters=filters, limit=limit, repeat=repeat, labels=labels,
-                  probe=probe, enrich=enrich, model_file=model_file, grace_s=grace)  # fmt: skip
+                  probe=probe, enrich=enrich, model_file=model_file, grace_s=grace, ray=ray_address, shards=shards)  # fmt: skip
     if quiet:
         return run_replay(capture, target, out, **kwargs)
     progress = Progress(
@@ -112,12 +118,13 @@ def _run(run_replay: Any, capture: Path, target: str, out: Path, schedule: Any, 
     def on_start(info: dict[str, Any]) -> None:
         progress.update(task, total=info["items"])
         progress.console.print(f"replaying {info['items']} exchanges from {capture} against {target} "
-                               f"({info['target_kind'] or 'unknown kind'}) into {info['out']}", markup=False, highlight=False)  # fmt: skip
+                               f"({info['target_kind'] or 'unknown kind'}) into {info['out']}"
+                               + (f" in {info['shards']} Ray shards" if "shards" in info else ""), markup=False, highlight=False)  # fmt: skip
 
     def tick(stats: Any) -> None:
         errors = stats.completed - stats.ends.get("complete", 0)
-        lag = f"{stats.lags_ns[-1] / 1e6:.2f} ms" if stats.lags_ns else "-"
-        progress.update(task, completed=stats.completed, detail=f"in flight {stats.in_flight}, errors {errors}, lag {lag}")
+        lag = f", lag {stats.lags_ns[-1] / 1e6:.2f} ms" if stats.lags_ns else ""
+        progress.update(task, completed=stats.completed, detail=f"in flight {stats.in_flight}, errors {errors}{lag}")
 
     with progress:
         return run_replay(capture, target, out, progress=tick, on_start=on_start, **kwargs)
@@ -147,7 +154,16 @@ def _print_summary(s: dict[str, Any]) -> None:
     ]
     for key, value in rows:
         table.add_row(key, value)
-    Console().print(table, markup=False, highlight=False)
+    console = Console()
+    console.print(table, markup=False, highlight=False)
+    if s.get("workers"):
+        workers = Table("shard", "host", "recorder", "sent", "complete", "req/s", "lag ms p50 / p99 / max", "clock offset ms",
+                        title="replay workers (Ray)", title_justify="left")  # fmt: skip
+        for w in s["workers"]:
+            rate = "-" if w["requests_per_s"] is None else f"{w['requests_per_s']:.1f}"
+            workers.add_row(str(w["shard"]), w["host"], w["recorder_id"], str(w["sent"]), str(w["completed"]), rate,
+                            ms(w["lag_ms"]), "same host" if w["clock_rtt_ms"] is None else f"{w['clock_offset_ms']:+.2f} (rtt {w['clock_rtt_ms']:.2f})")  # fmt: skip
+        console.print(workers, markup=False, highlight=False)
 
 
 def register(cli: click.Group) -> None:

@@ -15,8 +15,8 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
-import httpx
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
@@ -24,15 +24,17 @@ from starlette.types import Receive, Scope, Send
 from .errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 from .redact import Redactor
 from .responses import ended_by_marker
+from .upstream import UpstreamClient, UpstreamHTTPError, UpstreamResponse, UpstreamTimeoutError
 from .writer import CaptureWriter
 
 log = logging.getLogger("infertap.proxy")
 
 # Hop-by-hop headers (RFC 9110 7.6.1) belong to one connection, never forwarded. Content-Length
-# of the request is recomputed by httpx from the exact body; Host comes from the upstream URL.
+# of the request is recomputed from the exact body; Host comes from the upstream URL; Expect was
+# answered by our own server before the body arrived.
 _HOP_REQUEST = frozenset(
     b"connection keep-alive proxy-connection proxy-authorization te trailer transfer-encoding upgrade "
-    b"host content-length x-infertap-token".split()
+    b"host content-length expect x-infertap-token".split()
 )
 _HOP_RESPONSE = frozenset(b"connection keep-alive proxy-connection transfer-encoding te trailer upgrade".split())
 _SESSION_HEADERS = (b"x-infertap-session", b"x-session-id")
@@ -60,16 +62,17 @@ class RecordingProxy:
         auth_token: str | None = None,
         fail_on_capture_error: bool = False,
     ) -> None:
-        url = httpx.URL(upstream)
-        if url.scheme not in ("http", "https") or not url.host:
+        parts = urlsplit(upstream)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"upstream must be an http(s) URL, got {upstream!r}")
-        self.upstream = str(url).rstrip("/")
-        self._base = self.upstream.encode("ascii")
+        self.upstream = upstream.rstrip("/")
+        self._prefix = parts.path.rstrip("/").encode("ascii")  # an upstream mounted under a path keeps it
         self.writer = writer
         self.redactor = redactor or Redactor()
         self.max_body_bytes = max_body_bytes
-        self.timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None)
-        self.client: httpx.AsyncClient | None = None
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.client: UpstreamClient | None = None
         self.on_exchange = on_exchange  # e.g. Enricher.submit: must not block
         self._auth = auth_token.encode() if auth_token else None
         self.fail_on_capture_error = fail_on_capture_error
@@ -84,12 +87,8 @@ class RecordingProxy:
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def startup(self) -> None:
-        self.client = httpx.AsyncClient(
-            timeout=self.timeout,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
-            follow_redirects=False,
-            trust_env=False,  # a proxy in front of an engine must not itself go through HTTP_PROXY
-        )
+        # Never through HTTP_PROXY, never following redirects: the engine's answer goes back as it is.
+        self.client = UpstreamClient(self.upstream, connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)
 
     async def shutdown(self) -> None:
         """Cancel what is still in flight (each records itself as ``cancelled``), then close."""
@@ -238,9 +237,8 @@ class RecordingProxy:
         task: asyncio.Task[Any],
     ) -> None:
         assert self.client is not None, "RecordingProxy.startup() was not run"
-        url = self._base + raw_path + (b"?" + query if query else b"")
+        target = self._prefix + raw_path + (b"?" + query if query else b"")
         headers = [(n, v) for n, v in raw_headers if n not in _HOP_REQUEST]
-        request = self.client.build_request(scope["method"], url.decode("latin-1"), headers=headers, content=body)
 
         # Watch for the client going away for the whole exchange, prefill included, so the
         # engine stops generating for nobody.
@@ -261,26 +259,26 @@ class RecordingProxy:
             task.cancel()
 
         watcher = asyncio.create_task(watch())
-        response: httpx.Response | None = None
+        response: UpstreamResponse | None = None
         t0 = time.monotonic_ns()
         record["sent_ns"] = self.writer.elapsed_ns()
         chunk_ns: list[int] = record["chunk_ns"]
         chunks: list[bytes] = record["chunks"]
         try:
             try:
-                response = await self.client.send(request, stream=True)
-            except httpx.TimeoutException as exc:
-                raise UpstreamTimeout(f"infertap: upstream {self.upstream} timed out before responding: {exc!r}") from exc
-            except httpx.HTTPError as exc:
-                raise UpstreamUnreachable(f"infertap: upstream {self.upstream} failed before responding: {exc!r}") from exc
+                response = await self.client.send(scope["method"], target, headers, body)
+            except UpstreamTimeoutError as exc:
+                raise UpstreamTimeout(f"infertap: upstream {self.upstream} timed out before responding: {exc}") from exc
+            except UpstreamHTTPError as exc:
+                raise UpstreamUnreachable(f"infertap: upstream {self.upstream} failed before responding: {exc}") from exc
             record["headers_ns"] = time.monotonic_ns() - t0
             record["status"] = response.status_code
-            record["response_headers"] = self.redactor.headers_from_asgi(response.headers.raw)
+            record["response_headers"] = self.redactor.headers_from_asgi(response.headers)
             await send(
                 {
                     "type": "http.response.start",
                     "status": response.status_code,
-                    "headers": [(n, v) for n, v in response.headers.raw if n.lower() not in _HOP_RESPONSE],
+                    "headers": [(n, v) for n, v in response.headers if n.lower() not in _HOP_RESPONSE],
                 }
             )
             try:
@@ -288,11 +286,11 @@ class RecordingProxy:
                     chunk_ns.append(time.monotonic_ns() - t0)
                     chunks.append(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except httpx.TimeoutException as exc:
-                record.update(end="timeout", error=f"upstream read timed out mid-response: {exc!r}")
+            except UpstreamTimeoutError as exc:
+                record.update(end="timeout", error=f"upstream read timed out mid-response: {exc}")
                 return  # returning without completing the response makes the server cut the connection
-            except httpx.HTTPError as exc:
-                record.update(end="upstream_error", error=f"upstream failed mid-response: {exc!r}")
+            except UpstreamHTTPError as exc:
+                record.update(end="upstream_error", error=f"upstream failed mid-response: {exc}")
                 return
             state["finished"] = True  # the upstream is done: the exchange is complete, whoever hangs up now
             await send({"type": "http.response.body", "body": b"", "more_body": False})

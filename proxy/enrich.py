@@ -246,6 +246,7 @@ def enrich_capture(
     labels: Mapping[str, str] | None = None,
     progress: Callable[[int], None] | None = None,
     headers: Mapping[str, str] | None = None,
+    enrich: bool = True,
 ) -> dict[str, int]:
     """Enrich a capture after the fact: a new run appended to it, exchanges left as they are.
 
@@ -262,7 +263,7 @@ def enrich_capture(
         snap = snapshot(engine, labels)
         with CaptureWriter(reader.path, recorder={"kind": "enrich", "engine": engine.base}, labels=labels) as writer:
             writer.write(snap)
-            for record in reader.exchanges():
+            for record in reader.exchanges() if enrich else ():  # without: the engine's snapshot alone
                 counts["exchanges"] += 1
                 out = enrichment(engine, snap["fingerprint"], record) if record.get("end") == "complete" else None
                 if out is None:

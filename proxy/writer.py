@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import socket
 import threading
 import time
 import uuid
@@ -43,6 +44,23 @@ def segment_paths(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob(f"*{SEGMENT_SUFFIX}") if p.name[:6].isdigit())
 
 
+def default_recorder_id() -> str:
+    """Which recorder wrote a run: host and process, so shards of one capture stay apart."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def capture_id_of(directory: Path) -> str | None:
+    """The identity of an existing capture (its first segment's header), None when there is none."""
+    segments = segment_paths(directory) if directory.is_dir() else []
+    if not segments:
+        return None
+    from .reader import CaptureReader
+
+    for record in CaptureReader(segments[0]).records():
+        return record.get("capture_id") if record.get("type") == "header" else None
+    return None
+
+
 class CaptureWriter:
     """Writes one run of records into a capture directory (appending new segments if it exists).
 
@@ -58,15 +76,16 @@ class CaptureWriter:
         max_segment_bytes: int = DEFAULT_MAX_SEGMENT_BYTES,
         level: int = 3,
         flush_interval: float = 0.005,
+        capture_id: str | None = None,
     ) -> None:
         self.path = Path(path)
         self.max_segment_bytes = max_segment_bytes
         self.flush_interval = flush_interval  # the longest a record waits for company before it is written
-        self.capture_id = ""
+        self.capture_id = capture_id or ""  # given: a shard of a capture written elsewhere (replay --ray)
         self.run_id = uuid.uuid4().hex
         self.started_wall = time.time()
         self.started_ns = time.monotonic_ns()
-        self._recorder = dict(recorder)
+        self._recorder = {"id": default_recorder_id(), **recorder}
         self._labels = dict(labels or {})
         self._level = level
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -91,7 +110,7 @@ class CaptureWriter:
             if new:
                 os.chmod(self.path, 0o700)
             existing = segment_paths(self.path)
-            self.capture_id = self._existing_capture_id(existing) or uuid.uuid4().hex
+            self.capture_id = self.capture_id or capture_id_of(self.path) or uuid.uuid4().hex
             next_index = int(existing[-1].name[:6]) + 1 if existing else 0
             self._open_segment(next_index)
         except OSError as exc:
@@ -249,13 +268,3 @@ class CaptureWriter:
             "exchanges": self.exchanges,
             "dropped": self.dropped,
         }
-
-    @staticmethod
-    def _existing_capture_id(segments: list[Path]) -> str | None:
-        if not segments:
-            return None
-        from .reader import CaptureReader  # a capture appended to keeps its identity
-
-        for record in CaptureReader(segments[0]).records():
-            return record.get("capture_id") if record.get("type") == "header" else None
-        return None

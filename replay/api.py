@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from proxy.engines import ProbeError
-from proxy.enrich import Enricher
+from proxy.enrich import Enricher, enrich_capture
 from proxy.errors import InfertapError
 from proxy.probe import open_engine
 from proxy.writer import CaptureWriter
@@ -60,14 +61,25 @@ def run_replay(
     grace_s: float = 5.0,
     progress: Callable[[ReplayStats], None] | None = None,
     on_start: Callable[[dict[str, Any]], None] | None = None,
+    ray: str | None = None,
+    shards: int | None = None,
 ) -> dict[str, Any]:
     """Replay ``capture`` against ``target`` into the capture ``out``; returns the run's summary.
 
     SIGINT/SIGTERM (when called from the main thread) stop sending, give in-flight requests
     ``grace_s`` seconds, and close the capture cleanly.
+
+    With ``ray`` (a cluster address, or ``""`` for Ray's default: ``RAY_ADDRESS`` or a local
+    cluster), the workload is split into ``shards`` (default: the cluster's CPUs) replayed by Ray
+    actors from one shared start; the target is probed and the exchanges enriched from here
+    afterwards. See replay/distributed.py.
     """
     schedule = schedule or Schedule()
     transforms = transforms or Transforms()
+    if ray is not None:
+        from .shards import shard_schedules
+
+        shard_schedules(schedule, 1)  # a schedule that can't be sharded fails before anything else
     items, source = load(capture, filters=filters, limit=limit, repeat=repeat)
     probe_headers = {n: v for n, v in transforms.headers.items() if n.lower() == "authorization"}
     target_kind = None
@@ -94,6 +106,10 @@ def run_replay(
         },
         "limit": limit, "repeat": repeat, "pid": os.getpid(),
     }  # fmt: skip
+    if ray is not None:
+        return _run_on_ray(ray, shards, items, bodies, headers, target, Path(out), schedule, recorder, labels=labels,
+                           probe=probe, enrich=enrich, model_file=model_file, probe_headers=probe_headers, grace_s=grace_s,
+                           progress=progress, on_start=on_start, source=source, target_kind=target_kind)  # fmt: skip
     writer = CaptureWriter(Path(out), recorder=recorder, labels=labels).open()
     enricher: Enricher | None = None
     replay: Replay | None = None
@@ -141,3 +157,49 @@ async def _tick(replay: Replay, progress: Callable[[ReplayStats], None]) -> None
     while True:
         progress(replay.stats)
         await asyncio.sleep(0.2)
+
+
+def _run_on_ray(address: str, shards: int | None, items: list[Item], bodies: list[bytes], headers: list[list[tuple[str, str]]],
+                target: str, out: Path, schedule: Schedule, recorder: dict[str, Any], *, labels: Mapping[str, str] | None,
+                probe: bool, enrich: bool, model_file: str | None, probe_headers: dict[str, str], grace_s: float,
+                progress: Callable[[ReplayStats], None] | None, on_start: Callable[[dict[str, Any]], None] | None,
+                source: dict[str, Any], target_kind: str | None) -> dict[str, Any]:  # fmt: skip
+    try:
+        import ray
+    except ImportError:
+        raise ReplayError("replay --ray needs Ray: pip install 'infertap[scale]'") from None
+    from .distributed import run_sharded
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        _check_reachable(address)
+        try:
+            ray.init(address=address or None, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ReplayError(f"cannot join the Ray cluster at {address or 'RAY_ADDRESS or a new local one'}: {exc}") from exc
+    try:
+        n = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        if on_start:
+            on_start({"items": len(items), "source": source, "target_kind": target_kind, "out": str(out), "shards": n})
+        summary = run_sharded(items, bodies, headers, target, out, schedule, {**recorder, "shards": n}, shards=n,
+                              labels=labels, grace_s=grace_s, progress=progress)  # fmt: skip
+    finally:
+        if started_here:
+            ray.shutdown()
+    counts = {"enriched": 0}
+    if probe:  # one snapshot of the target, and the exchanges enriched, as a run of its own
+        counts = enrich_capture(out, target, model_file=model_file, labels=labels, headers=probe_headers, enrich=enrich)
+    summary.update(out=str(out), source=source, target=target, target_kind=target_kind, snapshots=int(probe),
+                   enriched=counts["enriched"])  # fmt: skip
+    return summary
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in seconds on a cluster address nobody answers at: Ray itself retries for minutes."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "", "auto", "local": Ray's own discovery
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise ReplayError(f"no Ray cluster answers at {address} ({exc}); nothing was sent") from exc

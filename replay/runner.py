@@ -1,4 +1,4 @@
-"""Running a replay: one shared httpx client, a dispatcher that owns the deadlines, a task per request.
+"""Running a replay: one shared upstream client (proxy/upstream.py), a dispatcher that owns the deadlines, a task per request.
 
 Each replayed exchange is recorded with the proxy's capture format, plus the link to its source
 and its schedule fidelity: ``scheduled_ns`` (when it was due), ``lag_ns`` (how late the dispatcher
@@ -16,10 +16,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import httpx
+from urllib.parse import urlsplit
 
 from proxy.redact import Redactor
+from proxy.upstream import UpstreamClient, UpstreamHTTPError, UpstreamResponse, UpstreamTimeoutError
 from proxy.writer import CaptureWriter
 
 from .schedule import Schedule, sleep_until
@@ -84,21 +84,30 @@ class Replay:
         writer: CaptureWriter,
         schedule: Schedule,
         *,
-        timeout: httpx.Timeout | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float | None = 600.0,
         grace_s: float = 5.0,
         on_exchange: Callable[[dict[str, Any]], None] | None = None,
         redactor: Redactor | None = None,
+        offsets: list[int] | None = None,
+        start_ns: int | None = None,
     ) -> None:
+        """``offsets`` (open loop) and ``start_ns`` (a ``time.monotonic_ns()`` deadline) come from a
+        sharded replay: the schedule was computed over the whole workload and every shard starts
+        at one shared instant. By default the schedule is computed here and starts now."""
         self.items = items
         self.bodies = bodies
         self.headers = headers
         self.target = target.rstrip("/")
         self.writer = writer
         self.schedule = schedule
-        self.timeout = timeout or httpx.Timeout(connect=10.0, read=600.0, write=600.0, pool=None)
+        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self._prefix = urlsplit(self.target).path.encode("latin-1")  # a target mounted under a path keeps it
         self.grace_s = grace_s
         self.on_exchange = on_exchange
         self.redactor = redactor or Redactor()
+        self.offsets = offsets
+        self.start_ns = start_ns
         self.stats = ReplayStats(total=len(items))
         self._done = [asyncio.Event() for _ in items]
         self._tasks: set[asyncio.Task[None]] = set()
@@ -106,7 +115,7 @@ class Replay:
         self._slots = asyncio.Condition()
         self._stopping = False
         self._dispatcher: asyncio.Task[None] | None = None
-        self._client: httpx.AsyncClient | None = None
+        self._client: UpstreamClient | None = None
         self._seq = 0
 
     def stop(self) -> None:
@@ -119,9 +128,8 @@ class Replay:
 
     async def run(self) -> dict[str, Any]:
         started = time.monotonic()
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=512)
-        async with httpx.AsyncClient(timeout=self.timeout, limits=limits, trust_env=False) as client:
-            self._client = client
+        self._client = client = UpstreamClient(self.target, connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)
+        try:
             self._dispatcher = asyncio.create_task(self._dispatch())
             try:
                 await self._dispatcher
@@ -134,19 +142,22 @@ class Replay:
                     task.cancel()
                 if pending:
                     await asyncio.wait(pending)
+        finally:
+            await client.aclose()
         return summarize(self.stats, time.monotonic() - started)
 
     # -- dispatch ------------------------------------------------------------------------------
 
     async def _dispatch(self) -> None:
+        t0_mono = self.start_ns or time.monotonic_ns()
+        t0 = t0_mono - self.writer.started_ns  # on the writer's clock, as scheduled_ns is
         if self.schedule.open_loop:
-            offsets = self.schedule.offsets(self.items)
-            t0_mono = time.monotonic_ns()
-            t0 = self.writer.elapsed_ns()
+            offsets = self.offsets if self.offsets is not None else self.schedule.offsets(self.items)
             for item, offset in zip(self.items, offsets, strict=True):
                 await sleep_until(t0_mono + offset)
                 self._spawn(item, t0 + offset)
         else:
+            await sleep_until(t0_mono)
             for item in self.items:
                 limit = self.schedule.limit(item)
                 async with self._slots:
@@ -180,7 +191,7 @@ class Replay:
             "lag_ns": 0, "queue_ns": 0, "dep_wait_ns": 0,
         }  # fmt: skip
         acquired = False
-        response: httpx.Response | None = None
+        response: UpstreamResponse | None = None
         t0 = time.monotonic_ns()
         try:
             if item.parent is not None and not self._done[item.parent].is_set():
@@ -194,8 +205,8 @@ class Replay:
                 acquired = True
                 queue_wait = time.monotonic_ns() - t if must_wait else 0
             assert self._client is not None
-            url = self.target + item.path + ("?" + item.query if item.query else "")
-            request = self._client.build_request(item.method, url, headers=self.headers[item.index], content=self.bodies[item.index])
+            target = self._prefix + (item.path + ("?" + item.query if item.query else "")).encode("latin-1")
+            headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in self.headers[item.index]]
             self._seq += 1
             t0 = time.monotonic_ns()
             sent = writer.elapsed_ns()
@@ -205,19 +216,19 @@ class Replay:
             self.stats.lags_ns.append(lag)
             if self._cap is not None:
                 self.stats.queue_ns.append(queue_wait)
-            response = await self._client.send(request, stream=True)
+            response = await self._client.send(item.method, target, headers, self.bodies[item.index])
             record["headers_ns"] = time.monotonic_ns() - t0
             record["status"] = response.status_code
-            record["response_headers"] = self.redactor.headers_from_asgi(response.headers.raw)
+            record["response_headers"] = self.redactor.headers_from_asgi(response.headers)
             chunk_ns: list[int] = record["chunk_ns"]
             chunks: list[bytes] = record["chunks"]
             async for chunk in response.aiter_raw():
                 chunk_ns.append(time.monotonic_ns() - t0)
                 chunks.append(chunk)
-        except httpx.TimeoutException as exc:
-            record.update(end="timeout", error=f"target timed out: {exc!r}")
-        except httpx.HTTPError as exc:
-            record.update(end="upstream_error", error=f"target failed: {exc!r}")
+        except UpstreamTimeoutError as exc:
+            record.update(end="timeout", error=f"target timed out: {exc}")
+        except UpstreamHTTPError as exc:
+            record.update(end="upstream_error", error=f"target failed: {exc}")
         except asyncio.CancelledError:
             record.update(end="cancelled", error="replay stopped while the request was in flight")
             raise

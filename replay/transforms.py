@@ -103,7 +103,7 @@ class Transforms:
         """Captured headers minus what belongs to the old connection, redacted values and drops."""
         drop = {h.lower() for h in self.drop_headers} | {h.lower() for h in self.headers}
         drop |= {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-                 "proxy-authorization", "proxy-connection"}  # fmt: skip
+                 "proxy-authorization", "proxy-connection", "expect"}  # fmt: skip
         out = [(n, v) for n, v in captured if n.lower() not in drop and REDACTED not in v]
         out.extend(self.headers.items())
         return out

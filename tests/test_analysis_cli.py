@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -120,8 +121,19 @@ def test_export_writes_parquet_that_duckdb_reads(cap: Path, tmp_path: Path) -> N
     out = tmp_path / "parquet"
     text = ok(run("export", str(cap), "--parquet", str(out))).stdout
     assert "exchanges (3 rows)" in text and "chunks (6 rows)" in text
-    assert duckdb.sql(f"SELECT count(*) FROM '{out}/metrics.parquet'").fetchall() == [(3,)]
+    counts = dict(re.findall(r"(\w+) \((\d+) rows\)", text))
+    for name, n in counts.items():  # hive partitions by recorder: every row comes back, with its recorder
+        files = f"{out}/{name}/**/*.parquet"
+        assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{files}', hive_partitioning=true)").fetchall() == [(int(n),)], name
+    (recorder,) = duckdb.sql(f"SELECT DISTINCT recorder_id FROM read_parquet('{out}/chunks/*/*.parquet')").fetchall()
+    assert recorder[0] and (out / "chunks" / f"recorder_id={recorder[0]}").is_dir()
+    flat = tmp_path / "flat"
+    ok(run("export", str(cap), "--parquet", str(flat), "--partition-by", "none"))
+    assert duckdb.sql(f"SELECT count(*) FROM '{flat}/metrics.parquet'").fetchall() == [(3,)]
+    ok(run("export", str(cap), "--parquet", str(out)))  # again over an earlier export: replaced, not doubled
+    assert duckdb.sql(f"SELECT count(*) FROM '{out}/exchanges/*/*.parquet'").fetchall() == [(3,)]
     assert run("export", str(cap)).exit_code == 2  # --parquet is required
+    assert run("export", str(cap), "--parquet", str(out), "--partition-by", "model").exit_code == 2
 
 
 def test_a_corrupt_capture_fails_with_the_file_named_and_a_torn_one_warns(cap: Path) -> None:

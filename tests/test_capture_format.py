@@ -6,6 +6,7 @@ import asyncio
 import io
 import os
 import shutil
+import socket
 import struct
 import threading
 import time
@@ -159,7 +160,7 @@ def test_round_trip(tmp_path: Path) -> None:
     header = got[0]
     assert header["format"] == [FORMAT_MAJOR, FORMAT_MINOR]
     assert header["capture_id"] == writer.capture_id and header["run_id"] == writer.run_id
-    assert header["recorder"] == RECORDER and header["labels"] == {"gpu": "none"}
+    assert header["recorder"] == {"id": f"{socket.gethostname()}-{os.getpid()}", **RECORDER} and header["labels"] == {"gpu": "none"}
     assert header["segment"] == 0
     footer = got[-1]
     assert footer["exchanges"] == 4 and footer["dropped"] == 0

@@ -1,0 +1,303 @@
+"""Distributed replay on Ray: one replay worker per shard, one shared start, one merged capture.
+
+The driver computes the schedule over the whole workload, deals conversations to shards, starts
+one Ray actor per shard (spread over the cluster's nodes) and waits until every actor holds its
+part. Only then does it pick the start: an instant a little ahead, converted to each worker's own
+clock (offsets measured by round trips), so original timing holds across machines. Each worker
+records its shard as a run of its own (its recorder id names the shard) and returns the segments;
+the driver writes them into one capture. A worker that dies loses its own shard only: the
+others are merged, and the error names it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from proxy.errors import InfertapError
+from proxy.writer import CaptureWriter, capture_id_of, segment_name, segment_paths
+
+from .runner import Replay, ReplayStats, summarize
+from .schedule import Schedule
+from .shards import Shard, shard_schedules, split
+from .workload import Item
+
+_LEAD_S = 1.0  # from the start's announcement to the start: enough for a round trip to any node
+_PINGS = 5
+
+
+class DistributedReplayError(InfertapError):
+    pass
+
+
+class ShardWorker:
+    """Replays one shard into a capture of its own in a temporary folder; a Ray actor's body.
+
+    Plain Python so the sharding can be driven without Ray too; ``run`` runs in one of the actor's
+    threads while ``progress`` and ``stop`` answer from another.
+    """
+
+    def __init__(
+        self,
+        shard: Shard,
+        bodies: list[bytes],
+        headers: list[list[tuple[str, str]]],
+        target: str,
+        schedule: Schedule,
+        offsets: list[int] | None,
+        recorder: Mapping[str, Any],
+        labels: Mapping[str, str] | None,
+        capture_id: str,
+        grace_s: float,
+    ) -> None:
+        self.shard = shard
+        self.bodies, self.headers = bodies, headers
+        self.target, self.schedule, self.offsets = target, schedule, offsets
+        self.recorder_id = f"{socket.gethostname()}-{os.getpid()}-shard{shard.index}"
+        self.recorder = {**recorder, "id": self.recorder_id, "shard": shard.index}
+        self.labels, self.capture_id, self.grace_s = labels, capture_id, grace_s
+        self._replay: Replay | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+
+    def hello(self) -> dict[str, Any]:
+        return {"host": socket.gethostname(), "pid": os.getpid(), "recorder_id": self.recorder_id, "items": len(self.shard.items)}
+
+    def clock(self) -> float:
+        return time.time()
+
+    def progress(self) -> tuple[int, int, int]:
+        """(sent, completed, completed but not complete)."""
+        stats = self._replay.stats if self._replay else None
+        return (stats.sent, stats.completed, stats.completed - stats.ends.get("complete", 0)) if stats else (0, 0, 0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._loop is not None and self._replay is not None:
+            self._loop.call_soon_threadsafe(self._replay.stop)
+
+    def run(self, start_wall: float) -> dict[str, Any]:
+        """Replay from ``start_wall`` (this machine's clock); the shard's stats and capture segments."""
+        folder = Path(tempfile.mkdtemp(prefix="infertap-shard-"))
+        try:
+            writer = CaptureWriter(
+                folder / "capture", recorder=self.recorder, labels=self.labels, capture_id=self.capture_id
+            ).open()
+            try:
+                start_ns = time.monotonic_ns() + int((start_wall - time.time()) * 1e9)
+                self._replay = Replay(self.shard.items, self.bodies, self.headers, self.target, writer, self.schedule,
+                                      grace_s=self.grace_s, offsets=self.offsets, start_ns=start_ns)  # fmt: skip
+                summary = _run_in_thread(self._main(self._replay))
+            finally:
+                writer.close()
+            stats = self._replay.stats
+            return {
+                "shard": self.shard.index, **self.hello(), "summary": summary, "started_wall": writer.started_wall,
+                "stats": {"total": stats.total, "sent": stats.sent, "completed": stats.completed, "ends": dict(stats.ends),
+                          "statuses": dict(stats.statuses), "lags_ns": stats.lags_ns, "queue_ns": stats.queue_ns,
+                          "intervals": stats.intervals, "stopped_early": stats.stopped_early},
+                "segments": [(p.name, p.read_bytes()) for p in segment_paths(folder / "capture")],
+                "capture_error": repr(writer.error) if writer.error else None,
+            }  # fmt: skip
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    async def _main(self, replay: Replay) -> dict[str, Any]:
+        self._loop = asyncio.get_running_loop()
+        if self._stop.is_set():
+            replay.stop()
+        return await replay.run()
+
+
+def _run_in_thread(coro: Any) -> Any:
+    """``asyncio.run`` on a thread of its own: Ray's actor threads may already run a loop."""
+    out: dict[str, Any] = {}
+
+    def main() -> None:
+        try:
+            out["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=main, name="infertap-shard-replay")
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def merge_segments(out: Path, parts: list[list[tuple[str, bytes]]]) -> int:
+    """Write each shard's segments into ``out`` after its existing ones, shard by shard; how many."""
+    out.mkdir(mode=0o700, parents=True, exist_ok=True)
+    existing = segment_paths(out)
+    index = int(existing[-1].name[:6]) + 1 if existing else 0
+    for segments in parts:
+        for _, data in sorted(segments):
+            fd = os.open(out / segment_name(index), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            index += 1
+    return index - (int(existing[-1].name[:6]) + 1 if existing else 0)
+
+
+def _clock_offset(ray: Any, worker: Any) -> tuple[float, float | None]:
+    """(worker clock - driver clock, round trip) in seconds, from the fastest of a few pings."""
+    best = (0.0, float("inf"))
+    for _ in range(_PINGS):
+        t1 = time.time()
+        theirs = ray.get(worker.clock.remote())
+        t2 = time.time()
+        if t2 - t1 < best[1]:
+            best = (theirs - (t1 + t2) / 2, t2 - t1)
+    return best
+
+
+def run_sharded(
+    items: list[Item],
+    bodies: list[bytes],
+    headers: list[list[tuple[str, str]]],
+    target: str,
+    out: Path,
+    schedule: Schedule,
+    recorder: Mapping[str, Any],
+    *,
+    shards: int,
+    labels: Mapping[str, str] | None = None,
+    grace_s: float = 5.0,
+    progress: Callable[[ReplayStats], None] | None = None,
+    worker: type[ShardWorker] = ShardWorker,
+) -> dict[str, Any]:
+    """Replay ``items`` in ``shards`` Ray actors on the connected cluster and merge them into ``out``.
+
+    ``worker`` may be a subclass of ShardWorker (extra per-shard work, fault injection)."""
+    import ray
+
+    parts = split(items, shards)
+    for part in parts:  # the prepared bodies and headers travel; the captured ones are not needed
+        part.items = [replace(item, body=b"", headers=[], settings=None) for item in part.items]
+    schedules = shard_schedules(schedule, len(parts))
+    offsets = schedule.offsets(items) if schedule.open_loop else None  # over the whole workload
+    capture_id = capture_id_of(out) or os.urandom(16).hex()
+    actor = ray.remote(worker).options(num_cpus=1, max_concurrency=4, scheduling_strategy="SPREAD")
+    workers = [
+        actor.remote(part, [bodies[g] for g in part.origin], [headers[g] for g in part.origin], target, part_schedule,
+                     [offsets[g] for g in part.origin] if offsets is not None else None, recorder, labels, capture_id, grace_s)
+        for part, part_schedule in zip(parts, schedules, strict=True)
+    ]  # fmt: skip
+    try:
+        hellos = ray.get([w.hello.remote() for w in workers])  # every actor is up and holds its shard
+    except ray.exceptions.RayError as exc:
+        for w in workers:
+            ray.kill(w)
+        raise DistributedReplayError(f"a replay worker could not start, nothing was sent: {exc}") from exc
+    here = socket.gethostname()
+    # Workers on this host share its clock; others get their offset measured (None: same clock).
+    clocks = [(0.0, None) if h["host"] == here else _clock_offset(ray, w) for h, w in zip(hellos, workers, strict=True)]
+    start = time.time() + _LEAD_S
+    runs = {w.run.remote(start + offset): k for k, (w, (offset, _)) in enumerate(zip(workers, clocks, strict=True))}
+    live = ReplayStats(total=len(items))
+    results: dict[int, dict[str, Any]] = {}
+    failed: dict[int, str] = {}
+    stopping = False
+    pending = list(runs)
+    while pending:
+        try:
+            done, pending = ray.wait(pending, timeout=0.2)
+            for ref in done:
+                k = runs[ref]
+                try:
+                    results[k] = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    failed[k] = _reason(exc)
+            if progress:
+                _tick(ray, live, [results[k]["stats"] for k in results], [workers[runs[ref]] for ref in pending])
+                progress(live)
+        except KeyboardInterrupt:
+            if stopping:
+                raise
+            stopping = True  # stop sending everywhere; in-flight requests get the grace period
+            for w in workers:
+                w.stop.remote()
+    written = merge_segments(out, [results[k]["segments"] for k in sorted(results)])
+    for w in workers:
+        ray.kill(w)
+    summary = _merge_summaries(results, clocks)
+    summary.update(segments=written, shards=len(parts), failed_shards=failed)
+    if failed:
+        lost = ", ".join(f"shard {k} on {hellos[k]['host']} ({why})" for k, why in sorted(failed.items()))
+        raise DistributedReplayError(
+            f"{len(failed)} of {len(parts)} replay workers failed, their shards are not in {out}: {lost}"
+        )
+    errors = [f"shard {k}: {r['capture_error']}" for k, r in sorted(results.items()) if r["capture_error"]]
+    if errors:
+        raise DistributedReplayError("a worker's capture could not be written: " + "; ".join(errors))
+    return summary
+
+
+def _reason(exc: BaseException) -> str:
+    """The worker's own error when it raised one, not Ray's wrapper around it."""
+    cause = getattr(exc, "cause", None)
+    return f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(exc).__name__}: {exc}"
+
+
+def _tick(ray: Any, live: ReplayStats, finished: list[dict[str, Any]], running: list[Any]) -> None:
+    try:
+        polled = ray.get([w.progress.remote() for w in running], timeout=5) if running else []
+    except ray.exceptions.RayError:
+        return  # a worker gone: its run's result will say so
+    live.sent = sum(c["sent"] for c in finished) + sum(s for s, _, _ in polled)
+    live.completed = sum(c["completed"] for c in finished) + sum(c for _, c, _ in polled)
+    failed = sum(c["completed"] - c["ends"].get("complete", 0) for c in finished) + sum(e for _, _, e in polled)
+    live.ends = Counter(complete=live.completed - failed)
+    live.in_flight = live.sent - live.completed
+
+
+def _merge_summaries(results: dict[int, dict[str, Any]], clocks: list[tuple[float, float | None]]) -> dict[str, Any]:
+    """The overall summary over every shard (intervals on the driver's clock), and one per worker."""
+    merged = ReplayStats()
+    ends: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    workers = []
+    for k in sorted(results):
+        r, s = results[k], results[k]["stats"]
+        merged.total += s["total"]
+        merged.sent += s["sent"]
+        merged.completed += s["completed"]
+        merged.lags_ns.extend(s["lags_ns"])
+        merged.queue_ns.extend(s["queue_ns"])
+        merged.stopped_early |= s["stopped_early"]
+        ends.update(s["ends"])
+        statuses.update(s["statuses"])
+        anchor = round((r["started_wall"] - clocks[k][0]) * 1e9)
+        merged.intervals.extend((anchor + a, anchor + b) for a, b in s["intervals"])
+        workers.append({"shard": k, "host": r["host"], "pid": r["pid"], "recorder_id": r["recorder_id"], "items": s["total"],
+                        "sent": s["sent"], "completed": r["summary"]["completed"], "lag_ms": r["summary"]["lag_ms"],
+                        "requests_per_s": _rate(s["intervals"]),
+                        "clock_offset_ms": clocks[k][0] * 1e3, "clock_rtt_ms": None if clocks[k][1] is None else clocks[k][1] * 1e3})  # fmt: skip
+    merged.ends, merged.statuses = ends, statuses
+    span = (max(e for _, e in merged.intervals) - min(s for s, _ in merged.intervals)) / 1e9 if merged.intervals else 0.0
+    summary = summarize(merged, span)
+    summary["workers"] = workers
+    return summary
+
+
+def _rate(intervals: list[tuple[int, int]]) -> float | None:
+    """Requests per second over the span from the first send to the last end."""
+    span = (max(e for _, e in intervals) - min(s for s, _ in intervals)) / 1e9 if intervals else 0
+    return len(intervals) / span if span else None

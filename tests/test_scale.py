@@ -1,0 +1,200 @@
+"""Scale-out: sharding, distributed replay on a local Ray cluster, partitioned Parquet export."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import duckdb
+import pytest
+import ray
+
+from analysis import Analysis
+from proxy import CaptureReader
+from replay import ReplayError, Schedule, ScheduleError, load, run_replay
+from replay.distributed import DistributedReplayError, ShardWorker, _clock_offset, run_sharded
+from replay.shards import shard_schedules, split
+from tests.helpers import write_capture
+
+
+def workload(tmp_path: Path, *, turns: int = 3, conversations: int = 4, singles: int = 12, span_s: float = 1.2) -> Path:
+    """Conversations (a session header each) interleaved with single requests, spread over ``span_s``."""
+    xs = []
+    n = conversations * turns + singles
+    for i in range(n):
+        conv = i % (conversations + 3)
+        session = f"conv-{conv}" if conv < conversations and sum(1 for x in xs if x.get("session") == f"conv-{conv}") < turns else None
+        tag = f"t{i}"
+        xs.append({"offset_s": i * span_s / n, "session": session,
+                   "body": {"model": "m", "messages": [{"role": "user", "content": tag}], "stream": True, "n_chunks": 3, "tag": tag}})  # fmt: skip
+    write_capture(tmp_path / "src", xs)
+    return tmp_path / "src"
+
+
+def test_shards_keep_conversations_whole_and_balance_the_load(tmp_path: Path) -> None:
+    items, _ = load(workload(tmp_path, conversations=5, turns=4, singles=9))
+    assert sum(1 for item in items if item.parent is not None) == 5 * 3
+    parts = split(items, 3)
+    assert sorted(g for part in parts for g in part.origin) == list(range(len(items)))  # each item once
+    shard_of = {g: part.index for part in parts for g in part.origin}
+    for item in items:
+        if item.parent is not None:
+            assert shard_of[item.index] == shard_of[item.parent]  # a conversation on one shard
+    for part in parts:
+        for local in part.items:  # parents re-indexed within the shard, pointing at the same exchange
+            assert part.items[local.index] is local
+            if local.parent is not None:
+                assert part.origin[local.parent] == items[part.origin[local.index]].parent
+    sizes = [len(part.items) for part in parts]
+    assert max(sizes) - min(sizes) <= 4  # dealt by load, within one conversation's length
+    assert len(split(items, 100)) == 5 + 9  # no more shards than conversations
+    with pytest.raises(ScheduleError):
+        split(items, 0)
+
+
+def test_shard_schedules_divide_closed_loop_limits() -> None:
+    assert [s.concurrency for s in shard_schedules(Schedule("concurrency", concurrency=7), 3)] == [3, 2, 2]
+    assert [s.max_concurrency for s in shard_schedules(Schedule("rate", rate=5, max_concurrency=4), 2)] == [2, 2]
+    assert shard_schedules(Schedule("original", speed=2), 2) == [Schedule("original", speed=2)] * 2
+    with pytest.raises(ScheduleError, match="can't be split"):
+        shard_schedules(Schedule("concurrency-original"), 2)
+    with pytest.raises(ScheduleError, match="--shards 2 or fewer"):
+        shard_schedules(Schedule("concurrency", concurrency=2), 3)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> str:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+def arrivals(app) -> dict[str, float]:
+    """Arrival time of each request at the upstream, by tag, relative to the first."""
+    times = {json.loads(r["body"])["tag"]: r["at"] for r in app.requests}
+    first = min(times.values())
+    return {tag: t - first for tag, t in times.items()}
+
+
+def test_sharded_replay_sends_what_a_single_process_sends_at_the_same_times(fake, tmp_path, ray_cluster) -> None:
+    app, url = fake
+    src = workload(tmp_path)
+    single = run_replay(src, url, tmp_path / "single", probe=False)
+    alone, single_bodies = arrivals(app), sorted(r["body"] for r in app.requests)
+    app.requests.clear()
+    sharded = run_replay(src, url, tmp_path / "sharded", probe=False, ray=ray_cluster, shards=2)
+    together, sharded_bodies = arrivals(app), sorted(r["body"] for r in app.requests)
+
+    assert sharded_bodies == single_bodies and len(sharded_bodies) == 24  # the same exchanges, each once
+    assert sharded["sent"] == single["sent"] == 24 and sharded["ends"] == {"complete": 24}
+    late = {tag: round(together[tag] - alone[tag], 3) for tag in alone if abs(together[tag] - alone[tag]) > 0.1}
+    assert not late, f"arrival offsets differ by more than 100 ms: {late}"
+    assert len(sharded["workers"]) == 2 and sum(w["sent"] for w in sharded["workers"]) == 24
+    assert all(w["lag_ms"]["p99"] is not None for w in sharded["workers"]) and sharded["lag_ms"]["max"] is not None
+
+    reader = CaptureReader(tmp_path / "sharded")
+    records = list(reader.records())
+    assert reader.closed_cleanly and reader.torn == []
+    headers = [r for r in records if r["type"] == "header"]
+    assert len({h["capture_id"] for h in headers}) == 1 and len({h["run_id"] for h in headers}) == 2
+    recorder_of_run = {h["run_id"]: h["recorder"]["id"] for h in headers}
+    assert sorted(w["recorder_id"] for w in sharded["workers"]) == sorted(recorder_of_run.values())
+    # Conversations stayed on one shard: every exchange of a session was recorded by one worker.
+    run, session_runs = None, defaultdict(set)
+    for r in records:
+        if r["type"] == "header":
+            run = r["run_id"]
+        elif r["type"] == "exchange" and r.get("session"):
+            session_runs[r["session"]].add(run)
+    assert len(session_runs) == 4 and all(len(runs) == 1 for runs in session_runs.values())
+    sources = Counter(r["source_id"] for r in records if r["type"] == "exchange")
+    assert set(sources) == {f"src-{i}" for i in range(24)} and set(sources.values()) == {1}
+
+
+def test_sharded_capture_exports_partitioned_parquet_that_round_trips(fake, tmp_path, ray_cluster) -> None:
+    app, url = fake
+    run_replay(workload(tmp_path), url, tmp_path / "sharded", probe=False, ray=ray_cluster, shards=2)
+    out = tmp_path / "parquet"
+    with Analysis([tmp_path / "sharded"], cache_dir=tmp_path / "cache") as a:
+        counts = a.export_parquet(out)
+        by_recorder = dict(a.query("SELECT recorder_id, count(*) FROM exchanges GROUP BY ALL").rows)
+    assert len(by_recorder) == 2 and sum(by_recorder.values()) == 24
+    for name, n in counts.items():
+        got = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}/{name}/**/*.parquet', hive_partitioning=true)").fetchall()
+        assert got == [(n,)], name
+    parts = {p.name for p in (out / "chunks").iterdir()}
+    assert parts == {f"recorder_id={r}" for r in by_recorder}
+    chunks = dict(duckdb.sql(f"SELECT recorder_id, count(DISTINCT exchange_id) FROM '{out}/chunks/*/*.parquet' GROUP BY ALL").fetchall())
+    assert chunks == by_recorder  # each exchange's chunks sit in its recorder's partition
+
+
+def test_replay_ray_from_the_command_line(fake, tmp_path, ray_cluster) -> None:
+    app, url = fake
+    src = workload(tmp_path)
+    cmd = [sys.executable, "-m", "infertap", "replay", str(src), "--target", url, "--out", str(tmp_path / "out"), "--no-probe"]
+    done = subprocess.run([*cmd, "--ray", ray_cluster, "--shards", "2", "--json"], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["sent"] == 24 and summary["shards"] == 2 and len(app.requests) == 24
+    assert len(list(CaptureReader(tmp_path / "out").exchanges())) == 24
+    env = {**os.environ, "COLUMNS": "200"}
+    text = subprocess.run([*cmd, "--ray", ray_cluster, "--shards", "2"], capture_output=True, text=True, timeout=180, env=env)
+    assert text.returncode == 0 and "replay workers (Ray)" in text.stdout and "shard0" in text.stdout
+    assert "errors 0" in text.stdout and "same host" in text.stdout
+
+
+def test_bad_ray_inputs_fail_clearly_before_sending(fake, tmp_path, monkeypatch) -> None:
+    app, url = fake
+    src = workload(tmp_path)
+    cmd = [sys.executable, "-m", "infertap", "replay", str(src), "--target", url, "--no-probe", "--out", str(tmp_path / "o")]
+    usage = subprocess.run([*cmd, "--shards", "2"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "--shards needs --ray" in usage.stderr
+    nobody = subprocess.run([*cmd, "--ray", "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    assert nobody.returncode == 1 and "no Ray cluster answers at 127.0.0.1:1" in nobody.stderr and "Traceback" not in nobody.stderr
+    original = subprocess.run([*cmd, "--ray", "127.0.0.1:1", "--concurrency", "original"], capture_output=True, text=True, timeout=60)
+    assert original.returncode == 1 and "can't be split" in original.stderr
+    monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed
+    with pytest.raises(ReplayError, match=r"infertap\[scale\]"):
+        run_replay(src, url, tmp_path / "o2", probe=False, ray="")
+    assert app.requests == [] and not (tmp_path / "o").exists() and not (tmp_path / "o2").exists()
+
+
+class CrashingWorker(ShardWorker):
+    """Shard 1's process dies as its replay starts (a lost node, an OOM kill)."""
+
+    def run(self, start_wall: float) -> dict:
+        if self.shard.index == 1:
+            os._exit(1)
+        return super().run(start_wall)
+
+
+def test_a_dead_worker_loses_only_its_shard_and_is_named(fake, tmp_path, ray_cluster) -> None:
+    app, url = fake
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the subclass travels to the workers
+    items, _ = load(workload(tmp_path))
+    bodies = [item.body for item in items]
+    headers = [[tuple(h) for h in item.headers] for item in items]
+    with pytest.raises(DistributedReplayError, match=r"1 of 2 replay workers failed, their shards are not in .*: shard 1 on "):
+        run_sharded(items, bodies, headers, url, tmp_path / "out", Schedule(), {"kind": "replay"}, shards=2, worker=CrashingWorker)
+    kept = list(CaptureReader(tmp_path / "out").exchanges())
+    assert len(kept) == len(split(items, 2)[0].items) == len(app.requests) == 12  # shard 0: recorded, merged, nothing lost
+
+
+def test_clock_offsets_are_measured_and_captures_append(fake, tmp_path, ray_cluster) -> None:
+    app, url = fake
+    probe = ray.remote(ShardWorker).remote(split(load(workload(tmp_path))[0], 1)[0], [], [], url, Schedule(), None, {}, None, "c", 1.0)
+    offset, rtt = _clock_offset(ray, probe)
+    assert rtt is not None and abs(offset) <= rtt  # one host, one clock: within the round trip's uncertainty
+    ray.kill(probe)
+    for _ in range(2):  # a second sharded replay into the same capture adds its shards' runs after the first's
+        run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, ray=ray_cluster, shards=2)
+    reader = CaptureReader(tmp_path / "out")
+    headers = [r for r in reader.records() if r["type"] == "header"]
+    assert len(headers) == 4 and len({h["capture_id"] for h in headers}) == 1 and reader.closed_cleanly
+    assert len(list(reader.exchanges())) == 48
