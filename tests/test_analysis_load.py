@@ -163,17 +163,22 @@ def test_export_round_trips_through_duckdb(tmp_path: Path) -> None:
         enrichment("x", prompt_ids=[1, 2], output_count=2),
         {"type": "engine", "kind": "llama-server", "facts": {}},
     ])  # fmt: skip
-    out = tmp_path / "export"
+    out, flat = tmp_path / "export", tmp_path / "flat"
     with Analysis([cap], cache_dir=tmp_path / "cache") as a:
         counts = a.export_parquet(out)
+        assert a.export_parquet(flat, partition_by=None) == counts
         expected = {name: a.count(name) for name in EXPORTED}
-        metrics = a.query("SELECT * FROM metrics ORDER BY exchange_id").rows
+        metrics = a.query("SELECT * FROM metrics ORDER BY exchange_id")
     assert counts == expected and expected["chunks"] == 4 and expected["itl"] == 1
     con = duckdb.connect()
-    for name in EXPORTED:
-        assert con.sql(f"SELECT count(*) FROM read_parquet('{out / name}.parquet')").fetchall() == [(expected[name],)], name
-    assert con.sql(f"SELECT * FROM read_parquet('{out}/metrics.parquet') ORDER BY exchange_id").fetchall() == metrics
-    assert con.sql(f"SELECT bytes FROM read_parquet('{out}/chunks.parquet') WHERE index = 2").fetchall() == [(NOT_UTF8,)]
+    columns = ", ".join(f'"{c}"' for c in metrics.columns)
+    for name in EXPORTED:  # hive partitions (recorder_id=...) and flat files hold the same rows
+        assert con.sql(f"SELECT count(*) FROM read_parquet('{out / name}/**/*.parquet')").fetchall() == [(expected[name],)], name
+        assert con.sql(f"SELECT count(*) FROM read_parquet('{flat / name}.parquet')").fetchall() == [(expected[name],)], name
+    for source in (f"'{flat}/metrics.parquet'", f"read_parquet('{out}/metrics/*/*.parquet', hive_partitioning=true)"):
+        assert con.sql(f"SELECT {columns} FROM {source} ORDER BY exchange_id").fetchall() == metrics.rows
+    assert con.sql(f"SELECT bytes FROM read_parquet('{flat}/chunks.parquet') WHERE index = 2").fetchall() == [(NOT_UTF8,)]
+    assert con.sql(f"SELECT bytes FROM read_parquet('{out}/chunks/*/*.parquet') WHERE index = 2").fetchall() == [(NOT_UTF8,)]
     con.close()
 
 
