@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -339,7 +340,8 @@ class UpstreamClient:
         except TimeoutError:
             raise UpstreamTimeoutError(f"connecting to {self.host}:{self.port} timed out after {self.connect_timeout:g} s") from None
         except OSError as exc:
-            raise UpstreamConnectError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio and uvloop word it differently
+            raise UpstreamConnectError(f"cannot connect to {self.host}:{self.port}: {reason}") from exc
         self._all.add(conn)
         return conn
 

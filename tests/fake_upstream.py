@@ -56,6 +56,7 @@ class FakeUpstream:
         self.completed: list[str] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.big_sent = 0
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -152,7 +153,9 @@ class FakeUpstream:
             await start(200, b"application/octet-stream")
             for _ in range(int(params.get("blocks", 160)) - 1):
                 await chunk(block)
+                self.big_sent += len(block)  # how far the server got: it waits while its client doesn't read
             await chunk(block, more=False)
+            self.big_sent += len(block)
         elif path.startswith("/status/"):
             code = int(path.rsplit("/", 1)[1])
             await start(code, b"application/json", [(b"set-cookie", b"session=upstream-secret-cookie")])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import socket
+import time
 
 import httpx
 
@@ -81,3 +82,28 @@ def test_http10_and_pipelined_clients(fake, record):
     assert [(x["path"], x["status"], x["http_version"]) for x in xs] == [
         ("/status/200", 200, "1.0"), ("/status/201", 201, "1.1"), ("/status/202", 202, "1.1")]  # fmt: skip
     assert all(json.loads(b"".join(x["chunks"]))["error"]["code"] == x["status"] for x in xs)
+
+
+def test_a_slow_reader_slows_the_upstream_through_the_proxy(fake, record):
+    """Backpressure end to end: a client that stops reading stops the upstream (its sends wait)
+    instead of the proxy buffering the rest; reading again delivers and records every byte."""
+    app, url = fake
+    rec = record(url, "--no-probe")
+    blocks = 640  # 40 MiB
+    with socket.create_connection(("127.0.0.1", int(rec.url.rsplit(":", 1)[1]))) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        body = json.dumps({"blocks": blocks}).encode()
+        sock.sendall(b"POST /big HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        sock.recv(1024)  # the headers arrive; then the client reads nothing for a while
+        time.sleep(1.5)
+        stalled_at = app.big_sent
+        total = 0
+        while total < blocks * 65536:
+            data = sock.recv(1 << 20)
+            if not data:
+                break
+            total += len(data)
+    rec.stop()
+    assert stalled_at < 16 * 2**20, f"the upstream sent {stalled_at / 2**20:.1f} MiB to a client that read nothing"
+    (x,) = rec.exchanges()
+    assert x["end"] == "complete" and sum(len(c) for c in x["chunks"]) == blocks * 65536
