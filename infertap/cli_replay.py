@@ -42,6 +42,8 @@ from .options import pairs
 @click.option("--no-probe", is_flag=True, help="Don't probe the target (no snapshot, no enrichment).")
 @click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings.")
 @click.option("--grace", default=5.0, show_default=True, help="On Ctrl-C, seconds in-flight requests may finish.")
+@click.option("--connect-timeout", default=10.0, show_default=True, help="Seconds to connect to the target.")
+@click.option("--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the target between bytes (0: forever).")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
               help="Replay in shards on a Ray cluster (ADDRESS, or RAY_ADDRESS, or a new local one); needs infertap[scale].")
 @click.option("--shards", type=click.IntRange(min=1), default=None, help="With --ray: how many replay workers [default: the cluster's CPUs].")
@@ -51,7 +53,7 @@ def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | No
            model: str | None, set_values: list[tuple[str, str]], unset: tuple[str, ...], headers: list[tuple[str, str]],
            drop_header: tuple[str, ...], api_key: str | None, pin_defaults: bool, filters: tuple[str, ...], limit: int | None,
            repeat: int, labels: list[tuple[str, str]], model_file: str | None, no_probe: bool, no_enrich: bool, grace: float,
-           ray_address: str | None, shards: int | None, as_json: bool) -> None:  # fmt: skip
+           connect_timeout: float, read_timeout: float, ray_address: str | None, shards: int | None, as_json: bool) -> None:  # fmt: skip
     """Re-issue a captured workload against TARGET, at the original timing by default, recording it as a capture.
 
     \b
@@ -91,7 +93,8 @@ def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | No
         )  # fmt: skip
         out = out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}"
         summary = _run(run_replay, capture, target, out, schedule, transforms, Filters.parse(filters), limit, repeat,
-                       dict(labels), not no_probe, not no_enrich, model_file, grace, as_json, ray_address, shards)  # fmt: skip
+                       dict(labels), not no_probe, not no_enrich, model_file, grace, as_json, ray_address, shards,
+                       (connect_timeout, read_timeout or None))  # fmt: skip
     except InfertapError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
@@ -102,11 +105,13 @@ def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | No
 
 def _run(run_replay: Any, capture: Path, target: str, out: Path, schedule: Any, transforms: Any, filters: Any,
          limit: int | None, repeat: int, labels: dict[str, str], probe: bool, enrich: bool, model_file: str | None,
-         grace: float, quiet: bool, ray_address: str | None, shards: int | None) -> dict[str, Any]:  # fmt: skip
+         grace: float, quiet: bool, ray_address: str | None, shards: int | None,
+         timeouts: tuple[float, float | None]) -> dict[str, Any]:  # fmt: skip
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     kwargs = dict(schedule=schedule, transforms=transforms, filters=filters, limit=limit, repeat=repeat, labels=labels,
-                  probe=probe, enrich=enrich, model_file=model_file, grace_s=grace, ray=ray_address, shards=shards)  # fmt: skip
+                  probe=probe, enrich=enrich, model_file=model_file, grace_s=grace, ray=ray_address, shards=shards,
+                  connect_timeout=timeouts[0], read_timeout=timeouts[1])  # fmt: skip
     if quiet:
         return run_replay(capture, target, out, **kwargs)
     progress = Progress(

@@ -63,6 +63,8 @@ def run_replay(
     on_start: Callable[[dict[str, Any]], None] | None = None,
     ray: str | None = None,
     shards: int | None = None,
+    connect_timeout: float = 10.0,
+    read_timeout: float | None = 600.0,
 ) -> dict[str, Any]:
     """Replay ``capture`` against ``target`` into the capture ``out``; returns the run's summary.
 
@@ -109,7 +111,8 @@ def run_replay(
     if ray is not None:
         return _run_on_ray(ray, shards, items, bodies, headers, target, Path(out), schedule, recorder, labels=labels,
                            probe=probe, enrich=enrich, model_file=model_file, probe_headers=probe_headers, grace_s=grace_s,
-                           progress=progress, on_start=on_start, source=source, target_kind=target_kind)  # fmt: skip
+                           progress=progress, on_start=on_start, source=source, target_kind=target_kind,
+                           timeouts=(connect_timeout, read_timeout))  # fmt: skip
     writer = CaptureWriter(Path(out), recorder=recorder, labels=labels).open()
     enricher: Enricher | None = None
     replay: Replay | None = None
@@ -119,8 +122,8 @@ def run_replay(
                 target, writer.write, labels=labels, model_file=model_file, enrich=enrich,
                 busy=lambda: replay.stats.in_flight if replay else 0, headers=probe_headers,
             ).start()  # fmt: skip
-        replay = Replay(items, bodies, headers, target, writer, schedule, grace_s=grace_s,
-                        on_exchange=enricher.submit if enricher else None)  # fmt: skip
+        replay = Replay(items, bodies, headers, target, writer, schedule, grace_s=grace_s, connect_timeout=connect_timeout,
+                        read_timeout=read_timeout, on_exchange=enricher.submit if enricher else None)  # fmt: skip
         if on_start:
             on_start({"items": len(items), "source": source, "target_kind": target_kind, "out": str(writer.path)})
         summary = asyncio.run(_main(replay, progress))
@@ -163,7 +166,7 @@ def _run_on_ray(address: str, shards: int | None, items: list[Item], bodies: lis
                 target: str, out: Path, schedule: Schedule, recorder: dict[str, Any], *, labels: Mapping[str, str] | None,
                 probe: bool, enrich: bool, model_file: str | None, probe_headers: dict[str, str], grace_s: float,
                 progress: Callable[[ReplayStats], None] | None, on_start: Callable[[dict[str, Any]], None] | None,
-                source: dict[str, Any], target_kind: str | None) -> dict[str, Any]:  # fmt: skip
+                source: dict[str, Any], target_kind: str | None, timeouts: tuple[float, float | None]) -> dict[str, Any]:  # fmt: skip
     try:
         import ray
     except ImportError:
@@ -182,7 +185,7 @@ def _run_on_ray(address: str, shards: int | None, items: list[Item], bodies: lis
         if on_start:
             on_start({"items": len(items), "source": source, "target_kind": target_kind, "out": str(out), "shards": n})
         summary = run_sharded(items, bodies, headers, target, out, schedule, {**recorder, "shards": n}, shards=n,
-                              labels=labels, grace_s=grace_s, progress=progress)  # fmt: skip
+                              labels=labels, grace_s=grace_s, progress=progress, timeouts=timeouts)  # fmt: skip
     finally:
         if started_here:
             ray.shutdown()

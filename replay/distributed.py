@@ -59,13 +59,14 @@ class ShardWorker:
         labels: Mapping[str, str] | None,
         capture_id: str,
         grace_s: float,
+        timeouts: tuple[float, float | None] = (10.0, 600.0),
     ) -> None:
         self.shard = shard
         self.bodies, self.headers = bodies, headers
         self.target, self.schedule, self.offsets = target, schedule, offsets
         self.recorder_id = f"{socket.gethostname()}-{os.getpid()}-shard{shard.index}"
         self.recorder = {**recorder, "id": self.recorder_id, "shard": shard.index}
-        self.labels, self.capture_id, self.grace_s = labels, capture_id, grace_s
+        self.labels, self.capture_id, self.grace_s, self.timeouts = labels, capture_id, grace_s, timeouts
         self._replay: Replay | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
@@ -96,7 +97,8 @@ class ShardWorker:
             try:
                 start_ns = time.monotonic_ns() + int((start_wall - time.time()) * 1e9)
                 self._replay = Replay(self.shard.items, self.bodies, self.headers, self.target, writer, self.schedule,
-                                      grace_s=self.grace_s, offsets=self.offsets, start_ns=start_ns)  # fmt: skip
+                                      grace_s=self.grace_s, offsets=self.offsets, start_ns=start_ns,
+                                      connect_timeout=self.timeouts[0], read_timeout=self.timeouts[1])  # fmt: skip
                 summary = _run_in_thread(self._main(self._replay))
             finally:
                 writer.close()
@@ -182,6 +184,7 @@ def run_sharded(
     grace_s: float = 5.0,
     progress: Callable[[ReplayStats], None] | None = None,
     worker: type[ShardWorker] = ShardWorker,
+    timeouts: tuple[float, float | None] = (10.0, 600.0),
 ) -> dict[str, Any]:
     """Replay ``items`` in ``shards`` Ray actors on the connected cluster and merge them into ``out``.
 
@@ -197,7 +200,8 @@ def run_sharded(
     actor = ray.remote(worker).options(num_cpus=1, max_concurrency=4, scheduling_strategy="SPREAD")
     workers = [
         actor.remote(part, [bodies[g] for g in part.origin], [headers[g] for g in part.origin], target, part_schedule,
-                     [offsets[g] for g in part.origin] if offsets is not None else None, recorder, labels, capture_id, grace_s)
+                     [offsets[g] for g in part.origin] if offsets is not None else None, recorder, labels, capture_id, grace_s,
+                     timeouts)
         for part, part_schedule in zip(parts, schedules, strict=True)
     ]  # fmt: skip
     try:

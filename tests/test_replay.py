@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -288,3 +289,28 @@ def test_replay_a_real_engine_capture_back_against_it(engine, record, tmp_path):
     assert "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"]) == original_text
     assert [r["kind"] for r in records if r["type"] == "engine"] == ["llama-cpp-python"]
     assert len([r for r in records if r["type"] == "enrichment"]) == 3
+
+
+def test_faults_during_a_replay_are_recorded_and_nothing_is_lost(tmp_path):
+    """Hangs (with the read timeout), a reset, odd bodies, and the target dying mid-run: every
+    exchange ends up in the replay's capture with how it ended."""
+    from tests.fake_upstream import FakeUpstream, ServerThread
+
+    paths = ["/hang-headers", "/hang-body", "/reset", "/malformed", "/gzip", "/big", "/status/500", "/html500"]
+    write_capture(tmp_path / "src", [{"offset_s": i * 0.05, "path": p, "body": {"tag": p, "blocks": 40}} for i, p in enumerate(paths)]
+                  + [{"offset_s": 1.5 + i * 0.05, "body": _chat(f"late{i}")} for i in range(4)])  # fmt: skip
+    app = FakeUpstream()
+    server = ServerThread(app).__enter__()
+    try:
+        threading.Timer(1.0, server.__exit__, args=(None, None, None)).start()  # the target goes away mid-run
+        summary = run_replay(tmp_path / "src", server.url, tmp_path / "out", probe=False, read_timeout=0.5)
+    finally:
+        server.__exit__(None, None, None)
+    ends = {x["path"] + ("" if x["path"] != "/v1/chat/completions" else f"#{i}"): x["end"] for i, x in enumerate(_exchanges(tmp_path / "out"))}
+    assert summary["sent"] == 12 and len(ends) == 12  # nothing lost
+    assert ends["/hang-headers"] == "timeout" and ends["/hang-body"] == "timeout" and ends["/reset"] == "upstream_error"
+    assert all(ends[p] == "complete" for p in ["/malformed", "/gzip", "/big", "/status/500", "/html500"])
+    late = [end for path, end in ends.items() if path.startswith("/v1/")]
+    assert late == ["upstream_error"] * 4  # the target was gone: each recorded with the connection error
+    errors = [x["error"] for x in _exchanges(tmp_path / "out") if x["path"] == "/v1/chat/completions"]
+    assert all("cannot connect" in e for e in errors), errors
