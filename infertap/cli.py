@@ -294,12 +294,22 @@ def _print_info(s: dict[str, Any]) -> None:
         ("status codes", counts(s["statuses"])),
         ("endings", counts(s["ends"])),
         ("labels", ", ".join(f"{k}={v}" for k, v in s["labels"].items()) or "-"),
+        ("recorder loop lag", "; ".join(_lag(lag) for lag in s["loop_lag"].values()) or "-"),
         ("closed cleanly", "yes" if s["closed_cleanly"] else "no (the recorder did not shut down cleanly)"),
         ("torn tail", "yes" if s["torn"] else "no"),
     ]
     for key, value in rows:
         table.add_row(key, value)
     console.print(table, markup=False, highlight=False)
+
+
+def _lag(lag: dict[str, Any]) -> str:
+    """A recorder's event-loop lag: how coarse its timestamps may be."""
+
+    def at_most(v: float | None) -> str:
+        return f"<= {v:g} ms" if v is not None else f"> {lag['bounds_ms'][-1]:g} ms"
+
+    return f"p50 {at_most(lag['p50_at_most_ms'])}, p99 {at_most(lag['p99_at_most_ms'])}, max {lag['max_ms']:.2f} ms ({lag['samples']} samples)"
 
 
 @cli.command()

@@ -12,7 +12,6 @@ import hmac
 import json
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +21,8 @@ from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
 from .errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
+from .looplag import LoopLag
+from .records import new_id
 from .redact import Redactor
 from .responses import ended_by_marker
 from .upstream import UpstreamClient, UpstreamHTTPError, UpstreamResponse, UpstreamTimeoutError
@@ -78,6 +79,8 @@ class RecordingProxy:
         self.fail_on_capture_error = fail_on_capture_error
         self._inflight: set[asyncio.Task[Any]] = set()
         self._seq = 0
+        self.loop_lag = LoopLag()
+        self._lag_task: asyncio.Task[None] | None = None
 
     @property
     def in_flight(self) -> int:
@@ -89,9 +92,13 @@ class RecordingProxy:
     async def startup(self) -> None:
         # Never through HTTP_PROXY, never following redirects: the engine's answer goes back as it is.
         self.client = UpstreamClient(self.upstream, connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)
+        self._lag_task = asyncio.create_task(self.loop_lag.run())
+        self.writer.footer_extra["loop_lag"] = self.loop_lag.summary
 
     async def shutdown(self) -> None:
         """Cancel what is still in flight (each records itself as ``cancelled``), then close."""
+        if self._lag_task is not None:
+            self._lag_task.cancel()
         tasks = list(self._inflight)
         for task in tasks:
             task.cancel()
@@ -136,7 +143,7 @@ class RecordingProxy:
                 session = value.decode("latin-1")
         record: dict[str, Any] = {
             "type": "exchange",
-            "id": uuid.uuid4().hex,
+            "id": new_id(),
             "seq": self._seq,
             "session": session,
             "wall": wall,

@@ -35,11 +35,13 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
     labels: dict[str, str] = {}
     first = last = None
     raw_bytes = 0
+    current = ""
     for record in reader.records():
         rtype = record.get("type", "?")
         types[rtype] += 1
         if rtype == "header":
-            run = runs.setdefault(record["run_id"], {"recorder": record.get("recorder", {}), "segments": 0})
+            current = record["run_id"]
+            run = runs.setdefault(current, {"recorder": record.get("recorder", {}), "segments": 0})
             run["segments"] += 1
             labels.update(record.get("labels") or {})
             upstream = (record.get("recorder") or {}).get("upstream")
@@ -60,6 +62,8 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
             first = start if first is None else min(first, start)
             last = stop if last is None else max(last, stop)
             raw_bytes += len(record.get("request_body", b"")) + sum(len(c) for c in record.get("chunks", ()))
+        elif rtype == "footer" and record.get("loop_lag"):
+            runs[current]["loop_lag"] = record["loop_lag"]  # the run's latest (footers are cumulative)
         elif rtype == "engine":
             version = ((record.get("facts") or {}).get("version") or {}).get("value")
             engines[f"{record.get('kind') or 'unknown'} {version or '(version unknown)'} at {record.get('url')}"] += 1
@@ -84,6 +88,7 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
         "paths": dict(paths.most_common()),
         "statuses": dict(statuses.most_common()),
         "ends": dict(ends.most_common()),
+        "loop_lag": {rid: r["loop_lag"] for rid, r in runs.items() if "loop_lag" in r},  # per recording run
         "closed_cleanly": reader.closed_cleanly,
         "torn": [str(t) for t in reader.torn],
     }

@@ -16,12 +16,12 @@ import logging
 import os
 import re
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from mitmproxy import ctx, exceptions, http
 
+from proxy.records import new_id
 from proxy.redact import Redactor
 from proxy.responses import ended_by_marker
 from proxy.writer import CaptureWriter
@@ -151,7 +151,7 @@ class InfertapCapture:
         t0 = state["t0"] or time.monotonic_ns()
         peer = flow.client_conn.peername
         record: dict[str, Any] = {
-            "type": "exchange", "id": uuid.uuid4().hex, "seq": self._seq, "session": req.headers.get("x-infertap-session") or req.headers.get("x-session-id"),
+            "type": "exchange", "id": new_id(), "seq": self._seq, "session": req.headers.get("x-infertap-session") or req.headers.get("x-session-id"),
             "wall": state["wall"], "start_ns": state["start_ns"], "sent_ns": state.get("sent_ns", state["start_ns"]),
             "client": f"{peer[0]}:{peer[1]}" if peer else None, "method": req.method, "path": path,
             "query": self.redactor.query(query), "http_version": req.http_version.removeprefix("HTTP/"),

@@ -8,6 +8,7 @@ exchange's request was sent upstream (``headers_ns``, ``chunk_ns``, ``end_ns``).
 
 from __future__ import annotations
 
+from random import getrandbits as _random_bits
 from typing import Any, Literal, NotRequired, TypedDict
 
 #: Major versions are incompatible; a reader refuses a major it doesn't know. Minor versions
@@ -79,3 +80,9 @@ class Footer(TypedDict):
     records: int
     exchanges: int
     dropped: int
+
+
+def new_id() -> str:
+    """A random 128-bit exchange id as 32 hex digits, like ``uuid4().hex`` without its syscall
+    (``random`` is seeded from the OS once per process)."""
+    return f"{_random_bits(128):032x}"

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,8 @@ class CaptureWriter:
         self.bytes_written = 0
         self.error: BaseException | None = None
         self._closed = False
+        # Fields a recorder adds to each footer, read on the writer's thread (e.g. its loop lag).
+        self.footer_extra: dict[str, Callable[[], Any]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -160,7 +162,11 @@ class CaptureWriter:
         stopping = False
         while not stopping:
             item = self._queue.get()
-            deadline = time.monotonic() + self.flush_interval
+            if item is not _STOP and self.flush_interval > 0:
+                # Gather for a few ms: records compressed together share context (a frame of one
+                # streamed exchange compresses ~5x, of sixteen ~25x); this bounds the flush window.
+                # Sleeping rather than waiting on the queue means the puts meanwhile wake nobody.
+                time.sleep(self.flush_interval)
             parts: list[bytes] = []
             size = 0
             count = 0
@@ -182,11 +188,8 @@ class CaptureWriter:
                     exchanges += bool(data) and item.get("type") == "exchange"
                 if stopping or size >= _BATCH_BYTES:
                     break
-                # Gather for a few ms: records compressed together share context (a frame of one
-                # streamed exchange compresses ~5x, of sixteen ~25x); this bounds the flush window.
-                remaining = deadline - time.monotonic()
                 try:
-                    item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+                    item = self._queue.get_nowait()
                 except queue.Empty:
                     break
             if parts:
@@ -260,7 +263,7 @@ class CaptureWriter:
         self._write_frame(compressor, msgpack.packb(header, use_bin_type=True), 1, 0)
 
     def _footer(self, *, final: bool) -> dict[str, Any]:
-        return {
+        footer = {
             "type": "footer",
             "final": final,
             "wall": time.time(),
@@ -268,3 +271,9 @@ class CaptureWriter:
             "exchanges": self.exchanges,
             "dropped": self.dropped,
         }
+        for key, read in self.footer_extra.items():
+            try:
+                footer[key] = read()
+            except Exception as exc:  # a reader's bug must not cost the footer
+                log.warning("capture %s: footer field %s not written: %r", self.path, key, exc)
+        return footer

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from proxy.records import new_id
 from proxy.redact import Redactor
 from proxy.upstream import UpstreamClient, UpstreamHTTPError, UpstreamResponse, UpstreamTimeoutError
 from proxy.writer import CaptureWriter
@@ -181,7 +181,7 @@ class Replay:
         writer = self.writer
         dep_wait = queue_wait = 0
         record: dict[str, Any] = {
-            "type": "exchange", "id": uuid.uuid4().hex, "seq": 0, "session": item.session,
+            "type": "exchange", "id": new_id(), "seq": 0, "session": item.session,
             "source_id": item.source_id, "repeat": item.repeat, "scheduled_ns": scheduled_ns,
             "wall": time.time(), "start_ns": writer.elapsed_ns(), "sent_ns": 0, "client": None,
             "method": item.method, "path": item.path, "query": item.query, "http_version": "1.1",

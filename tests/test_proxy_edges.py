@@ -107,3 +107,23 @@ def test_a_slow_reader_slows_the_upstream_through_the_proxy(fake, record):
     assert stalled_at < 16 * 2**20, f"the upstream sent {stalled_at / 2**20:.1f} MiB to a client that read nothing"
     (x,) = rec.exchanges()
     assert x["end"] == "complete" and sum(len(c) for c in x["chunks"]) == blocks * 65536
+
+
+def test_the_recorders_event_loop_lag_is_in_every_footer_and_in_info(fake, record):
+    """A capture says how coarse its own timestamps may be: the recorder's event-loop lag."""
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+    from proxy import CaptureReader
+
+    app, url = fake
+    rec = record(url, "--no-probe")
+    for i in range(20):
+        httpx.post(f"{rec.url}/v1/chat/completions", json={"tag": f"l{i}", "n_chunks": 5, "pace_ms": 20}, timeout=10)
+    rec.stop()
+    (footer,) = [r for r in CaptureReader(rec.out).records() if r["type"] == "footer"]
+    lag = footer["loop_lag"]
+    assert lag["samples"] >= 20 and sum(lag["counts"]) == lag["samples"] and lag["max_ms"] >= 0
+    assert lag["p50_at_most_ms"] is not None and lag["p50_at_most_ms"] <= lag["p99_at_most_ms"]
+    shown = CliRunner().invoke(cli, ["info", str(rec.out)], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and f"({lag['samples']} samples)" in shown.output and "recorder loop lag" in shown.output
