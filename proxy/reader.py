@@ -13,7 +13,7 @@ import zstandard
 
 from .errors import CaptureCorruptError, CaptureError, UnsupportedFormatError
 from .framing import Block, iter_blocks
-from .records import FORMAT_MAJOR, FORMAT_MINOR
+from .records import DICTIONARY_KIND, FORMAT_MAJOR, FORMAT_MINOR
 from .writer import segment_paths
 
 _MAX_FRAME = 1 << 31
@@ -57,9 +57,8 @@ class CaptureReader:
     def records(self) -> Iterator[dict[str, Any]]:
         self.torn = []
         self.closed_cleanly = False
-        decompressor = zstandard.ZstdDecompressor()
         for segment in self.segments:
-            for record in self._segment_records(segment, decompressor):
+            for record in self._segment_records(segment):
                 rtype = record.get("type")
                 if rtype == "header":
                     self.closed_cleanly = False
@@ -70,8 +69,9 @@ class CaptureReader:
     def exchanges(self) -> Iterator[dict[str, Any]]:
         return (r for r in self.records() if r.get("type") == "exchange")
 
-    def _segment_records(self, path: Path, decompressor: zstandard.ZstdDecompressor) -> Iterator[dict[str, Any]]:
+    def _segment_records(self, path: Path) -> Iterator[dict[str, Any]]:
         name = str(path)
+        decompressor = zstandard.ZstdDecompressor()  # until the segment's dictionary record, if any
         try:
             f = open(path, "rb")
         except OSError as exc:
@@ -100,11 +100,21 @@ class CaptureReader:
                     for record in unpacker:
                         if not isinstance(record, dict) or "type" not in record:
                             raise CaptureCorruptError(name, item.offset, "a record that is not a typed map")
+                        if record["type"] == "dictionary":
+                            decompressor = _with_dictionary(name, item.offset, record)
                         yield record
                 except (msgpack.UnpackException, ValueError) as exc:
                     raise CaptureCorruptError(name, item.offset, f"msgpack: {exc}") from exc
                 if unpacker.tell() != len(payload):
                     raise CaptureCorruptError(name, item.offset, "a record cut short inside a block")
+
+
+def _with_dictionary(name: str, offset: int, record: dict[str, Any]) -> zstandard.ZstdDecompressor:
+    """The decompressor for the frames after a ``dictionary`` record."""
+    if record.get("kind") != DICTIONARY_KIND or not isinstance(record.get("data"), bytes):
+        raise UnsupportedFormatError(f"{name}: a compression dictionary of kind {record.get('kind')!r} at offset {offset} "
+                                     f"is not readable by this infertap (it reads {DICTIONARY_KIND!r})")  # fmt: skip
+    return zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(record["data"], dict_type=zstandard.DICT_TYPE_RAWCONTENT))
 
 
 def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

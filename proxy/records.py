@@ -14,7 +14,10 @@ from typing import Any, Literal, NotRequired, TypedDict
 #: Major versions are incompatible; a reader refuses a major it doesn't know. Minor versions
 #: only add keys or record types, which readers pass through.
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 0
+FORMAT_MINOR = 1  # 1.1: the ``dictionary`` record (frames after it in a segment are compressed with it)
+
+#: The one kind of ``dictionary`` record: zstd raw content (the run's first records, packed).
+DICTIONARY_KIND = "zstd-raw-content"
 
 End = Literal[
     "complete",  # the whole response reached the client

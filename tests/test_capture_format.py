@@ -153,7 +153,7 @@ def test_round_trip(tmp_path: Path) -> None:
     got, reader = read_all(cap)
     assert got[0]["type"] == "header"
     assert got[-1]["type"] == "footer" and got[-1]["final"] is True
-    assert got[1:-1] == records
+    assert [r for r in got[1:-1] if r["type"] != "dictionary"] == records  # a dictionary joins once there is enough
     assert reader.closed_cleanly is True
     assert reader.torn == []
 
@@ -681,3 +681,79 @@ def test_a_record_that_cannot_be_packed_is_dropped_and_counted_not_fatal(tmp_pat
     got, reader = read_all(cap)
     assert [r["seq"] for r in got if r["type"] == "exchange"] == [0, 1]
     assert writer.dropped == 1 and reader.closed_cleanly
+
+
+# -- the run's compression dictionary ------------------------------------------------------------
+
+
+def streamed_exchange(i: int) -> dict[str, Any]:
+    """An exchange shaped like an engine's: a JSON request and ~60 SSE chunks."""
+    chunks = [b'data: {"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1796000000,"model":"smollm2",'
+              b'"choices":[{"index":0,"delta":{"content":"tok%d "},"finish_reason":null}]}\n\n' % (i, k) for k in range(60)]  # fmt: skip
+    chunks.append(b"data: [DONE]\n\n")
+    body = b'{"model":"smollm2","messages":[{"role":"user","content":"question %d"}],"stream":true,"max_tokens":64}' % i
+    return exchange(i, request_body=body, chunks=chunks, chunk_ns=[1000 * k for k in range(len(chunks))])
+
+
+def test_a_dictionary_from_the_runs_first_records_makes_lone_frames_small(tmp_path: Path) -> None:
+    """One exchange per frame (an engine's pace): the same records, with and without the run's
+    dictionary; all readable, each segment on its own too, the dictionary once per segment."""
+    recs = [streamed_exchange(i) for i in range(120)]
+    sizes = {}
+    for learn in (True, False):
+        cap = tmp_path / f"cap-{learn}"
+        writer = CaptureWriter(cap, recorder=RECORDER, dictionary=learn, max_segment_bytes=20_000).open()
+        write_flushed(writer, recs)
+        writer.close()
+        got, reader = read_all(cap)
+        assert [r for r in got if r["type"] == "exchange"] == recs and reader.closed_cleanly
+        dictionaries = [r for r in got if r["type"] == "dictionary"]
+        segments = segment_paths(cap)
+        assert len(dictionaries) == (len(segments) if learn else 0) and len(segments) >= 2
+        if learn:
+            assert dictionaries[0]["kind"] == "zstd-raw-content" and len(dictionaries[0]["data"]) >= 64 * 1024
+            assert all(d["data"] == dictionaries[0]["data"] for d in dictionaries)
+            later = [r["type"] for r in read_all(segments[1])[0]]
+            assert later[:2] == ["header", "dictionary"] and "exchange" in later  # a later segment stands alone
+        sizes[learn] = sum(p.stat().st_size for p in segments)
+    assert sizes[True] < 0.6 * sizes[False], sizes
+
+
+def test_a_torn_tail_after_the_dictionary_keeps_everything_before_it(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    recs = [streamed_exchange(i) for i in range(60)]
+    writer = CaptureWriter(cap, recorder=RECORDER).open()
+    write_flushed(writer, recs)
+    writer.close()
+    (seg,) = segment_paths(cap)
+    data = seg.read_bytes()
+    seg.write_bytes(data[: len(data) - 40])  # into the footer's frame
+    got, reader = read_all(cap)
+    assert [r for r in got if r["type"] == "exchange"] == recs and len(reader.torn) == 1
+    assert any(r["type"] == "dictionary" for r in got)
+
+
+def test_an_unknown_dictionary_kind_is_refused_clearly(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    with CaptureWriter(cap, recorder=RECORDER) as writer:
+        writer.write({"type": "dictionary", "kind": "brotli-shared", "data": b"x" * 10})
+        writer.write(exchange(0))
+    with pytest.raises(UnsupportedFormatError, match="brotli-shared"):
+        read_all(cap)
+
+
+@pytest.mark.skipif(shutil.which("zstd") is None, reason="no zstd command")
+def test_a_segment_with_a_dictionary_decodes_with_zstd_given_it(tmp_path: Path) -> None:
+    """`zstd -D <dictionary> -dc` reads every frame, those before the dictionary record included."""
+    import subprocess
+
+    cap = tmp_path / "cap"
+    writer = CaptureWriter(cap, recorder=RECORDER).open()
+    write_flushed(writer, [streamed_exchange(i) for i in range(60)])
+    writer.close()
+    expected, _ = read_all(cap)
+    (seg,) = segment_paths(cap)
+    dictionary = tmp_path / "dict.bin"
+    dictionary.write_bytes(next(r for r in expected if r["type"] == "dictionary")["data"])
+    out = subprocess.run(["zstd", "-D", str(dictionary), "-dc", str(seg)], check=True, capture_output=True).stdout
+    assert list(msgpack.Unpacker(io.BytesIO(out), raw=False, strict_map_key=False)) == expected

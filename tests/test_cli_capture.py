@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 from infertap.cli import cli
 from proxy import CaptureWriter
 from proxy.framing import HEAD_SIZE
+from proxy.records import FORMAT_MINOR
 from proxy.writer import segment_paths
 from tests.helpers import reseal_head
 
@@ -194,7 +195,7 @@ def test_cat_on_an_unsupported_version_fails_cleanly(tmp_path: Path) -> None:
     seg.write_bytes(bytes(data))
     result = run("cat", str(cap))
     assert_clean_exit(result, 1)
-    assert "2.0" in stderr_of(result) and "upgrade" in stderr_of(result)
+    assert f"2.{FORMAT_MINOR}" in stderr_of(result) and "upgrade" in stderr_of(result)
 
 
 def test_cat_on_a_directory_without_segments_fails_cleanly(tmp_path: Path) -> None:
