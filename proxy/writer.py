@@ -33,7 +33,8 @@ log = logging.getLogger("infertap.capture")
 SEGMENT_SUFFIX = ".itap.zst"
 DEFAULT_MAX_SEGMENT_BYTES = 256 * 1024 * 1024
 _BATCH_BYTES = 4 * 1024 * 1024  # bound a frame, hence what one torn write can cost
-_DICTIONARY_BYTES = 64 * 1024  # a run's first records, as a raw-content dictionary for the rest
+_DICTIONARY_BYTES = 128 * 1024  # a run's first records, as a raw-content dictionary for the rest
+_DICTIONARY_AFTER = 1024 * 1024  # ...made once the run has recorded this much (below, it wouldn't pay)
 _STOP = object()
 
 
@@ -105,6 +106,7 @@ class CaptureWriter:
         self._compressor = self._plain  # with the run's dictionary once it has one (see _learn)
         self._dictionary: bytes | None = None  # the packed dictionary record
         self._samples: list[bytes] = []
+        self._seen = 0
         self._learning = dictionary  # False: every frame on its own, decodable by a bare `zstd -dc`
         # Fields a recorder adds to each footer, read on the writer's thread (e.g. its loop lag).
         self.footer_extra: dict[str, Callable[[], Any]] = {}
@@ -214,12 +216,15 @@ class CaptureWriter:
         single exchange, which zstd compresses about 4x alone, 10x beside its likes. A raw-content
         dictionary made of the run's first records gives every later frame that context (JSON
         keys, SSE framing, headers) while each frame stays independently decodable. It is stored
-        as a ``dictionary`` record, once per segment, before the first frame that uses it.
+        as a ``dictionary`` record, once per segment, before the first frame that uses it; it is
+        made only once a run has recorded 1 MiB, so a small capture doesn't carry its cost.
         """
-        self._samples.append(payload)
+        self._seen += len(payload)
         if sum(map(len, self._samples)) < _DICTIONARY_BYTES:
+            self._samples.append(payload)
+        if self._seen < _DICTIONARY_AFTER:
             return
-        data = b"".join(self._samples)[: 2 * _DICTIONARY_BYTES]
+        data = b"".join(self._samples)[:_DICTIONARY_BYTES]
         self._samples = []
         self._dictionary = packer.pack({"type": "dictionary", "kind": DICTIONARY_KIND, "size": len(data), "data": data})
         self._write_frame(self._plain, self._dictionary, 0, 0)

@@ -698,30 +698,32 @@ def streamed_exchange(i: int) -> dict[str, Any]:
 def test_a_dictionary_from_the_runs_first_records_makes_lone_frames_small(tmp_path: Path) -> None:
     """One exchange per frame (an engine's pace): the same records, with and without the run's
     dictionary; all readable, each segment on its own too, the dictionary once per segment."""
-    recs = [streamed_exchange(i) for i in range(120)]
+    recs = [streamed_exchange(i) for i in range(300)]
     sizes = {}
     for learn in (True, False):
         cap = tmp_path / f"cap-{learn}"
-        writer = CaptureWriter(cap, recorder=RECORDER, dictionary=learn, max_segment_bytes=20_000).open()
+        writer = CaptureWriter(cap, recorder=RECORDER, dictionary=learn, max_segment_bytes=60_000).open()
         write_flushed(writer, recs)
         writer.close()
         got, reader = read_all(cap)
         assert [r for r in got if r["type"] == "exchange"] == recs and reader.closed_cleanly
         dictionaries = [r for r in got if r["type"] == "dictionary"]
         segments = segment_paths(cap)
-        assert len(dictionaries) == (len(segments) if learn else 0) and len(segments) >= 2
+        assert len(segments) >= 3 and (dictionaries if learn else not dictionaries)
         if learn:
-            assert dictionaries[0]["kind"] == "zstd-raw-content" and len(dictionaries[0]["data"]) >= 64 * 1024
+            assert dictionaries[0]["kind"] == "zstd-raw-content" and len(dictionaries[0]["data"]) == 128 * 1024
             assert all(d["data"] == dictionaries[0]["data"] for d in dictionaries)
-            later = [r["type"] for r in read_all(segments[1])[0]]
-            assert later[:2] == ["header", "dictionary"] and "exchange" in later  # a later segment stands alone
+            types = [[r["type"] for r in read_all(seg)[0]] for seg in segments]  # each segment read on its own
+            made = next(k for k, t in enumerate(types) if "dictionary" in t)  # once the run had recorded 1 MiB
+            assert made > 0 and all(t[:2] == ["header", "dictionary"] for t in types[made + 1 :])
+            assert len(dictionaries) == len(segments) - made and all("exchange" in t for t in types[:-1])
         sizes[learn] = sum(p.stat().st_size for p in segments)
-    assert sizes[True] < 0.6 * sizes[False], sizes
+    assert sizes[True] < 0.75 * sizes[False], sizes
 
 
 def test_a_torn_tail_after_the_dictionary_keeps_everything_before_it(tmp_path: Path) -> None:
     cap = tmp_path / "cap"
-    recs = [streamed_exchange(i) for i in range(60)]
+    recs = [streamed_exchange(i) for i in range(150)]
     writer = CaptureWriter(cap, recorder=RECORDER).open()
     write_flushed(writer, recs)
     writer.close()
@@ -749,7 +751,7 @@ def test_a_segment_with_a_dictionary_decodes_with_zstd_given_it(tmp_path: Path) 
 
     cap = tmp_path / "cap"
     writer = CaptureWriter(cap, recorder=RECORDER).open()
-    write_flushed(writer, [streamed_exchange(i) for i in range(60)])
+    write_flushed(writer, [streamed_exchange(i) for i in range(150)])
     writer.close()
     expected, _ = read_all(cap)
     (seg,) = segment_paths(cap)
