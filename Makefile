@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test lint bench soak fuzz install clean
 
 demo: $(STAMP)
 	$(BIN)/infertap demo
@@ -24,6 +24,16 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.proxy_overhead
 	$(BIN)/python -m bench.analysis_load --n 200000
 	$(BIN)/python -m bench.compare_scale --n 100000
+	$(BIN)/python -m bench.capture_size
+	$(BIN)/python -m bench.soak
+
+# 100,000 requests at concurrency 64 through the proxy: errors, capture count, clean close, memory.
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak
+
+# The reader over corrupted segments and redaction as properties, with many more cases than `make test`.
+fuzz: $(STAMP)
+	INFERTAP_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest -q tests/test_hardening.py tests/test_redaction.py -k "property or reader_fails"
 
 lint: $(STAMP)
 	$(BIN)/ruff check proxy replay analysis infertap tests bench

@@ -13,6 +13,7 @@ import click
 from proxy import CaptureError, CaptureReader, InfertapError, __version__
 from proxy.info import summarize
 from proxy.jsonable import dumps
+from proxy.redact import Redactor
 
 from .options import host_port, key_value
 
@@ -131,7 +132,7 @@ def record(
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from exc
 
     def ready(url: str, writer: Any) -> None:
-        click.echo(f"infertap record: listening on {url}, forwarding to {upstream}, capturing to {writer.path}")
+        click.echo(f"infertap record: listening on {url}, forwarding to {Redactor().url(upstream)}, capturing to {writer.path}")
 
     try:
         result = serve(config, sock=sock, on_ready=ready)

@@ -66,7 +66,8 @@ class RecordingProxy:
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"upstream must be an http(s) URL, got {upstream!r}")
-        self.upstream = upstream.rstrip("/")
+        self.upstream_url = upstream.rstrip("/")  # as given, credentials included: used, never recorded
+        self.upstream = (redactor or Redactor()).url(self.upstream_url)  # as recorded and printed
         self._prefix = parts.path.rstrip("/").encode("ascii")  # an upstream mounted under a path keeps it
         self.writer = writer
         self.redactor = redactor or Redactor()
@@ -91,7 +92,7 @@ class RecordingProxy:
 
     async def startup(self) -> None:
         # Never through HTTP_PROXY, never following redirects: the engine's answer goes back as it is.
-        self.client = UpstreamClient(self.upstream, connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)
+        self.client = UpstreamClient(self.upstream_url, connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)
         self._lag_task = asyncio.create_task(self.loop_lag.run())
         self.writer.footer_extra["loop_lag"] = self.loop_lag.summary
 

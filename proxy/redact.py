@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import unquote_plus
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 REDACTED = "[REDACTED]"
 
@@ -95,6 +95,14 @@ class Redactor:
                 parts[i] = f"{name}={REDACTED}"
                 changed = True
         return "&".join(parts) if changed else query
+
+    def url(self, url: str) -> str:
+        """A URL fit to record or print: the password of its userinfo and secret query values redacted."""
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            netloc = f"{parts.username}:{REDACTED}@{netloc.rpartition('@')[2]}"
+        return urlunsplit(parts._replace(netloc=netloc, query=self.query(parts.query)))
 
     def body(self, raw: bytes) -> bytes:
         """A JSON body with the values of secret keys (``api_key``, ``password``, ...) replaced where

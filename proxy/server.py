@@ -109,7 +109,8 @@ def serve(
     listen = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     writer = CaptureWriter(
         config.out,
-        recorder={"kind": "proxy", "upstream": config.upstream, "listen": listen, "pid": os.getpid()},
+        recorder={"kind": "proxy", "upstream": Redactor(config.redact_headers, config.redact_query_params).url(config.upstream),
+                  "listen": listen, "pid": os.getpid()},  # fmt: skip
         labels=config.labels,
         max_segment_bytes=config.max_segment_bytes,
     ).open()

@@ -14,13 +14,14 @@ slow client slows the engine instead of growing the proxy's memory.
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import os
 import socket
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httptools
 
@@ -261,6 +262,11 @@ class UpstreamClient:
         host = f"[{self.host}]" if ":" in self.host else self.host
         self._host_header = (host if default_port else f"{host}:{self.port}").encode("ascii")
         self.ssl = (ssl_context or ssl.create_default_context()) if parts.scheme == "https" else None
+        # Credentials in the URL (http://user:pass@host) become Basic auth, unless a request has its own.
+        self._basic = None
+        if parts.username is not None:
+            token = base64.b64encode(f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()).decode()
+            self._basic = (b"authorization", b"Basic " + token.encode())
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.keepalive_expiry = keepalive_expiry
@@ -275,6 +281,8 @@ class UpstreamClient:
         head = [m, b" ", target or b"/", b" HTTP/1.1\r\nhost: ", self._host_header, b"\r\n"]
         for name, value in headers:
             head += (name, b": ", value, b"\r\n")
+        if self._basic is not None and not any(n.lower() == b"authorization" for n, _ in headers):
+            head += (self._basic[0], b": ", self._basic[1], b"\r\n")
         if body or m in (b"POST", b"PUT", b"PATCH"):
             head += (b"content-length: ", str(len(body)).encode(), b"\r\n")
         head.append(b"\r\n")

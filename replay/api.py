@@ -15,6 +15,7 @@ from proxy.engines import ProbeError
 from proxy.enrich import Enricher, enrich_capture
 from proxy.errors import InfertapError
 from proxy.probe import open_engine
+from proxy.redact import Redactor
 from proxy.writer import CaptureWriter
 
 from .runner import Replay, ReplayStats
@@ -98,7 +99,7 @@ def run_replay(
     recorder = {
         "kind": "replay",
         "source": source,
-        "target": target,
+        "target": Redactor().url(target),
         "target_kind": target_kind,
         "schedule": schedule.describe(),
         "transforms": {
@@ -131,7 +132,7 @@ def run_replay(
         if enricher is not None:
             enricher.close()
         writer.close()
-    summary.update(out=str(writer.path), source=source, target=target, target_kind=target_kind,
+    summary.update(out=str(writer.path), source=source, target=Redactor().url(target), target_kind=target_kind,
                    snapshots=enricher.snapshots if enricher else 0, enriched=enricher.enriched if enricher else 0)  # fmt: skip
     if writer.error:
         raise ReplayError(f"the replay's capture could not be written: {writer.error}")
@@ -192,7 +193,7 @@ def _run_on_ray(address: str, shards: int | None, items: list[Item], bodies: lis
     counts = {"enriched": 0}
     if probe:  # one snapshot of the target, and the exchanges enriched, as a run of its own
         counts = enrich_capture(out, target, model_file=model_file, labels=labels, headers=probe_headers, enrich=enrich)
-    summary.update(out=str(out), source=source, target=target, target_kind=target_kind, snapshots=int(probe),
+    summary.update(out=str(out), source=source, target=Redactor().url(target), target_kind=target_kind, snapshots=int(probe),
                    enriched=counts["enriched"])  # fmt: skip
     return summary
 

@@ -187,7 +187,7 @@ class Replay:
             "method": item.method, "path": item.path, "query": item.query, "http_version": "1.1",
             "request_headers": self.redactor.header_pairs(self.headers[item.index]),
             "request_body": self.redactor.body(self.bodies[item.index]), "status": None, "response_headers": None, "headers_ns": None,
-            "chunk_ns": [], "chunks": [], "end_ns": 0, "end": "complete", "error": None, "upstream": self.target,
+            "chunk_ns": [], "chunks": [], "end_ns": 0, "end": "complete", "error": None, "upstream": self.redactor.url(self.target),
             "lag_ns": 0, "queue_ns": 0, "dep_wait_ns": 0,
         }  # fmt: skip
         acquired = False

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import os
 import random
 import string
+import tempfile
+import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +24,9 @@ from tests.fake_upstream import ServerThread
 from tests.helpers import decompressed_bytes
 
 TOKEN = "proxy-token-7777"
+
+#: `make fuzz` raises this (INFERTAP_FUZZ_EXAMPLES=5000); the default run keeps it quick.
+FUZZ_EXAMPLES = int(os.environ.get("INFERTAP_FUZZ_EXAMPLES", "200"))
 
 
 def test_the_proxy_token_is_required_checked_and_never_recorded_or_forwarded(fake, record):
@@ -90,7 +98,7 @@ secret_text = st.text(alphabet=string.ascii_letters + string.digits + "-_.~!@#$%
 key_names = st.sampled_from(["api_key", "API_KEY", "apiKey", "Api-Key", "access_token", "password", "client_secret", "token"])
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=FUZZ_EXAMPLES, suppress_health_check=[HealthCheck.too_slow])
 @given(secret=secret_text, key=key_names, depth=st.integers(0, 3), indent=st.sampled_from([None, 1, 2]), ascii=st.booleans())
 def test_body_redaction_property(secret, key, depth, indent, ascii):
     node: object = {key: secret, "keep": "visible text"}
@@ -109,19 +117,36 @@ def test_bodies_without_secret_keys_are_untouched():
     assert Redactor().body(b"not json but api_key=1") == b"not json but api_key=1"
 
 
-def _capture(path) -> bytes:
+@functools.cache
+def _segment(dictionary: bool) -> bytes:
+    """A closed one-segment capture; with ``dictionary``, past 1 MiB so that its later frames use one."""
+    path = Path(tempfile.mkdtemp(prefix="infertap-fuzz-")) / "cap"
     with CaptureWriter(path, recorder={"kind": "test"}) as w:
         for i in range(20):
             w.write({"type": "exchange", "id": str(i), "chunks": [b"data: %d\n\n" % i] * 5, "request_body": b"{}"})
+        if dictionary:
+            for i in range(40):
+                w.write({"type": "exchange", "id": f"big{i}", "chunks": [b"data: {\"token\": %d}\n\n" % k for k in range(2000)],
+                         "request_body": b"{}"})  # fmt: skip
+            for i in range(5):  # frames of their own, after the dictionary
+                before = w.records
+                w.write({"type": "exchange", "id": f"late{i}", "chunks": [b"data: late %d\n\n" % i] * 5, "request_body": b"{}"})
+                while w.records == before:
+                    time.sleep(0.002)
     (segment,) = CaptureReader(path).segments
+    records = list(CaptureReader(path).records())
+    assert any(r["type"] == "dictionary" for r in records) == dictionary
     return segment.read_bytes()
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("dictionary", [False, True], ids=["plain", "with-dictionary"])
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_the_reader_fails_only_with_its_documented_error_on_corrupted_segments(tmp_path_factory, data):
+def test_the_reader_fails_only_with_its_documented_error_on_corrupted_segments(tmp_path_factory, data, dictionary):
     base = tmp_path_factory.mktemp("fuzz")
-    original = _capture(base / "cap")
+    original = _segment(dictionary)
+    (base / "cap").mkdir()
+    (base / "cap" / "000000.itap.zst").write_bytes(original)
     (segment,) = CaptureReader(base / "cap").segments
     damaged = bytearray(original)
     rng = random.Random(data.draw(st.integers(0, 2**32)))
@@ -143,3 +168,27 @@ def test_the_reader_fails_only_with_its_documented_error_on_corrupted_segments(t
     except CaptureError:
         return  # the documented, clear error (it names the file)
     assert all(isinstance(r, dict) and "type" in r for r in records)
+
+
+def test_secrets_reach_neither_the_capture_nor_the_logs_nor_a_traceback(fake, record):
+    """Credentials in the upstream URL, headers, query and body, through a working exchange and a
+    failing one: forwarded where they belong, absent from the capture's bytes and the recorder's output."""
+    app, url = fake
+    secrets = [b"hunter2-url-pass", b"sk-header-9876", b"q-token-5555", b"body-key-4321"]
+    rec = record(url.replace("http://", "http://svc:hunter2-url-pass@"), "--no-probe")
+    body = json.dumps({"model": "m", "messages": [], "stream": False, "tag": "s", "api_key": "body-key-4321"}).encode()
+    ok = httpx.post(f"{rec.url}/v1/chat/completions?api_key=q-token-5555", content=body, timeout=10,
+                    headers={"Authorization": "Bearer sk-header-9876"})  # fmt: skip
+    echoed = httpx.post(f"{rec.url}/echo", content=b"{}", timeout=10)
+    with pytest.raises(httpx.RemoteProtocolError):  # the upstream resets mid-stream: an error path, with its messages
+        httpx.post(f"{rec.url}/reset", content=body, timeout=10, headers={"X-Api-Key": "sk-header-9876"})
+    assert ok.status_code == 200 and echoed.status_code == 200
+    rec.stop()
+    # The URL's credentials became Basic auth for the engine, where the client sent none of its own.
+    basic = dict((n.lower(), v) for n, v in echoed.json()["headers"])["authorization"]
+    assert base64.b64decode(basic.removeprefix("Basic ")) == b"svc:hunter2-url-pass"
+    stored = decompressed_bytes(rec.out)
+    output = rec.proc.log_tail(1_000_000).encode()
+    for secret in secrets:
+        assert secret not in stored and secret not in output, secret
+    assert "svc:[REDACTED]@" in rec.records()[0]["recorder"]["upstream"]

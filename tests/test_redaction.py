@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import string
 
 import pytest
@@ -13,6 +14,8 @@ from proxy.redact import DEFAULT_HEADERS, DEFAULT_QUERY_PARAMS, REDACTED, Redact
 SECRET = "sk-live-0123456789abcdefSECRET"
 SECRET_HEADERS = ["authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key", "cookie", "set-cookie"]
 CASINGS = [str.lower, str.upper, str.title, lambda s: "".join(c.upper() if i % 2 else c for i, c in enumerate(s))]
+
+FUZZ_EXAMPLES = int(os.environ.get("INFERTAP_FUZZ_EXAMPLES", "300"))  # `make fuzz` raises it
 
 
 def test_documented_defaults_are_covered() -> None:
@@ -199,7 +202,7 @@ def queries(draw: st.DrawFn) -> tuple[str, str]:
 BOILERPLATE = " ".join(SECRET_HEADERS + sorted(DEFAULT_QUERY_PARAMS) + ["Bearer", "Basic", REDACTED, "X-Request-Id", "req-1", "stream=true"])
 
 
-@settings(max_examples=300, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=FUZZ_EXAMPLES, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(header_sets())
 def test_property_secret_headers_never_leak(case: tuple[list[tuple[str, str]], str]) -> None:
     pairs, secret = case
@@ -212,7 +215,7 @@ def test_property_secret_headers_never_leak(case: tuple[list[tuple[str, str]], s
     assert all(secret not in v for _, v in out_asgi)
 
 
-@settings(max_examples=300, database=None)
+@settings(max_examples=FUZZ_EXAMPLES, database=None)
 @given(queries())
 def test_property_secret_query_params_never_leak(case: tuple[str, str]) -> None:
     query, secret = case
@@ -221,3 +224,10 @@ def test_property_secret_query_params_never_leak(case: tuple[str, str]) -> None:
     assert secret not in out
     assert out.count("&") == query.count("&")
     assert out.count(REDACTED) == query.count(secret)
+
+
+def test_urls_lose_the_password_and_secret_query_values_only() -> None:
+    r = Redactor()
+    assert r.url("http://svc:p%40ss@engine:8000/v1?api_key=abc&x=1") == "http://svc:[REDACTED]@engine:8000/v1?api_key=[REDACTED]&x=1"
+    assert r.url("https://engine.example/v1") == "https://engine.example/v1"
+    assert r.url("http://user@engine:80") == "http://user@engine:80"  # a name alone is not a secret
