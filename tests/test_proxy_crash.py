@@ -17,7 +17,7 @@ from proxy.info import summarize
 FLUSH_WINDOW_S = 0.25
 
 
-def test_sigkill_during_traffic_keeps_every_exchange_completed_before_the_flush_window(fake, record):
+def test_sigkill_under_100_concurrent_streams_keeps_every_exchange_completed_before_the_flush_window(fake, record):
     app, url = fake
     rec = record(url)
     completed: dict[str, float] = {}
@@ -29,7 +29,7 @@ def test_sigkill_during_traffic_keeps_every_exchange_completed_before_the_flush_
             while not stop.is_set():
                 tag = f"w{worker}-{i}"
                 try:
-                    r = await c.post(f"{rec.url}/v1/chat/completions", json={"tag": tag, "n_chunks": 5})
+                    r = await c.post(f"{rec.url}/v1/chat/completions", json={"tag": tag, "n_chunks": 40, "pace_ms": 5})
                     if r.status_code == 200 and r.content.endswith(b"[DONE]\n\n"):
                         completed[tag] = time.monotonic()
                 except httpx.HTTPError:
@@ -38,7 +38,7 @@ def test_sigkill_during_traffic_keeps_every_exchange_completed_before_the_flush_
 
     def load() -> None:
         async def main() -> None:
-            await asyncio.gather(*(client(w) for w in range(8)))
+            await asyncio.gather(*(client(w) for w in range(100)))
 
         asyncio.run(main())
 
@@ -47,6 +47,7 @@ def test_sigkill_during_traffic_keeps_every_exchange_completed_before_the_flush_
     while len(completed) < 100:
         time.sleep(0.01)
     time.sleep(2 * FLUSH_WINDOW_S)  # traffic keeps flowing: the kill lands mid-stream
+    streaming = app.in_flight
     killed_at = time.monotonic()
     rec.proc.popen.send_signal(signal.SIGKILL)
     rec.proc.popen.wait(10)
@@ -55,7 +56,7 @@ def test_sigkill_during_traffic_keeps_every_exchange_completed_before_the_flush_
 
     recorded = {json.loads(x["request_body"])["tag"] for x in rec.exchanges()}
     must_have = {tag for tag, at in completed.items() if at < killed_at - FLUSH_WINDOW_S}
-    assert len(must_have) >= 100
+    assert len(must_have) >= 100 and app.max_in_flight >= 90 and streaming > 0  # 100 streams at once; killed mid-stream
     assert must_have <= recorded, f"lost {sorted(must_have - recorded)[:5]}"
     summary = summarize(rec.out)
     assert summary["closed_cleanly"] is False
