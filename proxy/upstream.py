@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import errno
 import os
 import socket
 import ssl
@@ -349,6 +350,8 @@ class UpstreamClient:
             raise UpstreamTimeoutError(f"connecting to {self.host}:{self.port} timed out after {self.connect_timeout:g} s") from None
         except OSError as exc:
             reason = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio and uvloop word it differently
+            if exc.errno == errno.EMFILE:
+                reason += " (this process's open-files limit: fewer connections at once, or a higher `ulimit -n`)"
             raise UpstreamConnectError(f"cannot connect to {self.host}:{self.port}: {reason}") from exc
         self._all.add(conn)
         return conn
