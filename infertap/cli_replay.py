@@ -10,7 +10,6 @@ from typing import Any
 import click
 
 from proxy import InfertapError
-from proxy.redact import Redactor
 
 from .options import pairs
 
@@ -123,7 +122,7 @@ def _run(run_replay: Any, capture: Path, target: str, out: Path, schedule: Any, 
 
     def on_start(info: dict[str, Any]) -> None:
         progress.update(task, total=info["items"])
-        progress.console.print(f"replaying {info['items']} exchanges from {capture} against {Redactor().url(target)} "
+        progress.console.print(f"replaying {info['items']} exchanges from {capture} against {info['target']} "
                                f"({info['target_kind'] or 'unknown kind'}) into {info['out']}"
                                + (f" in {info['shards']} Ray shards" if "shards" in info else ""), markup=False, highlight=False)  # fmt: skip
 

@@ -66,11 +66,11 @@ class RecordingProxy:
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"upstream must be an http(s) URL, got {upstream!r}")
+        self.redactor = redactor or Redactor()
         self.upstream_url = upstream.rstrip("/")  # as given, credentials included: used, never recorded
-        self.upstream = (redactor or Redactor()).url(self.upstream_url)  # as recorded and printed
+        self.upstream = self.redactor.url(self.upstream_url)  # as recorded and printed
         self._prefix = parts.path.rstrip("/").encode("ascii")  # an upstream mounted under a path keeps it
         self.writer = writer
-        self.redactor = redactor or Redactor()
         self.max_body_bytes = max_body_bytes
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout

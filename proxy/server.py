@@ -107,10 +107,10 @@ def serve(
     sock = sock or bind(config.host, config.port)
     host, port = sock.getsockname()[:2]
     listen = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    redactor = Redactor(config.redact_headers, config.redact_query_params)
     writer = CaptureWriter(
         config.out,
-        recorder={"kind": "proxy", "upstream": Redactor(config.redact_headers, config.redact_query_params).url(config.upstream),
-                  "listen": listen, "pid": os.getpid()},  # fmt: skip
+        recorder={"kind": "proxy", "upstream": redactor.url(config.upstream), "listen": listen, "pid": os.getpid()},
         labels=config.labels,
         max_segment_bytes=config.max_segment_bytes,
     ).open()
@@ -119,7 +119,7 @@ def serve(
         proxy = RecordingProxy(
             config.upstream,
             writer,
-            redactor=Redactor(config.redact_headers, config.redact_query_params),
+            redactor=redactor,
             max_body_bytes=config.max_body_bytes,
             connect_timeout=config.connect_timeout,
             read_timeout=config.read_timeout,

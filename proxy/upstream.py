@@ -21,7 +21,6 @@ import os
 import socket
 import ssl
 from collections.abc import AsyncIterator
-from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import httptools
@@ -78,21 +77,12 @@ class _Connection(asyncio.Protocol):
             response._fail(UpstreamProtocolError(f"invalid HTTP response from the upstream: {exc}"))
             self._close()
 
-    def eof_received(self) -> bool | None:
-        return None  # close the transport; connection_lost follows
-
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.client._all.discard(self)
         response = self.response
         if response is not None and not response.complete:
             response._lost(exc)
-
-    def pause_writing(self) -> None:  # requests are written whole; nothing to pause
-        pass
-
-    def resume_writing(self) -> None:
-        pass
 
     # -- httptools callbacks -------------------------------------------------------------------
 
@@ -107,7 +97,6 @@ class _Connection(asyncio.Protocol):
             response.headers = []
             return
         response.status_code = status
-        response.http_version = self.parser.get_http_version()
         if not response.headers_ready.done():
             response.headers_ready.set_result(None)
         if response.method == b"HEAD":  # no body, whatever Content-Length says
@@ -137,7 +126,6 @@ class UpstreamResponse:
         self._conn = connection
         self.method = method
         self.status_code: int | None = None
-        self.http_version = "1.1"
         self.headers: list[tuple[bytes, bytes]] = []
         self.headers_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.received = False  # any byte of a response: from then on a failure is not retried
@@ -361,6 +349,3 @@ class UpstreamClient:
             conn._close()
         self._idle.clear()
         self._all.clear()
-
-    def describe(self) -> dict[str, Any]:
-        return {"idle": len(self._idle), "open": sum(1 for c in self._all if not c.closed)}

@@ -46,6 +46,12 @@ def segment_paths(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob(f"*{SEGMENT_SUFFIX}") if p.name[:6].isdigit())
 
 
+def next_segment_index(directory: Path) -> int:
+    """The index a new segment of ``directory`` takes: after every existing one."""
+    existing = segment_paths(directory)
+    return int(existing[-1].name[:6]) + 1 if existing else 0
+
+
 def default_recorder_id() -> str:
     """Which recorder wrote a run: host and process, so shards of one capture stay apart."""
     return f"{socket.gethostname()}-{os.getpid()}"
@@ -120,10 +126,8 @@ class CaptureWriter:
             self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
             if new:
                 os.chmod(self.path, 0o700)
-            existing = segment_paths(self.path)
             self.capture_id = self.capture_id or capture_id_of(self.path) or uuid.uuid4().hex
-            next_index = int(existing[-1].name[:6]) + 1 if existing else 0
-            self._open_segment(next_index)
+            self._open_segment(next_segment_index(self.path))
         except OSError as exc:
             raise CaptureWriteError(f"cannot write capture at {self.path}: {exc}") from exc
         self._thread = threading.Thread(target=self._run, name="infertap-capture-writer", daemon=True)
@@ -172,7 +176,7 @@ class CaptureWriter:
             item = self._queue.get()
             if item is not _STOP and self.flush_interval > 0:
                 # Gather for a few ms: records compressed together share context (a frame of one
-                # streamed exchange compresses ~5x, of sixteen ~25x); this bounds the flush window.
+                # streamed exchange compresses ~4x, of sixteen ~25x); this bounds the flush window.
                 # Sleeping rather than waiting on the queue means the puts meanwhile wake nobody.
                 time.sleep(self.flush_interval)
             parts: list[bytes] = []

@@ -79,6 +79,7 @@ def run_replay(
     """
     schedule = schedule or Schedule()
     transforms = transforms or Transforms()
+    shown = Redactor().url(target)  # the target as recorded and reported: a password in it redacted
     if ray is not None:
         from .shards import shard_schedules
 
@@ -99,7 +100,7 @@ def run_replay(
     recorder = {
         "kind": "replay",
         "source": source,
-        "target": Redactor().url(target),
+        "target": shown,
         "target_kind": target_kind,
         "schedule": schedule.describe(),
         "transforms": {
@@ -113,7 +114,7 @@ def run_replay(
         return _run_on_ray(ray, shards, items, bodies, headers, target, Path(out), schedule, recorder, labels=labels,
                            probe=probe, enrich=enrich, model_file=model_file, probe_headers=probe_headers, grace_s=grace_s,
                            progress=progress, on_start=on_start, source=source, target_kind=target_kind,
-                           timeouts=(connect_timeout, read_timeout))  # fmt: skip
+                           timeouts=(connect_timeout, read_timeout), shown=shown)  # fmt: skip
     writer = CaptureWriter(Path(out), recorder=recorder, labels=labels).open()
     enricher: Enricher | None = None
     replay: Replay | None = None
@@ -126,13 +127,13 @@ def run_replay(
         replay = Replay(items, bodies, headers, target, writer, schedule, grace_s=grace_s, connect_timeout=connect_timeout,
                         read_timeout=read_timeout, on_exchange=enricher.submit if enricher else None)  # fmt: skip
         if on_start:
-            on_start({"items": len(items), "source": source, "target_kind": target_kind, "out": str(writer.path)})
+            on_start({"items": len(items), "source": source, "target": shown, "target_kind": target_kind, "out": str(writer.path)})
         summary = asyncio.run(_main(replay, progress))
     finally:
         if enricher is not None:
             enricher.close()
         writer.close()
-    summary.update(out=str(writer.path), source=source, target=Redactor().url(target), target_kind=target_kind,
+    summary.update(out=str(writer.path), source=source, target=shown, target_kind=target_kind,
                    snapshots=enricher.snapshots if enricher else 0, enriched=enricher.enriched if enricher else 0)  # fmt: skip
     if writer.error:
         raise ReplayError(f"the replay's capture could not be written: {writer.error}")
@@ -167,7 +168,7 @@ def _run_on_ray(address: str, shards: int | None, items: list[Item], bodies: lis
                 target: str, out: Path, schedule: Schedule, recorder: dict[str, Any], *, labels: Mapping[str, str] | None,
                 probe: bool, enrich: bool, model_file: str | None, probe_headers: dict[str, str], grace_s: float,
                 progress: Callable[[ReplayStats], None] | None, on_start: Callable[[dict[str, Any]], None] | None,
-                source: dict[str, Any], target_kind: str | None, timeouts: tuple[float, float | None]) -> dict[str, Any]:  # fmt: skip
+                source: dict[str, Any], target_kind: str | None, timeouts: tuple[float, float | None], shown: str) -> dict[str, Any]:  # fmt: skip
     try:
         import ray
     except ImportError:
@@ -184,7 +185,7 @@ def _run_on_ray(address: str, shards: int | None, items: list[Item], bodies: lis
     try:
         n = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
         if on_start:
-            on_start({"items": len(items), "source": source, "target_kind": target_kind, "out": str(out), "shards": n})
+            on_start({"items": len(items), "source": source, "target": shown, "target_kind": target_kind, "out": str(out), "shards": n})
         summary = run_sharded(items, bodies, headers, target, out, schedule, {**recorder, "shards": n}, shards=n,
                               labels=labels, grace_s=grace_s, progress=progress, timeouts=timeouts)  # fmt: skip
     finally:
@@ -193,7 +194,7 @@ def _run_on_ray(address: str, shards: int | None, items: list[Item], bodies: lis
     counts = {"enriched": 0}
     if probe:  # one snapshot of the target, and the exchanges enriched, as a run of its own
         counts = enrich_capture(out, target, model_file=model_file, labels=labels, headers=probe_headers, enrich=enrich)
-    summary.update(out=str(out), source=source, target=Redactor().url(target), target_kind=target_kind, snapshots=int(probe),
+    summary.update(out=str(out), source=source, target=shown, target_kind=target_kind, snapshots=int(probe),
                    enriched=counts["enriched"])  # fmt: skip
     return summary
 

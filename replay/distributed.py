@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from proxy.errors import InfertapError
-from proxy.writer import CaptureWriter, capture_id_of, segment_name, segment_paths
+from proxy.writer import CaptureWriter, capture_id_of, next_segment_index, segment_name, segment_paths
 
 from .runner import Replay, ReplayStats, summarize
 from .schedule import Schedule
@@ -142,8 +142,7 @@ def _run_in_thread(coro: Any) -> Any:
 def merge_segments(out: Path, parts: list[list[tuple[str, bytes]]]) -> int:
     """Write each shard's segments into ``out`` after its existing ones, shard by shard; how many."""
     out.mkdir(mode=0o700, parents=True, exist_ok=True)
-    existing = segment_paths(out)
-    index = int(existing[-1].name[:6]) + 1 if existing else 0
+    index = first = next_segment_index(out)
     for segments in parts:
         for _, data in sorted(segments):
             fd = os.open(out / segment_name(index), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -155,7 +154,7 @@ def merge_segments(out: Path, parts: list[list[tuple[str, bytes]]]) -> int:
             finally:
                 os.close(fd)
             index += 1
-    return index - (int(existing[-1].name[:6]) + 1 if existing else 0)
+    return index - first
 
 
 def _clock_offset(ray: Any, worker: Any) -> tuple[float, float | None]:

@@ -106,6 +106,7 @@ class Replay:
         self.grace_s = grace_s
         self.on_exchange = on_exchange
         self.redactor = redactor or Redactor()
+        self._shown = self.redactor.url(self.target)  # recorded with each exchange, a password in it redacted
         self.offsets = offsets
         self.start_ns = start_ns
         self.stats = ReplayStats(total=len(items))
@@ -187,7 +188,7 @@ class Replay:
             "method": item.method, "path": item.path, "query": item.query, "http_version": "1.1",
             "request_headers": self.redactor.header_pairs(self.headers[item.index]),
             "request_body": self.redactor.body(self.bodies[item.index]), "status": None, "response_headers": None, "headers_ns": None,
-            "chunk_ns": [], "chunks": [], "end_ns": 0, "end": "complete", "error": None, "upstream": self.redactor.url(self.target),
+            "chunk_ns": [], "chunks": [], "end_ns": 0, "end": "complete", "error": None, "upstream": self._shown,
             "lag_ns": 0, "queue_ns": 0, "dep_wait_ns": 0,
         }  # fmt: skip
         acquired = False

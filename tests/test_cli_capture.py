@@ -198,10 +198,11 @@ def test_cat_on_an_unsupported_version_fails_cleanly(tmp_path: Path) -> None:
     assert f"2.{FORMAT_MINOR}" in stderr_of(result) and "upgrade" in stderr_of(result)
 
 
-def test_cat_on_a_directory_without_segments_fails_cleanly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["cat", "info"])
+def test_a_directory_without_segments_fails_cleanly(tmp_path: Path, command: str) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = run("cat", str(empty))
+    result = run(command, str(empty))
     assert_clean_exit(result, 1)
     assert "not a capture" in stderr_of(result)
 
@@ -270,11 +271,3 @@ def test_info_on_a_corrupt_capture_fails_cleanly(tmp_path: Path) -> None:
     result = run("info", str(cap), "--json")
     assert_clean_exit(result, 1)
     assert str(seg) in stderr_of(result) and f"byte offset {target}" in stderr_of(result)
-
-
-def test_info_on_a_directory_without_segments_fails_cleanly(tmp_path: Path) -> None:
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    result = run("info", str(empty))
-    assert_clean_exit(result, 1)
-    assert "not a capture" in stderr_of(result)
