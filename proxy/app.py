@@ -25,6 +25,7 @@ from .looplag import LoopLag
 from .records import new_id
 from .redact import Redactor
 from .responses import ended_by_marker
+from .trafficgate import TrafficGate
 from .upstream import UpstreamClient, UpstreamHTTPError, UpstreamResponse, UpstreamTimeoutError
 from .writer import CaptureWriter
 
@@ -80,6 +81,7 @@ class RecordingProxy:
         self.fail_on_capture_error = fail_on_capture_error
         self._inflight: set[asyncio.Task[Any]] = set()
         self._seq = 0
+        self.gate = TrafficGate()  # held by the enricher around calls that would end streams in flight
         self.loop_lag = LoopLag()
         self._lag_task: asyncio.Task[None] | None = None
 
@@ -272,7 +274,13 @@ class RecordingProxy:
         record["sent_ns"] = self.writer.elapsed_ns()
         chunk_ns: list[int] = record["chunk_ns"]
         chunks: list[bytes] = record["chunks"]
+        gate = self.gate
+        gate.forwarding += 1
         try:
+            if gate.held:  # an out-of-band call to the engine is running: it would end this stream
+                await gate.wait()
+                t0 = time.monotonic_ns()
+                record["sent_ns"] = self.writer.elapsed_ns()
             try:
                 response = await self.client.send(scope["method"], target, headers, body)
             except UpstreamTimeoutError as exc:
@@ -322,6 +330,7 @@ class RecordingProxy:
             record.update(end="proxy_error", error=f"infertap failed while forwarding: {exc!r}")
             raise
         finally:
+            gate.forwarding -= 1
             record["end_ns"] = time.monotonic_ns() - t0
             state["finished"] = True
             watcher.cancel()

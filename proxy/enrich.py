@@ -10,18 +10,21 @@ response names a different model or ``system_fingerprint``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 from .engines import Engine, ProbeError
 from .engines.base import SAMPLING, canonical
 from .probe import open_engine, snapshot
 from .responses import Parsed, parse_response
+from .trafficgate import TrafficGate
 
 log = logging.getLogger("infertap.enrich")
 
@@ -107,6 +110,7 @@ class Enricher:
         labels: Mapping[str, str] | None = None,
         model_file: str | None = None,
         busy: Callable[[], int] = lambda: 0,
+        gate: TrafficGate | None = None,
         enrich: bool = True,
         probe_interval: float = 60.0,
         maxsize: int = 1024,
@@ -118,7 +122,8 @@ class Enricher:
         self._write = write
         self._labels = dict(labels or {})
         self._model_file = model_file
-        self._busy = busy
+        self._busy = busy  # without a gate: wait for a lull in the traffic (replay)
+        self._gate = gate  # a proxy's: hold its traffic while a call runs
         self._enrich = enrich
         self._probe_interval = probe_interval
         self._timeout = timeout
@@ -198,10 +203,14 @@ class Enricher:
                 self.failed += 1
                 log.exception("enriching exchange %s failed", item.get("id"))
 
+    def _exclusive(self) -> AbstractContextManager[bool]:
+        """Around a call that would end the streams in flight (see Engine.interrupts_streams)."""
+        if self._gate is not None:
+            return self._gate.exclusive(self._idle_wait)
+        return contextlib.nullcontext(self._idle())
+
     def _idle(self) -> bool:
-        """Whether the engine may be asked something now (see Engine.interrupts_streams)."""
-        if self.engine is None or not self.engine.interrupts_streams:
-            return True
+        """Whether no exchange is in flight, waiting up to ``idle_wait`` for one."""
         deadline = time.monotonic() + self._idle_wait
         while self._busy() > 0:
             if time.monotonic() > deadline:
@@ -222,7 +231,7 @@ class Enricher:
                 log.warning("cannot probe the upstream (will retry): %s", exc)
                 self._probe_error_logged = True
             return
-        self.engine.gate = self._idle
+        self.engine.gate = self._exclusive
         snap = snapshot(self.engine, self._labels)
         if self.engine.interrupts_streams and snap["facts"]["models"]["value"] is None and self.snapshot is not None:
             return  # its lock-taking endpoints were skipped (traffic in flight): ask again later

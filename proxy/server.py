@@ -132,7 +132,7 @@ def serve(
                 writer.write,
                 labels=config.labels,
                 model_file=config.model_file,
-                busy=lambda: proxy.in_flight,
+                gate=proxy.gate,
                 enrich=config.enrich,
                 probe_interval=config.probe_interval,
                 maxsize=config.enrich_queue,

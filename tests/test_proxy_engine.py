@@ -54,7 +54,7 @@ def test_openai_sdk_through_the_proxy_is_recorded_exactly_once_each(session):
     assert sorted(by_user) == ["u-chat", "u-chat-stream", "u-comp", "u-comp-stream"]
     assert len(exchanges) == 4
     for x in exchanges:
-        assert x["status"] == 200 and x["end"] == "complete" and x["error"] is None
+        assert x["status"] == 200 and x["end"] == "complete" and x["error"] is None, (x["path"], x["error"], x["response_headers"])
         assert x["chunk_ns"] == sorted(x["chunk_ns"]) and x["headers_ns"] <= x["chunk_ns"][0] <= x["end_ns"]
         assert dict((n.lower(), v) for n, v in x["request_headers"])["authorization"] == "Bearer [REDACTED]"
 

@@ -6,9 +6,11 @@ a fact the engine doesn't expose is ``None`` with the reason as its source, neve
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,9 +101,9 @@ class Engine:
         self.base = base.rstrip("/")
         self.found = found
         self.model_file: str | None = None
-        #: Called right before each request that could disturb traffic in flight; False skips
-        #: the request. The recorder sets it to "wait until no exchange is in flight".
-        self.gate: Callable[[], bool] = lambda: True
+        #: Entered around each request that could disturb traffic in flight; yielding False skips
+        #: the request. The recorder sets it to hold its traffic while the call runs (trafficgate.py).
+        self.gate: Callable[[], AbstractContextManager[bool]] = lambda: contextlib.nullcontext(True)
 
     # -- detection ----------------------------------------------------------------------------
 
@@ -115,22 +117,24 @@ class Engine:
 
     # -- snapshot -----------------------------------------------------------------------------
 
-    def _gated(self, path: str) -> bool:
-        return not self.interrupts_streams or path in self.LOCK_FREE or self.gate()
+    def _fetch(self, method: str, path: str, body: Any = None) -> Endpoint:
+        if not self.interrupts_streams or path in self.LOCK_FREE:
+            return fetch(self.http, method, self.base + path, body)
+        with self.gate() as allowed:  # traffic held for the call's duration
+            if not allowed:
+                return Endpoint(None, error=f"skipped: exchanges in flight and {self.kind} would end them")
+            return fetch(self.http, method, self.base + path, body)
 
     def get(self, path: str) -> Endpoint:
         if path not in self.found:
-            if not self._gated(path):
-                return Endpoint(None, error=f"skipped: exchanges in flight and {self.kind} would end them")
-            self.found[path] = fetch(self.http, "GET", self.base + path)
+            endpoint = self._fetch("GET", path)
+            if endpoint.error and endpoint.error.startswith("skipped:"):
+                return endpoint  # not remembered: asked again when traffic allows
+            self.found[path] = endpoint
         return self.found[path]
 
     def post(self, path: str, body: Any) -> Endpoint:
-        # Everything local (rendering, building the body) is done by now: the gate's check and
-        # the request follow each other as closely as they can.
-        if not self._gated(path):
-            return Endpoint(None, error=f"skipped: exchanges in flight and {self.kind} would end them")
-        return fetch(self.http, "POST", self.base + path, body)
+        return self._fetch("POST", path, body)
 
     def model_ids(self) -> list[str]:
         ep = self.get("/v1/models")
