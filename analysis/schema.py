@@ -42,9 +42,17 @@ EXCHANGES = _schema(
     ("proxy_generated", B),
     ("request_bytes", I64), ("response_bytes", I64),
     ("model", S), ("stream", B),  # from the request body
-    ("generation", B),  # the request body is a JSON object with messages or prompt (or input, on /responses)
+    ("generation", B),  # a request for generated tokens, as its API reads it (messages, prompt or input)
+    ("api", S),  # the API family whose adapter read it: chat, completions, responses, messages, ollama-chat, ...
     ("headers_ns", I64), ("end_ns", I64), ("n_chunks", I32), ("first_chunk_ns", I64), ("last_chunk_ns", I64),
-    ("response_model", S), ("finish_reason", S),
+    ("response_model", S),
+    ("finish_reason", S),  # in the common vocabulary: stop, length, tool_calls, content_filter, error, other
+    ("finish_reason_raw", S),  # the API's own word (end_turn, eos, incomplete:max_output_tokens, ...)
+    ("tool_calls", I32),  # tool calls in the output
+    ("readable", B),  # the API's adapter understood the body (an answer or an error object)
+    ("streamed", B),  # the body was an event stream (SSE or NDJSON)
+    ("response_id", S),  # the id the engine gave the response (Responses API: what previous_response_id names)
+    ("error_message", S),  # an error the body itself reports
     ("stream_done", B),  # the body carried its stream's end marker ([DONE], "done": true, message_stop)
     ("parse_error", S),
     ("usage", S), ("usage_prompt_tokens", I64), ("usage_completion_tokens", I64), ("usage_cached_tokens", I64),
@@ -62,6 +70,19 @@ EVENTS = _schema(
     ("chunk", I32), ("t_ns", I64),  # the chunk in which the event was complete, and its receive time
     ("data", S),  # the event's payload as sent (SSE data, NDJSON line or whole JSON body)
     ("content", S), ("reasoning", S), ("tool_calls", I32), ("finish_reason", S), ("usage", S),
+)  # fmt: skip
+
+REQUESTS = _schema(
+    ("capture", S), ("exchange_id", S), ("api", S), ("generation", B), ("model", S), ("stream", B),
+    ("body", S),  # the request body as JSON text, when it is a JSON object: body->>'$.field' in SQL
+    ("turns", I32),  # conversation turns it carries, a system prompt included
+    ("items", I32),  # messages (or Responses input items) as sent
+    ("system", S), ("last_user", S),
+    ("tools", pa.list_(S)),  # names of the tools offered
+    ("tool_choice", S),  # JSON
+    ("max_tokens", I64), ("temperature", F64), ("top_p", F64), ("top_k", I64), ("seed", I64),
+    ("sampling", S),  # JSON: every sampling setting sent, under its canonical name
+    ("previous_response_id", S),
 )  # fmt: skip
 
 ENGINES = pa.schema(
@@ -89,6 +110,7 @@ TABLES: dict[str, pa.Schema] = {
     "captures": CAPTURES,
     "runs": RUNS,
     "exchanges": EXCHANGES,
+    "requests": REQUESTS,
     "chunks": CHUNKS,
     "events": EVENTS,
     "engines": ENGINES,

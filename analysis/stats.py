@@ -1,7 +1,7 @@
 """Run-level speed statistics and the workload profile, per group of exchanges (docs/metrics.md).
 
-Only generation requests count (a JSON body with ``messages`` or ``prompt``): a ``GET /v1/models``
-is not a request for tokens. Latency distributions and throughput use the ``ok`` ones (complete,
+Only generation requests count (as their API reads them: ``messages``, ``prompt`` or ``input``):
+a ``GET /v1/models`` is not a request for tokens. Latency distributions and throughput use the ``ok`` ones (complete,
 2xx); the error rate, concurrency and the workload profile use all of them. Times come out in
 milliseconds; percentiles interpolate linearly (DuckDB's ``quantile_cont``).
 """
@@ -16,7 +16,7 @@ from .errors import AnalysisError
 from .store import Analysis
 
 #: What ``--by`` may group on, and the SQL of each key.
-GROUPINGS = {"run": "run_id", "model": "coalesce(model, '(no model)')", "path": "method || ' ' || path"}
+GROUPINGS = {"run": "run_id", "model": "coalesce(model, '(no model)')", "path": "method || ' ' || path", "api": "api"}
 #: Keys implied by a grouping: a run is one process's writing into one capture (copies of a capture share run ids).
 _IMPLIED = {"run": ("capture",)}
 #: The metrics columns the statistics read.
@@ -24,7 +24,7 @@ _COLUMNS = (
     "capture, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
     "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
     "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
-    "prefix_unit, prefix_shared, prefix_length"
+    "prefix_unit, prefix_shared, prefix_length, streamed, readable, finish_reason, tool_calls"
 )
 #: Per-exchange metrics summarised as distributions: name printed -> (column, scale to the unit).
 LATENCIES = {
@@ -79,6 +79,14 @@ class _Query:
         return out
 
 
+def _one_source(by_source: dict[str, int]) -> str | None:
+    """The source of a group's output-token total, or "mixed" when it adds counts of different kinds
+    (llama-server's usage counts the end-of-sequence token, a re-tokenized count does not)."""
+    if len(by_source) > 1:
+        return "mixed"
+    return next(iter(by_source), None)
+
+
 def _histogram(rows: list[list[Any]] | None) -> dict[str, int]:
     return {str(k): int(n) for k, n in (rows or []) if k is not None}
 
@@ -102,8 +110,8 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
     srv = ", ".join(_aggs(col, "ok") for col in SERVER.values())
     main = q.rows(
         "count(*), count(*) FILTER (WHERE ok), min(sent_wall_ns), max(end_wall_ns), sum(duration_ns), "
-        "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens) FILTER (WHERE ok AND token_chunks > 0), "
-        "sum(token_chunks) FILTER (WHERE ok AND token_chunks > 0), any_value(recorder), "
+        "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens) FILTER (WHERE ok AND streamed AND token_chunks > 0), "
+        "sum(token_chunks) FILTER (WHERE ok AND streamed AND token_chunks > 0), any_value(recorder), "
         f"string_agg(DISTINCT server_timings_source, '; '), {lat}, {srv}"
     )
     itl = q.rows(_aggs("gap_ns", "ok"), source=f"(SELECT x.*, i.gap_ns FROM {q.m} x JOIN itl i USING (capture, exchange_id))")
@@ -114,7 +122,11 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
     )
     peak = q.rows("max(n)", source=inflight)
     sources = q.rows(
-        "output_tokens_source, count(*)", extra_group="output_tokens_source", source=f"(SELECT * FROM {q.m} WHERE ok)"
+        "output_tokens_source, count(*), sum(output_tokens)", extra_group="output_tokens_source", source=f"(SELECT * FROM {q.m} WHERE ok)"
+    )
+    answers = q.rows(
+        "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
+        "count(*) FILTER (WHERE NOT readable)"
     )
     work = q.rows(
         "sum(prompt_tokens), count(prompt_tokens), sum(output_tokens), count(output_tokens), "
@@ -135,6 +147,8 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
         metrics["itl"] = _dist(itl_row[0], itl_row[1], itl_row[2], 1e-6)
         server = values[3 * len(LATENCIES) :]
         w = work[key][0]
+        finish, with_tools, tool_calls, unreadable = answers[key][0]
+        by_source = {str(src): int(total or 0) for src, _, total in sources.get(key, []) if src is not None}
         label = dict(zip(q.names, key, strict=True))
         if "run" in label:
             label["recorder"] = recorder
@@ -146,9 +160,13 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
             "error_rate": (requests - ok) / requests if requests else None,
             "span_s": span_s,
             "metrics": metrics,
+            "unreadable": unreadable,
+            "finish_reasons": {str(k): int(v) for k, v in (finish or {}).items()},
+            "tool_calls": {"exchanges": with_tools, "calls": int(tool_calls or 0)},
             "tokens_per_chunk": _ratio(chunk_tokens, token_chunks),
-            "output_tokens_source": _histogram(sources.get(key)),
-            "throughput": {"requests_per_s": _ratio(ok, span_s), "output_tokens_per_s": _ratio(out_tokens or 0, span_s)},
+            "output_tokens_source": _histogram([row[:2] for row in sources.get(key, [])]),
+            "throughput": {"requests_per_s": _ratio(ok, span_s), "output_tokens_per_s": _ratio(out_tokens or 0, span_s),
+                           "output_tokens_source": _one_source(by_source)},
             "concurrency": {"mean": _ratio(busy / 1e9 if busy is not None else None, span_s), "max": peak[key][0][0]},
             "server_timings": {
                 "source": server_src,
@@ -157,7 +175,7 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
             "workload": {
                 "requests": requests,
                 "prompt_tokens": {"total": w[0], "known": w[1], "source": w[7] or {}},
-                "output_tokens": {"total": w[2], "known": w[3]},
+                "output_tokens": {"total": w[2], "known": w[3], "by_source": by_source},
                 "output_per_prompt": _ratio(w[2], w[0]),
                 "cached_tokens": {"total": w[4], "known": w[6], "share": _ratio(w[4], w[5]), "source": w[8] or {}},
                 "prefix_reuse": [

@@ -45,7 +45,8 @@ WITH tok AS (
 ), base AS (
     SELECT
         x.capture, x.capture_id, x.run_id, x.recorder, x.recorder_id, x.exchange_id, x.seq, x.session, x.model, x.method, x.path,
-        x.status, x."end", x.generation, x.stream,
+        x.status, x."end", x.generation, x.stream, x.api, x.streamed, x.readable, x.finish_reason, x.finish_reason_raw,
+        x.tool_calls,
         -- A client may hang up right after the stream's end marker, before the engine ends the body
         -- (the openai SDK closes on [DONE]); the recorder then says client_disconnected, yet every
         -- byte of the answer arrived.

@@ -59,7 +59,7 @@ def _opened(captures: tuple[str, ...], cache_dir: Path | None) -> Iterator[Analy
 @_captures
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--by", "by", multiple=True, type=click.Choice(list(GROUPINGS)), default=("run",), show_default=True,
-              help="Group exchanges by run, model or path; repeat to combine (--by run --by model).")  # fmt: skip
+              help="Group exchanges by run, model, path or api; repeat to combine (--by run --by model).")  # fmt: skip
 @_cache_dir
 def stats(captures: tuple[str, ...], as_json: bool, by: tuple[str, ...], cache_dir: Path | None) -> None:
     """Speed of the generation requests in captures: latency percentiles, throughput, concurrency,
@@ -130,7 +130,14 @@ def _print_stats(result: dict[str, Any]) -> None:
         out(f"  requests_per_s {_num(tp['requests_per_s'], 2)}, output_tokens_per_s {_num(tp['output_tokens_per_s'], 1)}, "
             f"concurrency_mean {_num(cc['mean'], 2)}, concurrency_max {_num(cc['max'])}")  # fmt: skip
         out(f"  output_tokens source: {_counts(group['output_tokens_source'])}; "
-            f"tokens_per_chunk {_num(group['tokens_per_chunk'], 2)}")  # fmt: skip
+            f"tokens_per_chunk {_num(group['tokens_per_chunk'], 2)} (streamed)")  # fmt: skip
+        if tp["output_tokens_source"] == "mixed":
+            out("  note: output_tokens adds counts of different sources (" + _counts(w["output_tokens"]["by_source"])
+                + "); llama-server's usage counts the end-of-sequence token, a re-tokenized count does not")
+        tools = group["tool_calls"]
+        out(f"  finish_reason: {_counts(group['finish_reasons'])}; tool calls {tools['calls']} in {tools['exchanges']} exchanges"
+            + (f"; unreadable {group['unreadable']} (no API adapter understood the body: not counted as answers)"
+               if group["unreadable"] else ""))  # fmt: skip
         st = group["server_timings"]
         if st["source"]:
             shown = ", ".join(f"server_{k} p50 {_num(st[k]['p50'], 1)} mean {_num(st[k]['mean'], 1)}"
@@ -160,8 +167,8 @@ def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, c
     """Run SQL (DuckDB) over captures; with no query, read queries from stdin, each ended by ';'.
 
     The first argument is the query when it starts with a SQL keyword (SELECT, WITH, FROM, DESCRIBE,
-    SHOW, SUMMARIZE, ...) and is not a path. Views: captures, runs, exchanges, chunks, events,
-    engines, enrichments, prefixes, metrics, itl, token_chunks, enrichment_latest.
+    SHOW, SUMMARIZE, ...) and is not a path. Views: captures, runs, exchanges, requests, chunks,
+    events, engines, enrichments, prefixes, metrics, itl, token_chunks, enrichment_latest.
 
     \b
     infertap sql "SELECT model, median(ttft_ns)/1e6 AS ttft_ms FROM metrics GROUP BY model" captures/run1
@@ -170,7 +177,7 @@ def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, c
     """
     if as_csv and as_json:
         raise click.UsageError("choose one of --csv and --json")
-    if query is None and _SQL_START.match(args[0]) and not Path(args[0]).exists():
+    if query is None and _SQL_START.match(args[0]) and not _is_path(args[0]):
         query, args = args[0], args[1:]
     if not args:
         raise click.UsageError("give at least one CAPTURE")
@@ -180,6 +187,14 @@ def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, c
             _print_result(analysis.query(query), fmt)
         else:
             _repl(analysis, fmt)
+
+
+def _is_path(arg: str) -> bool:
+    """Whether ``arg`` names an existing path; one the OS can't even look up (a long query) is not one."""
+    try:
+        return Path(arg).exists()
+    except OSError:  # ENAMETOOLONG: a name over 255 bytes
+        return False
 
 
 def _statements(stream: Any, interactive: bool) -> Iterator[str]:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from proxy import InfertapError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 @click.command()
@@ -47,9 +51,46 @@ def _fmt(v: Any) -> str:
     if v is None:
         return "unknown"
     if isinstance(v, float):
-        return f"{v:.4g}"
+        return _number(v)
     text = str(v)
     return text if len(text) <= 48 else text[:45] + "…"
+
+
+def _number(v: float, digits: int = 4, *, trim: bool = True) -> str:
+    """Plain notation, never 1.289e+04, as the HTML report writes it."""
+    from analysis.report import number  # imported on use, as the commands import the analysis: --help stays quick
+
+    return number(v, digits, trim=trim)
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else _number(v, 3)
+
+
+def _ratio(v: float | None) -> str:
+    return "-" if v is None else _number(v, 3, trim=False)
+
+
+def _interval(ci: Sequence[float] | None) -> str:
+    return f"{_ratio(ci[0])}–{_ratio(ci[1])}" if ci else "-"
+
+
+def _speed_table(rows: list[dict[str, Any]]) -> Table:
+    """The speed table, narrow enough for 80 columns: no outer frame, short headers, numbers never cut."""
+    from rich.table import Table
+
+    cis = [_interval(row["ratio_ci95"]) for row in rows]
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("metric", no_wrap=True)
+    for header in ("A p50", "A p99", "B p50", "B p99", "B/A"):
+        table.add_column(header, justify="right", no_wrap=True)
+    # Kept whole even on a terminal too narrow for the table: the other columns give way first.
+    table.add_column("95% CI", justify="right", no_wrap=True, min_width=max(map(len, cis), default=1))
+    table.add_column("n", justify="right", no_wrap=True)
+    for row, ci in zip(rows, cis, strict=True):
+        a, b = row["a"], row["b"]
+        table.add_row(row["metric"], _ms(a["p50"]), _ms(a["p99"]), _ms(b["p50"]), _ms(b["p99"]), _ratio(row["ratio_p50"]), ci, f"{a['n']:,}")
+    return table
 
 
 def print_comparison(r: dict[str, Any]) -> None:
@@ -89,14 +130,8 @@ def print_comparison(r: dict[str, Any]) -> None:
         say(f"  {n} × {why}")
 
     say("\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
-    table = Table("metric", "A p50", "A p99", "B p50", "B p99", "B/A p50", "95% CI", "n")
-    for row in r["speed"]:
-        a, b = row["a"], row["b"]
-        ci = row["ratio_ci95"]
-        table.add_row(row["metric"], _fmt(a["p50"]), _fmt(a["p99"]), _fmt(b["p50"]), _fmt(b["p99"]),
-                      _fmt(row["ratio_p50"]), f"{ci[0]:.3g}–{ci[1]:.3g}" if ci else "-", str(a["n"]))  # fmt: skip
-    console.print(table)
-    say("times in ms; metric definitions: docs/metrics.md")
+    console.print(_speed_table(r["speed"]))
+    say("times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
 
     say("\n3. Divergence", "bold")
     d = r["divergence"]
@@ -117,6 +152,10 @@ def print_comparison(r: dict[str, Any]) -> None:
         table.add_row("logprob KL over the shared prefix (mean)", f"{d['logprobs']['kl_mean']:.4f}", *(["-"] if base else []))
         table.add_row("top-1 agreement", f"{d['logprobs']['top1_agreement']:.1%}", *(["-"] if base else []))
     console.print(table)
+    for path, read in d.get("readable", {}).items():
+        if read["read_both"] < read["pairs"]:
+            say(f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} unreadable in A, "
+                f"{read['unreadable_b']} in B: no API adapter understood the body; never counted as a match)", "yellow")  # fmt: skip
     if d["first_divergence_histogram"]:
         say("first divergence positions: " + ", ".join(f"{k}-{k + 7}: {v}" for k, v in d["first_divergence_histogram"].items()))
 

@@ -20,11 +20,12 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
+from infertap.apis import ended_by_marker
+
 from .errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 from .looplag import LoopLag
 from .records import new_id
 from .redact import Redactor
-from .responses import ended_by_marker
 from .trafficgate import TrafficGate
 from .upstream import UpstreamClient, UpstreamHTTPError, UpstreamResponse, UpstreamTimeoutError
 from .writer import CaptureWriter

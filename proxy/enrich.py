@@ -11,7 +11,6 @@ response names a different model or ``system_fingerprint``.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import queue
 import threading
@@ -20,21 +19,22 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+from infertap.apis import SAMPLING, Output, read_request, read_response, sampling_fields
+
 from .engines import Engine, ProbeError
-from .engines.base import SAMPLING, canonical
 from .probe import open_engine, snapshot
-from .responses import Parsed, parse_response
 from .trafficgate import TrafficGate
 
 log = logging.getLogger("infertap.enrich")
 
 _STOP = object()
-GENERATION_KEYS = ("messages", "prompt")
 
 
-def effective_settings(request: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """Each sampling setting with the value the engine used and where that value came from."""
-    given = {canonical(k): v for k, v in request.items()}
+def effective_settings(given: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Each sampling setting with the value the engine used and where that value came from.
+
+    ``given``: the request's sampling settings (``Request.sampling``; other names are made canonical)."""
+    given = sampling_fields(given)
     names = set(SAMPLING) | (set(defaults) & set(SAMPLING) if defaults else set())
     names |= {k for k in given if k in SAMPLING}
     out: dict[str, dict[str, Any]] = {}
@@ -49,17 +49,14 @@ def effective_settings(request: Mapping[str, Any], defaults: Mapping[str, Any] |
 
 
 def enrichment(
-    engine: Engine | None, snapshot_id: str | None, record: dict[str, Any], parsed: Parsed | None = None
+    engine: Engine | None, snapshot_id: str | None, record: dict[str, Any], parsed: Output | None = None
 ) -> dict[str, Any] | None:
     """The enrichment record of one exchange, or None when it is no generation request."""
-    try:
-        request = json.loads(record.get("request_body") or b"")
-    except ValueError:
-        return None
-    if not isinstance(request, dict) or not any(k in request for k in GENERATION_KEYS):
+    request = read_request(record)
+    if not request.generation or request.body is None:
         return None
     path = record["path"]
-    parsed = parsed or parse_response(record)
+    parsed = parsed or read_response(record)
     out: dict[str, Any] = {
         "type": "enrichment",
         "exchange_id": record["id"],
@@ -67,13 +64,15 @@ def enrichment(
         "engine": snapshot_id,
         "kind": engine.kind if engine else None,
         "response": {
+            "api": parsed.api,
             "model": parsed.model,
             "system_fingerprint": parsed.system_fingerprint,
             "finish_reason": parsed.finish_reason,
+            "finish_reason_raw": parsed.finish_reason_raw,
             "usage": parsed.usage,
             "parse_error": parsed.error,
         },
-        "settings": effective_settings(request, engine.defaults_for(path) if engine else None),
+        "settings": effective_settings(request.sampling, engine.defaults_for(path) if engine else None),
         "server_timings": None,
     }
     if parsed.timings:
@@ -86,8 +85,8 @@ def enrichment(
         out["prompt_tokens"] = {"ids": None, "count": None, "source": reason}
         out["output_tokens"] = {"ids": None, "count": None, "source": reason}
         return out
-    out["prompt_tokens"] = engine.prompt_tokens(path, request).as_dict()
-    usage_prompt = (parsed.usage or {}).get("prompt_tokens")
+    out["prompt_tokens"] = engine.prompt_tokens(path, request.body).as_dict()
+    usage_prompt = parsed.prompt_tokens
     count = out["prompt_tokens"]["count"]
     out["prompt_tokens"]["agrees_with_usage"] = (count == usage_prompt) if count is not None and usage_prompt is not None else None
     if parsed.token_ids:
@@ -245,7 +244,7 @@ class Enricher:
             self._probe()
         # A response from a different model or build means the engine changed under us: take a
         # new snapshot first, so this exchange's enrichment points at the right one.
-        parsed = parse_response(record)
+        parsed = read_response(record)
         seen = (parsed.model, parsed.system_fingerprint)
         if self._last_seen is not None and seen != self._last_seen and any(seen):
             log.info("the upstream now reports %s; probing it again", seen)

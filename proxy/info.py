@@ -7,8 +7,9 @@ import os
 from collections import Counter
 from typing import Any
 
+from infertap.apis import header
+
 from .reader import CaptureReader
-from .responses import header
 
 
 def _model_of(body: bytes) -> str | None:

@@ -21,9 +21,9 @@ from typing import Any
 
 from mitmproxy import ctx, exceptions, http
 
+from infertap.apis import ended_by_marker
 from proxy.records import new_id
 from proxy.redact import Redactor
-from proxy.responses import ended_by_marker
 from proxy.writer import CaptureWriter
 
 log = logging.getLogger("infertap.mitm")

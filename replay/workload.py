@@ -2,12 +2,15 @@
 
 Each item keeps its original offset from the first request and, for ``--concurrency original``,
 how many requests were in flight when it started. Conversation order comes from an explicit
-session header, or is detected when a request's messages extend an earlier request's messages
-plus that request's reply.
+session header, from a Responses API ``previous_response_id``, or is detected when a request's
+conversation (its messages, or Responses input items, or Anthropic messages with their system
+prompt, as ``infertap.apis`` reads them) extends an earlier request's conversation plus that
+request's reply.
 """
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import hashlib
 import json
@@ -16,9 +19,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infertap.apis import Turn, read_request, read_response
 from proxy import CaptureReader
 from proxy.errors import InfertapError
-from proxy.responses import parse_response
 
 
 class WorkloadError(InfertapError):
@@ -89,42 +92,67 @@ class Filters:
         return not (self.before_s is not None and item.offset_ns > self.before_s * 1e9)
 
 
-def _key(messages: Sequence[Any]) -> str:
-    canon = [{"role": m.get("role"), "content": m.get("content") or "", "tool_calls": _calls(m.get("tool_calls"))} for m in messages if isinstance(m, dict)]
-    return hashlib.sha256(json.dumps(canon, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+@dataclass
+class Conversation:
+    """What linking needs of one source exchange: the turns it carries, and what it added."""
+
+    api: str
+    turns: tuple[Turn, ...] = ()
+    reply: Turn | None = None  # None when the exchange has no answer to continue from
+    response_id: str | None = None
+    previous_response_id: str | None = None
 
 
-def _calls(calls: Any) -> list[tuple[str, str]]:
+def _prefix_digests(api: str, turns: Sequence[Turn]) -> list[bytes]:
+    """The digest of each prefix of ``turns`` (``[k]`` covers turns 0..k), in one pass: a
+    conversation of n turns costs n hash updates, not n prefixes hashed each from the start."""
+    h = hashlib.blake2b(api.encode(), digest_size=16)
     out = []
-    for c in calls or ():
-        fn = (c or {}).get("function") or c or {}
-        out.append((fn.get("name") or "", fn.get("arguments") or ""))
+    for turn in turns:
+        h.update(turn.key())
+        h.update(b"\x00")
+        out.append(h.copy().digest())
     return out
 
 
-def link_conversations(items: list[Item], bodies: list[Any], replies: list[dict[str, Any] | None]) -> None:
-    """Set ``parent`` on each item that continues an earlier one (items in original order)."""
+def link_conversations(items: list[Item], conversations: list[Conversation]) -> None:
+    """Set ``parent`` on each item that continues an earlier one (items in original order).
+
+    A turn continues the exchange named by its session header, else the one whose response it names
+    (``previous_response_id``), else the latest one whose turns plus reply its own turns start with."""
     last_in_session: dict[str, int] = {}
-    continuations: dict[str, int] = {}  # key of (messages + reply) -> index of the item that made it
-    for i, item in enumerate(items):
+    by_response: dict[str, int] = {}
+    continuations: dict[bytes, int] = {}  # digest of (turns + reply) -> index of the item that made it
+    for i, (item, conv) in enumerate(zip(items, conversations, strict=True)):
         if item.session:
             if item.session in last_in_session:
                 item.parent = last_in_session[item.session]
             last_in_session[item.session] = i
-        messages = bodies[i].get("messages") if isinstance(bodies[i], dict) else None
-        if not isinstance(messages, list):
-            continue
+        if item.parent is None and conv.previous_response_id is not None:
+            item.parent = by_response.get(conv.previous_response_id)
+        digests = _prefix_digests(conv.api, conv.turns)
         if item.parent is None:
-            # The longest earlier exchange whose messages + reply this request starts with.
-            for cut in range(len(messages) - 1, 0, -1):
-                m = messages[cut - 1]
-                if isinstance(m, dict) and m.get("role") == "assistant":
-                    parent = continuations.get(_key(messages[:cut]))
-                    if parent is not None:
-                        item.parent = parent
-                        break
-        if replies[i] is not None:
-            continuations[_key([*messages, replies[i]])] = i
+            # The longest earlier exchange whose turns + reply this request starts with.
+            for cut in range(len(conv.turns) - 1, 0, -1):
+                if conv.turns[cut - 1].role == "assistant" and (parent := continuations.get(digests[cut - 1])) is not None:
+                    item.parent = parent
+                    break
+        if conv.response_id is not None:
+            by_response[conv.response_id] = i
+        if conv.reply is not None:
+            continuations[_prefix_digests(conv.api, (*conv.turns, conv.reply))[-1]] = i
+
+
+def _conversation(record: dict[str, Any]) -> Conversation:
+    request = read_request(record)
+    if not request.generation or not request.turns:
+        return Conversation(request.api)
+    out = read_response(record) if 200 <= (record.get("status") or 0) < 300 else None
+    answered = out is not None and out.readable and out.error_message is None
+    return Conversation(
+        request.api, request.turns, out.reply() if answered else None,
+        out.response_id if out is not None else None, request.previous_response_id,
+    )  # fmt: skip
 
 
 def load(
@@ -151,8 +179,7 @@ def load(
     first = min(starts)
     order = sorted(range(len(records)), key=lambda i: (starts[i], records[i]["seq"]))
     items: list[Item] = []
-    bodies: list[Any] = []
-    replies: list[dict[str, Any] | None] = []
+    conversations: list[Conversation] = []
     intervals: list[tuple[int, int]] = []
     for i in order:
         r = records[i]
@@ -173,24 +200,21 @@ def load(
         if filters and not filters.keep(item):
             continue
         items.append(item)
-        bodies.append(body)
-        parsed = parse_response(r) if r.get("status") == 200 and isinstance(body, dict) and "messages" in body else None
-        replies.append(
-            {"role": "assistant", "content": parsed.text, "tool_calls": [{"function": {"name": c["name"], "arguments": c["arguments"]}} for c in parsed.tool_calls]}
-            if parsed and not parsed.error
-            else None
-        )  # fmt: skip
+        conversations.append(_conversation(r))
         intervals.append((offset, offset + duration))
     if limit is not None:
-        items, bodies, replies, intervals = items[:limit], bodies[:limit], replies[:limit], intervals[:limit]
+        items, conversations, intervals = items[:limit], conversations[:limit], intervals[:limit]
     if not items:
         raise WorkloadError(f"{path}: no exchange is left to replay after the filters")
     base = items[0].offset_ns
     for item in items:
         item.offset_ns -= base
+    # In flight at each start: those started by then less those ended by then (an interval ends
+    # after it starts), counted by bisection instead of a scan per item.
+    starts, ends = sorted(s for s, _ in intervals), sorted(e for _, e in intervals)
     for i, (start, _) in enumerate(intervals):
-        items[i].concurrency = sum(1 for s, e in intervals if s <= start < e) or 1
-    link_conversations(items, bodies, replies)
+        items[i].concurrency = bisect.bisect_right(starts, start) - bisect.bisect_right(ends, start) or 1
+    link_conversations(items, conversations)
     if repeat > 1:
         span = max(i.offset_ns for i in items) + 1_000_000
         copies = []

@@ -92,6 +92,15 @@ def test_sql_query_first_as_table_csv_and_json(cap: Path) -> None:
     assert records[0] == {"exchange_id": "a", "ttft_ns": 20 * MS, "output_tokens_source": "usage"}
 
 
+def test_sql_takes_a_query_longer_than_a_file_name_can_be(cap: Path) -> None:
+    columns = ", ".join(f"exchange_id AS column_{i:02d}" for i in range(20))
+    query = f"SELECT {columns}, ttft_ns FROM metrics WHERE exchange_id IN ('a', 'b') ORDER BY exchange_id"
+    assert len(query) > 300  # over NAME_MAX (255): checking whether it is a path fails with ENAMETOOLONG
+    rows = list(csv.reader(io.StringIO(ok(run("sql", query, str(cap), "--csv")).stdout)))
+    assert rows[0] == [f"column_{i:02d}" for i in range(20)] + ["ttft_ns"]
+    assert rows[1:] == [["a"] * 20 + [str(20 * MS)], ["b"] * 20 + [str(25 * MS)]]
+
+
 def test_sql_bytes_print_as_text_or_base64(cap: Path) -> None:
     out = json.loads(ok(run("sql", "SELECT bytes FROM chunks WHERE exchange_id = 'b' ORDER BY index", str(cap), "--json")).stdout)
     assert out[0]["bytes"] == sse(event("q")).decode()

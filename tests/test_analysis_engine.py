@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from analysis import Analysis, speed_stats
+from infertap.apis import read_response
 from infertap.cli import cli
 from infertap.engines import SMOLLM2_ALIAS
 from proxy import CaptureReader
-from proxy.responses import parse_response
 
 pytestmark = pytest.mark.engine
 
@@ -58,7 +58,7 @@ def test_stats_of_a_recorded_streamed_session(engine, record, gguf: Path, tmp_pa
         assert 0 < m["t_first_byte_ns"] <= m["ttft_ns"] <= m["e2e_ns"] == record_["end_ns"]
         assert m["ttft_content_ns"] >= m["ttft_ns"]
         assert texts[xid] == streamed[user]  # the events are exactly what the client read
-        usage = parse_response(record_).usage
+        usage = read_response(record_).usage
         if usage and "completion_tokens" in usage:
             assert (m["output_tokens"], m["output_tokens_source"]) == (usage["completion_tokens"], "usage")
         elif (enriched.get(xid) or {}).get("output_tokens", {}).get("count") is not None:

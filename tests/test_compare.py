@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 
 import pytest
 from click.testing import CliRunner
 
 from analysis.compare import compare
 from analysis.errors import AnalysisError
+from analysis.report import render, ticks
 from infertap.cli import cli
+from infertap.cli_compare import print_comparison
 from tests.helpers import write_capture
 
 
@@ -81,6 +85,31 @@ def test_compare_cli_prints_configuration_first(tmp_path):
     assert as_json["config"]["settings"][0]["setting"] == "repeat_penalty"
 
 
+def test_the_speed_table_fits_80_columns_in_plain_numbers(tmp_path, monkeypatch, capsys):
+    a, b = _runs(tmp_path, ["x"], ["y"])
+    r = compare(a, b)
+
+    def dist(p50: float, p99: float) -> dict:
+        return {"n": 12_345, "p50": p50, "p90": None, "p99": p99, "mean": None}
+
+    r["speed"] = [  # as wide as speeds get: over 100 s at the tail, a ratio far from 1
+        {"metric": "ttft", "unit": "ms", "a": dist(0.85, 12.34), "b": dist(1289.4, 64_213.4), "ratio_p50": 0.98712, "ratio_ci95": (0.9512, 1.0498)},
+        {"metric": "ttft_content", "unit": "ms", "a": dist(0.0042, 99.96), "b": dist(123_456.7, 987_654.3), "ratio_p50": 1289.4, "ratio_ci95": (1042.0, 1534.9)},
+        {"metric": "tpot", "unit": "ms", "a": {"n": 0, "p50": None, "p99": None}, "b": {"n": 0, "p50": None, "p99": None}, "ratio_p50": None, "ratio_ci95": None},
+    ]  # fmt: skip
+    monkeypatch.setenv("COLUMNS", "80")
+    print_comparison(r)
+    out = capsys.readouterr().out
+    speed = out[out.index("2. Speed") : out.index("3. Divergence")]
+    assert "e+" not in out and "…" not in speed
+    assert max(len(line) for line in speed.splitlines()) <= 80
+    rows = [[cell.strip() for cell in line.split("│")] for line in speed.splitlines() if "│" in line]
+    cells = {row[0]: row[1:] for row in rows}
+    assert cells["ttft"] == ["0.85", "12.3", "1,289", "64,213", "0.987", "0.951–1.05", "12,345"]
+    assert cells["ttft_content"] == ["0.0042", "100", "123,457", "987,654", "1,289", "1,042–1,535", "12,345"]
+    assert cells["tpot"] == ["-"] * 6 + ["0"]
+
+
 @pytest.mark.engine
 def test_llama_cpp_python_against_llama_server_shows_the_setting_then_the_divergence(engine, llama_server_engine, record, gguf, tmp_path):
     """Same GGUF, same requests, temperature 0: the repeat_penalty default explains the answers."""
@@ -118,3 +147,32 @@ def test_report_is_one_offline_html_file(tmp_path):
     assert "The answer is [-42-]{+41+}." in page
     single = CliRunner().invoke(cli, ["report", str(a), "-o", str(tmp_path / "one.html")])
     assert single.exit_code == 0 and "<svg" in (tmp_path / "one.html").read_text()
+
+
+@pytest.mark.parametrize("hi", [0.5, 1.0, 3.0, 7.0, 12.3, 99.0, 1289.0, 20_000.0, 64_213.0])
+def test_axis_ticks_are_4_to_6_round_numbers_covering_the_data(hi):
+    marks = ticks(hi)
+    step = marks[1]
+    assert 4 <= len(marks) <= 6 and marks[0] == 0 and marks[-1] >= hi and marks[-2] < hi
+    assert round(step / 10 ** math.floor(math.log10(step)), 9) in (1, 2, 5)
+
+
+def test_ticks_for_counts_stay_whole():
+    assert ticks(1, whole=True) == [0, 1, 2, 3] and ticks(7, whole=True) == [0, 2, 4, 6, 8]
+
+
+def test_report_numbers_are_plain_and_every_plot_has_tick_labels(tmp_path):
+    ms = [0.5, 3.0, 47.0, 1289.0, 20_000.0]
+    for name, scale, answer in (("a", 1.0, "The answer is 42."), ("b", 0.8, "The answer is 41.")):
+        write_capture(tmp_path / name, [{"body": _chat(f"q{i}", i), "chunks": _reply(answer), "duration_ns": int(v * scale * 1e6),
+                                         "chunk_ns": [int(v * scale * 5e5)]} for i, v in enumerate(ms)])  # fmt: skip
+    page = render(tmp_path / "a", tmp_path / "b")
+    shown = [text for _, text in re.findall(r"<(td|text)\b[^>]*>([^<]*)<", page)]  # table cells and plot labels
+    assert not [text for text in shown if re.search(r"\de[+-]\d", text)]
+    assert "20,000" in shown and "10,000" in shown  # A's e2e and ttft p99 (were 2e+04 and 1e+04)
+    plots = dict(re.findall(r'<svg [^>]*aria-label="([^"]*)"[^>]*>(.*?)</svg>', page, re.S))
+    labels = {name: re.findall(r'<text class="tick"[^>]*>([^<]*)</text>', svg) for name, svg in plots.items()}
+    assert labels["e2e ms CDF"] == ["0", "0.2", "0.4", "0.6", "0.8", "1", "0", "5,000", "10,000", "15,000", "20,000"]  # y, then x
+    assert labels["ttft ms CDF"][6:] == ["0", "2,000", "4,000", "6,000", "8,000", "10,000"]
+    assert labels["e2e ms over time"] == ["0", "5,000", "10,000", "15,000", "20,000", "0", "1", "2", "3", "4"]
+    assert labels["position of first divergence"] == ["0", "1", "2", "3", "4", "5", "8-15"]  # pairs, then the one bar's

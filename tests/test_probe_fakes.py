@@ -11,13 +11,13 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from infertap.apis import read_response
 from infertap.cli import cli
 from infertap.engines import free_port
 from proxy.engines import ProbeError
 from proxy.engines.ollama import parse_parameters
 from proxy.enrich import Enricher, effective_settings
 from proxy.probe import open_engine, probe
-from proxy.responses import parse_response
 from tests.fake_engines import JSONRoutes, llama_server_app, ollama_app, sglang_app, vllm_app
 from tests.fake_upstream import ServerThread
 
@@ -177,7 +177,7 @@ def test_parse_streamed_tool_calls_reasoning_and_usage():
     # Split one event across two chunks: parsing works on the bytes, not on chunk boundaries.
     joined = b"".join(chunks)
     record = {"response_headers": [["Content-Type", "text/event-stream"]], "chunks": [joined[:50], joined[50:]]}
-    p = parse_response(record)
+    p = read_response(record)
     assert p.streamed and p.reasoning == "think " and p.text == ""
     assert p.tool_calls == [{"id": "c1", "name": "get_weather", "arguments": '{"city": "Paris"}'}]
     assert (p.finish_reason, p.system_fingerprint, p.usage["prompt_tokens"], p.timings) == ("tool_calls", "fp1", 9, {"prompt_n": 9})
@@ -185,12 +185,12 @@ def test_parse_streamed_tool_calls_reasoning_and_usage():
 
 def test_parse_gzip_json_and_ollama_ndjson():
     body = gzip.compress(json.dumps({"choices": [{"index": 0, "message": {"content": "hi"}}], "usage": {"prompt_tokens": 2}}).encode())
-    p = parse_response({"response_headers": [["content-encoding", "gzip"], ["content-type", "application/json"]], "chunks": [body]})
+    p = read_response({"response_headers": [["content-encoding", "gzip"], ["content-type", "application/json"]], "chunks": [body]})
     assert p.text == "hi" and p.usage == {"prompt_tokens": 2}
     nd = [b'{"message": {"content": "He"}, "done": false}\n', b'{"message": {"content": "y"}, "done": true, "eval_count": 2, "eval_duration": 1000}\n']
-    p = parse_response({"response_headers": [["content-type", "application/x-ndjson"]], "chunks": nd})
+    p = read_response({"response_headers": [["content-type", "application/x-ndjson"]], "chunks": nd})
     assert p.text == "Hey" and p.durations == {"eval_count": 2, "eval_duration": 1000}
-    bad = parse_response({"response_headers": [["content-type", "application/json"]], "chunks": [b"<html>"]})
+    bad = read_response({"response_headers": [["content-type", "application/json"]], "chunks": [b"<html>"]})
     assert bad.error == "the body is not JSON"
 
 

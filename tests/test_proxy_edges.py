@@ -9,7 +9,7 @@ import time
 
 import httpx
 
-from proxy.responses import parse_response
+from infertap.apis import read_response
 
 
 def test_gzip_bodies_are_recorded_as_sent_and_decoded_for_analysis(fake, record):
@@ -21,7 +21,7 @@ def test_gzip_bodies_are_recorded_as_sent_and_decoded_for_analysis(fake, record)
     rec.stop()
     (x,) = rec.exchanges()
     assert b"".join(x["chunks"]) == raw  # still compressed, byte for byte
-    assert parse_response(x).text == "zipped"
+    assert read_response(x).text == "zipped"
 
 
 def test_a_5xx_html_body_and_a_large_response_pass_through(fake, record):
@@ -34,7 +34,7 @@ def test_a_5xx_html_body_and_a_large_response_pass_through(fake, record):
     rec.stop()
     e, b = rec.exchanges()
     assert (e["status"], e["end"]) == (500, "complete") and b"".join(e["chunks"]) == err.content
-    assert parse_response(e).error == "the body is not JSON"
+    assert read_response(e).error == "the body is not JSON"
     assert sum(len(c) for c in b["chunks"]) == 160 * 65536 and b["end"] == "complete"
 
 
@@ -46,7 +46,7 @@ def test_malformed_sse_and_invalid_utf8_are_kept_exactly(fake, record):
     rec.stop()
     (x,) = rec.exchanges()
     assert b"".join(x["chunks"]) == raw and b"\xff\xfe" in raw
-    parsed = parse_response(x)
+    parsed = read_response(x)
     assert parsed.text == "ok" and parsed.error == "an SSE event is not JSON"  # read what can be read, say what can't
 
 

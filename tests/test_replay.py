@@ -314,3 +314,48 @@ def test_faults_during_a_replay_are_recorded_and_nothing_is_lost(tmp_path):
     assert late == ["upstream_error"] * 4  # the target was gone: each recorded with the connection error
     errors = [x["error"] for x in _exchanges(tmp_path / "out") if x["path"] == "/v1/chat/completions"]
     assert all("cannot connect" in e for e in errors), errors
+
+
+def _parents(tmp_path, exchanges: list[dict]) -> dict[str, str | None]:
+    """Which source exchange each one continues, as the workload links them (tag -> parent's tag)."""
+    from replay.workload import load
+
+    write_capture(tmp_path / "src", exchanges)
+    items, _ = load(tmp_path / "src")
+    tags = {item.index: json.loads(item.body).get("tag") for item in items}
+    return {tags[item.index]: None if item.parent is None else tags[item.parent] for item in items}
+
+
+def _whole(obj: dict) -> list[bytes]:
+    return [json.dumps(obj).encode()]
+
+
+def test_responses_turns_continue_the_turn_whose_output_they_carry(tmp_path):
+    output = [{"type": "message", "id": "m1", "role": "assistant", "content": [{"type": "output_text", "text": "hello!"}]},
+              {"type": "function_call", "id": "f1", "call_id": "c1", "name": "clock", "arguments": "{}"}]  # fmt: skip
+    first = {"model": "m", "instructions": "Be brief.", "input": "hi", "tag": "turn1"}
+    second = {"model": "m", "instructions": "Be brief.", "tag": "turn2",
+              "input": [{"role": "user", "content": "hi"}, *output, {"type": "function_call_output", "call_id": "c1", "output": "noon"}]}  # fmt: skip
+    stranger = {**second, "tag": "stranger", "input": [{"role": "user", "content": "hi"}, {**output[0], "content": [{"type": "output_text", "text": "HELLO"}]},
+                                                      {"role": "user", "content": "more"}]}  # fmt: skip
+    parents = _parents(tmp_path, [
+        {"path": "/v1/responses", "body": first, "chunks": _whole({"id": "resp_1", "object": "response", "status": "completed", "output": output})},
+        {"path": "/v1/responses", "body": second, "chunks": _whole({"id": "resp_2", "object": "response", "status": "completed", "output": []})},
+        {"path": "/v1/responses", "body": stranger, "chunks": _whole({"id": "resp_3", "object": "response", "status": "completed", "output": []})},
+        {"path": "/v1/responses", "body": {"model": "m", "input": "again", "previous_response_id": "resp_2", "tag": "by_id"}},
+    ])  # fmt: skip
+    # The stranger's assistant turn says something turn1 never answered: it continues nothing.
+    assert parents == {"turn1": None, "turn2": "turn1", "stranger": None, "by_id": "turn2"}
+
+
+def test_anthropic_turns_with_tools_continue_their_turn_and_the_system_prompt_counts(tmp_path):
+    content = [{"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Paris"}}]
+    reply = {"id": "msg_1", "type": "message", "role": "assistant", "content": content, "stop_reason": "tool_use"}
+    history = [{"role": "user", "content": "weather?"}, {"role": "assistant", "content": content},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]}]  # fmt: skip
+    parents = _parents(tmp_path, [
+        {"path": "/v1/messages", "body": {"model": "c", "system": "S", "messages": history[:1], "tag": "turn1"}, "chunks": _whole(reply)},
+        {"path": "/v1/messages", "body": {"model": "c", "system": "S", "messages": history, "tag": "turn2"}},
+        {"path": "/v1/messages", "body": {"model": "c", "system": "other", "messages": history, "tag": "other_system"}},
+    ])  # fmt: skip
+    assert parents == {"turn1": None, "turn2": "turn1", "other_system": None}

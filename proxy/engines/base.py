@@ -16,24 +16,9 @@ from typing import Any
 
 import httpx
 
-# Canonical names of sampling settings, and the names engines use for them.
-ALIASES = {
-    "repetition_penalty": "repeat_penalty",
-    "n_predict": "max_tokens",
-    "num_predict": "max_tokens",
-    "max_completion_tokens": "max_tokens",
-    "max_new_tokens": "max_tokens",
-    "mirostat_mode": "mirostat",
-}
-SAMPLING = (
-    "temperature", "top_p", "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
-    "presence_penalty", "frequency_penalty", "seed", "max_tokens", "min_tokens", "stop", "mirostat",
-    "mirostat_tau", "mirostat_eta", "n", "logprobs", "top_logprobs", "dry_multiplier", "xtc_probability",
-)  # fmt: skip
+from infertap.apis.sampling import ALIASES, SAMPLING, canonical
 
-
-def canonical(name: str) -> str:
-    return ALIASES.get(name, name)
+__all__ = ["ALIASES", "SAMPLING", "canonical"]  # the canonical names live with the API adapters
 
 
 @dataclass

@@ -1,0 +1,37 @@
+"""The API families infertap reads, each through one adapter, into the same shapes.
+
+``read_request(record)`` says what a request asks for (API, model, conversation turns, tools,
+sampling settings); ``read_response(record)`` what its response said (text, reasoning, tool calls,
+finish reason in a common vocabulary with the API's own word kept, token counts, each event with
+the chunk that completed it). A body no adapter understands is ``readable=False``, never an empty
+answer. Imports nothing of the rest of infertap: the capture's bytes are all it needs.
+"""
+
+from .body import decoded_chunks, ended_by_marker, header
+from .read import APIS, api_for, json_body, read_request, read_response
+from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
+from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments
+
+__all__ = [
+    "ALIASES",
+    "APIS",
+    "FINISH_REASONS",
+    "SAMPLING",
+    "Api",
+    "Delta",
+    "Event",
+    "Output",
+    "Request",
+    "ToolCallPart",
+    "Turn",
+    "api_for",
+    "canonical",
+    "canonical_arguments",
+    "decoded_chunks",
+    "ended_by_marker",
+    "header",
+    "json_body",
+    "read_request",
+    "read_response",
+    "sampling_fields",
+]

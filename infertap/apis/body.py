@@ -1,0 +1,126 @@
+"""A recorded response body as its API framed it: decoded, split into payloads, each with its time.
+
+Always computed from the recorded bytes, never stored instead of them. An SSE event's time is the
+receive time of the chunk in which its terminating blank line arrived (an NDJSON line's, the chunk
+holding its newline); a non-streamed body is one payload, complete with its last chunk.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+def header(pairs: Sequence[Sequence[str]] | None, name: str) -> str | None:
+    """The first value of header ``name`` (lower case) in recorded ``[name, value]`` pairs."""
+    for n, v in pairs or ():
+        if n.lower() == name:
+            return v
+    return None
+
+
+def _wbits(record: dict[str, Any]) -> list[int]:
+    """zlib window settings to try for the response's content-encoding ([]: not encoded)."""
+    encoding = (header(record.get("response_headers"), "content-encoding") or "").lower().strip()
+    if encoding in ("gzip", "x-gzip"):
+        return [16 + zlib.MAX_WBITS]
+    if encoding == "deflate":  # zlib-wrapped as the RFC says, or raw deflate as some servers send
+        return [zlib.MAX_WBITS, -zlib.MAX_WBITS]
+    return []
+
+
+def decoded_chunks(record: dict[str, Any]) -> list[bytes] | None:
+    """Each chunk's share of the decoded body, decoded incrementally so that chunk times still
+    apply; None when the content-encoding can't be undone."""
+    chunks: list[bytes] = list(record.get("chunks") or ())
+    tries = _wbits(record)
+    if not tries:
+        return chunks
+    for wbits in tries:
+        decode = zlib.decompressobj(wbits).decompress
+        try:
+            return [decode(c) for c in chunks]
+        except zlib.error:
+            continue
+    return None
+
+
+def sse_events(body: bytes) -> list[str]:
+    """The data payloads of a text/event-stream body, in order (comments and other fields skipped)."""
+    out = []
+    for block in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        data = [line[5:].removeprefix(b" ") for line in block.split(b"\n") if line.startswith(b"data:")]
+        if data:
+            out.append(b"\n".join(data).decode("utf-8", errors="replace"))
+    return out
+
+
+def framing(record: dict[str, Any], head: bytes) -> str:
+    """How the body is framed: "sse", "ndjson" or "json" (one document)."""
+    ctype = (header(record.get("response_headers"), "content-type") or "").lower()
+    if "event-stream" in ctype or head.startswith(b"data:") or head.startswith(b"event:"):
+        return "sse"
+    return "ndjson" if "ndjson" in ctype else "json"
+
+
+@dataclass(slots=True)
+class Payload:
+    chunk: int  # index of the chunk in which the payload was complete
+    data: str
+
+
+def timed_payloads(record: dict[str, Any], pieces: list[bytes], how: str) -> list[Payload]:
+    """The payloads of a response in order, each with the chunk that completed it ([DONE] left out)."""
+    last = len(pieces) - 1
+    if how == "json":
+        body = b"".join(pieces)
+        return [Payload(last, body.decode("utf-8", errors="replace"))] if body.strip() else []
+    out: list[Payload] = []
+    buf = b""
+    sep = b"\n\n" if how == "sse" else b"\n"
+    for index, piece in enumerate(pieces):
+        if not piece:
+            continue
+        buf = (buf + piece).replace(b"\r\n", b"\n")  # a "\r" left at the end pairs with the next chunk's "\n"
+        while (cut := buf.find(sep)) >= 0:
+            _emit(out, how, buf[:cut], index)
+            buf = buf[cut + len(sep) :]
+    if buf.strip():
+        _emit(out, how, buf, last)  # a last event without its terminator: complete when the body was
+    return out
+
+
+def _emit(out: list[Payload], how: str, block: bytes, index: int) -> None:
+    if how == "sse":
+        out.extend(Payload(index, data) for data in sse_events(block) if data.strip() != "[DONE]")
+    elif block.strip():
+        out.append(Payload(index, block.decode("utf-8", errors="replace")))
+
+
+def head_of(pieces: list[bytes]) -> bytes:
+    """Enough of the body to tell an SSE stream by its first bytes."""
+    head = b""
+    for piece in pieces:
+        head += piece
+        if len(head) >= 6:
+            break
+    return head
+
+
+_END_MARKERS = (b"data: [DONE]", b"data:[DONE]", b"event: message_stop", b'"done":true', b'"done": true')
+# The Responses API ends on an event that holds the whole response, so its marker can sit far from
+# the end; quoted this way it can't come from generated text (that would be escaped JSON).
+_RESPONSES_END = (b'"type":"response.completed"', b'"type": "response.completed"', b"\nevent: response.completed")
+
+
+def ended_by_marker(chunks: list[bytes]) -> bool:
+    """Whether a stream's last bytes carry its protocol's end marker (OpenAI's ``[DONE]``,
+    Anthropic's ``message_stop``, Ollama's ``"done": true``, the Responses API's
+    ``response.completed``): the client has had all of it. Run once per exchange, at its end."""
+    last = b"".join(chunks[-2:])
+    tail = last[-512:].rstrip()
+    if any(marker in tail[-(len(marker) + 200) :] for marker in _END_MARKERS):
+        return True
+    return any(marker in last[-262_144:] for marker in _RESPONSES_END)

@@ -1,0 +1,38 @@
+"""llama.cpp's native completion route (``/completion``, ``/infill``): ``content`` per event or whole.
+
+The last event says why it stopped (``stop_type``: ``eos``, ``word``, ``limit``) and carries the
+server's own counts (``tokens_evaluated``, ``tokens_predicted``) and ``timings``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .shapes import Api, Delta, Turn, as_int, content_text
+
+
+class LlamaCpp(Api):
+    name = "llamacpp"
+    finish_map: ClassVar[dict[str, str]] = {"eos": "stop", "word": "stop", "limit": "length"}
+
+    def event(self, obj: dict[str, Any]) -> Delta:
+        if not isinstance(obj.get("content"), str) or "choices" in obj:
+            return Delta()
+        counts: dict[str, Any] = {k: obj[k] for k in ("tokens_evaluated", "tokens_predicted") if k in obj}
+        tokens = obj.get("tokens")
+        return Delta(
+            known=True,
+            content=obj["content"],
+            finish_reason=obj.get("stop_type") if obj.get("stop") else None,
+            usage=counts or None,
+            model=obj.get("model") if isinstance(obj.get("model"), str) else None,
+            timings=obj["timings"] if isinstance(obj.get("timings"), dict) else None,
+            token_ids=[t for t in tokens if isinstance(t, int)] or None if isinstance(tokens, list) else None,
+        )
+
+    def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
+        return as_int(usage.get("tokens_evaluated")), None, as_int(usage.get("tokens_predicted"))
+
+    def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
+        prompt = body.get("prompt")
+        return ((Turn("user", content_text(prompt)),) if prompt is not None else ()), None, None

@@ -1,0 +1,108 @@
+"""Anthropic Messages (``/v1/messages``): content blocks, streamed as typed events or whole.
+
+Usage differs from OpenAI's: ``input_tokens`` leaves out the prompt tokens read from or written to
+the cache (``cache_read_input_tokens``, ``cache_creation_input_tokens``), so the prompt is their
+sum. A stream's usage comes in two parts: ``message_start`` (input) and ``message_delta`` (output,
+cumulative).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_int, as_text, canonical_arguments, content_text, error_of
+
+
+class Messages(Api):
+    name = "messages"
+    finish_map: ClassVar[dict[str, str]] = {
+        "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "model_context_window_exceeded": "length",
+        "tool_use": "tool_calls", "refusal": "content_filter", "pause_turn": "other",
+    }  # fmt: skip
+
+    def event(self, obj: dict[str, Any]) -> Delta:
+        kind = obj.get("type")
+        if kind == "message":  # a whole, non-streamed response
+            d = _message_head(obj)
+            d.finish_reason = obj.get("stop_reason")
+            calls = []
+            for index, block in enumerate(obj.get("content") or ()):
+                if isinstance(block, dict):
+                    d.content += as_text(block.get("text")) if block.get("type") == "text" else ""
+                    d.reasoning += as_text(block.get("thinking"))
+                    if block.get("type") == "tool_use":
+                        calls.append(ToolCallPart(index, block.get("id"), as_text(block.get("name")), _json(block.get("input"))))
+            d.tool_calls = calls
+            return d
+        if kind == "message_start":
+            return _message_head(as_dict(obj.get("message")))
+        if kind == "content_block_start":
+            block = obj.get("content_block") or {}
+            d = Delta(known=True, content=as_text(block.get("text")), reasoning=as_text(block.get("thinking")))
+            if block.get("type") == "tool_use":
+                d.tool_calls = [ToolCallPart(obj.get("index", 0), block.get("id"), as_text(block.get("name")))]
+            return d
+        if kind == "content_block_delta":
+            inner = obj.get("delta") or {}
+            d = Delta(known=True, content=as_text(inner.get("text")), reasoning=as_text(inner.get("thinking")))
+            if inner.get("type") == "input_json_delta" and as_text(inner.get("partial_json")):
+                d.tool_calls = [ToolCallPart(obj.get("index", 0), arguments=inner["partial_json"])]
+            return d
+        if kind == "message_delta":
+            inner = obj.get("delta") or {}
+            usage = obj.get("usage")
+            return Delta(known=True, finish_reason=inner.get("stop_reason"), usage=usage if isinstance(usage, dict) else None)
+        if kind in ("content_block_stop", "message_stop", "ping"):
+            return Delta(known=True)
+        if kind == "error":
+            return Delta(known=True, error=error_of(obj) or "error event")
+        return Delta()
+
+    def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
+        fresh = as_int(usage.get("input_tokens"))
+        read, written = as_int(usage.get("cache_read_input_tokens")), as_int(usage.get("cache_creation_input_tokens"))
+        prompt = None if fresh is None else fresh + (read or 0) + (written or 0)
+        return prompt, read, as_int(usage.get("output_tokens"))
+
+    def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
+        system = content_text(body.get("system")) or None
+        turns = [Turn("system", system)] if system else []
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return tuple(turns), None, system
+        for m in messages:
+            if not isinstance(m, dict):
+                continue
+            blocks = m.get("content")
+            calls: tuple[tuple[str, str], ...] = ()
+            if isinstance(blocks, list):
+                calls = tuple(
+                    (as_text(b.get("name")), canonical_arguments(b.get("input")))
+                    for b in blocks
+                    if isinstance(b, dict) and b.get("type") == "tool_use"
+                )
+                blocks = [_block_text(b) for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_use")]
+            turns.append(Turn(str(m.get("role") or "?"), content_text(blocks), calls))
+        return tuple(turns), len(messages), system
+
+    def tools(self, body: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(str(t.get("name") or t.get("type") or "?") for t in body.get("tools") or () if isinstance(t, dict))
+
+
+def _message_head(message: dict[str, Any]) -> Delta:
+    usage = message.get("usage")
+    return Delta(known=True, model=message.get("model") if isinstance(message.get("model"), str) else None,
+                 response_id=message.get("id") if isinstance(message.get("id"), str) else None,
+                 usage={k: v for k, v in usage.items() if v is not None} if isinstance(usage, dict) else None)  # fmt: skip
+
+
+def _block_text(block: Any) -> Any:
+    """A tool result's content as text (it may be blocks itself); other blocks as they are."""
+    if isinstance(block, dict) and block.get("type") == "tool_result":
+        return {"type": "text", "text": content_text(block.get("content"))}
+    return block
+
+
+def _json(value: Any) -> str:
+    return "" if value is None else json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,80 @@
+"""Ollama's native API: ``/api/chat`` and ``/api/generate``, NDJSON lines or one object.
+
+Token counts come as ``prompt_eval_count`` and ``eval_count`` next to the server's durations (ns);
+sampling settings sit under ``options``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .openai import message_turn
+from .shapes import Api, Delta, ToolCallPart, Turn, as_int, as_text, canonical_arguments, content_text
+
+DURATIONS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count", "eval_duration")
+_COUNTS = ("prompt_eval_count", "eval_count")
+
+
+class OllamaChat(Api):
+    name = "ollama-chat"
+    finish_map: ClassVar[dict[str, str]] = {"stop": "stop", "length": "length"}
+
+    def event(self, obj: dict[str, Any]) -> Delta:
+        message = obj.get("message")
+        d = _common(obj, known=isinstance(message, dict) or "done" in obj)
+        if isinstance(message, dict):
+            d.content = as_text(message.get("content"))
+            d.reasoning = as_text(message.get("thinking"))
+            calls = []
+            for i, call in enumerate(message.get("tool_calls") or ()):
+                fn = (call or {}).get("function") or {}
+                calls.append(
+                    ToolCallPart(
+                        fn.get("index", i),
+                        call.get("id"),
+                        as_text(fn.get("name")),
+                        canonical_arguments(fn.get("arguments") or {}),
+                    )
+                )
+            d.tool_calls = calls
+        return d
+
+    def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
+        return as_int(usage.get("prompt_eval_count")), None, as_int(usage.get("eval_count"))
+
+    def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return (), None, None
+        turns = tuple(message_turn(m) for m in messages if isinstance(m, dict))
+        return turns, len(messages), "\n".join(t.text for t in turns if t.role == "system") or None
+
+    def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
+        options = body.get("options")
+        return {**body, **(options if isinstance(options, dict) else {})}
+
+
+class OllamaGenerate(OllamaChat):
+    name = "ollama-generate"
+
+    def event(self, obj: dict[str, Any]) -> Delta:
+        d = _common(obj, known=isinstance(obj.get("response"), str) or "done" in obj)
+        d.content = as_text(obj.get("response"))
+        d.reasoning = as_text(obj.get("thinking"))
+        return d
+
+    def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
+        system = body.get("system") if isinstance(body.get("system"), str) else None
+        prompt = (Turn("user", content_text(body.get("prompt"))),) if body.get("prompt") is not None else ()
+        return ((Turn("system", system),) if system else ()) + prompt, None, system
+
+
+def _common(obj: dict[str, Any], *, known: bool) -> Delta:
+    counts = {k: obj[k] for k in _COUNTS if k in obj}
+    return Delta(
+        known=known,
+        model=obj.get("model") if isinstance(obj.get("model"), str) else None,
+        finish_reason=obj.get("done_reason") or None,
+        usage=counts or None,
+        durations={k: obj[k] for k in DURATIONS if k in obj} or None,
+    )

@@ -1,0 +1,189 @@
+"""Which API an exchange speaks, and reading its request and response through that API's adapter.
+
+The path decides (any prefix before it allowed: ``/openai/v1/chat/completions``); a path that
+names no known API is told by the body's shape. A response that its path's adapter can't read is
+tried once more with the adapter its first event looks like (llama-server answers its native
+``/completions`` alias in llama.cpp's own shape, for one).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .body import decoded_chunks, framing, head_of, timed_payloads
+from .llamacpp import LlamaCpp
+from .messages import Messages
+from .ollama import OllamaChat, OllamaGenerate
+from .openai import Chat, Completions
+from .responses import Responses
+from .sampling import sampling_fields
+from .shapes import Api, Delta, Event, Output, Request, as_int, error_of
+
+CHAT, COMPLETIONS, RESPONSES, MESSAGES = Chat(), Completions(), Responses(), Messages()
+OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP = OllamaChat(), OllamaGenerate(), LlamaCpp()
+UNKNOWN = Api()
+APIS: dict[str, Api] = {api.name: api for api in (CHAT, COMPLETIONS, RESPONSES, MESSAGES, OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP)}
+
+# Path endings, most specific first ("/chat/completions" before "/completions").
+_BY_PATH: tuple[tuple[str, Api], ...] = (
+    ("/chat/completions", CHAT), ("/completions", COMPLETIONS), ("/responses", RESPONSES), ("/messages", MESSAGES),
+    ("/api/chat", OLLAMA_CHAT), ("/api/generate", OLLAMA_GENERATE), ("/completion", LLAMACPP), ("/infill", LLAMACPP),
+)  # fmt: skip
+# What a request for tokens carries, in one API or another (a chat body sent to /completions is
+# still a request for tokens, one the engine will refuse).
+_INPUTS = ("messages", "prompt", "input")
+# Routes that take a conversation but generate nothing (a token count is not an answer).
+_NOT_GENERATION = ("/count_tokens", "/tokenize", "/detokenize", "/apply-template", "/embeddings", "/embedding", "/rerank")
+
+
+def api_for(path: str | None, body: Any = None) -> Api:
+    """The adapter for a request to ``path`` (with its parsed ``body``, for paths no API owns)."""
+    route = (path or "").split("?", 1)[0].rstrip("/")
+    for suffix, api in _BY_PATH:
+        if route.endswith(suffix):
+            return api
+    if route.endswith(_NOT_GENERATION) or not isinstance(body, dict):
+        return UNKNOWN
+    return CHAT if "messages" in body else COMPLETIONS if "prompt" in body else UNKNOWN
+
+
+def json_body(data: bytes | None) -> dict[str, Any] | None:
+    """A request body that is a JSON object, else None."""
+    if not data or data.lstrip()[:1] != b"{":
+        return None
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def read_request(record: dict[str, Any]) -> Request:
+    """What an exchange's request asks for, read by its API's adapter."""
+    body = json_body(record.get("request_body"))
+    api = api_for(record.get("path"), body)
+    if body is None:
+        return Request(api.name)
+    turns, items, system = api.turns(body)
+    sampling = sampling_fields(api.sampling(body))
+    return Request(
+        api=api.name,
+        generation=api is not UNKNOWN and any(key in body for key in _INPUTS),
+        body=body,
+        model=body.get("model") if isinstance(body.get("model"), str) else None,
+        stream=bool(body.get("stream")),  # as the request said (Ollama streams unless told not to)
+        turns=turns,
+        items=items,
+        system=system,
+        tools=api.tools(body),
+        tool_choice=body.get("tool_choice"),
+        max_tokens=as_int(sampling.get("max_tokens")),
+        sampling=sampling,
+        previous_response_id=body.get("previous_response_id") if isinstance(body.get("previous_response_id"), str) else None,
+    )
+
+
+def read_response(record: dict[str, Any], api: Api | None = None) -> Output:
+    """What an exchange's response said, read by ``api`` (else the one its path and body name)."""
+    api = api or api_for(record.get("path"), json_body(record.get("request_body")))
+    pieces = decoded_chunks(record)
+    if pieces is None:
+        return Output(api.name, error="cannot decode the response's content-encoding")
+    how = framing(record, head_of(pieces))
+    events = [Event(p.chunk, p.data, Delta(), _loads(p.data)) for p in timed_payloads(record, pieces, how)]
+    out = fold(api, events, how)
+    if not out.readable:
+        other = sniff(events)
+        if other is not None and other is not api:
+            return fold(other, events, how)
+    return out
+
+
+def _loads(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def sniff(events: list[Event]) -> Api | None:
+    """The API whose shape the first JSON object of a response has."""
+    obj = next((e.obj for e in events if isinstance(e.obj, dict)), None)
+    if obj is None:
+        return None
+    kind = obj.get("type")
+    if "choices" in obj:
+        return CHAT
+    if isinstance(kind, str) and (kind.startswith("response.") or obj.get("object") == "response"):
+        return RESPONSES
+    if kind in ("message", "message_start", "ping"):
+        return MESSAGES
+    if isinstance(obj.get("message"), dict) and "done" in obj:
+        return OLLAMA_CHAT
+    if isinstance(obj.get("response"), str) and "done" in obj:
+        return OLLAMA_GENERATE
+    if isinstance(obj.get("content"), str):
+        return LLAMACPP
+    return None
+
+
+_NOT_JSON = {"sse": "an SSE event is not JSON", "ndjson": "an NDJSON line is not JSON", "json": "the body is not JSON"}
+
+
+def fold(api: Api, events: list[Event], how: str) -> Output:
+    """Each event read by ``api``, and the response they make together (``how``: the body's framing)."""
+    out = Output(api.name, streamed=how != "json")
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    usage: dict[str, Any] = {}
+    ids: list[int] = []
+    finish: str | None = None
+    for event in events:
+        obj = event.obj
+        if not isinstance(obj, dict):
+            event.delta = Delta()
+            out.error = out.error or _NOT_JSON[how]
+            continue
+        d = event.delta = api.event(obj)
+        if not d.known and (message := error_of(obj)) is not None:
+            d.known, d.error = True, message
+        out.readable = out.readable or d.known
+        text.append(d.content)
+        reasoning.append(d.reasoning)
+        for part in d.tool_calls:
+            slot = calls.setdefault(part.index, {"id": None, "name": "", "arguments": ""})
+            slot["id"] = part.id or slot["id"]
+            if part.whole:
+                slot["name"], slot["arguments"] = part.name or slot["name"], part.arguments or slot["arguments"]
+            else:
+                slot["name"] += part.name
+                slot["arguments"] += part.arguments
+        if d.usage:
+            usage.update((k, v) for k, v in d.usage.items() if v is not None)
+        finish = d.finish_reason or finish
+        out.model = d.model or out.model
+        out.response_id = out.response_id or d.response_id
+        out.system_fingerprint = d.system_fingerprint or out.system_fingerprint
+        # llama-server adds its timings to the last event of any API it serves.
+        out.timings = d.timings or (obj["timings"] if isinstance(obj.get("timings"), dict) else None) or out.timings
+        out.durations = d.durations or out.durations
+        out.error_message = d.error or out.error_message
+        ids.extend(d.token_ids or ())
+    out.events = events
+    out.text, out.reasoning = "".join(text), "".join(reasoning)
+    out.tool_calls = [calls[k] for k in sorted(calls)]
+    out.finish_reason_raw = finish
+    out.finish_reason = api.finish(finish, bool(out.tool_calls))
+    if out.error_message is not None and out.finish_reason is None:
+        out.finish_reason = "error"
+    out.usage = usage or None
+    if usage:
+        out.prompt_tokens, out.cached_tokens, out.output_tokens = api.counts(usage)
+    out.token_ids = ids or None
+    if not events and out.error is None:
+        out.error = "empty body"
+    elif not out.readable and out.error is None:
+        out.error = f"no event has a shape of the {api.name} API" if api is not UNKNOWN else "no known API's shape"
+    return out

@@ -1,0 +1,140 @@
+"""The OpenAI Responses API (``/v1/responses``): typed stream events, or one ``response`` object.
+
+A streamed response ends with ``response.completed`` (or ``.incomplete``, ``.failed``), which holds
+the whole response again: only its status and usage are read from it, the output comes from the
+deltas. There is no finish reason; the status (and ``incomplete_details.reason``) stands for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_text, canonical_arguments, content_text, error_of
+
+_ENDS = ("response.completed", "response.incomplete", "response.failed", "response.cancelled")
+
+
+class Responses(Api):
+    name = "responses"
+    finish_map: ClassVar[dict[str, str]] = {
+        "completed": "stop", "incomplete:max_output_tokens": "length", "incomplete:content_filter": "content_filter",
+        "failed": "error", "cancelled": "other",
+    }  # fmt: skip
+
+    def finish(self, raw: str | None, tool_calls: bool) -> str | None:
+        if raw == "completed" and tool_calls:
+            return "tool_calls"
+        return super().finish(raw, tool_calls)
+
+    def event(self, obj: dict[str, Any]) -> Delta:
+        kind = obj.get("type")
+        if kind is None and obj.get("object") == "response":
+            return _whole(obj)
+        if not isinstance(kind, str):
+            return Delta()
+        if kind == "error":
+            return Delta(known=True, error=str(obj.get("message") or error_of(obj) or "error event"))
+        if not kind.startswith("response."):
+            return Delta()
+        d = Delta(known=True)
+        delta = obj.get("delta")
+        index = obj.get("output_index", 0)
+        if kind in ("response.output_text.delta", "response.refusal.delta"):
+            d.content = as_text(delta)
+        elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
+            d.reasoning = as_text(delta)
+        elif kind == "response.function_call_arguments.delta" and as_text(delta):
+            d.tool_calls = [ToolCallPart(index, arguments=as_text(delta))]
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            item = obj.get("item") or {}
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                done = kind.endswith(".done")
+                args = as_text(item.get("arguments")) if done else ""
+                d.tool_calls = [
+                    ToolCallPart(index, item.get("call_id") or item.get("id"), as_text(item.get("name")), args, whole=done)
+                ]
+        elif kind in _ENDS or kind in ("response.created", "response.in_progress", "response.queued"):
+            response = as_dict(obj.get("response"))
+            _head(d, response)
+            if kind in _ENDS:
+                d.finish_reason = _status(response)
+                d.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
+                d.error = error_of(response) if response.get("error") else None
+        return d
+
+    def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
+        system = body.get("instructions") if isinstance(body.get("instructions"), str) else None
+        turns: list[Turn] = [Turn("system", system)] if system else []
+        given = body.get("input")
+        if isinstance(given, str):
+            return (*turns, Turn("user", given)), 1, system
+        if not isinstance(given, list):
+            return tuple(turns), None, system
+        for item in given:
+            if not isinstance(item, dict):
+                continue
+            kind = item.get("type") or "message"
+            if kind == "message" and item.get("role") == "assistant":
+                _assistant(turns, content_text(item.get("content")), ())
+            elif kind == "message":
+                turns.append(Turn(str(item.get("role") or "?"), content_text(item.get("content"))))
+            elif kind == "function_call":
+                _assistant(turns, "", ((as_text(item.get("name")), canonical_arguments(item.get("arguments") or "")),))
+            elif kind == "function_call_output":
+                turns.append(Turn("tool", content_text(item.get("output"))))
+            elif kind != "reasoning":  # the model's own reasoning is not what the conversation says
+                turns.append(Turn(kind, content_text(item)))
+        return tuple(turns), len(given), system
+
+    def tools(self, body: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(str(t.get("name") or t.get("type") or "?") for t in body.get("tools") or () if isinstance(t, dict))
+
+
+def _assistant(turns: list[Turn], text: str, calls: tuple[tuple[str, str], ...]) -> None:
+    """Add to the conversation's assistant turn: a reply's message and calls are items of their own,
+    and they make one turn, as the reply itself reads."""
+    if turns and turns[-1].role == "assistant":
+        last = turns.pop()
+        text, calls = last.text + text, (*last.calls, *calls)
+    turns.append(Turn("assistant", text, calls))
+
+
+def _head(d: Delta, response: dict[str, Any]) -> None:
+    d.model = response.get("model") if isinstance(response.get("model"), str) else None
+    d.response_id = response.get("id") if isinstance(response.get("id"), str) else None
+
+
+def _status(response: dict[str, Any]) -> str | None:
+    status = response.get("status")
+    if status == "incomplete":
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        return f"incomplete:{reason}" if reason else "incomplete"
+    return status if isinstance(status, str) else None
+
+
+def _whole(response: dict[str, Any]) -> Delta:
+    """A non-streamed response: its output items read in order."""
+    d = Delta(known=True, finish_reason=_status(response))
+    _head(d, response)
+    d.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
+    d.error = error_of(response) if response.get("error") else None
+    calls = []
+    for index, item in enumerate(response.get("output") or ()):
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            for part in item.get("content") or ():
+                if isinstance(part, dict):
+                    d.content += as_text(part.get("text")) + as_text(part.get("refusal"))
+        elif item.get("type") == "reasoning":
+            for part in (item.get("content") or []) + (item.get("summary") or []):
+                if isinstance(part, dict):
+                    d.reasoning += as_text(part.get("text"))
+        elif item.get("type") == "function_call":
+            calls.append(
+                ToolCallPart(
+                    index, item.get("call_id") or item.get("id"), as_text(item.get("name")), as_text(item.get("arguments"))
+                )
+            )
+    d.tool_calls = calls
+    return d

@@ -1,0 +1,233 @@
+"""The normalized shapes every API adapter produces, and the adapter's interface.
+
+Each API family (chat completions, completions, Responses, Anthropic Messages, Ollama, llama.cpp's
+native routes) says the same things in its own words: output text, reasoning, tool calls, why it
+stopped, how many tokens. An adapter turns one event (or one whole body) into a ``Delta`` and a
+request body into a ``Request``; ``read.py`` folds the deltas into an ``Output``. Everything
+downstream (stats, compare, replay's conversation linking, enrichment) reads only these shapes, so
+an API it doesn't know shows as unreadable instead of as an empty answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+#: The common vocabulary finish reasons are mapped to (the API's own word is kept beside it).
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "error", "other")
+
+
+@dataclass(slots=True)
+class ToolCallPart:
+    """A piece of one tool call: the first piece names it, later ones add argument text."""
+
+    index: int
+    id: str | None = None
+    name: str = ""
+    arguments: str = ""
+    whole: bool = False  # the complete call restated (e.g. Responses' output_item.done): replaces the pieces
+
+
+@dataclass(slots=True)
+class Delta:
+    """What one event (or a whole non-streamed body) says."""
+
+    known: bool = False  # the event has a shape this API sends
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: Sequence[ToolCallPart] = ()
+    finish_reason: str | None = None  # in the API's own words
+    usage: dict[str, Any] | None = None  # the engine's own token counts, as sent
+    model: str | None = None
+    response_id: str | None = None
+    system_fingerprint: str | None = None
+    timings: dict[str, Any] | None = None  # llama.cpp's server-side timings
+    durations: dict[str, Any] | None = None  # Ollama's server-side durations (ns)
+    token_ids: list[int] | None = None  # output token ids, when the engine sent them
+    error: str | None = None  # an error the body reports (error object or error event)
+
+    @property
+    def tool_deltas(self) -> int:
+        return sum(not part.whole for part in self.tool_calls)
+
+    @property
+    def generated(self) -> bool:
+        """Whether the event carries generated output: text, reasoning text or a tool-call delta."""
+        return bool(self.content or self.reasoning or self.tool_deltas)
+
+
+@dataclass(slots=True)
+class Event:
+    chunk: int  # index of the chunk in which the event was complete
+    data: str  # the payload as sent
+    delta: Delta
+    obj: Any = None  # the parsed JSON (None when the payload is not JSON)
+
+
+@dataclass(slots=True, frozen=True)
+class Turn:
+    """One turn of a conversation, in a form that is the same whichever API carried it."""
+
+    role: str
+    text: str = ""
+    calls: tuple[tuple[str, str], ...] = ()  # (tool name, arguments as canonical JSON)
+
+    def key(self) -> bytes:
+        return json.dumps([self.role, self.text, self.calls], ensure_ascii=False).encode()
+
+
+@dataclass
+class Output:
+    """What a response said, as far as its API adapter could read it."""
+
+    api: str
+    streamed: bool = False
+    readable: bool = False  # some event had a shape of this API (an answer or an error object)
+    error: str | None = None  # why (part of) the body could not be read
+    error_message: str | None = None  # an error the body itself reports
+    events: list[Event] = field(default_factory=list)
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments"}
+    finish_reason: str | None = None  # in FINISH_REASONS
+    finish_reason_raw: str | None = None  # the API's own word
+    model: str | None = None
+    response_id: str | None = None
+    system_fingerprint: str | None = None
+    usage: dict[str, Any] | None = None  # the engine's own counts, merged over the events
+    prompt_tokens: int | None = None  # everything the model read, cached tokens included
+    cached_tokens: int | None = None
+    output_tokens: int | None = None
+    timings: dict[str, Any] | None = None
+    durations: dict[str, Any] | None = None
+    token_ids: list[int] | None = None
+
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        """The events that parsed as JSON objects, in order."""
+        return [e.obj for e in self.events if isinstance(e.obj, dict)]
+
+    def reply(self) -> Turn:
+        """The assistant turn this response adds to its conversation."""
+        return Turn("assistant", self.text, tuple((c["name"], canonical_arguments(c["arguments"])) for c in self.tool_calls))
+
+
+@dataclass
+class Request:
+    """What a request asks for, the same for every API."""
+
+    api: str
+    generation: bool = False  # asks for generated tokens (not /models, /embeddings, /tokenize...)
+    body: dict[str, Any] | None = None
+    model: str | None = None
+    stream: bool | None = None
+    turns: tuple[Turn, ...] = ()  # the conversation it carries, system prompt first
+    items: int | None = None  # messages (or input items) as sent
+    system: str | None = None
+    tools: tuple[str, ...] = ()  # names of the tools offered
+    tool_choice: Any = None
+    max_tokens: int | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)  # canonical name -> value as sent
+    previous_response_id: str | None = None
+
+    @property
+    def last_user(self) -> str | None:
+        users = [t.text for t in self.turns if t.role == "user"]
+        return users[-1] if users else None
+
+
+class Api:
+    """An API family's adapter. Subclasses read their own shapes; this base knows none."""
+
+    name: ClassVar[str] = "unknown"
+    #: The API's finish reasons in the common vocabulary (others map to "other").
+    finish_map: ClassVar[dict[str, str]] = {}
+
+    def event(self, obj: dict[str, Any]) -> Delta:
+        return Delta()
+
+    def finish(self, raw: str | None, tool_calls: bool) -> str | None:
+        if raw is None:
+            return None
+        return self.finish_map.get(raw, "other")
+
+    def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
+        """(prompt, cached, output) tokens from the merged usage: OpenAI's names by default."""
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+        prompt = as_int(usage.get("prompt_tokens")) if "prompt_tokens" in usage else as_int(usage.get("input_tokens"))
+        output = as_int(usage.get("completion_tokens")) if "completion_tokens" in usage else as_int(usage.get("output_tokens"))
+        cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else None
+        return prompt, cached, output
+
+    def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
+        """(conversation turns, items as sent, system prompt)."""
+        return (), None, None
+
+    def tools(self, body: dict[str, Any]) -> tuple[str, ...]:
+        """Names of the tools offered (OpenAI's ``{"type": "function", "function": {"name"}}`` and flat ``{"name"}``)."""
+        out = []
+        for tool in body.get("tools") or ():
+            if isinstance(tool, dict):
+                fn = as_dict(tool.get("function")) or tool
+                out.append(str(fn.get("name") or tool.get("type") or "?"))
+        return tuple(out)
+
+    def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(body)
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def canonical_arguments(value: Any) -> str:
+    """Tool-call arguments as canonical JSON, whether sent as a JSON string or an object, so that
+    ``'{"a": 1}'`` streamed in pieces and ``{"a": 1}`` sent whole are the same call."""
+    if isinstance(value, str):
+        try:
+            return canonical_arguments(json.loads(value)) if value else ""
+        except ValueError:
+            return value  # not JSON: compared as the text it is
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's content: a string, or text parts joined. Parts that are not text
+    (images, files) are kept as canonical JSON so that two different images never read as equal."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else [content]
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict):
+            if isinstance(part.get("text"), str):
+                out.append(part["text"])
+            elif part.get("type") in ("thinking", "redacted_thinking", "reasoning"):
+                continue  # the model's own reasoning, not part of what the conversation says
+            else:
+                out.append(json.dumps(part, sort_keys=True, ensure_ascii=False))
+    return "".join(out)
+
+
+def error_of(obj: dict[str, Any]) -> str | None:
+    """The message of an error object in any of the usual shapes (OpenAI, Anthropic, Ollama, llama.cpp)."""
+    err = obj.get("error")
+    if isinstance(err, str):
+        return err
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("type") or err.get("code") or json.dumps(err))
+    return None

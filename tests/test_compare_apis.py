@@ -1,0 +1,88 @@
+"""compare on Anthropic Messages and Responses traffic: different answers must differ, equal ones
+match, and what no adapter reads is counted as unreadable, never as agreement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis.compare import compare
+from tests.helpers import write_capture
+
+
+def _messages(text: str) -> list[bytes]:
+    events = [
+        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+                                              "usage": {"input_tokens": 9, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
+        {"type": "message_stop"},
+    ]  # fmt: skip
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def _responses(text: str) -> list[bytes]:
+    return [json.dumps({"id": "resp_1", "object": "response", "status": "completed", "model": "m", "usage": {"input_tokens": 9, "output_tokens": 5},
+                        "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}]}).encode()]  # fmt: skip
+
+
+def _capture(path, api: str, texts: list[str | bytes], statuses: list[int] | None = None):
+    xs = []
+    for i, text in enumerate(texts):
+        body = {"model": "m", "max_tokens": 32, "messages": [{"role": "user", "content": f"q{i}"}]} if api == "messages" else {"model": "m", "input": f"q{i}"}
+        chunks = [text] if isinstance(text, bytes) else _messages(text) if api == "messages" else _responses(text)
+        xs.append({"path": f"/v1/{api}", "body": body, "chunks": chunks, "status": (statuses or [200] * len(texts))[i],
+                   "content_type": "text/event-stream" if api == "messages" else "application/json"})  # fmt: skip
+    write_capture(path, xs)
+    return path
+
+
+@pytest.mark.parametrize("api", ["messages", "responses"])
+def test_different_answers_differ_and_equal_ones_match(tmp_path, api):
+    a = _capture(tmp_path / "a", api, ["The answer is 5.", "Paris."])
+    b = _capture(tmp_path / "b", api, ["In mathematics, it is the product of", "Paris."])
+    d = compare(a, b, extract="number")["divergence"]
+    assert d["exact_match_rate"] == pytest.approx(0.5) and d["similarity_mean"] < 0.75
+    assert d["counts"]["answer_changed"] == 1 and d["counts"].get("unreadable", 0) == 0
+    assert d["readable"] == {f"POST /v1/{api}": {"pairs": 2, "read_both": 2, "unreadable_a": 0, "unreadable_b": 0}}
+    same = compare(a, _capture(tmp_path / "a2", api, ["The answer is 5.", "Paris."]))["divergence"]
+    assert same["exact_match_rate"] == 1.0 and same["similarity_mean"] == 1.0
+
+
+def test_an_answer_against_an_error_is_not_similar(tmp_path):
+    a = _capture(tmp_path / "a", "responses", ["42"])
+    b = _capture(tmp_path / "b", "responses", [b'{"error": {"message": "File Not Found", "code": 404}}'], statuses=[404])
+    d = compare(a, b)["divergence"]
+    assert d["exact_match_rate"] == 0.0 and d["similarity_mean"] == 0.0 and d["counts"]["status_or_end_differs"] == 1
+
+
+def test_two_bodies_no_adapter_reads_are_never_an_exact_match(tmp_path):
+    odd = b'{"answer": "something no API sends"}'
+    a = _capture(tmp_path / "a", "responses", [odd, "fine"])
+    b = _capture(tmp_path / "b", "responses", [odd, "fine"])
+    d = compare(a, b)["divergence"]
+    assert d["exact_match_rate"] == pytest.approx(0.5) and d["counts"]["unreadable"] == 1
+    assert d["readable"]["POST /v1/responses"] == {"pairs": 2, "read_both": 1, "unreadable_a": 1, "unreadable_b": 1}
+    (worst,) = d["most_divergent"]
+    assert worst["similarity"] == 0.0 and "responses" in worst["unreadable"][0]
+
+
+def test_compare_and_stats_print_the_same_percentiles_for_the_same_exchanges(tmp_path):
+    """One percentile definition (linear interpolation): compare's p99 of A is stats' p99 of A."""
+    from analysis import Analysis, speed_stats
+
+    durations = [3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377]  # ms: p90 and p99 fall between order statistics
+    xs = [{"body": {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}, "duration_ns": d * 1_000_000}
+          for i, d in enumerate(durations)]  # fmt: skip
+    write_capture(tmp_path / "a", xs)
+    write_capture(tmp_path / "b", xs)
+    e2e = next(row for row in compare(tmp_path / "a", tmp_path / "b")["speed"] if row["metric"] == "e2e")["a"]
+    with Analysis([tmp_path / "a"], cache_dir=tmp_path / "cache") as a:
+        [group] = speed_stats(a)["groups"]
+    printed = group["metrics"]["e2e"]
+    assert e2e["p90"] == pytest.approx(printed["p90"]) == pytest.approx(233)  # (n-1)*0.9 = 9: the 10th value exactly
+    assert e2e["p99"] == pytest.approx(printed["p99"]) == pytest.approx(233 + 0.9 * (377 - 233))
+    assert e2e["p50"] == pytest.approx(printed["p50"]) == 34
