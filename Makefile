@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.compare_scale --n 100000
 	$(BIN)/python -m bench.capture_size
 	$(BIN)/python -m bench.soak
+	$(BIN)/python -m bench.peer_metrics  # AIPerf / GuideLLM when given or on PATH (their own venvs), else skipped
 
 # 100,000 requests at concurrency 64 through the proxy: errors, capture count, clean close, memory.
 soak: $(STAMP)

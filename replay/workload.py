@@ -130,7 +130,8 @@ def link_conversations(items: list[Item], conversations: list[Conversation]) -> 
             last_in_session[item.session] = i
         if item.parent is None and conv.previous_response_id is not None:
             item.parent = by_response.get(conv.previous_response_id)
-        digests = _prefix_digests(conv.api, conv.turns)
+        # One pass over the turns and the reply: prefixes to look up, and the continuation it makes.
+        digests = _prefix_digests(conv.api, conv.turns if conv.reply is None else (*conv.turns, conv.reply))
         if item.parent is None:
             # The longest earlier exchange whose turns + reply this request starts with.
             for cut in range(len(conv.turns) - 1, 0, -1):
@@ -140,7 +141,7 @@ def link_conversations(items: list[Item], conversations: list[Conversation]) -> 
         if conv.response_id is not None:
             by_response[conv.response_id] = i
         if conv.reply is not None:
-            continuations[_prefix_digests(conv.api, (*conv.turns, conv.reply))[-1]] = i
+            continuations[digests[-1]] = i
 
 
 def _conversation(record: dict[str, Any]) -> Conversation:
