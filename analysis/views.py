@@ -42,6 +42,8 @@ WITH tok AS (
            min(t_ns) FILTER (WHERE has_content) AS first_content_ns,
            count(*) AS token_chunks, sum(events)::BIGINT AS token_events
     FROM token_chunks GROUP BY capture, exchange_id
+), fin AS (
+    SELECT capture, exchange_id, min(t_ns) AS finish_ns FROM events WHERE finish_reason IS NOT NULL GROUP BY capture, exchange_id
 ), base AS (
     SELECT
         x.capture, x.capture_id, x.run_id, x.recorder, x.recorder_id, x.exchange_id, x.seq, x.session, x.model, x.method, x.path,
@@ -56,7 +58,7 @@ WITH tok AS (
         tok.first_content_ns AS ttft_content_ns,
         x.first_chunk_ns AS t_first_byte_ns,
         CASE WHEN x."end" = 'complete' THEN x.end_ns ELSE x.last_chunk_ns END AS e2e_ns,
-        tok.first_ns AS t_first_token_ns, tok.last_ns AS t_last_token_ns,
+        tok.first_ns AS t_first_token_ns, tok.last_ns AS t_last_token_ns, fin.finish_ns AS t_finish_ns,
         CASE WHEN x.usage_completion_tokens IS NOT NULL THEN x.usage_completion_tokens
              WHEN e.output_tokens IS NOT NULL THEN e.output_tokens
              WHEN x.generation THEN coalesce(tok.token_events, 0) END AS output_tokens,
@@ -79,13 +81,17 @@ WITH tok AS (
         x.source_id, x.repeat, x.scheduled_ns, x.lag_ns, x.queue_ns, x.dep_wait_ns
     FROM exchanges x
     LEFT JOIN tok ON tok.capture = x.capture AND tok.exchange_id = x.exchange_id
+    LEFT JOIN fin ON fin.capture = x.capture AND fin.exchange_id = x.exchange_id
     LEFT JOIN enrichment_latest e ON e.capture = x.capture AND e.exchange_id = x.exchange_id
     LEFT JOIN prefixes p ON p.capture = x.capture AND p.exchange_id = x.exchange_id
 )
 SELECT *,
-    -- Token spacing is only observed when the tokens arrived in two chunks or more.
+    -- Token spacing is only observed when the tokens arrived in two chunks or more. An engine's own
+    -- count includes a final token that carries no text (llama-server counts the end-of-sequence
+    -- token): its arrival is the finish event, a decode step after the last text, so the span ends there.
     CASE WHEN output_tokens > 1 AND token_chunks > 1
-         THEN (t_last_token_ns - t_first_token_ns) / (output_tokens - 1) END AS tpot_ns
+         THEN (CASE WHEN output_tokens_source = 'usage' AND t_finish_ns > t_last_token_ns THEN t_finish_ns
+                    ELSE t_last_token_ns END - t_first_token_ns) / (output_tokens - 1) END AS tpot_ns
 FROM base
 """
 

@@ -74,6 +74,21 @@ def test_a_role_only_first_chunk_is_not_the_first_token(load: Load) -> None:
     assert m["ok"] is True and m["generation"] is True and m["stream"] is True
 
 
+def test_tpot_counts_a_silent_end_of_sequence_token_up_to_the_finish_event(load: Load) -> None:
+    """llama-server's usage counts the end-of-sequence token, which carries no text and arrives as the
+    finish event one decode step after the last text: 3 text tokens + EOS = 4 tokens, 3 gaps to the
+    finish. A count that leaves it out (re-tokenized text) keeps the span to the last text."""
+    text = [(100, sse(event("a"))), (150, sse(event("b"))), (200, sse(event("c")))]
+    usage = {"prompt_tokens": 5, "completion_tokens": 4}
+    a = load([exchange("usage", chunks=[*text, (250, sse(event(finish="stop"), event(choices=False, usage=usage)))]),
+              exchange("tokenize", chunks=[*text, (250, sse(event(finish="stop")))]), enrichment("tokenize", output_count=3)])  # fmt: skip
+    eos, retokenized = metric(a, "usage"), metric(a, "tokenize")
+    assert (eos["output_tokens"], eos["output_tokens_source"], eos["t_last_token_ns"], eos["t_finish_ns"]) == (4, "usage", 200 * MS, 250 * MS)
+    assert eos["tpot_ns"] == pytest.approx((250 - 100) * MS / (4 - 1))
+    assert (retokenized["output_tokens"], retokenized["output_tokens_source"]) == (3, "tokenize")
+    assert retokenized["tpot_ns"] == pytest.approx((200 - 100) * MS / (3 - 1))
+
+
 def test_reasoning_and_tool_calls_are_tokens_but_not_content(load: Load) -> None:
     a = load([
         exchange("think", chunks=[(40, sse(event(reasoning="Let me see"))), (90, sse(event("4"))), (95, sse(event(finish="stop")))]),
