@@ -1,35 +1,44 @@
 """Analysis: captures loaded into DuckDB, per-exchange speed metrics and run-level statistics.
 
 ``Analysis(paths)`` decodes each capture once (cached as Parquet, see ``cache``) and exposes the
-tables ``captures``, ``runs``, ``exchanges``, ``chunks``, ``events``, ``engines``, ``enrichments``,
-``prefixes`` and the views ``metrics``, ``itl``, ``token_chunks``, ``enrichment_latest``;
-``speed_stats`` summarises them per run, model or path. Metric definitions: docs/metrics.md.
+tables ``captures``, ``runs``, ``exchanges``, ``requests``, ``chunks``, ``events``, ``engines``,
+``enrichments``, ``prefixes`` and the views ``metrics``, ``itl``, ``token_chunks``,
+``enrichment_latest``; ``speed_stats`` summarises them per run, model, path or API. Metric
+definitions: docs/metrics.md.
+
+Names are loaded on first use (PEP 562): importing this package costs nothing until a name is
+asked for, so ``infertap --help`` doesn't load DuckDB and Arrow.
 """
 
-from proxy import __version__
+from importlib import import_module
+from typing import Any
 
-from .cache import CachedCapture, cache_root, cached_capture
-from .errors import AnalysisError, NoCapturesError, QueryError
-from .sources import find_captures
-from .stats import GROUPINGS, speed_stats
-from .store import EXPORTED, Analysis, QueryResult
+from .groupings import GROUPINGS
 
-#: Every name a query can use.
-VIEWS = (*EXPORTED, "token_chunks", "enrichment_latest")
+#: Where each public name lives.
+_HOME = {
+    "EXPORTED": ".store",
+    "Analysis": ".store",
+    "QueryResult": ".store",
+    "AnalysisError": ".errors",
+    "NoCapturesError": ".errors",
+    "QueryError": ".errors",
+    "CachedCapture": ".cache",
+    "cache_root": ".cache",
+    "cached_capture": ".cache",
+    "find_captures": ".sources",
+    "speed_stats": ".stats",
+    "__version__": "proxy",
+}
 
-__all__ = [
-    "EXPORTED",
-    "GROUPINGS",
-    "VIEWS",
-    "Analysis",
-    "AnalysisError",
-    "CachedCapture",
-    "NoCapturesError",
-    "QueryError",
-    "QueryResult",
-    "__version__",
-    "cache_root",
-    "cached_capture",
-    "find_captures",
-    "speed_stats",
-]
+__all__ = ["GROUPINGS", "VIEWS", *_HOME]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "VIEWS":  # every name a query can use
+        return (*__getattr__("EXPORTED"), "token_chunks", "enrichment_latest")
+    if name not in _HOME:
+        raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+    value = getattr(import_module(_HOME[name], __name__), name)
+    globals()[name] = value
+    return value

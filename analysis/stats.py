@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import AnalysisError
+from .groupings import GROUPINGS
 from .store import Analysis
 
-#: What ``--by`` may group on, and the SQL of each key.
-GROUPINGS = {"run": "run_id", "model": "coalesce(model, '(no model)')", "path": "method || ' ' || path", "api": "api"}
 #: Keys implied by a grouping: a run is one process's writing into one capture (copies of a capture share run ids).
 _IMPLIED = {"run": ("capture",)}
 #: The metrics columns the statistics read.

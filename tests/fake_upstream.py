@@ -196,5 +196,7 @@ class ServerThread:
 
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
+        # Without force_exit uvicorn waits for every handler, and /hang-* hang by design: 10 s a test.
+        self.server.force_exit = True
         self.thread.join(10)
         self.sock.close()

@@ -164,3 +164,15 @@ def test_an_empty_capture_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     cap = write_capture(tmp_path / "empty", [])
     assert "no generation requests" in ok(run("stats", str(cap))).stdout
     assert json.loads(ok(run("stats", str(cap), "--json")).stdout)["groups"] == []
+
+
+def test_the_command_line_loads_no_duckdb_or_arrow_until_a_command_needs_them():
+    """`infertap --help` (and every command's start) stays quick: analysis loads on first use."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from click.testing import CliRunner; from infertap.cli import cli; "
+            "r = CliRunner().invoke(cli, ['stats', '--help']); assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in ('duckdb', 'pyarrow', 'analysis.store') if m in sys.modules))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
