@@ -38,6 +38,7 @@ fuzz: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check proxy replay analysis infertap tests bench
+	$(BIN)/mypy
 
 install: $(STAMP)
 

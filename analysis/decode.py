@@ -124,7 +124,7 @@ class _Decoder:
         self.run = {"run_id": rec.get("run_id"), "recorder": recorder.get("kind"), "recorder_id": recorder_id,
                     "wall_ns": round(wall * 1e9) if wall else None}  # fmt: skip
         if rec.get("run_id") not in self.runs_seen:
-            self.runs_seen.add(rec.get("run_id"))
+            self.runs_seen.add(str(rec.get("run_id")))
             self.sinks["runs"].add((self.capture, rec.get("capture_id"), rec.get("run_id"), recorder.get("kind"), recorder_id, wall,
                                     recorder.get("upstream"), _dump(rec.get("labels")), _dump(rec.get("host"))))  # fmt: skip
 
@@ -140,7 +140,7 @@ class _Decoder:
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
         body = rec.get("request_body") or b""
         if request.generation:
-            self.prompts.append((sent_wall_ns, rec.get("seq", 0), xid, body))
+            self.prompts.append((sent_wall_ns, rec.get("seq", 0), str(xid), body))
         self._request_row(xid, request, body)
 
         parsed = read_response(rec) if chunks else Output(request.api, error="no response body")
@@ -177,7 +177,7 @@ class _Decoder:
         ))  # fmt: skip
 
     def engine(self, rec: dict[str, Any]) -> None:
-        facts = rec.get("facts") if isinstance(rec.get("facts"), dict) else {}
+        facts: dict[str, Any] = rec["facts"] if isinstance(rec.get("facts"), dict) else {}
         values = {k: (f.get("value") if isinstance(f, dict) else f) for k, f in facts.items()}
         values.setdefault("version", rec.get("version"))
         self.sinks["engines"].add((
@@ -192,7 +192,7 @@ class _Decoder:
         ids = pt.get("ids") if isinstance(pt.get("ids"), list) else None
         if ids is not None:
             try:  # 4 bytes a token instead of a list of ints: a capture's prompts stay small in memory
-                self.prompt_ids[rec.get("exchange_id")] = array("I", ids).tobytes()
+                self.prompt_ids[str(rec.get("exchange_id"))] = array("I", ids).tobytes()
             except (OverflowError, TypeError):
                 pass  # not token ids as any tokenizer makes them: this request has none
         self.sinks["enrichments"].add((

@@ -50,9 +50,9 @@ def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
     a_by_id = {x["id"]: x for x in a}
     b_by_id = {x["id"]: x for x in b}
     for y in b:
-        take(a_by_id.get(y.get("source_id")), y, "replay link")  # type: ignore[arg-type]
+        take(a_by_id.get(y.get("source_id")), y, "replay link")
     for x in a:
-        take(x, b_by_id.get(x.get("source_id")), "replay link")  # type: ignore[arg-type]
+        take(x, b_by_id.get(x.get("source_id")), "replay link")
     shared: dict[tuple[str, int], deque[dict[str, Any]]] = defaultdict(deque)
     for y in b:
         if y["id"] not in used_b and y.get("source_id"):

@@ -31,7 +31,7 @@ def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
 def longest_earlier_prefixes(items: Sequence[Sequence[Any]]) -> list[int]:
     """For each item, the longest prefix shared with any item before it in ``items`` (0 for the first)."""
     n = len(items)
-    order = sorted(range(n), key=items.__getitem__)
+    order = sorted(range(n), key=items.__getitem__)  # type: ignore[arg-type]  # the items are comparable sequences
     position = [0] * n
     for p, i in enumerate(order):
         position[i] = p

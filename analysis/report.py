@@ -68,7 +68,7 @@ def _axes(xticks: Sequence[float] | None, yticks: Sequence[float], xlabel: str, 
         parts.append(f'<line x1="{LEFT - 4}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="#444"/>'
                      f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{number(t)}</text>')  # fmt: skip
     for t in xticks or ():
-        x = _x(t, xticks)
+        x = _x(t, xticks or ())
         parts.append(f'<line x1="{x:.1f}" y1="{H - BOTTOM}" x2="{x:.1f}" y2="{H - BOTTOM + 4}" stroke="#444"/>'
                      f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{number(t)}</text>')  # fmt: skip
     mid = TOP + PLOT_H / 2

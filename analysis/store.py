@@ -127,12 +127,13 @@ class Analysis:
                 select = f"SELECT * FROM {name}"
             else:
                 target, options = out / name, f", PARTITION_BY ({partition_by}), OVERWRITE true"
-                select = self._with_partition_key(name, partition_by)
+                keyed = self._with_partition_key(name, partition_by)
+                select = keyed or f"SELECT * FROM {name}"
                 # The captures table spans recorders; an empty table would leave no file, hence no schema.
-                if select is None or not self.count(name):
+                if keyed is None or not self.count(name):
                     shutil.rmtree(target, ignore_errors=True)
                     target.mkdir()
-                    target, options, select = target / "data_0.parquet", "", select or f"SELECT * FROM {name}"
+                    target, options = target / "data_0.parquet", ""
             self.con.execute(f"COPY ({select}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd{options})")
             counts[name] = self.count(name)
         return counts

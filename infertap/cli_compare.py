@@ -113,14 +113,14 @@ def print_comparison(r: dict[str, Any]) -> None:
     if cfg["snapshot_missing"]:
         say(f"no engine snapshot in {' and '.join(cfg['snapshot_missing'])}: recorded with --no-probe, or the probe failed", "yellow")
     table = Table("fact", "A", "B", title="engine snapshots: what differs (unknown: not exposed by that engine)", title_justify="left")
-    for row in sorted(cfg["snapshots"], key=lambda row: row["unknown"]):  # known on both sides first
-        if row["differs"]:
-            table.add_row(row["fact"], _fmt(row["a"]), _fmt(row["b"]), style=None if row["unknown"] else "bold")
+    for fact in sorted(cfg["snapshots"], key=lambda f: f["unknown"]):  # known on both sides first
+        if fact["differs"]:
+            table.add_row(fact["fact"], _fmt(fact["a"]), _fmt(fact["b"]), style=None if fact["unknown"] else "bold")
     console.print(table)
     if cfg["settings"]:
         table = Table("setting", "A (source)", "B (source)", "exchanges", title="effective sampling settings that differ", title_justify="left")
-        for row in cfg["settings"]:
-            table.add_row(row["setting"], row["a"], row["b"], str(row["exchanges"]), style="bold")
+        for setting in cfg["settings"]:
+            table.add_row(setting["setting"], setting["a"], setting["b"], str(setting["exchanges"]), style="bold")
         console.print(table)
     else:
         say("effective sampling settings: no difference found" + ("" if r["divergence"]["pairs"] else " (no enrichment)"))

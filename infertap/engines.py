@@ -67,12 +67,19 @@ class Process:
         return self.popen.returncode
 
 
+def _program(proc: Process) -> str:
+    """The program a process runs, for messages."""
+    args = proc.popen.args
+    first = args[0] if isinstance(args, (list, tuple)) and args else args
+    return os.fsdecode(first) if isinstance(first, (str, bytes, os.PathLike)) else str(first)
+
+
 def _wait(proc: Process, ready: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll ``ready`` until it holds; fail with the process's own output if it dies or times out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.popen.poll() is not None:
-            raise EngineError(f"{proc.popen.args[0]} exited with {proc.popen.returncode}:\n{proc.log_tail()}")
+            raise EngineError(f"{_program(proc)} exited with {proc.popen.returncode}:\n{proc.log_tail()}")
         if ready():
             return
         time.sleep(0.1)

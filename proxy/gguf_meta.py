@@ -46,7 +46,7 @@ def _read(path: str, mtime_ns: int, size: int) -> GGUFFacts:
 
     reader = gguf.GGUFReader(path)
 
-    def value(key: str):  # type: ignore[no-untyped-def]
+    def value(key: str):
         field = reader.fields.get(key)
         return field.contents() if field is not None else None
 

@@ -145,7 +145,7 @@ def serve(
             access_log=False,
             server_header=False,  # the client sees the engine's headers, not ours
             date_header=False,
-            timeout_graceful_shutdown=config.graceful_timeout,
+            timeout_graceful_shutdown=config.graceful_timeout,  # type: ignore[arg-type]  # seconds, any number
             timeout_keep_alive=30,
         )
         server = _Server(uv_config, (lambda: on_ready(listen, writer)) if on_ready else None)

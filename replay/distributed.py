@@ -292,7 +292,7 @@ def _merge_summaries(results: dict[int, dict[str, Any]], clocks: list[tuple[floa
         workers.append({"shard": k, "host": r["host"], "pid": r["pid"], "recorder_id": r["recorder_id"], "items": s["total"],
                         "sent": s["sent"], "completed": r["summary"]["completed"], "lag_ms": r["summary"]["lag_ms"],
                         "requests_per_s": _rate(s["intervals"]),
-                        "clock_offset_ms": clocks[k][0] * 1e3, "clock_rtt_ms": None if clocks[k][1] is None else clocks[k][1] * 1e3})  # fmt: skip
+                        "clock_offset_ms": clocks[k][0] * 1e3, "clock_rtt_ms": None if (rtt := clocks[k][1]) is None else rtt * 1e3})  # fmt: skip
     merged.ends, merged.statuses = ends, statuses
     span = (max(e for _, e in merged.intervals) - min(s for s, _ in merged.intervals)) / 1e9 if merged.intervals else 0.0
     summary = summarize(merged, span)

@@ -159,9 +159,11 @@ class Replay:
         else:
             await sleep_until(t0_mono)
             for item in self.items:
-                limit = self.schedule.limit(item)
+                def room(limit: int = self.schedule.limit(item)) -> bool:
+                    return self.stats.in_flight < limit
+
                 async with self._slots:
-                    await self._slots.wait_for(lambda limit=limit: self.stats.in_flight < limit)
+                    await self._slots.wait_for(room)
                 self._spawn(item, self.writer.elapsed_ns())
 
     def _spawn(self, item: Item, scheduled_ns: int) -> None:

@@ -48,7 +48,7 @@ def split(items: list[Item], n: int) -> list[Shard]:
         indexes.sort()
         local = {g: i for i, g in enumerate(indexes)}
         shard_items = [
-            replace(items[g], index=i, parent=None if items[g].parent is None else local[items[g].parent])
+            replace(items[g], index=i, parent=None if (parent := items[g].parent) is None else local[parent])
             for i, g in enumerate(indexes)
         ]  # fmt: skip
         shards.append(Shard(k, shard_items, indexes))

@@ -148,12 +148,11 @@ def _conversation(record: dict[str, Any]) -> Conversation:
     request = read_request(record)
     if not request.generation or not request.turns:
         return Conversation(request.api)
-    out = read_response(record) if 200 <= (record.get("status") or 0) < 300 else None
-    answered = out is not None and out.readable and out.error_message is None
-    return Conversation(
-        request.api, request.turns, out.reply() if answered else None,
-        out.response_id if out is not None else None, request.previous_response_id,
-    )  # fmt: skip
+    if not 200 <= (record.get("status") or 0) < 300:
+        return Conversation(request.api, request.turns, previous_response_id=request.previous_response_id)
+    out = read_response(record)
+    answered = out.readable and out.error_message is None
+    return Conversation(request.api, request.turns, out.reply() if answered else None, out.response_id, request.previous_response_id)
 
 
 def load(
@@ -218,7 +217,7 @@ def load(
     link_conversations(items, conversations)
     if repeat > 1:
         span = max(i.offset_ns for i in items) + 1_000_000
-        copies = []
+        copies: list[Item] = []
         for k in range(1, repeat):
             for it in items:
                 copies.append(Item(**{**it.__dict__, "index": len(items) + len(copies), "offset_ns": it.offset_ns + k * span,

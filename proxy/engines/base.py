@@ -124,7 +124,7 @@ class Engine:
     def model_ids(self) -> list[str]:
         ep = self.get("/v1/models")
         if ep.ok and isinstance(ep.json.get("data"), list):
-            return [m.get("id") for m in ep.json["data"] if isinstance(m, dict) and m.get("id")]
+            return [str(m["id"]) for m in ep.json["data"] if isinstance(m, dict) and m.get("id")]
         return []
 
     def facts(self) -> dict[str, dict[str, Any]]:

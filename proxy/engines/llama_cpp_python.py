@@ -35,7 +35,7 @@ def _compiled(template: str) -> Any:
     class IgnoreGenerationTags(jinja2.ext.Extension):
         tags = {"generation"}
 
-        def parse(self, parser):  # type: ignore[no-untyped-def]
+        def parse(self, parser):
             parser.stream.skip(1)
             return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
@@ -217,14 +217,14 @@ class LlamaCppPython(Engine):
                 ids = ids[1:]
             return Tokens(ids, f"{template} + /extras/tokenize", prompt)
         if path in _PROMPT_PATHS:
-            prompt = request.get("prompt")
-            if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
-                return Tokens(list(prompt), "request (token ids sent by the client)")
-            if isinstance(prompt, str):
-                local = self._tokenize_local(prompt, chat=False)
+            given = request.get("prompt")
+            if isinstance(given, list) and all(isinstance(t, int) for t in given):
+                return Tokens(list(given), "request (token ids sent by the client)")
+            if isinstance(given, str):
+                local = self._tokenize_local(given, chat=False)
                 if local is not None:
                     return Tokens(local[0], local[1])
-                ids = self._tokenize(prompt)
+                ids = self._tokenize(given)
                 return Tokens(ids, "llama-cpp-python /extras/tokenize" if ids is not None else f"llama-cpp-python /extras/tokenize failed: {self.last_error}")
         return Tokens(None, f"no prompt to tokenize for {path}")
 
