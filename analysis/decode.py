@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from infertap.apis import Output, Request, decoded_chunks, read_request, read_response
+from infertap.apis import Output, Request, decoded_chunks, read_request, read_response, stream_done
 from proxy import CaptureReader
 from proxy.jsonable import jsonable
 
@@ -68,18 +68,6 @@ def _int(value: Any) -> int | None:
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-_FINAL_EVENTS = ("message_stop", "response.completed")  # Anthropic, OpenAI Responses
-
-
-def stream_done(chunks: list[bytes], out: Output) -> bool:
-    """Whether the body carried its stream's own end marker: SSE ``[DONE]``, Ollama's ``"done": true``,
-    Anthropic's ``message_stop`` or the Responses API's ``response.completed``."""
-    if b"".join(chunks[-3:]).rstrip().endswith(b"[DONE]"):
-        return True
-    last = out.events[-1].obj if out.events else None
-    return isinstance(last, dict) and (last.get("done") is True or last.get("type") in _FINAL_EVENTS)
 
 
 def _server_timings(parsed: Output) -> tuple[Any, ...]:

@@ -8,7 +8,7 @@ answer. Imports nothing of the rest of infertap: the capture's bytes are all it 
 """
 
 from .body import decoded_chunks, ended_by_marker, header
-from .read import APIS, api_for, json_body, read_request, read_response
+from .read import APIS, api_for, json_body, read_request, read_response, stream_done
 from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
 from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments
 
@@ -34,4 +34,5 @@ __all__ = [
     "read_request",
     "read_response",
     "sampling_fields",
+    "stream_done",
 ]

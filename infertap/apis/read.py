@@ -100,6 +100,19 @@ def read_response(record: dict[str, Any], api: Api | None = None) -> Output:
     return out
 
 
+_FINAL_EVENTS = ("message_stop", "response.completed")  # Anthropic, OpenAI Responses
+
+
+def stream_done(pieces: list[bytes], out: Output) -> bool:
+    """Whether a read body carried its stream's own end marker: SSE ``[DONE]``, Ollama's
+    ``"done": true``, Anthropic's ``message_stop`` or the Responses API's ``response.completed``
+    (``pieces``: the decoded chunks)."""
+    if b"".join(pieces[-3:]).rstrip().endswith(b"[DONE]"):
+        return True
+    last = out.events[-1].obj if out.events else None
+    return isinstance(last, dict) and (last.get("done") is True or last.get("type") in _FINAL_EVENTS)
+
+
 def _loads(data: str) -> Any:
     try:
         return json.loads(data)
