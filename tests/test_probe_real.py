@@ -72,9 +72,12 @@ def test_the_two_engines_differ_on_the_same_request_and_the_snapshots_say_why(en
         reply = httpx.post(f"{url}/v1/chat/completions", json={**QUESTION, **extra}, timeout=120).json()
         return reply["choices"][0]["message"]["content"].split("\n")[0]
 
-    assert first_line(engine.url) != first_line(llama_server_engine.url)
+    # llama-server computes the prompt afresh: a prefix cached by an earlier test in its slots
+    # changes the arithmetic enough to move a greedy answer ("32" vs "32."; docs/engines.md).
+    fresh = {"cache_prompt": False}
+    assert first_line(engine.url) != first_line(llama_server_engine.url, **fresh)
     # Pin the one default that differs, and the answers agree.
-    assert first_line(engine.url, repeat_penalty=penalty_b) == first_line(llama_server_engine.url)
+    assert first_line(engine.url, repeat_penalty=penalty_b) == first_line(llama_server_engine.url, **fresh)
 
 
 @pytest.mark.parametrize("which", ["engine", "llama_server_engine"])
