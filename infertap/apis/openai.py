@@ -17,16 +17,19 @@ class Chat(Api):
     }  # fmt: skip
 
     def event(self, obj: dict[str, Any]) -> Delta:
+        # Run once per streamed chunk of every chat exchange decoded: fields set only when present.
         choices = obj.get("choices")
-        usage = obj.get("usage")
-        d = Delta(
-            known=choices is not None or obj.get("object") in _OBJECTS,
-            usage=usage if isinstance(usage, dict) and usage else None,
-            model=obj.get("model") if isinstance(obj.get("model"), str) else None,
-            response_id=obj.get("id") if isinstance(obj.get("id"), str) else None,
-            system_fingerprint=obj.get("system_fingerprint") or None,
-            timings=obj["timings"] if isinstance(obj.get("timings"), dict) else None,  # llama-server adds them
-        )
+        d = Delta(known=choices is not None or obj.get("object") in _OBJECTS)
+        if (usage := obj.get("usage")) and isinstance(usage, dict):
+            d.usage = usage
+        if isinstance(model := obj.get("model"), str):
+            d.model = model
+        if isinstance(rid := obj.get("id"), str):
+            d.response_id = rid
+        if fingerprint := obj.get("system_fingerprint"):
+            d.system_fingerprint = fingerprint
+        if isinstance(timings := obj.get("timings"), dict):  # llama-server adds them
+            d.timings = timings
         if not isinstance(choices, list):
             return d
         calls: list[ToolCallPart] = []

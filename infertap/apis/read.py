@@ -91,7 +91,7 @@ def read_response(record: dict[str, Any], api: Api | None = None) -> Output:
     if pieces is None:
         return Output(api.name, error="cannot decode the response's content-encoding")
     how = framing(record, head_of(pieces))
-    events = [Event(p.chunk, p.data, Delta(), _loads(p.data)) for p in timed_payloads(record, pieces, how)]
+    events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in timed_payloads(record, pieces, how)]
     out = fold(api, events, how)
     if not out.readable:
         other = sniff(events)
@@ -141,6 +141,7 @@ def sniff(events: list[Event]) -> Api | None:
     return None
 
 
+_NOTHING = Delta()  # what an event that is not a JSON object says (shared: never changed)
 _NOT_JSON = {"sse": "an SSE event is not JSON", "ndjson": "an NDJSON line is not JSON", "json": "the body is not JSON"}
 
 
@@ -153,18 +154,23 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     usage: dict[str, Any] = {}
     ids: list[int] = []
     finish: str | None = None
+    model = response_id = fingerprint = error_message = None
+    timings: dict[str, Any] | None = None
+    durations: dict[str, Any] | None = None
     for event in events:
         obj = event.obj
         if not isinstance(obj, dict):
-            event.delta = Delta()
+            event.delta = _NOTHING
             out.error = out.error or _NOT_JSON[how]
             continue
         d = event.delta = api.event(obj)
         if not d.known and (message := error_of(obj)) is not None:
             d.known, d.error = True, message
         out.readable = out.readable or d.known
-        text.append(d.content)
-        reasoning.append(d.reasoning)
+        if d.content:
+            text.append(d.content)
+        if d.reasoning:
+            reasoning.append(d.reasoning)
         for part in d.tool_calls:
             slot = calls.setdefault(part.index, {"id": None, "name": "", "arguments": ""})
             slot["id"] = part.id or slot["id"]
@@ -176,14 +182,17 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if d.usage:
             usage.update((k, v) for k, v in d.usage.items() if v is not None)
         finish = d.finish_reason or finish
-        out.model = d.model or out.model
-        out.response_id = out.response_id or d.response_id
-        out.system_fingerprint = d.system_fingerprint or out.system_fingerprint
+        model = d.model or model
+        response_id = response_id or d.response_id
+        fingerprint = d.system_fingerprint or fingerprint
         # llama-server adds its timings to the last event of any API it serves.
-        out.timings = d.timings or (obj["timings"] if isinstance(obj.get("timings"), dict) else None) or out.timings
-        out.durations = d.durations or out.durations
-        out.error_message = d.error or out.error_message
-        ids.extend(d.token_ids or ())
+        timings = d.timings or (obj["timings"] if isinstance(obj.get("timings"), dict) else None) or timings
+        durations = d.durations or durations
+        error_message = d.error or error_message
+        if d.token_ids:
+            ids.extend(d.token_ids)
+    out.model, out.response_id, out.system_fingerprint, out.error_message = model, response_id, fingerprint, error_message
+    out.timings, out.durations = timings, durations
     out.events = events
     out.text, out.reasoning = "".join(text), "".join(reasoning)
     out.tool_calls = [calls[k] for k in sorted(calls)]
