@@ -13,13 +13,12 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import hashlib
-import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infertap.apis import Turn, read_request, read_response
+from infertap.apis import Request, Turn, read_request, read_response
 from proxy import CaptureReader
 from proxy.errors import InfertapError
 
@@ -144,8 +143,7 @@ def link_conversations(items: list[Item], conversations: list[Conversation]) -> 
             continuations[digests[-1]] = i
 
 
-def _conversation(record: dict[str, Any]) -> Conversation:
-    request = read_request(record)
+def _conversation(record: dict[str, Any], request: Request) -> Conversation:
     if not request.generation or not request.turns:
         return Conversation(request.api)
     if not 200 <= (record.get("status") or 0) < 300:
@@ -185,22 +183,19 @@ def load(
         r = records[i]
         if r.get("end") == "refused":
             continue  # infertap refused it; the engine never saw it
-        try:
-            body = json.loads(r["request_body"]) if r["request_body"][:1] == b"{" else None
-        except ValueError:
-            body = None
+        request = read_request(r)  # the body parsed once, for the model and the conversation
         offset = starts[i] - first
         duration = r["sent_ns"] - r["start_ns"] + r.get("end_ns", 0)
         item = Item(
             index=len(items), source_id=r["id"], method=r["method"], path=r["path"], query=r["query"],
             headers=r["request_headers"], body=r["request_body"], offset_ns=offset, duration_ns=duration,
-            session=r.get("session"), model=body.get("model") if isinstance(body, dict) else None,
+            session=r.get("session"), model=request.model,
             status=r.get("status"), settings=enrich.get(r["id"]),
         )  # fmt: skip
         if filters and not filters.keep(item):
             continue
         items.append(item)
-        conversations.append(_conversation(r))
+        conversations.append(_conversation(r, request))
         intervals.append((offset, offset + duration))
     if limit is not None:
         items, conversations, intervals = items[:limit], conversations[:limit], intervals[:limit]
