@@ -28,7 +28,7 @@ _HOME = {
     "cached_capture": ".cache",
     "find_captures": ".sources",
     "speed_stats": ".stats",
-    "__version__": "proxy",
+    "__version__": "infertap.version",
 }
 
 __all__ = ["GROUPINGS", "VIEWS", *_HOME]

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proxy import CaptureCorruptError, CaptureReader, InfertapError
+from infertap.capture.errors import CaptureCorruptError
+from infertap.capture.reader import CaptureReader
+from infertap.errors import InfertapError
 
 from .decode import DECODE_VERSION, decode_capture
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from infertap.apis import read_request, read_response
+from infertap.capture.reader import CaptureReader
 from infertap.quantiles import quantile
-from proxy import CaptureReader
 
 from .configdiff import prompt_diff, settings_diff, snapshot_diff
 from .divergence import first_divergence, kl_shared_prefix, logprob_positions, similarity, text_diff, tool_call_diff

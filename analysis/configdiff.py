@@ -34,7 +34,7 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
     rows = [{"fact": "kind", "a": a.get("kind") if a else None, "b": b.get("kind") if b else None}]
     rows += [{"fact": name, "a": _value(a, name), "b": _value(b, name)} for name in SNAPSHOT_FACTS]
     da, db = _value(a, "defaults") or {}, _value(b, "defaults") or {}
-    from proxy.engines.base import SAMPLING, canonical
+    from infertap.engines.base import SAMPLING, canonical
 
     ca = {canonical(k): v for k, v in da.items()}
     cb = {canonical(k): v for k, v in db.items()}

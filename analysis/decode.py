@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from infertap.apis import Output, Request, decoded_chunks, read_request, read_response, stream_done
-from proxy import CaptureReader
-from proxy.jsonable import jsonable
+from infertap.capture.jsonable import jsonable
+from infertap.capture.reader import CaptureReader
 
 from .prefix import longest_earlier_prefixes
 from .schema import ENGINE_FACTS, TABLES

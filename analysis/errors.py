@@ -9,7 +9,7 @@ InfertapError
 
 from __future__ import annotations
 
-from proxy import InfertapError
+from infertap.errors import InfertapError
 
 
 class AnalysisError(InfertapError):

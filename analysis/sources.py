@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from proxy.writer import SEGMENT_SUFFIX, segment_paths
+from infertap.capture.segments import SEGMENT_SUFFIX, segment_paths
 
 from .errors import NoCapturesError
 

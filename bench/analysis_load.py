@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from proxy import CaptureWriter
+from infertap.capture.writer import CaptureWriter
 
 WORDS = [b"The", b" answer", b" is", b" four", b".", b" Hello", b" there", b"!", b" Sure", b","]
 DELTA = b'data: {"object":"chat.completion.chunk","model":"bench","choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}\n\n'
@@ -67,7 +67,7 @@ def build(path: Path, n: int, seed: int) -> None:
 
 def measure(captures: list[str], cache: str) -> dict[str, float]:
     """One phase in this process: load, then stats; the caller runs it in a fresh process."""
-    from analysis import Analysis, speed_stats
+    from infertap.analysis import Analysis, speed_stats
 
     t0 = time.perf_counter()
     with Analysis(captures, cache_dir=cache) as a:

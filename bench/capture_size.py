@@ -21,12 +21,12 @@ from pathlib import Path
 
 import msgpack
 import zstandard
+from infertap.proxy.upstream import UpstreamClient
 
-from infertap.engines import llama_server, recorder
-from proxy import CaptureReader
-from proxy.framing import HEAD_SIZE
-from proxy.info import summarize
-from proxy.upstream import UpstreamClient
+from infertap.capture.framing import HEAD_SIZE
+from infertap.capture.info import summarize
+from infertap.capture.reader import CaptureReader
+from infertap.launch import llama_server, recorder
 
 _TOPICS = ["the sea", "a library", "rain", "trains", "bread", "a city at night", "mountains", "a garden", "winter", "music"]
 _ASKS = ["Write two sentences about {}.", "List three facts about {}.", "Describe {} to a child.", "Give a short poem on {}.",

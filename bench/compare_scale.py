@@ -16,8 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from analysis.compare import compare
-from proxy import CaptureWriter
+from infertap.analysis.compare import compare
+
+from infertap.capture.writer import CaptureWriter
 
 
 def build(path: Path, n: int, text: str) -> None:

@@ -143,7 +143,7 @@ def main() -> None:
     parser.add_argument("--gguf", help="the model file (default: the embedded SmolLM2 GGUF)")
     args = parser.parse_args()
     if args.gguf is None:
-        from infertap.engines import smollm2_gguf
+        from infertap.launch import smollm2_gguf
 
         args.gguf = smollm2_gguf()
     print(json.dumps(write_hf_tokenizer(args.gguf, args.out), indent=1))

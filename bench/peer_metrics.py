@@ -61,11 +61,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from infertap.analysis import Analysis
 
-from analysis import Analysis
 from bench.gguf_tokenizer import compare_with_engine, engine_ids, write_hf_tokenizer
-from infertap.engines import SMOLLM2_ALIAS, EngineError, Process, llama_server, recorder, smollm2_gguf
-from proxy import CaptureReader
+from infertap.capture.reader import CaptureReader
+from infertap.launch import SMOLLM2_ALIAS, EngineError, Process, llama_server, recorder, smollm2_gguf
 
 _TOPICS = ["the sea", "a library", "rain", "trains", "bread", "a city at night", "mountains", "a garden", "winter", "music"]
 _ASKS = ["Write two sentences about {}.", "List three facts about {}.", "Describe {} to a child.", "Give a short poem on {}.",

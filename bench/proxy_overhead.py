@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from infertap.proxy.upstream import UpstreamClient
 
-from infertap.engines import free_port
-from proxy.upstream import UpstreamClient
+from infertap.launch import free_port
 
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -231,7 +231,7 @@ def main() -> None:
             finally:
                 target.stop()
             if capture is not None and capture.exists():
-                from proxy.info import summarize
+                from infertap.capture.info import summarize
 
                 s = summarize(capture)
                 row["capture_bytes_per_exchange"] = s["bytes_on_disk"] / max(1, s["exchanges"])

@@ -29,10 +29,11 @@ import time
 from pathlib import Path
 
 import httpx
+from infertap.replay import Schedule, run_replay
 
-from infertap.engines import free_port
-from proxy import CaptureReader, CaptureWriter
-from replay import Schedule, run_replay
+from infertap.capture.reader import CaptureReader
+from infertap.capture.writer import CaptureWriter
+from infertap.launch import free_port
 
 
 def _capture(path: Path, rate: float, seconds: float, **params: object) -> int:

@@ -26,11 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from infertap.replay import Schedule, run_replay
+
 from bench.proxy_overhead import _cpu_s, _pct, _wait
 from bench.replay_lag import _capture
-from infertap.engines import free_port
-from proxy import CaptureReader
-from replay import Schedule, run_replay
+from infertap.capture.reader import CaptureReader
+from infertap.launch import free_port
 
 
 def _replay(capture: Path, url: str, out: Path, schedule: Schedule, upstream_pid: int) -> tuple[dict, float, float, float]:

@@ -22,8 +22,8 @@ from pathlib import Path
 import httpx
 
 from bench.proxy_overhead import _rss_mb, _wait
-from infertap.engines import free_port
-from proxy.info import summarize
+from infertap.capture.info import summarize
+from infertap.launch import free_port
 
 
 async def drive(url: str, total: int, concurrency: int, pid: int, samples: list[tuple[int, float]]) -> tuple[int, int]:

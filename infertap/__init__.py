@@ -1,18 +1,70 @@
 """infertap: record, replay and diff LLM inference traffic.
 
-The work happens in the ``proxy`` (recording, capture format), ``replay`` and ``analysis``
-packages; this package holds the ``infertap`` command, the API adapters (``infertap.apis``) and
-the helpers that start real engines. Importing it loads none of them.
+The library API, one namespace (the command line is a thin layer over it)::
+
+    from infertap import CaptureReader, RecordConfig, serve, run_replay, Analysis, compare
+
+Where each part lives: ``infertap.capture`` (the format: reader, writer, records, redaction),
+``infertap.apis`` (what each inference API's bytes mean), ``infertap.engines`` (engine adapters,
+probing, enrichment), ``infertap.proxy`` (the recording proxy), ``infertap.mitm`` (HTTPS proxy
+addon, HAR / flow import), ``infertap.replay``, ``infertap.analysis``, ``infertap.cli``.
+
+Names load on first use (PEP 562): importing infertap, or one part of it, loads nothing of the
+others, so reading a capture never pulls in the proxy's server or DuckDB.
 """
 
+from importlib import import_module
 from typing import Any
 
-__all__ = ["__version__"]
+#: Where each public name lives.
+_HOME = {
+    "__version__": ".version",
+    # errors
+    "InfertapError": ".errors",
+    "UpstreamError": ".errors",
+    "CaptureError": ".capture",
+    "CaptureCorruptError": ".capture",
+    "UnsupportedFormatError": ".capture",
+    "CaptureWriteError": ".capture",
+    # the capture format
+    "CaptureReader": ".capture",
+    "CaptureWriter": ".capture",
+    "Redactor": ".capture",
+    "TornTail": ".capture",
+    "read_records": ".capture",
+    # engines
+    "probe": ".engines.probe",
+    "enrich_capture": ".engines.enrich",
+    # recording
+    "RecordConfig": ".proxy.server",
+    "RecordResult": ".proxy.server",
+    "serve": ".proxy.server",
+    "MitmConfig": ".mitm.run",
+    "run_mitm": ".mitm.run",
+    "import_file": ".mitm.importer",
+    # replay
+    "ReplayConfig": ".replay",
+    "run_replay": ".replay",
+    "Schedule": ".replay",
+    "Filters": ".replay",
+    "Transforms": ".replay",
+    # analysis
+    "Analysis": ".analysis",
+    "speed_stats": ".analysis",
+    "compare": ".analysis.compare",
+    "write_report": ".analysis.report",
+}
+
+__all__ = list(_HOME)
 
 
-def __getattr__(name: str) -> Any:  # PEP 562: the version is looked up only when asked for
-    if name == "__version__":
-        from proxy.version import __version__
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'infertap' has no attribute {name!r}")
+    value = getattr(import_module(_HOME[name], __name__), name)
+    globals()[name] = value
+    return value
 
-        return __version__
-    raise AttributeError(f"module 'infertap' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

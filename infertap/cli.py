@@ -9,12 +9,14 @@ from typing import Any
 
 import click
 
-from proxy import CaptureError, CaptureReader, InfertapError, __version__
-from proxy.info import summarize
-from proxy.jsonable import dumps
-from proxy.redact import Redactor
-
+from .capture.errors import CaptureError
+from .capture.info import summarize
+from .capture.jsonable import dumps
+from .capture.reader import CaptureReader
+from .capture.redact import Redactor
+from .errors import InfertapError
 from .options import host_port, key_value
+from .version import __version__
 
 DEFAULT_CAPTURES = Path("captures")
 
@@ -95,7 +97,7 @@ def record(
     Point clients at the listen address instead of the engine (e.g. OPENAI_BASE_URL=http://127.0.0.1:8787/v1).
     Ctrl-C or SIGTERM stops it and closes the capture cleanly.
     """
-    from proxy.server import RecordConfig, bind, is_loopback, serve
+    from .proxy.server import RecordConfig, bind, is_loopback, serve
 
     host, port = listen
     config = RecordConfig(
@@ -160,7 +162,7 @@ def probe(url: str, as_json: bool, labels: dict[str, str], model_file: str | Non
     infertap probe http://127.0.0.1:8080
     infertap probe http://127.0.0.1:8000 --json --label gpu=H200
     """
-    from proxy.probe import probe as probe_engine
+    from .engines.probe import probe as probe_engine
 
     try:
         snap = probe_engine(url, labels=labels, model_file=model_file, timeout=timeout, headers=probe_headers)
@@ -218,7 +220,7 @@ def enrich(capture: Path, engine_url: str, model_file: str | None, labels: dict[
     Appends a run holding the engine's snapshot and one enrichment record per generation
     exchange; the exchanges themselves are not rewritten.
     """
-    from proxy.enrich import enrich_capture
+    from .engines.enrich import enrich_capture
 
     try:
         counts = enrich_capture(capture, engine_url, model_file=model_file, labels=labels, headers=probe_headers)

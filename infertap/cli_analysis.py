@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from analysis.groupings import GROUPINGS
-from proxy import InfertapError
-from proxy.jsonable import jsonable
+from .analysis.groupings import GROUPINGS
+from .capture.jsonable import jsonable
+from .errors import InfertapError
 
 if TYPE_CHECKING:
-    from analysis import Analysis, QueryResult
+    from .analysis import Analysis, QueryResult
 
 _SQL_START = re.compile(
     r"^\s*(select|with|from|describe|show|summarize|pivot|unpivot|explain|values|table|pragma|copy|create)\b", re.I
@@ -42,7 +42,7 @@ def _warn(message: str) -> None:
 def _opened(captures: tuple[str, ...], cache_dir: Path | None) -> Iterator[Analysis]:
     """The loaded captures; library errors become one-line CLI errors, torn tails warnings."""
     try:
-        from analysis import Analysis  # DuckDB and Arrow load here, not for --help
+        from .analysis import Analysis  # DuckDB and Arrow load here, not for --help
 
         analysis = Analysis(captures, cache_dir=cache_dir)
     except InfertapError as exc:
@@ -75,7 +75,7 @@ def stats(captures: tuple[str, ...], as_json: bool, by: tuple[str, ...], cache_d
     infertap stats 'captures/shard-*' --by model --json
     """
     with _opened(captures, cache_dir) as analysis:
-        from analysis import speed_stats
+        from .analysis import speed_stats
 
         result = speed_stats(analysis, by)
     if as_json:
@@ -225,7 +225,7 @@ def _repl(analysis: Analysis, fmt: str) -> None:
     stdin = sys.stdin
     interactive = stdin.isatty()
     if interactive:
-        from analysis import VIEWS
+        from .analysis import VIEWS
 
         click.echo(f"infertap sql: views {', '.join(VIEWS)}; end each query with ';', Ctrl-D to quit", err=True)
     for statement in _statements(stdin, interactive):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from proxy import InfertapError
+from .errors import InfertapError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -32,7 +32,7 @@ def compare(a: Path, b: Path, baseline: Path | None, extract: str | None, refere
     infertap compare captures/run-llamacpp captures/run-vllm
     infertap compare captures/a captures/b --baseline captures/a-again --extract number
     """
-    from analysis.compare import compare as run_compare
+    from .analysis.compare import compare as run_compare
 
     try:
         references = json.loads(reference.read_text()) if reference else None
@@ -58,7 +58,7 @@ def _fmt(v: Any) -> str:
 
 def _number(v: float, digits: int = 4, *, trim: bool = True) -> str:
     """Plain notation, never 1.289e+04, as the HTML report writes it."""
-    from analysis.report import number  # imported on use, as the commands import the analysis: --help stays quick
+    from .analysis.report import number  # imported on use, as the commands import the analysis: --help stays quick
 
     return number(v, digits, trim=trim)
 
@@ -176,7 +176,7 @@ def print_comparison(r: dict[str, Any]) -> None:
 @click.option("--extract", default=None, metavar="number|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs.")
 def report(a: Path, b: Path | None, out: Path, extract: str | None) -> None:
     """Write one self-contained HTML report (works offline) of run A, or of B compared with A."""
-    from analysis.report import write_report
+    from .analysis.report import write_report
 
     try:
         write_report(out, a, b, extract=extract)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from proxy import InfertapError
-
+from .errors import InfertapError
 from .options import host_port, key_value
 
 
@@ -30,8 +29,8 @@ def mitm(listen: tuple[str, int], mode: str, match: tuple[str, ...], out: Path |
     HTTPS_PROXY=http://127.0.0.1:8788 SSL_CERT_FILE=~/.mitmproxy/mitmproxy-ca-cert.pem my-agent ...
     infertap mitm --mode reverse:http://127.0.0.1:8080 --listen 127.0.0.1:8789
     """
-    from proxy.hostfacts import is_loopback
-    from proxy.mitm import MitmConfig, run_mitm
+    from .capture.hostfacts import is_loopback
+    from .mitm.run import MitmConfig, run_mitm
 
     label_map = labels
     host, port = listen
@@ -63,7 +62,7 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
     Chunk times are missing from such files: each response becomes one chunk, and the capture is
     marked as imported.
     """
-    from proxy.importer import import_file
+    from .mitm.importer import import_file
 
     out = out or Path("captures") / f"import-{_dt.datetime.now():%Y%m%d-%H%M%S}"
     try:

@@ -9,8 +9,7 @@ from typing import Any
 
 import click
 
-from proxy import InfertapError
-
+from .errors import InfertapError
 from .options import pairs
 
 
@@ -62,7 +61,7 @@ def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | No
     infertap replay captures/run1 --target http://127.0.0.1:8080 --rate 20 --poisson --set temperature=0 --pin-defaults
     infertap replay captures/agents --target http://gpu-node:8000 --ray ray://head:10001 --shards 16
     """
-    from replay import Filters, Schedule, Transforms, parse_value, run_replay
+    from .replay import Filters, Schedule, Transforms, parse_value, run_replay
 
     if concurrency is not None and rate is not None:
         raise click.UsageError("choose one of --concurrency and --rate")

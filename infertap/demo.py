@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from .engines import SMOLLM2_ALIAS, llama_cpp_python_server, llama_server, recorder, smollm2_gguf
+from .launch import SMOLLM2_ALIAS, llama_cpp_python_server, llama_server, recorder, smollm2_gguf
 
 
 def load_workload(*, quick: bool = False) -> dict[str, Any]:
@@ -100,10 +100,10 @@ def run_demo(
     keep: Callable[[str, str, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Record on A, replay on B, compare; returns the paths, the comparison and how to repeat each step."""
-    from analysis.compare import compare
-    from analysis.report import write_report
-    from proxy.probe import probe
-    from replay import run_replay
+    from .analysis.compare import compare
+    from .analysis.report import write_report
+    from .engines.probe import probe
+    from .replay import run_replay
 
     out.mkdir(parents=True, exist_ok=True)
     workload = load_workload(quick=quick)

@@ -1,40 +1,4 @@
-"""Recording: the capture format, its writer and reader, and the recording proxy.
-
-``replay`` and ``analysis`` build on this package; it imports neither.
+"""The recording proxy: an ASGI app in front of any engine (``app``), its lean HTTP/1.1 upstream
+client (``upstream``), and the server that runs both and closes the capture on every path
+(``server``). Imported as ``infertap.proxy``; the capture format it writes is ``infertap.capture``.
 """
-
-from .errors import (
-    CaptureCorruptError,
-    CaptureError,
-    CaptureWriteError,
-    InfertapError,
-    UnsupportedFormatError,
-    UpstreamBroken,
-    UpstreamError,
-    UpstreamTimeout,
-    UpstreamUnreachable,
-)
-from .reader import CaptureReader, TornTail, read_records
-from .records import END_REASONS, FORMAT_MAJOR, FORMAT_MINOR
-from .version import __version__
-from .writer import CaptureWriter
-
-__all__ = [
-    "END_REASONS",
-    "FORMAT_MAJOR",
-    "FORMAT_MINOR",
-    "CaptureCorruptError",
-    "CaptureError",
-    "CaptureReader",
-    "CaptureWriteError",
-    "CaptureWriter",
-    "InfertapError",
-    "TornTail",
-    "UnsupportedFormatError",
-    "UpstreamBroken",
-    "UpstreamError",
-    "UpstreamTimeout",
-    "UpstreamUnreachable",
-    "__version__",
-    "read_records",
-]

@@ -21,14 +21,14 @@ from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
 from infertap.apis import ended_by_marker
+from infertap.capture.records import new_id
+from infertap.capture.redact import Redactor
+from infertap.capture.writer import CaptureWriter
+from infertap.engines.trafficgate import TrafficGate
+from infertap.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 
-from .errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 from .looplag import LoopLag
-from .records import new_id
-from .redact import Redactor
-from .trafficgate import TrafficGate
 from .upstream import UpstreamClient, UpstreamHTTPError, UpstreamResponse, UpstreamTimeoutError
-from .writer import CaptureWriter
 
 log = logging.getLogger("infertap.proxy")
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import uvicorn
 
+from infertap.capture.hostfacts import is_loopback
+from infertap.capture.redact import Redactor
+from infertap.capture.writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
+from infertap.engines.enrich import Enricher
+from infertap.version import __version__
+
 from .app import RecordingProxy, build_app
-from .enrich import Enricher
-from .hostfacts import is_loopback
-from .redact import Redactor
-from .version import __version__
-from .writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
 
 log = logging.getLogger("infertap.proxy")
 

@@ -11,12 +11,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from proxy.engines import ProbeError
-from proxy.enrich import Enricher, enrich_capture
-from proxy.errors import InfertapError
-from proxy.probe import open_engine
-from proxy.redact import Redactor
-from proxy.writer import CaptureWriter
+from infertap.capture.redact import Redactor
+from infertap.capture.writer import CaptureWriter
+from infertap.engines import ProbeError
+from infertap.engines.enrich import Enricher, enrich_capture
+from infertap.engines.probe import open_engine
+from infertap.errors import InfertapError
 
 from .runner import Replay, ReplayStats
 from .schedule import Schedule

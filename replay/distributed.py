@@ -24,8 +24,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from proxy.errors import InfertapError
-from proxy.writer import CaptureWriter, capture_id_of, next_segment_index, segment_name, segment_paths
+from infertap.capture.reader import capture_id_of
+from infertap.capture.segments import next_segment_index, segment_name, segment_paths
+from infertap.capture.writer import CaptureWriter
+from infertap.errors import InfertapError
 
 from .runner import Replay, ReplayStats, summarize
 from .schedule import Schedule

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from infertap.proxy.upstream import UpstreamClient, UpstreamHTTPError, UpstreamResponse, UpstreamTimeoutError
+
+from infertap.capture.records import new_id
+from infertap.capture.redact import Redactor
+from infertap.capture.writer import CaptureWriter
 from infertap.quantiles import quantile
-from proxy.records import new_id
-from proxy.redact import Redactor
-from proxy.upstream import UpstreamClient, UpstreamHTTPError, UpstreamResponse, UpstreamTimeoutError
-from proxy.writer import CaptureWriter
 
 from .schedule import Schedule, sleep_until
 from .workload import Item

@@ -12,7 +12,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from proxy.errors import InfertapError
+from infertap.errors import InfertapError
 
 from .workload import Item
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.errors import InfertapError
-from proxy.redact import REDACTED
+from infertap.capture.redact import REDACTED
+from infertap.errors import InfertapError
 
 
 class TransformError(InfertapError):

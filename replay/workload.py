@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infertap.apis import Request, Turn, read_request, read_response
-from proxy import CaptureReader
-from proxy.errors import InfertapError
+from infertap.capture.reader import CaptureReader
+from infertap.errors import InfertapError
 
 
 class WorkloadError(InfertapError):

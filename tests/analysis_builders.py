@@ -7,7 +7,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from proxy import CaptureWriter
+from infertap.capture.writer import CaptureWriter
 
 MS = 1_000_000  # ns
 RECORDER = {"kind": "proxy", "upstream": "http://engine.test", "pid": 1}

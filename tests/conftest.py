@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from infertap.engines import Process, llama_cpp_python_server, llama_server, recorder, smollm2_gguf
-from proxy import CaptureReader
+from infertap.capture.reader import CaptureReader
+from infertap.launch import Process, llama_cpp_python_server, llama_server, recorder, smollm2_gguf
 from tests.fake_upstream import FakeUpstream, ServerThread
 
 

@@ -15,8 +15,7 @@ import time
 from typing import Any
 
 import uvicorn
-
-from proxy.server import bind
+from infertap.proxy.server import bind
 
 
 async def lifespan(receive: Any, send: Any) -> None:

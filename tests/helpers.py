@@ -6,7 +6,7 @@ from pathlib import Path
 
 import zstandard
 
-from proxy import CaptureReader
+from infertap.capture.reader import CaptureReader
 
 
 def decompressed_bytes(capture: Path) -> bytes:
@@ -20,7 +20,7 @@ def decompressed_bytes(capture: Path) -> bytes:
 
 def reseal_head(data: bytearray, start: int) -> None:
     """Recompute a block head's own checksum after editing its fields (as a writer of that version would)."""
-    from proxy.framing import HEAD_SIZE
+    from infertap.capture.framing import HEAD_SIZE
 
     struct.pack_into("<I", data, start + HEAD_SIZE - 4, zlib.crc32(bytes(data[start + 8 : start + HEAD_SIZE - 4])))
 
@@ -29,7 +29,7 @@ def write_capture(path: Path, exchanges: list[dict], *, enrichments: list[dict] 
     """A capture built by hand: each exchange dict gives what differs (offset_s, body, chunks, ...)."""
     import json as _json
 
-    from proxy import CaptureWriter
+    from infertap.capture.writer import CaptureWriter
 
     records = []
     with CaptureWriter(path, recorder={"kind": "proxy", "upstream": "http://127.0.0.1:9"}) as writer:

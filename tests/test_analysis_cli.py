@@ -12,8 +12,8 @@ import duckdb
 import pytest
 from click.testing import CliRunner, Result
 
+from infertap.capture.segments import segment_paths
 from infertap.cli import cli
-from proxy.writer import segment_paths
 from tests.analysis_builders import MS, body, event, exchange, sse, write_capture
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
+from infertap.analysis import Analysis, speed_stats
 
-from analysis import Analysis, speed_stats
 from infertap.apis import read_response
+from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
-from infertap.engines import SMOLLM2_ALIAS
-from proxy import CaptureReader
+from infertap.launch import SMOLLM2_ALIAS
 
 pytestmark = pytest.mark.engine
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from infertap.analysis import EXPORTED, Analysis, NoCapturesError, find_captures
 
-from analysis import EXPORTED, Analysis, NoCapturesError, find_captures
-from proxy import CaptureCorruptError, CaptureWriter, UnsupportedFormatError
-from proxy.framing import Block, iter_blocks
-from proxy.writer import segment_paths
+from infertap.capture.errors import CaptureCorruptError, UnsupportedFormatError
+from infertap.capture.framing import Block, iter_blocks
+from infertap.capture.segments import segment_paths
+from infertap.capture.writer import CaptureWriter
 from tests.analysis_builders import MS, RECORDER, body, enrichment, event, exchange, sse, write_capture
 from tests.helpers import reseal_head
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from infertap.analysis import Analysis, AnalysisError, speed_stats
+from infertap.analysis.prefix import common_prefix, longest_earlier_prefixes
 
-from analysis import Analysis, AnalysisError, speed_stats
-from analysis.prefix import common_prefix, longest_earlier_prefixes
 from tests.analysis_builders import JSON_HEADERS, body, enrichment, event, exchange, sse, write_capture
 
 

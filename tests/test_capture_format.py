@@ -1,4 +1,4 @@
-"""The capture format: writer, reader and block framing (see proxy/framing.py and design.md)."""
+"""The capture format: writer, reader and block framing (see infertap/capture/framing.py and design.md)."""
 
 from __future__ import annotations
 
@@ -19,20 +19,14 @@ import msgpack
 import pytest
 import zstandard
 
-from proxy import (
-    FORMAT_MAJOR,
-    FORMAT_MINOR,
-    CaptureCorruptError,
-    CaptureError,
-    CaptureReader,
-    CaptureWriteError,
-    CaptureWriter,
-    UnsupportedFormatError,
-)
-from proxy.writer import segment_paths
+from infertap.capture.errors import CaptureCorruptError, CaptureError, CaptureWriteError, UnsupportedFormatError
+from infertap.capture.reader import CaptureReader
+from infertap.capture.records import FORMAT_MAJOR, FORMAT_MINOR
+from infertap.capture.segments import segment_paths
+from infertap.capture.writer import CaptureWriter
 from tests.helpers import reseal_head
 
-# The block head, as documented in proxy/framing.py: a zstd skippable frame carrying
+# The block head, as documented in infertap/capture/framing.py: a zstd skippable frame carrying
 # magic, frame size, tag, major, minor, zlen, crc32 of the frame, crc32 of head bytes 8..24 (little
 # endian). Spelled out here on purpose, so a change of the on-disk layout shows up as a failing test.
 HEAD = struct.Struct("<II4sHHIII")
@@ -442,7 +436,7 @@ def test_damaged_last_block_of_an_earlier_segment_reads_as_torn_and_reading_goes
 
 @pytest.mark.parametrize("which", [0, 2, -1])
 def test_unknown_major_version_is_refused(tmp_path: Path, which: int) -> None:
-    from proxy.framing import Block, iter_blocks
+    from infertap.capture.framing import Block, iter_blocks
 
     cap = tmp_path / "cap"
     small_capture(cap, n=3)

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from infertap.capture.framing import HEAD_SIZE
+from infertap.capture.records import FORMAT_MINOR
+from infertap.capture.segments import segment_paths
+from infertap.capture.writer import CaptureWriter
 from infertap.cli import cli
-from proxy import CaptureWriter
-from proxy.framing import HEAD_SIZE
-from proxy.records import FORMAT_MINOR
-from proxy.writer import segment_paths
 from tests.helpers import reseal_head
 
 RECORDER = {"kind": "proxy", "upstream": "http://127.0.0.1:9", "pid": 1}

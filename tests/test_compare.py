@@ -8,10 +8,10 @@ import re
 
 import pytest
 from click.testing import CliRunner
+from infertap.analysis.compare import compare
+from infertap.analysis.errors import AnalysisError
+from infertap.analysis.report import render, ticks
 
-from analysis.compare import compare
-from analysis.errors import AnalysisError
-from analysis.report import render, ticks
 from infertap.cli import cli
 from infertap.cli_compare import print_comparison
 from tests.helpers import write_capture
@@ -114,8 +114,7 @@ def test_the_speed_table_fits_80_columns_in_plain_numbers(tmp_path, monkeypatch,
 def test_llama_cpp_python_against_llama_server_shows_the_setting_then_the_divergence(engine, llama_server_engine, record, gguf, tmp_path):
     """Same GGUF, same requests, temperature 0: the repeat_penalty default explains the answers."""
     import httpx
-
-    from replay import Schedule, run_replay
+    from infertap.replay import Schedule, run_replay
 
     rec = record(engine.url, "--model-file", str(gguf))
     for question in ["What is 17 + 25?", "What is 12 + 30?"]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from infertap.analysis.compare import compare
 
-from analysis.compare import compare
 from tests.helpers import write_capture
 
 
@@ -72,7 +72,7 @@ def test_two_bodies_no_adapter_reads_are_never_an_exact_match(tmp_path):
 
 def test_compare_and_stats_print_the_same_percentiles_for_the_same_exchanges(tmp_path):
     """One percentile definition (linear interpolation): compare's p99 of A is stats' p99 of A."""
-    from analysis import Analysis, speed_stats
+    from infertap.analysis import Analysis, speed_stats
 
     durations = [3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377]  # ms: p90 and p99 fall between order statistics
     xs = [{"body": {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}, "duration_ns": d * 1_000_000}

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
+from infertap.capture.info import summarize
 from infertap.demo import load_workload, references
-from proxy.info import summarize
 
 pytestmark = pytest.mark.engine
 

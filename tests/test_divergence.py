@@ -5,11 +5,17 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from analysis.configdiff import prompt_diff, settings_diff, snapshot_diff
-from analysis.divergence import first_divergence, kl_shared_prefix, logprob_positions, similarity, text_diff, tool_call_diff
-from analysis.extract import choice, extractor, json_value, number
-from analysis.pairing import pair
+from infertap.analysis.configdiff import prompt_diff, settings_diff, snapshot_diff
+from infertap.analysis.divergence import (
+    first_divergence,
+    kl_shared_prefix,
+    logprob_positions,
+    similarity,
+    text_diff,
+    tool_call_diff,
+)
+from infertap.analysis.extract import choice, extractor, json_value, number
+from infertap.analysis.pairing import pair
 
 
 def test_first_divergence():

@@ -16,10 +16,12 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from infertap.proxy.app import RecordingProxy, build_app
 
-from proxy import CaptureError, CaptureReader, CaptureWriter
-from proxy.app import RecordingProxy, build_app
-from proxy.redact import REDACTED, Redactor
+from infertap.capture.errors import CaptureError
+from infertap.capture.reader import CaptureReader
+from infertap.capture.redact import REDACTED, Redactor
+from infertap.capture.writer import CaptureWriter
 from tests.fake_upstream import ServerThread
 from tests.helpers import decompressed_bytes
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infertap.engines import free_port, recorder
-from proxy.hostfacts import is_loopback
+from infertap.capture.hostfacts import is_loopback
+from infertap.launch import free_port, recorder
 
 
 @pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.3.4.5", True), ("::1", True), ("[::1]", True),

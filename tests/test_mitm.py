@@ -15,9 +15,9 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from infertap.engines import free_port
-from proxy import CaptureReader
-from proxy.info import summarize
+from infertap.capture.info import summarize
+from infertap.capture.reader import CaptureReader
+from infertap.launch import free_port
 from tests.fake_upstream import FakeUpstream, ServerThread
 from tests.helpers import decompressed_bytes
 from tests.tls import self_signed

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from infertap.apis import read_response
 from infertap.cli import cli
-from infertap.engines import free_port
-from proxy.engines import ProbeError
-from proxy.engines.ollama import parse_parameters
-from proxy.enrich import Enricher, effective_settings
-from proxy.probe import open_engine, probe
+from infertap.engines import ProbeError
+from infertap.engines.enrich import Enricher, effective_settings
+from infertap.engines.ollama import parse_parameters
+from infertap.engines.probe import open_engine, probe
+from infertap.launch import free_port
 from tests.fake_engines import JSONRoutes, llama_server_app, ollama_app, sglang_app, vllm_app
 from tests.fake_upstream import ServerThread
 

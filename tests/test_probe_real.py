@@ -10,11 +10,11 @@ import llama_cpp
 import pytest
 from click.testing import CliRunner
 
+from infertap.capture.info import summarize
 from infertap.cli import cli
-from infertap.engines import SMOLLM2_ALIAS
-from proxy.gguf_meta import read_gguf
-from proxy.info import summarize
-from proxy.probe import probe
+from infertap.engines.gguf_meta import read_gguf
+from infertap.engines.probe import probe
+from infertap.launch import SMOLLM2_ALIAS
 
 pytestmark = pytest.mark.engine
 
@@ -177,8 +177,8 @@ def test_the_enricher_probes_and_warms_up_before_traffic_and_loads_the_tokenizer
     """Enricher.start() returns with the snapshot taken and the template and tokenizer loaded: that
     work holds the GIL in long stretches, so it must not happen beside a stream in flight. A
     re-probe reuses the tokenizer instead of loading it again."""
-    from proxy.engines import llama_cpp_python as lcp
-    from proxy.enrich import Enricher
+    from infertap.engines import llama_cpp_python as lcp
+    from infertap.engines.enrich import Enricher
 
     lcp._vocab.cache_clear()
     written: list[dict] = []

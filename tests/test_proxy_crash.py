@@ -10,7 +10,7 @@ import time
 
 import httpx
 
-from proxy.info import summarize
+from infertap.capture.info import summarize
 
 # What a SIGKILL may cost: exchanges that completed within this long before the kill. The writer
 # gathers for 5 ms before each write; the margin is for a loaded 2-core machine.

@@ -113,8 +113,8 @@ def test_the_recorders_event_loop_lag_is_in_every_footer_and_in_info(fake, recor
     """A capture says how coarse its own timestamps may be: the recorder's event-loop lag."""
     from click.testing import CliRunner
 
+    from infertap.capture.reader import CaptureReader
     from infertap.cli import cli
-    from proxy import CaptureReader
 
     app, url = fake
     rec = record(url, "--no-probe")

@@ -8,8 +8,8 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from infertap.engines import SMOLLM2_ALIAS
-from proxy.info import summarize
+from infertap.capture.info import summarize
+from infertap.launch import SMOLLM2_ALIAS
 from tests.helpers import decompressed_bytes
 
 pytestmark = pytest.mark.engine

@@ -48,7 +48,7 @@ def test_64_concurrent_streams_all_recorded_none_mixed(fake, record):
 
 
 def test_upstream_refused_gives_502_json_and_is_recorded(record):
-    from infertap.engines import free_port
+    from infertap.launch import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     rec = record(dead)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from proxy.redact import DEFAULT_HEADERS, DEFAULT_QUERY_PARAMS, REDACTED, Redactor
+from infertap.capture.redact import DEFAULT_HEADERS, DEFAULT_QUERY_PARAMS, REDACTED, Redactor
 
 SECRET = "sk-live-0123456789abcdefSECRET"
 SECRET_HEADERS = ["authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key", "cookie", "set-cookie"]

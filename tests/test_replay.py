@@ -11,12 +11,12 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from infertap.replay import Filters, ReplayError, Schedule, Transforms, run_replay
 
+from infertap.capture.info import summarize
+from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
-from infertap.engines import free_port
-from proxy import CaptureReader
-from proxy.info import summarize
-from replay import Filters, ReplayError, Schedule, Transforms, run_replay
+from infertap.launch import free_port
 from tests.helpers import decompressed_bytes, write_capture
 
 
@@ -318,7 +318,7 @@ def test_faults_during_a_replay_are_recorded_and_nothing_is_lost(tmp_path):
 
 def _parents(tmp_path, exchanges: list[dict]) -> dict[str, str | None]:
     """Which source exchange each one continues, as the workload links them (tag -> parent's tag)."""
-    from replay.workload import load
+    from infertap.replay.workload import load
 
     write_capture(tmp_path / "src", exchanges)
     items, _ = load(tmp_path / "src")

@@ -8,7 +8,7 @@ import time
 
 import httpx
 
-from proxy.hostfacts import gpu_facts
+from infertap.capture.hostfacts import gpu_facts
 from tests.fake_engines import JSONRoutes
 from tests.fake_upstream import ServerThread
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from proxy.trafficgate import TrafficGate
+from infertap.engines.trafficgate import TrafficGate
 
 
 def test_a_call_waits_for_the_stream_in_flight_and_new_requests_wait_for_the_call() -> None:

@@ -13,14 +13,8 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from infertap.proxy.upstream import _HIGH_WATER, UpstreamClient, UpstreamConnectError, UpstreamProtocolError, UpstreamTimeoutError
 
-from proxy.upstream import (
-    _HIGH_WATER,
-    UpstreamClient,
-    UpstreamConnectError,
-    UpstreamProtocolError,
-    UpstreamTimeoutError,
-)
 from tests.fake_upstream import FakeUpstream, ServerThread
 
 
@@ -131,7 +125,7 @@ def test_failures_are_typed() -> None:
         await writer.drain()
 
     async def main() -> None:
-        from infertap.engines import free_port
+        from infertap.launch import free_port
 
         with pytest.raises(UpstreamConnectError, match="Connection refused"):
             await UpstreamClient(f"http://127.0.0.1:{free_port()}").send("GET", b"/", [], b"")

@@ -22,15 +22,17 @@ from typing import Any
 import msgpack
 import zstandard
 
+from infertap.version import __version__
+
 from .errors import CaptureWriteError
 from .framing import block_head
 from .hostfacts import host_facts
+from .reader import capture_id_of
 from .records import DICTIONARY_KIND, FORMAT_MAJOR, FORMAT_MINOR
-from .version import __version__
+from .segments import next_segment_index, segment_name
 
 log = logging.getLogger("infertap.capture")
 
-SEGMENT_SUFFIX = ".itap.zst"
 DEFAULT_MAX_SEGMENT_BYTES = 256 * 1024 * 1024
 _BATCH_BYTES = 4 * 1024 * 1024  # bound a frame, hence what one torn write can cost
 _DICTIONARY_BYTES = 128 * 1024  # a run's first records, as a raw-content dictionary for the rest
@@ -38,35 +40,9 @@ _DICTIONARY_AFTER = 1024 * 1024  # ...made once the run has recorded this much (
 _STOP = object()
 
 
-def segment_name(index: int) -> str:
-    return f"{index:06d}{SEGMENT_SUFFIX}"
-
-
-def segment_paths(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.glob(f"*{SEGMENT_SUFFIX}") if p.name[:6].isdigit())
-
-
-def next_segment_index(directory: Path) -> int:
-    """The index a new segment of ``directory`` takes: after every existing one."""
-    existing = segment_paths(directory)
-    return int(existing[-1].name[:6]) + 1 if existing else 0
-
-
 def default_recorder_id() -> str:
     """Which recorder wrote a run: host and process, so shards of one capture stay apart."""
     return f"{socket.gethostname()}-{os.getpid()}"
-
-
-def capture_id_of(directory: Path) -> str | None:
-    """The identity of an existing capture (its first segment's header), None when there is none."""
-    segments = segment_paths(directory) if directory.is_dir() else []
-    if not segments:
-        return None
-    from .reader import CaptureReader
-
-    for record in CaptureReader(segments[0]).records():
-        return record.get("capture_id") if record.get("type") == "header" else None
-    return None
 
 
 class CaptureWriter:

@@ -14,7 +14,7 @@ import zstandard
 from .errors import CaptureCorruptError, CaptureError, UnsupportedFormatError
 from .framing import Block, iter_blocks
 from .records import DICTIONARY_KIND, FORMAT_MAJOR, FORMAT_MINOR
-from .writer import segment_paths
+from .segments import segment_paths
 
 _MAX_FRAME = 1 << 31
 
@@ -119,3 +119,13 @@ def _with_dictionary(name: str, offset: int, record: dict[str, Any]) -> zstandar
 
 def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     return CaptureReader(path).records()
+
+
+def capture_id_of(directory: Path) -> str | None:
+    """The identity of an existing capture (its first segment's header), None when there is none."""
+    segments = segment_paths(directory) if directory.is_dir() else []
+    if not segments:
+        return None
+    for record in CaptureReader(segments[0]).records():
+        return record.get("capture_id") if record.get("type") == "header" else None
+    return None

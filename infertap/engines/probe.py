@@ -10,9 +10,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .engines import Engine, ProbeError, detect
-from .engines.base import canonical_json, sha256_text
-from .hostfacts import gpu_facts, host_facts, is_loopback
+from infertap.capture.hostfacts import gpu_facts, host_facts, is_loopback
+
+from . import Engine, ProbeError, detect
+from .base import canonical_json, sha256_text
 
 __all__ = ["ProbeError", "open_engine", "probe", "snapshot"]
 

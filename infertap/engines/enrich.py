@@ -21,7 +21,7 @@ from typing import Any
 
 from infertap.apis import SAMPLING, Output, read_request, read_response, sampling_fields
 
-from .engines import Engine, ProbeError
+from . import Engine, ProbeError
 from .probe import open_engine, snapshot
 from .trafficgate import TrafficGate
 
@@ -272,8 +272,8 @@ def enrich_capture(
     The engine should serve the same model and configuration as when the capture was made; its
     snapshot is stored alongside, so a later reader can check that it does.
     """
-    from .reader import CaptureReader
-    from .writer import CaptureWriter
+    from infertap.capture.reader import CaptureReader
+    from infertap.capture.writer import CaptureWriter
 
     reader = CaptureReader(path)  # lists the segments now: the ones appended below aren't read
     engine = open_engine(engine_url, model_file=model_file, headers=headers)

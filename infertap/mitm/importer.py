@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import InfertapError
-from .mitm_addon import DEFAULT_PATHS
-from .redact import Redactor
-from .writer import CaptureWriter
+from infertap.capture.redact import Redactor
+from infertap.capture.writer import CaptureWriter
+from infertap.errors import InfertapError
+
+from .addon import DEFAULT_PATHS
 
 
 class ImportError_(InfertapError):

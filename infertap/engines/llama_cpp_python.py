@@ -14,8 +14,8 @@ import os
 from datetime import datetime
 from typing import Any
 
-from ..gguf_meta import GGUFFacts, read_gguf
 from .base import Endpoint, Engine, Tokens, fact, sha256_text
+from .gguf_meta import GGUFFacts, read_gguf
 
 _CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 _PROMPT_PATHS = ("/v1/completions", "/completions")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from ..errors import InfertapError
+from infertap.errors import InfertapError
+
 from .base import Endpoint, Engine, Tokens, canonical, fetch
 from .llama_cpp_python import LlamaCppPython
 from .llama_server import LlamaServer

@@ -6,7 +6,7 @@ proxy (same redaction) and hands them to the same CaptureWriter, whose thread do
 compression and disk work. On mitmproxy's event loop it only appends each streamed chunk and its
 time to two lists.
 
-Usable directly: ``mitmdump -s proxy/mitm_addon.py --set infertap_out=captures/x``.
+Usable directly: ``mitmdump -s infertap/mitm/addon.py --set infertap_out=captures/x``.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http
 
 from infertap.apis import ended_by_marker
-from proxy.records import new_id
-from proxy.redact import Redactor
-from proxy.writer import CaptureWriter
+from infertap.capture.records import new_id
+from infertap.capture.redact import Redactor
+from infertap.capture.writer import CaptureWriter
 
 log = logging.getLogger("infertap.mitm")
 

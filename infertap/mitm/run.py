@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InfertapError
+from infertap.errors import InfertapError
 
 
 class MitmError(InfertapError):
@@ -39,7 +39,7 @@ def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], N
     from mitmproxy import exceptions, options
     from mitmproxy.tools.dump import DumpMaster
 
-    from .mitm_addon import InfertapCapture
+    from .addon import InfertapCapture
 
     async def main() -> None:
         opts = options.Options(listen_host=config.host, listen_port=config.port, mode=[config.mode])

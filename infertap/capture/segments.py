@@ -1,0 +1,24 @@
+"""How a capture's segment files are named and found: ``000000.itap.zst``, ``000001.itap.zst``...
+
+The six-digit index orders a capture's runs; writers (one per recorder) append after the last.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SEGMENT_SUFFIX = ".itap.zst"
+
+
+def segment_name(index: int) -> str:
+    return f"{index:06d}{SEGMENT_SUFFIX}"
+
+
+def segment_paths(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.glob(f"*{SEGMENT_SUFFIX}") if p.name[:6].isdigit())
+
+
+def next_segment_index(directory: Path) -> int:
+    """The index a new segment of ``directory`` takes: after every existing one."""
+    existing = segment_paths(directory)
+    return int(existing[-1].name[:6]) + 1 if existing else 0
