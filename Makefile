@@ -40,6 +40,7 @@ fuzz: $(STAMP)
 # lays out infertap.proxy, .replay and .analysis the way setuptools' package-dir maps them).
 lint: $(STAMP)
 	$(BIN)/ruff check proxy replay analysis infertap tests bench scripts/typecheck
+	$(BIN)/ruff format --check proxy replay analysis infertap tests bench scripts/typecheck
 	$(BIN)/python scripts/typecheck
 
 install: $(STAMP)

@@ -86,7 +86,11 @@ def _dist(values: Sequence[float]) -> dict[str, float | None]:
     if not values:
         return {"n": 0, "p50": None, "p90": None, "p99": None, "mean": None}
     ordered = sorted(values)
-    return {"n": len(ordered), **{f"p{round(p * 100)}": quantile(ordered, p) for p in (0.5, 0.9, 0.99)}, "mean": statistics.fmean(ordered)}
+    return {
+        "n": len(ordered),
+        **{f"p{round(p * 100)}": quantile(ordered, p) for p in (0.5, 0.9, 0.99)},
+        "mean": statistics.fmean(ordered),
+    }
 
 
 def speed(a: Run, b: Run, pairs: Pairs) -> list[dict[str, Any]]:
@@ -109,7 +113,11 @@ def speed(a: Run, b: Run, pairs: Pairs) -> list[dict[str, Any]]:
 
 
 def divergence(
-    a: Run, b: Run, pairs: Pairs, extract: Callable[[str], str | None] | None, top: int,
+    a: Run,
+    b: Run,
+    pairs: Pairs,
+    extract: Callable[[str], str | None] | None,
+    top: int,
     references: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """How the paired outputs differ, exchange by exchange and in total."""
@@ -135,7 +143,9 @@ def divergence(
             item["unreadable"] = [pa.error if not pa.readable else None, pb.error if not pb.readable else None]
         same_text = pa.text == pb.text and pa.reasoning == pb.reasoning and pa.error_message == pb.error_message
         tools = tool_call_diff(pa.tool_calls, pb.tool_calls)
-        item["exact"] = pa.readable and pb.readable and same_text and tools["arguments_equal"] and x.get("status") == y.get("status")
+        item["exact"] = (
+            pa.readable and pb.readable and same_text and tools["arguments_equal"] and x.get("status") == y.get("status")
+        )
         counts["exact"] += item["exact"]
         if pa.token_ids and pb.token_ids:
             at, unit = first_divergence(pa.token_ids, pb.token_ids), "token (engine ids)"
@@ -173,8 +183,14 @@ def divergence(
             if reference is not None:
                 right_a, right_b = ans_a == reference, ans_b == reference
                 item["reference"] = reference
-                counts[{(True, True): "right_both", (False, False): "wrong_both", (True, False): "right_to_wrong",
-                        (False, True): "wrong_to_right"}[(right_a, right_b)]] += 1  # fmt: skip
+                counts[
+                    {
+                        (True, True): "right_both",
+                        (False, False): "wrong_both",
+                        (True, False): "right_to_wrong",
+                        (False, True): "wrong_to_right",
+                    }[(right_a, right_b)]
+                ] += 1
         lp_a, lp_b = logprob_positions(pa.objects), logprob_positions(pb.objects)
         if lp_a and lp_b:
             kl = kl_shared_prefix(lp_a, lp_b, at if at is not None and unit != "character" else min(len(lp_a), len(lp_b)))
@@ -192,7 +208,9 @@ def divergence(
         "first_divergence_histogram": dict(sorted(Counter(min(p // 8 * 8, 256) for p in positions).items())),
         "counts": dict(counts),
         # Per method and path: how many pairs had a body on each side that its API adapter could read.
-        "readable": {path: {k: c[k] for k in ("pairs", "read_both", "unreadable_a", "unreadable_b")} for path, c in readability.items()},
+        "readable": {
+            path: {k: c[k] for k in ("pairs", "read_both", "unreadable_a", "unreadable_b")} for path, c in readability.items()
+        },
     }
     if kls:
         summary["logprobs"] = {
@@ -232,8 +250,13 @@ def compare(
     result: dict[str, Any] = {
         "a": {"path": a.path, "exchanges": len(a.exchanges), "torn": a.torn},
         "b": {"path": b.path, "exchanges": len(b.exchanges), "torn": b.torn},
-        "pairing": {"pairs": len(pairs.pairs), "by": pairs.by, "unpaired_a": len(pairs.unpaired_a),
-                    "unpaired_b": len(pairs.unpaired_b), "explain": pairs.explain()},  # fmt: skip
+        "pairing": {
+            "pairs": len(pairs.pairs),
+            "by": pairs.by,
+            "unpaired_a": len(pairs.unpaired_a),
+            "unpaired_b": len(pairs.unpaired_b),
+            "explain": pairs.explain(),
+        },
         "config": {
             "snapshots": snapshot_diff(a.snapshot, b.snapshot),
             "snapshot_missing": [side for side, run in (("A", a), ("B", b)) if run.snapshot is None],

@@ -12,8 +12,17 @@ from typing import Any
 
 from .divergence import first_divergence
 
-SNAPSHOT_FACTS = ("version", "models", "model_sha256", "quantization", "context_size", "parallel_slots",
-                  "chat_template_sha256", "bos_token", "eos_token")  # fmt: skip
+SNAPSHOT_FACTS = (
+    "version",
+    "models",
+    "model_sha256",
+    "quantization",
+    "context_size",
+    "parallel_slots",
+    "chat_template_sha256",
+    "bos_token",
+    "eos_token",
+)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -43,8 +52,13 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
     host_a = (a or {}).get("host") or {}
     host_b = (b or {}).get("host") or {}
     rows.append({"fact": "host cpu", "a": host_a.get("cpu"), "b": host_b.get("cpu")})
-    rows.append({"fact": "host gpus", "a": [g["name"] for g in host_a.get("gpus") or ()] or None,
-                 "b": [g["name"] for g in host_b.get("gpus") or ()] or None})  # fmt: skip
+    rows.append(
+        {
+            "fact": "host gpus",
+            "a": [g["name"] for g in host_a.get("gpus") or ()] or None,
+            "b": [g["name"] for g in host_b.get("gpus") or ()] or None,
+        }
+    )
     for row in rows:
         row["differs"] = not same(row["a"], row["b"])
         row["unknown"] = row["a"] is None or row["b"] is None
@@ -61,11 +75,20 @@ def settings_diff(pairs: Sequence[tuple[dict[str, Any] | None, dict[str, Any] | 
         for name in sorted(set(sa) | set(sb)):
             va, vb = sa.get(name, {}), sb.get(name, {})
             if not same(va.get("value"), vb.get("value")):
-                key = (f"{va.get('value')!r} ({va.get('source', 'absent')})", f"{vb.get('value')!r} ({vb.get('source', 'absent')})")
+                key = (
+                    f"{va.get('value')!r} ({va.get('source', 'absent')})",
+                    f"{vb.get('value')!r} ({vb.get('source', 'absent')})",
+                )
                 diffs.setdefault(name, Counter())[key] += 1
     rows = [{"setting": name, "a": a, "b": b, "exchanges": n} for name, c in diffs.items() for (a, b), n in c.most_common()]
     # Differences known on both sides first: those are the ones that explain something.
-    return sorted(rows, key=lambda r: ("(unknown)" in r["a"] or "(unknown)" in r["b"] or "(absent)" in r["a"] or "(absent)" in r["b"], -r["exchanges"]))
+    return sorted(
+        rows,
+        key=lambda r: (
+            "(unknown)" in r["a"] or "(unknown)" in r["b"] or "(absent)" in r["a"] or "(absent)" in r["b"],
+            -r["exchanges"],
+        ),
+    )
 
 
 def prompt_diff(ea: dict[str, Any] | None, eb: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -75,7 +98,10 @@ def prompt_diff(ea: dict[str, Any] | None, eb: dict[str, Any] | None) -> dict[st
     ta, tb = ea.get("prompt_tokens") or {}, eb.get("prompt_tokens") or {}
     ia, ib = ta.get("ids"), tb.get("ids")
     if ia is None or ib is None:
-        return {"equal": None, "why": "prompt token ids unknown on " + ("both sides" if ia is None and ib is None else "one side")}
+        return {
+            "equal": None,
+            "why": "prompt token ids unknown on " + ("both sides" if ia is None and ib is None else "one side"),
+        }
     at = first_divergence(ia, ib)
     if at is None:
         return {"equal": True, "count": len(ia)}
@@ -91,7 +117,9 @@ def prompt_diff(ea: dict[str, Any] | None, eb: dict[str, Any] | None) -> dict[st
         out["why"] = f"A has one extra leading token ({ia[0]}): an added BOS or special token"
     elif ra is not None and rb is not None and ra != rb:
         cut = first_divergence(ra, rb) or 0
-        out["why"] = f"different templates: the rendered prompts differ at character {cut} ({ra[cut:cut + 30]!r} vs {rb[cut:cut + 30]!r})"
+        out["why"] = (
+            f"different templates: the rendered prompts differ at character {cut} ({ra[cut : cut + 30]!r} vs {rb[cut : cut + 30]!r})"
+        )
     elif ra is not None and ra == rb:
         out["why"] = "the same rendered text, tokenized differently"
     else:

@@ -74,13 +74,27 @@ def _server_timings(parsed: Output) -> tuple[Any, ...]:
     """(json, source, prompt_ms, decode_ms, prompt_tokens, decode_tokens, cached_tokens), all server-measured."""
     if parsed.timings:
         t = parsed.timings
-        return (_dump(t), "llama.cpp timings (server-measured)", _num(t.get("prompt_ms")), _num(t.get("predicted_ms")),
-                _int(t.get("prompt_n")), _int(t.get("predicted_n")), _int(t.get("cache_n")))  # fmt: skip
+        return (
+            _dump(t),
+            "llama.cpp timings (server-measured)",
+            _num(t.get("prompt_ms")),
+            _num(t.get("predicted_ms")),
+            _int(t.get("prompt_n")),
+            _int(t.get("predicted_n")),
+            _int(t.get("cache_n")),
+        )
     if parsed.durations:
         d = parsed.durations
         ms = {k: d[k] / 1e6 if _num(d.get(k)) is not None else None for k in ("prompt_eval_duration", "eval_duration")}
-        return (_dump(d), "Ollama durations (server-measured)", ms["prompt_eval_duration"], ms["eval_duration"],
-                _int(d.get("prompt_eval_count")), _int(d.get("eval_count")), None)  # fmt: skip
+        return (
+            _dump(d),
+            "Ollama durations (server-measured)",
+            ms["prompt_eval_duration"],
+            ms["eval_duration"],
+            _int(d.get("prompt_eval_count")),
+            _int(d.get("eval_count")),
+            None,
+        )
     return (None,) * 7
 
 
@@ -109,12 +123,27 @@ class _Decoder:
         recorder = rec.get("recorder") or {}
         wall = _num(rec.get("wall"))
         recorder_id = _recorder_id(rec)
-        self.run = {"run_id": rec.get("run_id"), "recorder": recorder.get("kind"), "recorder_id": recorder_id,
-                    "wall_ns": round(wall * 1e9) if wall else None}  # fmt: skip
+        self.run = {
+            "run_id": rec.get("run_id"),
+            "recorder": recorder.get("kind"),
+            "recorder_id": recorder_id,
+            "wall_ns": round(wall * 1e9) if wall else None,
+        }
         if rec.get("run_id") not in self.runs_seen:
             self.runs_seen.add(str(rec.get("run_id")))
-            self.sinks["runs"].add((self.capture, rec.get("capture_id"), rec.get("run_id"), recorder.get("kind"), recorder_id, wall,
-                                    recorder.get("upstream"), _dump(rec.get("labels")), _dump(rec.get("host"))))  # fmt: skip
+            self.sinks["runs"].add(
+                (
+                    self.capture,
+                    rec.get("capture_id"),
+                    rec.get("run_id"),
+                    recorder.get("kind"),
+                    recorder_id,
+                    wall,
+                    recorder.get("upstream"),
+                    _dump(rec.get("labels")),
+                    _dump(rec.get("host")),
+                )
+            )
 
     def exchange(self, rec: dict[str, Any]) -> None:
         capture, xid = self.capture, rec.get("id")
@@ -135,44 +164,124 @@ class _Decoder:
         for index, event in enumerate(parsed.events):
             d = event.delta
             t_ns = chunk_ns[event.chunk] if event.chunk < len(chunk_ns) else None
-            self.sinks["events"].add((capture, xid, index, event.chunk, t_ns, event.data, d.content, d.reasoning,
-                                      d.tool_deltas, d.finish_reason, _dump(d.usage)))  # fmt: skip
+            self.sinks["events"].add(
+                (
+                    capture,
+                    xid,
+                    index,
+                    event.chunk,
+                    t_ns,
+                    event.data,
+                    d.content,
+                    d.reasoning,
+                    d.tool_deltas,
+                    d.finish_reason,
+                    _dump(d.usage),
+                )
+            )
         for index, (chunk, t_ns) in enumerate(zip(chunks, chunk_ns, strict=False)):
             self.sinks["chunks"].add((capture, xid, index, t_ns, len(chunk), chunk))
 
-        self.sinks["exchanges"].add((
-            capture, self.capture_id, self.run["run_id"], self.run["recorder"], self.run["recorder_id"],
-            xid, rec.get("seq"), rec.get("session"), rec.get("wall"), rec.get("start_ns"), rec.get("sent_ns"), sent_wall_ns,
-            rec.get("method"), path, rec.get("query"), rec.get("status"), rec.get("end"), rec.get("error"), rec.get("upstream"),
-            bool(rec.get("proxy_generated")),
-            len(body) if body else rec.get("request_body_size", 0), sum(len(c) for c in chunks),
-            request.model, request.stream, request.generation, parsed.api,
-            rec.get("headers_ns"), rec.get("end_ns"), len(chunks), chunk_ns[0] if chunk_ns else None, chunk_ns[-1] if chunk_ns else None,
-            parsed.model, parsed.finish_reason, parsed.finish_reason_raw, len(parsed.tool_calls), parsed.readable, parsed.streamed,
-            parsed.response_id, parsed.error_message, stream_done(decoded_chunks(rec) or chunks, parsed), parsed.error,
-            _dump(parsed.usage), parsed.prompt_tokens, parsed.output_tokens, parsed.cached_tokens,
-            *_server_timings(parsed),
-            rec.get("source_id"), _int(rec.get("repeat")), *(_int(rec.get(k)) for k in ("scheduled_ns", "lag_ns", "queue_ns", "dep_wait_ns")),
-        ))  # fmt: skip
+        self.sinks["exchanges"].add(
+            (
+                capture,
+                self.capture_id,
+                self.run["run_id"],
+                self.run["recorder"],
+                self.run["recorder_id"],
+                xid,
+                rec.get("seq"),
+                rec.get("session"),
+                rec.get("wall"),
+                rec.get("start_ns"),
+                rec.get("sent_ns"),
+                sent_wall_ns,
+                rec.get("method"),
+                path,
+                rec.get("query"),
+                rec.get("status"),
+                rec.get("end"),
+                rec.get("error"),
+                rec.get("upstream"),
+                bool(rec.get("proxy_generated")),
+                len(body) if body else rec.get("request_body_size", 0),
+                sum(len(c) for c in chunks),
+                request.model,
+                request.stream,
+                request.generation,
+                parsed.api,
+                rec.get("headers_ns"),
+                rec.get("end_ns"),
+                len(chunks),
+                chunk_ns[0] if chunk_ns else None,
+                chunk_ns[-1] if chunk_ns else None,
+                parsed.model,
+                parsed.finish_reason,
+                parsed.finish_reason_raw,
+                len(parsed.tool_calls),
+                parsed.readable,
+                parsed.streamed,
+                parsed.response_id,
+                parsed.error_message,
+                stream_done(decoded_chunks(rec) or chunks, parsed),
+                parsed.error,
+                _dump(parsed.usage),
+                parsed.prompt_tokens,
+                parsed.output_tokens,
+                parsed.cached_tokens,
+                *_server_timings(parsed),
+                rec.get("source_id"),
+                _int(rec.get("repeat")),
+                *(_int(rec.get(k)) for k in ("scheduled_ns", "lag_ns", "queue_ns", "dep_wait_ns")),
+            )
+        )
 
     def _request_row(self, xid: str | None, r: Request, body: bytes) -> None:
         s = r.sampling
-        self.sinks["requests"].add((
-            self.capture, xid, r.api, r.generation, r.model, r.stream,
-            body.decode("utf-8", errors="replace") if r.body is not None else None, len(r.turns) if r.body is not None else None, r.items,
-            r.system, r.last_user, list(r.tools), _dump(r.tool_choice), r.max_tokens, _num(s.get("temperature")),
-            _num(s.get("top_p")), _int(s.get("top_k")), _int(s.get("seed")), _dump(s) if s else None, r.previous_response_id,
-        ))  # fmt: skip
+        self.sinks["requests"].add(
+            (
+                self.capture,
+                xid,
+                r.api,
+                r.generation,
+                r.model,
+                r.stream,
+                body.decode("utf-8", errors="replace") if r.body is not None else None,
+                len(r.turns) if r.body is not None else None,
+                r.items,
+                r.system,
+                r.last_user,
+                list(r.tools),
+                _dump(r.tool_choice),
+                r.max_tokens,
+                _num(s.get("temperature")),
+                _num(s.get("top_p")),
+                _int(s.get("top_k")),
+                _int(s.get("seed")),
+                _dump(s) if s else None,
+                r.previous_response_id,
+            )
+        )
 
     def engine(self, rec: dict[str, Any]) -> None:
         facts: dict[str, Any] = rec["facts"] if isinstance(rec.get("facts"), dict) else {}
         values = {k: (f.get("value") if isinstance(f, dict) else f) for k, f in facts.items()}
         values.setdefault("version", rec.get("version"))
-        self.sinks["engines"].add((
-            self.capture, self.run["run_id"], _num(rec.get("wall")), rec.get("url"), rec.get("kind"), rec.get("fingerprint"),
-            *(_text(values.get(name)) for name in ENGINE_FACTS),
-            _dump(facts), _dump(rec.get("unknown")), _dump(rec.get("labels")), _dump(rec.get("host")),
-        ))  # fmt: skip
+        self.sinks["engines"].add(
+            (
+                self.capture,
+                self.run["run_id"],
+                _num(rec.get("wall")),
+                rec.get("url"),
+                rec.get("kind"),
+                rec.get("fingerprint"),
+                *(_text(values.get(name)) for name in ENGINE_FACTS),
+                _dump(facts),
+                _dump(rec.get("unknown")),
+                _dump(rec.get("labels")),
+                _dump(rec.get("host")),
+            )
+        )
 
     def enrichment(self, rec: dict[str, Any]) -> None:
         pt = rec.get("prompt_tokens") or {}
@@ -183,12 +292,27 @@ class _Decoder:
                 self.prompt_ids[str(rec.get("exchange_id"))] = array("I", ids).tobytes()
             except (OverflowError, TypeError):
                 pass  # not token ids as any tokenizer makes them: this request has none
-        self.sinks["enrichments"].add((
-            self.capture, rec.get("exchange_id"), self.run["run_id"], _num(rec.get("wall")), rec.get("engine"), rec.get("kind"),
-            _int(pt.get("count")), ids, _text(pt.get("source")), _text(pt.get("rendered")), pt.get("agrees_with_usage"),
-            _int(ot.get("count")), ot.get("ids") if isinstance(ot.get("ids"), list) else None, _text(ot.get("source")),
-            _dump(rec.get("settings")), _dump(rec.get("server_timings")), _dump(rec.get("response")),
-        ))  # fmt: skip
+        self.sinks["enrichments"].add(
+            (
+                self.capture,
+                rec.get("exchange_id"),
+                self.run["run_id"],
+                _num(rec.get("wall")),
+                rec.get("engine"),
+                rec.get("kind"),
+                _int(pt.get("count")),
+                ids,
+                _text(pt.get("source")),
+                _text(pt.get("rendered")),
+                pt.get("agrees_with_usage"),
+                _int(ot.get("count")),
+                ot.get("ids") if isinstance(ot.get("ids"), list) else None,
+                _text(ot.get("source")),
+                _dump(rec.get("settings")),
+                _dump(rec.get("server_timings")),
+                _dump(rec.get("response")),
+            )
+        )
 
     def prefixes(self) -> None:
         """Prefix reuse within the capture: in tokens when every generation request has prompt ids, else in bytes."""
@@ -222,8 +346,17 @@ def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[st
                 handler(record)
         decoder.prefixes()
         torn = [str(t) for t in reader.torn]
-        sinks["captures"].add((capture, decoder.capture_id, len(reader.segments), sum(os.path.getsize(s) for s in reader.segments),
-                               decoder.records, reader.closed_cleanly, json.dumps(torn)))  # fmt: skip
+        sinks["captures"].add(
+            (
+                capture,
+                decoder.capture_id,
+                len(reader.segments),
+                sum(os.path.getsize(s) for s in reader.segments),
+                decoder.records,
+                reader.closed_cleanly,
+                json.dumps(torn),
+            )
+        )
     finally:
         rows = {name: sink.close() for name, sink in sinks.items()}
     return {

@@ -61,11 +61,19 @@ def logprob_positions(events: Sequence[dict[str, Any]]) -> list[dict[int | str, 
                 continue
             for item in logprobs.get("content") or ():
                 top = item.get("top_logprobs") or [item]
-                positions.append({(t.get("id") if isinstance(t.get("id"), int) else t.get("token")): float(t["logprob"]) for t in top if "logprob" in t})
+                positions.append(
+                    {
+                        (t.get("id") if isinstance(t.get("id"), int) else t.get("token")): float(t["logprob"])
+                        for t in top
+                        if "logprob" in t
+                    }
+                )
     return positions
 
 
-def kl_shared_prefix(a: Sequence[dict[int | str, float]], b: Sequence[dict[int | str, float]], upto: int) -> dict[str, Any] | None:
+def kl_shared_prefix(
+    a: Sequence[dict[int | str, float]], b: Sequence[dict[int | str, float]], upto: int
+) -> dict[str, Any] | None:
     """Mean KL(a || b) over positions before ``upto`` (the first divergence), on each position's top-k
     renormalised over the union of ids (ids missing on one side get that side's smallest reported
     probability, halved); and the share of those positions whose top-1 agrees."""
@@ -103,7 +111,8 @@ def tool_call_diff(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> 
 
     na, nb = norm(a), norm(b)
     return {
-        "a": [n for n, _ in na], "b": [n for n, _ in nb],
+        "a": [n for n, _ in na],
+        "b": [n for n, _ in nb],
         "names_equal": [n for n, _ in na] == [n for n, _ in nb],
         "arguments_equal": na == nb,
-    }  # fmt: skip
+    }

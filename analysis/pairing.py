@@ -19,8 +19,10 @@ class Pairs:
         rules = ", ".join(f"{n} by {rule}" for rule, n in self.by.items() if n) or "none"
         text = f"{len(self.pairs)} pairs ({rules})"
         if self.unpaired_a or self.unpaired_b:
-            text += (f"; {len(self.unpaired_a)} exchanges of A and {len(self.unpaired_b)} of B have no counterpart "
-                     "(neither a replay link nor an identical request)")  # fmt: skip
+            text += (
+                f"; {len(self.unpaired_a)} exchanges of A and {len(self.unpaired_b)} of B have no counterpart "
+                "(neither a replay link nor an identical request)"
+            )
         return text
 
 

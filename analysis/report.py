@@ -60,20 +60,31 @@ def _y(v: float, ticks: Sequence[float]) -> float:
 
 def _axes(xticks: Sequence[float] | None, yticks: Sequence[float], xlabel: str, ylabel: str) -> str:
     """Both axes, each tick labelled, with faint grid lines; ``xticks`` None: the caller labels x (categories)."""
-    parts = [f'<line x1="{LEFT}" y1="{_y(t, yticks):.1f}" x2="{W - RIGHT}" y2="{_y(t, yticks):.1f}" stroke="#eee"/>' for t in yticks[1:]]
-    parts += [f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="#444"/>',
-              f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="#444"/>']  # fmt: skip
+    parts = [
+        f'<line x1="{LEFT}" y1="{_y(t, yticks):.1f}" x2="{W - RIGHT}" y2="{_y(t, yticks):.1f}" stroke="#eee"/>'
+        for t in yticks[1:]
+    ]
+    parts += [
+        f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="#444"/>',
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="#444"/>',
+    ]
     for t in yticks:
         y = _y(t, yticks)
-        parts.append(f'<line x1="{LEFT - 4}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="#444"/>'
-                     f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{number(t)}</text>')  # fmt: skip
+        parts.append(
+            f'<line x1="{LEFT - 4}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="#444"/>'
+            f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{number(t)}</text>'
+        )
     for t in xticks or ():
         x = _x(t, xticks or ())
-        parts.append(f'<line x1="{x:.1f}" y1="{H - BOTTOM}" x2="{x:.1f}" y2="{H - BOTTOM + 4}" stroke="#444"/>'
-                     f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{number(t)}</text>')  # fmt: skip
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{H - BOTTOM}" x2="{x:.1f}" y2="{H - BOTTOM + 4}" stroke="#444"/>'
+            f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{number(t)}</text>'
+        )
     mid = TOP + PLOT_H / 2
-    parts.append(f'<text x="{LEFT + PLOT_W / 2}" y="{H - 6}" text-anchor="middle">{html.escape(xlabel)}</text>'
-                 f'<text x="14" y="{mid}" transform="rotate(-90 14 {mid})" text-anchor="middle">{html.escape(ylabel)}</text>')  # fmt: skip
+    parts.append(
+        f'<text x="{LEFT + PLOT_W / 2}" y="{H - 6}" text-anchor="middle">{html.escape(xlabel)}</text>'
+        f'<text x="14" y="{mid}" transform="rotate(-90 14 {mid})" text-anchor="middle">{html.escape(ylabel)}</text>'
+    )
     return "".join(parts)
 
 
@@ -83,13 +94,18 @@ def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
     if not values:
         return f"<p>no {html.escape(label)} values</p>"
     xt, yt = ticks(max(values)), ticks(1.0)
-    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(label)} CDF">', _axes(xt, yt, label, "share ≤ x")]
+    parts = [
+        f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(label)} CDF">',
+        _axes(xt, yt, label, "share ≤ x"),
+    ]
     for (name, s), color in zip(series, COLORS, strict=False):
         ordered = sorted(s)
         if not ordered:
             continue
         pts = " ".join(f"{_x(v, xt):.1f},{_y((i + 1) / len(ordered), yt):.1f}" for i, v in enumerate(ordered))
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{pts}"><title>{html.escape(name)}</title></polyline>')
+        parts.append(
+            f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{pts}"><title>{html.escape(name)}</title></polyline>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -99,10 +115,15 @@ def scatter_svg(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], xla
     if not points:
         return "<p>no points</p>"
     xt, yt = ticks(max(x for x, _ in points)), ticks(max(y for _, y in points))
-    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} over time">', _axes(xt, yt, xlabel, ylabel)]
+    parts = [
+        f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} over time">',
+        _axes(xt, yt, xlabel, ylabel),
+    ]
     for (name, s), color in zip(series, COLORS, strict=False):
         for x, y in s:
-            parts.append(f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="2.5" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>')
+            parts.append(
+                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="2.5" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>'
+            )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -117,9 +138,11 @@ def bars_svg(counts: dict[Any, int], xlabel: str) -> str:
     parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(xlabel)}">', _axes(None, yt, xlabel, "pairs")]
     for i, k in enumerate(keys):
         top = _y(counts[k], yt)
-        parts.append(f'<rect x="{LEFT + i * bw + 1:.1f}" y="{top:.1f}" width="{bw - 2:.1f}" height="{H - BOTTOM - top:.1f}" fill="{COLORS[0]}">'
-                     f"<title>{html.escape(str(k))}: {counts[k]}</title></rect>"
-                     f'<text class="tick" x="{LEFT + (i + 0.5) * bw:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle" font-size="10">{html.escape(str(k))}</text>')  # fmt: skip
+        parts.append(
+            f'<rect x="{LEFT + i * bw + 1:.1f}" y="{top:.1f}" width="{bw - 2:.1f}" height="{H - BOTTOM - top:.1f}" fill="{COLORS[0]}">'
+            f"<title>{html.escape(str(k))}: {counts[k]}</title></rect>"
+            f'<text class="tick" x="{LEFT + (i + 0.5) * bw:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle" font-size="10">{html.escape(str(k))}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -132,7 +155,7 @@ def _metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], highlight: Sequence[bool] | None = None) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(
-        f'<tr{" class=diff" if highlight and highlight[i] else ""}>' + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>"
+        f"<tr{' class=diff' if highlight and highlight[i] else ''}>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>"
         for i, row in enumerate(rows)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -144,8 +167,19 @@ def _speed_table(speed: Sequence[dict[str, Any]]) -> str:
     def ratio(v: float | None) -> str:
         return "-" if v is None else number(v, 3, trim=False)
 
-    rows = [[r["metric"], r["a"]["p50"], r["a"]["p99"], r["b"]["p50"], r["b"]["p99"], ratio(r["ratio_p50"]),
-             "–".join(map(ratio, r["ratio_ci95"])) if r["ratio_ci95"] else "-", r["a"]["n"]] for r in speed]  # fmt: skip
+    rows = [
+        [
+            r["metric"],
+            r["a"]["p50"],
+            r["a"]["p99"],
+            r["b"]["p50"],
+            r["b"]["p99"],
+            ratio(r["ratio_p50"]),
+            "–".join(map(ratio, r["ratio_ci95"])) if r["ratio_ci95"] else "-",
+            r["a"]["n"],
+        ]
+        for r in speed
+    ]
     return _table(["metric", "A p50 ms", "A p99 ms", "B p50 ms", "B p99 ms", "B/A p50", "95% CI", "pairs"], rows)
 
 
@@ -158,22 +192,39 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;max-width:1100px}svg te
 def render(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *, extract: str | None = None) -> str:
     """The report of one run, or of B compared with A."""
     runs = [("A", str(a), _metrics(a))] + ([("B", str(b), _metrics(b))] if b is not None else [])
-    legend = "".join(f'<span style="color:{c}">■ {name}: {html.escape(path)}</span>' for (name, path, _), c in zip(runs, COLORS, strict=False))
-    out = [f"<!doctype html><html><head><meta charset=utf-8><title>infertap report</title><style>{STYLE}</style></head><body>",
-           "<h1>infertap report</h1>", f'<p class="legend">{legend}</p>']  # fmt: skip
+    legend = "".join(
+        f'<span style="color:{c}">■ {name}: {html.escape(path)}</span>' for (name, path, _), c in zip(runs, COLORS, strict=False)
+    )
+    out = [
+        f"<!doctype html><html><head><meta charset=utf-8><title>infertap report</title><style>{STYLE}</style></head><body>",
+        "<h1>infertap report</h1>",
+        f'<p class="legend">{legend}</p>',
+    ]
     result = compare(a, b, extract=extract) if b is not None else None
     if result is not None:
         cfg = result["config"]
         out.append("<h2>1. Configuration</h2>")
         out.append(f"<p>{html.escape(result['pairing']['explain'])}</p>")
         rows = sorted(cfg["snapshots"], key=lambda r: (not r["differs"], r["unknown"]))
-        out.append(_table(["fact", "A", "B"], [[r["fact"], r["a"], r["b"]] for r in rows], [r["differs"] and not r["unknown"] for r in rows]))
+        out.append(
+            _table(
+                ["fact", "A", "B"], [[r["fact"], r["a"], r["b"]] for r in rows], [r["differs"] and not r["unknown"] for r in rows]
+            )
+        )
         if cfg["settings"]:
             out.append("<h3>Effective sampling settings that differ</h3>")
-            out.append(_table(["setting", "A (source)", "B (source)", "exchanges"], [[r["setting"], r["a"], r["b"], r["exchanges"]] for r in cfg["settings"]]))
+            out.append(
+                _table(
+                    ["setting", "A (source)", "B (source)", "exchanges"],
+                    [[r["setting"], r["a"], r["b"], r["exchanges"]] for r in cfg["settings"]],
+                )
+            )
         p = cfg["prompts"]
-        out.append(f"<p>Effective prompt tokens: {p['equal']} of {p['compared']} pairs identical. "
-                   + " ".join(f"{n} × {html.escape(w)}." for w, n in p["differences"].items()) + "</p>")  # fmt: skip
+        out.append(
+            f"<p>Effective prompt tokens: {p['equal']} of {p['compared']} pairs identical. "
+            + " ".join(f"{n} × {html.escape(w)}." for w, n in p["differences"].items())
+            + "</p>"
+        )
     out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
     if result is not None:
         out.append(_speed_table(result["speed"]))
@@ -182,29 +233,47 @@ def render(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *
         series = [(name, [m[metric] / 1e6 for m in rows if m.get(metric) is not None]) for name, _, rows in runs]
         plots.append(f"<div><h3>{metric[:-3]} (ms), CDF</h3>{cdf_svg(series, metric[:-3] + ' ms')}</div>")
     t0 = {name: min((m["sent_wall_ns"] for m in rows), default=0) for name, _, rows in runs}
-    over_time = [(name, [((m["sent_wall_ns"] - t0[name]) / 1e9, m["e2e_ns"] / 1e6) for m in rows if m.get("e2e_ns") is not None]) for name, _, rows in runs]
+    over_time = [
+        (name, [((m["sent_wall_ns"] - t0[name]) / 1e9, m["e2e_ns"] / 1e6) for m in rows if m.get("e2e_ns") is not None])
+        for name, _, rows in runs
+    ]
     plots.append(f"<div><h3>e2e over time</h3>{scatter_svg(over_time, 's since the first request', 'e2e ms')}</div>")
     out.append(f'<div class="plots">{"".join(plots)}</div>')
-    out.append("<p>Definitions: docs/metrics.md (ttft: request sent to the first chunk carrying generated text, reasoning or a tool call).</p>")
+    out.append(
+        "<p>Definitions: docs/metrics.md (ttft: request sent to the first chunk carrying generated text, reasoning or a tool call).</p>"
+    )
     if result is not None:
         d = result["divergence"]
         out.append("<h2>3. Divergence</h2>")
-        rows = [["exact match", f"{d['exact_match_rate']:.1%}"], ["similarity (mean)", d["similarity_mean"]],
-                ["first divergence (median position)", d["first_divergence_median"]], *[[k.replace("_", " "), v] for k, v in d["counts"].items() if k != "exact"]]  # fmt: skip
+        rows = [
+            ["exact match", f"{d['exact_match_rate']:.1%}"],
+            ["similarity (mean)", d["similarity_mean"]],
+            ["first divergence (median position)", d["first_divergence_median"]],
+            *[[k.replace("_", " "), v] for k, v in d["counts"].items() if k != "exact"],
+        ]
         if d.get("logprobs"):
-            rows += [["logprob KL over the shared prefix", d["logprobs"]["kl_mean"]], ["top-1 agreement", d["logprobs"]["top1_agreement"]]]
+            rows += [
+                ["logprob KL over the shared prefix", d["logprobs"]["kl_mean"]],
+                ["top-1 agreement", d["logprobs"]["top1_agreement"]],
+            ]
         out.append(_table(["", "A vs B"], rows))
-        out.append(f"<h3>Where outputs first diverge</h3>{bars_svg({f'{k}-{k + 7}': v for k, v in d['first_divergence_histogram'].items()}, 'position of first divergence')}")
+        out.append(
+            f"<h3>Where outputs first diverge</h3>{bars_svg({f'{k}-{k + 7}': v for k, v in d['first_divergence_histogram'].items()}, 'position of first divergence')}"
+        )
         if d["most_divergent"]:
             out.append("<h2>4. Most divergent exchanges</h2>")
             for item in d["most_divergent"]:
                 fd = item["first_divergence"]
-                out.append(f"<p><b>{html.escape(item['path'])}</b> A {item['a_id'][:8]} / B {item['b_id'][:8]}: similarity {item['similarity']:.2f}, "
-                           f"first divergence at {html.escape(fd['unit'])} {fd['at']}</p><pre>{html.escape(item['diff'])}</pre>")  # fmt: skip
+                out.append(
+                    f"<p><b>{html.escape(item['path'])}</b> A {item['a_id'][:8]} / B {item['b_id'][:8]}: similarity {item['similarity']:.2f}, "
+                    f"first divergence at {html.escape(fd['unit'])} {fd['at']}</p><pre>{html.escape(item['diff'])}</pre>"
+                )
     out.append("</body></html>")
     return "\n".join(out)
 
 
-def write_report(out: str | os.PathLike[str], a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *, extract: str | None = None) -> None:
+def write_report(
+    out: str | os.PathLike[str], a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *, extract: str | None = None
+) -> None:
     with open(out, "w", encoding="utf-8") as f:
         f.write(render(a, b, extract=extract))

@@ -14,9 +14,18 @@ S, I32, I64, F64, B = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool
 
 #: Engine facts given a column of their own in ``engines`` (all of them are also in ``facts``).
 ENGINE_FACTS = (
-    "version", "models", "model_path", "model_sha256", "quantization", "context_size", "parallel_slots",
-    "defaults", "chat_template_sha256", "bos_token", "eos_token",
-)  # fmt: skip
+    "version",
+    "models",
+    "model_path",
+    "model_sha256",
+    "quantization",
+    "context_size",
+    "parallel_slots",
+    "defaults",
+    "chat_template_sha256",
+    "bos_token",
+    "eos_token",
+)
 
 
 def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
@@ -24,27 +33,59 @@ def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
 
 
 CAPTURES = _schema(
-    ("capture", S), ("capture_id", S), ("segments", I32), ("bytes_on_disk", I64), ("records", I64),
-    ("closed_cleanly", B), ("torn", S),  # torn: JSON list of the torn-tail warnings
-)  # fmt: skip
+    ("capture", S),
+    ("capture_id", S),
+    ("segments", I32),
+    ("bytes_on_disk", I64),
+    ("records", I64),
+    ("closed_cleanly", B),
+    ("torn", S),  # torn: JSON list of the torn-tail warnings
+)
 
 RUNS = _schema(
-    ("capture", S), ("capture_id", S), ("run_id", S), ("recorder", S), ("recorder_id", S), ("wall", F64), ("upstream", S),
-    ("labels", S), ("host", S),  # JSON
-)  # fmt: skip
+    ("capture", S),
+    ("capture_id", S),
+    ("run_id", S),
+    ("recorder", S),
+    ("recorder_id", S),
+    ("wall", F64),
+    ("upstream", S),
+    ("labels", S),
+    ("host", S),  # JSON
+)
 
 EXCHANGES = _schema(
-    ("capture", S), ("capture_id", S), ("run_id", S), ("recorder", S),
+    ("capture", S),
+    ("capture_id", S),
+    ("run_id", S),
+    ("recorder", S),
     ("recorder_id", S),  # which recorder process wrote it (host-pid, or a replay shard): shards of one capture
-    ("exchange_id", S), ("seq", I64), ("session", S), ("wall", F64), ("start_ns", I64), ("sent_ns", I64),
+    ("exchange_id", S),
+    ("seq", I64),
+    ("session", S),
+    ("wall", F64),
+    ("start_ns", I64),
+    ("sent_ns", I64),
     ("sent_wall_ns", I64),  # the run header's wall clock + sent_ns: comparable across runs
-    ("method", S), ("path", S), ("query", S), ("status", I32), ("end", S), ("error", S), ("upstream", S),
+    ("method", S),
+    ("path", S),
+    ("query", S),
+    ("status", I32),
+    ("end", S),
+    ("error", S),
+    ("upstream", S),
     ("proxy_generated", B),
-    ("request_bytes", I64), ("response_bytes", I64),
-    ("model", S), ("stream", B),  # from the request body
+    ("request_bytes", I64),
+    ("response_bytes", I64),
+    ("model", S),
+    ("stream", B),  # from the request body
     ("generation", B),  # a request for generated tokens, as its API reads it (messages, prompt or input)
     ("api", S),  # the API family whose adapter read it: chat, completions, responses, messages, ollama-chat, ...
-    ("headers_ns", I64), ("end_ns", I64), ("n_chunks", I32), ("first_chunk_ns", I64), ("last_chunk_ns", I64),
+    ("headers_ns", I64),
+    ("end_ns", I64),
+    ("n_chunks", I32),
+    ("first_chunk_ns", I64),
+    ("last_chunk_ns", I64),
     ("response_model", S),
     ("finish_reason", S),  # in the common vocabulary: stop, length, tool_calls, content_filter, error, other
     ("finish_reason_raw", S),  # the API's own word (end_turn, eos, incomplete:max_output_tokens, ...)
@@ -55,35 +96,70 @@ EXCHANGES = _schema(
     ("error_message", S),  # an error the body itself reports
     ("stream_done", B),  # the body carried its stream's end marker ([DONE], "done": true, message_stop)
     ("parse_error", S),
-    ("usage", S), ("usage_prompt_tokens", I64), ("usage_completion_tokens", I64), ("usage_cached_tokens", I64),
-    ("server_timings", S), ("server_timings_source", S), ("server_prompt_ms", F64), ("server_decode_ms", F64),
-    ("server_prompt_tokens", I64), ("server_decode_tokens", I64), ("server_cached_tokens", I64),
-    ("source_id", S), ("repeat", I64), ("scheduled_ns", I64), ("lag_ns", I64), ("queue_ns", I64), ("dep_wait_ns", I64),  # replays
-)  # fmt: skip
+    ("usage", S),
+    ("usage_prompt_tokens", I64),
+    ("usage_completion_tokens", I64),
+    ("usage_cached_tokens", I64),
+    ("server_timings", S),
+    ("server_timings_source", S),
+    ("server_prompt_ms", F64),
+    ("server_decode_ms", F64),
+    ("server_prompt_tokens", I64),
+    ("server_decode_tokens", I64),
+    ("server_cached_tokens", I64),
+    ("source_id", S),
+    ("repeat", I64),
+    ("scheduled_ns", I64),
+    ("lag_ns", I64),
+    ("queue_ns", I64),
+    ("dep_wait_ns", I64),  # replays
+)
 
 CHUNKS = _schema(
-    ("capture", S), ("exchange_id", S), ("index", I32), ("t_ns", I64), ("size", I32), ("bytes", pa.binary()),
-)  # fmt: skip
+    ("capture", S),
+    ("exchange_id", S),
+    ("index", I32),
+    ("t_ns", I64),
+    ("size", I32),
+    ("bytes", pa.binary()),
+)
 
 EVENTS = _schema(
-    ("capture", S), ("exchange_id", S), ("index", I32),
-    ("chunk", I32), ("t_ns", I64),  # the chunk in which the event was complete, and its receive time
+    ("capture", S),
+    ("exchange_id", S),
+    ("index", I32),
+    ("chunk", I32),
+    ("t_ns", I64),  # the chunk in which the event was complete, and its receive time
     ("data", S),  # the event's payload as sent (SSE data, NDJSON line or whole JSON body)
-    ("content", S), ("reasoning", S), ("tool_calls", I32), ("finish_reason", S), ("usage", S),
-)  # fmt: skip
+    ("content", S),
+    ("reasoning", S),
+    ("tool_calls", I32),
+    ("finish_reason", S),
+    ("usage", S),
+)
 
 REQUESTS = _schema(
-    ("capture", S), ("exchange_id", S), ("api", S), ("generation", B), ("model", S), ("stream", B),
+    ("capture", S),
+    ("exchange_id", S),
+    ("api", S),
+    ("generation", B),
+    ("model", S),
+    ("stream", B),
     ("body", S),  # the request body as JSON text, when it is a JSON object: body->>'$.field' in SQL
     ("turns", I32),  # conversation turns it carries, a system prompt included
     ("items", I32),  # messages (or Responses input items) as sent
-    ("system", S), ("last_user", S),
+    ("system", S),
+    ("last_user", S),
     ("tools", pa.list_(S)),  # names of the tools offered
     ("tool_choice", S),  # JSON
-    ("max_tokens", I64), ("temperature", F64), ("top_p", F64), ("top_k", I64), ("seed", I64),
+    ("max_tokens", I64),
+    ("temperature", F64),
+    ("top_p", F64),
+    ("top_k", I64),
+    ("seed", I64),
     ("sampling", S),  # JSON: every sampling setting sent, under its canonical name
     ("previous_response_id", S),
-)  # fmt: skip
+)
 
 ENGINES = pa.schema(
     [pa.field(n, t) for n, t in (("capture", S), ("run_id", S), ("wall", F64), ("url", S), ("kind", S), ("fingerprint", S))]
@@ -92,19 +168,32 @@ ENGINES = pa.schema(
 )
 
 ENRICHMENTS = _schema(
-    ("capture", S), ("exchange_id", S), ("run_id", S), ("wall", F64), ("engine", S), ("kind", S),
-    ("prompt_tokens", I64), ("prompt_ids", pa.list_(I64)), ("prompt_source", S), ("prompt_rendered", S),
+    ("capture", S),
+    ("exchange_id", S),
+    ("run_id", S),
+    ("wall", F64),
+    ("engine", S),
+    ("kind", S),
+    ("prompt_tokens", I64),
+    ("prompt_ids", pa.list_(I64)),
+    ("prompt_source", S),
+    ("prompt_rendered", S),
     ("agrees_with_usage", B),
-    ("output_tokens", I64), ("output_ids", pa.list_(I64)), ("output_source", S),
-    ("settings", S), ("server_timings", S), ("response", S),  # JSON
-)  # fmt: skip
+    ("output_tokens", I64),
+    ("output_ids", pa.list_(I64)),
+    ("output_source", S),
+    ("settings", S),
+    ("server_timings", S),
+    ("response", S),  # JSON
+)
 
 PREFIXES = _schema(
-    ("capture", S), ("exchange_id", S),
+    ("capture", S),
+    ("exchange_id", S),
     ("unit", S),  # "tokens" (enrichment prompt ids) or "bytes" (request body)
     ("length", I64),  # the request's own length in that unit
     ("shared", I64),  # the longest prefix shared with any earlier request of the capture
-)  # fmt: skip
+)
 
 TABLES: dict[str, pa.Schema] = {
     "captures": CAPTURES,

@@ -40,14 +40,19 @@ QUANTILES = (0.5, 0.9, 0.99)
 
 def _dist(q: list[float] | None, mean: float | None, n: int, scale: float) -> dict[str, Any]:
     values = [v * scale for v in q] if q else [None] * len(QUANTILES)
-    return {"n": n, **{f"p{round(p * 100)}": v for p, v in zip(QUANTILES, values, strict=True)},
-            "mean": mean * scale if mean is not None else None}  # fmt: skip
+    return {
+        "n": n,
+        **{f"p{round(p * 100)}": v for p, v in zip(QUANTILES, values, strict=True)},
+        "mean": mean * scale if mean is not None else None,
+    }
 
 
 def _aggs(column: str, where: str) -> str:
     qs = ", ".join(str(q) for q in QUANTILES)
-    return (f"quantile_cont({column}, [{qs}]) FILTER (WHERE {where}), avg({column}) FILTER (WHERE {where}), "
-            f"count({column}) FILTER (WHERE {where})")  # fmt: skip
+    return (
+        f"quantile_cont({column}, [{qs}]) FILTER (WHERE {where}), avg({column}) FILTER (WHERE {where}), "
+        f"count({column}) FILTER (WHERE {where})"
+    )
 
 
 class _Query:
@@ -114,14 +119,15 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
         f"string_agg(DISTINCT server_timings_source, '; '), {lat}, {srv}"
     )
     itl = q.rows(_aggs("gap_ns", "ok"), source=f"(SELECT x.*, i.gap_ns FROM {q.m} x JOIN itl i USING (capture, exchange_id))")
-    events = (f"(SELECT sent_wall_ns AS t, 1 AS d, * FROM {q.m} UNION ALL "
-              f"SELECT end_wall_ns AS t, -1 AS d, * FROM {q.m})")  # fmt: skip
+    events = f"(SELECT sent_wall_ns AS t, 1 AS d, * FROM {q.m} UNION ALL SELECT end_wall_ns AS t, -1 AS d, * FROM {q.m})"
     inflight = (
         f"(SELECT *, sum(d) OVER (PARTITION BY {', '.join(q.keys)} ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS n FROM {events})"
     )
     peak = q.rows("max(n)", source=inflight)
     sources = q.rows(
-        "output_tokens_source, count(*), sum(output_tokens)", extra_group="output_tokens_source", source=f"(SELECT * FROM {q.m} WHERE ok)"
+        "output_tokens_source, count(*), sum(output_tokens)",
+        extra_group="output_tokens_source",
+        source=f"(SELECT * FROM {q.m} WHERE ok)",
     )
     answers = q.rows(
         "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
@@ -132,8 +138,11 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
         "sum(cached_tokens), sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), count(cached_tokens), "
         "histogram(prompt_tokens_source), histogram(cached_tokens_source)"
     )
-    prefix = q.rows("prefix_unit, count(*), sum(prefix_shared), sum(prefix_length), avg(prefix_shared)",
-                    extra_group="prefix_unit", source=f"(SELECT * FROM {q.m} WHERE prefix_unit IS NOT NULL)")  # fmt: skip
+    prefix = q.rows(
+        "prefix_unit, count(*), sum(prefix_shared), sum(prefix_length), avg(prefix_shared)",
+        extra_group="prefix_unit",
+        source=f"(SELECT * FROM {q.m} WHERE prefix_unit IS NOT NULL)",
+    )
     groups = []
     for key, [row] in main.items():
         requests, ok, first, last, busy, out_tokens, chunk_tokens, token_chunks, recorder, server_src = row[:10]
@@ -151,38 +160,50 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
         label = dict(zip(q.names, key, strict=True))
         if "run" in label:
             label["recorder"] = recorder
-        groups.append({
-            "key": label,
-            "requests": requests,
-            "ok": ok,
-            "errors": requests - ok,
-            "error_rate": (requests - ok) / requests if requests else None,
-            "span_s": span_s,
-            "metrics": metrics,
-            "unreadable": unreadable,
-            "finish_reasons": {str(k): int(v) for k, v in (finish or {}).items()},
-            "tool_calls": {"exchanges": with_tools, "calls": int(tool_calls or 0)},
-            "tokens_per_chunk": _ratio(chunk_tokens, token_chunks),
-            "output_tokens_source": _histogram([row[:2] for row in sources.get(key, [])]),
-            "throughput": {"requests_per_s": _ratio(ok, span_s), "output_tokens_per_s": _ratio(out_tokens or 0, span_s),
-                           "output_tokens_source": _one_source(by_source)},
-            "concurrency": {"mean": _ratio(busy / 1e9 if busy is not None else None, span_s), "max": peak[key][0][0]},
-            "server_timings": {
-                "source": server_src,
-                **{name: _dist(server[3 * i], server[3 * i + 1], server[3 * i + 2], 1.0) for i, name in enumerate(SERVER)},
-            },
-            "workload": {
+        groups.append(
+            {
+                "key": label,
                 "requests": requests,
-                "prompt_tokens": {"total": w[0], "known": w[1], "source": w[7] or {}},
-                "output_tokens": {"total": w[2], "known": w[3], "by_source": by_source},
-                "output_per_prompt": _ratio(w[2], w[0]),
-                "cached_tokens": {"total": w[4], "known": w[6], "share": _ratio(w[4], w[5]), "source": w[8] or {}},
-                "prefix_reuse": [
-                    {"unit": unit, "requests": n, "shared": shared, "length": length, "share": _ratio(shared, length), "mean": mean}
-                    for unit, n, shared, length, mean in prefix.get(key, [])
-                ],
-            },
-        })  # fmt: skip
+                "ok": ok,
+                "errors": requests - ok,
+                "error_rate": (requests - ok) / requests if requests else None,
+                "span_s": span_s,
+                "metrics": metrics,
+                "unreadable": unreadable,
+                "finish_reasons": {str(k): int(v) for k, v in (finish or {}).items()},
+                "tool_calls": {"exchanges": with_tools, "calls": int(tool_calls or 0)},
+                "tokens_per_chunk": _ratio(chunk_tokens, token_chunks),
+                "output_tokens_source": _histogram([row[:2] for row in sources.get(key, [])]),
+                "throughput": {
+                    "requests_per_s": _ratio(ok, span_s),
+                    "output_tokens_per_s": _ratio(out_tokens or 0, span_s),
+                    "output_tokens_source": _one_source(by_source),
+                },
+                "concurrency": {"mean": _ratio(busy / 1e9 if busy is not None else None, span_s), "max": peak[key][0][0]},
+                "server_timings": {
+                    "source": server_src,
+                    **{name: _dist(server[3 * i], server[3 * i + 1], server[3 * i + 2], 1.0) for i, name in enumerate(SERVER)},
+                },
+                "workload": {
+                    "requests": requests,
+                    "prompt_tokens": {"total": w[0], "known": w[1], "source": w[7] or {}},
+                    "output_tokens": {"total": w[2], "known": w[3], "by_source": by_source},
+                    "output_per_prompt": _ratio(w[2], w[0]),
+                    "cached_tokens": {"total": w[4], "known": w[6], "share": _ratio(w[4], w[5]), "source": w[8] or {}},
+                    "prefix_reuse": [
+                        {
+                            "unit": unit,
+                            "requests": n,
+                            "shared": shared,
+                            "length": length,
+                            "share": _ratio(shared, length),
+                            "mean": mean,
+                        }
+                        for unit, n, shared, length, mean in prefix.get(key, [])
+                    ],
+                },
+            }
+        )
     return groups
 
 

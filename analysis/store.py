@@ -69,7 +69,9 @@ class Analysis:
         except duckdb.Error as exc:  # a cache entry damaged or edited by hand
             self.con.close()
             folders = ", ".join(str(c.folder) for c in self.captures)
-            raise AnalysisError(f"the decoded tables can't be read ({exc}); delete the cache entries and load again: {folders}") from exc
+            raise AnalysisError(
+                f"the decoded tables can't be read ({exc}); delete the cache entries and load again: {folders}"
+            ) from exc
 
     # -- what was loaded ------------------------------------------------------------------------
 
@@ -143,11 +145,15 @@ class Analysis:
         if key in columns:
             return f"SELECT * FROM {name}"
         if "exchange_id" in columns:  # rows of an exchange go with it
-            return (f"SELECT t.*, x.{key} FROM {name} t LEFT JOIN (SELECT capture, exchange_id, any_value({key}) AS {key} "
-                    f"FROM exchanges GROUP BY ALL) x USING (capture, exchange_id)")  # fmt: skip
+            return (
+                f"SELECT t.*, x.{key} FROM {name} t LEFT JOIN (SELECT capture, exchange_id, any_value({key}) AS {key} "
+                f"FROM exchanges GROUP BY ALL) x USING (capture, exchange_id)"
+            )
         if "run_id" in columns:
-            return (f"SELECT t.*, r.{key} FROM {name} t LEFT JOIN (SELECT capture, run_id, any_value({key}) AS {key} "
-                    f"FROM runs GROUP BY ALL) r USING (capture, run_id)")  # fmt: skip
+            return (
+                f"SELECT t.*, r.{key} FROM {name} t LEFT JOIN (SELECT capture, run_id, any_value({key}) AS {key} "
+                f"FROM runs GROUP BY ALL) r USING (capture, run_id)"
+            )
         return None
 
     def close(self) -> None:

@@ -49,18 +49,47 @@ def build(path: Path, n: int, seed: int) -> None:
             content = " ".join(str(t) for t in prompt[len(SYSTEM) :])
             body = b'{"model":"bench-%d","stream":true,"messages":[{"role":"user","content":"%s"}]}' % (i % 3, content.encode())
             xid = f"{seed}-{i}"
-            writer.write({
-                "type": "exchange", "id": xid, "seq": i, "session": None, "wall": 1.8e9 + t_ns / 1e9, "start_ns": t_ns,
-                "sent_ns": t_ns, "client": None, "method": "POST", "path": "/v1/chat/completions", "query": "",
-                "http_version": "1.1", "request_headers": [["content-type", "application/json"]], "request_body": body,
-                "status": 200, "response_headers": [["content-type", "text/event-stream"]], "headers_ns": first - 1_000_000,
-                "chunk_ns": chunk_ns, "chunks": chunks, "end_ns": chunk_ns[-1] + 100_000, "end": "complete", "error": None,
-                "upstream": "bench",
-            })  # fmt: skip
-            writer.write({"type": "enrichment", "exchange_id": xid, "wall": 1.8e9, "engine": None, "kind": "bench",
-                          "prompt_tokens": {"ids": prompt, "count": len(prompt), "source": "bench"},
-                          "output_tokens": {"ids": None, "count": len(words), "source": "bench"},
-                          "settings": {}, "server_timings": None, "response": None})  # fmt: skip
+            writer.write(
+                {
+                    "type": "exchange",
+                    "id": xid,
+                    "seq": i,
+                    "session": None,
+                    "wall": 1.8e9 + t_ns / 1e9,
+                    "start_ns": t_ns,
+                    "sent_ns": t_ns,
+                    "client": None,
+                    "method": "POST",
+                    "path": "/v1/chat/completions",
+                    "query": "",
+                    "http_version": "1.1",
+                    "request_headers": [["content-type", "application/json"]],
+                    "request_body": body,
+                    "status": 200,
+                    "response_headers": [["content-type", "text/event-stream"]],
+                    "headers_ns": first - 1_000_000,
+                    "chunk_ns": chunk_ns,
+                    "chunks": chunks,
+                    "end_ns": chunk_ns[-1] + 100_000,
+                    "end": "complete",
+                    "error": None,
+                    "upstream": "bench",
+                }
+            )
+            writer.write(
+                {
+                    "type": "enrichment",
+                    "exchange_id": xid,
+                    "wall": 1.8e9,
+                    "engine": None,
+                    "kind": "bench",
+                    "prompt_tokens": {"ids": prompt, "count": len(prompt), "source": "bench"},
+                    "output_tokens": {"ids": None, "count": len(words), "source": "bench"},
+                    "settings": {},
+                    "server_timings": None,
+                    "response": None,
+                }
+            )
             while 2 * (i + 1) - writer.records > 20_000:  # keep the writer's queue bounded
                 time.sleep(0.005)
 
@@ -80,9 +109,16 @@ def measure(captures: list[str], cache: str) -> dict[str, float]:
         decoded = len(a.decoded)
     ok = sum(g["ok"] for g in by_run["groups"])
     # Decoding several captures happens in worker processes: their peak is reported apart (0: none ran).
-    return {"load_s": t1 - t0, "stats_by_run_s": t2 - t1, "stats_by_model_s": t3 - t2, "exchanges": exchanges, "ok": ok,
-            "decoded_captures": decoded, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "worker_peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}  # fmt: skip
+    return {
+        "load_s": t1 - t0,
+        "stats_by_run_s": t2 - t1,
+        "stats_by_model_s": t3 - t2,
+        "exchanges": exchanges,
+        "ok": ok,
+        "decoded_captures": decoded,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
 
 
 def _phase(captures: list[str], cache: str) -> dict[str, float]:
@@ -123,17 +159,32 @@ def main() -> None:
     cached = _phase(names, str(cache))
     cache_bytes = sum(f.stat().st_size for f in cache.rglob("*.parquet"))
     result = {
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
-        "exchanges": args.n, "captures": k, "capture_bytes": on_disk, "cache_bytes": cache_bytes, "build_s": build_s,
-        "cold": cold, "cached": cached,
-    }  # fmt: skip
-    print(f"{args.n:,} exchanges in {k} captures ({on_disk / 2**20:,.1f} MiB on disk; Parquet cache {cache_bytes / 2**20:,.1f} MiB); "
-          f"built in {build_s:.1f} s")  # fmt: skip
-    print(f"{'phase':<8} {'load s':>9} {'stats by run s':>15} {'stats by model s':>17} {'peak RSS MiB':>13} "
-          f"{'worker peak MiB':>16} {'decoded':>8}")  # fmt: skip
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "exchanges": args.n,
+        "captures": k,
+        "capture_bytes": on_disk,
+        "cache_bytes": cache_bytes,
+        "build_s": build_s,
+        "cold": cold,
+        "cached": cached,
+    }
+    print(
+        f"{args.n:,} exchanges in {k} captures ({on_disk / 2**20:,.1f} MiB on disk; Parquet cache {cache_bytes / 2**20:,.1f} MiB); "
+        f"built in {build_s:.1f} s"
+    )
+    print(
+        f"{'phase':<8} {'load s':>9} {'stats by run s':>15} {'stats by model s':>17} {'peak RSS MiB':>13} "
+        f"{'worker peak MiB':>16} {'decoded':>8}"
+    )
     for name, r in (("cold", cold), ("cached", cached)):
-        print(f"{name:<8} {r['load_s']:>9.2f} {r['stats_by_run_s']:>15.2f} {r['stats_by_model_s']:>17.2f} {r['peak_rss_mib']:>13.0f} "
-              f"{r['worker_peak_rss_mib']:>16.0f} {r['decoded_captures']:>8}")  # fmt: skip
+        print(
+            f"{name:<8} {r['load_s']:>9.2f} {r['stats_by_run_s']:>15.2f} {r['stats_by_model_s']:>17.2f} {r['peak_rss_mib']:>13.0f} "
+            f"{r['worker_peak_rss_mib']:>16.0f} {r['decoded_captures']:>8}"
+        )
     print(
         f"cold load: {args.n / cold['load_s']:,.0f} exchanges/s; cached load {cold['load_s'] / max(cached['load_s'], 1e-9):,.0f}x faster"
     )

@@ -29,8 +29,14 @@ from infertap.capture.reader import CaptureReader
 from infertap.launch import llama_server, recorder
 
 _TOPICS = ["the sea", "a library", "rain", "trains", "bread", "a city at night", "mountains", "a garden", "winter", "music"]
-_ASKS = ["Write two sentences about {}.", "List three facts about {}.", "Describe {} to a child.", "Give a short poem on {}.",
-         "What is {} like in the morning?", "Name four words linked to {}."]  # fmt: skip
+_ASKS = [
+    "Write two sentences about {}.",
+    "List three facts about {}.",
+    "Describe {} to a child.",
+    "Give a short poem on {}.",
+    "What is {} like in the morning?",
+    "Name four words linked to {}.",
+]
 
 
 async def _drive(url: str, n: int, concurrency: int, max_tokens: int) -> int:
@@ -44,8 +50,16 @@ async def _drive(url: str, n: int, concurrency: int, max_tokens: int) -> int:
             i = next_i
             next_i += 1
             prompt = _ASKS[i % len(_ASKS)].format(_TOPICS[(i // len(_ASKS)) % len(_TOPICS)]) + f" (#{i})"
-            body = json.dumps({"model": "smollm2", "messages": [{"role": "user", "content": prompt}], "stream": True,
-                               "max_tokens": max_tokens, "temperature": 0.8, "seed": i}).encode()  # fmt: skip
+            body = json.dumps(
+                {
+                    "model": "smollm2",
+                    "messages": [{"role": "user", "content": prompt}],
+                    "stream": True,
+                    "max_tokens": max_tokens,
+                    "temperature": 0.8,
+                    "seed": i,
+                }
+            ).encode()
             r = await client.send("POST", b"/v1/chat/completions", [(b"content-type", b"application/json")], body)
             async for _ in r.aiter_raw():
                 pass
@@ -76,18 +90,31 @@ def main() -> None:
         compressor = zstandard.ZstdCompressor(level=3, write_checksum=True)
         alone = sum(HEAD_SIZE + len(compressor.compress(msgpack.packb(r, use_bin_type=True))) for r in exchanges)
     result = {
-        "requests": sent, "wall_s": wall, "exchanges": len(exchanges), "raw_bytes": raw, "records": info["records"],
-        "capture_bytes": info["bytes_on_disk"], "capture_ratio": raw / info["bytes_on_disk"],
+        "requests": sent,
+        "wall_s": wall,
+        "exchanges": len(exchanges),
+        "raw_bytes": raw,
+        "records": info["records"],
+        "capture_bytes": info["bytes_on_disk"],
+        "capture_ratio": raw / info["bytes_on_disk"],
         "capture_bytes_per_exchange": info["bytes_on_disk"] / len(exchanges),
-        "alone_bytes": alone, "alone_ratio": raw / alone, "alone_bytes_per_exchange": alone / len(exchanges),
-    }  # fmt: skip
+        "alone_bytes": alone,
+        "alone_ratio": raw / alone,
+        "alone_bytes_per_exchange": alone / len(exchanges),
+    }
     Path(args.json).write_text(json.dumps(result, indent=2))
-    print(f"{sent} streamed requests to llama-server through infertap record in {wall:.0f} s ({sent / wall:.1f}/s, concurrency "
-          f"{args.concurrency}); request + response bytes {raw:,}")  # fmt: skip
-    print(f"  capture as written:                 {info['bytes_on_disk']:>10,} bytes, {result['capture_bytes_per_exchange']:6.0f} "
-          f"B/exchange, {result['capture_ratio']:.1f}x smaller than the raw bytes (records: {info['records']})")  # fmt: skip
-    print(f"  each exchange alone, no dictionary: {alone:>10,} bytes, {result['alone_bytes_per_exchange']:6.0f} B/exchange, "
-          f"{result['alone_ratio']:.1f}x")  # fmt: skip
+    print(
+        f"{sent} streamed requests to llama-server through infertap record in {wall:.0f} s ({sent / wall:.1f}/s, concurrency "
+        f"{args.concurrency}); request + response bytes {raw:,}"
+    )
+    print(
+        f"  capture as written:                 {info['bytes_on_disk']:>10,} bytes, {result['capture_bytes_per_exchange']:6.0f} "
+        f"B/exchange, {result['capture_ratio']:.1f}x smaller than the raw bytes (records: {info['records']})"
+    )
+    print(
+        f"  each exchange alone, no dictionary: {alone:>10,} bytes, {result['alone_bytes_per_exchange']:6.0f} B/exchange, "
+        f"{result['alone_ratio']:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -23,16 +23,39 @@ from infertap.capture.writer import CaptureWriter
 
 def build(path: Path, n: int, text: str) -> None:
     pieces = [text[j : j + 4] for j in range(0, len(text), 4)]
-    chunks = [b'data: {"choices": [{"index": 0, "delta": {"content": "%s"}}]}\n\n' % p.encode() for p in pieces] + [b"data: [DONE]\n\n"]
+    chunks = [b'data: {"choices": [{"index": 0, "delta": {"content": "%s"}}]}\n\n' % p.encode() for p in pieces] + [
+        b"data: [DONE]\n\n"
+    ]
     with CaptureWriter(path, recorder={"kind": "bench"}) as w:
         for i in range(n):
             body = json.dumps({"model": "m", "messages": [{"role": "user", "content": f"q{i}"}], "stream": True}).encode()
-            w.write({"type": "exchange", "id": f"{path.name}{i}", "seq": i, "session": None, "wall": 1.8e9 + i / 1000,
-                     "start_ns": i * 1_000_000, "sent_ns": i * 1_000_000, "client": None, "method": "POST",
-                     "path": "/v1/chat/completions", "query": "", "http_version": "1.1", "request_headers": [],
-                     "request_body": body, "status": 200, "response_headers": [["content-type", "text/event-stream"]],
-                     "headers_ns": 1000, "chunk_ns": [2000 * (k + 1) for k in range(len(chunks))], "chunks": chunks,
-                     "end_ns": 20000, "end": "complete", "error": None, "upstream": "bench"})  # fmt: skip
+            w.write(
+                {
+                    "type": "exchange",
+                    "id": f"{path.name}{i}",
+                    "seq": i,
+                    "session": None,
+                    "wall": 1.8e9 + i / 1000,
+                    "start_ns": i * 1_000_000,
+                    "sent_ns": i * 1_000_000,
+                    "client": None,
+                    "method": "POST",
+                    "path": "/v1/chat/completions",
+                    "query": "",
+                    "http_version": "1.1",
+                    "request_headers": [],
+                    "request_body": body,
+                    "status": 200,
+                    "response_headers": [["content-type", "text/event-stream"]],
+                    "headers_ns": 1000,
+                    "chunk_ns": [2000 * (k + 1) for k in range(len(chunks))],
+                    "chunks": chunks,
+                    "end_ns": 20000,
+                    "end": "complete",
+                    "error": None,
+                    "upstream": "bench",
+                }
+            )
 
 
 def main() -> None:
@@ -50,10 +73,18 @@ def main() -> None:
         r = compare(Path(tmp) / "a", Path(tmp) / "b", extract="number")
         took = time.perf_counter() - t
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result = {"exchanges_total": 2 * args.n, "pairs": r["pairing"]["pairs"], "build_s": built, "compare_s": took,
-              "peak_rss_mib": peak, "answer_changed": r["divergence"]["counts"].get("answer_changed")}  # fmt: skip
-    print(f"{2 * args.n:,} exchanges ({r['pairing']['pairs']:,} pairs): built in {built:.1f} s; compare (cold load included) "
-          f"{took:.1f} s; peak RSS {peak:,.0f} MiB")  # fmt: skip
+    result = {
+        "exchanges_total": 2 * args.n,
+        "pairs": r["pairing"]["pairs"],
+        "build_s": built,
+        "compare_s": took,
+        "peak_rss_mib": peak,
+        "answer_changed": r["divergence"]["counts"].get("answer_changed"),
+    }
+    print(
+        f"{2 * args.n:,} exchanges ({r['pairing']['pairs']:,} pairs): built in {built:.1f} s; compare (cold load included) "
+        f"{took:.1f} s; peak RSS {peak:,.0f} MiB"
+    )
     Path(args.json).write_text(json.dumps(result, indent=2))
 
 

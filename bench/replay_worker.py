@@ -47,9 +47,16 @@ def rate_step(tmp: Path, url: str, rate: float, seconds: float, upstream_pid: in
     summary, wall, cpu, up_cpu = _replay(capture, url, tmp / f"rate-out-{rate:g}", Schedule("original"), upstream_pid)
     sends = sorted(x["sent_ns"] for x in CaptureReader(tmp / f"rate-out-{rate:g}").exchanges())
     span = (sends[-1] - sends[0]) / 1e9 if len(sends) > 1 else float("nan")
-    return {"rate": rate, "requests": n, "achieved_rate": (len(sends) - 1) / span, "complete": summary["completed"],
-            "lag_p50_ms": summary["lag_ms"]["p50"], "lag_p99_ms": summary["lag_ms"]["p99"],
-            "replay_cpu_pct": 100 * cpu / wall, "upstream_cpu_pct": 100 * up_cpu / wall}  # fmt: skip
+    return {
+        "rate": rate,
+        "requests": n,
+        "achieved_rate": (len(sends) - 1) / span,
+        "complete": summary["completed"],
+        "lag_p50_ms": summary["lag_ms"]["p50"],
+        "lag_p99_ms": summary["lag_ms"]["p99"],
+        "replay_cpu_pct": 100 * cpu / wall,
+        "upstream_cpu_pct": 100 * up_cpu / wall,
+    }
 
 
 def stream_step(tmp: Path, url: str, streams: int, chunks: int, pace_ms: float, upstream_pid: int) -> dict:
@@ -57,12 +64,25 @@ def stream_step(tmp: Path, url: str, streams: int, chunks: int, pace_ms: float, 
     _capture(capture, streams * 1000, 1.0 / 1000, n_chunks=chunks, pace_ms=pace_ms)  # `streams` requests at once
     out = tmp / f"streams-out-{streams}"
     summary, wall, cpu, up_cpu = _replay(capture, url, out, Schedule("concurrency", concurrency=streams), upstream_pid)
-    gaps = [(b - a) / 1e6 - pace_ms for x in CaptureReader(out).exchanges() for a, b in zip(x["chunk_ns"][1:], x["chunk_ns"][2:], strict=False)]
+    gaps = [
+        (b - a) / 1e6 - pace_ms
+        for x in CaptureReader(out).exchanges()
+        for a, b in zip(x["chunk_ns"][1:], x["chunk_ns"][2:], strict=False)
+    ]
     total_chunks = sum(len(x["chunk_ns"]) for x in CaptureReader(out).exchanges())
-    return {"streams": streams, "chunks_per_stream": chunks, "pace_ms": pace_ms, "complete": summary["completed"],
-            "max_in_flight": summary["concurrency"]["max"], "added_gap_p50_ms": _pct(gaps, 0.5), "added_gap_p99_ms": _pct(gaps, 0.99),
-            "chunks_per_s": total_chunks / wall, "replay_cpu_pct": 100 * cpu / wall, "upstream_cpu_pct": 100 * up_cpu / wall,
-            "replay_cpu_us_per_chunk": 1e6 * cpu / max(1, total_chunks)}  # fmt: skip
+    return {
+        "streams": streams,
+        "chunks_per_stream": chunks,
+        "pace_ms": pace_ms,
+        "complete": summary["completed"],
+        "max_in_flight": summary["concurrency"]["max"],
+        "added_gap_p50_ms": _pct(gaps, 0.5),
+        "added_gap_p99_ms": _pct(gaps, 0.99),
+        "chunks_per_s": total_chunks / wall,
+        "replay_cpu_pct": 100 * cpu / wall,
+        "upstream_cpu_pct": 100 * up_cpu / wall,
+        "replay_cpu_us_per_chunk": 1e6 * cpu / max(1, total_chunks),
+    }
 
 
 def main() -> None:
@@ -84,29 +104,51 @@ def main() -> None:
             for rate in (float(r) for r in args.rates.split(",")):
                 r = rate_step(Path(tmp), url, rate, args.seconds, upstream.pid)
                 rates.append(r)
-                print(f"rate {rate:>6g}/s: sent at {r['achieved_rate']:7.0f}/s, lag p50 {r['lag_p50_ms']:.3f} p99 {r['lag_p99_ms']:.3f} ms, "
-                      f"complete {r['complete']}/{r['requests']}; CPU replay {r['replay_cpu_pct']:.0f}%, upstream {r['upstream_cpu_pct']:.0f}%",
-                      flush=True)  # fmt: skip
+                print(
+                    f"rate {rate:>6g}/s: sent at {r['achieved_rate']:7.0f}/s, lag p50 {r['lag_p50_ms']:.3f} p99 {r['lag_p99_ms']:.3f} ms, "
+                    f"complete {r['complete']}/{r['requests']}; CPU replay {r['replay_cpu_pct']:.0f}%, upstream {r['upstream_cpu_pct']:.0f}%",
+                    flush=True,
+                )
             for n in (int(s) for s in args.streams.split(",")):
                 s = stream_step(Path(tmp), url, n, args.chunks, args.pace_ms, upstream.pid)
                 streams.append(s)
-                print(f"{n:>5} streams x {args.chunks} chunks every {args.pace_ms:g} ms: {s['chunks_per_s']:7.0f} chunks/s, added gap "
-                      f"p50 {s['added_gap_p50_ms']:.2f} p99 {s['added_gap_p99_ms']:.2f} ms, complete {s['complete']}/{n}; CPU replay "
-                      f"{s['replay_cpu_pct']:.0f}% ({s['replay_cpu_us_per_chunk']:.1f} us/chunk), upstream {s['upstream_cpu_pct']:.0f}%", flush=True)  # fmt: skip
+                print(
+                    f"{n:>5} streams x {args.chunks} chunks every {args.pace_ms:g} ms: {s['chunks_per_s']:7.0f} chunks/s, added gap "
+                    f"p50 {s['added_gap_p50_ms']:.2f} p99 {s['added_gap_p99_ms']:.2f} ms, complete {s['complete']}/{n}; CPU replay "
+                    f"{s['replay_cpu_pct']:.0f}% ({s['replay_cpu_us_per_chunk']:.1f} us/chunk), upstream {s['upstream_cpu_pct']:.0f}%",
+                    flush=True,
+                )
     finally:
         upstream.terminate()
         upstream.wait()
-    kept = [r["rate"] for r in rates if r["lag_p99_ms"] < 1.0 and r["achieved_rate"] >= 0.99 * r["rate"] and r["complete"] == r["requests"]]
+    kept = [
+        r["rate"]
+        for r in rates
+        if r["lag_p99_ms"] < 1.0 and r["achieved_rate"] >= 0.99 * r["rate"] and r["complete"] == r["requests"]
+    ]
     per_chunk = min(s["replay_cpu_us_per_chunk"] for s in streams)
-    bound = {"highest_rate_p99_lag_under_1ms": max(kept, default=None),
-             "streams_per_core_at_pace": 1e6 / per_chunk / (1000 / args.pace_ms), "replay_cpu_us_per_chunk": per_chunk}  # fmt: skip
+    bound = {
+        "highest_rate_p99_lag_under_1ms": max(kept, default=None),
+        "streams_per_core_at_pace": 1e6 / per_chunk / (1000 / args.pace_ms),
+        "replay_cpu_us_per_chunk": per_chunk,
+    }
     # CPU per request is not a bound here: the dispatcher spins through the last 1.5 ms before each
     # deadline, so at low rates it burns the gaps; the highest rate kept on schedule is the measure.
-    print(f"one replay worker: kept {bound['highest_rate_p99_lag_under_1ms']} requests/s on schedule (p99 lag < 1 ms; rates tried "
-          f"{args.rates}); {per_chunk:.1f} us CPU per received chunk, so about {bound['streams_per_core_at_pace']:.0f} streams at "
-          f"{1000 / args.pace_ms:g} chunks/s per core")  # fmt: skip
-    result = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
-              "rates": rates, "streams": streams, "bound": bound}  # fmt: skip
+    print(
+        f"one replay worker: kept {bound['highest_rate_p99_lag_under_1ms']} requests/s on schedule (p99 lag < 1 ms; rates tried "
+        f"{args.rates}); {per_chunk:.1f} us CPU per received chunk, so about {bound['streams_per_core_at_pace']:.0f} streams at "
+        f"{1000 / args.pace_ms:g} chunks/s per core"
+    )
+    result = {
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "rates": rates,
+        "streams": streams,
+        "bound": bound,
+    }
     Path(args.json).write_text(json.dumps(result, indent=2))
 
 

@@ -31,6 +31,7 @@ async def drive(url: str, total: int, concurrency: int, pid: int, samples: list[
     sent = errors = 0
     next_id = 0
     async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=concurrency), trust_env=False) as client:
+
         async def worker() -> None:
             nonlocal sent, errors, next_id
             while next_id < total:
@@ -60,9 +61,23 @@ def main() -> None:
     upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(up_port), "--chunks", "8"])
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "soak"
-        proxy = subprocess.Popen([sys.executable, "-m", "infertap", "record", "--upstream", f"http://127.0.0.1:{up_port}",
-                                  "--listen", f"127.0.0.1:{port}", "--out", str(out), "--no-probe"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        proxy = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "infertap",
+                "record",
+                "--upstream",
+                f"http://127.0.0.1:{up_port}",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--out",
+                str(out),
+                "--no-probe",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             _wait(f"http://127.0.0.1:{up_port}")
             _wait(f"http://127.0.0.1:{port}")
@@ -87,14 +102,26 @@ def main() -> None:
         "closed cleanly": info["closed_cleanly"],
         "memory flat within 10%": growth <= 0.10,
     }
-    result = {"requests": sent, "errors": errors, "wall_s": wall, "requests_per_s": sent / wall, "rss_mb_at_10pct": early,
-              "rss_mb_at_end": late, "rss_growth": growth, "captured": info["exchanges"], "capture_bytes": info["bytes_on_disk"],
-              "body_bytes": info["body_bytes"], "checks": checks}  # fmt: skip
+    result = {
+        "requests": sent,
+        "errors": errors,
+        "wall_s": wall,
+        "requests_per_s": sent / wall,
+        "rss_mb_at_10pct": early,
+        "rss_mb_at_end": late,
+        "rss_growth": growth,
+        "captured": info["exchanges"],
+        "capture_bytes": info["bytes_on_disk"],
+        "body_bytes": info["body_bytes"],
+        "checks": checks,
+    }
     Path(args.json).write_text(json.dumps(result, indent=2))
-    print(f"{sent:,} requests at concurrency {args.concurrency} in {wall:.0f} s ({sent / wall:.0f}/s); errors {errors}; "
-          f"captured {info['exchanges']:,}; proxy RSS {early:.0f} -> {late:.0f} MiB ({growth:+.1%}); "
-          f"capture {info['bytes_on_disk'] / 2**20:.1f} MiB for {info['body_bytes'] / 2**20:.1f} MiB of bodies "
-          f"({info['body_bytes'] / max(1, info['bytes_on_disk']):.1f}x)")  # fmt: skip
+    print(
+        f"{sent:,} requests at concurrency {args.concurrency} in {wall:.0f} s ({sent / wall:.0f}/s); errors {errors}; "
+        f"captured {info['exchanges']:,}; proxy RSS {early:.0f} -> {late:.0f} MiB ({growth:+.1%}); "
+        f"capture {info['bytes_on_disk'] / 2**20:.1f} MiB for {info['body_bytes'] / 2**20:.1f} MiB of bodies "
+        f"({info['body_bytes'] / max(1, info['bytes_on_disk']):.1f}x)"
+    )
     for name, ok in checks.items():
         print(f"  {'ok  ' if ok else 'FAIL'} {name}")
     sys.exit(0 if all(checks.values()) else 1)

@@ -40,12 +40,24 @@ def make_app(chunks: int, size: int, pace_ms: float) -> Any:
         n = int(params.get("n_chunks", chunks))
         pace = float(params.get("pace_ms", pace_ms)) / 1000
         text = "x" * size
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+            }
+        )
         for _ in range(n):
-            event = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": "bench",
-                     "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}  # fmt: skip
-            await send({"type": "http.response.body", "body": b"data: " + json.dumps(event).encode() + b"\n\n", "more_body": True})
+            event = {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "bench",
+                "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+            }
+            await send(
+                {"type": "http.response.body", "body": b"data: " + json.dumps(event).encode() + b"\n\n", "more_body": True}
+            )
             if pace:
                 await asyncio.sleep(pace)
         await send({"type": "http.response.body", "body": DONE})
@@ -61,8 +73,15 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=16)
     parser.add_argument("--pace-ms", type=float, default=0.0)
     args = parser.parse_args()
-    uvicorn.run(make_app(args.chunks, args.size, args.pace_ms), host=args.host, port=args.port, log_level="warning",
-                access_log=False, timeout_keep_alive=60, backlog=4096)  # fmt: skip
+    uvicorn.run(
+        make_app(args.chunks, args.size, args.pace_ms),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=60,
+        backlog=4096,
+    )
 
 
 if __name__ == "__main__":

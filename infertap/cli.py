@@ -22,9 +22,13 @@ DEFAULT_CAPTURES = Path("captures")
 
 
 _probe_header = click.option(
-    "--probe-header", "probe_headers", multiple=True, callback=key_value, metavar="NAME=VALUE",
+    "--probe-header",
+    "probe_headers",
+    multiple=True,
+    callback=key_value,
+    metavar="NAME=VALUE",
     help="A header for infertap's own requests to the engine (e.g. its API key); never stored. Repeatable.",
-)  # fmt: skip
+)
 
 
 def _default_out() -> Path:
@@ -53,23 +57,48 @@ def cli() -> None:
 @click.option("--upstream", required=True, metavar="URL", help="The engine to forward to, e.g. http://127.0.0.1:8080.")
 @click.option("--listen", default="127.0.0.1:8787", show_default=True, callback=host_port, help="HOST:PORT to listen on.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/<time>].")
-@click.option("--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored in the capture header; repeatable.")
+@click.option(
+    "--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored in the capture header; repeatable."
+)
 @click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable.")
-@click.option("--redact-query", multiple=True, metavar="NAME", help="Another query parameter whose value is a secret; repeatable.")
+@click.option(
+    "--redact-query", multiple=True, metavar="NAME", help="Another query parameter whose value is a secret; repeatable."
+)
 @click.option("--max-body-mb", default=64.0, show_default=True, help="Larger request bodies get 413 and are recorded as refused.")
 @click.option("--max-segment-mb", default=256.0, show_default=True, help="Start a new segment file past this size.")
 @click.option("--connect-timeout", default=10.0, show_default=True, help="Seconds to connect to the upstream.")
-@click.option("--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the upstream between bytes (0: forever).")
+@click.option(
+    "--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the upstream between bytes (0: forever)."
+)
 @click.option("--graceful-timeout", default=5.0, show_default=True, help="On SIGTERM, seconds to let in-flight exchanges finish.")
-@click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The engine's GGUF, for facts it doesn't publish (template, hash).")
-@click.option("--probe-interval", default=60.0, show_default=True, help="Seconds between engine snapshots (a new one is stored only when it changed).")
+@click.option(
+    "--model-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="The engine's GGUF, for facts it doesn't publish (template, hash).",
+)
+@click.option(
+    "--probe-interval",
+    default=60.0,
+    show_default=True,
+    help="Seconds between engine snapshots (a new one is stored only when it changed).",
+)
 @click.option("--no-probe", is_flag=True, help="Store no engine snapshots and no enrichments.")
 @click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings (snapshots still taken).")
 @_probe_header
-@click.option("--auth-token", envvar="INFERTAP_AUTH_TOKEN", default=None,
-              help="Clients must present it (X-Infertap-Token: T, or Proxy-Authorization: Bearer T); never recorded. Env INFERTAP_AUTH_TOKEN.")
-@click.option("--on-capture-error", type=click.Choice(["serve", "fail"]), default="serve", show_default=True,
-              help="When the capture can't be written: keep serving (and say so loudly), or refuse traffic with 503.")
+@click.option(
+    "--auth-token",
+    envvar="INFERTAP_AUTH_TOKEN",
+    default=None,
+    help="Clients must present it (X-Infertap-Token: T, or Proxy-Authorization: Bearer T); never recorded. Env INFERTAP_AUTH_TOKEN.",
+)
+@click.option(
+    "--on-capture-error",
+    type=click.Choice(["serve", "fail"]),
+    default="serve",
+    show_default=True,
+    help="When the capture can't be written: keep serving (and say so loudly), or refuse traffic with 503.",
+)
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 def record(
     upstream: str,
@@ -125,8 +154,10 @@ def record(
     if not is_loopback(host):
         click.secho(
             f"WARNING: listening on {host}, reachable from other machines; captures hold prompts and outputs.",
-            fg="red", bold=True, err=True,
-        )  # fmt: skip
+            fg="red",
+            bold=True,
+            err=True,
+        )
     try:
         sock = bind(host, port)
     except OSError as exc:
@@ -151,11 +182,20 @@ def record(
 @cli.command()
 @click.argument("url")
 @click.option("--json", "as_json", is_flag=True, help="Print the snapshot as JSON.")
-@click.option("--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable.")
-@click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The engine's GGUF, for facts it doesn't publish.")
+@click.option(
+    "--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable."
+)
+@click.option(
+    "--model-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="The engine's GGUF, for facts it doesn't publish.",
+)
 @click.option("--timeout", default=10.0, show_default=True, help="Seconds per request to the engine.")
 @_probe_header
-def probe(url: str, as_json: bool, labels: dict[str, str], model_file: str | None, timeout: float, probe_headers: dict[str, str]) -> None:
+def probe(
+    url: str, as_json: bool, labels: dict[str, str], model_file: str | None, timeout: float, probe_headers: dict[str, str]
+) -> None:
     """Detect the engine at URL and print its configuration, each fact with where it came from.
 
     \b
@@ -195,7 +235,13 @@ def _print_snapshot(snap: dict[str, Any]) -> None:
         table.add_row(name, shown, f["source"])
     host = snap["host"]
     gpus = host.get("gpus")
-    gpu_text = "; ".join(f"{g['name']} (driver {g['driver']}, {g['memory_mib']} MiB)" for g in gpus) if gpus else "none found (no nvidia-smi)" if gpus is None else "none"
+    gpu_text = (
+        "; ".join(f"{g['name']} (driver {g['driver']}, {g['memory_mib']} MiB)" for g in gpus)
+        if gpus
+        else "none found (no nvidia-smi)"
+        if gpus is None
+        else "none"
+    )
     where = "this machine" if snap["host_is_engine_host"] else "this machine (the engine is elsewhere: its host is unknown)"
     table.add_row("host", f"{host['cpu']} ×{host['cpu_count']}, {host['memory_bytes'] / 2**30:.1f} GiB, {host['os']}", where)
     table.add_row("gpus", gpu_text, "nvidia-smi")
@@ -210,9 +256,18 @@ def _print_snapshot(snap: dict[str, Any]) -> None:
 
 @cli.command()
 @_capture_arg
-@click.option("--engine", "engine_url", required=True, metavar="URL", help="An engine serving the capture's model and configuration.")
-@click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The engine's GGUF, for facts it doesn't publish.")
-@click.option("--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable.")
+@click.option(
+    "--engine", "engine_url", required=True, metavar="URL", help="An engine serving the capture's model and configuration."
+)
+@click.option(
+    "--model-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="The engine's GGUF, for facts it doesn't publish.",
+)
+@click.option(
+    "--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored with the snapshot; repeatable."
+)
 @_probe_header
 def enrich(capture: Path, engine_url: str, model_file: str | None, labels: dict[str, str], probe_headers: dict[str, str]) -> None:
     """Add effective prompt tokens and settings to a capture recorded without them.
@@ -226,7 +281,9 @@ def enrich(capture: Path, engine_url: str, model_file: str | None, labels: dict[
         counts = enrich_capture(capture, engine_url, model_file=model_file, labels=labels, headers=probe_headers)
     except InfertapError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"enriched {counts['enriched']} of {counts['exchanges']} exchanges in {capture} ({counts['skipped']} not generation requests or not complete)")
+    click.echo(
+        f"enriched {counts['enriched']} of {counts['exchanges']} exchanges in {capture} ({counts['skipped']} not generation requests or not complete)"
+    )
 
 
 @cli.command()
@@ -315,8 +372,15 @@ def _lag(lag: dict[str, Any]) -> str:
 
 
 @cli.command()
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Folder for the captures and the report [default: captures/demo-<time>].")
-@click.option("--engine-a", default=None, metavar="URL", help="Your own engine A instead of the embedded llama-cpp-python server.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Folder for the captures and the report [default: captures/demo-<time>].",
+)
+@click.option(
+    "--engine-a", default=None, metavar="URL", help="Your own engine A instead of the embedded llama-cpp-python server."
+)
 @click.option("--engine-b", default=None, metavar="URL", help="Your own engine B instead of the embedded llama-server.")
 @click.option("--quick", is_flag=True, help="A shorter workload (no long-context request).")
 @click.option("--keep", is_flag=True, help="Leave the engines running afterwards and print their URLs (Ctrl-C ends them).")

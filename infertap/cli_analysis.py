@@ -29,9 +29,11 @@ _SQL_START = re.compile(
 
 _captures = click.argument("captures", nargs=-1, required=True, metavar="CAPTURE...")
 _cache_dir = click.option(
-    "--cache-dir", type=click.Path(path_type=Path), default=None,
+    "--cache-dir",
+    type=click.Path(path_type=Path),
+    default=None,
     help="Where decoded captures are kept [default: $INFERTAP_CACHE or ~/.cache/infertap].",
-)  # fmt: skip
+)
 
 
 def _warn(message: str) -> None:
@@ -63,8 +65,15 @@ def _opened(captures: tuple[str, ...], cache_dir: Path | None) -> Iterator[Analy
 @click.command()
 @_captures
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@click.option("--by", "by", multiple=True, type=click.Choice(list(GROUPINGS)), default=("run",), show_default=True,
-              help="Group exchanges by run, model, path or api; repeat to combine (--by run --by model).")  # fmt: skip
+@click.option(
+    "--by",
+    "by",
+    multiple=True,
+    type=click.Choice(list(GROUPINGS)),
+    default=("run",),
+    show_default=True,
+    help="Group exchanges by run, model, path or api; repeat to combine (--by run --by model).",
+)
 @_cache_dir
 def stats(captures: tuple[str, ...], as_json: bool, by: tuple[str, ...], cache_dir: Path | None) -> None:
     """Speed of the generation requests in captures: latency percentiles, throughput, concurrency,
@@ -117,8 +126,10 @@ def _print_stats(result: dict[str, Any]) -> None:
     console = Console(width=None if sys.stdout.isatty() else 200)
     out = click.echo  # plain lines: never wrapped at the terminal's width
     for engine in result["engines"]:
-        out(f"engine: {engine['kind'] or 'unknown'} {engine['version'] or '(version unknown)'} at {engine['url'] or '?'} "
-            f"(fingerprint {engine['fingerprint']})")  # fmt: skip
+        out(
+            f"engine: {engine['kind'] or 'unknown'} {engine['version'] or '(version unknown)'} at {engine['url'] or '?'} "
+            f"(fingerprint {engine['fingerprint']})"
+        )
     if not result["groups"]:
         out("no generation requests in these captures")
         return
@@ -132,33 +143,54 @@ def _print_stats(result: dict[str, Any]) -> None:
             table.add_row(name, unit, str(dist["n"]), *(_num(dist[k], digits) for k in ("p50", "p90", "p99", "mean")))
         console.print(table)
         tp, cc, w = group["throughput"], group["concurrency"], group["workload"]
-        out(f"  requests {group['requests']}, ok {group['ok']}, error_rate {_pct(group['error_rate'])}, "
-            f"over {_num(group['span_s'], 2)} s")  # fmt: skip
-        out(f"  requests_per_s {_num(tp['requests_per_s'], 2)}, output_tokens_per_s {_num(tp['output_tokens_per_s'], 1)}, "
-            f"concurrency_mean {_num(cc['mean'], 2)}, concurrency_max {_num(cc['max'])}")  # fmt: skip
-        out(f"  output_tokens source: {_counts(group['output_tokens_source'])}; "
-            f"tokens_per_chunk {_num(group['tokens_per_chunk'], 2)} (streamed)")  # fmt: skip
+        out(
+            f"  requests {group['requests']}, ok {group['ok']}, error_rate {_pct(group['error_rate'])}, "
+            f"over {_num(group['span_s'], 2)} s"
+        )
+        out(
+            f"  requests_per_s {_num(tp['requests_per_s'], 2)}, output_tokens_per_s {_num(tp['output_tokens_per_s'], 1)}, "
+            f"concurrency_mean {_num(cc['mean'], 2)}, concurrency_max {_num(cc['max'])}"
+        )
+        out(
+            f"  output_tokens source: {_counts(group['output_tokens_source'])}; "
+            f"tokens_per_chunk {_num(group['tokens_per_chunk'], 2)} (streamed)"
+        )
         if tp["output_tokens_source"] == "mixed":
-            out("  note: output_tokens adds counts of different sources (" + _counts(w["output_tokens"]["by_source"])
-                + "); llama-server's usage counts the end-of-sequence token, a re-tokenized count does not")
+            out(
+                "  note: output_tokens adds counts of different sources ("
+                + _counts(w["output_tokens"]["by_source"])
+                + "); llama-server's usage counts the end-of-sequence token, a re-tokenized count does not"
+            )
         tools = group["tool_calls"]
-        out(f"  finish_reason: {_counts(group['finish_reasons'])}; tool calls {tools['calls']} in {tools['exchanges']} exchanges"
-            + (f"; unreadable {group['unreadable']} (no API adapter understood the body: not counted as answers)"
-               if group["unreadable"] else ""))  # fmt: skip
+        out(
+            f"  finish_reason: {_counts(group['finish_reasons'])}; tool calls {tools['calls']} in {tools['exchanges']} exchanges"
+            + (
+                f"; unreadable {group['unreadable']} (no API adapter understood the body: not counted as answers)"
+                if group["unreadable"]
+                else ""
+            )
+        )
         st = group["server_timings"]
         if st["source"]:
-            shown = ", ".join(f"server_{k} p50 {_num(st[k]['p50'], 1)} mean {_num(st[k]['mean'], 1)}"
-                              for k in ("prompt_ms", "decode_ms", "cached_tokens") if st[k]["n"])  # fmt: skip
+            shown = ", ".join(
+                f"server_{k} p50 {_num(st[k]['p50'], 1)} mean {_num(st[k]['mean'], 1)}"
+                for k in ("prompt_ms", "decode_ms", "cached_tokens")
+                if st[k]["n"]
+            )
             out(f"  server-measured ({st['source']}): {shown}")
         else:
             out("  server-measured: none reported by the engine")
         pt, ot, ct = w["prompt_tokens"], w["output_tokens"], w["cached_tokens"]
-        out(f"  workload: prompt_tokens {_num(pt['total'])} (known for {pt['known']}, {_counts(pt['source'])}), "
+        out(
+            f"  workload: prompt_tokens {_num(pt['total'])} (known for {pt['known']}, {_counts(pt['source'])}), "
             f"output_tokens {_num(ot['total'])}, output_per_prompt {_num(w['output_per_prompt'], 3)}, "
-            f"cached_share {_pct(ct['share'])} (known for {ct['known']}, {_counts(ct['source'])})")  # fmt: skip
+            f"cached_share {_pct(ct['share'])} (known for {ct['known']}, {_counts(ct['source'])})"
+        )
         for reuse in w["prefix_reuse"]:
-            out(f"  prefix_reuse ({reuse['unit']}): {_pct(reuse['share'])} ({_num(reuse['shared'])} of {_num(reuse['length'])} "
-                f"{reuse['unit']} shared with an earlier request's prefix; mean {_num(reuse['mean'], 1)} per request)")  # fmt: skip
+            out(
+                f"  prefix_reuse ({reuse['unit']}): {_pct(reuse['share'])} ({_num(reuse['shared'])} of {_num(reuse['length'])} "
+                f"{reuse['unit']} shared with an earlier request's prefix; mean {_num(reuse['mean'], 1)} per request)"
+            )
 
 
 # -- sql -----------------------------------------------------------------------------------------
@@ -276,10 +308,20 @@ def _cell(value: Any) -> str:
 
 @click.command()
 @_captures
-@click.option("--parquet", "folder", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder to write the tables into (created if needed).")  # fmt: skip
-@click.option("--partition-by", type=click.Choice(["recorder", "run", "none"]), default="recorder", show_default=True,
-              help="Hive-style partitions <table>/recorder_id=.../ (or run_id=...); none: one <table>.parquet each.")  # fmt: skip
+@click.option(
+    "--parquet",
+    "folder",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write the tables into (created if needed).",
+)
+@click.option(
+    "--partition-by",
+    type=click.Choice(["recorder", "run", "none"]),
+    default="recorder",
+    show_default=True,
+    help="Hive-style partitions <table>/recorder_id=.../ (or run_id=...); none: one <table>.parquet each.",
+)
 @_cache_dir
 def export(captures: tuple[str, ...], folder: Path, partition_by: str, cache_dir: Path | None) -> None:
     """Export the decoded tables and per-exchange metrics of captures as Parquet, for any SQL engine.

@@ -18,14 +18,29 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("a", type=click.Path(exists=True, path_type=Path))
 @click.argument("b", type=click.Path(exists=True, path_type=Path))
-@click.option("--baseline", type=click.Path(exists=True, path_type=Path), default=None,
-              help="A second run of A's own configuration: B's divergence is shown next to A's divergence from itself.")
-@click.option("--extract", default=None, metavar="number|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs (flips).")
-@click.option("--reference", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help='JSON {"question": "answer"} keyed by the last user message: with --extract, flips are counted right->wrong and wrong->right.')
+@click.option(
+    "--baseline",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="A second run of A's own configuration: B's divergence is shown next to A's divergence from itself.",
+)
+@click.option(
+    "--extract",
+    default=None,
+    metavar="number|choice|json|regex:PATTERN",
+    help="Compare answers extracted from the outputs (flips).",
+)
+@click.option(
+    "--reference",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help='JSON {"question": "answer"} keyed by the last user message: with --extract, flips are counted right->wrong and wrong->right.',
+)
 @click.option("--top", default=5, show_default=True, help="How many of the most divergent exchanges to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
-def compare(a: Path, b: Path, baseline: Path | None, extract: str | None, reference: Path | None, top: int, as_json: bool) -> None:
+def compare(
+    a: Path, b: Path, baseline: Path | None, extract: str | None, reference: Path | None, top: int, as_json: bool
+) -> None:
     """Compare run B with run A of the same workload (a replay, or the same requests).
 
     \b
@@ -89,7 +104,9 @@ def _speed_table(rows: list[dict[str, Any]]) -> Table:
     table.add_column("n", justify="right", no_wrap=True)
     for row, ci in zip(rows, cis, strict=True):
         a, b = row["a"], row["b"]
-        table.add_row(row["metric"], _ms(a["p50"]), _ms(a["p99"]), _ms(b["p50"]), _ms(b["p99"]), _ratio(row["ratio_p50"]), ci, f"{a['n']:,}")
+        table.add_row(
+            row["metric"], _ms(a["p50"]), _ms(a["p99"]), _ms(b["p50"]), _ms(b["p99"]), _ratio(row["ratio_p50"]), ci, f"{a['n']:,}"
+        )
     return table
 
 
@@ -111,14 +128,26 @@ def print_comparison(r: dict[str, Any]) -> None:
     say("\n1. Configuration", "bold")
     cfg = r["config"]
     if cfg["snapshot_missing"]:
-        say(f"no engine snapshot in {' and '.join(cfg['snapshot_missing'])}: recorded with --no-probe, or the probe failed", "yellow")
-    table = Table("fact", "A", "B", title="engine snapshots: what differs (unknown: not exposed by that engine)", title_justify="left")
+        say(
+            f"no engine snapshot in {' and '.join(cfg['snapshot_missing'])}: recorded with --no-probe, or the probe failed",
+            "yellow",
+        )
+    table = Table(
+        "fact", "A", "B", title="engine snapshots: what differs (unknown: not exposed by that engine)", title_justify="left"
+    )
     for fact in sorted(cfg["snapshots"], key=lambda f: f["unknown"]):  # known on both sides first
         if fact["differs"]:
             table.add_row(fact["fact"], _fmt(fact["a"]), _fmt(fact["b"]), style=None if fact["unknown"] else "bold")
     console.print(table)
     if cfg["settings"]:
-        table = Table("setting", "A (source)", "B (source)", "exchanges", title="effective sampling settings that differ", title_justify="left")
+        table = Table(
+            "setting",
+            "A (source)",
+            "B (source)",
+            "exchanges",
+            title="effective sampling settings that differ",
+            title_justify="left",
+        )
         for setting in cfg["settings"]:
             table.add_row(setting["setting"], setting["a"], setting["b"], str(setting["exchanges"]), style="bold")
         console.print(table)
@@ -154,8 +183,11 @@ def print_comparison(r: dict[str, Any]) -> None:
     console.print(table)
     for path, read in d.get("readable", {}).items():
         if read["read_both"] < read["pairs"]:
-            say(f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} unreadable in A, "
-                f"{read['unreadable_b']} in B: no API adapter understood the body; never counted as a match)", "yellow")  # fmt: skip
+            say(
+                f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} unreadable in A, "
+                f"{read['unreadable_b']} in B: no API adapter understood the body; never counted as a match)",
+                "yellow",
+            )
     if d["first_divergence_histogram"]:
         say("first divergence positions: " + ", ".join(f"{k}-{k + 7}: {v}" for k, v in d["first_divergence_histogram"].items()))
 
@@ -164,8 +196,11 @@ def print_comparison(r: dict[str, Any]) -> None:
         for item in d["most_divergent"]:
             fd = item["first_divergence"]
             extra = f", answers {item['answer'][0]!r} → {item['answer'][1]!r}" if "answer" in item else ""
-            say(f"{item['path']}  A {item['a_id'][:8]} / B {item['b_id'][:8]}: similarity {item['similarity']:.2f}, "
-                f"first divergence at {fd['unit']} {fd['at']}{extra}", "bold")  # fmt: skip
+            say(
+                f"{item['path']}  A {item['a_id'][:8]} / B {item['b_id'][:8]}: similarity {item['similarity']:.2f}, "
+                f"first divergence at {fd['unit']} {fd['at']}{extra}",
+                "bold",
+            )
             say("  " + item["diff"][:600].replace("\n", "\n  "))
 
 
@@ -173,7 +208,9 @@ def print_comparison(r: dict[str, Any]) -> None:
 @click.argument("a", type=click.Path(exists=True, path_type=Path))
 @click.argument("b", type=click.Path(exists=True, path_type=Path), required=False)
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True)
-@click.option("--extract", default=None, metavar="number|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs.")
+@click.option(
+    "--extract", default=None, metavar="number|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs."
+)
 def report(a: Path, b: Path | None, out: Path, extract: str | None) -> None:
     """Write one self-contained HTML report (works offline) of run A, or of B compared with A."""
     from .analysis.report import write_report

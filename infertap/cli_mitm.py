@@ -13,15 +13,37 @@ from .options import host_port, key_value
 
 @click.command()
 @click.option("--listen", default="127.0.0.1:8788", show_default=True, callback=host_port, help="HOST:PORT to listen on.")
-@click.option("--mode", default="regular", show_default=True, help="mitmproxy mode: regular (an HTTP(S) proxy), reverse:URL, upstream:URL, ...")
-@click.option("--match", multiple=True, metavar="PATTERN", help="Host or path pattern to record (fnmatch; with '/' it matches paths). Default: OpenAI-compatible and Ollama API paths on any host.")
+@click.option(
+    "--mode",
+    default="regular",
+    show_default=True,
+    help="mitmproxy mode: regular (an HTTP(S) proxy), reverse:URL, upstream:URL, ...",
+)
+@click.option(
+    "--match",
+    multiple=True,
+    metavar="PATTERN",
+    help="Host or path pattern to record (fnmatch; with '/' it matches paths). Default: OpenAI-compatible and Ollama API paths on any host.",
+)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/mitm-<time>].")
 @click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable.")
-@click.option("--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored in the capture header; repeatable.")
-@click.option("--set", "set_options", multiple=True, metavar="NAME=VALUE", help="Any mitmproxy option, e.g. ssl_insecure=true; repeatable.")
+@click.option(
+    "--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored in the capture header; repeatable."
+)
+@click.option(
+    "--set", "set_options", multiple=True, metavar="NAME=VALUE", help="Any mitmproxy option, e.g. ssl_insecure=true; repeatable."
+)
 @click.option("--confdir", default=None, help="mitmproxy's configuration folder, where its CA lives [default: ~/.mitmproxy].")
-def mitm(listen: tuple[str, int], mode: str, match: tuple[str, ...], out: Path | None, redact_header: tuple[str, ...],
-         labels: dict[str, str], set_options: tuple[str, ...], confdir: str | None) -> None:  # fmt: skip
+def mitm(
+    listen: tuple[str, int],
+    mode: str,
+    match: tuple[str, ...],
+    out: Path | None,
+    redact_header: tuple[str, ...],
+    labels: dict[str, str],
+    set_options: tuple[str, ...],
+    confdir: str | None,
+) -> None:
     """Record LLM API traffic through mitmproxy, for clients with no base-URL setting or on HTTPS.
 
     \b
@@ -37,14 +59,23 @@ def mitm(listen: tuple[str, int], mode: str, match: tuple[str, ...], out: Path |
     if not is_loopback(host):
         click.secho(f"WARNING: listening on {host}, reachable from other machines.", fg="red", bold=True, err=True)
     config = MitmConfig(
-        out=out or Path("captures") / f"mitm-{_dt.datetime.now():%Y%m%d-%H%M%S}", host=host, port=port, mode=mode,
-        match=match, redact_headers=redact_header, labels=label_map, set_options=set_options, confdir=confdir,
-    )  # fmt: skip
+        out=out or Path("captures") / f"mitm-{_dt.datetime.now():%Y%m%d-%H%M%S}",
+        host=host,
+        port=port,
+        mode=mode,
+        match=match,
+        redact_headers=redact_header,
+        labels=label_map,
+        set_options=set_options,
+        confdir=confdir,
+    )
 
     def ready(addrs: list[str], capture: str, ca: Path) -> None:
         click.echo(f"infertap mitm: listening on {', '.join(addrs) or f'{host}:{port}'} ({mode} mode), capturing to {capture}")
         click.echo(f"infertap mitm: CA certificate clients must trust: {ca}")
-        click.echo(f"  e.g. HTTPS_PROXY=http://{host}:{port} SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca} NODE_EXTRA_CA_CERTS={ca}", )
+        click.echo(
+            f"  e.g. HTTPS_PROXY=http://{host}:{port} SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca} NODE_EXTRA_CA_CERTS={ca}",
+        )
 
     try:
         run_mitm(config, on_ready=ready)
@@ -69,7 +100,9 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
         counts = import_file(source, out, all_paths=all_paths)
     except InfertapError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"imported {counts['kept']} exchanges into {out} ({counts['skipped']} requests to other paths skipped; --all-paths keeps them)")
+    click.echo(
+        f"imported {counts['kept']} exchanges into {out} ({counts['skipped']} requests to other paths skipped; --all-paths keeps them)"
+    )
 
 
 def register(cli: click.Group) -> None:

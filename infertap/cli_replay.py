@@ -16,43 +16,139 @@ from .options import pairs
 @click.command()
 @click.argument("capture", type=click.Path(exists=True, path_type=Path))
 @click.option("--target", required=True, metavar="URL", help="The engine to replay against.")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture of the replay [default: captures/replay-<time>].")
-@click.option("--schedule", "schedule_kind", type=click.Choice(["original"]), default=None,
-              help="Original timing (the default unless --concurrency or --rate is given).")
+@click.option(
+    "--out", type=click.Path(path_type=Path), default=None, help="Capture of the replay [default: captures/replay-<time>]."
+)
+@click.option(
+    "--schedule",
+    "schedule_kind",
+    type=click.Choice(["original"]),
+    default=None,
+    help="Original timing (the default unless --concurrency or --rate is given).",
+)
 @click.option("--speed", default=1.0, show_default=True, help="With original timing: time scale (2 = twice as fast).")
-@click.option("--concurrency", default=None, metavar="N|original", help="Closed loop: N in flight, or as many as the capture had at each request.")
+@click.option(
+    "--concurrency",
+    default=None,
+    metavar="N|original",
+    help="Closed loop: N in flight, or as many as the capture had at each request.",
+)
 @click.option("--rate", type=float, default=None, help="Open loop at R requests/s.")
 @click.option("--poisson", is_flag=True, help="With --rate: Poisson arrivals.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the Poisson arrivals.")
-@click.option("--max-concurrency", type=int, default=None, help="A cap on requests in flight, on any schedule (waits are recorded apart from latency).")
-@click.option("--model-map", multiple=True, callback=pairs, metavar="SRC=DST", help="Rename a model in request bodies; repeatable.")
+@click.option(
+    "--max-concurrency",
+    type=int,
+    default=None,
+    help="A cap on requests in flight, on any schedule (waits are recorded apart from latency).",
+)
+@click.option(
+    "--model-map", multiple=True, callback=pairs, metavar="SRC=DST", help="Rename a model in request bodies; repeatable."
+)
 @click.option("--model", default=None, help="Set the model of every request.")
-@click.option("--set", "set_values", multiple=True, callback=pairs, metavar="PATH=VALUE", help="Body override, JSON value, dotted path; repeatable.")
+@click.option(
+    "--set",
+    "set_values",
+    multiple=True,
+    callback=pairs,
+    metavar="PATH=VALUE",
+    help="Body override, JSON value, dotted path; repeatable.",
+)
 @click.option("--unset", multiple=True, metavar="PATH", help="Remove a body key (dotted path); repeatable.")
-@click.option("--header", "headers", multiple=True, callback=pairs, metavar="NAME=VALUE", help="Set a request header; repeatable.")
+@click.option(
+    "--header", "headers", multiple=True, callback=pairs, metavar="NAME=VALUE", help="Set a request header; repeatable."
+)
 @click.option("--drop-header", multiple=True, metavar="NAME", help="Drop a captured request header; repeatable.")
-@click.option("--api-key", envvar="INFERTAP_TARGET_API_KEY", default=None, help="The target's key, sent as 'Authorization: Bearer ...' (env INFERTAP_TARGET_API_KEY). Captured credentials are never replayed.")
-@click.option("--pin-defaults", is_flag=True, help="Write the source engine's effective sampling defaults into each request (needs enrichment).")
-@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="path=GLOB, model=NAME, status=CODE, after=S, before=S; repeatable.")
+@click.option(
+    "--api-key",
+    envvar="INFERTAP_TARGET_API_KEY",
+    default=None,
+    help="The target's key, sent as 'Authorization: Bearer ...' (env INFERTAP_TARGET_API_KEY). Captured credentials are never replayed.",
+)
+@click.option(
+    "--pin-defaults",
+    is_flag=True,
+    help="Write the source engine's effective sampling defaults into each request (needs enrichment).",
+)
+@click.option(
+    "--filter",
+    "filters",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="path=GLOB, model=NAME, status=CODE, after=S, before=S; repeatable.",
+)
 @click.option("--limit", type=int, default=None, help="Replay only the first N exchanges.")
 @click.option("--repeat", type=int, default=1, show_default=True, help="Replay the workload N times, back to back.")
-@click.option("--label", "labels", multiple=True, callback=pairs, metavar="KEY=VALUE", help="Stored in the replay's capture header; repeatable.")
-@click.option("--model-file", type=click.Path(exists=True, dir_okay=False), default=None, help="The target's GGUF, for facts it doesn't publish.")
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    callback=pairs,
+    metavar="KEY=VALUE",
+    help="Stored in the replay's capture header; repeatable.",
+)
+@click.option(
+    "--model-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="The target's GGUF, for facts it doesn't publish.",
+)
 @click.option("--no-probe", is_flag=True, help="Don't probe the target (no snapshot, no enrichment).")
 @click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings.")
 @click.option("--grace", default=5.0, show_default=True, help="On Ctrl-C, seconds in-flight requests may finish.")
 @click.option("--connect-timeout", default=10.0, show_default=True, help="Seconds to connect to the target.")
-@click.option("--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the target between bytes (0: forever).")
-@click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
-              help="Replay in shards on a Ray cluster (ADDRESS, or RAY_ADDRESS, or a new local one); needs infertap[scale].")
-@click.option("--shards", type=click.IntRange(min=1), default=None, help="With --ray: how many replay workers [default: the cluster's CPUs].")
+@click.option(
+    "--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the target between bytes (0: forever)."
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[ADDRESS]",
+    help="Replay in shards on a Ray cluster (ADDRESS, or RAY_ADDRESS, or a new local one); needs infertap[scale].",
+)
+@click.option(
+    "--shards",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --ray: how many replay workers [default: the cluster's CPUs].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
-def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | None, speed: float, concurrency: str | None,
-           rate: float | None, poisson: bool, seed: int, max_concurrency: int | None, model_map: list[tuple[str, str]],
-           model: str | None, set_values: list[tuple[str, str]], unset: tuple[str, ...], headers: list[tuple[str, str]],
-           drop_header: tuple[str, ...], api_key: str | None, pin_defaults: bool, filters: tuple[str, ...], limit: int | None,
-           repeat: int, labels: list[tuple[str, str]], model_file: str | None, no_probe: bool, no_enrich: bool, grace: float,
-           connect_timeout: float, read_timeout: float, ray_address: str | None, shards: int | None, as_json: bool) -> None:  # fmt: skip
+def replay(
+    capture: Path,
+    target: str,
+    out: Path | None,
+    schedule_kind: str | None,
+    speed: float,
+    concurrency: str | None,
+    rate: float | None,
+    poisson: bool,
+    seed: int,
+    max_concurrency: int | None,
+    model_map: list[tuple[str, str]],
+    model: str | None,
+    set_values: list[tuple[str, str]],
+    unset: tuple[str, ...],
+    headers: list[tuple[str, str]],
+    drop_header: tuple[str, ...],
+    api_key: str | None,
+    pin_defaults: bool,
+    filters: tuple[str, ...],
+    limit: int | None,
+    repeat: int,
+    labels: list[tuple[str, str]],
+    model_file: str | None,
+    no_probe: bool,
+    no_enrich: bool,
+    grace: float,
+    connect_timeout: float,
+    read_timeout: float,
+    ray_address: str | None,
+    shards: int | None,
+    as_json: bool,
+) -> None:
     """Re-issue a captured workload against TARGET, at the original timing by default, recording it as a capture.
 
     \b
@@ -87,13 +183,35 @@ def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | No
         if api_key:
             header_map["Authorization"] = f"Bearer {api_key}"
         transforms = Transforms(
-            model_map=dict(model_map), model=model, set_values=[(k, parse_value(v)) for k, v in set_values],
-            unset=list(unset), headers=header_map, drop_headers=set(drop_header), pin_defaults=pin_defaults,
-        )  # fmt: skip
+            model_map=dict(model_map),
+            model=model,
+            set_values=[(k, parse_value(v)) for k, v in set_values],
+            unset=list(unset),
+            headers=header_map,
+            drop_headers=set(drop_header),
+            pin_defaults=pin_defaults,
+        )
         out = out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}"
-        summary = _run(run_replay, capture, target, out, schedule, transforms, Filters.parse(filters), limit, repeat,
-                       dict(labels), not no_probe, not no_enrich, model_file, grace, as_json, ray_address, shards,
-                       (connect_timeout, read_timeout or None))  # fmt: skip
+        summary = _run(
+            run_replay,
+            capture,
+            target,
+            out,
+            schedule,
+            transforms,
+            Filters.parse(filters),
+            limit,
+            repeat,
+            dict(labels),
+            not no_probe,
+            not no_enrich,
+            model_file,
+            grace,
+            as_json,
+            ray_address,
+            shards,
+            (connect_timeout, read_timeout or None),
+        )
     except InfertapError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
@@ -102,28 +220,65 @@ def replay(capture: Path, target: str, out: Path | None, schedule_kind: str | No
         _print_summary(summary)
 
 
-def _run(run_replay: Any, capture: Path, target: str, out: Path, schedule: Any, transforms: Any, filters: Any,
-         limit: int | None, repeat: int, labels: dict[str, str], probe: bool, enrich: bool, model_file: str | None,
-         grace: float, quiet: bool, ray_address: str | None, shards: int | None,
-         timeouts: tuple[float, float | None]) -> dict[str, Any]:  # fmt: skip
+def _run(
+    run_replay: Any,
+    capture: Path,
+    target: str,
+    out: Path,
+    schedule: Any,
+    transforms: Any,
+    filters: Any,
+    limit: int | None,
+    repeat: int,
+    labels: dict[str, str],
+    probe: bool,
+    enrich: bool,
+    model_file: str | None,
+    grace: float,
+    quiet: bool,
+    ray_address: str | None,
+    shards: int | None,
+    timeouts: tuple[float, float | None],
+) -> dict[str, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    kwargs = dict(schedule=schedule, transforms=transforms, filters=filters, limit=limit, repeat=repeat, labels=labels,
-                  probe=probe, enrich=enrich, model_file=model_file, grace_s=grace, ray=ray_address, shards=shards,
-                  connect_timeout=timeouts[0], read_timeout=timeouts[1])  # fmt: skip
+    kwargs = dict(
+        schedule=schedule,
+        transforms=transforms,
+        filters=filters,
+        limit=limit,
+        repeat=repeat,
+        labels=labels,
+        probe=probe,
+        enrich=enrich,
+        model_file=model_file,
+        grace_s=grace,
+        ray=ray_address,
+        shards=shards,
+        connect_timeout=timeouts[0],
+        read_timeout=timeouts[1],
+    )
     if quiet:
         return run_replay(capture, target, out, **kwargs)
     progress = Progress(
-        TextColumn("[bold]replay"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+        TextColumn("[bold]replay"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
         transient=False,
-    )  # fmt: skip
+    )
     task = progress.add_task("replay", total=None, detail="")
 
     def on_start(info: dict[str, Any]) -> None:
         progress.update(task, total=info["items"])
-        progress.console.print(f"replaying {info['items']} exchanges from {capture} against {info['target']} "
-                               f"({info['target_kind'] or 'unknown kind'}) into {info['out']}"
-                               + (f" in {info['shards']} Ray shards" if "shards" in info else ""), markup=False, highlight=False)  # fmt: skip
+        progress.console.print(
+            f"replaying {info['items']} exchanges from {capture} against {info['target']} "
+            f"({info['target_kind'] or 'unknown kind'}) into {info['out']}"
+            + (f" in {info['shards']} Ray shards" if "shards" in info else ""),
+            markup=False,
+            highlight=False,
+        )
 
     def tick(stats: Any) -> None:
         errors = stats.completed - stats.ends.get("complete", 0)
@@ -147,7 +302,11 @@ def _print_summary(s: dict[str, Any]) -> None:
     rows = [
         ("replay", s["out"]),
         ("target", f"{s['target']} ({s['target_kind'] or 'kind unknown'})"),
-        ("sent", f"{s['sent']} ({s['completed']} complete, {s['not_sent']} not sent)" + (" — stopped early" if s["stopped_early"] else "")),
+        (
+            "sent",
+            f"{s['sent']} ({s['completed']} complete, {s['not_sent']} not sent)"
+            + (" — stopped early" if s["stopped_early"] else ""),
+        ),
         ("endings", ", ".join(f"{k} ×{v}" for k, v in s["ends"].items()) or "-"),
         ("status codes", ", ".join(f"{k} ×{v}" for k, v in s["statuses"].items()) or "-"),
         ("schedule lag ms", f"{ms(s['lag_ms'])}  (p50 / p99 / max)"),
@@ -161,12 +320,30 @@ def _print_summary(s: dict[str, Any]) -> None:
     console = Console()
     console.print(table, markup=False, highlight=False)
     if s.get("workers"):
-        workers = Table("shard", "host", "recorder", "sent", "complete", "req/s", "lag ms p50 / p99 / max", "clock offset ms",
-                        title="replay workers (Ray)", title_justify="left")  # fmt: skip
+        workers = Table(
+            "shard",
+            "host",
+            "recorder",
+            "sent",
+            "complete",
+            "req/s",
+            "lag ms p50 / p99 / max",
+            "clock offset ms",
+            title="replay workers (Ray)",
+            title_justify="left",
+        )
         for w in s["workers"]:
             rate = "-" if w["requests_per_s"] is None else f"{w['requests_per_s']:.1f}"
-            workers.add_row(str(w["shard"]), w["host"], w["recorder_id"], str(w["sent"]), str(w["completed"]), rate,
-                            ms(w["lag_ms"]), "same host" if w["clock_rtt_ms"] is None else f"{w['clock_offset_ms']:+.2f} (rtt {w['clock_rtt_ms']:.2f})")  # fmt: skip
+            workers.add_row(
+                str(w["shard"]),
+                w["host"],
+                w["recorder_id"],
+                str(w["sent"]),
+                str(w["completed"]),
+                rate,
+                ms(w["lag_ms"]),
+                "same host" if w["clock_rtt_ms"] is None else f"{w['clock_offset_ms']:+.2f} (rtt {w['clock_rtt_ms']:.2f})",
+            )
         console.print(workers, markup=False, highlight=False)
 
 

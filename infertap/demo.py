@@ -113,8 +113,10 @@ def run_demo(
         for name, url in (("A", url_a), ("B", url_b)):
             snap = probe(url, model_file=str(gguf))
             facts = snap["facts"]
-            say(f"  {name}: {snap['kind']} {facts['version']['value'] or '(version unknown)'} at {url}, "
-                f"{facts['parallel_slots']['value'] or '?'} slot(s), repeat_penalty default {(facts['defaults']['value'] or {}).get('repeat_penalty', 'unknown')}")  # fmt: skip
+            say(
+                f"  {name}: {snap['kind']} {facts['version']['value'] or '(version unknown)'} at {url}, "
+                f"{facts['parallel_slots']['value'] or '?'} slot(s), repeat_penalty default {(facts['defaults']['value'] or {}).get('repeat_penalty', 'unknown')}"
+            )
         say(f"recording {len(workload['steps'])} requests through `infertap record` in front of A")
         with recorder(url_a, cap_a, extra_args=["--model-file", str(gguf)]) as rec:
             asyncio.run(run_workload(rec.url, workload, say))
@@ -144,6 +146,6 @@ def _outcome(cap_a: Path, cap_b: Path, report: Path, refs_file: Path, gguf: Path
             f"infertap compare {cap_a} {cap_b} --extract number --reference {refs_file}",
             f"infertap report {cap_a} {cap_b} -o {report} --extract number",
             f"infertap stats {cap_a} {cap_b}",
-            f"infertap sql \"SELECT path, count(*), median(ttft_ns)/1e6 AS ttft_ms FROM metrics GROUP BY path\" {cap_a} {cap_b}",
+            f'infertap sql "SELECT path, count(*), median(ttft_ns)/1e6 AS ttft_ms FROM metrics GROUP BY path" {cap_a} {cap_b}',
         ],
     }

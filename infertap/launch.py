@@ -101,9 +101,7 @@ def _start(argv: Sequence[str], url: str, log_dir: Path | None, name: str, env: 
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="infertap-"))
     log_path = log_dir / f"{name}.log"
     with open(log_path, "wb") as log:
-        popen = subprocess.Popen(
-            list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env or None
-        )
+        popen = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env or None)
     return Process(url, popen, log_path)
 
 
@@ -122,13 +120,21 @@ def llama_cpp_python_server(
         raise EngineError("llama-cpp-python is not installed: pip install 'infertap[engine]'")
     port = port or free_port()
     argv = [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(model or smollm2_gguf()),
-        "--model_alias", SMOLLM2_ALIAS,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--n_ctx", str(n_ctx),
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model or smollm2_gguf()),
+        "--model_alias",
+        SMOLLM2_ALIAS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
         *extra_args,
-    ]  # fmt: skip
+    ]
     proc = _start(argv, f"http://127.0.0.1:{port}", log_dir, "llama-cpp-python", None)
     try:
         _wait(proc, _answers(proc, "/v1/models", lambda code: code < 500), timeout, "ready")
@@ -159,11 +165,16 @@ def llama_server(
     port = port or free_port()
     argv = [
         str(llama_server_binary()),
-        "--model", str(model or smollm2_gguf()),
-        "--alias", SMOLLM2_ALIAS,
-        "--host", "127.0.0.1", "--port", str(port),
+        "--model",
+        str(model or smollm2_gguf()),
+        "--alias",
+        SMOLLM2_ALIAS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
         *extra_args,
-    ]  # fmt: skip
+    ]
     proc = _start(argv, f"http://127.0.0.1:{port}", log_dir, "llama-server", None)
     try:
         # llama-server answers /health with 503 while the model loads.
@@ -186,9 +197,18 @@ def recorder(
     """``infertap record`` in its own process, exactly as a user starts it."""
     port = port or free_port()
     argv = [
-        sys.executable, "-m", "infertap", "record",
-        "--upstream", upstream, "--listen", f"127.0.0.1:{port}", "--out", str(out), *extra_args,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "infertap",
+        "record",
+        "--upstream",
+        upstream,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--out",
+        str(out),
+        *extra_args,
+    ]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = _start(argv, f"http://127.0.0.1:{port}", log_dir or out.parent, f"record-{out.name}", env)
     try:

@@ -47,6 +47,12 @@ class LoopLag:
 
     def summary(self) -> dict[str, Any]:
         """Read from the writer's thread at each footer: plain numbers, copied."""
-        return {"interval_ms": self.interval_s * 1e3, "samples": self.samples, "max_ms": round(self.max_ms, 3),
-                "p50_at_most_ms": self.at_most(0.5), "p99_at_most_ms": self.at_most(0.99),
-                "bounds_ms": list(BOUNDS_MS), "counts": list(self.counts)}  # fmt: skip
+        return {
+            "interval_ms": self.interval_s * 1e3,
+            "samples": self.samples,
+            "max_ms": round(self.max_ms, 3),
+            "p50_at_most_ms": self.at_most(0.5),
+            "p99_at_most_ms": self.at_most(0.99),
+            "bounds_ms": list(BOUNDS_MS),
+            "counts": list(self.counts),
+        }

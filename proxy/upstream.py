@@ -203,7 +203,9 @@ class UpstreamResponse:
         self._waiter = waiter = loop.create_future()
         timer = None
         if self._read_timeout is not None:
-            timer = loop.call_later(self._read_timeout, _expire, waiter, f"no data from the upstream for {self._read_timeout:g} s")
+            timer = loop.call_later(
+                self._read_timeout, _expire, waiter, f"no data from the upstream for {self._read_timeout:g} s"
+            )
         try:
             await waiter
         finally:
@@ -335,7 +337,9 @@ class UpstreamClient:
                     lambda: _Connection(self), self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None
                 )
         except TimeoutError:
-            raise UpstreamTimeoutError(f"connecting to {self.host}:{self.port} timed out after {self.connect_timeout:g} s") from None
+            raise UpstreamTimeoutError(
+                f"connecting to {self.host}:{self.port} timed out after {self.connect_timeout:g} s"
+            ) from None
         except OSError as exc:
             reason = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio and uvloop word it differently
             if exc.errno == errno.EMFILE:

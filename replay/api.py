@@ -28,7 +28,9 @@ class ReplayError(InfertapError):
     pass
 
 
-def _prepare(items: list[Item], transforms: Transforms, target_kind: str | None) -> tuple[list[bytes], list[list[tuple[str, str]]]]:
+def _prepare(
+    items: list[Item], transforms: Transforms, target_kind: str | None
+) -> tuple[list[bytes], list[list[tuple[str, str]]]]:
     if transforms.pin_defaults and not any(item.settings for item in items):
         raise ReplayError(
             "--pin-defaults needs the source's effective settings, and this capture has no enrichment records: "
@@ -104,37 +106,85 @@ def run_replay(
         "target_kind": target_kind,
         "schedule": schedule.describe(),
         "transforms": {
-            "model_map": transforms.model_map, "model": transforms.model, "set": [k for k, _ in transforms.set_values],
-            "unset": transforms.unset, "headers": sorted(transforms.headers), "drop_headers": sorted(transforms.drop_headers),
+            "model_map": transforms.model_map,
+            "model": transforms.model,
+            "set": [k for k, _ in transforms.set_values],
+            "unset": transforms.unset,
+            "headers": sorted(transforms.headers),
+            "drop_headers": sorted(transforms.drop_headers),
             "pin_defaults": transforms.pin_defaults,
         },
-        "limit": limit, "repeat": repeat, "pid": os.getpid(),
-    }  # fmt: skip
+        "limit": limit,
+        "repeat": repeat,
+        "pid": os.getpid(),
+    }
     if ray is not None:
-        return _run_on_ray(ray, shards, items, bodies, headers, target, Path(out), schedule, recorder, labels=labels,
-                           probe=probe, enrich=enrich, model_file=model_file, probe_headers=probe_headers, grace_s=grace_s,
-                           progress=progress, on_start=on_start, source=source, target_kind=target_kind,
-                           timeouts=(connect_timeout, read_timeout), shown=shown)  # fmt: skip
+        return _run_on_ray(
+            ray,
+            shards,
+            items,
+            bodies,
+            headers,
+            target,
+            Path(out),
+            schedule,
+            recorder,
+            labels=labels,
+            probe=probe,
+            enrich=enrich,
+            model_file=model_file,
+            probe_headers=probe_headers,
+            grace_s=grace_s,
+            progress=progress,
+            on_start=on_start,
+            source=source,
+            target_kind=target_kind,
+            timeouts=(connect_timeout, read_timeout),
+            shown=shown,
+        )
     writer = CaptureWriter(Path(out), recorder=recorder, labels=labels).open()
     enricher: Enricher | None = None
     replay: Replay | None = None
     try:
         if probe:
             enricher = Enricher(
-                target, writer.write, labels=labels, model_file=model_file, enrich=enrich,
-                busy=lambda: replay.stats.in_flight if replay else 0, headers=probe_headers,
-            ).start()  # fmt: skip
-        replay = Replay(items, bodies, headers, target, writer, schedule, grace_s=grace_s, connect_timeout=connect_timeout,
-                        read_timeout=read_timeout, on_exchange=enricher.submit if enricher else None)  # fmt: skip
+                target,
+                writer.write,
+                labels=labels,
+                model_file=model_file,
+                enrich=enrich,
+                busy=lambda: replay.stats.in_flight if replay else 0,
+                headers=probe_headers,
+            ).start()
+        replay = Replay(
+            items,
+            bodies,
+            headers,
+            target,
+            writer,
+            schedule,
+            grace_s=grace_s,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            on_exchange=enricher.submit if enricher else None,
+        )
         if on_start:
-            on_start({"items": len(items), "source": source, "target": shown, "target_kind": target_kind, "out": str(writer.path)})
+            on_start(
+                {"items": len(items), "source": source, "target": shown, "target_kind": target_kind, "out": str(writer.path)}
+            )
         summary = asyncio.run(_main(replay, progress))
     finally:
         if enricher is not None:
             enricher.close()
         writer.close()
-    summary.update(out=str(writer.path), source=source, target=shown, target_kind=target_kind,
-                   snapshots=enricher.snapshots if enricher else 0, enriched=enricher.enriched if enricher else 0)  # fmt: skip
+    summary.update(
+        out=str(writer.path),
+        source=source,
+        target=shown,
+        target_kind=target_kind,
+        snapshots=enricher.snapshots if enricher else 0,
+        enriched=enricher.enriched if enricher else 0,
+    )
     if writer.error:
         raise ReplayError(f"the replay's capture could not be written: {writer.error}")
     return summary
@@ -164,11 +214,30 @@ async def _tick(replay: Replay, progress: Callable[[ReplayStats], None]) -> None
         await asyncio.sleep(0.2)
 
 
-def _run_on_ray(address: str, shards: int | None, items: list[Item], bodies: list[bytes], headers: list[list[tuple[str, str]]],
-                target: str, out: Path, schedule: Schedule, recorder: dict[str, Any], *, labels: Mapping[str, str] | None,
-                probe: bool, enrich: bool, model_file: str | None, probe_headers: dict[str, str], grace_s: float,
-                progress: Callable[[ReplayStats], None] | None, on_start: Callable[[dict[str, Any]], None] | None,
-                source: dict[str, Any], target_kind: str | None, timeouts: tuple[float, float | None], shown: str) -> dict[str, Any]:  # fmt: skip
+def _run_on_ray(
+    address: str,
+    shards: int | None,
+    items: list[Item],
+    bodies: list[bytes],
+    headers: list[list[tuple[str, str]]],
+    target: str,
+    out: Path,
+    schedule: Schedule,
+    recorder: dict[str, Any],
+    *,
+    labels: Mapping[str, str] | None,
+    probe: bool,
+    enrich: bool,
+    model_file: str | None,
+    probe_headers: dict[str, str],
+    grace_s: float,
+    progress: Callable[[ReplayStats], None] | None,
+    on_start: Callable[[dict[str, Any]], None] | None,
+    source: dict[str, Any],
+    target_kind: str | None,
+    timeouts: tuple[float, float | None],
+    shown: str,
+) -> dict[str, Any]:
     try:
         import ray
     except ImportError:
@@ -185,17 +254,32 @@ def _run_on_ray(address: str, shards: int | None, items: list[Item], bodies: lis
     try:
         n = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
         if on_start:
-            on_start({"items": len(items), "source": source, "target": shown, "target_kind": target_kind, "out": str(out), "shards": n})
-        summary = run_sharded(items, bodies, headers, target, out, schedule, {**recorder, "shards": n}, shards=n,
-                              labels=labels, grace_s=grace_s, progress=progress, timeouts=timeouts)  # fmt: skip
+            on_start(
+                {"items": len(items), "source": source, "target": shown, "target_kind": target_kind, "out": str(out), "shards": n}
+            )
+        summary = run_sharded(
+            items,
+            bodies,
+            headers,
+            target,
+            out,
+            schedule,
+            {**recorder, "shards": n},
+            shards=n,
+            labels=labels,
+            grace_s=grace_s,
+            progress=progress,
+            timeouts=timeouts,
+        )
     finally:
         if started_here:
             ray.shutdown()
     counts = {"enriched": 0}
     if probe:  # one snapshot of the target, and the exchanges enriched, as a run of its own
         counts = enrich_capture(out, target, model_file=model_file, labels=labels, headers=probe_headers, enrich=enrich)
-    summary.update(out=str(out), source=source, target=shown, target_kind=target_kind, snapshots=int(probe),
-                   enriched=counts["enriched"])  # fmt: skip
+    summary.update(
+        out=str(out), source=source, target=shown, target_kind=target_kind, snapshots=int(probe), enriched=counts["enriched"]
+    )
     return summary
 
 

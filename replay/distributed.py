@@ -98,21 +98,42 @@ class ShardWorker:
             ).open()
             try:
                 start_ns = time.monotonic_ns() + int((start_wall - time.time()) * 1e9)
-                self._replay = Replay(self.shard.items, self.bodies, self.headers, self.target, writer, self.schedule,
-                                      grace_s=self.grace_s, offsets=self.offsets, start_ns=start_ns,
-                                      connect_timeout=self.timeouts[0], read_timeout=self.timeouts[1])  # fmt: skip
+                self._replay = Replay(
+                    self.shard.items,
+                    self.bodies,
+                    self.headers,
+                    self.target,
+                    writer,
+                    self.schedule,
+                    grace_s=self.grace_s,
+                    offsets=self.offsets,
+                    start_ns=start_ns,
+                    connect_timeout=self.timeouts[0],
+                    read_timeout=self.timeouts[1],
+                )
                 summary = _run_in_thread(self._main(self._replay))
             finally:
                 writer.close()
             stats = self._replay.stats
             return {
-                "shard": self.shard.index, **self.hello(), "summary": summary, "started_wall": writer.started_wall,
-                "stats": {"total": stats.total, "sent": stats.sent, "completed": stats.completed, "ends": dict(stats.ends),
-                          "statuses": dict(stats.statuses), "lags_ns": stats.lags_ns, "queue_ns": stats.queue_ns,
-                          "intervals": stats.intervals, "stopped_early": stats.stopped_early},
+                "shard": self.shard.index,
+                **self.hello(),
+                "summary": summary,
+                "started_wall": writer.started_wall,
+                "stats": {
+                    "total": stats.total,
+                    "sent": stats.sent,
+                    "completed": stats.completed,
+                    "ends": dict(stats.ends),
+                    "statuses": dict(stats.statuses),
+                    "lags_ns": stats.lags_ns,
+                    "queue_ns": stats.queue_ns,
+                    "intervals": stats.intervals,
+                    "stopped_early": stats.stopped_early,
+                },
                 "segments": [(p.name, p.read_bytes()) for p in segment_paths(folder / "capture")],
                 "capture_error": repr(writer.error) if writer.error else None,
-            }  # fmt: skip
+            }
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -200,11 +221,21 @@ def run_sharded(
     capture_id = capture_id_of(out) or os.urandom(16).hex()
     actor = ray.remote(worker).options(num_cpus=1, max_concurrency=4, scheduling_strategy="SPREAD")
     workers = [
-        actor.remote(part, [bodies[g] for g in part.origin], [headers[g] for g in part.origin], target, part_schedule,
-                     [offsets[g] for g in part.origin] if offsets is not None else None, recorder, labels, capture_id, grace_s,
-                     timeouts)
+        actor.remote(
+            part,
+            [bodies[g] for g in part.origin],
+            [headers[g] for g in part.origin],
+            target,
+            part_schedule,
+            [offsets[g] for g in part.origin] if offsets is not None else None,
+            recorder,
+            labels,
+            capture_id,
+            grace_s,
+            timeouts,
+        )
         for part, part_schedule in zip(parts, schedules, strict=True)
-    ]  # fmt: skip
+    ]
     try:
         hellos = ray.get([w.hello.remote() for w in workers])  # every actor is up and holds its shard
     except ray.exceptions.RayError as exc:
@@ -291,10 +322,21 @@ def _merge_summaries(results: dict[int, dict[str, Any]], clocks: list[tuple[floa
         statuses.update(s["statuses"])
         anchor = round((r["started_wall"] - clocks[k][0]) * 1e9)
         merged.intervals.extend((anchor + a, anchor + b) for a, b in s["intervals"])
-        workers.append({"shard": k, "host": r["host"], "pid": r["pid"], "recorder_id": r["recorder_id"], "items": s["total"],
-                        "sent": s["sent"], "completed": r["summary"]["completed"], "lag_ms": r["summary"]["lag_ms"],
-                        "requests_per_s": _rate(s["intervals"]),
-                        "clock_offset_ms": clocks[k][0] * 1e3, "clock_rtt_ms": None if (rtt := clocks[k][1]) is None else rtt * 1e3})  # fmt: skip
+        workers.append(
+            {
+                "shard": k,
+                "host": r["host"],
+                "pid": r["pid"],
+                "recorder_id": r["recorder_id"],
+                "items": s["total"],
+                "sent": s["sent"],
+                "completed": r["summary"]["completed"],
+                "lag_ms": r["summary"]["lag_ms"],
+                "requests_per_s": _rate(s["intervals"]),
+                "clock_offset_ms": clocks[k][0] * 1e3,
+                "clock_rtt_ms": None if (rtt := clocks[k][1]) is None else rtt * 1e3,
+            }
+        )
     merged.ends, merged.statuses = ends, statuses
     span = (max(e for _, e in merged.intervals) - min(s for s, _ in merged.intervals)) / 1e9 if merged.intervals else 0.0
     summary = summarize(merged, span)

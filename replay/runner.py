@@ -160,6 +160,7 @@ class Replay:
         else:
             await sleep_until(t0_mono)
             for item in self.items:
+
                 def room(limit: int = self.schedule.limit(item)) -> bool:
                     return self.stats.in_flight < limit
 
@@ -184,15 +185,36 @@ class Replay:
         writer = self.writer
         dep_wait = queue_wait = 0
         record: dict[str, Any] = {
-            "type": "exchange", "id": new_id(), "seq": 0, "session": item.session,
-            "source_id": item.source_id, "repeat": item.repeat, "scheduled_ns": scheduled_ns,
-            "wall": time.time(), "start_ns": writer.elapsed_ns(), "sent_ns": 0, "client": None,
-            "method": item.method, "path": item.path, "query": item.query, "http_version": "1.1",
+            "type": "exchange",
+            "id": new_id(),
+            "seq": 0,
+            "session": item.session,
+            "source_id": item.source_id,
+            "repeat": item.repeat,
+            "scheduled_ns": scheduled_ns,
+            "wall": time.time(),
+            "start_ns": writer.elapsed_ns(),
+            "sent_ns": 0,
+            "client": None,
+            "method": item.method,
+            "path": item.path,
+            "query": item.query,
+            "http_version": "1.1",
             "request_headers": self.redactor.header_pairs(self.headers[item.index]),
-            "request_body": self.redactor.body(self.bodies[item.index]), "status": None, "response_headers": None, "headers_ns": None,
-            "chunk_ns": [], "chunks": [], "end_ns": 0, "end": "complete", "error": None, "upstream": self._shown,
-            "lag_ns": 0, "queue_ns": 0, "dep_wait_ns": 0,
-        }  # fmt: skip
+            "request_body": self.redactor.body(self.bodies[item.index]),
+            "status": None,
+            "response_headers": None,
+            "headers_ns": None,
+            "chunk_ns": [],
+            "chunks": [],
+            "end_ns": 0,
+            "end": "complete",
+            "error": None,
+            "upstream": self._shown,
+            "lag_ns": 0,
+            "queue_ns": 0,
+            "dep_wait_ns": 0,
+        }
         acquired = False
         response: UpstreamResponse | None = None
         t0 = time.monotonic_ns()

@@ -50,7 +50,7 @@ def split(items: list[Item], n: int) -> list[Shard]:
         shard_items = [
             replace(items[g], index=i, parent=None if (parent := items[g].parent) is None else local[parent])
             for i, g in enumerate(indexes)
-        ]  # fmt: skip
+        ]
         shards.append(Shard(k, shard_items, indexes))
     return shards
 
@@ -74,7 +74,7 @@ def shard_schedules(schedule: Schedule, n: int) -> list[Schedule]:
     return [
         replace(schedule, concurrency=_part(schedule.concurrency, n, k), max_concurrency=_part(schedule.max_concurrency, n, k))
         for k in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def _part(total: int | None, n: int, k: int) -> int | None:

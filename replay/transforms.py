@@ -55,9 +55,19 @@ _TARGET_NAMES = {
 }
 #: Settings worth pinning: the ones that change what a sampler picks.
 PINNABLE = (
-    "temperature", "top_p", "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
-    "presence_penalty", "frequency_penalty", "mirostat", "mirostat_tau", "mirostat_eta",
-)  # fmt: skip
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "typical_p",
+    "repeat_penalty",
+    "repeat_last_n",
+    "presence_penalty",
+    "frequency_penalty",
+    "mirostat",
+    "mirostat_tau",
+    "mirostat_eta",
+)
 
 
 @dataclass
@@ -102,8 +112,19 @@ class Transforms:
     def request_headers(self, captured: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
         """Captured headers minus what belongs to the old connection, redacted values and drops."""
         drop = {h.lower() for h in self.drop_headers} | {h.lower() for h in self.headers}
-        drop |= {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-                 "proxy-authorization", "proxy-connection", "expect"}  # fmt: skip
+        drop |= {
+            "host",
+            "content-length",
+            "connection",
+            "keep-alive",
+            "transfer-encoding",
+            "te",
+            "trailer",
+            "upgrade",
+            "proxy-authorization",
+            "proxy-connection",
+            "expect",
+        }
         out = [(n, v) for n, v in captured if n.lower() not in drop and REDACTED not in v]
         out.extend(self.headers.items())
         return out

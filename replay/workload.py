@@ -150,7 +150,9 @@ def _conversation(record: dict[str, Any], request: Request) -> Conversation:
         return Conversation(request.api, request.turns, previous_response_id=request.previous_response_id)
     out = read_response(record)
     answered = out.readable and out.error_message is None
-    return Conversation(request.api, request.turns, out.reply() if answered else None, out.response_id, request.previous_response_id)
+    return Conversation(
+        request.api, request.turns, out.reply() if answered else None, out.response_id, request.previous_response_id
+    )
 
 
 def load(
@@ -187,11 +189,20 @@ def load(
         offset = starts[i] - first
         duration = r["sent_ns"] - r["start_ns"] + r.get("end_ns", 0)
         item = Item(
-            index=len(items), source_id=r["id"], method=r["method"], path=r["path"], query=r["query"],
-            headers=r["request_headers"], body=r["request_body"], offset_ns=offset, duration_ns=duration,
-            session=r.get("session"), model=request.model,
-            status=r.get("status"), settings=enrich.get(r["id"]),
-        )  # fmt: skip
+            index=len(items),
+            source_id=r["id"],
+            method=r["method"],
+            path=r["path"],
+            query=r["query"],
+            headers=r["request_headers"],
+            body=r["request_body"],
+            offset_ns=offset,
+            duration_ns=duration,
+            session=r.get("session"),
+            model=request.model,
+            status=r.get("status"),
+            settings=enrich.get(r["id"]),
+        )
         if filters and not filters.keep(item):
             continue
         items.append(item)
@@ -215,8 +226,17 @@ def load(
         copies: list[Item] = []
         for k in range(1, repeat):
             for it in items:
-                copies.append(Item(**{**it.__dict__, "index": len(items) + len(copies), "offset_ns": it.offset_ns + k * span,
-                                      "repeat": k, "parent": None if it.parent is None else it.parent + k * len(items)}))  # fmt: skip
+                copies.append(
+                    Item(
+                        **{
+                            **it.__dict__,
+                            "index": len(items) + len(copies),
+                            "offset_ns": it.offset_ns + k * span,
+                            "repeat": k,
+                            "parent": None if it.parent is None else it.parent + k * len(items),
+                        }
+                    )
+                )
         items = items + copies
     source = {"path": str(reader.path), "capture_id": header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
     return items, source

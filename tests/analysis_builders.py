@@ -70,17 +70,30 @@ def exchange(
     """An exchange record; ``chunks`` are (receive time in ms since sent, bytes)."""
     chunk_ns = [round(t * MS) for t, _ in chunks]
     rec: dict[str, Any] = {
-        "type": "exchange", "id": xid, "seq": seq, "session": None, "wall": 1.8e9 + sent_ms / 1e3,
-        "start_ns": round(sent_ms * MS), "sent_ns": round(sent_ms * MS), "client": "127.0.0.1:1",
-        "method": "POST", "path": "/v1/chat/completions", "query": "", "http_version": "1.1",
+        "type": "exchange",
+        "id": xid,
+        "seq": seq,
+        "session": None,
+        "wall": 1.8e9 + sent_ms / 1e3,
+        "start_ns": round(sent_ms * MS),
+        "sent_ns": round(sent_ms * MS),
+        "client": "127.0.0.1:1",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "query": "",
+        "http_version": "1.1",
         "request_headers": [["content-type", "application/json"]],
         "request_body": body() if request is None else request,
-        "status": status, "response_headers": SSE_HEADERS if headers is None else headers,
+        "status": status,
+        "response_headers": SSE_HEADERS if headers is None else headers,
         "headers_ns": chunk_ns[0] if chunk_ns else None,
-        "chunk_ns": chunk_ns, "chunks": [c for _, c in chunks],
+        "chunk_ns": chunk_ns,
+        "chunks": [c for _, c in chunks],
         "end_ns": round((end_ms if end_ms is not None else (chunks[-1][0] if chunks else 0)) * MS),
-        "end": end, "error": None if end == "complete" else f"ended {end}", "upstream": "http://engine.test",
-    }  # fmt: skip
+        "end": end,
+        "error": None if end == "complete" else f"ended {end}",
+        "upstream": "http://engine.test",
+    }
     rec.update(extra)
     return rec
 
@@ -97,13 +110,22 @@ def encoded_chunks(chunks: list[tuple[float, bytes]], wbits: int = 16 + zlib.MAX
 
 def enrichment(xid: str, *, prompt_ids: list[int] | None = None, output_count: int | None = None, **extra: Any) -> dict[str, Any]:
     rec: dict[str, Any] = {
-        "type": "enrichment", "exchange_id": xid, "wall": 1.8e9, "engine": "fp", "kind": "llama-server",
-        "prompt_tokens": {"ids": prompt_ids, "count": len(prompt_ids) if prompt_ids is not None else None,
-                          "source": "test tokenizer", "agrees_with_usage": None},
+        "type": "enrichment",
+        "exchange_id": xid,
+        "wall": 1.8e9,
+        "engine": "fp",
+        "kind": "llama-server",
+        "prompt_tokens": {
+            "ids": prompt_ids,
+            "count": len(prompt_ids) if prompt_ids is not None else None,
+            "source": "test tokenizer",
+            "agrees_with_usage": None,
+        },
         "output_tokens": {"ids": None, "count": output_count, "source": "test tokenizer"},
-        "settings": {"temperature": {"value": 0, "source": "request"}}, "server_timings": None,
+        "settings": {"temperature": {"value": 0, "source": "request"}},
+        "server_timings": None,
         "response": {"model": "m", "finish_reason": "stop", "usage": None},
-    }  # fmt: skip
+    }
     rec.update(extra)
     return rec
 

@@ -49,26 +49,64 @@ def vllm_app() -> JSONRoutes:
         n = 7 + len(req.get("messages") or []) * 5 if "messages" in req else len(req.get("prompt", "").split())
         return 200, {"count": n, "max_model_len": 32768, "tokens": list(range(100, 100 + n)), "token_strs": None}
 
-    return JSONRoutes({
-        ("GET", "/version"): {"version": "0.18.2"},
-        ("GET", "/health"): {},
-        ("GET", "/v1/models"): {"object": "list", "data": [{
-            "id": "Qwen/Qwen3-8B", "object": "model", "created": 1760000000, "owned_by": "vllm",
-            "root": "/models/Qwen3-8B", "parent": None, "max_model_len": 32768, "permission": []}]},
-        ("POST", "/tokenize"): tokenize,
-    })  # fmt: skip
+    return JSONRoutes(
+        {
+            ("GET", "/version"): {"version": "0.18.2"},
+            ("GET", "/health"): {},
+            ("GET", "/v1/models"): {
+                "object": "list",
+                "data": [
+                    {
+                        "id": "Qwen/Qwen3-8B",
+                        "object": "model",
+                        "created": 1760000000,
+                        "owned_by": "vllm",
+                        "root": "/models/Qwen3-8B",
+                        "parent": None,
+                        "max_model_len": 32768,
+                        "permission": [],
+                    }
+                ],
+            },
+            ("POST", "/tokenize"): tokenize,
+        }
+    )
 
 
 # SGLang native API (docs/basic_usage/native_api.md, 2026-02; server arguments docs)
 def sglang_app() -> JSONRoutes:
-    return JSONRoutes({
-        ("GET", "/get_model_info"): {"model_path": "qwen/qwen2.5-0.5b-instruct", "tokenizer_path": "qwen/qwen2.5-0.5b-instruct",
-                                     "is_generation": True, "preferred_sampling_params": None, "weight_version": "default"},
-        ("GET", "/get_server_info"): {"model_path": "qwen/qwen2.5-0.5b-instruct", "context_length": None, "tp_size": 1,
-                                      "max_running_requests": 128, "chat_template": None, "quantization": None,
-                                      "version": "0.5.9"},
-        ("GET", "/v1/models"): {"object": "list", "data": [{"id": "qwen/qwen2.5-0.5b-instruct", "object": "model", "owned_by": "sglang", "root": "qwen/qwen2.5-0.5b-instruct", "max_model_len": 32768}]},
-    })  # fmt: skip
+    return JSONRoutes(
+        {
+            ("GET", "/get_model_info"): {
+                "model_path": "qwen/qwen2.5-0.5b-instruct",
+                "tokenizer_path": "qwen/qwen2.5-0.5b-instruct",
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+            },
+            ("GET", "/get_server_info"): {
+                "model_path": "qwen/qwen2.5-0.5b-instruct",
+                "context_length": None,
+                "tp_size": 1,
+                "max_running_requests": 128,
+                "chat_template": None,
+                "quantization": None,
+                "version": "0.5.9",
+            },
+            ("GET", "/v1/models"): {
+                "object": "list",
+                "data": [
+                    {
+                        "id": "qwen/qwen2.5-0.5b-instruct",
+                        "object": "model",
+                        "owned_by": "sglang",
+                        "root": "qwen/qwen2.5-0.5b-instruct",
+                        "max_model_len": 32768,
+                    }
+                ],
+            },
+        }
+    )
 
 
 # Ollama API (docs/api.md, v0.5+): /api/version, /api/tags, /api/show
@@ -77,40 +115,74 @@ def ollama_app() -> JSONRoutes:
         "modelfile": "FROM llama3.2\n",
         "parameters": 'num_ctx 4096\nstop "<|start_header_id|>"\nstop "<|eot_id|>"\ntemperature 0.6\nrepeat_penalty 1.1',
         "template": "{{ if .System }}<|start_header_id|>system<|end_header_id|>{{ .System }}<|eot_id|>{{ end }}",
-        "details": {"parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"],
-                    "parameter_size": "3.2B", "quantization_level": "Q4_K_M"},
+        "details": {
+            "parent_model": "",
+            "format": "gguf",
+            "family": "llama",
+            "families": ["llama"],
+            "parameter_size": "3.2B",
+            "quantization_level": "Q4_K_M",
+        },
         "model_info": {"general.architecture": "llama", "llama.context_length": 131072},
     }
-    return JSONRoutes({
-        ("GET", "/api/version"): {"version": "0.5.7"},
-        ("GET", "/api/tags"): {"models": [{"name": "llama3.2:latest", "model": "llama3.2:latest", "modified_at": "2025-01-01T00:00:00Z",
-                                           "size": 2019393189, "digest": "a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72",
-                                           "details": show["details"]}]},
-        ("POST", "/api/show"): lambda req: (200, show) if req and req.get("model") == "llama3.2:latest" else (404, {"error": "model not found"}),
-        ("GET", "/v1/models"): {"object": "list", "data": [{"id": "llama3.2:latest", "object": "model", "owned_by": "library"}]},
-    })  # fmt: skip
+    return JSONRoutes(
+        {
+            ("GET", "/api/version"): {"version": "0.5.7"},
+            ("GET", "/api/tags"): {
+                "models": [
+                    {
+                        "name": "llama3.2:latest",
+                        "model": "llama3.2:latest",
+                        "modified_at": "2025-01-01T00:00:00Z",
+                        "size": 2019393189,
+                        "digest": "a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72",
+                        "details": show["details"],
+                    }
+                ]
+            },
+            ("POST", "/api/show"): lambda req: (
+                (200, show) if req and req.get("model") == "llama3.2:latest" else (404, {"error": "model not found"})
+            ),
+            ("GET", "/v1/models"): {
+                "object": "list",
+                "data": [{"id": "llama3.2:latest", "object": "model", "owned_by": "library"}],
+            },
+        }
+    )
 
 
 def llama_server_app(on_tokenize: Callable[[], Any] | None = None) -> JSONRoutes:
     """A llama-server whose tokenizer endpoints can be made to hang (the hot-path test)."""
-    props = {"default_generation_settings": {"params": {"temperature": 0.8, "repeat_penalty": 1.0}, "n_ctx": 4096},
-             "total_slots": 4, "model_path": "m.gguf", "chat_template": "t", "bos_token": "<s>", "eos_token": "</s>",
-             "build_info": "b1234-abcdef"}  # fmt: skip
+    props = {
+        "default_generation_settings": {"params": {"temperature": 0.8, "repeat_penalty": 1.0}, "n_ctx": 4096},
+        "total_slots": 4,
+        "model_path": "m.gguf",
+        "chat_template": "t",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "build_info": "b1234-abcdef",
+    }
 
     async def apply_template(req: dict[str, Any]) -> tuple[int, Any]:
         if on_tokenize is not None:
             await asyncio.to_thread(on_tokenize)
         return 200, {"prompt": "rendered"}
 
-    return JSONRoutes({
-        ("GET", "/props"): props,
-        ("GET", "/v1/models"): {"object": "list", "data": [{"id": "m", "object": "model"}]},
-        ("POST", "/apply-template"): apply_template,
-        ("POST", "/tokenize"): {"tokens": [1, 2, 3]},
-        ("POST", "/v1/chat/completions"): {"id": "c", "object": "chat.completion", "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}},
-    })  # fmt: skip
+    return JSONRoutes(
+        {
+            ("GET", "/props"): props,
+            ("GET", "/v1/models"): {"object": "list", "data": [{"id": "m", "object": "model"}]},
+            ("POST", "/apply-template"): apply_template,
+            ("POST", "/tokenize"): {"tokens": [1, 2, 3]},
+            ("POST", "/v1/chat/completions"): {
+                "id": "c",
+                "object": "chat.completion",
+                "model": "m",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            },
+        }
+    )
 
 
 __all__ = ["JSONRoutes", "llama_server_app", "ollama_app", "sglang_app", "threading", "vllm_app"]

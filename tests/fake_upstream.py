@@ -70,8 +70,9 @@ class FakeUpstream:
     async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         body = await read_body(receive)
         path = scope["path"]
-        self.requests.append({"path": path, "headers": scope["headers"], "query": scope["query_string"], "body": body,
-                              "at": time.monotonic()})  # fmt: skip
+        self.requests.append(
+            {"path": path, "headers": scope["headers"], "query": scope["query_string"], "body": body, "at": time.monotonic()}
+        )
         try:
             params = json.loads(body) if body[:1] == b"{" else {}
         except ValueError:
@@ -97,9 +98,15 @@ class FakeUpstream:
             await chunk(json.dumps(out).encode(), more=False)
         elif path == "/v1/chat/completions" and not params.get("stream", True):
             await asyncio.sleep(pace)
-            reply = {"id": f"chatcmpl-{tag}", "object": "chat.completion", "model": params.get("model", "fake"),
-                     "choices": [{"index": 0, "message": {"role": "assistant", "content": f"reply to {tag}"}, "finish_reason": "stop"}],
-                     "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}  # fmt: skip
+            reply = {
+                "id": f"chatcmpl-{tag}",
+                "object": "chat.completion",
+                "model": params.get("model", "fake"),
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": f"reply to {tag}"}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+            }
             await start(200, b"application/json")
             await chunk(json.dumps(reply).encode(), more=False)
             self.completed.append(tag)
@@ -128,7 +135,7 @@ class FakeUpstream:
                 for i in range(10_000):
                     await chunk(sse_chunk(tag, i, "tick "))
                     await asyncio.sleep(0.02)
-                    if (await _disconnected(receive)):
+                    if await _disconnected(receive):
                         self.cancelled.append(tag)
                         return
             except asyncio.CancelledError:

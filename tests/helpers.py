@@ -25,7 +25,9 @@ def reseal_head(data: bytearray, start: int) -> None:
     struct.pack_into("<I", data, start + HEAD_SIZE - 4, zlib.crc32(bytes(data[start + 8 : start + HEAD_SIZE - 4])))
 
 
-def write_capture(path: Path, exchanges: list[dict], *, enrichments: list[dict] | None = None, wall0: float = 1_800_000_000.0) -> list[dict]:
+def write_capture(
+    path: Path, exchanges: list[dict], *, enrichments: list[dict] | None = None, wall0: float = 1_800_000_000.0
+) -> list[dict]:
     """A capture built by hand: each exchange dict gives what differs (offset_s, body, chunks, ...)."""
     import json as _json
 
@@ -39,17 +41,32 @@ def write_capture(path: Path, exchanges: list[dict], *, enrichments: list[dict] 
             raw = body if isinstance(body, bytes) else _json.dumps(body).encode()
             chunks = x.get("chunks", [b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "a%d"}}]}' % i])
             record = {
-                "type": "exchange", "id": x.get("id", f"src-{i}"), "seq": i + 1, "session": x.get("session"),
-                "wall": wall0 + offset_ns / 1e9, "start_ns": offset_ns, "sent_ns": offset_ns + 1000, "client": "127.0.0.1:1",
-                "method": x.get("method", "POST"), "path": x.get("path", "/v1/chat/completions"), "query": x.get("query", ""),
+                "type": "exchange",
+                "id": x.get("id", f"src-{i}"),
+                "seq": i + 1,
+                "session": x.get("session"),
+                "wall": wall0 + offset_ns / 1e9,
+                "start_ns": offset_ns,
+                "sent_ns": offset_ns + 1000,
+                "client": "127.0.0.1:1",
+                "method": x.get("method", "POST"),
+                "path": x.get("path", "/v1/chat/completions"),
+                "query": x.get("query", ""),
                 "http_version": "1.1",
-                "request_headers": x.get("headers", [["content-type", "application/json"], ["authorization", "Bearer [REDACTED]"]]),
-                "request_body": raw, "status": x.get("status", 200),
+                "request_headers": x.get(
+                    "headers", [["content-type", "application/json"], ["authorization", "Bearer [REDACTED]"]]
+                ),
+                "request_body": raw,
+                "status": x.get("status", 200),
                 "response_headers": [["content-type", x.get("content_type", "application/json")]],
-                "headers_ns": 1_000_000, "chunk_ns": x.get("chunk_ns", [2_000_000] * len(chunks)), "chunks": chunks,
-                "end_ns": x.get("duration_ns", 3_000_000), "end": x.get("end", "complete"), "error": None,
+                "headers_ns": 1_000_000,
+                "chunk_ns": x.get("chunk_ns", [2_000_000] * len(chunks)),
+                "chunks": chunks,
+                "end_ns": x.get("duration_ns", 3_000_000),
+                "end": x.get("end", "complete"),
+                "error": None,
                 "upstream": "http://127.0.0.1:9",
-            }  # fmt: skip
+            }
             writer.write(record)
             records.append(record)
         for e in enrichments or ():

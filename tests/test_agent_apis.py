@@ -28,8 +28,10 @@ FOLLOW_UP = "And what is that times two?"
 
 
 def _clients(url: str) -> tuple[OpenAI, Anthropic]:
-    return (OpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0, timeout=120),
-            Anthropic(base_url=url, api_key="sk-ant-test", max_retries=0, timeout=120))  # fmt: skip
+    return (
+        OpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0, timeout=120),
+        Anthropic(base_url=url, api_key="sk-ant-test", max_retries=0, timeout=120),
+    )
 
 
 def _chat(client: OpenAI, question: str, stream: bool) -> list[tuple[str, str]]:
@@ -37,10 +39,20 @@ def _chat(client: OpenAI, question: str, stream: bool) -> list[tuple[str, str]]:
     seen = []
     for _ in range(2):
         if stream:
-            text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
-                model=M, messages=messages, max_tokens=24, temperature=0, stream=True, stream_options={"include_usage": True}) if c.choices)  # fmt: skip
+            text = "".join(
+                c.choices[0].delta.content or ""
+                for c in client.chat.completions.create(
+                    model=M, messages=messages, max_tokens=24, temperature=0, stream=True, stream_options={"include_usage": True}
+                )
+                if c.choices
+            )
         else:
-            text = client.chat.completions.create(model=M, messages=messages, max_tokens=24, temperature=0).choices[0].message.content or ""
+            text = (
+                client.chat.completions.create(model=M, messages=messages, max_tokens=24, temperature=0)
+                .choices[0]
+                .message.content
+                or ""
+            )
         seen.append(("chat", text))
         messages += [{"role": "assistant", "content": text}, {"role": "user", "content": FOLLOW_UP}]
     return seen
@@ -69,7 +81,13 @@ def _messages(client: Anthropic, question: str, stream: bool) -> list[tuple[str,
     seen = []
     for _ in range(2):
         # The SDK no longer takes temperature as an argument; the body still carries it.
-        kwargs: dict[str, Any] = {"model": M, "max_tokens": 24, "system": "Answer briefly.", "messages": messages, "extra_body": {"temperature": 0}}
+        kwargs: dict[str, Any] = {
+            "model": M,
+            "max_tokens": 24,
+            "system": "Answer briefly.",
+            "messages": messages,
+            "extra_body": {"temperature": 0},
+        }
         if stream:
             with client.messages.stream(**kwargs) as events:
                 text = "".join(events.text_stream)
@@ -78,14 +96,19 @@ def _messages(client: Anthropic, question: str, stream: bool) -> list[tuple[str,
             final = client.messages.create(**kwargs)
             text = "".join(b.text for b in final.content if b.type == "text")
         seen.append(("messages", text))
-        messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in final.content]},
-                     {"role": "user", "content": FOLLOW_UP}]  # fmt: skip
+        messages += [
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in final.content]},
+            {"role": "user", "content": FOLLOW_UP},
+        ]
     return seen
 
 
 def _completions(client: OpenAI, prompt: str, stream: bool) -> list[tuple[str, str]]:
     if stream:
-        text = "".join(c.choices[0].text for c in client.completions.create(model=M, prompt=prompt, max_tokens=16, temperature=0, stream=True))
+        text = "".join(
+            c.choices[0].text
+            for c in client.completions.create(model=M, prompt=prompt, max_tokens=16, temperature=0, stream=True)
+        )
     else:
         text = client.completions.create(model=M, prompt=prompt, max_tokens=16, temperature=0).choices[0].text
     return [("completions", text)]
@@ -127,8 +150,10 @@ def test_every_api_is_read_as_its_client_read_it(agent_capture, tmp_path):
         assert read.text == text and text, (api, read.text, text)
         assert read.finish_reason in ("stop", "length") and read.output_tokens and read.prompt_tokens, (api, read.usage)
     with Analysis([out], cache_dir=tmp_path / "cache") as a:
-        rows = a.query("SELECT api, streamed, ok, ttft_ns, output_tokens_source, prompt_tokens, finish_reason, readable "
-                       "FROM metrics WHERE generation ORDER BY seq").records()  # fmt: skip
+        rows = a.query(
+            "SELECT api, streamed, ok, ttft_ns, output_tokens_source, prompt_tokens, finish_reason, readable "
+            "FROM metrics WHERE generation ORDER BY seq"
+        ).records()
         per_api = dict(a.query("SELECT api, count(*) FROM requests WHERE generation GROUP BY api").rows)
     assert per_api == {"chat": 4, "responses": 4, "messages": 4, "completions": 2}
     for row in rows:  # ttft and the engine's own usage on every ok exchange, streamed or not
@@ -149,14 +174,23 @@ def test_second_turns_continue_their_first_turn_in_every_api(agent_capture):
 @pytest.mark.timeout(600)  # two replays of the 14 requests, one at a time
 def test_a_replay_that_changes_the_answers_is_seen_and_one_that_does_not_matches(agent_capture, steady_engine, tmp_path):
     out, _ = agent_capture
-    run_replay(out, steady_engine.url, tmp_path / "same", schedule=Schedule("concurrency", concurrency=1), probe=False, enrich=False)
+    run_replay(
+        out, steady_engine.url, tmp_path / "same", schedule=Schedule("concurrency", concurrency=1), probe=False, enrich=False
+    )
     same = compare(out, tmp_path / "same")["divergence"]
     assert same["exact_match_rate"] == 1.0 and same["similarity_mean"] == 1.0, same["most_divergent"]
     assert all(r["read_both"] == r["pairs"] for r in same["readable"].values())
 
     hot = Transforms(set_values=[("temperature", 1.8), ("seed", 7)])
-    run_replay(out, steady_engine.url, tmp_path / "hot", schedule=Schedule("concurrency", concurrency=1), transforms=hot,
-               probe=False, enrich=False)  # fmt: skip
+    run_replay(
+        out,
+        steady_engine.url,
+        tmp_path / "hot",
+        schedule=Schedule("concurrency", concurrency=1),
+        transforms=hot,
+        probe=False,
+        enrich=False,
+    )
     changed = compare(out, tmp_path / "hot", top=100)["divergence"]
     assert changed["exact_match_rate"] < 0.5 and changed["similarity_mean"] < 0.9
     assert changed["counts"].get("unreadable", 0) == 0
@@ -167,7 +201,9 @@ def test_a_replay_that_changes_the_answers_is_seen_and_one_that_does_not_matches
 
 def test_conversations_keep_their_order_at_concurrency_4(agent_capture, llama_server_engine, tmp_path):
     out, _ = agent_capture
-    run_replay(out, llama_server_engine.url, tmp_path / "c4", schedule=Schedule("concurrency", concurrency=4), probe=False, enrich=False)
+    run_replay(
+        out, llama_server_engine.url, tmp_path / "c4", schedule=Schedule("concurrency", concurrency=4), probe=False, enrich=False
+    )
     source = {x["id"]: x for x in CaptureReader(out).exchanges()}
     items = {item.source_id: item for item in load(out)[0]}
     replayed = {x["source_id"]: x for x in CaptureReader(tmp_path / "c4").exchanges()}

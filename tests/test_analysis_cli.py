@@ -21,13 +21,27 @@ from tests.analysis_builders import MS, body, event, exchange, sse, write_captur
 def cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
     usage = {"prompt_tokens": 10, "completion_tokens": 3}
-    return write_capture(tmp_path / "cap", [
-        exchange("a", sent_ms=0, request=body(model="alpha"), end_ms=60,
-                 chunks=[(10, sse(event(role="assistant"))), (20, sse(event("x"))), (40, sse(event("y"), event("z"))),
-                         (50, sse(event(choices=False, usage=usage)))]),
-        exchange("b", sent_ms=30, request=body(model="beta"), end_ms=50, chunks=[(25, sse(event("q"))), (45, sse(event("r")))]),
-        exchange("c", sent_ms=100, request=body(model="beta"), end="upstream_error", status=None, chunks=[]),
-    ])  # fmt: skip
+    return write_capture(
+        tmp_path / "cap",
+        [
+            exchange(
+                "a",
+                sent_ms=0,
+                request=body(model="alpha"),
+                end_ms=60,
+                chunks=[
+                    (10, sse(event(role="assistant"))),
+                    (20, sse(event("x"))),
+                    (40, sse(event("y"), event("z"))),
+                    (50, sse(event(choices=False, usage=usage))),
+                ],
+            ),
+            exchange(
+                "b", sent_ms=30, request=body(model="beta"), end_ms=50, chunks=[(25, sse(event("q"))), (45, sse(event("r")))]
+            ),
+            exchange("c", sent_ms=100, request=body(model="beta"), end="upstream_error", status=None, chunks=[]),
+        ],
+    )
 
 
 def run(*args: str, input: str | None = None) -> Result:
@@ -43,8 +57,20 @@ def test_stats_json(cap: Path) -> None:
     out = json.loads(ok(run("stats", str(cap), "--json")).stdout)
     assert out["by"] == ["run"] and out["captures"][0]["capture"] == str(cap.resolve())
     [g] = out["groups"]
-    assert set(g) >= {"key", "requests", "ok", "errors", "error_rate", "metrics", "throughput", "concurrency",
-                      "output_tokens_source", "server_timings", "workload", "tokens_per_chunk"}  # fmt: skip
+    assert set(g) >= {
+        "key",
+        "requests",
+        "ok",
+        "errors",
+        "error_rate",
+        "metrics",
+        "throughput",
+        "concurrency",
+        "output_tokens_source",
+        "server_timings",
+        "workload",
+        "tokens_per_chunk",
+    }
     assert set(g["metrics"]) == {"ttft", "ttft_content", "t_first_byte", "tpot", "itl", "e2e", "output_tokens"}
     assert set(g["metrics"]["ttft"]) == {"n", "p50", "p90", "p99", "mean"}
     assert g["metrics"]["ttft"]["p50"] == pytest.approx((20 + 25) / 2)  # ms; a role-only first chunk doesn't count
@@ -53,9 +79,25 @@ def test_stats_json(cap: Path) -> None:
 
 def test_stats_by_model_prints_the_documented_names(cap: Path) -> None:
     text = ok(run("stats", str(cap), "--by", "model")).stdout
-    for name in ("ttft", "ttft_content", "t_first_byte", "tpot", "itl", "e2e", "output_tokens", "requests_per_s",
-                 "output_tokens_per_s", "concurrency_mean", "concurrency_max", "error_rate", "server-measured",
-                 "prompt_tokens", "output_per_prompt", "cached_share", "prefix_reuse (bytes)"):  # fmt: skip
+    for name in (
+        "ttft",
+        "ttft_content",
+        "t_first_byte",
+        "tpot",
+        "itl",
+        "e2e",
+        "output_tokens",
+        "requests_per_s",
+        "output_tokens_per_s",
+        "concurrency_mean",
+        "concurrency_max",
+        "error_rate",
+        "server-measured",
+        "prompt_tokens",
+        "output_per_prompt",
+        "cached_share",
+        "prefix_reuse (bytes)",
+    ):
         assert name in text, name
     assert "model alpha" in text and "model beta" in text
     assert "error_rate 50.0%" in text  # beta: one of two failed
@@ -86,8 +128,12 @@ def test_sql_query_first_as_table_csv_and_json(cap: Path) -> None:
     table = ok(run("sql", query, str(cap))).stdout
     assert "exchange_id" in table and "20000000" in table and "3 row(s)" in table
     rows = list(csv.reader(io.StringIO(ok(run("sql", str(cap), "-q", query, "--csv")).stdout)))
-    assert rows == [["exchange_id", "ttft_ns", "output_tokens_source"], ["a", str(20 * MS), "usage"], ["b", str(25 * MS), "chunks"],
-                    ["c", "", "chunks"]]  # fmt: skip
+    assert rows == [
+        ["exchange_id", "ttft_ns", "output_tokens_source"],
+        ["a", str(20 * MS), "usage"],
+        ["b", str(25 * MS), "chunks"],
+        ["c", "", "chunks"],
+    ]
     records = json.loads(ok(run("sql", query, str(cap), "--json")).stdout)
     assert records[0] == {"exchange_id": "a", "ttft_ns": 20 * MS, "output_tokens_source": "usage"}
 
@@ -171,8 +217,10 @@ def test_the_command_line_loads_no_duckdb_or_arrow_until_a_command_needs_them():
     import subprocess
     import sys
 
-    code = ("import sys; from click.testing import CliRunner; from infertap.cli import cli; "
-            "r = CliRunner().invoke(cli, ['stats', '--help']); assert r.exit_code == 0, r.output; "
-            "print(sorted(m for m in ('duckdb', 'pyarrow', 'analysis.store') if m in sys.modules))")  # fmt: skip
+    code = (
+        "import sys; from click.testing import CliRunner; from infertap.cli import cli; "
+        "r = CliRunner().invoke(cli, ['stats', '--help']); assert r.exit_code == 0, r.output; "
+        "print(sorted(m for m in ('duckdb', 'pyarrow', 'analysis.store') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -25,8 +25,14 @@ def test_stats_of_a_recorded_streamed_session(engine, record, gguf: Path, tmp_pa
     streamed: dict[str, str] = {}
     with httpx.Client(base_url=rec.url, timeout=120, trust_env=False) as client:
         for i, question in enumerate(QUESTIONS):
-            request = {"model": SMOLLM2_ALIAS, "messages": [{"role": "user", "content": question}], "max_tokens": 16,
-                       "temperature": 0, "stream": True, "user": f"u{i}"}  # fmt: skip
+            request = {
+                "model": SMOLLM2_ALIAS,
+                "messages": [{"role": "user", "content": question}],
+                "max_tokens": 16,
+                "temperature": 0,
+                "stream": True,
+                "user": f"u{i}",
+            }
             # Read to the end of the body, so the recorder sees the exchange complete (a client that
             # closes right after [DONE] can race the engine's end of body; see the report).
             with client.stream("POST", "/v1/chat/completions", json=request) as response:
@@ -68,7 +74,11 @@ def test_stats_of_a_recorded_streamed_session(engine, record, gguf: Path, tmp_pa
         assert 0 < m["output_tokens"] <= 16
         assert gaps.get(xid, 0) == m["token_chunks"] - 1
         if m["tpot_ns"] is not None:
-            finish = m["t_finish_ns"] if m["output_tokens_source"] == "usage" and (m["t_finish_ns"] or 0) > m["t_last_token_ns"] else None
+            finish = (
+                m["t_finish_ns"]
+                if m["output_tokens_source"] == "usage" and (m["t_finish_ns"] or 0) > m["t_last_token_ns"]
+                else None
+            )
             assert m["tpot_ns"] == pytest.approx(((finish or m["t_last_token_ns"]) - m["ttft_ns"]) / (m["output_tokens"] - 1))
     assert engine_row[0] == "llama-cpp-python"
 

@@ -29,24 +29,43 @@ def blocks(segment: Path) -> list[tuple[int, int]]:
 
 
 def simple(path: Path, n: int = 3, first: int = 0) -> Path:
-    return write_capture(path, [exchange(f"x{i}", sent_ms=10 * i, chunks=[(5, sse(event("a"))), (9, sse(event("b")))])
-                                for i in range(first, first + n)])  # fmt: skip
+    return write_capture(
+        path,
+        [exchange(f"x{i}", sent_ms=10 * i, chunks=[(5, sse(event("a"))), (9, sse(event("b")))]) for i in range(first, first + n)],
+    )
 
 
 def test_every_table_holds_what_the_capture_says(tmp_path: Path) -> None:
     snapshot = {
-        "type": "engine", "url": "http://engine.test", "wall": 1.8e9, "kind": "llama-server", "fingerprint": "f00d",
-        "facts": {"version": {"value": "b5000", "source": "/props"}, "models": {"value": ["m"], "source": "/v1/models"},
-                  "parallel_slots": {"value": 4, "source": "/props"}, "quantization": {"value": None, "source": "not exposed"}},
-        "unknown": ["quantization"], "labels": {"gpu": "none"}, "host": {"cpu": "x"},
-    }  # fmt: skip
+        "type": "engine",
+        "url": "http://engine.test",
+        "wall": 1.8e9,
+        "kind": "llama-server",
+        "fingerprint": "f00d",
+        "facts": {
+            "version": {"value": "b5000", "source": "/props"},
+            "models": {"value": ["m"], "source": "/v1/models"},
+            "parallel_slots": {"value": 4, "source": "/props"},
+            "quantization": {"value": None, "source": "not exposed"},
+        },
+        "unknown": ["quantization"],
+        "labels": {"gpu": "none"},
+        "host": {"cpu": "x"},
+    }
     records = [
         snapshot,
-        exchange("x", sent_ms=7, request=body("héllo", model="m", stream=True), query="a=1", session="s1",
-                 chunks=[(5, sse(event("a"))), (6, NOT_UTF8)], end_ms=8),
+        exchange(
+            "x",
+            sent_ms=7,
+            request=body("héllo", model="m", stream=True),
+            query="a=1",
+            session="s1",
+            chunks=[(5, sse(event("a"))), (6, NOT_UTF8)],
+            end_ms=8,
+        ),
         exchange("replayed", sent_ms=20, chunks=[], source_id="x", repeat=0, scheduled_ns=19 * MS, lag_ns=1000, queue_ns=0),
         enrichment("x", prompt_ids=[5, 6, 7], output_count=1, server_timings={"source": "s", "prompt_ms": 1.0}),
-    ]  # fmt: skip
+    ]
     path = write_capture(tmp_path / "cap", records)
     with Analysis([path], cache_dir=tmp_path / "cache") as a:
         [x] = a.query("SELECT * FROM exchanges WHERE exchange_id = 'x'").records()
@@ -85,7 +104,12 @@ def test_every_table_holds_what_the_capture_says(tmp_path: Path) -> None:
     assert rep == ("x", 0, 19 * MS, 1000, 0)
     assert chunks == [(0, 5 * MS, len(sse(event("a"))), sse(event("a"))), (1, 6 * MS, len(NOT_UTF8), NOT_UTF8)]
     assert (engine["kind"], engine["version"], engine["fingerprint"], engine["parallel_slots"], engine["quantization"]) == (
-        "llama-server", "b5000", "f00d", "4", None)  # fmt: skip
+        "llama-server",
+        "b5000",
+        "f00d",
+        "4",
+        None,
+    )
     assert json.loads(engine["models"]) == ["m"] and json.loads(engine["facts"])["version"]["source"] == "/props"
     assert (enr["exchange_id"], enr["prompt_tokens"], enr["prompt_ids"], enr["output_tokens"]) == ("x", 3, [5, 6, 7], 1)
     assert json.loads(enr["settings"])["temperature"]["source"] == "request"
@@ -158,12 +182,15 @@ def test_the_cache_lives_under_infertap_cache_and_is_owner_only(tmp_path: Path, 
 
 
 def test_export_round_trips_through_duckdb(tmp_path: Path) -> None:
-    cap = write_capture(tmp_path / "cap", [
-        exchange("x", chunks=[(5, sse(event("a"))), (9, sse(event("b"))), (12, NOT_UTF8)]),
-        exchange("y", sent_ms=20, chunks=[(5, sse(event("a")))]),
-        enrichment("x", prompt_ids=[1, 2], output_count=2),
-        {"type": "engine", "kind": "llama-server", "facts": {}},
-    ])  # fmt: skip
+    cap = write_capture(
+        tmp_path / "cap",
+        [
+            exchange("x", chunks=[(5, sse(event("a"))), (9, sse(event("b"))), (12, NOT_UTF8)]),
+            exchange("y", sent_ms=20, chunks=[(5, sse(event("a")))]),
+            enrichment("x", prompt_ids=[1, 2], output_count=2),
+            {"type": "engine", "kind": "llama-server", "facts": {}},
+        ],
+    )
     out, flat = tmp_path / "export", tmp_path / "flat"
     with Analysis([cap], cache_dir=tmp_path / "cache") as a:
         counts = a.export_parquet(out)
@@ -225,7 +252,8 @@ def test_an_empty_capture_loads_as_empty_tables(tmp_path: Path) -> None:
         pass
     with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
         assert {name: a.count(name) for name in ("exchanges", "chunks", "events", "metrics", "itl")} == dict.fromkeys(
-            ("exchanges", "chunks", "events", "metrics", "itl"), 0)  # fmt: skip
+            ("exchanges", "chunks", "events", "metrics", "itl"), 0
+        )
         assert a.count("captures") == 1 and a.count("runs") == 1
         assert "ttft_ns" in a.query("SELECT * FROM metrics").columns
 

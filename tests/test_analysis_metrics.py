@@ -54,14 +54,23 @@ USAGE_3 = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
 
 
 def test_a_role_only_first_chunk_is_not_the_first_token(load: Load) -> None:
-    a = load([exchange("x", sent_ms=5_000, end_ms=230, chunks=[
-        (100, sse(event(role="assistant", content=""))),  # role only, and an empty content: no token
-        (150, sse(event("Hel"))),
-        (170, sse(event("lo"))),
-        (200, sse(event(" world", finish="stop"))),
-        (210, sse(event(choices=False, usage=USAGE_3))),
-        (220, sse("[DONE]")),
-    ])])  # fmt: skip
+    a = load(
+        [
+            exchange(
+                "x",
+                sent_ms=5_000,
+                end_ms=230,
+                chunks=[
+                    (100, sse(event(role="assistant", content=""))),  # role only, and an empty content: no token
+                    (150, sse(event("Hel"))),
+                    (170, sse(event("lo"))),
+                    (200, sse(event(" world", finish="stop"))),
+                    (210, sse(event(choices=False, usage=USAGE_3))),
+                    (220, sse("[DONE]")),
+                ],
+            )
+        ]
+    )
     m = metric(a, "x")
     assert m["t_first_byte_ns"] == 100 * MS
     assert m["ttft_ns"] == 150 * MS and m["ttft_content_ns"] == 150 * MS
@@ -80,20 +89,34 @@ def test_tpot_counts_a_silent_end_of_sequence_token_up_to_the_finish_event(load:
     finish. A count that leaves it out (re-tokenized text) keeps the span to the last text."""
     text = [(100, sse(event("a"))), (150, sse(event("b"))), (200, sse(event("c")))]
     usage = {"prompt_tokens": 5, "completion_tokens": 4}
-    a = load([exchange("usage", chunks=[*text, (250, sse(event(finish="stop"), event(choices=False, usage=usage)))]),
-              exchange("tokenize", chunks=[*text, (250, sse(event(finish="stop")))]), enrichment("tokenize", output_count=3)])  # fmt: skip
+    a = load(
+        [
+            exchange("usage", chunks=[*text, (250, sse(event(finish="stop"), event(choices=False, usage=usage)))]),
+            exchange("tokenize", chunks=[*text, (250, sse(event(finish="stop")))]),
+            enrichment("tokenize", output_count=3),
+        ]
+    )
     eos, retokenized = metric(a, "usage"), metric(a, "tokenize")
-    assert (eos["output_tokens"], eos["output_tokens_source"], eos["t_last_token_ns"], eos["t_finish_ns"]) == (4, "usage", 200 * MS, 250 * MS)
+    assert (eos["output_tokens"], eos["output_tokens_source"], eos["t_last_token_ns"], eos["t_finish_ns"]) == (
+        4,
+        "usage",
+        200 * MS,
+        250 * MS,
+    )
     assert eos["tpot_ns"] == pytest.approx((250 - 100) * MS / (4 - 1))
     assert (retokenized["output_tokens"], retokenized["output_tokens_source"]) == (3, "tokenize")
     assert retokenized["tpot_ns"] == pytest.approx((200 - 100) * MS / (3 - 1))
 
 
 def test_reasoning_and_tool_calls_are_tokens_but_not_content(load: Load) -> None:
-    a = load([
-        exchange("think", chunks=[(40, sse(event(reasoning="Let me see"))), (90, sse(event("4"))), (95, sse(event(finish="stop")))]),
-        exchange("tool", chunks=[(60, sse(event(role="assistant"))), (70, sse(event(tools=1))), (85, sse(event(tools=1)))]),
-    ])  # fmt: skip
+    a = load(
+        [
+            exchange(
+                "think", chunks=[(40, sse(event(reasoning="Let me see"))), (90, sse(event("4"))), (95, sse(event(finish="stop")))]
+            ),
+            exchange("tool", chunks=[(60, sse(event(role="assistant"))), (70, sse(event(tools=1))), (85, sse(event(tools=1)))]),
+        ]
+    )
     think, tool = metric(a, "think"), metric(a, "tool")
     assert (think["ttft_ns"], think["ttft_content_ns"]) == (40 * MS, 90 * MS)
     assert (tool["ttft_ns"], tool["ttft_content_ns"]) == (70 * MS, None)
@@ -102,12 +125,19 @@ def test_reasoning_and_tool_calls_are_tokens_but_not_content(load: Load) -> None
 
 
 def test_an_event_is_timed_by_the_chunk_that_ends_it(load: Load) -> None:
-    a = load([exchange("x", chunks=[
-        (10, b'data: {"choices":[{"index":0,"delta":{"content":"A"}}]}\n'),  # the blank line hasn't arrived
-        (30, b'\ndata: {"choices":[{"index":0,"delta":{"con'),  # ...it has now; B starts
-        (55, b'tent":"B"}}]}\r\n\r'),  # CRLF line ends, the last "\n" still missing
-        (70, b"\n"),
-    ])])  # fmt: skip
+    a = load(
+        [
+            exchange(
+                "x",
+                chunks=[
+                    (10, b'data: {"choices":[{"index":0,"delta":{"content":"A"}}]}\n'),  # the blank line hasn't arrived
+                    (30, b'\ndata: {"choices":[{"index":0,"delta":{"con'),  # ...it has now; B starts
+                    (55, b'tent":"B"}}]}\r\n\r'),  # CRLF line ends, the last "\n" still missing
+                    (70, b"\n"),
+                ],
+            )
+        ]
+    )
     m = metric(a, "x")
     assert m["t_first_byte_ns"] == 10 * MS
     assert m["ttft_ns"] == 30 * MS
@@ -117,11 +147,19 @@ def test_an_event_is_timed_by_the_chunk_that_ends_it(load: Load) -> None:
 
 
 def test_itl_is_per_chunk_and_chunks_may_carry_several_tokens(load: Load) -> None:
-    a = load([exchange("x", request=body(max_tokens=100), chunks=[
-        (100, sse(event("a"), event("b"), event("c"))),
-        (160, sse(event("d"))),
-        (161, sse(event(finish="length"))),  # a finish_reason alone carries no token
-    ])])  # fmt: skip
+    a = load(
+        [
+            exchange(
+                "x",
+                request=body(max_tokens=100),
+                chunks=[
+                    (100, sse(event("a"), event("b"), event("c"))),
+                    (160, sse(event("d"))),
+                    (161, sse(event(finish="length"))),  # a finish_reason alone carries no token
+                ],
+            )
+        ]
+    )
     m = metric(a, "x")
     # No usage, no enrichment: the token-bearing events, named as such; never the requested max_tokens.
     assert (m["output_tokens"], m["output_tokens_source"]) == (4, "chunks")
@@ -136,14 +174,16 @@ def test_itl_is_per_chunk_and_chunks_may_carry_several_tokens(load: Load) -> Non
 def test_output_tokens_come_from_usage_then_enrichment_then_chunks(load: Load) -> None:
     two = [(10, sse(event("a"))), (20, sse(event("b")))]
     with_usage = [*two, (30, sse(event(choices=False, usage={"prompt_tokens": 4, "completion_tokens": 5})))]
-    a = load([
-        exchange("usage", chunks=with_usage),
-        exchange("both", chunks=with_usage),
-        exchange("tokenize", chunks=two),
-        exchange("chunks", chunks=two),
-        enrichment("both", prompt_ids=[1, 2, 3, 4], output_count=9),
-        enrichment("tokenize", prompt_ids=[1, 2, 3], output_count=7),
-    ])  # fmt: skip
+    a = load(
+        [
+            exchange("usage", chunks=with_usage),
+            exchange("both", chunks=with_usage),
+            exchange("tokenize", chunks=two),
+            exchange("chunks", chunks=two),
+            enrichment("both", prompt_ids=[1, 2, 3, 4], output_count=9),
+            enrichment("tokenize", prompt_ids=[1, 2, 3], output_count=7),
+        ]
+    )
     got = {
         x: (metric(a, x)["output_tokens"], metric(a, x)["output_tokens_source"]) for x in ("usage", "both", "tokenize", "chunks")
     }
@@ -154,10 +194,19 @@ def test_output_tokens_come_from_usage_then_enrichment_then_chunks(load: Load) -
 
 
 def test_a_non_streamed_response_is_one_event_at_its_last_chunk(load: Load) -> None:
-    payload = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "four"}, "finish_reason": "stop"}],
-                          "usage": {"prompt_tokens": 9, "completion_tokens": 6}}).encode()  # fmt: skip
-    a = load([exchange("x", request=body(stream=False), headers=JSON_HEADERS, end_ms=99,
-                       chunks=[(80, payload[:20]), (95, payload[20:])])])  # fmt: skip
+    payload = json.dumps(
+        {
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "four"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 6},
+        }
+    ).encode()
+    a = load(
+        [
+            exchange(
+                "x", request=body(stream=False), headers=JSON_HEADERS, end_ms=99, chunks=[(80, payload[:20]), (95, payload[20:])]
+            )
+        ]
+    )
     m = metric(a, "x")
     assert (m["t_first_byte_ns"], m["ttft_ns"], m["e2e_ns"]) == (80 * MS, 95 * MS, 99 * MS)
     assert (m["output_tokens"], m["output_tokens_source"], m["stream"]) == (6, "usage", False)
@@ -165,13 +214,17 @@ def test_a_non_streamed_response_is_one_event_at_its_last_chunk(load: Load) -> N
 
 
 def test_incomplete_exchanges_end_at_their_last_byte_and_are_not_ok(load: Load) -> None:
-    a = load([
-        exchange("gone", end="client_disconnected", end_ms=500, chunks=[(10, sse(event("a"))), (20, sse(event("b")))]),
-        # The openai SDK closes on [DONE], sometimes before the engine ends the body: the answer is whole.
-        exchange("done", end="client_disconnected", end_ms=40, chunks=[(10, sse(event("a"))), (30, sse(event("b"), "[DONE]"))]),
-        exchange("refused", end="upstream_error", status=None, end_ms=3, chunks=[]),
-        exchange("http500", status=500, headers=JSON_HEADERS, chunks=[(7, b'{"error": {"message": "boom"}}')]),
-    ])  # fmt: skip
+    a = load(
+        [
+            exchange("gone", end="client_disconnected", end_ms=500, chunks=[(10, sse(event("a"))), (20, sse(event("b")))]),
+            # The openai SDK closes on [DONE], sometimes before the engine ends the body: the answer is whole.
+            exchange(
+                "done", end="client_disconnected", end_ms=40, chunks=[(10, sse(event("a"))), (30, sse(event("b"), "[DONE]"))]
+            ),
+            exchange("refused", end="upstream_error", status=None, end_ms=3, chunks=[]),
+            exchange("http500", status=500, headers=JSON_HEADERS, chunks=[(7, b'{"error": {"message": "boom"}}')]),
+        ]
+    )
     gone, refused, http500 = metric(a, "gone"), metric(a, "refused"), metric(a, "http500")
     assert (gone["e2e_ns"], gone["ok"], gone["ttft_ns"]) == (20 * MS, False, 10 * MS)
     done = metric(a, "done")
@@ -206,13 +259,29 @@ def test_ollama_ndjson_lines_durations_and_counts(load: Load) -> None:
     lines = [
         {"model": "m", "message": {"role": "assistant", "content": "Hi"}, "done": False},
         {"model": "m", "message": {"role": "assistant", "content": " there"}, "done": False},
-        {"model": "m", "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop",
-         "prompt_eval_count": 8, "prompt_eval_duration": 5_000_000, "eval_count": 2, "eval_duration": 15_000_000},
-    ]  # fmt: skip
+        {
+            "model": "m",
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 8,
+            "prompt_eval_duration": 5_000_000,
+            "eval_count": 2,
+            "eval_duration": 15_000_000,
+        },
+    ]
     raw = [json.dumps(line).encode() + b"\n" for line in lines]
-    a = load([exchange("o", path="/api/chat", headers=[["content-type", "application/x-ndjson"]],
-                       request=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode(),
-                       chunks=[(20, raw[0] + raw[1][:5]), (35, raw[1][5:]), (50, raw[2])])])  # fmt: skip
+    a = load(
+        [
+            exchange(
+                "o",
+                path="/api/chat",
+                headers=[["content-type", "application/x-ndjson"]],
+                request=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+                chunks=[(20, raw[0] + raw[1][:5]), (35, raw[1][5:]), (50, raw[2])],
+            )
+        ]
+    )
     m = metric(a, "o")
     assert (m["ttft_ns"], m["e2e_ns"]) == (20 * MS, 50 * MS)
     assert itl(a, "o") == [15 * MS]
@@ -226,12 +295,37 @@ def test_anthropic_stream_events_count_text_and_thinking(load: Load) -> None:
     def ev(name: str, data: dict[str, Any]) -> bytes:
         return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
-    a = load([exchange("an", path="/v1/messages", chunks=[
-        (5, ev("message_start", {"type": "message_start", "message": {"role": "assistant"}})),
-        (25, ev("content_block_delta", {"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": "hm"}})),
-        (45, ev("content_block_delta", {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "Yes"}})),
-        (50, ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}})),
-    ])])  # fmt: skip
+    a = load(
+        [
+            exchange(
+                "an",
+                path="/v1/messages",
+                chunks=[
+                    (5, ev("message_start", {"type": "message_start", "message": {"role": "assistant"}})),
+                    (
+                        25,
+                        ev(
+                            "content_block_delta",
+                            {"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": "hm"}},
+                        ),
+                    ),
+                    (
+                        45,
+                        ev(
+                            "content_block_delta", {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "Yes"}}
+                        ),
+                    ),
+                    (
+                        50,
+                        ev(
+                            "message_delta",
+                            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
+                        ),
+                    ),
+                ],
+            )
+        ]
+    )
     m = metric(a, "an")
     assert (m["t_first_byte_ns"], m["ttft_ns"], m["ttft_content_ns"]) == (5 * MS, 25 * MS, 45 * MS)
     assert (m["output_tokens"], m["output_tokens_source"]) == (2, "usage")

@@ -38,13 +38,24 @@ def usage_chunks(t_first: float, t_last: float, completion: int, prompt: int = 1
 
 def test_throughput_and_achieved_concurrency(tmp_path: Path) -> None:
     # A [0, 100] ms, B [50, 150] ms, C [150, 250] ms: C is sent the instant B ends (no overlap).
-    [g] = stats_of(tmp_path, [
-        exchange("A", sent_ms=0, end_ms=100, chunks=usage_chunks(10, 90, 5)),
-        exchange("B", sent_ms=50, end_ms=100, chunks=usage_chunks(10, 90, 7)),
-        exchange("C", sent_ms=150, end_ms=100, chunks=usage_chunks(10, 90, 9)),
-        exchange("models", sent_ms=200, end_ms=1, request=b"", headers=JSON_HEADERS,
-                 chunks=[(1, b'{"data": []}')], method="GET", path="/v1/models"),  # not a generation request
-    ])["groups"]  # fmt: skip
+    [g] = stats_of(
+        tmp_path,
+        [
+            exchange("A", sent_ms=0, end_ms=100, chunks=usage_chunks(10, 90, 5)),
+            exchange("B", sent_ms=50, end_ms=100, chunks=usage_chunks(10, 90, 7)),
+            exchange("C", sent_ms=150, end_ms=100, chunks=usage_chunks(10, 90, 9)),
+            exchange(
+                "models",
+                sent_ms=200,
+                end_ms=1,
+                request=b"",
+                headers=JSON_HEADERS,
+                chunks=[(1, b'{"data": []}')],
+                method="GET",
+                path="/v1/models",
+            ),  # not a generation request
+        ],
+    )["groups"]
     assert (g["requests"], g["ok"], g["errors"], g["error_rate"]) == (3, 3, 0, 0.0)
     assert g["span_s"] == pytest.approx(0.250)
     assert g["throughput"]["requests_per_s"] == pytest.approx(3 / 0.250)
@@ -58,10 +69,14 @@ def test_throughput_and_achieved_concurrency(tmp_path: Path) -> None:
 def test_percentiles_error_rate_and_pooled_itl(tmp_path: Path) -> None:
     ttfts = [10, 20, 30, 40, 50]
     records = [
-        exchange(f"x{i}", sent_ms=1000 * i, end_ms=t + 40, chunks=[(5, sse(event(role="assistant"))), (t, sse(event("a"))),
-                 (t + 10 * (i + 1), sse(event("b")))])
+        exchange(
+            f"x{i}",
+            sent_ms=1000 * i,
+            end_ms=t + 40,
+            chunks=[(5, sse(event(role="assistant"))), (t, sse(event("a"))), (t + 10 * (i + 1), sse(event("b")))],
+        )
         for i, t in enumerate(ttfts)
-    ]  # fmt: skip
+    ]
     records += [
         exchange("refused", sent_ms=6000, end="upstream_error", status=None, end_ms=2, chunks=[]),
         exchange("http500", sent_ms=7000, status=500, headers=JSON_HEADERS, chunks=[(3, b'{"error": "overloaded"}')]),
@@ -104,11 +119,14 @@ def test_grouping_by_model_path_and_both(tmp_path: Path) -> None:
 
 
 def test_workload_volumes_and_cached_share(tmp_path: Path) -> None:
-    [g] = stats_of(tmp_path, [
-        exchange("a", sent_ms=0, chunks=usage_chunks(1, 2, 10, prompt=100, prompt_tokens_details={"cached_tokens": 0})),
-        exchange("b", sent_ms=10, chunks=usage_chunks(1, 2, 20, prompt=100, prompt_tokens_details={"cached_tokens": 80})),
-        exchange("c", sent_ms=20, chunks=usage_chunks(1, 2, 30, prompt=50)),  # no cache information
-    ])["groups"]  # fmt: skip
+    [g] = stats_of(
+        tmp_path,
+        [
+            exchange("a", sent_ms=0, chunks=usage_chunks(1, 2, 10, prompt=100, prompt_tokens_details={"cached_tokens": 0})),
+            exchange("b", sent_ms=10, chunks=usage_chunks(1, 2, 20, prompt=100, prompt_tokens_details={"cached_tokens": 80})),
+            exchange("c", sent_ms=20, chunks=usage_chunks(1, 2, 30, prompt=50)),  # no cache information
+        ],
+    )["groups"]
     w = g["workload"]
     assert w["prompt_tokens"] == {"total": 250, "known": 3, "source": {"usage": 3}}
     assert w["output_tokens"] == {"total": 60, "known": 3, "by_source": {"usage": 60}}

@@ -20,15 +20,29 @@ def _sse(*events: dict[str, Any], done: bool = False, named: bool = False) -> li
 
 
 def _record(path: str, chunks: list[bytes], headers: list[list[str]] = SSE, body: dict | None = None, status: int = 200) -> dict:
-    return {"path": path, "status": status, "response_headers": headers, "chunks": chunks,
-            "request_body": json.dumps(body or {}).encode()}  # fmt: skip
+    return {
+        "path": path,
+        "status": status,
+        "response_headers": headers,
+        "chunks": chunks,
+        "request_body": json.dumps(body or {}).encode(),
+    }
 
 
 # -- each API, streamed and whole --------------------------------------------------------------
 
 ANTHROPIC_STREAM = _sse(
-    {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x", "content": [],
-                                          "usage": {"input_tokens": 12, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5, "output_tokens": 1}}},
+    {
+        "type": "message_start",
+        "message": {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-x",
+            "content": [],
+            "usage": {"input_tokens": 12, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5, "output_tokens": 1},
+        },
+    },
     {"type": "ping"},
     {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
     {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}},
@@ -37,7 +51,11 @@ ANTHROPIC_STREAM = _sse(
     {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Let me "}},
     {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "check."}},
     {"type": "content_block_stop", "index": 1},
-    {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}},
+    {
+        "type": "content_block_start",
+        "index": 2,
+        "content_block": {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}},
+    },
     {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": ""}},
     {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"city": '}},
     {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '"Paris"}'}},
@@ -45,25 +63,46 @@ ANTHROPIC_STREAM = _sse(
     {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 21}},
     {"type": "message_stop"},
     named=True,
-)  # fmt: skip
+)
 ANTHROPIC_WHOLE = {
-    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x", "stop_reason": "tool_use",
-    "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"}, {"type": "text", "text": "Let me check."},
-                {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}}],
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-x",
+    "stop_reason": "tool_use",
+    "content": [
+        {"type": "thinking", "thinking": "hmm", "signature": "s"},
+        {"type": "text", "text": "Let me check."},
+        {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}},
+    ],
     "usage": {"input_tokens": 12, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5, "output_tokens": 21},
-}  # fmt: skip
+}
 _RESPONSE = {
-    "id": "resp_1", "object": "response", "model": "gpt-x", "status": "completed",
-    "output": [{"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hmm"}]},
-               {"type": "message", "id": "m_1", "role": "assistant", "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}]},
-               {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather", "arguments": '{"city": "Paris"}'}],
+    "id": "resp_1",
+    "object": "response",
+    "model": "gpt-x",
+    "status": "completed",
+    "output": [
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hmm"}]},
+        {
+            "type": "message",
+            "id": "m_1",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}],
+        },
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather", "arguments": '{"city": "Paris"}'},
+    ],
     "usage": {"input_tokens": 117, "input_tokens_details": {"cached_tokens": 100}, "output_tokens": 21},
-}  # fmt: skip
+}
 RESPONSES_STREAM = _sse(
     {"type": "response.created", "response": {**_RESPONSE, "status": "in_progress", "output": [], "usage": None}},
     {"type": "response.output_item.added", "output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": []}},
     {"type": "response.reasoning_summary_text.delta", "output_index": 0, "delta": "hmm"},
-    {"type": "response.output_item.added", "output_index": 1, "item": {"type": "message", "id": "m_1", "role": "assistant", "content": []}},
+    {
+        "type": "response.output_item.added",
+        "output_index": 1,
+        "item": {"type": "message", "id": "m_1", "role": "assistant", "content": []},
+    },
     {"type": "response.content_part.added", "output_index": 1, "content_index": 0, "part": {"type": "output_text", "text": ""}},
     {"type": "response.output_text.delta", "output_index": 1, "content_index": 0, "delta": "Let me "},
     {"type": "response.output_text.delta", "output_index": 1, "content_index": 0, "delta": "check."},
@@ -76,27 +115,87 @@ RESPONSES_STREAM = _sse(
     {"type": "response.output_item.done", "output_index": 2, "item": _RESPONSE["output"][2]},
     {"type": "response.completed", "response": _RESPONSE},
     named=True,
-)  # fmt: skip
+)
 CHAT_STREAM = _sse(
     {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
-    {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}]},
-    {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"content": "Let me check."}}]},
-    {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city": '}}]}}]},
-    {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "function": {"arguments": '"Paris"}'}}]}}]},
-    {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-    {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [],
-     "usage": {"prompt_tokens": 117, "completion_tokens": 21, "prompt_tokens_details": {"cached_tokens": 100}}},
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}],
+    },
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"content": "Let me check."}}],
+    },
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "weather", "arguments": '{"city": '},
+                        }
+                    ]
+                },
+            }
+        ],
+    },
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}}],
+    },
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+    },
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [],
+        "usage": {"prompt_tokens": 117, "completion_tokens": 21, "prompt_tokens_details": {"cached_tokens": 100}},
+    },
     done=True,
-)  # fmt: skip
-OLLAMA_STREAM = [json.dumps(e).encode() + b"\n" for e in (
-    {"model": "m", "message": {"role": "assistant", "content": "", "thinking": "hmm"}, "done": False},
-    {"model": "m", "message": {"role": "assistant", "content": "Let me check."}, "done": False},
-    {"model": "m", "message": {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "weather", "arguments": {"city": "Paris"}}}]}, "done": False},
-    {"model": "m", "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop",
-     "prompt_eval_count": 117, "eval_count": 21, "eval_duration": 1000},
-)]  # fmt: skip
+)
+OLLAMA_STREAM = [
+    json.dumps(e).encode() + b"\n"
+    for e in (
+        {"model": "m", "message": {"role": "assistant", "content": "", "thinking": "hmm"}, "done": False},
+        {"model": "m", "message": {"role": "assistant", "content": "Let me check."}, "done": False},
+        {
+            "model": "m",
+            "message": {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"name": "weather", "arguments": {"city": "Paris"}}}],
+            },
+            "done": False,
+        },
+        {
+            "model": "m",
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 117,
+            "eval_count": 21,
+            "eval_duration": 1000,
+        },
+    )
+]
 
 CASES = {
     "messages streamed": ("/v1/messages", ANTHROPIC_STREAM, SSE, "tool_use"),
@@ -141,15 +240,28 @@ def test_first_generated_event_of_a_stream_is_the_first_text_not_the_preamble():
 
 
 def test_responses_status_stands_for_the_finish_reason():
-    incomplete = {**_RESPONSE, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": _RESPONSE["output"][:2]}
+    incomplete = {
+        **_RESPONSE,
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "output": _RESPONSE["output"][:2],
+    }
     out = read_response(_record("/v1/responses", [json.dumps(incomplete).encode()], JSON))
     assert (out.finish_reason, out.finish_reason_raw) == ("length", "incomplete:max_output_tokens")
     plain = read_response(_record("/v1/responses", [json.dumps({**_RESPONSE, "output": _RESPONSE["output"][:2]}).encode()], JSON))
     assert (plain.finish_reason, plain.finish_reason_raw) == ("stop", "completed")
 
 
-@pytest.mark.parametrize("raw,common", [("end_turn", "stop"), ("stop_sequence", "stop"), ("max_tokens", "length"),
-                                        ("refusal", "content_filter"), ("something_new", "other")])  # fmt: skip
+@pytest.mark.parametrize(
+    "raw,common",
+    [
+        ("end_turn", "stop"),
+        ("stop_sequence", "stop"),
+        ("max_tokens", "length"),
+        ("refusal", "content_filter"),
+        ("something_new", "other"),
+    ],
+)
 def test_anthropic_stop_reasons_map_to_the_common_vocabulary_and_keep_their_word(raw, common):
     body = {**ANTHROPIC_WHOLE, "stop_reason": raw, "content": [{"type": "text", "text": "x"}]}
     out = read_response(_record("/v1/messages", [json.dumps(body).encode()], JSON))
@@ -169,9 +281,11 @@ def test_a_body_no_adapter_understands_is_unreadable_with_the_reason():
 
 
 def test_an_error_object_is_read_as_an_error_not_as_an_empty_answer():
-    for path, body in [("/v1/responses", {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}}),
-                       ("/v1/messages", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-                       ("/api/chat", {"error": "model 'x' not found"})]:  # fmt: skip
+    for path, body in [
+        ("/v1/responses", {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}}),
+        ("/v1/messages", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ("/api/chat", {"error": "model 'x' not found"}),
+    ]:
         out = read_response(_record(path, [json.dumps(body).encode()], JSON, status=404))
         assert out.readable and out.error_message and out.finish_reason == "error" and out.text == ""
 
@@ -190,9 +304,22 @@ def test_the_path_names_the_api_and_the_body_decides_when_the_path_does_not():
     assert api_for("/generate", {"prompt": "x"}).name == "completions"
     assert api_for("/v1/embeddings", {"input": "x"}).name == "unknown"
     # llama-server answers its native /completions alias in llama.cpp's own shape: read by its shape.
-    native = read_response(_record("/completions", _sse({"content": "4", "stop": False}, {"content": "2", "stop": True, "stop_type": "eos",
-                                                                                        "tokens_predicted": 2, "tokens_evaluated": 5})))  # fmt: skip
-    assert (native.api, native.text, native.finish_reason, native.output_tokens, native.prompt_tokens) == ("llamacpp", "42", "stop", 2, 5)
+    native = read_response(
+        _record(
+            "/completions",
+            _sse(
+                {"content": "4", "stop": False},
+                {"content": "2", "stop": True, "stop_type": "eos", "tokens_predicted": 2, "tokens_evaluated": 5},
+            ),
+        )
+    )
+    assert (native.api, native.text, native.finish_reason, native.output_tokens, native.prompt_tokens) == (
+        "llamacpp",
+        "42",
+        "stop",
+        2,
+        5,
+    )
 
 
 def test_the_end_of_a_responses_stream_is_seen_far_from_its_last_byte():
@@ -206,43 +333,132 @@ def test_the_end_of_a_responses_stream_is_seen_far_from_its_last_byte():
 
 def test_requests_of_every_api_read_into_one_shape():
     tools = [{"type": "function", "function": {"name": "weather", "parameters": {}}}]
-    chat = read_request({"path": "/v1/chat/completions", "request_body": json.dumps({
-        "model": "m", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
-        "tools": tools, "max_completion_tokens": 5, "temperature": 0, "stream": True}).encode()})  # fmt: skip
-    assert (chat.api, chat.generation, chat.system, chat.last_user, chat.tools, chat.max_tokens) == ("chat", True, "Be brief.", "hi", ("weather",), 5)
+    chat = read_request(
+        {
+            "path": "/v1/chat/completions",
+            "request_body": json.dumps(
+                {
+                    "model": "m",
+                    "messages": [
+                        {"role": "system", "content": "Be brief."},
+                        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                    ],
+                    "tools": tools,
+                    "max_completion_tokens": 5,
+                    "temperature": 0,
+                    "stream": True,
+                }
+            ).encode(),
+        }
+    )
+    assert (chat.api, chat.generation, chat.system, chat.last_user, chat.tools, chat.max_tokens) == (
+        "chat",
+        True,
+        "Be brief.",
+        "hi",
+        ("weather",),
+        5,
+    )
     assert chat.sampling == {"max_tokens": 5, "temperature": 0} and chat.stream is True and chat.items == 2
-    msgs = read_request({"path": "/v1/messages", "request_body": json.dumps({
-        "model": "claude", "system": [{"type": "text", "text": "Be brief."}], "max_tokens": 64, "stop_sequences": ["\n"],
-        "tools": [{"name": "weather", "input_schema": {}}], "messages": [{"role": "user", "content": "hi"}]}).encode()})  # fmt: skip
+    msgs = read_request(
+        {
+            "path": "/v1/messages",
+            "request_body": json.dumps(
+                {
+                    "model": "claude",
+                    "system": [{"type": "text", "text": "Be brief."}],
+                    "max_tokens": 64,
+                    "stop_sequences": ["\n"],
+                    "tools": [{"name": "weather", "input_schema": {}}],
+                    "messages": [{"role": "user", "content": "hi"}],
+                }
+            ).encode(),
+        }
+    )
     assert (msgs.api, msgs.system, msgs.turns[0].role, msgs.tools, msgs.sampling) == (
-        "messages", "Be brief.", "system", ("weather",), {"max_tokens": 64, "stop": ["\n"]})
-    resp = read_request({"path": "/v1/responses", "request_body": json.dumps({
-        "model": "gpt", "instructions": "Be brief.", "input": "hi", "max_output_tokens": 9,
-        "tools": [{"type": "function", "name": "weather"}], "previous_response_id": "resp_0"}).encode()})  # fmt: skip
+        "messages",
+        "Be brief.",
+        "system",
+        ("weather",),
+        {"max_tokens": 64, "stop": ["\n"]},
+    )
+    resp = read_request(
+        {
+            "path": "/v1/responses",
+            "request_body": json.dumps(
+                {
+                    "model": "gpt",
+                    "instructions": "Be brief.",
+                    "input": "hi",
+                    "max_output_tokens": 9,
+                    "tools": [{"type": "function", "name": "weather"}],
+                    "previous_response_id": "resp_0",
+                }
+            ).encode(),
+        }
+    )
     assert (resp.api, resp.generation, resp.last_user, resp.max_tokens, resp.tools, resp.previous_response_id) == (
-        "responses", True, "hi", 9, ("weather",), "resp_0")
-    ollama = read_request({"path": "/api/chat", "request_body": json.dumps({
-        "model": "m", "messages": [{"role": "user", "content": "hi"}], "options": {"num_predict": 7, "repeat_penalty": 1.1}}).encode()})  # fmt: skip
+        "responses",
+        True,
+        "hi",
+        9,
+        ("weather",),
+        "resp_0",
+    )
+    ollama = read_request(
+        {
+            "path": "/api/chat",
+            "request_body": json.dumps(
+                {
+                    "model": "m",
+                    "messages": [{"role": "user", "content": "hi"}],
+                    "options": {"num_predict": 7, "repeat_penalty": 1.1},
+                }
+            ).encode(),
+        }
+    )
     assert ollama.sampling == {"max_tokens": 7, "repeat_penalty": 1.1}
     assert not read_request({"path": "/v1/models", "request_body": b""}).generation
     assert not read_request({"path": "/v1/embeddings", "request_body": b'{"input": "x"}'}).generation
 
 
-@pytest.mark.parametrize("case", ["messages streamed", "messages whole", "responses streamed", "responses whole", "chat streamed"])
+@pytest.mark.parametrize(
+    "case", ["messages streamed", "messages whole", "responses streamed", "responses whole", "chat streamed"]
+)
 def test_a_reply_is_the_turn_the_next_request_carries(case):
     """What the SDKs send back as the next turn's history reads as the same turn as the reply."""
     path, chunks, headers, _ = CASES[case]
     reply = read_response(_record(path, chunks, headers)).reply()
     if path == "/v1/messages":
-        history = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": ANTHROPIC_WHOLE["content"]},
-                                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]}]}  # fmt: skip
+        history = {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": ANTHROPIC_WHOLE["content"]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]},
+            ]
+        }
     elif path == "/v1/responses":
-        history = {"input": [{"role": "user", "content": "hi"}, *_RESPONSE["output"],
-                             {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}]}  # fmt: skip
+        history = {
+            "input": [
+                {"role": "user", "content": "hi"},
+                *_RESPONSE["output"],
+                {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+            ]
+        }
     else:
-        history = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Let me check.", "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Paris"}'}}]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]}  # fmt: skip
+        history = {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": "Let me check.",
+                    "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Paris"}'}}
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+            ]
+        }
     turns = read_request({"path": path, "request_body": json.dumps({"model": "m", **history}).encode()}).turns
     assert turns[1] == reply and turns[2].text == "sunny"
     other = read_response(_record(path, [c.replace(b"Paris", b"Rome") for c in chunks], headers)).reply()

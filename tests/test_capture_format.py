@@ -35,7 +35,6 @@ MAJOR_OFFSET = 12
 MINOR_OFFSET = 14
 
 
-
 RECORDER = {"kind": "test", "upstream": "http://127.0.0.1:1", "pid": 1}
 
 
@@ -60,7 +59,7 @@ def exchange(seq: int, **over: Any) -> dict[str, Any]:
         "response_headers": [["content-type", "text/event-stream"]],
         "headers_ns": 1_000,
         "chunk_ns": [2_000, 3_000, 4_000],
-        "chunks": [b"data: {\"x\":1}\n\n", b"\xff\xfe\x00 not utf-8", b"data: [DONE]\n\n"],
+        "chunks": [b'data: {"x":1}\n\n', b"\xff\xfe\x00 not utf-8", b"data: [DONE]\n\n"],
         "end_ns": 5_000,
         "end": "complete",
         "error": None,
@@ -131,8 +130,17 @@ def test_round_trip(tmp_path: Path) -> None:
     big = os.urandom(5 * 1024 * 1024)  # larger than one write batch, incompressible
     records = [
         exchange(0),
-        exchange(1, request_body=b"", chunks=[], chunk_ns=[], status=None, response_headers=None,
-                 headers_ns=None, end="upstream_error", error="connection refused"),  # fmt: skip
+        exchange(
+            1,
+            request_body=b"",
+            chunks=[],
+            chunk_ns=[],
+            status=None,
+            response_headers=None,
+            headers_ns=None,
+            end="upstream_error",
+            error="connection refused",
+        ),
         {"type": "engine", "kind": "llama.cpp", "props": {"n_ctx": 4096, "nested": {"a": [1, -2, 3.5, None, b"\x00\xff"]}}},
         {"type": "enrichment", "id": "ex-00000", "tokens": list(range(300)), "maps": {1: "int key", "s": {"t": True}}},
         exchange(2, request_body=big, chunks=[big[:1000], big[1000:]], chunk_ns=[1, 2]),
@@ -154,7 +162,9 @@ def test_round_trip(tmp_path: Path) -> None:
     header = got[0]
     assert header["format"] == [FORMAT_MAJOR, FORMAT_MINOR]
     assert header["capture_id"] == writer.capture_id and header["run_id"] == writer.run_id
-    assert header["recorder"] == {"id": f"{socket.gethostname()}-{os.getpid()}", **RECORDER} and header["labels"] == {"gpu": "none"}
+    assert header["recorder"] == {"id": f"{socket.gethostname()}-{os.getpid()}", **RECORDER} and header["labels"] == {
+        "gpu": "none"
+    }
     assert header["segment"] == 0
     footer = got[-1]
     assert footer["exchanges"] == 4 and footer["dropped"] == 0
@@ -682,8 +692,11 @@ def test_a_record_that_cannot_be_packed_is_dropped_and_counted_not_fatal(tmp_pat
 
 def streamed_exchange(i: int) -> dict[str, Any]:
     """An exchange shaped like an engine's: a JSON request and ~60 SSE chunks."""
-    chunks = [b'data: {"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1796000000,"model":"smollm2",'
-              b'"choices":[{"index":0,"delta":{"content":"tok%d "},"finish_reason":null}]}\n\n' % (i, k) for k in range(60)]  # fmt: skip
+    chunks = [
+        b'data: {"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1796000000,"model":"smollm2",'
+        b'"choices":[{"index":0,"delta":{"content":"tok%d "},"finish_reason":null}]}\n\n' % (i, k)
+        for k in range(60)
+    ]
     chunks.append(b"data: [DONE]\n\n")
     body = b'{"model":"smollm2","messages":[{"role":"user","content":"question %d"}],"stream":true,"max_tokens":64}' % i
     return exchange(i, request_body=body, chunks=chunks, chunk_ns=[1000 * k for k in range(len(chunks))])

@@ -55,8 +55,16 @@ def exchange(seq: int, **over: Any) -> dict[str, Any]:
 EXCHANGES = [
     exchange(0),
     exchange(1, path="/v1/completions"),
-    exchange(2, status=None, response_headers=None, headers_ns=None, chunks=[], chunk_ns=[],
-             end="upstream_error", error="connection refused"),  # fmt: skip
+    exchange(
+        2,
+        status=None,
+        response_headers=None,
+        headers_ns=None,
+        chunks=[],
+        chunk_ns=[],
+        end="upstream_error",
+        error="connection refused",
+    ),
     exchange(3, method="GET", path="/v1/models", request_body=b"", status=200),
 ]
 

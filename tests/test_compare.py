@@ -22,14 +22,26 @@ def _chat(content: str, i: int) -> dict:
 
 
 def _reply(text: str, finish: str = "stop") -> list[bytes]:
-    return [json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-                        "usage": {"prompt_tokens": 5, "completion_tokens": 3}}).encode()]  # fmt: skip
+    return [
+        json.dumps(
+            {
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+            }
+        ).encode()
+    ]
 
 
 def _enrich(i: int, penalty: float, ids: list[int]) -> dict:
-    return {"exchange_id": f"src-{i}", "settings": {"repeat_penalty": {"value": penalty, "source": "engine_default"},
-                                                    "temperature": {"value": 0, "source": "request"}},
-            "prompt_tokens": {"ids": ids, "count": len(ids), "source": "test"}, "output_tokens": {"ids": None}}  # fmt: skip
+    return {
+        "exchange_id": f"src-{i}",
+        "settings": {
+            "repeat_penalty": {"value": penalty, "source": "engine_default"},
+            "temperature": {"value": 0, "source": "request"},
+        },
+        "prompt_tokens": {"ids": ids, "count": len(ids), "source": "test"},
+        "output_tokens": {"ids": None},
+    }
 
 
 def _runs(tmp_path, answers_a, answers_b, *, prompts_b=None):
@@ -41,12 +53,23 @@ def _runs(tmp_path, answers_a, answers_b, *, prompts_b=None):
 
 
 def test_compare_by_construction(tmp_path):
-    a, b = _runs(tmp_path, ["The answer is 42.", "Paris.", "blue"], ["The answer is 41.", "Paris.", "blue sky"], prompts_b=[1, 1, 2, 3])
+    a, b = _runs(
+        tmp_path, ["The answer is 42.", "Paris.", "blue"], ["The answer is 41.", "Paris.", "blue sky"], prompts_b=[1, 1, 2, 3]
+    )
     r = compare(a, b, extract="number", top=2)
     assert r["pairing"]["pairs"] == 3 and r["pairing"]["by"]["identical request"] == 3
     (setting,) = r["config"]["settings"]
-    assert (setting["setting"], setting["a"], setting["b"], setting["exchanges"]) == ("repeat_penalty", "1.1 (engine_default)", "1.0 (engine_default)", 3)
-    assert r["config"]["prompts"] == {"compared": 3, "equal": 0, "differences": {"B repeats its first token (1): a duplicated BOS": 3}}
+    assert (setting["setting"], setting["a"], setting["b"], setting["exchanges"]) == (
+        "repeat_penalty",
+        "1.1 (engine_default)",
+        "1.0 (engine_default)",
+        3,
+    )
+    assert r["config"]["prompts"] == {
+        "compared": 3,
+        "equal": 0,
+        "differences": {"B repeats its first token (1): a duplicated BOS": 3},
+    }
     d = r["divergence"]
     assert d["exact_match_rate"] == pytest.approx(1 / 3)
     assert d["counts"]["answer_changed"] == 1 and d["counts"]["answer_unchanged"] == 2
@@ -55,7 +78,11 @@ def test_compare_by_construction(tmp_path):
     assert worst["answer"] == ["42", "41"] and worst["first_divergence"] == {"at": 15, "unit": "character"}
     assert worst["diff"] == "The answer is [-42-]{+41+}."
     e2e = next(row for row in r["speed"] if row["metric"] == "e2e")
-    assert e2e["a"]["p50"] == pytest.approx(10.0) and e2e["b"]["p50"] == pytest.approx(20.0) and e2e["ratio_p50"] == pytest.approx(2.0)
+    assert (
+        e2e["a"]["p50"] == pytest.approx(10.0)
+        and e2e["b"]["p50"] == pytest.approx(20.0)
+        and e2e["ratio_p50"] == pytest.approx(2.0)
+    )
 
 
 def test_baseline_gives_the_noise_floor(tmp_path):
@@ -80,7 +107,13 @@ def test_compare_cli_prints_configuration_first(tmp_path):
     result = CliRunner().invoke(cli, ["compare", str(a), str(b), "--extract", "number"])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert out.index("1. Configuration") < out.index("repeat_penalty") < out.index("2. Speed") < out.index("3. Divergence") < out.index("4. Most divergent")
+    assert (
+        out.index("1. Configuration")
+        < out.index("repeat_penalty")
+        < out.index("2. Speed")
+        < out.index("3. Divergence")
+        < out.index("4. Most divergent")
+    )
     as_json = json.loads(CliRunner().invoke(cli, ["compare", str(a), str(b), "--json"]).output)
     assert as_json["config"]["settings"][0]["setting"] == "repeat_penalty"
 
@@ -93,10 +126,31 @@ def test_the_speed_table_fits_80_columns_in_plain_numbers(tmp_path, monkeypatch,
         return {"n": 12_345, "p50": p50, "p90": None, "p99": p99, "mean": None}
 
     r["speed"] = [  # as wide as speeds get: over 100 s at the tail, a ratio far from 1
-        {"metric": "ttft", "unit": "ms", "a": dist(0.85, 12.34), "b": dist(1289.4, 64_213.4), "ratio_p50": 0.98712, "ratio_ci95": (0.9512, 1.0498)},
-        {"metric": "ttft_content", "unit": "ms", "a": dist(0.0042, 99.96), "b": dist(123_456.7, 987_654.3), "ratio_p50": 1289.4, "ratio_ci95": (1042.0, 1534.9)},
-        {"metric": "tpot", "unit": "ms", "a": {"n": 0, "p50": None, "p99": None}, "b": {"n": 0, "p50": None, "p99": None}, "ratio_p50": None, "ratio_ci95": None},
-    ]  # fmt: skip
+        {
+            "metric": "ttft",
+            "unit": "ms",
+            "a": dist(0.85, 12.34),
+            "b": dist(1289.4, 64_213.4),
+            "ratio_p50": 0.98712,
+            "ratio_ci95": (0.9512, 1.0498),
+        },
+        {
+            "metric": "ttft_content",
+            "unit": "ms",
+            "a": dist(0.0042, 99.96),
+            "b": dist(123_456.7, 987_654.3),
+            "ratio_p50": 1289.4,
+            "ratio_ci95": (1042.0, 1534.9),
+        },
+        {
+            "metric": "tpot",
+            "unit": "ms",
+            "a": {"n": 0, "p50": None, "p99": None},
+            "b": {"n": 0, "p50": None, "p99": None},
+            "ratio_p50": None,
+            "ratio_ci95": None,
+        },
+    ]
     monkeypatch.setenv("COLUMNS", "80")
     print_comparison(r)
     out = capsys.readouterr().out
@@ -111,15 +165,25 @@ def test_the_speed_table_fits_80_columns_in_plain_numbers(tmp_path, monkeypatch,
 
 
 @pytest.mark.engine
-def test_llama_cpp_python_against_llama_server_shows_the_setting_then_the_divergence(engine, llama_server_engine, record, gguf, tmp_path):
+def test_llama_cpp_python_against_llama_server_shows_the_setting_then_the_divergence(
+    engine, llama_server_engine, record, gguf, tmp_path
+):
     """Same GGUF, same requests, temperature 0: the repeat_penalty default explains the answers."""
     import httpx
     from infertap.replay import Schedule, run_replay
 
     rec = record(engine.url, "--model-file", str(gguf))
     for question in ["What is 17 + 25?", "What is 12 + 30?"]:
-        httpx.post(f"{rec.url}/v1/chat/completions", json={"model": "SmolLM2-135M-Instruct", "messages": [{"role": "user", "content": question}],
-                                                          "temperature": 0, "max_tokens": 24}, timeout=120)  # fmt: skip
+        httpx.post(
+            f"{rec.url}/v1/chat/completions",
+            json={
+                "model": "SmolLM2-135M-Instruct",
+                "messages": [{"role": "user", "content": question}],
+                "temperature": 0,
+                "max_tokens": 24,
+            },
+            timeout=120,
+        )
     rec.stop()
     run_replay(rec.out, llama_server_engine.url, tmp_path / "on-llama-server", schedule=Schedule("concurrency", concurrency=1))
     r = compare(rec.out, tmp_path / "on-llama-server", extract="number")
@@ -163,8 +227,18 @@ def test_ticks_for_counts_stay_whole():
 def test_report_numbers_are_plain_and_every_plot_has_tick_labels(tmp_path):
     ms = [0.5, 3.0, 47.0, 1289.0, 20_000.0]
     for name, scale, answer in (("a", 1.0, "The answer is 42."), ("b", 0.8, "The answer is 41.")):
-        write_capture(tmp_path / name, [{"body": _chat(f"q{i}", i), "chunks": _reply(answer), "duration_ns": int(v * scale * 1e6),
-                                         "chunk_ns": [int(v * scale * 5e5)]} for i, v in enumerate(ms)])  # fmt: skip
+        write_capture(
+            tmp_path / name,
+            [
+                {
+                    "body": _chat(f"q{i}", i),
+                    "chunks": _reply(answer),
+                    "duration_ns": int(v * scale * 1e6),
+                    "chunk_ns": [int(v * scale * 5e5)],
+                }
+                for i, v in enumerate(ms)
+            ],
+        )
     page = render(tmp_path / "a", tmp_path / "b")
     shown = [text for _, text in re.findall(r"<(td|text)\b[^>]*>([^<]*)<", page)]  # table cells and plot labels
     assert not [text for text in shown if re.search(r"\de[+-]\d", text)]

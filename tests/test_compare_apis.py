@@ -13,29 +13,59 @@ from tests.helpers import write_capture
 
 def _messages(text: str) -> list[bytes]:
     events = [
-        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
-                                              "usage": {"input_tokens": 9, "output_tokens": 1}}},
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "m",
+                "content": [],
+                "usage": {"input_tokens": 9, "output_tokens": 1},
+            },
+        },
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
         {"type": "content_block_stop", "index": 0},
         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
         {"type": "message_stop"},
-    ]  # fmt: skip
+    ]
     return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
 
 
 def _responses(text: str) -> list[bytes]:
-    return [json.dumps({"id": "resp_1", "object": "response", "status": "completed", "model": "m", "usage": {"input_tokens": 9, "output_tokens": 5},
-                        "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}]}).encode()]  # fmt: skip
+    return [
+        json.dumps(
+            {
+                "id": "resp_1",
+                "object": "response",
+                "status": "completed",
+                "model": "m",
+                "usage": {"input_tokens": 9, "output_tokens": 5},
+                "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}],
+            }
+        ).encode()
+    ]
 
 
 def _capture(path, api: str, texts: list[str | bytes], statuses: list[int] | None = None):
     xs = []
     for i, text in enumerate(texts):
-        body = {"model": "m", "max_tokens": 32, "messages": [{"role": "user", "content": f"q{i}"}]} if api == "messages" else {"model": "m", "input": f"q{i}"}
+        body = (
+            {"model": "m", "max_tokens": 32, "messages": [{"role": "user", "content": f"q{i}"}]}
+            if api == "messages"
+            else {"model": "m", "input": f"q{i}"}
+        )
         chunks = [text] if isinstance(text, bytes) else _messages(text) if api == "messages" else _responses(text)
-        xs.append({"path": f"/v1/{api}", "body": body, "chunks": chunks, "status": (statuses or [200] * len(texts))[i],
-                   "content_type": "text/event-stream" if api == "messages" else "application/json"})  # fmt: skip
+        xs.append(
+            {
+                "path": f"/v1/{api}",
+                "body": body,
+                "chunks": chunks,
+                "status": (statuses or [200] * len(texts))[i],
+                "content_type": "text/event-stream" if api == "messages" else "application/json",
+            }
+        )
     write_capture(path, xs)
     return path
 
@@ -75,8 +105,10 @@ def test_compare_and_stats_print_the_same_percentiles_for_the_same_exchanges(tmp
     from infertap.analysis import Analysis, speed_stats
 
     durations = [3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377]  # ms: p90 and p99 fall between order statistics
-    xs = [{"body": {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}, "duration_ns": d * 1_000_000}
-          for i, d in enumerate(durations)]  # fmt: skip
+    xs = [
+        {"body": {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}, "duration_ns": d * 1_000_000}
+        for i, d in enumerate(durations)
+    ]
     write_capture(tmp_path / "a", xs)
     write_capture(tmp_path / "b", xs)
     e2e = next(row for row in compare(tmp_path / "a", tmp_path / "b")["speed"] if row["metric"] == "e2e")["a"]

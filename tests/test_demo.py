@@ -24,19 +24,26 @@ def test_the_bundled_workload_is_data_with_known_answers():
 def test_demo_records_replays_and_names_the_configuration_difference(tmp_path):
     out = tmp_path / "demo"
     run = subprocess.run(
-        [sys.executable, "-m", "infertap", "demo", "--quick", "--out", str(out)], capture_output=True, text=True, timeout=900,
+        [sys.executable, "-m", "infertap", "demo", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
         env={**__import__("os").environ, "COLUMNS": "160"},
-    )  # fmt: skip
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     text = run.stdout
     # Configuration first, and the difference it was built to expose.
-    comparison = text[text.index("1. Configuration"):]
+    comparison = text[text.index("1. Configuration") :]
     assert comparison.index("repeat_penalty") < comparison.index("2. Speed") < comparison.index("3. Divergence")
     assert "1.1 (engine_default)" in comparison and "1.0 (engine_default)" in comparison
     for command in ("infertap replay", "infertap compare", "infertap report", "infertap sql"):
         assert command in text
     a, b = summarize(out / "a-llama-cpp-python"), summarize(out / "b-llama-server")
-    assert a["closed_cleanly"] and b["closed_cleanly"] and a["exchanges"] == b["exchanges"] == len(load_workload(quick=True)["steps"])
+    assert (
+        a["closed_cleanly"]
+        and b["closed_cleanly"]
+        and a["exchanges"] == b["exchanges"] == len(load_workload(quick=True)["steps"])
+    )
     assert (out / "report.html").read_text().count("<svg") >= 3
 
 
@@ -47,8 +54,12 @@ def test_keep_leaves_the_engines_running_until_ctrl_c(tmp_path):
 
     import httpx
 
-    proc = subprocess.Popen([sys.executable, "-m", "infertap", "demo", "--quick", "--keep", "--out", str(tmp_path / "d")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infertap", "demo", "--quick", "--keep", "--out", str(tmp_path / "d")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     seen = ""
     deadline = time.monotonic() + 600
     while "engines kept running" not in seen and time.monotonic() < deadline:

@@ -51,8 +51,25 @@ def test_kl_over_the_shared_prefix_by_hand():
 
 
 def test_logprob_positions_from_events():
-    events = [{"choices": [{"index": 0, "logprobs": {"content": [
-        {"id": 33, "token": "1", "logprob": -0.1, "top_logprobs": [{"id": 33, "logprob": -0.1}, {"id": 40, "logprob": -2.5}]}]}}]}]  # fmt: skip
+    events = [
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "logprobs": {
+                        "content": [
+                            {
+                                "id": 33,
+                                "token": "1",
+                                "logprob": -0.1,
+                                "top_logprobs": [{"id": 33, "logprob": -0.1}, {"id": 40, "logprob": -2.5}],
+                            }
+                        ]
+                    },
+                }
+            ]
+        }
+    ]
     assert logprob_positions(events) == [{33: -0.1, 40: -2.5}]
 
 
@@ -100,11 +117,28 @@ def test_snapshot_and_settings_diff():
     rows = {r["fact"]: r for r in snapshot_diff(a, b)}
     assert rows["kind"]["differs"] and rows["default repeat_penalty"]["differs"]
     assert not rows["default temperature"]["differs"]
-    assert rows["version"]["unknown"] and rows["default max_tokens"] == {"fact": "default max_tokens", "a": None, "b": -1, "differs": True, "unknown": True}
-    ea = {"settings": {"repeat_penalty": {"value": 1.1, "source": "engine_default"}, "temperature": {"value": 0, "source": "request"}}}
-    eb = {"settings": {"repeat_penalty": {"value": 1.0, "source": "engine_default"}, "temperature": {"value": 0, "source": "request"}}}
+    assert rows["version"]["unknown"] and rows["default max_tokens"] == {
+        "fact": "default max_tokens",
+        "a": None,
+        "b": -1,
+        "differs": True,
+        "unknown": True,
+    }
+    ea = {
+        "settings": {
+            "repeat_penalty": {"value": 1.1, "source": "engine_default"},
+            "temperature": {"value": 0, "source": "request"},
+        }
+    }
+    eb = {
+        "settings": {
+            "repeat_penalty": {"value": 1.0, "source": "engine_default"},
+            "temperature": {"value": 0, "source": "request"},
+        }
+    }
     assert settings_diff([(ea, eb), (ea, eb), (ea, None)]) == [
-        {"setting": "repeat_penalty", "a": "1.1 (engine_default)", "b": "1.0 (engine_default)", "exchanges": 2}]  # fmt: skip
+        {"setting": "repeat_penalty", "a": "1.1 (engine_default)", "b": "1.0 (engine_default)", "exchanges": 2}
+    ]
 
 
 def test_prompt_diff_explanations():

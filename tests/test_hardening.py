@@ -81,8 +81,14 @@ def test_a_capture_that_cannot_be_written(fake, tmp_path, mode):
 def test_a_secret_in_a_json_body_is_forwarded_but_never_recorded(fake, record):
     app, url = fake
     rec = record(url, "--no-probe")
-    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "b",
-            "api_key": "sk-in-body-1234", "extra": {"apiKey": "nested-5678", "password": 'p@ss"w'}}  # fmt: skip
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": False,
+        "tag": "b",
+        "api_key": "sk-in-body-1234",
+        "extra": {"apiKey": "nested-5678", "password": 'p@ss"w'},
+    }
     raw = json.dumps(body, indent=2).encode()
     assert httpx.post(f"{rec.url}/v1/chat/completions", content=raw, timeout=10).status_code == 200
     rec.stop()
@@ -93,7 +99,8 @@ def test_a_secret_in_a_json_body_is_forwarded_but_never_recorded(fake, record):
     for secret in (b"sk-in-body-1234", b"nested-5678", b"p@ss"):
         assert secret not in stored
     assert x["request_body"] == raw.replace(b"sk-in-body-1234", b"[REDACTED]").replace(b"nested-5678", b"[REDACTED]").replace(
-        json.dumps('p@ss"w')[1:-1].encode(), b"[REDACTED]")  # every other byte, indentation included, as sent
+        json.dumps('p@ss"w')[1:-1].encode(), b"[REDACTED]"
+    )  # every other byte, indentation included, as sent
 
 
 secret_text = st.text(alphabet=string.ascii_letters + string.digits + "-_.~!@#$%^&*()é€", min_size=8, max_size=40)
@@ -128,8 +135,14 @@ def _segment(dictionary: bool) -> bytes:
             w.write({"type": "exchange", "id": str(i), "chunks": [b"data: %d\n\n" % i] * 5, "request_body": b"{}"})
         if dictionary:
             for i in range(40):
-                w.write({"type": "exchange", "id": f"big{i}", "chunks": [b"data: {\"token\": %d}\n\n" % k for k in range(2000)],
-                         "request_body": b"{}"})  # fmt: skip
+                w.write(
+                    {
+                        "type": "exchange",
+                        "id": f"big{i}",
+                        "chunks": [b'data: {"token": %d}\n\n' % k for k in range(2000)],
+                        "request_body": b"{}",
+                    }
+                )
             for i in range(5):  # frames of their own, after the dictionary
                 before = w.records
                 w.write({"type": "exchange", "id": f"late{i}", "chunks": [b"data: late %d\n\n" % i] * 5, "request_body": b"{}"})
@@ -157,7 +170,7 @@ def test_the_reader_fails_only_with_its_documented_error_on_corrupted_segments(t
         if choice < 0.6:
             damaged[rng.randrange(len(damaged))] ^= 1 << rng.randrange(8)
         elif choice < 0.8:
-            del damaged[rng.randrange(len(damaged)):]
+            del damaged[rng.randrange(len(damaged)) :]
             if not damaged:
                 damaged = bytearray(b"\0")
         else:
@@ -179,8 +192,12 @@ def test_secrets_reach_neither_the_capture_nor_the_logs_nor_a_traceback(fake, re
     secrets = [b"hunter2-url-pass", b"sk-header-9876", b"q-token-5555", b"body-key-4321"]
     rec = record(url.replace("http://", "http://svc:hunter2-url-pass@"), "--no-probe")
     body = json.dumps({"model": "m", "messages": [], "stream": False, "tag": "s", "api_key": "body-key-4321"}).encode()
-    ok = httpx.post(f"{rec.url}/v1/chat/completions?api_key=q-token-5555", content=body, timeout=10,
-                    headers={"Authorization": "Bearer sk-header-9876"})  # fmt: skip
+    ok = httpx.post(
+        f"{rec.url}/v1/chat/completions?api_key=q-token-5555",
+        content=body,
+        timeout=10,
+        headers={"Authorization": "Bearer sk-header-9876"},
+    )
     echoed = httpx.post(f"{rec.url}/echo", content=b"{}", timeout=10)
     with pytest.raises(httpx.RemoteProtocolError):  # the upstream resets mid-stream: an error path, with its messages
         httpx.post(f"{rec.url}/reset", content=body, timeout=10, headers={"X-Api-Key": "sk-header-9876"})

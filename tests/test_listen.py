@@ -8,8 +8,19 @@ from infertap.capture.hostfacts import is_loopback
 from infertap.launch import free_port, recorder
 
 
-@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.3.4.5", True), ("::1", True), ("[::1]", True),
-                                                ("localhost", True), ("0.0.0.0", False), ("10.0.0.1", False), ("example.com", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.3.4.5", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("10.0.0.1", False),
+        ("example.com", False),
+    ],
+)
 def test_is_loopback(host, loopback):
     assert is_loopback(host) is loopback
 

@@ -31,8 +31,19 @@ class Mitm:
         self.out = tmp / f"mitm-{self.port}"
         self.confdir = tmp / "mitmconf"
         self.log = tmp / f"mitm-{self.port}.log"
-        argv = [sys.executable, "-m", "infertap", "mitm", "--listen", f"127.0.0.1:{self.port}", "--out", str(self.out),
-                "--confdir", str(self.confdir), *args]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "infertap",
+            "mitm",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--out",
+            str(self.out),
+            "--confdir",
+            str(self.confdir),
+            *args,
+        ]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
         deadline = time.monotonic() + 60
@@ -81,14 +92,26 @@ def test_https_forward_proxy_records_streams_and_redacts(start_mitm, tls_upstrea
     received = b""
     trust = ssl.create_default_context(cafile=str(mitm.ca))
     with httpx.Client(proxy=mitm.url, verify=trust, timeout=30) as client:
-        body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "stream": True, "tag": "raw", "n_chunks": 30, "pace_ms": 5}
+        body = {
+            "model": "fake",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": True,
+            "tag": "raw",
+            "n_chunks": 30,
+            "pace_ms": 5,
+        }
         with client.stream("POST", f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {SECRET}"}) as r:
             assert r.status_code == 200
             for chunk in r.iter_raw():
                 received += chunk
         sdk = OpenAI(base_url=f"{url}/v1", api_key=SECRET, http_client=httpx.Client(proxy=mitm.url, verify=trust), max_retries=0)
-        text = "".join(c.choices[0].delta.content or "" for c in sdk.chat.completions.create(
-            model="fake", messages=[{"role": "user", "content": "sdk"}], stream=True, extra_body={"tag": "sdk", "n_chunks": 5}) if c.choices)  # fmt: skip
+        text = "".join(
+            c.choices[0].delta.content or ""
+            for c in sdk.chat.completions.create(
+                model="fake", messages=[{"role": "user", "content": "sdk"}], stream=True, extra_body={"tag": "sdk", "n_chunks": 5}
+            )
+            if c.choices
+        )
         client.get(f"{url}/not-an-llm-path")  # not recorded: the default match is LLM API paths
     assert text == "".join(f"sdk:{i} " for i in range(5))
     mitm.stop()
@@ -97,7 +120,9 @@ def test_https_forward_proxy_records_streams_and_redacts(start_mitm, tls_upstrea
     raw = xs[0]
     assert b"".join(raw["chunks"]) == received and received.count(b"raw:") == 30
     assert len(raw["chunks"]) > 1 and raw["chunk_ns"] == sorted(raw["chunk_ns"]) and raw["headers_ns"] <= raw["chunk_ns"][0]
-    assert raw["upstream"] == url.replace("https://", "https://").rstrip("/") and raw["status"] == 200 and raw["end"] == "complete"
+    assert (
+        raw["upstream"] == url.replace("https://", "https://").rstrip("/") and raw["status"] == 200 and raw["end"] == "complete"
+    )
     assert {n.lower(): v for n, v in raw["request_headers"]}["authorization"] == "Bearer [REDACTED]"
     assert SECRET.encode() not in decompressed_bytes(mitm.out)
     info = summarize(mitm.out)
@@ -121,7 +146,9 @@ def test_mitm_and_record_keep_the_same_bytes_of_the_same_traffic(start_mitm, fak
     bodies = [{"model": "fake", "messages": [{"role": "user", "content": "same"}], "stream": True, "tag": "same", "n_chunks": 12}]
     results = {}
     for name, base in (("record", rec.url), ("mitm", mitm.url)):
-        with httpx.stream("POST", f"{base}/v1/chat/completions", json=bodies[0], headers={"Authorization": f"Bearer {SECRET}"}, timeout=30) as r:
+        with httpx.stream(
+            "POST", f"{base}/v1/chat/completions", json=bodies[0], headers={"Authorization": f"Bearer {SECRET}"}, timeout=30
+        ) as r:
             results[name] = b"".join(r.iter_raw())
     rec.stop()
     mitm.stop()
@@ -142,26 +169,52 @@ def test_import_a_har_and_a_mitmproxy_flow_file(tmp_path):
 
     from infertap.cli import cli
 
-    har = {"log": {"version": "1.2", "entries": [
-        {"startedDateTime": "2026-11-29T10:00:00.000Z", "time": 120.0,
-         "request": {"method": "POST", "url": "https://api.example.com/v1/chat/completions?key=HARSECRET", "httpVersion": "HTTP/1.1",
-                     "headers": [{"name": "Authorization", "value": f"Bearer {SECRET}"}, {"name": "Content-Type", "value": "application/json"}],
-                     "postData": {"mimeType": "application/json", "text": '{"model": "gpt", "messages": []}'}},
-         "response": {"status": 200, "headers": [{"name": "Content-Type", "value": "application/json"}],
-                      "content": {"size": 20, "mimeType": "application/json", "text": '{"choices": []}'}},
-         "timings": {"send": 1, "wait": 80, "receive": 39}},
-        {"startedDateTime": "2026-11-29T10:00:01.000Z", "time": 5.0,
-         "request": {"method": "GET", "url": "https://example.com/logo.png", "httpVersion": "HTTP/1.1", "headers": []},
-         "response": {"status": 200, "headers": [], "content": {"size": 0, "text": ""}}, "timings": {}},
-    ]}}  # fmt: skip
+    har = {
+        "log": {
+            "version": "1.2",
+            "entries": [
+                {
+                    "startedDateTime": "2026-11-29T10:00:00.000Z",
+                    "time": 120.0,
+                    "request": {
+                        "method": "POST",
+                        "url": "https://api.example.com/v1/chat/completions?key=HARSECRET",
+                        "httpVersion": "HTTP/1.1",
+                        "headers": [
+                            {"name": "Authorization", "value": f"Bearer {SECRET}"},
+                            {"name": "Content-Type", "value": "application/json"},
+                        ],
+                        "postData": {"mimeType": "application/json", "text": '{"model": "gpt", "messages": []}'},
+                    },
+                    "response": {
+                        "status": 200,
+                        "headers": [{"name": "Content-Type", "value": "application/json"}],
+                        "content": {"size": 20, "mimeType": "application/json", "text": '{"choices": []}'},
+                    },
+                    "timings": {"send": 1, "wait": 80, "receive": 39},
+                },
+                {
+                    "startedDateTime": "2026-11-29T10:00:01.000Z",
+                    "time": 5.0,
+                    "request": {"method": "GET", "url": "https://example.com/logo.png", "httpVersion": "HTTP/1.1", "headers": []},
+                    "response": {"status": 200, "headers": [], "content": {"size": 0, "text": ""}},
+                    "timings": {},
+                },
+            ],
+        }
+    }
     (tmp_path / "a.har").write_text(json.dumps(har))
     runner = CliRunner()
     result = runner.invoke(cli, ["import", str(tmp_path / "a.har"), "--out", str(tmp_path / "har")])
-    assert result.exit_code == 0 and "imported 1 exchanges" in result.output and "1 requests to other paths skipped" in result.output
+    assert (
+        result.exit_code == 0 and "imported 1 exchanges" in result.output and "1 requests to other paths skipped" in result.output
+    )
     (x,) = CaptureReader(tmp_path / "har").exchanges()
     assert x["imported"] == "har" and x["request_body"] == b'{"model": "gpt", "messages": []}'
     assert x["query"] == "key=[REDACTED]" and x["headers_ns"] == 81_000_000 and x["end_ns"] == 120_000_000
-    assert SECRET.encode() not in decompressed_bytes(tmp_path / "har") and b"HARSECRET" not in decompressed_bytes(tmp_path / "har")
+    assert SECRET.encode() not in decompressed_bytes(tmp_path / "har") and b"HARSECRET" not in decompressed_bytes(
+        tmp_path / "har"
+    )
 
     flow = tflow.tflow(resp=True)
     flow.request.path = "/v1/completions"

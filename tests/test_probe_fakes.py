@@ -31,7 +31,9 @@ def test_vllm_facts_and_tokenize_with_messages():
     with ServerThread(app) as server:
         snap = probe(server.url)
         engine = open_engine(server.url)
-        tokens = engine.prompt_tokens("/v1/chat/completions", {"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]})
+        tokens = engine.prompt_tokens(
+            "/v1/chat/completions", {"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]}
+        )
         engine.http.close()
     facts = _facts(snap)
     assert snap["kind"] == "vllm"
@@ -60,7 +62,12 @@ def test_ollama_facts_parameters_and_digest():
     assert facts["version"] == "0.5.7"
     assert facts["model_sha256"].startswith("a80c4f17")
     assert facts["quantization"] == "Q4_K_M"
-    assert facts["defaults"] == {"num_ctx": 4096, "stop": ["<|start_header_id|>", "<|eot_id|>"], "temperature": 0.6, "repeat_penalty": 1.1}
+    assert facts["defaults"] == {
+        "num_ctx": 4096,
+        "stop": ["<|start_header_id|>", "<|eot_id|>"],
+        "temperature": 0.6,
+        "repeat_penalty": 1.1,
+    }
     assert facts["context_size"] == 4096
     assert facts["chat_template"].startswith("{{ if .System }}")
     assert snap["facts"]["chat_template_sha256"]["value"]
@@ -124,9 +131,16 @@ def test_a_full_enrichment_queue_drops_and_counts_instead_of_blocking(caplog):
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
 
     def exchange(i: int) -> dict:
-        return {"type": "exchange", "id": f"x{i}", "end": "complete", "method": "POST", "path": "/v1/chat/completions",
-                "request_body": body, "response_headers": [["content-type", "application/json"]],
-                "chunks": [b'{"choices": [], "usage": {"prompt_tokens": 3}}']}  # fmt: skip
+        return {
+            "type": "exchange",
+            "id": f"x{i}",
+            "end": "complete",
+            "method": "POST",
+            "path": "/v1/chat/completions",
+            "request_body": body,
+            "response_headers": [["content-type", "application/json"]],
+            "chunks": [b'{"choices": [], "usage": {"prompt_tokens": 3}}'],
+        }
 
     with ServerThread(app) as server:
         enricher = Enricher(server.url, written.append, maxsize=1).start()
@@ -148,7 +162,9 @@ def test_a_full_enrichment_queue_drops_and_counts_instead_of_blocking(caplog):
 
 
 def test_effective_settings_label_each_value_with_its_source():
-    out = effective_settings({"temperature": 0, "n_predict": 32, "repetition_penalty": 1.2}, {"temperature": 0.8, "top_k": 40, "repeat_penalty": 1.0})
+    out = effective_settings(
+        {"temperature": 0, "n_predict": 32, "repetition_penalty": 1.2}, {"temperature": 0.8, "top_k": 40, "repeat_penalty": 1.0}
+    )
     assert out["temperature"] == {"value": 0, "source": "request"}
     assert out["max_tokens"] == {"value": 32, "source": "request"}
     assert out["repeat_penalty"] == {"value": 1.2, "source": "request"}
@@ -159,7 +175,11 @@ def test_effective_settings_label_each_value_with_its_source():
 
 def test_ollama_parameters_text():
     assert parse_parameters('stop "a"\nstop "b"\nnum_ctx 8192\ntemperature 0.7\npenalize_newline false') == {
-        "stop": ["a", "b"], "num_ctx": 8192, "temperature": 0.7, "penalize_newline": False}  # fmt: skip
+        "stop": ["a", "b"],
+        "num_ctx": 8192,
+        "temperature": 0.7,
+        "penalize_newline": False,
+    }
 
 
 def _sse(*events: dict) -> list[bytes]:
@@ -169,8 +189,24 @@ def _sse(*events: dict) -> list[bytes]:
 def test_parse_streamed_tool_calls_reasoning_and_usage():
     chunks = _sse(
         {"model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "reasoning_content": "think "}}]},
-        {"model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "get_", "arguments": '{"ci'}}]}}]},
-        {"model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"name": "weather", "arguments": 'ty": "Paris"}'}}]}}]},
+        {
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "get_", "arguments": '{"ci'}}]},
+                }
+            ],
+        },
+        {
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"name": "weather", "arguments": 'ty": "Paris"}'}}]},
+                }
+            ],
+        },
         {"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "system_fingerprint": "fp1"},
         {"model": "m", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}, "timings": {"prompt_n": 9}},
     )
@@ -180,14 +216,26 @@ def test_parse_streamed_tool_calls_reasoning_and_usage():
     p = read_response(record)
     assert p.streamed and p.reasoning == "think " and p.text == ""
     assert p.tool_calls == [{"id": "c1", "name": "get_weather", "arguments": '{"city": "Paris"}'}]
-    assert (p.finish_reason, p.system_fingerprint, p.usage["prompt_tokens"], p.timings) == ("tool_calls", "fp1", 9, {"prompt_n": 9})
+    assert (p.finish_reason, p.system_fingerprint, p.usage["prompt_tokens"], p.timings) == (
+        "tool_calls",
+        "fp1",
+        9,
+        {"prompt_n": 9},
+    )
 
 
 def test_parse_gzip_json_and_ollama_ndjson():
-    body = gzip.compress(json.dumps({"choices": [{"index": 0, "message": {"content": "hi"}}], "usage": {"prompt_tokens": 2}}).encode())
-    p = read_response({"response_headers": [["content-encoding", "gzip"], ["content-type", "application/json"]], "chunks": [body]})
+    body = gzip.compress(
+        json.dumps({"choices": [{"index": 0, "message": {"content": "hi"}}], "usage": {"prompt_tokens": 2}}).encode()
+    )
+    p = read_response(
+        {"response_headers": [["content-encoding", "gzip"], ["content-type", "application/json"]], "chunks": [body]}
+    )
     assert p.text == "hi" and p.usage == {"prompt_tokens": 2}
-    nd = [b'{"message": {"content": "He"}, "done": false}\n', b'{"message": {"content": "y"}, "done": true, "eval_count": 2, "eval_duration": 1000}\n']
+    nd = [
+        b'{"message": {"content": "He"}, "done": false}\n',
+        b'{"message": {"content": "y"}, "done": true, "eval_count": 2, "eval_duration": 1000}\n',
+    ]
     p = read_response({"response_headers": [["content-type", "application/x-ndjson"]], "chunks": nd})
     assert p.text == "Hey" and p.durations == {"eval_count": 2, "eval_duration": 1000}
     bad = read_response({"response_headers": [["content-type", "application/json"]], "chunks": [b"<html>"]})

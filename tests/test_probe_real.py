@@ -18,7 +18,12 @@ from infertap.launch import SMOLLM2_ALIAS
 
 pytestmark = pytest.mark.engine
 
-QUESTION = {"model": SMOLLM2_ALIAS, "messages": [{"role": "user", "content": "What is 17 + 25?"}], "temperature": 0, "max_tokens": 24}
+QUESTION = {
+    "model": SMOLLM2_ALIAS,
+    "messages": [{"role": "user", "content": "What is 17 + 25?"}],
+    "temperature": 0,
+    "max_tokens": 24,
+}
 
 
 def _facts(snap: dict) -> dict:
@@ -88,10 +93,17 @@ def test_recording_stores_a_snapshot_and_enriches_each_exchange(which, request, 
         chat = client.post(f"{rec.url}/v1/chat/completions", json=QUESTION).json()
         streamed = client.post(
             f"{rec.url}/v1/chat/completions",
-            json={**QUESTION, "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
-                  "stream": True, "stream_options": {"include_usage": True}, "top_k": 5},
-        )  # fmt: skip
-        completion = client.post(f"{rec.url}/v1/completions", json={"model": SMOLLM2_ALIAS, "prompt": "One, two,", "max_tokens": 4, "temperature": 0}).json()
+            json={
+                **QUESTION,
+                "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "top_k": 5,
+            },
+        )
+        completion = client.post(
+            f"{rec.url}/v1/completions", json={"model": SMOLLM2_ALIAS, "prompt": "One, two,", "max_tokens": 4, "temperature": 0}
+        ).json()
     assert streamed.status_code == 200
     rec.stop()
     records = rec.records()
@@ -140,8 +152,12 @@ def test_prompt_token_ids_equal_the_engines_own_tokenizer_on_the_rendered_prompt
     httpx.post(f"{rec.url}/v1/chat/completions", json=QUESTION, timeout=120)
     rec.stop()
     (e,) = [r for r in rec.records() if r["type"] == "enrichment"]
-    rendered = httpx.post(f"{llama_server_engine.url}/apply-template", json={"messages": QUESTION["messages"]}, timeout=30).json()["prompt"]
-    ids = httpx.post(f"{llama_server_engine.url}/tokenize", json={"content": rendered, "add_special": True, "parse_special": True}, timeout=30).json()["tokens"]
+    rendered = httpx.post(
+        f"{llama_server_engine.url}/apply-template", json={"messages": QUESTION["messages"]}, timeout=30
+    ).json()["prompt"]
+    ids = httpx.post(
+        f"{llama_server_engine.url}/tokenize", json={"content": rendered, "add_special": True, "parse_special": True}, timeout=30
+    ).json()["tokens"]
     assert e["prompt_tokens"]["ids"] == ids
     assert e["prompt_tokens"]["rendered"] == rendered
 

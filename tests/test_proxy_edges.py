@@ -75,12 +75,17 @@ def test_http10_and_pipelined_clients(fake, record):
     port = int(rec.url.rsplit(":", 1)[1])
     old = _raw_http(port, b"GET /status/200 HTTP/1.0\r\nHost: x\r\n\r\n")
     assert old.startswith(b"HTTP/1.1 200") and b'"fake 200"' in old
-    two = _raw_http(port, b"GET /status/201 HTTP/1.1\r\nHost: x\r\n\r\nGET /status/202 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    two = _raw_http(
+        port, b"GET /status/201 HTTP/1.1\r\nHost: x\r\n\r\nGET /status/202 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
     assert two.index(b"201") < two.index(b"202")  # answered in order
     rec.stop()
     xs = rec.exchanges()
     assert [(x["path"], x["status"], x["http_version"]) for x in xs] == [
-        ("/status/200", 200, "1.0"), ("/status/201", 201, "1.1"), ("/status/202", 202, "1.1")]  # fmt: skip
+        ("/status/200", 200, "1.0"),
+        ("/status/201", 201, "1.1"),
+        ("/status/202", 202, "1.1"),
+    ]
     assert all(json.loads(b"".join(x["chunks"]))["error"]["code"] == x["status"] for x in xs)
 
 
@@ -93,7 +98,9 @@ def test_a_slow_reader_slows_the_upstream_through_the_proxy(fake, record):
     with socket.create_connection(("127.0.0.1", int(rec.url.rsplit(":", 1)[1]))) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         body = json.dumps({"blocks": blocks}).encode()
-        sock.sendall(b"POST /big HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        sock.sendall(
+            b"POST /big HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+        )
         sock.recv(1024)  # the headers arrive; then the client reads nothing for a while
         time.sleep(1.5)
         stalled_at = app.big_sent

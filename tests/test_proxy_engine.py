@@ -31,14 +31,21 @@ def session(engine, record):
 def test_openai_sdk_through_the_proxy_is_recorded_exactly_once_each(session):
     rec, client = session
     chat = client.chat.completions.create(
-        model=SMOLLM2_ALIAS, messages=[{"role": "user", "content": "What is 2 + 2?"}], max_tokens=16, temperature=0,
+        model=SMOLLM2_ALIAS,
+        messages=[{"role": "user", "content": "What is 2 + 2?"}],
+        max_tokens=16,
+        temperature=0,
         user="u-chat",
-    )  # fmt: skip
+    )
     assert chat.choices[0].message.content
     stream = client.chat.completions.create(
-        model=SMOLLM2_ALIAS, messages=[{"role": "user", "content": "Count to five."}], max_tokens=16, temperature=0,
-        stream=True, user="u-chat-stream",
-    )  # fmt: skip
+        model=SMOLLM2_ALIAS,
+        messages=[{"role": "user", "content": "Count to five."}],
+        max_tokens=16,
+        temperature=0,
+        stream=True,
+        user="u-chat-stream",
+    )
     streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     assert streamed
     comp = client.completions.create(model=SMOLLM2_ALIAS, prompt="One, two,", max_tokens=8, temperature=0, user="u-comp")
@@ -54,7 +61,11 @@ def test_openai_sdk_through_the_proxy_is_recorded_exactly_once_each(session):
     assert sorted(by_user) == ["u-chat", "u-chat-stream", "u-comp", "u-comp-stream"]
     assert len(exchanges) == 4
     for x in exchanges:
-        assert x["status"] == 200 and x["end"] == "complete" and x["error"] is None, (x["path"], x["error"], x["response_headers"])
+        assert x["status"] == 200 and x["end"] == "complete" and x["error"] is None, (
+            x["path"],
+            x["error"],
+            x["response_headers"],
+        )
         assert x["chunk_ns"] == sorted(x["chunk_ns"]) and x["headers_ns"] <= x["chunk_ns"][0] <= x["end_ns"]
         assert dict((n.lower(), v) for n, v in x["request_headers"])["authorization"] == "Bearer [REDACTED]"
 
@@ -66,9 +77,7 @@ def test_openai_sdk_through_the_proxy_is_recorded_exactly_once_each(session):
     # Streamed: the recorded SSE events carry exactly the text the SDK assembled, then [DONE].
     events = _sse_data(b"".join(by_user["u-chat-stream"]["chunks"]))
     assert events[-1] == "[DONE]"
-    text = "".join(
-        c["choices"][0]["delta"].get("content") or "" for c in map(json.loads, events[:-1]) if c["choices"]
-    )
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in map(json.loads, events[:-1]) if c["choices"])
     assert text == streamed
     assert len(by_user["u-chat-stream"]["chunks"]) > 1, "a streamed response must be recorded chunk by chunk"
 
@@ -109,7 +118,12 @@ def test_bytes_the_client_received_equal_the_bytes_in_the_capture(engine, record
 def test_proxied_answer_equals_the_direct_answer(engine, record):
     """Recording must not change what the engine computes: same request, same greedy answer."""
     rec = record(engine.url)
-    body = {"model": SMOLLM2_ALIAS, "messages": [{"role": "user", "content": "What is 17 + 25?"}], "max_tokens": 24, "temperature": 0}
+    body = {
+        "model": SMOLLM2_ALIAS,
+        "messages": [{"role": "user", "content": "What is 17 + 25?"}],
+        "max_tokens": 24,
+        "temperature": 0,
+    }
     direct = httpx.post(f"{engine.url}/v1/chat/completions", json=body, timeout=120).json()
     proxied = httpx.post(f"{rec.url}/v1/chat/completions", json=body, timeout=120).json()
     assert proxied["choices"][0]["message"]["content"] == direct["choices"][0]["message"]["content"]

@@ -42,7 +42,7 @@ def test_64_concurrent_streams_all_recorded_none_mixed(fake, record):
         assert body.count(f"s{i}:".encode()) == 40
         assert x["end"] == "complete" and x["status"] == 200
         assert x["chunk_ns"] == sorted(x["chunk_ns"])
-        assert len({c for c in x["chunks"] if b"chatcmpl-" in c and f"chatcmpl-s{i}\"".encode() not in c}) == 0
+        assert len({c for c in x["chunks"] if b"chatcmpl-" in c and f'chatcmpl-s{i}"'.encode() not in c}) == 0
     assert len({x["seq"] for x in exchanges}) == 64
     assert len({x["id"] for x in exchanges}) == 64
 
@@ -168,9 +168,7 @@ def test_secrets_reach_the_upstream_but_never_the_capture(fake, record):
         "Cookie": "sid=DDDD4444",
         "X-Org-Secret": "org-EEEE5555",
     }
-    r = httpx.post(
-        f"{rec.url}/status/200?key=FFFF6666&model=m&token=GGGG7777", json={"a": 1}, headers=secrets, timeout=10
-    )
+    r = httpx.post(f"{rec.url}/status/200?key=FFFF6666&model=m&token=GGGG7777", json={"a": 1}, headers=secrets, timeout=10)
     assert r.status_code == 200
     (seen,) = [r for r in app.requests if r["path"] == "/status/200"]
     upstream_saw = {n.decode().lower(): v.decode() for n, v in seen["headers"]}
@@ -206,7 +204,13 @@ def test_a_client_that_hangs_up_right_after_done_leaves_a_complete_exchange(reco
         while (await receive()).get("more_body"):
             pass
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-        await send({"type": "http.response.body", "body": b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n', "more_body": True})
+        await send(
+            {
+                "type": "http.response.body",
+                "body": b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n',
+                "more_body": True,
+            }
+        )
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True})
         await _asyncio.sleep(2)
         await send({"type": "http.response.body", "body": b""})

@@ -100,7 +100,12 @@ def test_non_secret_headers_are_byte_identical() -> None:
 
 def test_extra_headers_from_the_constructor() -> None:
     r = Redactor(extra_headers=["X-Org-Secret", "  x-tenant-token "])
-    pairs = [("x-org-secret", "s1secret"), ("X-TENANT-TOKEN", "s2secret"), ("X-Other", "keep"), ("Authorization", "Bearer s3secret")]
+    pairs = [
+        ("x-org-secret", "s1secret"),
+        ("X-TENANT-TOKEN", "s2secret"),
+        ("X-Other", "keep"),
+        ("Authorization", "Bearer s3secret"),
+    ]
     assert r.header_pairs(pairs) == [
         ["x-org-secret", REDACTED],
         ["X-TENANT-TOKEN", REDACTED],
@@ -199,7 +204,9 @@ def queries(draw: st.DrawFn) -> tuple[str, str]:
     return "&".join(parts), secret
 
 
-BOILERPLATE = " ".join(SECRET_HEADERS + sorted(DEFAULT_QUERY_PARAMS) + ["Bearer", "Basic", REDACTED, "X-Request-Id", "req-1", "stream=true"])
+BOILERPLATE = " ".join(
+    SECRET_HEADERS + sorted(DEFAULT_QUERY_PARAMS) + ["Bearer", "Basic", REDACTED, "X-Request-Id", "req-1", "stream=true"]
+)
 
 
 @settings(max_examples=FUZZ_EXAMPLES, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -228,6 +235,8 @@ def test_property_secret_query_params_never_leak(case: tuple[str, str]) -> None:
 
 def test_urls_lose_the_password_and_secret_query_values_only() -> None:
     r = Redactor()
-    assert r.url("http://svc:p%40ss@engine:8000/v1?api_key=abc&x=1") == "http://svc:[REDACTED]@engine:8000/v1?api_key=[REDACTED]&x=1"
+    assert (
+        r.url("http://svc:p%40ss@engine:8000/v1?api_key=abc&x=1") == "http://svc:[REDACTED]@engine:8000/v1?api_key=[REDACTED]&x=1"
+    )
     assert r.url("https://engine.example/v1") == "https://engine.example/v1"
     assert r.url("http://user@engine:80") == "http://user@engine:80"  # a name alone is not a secret

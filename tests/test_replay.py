@@ -63,14 +63,25 @@ def test_a_conversation_waits_for_the_turn_it_continues(fake, tmp_path):
     app, url = fake
     first = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "turn1", "pace_ms": 300}
     reply = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "hello!"}}]}'
-    second = {"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello!"},
-                                         {"role": "user", "content": "more"}], "stream": False, "tag": "turn2"}  # fmt: skip
+    second = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello!"},
+            {"role": "user", "content": "more"},
+        ],
+        "stream": False,
+        "tag": "turn2",
+    }
     other = _chat("other")
-    write_capture(tmp_path / "src", [
-        {"offset_s": 0, "body": first, "chunks": [reply]},
-        {"offset_s": 0.05, "body": other},
-        {"offset_s": 0.1, "body": second},
-    ])  # fmt: skip
+    write_capture(
+        tmp_path / "src",
+        [
+            {"offset_s": 0, "body": first, "chunks": [reply]},
+            {"offset_s": 0.05, "body": other},
+            {"offset_s": 0.1, "body": second},
+        ],
+    )
     run_replay(tmp_path / "src", url, tmp_path / "out", probe=False)
     xs = {json.loads(x["request_body"])["tag"]: x for x in _exchanges(tmp_path / "out")}
     t1, t2, o = xs["turn1"], xs["turn2"], xs["other"]
@@ -83,10 +94,13 @@ def test_a_conversation_waits_for_the_turn_it_continues(fake, tmp_path):
 def test_a_session_header_orders_requests_too(fake, tmp_path):
     app, url = fake
     slow = _chat("s1", pace_ms=300)
-    write_capture(tmp_path / "src", [
-        {"offset_s": 0, "body": slow, "session": "abc"},
-        {"offset_s": 0.05, "body": _chat("s2"), "session": "abc"},
-    ])  # fmt: skip
+    write_capture(
+        tmp_path / "src",
+        [
+            {"offset_s": 0, "body": slow, "session": "abc"},
+            {"offset_s": 0.05, "body": _chat("s2"), "session": "abc"},
+        ],
+    )
     run_replay(tmp_path / "src", url, tmp_path / "out", probe=False)
     a, b = _exchanges(tmp_path / "out")
     assert b["sent_ns"] >= a["sent_ns"] + a["end_ns"]
@@ -94,15 +108,33 @@ def test_a_session_header_orders_requests_too(fake, tmp_path):
 
 def test_transforms_reach_the_target(fake, tmp_path):
     app, url = fake
-    body = {"model": "small", "messages": [{"role": "user", "content": "x"}], "stream": False, "tag": "t",
-            "temperature": 0.7, "extra": {"drop": 1, "keep": 2}}  # fmt: skip
+    body = {
+        "model": "small",
+        "messages": [{"role": "user", "content": "x"}],
+        "stream": False,
+        "tag": "t",
+        "temperature": 0.7,
+        "extra": {"drop": 1, "keep": 2},
+    }
     headers = [["content-type", "application/json"], ["authorization", "Bearer [REDACTED]"], ["x-trace", "abc"], ["x-keep", "1"]]
-    write_capture(tmp_path / "src", [{"body": body, "headers": headers}, {"body": {**body, "model": "other"}, "headers": headers}])
+    write_capture(
+        tmp_path / "src", [{"body": body, "headers": headers}, {"body": {**body, "model": "other"}, "headers": headers}]
+    )
     transforms = Transforms(
-        model_map={"small": "big"}, set_values=[("temperature", 0), ("extra.new", [1, 2])], unset=["extra.drop"],
-        headers={"X-Added": "yes", "Authorization": "Bearer target-key-123"}, drop_headers={"x-trace"},
-    )  # fmt: skip
-    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=transforms, schedule=Schedule("concurrency", concurrency=1))
+        model_map={"small": "big"},
+        set_values=[("temperature", 0), ("extra.new", [1, 2])],
+        unset=["extra.drop"],
+        headers={"X-Added": "yes", "Authorization": "Bearer target-key-123"},
+        drop_headers={"x-trace"},
+    )
+    run_replay(
+        tmp_path / "src",
+        url,
+        tmp_path / "out",
+        probe=False,
+        transforms=transforms,
+        schedule=Schedule("concurrency", concurrency=1),
+    )
     sent = _bodies(app)
     assert [b["model"] for b in sent] == ["big", "other"]
     assert all(b["temperature"] == 0 and b["extra"] == {"keep": 2, "new": [1, 2]} for b in sent)
@@ -119,12 +151,15 @@ def test_transforms_reach_the_target(fake, tmp_path):
 
 def test_pin_defaults_writes_the_sources_engine_defaults(fake, tmp_path):
     app, url = fake
-    enrichment = {"exchange_id": "src-0", "settings": {
-        "temperature": {"value": 0, "source": "request"},
-        "repeat_penalty": {"value": 1.1, "source": "engine_default"},
-        "top_k": {"value": 40, "source": "engine_default"},
-        "seed": {"value": None, "source": "unknown"},
-    }}  # fmt: skip
+    enrichment = {
+        "exchange_id": "src-0",
+        "settings": {
+            "temperature": {"value": 0, "source": "request"},
+            "repeat_penalty": {"value": 1.1, "source": "engine_default"},
+            "top_k": {"value": 40, "source": "engine_default"},
+            "seed": {"value": None, "source": "unknown"},
+        },
+    }
     write_capture(tmp_path / "src", [{"body": _chat("p", temperature=0)}], enrichments=[enrichment])
     run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=Transforms(pin_defaults=True))
     (sent,) = _bodies(app)
@@ -137,13 +172,16 @@ def test_pin_defaults_writes_the_sources_engine_defaults(fake, tmp_path):
 
 def test_filters_limit_and_repeat(fake, tmp_path):
     app, url = fake
-    write_capture(tmp_path / "src", [
-        {"offset_s": 0, "body": _chat("a")},
-        {"offset_s": 0.01, "path": "/v1/embeddings", "body": {"model": "m", "input": "x"}},
-        {"offset_s": 0.02, "body": {**_chat("b"), "model": "n"}},
-        {"offset_s": 0.03, "body": _chat("c"), "status": 500},
-        {"offset_s": 5.0, "body": _chat("late")},
-    ])  # fmt: skip
+    write_capture(
+        tmp_path / "src",
+        [
+            {"offset_s": 0, "body": _chat("a")},
+            {"offset_s": 0.01, "path": "/v1/embeddings", "body": {"model": "m", "input": "x"}},
+            {"offset_s": 0.02, "body": {**_chat("b"), "model": "n"}},
+            {"offset_s": 0.03, "body": _chat("c"), "status": 500},
+            {"offset_s": 5.0, "body": _chat("late")},
+        ],
+    )
     filters = Filters.parse(["path=/v1/chat/*", "status=200", "before=1"])
     run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, filters=filters, repeat=3)
     tags = [json.loads(x["request_body"])["tag"] for x in _exchanges(tmp_path / "out")]
@@ -202,11 +240,14 @@ def test_rate_and_poisson_schedules(fake, tmp_path):
 
 def test_per_request_failures_are_recorded_and_counted(fake, tmp_path):
     app, url = fake
-    write_capture(tmp_path / "src", [
-        {"offset_s": 0, "path": "/reset", "body": {"tag": "r"}},
-        {"offset_s": 0.01, "path": "/status/503", "body": {"tag": "s"}},
-        {"offset_s": 0.02, "body": _chat("ok")},
-    ])  # fmt: skip
+    write_capture(
+        tmp_path / "src",
+        [
+            {"offset_s": 0, "path": "/reset", "body": {"tag": "r"}},
+            {"offset_s": 0.01, "path": "/status/503", "body": {"tag": "s"}},
+            {"offset_s": 0.02, "body": _chat("ok")},
+        ],
+    )
     summary = run_replay(tmp_path / "src", url, tmp_path / "out", probe=False)
     assert summary["ends"] == {"upstream_error": 1, "complete": 2}
     assert summary["statuses"] == {"200": 2, "503": 1}
@@ -220,9 +261,15 @@ def test_bad_input_fails_before_anything_is_sent(fake, tmp_path):
     with pytest.raises(ReplayError, match="plain.*JSON body"):
         run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=Transforms(set_values=[("temperature", 0)]))
     with pytest.raises(ReplayError, match="messages.*not an object"):
-        run_replay(tmp_path / "src", url, tmp_path / "out", probe=False,
-                   filters=Filters.parse(["path=/v1/chat/completions"]), limit=1,
-                   transforms=Transforms(set_values=[("messages.x", 1)]))  # fmt: skip
+        run_replay(
+            tmp_path / "src",
+            url,
+            tmp_path / "out",
+            probe=False,
+            filters=Filters.parse(["path=/v1/chat/completions"]),
+            limit=1,
+            transforms=Transforms(set_values=[("messages.x", 1)]),
+        )
     assert app.requests == [] and not (tmp_path / "out").exists()
     dead = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ReplayError, match="refuses connections"):
@@ -246,9 +293,25 @@ def test_ctrl_c_mid_run_leaves_a_clean_capture(fake, tmp_path):
     write_capture(tmp_path / "src", [{"offset_s": i * 0.1, "body": _chat(f"k{i}", pace_ms=400)} for i in range(100)])
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infertap", "replay", str(tmp_path / "src"), "--target", url, "--out", str(out),
-         "--no-probe", "--grace", "0.2", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "infertap",
+            "replay",
+            str(tmp_path / "src"),
+            "--target",
+            url,
+            "--out",
+            str(out),
+            "--no-probe",
+            "--grace",
+            "0.2",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while len(app.requests) < 5 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -269,9 +332,13 @@ def test_replay_a_real_engine_capture_back_against_it(engine, record, tmp_path):
     rec = record(engine.url)
     client = OpenAI(base_url=f"{rec.url}/v1", api_key="sk-test", max_retries=0, timeout=120)
     for question in ["What is 2 + 2?", "Name a colour."]:
-        client.chat.completions.create(model="SmolLM2-135M-Instruct", messages=[{"role": "user", "content": question}], max_tokens=8, temperature=0)
+        client.chat.completions.create(
+            model="SmolLM2-135M-Instruct", messages=[{"role": "user", "content": question}], max_tokens=8, temperature=0
+        )
         time.sleep(0.3)
-    stream = client.chat.completions.create(model="SmolLM2-135M-Instruct", messages=[{"role": "user", "content": "Hi"}], max_tokens=8, temperature=0, stream=True)
+    stream = client.chat.completions.create(
+        model="SmolLM2-135M-Instruct", messages=[{"role": "user", "content": "Hi"}], max_tokens=8, temperature=0, stream=True
+    )
     original_text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     rec.stop()
     source = rec.exchanges()
@@ -297,8 +364,11 @@ def test_faults_during_a_replay_are_recorded_and_nothing_is_lost(tmp_path):
     from tests.fake_upstream import FakeUpstream, ServerThread
 
     paths = ["/hang-headers", "/hang-body", "/reset", "/malformed", "/gzip", "/big", "/status/500", "/html500"]
-    write_capture(tmp_path / "src", [{"offset_s": i * 0.05, "path": p, "body": {"tag": p, "blocks": 40}} for i, p in enumerate(paths)]
-                  + [{"offset_s": 1.5 + i * 0.05, "body": _chat(f"late{i}")} for i in range(4)])  # fmt: skip
+    write_capture(
+        tmp_path / "src",
+        [{"offset_s": i * 0.05, "path": p, "body": {"tag": p, "blocks": 40}} for i, p in enumerate(paths)]
+        + [{"offset_s": 1.5 + i * 0.05, "body": _chat(f"late{i}")} for i in range(4)],
+    )
     app = FakeUpstream()
     server = ServerThread(app).__enter__()
     try:
@@ -306,7 +376,10 @@ def test_faults_during_a_replay_are_recorded_and_nothing_is_lost(tmp_path):
         summary = run_replay(tmp_path / "src", server.url, tmp_path / "out", probe=False, read_timeout=0.5)
     finally:
         server.__exit__(None, None, None)
-    ends = {x["path"] + ("" if x["path"] != "/v1/chat/completions" else f"#{i}"): x["end"] for i, x in enumerate(_exchanges(tmp_path / "out"))}
+    ends = {
+        x["path"] + ("" if x["path"] != "/v1/chat/completions" else f"#{i}"): x["end"]
+        for i, x in enumerate(_exchanges(tmp_path / "out"))
+    }
     assert summary["sent"] == 12 and len(ends) == 12  # nothing lost
     assert ends["/hang-headers"] == "timeout" and ends["/hang-body"] == "timeout" and ends["/reset"] == "upstream_error"
     assert all(ends[p] == "complete" for p in ["/malformed", "/gzip", "/big", "/status/500", "/html500"])
@@ -331,31 +404,76 @@ def _whole(obj: dict) -> list[bytes]:
 
 
 def test_responses_turns_continue_the_turn_whose_output_they_carry(tmp_path):
-    output = [{"type": "message", "id": "m1", "role": "assistant", "content": [{"type": "output_text", "text": "hello!"}]},
-              {"type": "function_call", "id": "f1", "call_id": "c1", "name": "clock", "arguments": "{}"}]  # fmt: skip
+    output = [
+        {"type": "message", "id": "m1", "role": "assistant", "content": [{"type": "output_text", "text": "hello!"}]},
+        {"type": "function_call", "id": "f1", "call_id": "c1", "name": "clock", "arguments": "{}"},
+    ]
     first = {"model": "m", "instructions": "Be brief.", "input": "hi", "tag": "turn1"}
-    second = {"model": "m", "instructions": "Be brief.", "tag": "turn2",
-              "input": [{"role": "user", "content": "hi"}, *output, {"type": "function_call_output", "call_id": "c1", "output": "noon"}]}  # fmt: skip
-    stranger = {**second, "tag": "stranger", "input": [{"role": "user", "content": "hi"}, {**output[0], "content": [{"type": "output_text", "text": "HELLO"}]},
-                                                      {"role": "user", "content": "more"}]}  # fmt: skip
-    parents = _parents(tmp_path, [
-        {"path": "/v1/responses", "body": first, "chunks": _whole({"id": "resp_1", "object": "response", "status": "completed", "output": output})},
-        {"path": "/v1/responses", "body": second, "chunks": _whole({"id": "resp_2", "object": "response", "status": "completed", "output": []})},
-        {"path": "/v1/responses", "body": stranger, "chunks": _whole({"id": "resp_3", "object": "response", "status": "completed", "output": []})},
-        {"path": "/v1/responses", "body": {"model": "m", "input": "again", "previous_response_id": "resp_2", "tag": "by_id"}},
-    ])  # fmt: skip
+    second = {
+        "model": "m",
+        "instructions": "Be brief.",
+        "tag": "turn2",
+        "input": [
+            {"role": "user", "content": "hi"},
+            *output,
+            {"type": "function_call_output", "call_id": "c1", "output": "noon"},
+        ],
+    }
+    stranger = {
+        **second,
+        "tag": "stranger",
+        "input": [
+            {"role": "user", "content": "hi"},
+            {**output[0], "content": [{"type": "output_text", "text": "HELLO"}]},
+            {"role": "user", "content": "more"},
+        ],
+    }
+    parents = _parents(
+        tmp_path,
+        [
+            {
+                "path": "/v1/responses",
+                "body": first,
+                "chunks": _whole({"id": "resp_1", "object": "response", "status": "completed", "output": output}),
+            },
+            {
+                "path": "/v1/responses",
+                "body": second,
+                "chunks": _whole({"id": "resp_2", "object": "response", "status": "completed", "output": []}),
+            },
+            {
+                "path": "/v1/responses",
+                "body": stranger,
+                "chunks": _whole({"id": "resp_3", "object": "response", "status": "completed", "output": []}),
+            },
+            {"path": "/v1/responses", "body": {"model": "m", "input": "again", "previous_response_id": "resp_2", "tag": "by_id"}},
+        ],
+    )
     # The stranger's assistant turn says something turn1 never answered: it continues nothing.
     assert parents == {"turn1": None, "turn2": "turn1", "stranger": None, "by_id": "turn2"}
 
 
 def test_anthropic_turns_with_tools_continue_their_turn_and_the_system_prompt_counts(tmp_path):
-    content = [{"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Paris"}}]
+    content = [
+        {"type": "text", "text": "Checking."},
+        {"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Paris"}},
+    ]
     reply = {"id": "msg_1", "type": "message", "role": "assistant", "content": content, "stop_reason": "tool_use"}
-    history = [{"role": "user", "content": "weather?"}, {"role": "assistant", "content": content},
-               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]}]  # fmt: skip
-    parents = _parents(tmp_path, [
-        {"path": "/v1/messages", "body": {"model": "c", "system": "S", "messages": history[:1], "tag": "turn1"}, "chunks": _whole(reply)},
-        {"path": "/v1/messages", "body": {"model": "c", "system": "S", "messages": history, "tag": "turn2"}},
-        {"path": "/v1/messages", "body": {"model": "c", "system": "other", "messages": history, "tag": "other_system"}},
-    ])  # fmt: skip
+    history = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": content},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]},
+    ]
+    parents = _parents(
+        tmp_path,
+        [
+            {
+                "path": "/v1/messages",
+                "body": {"model": "c", "system": "S", "messages": history[:1], "tag": "turn1"},
+                "chunks": _whole(reply),
+            },
+            {"path": "/v1/messages", "body": {"model": "c", "system": "S", "messages": history, "tag": "turn2"}},
+            {"path": "/v1/messages", "body": {"model": "c", "system": "other", "messages": history, "tag": "other_system"}},
+        ],
+    )
     assert parents == {"turn1": None, "turn2": "turn1", "other_system": None}

@@ -27,10 +27,17 @@ def workload(tmp_path: Path, *, turns: int = 3, conversations: int = 4, singles:
     n = conversations * turns + singles
     for i in range(n):
         conv = i % (conversations + 3)
-        session = f"conv-{conv}" if conv < conversations and sum(1 for x in xs if x.get("session") == f"conv-{conv}") < turns else None
+        session = (
+            f"conv-{conv}" if conv < conversations and sum(1 for x in xs if x.get("session") == f"conv-{conv}") < turns else None
+        )
         tag = f"t{i}"
-        xs.append({"offset_s": i * span_s / n, "session": session,
-                   "body": {"model": "m", "messages": [{"role": "user", "content": tag}], "stream": True, "n_chunks": 3, "tag": tag}})  # fmt: skip
+        xs.append(
+            {
+                "offset_s": i * span_s / n,
+                "session": session,
+                "body": {"model": "m", "messages": [{"role": "user", "content": tag}], "stream": True, "n_chunks": 3, "tag": tag},
+            }
+        )
     write_capture(tmp_path / "src", xs)
     return tmp_path / "src"
 
@@ -130,7 +137,9 @@ def test_sharded_capture_exports_partitioned_parquet_that_round_trips(fake, tmp_
         assert got == [(n,)], name
     parts = {p.name for p in (out / "chunks").iterdir()}
     assert parts == {f"recorder_id={r}" for r in by_recorder}
-    chunks = dict(duckdb.sql(f"SELECT recorder_id, count(DISTINCT exchange_id) FROM '{out}/chunks/*/*.parquet' GROUP BY ALL").fetchall())
+    chunks = dict(
+        duckdb.sql(f"SELECT recorder_id, count(DISTINCT exchange_id) FROM '{out}/chunks/*/*.parquet' GROUP BY ALL").fetchall()
+    )
     assert chunks == by_recorder  # each exchange's chunks sit in its recorder's partition
 
 
@@ -156,8 +165,12 @@ def test_bad_ray_inputs_fail_clearly_before_sending(fake, tmp_path, monkeypatch)
     usage = subprocess.run([*cmd, "--shards", "2"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and "--shards needs --ray" in usage.stderr
     nobody = subprocess.run([*cmd, "--ray", "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
-    assert nobody.returncode == 1 and "no Ray cluster answers at 127.0.0.1:1" in nobody.stderr and "Traceback" not in nobody.stderr
-    original = subprocess.run([*cmd, "--ray", "127.0.0.1:1", "--concurrency", "original"], capture_output=True, text=True, timeout=60)
+    assert (
+        nobody.returncode == 1 and "no Ray cluster answers at 127.0.0.1:1" in nobody.stderr and "Traceback" not in nobody.stderr
+    )
+    original = subprocess.run(
+        [*cmd, "--ray", "127.0.0.1:1", "--concurrency", "original"], capture_output=True, text=True, timeout=60
+    )
     assert original.returncode == 1 and "can't be split" in original.stderr
     monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed
     with pytest.raises(ReplayError, match=r"infertap\[scale\]"):
@@ -181,14 +194,18 @@ def test_a_dead_worker_loses_only_its_shard_and_is_named(fake, tmp_path, ray_clu
     bodies = [item.body for item in items]
     headers = [[tuple(h) for h in item.headers] for item in items]
     with pytest.raises(DistributedReplayError, match=r"1 of 2 replay workers failed, their shards are not in .*: shard 1 on "):
-        run_sharded(items, bodies, headers, url, tmp_path / "out", Schedule(), {"kind": "replay"}, shards=2, worker=CrashingWorker)
+        run_sharded(
+            items, bodies, headers, url, tmp_path / "out", Schedule(), {"kind": "replay"}, shards=2, worker=CrashingWorker
+        )
     kept = list(CaptureReader(tmp_path / "out").exchanges())
     assert len(kept) == len(split(items, 2)[0].items) == len(app.requests) == 12  # shard 0: recorded, merged, nothing lost
 
 
 def test_clock_offsets_are_measured_and_captures_append(fake, tmp_path, ray_cluster) -> None:
     app, url = fake
-    probe = ray.remote(ShardWorker).remote(split(load(workload(tmp_path))[0], 1)[0], [], [], url, Schedule(), None, {}, None, "c", 1.0)
+    probe = ray.remote(ShardWorker).remote(
+        split(load(workload(tmp_path))[0], 1)[0], [], [], url, Schedule(), None, {}, None, "c", 1.0
+    )
     offset, rtt = _clock_offset(ray, probe)
     assert rtt is not None and abs(offset) <= rtt  # one host, one clock: within the round trip's uncertainty
     ray.kill(probe)

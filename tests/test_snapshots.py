@@ -15,19 +15,29 @@ from tests.fake_upstream import ServerThread
 
 def _changing_llama_server(state: dict) -> JSONRoutes:
     def props(_: object) -> tuple[int, dict]:
-        return 200, {"default_generation_settings": {"params": {"temperature": 0.8}, "n_ctx": 4096}, "total_slots": 1,
-                     "model_path": state["model"], "build_info": "b1-x"}  # fmt: skip
+        return 200, {
+            "default_generation_settings": {"params": {"temperature": 0.8}, "n_ctx": 4096},
+            "total_slots": 1,
+            "model_path": state["model"],
+            "build_info": "b1-x",
+        }
 
     def chat(_: object) -> tuple[int, dict]:
-        return 200, {"model": state["model"], "choices": [{"index": 0, "message": {"content": "ok"}}], "usage": {"prompt_tokens": 1}}
+        return 200, {
+            "model": state["model"],
+            "choices": [{"index": 0, "message": {"content": "ok"}}],
+            "usage": {"prompt_tokens": 1},
+        }
 
-    return JSONRoutes({
-        ("GET", "/props"): props,
-        ("GET", "/v1/models"): {"data": [{"id": "m"}]},
-        ("POST", "/apply-template"): {"prompt": "p"},
-        ("POST", "/tokenize"): {"tokens": [1]},
-        ("POST", "/v1/chat/completions"): chat,
-    })  # fmt: skip
+    return JSONRoutes(
+        {
+            ("GET", "/props"): props,
+            ("GET", "/v1/models"): {"data": [{"id": "m"}]},
+            ("POST", "/apply-template"): {"prompt": "p"},
+            ("POST", "/tokenize"): {"tokens": [1]},
+            ("POST", "/v1/chat/completions"): chat,
+        }
+    )
 
 
 def _snapshots(rec) -> list[dict]:

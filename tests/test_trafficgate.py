@@ -42,7 +42,14 @@ def test_a_call_waits_for_the_stream_in_flight_and_new_requests_wait_for_the_cal
         await asyncio.to_thread(caller.join)
 
     asyncio.run(main())
-    assert events == ["stream 1 sent", "stream 1 ends", "call starts (True, 0 forwarding)", "call ends", "stream 2 sent", "stream 2 ends"]
+    assert events == [
+        "stream 1 sent",
+        "stream 1 ends",
+        "call starts (True, 0 forwarding)",
+        "call ends",
+        "stream 2 sent",
+        "stream 2 ends",
+    ]
     assert gate.forwarding == 0 and gate.held is False
 
 

@@ -18,7 +18,9 @@ from infertap.proxy.upstream import _HIGH_WATER, UpstreamClient, UpstreamConnect
 from tests.fake_upstream import FakeUpstream, ServerThread
 
 
-async def _body(client: UpstreamClient, method: str, target: bytes, body: bytes = b"") -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+async def _body(
+    client: UpstreamClient, method: str, target: bytes, body: bytes = b""
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     response = await client.send(method, target, [(b"content-type", b"application/json")], body)
     try:
         data = b"".join([piece async for piece in response.aiter_raw()])
@@ -149,7 +151,9 @@ def test_a_reader_that_stops_reading_pauses_the_upstream_instead_of_buffering() 
 
     async def main(url: str) -> None:
         client = UpstreamClient(url)
-        response = await client.send("POST", b"/big", [(b"content-type", b"application/json")], json.dumps({"blocks": 640}).encode())
+        response = await client.send(
+            "POST", b"/big", [(b"content-type", b"application/json")], json.dumps({"blocks": 640}).encode()
+        )
         await asyncio.sleep(1.0)  # the upstream writes as fast as it may
         held = response._buffered
         assert held <= _HIGH_WATER + 512 * 1024, held

@@ -17,9 +17,14 @@ from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_int, as_text, ca
 class Messages(Api):
     name = "messages"
     finish_map: ClassVar[dict[str, str]] = {
-        "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "model_context_window_exceeded": "length",
-        "tool_use": "tool_calls", "refusal": "content_filter", "pause_turn": "other",
-    }  # fmt: skip
+        "end_turn": "stop",
+        "stop_sequence": "stop",
+        "max_tokens": "length",
+        "model_context_window_exceeded": "length",
+        "tool_use": "tool_calls",
+        "refusal": "content_filter",
+        "pause_turn": "other",
+    }
 
     def event(self, obj: dict[str, Any]) -> Delta:
         kind = obj.get("type")
@@ -92,9 +97,12 @@ class Messages(Api):
 
 def _message_head(message: dict[str, Any]) -> Delta:
     usage = message.get("usage")
-    return Delta(known=True, model=message.get("model") if isinstance(message.get("model"), str) else None,
-                 response_id=message.get("id") if isinstance(message.get("id"), str) else None,
-                 usage={k: v for k, v in usage.items() if v is not None} if isinstance(usage, dict) else None)  # fmt: skip
+    return Delta(
+        known=True,
+        model=message.get("model") if isinstance(message.get("model"), str) else None,
+        response_id=message.get("id") if isinstance(message.get("id"), str) else None,
+        usage={k: v for k, v in usage.items() if v is not None} if isinstance(usage, dict) else None,
+    )
 
 
 def _block_text(block: Any) -> Any:

@@ -12,9 +12,13 @@ _OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
 class Chat(Api):
     name = "chat"
     finish_map: ClassVar[dict[str, str]] = {
-        "stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
-        "content_filter": "content_filter", "eos": "stop",
-    }  # fmt: skip
+        "stop": "stop",
+        "length": "length",
+        "tool_calls": "tool_calls",
+        "function_call": "tool_calls",
+        "content_filter": "content_filter",
+        "eos": "stop",
+    }
 
     def event(self, obj: dict[str, Any]) -> Delta:
         # Run once per streamed chunk of every chat exchange decoded: fields set only when present.
@@ -45,8 +49,14 @@ class Chat(Api):
                     if isinstance(call, dict):
                         fn = as_dict(call.get("function"))
                         args = fn.get("arguments")
-                        calls.append(ToolCallPart(call.get("index", i), call.get("id"), as_text(fn.get("name")),
-                                                  args if isinstance(args, str) else canonical_arguments(args) if args else ""))  # fmt: skip
+                        calls.append(
+                            ToolCallPart(
+                                call.get("index", i),
+                                call.get("id"),
+                                as_text(fn.get("name")),
+                                args if isinstance(args, str) else canonical_arguments(args) if args else "",
+                            )
+                        )
             d.content += as_text(choice.get("text"))
             d.finish_reason = choice.get("finish_reason") or d.finish_reason
             logprobs = choice.get("logprobs")

@@ -27,9 +27,15 @@ APIS: dict[str, Api] = {api.name: api for api in (CHAT, COMPLETIONS, RESPONSES, 
 
 # Path endings, most specific first ("/chat/completions" before "/completions").
 _BY_PATH: tuple[tuple[str, Api], ...] = (
-    ("/chat/completions", CHAT), ("/completions", COMPLETIONS), ("/responses", RESPONSES), ("/messages", MESSAGES),
-    ("/api/chat", OLLAMA_CHAT), ("/api/generate", OLLAMA_GENERATE), ("/completion", LLAMACPP), ("/infill", LLAMACPP),
-)  # fmt: skip
+    ("/chat/completions", CHAT),
+    ("/completions", COMPLETIONS),
+    ("/responses", RESPONSES),
+    ("/messages", MESSAGES),
+    ("/api/chat", OLLAMA_CHAT),
+    ("/api/generate", OLLAMA_GENERATE),
+    ("/completion", LLAMACPP),
+    ("/infill", LLAMACPP),
+)
 # What a request for tokens carries, in one API or another (a chat body sent to /completions is
 # still a request for tokens, one the engine will refuse).
 _INPUTS = ("messages", "prompt", "input")

@@ -17,9 +17,12 @@ _ENDS = ("response.completed", "response.incomplete", "response.failed", "respon
 class Responses(Api):
     name = "responses"
     finish_map: ClassVar[dict[str, str]] = {
-        "completed": "stop", "incomplete:max_output_tokens": "length", "incomplete:content_filter": "content_filter",
-        "failed": "error", "cancelled": "other",
-    }  # fmt: skip
+        "completed": "stop",
+        "incomplete:max_output_tokens": "length",
+        "incomplete:content_filter": "content_filter",
+        "failed": "error",
+        "cancelled": "other",
+    }
 
     def finish(self, raw: str | None, tool_calls: bool) -> str | None:
         if raw == "completed" and tool_calls:

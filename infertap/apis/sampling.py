@@ -17,10 +17,28 @@ ALIASES = {
     "mirostat_mode": "mirostat",
 }
 SAMPLING = (
-    "temperature", "top_p", "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
-    "presence_penalty", "frequency_penalty", "seed", "max_tokens", "min_tokens", "stop", "mirostat",
-    "mirostat_tau", "mirostat_eta", "n", "logprobs", "top_logprobs", "dry_multiplier", "xtc_probability",
-)  # fmt: skip
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "typical_p",
+    "repeat_penalty",
+    "repeat_last_n",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "max_tokens",
+    "min_tokens",
+    "stop",
+    "mirostat",
+    "mirostat_tau",
+    "mirostat_eta",
+    "n",
+    "logprobs",
+    "top_logprobs",
+    "dry_multiplier",
+    "xtc_probability",
+)
 
 
 def canonical(name: str) -> str:

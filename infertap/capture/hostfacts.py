@@ -52,8 +52,11 @@ def gpu_facts(timeout: float = 5.0) -> list[dict[str, Any]] | None:
     try:
         out = subprocess.run(
             [exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=timeout, check=True,
-        ).stdout  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     gpus = []

@@ -112,9 +112,13 @@ class CaptureReader:
 def _with_dictionary(name: str, offset: int, record: dict[str, Any]) -> zstandard.ZstdDecompressor:
     """The decompressor for the frames after a ``dictionary`` record."""
     if record.get("kind") != DICTIONARY_KIND or not isinstance(record.get("data"), bytes):
-        raise UnsupportedFormatError(f"{name}: a compression dictionary of kind {record.get('kind')!r} at offset {offset} "
-                                     f"is not readable by this infertap (it reads {DICTIONARY_KIND!r})")  # fmt: skip
-    return zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(record["data"], dict_type=zstandard.DICT_TYPE_RAWCONTENT))
+        raise UnsupportedFormatError(
+            f"{name}: a compression dictionary of kind {record.get('kind')!r} at offset {offset} "
+            f"is not readable by this infertap (it reads {DICTIONARY_KIND!r})"
+        )
+    return zstandard.ZstdDecompressor(
+        dict_data=zstandard.ZstdCompressionDict(record["data"], dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    )
 
 
 def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

@@ -35,13 +35,20 @@ DEFAULT_BODY_KEYS = frozenset(
     {"api_key", "apikey", "api-key", "x-api-key", "access_token", "refresh_token", "client_secret", "password", "secret", "token"}
 )
 # One scan for a JSON key that may hold a secret, in any casing ("max_tokens" is no such key).
-_BODY_HINT = re.compile(rb'"(?:x-)?(?:api[-_]?key|access[-_]?token|refresh[-_]?token|client[-_]?secret|password|secret|token)"\s*:', re.IGNORECASE)
+_BODY_HINT = re.compile(
+    rb'"(?:x-)?(?:api[-_]?key|access[-_]?token|refresh[-_]?token|client[-_]?secret|password|secret|token)"\s*:', re.IGNORECASE
+)
 
 
 def _secret_strings(node: object, keys: frozenset[str], out: set[str]) -> None:
     if isinstance(node, dict):
         for key, value in node.items():
-            if isinstance(key, str) and key.replace("_", "").replace("-", "").lower() in keys and isinstance(value, str) and value:
+            if (
+                isinstance(key, str)
+                and key.replace("_", "").replace("-", "").lower() in keys
+                and isinstance(value, str)
+                and value
+            ):
                 out.add(value)
             else:
                 _secret_strings(value, keys, out)

@@ -88,9 +88,15 @@ def enrichment(
     out["prompt_tokens"] = engine.prompt_tokens(path, request.body).as_dict()
     usage_prompt = parsed.prompt_tokens
     count = out["prompt_tokens"]["count"]
-    out["prompt_tokens"]["agrees_with_usage"] = (count == usage_prompt) if count is not None and usage_prompt is not None else None
+    out["prompt_tokens"]["agrees_with_usage"] = (
+        (count == usage_prompt) if count is not None and usage_prompt is not None else None
+    )
     if parsed.token_ids:
-        out["output_tokens"] = {"ids": parsed.token_ids, "count": len(parsed.token_ids), "source": "engine (token ids in the response)"}
+        out["output_tokens"] = {
+            "ids": parsed.token_ids,
+            "count": len(parsed.token_ids),
+            "source": "engine (token ids in the response)",
+        }
     elif parsed.text:
         out["output_tokens"] = engine.output_tokens(parsed.text).as_dict()
     else:
@@ -220,7 +226,9 @@ class Enricher:
     def _probe(self) -> None:
         try:
             if self.engine is None:
-                self.engine = open_engine(self.upstream, model_file=self._model_file, timeout=self._timeout, headers=self._headers)
+                self.engine = open_engine(
+                    self.upstream, model_file=self._model_file, timeout=self._timeout, headers=self._headers
+                )
             else:  # ask afresh: a new adapter over a new set of answers
                 fresh = open_engine(self.upstream, model_file=self._model_file, timeout=self._timeout, headers=self._headers)
                 self.engine.http.close()

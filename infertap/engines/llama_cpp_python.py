@@ -40,9 +40,11 @@ def _compiled(template: str) -> Any:
             return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
     env = ImmutableSandboxedEnvironment(
-        loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
+        loader=jinja2.BaseLoader(),
+        trim_blocks=True,
+        lstrip_blocks=True,
         extensions=[IgnoreGenerationTags, jinja2.ext.loopcontrols],
-    )  # fmt: skip
+    )
     env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
         x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
     )
@@ -102,7 +104,11 @@ class LlamaCppPython(Engine):
     def _request_defaults(self, path: str) -> dict[str, Any] | None:
         schemas = (self._openapi().get("components") or {}).get("schemas") or {}
         props = (schemas.get(_SCHEMAS.get(path, ""), {}) or {}).get("properties") or {}
-        out = {k: v["default"] for k, v in props.items() if isinstance(v, dict) and "default" in v and k not in ("messages", "stream")}
+        out = {
+            k: v["default"]
+            for k, v in props.items()
+            if isinstance(v, dict) and "default" in v and k not in ("messages", "stream")
+        }
         return out or None
 
     def gguf(self) -> tuple[GGUFFacts | None, str]:
@@ -121,14 +127,18 @@ class LlamaCppPython(Engine):
         defaults = self._request_defaults("/v1/chat/completions")
         from_gguf = f"GGUF metadata, from {how}"
         return {
-            "version": fact(info.get("version"), "/openapi.json info.version") if info.get("version") else fact(None, "not exposed"),
+            "version": fact(info.get("version"), "/openapi.json info.version")
+            if info.get("version")
+            else fact(None, "not exposed"),
             "models": fact(models, "/v1/models") if models else fact(None, "/v1/models did not answer"),
             "model_path": fact(gguf.path, how) if gguf else fact(None, how),
             "model_sha256": fact(gguf.sha256, f"sha256 of {gguf.path}") if gguf else fact(None, how),
             "quantization": fact(gguf.file_type, from_gguf) if gguf else fact(None, how),
             "context_size": fact(None, "not exposed by llama-cpp-python's server (its --n_ctx is not published)"),
             "parallel_slots": fact(1, "llama-cpp-python's server serializes requests behind one model lock"),
-            "defaults": fact(defaults, "/openapi.json CreateChatCompletionRequest defaults") if defaults else fact(None, "not in /openapi.json"),
+            "defaults": fact(defaults, "/openapi.json CreateChatCompletionRequest defaults")
+            if defaults
+            else fact(None, "not in /openapi.json"),
             "chat_template": fact(gguf.chat_template, from_gguf) if gguf and gguf.chat_template else fact(None, how),
             "bos_token": fact(gguf.bos_token, from_gguf) if gguf else fact(None, how),
             "eos_token": fact(gguf.eos_token, from_gguf) if gguf else fact(None, how),
@@ -166,7 +176,10 @@ class LlamaCppPython(Engine):
         if gguf is None or not server_version or llama_cpp.__version__ != server_version:
             return None
         llama = _vocab(gguf.path, os.stat(gguf.path).st_mtime_ns, server_version)
-        self._local = (llama, f"llama-cpp-python {server_version} tokenizer run locally on the same GGUF (vocab only; same version as the engine)")
+        self._local = (
+            llama,
+            f"llama-cpp-python {server_version} tokenizer run locally on the same GGUF (vocab only; same version as the engine)",
+        )
         return self._local
 
     def warm(self) -> None:
@@ -204,7 +217,9 @@ class LlamaCppPython(Engine):
                 prompt = render_chat(gguf.chat_template, request, gguf.bos_token or "", gguf.eos_token or "")
             except Exception as exc:  # a template error is the engine's too; record it, don't crash
                 return Tokens(None, f"rendering the GGUF chat template failed: {exc!r}")
-            template = f"GGUF chat template (sha256 {(sha256_text(gguf.chat_template) or '')[:12]}) rendered as llama-cpp-python does"
+            template = (
+                f"GGUF chat template (sha256 {(sha256_text(gguf.chat_template) or '')[:12]}) rendered as llama-cpp-python does"
+            )
             local = self._tokenize_local(prompt, chat=True)
             if local is not None:
                 return Tokens(local[0], f"{template} + {local[1]}", prompt)
@@ -225,7 +240,12 @@ class LlamaCppPython(Engine):
                 if local is not None:
                     return Tokens(local[0], local[1])
                 ids = self._tokenize(given)
-                return Tokens(ids, "llama-cpp-python /extras/tokenize" if ids is not None else f"llama-cpp-python /extras/tokenize failed: {self.last_error}")
+                return Tokens(
+                    ids,
+                    "llama-cpp-python /extras/tokenize"
+                    if ids is not None
+                    else f"llama-cpp-python /extras/tokenize failed: {self.last_error}",
+                )
         return Tokens(None, f"no prompt to tokenize for {path}")
 
     def output_tokens(self, text: str) -> Tokens:
@@ -238,4 +258,6 @@ class LlamaCppPython(Engine):
         gguf, _ = self.gguf()
         if gguf and gguf.add_bos_token and ids and ids[0] == gguf.bos_token_id:
             ids = ids[1:]
-        return Tokens(ids, "re-tokenized from the output text by llama-cpp-python /extras/tokenize (may differ from the ids generated)")
+        return Tokens(
+            ids, "re-tokenized from the output text by llama-cpp-python /extras/tokenize (may differ from the ids generated)"
+        )

@@ -37,17 +37,27 @@ class LlamaServer(Engine):
         return {
             "version": version,
             "models": fact(models, "/v1/models") if models else fact(None, "/v1/models did not answer"),
-            "model_path": fact(props.get("model_path"), "/props model_path") if props.get("model_path") else fact(None, "/props has no model_path"),
+            "model_path": fact(props.get("model_path"), "/props model_path")
+            if props.get("model_path")
+            else fact(None, "/props has no model_path"),
             "model_sha256": fact(None, "llama-server does not publish a hash of its model file"),
             "quantization": fact(props.get("model_ftype") or meta.get("ftype"), "/props model_ftype")
             if props.get("model_ftype") or meta.get("ftype")
             else fact(None, "not exposed"),
-            "context_size": fact(n_ctx, "/props default_generation_settings.n_ctx (per slot)") if n_ctx else fact(None, "not exposed"),
+            "context_size": fact(n_ctx, "/props default_generation_settings.n_ctx (per slot)")
+            if n_ctx
+            else fact(None, "not exposed"),
             "parallel_slots": fact(props.get("total_slots"), "/props total_slots")
             if props.get("total_slots")
-            else fact(len(slots.json), "/slots") if slots.ok and isinstance(slots.json, list) else fact(None, "not exposed"),
-            "defaults": fact(params, "/props default_generation_settings.params") if params else fact(None, "/props has no params"),
-            "chat_template": fact(props.get("chat_template"), "/props chat_template") if props.get("chat_template") else fact(None, "not exposed"),
+            else fact(len(slots.json), "/slots")
+            if slots.ok and isinstance(slots.json, list)
+            else fact(None, "not exposed"),
+            "defaults": fact(params, "/props default_generation_settings.params")
+            if params
+            else fact(None, "/props has no params"),
+            "chat_template": fact(props.get("chat_template"), "/props chat_template")
+            if props.get("chat_template")
+            else fact(None, "not exposed"),
             "bos_token": fact(props.get("bos_token"), "/props bos_token") if "bos_token" in props else fact(None, "not exposed"),
             "eos_token": fact(props.get("eos_token"), "/props eos_token") if "eos_token" in props else fact(None, "not exposed"),
         }
@@ -82,7 +92,10 @@ class LlamaServer(Engine):
                 return Tokens(list(prompt), "request (token ids sent by the client)")
             if isinstance(prompt, str):
                 ids = self._tokenize(prompt, add_special=True, parse_special=True)
-                return Tokens(ids, "llama-server /tokenize (add_special, parse_special)" if ids is not None else "llama-server /tokenize failed")
+                return Tokens(
+                    ids,
+                    "llama-server /tokenize (add_special, parse_special)" if ids is not None else "llama-server /tokenize failed",
+                )
         return Tokens(None, f"no prompt to tokenize for {path}")
 
     def output_tokens(self, text: str) -> Tokens:

@@ -74,10 +74,21 @@ class Ollama(Engine):
             "models": fact([m.get("name") for m in models], "/api/tags") if models else fact(None, "/api/tags lists none"),
             "model_path": fact(name, "/api/tags name") if name else fact(None, not_exposed),
             "model_sha256": fact(first.get("digest"), "/api/tags digest") if first.get("digest") else fact(None, not_exposed),
-            "quantization": fact(details.get("quantization_level"), f"{src} details.quantization_level") if details.get("quantization_level") else fact(None, not_exposed),
-            "context_size": fact((params or {}).get("num_ctx") or ctx, f"{src} parameters num_ctx" if (params or {}).get("num_ctx") else f"{src} model_info context_length (the model's; Ollama's runtime num_ctx default may be lower)") if ((params or {}).get("num_ctx") or ctx) else fact(None, not_exposed),
+            "quantization": fact(details.get("quantization_level"), f"{src} details.quantization_level")
+            if details.get("quantization_level")
+            else fact(None, not_exposed),
+            "context_size": fact(
+                (params or {}).get("num_ctx") or ctx,
+                f"{src} parameters num_ctx"
+                if (params or {}).get("num_ctx")
+                else f"{src} model_info context_length (the model's; Ollama's runtime num_ctx default may be lower)",
+            )
+            if ((params or {}).get("num_ctx") or ctx)
+            else fact(None, not_exposed),
             "parallel_slots": fact(None, f"{not_exposed} (OLLAMA_NUM_PARALLEL)"),
-            "defaults": fact(params, f"{src} parameters") if params else fact(None, f"{src} sets no parameters; Ollama's built-in defaults apply, not published"),
+            "defaults": fact(params, f"{src} parameters")
+            if params
+            else fact(None, f"{src} sets no parameters; Ollama's built-in defaults apply, not published"),
             "chat_template": fact(show.get("template"), f"{src} template") if show.get("template") else fact(None, not_exposed),
             "bos_token": fact(None, not_exposed),
             "eos_token": fact(None, not_exposed),

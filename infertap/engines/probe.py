@@ -41,10 +41,16 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> dict[st
     if engine.model_file and facts["model_sha256"]["value"] is None:
         from .gguf_meta import read_gguf
 
-        facts["model_sha256"] = {"value": read_gguf(engine.model_file).sha256, "source": f"sha256 of --model-file {engine.model_file}"}
+        facts["model_sha256"] = {
+            "value": read_gguf(engine.model_file).sha256,
+            "source": f"sha256 of --model-file {engine.model_file}",
+        }
     template = facts["chat_template"]["value"]
-    facts["chat_template_sha256"] = {"value": sha256_text(template), "source": "sha256 of chat_template"} if template else {
-        "value": None, "source": facts["chat_template"]["source"]}  # fmt: skip
+    facts["chat_template_sha256"] = (
+        {"value": sha256_text(template), "source": "sha256 of chat_template"}
+        if template
+        else {"value": None, "source": facts["chat_template"]["source"]}
+    )
     local = is_loopback(urlsplit(engine.base).hostname or "")
     host = host_facts()
     host["gpus"] = gpu_facts()

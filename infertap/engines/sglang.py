@@ -33,11 +33,19 @@ class SGLang(Engine):
             "models": fact(models, "/v1/models") if models else fact(None, "/v1/models did not answer"),
             "model_path": fact(path, "/get_model_info model_path") if path else fact(None, not_exposed),
             "model_sha256": fact(None, not_exposed),
-            "quantization": fact(info.get("quantization"), "/get_server_info quantization") if info.get("quantization") else fact(None, "none set in /get_server_info"),
-            "context_size": fact(info.get("context_length"), "/get_server_info context_length") if info.get("context_length") else fact(None, "/get_server_info context_length is unset (the model's own)"),
+            "quantization": fact(info.get("quantization"), "/get_server_info quantization")
+            if info.get("quantization")
+            else fact(None, "none set in /get_server_info"),
+            "context_size": fact(info.get("context_length"), "/get_server_info context_length")
+            if info.get("context_length")
+            else fact(None, "/get_server_info context_length is unset (the model's own)"),
             "parallel_slots": fact(slots, "/get_server_info max_running_requests") if slots else fact(None, not_exposed),
-            "defaults": fact(preferred, "/get_model_info preferred_sampling_params") if isinstance(preferred, dict) else fact(None, "no --preferred-sampling-params set; SGLang's defaults apply, not published"),
-            "chat_template": fact(info.get("chat_template"), "/get_server_info chat_template (a name or path)") if info.get("chat_template") else fact(None, not_exposed),
+            "defaults": fact(preferred, "/get_model_info preferred_sampling_params")
+            if isinstance(preferred, dict)
+            else fact(None, "no --preferred-sampling-params set; SGLang's defaults apply, not published"),
+            "chat_template": fact(info.get("chat_template"), "/get_server_info chat_template (a name or path)")
+            if info.get("chat_template")
+            else fact(None, not_exposed),
             "bos_token": fact(None, not_exposed),
             "eos_token": fact(None, not_exposed),
         }

@@ -21,8 +21,10 @@ class VLLM(Engine):
     @classmethod
     def matches(cls, found: dict[str, Endpoint]) -> bool:
         models = found.get("/v1/models")
-        owned = models and models.ok and any(
-            isinstance(m, dict) and m.get("owned_by") == "vllm" for m in models.json.get("data") or ()
+        owned = (
+            models
+            and models.ok
+            and any(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in models.json.get("data") or ())
         )
         version = found.get("/version")
         return bool(owned and version and version.ok and "version" in version.json)
@@ -39,9 +41,13 @@ class VLLM(Engine):
             "model_path": fact(root, "/v1/models root") if root else fact(None, not_exposed),
             "model_sha256": fact(None, not_exposed),
             "quantization": fact(None, not_exposed),
-            "context_size": fact(first.get("max_model_len"), "/v1/models max_model_len") if first.get("max_model_len") else fact(None, not_exposed),
+            "context_size": fact(first.get("max_model_len"), "/v1/models max_model_len")
+            if first.get("max_model_len")
+            else fact(None, not_exposed),
             "parallel_slots": fact(None, f"{not_exposed} (--max-num-seqs)"),
-            "defaults": fact(None, "not exposed by vLLM's API (--generation-config may apply the model's generation_config.json)"),
+            "defaults": fact(
+                None, "not exposed by vLLM's API (--generation-config may apply the model's generation_config.json)"
+            ),
             "chat_template": fact(None, not_exposed),
             "bos_token": fact(None, not_exposed),
             "eos_token": fact(None, not_exposed),

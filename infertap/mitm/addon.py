@@ -47,9 +47,13 @@ class InfertapCapture:
 
     def load(self, loader: Any) -> None:
         loader.add_option("infertap_out", str, "", "Capture directory infertap writes the matching flows to.")
-        loader.add_option("infertap_match", Sequence[str], [],
-                          "Host or path patterns to record (fnmatch; a pattern with '/' matches paths). "
-                          "Default: OpenAI-compatible and Ollama API paths on any host.")  # fmt: skip
+        loader.add_option(
+            "infertap_match",
+            Sequence[str],
+            [],
+            "Host or path patterns to record (fnmatch; a pattern with '/' matches paths). "
+            "Default: OpenAI-compatible and Ollama API paths on any host.",
+        )
         loader.add_option("infertap_redact", Sequence[str], [], "More header names whose values are secrets.")
         loader.add_option("infertap_labels", Sequence[str], [], "key=value labels stored in the capture header.")
 
@@ -67,7 +71,12 @@ class InfertapCapture:
             if self.writer is not None:
                 self.writer.close()
             mode = ",".join(ctx.options.mode)
-            recorder = {"kind": "mitm", "mode": mode, "listen": f"{ctx.options.listen_host}:{ctx.options.listen_port}", "pid": os.getpid()}
+            recorder = {
+                "kind": "mitm",
+                "mode": mode,
+                "listen": f"{ctx.options.listen_host}:{ctx.options.listen_port}",
+                "pid": os.getpid(),
+            }
             try:
                 self.writer = CaptureWriter(ctx.options.infertap_out, recorder=recorder, labels=labels).open()
             except Exception as exc:  # a capture that can't be written must stop the start, loudly
@@ -98,7 +107,14 @@ class InfertapCapture:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if self.writer is None or not self.matches(flow):
             return
-        flow.metadata["infertap"] = {"wall": time.time(), "start_ns": self.writer.elapsed_ns(), "t0": 0, "chunk_ns": [], "chunks": [], "headers_ns": None}
+        flow.metadata["infertap"] = {
+            "wall": time.time(),
+            "start_ns": self.writer.elapsed_ns(),
+            "t0": 0,
+            "chunk_ns": [],
+            "chunks": [],
+            "headers_ns": None,
+        }
 
     def request(self, flow: http.HTTPFlow) -> None:
         state = flow.metadata.get("infertap")
@@ -151,17 +167,30 @@ class InfertapCapture:
         t0 = state["t0"] or time.monotonic_ns()
         peer = flow.client_conn.peername
         record: dict[str, Any] = {
-            "type": "exchange", "id": new_id(), "seq": self._seq, "session": req.headers.get("x-infertap-session") or req.headers.get("x-session-id"),
-            "wall": state["wall"], "start_ns": state["start_ns"], "sent_ns": state.get("sent_ns", state["start_ns"]),
-            "client": f"{peer[0]}:{peer[1]}" if peer else None, "method": req.method, "path": path,
-            "query": self.redactor.query(query), "http_version": req.http_version.removeprefix("HTTP/"),
+            "type": "exchange",
+            "id": new_id(),
+            "seq": self._seq,
+            "session": req.headers.get("x-infertap-session") or req.headers.get("x-session-id"),
+            "wall": state["wall"],
+            "start_ns": state["start_ns"],
+            "sent_ns": state.get("sent_ns", state["start_ns"]),
+            "client": f"{peer[0]}:{peer[1]}" if peer else None,
+            "method": req.method,
+            "path": path,
+            "query": self.redactor.query(query),
+            "http_version": req.http_version.removeprefix("HTTP/"),
             "request_headers": self.redactor.headers_from_asgi(req.headers.fields),
-            "request_body": self.redactor.body(req.raw_content or b""), "status": resp.status_code if resp else None,
+            "request_body": self.redactor.body(req.raw_content or b""),
+            "status": resp.status_code if resp else None,
             "response_headers": self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
-            "headers_ns": state["headers_ns"], "chunk_ns": state["chunk_ns"], "chunks": state["chunks"],
-            "end_ns": time.monotonic_ns() - t0, "end": end, "error": error,
+            "headers_ns": state["headers_ns"],
+            "chunk_ns": state["chunk_ns"],
+            "chunks": state["chunks"],
+            "end_ns": time.monotonic_ns() - t0,
+            "end": end,
+            "error": error,
             "upstream": f"{req.scheme}://{req.host}:{req.port}",
-        }  # fmt: skip
+        }
         record.update(extra)
         if resp is not None and not state["chunks"] and resp.raw_content:
             # Not streamed (e.g. another addon buffered it): one chunk, its time the response's end.

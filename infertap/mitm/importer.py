@@ -42,14 +42,20 @@ def _har_exchanges(data: dict[str, Any], redactor: Redactor) -> Iterator[dict[st
         text = content.get("text") or ""
         out = base64.b64decode(text) if content.get("encoding") == "base64" else text.encode()
         yield {
-            "wall": started, "method": req.get("method", "GET"), "path": url.path or "/", "query": url.query,
+            "wall": started,
+            "method": req.get("method", "GET"),
+            "path": url.path or "/",
+            "query": url.query,
             "http_version": str(req.get("httpVersion", "1.1")).removeprefix("HTTP/"),
             "request_headers": redactor.header_pairs((h["name"], h["value"]) for h in req.get("headers") or ()),
-            "request_body": body, "status": resp.get("status") or None,
+            "request_body": body,
+            "status": resp.get("status") or None,
             "response_headers": redactor.header_pairs((h["name"], h["value"]) for h in resp.get("headers") or ()),
-            "headers_ns": int(wait_ms * 1e6), "chunks": [out] if out else [], "end_ns": int(total_ms * 1e6),
+            "headers_ns": int(wait_ms * 1e6),
+            "chunks": [out] if out else [],
+            "end_ns": int(total_ms * 1e6),
             "upstream": f"{url.scheme}://{url.netloc}",
-        }  # fmt: skip
+        }
 
 
 def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
@@ -64,16 +70,21 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
                 req, resp = flow.request, flow.response
                 sent = req.timestamp_end or req.timestamp_start
                 yield {
-                    "wall": req.timestamp_start, "method": req.method, "path": req.path.partition("?")[0],
-                    "query": req.path.partition("?")[2], "http_version": req.http_version.removeprefix("HTTP/"),
-                    "request_headers": redactor.headers_from_asgi(req.headers.fields), "request_body": req.raw_content or b"",
+                    "wall": req.timestamp_start,
+                    "method": req.method,
+                    "path": req.path.partition("?")[0],
+                    "query": req.path.partition("?")[2],
+                    "http_version": req.http_version.removeprefix("HTTP/"),
+                    "request_headers": redactor.headers_from_asgi(req.headers.fields),
+                    "request_body": req.raw_content or b"",
                     "status": resp.status_code if resp else None,
                     "response_headers": redactor.headers_from_asgi(resp.headers.fields) if resp else None,
                     "headers_ns": int((resp.timestamp_start - sent) * 1e9) if resp else None,
                     "chunks": [resp.raw_content] if resp and resp.raw_content else [],
                     "end_ns": int(((resp.timestamp_end or resp.timestamp_start) - sent) * 1e9) if resp else 0,
-                    "upstream": f"{req.scheme}://{req.host}:{req.port}", "error": flow.error.msg if flow.error else None,
-                }  # fmt: skip
+                    "upstream": f"{req.scheme}://{req.host}:{req.port}",
+                    "error": flow.error.msg if flow.error else None,
+                }
         except FlowReadException as exc:
             raise ImportError_(f"{path}: not a readable mitmproxy flow file: {exc}") from exc
 
@@ -97,7 +108,12 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
     else:
         kind, exchanges = "mitmproxy", list(_flow_exchanges(path, redactor))
     counts = {"kept": 0, "skipped": 0}
-    recorder = {"kind": "import", "from": kind, "file": str(path), "timing": "coarse: one chunk per response, times from the file"}
+    recorder = {
+        "kind": "import",
+        "from": kind,
+        "file": str(path),
+        "timing": "coarse: one chunk per response, times from the file",
+    }
     with CaptureWriter(out, recorder=recorder) as writer:
         first = min((x["wall"] for x in exchanges), default=0.0)
         for seq, x in enumerate(sorted(exchanges, key=lambda x: x["wall"]), 1):
@@ -106,15 +122,34 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
                 continue
             start_ns = int((x["wall"] - first) * 1e9)
             end_ns = x["end_ns"]
-            writer.write({
-                "type": "exchange", "id": uuid.uuid4().hex, "seq": seq, "session": None, "wall": x["wall"],
-                "start_ns": start_ns, "sent_ns": start_ns, "client": None, "method": x["method"], "path": x["path"],
-                "query": redactor.query(x["query"]), "http_version": x["http_version"], "request_headers": x["request_headers"],
-                "request_body": redactor.body(x["request_body"]), "status": x["status"], "response_headers": x["response_headers"],
-                "headers_ns": x["headers_ns"], "chunk_ns": [end_ns] * len(x["chunks"]), "chunks": x["chunks"], "end_ns": end_ns,
-                "end": "complete" if x["status"] else "upstream_error", "error": x.get("error"), "upstream": x["upstream"],
-                "imported": kind,
-            })  # fmt: skip
+            writer.write(
+                {
+                    "type": "exchange",
+                    "id": uuid.uuid4().hex,
+                    "seq": seq,
+                    "session": None,
+                    "wall": x["wall"],
+                    "start_ns": start_ns,
+                    "sent_ns": start_ns,
+                    "client": None,
+                    "method": x["method"],
+                    "path": x["path"],
+                    "query": redactor.query(x["query"]),
+                    "http_version": x["http_version"],
+                    "request_headers": x["request_headers"],
+                    "request_body": redactor.body(x["request_body"]),
+                    "status": x["status"],
+                    "response_headers": x["response_headers"],
+                    "headers_ns": x["headers_ns"],
+                    "chunk_ns": [end_ns] * len(x["chunks"]),
+                    "chunks": x["chunks"],
+                    "end_ns": end_ns,
+                    "end": "complete" if x["status"] else "upstream_error",
+                    "error": x.get("error"),
+                    "upstream": x["upstream"],
+                    "imported": kind,
+                }
+            )
             counts["kept"] += 1
     if writer.error:
         raise ImportError_(f"{out}: could not be written: {writer.error}")

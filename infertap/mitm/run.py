@@ -46,7 +46,9 @@ def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], N
         if config.confdir:
             opts.update(confdir=config.confdir)
         master = DumpMaster(opts, with_termlog=True, with_dumper=False)
-        addon = InfertapCapture(on_ready=(lambda addrs, path: on_ready(addrs, path, ca_cert_path(config.confdir))) if on_ready else None)
+        addon = InfertapCapture(
+            on_ready=(lambda addrs, path: on_ready(addrs, path, ca_cert_path(config.confdir))) if on_ready else None
+        )
         master.addons.add(addon)
         try:
             opts.update(
