@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
 
 WORDS = [b"The", b" answer", b" is", b" four", b".", b" Hello", b" there", b"!", b" Sure", b","]
@@ -50,31 +51,30 @@ def build(path: Path, n: int, seed: int) -> None:
             body = b'{"model":"bench-%d","stream":true,"messages":[{"role":"user","content":"%s"}]}' % (i % 3, content.encode())
             xid = f"{seed}-{i}"
             writer.write(
-                {
-                    "type": "exchange",
-                    "id": xid,
-                    "seq": i,
-                    "session": None,
-                    "wall": 1.8e9 + t_ns / 1e9,
-                    "start_ns": t_ns,
-                    "sent_ns": t_ns,
-                    "client": None,
-                    "method": "POST",
-                    "path": "/v1/chat/completions",
-                    "query": "",
-                    "http_version": "1.1",
-                    "request_headers": [["content-type", "application/json"]],
-                    "request_body": body,
-                    "status": 200,
-                    "response_headers": [["content-type", "text/event-stream"]],
-                    "headers_ns": first - 1_000_000,
-                    "chunk_ns": chunk_ns,
-                    "chunks": chunks,
-                    "end_ns": chunk_ns[-1] + 100_000,
-                    "end": "complete",
-                    "error": None,
-                    "upstream": "bench",
-                }
+                new_exchange(
+                    id=xid,
+                    seq=i,
+                    session=None,
+                    wall=1.8e9 + t_ns / 1e9,
+                    start_ns=t_ns,
+                    sent_ns=t_ns,
+                    client=None,
+                    method="POST",
+                    path="/v1/chat/completions",
+                    query="",
+                    http_version="1.1",
+                    request_headers=[["content-type", "application/json"]],
+                    request_body=body,
+                    status=200,
+                    response_headers=[["content-type", "text/event-stream"]],
+                    headers_ns=first - 1_000_000,
+                    chunk_ns=chunk_ns,
+                    chunks=chunks,
+                    end_ns=chunk_ns[-1] + 100_000,
+                    end="complete",
+                    error=None,
+                    upstream="bench",
+                )
             )
             writer.write(
                 {

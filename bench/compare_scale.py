@@ -18,6 +18,7 @@ from pathlib import Path
 
 from infertap.analysis.compare import compare
 
+from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
 
 
@@ -30,31 +31,30 @@ def build(path: Path, n: int, text: str) -> None:
         for i in range(n):
             body = json.dumps({"model": "m", "messages": [{"role": "user", "content": f"q{i}"}], "stream": True}).encode()
             w.write(
-                {
-                    "type": "exchange",
-                    "id": f"{path.name}{i}",
-                    "seq": i,
-                    "session": None,
-                    "wall": 1.8e9 + i / 1000,
-                    "start_ns": i * 1_000_000,
-                    "sent_ns": i * 1_000_000,
-                    "client": None,
-                    "method": "POST",
-                    "path": "/v1/chat/completions",
-                    "query": "",
-                    "http_version": "1.1",
-                    "request_headers": [],
-                    "request_body": body,
-                    "status": 200,
-                    "response_headers": [["content-type", "text/event-stream"]],
-                    "headers_ns": 1000,
-                    "chunk_ns": [2000 * (k + 1) for k in range(len(chunks))],
-                    "chunks": chunks,
-                    "end_ns": 20000,
-                    "end": "complete",
-                    "error": None,
-                    "upstream": "bench",
-                }
+                new_exchange(
+                    id=f"{path.name}{i}",
+                    seq=i,
+                    session=None,
+                    wall=1.8e9 + i / 1000,
+                    start_ns=i * 1_000_000,
+                    sent_ns=i * 1_000_000,
+                    client=None,
+                    method="POST",
+                    path="/v1/chat/completions",
+                    query="",
+                    http_version="1.1",
+                    request_headers=[],
+                    request_body=body,
+                    status=200,
+                    response_headers=[["content-type", "text/event-stream"]],
+                    headers_ns=1000,
+                    chunk_ns=[2000 * (k + 1) for k in range(len(chunks))],
+                    chunks=chunks,
+                    end_ns=20000,
+                    end="complete",
+                    error=None,
+                    upstream="bench",
+                )
             )
 
 

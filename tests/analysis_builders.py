@@ -7,6 +7,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
 
 MS = 1_000_000  # ns
@@ -69,31 +70,30 @@ def exchange(
 ) -> dict[str, Any]:
     """An exchange record; ``chunks`` are (receive time in ms since sent, bytes)."""
     chunk_ns = [round(t * MS) for t, _ in chunks]
-    rec: dict[str, Any] = {
-        "type": "exchange",
-        "id": xid,
-        "seq": seq,
-        "session": None,
-        "wall": 1.8e9 + sent_ms / 1e3,
-        "start_ns": round(sent_ms * MS),
-        "sent_ns": round(sent_ms * MS),
-        "client": "127.0.0.1:1",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "query": "",
-        "http_version": "1.1",
-        "request_headers": [["content-type", "application/json"]],
-        "request_body": body() if request is None else request,
-        "status": status,
-        "response_headers": SSE_HEADERS if headers is None else headers,
-        "headers_ns": chunk_ns[0] if chunk_ns else None,
-        "chunk_ns": chunk_ns,
-        "chunks": [c for _, c in chunks],
-        "end_ns": round((end_ms if end_ms is not None else (chunks[-1][0] if chunks else 0)) * MS),
-        "end": end,
-        "error": None if end == "complete" else f"ended {end}",
-        "upstream": "http://engine.test",
-    }
+    rec: dict[str, Any] = new_exchange(
+        id=xid,
+        seq=seq,
+        session=None,
+        wall=1.8e9 + sent_ms / 1e3,
+        start_ns=round(sent_ms * MS),
+        sent_ns=round(sent_ms * MS),
+        client="127.0.0.1:1",
+        method="POST",
+        path="/v1/chat/completions",
+        query="",
+        http_version="1.1",
+        request_headers=[["content-type", "application/json"]],
+        request_body=body() if request is None else request,
+        status=status,
+        response_headers=SSE_HEADERS if headers is None else headers,
+        headers_ns=chunk_ns[0] if chunk_ns else None,
+        chunk_ns=chunk_ns,
+        chunks=[c for _, c in chunks],
+        end_ns=round((end_ms if end_ms is not None else (chunks[-1][0] if chunks else 0)) * MS),
+        end=end,
+        error=None if end == "complete" else f"ended {end}",
+        upstream="http://engine.test",
+    )
     rec.update(extra)
     return rec
 

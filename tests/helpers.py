@@ -7,6 +7,7 @@ from pathlib import Path
 import zstandard
 
 from infertap.capture.reader import CaptureReader
+from infertap.capture.records import new_exchange
 
 
 def decompressed_bytes(capture: Path) -> bytes:
@@ -40,33 +41,30 @@ def write_capture(
             body = x.get("body", {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]})
             raw = body if isinstance(body, bytes) else _json.dumps(body).encode()
             chunks = x.get("chunks", [b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "a%d"}}]}' % i])
-            record = {
-                "type": "exchange",
-                "id": x.get("id", f"src-{i}"),
-                "seq": i + 1,
-                "session": x.get("session"),
-                "wall": wall0 + offset_ns / 1e9,
-                "start_ns": offset_ns,
-                "sent_ns": offset_ns + 1000,
-                "client": "127.0.0.1:1",
-                "method": x.get("method", "POST"),
-                "path": x.get("path", "/v1/chat/completions"),
-                "query": x.get("query", ""),
-                "http_version": "1.1",
-                "request_headers": x.get(
-                    "headers", [["content-type", "application/json"], ["authorization", "Bearer [REDACTED]"]]
-                ),
-                "request_body": raw,
-                "status": x.get("status", 200),
-                "response_headers": [["content-type", x.get("content_type", "application/json")]],
-                "headers_ns": 1_000_000,
-                "chunk_ns": x.get("chunk_ns", [2_000_000] * len(chunks)),
-                "chunks": chunks,
-                "end_ns": x.get("duration_ns", 3_000_000),
-                "end": x.get("end", "complete"),
-                "error": None,
-                "upstream": "http://127.0.0.1:9",
-            }
+            record = new_exchange(
+                id=x.get("id", f"src-{i}"),
+                seq=i + 1,
+                session=x.get("session"),
+                wall=wall0 + offset_ns / 1e9,
+                start_ns=offset_ns,
+                sent_ns=offset_ns + 1000,
+                client="127.0.0.1:1",
+                method=x.get("method", "POST"),
+                path=x.get("path", "/v1/chat/completions"),
+                query=x.get("query", ""),
+                http_version="1.1",
+                request_headers=x.get("headers", [["content-type", "application/json"], ["authorization", "Bearer [REDACTED]"]]),
+                request_body=raw,
+                status=x.get("status", 200),
+                response_headers=[["content-type", x.get("content_type", "application/json")]],
+                headers_ns=1_000_000,
+                chunk_ns=x.get("chunk_ns", [2_000_000] * len(chunks)),
+                chunks=chunks,
+                end_ns=x.get("duration_ns", 3_000_000),
+                end=x.get("end", "complete"),
+                error=None,
+                upstream="http://127.0.0.1:9",
+            )
             writer.write(record)
             records.append(record)
         for e in enrichments or ():

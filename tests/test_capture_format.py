@@ -21,7 +21,7 @@ import zstandard
 
 from infertap.capture.errors import CaptureCorruptError, CaptureError, CaptureWriteError, UnsupportedFormatError
 from infertap.capture.reader import CaptureReader
-from infertap.capture.records import FORMAT_MAJOR, FORMAT_MINOR
+from infertap.capture.records import FORMAT_MAJOR, FORMAT_MINOR, new_exchange
 from infertap.capture.segments import segment_paths
 from infertap.capture.writer import CaptureWriter
 from tests.helpers import reseal_head
@@ -40,31 +40,30 @@ RECORDER = {"kind": "test", "upstream": "http://127.0.0.1:1", "pid": 1}
 
 def exchange(seq: int, **over: Any) -> dict[str, Any]:
     """A synthetic exchange record with every key of records.Exchange."""
-    rec: dict[str, Any] = {
-        "type": "exchange",
-        "id": f"ex-{seq:05d}",
-        "seq": seq,
-        "session": None if seq % 2 else f"sess-{seq // 4}",
-        "wall": 1_700_000_000.0 + seq,
-        "start_ns": 1_000_000 * seq,
-        "sent_ns": 1_000_000 * seq + 12_345,
-        "client": "127.0.0.1:50000",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "query": "",
-        "http_version": "1.1",
-        "request_headers": [["content-type", "application/json"], ["authorization", "Bearer [REDACTED]"]],
-        "request_body": b'{"model":"m","messages":[{"role":"user","content":"hi %d"}]}' % seq,
-        "status": 200,
-        "response_headers": [["content-type", "text/event-stream"]],
-        "headers_ns": 1_000,
-        "chunk_ns": [2_000, 3_000, 4_000],
-        "chunks": [b'data: {"x":1}\n\n', b"\xff\xfe\x00 not utf-8", b"data: [DONE]\n\n"],
-        "end_ns": 5_000,
-        "end": "complete",
-        "error": None,
-        "upstream": "http://127.0.0.1:1",
-    }
+    rec: dict[str, Any] = new_exchange(
+        id=f"ex-{seq:05d}",
+        seq=seq,
+        session=None if seq % 2 else f"sess-{seq // 4}",
+        wall=1_700_000_000.0 + seq,
+        start_ns=1_000_000 * seq,
+        sent_ns=1_000_000 * seq + 12_345,
+        client="127.0.0.1:50000",
+        method="POST",
+        path="/v1/chat/completions",
+        query="",
+        http_version="1.1",
+        request_headers=[["content-type", "application/json"], ["authorization", "Bearer [REDACTED]"]],
+        request_body=b'{"model":"m","messages":[{"role":"user","content":"hi %d"}]}' % seq,
+        status=200,
+        response_headers=[["content-type", "text/event-stream"]],
+        headers_ns=1_000,
+        chunk_ns=[2_000, 3_000, 4_000],
+        chunks=[b'data: {"x":1}\n\n', b"\xff\xfe\x00 not utf-8", b"data: [DONE]\n\n"],
+        end_ns=5_000,
+        end="complete",
+        error=None,
+        upstream="http://127.0.0.1:1",
+    )
     rec.update(over)
     return rec
 

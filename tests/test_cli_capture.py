@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from infertap.capture.framing import HEAD_SIZE
-from infertap.capture.records import FORMAT_MINOR
+from infertap.capture.records import FORMAT_MINOR, new_exchange
 from infertap.capture.segments import segment_paths
 from infertap.capture.writer import CaptureWriter
 from infertap.cli import cli
@@ -23,31 +23,30 @@ NOT_UTF8 = b"\xff\xfe\x00\x80 raw \xc3"
 
 
 def exchange(seq: int, **over: Any) -> dict[str, Any]:
-    rec: dict[str, Any] = {
-        "type": "exchange",
-        "id": f"ex-{seq}",
-        "seq": seq,
-        "session": None,
-        "wall": 1_700_000_000.0 + seq,
-        "start_ns": 1_000_000_000 * seq,
-        "sent_ns": 1_000_000_000 * seq + 1_000,
-        "client": "127.0.0.1:40000",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "query": "",
-        "http_version": "1.1",
-        "request_headers": [["content-type", "application/json"]],
-        "request_body": json.dumps({"model": "smol", "messages": [{"role": "user", "content": "héllo"}]}).encode(),
-        "status": 200,
-        "response_headers": [["content-type", "text/event-stream"], ["server", "llama.cpp"]],
-        "headers_ns": 500,
-        "chunk_ns": [600, 700],
-        "chunks": ['data: {"choices":[{"delta":{"content":"ü"}}]}\n\n'.encode(), NOT_UTF8],
-        "end_ns": 2_000_000,
-        "end": "complete",
-        "error": None,
-        "upstream": "http://127.0.0.1:9",
-    }
+    rec: dict[str, Any] = new_exchange(
+        id=f"ex-{seq}",
+        seq=seq,
+        session=None,
+        wall=1_700_000_000.0 + seq,
+        start_ns=1_000_000_000 * seq,
+        sent_ns=1_000_000_000 * seq + 1_000,
+        client="127.0.0.1:40000",
+        method="POST",
+        path="/v1/chat/completions",
+        query="",
+        http_version="1.1",
+        request_headers=[["content-type", "application/json"]],
+        request_body=json.dumps({"model": "smol", "messages": [{"role": "user", "content": "héllo"}]}).encode(),
+        status=200,
+        response_headers=[["content-type", "text/event-stream"], ["server", "llama.cpp"]],
+        headers_ns=500,
+        chunk_ns=[600, 700],
+        chunks=['data: {"choices":[{"delta":{"content":"ü"}}]}\n\n'.encode(), NOT_UTF8],
+        end_ns=2_000_000,
+        end="complete",
+        error=None,
+        upstream="http://127.0.0.1:9",
+    )
     rec.update(over)
     return rec
 

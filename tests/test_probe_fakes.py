@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from infertap.apis import read_response
+from infertap.capture.records import new_exchange
 from infertap.cli import cli
 from infertap.engines import ProbeError
 from infertap.engines.enrich import Enricher, effective_settings
@@ -131,16 +132,18 @@ def test_a_full_enrichment_queue_drops_and_counts_instead_of_blocking(caplog):
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
 
     def exchange(i: int) -> dict:
-        return {
-            "type": "exchange",
-            "id": f"x{i}",
-            "end": "complete",
-            "method": "POST",
-            "path": "/v1/chat/completions",
-            "request_body": body,
-            "response_headers": [["content-type", "application/json"]],
-            "chunks": [b'{"choices": [], "usage": {"prompt_tokens": 3}}'],
-        }
+        return new_exchange(
+            id=f"x{i}",
+            wall=0.0,
+            start_ns=0,
+            upstream="test",
+            end="complete",
+            method="POST",
+            path="/v1/chat/completions",
+            request_body=body,
+            response_headers=[["content-type", "application/json"]],
+            chunks=[b'{"choices": [], "usage": {"prompt_tokens": 3}}'],
+        )
 
     with ServerThread(app) as server:
         enricher = Enricher(server.url, written.append, maxsize=1).start()

@@ -8,7 +8,7 @@ holding its newline); a non-streamed body is one payload, complete with its last
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ def header(pairs: Sequence[Sequence[str]] | None, name: str) -> str | None:
     return None
 
 
-def _wbits(record: dict[str, Any]) -> list[int]:
+def _wbits(record: Mapping[str, Any]) -> list[int]:
     """zlib window settings to try for the response's content-encoding ([]: not encoded)."""
     encoding = (header(record.get("response_headers"), "content-encoding") or "").lower().strip()
     if encoding in ("gzip", "x-gzip"):
@@ -31,7 +31,7 @@ def _wbits(record: dict[str, Any]) -> list[int]:
     return []
 
 
-def decoded_chunks(record: dict[str, Any]) -> list[bytes] | None:
+def decoded_chunks(record: Mapping[str, Any]) -> list[bytes] | None:
     """Each chunk's share of the decoded body, decoded incrementally so that chunk times still
     apply; None when the content-encoding can't be undone."""
     chunks: list[bytes] = list(record.get("chunks") or ())
@@ -57,7 +57,7 @@ def sse_events(body: bytes) -> list[str]:
     return out
 
 
-def framing(record: dict[str, Any], head: bytes) -> str:
+def framing(record: Mapping[str, Any], head: bytes) -> str:
     """How the body is framed: "sse", "ndjson" or "json" (one document)."""
     ctype = (header(record.get("response_headers"), "content-type") or "").lower()
     if "event-stream" in ctype or head.startswith(b"data:") or head.startswith(b"event:"):
@@ -71,7 +71,7 @@ class Payload:
     data: str
 
 
-def timed_payloads(record: dict[str, Any], pieces: list[bytes], how: str) -> list[Payload]:
+def timed_payloads(record: Mapping[str, Any], pieces: list[bytes], how: str) -> list[Payload]:
     """The payloads of a response in order, each with the chunk that completed it ([DONE] left out)."""
     last = len(pieces) - 1
     if how == "json":

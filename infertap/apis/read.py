@@ -9,6 +9,7 @@ tried once more with the adapter its first event looks like (llama-server answer
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from .body import decoded_chunks, framing, head_of, timed_payloads
@@ -65,7 +66,7 @@ def json_body(data: bytes | None) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def read_request(record: dict[str, Any]) -> Request:
+def read_request(record: Mapping[str, Any]) -> Request:
     """What an exchange's request asks for, read by its API's adapter."""
     body = json_body(record.get("request_body"))
     api = api_for(record.get("path"), body)
@@ -90,7 +91,7 @@ def read_request(record: dict[str, Any]) -> Request:
     )
 
 
-def read_response(record: dict[str, Any], api: Api | None = None) -> Output:
+def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     """What an exchange's response said, read by ``api`` (else the one its path and body name)."""
     api = api or api_for(record.get("path"), json_body(record.get("request_body")))
     pieces = decoded_chunks(record)

@@ -9,7 +9,7 @@ exchange's request was sent upstream (``headers_ns``, ``chunk_ns``, ``end_ns``).
 from __future__ import annotations
 
 from random import getrandbits as _random_bits
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, TypedDict, Unpack
 
 #: Major versions are incompatible; a reader refuses a major it doesn't know. Minor versions
 #: only add keys or record types, which readers pass through.
@@ -42,12 +42,28 @@ class Header(TypedDict):
     run_id: str  # one per process that wrote into it
     segment: int
     wall: float  # the run's start; start_ns of exchanges count from here
-    recorder: dict[str, Any]  # kind ("proxy", "mitm", "replay"), upstream, listen, pid, ...
+    recorder: dict[str, Any]  # kind ("proxy", "mitm", "replay", "import"), upstream, listen, pid, ...
     host: dict[str, Any]
     labels: dict[str, str]
 
 
-class Exchange(TypedDict):
+class ExchangeExtras(TypedDict, total=False):
+    """The keys only some exchanges have."""
+
+    request_body_size: int  # set when the body was not kept (refused)
+    closed_after_end: bool  # the client hung up after the stream's end marker, before the upstream's close
+    proxy_generated: bool  # the response was written by infertap (401/413/502/503/504), not the upstream
+    imported: str  # "har" or "mitmproxy": converted from a file, chunk times coarse
+    # A replayed exchange: its source and its schedule fidelity (replay/runner.py).
+    source_id: str  # the id of the exchange it replays
+    repeat: int  # which pass of a --repeat workload
+    scheduled_ns: int  # when it was due, since the run's start
+    lag_ns: int  # how late the dispatcher sent it, intentional waits not counted
+    queue_ns: int  # waiting for a --max-concurrency slot
+    dep_wait_ns: int  # waiting for the request its conversation continues
+
+
+class Exchange(ExchangeExtras):
     type: Literal["exchange"]
     id: str
     seq: int
@@ -71,9 +87,38 @@ class Exchange(TypedDict):
     end: End
     error: str | None
     upstream: str
-    request_body_size: NotRequired[int]  # set when the body was not kept (refused)
-    closed_after_end: NotRequired[bool]  # the client hung up after the stream's end marker, before the upstream's close
-    proxy_generated: NotRequired[bool]  # the response was written by infertap (502/504/413), not the upstream
+
+
+class Engine(TypedDict):
+    """An engine snapshot ("fingerprint"), made by infertap.engines.probe.snapshot."""
+
+    type: Literal["engine"]
+    url: str
+    wall: float
+    kind: str
+    facts: dict[str, dict[str, Any]]  # name -> {"value": ..., "source": ...}
+    unknown: list[str]  # facts the engine didn't tell
+    notes: list[str]
+    raw: dict[str, Any]  # the engine's own answers, as received
+    host: dict[str, Any]
+    host_is_engine_host: bool
+    labels: dict[str, str]
+    fingerprint: str  # changes when the engine's configuration does
+
+
+class Enrichment(TypedDict):
+    """What the engine really ran for one exchange, made by infertap.engines.enrich.enrichment."""
+
+    type: Literal["enrichment"]
+    exchange_id: str
+    wall: float
+    engine: str | None  # the snapshot's fingerprint
+    kind: str | None
+    response: dict[str, Any]  # api, model, finish reason, usage, parse error
+    settings: dict[str, dict[str, Any]]  # effective sampling settings with their sources
+    server_timings: dict[str, Any] | None
+    prompt_tokens: dict[str, Any]  # ids, count, source (agrees_with_usage when known)
+    output_tokens: dict[str, Any]
 
 
 class Footer(TypedDict):
@@ -83,6 +128,98 @@ class Footer(TypedDict):
     records: int
     exchanges: int
     dropped: int
+
+
+Record = Header | Exchange | Engine | Enrichment | Footer
+
+
+def new_exchange(
+    *,
+    method: str,
+    path: str,
+    upstream: str,
+    wall: float,
+    start_ns: int,
+    sent_ns: int | None = None,
+    query: str = "",
+    request_headers: list[list[str]] | None = None,
+    request_body: bytes = b"",
+    seq: int = 0,
+    session: str | None = None,
+    client: str | None = None,
+    http_version: str = "1.1",
+    id: str | None = None,
+    status: int | None = None,
+    response_headers: list[list[str]] | None = None,
+    headers_ns: int | None = None,
+    chunk_ns: list[int] | None = None,
+    chunks: list[bytes] | None = None,
+    end_ns: int = 0,
+    end: End = "complete",
+    error: str | None = None,
+    **extras: Unpack[ExchangeExtras],
+) -> Exchange:
+    """The one constructor of exchange records (proxy, mitm addon, importer, replay, tests): the
+    request as given, the response side empty until the response arrives. Values are stored as
+    passed: redaction is the caller's, before this (see ``Redactor``)."""
+    return {
+        "type": "exchange",
+        "id": id or new_id(),
+        "seq": seq,
+        "session": session,
+        "wall": wall,
+        "start_ns": start_ns,
+        "sent_ns": start_ns if sent_ns is None else sent_ns,
+        "client": client,
+        "method": method,
+        "path": path,
+        "query": query,
+        "http_version": http_version,
+        "request_headers": request_headers if request_headers is not None else [],
+        "request_body": request_body,
+        "status": status,
+        "response_headers": response_headers,
+        "headers_ns": headers_ns,
+        "chunk_ns": chunk_ns if chunk_ns is not None else [],
+        "chunks": chunks if chunks is not None else [],
+        "end_ns": end_ns,
+        "end": end,
+        "error": error,
+        "upstream": upstream,
+        **extras,
+    }
+
+
+def new_header(
+    *,
+    capture_id: str,
+    run_id: str,
+    segment: int,
+    wall: float,
+    tool_version: str,
+    recorder: dict[str, Any],
+    host: dict[str, Any],
+    labels: dict[str, str],
+) -> Header:
+    """A segment's first record: the format version it was written in, and who wrote it where."""
+    return {
+        "type": "header",
+        "format": [FORMAT_MAJOR, FORMAT_MINOR],
+        "tool": "infertap",
+        "tool_version": tool_version,
+        "capture_id": capture_id,
+        "run_id": run_id,
+        "segment": segment,
+        "wall": wall,
+        "recorder": recorder,
+        "host": host,
+        "labels": labels,
+    }
+
+
+def new_footer(*, final: bool, wall: float, records: int, exchanges: int, dropped: int) -> Footer:
+    """A segment's last record; ``final`` only when the run closed cleanly."""
+    return {"type": "footer", "final": final, "wall": wall, "records": records, "exchanges": exchanges, "dropped": dropped}
 
 
 def new_id() -> str:

@@ -28,7 +28,7 @@ from .errors import CaptureWriteError
 from .framing import block_head
 from .hostfacts import host_facts
 from .reader import capture_id_of
-from .records import DICTIONARY_KIND, FORMAT_MAJOR, FORMAT_MINOR
+from .records import DICTIONARY_KIND, FORMAT_MAJOR, FORMAT_MINOR, new_footer, new_header
 from .segments import next_segment_index, segment_name
 
 log = logging.getLogger("infertap.capture")
@@ -127,7 +127,7 @@ class CaptureWriter:
 
     # -- the one call the hot path makes -----------------------------------------------------
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Mapping[str, object]) -> None:
         """Queue a record. The caller must not mutate it afterwards."""
         if self._closed:
             self.dropped += 1
@@ -259,19 +259,16 @@ class CaptureWriter:
         self._fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         self._segment = index
         self._segment_bytes = 0
-        header = {
-            "type": "header",
-            "format": [FORMAT_MAJOR, FORMAT_MINOR],
-            "tool": "infertap",
-            "tool_version": __version__,
-            "capture_id": self.capture_id,
-            "run_id": self.run_id,
-            "segment": index,
-            "wall": self.started_wall,
-            "recorder": self._recorder,
-            "host": host_facts(),
-            "labels": self._labels,
-        }
+        header = new_header(
+            capture_id=self.capture_id,
+            run_id=self.run_id,
+            segment=index,
+            wall=self.started_wall,
+            tool_version=__version__,
+            recorder=self._recorder,
+            host=host_facts(),
+            labels=self._labels,
+        )
         # The header goes straight to disk, in its own frame, before any exchange can; then the
         # run's dictionary, if it has one yet, so that each segment can be read on its own.
         self._write_frame(self._plain, msgpack.packb(header, use_bin_type=True), 1, 0)
@@ -279,14 +276,9 @@ class CaptureWriter:
             self._write_frame(self._plain, self._dictionary, 0, 0)
 
     def _footer(self, *, final: bool) -> dict[str, Any]:
-        footer = {
-            "type": "footer",
-            "final": final,
-            "wall": time.time(),
-            "records": self.records,
-            "exchanges": self.exchanges,
-            "dropped": self.dropped,
-        }
+        footer: dict[str, Any] = dict(
+            new_footer(final=final, wall=time.time(), records=self.records, exchanges=self.exchanges, dropped=self.dropped)
+        )
         for key, read in self.footer_extra.items():
             try:
                 footer[key] = read()

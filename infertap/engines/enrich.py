@@ -162,7 +162,7 @@ class Enricher:
         self._thread.start()
         return self
 
-    def submit(self, record: dict[str, Any]) -> None:
+    def submit(self, record: Mapping[str, Any]) -> None:
         """Called by the proxy once per finished exchange; never blocks."""
         if not self._enrich or record.get("end") != "complete" or record.get("method") != "POST":
             return

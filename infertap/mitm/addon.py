@@ -17,12 +17,12 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from mitmproxy import ctx, exceptions, http
 
 from infertap.apis import ended_by_marker
-from infertap.capture.records import new_id
+from infertap.capture.records import End, ExchangeExtras, new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 
@@ -145,6 +145,7 @@ class InfertapCapture:
     def error(self, flow: http.HTTPFlow) -> None:
         msg = flow.error.msg if flow.error else "unknown error"
         lowered = msg.lower()
+        end: End
         if "client disconnected" in lowered or "client closed" in lowered:
             end = "client_disconnected"
         elif "timeout" in lowered or "timed out" in lowered:
@@ -157,7 +158,7 @@ class InfertapCapture:
             return
         self._finish(flow, end, msg)
 
-    def _finish(self, flow: http.HTTPFlow, end: str, error: str | None, **extra: Any) -> None:
+    def _finish(self, flow: http.HTTPFlow, end: End, error: str | None, **extra: Unpack[ExchangeExtras]) -> None:
         state = flow.metadata.pop("infertap", None)
         if state is None or self.writer is None:
             return
@@ -166,32 +167,30 @@ class InfertapCapture:
         self._seq += 1
         t0 = state["t0"] or time.monotonic_ns()
         peer = flow.client_conn.peername
-        record: dict[str, Any] = {
-            "type": "exchange",
-            "id": new_id(),
-            "seq": self._seq,
-            "session": req.headers.get("x-infertap-session") or req.headers.get("x-session-id"),
-            "wall": state["wall"],
-            "start_ns": state["start_ns"],
-            "sent_ns": state.get("sent_ns", state["start_ns"]),
-            "client": f"{peer[0]}:{peer[1]}" if peer else None,
-            "method": req.method,
-            "path": path,
-            "query": self.redactor.query(query),
-            "http_version": req.http_version.removeprefix("HTTP/"),
-            "request_headers": self.redactor.headers_from_asgi(req.headers.fields),
-            "request_body": self.redactor.body(req.raw_content or b""),
-            "status": resp.status_code if resp else None,
-            "response_headers": self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
-            "headers_ns": state["headers_ns"],
-            "chunk_ns": state["chunk_ns"],
-            "chunks": state["chunks"],
-            "end_ns": time.monotonic_ns() - t0,
-            "end": end,
-            "error": error,
-            "upstream": f"{req.scheme}://{req.host}:{req.port}",
-        }
-        record.update(extra)
+        record = new_exchange(
+            seq=self._seq,
+            session=req.headers.get("x-infertap-session") or req.headers.get("x-session-id"),
+            wall=state["wall"],
+            start_ns=state["start_ns"],
+            sent_ns=state.get("sent_ns", state["start_ns"]),
+            client=f"{peer[0]}:{peer[1]}" if peer else None,
+            method=req.method,
+            path=path,
+            query=self.redactor.query(query),
+            http_version=req.http_version.removeprefix("HTTP/"),
+            request_headers=self.redactor.headers_from_asgi(req.headers.fields),
+            request_body=self.redactor.body(req.raw_content or b""),
+            status=resp.status_code if resp else None,
+            response_headers=self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
+            headers_ns=state["headers_ns"],
+            chunk_ns=state["chunk_ns"],
+            chunks=state["chunks"],
+            end_ns=time.monotonic_ns() - t0,
+            end=end,
+            error=error,
+            upstream=f"{req.scheme}://{req.host}:{req.port}",
+            **extra,
+        )
         if resp is not None and not state["chunks"] and resp.raw_content:
             # Not streamed (e.g. another addon buffered it): one chunk, its time the response's end.
             record["chunks"] = [resp.raw_content]

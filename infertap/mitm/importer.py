@@ -11,12 +11,12 @@ import base64
 import datetime as _dt
 import json
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from infertap.capture.records import new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.errors import InfertapError
@@ -123,32 +123,27 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
             start_ns = int((x["wall"] - first) * 1e9)
             end_ns = x["end_ns"]
             writer.write(
-                {
-                    "type": "exchange",
-                    "id": uuid.uuid4().hex,
-                    "seq": seq,
-                    "session": None,
-                    "wall": x["wall"],
-                    "start_ns": start_ns,
-                    "sent_ns": start_ns,
-                    "client": None,
-                    "method": x["method"],
-                    "path": x["path"],
-                    "query": redactor.query(x["query"]),
-                    "http_version": x["http_version"],
-                    "request_headers": x["request_headers"],
-                    "request_body": redactor.body(x["request_body"]),
-                    "status": x["status"],
-                    "response_headers": x["response_headers"],
-                    "headers_ns": x["headers_ns"],
-                    "chunk_ns": [end_ns] * len(x["chunks"]),
-                    "chunks": x["chunks"],
-                    "end_ns": end_ns,
-                    "end": "complete" if x["status"] else "upstream_error",
-                    "error": x.get("error"),
-                    "upstream": x["upstream"],
-                    "imported": kind,
-                }
+                new_exchange(
+                    seq=seq,
+                    wall=x["wall"],
+                    start_ns=start_ns,
+                    method=x["method"],
+                    path=x["path"],
+                    query=redactor.query(x["query"]),
+                    http_version=x["http_version"],
+                    request_headers=x["request_headers"],
+                    request_body=redactor.body(x["request_body"]),
+                    status=x["status"],
+                    response_headers=x["response_headers"],
+                    headers_ns=x["headers_ns"],
+                    chunk_ns=[end_ns] * len(x["chunks"]),
+                    chunks=x["chunks"],
+                    end_ns=end_ns,
+                    end="complete" if x["status"] else "upstream_error",
+                    error=x.get("error"),
+                    upstream=x["upstream"],
+                    imported=kind,
+                )
             )
             counts["kept"] += 1
     if writer.error:
