@@ -6,6 +6,8 @@ import json
 import re
 from collections.abc import Callable
 
+from infertap.errors import ConfigError
+
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _CHOICE = re.compile(r"(?:answer(?: is)?|option|choice)?\s*[:(]?\s*\b([A-E])\b[).:]?", re.IGNORECASE)
 
@@ -62,5 +64,5 @@ def extractor(spec: str) -> Callable[[str], str | None]:
         try:
             return regex(spec[6:])
         except re.error as exc:
-            raise ValueError(f"--extract regex: {exc}") from exc
-    raise ValueError(f"unknown extractor {spec!r}: number, choice, json or regex:PATTERN")
+            raise ConfigError(f"--extract regex: {exc}") from exc
+    raise ConfigError(f"unknown extractor {spec!r}: number, choice, json or regex:PATTERN")

@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from .capture.errors import CaptureError
 from .capture.info import summarize
 from .capture.jsonable import dumps
 from .capture.reader import CaptureReader
@@ -39,7 +38,18 @@ def _capture_arg(f: Any) -> Any:
     return click.argument("capture", type=click.Path(exists=True, path_type=Path))(f)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """Every library error (``InfertapError``, see infertap/errors.py) becomes a one-line CLI error
+    here, once for all commands; commands catch only what they add words to."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except InfertapError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="infertap")
 def cli() -> None:
     """Record, replay and diff LLM inference traffic.
@@ -166,10 +176,7 @@ def record(
     def ready(url: str, writer: Any) -> None:
         click.echo(f"infertap record: listening on {url}, forwarding to {Redactor().url(upstream)}, capturing to {writer.path}")
 
-    try:
-        result = serve(config, sock=sock, on_ready=ready)
-    except (InfertapError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    result = serve(config, sock=sock, on_ready=ready)
     click.echo(
         f"infertap record: {result.exchanges} exchanges in {result.out} ({result.bytes_written} bytes); "
         f"{result.snapshots} engine snapshots, {result.enriched} enriched"
@@ -204,10 +211,7 @@ def probe(
     """
     from .engines.probe import probe as probe_engine
 
-    try:
-        snap = probe_engine(url, labels=labels, model_file=model_file, timeout=timeout, headers=probe_headers)
-    except InfertapError as exc:
-        raise click.ClickException(str(exc)) from exc
+    snap = probe_engine(url, labels=labels, model_file=model_file, timeout=timeout, headers=probe_headers)
     if as_json:
         click.echo(json.dumps(snap, indent=2, default=str))
     else:
@@ -277,10 +281,7 @@ def enrich(capture: Path, engine_url: str, model_file: str | None, labels: dict[
     """
     from .engines.enrich import enrich_capture
 
-    try:
-        counts = enrich_capture(capture, engine_url, model_file=model_file, labels=labels, headers=probe_headers)
-    except InfertapError as exc:
-        raise click.ClickException(str(exc)) from exc
+    counts = enrich_capture(capture, engine_url, model_file=model_file, labels=labels, headers=probe_headers)
     click.echo(
         f"enriched {counts['enriched']} of {counts['exchanges']} exchanges in {capture} ({counts['skipped']} not generation requests or not complete)"
     )
@@ -294,13 +295,10 @@ def cat(capture: Path, types: tuple[str, ...]) -> None:
 
     Bytes are shown as text when they are valid UTF-8, else as {"base64": "..."}.
     """
-    try:
-        reader = CaptureReader(capture)
-        for record in reader.records():
-            if not types or record.get("type") in types:
-                click.echo(dumps(record))
-    except CaptureError as exc:
-        raise click.ClickException(str(exc)) from exc
+    reader = CaptureReader(capture)
+    for record in reader.records():
+        if not types or record.get("type") in types:
+            click.echo(dumps(record))
     for torn in reader.torn:
         click.secho(f"warning: {torn}", fg="yellow", err=True)
 
@@ -310,10 +308,7 @@ def cat(capture: Path, types: tuple[str, ...]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def info(capture: Path, as_json: bool) -> None:
     """Counts, time span, engines seen, paths, status codes, and whether the capture closed cleanly."""
-    try:
-        summary = summarize(capture)
-    except CaptureError as exc:
-        raise click.ClickException(str(exc)) from exc
+    summary = summarize(capture)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from .errors import InfertapError
 from .options import host_port, key_value
 
 
@@ -77,10 +76,7 @@ def mitm(
             f"  e.g. HTTPS_PROXY=http://{host}:{port} SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca} NODE_EXTRA_CA_CERTS={ca}",
         )
 
-    try:
-        run_mitm(config, on_ready=ready)
-    except InfertapError as exc:
-        raise click.ClickException(str(exc)) from exc
+    run_mitm(config, on_ready=ready)
 
 
 @click.command("import")
@@ -96,10 +92,7 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
     from .mitm.importer import import_file
 
     out = out or Path("captures") / f"import-{_dt.datetime.now():%Y%m%d-%H%M%S}"
-    try:
-        counts = import_file(source, out, all_paths=all_paths)
-    except InfertapError as exc:
-        raise click.ClickException(str(exc)) from exc
+    counts = import_file(source, out, all_paths=all_paths)
     click.echo(
         f"imported {counts['kept']} exchanges into {out} ({counts['skipped']} requests to other paths skipped; --all-paths keeps them)"
     )

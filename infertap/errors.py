@@ -7,6 +7,7 @@ one-line error (``infertap.cli``), and nothing else catches them broadly.
     │   ├── CaptureCorruptError             bytes that are not what the writer wrote (file and offset named)
     │   ├── UnsupportedFormatError          a capture from a newer major format version
     │   └── CaptureWriteError               the writer could not write (disk full, permissions)
+    ├── ConfigError                         infertap.errors: a bad option value (also a ValueError)
     ├── UpstreamError                       infertap.errors: the engine failed; mapped once, in infertap.proxy.upstream
     │   ├── UpstreamUnreachable             refused, DNS, reset before any response   -> 502
     │   ├── UpstreamTimeout                 connect or read timeout                   -> 504
@@ -26,6 +27,10 @@ from __future__ import annotations
 
 class InfertapError(Exception):
     """Base of every error infertap raises on purpose."""
+
+
+class ConfigError(InfertapError, ValueError):
+    """A bad option value (an upstream that is not an http(s) URL, an unknown extractor)."""
 
 
 class UpstreamError(InfertapError):

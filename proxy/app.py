@@ -12,7 +12,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,14 +21,15 @@ from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
 from infertap.apis import ended_by_marker
-from infertap.capture.records import new_id
+from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.engines.trafficgate import TrafficGate
-from infertap.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
+from infertap.errors import ConfigError, UpstreamError
 
+from .exchange import UpstreamCall, before_response, end_of
 from .looplag import LoopLag
-from .upstream import UpstreamClient, UpstreamHTTPError, UpstreamResponse, UpstreamTimeoutError
+from .upstream import UpstreamClient, UpstreamResponse
 
 log = logging.getLogger("infertap.proxy")
 
@@ -49,6 +50,43 @@ def _error_body(status: int, kind: str, message: str) -> bytes:
     return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
 
 
+class _Hangup:
+    """Watches for the client going away for the whole exchange, prefill included, so that the engine
+    stops generating for nobody: the exchange's task is cancelled and records the disconnect."""
+
+    __slots__ = ("send", "record", "task", "finished", "disconnected", "_watcher")
+
+    def __init__(self, receive: Receive, send: Send, record: Exchange, task: asyncio.Task[Any]) -> None:
+        self.send = send
+        self.record = record
+        self.task = task
+        self.finished = False  # the upstream is done: a hang-up now cuts nothing short
+        self.disconnected = False
+        self._watcher = asyncio.create_task(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        message = await receive()
+        if message["type"] != "http.disconnect" or self.finished:
+            return
+        if self.record["status"] is not None:
+            # A client often hangs up the moment it has read the last event (an SDK stops at
+            # "[DONE]") while the upstream's end of stream is still on its way: give that a
+            # moment before calling the exchange cut short and cancelling the upstream.
+            await asyncio.sleep(_DISCONNECT_GRACE_S)
+            if self.finished:
+                return
+        self.disconnected = True
+        self.task.cancel()
+
+    def deliver(self, chunk: bytes) -> Awaitable[None]:
+        """One body chunk to the client, as it came."""
+        return self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    def close(self) -> None:
+        self.finished = True
+        self._watcher.cancel()
+
+
 class RecordingProxy:
     """Forwards every method and path to one upstream and records each exchange into a writer."""
 
@@ -61,13 +99,13 @@ class RecordingProxy:
         max_body_bytes: int = 64 * 1024 * 1024,
         connect_timeout: float = 10.0,
         read_timeout: float | None = 600.0,
-        on_exchange: Callable[[dict[str, Any]], None] | None = None,
+        on_exchange: Callable[[Exchange], None] | None = None,
         auth_token: str | None = None,
         fail_on_capture_error: bool = False,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"upstream must be an http(s) URL, got {upstream!r}")
+            raise ConfigError(f"upstream must be an http(s) URL, got {upstream!r}")
         self.redactor = redactor or Redactor()
         self.upstream_url = upstream.rstrip("/")  # as given, credentials included: used, never recorded
         self.upstream = self.redactor.url(self.upstream_url)  # as recorded and printed
@@ -145,47 +183,41 @@ class RecordingProxy:
         for name, value in raw_headers:
             if name in _SESSION_HEADERS:
                 session = value.decode("latin-1")
-        record: dict[str, Any] = {
-            "type": "exchange",
-            "id": new_id(),
-            "seq": self._seq,
-            "session": session,
-            "wall": wall,
-            "start_ns": start_ns,
-            "sent_ns": start_ns,
-            "client": f"{client[0]}:{client[1]}" if client else None,
-            "method": scope["method"],
-            "path": raw_path.decode("latin-1"),
-            "query": self.redactor.query(query.decode("latin-1")),
-            "http_version": scope.get("http_version", "1.1"),
-            "request_headers": self.redactor.headers_from_asgi(raw_headers),
-            "request_body": b"",
-            "status": None,
-            "response_headers": None,
-            "headers_ns": None,
-            "chunk_ns": [],
-            "chunks": [],
-            "end_ns": 0,
-            "end": "complete",
-            "error": None,
-            "upstream": self.upstream,
-        }
+        record = new_exchange(
+            seq=self._seq,
+            session=session,
+            wall=wall,
+            start_ns=start_ns,
+            client=f"{client[0]}:{client[1]}" if client else None,
+            method=scope["method"],
+            path=raw_path.decode("latin-1"),
+            query=self.redactor.query(query.decode("latin-1")),
+            http_version=scope.get("http_version", "1.1"),
+            request_headers=self.redactor.headers_from_asgi(raw_headers),
+            upstream=self.upstream,
+        )
         try:
             if self._auth is not None and not self._authorized(raw_headers):
                 message = "infertap: this proxy needs its token (X-Infertap-Token: TOKEN, or Proxy-Authorization: Bearer TOKEN)"
-                record.update(end="refused", error="missing or wrong proxy token", headers_ns=0)
+                record.update({"end": "refused", "error": "missing or wrong proxy token", "headers_ns": 0})
                 await self._send_error(send, record, 401, "proxy_unauthorized", message)
                 return
             if self.fail_on_capture_error and writer.error is not None:
                 message = f"infertap: the capture can't be written ({writer.error}); refusing traffic (--on-capture-error fail)"
-                record.update(end="refused", error=message, headers_ns=0)
+                record.update({"end": "refused", "error": message, "headers_ns": 0})
                 await self._send_error(send, record, 503, "capture_unavailable", message)
                 return
             body = await self._read_body(scope, receive, send, record, raw_headers)
             if body is None:
                 return
             record["request_body"] = body
-            await self._forward(scope, receive, send, record, raw_headers, raw_path, query, body, task)
+            target = self._prefix + raw_path + (b"?" + query if query else b"")
+            headers = [(n, v) for n, v in raw_headers if n not in _HOP_REQUEST]
+            hangup = _Hangup(receive, send, record, task)
+            try:
+                await self._forward(scope, send, record, hangup, target, headers, body)
+            finally:
+                hangup.close()
         finally:
             record["request_body"] = self.redactor.body(record["request_body"])
             writer.write(record)
@@ -205,7 +237,7 @@ class RecordingProxy:
         return False
 
     async def _read_body(
-        self, scope: Scope, receive: Receive, send: Send, record: dict[str, Any], raw_headers: list[tuple[bytes, bytes]]
+        self, scope: Scope, receive: Receive, send: Send, record: Exchange, raw_headers: list[tuple[bytes, bytes]]
     ) -> bytes | None:
         limit = self.max_body_bytes
         for name, value in raw_headers:
@@ -230,121 +262,71 @@ class RecordingProxy:
             if not message.get("more_body", False):
                 return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    async def _refuse(self, send: Send, record: dict[str, Any], size: int, how: str) -> None:
+    async def _refuse(self, send: Send, record: Exchange, size: int, how: str) -> None:
         message = f"infertap: request body of {size} {how} exceeds the proxy's limit of {self.max_body_bytes} bytes"
-        record.update(end="refused", error=message, request_body_size=size, headers_ns=0)
+        record.update({"end": "refused", "error": message, "request_body_size": size, "headers_ns": 0})
         await self._send_error(send, record, 413, "request_too_large", message)
 
     async def _forward(
         self,
         scope: Scope,
-        receive: Receive,
         send: Send,
-        record: dict[str, Any],
-        raw_headers: list[tuple[bytes, bytes]],
-        raw_path: bytes,
-        query: bytes,
+        record: Exchange,
+        hangup: _Hangup,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
         body: bytes,
-        task: asyncio.Task[Any],
     ) -> None:
         assert self.client is not None, "RecordingProxy.startup() was not run"
-        target = self._prefix + raw_path + (b"?" + query if query else b"")
-        headers = [(n, v) for n, v in raw_headers if n not in _HOP_REQUEST]
-
-        # Watch for the client going away for the whole exchange, prefill included, so the
-        # engine stops generating for nobody.
-        state = {"finished": False, "disconnected": False}
-
-        async def watch() -> None:
-            message = await receive()
-            if message["type"] != "http.disconnect" or state["finished"]:
-                return
-            if record["status"] is not None:
-                # A client often hangs up the moment it has read the last event (an SDK stops at
-                # "[DONE]") while the upstream's end of stream is still on its way: give that a
-                # moment before calling the exchange cut short and cancelling the upstream.
-                await asyncio.sleep(_DISCONNECT_GRACE_S)
-                if state["finished"]:
-                    return
-            state["disconnected"] = True
-            task.cancel()
-
-        watcher = asyncio.create_task(watch())
+        call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "upstream")
+        call.sent()
         response: UpstreamResponse | None = None
-        t0 = time.monotonic_ns()
-        record["sent_ns"] = self.writer.elapsed_ns()
-        chunk_ns: list[int] = record["chunk_ns"]
-        chunks: list[bytes] = record["chunks"]
         gate = self.gate
         gate.forwarding += 1
         try:
             if gate.held:  # an out-of-band call to the engine is running: it would end this stream
                 await gate.wait()
-                t0 = time.monotonic_ns()
-                record["sent_ns"] = self.writer.elapsed_ns()
+                call.sent()
             try:
-                response = await self.client.send(scope["method"], target, headers, body)
-            except UpstreamTimeoutError as exc:
-                raise UpstreamTimeout(f"infertap: upstream {self.upstream} timed out before responding: {exc}") from exc
-            except UpstreamHTTPError as exc:
-                raise UpstreamUnreachable(f"infertap: upstream {self.upstream} failed before responding: {exc}") from exc
-            record["headers_ns"] = time.monotonic_ns() - t0
-            record["status"] = response.status_code
-            record["response_headers"] = self.redactor.headers_from_asgi(response.headers)
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": response.status_code,
-                    "headers": [(n, v) for n, v in response.headers if n.lower() not in _HOP_RESPONSE],
-                }
-            )
-            try:
-                async for chunk in response.aiter_raw():
-                    chunk_ns.append(time.monotonic_ns() - t0)
-                    chunks.append(chunk)
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except UpstreamTimeoutError as exc:
-                record.update(end="timeout", error=f"upstream read timed out mid-response: {exc}")
-                return  # returning without completing the response makes the server cut the connection
-            except UpstreamHTTPError as exc:
-                record.update(end="upstream_error", error=f"upstream failed mid-response: {exc}")
+                response = await call.open(self.client, scope["method"], target, headers, body)
+            except UpstreamError as exc:
+                error = before_response(exc, self.upstream)
+                record.update({"end": end_of(error), "error": str(error)})
+                record["headers_ns"] = time.monotonic_ns() - call.t0
+                hangup.finished = True
+                await self._send_error(send, record, error.status_code, error.error_type, str(error))
                 return
-            state["finished"] = True  # the upstream is done: the exchange is complete, whoever hangs up now
+            start = [(n, v) for n, v in response.headers if n.lower() not in _HOP_RESPONSE]
+            await send({"type": "http.response.start", "status": response.status_code, "headers": start})
+            if not await call.relay(response, hangup.deliver):
+                return  # returning without completing the response makes the server cut the connection
+            hangup.finished = True  # the upstream is done: the exchange is complete, whoever hangs up now
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except UpstreamError as exc:
-            record.update(end="timeout" if isinstance(exc, UpstreamTimeout) else "upstream_error", error=str(exc))
-            state["finished"] = True
-            record["headers_ns"] = time.monotonic_ns() - t0
-            await self._send_error(send, record, exc.status_code, exc.error_type, str(exc))
         except asyncio.CancelledError:
-            if state["disconnected"]:
-                task.uncancel()
-                if ended_by_marker(chunks):
-                    # The client hung up after the stream's own end marker: it had everything.
-                    record.update(end="complete", error=None, closed_after_end=True)
-                else:
-                    record.update(end="client_disconnected", error="client disconnected; upstream request cancelled")
-            else:
-                record.update(end="cancelled", error="proxy shut down while the exchange was in flight")
+            if not hangup.disconnected:
+                record.update({"end": "cancelled", "error": "proxy shut down while the exchange was in flight"})
                 raise
+            hangup.task.uncancel()
+            if ended_by_marker(record["chunks"]):  # the client hung up after the stream's end marker: it had everything
+                record.update({"end": "complete", "error": None, "closed_after_end": True})
+            else:
+                record.update({"end": "client_disconnected", "error": "client disconnected; upstream request cancelled"})
         except Exception as exc:
-            record.update(end="proxy_error", error=f"infertap failed while forwarding: {exc!r}")
+            record.update({"end": "proxy_error", "error": f"infertap failed while forwarding: {exc!r}"})
             raise
         finally:
             gate.forwarding -= 1
-            record["end_ns"] = time.monotonic_ns() - t0
-            state["finished"] = True
-            watcher.cancel()
+            call.ended()
             if response is not None:
                 await response.aclose()
 
     @staticmethod
-    async def _send_error(send: Send, record: dict[str, Any], status: int, kind: str, message: str) -> None:
+    async def _send_error(send: Send, record: Exchange, status: int, kind: str, message: str) -> None:
         body = _error_body(status, kind, message)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         record["status"] = status
         record["response_headers"] = [[n.decode(), v.decode()] for n, v in headers]
-        record["chunk_ns"] = [record["headers_ns"]]
+        record["chunk_ns"] = [record["headers_ns"] or 0]
         record["chunks"] = [body]
         record["proxy_generated"] = True
         await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -25,24 +25,10 @@ from urllib.parse import unquote, urlsplit
 
 import httptools
 
+from infertap.errors import ConfigError, UpstreamBroken, UpstreamTimeout, UpstreamUnreachable
+
 _HIGH_WATER = 1 << 20
 _LOW_WATER = 1 << 18
-
-
-class UpstreamHTTPError(Exception):
-    """Any failure talking to the upstream."""
-
-
-class UpstreamConnectError(UpstreamHTTPError):
-    pass
-
-
-class UpstreamTimeoutError(UpstreamHTTPError):
-    pass
-
-
-class UpstreamProtocolError(UpstreamHTTPError):
-    pass
 
 
 class _Connection(asyncio.Protocol):
@@ -74,7 +60,7 @@ class _Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            response._fail(UpstreamProtocolError(f"invalid HTTP response from the upstream: {exc}"))
+            response._fail(UpstreamBroken(f"invalid HTTP response from the upstream: {exc}"))
             self._close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -161,9 +147,9 @@ class UpstreamResponse:
             self._finish(keep_alive=False)  # a body delimited by the connection's end (HTTP/1.0 style)
             return
         if self.status_code is None:
-            self._fail(UpstreamProtocolError(f"the upstream closed the connection without a response ({exc!r})"))
+            self._fail(UpstreamBroken(f"the upstream closed the connection without a response ({exc!r})"))
         else:
-            self._fail(UpstreamProtocolError(f"the upstream closed the connection mid-response ({exc!r})"))
+            self._fail(UpstreamBroken(f"the upstream closed the connection mid-response ({exc!r})"))
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None and not self.complete:
@@ -228,7 +214,7 @@ class UpstreamResponse:
 
 def _expire(waiter: asyncio.Future[None], message: str) -> None:
     if not waiter.done():
-        waiter.set_exception(UpstreamTimeoutError(message))
+        waiter.set_exception(UpstreamTimeout(message))
 
 
 class UpstreamClient:
@@ -246,7 +232,7 @@ class UpstreamClient:
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"upstream must be an http(s) URL, got {base_url!r}")
+            raise ConfigError(f"upstream must be an http(s) URL, got {base_url!r}")
         self.host = parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         default_port = self.port == (443 if parts.scheme == "https" else 80)
@@ -290,7 +276,7 @@ class UpstreamClient:
             try:
                 await self._headers(response)
                 return response
-            except UpstreamProtocolError:
+            except UpstreamBroken:
                 conn._close()
                 # An idle connection the upstream closed as we wrote: it never saw the request.
                 if attempt == 0 and conn.reused and not response.received:
@@ -337,14 +323,12 @@ class UpstreamClient:
                     lambda: _Connection(self), self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None
                 )
         except TimeoutError:
-            raise UpstreamTimeoutError(
-                f"connecting to {self.host}:{self.port} timed out after {self.connect_timeout:g} s"
-            ) from None
+            raise UpstreamTimeout(f"connecting to {self.host}:{self.port} timed out after {self.connect_timeout:g} s") from None
         except OSError as exc:
             reason = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio and uvloop word it differently
             if exc.errno == errno.EMFILE:
                 reason += " (this process's open-files limit: fewer connections at once, or a higher `ulimit -n`)"
-            raise UpstreamConnectError(f"cannot connect to {self.host}:{self.port}: {reason}") from exc
+            raise UpstreamUnreachable(f"cannot connect to {self.host}:{self.port}: {reason}") from exc
         self._all.add(conn)
         return conn
 

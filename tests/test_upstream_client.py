@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from infertap.proxy.upstream import _HIGH_WATER, UpstreamClient, UpstreamConnectError, UpstreamProtocolError, UpstreamTimeoutError
+from infertap.proxy.upstream import _HIGH_WATER, UpstreamClient
 
+from infertap.errors import UpstreamBroken, UpstreamTimeout, UpstreamUnreachable
 from tests.fake_upstream import FakeUpstream, ServerThread
 
 
@@ -129,15 +130,15 @@ def test_failures_are_typed() -> None:
     async def main() -> None:
         from infertap.launch import free_port
 
-        with pytest.raises(UpstreamConnectError, match="Connection refused"):
+        with pytest.raises(UpstreamUnreachable, match="Connection refused"):
             await UpstreamClient(f"http://127.0.0.1:{free_port()}").send("GET", b"/", [], b"")
         server, url = await _raw_server(silent)
         async with server:
-            with pytest.raises(UpstreamTimeoutError, match="no response headers"):
+            with pytest.raises(UpstreamTimeout, match="no response headers"):
                 await UpstreamClient(url, read_timeout=0.3).send("GET", b"/", [], b"")
         server, url = await _raw_server(garbage)
         async with server:
-            with pytest.raises(UpstreamProtocolError, match="invalid HTTP response"):
+            with pytest.raises(UpstreamBroken, match="invalid HTTP response"):
                 await UpstreamClient(url).send("GET", b"/", [], b"")
         with pytest.raises(ValueError, match="http"):
             UpstreamClient("ftp://example.com")

@@ -1,0 +1,93 @@
+"""One exchange's trip to the upstream, recorded as it streams: the part the recording proxy and the
+replayer share (uvicorn's ``RequestResponseCycle`` holds one request's state the same way).
+
+The upstream client raises infertap's own errors (``UpstreamUnreachable``, ``UpstreamTimeout``,
+``UpstreamBroken``: see infertap/errors.py); this module maps them to what an exchange records,
+once: ``end`` is ``timeout`` or ``upstream_error`` and ``error`` says which side failed and when.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from infertap.capture.records import End, Exchange
+from infertap.capture.redact import Redactor
+from infertap.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
+
+from .upstream import UpstreamClient, UpstreamResponse
+
+
+class UpstreamCall:
+    """Sends one exchange's request and records its response into the exchange record.
+
+    Every ``*_ns`` of the response counts from ``sent()``: the latency a client of the engine sees,
+    none of infertap's own waits (a replay's schedule, a proxy's traffic gate) inside it.
+    """
+
+    __slots__ = ("record", "redactor", "clock", "who", "t0")
+
+    def __init__(self, record: Exchange, redactor: Redactor, clock: Callable[[], int], who: str) -> None:
+        self.record = record
+        self.redactor = redactor
+        self.clock = clock  # the run's clock, for sent_ns (CaptureWriter.elapsed_ns)
+        self.who = who  # "upstream" (proxy) or "target" (replay): how errors name the engine
+        self.t0 = time.monotonic_ns()
+
+    def sent(self) -> None:
+        """The request leaves now."""
+        self.t0 = time.monotonic_ns()
+        self.record["sent_ns"] = self.clock()
+
+    async def open(
+        self, client: UpstreamClient, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> UpstreamResponse:
+        """Send the request and record the response's head; raises ``UpstreamError`` when none came."""
+        response = await client.send(method, target, headers, body)
+        record = self.record
+        record["headers_ns"] = time.monotonic_ns() - self.t0
+        record["status"] = response.status_code
+        record["response_headers"] = self.redactor.headers_from_asgi(response.headers)
+        return response
+
+    async def relay(self, response: UpstreamResponse, deliver: Callable[[bytes], Awaitable[object]] | None = None) -> bool:
+        """Record the body chunk by chunk as it arrives, handing each to ``deliver`` (the proxy's
+        client) first; False when the upstream failed mid-response (recorded as the exchange's end)."""
+        t0 = self.t0
+        chunk_ns = self.record["chunk_ns"]
+        chunks = self.record["chunks"]
+        try:
+            if deliver is None:
+                async for chunk in response.aiter_raw():
+                    chunk_ns.append(time.monotonic_ns() - t0)
+                    chunks.append(chunk)
+            else:
+                async for chunk in response.aiter_raw():
+                    chunk_ns.append(time.monotonic_ns() - t0)
+                    chunks.append(chunk)
+                    await deliver(chunk)
+        except UpstreamError as exc:
+            self.failed(exc, " mid-response")
+            return False
+        return True
+
+    def failed(self, exc: UpstreamError, when: str = "") -> None:
+        """Record how the upstream failed: the exchange's ``end`` and ``error``."""
+        end = self.record["end"] = end_of(exc)
+        self.record["error"] = f"{self.who} {'timed out' if end == 'timeout' else 'failed'}{when}: {exc}"
+
+    def ended(self) -> None:
+        self.record["end_ns"] = time.monotonic_ns() - self.t0
+
+
+def end_of(exc: UpstreamError) -> End:
+    """The ``end`` an exchange records for an upstream failure."""
+    return "timeout" if isinstance(exc, UpstreamTimeout) else "upstream_error"
+
+
+def before_response(exc: UpstreamError, upstream: str) -> UpstreamError:
+    """What a proxy's client is told when the upstream gave no response at all: 504 for a timeout,
+    502 for anything else (refused, reset, not HTTP)."""
+    if isinstance(exc, UpstreamTimeout):
+        return UpstreamTimeout(f"infertap: upstream {upstream} timed out before responding: {exc}")
+    return UpstreamUnreachable(f"infertap: upstream {upstream} failed before responding: {exc}")
