@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import httpx
-from infertap.replay import Schedule, run_replay
+from infertap.replay import ReplayConfig, Schedule, run_replay
 
 from infertap.capture.reader import CaptureReader
 from infertap.capture.writer import CaptureWriter
@@ -81,7 +81,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def infertap_lags(capture: Path, url: str, out: Path) -> list[float]:
-    run_replay(capture, url, out, schedule=Schedule("original"), probe=False)
+    run_replay(ReplayConfig(capture, url, out, schedule=Schedule("original"), probe=False))
     return [x["lag_ns"] / 1e6 for x in CaptureReader(out).exchanges()]
 
 

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from infertap.replay import Schedule, run_replay
+from infertap.replay import ReplayConfig, Schedule, run_replay
 
 from bench.proxy_overhead import _cpu_s, _pct, _wait
 from bench.replay_lag import _capture
@@ -37,7 +37,7 @@ from infertap.launch import free_port
 def _replay(capture: Path, url: str, out: Path, schedule: Schedule, upstream_pid: int) -> tuple[dict, float, float, float]:
     """The replay's summary, its wall time, and CPU seconds of this process and of the upstream."""
     cpu0, up0, t0 = time.process_time(), _cpu_s(upstream_pid), time.perf_counter()
-    summary = run_replay(capture, url, out, schedule=schedule, probe=False)
+    summary = run_replay(ReplayConfig(capture, url, out, schedule=schedule, probe=False))
     return summary, time.perf_counter() - t0, time.process_time() - cpu0, _cpu_s(upstream_pid) - up0
 
 

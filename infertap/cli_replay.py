@@ -1,16 +1,18 @@
-"""``infertap replay``: options -> Schedule, Transforms, Filters -> replay.run_replay -> a summary."""
+"""``infertap replay``: options -> one ReplayConfig -> replay.run_replay -> a summary."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .errors import InfertapError
 from .options import pairs
+
+if TYPE_CHECKING:
+    from .replay import ReplayConfig, ReplayStats, Schedule, Transforms
 
 
 @click.command()
@@ -157,109 +159,101 @@ def replay(
     infertap replay captures/run1 --target http://127.0.0.1:8080 --rate 20 --poisson --set temperature=0 --pin-defaults
     infertap replay captures/agents --target http://gpu-node:8000 --ray ray://head:10001 --shards 16
     """
-    from .replay import Filters, Schedule, Transforms, parse_value, run_replay
+    from .replay import Filters, ReplayConfig
 
-    if concurrency is not None and rate is not None:
-        raise click.UsageError("choose one of --concurrency and --rate")
-    if schedule_kind == "original" and (concurrency is not None or rate is not None):
-        raise click.UsageError("--schedule original can't be combined with --concurrency or --rate")
-    if poisson and rate is None:
-        raise click.UsageError("--poisson needs --rate")
-    if shards is not None and ray_address is None:
-        raise click.UsageError("--shards needs --ray")
-    try:
-        if concurrency is not None:
-            if concurrency == "original":
-                schedule = Schedule("concurrency-original", max_concurrency=max_concurrency)
-            elif concurrency.isdigit():
-                schedule = Schedule("concurrency", concurrency=int(concurrency), max_concurrency=max_concurrency)
-            else:
-                raise click.BadParameter(f"expected a number or 'original', got {concurrency!r}", param_hint="--concurrency")
-        elif rate is not None:
-            schedule = Schedule("poisson" if poisson else "rate", rate=rate, seed=seed, max_concurrency=max_concurrency)
-        else:
-            schedule = Schedule("original", speed=speed, max_concurrency=max_concurrency)
-        header_map = dict(headers)
-        if api_key:
-            header_map["Authorization"] = f"Bearer {api_key}"
-        transforms = Transforms(
-            model_map=dict(model_map),
-            model=model,
-            set_values=[(k, parse_value(v)) for k, v in set_values],
-            unset=list(unset),
-            headers=header_map,
-            drop_headers=set(drop_header),
-            pin_defaults=pin_defaults,
-        )
-        out = out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}"
-        summary = _run(
-            run_replay,
-            capture,
-            target,
-            out,
-            schedule,
-            transforms,
-            Filters.parse(filters),
-            limit,
-            repeat,
-            dict(labels),
-            not no_probe,
-            not no_enrich,
-            model_file,
-            grace,
-            as_json,
-            ray_address,
-            shards,
-            (connect_timeout, read_timeout or None),
-        )
-    except InfertapError as exc:
-        raise click.ClickException(str(exc)) from exc
+    _check_usage(schedule_kind, concurrency, rate, poisson, shards, ray_address)
+    config = ReplayConfig(
+        capture=capture,
+        target=target,
+        out=out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}",
+        schedule=_schedule(speed, concurrency, rate, poisson, seed, max_concurrency),
+        transforms=_transforms(model_map, model, set_values, unset, headers, drop_header, api_key, pin_defaults),
+        filters=Filters.parse(filters),
+        limit=limit,
+        repeat=repeat,
+        labels=dict(labels),
+        probe=not no_probe,
+        enrich=not no_enrich,
+        model_file=model_file,
+        grace_s=grace,
+        ray=ray_address,
+        shards=shards,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout or None,  # 0: no limit
+    )
+    summary = _run(config, quiet=as_json)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     else:
         _print_summary(summary)
 
 
-def _run(
-    run_replay: Any,
-    capture: Path,
-    target: str,
-    out: Path,
-    schedule: Any,
-    transforms: Any,
-    filters: Any,
-    limit: int | None,
-    repeat: int,
-    labels: dict[str, str],
-    probe: bool,
-    enrich: bool,
-    model_file: str | None,
-    grace: float,
-    quiet: bool,
-    ray_address: str | None,
-    shards: int | None,
-    timeouts: tuple[float, float | None],
-) -> dict[str, Any]:
+def _check_usage(
+    schedule_kind: str | None, concurrency: str | None, rate: float | None, poisson: bool, shards: int | None, ray: str | None
+) -> None:
+    """Options that can't go together, refused before anything is read."""
+    if concurrency is not None and rate is not None:
+        raise click.UsageError("choose one of --concurrency and --rate")
+    if schedule_kind == "original" and (concurrency is not None or rate is not None):
+        raise click.UsageError("--schedule original can't be combined with --concurrency or --rate")
+    if poisson and rate is None:
+        raise click.UsageError("--poisson needs --rate")
+    if shards is not None and ray is None:
+        raise click.UsageError("--shards needs --ray")
+
+
+def _schedule(
+    speed: float, concurrency: str | None, rate: float | None, poisson: bool, seed: int, max_concurrency: int | None
+) -> Schedule:
+    """--concurrency (closed loop), else --rate (open loop), else the original timing."""
+    from .replay import Schedule
+
+    if concurrency is not None:
+        if concurrency == "original":
+            return Schedule("concurrency-original", max_concurrency=max_concurrency)
+        if concurrency.isdigit():
+            return Schedule("concurrency", concurrency=int(concurrency), max_concurrency=max_concurrency)
+        raise click.BadParameter(f"expected a number or 'original', got {concurrency!r}", param_hint="--concurrency")
+    if rate is not None:
+        return Schedule("poisson" if poisson else "rate", rate=rate, seed=seed, max_concurrency=max_concurrency)
+    return Schedule("original", speed=speed, max_concurrency=max_concurrency)
+
+
+def _transforms(
+    model_map: list[tuple[str, str]],
+    model: str | None,
+    set_values: list[tuple[str, str]],
+    unset: tuple[str, ...],
+    headers: list[tuple[str, str]],
+    drop_header: tuple[str, ...],
+    api_key: str | None,
+    pin_defaults: bool,
+) -> Transforms:
+    """What changes in each request; --api-key becomes the Authorization header."""
+    from .replay import Transforms, parse_value
+
+    header_map = dict(headers)
+    if api_key:
+        header_map["Authorization"] = f"Bearer {api_key}"
+    return Transforms(
+        model_map=dict(model_map),
+        model=model,
+        set_values=[(k, parse_value(v)) for k, v in set_values],
+        unset=list(unset),
+        headers=header_map,
+        drop_headers=set(drop_header),
+        pin_defaults=pin_defaults,
+    )
+
+
+def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
+    """The replay, under a live progress bar unless ``quiet``."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    kwargs = dict(
-        schedule=schedule,
-        transforms=transforms,
-        filters=filters,
-        limit=limit,
-        repeat=repeat,
-        labels=labels,
-        probe=probe,
-        enrich=enrich,
-        model_file=model_file,
-        grace_s=grace,
-        ray=ray_address,
-        shards=shards,
-        connect_timeout=timeouts[0],
-        read_timeout=timeouts[1],
-    )
+    from .replay import run_replay
+
     if quiet:
-        return run_replay(capture, target, out, **kwargs)
+        return run_replay(config)
     progress = Progress(
         TextColumn("[bold]replay"),
         BarColumn(),
@@ -273,20 +267,20 @@ def _run(
     def on_start(info: dict[str, Any]) -> None:
         progress.update(task, total=info["items"])
         progress.console.print(
-            f"replaying {info['items']} exchanges from {capture} against {info['target']} "
+            f"replaying {info['items']} exchanges from {config.capture} against {info['target']} "
             f"({info['target_kind'] or 'unknown kind'}) into {info['out']}"
             + (f" in {info['shards']} Ray shards" if "shards" in info else ""),
             markup=False,
             highlight=False,
         )
 
-    def tick(stats: Any) -> None:
+    def tick(stats: ReplayStats) -> None:
         errors = stats.completed - stats.ends.get("complete", 0)
         lag = f", lag {stats.lags_ns[-1] / 1e6:.2f} ms" if stats.lags_ns else ""
         progress.update(task, completed=stats.completed, detail=f"in flight {stats.in_flight}, errors {errors}{lag}")
 
     with progress:
-        return run_replay(capture, target, out, progress=tick, on_start=on_start, **kwargs)
+        return run_replay(config, progress=tick, on_start=on_start)
 
 
 def _print_summary(s: dict[str, Any]) -> None:

@@ -103,7 +103,7 @@ def run_demo(
     from .analysis.compare import compare
     from .analysis.report import write_report
     from .engines.probe import probe
-    from .replay import run_replay
+    from .replay import ReplayConfig, run_replay
 
     out.mkdir(parents=True, exist_ok=True)
     workload = load_workload(quick=quick)
@@ -122,7 +122,7 @@ def run_demo(
             asyncio.run(run_workload(rec.url, workload, say))
             rec.stop()
         say("replaying the capture on B at the original timing")
-        summary = run_replay(cap_a, url_b, cap_b, model_file=str(gguf))
+        summary = run_replay(ReplayConfig(cap_a, url_b, cap_b, model_file=str(gguf)))
         say(f"  sent {summary['sent']}, endings {summary['ends']}, schedule lag p99 {summary['lag_ms']['p99']:.2f} ms")
         refs = references(workload)
         result = compare(cap_a, cap_b, extract="number", references=refs)

@@ -4,6 +4,7 @@ Builds on ``proxy``'s capture format; records the replay as a capture of its own
 """
 
 from .api import ReplayError, run_replay
+from .config import ReplayConfig
 from .runner import Replay, ReplayStats
 from .schedule import Schedule, ScheduleError
 from .transforms import TransformError, Transforms, parse_value
@@ -13,6 +14,7 @@ __all__ = [
     "Filters",
     "Item",
     "Replay",
+    "ReplayConfig",
     "ReplayError",
     "ReplayStats",
     "Schedule",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +20,88 @@ from infertap.engines.enrich import Enricher, enrich_capture
 from infertap.engines.probe import open_engine
 from infertap.errors import InfertapError
 
+from .config import ReplayConfig
 from .runner import Replay, ReplayStats
-from .schedule import Schedule
 from .transforms import TransformError, Transforms, pinned_settings
-from .workload import Filters, Item, load
+from .workload import Item, load
+
+Progress = Callable[[ReplayStats], None]
+OnStart = Callable[[dict[str, Any]], None]
 
 
 class ReplayError(InfertapError):
     pass
 
 
-def _prepare(
+@dataclass
+class _Prepared:
+    """The workload as it will be sent, and what the replay's capture and summary say about it."""
+
+    items: list[Item]
+    bodies: list[bytes]
+    headers: list[list[tuple[str, str]]]
+    source: dict[str, Any]  # the source capture's identity
+    target_kind: str | None  # None: not probed, or not a known engine
+    shown: str  # the target as recorded and reported: a password in it redacted
+    probe_headers: dict[str, str]  # the target's credentials, for probes; never stored
+
+    def facts(self) -> dict[str, Any]:
+        """Where from and against what: told ``on_start``, and in the summary."""
+        return {"source": self.source, "target": self.shown, "target_kind": self.target_kind}
+
+    def start_info(self, out: Path, **extra: Any) -> dict[str, Any]:
+        """What ``on_start`` is told once everything is ready."""
+        return {"items": len(self.items), **self.facts(), "out": str(out), **extra}
+
+
+def run_replay(config: ReplayConfig, *, progress: Progress | None = None, on_start: OnStart | None = None) -> dict[str, Any]:
+    """Replay ``config.capture`` against ``config.target`` into the capture ``config.out``; returns
+    the run's summary. ``progress`` is called with the live stats a few times a second, and
+    ``on_start`` once, with what is about to be replayed, just before the first request.
+
+    SIGINT/SIGTERM (when called from the main thread) stop sending, give in-flight requests
+    ``config.grace_s`` seconds, and close the capture cleanly.
+
+    With ``config.ray`` (a cluster address, or ``""`` for Ray's default: ``RAY_ADDRESS`` or a local
+    cluster), the workload is split into ``config.shards`` (default: the cluster's CPUs) replayed by
+    Ray actors from one shared start; the target is probed and the exchanges enriched from here
+    afterwards. See replay/distributed.py.
+    """
+    shown = Redactor().url(config.target)
+    if config.ray is not None:
+        from .shards import shard_schedules
+
+        shard_schedules(config.schedule, 1)  # a schedule that can't be sharded fails before anything else
+    prepared = _prepare(config, shown)
+    recorder = _recorder(config, prepared)
+    if config.ray is not None:
+        return _run_on_ray(config, prepared, recorder, progress, on_start)
+    return _run_here(config, prepared, recorder, progress, on_start)
+
+
+def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
+    """Load the workload, probe the target, transform every request: all that can fail, before sending."""
+    items, source = load(config.capture, filters=config.filters, limit=config.limit, repeat=config.repeat)
+    probe_headers = {n: v for n, v in config.transforms.headers.items() if n.lower() == "authorization"}
+    target_kind = _target_kind(config, probe_headers) if config.probe else None
+    bodies, headers = _transform(items, config.transforms, target_kind)
+    return _Prepared(items, bodies, headers, source, target_kind, shown, probe_headers)
+
+
+def _target_kind(config: ReplayConfig, probe_headers: dict[str, str]) -> str | None:
+    """The target's engine kind; a target that refuses connections is an error, nothing sent."""
+    try:
+        engine = open_engine(config.target, model_file=config.model_file, headers=probe_headers)
+        kind = engine.kind
+        engine.http.close()
+    except ProbeError as exc:
+        if str(exc).startswith("cannot reach"):
+            raise ReplayError(f"the target refuses connections, nothing was sent: {exc}") from exc
+        return None  # an HTTP server that isn't a known engine: replay anyway
+    return kind
+
+
+def _transform(
     items: list[Item], transforms: Transforms, target_kind: str | None
 ) -> tuple[list[bytes], list[list[tuple[str, str]]]]:
     if transforms.pin_defaults and not any(item.settings for item in items):
@@ -47,64 +120,15 @@ def _prepare(
     return bodies, headers
 
 
-def run_replay(
-    capture: str | os.PathLike[str],
-    target: str,
-    out: str | os.PathLike[str],
-    *,
-    schedule: Schedule | None = None,
-    transforms: Transforms | None = None,
-    filters: Filters | None = None,
-    limit: int | None = None,
-    repeat: int = 1,
-    labels: Mapping[str, str] | None = None,
-    probe: bool = True,
-    enrich: bool = True,
-    model_file: str | None = None,
-    grace_s: float = 5.0,
-    progress: Callable[[ReplayStats], None] | None = None,
-    on_start: Callable[[dict[str, Any]], None] | None = None,
-    ray: str | None = None,
-    shards: int | None = None,
-    connect_timeout: float = 10.0,
-    read_timeout: float | None = 600.0,
-) -> dict[str, Any]:
-    """Replay ``capture`` against ``target`` into the capture ``out``; returns the run's summary.
-
-    SIGINT/SIGTERM (when called from the main thread) stop sending, give in-flight requests
-    ``grace_s`` seconds, and close the capture cleanly.
-
-    With ``ray`` (a cluster address, or ``""`` for Ray's default: ``RAY_ADDRESS`` or a local
-    cluster), the workload is split into ``shards`` (default: the cluster's CPUs) replayed by Ray
-    actors from one shared start; the target is probed and the exchanges enriched from here
-    afterwards. See replay/distributed.py.
-    """
-    schedule = schedule or Schedule()
-    transforms = transforms or Transforms()
-    shown = Redactor().url(target)  # the target as recorded and reported: a password in it redacted
-    if ray is not None:
-        from .shards import shard_schedules
-
-        shard_schedules(schedule, 1)  # a schedule that can't be sharded fails before anything else
-    items, source = load(capture, filters=filters, limit=limit, repeat=repeat)
-    probe_headers = {n: v for n, v in transforms.headers.items() if n.lower() == "authorization"}
-    target_kind = None
-    if probe:
-        try:
-            engine = open_engine(target, model_file=model_file, headers=probe_headers)
-            target_kind = engine.kind
-            engine.http.close()
-        except ProbeError as exc:
-            if str(exc).startswith("cannot reach"):
-                raise ReplayError(f"the target refuses connections, nothing was sent: {exc}") from exc
-            target_kind = None  # an HTTP server that isn't a known engine: replay anyway
-    bodies, headers = _prepare(items, transforms, target_kind)
-    recorder = {
+def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
+    """The replay capture's ``recorder``: where the workload came from and how it was replayed."""
+    transforms = config.transforms
+    return {
         "kind": "replay",
-        "source": source,
-        "target": shown,
-        "target_kind": target_kind,
-        "schedule": schedule.describe(),
+        "source": prepared.source,
+        "target": prepared.shown,
+        "target_kind": prepared.target_kind,
+        "schedule": config.schedule.describe(),
         "transforms": {
             "model_map": transforms.model_map,
             "model": transforms.model,
@@ -114,64 +138,44 @@ def run_replay(
             "drop_headers": sorted(transforms.drop_headers),
             "pin_defaults": transforms.pin_defaults,
         },
-        "limit": limit,
-        "repeat": repeat,
+        "limit": config.limit,
+        "repeat": config.repeat,
         "pid": os.getpid(),
     }
-    if ray is not None:
-        return _run_on_ray(
-            ray,
-            shards,
-            items,
-            bodies,
-            headers,
-            target,
-            Path(out),
-            schedule,
-            recorder,
-            labels=labels,
-            probe=probe,
-            enrich=enrich,
-            model_file=model_file,
-            probe_headers=probe_headers,
-            grace_s=grace_s,
-            progress=progress,
-            on_start=on_start,
-            source=source,
-            target_kind=target_kind,
-            timeouts=(connect_timeout, read_timeout),
-            shown=shown,
-        )
-    writer = CaptureWriter(Path(out), recorder=recorder, labels=labels).open()
+
+
+def _run_here(
+    config: ReplayConfig,
+    prepared: _Prepared,
+    recorder: dict[str, Any],
+    progress: Progress | None,
+    on_start: OnStart | None,
+) -> dict[str, Any]:
+    """Replay in this process, the target probed and the exchanges enriched as they complete."""
+    writer = CaptureWriter(Path(config.out), recorder=recorder, labels=config.labels).open()
     enricher: Enricher | None = None
     replay: Replay | None = None
     try:
-        if probe:
+        if config.probe:
             enricher = Enricher(
-                target,
+                config.target,
                 writer.write,
-                labels=labels,
-                model_file=model_file,
-                enrich=enrich,
+                labels=config.labels,
+                model_file=config.model_file,
+                enrich=config.enrich,
                 busy=lambda: replay.stats.in_flight if replay else 0,
-                headers=probe_headers,
+                headers=prepared.probe_headers,
             ).start()
         replay = Replay(
-            items,
-            bodies,
-            headers,
-            target,
+            config,
+            prepared.items,
+            prepared.bodies,
+            prepared.headers,
             writer,
-            schedule,
-            grace_s=grace_s,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
             on_exchange=enricher.submit if enricher else None,
         )
         if on_start:
-            on_start(
-                {"items": len(items), "source": source, "target": shown, "target_kind": target_kind, "out": str(writer.path)}
-            )
+            on_start(prepared.start_info(writer.path))
         summary = asyncio.run(_main(replay, progress))
     finally:
         if enricher is not None:
@@ -179,9 +183,7 @@ def run_replay(
         writer.close()
     summary.update(
         out=str(writer.path),
-        source=source,
-        target=shown,
-        target_kind=target_kind,
+        **prepared.facts(),
         snapshots=enricher.snapshots if enricher else 0,
         enriched=enricher.enriched if enricher else 0,
     )
@@ -190,7 +192,7 @@ def run_replay(
     return summary
 
 
-async def _main(replay: Replay, progress: Callable[[ReplayStats], None] | None) -> dict[str, Any]:
+async def _main(replay: Replay, progress: Progress | None) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     in_main = threading.current_thread() is threading.main_thread()
     if in_main:
@@ -208,42 +210,57 @@ async def _main(replay: Replay, progress: Callable[[ReplayStats], None] | None) 
                 loop.remove_signal_handler(sig)
 
 
-async def _tick(replay: Replay, progress: Callable[[ReplayStats], None]) -> None:
+async def _tick(replay: Replay, progress: Progress) -> None:
     while True:
         progress(replay.stats)
         await asyncio.sleep(0.2)
 
 
 def _run_on_ray(
-    address: str,
-    shards: int | None,
-    items: list[Item],
-    bodies: list[bytes],
-    headers: list[list[tuple[str, str]]],
-    target: str,
-    out: Path,
-    schedule: Schedule,
+    config: ReplayConfig,
+    prepared: _Prepared,
     recorder: dict[str, Any],
-    *,
-    labels: Mapping[str, str] | None,
-    probe: bool,
-    enrich: bool,
-    model_file: str | None,
-    probe_headers: dict[str, str],
-    grace_s: float,
-    progress: Callable[[ReplayStats], None] | None,
-    on_start: Callable[[dict[str, Any]], None] | None,
-    source: dict[str, Any],
-    target_kind: str | None,
-    timeouts: tuple[float, float | None],
-    shown: str,
+    progress: Progress | None,
+    on_start: OnStart | None,
 ) -> dict[str, Any]:
+    """Replay in shards on Ray; then one snapshot of the target, and the exchanges enriched, as a run of its own."""
+    assert config.ray is not None
+    out = Path(config.out)
+    with _ray_cluster(config.ray) as ray:
+        from .distributed import run_sharded, shard_count
+
+        n = shard_count(ray, config)
+        if on_start:
+            on_start(prepared.start_info(out, shards=n))
+        summary = run_sharded(
+            replace(config, shards=n),
+            prepared.items,
+            prepared.bodies,
+            prepared.headers,
+            {**recorder, "shards": n},
+            progress=progress,
+        )
+    counts = {"enriched": 0}
+    if config.probe:
+        counts = enrich_capture(
+            out,
+            config.target,
+            model_file=config.model_file,
+            labels=config.labels,
+            headers=prepared.probe_headers,
+            enrich=config.enrich,
+        )
+    summary.update(out=str(out), **prepared.facts(), snapshots=int(config.probe), enriched=counts["enriched"])
+    return summary
+
+
+@contextlib.contextmanager
+def _ray_cluster(address: str) -> Iterator[Any]:
+    """The ``ray`` module, joined to the cluster at ``address``, and left after if joined here."""
     try:
         import ray
     except ImportError:
         raise ReplayError("replay --ray needs Ray: pip install 'infertap[scale]'") from None
-    from .distributed import run_sharded
-
     started_here = not ray.is_initialized()
     if started_here:
         _check_reachable(address)
@@ -252,35 +269,10 @@ def _run_on_ray(
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ReplayError(f"cannot join the Ray cluster at {address or 'RAY_ADDRESS or a new local one'}: {exc}") from exc
     try:
-        n = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        if on_start:
-            on_start(
-                {"items": len(items), "source": source, "target": shown, "target_kind": target_kind, "out": str(out), "shards": n}
-            )
-        summary = run_sharded(
-            items,
-            bodies,
-            headers,
-            target,
-            out,
-            schedule,
-            {**recorder, "shards": n},
-            shards=n,
-            labels=labels,
-            grace_s=grace_s,
-            progress=progress,
-            timeouts=timeouts,
-        )
+        yield ray
     finally:
         if started_here:
             ray.shutdown()
-    counts = {"enriched": 0}
-    if probe:  # one snapshot of the target, and the exchanges enriched, as a run of its own
-        counts = enrich_capture(out, target, model_file=model_file, labels=labels, headers=probe_headers, enrich=enrich)
-    summary.update(
-        out=str(out), source=source, target=shown, target_kind=target_kind, snapshots=int(probe), enriched=counts["enriched"]
-    )
-    return summary
 
 
 def _check_reachable(address: str) -> None:

@@ -29,8 +29,8 @@ from infertap.capture.segments import next_segment_index, segment_name, segment_
 from infertap.capture.writer import CaptureWriter
 from infertap.errors import InfertapError
 
+from .config import ReplayConfig
 from .runner import Replay, ReplayStats, summarize
-from .schedule import Schedule
 from .shards import Shard, shard_schedules, split
 from .workload import Item
 
@@ -46,29 +46,26 @@ class ShardWorker:
     """Replays one shard into a capture of its own in a temporary folder; a Ray actor's body.
 
     Plain Python so the sharding can be driven without Ray too; ``run`` runs in one of the actor's
-    threads while ``progress`` and ``stop`` answer from another.
+    threads while ``progress`` and ``stop`` answer from another. ``config`` is the replay's, with
+    this shard's schedule in it; ``bodies``, ``headers`` and ``offsets`` are the shard's items'.
     """
 
     def __init__(
         self,
+        config: ReplayConfig,
         shard: Shard,
         bodies: list[bytes],
         headers: list[list[tuple[str, str]]],
-        target: str,
-        schedule: Schedule,
         offsets: list[int] | None,
         recorder: Mapping[str, Any],
-        labels: Mapping[str, str] | None,
         capture_id: str,
-        grace_s: float,
-        timeouts: tuple[float, float | None] = (10.0, 600.0),
     ) -> None:
+        self.config = config
         self.shard = shard
-        self.bodies, self.headers = bodies, headers
-        self.target, self.schedule, self.offsets = target, schedule, offsets
+        self.bodies, self.headers, self.offsets = bodies, headers, offsets
         self.recorder_id = f"{socket.gethostname()}-{os.getpid()}-shard{shard.index}"
         self.recorder = {**recorder, "id": self.recorder_id, "shard": shard.index}
-        self.labels, self.capture_id, self.grace_s, self.timeouts = labels, capture_id, grace_s, timeouts
+        self.capture_id = capture_id
         self._replay: Replay | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
@@ -94,22 +91,18 @@ class ShardWorker:
         folder = Path(tempfile.mkdtemp(prefix="infertap-shard-"))
         try:
             writer = CaptureWriter(
-                folder / "capture", recorder=self.recorder, labels=self.labels, capture_id=self.capture_id
+                folder / "capture", recorder=self.recorder, labels=self.config.labels, capture_id=self.capture_id
             ).open()
             try:
                 start_ns = time.monotonic_ns() + int((start_wall - time.time()) * 1e9)
                 self._replay = Replay(
+                    self.config,
                     self.shard.items,
                     self.bodies,
                     self.headers,
-                    self.target,
                     writer,
-                    self.schedule,
-                    grace_s=self.grace_s,
                     offsets=self.offsets,
                     start_ns=start_ns,
-                    connect_timeout=self.timeouts[0],
-                    read_timeout=self.timeouts[1],
                 )
                 summary = _run_in_thread(self._main(self._replay))
             finally:
@@ -192,62 +185,94 @@ def _clock_offset(ray: Any, worker: Any) -> tuple[float, float | None]:
     return best
 
 
+def shard_count(ray: Any, config: ReplayConfig) -> int:
+    """``config.shards``, or one shard per CPU of the connected cluster."""
+    return config.shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
 def run_sharded(
+    config: ReplayConfig,
     items: list[Item],
     bodies: list[bytes],
     headers: list[list[tuple[str, str]]],
-    target: str,
-    out: Path,
-    schedule: Schedule,
     recorder: Mapping[str, Any],
     *,
-    shards: int,
-    labels: Mapping[str, str] | None = None,
-    grace_s: float = 5.0,
     progress: Callable[[ReplayStats], None] | None = None,
     worker: type[ShardWorker] = ShardWorker,
-    timeouts: tuple[float, float | None] = (10.0, 600.0),
 ) -> dict[str, Any]:
-    """Replay ``items`` in ``shards`` Ray actors on the connected cluster and merge them into ``out``.
+    """Replay ``items`` (``bodies`` and ``headers``: theirs, ready to send) in ``config.shards`` Ray
+    actors (default: the cluster's CPUs) on the connected cluster and merge them into ``config.out``.
 
     ``worker`` may be a subclass of ShardWorker (extra per-shard work, fault injection)."""
     import ray
 
-    parts = split(items, shards)
-    for part in parts:  # the prepared bodies and headers travel; the captured ones are not needed
-        part.items = [replace(item, body=b"", headers=[], settings=None) for item in part.items]
-    schedules = shard_schedules(schedule, len(parts))
-    offsets = schedule.offsets(items) if schedule.open_loop else None  # over the whole workload
-    capture_id = capture_id_of(out) or os.urandom(16).hex()
-    actor = ray.remote(worker).options(num_cpus=1, max_concurrency=4, scheduling_strategy="SPREAD")
-    workers = [
-        actor.remote(
-            part,
-            [bodies[g] for g in part.origin],
-            [headers[g] for g in part.origin],
-            target,
-            part_schedule,
-            [offsets[g] for g in part.origin] if offsets is not None else None,
-            recorder,
-            labels,
-            capture_id,
-            grace_s,
-            timeouts,
-        )
-        for part, part_schedule in zip(parts, schedules, strict=True)
-    ]
-    try:
-        hellos = ray.get([w.hello.remote() for w in workers])  # every actor is up and holds its shard
-    except ray.exceptions.RayError as exc:
-        for w in workers:
-            ray.kill(w)
-        raise DistributedReplayError(f"a replay worker could not start, nothing was sent: {exc}") from exc
+    out = Path(config.out)
+    workers = _start_workers(ray, worker, config, items, bodies, headers, recorder)
+    hellos = _hellos(ray, workers)
     here = socket.gethostname()
     # Workers on this host share its clock; others get their offset measured (None: same clock).
     clocks = [(0.0, None) if h["host"] == here else _clock_offset(ray, w) for h, w in zip(hellos, workers, strict=True)]
     start = time.time() + _LEAD_S
     runs = {w.run.remote(start + offset): k for k, (w, (offset, _)) in enumerate(zip(workers, clocks, strict=True))}
-    live = ReplayStats(total=len(items))
+    results, failed = _wait_for_runs(ray, workers, runs, ReplayStats(total=len(items)), progress)
+    written = merge_segments(out, [results[k]["segments"] for k in sorted(results)])
+    for w in workers:
+        ray.kill(w)
+    summary = _merge_summaries(results, clocks)
+    summary.update(segments=written, shards=len(workers), failed_shards=failed)
+    _raise_for_failures(out, hellos, results, failed)
+    return summary
+
+
+def _start_workers(
+    ray: Any,
+    worker: type[ShardWorker],
+    config: ReplayConfig,
+    items: list[Item],
+    bodies: list[bytes],
+    headers: list[list[tuple[str, str]]],
+    recorder: Mapping[str, Any],
+) -> list[Any]:
+    """One actor per shard, each handed its part of the workload and its part of the schedule."""
+    parts = split(items, shard_count(ray, config))
+    for part in parts:  # the prepared bodies and headers travel; the captured ones are not needed
+        part.items = [replace(item, body=b"", headers=[], settings=None) for item in part.items]
+    schedules = shard_schedules(config.schedule, len(parts))
+    offsets = config.schedule.offsets(items) if config.schedule.open_loop else None  # over the whole workload
+    capture_id = capture_id_of(Path(config.out)) or os.urandom(16).hex()
+    actor = ray.remote(worker).options(num_cpus=1, max_concurrency=4, scheduling_strategy="SPREAD")
+    return [
+        actor.remote(
+            replace(config, schedule=part_schedule),
+            part,
+            [bodies[g] for g in part.origin],
+            [headers[g] for g in part.origin],
+            [offsets[g] for g in part.origin] if offsets is not None else None,
+            recorder,
+            capture_id,
+        )
+        for part, part_schedule in zip(parts, schedules, strict=True)
+    ]
+
+
+def _hellos(ray: Any, workers: list[Any]) -> list[dict[str, Any]]:
+    """Each worker's hello; if one can't start, every worker is stopped and nothing is sent."""
+    try:
+        return ray.get([w.hello.remote() for w in workers])  # every actor is up and holds its shard
+    except ray.exceptions.RayError as exc:
+        for w in workers:
+            ray.kill(w)
+        raise DistributedReplayError(f"a replay worker could not start, nothing was sent: {exc}") from exc
+
+
+def _wait_for_runs(
+    ray: Any,
+    workers: list[Any],
+    runs: dict[Any, int],
+    live: ReplayStats,
+    progress: Callable[[ReplayStats], None] | None,
+) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:
+    """Each shard's result, or why it failed, by shard; Ctrl-C stops every worker (twice: here too)."""
     results: dict[int, dict[str, Any]] = {}
     failed: dict[int, str] = {}
     stopping = False
@@ -270,20 +295,21 @@ def run_sharded(
             stopping = True  # stop sending everywhere; in-flight requests get the grace period
             for w in workers:
                 w.stop.remote()
-    written = merge_segments(out, [results[k]["segments"] for k in sorted(results)])
-    for w in workers:
-        ray.kill(w)
-    summary = _merge_summaries(results, clocks)
-    summary.update(segments=written, shards=len(parts), failed_shards=failed)
+    return results, failed
+
+
+def _raise_for_failures(
+    out: Path, hellos: list[dict[str, Any]], results: dict[int, dict[str, Any]], failed: dict[int, str]
+) -> None:
+    """A lost shard, or a shard's capture that could not be written, fails the whole replay."""
     if failed:
         lost = ", ".join(f"shard {k} on {hellos[k]['host']} ({why})" for k, why in sorted(failed.items()))
         raise DistributedReplayError(
-            f"{len(failed)} of {len(parts)} replay workers failed, their shards are not in {out}: {lost}"
+            f"{len(failed)} of {len(hellos)} replay workers failed, their shards are not in {out}: {lost}"
         )
     errors = [f"shard {k}: {r['capture_error']}" for k, r in sorted(results.items()) if r["capture_error"]]
     if errors:
         raise DistributedReplayError("a worker's capture could not be written: " + "; ".join(errors))
-    return summary
 
 
 def _reason(exc: BaseException) -> str:

@@ -17,14 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from infertap.proxy.upstream import UpstreamClient, UpstreamHTTPError, UpstreamResponse, UpstreamTimeoutError
+from infertap.proxy.exchange import UpstreamCall
+from infertap.proxy.upstream import UpstreamClient, UpstreamResponse
 
-from infertap.capture.records import new_id
+from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
+from infertap.errors import UpstreamError
 from infertap.quantiles import quantile
 
-from .schedule import Schedule, sleep_until
+from .config import ReplayConfig
+from .schedule import sleep_until
 from .workload import Item
 
 
@@ -73,37 +76,37 @@ def summarize(stats: ReplayStats, wall_s: float) -> dict[str, Any]:
 
 
 class Replay:
-    """Sends ``items`` to ``target`` on ``schedule`` and records each exchange into ``writer``."""
+    """Sends ``items`` to ``config.target`` on ``config.schedule`` and records each exchange into ``writer``."""
 
     def __init__(
         self,
+        config: ReplayConfig,
         items: list[Item],
         bodies: list[bytes],
         headers: list[list[tuple[str, str]]],
-        target: str,
         writer: CaptureWriter,
-        schedule: Schedule,
         *,
-        connect_timeout: float = 10.0,
-        read_timeout: float | None = 600.0,
-        grace_s: float = 5.0,
-        on_exchange: Callable[[dict[str, Any]], None] | None = None,
+        on_exchange: Callable[[Exchange], None] | None = None,
         redactor: Redactor | None = None,
         offsets: list[int] | None = None,
         start_ns: int | None = None,
     ) -> None:
-        """``offsets`` (open loop) and ``start_ns`` (a ``time.monotonic_ns()`` deadline) come from a
+        """``config`` gives the target, the schedule, the timeouts and the grace period; ``bodies``
+        and ``headers`` are the items' requests as they will be sent (transformed).
+
+        ``offsets`` (open loop) and ``start_ns`` (a ``time.monotonic_ns()`` deadline) come from a
         sharded replay: the schedule was computed over the whole workload and every shard starts
         at one shared instant. By default the schedule is computed here and starts now."""
+        self.config = config
         self.items = items
         self.bodies = bodies
         self.headers = headers
-        self.target = target.rstrip("/")
+        self.target = config.target.rstrip("/")
         self.writer = writer
-        self.schedule = schedule
-        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self.schedule = schedule = config.schedule
+        self.connect_timeout, self.read_timeout = config.connect_timeout, config.read_timeout
         self._prefix = urlsplit(self.target).path.encode("latin-1")  # a target mounted under a path keeps it
-        self.grace_s = grace_s
+        self.grace_s = config.grace_s
         self.on_exchange = on_exchange
         self.redactor = redactor or Redactor()
         self._shown = self.redactor.url(self.target)  # recorded with each exchange, a password in it redacted
@@ -182,94 +185,85 @@ class Replay:
     # -- one request ---------------------------------------------------------------------------
 
     async def _send(self, item: Item, scheduled_ns: int) -> None:
-        writer = self.writer
-        dep_wait = queue_wait = 0
-        record: dict[str, Any] = {
-            "type": "exchange",
-            "id": new_id(),
-            "seq": 0,
-            "session": item.session,
-            "source_id": item.source_id,
-            "repeat": item.repeat,
-            "scheduled_ns": scheduled_ns,
-            "wall": time.time(),
-            "start_ns": writer.elapsed_ns(),
-            "sent_ns": 0,
-            "client": None,
-            "method": item.method,
-            "path": item.path,
-            "query": item.query,
-            "http_version": "1.1",
-            "request_headers": self.redactor.header_pairs(self.headers[item.index]),
-            "request_body": self.redactor.body(self.bodies[item.index]),
-            "status": None,
-            "response_headers": None,
-            "headers_ns": None,
-            "chunk_ns": [],
-            "chunks": [],
-            "end_ns": 0,
-            "end": "complete",
-            "error": None,
-            "upstream": self._shown,
-            "lag_ns": 0,
-            "queue_ns": 0,
-            "dep_wait_ns": 0,
-        }
+        record = new_exchange(
+            source_id=item.source_id,
+            repeat=item.repeat,
+            scheduled_ns=scheduled_ns,
+            session=item.session,
+            wall=time.time(),
+            start_ns=self.writer.elapsed_ns(),
+            sent_ns=0,
+            method=item.method,
+            path=item.path,
+            query=item.query,
+            request_headers=self.redactor.header_pairs(self.headers[item.index]),
+            request_body=self.redactor.body(self.bodies[item.index]),
+            upstream=self._shown,
+            lag_ns=0,
+            queue_ns=0,
+            dep_wait_ns=0,
+        )
+        call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "target")
         acquired = False
         response: UpstreamResponse | None = None
-        t0 = time.monotonic_ns()
         try:
-            if item.parent is not None and not self._done[item.parent].is_set():
-                t = time.monotonic_ns()
-                await self._done[item.parent].wait()
-                dep_wait = time.monotonic_ns() - t
-            if self._cap is not None:
-                must_wait = self._cap.locked()
-                t = time.monotonic_ns()
-                await self._cap.acquire()
-                acquired = True
-                queue_wait = time.monotonic_ns() - t if must_wait else 0
+            dep_wait, queue_wait, acquired = await self._wait_turn(item)
             assert self._client is not None
             target = self._prefix + (item.path + ("?" + item.query if item.query else "")).encode("latin-1")
             headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in self.headers[item.index]]
             self._seq += 1
-            t0 = time.monotonic_ns()
-            sent = writer.elapsed_ns()
-            lag = max(0, sent - scheduled_ns - dep_wait - queue_wait)
-            record.update(seq=self._seq, sent_ns=sent, lag_ns=lag, queue_ns=queue_wait, dep_wait_ns=dep_wait)
-            self.stats.sent += 1
-            self.stats.lags_ns.append(lag)
-            if self._cap is not None:
-                self.stats.queue_ns.append(queue_wait)
-            response = await self._client.send(item.method, target, headers, self.bodies[item.index])
-            record["headers_ns"] = time.monotonic_ns() - t0
-            record["status"] = response.status_code
-            record["response_headers"] = self.redactor.headers_from_asgi(response.headers)
-            chunk_ns: list[int] = record["chunk_ns"]
-            chunks: list[bytes] = record["chunks"]
-            async for chunk in response.aiter_raw():
-                chunk_ns.append(time.monotonic_ns() - t0)
-                chunks.append(chunk)
-        except UpstreamTimeoutError as exc:
-            record.update(end="timeout", error=f"target timed out: {exc}")
-        except UpstreamHTTPError as exc:
-            record.update(end="upstream_error", error=f"target failed: {exc}")
+            call.sent()
+            self._count_sent(record, scheduled_ns, dep_wait, queue_wait)
+            response = await call.open(self._client, item.method, target, headers, self.bodies[item.index])
+            await call.relay(response)
+        except UpstreamError as exc:
+            call.failed(exc)
         except asyncio.CancelledError:
-            record.update(end="cancelled", error="replay stopped while the request was in flight")
+            record.update({"end": "cancelled", "error": "replay stopped while the request was in flight"})
             raise
         finally:
-            record["end_ns"] = time.monotonic_ns() - t0 if record["sent_ns"] else 0
+            if record["sent_ns"]:
+                call.ended()
             if response is not None:
                 await response.aclose()
             if acquired:
                 self._cap.release()  # type: ignore[union-attr]
-            self._done[item.index].set()
-            self.stats.ends[record["end"]] += 1
-            self.stats.statuses[str(record["status"])] += 1
-            self.stats.completed += 1
-            if record["sent_ns"]:
-                self.stats.intervals.append((record["sent_ns"], record["sent_ns"] + record["end_ns"]))
-                writer.write(record)
-                if self.on_exchange is not None:
-                    self.on_exchange(record)
+            self._settle(item, record)
             await asyncio.shield(self._release())
+
+    async def _wait_turn(self, item: Item) -> tuple[int, int, bool]:
+        """Wait for the request this one's conversation continues, then for a concurrency slot:
+        returns both waits (ns, kept out of the lag) and whether a slot was taken."""
+        dep_wait = queue_wait = 0
+        if item.parent is not None and not self._done[item.parent].is_set():
+            t = time.monotonic_ns()
+            await self._done[item.parent].wait()
+            dep_wait = time.monotonic_ns() - t
+        if self._cap is None:
+            return dep_wait, 0, False
+        must_wait = self._cap.locked()
+        t = time.monotonic_ns()
+        await self._cap.acquire()
+        queue_wait = time.monotonic_ns() - t if must_wait else 0
+        return dep_wait, queue_wait, True
+
+    def _count_sent(self, record: Exchange, scheduled_ns: int, dep_wait: int, queue_wait: int) -> None:
+        """Schedule fidelity: how late the request left, not counting the waits it was meant to have."""
+        lag = max(0, record["sent_ns"] - scheduled_ns - dep_wait - queue_wait)
+        record.update({"seq": self._seq, "lag_ns": lag, "queue_ns": queue_wait, "dep_wait_ns": dep_wait})
+        self.stats.sent += 1
+        self.stats.lags_ns.append(lag)
+        if self._cap is not None:
+            self.stats.queue_ns.append(queue_wait)
+
+    def _settle(self, item: Item, record: Exchange) -> None:
+        """The request is over: release its conversation, count it, and record it if it was sent."""
+        self._done[item.index].set()
+        self.stats.ends[record["end"]] += 1
+        self.stats.statuses[str(record["status"])] += 1
+        self.stats.completed += 1
+        if record["sent_ns"]:
+            self.stats.intervals.append((record["sent_ns"], record["sent_ns"] + record["end_ns"]))
+            self.writer.write(record)
+            if self.on_exchange is not None:
+                self.on_exchange(record)

@@ -160,22 +160,54 @@ def load(
 ) -> tuple[list[Item], dict[str, Any]]:
     """Items to replay, in original order, and the source capture's identity."""
     reader = CaptureReader(path)
-    records: list[dict[str, Any]] = []
-    starts: list[int] = []
-    header: dict[str, Any] = {}
-    enrich: dict[str, dict[str, Any]] = {}
-    anchor = 0
-    for r in reader.records():
-        if r["type"] == "header":
-            header = header or r
-            anchor = round(r["wall"] * 1e9)  # the run's start; exact monotonic offsets within it
-        elif r["type"] == "exchange":
-            records.append(r)
-            starts.append(anchor + r["start_ns"])
-        elif r["type"] == "enrichment":
-            enrich[r["exchange_id"]] = r["settings"]
-    if not records:
+    source = _Source.read(reader)
+    if not source.records:
         raise WorkloadError(f"{path}: the capture holds no exchanges to replay")
+    items, conversations, intervals = _select(source, filters)
+    if limit is not None:
+        items, conversations, intervals = items[:limit], conversations[:limit], intervals[:limit]
+    if not items:
+        raise WorkloadError(f"{path}: no exchange is left to replay after the filters")
+    base = items[0].offset_ns
+    for item in items:
+        item.offset_ns -= base
+    _count_in_flight(items, intervals)
+    link_conversations(items, conversations)
+    if repeat > 1:
+        items = _repeated(items, repeat)
+    identity = {"path": str(reader.path), "capture_id": source.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
+    return items, identity
+
+
+@dataclass
+class _Source:
+    """What a replay needs of a capture: its exchanges, when each started (ns, one clock over every
+    run), its first header, and the source's effective settings of each enriched exchange."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    header: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # by exchange id
+
+    @classmethod
+    def read(cls, reader: CaptureReader) -> _Source:
+        source = cls()
+        anchor = 0
+        for r in reader.records():
+            if r["type"] == "header":
+                source.header = source.header or r
+                anchor = round(r["wall"] * 1e9)  # the run's start; exact monotonic offsets within it
+            elif r["type"] == "exchange":
+                source.records.append(r)
+                source.starts.append(anchor + r["start_ns"])
+            elif r["type"] == "enrichment":
+                source.settings[r["exchange_id"]] = r["settings"]
+        return source
+
+
+def _select(source: _Source, filters: Filters | None) -> tuple[list[Item], list[Conversation], list[tuple[int, int]]]:
+    """The exchanges to replay, in original order, with their conversations and (start, end) offsets."""
+    starts, records = source.starts, source.records
     first = min(starts)
     order = sorted(range(len(records)), key=lambda i: (starts[i], records[i]["seq"]))
     items: list[Item] = []
@@ -186,57 +218,56 @@ def load(
         if r.get("end") == "refused":
             continue  # infertap refused it; the engine never saw it
         request = read_request(r)  # the body parsed once, for the model and the conversation
-        offset = starts[i] - first
-        duration = r["sent_ns"] - r["start_ns"] + r.get("end_ns", 0)
-        item = Item(
-            index=len(items),
-            source_id=r["id"],
-            method=r["method"],
-            path=r["path"],
-            query=r["query"],
-            headers=r["request_headers"],
-            body=r["request_body"],
-            offset_ns=offset,
-            duration_ns=duration,
-            session=r.get("session"),
-            model=request.model,
-            status=r.get("status"),
-            settings=enrich.get(r["id"]),
-        )
+        item = _item(len(items), r, request, starts[i] - first, source.settings.get(r["id"]))
         if filters and not filters.keep(item):
             continue
         items.append(item)
         conversations.append(_conversation(r, request))
-        intervals.append((offset, offset + duration))
-    if limit is not None:
-        items, conversations, intervals = items[:limit], conversations[:limit], intervals[:limit]
-    if not items:
-        raise WorkloadError(f"{path}: no exchange is left to replay after the filters")
-    base = items[0].offset_ns
-    for item in items:
-        item.offset_ns -= base
-    # In flight at each start: those started by then less those ended by then (an interval ends
-    # after it starts), counted by bisection instead of a scan per item.
+        intervals.append((item.offset_ns, item.offset_ns + item.duration_ns))
+    return items, conversations, intervals
+
+
+def _item(index: int, r: dict[str, Any], request: Request, offset: int, settings: dict[str, Any] | None) -> Item:
+    return Item(
+        index=index,
+        source_id=r["id"],
+        method=r["method"],
+        path=r["path"],
+        query=r["query"],
+        headers=r["request_headers"],
+        body=r["request_body"],
+        offset_ns=offset,
+        duration_ns=r["sent_ns"] - r["start_ns"] + r.get("end_ns", 0),
+        session=r.get("session"),
+        model=request.model,
+        status=r.get("status"),
+        settings=settings,
+    )
+
+
+def _count_in_flight(items: list[Item], intervals: list[tuple[int, int]]) -> None:
+    """Set each item's ``concurrency``: in flight at its start, those started by then less those
+    ended by then (an interval ends after it starts), counted by bisection, not a scan per item."""
     starts, ends = sorted(s for s, _ in intervals), sorted(e for _, e in intervals)
     for i, (start, _) in enumerate(intervals):
         items[i].concurrency = bisect.bisect_right(starts, start) - bisect.bisect_right(ends, start) or 1
-    link_conversations(items, conversations)
-    if repeat > 1:
-        span = max(i.offset_ns for i in items) + 1_000_000
-        copies: list[Item] = []
-        for k in range(1, repeat):
-            for it in items:
-                copies.append(
-                    Item(
-                        **{
-                            **it.__dict__,
-                            "index": len(items) + len(copies),
-                            "offset_ns": it.offset_ns + k * span,
-                            "repeat": k,
-                            "parent": None if it.parent is None else it.parent + k * len(items),
-                        }
-                    )
+
+
+def _repeated(items: list[Item], repeat: int) -> list[Item]:
+    """``items`` then ``repeat - 1`` copies, each after the one before, conversations within a copy."""
+    span = max(i.offset_ns for i in items) + 1_000_000
+    copies: list[Item] = []
+    for k in range(1, repeat):
+        for it in items:
+            copies.append(
+                Item(
+                    **{
+                        **it.__dict__,
+                        "index": len(items) + len(copies),
+                        "offset_ns": it.offset_ns + k * span,
+                        "repeat": k,
+                        "parent": None if it.parent is None else it.parent + k * len(items),
+                    }
                 )
-        items = items + copies
-    source = {"path": str(reader.path), "capture_id": header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
-    return items, source
+            )
+    return items + copies

@@ -13,7 +13,7 @@ import pytest
 from anthropic import Anthropic
 from infertap.analysis import Analysis
 from infertap.analysis.compare import compare
-from infertap.replay import Schedule, Transforms, run_replay
+from infertap.replay import ReplayConfig, Schedule, Transforms, run_replay
 from infertap.replay.workload import load
 from openai import OpenAI
 
@@ -175,7 +175,9 @@ def test_second_turns_continue_their_first_turn_in_every_api(agent_capture):
 def test_a_replay_that_changes_the_answers_is_seen_and_one_that_does_not_matches(agent_capture, steady_engine, tmp_path):
     out, _ = agent_capture
     run_replay(
-        out, steady_engine.url, tmp_path / "same", schedule=Schedule("concurrency", concurrency=1), probe=False, enrich=False
+        ReplayConfig(
+            out, steady_engine.url, tmp_path / "same", schedule=Schedule("concurrency", concurrency=1), probe=False, enrich=False
+        )
     )
     same = compare(out, tmp_path / "same")["divergence"]
     assert same["exact_match_rate"] == 1.0 and same["similarity_mean"] == 1.0, same["most_divergent"]
@@ -183,13 +185,15 @@ def test_a_replay_that_changes_the_answers_is_seen_and_one_that_does_not_matches
 
     hot = Transforms(set_values=[("temperature", 1.8), ("seed", 7)])
     run_replay(
-        out,
-        steady_engine.url,
-        tmp_path / "hot",
-        schedule=Schedule("concurrency", concurrency=1),
-        transforms=hot,
-        probe=False,
-        enrich=False,
+        ReplayConfig(
+            out,
+            steady_engine.url,
+            tmp_path / "hot",
+            schedule=Schedule("concurrency", concurrency=1),
+            transforms=hot,
+            probe=False,
+            enrich=False,
+        )
     )
     changed = compare(out, tmp_path / "hot", top=100)["divergence"]
     assert changed["exact_match_rate"] < 0.5 and changed["similarity_mean"] < 0.9
@@ -202,7 +206,14 @@ def test_a_replay_that_changes_the_answers_is_seen_and_one_that_does_not_matches
 def test_conversations_keep_their_order_at_concurrency_4(agent_capture, llama_server_engine, tmp_path):
     out, _ = agent_capture
     run_replay(
-        out, llama_server_engine.url, tmp_path / "c4", schedule=Schedule("concurrency", concurrency=4), probe=False, enrich=False
+        ReplayConfig(
+            out,
+            llama_server_engine.url,
+            tmp_path / "c4",
+            schedule=Schedule("concurrency", concurrency=4),
+            probe=False,
+            enrich=False,
+        )
     )
     source = {x["id"]: x for x in CaptureReader(out).exchanges()}
     items = {item.source_id: item for item in load(out)[0]}

@@ -170,7 +170,7 @@ def test_llama_cpp_python_against_llama_server_shows_the_setting_then_the_diverg
 ):
     """Same GGUF, same requests, temperature 0: the repeat_penalty default explains the answers."""
     import httpx
-    from infertap.replay import Schedule, run_replay
+    from infertap.replay import ReplayConfig, Schedule, run_replay
 
     rec = record(engine.url, "--model-file", str(gguf))
     for question in ["What is 17 + 25?", "What is 12 + 30?"]:
@@ -185,7 +185,11 @@ def test_llama_cpp_python_against_llama_server_shows_the_setting_then_the_diverg
             timeout=120,
         )
     rec.stop()
-    run_replay(rec.out, llama_server_engine.url, tmp_path / "on-llama-server", schedule=Schedule("concurrency", concurrency=1))
+    run_replay(
+        ReplayConfig(
+            rec.out, llama_server_engine.url, tmp_path / "on-llama-server", schedule=Schedule("concurrency", concurrency=1)
+        )
+    )
     r = compare(rec.out, tmp_path / "on-llama-server", extract="number")
     snapshots = {row["fact"]: row for row in r["config"]["snapshots"]}
     assert (snapshots["kind"]["a"], snapshots["kind"]["b"]) == ("llama-cpp-python", "llama-server")

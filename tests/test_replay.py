@@ -11,7 +11,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from infertap.replay import Filters, ReplayError, Schedule, Transforms, run_replay
+from infertap.replay import Filters, ReplayConfig, ReplayError, Schedule, Transforms, run_replay
 
 from infertap.capture.info import summarize
 from infertap.capture.reader import CaptureReader
@@ -35,7 +35,7 @@ def _chat(tag: str, content: str | None = None, **extra) -> dict:
 def test_original_timing_links_every_exchange_to_its_source(fake, tmp_path):
     app, url = fake
     src = write_capture(tmp_path / "src", [{"offset_s": t, "body": _chat(f"t{i}")} for i, t in enumerate([0, 0.2, 0.25, 0.6])])
-    summary = run_replay(tmp_path / "src", url, tmp_path / "out", probe=False)
+    summary = run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False))
     assert summary["sent"] == summary["completed"] == 4 and summary["ends"] == {"complete": 4}
     xs = _exchanges(tmp_path / "out")
     assert [x["source_id"] for x in xs] == [r["id"] for r in src]
@@ -53,7 +53,7 @@ def test_original_timing_links_every_exchange_to_its_source(fake, tmp_path):
 def test_speed_scales_the_schedule(fake, tmp_path):
     app, url = fake
     write_capture(tmp_path / "src", [{"offset_s": t, "body": _chat(f"t{i}")} for i, t in enumerate([0, 1.0, 2.0])])
-    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("original", speed=4))
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("original", speed=4)))
     xs = _exchanges(tmp_path / "out")
     assert [x["scheduled_ns"] - xs[0]["scheduled_ns"] for x in xs] == [0, 250_000_000, 500_000_000]
 
@@ -82,7 +82,7 @@ def test_a_conversation_waits_for_the_turn_it_continues(fake, tmp_path):
             {"offset_s": 0.1, "body": second},
         ],
     )
-    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False)
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False))
     xs = {json.loads(x["request_body"])["tag"]: x for x in _exchanges(tmp_path / "out")}
     t1, t2, o = xs["turn1"], xs["turn2"], xs["other"]
     assert t2["sent_ns"] >= t1["sent_ns"] + t1["end_ns"], "the second turn started before the first had finished"
@@ -101,7 +101,7 @@ def test_a_session_header_orders_requests_too(fake, tmp_path):
             {"offset_s": 0.05, "body": _chat("s2"), "session": "abc"},
         ],
     )
-    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False)
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False))
     a, b = _exchanges(tmp_path / "out")
     assert b["sent_ns"] >= a["sent_ns"] + a["end_ns"]
 
@@ -128,12 +128,14 @@ def test_transforms_reach_the_target(fake, tmp_path):
         drop_headers={"x-trace"},
     )
     run_replay(
-        tmp_path / "src",
-        url,
-        tmp_path / "out",
-        probe=False,
-        transforms=transforms,
-        schedule=Schedule("concurrency", concurrency=1),
+        ReplayConfig(
+            tmp_path / "src",
+            url,
+            tmp_path / "out",
+            probe=False,
+            transforms=transforms,
+            schedule=Schedule("concurrency", concurrency=1),
+        )
     )
     sent = _bodies(app)
     assert [b["model"] for b in sent] == ["big", "other"]
@@ -143,7 +145,7 @@ def test_transforms_reach_the_target(fake, tmp_path):
     assert all(h["authorization"] == "Bearer target-key-123" for h in headers_seen)
     assert b"target-key-123" not in decompressed_bytes(tmp_path / "out")
     app.requests.clear()
-    run_replay(tmp_path / "src", url, tmp_path / "out2", probe=False, transforms=Transforms(model="all-the-same"))
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out2", probe=False, transforms=Transforms(model="all-the-same")))
     assert [b["model"] for b in _bodies(app)] == ["all-the-same"] * 2
     # A redacted credential is never replayed: without a new one, no Authorization at all.
     assert all(b"authorization" not in dict(r["headers"]) for r in app.requests)
@@ -161,13 +163,13 @@ def test_pin_defaults_writes_the_sources_engine_defaults(fake, tmp_path):
         },
     }
     write_capture(tmp_path / "src", [{"body": _chat("p", temperature=0)}], enrichments=[enrichment])
-    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=Transforms(pin_defaults=True))
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=Transforms(pin_defaults=True)))
     (sent,) = _bodies(app)
     assert (sent["repeat_penalty"], sent["top_k"], sent["temperature"]) == (1.1, 40, 0)
     assert "seed" not in sent
     write_capture(tmp_path / "bare", [{"body": _chat("p")}])
     with pytest.raises(ReplayError, match="no enrichment records"):
-        run_replay(tmp_path / "bare", url, tmp_path / "out2", probe=False, transforms=Transforms(pin_defaults=True))
+        run_replay(ReplayConfig(tmp_path / "bare", url, tmp_path / "out2", probe=False, transforms=Transforms(pin_defaults=True)))
 
 
 def test_filters_limit_and_repeat(fake, tmp_path):
@@ -183,12 +185,16 @@ def test_filters_limit_and_repeat(fake, tmp_path):
         ],
     )
     filters = Filters.parse(["path=/v1/chat/*", "status=200", "before=1"])
-    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, filters=filters, repeat=3)
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, filters=filters, repeat=3))
     tags = [json.loads(x["request_body"])["tag"] for x in _exchanges(tmp_path / "out")]
     assert tags == ["a", "b"] * 3
-    run_replay(tmp_path / "src", url, tmp_path / "out2", probe=False, filters=Filters.parse(["model=n"]))
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out2", probe=False, filters=Filters.parse(["model=n"])))
     assert [json.loads(x["request_body"])["tag"] for x in _exchanges(tmp_path / "out2")] == ["b"]
-    run_replay(tmp_path / "src", url, tmp_path / "out3", probe=False, limit=2, schedule=Schedule("concurrency", concurrency=4))
+    run_replay(
+        ReplayConfig(
+            tmp_path / "src", url, tmp_path / "out3", probe=False, limit=2, schedule=Schedule("concurrency", concurrency=4)
+        )
+    )
     assert len(_exchanges(tmp_path / "out3")) == 2
 
 
@@ -196,7 +202,9 @@ def test_filters_limit_and_repeat(fake, tmp_path):
 def test_fixed_concurrency_holds_n_in_flight(fake, tmp_path, n):
     app, url = fake
     write_capture(tmp_path / "src", [{"offset_s": 0, "body": _chat(f"c{i}", pace_ms=100)} for i in range(9)])
-    summary = run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("concurrency", concurrency=n))
+    summary = run_replay(
+        ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("concurrency", concurrency=n))
+    )
     assert app.max_in_flight == n
     assert summary["concurrency"]["max"] == n and summary["completed"] == 9
 
@@ -207,14 +215,16 @@ def test_concurrency_original_follows_what_the_capture_saw(fake, tmp_path):
     xs = [{"offset_s": t, "duration_ns": 500_000_000, "body": _chat(f"w{i}", pace_ms=100)} for i, t in enumerate([0, 0.1, 0.2])]
     xs.append({"offset_s": 3.0, "duration_ns": 100_000_000, "body": _chat("alone", pace_ms=100)})
     write_capture(tmp_path / "src", xs)
-    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("concurrency-original"))
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("concurrency-original")))
     assert app.max_in_flight == 3
 
 
 def test_max_concurrency_wait_is_recorded_apart_from_latency(fake, tmp_path):
     app, url = fake
     write_capture(tmp_path / "src", [{"offset_s": 0, "body": _chat(f"q{i}", pace_ms=150)} for i in range(4)])
-    summary = run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("original", max_concurrency=1))
+    summary = run_replay(
+        ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("original", max_concurrency=1))
+    )
     xs = _exchanges(tmp_path / "out")
     assert app.max_in_flight == 1
     waited = sorted(x["queue_ns"] for x in xs)
@@ -227,7 +237,7 @@ def test_max_concurrency_wait_is_recorded_apart_from_latency(fake, tmp_path):
 def test_rate_and_poisson_schedules(fake, tmp_path):
     app, url = fake
     write_capture(tmp_path / "src", [{"offset_s": 0, "body": _chat(f"r{i}")} for i in range(5)])
-    run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("rate", rate=50))
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("rate", rate=50)))
     xs = _exchanges(tmp_path / "out")
     assert [x["scheduled_ns"] - xs[0]["scheduled_ns"] for x in xs] == [0, 20_000_000, 40_000_000, 60_000_000, 80_000_000]
     a = Schedule("poisson", rate=10, seed=7).offsets([None] * 2000)  # type: ignore[list-item]
@@ -248,7 +258,7 @@ def test_per_request_failures_are_recorded_and_counted(fake, tmp_path):
             {"offset_s": 0.02, "body": _chat("ok")},
         ],
     )
-    summary = run_replay(tmp_path / "src", url, tmp_path / "out", probe=False)
+    summary = run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False))
     assert summary["ends"] == {"upstream_error": 1, "complete": 2}
     assert summary["statuses"] == {"200": 2, "503": 1}
     reset = next(x for x in _exchanges(tmp_path / "out") if x["path"] == "/reset")
@@ -259,21 +269,27 @@ def test_bad_input_fails_before_anything_is_sent(fake, tmp_path):
     app, url = fake
     write_capture(tmp_path / "src", [{"body": _chat("a")}, {"id": "plain", "body": b"not json at all"}])
     with pytest.raises(ReplayError, match="plain.*JSON body"):
-        run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=Transforms(set_values=[("temperature", 0)]))
+        run_replay(
+            ReplayConfig(
+                tmp_path / "src", url, tmp_path / "out", probe=False, transforms=Transforms(set_values=[("temperature", 0)])
+            )
+        )
     with pytest.raises(ReplayError, match="messages.*not an object"):
         run_replay(
-            tmp_path / "src",
-            url,
-            tmp_path / "out",
-            probe=False,
-            filters=Filters.parse(["path=/v1/chat/completions"]),
-            limit=1,
-            transforms=Transforms(set_values=[("messages.x", 1)]),
+            ReplayConfig(
+                tmp_path / "src",
+                url,
+                tmp_path / "out",
+                probe=False,
+                filters=Filters.parse(["path=/v1/chat/completions"]),
+                limit=1,
+                transforms=Transforms(set_values=[("messages.x", 1)]),
+            )
         )
     assert app.requests == [] and not (tmp_path / "out").exists()
     dead = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ReplayError, match="refuses connections"):
-        run_replay(tmp_path / "src", dead, tmp_path / "out")
+        run_replay(ReplayConfig(tmp_path / "src", dead, tmp_path / "out"))
     assert not (tmp_path / "out").exists()
     runner = CliRunner()
     for args, message in [
@@ -342,7 +358,7 @@ def test_replay_a_real_engine_capture_back_against_it(engine, record, tmp_path):
     original_text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     rec.stop()
     source = rec.exchanges()
-    summary = run_replay(rec.out, engine.url, tmp_path / "replay")
+    summary = run_replay(ReplayConfig(rec.out, engine.url, tmp_path / "replay"))
     assert summary["sent"] == 3 and summary["ends"] == {"complete": 3} and summary["target_kind"] == "llama-cpp-python"
     records = list(CaptureReader(tmp_path / "replay").records())
     xs = [r for r in records if r["type"] == "exchange"]
@@ -373,7 +389,7 @@ def test_faults_during_a_replay_are_recorded_and_nothing_is_lost(tmp_path):
     server = ServerThread(app).__enter__()
     try:
         threading.Timer(1.0, server.__exit__, args=(None, None, None)).start()  # the target goes away mid-run
-        summary = run_replay(tmp_path / "src", server.url, tmp_path / "out", probe=False, read_timeout=0.5)
+        summary = run_replay(ReplayConfig(tmp_path / "src", server.url, tmp_path / "out", probe=False, read_timeout=0.5))
     finally:
         server.__exit__(None, None, None)
     ends = {

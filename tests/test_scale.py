@@ -13,7 +13,7 @@ import duckdb
 import pytest
 import ray
 from infertap.analysis import Analysis
-from infertap.replay import ReplayError, Schedule, ScheduleError, load, run_replay
+from infertap.replay import ReplayConfig, ReplayError, Schedule, ScheduleError, load, run_replay
 from infertap.replay.distributed import DistributedReplayError, ShardWorker, _clock_offset, run_sharded
 from infertap.replay.shards import shard_schedules, split
 
@@ -92,10 +92,10 @@ def arrivals(app) -> dict[str, float]:
 def test_sharded_replay_sends_what_a_single_process_sends_at_the_same_times(fake, tmp_path, ray_cluster) -> None:
     app, url = fake
     src = workload(tmp_path)
-    single = run_replay(src, url, tmp_path / "single", probe=False)
+    single = run_replay(ReplayConfig(src, url, tmp_path / "single", probe=False))
     alone, single_bodies = arrivals(app), sorted(r["body"] for r in app.requests)
     app.requests.clear()
-    sharded = run_replay(src, url, tmp_path / "sharded", probe=False, ray=ray_cluster, shards=2)
+    sharded = run_replay(ReplayConfig(src, url, tmp_path / "sharded", probe=False, ray=ray_cluster, shards=2))
     together, sharded_bodies = arrivals(app), sorted(r["body"] for r in app.requests)
 
     assert sharded_bodies == single_bodies and len(sharded_bodies) == 24  # the same exchanges, each once
@@ -126,7 +126,7 @@ def test_sharded_replay_sends_what_a_single_process_sends_at_the_same_times(fake
 
 def test_sharded_capture_exports_partitioned_parquet_that_round_trips(fake, tmp_path, ray_cluster) -> None:
     app, url = fake
-    run_replay(workload(tmp_path), url, tmp_path / "sharded", probe=False, ray=ray_cluster, shards=2)
+    run_replay(ReplayConfig(workload(tmp_path), url, tmp_path / "sharded", probe=False, ray=ray_cluster, shards=2))
     out = tmp_path / "parquet"
     with Analysis([tmp_path / "sharded"], cache_dir=tmp_path / "cache") as a:
         counts = a.export_parquet(out)
@@ -174,7 +174,7 @@ def test_bad_ray_inputs_fail_clearly_before_sending(fake, tmp_path, monkeypatch)
     assert original.returncode == 1 and "can't be split" in original.stderr
     monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed
     with pytest.raises(ReplayError, match=r"infertap\[scale\]"):
-        run_replay(src, url, tmp_path / "o2", probe=False, ray="")
+        run_replay(ReplayConfig(src, url, tmp_path / "o2", probe=False, ray=""))
     assert app.requests == [] and not (tmp_path / "o").exists() and not (tmp_path / "o2").exists()
 
 
@@ -195,7 +195,12 @@ def test_a_dead_worker_loses_only_its_shard_and_is_named(fake, tmp_path, ray_clu
     headers = [[tuple(h) for h in item.headers] for item in items]
     with pytest.raises(DistributedReplayError, match=r"1 of 2 replay workers failed, their shards are not in .*: shard 1 on "):
         run_sharded(
-            items, bodies, headers, url, tmp_path / "out", Schedule(), {"kind": "replay"}, shards=2, worker=CrashingWorker
+            ReplayConfig(tmp_path / "src", url, tmp_path / "out", shards=2),
+            items,
+            bodies,
+            headers,
+            {"kind": "replay"},
+            worker=CrashingWorker,
         )
     kept = list(CaptureReader(tmp_path / "out").exchanges())
     assert len(kept) == len(split(items, 2)[0].items) == len(app.requests) == 12  # shard 0: recorded, merged, nothing lost
@@ -204,13 +209,19 @@ def test_a_dead_worker_loses_only_its_shard_and_is_named(fake, tmp_path, ray_clu
 def test_clock_offsets_are_measured_and_captures_append(fake, tmp_path, ray_cluster) -> None:
     app, url = fake
     probe = ray.remote(ShardWorker).remote(
-        split(load(workload(tmp_path))[0], 1)[0], [], [], url, Schedule(), None, {}, None, "c", 1.0
+        ReplayConfig(tmp_path / "src", url, tmp_path / "out", grace_s=1.0),
+        split(load(workload(tmp_path))[0], 1)[0],
+        [],
+        [],
+        None,
+        {},
+        "c",
     )
     offset, rtt = _clock_offset(ray, probe)
     assert rtt is not None and abs(offset) <= rtt  # one host, one clock: within the round trip's uncertainty
     ray.kill(probe)
     for _ in range(2):  # a second sharded replay into the same capture adds its shards' runs after the first's
-        run_replay(tmp_path / "src", url, tmp_path / "out", probe=False, ray=ray_cluster, shards=2)
+        run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, ray=ray_cluster, shards=2))
     reader = CaptureReader(tmp_path / "out")
     headers = [r for r in reader.records() if r["type"] == "header"]
     assert len(headers) == 4 and len({h["capture_id"] for h in headers}) == 1 and reader.closed_cleanly

@@ -1,0 +1,44 @@
+"""``ReplayConfig``: every option of a replay in one value, from ``infertap replay`` down to the workers.
+
+The command line builds one, ``run_replay`` takes it, and a sharded replay hands it to each Ray
+worker with that shard's schedule in it (``dataclasses.replace``): options are named once, not
+re-listed by every layer they pass through. Frozen, so a layer can't change what another reads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .schedule import Schedule
+from .transforms import Transforms
+from .workload import Filters
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayConfig:
+    """What to replay (``capture``, narrowed by ``filters``, ``limit``, ``repeat``), where
+    (``target``), into which capture (``out``), how (``schedule``, ``transforms``) and how the
+    target is described (``probe``, ``enrich``, ``model_file``)."""
+
+    capture: str | os.PathLike[str]
+    target: str
+    out: str | os.PathLike[str]
+    schedule: Schedule = Schedule()  # original timing
+    transforms: Transforms = field(default_factory=Transforms)  # requests replayed as captured
+    filters: Filters | None = None
+    limit: int | None = None  # the first N exchanges, after the filters
+    repeat: int = 1  # the workload N times, back to back
+    labels: Mapping[str, str] = field(default_factory=dict)  # stored in the replay's capture header
+    probe: bool = True  # a snapshot of the target; without it, no enrichment either
+    enrich: bool = True  # per-exchange effective tokens and settings
+    model_file: str | None = None  # the target's GGUF, for facts it doesn't publish
+    grace_s: float = 5.0  # on a stop, how long in-flight requests may finish
+    ray: str | None = None  # a Ray cluster to shard over ("": RAY_ADDRESS or a local one); None: this process
+    shards: int | None = None  # with ray: how many workers (None: the cluster's CPUs)
+    connect_timeout: float = 10.0
+    read_timeout: float | None = 600.0  # between bytes from the target; None: no limit
+
+
+__all__ = ["ReplayConfig"]
