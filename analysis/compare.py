@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from infertap.apis import read_request, read_response
+from infertap.apis import Output, read_request, read_response
 from infertap.capture.reader import CaptureReader
 from infertap.quantiles import quantile
 
@@ -121,85 +121,141 @@ def divergence(
     references: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """How the paired outputs differ, exchange by exchange and in total."""
-    per_pair = []
     counts: Counter[str] = Counter()
-    positions: list[int] = []
-    kls: list[dict[str, Any]] = []
     readability: dict[str, Counter[str]] = {}
-    for x, y in pairs.pairs:
-        pa, pb = read_response(x), read_response(y)
-        ea, eb = a.enrichments.get(x["id"]), b.enrichments.get(y["id"])
-        out_a = (ea or {}).get("output_tokens") or {}
-        out_b = (eb or {}).get("output_tokens") or {}
-        item: dict[str, Any] = {"a_id": x["id"], "b_id": y["id"], "path": x["path"], "api": [pa.api, pb.api]}
-        read = readability.setdefault(f"{x['method']} {x['path'].split('?')[0]}", Counter())
-        read["pairs"] += 1
-        read["read_both"] += pa.readable and pb.readable
-        read["unreadable_a"] += not pa.readable
-        read["unreadable_b"] += not pb.readable
-        if not (pa.readable and pb.readable):
-            # Nothing to compare is not agreement: two bodies no adapter read are never equal.
-            counts["unreadable"] += 1
-            item["unreadable"] = [pa.error if not pa.readable else None, pb.error if not pb.readable else None]
-        same_text = pa.text == pb.text and pa.reasoning == pb.reasoning and pa.error_message == pb.error_message
-        tools = tool_call_diff(pa.tool_calls, pb.tool_calls)
-        item["exact"] = (
-            pa.readable and pb.readable and same_text and tools["arguments_equal"] and x.get("status") == y.get("status")
-        )
-        counts["exact"] += item["exact"]
-        if pa.token_ids and pb.token_ids:
-            at, unit = first_divergence(pa.token_ids, pb.token_ids), "token (engine ids)"
-        elif out_a.get("ids") is not None and out_b.get("ids") is not None:
-            at, unit = first_divergence(out_a["ids"], out_b["ids"]), "token (re-tokenized)"
-        else:
-            at, unit = first_divergence(pa.text, pb.text), "character"
-        item["first_divergence"] = {"at": at, "unit": unit}
-        if at is not None:
-            positions.append(at)
-        # Similarity of outputs needs two outputs: an unreadable side, or an error against an answer, scores 0.
-        both = pa.readable and pb.readable and (pa.error_message is None) == (pb.error_message is None)
-        item["similarity"] = similarity(pa.reasoning + pa.text, pb.reasoning + pb.text) if both else 0.0
-        if pa.finish_reason != pb.finish_reason:
-            counts["finish_reason_changed"] += 1
-            item["finish_reason"] = [pa.finish_reason, pb.finish_reason]
-            item["finish_reason_raw"] = [pa.finish_reason_raw, pb.finish_reason_raw]
-        if pa.tool_calls or pb.tool_calls:
-            counts["with_tool_calls"] += 1
-            counts["tool_calls_differ"] += not tools["arguments_equal"]
-            item["tool_calls"] = tools
-        landed_a = "reasoning" if pa.reasoning and not pa.text else "content"
-        landed_b = "reasoning" if pb.reasoning and not pb.text else "content"
-        if landed_a != landed_b:
-            counts["text_moved"] += 1
-            item["landed"] = [landed_a, landed_b]
-        if x.get("status") != y.get("status") or x.get("end") != y.get("end"):
-            counts["status_or_end_differs"] += 1
-            item["status"] = [[x.get("status"), x.get("end"), x.get("error")], [y.get("status"), y.get("end"), y.get("error")]]
-        if extract is not None:
-            ans_a, ans_b = extract(pa.text), extract(pb.text)
-            item["answer"] = [ans_a, ans_b]
-            counts["answer_changed" if ans_a != ans_b else "answer_unchanged"] += 1
-            reference = (references or {}).get(read_request(x).last_user or "")
-            if reference is not None:
-                right_a, right_b = ans_a == reference, ans_b == reference
-                item["reference"] = reference
-                counts[
-                    {
-                        (True, True): "right_both",
-                        (False, False): "wrong_both",
-                        (True, False): "right_to_wrong",
-                        (False, True): "wrong_to_right",
-                    }[(right_a, right_b)]
-                ] += 1
-        lp_a, lp_b = logprob_positions(pa.objects), logprob_positions(pb.objects)
-        if lp_a and lp_b:
-            kl = kl_shared_prefix(lp_a, lp_b, at if at is not None and unit != "character" else min(len(lp_a), len(lp_b)))
-            if kl:
-                kls.append(kl)
-                item["kl"] = kl
-        item["text"] = [pa.text, pb.text]
-        per_pair.append(item)
+    per_pair = [_pair_divergence(a, b, x, y, counts, readability, extract, references) for x, y in pairs.pairs]
+    summary = _divergence_summary(per_pair, counts, readability)
+    summary["most_divergent"] = _most_divergent(per_pair, top)
+    return summary
+
+
+def _pair_divergence(
+    a: Run,
+    b: Run,
+    x: dict[str, Any],
+    y: dict[str, Any],
+    counts: Counter[str],
+    readability: dict[str, Counter[str]],
+    extract: Callable[[str], str | None] | None,
+    references: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """One pair's differences; adds to ``counts`` as it goes, since their first-seen order is the output's."""
+    pa, pb = read_response(x), read_response(y)
+    item: dict[str, Any] = {"a_id": x["id"], "b_id": y["id"], "path": x["path"], "api": [pa.api, pb.api]}
+    _count_readable(readability, x, pa, pb)
+    if not (pa.readable and pb.readable):
+        # Nothing to compare is not agreement: two bodies no adapter read are never equal.
+        counts["unreadable"] += 1
+        item["unreadable"] = [pa.error if not pa.readable else None, pb.error if not pb.readable else None]
+    same_text = pa.text == pb.text and pa.reasoning == pb.reasoning and pa.error_message == pb.error_message
+    tools = tool_call_diff(pa.tool_calls, pb.tool_calls)
+    item["exact"] = pa.readable and pb.readable and same_text and tools["arguments_equal"] and x.get("status") == y.get("status")
+    counts["exact"] += item["exact"]
+    at, unit = _first_divergence(pa, pb, a.enrichments.get(x["id"]), b.enrichments.get(y["id"]))
+    item["first_divergence"] = {"at": at, "unit": unit}
+    # Similarity of outputs needs two outputs: an unreadable side, or an error against an answer, scores 0.
+    both = pa.readable and pb.readable and (pa.error_message is None) == (pb.error_message is None)
+    item["similarity"] = similarity(pa.reasoning + pa.text, pb.reasoning + pb.text) if both else 0.0
+    _count_changes(item, counts, x, y, pa, pb, tools)
+    if extract is not None:
+        _count_answers(item, counts, x, pa, pb, extract, references)
+    kl = _logprob_kl(pa, pb, at, unit)
+    if kl:
+        item["kl"] = kl
+    item["text"] = [pa.text, pb.text]
+    return item
+
+
+def _count_readable(readability: dict[str, Counter[str]], x: dict[str, Any], pa: Output, pb: Output) -> None:
+    """Per method and path, so that a body no adapter reads shows where it came from."""
+    read = readability.setdefault(f"{x['method']} {x['path'].split('?')[0]}", Counter())
+    read["pairs"] += 1
+    read["read_both"] += pa.readable and pb.readable
+    read["unreadable_a"] += not pa.readable
+    read["unreadable_b"] += not pb.readable
+
+
+def _first_divergence(pa: Output, pb: Output, ea: dict[str, Any] | None, eb: dict[str, Any] | None) -> tuple[int | None, str]:
+    """In the finest unit both sides have: the engine's token ids, else re-tokenized ids, else characters."""
+    out_a = (ea or {}).get("output_tokens") or {}
+    out_b = (eb or {}).get("output_tokens") or {}
+    if pa.token_ids and pb.token_ids:
+        return first_divergence(pa.token_ids, pb.token_ids), "token (engine ids)"
+    if out_a.get("ids") is not None and out_b.get("ids") is not None:
+        return first_divergence(out_a["ids"], out_b["ids"]), "token (re-tokenized)"
+    return first_divergence(pa.text, pb.text), "character"
+
+
+def _count_changes(
+    item: dict[str, Any],
+    counts: Counter[str],
+    x: dict[str, Any],
+    y: dict[str, Any],
+    pa: Output,
+    pb: Output,
+    tools: dict[str, Any],
+) -> None:
+    """What changed besides the text: finish reason, tool calls, where the text landed, status and ending."""
+    if pa.finish_reason != pb.finish_reason:
+        counts["finish_reason_changed"] += 1
+        item["finish_reason"] = [pa.finish_reason, pb.finish_reason]
+        item["finish_reason_raw"] = [pa.finish_reason_raw, pb.finish_reason_raw]
+    if pa.tool_calls or pb.tool_calls:
+        counts["with_tool_calls"] += 1
+        counts["tool_calls_differ"] += not tools["arguments_equal"]
+        item["tool_calls"] = tools
+    landed_a = "reasoning" if pa.reasoning and not pa.text else "content"
+    landed_b = "reasoning" if pb.reasoning and not pb.text else "content"
+    if landed_a != landed_b:
+        counts["text_moved"] += 1
+        item["landed"] = [landed_a, landed_b]
+    if x.get("status") != y.get("status") or x.get("end") != y.get("end"):
+        counts["status_or_end_differs"] += 1
+        item["status"] = [[x.get("status"), x.get("end"), x.get("error")], [y.get("status"), y.get("end"), y.get("error")]]
+
+
+_FLIPS = {
+    (True, True): "right_both",
+    (False, False): "wrong_both",
+    (True, False): "right_to_wrong",
+    (False, True): "wrong_to_right",
+}
+
+
+def _count_answers(
+    item: dict[str, Any],
+    counts: Counter[str],
+    x: dict[str, Any],
+    pa: Output,
+    pb: Output,
+    extract: Callable[[str], str | None],
+    references: Mapping[str, str] | None,
+) -> None:
+    """Different words can carry the same answer: extracted answers, and flips against a known one."""
+    ans_a, ans_b = extract(pa.text), extract(pb.text)
+    item["answer"] = [ans_a, ans_b]
+    counts["answer_changed" if ans_a != ans_b else "answer_unchanged"] += 1
+    reference = (references or {}).get(read_request(x).last_user or "")
+    if reference is not None:
+        item["reference"] = reference
+        counts[_FLIPS[(ans_a == reference, ans_b == reference)]] += 1
+
+
+def _logprob_kl(pa: Output, pb: Output, at: int | None, unit: str) -> dict[str, Any] | None:
+    """KL over the positions before the first divergence, when both engines reported logprobs."""
+    lp_a, lp_b = logprob_positions(pa.objects), logprob_positions(pb.objects)
+    if not (lp_a and lp_b):
+        return None
+    return kl_shared_prefix(lp_a, lp_b, at if at is not None and unit != "character" else min(len(lp_a), len(lp_b)))
+
+
+def _divergence_summary(
+    per_pair: list[dict[str, Any]], counts: Counter[str], readability: dict[str, Counter[str]]
+) -> dict[str, Any]:
+    """The totals over all pairs (the most divergent are added by the caller, last)."""
     n = len(per_pair)
+    positions = [p["first_divergence"]["at"] for p in per_pair if p["first_divergence"]["at"] is not None]
+    kls = [p["kl"] for p in per_pair if "kl" in p]
     summary: dict[str, Any] = {
         "pairs": n,
         "exact_match_rate": counts["exact"] / n if n else None,
@@ -218,11 +274,15 @@ def divergence(
             "kl_mean": statistics.fmean(k["kl_mean"] for k in kls),
             "top1_agreement": statistics.fmean(k["top1_agreement"] for k in kls),
         }
+    return summary
+
+
+def _most_divergent(per_pair: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
+    """The ``top`` least similar inexact pairs, each with an inline diff (computed for those only: it is slow)."""
     worst = sorted((p for p in per_pair if not p["exact"]), key=lambda p: p["similarity"])[:top]
     for p in worst:
         p["diff"] = text_diff(*p["text"])
-    summary["most_divergent"] = worst
-    return summary
+    return worst
 
 
 def compare(

@@ -146,11 +146,10 @@ class _Decoder:
             )
 
     def exchange(self, rec: dict[str, Any]) -> None:
-        capture, xid = self.capture, rec.get("id")
+        xid = rec.get("id")
         chunks: list[bytes] = rec.get("chunks") or []
         chunk_ns: list[int] = rec.get("chunk_ns") or []
         request = read_request(rec)
-        path = rec.get("path") or ""
         wall_ns = self.run["wall_ns"]
         if wall_ns is None:  # no header seen: anchor on the exchange's own wall clock
             wall_ns = round(rec.get("wall", 0.0) * 1e9) - rec.get("start_ns", 0)
@@ -159,12 +158,18 @@ class _Decoder:
         if request.generation:
             self.prompts.append((sent_wall_ns, rec.get("seq", 0), str(xid), body))
         self._request_row(xid, request, body)
-
         parsed = read_response(rec) if chunks else Output(request.api, error="no response body")
+        self._event_rows(xid, parsed, chunk_ns)
+        self._chunk_rows(xid, chunks, chunk_ns)
+        self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, chunk_ns)
+
+    def _event_rows(self, xid: str | None, parsed: Output, chunk_ns: list[int]) -> None:
+        """One row per event the adapter read, at its chunk's arrival; it runs per token, hence the locals."""
+        capture, add, n_times = self.capture, self.sinks["events"].add, len(chunk_ns)
         for index, event in enumerate(parsed.events):
             d = event.delta
-            t_ns = chunk_ns[event.chunk] if event.chunk < len(chunk_ns) else None
-            self.sinks["events"].add(
+            t_ns = chunk_ns[event.chunk] if event.chunk < n_times else None
+            add(
                 (
                     capture,
                     xid,
@@ -179,17 +184,33 @@ class _Decoder:
                     _dump(d.usage),
                 )
             )
-        for index, (chunk, t_ns) in enumerate(zip(chunks, chunk_ns, strict=False)):
-            self.sinks["chunks"].add((capture, xid, index, t_ns, len(chunk), chunk))
 
+    def _chunk_rows(self, xid: str | None, chunks: list[bytes], chunk_ns: list[int]) -> None:
+        """Each chunk as the wire carried it (bytes and arrival), for SQL that needs more than the adapters read."""
+        capture, add = self.capture, self.sinks["chunks"].add
+        for index, (chunk, t_ns) in enumerate(zip(chunks, chunk_ns, strict=False)):
+            add((capture, xid, index, t_ns, len(chunk), chunk))
+
+    def _exchange_row(
+        self,
+        rec: dict[str, Any],
+        request: Request,
+        parsed: Output,
+        sent_wall_ns: int,
+        body: bytes,
+        chunks: list[bytes],
+        chunk_ns: list[int],
+    ) -> None:
+        """The exchange's one row: the record's own fields, then what its request and response say."""
+        run = self.run
         self.sinks["exchanges"].add(
             (
-                capture,
+                self.capture,
                 self.capture_id,
-                self.run["run_id"],
-                self.run["recorder"],
-                self.run["recorder_id"],
-                xid,
+                run["run_id"],
+                run["recorder"],
+                run["recorder_id"],
+                rec.get("id"),
                 rec.get("seq"),
                 rec.get("session"),
                 rec.get("wall"),
@@ -197,7 +218,7 @@ class _Decoder:
                 rec.get("sent_ns"),
                 sent_wall_ns,
                 rec.get("method"),
-                path,
+                rec.get("path") or "",
                 rec.get("query"),
                 rec.get("status"),
                 rec.get("end"),

@@ -189,45 +189,73 @@ tr.diff td{background:#fff3cd;font-weight:600}.plots{display:flex;flex-wrap:wrap
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;max-width:1100px}svg text{font-size:11px;fill:#333}"""
 
 
+#: Each run shown: its name (A, B), its path and the metrics of its ok generation requests.
+_Runs = list[tuple[str, str, list[dict[str, Any]]]]
+
+
 def render(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *, extract: str | None = None) -> str:
     """The report of one run, or of B compared with A."""
     runs = [("A", str(a), _metrics(a))] + ([("B", str(b), _metrics(b))] if b is not None else [])
+    out = _head(runs)
+    result = compare(a, b, extract=extract) if b is not None else None
+    if result is not None:
+        out += _configuration(result)
+    out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
+    if result is not None:
+        out.append(_speed_table(result["speed"]))
+    out.append(_plots(runs))
+    out.append(
+        "<p>Definitions: docs/metrics.md (ttft: request sent to the first chunk carrying generated text, reasoning or a tool call).</p>"
+    )
+    if result is not None:
+        out += _divergence(result["divergence"])
+        out += _most_divergent(result["divergence"]["most_divergent"])
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def _head(runs: _Runs) -> list[str]:
+    """The page's start, with a legend: the plots' colors name the runs."""
     legend = "".join(
         f'<span style="color:{c}">■ {name}: {html.escape(path)}</span>' for (name, path, _), c in zip(runs, COLORS, strict=False)
     )
-    out = [
+    return [
         f"<!doctype html><html><head><meta charset=utf-8><title>infertap report</title><style>{STYLE}</style></head><body>",
         "<h1>infertap report</h1>",
         f'<p class="legend">{legend}</p>',
     ]
-    result = compare(a, b, extract=extract) if b is not None else None
-    if result is not None:
-        cfg = result["config"]
-        out.append("<h2>1. Configuration</h2>")
-        out.append(f"<p>{html.escape(result['pairing']['explain'])}</p>")
-        rows = sorted(cfg["snapshots"], key=lambda r: (not r["differs"], r["unknown"]))
+
+
+def _configuration(result: dict[str, Any]) -> list[str]:
+    """Section 1, first because a configuration that differs explains what follows."""
+    cfg = result["config"]
+    rows = sorted(cfg["snapshots"], key=lambda r: (not r["differs"], r["unknown"]))
+    out = [
+        "<h2>1. Configuration</h2>",
+        f"<p>{html.escape(result['pairing']['explain'])}</p>",
+        _table(
+            ["fact", "A", "B"], [[r["fact"], r["a"], r["b"]] for r in rows], [r["differs"] and not r["unknown"] for r in rows]
+        ),
+    ]
+    if cfg["settings"]:
+        out.append("<h3>Effective sampling settings that differ</h3>")
         out.append(
             _table(
-                ["fact", "A", "B"], [[r["fact"], r["a"], r["b"]] for r in rows], [r["differs"] and not r["unknown"] for r in rows]
+                ["setting", "A (source)", "B (source)", "exchanges"],
+                [[r["setting"], r["a"], r["b"], r["exchanges"]] for r in cfg["settings"]],
             )
         )
-        if cfg["settings"]:
-            out.append("<h3>Effective sampling settings that differ</h3>")
-            out.append(
-                _table(
-                    ["setting", "A (source)", "B (source)", "exchanges"],
-                    [[r["setting"], r["a"], r["b"], r["exchanges"]] for r in cfg["settings"]],
-                )
-            )
-        p = cfg["prompts"]
-        out.append(
-            f"<p>Effective prompt tokens: {p['equal']} of {p['compared']} pairs identical. "
-            + " ".join(f"{n} × {html.escape(w)}." for w, n in p["differences"].items())
-            + "</p>"
-        )
-    out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
-    if result is not None:
-        out.append(_speed_table(result["speed"]))
+    p = cfg["prompts"]
+    out.append(
+        f"<p>Effective prompt tokens: {p['equal']} of {p['compared']} pairs identical. "
+        + " ".join(f"{n} × {html.escape(w)}." for w, n in p["differences"].items())
+        + "</p>"
+    )
+    return out
+
+
+def _plots(runs: _Runs) -> str:
+    """Distributions and latency over time, every run on the same axes: shapes say what medians hide."""
     plots = []
     for metric in ("ttft_ns", "tpot_ns", "e2e_ns"):
         series = [(name, [m[metric] / 1e6 for m in rows if m.get(metric) is not None]) for name, _, rows in runs]
@@ -238,38 +266,42 @@ def render(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *
         for name, _, rows in runs
     ]
     plots.append(f"<div><h3>e2e over time</h3>{scatter_svg(over_time, 's since the first request', 'e2e ms')}</div>")
-    out.append(f'<div class="plots">{"".join(plots)}</div>')
-    out.append(
-        "<p>Definitions: docs/metrics.md (ttft: request sent to the first chunk carrying generated text, reasoning or a tool call).</p>"
-    )
-    if result is not None:
-        d = result["divergence"]
-        out.append("<h2>3. Divergence</h2>")
-        rows = [
-            ["exact match", f"{d['exact_match_rate']:.1%}"],
-            ["similarity (mean)", d["similarity_mean"]],
-            ["first divergence (median position)", d["first_divergence_median"]],
-            *[[k.replace("_", " "), v] for k, v in d["counts"].items() if k != "exact"],
+    return f'<div class="plots">{"".join(plots)}</div>'
+
+
+def _divergence(d: dict[str, Any]) -> list[str]:
+    """Section 3: how often and where the outputs differ, in the rows ``infertap compare`` prints."""
+    rows = [
+        ["exact match", f"{d['exact_match_rate']:.1%}"],
+        ["similarity (mean)", d["similarity_mean"]],
+        ["first divergence (median position)", d["first_divergence_median"]],
+        *[[k.replace("_", " "), v] for k, v in d["counts"].items() if k != "exact"],
+    ]
+    if d.get("logprobs"):
+        rows += [
+            ["logprob KL over the shared prefix", d["logprobs"]["kl_mean"]],
+            ["top-1 agreement", d["logprobs"]["top1_agreement"]],
         ]
-        if d.get("logprobs"):
-            rows += [
-                ["logprob KL over the shared prefix", d["logprobs"]["kl_mean"]],
-                ["top-1 agreement", d["logprobs"]["top1_agreement"]],
-            ]
-        out.append(_table(["", "A vs B"], rows))
+    histogram = {f"{k}-{k + 7}": v for k, v in d["first_divergence_histogram"].items()}
+    return [
+        "<h2>3. Divergence</h2>",
+        _table(["", "A vs B"], rows),
+        f"<h3>Where outputs first diverge</h3>{bars_svg(histogram, 'position of first divergence')}",
+    ]
+
+
+def _most_divergent(items: Sequence[dict[str, Any]]) -> list[str]:
+    """Section 4, when any pair differs: the diffs themselves, the least similar first."""
+    if not items:
+        return []
+    out = ["<h2>4. Most divergent exchanges</h2>"]
+    for item in items:
+        fd = item["first_divergence"]
         out.append(
-            f"<h3>Where outputs first diverge</h3>{bars_svg({f'{k}-{k + 7}': v for k, v in d['first_divergence_histogram'].items()}, 'position of first divergence')}"
+            f"<p><b>{html.escape(item['path'])}</b> A {item['a_id'][:8]} / B {item['b_id'][:8]}: similarity {item['similarity']:.2f}, "
+            f"first divergence at {html.escape(fd['unit'])} {fd['at']}</p><pre>{html.escape(item['diff'])}</pre>"
         )
-        if d["most_divergent"]:
-            out.append("<h2>4. Most divergent exchanges</h2>")
-            for item in d["most_divergent"]:
-                fd = item["first_divergence"]
-                out.append(
-                    f"<p><b>{html.escape(item['path'])}</b> A {item['a_id'][:8]} / B {item['b_id'][:8]}: similarity {item['similarity']:.2f}, "
-                    f"first divergence at {html.escape(fd['unit'])} {fd['at']}</p><pre>{html.escape(item['diff'])}</pre>"
-                )
-    out.append("</body></html>")
-    return "\n".join(out)
+    return out
 
 
 def write_report(

@@ -109,102 +109,126 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
     return {"by": list(by), "captures": capture_info(analysis), "engines": engines(analysis), "groups": groups}
 
 
+#: One aspect's rows per group key (see _Query.rows).
+_Rows = dict[tuple[Any, ...], list[Any]]
+
+
 def _groups(q: _Query) -> list[dict[str, Any]]:
+    """One entry per group, in the order of its first request."""
+    aspects = _aspects(q)
+    return [_group(q, key, row, aspects) for key, [row] in aspects["main"].items()]
+
+
+def _aspects(q: _Query) -> dict[str, _Rows]:
+    """Every aspect's rows for all groups at once: one query each, however many groups there are."""
     lat = ", ".join(_aggs(col, "ok") for col, _ in LATENCIES.values())
     srv = ", ".join(_aggs(col, "ok") for col in SERVER.values())
-    main = q.rows(
-        "count(*), count(*) FILTER (WHERE ok), min(sent_wall_ns), max(end_wall_ns), sum(duration_ns), "
-        "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens) FILTER (WHERE ok AND streamed AND token_chunks > 0), "
-        "sum(token_chunks) FILTER (WHERE ok AND streamed AND token_chunks > 0), any_value(recorder), "
-        f"string_agg(DISTINCT server_timings_source, '; '), {lat}, {srv}"
-    )
-    itl = q.rows(_aggs("gap_ns", "ok"), source=f"(SELECT x.*, i.gap_ns FROM {q.m} x JOIN itl i USING (capture, exchange_id))")
+    return {
+        "main": q.rows(
+            "count(*), count(*) FILTER (WHERE ok), min(sent_wall_ns), max(end_wall_ns), sum(duration_ns), "
+            "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens) FILTER (WHERE ok AND streamed AND token_chunks > 0), "
+            "sum(token_chunks) FILTER (WHERE ok AND streamed AND token_chunks > 0), any_value(recorder), "
+            f"string_agg(DISTINCT server_timings_source, '; '), {lat}, {srv}"
+        ),
+        "itl": q.rows(
+            _aggs("gap_ns", "ok"), source=f"(SELECT x.*, i.gap_ns FROM {q.m} x JOIN itl i USING (capture, exchange_id))"
+        ),
+        "peak": _peak_concurrency(q),
+        "sources": q.rows(
+            "output_tokens_source, count(*), sum(output_tokens)",
+            extra_group="output_tokens_source",
+            source=f"(SELECT * FROM {q.m} WHERE ok)",
+        ),
+        "answers": q.rows(
+            "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
+            "count(*) FILTER (WHERE NOT readable)"
+        ),
+        "work": q.rows(
+            "sum(prompt_tokens), count(prompt_tokens), sum(output_tokens), count(output_tokens), "
+            "sum(cached_tokens), sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), count(cached_tokens), "
+            "histogram(prompt_tokens_source), histogram(cached_tokens_source)"
+        ),
+        "prefix": q.rows(
+            "prefix_unit, count(*), sum(prefix_shared), sum(prefix_length), avg(prefix_shared)",
+            extra_group="prefix_unit",
+            source=f"(SELECT * FROM {q.m} WHERE prefix_unit IS NOT NULL)",
+        ),
+    }
+
+
+def _peak_concurrency(q: _Query) -> _Rows:
+    """The most requests in flight at once: a running sum over sends (+1) and ends (-1), ends first on a tie."""
     events = f"(SELECT sent_wall_ns AS t, 1 AS d, * FROM {q.m} UNION ALL SELECT end_wall_ns AS t, -1 AS d, * FROM {q.m})"
     inflight = (
         f"(SELECT *, sum(d) OVER (PARTITION BY {', '.join(q.keys)} ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS n FROM {events})"
     )
-    peak = q.rows("max(n)", source=inflight)
-    sources = q.rows(
-        "output_tokens_source, count(*), sum(output_tokens)",
-        extra_group="output_tokens_source",
-        source=f"(SELECT * FROM {q.m} WHERE ok)",
-    )
-    answers = q.rows(
-        "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
-        "count(*) FILTER (WHERE NOT readable)"
-    )
-    work = q.rows(
-        "sum(prompt_tokens), count(prompt_tokens), sum(output_tokens), count(output_tokens), "
-        "sum(cached_tokens), sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), count(cached_tokens), "
-        "histogram(prompt_tokens_source), histogram(cached_tokens_source)"
-    )
-    prefix = q.rows(
-        "prefix_unit, count(*), sum(prefix_shared), sum(prefix_length), avg(prefix_shared)",
-        extra_group="prefix_unit",
-        source=f"(SELECT * FROM {q.m} WHERE prefix_unit IS NOT NULL)",
-    )
-    groups = []
-    for key, [row] in main.items():
-        requests, ok, first, last, busy, out_tokens, chunk_tokens, token_chunks, recorder, server_src = row[:10]
-        values = row[10:]
-        span_s = (last - first) / 1e9 if first is not None and last is not None else None
-        metrics = {}
-        for i, (name, (_, scale)) in enumerate(LATENCIES.items()):
-            metrics[name] = _dist(values[3 * i], values[3 * i + 1], values[3 * i + 2], scale)
-        [itl_row] = itl.get(key, [[None, None, 0]])
-        metrics["itl"] = _dist(itl_row[0], itl_row[1], itl_row[2], 1e-6)
-        server = values[3 * len(LATENCIES) :]
-        w = work[key][0]
-        finish, with_tools, tool_calls, unreadable = answers[key][0]
-        by_source = {str(src): int(total or 0) for src, _, total in sources.get(key, []) if src is not None}
-        label = dict(zip(q.names, key, strict=True))
-        if "run" in label:
-            label["recorder"] = recorder
-        groups.append(
-            {
-                "key": label,
-                "requests": requests,
-                "ok": ok,
-                "errors": requests - ok,
-                "error_rate": (requests - ok) / requests if requests else None,
-                "span_s": span_s,
-                "metrics": metrics,
-                "unreadable": unreadable,
-                "finish_reasons": {str(k): int(v) for k, v in (finish or {}).items()},
-                "tool_calls": {"exchanges": with_tools, "calls": int(tool_calls or 0)},
-                "tokens_per_chunk": _ratio(chunk_tokens, token_chunks),
-                "output_tokens_source": _histogram([row[:2] for row in sources.get(key, [])]),
-                "throughput": {
-                    "requests_per_s": _ratio(ok, span_s),
-                    "output_tokens_per_s": _ratio(out_tokens or 0, span_s),
-                    "output_tokens_source": _one_source(by_source),
-                },
-                "concurrency": {"mean": _ratio(busy / 1e9 if busy is not None else None, span_s), "max": peak[key][0][0]},
-                "server_timings": {
-                    "source": server_src,
-                    **{name: _dist(server[3 * i], server[3 * i + 1], server[3 * i + 2], 1.0) for i, name in enumerate(SERVER)},
-                },
-                "workload": {
-                    "requests": requests,
-                    "prompt_tokens": {"total": w[0], "known": w[1], "source": w[7] or {}},
-                    "output_tokens": {"total": w[2], "known": w[3], "by_source": by_source},
-                    "output_per_prompt": _ratio(w[2], w[0]),
-                    "cached_tokens": {"total": w[4], "known": w[6], "share": _ratio(w[4], w[5]), "source": w[8] or {}},
-                    "prefix_reuse": [
-                        {
-                            "unit": unit,
-                            "requests": n,
-                            "shared": shared,
-                            "length": length,
-                            "share": _ratio(shared, length),
-                            "mean": mean,
-                        }
-                        for unit, n, shared, length, mean in prefix.get(key, [])
-                    ],
-                },
-            }
-        )
-    return groups
+    return q.rows("max(n)", source=inflight)
+
+
+def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _Rows]) -> dict[str, Any]:
+    """One group's statistics, from its row of each aspect."""
+    requests, ok, first, last, busy, out_tokens, chunk_tokens, token_chunks, recorder, server_src = row[:10]
+    values = row[10:]
+    span_s = (last - first) / 1e9 if first is not None and last is not None else None
+    [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
+    finish, with_tools, tool_calls, unreadable = aspects["answers"][key][0]
+    sources = aspects["sources"].get(key, [])
+    by_source = {str(src): int(total or 0) for src, _, total in sources if src is not None}
+    label = dict(zip(q.names, key, strict=True))
+    if "run" in label:
+        label["recorder"] = recorder
+    return {
+        "key": label,
+        "requests": requests,
+        "ok": ok,
+        "errors": requests - ok,
+        "error_rate": (requests - ok) / requests if requests else None,
+        "span_s": span_s,
+        "metrics": _latencies(values, itl_row),
+        "unreadable": unreadable,
+        "finish_reasons": {str(k): int(v) for k, v in (finish or {}).items()},
+        "tool_calls": {"exchanges": with_tools, "calls": int(tool_calls or 0)},
+        "tokens_per_chunk": _ratio(chunk_tokens, token_chunks),
+        "output_tokens_source": _histogram([source[:2] for source in sources]),
+        "throughput": {
+            "requests_per_s": _ratio(ok, span_s),
+            "output_tokens_per_s": _ratio(out_tokens or 0, span_s),
+            "output_tokens_source": _one_source(by_source),
+        },
+        "concurrency": {"mean": _ratio(busy / 1e9 if busy is not None else None, span_s), "max": aspects["peak"][key][0][0]},
+        "server_timings": {
+            "source": server_src,
+            **{name: _dist(*_triple(values, len(LATENCIES) + i), 1.0) for i, name in enumerate(SERVER)},
+        },
+        "workload": _workload(requests, aspects["work"][key][0], by_source, aspects["prefix"].get(key, [])),
+    }
+
+
+def _triple(values: list[Any], i: int) -> tuple[list[float] | None, float | None, int]:
+    """The i-th (quantiles, mean, count) of a row that _aggs wrote three columns at a time."""
+    return values[3 * i], values[3 * i + 1], values[3 * i + 2]
+
+
+def _latencies(values: list[Any], itl_row: list[Any]) -> dict[str, dict[str, Any]]:
+    """Each latency distribution in its unit, then the inter-token gaps (a row per gap, hence its own query)."""
+    metrics = {name: _dist(*_triple(values, i), scale) for i, (name, (_, scale)) in enumerate(LATENCIES.items())}
+    metrics["itl"] = _dist(itl_row[0], itl_row[1], itl_row[2], 1e-6)
+    return metrics
+
+
+def _workload(requests: int, w: list[Any], by_source: dict[str, int], prefix: list[Any]) -> dict[str, Any]:
+    """Tokens in and out, cache hits and prefix reuse: what two runs must share before their speeds compare."""
+    return {
+        "requests": requests,
+        "prompt_tokens": {"total": w[0], "known": w[1], "source": w[7] or {}},
+        "output_tokens": {"total": w[2], "known": w[3], "by_source": by_source},
+        "output_per_prompt": _ratio(w[2], w[0]),
+        "cached_tokens": {"total": w[4], "known": w[6], "share": _ratio(w[4], w[5]), "source": w[8] or {}},
+        "prefix_reuse": [
+            {"unit": unit, "requests": n, "shared": shared, "length": length, "share": _ratio(shared, length), "mean": mean}
+            for unit, n, shared, length, mean in prefix
+        ],
+    }
 
 
 def capture_info(analysis: Analysis) -> list[dict[str, Any]]:

@@ -21,6 +21,8 @@ from .capture.jsonable import jsonable
 from .errors import InfertapError
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from .analysis import Analysis, QueryResult
 
 _SQL_START = re.compile(
@@ -42,19 +44,14 @@ def _warn(message: str) -> None:
 
 @contextmanager
 def _opened(captures: tuple[str, ...], cache_dir: Path | None) -> Iterator[Analysis]:
-    """The loaded captures; library errors become one-line CLI errors, torn tails warnings."""
-    try:
-        from .analysis import Analysis  # DuckDB and Arrow load here, not for --help
+    """The loaded captures, torn tails as warnings, closed on every path."""
+    from .analysis import Analysis  # DuckDB and Arrow load here, not for --help
 
-        analysis = Analysis(captures, cache_dir=cache_dir)
-    except InfertapError as exc:
-        raise click.ClickException(str(exc)) from exc
+    analysis = Analysis(captures, cache_dir=cache_dir)
     for torn in analysis.warnings:
         _warn(str(torn))
     try:
         yield analysis
-    except InfertapError as exc:
-        raise click.ClickException(str(exc)) from exc
     finally:
         analysis.close()
 
@@ -121,76 +118,110 @@ def _group_title(key: dict[str, Any]) -> str:
 
 def _print_stats(result: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = Console(width=None if sys.stdout.isatty() else 200)
-    out = click.echo  # plain lines: never wrapped at the terminal's width
-    for engine in result["engines"]:
-        out(
+    _print_engines(result["engines"])
+    if not result["groups"]:
+        _out("no generation requests in these captures")
+        return
+    for group in result["groups"]:
+        console.print(_stats_table(group))
+        _print_throughput(group)
+        _print_output(group)
+        _print_server_timings(group["server_timings"])
+        _print_workload(group["workload"])
+
+
+def _out(line: str) -> None:
+    """A plain line: never wrapped at the terminal's width, unlike rich's."""
+    click.echo(line)
+
+
+def _print_engines(engines: list[dict[str, Any]]) -> None:
+    """The engines first: a number without its configuration is gossip."""
+    for engine in engines:
+        _out(
             f"engine: {engine['kind'] or 'unknown'} {engine['version'] or '(version unknown)'} at {engine['url'] or '?'} "
             f"(fingerprint {engine['fingerprint']})"
         )
-    if not result["groups"]:
-        out("no generation requests in these captures")
-        return
-    for group in result["groups"]:
-        table = Table(title=_group_title(group["key"]), title_justify="left")
-        for column in ("metric", "unit", "n", "p50", "p90", "p99", "mean"):
-            table.add_column(column, justify="left" if column in ("metric", "unit") else "right")
-        for name, dist in group["metrics"].items():
-            unit = "tokens" if name == "output_tokens" else "ms"
-            digits = 1 if name == "output_tokens" else 2
-            table.add_row(name, unit, str(dist["n"]), *(_num(dist[k], digits) for k in ("p50", "p90", "p99", "mean")))
-        console.print(table)
-        tp, cc, w = group["throughput"], group["concurrency"], group["workload"]
-        out(
-            f"  requests {group['requests']}, ok {group['ok']}, error_rate {_pct(group['error_rate'])}, "
-            f"over {_num(group['span_s'], 2)} s"
+
+
+def _stats_table(group: dict[str, Any]) -> Table:
+    """One group's latency distributions, times in ms and token counts in tokens."""
+    from rich.table import Table
+
+    table = Table(title=_group_title(group["key"]), title_justify="left")
+    for column in ("metric", "unit", "n", "p50", "p90", "p99", "mean"):
+        table.add_column(column, justify="left" if column in ("metric", "unit") else "right")
+    for name, dist in group["metrics"].items():
+        unit = "tokens" if name == "output_tokens" else "ms"
+        digits = 1 if name == "output_tokens" else 2
+        table.add_row(name, unit, str(dist["n"]), *(_num(dist[k], digits) for k in ("p50", "p90", "p99", "mean")))
+    return table
+
+
+def _print_throughput(group: dict[str, Any]) -> None:
+    """How many requests, how many failed, and the rates and concurrency they ran at."""
+    tp, cc = group["throughput"], group["concurrency"]
+    _out(
+        f"  requests {group['requests']}, ok {group['ok']}, error_rate {_pct(group['error_rate'])}, "
+        f"over {_num(group['span_s'], 2)} s"
+    )
+    _out(
+        f"  requests_per_s {_num(tp['requests_per_s'], 2)}, output_tokens_per_s {_num(tp['output_tokens_per_s'], 1)}, "
+        f"concurrency_mean {_num(cc['mean'], 2)}, concurrency_max {_num(cc['max'])}"
+    )
+
+
+def _print_output(group: dict[str, Any]) -> None:
+    """Where the output token counts came from (sources count differently), and how the answers ended."""
+    _out(
+        f"  output_tokens source: {_counts(group['output_tokens_source'])}; "
+        f"tokens_per_chunk {_num(group['tokens_per_chunk'], 2)} (streamed)"
+    )
+    if group["throughput"]["output_tokens_source"] == "mixed":
+        _out(
+            "  note: output_tokens adds counts of different sources ("
+            + _counts(group["workload"]["output_tokens"]["by_source"])
+            + "); llama-server's usage counts the end-of-sequence token, a re-tokenized count does not"
         )
-        out(
-            f"  requests_per_s {_num(tp['requests_per_s'], 2)}, output_tokens_per_s {_num(tp['output_tokens_per_s'], 1)}, "
-            f"concurrency_mean {_num(cc['mean'], 2)}, concurrency_max {_num(cc['max'])}"
+    tools = group["tool_calls"]
+    _out(
+        f"  finish_reason: {_counts(group['finish_reasons'])}; tool calls {tools['calls']} in {tools['exchanges']} exchanges"
+        + (
+            f"; unreadable {group['unreadable']} (no API adapter understood the body: not counted as answers)"
+            if group["unreadable"]
+            else ""
         )
-        out(
-            f"  output_tokens source: {_counts(group['output_tokens_source'])}; "
-            f"tokens_per_chunk {_num(group['tokens_per_chunk'], 2)} (streamed)"
+    )
+
+
+def _print_server_timings(st: dict[str, Any]) -> None:
+    """The engine's own timings, apart from the client-side ones: they exclude the network and queueing."""
+    if st["source"]:
+        shown = ", ".join(
+            f"server_{k} p50 {_num(st[k]['p50'], 1)} mean {_num(st[k]['mean'], 1)}"
+            for k in ("prompt_ms", "decode_ms", "cached_tokens")
+            if st[k]["n"]
         )
-        if tp["output_tokens_source"] == "mixed":
-            out(
-                "  note: output_tokens adds counts of different sources ("
-                + _counts(w["output_tokens"]["by_source"])
-                + "); llama-server's usage counts the end-of-sequence token, a re-tokenized count does not"
-            )
-        tools = group["tool_calls"]
-        out(
-            f"  finish_reason: {_counts(group['finish_reasons'])}; tool calls {tools['calls']} in {tools['exchanges']} exchanges"
-            + (
-                f"; unreadable {group['unreadable']} (no API adapter understood the body: not counted as answers)"
-                if group["unreadable"]
-                else ""
-            )
+        _out(f"  server-measured ({st['source']}): {shown}")
+    else:
+        _out("  server-measured: none reported by the engine")
+
+
+def _print_workload(w: dict[str, Any]) -> None:
+    """The workload profile: two runs' speeds compare only if what they were asked compares."""
+    pt, ot, ct = w["prompt_tokens"], w["output_tokens"], w["cached_tokens"]
+    _out(
+        f"  workload: prompt_tokens {_num(pt['total'])} (known for {pt['known']}, {_counts(pt['source'])}), "
+        f"output_tokens {_num(ot['total'])}, output_per_prompt {_num(w['output_per_prompt'], 3)}, "
+        f"cached_share {_pct(ct['share'])} (known for {ct['known']}, {_counts(ct['source'])})"
+    )
+    for reuse in w["prefix_reuse"]:
+        _out(
+            f"  prefix_reuse ({reuse['unit']}): {_pct(reuse['share'])} ({_num(reuse['shared'])} of {_num(reuse['length'])} "
+            f"{reuse['unit']} shared with an earlier request's prefix; mean {_num(reuse['mean'], 1)} per request)"
         )
-        st = group["server_timings"]
-        if st["source"]:
-            shown = ", ".join(
-                f"server_{k} p50 {_num(st[k]['p50'], 1)} mean {_num(st[k]['mean'], 1)}"
-                for k in ("prompt_ms", "decode_ms", "cached_tokens")
-                if st[k]["n"]
-            )
-            out(f"  server-measured ({st['source']}): {shown}")
-        else:
-            out("  server-measured: none reported by the engine")
-        pt, ot, ct = w["prompt_tokens"], w["output_tokens"], w["cached_tokens"]
-        out(
-            f"  workload: prompt_tokens {_num(pt['total'])} (known for {pt['known']}, {_counts(pt['source'])}), "
-            f"output_tokens {_num(ot['total'])}, output_per_prompt {_num(w['output_per_prompt'], 3)}, "
-            f"cached_share {_pct(ct['share'])} (known for {ct['known']}, {_counts(ct['source'])})"
-        )
-        for reuse in w["prefix_reuse"]:
-            out(
-                f"  prefix_reuse ({reuse['unit']}): {_pct(reuse['share'])} ({_num(reuse['shared'])} of {_num(reuse['length'])} "
-                f"{reuse['unit']} shared with an earlier request's prefix; mean {_num(reuse['mean'], 1)} per request)"
-            )
 
 
 # -- sql -----------------------------------------------------------------------------------------

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .errors import InfertapError
-
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.table import Table
 
 
@@ -51,9 +50,9 @@ def compare(
 
     try:
         references = json.loads(reference.read_text()) if reference else None
-        result = run_compare(a, b, baseline=baseline, extract=extract, top=top, references=references)
-    except (InfertapError, ValueError) as exc:  # ValueError: a bad --extract or --reference
-        raise click.ClickException(str(exc)) from exc
+    except ValueError as exc:
+        raise click.ClickException(f"--reference {reference}: not JSON: {exc}") from exc
+    result = run_compare(a, b, baseline=baseline, extract=extract, top=top, references=references)
     if as_json:
         for item in result["divergence"]["most_divergent"]:
             item.pop("text", None)
@@ -112,96 +111,144 @@ def _speed_table(rows: list[dict[str, Any]]) -> Table:
 
 def print_comparison(r: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
+    _print_runs(console, r)
+    _print_configuration(console, r)
+    _say(console, "\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
+    console.print(_speed_table(r["speed"]))
+    _say(console, "times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
+    _print_divergence(console, r["divergence"], (r.get("baseline") or {}).get("divergence"))
+    _print_most_divergent(console, r["divergence"]["most_divergent"])
 
-    def say(text: str = "", style: str | None = None) -> None:
-        console.print(text, style=style, markup=False, highlight=False)
 
-    say(f"A: {r['a']['path']} ({r['a']['exchanges']} exchanges)   B: {r['b']['path']} ({r['b']['exchanges']} exchanges)")
-    say(f"paired: {r['pairing']['explain']}")
+def _say(console: Console, text: str = "", style: str | None = None) -> None:
+    """A line as given: paths and model output are not rich markup, nor numbers to highlight."""
+    console.print(text, style=style, markup=False, highlight=False)
+
+
+def _print_runs(console: Console, r: dict[str, Any]) -> None:
+    """Which two runs, how they were paired, and any torn tail (its data counts, but the reader should know)."""
+    _say(
+        console, f"A: {r['a']['path']} ({r['a']['exchanges']} exchanges)   B: {r['b']['path']} ({r['b']['exchanges']} exchanges)"
+    )
+    _say(console, f"paired: {r['pairing']['explain']}")
     for side in ("a", "b"):
         for torn in r[side]["torn"]:
-            say(f"warning: {torn}", "yellow")
+            _say(console, f"warning: {torn}", "yellow")
 
-    say("\n1. Configuration", "bold")
+
+def _print_configuration(console: Console, r: dict[str, Any]) -> None:
+    """Section 1, first because a configuration that differs explains what follows."""
+    _say(console, "\n1. Configuration", "bold")
     cfg = r["config"]
     if cfg["snapshot_missing"]:
-        say(
+        _say(
+            console,
             f"no engine snapshot in {' and '.join(cfg['snapshot_missing'])}: recorded with --no-probe, or the probe failed",
             "yellow",
         )
+    console.print(_snapshot_table(cfg["snapshots"]))
+    if cfg["settings"]:
+        console.print(_settings_table(cfg["settings"]))
+    else:
+        _say(
+            console, "effective sampling settings: no difference found" + ("" if r["divergence"]["pairs"] else " (no enrichment)")
+        )
+    p = cfg["prompts"]
+    _say(console, f"effective prompt tokens: {p['equal']} of {p['compared']} pairs identical")
+    for why, n in p["differences"].items():
+        _say(console, f"  {n} × {why}")
+
+
+def _snapshot_table(snapshots: list[dict[str, Any]]) -> Table:
+    """Only the facts that differ, those known on both sides first (in bold): an unknown may not differ at all."""
+    from rich.table import Table
+
     table = Table(
         "fact", "A", "B", title="engine snapshots: what differs (unknown: not exposed by that engine)", title_justify="left"
     )
-    for fact in sorted(cfg["snapshots"], key=lambda f: f["unknown"]):  # known on both sides first
+    for fact in sorted(snapshots, key=lambda f: f["unknown"]):  # known on both sides first
         if fact["differs"]:
             table.add_row(fact["fact"], _fmt(fact["a"]), _fmt(fact["b"]), style=None if fact["unknown"] else "bold")
-    console.print(table)
-    if cfg["settings"]:
-        table = Table(
-            "setting",
-            "A (source)",
-            "B (source)",
-            "exchanges",
-            title="effective sampling settings that differ",
-            title_justify="left",
+    return table
+
+
+def _settings_table(settings: list[dict[str, Any]]) -> Table:
+    """The sampling settings the engines actually applied, where they differ, with where each value came from."""
+    from rich.table import Table
+
+    table = Table(
+        "setting",
+        "A (source)",
+        "B (source)",
+        "exchanges",
+        title="effective sampling settings that differ",
+        title_justify="left",
+    )
+    for setting in settings:
+        table.add_row(setting["setting"], setting["a"], setting["b"], str(setting["exchanges"]), style="bold")
+    return table
+
+
+def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] | None) -> None:
+    """Section 3: the table, then what it cannot show (unreadable bodies, where outputs first part)."""
+    _say(console, "\n3. Divergence", "bold")
+    console.print(_divergence_table(d, base))
+    for path, read in d.get("readable", {}).items():
+        if read["read_both"] < read["pairs"]:
+            _say(
+                console,
+                f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} unreadable in A, "
+                f"{read['unreadable_b']} in B: no API adapter understood the body; never counted as a match)",
+                "yellow",
+            )
+    if d["first_divergence_histogram"]:
+        _say(
+            console,
+            "first divergence positions: " + ", ".join(f"{k}-{k + 7}: {v}" for k, v in d["first_divergence_histogram"].items()),
         )
-        for setting in cfg["settings"]:
-            table.add_row(setting["setting"], setting["a"], setting["b"], str(setting["exchanges"]), style="bold")
-        console.print(table)
-    else:
-        say("effective sampling settings: no difference found" + ("" if r["divergence"]["pairs"] else " (no enrichment)"))
-    p = cfg["prompts"]
-    say(f"effective prompt tokens: {p['equal']} of {p['compared']} pairs identical")
-    for why, n in p["differences"].items():
-        say(f"  {n} × {why}")
 
-    say("\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
-    console.print(_speed_table(r["speed"]))
-    say("times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
 
-    say("\n3. Divergence", "bold")
-    d = r["divergence"]
-    base = (r.get("baseline") or {}).get("divergence")
+_RATES = (
+    ("exact match", "exact_match_rate", "{:.1%}"),
+    ("similarity (mean)", "similarity_mean", "{:.3f}"),
+    ("first divergence (median position)", "first_divergence_median", "{:g}"),
+)
+
+
+def _divergence_table(d: dict[str, Any], base: dict[str, Any] | None) -> Table:
+    """A vs B beside A vs its baseline, when run: a difference within the noise floor is no finding."""
+    from rich.table import Table
+
     table = Table("", "A vs B", *(["A vs baseline (noise floor)"] if base else []))
-
-    def row(label: str, key: str, fmt: str = "{:.1%}") -> None:
+    for label, key, fmt in _RATES:
         vals = [d.get(key)] + ([base.get(key)] if base else [])
         table.add_row(label, *("-" if v is None else fmt.format(v) for v in vals))
-
-    row("exact match", "exact_match_rate")
-    row("similarity (mean)", "similarity_mean", "{:.3f}")
-    row("first divergence (median position)", "first_divergence_median", "{:g}")
     counts = sorted((set(d["counts"]) | set((base or {}).get("counts", {}))) - {"exact"})
     for key in counts:
         table.add_row(key.replace("_", " "), str(d["counts"].get(key, 0)), *([str(base["counts"].get(key, 0))] if base else []))
     if d.get("logprobs"):
         table.add_row("logprob KL over the shared prefix (mean)", f"{d['logprobs']['kl_mean']:.4f}", *(["-"] if base else []))
         table.add_row("top-1 agreement", f"{d['logprobs']['top1_agreement']:.1%}", *(["-"] if base else []))
-    console.print(table)
-    for path, read in d.get("readable", {}).items():
-        if read["read_both"] < read["pairs"]:
-            say(
-                f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} unreadable in A, "
-                f"{read['unreadable_b']} in B: no API adapter understood the body; never counted as a match)",
-                "yellow",
-            )
-    if d["first_divergence_histogram"]:
-        say("first divergence positions: " + ", ".join(f"{k}-{k + 7}: {v}" for k, v in d["first_divergence_histogram"].items()))
+    return table
 
-    if d["most_divergent"]:
-        say("\n4. Most divergent exchanges", "bold")
-        for item in d["most_divergent"]:
-            fd = item["first_divergence"]
-            extra = f", answers {item['answer'][0]!r} → {item['answer'][1]!r}" if "answer" in item else ""
-            say(
-                f"{item['path']}  A {item['a_id'][:8]} / B {item['b_id'][:8]}: similarity {item['similarity']:.2f}, "
-                f"first divergence at {fd['unit']} {fd['at']}{extra}",
-                "bold",
-            )
-            say("  " + item["diff"][:600].replace("\n", "\n  "))
+
+def _print_most_divergent(console: Console, items: list[dict[str, Any]]) -> None:
+    """Section 4, when any pair differs: the diffs themselves, each cut to what a terminal shows."""
+    if not items:
+        return
+    _say(console, "\n4. Most divergent exchanges", "bold")
+    for item in items:
+        fd = item["first_divergence"]
+        extra = f", answers {item['answer'][0]!r} → {item['answer'][1]!r}" if "answer" in item else ""
+        _say(
+            console,
+            f"{item['path']}  A {item['a_id'][:8]} / B {item['b_id'][:8]}: similarity {item['similarity']:.2f}, "
+            f"first divergence at {fd['unit']} {fd['at']}{extra}",
+            "bold",
+        )
+        _say(console, "  " + item["diff"][:600].replace("\n", "\n  "))
 
 
 @click.command()
@@ -215,10 +262,7 @@ def report(a: Path, b: Path | None, out: Path, extract: str | None) -> None:
     """Write one self-contained HTML report (works offline) of run A, or of B compared with A."""
     from .analysis.report import write_report
 
-    try:
-        write_report(out, a, b, extract=extract)
-    except (InfertapError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    write_report(out, a, b, extract=extract)
     click.echo(f"report written to {out}")
 
 

@@ -22,74 +22,94 @@ def _model_of(body: bytes) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
-    reader = CaptureReader(path)
-    types: Counter[str] = Counter()
-    paths: Counter[str] = Counter()
-    statuses: Counter[str] = Counter()
-    ends: Counter[str] = Counter()
-    models: Counter[str] = Counter()
-    servers: Counter[str] = Counter()
-    engines: Counter[str] = Counter()
-    upstreams: Counter[str] = Counter()
-    runs: dict[str, dict[str, Any]] = {}
-    labels: dict[str, str] = {}
-    first = last = None
-    raw_bytes = 0
-    current = ""
-    for record in reader.records():
+class _Tally:
+    """Counts over one pass of the records, so that a capture larger than memory summarizes too."""
+
+    def __init__(self) -> None:
+        self.types: Counter[str] = Counter()
+        self.paths: Counter[str] = Counter()
+        self.statuses: Counter[str] = Counter()
+        self.ends: Counter[str] = Counter()
+        self.models: Counter[str] = Counter()
+        self.servers: Counter[str] = Counter()
+        self.engines: Counter[str] = Counter()
+        self.upstreams: Counter[str] = Counter()
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.labels: dict[str, str] = {}
+        self.first: float | None = None
+        self.last: float | None = None
+        self.raw_bytes = 0
+        self.current = ""  # the run whose records follow: footers belong to it
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Every record counts by its type; the kinds that say more add it to their own counts."""
         rtype = record.get("type", "?")
-        types[rtype] += 1
+        self.types[rtype] += 1
         if rtype == "header":
-            current = record["run_id"]
-            run = runs.setdefault(current, {"recorder": record.get("recorder", {}), "segments": 0})
-            run["segments"] += 1
-            labels.update(record.get("labels") or {})
-            upstream = (record.get("recorder") or {}).get("upstream")
-            if upstream and run["segments"] == 1:
-                upstreams[upstream] += 1
+            self.header(record)
         elif rtype == "exchange":
-            paths[f"{record['method']} {record['path']}"] += 1
-            statuses[str(record.get("status"))] += 1
-            ends[record.get("end", "?")] += 1
-            model = _model_of(record.get("request_body", b""))
-            if model:
-                models[model] += 1
-            server = header(record.get("response_headers"), "server")
-            if server:
-                servers[server] += 1
-            start = record["wall"]
-            stop = start + (record["sent_ns"] - record["start_ns"] + record.get("end_ns", 0)) / 1e9
-            first = start if first is None else min(first, start)
-            last = stop if last is None else max(last, stop)
-            raw_bytes += len(record.get("request_body", b"")) + sum(len(c) for c in record.get("chunks", ()))
+            self.exchange(record)
         elif rtype == "footer" and record.get("loop_lag"):
-            runs[current]["loop_lag"] = record["loop_lag"]  # the run's latest (footers are cumulative)
+            self.runs[self.current]["loop_lag"] = record["loop_lag"]  # the run's latest (footers are cumulative)
         elif rtype == "engine":
             version = ((record.get("facts") or {}).get("version") or {}).get("value")
-            engines[f"{record.get('kind') or 'unknown'} {version or '(version unknown)'} at {record.get('url')}"] += 1
-    on_disk = sum(p.stat().st_size for p in reader.segments)
+            self.engines[f"{record.get('kind') or 'unknown'} {version or '(version unknown)'} at {record.get('url')}"] += 1
+
+    def header(self, record: dict[str, Any]) -> None:
+        """A run per run id, however many segments it wrote (each segment starts with a header)."""
+        self.current = record["run_id"]
+        run = self.runs.setdefault(self.current, {"recorder": record.get("recorder", {}), "segments": 0})
+        run["segments"] += 1
+        self.labels.update(record.get("labels") or {})
+        upstream = (record.get("recorder") or {}).get("upstream")
+        if upstream and run["segments"] == 1:
+            self.upstreams[upstream] += 1
+
+    def exchange(self, record: dict[str, Any]) -> None:
+        """What was asked of whom, how it ended, and the span: from the first send to the last end."""
+        self.paths[f"{record['method']} {record['path']}"] += 1
+        self.statuses[str(record.get("status"))] += 1
+        self.ends[record.get("end", "?")] += 1
+        model = _model_of(record.get("request_body", b""))
+        if model:
+            self.models[model] += 1
+        server = header(record.get("response_headers"), "server")
+        if server:
+            self.servers[server] += 1
+        start = record["wall"]
+        stop = start + (record["sent_ns"] - record["start_ns"] + record.get("end_ns", 0)) / 1e9
+        self.first = start if self.first is None else min(self.first, start)
+        self.last = stop if self.last is None else max(self.last, stop)
+        self.raw_bytes += len(record.get("request_body", b"")) + sum(len(c) for c in record.get("chunks", ()))
+
+
+def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
+    reader = CaptureReader(path)
+    tally = _Tally()
+    for record in reader.records():
+        tally.add(record)
+    first, last = tally.first, tally.last
     return {
         "path": str(reader.path),
         "segments": len(reader.segments),
-        "bytes_on_disk": on_disk,
-        "body_bytes": raw_bytes,
-        "records": dict(types),
-        "exchanges": types.get("exchange", 0),
-        "runs": len(runs),
-        "recorders": sorted({r["recorder"].get("kind", "?") for r in runs.values()}),
-        "upstreams": dict(upstreams),
-        "labels": labels,
+        "bytes_on_disk": sum(p.stat().st_size for p in reader.segments),
+        "body_bytes": tally.raw_bytes,
+        "records": dict(tally.types),
+        "exchanges": tally.types.get("exchange", 0),
+        "runs": len(tally.runs),
+        "recorders": sorted({r["recorder"].get("kind", "?") for r in tally.runs.values()}),
+        "upstreams": dict(tally.upstreams),
+        "labels": tally.labels,
         "first_wall": first,
         "last_wall": last,
         "span_s": (last - first) if first is not None and last is not None else 0.0,
-        "engines": dict(engines),
-        "server_headers": dict(servers),
-        "models": dict(models),
-        "paths": dict(paths.most_common()),
-        "statuses": dict(statuses.most_common()),
-        "ends": dict(ends.most_common()),
-        "loop_lag": {rid: r["loop_lag"] for rid, r in runs.items() if "loop_lag" in r},  # per recording run
+        "engines": dict(tally.engines),
+        "server_headers": dict(tally.servers),
+        "models": dict(tally.models),
+        "paths": dict(tally.paths.most_common()),
+        "statuses": dict(tally.statuses.most_common()),
+        "ends": dict(tally.ends.most_common()),
+        "loop_lag": {rid: r["loop_lag"] for rid, r in tally.runs.items() if "loop_lag" in r},  # per recording run
         "closed_cleanly": reader.closed_cleanly,
         "torn": [str(t) for t in reader.torn],
     }
