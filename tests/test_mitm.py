@@ -13,7 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from openai import OpenAI
+
+from tests.extras import needs
+
+OpenAI = needs("openai", "dev").OpenAI
 
 from infertap.capture.info import summarize
 from infertap.capture.reader import CaptureReader

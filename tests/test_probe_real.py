@@ -6,8 +6,11 @@ import hashlib
 import json
 
 import httpx
-import llama_cpp
 import pytest
+
+from tests.extras import needs
+
+llama_cpp = needs("llama_cpp", "engine")
 from click.testing import CliRunner
 
 from infertap.capture.info import summarize

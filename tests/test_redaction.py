@@ -6,6 +6,10 @@ import os
 import string
 
 import pytest
+
+from tests.extras import needs
+
+needs("hypothesis", "dev")
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 

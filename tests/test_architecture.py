@@ -1,0 +1,152 @@
+"""The package's shape, checked: one import namespace, the capture format on its own, dependencies
+pointing one way (capture <- engines <- proxy, mitm <- replay <- analysis <- CLI), no cycles."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Each module's layer; a module may import only from its own layer or those below.
+LAYERS = [
+    ("infertap", "infertap.errors", "infertap.version", "infertap.quantiles", "infertap.apis"),
+    ("infertap.capture",),
+    ("infertap.engines",),
+    ("infertap.proxy", "infertap.mitm"),
+    ("infertap.replay",),
+    ("infertap.analysis",),
+    ("infertap.cli", "infertap.cli_analysis", "infertap.cli_compare", "infertap.cli_mitm", "infertap.cli_replay"),
+    ("infertap.options", "infertap.demo", "infertap.launch", "infertap.__main__"),
+]
+LAYERS[6] = LAYERS[6] + LAYERS.pop(7)  # the CLI and what only it (and tests) use: one layer
+
+
+def _sources() -> dict[str, Path]:
+    """Module name -> file, laid out as setuptools installs them (pyproject's package-dir)."""
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    roots = {"infertap": ROOT / "infertap", **{name: ROOT / folder for name, folder in mapping.items()}}
+    modules = {}
+    for package, folder in roots.items():
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            name = ".".join((package, *parts))
+            modules[name.removesuffix(".__init__")] = path
+    return modules
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The infertap modules ``name`` imports, anywhere in the file (lazy imports count too)."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_package else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found.update(t for t in targets if t in known and t != name)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _sources()
+    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+
+
+def _layer(module: str) -> int:
+    best = (-1, -1)
+    for rank, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[1]:
+                best = (rank, len(prefix))
+    assert best[0] >= 0, f"{module} is in no layer: add it to LAYERS"
+    return best[0]
+
+
+def test_dependencies_point_one_way():
+    upward = [
+        f"{module} (layer {_layer(module)}) imports {target} (layer {_layer(target)})"
+        for module, targets in sorted(_graph().items())
+        for target in sorted(targets)
+        if _layer(target) > _layer(module)
+    ]
+    assert upward == []
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    # A package importing its own modules (an __init__ re-exporting them) is not a cycle; a module
+    # importing its package's __init__ back would be.
+    assert cycles == []
+
+
+def test_the_graph_sees_the_mapped_packages():
+    graph = _graph()  # a check that can't fail on an empty graph is no check
+    assert {"infertap.proxy.app", "infertap.replay.runner", "infertap.analysis.store", "infertap.capture.reader"} <= set(graph)
+    assert "infertap.capture.writer" in graph["infertap.proxy.app"]
+
+
+def _run(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def test_the_capture_format_imports_nothing_of_the_rest(tmp_path):
+    heavy = ("infertap.proxy", "infertap.replay", "infertap.analysis", "infertap.engines", "infertap.mitm")
+    heavy += ("infertap.cli", "starlette", "uvicorn", "duckdb", "pyarrow", "mitmproxy", "httpx")
+    done = _run(
+        "import sys, infertap.capture\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {{'starlette','uvicorn','duckdb','pyarrow','mitmproxy','httpx'}} "
+        f"or any(m == h or m.startswith(h + '.') for h in {heavy!r})))",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["proxy", "replay", "analysis"])
+def test_no_top_level_package_but_infertap_is_installed(tmp_path, name):
+    done = _run(f"import {name}", tmp_path)
+    assert done.returncode != 0 and f"No module named '{name}'" in done.stderr
+    done = _run(f"import infertap.{name}; print(infertap.{name}.__name__)", tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == f"infertap.{name}", done.stderr
+
+
+def test_the_public_api_loads_each_name_on_use(tmp_path):
+    done = _run(
+        "import sys, infertap\n"
+        "assert 'infertap.capture' not in sys.modules and 'infertap.analysis' not in sys.modules\n"
+        "reader = infertap.CaptureReader\n"
+        "assert 'infertap.capture' in sys.modules and 'infertap.analysis' not in sys.modules, sorted(sys.modules)\n"
+        "missing = [n for n in infertap.__all__ if getattr(infertap, n, None) is None]\n"
+        "print(missing)",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
