@@ -35,7 +35,7 @@ soak: $(STAMP)
 
 # The reader over corrupted segments and redaction as properties, with many more cases than `make test`.
 fuzz: $(STAMP)
-	INFERTAP_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest -q tests/test_hardening.py tests/test_redaction.py -k "property or reader_fails"
+	INFERTAP_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest -q tests/capture/test_hardening.py tests/capture/test_redaction.py -k "property or reader_fails"
 
 # ruff (rules and format) over everything; mypy over the package as installed (scripts/typecheck
 # lays out infertap.proxy, .replay and .analysis the way setuptools' package-dir maps them).
