@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +219,7 @@ def probe(
         _print_snapshot(snap)
 
 
-def _print_snapshot(snap: dict[str, Any]) -> None:
+def _print_snapshot(snap: Mapping[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 

@@ -89,7 +89,7 @@ class Exchange(ExchangeExtras):
     upstream: str
 
 
-class Engine(TypedDict):
+class EngineSnapshot(TypedDict):
     """An engine snapshot ("fingerprint"), made by infertap.engines.probe.snapshot."""
 
     type: Literal["engine"]
@@ -130,7 +130,7 @@ class Footer(TypedDict):
     dropped: int
 
 
-Record = Header | Exchange | Engine | Enrichment | Footer
+Record = Header | Exchange | EngineSnapshot | Enrichment | Footer
 
 
 def new_exchange(

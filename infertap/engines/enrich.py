@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from infertap.apis import SAMPLING, Output, read_request, read_response, sampling_fields
+from infertap.capture.records import EngineSnapshot, Enrichment
 
 from . import Engine, ProbeError
 from .probe import open_engine, snapshot
@@ -49,15 +50,16 @@ def effective_settings(given: Mapping[str, Any], defaults: Mapping[str, Any] | N
 
 
 def enrichment(
-    engine: Engine | None, snapshot_id: str | None, record: dict[str, Any], parsed: Output | None = None
-) -> dict[str, Any] | None:
+    engine: Engine | None, snapshot_id: str | None, record: Mapping[str, Any], parsed: Output | None = None
+) -> Enrichment | None:
     """The enrichment record of one exchange, or None when it is no generation request."""
     request = read_request(record)
     if not request.generation or request.body is None:
         return None
     path = record["path"]
     parsed = parsed or read_response(record)
-    out: dict[str, Any] = {
+    prompt_tokens, output_tokens = _tokens(engine, path, request.body, parsed)
+    return {
         "type": "enrichment",
         "exchange_id": record["id"],
         "wall": time.time(),
@@ -73,35 +75,37 @@ def enrichment(
             "parse_error": parsed.error,
         },
         "settings": effective_settings(request.sampling, engine.defaults_for(path) if engine else None),
-        "server_timings": None,
+        "server_timings": _server_timings(parsed),
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
     }
-    if parsed.timings:
-        out["server_timings"] = {"source": "llama.cpp timings (server-measured)", **parsed.timings}
-    elif parsed.durations:
-        out["server_timings"] = {"source": "Ollama durations in ns (server-measured)", **parsed.durations}
 
+
+def _server_timings(parsed: Output) -> dict[str, Any] | None:
+    """What the engine measured itself, labelled as such (never mixed with client-side times)."""
+    if parsed.timings:
+        return {"source": "llama.cpp timings (server-measured)", **parsed.timings}
+    if parsed.durations:
+        return {"source": "Ollama durations in ns (server-measured)", **parsed.durations}
+    return None
+
+
+def _tokens(engine: Engine | None, path: str, body: dict[str, Any], parsed: Output) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Prompt and output tokens, each with its source: the engine's own tokenizer where it has one."""
     if engine is None:
         reason = "engine unknown (probe failed)"
-        out["prompt_tokens"] = {"ids": None, "count": None, "source": reason}
-        out["output_tokens"] = {"ids": None, "count": None, "source": reason}
-        return out
-    out["prompt_tokens"] = engine.prompt_tokens(path, request.body).as_dict()
+        return {"ids": None, "count": None, "source": reason}, {"ids": None, "count": None, "source": reason}
+    prompt = engine.prompt_tokens(path, body).as_dict()
     usage_prompt = parsed.prompt_tokens
-    count = out["prompt_tokens"]["count"]
-    out["prompt_tokens"]["agrees_with_usage"] = (
-        (count == usage_prompt) if count is not None and usage_prompt is not None else None
-    )
+    count = prompt["count"]
+    prompt["agrees_with_usage"] = (count == usage_prompt) if count is not None and usage_prompt is not None else None
     if parsed.token_ids:
-        out["output_tokens"] = {
-            "ids": parsed.token_ids,
-            "count": len(parsed.token_ids),
-            "source": "engine (token ids in the response)",
-        }
+        output = {"ids": parsed.token_ids, "count": len(parsed.token_ids), "source": "engine (token ids in the response)"}
     elif parsed.text:
-        out["output_tokens"] = engine.output_tokens(parsed.text).as_dict()
+        output = engine.output_tokens(parsed.text).as_dict()
     else:
-        out["output_tokens"] = {"ids": None, "count": None, "source": "no output text"}
-    return out
+        output = {"ids": None, "count": None, "source": "no output text"}
+    return prompt, output
 
 
 class Enricher:
@@ -110,7 +114,7 @@ class Enricher:
     def __init__(
         self,
         upstream: str,
-        write: Callable[[dict[str, Any]], None],
+        write: Callable[[Mapping[str, Any]], None],
         *,
         labels: Mapping[str, str] | None = None,
         model_file: str | None = None,
@@ -137,7 +141,7 @@ class Enricher:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize)
         self._thread: threading.Thread | None = None
         self.engine: Engine | None = None
-        self.snapshot: dict[str, Any] | None = None
+        self.snapshot: EngineSnapshot | None = None
         self.enriched = 0
         self.dropped = 0
         self.failed = 0

@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from infertap.capture.hostfacts import gpu_facts, host_facts, is_loopback
+from infertap.capture.records import EngineSnapshot
 
 from . import Engine, ProbeError, detect
 from .base import canonical_json, sha256_text
@@ -35,7 +35,7 @@ def open_engine(
     return engine
 
 
-def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineSnapshot:
     """An ``engine`` record: normalised facts with sources, notes, raw answers, host facts, labels."""
     facts = engine.facts()
     if engine.model_file and facts["model_sha256"]["value"] is None:
@@ -80,7 +80,7 @@ def probe(
     model_file: str | None = None,
     timeout: float = 10.0,
     headers: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> EngineSnapshot:
     engine = open_engine(url, model_file=model_file, timeout=timeout, headers=headers)
     try:
         return snapshot(engine, labels)
