@@ -22,6 +22,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.replay_lag
 	$(BIN)/python -m bench.replay_worker
+	$(BIN)/python -m bench.sweep
 	$(BIN)/python -m bench.proxy_overhead
 	$(BIN)/python -m bench.analysis_load --n 200000
 	$(BIN)/python -m bench.compare_scale --n 100000

@@ -21,6 +21,7 @@ from infertap.quantiles import quantile
 
 from .configdiff import prompt_diff, settings_diff, snapshot_diff
 from .divergence import first_divergence, kl_shared_prefix, logprob_positions, similarity, text_diff, tool_call_diff
+from .energy import Telemetry
 from .errors import AnalysisError
 from .extract import extractor
 from .pairing import Pairs, pair
@@ -48,6 +49,19 @@ class Run:
                 self.snapshot = record
         self.torn = [str(t) for t in reader.torn]
         self.metrics = {r["exchange_id"]: r for r in analysis.query("SELECT * FROM metrics").records()}
+        self.energy, self.engine_state = _power(analysis)
+
+
+def _power(analysis: Analysis) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The run's energy and engine state over the span of its generation requests (docs/metrics.md)."""
+    first, last, ok, tokens, sessions, captures = analysis.sql(
+        "SELECT min(sent_wall_ns), max(end_wall_ns), count(*) FILTER (WHERE ok), coalesce(sum(output_tokens) FILTER (WHERE ok), 0), "
+        "count(DISTINCT session), list(DISTINCT capture) FROM metrics WHERE generation"
+    ).fetchall()[0]
+    if first is None or last is None:
+        return None, None
+    telemetry = Telemetry(analysis)
+    return telemetry.energy(captures, first, last, ok, tokens, sessions), telemetry.engine_state(captures, first, last)
 
 
 def _load(path: str | os.PathLike[str]) -> Run:
@@ -110,6 +124,26 @@ def speed(a: Run, b: Run, pairs: Pairs) -> list[dict[str, Any]]:
         ratio = db["p50"] / da["p50"] if da["p50"] and db["p50"] is not None else None
         rows.append({"metric": name, "unit": "ms", "a": da, "b": db, "ratio_p50": ratio, "ratio_ci95": _bootstrap_ratio(va, vb)})
     return rows
+
+
+def energy(a: Run, b: Run) -> dict[str, Any]:
+    """Each run's energy over its whole span (attributed by time, docs/metrics.md), B/A per request
+    and per output token, and the engine's state (peak KV cache, queue, preemptions) on each side."""
+    ea, eb = a.energy or {}, b.energy or {}
+    ratios = {
+        f"ratio_{k}": _ratio_of(eb.get(k), ea.get(k)) for k in ("joules_per_request", "joules_per_output_token", "mean_watts")
+    }
+    return {
+        "a": a.energy,
+        "b": b.energy,
+        **ratios,
+        "same_source": bool(a.energy and b.energy and ea.get("source") == eb.get("source")),
+        "engine_state": {"a": a.engine_state, "b": b.engine_state},
+    }
+
+
+def _ratio_of(b: float | None, a: float | None) -> float | None:
+    return b / a if a and b is not None else None
 
 
 def divergence(
@@ -324,6 +358,7 @@ def compare(
             "prompts": {"compared": len(prompts), "equal": why.pop("equal", 0), "differences": dict(why.most_common())},
         },
         "speed": speed(a, b, pairs),
+        "energy": energy(a, b),
         "divergence": divergence(a, b, pairs, extract_fn, top, references),
     }
     if baseline is not None:

@@ -20,7 +20,7 @@ from .prefix import longest_earlier_prefixes
 from .schema import ENGINE_FACTS, TABLES
 
 #: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt.
-DECODE_VERSION = 3
+DECODE_VERSION = 4  # 4: the telemetry table
 
 _BATCH_ROWS = 10_000  # a row group; small enough that buffered rows (ids lists, chunk bytes) stay small
 
@@ -335,6 +335,32 @@ class _Decoder:
             )
         )
 
+    def telemetry(self, rec: dict[str, Any]) -> None:
+        sink, run_id, source = self.sinks["telemetry"], self.run["run_id"], _text(rec.get("source"))
+        wall = _num(rec.get("wall"))
+        wall_ns = round(wall * 1e9) if wall is not None else None
+        if rec.get("unknown") is not None:
+            sink.add((self.capture, run_id, wall_ns, source, None, None, None, None, _text(rec.get("unknown"))))
+        for sample in rec.get("samples") or ():
+            if not (isinstance(sample, (list, tuple)) and len(sample) == 3):
+                continue  # not [name, labels, value]: passed by, as any unknown shape is
+            name, labels, value = sample
+            labels = labels if isinstance(labels, dict) else {}
+            device = _text(labels.get("gpu")) if source == "gpu" else None
+            sink.add(
+                (
+                    self.capture,
+                    run_id,
+                    wall_ns,
+                    source,
+                    device,
+                    _text(name),
+                    json.dumps(labels, sort_keys=True),
+                    _num(value),
+                    None,
+                )
+            )
+
     def prefixes(self) -> None:
         """Prefix reuse within the capture: in tokens when every generation request has prompt ids, else in bytes."""
         ordered = sorted(self.prompts, key=lambda p: (p[0], p[1]))
@@ -358,6 +384,7 @@ def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[st
         "exchange": decoder.exchange,
         "engine": decoder.engine,
         "enrichment": decoder.enrichment,
+        "telemetry": decoder.telemetry,
     }
     try:
         for record in reader.records():

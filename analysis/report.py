@@ -1,7 +1,8 @@
 """``report``: one self-contained HTML file (no scripts, no network) with the tables and plots.
 
 Plots are inline SVG drawn here: TTFT and TPOT distributions side by side, latency over time,
-the positions of first divergence, with the configuration diff at the top.
+the positions of first divergence, with the configuration diff at the top. ``line_svg`` draws the
+capacity curves of a sweep's report (infertap.analysis.sweep_report).
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ import html
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from infertap.errors import ConfigError
 
 from .compare import compare
 from .store import Analysis
@@ -147,6 +151,53 @@ def bars_svg(counts: dict[Any, int], xlabel: str) -> str:
     return "".join(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of ``line_svg``: points joined in x order, each marked (hollow where ``hollow``: a failed point)."""
+
+    name: str
+    points: Sequence[tuple[float, float | None]]  # (x, y); y None: no value there, left out
+    color: str = COLORS[0]
+    dashed: bool = False
+    hollow: Sequence[bool] = ()
+
+
+def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequence[tuple[float, str]] = ()) -> str:
+    """Lines through points against a shared x axis from 0, with horizontal reference lines
+    (``hlines``: a value and its label, e.g. an SLO's bound) drawn dashed grey across the plot."""
+    known = [(x, y) for line in lines for x, y in line.points if y is not None]
+    if not known:
+        return "<p>no points</p>"
+    xt = ticks(max(x for x, _ in known))
+    yt = ticks(max([y for _, y in known] + [v for v, _ in hlines]))
+    parts = [
+        f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} against {html.escape(xlabel)}">',
+        _axes(xt, yt, xlabel, ylabel),
+    ]
+    for value, label in hlines:
+        y = _y(value, yt)
+        parts.append(
+            f'<g class="hline"><line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" stroke="#777" stroke-dasharray="6 3"/>'
+            f'<text x="{W - RIGHT - 2}" y="{y - 3:.1f}" text-anchor="end">{html.escape(label)}</text></g>'
+        )
+    for line in lines:
+        marks = sorted((x, y, i < len(line.hollow) and line.hollow[i]) for i, (x, y) in enumerate(line.points) if y is not None)
+        if not marks:
+            continue
+        dash = ' stroke-dasharray="5 3"' if line.dashed else ""
+        pts = " ".join(f"{_x(x, xt):.1f},{_y(y, yt):.1f}" for x, y, _ in marks)
+        parts.append(
+            f'<polyline fill="none" stroke="{line.color}" stroke-width="2"{dash} points="{pts}"><title>{html.escape(line.name)}</title></polyline>'
+        )
+        for x, y, hollow in marks:
+            parts.append(
+                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="3.5" stroke="{line.color}" stroke-width="1.5" '
+                f'fill="{"#fff" if hollow else line.color}"><title>{html.escape(line.name)}: {number(x)}, {number(y)}</title></circle>'
+            )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def _metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     with Analysis([path]) as analysis:
         return analysis.query("SELECT * FROM metrics WHERE generation AND ok").records()
@@ -194,7 +245,10 @@ _Runs = list[tuple[str, str, list[dict[str, Any]]]]
 
 
 def render(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *, extract: str | None = None) -> str:
-    """The report of one run, or of B compared with A."""
+    """The report of one run, or of B compared with A (captures; sweeps: infertap.analysis.sweep_report)."""
+    for path in (a, b):
+        if path is not None and os.path.isfile(os.path.join(path, "sweep.json")):
+            raise ConfigError(f"{path} is a sweep, not a capture: render it with infertap.analysis.sweep_report.render_sweeps")
     runs = [("A", str(a), _metrics(a))] + ([("B", str(b), _metrics(b))] if b is not None else [])
     out = _head(runs)
     result = compare(a, b, extract=extract) if b is not None else None

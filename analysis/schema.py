@@ -195,6 +195,20 @@ PREFIXES = _schema(
     ("shared", I64),  # the longest prefix shared with any earlier request of the capture
 )
 
+# One row per telemetry sample (infertap.telemetry): joinable with exchanges on wall time. A source
+# that could not be read is one row with name NULL and its reason in `unknown`.
+TELEMETRY = _schema(
+    ("capture", S),
+    ("run_id", S),
+    ("wall_ns", I64),  # when the sample was read, ns since the epoch (exchanges: sent_wall_ns)
+    ("source", S),  # engine | exporter | gpu | host
+    ("device", S),  # the GPU's index for gpu samples (label "gpu"), else NULL
+    ("name", S),
+    ("labels", S),  # JSON
+    ("value", F64),
+    ("unknown", S),
+)
+
 TABLES: dict[str, pa.Schema] = {
     "captures": CAPTURES,
     "runs": RUNS,
@@ -205,4 +219,5 @@ TABLES: dict[str, pa.Schema] = {
     "engines": ENGINES,
     "enrichments": ENRICHMENTS,
     "prefixes": PREFIXES,
+    "telemetry": TELEMETRY,
 }

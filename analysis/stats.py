@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from .energy import Telemetry
 from .errors import AnalysisError
 from .groupings import GROUPINGS
 from .store import Analysis
@@ -23,7 +24,7 @@ _COLUMNS = (
     "capture, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
     "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
     "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
-    "prefix_unit, prefix_shared, prefix_length, streamed, readable, finish_reason, tool_calls"
+    "prefix_unit, prefix_shared, prefix_length, streamed, readable, finish_reason, tool_calls, session"
 )
 #: Per-exchange metrics summarised as distributions: name printed -> (column, scale to the unit).
 LATENCIES = {
@@ -116,7 +117,8 @@ _Rows = dict[tuple[Any, ...], list[Any]]
 def _groups(q: _Query) -> list[dict[str, Any]]:
     """One entry per group, in the order of its first request."""
     aspects = _aspects(q)
-    return [_group(q, key, row, aspects) for key, [row] in aspects["main"].items()]
+    telemetry = Telemetry(q.a)
+    return [_group(q, key, row, aspects, telemetry) for key, [row] in aspects["main"].items()]
 
 
 def _aspects(q: _Query) -> dict[str, _Rows]:
@@ -148,6 +150,7 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             "sum(cached_tokens), sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), count(cached_tokens), "
             "histogram(prompt_tokens_source), histogram(cached_tokens_source)"
         ),
+        "where": q.rows("list(DISTINCT capture), count(DISTINCT session)"),
         "prefix": q.rows(
             "prefix_unit, count(*), sum(prefix_shared), sum(prefix_length), avg(prefix_shared)",
             extra_group="prefix_unit",
@@ -165,7 +168,7 @@ def _peak_concurrency(q: _Query) -> _Rows:
     return q.rows("max(n)", source=inflight)
 
 
-def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _Rows]) -> dict[str, Any]:
+def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _Rows], telemetry: Telemetry) -> dict[str, Any]:
     """One group's statistics, from its row of each aspect."""
     requests, ok, first, last, busy, out_tokens, chunk_tokens, token_chunks, recorder, server_src = row[:10]
     values = row[10:]
@@ -201,6 +204,18 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
             **{name: _dist(*_triple(values, len(LATENCIES) + i), 1.0) for i, name in enumerate(SERVER)},
         },
         "workload": _workload(requests, aspects["work"][key][0], by_source, aspects["prefix"].get(key, [])),
+        **_power(telemetry, aspects["where"][key][0], first, last, ok, out_tokens or 0),
+    }
+
+
+def _power(telemetry: Telemetry, where: list[Any], first: int | None, last: int | None, ok: int, tokens: int) -> dict[str, Any]:
+    """Energy and engine state over the group's span (docs/metrics.md: attributed by time)."""
+    captures, sessions = where
+    if first is None or last is None:
+        return {"energy": None, "engine_state": None}
+    return {
+        "energy": telemetry.energy(captures, first, last, ok, tokens, sessions),
+        "engine_state": telemetry.engine_state(captures, first, last),
     }
 
 

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import msgpack
 import zstandard
-from infertap.proxy.upstream import UpstreamClient
 
 from infertap.capture.framing import HEAD_SIZE
 from infertap.capture.info import summarize
 from infertap.capture.reader import CaptureReader
 from infertap.launch import llama_server, recorder
+from infertap.proxy.upstream import UpstreamClient
 
 _TOPICS = ["the sea", "a library", "rain", "trains", "bread", "a city at night", "mountains", "a garden", "winter", "music"]
 _ASKS = [

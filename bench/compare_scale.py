@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 from infertap.analysis.compare import compare
-
 from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
 

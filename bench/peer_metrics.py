@@ -61,9 +61,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from infertap.analysis import Analysis
 
 from bench.gguf_tokenizer import compare_with_engine, engine_ids, write_hf_tokenizer
+from infertap.analysis import Analysis
 from infertap.capture.reader import CaptureReader
 from infertap.launch import SMOLLM2_ALIAS, EngineError, Process, llama_server, recorder, smollm2_gguf
 

@@ -1,4 +1,4 @@
-"""What recording costs: direct vs ``infertap record`` vs mitmdump (with and without infertap's addon) vs LiteLLM.
+"""What recording costs: direct vs ``infertap record`` (with and without telemetry) vs mitmdump (with and without infertap's addon) vs LiteLLM.
 
 Side by side in one run, against a fast local upstream that streams OpenAI-format SSE (its own
 process). Every row is measured from the same client (infertap's lean one, so the load generator
@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from infertap.proxy.upstream import UpstreamClient
 
 from infertap.launch import free_port
+from infertap.proxy.upstream import UpstreamClient
 
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -206,27 +206,34 @@ def main() -> None:
     up = f"http://127.0.0.1:{up_port}"
     _wait(up)
     configs: list[dict[str, Any]] = [{"name": "direct", "argv": None}]
-    p = free_port()
-    configs.append(
-        {
-            "name": "infertap record",
-            "capture": tmp / "record",
-            "port": p,
-            "argv": [
-                sys.executable,
-                "-m",
-                "infertap",
-                "record",
-                "--upstream",
-                up,
-                "--listen",
-                f"127.0.0.1:{p}",
-                "--out",
-                str(tmp / "record"),
-                "--no-probe",
-            ],
-        }
-    )
+    # The recorder as users run it (telemetry sampled: the upstream's /metrics, GPUs, the host),
+    # and without telemetry: the pair shows what sampling adds to the recorder's own cost.
+    for name, extra, folder in (
+        ("infertap record", [], "record"),
+        ("infertap record --no-telemetry", ["--no-telemetry"], "record-no-telemetry"),
+    ):
+        p = free_port()
+        configs.append(
+            {
+                "name": name,
+                "capture": tmp / folder,
+                "port": p,
+                "argv": [
+                    sys.executable,
+                    "-m",
+                    "infertap",
+                    "record",
+                    "--upstream",
+                    up,
+                    "--listen",
+                    f"127.0.0.1:{p}",
+                    "--out",
+                    str(tmp / folder),
+                    "--no-probe",
+                    *extra,
+                ],
+            }
+        )
     mitmdump = shutil.which("mitmdump") or str(Path(sys.executable).with_name("mitmdump"))
     if not args.no_mitm and Path(mitmdump).exists():
         base = [mitmdump, "-q", "--mode", f"reverse:{up}", "--set", "stream_large_bodies=1", "--set", "connection_strategy=lazy"]
@@ -296,7 +303,7 @@ def main() -> None:
                     row["loop_lag_p99_at_most_ms"], row["loop_lag_max_ms"] = lag["p99_at_most_ms"], lag["max_ms"]
             rows.append(row)
             print(
-                f"{name:28s} c1 ttft p50 {row['c1_ttft_p50']:.2f} p99 {row['c1_ttft_p99']:.2f} ms | c64 ttft p50 {row['c64_ttft_p50']:.2f} "
+                f"{name:30s} c1 ttft p50 {row['c1_ttft_p50']:.2f} p99 {row['c1_ttft_p99']:.2f} ms | c64 ttft p50 {row['c64_ttft_p50']:.2f} "
                 f"p99 {row['c64_ttft_p99']:.2f} ms | paced gap p99 {row['paced_gap_p99_ms']:.2f} ms | {row['requests_per_s']:.0f} req/s "
                 f"{row['chunks_per_s']:.0f} chunks/s | cpu {row['cpu_us_per_chunk']:.1f} us/chunk",
                 flush=True,
@@ -315,10 +322,21 @@ def main() -> None:
         if mitm is not None:
             row["throughput_ratio_to_mitmdump"] = row["requests_per_s"] / mitm["requests_per_s"]
             row["cpu_per_chunk_ratio_to_mitmdump"] = row["cpu_us_per_chunk"] / mitm["cpu_us_per_chunk"]
+    on = next((r for r in rows if r["config"] == "infertap record"), None)
+    off = next((r for r in rows if r["config"] == "infertap record --no-telemetry"), None)
+    if on is not None and off is not None:  # telemetry's share of the recorder's cost
+        on["telemetry"] = {
+            "added_c1_ttft_p50_ms": on["c1_ttft_p50"] - off["c1_ttft_p50"],
+            "added_c64_ttft_p99_ms": on["c64_ttft_p99"] - off["c64_ttft_p99"],
+            "added_paced_gap_p99_ms": on["paced_gap_p99_ms"] - off["paced_gap_p99_ms"],
+            "throughput_ratio_to_no_telemetry": on["requests_per_s"] / off["requests_per_s"],
+            "cpu_per_chunk_ratio_to_no_telemetry": on["cpu_us_per_chunk"] / off["cpu_us_per_chunk"],
+            "rss_mb_added": on["rss_mb"] - off["rss_mb"],
+        }
     print("\nadded to direct (ms): ttft c1 p50/p99, c64 p50/p99; paced gap p99; throughput ratio")
     for row in rows[1:]:
         print(
-            f"  {row['config']:28s} {row['added_c1_ttft_p50_ms']:+.2f} / {row['added_c1_ttft_p99_ms']:+.2f}   "
+            f"  {row['config']:30s} {row['added_c1_ttft_p50_ms']:+.2f} / {row['added_c1_ttft_p99_ms']:+.2f}   "
             f"{row['added_c64_ttft_p50_ms']:+.2f} / {row['added_c64_ttft_p99_ms']:+.2f}   {row['added_paced_gap_p99_ms']:+.2f}   "
             f"{row['throughput_ratio_to_direct']:.2f}x"
             + (
@@ -326,6 +344,14 @@ def main() -> None:
                 if "throughput_ratio_to_mitmdump" in row
                 else ""
             ),
+            flush=True,
+        )
+    if on is not None and "telemetry" in on:
+        t = on["telemetry"]
+        print(
+            f"\ntelemetry on vs --no-telemetry: ttft c1 p50 {t['added_c1_ttft_p50_ms']:+.2f} ms, c64 p99 {t['added_c64_ttft_p99_ms']:+.2f} ms, "
+            f"paced gap p99 {t['added_paced_gap_p99_ms']:+.2f} ms; throughput {t['throughput_ratio_to_no_telemetry']:.2f}x, "
+            f"CPU/chunk {t['cpu_per_chunk_ratio_to_no_telemetry']:.2f}x, RSS {t['rss_mb_added']:+.0f} MiB",
             flush=True,
         )
     for row in rows:
@@ -336,7 +362,7 @@ def main() -> None:
                 else ""
             )
             print(
-                f"  {row['config']:28s} capture {row['capture_bytes_per_exchange']:.0f} B/exchange, {row['compression_ratio']:.1f}x smaller "
+                f"  {row['config']:30s} capture {row['capture_bytes_per_exchange']:.0f} B/exchange, {row['compression_ratio']:.1f}x smaller "
                 f"than the bodies; RSS {row['rss_mb_before_saturation']:.0f} -> {row['rss_mb']:.0f} MiB{lag}"
             )
     result = {

@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 
 import httpx
-from infertap.replay import ReplayConfig, Schedule, run_replay
 
 from infertap.capture.reader import CaptureReader
 from infertap.capture.writer import CaptureWriter
 from infertap.launch import free_port
+from infertap.replay import ReplayConfig, Schedule, run_replay
 
 
 def _capture(path: Path, rate: float, seconds: float, **params: object) -> int:

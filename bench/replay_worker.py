@@ -26,12 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from infertap.replay import ReplayConfig, Schedule, run_replay
-
 from bench.proxy_overhead import _cpu_s, _pct, _wait
 from bench.replay_lag import _capture
 from infertap.capture.reader import CaptureReader
 from infertap.launch import free_port
+from infertap.replay import ReplayConfig, Schedule, run_replay
 
 
 def _replay(capture: Path, url: str, out: Path, schedule: Schedule, upstream_pid: int) -> tuple[dict, float, float, float]:

@@ -48,6 +48,9 @@ _HOME = {
     "Schedule": ".replay",
     "Filters": ".replay",
     "Transforms": ".replay",
+    "SweepConfig": ".replay.sweep",
+    "run_sweep": ".analysis.capacity",
+    "parse_slos": ".analysis.slo",
     # analysis
     "Analysis": ".analysis",
     "speed_stats": ".analysis",

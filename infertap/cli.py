@@ -15,7 +15,7 @@ from .capture.jsonable import dumps
 from .capture.reader import CaptureReader
 from .capture.redact import Redactor
 from .errors import InfertapError
-from .options import host_port, key_value
+from .options import host_port, key_value, telemetry_options
 from .version import __version__
 
 DEFAULT_CAPTURES = Path("captures")
@@ -111,6 +111,7 @@ def cli() -> None:
     help="When the capture can't be written: keep serving (and say so loudly), or refuse traffic with 503.",
 )
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@telemetry_options
 def record(
     upstream: str,
     listen: tuple[str, int],
@@ -131,13 +132,16 @@ def record(
     auth_token: str | None,
     on_capture_error: str,
     log_level: str,
+    no_telemetry: bool,
+    telemetry_urls: tuple[str, ...],
+    telemetry_interval: float,
 ) -> None:
     """Record every exchange between clients and an engine, as an OpenAI-compatible reverse proxy.
 
     Point clients at the listen address instead of the engine (e.g. OPENAI_BASE_URL=http://127.0.0.1:8787/v1).
     Ctrl-C or SIGTERM stops it and closes the capture cleanly.
     """
-    from .proxy.server import RecordConfig, bind, is_loopback, serve
+    from .proxy.server import RecordConfig, serve
 
     host, port = listen
     config = RecordConfig(
@@ -161,18 +165,11 @@ def record(
         probe_headers=probe_headers,
         auth_token=auth_token,
         on_capture_error=on_capture_error,
+        telemetry=not no_telemetry,
+        telemetry_urls=telemetry_urls,
+        telemetry_interval_s=telemetry_interval,
     )
-    if not is_loopback(host):
-        click.secho(
-            f"WARNING: listening on {host}, reachable from other machines; captures hold prompts and outputs.",
-            fg="red",
-            bold=True,
-            err=True,
-        )
-    try:
-        sock = bind(host, port)
-    except OSError as exc:
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from exc
+    sock = _listen(host, port)
 
     def ready(url: str, writer: Any) -> None:
         click.echo(f"infertap record: listening on {url}, forwarding to {Redactor().url(upstream)}, capturing to {writer.path}")
@@ -185,6 +182,24 @@ def record(
     )
     if result.error:
         raise click.ClickException(f"capture write failed, {result.dropped} records lost: {result.error}")
+
+
+def _listen(host: str, port: int) -> Any:
+    """The bound socket, after a warning when it is reachable from other machines."""
+    from .proxy.server import bind, is_loopback
+
+    if not is_loopback(host):
+        click.secho(
+            f"WARNING: listening on {host}, reachable from other machines; captures hold prompts and outputs.",
+            fg="red",
+            bold=True,
+            err=True,
+        )
+    try:
+        sock = bind(host, port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from exc
+    return sock
 
 
 @cli.command()
@@ -433,6 +448,10 @@ _register_analysis(cli)
 from .cli_compare import register as _register_compare  # noqa: E402
 
 _register_compare(cli)
+
+from .cli_sweep import register as _register_sweep  # noqa: E402
+
+_register_sweep(cli)
 
 
 def main() -> None:

@@ -129,6 +129,7 @@ def _print_stats(result: dict[str, Any]) -> None:
         _print_throughput(group)
         _print_output(group)
         _print_server_timings(group["server_timings"])
+        _print_energy(group["energy"], group["engine_state"])
         _print_workload(group["workload"])
 
 
@@ -207,6 +208,26 @@ def _print_server_timings(st: dict[str, Any]) -> None:
         _out(f"  server-measured ({st['source']}): {shown}")
     else:
         _out("  server-measured: none reported by the engine")
+
+
+def _print_energy(energy: dict[str, Any] | None, state: dict[str, Any] | None) -> None:
+    """Energy over the group's span (attributed by time) and the engine's state, when telemetry had them."""
+    if energy is None:
+        _out("  energy: no power telemetry (a GPU through NVML or nvidia-smi, a DCGM exporter, or RAPL)")
+    else:
+        _out(
+            f"  energy ({energy['source']}, {energy['devices']} device(s)): joules {_num(energy['joules'], 1)}, "
+            f"joules_per_request {_num(energy['joules_per_request'], 3)}, "
+            f"joules_per_output_token {_num(energy['joules_per_output_token'], 4)}, "
+            f"watt_hours_per_session {_num(energy['watt_hours_per_session'], 4)}, "
+            f"mean_watts {_num(energy['mean_watts'], 1)}, idle_watts {_num(energy['idle_watts'], 1)}"
+        )
+    if state is not None:
+        _out(
+            f"  engine: kv_cache_usage_max {_num(state['kv_cache_usage_max'], 3)}, "
+            f"requests_waiting_max {_num(state['requests_waiting_max'])}, preemptions {_num(state['preemptions'])}, "
+            f"prefix_cache_hit_rate {_num(state['prefix_cache_hit_rate'], 3)}"
+        )
 
 
 def _print_workload(w: dict[str, Any]) -> None:

@@ -118,8 +118,43 @@ def print_comparison(r: dict[str, Any]) -> None:
     _say(console, "\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
     console.print(_speed_table(r["speed"]))
     _say(console, "times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
+    _print_energy(console, r["energy"])
     _print_divergence(console, r["divergence"], (r.get("baseline") or {}).get("divergence"))
     _print_most_divergent(console, r["divergence"]["most_divergent"])
+
+
+def _print_energy(console: Console, e: dict[str, Any]) -> None:
+    """Energy beside speed: per output token and per request, B over A, and the engine's state on each side."""
+
+    def _num(v: float | None) -> str:
+        return "unknown" if v is None else _number(v, 3)
+
+    if not e["a"] and not e["b"]:
+        _say(console, "energy: no power telemetry in either run (a GPU through NVML or nvidia-smi, a DCGM exporter, or RAPL)")
+    else:
+        for side in ("a", "b"):
+            x = e[side]
+            _say(
+                console,
+                f"energy {side.upper()}: "
+                + (
+                    f"{_num(x['joules_per_output_token'])} J per output token, {_num(x['joules_per_request'])} J per request, "
+                    f"{_num(x['mean_watts'])} W mean ({x['source']})"
+                    if x
+                    else "no power telemetry"
+                ),
+            )
+        if e["ratio_joules_per_output_token"] is not None:
+            note = "" if e["same_source"] else " (measured by different sources: compare with care)"
+            _say(
+                console,
+                f"energy B/A: {_num(e['ratio_joules_per_output_token'])}x per output token, {_num(e['ratio_joules_per_request'])}x per request{note}",
+            )
+    for side in ("a", "b"):
+        state = e["engine_state"][side]
+        if state:
+            shown = ", ".join(f"{k} {_num(v)}" for k, v in state.items() if v is not None)
+            _say(console, f"engine state {side.upper()}: {shown}")
 
 
 def _say(console: Console, text: str = "", style: str | None = None) -> None:
@@ -259,10 +294,20 @@ def _print_most_divergent(console: Console, items: list[dict[str, Any]]) -> None
     "--extract", default=None, metavar="number|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs."
 )
 def report(a: Path, b: Path | None, out: Path, extract: str | None) -> None:
-    """Write one self-contained HTML report (works offline) of run A, or of B compared with A."""
-    from .analysis.report import write_report
+    """Write one self-contained HTML report (works offline) of run A, or of B compared with A.
 
-    write_report(out, a, b, extract=extract)
+    A and B may also be two sweeps (folders holding sweep.json, from ``infertap sweep``), judged by the
+    same SLOs: their capacity curves, and which target carries more of the workload.
+    """
+    from .analysis.report import write_report
+    from .analysis.sweep_report import sweeps_given, write_sweep_report
+
+    if sweeps_given(a, b):
+        if extract is not None:
+            raise click.UsageError("--extract compares the answers of two captures; a sweep report has none to compare")
+        write_sweep_report(out, a, b)
+    else:
+        write_report(out, a, b, extract=extract)
     click.echo(f"report written to {out}")
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .options import host_port, key_value
+from .options import host_port, key_value, telemetry_options
 
 
 @click.command()
@@ -33,6 +33,7 @@ from .options import host_port, key_value
     "--set", "set_options", multiple=True, metavar="NAME=VALUE", help="Any mitmproxy option, e.g. ssl_insecure=true; repeatable."
 )
 @click.option("--confdir", default=None, help="mitmproxy's configuration folder, where its CA lives [default: ~/.mitmproxy].")
+@telemetry_options
 def mitm(
     listen: tuple[str, int],
     mode: str,
@@ -42,6 +43,9 @@ def mitm(
     labels: dict[str, str],
     set_options: tuple[str, ...],
     confdir: str | None,
+    no_telemetry: bool,
+    telemetry_urls: tuple[str, ...],
+    telemetry_interval: float,
 ) -> None:
     """Record LLM API traffic through mitmproxy, for clients with no base-URL setting or on HTTPS.
 
@@ -67,6 +71,9 @@ def mitm(
         labels=label_map,
         set_options=set_options,
         confdir=confdir,
+        telemetry=not no_telemetry,
+        telemetry_urls=telemetry_urls,
+        telemetry_interval_s=telemetry_interval,
     )
 
     def ready(addrs: list[str], capture: str, ca: Path) -> None:

@@ -9,10 +9,152 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .options import pairs
+from .options import TELEMETRY_OPTIONS, pairs
 
 if TYPE_CHECKING:
     from .replay import ReplayConfig, ReplayStats, Schedule, Transforms
+
+#: What replay and sweep share: how requests are transformed and chosen, how the target is
+#: described and reached, and Ray (see ``base_config``).
+_WORKLOAD_OPTIONS = [
+    click.option(
+        "--model-map", multiple=True, callback=pairs, metavar="SRC=DST", help="Rename a model in request bodies; repeatable."
+    ),
+    click.option("--model", default=None, help="Set the model of every request."),
+    click.option(
+        "--set",
+        "set_values",
+        multiple=True,
+        callback=pairs,
+        metavar="PATH=VALUE",
+        help="Body override, JSON value, dotted path; repeatable.",
+    ),
+    click.option("--unset", multiple=True, metavar="PATH", help="Remove a body key (dotted path); repeatable."),
+    click.option(
+        "--header", "headers", multiple=True, callback=pairs, metavar="NAME=VALUE", help="Set a request header; repeatable."
+    ),
+    click.option("--drop-header", multiple=True, metavar="NAME", help="Drop a captured request header; repeatable."),
+    click.option(
+        "--api-key",
+        envvar="INFERTAP_TARGET_API_KEY",
+        default=None,
+        help="The target's key, sent as 'Authorization: Bearer ...' (env INFERTAP_TARGET_API_KEY). Captured credentials are never replayed.",
+    ),
+    click.option(
+        "--pin-defaults",
+        is_flag=True,
+        help="Write the source engine's effective sampling defaults into each request (needs enrichment).",
+    ),
+    click.option(
+        "--filter",
+        "filters",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="path=GLOB, model=NAME, status=CODE, after=S, before=S; repeatable.",
+    ),
+    click.option("--limit", type=int, default=None, help="Replay only the first N exchanges."),
+    click.option(
+        "--label",
+        "labels",
+        multiple=True,
+        callback=pairs,
+        metavar="KEY=VALUE",
+        help="Stored in the replay's capture header; repeatable.",
+    ),
+    click.option(
+        "--model-file",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="The target's GGUF, for facts it doesn't publish.",
+    ),
+    click.option("--no-probe", is_flag=True, help="Don't probe the target (no snapshot, no enrichment)."),
+    click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings."),
+    click.option("--grace", default=5.0, show_default=True, help="On Ctrl-C, seconds in-flight requests may finish."),
+    click.option("--connect-timeout", default=10.0, show_default=True, help="Seconds to connect to the target."),
+    click.option(
+        "--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the target between bytes (0: forever)."
+    ),
+    click.option(
+        "--ray",
+        "ray_address",
+        is_flag=False,
+        flag_value="",
+        default=None,
+        metavar="[ADDRESS]",
+        help="Replay in shards on a Ray cluster (ADDRESS, or RAY_ADDRESS, or a new local one); needs infertap[scale].",
+    ),
+    click.option(
+        "--shards",
+        type=click.IntRange(min=1),
+        default=None,
+        help="With --ray: how many replay workers [default: the cluster's CPUs].",
+    ),
+]
+
+
+def workload_options(command: Any) -> Any:
+    for option in reversed([*_WORKLOAD_OPTIONS, *TELEMETRY_OPTIONS]):
+        command = option(command)
+    return command
+
+
+def base_config(
+    capture: Path,
+    target: str,
+    out: Path,
+    schedule: Schedule,
+    *,
+    repeat: int = 1,
+    model_map: list[tuple[str, str]],
+    model: str | None,
+    set_values: list[tuple[str, str]],
+    unset: tuple[str, ...],
+    headers: list[tuple[str, str]],
+    drop_header: tuple[str, ...],
+    api_key: str | None,
+    pin_defaults: bool,
+    filters: tuple[str, ...],
+    limit: int | None,
+    labels: list[tuple[str, str]],
+    model_file: str | None,
+    no_probe: bool,
+    no_enrich: bool,
+    grace: float,
+    connect_timeout: float,
+    read_timeout: float,
+    ray_address: str | None,
+    shards: int | None,
+    no_telemetry: bool,
+    telemetry_urls: tuple[str, ...],
+    telemetry_interval: float,
+) -> ReplayConfig:
+    """One ReplayConfig from the shared options."""
+    from .replay import Filters, ReplayConfig
+
+    if shards is not None and ray_address is None:
+        raise click.UsageError("--shards needs --ray")
+    return ReplayConfig(
+        capture=capture,
+        target=target,
+        out=out,
+        schedule=schedule,
+        transforms=_transforms(model_map, model, set_values, unset, headers, drop_header, api_key, pin_defaults),
+        filters=Filters.parse(filters),
+        limit=limit,
+        repeat=repeat,
+        labels=dict(labels),
+        probe=not no_probe,
+        enrich=not no_enrich,
+        model_file=model_file,
+        grace_s=grace,
+        ray=ray_address,
+        shards=shards,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout or None,  # 0: no limit
+        telemetry=not no_telemetry,
+        telemetry_urls=telemetry_urls,
+        telemetry_interval_s=telemetry_interval,
+    )
 
 
 @click.command()
@@ -44,79 +186,8 @@ if TYPE_CHECKING:
     default=None,
     help="A cap on requests in flight, on any schedule (waits are recorded apart from latency).",
 )
-@click.option(
-    "--model-map", multiple=True, callback=pairs, metavar="SRC=DST", help="Rename a model in request bodies; repeatable."
-)
-@click.option("--model", default=None, help="Set the model of every request.")
-@click.option(
-    "--set",
-    "set_values",
-    multiple=True,
-    callback=pairs,
-    metavar="PATH=VALUE",
-    help="Body override, JSON value, dotted path; repeatable.",
-)
-@click.option("--unset", multiple=True, metavar="PATH", help="Remove a body key (dotted path); repeatable.")
-@click.option(
-    "--header", "headers", multiple=True, callback=pairs, metavar="NAME=VALUE", help="Set a request header; repeatable."
-)
-@click.option("--drop-header", multiple=True, metavar="NAME", help="Drop a captured request header; repeatable.")
-@click.option(
-    "--api-key",
-    envvar="INFERTAP_TARGET_API_KEY",
-    default=None,
-    help="The target's key, sent as 'Authorization: Bearer ...' (env INFERTAP_TARGET_API_KEY). Captured credentials are never replayed.",
-)
-@click.option(
-    "--pin-defaults",
-    is_flag=True,
-    help="Write the source engine's effective sampling defaults into each request (needs enrichment).",
-)
-@click.option(
-    "--filter",
-    "filters",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="path=GLOB, model=NAME, status=CODE, after=S, before=S; repeatable.",
-)
-@click.option("--limit", type=int, default=None, help="Replay only the first N exchanges.")
 @click.option("--repeat", type=int, default=1, show_default=True, help="Replay the workload N times, back to back.")
-@click.option(
-    "--label",
-    "labels",
-    multiple=True,
-    callback=pairs,
-    metavar="KEY=VALUE",
-    help="Stored in the replay's capture header; repeatable.",
-)
-@click.option(
-    "--model-file",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="The target's GGUF, for facts it doesn't publish.",
-)
-@click.option("--no-probe", is_flag=True, help="Don't probe the target (no snapshot, no enrichment).")
-@click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings.")
-@click.option("--grace", default=5.0, show_default=True, help="On Ctrl-C, seconds in-flight requests may finish.")
-@click.option("--connect-timeout", default=10.0, show_default=True, help="Seconds to connect to the target.")
-@click.option(
-    "--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the target between bytes (0: forever)."
-)
-@click.option(
-    "--ray",
-    "ray_address",
-    is_flag=False,
-    flag_value="",
-    default=None,
-    metavar="[ADDRESS]",
-    help="Replay in shards on a Ray cluster (ADDRESS, or RAY_ADDRESS, or a new local one); needs infertap[scale].",
-)
-@click.option(
-    "--shards",
-    type=click.IntRange(min=1),
-    default=None,
-    help="With --ray: how many replay workers [default: the cluster's CPUs].",
-)
+@workload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
 def replay(
     capture: Path,
@@ -129,27 +200,9 @@ def replay(
     poisson: bool,
     seed: int,
     max_concurrency: int | None,
-    model_map: list[tuple[str, str]],
-    model: str | None,
-    set_values: list[tuple[str, str]],
-    unset: tuple[str, ...],
-    headers: list[tuple[str, str]],
-    drop_header: tuple[str, ...],
-    api_key: str | None,
-    pin_defaults: bool,
-    filters: tuple[str, ...],
-    limit: int | None,
     repeat: int,
-    labels: list[tuple[str, str]],
-    model_file: str | None,
-    no_probe: bool,
-    no_enrich: bool,
-    grace: float,
-    connect_timeout: float,
-    read_timeout: float,
-    ray_address: str | None,
-    shards: int | None,
     as_json: bool,
+    **options: Any,
 ) -> None:
     """Re-issue a captured workload against TARGET, at the original timing by default, recording it as a capture.
 
@@ -159,27 +212,14 @@ def replay(
     infertap replay captures/run1 --target http://127.0.0.1:8080 --rate 20 --poisson --set temperature=0 --pin-defaults
     infertap replay captures/agents --target http://gpu-node:8000 --ray ray://head:10001 --shards 16
     """
-    from .replay import Filters, ReplayConfig
-
-    _check_usage(schedule_kind, concurrency, rate, poisson, shards, ray_address)
-    config = ReplayConfig(
-        capture=capture,
-        target=target,
-        out=out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}",
-        schedule=_schedule(speed, concurrency, rate, poisson, seed, max_concurrency),
-        transforms=_transforms(model_map, model, set_values, unset, headers, drop_header, api_key, pin_defaults),
-        filters=Filters.parse(filters),
-        limit=limit,
+    _check_usage(schedule_kind, concurrency, rate, poisson)
+    config = base_config(
+        capture,
+        target,
+        out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}",
+        _schedule(speed, concurrency, rate, poisson, seed, max_concurrency),
         repeat=repeat,
-        labels=dict(labels),
-        probe=not no_probe,
-        enrich=not no_enrich,
-        model_file=model_file,
-        grace_s=grace,
-        ray=ray_address,
-        shards=shards,
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout or None,  # 0: no limit
+        **options,
     )
     summary = _run(config, quiet=as_json)
     if as_json:
@@ -188,9 +228,7 @@ def replay(
         _print_summary(summary)
 
 
-def _check_usage(
-    schedule_kind: str | None, concurrency: str | None, rate: float | None, poisson: bool, shards: int | None, ray: str | None
-) -> None:
+def _check_usage(schedule_kind: str | None, concurrency: str | None, rate: float | None, poisson: bool) -> None:
     """Options that can't go together, refused before anything is read."""
     if concurrency is not None and rate is not None:
         raise click.UsageError("choose one of --concurrency and --rate")
@@ -198,8 +236,6 @@ def _check_usage(
         raise click.UsageError("--schedule original can't be combined with --concurrency or --rate")
     if poisson and rate is None:
         raise click.UsageError("--poisson needs --rate")
-    if shards is not None and ray is None:
-        raise click.UsageError("--shards needs --ray")
 
 
 def _schedule(

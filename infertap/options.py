@@ -1,6 +1,8 @@
-"""Click callbacks shared by the commands."""
+"""Click callbacks and option groups shared by the commands."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
@@ -26,3 +28,29 @@ def host_port(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
     if not sep or not port.isdigit():
         raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
+
+
+#: Telemetry options, the same on every command that records (record, replay, sweep, mitm).
+TELEMETRY_OPTIONS = [
+    click.option("--no-telemetry", is_flag=True, help="Don't sample the engine's /metrics, GPUs and the host into the capture."),
+    click.option(
+        "--telemetry-url",
+        "telemetry_urls",
+        multiple=True,
+        metavar="URL",
+        help="Another Prometheus endpoint to sample (e.g. a DCGM exporter's /metrics); repeatable.",
+    ),
+    click.option(
+        "--telemetry-interval",
+        type=click.FloatRange(min=0, min_open=True),
+        default=0.25,
+        show_default=True,
+        help="Seconds between GPU and host samples (engine metrics: 1 s).",
+    ),
+]
+
+
+def telemetry_options(command: Any) -> Any:
+    for option in reversed(TELEMETRY_OPTIONS):
+        command = option(command)
+    return command

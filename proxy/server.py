@@ -18,6 +18,7 @@ from infertap.capture.hostfacts import is_loopback
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
 from infertap.engines.enrich import Enricher
+from infertap.telemetry import check_telemetry, start_telemetry
 from infertap.version import __version__
 
 from .app import RecordingProxy, build_app
@@ -48,6 +49,12 @@ class RecordConfig:
     probe_headers: dict[str, str] = field(default_factory=dict)  # credentials for probes; never stored
     auth_token: str | None = None  # clients must present it to the proxy itself; never stored
     on_capture_error: str = "serve"  # "serve": keep serving, loudly; "fail": refuse traffic with 503
+    telemetry: bool = True  # the engine's /metrics, GPUs and the host, sampled into the capture
+    telemetry_urls: tuple[str, ...] = ()  # other Prometheus exporters (a DCGM exporter's /metrics)
+    telemetry_interval_s: float = 0.25
+
+    def __post_init__(self) -> None:
+        check_telemetry(self.telemetry_urls, self.telemetry_interval_s)
 
 
 @dataclass
@@ -116,6 +123,9 @@ def serve(
         max_segment_bytes=config.max_segment_bytes,
     ).open()
     enricher: Enricher | None = None
+    sampler = start_telemetry(
+        config.telemetry, config.upstream, config.telemetry_urls, config.telemetry_interval_s, config.probe_headers, writer.write
+    )
     try:
         proxy = RecordingProxy(
             config.upstream,
@@ -154,6 +164,8 @@ def serve(
     finally:
         if enricher is not None:
             enricher.close()
+        if sampler is not None:
+            sampler.close()
         writer.close()
         sock.close()
     return RecordResult(

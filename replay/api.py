@@ -19,6 +19,7 @@ from infertap.engines import ProbeError
 from infertap.engines.enrich import Enricher, enrich_capture
 from infertap.engines.probe import open_engine
 from infertap.errors import InfertapError
+from infertap.telemetry import start_telemetry
 
 from .config import ReplayConfig
 from .runner import Replay, ReplayStats
@@ -27,6 +28,7 @@ from .workload import Item, load
 
 Progress = Callable[[ReplayStats], None]
 OnStart = Callable[[dict[str, Any]], None]
+StopWhen = Callable[[ReplayStats], bool]
 
 
 class ReplayError(InfertapError):
@@ -54,10 +56,19 @@ class _Prepared:
         return {"items": len(self.items), **self.facts(), "out": str(out), **extra}
 
 
-def run_replay(config: ReplayConfig, *, progress: Progress | None = None, on_start: OnStart | None = None) -> dict[str, Any]:
+def run_replay(
+    config: ReplayConfig,
+    *,
+    progress: Progress | None = None,
+    on_start: OnStart | None = None,
+    stop_when: StopWhen | None = None,
+) -> dict[str, Any]:
     """Replay ``config.capture`` against ``config.target`` into the capture ``config.out``; returns
     the run's summary. ``progress`` is called with the live stats a few times a second, and
     ``on_start`` once, with what is about to be replayed, just before the first request.
+    ``stop_when``, asked as often as ``progress``, ends the run early when it says so (a capacity
+    sweep's point that is clearly lost); in-flight requests get the grace period, as on Ctrl-C.
+    Not with ``config.ray``.
 
     SIGINT/SIGTERM (when called from the main thread) stop sending, give in-flight requests
     ``config.grace_s`` seconds, and close the capture cleanly.
@@ -76,7 +87,7 @@ def run_replay(config: ReplayConfig, *, progress: Progress | None = None, on_sta
     recorder = _recorder(config, prepared)
     if config.ray is not None:
         return _run_on_ray(config, prepared, recorder, progress, on_start)
-    return _run_here(config, prepared, recorder, progress, on_start)
+    return _run_here(config, prepared, recorder, progress, on_start, stop_when)
 
 
 def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
@@ -150,11 +161,15 @@ def _run_here(
     recorder: dict[str, Any],
     progress: Progress | None,
     on_start: OnStart | None,
+    stop_when: StopWhen | None = None,
 ) -> dict[str, Any]:
     """Replay in this process, the target probed and the exchanges enriched as they complete."""
     writer = CaptureWriter(Path(config.out), recorder=recorder, labels=config.labels).open()
     enricher: Enricher | None = None
     replay: Replay | None = None
+    sampler = start_telemetry(
+        config.telemetry, config.target, config.telemetry_urls, config.telemetry_interval_s, prepared.probe_headers, writer.write
+    )
     try:
         if config.probe:
             enricher = Enricher(
@@ -176,10 +191,12 @@ def _run_here(
         )
         if on_start:
             on_start(prepared.start_info(writer.path))
-        summary = asyncio.run(_main(replay, progress))
+        summary = asyncio.run(_main(replay, progress, stop_when))
     finally:
         if enricher is not None:
             enricher.close()
+        if sampler is not None:
+            sampler.close()
         writer.close()
     summary.update(
         out=str(writer.path),
@@ -192,27 +209,32 @@ def _run_here(
     return summary
 
 
-async def _main(replay: Replay, progress: Progress | None) -> dict[str, Any]:
+async def _main(replay: Replay, progress: Progress | None, stop_when: StopWhen | None = None) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     in_main = threading.current_thread() is threading.main_thread()
     if in_main:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, replay.stop)
-    ticker = asyncio.create_task(_tick(replay, progress)) if progress else None
+    ticker = asyncio.create_task(_tick(replay, progress, stop_when)) if progress or stop_when else None
     try:
         return await replay.run()
     finally:
         if ticker is not None:
             ticker.cancel()
-            progress(replay.stats)  # type: ignore[misc]
+        if progress is not None:
+            progress(replay.stats)
         if in_main:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 
 
-async def _tick(replay: Replay, progress: Progress) -> None:
+async def _tick(replay: Replay, progress: Progress | None, stop_when: StopWhen | None) -> None:
     while True:
-        progress(replay.stats)
+        if progress is not None:
+            progress(replay.stats)
+        if stop_when is not None and stop_when(replay.stats):
+            replay.stop()
+            return
         await asyncio.sleep(0.2)
 
 

@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from infertap.telemetry import check_telemetry
+
 from .schedule import Schedule
 from .transforms import Transforms
 from .workload import Filters
@@ -39,6 +41,12 @@ class ReplayConfig:
     shards: int | None = None  # with ray: how many workers (None: the cluster's CPUs)
     connect_timeout: float = 10.0
     read_timeout: float | None = 600.0  # between bytes from the target; None: no limit
+    telemetry: bool = True  # the target's /metrics, GPUs and the host, sampled into the replay's capture
+    telemetry_urls: tuple[str, ...] = ()  # other Prometheus exporters (a DCGM exporter's /metrics)
+    telemetry_interval_s: float = 0.25
+
+    def __post_init__(self) -> None:
+        check_telemetry(self.telemetry_urls, self.telemetry_interval_s)
 
 
 __all__ = ["ReplayConfig"]

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from infertap.proxy.exchange import UpstreamCall
-from infertap.proxy.upstream import UpstreamClient, UpstreamResponse
-
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.errors import UpstreamError
+from infertap.proxy.exchange import UpstreamCall
+from infertap.proxy.upstream import UpstreamClient, UpstreamResponse
 from infertap.quantiles import quantile
 
 from .config import ReplayConfig
@@ -44,6 +43,8 @@ class ReplayStats:
     lags_ns: list[int] = field(default_factory=list)
     queue_ns: list[int] = field(default_factory=list)
     intervals: list[tuple[int, int]] = field(default_factory=list)  # (sent, end), elapsed ns
+    open_ns: dict[int, int] = field(default_factory=dict)  # item index -> sent, elapsed ns, while in flight
+    elapsed_ns: Callable[[], int] = time.monotonic_ns  # the clock of those elapsed ns (the capture's)
     stopped_early: bool = False
 
 
@@ -112,7 +113,7 @@ class Replay:
         self._shown = self.redactor.url(self.target)  # recorded with each exchange, a password in it redacted
         self.offsets = offsets
         self.start_ns = start_ns
-        self.stats = ReplayStats(total=len(items))
+        self.stats = ReplayStats(total=len(items), elapsed_ns=writer.elapsed_ns)
         self._done = [asyncio.Event() for _ in items]
         self._tasks: set[asyncio.Task[None]] = set()
         self._cap = asyncio.Semaphore(schedule.max_concurrency) if schedule.max_concurrency else None
@@ -252,6 +253,7 @@ class Replay:
         lag = max(0, record["sent_ns"] - scheduled_ns - dep_wait - queue_wait)
         record.update({"seq": self._seq, "lag_ns": lag, "queue_ns": queue_wait, "dep_wait_ns": dep_wait})
         self.stats.sent += 1
+        self.stats.open_ns[self._seq] = record["sent_ns"]
         self.stats.lags_ns.append(lag)
         if self._cap is not None:
             self.stats.queue_ns.append(queue_wait)
@@ -259,6 +261,7 @@ class Replay:
     def _settle(self, item: Item, record: Exchange) -> None:
         """The request is over: release its conversation, count it, and record it if it was sent."""
         self._done[item.index].set()
+        self.stats.open_ns.pop(record["seq"], None)
         self.stats.ends[record["end"]] += 1
         self.stats.statuses[str(record["status"])] += 1
         self.stats.completed += 1

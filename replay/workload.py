@@ -254,8 +254,12 @@ def _count_in_flight(items: list[Item], intervals: list[tuple[int, int]]) -> Non
 
 
 def _repeated(items: list[Item], repeat: int) -> list[Item]:
-    """``items`` then ``repeat - 1`` copies, each after the one before, conversations within a copy."""
-    span = max(i.offset_ns for i in items) + 1_000_000
+    """``items`` then ``repeat - 1`` copies, each after the one before, conversations within a copy.
+    A copy starts one mean inter-arrival gap after the last request of the one before, so a regular
+    workload stays regular across the seam (1 ms for a single request)."""
+    offsets = [i.offset_ns for i in items]
+    gap = (max(offsets) - min(offsets)) // (len(items) - 1) if len(items) > 1 else 0
+    span = max(offsets) + (gap or 1_000_000)
     copies: list[Item] = []
     for k in range(1, repeat):
         for it in items:

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import uvicorn
+
 from infertap.proxy.server import bind
 
 
@@ -56,10 +57,16 @@ class FakeUpstream:
         self.in_flight = 0
         self.max_in_flight = 0
         self.big_sent = 0
+        self.metrics_asked = 0
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             return await lifespan(receive, send)
+        if scope["path"] == "/metrics":  # infertap's telemetry asking: no Prometheus here, as most engines
+            self.metrics_asked += 1
+            await send({"type": "http.response.start", "status": 404, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:

@@ -17,11 +17,18 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
     ("infertap", "infertap.errors", "infertap.version", "infertap.quantiles", "infertap.apis"),
     ("infertap.capture",),
-    ("infertap.engines",),
+    ("infertap.engines", "infertap.telemetry"),
     ("infertap.proxy", "infertap.mitm"),
     ("infertap.replay",),
     ("infertap.analysis",),
-    ("infertap.cli", "infertap.cli_analysis", "infertap.cli_compare", "infertap.cli_mitm", "infertap.cli_replay"),
+    (
+        "infertap.cli",
+        "infertap.cli_analysis",
+        "infertap.cli_compare",
+        "infertap.cli_mitm",
+        "infertap.cli_replay",
+        "infertap.cli_sweep",
+    ),
     ("infertap.options", "infertap.demo", "infertap.launch", "infertap.__main__"),
 ]
 LAYERS[6] = LAYERS[6] + LAYERS.pop(7)  # the CLI and what only it (and tests) use: one layer

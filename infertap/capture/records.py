@@ -9,12 +9,12 @@ exchange's request was sent upstream (``headers_ns``, ``chunk_ns``, ``end_ns``).
 from __future__ import annotations
 
 from random import getrandbits as _random_bits
-from typing import Any, Literal, TypedDict, Unpack
+from typing import Any, Literal, NotRequired, TypedDict, Unpack
 
 #: Major versions are incompatible; a reader refuses a major it doesn't know. Minor versions
 #: only add keys or record types, which readers pass through.
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 1  # 1.1: the ``dictionary`` record (frames after it in a segment are compressed with it)
+FORMAT_MINOR = 2  # 1.1: the ``dictionary`` record (frames after it in a segment are compressed with it); 1.2: ``telemetry``
 
 #: The one kind of ``dictionary`` record: zstd raw content (the run's first records, packed).
 DICTIONARY_KIND = "zstd-raw-content"
@@ -30,7 +30,7 @@ End = Literal[
 ]
 END_REASONS: tuple[str, ...] = End.__args__  # type: ignore[attr-defined]
 
-RecordType = Literal["header", "engine", "exchange", "enrichment", "footer"]
+RecordType = Literal["header", "engine", "exchange", "enrichment", "telemetry", "footer"]
 
 
 class Header(TypedDict):
@@ -121,6 +121,17 @@ class Enrichment(TypedDict):
     output_tokens: dict[str, Any]
 
 
+class Telemetry(TypedDict):
+    """One round of one telemetry source (infertap.telemetry): what the engine or the machine did
+    while traffic flowed. Format 1.2; older readers pass it by."""
+
+    type: Literal["telemetry"]
+    source: str  # "engine" (its /metrics), "exporter" (--telemetry-url), "gpu", "host"
+    wall: float  # when the round was read, epoch seconds
+    samples: list[list[Any]]  # [name, labels (dict), value]: Prometheus names as exposed, counters raw
+    unknown: NotRequired[str]  # the source can't be read, and why (recorded once, then on a change)
+
+
 class Footer(TypedDict):
     type: Literal["footer"]
     final: bool  # False at the end of a rotated segment, True when the run closed cleanly
@@ -130,7 +141,7 @@ class Footer(TypedDict):
     dropped: int
 
 
-Record = Header | Exchange | EngineSnapshot | Enrichment | Footer
+Record = Header | Exchange | EngineSnapshot | Enrichment | Telemetry | Footer
 
 
 def new_exchange(
@@ -215,6 +226,14 @@ def new_header(
         "host": host,
         "labels": labels,
     }
+
+
+def new_telemetry(source: str, wall: float, samples: list[list[Any]], *, unknown: str | None = None) -> Telemetry:
+    """A telemetry record: one source's samples at one time, or why the source can't be read."""
+    record: Telemetry = {"type": "telemetry", "source": source, "wall": wall, "samples": samples}
+    if unknown is not None:
+        record["unknown"] = unknown
+    return record
 
 
 def new_footer(*, final: bool, wall: float, records: int, exchanges: int, dropped: int) -> Footer:

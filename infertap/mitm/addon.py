@@ -25,6 +25,7 @@ from infertap.apis import ended_by_marker
 from infertap.capture.records import End, ExchangeExtras, new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
+from infertap.telemetry import Sampler, start_telemetry
 
 log = logging.getLogger("infertap.mitm")
 
@@ -40,6 +41,7 @@ class InfertapCapture:
 
     def __init__(self, on_ready: Callable[[list[str], str], None] | None = None) -> None:
         self.writer: CaptureWriter | None = None
+        self.sampler: Sampler | None = None
         self.redactor = Redactor()
         self.patterns: list[str] = []
         self.on_ready = on_ready
@@ -56,6 +58,14 @@ class InfertapCapture:
         )
         loader.add_option("infertap_redact", Sequence[str], [], "More header names whose values are secrets.")
         loader.add_option("infertap_labels", Sequence[str], [], "key=value labels stored in the capture header.")
+        loader.add_option("infertap_telemetry", bool, True, "Sample GPUs, the host and infertap_telemetry_urls into the capture.")
+        loader.add_option("infertap_telemetry_interval", float, 0.25, "Seconds between GPU and host samples.")
+        loader.add_option(
+            "infertap_telemetry_urls",
+            Sequence[str],
+            [],
+            "Prometheus endpoints to sample (a DCGM exporter, an engine's /metrics).",
+        )
 
     def configure(self, updated: set[str]) -> None:
         if "infertap_match" in updated or "infertap_redact" in updated:
@@ -81,6 +91,13 @@ class InfertapCapture:
                 self.writer = CaptureWriter(ctx.options.infertap_out, recorder=recorder, labels=labels).open()
             except Exception as exc:  # a capture that can't be written must stop the start, loudly
                 raise exceptions.OptionsError(f"infertap: {exc}") from exc
+            if self.sampler is not None:
+                self.sampler.close()
+            # Many hosts pass through: no one engine's /metrics, only what is named.
+            urls = list(ctx.options.infertap_telemetry_urls)
+            self.sampler = start_telemetry(
+                ctx.options.infertap_telemetry, None, urls, ctx.options.infertap_telemetry_interval, {}, self.writer.write
+            )
 
     def running(self) -> None:
         if self.on_ready is not None and self.writer is not None:
@@ -89,6 +106,8 @@ class InfertapCapture:
             self.on_ready(addrs, str(self.writer.path))
 
     def done(self) -> None:
+        if self.sampler is not None:
+            self.sampler.close()
         if self.writer is not None:
             self.writer.close()
             if self.writer.error is not None:

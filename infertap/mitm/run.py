@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infertap.errors import InfertapError
+from infertap.telemetry import check_telemetry
 
 
 class MitmError(InfertapError):
@@ -27,6 +28,12 @@ class MitmConfig:
     labels: Mapping[str, str] = field(default_factory=dict)
     set_options: Sequence[str] = ()  # mitmproxy "name=value" options, passed through
     confdir: str | None = None  # where mitmproxy keeps its CA (default ~/.mitmproxy)
+    telemetry: bool = True  # GPUs, the host and telemetry_urls, sampled into the capture
+    telemetry_urls: Sequence[str] = ()
+    telemetry_interval_s: float = 0.25
+
+    def __post_init__(self) -> None:
+        check_telemetry(self.telemetry_urls, self.telemetry_interval_s)
 
 
 def ca_cert_path(confdir: str | None) -> Path:
@@ -55,6 +62,9 @@ def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], N
                 infertap_match=list(config.match),
                 infertap_redact=list(config.redact_headers),
                 infertap_labels=[f"{k}={v}" for k, v in config.labels.items()],
+                infertap_telemetry=config.telemetry,
+                infertap_telemetry_urls=list(config.telemetry_urls),
+                infertap_telemetry_interval=config.telemetry_interval_s,
             )
             if config.set_options:
                 opts.set(*config.set_options)

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from infertap.analysis import Analysis, speed_stats
 
+from infertap.analysis import Analysis, speed_stats
 from infertap.apis import read_response
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from infertap.analysis import EXPORTED, Analysis, NoCapturesError, find_captures
 
+from infertap.analysis import EXPORTED, Analysis, NoCapturesError, find_captures
 from infertap.capture.errors import CaptureCorruptError, UnsupportedFormatError
 from infertap.capture.framing import Block, iter_blocks
 from infertap.capture.segments import segment_paths

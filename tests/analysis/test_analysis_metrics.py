@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from infertap.analysis import Analysis
 
+from infertap.analysis import Analysis
 from tests.analysis_builders import (
     JSON_HEADERS,
     MS,

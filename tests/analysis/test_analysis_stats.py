@@ -15,9 +15,9 @@ from tests.extras import needs
 needs("hypothesis", "dev")
 from hypothesis import given
 from hypothesis import strategies as st
+
 from infertap.analysis import Analysis, AnalysisError, speed_stats
 from infertap.analysis.prefix import common_prefix, longest_earlier_prefixes
-
 from tests.analysis_builders import JSON_HEADERS, body, enrichment, event, exchange, sse, write_capture
 
 

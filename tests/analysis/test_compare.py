@@ -8,10 +8,10 @@ import re
 
 import pytest
 from click.testing import CliRunner
+
 from infertap.analysis.compare import compare
 from infertap.analysis.errors import AnalysisError
 from infertap.analysis.report import render, ticks
-
 from infertap.cli import cli
 from infertap.cli_compare import print_comparison
 from tests.helpers import write_capture
@@ -170,6 +170,7 @@ def test_llama_cpp_python_against_llama_server_shows_the_setting_then_the_diverg
 ):
     """Same GGUF, same requests, temperature 0: the repeat_penalty default explains the answers."""
     import httpx
+
     from infertap.replay import ReplayConfig, Schedule, run_replay
 
     rec = record(engine.url, "--model-file", str(gguf))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from infertap.analysis.compare import compare
 
+from infertap.analysis.compare import compare
 from tests.helpers import write_capture
 
 

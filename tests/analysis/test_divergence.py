@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from infertap.analysis.configdiff import prompt_diff, settings_diff, snapshot_diff
 from infertap.analysis.divergence import (
     first_divergence,

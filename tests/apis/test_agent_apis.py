@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 from anthropic import Anthropic
-from infertap.analysis import Analysis
-from infertap.analysis.compare import compare
-from infertap.replay import ReplayConfig, Schedule, Transforms, run_replay
-from infertap.replay.workload import load
 from openai import OpenAI
 
+from infertap.analysis import Analysis
+from infertap.analysis.compare import compare
 from infertap.apis import read_response
 from infertap.capture.reader import CaptureReader
 from infertap.launch import SMOLLM2_ALIAS, Process, llama_server, recorder
+from infertap.replay import ReplayConfig, Schedule, Transforms, run_replay
+from infertap.replay.workload import load
 
 pytestmark = pytest.mark.engine
 

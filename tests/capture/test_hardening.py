@@ -20,12 +20,12 @@ from tests.extras import needs
 needs("hypothesis", "dev")
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from infertap.proxy.app import RecordingProxy, build_app
 
 from infertap.capture.errors import CaptureError
 from infertap.capture.reader import CaptureReader
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.writer import CaptureWriter
+from infertap.proxy.app import RecordingProxy, build_app
 from tests.fake_upstream import ServerThread
 from tests.helpers import decompressed_bytes
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from infertap.proxy.upstream import _HIGH_WATER, UpstreamClient
 
 from infertap.errors import UpstreamBroken, UpstreamTimeout, UpstreamUnreachable
+from infertap.proxy.upstream import _HIGH_WATER, UpstreamClient
 from tests.fake_upstream import FakeUpstream, ServerThread
 
 

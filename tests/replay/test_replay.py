@@ -11,12 +11,12 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from infertap.replay import Filters, ReplayConfig, ReplayError, Schedule, Transforms, run_replay
 
 from infertap.capture.info import summarize
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
 from infertap.launch import free_port
+from infertap.replay import Filters, ReplayConfig, ReplayError, Schedule, Transforms, run_replay
 from tests.helpers import decompressed_bytes, write_capture
 
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import duckdb
 import pytest
 import ray
+
 from infertap.analysis import Analysis
+from infertap.capture.reader import CaptureReader
 from infertap.replay import ReplayConfig, ReplayError, Schedule, ScheduleError, load, run_replay
 from infertap.replay.distributed import DistributedReplayError, ShardWorker, _clock_offset, run_sharded
 from infertap.replay.shards import shard_schedules, split
-
-from infertap.capture.reader import CaptureReader
 from tests.helpers import write_capture
 
 

@@ -1,0 +1,171 @@
+"""How much of a recorded workload a target carries under SLOs: a sweep (infertap.replay.sweep) whose
+points are judged by the metrics of docs/metrics.md (infertap.analysis.slo).
+
+``run_sweep`` writes each point's capture under the sweep's folder and, after every point,
+``sweep.json`` there: the SLOs, every point's figures, the capacity (the highest passing load with
+its achieved request rate and output tokens per second) and the knee (between the last passing and
+the first failing load). A sweep cut short keeps what it found.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from infertap.apis import read_request
+from infertap.errors import ConfigError
+from infertap.replay.runner import ReplayStats
+from infertap.replay.sweep import Load, Lost, Point, Sweep, SweepConfig, capacity_of, inconsistent
+from infertap.replay.workload import load
+
+from .slo import SLO, evaluate
+from .store import Analysis
+
+RESULT = "sweep.json"
+
+
+def run_sweep(
+    config: SweepConfig,
+    slos: Sequence[SLO],
+    *,
+    on_point: Callable[[Point], None] | None = None,
+    on_point_start: Callable[[Load, int], None] | None = None,
+    progress: Callable[[ReplayStats], None] | None = None,
+) -> dict[str, Any]:
+    """Run the sweep; returns what ``sweep.json`` holds."""
+    out = Path(config.replay.out)
+    if (out / RESULT).exists():
+        raise ConfigError(f"{out} already holds a sweep ({RESULT}); give another --out")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"{out} is not empty (a point's capture there would be mixed into the new one); give another --out")
+    _check_workload(config)
+    _check_target(config)
+    results: dict[str, Any] = {}
+
+    def record(point: Point) -> None:
+        results.update(_result(config, slos, sweep.points))
+        _write(out / RESULT, results)
+        if on_point is not None:
+            on_point(point)
+
+    sweep = Sweep(
+        config,
+        evaluate=lambda folder: judge(folder, slos),
+        lost=lambda total: certain_miss(slos, total),
+        on_point=record,
+        on_point_start=on_point_start,
+        progress=progress,
+    )
+    sweep.run()
+    results.update(_result(config, slos, sweep.points), stopped_early=sweep.stopped)
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out / RESULT, results)
+    return results
+
+
+def judge(capture: Path, slos: Sequence[SLO]) -> dict[str, Any]:
+    """One point's verdict, from its capture: the same metrics ``infertap stats`` prints."""
+    with Analysis([capture]) as analysis:
+        return evaluate(analysis, slos)
+
+
+def certain_miss(slos: Sequence[SLO], total: int) -> Lost:
+    """Whether a point running ``total`` requests can no longer pass, from its live stats: more
+    requests already past an ``e2e`` bound (finished, or still in flight) than its percentile
+    allows, or more errors than ``error_rate`` allows; twice over, so that only a clearly lost
+    point is cut short. Other latency SLOs can't be judged before the point ends."""
+    e2e = [(s.bound, allowed) for s in slos if s.metric == "e2e" and (allowed := _allowed(s, total)) is not None]
+    budget = next((s.bound * total for s in slos if s.metric == "error_rate"), None)
+
+    done = [0] * len(e2e)  # finished requests past each bound, counted once each
+    seen = [0]  # how many of stats.intervals are counted: each check looks only at the new ones
+
+    def lost(stats: ReplayStats) -> bool:
+        now = stats.elapsed_ns()
+        fresh = stats.intervals[seen[0] :]
+        seen[0] += len(fresh)
+        for i, (bound, allowed) in enumerate(e2e):
+            done[i] += sum(1 for sent, end in fresh if end - sent > bound)
+            waiting = sum(1 for sent in stats.open_ns.values() if now - sent > bound)
+            if done[i] + waiting > 2 * allowed + 2:
+                return True
+        if budget is not None:
+            failed = sum(n for status, n in stats.statuses.items() if not status.startswith("2"))
+            errors = max(stats.completed - stats.ends.get("complete", 0), failed)
+            if errors > 2 * budget + 2:
+                return True
+        return False
+
+    return lost
+
+
+def _allowed(slo: SLO, total: int) -> int | None:
+    """How many of ``total`` values may exceed the bound with the statistic still within it."""
+    if slo.stat == "max":
+        return 0
+    if slo.stat.startswith("p"):
+        return math.floor((1 - float(slo.stat[1:]) / 100) * total)
+    return None  # a mean: no count of misses decides it
+
+
+def _check_target(config: SweepConfig) -> None:
+    """A target nobody answers at fails here, before the first point (probe or not)."""
+    parts = urlsplit(config.replay.target)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname or "", port), timeout=config.replay.connect_timeout).close()
+    except OSError as exc:
+        raise ConfigError(f"the target {parts.hostname}:{port} refuses connections, nothing was sent: {exc}") from exc
+
+
+def _check_workload(config: SweepConfig) -> None:
+    base = config.replay
+    items, _ = load(base.capture, filters=base.filters, limit=base.limit)
+    if not any(read_request({"path": i.path, "request_body": i.body}).generation for i in items):
+        raise ConfigError(f"{base.capture}: no generation requests to replay: a sweep would measure nothing")
+
+
+def _result(config: SweepConfig, slos: Sequence[SLO], points: Sequence[Point]) -> dict[str, Any]:
+    best, first_fail = capacity_of(points)
+    kind = "concurrency" if config.concurrency_levels else "speed"
+    capacity = None
+    if best is not None:
+        capacity = {
+            kind: best.load.value,
+            "requests_per_s": best.verdict.get("requests_per_s"),
+            "output_tokens_per_s": best.verdict.get("output_tokens_per_s"),
+            "goodput": best.verdict.get("goodput"),
+        }
+    return {
+        "kind": kind,
+        "source": os.fspath(config.replay.capture),
+        "target": points[0].summary.get("target") if points else None,
+        "target_kind": points[0].summary.get("target_kind") if points else None,
+        "slo": [s.describe() for s in slos],
+        "capacity": capacity,
+        "knee": {"passed": best.load.value if best else None, "failed": first_fail.load.value if first_fail else None},
+        "inconsistent": inconsistent(points),  # passed above a failure: not counted towards the capacity
+        "points": [p.describe() for p in sorted(points, key=lambda p: p.load.value)],
+    }
+
+
+def _write(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2, default=str))
+    tmp.replace(path)
+
+
+def read_sweep(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """A sweep's results, as ``run_sweep`` wrote them."""
+    path = Path(folder) / RESULT
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{folder}: not a sweep (no {RESULT})") from None

@@ -1,0 +1,165 @@
+"""Energy and engine state over a group's span, from the captures' telemetry (docs/metrics.md).
+
+Energy is attributed by time, not per request: the group's joules are the energy the measured
+device drew from the group's first send to its last end, divided among its requests and output
+tokens. One source is used, the best there is: a GPU energy counter (NVML, else a DCGM exporter's),
+else GPU power samples integrated over time, else the CPU package's RAPL counter; the result names
+it. Groups that overlap in time (``--by model`` on mixed traffic) each see the whole draw of their
+span.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from .store import Analysis
+
+#: Energy sources, best first: (telemetry name, kind, scale to joules or watts, what the result says).
+SOURCES = (
+    ("gpu_energy_joules", "counter", 1.0, "GPU energy counter (NVML)"),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", 1e-3, "GPU energy counter (DCGM exporter)"),
+    ("gpu_power_watts", "power", 1.0, "GPU power samples, integrated (NVML or nvidia-smi)"),
+    ("DCGM_FI_DEV_POWER_USAGE", "power", 1.0, "GPU power samples, integrated (DCGM exporter)"),
+    ("host_rapl_energy_joules", "counter", 1.0, "CPU package energy counter (RAPL)"),
+)
+#: Engine state: gauges whose peak matters, per engine family (vLLM, SGLang, llama-server --metrics).
+KV_CACHE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio")
+WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred")
+PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
+PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+
+_Series = list[tuple[int, float]]  # (wall ns, value), in time order
+
+
+class Telemetry:
+    """A capture set's telemetry, loaded once, then asked per group."""
+
+    def __init__(self, analysis: Analysis) -> None:
+        names = [s[0] for s in SOURCES] + [*KV_CACHE, *WAITING, *PREEMPTIONS, *PREFIX_HITS, *PREFIX_QUERIES]
+        placeholders = ", ".join("?" for _ in names)
+        rows = analysis.sql(
+            f"SELECT capture, name, coalesce(device, labels), wall_ns, value FROM telemetry "
+            f"WHERE name IN ({placeholders}) AND value IS NOT NULL ORDER BY wall_ns",
+            names,
+        ).fetchall()
+        # capture -> name -> series key (a device, a label set) -> samples
+        self.series: dict[str, dict[str, dict[str, _Series]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+        for capture, name, key, wall_ns, value in rows:
+            self.series[capture][name][str(key)].append((wall_ns, value))
+        busy = analysis.sql("SELECT capture, sent_wall_ns, end_wall_ns FROM metrics WHERE end_wall_ns IS NOT NULL").fetchall()
+        self.busy: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for capture, start, end in busy:
+            self.busy[capture].append((start, end))
+        self.merged = {capture: _merge(spans) for capture, spans in self.busy.items()}
+
+    def energy(
+        self, captures: Sequence[str], first: int, last: int, ok: int, tokens: int, sessions: int
+    ) -> dict[str, Any] | None:
+        """Joules over [first, last] and what they come to per request, token and session; None without power telemetry."""
+        for name, kind, scale, label in SOURCES:
+            per_capture: list[tuple[str, dict[str, _Series]]] = [
+                (c, self.series[c][name]) for c in captures if c in self.series and name in self.series[c]
+            ]
+            if not per_capture:
+                continue
+            joules = 0.0
+            idle: list[float] = []
+            for capture, by_device in per_capture:
+                for samples in by_device.values():
+                    if kind == "counter":
+                        joules += (_at(samples, last) - _at(samples, first)) * scale
+                        power = _rates(samples, scale)
+                    else:
+                        power = [(t, v * scale) for t, v in samples]
+                        joules += _integral(power, first, last)
+                    idle.extend(v for t, v in power if first <= t <= last and not _inside(self.merged[capture], t))
+            span_s = (last - first) / 1e9
+            return {
+                "joules": joules,
+                "joules_per_request": joules / ok if ok else None,
+                "joules_per_output_token": joules / tokens if tokens else None,
+                "watt_hours_per_session": joules / 3600 / sessions if sessions else None,
+                "mean_watts": joules / span_s if span_s > 0 else None,
+                "idle_watts": sum(idle) / len(idle) if idle else None,
+                "source": label,
+                "devices": sum(len(by_device) for _, by_device in per_capture),
+            }
+        return None
+
+    def engine_state(self, captures: Sequence[str], first: int, last: int) -> dict[str, Any] | None:
+        """The engine's peak KV cache usage and queue, its preemptions and prefix cache hit rate over the span."""
+        state = {
+            "kv_cache_usage_max": self._peak(captures, KV_CACHE, first, last),
+            "requests_waiting_max": self._peak(captures, WAITING, first, last),
+            "preemptions": self._delta(captures, PREEMPTIONS, first, last),
+            "prefix_cache_hit_rate": _ratio(
+                self._delta(captures, PREFIX_HITS, first, last), self._delta(captures, PREFIX_QUERIES, first, last)
+            ),
+        }
+        return state if any(v is not None for v in state.values()) else None
+
+    def _pick(self, captures: Sequence[str], names: Sequence[str]) -> list[_Series]:
+        for name in names:  # the first name any capture has: one engine family's
+            found = [s for c in captures for s in self.series.get(c, {}).get(name, {}).values()]
+            if found:
+                return found
+        return []
+
+    def _peak(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
+        values = [v for s in self._pick(captures, names) for t, v in s if first <= t <= last]
+        return max(values) if values else None
+
+    def _delta(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
+        series = self._pick(captures, names)
+        return sum(_at(s, last) - _at(s, first) for s in series) if series else None
+
+
+def _at(samples: _Series, t: int) -> float:
+    """A counter's value at ``t``, linear between samples, held flat beyond them."""
+    i = bisect.bisect_left(samples, (t, float("-inf")))
+    if i == 0:
+        return samples[0][1]
+    if i == len(samples):
+        return samples[-1][1]
+    (t0, v0), (t1, v1) = samples[i - 1], samples[i]
+    return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
+
+
+def _rates(samples: _Series, scale: float) -> _Series:
+    """A counter as power: the rate between consecutive samples, placed at their midpoint (a reset is skipped)."""
+    return [
+        ((t0 + t1) // 2, (v1 - v0) * scale / ((t1 - t0) / 1e9))
+        for (t0, v0), (t1, v1) in zip(samples, samples[1:], strict=False)
+        if t1 > t0 and v1 >= v0
+    ]
+
+
+def _integral(power: _Series, first: int, last: int) -> float:
+    """Joules: power (W) over [first, last], trapezoids between samples, each end held flat."""
+    if not power or last <= first:
+        return 0.0
+    points = [(first, _at(power, first)), *((t, v) for t, v in power if first < t < last), (last, _at(power, last))]
+    return sum((t1 - t0) / 1e9 * (v0 + v1) / 2 for (t0, v0), (t1, v1) in zip(points, points[1:], strict=False))
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _inside(merged: list[tuple[int, int]], t: int) -> bool:
+    i = bisect.bisect_right(merged, (t, float("inf"))) - 1
+    return i >= 0 and merged[i][0] <= t <= merged[i][1]
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None

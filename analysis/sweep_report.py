@@ -1,0 +1,289 @@
+"""``infertap report`` of capacity sweeps (``sweep.json``, infertap.analysis.capacity): one sweep, or
+B's compared with A's (the same workload on two targets, judged by the same SLOs).
+
+The page holds each sweep's configuration, one sentence saying which target carries more of the
+workload and by how much, the capacity curves (goodput and achieved requests/s against the load;
+each SLO's observed statistic against the load with its bound drawn across) and every point in a
+table. Self-contained like the capture report: inline SVG, no scripts, no network.
+
+Two capacities are told apart only when their knees don't overlap (B met the SLOs at a load where
+A had failed them) and they differ by more than ``SAME``: a sweep's points are that coarse.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from infertap.errors import ConfigError
+
+from .capacity import RESULT, read_sweep
+from .report import COLORS, STYLE, Line, line_svg, number
+from .report import _table as table
+
+#: Capacities closer than this (relative) are not called different.
+SAME = 0.10
+
+#: Each sweep shown: its name (A, B), its folder and its sweep.json.
+_Sweeps = list[tuple[str, str, dict[str, Any]]]
+
+_AXIS = {"speed": "speed (× the recorded arrival rate)", "concurrency": "concurrency (requests in flight)"}
+
+
+def is_sweep(path: str | os.PathLike[str]) -> bool:
+    return (Path(path) / RESULT).is_file()
+
+
+def sweeps_given(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None) -> bool:
+    """Whether A (and B) are sweeps (True) or captures (False); a ConfigError when one is each."""
+    if b is None or is_sweep(a) == is_sweep(b):
+        return is_sweep(a)
+    sweep, capture = (a, b) if is_sweep(a) else (b, a)
+    raise ConfigError(
+        f"{sweep} is a sweep ({RESULT}) and {capture} a capture: report two sweeps, or two captures, not one of each"
+    )
+
+
+def load_sweeps(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None) -> _Sweeps:
+    """A's sweep (and B's), read; two must share their SLOs and their kind of load, or a ConfigError says why not."""
+    sweeps = [("A", str(a), read_sweep(a))] + ([("B", str(b), read_sweep(b))] if b is not None else [])
+    if b is not None:
+        sa, sb = sweeps[0][2], sweeps[1][2]
+        if _slo_key(sa) != _slo_key(sb):
+            raise ConfigError(
+                f"the two sweeps were judged by different SLOs (A: {_slo_text(sa)}; B: {_slo_text(sb)}): "
+                "their capacities don't compare; report each one alone, or sweep both with the same --slo"
+            )
+        if sa["kind"] != sb["kind"]:
+            raise ConfigError(
+                f"A is a {sa['kind']} sweep and B a {sb['kind']} sweep: their loads share no axis; "
+                "sweep both by speed (--speeds, --search) or both by --concurrency-levels"
+            )
+    return sweeps
+
+
+def load_of(point: dict[str, Any], kind: str) -> float:
+    """A point's load (its speed or concurrency)."""
+    return float(point[kind])
+
+
+def _slo_key(sweep: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """The SLOs as what they hold (``ttft:p99<=2s`` and ``ttft:p99<=2000ms`` are one), in any order."""
+    return sorted((s["metric"], s["stat"], float(s["bound"])) for s in sweep["slo"])
+
+
+def _slo_text(sweep: dict[str, Any]) -> str:
+    return ", ".join(s["slo"] for s in sweep["slo"]) or "none"
+
+
+def _load(kind: str, value: float | None) -> str:
+    return "-" if value is None else f"{kind} {number(value)}"
+
+
+def _rate(value: float | None) -> str:
+    return "unknown" if value is None else number(value, 3)
+
+
+def _ratio(hi: float | None, lo: float | None) -> float | None:
+    return hi / lo if hi is not None and lo else None
+
+
+def capacity_sentence(sweeps: _Sweeps) -> str:
+    """One sentence: a sweep's capacity, or which of two targets carries more of the workload and by how much."""
+    if len(sweeps) == 1:
+        return _one(*sweeps[0])
+    (na, _, sa), (nb, _, sb) = sweeps
+    kind, ca, cb = sa["kind"], sa["capacity"], sb["capacity"]
+    if ca is None and cb is None:
+        lows = [f"{n} {number(load_of(s['points'][0], kind))}" for n, _, s in sweeps if s["points"]]
+        return f"Neither target met the SLOs at any load tried (lowest {kind}: {', '.join(lows) or 'no point ran'})."
+    if ca is None or cb is None:
+        (nw, sw), (nl, sl) = ((nb, sb), (na, sa)) if ca is None else ((na, sa), (nb, sb))
+        low = number(load_of(sl["points"][0], kind)) if sl["points"] else "none"
+        return (
+            f"Only {nw} met the SLOs (up to {_load(kind, sw['capacity'][kind])}, {_rate(sw['capacity']['requests_per_s'])} "
+            f"requests/s); {nl} met them at no {kind} tried (lowest: {low})."
+        )
+    return _pair(kind, (na, sa), (nb, sb))
+
+
+def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
+    kind, cap, knee = sweep["kind"], sweep["capacity"], sweep["knee"]
+    if cap is None:
+        tried = f"lowest {kind} tried: {number(load_of(sweep['points'][0], kind))}" if sweep["points"] else "no point ran"
+        return f"{name} met the SLOs at no load tried ({tried})."
+    where = (
+        f"the knee lies between {number(knee['passed'])} and {number(knee['failed'])}"
+        if knee["failed"] is not None
+        else "it met them at every load tried, so its capacity may be higher"
+    )
+    return (
+        f"{name} carries this workload up to {_load(kind, cap[kind])} under the SLOs "
+        f"({_rate(cap['requests_per_s'])} requests/s, {_rate(cap['output_tokens_per_s'])} output tokens/s); {where}."
+    )
+
+
+def _pair(kind: str, a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]]) -> str:
+    """Both met the SLOs somewhere: the one whose knee lies wholly above the other's carries more."""
+
+    def knee(s: dict[str, Any]) -> tuple[float, float]:
+        failed = s["knee"]["failed"]
+        return s["knee"]["passed"], math.inf if failed is None else failed
+
+    (lo_a, hi_a), (lo_b, hi_b) = knee(a[1]), knee(b[1])
+    if lo_b >= hi_a or lo_a >= hi_b:
+        (nw, sw), (nl, sl) = (b, a) if lo_b >= hi_a else (a, b)
+        cw, cl = sw["capacity"], sl["capacity"]
+        loads, rates = _ratio(cw[kind], cl[kind]), _ratio(cw["requests_per_s"], cl["requests_per_s"])
+        if loads is not None and loads > 1 + SAME:
+            at_least = "at least " if sw["knee"]["failed"] is None else ""
+            times = number(rates if rates is not None else loads, 3)
+            return (
+                f"{nw} carries {at_least}{times}x as much of this workload as {nl}: {_rate(cw['requests_per_s'])} vs "
+                f"{_rate(cl['requests_per_s'])} requests/s within the SLOs, at {kind} {number(cw[kind])} vs "
+                f"{number(cl[kind])} ({number(loads, 3)}x)."
+            )
+    if math.isinf(hi_a) and math.isinf(hi_b):
+        return (
+            f"Both met the SLOs at every load tried (up to {kind} {number(lo_a)} and {number(lo_b)}): "
+            "sweep higher to tell them apart."
+        )
+    ca, cb = a[1]["capacity"], b[1]["capacity"]
+    return (
+        f"{a[0]} and {b[0]} carry this workload about equally, within the sweeps' resolution ({a[0]}'s knee at {kind} "
+        f"{_knee(lo_a, hi_a)}, {b[0]}'s {_knee(lo_b, hi_b)}): {_rate(ca['requests_per_s'])} vs {_rate(cb['requests_per_s'])} "
+        "requests/s at capacity."
+    )
+
+
+def _knee(passed: float, failed: float) -> str:
+    return f"at least {number(passed)}" if math.isinf(failed) else f"between {number(passed)} and {number(failed)}"
+
+
+# -- the page -------------------------------------------------------------------------------------
+
+
+def render_sweeps(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None) -> str:
+    """The report of one sweep, or of B's compared with A's."""
+    sweeps = load_sweeps(a, b)
+    legend = "".join(
+        f'<span style="color:{c}">■ {name}: {html.escape(path)}</span>'
+        for (name, path, _), c in zip(sweeps, COLORS, strict=False)
+    )
+    out = [
+        f"<!doctype html><html><head><meta charset=utf-8><title>infertap sweep report</title><style>{STYLE}</style></head><body>",
+        "<h1>infertap sweep report</h1>",
+        f'<p class="legend">{legend}</p>',
+        "<h2>1. Sweeps</h2>",
+        *(_configuration(name, sweep) for name, _, sweep in sweeps),
+        *_same_source(sweeps),
+        "<h2>2. Capacity</h2>",
+        f'<p class="verdict"><b>{html.escape(capacity_sentence(sweeps))}</b></p>',
+        _curves(sweeps),
+        "<p>Solid: goodput (requests/s that met every SLO); dashed: achieved requests/s (ok answers); hollow marks: "
+        "points that failed the SLOs; grey dashed: an SLO's bound. Definitions: docs/metrics.md.</p>",
+        "<h2>3. Points</h2>",
+        *(f"<h3>{name}</h3>{_points_table(sweep)}" for name, _, sweep in sweeps),
+        "</body></html>",
+    ]
+    return "\n".join(out)
+
+
+def _configuration(name: str, sweep: dict[str, Any]) -> str:
+    kind = sweep["kind"]
+    interrupted = "; interrupted: what it found so far" if sweep.get("stopped_early") else ""
+    return (
+        f"<p><b>{name}</b>: a {kind} sweep of {html.escape(str(sweep['source']))} against "
+        f"{html.escape(str(sweep.get('target') or 'unknown'))} ({html.escape(str(sweep.get('target_kind') or 'engine kind unknown'))}); "
+        f"SLOs: {html.escape(_slo_text(sweep))}; {len(sweep['points'])} points{interrupted}.</p>"
+    )
+
+
+def _same_source(sweeps: _Sweeps) -> list[str]:
+    sources = {os.path.normpath(str(s["source"])) for _, _, s in sweeps}
+    if len(sources) < 2:
+        return []
+    return ["<p>Note: A and B replayed different captures; they compare only if those hold the same workload.</p>"]
+
+
+def _curves(sweeps: _Sweeps) -> str:
+    """Throughput against load, then each SLO's observed statistic against load, both sweeps on the same axes."""
+    kind = sweeps[0][2]["kind"]
+    xlabel = _AXIS.get(kind) or str(kind)
+    lines = []
+    for (name, _, sweep), color in zip(sweeps, COLORS, strict=False):
+        points, hollow = sweep["points"], [not p["passed"] for p in sweep["points"]]
+        goodput = [(load_of(p, kind), (p.get("goodput") or {}).get("requests_per_s")) for p in points]
+        achieved = [(load_of(p, kind), p.get("requests_per_s")) for p in points]
+        lines.append(Line(f"{name} goodput", goodput, color, hollow=hollow))
+        lines.append(Line(f"{name} achieved", achieved, color, dashed=True, hollow=hollow))
+    plots = [f"<div><h3>Goodput and achieved requests/s</h3>{line_svg(lines, xlabel, 'requests/s')}</div>"]
+    for i, slo in enumerate(sweeps[0][2]["slo"]):
+        latency = slo["metric"] != "error_rate"
+        scale, unit = (1e6, "ms") if latency else (0.01, "%")
+        lines = []
+        for (name, _, sweep), color in zip(sweeps, COLORS, strict=False):
+            observed = [_observed(p, slo) for p in sweep["points"]]
+            values = [
+                (load_of(p, kind), None if v is None else v / scale) for p, v in zip(sweep["points"], observed, strict=True)
+            ]
+            lines.append(Line(name, values, color, hollow=[not p["passed"] for p in sweep["points"]]))
+        bound = float(slo["bound"]) / scale
+        title = f"{slo['stat']} of {slo['metric']} ({unit})" if latency else "error rate (%)"
+        svg = line_svg(lines, xlabel, title, hlines=[(bound, f"SLO {slo['slo']}")])
+        plots.append(f"<div><h3>SLO {i + 1}: {html.escape(slo['slo'])}</h3>{svg}</div>")
+    return f'<div class="plots">{"".join(plots)}</div>'
+
+
+def _observed(point: dict[str, Any], slo: dict[str, Any]) -> float | None:
+    """The point's observed value for ``slo``, found by what it bounds (the other sweep may have written it differently)."""
+    key = (slo["metric"], slo["stat"], float(slo["bound"]))
+    for s in point.get("slos") or ():
+        if (s["metric"], s["stat"], float(s["bound"])) == key:
+            return s.get("observed")
+    return None
+
+
+def _points_table(sweep: dict[str, Any]) -> str:
+    kind = sweep["kind"]
+    headers = [kind, "verdict", "offered req/s", "req/s", "goodput req/s", "attainment", "errors"]
+    headers += [s["slo"] for s in sweep["slo"]] + ["lag p99 ms", "sent", "wall s"]
+    rows = []
+    for p in sweep["points"]:
+        verdict = "pass" if p["passed"] else ("lost (ended early)" if p.get("lost_early") else "fail")
+        rows.append(
+            [
+                number(load_of(p, kind)),
+                verdict + (" (replayer behind)" if p.get("replayer_behind") else ""),
+                p.get("offered_requests_per_s"),
+                p.get("requests_per_s"),
+                (p.get("goodput") or {}).get("requests_per_s"),
+                _percent(p.get("attainment")),
+                _percent(p.get("error_rate"), 1),
+                *(_shown(s, _observed(p, s)) for s in sweep["slo"]),
+                (p.get("schedule_lag_ms") or {}).get("p99"),
+                p.get("sent"),
+                p.get("wall_s"),
+            ]
+        )
+    return table(headers, rows, [not p["passed"] for p in sweep["points"]])
+
+
+def _percent(value: float | None, places: int = 0) -> str:
+    return "unknown" if value is None else f"{value:.{places}%}"
+
+
+def _shown(slo: dict[str, Any], value: float | None) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:.1%}" if slo["metric"] == "error_rate" else f"{number(value / 1e6, 3)} ms"
+    return text if value <= float(slo["bound"]) else text + " ✗"
+
+
+def write_sweep_report(out: str | os.PathLike[str], a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None) -> None:
+    page = render_sweeps(a, b)
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(page)

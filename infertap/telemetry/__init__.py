@@ -1,0 +1,30 @@
+"""Telemetry: what the engine and the machine did while traffic flowed, sampled out of band into the
+capture as ``telemetry`` records (docs/capture-format.md), beside the exchanges they explain.
+
+Sources (``sources``): the engine's Prometheus ``/metrics`` and any other exporter
+(``prometheus``), GPUs through NVML or ``nvidia-smi`` (``gpu``), the host's CPU, the engine
+process and RAPL package energy (``host``). ``Sampler`` runs them on a thread of its own at their
+intervals; a failing source is recorded once as unknown, with its reason, and never touches traffic.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .sampler import Sampler, TelemetryConfig, check_telemetry
+
+__all__ = ["Sampler", "TelemetryConfig", "check_telemetry", "start_telemetry"]
+
+
+def start_telemetry(
+    enabled: bool,
+    engine_url: str | None,
+    exporters: Sequence[str],
+    interval_s: float,
+    headers: Mapping[str, str],
+    write: Callable[[Mapping[str, Any]], None],
+) -> Sampler | None:
+    """A running sampler for a recorder (record, replay, mitm), or None when telemetry is off."""
+    if not enabled:
+        return None
+    config = TelemetryConfig(engine_url=engine_url, exporters=tuple(exporters), interval_s=interval_s, headers=dict(headers))
+    return Sampler(config, write).start()

@@ -1,0 +1,142 @@
+"""GPUs, per device: power, the energy counter where the GPU keeps one, utilization, memory used, SM
+clock, temperature and the reasons clocks are held down. Through NVML (nvidia-ml-py) when a driver
+answers, else ``nvidia-smi --query-gpu`` (a process per sample: coarser, and no energy counter).
+
+Names: ``gpu_power_watts``, ``gpu_energy_joules`` (a counter since the driver loaded),
+``gpu_utilization_percent``, ``gpu_memory_used_bytes``, ``gpu_sm_clock_mhz``,
+``gpu_temperature_celsius``, ``gpu_clock_event_reasons`` (NVML's bitmask: thermal, power cap, ...);
+label ``gpu`` (the index).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .samples import Sample, SourceError
+
+#: nvidia-smi fields, in order, with the sample each becomes and its scale.
+_SMI_FIELDS = (
+    ("power.draw", "gpu_power_watts", 1.0),
+    ("utilization.gpu", "gpu_utilization_percent", 1.0),
+    ("memory.used", "gpu_memory_used_bytes", 1024.0 * 1024.0),  # MiB
+    ("clocks.sm", "gpu_sm_clock_mhz", 1.0),
+    ("temperature.gpu", "gpu_temperature_celsius", 1.0),
+    ("clocks_event_reasons.active", "gpu_clock_event_reasons", 1.0),  # hex bitmask; older drivers: clocks_throttle_reasons
+)
+
+
+def gpu_source() -> NvmlSource | SmiSource:
+    """NVML when it initialises, else nvidia-smi when it is on PATH; a SourceError saying why not."""
+    try:
+        import pynvml  # nvidia-ml-py
+
+        return NvmlSource(pynvml)
+    except (ImportError, SourceError) as nvml:
+        exe = shutil.which("nvidia-smi")
+        if exe is None:
+            raise SourceError(f"no GPU telemetry: NVML unavailable ({nvml}) and no nvidia-smi on PATH") from None
+        return SmiSource(exe)
+
+
+class NvmlSource:
+    name = "gpu"
+
+    def __init__(self, nvml: ModuleType) -> None:
+        self.nvml = nvml
+        try:
+            nvml.nvmlInit()
+            self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        except nvml.NVMLError as exc:
+            raise SourceError(f"NVML: {exc}") from exc
+        self.unsupported: set[tuple[int, str]] = set()  # (device, reading) refused once: not asked again
+
+    def sample(self) -> list[Sample]:
+        nvml = self.nvml
+        reads: list[tuple[str, Callable[[Any], float]]] = [
+            ("gpu_power_watts", lambda h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0),  # mW
+            ("gpu_energy_joules", lambda h: nvml.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0),  # mJ
+            ("gpu_utilization_percent", lambda h: nvml.nvmlDeviceGetUtilizationRates(h).gpu),
+            ("gpu_memory_used_bytes", lambda h: nvml.nvmlDeviceGetMemoryInfo(h).used),
+            ("gpu_sm_clock_mhz", lambda h: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
+            ("gpu_temperature_celsius", lambda h: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),
+            ("gpu_clock_event_reasons", self._reasons),
+        ]
+        samples = []
+        for index, handle in enumerate(self.handles):
+            for name, read in reads:
+                if (index, name) in self.unsupported:
+                    continue
+                try:
+                    samples.append(Sample(name, {"gpu": str(index)}, float(read(handle))))
+                except nvml.NVMLError:
+                    self.unsupported.add((index, name))
+        return samples
+
+    def _reasons(self, handle: Any) -> float:
+        """Clock event reasons; a driver before 535 knows them only by their older name."""
+        nvml = self.nvml
+        newer = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        if newer is not None:
+            try:
+                return float(newer(handle))
+            except nvml.NVMLError:
+                pass
+        return float(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
+
+    def close(self) -> None:
+        try:
+            self.nvml.nvmlShutdown()
+        except self.nvml.NVMLError:
+            pass
+
+
+class SmiSource:
+    name = "gpu"
+
+    def __init__(self, exe: str, timeout: float = 5.0) -> None:
+        self.exe = exe
+        self.timeout = timeout
+        self.fields = list(_SMI_FIELDS)
+
+    def sample(self) -> list[Sample]:
+        query = ",".join(["index", *(field for field, _, _ in self.fields)])
+        try:
+            done = subprocess.run(
+                [self.exe, f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SourceError(f"nvidia-smi: {exc}") from exc
+        if done.returncode != 0:
+            if self.fields[-1][0] == "clocks_event_reasons.active" and "clocks_event_reasons" in done.stdout + done.stderr:
+                self.fields[-1] = ("clocks_throttle_reasons.active", "gpu_clock_event_reasons", 1.0)  # a driver before 535
+                return self.sample()
+            raise SourceError(f"nvidia-smi exited {done.returncode}: {(done.stdout + done.stderr).strip()[:200]}")
+        return list(self._parse(done.stdout))
+
+    def _parse(self, text: str) -> list[Sample]:
+        samples = []
+        for line in text.strip().splitlines():
+            index, *values = (part.strip() for part in line.split(","))
+            for (_, name, scale), value in zip(self.fields, values, strict=False):
+                number = _number(value)
+                if number is not None:
+                    samples.append(Sample(name, {"gpu": index}, number * scale))
+        return samples
+
+    def close(self) -> None:
+        pass
+
+
+def _number(text: str) -> float | None:
+    """A CSV cell as a number: decimal, or hex (the reasons bitmask); None for [N/A], [Not Supported]."""
+    try:
+        return float(int(text, 16)) if text.lower().startswith("0x") else float(text)
+    except ValueError:
+        return None

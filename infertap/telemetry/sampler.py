@@ -1,0 +1,187 @@
+"""The sampling thread: every source at its interval, each round of one source written as one
+``telemetry`` record. It never runs on an event loop and never blocks one: the capture writer's
+``write`` only queues. A source that fails is recorded once as unknown with its reason, retried
+every ``retry_s``, and recorded again when it comes back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from infertap.capture.hostfacts import is_loopback
+from infertap.capture.records import new_telemetry
+from infertap.errors import ConfigError
+
+from .samples import Sample, SourceError
+
+log = logging.getLogger("infertap.telemetry")
+
+
+class Source(Protocol):
+    name: str
+
+    def sample(self) -> list[Sample]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryConfig:
+    """What to sample: the engine at ``engine_url`` (its ``/metrics``; its process when it is on
+    this machine), any other Prometheus ``exporters``, GPUs and the host."""
+
+    engine_url: str | None = None
+    exporters: Sequence[str] = ()
+    gpu: bool = True
+    host: bool = True
+    interval_s: float = 0.25  # GPU and host
+    engine_interval_s: float = 1.0  # Prometheus endpoints
+    retry_s: float = 30.0
+    headers: Mapping[str, str] = field(default_factory=dict)  # for the engine's /metrics (its API key)
+
+    def __post_init__(self) -> None:
+        check_telemetry(self.exporters, self.interval_s)
+        if not (self.engine_interval_s > 0 and self.retry_s > 0):
+            raise ConfigError("telemetry intervals must be > 0 seconds")
+
+
+def check_telemetry(exporters: Sequence[str], interval_s: float) -> None:
+    """Telemetry options a recorder's config checks when it is made, before anything is written."""
+    if not interval_s > 0:
+        raise ConfigError(f"--telemetry-interval {interval_s}: must be > 0 seconds")
+    for url in exporters:
+        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+            raise ConfigError(
+                f"--telemetry-url {url!r}: an http(s) URL of a Prometheus endpoint, e.g. http://127.0.0.1:9400/metrics"
+            )
+
+
+class Sampler:
+    """``Sampler(config, writer.write).start()`` ... ``close()``; a context manager too."""
+
+    def __init__(self, config: TelemetryConfig, write: Callable[[Mapping[str, Any]], None]) -> None:
+        self.config = config
+        self._write = write
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="infertap-telemetry", daemon=True)
+        self.records = 0
+        self._slots: list[_Slot] = []
+
+    def start(self) -> Sampler:
+        self._slots = self._open()
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop, after one last round of every working source, so a run's energy reaches its end."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+            now = time.monotonic()
+            for slot in self._slots:
+                if slot.source is not None and slot.reported is None:
+                    self._sample(slot, now)
+        for slot in self._slots:
+            if slot.source is not None:
+                slot.source.close()
+
+    def __enter__(self) -> Sampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self) -> list[_Slot]:
+        """Every source asked for, opened now (before traffic); those that can't be are unknown."""
+        from .gpu import gpu_source
+        from .host import HostSource
+        from .prometheus import PrometheusSource
+
+        c = self.config
+        slots: list[_Slot] = []
+        if c.engine_url:
+            metrics = c.engine_url.rstrip("/") + "/metrics"
+            slots.append(_Slot("engine", lambda: PrometheusSource(metrics, "engine", headers=c.headers), c.engine_interval_s))
+        for url in c.exporters:
+            slots.append(_Slot("exporter", partial(PrometheusSource, url, "exporter"), c.engine_interval_s))
+        if c.gpu:
+            slots.append(_Slot("gpu", gpu_source, c.interval_s))
+        if c.host:
+            slots.append(_Slot("host", lambda: HostSource(_local_port(c.engine_url)), c.interval_s))
+        for slot in slots:
+            slot.open(self._unknown)
+        return slots
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for slot in self._slots:
+                if now >= slot.due:
+                    self._sample(slot, now)
+            wake = min((slot.due for slot in self._slots), default=now + 1.0)
+            self._stop.wait(max(0.0, wake - time.monotonic()))
+
+    def _sample(self, slot: _Slot, now: float) -> None:
+        if slot.source is None:
+            slot.due = now + self.config.retry_s
+            slot.open(self._unknown)
+            return
+        slot.due = now + slot.interval_s
+        wall = time.time()
+        try:
+            samples = slot.source.sample()
+        except SourceError as exc:
+            slot.failed(str(exc), self._unknown)
+            slot.due = now + self.config.retry_s
+            return
+        except Exception as exc:  # a source's bug must not end the sampling of the others
+            log.warning("telemetry source %s failed: %r", slot.name, exc)
+            slot.failed(repr(exc), self._unknown)
+            slot.due = now + self.config.retry_s
+            return
+        slot.reported = None
+        if samples:
+            self._write(new_telemetry(slot.name, wall, [[s.name, s.labels, s.value] for s in samples]))
+            self.records += 1
+
+    def _unknown(self, source: str, reason: str) -> None:
+        self._write(new_telemetry(source, time.time(), [], unknown=reason))
+        self.records += 1
+
+
+@dataclass
+class _Slot:
+    name: str
+    make: Callable[[], Source]
+    interval_s: float
+    source: Source | None = None
+    due: float = 0.0
+    reported: str | None = None  # the unknown reason last recorded, so it is recorded once
+
+    def open(self, unknown: Callable[[str, str], None]) -> None:
+        try:
+            self.source = self.make()
+        except SourceError as exc:
+            self.failed(str(exc), unknown)
+
+    def failed(self, reason: str, unknown: Callable[[str, str], None]) -> None:
+        if reason != self.reported:
+            unknown(self.name, reason)
+            self.reported = reason
+
+
+def _local_port(url: str | None) -> int | None:
+    """The engine's port when it runs on this machine (its process can then be sampled)."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if not is_loopback(parts.hostname or ""):
+        return None
+    return parts.port or (443 if parts.scheme == "https" else 80)

@@ -1,0 +1,295 @@
+"""A capacity sweep: the recorded workload replayed at rising load until the target stops meeting its
+SLOs. ``replay`` answers "how fast at the load we had"; a sweep answers "up to what load".
+
+Each point is an ordinary replay into its own capture (``speed-2``, ``concurrency-16``, ...):
+``speed`` scales the original arrival times (speed 2 = twice the request rate, same shape, lengths,
+prefix reuse and conversation order), ``concurrency`` runs closed loop at N in flight. A point too
+short to judge repeats the workload. Between points the sweep waits for the target to be idle, so
+one point's backlog is not charged to the next.
+
+What counts as passing is not this module's business: the caller hands in ``evaluate`` (a point's
+capture -> a verdict with ``passed``; infertap.analysis.capacity holds points to SLOs over the
+metrics of docs/metrics.md) and ``lost`` (live stats -> whether the point can no longer pass, to end
+it instead of overloading the target for its whole length).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from infertap.engines.load import REPORTS_LOAD, requests_inside
+from infertap.errors import InfertapError
+
+from .api import run_replay
+from .config import ReplayConfig
+from .runner import ReplayStats
+from .schedule import Schedule
+from .workload import Item, load
+
+
+class SweepError(InfertapError):
+    pass
+
+
+#: With ``--search``, how far below the start speed the halving goes when every point fails (1/16):
+#: each halving doubles a point's length, and a target that fails there fails the workload.
+MAX_HALVINGS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """One point's load: a multiplier of the original arrival rate, or a closed-loop concurrency."""
+
+    kind: Literal["speed", "concurrency"]
+    value: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-{self.value:g}"
+
+    def schedule(self, max_concurrency: int | None) -> Schedule:
+        if self.kind == "speed":
+            return Schedule("original", speed=self.value, max_concurrency=max_concurrency)
+        return Schedule("concurrency", concurrency=int(self.value))
+
+
+@dataclass(frozen=True, slots=True)
+class SweepConfig:
+    """``replay`` is the base of every point (its ``out`` is the sweep's folder, its schedule's
+    ``max_concurrency`` a cap kept at every speed); then which loads: ``speeds``,
+    ``concurrency_levels``, or ``search`` (speeds, doubling until a point fails, then bisecting
+    until the last pass and the first fail are within ``tolerance``)."""
+
+    replay: ReplayConfig
+    speeds: tuple[float, ...] = ()
+    concurrency_levels: tuple[int, ...] = ()
+    search: bool = False
+    start_speed: float = 1.0
+    tolerance: float = 0.10
+    max_points: int = 16
+    min_requests: int = 0  # repeat the workload until a point has at least this many requests...
+    min_duration_s: float = 0.0  # ...and lasts at least this long (speed points; closed loop: estimated)
+    idle_timeout_s: float = 120.0  # how long to wait for the target to empty between points
+
+    def __post_init__(self) -> None:
+        modes = sum((bool(self.speeds), bool(self.concurrency_levels), self.search))
+        if modes != 1:
+            raise SweepError("give one of --speeds, --concurrency-levels or --search")
+        if any(s <= 0 for s in self.speeds) or any(c <= 0 for c in self.concurrency_levels):
+            raise SweepError("speeds and concurrency levels must be > 0")
+        loads = self.speeds or self.concurrency_levels
+        if len({float(v) for v in loads}) != len(loads):
+            raise SweepError(f"each load once: {', '.join(f'{v:g}' for v in loads)} repeats one")
+        if not 0 < self.tolerance < 1 or self.start_speed <= 0 or self.max_points < 2:
+            raise SweepError("--tolerance must be in (0, 1), the start speed > 0, and at least 2 points allowed")
+
+    def loads(self) -> list[Load]:
+        """The fixed loads (not for ``search``, whose loads depend on what it finds)."""
+        if self.speeds:
+            return [Load("speed", s) for s in self.speeds]
+        return [Load("concurrency", c) for c in self.concurrency_levels]
+
+
+@dataclass(slots=True)
+class Point:
+    load: Load
+    out: Path
+    summary: dict[str, Any]  # the replay's summary
+    verdict: dict[str, Any]  # evaluate's; "passed" decides
+    lost_early: bool = False  # ended early: it could no longer pass
+    replayer_behind: bool = False  # the replayer, not only the target, fell behind the schedule
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.verdict.get("passed")) and not self.lost_early
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            self.load.kind: self.load.value,
+            "passed": self.passed,
+            "out": str(self.out),
+            "lost_early": self.lost_early,
+            "replayer_behind": self.replayer_behind,
+            "sent": self.summary.get("sent"),
+            "wall_s": self.summary.get("wall_s"),
+            "offered_requests_per_s": self.summary.get("offered_requests_per_s"),
+            "schedule_lag_ms": self.summary.get("lag_ms"),
+            "in_flight": self.summary.get("concurrency"),  # achieved: mean and max in flight
+            **{k: v for k, v in self.verdict.items() if k != "passed"},
+        }
+
+
+Evaluate = Callable[[Path], dict[str, Any]]
+Lost = Callable[[ReplayStats], bool]
+
+
+@dataclass
+class Sweep:
+    """Runs the points of ``config``; ``on_point`` hears of each as it ends (to write results as
+    they come), ``progress`` gets a point's live stats. ``stop()`` (Ctrl-C) ends the point in
+    flight cleanly and runs no more."""
+
+    config: SweepConfig
+    evaluate: Evaluate
+    lost: Callable[[int], Lost] | None = None  # given the point's request count
+    on_point: Callable[[Point], None] | None = None
+    on_point_start: Callable[[Load, int], None] | None = None  # the load and its request count
+    progress: Callable[[ReplayStats], None] | None = None
+    points: list[Point] = field(default_factory=list)
+    stopped: bool = False
+    _items: list[Item] = field(default_factory=list)
+
+    def run(self) -> list[Point]:
+        base = self.config.replay
+        self._items, _ = load(base.capture, filters=base.filters, limit=base.limit)
+        if not self._items:
+            raise SweepError(f"{base.capture}: no exchanges to replay (after the filters)")
+        if self.config.search:
+            self._search()
+        else:
+            for point_load in self.config.loads():
+                if self.stopped:
+                    break
+                self._point(point_load)
+        return self.points
+
+    # -- search ----------------------------------------------------------------------------------
+
+    def _search(self) -> None:
+        """Double until a point fails (halve while the first ones fail), then bisect the knee."""
+        speed = self.config.start_speed
+        passed: float | None = None
+        failed: float | None = None
+        floor = self.config.start_speed / MAX_HALVINGS
+        while not self.stopped and len(self.points) < self.config.max_points:
+            if passed is None and speed < floor:
+                return  # nothing passes even at a small fraction of the recorded load: say so, don't crawl on
+            if passed is not None and failed is not None:
+                if (failed - passed) / passed <= self.config.tolerance:
+                    return
+                speed = (passed + failed) / 2
+            point = self._point(Load("speed", speed))
+            if point is None:
+                return
+            if point.passed:
+                passed = speed if passed is None else max(passed, speed)
+                speed = speed * 2 if failed is None else speed
+            else:
+                failed = speed if failed is None else min(failed, speed)
+                speed = speed / 2 if passed is None else speed
+
+    # -- one point -------------------------------------------------------------------------------
+
+    def _point(self, point_load: Load) -> Point | None:
+        base = self.config.replay
+        repeat = self._repeat(point_load)
+        out = Path(base.out) / point_load.name
+        config = replace(
+            base,
+            out=out,
+            schedule=point_load.schedule(base.schedule.max_concurrency),
+            repeat=repeat,
+            labels={**base.labels, "sweep_load": point_load.name},
+        )
+        if self.on_point_start is not None:
+            self.on_point_start(point_load, repeat * len(self._items))
+        judge = self.lost(repeat * len(self._items)) if self.lost is not None else None
+        verdicts: list[bool] = []
+
+        def stop_when(stats: ReplayStats) -> bool:
+            verdicts.append(bool(judge and judge(stats)))
+            return verdicts[-1]
+
+        summary = run_replay(config, progress=self.progress, stop_when=stop_when if judge and base.ray is None else None)
+        lost_early = bool(verdicts and verdicts[-1])
+        if summary.get("stopped_early") and not lost_early:
+            self.stopped = True  # Ctrl-C: this point is not judged, and no other runs
+            return None
+        summary["offered_requests_per_s"] = self._offered(point_load, summary)
+        point = Point(point_load, out, summary, self.evaluate(out), lost_early, self._behind(point_load, summary))
+        self.points.append(point)
+        if self.on_point is not None:
+            self.on_point(point)
+        self._wait_idle(summary.get("target_kind"), lost_early)
+        return point
+
+    def _repeat(self, point_load: Load) -> int:
+        """How many passes of the workload make the point long enough to judge."""
+        n = len(self._items)
+        repeat = math.ceil(self.config.min_requests / n) if self.config.min_requests else 1
+        if self.config.min_duration_s:
+            repeat = max(repeat, math.ceil(self.config.min_duration_s / max(self._pass_s(point_load), 1e-3)))
+        return max(1, repeat)
+
+    def _pass_s(self, point_load: Load) -> float:
+        """How long one pass of the workload takes at this load (closed loop: an estimate)."""
+        items = self._items
+        if point_load.kind == "speed":
+            span = max(i.offset_ns + i.duration_ns for i in items) - min(i.offset_ns for i in items)
+            return span / 1e9 / point_load.value
+        return sum(i.duration_ns for i in items) / 1e9 / point_load.value
+
+    def _offered(self, point_load: Load, summary: dict[str, Any]) -> float | None:
+        """The request rate the schedule asked for (speed points); closed loop offers what it gets."""
+        if point_load.kind != "speed":
+            return None
+        offsets = [i.offset_ns for i in self._items]
+        span_s = (max(offsets) - min(offsets)) / 1e9 / point_load.value
+        return (len(offsets) - 1) / span_s if span_s > 0 else None
+
+    def _behind(self, point_load: Load, summary: dict[str, Any]) -> bool:
+        """The replayer sent late enough to shape the load itself: over 2 ms at p99, or a tenth of
+        the mean gap between requests when that is longer."""
+        lag = (summary.get("lag_ms") or {}).get("p99")
+        offered = summary.get("offered_requests_per_s")
+        allowed = max(2.0, 100.0 / offered) if offered else 2.0
+        return lag is not None and lag > allowed
+
+    def _wait_idle(self, kind: str | None, cut_short: bool) -> None:
+        """Until the engine holds no request, so the next point starts clean. An engine that can't
+        say (``requests_inside`` None) gets a settle time after a point cut short, whose cancelled
+        requests it may still be working on: the grace period, at most the idle timeout."""
+        base = self.config.replay
+        headers = {n: v for n, v in base.transforms.headers.items() if n.lower() == "authorization"}
+        deadline = time.monotonic() + self.config.idle_timeout_s
+        while time.monotonic() < deadline:
+            inside = requests_inside(base.target, kind, headers=headers) if kind in REPORTS_LOAD else None
+            if inside is None:
+                if cut_short:
+                    time.sleep(max(0.0, min(base.grace_s, deadline - time.monotonic())))
+                return
+            if inside == 0:
+                return
+            time.sleep(0.25)
+
+
+def parse_numbers(text: str, kind: type[float] | type[int], what: str) -> tuple[Any, ...]:
+    """``1,2,4,8`` as numbers; a SweepError naming ``what`` when it isn't."""
+    try:
+        values = tuple(kind(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise SweepError(f"{what}: a comma-separated list of numbers, got {text!r}") from None
+    if not values:
+        raise SweepError(f"{what}: at least one value")
+    return values
+
+
+def capacity_of(points: Sequence[Point]) -> tuple[Point | None, Point | None]:
+    """The highest passing point below the lowest failing one, and that failing point: the knee lies
+    between. A pass above a failure (noise, or a target that recovered) never raises the capacity;
+    ``inconsistent`` names such points."""
+    failing = [p for p in points if not p.passed]
+    first_fail = min(failing, key=lambda p: p.load.value) if failing else None
+    below = [p for p in points if p.passed and (first_fail is None or p.load.value < first_fail.load.value)]
+    return (max(below, key=lambda p: p.load.value) if below else None), first_fail
+
+
+def inconsistent(points: Sequence[Point]) -> list[float]:
+    """Loads that passed above a load that failed."""
+    _, first_fail = capacity_of(points)
+    return sorted(p.load.value for p in points if p.passed and first_fail is not None and p.load.value > first_fail.load.value)

@@ -1,0 +1,337 @@
+"""SLOs (analysis/slo.py): their syntax, and how a run is held to them, on hand-built captures whose
+every chunk time and token count is set by the test."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infertap.analysis import Analysis
+from infertap.analysis.slo import LATENCY, SLO, evaluate, parse_slo, parse_slos
+from infertap.errors import ConfigError
+from infertap.quantiles import quantile
+from tests.analysis_builders import JSON_HEADERS, MS, body, event, exchange, sse, write_capture
+
+Load = Callable[[list[dict[str, Any]]], Analysis]
+
+
+@pytest.fixture
+def load(tmp_path: Path) -> Iterator[Load]:
+    opened: list[Analysis] = []
+
+    def _load(records: list[dict[str, Any]]) -> Analysis:
+        path = write_capture(tmp_path / f"cap{len(opened)}", records)
+        opened.append(Analysis([path], cache_dir=tmp_path / "cache"))
+        return opened[-1]
+
+    yield _load
+    for a in opened:
+        a.close()
+
+
+def streamed(
+    xid: str,
+    *,
+    sent_ms: float = 0.0,
+    ttft_ms: float = 50.0,
+    gaps_ms: list[float] | None = None,
+    tokens: int | None = None,
+    end_ms: float | None = None,
+    status: int = 200,
+    end: str = "complete",
+) -> dict[str, Any]:
+    """A streamed chat answer: its first token at ``ttft_ms``, one token per chunk after each gap,
+    the last one carrying the finish reason and the engine's usage (``tokens``, default one per
+    chunk), ``[DONE]`` and the end of the body 1 ms later (``end_ms`` overrides)."""
+    gaps_ms = [10.0, 10.0] if gaps_ms is None else gaps_ms
+    times = [ttft_ms]
+    for gap in gaps_ms:
+        times.append(times[-1] + gap)
+    n = len(times)
+    usage = {"prompt_tokens": 7, "completion_tokens": n if tokens is None else tokens}
+    chunks = [(t, sse(event(f"t{i} "))) for i, t in enumerate(times[:-1])]
+    chunks.append((times[-1], sse(event(f"t{n - 1}", finish="stop"), event(choices=False, usage=usage), "[DONE]")))
+    return exchange(
+        xid, sent_ms=sent_ms, chunks=chunks, end_ms=times[-1] + 1 if end_ms is None else end_ms, status=status, end=end
+    )
+
+
+def failed(xid: str, *, sent_ms: float = 0.0, status: int = 500) -> dict[str, Any]:
+    """A generation request the engine refused, answered at once."""
+    return exchange(xid, sent_ms=sent_ms, chunks=[(5, b'{"error": {"message": "boom"}}')], status=status, headers=JSON_HEADERS)
+
+
+def slo(metric_stat: str, bound_ns: float) -> SLO:
+    """An SLO in ns, through the parser, as a user would write it."""
+    return parse_slo(f"{metric_stat}<={float(bound_ns):f}ns")
+
+
+def by_metric(verdict: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["metric"]: s for s in verdict["slos"]}
+
+
+# -- syntax ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "metric", "stat", "bound"),
+    [
+        ("ttft:p99<=2s", "ttft", "p99", 2e9),
+        ("ttft_content:p50<=250ms", "ttft_content", "p50", 250e6),
+        ("t_first_byte:p99.9<=1500us", "t_first_byte", "p99.9", 1.5e6),
+        ("tpot:mean<=40µs", "tpot", "mean", 40e3),
+        ("e2e:max<=0.5s", "e2e", "max", 0.5e9),
+        ("itl:p90<=120000ns", "itl", "p90", 120e3),
+        ("  e2e:p90 <= 30 s ", "e2e", "p90", 30e9),
+        ("e2e:p100<=1ms", "e2e", "p100", 1e6),
+        ("error_rate<=1%", "error_rate", "rate", 0.01),
+        ("error_rate<=0.5%", "error_rate", "rate", 0.005),
+        ("error_rate<=0.02", "error_rate", "rate", 0.02),
+        ("error_rate <= 0", "error_rate", "rate", 0.0),
+    ],
+)
+def test_parse_slo_accepts_every_metric_stat_and_unit(text: str, metric: str, stat: str, bound: float) -> None:
+    parsed = parse_slo(text)
+    assert (parsed.metric, parsed.stat) == (metric, stat)
+    assert parsed.bound == pytest.approx(bound)
+    assert parsed.latency == (metric != "error_rate")
+    assert parsed.text == text.strip()
+
+
+def test_every_latency_metric_the_parser_names_is_one_the_metrics_view_has(load: Load) -> None:
+    a = load([streamed("x")])
+    columns = {r[0] for r in a.sql("DESCRIBE metrics").fetchall()}
+    for metric, column in LATENCY.items():
+        assert parse_slo(f"{metric}:p50<=1s").metric == metric
+        assert column in columns or metric == "itl", column
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "e2e<=1s",  # no statistic
+        "e2e:p99<1s",  # < is not <=
+        "e2e:p99>=1s",
+        "e2e:p99<=1",  # no unit
+        "e2e:p99<=1min",  # unknown unit
+        "e2e:p99<=-1s",
+        "e2e:median<=1s",  # unknown statistic
+        "e2e:p99",
+        "",
+        "error_rate<=1ms",  # a rate is not a time
+        "error_rate:p99<=1%",
+    ],
+)
+def test_parse_slo_rejects_what_does_not_parse_naming_the_syntax_and_the_metrics(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_slo(text)
+    message = str(info.value)
+    assert repr(text) in message and "does not parse" in message
+    assert "METRIC:STAT<=VALUE" in message
+    assert all(metric in message for metric in [*LATENCY, "error_rate"]), message
+
+
+@pytest.mark.parametrize("text", ["latency:p99<=1s", "ttfb:p50<=10ms", "tpot_ns:p50<=10ms"])
+def test_parse_slo_rejects_an_unknown_metric_by_name(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_slo(text)
+    message = str(info.value)
+    assert f"unknown metric {text.split(':')[0]!r}" in message
+    assert "METRIC:STAT<=VALUE" in message and all(metric in message for metric in [*LATENCY, "error_rate"]), message
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("e2e:p0<=1s", "percentile"),
+        ("e2e:p101<=1s", "percentile"),
+        ("error_rate<=101%", "error rate"),
+        ("error_rate<=1.5", "error rate"),
+    ],
+)
+def test_parse_slo_rejects_out_of_range_values(text: str, why: str) -> None:
+    with pytest.raises(ConfigError, match=why):
+        parse_slo(text)
+
+
+@pytest.mark.parametrize("text", ["e2e:p99<=1.2.3s", "e2e:p99<=.ms", "error_rate<=.%"])
+def test_parse_slo_rejects_a_malformed_number(text: str) -> None:
+    with pytest.raises(ConfigError, match="METRIC:STAT<=VALUE"):
+        parse_slo(text)
+
+
+def test_parse_slos_needs_at_least_one_and_keeps_their_order() -> None:
+    with pytest.raises(ConfigError, match="at least one --slo"):
+        parse_slos([])
+    assert [s.metric for s in parse_slos(["error_rate<=1%", "ttft:p99<=2s"])] == ["error_rate", "ttft"]
+
+
+# -- evaluation -------------------------------------------------------------------------------------
+
+
+def test_an_slo_just_above_the_observed_percentile_passes_and_just_below_fails(load: Load) -> None:
+    e2e_ms = [100, 180, 120, 160, 140, 110, 190, 130, 150, 170, 400]
+    a = load([streamed(f"x{i}", sent_ms=i * 1000, end_ms=ms) for i, ms in enumerate(e2e_ms)])
+    p99 = quantile(sorted(ms * MS for ms in e2e_ms), 0.99)
+    p50 = quantile(sorted(ms * MS for ms in e2e_ms), 0.50)
+    above, below = math.floor(p99) + 1, math.ceil(p99) - 1
+
+    held = evaluate(a, [slo("e2e:p99", above)])
+    assert held["passed"] is True
+    [result] = held["slos"]
+    assert result["observed"] == pytest.approx(p99) and result["met"] is True
+
+    missed = evaluate(a, [slo("e2e:p99", below)])
+    assert missed["passed"] is False and missed["slos"][0]["met"] is False
+
+    # Every SLO must hold: one that holds does not rescue one that doesn't.
+    both = evaluate(a, [slo("e2e:p50", math.floor(p50) + 1), slo("e2e:p99", below)])
+    assert [s["met"] for s in both["slos"]] == [True, False] and both["passed"] is False
+    assert evaluate(a, [slo("e2e:max", max(e2e_ms) * MS)])["passed"] is True  # the bound itself is within it
+    assert evaluate(a, [slo("e2e:max", max(e2e_ms) * MS - 1)])["passed"] is False
+    assert evaluate(a, [slo("e2e:mean", sum(e2e_ms) * MS / len(e2e_ms) + 1)])["passed"] is True
+    assert evaluate(a, [slo("e2e:mean", sum(e2e_ms) * MS / len(e2e_ms) - 1)])["passed"] is False
+
+
+def test_goodput_counts_only_ok_exchanges_that_meet_every_per_request_bound(load: Load) -> None:
+    ttft_bound, e2e_bound = 100 * MS, 500 * MS
+    records = [
+        streamed("good-1", sent_ms=0, ttft_ms=50, end_ms=200, tokens=3),
+        streamed("good-2", sent_ms=100, ttft_ms=60, end_ms=210, tokens=3),
+        streamed("slow-first-token", sent_ms=200, ttft_ms=300, end_ms=350, tokens=3),
+        streamed("slow-end", sent_ms=300, ttft_ms=40, end_ms=900, tokens=3),
+        failed("refused", sent_ms=400),
+        streamed("cut", sent_ms=500, ttft_ms=40, end_ms=100, end="upstream_error"),  # within the bounds, not ok
+        streamed("good-one-token", sent_ms=600, ttft_ms=30, gaps_ms=[], end_ms=40, tokens=1),
+        # Not a generation request: neither counted nor held to anything.
+        exchange(
+            "models", sent_ms=5_000, chunks=[(1, b"{}")], request=b"", headers=JSON_HEADERS, method="GET", path="/v1/models"
+        ),
+    ]
+    a = load(records)
+    good, ok, generation = {"good-1", "good-2", "good-one-token"}, 5, 7
+    tokens = {"good-1": 3, "good-2": 3, "slow-first-token": 3, "slow-end": 3, "good-one-token": 1}
+    # First generation request sent -> last one ended, failed ones included; the GET left out.
+    span_s = (max(r["sent_ns"] + r["end_ns"] for r in records[:-1]) - min(r["sent_ns"] for r in records[:-1])) / 1e9
+
+    v = evaluate(a, [slo("ttft:p99", ttft_bound), slo("e2e:p90", e2e_bound)])
+    assert (v["requests"], v["ok"]) == (generation, ok)
+    assert v["error_rate"] == pytest.approx(2 / generation)
+    assert v["attainment"] == pytest.approx(len(good) / generation)
+    assert v["span_s"] == pytest.approx(span_s)
+    assert v["requests_per_s"] == pytest.approx(ok / span_s)
+    assert v["output_tokens_per_s"] == pytest.approx(sum(tokens.values()) / span_s)
+    assert v["goodput"]["requests_per_s"] == pytest.approx(len(good) / span_s)
+    assert v["goodput"]["output_tokens_per_s"] == pytest.approx(sum(tokens[x] for x in good) / span_s)
+
+    # With bounds every ok exchange meets, goodput is the ok throughput; failed ones still don't count.
+    loose = evaluate(a, [slo("ttft:p99", 10_000 * MS), slo("e2e:p90", 10_000 * MS)])
+    assert loose["passed"] is True
+    assert loose["goodput"]["requests_per_s"] == pytest.approx(loose["requests_per_s"]) == pytest.approx(ok / span_s)
+    assert loose["attainment"] == pytest.approx(ok / generation)
+
+
+def test_latency_percentiles_are_over_the_ok_exchanges(load: Load) -> None:
+    a = load(
+        [
+            streamed("a", sent_ms=0, end_ms=100),
+            streamed("b", sent_ms=10, end_ms=120),
+            streamed("cut", sent_ms=20, end_ms=9_000, end="upstream_error"),  # e2e is its last chunk's time: 70 ms
+            streamed("error-status", sent_ms=30, end_ms=5_000, status=503),
+        ]
+    )
+    v = evaluate(a, [slo("e2e:max", 120 * MS)])
+    assert by_metric(v)["e2e"]["observed"] == pytest.approx(120 * MS) and v["passed"] is True
+    assert v["latency_ms"]["e2e"]["p50"] == pytest.approx(110)
+
+
+def test_error_rate_slo(load: Load) -> None:
+    records = [streamed(f"ok{i}", sent_ms=i * 10) for i in range(7)] + [failed(f"e{i}", sent_ms=100 + i) for i in range(2)]
+    a = load(records)
+    rate = 2 / 9
+    held = evaluate(a, [parse_slo(f"error_rate<={rate * 100 + 0.01}%")])
+    missed = evaluate(a, [parse_slo(f"error_rate<={rate - 0.0001}")])
+    assert held["passed"] is True and by_metric(held)["error_rate"]["observed"] == pytest.approx(rate)
+    assert missed["passed"] is False and by_metric(missed)["error_rate"]["met"] is False
+    # An error-rate SLO bounds no single request: goodput is every ok exchange.
+    assert held["attainment"] == pytest.approx(7 / 9) and held["goodput"]["requests_per_s"] == pytest.approx(
+        held["requests_per_s"]
+    )
+
+
+def test_a_run_where_every_request_failed_misses_its_latency_slo(load: Load) -> None:
+    a = load([failed("e0"), failed("e1", sent_ms=10, status=429)])
+    v = evaluate(a, [slo("ttft:p99", 10_000 * MS), parse_slo("error_rate<=100%")])
+    assert (by_metric(v)["ttft"]["observed"], by_metric(v)["ttft"]["met"]) == (None, False)
+    assert by_metric(v)["error_rate"]["met"] is True
+    assert v["passed"] is False
+    assert (v["ok"], v["error_rate"], v["attainment"], v["requests_per_s"]) == (0, 1.0, 0.0, 0.0)
+    assert v["goodput"] == {"requests_per_s": 0.0, "output_tokens_per_s": 0.0}
+
+
+def test_a_tpot_bound_is_not_held_against_a_one_token_answer(load: Load) -> None:
+    a = load(
+        [
+            streamed("steady", sent_ms=0, gaps_ms=[10, 10, 10]),  # tpot 10 ms
+            streamed("one-token", sent_ms=100, gaps_ms=[], tokens=1),  # no tpot at all
+            streamed("slow", sent_ms=200, gaps_ms=[40, 40]),  # tpot 40 ms
+        ]
+    )
+    tpots = dict(a.query("SELECT exchange_id, tpot_ns FROM metrics").rows)
+    assert tpots["one-token"] is None and tpots["steady"] == pytest.approx(10 * MS) and tpots["slow"] == pytest.approx(40 * MS)
+
+    v = evaluate(a, [slo("tpot:p50", 20 * MS)])
+    # Observed over the two exchanges that have a tpot: their median is 25 ms, not 10 ms.
+    assert by_metric(v)["tpot"]["observed"] == pytest.approx(25 * MS) and v["passed"] is False
+    assert v["attainment"] == pytest.approx(2 / 3)  # steady and one-token meet the bound, slow doesn't
+    assert evaluate(a, [slo("tpot:max", 40 * MS)])["attainment"] == pytest.approx(1.0)
+
+
+def test_an_itl_slo_pools_every_gap_and_goodput_holds_each_exchange_to_its_longest(load: Load) -> None:
+    """Nine 10 ms gaps and one 200 ms gap: pooled, the median gap is 10 ms; a median of each
+    exchange's longest gap would be 105 ms."""
+    a = load([streamed("smooth", sent_ms=0, gaps_ms=[10] * 9), streamed("stall", sent_ms=100, gaps_ms=[200])])
+    gaps = sorted(g for (g,) in a.sql("SELECT gap_ns FROM itl").fetchall())
+    assert len(gaps) == 10
+
+    v = evaluate(a, [slo("itl:p50", 20 * MS)])
+    assert by_metric(v)["itl"]["observed"] == pytest.approx(quantile(gaps, 0.5)) == pytest.approx(10 * MS)
+    assert v["passed"] is True
+    assert v["attainment"] == pytest.approx(1 / 2)  # the stalled exchange's longest gap is past 20 ms
+    assert evaluate(a, [slo("itl:p50", 5 * MS)])["passed"] is False
+    assert by_metric(evaluate(a, [slo("itl:max", 200 * MS)]))["itl"]["met"] is True
+    assert by_metric(evaluate(a, [slo("itl:max", 200 * MS - 1)]))["itl"]["met"] is False
+
+
+def test_an_itl_slo_leaves_out_the_gaps_of_failed_exchanges(load: Load) -> None:
+    a = load(
+        [
+            streamed("smooth", sent_ms=0, gaps_ms=[10] * 4),
+            streamed("broken", sent_ms=100, gaps_ms=[900] * 6, end="upstream_error"),  # not ok
+        ]
+    )
+    v = evaluate(a, [slo("itl:p90", 20 * MS)])
+    assert by_metric(v)["itl"]["observed"] == pytest.approx(10 * MS) and v["passed"] is True
+
+
+def test_no_generation_exchanges_is_an_error_not_a_pass(load: Load) -> None:
+    a = load([exchange("models", chunks=[(1, b"{}")], request=b"", headers=JSON_HEADERS, method="GET", path="/v1/models")])
+    with pytest.raises(ConfigError, match="no generation exchanges"):
+        evaluate(a, [slo("e2e:p99", 1e12)])
+
+
+def test_a_non_streamed_answer_is_held_to_ttft_at_its_whole_body(load: Load) -> None:
+    whole = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}'
+    a = load(
+        [
+            exchange("json", chunks=[(80, whole)], end_ms=81, headers=JSON_HEADERS, request=body(stream=False)),
+            streamed("sse", sent_ms=10, ttft_ms=20),
+        ]
+    )
+    held = evaluate(a, [slo("ttft:max", 80 * MS)])
+    assert by_metric(held)["ttft"]["observed"] == pytest.approx(80 * MS) and held["passed"] is True
+    assert evaluate(a, [slo("ttft:max", 80 * MS - 1)])["passed"] is False

@@ -1,0 +1,194 @@
+"""``infertap report`` of sweeps: on sweep.json written by hand (known capacities), and on one real
+tiny sweep against the simulated engine of known capacity (tests/slot_engine.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from infertap.analysis.capacity import run_sweep
+from infertap.analysis.report import BOTTOM, PLOT_H, H, render
+from infertap.analysis.slo import parse_slos
+from infertap.analysis.sweep_report import capacity_sentence, load_sweeps
+from infertap.cli import cli
+from infertap.errors import ConfigError
+from infertap.replay import ReplayConfig
+from infertap.replay.sweep import SweepConfig
+from tests.fake_upstream import ServerThread
+from tests.helpers import write_capture
+from tests.slot_engine import SlotEngine
+
+E2E = {"slo": "e2e:p90<=150ms", "metric": "e2e", "stat": "p90", "bound": 150e6}
+ERRORS = {"slo": "error_rate<=1%", "metric": "error_rate", "stat": "rate", "bound": 0.01}
+
+
+def _point(load: float, capacity: float, slos: list[dict], kind: str) -> dict:
+    """A point of a target that carries ``capacity`` (in load units, 10 requests/s each): within it
+    every request meets the SLOs, above it e2e doubles and the surplus is not served in time."""
+    passed = load <= capacity
+    achieved = 10 * min(load, capacity)
+    observed = {"e2e": 100e6 if passed else 300e6, "error_rate": 0.0}
+    return {
+        kind: load,
+        "passed": passed,
+        "out": f"/sweeps/{kind}-{load:g}",
+        "lost_early": False,
+        "replayer_behind": False,
+        "sent": 100,
+        "wall_s": 10 / load,
+        "offered_requests_per_s": 10 * load if kind == "speed" else None,
+        "schedule_lag_ms": {"p50": 0.1, "p99": 0.4, "max": 0.9},
+        "requests": 100,
+        "ok": 100,
+        "error_rate": 0.0,
+        "attainment": 1.0 if passed else 0.4,
+        "span_s": 10 / load,
+        "requests_per_s": achieved,
+        "output_tokens_per_s": 5 * achieved,
+        "goodput": {"requests_per_s": achieved if passed else 0.4 * achieved, "output_tokens_per_s": 0.0},
+        "in_flight": {"mean": min(load, capacity), "max": load},  # achieved concurrency, apart from the load
+        "slos": [{**s, "observed": observed[s["metric"]], "met": observed[s["metric"]] <= s["bound"]} for s in slos],
+        "latency_ms": {"e2e": {"p50": 90.0, "p90": observed["e2e"] / 1e6, "p99": observed["e2e"] / 1e6}},
+    }
+
+
+def _sweep(folder: Path, capacity: float, *, loads=(1, 2, 4, 8), slos=(E2E, ERRORS), kind="speed", target="http://gpu:8000"):
+    points = [_point(v, capacity, list(slos), kind) for v in loads]
+    best = max((i for i, v in enumerate(loads) if v <= capacity), default=None, key=lambda i: loads[i])
+    cap = None if best is None else {k: points[best][k] for k in ("requests_per_s", "output_tokens_per_s", "goodput")}
+    folder.mkdir(parents=True)
+    result = {
+        "kind": kind,
+        "source": "captures/run1",
+        "target": target,
+        "target_kind": "vllm",
+        "slo": list(slos),
+        "capacity": None if cap is None else {kind: loads[best], **cap},
+        "knee": {
+            "passed": None if best is None else loads[best],
+            "failed": min((v for v in loads if v > capacity), default=None),
+        },
+        "points": points,
+        "stopped_early": False,
+    }
+    (folder / "sweep.json").write_text(json.dumps(result))
+    return folder
+
+
+def _report(*args: Path, out: Path) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["report", *map(str, args), "-o", str(out)])
+    return result.exit_code, result.output, out.read_text() if out.exists() else ""
+
+
+def _plots(page: str) -> dict[str, str]:
+    return dict(re.findall(r'<svg [^>]*aria-label="([^"]*)"[^>]*>(.*?)</svg>', page, re.S))
+
+
+def test_a_target_carrying_twice_the_other_is_named_with_the_ratio(tmp_path):
+    a, b = _sweep(tmp_path / "a", 2), _sweep(tmp_path / "b", 4, target="http://gpu2:8000")
+    code, output, page = _report(a, b, out=tmp_path / "r.html")
+    assert code == 0, output
+    assert page.startswith("<!doctype html>") and "<script" not in page and not re.search(r"\b(src|href)=", page)
+    sentence = re.search(r'<p class="verdict"><b>(.*?)</b>', page).group(1)
+    assert sentence.startswith("B carries 2x as much of this workload as A: 40 vs 20 requests/s"), sentence
+    assert "speed 4 vs 2 (2x)" in sentence
+    assert "http://gpu2:8000 (vllm); SLOs: e2e:p90&lt;=150ms, error_rate&lt;=1%; 4 points" in page
+    plots = _plots(page)
+    assert set(plots) == {"requests/s against speed (× the recorded arrival rate)", "p90 of e2e (ms) against speed (× the recorded arrival rate)", "error rate (%) against speed (× the recorded arrival rate)"}  # fmt: skip
+    throughput = plots["requests/s against speed (× the recorded arrival rate)"]
+    assert (
+        throughput.count("<polyline") == 4 and "#1f77b4" in throughput and "#d62728" in throughput
+    )  # A and B, goodput and achieved
+    assert throughput.count('stroke-dasharray="5 3"') == 2  # achieved dashed
+    assert throughput.count('fill="#fff"') == 2 * 2 + 1 * 2  # hollow marks: A fails at 4 and 8, B at 8
+    # The SLO's bound, across the e2e plot at its height: y ticks 0-300 ms, 150 ms halfway up.
+    e2e = plots["p90 of e2e (ms) against speed (× the recorded arrival rate)"]
+    hline = re.search(r'<g class="hline"><line [^>]*y1="([\d.]+)"[^>]*/><text[^>]*>([^<]*)</text>', e2e)
+    assert hline.group(2) == "SLO e2e:p90&lt;=150ms"
+    assert float(hline.group(1)) == pytest.approx(H - BOTTOM - PLOT_H / 2, abs=0.1)
+    assert page.count("<h3>A</h3>") == 1 and page.count("<tr class=diff>") == 2 + 1  # every failed point, in both tables
+    assert "300 ms ✗" in page and "100 ms" in page
+
+
+def test_equal_capacities_name_no_winner(tmp_path):
+    a, b = _sweep(tmp_path / "a", 2), _sweep(tmp_path / "b", 3)  # both pass 2 and fail 4: the knees overlap
+    code, output, page = _report(a, b, out=tmp_path / "r.html")
+    assert code == 0, output
+    sentence = re.search(r'<p class="verdict"><b>(.*?)</b>', page).group(1)
+    assert sentence.startswith("A and B carry this workload about equally"), sentence
+    assert "as much" not in sentence and "between 2 and 4" in sentence
+    # Within the sweeps' resolution even when the knees touch: 2 against 2.1 is no finding.
+    c = _sweep(tmp_path / "c", 2.1, loads=(1, 2, 2.1, 4))
+    d = _sweep(tmp_path / "d", 2, loads=(1, 2, 2.1, 4))
+    assert "about equally" in capacity_sentence(load_sweeps(c, d))
+
+
+def test_one_side_never_passing_and_both_never_failing(tmp_path):
+    a, b = _sweep(tmp_path / "a", 0.5), _sweep(tmp_path / "b", 2)
+    assert capacity_sentence(load_sweeps(a, b)).startswith("Only B met the SLOs (up to speed 2, 20 requests/s); A met them at no")
+    assert capacity_sentence(load_sweeps(a, _sweep(tmp_path / "c", 0.1))).startswith("Neither target met the SLOs")
+    high = _sweep(tmp_path / "d", 100), _sweep(tmp_path / "e", 100)
+    assert "sweep higher" in capacity_sentence(load_sweeps(*high))
+    assert capacity_sentence(load_sweeps(b, high[0])).startswith("B carries at least 4x as much of this workload as A: 80 vs 20")
+    alone = capacity_sentence(load_sweeps(b))
+    assert alone == (
+        "A carries this workload up to speed 2 under the SLOs (20 requests/s, 100 output tokens/s); "
+        "the knee lies between 2 and 4."
+    )
+
+
+def test_sweeps_judged_by_different_slos_are_refused(tmp_path):
+    a = _sweep(tmp_path / "a", 2)
+    b = _sweep(tmp_path / "b", 4, slos=(E2E,))
+    code, output, _ = _report(a, b, out=tmp_path / "r.html")
+    assert code != 0 and "different SLOs (A: e2e:p90<=150ms, error_rate<=1%; B: e2e:p90<=150ms)" in output
+    assert not (tmp_path / "r.html").exists()
+    code, output, page = _report(b, out=tmp_path / "one.html")  # alone, any SLOs
+    assert code == 0 and page.count("<svg") == 2
+    # The same bounds written another way, in another order, are the same SLOs.
+    c = _sweep(tmp_path / "c", 4, slos=({**ERRORS, "slo": "error_rate<=0.01"}, {**E2E, "slo": "e2e:p90<=0.15s"}))
+    assert len(load_sweeps(a, c)) == 2
+    with pytest.raises(ConfigError, match="a speed sweep and B a concurrency sweep"):
+        load_sweeps(a, _sweep(tmp_path / "d", 4, kind="concurrency"))
+
+
+def test_concurrency_sweeps_are_reported_by_their_levels(tmp_path):
+    a = _sweep(tmp_path / "a", 4, loads=(1, 4, 16), kind="concurrency")
+    b = _sweep(tmp_path / "b", 16, loads=(1, 4, 16, 64), kind="concurrency")
+    assert json.loads((a / "sweep.json").read_text())["points"][1]["concurrency"] == 4
+    assert capacity_sentence(load_sweeps(a, b)).startswith("B carries 4x as much of this workload as A: 160 vs 40 requests/s")
+    code, output, page = _report(a, b, out=tmp_path / "r.html")
+    assert code == 0, output
+    throughput = _plots(page)["requests/s against concurrency (requests in flight)"]
+    assert re.findall(r'<text class="tick"[^>]*>([^<]*)</text>', throughput)[-5:] == ["0", "20", "40", "60", "80"]  # x: 1 to 64
+    assert "<td>16</td><td>pass</td>" in page and "<td>64</td><td>fail</td>" in page
+
+
+def test_a_sweep_and_a_capture_are_refused(tmp_path):
+    sweep = _sweep(tmp_path / "sweep", 2)
+    write_capture(tmp_path / "capture", [{"body": {"model": "m", "messages": [{"role": "user", "content": "q"}]}}])
+    for pair in ((sweep, tmp_path / "capture"), (tmp_path / "capture", sweep)):
+        code, output, _ = _report(*pair, out=tmp_path / "r.html")
+        assert code != 0 and f"{sweep} is a sweep (sweep.json) and {tmp_path / 'capture'} a capture" in output
+    with pytest.raises(ConfigError, match="is a sweep, not a capture"):
+        render(sweep)
+    extract = CliRunner().invoke(cli, ["report", str(sweep), "-o", str(tmp_path / "r.html"), "--extract", "number"])
+    assert extract.exit_code == 2 and "--extract compares the answers of two captures" in extract.output
+
+
+def test_a_real_sweep_against_an_engine_of_known_capacity_is_reported(tmp_path):
+    # 20 requests at 10/s against an engine carrying 20/s: speed 1 meets e2e p90 <= 150 ms, speed 4 can't.
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "q"}]}
+    write_capture(tmp_path / "src", [{"offset_s": i * 0.1, "body": body} for i in range(20)])
+    with ServerThread(SlotEngine(slots=2, service_s=0.1)) as server:
+        config = SweepConfig(ReplayConfig(tmp_path / "src", server.url, tmp_path / "sweep", probe=False), speeds=(1, 4))
+        run_sweep(config, parse_slos(["e2e:p90<=150ms"]))
+    code, output, page = _report(tmp_path / "sweep", out=tmp_path / "r.html")
+    assert code == 0, output
+    assert "A carries this workload up to speed 1 under the SLOs" in page and "the knee lies between 1 and 4" in page
+    assert page.count("<svg") == 2 and page.count('class="hline"') == 1
+    assert "about equally" in capacity_sentence(load_sweeps(tmp_path / "sweep", tmp_path / "sweep"))

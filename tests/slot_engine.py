@@ -1,0 +1,61 @@
+"""A simulated engine whose capacity is known by construction: ``slots`` requests served at once,
+each taking ``service_s`` (its tokens spread evenly over it), the rest waiting for a slot in
+arrival order. It carries ``slots / service_s`` requests per second and no more: what a capacity
+sweep must find. Speaks OpenAI chat SSE with usage; runs under tests.fake_upstream.ServerThread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from tests.fake_upstream import lifespan, read_body, sse_chunk
+
+
+class SlotEngine:
+    def __init__(self, slots: int, service_s: float, tokens: int = 5) -> None:
+        self.slots = slots
+        self.service_s = service_s
+        self.tokens = tokens
+        self.capacity = slots / service_s  # requests per second
+        self.served = 0  # chat completions answered
+        self.other = 0  # other requests, answered 404 at once
+        self._free: asyncio.Semaphore | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        await read_body(receive)
+        if scope["method"] != "POST" or not scope["path"].endswith("/chat/completions"):
+            # Anything else (a replay's telemetry asking for /metrics, a probe) is answered at once,
+            # as an engine without that endpoint would: it takes no slot and is not served.
+            self.other += 1
+            await send({"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": b'{"error": "not found"}', "more_body": False})
+            return
+        if self._free is None:
+            self._free = asyncio.Semaphore(self.slots)
+        async with self._free:
+            headers = [(b"content-type", b"text/event-stream")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            for i in range(self.tokens):
+                await asyncio.sleep(self.service_s / self.tokens)
+                await send({"type": "http.response.body", "body": sse_chunk("slot", i, f"t{i} "), "more_body": True})
+            usage = {"prompt_tokens": 8, "completion_tokens": self.tokens, "total_tokens": 8 + self.tokens}
+            end = {
+                "id": "chatcmpl-slot",
+                "object": "chat.completion.chunk",
+                "model": "fake",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                "usage": usage,
+            }
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": b"data: " + json.dumps(end).encode() + b"\n\ndata: [DONE]\n\n",
+                    "more_body": False,
+                }
+            )
+            self.served += 1

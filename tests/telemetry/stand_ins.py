@@ -1,0 +1,316 @@
+"""Stand-ins for what this machine can't produce: a GPU (an ``nvidia-smi`` that answers in its
+documented CSV, a module shaped like nvidia-ml-py's ``pynvml``), a DCGM exporter serving its
+documented Prometheus text, and a machine with no power telemetry at all. Everything else in the
+telemetry tests is the real thing."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tests.fake_upstream import lifespan
+
+#: The query SmiSource documents (gpu.py): nvidia-smi answers one CSV line per GPU, in this order.
+SMI_FIELDS = "index,power.draw,utilization.gpu,memory.used,clocks.sm,temperature.gpu,clocks_event_reasons.active"
+SMI_FIELDS_OLD = SMI_FIELDS.replace("clocks_event_reasons", "clocks_throttle_reasons")  # drivers before 535
+SMI_FORMAT = "--format=csv,noheader,nounits"
+
+
+def nvidia_smi(
+    folder: Path,
+    rows: list[str],
+    *,
+    old_driver: bool = False,
+    fail: str | None = None,
+    reject_on: str = "stdout",
+) -> Path:
+    """An executable ``folder/nvidia-smi`` answering the documented ``--query-gpu`` with ``rows``
+    (one CSV line per GPU), as a driver of that age would; every call's arguments are appended to
+    ``folder/calls.log``. ``old_driver``: the newer reasons field is refused (exit 2, the message on
+    ``reject_on``), the older one answered. ``fail``: every call fails with that message (exit 9)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "calls.log"
+    fields = SMI_FIELDS_OLD if old_driver else SMI_FIELDS
+    answer = "".join(row + "\n" for row in rows)
+    refuse = ">&2" if reject_on == "stderr" else ""
+    lines = [
+        "#!/bin/sh",
+        f'echo "$*" >> {shlex.quote(str(log))}',
+    ]
+    if fail is not None:
+        lines += [f"echo {shlex.quote(fail)}", "exit 9"]
+    if old_driver:
+        lines += [
+            'case "$*" in *clocks_event_reasons.active*)',
+            f"  echo 'Field \"clocks_event_reasons.active\" is not a valid field to query.' {refuse}",
+            "  echo \"Use 'nvidia-smi --help-query-gpu' for a list of valid fields.\" " + refuse,
+            "  exit 2 ;;",
+            "esac",
+        ]
+    lines += [
+        'case "$*" in',
+        f'  "--query-gpu={fields} {SMI_FORMAT}") printf %s {shlex.quote(answer)} ;;',
+        f'  "--query-gpu=name,driver_version,memory.total {SMI_FORMAT}") echo "NVIDIA H200, 570.86.15, 143771" ;;',
+        '  *) echo "unknown query: $*" >&2; exit 2 ;;',
+        "esac",
+    ]
+    exe = folder / "nvidia-smi"
+    exe.write_text("\n".join(lines) + "\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC | stat.S_IXGRP | stat.S_IXOTH)
+    return exe
+
+
+def smi_calls(exe: Path) -> list[str]:
+    log = exe.parent / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def constant_gpus(*watts: float) -> list[str]:
+    """nvidia-smi rows for GPUs drawing a constant power each."""
+    return [f"{i}, {w:.2f}, 50, 1024, 1980, 60, 0x0000000000000000" for i, w in enumerate(watts)]
+
+
+def no_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """This process as on a machine without NVML, nvidia-smi or readable RAPL (whatever this one has)."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    monkeypatch.setattr("infertap.telemetry.host._RAPL", tmp_path / "no-powercap")
+    empty = tmp_path / "empty-bin"
+    empty.mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", str(empty))
+
+
+def gpus_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, exe: Path) -> None:
+    """``exe`` (a stand-in nvidia-smi) the only GPU telemetry there is (found before any real
+    nvidia-smi on PATH); no NVML, no RAPL."""
+    path = os.environ.get("PATH", "")
+    no_gpu(monkeypatch, tmp_path)
+    monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{path}")
+
+
+# -- NVML -----------------------------------------------------------------------------------------
+
+
+class NVMLError(Exception):
+    """As nvidia-ml-py's: carries an NVML return code."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+MISSING = object()  # a reading whose function the driver's library lacks
+
+
+def fake_nvml(devices: list[dict[str, Any]], *, init_error: int | None = None) -> ModuleType:
+    """A module shaped like ``pynvml``: ``devices[i]`` maps a reading to its raw NVML value (mW,
+    mJ, bytes, ...), or to an NVML error code it raises. Readings: power, energy, utilization,
+    memory, sm_clock, temperature, event_reasons, throttle_reasons (``MISSING``: the driver's library
+    lacks the function, and nvidia-ml-py raises FUNCTION_NOT_FOUND). ``module.calls``
+    counts the calls per function."""
+    nvml = ModuleType("pynvml")
+    calls: Counter[str] = Counter()
+    nvml.calls = calls  # type: ignore[attr-defined]
+    nvml.NVMLError = NVMLError  # type: ignore[attr-defined]
+    nvml.NVML_CLOCK_SM = 1  # type: ignore[attr-defined]
+    nvml.NVML_TEMPERATURE_GPU = 0  # type: ignore[attr-defined]
+    state = {"init": False}
+
+    def init() -> None:
+        calls["nvmlInit"] += 1
+        if init_error is not None:
+            raise NVMLError(init_error)
+        state["init"] = True
+
+    def shutdown() -> None:
+        calls["nvmlShutdown"] += 1
+        state["init"] = False
+
+    def count() -> int:
+        calls["nvmlDeviceGetCount"] += 1
+        return len(devices)
+
+    def handle(i: int) -> int:
+        calls["nvmlDeviceGetHandleByIndex"] += 1
+        return i
+
+    def reader(function: str, reading: str, wrap: Any = None) -> Any:
+        def read(h: int, *args: Any) -> Any:
+            calls[function] += 1
+            if not state["init"]:
+                raise NVMLError(1)  # NVML_ERROR_UNINITIALIZED
+            value = devices[h].get(reading, MISSING)
+            if value is MISSING:
+                raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
+            if isinstance(value, NVMLError):
+                raise value
+            return wrap(value) if wrap else value
+
+        return read
+
+    nvml.nvmlInit = init  # type: ignore[attr-defined]
+    nvml.nvmlShutdown = shutdown  # type: ignore[attr-defined]
+    nvml.nvmlDeviceGetCount = count  # type: ignore[attr-defined]
+    nvml.nvmlDeviceGetHandleByIndex = handle  # type: ignore[attr-defined]
+    nvml.nvmlDeviceGetPowerUsage = reader("nvmlDeviceGetPowerUsage", "power")  # type: ignore[attr-defined]
+    nvml.nvmlDeviceGetTotalEnergyConsumption = reader("nvmlDeviceGetTotalEnergyConsumption", "energy")  # type: ignore[attr-defined]
+    nvml.nvmlDeviceGetUtilizationRates = reader(  # type: ignore[attr-defined]
+        "nvmlDeviceGetUtilizationRates", "utilization", lambda v: SimpleNamespace(gpu=v, memory=0)
+    )
+    nvml.nvmlDeviceGetMemoryInfo = reader(  # type: ignore[attr-defined]
+        "nvmlDeviceGetMemoryInfo", "memory", lambda v: SimpleNamespace(used=v, total=v * 2, free=v)
+    )
+    nvml.nvmlDeviceGetClockInfo = reader("nvmlDeviceGetClockInfo", "sm_clock")  # type: ignore[attr-defined]
+    nvml.nvmlDeviceGetTemperature = reader("nvmlDeviceGetTemperature", "temperature")  # type: ignore[attr-defined]
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = reader(  # type: ignore[attr-defined]
+        "nvmlDeviceGetCurrentClocksEventReasons", "event_reasons"
+    )
+    nvml.nvmlDeviceGetCurrentClocksThrottleReasons = reader(  # type: ignore[attr-defined]
+        "nvmlDeviceGetCurrentClocksThrottleReasons", "throttle_reasons"
+    )
+    return nvml
+
+
+def nvml_device(**overrides: Any) -> dict[str, Any]:
+    """One GPU's raw NVML readings: 150 W (in mW), an energy counter at 1 MJ (in mJ), ..."""
+    return {
+        "power": 150_000,
+        "energy": 1_000_000_000,
+        "utilization": 87,
+        "memory": 40 * 1024**3,
+        "sm_clock": 1980,
+        "temperature": 65,
+        "event_reasons": 0x4,
+        "throttle_reasons": 0x4,
+        **overrides,
+    }
+
+
+# -- Prometheus endpoints --------------------------------------------------------------------------
+
+
+async def _answer(send: Any, status: int, body: bytes, content_type: bytes = b"text/plain; version=0.0.4") -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Exposition:
+    """A Prometheus endpoint serving whatever ``status`` and ``text`` are now (tests change them);
+    ``asked`` counts requests per path."""
+
+    def __init__(self, text: str = "", status: int = 200) -> None:
+        self.text = text
+        self.status = status
+        self.asked: Counter[str] = Counter()
+        self.headers: list[dict[str, str]] = []  # each request's headers, names lowercased
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            return await lifespan(receive, send)
+        self.asked[scope["path"]] += 1
+        self.headers.append({k.decode().lower(): v.decode() for k, v in scope["headers"]})
+        await _answer(send, self.status, self.text.encode())
+
+
+class DcgmExporter:
+    """A DCGM exporter (dcgm-exporter's default counters) for one GPU, label gpu="0": power
+    ``watts`` and, with ``energy_counter``, the energy counter since boot in mJ, rising at
+    ``watts`` (the draw it reports) from a large boot-time value."""
+
+    def __init__(self, watts: float, *, energy_counter: bool = True) -> None:
+        self.watts = watts
+        self.energy_counter = energy_counter
+        self.t0 = time.time()
+        self.asked = 0
+
+    def text(self) -> str:
+        labels = (
+            'gpu="0",UUID="GPU-5a3c1e2b-0000-0000-0000-000000000000",device="nvidia0",modelName="NVIDIA H200",Hostname="node-1"'
+        )
+        lines = [
+            "# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).",
+            "# TYPE DCGM_FI_DEV_SM_CLOCK gauge",
+            f"DCGM_FI_DEV_SM_CLOCK{{{labels}}} 1980",
+            "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).",
+            "# TYPE DCGM_FI_DEV_POWER_USAGE gauge",
+            f"DCGM_FI_DEV_POWER_USAGE{{{labels}}} {self.watts:.3f}",
+        ]
+        if self.energy_counter:
+            millijoules = 5_000_000_000 + (time.time() - self.t0) * self.watts * 1000
+            lines += [
+                "# HELP DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION Total energy consumption since boot (in mJ).",
+                "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter",
+                f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{labels}}} {millijoules:.0f}",
+            ]
+        return "\n".join(lines) + "\n"
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            return await lifespan(receive, send)
+        self.asked += 1
+        if scope["path"] != "/metrics":
+            return await _answer(send, 404, b"404 page not found\n")
+        await _answer(send, 200, self.text().encode())
+
+
+class WithoutMetrics:
+    """An engine app that, like most engines, has no ``/metrics`` (404): the rest goes to ``app``."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.metrics_asked = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/metrics":
+            self.metrics_asked += 1
+            return await _answer(send, 404, b'{"detail": "Not Found"}', b"application/json")
+        await self.app(scope, receive, send)
+
+
+class VllmGauges:
+    """An engine app with vLLM's scheduler gauges on ``/metrics`` (vLLM itself needs a GPU): the
+    requests in flight beyond ``slots`` are ``vllm:num_requests_waiting``, those within them fill
+    ``vllm:kv_cache_usage_perc``. The rest goes to ``app`` (a tests.slot_engine.SlotEngine)."""
+
+    def __init__(self, app: Any, slots: int) -> None:
+        self.app = app
+        self.slots = slots
+        self.in_flight = 0
+
+    def text(self) -> str:
+        waiting = max(0, self.in_flight - self.slots)
+        running = self.in_flight - waiting
+        labels = 'engine="0",model_name="m"'
+        return (
+            "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+            "# TYPE vllm:num_requests_running gauge\n"
+            f"vllm:num_requests_running{{{labels}}} {running:.1f}\n"
+            "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            f"vllm:num_requests_waiting{{{labels}}} {waiting:.1f}\n"
+            "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            f"vllm:kv_cache_usage_perc{{{labels}}} {running / self.slots:.4f}\n"
+        )
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/metrics":
+            return await _answer(send, 200, self.text().encode())
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1

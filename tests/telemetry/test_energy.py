@@ -1,0 +1,384 @@
+"""Energy and engine state end to end: a workload replayed against a simulated engine
+(tests/slot_engine.py) while the replay samples telemetry, then ``speed_stats``, ``compare`` and
+the CLI read it back. The GPU is a stand-in (an nvidia-smi at a constant power, a DCGM exporter);
+the replay, the capture, the analysis and the CLI are the real ones.
+
+Expected values come from each run's own span (first send to last end) and output tokens: at a
+constant power P the GPU drew P x span joules over the run, whatever the timing turned out to be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from infertap.analysis import Analysis, speed_stats
+from infertap.analysis.compare import compare
+from infertap.capture.reader import CaptureReader
+from infertap.cli import cli
+from infertap.errors import ConfigError
+from infertap.replay import ReplayConfig, run_replay
+from tests.fake_upstream import ServerThread
+from tests.helpers import write_capture
+from tests.slot_engine import SlotEngine
+from tests.telemetry.stand_ins import (
+    DcgmExporter,
+    Exposition,
+    VllmGauges,
+    WithoutMetrics,
+    constant_gpus,
+    gpus_on_path,
+    no_gpu,
+    nvidia_smi,
+)
+
+WATTS = 240.0
+SMI_SOURCE = "GPU power samples, integrated (NVML or nvidia-smi)"
+
+
+def chat(i: int) -> dict[str, Any]:
+    return {"model": "m", "stream": True, "messages": [{"role": "user", "content": f"question {i}"}]}
+
+
+def workload(path: Path, n: int, interval_s: float) -> Path:
+    write_capture(path, [{"offset_s": i * interval_s, "body": chat(i)} for i in range(n)])
+    return path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("INFERTAP_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """20 streamed chats, one every 0.1 s: 10 a second, half what the engine carries."""
+    return workload(tmp_path_factory.mktemp("src") / "src", 20, 0.1)
+
+
+@pytest.fixture(scope="module")
+def slot_engine() -> Iterator[tuple[WithoutMetrics, str]]:
+    """4 slots of 0.2 s, 5 output tokens each, and no /metrics (as most engines)."""
+    app = WithoutMetrics(SlotEngine(4, 0.2))
+    with ServerThread(app) as server:
+        yield app, server.url
+
+
+def replay(
+    folder: Path,
+    capture: Path,
+    target: str,
+    *,
+    watts: float | None = None,
+    exporter: str | None = None,
+    telemetry: bool = True,
+) -> Path:
+    """``capture`` replayed at its original timing with a stand-in GPU drawing ``watts`` (None:
+    no GPU telemetry at all), sampling ``exporter`` too when given; the replay's capture."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with pytest.MonkeyPatch.context() as mp:
+        if watts is None:
+            no_gpu(mp, folder)
+        else:
+            gpus_on_path(mp, folder, nvidia_smi(folder / "bin", constant_gpus(watts)))
+        out = folder / "out"
+        config = ReplayConfig(
+            capture, target, out, probe=False, telemetry=telemetry, telemetry_urls=(exporter,) if exporter else ()
+        )
+        summary = run_replay(config)
+    assert summary["completed"] == summary["sent"] and summary["ends"] == {"complete": summary["sent"]}
+    return out
+
+
+def stats(out: Path) -> dict[str, Any]:
+    with Analysis([out]) as a:
+        [group] = speed_stats(a)["groups"]
+    return group
+
+
+def measured(out: Path) -> tuple[float, int, int]:
+    """The run's own span (s), output tokens and completed requests, from its exchanges."""
+    with Analysis([out]) as a:
+        first, last, tokens, ok = a.sql(
+            "SELECT min(sent_wall_ns), max(end_wall_ns), sum(output_tokens) FILTER (WHERE ok), count(*) FILTER (WHERE ok) FROM metrics"
+        ).fetchall()[0]
+    return (last - first) / 1e9, int(tokens), int(ok)
+
+
+def telemetry_records(out: Path) -> list[dict[str, Any]]:
+    return [r for r in CaptureReader(out).records() if r["type"] == "telemetry"]
+
+
+def invoke(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory, source, slot_engine) -> Path:
+    return replay(tmp_path_factory.mktemp("full"), source, slot_engine[1], watts=WATTS)
+
+
+@pytest.fixture(scope="module")
+def half(tmp_path_factory, source, slot_engine) -> Path:
+    return replay(tmp_path_factory.mktemp("half"), source, slot_engine[1], watts=WATTS / 2)
+
+
+@pytest.fixture(scope="module")
+def dark(tmp_path_factory, source, slot_engine) -> Path:
+    """No NVML, no nvidia-smi, no RAPL: a machine with no power telemetry."""
+    return replay(tmp_path_factory.mktemp("dark"), source, slot_engine[1], watts=None)
+
+
+@pytest.fixture(scope="module")
+def dcgm_power(tmp_path_factory, source, slot_engine) -> Path:
+    """The GPU seen only through a DCGM exporter reporting its power (no energy counter)."""
+    with ServerThread(DcgmExporter(180.0, energy_counter=False)) as exporter:
+        return replay(tmp_path_factory.mktemp("dcgm"), source, slot_engine[1], watts=None, exporter=exporter.url + "/metrics")
+
+
+# -- energy per output token -------------------------------------------------------------------------
+
+
+def test_energy_per_output_token_is_power_times_span_over_tokens(full):
+    span_s, tokens, ok = measured(full)
+    assert (tokens, ok) == (100, 20)  # 20 requests of 5 tokens: the engine's own count, from usage
+    energy = stats(full)["energy"]
+    assert energy["source"] == SMI_SOURCE and energy["devices"] == 1
+    assert energy["mean_watts"] == pytest.approx(WATTS, rel=0.02)
+    assert energy["joules"] == pytest.approx(WATTS * span_s, rel=0.02)
+    assert energy["joules_per_output_token"] == pytest.approx(WATTS * span_s / tokens, rel=0.02)
+    assert energy["joules_per_request"] == pytest.approx(WATTS * span_s / ok, rel=0.02)
+    assert energy["watt_hours_per_session"] is None  # no sessions in this workload
+
+
+def test_half_the_power_is_half_the_energy_per_token_and_compare_says_so(full, half):
+    span_f, tokens_f, _ = measured(full)
+    span_h, tokens_h, _ = measured(half)
+    ef, eh = stats(full)["energy"], stats(half)["energy"]
+    assert eh["mean_watts"] == pytest.approx(WATTS / 2, rel=0.02)
+    assert eh["joules_per_output_token"] == pytest.approx(WATTS / 2 * span_h / tokens_h, rel=0.02)
+    # Must differ: half the power, half the energy per token (up to the two runs' spans).
+    expected = 0.5 * (span_h / tokens_h) / (span_f / tokens_f)
+    assert eh["joules_per_output_token"] / ef["joules_per_output_token"] == pytest.approx(expected, rel=0.02)
+    assert expected == pytest.approx(0.5, rel=0.05)
+    result = compare(full, half)["energy"]
+    assert result["same_source"] is True
+    assert result["ratio_joules_per_output_token"] == pytest.approx(expected, rel=0.02)
+    assert result["ratio_joules_per_output_token"] == pytest.approx(0.5, rel=0.05)
+    assert result["ratio_mean_watts"] == pytest.approx(0.5, rel=0.02)
+    # Must match: a run against itself.
+    itself = compare(full, full)["energy"]
+    assert itself["same_source"] is True
+    assert itself["ratio_joules_per_output_token"] == pytest.approx(1.0, abs=1e-9)
+    assert itself["ratio_joules_per_request"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_compare_prints_energy_beside_speed(full, half):
+    output = " ".join(invoke("compare", str(full), str(half)).split())  # rich wraps at the terminal's width
+    per_token_a = float(output.split("energy A: ")[1].split(" J per output token")[0])
+    assert per_token_a == pytest.approx(stats(full)["energy"]["joules_per_output_token"], rel=0.01)
+    assert f"240 W mean ({SMI_SOURCE})" in output and f"120 W mean ({SMI_SOURCE})" in output
+    ratio = float(output.split("energy B/A: ")[1].split("x per output token")[0])
+    assert ratio == pytest.approx(0.5, rel=0.05)
+    assert "different sources" not in output
+    as_json = json.loads(invoke("compare", str(full), str(half), "--json"))
+    assert as_json["energy"]["ratio_joules_per_output_token"] == pytest.approx(ratio, abs=0.001)
+
+
+# -- a DCGM exporter ----------------------------------------------------------------------------------
+
+
+def test_a_dcgm_exporters_power_is_integrated_when_there_is_no_other_gpu_telemetry(dcgm_power):
+    span_s, tokens, _ = measured(dcgm_power)
+    energy = stats(dcgm_power)["energy"]
+    assert energy["source"] == "GPU power samples, integrated (DCGM exporter)"
+    assert "DCGM" in energy["source"] and energy["devices"] == 1
+    assert energy["joules"] == pytest.approx(180.0 * span_s, rel=0.02)
+    assert energy["joules_per_output_token"] == pytest.approx(180.0 * span_s / tokens, rel=0.02)
+    with Analysis([dcgm_power]) as a:
+        sources = dict(
+            a.sql("SELECT source, count(*) FILTER (WHERE name = 'DCGM_FI_DEV_POWER_USAGE') FROM telemetry GROUP BY 1").fetchall()
+        )
+    assert sources["exporter"] >= 2 and "gpu" in sources  # the gpu source: one row saying why it is unknown
+
+
+def test_runs_measured_by_different_sources_are_flagged(full, dcgm_power):
+    result = compare(full, dcgm_power)["energy"]
+    assert result["same_source"] is False
+    assert result["ratio_mean_watts"] == pytest.approx(180.0 / WATTS, rel=0.02)
+    output = " ".join(invoke("compare", str(full), str(dcgm_power)).split())
+    assert "(measured by different sources: compare with care)" in output
+    assert "180 W mean (GPU power samples, integrated (DCGM exporter))" in output
+
+
+def test_a_dcgm_energy_counter_is_preferred_and_gives_rate_times_span(tmp_path, slot_engine):
+    src = workload(tmp_path / "src", 8, 0.2)  # 1.6 s of traffic: the run ends well after a 1 s round
+    rate_watts = 300.0
+    exporter_app = DcgmExporter(rate_watts)  # its counter rises 300 000 mJ a second
+    with ServerThread(exporter_app) as exporter:
+        out = replay(tmp_path / "run", src, slot_engine[1], watts=None, exporter=exporter.url + "/metrics")
+    span_s, tokens, _ = measured(out)
+    energy = stats(out)["energy"]
+    assert energy["source"] == "GPU energy counter (DCGM exporter)"
+    assert energy["joules"] == pytest.approx(rate_watts * span_s, rel=0.03)
+    assert energy["joules_per_output_token"] == pytest.approx(rate_watts * span_s / tokens, rel=0.03)
+
+
+# -- no power telemetry, no telemetry ------------------------------------------------------------------
+
+
+def test_without_power_telemetry_energy_is_unknown_and_the_cli_says_so(dark, full):
+    group = stats(dark)
+    assert group["energy"] is None and group["engine_state"] is None
+    with Analysis([dark]) as a:
+        rows = a.sql("SELECT source, name, unknown FROM telemetry WHERE source = 'gpu'").fetchall()
+    assert len(rows) == 1 and rows[0][1] is None and "no nvidia-smi on PATH" in rows[0][2]
+    said = invoke("stats", str(dark))
+    assert "energy: no power telemetry (a GPU through NVML or nvidia-smi, a DCGM exporter, or RAPL)" in said
+    # Must differ: with a GPU, the same command prints the energy line instead.
+    said = invoke("stats", str(full))
+    assert "energy: no power telemetry" not in said
+    [line] = [x for x in said.splitlines() if x.strip().startswith("energy (")]
+    assert f"energy ({SMI_SOURCE}, 1 device(s))" in line and f"mean_watts {WATTS:.1f}" in line
+    assert "engine: kv_cache_usage_max" not in said  # this engine has no /metrics: no engine state
+    as_json = json.loads(invoke("stats", str(dark), "--json"))
+    assert as_json["groups"][0]["energy"] is None
+
+
+def test_no_telemetry_means_no_telemetry_records_and_no_metrics_asked(tmp_path, source, slot_engine, full):
+    app, url = slot_engine
+    asked = app.metrics_asked
+    with pytest.MonkeyPatch.context() as mp:
+        gpus_on_path(mp, tmp_path, nvidia_smi(tmp_path / "bin", constant_gpus(WATTS)))
+        out = tmp_path / "off"
+        invoke("replay", str(source), "--target", url, "--out", str(out), "--no-probe", "--no-telemetry", "--json")
+    assert app.metrics_asked == asked, "--no-telemetry: the engine's /metrics is never asked"
+    assert telemetry_records(out) == []
+    assert len([r for r in CaptureReader(out).records() if r["type"] == "exchange"]) == 20
+    assert stats(out)["energy"] is None
+    assert json.loads(invoke("sql", "-q", "SELECT count(*) AS n FROM telemetry", str(out), "--json")) == [{"n": 0}]
+    # Must differ: telemetry on (the default), the same workload has records from every source.
+    assert {r["source"] for r in telemetry_records(full)} == {"engine", "gpu", "host"}
+
+
+def test_the_telemetry_table_in_infertap_sql(full):
+    query = "SELECT source, count(*) AS n, count(name) AS named, count(unknown) AS unknown FROM telemetry GROUP BY 1 ORDER BY 1"
+    rows = {r["source"]: r for r in json.loads(invoke("sql", query, str(full), "--json"))}
+    assert set(rows) == {"engine", "gpu", "host"}
+    # The engine (no /metrics): one row saying why, no samples.
+    assert rows["engine"] == {"source": "engine", "n": 1, "named": 0, "unknown": 1}
+    assert rows["gpu"]["named"] == rows["gpu"]["n"] >= 6 * 2  # six readings a round, a round each 0.25 s
+    assert rows["host"]["named"] >= 2 and rows["host"]["unknown"] == 0
+    power = json.loads(
+        invoke(
+            "sql",
+            "-q",
+            "SELECT device, min(value) AS lo, max(value) AS hi, count(*) AS n FROM telemetry WHERE name = 'gpu_power_watts' GROUP BY 1",
+            str(full),
+            "--json",
+        )
+    )
+    assert len(power) == 1 and power[0]["device"] == "0" and power[0]["lo"] == power[0]["hi"] == WATTS
+    reason = json.loads(invoke("sql", "-q", "SELECT unknown FROM telemetry WHERE source = 'engine'", str(full), "--json"))
+    assert reason[0]["unknown"].endswith("/metrics answered 404 (llama-server serves /metrics only with --metrics)")
+    # Joinable with exchanges on wall time: samples were taken while the requests ran.
+    [row] = json.loads(
+        invoke(
+            "sql",
+            "-q",
+            "SELECT count(*) AS during FROM telemetry t, (SELECT min(sent_wall_ns) a, max(end_wall_ns) b FROM metrics) m "
+            "WHERE t.name = 'gpu_power_watts' AND t.wall_ns BETWEEN m.a AND m.b",
+            str(full),
+            "--json",
+        )
+    )
+    assert row["during"] >= 4  # a 2 s run sampled each 0.25 s
+
+
+def test_exporters_that_cannot_be_read_are_recorded_as_such_and_nothing_is_lost(tmp_path, source, slot_engine):
+    page = Exposition("<html><body>Grafana login</body></html>")
+    with ServerThread(page) as html:
+        with pytest.raises(ConfigError, match="--telemetry-url 'gpu-node:9400/metrics': an http"):
+            ReplayConfig(source, slot_engine[1], tmp_path / "refused", telemetry_urls=("gpu-node:9400/metrics",))
+        assert not (tmp_path / "refused").exists()  # refused before anything was written or sent
+        exporters = (html.url + "/metrics", "http://127.0.0.1:1/metrics")
+        with pytest.MonkeyPatch.context() as mp:
+            gpus_on_path(mp, tmp_path, nvidia_smi(tmp_path / "bin", constant_gpus(WATTS)))
+            out = tmp_path / "out"
+            summary = run_replay(ReplayConfig(source, slot_engine[1], out, probe=False, telemetry_urls=exporters))
+    assert summary["completed"] == 20 and summary["ends"] == {"complete": 20}
+    reasons = [r["unknown"] for r in telemetry_records(out) if r["source"] == "exporter"]
+    assert len(reasons) == 2, reasons  # one each: a source is retried each 30 s, and recorded once per reason
+    assert any(r.startswith(f"{html.url}/metrics: not Prometheus text") for r in reasons), reasons
+    assert any(r.startswith("http://127.0.0.1:1/metrics: ") for r in reasons), reasons
+    assert not [r for r in telemetry_records(out) if r["source"] == "exporter" and r["samples"]]
+    span_s, tokens, _ = measured(out)
+    assert stats(out)["energy"]["joules_per_output_token"] == pytest.approx(WATTS * span_s / tokens, rel=0.02)
+
+
+@pytest.mark.parametrize("interval", ["0", "-1"])
+def test_a_telemetry_interval_that_is_not_positive_is_refused(tmp_path, slot_engine, interval):
+    src = workload(tmp_path / "src", 1, 0.1)
+    out = tmp_path / "out"
+    with pytest.MonkeyPatch.context() as mp:
+        no_gpu(mp, tmp_path)
+        result = CliRunner().invoke(
+            cli,
+            ["replay", str(src), "--target", slot_engine[1], "--out", str(out), "--no-probe", "--telemetry-interval", interval],
+        )
+    assert result.exit_code == 2, f"accepted; {len(telemetry_records(out))} telemetry records for one request"
+    assert "--telemetry-interval" in result.output
+    assert not out.exists()
+
+
+# -- engine state ----------------------------------------------------------------------------------------
+
+
+def test_engine_state_shows_a_queue_only_when_the_engine_is_overloaded(tmp_path):
+    slots = 4
+    app = VllmGauges(SlotEngine(slots, 0.2), slots)
+    with ServerThread(app) as server:
+        calm = replay(tmp_path / "calm", workload(tmp_path / "calm-src", 20, 0.1), server.url, watts=WATTS)
+        # 40 requests in 0.8 s: 50 a second against a capacity of 20, a queue for about 2 s.
+        busy = replay(tmp_path / "busy", workload(tmp_path / "busy-src", 40, 0.02), server.url, watts=WATTS)
+    calm_state, busy_state = stats(calm)["engine_state"], stats(busy)["engine_state"]
+    assert calm_state["requests_waiting_max"] == 0.0
+    assert busy_state["requests_waiting_max"] >= 5.0
+    assert 0.0 < calm_state["kv_cache_usage_max"] <= 1.0
+    assert busy_state["kv_cache_usage_max"] == 1.0
+    assert busy_state["preemptions"] is None and busy_state["prefix_cache_hit_rate"] is None  # not exposed
+    said = invoke("stats", str(busy))
+    [line] = [x for x in said.splitlines() if x.strip().startswith("engine: kv_cache_usage_max")]
+    assert "kv_cache_usage_max 1.000" in line and f"requests_waiting_max {busy_state['requests_waiting_max']:,.1f}" in line
+
+
+def test_record_samples_telemetry_unless_told_not_to(record, fake, tmp_path, monkeypatch):
+    app, url = fake
+    exe = nvidia_smi(tmp_path / "bin", constant_gpus(WATTS))
+    monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")  # for the recorder's process
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for name, extra in (("on", ()), ("off", ("--no-telemetry",))):
+        asked = app.metrics_asked
+        rec = record(url, "--telemetry-interval", "0.1", *extra, name=name)
+        assert httpx.post(f"{rec.url}/v1/chat/completions", json=body, timeout=10).status_code == 200
+        rec.stop()
+        assert len(rec.exchanges()) == 1
+        telemetry = [r for r in rec.records() if r["type"] == "telemetry"]
+        if name == "off":
+            assert telemetry == [] and app.metrics_asked == asked
+        else:
+            assert app.metrics_asked > asked
+            assert {r["source"] for r in telemetry} >= {"engine", "host"}
+            [engine] = [r for r in telemetry if r["source"] == "engine"]
+            assert engine["samples"] == [] and "answered 404" in engine["unknown"]

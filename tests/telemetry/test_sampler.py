@@ -1,0 +1,194 @@
+"""The sampling thread (infertap.telemetry.Sampler): rounds at their interval, a source that can't
+be read recorded once per reason, exporters and the engine told apart, close() that stops it.
+Sources are real (Prometheus endpoints on loopback, the host) or stand-ins for a GPU."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from statistics import median
+from typing import Any
+
+from infertap.telemetry import Sampler, TelemetryConfig, start_telemetry
+from tests.fake_upstream import ServerThread
+from tests.telemetry.stand_ins import DcgmExporter, Exposition, constant_gpus, gpus_on_path, no_gpu, nvidia_smi, smi_calls
+
+LLAMA = "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 2\n"
+
+
+class Records:
+    """What the sampler writes (a capture writer's ``write`` in the recorders)."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    def __call__(self, record: Mapping[str, Any]) -> None:
+        self.items.append(dict(record))
+
+    def of(self, source: str) -> list[dict[str, Any]]:
+        return [r for r in list(self.items) if r["source"] == source]
+
+    def unknown(self, source: str) -> list[str]:
+        return [r["unknown"] for r in self.of(source) if "unknown" in r]
+
+    def sampled(self, source: str) -> list[dict[str, Any]]:
+        return [r for r in self.of(source) if "unknown" not in r]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+def telemetry_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "infertap-telemetry"]
+
+
+def test_rounds_come_at_roughly_their_interval(tmp_path, monkeypatch):
+    gpus_on_path(monkeypatch, tmp_path, nvidia_smi(tmp_path / "bin", constant_gpus(150.0)))
+    fast, slow = Records(), Records()
+    with (
+        Sampler(TelemetryConfig(host=False, interval_s=0.1), fast),
+        Sampler(TelemetryConfig(host=False, interval_s=0.5), slow),
+    ):
+        time.sleep(2.0)
+    rounds = fast.sampled("gpu")
+    assert 6 <= len(rounds) <= 30, len(rounds)  # 2 s at 0.1 s: about 20
+    gaps = [b["wall"] - a["wall"] for a, b in zip(rounds, rounds[1:], strict=False)]
+    assert all(g > 0 for g in gaps), "rounds in time order"
+    assert 0.05 <= median(gaps) <= 0.4, gaps
+    assert 2 <= len(slow.sampled("gpu")) <= 8  # 2 s at 0.5 s: about 5
+    assert len(rounds) >= 2 * len(slow.sampled("gpu")), "a shorter interval samples more often"
+    # Each round: one source's samples, [name, labels, value], the same names every time.
+    first = rounds[0]
+    assert first["type"] == "telemetry"
+    assert ["gpu_power_watts", {"gpu": "0"}, 150.0] in first["samples"]
+    assert all({s[0] for s in r["samples"]} == {s[0] for s in first["samples"]} for r in rounds)
+    assert not fast.of("host") and not fast.of("engine"), "only what was asked for"
+
+
+def test_a_source_that_cannot_be_read_is_recorded_once_per_reason(tmp_path, monkeypatch):
+    no_gpu(monkeypatch, tmp_path)
+    page = Exposition(status=404)
+    records = Records()
+    with ServerThread(page) as server:
+        url = server.url + "/metrics"
+        config = TelemetryConfig(exporters=(url,), gpu=False, host=False, engine_interval_s=0.05, retry_s=0.05)
+        with Sampler(config, records):
+            wait_for(lambda: page.asked["/metrics"] >= 6)  # retried over and over, the same 404
+            assert len(records.unknown("exporter")) == 1
+            assert records.unknown("exporter")[0] == f"{url} answered 404 (llama-server serves /metrics only with --metrics)"
+            page.status = 500  # another reason: recorded
+            wait_for(lambda: len(records.unknown("exporter")) == 2)
+            asked = page.asked["/metrics"]
+            wait_for(lambda: page.asked["/metrics"] >= asked + 4)
+            assert len(records.unknown("exporter")) == 2, "the same reason again is not recorded again"
+            assert "answered 500" in records.unknown("exporter")[1]
+            page.status, page.text = 200, LLAMA  # it comes back
+            wait_for(lambda: bool(records.sampled("exporter")))
+            assert records.sampled("exporter")[0]["samples"] == [["llamacpp:requests_processing", {}, 2.0]]
+            page.status = 500  # and fails again, for the reason it failed before: recorded again
+            wait_for(lambda: len(records.unknown("exporter")) == 3)
+    assert [r.split(" answered ")[1][:3] for r in records.unknown("exporter")] == ["404", "500", "500"]
+    assert not records.of("gpu") and not records.of("host")
+
+
+def test_a_gpu_that_is_not_there_is_recorded_once_and_found_when_it_appears(tmp_path, monkeypatch):
+    no_gpu(monkeypatch, tmp_path)
+    records = Records()
+    with Sampler(TelemetryConfig(interval_s=0.05, retry_s=0.05), records):
+        wait_for(lambda: len(records.sampled("host")) >= 8)  # the host goes on being sampled meanwhile
+        [reason] = records.unknown("gpu")
+        assert reason.startswith("no GPU telemetry: NVML unavailable") and reason.endswith("and no nvidia-smi on PATH")
+        gpus_on_path(monkeypatch, tmp_path, nvidia_smi(tmp_path / "bin", constant_gpus(80.0)))  # the driver arrives
+        wait_for(lambda: bool(records.sampled("gpu")))
+    assert len(records.unknown("gpu")) == 1
+    assert ["gpu_power_watts", {"gpu": "0"}, 80.0] in records.sampled("gpu")[0]["samples"]
+    assert all(r["samples"][0][0] == "host_cpu_percent" for r in records.sampled("host"))
+
+
+def test_the_engine_and_exporters_are_told_apart_and_only_the_engine_gets_its_key(tmp_path, monkeypatch):
+    no_gpu(monkeypatch, tmp_path)
+    engine, exporter = Exposition(LLAMA), Exposition(DcgmExporter(120.0, energy_counter=False).text())
+    records = Records()
+    with ServerThread(engine) as e, ServerThread(exporter) as x:
+        config = TelemetryConfig(
+            engine_url=e.url + "/",
+            exporters=(x.url + "/metrics",),
+            gpu=False,
+            host=False,
+            engine_interval_s=0.1,
+            headers={"Authorization": "Bearer engine-key"},
+        )
+        with Sampler(config, records):
+            wait_for(lambda: len(records.sampled("engine")) >= 2 and len(records.sampled("exporter")) >= 2)
+    engine_names = {s[0] for r in records.sampled("engine") for s in r["samples"]}
+    exporter_names = {s[0] for r in records.sampled("exporter") for s in r["samples"]}
+    assert engine_names == {"llamacpp:requests_processing"}
+    assert exporter_names == {"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK"}
+    power = [s for r in records.sampled("exporter") for s in r["samples"] if s[0] == "DCGM_FI_DEV_POWER_USAGE"]
+    assert all(s[1]["gpu"] == "0" and s[2] == 120.0 for s in power)
+    assert set(engine.asked) == {"/metrics"} and set(exporter.asked) == {"/metrics"}
+    assert all(h.get("authorization") == "Bearer engine-key" for h in engine.headers)
+    assert not any("authorization" in h for h in exporter.headers), "the engine's key is not sent to exporters"
+
+
+def test_a_source_that_breaks_does_not_stop_the_others(tmp_path, monkeypatch):
+    gpus_on_path(monkeypatch, tmp_path, nvidia_smi(tmp_path / "bin", constant_gpus(150.0)))
+
+    def broken(self: Any) -> list[Any]:
+        raise RuntimeError("psutil exploded")
+
+    monkeypatch.setattr("infertap.telemetry.host.HostSource.sample", broken)
+    records = Records()
+    with Sampler(TelemetryConfig(interval_s=0.05, retry_s=0.05), records):
+        wait_for(lambda: len(records.sampled("gpu")) >= 5)
+    assert records.unknown("host") == ["RuntimeError('psutil exploded')"]
+    assert not records.sampled("host")
+
+
+def test_close_stops_the_thread_and_nothing_is_written_after(tmp_path, monkeypatch):
+    gpus_on_path(monkeypatch, tmp_path, nvidia_smi(tmp_path / "bin", constant_gpus(150.0)))
+    records = Records()
+    page = Exposition(LLAMA)
+    before = set(telemetry_threads())  # any other test's sampler left running is not this one's
+    with ServerThread(page) as server:
+        sampler = start_telemetry(True, server.url, (), 0.05, {}, records)
+        assert sampler is not None
+        wait_for(lambda: len(records.sampled("gpu")) >= 3 and len(records.sampled("engine")) >= 1)
+        [mine] = set(telemetry_threads()) - before
+        started = time.monotonic()
+        sampler.close()
+        assert time.monotonic() - started < 5.0
+        assert not mine.is_alive()
+        written, asked = len(records.items), page.asked["/metrics"]
+        time.sleep(0.5)
+        assert len(records.items) == written and page.asked["/metrics"] == asked
+    assert start_telemetry(False, "http://127.0.0.1:9", (), 0.25, {}, records) is None
+    assert set(telemetry_threads()) <= before
+
+
+def test_close_does_not_wait_out_a_long_interval(tmp_path, monkeypatch):
+    no_gpu(monkeypatch, tmp_path)
+    records = Records()
+    before = set(telemetry_threads())
+    sampler = Sampler(TelemetryConfig(gpu=False, interval_s=60.0), records).start()
+    wait_for(lambda: len(records.sampled("host")) == 1)
+    [mine] = set(telemetry_threads()) - before
+    started = time.monotonic()
+    sampler.close()
+    assert time.monotonic() - started < 5.0, "close() must wake the thread, not wait for the next round"
+    assert not mine.is_alive()
+
+
+def test_nvidia_smi_is_run_once_per_round_for_every_gpu(tmp_path, monkeypatch):
+    exe = nvidia_smi(tmp_path / "bin", constant_gpus(150.0, 50.0))
+    gpus_on_path(monkeypatch, tmp_path, exe)
+    records = Records()
+    with Sampler(TelemetryConfig(host=False, interval_s=0.05), records):
+        wait_for(lambda: len(records.sampled("gpu")) >= 4)
+    assert len(smi_calls(exe)) == len(records.sampled("gpu")), "one nvidia-smi process per round, both GPUs in it"
+    assert all(len(r["samples"]) == 12 for r in records.sampled("gpu"))

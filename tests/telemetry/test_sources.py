@@ -1,0 +1,366 @@
+"""Telemetry sources one at a time: Prometheus text (an engine's /metrics, a DCGM exporter),
+GPUs through nvidia-smi and through NVML, the host's RAPL counters. The GPU is a stand-in (an
+nvidia-smi answering the documented CSV, a pynvml-shaped module); the rest is real."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from infertap.telemetry.gpu import NvmlSource, SmiSource, gpu_source
+from infertap.telemetry.host import HostSource
+from infertap.telemetry.prometheus import PrometheusSource, parse
+from infertap.telemetry.samples import Sample, SourceError
+from tests.fake_upstream import ServerThread
+from tests.telemetry.stand_ins import (
+    MISSING,
+    NVML_ERROR_NOT_SUPPORTED,
+    SMI_FIELDS,
+    SMI_FIELDS_OLD,
+    DcgmExporter,
+    Exposition,
+    NVMLError,
+    fake_nvml,
+    gpus_on_path,
+    no_gpu,
+    nvidia_smi,
+    nvml_device,
+    smi_calls,
+)
+
+# vLLM's exposition (prometheus_client's text format), abridged: gauges, a counter, a histogram.
+VLLM = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="Qwen/Qwen3-8B"} 3.0
+vllm:num_requests_running{engine="1",model_name="Qwen/Qwen3-8B"} 5.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="Qwen/Qwen3-8B"} 2.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-8B"} 0.4375
+# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0",model_name="Qwen/Qwen3-8B"} 17.0
+# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.
+# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="0.3",model_name="Qwen/Qwen3-8B"} 1.0
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="0.5",model_name="Qwen/Qwen3-8B"} 2.0
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="+Inf",model_name="Qwen/Qwen3-8B"} 4.0
+vllm:e2e_request_latency_seconds_count{engine="0",model_name="Qwen/Qwen3-8B"} 4.0
+vllm:e2e_request_latency_seconds_sum{engine="0",model_name="Qwen/Qwen3-8B"} 2.75
+"""
+
+
+def by_name(samples: list[Sample]) -> dict[str, list[Sample]]:
+    out: dict[str, list[Sample]] = {}
+    for s in samples:
+        out.setdefault(s.name, []).append(s)
+    return out
+
+
+# -- Prometheus -------------------------------------------------------------------------------------
+
+
+def test_prometheus_text_keeps_gauges_counters_and_histogram_summaries_but_not_buckets():
+    samples = parse(VLLM)
+    names = by_name(samples)
+    assert not [s for s in samples if s.name.endswith("_bucket")], "histogram buckets must be dropped"
+    assert set(names) == {
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_preemptions_total",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_sum",
+    }
+    # The histogram's summaries are kept, with their labels; the counter is its raw running total.
+    assert names["vllm:e2e_request_latency_seconds_sum"] == [
+        Sample("vllm:e2e_request_latency_seconds_sum", {"engine": "0", "model_name": "Qwen/Qwen3-8B"}, 2.75)
+    ]
+    assert [s.value for s in names["vllm:e2e_request_latency_seconds_count"]] == [4.0]
+    assert [s.value for s in names["vllm:num_preemptions_total"]] == [17.0]
+    # One series per label set: the two engines' gauges are told apart, never merged.
+    running = {s.labels["engine"]: s.value for s in names["vllm:num_requests_running"]}
+    assert running == {"0": 3.0, "1": 5.0}
+    assert names["vllm:kv_cache_usage_perc"][0].labels == {"engine": "0", "model_name": "Qwen/Qwen3-8B"}
+
+
+def test_two_expositions_that_differ_in_one_value_parse_differently():
+    assert parse(VLLM) == parse(VLLM)
+    changed = VLLM.replace(
+        'vllm:num_requests_waiting{engine="0",model_name="Qwen/Qwen3-8B"} 2.0',
+        'vllm:num_requests_waiting{engine="0",model_name="Qwen/Qwen3-8B"} 9.0',
+    )
+    assert parse(changed) != parse(VLLM)
+    [waiting] = by_name(parse(changed))["vllm:num_requests_waiting"]
+    assert waiting.value == 9.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<html><body><h1>404 Not Found</h1></body></html>",
+        '{"detail": "Not Found"}',
+        'vllm:num_requests_running{engine="0" 3\n',
+        "vllm:num_requests_running three\n",
+    ],
+    ids=["html", "json", "unclosed-labels", "not-a-number"],
+)
+def test_text_that_is_not_prometheus_is_a_source_error_naming_where(text):
+    with pytest.raises(SourceError, match=r"^http://gpu-node:9400/metrics: not Prometheus text"):
+        parse(text, "http://gpu-node:9400/metrics")
+
+
+def test_sample_names_are_recorded_as_the_endpoint_exposes_them():
+    exporter = DcgmExporter(200.0)
+    llama = "# HELP llamacpp:n_tokens_max Largest observed sequence length\n# TYPE llamacpp:n_tokens_max counter\nllamacpp:n_tokens_max 38\n"
+    names = {s.name for s in parse(exporter.text() + llama)}
+    assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in names
+    assert "llamacpp:n_tokens_max" in names
+
+
+def test_prometheus_source_reads_an_exporter_and_says_why_it_cannot():
+    exporter = DcgmExporter(200.0)
+    with ServerThread(exporter) as server:
+        source = PrometheusSource(server.url + "/metrics", "exporter")
+        try:
+            samples = by_name(source.sample())
+            assert [s.value for s in samples["DCGM_FI_DEV_POWER_USAGE"]] == [200.0]
+            assert samples["DCGM_FI_DEV_POWER_USAGE"][0].labels["gpu"] == "0"
+            wrong = PrometheusSource(server.url + "/not-metrics", "exporter")
+            with pytest.raises(SourceError, match=r"/not-metrics answered 404"):
+                wrong.sample()
+            wrong.close()
+        finally:
+            source.close()
+
+
+def test_a_page_that_is_not_prometheus_text_is_an_error_not_samples():
+    page = Exposition("<html>login required</html>")
+    with ServerThread(page) as server:
+        source = PrometheusSource(server.url + "/metrics", "engine")
+        with pytest.raises(SourceError, match="not Prometheus text"):
+            source.sample()
+        page.text = "llamacpp:requests_processing 1\n"  # the same endpoint, now answering
+        assert source.sample() == [Sample("llamacpp:requests_processing", {}, 1.0)]
+        source.close()
+
+
+def test_credentials_in_an_exporter_url_never_reach_the_message():
+    page = Exposition(status=503)
+    with ServerThread(page) as server:
+        port = server.url.rsplit(":", 1)[1]
+        url = f"http://admin:hunter2@127.0.0.1:{port}/metrics?token=s3cr3t"
+        source = PrometheusSource(url, "exporter")
+        with pytest.raises(SourceError) as answered:
+            source.sample()
+        source.close()
+    assert "answered 503" in str(answered.value)
+    refused = PrometheusSource(url, "exporter", timeout=1.0)  # the server is gone: connection refused
+    with pytest.raises(SourceError) as unreachable:
+        refused.sample()
+    refused.close()
+    for message in (str(answered.value), str(unreachable.value)):
+        assert "hunter2" not in message and "s3cr3t" not in message, message
+        assert f"127.0.0.1:{port}/metrics" in message
+
+
+# -- nvidia-smi -------------------------------------------------------------------------------------
+
+
+def test_nvidia_smi_csv_becomes_scaled_samples_per_gpu(tmp_path):
+    exe = nvidia_smi(
+        tmp_path / "bin",
+        [
+            "0, 312.45, 87, 40000, 1980, 65, 0x0000000000000004",
+            "1, 71.20, 3, 1000, 345, 40, 0x0000000000000001",
+        ],
+    )
+    samples = SmiSource(str(exe)).sample()
+    got = {(s.name, s.labels["gpu"]): s.value for s in samples}
+    assert got == {
+        ("gpu_power_watts", "0"): 312.45,
+        ("gpu_utilization_percent", "0"): 87.0,
+        ("gpu_memory_used_bytes", "0"): 40000 * 1024 * 1024,  # MiB -> bytes
+        ("gpu_sm_clock_mhz", "0"): 1980.0,
+        ("gpu_temperature_celsius", "0"): 65.0,
+        ("gpu_clock_event_reasons", "0"): 4.0,  # hex bitmask
+        ("gpu_power_watts", "1"): 71.2,
+        ("gpu_utilization_percent", "1"): 3.0,
+        ("gpu_memory_used_bytes", "1"): 1000 * 1024 * 1024,
+        ("gpu_sm_clock_mhz", "1"): 345.0,
+        ("gpu_temperature_celsius", "1"): 40.0,
+        ("gpu_clock_event_reasons", "1"): 1.0,
+    }
+    assert smi_calls(exe) == [f"--query-gpu={SMI_FIELDS} --format=csv,noheader,nounits"]
+
+
+def test_cells_nvidia_smi_cannot_fill_are_skipped_and_the_rest_kept(tmp_path):
+    exe = nvidia_smi(
+        tmp_path / "bin",
+        ["0, [N/A], 12, 2048, [Not Supported], 51, [Not Supported]", "1, 250.00, [N/A], 4096, 1410, [N/A], 0x0"],
+    )
+    got = {(s.name, s.labels["gpu"]): s.value for s in SmiSource(str(exe)).sample()}
+    assert got == {
+        ("gpu_utilization_percent", "0"): 12.0,
+        ("gpu_memory_used_bytes", "0"): 2048 * 1024 * 1024,
+        ("gpu_temperature_celsius", "0"): 51.0,
+        ("gpu_power_watts", "1"): 250.0,
+        ("gpu_memory_used_bytes", "1"): 4096 * 1024 * 1024,
+        ("gpu_sm_clock_mhz", "1"): 1410.0,
+        ("gpu_clock_event_reasons", "1"): 0.0,
+    }
+
+
+@pytest.mark.parametrize("reject_on", ["stdout", "stderr"])
+def test_a_driver_before_535_is_asked_the_older_reasons_field_and_only_once_refused(tmp_path, reject_on):
+    exe = nvidia_smi(
+        tmp_path / "bin", ["0, 100.00, 50, 1024, 1410, 60, 0x0000000000000020"], old_driver=True, reject_on=reject_on
+    )
+    source = SmiSource(str(exe))
+    first = {s.name: s.value for s in source.sample()}
+    second = {s.name: s.value for s in source.sample()}
+    assert first == second
+    assert first["gpu_clock_event_reasons"] == 0x20 and first["gpu_power_watts"] == 100.0
+    new, old = (f"--query-gpu={fields} --format=csv,noheader,nounits" for fields in (SMI_FIELDS, SMI_FIELDS_OLD))
+    assert smi_calls(exe) == [new, old, old], "after one refusal the older field is asked directly"
+
+
+def test_the_newer_field_is_kept_when_the_driver_accepts_it(tmp_path):
+    exe = nvidia_smi(tmp_path / "bin", ["0, 100.00, 50, 1024, 1410, 60, 0x0"])
+    source = SmiSource(str(exe))
+    source.sample()
+    source.sample()
+    assert all("clocks_event_reasons.active" in call for call in smi_calls(exe))
+
+
+def test_nvidia_smi_failing_is_a_source_error_with_its_message(tmp_path):
+    message = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    exe = nvidia_smi(tmp_path / "bin", [], fail=message)
+    with pytest.raises(SourceError, match=r"nvidia-smi exited 9: NVIDIA-SMI has failed because it couldn't communicate"):
+        SmiSource(str(exe)).sample()
+    assert len(smi_calls(exe)) == 1  # a failure that is not about the reasons field: no second try
+
+
+def test_gpu_source_falls_back_to_nvidia_smi_and_says_when_there_is_neither(tmp_path, monkeypatch):
+    exe = nvidia_smi(tmp_path / "bin", ["0, 100.00, 50, 1024, 1410, 60, 0x0"])
+    gpus_on_path(monkeypatch, tmp_path, exe)
+    source = gpu_source()
+    assert isinstance(source, SmiSource)
+    assert {s.name for s in source.sample()} >= {"gpu_power_watts", "gpu_memory_used_bytes"}
+    no_gpu(monkeypatch, tmp_path)
+    with pytest.raises(SourceError, match="no GPU telemetry: NVML unavailable .* and no nvidia-smi on PATH"):
+        gpu_source()
+
+
+def test_gpu_source_prefers_nvml_when_it_initialises(tmp_path, monkeypatch):
+    exe = nvidia_smi(tmp_path / "bin", ["0, 100.00, 50, 1024, 1410, 60, 0x0"])
+    gpus_on_path(monkeypatch, tmp_path, exe)
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml([nvml_device()]))
+    assert isinstance(gpu_source(), NvmlSource)
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml([nvml_device()], init_error=9))  # no driver
+    assert isinstance(gpu_source(), SmiSource)
+
+
+# -- NVML -------------------------------------------------------------------------------------------
+
+
+def test_nvml_readings_are_scaled_to_watts_joules_and_bytes():
+    nvml = fake_nvml([nvml_device(), nvml_device(power=45_500, energy=2_500, event_reasons=0)])
+    samples = NvmlSource(nvml).sample()
+    got = {(s.name, s.labels["gpu"]): s.value for s in samples}
+    assert got == {
+        ("gpu_power_watts", "0"): 150.0,  # mW
+        ("gpu_energy_joules", "0"): 1_000_000.0,  # mJ
+        ("gpu_utilization_percent", "0"): 87.0,
+        ("gpu_memory_used_bytes", "0"): float(40 * 1024**3),
+        ("gpu_sm_clock_mhz", "0"): 1980.0,
+        ("gpu_temperature_celsius", "0"): 65.0,
+        ("gpu_clock_event_reasons", "0"): 4.0,
+        ("gpu_power_watts", "1"): 45.5,
+        ("gpu_energy_joules", "1"): 2.5,
+        ("gpu_utilization_percent", "1"): 87.0,
+        ("gpu_memory_used_bytes", "1"): float(40 * 1024**3),
+        ("gpu_sm_clock_mhz", "1"): 1980.0,
+        ("gpu_temperature_celsius", "1"): 65.0,
+        ("gpu_clock_event_reasons", "1"): 0.0,
+    }
+
+
+def test_a_reading_nvml_refuses_is_not_asked_again_and_the_others_still_are():
+    nvml = fake_nvml([nvml_device(energy=NVMLError(NVML_ERROR_NOT_SUPPORTED))])
+    source = NvmlSource(nvml)
+    rounds = [{s.name: s.value for s in source.sample()} for _ in range(3)]
+    assert all(r == rounds[0] for r in rounds)
+    assert "gpu_energy_joules" not in rounds[0]
+    assert set(rounds[0]) == {
+        "gpu_power_watts",
+        "gpu_utilization_percent",
+        "gpu_memory_used_bytes",
+        "gpu_sm_clock_mhz",
+        "gpu_temperature_celsius",
+        "gpu_clock_event_reasons",
+    }
+    assert nvml.calls["nvmlDeviceGetTotalEnergyConsumption"] == 1, "a refused reading is asked once"
+    assert nvml.calls["nvmlDeviceGetPowerUsage"] == 3
+
+
+def test_nvml_failing_to_initialise_is_a_source_error():
+    nvml = fake_nvml([nvml_device()], init_error=9)  # NVML_ERROR_DRIVER_NOT_LOADED
+    with pytest.raises(SourceError, match=r"^NVML: NVML error 9$"):
+        NvmlSource(nvml)
+
+
+def test_closing_nvml_shuts_it_down():
+    nvml = fake_nvml([nvml_device()])
+    source = NvmlSource(nvml)
+    source.close()
+    assert nvml.calls["nvmlShutdown"] == 1
+
+
+def test_a_reading_one_gpu_refuses_is_still_read_on_the_others():
+    nvml = fake_nvml([nvml_device(), nvml_device(energy=NVMLError(NVML_ERROR_NOT_SUPPORTED))])
+    source = NvmlSource(nvml)
+    for _ in range(3):
+        energy = [s for s in source.sample() if s.name == "gpu_energy_joules"]
+        assert [s.labels["gpu"] for s in energy] == ["0"]
+
+
+def test_nvml_on_a_driver_before_535_reads_the_throttle_reasons():
+    nvml = fake_nvml([nvml_device(event_reasons=MISSING, throttle_reasons=0x20)])
+    source = NvmlSource(nvml)
+    for _ in range(2):
+        reasons = [s.value for s in source.sample() if s.name == "gpu_clock_event_reasons"]
+        assert reasons == [32.0]
+
+
+# -- the host ---------------------------------------------------------------------------------------
+
+
+def test_rapl_package_counters_are_read_in_joules_and_sub_zones_skipped(tmp_path, monkeypatch):
+    powercap = tmp_path / "powercap"
+    for zone, name, microjoules in (
+        ("intel-rapl:0", "package-0", 123_456_789),
+        ("intel-rapl:1", "package-1", 5_000_000),
+        ("intel-rapl:0:0", "core", 99),  # a sub-zone of package 0: already counted in it
+    ):
+        (powercap / zone).mkdir(parents=True)
+        (powercap / zone / "name").write_text(name + "\n")
+        (powercap / zone / "energy_uj").write_text(f"{microjoules}\n")
+    monkeypatch.setattr("infertap.telemetry.host._RAPL", powercap)
+    source = HostSource()
+    rapl = {s.labels["zone"]: s.value for s in source.sample() if s.name == "host_rapl_energy_joules"}
+    assert rapl == {"intel-rapl:0:package-0": 123.456789, "intel-rapl:1:package-1": 5.0}
+    (powercap / "intel-rapl:1" / "energy_uj").write_text("6500000\n")  # the counter moved on
+    rapl = {s.labels["zone"]: s.value for s in source.sample() if s.name == "host_rapl_energy_joules"}
+    assert rapl == {"intel-rapl:0:package-0": 123.456789, "intel-rapl:1:package-1": 6.5}
+
+
+def test_the_host_is_sampled_without_rapl(tmp_path, monkeypatch):
+    monkeypatch.setattr("infertap.telemetry.host._RAPL", tmp_path / "none")
+    samples = HostSource().sample()
+    assert [s.name for s in samples] == ["host_cpu_percent"]
+    assert 0.0 <= samples[0].value <= 100.0
