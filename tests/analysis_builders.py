@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
+
+if TYPE_CHECKING:
+    from infertap.analysis import Analysis
 
 MS = 1_000_000  # ns
 RECORDER = {"kind": "proxy", "upstream": "http://engine.test", "pid": 1}
@@ -136,3 +140,7 @@ def write_capture(path: Path, records: list[dict[str, Any]], recorder: dict[str,
             writer.write(rec)
     assert writer.error is None
     return path
+
+
+#: Writes records as a capture and loads it (the ``load`` fixture of tests/analysis/conftest.py).
+Load = Callable[[list[dict[str, Any]]], "Analysis"]

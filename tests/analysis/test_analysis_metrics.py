@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,30 +13,14 @@ from tests.analysis_builders import (
     JSON_HEADERS,
     MS,
     SSE_HEADERS,
+    Load,
     body,
     encoded_chunks,
     enrichment,
     event,
     exchange,
     sse,
-    write_capture,
 )
-
-Load = Callable[[list[dict[str, Any]]], Analysis]
-
-
-@pytest.fixture
-def load(tmp_path: Path) -> Iterator[Load]:
-    opened: list[Analysis] = []
-
-    def _load(records: list[dict[str, Any]]) -> Analysis:
-        path = write_capture(tmp_path / f"cap{len(opened)}", records)
-        opened.append(Analysis([path], cache_dir=tmp_path / "cache"))
-        return opened[-1]
-
-    yield _load
-    for a in opened:
-        a.close()
 
 
 def metric(a: Analysis, xid: str) -> dict[str, Any]:

@@ -4,33 +4,14 @@ every chunk time and token count is set by the test."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from infertap.analysis import Analysis
 from infertap.analysis.slo import LATENCY, SLO, evaluate, parse_slo, parse_slos
 from infertap.errors import ConfigError
 from infertap.quantiles import quantile
-from tests.analysis_builders import JSON_HEADERS, MS, body, event, exchange, sse, write_capture
-
-Load = Callable[[list[dict[str, Any]]], Analysis]
-
-
-@pytest.fixture
-def load(tmp_path: Path) -> Iterator[Load]:
-    opened: list[Analysis] = []
-
-    def _load(records: list[dict[str, Any]]) -> Analysis:
-        path = write_capture(tmp_path / f"cap{len(opened)}", records)
-        opened.append(Analysis([path], cache_dir=tmp_path / "cache"))
-        return opened[-1]
-
-    yield _load
-    for a in opened:
-        a.close()
+from tests.analysis_builders import JSON_HEADERS, MS, Load, body, event, exchange, sse
 
 
 def streamed(
