@@ -8,6 +8,7 @@ divergence is shown next to A's divergence from itself: the noise floor.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import statistics
@@ -140,6 +141,18 @@ def energy(a: Run, b: Run) -> dict[str, Any]:
         "same_source": bool(a.energy and b.energy and ea.get("source") == eb.get("source")),
         "engine_state": {"a": a.engine_state, "b": b.engine_state},
     }
+
+
+def engine_state_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """What the engine went through that differs between the runs (queueing, cache, preemptions):
+    a cause to read before the speed, listed where both sides know it and the values differ."""
+    if not a or not b:
+        return []
+    return [
+        {"name": name, "a": a[name], "b": b[name]}
+        for name in a
+        if a[name] is not None and b.get(name) is not None and not math.isclose(a[name], b[name], rel_tol=0.05, abs_tol=1e-9)
+    ]
 
 
 def _ratio_of(b: float | None, a: float | None) -> float | None:
@@ -355,6 +368,7 @@ def compare(
             "snapshots": snapshot_diff(a.snapshot, b.snapshot),
             "snapshot_missing": [side for side, run in (("A", a), ("B", b)) if run.snapshot is None],
             "settings": settings_diff(enr),
+            "engine_state": engine_state_diff(a.engine_state, b.engine_state),
             "prompts": {"compared": len(prompts), "equal": why.pop("equal", 0), "differences": dict(why.most_common())},
         },
         "speed": speed(a, b, pairs),

@@ -19,9 +19,9 @@ from .store import Analysis
 
 #: Energy sources, best first: (telemetry name, kind, scale to joules or watts, what the result says).
 SOURCES = (
-    ("gpu_energy_joules", "counter", 1.0, "GPU energy counter (NVML)"),
+    ("gpu_energy_joules", "counter", 1.0, "GPU energy counter (NVML or amdsmi)"),
     ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", 1e-3, "GPU energy counter (DCGM exporter)"),
-    ("gpu_power_watts", "power", 1.0, "GPU power samples, integrated (NVML or nvidia-smi)"),
+    ("gpu_power_watts", "power", 1.0, "GPU power samples, integrated (NVML, amdsmi or nvidia-smi)"),
     ("DCGM_FI_DEV_POWER_USAGE", "power", 1.0, "GPU power samples, integrated (DCGM exporter)"),
     ("host_rapl_energy_joules", "counter", 1.0, "CPU package energy counter (RAPL)"),
 )

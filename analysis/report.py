@@ -1,215 +1,36 @@
 """``report``: one self-contained HTML file (no scripts, no network) with the tables and plots.
 
 Plots are inline SVG drawn here: TTFT and TPOT distributions side by side, latency over time,
-the positions of first divergence, with the configuration diff at the top. ``line_svg`` draws the
-capacity curves of a sweep's report (infertap.analysis.sweep_report).
+the positions of first divergence, with the configuration diff at the top; the drawing itself is
+in ``svg`` (shared with the sweep report and the telemetry plots).
 """
 
 from __future__ import annotations
 
 import html
-import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from infertap.errors import ConfigError
 
 from .compare import compare
+from .report_telemetry import telemetry_plots
 from .store import Analysis
-
-COLORS = ("#1f77b4", "#d62728")
-W, H = 560, 240
-LEFT, RIGHT, TOP, BOTTOM = 64, 24, 10, 42  # room for tick labels like 20,000 and the axis titles
-PLOT_W, PLOT_H = W - LEFT - RIGHT, H - TOP - BOTTOM
-
-
-def number(v: float, digits: int = 4, *, trim: bool = True) -> str:
-    """``v`` in plain notation, never 1.289e+04: 0.85, 12.3, 1,289, 64,213.
-
-    ``digits`` significant digits, but the whole part is never rounded; ``trim``: trailing zeros
-    dropped (2.5, not 2.500); else kept, so a column of ratios reads alike (1.00, 0.987, 12.3).
-    """
-    rounded = abs(float(f"{v:.{digits}g}"))  # 9.996 rounds to 10.0: one decimal, not two
-    places = max(0, digits - 1 - math.floor(math.log10(rounded))) if rounded and math.isfinite(rounded) else 0
-    text = f"{v:,.{places}f}"
-    return text.rstrip("0").rstrip(".") if trim and "." in text else text
-
-
-def ticks(hi: float, *, whole: bool = False) -> list[float]:
-    """4 to 6 ticks from 0 to at least ``hi``, 1, 2 or 5 × 10^k apart, so every label is a round number.
-
-    ``whole``: for counts, whose ticks stay whole (0, 1, 2, 3 when the most is 1).
-    """
-    hi = hi if hi > 0 and math.isfinite(hi) else 1.0
-    scale = 10.0 ** math.floor(math.log10(hi / 5))
-    # The smallest step giving at most 5 intervals; the one before it gave more, so this one gives at least 3.
-    step = next(m * scale for m in (1, 2, 5, 10) if hi / (m * scale) <= 5 + 1e-9)
-    step = max(step, 1.0) if whole else step
-    return [i * step for i in range(max(3, math.ceil(hi / step - 1e-9)) + 1)]
-
-
-def _esc(value: Any) -> str:
-    return html.escape("unknown" if value is None else number(value) if isinstance(value, float) else str(value))
-
-
-def _x(v: float, ticks: Sequence[float]) -> float:
-    return LEFT + v / ticks[-1] * PLOT_W
-
-
-def _y(v: float, ticks: Sequence[float]) -> float:
-    return H - BOTTOM - v / ticks[-1] * PLOT_H
-
-
-def _axes(xticks: Sequence[float] | None, yticks: Sequence[float], xlabel: str, ylabel: str) -> str:
-    """Both axes, each tick labelled, with faint grid lines; ``xticks`` None: the caller labels x (categories)."""
-    parts = [
-        f'<line x1="{LEFT}" y1="{_y(t, yticks):.1f}" x2="{W - RIGHT}" y2="{_y(t, yticks):.1f}" stroke="#eee"/>'
-        for t in yticks[1:]
-    ]
-    parts += [
-        f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="#444"/>',
-        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="#444"/>',
-    ]
-    for t in yticks:
-        y = _y(t, yticks)
-        parts.append(
-            f'<line x1="{LEFT - 4}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="#444"/>'
-            f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{number(t)}</text>'
-        )
-    for t in xticks or ():
-        x = _x(t, xticks or ())
-        parts.append(
-            f'<line x1="{x:.1f}" y1="{H - BOTTOM}" x2="{x:.1f}" y2="{H - BOTTOM + 4}" stroke="#444"/>'
-            f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{number(t)}</text>'
-        )
-    mid = TOP + PLOT_H / 2
-    parts.append(
-        f'<text x="{LEFT + PLOT_W / 2}" y="{H - 6}" text-anchor="middle">{html.escape(xlabel)}</text>'
-        f'<text x="14" y="{mid}" transform="rotate(-90 14 {mid})" text-anchor="middle">{html.escape(ylabel)}</text>'
-    )
-    return "".join(parts)
-
-
-def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
-    """Empirical CDFs, one line per series: the whole distribution, tails included."""
-    values = [v for _, s in series for v in s]
-    if not values:
-        return f"<p>no {html.escape(label)} values</p>"
-    xt, yt = ticks(max(values)), ticks(1.0)
-    parts = [
-        f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(label)} CDF">',
-        _axes(xt, yt, label, "share ≤ x"),
-    ]
-    for (name, s), color in zip(series, COLORS, strict=False):
-        ordered = sorted(s)
-        if not ordered:
-            continue
-        pts = " ".join(f"{_x(v, xt):.1f},{_y((i + 1) / len(ordered), yt):.1f}" for i, v in enumerate(ordered))
-        parts.append(
-            f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{pts}"><title>{html.escape(name)}</title></polyline>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def scatter_svg(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], xlabel: str, ylabel: str) -> str:
-    points = [p for _, s in series for p in s]
-    if not points:
-        return "<p>no points</p>"
-    xt, yt = ticks(max(x for x, _ in points)), ticks(max(y for _, y in points))
-    parts = [
-        f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} over time">',
-        _axes(xt, yt, xlabel, ylabel),
-    ]
-    for (name, s), color in zip(series, COLORS, strict=False):
-        for x, y in s:
-            parts.append(
-                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="2.5" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>'
-            )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def bars_svg(counts: dict[Any, int], xlabel: str) -> str:
-    """One bar per key, the keys as the x axis's labels."""
-    if not counts:
-        return "<p>no divergence</p>"
-    keys = list(counts)
-    yt = ticks(max(counts.values()), whole=True)
-    bw = PLOT_W / len(keys)
-    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(xlabel)}">', _axes(None, yt, xlabel, "pairs")]
-    for i, k in enumerate(keys):
-        top = _y(counts[k], yt)
-        parts.append(
-            f'<rect x="{LEFT + i * bw + 1:.1f}" y="{top:.1f}" width="{bw - 2:.1f}" height="{H - BOTTOM - top:.1f}" fill="{COLORS[0]}">'
-            f"<title>{html.escape(str(k))}: {counts[k]}</title></rect>"
-            f'<text class="tick" x="{LEFT + (i + 0.5) * bw:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle" font-size="10">{html.escape(str(k))}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-@dataclass(frozen=True, slots=True)
-class Line:
-    """One line of ``line_svg``: points joined in x order, each marked (hollow where ``hollow``: a failed point)."""
-
-    name: str
-    points: Sequence[tuple[float, float | None]]  # (x, y); y None: no value there, left out
-    color: str = COLORS[0]
-    dashed: bool = False
-    hollow: Sequence[bool] = ()
-
-
-def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequence[tuple[float, str]] = ()) -> str:
-    """Lines through points against a shared x axis from 0, with horizontal reference lines
-    (``hlines``: a value and its label, e.g. an SLO's bound) drawn dashed grey across the plot."""
-    known = [(x, y) for line in lines for x, y in line.points if y is not None]
-    if not known:
-        return "<p>no points</p>"
-    xt = ticks(max(x for x, _ in known))
-    yt = ticks(max([y for _, y in known] + [v for v, _ in hlines]))
-    parts = [
-        f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} against {html.escape(xlabel)}">',
-        _axes(xt, yt, xlabel, ylabel),
-    ]
-    for value, label in hlines:
-        y = _y(value, yt)
-        parts.append(
-            f'<g class="hline"><line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" stroke="#777" stroke-dasharray="6 3"/>'
-            f'<text x="{W - RIGHT - 2}" y="{y - 3:.1f}" text-anchor="end">{html.escape(label)}</text></g>'
-        )
-    for line in lines:
-        marks = sorted((x, y, i < len(line.hollow) and line.hollow[i]) for i, (x, y) in enumerate(line.points) if y is not None)
-        if not marks:
-            continue
-        dash = ' stroke-dasharray="5 3"' if line.dashed else ""
-        pts = " ".join(f"{_x(x, xt):.1f},{_y(y, yt):.1f}" for x, y, _ in marks)
-        parts.append(
-            f'<polyline fill="none" stroke="{line.color}" stroke-width="2"{dash} points="{pts}"><title>{html.escape(line.name)}</title></polyline>'
-        )
-        for x, y, hollow in marks:
-            parts.append(
-                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="3.5" stroke="{line.color}" stroke-width="1.5" '
-                f'fill="{"#fff" if hollow else line.color}"><title>{html.escape(line.name)}: {number(x)}, {number(y)}</title></circle>'
-            )
-    parts.append("</svg>")
-    return "".join(parts)
+from .svg import (
+    COLORS,
+    STYLE,
+    _table,
+    bars_svg,
+    cdf_svg,
+    number,
+    scatter_svg,
+)
 
 
 def _metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     with Analysis([path]) as analysis:
         return analysis.query("SELECT * FROM metrics WHERE generation AND ok").records()
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], highlight: Sequence[bool] | None = None) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        f"<tr{' class=diff' if highlight and highlight[i] else ''}>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>"
-        for i, row in enumerate(rows)
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _speed_table(speed: Sequence[dict[str, Any]]) -> str:
@@ -232,12 +53,6 @@ def _speed_table(speed: Sequence[dict[str, Any]]) -> str:
         for r in speed
     ]
     return _table(["metric", "A p50 ms", "A p99 ms", "B p50 ms", "B p99 ms", "B/A p50", "95% CI", "pairs"], rows)
-
-
-STYLE = """body{font:14px system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}h1{font-size:22px}h2{margin-top:1.6em}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;max-width:460px;overflow-wrap:anywhere}
-tr.diff td{background:#fff3cd;font-weight:600}.plots{display:flex;flex-wrap:wrap;gap:1em}.legend span{margin-right:1.5em}
-pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;max-width:1100px}svg text{font-size:11px;fill:#333}"""
 
 
 #: Each run shown: its name (A, B), its path and the metrics of its ok generation requests.
@@ -320,7 +135,8 @@ def _plots(runs: _Runs) -> str:
         for name, _, rows in runs
     ]
     plots.append(f"<div><h3>e2e over time</h3>{scatter_svg(over_time, 's since the first request', 'e2e ms')}</div>")
-    return f'<div class="plots">{"".join(plots)}</div>'
+    telemetry = telemetry_plots([(name, path, t0[name]) for name, path, _ in runs])
+    return f'<div class="plots">{"".join(plots)}</div><h3>What the engine and the machine did</h3>{telemetry}'
 
 
 def _divergence(d: dict[str, Any]) -> list[str]:

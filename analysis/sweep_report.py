@@ -21,8 +21,8 @@ from typing import Any
 from infertap.errors import ConfigError
 
 from .capacity import RESULT, read_sweep
-from .report import COLORS, STYLE, Line, line_svg, number
-from .report import _table as table
+from .svg import COLORS, STYLE, Line, line_svg, number
+from .svg import _table as table
 
 #: Capacities closer than this (relative) are not called different.
 SAME = 0.10

@@ -72,7 +72,7 @@ def _fmt(v: Any) -> str:
 
 def _number(v: float, digits: int = 4, *, trim: bool = True) -> str:
     """Plain notation, never 1.289e+04, as the HTML report writes it."""
-    from .analysis.report import number  # imported on use, as the commands import the analysis: --help stays quick
+    from .analysis.svg import number  # imported on use, as the commands import the analysis: --help stays quick
 
     return number(v, digits, trim=trim)
 
@@ -189,6 +189,12 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
     else:
         _say(
             console, "effective sampling settings: no difference found" + ("" if r["divergence"]["pairs"] else " (no enrichment)")
+        )
+    for row in cfg.get("engine_state", []):
+        _say(
+            console,
+            f"engine state differs: {row['name']} A {_fmt(row['a'])}, B {_fmt(row['b'])} (from the engines' /metrics)",
+            "yellow",
         )
     p = cfg["prompts"]
     _say(console, f"effective prompt tokens: {p['equal']} of {p['compared']} pairs identical")

@@ -8,7 +8,7 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -254,14 +254,35 @@ def _run_on_ray(
         n = shard_count(ray, config)
         if on_start:
             on_start(prepared.start_info(out, shards=n))
-        summary = run_sharded(
-            replace(config, shards=n),
-            prepared.items,
-            prepared.bodies,
-            prepared.headers,
-            {**recorder, "shards": n},
-            progress=progress,
+        # Telemetry from the driver (the target's /metrics, and this machine), kept in memory while
+        # the shards run and written after their merge, as a run of its own.
+        samples: list[Mapping[str, Any]] = []
+        sampler = start_telemetry(
+            config.telemetry,
+            config.target,
+            config.telemetry_urls,
+            config.telemetry_interval_s,
+            prepared.probe_headers,
+            samples.append,
         )
+        try:
+            summary = run_sharded(
+                replace(config, shards=n),
+                prepared.items,
+                prepared.bodies,
+                prepared.headers,
+                {**recorder, "shards": n},
+                progress=progress,
+            )
+        finally:
+            if sampler is not None:
+                sampler.close()
+    if samples:
+        with CaptureWriter(
+            out, recorder={"kind": "telemetry", "of": "replay --ray (its driver)", "pid": os.getpid()}, labels=config.labels
+        ) as writer:
+            for record in samples:
+                writer.write(record)
     counts = {"enriched": 0}
     if config.probe:
         counts = enrich_capture(

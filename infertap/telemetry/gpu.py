@@ -1,6 +1,7 @@
 """GPUs, per device: power, the energy counter where the GPU keeps one, utilization, memory used, SM
 clock, temperature and the reasons clocks are held down. Through NVML (nvidia-ml-py) when a driver
-answers, else ``nvidia-smi --query-gpu`` (a process per sample: coarser, and no energy counter).
+answers, else amdsmi on AMD GPUs (power, energy, activity, VRAM), else ``nvidia-smi --query-gpu`` (a
+process per sample: coarser, and no energy counter).
 
 Names: ``gpu_power_watts``, ``gpu_energy_joules`` (a counter since the driver loaded),
 ``gpu_utilization_percent``, ``gpu_memory_used_bytes``, ``gpu_sm_clock_mhz``,
@@ -29,17 +30,26 @@ _SMI_FIELDS = (
 )
 
 
-def gpu_source() -> NvmlSource | SmiSource:
-    """NVML when it initialises, else nvidia-smi when it is on PATH; a SourceError saying why not."""
+def gpu_source() -> NvmlSource | AmdSource | SmiSource:
+    """NVML when it initialises, else amdsmi (AMD) when it does, else nvidia-smi when it is on PATH;
+    a SourceError saying why not."""
+    reasons = []
     try:
         import pynvml  # nvidia-ml-py
 
         return NvmlSource(pynvml)
-    except (ImportError, SourceError) as nvml:
-        exe = shutil.which("nvidia-smi")
-        if exe is None:
-            raise SourceError(f"no GPU telemetry: NVML unavailable ({nvml}) and no nvidia-smi on PATH") from None
-        return SmiSource(exe)
+    except (ImportError, SourceError) as exc:
+        reasons.append(f"NVML unavailable ({exc})")
+    try:
+        import amdsmi  # ROCm's bindings; not on PyPI, present where ROCm is
+
+        return AmdSource(amdsmi)
+    except (ImportError, SourceError) as exc:
+        reasons.append(f"amdsmi unavailable ({exc})")
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        raise SourceError(f"no GPU telemetry: {', '.join(reasons)}, and no nvidia-smi on PATH")
+    return SmiSource(exe)
 
 
 class NvmlSource:
@@ -140,3 +150,71 @@ def _number(text: str) -> float | None:
         return float(int(text, 16)) if text.lower().startswith("0x") else float(text)
     except ValueError:
         return None
+
+
+class AmdSource:
+    """AMD GPUs through amdsmi (ROCm's Python bindings), under the same sample names as NVIDIA's."""
+
+    name = "gpu"
+
+    def __init__(self, amdsmi: ModuleType) -> None:
+        self.amdsmi = amdsmi
+        try:
+            amdsmi.amdsmi_init()
+            self.handles = list(amdsmi.amdsmi_get_processor_handles())
+        except amdsmi.AmdSmiException as exc:
+            raise SourceError(f"amdsmi: {exc}") from exc
+        if not self.handles:
+            raise SourceError("amdsmi: no GPU")
+        self.unsupported: set[tuple[int, str]] = set()
+
+    def sample(self) -> list[Sample]:
+        a = self.amdsmi
+        reads: list[tuple[str, Callable[[Any], float | None]]] = [
+            ("gpu_power_watts", lambda h: _first(a.amdsmi_get_power_info(h), "current_socket_power", "average_socket_power")),
+            ("gpu_energy_joules", self._energy),
+            ("gpu_utilization_percent", lambda h: _first(a.amdsmi_get_gpu_activity(h), "gfx_activity")),
+            ("gpu_memory_used_bytes", lambda h: _scaled(_first(a.amdsmi_get_gpu_vram_usage(h), "vram_used"), 1024.0 * 1024.0)),
+        ]
+        samples = []
+        for index, handle in enumerate(self.handles):
+            for name, read in reads:
+                if (index, name) in self.unsupported:
+                    continue
+                try:
+                    value = read(handle)
+                except a.AmdSmiException:
+                    value = None
+                if value is None:
+                    self.unsupported.add((index, name))
+                else:
+                    samples.append(Sample(name, {"gpu": str(index)}, float(value)))
+        return samples
+
+    def _energy(self, handle: Any) -> float | None:
+        """The energy accumulator times its resolution (µJ); its key was renamed across ROCm releases."""
+        count = self.amdsmi.amdsmi_get_energy_count(handle)
+        ticks = _first(count, "energy_accumulator", "power")
+        resolution = _first(count, "counter_resolution")
+        return None if ticks is None or resolution is None else ticks * resolution / 1e6
+
+    def close(self) -> None:
+        try:
+            self.amdsmi.amdsmi_shut_down()
+        except self.amdsmi.AmdSmiException:
+            pass
+
+
+def _first(values: Any, *keys: str) -> float | None:
+    """The first of ``keys`` holding a number ("N/A" and missing keys skipped)."""
+    if not isinstance(values, dict):
+        return None
+    for key in keys:
+        value = values.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def _scaled(value: float | None, scale: float) -> float | None:
+    return None if value is None else value * scale

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from infertap.analysis.compare import compare
 from infertap.analysis.errors import AnalysisError
-from infertap.analysis.report import render, ticks
+from infertap.analysis.report import render
+from infertap.analysis.svg import ticks
 from infertap.cli import cli
 from infertap.cli_compare import print_comparison
 from tests.helpers import write_capture

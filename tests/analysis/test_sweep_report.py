@@ -11,8 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from infertap.analysis.capacity import run_sweep
-from infertap.analysis.report import BOTTOM, PLOT_H, H, render
+from infertap.analysis.report import render
 from infertap.analysis.slo import parse_slos
+from infertap.analysis.svg import BOTTOM, PLOT_H, H
 from infertap.analysis.sweep_report import capacity_sentence, load_sweeps
 from infertap.cli import cli
 from infertap.errors import ConfigError

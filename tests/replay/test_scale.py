@@ -108,8 +108,14 @@ def test_sharded_replay_sends_what_a_single_process_sends_at_the_same_times(fake
     reader = CaptureReader(tmp_path / "sharded")
     records = list(reader.records())
     assert reader.closed_cleanly and reader.torn == []
-    headers = [r for r in records if r["type"] == "header"]
-    assert len({h["capture_id"] for h in headers}) == 1 and len({h["run_id"] for h in headers}) == 2
+    every = [r for r in records if r["type"] == "header"]
+    headers = [h for h in every if h["recorder"]["kind"] != "telemetry"]
+    assert len({h["capture_id"] for h in every}) == 1 and len({h["run_id"] for h in headers}) == 2
+    # The driver's telemetry (this machine's host, the target's /metrics) is a run of its own, after the shards'.
+    [telemetry_run] = {h["run_id"] for h in every if h["recorder"]["kind"] == "telemetry"}
+    samples = [r for r in records if r["type"] == "telemetry" and r["source"] == "host"]
+    sent = [r["wall"] for r in records if r["type"] == "exchange"]
+    assert samples and min(r["wall"] for r in samples) <= max(sent)  # sampled while the shards ran
     recorder_of_run = {h["run_id"]: h["recorder"]["id"] for h in headers}
     assert sorted(w["recorder_id"] for w in sharded["workers"]) == sorted(recorder_of_run.values())
     # Conversations stayed on one shard: every exchange of a session was recorded by one worker.
@@ -224,5 +230,7 @@ def test_clock_offsets_are_measured_and_captures_append(fake, tmp_path, ray_clus
         run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, ray=ray_cluster, shards=2))
     reader = CaptureReader(tmp_path / "out")
     headers = [r for r in reader.records() if r["type"] == "header"]
-    assert len(headers) == 4 and len({h["capture_id"] for h in headers}) == 1 and reader.closed_cleanly
+    kinds = [h["recorder"]["kind"] for h in headers]  # each replay: its two shards' runs, then its driver's telemetry
+    assert kinds == ["replay", "replay", "telemetry"] * 2
+    assert len({h["capture_id"] for h in headers}) == 1 and reader.closed_cleanly
     assert len(list(reader.exchanges())) == 48

@@ -82,6 +82,7 @@ def constant_gpus(*watts: float) -> list[str]:
 def no_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """This process as on a machine without NVML, nvidia-smi or readable RAPL (whatever this one has)."""
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    monkeypatch.setitem(sys.modules, "amdsmi", None)
     monkeypatch.setattr("infertap.telemetry.host._RAPL", tmp_path / "no-powercap")
     empty = tmp_path / "empty-bin"
     empty.mkdir(exist_ok=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from tests.telemetry.stand_ins import (
 )
 
 WATTS = 240.0
-SMI_SOURCE = "GPU power samples, integrated (NVML or nvidia-smi)"
+SMI_SOURCE = "GPU power samples, integrated (NVML, amdsmi or nvidia-smi)"
 
 
 def chat(i: int) -> dict[str, Any]:
@@ -361,6 +362,10 @@ def test_engine_state_shows_a_queue_only_when_the_engine_is_overloaded(tmp_path)
     said = invoke("stats", str(busy))
     [line] = [x for x in said.splitlines() if x.strip().startswith("engine: kv_cache_usage_max")]
     assert "kv_cache_usage_max 1.000" in line and f"requests_waiting_max {busy_state['requests_waiting_max']:,.1f}" in line
+    differs = {row["name"]: (row["a"], row["b"]) for row in compare(calm, busy)["config"]["engine_state"]}
+    assert differs["requests_waiting_max"] == (0.0, busy_state["requests_waiting_max"])  # a cause, listed before speed
+    assert compare(calm, calm)["config"]["engine_state"] == []  # the same run: nothing differs
+    assert "engine state differs: requests_waiting_max A 0" in invoke("compare", str(calm), str(busy))
 
 
 def test_record_samples_telemetry_unless_told_not_to(record, fake, tmp_path, monkeypatch):
@@ -382,3 +387,23 @@ def test_record_samples_telemetry_unless_told_not_to(record, fake, tmp_path, mon
             assert {r["source"] for r in telemetry} >= {"engine", "host"}
             [engine] = [r for r in telemetry if r["source"] == "engine"]
             assert engine["samples"] == [] and "answered 404" in engine["unknown"]
+
+
+# -- the report ------------------------------------------------------------------------------------------
+
+
+def test_the_report_draws_power_over_time_for_each_run_and_says_when_there_is_none(tmp_path, full, half, dark):
+    from infertap.analysis.report import render
+
+    both = render(full, half)
+    section = both.split("What the engine and the machine did", 1)[1]
+    power = section.split("<h3>power over time</h3>", 1)[1].split("</svg>", 1)[0]
+    lines = re.findall(r'<polyline[^>]*stroke="([^"]+)"[^>]*points="([^"]+)"', power)
+    assert len(lines) == 2 and lines[0][0] != lines[1][0]  # one line per run, in the runs' colors
+    heights = [{float(p.split(",")[1]) for p in pts.split()} for _, pts in lines]
+    assert all(len(h) == 1 for h in heights)  # constant power draws a flat line...
+    assert heights[0] != heights[1]  # ...at a different height for half the power
+    assert "GPU power samples" in power
+    alone = render(dark)
+    assert "No power, KV cache or queue telemetry in these runs" in alone
+    assert "<h3>power over time</h3>" not in alone

@@ -5,6 +5,8 @@ nvidia-smi answering the documented CSV, a pynvml-shaped module); the rest is re
 from __future__ import annotations
 
 import sys
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -252,7 +254,9 @@ def test_gpu_source_falls_back_to_nvidia_smi_and_says_when_there_is_neither(tmp_
     assert isinstance(source, SmiSource)
     assert {s.name for s in source.sample()} >= {"gpu_power_watts", "gpu_memory_used_bytes"}
     no_gpu(monkeypatch, tmp_path)
-    with pytest.raises(SourceError, match="no GPU telemetry: NVML unavailable .* and no nvidia-smi on PATH"):
+    with pytest.raises(
+        SourceError, match="no GPU telemetry: NVML unavailable .*, amdsmi unavailable .*, and no nvidia-smi on PATH"
+    ):
         gpu_source()
 
 
@@ -364,3 +368,87 @@ def test_the_host_is_sampled_without_rapl(tmp_path, monkeypatch):
     samples = HostSource().sample()
     assert [s.name for s in samples] == ["host_cpu_percent"]
     assert 0.0 <= samples[0].value <= 100.0
+
+
+# -- AMD (amdsmi) ------------------------------------------------------------------------------------
+
+
+def fake_amdsmi(devices: list[dict[str, Any]], *, init_error: bool = False) -> ModuleType:
+    """A module shaped like ROCm's amdsmi bindings: dict-returning readers, its own exception."""
+    amd = ModuleType("amdsmi")
+
+    class AmdSmiException(Exception):
+        pass
+
+    def init() -> None:
+        if init_error:
+            raise AmdSmiException("AMDSMI_STATUS_DRIVER_NOT_LOADED")
+
+    def reader(key: str) -> Any:
+        def read(handle: int) -> Any:
+            value = devices[handle][key]
+            if isinstance(value, Exception):
+                raise AmdSmiException(str(value))
+            return value
+
+        return read
+
+    amd.AmdSmiException = AmdSmiException  # type: ignore[attr-defined]
+    amd.amdsmi_init = init  # type: ignore[attr-defined]
+    amd.amdsmi_shut_down = lambda: None  # type: ignore[attr-defined]
+    amd.amdsmi_get_processor_handles = lambda: list(range(len(devices)))  # type: ignore[attr-defined]
+    for key in ("power_info", "energy_count", "gpu_activity", "gpu_vram_usage"):
+        setattr(amd, f"amdsmi_get_{key}", reader(key))
+    return amd
+
+
+def amd_device(**over: Any) -> dict[str, Any]:
+    device = {
+        "power_info": {"current_socket_power": 612, "average_socket_power": 600, "gfx_voltage": 900},
+        "energy_count": {"energy_accumulator": 1_000_000, "counter_resolution": 15.3, "timestamp": 1},
+        "gpu_activity": {"gfx_activity": 97, "umc_activity": 40, "mm_activity": "N/A"},
+        "gpu_vram_usage": {"vram_total": 196_592, "vram_used": 150_000},
+    }
+    device.update(over)
+    return device
+
+
+def test_amdsmi_readings_are_scaled_like_nvidias():
+    from infertap.telemetry.gpu import AmdSource
+
+    older = amd_device(
+        power_info={"current_socket_power": "N/A", "average_socket_power": 300},
+        energy_count={"power": 2_000_000, "counter_resolution": 15.3},
+    )
+    got = {(s.name, s.labels["gpu"]): s.value for s in AmdSource(fake_amdsmi([amd_device(), older])).sample()}
+    assert got == {
+        ("gpu_power_watts", "0"): 612.0,
+        ("gpu_energy_joules", "0"): pytest.approx(15.3),  # 1e6 ticks of 15.3 µJ
+        ("gpu_utilization_percent", "0"): 97.0,
+        ("gpu_memory_used_bytes", "0"): 150_000 * 1024 * 1024,
+        ("gpu_power_watts", "1"): 300.0,  # an MI200's current power is N/A: its average
+        ("gpu_energy_joules", "1"): pytest.approx(30.6),  # the accumulator's older key
+        ("gpu_utilization_percent", "1"): 97.0,
+        ("gpu_memory_used_bytes", "1"): 150_000 * 1024 * 1024,
+    }
+
+
+def test_an_amd_reading_that_fails_is_skipped_for_that_gpu_only(monkeypatch):
+    from infertap.telemetry.gpu import AmdSource
+
+    source = AmdSource(fake_amdsmi([amd_device(energy_count=RuntimeError("AMDSMI_STATUS_NOT_SUPPORTED")), amd_device()]))
+    for _ in range(2):
+        names = {(s.name, s.labels["gpu"]) for s in source.sample()}
+        assert ("gpu_energy_joules", "0") not in names and ("gpu_energy_joules", "1") in names
+        assert ("gpu_power_watts", "0") in names
+
+
+def test_gpu_source_takes_amdsmi_when_nvml_is_absent(tmp_path, monkeypatch):
+    from infertap.telemetry.gpu import AmdSource
+
+    no_gpu(monkeypatch, tmp_path)
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi([amd_device()]))
+    assert isinstance(gpu_source(), AmdSource)
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi([amd_device()], init_error=True))
+    with pytest.raises(SourceError, match="amdsmi unavailable .*AMDSMI_STATUS_DRIVER_NOT_LOADED"):
+        gpu_source()

@@ -1,0 +1,60 @@
+"""The report's telemetry plots: power, KV cache usage and requests waiting over time, on the same
+time axis as the latency plot (seconds since each run's first request), every run on one set of axes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from .energy import KV_CACHE, SOURCES, WAITING, _rates
+from .store import Analysis
+from .svg import COLORS, Line, line_svg
+
+_RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing")
+_Series = list[tuple[float, float | None]]
+
+
+def telemetry_plots(runs: Sequence[tuple[str, str, int]]) -> str:
+    """``runs``: (name, capture path, first send in wall ns). One plot per quantity some run has."""
+    series = [(name, _series(path, t0)) for name, path, t0 in runs]
+    plots = []
+    for key, title, ylabel in (
+        ("power", "power over time", "W"),
+        ("kv", "KV cache usage over time", "fraction of the cache"),
+        ("waiting", "requests waiting in the engine over time", "requests"),
+        ("running", "requests running in the engine over time", "requests"),
+    ):
+        lines = [
+            Line(f"{name}: {label}", points, COLORS[i % len(COLORS)])
+            for i, (name, found) in enumerate(series)
+            if key in found
+            for label, points in [found[key]]
+        ]
+        if lines:
+            plots.append(f"<div><h3>{title}</h3>{line_svg(lines, 's since the first request', ylabel)}</div>")
+    if not plots:
+        return "<p>No power, KV cache or queue telemetry in these runs (see docs/metrics.md: energy and engine state).</p>"
+    return f'<div class="plots">{"".join(plots)}</div>'
+
+
+def _series(path: str | os.PathLike[str], t0: int) -> dict[str, tuple[str, _Series]]:
+    """Each quantity's first available source, summed over devices per sample round, in seconds from t0."""
+    with Analysis([path]) as analysis:
+        rows = analysis.sql(
+            "SELECT name, wall_ns, sum(value) FROM telemetry WHERE name IS NOT NULL AND value IS NOT NULL "
+            "GROUP BY name, wall_ns ORDER BY wall_ns"
+        ).fetchall()
+    by_name: dict[str, list[tuple[int, float]]] = {}
+    for name, wall_ns, value in rows:
+        by_name.setdefault(name, []).append((wall_ns, value))
+    found: dict[str, tuple[str, _Series]] = {}
+    for name, kind, scale, label in SOURCES:
+        if name in by_name:
+            samples = by_name[name] if kind == "power" else _rates(by_name[name], scale)
+            found["power"] = (label, [((t - t0) / 1e9, v * (scale if kind == "power" else 1.0)) for t, v in samples])
+            break
+    for key, names in (("kv", KV_CACHE), ("waiting", WAITING), ("running", _RUNNING)):
+        name = next((n for n in names if n in by_name), None)
+        if name is not None:
+            found[key] = (name, [((t - t0) / 1e9, v) for t, v in by_name[name]])
+    return found
