@@ -18,6 +18,21 @@ if TYPE_CHECKING:
 #: described and reached, and Ray (see ``base_config``).
 _WORKLOAD_OPTIONS = [
     click.option(
+        "--sessions",
+        type=click.Choice(["open", "closed"]),
+        default="open",
+        show_default=True,
+        help="open: each request at its recorded time, a turn never before the one it continues ends; closed: a turn "
+        "its recorded think time after that one ends on the target (the agent's pacing kept).",
+    ),
+    click.option(
+        "--think-scale",
+        type=click.FloatRange(min=0, min_open=True),
+        default=1.0,
+        show_default=True,
+        help="With --sessions closed: scale the recorded think time.",
+    ),
+    click.option(
         "--model-map", multiple=True, callback=pairs, metavar="SRC=DST", help="Rename a model in request bodies; repeatable."
     ),
     click.option("--model", default=None, help="Set the model of every request."),
@@ -127,6 +142,8 @@ def base_config(
     no_telemetry: bool,
     telemetry_urls: tuple[str, ...],
     telemetry_interval: float,
+    sessions: str = "open",
+    think_scale: float = 1.0,
 ) -> ReplayConfig:
     """One ReplayConfig from the shared options."""
     from .replay import Filters, ReplayConfig
@@ -151,6 +168,8 @@ def base_config(
         shards=shards,
         connect_timeout=connect_timeout,
         read_timeout=read_timeout or None,  # 0: no limit
+        sessions=sessions,
+        think_scale=think_scale,
         telemetry=not no_telemetry,
         telemetry_urls=telemetry_urls,
         telemetry_interval_s=telemetry_interval,

@@ -151,6 +151,7 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
         },
         "limit": config.limit,
         "repeat": config.repeat,
+        "sessions": {"mode": config.sessions, "think_scale": config.think_scale},
         "pid": os.getpid(),
     }
 

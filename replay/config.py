@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from infertap.errors import ConfigError
 from infertap.telemetry import check_telemetry
 
 from .schedule import Schedule
@@ -41,12 +42,22 @@ class ReplayConfig:
     shards: int | None = None  # with ray: how many workers (None: the cluster's CPUs)
     connect_timeout: float = 10.0
     read_timeout: float | None = 600.0  # between bytes from the target; None: no limit
+    sessions: str = "open"  # "open": original times, a turn never before its parent ends; "closed": parent's end + think time
+    think_scale: float = 1.0  # with sessions closed: the recorded think time scaled
     telemetry: bool = True  # the target's /metrics, GPUs and the host, sampled into the replay's capture
     telemetry_urls: tuple[str, ...] = ()  # other Prometheus exporters (a DCGM exporter's /metrics)
     telemetry_interval_s: float = 0.25
 
     def __post_init__(self) -> None:
         check_telemetry(self.telemetry_urls, self.telemetry_interval_s)
+        if self.sessions not in ("open", "closed"):
+            raise ConfigError(f"--sessions {self.sessions!r}: open or closed")
+        if not self.think_scale > 0:
+            raise ConfigError(f"--think-scale {self.think_scale}: a positive number")
+        if self.sessions == "closed" and not self.schedule.open_loop:
+            raise ConfigError(
+                "--sessions closed paces turns by their think time: use an open-loop schedule (original timing, --rate)"
+            )
 
 
 __all__ = ["ReplayConfig"]

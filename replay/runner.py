@@ -122,6 +122,15 @@ class Replay:
         self._dispatcher: asyncio.Task[None] | None = None
         self._client: UpstreamClient | None = None
         self._seq = 0
+        # --sessions closed: a turn is sent its think time after its parent ends here, not at its recorded time.
+        self._closed = config.sessions == "closed"
+        self._children: dict[int, list[Item]] = {}
+        if self._closed:
+            for item in items:
+                if item.parent is not None:
+                    self._children.setdefault(item.parent, []).append(item)
+        self._later: dict[int, asyncio.TimerHandle] = {}  # turns waiting out their think time
+        self._finished = asyncio.Event()  # every item settled
 
     def stop(self) -> None:
         """Stop sending (Ctrl-C); in-flight requests get the grace period, then are cancelled."""
@@ -130,6 +139,10 @@ class Replay:
             self.stats.stopped_early = True
             if self._dispatcher is not None:
                 self._dispatcher.cancel()
+            for handle in self._later.values():
+                handle.cancel()
+            self._later.clear()
+            self._finished.set()
 
     async def run(self) -> dict[str, Any]:
         started = time.monotonic()
@@ -141,6 +154,8 @@ class Replay:
             except asyncio.CancelledError:
                 if not self._stopping:
                     raise
+            if self._closed and self.items:
+                await self._finished.wait()  # later turns are spawned as their parents end
             if self._tasks:
                 done, pending = await asyncio.wait(set(self._tasks), timeout=self.grace_s if self._stopping else None)
                 for task in pending:
@@ -159,6 +174,8 @@ class Replay:
         if self.schedule.open_loop:
             offsets = self.offsets if self.offsets is not None else self.schedule.offsets(self.items)
             for item, offset in zip(self.items, offsets, strict=True):
+                if self._closed and item.parent is not None:
+                    continue  # sent after its parent, by _follow
                 await sleep_until(t0_mono + offset)
                 self._spawn(item, t0 + offset)
         else:
@@ -172,9 +189,10 @@ class Replay:
                     await self._slots.wait_for(room)
                 self._spawn(item, self.writer.elapsed_ns())
 
-    def _spawn(self, item: Item, scheduled_ns: int) -> None:
+    def _spawn(self, item: Item, scheduled_ns: int, think_ns: int | None = None) -> None:
+        self._later.pop(item.index, None)
         self.stats.in_flight += 1
-        task = asyncio.create_task(self._send(item, scheduled_ns))
+        task = asyncio.create_task(self._send(item, scheduled_ns, think_ns))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -185,10 +203,11 @@ class Replay:
 
     # -- one request ---------------------------------------------------------------------------
 
-    async def _send(self, item: Item, scheduled_ns: int) -> None:
+    async def _send(self, item: Item, scheduled_ns: int, think_ns: int | None = None) -> None:
         record = new_exchange(
             source_id=item.source_id,
             repeat=item.repeat,
+            turn=item.turn,
             scheduled_ns=scheduled_ns,
             session=item.session,
             wall=time.time(),
@@ -204,6 +223,8 @@ class Replay:
             queue_ns=0,
             dep_wait_ns=0,
         )
+        if think_ns is not None:
+            record["think_ns"] = think_ns
         call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "target")
         acquired = False
         response: UpstreamResponse | None = None
@@ -258,6 +279,15 @@ class Replay:
         if self._cap is not None:
             self.stats.queue_ns.append(queue_wait)
 
+    def _follow(self, item: Item) -> None:
+        """The turns that continue ``item``, each sent its (scaled) think time after ``item`` ended
+        here: the agent's own pacing, whatever the target's speed; that wait is not lag."""
+        ended = self.writer.elapsed_ns()
+        loop = asyncio.get_running_loop()
+        for child in self._children.get(item.index, ()):
+            think = round((child.think_ns or 0) * self.config.think_scale)
+            self._later[child.index] = loop.call_later(think / 1e9, self._spawn, child, ended + think, think)
+
     def _settle(self, item: Item, record: Exchange) -> None:
         """The request is over: release its conversation, count it, and record it if it was sent."""
         self._done[item.index].set()
@@ -265,6 +295,10 @@ class Replay:
         self.stats.ends[record["end"]] += 1
         self.stats.statuses[str(record["status"])] += 1
         self.stats.completed += 1
+        if self._closed and not self._stopping:
+            self._follow(item)
+        if self.stats.completed == self.stats.total:
+            self._finished.set()
         if record["sent_ns"]:
             self.stats.intervals.append((record["sent_ns"], record["sent_ns"] + record["end_ns"]))
             self.writer.write(record)

@@ -43,6 +43,8 @@ class Item:
     status: int | None = None
     parent: int | None = None  # index of the item this one continues
     concurrency: int = 1  # requests in flight when it started originally, itself included
+    turn: int = 0  # its place in its conversation (0: the first request)
+    think_ns: int | None = None  # with a parent: the agent's own time between the parent's end and this send
     repeat: int = 0
     settings: dict[str, Any] | None = None  # the source's effective settings (enrichment)
 
@@ -114,6 +116,16 @@ def _prefix_digests(api: str, turns: Sequence[Turn]) -> list[bytes]:
     return out
 
 
+def _turns_and_think(items: list[Item]) -> None:
+    """Each turn's place in its conversation, and the think time before it: from the recorded end of
+    the turn it continues to its own recorded start (never below zero)."""
+    for item in items:
+        if item.parent is not None:
+            parent = items[item.parent]
+            item.turn = parent.turn + 1
+            item.think_ns = max(0, item.offset_ns - (parent.offset_ns + parent.duration_ns))
+
+
 def link_conversations(items: list[Item], conversations: list[Conversation]) -> None:
     """Set ``parent`` on each item that continues an earlier one (items in original order).
 
@@ -173,6 +185,7 @@ def load(
         item.offset_ns -= base
     _count_in_flight(items, intervals)
     link_conversations(items, conversations)
+    _turns_and_think(items)
     if repeat > 1:
         items = _repeated(items, repeat)
     identity = {"path": str(reader.path), "capture_id": source.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}

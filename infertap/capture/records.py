@@ -61,6 +61,8 @@ class ExchangeExtras(TypedDict, total=False):
     lag_ns: int  # how late the dispatcher sent it, intentional waits not counted
     queue_ns: int  # waiting for a --max-concurrency slot
     dep_wait_ns: int  # waiting for the request its conversation continues
+    think_ns: int  # --sessions closed: the think time kept after the parent's end on the target (scaled)
+    turn: int  # its place in its conversation (0: the first request)
 
 
 class Exchange(ExchangeExtras):
