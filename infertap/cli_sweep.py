@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     multiple=True,
     required=True,
     metavar="METRIC:STAT<=VALUE",
-    help="e.g. ttft:p99<=2s, tpot:p50<=50ms, e2e:p90<=30s, error_rate<=1%; repeatable, every one must hold.",
+    help="e.g. ttft:p99<=2s, tpot:p50<=50ms, e2e:p90<=30s, error_rate<=1% (quoted in a shell, which reads < as a redirect); repeatable, every one must hold.",
 )
 @click.option("--speeds", default=None, metavar="1,2,4,8", help="Multipliers of the original arrival rate, one point each.")
 @click.option("--concurrency-levels", default=None, metavar="1,4,16,64", help="Closed loop at each N in flight.")
@@ -70,9 +70,9 @@ def sweep(
     point under --out, with sweep.json holding every point, the capacity and the knee.
 
     \b
-    infertap sweep captures/run1 --target http://127.0.0.1:8080 --slo ttft:p99<=2s --slo error_rate<=1% --search
-    infertap sweep captures/run1 --target http://gpu:8000 --slo e2e:p90<=30s --speeds 1,2,4,8 --min-requests 500
-    infertap sweep captures/run1 --target http://gpu:8000 --slo tpot:p50<=50ms --concurrency-levels 1,4,16,64
+    infertap sweep captures/run1 --target http://127.0.0.1:8080 --slo 'ttft:p99<=2s' --slo 'error_rate<=1%' --search
+    infertap sweep captures/run1 --target http://gpu:8000 --slo 'e2e:p90<=30s' --speeds 1,2,4,8 --min-requests 500
+    infertap sweep captures/run1 --target http://gpu:8000 --slo 'tpot:p50<=50ms' --concurrency-levels 1,4,16,64
     """
     from .analysis.capacity import run_sweep
     from .analysis.slo import parse_slos
