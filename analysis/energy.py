@@ -15,6 +15,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from infertap.engines import load
+
 from .store import Analysis
 
 #: Energy sources, best first: (telemetry name, kind, scale to joules or watts, what the result says).
@@ -27,7 +29,8 @@ SOURCES = (
 )
 #: Engine state: gauges whose peak matters, per engine family (vLLM, SGLang, llama-server --metrics).
 KV_CACHE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio")
-WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred")
+WAITING = tuple(load.WAITING.values())
+RUNNING = tuple(load.RUNNING.values())
 PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
 PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
 PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
@@ -72,7 +75,7 @@ class Telemetry:
                 for samples in by_device.values():
                     if kind == "counter":
                         joules += (_at(samples, last) - _at(samples, first)) * scale
-                        power = _rates(samples, scale)
+                        power = counter_rates(samples, scale)
                     else:
                         power = [(t, v * scale) for t, v in samples]
                         joules += _integral(power, first, last)
@@ -129,7 +132,7 @@ def _at(samples: _Series, t: int) -> float:
     return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
 
 
-def _rates(samples: _Series, scale: float) -> _Series:
+def counter_rates(samples: _Series, scale: float) -> _Series:
     """A counter as power: the rate between consecutive samples, placed at their midpoint (a reset is skipped)."""
     return [
         ((t0 + t1) // 2, (v1 - v0) * scale / ((t1 - t0) / 1e9))

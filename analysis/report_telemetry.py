@@ -6,11 +6,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from .energy import KV_CACHE, SOURCES, WAITING, _rates
+from .energy import KV_CACHE, RUNNING, SOURCES, WAITING, counter_rates
 from .store import Analysis
 from .svg import COLORS, Line, line_svg
 
-_RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing")
 _Series = list[tuple[float, float | None]]
 
 
@@ -50,10 +49,10 @@ def _series(path: str | os.PathLike[str], t0: int) -> dict[str, tuple[str, _Seri
     found: dict[str, tuple[str, _Series]] = {}
     for name, kind, scale, label in SOURCES:
         if name in by_name:
-            samples = by_name[name] if kind == "power" else _rates(by_name[name], scale)
+            samples = by_name[name] if kind == "power" else counter_rates(by_name[name], scale)
             found["power"] = (label, [((t - t0) / 1e9, v * (scale if kind == "power" else 1.0)) for t, v in samples])
             break
-    for key, names in (("kv", KV_CACHE), ("waiting", WAITING), ("running", _RUNNING)):
+    for key, names in (("kv", KV_CACHE), ("waiting", WAITING), ("running", RUNNING)):
         name = next((n for n in names if n in by_name), None)
         if name is not None:
             found[key] = (name, [((t - t0) / 1e9, v) for t, v in by_name[name]])

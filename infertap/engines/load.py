@@ -11,15 +11,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
+
+from infertap.telemetry.prometheus import parse
+from infertap.telemetry.samples import SourceError
 
 #: Engine kinds that can say how many requests they hold.
 REPORTS_LOAD = frozenset({"llama-server", "vllm", "sglang"})
-#: Prometheus gauges of requests inside the engine, per engine kind.
-_GAUGES = {
-    "vllm": ("vllm:num_requests_running", "vllm:num_requests_waiting"),
-    "sglang": ("sglang:num_running_reqs", "sglang:num_queue_reqs"),
+#: Each engine's Prometheus gauges of requests running and waiting (llama-server's with --metrics):
+#: read here between a sweep's points, and by the analysis from the captures' telemetry.
+RUNNING = {
+    "vllm": "vllm:num_requests_running",
+    "sglang": "sglang:num_running_reqs",
+    "llama-server": "llamacpp:requests_processing",
 }
+WAITING = {"vllm": "vllm:num_requests_waiting", "sglang": "sglang:num_queue_reqs", "llama-server": "llamacpp:requests_deferred"}
+_FROM_METRICS = ("vllm", "sglang")  # llama-server answers from /slots, which needs no --metrics
 
 
 def requests_inside(
@@ -33,14 +39,17 @@ def requests_inside(
                 if slots.status_code != 200 or not isinstance(slots.json(), list):
                     return None
                 return sum(1 for slot in slots.json() if isinstance(slot, dict) and slot.get("is_processing"))
-            if kind in _GAUGES:
+            if kind in _FROM_METRICS:
                 metrics = http.get("/metrics")
-                return _gauges(metrics.text, _GAUGES[kind]) if metrics.status_code == 200 else None
+                return _gauges(metrics.text, (RUNNING[kind], WAITING[kind])) if metrics.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None
     return None
 
 
 def _gauges(text: str, names: tuple[str, ...]) -> int | None:
-    found = [sample.value for family in text_string_to_metric_families(text) for sample in family.samples if sample.name in names]
+    try:
+        found = [sample.value for sample in parse(text) if sample.name in names]
+    except SourceError:
+        return None
     return int(sum(found)) if found else None
