@@ -119,7 +119,7 @@ def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
         TextColumn("{task.fields[detail]}"),
         TimeElapsedColumn(),
     )
-    overall = progress.add_task("[bold]sweep", total=None, detail="")
+    overall = progress.add_task("[bold]sweep", total=None if config.search else len(config.loads()), detail="")
     state: dict[str, Any] = {"task": None, "passed": 0, "failed": 0}
 
     def start(point_load: Load, requests: int) -> None:
