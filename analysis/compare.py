@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import statistics
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from infertap.apis import Output, read_request, read_response
 from infertap.capture.reader import CaptureReader
-from infertap.quantiles import quantile
 
 from .configdiff import prompt_diff, settings_diff, snapshot_diff
 from .divergence import first_divergence, kl_shared_prefix, logprob_positions, similarity, text_diff, tool_call_diff
@@ -26,7 +24,10 @@ from .energy import Telemetry
 from .errors import AnalysisError
 from .extract import extractor
 from .pairing import Pairs, pair
+from .ratios import bootstrap_ratio, distribution
+from .sessions import session_comparison
 from .store import Analysis
+from .workload_identity import traffic
 
 SPEED_METRICS = ("ttft", "ttft_content", "tpot", "e2e")
 
@@ -70,44 +71,6 @@ def _load(path: str | os.PathLike[str]) -> Run:
         return Run(path, analysis)
 
 
-_BOOTSTRAP_MAX_PAIRS = 5000
-
-
-def _bootstrap_ratio(a: Sequence[float], b: Sequence[float], *, rounds: int = 1000, seed: int = 0) -> tuple[float, float] | None:
-    """95% interval of median(B)/median(A), resampling pairs (they are the same requests).
-
-    Above 5,000 pairs the resampling runs on a seeded random 5,000 of them: the interval is then a
-    little wider than the full data would give (conservative), and stays cheap."""
-    if len(a) < 2:
-        return None
-    rng = random.Random(seed)
-    if len(a) > _BOOTSTRAP_MAX_PAIRS:
-        keep = rng.sample(range(len(a)), _BOOTSTRAP_MAX_PAIRS)
-        a, b = [a[i] for i in keep], [b[i] for i in keep]
-    n = len(a)
-    ratios = []
-    for _ in range(rounds):
-        idx = [rng.randrange(n) for _ in range(n)]
-        ma = statistics.median([a[i] for i in idx])
-        if ma > 0:
-            ratios.append(statistics.median([b[i] for i in idx]) / ma)
-    if not ratios:
-        return None
-    ratios.sort()
-    return ratios[int(0.025 * len(ratios))], ratios[min(len(ratios) - 1, int(0.975 * len(ratios)))]
-
-
-def _dist(values: Sequence[float]) -> dict[str, float | None]:
-    if not values:
-        return {"n": 0, "p50": None, "p90": None, "p99": None, "mean": None}
-    ordered = sorted(values)
-    return {
-        "n": len(ordered),
-        **{f"p{round(p * 100)}": quantile(ordered, p) for p in (0.5, 0.9, 0.99)},
-        "mean": statistics.fmean(ordered),
-    }
-
-
 def speed(a: Run, b: Run, pairs: Pairs) -> list[dict[str, Any]]:
     """Per metric, A and B over the exchanges paired and ok on both sides, with B/A and its interval."""
     rows = []
@@ -121,9 +84,9 @@ def speed(a: Run, b: Run, pairs: Pairs) -> list[dict[str, Any]]:
             if ta is not None and tb is not None:
                 va.append(ta / 1e6)
                 vb.append(tb / 1e6)
-        da, db = _dist(va), _dist(vb)
+        da, db = distribution(va), distribution(vb)
         ratio = db["p50"] / da["p50"] if da["p50"] and db["p50"] is not None else None
-        rows.append({"metric": name, "unit": "ms", "a": da, "b": db, "ratio_p50": ratio, "ratio_ci95": _bootstrap_ratio(va, vb)})
+        rows.append({"metric": name, "unit": "ms", "a": da, "b": db, "ratio_p50": ratio, "ratio_ci95": bootstrap_ratio(va, vb)})
     return rows
 
 
@@ -166,11 +129,15 @@ def divergence(
     extract: Callable[[str], str | None] | None,
     top: int,
     references: Mapping[str, str] | None = None,
+    exact: list[bool] | None = None,
 ) -> dict[str, Any]:
-    """How the paired outputs differ, exchange by exchange and in total."""
+    """How the paired outputs differ, exchange by exchange and in total; each pair's exactness is
+    added to ``exact`` when given (sessions are judged on it)."""
     counts: Counter[str] = Counter()
     readability: dict[str, Counter[str]] = {}
     per_pair = [_pair_divergence(a, b, x, y, counts, readability, extract, references) for x, y in pairs.pairs]
+    if exact is not None:
+        exact.extend(bool(p["exact"]) for p in per_pair)
     summary = _divergence_summary(per_pair, counts, readability)
     summary["most_divergent"] = _most_divergent(per_pair, top)
     return summary
@@ -354,6 +321,7 @@ def compare(
     enr = [(a.enrichments.get(x["id"]), b.enrichments.get(y["id"])) for x, y in pairs.pairs]
     prompts = [d for d in (prompt_diff(ea, eb) for ea, eb in enr) if d is not None]
     why = Counter(d.get("why", "equal") if d.get("equal") is not True else "equal" for d in prompts)
+    exact: list[bool] = []
     result: dict[str, Any] = {
         "a": {"path": a.path, "exchanges": len(a.exchanges), "torn": a.torn},
         "b": {"path": b.path, "exchanges": len(b.exchanges), "torn": b.torn},
@@ -373,8 +341,12 @@ def compare(
         },
         "speed": speed(a, b, pairs),
         "energy": energy(a, b),
-        "divergence": divergence(a, b, pairs, extract_fn, top, references),
+        "divergence": divergence(a, b, pairs, extract_fn, top, references, exact),
+        "sessions": session_comparison(a.metrics, b.metrics, pairs.pairs, exact),
     }
+    result["traffic"] = traffic(a_path, b_path)  # analysis/workload_identity.py: did A and B see identical traffic?
+    for row in result["speed"]:
+        row["same_workload"] = result["traffic"]["identical"]
     if baseline is not None:
         base = _load(baseline)
         base_pairs = pair(a.exchanges, base.exchanges)

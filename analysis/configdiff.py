@@ -17,6 +17,7 @@ SNAPSHOT_FACTS = (
     "models",
     "model_sha256",
     "quantization",
+    "dtype",
     "context_size",
     "parallel_slots",
     "chat_template_sha256",
@@ -39,7 +40,7 @@ def _value(snapshot: dict[str, Any] | None, name: str) -> Any:
 
 
 def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """One row per fact: both values and whether they differ (unknown on either side is said so)."""
+    """One row per fact: both values, whether they differ (both known) and whether only one side knows it."""
     rows = [{"fact": "kind", "a": a.get("kind") if a else None, "b": b.get("kind") if b else None}]
     rows += [{"fact": name, "a": _value(a, name), "b": _value(b, name)} for name in SNAPSHOT_FACTS]
     da, db = _value(a, "defaults") or {}, _value(b, "defaults") or {}
@@ -60,8 +61,11 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
         }
     )
     for row in rows:
-        row["differs"] = not same(row["a"], row["b"])
-        row["unknown"] = row["a"] is None or row["b"] is None
+        known = (row["a"] is not None) + (row["b"] is not None)
+        # An unknown beside a known value is not a difference: it may not differ at all.
+        row["differs"] = known == 2 and not same(row["a"], row["b"])
+        row["unknown"] = known < 2
+        row["one_side"] = known == 1  # known on one side only
     return rows
 
 

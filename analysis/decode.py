@@ -6,13 +6,26 @@ from __future__ import annotations
 import json
 import os
 from array import array
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from infertap.apis import Output, Request, decoded_chunks, read_request, read_response, stream_done
+from infertap.apis import (
+    Links,
+    Output,
+    Request,
+    decoded_chunks,
+    link,
+    links_of,
+    read_request,
+    read_response,
+    sessions_of,
+    stream_done,
+    turns_of,
+)
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
 
@@ -20,7 +33,7 @@ from .prefix import longest_earlier_prefixes
 from .schema import ENGINE_FACTS, TABLES
 
 #: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt.
-DECODE_VERSION = 4  # 4: the telemetry table
+DECODE_VERSION = 5  # 4: the telemetry table; 5: sessions and turns
 
 _BATCH_ROWS = 10_000  # a row group; small enough that buffered rows (ids lists, chunk bytes) stay small
 
@@ -36,6 +49,12 @@ class _Sink:
 
     def add(self, row: tuple[Any, ...]) -> None:
         self.rows.append(row)
+        if len(self.rows) >= _BATCH_ROWS:
+            self.flush()
+
+    def extend(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Many rows at once (an exchange's events or chunks): one call, not one per row."""
+        self.rows.extend(rows)
         if len(self.rows) >= _BATCH_ROWS:
             self.flush()
 
@@ -117,6 +136,7 @@ class _Decoder:
         self.records = 0
         self.prompts: list[tuple[int, int, str, bytes]] = []  # (sent_wall_ns, seq, exchange_id, body)
         self.prompt_ids: dict[str, bytes] = {}  # packed, see enrichment()
+        self.links: list[tuple[int, int, str, int, Links]] = []  # (sent_wall_ns, seq, exchange_id, end_wall_ns, links)
 
     def header(self, rec: dict[str, Any]) -> None:
         self.capture_id = self.capture_id or rec.get("capture_id")
@@ -159,37 +179,41 @@ class _Decoder:
             self.prompts.append((sent_wall_ns, rec.get("seq", 0), str(xid), body))
         self._request_row(xid, request, body)
         parsed = read_response(rec) if chunks else Output(request.api, error="no response body")
+        if request.generation:
+            end_wall_ns = sent_wall_ns + (rec.get("end_ns") or 0)
+            self.links.append((sent_wall_ns, rec.get("seq", 0), str(xid), end_wall_ns, links_of(rec, request, parsed)))
         self._event_rows(xid, parsed, chunk_ns)
         self._chunk_rows(xid, chunks, chunk_ns)
         self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, chunk_ns)
 
     def _event_rows(self, xid: str | None, parsed: Output, chunk_ns: list[int]) -> None:
-        """One row per event the adapter read, at its chunk's arrival; it runs per token, hence the locals."""
-        capture, add, n_times = self.capture, self.sinks["events"].add, len(chunk_ns)
-        for index, event in enumerate(parsed.events):
-            d = event.delta
-            t_ns = chunk_ns[event.chunk] if event.chunk < n_times else None
-            add(
-                (
-                    capture,
-                    xid,
-                    index,
-                    event.chunk,
-                    t_ns,
-                    event.data,
-                    d.content,
-                    d.reasoning,
-                    d.tool_deltas,
-                    d.finish_reason,
-                    _dump(d.usage),
-                )
+        """One row per event the adapter read, at its chunk's arrival; it runs per token, hence one comprehension."""
+        capture, n_times = self.capture, len(chunk_ns)
+        self.sinks["events"].extend(
+            (
+                capture,
+                xid,
+                index,
+                event.chunk,
+                chunk_ns[event.chunk] if event.chunk < n_times else None,
+                event.data,
+                d.content,
+                d.reasoning,
+                d.tool_deltas if d.tool_calls else 0,
+                d.finish_reason,
+                None if d.usage is None else _dump(d.usage),
             )
+            for index, event in enumerate(parsed.events)
+            for d in (event.delta,)
+        )
 
     def _chunk_rows(self, xid: str | None, chunks: list[bytes], chunk_ns: list[int]) -> None:
         """Each chunk as the wire carried it (bytes and arrival), for SQL that needs more than the adapters read."""
-        capture, add = self.capture, self.sinks["chunks"].add
-        for index, (chunk, t_ns) in enumerate(zip(chunks, chunk_ns, strict=False)):
-            add((capture, xid, index, t_ns, len(chunk), chunk))
+        capture = self.capture
+        self.sinks["chunks"].extend(
+            (capture, xid, index, t_ns, len(chunk), chunk)
+            for index, (chunk, t_ns) in enumerate(zip(chunks, chunk_ns, strict=False))
+        )
 
     def _exchange_row(
         self,
@@ -371,6 +395,22 @@ class _Decoder:
         for (_, _, xid, _), item, shared in zip(ordered, items, longest_earlier_prefixes(items), strict=True):
             self.sinks["prefixes"].add((self.capture, xid, "tokens" if tokens else "bytes", len(item) // size, shared // size))
 
+    def turns(self) -> None:
+        """Each generation request's session, turn and think time, linked in order of sending."""
+        ordered = sorted(self.links, key=lambda x: (x[0], x[1]))
+        found = link([x[4] for x in ordered])
+        parents = [None if f is None else f[0] for f in found]
+        ids = [x[2] for x in ordered]
+        sessions = sessions_of(parents, [x[4].session for x in ordered], ids)
+        add = self.sinks["turns"].add
+        for (sent, _, xid, _, _), f, session, turn in zip(ordered, found, sessions, turns_of(parents), strict=True):
+            if f is None:
+                add((self.capture, xid, session, turn, None, None, None))
+            else:
+                parent = ordered[f[0]]
+                add((self.capture, xid, session, turn, parent[2], f[1], max(0, sent - parent[3])))
+        self.links = []
+
 
 def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[str, Any]:
     """Decode the capture at ``path`` into ``out/<table>.parquet``; returns what the cache keeps about it."""
@@ -393,6 +433,7 @@ def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[st
             if handler is not None:
                 handler(record)
         decoder.prefixes()
+        decoder.turns()
         torn = [str(t) for t in reader.torn]
         sinks["captures"].add(
             (

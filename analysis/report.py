@@ -15,6 +15,8 @@ from typing import Any
 from infertap.errors import ConfigError
 
 from .compare import compare
+from .report_claims import claim_cards
+from .report_sessions import session_timelines
 from .report_telemetry import telemetry_plots
 from .store import Analysis
 from .svg import (
@@ -76,9 +78,11 @@ def render(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *
     out.append(
         "<p>Definitions: docs/metrics.md (ttft: request sent to the first chunk carrying generated text, reasoning or a tool call).</p>"
     )
+    out += session_timelines(a, b, result["sessions"] if result is not None else None)
     if result is not None:
         out += _divergence(result["divergence"])
         out += _most_divergent(result["divergence"]["most_divergent"])
+    out += claim_cards([(name, path) for name, path, _ in runs])
     out.append("</body></html>")
     return "\n".join(out)
 

@@ -195,6 +195,17 @@ PREFIXES = _schema(
     ("shared", I64),  # the longest prefix shared with any earlier request of the capture
 )
 
+# One row per generation request: its session and its place in it (infertap.apis.conversation).
+TURNS = _schema(
+    ("capture", S),
+    ("exchange_id", S),
+    ("session", S),  # its explicit session (x-session-id; a replay's own), else its first turn's exchange id
+    ("turn", I32),  # 0: a session's first request
+    ("parent_id", S),  # the exchange it continues
+    ("link", S),  # how that was found: recorded (replays), session, previous_response_id, conversation
+    ("think_ns", I64),  # the agent's own time: the parent's end to this request's send (never below 0)
+)
+
 # One row per telemetry sample (infertap.telemetry): joinable with exchanges on wall time. A source
 # that could not be read is one row with name NULL and its reason in `unknown`.
 TELEMETRY = _schema(
@@ -219,5 +230,6 @@ TABLES: dict[str, pa.Schema] = {
     "engines": ENGINES,
     "enrichments": ENRICHMENTS,
     "prefixes": PREFIXES,
+    "turns": TURNS,
     "telemetry": TELEMETRY,
 }

@@ -16,6 +16,7 @@ from .energy import Telemetry
 from .errors import AnalysisError
 from .groupings import GROUPINGS
 from .store import Analysis
+from .workload_identity import group_identities
 
 #: Keys implied by a grouping: a run is one process's writing into one capture (copies of a capture share run ids).
 _IMPLIED = {"run": ("capture",)}
@@ -24,7 +25,7 @@ _COLUMNS = (
     "capture, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
     "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
     "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
-    "prefix_unit, prefix_shared, prefix_length, streamed, readable, finish_reason, tool_calls, session"
+    "prefix_unit, prefix_shared, prefix_length, streamed, readable, finish_reason, tool_calls, session, turn, think_ns"
 )
 #: Per-exchange metrics summarised as distributions: name printed -> (column, scale to the unit).
 LATENCIES = {
@@ -105,6 +106,9 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
     q = _Query(analysis, by)
     try:
         groups = _groups(q)
+        identities = group_identities(analysis, q.m, q.keys)  # analysis/workload_identity.py
+        for group in groups:
+            group["workload"]["identity"] = identities.get(tuple(group["key"][n] for n in q.names))
     finally:
         q.close()
     return {"by": list(by), "captures": capture_info(analysis), "engines": engines(analysis), "groups": groups}
@@ -125,7 +129,18 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
     """Every aspect's rows for all groups at once: one query each, however many groups there are."""
     lat = ", ".join(_aggs(col, "ok") for col, _ in LATENCIES.values())
     srv = ", ".join(_aggs(col, "ok") for col in SERVER.values())
+    sessions = (
+        {
+            "session": q.rows(
+                "count(*), max(turn), sum(think_ns), count(think_ns), "
+                "list(CASE WHEN prompt_tokens > 0 THEN cached_tokens / prompt_tokens END ORDER BY sent_wall_ns, turn)"
+            )
+        }
+        if "session" in q.names
+        else {}
+    )
     return {
+        **sessions,
         "main": q.rows(
             "count(*), count(*) FILTER (WHERE ok), min(sent_wall_ns), max(end_wall_ns), sum(duration_ns), "
             "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens) FILTER (WHERE ok AND streamed AND token_chunks > 0), "
@@ -180,6 +195,8 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
     label = dict(zip(q.names, key, strict=True))
     if "run" in label:
         label["recorder"] = recorder
+    power = _power(telemetry, aspects["where"][key][0], first, last, ok, out_tokens or 0)
+    session = _session(aspects["session"][key][0], span_s, busy, power["energy"]) if "session" in aspects else {}
     return {
         "key": label,
         "requests": requests,
@@ -204,7 +221,28 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
             **{name: _dist(*_triple(values, len(LATENCIES) + i), 1.0) for i, name in enumerate(SERVER)},
         },
         "workload": _workload(requests, aspects["work"][key][0], by_source, aspects["prefix"].get(key, [])),
-        **_power(telemetry, aspects["where"][key][0], first, last, ok, out_tokens or 0),
+        **power,
+        **session,
+    }
+
+
+def _session(row: list[Any], span_s: float | None, busy_ns: int | None, energy: dict[str, Any] | None) -> dict[str, Any]:
+    """A session as a unit of work (docs/metrics.md, Sessions): first send to last end, split into the
+    time its turns spent in the engine and the agent's own time between them."""
+    turns, last_turn, think_ns, thinks, cached_shares = row
+    engine_s = busy_ns / 1e9 if busy_ns is not None else None
+    think_s = (think_ns or 0) / 1e9
+    return {
+        "session": {
+            "turns": turns,
+            "depth": (last_turn or 0) + 1,  # turns in its longest chain (turns sent side by side share a depth)
+            "makespan_s": span_s,
+            "engine_s": engine_s,
+            "think_s": think_s,
+            "think_gaps": thinks,
+            "cached_share_by_turn": cached_shares,
+            "watt_hours": energy["joules"] / 3600 if energy else None,  # over its span, shared with what overlapped it
+        }
     }
 
 

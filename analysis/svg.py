@@ -187,6 +187,60 @@ def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequenc
     return "".join(parts)
 
 
+@dataclass
+class Lane:
+    """One session on a timeline: its turns as (start, end) seconds from its first send."""
+
+    label: str
+    color: str
+    turns: Sequence[tuple[float, float]]
+
+
+LANE_H = 26
+
+
+def timeline_svg(lanes: Sequence[Lane], xlabel: str) -> str:
+    """Sessions as lanes on a shared time axis: each turn a bar, the agent's think time between
+    turns a dashed line, so where a session's time went shows at a glance."""
+    ends = [end for lane in lanes for _, end in lane.turns]
+    if not ends:
+        return "<p>no sessions</p>"
+    xt = ticks(max(ends))
+    label_w = LEFT + 96  # the lanes' names sit left of the plot
+    width = PLOT_W + label_w - LEFT
+    height = TOP + LANE_H * len(lanes) + BOTTOM
+
+    def x(v: float) -> float:
+        return label_w + v / xt[-1] * (width - label_w)
+
+    parts = [f'<svg width="{width + RIGHT}" height="{height}" role="img" aria-label="session timeline">']
+    for t in xt:
+        parts.append(
+            f'<line x1="{x(t):.1f}" y1="{TOP}" x2="{x(t):.1f}" y2="{height - BOTTOM}" stroke="#eee"/>'
+            f'<text class="tick" x="{x(t):.1f}" y="{height - BOTTOM + 16}" text-anchor="middle">{number(t)}</text>'
+        )
+    for i, lane in enumerate(lanes):
+        mid = TOP + LANE_H * i + LANE_H / 2
+        parts.append(f'<text x="{label_w - 6}" y="{mid + 4:.1f}" text-anchor="end">{html.escape(lane.label)}</text>')
+        ordered = sorted(lane.turns)
+        for (_, prev_end), (start, _) in zip(ordered, ordered[1:], strict=False):
+            if start > prev_end:
+                parts.append(
+                    f'<line x1="{x(prev_end):.1f}" y1="{mid:.1f}" x2="{x(start):.1f}" y2="{mid:.1f}" stroke="#999" '
+                    f'stroke-dasharray="3 3"><title>think {number(start - prev_end)} s</title></line>'
+                )
+        for n, (start, end) in enumerate(ordered):
+            parts.append(
+                f'<rect x="{x(start):.1f}" y="{mid - 8:.1f}" width="{max(1.0, x(end) - x(start)):.1f}" height="16" '
+                f'fill="{lane.color}" opacity="0.8"><title>{html.escape(lane.label)} turn {n}: {number(end - start)} s</title></rect>'
+            )
+    parts.append(
+        f'<line x1="{label_w}" y1="{height - BOTTOM}" x2="{width}" y2="{height - BOTTOM}" stroke="#444"/>'
+        f'<text x="{(label_w + width) / 2:.1f}" y="{height - 6}" text-anchor="middle">{html.escape(xlabel)}</text></svg>'
+    )
+    return "".join(parts)
+
+
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], highlight: Sequence[bool] | None = None) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(

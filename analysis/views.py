@@ -46,7 +46,8 @@ WITH tok AS (
     SELECT capture, exchange_id, min(t_ns) AS finish_ns FROM events WHERE finish_reason IS NOT NULL GROUP BY capture, exchange_id
 ), base AS (
     SELECT
-        x.capture, x.capture_id, x.run_id, x.recorder, x.recorder_id, x.exchange_id, x.seq, x.session, x.model, x.method, x.path,
+        x.capture, x.capture_id, x.run_id, x.recorder, x.recorder_id, x.exchange_id, x.seq,
+        coalesce(t.session, x.session) AS session, t.turn, t.parent_id, t.link, t.think_ns, x.model, x.method, x.path,
         x.status, x."end", x.generation, x.stream, x.api, x.streamed, x.readable, x.finish_reason, x.finish_reason_raw,
         x.tool_calls,
         -- A client may hang up right after the stream's end marker, before the engine ends the body
@@ -84,6 +85,7 @@ WITH tok AS (
     LEFT JOIN fin ON fin.capture = x.capture AND fin.exchange_id = x.exchange_id
     LEFT JOIN enrichment_latest e ON e.capture = x.capture AND e.exchange_id = x.exchange_id
     LEFT JOIN prefixes p ON p.capture = x.capture AND p.exchange_id = x.exchange_id
+    LEFT JOIN turns t ON t.capture = x.capture AND t.exchange_id = x.exchange_id
 )
 SELECT *,
     -- Token spacing is only observed when the tokens arrived in two chunks or more. An engine's own

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from .capture.identity import describe as describe_workload
 from .capture.info import summarize
 from .capture.jsonable import dumps
 from .capture.reader import CaptureReader
@@ -352,6 +353,7 @@ def _print_info(s: dict[str, Any]) -> None:
     rows = [
         ("capture", s["path"]),
         ("exchanges", str(s["exchanges"])),
+        ("workload", describe_workload(s["workload"])),
         ("records", counts(s["records"])),
         ("segments", f"{s['segments']}, {s['bytes_on_disk']:,} bytes on disk{ratio}"),
         ("runs", f"{s['runs']} ({', '.join(s['recorders'])})"),
@@ -393,31 +395,41 @@ def _lag(lag: dict[str, Any]) -> str:
     "--engine-a", default=None, metavar="URL", help="Your own engine A instead of the embedded llama-cpp-python server."
 )
 @click.option("--engine-b", default=None, metavar="URL", help="Your own engine B instead of the embedded llama-server.")
-@click.option("--quick", is_flag=True, help="A shorter workload (no long-context request).")
+@click.option(
+    "--engine-c", default=None, metavar="URL", help="Your own engine C instead of the embedded vLLM (also with --quick)."
+)
+@click.option("--quick", is_flag=True, help="A shorter workload (no long-context request) and no embedded vLLM.")
 @click.option("--keep", is_flag=True, help="Leave the engines running afterwards and print their URLs (Ctrl-C ends them).")
-def demo(out: Path | None, engine_a: str | None, engine_b: str | None, quick: bool, keep: bool) -> None:
-    """The whole story on the embedded engines: record a workload on A, replay it on B, compare.
+def demo(out: Path | None, engine_a: str | None, engine_b: str | None, engine_c: str | None, quick: bool, keep: bool) -> None:
+    """The whole story on the embedded engines: record a workload on A, replay it on B and C, compare.
 
     A is llama-cpp-python's server and B llama.cpp's own llama-server, on the same SmolLM2 GGUF,
-    each with its own defaults.
+    C vLLM on the same weights converted to float32 (where `make vllm` could build it), each with
+    its own defaults. Each pair is compared, configuration first.
     """
     import time
 
     from .cli_compare import print_comparison
-    from .demo import run_demo
+    from .demo import pair_summary, run_demo
 
     out = out or DEFAULT_CAPTURES / f"demo-{_dt.datetime.now():%Y%m%d-%H%M%S}"
 
     def show(result: dict[str, Any]) -> None:
-        click.echo("")
-        print_comparison(result["comparison"])
+        for each in result["comparisons"]:
+            x, y = each["pair"].split(" vs ")
+            click.echo(f"\n===== {each['pair']} (below, A is {x}'s capture and B is {y}'s) =====")
+            print_comparison(each["result"])
+        click.echo("\nin short:")
+        for each in result["comparisons"]:
+            click.echo(f"  {each['pair']}: {pair_summary(each['result'])}")
         click.echo(f"\ncaptures: {', '.join(result['captures'])}\nreport:   {result['report']}\n\nrepeat each step by hand:")
         for command in result["commands"]:
             click.echo(f"  {command}")
 
-    def hold(url_a: str, url_b: str, result: dict[str, Any]) -> None:
+    def hold(urls: list[str], result: dict[str, Any]) -> None:
         show(result)
-        click.echo(f"\nengines kept running: A {url_a}  B {url_b}  (Ctrl-C to stop them)")
+        running = "  ".join(f"{name} {url}" for name, url in zip("ABC", urls, strict=False))
+        click.echo(f"\nengines kept running: {running}  (Ctrl-C to stop them)")
         try:
             while True:
                 time.sleep(3600)
@@ -425,7 +437,9 @@ def demo(out: Path | None, engine_a: str | None, engine_b: str | None, quick: bo
             pass
 
     try:
-        result = run_demo(out, say=click.echo, engine_a=engine_a, engine_b=engine_b, quick=quick, keep=hold if keep else None)
+        result = run_demo(
+            out, say=click.echo, engine_a=engine_a, engine_b=engine_b, engine_c=engine_c, quick=quick, keep=hold if keep else None
+        )
     except (InfertapError, OSError, RuntimeError) as exc:
         raise click.ClickException(f"demo failed: {exc}") from exc
     if not keep:
@@ -452,6 +466,10 @@ _register_compare(cli)
 from .cli_sweep import register as _register_sweep  # noqa: E402
 
 _register_sweep(cli)
+
+from .cli_claim import register as _register_claim  # noqa: E402
+
+_register_claim(cli)
 
 
 def main() -> None:

@@ -69,7 +69,8 @@ def _opened(captures: tuple[str, ...], cache_dir: Path | None) -> Iterator[Analy
     type=click.Choice(list(GROUPINGS)),
     default=("run",),
     show_default=True,
-    help="Group exchanges by run, model, path or api; repeat to combine (--by run --by model).",
+    help="Group exchanges by run, model, path, api or session (an agent's conversation: a table of one row "
+    "each); repeat to combine (--by run --by model).",
 )
 @_cache_dir
 def stats(captures: tuple[str, ...], as_json: bool, by: tuple[str, ...], cache_dir: Path | None) -> None:
@@ -124,6 +125,14 @@ def _print_stats(result: dict[str, Any]) -> None:
     if not result["groups"]:
         _out("no generation requests in these captures")
         return
+    if "session" in result["by"]:
+        groups = result["groups"]
+        longest = sorted(groups, key=lambda g: g["session"]["makespan_s"] or 0, reverse=True)[:_SESSIONS_SHOWN]
+        shown = {id(g) for g in longest}
+        console.print(_sessions_table([g for g in groups if id(g) in shown]))
+        if len(groups) > len(longest):
+            _out(f"  the {len(longest)} longest of {len(groups)} sessions; --json for every one")
+        return
     for group in result["groups"]:
         console.print(_stats_table(group))
         _print_throughput(group)
@@ -131,6 +140,34 @@ def _print_stats(result: dict[str, Any]) -> None:
         _print_server_timings(group["server_timings"])
         _print_energy(group["energy"], group["engine_state"])
         _print_workload(group["workload"])
+
+
+#: Sessions printed by `stats --by session` (the longest, in order of their first request).
+_SESSIONS_SHOWN = 40
+
+
+def _sessions_table(groups: list[dict[str, Any]]) -> Table:
+    """One row a session: its makespan split into time in the engine and the agent's own time."""
+    from rich.table import Table
+
+    table = Table(title="sessions (makespan: first send to last end; think: the agent's time between turns)")
+    for name in ("session", "turns", "makespan s", "engine s", "think s", "ttft p50 ms", "e2e p50 ms", "Wh", "cached by turn"):
+        table.add_column(name, justify="left" if name in ("session", "cached by turn") else "right")
+    for g in groups:
+        s, m = g["session"], g["metrics"]
+        shares = " ".join("-" if v is None else f"{v:.0%}" for v in s["cached_share_by_turn"])
+        table.add_row(
+            _group_title(g["key"]),
+            str(s["turns"]),
+            _num(s["makespan_s"], 2),
+            _num(s["engine_s"], 2),
+            _num(s["think_s"], 2),
+            _num(m["ttft"]["p50"], 1),
+            _num(m["e2e"]["p50"], 1),
+            _num(s["watt_hours"], 4),
+            shares,
+        )
+    return table
 
 
 def _out(line: str) -> None:
@@ -232,6 +269,12 @@ def _print_energy(energy: dict[str, Any] | None, state: dict[str, Any] | None) -
 
 def _print_workload(w: dict[str, Any]) -> None:
     """The workload profile: two runs' speeds compare only if what they were asked compares."""
+    if w.get("identity"):
+        ident = w["identity"]  # analysis/workload_identity.py
+        _out(
+            f"  workload_identity: {ident['short']} ({ident['requests']} requests), "
+            f"schedule {ident['schedule_short']} (send times at {ident['resolution_ms']:g} ms)"
+        )
     pt, ot, ct = w["prompt_tokens"], w["output_tokens"], w["cached_tokens"]
     _out(
         f"  workload: prompt_tokens {_num(pt['total'])} (known for {pt['known']}, {_counts(pt['source'])}), "

@@ -118,7 +118,10 @@ def print_comparison(r: dict[str, Any]) -> None:
     _say(console, "\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
     console.print(_speed_table(r["speed"]))
     _say(console, "times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
+    if r["speed"] and r["speed"][0].get("same_workload") is False:
+        _say(console, "B/A compares different workloads (see traffic above): not a like-for-like speed ratio", "yellow")
     _print_energy(console, r["energy"])
+    _print_sessions(console, r.get("sessions"))
     _print_divergence(console, r["divergence"], (r.get("baseline") or {}).get("divergence"))
     _print_most_divergent(console, r["divergence"]["most_divergent"])
 
@@ -157,6 +160,26 @@ def _print_energy(console: Console, e: dict[str, Any]) -> None:
             _say(console, f"engine state {side.upper()}: {shown}")
 
 
+def _seconds(v: float | None) -> str:
+    return "-" if v is None else f"{_number(v, 2)} s"
+
+
+def _print_sessions(console: Console, s: dict[str, Any] | None) -> None:
+    """Sessions as units of work: makespan B/A, and the turn at which answers first differ."""
+    if not s or not s["multi_turn"]:
+        return
+    a, b = s["makespan_s"]["a"], s["makespan_s"]["b"]
+    first = s["first_differing_turn"]
+    turns = ", ".join(f"turn {t} ×{n}" for t, n in first["by_turn"].items()) or "none"
+    _say(console, f"sessions: {s['compared']} of {s['sessions']} compared ({s['multi_turn']} with more than one turn)")
+    _say(
+        console,
+        f"  makespan p50 A {_seconds(a['p50'])}, B {_seconds(b['p50'])}, B/A {_ratio(s['ratio_p50'])} "
+        f"(95% CI {_interval(s['ratio_ci95'])})",
+    )
+    _say(console, f"  answers first differ at: {turns}; identical sessions {first['identical']} ({s['note']})")
+
+
 def _say(console: Console, text: str = "", style: str | None = None) -> None:
     """A line as given: paths and model output are not rich markup, nor numbers to highlight."""
     console.print(text, style=style, markup=False, highlight=False)
@@ -168,9 +191,22 @@ def _print_runs(console: Console, r: dict[str, Any]) -> None:
         console, f"A: {r['a']['path']} ({r['a']['exchanges']} exchanges)   B: {r['b']['path']} ({r['b']['exchanges']} exchanges)"
     )
     _say(console, f"paired: {r['pairing']['explain']}")
+    _print_traffic(console, r.get("traffic"))
     for side in ("a", "b"):
         for torn in r[side]["torn"]:
             _say(console, f"warning: {torn}", "yellow")
+
+
+def _print_traffic(console: Console, t: dict[str, Any] | None) -> None:
+    """Up front: whether A and B saw identical traffic (their workload identities, docs/analysis.md)."""
+    if t is None:
+        return
+    ids = f"A {t['a']['short']}, B {t['b']['short']}"
+    if t["identical"]:
+        schedule = "same schedule" if t["same_schedule"] else "a different schedule (send times)"
+        _say(console, f"traffic: identical ({ids}; {schedule})", "green")
+    else:
+        _say(console, f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare different workloads", "yellow")
 
 
 def _print_configuration(console: Console, r: dict[str, Any]) -> None:
@@ -184,6 +220,13 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
             "yellow",
         )
     console.print(_snapshot_table(cfg["snapshots"]))
+    one_side = [f for f in cfg["snapshots"] if f.get("one_side")]
+    if one_side:  # not differences: an unknown may not differ at all
+        known = "; ".join(
+            f"{f['fact']} ({'A' if f['a'] is not None else 'B'}: {_fmt(f['a'] if f['a'] is not None else f['b'])})"
+            for f in one_side
+        )
+        _say(console, f"known on one side only: {known}")
     if cfg["settings"]:
         console.print(_settings_table(cfg["settings"]))
     else:
@@ -206,9 +249,7 @@ def _snapshot_table(snapshots: list[dict[str, Any]]) -> Table:
     """Only the facts that differ, those known on both sides first (in bold): an unknown may not differ at all."""
     from rich.table import Table
 
-    table = Table(
-        "fact", "A", "B", title="engine snapshots: what differs (unknown: not exposed by that engine)", title_justify="left"
-    )
+    table = Table("fact", "A", "B", title="engine snapshots: what differs (known on both sides)", title_justify="left")
     for fact in sorted(snapshots, key=lambda f: f["unknown"]):  # known on both sides first
         if fact["differs"]:
             table.add_row(fact["fact"], _fmt(fact["a"]), _fmt(fact["b"]), style=None if fact["unknown"] else "bold")

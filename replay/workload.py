@@ -14,13 +14,13 @@ import bisect
 import fnmatch
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infertap.apis import Request, Turn, read_request, read_response
+from infertap.apis import Links, Request, link, links_of, read_request, read_response, sessions_of, turns_of
 from infertap.capture.reader import CaptureReader
-from infertap.errors import InfertapError
+from infertap.errors import ConfigError, InfertapError
 
 
 class WorkloadError(InfertapError):
@@ -47,6 +47,45 @@ class Item:
     think_ns: int | None = None  # with a parent: the agent's own time between the parent's end and this send
     repeat: int = 0
     settings: dict[str, Any] | None = None  # the source's effective settings (enrichment)
+    previous_response_id: str | None = None  # a Responses request that continues a stored response
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSample:
+    """Whole sessions only: a deterministic ``fraction`` of them (by a hash of the seed and the session,
+    so a session's fate doesn't depend on which others the capture holds), then the first ``limit``."""
+
+    fraction: float | None = None
+    seed: int = 0
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.fraction is not None and not 0 < self.fraction <= 1:
+            raise ConfigError(f"--sample-sessions {self.fraction}: a fraction of the sessions, above 0 and at most 1")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"--limit-sessions {self.limit}: one session or more")
+
+    def keeps(self, session: str) -> bool:
+        if self.fraction is None:
+            return True
+        digest = hashlib.blake2b(f"{self.seed}\x00{session}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") < self.fraction * 2**64
+
+    def apply(self, items: list[Item]) -> list[Item]:
+        """The items of the sessions kept, renumbered, each turn still after the turn it continues."""
+        chosen = [s for s in dict.fromkeys(item.session for item in items) if s is not None and self.keeps(s)]
+        kept_sessions = set(chosen[: self.limit] if self.limit is not None else chosen)
+        kept = [item for item in items if item.session in kept_sessions]
+        if not kept:
+            raise WorkloadError(
+                f"--sample-sessions {self.fraction} --seed {self.seed} keeps none of the "
+                f"{len(dict.fromkeys(i.session for i in items))} sessions: raise the fraction or change the seed"
+            )
+        renumbered = {item.index: i for i, item in enumerate(kept)}
+        for i, item in enumerate(kept):
+            item.index = i
+            item.parent = None if item.parent is None else renumbered[item.parent]
+        return kept
 
 
 @dataclass
@@ -93,99 +132,53 @@ class Filters:
         return not (self.before_s is not None and item.offset_ns > self.before_s * 1e9)
 
 
-@dataclass
-class Conversation:
-    """What linking needs of one source exchange: the turns it carries, and what it added."""
-
-    api: str
-    turns: tuple[Turn, ...] = ()
-    reply: Turn | None = None  # None when the exchange has no answer to continue from
-    response_id: str | None = None
-    previous_response_id: str | None = None
-
-
-def _prefix_digests(api: str, turns: Sequence[Turn]) -> list[bytes]:
-    """The digest of each prefix of ``turns`` (``[k]`` covers turns 0..k), in one pass: a
-    conversation of n turns costs n hash updates, not n prefixes hashed each from the start."""
-    h = hashlib.blake2b(api.encode(), digest_size=16)
-    out = []
-    for turn in turns:
-        h.update(turn.key())
-        h.update(b"\x00")
-        out.append(h.copy().digest())
-    return out
-
-
-def _turns_and_think(items: list[Item]) -> None:
-    """Each turn's place in its conversation, and the think time before it: from the recorded end of
-    the turn it continues to its own recorded start (never below zero)."""
-    for item in items:
+def _turns_and_think(items: list[Item], parents: list[int | None]) -> None:
+    """Parents, turns, sessions and the think time before each turn: from the recorded end of the
+    turn it continues to its own recorded start (never below zero)."""
+    for item, parent in zip(items, parents, strict=True):
+        item.parent = parent
+    ids = [item.source_id for item in items]
+    explicit = [item.session for item in items]
+    for item, turn, session in zip(items, turns_of(parents), sessions_of(parents, explicit, ids), strict=True):
+        item.turn, item.session = turn, session
         if item.parent is not None:
-            parent = items[item.parent]
-            item.turn = parent.turn + 1
-            item.think_ns = max(0, item.offset_ns - (parent.offset_ns + parent.duration_ns))
+            parent_item = items[item.parent]
+            item.think_ns = max(0, item.offset_ns - (parent_item.offset_ns + parent_item.duration_ns))
 
 
-def link_conversations(items: list[Item], conversations: list[Conversation]) -> None:
-    """Set ``parent`` on each item that continues an earlier one (items in original order).
-
-    A turn continues the exchange named by its session header, else the one whose response it names
-    (``previous_response_id``), else the latest one whose turns plus reply its own turns start with."""
-    last_in_session: dict[str, int] = {}
-    by_response: dict[str, int] = {}
-    continuations: dict[bytes, int] = {}  # digest of (turns + reply) -> index of the item that made it
-    for i, (item, conv) in enumerate(zip(items, conversations, strict=True)):
-        if item.session:
-            if item.session in last_in_session:
-                item.parent = last_in_session[item.session]
-            last_in_session[item.session] = i
-        if item.parent is None and conv.previous_response_id is not None:
-            item.parent = by_response.get(conv.previous_response_id)
-        # One pass over the turns and the reply: prefixes to look up, and the continuation it makes.
-        digests = _prefix_digests(conv.api, conv.turns if conv.reply is None else (*conv.turns, conv.reply))
-        if item.parent is None:
-            # The longest earlier exchange whose turns + reply this request starts with.
-            for cut in range(len(conv.turns) - 1, 0, -1):
-                if conv.turns[cut - 1].role == "assistant" and (parent := continuations.get(digests[cut - 1])) is not None:
-                    item.parent = parent
-                    break
-        if conv.response_id is not None:
-            by_response[conv.response_id] = i
-        if conv.reply is not None:
-            continuations[digests[-1]] = i
-
-
-def _conversation(record: dict[str, Any], request: Request) -> Conversation:
-    if not request.generation or not request.turns:
-        return Conversation(request.api)
-    if not 200 <= (record.get("status") or 0) < 300:
-        return Conversation(request.api, request.turns, previous_response_id=request.previous_response_id)
-    out = read_response(record)
-    answered = out.readable and out.error_message is None
-    return Conversation(
-        request.api, request.turns, out.reply() if answered else None, out.response_id, request.previous_response_id
-    )
+def _links(record: dict[str, Any], request: Request) -> Links:
+    """The request's links; its response is read only when it can be continued (answered, 2xx)."""
+    answered = request.generation and bool(request.turns) and 200 <= (record.get("status") or 0) < 300
+    return links_of(record, request, read_response(record) if answered else None)
 
 
 def load(
-    path: str | os.PathLike[str], *, filters: Filters | None = None, limit: int | None = None, repeat: int = 1
+    path: str | os.PathLike[str],
+    *,
+    filters: Filters | None = None,
+    limit: int | None = None,
+    repeat: int = 1,
+    sample: SessionSample | None = None,
 ) -> tuple[list[Item], dict[str, Any]]:
     """Items to replay, in original order, and the source capture's identity."""
     reader = CaptureReader(path)
-    source = _Source.read(reader)
+    # Without filters or a limit every exchange is replayed: each is read as it streams by, and only
+    # what replay needs of it is kept (not its response). Otherwise the selection comes first, and
+    # only the exchanges it keeps are read.
+    ahead = limit is None and (filters is None or filters == Filters())
+    source = _Source.read_from(reader, ahead=ahead)
     if not source.records:
         raise WorkloadError(f"{path}: the capture holds no exchanges to replay")
-    items, conversations, intervals = _select(source, filters)
-    if limit is not None:
-        items, conversations, intervals = items[:limit], conversations[:limit], intervals[:limit]
+    items, links = _select(source, filters, limit)
     if not items:
         raise WorkloadError(f"{path}: no exchange is left to replay after the filters")
+    _turns_and_think(items, [None if found is None else found[0] for found in link(links)])
+    if sample is not None:
+        items = sample.apply(items)
     base = items[0].offset_ns
     for item in items:
         item.offset_ns -= base
-    _count_in_flight(items, intervals)
-    link_conversations(items, conversations)
-    _turns_and_think(items)
+    _count_in_flight(items)
     if repeat > 1:
         items = _repeated(items, repeat)
     identity = {"path": str(reader.path), "capture_id": source.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
@@ -197,13 +190,14 @@ class _Source:
     """What a replay needs of a capture: its exchanges, when each started (ns, one clock over every
     run), its first header, and the source's effective settings of each enriched exchange."""
 
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)  # without their responses when read ahead
     starts: list[int] = field(default_factory=list)
     header: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # by exchange id
+    read: list[_Read | None] = field(default_factory=list)  # each record's, when read ahead (None: refused)
 
     @classmethod
-    def read(cls, reader: CaptureReader) -> _Source:
+    def read_from(cls, reader: CaptureReader, *, ahead: bool) -> _Source:
         source = cls()
         anchor = 0
         for r in reader.records():
@@ -211,36 +205,59 @@ class _Source:
                 source.header = source.header or r
                 anchor = round(r["wall"] * 1e9)  # the run's start; exact monotonic offsets within it
             elif r["type"] == "exchange":
-                source.records.append(r)
                 source.starts.append(anchor + r["start_ns"])
+                if ahead:
+                    source.read.append(None if r.get("end") == "refused" else _Read.of(r))
+                    r = {k: v for k, v in r.items() if k not in _RESPONSE}
+                source.records.append(r)
             elif r["type"] == "enrichment":
                 source.settings[r["exchange_id"]] = r["settings"]
         return source
 
 
-def _select(source: _Source, filters: Filters | None) -> tuple[list[Item], list[Conversation], list[tuple[int, int]]]:
-    """The exchanges to replay, in original order, with their conversations and (start, end) offsets."""
+_RESPONSE = ("chunks", "chunk_ns", "response_headers")  # what replay doesn't keep once a record is read
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What replay needs of an exchange's request and response, read once."""
+
+    model: str | None
+    previous_response_id: str | None
+    links: Links
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> _Read:
+        request = read_request(record)  # the body parsed once, for the model and the conversation
+        return cls(request.model, request.previous_response_id, _links(record, request))
+
+
+def _select(source: _Source, filters: Filters | None, limit: int | None) -> tuple[list[Item], list[Links]]:
+    """The exchanges to replay (the first ``limit`` that pass ``filters``), in original order, with
+    their links (a response is read only for an exchange kept)."""
     starts, records = source.starts, source.records
     first = min(starts)
     order = sorted(range(len(records)), key=lambda i: (starts[i], records[i]["seq"]))
     items: list[Item] = []
-    conversations: list[Conversation] = []
-    intervals: list[tuple[int, int]] = []
+    chosen: list[tuple[int, _Read | Request]] = []
     for i in order:
+        if limit is not None and len(items) >= limit:
+            break
         r = records[i]
         if r.get("end") == "refused":
             continue  # infertap refused it; the engine never saw it
-        request = read_request(r)  # the body parsed once, for the model and the conversation
-        item = _item(len(items), r, request, starts[i] - first, source.settings.get(r["id"]))
+        read = source.read[i] if source.read else None
+        head = read if read is not None else read_request(r)
+        item = _item(len(items), r, head, starts[i] - first, source.settings.get(r["id"]))
         if filters and not filters.keep(item):
             continue
         items.append(item)
-        conversations.append(_conversation(r, request))
-        intervals.append((item.offset_ns, item.offset_ns + item.duration_ns))
-    return items, conversations, intervals
+        chosen.append((i, head))
+    links = [head.links if isinstance(head, _Read) else _links(records[i], head) for i, head in chosen]
+    return items, links
 
 
-def _item(index: int, r: dict[str, Any], request: Request, offset: int, settings: dict[str, Any] | None) -> Item:
+def _item(index: int, r: dict[str, Any], head: _Read | Request, offset: int, settings: dict[str, Any] | None) -> Item:
     return Item(
         index=index,
         source_id=r["id"],
@@ -252,18 +269,20 @@ def _item(index: int, r: dict[str, Any], request: Request, offset: int, settings
         offset_ns=offset,
         duration_ns=r["sent_ns"] - r["start_ns"] + r.get("end_ns", 0),
         session=r.get("session"),
-        model=request.model,
+        model=head.model,
+        previous_response_id=head.previous_response_id,
         status=r.get("status"),
         settings=settings,
     )
 
 
-def _count_in_flight(items: list[Item], intervals: list[tuple[int, int]]) -> None:
+def _count_in_flight(items: list[Item]) -> None:
     """Set each item's ``concurrency``: in flight at its start, those started by then less those
     ended by then (an interval ends after it starts), counted by bisection, not a scan per item."""
-    starts, ends = sorted(s for s, _ in intervals), sorted(e for _, e in intervals)
-    for i, (start, _) in enumerate(intervals):
-        items[i].concurrency = bisect.bisect_right(starts, start) - bisect.bisect_right(ends, start) or 1
+    starts = sorted(item.offset_ns for item in items)
+    ends = sorted(item.offset_ns + item.duration_ns for item in items)
+    for item in items:
+        item.concurrency = bisect.bisect_right(starts, item.offset_ns) - bisect.bisect_right(ends, item.offset_ns) or 1
 
 
 def _repeated(items: list[Item], repeat: int) -> list[Item]:
@@ -283,6 +302,7 @@ def _repeated(items: list[Item], repeat: int) -> list[Item]:
                         "index": len(items) + len(copies),
                         "offset_ns": it.offset_ns + k * span,
                         "repeat": k,
+                        "session": None if it.session is None else f"{it.session}#{k}",  # each copy its own sessions
                         "parent": None if it.parent is None else it.parent + k * len(items),
                     }
                 )

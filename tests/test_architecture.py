@@ -28,6 +28,7 @@ LAYERS = [
         "infertap.cli_mitm",
         "infertap.cli_replay",
         "infertap.cli_sweep",
+        "infertap.cli_claim",
     ),
     ("infertap.options", "infertap.demo", "infertap.launch", "infertap.__main__"),
 ]

@@ -8,12 +8,19 @@ answer. Imports nothing of the rest of infertap: the capture's bytes are all it 
 """
 
 from .body import decoded_chunks, ended_by_marker, header
-from .read import APIS, api_for, json_body, read_request, read_response, stream_done
+from .conversation import Link, Links, link, links_of, sessions_of, turns_of
+from .read import APIS, api_for, is_generation, json_body, read_request, read_response, stream_done
 from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
 from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments
 
 __all__ = [
     "ALIASES",
+    "Link",
+    "Links",
+    "link",
+    "links_of",
+    "sessions_of",
+    "turns_of",
     "APIS",
     "FINISH_REASONS",
     "SAMPLING",
@@ -30,6 +37,7 @@ __all__ = [
     "decoded_chunks",
     "ended_by_marker",
     "header",
+    "is_generation",
     "json_body",
     "read_request",
     "read_response",

@@ -7,6 +7,7 @@ holding its newline); a non-streamed body is one payload, complete with its last
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -77,6 +78,8 @@ def timed_payloads(record: Mapping[str, Any], pieces: list[bytes], how: str) -> 
     if how == "json":
         body = b"".join(pieces)
         return [Payload(last, body.decode("utf-8", errors="replace"))] if body.strip() else []
+    if not any(b"\r" in piece for piece in pieces):
+        return _payloads_lf(pieces, how)
     out: list[Payload] = []
     buf = b""
     sep = b"\n\n" if how == "sse" else b"\n"
@@ -89,6 +92,32 @@ def timed_payloads(record: Mapping[str, Any], pieces: list[bytes], how: str) -> 
             buf = buf[cut + len(sep) :]
     if buf.strip():
         _emit(out, how, buf, last)  # a last event without its terminator: complete when the body was
+    return out
+
+
+def _payloads_lf(pieces: list[bytes], how: str) -> list[Payload]:
+    """``timed_payloads`` of a body without a carriage return (nothing to normalize), as the loop above
+    finds them, in one pass over the whole body: a payload is complete in the chunk that holds the
+    last byte of its terminator."""
+    body = b"".join(pieces)
+    ends = list(itertools.accumulate(map(len, pieces)))  # the body offset each chunk ends at
+    sep = b"\n\n" if how == "sse" else b"\n"
+    out: list[Payload] = []
+    pos = chunk = 0
+    while (cut := body.find(sep, pos)) >= 0:
+        last = cut + len(sep) - 1
+        while ends[chunk] <= last:
+            chunk += 1
+        block = body[pos:cut]
+        if how == "sse" and block.startswith(b"data: ") and b"\n" not in block:
+            data = block[6:].decode("utf-8", errors="replace")  # one data line: the usual event
+            if data.strip() != "[DONE]":
+                out.append(Payload(chunk, data))
+        else:
+            _emit(out, how, block, chunk)
+        pos = cut + len(sep)
+    if body[pos:].strip():
+        _emit(out, how, body[pos:], len(pieces) - 1)
     return out
 
 

@@ -21,44 +21,41 @@ class Chat(Api):
     }
 
     def event(self, obj: dict[str, Any]) -> Delta:
-        # Run once per streamed chunk of every chat exchange decoded: fields set only when present.
-        choices = obj.get("choices")
-        d = Delta(known=choices is not None or obj.get("object") in _OBJECTS)
-        if (usage := obj.get("usage")) and isinstance(usage, dict):
+        # Run once per streamed chunk of every chat exchange decoded: fields set only when present,
+        # the usual one-choice delta read with as few lookups as it takes.
+        get = obj.get
+        choices = get("choices")
+        d = Delta(choices is not None or get("object") in _OBJECTS)
+        if (usage := get("usage")) and isinstance(usage, dict):
             d.usage = usage
-        if isinstance(model := obj.get("model"), str):
+        if isinstance(model := get("model"), str):
             d.model = model
-        if isinstance(rid := obj.get("id"), str):
+        if isinstance(rid := get("id"), str):
             d.response_id = rid
-        if fingerprint := obj.get("system_fingerprint"):
+        if fingerprint := get("system_fingerprint"):
             d.system_fingerprint = fingerprint
-        if isinstance(timings := obj.get("timings"), dict):  # llama-server adds them
+        if isinstance(timings := get("timings"), dict):  # llama-server adds them
             d.timings = timings
         if not isinstance(choices, list):
             return d
+        content = reasoning = ""
         calls: list[ToolCallPart] = []
         ids: list[int] = []
+        finish = None
         for choice in choices:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue  # choice 0 only: n > 1 is a different question
             part = choice.get("delta") or choice.get("message") or {}
             if isinstance(part, dict):
-                d.content += as_text(part.get("content"))
-                d.reasoning += as_text(part.get("reasoning_content") or part.get("reasoning"))
-                for i, call in enumerate(part.get("tool_calls") or ()):
-                    if isinstance(call, dict):
-                        fn = as_dict(call.get("function"))
-                        args = fn.get("arguments")
-                        calls.append(
-                            ToolCallPart(
-                                call.get("index", i),
-                                call.get("id"),
-                                as_text(fn.get("name")),
-                                args if isinstance(args, str) else canonical_arguments(args) if args else "",
-                            )
-                        )
-            d.content += as_text(choice.get("text"))
-            d.finish_reason = choice.get("finish_reason") or d.finish_reason
+                if isinstance(text := part.get("content"), str):
+                    content += text
+                if isinstance(text := part.get("reasoning_content") or part.get("reasoning"), str):
+                    reasoning += text
+                if tool_calls := part.get("tool_calls"):
+                    calls.extend(_tool_parts(tool_calls))
+            if isinstance(text := choice.get("text"), str):
+                content += text
+            finish = choice.get("finish_reason") or finish
             logprobs = choice.get("logprobs")
             if isinstance(logprobs, dict):
                 ids.extend(
@@ -66,8 +63,9 @@ class Chat(Api):
                     for item in logprobs.get("content") or ()
                     if isinstance(item, dict) and isinstance(item.get("id"), int)
                 )
-            if isinstance(choice.get("token_ids"), list):  # vLLM's return_token_ids
-                ids.extend(t for t in choice["token_ids"] if isinstance(t, int))
+            if isinstance(token_ids := choice.get("token_ids"), list):  # vLLM's return_token_ids
+                ids.extend(t for t in token_ids if isinstance(t, int))
+        d.content, d.reasoning, d.finish_reason = content, reasoning, finish
         d.tool_calls = calls
         d.token_ids = ids or None
         return d
@@ -87,6 +85,24 @@ class Completions(Chat):
     def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
         prompt = body.get("prompt")
         return ((Turn("user", content_text(prompt)),) if prompt is not None else ()), None, None
+
+
+def _tool_parts(tool_calls: Any) -> list[ToolCallPart]:
+    """The pieces of tool calls one chat delta (or message) carries."""
+    out = []
+    for i, call in enumerate(tool_calls):
+        if isinstance(call, dict):
+            fn = as_dict(call.get("function"))
+            args = fn.get("arguments")
+            out.append(
+                ToolCallPart(
+                    call.get("index", i),
+                    call.get("id"),
+                    as_text(fn.get("name")),
+                    args if isinstance(args, str) else canonical_arguments(args) if args else "",
+                )
+            )
+    return out
 
 
 def message_turn(m: dict[str, Any]) -> Turn:

@@ -8,11 +8,11 @@ tried once more with the adapter its first event looks like (llama-server answer
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from .body import decoded_chunks, framing, head_of, timed_payloads
+from .fastjson import loads
 from .llamacpp import LlamaCpp
 from .messages import Messages
 from .ollama import OllamaChat, OllamaGenerate
@@ -46,13 +46,21 @@ _NOT_GENERATION = ("/count_tokens", "/tokenize", "/detokenize", "/apply-template
 
 def api_for(path: str | None, body: Any = None) -> Api:
     """The adapter for a request to ``path`` (with its parsed ``body``, for paths no API owns)."""
+    api = _by_path(path)
+    if api is not None:
+        return api
+    if (path or "").split("?", 1)[0].rstrip("/").endswith(_NOT_GENERATION) or not isinstance(body, dict):
+        return UNKNOWN
+    return CHAT if "messages" in body else COMPLETIONS if "prompt" in body else UNKNOWN
+
+
+def _by_path(path: str | None) -> Api | None:
+    """The adapter its path names, if any."""
     route = (path or "").split("?", 1)[0].rstrip("/")
     for suffix, api in _BY_PATH:
         if route.endswith(suffix):
             return api
-    if route.endswith(_NOT_GENERATION) or not isinstance(body, dict):
-        return UNKNOWN
-    return CHAT if "messages" in body else COMPLETIONS if "prompt" in body else UNKNOWN
+    return None
 
 
 def json_body(data: bytes | None) -> dict[str, Any] | None:
@@ -60,7 +68,7 @@ def json_body(data: bytes | None) -> dict[str, Any] | None:
     if not data or data.lstrip()[:1] != b"{":
         return None
     try:
-        body = json.loads(data)
+        body = loads(data)
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
@@ -91,9 +99,17 @@ def read_request(record: Mapping[str, Any]) -> Request:
     )
 
 
+def is_generation(record: Mapping[str, Any]) -> bool:
+    """``read_request(record).generation`` without reading the rest of the request (its turns,
+    tools, sampling): what a workload's identity asks of every exchange."""
+    body = json_body(record.get("request_body"))
+    return body is not None and api_for(record.get("path"), body) is not UNKNOWN and any(key in body for key in _INPUTS)
+
+
 def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     """What an exchange's response said, read by ``api`` (else the one its path and body name)."""
-    api = api or api_for(record.get("path"), json_body(record.get("request_body")))
+    # The body is parsed only when the path names no API (it decides nothing otherwise).
+    api = api or _by_path(record.get("path")) or api_for(record.get("path"), json_body(record.get("request_body")))
     pieces = decoded_chunks(record)
     if pieces is None:
         return Output(api.name, error="cannot decode the response's content-encoding")
@@ -122,7 +138,7 @@ def stream_done(pieces: list[bytes], out: Output) -> bool:
 
 def _loads(data: str) -> Any:
     try:
-        return json.loads(data)
+        return loads(data)
     except ValueError:
         return None
 
@@ -164,16 +180,17 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     model = response_id = fingerprint = error_message = None
     timings: dict[str, Any] | None = None
     durations: dict[str, Any] | None = None
+    readable, read = False, api.event  # locals: the loop runs per streamed event
     for event in events:
         obj = event.obj
         if not isinstance(obj, dict):
             event.delta = _NOTHING
             out.error = out.error or _NOT_JSON[how]
             continue
-        d = event.delta = api.event(obj)
+        d = event.delta = read(obj)
         if not d.known and (message := error_of(obj)) is not None:
             d.known, d.error = True, message
-        out.readable = out.readable or d.known
+        readable = readable or d.known
         if d.content:
             text.append(d.content)
         if d.reasoning:
@@ -198,6 +215,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         error_message = d.error or error_message
         if d.token_ids:
             ids.extend(d.token_ids)
+    out.readable = readable
     out.model, out.response_id, out.system_fingerprint, out.error_message = model, response_id, fingerprint, error_message
     out.timings, out.durations = timings, durations
     out.events = events

@@ -10,10 +10,13 @@ an API it doesn't know shows as unreadable instead of as an empty answer.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from .fastjson import loads
 
 #: The common vocabulary finish reasons are mapped to (the API's own word is kept beside it).
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "error", "other")
@@ -75,7 +78,10 @@ class Turn:
     calls: tuple[tuple[str, str], ...] = ()  # (tool name, arguments as canonical JSON)
 
     def key(self) -> bytes:
-        return json.dumps([self.role, self.text, self.calls], ensure_ascii=False).encode()
+        """The turn as bytes that no other turn has: the lengths of role and text, then both, then
+        the calls. Computed for every turn of every request linked: copies, no escaping."""
+        calls = repr(self.calls) if self.calls else ""
+        return f"{len(self.role)}:{len(self.text)}:{self.role}{self.text}{calls}".encode("utf-8", "surrogatepass")
 
 
 @dataclass
@@ -194,11 +200,20 @@ def canonical_arguments(value: Any) -> str:
     """Tool-call arguments as canonical JSON, whether sent as a JSON string or an object, so that
     ``'{"a": 1}'`` streamed in pieces and ``{"a": 1}`` sent whole are the same call."""
     if isinstance(value, str):
-        try:
-            return canonical_arguments(json.loads(value)) if value else ""
-        except ValueError:
-            return value  # not JSON: compared as the text it is
+        # An agent's conversation restates each earlier call's arguments in every later request:
+        # the same strings come back again and again (the cache holds short ones only).
+        return _canonical_cached(value) if len(value) <= 2048 else _canonical_text(value)
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _canonical_text(value: str) -> str:
+    try:
+        return canonical_arguments(loads(value)) if value else ""
+    except ValueError:
+        return value  # not JSON: compared as the text it is
+
+
+_canonical_cached = functools.lru_cache(maxsize=4096)(_canonical_text)
 
 
 def content_text(content: Any) -> str:

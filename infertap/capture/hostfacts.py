@@ -41,28 +41,49 @@ def host_facts() -> dict[str, Any]:
     }
 
 
-def gpu_facts(timeout: float = 5.0) -> list[dict[str, Any]] | None:
-    """GPUs as nvidia-smi reports them; None when there is no nvidia-smi (not 'no GPU': unknown)."""
-    import shutil
+#: What is asked of nvidia-smi about each GPU; drivers that refuse ``vbios_version`` are asked the rest.
+GPU_QUERY = ("name", "driver_version", "memory.total", "vbios_version")
+
+
+def _smi(exe: str, args: list[str], timeout: float) -> str | None:
     import subprocess
+
+    try:
+        return subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def gpu_facts(timeout: float = 5.0) -> list[dict[str, Any]] | None:
+    """GPUs as nvidia-smi reports them: name, driver, memory, VBIOS and the CUDA version the driver
+    supports (from its plain output's header, ``CUDA Version: 12.4``); None when there is no
+    nvidia-smi (not 'no GPU': unknown). A value nvidia-smi doesn't give is None."""
+    import re
+    import shutil
 
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    try:
-        out = subprocess.run(
-            [exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+    fmt = "--format=csv,noheader,nounits"
+    out = _smi(exe, [f"--query-gpu={','.join(GPU_QUERY)}", fmt], timeout)
+    if out is None:  # an older driver that refuses a field: ask without the VBIOS
+        out = _smi(exe, [f"--query-gpu={','.join(GPU_QUERY[:3])}", fmt], timeout)
+    if out is None:
         return None
+    header = _smi(exe, [], timeout) or ""
+    cuda = re.search(r"CUDA Version:\s*([0-9][0-9.]*)", header)
     gpus = []
     for line in out.strip().splitlines():
-        name, driver, memory = (part.strip() for part in line.split(",", 2))
-        gpus.append({"name": name, "driver": driver, "memory_mib": int(memory) if memory.isdigit() else memory})
+        name, driver, memory, vbios = ([part.strip() for part in line.split(",", 3)] + [""])[:4]
+        gpus.append(
+            {
+                "name": name,
+                "driver": driver,
+                "memory_mib": int(memory) if memory.isdigit() else memory,
+                "vbios": vbios if vbios and vbios != "[N/A]" else None,
+                "cuda": cuda.group(1) if cuda else None,
+            }
+        )
     return gpus
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from infertap.apis import header
 
+from .identity import IdentityTally, workload_summary
 from .reader import CaptureReader
 
 
@@ -86,8 +87,10 @@ class _Tally:
 def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
     reader = CaptureReader(path)
     tally = _Tally()
+    identity = IdentityTally()
     for record in reader.records():
         tally.add(record)
+        identity.add(record)
     first, last = tally.first, tally.last
     return {
         "path": str(reader.path),
@@ -112,4 +115,5 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
         "loop_lag": {rid: r["loop_lag"] for rid, r in tally.runs.items() if "loop_lag" in r},  # per recording run
         "closed_cleanly": reader.closed_cleanly,
         "torn": [str(t) for t in reader.torn],
+        "workload": workload_summary(identity.identity(), [r["recorder"] for r in tally.runs.values()]),
     }

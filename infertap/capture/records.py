@@ -63,6 +63,8 @@ class ExchangeExtras(TypedDict, total=False):
     dep_wait_ns: int  # waiting for the request its conversation continues
     think_ns: int  # --sessions closed: the think time kept after the parent's end on the target (scaled)
     turn: int  # its place in its conversation (0: the first request)
+    parent_id: str  # the exchange (of this capture) that it continues
+    rechained_from: str  # its previous_response_id as recorded, replaced by the target's id for that response
 
 
 class Exchange(ExchangeExtras):

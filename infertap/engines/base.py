@@ -137,6 +137,7 @@ class Engine:
             "model_path": fact(None, unknown),
             "model_sha256": fact(None, unknown),
             "quantization": fact(None, unknown),
+            "dtype": fact(None, unknown),
             "context_size": fact(None, unknown),
             "parallel_slots": fact(None, unknown),
             "defaults": fact(None, unknown),

@@ -258,11 +258,15 @@ class Enricher:
         # new snapshot first, so this exchange's enrichment points at the right one.
         parsed = read_response(record)
         seen = (parsed.model, parsed.system_fingerprint)
-        if self._last_seen is not None and seen != self._last_seen and any(seen):
+        # Compared where both responses say: vLLM sends system_fingerprint in a stream only with
+        # its usage chunk, and a stream without one is no sign of a different engine.
+        last = self._last_seen
+        if last is not None and any(a is not None and b is not None and a != b for a, b in zip(seen, last, strict=True)):
             log.info("the upstream now reports %s; probing it again", seen)
             self._probe()
         if any(seen):
-            self._last_seen = seen
+            before = last or (None, None)
+            self._last_seen = (seen[0] or before[0], seen[1] or before[1])
         out = enrichment(self.engine, self.snapshot["fingerprint"] if self.snapshot else None, record, parsed)
         if out is not None:
             self._write(out)

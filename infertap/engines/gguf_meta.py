@@ -1,4 +1,4 @@
-"""Facts from a GGUF model file: its hash, chat template and special tokens.
+"""Facts from a GGUF model file: its hash, chat template, special tokens and tensor types.
 
 Used where an engine doesn't publish them (llama-cpp-python's server) but the model file is at
 hand: given with ``--model-file``, or named by the engine itself as a local path.
@@ -11,6 +11,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 _FILE_TYPES = {
     0: "F32",
@@ -46,6 +47,23 @@ class GGUFFacts:
     add_bos_token: bool | None
     context_length: int | None
     file_type: str | None
+    #: (tensor type, tensors, weights) per type, the most weights first: a Q4_1 file keeps its
+    #: norms in F32 and may keep its embedding in Q8_0.
+    tensor_types: tuple[tuple[str, int, int], ...] = ()
+
+    def dtype(self) -> str | None:
+        """The tensor types by share of the weights, e.g. ``Q4_1 79%, Q8_0 21%, F32 <1%``."""
+        total = sum(n for _, _, n in self.tensor_types)
+        if not total:
+            return None
+        if len(self.tensor_types) == 1:
+            return self.tensor_types[0][0]
+
+        def share(n: int) -> str:
+            pct = 100 * n / total
+            return "<1%" if pct < 1 else f"{pct:.0f}%"
+
+        return ", ".join(f"{name} {share(n)}" for name, _, n in self.tensor_types)
 
 
 def _sha256(path: Path) -> str:
@@ -76,6 +94,11 @@ def _read(path: str, mtime_ns: int, size: int) -> GGUFFacts:
         return tokens.contents(i) if hasattr(tokens, "contents") else None
 
     file_type = value("general.file_type")
+    counts: dict[str, list[int]] = {}
+    for tensor in reader.tensors:
+        seen = counts.setdefault(tensor.tensor_type.name, [0, 0])
+        seen[0] += 1
+        seen[1] += int(tensor.n_elements)
     return GGUFFacts(
         path=path,
         sha256=_sha256(Path(path)),
@@ -88,6 +111,7 @@ def _read(path: str, mtime_ns: int, size: int) -> GGUFFacts:
         add_bos_token=value("tokenizer.ggml.add_bos_token"),
         context_length=value(f"{arch}.context_length") if arch else None,
         file_type=_FILE_TYPES.get(file_type, str(file_type)) if file_type is not None else None,
+        tensor_types=tuple(sorted(((k, n, w) for k, (n, w) in counts.items()), key=lambda t: -t[2])),
     )
 
 
@@ -95,3 +119,9 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFacts:
     p = Path(path).resolve()
     st = p.stat()
     return _read(str(p), st.st_mtime_ns, st.st_size)
+
+
+def dtype_fact(gguf: GGUFFacts, how: str) -> dict[str, Any]:
+    """The ``dtype`` snapshot fact of a GGUF: its tensor types, by share of the weights."""
+    detail = "; ".join(f"{name}: {n} tensor{'' if n == 1 else 's'}, {w} weights" for name, n, w in gguf.tensor_types)
+    return {"value": gguf.dtype(), "source": f"GGUF tensor types, from {how} ({detail})"}

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from .base import Endpoint, Engine, Tokens, fact, sha256_text
-from .gguf_meta import GGUFFacts, read_gguf
+from .gguf_meta import GGUFFacts, dtype_fact, read_gguf
 
 _CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 _PROMPT_PATHS = ("/v1/completions", "/completions")
@@ -134,6 +134,7 @@ class LlamaCppPython(Engine):
             "model_path": fact(gguf.path, how) if gguf else fact(None, how),
             "model_sha256": fact(gguf.sha256, f"sha256 of {gguf.path}") if gguf else fact(None, how),
             "quantization": fact(gguf.file_type, from_gguf) if gguf else fact(None, how),
+            "dtype": dtype_fact(gguf, how) if gguf else fact(None, how),
             "context_size": fact(None, "not exposed by llama-cpp-python's server (its --n_ctx is not published)"),
             "parallel_slots": fact(1, "llama-cpp-python's server serializes requests behind one model lock"),
             "defaults": fact(defaults, "/openapi.json CreateChatCompletionRequest defaults")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
+from urllib.parse import urlsplit
+
+from infertap.capture.hostfacts import is_loopback
 
 from .base import Endpoint, Engine, Tokens, fact
+from .gguf_meta import dtype_fact, read_gguf
 
 _CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 _PROMPT_PATHS = ("/v1/completions", "/completions", "/completion")
@@ -17,6 +22,19 @@ class LlamaServer(Engine):
     def matches(cls, found: dict[str, Endpoint]) -> bool:
         props = found.get("/props")
         return bool(props and props.ok and isinstance(props.json, dict) and "default_generation_settings" in props.json)
+
+    def _dtype(self, model_path: str | None) -> dict[str, Any]:
+        """The GGUF's tensor types: /props doesn't publish them, the file does where it is readable here."""
+        if self.model_file:
+            return dtype_fact(read_gguf(self.model_file), f"--model-file {self.model_file}")
+        if not model_path:
+            return fact(None, "not exposed (/props has no model_path)")
+        if not is_loopback(urlsplit(self.base).hostname or "") or not os.path.isfile(model_path):
+            return fact(None, f"not exposed; the GGUF ({model_path}) is on the engine's host (give --model-file)")
+        try:
+            return dtype_fact(read_gguf(model_path), f"/props model_path {model_path}, read on this host")
+        except ImportError:  # the gguf package comes with the engine extra
+            return fact(None, f"not exposed; reading {model_path} needs the gguf package")
 
     def facts(self) -> dict[str, dict[str, Any]]:
         props: dict[str, Any] = self.get("/props").json or {}
@@ -44,6 +62,7 @@ class LlamaServer(Engine):
             "quantization": fact(props.get("model_ftype") or meta.get("ftype"), "/props model_ftype")
             if props.get("model_ftype") or meta.get("ftype")
             else fact(None, "not exposed"),
+            "dtype": self._dtype(props.get("model_path")),
             "context_size": fact(n_ctx, "/props default_generation_settings.n_ctx (per slot)")
             if n_ctx
             else fact(None, "not exposed"),

@@ -77,6 +77,7 @@ class Ollama(Engine):
             "quantization": fact(details.get("quantization_level"), f"{src} details.quantization_level")
             if details.get("quantization_level")
             else fact(None, not_exposed),
+            "dtype": fact(None, f"{not_exposed} (its quantization level names the weights' type)"),
             "context_size": fact(
                 (params or {}).get("num_ctx") or ctx,
                 f"{src} parameters num_ctx"

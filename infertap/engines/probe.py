@@ -14,6 +14,7 @@ from infertap.capture.records import EngineSnapshot
 
 from . import Engine, ProbeError, detect
 from .base import canonical_json, sha256_text
+from .runtime_digest import runtime_digest, snapshot_facts
 
 __all__ = ["ProbeError", "open_engine", "probe", "snapshot"]
 
@@ -51,6 +52,8 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineS
         if template
         else {"value": None, "source": facts["chat_template"]["source"]}
     )
+    # The binary behind the port, when the engine runs here: hashed once per file (probes run off the event loop).
+    facts.update(snapshot_facts(runtime_digest(engine.base, engine.kind)))
     local = is_loopback(urlsplit(engine.base).hostname or "")
     host = host_facts()
     host["gpus"] = gpu_facts()

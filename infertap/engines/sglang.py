@@ -36,6 +36,9 @@ class SGLang(Engine):
             "quantization": fact(info.get("quantization"), "/get_server_info quantization")
             if info.get("quantization")
             else fact(None, "none set in /get_server_info"),
+            "dtype": fact(info.get("dtype"), "/get_server_info dtype (the --dtype flag; auto: the checkpoint's)")
+            if info.get("dtype")
+            else fact(None, not_exposed),
             "context_size": fact(info.get("context_length"), "/get_server_info context_length")
             if info.get("context_length")
             else fact(None, "/get_server_info context_length is unset (the model's own)"),

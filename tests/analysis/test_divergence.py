@@ -122,8 +122,9 @@ def test_snapshot_and_settings_diff():
         "fact": "default max_tokens",
         "a": None,
         "b": -1,
-        "differs": True,
+        "differs": False,
         "unknown": True,
+        "one_side": True,
     }
     ea = {
         "settings": {

@@ -47,6 +47,39 @@ def test_demo_records_replays_and_names_the_configuration_difference(tmp_path):
     assert (out / "report.html").read_text().count("<svg") >= 3
 
 
+def test_vllm_is_left_out_by_quick_and_where_it_cant_be_built(tmp_path, monkeypatch):
+    from infertap.demo import vllm_left_out
+
+    assert vllm_left_out(quick=True) == "--quick"
+    monkeypatch.setenv("INFERTAP_VLLM_VENV", str(tmp_path / "venv"))
+    assert "make vllm" in vllm_left_out(quick=False)
+    (tmp_path / "venv.unavailable").write_text("no Python 3.11 here\n")
+    assert vllm_left_out(quick=False) == "vLLM can't be built on this machine (no Python 3.11 here)"
+
+
+def test_demo_with_a_third_engine_compares_each_pair_configuration_first(vllm_engine, tmp_path):
+    """--quick leaves the embedded vLLM out; --engine-c brings any engine in (here the real vLLM)."""
+    out = tmp_path / "demo"
+    run = subprocess.run(
+        [sys.executable, "-m", "infertap", "demo", "--quick", "--engine-c", vllm_engine.url, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**__import__("os").environ, "COLUMNS": "160"},
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = run.stdout
+    assert "left out" not in text and "C: vllm 0.32.0" in text and ", float32," in text
+    sections = [text.index(f"===== {pair} ") for pair in ("A vs B", "A vs C", "B vs C")]
+    assert sections == sorted(sections)
+    b_vs_c = text[sections[2] : text.index("in short:")]
+    assert b_vs_c.index("dtype") < b_vs_c.index("context_size") < b_vs_c.index("2. Speed") < b_vs_c.index("3. Divergence")
+    summary = text[text.index("in short:") :]
+    assert "B vs C: configuration differs in kind, quantization, dtype, context_size" in summary
+    steps = len(load_workload(quick=True)["steps"])
+    assert summarize(out / "c-vllm")["exchanges"] == steps
+
+
 def test_keep_leaves_the_engines_running_until_ctrl_c(tmp_path):
     import re
     import signal

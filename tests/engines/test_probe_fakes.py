@@ -38,11 +38,40 @@ def test_vllm_facts_and_tokenize_with_messages():
         engine.http.close()
     facts = _facts(snap)
     assert snap["kind"] == "vllm"
-    assert (facts["version"], facts["context_size"], facts["model_path"]) == ("0.18.2", 32768, "/models/Qwen3-8B")
+    assert (facts["version"], facts["context_size"], facts["model_path"]) == ("0.32.0", 32768, "/models/Qwen3-8B")
+    # The model folder isn't on this host: what it would say stays unknown, with why.
     assert facts["defaults"] is None and "generation-config" in snap["facts"]["defaults"]["source"]
+    assert facts["chat_template"] is None and "/models/Qwen3-8B" in snap["facts"]["chat_template"]["source"]
+    assert facts["parallel_slots"] is None and "23296 tokens" in snap["facts"]["parallel_slots"]["source"]
+    assert snap["raw"]["/metrics cache_config_info"]["kv_cache_max_concurrency"] == "11.375"
     assert tokens.ids == list(range(100, 112)) and tokens.source == "vLLM /tokenize with messages"
     sent = [body for method, path, body in app.calls if path == "/tokenize"]
     assert sent == [{"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True}]
+
+
+def test_vllm_defaults_come_from_the_model_folder_with_their_source(tmp_path):
+    """vLLM applies generation_config.json's sampling settings over its neutral defaults and says so
+    only in its log: read from the model folder (/v1/models root) where this host can see it."""
+    (tmp_path / "generation_config.json").write_text(json.dumps({"temperature": 0.6, "top_p": 0.9, "max_new_tokens": 256}))
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"bos_token": {"content": "<s>"}, "eos_token": "</s>", "chat_template": "{{ messages }}"})
+    )
+    (tmp_path / "config.json").write_text(json.dumps({"dtype": "bfloat16", "quantization_config": {"quant_method": "awq"}}))
+    with ServerThread(vllm_app(root=str(tmp_path))) as server:
+        snap = probe(server.url)
+        engine = open_engine(server.url)
+        defaults = engine.defaults_for("/v1/chat/completions")
+        engine.http.close()
+    facts = _facts(snap)
+    assert facts["defaults"]["temperature"] == 0.6 and facts["defaults"]["max_tokens"] == 256
+    assert facts["defaults"]["repetition_penalty"] == 1.0  # vLLM's own, where the model sets none
+    source = snap["facts"]["defaults"]["source"]
+    assert "max_tokens, temperature, top_p from" in source and str(tmp_path / "generation_config.json") in source
+    assert defaults is not None and defaults["repeat_penalty"] == 1.0 and defaults["top_p"] == 0.9
+    assert (facts["chat_template"], facts["bos_token"], facts["eos_token"]) == ("{{ messages }}", "<s>", "</s>")
+    assert facts["quantization"] == "awq"
+    assert facts["dtype"] == "bfloat16" and "doesn't publish the dtype it serves in" in snap["facts"]["dtype"]["source"]
+    assert any("--generation-config" in note for note in snap["notes"])
 
 
 def test_sglang_facts():
@@ -162,6 +191,44 @@ def test_a_full_enrichment_queue_drops_and_counts_instead_of_blocking(caplog):
         enricher.close()
     assert sorted(r["exchange_id"] for r in written if r["type"] == "enrichment") == ["x0", "x1"]
     assert "enrichment queue full" in caplog.text
+
+
+def test_a_stream_without_system_fingerprint_is_no_reason_to_probe_again():
+    """vLLM names its system_fingerprint in a stream only with the usage chunk: an exchange that
+    doesn't say is not a different engine; one that names another fingerprint is."""
+    app = vllm_app()
+    written: list[dict] = []
+    body = json.dumps({"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+    def exchange(i: int, fingerprint: str | None) -> dict:
+        reply: dict = {"model": "Qwen/Qwen3-8B", "choices": [{"index": 0, "message": {"content": "ok"}}]}
+        if fingerprint:
+            reply["system_fingerprint"] = fingerprint
+        return new_exchange(
+            id=f"x{i}",
+            wall=0.0,
+            start_ns=0,
+            upstream="test",
+            method="POST",
+            path="/v1/chat/completions",
+            request_body=body,
+            response_headers=[["content-type", "application/json"]],
+            chunks=[json.dumps(reply).encode()],
+        )
+
+    with ServerThread(app) as server:
+        enricher = Enricher(server.url, written.append, probe_interval=3600).start()
+        for i, fingerprint in enumerate(["vllm-0.32.0-6183c98d", None, "vllm-0.32.0-6183c98d", None]):
+            enricher.submit(exchange(i, fingerprint))
+        enricher.close()
+        probes = sum(1 for _, path, _ in app.calls if path == "/version")
+        enricher = Enricher(server.url, written.append, probe_interval=3600).start()
+        for i, fingerprint in enumerate(["vllm-0.32.0-6183c98d", "vllm-0.33.0-00000000"]):
+            enricher.submit(exchange(i, fingerprint))
+        enricher.close()
+        reprobed = sum(1 for _, path, _ in app.calls if path == "/version") - probes
+    assert probes == 1 and reprobed == 2
+    assert len([r for r in written if r["type"] == "enrichment"]) == 6
 
 
 def test_effective_settings_label_each_value_with_its_source():

@@ -42,6 +42,8 @@ def test_llama_cpp_python_is_detected_with_its_repeat_penalty_default(engine, gg
     assert facts["models"] == [SMOLLM2_ALIAS]
     assert facts["model_sha256"] == hashlib.sha256(gguf.read_bytes()).hexdigest()
     assert facts["chat_template"] == read_gguf(gguf).chat_template
+    # The GGUF's tensor types by share of the weights: Q4_1, its embedding in Q8_0, its norms in F32.
+    assert facts["dtype"] == "Q4_1 79%, Q8_0 21%, F32 <1%" and "210 tensors" in snap["facts"]["dtype"]["source"]
     assert facts["context_size"] is None and "context_size" in snap["unknown"]
     assert "not exposed" in snap["facts"]["context_size"]["source"]
     assert snap["labels"] == {"gpu": "none"} and snap["host_is_engine_host"] is True
@@ -62,6 +64,7 @@ def test_llama_server_is_detected_and_says_its_build_is_unknown(llama_server_eng
     assert facts["context_size"] > 0
     assert facts["chat_template"] == read_gguf(gguf).chat_template
     assert facts["bos_token"] == "<|im_start|>"
+    assert facts["dtype"] == read_gguf(gguf).dtype() and "/props model_path" in snap["facts"]["dtype"]["source"]
     build = snap["raw"]["/props"]["build_info"]
     if build.startswith("b0-"):  # built from the sdist without git metadata, as here
         assert facts["version"] is None and build in snap["facts"]["version"]["source"]

@@ -80,6 +80,8 @@ def test_gpu_facts_from_nvidia_smi(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\necho 'NVIDIA H200, 570.86.15, 143771'\necho 'NVIDIA H200, 570.86.15, 143771'\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    assert gpu_facts() == [{"name": "NVIDIA H200", "driver": "570.86.15", "memory_mib": 143771}] * 2
+    # A driver that answers no VBIOS and prints no CUDA version: those are unknown (None).
+    gpu = {"name": "NVIDIA H200", "driver": "570.86.15", "memory_mib": 143771, "vbios": None, "cuda": None}
+    assert gpu_facts() == [gpu] * 2
     monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
     assert gpu_facts() is None  # no nvidia-smi: unknown, not "no GPU"

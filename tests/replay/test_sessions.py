@@ -4,6 +4,7 @@ the agent paced them; --sessions open keeps the recorded send times (a turn neve
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -14,9 +15,9 @@ from click.testing import CliRunner
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
 from infertap.errors import ConfigError
-from infertap.replay import ReplayConfig, Schedule, run_replay
+from infertap.replay import ReplayConfig, Schedule, SessionSample, WorkloadError, run_replay
 from infertap.replay.workload import load
-from tests.fake_upstream import ServerThread
+from tests.fake_upstream import ServerThread, lifespan, read_body
 from tests.helpers import write_capture
 from tests.slot_engine import SlotEngine
 
@@ -102,3 +103,190 @@ def test_bad_session_options_are_refused_before_anything_is_sent(tmp_path):
     )
     assert said.exit_code == 2 and "--think-scale" in said.output
     assert not (tmp_path / "o").exists()
+
+
+def test_the_summary_says_which_waits_were_the_targets(tmp_path):
+    src = agent_capture(tmp_path / "src")
+    with ServerThread(SlotEngine(slots=1, service_s=0.3)) as server:
+        closed = run_replay(ReplayConfig(src, server.url, tmp_path / "closed", probe=False, sessions="closed", telemetry=False))
+        opened = run_replay(ReplayConfig(src, server.url, tmp_path / "open", probe=False, telemetry=False))
+    later_turns = SESSIONS * (TURNS - 1)
+    assert closed["sessions"]["mode"] == "closed" and closed["sessions"]["turns"] == later_turns
+    assert closed["sessions"]["waited_for_parent"] == 0  # closed: due at the parent's end + think, never waiting on it
+    assert closed["sessions"]["turn_lag_ms"]["max"] < THINK_S * 1e3 / 5
+    # Open: the slower target's turns end after the next turn's recorded time, which then waits for them.
+    assert opened["sessions"]["mode"] == "open" and opened["sessions"]["waited_for_parent"] > 0
+    assert opened["sessions"]["parent_wait_ms"]["max"] > 50
+
+
+def test_each_replayed_turn_names_the_exchange_it_continued(tmp_path):
+    src = agent_capture(tmp_path / "src")
+    with ServerThread(SlotEngine(slots=4, service_s=0.01)) as server:
+        run_replay(ReplayConfig(src, server.url, tmp_path / "out", probe=False, telemetry=False))
+    records = list(CaptureReader(tmp_path / "out").exchanges())
+    by_place = {(x["session"], x["turn"]): x for x in records}
+    assert len(by_place) == SESSIONS * TURNS
+    for (session, turn), x in by_place.items():
+        if turn == 0:
+            assert "parent_id" not in x
+        else:
+            assert x["parent_id"] == by_place[(session, turn - 1)]["id"]  # the target-side exchange, not the source's
+
+
+def lone_capture(path: Path, n: int = 6) -> Path:
+    """Requests that continue nothing: each its own session."""
+    write_capture(path, [{"offset_s": 0.05 * i} for i in range(n)])
+    return path
+
+
+def test_sessions_are_sampled_whole_and_stably_for_a_seed(tmp_path):
+    src = agent_capture(tmp_path / "src")
+    every = {i.session for i in load(src)[0]}
+    picks = {}
+    for seed in range(12):
+        try:
+            items, _ = load(src, sample=SessionSample(0.5, seed))
+        except WorkloadError as exc:  # three sessions, each kept at even odds: a seed may keep none
+            assert "keeps none of the 3 sessions" in str(exc)
+            picks[seed] = frozenset()
+            continue
+        kept = {i.session for i in items}
+        assert kept <= every
+        for session in kept:  # whole sessions: every turn, each after the turn it continues
+            turns = [i for i in items if i.session == session]
+            assert sorted(i.turn for i in turns) == list(range(TURNS))
+            assert all(i.parent is None or items[i.parent].session == session for i in turns)
+        assert [i.index for i in items] == list(range(len(items))) and items[0].offset_ns == 0
+        assert {i.session for i in load(src, sample=SessionSample(0.5, seed))[0]} == kept  # stable for a seed
+        picks[seed] = frozenset(kept)
+    assert len(set(picks.values())) > 1  # the seed matters
+    first_two = sorted(every)[:2]  # s0 and s1 start first
+    assert {i.session for i in load(src, sample=SessionSample(limit=2))[0]} == set(first_two)
+    # Lone requests are sessions of one: sampling keeps about the fraction of them.
+    assert 0 < len(load(lone_capture(tmp_path / "lone", 40), sample=SessionSample(0.5, 1))[0]) < 40
+
+
+def test_bad_sampling_is_refused_before_anything_is_sent(tmp_path):
+    src = agent_capture(tmp_path / "src")
+    with pytest.raises(WorkloadError, match="keeps none of the 3 sessions"):
+        load(src, sample=SessionSample(1e-12, 0))
+    for bad in (0.0, 1.5, -0.2):
+        with pytest.raises(ConfigError, match="--sample-sessions"):
+            SessionSample(bad)
+    with pytest.raises(ConfigError, match="--limit-sessions 0"):
+        SessionSample(limit=0)
+    for args in (["--sample-sessions", "0"], ["--limit-sessions", "0"], ["--sample-sessions", "1e-12"]):
+        said = CliRunner().invoke(
+            cli, ["replay", str(src), "--target", "http://127.0.0.1:1", "--out", str(tmp_path / "o"), *args]
+        )
+        assert said.exit_code != 0 and ("sessions" in said.output), said.output
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ConfigError, match="--think-scale nan"):
+        ReplayConfig(src, "http://127.0.0.1:1", tmp_path / "o", sessions="closed", think_scale=float("nan"))
+
+
+def test_closed_sessions_on_requests_that_continue_nothing_keep_their_times(tmp_path):
+    src = lone_capture(tmp_path / "src")
+    with ServerThread(SlotEngine(slots=4, service_s=0.01)) as server:
+        summary = run_replay(ReplayConfig(src, server.url, tmp_path / "out", probe=False, sessions="closed", telemetry=False))
+        said = CliRunner().invoke(
+            cli,
+            ["replay", str(src), "--target", server.url, "--out", str(tmp_path / "cli"), "--sessions", "closed", "--no-probe"],
+        )
+    assert summary["sent"] == 6 and summary["sessions"]["turns"] == 0
+    assert said.exit_code == 0 and " ".join(said.output.split()).count("each is its own session") == 1, said.output
+
+
+class ResponsesStore:
+    """A Responses API server: each answer gets an id of its own; ``stores`` False forgets them all
+    (a target that doesn't keep responses), so a turn naming one gets the API's 404."""
+
+    def __init__(self, *, stores: bool = True, fail: set[int] = frozenset()) -> None:
+        self.stores, self.fail = stores, fail
+        self.kept: set[str] = set()
+        self.seen: list[dict[str, Any]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        request = json.loads(await read_body(receive))
+        self.seen.append(request)
+        n = len(self.seen)
+        previous = request.get("previous_response_id")
+        if n - 1 in self.fail:
+            status, answer = 500, {"error": {"message": "engine fell over", "type": "server_error"}}
+        elif previous is not None and previous not in self.kept:
+            status, answer = (
+                404,
+                {"error": {"message": f"Previous response with id '{previous}' not found.", "type": "invalid_request_error"}},
+            )
+        else:
+            rid = f"resp_target_{n}"
+            if self.stores:
+                self.kept.add(rid)
+            status = 200
+            answer = {
+                "id": rid,
+                "object": "response",
+                "status": "completed",
+                "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"answer {n}"}]}],
+                "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5},
+            }
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
+
+
+def chain_capture(path: Path, turns: int = 3) -> Path:
+    """One Responses conversation kept by the engine: each turn names the previous response's id."""
+    exchanges = []
+    for t in range(turns):
+        body: dict[str, Any] = {"model": "m", "input": f"step {t}"}
+        if t:
+            body["previous_response_id"] = f"resp_src_{t - 1}"
+        answer = {
+            "id": f"resp_src_{t}",
+            "object": "response",
+            "status": "completed",
+            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"src {t}"}]}],
+        }
+        exchanges.append({"offset_s": 0.2 * t, "path": "/v1/responses", "body": body, "chunks": [json.dumps(answer).encode()]})
+    write_capture(path, exchanges)
+    return path
+
+
+def test_a_stateful_chain_is_replayed_with_the_targets_own_response_ids(tmp_path):
+    src = chain_capture(tmp_path / "src")
+    items, _ = load(src)
+    assert [i.parent for i in items] == [None, 0, 1] and [i.turn for i in items] == [0, 1, 2]
+    target = ResponsesStore()
+    with ServerThread(target) as server:
+        summary = run_replay(ReplayConfig(src, server.url, tmp_path / "out", probe=False, telemetry=False))
+    assert [r.get("previous_response_id") for r in target.seen] == [None, "resp_target_1", "resp_target_2"]
+    assert summary["statuses"] == {"200": 3}
+    sent = [json.loads(x["request_body"]) for x in CaptureReader(tmp_path / "out").exchanges()]
+    assert [b.get("previous_response_id") for b in sent] == [None, "resp_target_1", "resp_target_2"]  # recorded as sent
+    assert [b["input"] for b in sent] == ["step 0", "step 1", "step 2"]  # nothing else in the body changed
+
+
+def test_a_target_that_keeps_no_responses_fails_the_chain_with_its_own_error(tmp_path):
+    src = chain_capture(tmp_path / "src")
+    target = ResponsesStore(stores=False)
+    with ServerThread(target) as server:
+        summary = run_replay(ReplayConfig(src, server.url, tmp_path / "out", probe=False, telemetry=False))
+    # The second turn gets the target's own 404, recorded and counted; the third continues a turn that got
+    # no response id, so it is refused, not sent with the recorded engine's id.
+    assert summary["statuses"] == {"200": 1, "404": 1, "None": 1} and summary["ends"]["refused"] == 1
+    assert [r.get("previous_response_id") for r in target.seen] == [None, "resp_target_1"]
+
+
+def test_a_turn_whose_parent_got_no_id_is_refused_not_sent_stale(tmp_path):
+    src = chain_capture(tmp_path / "src")
+    target = ResponsesStore(fail={0})  # the first turn fails: the target gives it no response id
+    with ServerThread(target) as server:
+        summary = run_replay(ReplayConfig(src, server.url, tmp_path / "out", probe=False, telemetry=False))
+    assert len(target.seen) == 1  # the later turns were never sent with the recorded engine's ids
+    assert summary["ends"]["refused"] == 2
+    refused = [x for x in CaptureReader(tmp_path / "out").exchanges() if x["end"] == "refused"]
+    assert len(refused) == 2 and all("previous_response_id" in x["error"] for x in refused)
+    assert summary["not_sent"] == 2

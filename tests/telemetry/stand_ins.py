@@ -23,6 +23,12 @@ from tests.fake_upstream import lifespan
 SMI_FIELDS = "index,power.draw,utilization.gpu,memory.used,clocks.sm,temperature.gpu,clocks_event_reasons.active"
 SMI_FIELDS_OLD = SMI_FIELDS.replace("clocks_event_reasons", "clocks_throttle_reasons")  # drivers before 535
 SMI_FORMAT = "--format=csv,noheader,nounits"
+#: The start of plain ``nvidia-smi``'s output: the driver and the CUDA version it supports.
+SMI_BANNER = """Thu Jan 30 10:00:00 2025
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 570.86.15              Driver Version: 570.86.15      CUDA Version: 12.8     |
+|-----------------------------------------+------------------------+----------------------+
+"""
 
 
 def nvidia_smi(
@@ -60,6 +66,8 @@ def nvidia_smi(
         'case "$*" in',
         f'  "--query-gpu={fields} {SMI_FORMAT}") printf %s {shlex.quote(answer)} ;;',
         f'  "--query-gpu=name,driver_version,memory.total {SMI_FORMAT}") echo "NVIDIA H200, 570.86.15, 143771" ;;',
+        f'  "--query-gpu=name,driver_version,memory.total,vbios_version {SMI_FORMAT}") echo "NVIDIA H200, 570.86.15, 143771, 96.00.74.00.0B" ;;',
+        f'  "") printf %s {shlex.quote(SMI_BANNER)} ;;',
         '  *) echo "unknown query: $*" >&2; exit 2 ;;',
         "esac",
     ]

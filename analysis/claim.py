@@ -1,0 +1,408 @@
+"""The claim card: a run's headline numbers with the nine facts that make them reproducible.
+
+"Numbers do not travel; configs travel." ``claim(path)`` returns one object with exactly the
+fields of ``FIELDS`` plus ``figures`` (the run's headline numbers from ``stats``, energy included).
+Each field is ``{"value": ..., "source": ...}``; a field whose value is unknown has ``value`` None
+and ``unknown`` saying why; a field known only in part keeps its ``value`` and names the missing
+parts in ``unknown``. ``unknown_fields(card)`` lists both kinds (what ``--strict`` refuses).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from infertap.capture.hostfacts import is_loopback
+from infertap.engines.runtime_digest import runtime_digest
+
+from .stats import QUANTILES, speed_stats
+from .store import Analysis
+from .workload_identity import recorders, workload
+
+FIELDS = (
+    "device",
+    "runtime",
+    "model",
+    "quantization",
+    "workload",
+    "concurrency",
+    "sampling",
+    "measuring_side",
+    "aggregation",
+)
+
+
+def _field(value: Any, source: str, unknown: str | None = None) -> dict[str, Any]:
+    out = {"value": value, "source": source}
+    if unknown:
+        out["unknown"] = unknown
+    return out
+
+
+def _unknown(reason: str, source: str = "none") -> dict[str, Any]:
+    return {"value": None, "source": source, "unknown": reason}
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else None
+
+
+def _fact(facts: dict[str, Any], name: str) -> tuple[Any, str]:
+    f = facts.get(name) or {}
+    return (f.get("value"), f.get("source") or "") if isinstance(f, dict) else (f, "engine snapshot")
+
+
+def claim(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The claim card of the capture at ``path`` (a recording or a replay)."""
+    with Analysis([path], cache_dir=cache_dir) as analysis:
+        return card(analysis, str(Path(path).resolve()))
+
+
+def card(analysis: Analysis, capture: str) -> dict[str, Any]:
+    """The claim card of one loaded capture (its ``capture`` column value)."""
+    stats = speed_stats(analysis, ("run",))
+    groups = [g for g in stats["groups"] if g["key"].get("capture") == capture]
+    snap = _last_snapshot(analysis, capture)
+    runs = recorders(capture)
+    recorder = next((r for r in runs if r.get("kind") not in (None, "enrich", "telemetry")), runs[0] if runs else {})
+    host = _loads(analysis.query("SELECT any_value(host) FROM runs WHERE capture = ?", [capture]).rows[0][0]) or {}
+    labels = _labels(analysis, capture)
+    group = _merged(groups)
+    return {
+        "capture": capture,
+        "device": _device(snap, host, labels),
+        "runtime": _runtime(snap),
+        "model": _model(snap, analysis, capture),
+        "quantization": _quantization(snap),
+        "workload": _workload(analysis, capture, group),
+        "concurrency": _concurrency(recorder, group, snap),
+        "sampling": _sampling(analysis, capture),
+        "measuring_side": _measuring_side(recorder, group),
+        "aggregation": _aggregation(group),
+        "figures": _figures(groups),
+    }
+
+
+def unknown_fields(card: dict[str, Any]) -> dict[str, str]:
+    """Each field not fully known, with the reason: what ``claim --strict`` refuses."""
+    return {name: card[name]["unknown"] for name in FIELDS if card[name].get("unknown")}
+
+
+# -- the facts -----------------------------------------------------------------------------------
+
+
+def _last_snapshot(analysis: Analysis, capture: str) -> dict[str, Any] | None:
+    rows = analysis.query(
+        "SELECT kind, url, wall, fingerprint, facts, host, labels FROM engines WHERE capture = ? ORDER BY wall DESC NULLS LAST LIMIT 1",
+        [capture],
+    ).records()
+    if not rows:
+        return None
+    snap = rows[0]
+    snap["facts"] = _loads(snap["facts"]) or {}
+    snap["host"] = _loads(snap["host"]) or {}
+    snap["labels"] = _loads(snap["labels"]) or {}
+    return snap
+
+
+def _labels(analysis: Analysis, capture: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for (text,) in analysis.query("SELECT labels FROM runs WHERE capture = ?", [capture]).rows:
+        out.update(_loads(text) or {})
+    return out
+
+
+_NO_SNAPSHOT = "the capture has no engine snapshot (recorded with --no-probe, or the probe failed): run `infertap enrich CAPTURE --engine URL`"
+
+
+def _device(snap: dict[str, Any] | None, run_host: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """GPU and CPU of the engine's machine: the snapshot's host facts when the engine was local, else labels."""
+    label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
+    local = snap is not None and is_loopback(urlsplit(snap["url"] or "").hostname or "")
+    if not local:
+        reason = _NO_SNAPSHOT if snap is None else f"the engine at {snap['url']} is not on the recording machine"
+        if label_gpu:
+            return _field({"labels": label_gpu}, "user labels (--label)", f"{reason}: only the labels describe its device")
+        return _unknown(f"{reason}; describe its device with --label gpu=... --label driver=...")
+    host = snap["host"] if snap else run_host
+    gpus = host.get("gpus")
+    value: dict[str, Any] = {
+        "cpu": host.get("cpu"),
+        "cpu_count": host.get("cpu_count"),
+        "memory_bytes": host.get("memory_bytes"),
+        "hostname": host.get("hostname"),
+        "gpus": gpus,
+        "gpu_count": len(gpus) if gpus else 0 if gpus == [] else None,
+        **({"labels": label_gpu} if label_gpu else {}),
+    }
+    source = "engine snapshot's host facts (/proc/cpuinfo, sysconf; GPUs from nvidia-smi)"
+    missing = []
+    if gpus is None:
+        missing.append(
+            "GPU model, count, driver, VBIOS and CUDA: no nvidia-smi on the engine's machine (no NVIDIA GPU, or its tools are not installed)"
+        )
+    elif gpus:
+        absent = [what for key, what in (("vbios", "VBIOS"), ("cuda", "CUDA version")) if any(g.get(key) is None for g in gpus)]
+        if absent:
+            why = "not in the snapshot (an older infertap asked nvidia-smi for name, driver and memory only)"
+            if all("vbios" in g for g in gpus):
+                why = "nvidia-smi did not give it (an older driver, or [N/A])"
+            missing.append(f"{' and '.join(absent)}: {why}")
+    return _field(value, source, "; ".join(missing) or None)
+
+
+def _runtime(snap: dict[str, Any] | None) -> dict[str, Any]:
+    if snap is None:
+        return _unknown(_NO_SNAPSHOT)
+    facts = snap["facts"]
+    version, version_source = _fact(facts, "version")
+    digest, digest_source = _digest(snap)
+    value = {
+        "kind": snap["kind"],
+        "version": version,
+        "build": version if version else None,
+        "digest": digest,
+        "fingerprint": snap["fingerprint"],
+    }
+    missing = []
+    if version is None:
+        missing.append(f"version: {version_source or 'not exposed'}")
+    if digest["sha256"] is None:
+        missing.append(f"digest: {digest['found']}")
+    source = f"engine snapshot of {snap['url']} (version: {version_source}); digest: {digest_source}"
+    return _field(value, source, "; ".join(missing) or None)
+
+
+def _digest(snap: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The runtime's digest (``sha256``, ``path``, how it was ``found`` or why not) as the snapshot
+    recorded it; for a snapshot without one (an older infertap), looked up now through the process
+    on the upstream's port, if that still runs here and started before the snapshot."""
+    facts = snap["facts"]
+    if "runtime_sha256" in facts:
+        sha, found = _fact(facts, "runtime_sha256")
+        path, _ = _fact(facts, "runtime_path")
+        return {"sha256": sha, "path": path, "found": found}, "recorded in the engine snapshot"
+    now = runtime_digest(snap["url"] or "", snap["kind"], (snap["host"] or {}).get("hostname"), snap["wall"])
+    value = {"sha256": now.sha256, "path": now.path, "found": now.how if now.sha256 else now.what}
+    return value, "not in the snapshot (an older infertap): looked up now, through the process on the upstream's port"
+
+
+def _model(snap: dict[str, Any] | None, analysis: Analysis, capture: str) -> dict[str, Any]:
+    served = [
+        r[0]
+        for r in analysis.query(
+            "SELECT DISTINCT coalesce(response_model, model) FROM exchanges WHERE capture = ? AND generation AND coalesce(response_model, model) IS NOT NULL ORDER BY 1",
+            [capture],
+        ).rows
+    ]
+    if snap is None:
+        if served:
+            return _field(
+                {"served": served, "path": None, "sha256": None},
+                "request and response bodies",
+                f"artifact and sha256: {_NO_SNAPSHOT}",
+            )
+        return _unknown(_NO_SNAPSHOT)
+    facts = snap["facts"]
+    models, _ = _fact(facts, "models")
+    path, path_source = _fact(facts, "model_path")
+    sha, sha_source = _fact(facts, "model_sha256")
+    value = {"served": served or models, "engine_models": models, "path": path, "sha256": sha}
+    missing = [
+        f"{name}: {why or 'not exposed'}"
+        for name, v, why in (("path", path, path_source), ("sha256", sha, sha_source))
+        if v is None
+    ]
+    return _field(value, f"exchanges' model names; engine snapshot ({sha_source or path_source})", "; ".join(missing) or None)
+
+
+def _quantization(snap: dict[str, Any] | None) -> dict[str, Any]:
+    if snap is None:
+        return _unknown(_NO_SNAPSHOT)
+    value, source = _fact(snap["facts"], "quantization")
+    if value is None:
+        return _unknown(source or "the engine does not say (give the GGUF with --model-file)", "engine snapshot")
+    return _field(value, source)
+
+
+def _merged(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The group the facts describe: the capture's run of generation requests (the first, if several)."""
+    return groups[0] if groups else None
+
+
+def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None) -> dict[str, Any]:
+    w = workload(analysis, capture)
+    profile: dict[str, Any] = group["workload"] if group else {}
+    value: dict[str, Any] = {
+        "identity": w["workload"],
+        "short": w["short"],
+        "schedule_identity": w["schedule"],
+        "schedule_resolution_ms": w["resolution_ms"],
+        "requests": w["requests"],
+        "prompt_tokens": (profile.get("prompt_tokens") or {}).get("total"),
+        "output_tokens": (profile.get("output_tokens") or {}).get("total"),
+        "prefix_reuse": [{k: r[k] for k in ("unit", "share", "shared", "length")} for r in profile.get("prefix_reuse", [])],
+        **{k: w[k] for k in ("source", "derived_by", "same_as_source") if k in w},
+    }
+    return _field(
+        value,
+        "sha256 of the generation requests (method, path, exact body bytes) in send order; token totals from usage or the engine's tokenizer",
+    )
+
+
+def _concurrency(recorder: dict[str, Any], group: dict[str, Any] | None, snap: dict[str, Any] | None) -> dict[str, Any]:
+    if recorder.get("kind") == "replay":
+        schedule: Any = recorder.get("schedule") or {}
+        schedule_source = "the replay's schedule (capture header)"
+    else:
+        schedule = "as recorded: the clients' own timing and concurrency"
+        schedule_source = f"recorded by {recorder.get('kind') or 'an unknown recorder'}"
+    slots, slots_source = _fact(snap["facts"], "parallel_slots") if snap else (None, _NO_SNAPSHOT)
+    c = (group or {}).get("concurrency") or {}
+    value = {"schedule": schedule, "achieved_mean": c.get("mean"), "achieved_max": c.get("max"), "engine_slots": slots}
+    missing = None if slots is not None else f"engine slots: {slots_source or 'not exposed'}"
+    return _field(
+        value, f"{schedule_source}; achieved in flight from send and end times (docs/metrics.md); slots: {slots_source}", missing
+    )
+
+
+def _sampling(analysis: Analysis, capture: str) -> dict[str, Any]:
+    """Each effective setting's values and where each came from, counted over the enriched exchanges."""
+    rows = analysis.query(
+        "SELECT e.settings FROM enrichment_latest e JOIN exchanges x USING (capture, exchange_id) "
+        "WHERE e.capture = ? AND x.generation AND e.settings IS NOT NULL",
+        [capture],
+    ).rows
+    if not rows:
+        return _unknown(
+            "no enrichment records: effective settings unknown (record with probing on, or run `infertap enrich CAPTURE --engine URL`)",
+            "enrichments",
+        )
+    tally: dict[str, dict[tuple[str, str], int]] = {}
+    for (text,) in rows:
+        for name, s in (_loads(text) or {}).items():
+            key = (json.dumps(s.get("value")), str(s.get("source")))
+            tally.setdefault(name, {})
+            tally[name][key] = tally[name].get(key, 0) + 1
+    value = {
+        name: [{"value": json.loads(v), "source": src, "requests": n} for (v, src), n in sorted(counts.items())]
+        for name, counts in sorted(tally.items())
+    }
+    unknown = sorted(name for name, vs in value.items() if name in DECISIVE and any(v["source"] == "unknown" for v in vs))
+    return _field(
+        value,
+        f"enrichments: each setting from the request, else the engine's default as it reports it ({len(rows)} requests)",
+        f"no value known for {', '.join(unknown)} (neither sent nor reported by the engine)" if unknown else None,
+    )
+
+
+#: The settings that change what a sampler picks: one of them unknown leaves the sampling unknown
+#: (others the engine doesn't report, such as ``typical_p`` on llama-cpp-python, are listed as unknown only).
+DECISIVE = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty")
+
+
+def _measuring_side(recorder: dict[str, Any], group: dict[str, Any] | None) -> dict[str, Any]:
+    kind = recorder.get("kind") or "unknown"
+    side = {
+        "replay": "replayer: infertap replay is the client; times are taken where requests leave and responses arrive",
+        "proxy": "recorder: infertap record, a proxy between the clients and the engine; times are taken at the proxy, on the client side of the engine's wire",
+        "mitm": "recorder: infertap mitm, an HTTPS proxy between the clients and the engine; client side of the engine's wire",
+    }.get(kind, f"recorded by {kind}")
+    server = ((group or {}).get("server_timings") or {}).get("source")
+    value = {
+        "recorder": kind,
+        "side": side,
+        "clock": "the recording process's monotonic clock (ns), wall clock only to anchor runs",
+        "server_timings": f"reported separately, labelled: {server}" if server else "none reported by the engine",
+    }
+    return _field(value, "capture header's recorder; docs/metrics.md")
+
+
+def _aggregation(group: dict[str, Any] | None) -> dict[str, Any]:
+    metrics = (group or {}).get("metrics") or {}
+    value = {
+        "percentiles": [f"p{round(q * 100)}" for q in QUANTILES],
+        "definition": "linear interpolation between closest ranks (DuckDB quantile_cont), over the successful generation requests",
+        "n": {name: m.get("n") for name, m in metrics.items()},
+        "throughput": "ok requests (and their output tokens) over the span from the first send to the last end",
+        "intervals": "none for one run's percentiles; `infertap compare` gives 95% bootstrap intervals of median ratios (1,000 resamples)",
+    }
+    return _field(value, "analysis/stats.py; docs/metrics.md")
+
+
+def _figures(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    heads = [_headline(g) for g in groups]
+    if len(heads) == 1:
+        return heads[0]
+    return {"runs": heads, "note": f"{len(heads)} runs in this capture: figures per run"}
+
+
+def _headline(g: dict[str, Any]) -> dict[str, Any]:
+    m = g["metrics"]
+    pick = ("p50", "p90", "p99", "mean", "n")
+    return {
+        "run": g["key"].get("run"),
+        "requests": g["requests"],
+        "ok": g["ok"],
+        "error_rate": g["error_rate"],
+        "span_s": g["span_s"],
+        **{f"{name}_ms": {k: m[name].get(k) for k in pick} for name in ("ttft", "ttft_content", "tpot", "itl", "e2e")},
+        "output_tokens": {k: m["output_tokens"].get(k) for k in pick},
+        "throughput": g["throughput"],
+        "concurrency": g["concurrency"],
+        "energy": g.get("energy"),
+    }
+
+
+# -- in words ------------------------------------------------------------------------------------
+
+
+def short(value: Any) -> str:
+    """A field's value in one line."""
+    if value is None:
+        return "unknown"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {short(v)}" for k, v in value.items() if v not in (None, [], {}))
+    if isinstance(value, list):
+        return ", ".join(short(v) for v in value) or "-"
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    return str(value)
+
+
+def value_text(name: str, value: Any) -> str:
+    """A field's value in one line for people (``claim``, the report's claim cards)."""
+    if value is None:
+        return "unknown"
+    if name == "workload":
+        line = (
+            f"{value['short']}, {value['requests']} generation requests, schedule {value['schedule_identity'][:16]} "
+            f"({value['schedule_resolution_ms']:g} ms), prompt_tokens {value['prompt_tokens']}, output_tokens {value['output_tokens']}"
+        )
+        if "source" in value:
+            src = value.get("source") or {}
+            how = (
+                "identical to"
+                if value.get("same_as_source")
+                else f"derived by {', '.join(value.get('derived_by') or ['no transform recorded'])} from"
+            )
+            line += f"; {how} source {src.get('short', '?')}"
+        return line
+    if name == "runtime":
+        d = value["digest"]
+        digest = f"sha256 {d['sha256'][:16]}… of {d['path']}" if d["sha256"] else "digest unknown"
+        return f"{value['kind']} {value['version'] or '(version unknown)'}, {digest}"
+    if name == "sampling":
+        return "; ".join(
+            f"{k}={'/'.join(f'{short(v["value"])} ({v["source"]}, {v["requests"]})' for v in vs)}" for k, vs in value.items()
+        )
+    return short(value)
+
+
+def field_text(name: str, field: dict[str, Any]) -> str:
+    """A field in one line: its value, and what is unknown of it with the reason."""
+    note = f" (unknown: {field['unknown']})" if field.get("unknown") else ""
+    return value_text(name, field["value"]) + note

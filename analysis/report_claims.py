@@ -1,0 +1,42 @@
+"""The report's claim cards: each run's nine facts side by side (``claim``), unknowns with their reason.
+
+One row per field, one column per run; a row whose values differ between the runs is highlighted,
+since a different device, runtime or workload explains a different number before any metric does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from .claim import FIELDS, claim, value_text
+from .svg import _table
+
+
+def _same(field: str, value: Any, text: str) -> str:
+    """What must be equal for a field to read the same on two runs: a workload, its two identities
+    (a replay's text also names its source)."""
+    if field == "workload" and value is not None:
+        return f"{value['identity']} {value['schedule_identity']}"
+    return text
+
+
+def claim_cards(runs: Sequence[tuple[str, str | os.PathLike[str]]]) -> list[str]:
+    """The section for ``runs`` (name, capture path): a table of their claim cards."""
+    cards = [(name, claim(path)) for name, path in runs]
+    rows, differs = [], []
+    for field in FIELDS:
+        values = [value_text(field, card[field]["value"]) for _, card in cards]
+        cells = [
+            v + (f" — unknown: {card[field]['unknown']}" if card[field].get("unknown") else "")
+            for v, (_, card) in zip(values, cards, strict=True)
+        ]
+        rows.append([field, *cells])
+        differs.append(len({_same(field, card[field]["value"], text) for text, (_, card) in zip(values, cards, strict=True)}) > 1)
+    return [
+        "<h2>Claim cards</h2>",
+        "<p>The facts each run's numbers stand on (<code>infertap claim RUN</code>; its <code>--json</code> has each "
+        "field's source). Unknowns are stated with their reason, not guessed.</p>",
+        _table(["field", *(f"{name}: {os.path.basename(str(path))}" for name, path in runs)], rows, differs),
+    ]

@@ -1,0 +1,223 @@
+"""Workload identity: proof that two runs saw identical traffic (docs/analysis.md, "Workload identity").
+
+A capture's *workload* is its generation requests (those its API's adapter reads as asking for
+tokens: ``messages``, ``prompt`` or ``input``; not ``/v1/models`` or ``/tokenize``), less those
+infertap refused itself (the engine never saw them). Two hashes identify it:
+
+- ``workload``: sha256 over each request's digest in send order, a request's digest being the
+  sha256 of ``METHOD SP PATH[?QUERY] LF`` followed by its exact body bytes. Headers don't count.
+- ``schedule``: sha256 over the requests' send times relative to the first one, in whole
+  milliseconds (``SCHEDULE_RESOLUTION_NS``), rounded half up.
+
+Send order and time: when the request reached the recorder (``start_ns``), or for a replayed
+exchange when it was scheduled (``scheduled_ns``), so a replay's jitter doesn't change its schedule
+identity; ties are broken by the request digest. An unchanged replay with the original timing has
+its source's two identities; ``--set``, ``--model-map``, ``--pin-defaults``, filters, a limit,
+sampled sessions (``--sample-sessions``, ``--limit-sessions``) or Responses turns rewritten to the
+target's response ids give it a new workload identity, ``--speed`` or another schedule a new
+schedule identity. ``workload_summary`` names each of these in a replay's derivation.
+
+Computed here in one streaming pass, with the capture package alone (``workload_identity``), and in
+analysis from the same digests (``identity_of``), so both agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from infertap.apis import is_generation
+
+from .reader import CaptureReader
+
+#: The schedule identity's resolution: send times are rounded to whole milliseconds.
+SCHEDULE_RESOLUTION_NS = 1_000_000
+#: Changes if what is hashed ever changes, so identities of different versions never compare equal.
+VERSION = "wl1"
+
+
+def request_digest(method: str, path: str, query: str | None, body: bytes) -> bytes:
+    """One request's digest: method, path (with its query) and the exact body bytes."""
+    target = path + ("?" + query if query else "")
+    return hashlib.sha256(f"{method} {target}\n".encode() + body).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadIdentity:
+    """The identities of a workload and its counts. ``workload`` and ``schedule`` are hex sha256."""
+
+    workload: str
+    schedule: str
+    requests: int  # generation requests hashed
+    request_bytes: int  # their bodies' bytes
+    exchanges: int  # every exchange seen, generation or not
+    rechained: int = 0  # replayed requests whose previous_response_id was rewritten to the target's ids
+    resolution_ms: float = SCHEDULE_RESOLUTION_NS / 1e6
+    version: str = VERSION
+
+    @property
+    def short(self) -> str:
+        """``wl1:`` and the workload hash's first 16 hex digits: enough to tell runs apart by eye."""
+        return f"{self.version}:{self.workload[:16]}"
+
+    @property
+    def schedule_short(self) -> str:
+        return f"{self.version}:{self.schedule[:16]}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "short": self.short, "schedule_short": self.schedule_short}
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A generation request as the identity sees it: its digest, when it was sent (ns, one clock
+    over the capture's runs) and its body's size."""
+
+    digest: bytes
+    t_ns: int
+    size: int
+    rechained: bool = False  # a replayed Responses turn sent with the target's id for the response it continues
+
+
+def identity_of(requests: Iterable[Sent], exchanges: int | None = None) -> WorkloadIdentity:
+    """The identity of these requests, whatever order they come in (they are put in send order)."""
+    ordered = sorted(requests, key=lambda r: (r.t_ns, r.digest))
+    workload = hashlib.sha256(VERSION.encode())
+    schedule = hashlib.sha256(VERSION.encode())
+    first = ordered[0].t_ns if ordered else 0
+    for r in ordered:
+        workload.update(r.digest)
+        ms = (r.t_ns - first + SCHEDULE_RESOLUTION_NS // 2) // SCHEDULE_RESOLUTION_NS
+        schedule.update(b"%d\n" % ms)
+    return WorkloadIdentity(
+        workload=workload.hexdigest(),
+        schedule=schedule.hexdigest(),
+        requests=len(ordered),
+        request_bytes=sum(r.size for r in ordered),
+        exchanges=len(ordered) if exchanges is None else exchanges,
+        rechained=sum(r.rechained for r in ordered),
+    )
+
+
+def sent_time(anchor_ns: int, record: dict[str, Any]) -> int:
+    """When a request was sent, for the identity: scheduled (a replay) or arrived (a recording)."""
+    scheduled = record.get("scheduled_ns")
+    return anchor_ns + (scheduled if isinstance(scheduled, int) else int(record.get("start_ns") or 0))
+
+
+def in_workload(record: dict[str, Any]) -> bool:
+    """Whether an exchange is part of the workload: a generation request the engine was sent."""
+    return record.get("end") != "refused" and is_generation(record)
+
+
+class IdentityTally:
+    """Feed it a capture's records in order (``add``); ``identity()`` at the end. For one-pass readers
+    (``infertap info``) that do more with each record."""
+
+    def __init__(self) -> None:
+        self.sent: list[Sent] = []
+        self.exchanges = 0
+        self._anchor = 0
+
+    def add(self, record: dict[str, Any]) -> None:
+        rtype = record.get("type")
+        if rtype == "header":
+            self._anchor = round(float(record.get("wall") or 0.0) * 1e9)  # the run's start: start_ns counts from it
+        elif rtype == "exchange":
+            self.exchanges += 1
+            if in_workload(record):
+                body = record.get("request_body") or b""
+                digest = request_digest(record.get("method") or "", record.get("path") or "", record.get("query"), body)
+                sent = Sent(digest, sent_time(self._anchor, record), len(body), "rechained_from" in record)
+                self.sent.append(sent)
+
+    def identity(self) -> WorkloadIdentity:
+        return identity_of(self.sent, self.exchanges)
+
+
+def workload_identity(path: str | os.PathLike[str]) -> WorkloadIdentity:
+    """The workload identity of the capture at ``path``, in one streaming pass."""
+    tally = IdentityTally()
+    for record in CaptureReader(path).records():
+        tally.add(record)
+    return tally.identity()
+
+
+def rechained_requests(path: str | os.PathLike[str]) -> int:
+    """How many of a capture's workload requests a replay sent with ``previous_response_id``
+    rewritten to the target's ids (its exchanges carry ``rechained_from``), in one streaming pass."""
+    return sum(1 for r in CaptureReader(path).exchanges() if "rechained_from" in r and in_workload(r))
+
+
+def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]) -> dict[str, Any]:
+    """A capture's workload identity (``as_dict``) and, for a replay (given its runs' ``recorder``
+    headers), the source identity it derives from, what changed it and whether it is the same."""
+    out: dict[str, Any] = identity.as_dict()
+    replay = next((r for r in recorders if r.get("kind") == "replay"), None)
+    if replay is not None:
+        source = replay.get("workload_source")
+        out["source"] = source
+        out["derived_by"] = replay_derivation(replay, identity.rechained)
+        out["same_as_source"] = None if not source else source.get("workload") == out["workload"]
+    return out
+
+
+def replay_derivation(recorder: dict[str, Any], rechained: int = 0) -> list[str]:
+    """What a replay changed of its source's workload, from its capture header's ``recorder``: the
+    transforms, filters, limits and session sampling applied, and the Responses turns whose
+    ``previous_response_id`` it rewrote (``rechained`` of its requests). Empty: replayed as recorded."""
+    if recorder.get("kind") != "replay":
+        return []
+    return list(_changes(recorder, rechained))
+
+
+def _changes(recorder: dict[str, Any], rechained: int) -> Iterator[str]:
+    t = recorder.get("transforms") or {}
+    if t.get("model"):
+        yield f"--model {t['model']}"
+    for old, new in (t.get("model_map") or {}).items():
+        yield f"--model-map {old}={new}"
+    for key in t.get("set") or ():
+        yield f"--set {key}"
+    for key in t.get("unset") or ():
+        yield f"--unset {key}"
+    if t.get("pin_defaults"):
+        yield "--pin-defaults"
+    filters = recorder.get("filters") or {}
+    for key, name in (("paths", "path"), ("models", "model"), ("statuses", "status")):
+        for value in filters.get(key) or ():
+            yield f"--filter {name}={value}"
+    for key in ("after", "before"):
+        if filters.get(f"{key}_s") is not None:
+            yield f"--filter {key}={filters[f'{key}_s']}"
+    if recorder.get("limit") is not None:
+        yield f"--limit {recorder['limit']}"
+    if (recorder.get("repeat") or 1) > 1:
+        yield f"--repeat {recorder['repeat']}"
+    sample = (recorder.get("sessions") or {}).get("sample") or {}
+    if sample.get("fraction") is not None:
+        yield f"sessions sampled {sample['fraction']:g} seed {sample.get('seed', 0)}"
+    if sample.get("limit") is not None:
+        yield f"sessions limited to the first {sample['limit']}"
+    if rechained:
+        yield f"previous_response_id rewritten to the target's ids on {rechained} request{'s' if rechained != 1 else ''}"
+
+
+def describe(workload: dict[str, Any]) -> str:
+    """One line for people: the identities, the counts and, for a replay, what it derives from."""
+    line = (
+        f"{workload['short']} ({workload['requests']} generation requests, {workload['request_bytes']:,} body bytes; "
+        f"schedule {workload['schedule_short']} at {workload['resolution_ms']:g} ms)"
+    )
+    if "source" not in workload:
+        return line
+    source = workload.get("source")
+    if not source:
+        return line + "; a replay whose source identity was not recorded (an older infertap)"
+    if workload.get("same_as_source"):
+        return line + f"; identical to its source {source['short']}"
+    changes = ", ".join(workload.get("derived_by") or ()) or "no transform recorded (the target's answers changed a request)"
+    return line + f"; derived from {source['short']} by {changes}"

@@ -1,0 +1,154 @@
+"""The digest of the runtime serving an engine: its binary (or, for an engine that runs in Python,
+its package's native library), found through the process listening on the engine's port.
+
+Only for an engine on this machine (a loopback URL), and not inside a container (its image digest
+is not visible from here). ``snapshot()`` records it among the engine's facts, so it travels with
+the capture; ``claim`` falls back to looking it up later, when the capture has none.
+
+Hashing reads the whole file (hundreds of MB for vLLM's library), so it runs only where probes do,
+off any event loop, and once per file: digests are cached by path, size and mtime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from infertap.capture.hostfacts import is_loopback
+
+__all__ = ["RuntimeDigest", "file_sha256", "runtime_digest", "snapshot_facts"]
+
+#: For engines that run in Python: the native library of their package, as mapped into the process.
+_PYTHON_LIBRARIES = {
+    "llama-cpp-python": ("llama_cpp", "libllama"),
+    "vllm": ("vllm", "_C"),
+    "sglang": ("sgl_kernel", "common_ops"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeDigest:
+    sha256: str | None
+    path: str | None  # the file hashed
+    what: str  # "binary", "python package ...: its native library"; or why unknown
+    pid: int | None = None
+    container: str | None = None  # a container runtime's name, when the process runs in one
+    port: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"sha256": self.sha256, "path": self.path, "what": self.what, "pid": self.pid, "container": self.container}
+
+    @property
+    def how(self) -> str:
+        """How the file was found, for a fact's source."""
+        return f"sha256 of the {self.what} {self.path} of process {self.pid}, listening on the engine's port {self.port}"
+
+
+_cache: dict[tuple[str, int, int], str] = {}
+_cache_lock = threading.Lock()
+
+
+def file_sha256(path: str) -> str:
+    """The sha256 of a file, computed once per (path, size, mtime) in this process."""
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
+    with _cache_lock:
+        if key in _cache:
+            return _cache[key]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    with _cache_lock:
+        _cache[key] = h.hexdigest()
+    return _cache[key]
+
+
+def _listener(port: int) -> int | None:
+    """The process listening on ``port``: its pid, 0 for a listener whose process this user can't see."""
+    import psutil
+
+    found = None
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+            if conn.pid:
+                return int(conn.pid)
+            found = 0
+    return found
+
+
+def _container(pid: int) -> str | None:
+    try:
+        text = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return None
+    for marker in ("docker", "containerd", "kubepods", "libpod"):
+        if marker in text:
+            return marker
+    return None
+
+
+def runtime_digest(
+    url: str, kind: str | None, engine_host: str | None = None, snapshot_wall: float | None = None
+) -> RuntimeDigest:
+    """The digest of the engine at ``url`` (of ``kind``). For a capture read later: ``engine_host``
+    (the snapshot's hostname) must be this machine, and the process must have started before
+    ``snapshot_wall`` (else it is not the process that served the capture)."""
+    import psutil
+
+    parts = urlsplit(url)
+    if not is_loopback(parts.hostname or ""):
+        return RuntimeDigest(None, None, f"the engine at {url} is not on this machine: its binary can't be read from here")
+    if engine_host and engine_host != socket.gethostname():
+        return RuntimeDigest(None, None, f"the engine ran on {engine_host}, not on this machine ({socket.gethostname()})")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        pid = _listener(port)
+    except (psutil.AccessDenied, OSError) as exc:
+        return RuntimeDigest(None, None, f"cannot list the processes listening here ({exc})")
+    if pid is None:
+        return RuntimeDigest(None, None, f"no process listens on port {port} now", port=port)
+    if pid == 0:
+        why = f"the process listening on port {port} belongs to another user: its binary can't be read as this one"
+        return RuntimeDigest(None, None, why, port=port)
+    try:
+        proc = psutil.Process(pid)
+        started, exe = proc.create_time(), proc.exe()
+    except (psutil.Error, OSError) as exc:
+        return RuntimeDigest(None, None, f"cannot inspect process {pid} on port {port} ({exc})", pid, port=port)
+    if snapshot_wall is not None and started > snapshot_wall:
+        why = f"process {pid} on port {port} started after the capture's engine snapshot: not the engine that served it"
+        return RuntimeDigest(None, None, why, pid, port=port)
+    container = _container(pid)
+    if container:
+        why = f"process {pid} runs in a container ({container}); its image digest is not visible from here"
+        return RuntimeDigest(None, None, why, pid, container, port)
+    try:
+        if "python" not in Path(exe).name:
+            return RuntimeDigest(file_sha256(exe), exe, "binary", pid, port=port)
+        package, library = _PYTHON_LIBRARIES.get(kind or "", (None, None))
+        if package is None or library is None:
+            why = f"the engine runs in Python ({exe}) and infertap knows no native library of {kind!r} to hash"
+            return RuntimeDigest(None, None, why, pid, port=port)
+        for m in proc.memory_maps(grouped=True):
+            name = os.path.basename(m.path)
+            if f"/{package}/" in m.path and name.startswith(library) and ".so" in name:
+                return RuntimeDigest(file_sha256(m.path), m.path, f"python package {package}'s native library", pid, port=port)
+    except (psutil.Error, OSError) as exc:
+        return RuntimeDigest(None, None, f"cannot read the runtime of process {pid} ({exc})", pid, port=port)
+    return RuntimeDigest(None, None, f"the engine runs in Python ({exe}); no {library}*.so of {package} is mapped into it", pid)
+
+
+def snapshot_facts(digest: RuntimeDigest) -> dict[str, dict[str, object]]:
+    """The digest as an engine snapshot's facts, each with its source (or why it is unknown)."""
+    if digest.sha256 is None:
+        return {"runtime_sha256": {"value": None, "source": digest.what}, "runtime_path": {"value": None, "source": digest.what}}
+    return {
+        "runtime_sha256": {"value": digest.sha256, "source": digest.how},
+        "runtime_path": {"value": digest.path, "source": f"the {digest.what} of process {digest.pid}"},
+    }

@@ -1,0 +1,211 @@
+"""Workload identity (capture package and analysis agree), the claim card and compare's traffic verdict,
+against a fake upstream; the real engines are in test_claim_engines.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from infertap.analysis import Analysis
+from infertap.analysis.claim import FIELDS, claim, unknown_fields
+from infertap.analysis.compare import compare
+from infertap.analysis.workload_identity import capture_identity
+from infertap.capture.identity import request_digest, workload_identity
+from infertap.capture.info import summarize
+from infertap.cli import cli
+from infertap.replay import ReplayConfig, Schedule, Transforms, run_replay
+from tests.helpers import write_capture
+
+
+def _chat(tag: str) -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": tag}], "stream": False}
+
+
+@pytest.fixture
+def source(tmp_path):
+    """Four chat requests and a GET /v1/models (not a generation request: not in the identity)."""
+    exchanges = [{"offset_s": t, "body": _chat(f"t{i}")} for i, t in enumerate([0, 0.2, 0.25, 0.6])]
+    write_capture(tmp_path / "src", [*exchanges, {"offset_s": 0.7, "method": "GET", "path": "/v1/models", "body": {}}])
+    return tmp_path / "src"
+
+
+def _identity_in_analysis(path) -> dict:
+    with Analysis([path]) as a:
+        return capture_identity(a, a.query("SELECT capture FROM captures").rows[0][0]).as_dict()
+
+
+def test_an_unchanged_replay_keeps_the_identity_and_set_changes_it(fake, source, tmp_path):
+    app, url = fake
+    run_replay(ReplayConfig(source, url, tmp_path / "same", probe=False))
+    run_replay(ReplayConfig(source, url, tmp_path / "set", probe=False, transforms=Transforms(set_values=[("temperature", 0)])))
+    src, same, changed = (summarize(tmp_path / n)["workload"] for n in ("src", "same", "set"))
+    assert src["requests"] == 4 and src["exchanges"] == 5  # the GET is counted, not hashed
+    assert same["workload"] == src["workload"] and same["schedule"] == src["schedule"]
+    assert same["same_as_source"] is True and same["derived_by"] == [] and same["source"]["workload"] == src["workload"]
+    assert changed["workload"] != src["workload"] and changed["schedule"] == src["schedule"]
+    assert changed["same_as_source"] is False and changed["derived_by"] == ["--set temperature"]
+    # The capture package alone and the analysis tables agree, for recordings and replays.
+    for name in ("src", "same", "set"):
+        assert _identity_in_analysis(tmp_path / name)["workload"] == workload_identity(tmp_path / name).workload
+        assert _identity_in_analysis(tmp_path / name)["schedule"] == workload_identity(tmp_path / name).schedule
+
+
+def test_speed_changes_the_schedule_identity_only(fake, source, tmp_path):
+    app, url = fake
+    run_replay(ReplayConfig(source, url, tmp_path / "fast", probe=False, schedule=Schedule("original", speed=2)))
+    src, fast = workload_identity(source), workload_identity(tmp_path / "fast")
+    assert fast.workload == src.workload and fast.schedule != src.schedule
+
+
+def test_identity_hashes_method_path_and_exact_bytes(tmp_path):
+    write_capture(tmp_path / "a", [{"body": b'{"model":"m","prompt":"x"}'}])
+    write_capture(tmp_path / "b", [{"body": b'{"model": "m", "prompt": "x"}'}])  # the same JSON, other bytes
+    write_capture(tmp_path / "c", [{"body": b'{"model":"m","prompt":"x"}', "offset_s": 5}])  # one request: no schedule
+    a, b, c = (workload_identity(tmp_path / n) for n in "abc")
+    assert a.workload != b.workload and a.workload == c.workload and a.schedule == c.schedule
+    assert request_digest("POST", "/v1/completions", "", b"x") != request_digest("POST", "/v1/completions", "v=1", b"x")
+
+
+def test_info_and_stats_show_the_identity(fake, source, tmp_path):
+    app, url = fake
+    run_replay(ReplayConfig(source, url, tmp_path / "set", probe=False, transforms=Transforms(model="other")))
+    short = workload_identity(source).short
+    info = json.loads(CliRunner().invoke(cli, ["info", str(tmp_path / "set"), "--json"]).output)["workload"]
+    assert info["derived_by"] == ["--model other"] and info["source"]["short"] == short
+    text = " ".join(CliRunner().invoke(cli, ["info", str(tmp_path / "set")], terminal_width=300).output.split())
+    assert f"derived from {short}" in text
+    stats = CliRunner().invoke(cli, ["stats", str(source), "--cache-dir", str(tmp_path / "cache")])
+    assert stats.exit_code == 0 and f"workload_identity: {short} (4 requests)" in stats.output
+    data = json.loads(CliRunner().invoke(cli, ["stats", str(source), "--json", "--cache-dir", str(tmp_path / "cache")]).output)
+    assert data["groups"][0]["workload"]["identity"]["workload"] == workload_identity(source).workload
+
+
+def test_claim_card_fields_and_strict(source, tmp_path):
+    card = claim(source, cache_dir=tmp_path / "cache")
+    assert set(card) == {"capture", *FIELDS, "figures"}
+    assert all({"value", "source"} <= set(card[name]) for name in FIELDS)
+    assert card["workload"]["value"]["identity"] == workload_identity(source).workload
+    assert card["figures"]["requests"] == 4 and card["figures"]["ok"] == 4
+    # No engine snapshot: what it would have told is unknown, and says why.
+    missing = unknown_fields(card)
+    assert {"device", "runtime", "quantization"} <= set(missing) and "no engine snapshot" in missing["runtime"]
+    assert card["runtime"]["value"] is None
+    result = CliRunner().invoke(cli, ["claim", str(source), "--strict", "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code != 0 and "unknown runtime: the capture has no engine snapshot" in result.output
+    assert "--strict" in result.output and "device" in result.output.splitlines()[-1]
+    ok = CliRunner().invoke(cli, ["claim", str(source), "--markdown", "--cache-dir", str(tmp_path / "cache")])
+    assert ok.exit_code == 0 and "| workload | wl1:" in ok.output and "**Figures**" in ok.output
+    as_json = json.loads(CliRunner().invoke(cli, ["claim", str(source), "--json", "--cache-dir", str(tmp_path / "cache")]).output)
+    assert as_json["measuring_side"]["value"]["recorder"] == "proxy"
+
+
+def test_claim_refuses_what_is_not_a_capture(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for path in (tmp_path / "empty", tmp_path / "missing"):
+        result = CliRunner().invoke(cli, ["claim", str(path)])
+        assert result.exit_code != 0 and "Traceback" not in result.output
+        assert "not a capture" in result.output or "no such capture" in result.output
+    assert CliRunner().invoke(cli, ["claim", str(tmp_path / "empty"), "--json", "--markdown"]).exit_code == 2
+
+
+def test_compare_says_whether_the_traffic_was_identical(fake, source, tmp_path):
+    app, url = fake
+    run_replay(ReplayConfig(source, url, tmp_path / "same", probe=False))
+    run_replay(ReplayConfig(source, url, tmp_path / "set", probe=False, transforms=Transforms(set_values=[("temperature", 0)])))
+    same = compare(source, tmp_path / "same")
+    assert same["traffic"]["identical"] and same["traffic"]["same_schedule"]
+    assert all(row["same_workload"] for row in same["speed"])
+    changed = compare(source, tmp_path / "set")
+    t = changed["traffic"]
+    assert not t["identical"] and t["only_a"] == 4 and t["only_b"] == 4 and "--set temperature" in t["how"]
+    assert not any(row["same_workload"] for row in changed["speed"])
+    out = CliRunner().invoke(cli, ["compare", str(source), str(tmp_path / "set")]).output
+    assert "traffic: NOT identical" in out and "compares different workloads" in out
+
+
+def test_sampled_sessions_and_rechained_turns_are_named_in_the_derivation(fake, tmp_path):
+    from infertap.replay import SessionSample, WorkloadError
+    from tests.fake_upstream import ServerThread
+    from tests.replay.test_sessions import ResponsesStore, agent_capture, chain_capture
+
+    app, url = fake
+    agents = agent_capture(tmp_path / "agents")
+    run_replay(ReplayConfig(agents, url, tmp_path / "sampled", probe=False, sample=SessionSample(limit=2)))
+    sampled = summarize(tmp_path / "sampled")["workload"]
+    assert sampled["workload"] != workload_identity(agents).workload and sampled["same_as_source"] is False
+    assert sampled["derived_by"] == ["sessions limited to the first 2"]
+    for seed in range(12):  # a seed that keeps some sessions (three, each at even odds)
+        try:
+            run_replay(ReplayConfig(agents, url, tmp_path / f"half{seed}", probe=False, sample=SessionSample(0.5, seed)))
+        except WorkloadError:
+            continue
+        half = summarize(tmp_path / f"half{seed}")["workload"]
+        assert half["derived_by"] == [f"sessions sampled 0.5 seed {seed}"]
+        break
+    else:
+        pytest.fail("no seed kept a session")
+
+    chain = chain_capture(tmp_path / "chain")
+    with ServerThread(ResponsesStore()) as server:
+        run_replay(ReplayConfig(chain, server.url, tmp_path / "rechained", probe=False, telemetry=False))
+    how = ["previous_response_id rewritten to the target's ids on 2 requests"]
+    info = summarize(tmp_path / "rechained")["workload"]
+    assert info["workload"] != workload_identity(chain).workload and info["derived_by"] == how
+    card = claim(tmp_path / "rechained", cache_dir=tmp_path / "cache")  # the analysis tables say the same
+    assert card["workload"]["value"]["derived_by"] == how and card["workload"]["value"]["same_as_source"] is False
+    text = " ".join(CliRunner().invoke(cli, ["info", str(tmp_path / "rechained")], terminal_width=300).output.split())
+    assert "by previous_response_id rewritten to the target's ids on 2 requests" in text
+
+
+def test_the_device_names_vbios_and_cuda_from_nvidia_smi(source, tmp_path, monkeypatch):
+    from tests.fake_engines import llama_server_app
+    from tests.fake_upstream import ServerThread
+    from tests.telemetry.stand_ins import gpus_on_path, nvidia_smi
+
+    gpus_on_path(monkeypatch, tmp_path, nvidia_smi(tmp_path / "bin", []))
+    with ServerThread(llama_server_app()) as server:
+        run_replay(ReplayConfig(source, server.url, tmp_path / "out", telemetry=False))
+    card = claim(tmp_path / "out", cache_dir=tmp_path / "cache")
+    device = card["device"]
+    gpu = {"name": "NVIDIA H200", "driver": "570.86.15", "memory_mib": 143771, "vbios": "96.00.74.00.0B", "cuda": "12.8"}
+    assert device["value"]["gpus"] == [gpu] and device["value"]["gpu_count"] == 1
+    assert "unknown" not in device, device["unknown"]
+    out = CliRunner().invoke(cli, ["claim", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")], terminal_width=300)
+    assert "vbios: 96.00.74.00.0B; cuda: 12.8" in out.output
+    # The engine runs in this (Python) process, and infertap knows no library of a llama-server to hash: said so.
+    assert "knows no native library of 'llama-server'" in card["runtime"]["unknown"]
+
+
+def test_the_report_shows_both_claim_cards_side_by_side(fake, source, tmp_path):
+    from infertap.analysis.report import render
+
+    app, url = fake
+    run_replay(ReplayConfig(source, url, tmp_path / "same", probe=False))
+    page = render(source, tmp_path / "same")
+    section = page[page.index("<h2>Claim cards</h2>") :]
+    assert "<th>A: src</th><th>B: same</th>" in section
+    short = workload_identity(source).short
+    rows = {row.split("</td>", 1)[0].split("<td>")[1]: row for row in section.split("<tr")[2:]}
+    assert set(rows) == set(FIELDS)
+    assert rows["workload"].count(short) == 3 and "identical to source" in rows["workload"]  # A, B and B's source
+    # Neither run has an engine snapshot: the runtime is unknown on both sides, with the reason.
+    assert rows["runtime"].count("unknown — unknown: the capture has no engine snapshot") == 2
+    assert "recorder: replay" in rows["measuring_side"] and "recorder: proxy" in rows["measuring_side"]
+    assert rows["measuring_side"].startswith(" class=diff")  # what differs is highlighted; the same workload is not
+    assert not rows["workload"].startswith(" class=diff") and not rows["runtime"].startswith(" class=diff")
+
+
+def test_a_snapshot_without_a_runtime_digest_has_it_looked_up_now(source, tmp_path, monkeypatch):
+    from tests.fake_engines import llama_server_app
+    from tests.fake_upstream import ServerThread
+
+    monkeypatch.setattr("infertap.engines.probe.snapshot_facts", lambda digest: {})  # as an older infertap wrote it
+    with ServerThread(llama_server_app()) as server:
+        run_replay(ReplayConfig(source, server.url, tmp_path / "old", telemetry=False))
+        card = claim(tmp_path / "old", cache_dir=tmp_path / "cache")
+        assert "not in the snapshot (an older infertap): looked up now" in card["runtime"]["source"]
+        assert "knows no native library of 'llama-server'" in card["runtime"]["value"]["digest"]["found"]
+    stopped = claim(tmp_path / "old", cache_dir=tmp_path / "cache")  # the engine is gone: unknown, and why
+    assert f"no process listens on port {server.url.rsplit(':', 1)[1]} now" in stopped["runtime"]["unknown"]

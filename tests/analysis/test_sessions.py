@@ -1,0 +1,146 @@
+"""Sessions as a unit in analysis: every generation request knows its session, its turn and the
+agent's think time before it; stats --by session splits a session's makespan into engine and think
+time; compare gives B's session makespans over A's and the turn at which answers first differ."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from infertap.analysis import Analysis, speed_stats
+from infertap.analysis.compare import compare
+from infertap.analysis.report import render
+from infertap.cli import cli
+from infertap.replay import ReplayConfig, run_replay
+from tests.fake_upstream import ServerThread
+from tests.helpers import write_capture
+from tests.slot_engine import SlotEngine
+
+THINK_S, TURN_S = 0.4, 0.05
+
+
+def _reply(text: str) -> bytes:
+    return json.dumps(
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+    ).encode()
+
+
+def conversations(path: Path, sessions: int = 2, turns: int = 3, lone: int = 2) -> Path:
+    """Chat conversations with no session header, linked only by their content (each turn's messages
+    are the previous turn's plus its reply), sent THINK_S after the previous turn ended; and lone requests."""
+    exchanges: list[dict[str, Any]] = []
+    for s in range(sessions):
+        messages: list[dict[str, str]] = []
+        for t in range(turns):
+            messages = [*messages, {"role": "user", "content": f"s{s} question {t}"}]
+            start = s * 0.01 + t * (TURN_S + THINK_S)
+            reply = f"s{s} answer {t}"
+            exchanges.append(
+                {"id": f"s{s}t{t}", "offset_s": start, "body": {"model": "m", "messages": messages}, "chunks": [_reply(reply)]}
+            )
+            messages = [*messages, {"role": "assistant", "content": reply}]
+    for i in range(lone):
+        exchanges.append({"id": f"lone{i}", "offset_s": 0.005 + i * 0.3, "chunks": [_reply("alone")]})
+    exchanges.sort(key=lambda x: x["offset_s"])
+    for x in exchanges:
+        x["duration_ns"] = int(TURN_S * 1e9) - 1000  # write_capture sends 1 µs after the start
+    write_capture(path, exchanges)
+    return path
+
+
+def test_each_request_knows_its_session_turn_and_think_time(tmp_path):
+    with Analysis([conversations(tmp_path / "cap")], cache_dir=tmp_path / "cache") as a:
+        rows = {r["exchange_id"]: r for r in a.query("SELECT * FROM metrics").records()}
+    for s in range(2):
+        assert [rows[f"s{s}t{t}"]["session"] for t in range(3)] == [f"s{s}t0"] * 3  # named after its first turn
+        assert [rows[f"s{s}t{t}"]["turn"] for t in range(3)] == [0, 1, 2]
+        assert [rows[f"s{s}t{t}"]["parent_id"] for t in range(3)] == [None, f"s{s}t0", f"s{s}t1"]
+        assert [rows[f"s{s}t{t}"]["link"] for t in range(3)] == [None, "conversation", "conversation"]
+        for t in (1, 2):
+            child, parent = rows[f"s{s}t{t}"], rows[f"s{s}t{t - 1}"]
+            assert child["think_ns"] == child["sent_wall_ns"] - parent["end_wall_ns"]
+            assert child["think_ns"] == pytest.approx(THINK_S * 1e9, abs=2e3)
+    assert all(rows[f"lone{i}"]["session"] == f"lone{i}" and rows[f"lone{i}"]["turn"] == 0 for i in range(2))
+
+
+def test_a_session_header_and_previous_response_ids_make_sessions_too(tmp_path):
+    exchanges = [
+        {"id": "h0", "offset_s": 0.0, "session": "agent-7"},
+        {"id": "h1", "offset_s": 1.0, "session": "agent-7"},
+        {
+            "id": "r0",
+            "offset_s": 2.0,
+            "path": "/v1/responses",
+            "body": {"model": "m", "input": "one"},
+            "chunks": [json.dumps({"id": "resp_1", "object": "response", "status": "completed", "output": []}).encode()],
+        },
+        {
+            "id": "r1",
+            "offset_s": 3.0,
+            "path": "/v1/responses",
+            "body": {"model": "m", "input": "two", "previous_response_id": "resp_1"},
+        },
+    ]
+    write_capture(tmp_path / "cap", exchanges)
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        rows = {r["exchange_id"]: r for r in a.query("SELECT exchange_id, session, turn, link FROM metrics").records()}
+    assert rows["h1"] == {"exchange_id": "h1", "session": "agent-7", "turn": 1, "link": "session"}
+    assert rows["r1"] == {"exchange_id": "r1", "session": "r0", "turn": 1, "link": "previous_response_id"}
+
+
+def test_stats_by_session_makespans_are_the_sums_they_are_made_of(tmp_path):
+    cap = conversations(tmp_path / "cap")
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        groups = {g["key"]["session"]: g for g in speed_stats(a, ["session"])["groups"]}
+    assert set(groups) == {"s0t0", "s1t0", "lone0", "lone1"}
+    for name in ("s0t0", "s1t0"):
+        s = groups[name]["session"]
+        assert s["turns"] == s["depth"] == 3 and s["think_gaps"] == 2
+        assert s["makespan_s"] == pytest.approx(s["engine_s"] + s["think_s"], abs=1e-9)  # one chain: no overlap
+        assert s["think_s"] == pytest.approx(2 * THINK_S, abs=1e-5) and s["engine_s"] == pytest.approx(3 * TURN_S, abs=1e-5)
+        assert s["cached_share_by_turn"] == [None, None, None]  # no usage in these answers: unknown, not 0
+    assert groups["lone0"]["session"]["turns"] == 1 and groups["lone0"]["session"]["think_s"] == 0
+    said = CliRunner().invoke(cli, ["stats", str(cap), "--by", "session", "--cache-dir", str(tmp_path / "cache")])
+    assert said.exit_code == 0 and "makespan" in said.output and "s0t0" in said.output, said.output
+
+
+def test_compare_judges_sessions_and_finds_the_first_differing_turn(tmp_path):
+    src = conversations(tmp_path / "src")
+    same = tmp_path / "same"
+    shutil.copytree(src, same)
+    matched = compare(src, same)["sessions"]
+    # The same run against itself: every session identical, makespans equal.
+    assert matched["sessions"] == 4 and matched["compared"] == 4 and matched["multi_turn"] == 2
+    assert matched["ratio_p50"] == pytest.approx(1.0) and matched["first_differing_turn"]["differing"] == 0
+    # A replay on a slower engine whose answers differ from the recorded ones, sessions closed: B's
+    # sessions are longer by their turns' extra time and differ at their first turn.
+    with ServerThread(SlotEngine(slots=4, service_s=0.2)) as server:
+        run_replay(ReplayConfig(src, server.url, tmp_path / "slow", probe=False, sessions="closed", telemetry=False))
+    differed = compare(src, tmp_path / "slow")["sessions"]
+    assert differed["compared"] == 4 and differed["ratio_p50"] > 1.1
+    assert differed["first_differing_turn"] == {"identical": 0, "differing": 4, "by_turn": {"0": 4}}
+    chains = [x for x in differed["slowest"] if x["turns"] == 3]
+    assert len(chains) == 2 and all(x["b_s"] > x["a_s"] + 3 * 0.1 for x in chains)  # three turns, each 0.15 s slower
+    assert all(x["b_s"] - x["a_s"] < 3 * 0.15 + 0.3 for x in chains)  # the think time kept, not added to
+    said = CliRunner().invoke(cli, ["compare", str(src), str(tmp_path / "slow")])
+    assert said.exit_code == 0 and "answers first differ at: turn 0 ×4" in " ".join(said.output.split()), said.output
+
+
+def test_the_report_draws_the_sessions_that_grew_most(tmp_path):
+    src = conversations(tmp_path / "src")
+    with ServerThread(SlotEngine(slots=4, service_s=0.2)) as server:
+        run_replay(ReplayConfig(src, server.url, tmp_path / "slow", probe=False, sessions="closed", telemetry=False))
+    page = render(src, tmp_path / "slow")
+    section = page.split("Sessions that grew most on B")[1].split("</svg>")[0]
+    assert section.count("<rect") == 2 * 2 * 3  # two sessions, on A and on B, three turns each
+    assert section.count("think ") == 2 * 2 * 2  # the gaps between them
+    alone = render(src)
+    assert "Longest sessions" in alone and "grew most" not in alone
+    lone = tmp_path / "lone"
+    write_capture(lone, [{"offset_s": i * 0.1} for i in range(3)])
+    assert "Longest sessions" not in render(lone)  # no session of more than one request: no timeline

