@@ -21,19 +21,20 @@ test: $(STAMP) vllm
 	INFERTAP_ALL_EXTRAS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Benchmarks: side by side in one run, ratios over absolute numbers (the machines are noisy).
-# Full sizes: python -m bench.analysis_load (1,000,000 exchanges), python -m bench.compare_scale (500,000 a side),
+# Full sizes: python -m bench.analysis_load (1,000,000 exchanges), python -m bench.compare_scale --n 1000000 (pairs),
 # python -m bench.agent_scale --huge (adds a 1,000,000-exchange agent capture).
-bench: $(STAMP)
+bench: $(STAMP) vllm
 	$(BIN)/python -m bench.replay_lag
 	$(BIN)/python -m bench.replay_worker
 	$(BIN)/python -m bench.sweep
 	$(BIN)/python -m bench.proxy_overhead
 	$(BIN)/python -m bench.analysis_load --n 200000
-	$(BIN)/python -m bench.compare_scale --n 100000
+	$(BIN)/python -m bench.compare_scale --n 10000 --n 100000  # time and peak memory as pairs grow
 	$(BIN)/python -m bench.agent_scale --sizes 10000,100000  # cold stats against the decode floor; replay preparation
 	$(BIN)/python -m bench.capture_size
 	$(BIN)/python -m bench.soak
 	$(BIN)/python -m bench.peer_metrics  # AIPerf / GuideLLM when given or on PATH (their own venvs), else skipped
+	$(BIN)/python -m bench.vllm_bench  # vLLM's own `vllm bench serve` through the recorder in front of the real vLLM (skipped where it can't be built)
 
 # 100,000 requests at concurrency 64 through the proxy: errors, capture count, clean close, memory.
 soak: $(STAMP)

@@ -27,6 +27,9 @@ _HOME = {
     "cache_root": ".cache",
     "cached_capture": ".cache",
     "find_captures": ".sources",
+    "export_on_ray": ".distributed_export",
+    "DistributedExportError": ".distributed_export",
+    "MANIFEST": ".distributed_export",
     "speed_stats": ".stats",
     "__version__": "infertap.version",
 }

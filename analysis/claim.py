@@ -220,12 +220,36 @@ def _model(snap: dict[str, Any] | None, analysis: Analysis, capture: str) -> dic
 
 
 def _quantization(snap: dict[str, Any] | None) -> dict[str, Any]:
+    """The quantization scheme and the weights' dtype, each from its snapshot fact, as the snapshot
+    labels them: a GGUF's tensor types by share of the weights, a checkpoint's ``torch_dtype``."""
     if snap is None:
         return _unknown(_NO_SNAPSHOT)
-    value, source = _fact(snap["facts"], "quantization")
-    if value is None:
-        return _unknown(source or "the engine does not say (give the GGUF with --model-file)", "engine snapshot")
-    return _field(value, source)
+    facts = snap["facts"]
+    scheme, scheme_source = _fact(facts, "quantization")
+    scheme_source = scheme_source or "the engine does not say (give the GGUF with --model-file)"
+    if "dtype" in facts:
+        dtype, dtype_source = _fact(facts, "dtype")
+        dtype_source = dtype_source or "not exposed"
+    else:
+        dtype, dtype_source = None, "not in the snapshot (an older infertap recorded no dtype)"
+    missing = "; ".join(
+        f"{name}: {why}" for name, v, why in (("scheme", scheme, scheme_source), ("dtype", dtype, dtype_source)) if v is None
+    )
+    if scheme is None and dtype is None:
+        return _unknown(missing, "engine snapshot")
+    value = {"scheme": scheme, "dtype": dtype, "dtype_of": _dtype_of(dtype_source) if dtype is not None else None}
+    return _field(value, f"engine snapshot: scheme from {scheme_source}; dtype from {dtype_source}", missing or None)
+
+
+def _dtype_of(source: str) -> str:
+    """What a ``dtype`` fact describes, in a few words, from its source (infertap/engines/*.py)."""
+    if source.startswith("GGUF tensor types"):
+        return "tensor types"
+    if "checkpoint's, config.json" in source:
+        return "checkpoint torch_dtype" if "torch_dtype" in source.split(";")[0] else "checkpoint dtype"
+    if "--dtype" in source:
+        return "--dtype"
+    return "dtype"
 
 
 def _merged(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -395,6 +419,13 @@ def value_text(name: str, value: Any) -> str:
         d = value["digest"]
         digest = f"sha256 {d['sha256'][:16]}… of {d['path']}" if d["sha256"] else "digest unknown"
         return f"{value['kind']} {value['version'] or '(version unknown)'}, {digest}"
+    if name == "quantization":
+        scheme = "unknown" if value["scheme"] is None else str(value["scheme"])
+        if value["dtype"] is None:
+            return scheme
+        if value["dtype_of"] == "tensor types":  # the scheme is one of them: name the mix
+            return f"{scheme} (tensor types: {value['dtype']})"
+        return f"{scheme}, {value['dtype']} ({value['dtype_of']})"
     if name == "sampling":
         return "; ".join(
             f"{k}={'/'.join(f'{short(v["value"])} ({v["source"]}, {v["requests"]})' for v in vs)}" for k, vs in value.items()

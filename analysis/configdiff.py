@@ -40,7 +40,10 @@ def _value(snapshot: dict[str, Any] | None, name: str) -> Any:
 
 
 def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """One row per fact: both values, whether they differ (both known) and whether only one side knows it."""
+    """One row per fact: both values, whether they differ (both known) and whether only one side knows it.
+
+    The ``version`` row of two different engine kinds never differs: it carries ``not_compared``
+    (why) instead, and its values stay for display beside the kind."""
     rows = [{"fact": "kind", "a": a.get("kind") if a else None, "b": b.get("kind") if b else None}]
     rows += [{"fact": name, "a": _value(a, name), "b": _value(b, name)} for name in SNAPSHOT_FACTS]
     da, db = _value(a, "defaults") or {}, _value(b, "defaults") or {}
@@ -66,7 +69,20 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
         row["differs"] = known == 2 and not same(row["a"], row["b"])
         row["unknown"] = known < 2
         row["one_side"] = known == 1  # known on one side only
+    kind, version = (next(r for r in rows if r["fact"] == name) for name in ("kind", "version"))
+    if kind["differs"]:
+        # llama-cpp-python 0.3.36 against vllm 0.32.0: true, but the versions of two engines don't
+        # compare, and the kind already differs. Shown beside the kind, not counted on their own.
+        version["differs"] = False
+        version["not_compared"] = f"versions of different engines ({kind['a']}, {kind['b']}) don't compare"
     return rows
+
+
+def _shown(value: Any) -> str:
+    """A setting as the user wrote it: an engine that keeps it in float32 reports 0.05 as 0.05000000074505806."""
+    if isinstance(value, float) and len(repr(value)) > 10:
+        return f"{value:.7g}"
+    return repr(value)
 
 
 def settings_diff(pairs: Sequence[tuple[dict[str, Any] | None, dict[str, Any] | None]]) -> list[dict[str, Any]]:
@@ -80,8 +96,8 @@ def settings_diff(pairs: Sequence[tuple[dict[str, Any] | None, dict[str, Any] | 
             va, vb = sa.get(name, {}), sb.get(name, {})
             if not same(va.get("value"), vb.get("value")):
                 key = (
-                    f"{va.get('value')!r} ({va.get('source', 'absent')})",
-                    f"{vb.get('value')!r} ({vb.get('source', 'absent')})",
+                    f"{_shown(va.get('value'))} ({va.get('source', 'absent')})",
+                    f"{_shown(vb.get('value'))} ({vb.get('source', 'absent')})",
                 )
                 diffs.setdefault(name, Counter())[key] += 1
     rows = [{"setting": name, "a": a, "b": b, "exchanges": n} for name, c in diffs.items() for (a, b), n in c.most_common()]

@@ -3,10 +3,10 @@ capture (cache.py decides when), so that every later query reads columns instead
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from array import array
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from infertap.apis import (
     stream_done,
     turns_of,
 )
+from infertap.apis.chat_stream import ChatStream, read_chat_stream
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
 
@@ -33,9 +34,17 @@ from .prefix import longest_earlier_prefixes
 from .schema import ENGINE_FACTS, TABLES
 
 #: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt.
-DECODE_VERSION = 5  # 4: the telemetry table; 5: sessions and turns
+DECODE_VERSION = 6  # 4: the telemetry table; 5: sessions and turns; 6: engines.dtype
 
 _BATCH_ROWS = 10_000  # a row group; small enough that buffered rows (ids lists, chunk bytes) stay small
+# Agent requests carry their whole conversation (tens of KiB each): 10,000 of them would make
+# arrays of hundreds of MiB, which the allocator maps afresh (page faults) at every doubling.
+_BATCH_BYTES = 8 << 20
+# String columns given as UTF-8 bytes (known valid: ASCII, or re-encoded after a lenient decode), so
+# that a request body reaches Arrow without becoming a Python string first.
+_UTF8_BYTES = ("body",)
+_COLUMNAR = ("chunks", "events")  # many rows an exchange: kept as columns
+_PLAIN = ("body", "bytes", "data")  # nearly all distinct: no dictionary
 
 
 class _Sink:
@@ -45,32 +54,61 @@ class _Sink:
         self.schema = schema
         self.rows: list[tuple[Any, ...]] = []
         self.count = 0
-        self.writer = pq.ParquetWriter(path, schema, compression="zstd")
+        self.size = 0  # bytes of the large values (request bodies) in the rows held
+        # Columns whose values are nearly all distinct (bodies, chunk bytes, event payloads) skip the
+        # dictionary Parquet would try, then drop, for each of them.
+        plain = {name for name in schema.names if name in _PLAIN}
+        self.writer = pq.ParquetWriter(
+            path, schema, compression="zstd", use_dictionary=[n for n in schema.names if n not in plain]
+        )
 
-    def add(self, row: tuple[Any, ...]) -> None:
+    def add(self, row: tuple[Any, ...], size: int = 0) -> None:
         self.rows.append(row)
-        if len(self.rows) >= _BATCH_ROWS:
-            self.flush()
-
-    def extend(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        """Many rows at once (an exchange's events or chunks): one call, not one per row."""
-        self.rows.extend(rows)
-        if len(self.rows) >= _BATCH_ROWS:
+        self.size += size
+        if len(self.rows) >= _BATCH_ROWS or self.size >= _BATCH_BYTES:
             self.flush()
 
     def flush(self) -> None:
         if self.rows:
             columns = [
-                pa.array(col, type=field.type) for col, field in zip(zip(*self.rows, strict=True), self.schema, strict=True)
+                pa.array(col, type=pa.binary()).view(pa.string()) if field.name in _UTF8_BYTES else pa.array(col, type=field.type)
+                for col, field in zip(zip(*self.rows, strict=True), self.schema, strict=True)
             ]
-            self.writer.write_table(pa.Table.from_arrays(columns, schema=self.schema))
-            self.count += len(self.rows)
+            self._write(columns, len(self.rows))
             self.rows = []
+            self.size = 0
+
+    def _write(self, columns: list[pa.Array], n: int) -> None:
+        self.writer.write_table(pa.Table.from_arrays(columns, schema=self.schema))
+        self.count += n
 
     def close(self) -> int:
         self.flush()
         self.writer.close()
         return self.count
+
+
+class _ColumnSink(_Sink):
+    """A table of many rows an exchange (its chunks, its events), kept as columns: each exchange
+    extends them with whole lists, and Arrow builds its arrays from them without a row in between.
+    ``capture`` is one value for the whole table, so it is not kept per row."""
+
+    def __init__(self, path: Path, schema: pa.Schema, capture: str) -> None:
+        super().__init__(path, schema)
+        assert schema.names[0] == "capture"
+        self.capture = capture
+        self.columns: list[list[Any]] = [[] for _ in schema.names[1:]]
+
+    def pending(self) -> int:
+        return len(self.columns[0])
+
+    def flush(self) -> None:
+        n = self.pending()
+        if n:
+            arrays = [pa.repeat(pa.scalar(self.capture, pa.string()), n)]
+            arrays += [pa.array(col, type=f.type) for col, f in zip(self.columns, list(self.schema)[1:], strict=True)]
+            self._write(arrays, n)
+            self.columns = [[] for _ in self.columns]
 
 
 def _dump(value: Any) -> str | None:
@@ -178,42 +216,82 @@ class _Decoder:
         if request.generation:
             self.prompts.append((sent_wall_ns, rec.get("seq", 0), str(xid), body))
         self._request_row(xid, request, body)
-        parsed = read_response(rec) if chunks else Output(request.api, error="no response body")
+        # The usual streamed chat answer in one pass (read_chat_stream), anything else through its adapter.
+        stream = read_chat_stream(rec) if chunks else None
+        if stream is not None:
+            parsed, done = stream.output, stream.done
+            self._stream_rows(xid, stream, chunk_ns)
+        else:
+            parsed = read_response(rec) if chunks else Output(request.api, error="no response body")
+            done = stream_done(decoded_chunks(rec) or chunks, parsed)
+            self._event_rows(xid, parsed, chunk_ns)
         if request.generation:
             end_wall_ns = sent_wall_ns + (rec.get("end_ns") or 0)
             self.links.append((sent_wall_ns, rec.get("seq", 0), str(xid), end_wall_ns, links_of(rec, request, parsed)))
-        self._event_rows(xid, parsed, chunk_ns)
         self._chunk_rows(xid, chunks, chunk_ns)
-        self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, chunk_ns)
+        self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, chunk_ns, done)
 
     def _event_rows(self, xid: str | None, parsed: Output, chunk_ns: list[int]) -> None:
-        """One row per event the adapter read, at its chunk's arrival; it runs per token, hence one comprehension."""
-        capture, n_times = self.capture, len(chunk_ns)
-        self.sinks["events"].extend(
-            (
-                capture,
-                xid,
-                index,
-                event.chunk,
-                chunk_ns[event.chunk] if event.chunk < n_times else None,
-                event.data,
-                d.content,
-                d.reasoning,
-                d.tool_deltas if d.tool_calls else 0,
-                d.finish_reason,
-                None if d.usage is None else _dump(d.usage),
-            )
-            for index, event in enumerate(parsed.events)
-            for d in (event.delta,)
-        )
+        """One row per event the adapter read, at its chunk's arrival: each column extended at once."""
+        events = parsed.events
+        if not events:
+            return
+        sink = self.sinks["events"]
+        assert isinstance(sink, _ColumnSink)
+        ids, index, chunk, t_ns, data, content, reasoning, tools, finish, usage = sink.columns
+        n, n_times = len(events), len(chunk_ns)
+        at = [e.chunk for e in events]
+        deltas = [e.delta for e in events]
+        ids.extend([xid] * n)
+        index.extend(range(n))
+        chunk.extend(at)
+        t_ns.extend([chunk_ns[c] if c < n_times else None for c in at])
+        data.extend([e.data for e in events])
+        content.extend([d.content for d in deltas])
+        reasoning.extend([d.reasoning for d in deltas])
+        tools.extend([d.tool_deltas if d.tool_calls else 0 for d in deltas])
+        finish.extend([d.finish_reason for d in deltas])
+        usage.extend([None if d.usage is None else _dump(d.usage) for d in deltas])
+        if sink.pending() >= _BATCH_ROWS:
+            sink.flush()
+
+    def _stream_rows(self, xid: str | None, s: ChatStream, chunk_ns: list[int]) -> None:
+        """``_event_rows`` of an answer read by ``read_chat_stream``: its columns as they come."""
+        sink = self.sinks["events"]
+        assert isinstance(sink, _ColumnSink)
+        ids, index, chunk, t_ns, data, content, reasoning, tools, finish, usage = sink.columns
+        n, n_times = len(s.chunk), len(chunk_ns)
+        ids.extend([xid] * n)
+        index.extend(range(n))
+        chunk.extend(s.chunk)
+        t_ns.extend([chunk_ns[c] if c < n_times else None for c in s.chunk])
+        data.extend(s.data)
+        content.extend(s.content)
+        reasoning.extend(s.reasoning)
+        tools.extend(s.tool_calls)
+        finish.extend(s.finish_reason)
+        # Parsed JSON holds no bytes and no keys but strings: jsonable() would give it back unchanged.
+        usage.extend([None if u is None else json.dumps(u, ensure_ascii=False) for u in s.usage])
+        if sink.pending() >= _BATCH_ROWS:
+            sink.flush()
 
     def _chunk_rows(self, xid: str | None, chunks: list[bytes], chunk_ns: list[int]) -> None:
         """Each chunk as the wire carried it (bytes and arrival), for SQL that needs more than the adapters read."""
-        capture = self.capture
-        self.sinks["chunks"].extend(
-            (capture, xid, index, t_ns, len(chunk), chunk)
-            for index, (chunk, t_ns) in enumerate(zip(chunks, chunk_ns, strict=False))
-        )
+        n = min(len(chunks), len(chunk_ns))
+        if not n:
+            return
+        sink = self.sinks["chunks"]
+        assert isinstance(sink, _ColumnSink)
+        ids, index, t_ns, size, data = sink.columns
+        if n < len(chunks):
+            chunks = chunks[:n]
+        ids.extend([xid] * n)
+        index.extend(range(n))
+        t_ns.extend(chunk_ns[:n] if n < len(chunk_ns) else chunk_ns)
+        size.extend(map(len, chunks))
+        data.extend(chunks)
+        if sink.pending() >= _BATCH_ROWS:
+            sink.flush()
 
     def _exchange_row(
         self,
@@ -224,6 +302,7 @@ class _Decoder:
         body: bytes,
         chunks: list[bytes],
         chunk_ns: list[int],
+        done: bool,
     ) -> None:
         """The exchange's one row: the record's own fields, then what its request and response say."""
         run = self.run
@@ -268,7 +347,7 @@ class _Decoder:
                 parsed.streamed,
                 parsed.response_id,
                 parsed.error_message,
-                stream_done(decoded_chunks(rec) or chunks, parsed),
+                done,
                 parsed.error,
                 _dump(parsed.usage),
                 parsed.prompt_tokens,
@@ -291,7 +370,7 @@ class _Decoder:
                 r.generation,
                 r.model,
                 r.stream,
-                body.decode("utf-8", errors="replace") if r.body is not None else None,
+                (body if body.isascii() else body.decode("utf-8", errors="replace").encode()) if r.body is not None else None,
                 len(r.turns) if r.body is not None else None,
                 r.items,
                 r.system,
@@ -305,7 +384,8 @@ class _Decoder:
                 _int(s.get("seed")),
                 _dump(s) if s else None,
                 r.previous_response_id,
-            )
+            ),
+            len(body),
         )
 
     def engine(self, rec: dict[str, Any]) -> None:
@@ -417,7 +497,12 @@ def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[st
     reader = CaptureReader(path)
     capture = capture or str(path)
     out.mkdir(parents=True, exist_ok=True)
-    sinks = {name: _Sink(out / f"{name}.parquet", schema) for name, schema in TABLES.items()}
+    sinks = {
+        name: _ColumnSink(out / f"{name}.parquet", schema, capture)
+        if name in _COLUMNAR
+        else _Sink(out / f"{name}.parquet", schema)
+        for name, schema in TABLES.items()
+    }
     decoder = _Decoder(capture, sinks)
     handlers = {
         "header": decoder.header,
@@ -426,6 +511,10 @@ def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[st
         "enrichment": decoder.enrichment,
         "telemetry": decoder.telemetry,
     }
+    # Decoding allocates millions of short-lived objects and makes no reference cycles worth finding:
+    # the cyclic collector, which would rescan every object alive at each of its passes, waits.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         for record in reader.records():
             decoder.records += 1
@@ -447,6 +536,8 @@ def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[st
             )
         )
     finally:
+        if collecting:
+            gc.enable()
         rows = {name: sink.close() for name, sink in sinks.items()}
     return {
         "capture": capture,

@@ -1,4 +1,8 @@
-"""Pairing the exchanges of two captures: replay links first, else identical requests."""
+"""Pairing the exchanges of two captures: replay links first, else identical requests.
+
+``pair`` states the rules over lists of records; ``pair_in`` applies the same rules in DuckDB, over
+the summarized exchanges of two runs of any size (compare.py), and keeps the pairs there.
+"""
 
 from __future__ import annotations
 
@@ -76,3 +80,76 @@ def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
     order = {x["id"]: i for i, x in enumerate(a)}
     out.pairs.sort(key=lambda p: order[p[0]["id"]])
     return out
+
+
+@dataclass
+class PairTable:
+    """Pairs kept in DuckDB: table ``name`` holds one row per pair, ``(ord, a_ord, b_ord, a_id, b_id)``,
+    ``ord`` numbering the pairs 0.. in A's order and ``a_ord``/``b_ord`` each exchange's place in its
+    capture. The counts are those ``Pairs`` has."""
+
+    name: str
+    pairs: int
+    by: dict[str, int]
+    unpaired_a: int
+    unpaired_b: int
+
+    def explain(self) -> str:
+        rules = ", ".join(f"{n} by {rule}" for rule, n in self.by.items() if n) or "none"
+        text = f"{self.pairs} pairs ({rules})"
+        if self.unpaired_a or self.unpaired_b:
+            text += (
+                f"; {self.unpaired_a} exchanges of A and {self.unpaired_b} of B have no counterpart "
+                "(neither a replay link nor an identical request)"
+            )
+        return text
+
+
+def pair_in(con: Any, a: str, b: str, name: str) -> PairTable:
+    """``pair`` in SQL, over relations ``a`` and ``b`` of (ord, id, source_id, repeat_key, request_key)
+    (summaries.py): the same rules in the same order, with each rule's matches in order of
+    occurrence, so that a million exchanges pair without coming into Python.
+
+    As in ``pair``, an exchange taken by one rule is out of the later ones (by id), a replay link
+    goes to the last exchange of that id, and the pairs come in A's order."""
+    con.execute(f"CREATE OR REPLACE TABLE {name}_raw (a_ord BIGINT, b_ord BIGINT, a_id VARCHAR, b_id VARCHAR, rule INT)")
+    for side, rel in (("a", a), ("b", b)):  # the keys only: the summaries stay on disk
+        con.execute(f"CREATE OR REPLACE VIEW {name}_{side} AS SELECT ord, id, source_id, repeat_key, request_key FROM {rel}")
+    a, b = f"{name}_a", f"{name}_b"
+    free_a = f"(SELECT k.* FROM {a} k ANTI JOIN {name}_raw u ON u.a_id = k.id)"
+    free_b = f"(SELECT k.* FROM {b} k ANTI JOIN {name}_raw u ON u.b_id = k.id)"
+    rules = [
+        # B replays A: each of A's exchanges (the last of its id) goes to the first of B's naming it.
+        f"""SELECT x.ord, min(y.ord), any_value(x.id), arg_min(y.id, y.ord), 0
+            FROM {b} y JOIN (SELECT id, max(ord) AS ord FROM {a} GROUP BY id) x ON y.source_id = x.id GROUP BY x.ord""",
+        # A replays B: the first of A's free exchanges naming one of B's free ones takes it.
+        f"""SELECT min(x.ord), y.ord, arg_min(x.id, x.ord), any_value(y.id), 0
+            FROM {free_a} x JOIN (SELECT id, max(ord) AS ord FROM {b} GROUP BY id) y ON x.source_id = y.id
+            ANTI JOIN {name}_raw u ON u.b_id = y.id GROUP BY y.ord""",
+        # Both replay the same source: the k-th of A's free replays of (source, repeat) takes B's k-th.
+        f"""SELECT x.ord, y.ord, x.id, y.id, 1 FROM
+            (SELECT *, row_number() OVER (PARTITION BY source_id, repeat_key ORDER BY ord) AS k
+             FROM {free_a} WHERE source_id IS NOT NULL) x
+            JOIN (SELECT *, row_number() OVER (PARTITION BY source_id, repeat_key ORDER BY ord) AS k
+                  FROM {free_b} WHERE source_id IS NOT NULL) y USING (source_id, repeat_key, k)""",
+        # Identical method, path and request bytes: the k-th of A's free ones takes B's k-th.
+        f"""SELECT x.ord, y.ord, x.id, y.id, 2 FROM
+            (SELECT *, row_number() OVER (PARTITION BY request_key ORDER BY ord) AS k FROM {free_a}) x
+            JOIN (SELECT *, row_number() OVER (PARTITION BY request_key ORDER BY ord) AS k FROM {free_b}) y
+            USING (request_key, k)""",
+    ]
+    for rule in rules:
+        con.execute(f"INSERT INTO {name}_raw {rule}")
+    con.execute(
+        f"CREATE OR REPLACE TABLE {name} AS SELECT (row_number() OVER (ORDER BY a_ord) - 1) AS ord, a_ord, b_ord, a_id, b_id "
+        f"FROM {name}_raw ORDER BY a_ord"
+    )
+    counts = dict(con.execute(f"SELECT rule, count(*) FROM {name}_raw GROUP BY rule").fetchall())
+    total = sum(counts.values())
+    unpaired_a = con.execute(f"SELECT count(*) FROM {free_a}").fetchall()[0][0]
+    unpaired_b = con.execute(f"SELECT count(*) FROM {free_b}").fetchall()[0][0]
+    con.execute(f"DROP TABLE {name}_raw")
+    con.execute(f"DROP VIEW {name}_a")
+    con.execute(f"DROP VIEW {name}_b")
+    rules_named = ("replay link", "shared source", "identical request")
+    return PairTable(name, total, {r: counts.get(i, 0) for i, r in enumerate(rules_named)}, unpaired_a, unpaired_b)

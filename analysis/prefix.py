@@ -14,7 +14,9 @@ from typing import Any
 
 
 def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """Length of the common prefix of two sequences (bytes or lists), by bisection on slices."""
+    """Length of the common prefix of two sequences (bytes or lists), by bisection."""
+    if type(a) is bytes and type(b) is bytes:
+        return _common_bytes(a, b)
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
         return n
@@ -22,6 +24,23 @@ def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _common_bytes(a: bytes, b: bytes) -> int:
+    """``common_prefix`` of two byte strings without copying them: each step compares only the
+    bytes between what is known equal and the midpoint (memcmp, through a view of ``b``)."""
+    n = min(len(a), len(b))
+    view = memoryview(b)
+    if a.startswith(view[:n]):
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a.startswith(view[lo:mid], lo):
             lo = mid
         else:
             hi = mid

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infertap.errors import ConfigError
@@ -61,14 +61,21 @@ def _speed_table(speed: Sequence[dict[str, Any]]) -> str:
 _Runs = list[tuple[str, str, list[dict[str, Any]]]]
 
 
-def render(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *, extract: str | None = None) -> str:
-    """The report of one run, or of B compared with A (captures; sweeps: infertap.analysis.sweep_report)."""
+def render(
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str] | None = None,
+    *,
+    extract: str | None = None,
+    references: Mapping[str, str] | None = None,
+) -> str:
+    """The report of one run, or of B compared with A (captures; sweeps: infertap.analysis.sweep_report);
+    ``references``: known answers, as ``compare`` takes them."""
     for path in (a, b):
         if path is not None and os.path.isfile(os.path.join(path, "sweep.json")):
             raise ConfigError(f"{path} is a sweep, not a capture: render it with infertap.analysis.sweep_report.render_sweeps")
     runs = [("A", str(a), _metrics(a))] + ([("B", str(b), _metrics(b))] if b is not None else [])
     out = _head(runs)
-    result = compare(a, b, extract=extract) if b is not None else None
+    result = compare(a, b, extract=extract, references=references) if b is not None else None
     if result is not None:
         out += _configuration(result)
     out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
@@ -81,6 +88,7 @@ def render(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *
     out += session_timelines(a, b, result["sessions"] if result is not None else None)
     if result is not None:
         out += _divergence(result["divergence"])
+        out += _accuracy(result.get("accuracy"))
         out += _most_divergent(result["divergence"]["most_divergent"])
     out += claim_cards([(name, path) for name, path, _ in runs])
     out.append("</body></html>")
@@ -164,6 +172,27 @@ def _divergence(d: dict[str, Any]) -> list[str]:
     ]
 
 
+def _accuracy(acc: dict[str, Any] | None) -> list[str]:
+    """Known answers: each side's score, the difference with its interval and McNemar's p."""
+    if not acc:
+        return []
+    ci = acc["difference_ci95_points"]
+    rows = [
+        [
+            f"right, of {acc['items']} with a known answer",
+            f"A {acc['a_right']} ({acc['a_rate']:.0%}), B {acc['b_right']} ({acc['b_rate']:.0%})",
+        ],
+        ["B - A", f"{acc['difference_points']:+.1f} points" + (f" (95% CI {ci[0]:+.1f} to {ci[1]:+.1f})" if ci else "")],
+        [
+            "wrong->right, right->wrong",
+            f"{acc['wrong_to_right']}, {acc['right_to_wrong']} (exact McNemar p {acc['mcnemar_p']:.3g})",
+        ],
+    ]
+    if acc.get("noise_floor"):
+        rows.append(["noise floor: A against its own second run", f"{acc['noise_floor']['flips']} flips"])
+    return ["<h3>Known answers</h3>", _table(["", ""], rows), f"<p>{html.escape(acc['verdict'])}</p>"]
+
+
 def _most_divergent(items: Sequence[dict[str, Any]]) -> list[str]:
     """Section 4, when any pair differs: the diffs themselves, the least similar first."""
     if not items:
@@ -179,7 +208,12 @@ def _most_divergent(items: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def write_report(
-    out: str | os.PathLike[str], a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None, *, extract: str | None = None
+    out: str | os.PathLike[str],
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str] | None = None,
+    *,
+    extract: str | None = None,
+    references: Mapping[str, str] | None = None,
 ) -> None:
     with open(out, "w", encoding="utf-8") as f:
-        f.write(render(a, b, extract=extract))
+        f.write(render(a, b, extract=extract, references=references))

@@ -19,6 +19,7 @@ ENGINE_FACTS = (
     "model_path",
     "model_sha256",
     "quantization",
+    "dtype",
     "context_size",
     "parallel_slots",
     "defaults",

@@ -6,14 +6,16 @@ included (docs/metrics.md, Sessions). Only sessions whose every request is paire
 session with a turn missing on B would look faster than it was. The turn at which a session's
 answers first differ is where the target's own trajectory would have left the recorded one: later
 turns replay the recorded history, not what the target would have said next.
+
+Computed in DuckDB (compare.py's workspace), one row per session, so that a million single-request
+sessions are summed there; only the makespans come back, as arrays, and the slowest ten.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from .ratios import bootstrap_ratio, distribution
 
@@ -21,95 +23,89 @@ from .ratios import bootstrap_ratio, distribution
 SHOWN = 10
 
 
-@dataclass
-class _Session:
-    a_first: int | None = None
-    a_last: int | None = None
-    b_first: int | None = None
-    b_last: int | None = None
-    turns: int = 0
-    paired: int = 0
-    first_difference: int | None = None  # the lowest turn whose answers differ
-    b_session: str | None = None  # the session B recorded them in
-
-    def add_a(self, row: Mapping[str, Any]) -> None:
-        self.turns += 1
-        self.a_first = _min(self.a_first, row["sent_wall_ns"])
-        self.a_last = _max(self.a_last, row["end_wall_ns"])
-
-    def add_b(self, row: Mapping[str, Any], turn: int, exact: bool) -> None:
-        self.paired += 1
-        self.b_first = _min(self.b_first, row["sent_wall_ns"])
-        self.b_last = _max(self.b_last, row["end_wall_ns"])
-        self.b_session = self.b_session or row["session"]
-        if not exact:
-            self.first_difference = turn if self.first_difference is None else min(self.first_difference, turn)
-
-    def makespans(self) -> tuple[float, float] | None:
-        if None in (self.a_first, self.a_last, self.b_first, self.b_last) or self.paired < self.turns:
-            return None
-        return (self.a_last - self.a_first) / 1e9, (self.b_last - self.b_first) / 1e9  # type: ignore[operator]
-
-
-def _min(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else min(a, b)
-
-
-def _max(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else max(a, b)
-
-
-def session_comparison(
-    a_metrics: Mapping[str, Mapping[str, Any]],
-    b_metrics: Mapping[str, Mapping[str, Any]],
-    pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
-    exact: Sequence[bool],
-) -> dict[str, Any] | None:
+def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict[str, Any] | None:
     """B's sessions against A's: makespans, their B/A ratio with an interval, the first differing turn.
-    ``a_metrics``/``b_metrics``: metrics rows by exchange id; ``exact``: each pair's answers equal."""
-    sessions: dict[str, _Session] = {}
-    for row in a_metrics.values():
-        if row["generation"] and row["session"] is not None:
-            sessions.setdefault(row["session"], _Session()).add_a(row)
-    for (x, y), same in zip(pairs, exact, strict=True):
-        ma, mb = a_metrics.get(x["id"]), b_metrics.get(y["id"])
-        if ma is None or mb is None or not ma["generation"] or ma["session"] not in sessions:
-            continue
-        sessions[ma["session"]].add_b(mb, ma["turn"] or 0, same)
+
+    ``a``/``b``: each run's metrics (``exchange_id, ord, generation, session, turn, sent_wall_ns,
+    end_wall_ns``, ``ord`` the exchange's place in its capture); ``pairs``: the pairs (pairing.py's
+    ``pair_in``); ``exact``: ``(ord, exact)`` per pair, whether its answers are equal."""
+    table = f"{pairs}_sessions"
+    con.execute(
+        f"""CREATE OR REPLACE TABLE {table} AS
+        WITH sa AS (
+            SELECT session, min(ord) AS first_ord, count(*) AS turns,
+                   min(sent_wall_ns) AS a_first, max(end_wall_ns) AS a_last
+            FROM {a} WHERE generation AND session IS NOT NULL GROUP BY session
+        ), sb AS (
+            SELECT ma.session, count(*) AS paired, min(mb.sent_wall_ns) AS b_first, max(mb.end_wall_ns) AS b_last,
+                   min(coalesce(ma.turn, 0)) FILTER (WHERE NOT e.exact) AS first_difference,
+                   arg_min(mb.session, p.ord) FILTER (WHERE mb.session <> '') AS b_session
+            FROM {pairs} p JOIN {a} ma ON ma.exchange_id = p.a_id JOIN {b} mb ON mb.exchange_id = p.b_id
+            JOIN {exact} e ON e.ord = p.ord
+            WHERE ma.generation AND ma.session IS NOT NULL GROUP BY ma.session
+        )
+        SELECT row_number() OVER (ORDER BY sa.first_ord) - 1 AS i, sa.session, sa.turns, coalesce(sb.paired, 0) AS paired,
+               sb.first_difference, sb.b_session, sa.a_first, sa.a_last, sb.b_first, sb.b_last,
+               (sa.a_first IS NOT NULL AND sa.a_last IS NOT NULL AND sb.b_first IS NOT NULL AND sb.b_last IS NOT NULL
+                AND coalesce(sb.paired, 0) >= sa.turns) AS compared
+        FROM sa LEFT JOIN sb USING (session) ORDER BY sa.first_ord"""
+    )
+    sessions, multi, identical = con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE turns > 1), count(*) FILTER (WHERE paired > 0 AND first_difference IS NULL) "
+        f"FROM {table}"
+    ).fetchall()[0]
     if not sessions:
         return None
-    compared = {s: m for s, v in sessions.items() if (m := v.makespans()) is not None}
-    if not any(v.turns > 1 for v in sessions.values()):
-        note = "every request is its own session here (no turn continues another)"
-    else:
-        note = "a later turn replays the recorded history, not what the target would have answered before it"
-    va, vb = [m[0] for m in compared.values()], [m[1] for m in compared.values()]
+    cols = con.execute(
+        f"SELECT i, a_last - a_first AS a, b_last - b_first AS b FROM {table} WHERE compared ORDER BY i"
+    ).fetchnumpy()
+    index = np.asarray(cols["i"], dtype=np.int64)
+    va = np.asarray(cols["a"], dtype=np.int64).astype(np.float64) / 1e9
+    vb = np.asarray(cols["b"], dtype=np.int64).astype(np.float64) / 1e9
+    note = (
+        "a later turn replays the recorded history, not what the target would have answered before it"
+        if multi
+        else "every request is its own session here (no turn continues another)"
+    )
     da, db = distribution(va), distribution(vb)
-    slowest = sorted(compared, key=lambda s: compared[s][1] / compared[s][0] if compared[s][0] else 0.0, reverse=True)
-    firsts = Counter(v.first_difference for v in sessions.values() if v.paired and v.first_difference is not None)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(va != 0, vb / np.where(va != 0, va, 1.0), 0.0)
+    order = np.argsort(-ratios, kind="stable")[:SHOWN]  # the slowest first; ties in A's order
+    shown = [int(index[k]) for k in order]
+    rows = {
+        r[0]: r[1:]
+        for r in con.execute(
+            f"SELECT i, session, turns, first_difference, b_session FROM {table} WHERE i IN (SELECT unnest(?::BIGINT[]))",
+            [shown],
+        ).fetchall()
+    }
+    firsts = con.execute(
+        f"SELECT first_difference, count(*) FROM {table} WHERE paired > 0 AND first_difference IS NOT NULL "
+        "GROUP BY first_difference ORDER BY first_difference"
+    ).fetchall()
     return {
-        "sessions": len(sessions),
-        "compared": len(compared),
-        "partial": len(sessions) - len(compared),  # a request unpaired or unfinished: left out of the ratio
-        "multi_turn": sum(1 for v in sessions.values() if v.turns > 1),
+        "sessions": sessions,
+        "compared": len(va),
+        "partial": sessions - len(va),  # a request unpaired or unfinished: left out of the ratio
+        "multi_turn": multi,
         "makespan_s": {"a": da, "b": db},
         "ratio_p50": db["p50"] / da["p50"] if da["p50"] and db["p50"] is not None else None,
         "ratio_ci95": bootstrap_ratio(va, vb),
         "first_differing_turn": {
-            "identical": sum(1 for v in sessions.values() if v.paired and v.first_difference is None),
-            "differing": sum(firsts.values()),
-            "by_turn": {str(t): n for t, n in sorted(firsts.items())},
+            "identical": identical,
+            "differing": sum(n for _, n in firsts),
+            "by_turn": {str(t): n for t, n in firsts},
         },
         "slowest": [
             {
-                "session": s,
-                "turns": sessions[s].turns,
-                "a_s": compared[s][0],
-                "b_s": compared[s][1],
-                "first_differing_turn": sessions[s].first_difference,
-                "b_session": sessions[s].b_session,
+                "session": rows[i][0],
+                "turns": rows[i][1],
+                "a_s": float(va[k]),
+                "b_s": float(vb[k]),
+                "first_differing_turn": rows[i][2],
+                "b_session": rows[i][3],
             }
-            for s in slowest[:SHOWN]
+            for k, i in zip(order, shown, strict=True)
         ],
         "note": note,
     }

@@ -297,6 +297,6 @@ def capture_info(analysis: Analysis) -> list[dict[str, Any]]:
 def engines(analysis: Analysis) -> list[dict[str, Any]]:
     """The distinct engine configurations seen (a number without its configuration is gossip)."""
     return analysis.query(
-        "SELECT kind, version, url, fingerprint, count(*) AS snapshots FROM engines "
+        "SELECT kind, version, dtype, url, fingerprint, count(*) AS snapshots FROM engines "
         "GROUP BY ALL ORDER BY min(wall) NULLS LAST, kind, url"
     ).records()

@@ -8,8 +8,6 @@ times come back to Python, where they are ordered and hashed as the capture pack
 
 from __future__ import annotations
 
-import os
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -61,14 +59,6 @@ def capture_identity(analysis: Analysis, capture: str) -> WorkloadIdentity:
     return identity_of([_sent(row) for row in rows], int(exchanges))
 
 
-def request_digests(analysis: Analysis, capture: str) -> list[str]:
-    """The capture's generation requests' digests (hex) in send order: which requests two runs share."""
-    rows = analysis.query(
-        f"SELECT {_SENT} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = ?) m {_FROM}", [capture]
-    ).rows
-    return [s.digest.hex() for s in sorted((_sent(r) for r in rows), key=lambda s: (s.t_ns, s.digest))]
-
-
 def recorders(capture: str | Path) -> list[dict[str, Any]]:
     """The ``recorder`` of each run of a capture, from its segments' headers (each segment starts
     with one): what a replay recorded of its source and transforms, which the tables don't keep."""
@@ -100,36 +90,3 @@ def _continues_responses(analysis: Analysis, capture: str) -> bool:
             [capture],
         ).rows[0][0]
     )
-
-
-def _side(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[str]]:
-    with Analysis([path]) as analysis:
-        capture = analysis.query("SELECT capture FROM captures LIMIT 1").rows[0][0]
-        return workload(analysis, capture), request_digests(analysis, capture)
-
-
-def traffic(a_path: str | os.PathLike[str], b_path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Whether runs A and B saw identical traffic: their workload and schedule identities, and when
-    they differ, how many of their generation requests differ and how."""
-    (wa, da), (wb, db) = _side(a_path), _side(b_path)
-    identical = wa["workload"] == wb["workload"]
-    ca, cb = Counter(da), Counter(db)
-    only_a, only_b = sum((ca - cb).values()), sum((cb - ca).values())
-    if identical:
-        how = "identical requests in the same order"
-    elif not only_a and not only_b:
-        how = "the same requests in a different order"
-    else:
-        how = f"{only_a} of A's {len(da)} generation requests are not in B, {only_b} of B's {len(db)} are not in A"
-    for x, y, name in ((wa, wb, "B"), (wb, wa, "A")):
-        if not identical and (y.get("source") or {}).get("workload") == x["workload"]:
-            how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
-    return {
-        "identical": identical,
-        "same_schedule": wa["schedule"] == wb["schedule"],
-        "how": how,
-        "only_a": only_a,
-        "only_b": only_b,
-        "a": wa,
-        "b": wb,
-    }

@@ -8,13 +8,17 @@ process so that peak memory (ru_maxrss) is the phase's own:
 - ``floor``: zstd decompression and msgpack unpacking of every record (the capture reader, nothing
   else): what any decode has to pay;
 - ``stats``: ``infertap stats CAPTURE --json`` with an empty cache (decode, load, query), and its
-  ratio to the floor;
-- ``prepare``: what a replay does before its first send (the workload loaded, each request
-  transformed by ``--set temperature=0``, the source's workload identity), with its peak memory.
+  ratio to the floor; then the same command again, the cache now filled (``warm``: the process's
+  start, imports, DuckDB and the queries), so that ``cold - warm`` is the decode's own share;
+- ``prepare``: what a replay does before its first send (the workload loaded in one pass, each
+  request's ``--set temperature=0`` checked, the source's workload identity), with its peak memory,
+  and apart from it what sending adds per request (a body read again from the capture and
+  transformed, as the replay's read-ahead does). ``--prepare-only`` runs that phase alone.
 
 Times grow with the capture: the per-size rows show whether they grow linearly.
 
     python -m bench.agent_scale [--sizes 10000,50000,100000] [--huge] [--json bench-agent-scale.json] [--workdir DIR]
+    python -m bench.agent_scale --prepare-only --sizes 10000,100000 --huge
 """
 
 from __future__ import annotations
@@ -187,7 +191,9 @@ def _floor(capture: str) -> dict[str, Any]:
 
 
 def _prepare(capture: str, out: str) -> dict[str, Any]:
-    """What ``run_replay`` does before sending: the workload, its transforms, the recorder's facts."""
+    """What ``run_replay`` does before sending: the workload (one pass: links, transforms checked,
+    the source's identity), the recorder's facts. Then, apart, what sending adds per request: a
+    sample of bodies read again from the capture and transformed, as the replay's read-ahead does."""
     from infertap.replay import ReplayConfig
     from infertap.replay.api import _prepare, _recorder
     from infertap.replay.transforms import Transforms
@@ -197,15 +203,48 @@ def _prepare(capture: str, out: str) -> dict[str, Any]:
     prepared = _prepare(config, config.target)
     t1 = time.perf_counter()
     _recorder(config, prepared)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the bodies below
+    middle = len(prepared.items) // 2  # in sending order, as the read-ahead reads them (a block read once for many)
+    sample = range(middle, min(len(prepared.items), middle + _BODY_SAMPLE))
+    sent = sum(len(prepared.bodies[i]) for i in sample)
+    c3 = time.process_time()
     return {
         "s": t2 - t0,
-        "cpu_s": time.process_time() - c0,
+        "cpu_s": c2 - c0,
         "prepare_s": t1 - t0,
         "identity_s": t2 - t1,
         "items": len(prepared.items),
         "linked": sum(item.parent is not None for item in prepared.items),
+        "peak_rss_mib": peak,
+        "body_us": (c3 - c2) / len(sample) * 1e6,  # CPU per body read again and transformed, at send time
+        "body_bytes": sent / len(sample),
     }
+
+
+_BODY_SAMPLE = 2000  # bodies read again to time the send side
+
+
+def prepare_table(sizes: list[int], work: Path) -> list[dict[str, Any]]:
+    """``--prepare-only``: replay's preparation alone, per size, side by side (no analysis phases)."""
+    print(
+        f"{'exchanges':>10} {'MiB':>7} {'prepare s':>9} {'cpu s':>7} {'cpu µs/exch':>11} {'peak MiB':>9} "
+        f"{'linked':>9} {'send µs/body':>12}"
+    )
+    rows = []
+    for n in sizes:
+        capture = work / f"agent-{n}"
+        if not capture.exists():
+            build(capture, n)
+        size = sum(f.stat().st_size for f in capture.iterdir())
+        p = _run("prepare", str(capture), str(work / "replay-out"))
+        rows.append({"exchanges": n, "capture_bytes": size, "prepare": p})
+        print(
+            f"{n:>10,} {size / 2**20:>7.1f} {p['s']:>9.1f} {p['cpu_s']:>7.1f} {p['cpu_s'] / n * 1e6:>11.0f} "
+            f"{p['peak_rss_mib']:>9.0f} {p['linked']:>9,} {p['body_us']:>12.0f}",
+            flush=True,
+        )
+    return rows
 
 
 def _run(phase: str, *args: str) -> dict[str, Any]:
@@ -243,6 +282,7 @@ def measure(capture: Path, work: Path) -> dict[str, Any]:
     shutil.rmtree(cache, ignore_errors=True)
     floor = _run("floor", str(capture))
     stats = _run("stats", str(capture), str(cache))
+    stats["warm"] = _run("stats", str(capture), str(cache))  # the same, decoded tables cached
     shutil.rmtree(cache, ignore_errors=True)
     prepare = _run("prepare", str(capture), str(work / "replay-out"))
     return {"floor": floor, "stats": stats, "prepare": prepare}
@@ -257,14 +297,21 @@ def main() -> None:
     parser.add_argument("--huge", action="store_true", help="add a 1,000,000-exchange capture (minutes, GiBs)")
     parser.add_argument("--json", default="bench-agent-scale.json")
     parser.add_argument("--workdir", default=None, help="keep the captures here (reused when present)")
+    parser.add_argument("--prepare-only", action="store_true", help="only replay's preparation (time, CPU, peak memory)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s] + ([1_000_000] if args.huge else [])
     work = Path(args.workdir or tempfile.mkdtemp(prefix="infertap-bench-"))
+    if args.prepare_only:
+        Path(args.json).write_text(json.dumps({"rows": prepare_table(sizes, work)}, indent=2))
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     rows = []
     # CPU seconds beside wall seconds: on a shared machine the CPU time is the steadier number, and
     # the ratio to the floor is taken on it.
     print(
-        f"{'exchanges':>10} {'MiB':>6} {'floor s (cpu)':>14} {'stats s (cpu)':>14} {'ratio':>6} {'stats MiB':>10} "
+        f"{'exchanges':>10} {'MiB':>6} {'floor s (cpu)':>14} {'stats s (cpu)':>14} {'ratio':>6} {'warm cpu':>8} "
+        f"{'decode cpu':>10} {'ratio':>6} {'stats MiB':>10} "
         f"{'prepare s (cpu)':>16} {'load+transform':>15} {'identity':>9} {'prepare MiB':>12} {'linked':>8}"
     )
     for n in sizes:
@@ -277,10 +324,13 @@ def main() -> None:
         r = measure(capture, work)
         f, st, p = r["floor"], r["stats"], r["prepare"]
         row = {"exchanges": n, "capture_bytes": size, "build_s": build_s, **r, "ratio_cpu": st["cpu_s"] / f["cpu_s"]}
+        decode = st["cpu_s"] - st["warm"]["cpu_s"]
+        row["decode_ratio_cpu"] = decode / f["cpu_s"]
         rows.append(row)
         print(
             f"{n:>10,} {size / 2**20:>6.1f} {f['s']:>6.2f} ({f['cpu_s']:>5.2f}) {st['s']:>6.1f} ({st['cpu_s']:>5.1f}) "
-            f"{row['ratio_cpu']:>5.1f}x {st['peak_rss_mib_child']:>10.0f} {p['s']:>7.1f} ({p['cpu_s']:>6.1f}) "
+            f"{row['ratio_cpu']:>5.1f}x {st['warm']['cpu_s']:>8.2f} {decode:>10.2f} {row['decode_ratio_cpu']:>5.1f}x "
+            f"{st['peak_rss_mib_child']:>10.0f} {p['s']:>7.1f} ({p['cpu_s']:>6.1f}) "
             f"{p['prepare_s']:>15.1f} {p['identity_s']:>9.1f} {p['peak_rss_mib']:>12.0f} {p['linked']:>8,}",
             flush=True,
         )

@@ -32,6 +32,9 @@ The engine gets half the cores (``--threads``): llama.cpp's threads spin while t
 engine on every core of a small machine starves the peer and the recorder that time it (AIPerf's
 timing manager alone keeps a third of a core busy).
 
+vLLM's own client, ``vllm bench serve``, is compared against the real vLLM by ``bench.vllm_bench``
+with this module's matching and statistics.
+
 Each peer runs from a venv of its own (``python3.12 -m venv /tmp/aiperf && /tmp/aiperf/bin/pip
 install aiperf``; the same for ``guidellm``), with the Hugging Face cache pointed at a private
 folder and offline. A peer that isn't given and isn't on PATH is skipped, and said so.
@@ -330,7 +333,7 @@ def infertap_exchanges(capture: Path, cache: Path) -> list[dict[str, Any]]:
     """
     with Analysis([capture], cache_dir=cache, workers=1) as a:
         rows = a.query("""
-            SELECT m.exchange_id, m.ok, m."end", m.status, x.finish_reason, m.ttft_ns, m.e2e_ns, m.t_last_token_ns, m.tpot_ns,
+            SELECT m.exchange_id, m.ok, m."end", m.status, x.finish_reason, m.ttft_ns, m.e2e_ns, m.t_last_token_ns, m.t_finish_ns, m.tpot_ns,
                    m.output_tokens, m.output_tokens_source, m.prompt_tokens, m.token_chunks, m.token_events, t.text,
                    -- the proxy's time.time() when the request arrived, moved on to when it was sent upstream
                    (x.wall * 1e9)::BIGINT + (x.sent_ns - x.start_ns) AS sent_clock_ns,
@@ -362,15 +365,29 @@ def infertap_exchanges(capture: Path, cache: Path) -> list[dict[str, Any]]:
 
 
 def match(peer: list[dict[str, Any]], ours: list[dict[str, Any]]) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], str]:
-    """Pairs (peer record, infertap exchange), and how they were matched."""
+    """Pairs (peer record, infertap exchange), and how they were matched.
+
+    A peer that names every request (an ``X-Request-ID`` it sent) is matched by that name only: a
+    record whose id the capture lacks stays unpaired (``unpaired`` reports it) rather than being
+    paired by prompt or order with another request.
+    """
     by_key = {x["key"]: x for x in ours if x["key"]}
-    if peer and all(p["key"] in by_key for p in peer):
-        return [(p, by_key[p["key"]]) for p in peer], "X-Request-ID header"
+    if peer and all(p["key"] for p in peer):
+        return [(p, by_key[p["key"]]) for p in peer if p["key"] in by_key], "X-Request-ID header"
     by_prompt = {x["prompt"]: x for x in ours if x["prompt"]}
     if peer and len(by_prompt) == len(ours) and all(p["prompt"] in by_prompt for p in peer):
         return [(p, by_prompt[p["prompt"]]) for p in peer], "prompt text"
     ordered = sorted((p for p in peer if p["start_wall_ns"]), key=lambda p: p["start_wall_ns"])
     return list(zip(ordered, ours, strict=False)), f"order of send time ({len(ordered)} peer records, {len(ours)} exchanges)"
+
+
+def unpaired(
+    peer: list[dict[str, Any]], ours: list[dict[str, Any]], pairs: list[tuple[dict[str, Any], dict[str, Any]]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The peer records and the exchanges that ``match`` left without a partner."""
+    paired_peer = {id(p) for p, _ in pairs}
+    paired_ours = {x["exchange_id"] for _, x in pairs}
+    return [p for p in peer if id(p) not in paired_peer], [x for x in ours if x["exchange_id"] not in paired_ours]
 
 
 def _stats(values: list[float]) -> dict[str, Any]:
@@ -382,6 +399,8 @@ def _stats(values: list[float]) -> dict[str, Any]:
         "min": min(values),
         "max": max(values),
         "mean": statistics.fmean(values),
+        "median_abs": statistics.median(abs(v) for v in values),
+        "max_abs": max(abs(v) for v in values),
     }
 
 
@@ -683,15 +702,22 @@ def main() -> None:
                 ids = engine_ids(engine.url, [x["text"] for x in outputs])
                 retokenized = {x["exchange_id"]: len(i) for x, i in zip(outputs, ids, strict=True)}
                 pairs, matched_by = match(peer_records, ours)
+                lone_peer, lone_ours = unpaired(peer_records, ours, pairs)
                 c = compare(pairs, retokenized)
                 entry.update(
                     matched_by=matched_by,
                     peer_records=len(peer_records),
                     exchanges=len(ours),
+                    unpaired_peer_records=len(lone_peer),
+                    unpaired_exchanges=len(lone_ours),
                     output_tokens_source=dict(Counter(x["output_tokens_source"] for x in ours)),
                     **c,
                 )
                 _print(name, version, matched_by, len(peer_records), len(ours), c)
+                if lone_peer or lone_ours:
+                    print(
+                        f"  unpaired: {len(lone_peer)} peer record(s) not in the capture, {len(lone_ours)} exchange(s) the peer did not report"
+                    )
                 print(f"  infertap output_tokens from: {entry['output_tokens_source']}; run took {entry['wall_s']:.0f} s")
                 if abs(entry["wall_clock_step_s"]) > 0.001:
                     print(

@@ -410,7 +410,7 @@ def demo(out: Path | None, engine_a: str | None, engine_b: str | None, engine_c:
     import time
 
     from .cli_compare import print_comparison
-    from .demo import pair_summary, run_demo
+    from .demo import known_answers_lines, pair_summary, run_demo
 
     out = out or DEFAULT_CAPTURES / f"demo-{_dt.datetime.now():%Y%m%d-%H%M%S}"
 
@@ -422,7 +422,13 @@ def demo(out: Path | None, engine_a: str | None, engine_b: str | None, engine_c:
         click.echo("\nin short:")
         for each in result["comparisons"]:
             click.echo(f"  {each['pair']}: {pair_summary(each['result'])}")
-        click.echo(f"\ncaptures: {', '.join(result['captures'])}\nreport:   {result['report']}\n\nrepeat each step by hand:")
+        if result["known_answers"]:
+            click.echo("\nknown answers (--extract number against answers.json), each run against A:")
+            for line in known_answers_lines(result["known_answers"]):
+                click.echo(line)
+        click.echo(
+            f"\ncaptures: {', '.join(result['captures'])}\nreports:  {', '.join(result['reports'])}\n\nrepeat each step by hand:"
+        )
         for command in result["commands"]:
             click.echo(f"  {command}")
 

@@ -19,6 +19,7 @@ import click
 from .analysis.groupings import GROUPINGS
 from .capture.jsonable import jsonable
 from .errors import InfertapError
+from .options import ray_option
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -417,20 +418,42 @@ def _cell(value: Any) -> str:
     show_default=True,
     help="Hive-style partitions <table>/recorder_id=.../ (or run_id=...); none: one <table>.parquet each.",
 )
+@ray_option("Decode and write the captures, a task each,")
 @_cache_dir
-def export(captures: tuple[str, ...], folder: Path, partition_by: str, cache_dir: Path | None) -> None:
+def export(captures: tuple[str, ...], folder: Path, partition_by: str, ray_address: str | None, cache_dir: Path | None) -> None:
     """Export the decoded tables and per-exchange metrics of captures as Parquet, for any SQL engine.
 
     Each row sits in its recorder's partition (one per proxy process or replay shard), so the
     shards of a capture stay apart and a reader can prune them; the schema is in docs/analysis.md.
+    With --ray, a Ray cluster's workers decode and write them; every node must see the captures and
+    the folder at the same paths (docs/scale.md).
 
     \b
     infertap export 'captures/shard-*' --parquet out/
+    infertap export /shared/captures/ --parquet /shared/warehouse/ --ray ray://head:10001
     duckdb -c "SELECT recorder_id, count(*) FROM 'out/metrics/*/*.parquet' GROUP BY ALL"
     """
     key = {"recorder": "recorder_id", "run": "run_id", "none": None}[partition_by]
-    with _opened(captures, cache_dir) as analysis:
-        counts = analysis.export_parquet(folder, partition_by=key)
+    if ray_address is None:
+        with _opened(captures, cache_dir) as analysis:
+            _print_export(folder, analysis.export_parquet(folder, partition_by=key))
+        return
+    if key is None:
+        raise click.UsageError("--ray writes partitions; --partition-by none (one file a table) is written by one process")
+    from .analysis import MANIFEST, export_on_ray
+
+    manifest = export_on_ray(captures, folder, ray=ray_address, partition_by=key, cache_dir=cache_dir)
+    for torn in manifest["warnings"]:
+        _warn(torn)
+    _print_export(folder, manifest["tables"])
+    hosts = ", ".join(f"{host} ×{n}" for host, n in manifest["hosts"].items())
+    click.echo(
+        f"  on Ray: {len(manifest['captures'])} capture(s) by workers on {hosts}, {manifest['seconds']:.1f} s; "
+        f"manifest {folder / MANIFEST}"
+    )
+
+
+def _print_export(folder: Path, counts: dict[str, int]) -> None:
     click.echo(f"wrote {len(counts)} tables to {folder}: " + ", ".join(f"{name} ({n} rows)" for name, n in counts.items()))
 
 

@@ -14,6 +14,30 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
+reference_option = click.option(
+    "--reference",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help='JSON {"question": "answer"} keyed by the last user message: with --extract, flips are counted '
+    "right->wrong and wrong->right, and each side's accuracy is given with its interval.",
+)
+
+
+def load_references(reference: Path | None, extract: str | None) -> dict[str, str] | None:
+    """The known answers of --reference, checked: a question maps to its answer, both strings."""
+    if reference is None:
+        return None
+    if extract is None:
+        raise click.UsageError("--reference needs --extract: answers are compared after extraction (e.g. --extract number)")
+    try:
+        refs = json.loads(reference.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"--reference {reference}: not JSON: {exc}") from exc
+    if not isinstance(refs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in refs.items()):
+        raise click.ClickException(f'--reference {reference}: expected one JSON object of "question": "answer" strings')
+    return refs
+
+
 @click.command()
 @click.argument("a", type=click.Path(exists=True, path_type=Path))
 @click.argument("b", type=click.Path(exists=True, path_type=Path))
@@ -29,12 +53,7 @@ if TYPE_CHECKING:
     metavar="number|choice|json|regex:PATTERN",
     help="Compare answers extracted from the outputs (flips).",
 )
-@click.option(
-    "--reference",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help='JSON {"question": "answer"} keyed by the last user message: with --extract, flips are counted right->wrong and wrong->right.',
-)
+@reference_option
 @click.option("--top", default=5, show_default=True, help="How many of the most divergent exchanges to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
 def compare(
@@ -48,10 +67,7 @@ def compare(
     """
     from .analysis.compare import compare as run_compare
 
-    try:
-        references = json.loads(reference.read_text()) if reference else None
-    except ValueError as exc:
-        raise click.ClickException(f"--reference {reference}: not JSON: {exc}") from exc
+    references = load_references(reference, extract)
     result = run_compare(a, b, baseline=baseline, extract=extract, top=top, references=references)
     if as_json:
         for item in result["divergence"]["most_divergent"]:
@@ -123,6 +139,7 @@ def print_comparison(r: dict[str, Any]) -> None:
     _print_energy(console, r["energy"])
     _print_sessions(console, r.get("sessions"))
     _print_divergence(console, r["divergence"], (r.get("baseline") or {}).get("divergence"))
+    _print_accuracy(console, r.get("accuracy"))
     _print_most_divergent(console, r["divergence"]["most_divergent"])
 
 
@@ -220,16 +237,24 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
             "yellow",
         )
     console.print(_snapshot_table(cfg["snapshots"]))
-    one_side = [f for f in cfg["snapshots"] if f.get("one_side")]
+    # not_compared: a version of another engine kind, shown in the kind row
+    one_side = [f for f in cfg["snapshots"] if f.get("one_side") and not f.get("not_compared")]
     if one_side:  # not differences: an unknown may not differ at all
         known = "; ".join(
             f"{f['fact']} ({'A' if f['a'] is not None else 'B'}: {_fmt(f['a'] if f['a'] is not None else f['b'])})"
             for f in one_side
         )
         _say(console, f"known on one side only: {known}")
-    if cfg["settings"]:
-        console.print(_settings_table(cfg["settings"]))
-    else:
+    both = [row for row in cfg["settings"] if not _one_sided(row)]
+    if both:
+        console.print(_settings_table(both))
+    if one := [row for row in cfg["settings"] if _one_sided(row)]:
+        _say(
+            console,
+            "settings known on one side only: "
+            + "; ".join(f"{row['setting']} (A: {row['a']}, B: {row['b']}, {row['exchanges']} exchanges)" for row in one),
+        )
+    if not cfg["settings"]:
         _say(
             console, "effective sampling settings: no difference found" + ("" if r["divergence"]["pairs"] else " (no enrichment)")
         )
@@ -250,10 +275,19 @@ def _snapshot_table(snapshots: list[dict[str, Any]]) -> Table:
     from rich.table import Table
 
     table = Table("fact", "A", "B", title="engine snapshots: what differs (known on both sides)", title_justify="left")
+    version = next((f for f in snapshots if f["fact"] == "version" and f.get("not_compared")), None)
     for fact in sorted(snapshots, key=lambda f: f["unknown"]):  # known on both sides first
         if fact["differs"]:
-            table.add_row(fact["fact"], _fmt(fact["a"]), _fmt(fact["b"]), style=None if fact["unknown"] else "bold")
+            a, b = _fmt(fact["a"]), _fmt(fact["b"])
+            if fact["fact"] == "kind" and version:  # two engines: each one's version beside its kind
+                a, b = (f"{k} {v}" if v is not None else k for k, v in ((a, version["a"]), (b, version["b"])))
+            table.add_row(fact["fact"], a, b, style=None if fact["unknown"] else "bold")
     return table
+
+
+def _one_sided(row: dict[str, Any]) -> bool:
+    """A setting one engine didn't report (or the request didn't carry): not a known difference."""
+    return any(f"({why})" in row[side] for why in ("unknown", "absent") for side in ("a", "b"))
 
 
 def _settings_table(settings: list[dict[str, Any]]) -> Table:
@@ -316,6 +350,20 @@ def _divergence_table(d: dict[str, Any], base: dict[str, Any] | None) -> Table:
     return table
 
 
+def _print_accuracy(console: Console, acc: dict[str, Any] | None) -> None:
+    """With known answers: each side's score, then the difference, its interval, the flips and the noise floor."""
+    if not acc:
+        return
+    from rich.table import Table
+
+    table = Table("known answers", "A", "B")
+    table.add_row(
+        f"right, of {acc['items']}", f"{acc['a_right']} ({acc['a_rate']:.0%})", f"{acc['b_right']} ({acc['b_rate']:.0%})"
+    )
+    console.print(table)
+    _say(console, acc["verdict"])
+
+
 def _print_most_divergent(console: Console, items: list[dict[str, Any]]) -> None:
     """Section 4, when any pair differs: the diffs themselves, each cut to what a terminal shows."""
     if not items:
@@ -340,7 +388,8 @@ def _print_most_divergent(console: Console, items: list[dict[str, Any]]) -> None
 @click.option(
     "--extract", default=None, metavar="number|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs."
 )
-def report(a: Path, b: Path | None, out: Path, extract: str | None) -> None:
+@reference_option
+def report(a: Path, b: Path | None, out: Path, extract: str | None, reference: Path | None) -> None:
     """Write one self-contained HTML report (works offline) of run A, or of B compared with A.
 
     A and B may also be two sweeps (folders holding sweep.json, from ``infertap sweep``), judged by the
@@ -350,11 +399,11 @@ def report(a: Path, b: Path | None, out: Path, extract: str | None) -> None:
     from .analysis.sweep_report import sweeps_given, write_sweep_report
 
     if sweeps_given(a, b):
-        if extract is not None:
+        if extract is not None or reference is not None:
             raise click.UsageError("--extract compares the answers of two captures; a sweep report has none to compare")
         write_sweep_report(out, a, b)
     else:
-        write_report(out, a, b, extract=extract)
+        write_report(out, a, b, extract=extract, references=load_references(reference, extract))
     click.echo(f"report written to {out}")
 
 

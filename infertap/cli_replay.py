@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .options import TELEMETRY_OPTIONS, pairs
+from .options import TELEMETRY_OPTIONS, pairs, ray_option
 
 if TYPE_CHECKING:
     from .replay import ReplayConfig, ReplayStats, Schedule, Transforms
@@ -100,15 +100,7 @@ _WORKLOAD_OPTIONS = [
     click.option(
         "--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the target between bytes (0: forever)."
     ),
-    click.option(
-        "--ray",
-        "ray_address",
-        is_flag=False,
-        flag_value="",
-        default=None,
-        metavar="[ADDRESS]",
-        help="Replay in shards on a Ray cluster (ADDRESS, or RAY_ADDRESS, or a new local one); needs infertap[scale].",
-    ),
+    ray_option("Replay in shards"),
     click.option(
         "--shards",
         type=click.IntRange(min=1),

@@ -129,18 +129,17 @@ def run_demo(
     quick: bool = False,
     keep: Callable[[list[str], dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Record on A, replay on B and C, compare pairwise; returns the paths, the comparisons and how
-    to repeat each step. ``engine_c`` is a URL, or None for the embedded vLLM (where it runs)."""
-    from .analysis.compare import compare
-    from .analysis.report import write_report
+    """Record on A, replay on B and C, compare pairwise, then score A's known answers against the
+    same traffic with ``repeat_penalty`` pinned to 1.0 and against a second unchanged run (the noise
+    floor); returns the paths, the comparisons and how to repeat each step. ``engine_c`` is a URL,
+    or None for the embedded vLLM (where it runs)."""
     from .engines.probe import probe
-    from .replay import ReplayConfig, run_replay
+    from .replay import ReplayConfig, Transforms, run_replay
 
     out.mkdir(parents=True, exist_ok=True)
     workload = load_workload(quick=quick)
     gguf = smollm2_gguf()
-    cap_a, cap_b, cap_c = out / "a-llama-cpp-python", out / "b-llama-server", out / "c-vllm"
-    report = out / "report.html"
+    caps = {"A": out / "a-llama-cpp-python", "B": out / "b-llama-server", "C": out / "c-vllm"}
     if engine_c is None and (why := vllm_left_out(quick=quick)):
         say(f"engine C (vLLM) left out: {why}; going on with two engines")
         engine_c = ""
@@ -158,56 +157,89 @@ def run_demo(
                 f"repeat_penalty default {penalty}"
             )
         say(f"recording {len(workload['steps'])} requests through `infertap record` in front of A")
-        with recorder(url_a, cap_a, extra_args=["--model-file", str(gguf)]) as rec:
+        with recorder(url_a, caps["A"], extra_args=["--model-file", str(gguf)]) as rec:
             asyncio.run(run_workload(rec.url, workload, say))
             rec.stop()
-        say("replaying the capture on B at the original timing")
-        summary = run_replay(ReplayConfig(cap_a, url_b, cap_b, model_file=str(gguf)))
-        say(f"  sent {summary['sent']}, endings {summary['ends']}, schedule lag p99 {summary['lag_ms']['p99']:.2f} ms")
-        if url_c:
-            say("replaying the capture on C at the original timing")
-            summary = run_replay(ReplayConfig(cap_a, url_c, cap_c))
-            say(f"  sent {summary['sent']}, endings {summary['ends']}, schedule lag p99 {summary['lag_ms']['p99']:.2f} ms")
-        refs = references(workload)
-        caps = {"A": cap_a, "B": cap_b} | ({"C": cap_c} if url_c else {})
-        names = list(caps)
-        comparisons = [
-            {"pair": f"{x} vs {y}", "result": compare(caps[x], caps[y], extract="number", references=refs)}
-            for i, x in enumerate(names)
-            for y in names[i + 1 :]
-        ]
-        write_report(report, cap_a, cap_b, extract="number")
-        refs_file = out / "answers.json"
-        refs_file.write_text(json.dumps(refs, indent=1, ensure_ascii=False))
-        outcome = _outcome(cap_a, cap_b, report, refs_file, gguf, comparisons)
-        if url_c:
-            outcome["captures"].append(str(cap_c))
-            outcome["commands"][2:2] = [
-                f"infertap replay {cap_a} --target URL_OF_C --out {cap_c}",
-                f"infertap compare {cap_b} {cap_c} --extract number --reference {refs_file}",
-            ]
+        for name, url in engines[1:]:
+            say(f"replaying the capture on {name} at the original timing")
+            model_file = str(gguf) if name != "C" else None
+            _said(say, run_replay(ReplayConfig(caps["A"], url, caps[name], model_file=model_file)))
+        say("replaying it on A twice more: unchanged (the noise floor), and with --set repeat_penalty=1.0")
+        _said(say, run_replay(ReplayConfig(caps["A"], url_a, out / AGAIN, model_file=str(gguf))))
+        pinned = Transforms(set_values=[("repeat_penalty", 1.0)])
+        _said(say, run_replay(ReplayConfig(caps["A"], url_a, out / PINNED, transforms=pinned, model_file=str(gguf))))
+        outcome = _results(out, {name: caps[name] for name, _ in engines}, workload, gguf, say)
         if keep is not None:
             keep([url for _, url in engines], outcome)  # the engines stay up until it returns
     return outcome
 
 
-def _outcome(
-    cap_a: Path, cap_b: Path, report: Path, refs_file: Path, gguf: Path, comparisons: list[dict[str, Any]]
+AGAIN, PINNED = "a-again", "a-repeat-penalty-1.0"
+
+
+def _said(say: Callable[[str], None], summary: dict[str, Any]) -> None:
+    say(f"  sent {summary['sent']}, endings {summary['ends']}, schedule lag p99 {summary['lag_ms']['p99']:.2f} ms")
+
+
+def _results(
+    out: Path, caps: dict[str, Path], workload: dict[str, Any], gguf: Path, say: Callable[[str], None]
 ) -> dict[str, Any]:
+    """Every pair compared (and reported), then A's known answers with the default pinned, beside the noise floor."""
+    from .analysis.compare import compare
+    from .analysis.report import write_report
+
+    refs = references(workload)
+    refs_file = out / "answers.json"
+    refs_file.write_text(json.dumps(refs, indent=1, ensure_ascii=False))
+    names = list(caps)
+    pairs = [(x, y) for i, x in enumerate(names) for y in names[i + 1 :]]
+    say(f"comparing {', '.join(f'{x} vs {y}' for x, y in pairs)} and writing a report of each")
+    comparisons, reports = [], []
+    for x, y in pairs:
+        comparisons.append({"pair": f"{x} vs {y}", "result": compare(caps[x], caps[y], extract="number", references=refs)})
+        reports.append(out / f"report-{x}-vs-{y}.html".lower())
+        write_report(reports[-1], caps[x], caps[y], extract="number", references=refs)
+    study = compare(caps["A"], out / PINNED, baseline=out / AGAIN, extract="number", references=refs)
+    commands = [
+        f"infertap record --upstream URL_OF_A --model-file {gguf} --out {caps['A']}   # then send your traffic to it",
+        *(f"infertap replay {caps['A']} --target URL_OF_{name} --out {caps[name]}" for name in names[1:]),
+        f"infertap replay {caps['A']} --target URL_OF_A --out {out / AGAIN}",
+        f"infertap replay {caps['A']} --target URL_OF_A --set repeat_penalty=1.0 --out {out / PINNED}",
+        *(f"infertap compare {caps[x]} {caps[y]} --extract number --reference {refs_file}" for x, y in pairs),
+        f"infertap compare {caps['A']} {out / PINNED} --baseline {out / AGAIN} --extract number --reference {refs_file}",
+        f"infertap report {caps['A']} {caps['B']} -o {reports[0]} --extract number --reference {refs_file}",
+        f"infertap stats {' '.join(map(str, caps.values()))}",
+        f'infertap sql "SELECT path, count(*), median(ttft_ns)/1e6 AS ttft_ms FROM metrics GROUP BY path" {caps["A"]} {caps["B"]}',
+    ]
     return {
-        "captures": [str(cap_a), str(cap_b)],
-        "report": str(report),
+        "captures": [str(p) for p in caps.values()] + [str(out / AGAIN), str(out / PINNED)],
+        "report": str(reports[0]),
+        "reports": [str(p) for p in reports],
         "comparison": comparisons[0]["result"],  # A against B
         "comparisons": comparisons,
-        "commands": [
-            f"infertap record --upstream URL_OF_A --model-file {gguf} --out {cap_a}   # then send your traffic to it",
-            f"infertap replay {cap_a} --target URL_OF_B --out {cap_b}",
-            f"infertap compare {cap_a} {cap_b} --extract number --reference {refs_file}",
-            f"infertap report {cap_a} {cap_b} -o {report} --extract number",
-            f"infertap stats {cap_a} {cap_b}",
-            f'infertap sql "SELECT path, count(*), median(ttft_ns)/1e6 AS ttft_ms FROM metrics GROUP BY path" {cap_a} {cap_b}',
-        ],
+        "repeat_penalty_study": study,
+        "known_answers": known_answers(comparisons, study),
+        "commands": commands,
     }
+
+
+def known_answers(comparisons: list[dict[str, Any]], study: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per run: the known answers it got right, each other run against A with the difference's
+    interval and McNemar's p, and how many answers a second unchanged run of A flipped (the noise floor)."""
+    acc = study.get("accuracy")
+    if acc is None:
+        return []
+    noise = acc.get("noise_floor") or {}
+    rows: list[dict[str, Any]] = [
+        {"run": "A, its own defaults (repeat_penalty 1.1)", "right": acc["a_right"], "of": acc["items"], "against_a": None},
+        {"run": "A again, unchanged: the noise floor", "right": None, "of": noise.get("items"), "flips": noise.get("flips")},
+        {"run": "A with --set repeat_penalty=1.0", "right": acc["b_right"], "of": acc["items"], "against_a": acc},
+    ]
+    for each in comparisons:
+        x, y = each["pair"].split(" vs ")
+        if x == "A" and (other := each["result"].get("accuracy")) is not None:
+            rows.append({"run": y, "right": other["b_right"], "of": other["items"], "against_a": other})
+    return rows
 
 
 def pair_summary(result: dict[str, Any]) -> str:
@@ -227,3 +259,33 @@ def pair_summary(result: dict[str, Any]) -> str:
         f"configuration differs in {', '.join(differs) or 'nothing known on both sides'}; "
         f"outputs identical in {exact} of {d['pairs']}{answers}{status}"
     )
+
+
+def known_answers_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The known-answer rows as a small table: each run's score, and its difference from A with the noise beside it."""
+    lines = []
+    width = max((len(row["run"]) for row in rows), default=0)
+    for row in rows:
+        if row["right"] is None:
+            lines.append(f"  {row['run']:<{width}}  {row['flips']:>3} of {row['of']} answers flipped")
+            continue
+        text = f"  {row['run']:<{width}}  {row['right']:>3} of {row['of']} right"
+        if (acc := row.get("against_a")) is not None:
+            ci = acc["difference_ci95_points"]
+            text += (
+                f"  {acc['difference_points']:+.1f} points"
+                + (f" (95% CI {ci[0]:+.1f} to {ci[1]:+.1f})" if ci else "")
+                + f", {acc['wrong_to_right']} wrong->right, {acc['right_to_wrong']} right->wrong, McNemar p {acc['mcnemar_p']:.2g}"
+            )
+        lines.append(text)
+    pinned = next((row["against_a"] for row in rows if row["run"].startswith("A with")), None)
+    noise = next((row["flips"] for row in rows if row["right"] is None), None)
+    if pinned is not None:
+        flips = pinned["wrong_to_right"] + pinned["right_to_wrong"]
+        chance = "beyond" if pinned["mcnemar_p"] < 0.05 else "within"
+        lines.append(
+            f"  the default nobody set changes {flips} of {pinned['items']} known answers, where a second unchanged run of A "
+            f"changes {noise}; the net {pinned['difference_points']:+.1f} points is {chance} chance at this size "
+            f"(McNemar p {pinned['mcnemar_p']:.2g})"
+        )
+    return lines

@@ -30,6 +30,19 @@ def host_port(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def ray_option(what: str) -> Any:
+    """``--ray [ADDRESS]`` (``ray_address``: None without it, "" bare): ``what`` is done on a Ray cluster."""
+    return click.option(
+        "--ray",
+        "ray_address",
+        is_flag=False,
+        flag_value="",
+        default=None,
+        metavar="[ADDRESS]",
+        help=f"{what} on a Ray cluster (ADDRESS, or RAY_ADDRESS, or a new local one); needs infertap[scale].",
+    )
+
+
 #: Telemetry options, the same on every command that records (record, replay, sweep, mitm).
 TELEMETRY_OPTIONS = [
     click.option("--no-telemetry", is_flag=True, help="Don't sample the engine's /metrics, GPUs and the host into the capture."),

@@ -3,29 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
-import socket
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.identity import workload_identity
+from infertap.capture.identity import WorkloadIdentity
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.engines import ProbeError
 from infertap.engines.enrich import Enricher, enrich_capture
 from infertap.engines.probe import open_engine
 from infertap.errors import InfertapError
+from infertap.ray_cluster import ray_cluster
 from infertap.telemetry import start_telemetry
 
+from .bodies import Bodies
 from .config import ReplayConfig
 from .runner import Replay, ReplayStats
 from .transforms import TransformError, Transforms, pinned_settings
-from .workload import Item, SessionSample, load
+from .workload import Item, SessionSample, Workload, load_workload
 
 Progress = Callable[[ReplayStats], None]
 OnStart = Callable[[dict[str, Any]], None]
@@ -41,12 +41,13 @@ class _Prepared:
     """The workload as it will be sent, and what the replay's capture and summary say about it."""
 
     items: list[Item]
-    bodies: list[bytes]
+    bodies: Bodies  # read again from the source capture when sent
     headers: list[list[tuple[str, str]]]
     source: dict[str, Any]  # the source capture's identity
     target_kind: str | None  # None: not probed, or not a known engine
     shown: str  # the target as recorded and reported: a password in it redacted
     probe_headers: dict[str, str]  # the target's credentials, for probes; never stored
+    identity: WorkloadIdentity  # the source's workload identity, computed as it was loaded
 
     def facts(self) -> dict[str, Any]:
         """Where from and against what: told ``on_start``, and in the summary."""
@@ -92,12 +93,21 @@ def run_replay(
 
 
 def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
-    """Load the workload, probe the target, transform every request: all that can fail, before sending."""
-    items, source = load(config.capture, filters=config.filters, limit=config.limit, repeat=config.repeat, sample=config.sample)
-    probe_headers = {n: v for n, v in config.transforms.headers.items() if n.lower() == "authorization"}
+    """Load the workload, probe the target, check every request's transforms: all that can fail,
+    before sending. The bodies themselves stay in the source capture until sent (replay/bodies.py)."""
+    transforms = config.transforms
+    workload = load_workload(
+        config.capture,
+        filters=config.filters,
+        limit=config.limit,
+        repeat=config.repeat,
+        sample=config.sample,
+        transforms=transforms,
+    )
+    probe_headers = {n: v for n, v in transforms.headers.items() if n.lower() == "authorization"}
     target_kind = _target_kind(config, probe_headers) if config.probe else None
-    bodies, headers = _transform(items, config.transforms, target_kind)
-    return _Prepared(items, bodies, headers, source, target_kind, shown, probe_headers)
+    bodies, headers = _transform(workload, transforms, target_kind)
+    return _Prepared(workload.items, bodies, headers, workload.source, target_kind, shown, probe_headers, workload.identity)
 
 
 def _target_kind(config: ReplayConfig, probe_headers: dict[str, str]) -> str | None:
@@ -113,23 +123,38 @@ def _target_kind(config: ReplayConfig, probe_headers: dict[str, str]) -> str | N
     return kind
 
 
-def _transform(
-    items: list[Item], transforms: Transforms, target_kind: str | None
-) -> tuple[list[bytes], list[list[tuple[str, str]]]]:
+def _transform(workload: Workload, transforms: Transforms, target_kind: str | None) -> tuple[Bodies, list[list[tuple[str, str]]]]:
+    """The requests as they will be sent: each body transformed when it is read again to be sent,
+    having been checked as the workload loaded (``workload.refused``), and each distinct header set
+    transformed once."""
+    items = workload.items
     if transforms.pin_defaults and not any(item.settings for item in items):
         raise ReplayError(
             "--pin-defaults needs the source's effective settings, and this capture has no enrichment records: "
             "record with probing on (the default), or run `infertap enrich CAPTURE --engine URL` first"
         )
-    bodies, headers = [], []
+    if workload.refused is not None:
+        item, why = workload.refused
+        raise ReplayError(f"exchange {item.source_id} ({item.method} {item.path}): {why}")
+    bodies = Bodies(items, transforms, target_kind)
+    if transforms.pinning_matters:  # a pinned setting can decide whether a --set applies: check with it
+        for item in items:
+            try:
+                transforms.body(item.body, pinned=_pinned(item), target_kind=target_kind)
+            except TransformError as exc:
+                raise ReplayError(f"exchange {item.source_id} ({item.method} {item.path}): {exc}") from exc
+    done: dict[int, list[tuple[str, str]]] = {}  # by the captured list: items share one per header set
+    headers = []
     for item in items:
-        pinned = pinned_settings(item.settings) if transforms.pin_defaults and item.settings else None
-        try:
-            bodies.append(transforms.body(item.body, pinned=pinned, target_kind=target_kind))
-        except TransformError as exc:
-            raise ReplayError(f"exchange {item.source_id} ({item.method} {item.path}): {exc}") from exc
-        headers.append(transforms.request_headers(item.headers))
+        sent = done.get(id(item.headers))
+        if sent is None:
+            sent = done[id(item.headers)] = transforms.request_headers(item.headers)
+        headers.append(sent)
     return bodies, headers
+
+
+def _pinned(item: Item) -> dict[str, Any] | None:
+    return pinned_settings(item.settings) if item.settings else None
 
 
 def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
@@ -155,7 +180,7 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
         "sessions": {"mode": config.sessions, "think_scale": config.think_scale, **_sampled(config.sample)},
         "pid": os.getpid(),
         # The source's workload identity (capture/identity.py): this replay's own is compared with it.
-        "workload_source": workload_identity(config.capture).as_dict(),
+        "workload_source": prepared.identity.as_dict(),
         "filters": vars(config.filters) if config.filters else None,
     }
 
@@ -217,6 +242,10 @@ def _run_here(
     )
     if writer.error:
         raise ReplayError(f"the replay's capture could not be written: {writer.error}")
+    if replay.failure is not None:
+        raise ReplayError(
+            f"the replay stopped: {replay.failure}. The {summary['sent']} exchanges sent before are recorded in {writer.path}"
+        )
     return summary
 
 
@@ -259,7 +288,7 @@ def _run_on_ray(
     """Replay in shards on Ray; then one snapshot of the target, and the exchanges enriched, as a run of its own."""
     assert config.ray is not None
     out = Path(config.out)
-    with _ray_cluster(config.ray) as ray:
+    with ray_cluster(config.ray, command="replay --ray", untouched="nothing was sent", error=ReplayError) as ray:
         from .distributed import run_sharded, shard_count
 
         n = shard_count(ray, config)
@@ -306,35 +335,3 @@ def _run_on_ray(
         )
     summary.update(out=str(out), **prepared.facts(), snapshots=int(config.probe), enriched=counts["enriched"])
     return summary
-
-
-@contextlib.contextmanager
-def _ray_cluster(address: str) -> Iterator[Any]:
-    """The ``ray`` module, joined to the cluster at ``address``, and left after if joined here."""
-    try:
-        import ray
-    except ImportError:
-        raise ReplayError("replay --ray needs Ray: pip install 'infertap[scale]'") from None
-    started_here = not ray.is_initialized()
-    if started_here:
-        _check_reachable(address)
-        try:
-            ray.init(address=address or None, log_to_driver=False, configure_logging=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ReplayError(f"cannot join the Ray cluster at {address or 'RAY_ADDRESS or a new local one'}: {exc}") from exc
-    try:
-        yield ray
-    finally:
-        if started_here:
-            ray.shutdown()
-
-
-def _check_reachable(address: str) -> None:
-    """Fail in seconds on a cluster address nobody answers at: Ray itself retries for minutes."""
-    host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not port.isdigit():
-        return  # "", "auto", "local": Ray's own discovery
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
-    except OSError as exc:
-        raise ReplayError(f"no Ray cluster answers at {address} ({exc}); nothing was sent") from exc

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -195,14 +195,15 @@ def shard_count(ray: Any, config: ReplayConfig) -> int:
 def run_sharded(
     config: ReplayConfig,
     items: list[Item],
-    bodies: list[bytes],
+    bodies: Sequence[bytes],
     headers: list[list[tuple[str, str]]],
     recorder: Mapping[str, Any],
     *,
     progress: Callable[[ReplayStats], None] | None = None,
     worker: type[ShardWorker] = ShardWorker,
 ) -> dict[str, Any]:
-    """Replay ``items`` (``bodies`` and ``headers``: theirs, ready to send) in ``config.shards`` Ray
+    """Replay ``items`` (``bodies`` and ``headers``: theirs, ready to send; each shard's bodies are
+    read here and travel with it) in ``config.shards`` Ray
     actors (default: the cluster's CPUs) on the connected cluster and merge them into ``config.out``.
 
     ``worker`` may be a subclass of ShardWorker (extra per-shard work, fault injection)."""
@@ -231,14 +232,14 @@ def _start_workers(
     worker: type[ShardWorker],
     config: ReplayConfig,
     items: list[Item],
-    bodies: list[bytes],
+    bodies: Sequence[bytes],
     headers: list[list[tuple[str, str]]],
     recorder: Mapping[str, Any],
 ) -> list[Any]:
     """One actor per shard, each handed its part of the workload and its part of the schedule."""
     parts = split(items, shard_count(ray, config))
     for part in parts:  # the prepared bodies and headers travel; the captured ones are not needed
-        part.items = [replace(item, body=b"", headers=[], settings=None) for item in part.items]
+        part.items = [replace(item, raw=b"", store=None, headers=[], settings=None) for item in part.items]
     schedules = shard_schedules(config.schedule, len(parts))
     offsets = config.schedule.offsets(items) if config.schedule.open_loop else None  # over the whole workload
     capture_id = capture_id_of(Path(config.out)) or os.urandom(16).hex()

@@ -5,6 +5,10 @@ and its schedule fidelity: ``scheduled_ns`` (when it was due), ``lag_ns`` (how l
 sent it, not counting intentional waits), ``queue_ns`` (waiting for a ``--max-concurrency`` slot)
 and ``dep_wait_ns`` (waiting for the request its conversation continues). None of these waits is
 inside the exchange's latency, which starts at ``sent_ns`` as in the proxy.
+
+Request bodies come from ``bodies``: a list, or a workload's ``Bodies``, read again from the
+source capture a window ahead of the dispatcher (``ReadAhead``). A body that can't be read (the
+capture changed since it was loaded) stops the run as Ctrl-C does, and ``failure`` says why.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +30,7 @@ from infertap.proxy.exchange import UpstreamCall
 from infertap.proxy.upstream import UpstreamClient, UpstreamResponse
 from infertap.quantiles import quantile
 
+from .bodies import BodyError, ReadAhead
 from .config import ReplayConfig
 from .schedule import sleep_until
 from .transforms import TransformError, rechained
@@ -113,8 +118,8 @@ class Replay:
         self,
         config: ReplayConfig,
         items: list[Item],
-        bodies: list[bytes],
-        headers: list[list[tuple[str, str]]],
+        bodies: Sequence[bytes],
+        headers: Sequence[Sequence[tuple[str, str]]],
         writer: CaptureWriter,
         *,
         on_exchange: Callable[[Exchange], None] | None = None,
@@ -165,6 +170,8 @@ class Replay:
         self._chained = {item.parent for item in items if item.previous_response_id is not None and item.parent is not None}
         self._response_ids: dict[int, str | None] = {}
         self._finished = asyncio.Event()  # every item settled
+        self._ahead: ReadAhead | None = None  # bodies read from the capture, a window ahead
+        self.failure: BodyError | None = None  # why the run stopped early, when a body couldn't be read
 
     def stop(self) -> None:
         """Stop sending (Ctrl-C); in-flight requests get the grace period, then are cancelled."""
@@ -181,6 +188,8 @@ class Replay:
     async def run(self) -> dict[str, Any]:
         started = time.monotonic()
         self._client = client = UpstreamClient(self.target, connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)
+        if not isinstance(self.bodies, list):
+            self._ahead = ReadAhead(self.bodies).start()
         try:
             self._dispatcher = asyncio.create_task(self._dispatch())
             try:
@@ -198,6 +207,8 @@ class Replay:
                     await asyncio.wait(pending)
         finally:
             await client.aclose()
+            if self._ahead is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self._ahead.close)
         summary = summarize(self.stats, time.monotonic() - started)
         summary["sessions"] = session_summary(self.stats, self.config.sessions, self.config.think_scale)
         return summary
@@ -240,6 +251,15 @@ class Replay:
     # -- one request ---------------------------------------------------------------------------
 
     async def _send(self, item: Item, scheduled_ns: int, think_ns: int | None = None) -> None:
+        try:
+            body = await self._ahead.get(item.index) if self._ahead is not None else self.bodies[item.index]
+        except asyncio.CancelledError:
+            self._done[item.index].set()
+            await asyncio.shield(self._release())
+            raise
+        except Exception as exc:
+            await self._unreadable(item, exc)
+            return
         record = new_exchange(
             source_id=item.source_id,
             repeat=item.repeat,
@@ -253,7 +273,7 @@ class Replay:
             path=item.path,
             query=item.query,
             request_headers=self.redactor.header_pairs(self.headers[item.index]),
-            request_body=self.redactor.body(self.bodies[item.index]),
+            request_body=self.redactor.body(body),
             upstream=self._shown,
             lag_ns=0,
             queue_ns=0,
@@ -267,15 +287,15 @@ class Replay:
         try:
             dep_wait, queue_wait, acquired = await self._wait_turn(item)
             assert self._client is not None
-            body = self._body(item, record)
-            if body is None:
+            sent = self._body(item, record, body)
+            if sent is None:
                 return  # a stateful turn whose parent the target gave no id: recorded as refused, not sent
             target = self._prefix + (item.path + ("?" + item.query if item.query else "")).encode("latin-1")
             headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in self.headers[item.index]]
             self._seq += 1
             call.sent()
             self._count_sent(record, scheduled_ns, dep_wait, queue_wait, item)
-            response = await call.open(self._client, item.method, target, headers, body)
+            response = await call.open(self._client, item.method, target, headers, sent)
             await call.relay(response)
         except UpstreamError as exc:
             call.failed(exc)
@@ -308,11 +328,20 @@ class Replay:
         queue_wait = time.monotonic_ns() - t if must_wait else 0
         return dep_wait, queue_wait, True
 
-    def _body(self, item: Item, record: Exchange) -> bytes | None:
+    async def _unreadable(self, item: Item, exc: Exception) -> None:
+        """The item's body can't be read: nothing is sent, and the run stops, as on Ctrl-C, with
+        every exchange sent so far recorded."""
+        if self.failure is None:
+            self.failure = exc if isinstance(exc, BodyError) else BodyError(f"exchange {item.source_id}: {exc!r}")
+        self.stop()
+        self._done[item.index].set()
+        self.stats.completed += 1
+        await asyncio.shield(self._release())
+
+    def _body(self, item: Item, record: Exchange, body: bytes) -> bytes | None:
         """The request's body as sent, its turn linked to the target's exchanges: ``parent_id`` names the
         exchange its parent became here, and a ``previous_response_id`` the target's id for that response.
         None when the target gave the parent's response no id: the turn is refused, never sent stale."""
-        body = self.bodies[item.index]
         if item.parent is None:
             return body
         if (parent_id := self._ids.get(item.parent)) is not None:

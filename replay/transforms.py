@@ -96,6 +96,13 @@ class Transforms:
             raise TransformError(f"body transforms need a JSON body, and this one isn't: {exc}") from exc
         if not isinstance(body, dict):
             raise TransformError("body transforms need a JSON object body")
+        self.apply(body, pinned=pinned, target_kind=target_kind)
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def apply(self, body: dict[str, Any], *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None) -> None:
+        """The body transforms, in place, on a request body read as a JSON object: what ``body``
+        does before writing it out. A workload runs it on each request as it loads, so that a
+        transform that can't apply is an error before anything is sent."""
         if pinned:
             names = _TARGET_NAMES.get(target_kind or "", {})
             for name, value in pinned.items():
@@ -109,7 +116,19 @@ class Transforms:
             set_path(body, dotted, value)
         for dotted in self.unset:
             unset_path(body, dotted)
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+    @property
+    def can_refuse_objects(self) -> bool:
+        """Whether ``apply`` can fail on some JSON object: only a ``--set`` of a dotted path can
+        (a key on the way holds something other than an object)."""
+        return any("." in dotted for dotted, _ in self.set_values)
+
+    @property
+    def pinning_matters(self) -> bool:
+        """Whether a pinned setting can change whether the transforms apply: a ``--set`` path that
+        goes through a name pinning may add (as a number, where the path needs an object)."""
+        names = set(PINNABLE) | {n for renames in _TARGET_NAMES.values() for n in renames.values()}
+        return self.pin_defaults and any("." in dotted and dotted.split(".", 1)[0] in names for dotted, _ in self.set_values)
 
     def request_headers(self, captured: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
         """Captured headers minus what belongs to the old connection, redacted values and drops."""

@@ -6,6 +6,12 @@ session header, from a Responses API ``previous_response_id``, or is detected wh
 conversation (its messages, or Responses input items, or Anthropic messages with their system
 prompt, as ``infertap.apis`` reads them) extends an earlier request's conversation plus that
 request's reply.
+
+One pass over the capture reads everything a replay needs (``load_workload``): each request is
+parsed once, for its model, its conversation's digests, the source's workload identity and a check
+that the body transforms apply; its response is read only for the reply a later turn may carry.
+Request bodies are not kept: an item keeps where its body lies in the capture (``bodies.BodyStore``)
+and the body is read again when it is sent.
 """
 
 from __future__ import annotations
@@ -14,20 +20,30 @@ import bisect
 import fnmatch
 import hashlib
 import os
+import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from infertap.apis import Links, Request, link, links_of, read_request, read_response, sessions_of, turns_of
-from infertap.capture.reader import CaptureReader
+import msgspec
+from msgspec import UNSET
+
+from infertap.apis import Links, api_for, json_body, link, sessions_of, turns_of
+from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
+from infertap.apis.read import CHAT, UNKNOWN
+from infertap.capture.identity import IdentityTally, WorkloadIdentity
+from infertap.capture.reader import BlockRef, CaptureReader
 from infertap.errors import ConfigError, InfertapError
+
+from .bodies import BodyStore
+from .transforms import TransformError, Transforms
 
 
 class WorkloadError(InfertapError):
     pass
 
 
-@dataclass
+@dataclass(slots=True)
 class Item:
     index: int
     source_id: str
@@ -35,7 +51,6 @@ class Item:
     path: str
     query: str
     headers: list[list[str]]
-    body: bytes
     offset_ns: int  # original start, relative to the workload's first request
     duration_ns: int  # how long it took originally (start to end)
     session: str | None = None
@@ -48,6 +63,16 @@ class Item:
     repeat: int = 0
     settings: dict[str, Any] | None = None  # the source's effective settings (enrichment)
     previous_response_id: str | None = None  # a Responses request that continues a stored response
+    raw: bytes | None = None  # the request body, when held here...
+    store: BodyStore | None = None  # ...else read again from the capture: ``spot`` in this store
+    spot: int = -1
+
+    @property
+    def body(self) -> bytes:
+        """The request body as recorded (read again from the capture when not held)."""
+        if self.store is None:
+            return self.raw  # type: ignore[return-value]
+        return self.store.raw(self.spot)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,12 +171,6 @@ def _turns_and_think(items: list[Item], parents: list[int | None]) -> None:
             item.think_ns = max(0, item.offset_ns - (parent_item.offset_ns + parent_item.duration_ns))
 
 
-def _links(record: dict[str, Any], request: Request) -> Links:
-    """The request's links; its response is read only when it can be continued (answered, 2xx)."""
-    answered = request.generation and bool(request.turns) and 200 <= (record.get("status") or 0) < 300
-    return links_of(record, request, read_response(record) if answered else None)
-
-
 def load(
     path: str | os.PathLike[str],
     *,
@@ -161,119 +180,223 @@ def load(
     sample: SessionSample | None = None,
 ) -> tuple[list[Item], dict[str, Any]]:
     """Items to replay, in original order, and the source capture's identity."""
+    workload = load_workload(path, filters=filters, limit=limit, repeat=repeat, sample=sample)
+    return workload.items, workload.source
+
+
+@dataclass
+class Workload:
+    """What a replay sends (``items``), where it comes from (``source``: the capture's path, id and
+    torn tails), the source's workload identity, and the first item whose body the transforms
+    given to ``load_workload`` can't apply to (None: all can)."""
+
+    items: list[Item]
+    source: dict[str, Any]
+    identity: WorkloadIdentity
+    refused: tuple[Item, str] | None = None
+
+
+def load_workload(
+    path: str | os.PathLike[str],
+    *,
+    filters: Filters | None = None,
+    limit: int | None = None,
+    repeat: int = 1,
+    sample: SessionSample | None = None,
+    transforms: Transforms | None = None,
+) -> Workload:
+    """The workload of the capture at ``path``, in one pass over it (see the module's docstring)."""
     reader = CaptureReader(path)
-    # Without filters or a limit every exchange is replayed: each is read as it streams by, and only
-    # what replay needs of it is kept (not its response). Otherwise the selection comes first, and
-    # only the exchanges it keeps are read.
-    ahead = limit is None and (filters is None or filters == Filters())
-    source = _Source.read_from(reader, ahead=ahead)
-    if not source.records:
+    # Without filters or a limit every exchange is replayed, and a request's conversation links
+    # can be narrowed as they are read (_Scan.prune).
+    every = limit is None and (filters is None or filters == Filters())
+    scan = _Scan(BodyStore(reader), transforms, prune=every)
+    for record, ref, payload, start in reader.located():
+        scan.add(record, ref, payload, start)
+    if not scan.exchanges:
         raise WorkloadError(f"{path}: the capture holds no exchanges to replay")
-    items, links = _select(source, filters, limit)
+    items, links = scan.select(filters, limit)
     if not items:
         raise WorkloadError(f"{path}: no exchange is left to replay after the filters")
     _turns_and_think(items, [None if found is None else found[0] for found in link(links)])
+    del links
     if sample is not None:
         items = sample.apply(items)
     base = items[0].offset_ns
     for item in items:
         item.offset_ns -= base
     _count_in_flight(items)
+    refused = next(((item, scan.refusals[id(item)]) for item in items if id(item) in scan.refusals), None)
     if repeat > 1:
         items = _repeated(items, repeat)
-    identity = {"path": str(reader.path), "capture_id": source.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
-    return items, identity
+    source = {"path": str(reader.path), "capture_id": scan.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
+    return Workload(items, source, scan.tally.identity(), refused)
 
 
-@dataclass
-class _Source:
-    """What a replay needs of a capture: its exchanges, when each started (ns, one clock over every
-    run), its first header, and the source's effective settings of each enriched exchange."""
-
-    records: list[dict[str, Any]] = field(default_factory=list)  # without their responses when read ahead
-    starts: list[int] = field(default_factory=list)
-    header: dict[str, Any] = field(default_factory=dict)
-    settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # by exchange id
-    read: list[_Read | None] = field(default_factory=list)  # each record's, when read ahead (None: refused)
-
-    @classmethod
-    def read_from(cls, reader: CaptureReader, *, ahead: bool) -> _Source:
-        source = cls()
-        anchor = 0
-        for r in reader.records():
-            if r["type"] == "header":
-                source.header = source.header or r
-                anchor = round(r["wall"] * 1e9)  # the run's start; exact monotonic offsets within it
-            elif r["type"] == "exchange":
-                source.starts.append(anchor + r["start_ns"])
-                if ahead:
-                    source.read.append(None if r.get("end") == "refused" else _Read.of(r))
-                    r = {k: v for k, v in r.items() if k not in _RESPONSE}
-                source.records.append(r)
-            elif r["type"] == "enrichment":
-                source.settings[r["exchange_id"]] = r["settings"]
-        return source
+_INPUTS = ("messages", "prompt", "input")  # what a request for tokens carries (infertap.apis.read)
 
 
-_RESPONSE = ("chunks", "chunk_ns", "response_headers")  # what replay doesn't keep once a record is read
+class _ChatHead(msgspec.Struct):
+    """What replay reads of a chat request's body: its messages left as JSON, the rest skipped. A
+    body that isn't an object of this shape fails to decode and is read whole (``json_body``)."""
+
+    model: Any = None
+    messages: list[msgspec.Raw] | None | msgspec.UnsetType = msgspec.UNSET
+    prompt: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    input: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    previous_response_id: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Read:
-    """What replay needs of an exchange's request and response, read once."""
-
-    model: str | None
-    previous_response_id: str | None
-    links: Links
-
-    @classmethod
-    def of(cls, record: dict[str, Any]) -> _Read:
-        request = read_request(record)  # the body parsed once, for the model and the conversation
-        return cls(request.model, request.previous_response_id, _links(record, request))
+_decode_head = msgspec.json.Decoder(_ChatHead).decode
 
 
-def _select(source: _Source, filters: Filters | None, limit: int | None) -> tuple[list[Item], list[Links]]:
-    """The exchanges to replay (the first ``limit`` that pass ``filters``), in original order, with
-    their links (a response is read only for an exchange kept)."""
-    starts, records = source.starts, source.records
-    first = min(starts)
-    order = sorted(range(len(records)), key=lambda i: (starts[i], records[i]["seq"]))
-    items: list[Item] = []
-    chosen: list[tuple[int, _Read | Request]] = []
-    for i in order:
-        if limit is not None and len(items) >= limit:
-            break
-        r = records[i]
+def _chat_head(raw: Any) -> _ChatHead | None:
+    if not isinstance(raw, bytes):
+        return None
+    try:
+        return _decode_head(raw)
+    except msgspec.MsgspecError:
+        return None
+
+
+class _Scan:
+    """What a replay needs of a capture, gathered record by record: an item for each exchange the
+    engine was sent (its body left in the capture), its links, when it started (ns, one clock over
+    every run), the source's effective settings of each enriched exchange, and the workload identity.
+
+    With ``prune`` (every exchange is replayed) a request keeps only the conversation digests that
+    linking can still reach: its candidate prefixes, longest first, up to the first that an exchange
+    started before it is already known to continue (linking stops there whatever comes later; the
+    records come in the order they were written, not started, so later ones may add a longer one)."""
+
+    def __init__(self, store: BodyStore, transforms: Transforms | None, *, prune: bool) -> None:
+        self.store = store
+        self.check = transforms if transforms is not None and transforms.touches_body else None
+        self.prune = prune
+        self.header: dict[str, Any] = {}
+        self.tally = IdentityTally()
+        self.exchanges = 0  # every exchange record, refused ones too
+        self.first: int | None = None  # the first start, over every exchange
+        self.items: list[Item] = []  # offset_ns: the absolute start until select()
+        self.seqs: list[int] = []
+        self.links: list[Links] = []
+        self.settings: dict[str, dict[str, Any]] = {}  # by exchange id
+        self.refusals: dict[int, str] = {}  # id(item) -> why the transforms can't apply to its body
+        self.chat = ChatPrefixes()
+        self._anchor = 0
+        self._continued: dict[bytes, int] = {}  # continuation digest -> the earliest start that made it
+        self._headers: dict[tuple[tuple[str, ...], ...], list[list[str]]] = {}  # one list per distinct set
+
+    def add(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
+        rtype = r["type"]
+        if rtype == "exchange":
+            self._exchange(r, ref, payload, start)
+        elif rtype == "header":
+            self.header = self.header or r
+            self._anchor = round(r["wall"] * 1e9)  # the run's start; exact monotonic offsets within it
+            self.tally.add(r)
+        elif rtype == "enrichment":
+            self.settings[r["exchange_id"]] = r["settings"]
+
+    def _exchange(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
+        self.exchanges += 1
+        started = self._anchor + r["start_ns"]
+        self.first = started if self.first is None or started < self.first else self.first
+        raw = r.get("request_body")
+        path = r.get("path")
+        # The request, parsed once: for the identity, the model, the conversation, the transforms.
+        head = _chat_head(raw) if api_for(path) is CHAT else None
+        body: dict[str, Any] | None = None
+        if head is not None:  # a chat request: its messages as JSON, each read once over the whole capture
+            is_object = True
+            generation = head.messages is not UNSET or head.prompt is not UNSET or head.input is not UNSET
+            model = head.model if isinstance(head.model, str) else None
+            previous = head.previous_response_id if isinstance(head.previous_response_id, str) else None
+            prefixes = self.chat.of(head.messages) if isinstance(head.messages, list) else None
+        else:
+            body = json_body(raw)
+            is_object = body is not None
+            api = api_for(path, body)
+            generation = body is not None and api is not UNKNOWN and any(key in body for key in _INPUTS)
+            model = previous = None
+            prefixes = None
+            if body is not None:
+                model = body.get("model") if isinstance(body.get("model"), str) else None
+                previous = body.get("previous_response_id") if isinstance(body.get("previous_response_id"), str) else None
+                prefixes = Prefixes.of(api.name, api.turns(body)[0])
+        self.tally.add(r, generation)
         if r.get("end") == "refused":
-            continue  # infertap refused it; the engine never saw it
-        read = source.read[i] if source.read else None
-        head = read if read is not None else read_request(r)
-        item = _item(len(items), r, head, starts[i] - first, source.settings.get(r["id"]))
-        if filters and not filters.keep(item):
-            continue
-        items.append(item)
-        chosen.append((i, head))
-    links = [head.links if isinstance(head, _Read) else _links(records[i], head) for i, head in chosen]
-    return items, links
+            return  # infertap refused it; the engine never saw it
+        if self.prune:
+            links = read_links(r, prefixes, previous, generation, lambda digest: self._continued.get(digest, started) < started)
+            if links.continuation is not None and self._continued.get(links.continuation, started) >= started:
+                self._continued[links.continuation] = started  # the earliest start that made it
+        else:
+            links = read_links(r, prefixes, previous, generation)  # its response read only as far as a reply
+        refusal = self._refusal(raw, body, is_object) if self.check is not None else None
+        item = Item(
+            index=len(self.items),
+            source_id=r["id"],
+            method=sys.intern(r["method"]),
+            path=sys.intern(r["path"]),
+            query=sys.intern(r["query"]),
+            headers=self._shared(r["request_headers"]),
+            offset_ns=started,
+            duration_ns=r["sent_ns"] - r["start_ns"] + r.get("end_ns", 0),
+            session=r.get("session"),
+            model=None if model is None else sys.intern(model),
+            previous_response_id=previous,
+            status=r.get("status"),
+        )
+        spot = self.store.add(ref, payload, start, raw) if isinstance(raw, bytes) and raw else -1
+        if spot < 0:
+            item.raw = raw
+        else:
+            item.store, item.spot = self.store, spot
+        if refusal is not None:
+            self.refusals[id(item)] = refusal
+        self.items.append(item)
+        self.seqs.append(r["seq"])
+        self.links.append(links)
 
+    def _refusal(self, raw: Any, body: dict[str, Any] | None, is_object: bool) -> str | None:
+        """Why the body transforms can't apply to this body (None: they can). On a JSON object
+        only a ``--set`` through a key that holds no object can fail, so only then is it parsed."""
+        assert self.check is not None
+        try:
+            if not is_object:
+                self.check.body(raw)  # not a JSON object as read here: the transform says why, exactly
+            elif self.check.can_refuse_objects:
+                self.check.apply(body if body is not None else json_body(raw) or {})  # a parse of its own, done with now
+        except TransformError as exc:
+            return str(exc)
+        return None
 
-def _item(index: int, r: dict[str, Any], head: _Read | Request, offset: int, settings: dict[str, Any] | None) -> Item:
-    return Item(
-        index=index,
-        source_id=r["id"],
-        method=r["method"],
-        path=r["path"],
-        query=r["query"],
-        headers=r["request_headers"],
-        body=r["request_body"],
-        offset_ns=offset,
-        duration_ns=r["sent_ns"] - r["start_ns"] + r.get("end_ns", 0),
-        session=r.get("session"),
-        model=head.model,
-        previous_response_id=head.previous_response_id,
-        status=r.get("status"),
-        settings=settings,
-    )
+    def _shared(self, headers: list[list[str]]) -> list[list[str]]:
+        """The same header set as one list for every exchange that sent it."""
+        key = tuple(map(tuple, headers))
+        return self._headers.setdefault(key, headers)
+
+    def select(self, filters: Filters | None, limit: int | None) -> tuple[list[Item], list[Links]]:
+        """The exchanges to replay (the first ``limit`` that pass ``filters``), in original order
+        (numbered, offsets from the first exchange's start), with their links."""
+        items, seqs, first = self.items, self.seqs, self.first or 0
+        order = sorted(range(len(items)), key=lambda i: (items[i].offset_ns, seqs[i]))
+        chosen: list[Item] = []
+        links: list[Links] = []
+        for i in order:
+            if limit is not None and len(chosen) >= limit:
+                break
+            item = items[i]
+            item.offset_ns -= first
+            if filters and not filters.keep(item):
+                continue
+            item.index = len(chosen)
+            item.settings = self.settings.get(item.source_id)
+            chosen.append(item)
+            links.append(self.links[i])
+        self.items, self.seqs, self.links = [], [], []
+        return chosen, links
 
 
 def _count_in_flight(items: list[Item]) -> None:
@@ -296,15 +419,13 @@ def _repeated(items: list[Item], repeat: int) -> list[Item]:
     for k in range(1, repeat):
         for it in items:
             copies.append(
-                Item(
-                    **{
-                        **it.__dict__,
-                        "index": len(items) + len(copies),
-                        "offset_ns": it.offset_ns + k * span,
-                        "repeat": k,
-                        "session": None if it.session is None else f"{it.session}#{k}",  # each copy its own sessions
-                        "parent": None if it.parent is None else it.parent + k * len(items),
-                    }
+                replace(
+                    it,
+                    index=len(items) + len(copies),
+                    offset_ns=it.offset_ns + k * span,
+                    repeat=k,
+                    session=None if it.session is None else f"{it.session}#{k}",  # each copy its own sessions
+                    parent=None if it.parent is None else it.parent + k * len(items),
                 )
             )
     return items + copies

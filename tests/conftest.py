@@ -81,6 +81,17 @@ def gguf() -> Path:
     return smollm2_gguf()
 
 
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[str]:
+    """A local Ray cluster of two CPUs for a module's tests (joined by this process); its address."""
+    ray = needs("ray", "scale")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
 @pytest.fixture
 def fake() -> Iterator[tuple[FakeUpstream, str]]:
     app = FakeUpstream()

@@ -8,16 +8,28 @@ session (an ``x-session-id`` header), the exchange whose response it names (the 
 conversation starts with (chat messages, Responses input items, Anthropic messages with their
 system prompt, as the adapters read them). Each exchange is reduced to a few digests as it is read,
 so linking a million exchanges is a hash lookup each, never a comparison with every earlier one.
+
+``links_of`` takes a request and response already read (analysis reads both whole anyway);
+``read_links`` reads only what linking needs, for replay: of a streamed chat completion, just the
+reply text and tool calls, with the same answer ``read_response`` would give (anything it doesn't
+recognise as the usual shape is read by ``read_response``).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .shapes import Output, Request, Turn
+import msgspec
+
+from .body import framing, head_of, header
+from .fastjson import loads
+from .openai import message_turn
+from .read import CHAT, api_for, read_response
+from .shapes import Output, Request, Turn, canonical_arguments
 
 #: How a request's parent was found.
 Link = Literal["recorded", "session", "previous_response_id", "conversation"]
@@ -36,38 +48,251 @@ class Links:
     previous_response_id: str | None = None
 
 
-def _digests(api: str, turns: Sequence[Turn]) -> list[bytes]:
-    """The digest of each prefix of ``turns`` (``[k]`` covers turns 0..k), in one pass."""
-    h = hashlib.blake2b(api.encode(), digest_size=16)
-    out = []
-    for turn in turns:
-        h.update(turn.key())
-        h.update(b"\x00")
-        out.append(h.copy().digest())
-    return out
+@dataclass(frozen=True, slots=True)
+class Prefixes:
+    """A request's conversation as linking sees it: each prefix's digest (``digests[k]`` covers
+    turns 0..k) and each turn's role."""
+
+    digests: list[bytes]
+    roles: list[str]
+
+    @classmethod
+    def of(cls, api: str, turns: Sequence[Turn]) -> Prefixes:
+        digests = []
+        digest = _root(api)
+        for turn in turns:
+            digest = _chained(digest, turn.key())
+            digests.append(digest)
+        return cls(digests, [turn.role for turn in turns])
+
+
+def _root(api: str) -> bytes:
+    return hashlib.blake2b(api.encode(), digest_size=16).digest()
+
+
+def _chained(digest: bytes, key: bytes) -> bytes:
+    """The digest of a prefix one turn longer (``key``: that turn's ``Turn.key()``): each prefix's
+    digest follows from the one before, so a prefix shared by many requests is hashed once."""
+    h = hashlib.blake2b(digest, digest_size=16)
+    h.update(key)
+    return h.digest()
 
 
 def links_of(record: Mapping[str, Any], request: Request, output: Output | None) -> Links:
     """The links of an exchange ``record`` whose request reads as ``request`` and response as
     ``output`` (None when not read). Only an answered generation request (2xx, a readable answer)
     has a reply that a next turn can continue."""
-    xid, parent_id, session = record.get("id"), record.get("parent_id"), record.get("session")
     status = record.get("status")
-    if not request.generation or not request.turns:
-        return Links(xid, parent_id, session)
     answered = output is not None and 200 <= (status or 0) < 300 and output.readable and output.error_message is None
-    turns = (*request.turns, output.reply()) if answered and output is not None else request.turns
-    digests = _digests(request.api, turns)
-    cuts = range(len(request.turns) - 1, 0, -1)  # a parent's turns + reply: a strict prefix ending on its reply
+    prefixes = Prefixes.of(request.api, request.turns) if request.generation and request.turns else None
+    if answered and output is not None:
+        return _links(record, prefixes, output.reply(), output.response_id, request.previous_response_id)
+    return _links(record, prefixes, None, None, request.previous_response_id)
+
+
+def read_links(
+    record: Mapping[str, Any],
+    prefixes: Prefixes | None,
+    previous_response_id: str | None,
+    generation: bool,
+    enough: Callable[[bytes], bool] | None = None,
+) -> Links:
+    """``links_of`` for a request whose conversation reads as ``prefixes`` (None: it carries none),
+    the response read only as far as linking needs, and only when it can be continued (a
+    generation request answered 2xx). ``enough(digest)``, when given, says that linking will stop
+    at that candidate whatever else it knows: the shorter ones are left out."""
+    if not (generation and prefixes and prefixes.digests and 200 <= (record.get("status") or 0) < 300):
+        return _links(record, prefixes if generation else None, None, None, previous_response_id, enough)
+    answer = _chat_answer(record)
+    if answer is None:  # not the usual streamed chat completion: read whole
+        output = read_response(record)
+        answered = output.readable and output.error_message is None
+        answer = (output.reply(), output.response_id) if answered else _NOT_ANSWERED
+    return _links(record, prefixes, *answer, previous_response_id, enough)
+
+
+def _links(
+    record: Mapping[str, Any],
+    prefixes: Prefixes | None,
+    reply: Turn | None,
+    response_id: str | None,
+    previous_response_id: str | None,
+    enough: Callable[[bytes], bool] | None = None,
+) -> Links:
+    """The links of an exchange whose generation request carries the conversation ``prefixes``
+    (None: not a generation request, or no conversation) and whose answer added ``reply`` (None:
+    not answered) to it."""
+    xid, parent_id, session = record.get("id"), record.get("parent_id"), record.get("session")
+    if prefixes is None or not prefixes.digests:
+        return Links(xid, parent_id, session)
+    digests, roles = prefixes.digests, prefixes.roles
+    candidates = []
+    for cut in range(len(digests) - 1, 0, -1):  # a parent's turns + reply: a strict prefix ending on its reply
+        if roles[cut - 1] == "assistant":
+            candidates.append(digests[cut - 1])
+            if enough is not None and enough(digests[cut - 1]):
+                break
     return Links(
         xid,
         parent_id,
         session,
-        tuple(digests[cut - 1] for cut in cuts if request.turns[cut - 1].role == "assistant"),
-        digests[-1] if answered else None,
-        output.response_id if answered and output is not None else None,
-        request.previous_response_id,
+        tuple(candidates),
+        _chained(digests[-1], reply.key()) if reply is not None else None,
+        response_id,
+        previous_response_id,
     )
+
+
+class ChatPrefixes:
+    """``Prefixes`` of chat requests from their messages as raw JSON, remembering the digest each
+    message led to from the prefix before it: an agent's every request restates the conversation
+    so far, and each message is read and hashed once, not once per later turn (the most recent
+    ``size`` are remembered)."""
+
+    def __init__(self, size: int = 1 << 15) -> None:
+        self.size = size
+        self._root = _root(CHAT.name)
+        self._seen: dict[tuple[bytes, bytes], tuple[bytes, str | None]] = {}  # (prefix, message) -> (digest, role)
+
+    def of(self, messages: Sequence[bytes | msgspec.Raw]) -> Prefixes:
+        """The prefixes of a chat request's ``messages`` (each one's JSON as sent: bytes or
+        ``msgspec.Raw``), read as ``Chat.turns`` reads them: a message that isn't an object is no turn."""
+        seen = self._seen
+        digest = self._root
+        digests: list[bytes] = []
+        roles: list[str] = []
+        for raw in messages:
+            message = bytes(raw)
+            key = (digest, message)
+            found = seen.get(key)
+            if found is None:
+                found = self._read(digest, message)
+                if len(seen) >= self.size:
+                    for old in list(itertools.islice(seen, self.size // 8)):  # the oldest eighth
+                        del seen[old]
+                seen[key] = found
+            if found[1] is None:
+                continue
+            digest = found[0]
+            digests.append(digest)
+            roles.append(found[1])
+        return Prefixes(digests, roles)
+
+    @staticmethod
+    def _read(digest: bytes, message: bytes) -> tuple[bytes, str | None]:
+        m = loads(message)
+        if not isinstance(m, dict):
+            return digest, None
+        turn = message_turn(m)
+        return _chained(digest, turn.key()), turn.role
+
+
+# -- the reply of a streamed chat completion, read as read_response reads it -----------------------------
+
+_OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")  # as infertap.apis.openai knows them
+_ENCODED = ("gzip", "x-gzip", "deflate")  # what infertap.apis.body decodes (others are read as they are)
+
+
+class _Function(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _Call(msgspec.Struct):
+    index: int | msgspec.UnsetType = msgspec.UNSET
+    function: _Function | None = None
+
+
+class _Delta(msgspec.Struct):
+    content: Any = None
+    tool_calls: list[_Call] | None = None
+
+
+class _Choice(msgspec.Struct):
+    index: Any = 0
+    delta: _Delta | None = None  # an empty delta and one without content read alike: see _chat_answer
+    message: Any = None
+    text: Any = None
+
+
+class _Chunk(msgspec.Struct):
+    """The fields of a chat completion chunk that its reply and response id come from (others are
+    skipped, not built). Where ``Chat.event`` would accept other types than these (an index that is
+    a string, arguments sent as an object...), the chunk fails to decode and the response is read
+    whole by ``read_response``: this reading never differs from that one, it only declines."""
+
+    id: Any = None
+    object: Any = None
+    choices: list[_Choice] | None = None
+    error: Any = None
+
+
+_decode_chunk = msgspec.json.Decoder(_Chunk).decode
+_NOT_ANSWERED: tuple[None, None] = (None, None)
+
+
+def _chat_answer(record: Mapping[str, Any]) -> tuple[Turn | None, str | None] | None:
+    """(reply, response id) of a streamed chat completion, ``(None, None)`` when it is not an answer
+    (an error event), or None when the response isn't of that usual shape: ``read_response``'s
+    reading of it (``Chat.event`` folded by ``fold``) narrowed to what a reply is made of. Run on
+    every streamed event of every exchange a replay loads."""
+    if api_for(record.get("path")) is not CHAT:
+        return None
+    if (header(record.get("response_headers"), "content-encoding") or "").lower().strip() in _ENCODED:
+        return None
+    pieces: list[bytes] = list(record.get("chunks") or ())
+    body = b"".join(pieces)
+    if framing(record, head_of(pieces)) != "sse" or b"\r" in body:
+        return None
+    blocks = body.split(b"\n\n")  # as infertap.apis.body splits a body without carriage returns
+    rest = blocks.pop()
+    if rest.strip():
+        return None  # an unterminated last event: rare, read whole
+    # The usual stream: each event one "data: " line, the blank lines after them the only newlines.
+    if body.count(b"\n") != 2 * len(blocks) + rest.count(b"\n"):
+        return None
+    if not (body.startswith(b"data: ") and body.count(b"\n\ndata: ") == len(blocks) - 1):
+        return None
+    if blocks and blocks[-1] == b"data: [DONE]":
+        blocks.pop()
+    try:
+        chunks = [_decode_chunk(block[6:]) for block in blocks]  # another [DONE] fails here: read whole
+    except msgspec.MsgspecError:
+        return None  # not JSON as msgspec reads it, or not a chunk's shape
+    text: list[str] = []
+    calls: dict[int, list[str]] = {}  # tool call index -> [name, arguments], pieces joined
+    readable = False
+    response_id: str | None = None
+    for chunk in chunks:
+        choices = chunk.choices
+        if choices is None and chunk.object not in _OBJECTS:
+            if isinstance(chunk.error, (str, dict)):
+                return _NOT_ANSWERED  # an error event: read_response's error_message
+            continue
+        readable = True
+        if not response_id:
+            response_id = chunk.id if isinstance(chunk.id, str) else None
+        for choice in choices or ():
+            if choice.index != 0:
+                continue
+            if choice.message is not None:
+                return None  # Chat.event reads it when the delta is empty, which a _Delta can't tell
+            part = choice.delta
+            if part is not None:
+                if isinstance(part.content, str):
+                    text.append(part.content)
+                if part.tool_calls:
+                    for i, call in enumerate(part.tool_calls):
+                        slot = calls.setdefault(i if call.index is msgspec.UNSET else call.index, ["", ""])
+                        if call.function is not None:
+                            slot[0] += call.function.name or ""
+                            slot[1] += call.function.arguments or ""
+            if isinstance(choice.text, str):
+                text.append(choice.text)
+    if not readable:
+        return None  # read_response tries another API's reading
+    calls_ = tuple((calls[k][0], canonical_arguments(calls[k][1])) for k in sorted(calls))
+    return Turn("assistant", "".join(text), calls_), response_id
 
 
 def link(links: Sequence[Links]) -> list[tuple[int, Link] | None]:
@@ -118,4 +343,4 @@ def sessions_of(parents: Sequence[int | None], explicit: Sequence[str | None], i
     return sessions
 
 
-__all__ = ["Link", "Links", "link", "links_of", "sessions_of", "turns_of"]
+__all__ = ["ChatPrefixes", "Link", "Links", "Prefixes", "link", "links_of", "read_links", "sessions_of", "turns_of"]

@@ -9,6 +9,37 @@ from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_text, canonical_
 _OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
 
 
+def choice_zero(choices: list[Any]) -> tuple[str, str, list[ToolCallPart], Any, list[int]]:
+    """Choice 0 of a chat or completions object (n > 1 is a different question): its text,
+    reasoning, tool-call pieces, finish reason and token ids (logprobs' or vLLM's return_token_ids)."""
+    content = reasoning = ""
+    calls: list[ToolCallPart] = []
+    ids: list[int] = []
+    finish = None
+    for choice in choices:
+        if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            continue
+        part = choice.get("delta") or choice.get("message") or {}
+        if isinstance(part, dict):
+            if isinstance(text := part.get("content"), str):
+                content += text
+            if isinstance(text := part.get("reasoning_content") or part.get("reasoning"), str):
+                reasoning += text
+            if tool_calls := part.get("tool_calls"):
+                calls.extend(_tool_parts(tool_calls))
+        if isinstance(text := choice.get("text"), str):
+            content += text
+        finish = choice.get("finish_reason") or finish
+        logprobs = choice.get("logprobs")
+        if isinstance(logprobs, dict):
+            ids.extend(
+                item["id"] for item in logprobs.get("content") or () if isinstance(item, dict) and isinstance(item.get("id"), int)
+            )
+        if isinstance(token_ids := choice.get("token_ids"), list):
+            ids.extend(t for t in token_ids if isinstance(t, int))
+    return content, reasoning, calls, finish, ids
+
+
 class Chat(Api):
     name = "chat"
     finish_map: ClassVar[dict[str, str]] = {
@@ -38,33 +69,7 @@ class Chat(Api):
             d.timings = timings
         if not isinstance(choices, list):
             return d
-        content = reasoning = ""
-        calls: list[ToolCallPart] = []
-        ids: list[int] = []
-        finish = None
-        for choice in choices:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue  # choice 0 only: n > 1 is a different question
-            part = choice.get("delta") or choice.get("message") or {}
-            if isinstance(part, dict):
-                if isinstance(text := part.get("content"), str):
-                    content += text
-                if isinstance(text := part.get("reasoning_content") or part.get("reasoning"), str):
-                    reasoning += text
-                if tool_calls := part.get("tool_calls"):
-                    calls.extend(_tool_parts(tool_calls))
-            if isinstance(text := choice.get("text"), str):
-                content += text
-            finish = choice.get("finish_reason") or finish
-            logprobs = choice.get("logprobs")
-            if isinstance(logprobs, dict):
-                ids.extend(
-                    item["id"]
-                    for item in logprobs.get("content") or ()
-                    if isinstance(item, dict) and isinstance(item.get("id"), int)
-                )
-            if isinstance(token_ids := choice.get("token_ids"), list):  # vLLM's return_token_ids
-                ids.extend(t for t in token_ids if isinstance(t, int))
+        content, reasoning, calls, finish, ids = choice_zero(choices)
         d.content, d.reasoning, d.finish_reason = content, reasoning, finish
         d.tool_calls = calls
         d.token_ids = ids or None

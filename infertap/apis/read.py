@@ -130,9 +130,13 @@ def stream_done(pieces: list[bytes], out: Output) -> bool:
     """Whether a read body carried its stream's own end marker: SSE ``[DONE]``, Ollama's
     ``"done": true``, Anthropic's ``message_stop`` or the Responses API's ``response.completed``
     (``pieces``: the decoded chunks)."""
+    return ended(pieces, out.events[-1].obj if out.events else None)
+
+
+def ended(pieces: list[bytes], last: Any) -> bool:
+    """``stream_done`` given the parsed JSON of the body's last event (None: no event)."""
     if b"".join(pieces[-3:]).rstrip().endswith(b"[DONE]"):
         return True
-    last = out.events[-1].obj if out.events else None
     return isinstance(last, dict) and (last.get("done") is True or last.get("type") in _FINAL_EVENTS)
 
 

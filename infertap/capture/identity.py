@@ -42,7 +42,9 @@ VERSION = "wl1"
 def request_digest(method: str, path: str, query: str | None, body: bytes) -> bytes:
     """One request's digest: method, path (with its query) and the exact body bytes."""
     target = path + ("?" + query if query else "")
-    return hashlib.sha256(f"{method} {target}\n".encode() + body).digest()
+    h = hashlib.sha256(f"{method} {target}\n".encode())
+    h.update(body)  # not concatenated: a body can be megabytes
+    return h.digest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,22 +86,10 @@ class Sent:
 
 def identity_of(requests: Iterable[Sent], exchanges: int | None = None) -> WorkloadIdentity:
     """The identity of these requests, whatever order they come in (they are put in send order)."""
-    ordered = sorted(requests, key=lambda r: (r.t_ns, r.digest))
-    workload = hashlib.sha256(VERSION.encode())
-    schedule = hashlib.sha256(VERSION.encode())
-    first = ordered[0].t_ns if ordered else 0
-    for r in ordered:
-        workload.update(r.digest)
-        ms = (r.t_ns - first + SCHEDULE_RESOLUTION_NS // 2) // SCHEDULE_RESOLUTION_NS
-        schedule.update(b"%d\n" % ms)
-    return WorkloadIdentity(
-        workload=workload.hexdigest(),
-        schedule=schedule.hexdigest(),
-        requests=len(ordered),
-        request_bytes=sum(r.size for r in ordered),
-        exchanges=len(ordered) if exchanges is None else exchanges,
-        rechained=sum(r.rechained for r in ordered),
-    )
+    tally = IdentityTally()
+    for r in requests:
+        tally.add_sent(r.digest, r.t_ns, r.size, r.rechained)
+    return tally.identity(exchanges)
 
 
 def sent_time(anchor_ns: int, record: dict[str, Any]) -> int:
@@ -113,29 +103,83 @@ def in_workload(record: dict[str, Any]) -> bool:
     return record.get("end") != "refused" and is_generation(record)
 
 
+# A request's place in send order as bytes that sort as (time, digest) do: the time offset into a
+# fixed-width unsigned integer, then the digest. One small object per request, not four.
+_TIME_BIAS = 1 << 95
+_TIME_BYTES = 12
+
+
 class IdentityTally:
     """Feed it a capture's records in order (``add``); ``identity()`` at the end. For one-pass readers
-    (``infertap info``) that do more with each record."""
+    (``infertap info``, replay's workload) that do more with each record."""
 
     def __init__(self) -> None:
-        self.sent: list[Sent] = []
         self.exchanges = 0
         self._anchor = 0
+        self._keys: list[bytes] = []  # (send time, digest) of each request, packed
+        self._odd: list[tuple[int, bytes]] = []  # the rare time outside the packed range
+        self._bytes = 0
+        self._rechained = 0
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: dict[str, Any], generation: bool | None = None) -> None:
+        """Count ``record``; ``generation``, when the caller has read the request already, saves
+        reading it again (``is_generation``)."""
         rtype = record.get("type")
         if rtype == "header":
             self._anchor = round(float(record.get("wall") or 0.0) * 1e9)  # the run's start: start_ns counts from it
         elif rtype == "exchange":
             self.exchanges += 1
-            if in_workload(record):
+            if record.get("end") != "refused" and (is_generation(record) if generation is None else generation):
                 body = record.get("request_body") or b""
                 digest = request_digest(record.get("method") or "", record.get("path") or "", record.get("query"), body)
-                sent = Sent(digest, sent_time(self._anchor, record), len(body), "rechained_from" in record)
-                self.sent.append(sent)
+                self.add_sent(digest, sent_time(self._anchor, record), len(body), "rechained_from" in record)
 
-    def identity(self) -> WorkloadIdentity:
-        return identity_of(self.sent, self.exchanges)
+    def add_sent(self, digest: bytes, t_ns: int, size: int, rechained: bool = False) -> None:
+        """One generation request: its digest, when it was sent and its body's size."""
+        if 0 <= t_ns + _TIME_BIAS < 1 << (8 * _TIME_BYTES):
+            self._keys.append((t_ns + _TIME_BIAS).to_bytes(_TIME_BYTES, "big") + digest)
+        else:
+            self._odd.append((t_ns, digest))
+        self._bytes += size
+        self._rechained += rechained
+
+    def identity(self, exchanges: int | None = None) -> WorkloadIdentity:
+        """The identity of what was added; ``exchanges``: the count to report (default: those added
+        through ``add``, or the requests when there were none)."""
+        keys = self._keys
+        keys.sort()
+        if self._odd:  # merged with the packed ones, in the same (time, digest) order
+            ordered = sorted([(int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS, k[_TIME_BYTES:]) for k in keys] + self._odd)
+        else:
+            ordered = None
+        workload = hashlib.sha256(VERSION.encode())
+        schedule = hashlib.sha256(VERSION.encode())
+        times: Iterable[int]
+        if ordered is None:
+            times = (int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS for k in keys)
+            for k in keys:
+                workload.update(k[_TIME_BYTES:])
+        else:
+            times = (t for t, _ in ordered)
+            for _, digest in ordered:
+                workload.update(digest)
+        requests = len(keys) + len(self._odd)
+        first: int | None = None
+        lines = []
+        for t in times:
+            first = t if first is None else first
+            lines.append(b"%d\n" % ((t - first + SCHEDULE_RESOLUTION_NS // 2) // SCHEDULE_RESOLUTION_NS))
+        schedule.update(b"".join(lines))
+        if exchanges is None:
+            exchanges = self.exchanges or requests
+        return WorkloadIdentity(
+            workload=workload.hexdigest(),
+            schedule=schedule.hexdigest(),
+            requests=requests,
+            request_bytes=self._bytes,
+            exchanges=exchanges,
+            rechained=self._rechained,
+        )
 
 
 def workload_identity(path: str | os.PathLike[str]) -> WorkloadIdentity:

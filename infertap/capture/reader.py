@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import msgpack
 import zstandard
@@ -17,6 +18,19 @@ from .records import DICTIONARY_KIND, FORMAT_MAJOR, FORMAT_MINOR
 from .segments import segment_paths
 
 _MAX_FRAME = 1 << 31
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRef:
+    """Where a block lies, enough to read it again (``CaptureReader.read_block``): its segment (an
+    index into ``segments``), the offset of its head in that file, the CRC32 of its zstd frame (so
+    that a capture changed since is told, not misread) and the block of the segment's compression
+    dictionary that it needs, if any."""
+
+    segment: int
+    offset: int
+    crc: int
+    dictionary: BlockRef | None = None
 
 
 @dataclass(slots=True)
@@ -50,6 +64,7 @@ class CaptureReader:
             raise CaptureError(f"{self.path}: no such capture")
         self.torn: list[TornTail] = []
         self.closed_cleanly = False
+        self._decompressors: dict[BlockRef | None, zstandard.ZstdDecompressor] = {}  # read_block's, by dictionary
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self.records()
@@ -57,8 +72,8 @@ class CaptureReader:
     def records(self) -> Iterator[dict[str, Any]]:
         self.torn = []
         self.closed_cleanly = False
-        for segment in self.segments:
-            for record in self._segment_records(segment):
+        for index, segment in enumerate(self.segments):
+            for record in self._segment_records(index, segment, False):
                 rtype = record.get("type")
                 if rtype == "header":
                     self.closed_cleanly = False
@@ -69,9 +84,62 @@ class CaptureReader:
     def exchanges(self) -> Iterator[dict[str, Any]]:
         return (r for r in self.records() if r.get("type") == "exchange")
 
-    def _segment_records(self, path: Path) -> Iterator[dict[str, Any]]:
+    def located(self) -> Iterator[tuple[dict[str, Any], BlockRef, bytes, int]]:
+        """``records()``, each with where it lies: its block (``read_block`` reads it again), the
+        block's decompressed bytes and the offset in them at which the record's own bytes start.
+        For readers that keep a record's place rather than the record (replay's request bodies)."""
+        self.torn = []
+        self.closed_cleanly = False
+        for index, segment in enumerate(self.segments):
+            for located in self._segment_records(index, segment, True):
+                rtype = located[0].get("type")
+                if rtype == "header":
+                    self.closed_cleanly = False
+                elif rtype == "footer" and located[0].get("final"):
+                    self.closed_cleanly = True
+                yield located
+
+    def read_block(self, ref: BlockRef) -> bytes:
+        """The decompressed bytes of the block at ``ref``, read again from its segment. A segment that
+        is gone, or whose block there is not the one read before, is a ``CaptureError`` that says so."""
+        name = str(self.segments[ref.segment])
+        try:
+            f = open(name, "rb")
+        except OSError as exc:
+            raise CaptureError(f"{name}: cannot read: {exc}") from exc
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(ref.offset)
+            item = next(iter_blocks(f, size - ref.offset), None) if ref.offset < size else None
+        if not isinstance(item, Block) or zlib.crc32(item.zframe) != ref.crc:
+            why = item.reason if item is not None and not isinstance(item, Block) else "its bytes differ"
+            raise CaptureCorruptError(
+                name, ref.offset, f"the block read before is not there any more ({why}): the capture changed"
+            )
+        decompressor = self._decompressors.get(ref.dictionary)
+        if decompressor is None:
+            decompressor = zstandard.ZstdDecompressor()
+            if ref.dictionary is not None:
+                unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+                unpacker.feed(self.read_block(ref.dictionary))
+                decompressor = _with_dictionary(name, ref.dictionary.offset, next(unpacker))
+            self._decompressors[ref.dictionary] = decompressor
+        try:
+            return decompressor.decompress(item.zframe, max_output_size=_MAX_FRAME)
+        except zstandard.ZstdError as exc:
+            raise CaptureCorruptError(name, ref.offset, f"zstd: {exc}") from exc
+
+    @overload
+    def _segment_records(self, index: int, path: Path, locate: Literal[False]) -> Iterator[dict[str, Any]]: ...
+    @overload
+    def _segment_records(
+        self, index: int, path: Path, locate: Literal[True]
+    ) -> Iterator[tuple[dict[str, Any], BlockRef, bytes, int]]: ...
+    def _segment_records(self, index: int, path: Path, locate: bool) -> Iterator[Any]:
+        """A segment's records, or with ``locate`` each with where it lies (see ``located``)."""
         name = str(path)
         decompressor = zstandard.ZstdDecompressor()  # until the segment's dictionary record, if any
+        dictionary: BlockRef | None = None  # the block that holds it
         try:
             f = open(path, "rb")
         except OSError as exc:
@@ -94,15 +162,22 @@ class CaptureReader:
                     payload = decompressor.decompress(item.zframe, max_output_size=_MAX_FRAME)
                 except zstandard.ZstdError as exc:
                     raise CaptureCorruptError(name, item.offset, f"zstd: {exc}") from exc
+                ref = BlockRef(index, item.offset, zlib.crc32(item.zframe), dictionary) if locate else None
                 unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(payload) + 1)
                 unpacker.feed(payload)
                 try:
+                    start = 0
                     for record in unpacker:
                         if not isinstance(record, dict) or "type" not in record:
                             raise CaptureCorruptError(name, item.offset, "a record that is not a typed map")
                         if record["type"] == "dictionary":
                             decompressor = _with_dictionary(name, item.offset, record)
-                        yield record
+                            dictionary = ref
+                        if locate:
+                            yield record, ref, payload, start
+                            start = unpacker.tell()
+                        else:
+                            yield record
                 except (msgpack.UnpackException, ValueError) as exc:
                     raise CaptureCorruptError(name, item.offset, f"msgpack: {exc}") from exc
                 if unpacker.tell() != len(payload):

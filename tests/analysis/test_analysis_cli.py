@@ -138,6 +138,23 @@ def test_sql_query_first_as_table_csv_and_json(cap: Path) -> None:
     assert records[0] == {"exchange_id": "a", "ttft_ns": 20 * MS, "output_tokens_source": "usage"}
 
 
+def test_sql_and_stats_show_the_engines_dtype(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    dtype = "Q4_1 79%, Q8_0 21%, F32 <1%"
+    snapshot = {
+        "type": "engine",
+        "url": "http://engine.test",
+        "wall": 1.8e9,
+        "kind": "llama-server",
+        "fingerprint": "f00d",
+        "facts": {"quantization": {"value": "Q4_1", "source": "/props"}, "dtype": {"value": dtype, "source": "GGUF"}},
+    }
+    cap = write_capture(tmp_path / "cap", [snapshot, exchange("a", chunks=[(5, sse(event("x")))])])
+    rows = json.loads(ok(run("sql", "SELECT kind, quantization, dtype FROM engines", str(cap), "--json")).stdout)
+    assert rows == [{"kind": "llama-server", "quantization": "Q4_1", "dtype": dtype}]
+    assert json.loads(ok(run("stats", str(cap), "--json")).stdout)["engines"][0]["dtype"] == dtype
+
+
 def test_sql_takes_a_query_longer_than_a_file_name_can_be(cap: Path) -> None:
     columns = ", ".join(f"exchange_id AS column_{i:02d}" for i in range(20))
     query = f"SELECT {columns}, ttft_ns FROM metrics WHERE exchange_id IN ('a', 'b') ORDER BY exchange_id"

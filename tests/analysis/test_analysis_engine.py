@@ -54,7 +54,7 @@ def test_stats_of_a_recorded_streamed_session(engine, record, gguf: Path, tmp_pa
         metrics = {m["exchange_id"]: m for m in a.query("SELECT * FROM metrics").records()}
         gaps = dict(a.query("SELECT exchange_id, count(*) FROM itl GROUP BY exchange_id").rows)
         texts = dict(a.query("SELECT exchange_id, string_agg(content, '' ORDER BY index) FROM events GROUP BY exchange_id").rows)
-        [engine_row] = a.query("SELECT kind, version FROM engines").rows
+        [engine_row] = a.query("SELECT kind, version, dtype FROM engines").rows
         result = speed_stats(a, ["run"])
 
     for xid, m in metrics.items():
@@ -81,6 +81,7 @@ def test_stats_of_a_recorded_streamed_session(engine, record, gguf: Path, tmp_pa
             )
             assert m["tpot_ns"] == pytest.approx(((finish or m["t_last_token_ns"]) - m["ttft_ns"]) / (m["output_tokens"] - 1))
     assert engine_row[0] == "llama-cpp-python"
+    assert engine_row[2].startswith("Q4_1 ")  # the GGUF's tensor types by share, from --model-file
 
     [g] = result["groups"]
     assert (g["requests"], g["ok"], g["error_rate"]) == (3, 3, 0.0)

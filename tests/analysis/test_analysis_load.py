@@ -47,6 +47,7 @@ def test_every_table_holds_what_the_capture_says(tmp_path: Path) -> None:
             "models": {"value": ["m"], "source": "/v1/models"},
             "parallel_slots": {"value": 4, "source": "/props"},
             "quantization": {"value": None, "source": "not exposed"},
+            "dtype": {"value": "Q4_1 79%, Q8_0 21%, F32 <1%", "source": "GGUF tensor types"},
         },
         "unknown": ["quantization"],
         "labels": {"gpu": "none"},
@@ -111,6 +112,7 @@ def test_every_table_holds_what_the_capture_says(tmp_path: Path) -> None:
         None,
     )
     assert json.loads(engine["models"]) == ["m"] and json.loads(engine["facts"])["version"]["source"] == "/props"
+    assert engine["dtype"] == "Q4_1 79%, Q8_0 21%, F32 <1%"  # a column of its own; its source stays in facts
     assert (enr["exchange_id"], enr["prompt_tokens"], enr["prompt_ids"], enr["output_tokens"]) == ("x", 3, [5, 6, 7], 1)
     assert json.loads(enr["settings"])["temperature"]["source"] == "request"
     assert json.loads(enr["server_timings"])["prompt_ms"] == 1.0

@@ -3,13 +3,14 @@ against a fake upstream; the real engines are in test_claim_engines.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 from click.testing import CliRunner
 
 from infertap.analysis import Analysis
-from infertap.analysis.claim import FIELDS, claim, unknown_fields
+from infertap.analysis.claim import FIELDS, claim, field_text, unknown_fields
 from infertap.analysis.compare import compare
 from infertap.analysis.workload_identity import capture_identity
 from infertap.capture.identity import request_digest, workload_identity
@@ -209,3 +210,70 @@ def test_a_snapshot_without_a_runtime_digest_has_it_looked_up_now(source, tmp_pa
         assert "knows no native library of 'llama-server'" in card["runtime"]["value"]["digest"]["found"]
     stopped = claim(tmp_path / "old", cache_dir=tmp_path / "cache")  # the engine is gone: unknown, and why
     assert f"no process listens on port {server.url.rsplit(':', 1)[1]} now" in stopped["runtime"]["unknown"]
+
+
+def _card_of_snapshot(tmp_path, name, snapshot):
+    from tests.analysis_builders import event, exchange, sse
+    from tests.analysis_builders import write_capture as write_records
+
+    path = write_records(tmp_path / name, [snapshot, exchange("a", chunks=[(5, sse(event("x")))])])
+    return claim(path, cache_dir=tmp_path / "cache"), path
+
+
+def test_the_quantization_carries_the_dtype_with_its_source(tmp_path):
+    from infertap.engines.gguf_meta import GGUFFacts, dtype_fact
+    from infertap.engines.probe import probe
+    from tests.fake_engines import ollama_app, vllm_app
+    from tests.fake_upstream import ServerThread
+
+    # A GGUF: the file type and, beside it, the tensor types by share of the weights.
+    blank = {f.name: None for f in dataclasses.fields(GGUFFacts)}
+    gguf = GGUFFacts(**{**blank, "tensor_types": (("Q4_1", 211, 7900), ("Q8_0", 1, 2090), ("F32", 61, 10))})
+    snapshot = {
+        "type": "engine",
+        "url": "http://127.0.0.1:9",
+        "wall": 1.8e9,
+        "kind": "llama-server",
+        "fingerprint": "f00d",
+        "facts": {
+            "quantization": {"value": "Q4_1", "source": "/props model_ftype"},
+            "dtype": dtype_fact(gguf, "--model-file m.gguf"),
+        },
+    }
+    card, path = _card_of_snapshot(tmp_path, "gguf", snapshot)
+    q = card["quantization"]
+    assert q["value"] == {"scheme": "Q4_1", "dtype": "Q4_1 79%, Q8_0 21%, F32 <1%", "dtype_of": "tensor types"}
+    assert "unknown" not in q and "/props model_ftype" in q["source"] and "GGUF tensor types, from --model-file" in q["source"]
+    out = CliRunner().invoke(cli, ["claim", str(path), "--cache-dir", str(tmp_path / "cache")], terminal_width=300).output
+    assert "quantization: Q4_1 (tensor types: Q4_1 79%, Q8_0 21%, F32 <1%)\n" in out
+
+    # vLLM: no quantization_config, and the checkpoint's torch_dtype, labelled as the checkpoint's.
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps({"torch_dtype": "float32"}))
+    with ServerThread(vllm_app(root=str(tmp_path / "model"))) as server:
+        card, _ = _card_of_snapshot(tmp_path, "vllm", probe(server.url))
+    q = card["quantization"]
+    assert q["value"] == {"scheme": "none", "dtype": "float32", "dtype_of": "checkpoint torch_dtype"} and "unknown" not in q
+    assert "doesn't publish the dtype it serves in" in q["source"]
+    assert field_text("quantization", q) == "none, float32 (checkpoint torch_dtype)"
+
+    # Ollama names a quantization level but no dtype: known in part, the dtype unknown with the reason.
+    with ServerThread(ollama_app()) as server:
+        card, _ = _card_of_snapshot(tmp_path, "ollama", probe(server.url))
+    q = card["quantization"]
+    assert q["value"] == {"scheme": "Q4_K_M", "dtype": None, "dtype_of": None}
+    assert q["unknown"].startswith("dtype: not exposed") and "quantization level names the weights' type" in q["unknown"]
+    assert field_text("quantization", q).startswith("Q4_K_M (unknown: dtype: not exposed")
+
+    # A snapshot of an older infertap has no dtype fact at all; one that knows neither is unknown.
+    older = {**snapshot, "facts": {"quantization": snapshot["facts"]["quantization"]}}
+    card, _ = _card_of_snapshot(tmp_path, "older", older)
+    assert card["quantization"]["value"]["scheme"] == "Q4_1"
+    assert unknown_fields(card)["quantization"] == "dtype: not in the snapshot (an older infertap recorded no dtype)"
+    neither = {
+        **snapshot,
+        "facts": {"quantization": {"value": None, "source": "not exposed"}, "dtype": {"value": None, "source": "not exposed"}},
+    }
+    card, _ = _card_of_snapshot(tmp_path, "neither", neither)
+    assert card["quantization"]["value"] is None
+    assert card["quantization"]["unknown"] == "scheme: not exposed; dtype: not exposed"

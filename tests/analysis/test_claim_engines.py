@@ -43,7 +43,10 @@ def _check(kind, src, tmp_path, gguf):
     assert card["workload"]["value"]["same_as_source"] is True
     assert card["runtime"]["value"]["kind"] == kind
     assert card["model"]["value"]["sha256"] == hashlib.sha256(gguf.read_bytes()).hexdigest()
-    assert card["quantization"]["value"] == "Q4_1"
+    quantization = card["quantization"]["value"]
+    assert quantization["scheme"] == "Q4_1" and quantization["dtype_of"] == "tensor types"
+    assert quantization["dtype"].startswith("Q4_1 ") and "F32" in quantization["dtype"]  # norms stay in F32
+    assert "unknown" not in card["quantization"], card["quantization"]["unknown"]
     assert card["sampling"]["value"]["temperature"] == [{"value": 0, "source": "request", "requests": 2}]
     assert card["measuring_side"]["value"]["recorder"] == "replay"
     return card

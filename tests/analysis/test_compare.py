@@ -165,6 +165,39 @@ def test_the_speed_table_fits_80_columns_in_plain_numbers(tmp_path, monkeypatch,
     assert cells["tpot"] == ["-"] * 6 + ["0"]
 
 
+def _engine(kind: str, version: str | None) -> dict:
+    return {"kind": kind, "facts": {"version": {"value": version, "source": "test"}}, "host": {}}
+
+
+def test_versions_of_two_engine_kinds_are_shown_not_counted(tmp_path, monkeypatch, capsys):
+    from infertap.analysis.configdiff import snapshot_diff
+    from infertap.demo import pair_summary
+
+    a, b = _runs(tmp_path, ["x"], ["y"])
+    r = compare(a, b)
+    monkeypatch.setenv("COLUMNS", "120")
+
+    def configuration(snap_a: dict, snap_b: dict) -> tuple[str, dict[str, list[str]]]:
+        r["config"]["snapshots"] = snapshot_diff(snap_a, snap_b)
+        print_comparison(r)
+        out = capsys.readouterr().out
+        section = out[out.index("1. Configuration") : out.index("2. Speed")]
+        rows = [[cell.strip() for cell in line.split("│")][1:-1] for line in section.splitlines() if "│" in line]
+        return section, {row[0]: row[1:] for row in rows if len(row) == 3}  # the snapshots' table: fact, A, B
+
+    # The same engine in two versions: a difference.
+    _, cells = configuration(_engine("vllm", "0.31.0"), _engine("vllm", "0.32.0"))
+    assert cells == {"version": ["0.31.0", "0.32.0"]}
+    assert pair_summary(r).startswith("configuration differs in version;")
+    # Two engines: their versions don't compare. Shown beside each kind, not counted on their own.
+    _, cells = configuration(_engine("llama-cpp-python", "0.3.36"), _engine("vllm", "0.32.0"))
+    assert cells == {"kind": ["llama-cpp-python 0.3.36", "vllm 0.32.0"]}
+    assert pair_summary(r).startswith("configuration differs in kind;")
+    # A version known on one side only goes with its kind too, not among the facts known on one side.
+    section, cells = configuration(_engine("llama-server", None), _engine("vllm", "0.32.0"))
+    assert cells["kind"] == ["llama-server", "vllm 0.32.0"] and "known on one side only" not in section
+
+
 @pytest.mark.engine
 def test_llama_cpp_python_against_llama_server_shows_the_setting_then_the_divergence(
     engine, llama_server_engine, record, gguf, tmp_path

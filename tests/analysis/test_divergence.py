@@ -112,6 +112,16 @@ def _snap(kind, **facts):
     return {"kind": kind, "facts": {k: {"value": v, "source": "test"} for k, v in facts.items()}, "host": {"cpu": "x"}}
 
 
+def test_a_version_differs_between_versions_of_one_engine_kind_only():
+    same_kind = {r["fact"]: r for r in snapshot_diff(_snap("vllm", version="0.31.0"), _snap("vllm", version="0.32.0"))}
+    assert same_kind["version"]["differs"] and "not_compared" not in same_kind["version"]
+    assert not same_kind["kind"]["differs"]
+    kinds = {r["fact"]: r for r in snapshot_diff(_snap("llama-cpp-python", version="0.3.36"), _snap("vllm", version="0.32.0"))}
+    assert kinds["kind"]["differs"] and not kinds["version"]["differs"]
+    assert (kinds["version"]["a"], kinds["version"]["b"]) == ("0.3.36", "0.32.0")  # kept, for display
+    assert kinds["version"]["not_compared"] == "versions of different engines (llama-cpp-python, vllm) don't compare"
+
+
 def test_snapshot_and_settings_diff():
     a = _snap("llama-cpp-python", version="0.3.36", defaults={"repeat_penalty": 1.1, "temperature": 0.8})
     b = _snap("llama-server", version=None, defaults={"repeat_penalty": 1.0, "temperature": 0.8, "n_predict": -1})

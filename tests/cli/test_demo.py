@@ -44,7 +44,25 @@ def test_demo_records_replays_and_names_the_configuration_difference(tmp_path):
         and b["closed_cleanly"]
         and a["exchanges"] == b["exchanges"] == len(load_workload(quick=True)["steps"])
     )
-    assert (out / "report.html").read_text().count("<svg") >= 3
+    assert (out / "report-a-vs-b.html").read_text().count("<svg") >= 3
+    _known_answers_are_a_number(text, out)
+
+
+def _known_answers_are_a_number(text: str, out) -> None:
+    """40 known answers, A's score with its default and with it pinned, the noise floor beside them."""
+    from infertap.analysis.store import Analysis
+
+    known = text[text.index("known answers (") : text.index("captures:")]
+    n = len(references(load_workload(quick=True)))
+    assert n == 40
+    assert f"of {n} right" in known and "answers flipped" in known
+    assert known.index("A, its own defaults") < known.index("A again, unchanged") < known.index("A with --set repeat_penalty=1.0")
+    assert "McNemar p" in known and "95% CI" in known
+    # The pinned replay sent the penalty, the unchanged one didn't: the settings differ only where they must.
+    for run, sent in (("a-repeat-penalty-1.0", [1.0]), ("a-again", [None])):
+        with Analysis([out / run]) as db:
+            values = db.sql("SELECT DISTINCT body->>'$.repeat_penalty' FROM requests WHERE generation").fetchall()
+        assert [None if v[0] is None else float(v[0]) for v in values] == sent
 
 
 def test_vllm_is_left_out_by_quick_and_where_it_cant_be_built(tmp_path, monkeypatch):
@@ -76,6 +94,8 @@ def test_demo_with_a_third_engine_compares_each_pair_configuration_first(vllm_en
     assert b_vs_c.index("dtype") < b_vs_c.index("context_size") < b_vs_c.index("2. Speed") < b_vs_c.index("3. Divergence")
     summary = text[text.index("in short:") :]
     assert "B vs C: configuration differs in kind, quantization, dtype, context_size" in summary
+    # llama-cpp-python's version against vLLM's is no difference of its own: versions of two engines don't compare.
+    assert "A vs C: configuration differs in kind, quantization, dtype" in summary
     steps = len(load_workload(quick=True)["steps"])
     assert summarize(out / "c-vllm")["exchanges"] == steps
 

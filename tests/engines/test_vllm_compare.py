@@ -41,6 +41,7 @@ def test_llama_server_capture_replayed_on_vllm(llama_server_engine, vllm_engine,
     assert (facts["kind"]["a"], facts["kind"]["b"]) == ("llama-server", "vllm") and facts["kind"]["differs"]
     # llama-server's pip build carries no version: known on vLLM's side only, not a difference.
     assert facts["version"]["b"] == "0.32.0" and facts["version"]["one_side"]
+    assert not facts["version"]["differs"] and "don't compare" in facts["version"]["not_compared"]  # two engines
     # The same weights in different types: the GGUF's tensor types against the float32 checkpoint.
     assert facts["dtype"]["a"].startswith("Q4_1") and facts["dtype"]["b"] == "float32" and facts["dtype"]["differs"]
     assert facts["quantization"]["differs"] and facts["quantization"]["b"] == "none"
@@ -63,4 +64,5 @@ def test_llama_server_capture_replayed_on_vllm(llama_server_engine, vllm_engine,
     config, divergence = text.index("1. Configuration"), text.index("3. Divergence")
     for name in ("kind", "dtype", "quantization", "context_size", "default top_k"):
         assert config < text.index(name) < divergence, name
-    assert "vllm" in text[config:divergence] and "float32" in text[config:divergence]
+    assert "vllm 0.32.0" in text[config:divergence] and "float32" in text[config:divergence]  # the version beside its kind
+    assert "known on one side only: version" not in text

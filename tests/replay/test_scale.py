@@ -73,15 +73,6 @@ def test_shard_schedules_divide_closed_loop_limits() -> None:
         shard_schedules(Schedule("concurrency", concurrency=2), 3)
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> str:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        ray.shutdown()
-
-
 def arrivals(app) -> dict[str, float]:
     """Arrival time of each request at the upstream, by tag, relative to the first."""
     times = {json.loads(r["body"])["tag"]: r["at"] for r in app.requests}

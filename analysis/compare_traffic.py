@@ -1,0 +1,87 @@
+"""Whether runs A and B saw identical traffic (their workload identities, analysis/workload_identity.py),
+in bounded memory, for compare on runs of any size.
+
+Each side's requests stream from DuckDB into the capture package's ``IdentityTally`` a batch at a
+time (it keeps one packed key per request, not rows of Python objects), and the requests one side
+has and the other lacks are counted in SQL over each side's digest counts, in compare's workspace.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from infertap.capture.identity import IdentityTally, WorkloadIdentity, rechained_requests, workload_summary
+
+from .store import Analysis
+from .workload_identity import _FROM, _SENT, _continues_responses, _sent, recorders
+
+_ROWS = 50_000  # requests read from DuckDB at a time
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdentity:
+    """``capture_identity``, streamed; each request digest's count is written to ``digests`` (Parquet)."""
+    sent = f"SELECT {_SENT} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = {_quote(capture)}) m {_FROM}"
+    analysis.con.execute(
+        f"COPY (SELECT digest, count(*) AS n FROM ({sent}) GROUP BY digest) TO {_quote(str(digests))} (FORMAT parquet)"
+    )
+    tally = IdentityTally()
+    for batch in analysis.sql(sent).to_arrow_reader(_ROWS):
+        for row in zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)), strict=True):
+            s = _sent(row)
+            tally.add_sent(s.digest, s.t_ns, s.size, s.rechained)
+    exchanges = analysis.query("SELECT count(*) FROM exchanges WHERE capture = ?", [capture]).rows[0][0]
+    return tally.identity(int(exchanges))
+
+
+def _side(path: str | os.PathLike[str], digests: Path, memory_limit: str) -> dict[str, Any]:
+    """``workload_identity.workload`` of the capture at ``path``."""
+    with Analysis([path]) as analysis:
+        analysis.con.execute(f"SET memory_limit = {_quote(memory_limit)}")
+        capture = analysis.query("SELECT capture FROM captures LIMIT 1").rows[0][0]
+        identity, runs = _identity(analysis, capture, digests), recorders(capture)
+        if any(r.get("kind") == "replay" for r in runs) and _continues_responses(analysis, capture):
+            identity = replace(identity, rechained=rechained_requests(capture))
+        return workload_summary(identity, runs)
+
+
+def traffic(
+    con: Any, folder: Path, a_path: str | os.PathLike[str], b_path: str | os.PathLike[str], *, memory_limit: str = "256MB"
+) -> dict[str, Any]:
+    """Whether runs A and B saw identical traffic: their workload and schedule identities, and when
+    they differ, how many of their generation requests differ and how (``con``, ``folder``: compare's
+    workspace, where each side's digest counts are kept; ``memory_limit``: DuckDB's buffer per side)."""
+    wa = _side(a_path, folder / "digests_a.parquet", memory_limit)
+    wb = _side(b_path, folder / "digests_b.parquet", memory_limit)
+    identical = wa["workload"] == wb["workload"]
+    quoted = [_quote(str(folder / f"digests_{s}.parquet")) for s in "ab"]
+    only_a, only_b, na, nb = con.execute(
+        "SELECT coalesce(sum(greatest(coalesce(a.n, 0) - coalesce(b.n, 0), 0)), 0), "
+        "coalesce(sum(greatest(coalesce(b.n, 0) - coalesce(a.n, 0), 0)), 0), coalesce(sum(a.n), 0), coalesce(sum(b.n), 0) "
+        f"FROM read_parquet({quoted[0]}) a FULL JOIN read_parquet({quoted[1]}) b USING (digest)"
+    ).fetchall()[0]
+    only_a, only_b, na, nb = int(only_a), int(only_b), int(na), int(nb)
+    if identical:
+        how = "identical requests in the same order"
+    elif not only_a and not only_b:
+        how = "the same requests in a different order"
+    else:
+        how = f"{only_a} of A's {na} generation requests are not in B, {only_b} of B's {nb} are not in A"
+    for x, y, name in ((wa, wb, "B"), (wb, wa, "A")):
+        if not identical and (y.get("source") or {}).get("workload") == x["workload"]:
+            how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
+    return {
+        "identical": identical,
+        "same_schedule": wa["schedule"] == wb["schedule"],
+        "how": how,
+        "only_a": only_a,
+        "only_b": only_b,
+        "a": wa,
+        "b": wb,
+    }

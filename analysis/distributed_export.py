@@ -1,0 +1,203 @@
+"""``export --ray``: the captures of a fleet decoded on a Ray cluster into one Parquet export.
+
+One task per capture: a worker decodes it (through its cache, as a local load does) and exports it
+with ``Analysis.export_parquet`` into a folder of its own under the export's, so every file is what
+a local export writes for that capture. The driver only waits for the tasks, then moves their
+partition files into place, ``<table>/<key>=<value>/data_<n>.parquet`` (``n`` counts the captures
+that share a partition, in the order given), merges the one-row-per-capture ``captures`` table
+and writes a manifest. Rows come out as a local export's, partition by partition.
+
+Nothing of an earlier export is replaced until every capture is done: a capture that fails
+(corrupt, not found on a worker) removes what the others wrote, and the error names it. Workers
+read the captures and write under the export folder by the driver's paths: every node must mount
+them at the same place (NFS, a shared volume).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from infertap.errors import InfertapError
+from infertap.ray_cluster import ray_cluster
+from infertap.version import __version__
+
+from .errors import AnalysisError
+from .sources import find_captures
+from .store import EXPORTED, Analysis
+
+#: The manifest the driver writes next to the tables (a leading "_": Spark and Hive skip it).
+MANIFEST = "_infertap_export.json"
+
+_STAGING = ".infertap-export-"  # the workers' folders, inside the export's so that a rename moves them
+
+
+class DistributedExportError(AnalysisError):
+    pass
+
+
+def export_on_ray(
+    captures: Iterable[str | os.PathLike[str]],
+    folder: str | os.PathLike[str],
+    *,
+    ray: str = "",
+    partition_by: str = "recorder_id",
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Export ``captures`` as ``Analysis.export_parquet`` does, one Ray task per capture, on the
+    cluster at ``ray`` ("": ``RAY_ADDRESS``, else a new local cluster); returns the manifest.
+
+    ``cache_dir``: where workers keep decoded captures (default: each worker's ``$INFERTAP_CACHE``
+    or ``~/.cache/infertap``). Torn tails are in the manifest's ``warnings``, as a load's are.
+    """
+    if partition_by not in ("recorder_id", "run_id"):
+        raise AnalysisError(f"a distributed export partitions by recorder_id or run_id, not {partition_by!r}")
+    paths = [p.resolve() for p in find_captures(captures)]  # absolute: a worker's working folder is its own
+    cache = None if cache_dir is None else str(Path(cache_dir).resolve())
+    with ray_cluster(ray, command="export --ray", untouched="nothing was written", error=DistributedExportError) as r:
+        return run_export(r, paths, Path(folder).resolve(), partition_by=partition_by, cache_dir=cache)
+
+
+def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cache_dir: str | None) -> dict[str, Any]:
+    """The export of ``paths`` into ``out`` on the connected cluster (``ray``: the module)."""
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    staging = out / f"{_STAGING}{uuid.uuid4().hex[:12]}"
+    staging.mkdir()
+    try:
+        task = ray.remote(export_capture).options(num_cpus=1)
+        refs = {task.remote(str(p), str(staging / str(k)), partition_by, cache_dir): k for k, p in enumerate(paths)}
+        parts = _gather(ray, refs, paths)
+        tables = {name: sum(part["rows"][name] for part in parts) for name in EXPORTED}
+        _assemble(staging, len(parts), tables)
+        _replace(out, staging)
+        manifest = {
+            "infertap": __version__,
+            "partition_by": partition_by,
+            "tables": tables,
+            "captures": parts,
+            "hosts": dict(Counter(part["host"] for part in parts)),
+            "warnings": [w for part in parts for w in part["torn"]],
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+        _write_json(out / MANIFEST, manifest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return manifest
+
+
+def export_capture(capture: str, part: str, partition_by: str, cache_dir: str | None) -> dict[str, Any]:
+    """One capture exported into the folder ``part``: a Ray task's body (plain Python, callable here)."""
+    started = time.perf_counter()
+    host = socket.gethostname()
+    folder = Path(part)
+    if not folder.parent.is_dir():
+        raise DistributedExportError(
+            f"{folder.parent.parent} is not visible on {host}: export --ray needs the output folder on a "
+            "filesystem every node mounts at the same path"
+        )
+    if not os.path.exists(capture):
+        raise DistributedExportError(
+            f"{capture}: no such capture on {host}: export --ray needs the captures on a filesystem every "
+            "node mounts at the same path"
+        )
+    shutil.rmtree(folder, ignore_errors=True)  # a task retried after its worker died starts clean
+    with Analysis([capture], cache_dir=cache_dir, workers=1) as analysis:
+        analysis.con.execute("SET threads = 1")  # the task holds one CPU; its neighbours hold the others
+        rows = analysis.export_parquet(folder, partition_by=partition_by)
+        return {
+            "capture": capture,
+            "host": host,
+            "pid": os.getpid(),
+            "decoded": bool(analysis.decoded),  # False: from the worker's cache
+            "torn": analysis.warnings,
+            "rows": rows,
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+
+
+def _gather(ray: Any, refs: dict[Any, int], paths: list[Path]) -> list[dict[str, Any]]:
+    """Every task's result, in the order of ``paths``; the first failure cancels the rest and is raised."""
+    results: dict[int, dict[str, Any]] = {}
+    pending = list(refs)
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                try:
+                    results[refs[ref]] = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    raise _failure(exc, paths[refs[ref]]) from exc
+    except BaseException:  # a failed capture, Ctrl-C: no task goes on writing into the staging folder
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        if pending:
+            ray.wait(pending, num_returns=len(pending), timeout=30)
+        raise
+    return [results[k] for k in range(len(paths))]
+
+
+def _failure(exc: BaseException, capture: Path) -> InfertapError:
+    """The task's own error as a local export raises it (a corrupt capture: the same message), or
+    why its worker was lost."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, InfertapError):
+        return cause
+    why = f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(exc).__name__}: {exc}"
+    return DistributedExportError(f"exporting {capture} failed on a Ray worker, nothing was written: {why}")
+
+
+def _assemble(staging: Path, parts: int, rows: dict[str, int]) -> None:
+    """The workers' files as one export in ``staging/final``: partitions side by side, numbered in
+    capture order; the unpartitioned ``captures`` table merged; a table empty everywhere kept as
+    one empty file, which holds its schema (as a local export does)."""
+    final = staging / "final"
+    for name in EXPORTED:
+        table = final / name
+        table.mkdir(parents=True)
+        numbered: Counter[str] = Counter()
+        loose: list[Path] = []  # unpartitioned: the captures table, or a table empty in that capture
+        for k in range(parts):
+            source = staging / str(k) / name
+            for partition in sorted(p for p in source.iterdir() if p.is_dir()):
+                (table / partition.name).mkdir(exist_ok=True)
+                for file in sorted(partition.glob("*.parquet")):
+                    file.rename(table / partition.name / f"data_{numbered[partition.name]}.parquet")
+                    numbered[partition.name] += 1
+            loose.extend(sorted(source.glob("*.parquet")))
+        if numbered:
+            continue  # the loose files are the empty tables of some captures
+        if rows[name]:
+            import duckdb
+
+            con = duckdb.connect()
+            try:
+                files = [str(f) for f in loose]
+                con.read_parquet(files, hive_partitioning=False).write_parquet(str(table / "data_0.parquet"), compression="zstd")
+            finally:
+                con.close()
+        else:
+            loose[0].rename(table / "data_0.parquet")
+
+
+def _replace(out: Path, staging: Path) -> None:
+    """Each table of ``staging/final`` in place of ``out``'s, the old one moved into ``staging`` (removed with it)."""
+    for name in EXPORTED:
+        target = out / name
+        if target.exists():
+            target.rename(staging / f"old-{name}")
+        (staging / "final" / name).rename(target)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value, indent=1, default=str) + "\n")
+    tmp.replace(path)

@@ -1,0 +1,293 @@
+"""The divergence of paired outputs, over pairs read from DuckDB in bounded batches.
+
+compare.py keeps both runs summarized and paired in its own DuckDB database; here the pairs come
+back a batch at a time in A's order, each pair's differences are measured (divergence.py's
+definitions) and only what the result shows is kept: counts, exact sums for the means, the first
+divergence positions (in DuckDB, for their median), and the few most divergent pairs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from .configdiff import prompt_diff
+from .divergence import first_divergence, kl_shared_prefix, similarity, text_diff, tool_call_diff
+from .pairing import PairTable
+from .summaries import Summary, load, load_summary
+
+#: Pairs diffed per batch: their summaries, and nothing else of the runs, are in Python at once.
+BATCH_PAIRS = 5_000
+
+
+class _ExactSum:
+    """A running sum of floats, exact until read: ``mean()`` divides ``math.fsum`` of every value added
+    by their count (Shewchuk's partials, as fsum keeps them): over a million pairs, ``fmean``'s mean."""
+
+    def __init__(self) -> None:
+        self.partials: list[float] = []
+        self.special: list[float] = []  # inf and nan: fsum decides what they make
+        self.n = 0
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        if not math.isfinite(x):
+            self.special.append(x)
+            return
+        partials, i = self.partials, 0
+        for y in partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo:
+                partials[i] = lo
+                i += 1
+            x = hi
+        partials[i:] = [x]
+
+    def mean(self) -> float:
+        return math.fsum(self.partials + self.special) / self.n
+
+
+class _Worst:
+    """The ``top`` least similar inexact pairs seen so far (ties: the earlier pair first), as sorting
+    every pair by similarity would list them, without keeping the others."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.heap: list[tuple[float, int, dict[str, Any]]] = []  # (-similarity, -ord, item): the worst kept on top
+
+    def offer(self, ord_: int, item: dict[str, Any]) -> None:
+        if self.top <= 0:
+            return
+        key = (-item["similarity"], -ord_, item)
+        if len(self.heap) < self.top:
+            heapq.heappush(self.heap, key)
+        elif (item["similarity"], ord_) < (-self.heap[0][0], -self.heap[0][1]):
+            heapq.heapreplace(self.heap, key)
+
+    def items(self) -> list[dict[str, Any]]:
+        return [item for _, _, item in sorted(self.heap, key=lambda k: (-k[0], -k[1]))]
+
+
+def divergence(
+    con: Any,
+    a: str,
+    b: str,
+    pairs: PairTable,
+    extract: Callable[[str], str | None] | None,
+    top: int,
+    references: Mapping[str, str] | None = None,
+    *,
+    exact: str | None = None,
+    prompts: Counter[str] | None = None,
+    batch: int = BATCH_PAIRS,
+) -> dict[str, Any]:
+    """How the paired outputs differ, exchange by exchange and in total, over pairs read ``batch`` at a
+    time in A's order. ``a``, ``b``: the runs' names in ``con`` (tables ``<name>_x`` of summarized
+    exchanges and ``<name>_e`` of enrichments, compare.py's ``Run``). Each pair's exactness goes to
+    table ``exact`` (``ord, exact``) when named (sessions are judged on it); each pair's prompt
+    comparison is counted in ``prompts`` when given."""
+    counts: Counter[str] = Counter()
+    readability: dict[str, Counter[str]] = {}
+    similarity_sum, kl_sum, top1_sum = _ExactSum(), _ExactSum(), _ExactSum()
+    histogram: Counter[int] = Counter()
+    worst = _Worst(top)
+    results = f"{pairs.name}_results"
+    con.execute(f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT)")
+    cursor = con.cursor()
+    reader = cursor.sql(
+        f"SELECT p.ord, xa.summary AS sa, xb.summary AS sb, ea.enrichment AS ea, eb.enrichment AS eb "
+        f"FROM {pairs.name} p JOIN {a}_x xa ON xa.ord = p.a_ord JOIN {b}_x xb ON xb.ord = p.b_ord "
+        f"LEFT JOIN {a}_e ea ON ea.exchange_id = p.a_id LEFT JOIN {b}_e eb ON eb.exchange_id = p.b_id "
+        "ORDER BY p.ord"
+    ).to_arrow_reader(batch)
+    writer = con.cursor()
+    n = 0
+    for chunk in reader:
+        ords, exacts, ats = [], [], []
+        columns = [chunk.column(i).to_pylist() for i in range(5)]
+        for ord_, blob_a, blob_b, blob_ea, blob_eb in zip(*columns, strict=True):
+            sa, sb = load_summary(blob_a), load_summary(blob_b)
+            ea, eb = (load(blob_ea) if blob_ea is not None else None), (load(blob_eb) if blob_eb is not None else None)
+            if prompts is not None:
+                d = prompt_diff(ea, eb)
+                if d is not None:
+                    prompts[d.get("why", "equal") if d.get("equal") is not True else "equal"] += 1
+            item = _pair_divergence(sa, sb, ea, eb, counts, readability, extract, references)
+            n += 1
+            similarity_sum.add(item["similarity"])
+            at = item["first_divergence"]["at"]
+            if at is not None:
+                histogram[min(at // 8 * 8, 256)] += 1
+            if "kl" in item:
+                kl_sum.add(item["kl"]["kl_mean"])
+                top1_sum.add(item["kl"]["top1_agreement"])
+            if not item["exact"]:
+                worst.offer(ord_, item)
+            ords.append(ord_)
+            exacts.append(bool(item["exact"]))
+            ats.append(at)
+        done = pa.table(
+            {"ord": pa.array(ords, pa.int64()), "exact": pa.array(exacts, pa.bool_()), "position": pa.array(ats, pa.int64())}
+        )
+        writer.register("done_batch", done)
+        writer.execute(f"INSERT INTO {results} SELECT * FROM done_batch")
+        writer.unregister("done_batch")
+    cursor.close()
+    writer.close()
+    summary: dict[str, Any] = {
+        "pairs": n,
+        "exact_match_rate": counts["exact"] / n if n else None,
+        "similarity_mean": similarity_sum.mean() if n else None,
+        "first_divergence_median": _median(con, results),
+        "first_divergence_histogram": dict(sorted(histogram.items())),
+        "counts": dict(counts),
+        # Per method and path: how many pairs had a body on each side that its API adapter could read.
+        "readable": {
+            path: {k: c[k] for k in ("pairs", "read_both", "unreadable_a", "unreadable_b")} for path, c in readability.items()
+        },
+    }
+    if kl_sum.n:
+        summary["logprobs"] = {"pairs": kl_sum.n, "kl_mean": kl_sum.mean(), "top1_agreement": top1_sum.mean()}
+    summary["most_divergent"] = _most_divergent(worst.items())
+    if exact is not None:
+        con.execute(f"CREATE OR REPLACE VIEW {exact} AS SELECT ord, exact FROM {results}")
+    return summary
+
+
+def _median(con: Any, results: str) -> float | int | None:
+    """``statistics.median`` of the first divergence positions, picked from the sorted column in DuckDB."""
+    m = con.execute(f"SELECT count(position) FROM {results}").fetchall()[0][0]
+    if not m:
+        return None
+    middle = [
+        v
+        for (v,) in con.execute(
+            f"SELECT position FROM {results} WHERE position IS NOT NULL ORDER BY position LIMIT 2 OFFSET ?", [(m - 1) // 2]
+        ).fetchall()
+    ]
+    return middle[0] if m % 2 else (middle[0] + middle[1]) / 2
+
+
+def _pair_divergence(
+    sa: Summary,
+    sb: Summary,
+    ea: dict[str, Any] | None,
+    eb: dict[str, Any] | None,
+    counts: Counter[str],
+    readability: dict[str, Counter[str]],
+    extract: Callable[[str], str | None] | None,
+    references: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """One pair's differences; adds to ``counts`` as it goes, since their first-seen order is the output's."""
+    item: dict[str, Any] = {"a_id": sa.id, "b_id": sb.id, "path": sa.path, "api": [sa.api, sb.api]}
+    _count_readable(readability, sa, sb)
+    if not (sa.readable and sb.readable):
+        # Nothing to compare is not agreement: two bodies no adapter read are never equal.
+        counts["unreadable"] += 1
+        item["unreadable"] = [sa.parse_error if not sa.readable else None, sb.parse_error if not sb.readable else None]
+    same_text = sa.text == sb.text and sa.reasoning == sb.reasoning and sa.error_message == sb.error_message
+    tools = tool_call_diff(sa.tool_calls, sb.tool_calls)
+    item["exact"] = sa.readable and sb.readable and same_text and tools["arguments_equal"] and sa.status == sb.status
+    counts["exact"] += item["exact"]
+    at, unit = _first_divergence(sa, sb, ea, eb)
+    item["first_divergence"] = {"at": at, "unit": unit}
+    # Similarity of outputs needs two outputs: an unreadable side, or an error against an answer, scores 0.
+    both = sa.readable and sb.readable and (sa.error_message is None) == (sb.error_message is None)
+    item["similarity"] = similarity(sa.reasoning + sa.text, sb.reasoning + sb.text) if both else 0.0
+    _count_changes(item, counts, sa, sb, tools)
+    if extract is not None:
+        _count_answers(item, counts, sa, sb, extract, references)
+    kl = _logprob_kl(sa, sb, at, unit)
+    if kl:
+        item["kl"] = kl
+    item["text"] = [sa.text, sb.text]
+    return item
+
+
+def _count_readable(readability: dict[str, Counter[str]], sa: Summary, sb: Summary) -> None:
+    """Per method and path, so that a body no adapter reads shows where it came from."""
+    read = readability.setdefault(f"{sa.method} {sa.path.split('?')[0]}", Counter())
+    read["pairs"] += 1
+    read["read_both"] += sa.readable and sb.readable
+    read["unreadable_a"] += not sa.readable
+    read["unreadable_b"] += not sb.readable
+
+
+def _first_divergence(sa: Summary, sb: Summary, ea: dict[str, Any] | None, eb: dict[str, Any] | None) -> tuple[int | None, str]:
+    """In the finest unit both sides have: the engine's token ids, else re-tokenized ids, else characters."""
+    out_a = (ea or {}).get("output_tokens") or {}
+    out_b = (eb or {}).get("output_tokens") or {}
+    if sa.token_ids and sb.token_ids:
+        return first_divergence(sa.token_ids, sb.token_ids), "token (engine ids)"
+    if out_a.get("ids") is not None and out_b.get("ids") is not None:
+        return first_divergence(out_a["ids"], out_b["ids"]), "token (re-tokenized)"
+    return first_divergence(sa.text, sb.text), "character"
+
+
+def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: Summary, tools: dict[str, Any]) -> None:
+    """What changed besides the text: finish reason, tool calls, where the text landed, status and ending."""
+    if sa.finish_reason != sb.finish_reason:
+        counts["finish_reason_changed"] += 1
+        item["finish_reason"] = [sa.finish_reason, sb.finish_reason]
+        item["finish_reason_raw"] = [sa.finish_reason_raw, sb.finish_reason_raw]
+    if sa.tool_calls or sb.tool_calls:
+        counts["with_tool_calls"] += 1
+        counts["tool_calls_differ"] += not tools["arguments_equal"]
+        item["tool_calls"] = tools
+    landed_a = "reasoning" if sa.reasoning and not sa.text else "content"
+    landed_b = "reasoning" if sb.reasoning and not sb.text else "content"
+    if landed_a != landed_b:
+        counts["text_moved"] += 1
+        item["landed"] = [landed_a, landed_b]
+    if sa.status != sb.status or sa.end != sb.end:
+        counts["status_or_end_differs"] += 1
+        item["status"] = [[sa.status, sa.end, sa.error], [sb.status, sb.end, sb.error]]
+
+
+_FLIPS = {
+    (True, True): "right_both",
+    (False, False): "wrong_both",
+    (True, False): "right_to_wrong",
+    (False, True): "wrong_to_right",
+}
+
+
+def _count_answers(
+    item: dict[str, Any],
+    counts: Counter[str],
+    sa: Summary,
+    sb: Summary,
+    extract: Callable[[str], str | None],
+    references: Mapping[str, str] | None,
+) -> None:
+    """Different words can carry the same answer: extracted answers, and flips against a known one."""
+    ans_a, ans_b = extract(sa.text), extract(sb.text)
+    item["answer"] = [ans_a, ans_b]
+    counts["answer_changed" if ans_a != ans_b else "answer_unchanged"] += 1
+    reference = (references or {}).get(sa.last_user or "")
+    if reference is not None:
+        item["reference"] = reference
+        counts[_FLIPS[(ans_a == reference, ans_b == reference)]] += 1
+
+
+def _logprob_kl(sa: Summary, sb: Summary, at: int | None, unit: str) -> dict[str, Any] | None:
+    """KL over the positions before the first divergence, when both engines reported logprobs."""
+    lp_a, lp_b = sa.logprobs, sb.logprobs
+    if not (lp_a and lp_b):
+        return None
+    return kl_shared_prefix(lp_a, lp_b, at if at is not None and unit != "character" else min(len(lp_a), len(lp_b)))
+
+
+def _most_divergent(worst: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The least similar inexact pairs, each with an inline diff (computed for those only: it is slow)."""
+    for p in worst:
+        p["diff"] = text_diff(*p["text"])
+    return worst

@@ -1,0 +1,200 @@
+"""One side of a comparison reduced to what ``compare`` needs of each exchange, streamed to Parquet.
+
+``compare`` pairs and diffs runs of any size without holding either in Python: one pass over a
+capture's records reads each response once (``read_response``) and keeps, per exchange, its pairing
+keys (id, replay link, a digest of the exact request bytes) and a small summary of its output
+(text, reasoning, tool calls, token ids, logprob positions, finish reason, status and ending).
+Rows go to Parquet in batches, so that DuckDB can pair the two sides and hand pairs back in
+bounded batches (compare.py).
+
+A summary is pickled: a value of any shape the adapters read (a tool call's arguments, a logprob
+keyed by token id or text, text with lone surrogates) comes back exactly as it was. The files are
+this process's own, written to a private temporary folder and read back by it only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from infertap.apis import Output, read_request, read_response
+from infertap.capture.reader import CaptureReader
+
+from .divergence import logprob_positions
+
+#: Rows per Parquet row group and per batch held before writing.
+BATCH_ROWS = 5_000
+
+EXCHANGE_SCHEMA = pa.schema(
+    [
+        ("ord", pa.int64()),  # the exchange's place among the capture's exchanges, in record order
+        ("id", pa.string()),
+        ("source_id", pa.string()),  # the exchange a replay replays (only when set and non-empty)
+        ("repeat_key", pa.string()),  # repr of the record's ``repeat`` (0 when absent), as pairing compares it
+        ("request_key", pa.binary()),  # digest of method, path and the exact request body bytes
+        ("summary", pa.binary()),  # pickled ``Summary``
+    ]
+)
+
+ENRICHMENT_SCHEMA = pa.schema(
+    [
+        ("ord", pa.int64()),  # record order: a later enrichment of the same exchange replaces an earlier one
+        ("exchange_id", pa.string()),
+        ("settings", pa.binary()),  # pickled ``settings``: equal bytes, equal settings (grouped in SQL)
+        ("enrichment", pa.binary()),  # pickled {prompt_tokens, output_tokens, settings}
+    ]
+)
+
+
+@dataclass(slots=True)
+class Summary:
+    """What divergence reads of one exchange: its record's own fields and its response as read."""
+
+    id: str
+    method: str
+    path: str
+    status: Any
+    end: Any
+    error: Any
+    api: str
+    readable: bool
+    parse_error: str | None  # Output.error: why the body could not be read
+    error_message: str | None
+    text: str
+    reasoning: str
+    tool_calls: list[dict[str, Any]]
+    token_ids: list[int] | None
+    finish_reason: str | None
+    finish_reason_raw: str | None
+    logprobs: list[dict[Any, float]] | None  # per output position, the top-k the engine reported
+    last_user: str | None  # the request's last user message (only read when references are given)
+
+
+def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
+    """The exchange ``record`` reduced to its ``Summary``."""
+    out: Output = read_response(record)
+    return Summary(
+        id=record["id"],
+        method=record["method"],
+        path=record["path"],
+        status=record.get("status"),
+        end=record.get("end"),
+        error=record.get("error"),
+        api=out.api,
+        readable=out.readable,
+        parse_error=out.error,
+        error_message=out.error_message,
+        text=out.text,
+        reasoning=out.reasoning,
+        tool_calls=out.tool_calls,
+        token_ids=out.token_ids,
+        finish_reason=out.finish_reason,
+        finish_reason_raw=out.finish_reason_raw,
+        logprobs=logprob_positions(out.objects) or None,
+        last_user=read_request(record).last_user if last_user else None,
+    )
+
+
+def request_key(record: dict[str, Any]) -> bytes:
+    """Equal for equal (method, path, request bytes): what the identical-request rule matches on."""
+    body = record["request_body"]
+    head = repr((record["method"], record["path"], body is None)).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(head + b"\0" + (body or b""), digest_size=16).digest()
+
+
+def load(blob: bytes) -> Any:
+    """An enrichment or settings written here, as it was."""
+    return pickle.loads(blob)
+
+
+def load_summary(blob: bytes) -> Summary:
+    return Summary(*pickle.loads(blob))
+
+
+def _dump_summary(s: Summary) -> bytes:
+    return _dump(tuple(getattr(s, name) for name in Summary.__slots__))  # a tuple: smaller and faster than the object
+
+
+def _dump(value: Any) -> bytes:
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _Rows:
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.rows: list[tuple[Any, ...]] = []
+        self.writer = pq.ParquetWriter(path, schema, compression="zstd")
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            columns = [pa.array(c, type=f.type) for c, f in zip(zip(*self.rows, strict=True), self.schema, strict=True)]
+            self.writer.write_table(pa.Table.from_arrays(columns, schema=self.schema))
+            self.rows = []
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+@dataclass
+class Side:
+    """One capture summarized: where its rows are and what else compare reports of it."""
+
+    path: str
+    exchanges_file: Path
+    enrichments_file: Path
+    exchanges: int
+    snapshot: dict[str, Any] | None  # the last engine snapshot
+    torn: list[str]
+
+
+def summarize_capture(path: str | os.PathLike[str], folder: Path, *, last_user: bool = False) -> Side:
+    """Read the capture at ``path`` once and write its exchanges' and enrichments' rows under
+    ``folder``; a corrupt capture raises as reading it does anywhere (CaptureCorruptError)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    reader = CaptureReader(path)
+    exchanges = _Rows(folder / "exchanges.parquet", EXCHANGE_SCHEMA)
+    enrichments = _Rows(folder / "enrichments.parquet", ENRICHMENT_SCHEMA)
+    snapshot: dict[str, Any] | None = None
+    n = e = 0
+    try:
+        for record in reader.records():
+            kind = record["type"]
+            if kind == "exchange":
+                source = record.get("source_id")
+                exchanges.add(
+                    (
+                        n,
+                        record["id"],
+                        source if source else None,
+                        repr(record.get("repeat", 0)),
+                        request_key(record),
+                        _dump_summary(summarize(record, last_user=last_user)),
+                    )
+                )
+                n += 1
+            elif kind == "enrichment":
+                settings = record.get("settings")
+                kept = {k: record.get(k) for k in ("prompt_tokens", "output_tokens", "settings")}  # truthy, as the record is
+                enrichments.add((e, record["exchange_id"], _dump(settings), _dump(kept)))
+                e += 1
+            elif kind == "engine":
+                snapshot = record
+    finally:
+        exchanges.close()
+        enrichments.close()
+    return Side(
+        str(path), folder / "exchanges.parquet", folder / "enrichments.parquet", n, snapshot, [str(t) for t in reader.torn]
+    )

@@ -1,0 +1,129 @@
+"""Accuracy against known answers: the score, its interval, McNemar's test and the noise floor."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from infertap.analysis.accuracy import accuracy, difference_interval, mcnemar_exact
+from infertap.analysis.compare import compare
+from infertap.analysis.report import render
+from infertap.cli import cli
+from tests.helpers import write_capture
+
+
+def _counts(rb: int, wb: int, rw: int, wr: int) -> dict[str, int]:
+    return {"right_both": rb, "wrong_both": wb, "right_to_wrong": rw, "wrong_to_right": wr}
+
+
+def test_mcnemar_exact_is_the_binomial_test_on_the_flips():
+    def by_definition(rw: int, wr: int) -> float:
+        m = rw + wr
+        tail = sum(math.comb(m, i) for i in range(min(rw, wr) + 1)) / 2**m
+        return min(1.0, 2 * tail)
+
+    for rw, wr in ((1, 7), (0, 5), (3, 3), (10, 30), (0, 1)):
+        assert mcnemar_exact(rw, wr) == pytest.approx(by_definition(rw, wr))
+        assert mcnemar_exact(rw, wr) == mcnemar_exact(wr, rw)  # two-sided
+    assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(4, 4) == 1.0
+    assert mcnemar_exact(0, 12) < 0.001 < mcnemar_exact(1, 7)
+    # Past 1,000 flips the approximation takes over, and agrees with the exact test where both apply.
+    assert mcnemar_exact(470, 531) == pytest.approx(by_definition(470, 531), rel=0.05)
+
+
+def test_the_interval_is_paired_and_tightens_with_more_items():
+    assert difference_interval(40, 0, 0) == (0.0, 0.0)  # nothing flipped: no resample can move the difference
+    lo, hi = difference_interval(40, 1, 7)
+    assert lo < 100 * (7 - 1) / 40 < hi
+    wide, narrow = difference_interval(40, 1, 7), difference_interval(4000, 100, 700)
+    assert (narrow[1] - narrow[0]) < (wide[1] - wide[0]) / 5
+    assert narrow[0] > 0  # a large lopsided sample excludes "no difference"
+    assert difference_interval(1, 0, 1) is None
+
+
+def test_accuracy_must_differ_when_answers_moved_and_match_when_they_did_not():
+    moved = accuracy(_counts(5, 27, 1, 7))
+    assert moved is not None
+    assert (moved["items"], moved["a_right"], moved["b_right"]) == (40, 6, 12)
+    assert moved["difference_points"] == pytest.approx(15.0)
+    assert "7 wrong->right, 1 right->wrong" in moved["verdict"]
+    same = accuracy(_counts(6, 34, 0, 0))
+    assert same is not None and same["difference_points"] == 0 and same["mcnemar_p"] == 1.0
+    assert "not distinguishable from chance" in same["verdict"]
+    assert accuracy({"answer_changed": 3}) is None  # no item had a known answer
+
+
+def test_the_noise_floor_decides_whether_a_difference_is_a_finding():
+    noisy = accuracy(_counts(5, 27, 1, 7), baseline=_counts(3, 27, 5, 5))
+    assert noisy is not None and noisy["noise_floor"]["flips"] == 10
+    assert "no more flips than the noise floor, no finding" in noisy["verdict"]
+    quiet = accuracy(_counts(5, 27, 1, 7), baseline=_counts(6, 34, 0, 0))
+    assert quiet is not None and quiet["noise_floor"]["flips"] == 0
+    assert "no finding" not in quiet["verdict"] and "flipped 0 of 40" in quiet["verdict"]
+
+
+def _chat(question: str) -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": question}], "temperature": 0}
+
+
+def _reply(text: str) -> list[bytes]:
+    return [
+        json.dumps(
+            {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+        ).encode()
+    ]
+
+
+_QUESTIONS = {f"What is {i} + {i}?": str(2 * i) for i in range(1, 9)}
+
+
+def _run(path, answers: dict[str, str]):
+    write_capture(path, [{"body": _chat(q), "chunks": _reply(f"{q[8:-1]} = {a}")} for q, a in answers.items()])
+    return path
+
+
+def test_compare_gives_each_sides_accuracy_with_the_noise_floor(tmp_path):
+    right = dict(_QUESTIONS)
+    a = _run(tmp_path / "a", {q: (a if i < 2 else "0") for i, (q, a) in enumerate(right.items())})  # 2 of 8 right
+    b = _run(tmp_path / "b", {q: (a if i < 6 else "0") for i, (q, a) in enumerate(right.items())})  # 6 of 8 right
+    again = _run(tmp_path / "a-again", {q: (a if i < 2 else "0") for i, (q, a) in enumerate(right.items())})
+    r = compare(a, b, baseline=again, extract="number", references=_QUESTIONS)
+    acc = r["accuracy"]
+    assert (acc["a_right"], acc["b_right"], acc["items"], acc["wrong_to_right"], acc["right_to_wrong"]) == (2, 6, 8, 4, 0)
+    assert acc["noise_floor"]["flips"] == 0
+    itself = compare(a, again, extract="number", references=_QUESTIONS)["accuracy"]
+    assert itself["difference_points"] == 0 and itself["wrong_to_right"] == itself["right_to_wrong"] == 0
+    assert compare(a, b, extract="number")["accuracy"] is None  # no known answers given
+
+    refs = tmp_path / "answers.json"
+    refs.write_text(json.dumps(_QUESTIONS))
+    out = CliRunner().invoke(
+        cli, ["compare", str(a), str(b), "--baseline", str(again), "--extract", "number", "--reference", str(refs)]
+    )
+    assert out.exit_code == 0, out.output
+    assert "2 (25%)" in out.output and "6 (75%)" in out.output and "+50.0 points" in out.output
+    assert "flipped 0 of 8" in out.output
+    page = render(a, b, extract="number", references=_QUESTIONS)
+    assert "Known answers" in page and "+50.0 points" in page
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "message"),
+    [
+        ('{"What is 1 + 1?": "2"}', [], "--reference needs --extract"),
+        ("not json", ["--extract", "number"], "not JSON"),
+        ('["2"]', ["--extract", "number"], 'one JSON object of "question": "answer" strings'),
+        ('{"What is 1 + 1?": 2}', ["--extract", "number"], 'one JSON object of "question": "answer" strings'),
+    ],
+)
+def test_bad_references_end_in_a_clear_error(tmp_path, content, args, message):
+    a = _run(tmp_path / "a", {"What is 1 + 1?": "2"})
+    refs = tmp_path / "refs.json"
+    refs.write_text(content)
+    for command in (["compare", str(a), str(a)], ["report", str(a), str(a), "-o", str(tmp_path / "r.html")]):
+        out = CliRunner().invoke(cli, [*command, "--reference", str(refs), *args])
+        assert out.exit_code == 2 if "needs" in message else out.exit_code == 1, out.output
+        assert message in out.output and "Traceback" not in out.output

@@ -1,0 +1,203 @@
+"""compare in bounded memory: pairing in DuckDB gives ``pair``'s pairs, and divergence over many
+batches gives what one batch gives, equal to the last digit."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from infertap.analysis import summaries
+from infertap.analysis.compare import compare
+from infertap.analysis.pairing import pair, pair_in
+from infertap.analysis.summaries import EXCHANGE_SCHEMA, request_key
+from tests.helpers import write_capture
+
+
+def _keys(records: list[dict]) -> pa.Table:
+    rows = [
+        (i, x["id"], x.get("source_id") or None, repr(x.get("repeat", 0)), request_key(x), b"") for i, x in enumerate(records)
+    ]
+    return pa.Table.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(zip(*rows, strict=True), EXCHANGE_SCHEMA, strict=True)], schema=EXCHANGE_SCHEMA
+    )
+
+
+def _in_sql(a: list[dict], b: list[dict]) -> tuple[list[tuple[str, str]], dict, int, int]:
+    con = duckdb.connect()
+    con.register("ka", _keys(a))
+    con.register("kb", _keys(b))
+    table = pair_in(con, "ka", "kb", "pairs")
+    rows = con.execute("SELECT a_id, b_id FROM pairs ORDER BY ord").fetchall()
+    assert [o for (o,) in con.execute("SELECT ord FROM pairs ORDER BY a_ord").fetchall()] == list(range(len(rows)))
+    return rows, table.by, table.unpaired_a, table.unpaired_b
+
+
+def _x(i: str, body: bytes, **kw) -> dict:
+    return {"id": i, "method": "POST", "path": "/v1/chat/completions", "request_body": body, **kw}
+
+
+def test_pairing_in_sql_follows_the_rules_in_order():
+    a = [_x("a1", b"1"), _x("a2", b"2"), _x("a3", b"3"), _x("a4", b"4"), _x("a5", b"5")]
+    b = [_x("b1", b"x", source_id="a2"), _x("b2", b"1"), _x("b3", b"3"), _x("b4", b"3"), _x("b9", b"9")]
+    rows, by, ua, ub = _in_sql(a, b)
+    assert rows == [("a1", "b2"), ("a2", "b1"), ("a3", "b3")]
+    assert by == {"replay link": 1, "shared source": 0, "identical request": 2} and (ua, ub) == (2, 2)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_pairing_in_sql_gives_the_pairs_pair_gives(seed):
+    """Random runs mixing replay links both ways, shared sources with repeats, and repeated identical
+    requests (bodies from a small set, so that queues form): the same pairs, counts and leftovers."""
+    rng = random.Random(seed)
+
+    def run(prefix: str, n: int, other: str, m: int) -> list[dict]:
+        out = []
+        for i in range(n):
+            kw: dict = {}
+            roll = rng.random()
+            if roll < 0.2:
+                kw["source_id"] = f"{other}{rng.randrange(m)}"  # a replay of the other run's exchange
+            elif roll < 0.45:
+                kw["source_id"] = f"s{rng.randrange(4)}"  # both replay the same source
+                if rng.random() < 0.5:
+                    kw["repeat"] = rng.randrange(2)
+            body = b"q%d" % rng.randrange(5)
+            out.append(_x(f"{prefix}{i}", body, **kw) | ({"path": "/v1/completions"} if rng.random() < 0.1 else {}))
+        return out
+
+    n, m = rng.randrange(1, 40), rng.randrange(1, 40)
+    a, b = run("a", n, "b", m), run("b", m, "a", n)
+    expected = pair(a, b)
+    rows, by, ua, ub = _in_sql(a, b)
+    assert rows == [(x["id"], y["id"]) for x, y in expected.pairs]
+    assert by == expected.by and (ua, ub) == (len(expected.unpaired_a), len(expected.unpaired_b))
+
+
+def _chat(i: int) -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": f"question {i % 7}"}], "temperature": 0}
+
+
+def _streamed(text: str, tool: str | None = None) -> list[bytes]:
+    deltas = [{"content": text[k : k + 3]} for k in range(0, len(text), 3)]
+    if tool:
+        deltas.append({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": tool, "arguments": '{"x": 1}'}}]})
+    events = [{"choices": [{"index": 0, "delta": d}]} for d in deltas]
+    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if tool else "stop"}]})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+
+def _runs(tmp_path, n: int = 23):
+    """Two runs of repeated requests (7 distinct prompts, so that pairing queues), most answers
+    differing somewhere, some equal, some with tool calls, one an error; enrichments on some."""
+    texts_a = [f"Said once {i}. The answer is {i % 5}." for i in range(n)]
+    texts_b = [
+        t if i % 4 == 0 else f"Said once {i}. The answer is {i % 5 + i % 2}." + " More." * (i % 3) for i, t in enumerate(texts_a)
+    ]
+    xs_a, xs_b = [], []
+    for i in range(n):
+        tool = "lookup" if i % 6 == 0 else None
+        xs_a.append(
+            {
+                "body": _chat(i),
+                "chunks": _streamed(texts_a[i], tool),
+                "content_type": "text/event-stream",
+                "duration_ns": 1_000_000 + 37_000 * i,
+            }
+        )
+        xs_b.append(
+            {
+                "body": _chat(i),
+                "chunks": _streamed(texts_b[i], "other" if i % 12 == 0 else tool),
+                "content_type": "text/event-stream",
+                "duration_ns": 2_000_000 + 53_000 * (i % 9),
+                "status": 500 if i == 5 else 200,
+            }
+        )
+
+    def enrich(i: int, penalty: float) -> dict:
+        ids = [1, 2, 3 + i % 2]
+        return {
+            "exchange_id": f"src-{i}",
+            "settings": {"repeat_penalty": {"value": penalty, "source": "engine_default"}},
+            "prompt_tokens": {"ids": ids if penalty > 1 else [1, *ids], "count": 3, "source": "test"},
+            "output_tokens": {"ids": [i, i + 1, 7] if i % 3 else None},
+        }
+
+    write_capture(tmp_path / "a", xs_a, enrichments=[enrich(i, 1.1) for i in range(0, n, 2)])
+    write_capture(tmp_path / "b", xs_b, enrichments=[enrich(i, 1.0 if i % 4 else 1.1) for i in range(0, n, 2)])
+    return tmp_path / "a", tmp_path / "b"
+
+
+def test_many_batches_give_what_one_batch_gives(tmp_path, monkeypatch):
+    a, b = _runs(tmp_path)
+    whole = compare(a, b, extract="number", top=6, baseline=a)
+    monkeypatch.setattr(summaries, "BATCH_ROWS", 4)  # several row groups on disk too
+    batched = compare(a, b, extract="number", top=6, baseline=a, batch=3)
+    assert json.dumps(batched, sort_keys=True, default=str) == json.dumps(whole, sort_keys=True, default=str)
+    d = whole["divergence"]
+    # Not everything agrees: the answers that differ are seen as differing, in every batch.
+    assert d["pairs"] == 23 and 0 < d["exact_match_rate"] < 0.5
+    assert d["counts"]["answer_changed"] > 0 and d["counts"]["status_or_end_differs"] == 1
+    assert d["counts"]["tool_calls_differ"] == 2 and len(d["most_divergent"]) == 6
+    sims = [p["similarity"] for p in d["most_divergent"]]
+    assert sims == sorted(sims) and all(not p["exact"] and "diff" in p for p in d["most_divergent"])
+    assert whole["baseline"]["divergence"]["exact_match_rate"] == 1.0  # A against itself
+    assert whole["config"]["prompts"]["compared"] == 12 and whole["config"]["settings"][0]["exchanges"] == 6
+
+
+def _bootstrap_in_python(a, b, *, rounds=1000, seed=0):
+    """bootstrap_ratio as it was written first, one draw and one median at a time."""
+    import statistics
+
+    rng = random.Random(seed)
+    if len(a) > 5000:
+        keep = rng.sample(range(len(a)), 5000)
+        a, b = [a[i] for i in keep], [b[i] for i in keep]
+    n, ratios = len(a), []
+    for _ in range(rounds):
+        idx = [rng.randrange(n) for _ in range(n)]
+        ma = statistics.median([a[i] for i in idx])
+        if ma > 0:
+            ratios.append(statistics.median([b[i] for i in idx]) / ma)
+    ratios.sort()
+    return ratios[int(0.025 * len(ratios))], ratios[min(len(ratios) - 1, int(0.975 * len(ratios)))]
+
+
+@pytest.mark.parametrize("n", [2, 3, 17, 64, 65, 1000, 4096, 5001, 12_345])
+def test_the_bootstrap_draws_what_python_draws(n):
+    from infertap.analysis.ratios import bootstrap_ratio, distribution
+
+    rng = random.Random(n)
+    a = [rng.lognormvariate(0, 1) for _ in range(n)]
+    b = [x * rng.uniform(0.5, 2.5) for x in a]
+    rounds = 1000 if n < 2000 else 60
+    assert bootstrap_ratio(a, b, rounds=rounds, seed=n) == _bootstrap_in_python(a, b, rounds=rounds, seed=n)
+    import statistics
+
+    from infertap.quantiles import quantile
+
+    d = distribution(a)
+    assert d["mean"] == statistics.fmean(a) and d["p99"] == quantile(sorted(a), 0.99) and d["n"] == n
+
+
+def test_a_torn_run_is_compared_and_reported_and_a_corrupt_one_named(tmp_path):
+    from infertap.capture.errors import CaptureCorruptError
+    from infertap.capture.segments import segment_paths
+
+    a, b = _runs(tmp_path, n=4)
+    (seg,) = segment_paths(b)
+    data = seg.read_bytes()
+    seg.write_bytes(data[:-5])  # cut inside the footer's block: a torn tail, every exchange intact
+    r = compare(a, b)
+    assert r["pairing"]["pairs"] == 4 and r["a"]["torn"] == []
+    (torn,) = r["b"]["torn"]
+    assert str(seg) in torn and "torn tail" in torn
+    corrupt = bytearray(data)
+    corrupt[40] ^= 0xFF  # inside the first block, which has others after it
+    seg.write_bytes(bytes(corrupt))
+    with pytest.raises(CaptureCorruptError, match="corrupt capture data"):
+        compare(a, b)

@@ -1,0 +1,208 @@
+"""``read_chat_stream`` reads what ``read_response`` reads, or declines: on plain streams, odd events
+(empty deltas, messages, other choices, errors, usage with nulls, tool-call pieces), and on what it
+must leave to the general path (CRLF, events split across chunks, comments, several data lines,
+non-JSON data, NaN, a torn stream, NDJSON, gzip)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from typing import Any
+
+import pytest
+
+from tests.extras import needs
+
+needs("hypothesis", "dev")
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infertap.apis import read_response, stream_done
+from infertap.apis.chat_stream import read_chat_stream
+
+EXAMPLES = int(os.environ.get("INFERTAP_FUZZ_EXAMPLES", "200"))
+SSE = [["content-type", "text/event-stream"]]
+
+
+def _record(chunks: list[bytes], headers: list[list[str]] | None = None, path: str = "/v1/chat/completions") -> dict[str, Any]:
+    return {
+        "path": path,
+        "request_body": b'{"messages":[]}',
+        "response_headers": SSE if headers is None else headers,
+        "chunks": chunks,
+    }
+
+
+def _general(record: dict[str, Any]) -> dict[str, Any]:
+    """What decode takes from read_response: the Output's fields and each event's row."""
+    out = read_response(record)
+    rows = [
+        (
+            e.chunk,
+            e.data,
+            e.delta.content,
+            e.delta.reasoning,
+            e.delta.tool_deltas if e.delta.tool_calls else 0,
+            e.delta.finish_reason,
+            e.delta.usage,
+        )
+        for e in out.events
+    ]
+    fields = {k: v for k, v in vars(out).items() if k != "events"}
+    return {"output": fields, "rows": rows, "done": stream_done(list(record["chunks"]), out)}
+
+
+def _fast(record: dict[str, Any]) -> dict[str, Any] | None:
+    s = read_chat_stream(record)
+    if s is None:
+        return None
+    rows = list(zip(s.chunk, s.data, s.content, s.reasoning, s.tool_calls, s.finish_reason, s.usage, strict=True))
+    fields = {k: v for k, v in vars(s.output).items() if k != "events"}
+    assert s.output.events == []
+    return {"output": fields, "rows": rows, "done": s.done}
+
+
+def _agrees(record: dict[str, Any]) -> bool:
+    """Asserts the fast reading equals the general one when it answers; says whether it answered."""
+    fast = _fast(record)
+    if fast is not None:
+        assert fast == _general(record)
+    return fast is not None
+
+
+def _sse(*objs: Any, done: bool = True) -> list[bytes]:
+    out = [b"data: " + (o if isinstance(o, bytes) else json.dumps(o).encode()) + b"\n\n" for o in objs]
+    return out + ([b"data: [DONE]\n\n"] if done else [])
+
+
+def _chunk(delta: Any, finish: Any = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+
+
+PLAIN = _sse(
+    _chunk({"role": "assistant", "content": ""}),
+    _chunk({"content": "Hi"}),
+    _chunk({"reasoning_content": "hmm"}),
+    _chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}]}),
+    _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a":'}}]}),
+    _chunk({"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}),
+    _chunk({}, "tool_calls"),
+    {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "choices": [],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "x": None},
+    },
+)
+
+
+def test_a_plain_stream_is_read_in_one_pass_as_read_response_reads_it() -> None:
+    assert _agrees(_record(PLAIN))
+    assert _agrees(_record([b"".join(PLAIN)]))  # one chunk holding every event
+    assert _agrees(_record(PLAIN[:-1]))  # no [DONE]: stream_done from the last event
+    body = b"".join(PLAIN)
+    assert _agrees(_record([body[i : i + 7] for i in range(0, len(body), 7)]))  # events split across chunks
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [p.replace(b"\n", b"\r\n") for p in PLAIN],  # CRLF
+        [b": keep-alive\n\n", *PLAIN],  # a comment
+        [b"event: message\n", *PLAIN],  # a named event
+        [b'data: {"choices":\ndata: []}\n\n', *PLAIN],  # two data lines
+        [b"data: not json\n\n", *PLAIN],
+        [b'data: {"choices": [], "x": NaN}\n\n', *PLAIN],  # json.loads reads NaN, msgspec doesn't
+        [b'data: {"choices": [{"delta": {"content": "\\ud800"}}]}\n\n', *PLAIN],  # a lone surrogate
+        [b"data: [1, 2]\n\n", *PLAIN],  # JSON but not an object
+        [*PLAIN, b'data: {"choices": [{"delta": {"content": "x"'],  # torn: cut mid-event
+        [*PLAIN[:-1], b'data: {"choices": []}'],  # a last event without its blank line
+        [b"\n\n", *PLAIN],  # an empty block
+    ],
+)
+def test_what_needs_the_general_path_gets_it(chunks: list[bytes]) -> None:
+    record = _record(chunks)
+    assert read_chat_stream(record) is None
+    assert _general(record)  # and read_response reads it as it always did
+
+
+def test_other_apis_framings_and_encodings_are_declined() -> None:
+    ndjson = [json.dumps(_chunk({"content": "x"})).encode() + b"\n"]
+    assert read_chat_stream(_record(ndjson, [["content-type", "application/x-ndjson"]])) is None
+    body = json.dumps({"choices": [{"index": 0, "message": {"content": "x"}, "finish_reason": "stop"}]}).encode()
+    assert read_chat_stream(_record([body], [["content-type", "application/json"]])) is None
+    assert read_chat_stream(_record([gzip.compress(b"".join(PLAIN))], [*SSE, ["content-encoding", "gzip"]])) is None
+    assert read_chat_stream(_record(PLAIN, path="/v1/completions")) is None
+    assert read_chat_stream(_record(PLAIN, path="/v1/responses")) is None
+    assert read_chat_stream(_record([])) is None
+    assert read_chat_stream(_record(_sse({"foo": 1}))) is None  # nothing chat-shaped: read_response sniffs
+
+
+ODD_EVENTS = [
+    _chunk({}),  # an empty delta: the message is read instead
+    {"choices": [{"index": 0, "delta": {}, "message": {"content": "from message"}}]},
+    {"choices": [{"index": 0, "delta": {"foo": 1}, "message": {"content": "not read"}}]},
+    {"choices": [{"index": 1, "delta": {"content": "second choice"}}]},
+    {"choices": [{"index": None, "delta": {"content": "null index"}}]},
+    {"choices": [{"delta": {"content": "no index"}}, {"delta": {"content": " twice"}}]},
+    {"choices": [{"index": 0, "text": "legacy text", "finish_reason": "length"}]},
+    {"choices": [{"index": 0, "delta": {"reasoning": "r"}, "finish_reason": ""}]},
+    {"choices": [{"index": 0, "delta": {"content": 5, "reasoning_content": ""}}]},
+    {"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"name": "g", "arguments": {"k": [1, 2]}}}, "x"]}}]},
+    {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 2, "id": None, "function": {"arguments": "[]"}}]}}]},
+    {"choices": [{"index": 0, "logprobs": {"content": [{"id": 7}, {"id": "x"}, 3]}, "token_ids": [1, "2", 3]}]},
+    {"choices": "not a list", "model": 5, "id": ""},
+    {"choices": None, "object": "chat.completion.chunk", "model": "", "system_fingerprint": 0},
+    {"choices": [], "usage": {}, "timings": {}},
+    {"choices": [], "usage": {"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": 4}}, "timings": {"prompt_ms": 1.5}},
+    {"choices": [], "usage": [1], "id": 7, "system_fingerprint": "fp"},
+    {"error": {"message": "overloaded"}},
+    {"error": ""},
+    {"error": "plain"},
+    {"choices": [{"index": 0, "delta": {"content": "é\u2028😀"}, "finish_reason": "eos"}]},
+    {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "weird"}], "model": "m2", "id": "c2"},
+    {"object": "other"},
+    {"choices": [{"index": 0.0, "delta": {"content": "float index"}}]},
+]
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    st.lists(st.sampled_from(ODD_EVENTS), min_size=1, max_size=8),
+    st.lists(st.integers(min_value=1, max_value=400), max_size=6),
+    st.booleans(),
+)
+def test_odd_events_read_alike_wherever_the_chunks_cut(events: list[Any], cuts: list[int], done: bool) -> None:
+    body = b"".join(_sse(*events, done=done))
+    bounds = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
+    chunks = [body[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    _agrees(_record(chunks))
+
+
+def test_most_odd_events_are_read_by_the_fast_path() -> None:
+    """The agreement above is not vacuous: the one-pass reading answers for nearly all of them."""
+    answered = [_agrees(_record(_sse(_chunk({"content": "a"}), event))) for event in ODD_EVENTS]
+    assert sum(answered) == len(ODD_EVENTS)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"data: ", b"data:", b": c", b"{}", b'{"choices":[]}', b"[DONE]", b"\n", b"\n\n", b" ", b"\r", b"\xff", b'"x"']
+        ),
+        max_size=12,
+    ),
+    st.lists(st.integers(min_value=0, max_value=60), max_size=4),
+)
+def test_damaged_bodies_read_alike_or_are_declined(parts: list[bytes], cuts: list[int]) -> None:
+    body = b"".join(parts)
+    bounds = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
+    _agrees(_record([body[a:b] for a, b in zip(bounds, bounds[1:], strict=False)] or [b""]))

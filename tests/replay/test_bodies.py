@@ -1,0 +1,304 @@
+"""Replay at scale: bodies read again from the capture when sent, the one-pass workload, the fast reply reading."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from infertap.apis import link, links_of, read_request, read_response
+from infertap.apis.conversation import ChatPrefixes, Prefixes, _chat_answer, read_links
+from infertap.apis.openai import Chat
+from infertap.capture.identity import workload_identity
+from infertap.capture.reader import CaptureReader
+from infertap.capture.records import new_exchange
+from infertap.capture.writer import CaptureWriter
+from infertap.replay import ReplayConfig, ReplayError, Transforms, run_replay
+from infertap.replay.bodies import Bodies, BodyError, BodyStore, ReadAhead
+from infertap.replay.workload import load, load_workload
+
+WORDS = "the file function test error value return import class module path line check build".split()
+
+
+def _message(rng: random.Random, role: str) -> dict:
+    text = " ".join(rng.choices(WORDS, k=rng.randrange(5, 400)))
+    if rng.random() < 0.1:
+        text += ' \u00e9\u4e2d\U0001f600 \\ " \n'  # escapes and every UTF-8 width
+    return {"role": role, "content": text}
+
+
+def _sse(xid: str, reply: str, call: tuple[str, str] | None) -> list[bytes]:
+    def event(delta: dict, finish: str | None = None) -> bytes:
+        obj = {"id": xid, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+    chunks = [event({"role": "assistant", "content": ""})]
+    chunks += [event({"content": word + " "}) for word in reply.split()]
+    if call is not None:
+        chunks.append(
+            event({"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": call[0], "arguments": ""}}]})
+        )
+        chunks += [
+            event({"tool_calls": [{"index": 0, "function": {"arguments": call[1][i : i + 7]}}]})
+            for i in range(0, len(call[1]), 7)
+        ]
+    chunks.append(event({}, "tool_calls" if call else "stop"))
+    return chunks + [b"data: [DONE]\n\n"]
+
+
+def agent_capture(
+    path: Path, *, sessions: int = 12, turns: int = 8, seed: int = 0, max_segment_bytes: int | None = None
+) -> list[dict]:
+    """Interleaved agent sessions, each request the whole conversation so far; big enough for the
+    writer's compression dictionary and, with ``max_segment_bytes``, several segments."""
+    rng = random.Random(seed)
+    convs = [[{"role": "system", "content": "You are an agent. " * 50}, _message(rng, "user")] for _ in range(sessions)]
+    left = [rng.randrange(1, turns + 1) for _ in range(sessions)]
+    records = []
+    extra = {} if max_segment_bytes is None else {"max_segment_bytes": max_segment_bytes}
+    with CaptureWriter(path, recorder={"kind": "proxy"}, **extra) as writer:
+        t = 0
+        while any(left):
+            s = rng.choice([k for k in range(sessions) if left[k]])
+            xid = f"x{len(records)}"
+            body = json.dumps({"model": "m", "stream": True, "messages": convs[s]}).encode()
+            reply = " ".join(rng.choices(WORDS, k=rng.randrange(1, 30)))
+            call = (
+                (rng.choice(WORDS), json.dumps({"path": rng.choice(WORDS), "n": rng.randrange(9)}))
+                if rng.random() < 0.5
+                else None
+            )
+            chunks = _sse(xid, reply, call)
+            t += rng.randrange(1, 5) * 1_000_000
+            record = new_exchange(
+                id=xid, seq=len(records) + 1, session=None, wall=1.8e9 + t / 1e9, start_ns=t, sent_ns=t, client=None,
+                method="POST", path="/v1/chat/completions", query="", http_version="1.1",
+                request_headers=[["content-type", "application/json"]], request_body=body, status=200,
+                response_headers=[["content-type", "text/event-stream"]], headers_ns=1000, chunk_ns=[2000] * len(chunks),
+                chunks=chunks, end_ns=3000, end="complete", error=None, upstream="u",
+            )  # fmt: skip
+            writer.write(record)
+            records.append(record)
+            if max_segment_bytes is not None:
+                time.sleep(0.001)  # a frame each, so that segments rotate
+            left[s] -= 1
+            message: dict = {"role": "assistant", "content": "".join(w + " " for w in reply.split())}
+            if call:
+                message["tool_calls"] = [{"id": "c", "type": "function", "function": {"name": call[0], "arguments": call[1]}}]
+            convs[s] = [*convs[s], message, _message(rng, "tool" if call else "user")]
+    return records
+
+
+def reference_parents(path: Path) -> list[int | None]:
+    """Parents as analysis finds them: every request and response read whole, linked in start order."""
+    exchanges = sorted(CaptureReader(path).exchanges(), key=lambda r: (r["start_ns"], r["seq"]))
+    found = link([links_of(r, read_request(r), read_response(r)) for r in exchanges])
+    return [None if f is None else f[0] for f in found]
+
+
+def test_bodies_read_again_are_the_recorded_bytes_across_segments_and_dictionaries(tmp_path: Path) -> None:
+    records = agent_capture(tmp_path / "src", sessions=20, turns=10, max_segment_bytes=64 * 1024)
+    reader = CaptureReader(tmp_path / "src")
+    assert len(reader.segments) > 2 and any(r["type"] == "dictionary" for r in reader.records())
+    items, _ = load(tmp_path / "src")
+    sent = {r["id"]: r["request_body"] for r in records}
+    assert len(items) == len(records) and all(item.store is not None for item in items)  # none held
+    assert all(item.body == sent[item.source_id] for item in reversed(items))  # any order: blocks read again as needed
+    # The links found in one pass, narrowed as they are read, are those of every request read whole.
+    assert [item.parent for item in items] == reference_parents(tmp_path / "src")
+    assert sum(item.parent is not None for item in items) > len(items) // 2
+    assert load_workload(tmp_path / "src").identity == workload_identity(tmp_path / "src")
+
+
+def test_a_body_not_found_in_its_block_is_held(tmp_path: Path) -> None:
+    agent_capture(tmp_path / "src", sessions=2, turns=2)
+    reader = CaptureReader(tmp_path / "src")
+    store = BodyStore(reader)
+    for record, ref, payload, start in reader.located():
+        if record["type"] == "exchange":
+            assert store.add(ref, payload, start, b"not in the capture") == -1
+            spot = store.add(ref, payload, start, record["request_body"])
+            assert spot >= 0 and store.raw(spot) == record["request_body"]
+
+
+def test_replay_sends_and_records_the_capture_bytes(fake, tmp_path: Path) -> None:
+    app, url = fake
+    records = agent_capture(tmp_path / "src", sessions=6, turns=4)
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False))
+    by_id = {r["id"]: r["request_body"] for r in records}
+    replayed = list(CaptureReader(tmp_path / "out").exchanges())
+    assert sorted(r["request_body"] for r in replayed) == sorted(by_id.values()) == sorted(r["body"] for r in app.requests)
+    assert all(r["request_body"] == by_id[r["source_id"]] for r in replayed)
+    # Transformed as they are read again: what was sent is recorded, and is the transform of the source.
+    app.requests.clear()
+    transforms = Transforms(set_values=[("temperature", 0)], model="other")
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out2", probe=False, transforms=transforms))
+    replayed = list(CaptureReader(tmp_path / "out2").exchanges())
+    assert all(r["request_body"] == transforms.body(by_id[r["source_id"]]) for r in replayed)
+    assert sorted(r["request_body"] for r in replayed) == sorted(r["body"] for r in app.requests)
+
+
+@pytest.mark.parametrize("damage", ["vanished", "corrupted", "truncated"])
+def test_a_capture_changed_before_sending_stops_the_replay_and_keeps_what_was_sent(fake, tmp_path: Path, damage: str) -> None:
+    app, url = fake
+    agent_capture(tmp_path / "src", sessions=24, turns=8, max_segment_bytes=24 * 1024)
+    segments = CaptureReader(tmp_path / "src").segments
+    assert len(segments) >= 3
+    victim = segments[-2]
+    lost = {r["id"] for r in CaptureReader(victim).exchanges()}
+
+    def harm(_: dict) -> None:  # after loading, before the first body is read again
+        if damage == "vanished":
+            victim.unlink()
+        elif damage == "truncated":
+            victim.write_bytes(victim.read_bytes()[:40])  # cut inside its first block
+        else:
+            data = bytearray(victim.read_bytes())
+            for at in range(40, len(data), 200):  # every block hit
+                data[at] ^= 0xFF
+            victim.write_bytes(bytes(data))
+
+    with pytest.raises(ReplayError, match=rf"the replay stopped: .*{victim.name}.* The \d+ exchanges sent before are recorded"):
+        run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False), on_start=harm)
+    reader = CaptureReader(tmp_path / "out")
+    kept = list(reader.exchanges())
+    assert reader.closed_cleanly and reader.torn == []
+    assert kept and len(kept) == len(app.requests)  # everything sent is recorded, complete
+    assert all(r["end"] == "complete" for r in kept) and not {r["source_id"] for r in kept} & lost
+
+
+def test_read_ahead_keeps_a_bounded_window_and_serves_any_order() -> None:
+    reads: list[int] = []
+    lock = threading.Lock()
+
+    class Counting(list):
+        def __getitem__(self, i):  # type: ignore[override]
+            with lock:
+                reads.append(i)
+            if i == 7:
+                raise BodyError("seven is gone")
+            return b"body %d" % i
+
+    async def main() -> None:
+        ahead = ReadAhead(Counting(range(1000)), window=10).start()
+        try:
+            assert await ahead.get(0) == b"body 0"
+            await asyncio.sleep(0.2)
+            assert max(reads) <= 10  # no further than the window past what was asked
+            assert await ahead.get(5) == b"body 5"
+            with pytest.raises(BodyError, match="seven"):
+                await ahead.get(7)
+            assert await ahead.get(500) == b"body 500"  # far ahead: read on its own
+            assert await ahead.get(3) == b"body 3"  # held since read ahead
+            await asyncio.sleep(0.2)
+            assert await ahead.get(1) == b"body 1"
+            assert max(reads) <= 500 + 10
+        finally:
+            ahead.close()
+        assert reads.count(500) == 1  # read on its own, never again by the thread
+
+    asyncio.run(main())
+
+
+def test_bodies_transform_as_sent(tmp_path: Path) -> None:
+    records = agent_capture(tmp_path / "src", sessions=2, turns=3)
+    items, _ = load(tmp_path / "src")
+    transforms = Transforms(set_values=[("temperature", 0)])
+    bodies = Bodies(items, transforms, None)
+    by_id = {r["id"]: r["request_body"] for r in records}
+    assert [bodies[i] for i in range(len(items))] == [transforms.body(by_id[item.source_id]) for item in items]
+    assert bodies[1:3] == [bodies[1], bodies[2]]
+
+
+# -- the reply of a streamed chat completion, read only as far as linking needs ------------------------------
+
+
+def _event(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def _chunk(delta: object, **extra: object) -> dict:
+    return {"id": "r1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}], **extra}
+
+
+RESPONSES: dict[str, list[bytes]] = {
+    "usual": [_event(_chunk({"role": "assistant", "content": ""})), _event(_chunk({"content": "hi"})), b"data: [DONE]\n\n"],
+    "tool call in pieces": [
+        _event(_chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "get", "arguments": '{"a"'}}]})),
+        _event(_chunk({"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]})),
+        _event(_chunk({"tool_calls": [{"index": 1, "function": {"name": "put", "arguments": "{}"}}]})),
+        b"data: [DONE]\n\n",
+    ],
+    "calls without index": [_event(_chunk({"tool_calls": [{"function": {"name": "f"}}, {"function": {"name": "g"}}]}))],
+    "arguments as an object": [
+        _event(_chunk({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": {"b": 1, "a": 2}}}]}))
+    ],
+    "index as text": [_event(_chunk({"tool_calls": [{"index": "0", "function": {"name": "f"}}]}))],
+    "second choice": [
+        _event({"id": "r", "choices": [{"index": 1, "delta": {"content": "no"}}, {"index": 0, "delta": {"content": "yes"}}]})
+    ],
+    "message beside an empty delta": [_event({"id": "r", "choices": [{"index": 0, "delta": {}, "message": {"content": "m"}}]})],
+    "choice text": [_event({"id": "r", "object": "text_completion", "choices": [{"index": 0, "text": "t"}]})],
+    "error event": [_event(_chunk({"content": "a"})), _event({"error": {"message": "boom"}})],
+    "error only": [_event({"error": "boom"})],
+    "not json": [_event(_chunk({"content": "a"})), b"data: {oops\n\n", _event(_chunk({"content": "b"}))],
+    "not an object": [b"data: [1, 2]\n\n", _event(_chunk({"content": "b"}))],
+    "done mid-stream": [_event(_chunk({"content": "a"})), b"data: [DONE]\n\n", _event(_chunk({"content": "b"}))],
+    "multi-line data": [b'data: {"id": "r", "choices": [{"index": 0,\ndata: "delta": {"content": "x"}}]}\n\n'],
+    "newline inside": [b'data: {"id": "r", "choices": [{"index": 0, "delta":\n {"content": "x"}}]}\n\n'],
+    "event lines": [b"event: chunk\n" + _event(_chunk({"content": "e"}))],
+    "crlf": [_event(_chunk({"content": "a"})).replace(b"\n", b"\r\n")],
+    "unterminated": [_event(_chunk({"content": "a"})), _event(_chunk({"content": "b"}))[:-2]],
+    "empty ids": [_event({"id": "", "choices": [{"index": 0, "delta": {"content": "a"}}]}), _event({"id": 5, "choices": []})],
+    "no choices, known object": [_event({"id": "r", "object": "chat.completion.chunk"})],
+    "unknown shape": [_event({"hello": "world"})],
+    "null delta and content": [_event(_chunk(None)), _event(_chunk({"content": None})), _event(_chunk({"content": "z"}))],
+    "bad utf-8": [b'data: {"id": "r", "choices": [{"index": 0, "delta": {"content": "\xff"}}]}\n\n'],
+    "nan": [b'data: {"id": "r", "x": NaN, "choices": [{"index": 0, "delta": {"content": "n"}}]}\n\n'],
+    "whole json": [
+        json.dumps({"id": "r", "object": "chat.completion", "choices": [{"index": 0, "message": {"content": "w"}}]}).encode()
+    ],
+    "empty": [],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESPONSES))
+@pytest.mark.parametrize("status", [200, 500])
+def test_read_links_reads_replies_as_read_response_does(name: str, status: int) -> None:
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}],
+    }
+    ctype = "application/json" if name == "whole json" else "text/event-stream"
+    for encoding in (None, "gzip"):
+        chunks = RESPONSES[name]
+        headers = [["content-type", ctype]]
+        if encoding:
+            chunks, headers = [gzip.compress(b"".join(chunks))], [*headers, ["content-encoding", "gzip"]]
+        record = {"id": "x", "path": "/v1/chat/completions", "request_body": json.dumps(body).encode(), "status": status,
+                  "response_headers": headers, "chunks": chunks}  # fmt: skip
+        request = read_request(record)
+        prefixes = Prefixes.of(request.api, request.turns)
+        expected = links_of(record, request, read_response(record))
+        assert read_links(record, prefixes, request.previous_response_id, request.generation) == expected, name
+        if name in ("usual", "tool call in pieces", "calls without index", "second choice") and not encoding:
+            assert _chat_answer(record) is not None  # read by the fast path, not handed to read_response
+
+
+def test_chat_prefixes_read_messages_as_chat_turns_does() -> None:
+    rng = random.Random(3)
+    cache = ChatPrefixes(size=16)  # small: what it forgets it reads again
+    conversation: list[dict] = [{"role": "system", "content": "s"}]
+    odd = [7, "text", None, {"role": "assistant", "content": [{"type": "text", "text": "parts"}, {"type": "image", "url": "u"}]},
+           {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1}}}]}]  # fmt: skip
+    for step in range(60):
+        conversation.append(rng.choice(odd) if step % 7 == 3 else _message(rng, rng.choice(["user", "assistant", "tool"])))
+        raw = [json.dumps(m).encode() for m in conversation]
+        turns, _, _ = Chat().turns({"messages": conversation})
+        assert cache.of(raw) == Prefixes.of("chat", turns)
