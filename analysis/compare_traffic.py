@@ -16,7 +16,7 @@ from typing import Any
 from infertap.capture.identity import IdentityTally, WorkloadIdentity, rechained_requests, workload_summary
 
 from .store import Analysis
-from .workload_identity import _FROM, _SENT, _continues_responses, _sent, recorders
+from .workload_identity import SENT_COLUMNS, SENT_FROM, continues_responses, recorders, sent_of
 
 _ROWS = 50_000  # requests read from DuckDB at a time
 
@@ -27,14 +27,16 @@ def _quote(text: str) -> str:
 
 def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdentity:
     """``capture_identity``, streamed; each request digest's count is written to ``digests`` (Parquet)."""
-    sent = f"SELECT {_SENT} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = {_quote(capture)}) m {_FROM}"
+    sent = (
+        f"SELECT {SENT_COLUMNS} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = {_quote(capture)}) m {SENT_FROM}"
+    )
     analysis.con.execute(
         f"COPY (SELECT digest, count(*) AS n FROM ({sent}) GROUP BY digest) TO {_quote(str(digests))} (FORMAT parquet)"
     )
     tally = IdentityTally()
     for batch in analysis.sql(sent).to_arrow_reader(_ROWS):
         for row in zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)), strict=True):
-            s = _sent(row)
+            s = sent_of(row)
             tally.add_sent(s.digest, s.t_ns, s.size, s.rechained)
     exchanges = analysis.query("SELECT count(*) FROM exchanges WHERE capture = ?", [capture]).rows[0][0]
     return tally.identity(int(exchanges))
@@ -46,7 +48,7 @@ def _side(path: str | os.PathLike[str], digests: Path, memory_limit: str) -> dic
         analysis.con.execute(f"SET memory_limit = {_quote(memory_limit)}")
         capture = analysis.query("SELECT capture FROM captures LIMIT 1").rows[0][0]
         identity, runs = _identity(analysis, capture, digests), recorders(capture)
-        if any(r.get("kind") == "replay" for r in runs) and _continues_responses(analysis, capture):
+        if any(r.get("kind") == "replay" for r in runs) and continues_responses(analysis, capture):
             identity = replace(identity, rechained=rechained_requests(capture))
         return workload_summary(identity, runs)
 

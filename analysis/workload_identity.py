@@ -20,11 +20,11 @@ from infertap.capture.segments import segment_paths
 from .store import Analysis
 
 #: A generation request's digest (capture/identity.py's ``request_digest``) and its send time's parts.
-_SENT = (
+SENT_COLUMNS = (
     "sha256(x.method || ' ' || x.path || CASE WHEN coalesce(x.query, '') <> '' THEN '?' || x.query ELSE '' END "
     "|| chr(10) || coalesce(r.body, '')) AS digest, x.request_bytes, u.wall AS run_wall, x.start_ns, x.scheduled_ns"
 )
-_FROM = (
+SENT_FROM = (
     "JOIN exchanges x USING (capture, exchange_id) JOIN requests r USING (capture, exchange_id) "
     "LEFT JOIN (SELECT DISTINCT ON (capture, run_id) capture, run_id, wall FROM runs) u "
     "ON u.capture = x.capture AND u.run_id = x.run_id "
@@ -32,7 +32,7 @@ _FROM = (
 )
 
 
-def _sent(row: Sequence[Any]) -> Sent:
+def sent_of(row: Sequence[Any]) -> Sent:
     digest, size, run_wall, start_ns, scheduled_ns = row
     anchor = round(float(run_wall or 0.0) * 1e9)
     t = scheduled_ns if scheduled_ns is not None else (start_ns or 0)
@@ -43,20 +43,20 @@ def group_identities(analysis: Analysis, table: str, keys: Sequence[str]) -> dic
     """The workload identity of each group of ``table`` (rows keyed on ``capture, exchange_id`` and
     ``keys``), as ``WorkloadIdentity.as_dict()``."""
     cols = ", ".join(f"m.{k}" for k in keys)
-    rows = analysis.query(f"SELECT {cols}, {_SENT} FROM {table} m {_FROM}").rows
+    rows = analysis.query(f"SELECT {cols}, {SENT_COLUMNS} FROM {table} m {SENT_FROM}").rows
     sent: dict[tuple[Any, ...], list[Sent]] = {}
     for row in rows:
-        sent.setdefault(tuple(row[: len(keys)]), []).append(_sent(row[len(keys) :]))
+        sent.setdefault(tuple(row[: len(keys)]), []).append(sent_of(row[len(keys) :]))
     return {key: identity_of(requests).as_dict() for key, requests in sent.items()}
 
 
 def capture_identity(analysis: Analysis, capture: str) -> WorkloadIdentity:
     """The workload identity of one loaded capture (its ``capture`` column value), every run of it."""
     rows = analysis.query(
-        f"SELECT {_SENT} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = ?) m {_FROM}", [capture]
+        f"SELECT {SENT_COLUMNS} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = ?) m {SENT_FROM}", [capture]
     ).rows
     exchanges = analysis.query("SELECT count(*) FROM exchanges WHERE capture = ?", [capture]).rows[0][0]
-    return identity_of([_sent(row) for row in rows], int(exchanges))
+    return identity_of([sent_of(row) for row in rows], int(exchanges))
 
 
 def recorders(capture: str | Path) -> list[dict[str, Any]]:
@@ -75,13 +75,13 @@ def recorders(capture: str | Path) -> list[dict[str, Any]]:
 def workload(analysis: Analysis, capture: str) -> dict[str, Any]:
     """The capture's identity and, for a replay, the source identity it derives from and how."""
     identity, runs = capture_identity(analysis, capture), recorders(capture)
-    if any(r.get("kind") == "replay" for r in runs) and _continues_responses(analysis, capture):
+    if any(r.get("kind") == "replay" for r in runs) and continues_responses(analysis, capture):
         # Which turns the replay rewrote is kept in the exchange records only: read them (Responses chains only).
         identity = replace(identity, rechained=rechained_requests(capture))
     return workload_summary(identity, runs)
 
 
-def _continues_responses(analysis: Analysis, capture: str) -> bool:
+def continues_responses(analysis: Analysis, capture: str) -> bool:
     """Whether any generation request continues a stored response (``previous_response_id``)."""
     return bool(
         analysis.query(
