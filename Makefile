@@ -21,15 +21,16 @@ test: $(STAMP) vllm
 	INFERTAP_ALL_EXTRAS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Benchmarks: side by side in one run, ratios over absolute numbers (the machines are noisy).
-# Full sizes: python -m bench.analysis_load (1,000,000 exchanges), python -m bench.compare_scale --n 1000000 (pairs),
-# python -m bench.agent_scale --huge (adds a 1,000,000-exchange agent capture).
+# Full sizes: python -m bench.analysis_load (1,000,000 exchanges), python -m bench.compare_scale --n 1000000 (pairs;
+# --n 10000000 --workdir DIR: ten million, about 45 minutes and 3 GiB of disk), python -m bench.agent_scale --huge
+# (adds a 1,000,000-exchange agent capture).
 bench: $(STAMP) vllm
 	$(BIN)/python -m bench.replay_lag
 	$(BIN)/python -m bench.replay_worker
 	$(BIN)/python -m bench.sweep
 	$(BIN)/python -m bench.proxy_overhead
 	$(BIN)/python -m bench.analysis_load --n 200000
-	$(BIN)/python -m bench.compare_scale --n 10000 --n 100000  # time and peak memory as pairs grow
+	$(BIN)/python -m bench.compare_scale --n 10000 --n 100000  # load, stats, sql, compare: time and peak memory as runs grow
 	$(BIN)/python -m bench.agent_scale --sizes 10000,100000  # cold stats against the decode floor; replay preparation
 	$(BIN)/python -m bench.capture_size
 	$(BIN)/python -m bench.soak

@@ -63,6 +63,22 @@ class CachedCapture:
     def torn(self) -> list[str]:
         return list(self.meta.get("torn") or ())
 
+    def private(self) -> bool:
+        """Whether the entry and the folders above it, up to the cache root, are this user's and
+        writable by no one else: only then may it keep what is read back as Python objects
+        (compare's summaries)."""
+        uid = getattr(os, "getuid", None)
+        if uid is None:  # no POSIX owners to check
+            return False
+        try:
+            for folder in (self.folder, *list(self.folder.parents)[:3]):  # entry, capture, captures/, root
+                st = folder.stat()
+                if st.st_uid != uid() or st.st_mode & 0o022:
+                    return False
+        except OSError:
+            return False
+        return True
+
 
 def _mkdir(path: Path) -> None:
     """Create ``path`` and any missing parents owner-only (``mkdir(parents=True)`` would not)."""

@@ -25,24 +25,32 @@ import duckdb
 import numpy as np
 
 from .accuracy import accuracy
+from .cache import lookup
 from .compare_traffic import traffic
 from .configdiff import settings_diff, snapshot_diff
 from .energy import Telemetry
-from .errors import AnalysisError
+from .errors import AnalysisError, QueryError
 from .extract import extractor
+from .fetch import columns
 from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
 from .ratios import bootstrap_ratio, distribution
 from .sessions import session_comparison
-from .store import Analysis
-from .summaries import load, summarize_capture
+from .store import MEMORY_ENV, Analysis
+from .summaries import cached_side, load
 
 SPEED_METRICS = ("ttft", "ttft_content", "tpot", "e2e")
 
 
 #: DuckDB's buffer in compare's own database (spilled to its temporary folder beyond that), and in
-#: each run's ``Analysis`` while compare reads its metrics.
+#: each run's ``Analysis`` while compare reads its metrics; ``$INFERTAP_DUCKDB_MEMORY`` when set.
+#: A million pairs fit in it; ten million did not (joining their summaries in pair order), and ran in 4GB.
 MEMORY_LIMIT = "256MB"
+
+
+def memory_limit() -> str:
+    return os.environ.get(MEMORY_ENV) or MEMORY_LIMIT
+
 
 #: What compare reads of each run's ``metrics`` view.
 _METRICS = "capture, exchange_id, generation, session, turn, ok, sent_wall_ns, end_wall_ns, output_tokens, " + ", ".join(
@@ -63,7 +71,7 @@ class Workspace:
         self.folder = Path(self._tmp.name)
         self.con = duckdb.connect(
             str(self.folder / "compare.duckdb"),
-            config={"memory_limit": MEMORY_LIMIT, "temp_directory": str(self.folder / "spill")},
+            config={"memory_limit": memory_limit(), "temp_directory": str(self.folder / "spill")},
         )
 
     def close(self) -> None:
@@ -95,11 +103,11 @@ class Run:
             target.parent.mkdir(parents=True, exist_ok=True)
             with Analysis([path]) as analysis:
                 # The metrics view computed once, in bounded memory, and kept: the rest reads the copy.
-                analysis.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+                analysis.con.execute(f"SET memory_limit = '{memory_limit()}'")
                 analysis.con.execute("SET preserve_insertion_order = false")
                 analysis.con.execute(f"COPY (SELECT {_METRICS} FROM metrics) TO {_lit(target)} (FORMAT parquet)")
                 self.energy, self.engine_state = _power(analysis, f"read_parquet({_lit(target)})")
-        side = summarize_capture(path, ws.folder / name, last_user=last_user)
+        side = cached_side(path, lookup(path), ws.folder / name, last_user=last_user)
         self.exchanges, self.snapshot, self.torn = side.exchanges, side.snapshot, side.torn
         con.execute(f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)})")
         con.execute(
@@ -134,11 +142,12 @@ def speed(ws: Workspace, a: Run, b: Run, pairs: PairTable) -> list[dict[str, Any
     rows = []
     for name in SPEED_METRICS:
         col = f"{name}_ns"
-        values = ws.con.execute(
+        values = columns(
+            ws.con,
             f"SELECT ma.{col} AS a, mb.{col} AS b FROM {pairs.name} p JOIN {a.name}_m ma ON ma.exchange_id = p.a_id "
             f"JOIN {b.name}_m mb ON mb.exchange_id = p.b_id "
-            f"WHERE ma.ok AND mb.ok AND ma.{col} IS NOT NULL AND mb.{col} IS NOT NULL ORDER BY p.ord"
-        ).fetchnumpy()
+            f"WHERE ma.ok AND mb.ok AND ma.{col} IS NOT NULL AND mb.{col} IS NOT NULL ORDER BY p.ord",
+        )
         va = np.asarray(values["a"]).astype(np.float64) / 1e6
         vb = np.asarray(values["b"]).astype(np.float64) / 1e6
         da, db = distribution(va), distribution(vb)
@@ -207,9 +216,31 @@ def compare(
     extractor, flips are then counted in both directions, right-to-wrong and wrong-to-right.
 
     Neither run is held in Python: each is summarized into compare's own DuckDB database (on disk,
-    its buffer bounded by ``MEMORY_LIMIT``), pairs are made there, and their outputs are diffed
+    its buffer bounded by ``memory_limit()``), pairs are made there, and their outputs are diffed
     ``batch`` pairs at a time (docs/analysis.md, Scale).
     """
+    try:
+        return _compare(a_path, b_path, baseline, extract, top, references, batch)
+    except (duckdb.OutOfMemoryException, QueryError) as exc:
+        cause = exc if isinstance(exc, duckdb.OutOfMemoryException) else exc.__cause__
+        if not isinstance(cause, duckdb.OutOfMemoryException):
+            raise
+        raise AnalysisError(
+            f"compare needs more than its DuckDB buffer of {memory_limit()} for these runs "
+            f"({str(cause).splitlines()[0]}); give it more with {MEMORY_ENV}=4GB (a million pairs fit in {MEMORY_LIMIT}, "
+            "ten million in 4GB)"
+        ) from exc
+
+
+def _compare(
+    a_path: str | os.PathLike[str],
+    b_path: str | os.PathLike[str],
+    baseline: str | os.PathLike[str] | None,
+    extract: str | None,
+    top: int,
+    references: Mapping[str, str] | None,
+    batch: int,
+) -> dict[str, Any]:
     extract_fn = extractor(extract) if extract else None
     with Workspace() as ws:
         last_user = extract_fn is not None and references is not None
@@ -244,7 +275,7 @@ def compare(
         result["divergence"] = diverged
         result["sessions"] = session_comparison(ws.con, f"{a.name}_m", f"{b.name}_m", pairs.name, exact)
         # Did A and B see identical traffic?
-        result["traffic"] = traffic(ws.con, ws.folder, a_path, b_path, memory_limit=MEMORY_LIMIT)
+        result["traffic"] = traffic(ws.con, ws.folder, a_path, b_path, memory_limit=memory_limit())
         for row in result["speed"]:
             row["same_workload"] = result["traffic"]["identical"]
         if baseline is not None:

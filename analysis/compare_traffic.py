@@ -13,12 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.identity import IdentityTally, WorkloadIdentity, rechained_requests, workload_summary
+from infertap.capture.identity import WorkloadIdentity, rechained_requests, workload_summary
 
 from .store import Analysis
-from .workload_identity import SENT_COLUMNS, SENT_FROM, continues_responses, recorders, sent_of
-
-_ROWS = 50_000  # requests read from DuckDB at a time
+from .workload_identity import capture_identity, continues_responses, recorders, sent_sql
 
 
 def _quote(text: str) -> str:
@@ -26,20 +24,12 @@ def _quote(text: str) -> str:
 
 
 def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdentity:
-    """``capture_identity``, streamed; each request digest's count is written to ``digests`` (Parquet)."""
-    sent = (
-        f"SELECT {SENT_COLUMNS} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = {_quote(capture)}) m {SENT_FROM}"
-    )
+    """``capture_identity``; each request digest's count is written to ``digests`` (Parquet)."""
+    sent = sent_sql(capture)
     analysis.con.execute(
         f"COPY (SELECT digest, count(*) AS n FROM ({sent}) GROUP BY digest) TO {_quote(str(digests))} (FORMAT parquet)"
     )
-    tally = IdentityTally()
-    for batch in analysis.sql(sent).to_arrow_reader(_ROWS):
-        for row in zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)), strict=True):
-            s = sent_of(row)
-            tally.add_sent(s.digest, s.t_ns, s.size, s.rechained)
-    exchanges = analysis.query("SELECT count(*) FROM exchanges WHERE capture = ?", [capture]).rows[0][0]
-    return tally.identity(int(exchanges))
+    return capture_identity(analysis, capture)
 
 
 def _side(path: str | os.PathLike[str], digests: Path, memory_limit: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -27,14 +28,15 @@ from infertap.apis import (
     turns_of,
 )
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
+from infertap.capture.identity import request_digest
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
 
-from .prefix import longest_earlier_prefixes
+from .prefix import PrefixIndex
 from .schema import ENGINE_FACTS, TABLES
 
 #: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt.
-DECODE_VERSION = 6  # 4: the telemetry table; 5: sessions and turns; 6: engines.dtype
+DECODE_VERSION = 7  # 4: the telemetry table; 5: sessions and turns; 6: engines.dtype; 7: requests.digest, token times
 
 _BATCH_ROWS = 10_000  # a row group; small enough that buffered rows (ids lists, chunk bytes) stay small
 # Agent requests carry their whole conversation (tens of KiB each): 10,000 of them would make
@@ -164,6 +166,39 @@ def _recorder_id(header: dict[str, Any]) -> str | None:
     return f"{host}-{pid}" if host and pid else header.get("run_id")
 
 
+#: An exchange's token-bearing events summed up (schema.py, exchanges): first, last and first-text
+#: chunk times, token chunks and events, the first finish; None where the token_chunks view has no row.
+_Tokens = tuple[int | None, int | None, int | None, int | None, int | None, int | None]
+_NO_TOKENS: _Tokens = (None, None, None, None, None, None)
+
+
+def _token_times(
+    chunks: list[int],
+    times: list[int | None],
+    content: list[str],
+    reasoning: list[str],
+    tools: list[int],
+    finishes: list[Any],
+) -> _Tokens:
+    """What the views token_chunks and metrics (``tok``, ``fin``) compute from an exchange's events,
+    with SQL's NULLs: an event carries a token when its text or reasoning is not empty or it holds
+    tool-call deltas; times are the chunk's arrival, None beyond the recorded ones."""
+    finish = [t for t, f in zip(times, finishes, strict=True) if f is not None and t is not None]
+    token = [i for i, (c, r, k) in enumerate(zip(content, reasoning, tools, strict=True)) if c or r or (k or 0) > 0]
+    if not token:
+        return (None, None, None, None, None, min(finish) if finish else None)
+    at = [t for i in token if (t := times[i]) is not None]
+    text = [t for i in token if content[i] and (t := times[i]) is not None]
+    return (
+        min(at) if at else None,
+        max(at) if at else None,
+        min(text) if text else None,
+        len({chunks[i] for i in token}),
+        len(token),
+        min(finish) if finish else None,
+    )
+
+
 class _Decoder:
     def __init__(self, capture: str, sinks: dict[str, _Sink]) -> None:
         self.capture = capture
@@ -172,9 +207,10 @@ class _Decoder:
         self.run: dict[str, Any] = {"run_id": None, "recorder": None, "recorder_id": None, "wall_ns": None}
         self.runs_seen: set[str] = set()
         self.records = 0
-        self.prompts: list[tuple[int, int, str, bytes]] = []  # (sent_wall_ns, seq, exchange_id, body)
-        self.prompt_ids: dict[str, bytes] = {}  # packed, see enrichment()
-        self.links: list[tuple[int, int, str, int, Links]] = []  # (sent_wall_ns, seq, exchange_id, end_wall_ns, links)
+        self.generations = _Generations()
+        # Prompt token ids, packed 4 bytes a token, kept as prefixes (see enrichment()): exchange id -> number.
+        self.prompt_ids: dict[str, int] = {}
+        self.tokens = PrefixIndex()
 
     def header(self, rec: dict[str, Any]) -> None:
         self.capture_id = self.capture_id or rec.get("capture_id")
@@ -213,58 +249,66 @@ class _Decoder:
             wall_ns = round(rec.get("wall", 0.0) * 1e9) - rec.get("start_ns", 0)
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
         body = rec.get("request_body") or b""
-        if request.generation:
-            self.prompts.append((sent_wall_ns, rec.get("seq", 0), str(xid), body))
-        self._request_row(xid, request, body)
+        digest = (
+            request_digest(rec.get("method") or "", rec.get("path") or "", rec.get("query"), body) if request.generation else None
+        )
+        self._request_row(xid, request, body, digest)
         # The usual streamed chat answer in one pass (read_chat_stream), anything else through its adapter.
         stream = read_chat_stream(rec) if chunks else None
         if stream is not None:
             parsed, done = stream.output, stream.done
-            self._stream_rows(xid, stream, chunk_ns)
+            tokens = self._stream_rows(xid, stream, chunk_ns)
         else:
             parsed = read_response(rec) if chunks else Output(request.api, error="no response body")
             done = stream_done(decoded_chunks(rec) or chunks, parsed)
-            self._event_rows(xid, parsed, chunk_ns)
+            tokens = self._event_rows(xid, parsed, chunk_ns)
         if request.generation:
             end_wall_ns = sent_wall_ns + (rec.get("end_ns") or 0)
-            self.links.append((sent_wall_ns, rec.get("seq", 0), str(xid), end_wall_ns, links_of(rec, request, parsed)))
+            self.generations.add(
+                sent_wall_ns, _int(rec.get("seq")) or 0, str(xid), end_wall_ns, body, links_of(rec, request, parsed)
+            )
         self._chunk_rows(xid, chunks, chunk_ns)
-        self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, chunk_ns, done)
+        self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, chunk_ns, done, tokens)
 
-    def _event_rows(self, xid: str | None, parsed: Output, chunk_ns: list[int]) -> None:
+    def _event_rows(self, xid: str | None, parsed: Output, chunk_ns: list[int]) -> _Tokens:
         """One row per event the adapter read, at its chunk's arrival: each column extended at once."""
         events = parsed.events
         if not events:
-            return
+            return _NO_TOKENS
         sink = self.sinks["events"]
         assert isinstance(sink, _ColumnSink)
         ids, index, chunk, t_ns, data, content, reasoning, tools, finish, usage = sink.columns
         n, n_times = len(events), len(chunk_ns)
         at = [e.chunk for e in events]
         deltas = [e.delta for e in events]
+        times = [chunk_ns[c] if c < n_times else None for c in at]
+        texts, thoughts = [d.content for d in deltas], [d.reasoning for d in deltas]
+        calls, finishes = [d.tool_deltas if d.tool_calls else 0 for d in deltas], [d.finish_reason for d in deltas]
         ids.extend([xid] * n)
         index.extend(range(n))
         chunk.extend(at)
-        t_ns.extend([chunk_ns[c] if c < n_times else None for c in at])
+        t_ns.extend(times)
         data.extend([e.data for e in events])
-        content.extend([d.content for d in deltas])
-        reasoning.extend([d.reasoning for d in deltas])
-        tools.extend([d.tool_deltas if d.tool_calls else 0 for d in deltas])
-        finish.extend([d.finish_reason for d in deltas])
+        content.extend(texts)
+        reasoning.extend(thoughts)
+        tools.extend(calls)
+        finish.extend(finishes)
         usage.extend([None if d.usage is None else _dump(d.usage) for d in deltas])
         if sink.pending() >= _BATCH_ROWS:
             sink.flush()
+        return _token_times(at, times, texts, thoughts, calls, finishes)
 
-    def _stream_rows(self, xid: str | None, s: ChatStream, chunk_ns: list[int]) -> None:
+    def _stream_rows(self, xid: str | None, s: ChatStream, chunk_ns: list[int]) -> _Tokens:
         """``_event_rows`` of an answer read by ``read_chat_stream``: its columns as they come."""
         sink = self.sinks["events"]
         assert isinstance(sink, _ColumnSink)
         ids, index, chunk, t_ns, data, content, reasoning, tools, finish, usage = sink.columns
         n, n_times = len(s.chunk), len(chunk_ns)
+        times = [chunk_ns[c] if c < n_times else None for c in s.chunk]
         ids.extend([xid] * n)
         index.extend(range(n))
         chunk.extend(s.chunk)
-        t_ns.extend([chunk_ns[c] if c < n_times else None for c in s.chunk])
+        t_ns.extend(times)
         data.extend(s.data)
         content.extend(s.content)
         reasoning.extend(s.reasoning)
@@ -274,6 +318,7 @@ class _Decoder:
         usage.extend([None if u is None else json.dumps(u, ensure_ascii=False) for u in s.usage])
         if sink.pending() >= _BATCH_ROWS:
             sink.flush()
+        return _token_times(s.chunk, times, s.content, s.reasoning, s.tool_calls, s.finish_reason)
 
     def _chunk_rows(self, xid: str | None, chunks: list[bytes], chunk_ns: list[int]) -> None:
         """Each chunk as the wire carried it (bytes and arrival), for SQL that needs more than the adapters read."""
@@ -303,6 +348,7 @@ class _Decoder:
         chunks: list[bytes],
         chunk_ns: list[int],
         done: bool,
+        tokens: _Tokens,
     ) -> None:
         """The exchange's one row: the record's own fields, then what its request and response say."""
         run = self.run
@@ -357,10 +403,11 @@ class _Decoder:
                 rec.get("source_id"),
                 _int(rec.get("repeat")),
                 *(_int(rec.get(k)) for k in ("scheduled_ns", "lag_ns", "queue_ns", "dep_wait_ns")),
+                *tokens,
             )
         )
 
-    def _request_row(self, xid: str | None, r: Request, body: bytes) -> None:
+    def _request_row(self, xid: str | None, r: Request, body: bytes, digest: bytes | None) -> None:
         s = r.sampling
         self.sinks["requests"].add(
             (
@@ -384,6 +431,7 @@ class _Decoder:
                 _int(s.get("seed")),
                 _dump(s) if s else None,
                 r.previous_response_id,
+                digest,
             ),
             len(body),
         )
@@ -414,7 +462,7 @@ class _Decoder:
         ids = pt.get("ids") if isinstance(pt.get("ids"), list) else None
         if ids is not None:
             try:  # 4 bytes a token instead of a list of ints: a capture's prompts stay small in memory
-                self.prompt_ids[str(rec.get("exchange_id"))] = array("I", ids).tobytes()
+                self.prompt_ids[str(rec.get("exchange_id"))] = self.tokens.add(array("I", ids).tobytes())
             except (OverflowError, TypeError):
                 pass  # not token ids as any tokenizer makes them: this request has none
         self.sinks["enrichments"].add(
@@ -467,29 +515,60 @@ class _Decoder:
 
     def prefixes(self) -> None:
         """Prefix reuse within the capture: in tokens when every generation request has prompt ids, else in bytes."""
-        ordered = sorted(self.prompts, key=lambda p: (p[0], p[1]))
-        tokens = bool(ordered) and all(p[2] in self.prompt_ids for p in ordered)
-        items: list[bytes] = [self.prompt_ids[p[2]] for p in ordered] if tokens else [p[3] for p in ordered]
+        g = self.generations
+        order = g.order()
+        tokens = bool(order) and all(g.ids[i] in self.prompt_ids for i in order)
+        index, items = (self.tokens, [self.prompt_ids[g.ids[i]] for i in order]) if tokens else (g.bodies, order)
         # Ids packed 4 bytes each: a common prefix of k tokens is one of 4k bytes (plus < 4 of the next).
         size = 4 if tokens else 1
-        for (_, _, xid, _), item, shared in zip(ordered, items, longest_earlier_prefixes(items), strict=True):
-            self.sinks["prefixes"].add((self.capture, xid, "tokens" if tokens else "bytes", len(item) // size, shared // size))
+        add = self.sinks["prefixes"].add
+        for i, item, shared in zip(order, items, index.longest_earlier(items), strict=True):
+            add((self.capture, g.ids[i], "tokens" if tokens else "bytes", index.length(item) // size, shared // size))
+        g.bodies = self.tokens = PrefixIndex()  # what turns() needs is the rest
 
     def turns(self) -> None:
         """Each generation request's session, turn and think time, linked in order of sending."""
-        ordered = sorted(self.links, key=lambda x: (x[0], x[1]))
-        found = link([x[4] for x in ordered])
+        g = self.generations
+        order = g.order()
+        links = [g.links[i] for i in order]
+        found = link(links)
         parents = [None if f is None else f[0] for f in found]
-        ids = [x[2] for x in ordered]
-        sessions = sessions_of(parents, [x[4].session for x in ordered], ids)
+        ids = [g.ids[i] for i in order]
+        sessions = sessions_of(parents, [x.session for x in links], ids)
         add = self.sinks["turns"].add
-        for (sent, _, xid, _, _), f, session, turn in zip(ordered, found, sessions, turns_of(parents), strict=True):
+        for i, xid, f, session, turn in zip(order, ids, found, sessions, turns_of(parents), strict=True):
             if f is None:
                 add((self.capture, xid, session, turn, None, None, None))
             else:
-                parent = ordered[f[0]]
-                add((self.capture, xid, session, turn, parent[2], f[1], max(0, sent - parent[3])))
-        self.links = []
+                parent = order[f[0]]
+                add((self.capture, xid, session, turn, g.ids[parent], f[1], max(0, g.sent[i] - g.end[parent])))
+        self.generations = _Generations()
+
+
+class _Generations:
+    """A capture's generation requests, kept for the two passes that need them all (prefix reuse and
+    session linking) as parallel arrays: at ten million requests, a tuple of five objects each would
+    be gigabytes more."""
+
+    def __init__(self) -> None:
+        self.sent, self.seq, self.end = array("q"), array("q"), array("q")  # send and end (wall ns), seq
+        self.ids: list[str] = []
+        self.bodies = PrefixIndex()  # request bodies as prefixes: agent requests share most of theirs
+        self.links: list[Links] = []
+
+    def add(self, sent: int, seq: int, xid: str, end: int, body: bytes, links: Links) -> None:
+        self.sent.append(int(sent))
+        self.seq.append(seq)
+        self.end.append(int(end))
+        self.ids.append(xid)
+        self.bodies.add(body)
+        self.links.append(links)
+
+    def order(self) -> list[int]:
+        """Indexes in order of sending (ties by seq, then as recorded)."""
+        if not self.ids:
+            return []
+        return np.lexsort((np.frombuffer(self.seq, np.int64), np.frombuffer(self.sent, np.int64))).tolist()
 
 
 def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[str, Any]:

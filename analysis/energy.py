@@ -53,11 +53,25 @@ class Telemetry:
         self.series: dict[str, dict[str, dict[str, _Series]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
         for capture, name, key, wall_ns, value in rows:
             self.series[capture][name][str(key)].append((wall_ns, value))
-        busy = analysis.sql("SELECT capture, sent_wall_ns, end_wall_ns FROM metrics WHERE end_wall_ns IS NOT NULL").fetchall()
-        self.busy: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        for capture, start, end in busy:
-            self.busy[capture].append((start, end))
-        self.merged = {capture: _merge(spans) for capture, spans in self.busy.items()}
+        self.analysis = analysis
+
+    def _idle_samples(self, capture: str, power: _Series, first: int, last: int) -> list[float]:
+        """The power samples in [first, last] taken while no request of ``capture`` was in flight.
+
+        The spans are asked of DuckDB for just these instants (a range join), so that a run of
+        millions of requests is never read into Python for a few thousand samples."""
+        inside = [(t, v) for t, v in power if first <= t <= last]
+        if not inside:
+            return []
+        busy = {
+            t
+            for (t,) in self.analysis.sql(
+                "SELECT DISTINCT s.t FROM (SELECT unnest(?::BIGINT[]) AS t) s JOIN metrics m "
+                "ON m.capture = ? AND m.end_wall_ns IS NOT NULL AND m.sent_wall_ns <= s.t AND s.t <= m.end_wall_ns",
+                [sorted({t for t, _ in inside}), capture],
+            ).fetchall()
+        }
+        return [v for t, v in inside if t not in busy]
 
     def energy(
         self, captures: Sequence[str], first: int, last: int, ok: int, tokens: int, sessions: int
@@ -79,7 +93,7 @@ class Telemetry:
                     else:
                         power = [(t, v * scale) for t, v in samples]
                         joules += _integral(power, first, last)
-                    idle.extend(v for t, v in power if first <= t <= last and not _inside(self.merged[capture], t))
+                    idle.extend(self._idle_samples(capture, power, first, last))
             span_s = (last - first) / 1e9
             return {
                 "joules": joules,
@@ -147,21 +161,6 @@ def _integral(power: _Series, first: int, last: int) -> float:
         return 0.0
     points = [(first, _at(power, first)), *((t, v) for t, v in power if first < t < last), (last, _at(power, last))]
     return sum((t1 - t0) / 1e9 * (v0 + v1) / 2 for (t0, v0), (t1, v1) in zip(points, points[1:], strict=False))
-
-
-def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _inside(merged: list[tuple[int, int]], t: int) -> bool:
-    i = bisect.bisect_right(merged, (t, float("inf"))) - 1
-    return i >= 0 and merged[i][0] <= t <= merged[i][1]
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

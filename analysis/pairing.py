@@ -39,46 +39,48 @@ def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
 
     Rules, in order: B replays A (``b.source_id == a.id``), A replays B, both replay the same
     source (same ``source_id`` and ``repeat``); then identical method, path and request bytes,
-    matched in order of occurrence.
+    matched in order of occurrence. Each exchange pairs at most once, as itself: two exchanges
+    that share an id (copies, a hand-made capture) are two exchanges, and a replay link names the
+    last exchange of its id.
     """
     out = Pairs(by={"replay link": 0, "shared source": 0, "identical request": 0})
-    used_a: set[str] = set()
-    used_b: set[str] = set()
+    used_a: set[int] = set()
+    used_b: set[int] = set()
+    taken: list[tuple[int, int]] = []
 
-    def take(x: dict[str, Any] | None, y: dict[str, Any] | None, rule: str) -> None:
-        if x is None or y is None or x["id"] in used_a or y["id"] in used_b:
+    def take(i: int | None, j: int | None, rule: str) -> None:
+        if i is None or j is None or i in used_a or j in used_b:
             return
-        out.pairs.append((x, y))
-        used_a.add(x["id"])
-        used_b.add(y["id"])
+        taken.append((i, j))
+        used_a.add(i)
+        used_b.add(j)
         out.by[rule] += 1
 
-    a_by_id = {x["id"]: x for x in a}
-    b_by_id = {x["id"]: x for x in b}
-    for y in b:
-        take(a_by_id.get(y.get("source_id")), y, "replay link")
-    for x in a:
-        take(x, b_by_id.get(x.get("source_id")), "replay link")
-    shared: dict[tuple[str, int], deque[dict[str, Any]]] = defaultdict(deque)
-    for y in b:
-        if y["id"] not in used_b and y.get("source_id"):
-            shared[(y["source_id"], y.get("repeat", 0))].append(y)
-    for x in a:
-        queue = shared.get((x.get("source_id"), x.get("repeat", 0))) if x["id"] not in used_a and x.get("source_id") else None  # type: ignore[arg-type]
+    a_by_id = {x["id"]: i for i, x in enumerate(a)}  # the last exchange of each id
+    b_by_id = {y["id"]: j for j, y in enumerate(b)}
+    for j, y in enumerate(b):
+        take(a_by_id.get(y.get("source_id")), j, "replay link")
+    for i, x in enumerate(a):
+        take(i, b_by_id.get(x.get("source_id")), "replay link")
+    shared: dict[tuple[str, int], deque[int]] = defaultdict(deque)
+    for j, y in enumerate(b):
+        if j not in used_b and y.get("source_id"):
+            shared[(y["source_id"], y.get("repeat", 0))].append(j)
+    for i, x in enumerate(a):
+        queue = shared.get((x.get("source_id"), x.get("repeat", 0))) if i not in used_a and x.get("source_id") else None  # type: ignore[arg-type]
         if queue:
-            take(x, queue.popleft(), "shared source")
-    same: dict[tuple[str, str, bytes], deque[dict[str, Any]]] = defaultdict(deque)
-    for y in b:
-        if y["id"] not in used_b:
-            same[_request_key(y)].append(y)
-    for x in a:
-        queue = same.get(_request_key(x)) if x["id"] not in used_a else None
+            take(i, queue.popleft(), "shared source")
+    same: dict[tuple[str, str, bytes], deque[int]] = defaultdict(deque)
+    for j, y in enumerate(b):
+        if j not in used_b:
+            same[_request_key(y)].append(j)
+    for i, x in enumerate(a):
+        queue = same.get(_request_key(x)) if i not in used_a else None
         if queue:
-            take(x, queue.popleft(), "identical request")
-    out.unpaired_a = [x for x in a if x["id"] not in used_a]
-    out.unpaired_b = [y for y in b if y["id"] not in used_b]
-    order = {x["id"]: i for i, x in enumerate(a)}
-    out.pairs.sort(key=lambda p: order[p[0]["id"]])
+            take(i, queue.popleft(), "identical request")
+    out.pairs = [(a[i], b[j]) for i, j in sorted(taken)]
+    out.unpaired_a = [x for i, x in enumerate(a) if i not in used_a]
+    out.unpaired_b = [y for j, y in enumerate(b) if j not in used_b]
     return out
 
 
@@ -110,14 +112,15 @@ def pair_in(con: Any, a: str, b: str, name: str) -> PairTable:
     (summaries.py): the same rules in the same order, with each rule's matches in order of
     occurrence, so that a million exchanges pair without coming into Python.
 
-    As in ``pair``, an exchange taken by one rule is out of the later ones (by id), a replay link
-    goes to the last exchange of that id, and the pairs come in A's order."""
+    As in ``pair``, an exchange taken by one rule is out of the later ones (as itself, by ``ord``:
+    two exchanges sharing an id are two), a replay link goes to the last exchange of that id, and
+    the pairs come in A's order."""
     con.execute(f"CREATE OR REPLACE TABLE {name}_raw (a_ord BIGINT, b_ord BIGINT, a_id VARCHAR, b_id VARCHAR, rule INT)")
     for side, rel in (("a", a), ("b", b)):  # the keys only: the summaries stay on disk
         con.execute(f"CREATE OR REPLACE VIEW {name}_{side} AS SELECT ord, id, source_id, repeat_key, request_key FROM {rel}")
     a, b = f"{name}_a", f"{name}_b"
-    free_a = f"(SELECT k.* FROM {a} k ANTI JOIN {name}_raw u ON u.a_id = k.id)"
-    free_b = f"(SELECT k.* FROM {b} k ANTI JOIN {name}_raw u ON u.b_id = k.id)"
+    free_a = f"(SELECT k.* FROM {a} k ANTI JOIN {name}_raw u ON u.a_ord = k.ord)"
+    free_b = f"(SELECT k.* FROM {b} k ANTI JOIN {name}_raw u ON u.b_ord = k.ord)"
     rules = [
         # B replays A: each of A's exchanges (the last of its id) goes to the first of B's naming it.
         f"""SELECT x.ord, min(y.ord), any_value(x.id), arg_min(y.id, y.ord), 0
@@ -125,7 +128,7 @@ def pair_in(con: Any, a: str, b: str, name: str) -> PairTable:
         # A replays B: the first of A's free exchanges naming one of B's free ones takes it.
         f"""SELECT min(x.ord), y.ord, arg_min(x.id, x.ord), any_value(y.id), 0
             FROM {free_a} x JOIN (SELECT id, max(ord) AS ord FROM {b} GROUP BY id) y ON x.source_id = y.id
-            ANTI JOIN {name}_raw u ON u.b_id = y.id GROUP BY y.ord""",
+            ANTI JOIN {name}_raw u ON u.b_ord = y.ord GROUP BY y.ord""",
         # Both replay the same source: the k-th of A's free replays of (source, repeat) takes B's k-th.
         f"""SELECT x.ord, y.ord, x.id, y.id, 1 FROM
             (SELECT *, row_number() OVER (PARTITION BY source_id, repeat_key ORDER BY ord) AS k

@@ -114,6 +114,14 @@ EXCHANGES = _schema(
     ("lag_ns", I64),
     ("queue_ns", I64),
     ("dep_wait_ns", I64),  # replays
+    # Its token-bearing events (text, reasoning or a tool-call delta), as the token_chunks view reads
+    # them, summed up at decode time so that the metrics view needs no aggregate over every event:
+    ("first_token_ns", I64),
+    ("last_token_ns", I64),
+    ("first_content_ns", I64),  # the first chunk with text
+    ("token_chunk_count", I64),
+    ("token_event_count", I64),
+    ("finish_ns", I64),  # the first event with a finish reason
 )
 
 CHUNKS = _schema(
@@ -160,6 +168,8 @@ REQUESTS = _schema(
     ("seed", I64),
     ("sampling", S),  # JSON: every sampling setting sent, under its canonical name
     ("previous_response_id", S),
+    # A generation request's digest (capture/identity.py's request_digest of its exact bytes), for workload identities.
+    ("digest", pa.binary()),
 )
 
 ENGINES = pa.schema(

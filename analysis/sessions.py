@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .fetch import columns
 from .ratios import bootstrap_ratio, distribution
 
 #: Sessions listed one by one (the slowest on B relative to A).
@@ -56,9 +57,7 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     ).fetchall()[0]
     if not sessions:
         return None
-    cols = con.execute(
-        f"SELECT i, a_last - a_first AS a, b_last - b_first AS b FROM {table} WHERE compared ORDER BY i"
-    ).fetchnumpy()
+    cols = columns(con, f"SELECT i, a_last - a_first AS a, b_last - b_first AS b FROM {table} WHERE compared ORDER BY i")
     index = np.asarray(cols["i"], dtype=np.int64)
     va = np.asarray(cols["a"], dtype=np.int64).astype(np.float64) / 1e9
     vb = np.asarray(cols["b"], dtype=np.int64).astype(np.float64) / 1e9

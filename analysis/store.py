@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,9 @@ from .errors import AnalysisError, QueryError
 from .schema import TABLES
 from .sources import find_captures
 from .views import DERIVED
+
+#: DuckDB's buffer for an analysis (e.g. ``4GB``); unset: DuckDB's default, 80% of the machine's memory.
+MEMORY_ENV = "INFERTAP_DUCKDB_MEMORY"
 
 #: What ``export`` writes: every table, and the per-exchange views derived from them.
 EXPORTED = (*TABLES, "metrics", "itl")
@@ -55,11 +59,23 @@ class Analysis:
         cache_dir: str | os.PathLike[str] | None = None,
         workers: int | None = None,
         progress: Callable[[CachedCapture], None] | None = None,
+        memory_limit: str | None = None,
     ) -> None:
         """Load ``captures`` (paths, globs, folders of captures), decoding what the cache lacks with
-        up to ``workers`` processes (default: one per CPU)."""
+        up to ``workers`` processes (default: one per CPU). DuckDB keeps ``memory_limit`` (default
+        ``$INFERTAP_DUCKDB_MEMORY``, else its own default) and spills the rest to a private
+        temporary folder, never to the working directory (DuckDB's ``.tmp``)."""
         self.captures = cached_captures(find_captures(captures), cache_dir, workers=workers, progress=progress)
-        self.con = duckdb.connect()
+        self._spill = tempfile.mkdtemp(prefix="infertap-duckdb-")
+        config: dict[str, str | bool | int | float | list[str]] = {"temp_directory": self._spill}
+        limit = memory_limit or os.environ.get(MEMORY_ENV)
+        if limit:
+            config["memory_limit"] = limit
+        try:
+            self.con = duckdb.connect(config=config)
+        except duckdb.Error as exc:  # a memory limit DuckDB doesn't read
+            shutil.rmtree(self._spill, ignore_errors=True)
+            raise AnalysisError(f"can't open DuckDB with memory limit {limit!r} ({exc})") from exc
         try:
             for name in TABLES:
                 files = ", ".join(_literal(str(c.table(name))) for c in self.captures)
@@ -67,7 +83,7 @@ class Analysis:
             for statement in DERIVED:
                 self.con.execute(statement)
         except duckdb.Error as exc:  # a cache entry damaged or edited by hand
-            self.con.close()
+            self.close()
             folders = ", ".join(str(c.folder) for c in self.captures)
             raise AnalysisError(
                 f"the decoded tables can't be read ({exc}); delete the cache entries and load again: {folders}"
@@ -158,6 +174,7 @@ class Analysis:
 
     def close(self) -> None:
         self.con.close()
+        shutil.rmtree(self._spill, ignore_errors=True)
 
     def __enter__(self) -> Analysis:
         return self

@@ -9,7 +9,9 @@ bounded batches (compare.py).
 
 A summary is pickled: a value of any shape the adapters read (a tool call's arguments, a logprob
 keyed by token id or text, text with lone surrogates) comes back exactly as it was. The files are
-this process's own, written to a private temporary folder and read back by it only.
+written to compare's private temporary folder, or kept beside the capture's decoded tables in the
+cache (``cached_side``) when every folder of that entry is the user's own and writable by no one
+else, so that comparing the same run again doesn't read its capture again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +31,13 @@ import pyarrow.parquet as pq
 from infertap.apis import Output, read_request, read_response
 from infertap.capture.reader import CaptureReader
 
+from .cache import CachedCapture
 from .divergence import logprob_positions
 
 #: Rows per Parquet row group and per batch held before writing.
 BATCH_ROWS = 5_000
+#: Changes whenever what a summary holds changes: summaries cached by another version are not read.
+SUMMARY_VERSION = 1
 
 EXCHANGE_SCHEMA = pa.schema(
     [
@@ -198,3 +205,43 @@ def summarize_capture(path: str | os.PathLike[str], folder: Path, *, last_user: 
     return Side(
         str(path), folder / "exchanges.parquet", folder / "enrichments.parquet", n, snapshot, [str(t) for t in reader.torn]
     )
+
+
+def cached_side(path: str | os.PathLike[str], entry: CachedCapture | None, scratch: Path, *, last_user: bool = False) -> Side:
+    """``summarize_capture`` of the capture at ``path``, kept in its cache ``entry`` (its decoded
+    tables' folder, which goes when the capture changes) and read from there next time; in
+    ``scratch`` when there is no entry or it is not private (``CachedCapture.private``)."""
+    if entry is None or not entry.private():
+        return summarize_capture(path, scratch, last_user=last_user)
+    folder = entry.folder / f"summary-v{SUMMARY_VERSION}{'-last-user' if last_user else ''}"
+    side = _kept(path, folder)
+    if side is not None:
+        return side
+    tmp = entry.folder / f".tmp-summary-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.mkdir(mode=0o700)  # owner-only, as the cache is: it holds prompts and outputs
+        side = summarize_capture(path, tmp, last_user=last_user)
+        (tmp / "side.pickle").write_bytes(_dump((side.exchanges, side.snapshot, side.torn)))
+        try:
+            os.rename(tmp, folder)
+        except OSError:  # another compare put it in place first, or the cache can't take it: this one will do
+            return _kept(path, folder) or summarize_capture(path, scratch, last_user=last_user)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return _kept(path, folder) or summarize_capture(path, scratch, last_user=last_user)
+
+
+def _kept(path: str | os.PathLike[str], folder: Path) -> Side | None:
+    """The side kept in ``folder``, or None (and the folder gone) when it is missing or damaged."""
+    meta = folder / "side.pickle"
+    if not meta.exists():
+        return None
+    try:
+        exchanges, snapshot, torn = load(meta.read_bytes())
+        if pq.read_metadata(folder / "exchanges.parquet").num_rows != exchanges:
+            raise ValueError("row count")
+        pq.read_metadata(folder / "enrichments.parquet")
+    except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError, pa.ArrowException):  # damaged: summarized again
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return Side(str(path), folder / "exchanges.parquet", folder / "enrichments.parquet", exchanges, snapshot, list(torn))

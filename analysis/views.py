@@ -37,14 +37,7 @@ SELECT * EXCLUDE (rn) FROM (
 
 METRICS = """
 CREATE OR REPLACE VIEW metrics AS
-WITH tok AS (
-    SELECT capture, exchange_id, min(t_ns) AS first_ns, max(t_ns) AS last_ns,
-           min(t_ns) FILTER (WHERE has_content) AS first_content_ns,
-           count(*) AS token_chunks, sum(events)::BIGINT AS token_events
-    FROM token_chunks GROUP BY capture, exchange_id
-), fin AS (
-    SELECT capture, exchange_id, min(t_ns) AS finish_ns FROM events WHERE finish_reason IS NOT NULL GROUP BY capture, exchange_id
-), base AS (
+WITH base AS (
     SELECT
         x.capture, x.capture_id, x.run_id, x.recorder, x.recorder_id, x.exchange_id, x.seq,
         coalesce(t.session, x.session) AS session, t.turn, t.parent_id, t.link, t.think_ns, x.model, x.method, x.path,
@@ -55,21 +48,21 @@ WITH tok AS (
         -- byte of the answer arrived.
         (x.status BETWEEN 200 AND 299 AND (x."end" = 'complete' OR (x."end" = 'client_disconnected' AND x.stream_done))) AS ok,
         x.sent_wall_ns, x.sent_wall_ns + x.end_ns AS end_wall_ns, x.end_ns AS duration_ns,
-        tok.first_ns AS ttft_ns,
-        tok.first_content_ns AS ttft_content_ns,
+        x.first_token_ns AS ttft_ns,
+        x.first_content_ns AS ttft_content_ns,
         x.first_chunk_ns AS t_first_byte_ns,
         CASE WHEN x."end" = 'complete' THEN x.end_ns ELSE x.last_chunk_ns END AS e2e_ns,
-        tok.first_ns AS t_first_token_ns, tok.last_ns AS t_last_token_ns, fin.finish_ns AS t_finish_ns,
+        x.first_token_ns AS t_first_token_ns, x.last_token_ns AS t_last_token_ns, x.finish_ns AS t_finish_ns,
         CASE WHEN x.usage_completion_tokens IS NOT NULL THEN x.usage_completion_tokens
              WHEN e.output_tokens IS NOT NULL THEN e.output_tokens
-             WHEN x.generation THEN coalesce(tok.token_events, 0) END AS output_tokens,
+             WHEN x.generation THEN coalesce(x.token_event_count, 0) END AS output_tokens,
         CASE WHEN x.usage_completion_tokens IS NOT NULL THEN 'usage'
              WHEN e.output_tokens IS NOT NULL THEN 'tokenize'
              WHEN x.generation THEN 'chunks' END AS output_tokens_source,
         CASE WHEN x.usage_completion_tokens IS NULL AND e.output_tokens IS NOT NULL
              THEN e.output_source END AS output_tokens_detail,  -- how the enrichment counted them
-        coalesce(tok.token_chunks, 0) AS token_chunks,
-        coalesce(tok.token_events, 0) AS token_events,
+        coalesce(x.token_chunk_count, 0) AS token_chunks,
+        coalesce(x.token_event_count, 0) AS token_events,
         coalesce(x.usage_prompt_tokens, e.prompt_tokens) AS prompt_tokens,
         CASE WHEN x.usage_prompt_tokens IS NOT NULL THEN 'usage'
              WHEN e.prompt_tokens IS NOT NULL THEN 'tokenize' END AS prompt_tokens_source,
@@ -81,8 +74,6 @@ WITH tok AS (
         p.unit AS prefix_unit, p.length AS prefix_length, p.shared AS prefix_shared,
         x.source_id, x.repeat, x.scheduled_ns, x.lag_ns, x.queue_ns, x.dep_wait_ns
     FROM exchanges x
-    LEFT JOIN tok ON tok.capture = x.capture AND tok.exchange_id = x.exchange_id
-    LEFT JOIN fin ON fin.capture = x.capture AND fin.exchange_id = x.exchange_id
     LEFT JOIN enrichment_latest e ON e.capture = x.capture AND e.exchange_id = x.exchange_id
     LEFT JOIN prefixes p ON p.capture = x.capture AND p.exchange_id = x.exchange_id
     LEFT JOIN turns t ON t.capture = x.capture AND t.exchange_id = x.exchange_id

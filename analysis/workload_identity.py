@@ -1,9 +1,9 @@
 """Workload identities from the loaded tables, equal to those the capture package computes
 (``infertap.capture.identity``) for the same requests: proof that two runs saw identical traffic.
 
-The request digests are computed in DuckDB from the ``requests`` table's body text (a generation
-request's body is a JSON object, so its text is its exact UTF-8 bytes); only the digests and send
-times come back to Python, where they are ordered and hashed as the capture package does.
+Each generation request's digest is taken once, when the capture is decoded (the ``requests``
+table's ``digest``, ``request_digest`` of its exact bytes); the digests and send times stream back
+a batch at a time into the capture package's ``IdentityTally``, which orders and hashes them.
 """
 
 from __future__ import annotations
@@ -13,17 +13,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.identity import Sent, WorkloadIdentity, identity_of, rechained_requests, workload_summary
+from infertap.capture.identity import IdentityTally, Sent, WorkloadIdentity, rechained_requests, workload_summary
 from infertap.capture.reader import CaptureReader
 from infertap.capture.segments import segment_paths
 
 from .store import Analysis
 
+_ROWS = 50_000  # requests read from DuckDB at a time
+
 #: A generation request's digest (capture/identity.py's ``request_digest``) and its send time's parts.
-SENT_COLUMNS = (
-    "sha256(x.method || ' ' || x.path || CASE WHEN coalesce(x.query, '') <> '' THEN '?' || x.query ELSE '' END "
-    "|| chr(10) || coalesce(r.body, '')) AS digest, x.request_bytes, u.wall AS run_wall, x.start_ns, x.scheduled_ns"
-)
+SENT_COLUMNS = "r.digest AS digest, x.request_bytes, u.wall AS run_wall, x.start_ns, x.scheduled_ns"
 SENT_FROM = (
     "JOIN exchanges x USING (capture, exchange_id) JOIN requests r USING (capture, exchange_id) "
     "LEFT JOIN (SELECT DISTINCT ON (capture, run_id) capture, run_id, wall FROM runs) u "
@@ -36,27 +35,43 @@ def sent_of(row: Sequence[Any]) -> Sent:
     digest, size, run_wall, start_ns, scheduled_ns = row
     anchor = round(float(run_wall or 0.0) * 1e9)
     t = scheduled_ns if scheduled_ns is not None else (start_ns or 0)
-    return Sent(bytes.fromhex(digest), anchor + int(t), int(size or 0))
+    return Sent(bytes(digest), anchor + int(t), int(size or 0))
+
+
+def tallies(analysis: Analysis, sql: str, keys: int = 0, rows: int = _ROWS) -> dict[tuple[Any, ...], IdentityTally]:
+    """``sql``'s rows (``keys`` group columns, then ``SENT_COLUMNS``) tallied per group, a batch
+    of ``rows`` at a time: one packed key per request is kept, never the rows themselves."""
+    out: dict[tuple[Any, ...], IdentityTally] = {}
+    for batch in analysis.sql(sql).to_arrow_reader(rows):
+        for row in zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)), strict=True):
+            key = tuple(row[:keys])
+            tally = out.get(key)
+            if tally is None:
+                tally = out[key] = IdentityTally()
+            s = sent_of(row[keys:])
+            tally.add_sent(s.digest, s.t_ns, s.size, s.rechained)
+    return out
 
 
 def group_identities(analysis: Analysis, table: str, keys: Sequence[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
     """The workload identity of each group of ``table`` (rows keyed on ``capture, exchange_id`` and
     ``keys``), as ``WorkloadIdentity.as_dict()``."""
     cols = ", ".join(f"m.{k}" for k in keys)
-    rows = analysis.query(f"SELECT {cols}, {SENT_COLUMNS} FROM {table} m {SENT_FROM}").rows
-    sent: dict[tuple[Any, ...], list[Sent]] = {}
-    for row in rows:
-        sent.setdefault(tuple(row[: len(keys)]), []).append(sent_of(row[len(keys) :]))
-    return {key: identity_of(requests).as_dict() for key, requests in sent.items()}
+    found = tallies(analysis, f"SELECT {cols}, {SENT_COLUMNS} FROM {table} m {SENT_FROM}", len(keys))
+    return {key: tally.identity().as_dict() for key, tally in found.items()}
+
+
+def sent_sql(capture: str) -> str:
+    """The generation requests of one loaded capture (its ``capture`` column value), as ``SENT_COLUMNS``."""
+    quoted = "'" + capture.replace("'", "''") + "'"
+    return f"SELECT {SENT_COLUMNS} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = {quoted}) m {SENT_FROM}"
 
 
 def capture_identity(analysis: Analysis, capture: str) -> WorkloadIdentity:
     """The workload identity of one loaded capture (its ``capture`` column value), every run of it."""
-    rows = analysis.query(
-        f"SELECT {SENT_COLUMNS} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = ?) m {SENT_FROM}", [capture]
-    ).rows
+    tally = tallies(analysis, sent_sql(capture)).get((), IdentityTally())
     exchanges = analysis.query("SELECT count(*) FROM exchanges WHERE capture = ?", [capture]).rows[0][0]
-    return identity_of([sent_of(row) for row in rows], int(exchanges))
+    return tally.identity(int(exchanges))
 
 
 def recorders(capture: str | Path) -> list[dict[str, Any]]:

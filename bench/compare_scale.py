@@ -1,19 +1,23 @@
-"""How far ``compare`` scales: two synthetic runs of N streamed exchanges each, paired by request.
+"""How far the analysis scales: two synthetic runs of N streamed exchanges each, paired by request.
 
     python -m bench.compare_scale                       # 10,000 and 100,000 pairs, side by side
     python -m bench.compare_scale --n 1000000           # the million pairs of issue #19
+    python -m bench.compare_scale --n 10000000 --workdir /big/disk   # ten million (about 45 minutes here)
     python -m bench.compare_scale --n 10000 --n 100000 --json bench-compare.json [--workdir DIR]
 
-Per size: the time to build the captures; the cold load (decoding both runs into the Parquet cache)
-with its peak memory; then ``compare`` on the cached runs with its own peak memory. Each phase runs in
-a fresh process, so that each peak RSS (ru_maxrss) is that phase's own and the sizes can be read side
-by side: compare's peak should stay flat as pairs grow (its DuckDB buffer is bounded, see
+Per size: the time to build the captures with the project's writer; the cold load (decoding both
+runs into the Parquet cache, one worker process per run) with the main process's and the larger
+worker's peak memory; then, on the cached runs, ``infertap stats`` and ``infertap sql`` of one run
+and ``compare`` of the two, each with its own peak memory. Each phase runs in a fresh process, so
+that each peak RSS (ru_maxrss) is that phase's own and the sizes can be read side by side:
+compare's peak should stay flat as pairs grow (its DuckDB buffer is bounded, see
 ``compare.MEMORY_LIMIT``). Every pair differs in one token, so every divergence path runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -71,9 +75,19 @@ def _phase(phase: str, a: str, b: str) -> dict[str, float | int | None]:
     if phase == "load":
         from infertap.analysis import Analysis
 
-        for path in (a, b):
-            with Analysis([path], workers=1):
-                pass
+        with Analysis([a, b], workers=2):
+            pass
+        out["worker_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    elif phase in ("stats", "sql"):
+        from infertap.cli import cli
+
+        args = ["stats", "--json", a] if phase == "stats" else ["sql", "--json", SQL, a]
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+            try:
+                cli(args, standalone_mode=False)
+            except SystemExit as exit:  # pragma: no cover: only on a failure, which must show
+                if exit.code:
+                    raise
     else:
         from infertap.analysis.compare import compare
 
@@ -84,35 +98,51 @@ def _phase(phase: str, a: str, b: str) -> dict[str, float | int | None]:
     return out
 
 
+#: What the ``sql`` phase asks: a count and a tail percentile over the metrics view (every exchange's row).
+SQL = "SELECT count(*), quantile_cont(ttft_ns, 0.99) / 1e6 AS p99_ttft_ms, avg(tpot_ns) / 1e6 AS mean_tpot_ms FROM metrics"
+
+
 def _in_child(phase: str, a: Path, b: Path, env: dict[str, str]) -> dict[str, float | int | None]:
     done = subprocess.run(
         [sys.executable, "-m", "bench.compare_scale", "--phase", phase, str(a), str(b)],
         env=env,
-        check=True,
-        capture_output=True,
+        stdout=subprocess.PIPE,  # its errors go where this one's go
         text=True,
     )
+    if done.returncode:
+        raise SystemExit(f"the {phase} phase failed (exit {done.returncode}); the runs are kept in {a.parent}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def measure(n: int, workdir: Path) -> dict[str, float | int | None]:
     folder = workdir / f"n{n}"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
     env = {**os.environ, "INFERTAP_CACHE": str(folder / "cache")}
-    t = time.perf_counter()
-    build(folder / "a", n, "The answer is 42.")
-    build(folder / "b", n, "The answer is 41.")
-    built = time.perf_counter() - t
+    shutil.rmtree(folder / "cache", ignore_errors=True)  # the load is measured cold
+    built = None
+    if not (folder / "built").exists():  # runs of this size kept from an earlier run (--workdir) are reused
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        t = time.perf_counter()
+        build(folder / "a", n, "The answer is 42.")
+        build(folder / "b", n, "The answer is 41.")
+        built = time.perf_counter() - t
+        (folder / "built").write_text(str(built))
     load = _in_child("load", folder / "a", folder / "b", env)
+    stats = _in_child("stats", folder / "a", folder / "b", env)
+    sql = _in_child("sql", folder / "a", folder / "b", env)
     cmp = _in_child("compare", folder / "a", folder / "b", env)
-    shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(folder / "cache", ignore_errors=True)
     return {
         "exchanges_total": 2 * n,
         "pairs": cmp["pairs"],
-        "build_s": built,
+        "build_s": built if built is not None else float((folder / "built").read_text()),
         "load_s": load["s"],
         "load_peak_rss_mib": load["peak_rss_mib"],
+        "load_worker_peak_rss_mib": load["worker_peak_rss_mib"],
+        "stats_s": stats["s"],
+        "stats_peak_rss_mib": stats["peak_rss_mib"],
+        "sql_s": sql["s"],
+        "sql_peak_rss_mib": sql["peak_rss_mib"],
         "compare_s": cmp["s"],
         "compare_peak_rss_mib": cmp["peak_rss_mib"],
         "answer_changed": cmp["answer_changed"],
@@ -123,22 +153,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, action="append", help="pairs (exchanges per run); repeat for several sizes")
     parser.add_argument("--json", default="bench-compare.json")
-    parser.add_argument("--workdir", help="where the captures are built (default: a temporary folder)")
-    parser.add_argument("--phase", choices=["load", "compare"], help=argparse.SUPPRESS)  # one phase, in a child
+    parser.add_argument("--workdir", help="where the runs are built and kept, to be reused (default: a temporary folder)")
+    parser.add_argument("--phase", choices=["load", "stats", "sql", "compare"], help=argparse.SUPPRESS)  # one phase, in a child
     parser.add_argument("captures", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase:
         print(json.dumps(_phase(args.phase, *args.captures)))
         return
     sizes = args.n or [10_000, 100_000]
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+    with contextlib.ExitStack() as stack:
+        work = Path(args.workdir) if args.workdir else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         results = []
         for n in sizes:
-            r = measure(n, Path(tmp))
+            r = measure(n, work)
             results.append(r)
             print(
-                f"{r['pairs']:>9,} pairs: built in {r['build_s']:.1f} s; load (cold decode) {r['load_s']:.1f} s, "
-                f"peak {r['load_peak_rss_mib']:,.0f} MiB; compare {r['compare_s']:.1f} s, peak {r['compare_peak_rss_mib']:,.0f} MiB",
+                f"{r['pairs']:>10,} pairs: built in {r['build_s']:.1f} s; load (cold decode, 2 workers) {r['load_s']:.1f} s, "
+                f"peak {r['load_peak_rss_mib']:,.0f} MiB (worker {r['load_worker_peak_rss_mib']:,.0f}); "
+                f"stats {r['stats_s']:.1f} s, peak {r['stats_peak_rss_mib']:,.0f} MiB; "
+                f"sql {r['sql_s']:.1f} s, peak {r['sql_peak_rss_mib']:,.0f} MiB; "
+                f"compare {r['compare_s']:.1f} s, peak {r['compare_peak_rss_mib']:,.0f} MiB",
                 flush=True,
             )
     Path(args.json).write_text(json.dumps(results, indent=2))

@@ -179,9 +179,10 @@ def _out(line: str) -> None:
 def _print_engines(engines: list[dict[str, Any]]) -> None:
     """The engines first: a number without its configuration is gossip."""
     for engine in engines:
+        dtype = f", weights {engine['dtype']}" if engine.get("dtype") else ""
         _out(
             f"engine: {engine['kind'] or 'unknown'} {engine['version'] or '(version unknown)'} at {engine['url'] or '?'} "
-            f"(fingerprint {engine['fingerprint']})"
+            f"(fingerprint {engine['fingerprint']}{dtype})"
         )
 
 

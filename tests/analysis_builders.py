@@ -144,3 +144,32 @@ def write_capture(path: Path, records: list[dict[str, Any]], recorder: dict[str,
 
 #: Writes records as a capture and loads it (the ``load`` fixture of tests/analysis/conftest.py).
 Load = Callable[[list[dict[str, Any]]], "Analysis"]
+
+
+#: The token times of each exchange as the metrics view computed them from ``events`` before they
+#: were summed up at decode time (analysis/decode.py ``_token_times``): the definition they must meet.
+TOKEN_TIMES_FROM_EVENTS = """
+WITH tok AS (
+    SELECT capture, exchange_id, min(t_ns) AS first_ns, max(t_ns) AS last_ns,
+           min(t_ns) FILTER (WHERE has_content) AS first_content_ns,
+           count(*) AS token_chunks, sum(events)::BIGINT AS token_events
+    FROM token_chunks GROUP BY capture, exchange_id
+), fin AS (
+    SELECT capture, exchange_id, min(t_ns) AS finish_ns FROM events WHERE finish_reason IS NOT NULL GROUP BY capture, exchange_id
+)
+SELECT x.exchange_id, tok.first_ns, tok.last_ns, tok.first_content_ns, tok.token_chunks, tok.token_events, fin.finish_ns
+FROM exchanges x
+LEFT JOIN tok ON tok.capture = x.capture AND tok.exchange_id = x.exchange_id
+LEFT JOIN fin ON fin.capture = x.capture AND fin.exchange_id = x.exchange_id
+ORDER BY x.capture, x.exchange_id
+"""
+
+
+def assert_token_times_match_events(a: Analysis) -> int:
+    """The exchanges' token times equal what the views compute from their events; how many were checked."""
+    kept = a.sql(
+        "SELECT exchange_id, first_token_ns, last_token_ns, first_content_ns, token_chunk_count, token_event_count, "
+        "finish_ns FROM exchanges ORDER BY capture, exchange_id"
+    ).fetchall()
+    assert kept == a.sql(TOKEN_TIMES_FROM_EVENTS).fetchall()
+    return len(kept)

@@ -165,10 +165,13 @@ class IdentityTally:
                 workload.update(digest)
         requests = len(keys) + len(self._odd)
         first: int | None = None
-        lines = []
+        lines: list[bytes] = []
         for t in times:
             first = t if first is None else first
             lines.append(b"%d\n" % ((t - first + SCHEDULE_RESOLUTION_NS // 2) // SCHEDULE_RESOLUTION_NS))
+            if len(lines) == 65_536:  # hashed a batch at a time: ten million lines would be half a GiB at once
+                schedule.update(b"".join(lines))
+                lines = []
         schedule.update(b"".join(lines))
         if exchanges is None:
             exchanges = self.exchanges or requests

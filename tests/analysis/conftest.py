@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infertap.analysis import Analysis
-from tests.analysis_builders import Load, write_capture
+from tests.analysis_builders import Load, assert_token_times_match_events, write_capture
 
 
 @pytest.fixture
@@ -24,4 +24,6 @@ def load(tmp_path: Path) -> Iterator[Load]:
 
     yield _load
     for a in opened:
+        # Every capture a test builds also checks the token times kept at decode time against the events.
+        assert_token_times_match_events(a)
         a.close()

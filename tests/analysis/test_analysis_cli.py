@@ -241,3 +241,27 @@ def test_the_command_line_loads_no_duckdb_or_arrow_until_a_command_needs_them():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_stats_names_each_engine_with_its_weights_dtype_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+
+    def snapshot(url: str, dtype: str | None) -> dict:
+        facts = {"version": {"value": "b5000", "source": "/props"}}
+        if dtype is not None:
+            facts["dtype"] = {"value": dtype, "source": "GGUF tensor types"}
+        return {"type": "engine", "url": url, "wall": 1.8e9, "kind": "llama-server", "fingerprint": "f00d", "facts": facts}
+
+    cap = write_capture(
+        tmp_path / "cap",
+        [
+            snapshot("http://a.test", "Q4_1 79%, Q8_0 21%, F32 <1%"),
+            snapshot("http://b.test", None),
+            exchange("x", chunks=[(10, sse(event("hi")))]),
+        ],
+    )
+    lines = [x for x in ok(run("stats", str(cap))).stdout.splitlines() if x.startswith("engine: ")]
+    assert lines == [
+        "engine: llama-server b5000 at http://a.test (fingerprint f00d, weights Q4_1 79%, Q8_0 21%, F32 <1%)",
+        "engine: llama-server b5000 at http://b.test (fingerprint f00d)",  # none known: nothing said
+    ]

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import os
 import struct
+import tempfile
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from infertap.analysis import EXPORTED, Analysis, NoCapturesError, find_captures
+from infertap.analysis.errors import AnalysisError
 from infertap.capture.errors import CaptureCorruptError, UnsupportedFormatError
 from infertap.capture.framing import Block, iter_blocks
+from infertap.capture.identity import request_digest
+from infertap.capture.reader import CaptureReader
 from infertap.capture.segments import segment_paths
 from infertap.capture.writer import CaptureWriter
 from tests.analysis_builders import MS, RECORDER, body, enrichment, event, exchange, sse, write_capture
@@ -181,6 +185,42 @@ def test_the_cache_lives_under_infertap_cache_and_is_owner_only(tmp_path: Path, 
     assert json.loads((entry / "meta.json").read_text())["rows"]["exchanges"] == 3
     for folder in (tmp_path / "envcache" / "captures", entry.parent, entry):
         assert folder.stat().st_mode & 0o077 == 0, folder
+
+
+def test_duckdb_keeps_its_memory_limit_and_spills_to_a_private_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cap = simple(tmp_path / "cap", n=3)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INFERTAP_DUCKDB_MEMORY", "64MB")
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        assert a.sql("SELECT current_setting('memory_limit')").fetchall()[0][0] == "61.0 MiB"  # 64 MB, as DuckDB prints it
+        # A table of ~200 MB can't stay in 64 MB: it spills, into the analysis's own folder.
+        spill = Path(a.sql("SELECT current_setting('temp_directory')").fetchall()[0][0])
+        assert spill.parent == Path(tempfile.gettempdir()) and spill.name.startswith("infertap-duckdb-")
+        a.sql("CREATE TEMP TABLE big AS SELECT i, md5(i::VARCHAR) AS h FROM range(3000000) t(i) ORDER BY h")
+        assert a.sql("SELECT count(*) FROM big").fetchall()[0][0] == 3_000_000
+        assert any(spill.iterdir())
+    assert not spill.exists()  # removed with the analysis
+    assert not (tmp_path / ".tmp").exists()  # never DuckDB's default, the working directory
+    with Analysis([cap], cache_dir=tmp_path / "cache", memory_limit="128MB") as a:  # the argument wins
+        assert a.sql("SELECT current_setting('memory_limit')").fetchall()[0][0] == "122.0 MiB"
+    with pytest.raises(AnalysisError, match="memory limit 'lots'"):
+        Analysis([cap], cache_dir=tmp_path / "cache", memory_limit="lots")
+
+
+def test_requests_carry_each_generation_requests_digest_as_the_capture_package_takes_it(tmp_path: Path) -> None:
+    cap = write_capture(
+        tmp_path / "cap",
+        [
+            exchange("gen", request=body("é and more")),
+            exchange("models", request=b"", path="/v1/models", method="GET"),
+        ],
+    )
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        rows = dict(a.sql("SELECT exchange_id, digest FROM requests").fetchall())
+    [record] = [r for r in CaptureReader(cap).records() if r.get("id") == "gen"]
+    assert rows["gen"] == request_digest("POST", "/v1/chat/completions", "", record["request_body"])
+    assert rows["gen"] != request_digest("POST", "/v1/chat/completions", "", body("e and more"))  # must differ
+    assert rows["models"] is None  # not a generation request: no digest
 
 
 def test_export_round_trips_through_duckdb(tmp_path: Path) -> None:

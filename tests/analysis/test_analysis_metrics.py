@@ -311,3 +311,52 @@ def test_anthropic_stream_events_count_text_and_thinking(load: Load) -> None:
     m = metric(a, "an")
     assert (m["t_first_byte_ns"], m["ttft_ns"], m["ttft_content_ns"]) == (5 * MS, 25 * MS, 45 * MS)
     assert (m["output_tokens"], m["output_tokens_source"]) == (2, "usage")
+
+
+def test_token_times_kept_at_decode_are_what_the_events_say(load: Load) -> None:
+    """The exchanges' token times (summed up at decode, so that metrics reads no events) against
+    the token_chunks view over every shape: several events a chunk, reasoning and tool deltas only,
+    a finish without text, events past the recorded chunk times, no events, a plain JSON body."""
+    a = load(
+        [
+            exchange(
+                "many",
+                chunks=[
+                    (10, sse(event(role="assistant"))),
+                    (20, sse(event("a"), event(reasoning="r"), event(tools=2))),
+                    (30, sse(event(reasoning="only"))),
+                    (40, sse(event("b"), event(finish="stop", usage=USAGE_3))),
+                ],
+            ),
+            exchange("thinking", chunks=[(5, sse(event(reasoning="r"))), (9, sse(event(tools=1, finish="tool_calls")))]),
+            exchange("silent", chunks=[(7, sse(event(role="assistant"), event(finish="length")))]),
+            # The last two chunks have no recorded time: their events are timed NULL, as in SQL.
+            exchange(
+                "untimed",
+                chunks=[(3, sse(event("x"))), (6, sse(event("y"))), (8, sse(event("z", finish="stop")))],
+                chunk_ns=[3 * MS],
+            ),
+            exchange("refused", chunks=[], status=None, end="upstream_error"),
+            exchange(
+                "whole",
+                chunks=[
+                    (12, json.dumps({"choices": [{"index": 0, "message": {"content": "ok"}, "finish_reason": "stop"}]}).encode())
+                ],
+                headers=JSON_HEADERS,
+            ),
+        ]
+    )
+    from tests.analysis_builders import assert_token_times_match_events
+
+    assert assert_token_times_match_events(a) == 6
+    rows = {
+        r[0]: r[1:]
+        for r in a.sql(
+            "SELECT exchange_id, first_token_ns, last_token_ns, first_content_ns, token_chunk_count, token_event_count, finish_ns FROM exchanges"
+        ).fetchall()
+    }
+    assert rows["many"] == (20 * MS, 40 * MS, 20 * MS, 3, 5, 40 * MS)
+    assert rows["thinking"] == (5 * MS, 9 * MS, None, 2, 2, 9 * MS)  # tokens, but no text
+    assert rows["silent"] == (None, None, None, None, None, 7 * MS)  # no token at all: NULL, as a LEFT JOIN gives
+    assert rows["untimed"] == (3 * MS, 3 * MS, 3 * MS, 3, 3, None)
+    assert rows["refused"] == (None,) * 6

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infertap.analysis import Analysis, AnalysisError, speed_stats
-from infertap.analysis.prefix import common_prefix, longest_earlier_prefixes
+from infertap.analysis.prefix import PrefixIndex, common_prefix, longest_earlier_prefixes
 from tests.analysis_builders import JSON_HEADERS, body, enrichment, event, exchange, sse, write_capture
 
 
@@ -192,6 +192,35 @@ def test_longest_earlier_prefix_equals_brute_force(items: list[list[int]]) -> No
     assert longest_earlier_prefixes(items) == expected
     as_bytes = [bytes(s) for s in items]
     assert longest_earlier_prefixes(as_bytes) == expected
+
+
+@given(
+    st.lists(st.binary(max_size=12).map(lambda b: bytes(x % 3 for x in b)), max_size=25),
+    st.integers(1, 5),
+    st.randoms(use_true_random=False),
+)
+def test_the_prefix_index_gives_what_the_strings_themselves_give(items: list[bytes], block: int, rng: random.Random) -> None:
+    """Kept as trie nodes and tails, in any block size, sent in any order (some more than once):
+    the same longest earlier prefixes as the strings in memory (small alphabet: long shared prefixes)."""
+    index = PrefixIndex(block)
+    numbers = [index.add(x) for x in items]
+    assert [index.length(n) for n in numbers] == [len(x) for x in items]
+    order = numbers + rng.sample(numbers, min(3, len(numbers)))  # a string sent again
+    rng.shuffle(order)
+    assert index.longest_earlier(order) == longest_earlier_prefixes([items[n] for n in order])
+
+
+def test_the_prefix_index_keeps_a_shared_conversation_once() -> None:
+    # 200 turns of one conversation, each request the whole of it so far: ~2 MB as strings.
+    turns = [random.Random(t).randbytes(100) for t in range(200)]
+    requests = [b"".join(turns[: t + 1]) for t in range(200)]
+    index = PrefixIndex(64)
+    order = [index.add(r) for r in requests]
+    assert index.longest_earlier(order) == [0] + [100 * t for t in range(1, 200)]
+    kept = sum(map(len, index._blocks)) + sum(map(len, index._tails))
+    assert sum(map(len, requests)) > 50 * kept and kept < 2 * len(requests[-1])  # ~77x less here
+    with pytest.raises(ValueError, match="at least 1"):
+        PrefixIndex(0)
 
 
 def test_common_prefix_of_long_sequences() -> None:

@@ -69,6 +69,26 @@ def test_identity_hashes_method_path_and_exact_bytes(tmp_path):
     assert request_digest("POST", "/v1/completions", "", b"x") != request_digest("POST", "/v1/completions", "v=1", b"x")
 
 
+def test_the_identity_of_many_requests_is_its_definition():
+    """sha256 of the version, then of each digest in (time, digest) order, and of one line of whole
+    milliseconds per request: checked past the batch the schedule is hashed in (65,536 lines)."""
+    import hashlib
+
+    from infertap.capture.identity import VERSION, Sent, identity_of
+
+    n = 70_001
+    sent = [Sent(hashlib.sha256(b"%d" % (i % 5000)).digest(), 1_000_000_000 + 1_499_999 * i + (i % 3) * 7, 10) for i in range(n)]
+    ordered = sorted((s.t_ns, s.digest) for s in sent)
+    workload = hashlib.sha256(VERSION.encode() + b"".join(d for _, d in ordered)).hexdigest()
+    first = ordered[0][0]
+    lines = b"".join(b"%d\n" % ((t - first + 500_000) // 1_000_000) for t, _ in ordered)
+    identity = identity_of(reversed(sent))
+    assert (identity.workload, identity.schedule) == (workload, hashlib.sha256(VERSION.encode() + lines).hexdigest())
+    assert (identity.requests, identity.request_bytes) == (n, 10 * n)
+    moved = [*sent[:-1], dataclasses.replace(sent[-1], t_ns=sent[-1].t_ns + 1_000_000)]  # the last one a ms later
+    assert identity_of(moved).schedule != identity.schedule and identity_of(moved).workload == identity.workload
+
+
 def test_info_and_stats_show_the_identity(fake, source, tmp_path):
     app, url = fake
     run_replay(ReplayConfig(source, url, tmp_path / "set", probe=False, transforms=Transforms(model="other")))

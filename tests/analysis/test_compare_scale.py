@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 
 import duckdb
 import pyarrow as pa
@@ -36,6 +37,31 @@ def _in_sql(a: list[dict], b: list[dict]) -> tuple[list[tuple[str, str]], dict, 
     return rows, table.by, table.unpaired_a, table.unpaired_b
 
 
+def _by_place(a: list[dict], b: list[dict], p) -> list[tuple[int, int]]:
+    where_a, where_b = {id(x): i for i, x in enumerate(a)}, {id(y): j for j, y in enumerate(b)}
+    return [(where_a[id(x)], where_b[id(y)]) for x, y in p.pairs]
+
+
+def _in_sql_by_place(a: list[dict], b: list[dict]) -> list[tuple[int, int]]:
+    con = duckdb.connect()
+    con.register("ka", _keys(a))
+    con.register("kb", _keys(b))
+    pair_in(con, "ka", "kb", "pairs")
+    return con.execute("SELECT a_ord, b_ord FROM pairs ORDER BY ord").fetchall()
+
+
+def test_two_exchanges_with_one_id_are_two_exchanges():
+    # A copied capture: A's two "x" are the same request twice; B answers it twice and replays one.
+    a = [_x("x", b"1"), _x("x", b"1"), _x("y", b"2")]
+    b = [_x("r", b"1", source_id="x"), _x("s", b"1"), _x("s", b"2")]
+    p = pair(a, b)
+    # The replay link takes the last "x"; the first "x" still pairs by its identical request, and
+    # B's two "s" are two exchanges too (the second pairs with "y").
+    assert _by_place(a, b, p) == [(0, 1), (1, 0), (2, 2)] == _in_sql_by_place(a, b)
+    assert p.by == {"replay link": 1, "shared source": 0, "identical request": 2}
+    assert not p.unpaired_a and not p.unpaired_b
+
+
 def _x(i: str, body: bytes, **kw) -> dict:
     return {"id": i, "method": "POST", "path": "/v1/chat/completions", "request_body": body, **kw}
 
@@ -50,8 +76,9 @@ def test_pairing_in_sql_follows_the_rules_in_order():
 
 @pytest.mark.parametrize("seed", range(25))
 def test_pairing_in_sql_gives_the_pairs_pair_gives(seed):
-    """Random runs mixing replay links both ways, shared sources with repeats, and repeated identical
-    requests (bodies from a small set, so that queues form): the same pairs, counts and leftovers."""
+    """Random runs mixing replay links both ways, shared sources with repeats, repeated identical
+    requests (bodies from a small set, so that queues form) and ids used twice (a copied capture):
+    the same pairs, counts and leftovers."""
     rng = random.Random(seed)
 
     def run(prefix: str, n: int, other: str, m: int) -> list[dict]:
@@ -66,7 +93,8 @@ def test_pairing_in_sql_gives_the_pairs_pair_gives(seed):
                 if rng.random() < 0.5:
                     kw["repeat"] = rng.randrange(2)
             body = b"q%d" % rng.randrange(5)
-            out.append(_x(f"{prefix}{i}", body, **kw) | ({"path": "/v1/completions"} if rng.random() < 0.1 else {}))
+            xid = f"{prefix}{rng.randrange(i)}" if i and rng.random() < 0.15 else f"{prefix}{i}"  # an id seen before
+            out.append(_x(xid, body, **kw) | ({"path": "/v1/completions"} if rng.random() < 0.1 else {}))
         return out
 
     n, m = rng.randrange(1, 40), rng.randrange(1, 40)
@@ -74,6 +102,7 @@ def test_pairing_in_sql_gives_the_pairs_pair_gives(seed):
     expected = pair(a, b)
     rows, by, ua, ub = _in_sql(a, b)
     assert rows == [(x["id"], y["id"]) for x, y in expected.pairs]
+    assert _by_place(a, b, expected) == _in_sql_by_place(a, b)  # each pair as the exchanges themselves, not their ids
     assert by == expected.by and (ua, ub) == (len(expected.unpaired_a), len(expected.unpaired_b))
 
 
@@ -135,7 +164,8 @@ def _runs(tmp_path, n: int = 23):
 def test_many_batches_give_what_one_batch_gives(tmp_path, monkeypatch):
     a, b = _runs(tmp_path)
     whole = compare(a, b, extract="number", top=6, baseline=a)
-    monkeypatch.setattr(summaries, "BATCH_ROWS", 4)  # several row groups on disk too
+    monkeypatch.setattr(summaries, "BATCH_ROWS", 4)  # several row groups on disk too...
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "fresh-cache"))  # ...written afresh, not read from the cache
     batched = compare(a, b, extract="number", top=6, baseline=a, batch=3)
     assert json.dumps(batched, sort_keys=True, default=str) == json.dumps(whole, sort_keys=True, default=str)
     d = whole["divergence"]
@@ -147,6 +177,53 @@ def test_many_batches_give_what_one_batch_gives(tmp_path, monkeypatch):
     assert sims == sorted(sims) and all(not p["exact"] and "diff" in p for p in d["most_divergent"])
     assert whole["baseline"]["divergence"]["exact_match_rate"] == 1.0  # A against itself
     assert whole["config"]["prompts"]["compared"] == 12 and whole["config"]["settings"][0]["exchanges"] == 6
+
+
+def _same(x: dict, y: dict) -> bool:
+    return json.dumps(x, sort_keys=True, default=str) == json.dumps(y, sort_keys=True, default=str)
+
+
+def test_each_runs_summary_is_kept_in_its_cache_entry_and_read_back(tmp_path, monkeypatch):
+    from infertap.analysis.cache import lookup
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    a, b = _runs(tmp_path)
+    first = compare(a, b, extract="number")
+    kept = [lookup(x).folder / f"summary-v{summaries.SUMMARY_VERSION}" for x in (a, b)]
+    assert all((k / "side.pickle").exists() and k.stat().st_mode & 0o077 == 0 for k in kept)  # owner-only
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("a kept summary was read from the capture again")
+
+    with monkeypatch.context() as m:  # the second compare reads no response: it can't summarize at all
+        m.setattr(summaries, "summarize", no_reading)
+        assert _same(compare(a, b, extract="number"), first)
+
+    # Damaged (a truncated file): summarized again, the same result.
+    data = (kept[0] / "exchanges.parquet").read_bytes()
+    (kept[0] / "exchanges.parquet").write_bytes(data[: len(data) // 2])
+    assert _same(compare(a, b, extract="number"), first)
+    assert (kept[0] / "exchanges.parquet").read_bytes() != data[: len(data) // 2]
+
+    # A capture that changed (a second run appended): a new entry, summarized afresh.
+    write_capture(a, [{"body": _chat(99), "chunks": _streamed("Late. The answer is 9."), "content_type": "text/event-stream"}])
+    grown = compare(a, b, extract="number")
+    assert grown["pairing"]["unpaired_a"] == first["pairing"]["unpaired_a"] + 1  # must differ: the new exchange is seen
+    assert not kept[0].exists() and (lookup(a).folder / kept[0].name).exists()
+
+
+def test_a_cache_entry_others_could_write_keeps_no_summary(tmp_path, monkeypatch):
+    from infertap.analysis.cache import lookup
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    a, b = _runs(tmp_path)
+    first = compare(a, b, extract="number")
+    entry = lookup(a)
+    shutil.rmtree(entry.folder / f"summary-v{summaries.SUMMARY_VERSION}")
+    entry.folder.chmod(0o775)  # group-writable: what is kept there could have been put there by another
+    assert not entry.private() and lookup(b).private()
+    assert _same(compare(a, b, extract="number"), first)
+    assert not [p for p in entry.folder.iterdir() if p.name.startswith(("summary-", ".tmp-summary-"))]
 
 
 def _bootstrap_in_python(a, b, *, rounds=1000, seed=0):
@@ -201,3 +278,20 @@ def test_a_torn_run_is_compared_and_reported_and_a_corrupt_one_named(tmp_path):
     seg.write_bytes(bytes(corrupt))
     with pytest.raises(CaptureCorruptError, match="corrupt capture data"):
         compare(a, b)
+
+
+def test_a_duckdb_buffer_too_small_is_a_clear_error_and_the_environment_sets_it(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from infertap.analysis.errors import AnalysisError
+    from infertap.cli import cli
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    a, b = _runs(tmp_path)
+    monkeypatch.setenv("INFERTAP_DUCKDB_MEMORY", "4MB")  # less than DuckDB needs for anything
+    with pytest.raises(AnalysisError, match=r"DuckDB buffer of 4MB .*INFERTAP_DUCKDB_MEMORY=4GB"):
+        compare(a, b, extract="number")
+    said = CliRunner().invoke(cli, ["compare", str(a), str(b)])
+    assert said.exit_code != 0 and "INFERTAP_DUCKDB_MEMORY" in said.output and "Traceback" not in said.output
+    monkeypatch.setenv("INFERTAP_DUCKDB_MEMORY", "512MB")
+    assert compare(a, b, extract="number")["pairing"]["pairs"] == 23

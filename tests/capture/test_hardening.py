@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import random
+import shutil
 import string
 import tempfile
 import time
@@ -155,7 +156,9 @@ def _segment(dictionary: bool) -> bytes:
     (segment,) = CaptureReader(path).segments
     records = list(CaptureReader(path).records())
     assert any(r["type"] == "dictionary" for r in records) == dictionary
-    return segment.read_bytes()
+    data = segment.read_bytes()
+    shutil.rmtree(path.parent)  # the bytes are what the tests use: no folder left behind in /tmp
+    return data
 
 
 @pytest.mark.parametrize("dictionary", [False, True], ids=["plain", "with-dictionary"])

@@ -408,3 +408,38 @@ def test_the_report_draws_power_over_time_for_each_run_and_says_when_there_is_no
     alone = render(dark)
     assert "No power, KV cache or queue telemetry in these runs" in alone
     assert "<h3>power over time</h3>" not in alone
+
+
+# -- idle power ----------------------------------------------------------------------------------------
+
+
+def _spans_and_power(path: Path, busy_ms: list[tuple[float, float]], samples: list[tuple[float, float]]) -> Path:
+    """A capture with one exchange per busy span and GPU power samples at (ms, watts), on the capture's own clock."""
+    from infertap.capture.records import new_telemetry
+    from infertap.capture.writer import CaptureWriter
+    from tests.analysis_builders import exchange, sse
+
+    with CaptureWriter(path, recorder={"kind": "test"}) as writer:
+        wall = writer.started_wall
+        for i, (start, end) in enumerate(busy_ms):
+            chunks = [(1.0, sse({"choices": [{"index": 0, "delta": {"content": "x"}}]}, "[DONE]"))]
+            writer.write(exchange(f"x{i}", sent_ms=start, chunks=chunks, end_ms=end - start, seq=i))
+        for at, watts in samples:
+            writer.write(new_telemetry("gpu", wall + at / 1e3, [["gpu_power_watts", {"gpu": "0"}, watts]]))
+    return path
+
+
+def test_idle_watts_are_the_samples_taken_while_nothing_was_in_flight(tmp_path):
+    # Two requests, 0-1000 ms and 3000-4000 ms; 300 W while they run, 50 and 70 W between them.
+    samples = [(500, 300.0), (2000, 50.0), (2500, 70.0), (3500, 300.0), (4000, 300.0)]
+    gap = _spans_and_power(tmp_path / "gap", [(0, 1000), (3000, 4000)], samples)
+    energy = stats(gap)["energy"]
+    assert energy["source"] == SMI_SOURCE
+    assert energy["idle_watts"] == pytest.approx(60.0)  # must differ from the mean: only the gap's samples count
+    # Must match the busy case: one request spanning every sample leaves no idle sample at all.
+    covered = _spans_and_power(tmp_path / "covered", [(0, 4000)], samples)
+    assert stats(covered)["energy"]["idle_watts"] is None
+    # The same in compare, side by side.
+    result = compare(gap, covered)["energy"]
+    assert result["a"]["idle_watts"] == pytest.approx(60.0)
+    assert result["b"]["idle_watts"] is None
