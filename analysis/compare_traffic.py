@@ -16,18 +16,14 @@ from typing import Any
 from infertap.capture.identity import WorkloadIdentity, rechained_requests, workload_summary
 
 from .store import Analysis
-from .workload_identity import capture_identity, continues_responses, recorders, sent_sql
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+from .workload_identity import capture_identity, continues_responses, quoted, recorders, sent_sql
 
 
 def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdentity:
     """``capture_identity``; each request digest's count is written to ``digests`` (Parquet)."""
     sent = sent_sql(capture)
     analysis.con.execute(
-        f"COPY (SELECT digest, count(*) AS n FROM ({sent}) GROUP BY digest) TO {_quote(str(digests))} (FORMAT parquet)"
+        f"COPY (SELECT digest, count(*) AS n FROM ({sent}) GROUP BY digest) TO {quoted(str(digests))} (FORMAT parquet)"
     )
     return capture_identity(analysis, capture)
 
@@ -35,7 +31,7 @@ def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdenti
 def _side(path: str | os.PathLike[str], digests: Path, memory_limit: str) -> dict[str, Any]:
     """``workload_identity.workload`` of the capture at ``path``."""
     with Analysis([path]) as analysis:
-        analysis.con.execute(f"SET memory_limit = {_quote(memory_limit)}")
+        analysis.con.execute(f"SET memory_limit = {quoted(memory_limit)}")
         capture = analysis.query("SELECT capture FROM captures LIMIT 1").rows[0][0]
         identity, runs = _identity(analysis, capture, digests), recorders(capture)
         if any(r.get("kind") == "replay" for r in runs) and continues_responses(analysis, capture):
@@ -52,11 +48,11 @@ def traffic(
     wa = _side(a_path, folder / "digests_a.parquet", memory_limit)
     wb = _side(b_path, folder / "digests_b.parquet", memory_limit)
     identical = wa["workload"] == wb["workload"]
-    quoted = [_quote(str(folder / f"digests_{s}.parquet")) for s in "ab"]
+    files = [quoted(str(folder / f"digests_{s}.parquet")) for s in "ab"]
     only_a, only_b, na, nb = con.execute(
         "SELECT coalesce(sum(greatest(coalesce(a.n, 0) - coalesce(b.n, 0), 0)), 0), "
         "coalesce(sum(greatest(coalesce(b.n, 0) - coalesce(a.n, 0), 0)), 0), coalesce(sum(a.n), 0), coalesce(sum(b.n), 0) "
-        f"FROM read_parquet({quoted[0]}) a FULL JOIN read_parquet({quoted[1]}) b USING (digest)"
+        f"FROM read_parquet({files[0]}) a FULL JOIN read_parquet({files[1]}) b USING (digest)"
     ).fetchall()[0]
     only_a, only_b, na, nb = int(only_a), int(only_b), int(na), int(nb)
     if identical:

@@ -20,14 +20,19 @@ class Pairs:
     unpaired_b: list[dict[str, Any]] = field(default_factory=list)
 
     def explain(self) -> str:
-        rules = ", ".join(f"{n} by {rule}" for rule, n in self.by.items() if n) or "none"
-        text = f"{len(self.pairs)} pairs ({rules})"
-        if self.unpaired_a or self.unpaired_b:
-            text += (
-                f"; {len(self.unpaired_a)} exchanges of A and {len(self.unpaired_b)} of B have no counterpart "
-                "(neither a replay link nor an identical request)"
-            )
-        return text
+        return explain(len(self.pairs), self.by, len(self.unpaired_a), len(self.unpaired_b))
+
+
+def explain(pairs: int, by: dict[str, int], unpaired_a: int, unpaired_b: int) -> str:
+    """How many pairs each rule found, and how many exchanges were left without a counterpart."""
+    rules = ", ".join(f"{n} by {rule}" for rule, n in by.items() if n) or "none"
+    text = f"{pairs} pairs ({rules})"
+    if unpaired_a or unpaired_b:
+        text += (
+            f"; {unpaired_a} exchanges of A and {unpaired_b} of B have no counterpart "
+            "(neither a replay link nor an identical request)"
+        )
+    return text
 
 
 def _request_key(x: dict[str, Any]) -> tuple[str, str, bytes]:
@@ -97,14 +102,7 @@ class PairTable:
     unpaired_b: int
 
     def explain(self) -> str:
-        rules = ", ".join(f"{n} by {rule}" for rule, n in self.by.items() if n) or "none"
-        text = f"{self.pairs} pairs ({rules})"
-        if self.unpaired_a or self.unpaired_b:
-            text += (
-                f"; {self.unpaired_a} exchanges of A and {self.unpaired_b} of B have no counterpart "
-                "(neither a replay link nor an identical request)"
-            )
-        return text
+        return explain(self.pairs, self.by, self.unpaired_a, self.unpaired_b)
 
 
 def pair_in(con: Any, a: str, b: str, name: str) -> PairTable:

@@ -63,8 +63,14 @@ def group_identities(analysis: Analysis, table: str, keys: Sequence[str]) -> dic
 
 def sent_sql(capture: str) -> str:
     """The generation requests of one loaded capture (its ``capture`` column value), as ``SENT_COLUMNS``."""
-    quoted = "'" + capture.replace("'", "''") + "'"
-    return f"SELECT {SENT_COLUMNS} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = {quoted}) m {SENT_FROM}"
+    return (
+        f"SELECT {SENT_COLUMNS} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = {quoted(capture)}) m {SENT_FROM}"
+    )
+
+
+def quoted(text: str) -> str:
+    """``text`` as an SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def capture_identity(analysis: Analysis, capture: str) -> WorkloadIdentity:
