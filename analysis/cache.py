@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.errors import CaptureCorruptError
 from infertap.capture.reader import CaptureReader
 from infertap.errors import InfertapError
 
-from .decode import DECODE_VERSION, decode_capture
+from .decode import DECODE_VERSION
+from .decoding import carried, decode_capture, repeats_warning, table_files, unwrap
 
 ENV = "INFERTAP_CACHE"
 
@@ -56,12 +56,19 @@ class CachedCapture:
     meta: dict[str, Any]
     decoded: bool
 
-    def table(self, name: str) -> Path:
-        return self.folder / f"{name}.parquet"
+    def tables(self, name: str) -> list[Path]:
+        """The Parquet files of table ``name``: one, or one per part of a decode in parts (decoding.py)."""
+        return table_files(self.folder, name)
 
     @property
     def torn(self) -> list[str]:
         return list(self.meta.get("torn") or ())
+
+    @property
+    def repeated(self) -> str | None:
+        """Said when exchanges of this capture share an id: the tables name the later ones apart."""
+        r = self.meta.get("repeated_ids")
+        return repeats_warning(self.capture, r) if r else None
 
     def private(self) -> bool:
         """Whether the entry and the folders above it, up to the cache root, are this user's and
@@ -101,8 +108,11 @@ def lookup(capture: str | os.PathLike[str], root: str | os.PathLike[str] | None 
     return None
 
 
-def cached_capture(capture: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> CachedCapture:
-    """The decoded tables of ``capture``, decoding it first when the cache has no current entry."""
+def cached_capture(
+    capture: str | os.PathLike[str], root: str | os.PathLike[str] | None = None, *, workers: int = 1
+) -> CachedCapture:
+    """The decoded tables of ``capture``, decoding it first when the cache has no current entry (a
+    large capture in up to ``workers`` processes, decoding.py)."""
     found = lookup(capture, root)
     if found is not None:
         return found
@@ -113,7 +123,7 @@ def cached_capture(capture: str | os.PathLike[str], root: str | os.PathLike[str]
     tmp = home / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         _mkdir(tmp)
-        meta = decode_capture(path, tmp, capture=str(path))
+        meta = decode_capture(path, tmp, capture=str(path), workers=workers)
         meta["signature"] = sig
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         try:
@@ -144,10 +154,11 @@ def cached_captures(
         if entry is not None and progress is not None:
             progress(entry)
     missing = [i for i, e in enumerate(entries) if e is None]
-    workers = min(workers or os.cpu_count() or 1, len(missing))
-    if workers <= 1:
+    allowed = workers or os.cpu_count() or 1
+    workers = min(allowed, len(missing))
+    if workers <= 1:  # one capture to decode (a large one in parts, with every worker allowed), or one worker
         for i in missing:
-            entries[i] = cached_capture(paths[i], root)
+            entries[i] = cached_capture(paths[i], root, workers=allowed)
             if progress is not None:
                 progress(entries[i])  # type: ignore[arg-type]
         return entries  # type: ignore[return-value]
@@ -156,7 +167,7 @@ def cached_captures(
         futures = {pool.submit(_decode_in_worker, str(paths[i]), str(cache_root(root))): i for i in missing}
         try:
             for future in as_completed(futures):
-                entry = _unwrap(future.result())
+                entry = unwrap(future.result())
                 entries[futures[future]] = entry
                 if progress is not None:
                     progress(entry)
@@ -167,18 +178,7 @@ def cached_captures(
 
 
 def _decode_in_worker(path: str, root: str) -> CachedCapture | tuple[Any, ...]:
-    # Errors travel back as plain data: CaptureCorruptError's constructor can't be unpickled.
     try:
         return cached_capture(path, root)
-    except CaptureCorruptError as exc:
-        return ("corrupt", exc.path, exc.offset, exc.reason)
     except InfertapError as exc:
-        return ("error", type(exc), str(exc))
-
-
-def _unwrap(result: CachedCapture | tuple[Any, ...]) -> CachedCapture:
-    if isinstance(result, CachedCapture):
-        return result
-    if result[0] == "corrupt":
-        raise CaptureCorruptError(*result[1:])
-    raise result[1](result[2])
+        return carried(exc)

@@ -44,7 +44,7 @@ SPEED_METRICS = ("ttft", "ttft_content", "tpot", "e2e")
 
 #: DuckDB's buffer in compare's own database (spilled to its temporary folder beyond that), and in
 #: each run's ``Analysis`` while compare reads its metrics; ``$INFERTAP_DUCKDB_MEMORY`` when set.
-#: A million pairs fit in it; ten million did not (joining their summaries in pair order), and ran in 4GB.
+#: Ten million pairs run in it (each step a query of its own, that DuckDB can spill).
 MEMORY_LIMIT = "256MB"
 
 
@@ -109,6 +109,7 @@ class Run:
                 self.energy, self.engine_state = _power(analysis, f"read_parquet({_lit(target)})")
         side = cached_side(path, lookup(path), ws.folder / name, last_user=last_user)
         self.exchanges, self.snapshot, self.torn = side.exchanges, side.snapshot, side.torn
+        self.repeated = side.repeated
         con.execute(f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)})")
         con.execute(
             f"CREATE OR REPLACE TABLE {name}_e AS SELECT exchange_id, arg_max(settings, ord) AS settings, "
@@ -139,20 +140,26 @@ def _power(analysis: Analysis, metrics: str) -> tuple[dict[str, Any] | None, dic
 
 def speed(ws: Workspace, a: Run, b: Run, pairs: PairTable) -> list[dict[str, Any]]:
     """Per metric, A and B over the exchanges paired and ok on both sides, with B/A and its interval."""
+    # Each pair's values joined once into a table, then read back a metric at a time in pair order:
+    # the join and the sort as one query held both at once (ten million pairs failed in 256 MB).
+    table = f"{pairs.name}_speed"
+    values_of = ", ".join(f"ma.{n}_ns AS a_{n}, mb.{n}_ns AS b_{n}" for n in SPEED_METRICS)
+    ws.con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT p.ord, {values_of} FROM {pairs.name} p "
+        f"JOIN {a.name}_m ma ON ma.exchange_id = p.a_id JOIN {b.name}_m mb ON mb.exchange_id = p.b_id WHERE ma.ok AND mb.ok"
+    )
     rows = []
     for name in SPEED_METRICS:
-        col = f"{name}_ns"
         values = columns(
             ws.con,
-            f"SELECT ma.{col} AS a, mb.{col} AS b FROM {pairs.name} p JOIN {a.name}_m ma ON ma.exchange_id = p.a_id "
-            f"JOIN {b.name}_m mb ON mb.exchange_id = p.b_id "
-            f"WHERE ma.ok AND mb.ok AND ma.{col} IS NOT NULL AND mb.{col} IS NOT NULL ORDER BY p.ord",
+            f"SELECT a_{name} AS a, b_{name} AS b FROM {table} WHERE a_{name} IS NOT NULL AND b_{name} IS NOT NULL ORDER BY ord",
         )
         va = np.asarray(values["a"]).astype(np.float64) / 1e6
         vb = np.asarray(values["b"]).astype(np.float64) / 1e6
         da, db = distribution(va), distribution(vb)
         ratio = db["p50"] / da["p50"] if da["p50"] and db["p50"] is not None else None
         rows.append({"metric": name, "unit": "ms", "a": da, "b": db, "ratio_p50": ratio, "ratio_ci95": bootstrap_ratio(va, vb)})
+    ws.con.execute(f"DROP TABLE {table}")
     return rows
 
 
@@ -227,8 +234,8 @@ def compare(
             raise
         raise AnalysisError(
             f"compare needs more than its DuckDB buffer of {memory_limit()} for these runs "
-            f"({str(cause).splitlines()[0]}); give it more with {MEMORY_ENV}=4GB (a million pairs fit in {MEMORY_LIMIT}, "
-            "ten million in 4GB)"
+            f"({str(cause).splitlines()[0]}); give it more with {MEMORY_ENV}=4GB (ten million pairs of short answers "
+            f"fit in {MEMORY_LIMIT})"
         ) from exc
 
 
@@ -250,8 +257,8 @@ def _compare(
             raise AnalysisError(f"no exchange of {b_path} matches one of {a_path}: {pairs.explain()}")
         why: Counter[str] = Counter()
         result: dict[str, Any] = {
-            "a": {"path": a.path, "exchanges": a.exchanges, "torn": a.torn},
-            "b": {"path": b.path, "exchanges": b.exchanges, "torn": b.torn},
+            "a": {"path": a.path, "exchanges": a.exchanges, "torn": a.torn, "repeated_ids": a.repeated},
+            "b": {"path": b.path, "exchanges": b.exchanges, "torn": b.torn, "repeated_ids": b.repeated},
             "pairing": {
                 "pairs": pairs.pairs,
                 "by": pairs.by,
@@ -262,7 +269,19 @@ def _compare(
         }
         speed_rows = speed(ws, a, b, pairs)
         exact = f"{pairs.name}_exact"  # each pair's answers equal: sessions are judged on it
-        diverged = divergence(ws.con, a.name, b.name, pairs, extract_fn, top, references, exact=exact, prompts=why, batch=batch)
+        diverged = divergence(
+            ws.con,
+            ws.folder / "pairs_b",
+            a.name,
+            b.name,
+            pairs,
+            extract_fn,
+            top,
+            references,
+            exact=exact,
+            prompts=why,
+            batch=batch,
+        )
         result["config"] = {
             "snapshots": snapshot_diff(a.snapshot, b.snapshot),
             "snapshot_missing": [side for side, run in (("A", a), ("B", b)) if run.snapshot is None],
@@ -284,7 +303,9 @@ def _compare(
             result["baseline"] = {
                 "path": str(baseline),
                 "pairing": base_pairs.explain(),
-                "divergence": divergence(ws.con, a.name, base.name, base_pairs, extract_fn, 0, references, batch=batch)
+                "divergence": divergence(
+                    ws.con, ws.folder / "pairs_base", a.name, base.name, base_pairs, extract_fn, 0, references, batch=batch
+                )
                 if base_pairs.pairs
                 else None,
             }

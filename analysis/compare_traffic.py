@@ -20,12 +20,17 @@ from .workload_identity import capture_identity, continues_responses, quoted, re
 
 
 def _identity(analysis: Analysis, capture: str, digests: Path) -> WorkloadIdentity:
-    """``capture_identity``; each request digest's count is written to ``digests`` (Parquet)."""
-    sent = sent_sql(capture)
+    """``capture_identity``; each request digest's count is written to ``digests`` (Parquet).
+
+    The requests are kept in a table first: the join and the count as one query hold both hash
+    tables at once (a million requests then failed in 64 MB; one step each, they spill)."""
+    analysis.con.execute(f"CREATE OR REPLACE TEMP TABLE _sent AS {sent_sql(capture)}")
     analysis.con.execute(
-        f"COPY (SELECT digest, count(*) AS n FROM ({sent}) GROUP BY digest) TO {quoted(str(digests))} (FORMAT parquet)"
+        f"COPY (SELECT digest, count(*) AS n FROM _sent GROUP BY digest) TO {quoted(str(digests))} (FORMAT parquet)"
     )
-    return capture_identity(analysis, capture)
+    identity = capture_identity(analysis, capture, "SELECT * FROM _sent")
+    analysis.con.execute("DROP TABLE _sent")
+    return identity
 
 
 def _side(path: str | os.PathLike[str], digests: Path, memory_limit: str) -> dict[str, Any]:

@@ -7,6 +7,8 @@ import gc
 import json
 import os
 from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,12 @@ from .prefix import PrefixIndex
 from .schema import ENGINE_FACTS, TABLES
 
 #: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt.
-DECODE_VERSION = 7  # 4: the telemetry table; 5: sessions and turns; 6: engines.dtype; 7: requests.digest, token times
+DECODE_VERSION = (
+    8  # 4: the telemetry table; 5: sessions and turns; 6: engines.dtype; 7: requests.digest, token times; 8: repeated ids renamed
+)
+
+#: What a part leaves to the pass over the whole capture: these need every generation request, in order.
+SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
 
 _BATCH_ROWS = 10_000  # a row group; small enough that buffered rows (ids lists, chunk bytes) stay small
 # Agent requests carry their whole conversation (tens of KiB each): 10,000 of them would make
@@ -199,15 +206,32 @@ def _token_times(
     )
 
 
-class _Decoder:
-    def __init__(self, capture: str, sinks: dict[str, _Sink]) -> None:
+class Decoder:
+    """A capture's records, one at a time, to rows. ``part`` (p, k, run): only the exchanges of part
+    p of k (the p-th, (p+k)-th ... run of ``run`` exchanges), and the capture-wide tables (runs,
+    engines, enrichments, telemetry) in part 0 only; the generation requests' bodies are not kept
+    (the pass over the whole reads them, decoding.py)."""
+
+    def __init__(
+        self,
+        capture: str,
+        sinks: dict[str, _Sink],
+        repeated: frozenset[str] = frozenset(),
+        part: tuple[int, int, int] | None = None,
+    ) -> None:
         self.capture = capture
         self.sinks = sinks
+        self.repeated = repeated  # ids that more than one exchange carries: the second is named "<id>~2", ...
+        self.seen: dict[str, int] = {}
+        self.part = part
+        self.lead = part is None or part[0] == 0  # writes the capture-wide tables
+        self.exchange_number = 0
+        self.numbers = array("q")  # in a part: each generation request's exchange number in the capture
         self.capture_id: str | None = None
         self.run: dict[str, Any] = {"run_id": None, "recorder": None, "recorder_id": None, "wall_ns": None}
         self.runs_seen: set[str] = set()
         self.records = 0
-        self.generations = _Generations()
+        self.generations = Generations()
         # Prompt token ids, packed 4 bytes a token, kept as prefixes (see enrichment()): exchange id -> number.
         self.prompt_ids: dict[str, int] = {}
         self.tokens = PrefixIndex()
@@ -223,7 +247,7 @@ class _Decoder:
             "recorder_id": recorder_id,
             "wall_ns": round(wall * 1e9) if wall else None,
         }
-        if rec.get("run_id") not in self.runs_seen:
+        if self.lead and rec.get("run_id") not in self.runs_seen:
             self.runs_seen.add(str(rec.get("run_id")))
             self.sinks["runs"].add(
                 (
@@ -240,6 +264,12 @@ class _Decoder:
             )
 
     def exchange(self, rec: dict[str, Any]) -> None:
+        number = self.exchange_number
+        self.exchange_number += 1
+        if self.part is not None and (number // self.part[2]) % self.part[1] != self.part[0]:
+            return
+        if self.repeated:
+            name_apart(rec, self.repeated, self.seen)
         xid = rec.get("id")
         chunks: list[bytes] = rec.get("chunks") or []
         chunk_ns: list[int] = rec.get("chunk_ns") or []
@@ -264,9 +294,12 @@ class _Decoder:
             tokens = self._event_rows(xid, parsed, chunk_ns)
         if request.generation:
             end_wall_ns = sent_wall_ns + (rec.get("end_ns") or 0)
+            kept = body if self.part is None else None
             self.generations.add(
-                sent_wall_ns, _int(rec.get("seq")) or 0, str(xid), end_wall_ns, body, links_of(rec, request, parsed)
+                sent_wall_ns, _int(rec.get("seq")) or 0, str(xid), end_wall_ns, kept, links_of(rec, request, parsed)
             )
+            if self.part is not None:
+                self.numbers.append(number)
         self._chunk_rows(xid, chunks, chunk_ns)
         self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, chunk_ns, done, tokens)
 
@@ -456,15 +489,22 @@ class _Decoder:
             )
         )
 
-    def enrichment(self, rec: dict[str, Any]) -> None:
+    def prompt_tokens(self, rec: dict[str, Any]) -> None:
+        """An enrichment's prompt token ids, kept for prefix reuse in tokens (``prefixes``)."""
         pt = rec.get("prompt_tokens") or {}
-        ot = rec.get("output_tokens") or {}
         ids = pt.get("ids") if isinstance(pt.get("ids"), list) else None
         if ids is not None:
             try:  # 4 bytes a token instead of a list of ints: a capture's prompts stay small in memory
                 self.prompt_ids[str(rec.get("exchange_id"))] = self.tokens.add(array("I", ids).tobytes())
             except (OverflowError, TypeError):
                 pass  # not token ids as any tokenizer makes them: this request has none
+
+    def enrichment(self, rec: dict[str, Any]) -> None:
+        pt = rec.get("prompt_tokens") or {}
+        ot = rec.get("output_tokens") or {}
+        ids = pt.get("ids") if isinstance(pt.get("ids"), list) else None
+        if self.part is None:
+            self.prompt_tokens(rec)
         self.sinks["enrichments"].add(
             (
                 self.capture,
@@ -513,6 +553,20 @@ class _Decoder:
                 )
             )
 
+    def capture_row(self, reader: CaptureReader, torn: list[str]) -> None:
+        """The ``captures`` row, once every record was read."""
+        self.sinks["captures"].add(
+            (
+                self.capture,
+                self.capture_id,
+                len(reader.segments),
+                sum(os.path.getsize(s) for s in reader.segments),
+                self.records,
+                reader.closed_cleanly,
+                json.dumps(torn),
+            )
+        )
+
     def prefixes(self) -> None:
         """Prefix reuse within the capture: in tokens when every generation request has prompt ids, else in bytes."""
         g = self.generations
@@ -542,10 +596,10 @@ class _Decoder:
             else:
                 parent = order[f[0]]
                 add((self.capture, xid, session, turn, g.ids[parent], f[1], max(0, g.sent[i] - g.end[parent])))
-        self.generations = _Generations()
+        self.generations = Generations()
 
 
-class _Generations:
+class Generations:
     """A capture's generation requests, kept for the two passes that need them all (prefix reuse and
     session linking) as parallel arrays: at ten million requests, a tuple of five objects each would
     be gigabytes more."""
@@ -556,12 +610,13 @@ class _Generations:
         self.bodies = PrefixIndex()  # request bodies as prefixes: agent requests share most of theirs
         self.links: list[Links] = []
 
-    def add(self, sent: int, seq: int, xid: str, end: int, body: bytes, links: Links) -> None:
+    def add(self, sent: int, seq: int, xid: str, end: int, body: bytes | None, links: Links) -> None:
         self.sent.append(int(sent))
         self.seq.append(seq)
         self.end.append(int(end))
         self.ids.append(xid)
-        self.bodies.add(body)
+        if body is not None:  # None: added to ``bodies`` later, in the same order (decoding.py's parts)
+            self.bodies.add(body)
         self.links.append(links)
 
     def order(self) -> list[int]:
@@ -571,54 +626,52 @@ class _Generations:
         return np.lexsort((np.frombuffer(self.seq, np.int64), np.frombuffer(self.sent, np.int64))).tolist()
 
 
-def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[str, Any]:
-    """Decode the capture at ``path`` into ``out/<table>.parquet``; returns what the cache keeps about it."""
-    reader = CaptureReader(path)
-    capture = capture or str(path)
-    out.mkdir(parents=True, exist_ok=True)
-    sinks = {
-        name: _ColumnSink(out / f"{name}.parquet", schema, capture)
-        if name in _COLUMNAR
-        else _Sink(out / f"{name}.parquet", schema)
-        for name, schema in TABLES.items()
-    }
-    decoder = _Decoder(capture, sinks)
-    handlers = {
-        "header": decoder.header,
-        "exchange": decoder.exchange,
-        "engine": decoder.engine,
-        "enrichment": decoder.enrichment,
-        "telemetry": decoder.telemetry,
-    }
-    # Decoding allocates millions of short-lived objects and makes no reference cycles worth finding:
-    # the cyclic collector, which would rescan every object alive at each of its passes, waits.
+@contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """Decoding allocates millions of short-lived objects and makes no reference cycles worth
+    finding: the cyclic collector, which would rescan every object alive at each of its passes, waits."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for record in reader.records():
-            decoder.records += 1
-            handler = handlers.get(record["type"])
-            if handler is not None:
-                handler(record)
-        decoder.prefixes()
-        decoder.turns()
-        torn = [str(t) for t in reader.torn]
-        sinks["captures"].add(
-            (
-                capture,
-                decoder.capture_id,
-                len(reader.segments),
-                sum(os.path.getsize(s) for s in reader.segments),
-                decoder.records,
-                reader.closed_cleanly,
-                json.dumps(torn),
-            )
-        )
+        yield
     finally:
         if collecting:
             gc.enable()
+
+
+def table_sink(out: Path, name: str, capture: str) -> _Sink:
+    """Where the rows of table ``name`` go: ``out/<name>.parquet``."""
+    schema = TABLES[name]
+    return _ColumnSink(out / f"{name}.parquet", schema, capture) if name in _COLUMNAR else _Sink(out / f"{name}.parquet", schema)
+
+
+def decode_records(
+    path: Path, out: Path, capture: str, repeated: frozenset[str] = frozenset(), part: tuple[int, int, int] | None = None
+) -> tuple[dict[str, Any], Decoder]:
+    """One pass over the capture at ``path``: its tables written to ``out/<table>.parquet`` (a part's:
+    all but ``SEQUENTIAL_TABLES``); what the cache keeps about it, and the decoder (its generations)."""
+    reader = CaptureReader(path)
+    out.mkdir(parents=True, exist_ok=True)
+    sinks = {name: table_sink(out, name, capture) for name in TABLES if part is None or name not in SEQUENTIAL_TABLES}
+    decoder = Decoder(capture, sinks, repeated, part)
+    handlers = {"header": decoder.header, "exchange": decoder.exchange}
+    if decoder.lead:
+        handlers.update(engine=decoder.engine, enrichment=decoder.enrichment, telemetry=decoder.telemetry)
+    try:
+        with no_cyclic_gc():
+            for record in reader.records():
+                decoder.records += 1
+                handler = handlers.get(record["type"])
+                if handler is not None:
+                    handler(record)
+            torn = [str(t) for t in reader.torn]
+            if part is None:
+                decoder.prefixes()
+                decoder.turns()
+                decoder.capture_row(reader, torn)
+    finally:
         rows = {name: sink.close() for name, sink in sinks.items()}
-    return {
+    meta = {
         "capture": capture,
         "capture_id": decoder.capture_id,
         "decode_version": DECODE_VERSION,
@@ -626,3 +679,14 @@ def decode_capture(path: Path, out: Path, capture: str | None = None) -> dict[st
         "torn": torn,
         "rows": rows,
     }
+    return meta, decoder
+
+
+def name_apart(record: dict[str, Any], repeated: frozenset[str], seen: dict[str, int]) -> None:
+    """Names the ``k``-th exchange (k > 1) of an id in ``repeated`` ``<id>~k``, in place; ``seen``
+    counts each id's exchanges so far. The decoded tables and compare's summaries both name them so."""
+    xid = record.get("id")
+    if xid in repeated:
+        k = seen[xid] = seen.get(xid, 0) + 1
+        if k > 1:
+            record["id"] = f"{xid}~{k}"

@@ -85,7 +85,7 @@ def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cac
             "tables": tables,
             "captures": parts,
             "hosts": dict(Counter(part["host"] for part in parts)),
-            "warnings": [w for part in parts for w in part["torn"]],
+            "warnings": [w for part in parts for w in part["warnings"]],
             "seconds": round(time.perf_counter() - started, 3),
         }
         _write_json(out / MANIFEST, manifest)
@@ -118,7 +118,7 @@ def export_capture(capture: str, part: str, partition_by: str, cache_dir: str | 
             "host": host,
             "pid": os.getpid(),
             "decoded": bool(analysis.decoded),  # False: from the worker's cache
-            "torn": analysis.warnings,
+            "warnings": analysis.warnings,
             "rows": rows,
             "seconds": round(time.perf_counter() - started, 3),
         }

@@ -4,17 +4,27 @@ compare.py keeps both runs summarized and paired in its own DuckDB database; her
 back a batch at a time in A's order, each pair's differences are measured (divergence.py's
 definitions) and only what the result shows is kept: counts, exact sums for the means, the first
 divergence positions (in DuckDB, for their median), and the few most divergent pairs.
+
+Pair order is made without a sort of the summaries: DuckDB can't spill a sort whose rows carry
+large blobs in a small buffer, nor four joins of them at once (ten million pairs failed in 256 MB),
+so each side's summaries (then the enrichments) are joined to the pairs and written, unsorted, to
+Parquet files by range of pair number (``PARTITION_BY``, streamed), each range about
+``BUCKET_BYTES``; a range's files are read back and sorted in memory, one range at a time.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import shutil
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from .configdiff import prompt_diff
 from .divergence import first_divergence, kl_shared_prefix, similarity, text_diff, tool_call_diff
@@ -23,6 +33,11 @@ from .summaries import Summary, load, load_summary
 
 #: Pairs diffed per batch: their summaries, and nothing else of the runs, are in Python at once.
 BATCH_PAIRS = 5_000
+#: About how many bytes of summaries and enrichments a range of pairs holds when it is read back
+#: and sorted in memory (an average: a range of longer outputs holds more).
+BUCKET_BYTES = 64 << 20
+#: Rows a thread of the partitioned write holds before writing them out.
+FLUSH_ROWS = 8_192
 
 
 class _ExactSum:
@@ -78,6 +93,7 @@ class _Worst:
 
 def divergence(
     con: Any,
+    folder: Path,
     a: str,
     b: str,
     pairs: PairTable,
@@ -91,7 +107,8 @@ def divergence(
 ) -> dict[str, Any]:
     """How the paired outputs differ, exchange by exchange and in total, over pairs read ``batch`` at a
     time in A's order. ``a``, ``b``: the runs' names in ``con`` (tables ``<name>_x`` of summarized
-    exchanges and ``<name>_e`` of enrichments, compare.py's ``Run``). Each pair's exactness goes to
+    exchanges and ``<name>_e`` of enrichments, compare.py's ``Run``); ``folder``: an empty place for
+    the pairs' files, removed after. Each pair's exactness goes to
     table ``exact`` (``ord, exact``) when named (sessions are judged on it); each pair's prompt
     comparison is counted in ``prompts`` when given."""
     counts: Counter[str] = Counter()
@@ -101,16 +118,9 @@ def divergence(
     worst = _Worst(top)
     results = f"{pairs.name}_results"
     con.execute(f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT)")
-    cursor = con.cursor()
-    reader = cursor.sql(
-        f"SELECT p.ord, xa.summary AS sa, xb.summary AS sb, ea.enrichment AS ea, eb.enrichment AS eb "
-        f"FROM {pairs.name} p JOIN {a}_x xa ON xa.ord = p.a_ord JOIN {b}_x xb ON xb.ord = p.b_ord "
-        f"LEFT JOIN {a}_e ea ON ea.exchange_id = p.a_id LEFT JOIN {b}_e eb ON eb.exchange_id = p.b_id "
-        "ORDER BY p.ord"
-    ).to_arrow_reader(batch)
     writer = con.cursor()
     n = 0
-    for chunk in reader:
+    for chunk in _in_order(con, folder, a, b, pairs, batch):
         ords, exacts, ats = [], [], []
         columns = [chunk.column(i).to_pylist() for i in range(5)]
         for ord_, blob_a, blob_b, blob_ea, blob_eb in zip(*columns, strict=True):
@@ -140,7 +150,6 @@ def divergence(
         writer.register("done_batch", done)
         writer.execute(f"INSERT INTO {results} SELECT * FROM done_batch")
         writer.unregister("done_batch")
-    cursor.close()
     writer.close()
     summary: dict[str, Any] = {
         "pairs": n,
@@ -160,6 +169,63 @@ def divergence(
     if exact is not None:
         con.execute(f"CREATE OR REPLACE VIEW {exact} AS SELECT ord, exact FROM {results}")
     return summary
+
+
+def _in_order(con: Any, folder: Path, a: str, b: str, pairs: PairTable, batch: int) -> Iterator[pa.RecordBatch]:
+    """Each pair's ``ord``, both sides' summaries (``sa``, ``sb``) and enrichments (``ea``, ``eb``),
+    ``batch`` pairs at a time in pair order: each side written by range of ``ord`` to ``folder`` in
+    a streamed pass, then read back a range at a time and sorted there (see the module's docstring)."""
+    if not pairs.pairs:
+        return
+    total = sum(
+        con.execute(f"SELECT coalesce(sum(octet_length({column})), 0) FROM {table}").fetchall()[0][0]
+        for table, column in ((f"{a}_x", "summary"), (f"{b}_x", "summary"), (f"{a}_e", "enrichment"), (f"{b}_e", "enrichment"))
+    )
+    ranges = max(1, min(pairs.pairs, -(-total // BUCKET_BYTES)))
+    folder.mkdir(parents=True, exist_ok=True)
+    # Each writing thread keeps up to this many rows before it writes them out (524,288 by default:
+    # more than a small buffer holds; a million pairs then failed in 64 MB, and pass with this).
+    con.execute(f"SET partitioned_write_flush_threshold = {FLUSH_ROWS}")
+    bucket = f"p.ord * {ranges} // {pairs.pairs} AS bucket"
+    # One join a step, each spilled on its own: as one query (four joins, both sides' summaries),
+    # ten million pairs failed in 256 MB; like this they pass.
+    for side, query in (
+        ("a", f"SELECT p.ord, {bucket}, x.summary AS s FROM {a}_x x JOIN {pairs.name} p ON p.a_ord = x.ord"),
+        ("b", f"SELECT p.ord, {bucket}, x.summary AS s FROM {b}_x x JOIN {pairs.name} p ON p.b_ord = x.ord"),
+        (
+            "e",
+            f"SELECT p.ord, {bucket}, ea.enrichment AS ea, eb.enrichment AS eb FROM {pairs.name} p "
+            f"LEFT JOIN {a}_e ea ON ea.exchange_id = p.a_id LEFT JOIN {b}_e eb ON eb.exchange_id = p.b_id "
+            "WHERE ea.enrichment IS NOT NULL OR eb.enrichment IS NOT NULL",
+        ),
+    ):
+        target = "'" + str(folder / side).replace("'", "''") + "'"
+        con.execute(f"COPY ({query}) TO {target} (FORMAT parquet, PARTITION_BY (bucket), OVERWRITE_OR_IGNORE)")
+    try:
+        for k in range(ranges):
+            yield from _range(folder, k, batch)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _range(folder: Path, k: int, batch: int) -> Iterator[pa.RecordBatch]:
+    """Range ``k`` of the pairs, sorted: ``ord, sa, sb, ea, eb`` (a pair without enrichments: nulls)."""
+    sa, sb, e = (_read(folder / side / f"bucket={k}") for side in "abe")
+    if sa is None and sb is None:
+        return
+    if sa is None or sb is None or not sa.column("ord").equals(sb.column("ord")):
+        raise AssertionError(f"pairs of range {k} without both sides")  # each pair has both: inner joins on it
+    ea = eb = pa.nulls(sa.num_rows, pa.binary())
+    if e is not None and e.num_rows:  # the enriched pairs only: each pair's place among them, or null
+        at = pc.index_in(sa.column("ord"), value_set=e.column("ord"))
+        ea, eb = pc.take(e.column("ea"), at), pc.take(e.column("eb"), at)
+    rows = pa.table({"ord": sa.column("ord"), "sa": sa.column("s"), "sb": sb.column("s"), "ea": ea, "eb": eb})
+    yield from rows.to_batches(batch)
+
+
+def _read(part: Path) -> pa.Table | None:
+    """A range's rows of one side, sorted by ``ord``; None when it has none."""
+    return pq.read_table(part).sort_by("ord") if part.exists() else None
 
 
 def _median(con: Any, results: str) -> float | int | None:

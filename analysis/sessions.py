@@ -31,26 +31,39 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     end_wall_ns``, ``ord`` the exchange's place in its capture); ``pairs``: the pairs (pairing.py's
     ``pair_in``); ``exact``: ``(ord, exact)`` per pair, whether its answers are equal."""
     table = f"{pairs}_sessions"
+    # One step a table: DuckDB runs each aggregate and join within its buffer (spilling beyond it),
+    # where the same steps as one query hold all their hash tables at once (a million sessions
+    # then failed in 64 MB, and pass like this).
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {table}_a AS
+        SELECT session, min(ord) AS first_ord, count(*) AS turns, min(sent_wall_ns) AS a_first, max(end_wall_ns) AS a_last
+        FROM {a} WHERE generation AND session IS NOT NULL GROUP BY session"""
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {table}_p AS
+        SELECT ma.session, p.ord, ma.turn, e.exact, mb.session AS b_session, mb.sent_wall_ns, mb.end_wall_ns
+        FROM {pairs} p JOIN {a} ma ON ma.exchange_id = p.a_id JOIN {b} mb ON mb.exchange_id = p.b_id
+        JOIN {exact} e ON e.ord = p.ord
+        WHERE ma.generation AND ma.session IS NOT NULL"""
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE {table}_b AS
+        SELECT session, count(*) AS paired, min(sent_wall_ns) AS b_first, max(end_wall_ns) AS b_last,
+               min(coalesce(turn, 0)) FILTER (WHERE NOT exact) AS first_difference,
+               arg_min(b_session, ord) FILTER (WHERE b_session <> '') AS b_session
+        FROM {table}_p GROUP BY session"""
+    )
+    # ``i``: the session's first exchange's place in A, so that ordering by it is A's order.
     con.execute(
         f"""CREATE OR REPLACE TABLE {table} AS
-        WITH sa AS (
-            SELECT session, min(ord) AS first_ord, count(*) AS turns,
-                   min(sent_wall_ns) AS a_first, max(end_wall_ns) AS a_last
-            FROM {a} WHERE generation AND session IS NOT NULL GROUP BY session
-        ), sb AS (
-            SELECT ma.session, count(*) AS paired, min(mb.sent_wall_ns) AS b_first, max(mb.end_wall_ns) AS b_last,
-                   min(coalesce(ma.turn, 0)) FILTER (WHERE NOT e.exact) AS first_difference,
-                   arg_min(mb.session, p.ord) FILTER (WHERE mb.session <> '') AS b_session
-            FROM {pairs} p JOIN {a} ma ON ma.exchange_id = p.a_id JOIN {b} mb ON mb.exchange_id = p.b_id
-            JOIN {exact} e ON e.ord = p.ord
-            WHERE ma.generation AND ma.session IS NOT NULL GROUP BY ma.session
-        )
-        SELECT row_number() OVER (ORDER BY sa.first_ord) - 1 AS i, sa.session, sa.turns, coalesce(sb.paired, 0) AS paired,
+        SELECT sa.first_ord AS i, sa.session, sa.turns, coalesce(sb.paired, 0) AS paired,
                sb.first_difference, sb.b_session, sa.a_first, sa.a_last, sb.b_first, sb.b_last,
                (sa.a_first IS NOT NULL AND sa.a_last IS NOT NULL AND sb.b_first IS NOT NULL AND sb.b_last IS NOT NULL
                 AND coalesce(sb.paired, 0) >= sa.turns) AS compared
-        FROM sa LEFT JOIN sb USING (session) ORDER BY sa.first_ord"""
+        FROM {table}_a sa LEFT JOIN {table}_b sb USING (session)"""
     )
+    for step in "apb":
+        con.execute(f"DROP TABLE {table}_{step}")
     sessions, multi, identical = con.execute(
         f"SELECT count(*), count(*) FILTER (WHERE turns > 1), count(*) FILTER (WHERE paired > 0 AND first_difference IS NULL) "
         f"FROM {table}"

@@ -78,7 +78,7 @@ class Analysis:
             raise AnalysisError(f"can't open DuckDB with memory limit {limit!r} ({exc})") from exc
         try:
             for name in TABLES:
-                files = ", ".join(_literal(str(c.table(name))) for c in self.captures)
+                files = ", ".join(_literal(str(f)) for c in self.captures for f in c.tables(name))
                 self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{files}])")
             for statement in DERIVED:
                 self.con.execute(statement)
@@ -98,8 +98,9 @@ class Analysis:
 
     @property
     def warnings(self) -> list[str]:
-        """Torn tails: their data is used, and this says where each capture was cut short."""
-        return [t for c in self.captures for t in c.torn]
+        """Torn tails (their data is used: this says where each capture was cut short), and exchanges
+        that repeat another's id (renamed in the tables)."""
+        return [t for c in self.captures for t in (*c.torn, *filter(None, [c.repeated]))]
 
     # -- queries ---------------------------------------------------------------------------------
 

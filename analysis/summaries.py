@@ -32,12 +32,14 @@ from infertap.apis import Output, read_request, read_response
 from infertap.capture.reader import CaptureReader
 
 from .cache import CachedCapture
+from .decode import name_apart
+from .decoding import repeated_ids, repeats, repeats_warning
 from .divergence import logprob_positions
 
 #: Rows per Parquet row group and per batch held before writing.
 BATCH_ROWS = 5_000
 #: Changes whenever what a summary holds changes: summaries cached by another version are not read.
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2  # 2: repeated ids named apart, and said
 
 EXCHANGE_SCHEMA = pa.schema(
     [
@@ -165,12 +167,23 @@ class Side:
     exchanges: int
     snapshot: dict[str, Any] | None  # the last engine snapshot
     torn: list[str]
+    repeated: str | None = None  # said when exchanges repeat an earlier one's id (named apart)
 
 
 def summarize_capture(path: str | os.PathLike[str], folder: Path, *, last_user: bool = False) -> Side:
     """Read the capture at ``path`` once and write its exchanges' and enrichments' rows under
-    ``folder``; a corrupt capture raises as reading it does anywhere (CaptureCorruptError)."""
+    ``folder``; a corrupt capture raises as reading it does anywhere (CaptureCorruptError).
+
+    Exchanges that repeat an earlier one's id are named ``<id>~2``, ``<id>~3``, ... as the decoded
+    tables name them (decode.py), read again only when there are any: their metrics join as theirs."""
+    side = _summarize(path, folder, last_user, frozenset())
+    repeated = repeated_ids([side.exchanges_file], "id")
+    return _summarize(path, folder, last_user, repeated) if repeated else side
+
+
+def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repeated: frozenset[str]) -> Side:
     folder.mkdir(parents=True, exist_ok=True)
+    seen: dict[str, int] = {}
     reader = CaptureReader(path)
     exchanges = _Rows(folder / "exchanges.parquet", EXCHANGE_SCHEMA)
     enrichments = _Rows(folder / "enrichments.parquet", ENRICHMENT_SCHEMA)
@@ -180,6 +193,8 @@ def summarize_capture(path: str | os.PathLike[str], folder: Path, *, last_user: 
         for record in reader.records():
             kind = record["type"]
             if kind == "exchange":
+                if repeated:
+                    name_apart(record, repeated, seen)
                 source = record.get("source_id")
                 exchanges.add(
                     (
@@ -202,8 +217,9 @@ def summarize_capture(path: str | os.PathLike[str], folder: Path, *, last_user: 
     finally:
         exchanges.close()
         enrichments.close()
+    said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()))) if repeated else None
     return Side(
-        str(path), folder / "exchanges.parquet", folder / "enrichments.parquet", n, snapshot, [str(t) for t in reader.torn]
+        str(path), folder / "exchanges.parquet", folder / "enrichments.parquet", n, snapshot, [str(t) for t in reader.torn], said
     )
 
 
@@ -221,7 +237,7 @@ def cached_side(path: str | os.PathLike[str], entry: CachedCapture | None, scrat
     try:
         tmp.mkdir(mode=0o700)  # owner-only, as the cache is: it holds prompts and outputs
         side = summarize_capture(path, tmp, last_user=last_user)
-        (tmp / "side.pickle").write_bytes(_dump((side.exchanges, side.snapshot, side.torn)))
+        (tmp / "side.pickle").write_bytes(_dump((side.exchanges, side.snapshot, side.torn, side.repeated)))
         try:
             os.rename(tmp, folder)
         except OSError:  # another compare put it in place first, or the cache can't take it: this one will do
@@ -237,11 +253,13 @@ def _kept(path: str | os.PathLike[str], folder: Path) -> Side | None:
     if not meta.exists():
         return None
     try:
-        exchanges, snapshot, torn = load(meta.read_bytes())
+        exchanges, snapshot, torn, repeated = load(meta.read_bytes())
         if pq.read_metadata(folder / "exchanges.parquet").num_rows != exchanges:
             raise ValueError("row count")
         pq.read_metadata(folder / "enrichments.parquet")
     except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError, pa.ArrowException):  # damaged: summarized again
         shutil.rmtree(folder, ignore_errors=True)
         return None
-    return Side(str(path), folder / "exchanges.parquet", folder / "enrichments.parquet", exchanges, snapshot, list(torn))
+    return Side(
+        str(path), folder / "exchanges.parquet", folder / "enrichments.parquet", exchanges, snapshot, list(torn), repeated
+    )

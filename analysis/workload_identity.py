@@ -23,11 +23,13 @@ _ROWS = 50_000  # requests read from DuckDB at a time
 
 #: A generation request's digest (capture/identity.py's ``request_digest``) and its send time's parts.
 SENT_COLUMNS = "r.digest AS digest, x.request_bytes, u.wall AS run_wall, x.start_ns, x.scheduled_ns"
-SENT_FROM = (
-    "JOIN exchanges x USING (capture, exchange_id) JOIN requests r USING (capture, exchange_id) "
+_RUNS = (
     "LEFT JOIN (SELECT DISTINCT ON (capture, run_id) capture, run_id, wall FROM runs) u "
-    "ON u.capture = x.capture AND u.run_id = x.run_id "
-    "WHERE x.generation AND x.\"end\" IS DISTINCT FROM 'refused'"
+    "ON u.capture = x.capture AND u.run_id = x.run_id"
+)
+_GENERATION = "x.generation AND x.\"end\" IS DISTINCT FROM 'refused'"
+SENT_FROM = (
+    f"JOIN exchanges x USING (capture, exchange_id) JOIN requests r USING (capture, exchange_id) {_RUNS} WHERE {_GENERATION}"
 )
 
 
@@ -64,7 +66,8 @@ def group_identities(analysis: Analysis, table: str, keys: Sequence[str]) -> dic
 def sent_sql(capture: str) -> str:
     """The generation requests of one loaded capture (its ``capture`` column value), as ``SENT_COLUMNS``."""
     return (
-        f"SELECT {SENT_COLUMNS} FROM (SELECT capture, exchange_id FROM exchanges WHERE capture = {quoted(capture)}) m {SENT_FROM}"
+        f"SELECT {SENT_COLUMNS} FROM exchanges x JOIN requests r USING (capture, exchange_id) {_RUNS} "
+        f"WHERE x.capture = {quoted(capture)} AND {_GENERATION}"
     )
 
 
@@ -73,9 +76,10 @@ def quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def capture_identity(analysis: Analysis, capture: str) -> WorkloadIdentity:
-    """The workload identity of one loaded capture (its ``capture`` column value), every run of it."""
-    tally = tallies(analysis, sent_sql(capture)).get((), IdentityTally())
+def capture_identity(analysis: Analysis, capture: str, sent: str | None = None) -> WorkloadIdentity:
+    """The workload identity of one loaded capture (its ``capture`` column value), every run of it;
+    ``sent``: its ``sent_sql`` rows where they are kept already (a table)."""
+    tally = tallies(analysis, sent or sent_sql(capture)).get((), IdentityTally())
     exchanges = analysis.query("SELECT count(*) FROM exchanges WHERE capture = ?", [capture]).rows[0][0]
     return tally.identity(int(exchanges))
 

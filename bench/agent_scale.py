@@ -7,8 +7,11 @@ process so that peak memory (ru_maxrss) is the phase's own:
 
 - ``floor``: zstd decompression and msgpack unpacking of every record (the capture reader, nothing
   else): what any decode has to pay;
+- ``parse``: the floor plus every request body and streamed event payload parsed by msgspec (into
+  Python objects, nothing kept): what any exact reader of the JSON pays, the floor of a decode
+  written in Python that reads every event;
 - ``stats``: ``infertap stats CAPTURE --json`` with an empty cache (decode, load, query), and its
-  ratio to the floor; then the same command again, the cache now filled (``warm``: the process's
+  ratios to both floors; then the same command again, the cache now filled (``warm``: the process's
   start, imports, DuckDB and the queries), so that ``cold - warm`` is the decode's own share;
 - ``prepare``: what a replay does before its first send (the workload loaded in one pass, each
   request's ``--set temperature=0`` checked, the source's workload identity), with its peak memory,
@@ -190,6 +193,31 @@ def _floor(capture: str) -> dict[str, Any]:
     return {"s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "records": records}
 
 
+def _parse_floor(capture: str) -> dict[str, Any]:
+    """The floor, plus what any exact reader of the JSON pays: every request body and every streamed
+    event's payload (an SSE ``data:`` line) parsed by msgspec into Python objects, nothing kept."""
+    import msgspec
+
+    from infertap.capture.reader import CaptureReader
+
+    decode = msgspec.json.Decoder().decode
+    t0, c0 = time.perf_counter(), time.process_time()
+    records = parsed = 0
+    for record in CaptureReader(capture).records():
+        records += 1
+        if record["type"] != "exchange":
+            continue
+        for payload in [record.get("request_body") or b""] + [
+            block[6:] for block in b"".join(record.get("chunks") or ()).split(b"\n\n") if block.startswith(b"data: {")
+        ]:
+            try:
+                decode(payload)
+                parsed += 1
+            except msgspec.DecodeError:
+                pass
+    return {"s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "records": records, "parsed": parsed}
+
+
 def _prepare(capture: str, out: str) -> dict[str, Any]:
     """What ``run_replay`` does before sending: the workload (one pass: links, transforms checked,
     the source's identity), the recorder's facts. Then, apart, what sending adds per request: a
@@ -258,6 +286,8 @@ def _run(phase: str, *args: str) -> dict[str, Any]:
 def _phase_main(phase: str, args: list[str]) -> None:
     if phase == "floor":
         result = _floor(args[0])
+    elif phase == "parse":
+        result = _parse_floor(args[0])
     elif phase == "prepare":
         result = _prepare(args[0], args[1])
     elif phase == "stats":
@@ -281,11 +311,12 @@ def measure(capture: Path, work: Path) -> dict[str, Any]:
     cache = work / "cache"
     shutil.rmtree(cache, ignore_errors=True)
     floor = _run("floor", str(capture))
+    parse = _run("parse", str(capture))
     stats = _run("stats", str(capture), str(cache))
     stats["warm"] = _run("stats", str(capture), str(cache))  # the same, decoded tables cached
     shutil.rmtree(cache, ignore_errors=True)
     prepare = _run("prepare", str(capture), str(work / "replay-out"))
-    return {"floor": floor, "stats": stats, "prepare": prepare}
+    return {"floor": floor, "parse": parse, "stats": stats, "prepare": prepare}
 
 
 def main() -> None:
@@ -310,8 +341,8 @@ def main() -> None:
     # CPU seconds beside wall seconds: on a shared machine the CPU time is the steadier number, and
     # the ratio to the floor is taken on it.
     print(
-        f"{'exchanges':>10} {'MiB':>6} {'floor s (cpu)':>14} {'stats s (cpu)':>14} {'ratio':>6} {'warm cpu':>8} "
-        f"{'decode cpu':>10} {'ratio':>6} {'stats MiB':>10} "
+        f"{'exchanges':>10} {'MiB':>6} {'floor s (cpu)':>14} {'parse cpu':>9} {'stats s (cpu)':>14} {'ratio':>6} "
+        f"{'/parse':>6} {'warm cpu':>8} {'decode cpu':>10} {'ratio':>6} {'stats MiB':>10} "
         f"{'prepare s (cpu)':>16} {'load+transform':>15} {'identity':>9} {'prepare MiB':>12} {'linked':>8}"
     )
     for n in sizes:
@@ -324,12 +355,14 @@ def main() -> None:
         r = measure(capture, work)
         f, st, p = r["floor"], r["stats"], r["prepare"]
         row = {"exchanges": n, "capture_bytes": size, "build_s": build_s, **r, "ratio_cpu": st["cpu_s"] / f["cpu_s"]}
+        row["parse_ratio_cpu"] = st["cpu_s"] / r["parse"]["cpu_s"]
         decode = st["cpu_s"] - st["warm"]["cpu_s"]
         row["decode_ratio_cpu"] = decode / f["cpu_s"]
         rows.append(row)
         print(
-            f"{n:>10,} {size / 2**20:>6.1f} {f['s']:>6.2f} ({f['cpu_s']:>5.2f}) {st['s']:>6.1f} ({st['cpu_s']:>5.1f}) "
-            f"{row['ratio_cpu']:>5.1f}x {st['warm']['cpu_s']:>8.2f} {decode:>10.2f} {row['decode_ratio_cpu']:>5.1f}x "
+            f"{n:>10,} {size / 2**20:>6.1f} {f['s']:>6.2f} ({f['cpu_s']:>5.2f}) {r['parse']['cpu_s']:>9.2f} "
+            f"{st['s']:>6.1f} ({st['cpu_s']:>5.1f}) {row['ratio_cpu']:>5.1f}x {row['parse_ratio_cpu']:>5.1f}x "
+            f"{st['warm']['cpu_s']:>8.2f} {decode:>10.2f} {row['decode_ratio_cpu']:>5.1f}x "
             f"{st['peak_rss_mib_child']:>10.0f} {p['s']:>7.1f} ({p['cpu_s']:>6.1f}) "
             f"{p['prepare_s']:>15.1f} {p['identity_s']:>9.1f} {p['peak_rss_mib']:>12.0f} {p['linked']:>8,}",
             flush=True,

@@ -45,13 +45,13 @@ def _warn(message: str) -> None:
 
 @contextmanager
 def _opened(captures: tuple[str, ...], cache_dir: Path | None) -> Iterator[Analysis]:
-    """The loaded captures, torn tails as warnings, closed on every path."""
+    """The loaded captures, torn tails and repeated ids as warnings, closed on every path."""
     from .analysis import Analysis  # DuckDB and Arrow load here, not for --help
 
     analysis = Analysis(captures, cache_dir=cache_dir)
-    for torn in analysis.warnings:
-        _warn(str(torn))
     try:
+        for torn in analysis.warnings:
+            _warn(str(torn))
         yield analysis
     finally:
         analysis.close()

@@ -210,7 +210,7 @@ def _print_runs(console: Console, r: dict[str, Any]) -> None:
     _say(console, f"paired: {r['pairing']['explain']}")
     _print_traffic(console, r.get("traffic"))
     for side in ("a", "b"):
-        for torn in r[side]["torn"]:
+        for torn in [*r[side]["torn"], *filter(None, [r[side].get("repeated_ids")])]:
             _say(console, f"warning: {torn}", "yellow")
 
 

@@ -32,6 +32,15 @@ def blocks(segment: Path) -> list[tuple[int, int]]:
         return [(b.offset, b.offset + 28 + len(b.zframe)) for b in iter_blocks(f, len(data)) if isinstance(b, Block)]
 
 
+def flip_a_byte(segment: Path) -> int:
+    """Damages the first block's zstd frame in its middle; returns the block's offset."""
+    data = bytearray(segment.read_bytes())
+    start, end = blocks(segment)[0]
+    data[(start + 28 + end) // 2] ^= 0x40
+    segment.write_bytes(bytes(data))
+    return start
+
+
 def simple(path: Path, n: int = 3, first: int = 0) -> Path:
     return write_capture(
         path,
@@ -223,6 +232,40 @@ def test_requests_carry_each_generation_requests_digest_as_the_capture_package_t
     assert rows["models"] is None  # not a generation request: no digest
 
 
+def test_exchanges_that_repeat_an_id_are_named_apart_and_said(tmp_path: Path) -> None:
+    """A segment copied in twice: each exchange is still one row, joined with its own rows only, and
+    the workload identity is the capture package's (joined by id, 3 copies counted 3 x 3 x 3 times)."""
+    from click.testing import CliRunner
+
+    from infertap.analysis.workload_identity import capture_identity
+    from infertap.capture.identity import workload_identity
+    from infertap.cli import cli
+
+    copies = [exchange("same", sent_ms=10 * i, request=body(f"q{i}"), chunks=[(5, sse(event(f"a{i}")))]) for i in range(3)]
+    records = [
+        *copies,
+        exchange("other", sent_ms=40, chunks=[(5, sse(event("b"), event("c")))]),
+        enrichment("same", output_count=7),
+    ]
+    cap = write_capture(tmp_path / "cap", records)
+    unique = write_capture(tmp_path / "unique", [exchange(f"x{i}", sent_ms=10 * i, request=body(f"q{i}")) for i in range(3)])
+    with Analysis([cap, unique], cache_dir=tmp_path / "cache") as a:
+        ids = [r[0] for r in a.sql("SELECT exchange_id FROM exchanges WHERE capture = ? ORDER BY sent_ns", [str(cap)]).fetchall()]
+        assert ids == ["same", "same~2", "same~3", "other"]
+        assert a.count("metrics") == 4 + 3 and a.count("requests") == 4 + 3
+        events = dict(a.sql("SELECT exchange_id, count(*) FROM events WHERE capture = ? GROUP BY ALL", [str(cap)]).fetchall())
+        assert events == {"same": 1, "same~2": 1, "same~3": 1, "other": 2}
+        tokens = dict(a.sql("SELECT exchange_id, output_tokens FROM metrics WHERE capture = ?", [str(cap)]).fetchall())
+        assert tokens["same"] == 7 and tokens["same~2"] == 1  # the enrichment stays with the first
+        for path in (cap, unique):
+            assert capture_identity(a, str(path)) == workload_identity(path)
+        assert capture_identity(a, str(cap)).requests == 4
+        [warning] = a.warnings  # the capture without repeats says nothing
+        assert str(cap) in warning and "2 exchanges carry the id of an earlier one" in warning and "'same'" in warning
+    said = CliRunner().invoke(cli, ["stats", str(cap), "--cache-dir", str(tmp_path / "cache")])
+    assert said.exit_code == 0 and "carry the id of an earlier one" in said.output
+
+
 def test_export_round_trips_through_duckdb(tmp_path: Path) -> None:
     cap = write_capture(
         tmp_path / "cap",
@@ -269,10 +312,7 @@ def test_a_torn_tail_is_used_and_reported_even_from_the_cache(tmp_path: Path) ->
 def test_a_corrupt_capture_is_an_error_naming_the_file_and_leaves_no_cache(tmp_path: Path) -> None:
     cap = simple(tmp_path / "cap")
     (seg,) = segment_paths(cap)
-    data = bytearray(seg.read_bytes())
-    start, end = blocks(seg)[0]
-    data[(start + 28 + end) // 2] ^= 0x40
-    seg.write_bytes(bytes(data))
+    start = flip_a_byte(seg)
     with pytest.raises(CaptureCorruptError, match=f"{seg}: corrupt capture data at byte offset {start}"):
         Analysis([cap], cache_dir=tmp_path / "cache")
     assert [p.name for p in (tmp_path / "cache" / "captures").glob("*/*")] == []
@@ -314,10 +354,107 @@ def test_decoding_in_worker_processes_gives_the_same_tables(tmp_path: Path) -> N
 def test_a_corrupt_shard_fails_the_parallel_load_with_its_name(tmp_path: Path) -> None:
     good, bad = simple(tmp_path / "good"), simple(tmp_path / "bad")
     (seg,) = segment_paths(bad)
-    data = bytearray(seg.read_bytes())
-    start, end = blocks(seg)[0]
-    data[(start + 28 + end) // 2] ^= 0x40
-    seg.write_bytes(bytes(data))
+    start = flip_a_byte(seg)
     with pytest.raises(CaptureCorruptError, match=f"{seg}: corrupt capture data at byte offset {start}") as info:
         Analysis([good, bad], cache_dir=tmp_path / "cache", workers=2)
     assert (info.value.path, info.value.offset) == (str(seg), start)
+
+
+def _tables(folder: Path) -> dict[str, list[tuple]]:
+    from infertap.analysis.decoding import table_files
+    from infertap.analysis.schema import TABLES
+
+    con = duckdb.connect()
+    query = "SELECT * FROM read_parquet(?) ORDER BY ALL"
+    return {name: con.execute(query, [[str(f) for f in table_files(folder, name)]]).fetchall() for name in TABLES}
+
+
+def _agent_capture(path: Path, n: int, prompt_ids: str) -> Path:
+    """Agent sessions (shared prefixes, tool calls, linking), then a second run: an engine snapshot,
+    telemetry, exchanges of other kinds and enrichments (``prompt_ids``: "some" or "all" requests')."""
+    from bench.agent_scale import build
+
+    build(path, n, seed=3)
+    ids = [r["id"] for r in CaptureReader(path).records() if r["type"] == "exchange"]
+    extra = [
+        exchange(
+            "plain",
+            sent_ms=1,
+            request=body("not streamed", stream=False),
+            headers=[["content-type", "application/json"]],
+            chunks=[(3, json.dumps({"choices": [{"index": 0, "message": {"content": "ok"}}]}).encode())],
+        ),
+        exchange("models", request=b"", path="/v1/models", method="GET"),
+    ]
+    with CaptureWriter(path, recorder=RECORDER) as writer:
+        writer.write({"type": "engine", "url": "http://engine.test", "wall": 1.8e9, "kind": "vllm", "facts": {}})
+        writer.write({"type": "telemetry", "wall": 1.8e9 + 1, "source": "gpu", "samples": [["power_w", {"gpu": "0"}, 300.0]]})
+        for rec in extra:
+            writer.write(rec)
+        chosen = [*ids, "plain"] if prompt_ids == "all" else ids[::7]
+        for i, xid in enumerate(chosen):
+            writer.write(enrichment(xid, prompt_ids=[1, 2, 3, *range(i % 5)], output_count=i % 4))
+    return path
+
+
+@pytest.mark.parametrize("prompt_ids", ["some", "all"])
+def test_a_capture_decoded_in_parts_holds_the_same_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prompt_ids: str) -> None:
+    """Several processes, each a part of the exchanges, then the pass over the whole: every table
+    holds what one process writes (prefix reuse in bytes and in tokens, session linking across parts)."""
+    from infertap.analysis import decoding
+    from infertap.analysis.decoding import decode_capture
+
+    cap = _agent_capture(tmp_path / "cap", 300, prompt_ids)
+    serial = decode_capture(cap, tmp_path / "serial", str(cap))
+    monkeypatch.setattr(decoding, "PARALLEL_BYTES", 0)  # small as it is, decoded in parts
+    monkeypatch.setattr(decoding, "PART_EXCHANGES", 7)
+    parts = decode_capture(cap, tmp_path / "parts", str(cap), workers=2)
+    assert (tmp_path / "parts" / "part-1" / "exchanges.parquet").exists()  # it did run in parts
+    assert parts == serial
+    expected, got = _tables(tmp_path / "serial"), _tables(tmp_path / "parts")
+    assert got == expected
+    turns = expected["turns"]
+    assert len(expected["exchanges"]) == 302 and sum(t[4] is not None for t in turns) > 200  # linked turns, many across parts
+    assert {p[2] for p in expected["prefixes"]} == {"tokens" if prompt_ids == "all" else "bytes"}
+
+
+def test_a_damaged_capture_decoded_in_parts_says_what_one_process_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from infertap.analysis import decoding
+    from infertap.analysis.decoding import decode_capture
+
+    monkeypatch.setattr(decoding, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(decoding, "PART_EXCHANGES", 1)
+    torn = simple(tmp_path / "torn", n=6)
+    (seg,) = segment_paths(torn)
+    seg.write_bytes(seg.read_bytes()[:-5])  # inside the footer's block
+    serial = decode_capture(torn, tmp_path / "t-serial", str(torn))
+    parts = decode_capture(torn, tmp_path / "t-parts", str(torn), workers=2)
+    assert parts == serial and parts["torn"] and _tables(tmp_path / "t-parts") == _tables(tmp_path / "t-serial")
+    bad = simple(tmp_path / "bad", n=6)
+    (seg,) = segment_paths(bad)
+    start = flip_a_byte(seg)
+    with pytest.raises(CaptureCorruptError, match=f"{seg}: corrupt capture data at byte offset {start}"):
+        decode_capture(bad, tmp_path / "b-parts", str(bad), workers=2)
+    copies = write_capture(tmp_path / "copies", [exchange("same", sent_ms=i, request=body(f"q{i}")) for i in range(4)])
+    parts = decode_capture(copies, tmp_path / "c-parts", str(copies), workers=2)  # named apart, in one process
+    assert parts["repeated_ids"] == {"ids": 1, "exchanges": 3, "example": "same"}
+    assert sorted(r[5] for r in _tables(tmp_path / "c-parts")["exchanges"]) == ["same", "same~2", "same~3", "same~4"]
+
+
+def test_a_script_without_a_main_guard_still_decodes_a_large_capture(tmp_path: Path) -> None:
+    """Worker processes start by importing the caller's script: without ``if __name__ == "__main__"``
+    they can't, and the decode goes on in the calling process instead of failing."""
+    import subprocess
+    import sys
+
+    cap = simple(tmp_path / "cap", n=5)
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from infertap.analysis import Analysis, decoding\n"
+        "decoding.PARALLEL_BYTES = 0\n"
+        f"with Analysis([{str(cap)!r}], cache_dir={str(tmp_path / 'cache')!r}, workers=2) as a:\n"
+        "    print('exchanges', a.count('exchanges'))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "exchanges 5" and "bootstrapping phase" in done.stderr  # the workers' own failure

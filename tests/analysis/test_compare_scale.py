@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pytest
 
-from infertap.analysis import summaries
+from infertap.analysis import paired_divergence, summaries
 from infertap.analysis.compare import compare
 from infertap.analysis.pairing import pair, pair_in
 from infertap.analysis.summaries import EXCHANGE_SCHEMA, request_key
@@ -166,8 +167,21 @@ def test_many_batches_give_what_one_batch_gives(tmp_path, monkeypatch):
     whole = compare(a, b, extract="number", top=6, baseline=a)
     monkeypatch.setattr(summaries, "BATCH_ROWS", 4)  # several row groups on disk too...
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "fresh-cache"))  # ...written afresh, not read from the cache
+    made = []
+    real_in_order = paired_divergence._in_order
+
+    def counted(con, folder, *args):
+        made.append(folder)
+        for chunk in real_in_order(con, folder, *args):
+            made.append(len(list(folder.glob("a/bucket=*"))))  # the ranges written
+            yield chunk
+
+    monkeypatch.setattr(paired_divergence, "_in_order", counted)
+    monkeypatch.setattr(paired_divergence, "BUCKET_BYTES", 600)  # the pairs read back in several ranges, each sorted
     batched = compare(a, b, extract="number", top=6, baseline=a, batch=3)
-    assert json.dumps(batched, sort_keys=True, default=str) == json.dumps(whole, sort_keys=True, default=str)
+    assert json.dumps(batched, default=str) == json.dumps(whole, default=str)  # keys in the same order too: pair order
+    ranges = [n for n in made if isinstance(n, int)]
+    assert max(ranges) > 3 and min(ranges) >= 1 and not any(f.exists() for f in made if isinstance(f, Path))
     d = whole["divergence"]
     # Not everything agrees: the answers that differ are seen as differing, in every batch.
     assert d["pairs"] == 23 and 0 < d["exact_match_rate"] < 0.5
@@ -295,3 +309,25 @@ def test_a_duckdb_buffer_too_small_is_a_clear_error_and_the_environment_sets_it(
     assert said.exit_code != 0 and "INFERTAP_DUCKDB_MEMORY" in said.output and "Traceback" not in said.output
     monkeypatch.setenv("INFERTAP_DUCKDB_MEMORY", "512MB")
     assert compare(a, b, extract="number")["pairing"]["pairs"] == 23
+
+
+def test_exchanges_repeating_an_id_are_compared_as_themselves_and_said(tmp_path, monkeypatch):
+    """A's three exchanges share one id (a segment copied in three times): each still pairs and
+    measures as itself, as the decoded tables name them apart; B, the same requests with their own
+    ids and the same timings, must then match A exactly, and only A is warned about."""
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    xs = [{"body": _chat(i), "duration_ns": 2_000_000 * (i + 1)} for i in range(3)]
+    write_capture(tmp_path / "a", [{**x, "id": "same"} for x in xs])
+    write_capture(tmp_path / "b", xs)
+    r = compare(tmp_path / "a", tmp_path / "b")
+    assert r["pairing"]["pairs"] == 3 and r["pairing"]["by"]["identical request"] == 3
+    e2e = next(row for row in r["speed"] if row["metric"] == "e2e")
+    assert e2e["a"] == e2e["b"] and e2e["a"]["mean"] == 4.0  # each of A's copies measured as itself (2, 4, 6 ms)
+    assert r["divergence"]["exact_match_rate"] == 1.0
+    assert "2 exchanges carry the id of an earlier one" in r["a"]["repeated_ids"] and r["b"]["repeated_ids"] is None
+    said = CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert said.exit_code == 0 and "carry the id of an earlier one" in said.output

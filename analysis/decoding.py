@@ -1,0 +1,234 @@
+"""A whole capture decoded (``decode_capture``): in one process, or in parts by several, with
+exchanges that repeat an id named apart.
+
+A large capture is decoded by ``workers`` processes at once: each reads every record (the floor,
+zstd and msgpack, is a small share of a decode) and decodes the exchanges of its part (runs of
+``PART_EXCHANGES``, dealt in turn), writing its own Parquet files (``part-<p>/<table>.parquet``).
+What needs every generation request in order, prefix reuse and session linking, is one pass in
+the calling process after them: the parts hand over each generation request's times, id and links,
+and that pass reads the capture once more for the request bodies (kept as prefixes, not handed
+over) and the enrichments' prompt token ids. The tables hold the same rows as a decode in one
+process; rows of different parts are not in record order (queries that care say ORDER BY).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import shutil
+from array import array
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from infertap.capture.errors import CaptureCorruptError
+from infertap.capture.reader import CaptureReader
+from infertap.errors import InfertapError
+
+from .decode import SEQUENTIAL_TABLES, Decoder, Generations, decode_records, no_cyclic_gc, table_sink
+from .schema import TABLES
+
+#: Exchanges dealt to a part at a time: part p of k decodes the p-th, (p+k)-th ... run of this many.
+PART_EXCHANGES = 4_096
+#: A capture of at least this many bytes (its segments on disk) is decoded in parts when more than
+#: one worker is allowed (one part per half of it, up to the workers and ``MAX_PARTS``): below it,
+#: starting the processes costs more than they save.
+PARALLEL_BYTES = 64 << 20
+#: Each part reads every record (about a twentieth of a decode's work): more parts than this would
+#: spend more on reading than they save.
+MAX_PARTS = 16
+_GENERATIONS = "generations.pickle"  # a part's generation requests, for the pass over the whole
+_ROWS = 65_536  # generation requests pickled at a time
+
+
+def decode_capture(path: Path, out: Path, capture: str | None = None, workers: int = 1) -> dict[str, Any]:
+    """Decode the capture at ``path`` into ``out`` (``table_files`` lists each table's files); returns
+    what the cache keeps about it. ``workers`` > 1: in that many processes when the capture is large.
+
+    Every table keys an exchange's rows on (capture, exchange id), so two exchanges of one capture
+    with the same id (a segment copied in twice, a capture put together by hand) would be joined
+    with each other's rows and counted over and over. When the first pass finds such ids, the
+    capture is decoded again, in one process, with each later exchange of a repeated id named
+    ``<id>~2``, ``<id>~3`` (an enrichment naming the id stays with the first), and the meta says so
+    (``repeated_ids``).
+    """
+    capture = capture or str(path)
+    size = _size(path)
+    parts = min(workers, os.cpu_count() or 1, MAX_PARTS, size // max(1, PARALLEL_BYTES // 2)) if size >= PARALLEL_BYTES else 1
+    meta: dict[str, Any] | None = None
+    if parts > 1:
+        try:
+            meta = _in_parts(path, out, capture, parts)
+        except BrokenProcessPool:  # a worker could not start (a script without a main guard) or was killed
+            _empty(out)
+    if meta is None:
+        meta = decode_records(path, out, capture)[0]
+    repeated = repeated_ids(table_files(out, "exchanges"), "exchange_id")
+    if not repeated:
+        return meta
+    _empty(out)
+    meta, decoder = decode_records(path, out, capture, repeated)
+    meta["repeated_ids"] = repeats(repeated, sum(k - 1 for k in decoder.seen.values()))
+    return meta
+
+
+def _empty(folder: Path) -> None:
+    for item in folder.iterdir():
+        shutil.rmtree(item) if item.is_dir() else item.unlink()
+
+
+def table_files(folder: Path, name: str) -> list[Path]:
+    """The Parquet files of table ``name`` in a decoded capture's folder: one, or one per part."""
+    whole = folder / f"{name}.parquet"
+    if whole.exists():
+        return [whole]
+    return sorted(folder.glob(f"part-*/{name}.parquet"), key=lambda f: int(f.parent.name.split("-")[1]))
+
+
+def repeats(repeated: frozenset[str], renamed: int) -> dict[str, Any]:
+    """What is kept of the ids named apart: how many, how many exchanges were renamed, one of them."""
+    return {"ids": len(repeated), "exchanges": renamed, "example": min(repeated)}
+
+
+def repeats_warning(capture: str | os.PathLike[str], r: dict[str, Any]) -> str:
+    return (
+        f"{capture}: {r['exchanges']} exchanges carry the id of an earlier one ({r['ids']} ids, e.g. "
+        f"{r['example']!r}: a segment copied in twice?); in the tables they are named <id>~2, <id>~3, ..."
+    )
+
+
+def repeated_ids(files: list[Path], column: str) -> frozenset[str]:
+    """The ids more than one row of the Parquet ``files`` carries in ``column`` (DuckDB, spilling
+    next to them)."""
+    spill = files[0].parent / ".repeated-spill"
+    con = duckdb.connect(config={"temp_directory": str(spill), "memory_limit": "512MB"})
+    try:
+        rows = con.execute(
+            f"SELECT {column} FROM read_parquet(?) WHERE {column} IS NOT NULL GROUP BY {column} HAVING count(*) > 1",
+            [[str(f) for f in files]],
+        ).fetchall()
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+    return frozenset(r[0] for r in rows)
+
+
+def _size(path: Path) -> int:
+    try:
+        return sum(os.path.getsize(s) for s in CaptureReader(path).segments)
+    except (OSError, InfertapError):
+        return 0  # decode_records says what is wrong with it
+
+
+def _in_parts(path: Path, out: Path, capture: str, k: int) -> dict[str, Any]:
+    """The capture decoded by ``k`` processes, then the pass over the whole (see the module's docstring)."""
+    # spawn, not fork: the calling process may have threads (DuckDB's, a writer's)
+    with ProcessPoolExecutor(k, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_part, str(path), str(out / f"part-{p}"), capture, (p, k, PART_EXCHANGES)) for p in range(k)]
+        try:
+            results = [unwrap(f.result()) for f in futures]
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+    decoder = Decoder(capture, {name: table_sink(out, name, capture) for name in SEQUENTIAL_TABLES})
+    reader = CaptureReader(path)
+    try:
+        with no_cyclic_gc():
+            generations, numbers = _merged(out, k)
+            wanted, j, number = numbers.tolist(), 0, 0
+            for record in reader.records():  # the bodies, in the order the generations were merged
+                decoder.records += 1
+                kind = record["type"]
+                if kind == "exchange":
+                    if j < len(wanted) and wanted[j] == number:
+                        generations.bodies.add(record.get("request_body") or b"")
+                        j += 1
+                    number += 1
+                elif kind == "header":
+                    decoder.capture_id = decoder.capture_id or record.get("capture_id")
+                elif kind == "enrichment":
+                    decoder.prompt_tokens(record)
+            decoder.generations = generations
+            torn = [str(t) for t in reader.torn]
+            decoder.prefixes()
+            decoder.turns()
+            decoder.capture_row(reader, torn)
+    finally:
+        rows = {name: sink.close() for name, sink in decoder.sinks.items()}
+    for result in results:
+        for name, n in result["rows"].items():
+            rows[name] = rows.get(name, 0) + n
+    return {**results[0], "torn": torn, "closed_cleanly": reader.closed_cleanly, "rows": {n: rows[n] for n in TABLES}}
+
+
+def _part(path: str, folder: str, capture: str, part: tuple[int, int, int]) -> dict[str, Any] | tuple[Any, ...]:
+    """One part of the capture (``Decoder``'s ``part``), in a worker process; errors travel back as plain data."""
+    try:
+        meta, decoder = decode_records(Path(path), Path(folder), capture, part=part)
+        g = decoder.generations
+        with open(Path(folder) / _GENERATIONS, "wb") as f:
+            for start in range(0, len(g.ids), _ROWS):
+                end = start + _ROWS
+                pickle.dump(
+                    (
+                        g.sent[start:end],
+                        g.seq[start:end],
+                        g.end[start:end],
+                        g.ids[start:end],
+                        g.links[start:end],
+                        decoder.numbers[start:end],
+                    ),
+                    f,
+                    protocol=pickle.HIGHEST_PROTOCOL,
+                )
+        return meta
+    except InfertapError as exc:
+        return carried(exc)
+
+
+def carried(exc: InfertapError) -> tuple[Any, ...]:
+    """A decode's error as plain data, to come back from a worker process (a CaptureCorruptError
+    can't be unpickled: its constructor takes other arguments than it passes up); ``unwrap`` raises it."""
+    if isinstance(exc, CaptureCorruptError):
+        return ("corrupt", exc.path, exc.offset, exc.reason)
+    return ("error", type(exc), str(exc))
+
+
+def unwrap[T](result: T | tuple[Any, ...]) -> T:
+    """A worker's result, or its error (``carried``) raised here."""
+    if not isinstance(result, tuple):
+        return result
+    if result[0] == "corrupt":
+        raise CaptureCorruptError(*result[1:])
+    raise result[1](result[2])
+
+
+def _merged(out: Path, k: int) -> tuple[Generations, np.ndarray[Any, Any]]:
+    """Every part's generation requests in record order (by exchange number), and those numbers."""
+    sent, seq, end, numbers = array("q"), array("q"), array("q"), array("q")
+    ids: list[str] = []
+    links: list[Any] = []
+    for p in range(k):
+        file = out / f"part-{p}" / _GENERATIONS
+        with open(file, "rb") as f:
+            while True:
+                try:
+                    s, q, e, i, lk, n = pickle.load(f)
+                except EOFError:
+                    break
+                for column, values in ((sent, s), (seq, q), (end, e), (ids, i), (links, lk), (numbers, n)):
+                    column.extend(values)
+        file.unlink()
+    order = np.argsort(np.frombuffer(numbers, np.int64), kind="stable")
+    g = Generations()
+    g.sent = array("q", np.frombuffer(sent, np.int64)[order].tobytes())
+    g.seq = array("q", np.frombuffer(seq, np.int64)[order].tobytes())
+    g.end = array("q", np.frombuffer(end, np.int64)[order].tobytes())
+    g.ids = [ids[i] for i in order.tolist()]
+    g.links = [links[i] for i in order.tolist()]
+    return g, np.frombuffer(numbers, np.int64)[order]
