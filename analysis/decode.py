@@ -37,10 +37,10 @@ from infertap.capture.reader import CaptureReader
 from .prefix import PrefixIndex
 from .schema import ENGINE_FACTS, TABLES
 
-#: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt.
-DECODE_VERSION = (
-    8  # 4: the telemetry table; 5: sessions and turns; 6: engines.dtype; 7: requests.digest, token times; 8: repeated ids renamed
-)
+#: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt. 4: the
+#: telemetry table; 5: sessions and turns; 6: engines.dtype; 7: requests.digest, token times;
+#: 8: repeated exchange ids named apart.
+DECODE_VERSION = 8
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

@@ -229,6 +229,7 @@ def _merged(out: Path, k: int) -> tuple[Generations, np.ndarray[Any, Any]]:
     g.sent = array("q", np.frombuffer(sent, np.int64)[order].tobytes())
     g.seq = array("q", np.frombuffer(seq, np.int64)[order].tobytes())
     g.end = array("q", np.frombuffer(end, np.int64)[order].tobytes())
-    g.ids = [ids[i] for i in order.tolist()]
-    g.links = [links[i] for i in order.tolist()]
+    places = order.tolist()
+    g.ids = [ids[i] for i in places]
+    g.links = [links[i] for i in places]
     return g, np.frombuffer(numbers, np.int64)[order]
