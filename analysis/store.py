@@ -33,6 +33,27 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_SPILL_PREFIX = "infertap-duckdb-"
+
+
+def spill_folder() -> str:
+    """A private folder (0700) for DuckDB to spill to, named for this process; the folders of
+    processes that ended without removing theirs (killed inside an analysis: a Ray worker stopped,
+    an OOM kill) are removed first, so they don't pile up in the temporary folder."""
+    root = Path(tempfile.gettempdir())
+    for stale in root.glob(f"{_SPILL_PREFIX}*-*"):
+        pid = stale.name[len(_SPILL_PREFIX) :].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or stale.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:  # no such process: nobody spills there any more
+            shutil.rmtree(stale, ignore_errors=True)
+        except OSError:  # gone meanwhile, or a process of another user's (alive)
+            continue
+    return tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{os.getpid()}-")
+
+
 @dataclass(frozen=True)
 class QueryResult:
     """A query's answer as plain data."""
@@ -66,7 +87,7 @@ class Analysis:
         ``$INFERTAP_DUCKDB_MEMORY``, else its own default) and spills the rest to a private
         temporary folder, never to the working directory (DuckDB's ``.tmp``)."""
         self.captures = cached_captures(find_captures(captures), cache_dir, workers=workers, progress=progress)
-        self._spill = tempfile.mkdtemp(prefix="infertap-duckdb-")
+        self._spill = spill_folder()
         config: dict[str, str | bool | int | float | list[str]] = {"temp_directory": self._spill}
         limit = memory_limit or os.environ.get(MEMORY_ENV)
         if limit:

@@ -3,7 +3,8 @@
 
 Each generation request's digest is taken once, when the capture is decoded (the ``requests``
 table's ``digest``, ``request_digest`` of its exact bytes); the digests and send times stream back
-a batch at a time into the capture package's ``IdentityTally``, which orders and hashes them.
+in send order (DuckDB sorts them, spilling to disk beyond its buffer), a batch at a time, into the
+capture package's ``OrderedHashes``: the same hashes ``IdentityTally`` computes, with nothing kept per request.
 """
 
 from __future__ import annotations
@@ -13,16 +14,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.identity import IdentityTally, Sent, WorkloadIdentity, rechained_requests, workload_summary
+from infertap.capture.identity import OrderedHashes, WorkloadIdentity, rechained_requests, workload_summary
 from infertap.capture.reader import CaptureReader
 from infertap.capture.segments import segment_paths
 
 from .store import Analysis
 
-_ROWS = 50_000  # requests read from DuckDB at a time
+_ROWS = 65_536  # requests read from DuckDB at a time
 
-#: A generation request's digest (capture/identity.py's ``request_digest``) and its send time's parts.
-SENT_COLUMNS = "r.digest AS digest, x.request_bytes, u.wall AS run_wall, x.start_ns, x.scheduled_ns"
+# When a request was sent (ns), as capture/identity.py's sent_time has it: the run's start (its wall
+# clock, rounded half to even as Python's round() does) plus the scheduled or arrival offset. Exact
+# in a HUGEINT; handed over as a BIGINT, or as text in the rare case it doesn't fit one.
+_T = "(CAST(round_even(coalesce(u.wall, 0.0) * 1e9, 0) AS HUGEINT) + coalesce(x.scheduled_ns, x.start_ns, 0))"
+#: A generation request's digest (capture/identity.py's ``request_digest``), body size and send time.
+SENT_COLUMNS = f"r.digest AS digest, coalesce(x.request_bytes, 0) AS size, {_T} AS t"
 _RUNS = (
     "LEFT JOIN (SELECT DISTINCT ON (capture, run_id) capture, run_id, wall FROM runs) u "
     "ON u.capture = x.capture AND u.run_id = x.run_id"
@@ -33,34 +38,45 @@ SENT_FROM = (
 )
 
 
-def sent_of(row: Sequence[Any]) -> Sent:
-    digest, size, run_wall, start_ns, scheduled_ns = row
-    anchor = round(float(run_wall or 0.0) * 1e9)
-    t = scheduled_ns if scheduled_ns is not None else (start_ns or 0)
-    return Sent(bytes(digest), anchor + int(t), int(size or 0))
-
-
-def tallies(analysis: Analysis, sql: str, keys: int = 0, rows: int = _ROWS) -> dict[tuple[Any, ...], IdentityTally]:
-    """``sql``'s rows (``keys`` group columns, then ``SENT_COLUMNS``) tallied per group, a batch
-    of ``rows`` at a time: one packed key per request is kept, never the rows themselves."""
-    out: dict[tuple[Any, ...], IdentityTally] = {}
-    for batch in analysis.sql(sql).to_arrow_reader(rows):
-        for row in zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)), strict=True):
-            key = tuple(row[:keys])
-            tally = out.get(key)
-            if tally is None:
-                tally = out[key] = IdentityTally()
-            s = sent_of(row[keys:])
-            tally.add_sent(s.digest, s.t_ns, s.size, s.rechained)
+def identities(analysis: Analysis, sql: str, keys: int = 0) -> dict[tuple[Any, ...], WorkloadIdentity]:
+    """The workload identity of each group of ``sql``'s rows (``keys`` group columns, then
+    ``SENT_COLUMNS``), its ``exchanges`` the group's requests. DuckDB puts the requests in send
+    order (spilling to disk what doesn't fit its buffer) and they are hashed as they stream back a
+    batch at a time: nothing is kept per request, whatever their number."""
+    groups = "".join(f"{i + 1}, " for i in range(keys))
+    ordered = (
+        "SELECT * EXCLUDE (t), TRY_CAST(t AS BIGINT) AS t, "
+        "CASE WHEN TRY_CAST(t AS BIGINT) IS NULL THEN CAST(t AS VARCHAR) END AS wide "
+        f"FROM ({sql}) q ORDER BY {groups}q.t, q.digest"
+    )
+    out: dict[tuple[Any, ...], WorkloadIdentity] = {}
+    key: tuple[Any, ...] | None = None
+    hashes, size = OrderedHashes(), 0
+    for batch in analysis.sql(ordered).to_arrow_reader(_ROWS):
+        columns = [batch.column(i).to_pylist() for i in range(keys)]
+        group = list(zip(*columns, strict=True)) if keys else [()] * batch.num_rows
+        digests, sizes, times, wide = (batch.column(keys + i).to_pylist() for i in range(4))
+        times = [t if w is None else int(w) for t, w in zip(times, wide, strict=True)]
+        begin = 0
+        for i in range(len(group) + 1):  # each run of one group's rows, hashed as one
+            if i == len(group) or group[i] != key:
+                hashes.add(times[begin:i], digests[begin:i])
+                size += sum(sizes[begin:i])
+                if i < len(group):
+                    if key is not None:
+                        out[key] = hashes.identity(hashes.requests, size)
+                    key, hashes, size, begin = group[i], OrderedHashes(), 0, i
+    if key is not None:
+        out[key] = hashes.identity(hashes.requests, size)
     return out
 
 
 def group_identities(analysis: Analysis, table: str, keys: Sequence[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
     """The workload identity of each group of ``table`` (rows keyed on ``capture, exchange_id`` and
     ``keys``), as ``WorkloadIdentity.as_dict()``."""
-    cols = ", ".join(f"m.{k}" for k in keys)
-    found = tallies(analysis, f"SELECT {cols}, {SENT_COLUMNS} FROM {table} m {SENT_FROM}", len(keys))
-    return {key: tally.identity().as_dict() for key, tally in found.items()}
+    cols = "".join(f"m.{k}, " for k in keys)
+    found = identities(analysis, f"SELECT {cols}{SENT_COLUMNS} FROM {table} m {SENT_FROM}", len(keys))
+    return {key: identity.as_dict() for key, identity in found.items()}
 
 
 def sent_sql(capture: str) -> str:
@@ -79,9 +95,9 @@ def quoted(text: str) -> str:
 def capture_identity(analysis: Analysis, capture: str, sent: str | None = None) -> WorkloadIdentity:
     """The workload identity of one loaded capture (its ``capture`` column value), every run of it;
     ``sent``: its ``sent_sql`` rows where they are kept already (a table)."""
-    tally = tallies(analysis, sent or sent_sql(capture)).get((), IdentityTally())
-    exchanges = analysis.query("SELECT count(*) FROM exchanges WHERE capture = ?", [capture]).rows[0][0]
-    return tally.identity(int(exchanges))
+    identity = identities(analysis, sent or sent_sql(capture)).get(())
+    exchanges = int(analysis.query("SELECT count(*) FROM exchanges WHERE capture = ?", [capture]).rows[0][0])
+    return replace(identity, exchanges=exchanges) if identity else OrderedHashes().identity(exchanges, 0)
 
 
 def recorders(capture: str | Path) -> list[dict[str, Any]]:

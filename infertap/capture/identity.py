@@ -148,40 +148,53 @@ class IdentityTally:
         through ``add``, or the requests when there were none)."""
         keys = self._keys
         keys.sort()
+        hashes = OrderedHashes()
         if self._odd:  # merged with the packed ones, in the same (time, digest) order
             ordered = sorted([(int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS, k[_TIME_BYTES:]) for k in keys] + self._odd)
+            for i in range(0, len(ordered), _HASHED):
+                pairs = ordered[i : i + _HASHED]
+                hashes.add([t for t, _ in pairs], [d for _, d in pairs])
         else:
-            ordered = None
-        workload = hashlib.sha256(VERSION.encode())
-        schedule = hashlib.sha256(VERSION.encode())
-        times: Iterable[int]
-        if ordered is None:
-            times = (int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS for k in keys)
-            for k in keys:
-                workload.update(k[_TIME_BYTES:])
-        else:
-            times = (t for t, _ in ordered)
-            for _, digest in ordered:
-                workload.update(digest)
+            for i in range(0, len(keys), _HASHED):
+                batch = keys[i : i + _HASHED]
+                hashes.add([int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS for k in batch], [k[_TIME_BYTES:] for k in batch])
         requests = len(keys) + len(self._odd)
-        first: int | None = None
-        lines: list[bytes] = []
-        for t in times:
-            first = t if first is None else first
-            lines.append(b"%d\n" % ((t - first + SCHEDULE_RESOLUTION_NS // 2) // SCHEDULE_RESOLUTION_NS))
-            if len(lines) == 65_536:  # hashed a batch at a time: ten million lines would be half a GiB at once
-                schedule.update(b"".join(lines))
-                lines = []
-        schedule.update(b"".join(lines))
-        if exchanges is None:
-            exchanges = self.exchanges or requests
+        return hashes.identity(self.exchanges or requests if exchanges is None else exchanges, self._bytes, self._rechained)
+
+
+_HASHED = 65_536  # requests hashed a batch at a time: ten million schedule lines would be half a GiB at once
+
+
+class OrderedHashes:
+    """The two hashes of requests given in send order, (time, digest) order as ``IdentityTally``
+    sorts them, a batch at a time: nothing is kept per request, so a source that orders them
+    itself (analysis's DuckDB, spilling to disk) hashes any number in constant memory."""
+
+    def __init__(self) -> None:
+        self.workload = hashlib.sha256(VERSION.encode())
+        self.schedule = hashlib.sha256(VERSION.encode())
+        self.first: int | None = None
+        self.requests = 0
+
+    def add(self, times: list[int], digests: list[bytes]) -> None:
+        """The next requests in order: their send times (ns) and digests."""
+        if not times:
+            return
+        if self.first is None:
+            self.first = times[0]
+        first, res, half = self.first, SCHEDULE_RESOLUTION_NS, SCHEDULE_RESOLUTION_NS // 2
+        self.workload.update(b"".join(digests))  # as one update per digest would hash them
+        self.schedule.update(b"".join([b"%d\n" % ((t - first + half) // res) for t in times]))
+        self.requests += len(times)
+
+    def identity(self, exchanges: int, request_bytes: int, rechained: int = 0) -> WorkloadIdentity:
         return WorkloadIdentity(
-            workload=workload.hexdigest(),
-            schedule=schedule.hexdigest(),
-            requests=requests,
-            request_bytes=self._bytes,
+            workload=self.workload.hexdigest(),
+            schedule=self.schedule.hexdigest(),
+            requests=self.requests,
+            request_bytes=request_bytes,
             exchanges=exchanges,
-            rechained=self._rechained,
+            rechained=rechained,
         )
 
 

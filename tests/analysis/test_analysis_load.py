@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 import tempfile
 from pathlib import Path
@@ -214,6 +215,29 @@ def test_duckdb_keeps_its_memory_limit_and_spills_to_a_private_folder(tmp_path: 
         assert a.sql("SELECT current_setting('memory_limit')").fetchall()[0][0] == "122.0 MiB"
     with pytest.raises(AnalysisError, match="memory limit 'lots'"):
         Analysis([cap], cache_dir=tmp_path / "cache", memory_limit="lots")
+
+
+def test_spill_folders_of_ended_processes_are_removed_and_live_ones_kept(tmp_path: Path) -> None:
+    """A process killed inside an analysis leaves its spill folder: the next analysis removes it (its
+    pid names no process), never the folder of one still running."""
+    import subprocess
+    import sys
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    root = Path(tempfile.gettempdir())
+    stale = root / f"infertap-duckdb-{int(ended.stdout)}-test"
+    live = root / f"infertap-duckdb-{os.getpid()}-test"
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / "duckdb_temp_storage-0.tmp").write_bytes(b"x")
+    try:
+        with Analysis([simple(tmp_path / "cap", n=1)], cache_dir=tmp_path / "cache") as a:
+            mine = Path(a.sql("SELECT current_setting('temp_directory')").fetchall()[0][0])
+            assert mine.name.startswith(f"infertap-duckdb-{os.getpid()}-") and mine.stat().st_mode & 0o077 == 0
+        assert not stale.exists() and (live / "duckdb_temp_storage-0.tmp").exists() and not mine.exists()
+    finally:
+        shutil.rmtree(stale, ignore_errors=True)
+        shutil.rmtree(live, ignore_errors=True)
 
 
 def test_requests_carry_each_generation_requests_digest_as_the_capture_package_takes_it(tmp_path: Path) -> None:

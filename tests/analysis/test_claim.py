@@ -297,3 +297,46 @@ def test_the_quantization_carries_the_dtype_with_its_source(tmp_path):
     card, _ = _card_of_snapshot(tmp_path, "neither", neither)
     assert card["quantization"]["value"] is None
     assert card["quantization"]["unknown"] == "scheme: not exposed; dtype: not exposed"
+
+
+@pytest.mark.parametrize("wall", [2.5e-9, 3.5e-9, 1_800_000_000.123456789])
+def test_analysis_orders_and_times_requests_as_the_capture_package(tmp_path, monkeypatch, wall):
+    """DuckDB sorts the requests for the analysis identity: ties in send time go by digest bytes, and
+    times count from the run's start as the capture package counts them (a start of 2.5 ns or 3.5 ns,
+    which round() takes to the even nanosecond, or today's)."""
+    import infertap.capture.writer as writer
+
+    monkeypatch.setattr(writer.time, "time", lambda: wall)
+    offsets = [0.0] * 12 + [0.001, 0.001, 0.002]  # twelve sent at once: their order is their digests'
+    write_capture(tmp_path / "cap", [{"offset_s": t, "body": _chat(f"tie {i}")} for i, t in enumerate(offsets)], wall0=wall)
+    monkeypatch.undo()
+    assert _identity_in_analysis(tmp_path / "cap") == workload_identity(tmp_path / "cap").as_dict()
+
+
+def test_analysis_identities_stream_in_order_in_groups(source):
+    """``identities`` over rows given in SQL: several groups, ties, negative times and times beyond a
+    BIGINT, past the batch they are read in, equal to the capture package's identity of each group."""
+    import hashlib
+    import random
+
+    import pyarrow as pa
+
+    from infertap.analysis.workload_identity import identities
+    from infertap.capture.identity import Sent, identity_of
+
+    rng = random.Random(7)
+    rows = []
+    for i in range(70_000):
+        t = rng.choice([0, 5, 10**6, -(10**12), 2**63 + 5, rng.randrange(10**9)])
+        rows.append((rng.choice(["x", "y", None]), hashlib.sha256(b"%d" % (i % 9000)).digest(), rng.randrange(100), t))
+    g, d, s, t = (list(c) for c in zip(*rows, strict=True))
+    given = pa.table({"g": g, "digest": pa.array(d, pa.binary()), "size": s, "t": [str(x) for x in t]})
+    with Analysis([source]) as a:
+        a.con.register("given", given)
+        a.con.execute("CREATE TABLE r AS SELECT g, digest, size, t::HUGEINT AS t FROM given")
+        found = identities(a, "SELECT g, digest, size, t FROM r", 1)
+        moved = identities(a, "SELECT g, digest, size, CASE WHEN size = 0 THEN t + 1000000 ELSE t END AS t FROM r", 1)
+    for g in ("x", "y", None):
+        mine = [Sent(d, t, s) for k, d, s, t in rows if k == g]
+        assert found[(g,)] == identity_of(reversed(mine)) and found[(g,)].requests == len(mine) > 20_000
+        assert moved[(g,)].schedule != found[(g,)].schedule  # a request sent a ms later: another schedule
