@@ -27,6 +27,7 @@ from infertap.errors import InfertapError
 
 from .decode import DECODE_VERSION
 from .decoding import carried, decode_capture, repeats_warning, table_files, unwrap
+from .spawning import workers_can_start
 
 ENV = "INFERTAP_CACHE"
 
@@ -154,7 +155,7 @@ def cached_captures(
         if entry is not None and progress is not None:
             progress(entry)
     missing = [i for i, e in enumerate(entries) if e is None]
-    allowed = workers or os.cpu_count() or 1
+    allowed = (workers or os.cpu_count() or 1) if workers_can_start() else 1
     workers = min(allowed, len(missing))
     if workers <= 1:  # one capture to decode (a large one in parts, with every worker allowed), or one worker
         for i in missing:

@@ -32,6 +32,7 @@ from infertap.errors import InfertapError
 
 from .decode import SEQUENTIAL_TABLES, Decoder, Generations, decode_records, no_cyclic_gc, table_sink
 from .schema import TABLES
+from .spawning import workers_can_start
 
 #: Exchanges dealt to a part at a time: part p of k decodes the p-th, (p+k)-th ... run of this many.
 PART_EXCHANGES = 4_096
@@ -59,12 +60,13 @@ def decode_capture(path: Path, out: Path, capture: str | None = None, workers: i
     """
     capture = capture or str(path)
     size = _size(path)
-    parts = min(workers, os.cpu_count() or 1, MAX_PARTS, size // max(1, PARALLEL_BYTES // 2)) if size >= PARALLEL_BYTES else 1
+    large = size >= PARALLEL_BYTES and workers > 1 and workers_can_start()
+    parts = min(workers, os.cpu_count() or 1, MAX_PARTS, size // max(1, PARALLEL_BYTES // 2)) if large else 1
     meta: dict[str, Any] | None = None
     if parts > 1:
         try:
             meta = _in_parts(path, out, capture, parts)
-        except BrokenProcessPool:  # a worker could not start (a script without a main guard) or was killed
+        except BrokenProcessPool:  # a worker could not start or was killed
             _empty(out)
     if meta is None:
         meta = decode_records(path, out, capture)[0]

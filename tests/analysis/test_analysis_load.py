@@ -465,20 +465,56 @@ def test_a_damaged_capture_decoded_in_parts_says_what_one_process_says(tmp_path:
     assert sorted(r[5] for r in _tables(tmp_path / "c-parts")["exchanges"]) == ["same", "same~2", "same~3", "same~4"]
 
 
-def test_a_script_without_a_main_guard_still_decodes_a_large_capture(tmp_path: Path) -> None:
-    """Worker processes start by importing the caller's script: without ``if __name__ == "__main__"``
-    they can't, and the decode goes on in the calling process instead of failing."""
+def test_a_script_without_a_main_guard_decodes_in_its_own_process(tmp_path: Path) -> None:
+    """A worker process starts by running the caller's script again, all of its top level that
+    ``if __name__ == "__main__"`` doesn't guard: called from there, infertap starts no worker (the
+    script's statements run once, no worker fails), whether one large capture or several are
+    decoded; called under the guard, the workers do the decode."""
     import subprocess
     import sys
 
-    cap = simple(tmp_path / "cap", n=5)
-    script = tmp_path / "unguarded.py"
-    script.write_text(
-        "from infertap.analysis import Analysis, decoding\n"
-        "decoding.PARALLEL_BYTES = 0\n"
-        f"with Analysis([{str(cap)!r}], cache_dir={str(tmp_path / 'cache')!r}, workers=2) as a:\n"
-        "    print('exchanges', a.count('exchanges'))\n"
-    )
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "exchanges 5" and "bootstrapping phase" in done.stderr  # the workers' own failure
+    caps = [simple(tmp_path / f"cap{i}", n=5) for i in range(2)]
+
+    def run(name: str, guarded: bool, captures: list[Path]) -> tuple[list[str], str]:
+        body = (
+            f"with Analysis({[str(c) for c in captures]!r}, cache_dir={str(tmp_path / name)!r}, workers=2) as a:\n"
+            "    print('exchanges', a.count('exchanges'), [c.decoded for c in a.captures])\n"
+        )
+        script = tmp_path / f"{name}.py"
+        script.write_text(
+            "from infertap.analysis import Analysis, decoding\n"
+            "decoding.PARALLEL_BYTES = 0\n"
+            "print('top level ran', flush=True)\n"
+            + ("if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in body.splitlines()) if guarded else body)
+        )
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines(), done.stderr
+
+    for name, captures in (("one", caps[:1]), ("two", caps)):
+        out, err = run(name, False, captures)
+        assert out == ["top level ran", f"exchanges {5 * len(captures)} {[True] * len(captures)}"], (out, err)
+        assert "Error" not in err  # no worker started, so none failed
+    out, _ = run("guarded", True, caps[:1])
+    assert out.count("top level ran") == 1 + 2  # the two parts' workers ran the script (its guard held)
+    assert out[-1] == "exchanges 5 [True]"
+
+
+@pytest.mark.parametrize(
+    ("source", "guarded"),
+    [
+        ("if __name__ == '__main__':\n    x()\n", True),
+        ("if '__main__' == __name__:\n    x()\n", True),
+        ("if __name__ != '__main__':\n    x()\n", False),
+        ("if __name__ == '__mp_main__':\n    x()\n", False),
+        ("if name == '__main__':\n    x()\n", False),
+        ("if __name__ == '__main__' == y:\n    x()\n", False),
+        ("x()\n", False),
+    ],
+)
+def test_what_reads_as_a_main_guard(source: str, guarded: bool) -> None:
+    import ast
+
+    from infertap.analysis.spawning import _main_guard
+
+    assert _main_guard(ast.parse(source).body[0]) is guarded

@@ -1,0 +1,58 @@
+"""Whether worker processes may be started from here, before the decode starts any.
+
+Workers are started by ``spawn`` (the caller may have threads: DuckDB's, a writer's), and a spawned
+process imports the caller's main script again to find what it runs: every statement of the
+script's top level runs a second time in each worker, unless it sits under
+``if __name__ == "__main__":``. A script that calls infertap from its unguarded top level would
+have its earlier statements (a replay, a file written) run again by each worker, and the workers
+then fail. Such a caller gets the decode in its own process instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+from types import FrameType
+
+
+def workers_can_start() -> bool:
+    """False when this call comes from the unguarded top level of the main script (see above);
+    True otherwise: from a function called under the guard, a package's ``__main__`` (spawn doesn't
+    run those again), an interactive session or a notebook, or a script whose text can't be read."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or Path(path).name == "__main__.py":
+        return True
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:  # the script's top level is not running: called later (a thread, atexit)
+        return True
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return True
+    line = frame.f_lineno
+    statement = next((s for s in tree.body if _spans(s, line)), None)
+    # Under the guard's body, not its else (which is what runs in a worker).
+    return isinstance(statement, ast.If) and _main_guard(statement) and any(_spans(s, line) for s in statement.body)
+
+
+def _spans(statement: ast.stmt, line: int | None) -> bool:
+    return line is not None and statement.lineno <= line <= (statement.end_lineno or statement.lineno)
+
+
+def _main_guard(statement: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either way round)."""
+    if not isinstance(statement, ast.If) or not isinstance(test := statement.test, ast.Compare):
+        return False
+    if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = [test.left, *test.comparators]
+    names = [s.id for s in sides if isinstance(s, ast.Name)]
+    values = [s.value for s in sides if isinstance(s, ast.Constant)]
+    return names == ["__name__"] and values == ["__main__"]
+
+
+__all__ = ["workers_can_start"]
