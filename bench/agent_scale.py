@@ -3,7 +3,7 @@
 Builds one capture per size of agent-like traffic (sessions of up to 30 turns sharing one long
 system prompt and tool list, each turn's request the whole conversation so far plus the last
 reply and a tool result, streamed SSE answers with tool calls), then measures, each in a fresh
-process so that peak memory (ru_maxrss) is the phase's own:
+process so that peak memory (``VmHWM``, bench/peak.py) is the phase's own:
 
 - ``floor``: zstd decompression and msgpack unpacking of every record (the capture reader, nothing
   else): what any decode has to pay;
@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.peak import peak_rss_mib
 from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
 
@@ -232,7 +233,7 @@ def _prepare(capture: str, out: str) -> dict[str, Any]:
     t1 = time.perf_counter()
     _recorder(config, prepared)
     t2, c2 = time.perf_counter(), time.process_time()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the bodies below
+    peak = peak_rss_mib()  # before the bodies below
     middle = len(prepared.items) // 2  # in sending order, as the read-ahead reads them (a block read once for many)
     sample = range(middle, min(len(prepared.items), middle + _BODY_SAMPLE))
     sent = sum(len(prepared.bodies[i]) for i in sample)
@@ -303,7 +304,7 @@ def _phase_main(phase: str, args: list[str]) -> None:
         }
     else:
         raise SystemExit(f"unknown phase {phase}")
-    result.setdefault("peak_rss_mib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    result.setdefault("peak_rss_mib", peak_rss_mib())
     print(json.dumps(result))
 
 

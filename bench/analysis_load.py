@@ -2,7 +2,7 @@
 
 Builds synthetic captures totalling N streamed chat exchanges (12 chunks each, an enrichment with
 prompt token ids each, overlapping in time), then measures, each in a fresh process so that peak
-memory (ru_maxrss) is the phase's own: a cold load (decode into the Parquet cache), a cached load,
+memory (``VmHWM``, bench/peak.py) is the phase's own: a cold load (decode into the Parquet cache), a cached load,
 and ``speed_stats`` by run and by model over everything. Prints a table and writes JSON.
 
     python -m bench.analysis_load [--n 1000000] [--captures 10] [--json bench-analysis.json] [--workdir DIR]
@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.peak import peak_rss_mib
 from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
 
@@ -116,7 +117,7 @@ def measure(captures: list[str], cache: str) -> dict[str, float]:
         "exchanges": exchanges,
         "ok": ok,
         "decoded_captures": decoded,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss_mib(),
         "worker_peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
 

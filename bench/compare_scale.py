@@ -9,7 +9,7 @@ Per size: the time to build the captures with the project's writer; the cold loa
 runs into the Parquet cache, one worker process per run) with the main process's and the larger
 worker's peak memory; then, on the cached runs, ``infertap stats`` and ``infertap sql`` of one run
 and ``compare`` of the two, each with its own peak memory. Each phase runs in a fresh process, so
-that each peak RSS (ru_maxrss) is that phase's own and the sizes can be read side by side:
+that each peak RSS (``VmHWM``, bench/peak.py) is that phase's own and the sizes can be read side by side:
 compare's peak should stay flat as pairs grow (its DuckDB buffer is bounded, see
 ``compare.MEMORY_LIMIT``). Every pair differs in one token, so every divergence path runs.
 """
@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.peak import peak_rss_mib
 from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
 
@@ -94,7 +95,7 @@ def _phase(phase: str, a: str, b: str) -> dict[str, float | int | None]:
         r = compare(a, b, extract="number")
         out = {"pairs": r["pairing"]["pairs"], "answer_changed": r["divergence"]["counts"].get("answer_changed")}
     out["s"] = time.perf_counter() - t
-    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mib"] = peak_rss_mib()
     return out
 
 
