@@ -331,3 +331,18 @@ def test_exchanges_repeating_an_id_are_compared_as_themselves_and_said(tmp_path,
     assert "2 exchanges carry the id of an earlier one" in r["a"]["repeated_ids"] and r["b"]["repeated_ids"] is None
     said = CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
     assert said.exit_code == 0 and "carry the id of an earlier one" in said.output
+
+
+def test_the_mean_is_exact_past_the_slices_it_is_summed_in():
+    """distribution's mean is fsum over every value, fed a slice at a time: the same to the last bit
+    as one fsum over them all, where a sum of slice sums (or numpy's) would not be."""
+    import math
+
+    from infertap.analysis.ratios import _SLICE, distribution
+
+    rng = random.Random(3)
+    values = [rng.choice([1e16, 1.0, -1e16, 3.3e-7, rng.uniform(0, 1e3)]) for _ in range(2 * _SLICE + 17)]
+    exact = math.fsum(values) / len(values)
+    assert distribution(values)["mean"] == exact
+    per_slice = math.fsum(math.fsum(sorted(values)[i : i + _SLICE]) for i in range(0, len(values), _SLICE)) / len(values)
+    assert per_slice != exact  # this data tells exact summation from a sum of partial sums
