@@ -26,7 +26,7 @@ from infertap.capture.reader import CaptureReader
 from infertap.errors import InfertapError
 
 from .decode import DECODE_VERSION
-from .decoding import carried, decode_capture, repeats_warning, table_files, unwrap
+from .decoding import carried, decode_capture, exit_with_parent, repeats_warning, table_files, unwrap
 from .spawning import workers_can_start
 
 ENV = "INFERTAP_CACHE"
@@ -179,6 +179,7 @@ def cached_captures(
 
 
 def _decode_in_worker(path: str, root: str) -> CachedCapture | tuple[Any, ...]:
+    exit_with_parent()
     try:
         return cached_capture(path, root)
     except InfertapError as exc:

@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import pickle
 import shutil
+import threading
 from array import array
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -168,8 +169,23 @@ def _in_parts(path: Path, out: Path, capture: str, k: int) -> dict[str, Any]:
     return {**results[0], "torn": torn, "closed_cleanly": reader.closed_cleanly, "rows": {n: rows[n] for n in TABLES}}
 
 
+def exit_with_parent() -> None:
+    """In a worker process: end when the process that started it ends. A worker doesn't otherwise
+    notice (a killed ``infertap stats`` left its workers decoding for minutes into a folder gone)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()  # returns when the parent has ended, however it ended
+        os._exit(1)
+
+    threading.Thread(target=watch, name="infertap-parent-watch", daemon=True).start()
+
+
 def _part(path: str, folder: str, capture: str, part: tuple[int, int, int]) -> dict[str, Any] | tuple[Any, ...]:
     """One part of the capture (``Decoder``'s ``part``), in a worker process; errors travel back as plain data."""
+    exit_with_parent()
     try:
         meta, decoder = decode_records(Path(path), Path(folder), capture, part=part)
         g = decoder.generations

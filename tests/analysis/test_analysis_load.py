@@ -518,3 +518,48 @@ def test_what_reads_as_a_main_guard(source: str, guarded: bool) -> None:
     from infertap.analysis.spawning import _main_guard
 
     assert _main_guard(ast.parse(source).body[0]) is guarded
+
+
+def test_decode_workers_end_when_their_caller_is_killed(tmp_path: Path) -> None:
+    """A killed analysis takes its part workers with it, instead of leaving them decoding."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    cap = simple(tmp_path / "cap", n=5)
+    pids = tmp_path / "workers"
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import os, time\n"
+        "from infertap.analysis import Analysis, decoding\n"
+        "decoding.PARALLEL_BYTES = 0\n"
+        "if __name__ == '__mp_main__':  # in each worker: say so, then take long over its part\n"
+        f"    open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        "    decoding.decode_records = lambda *a, **k: time.sleep(600)\n"
+        "if __name__ == '__main__':\n"
+        f"    Analysis([{str(cap)!r}], cache_dir={str(tmp_path / 'cache')!r}, workers=2)\n"
+    )
+    caller = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pids.exists() and len(pids.read_text().split()) == 2) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        workers = [int(p) for p in pids.read_text().split()]
+        assert len(workers) == 2 and all(psutil.pid_exists(p) for p in workers)
+    finally:
+        caller.send_signal(signal.SIGKILL)
+        caller.wait()
+
+    def running(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 30
+    while any(map(running, workers)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(running, workers))
