@@ -155,7 +155,9 @@ def cached_captures(
         if entry is not None and progress is not None:
             progress(entry)
     missing = [i for i, e in enumerate(entries) if e is None]
-    allowed = (workers or os.cpu_count() or 1) if workers_can_start() else 1
+    allowed = workers or os.cpu_count() or 1
+    if missing and allowed > 1 and not workers_can_start():  # read the script only when there is a decode to start
+        allowed = 1
     workers = min(allowed, len(missing))
     if workers <= 1:  # one capture to decode (a large one in parts, with every worker allowed), or one worker
         for i in missing:
@@ -164,7 +166,7 @@ def cached_captures(
                 progress(entries[i])  # type: ignore[arg-type]
         return entries  # type: ignore[return-value]
     # spawn, not fork: the calling process may have threads (DuckDB's, a writer's)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent) as pool:
         futures = {pool.submit(_decode_in_worker, str(paths[i]), str(cache_root(root))): i for i in missing}
         try:
             for future in as_completed(futures):
@@ -179,7 +181,6 @@ def cached_captures(
 
 
 def _decode_in_worker(path: str, root: str) -> CachedCapture | tuple[Any, ...]:
-    exit_with_parent()
     try:
         return cached_capture(path, root)
     except InfertapError as exc:

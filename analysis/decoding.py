@@ -131,7 +131,7 @@ def _size(path: Path) -> int:
 def _in_parts(path: Path, out: Path, capture: str, k: int) -> dict[str, Any]:
     """The capture decoded by ``k`` processes, then the pass over the whole (see the module's docstring)."""
     # spawn, not fork: the calling process may have threads (DuckDB's, a writer's)
-    with ProcessPoolExecutor(k, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(k, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent) as pool:
         futures = [pool.submit(_part, str(path), str(out / f"part-{p}"), capture, (p, k, PART_EXCHANGES)) for p in range(k)]
         try:
             results = [unwrap(f.result()) for f in futures]
@@ -170,8 +170,9 @@ def _in_parts(path: Path, out: Path, capture: str, k: int) -> dict[str, Any]:
 
 
 def exit_with_parent() -> None:
-    """In a worker process: end when the process that started it ends. A worker doesn't otherwise
-    notice (a killed ``infertap stats`` left its workers decoding for minutes into a folder gone)."""
+    """A worker process's initializer: end when the process that started it ends. A worker doesn't
+    otherwise notice (a killed ``infertap stats`` left its workers decoding for minutes into a folder
+    gone)."""
     parent = multiprocessing.parent_process()
     if parent is None:
         return
@@ -185,7 +186,6 @@ def exit_with_parent() -> None:
 
 def _part(path: str, folder: str, capture: str, part: tuple[int, int, int]) -> dict[str, Any] | tuple[Any, ...]:
     """One part of the capture (``Decoder``'s ``part``), in a worker process; errors travel back as plain data."""
-    exit_with_parent()
     try:
         meta, decoder = decode_records(Path(path), Path(folder), capture, part=part)
         g = decoder.generations

@@ -9,6 +9,7 @@ capture package's ``OrderedHashes``: the same hashes ``IdentityTally`` computes,
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -49,26 +50,19 @@ def identities(analysis: Analysis, sql: str, keys: int = 0) -> dict[tuple[Any, .
         "CASE WHEN TRY_CAST(t AS BIGINT) IS NULL THEN CAST(t AS VARCHAR) END AS wide "
         f"FROM ({sql}) q ORDER BY {groups}q.t, q.digest"
     )
-    out: dict[tuple[Any, ...], WorkloadIdentity] = {}
-    key: tuple[Any, ...] | None = None
-    hashes, size = OrderedHashes(), 0
+    found: dict[tuple[Any, ...], tuple[OrderedHashes, list[int]]] = {}  # per group: its hashes, its bodies' bytes
     for batch in analysis.sql(ordered).to_arrow_reader(_ROWS):
-        columns = [batch.column(i).to_pylist() for i in range(keys)]
-        group = list(zip(*columns, strict=True)) if keys else [()] * batch.num_rows
+        group = list(zip(*(batch.column(i).to_pylist() for i in range(keys)), strict=True)) if keys else [()] * batch.num_rows
         digests, sizes, times, wide = (batch.column(keys + i).to_pylist() for i in range(4))
         times = [t if w is None else int(w) for t, w in zip(times, wide, strict=True)]
-        begin = 0
-        for i in range(len(group) + 1):  # each run of one group's rows, hashed as one
-            if i == len(group) or group[i] != key:
-                hashes.add(times[begin:i], digests[begin:i])
-                size += sum(sizes[begin:i])
-                if i < len(group):
-                    if key is not None:
-                        out[key] = hashes.identity(hashes.requests, size)
-                    key, hashes, size, begin = group[i], OrderedHashes(), 0, i
-    if key is not None:
-        out[key] = hashes.identity(hashes.requests, size)
-    return out
+        start = 0
+        for key, run in itertools.groupby(group):  # each group's rows in this batch, hashed as one
+            end = start + sum(1 for _ in run)
+            hashes, size = found.setdefault(key, (OrderedHashes(), [0]))
+            hashes.add(times[start:end], digests[start:end])
+            size[0] += sum(sizes[start:end])
+            start = end
+    return {key: hashes.identity(hashes.requests, size) for key, (hashes, [size]) in found.items()}
 
 
 def group_identities(analysis: Analysis, table: str, keys: Sequence[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
