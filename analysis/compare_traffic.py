@@ -1,9 +1,9 @@
 """Whether runs A and B saw identical traffic (their workload identities, analysis/workload_identity.py),
 in bounded memory, for compare on runs of any size.
 
-Each side's requests stream from DuckDB into the capture package's ``IdentityTally`` a batch at a
-time (it keeps one packed key per request, not rows of Python objects), and the requests one side
-has and the other lacks are counted in SQL over each side's digest counts, in compare's workspace.
+Each side's requests stream from DuckDB in send order into the capture package's ``OrderedHashes``
+a batch at a time (nothing is kept per request), and the requests one side has and the other lacks
+are counted in SQL over each side's digest counts, in compare's workspace.
 """
 
 from __future__ import annotations
