@@ -29,6 +29,7 @@ from infertap.apis import (
     stream_done,
     turns_of,
 )
+from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
 from infertap.capture.identity import request_digest
 from infertap.capture.jsonable import jsonable
@@ -232,6 +233,7 @@ class Decoder:
         self.runs_seen: set[str] = set()
         self.records = 0
         self.generations = Generations()
+        self.chat = ChatRequests()  # the usual chat request, each message read once (else read_request)
         # Prompt token ids, packed 4 bytes a token, kept as prefixes (see enrichment()): exchange id -> number.
         self.prompt_ids: dict[str, int] = {}
         self.tokens = PrefixIndex()
@@ -273,7 +275,8 @@ class Decoder:
         xid = rec.get("id")
         chunks: list[bytes] = rec.get("chunks") or []
         chunk_ns: list[int] = rec.get("chunk_ns") or []
-        request = read_request(rec)
+        fast = self.chat.read(rec)
+        request, prefixes = fast if fast is not None else (read_request(rec), None)
         wall_ns = self.run["wall_ns"]
         if wall_ns is None:  # no header seen: anchor on the exchange's own wall clock
             wall_ns = round(rec.get("wall", 0.0) * 1e9) - rec.get("start_ns", 0)
@@ -296,7 +299,7 @@ class Decoder:
             end_wall_ns = sent_wall_ns + (rec.get("end_ns") or 0)
             kept = body if self.part is None else None
             self.generations.add(
-                sent_wall_ns, _int(rec.get("seq")) or 0, str(xid), end_wall_ns, kept, links_of(rec, request, parsed)
+                sent_wall_ns, _int(rec.get("seq")) or 0, str(xid), end_wall_ns, kept, links_of(rec, request, parsed, prefixes)
             )
             if self.part is not None:
                 self.numbers.append(number)

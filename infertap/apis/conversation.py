@@ -78,13 +78,17 @@ def _chained(digest: bytes, key: bytes) -> bytes:
     return h.digest()
 
 
-def links_of(record: Mapping[str, Any], request: Request, output: Output | None) -> Links:
+def links_of(record: Mapping[str, Any], request: Request, output: Output | None, prefixes: Prefixes | None = None) -> Links:
     """The links of an exchange ``record`` whose request reads as ``request`` and response as
-    ``output`` (None when not read). Only an answered generation request (2xx, a readable answer)
-    has a reply that a next turn can continue."""
+    ``output`` (None when not read); ``prefixes``: its turns' prefixes where already known
+    (``ChatPrefixes``), else they are taken from its turns. Only an answered generation request
+    (2xx, a readable answer) has a reply that a next turn can continue."""
     status = record.get("status")
     answered = output is not None and 200 <= (status or 0) < 300 and output.readable and output.error_message is None
-    prefixes = Prefixes.of(request.api, request.turns) if request.generation and request.turns else None
+    if not (request.generation and request.turns):
+        prefixes = None
+    elif prefixes is None:
+        prefixes = Prefixes.of(request.api, request.turns)
     if answered and output is not None:
         return _links(record, prefixes, output.reply(), output.response_id, request.previous_response_id)
     return _links(record, prefixes, None, None, request.previous_response_id)
@@ -144,23 +148,28 @@ def _links(
 
 
 class ChatPrefixes:
-    """``Prefixes`` of chat requests from their messages as raw JSON, remembering the digest each
-    message led to from the prefix before it: an agent's every request restates the conversation
-    so far, and each message is read and hashed once, not once per later turn (the most recent
-    ``size`` are remembered)."""
+    """``Prefixes`` of chat requests from their messages as raw JSON, remembering the digest and
+    turn each message led to from the prefix before it: an agent's every request restates the
+    conversation so far, and each message is read and hashed once, not once per later turn (the
+    most recent ``size`` are remembered)."""
 
     def __init__(self, size: int = 1 << 15) -> None:
         self.size = size
         self._root = _root(CHAT.name)
-        self._seen: dict[tuple[bytes, bytes], tuple[bytes, str | None]] = {}  # (prefix, message) -> (digest, role)
+        self._seen: dict[tuple[bytes, bytes], tuple[bytes, Turn | None]] = {}  # (prefix, message) -> (digest, turn)
 
     def of(self, messages: Sequence[bytes | msgspec.Raw]) -> Prefixes:
         """The prefixes of a chat request's ``messages`` (each one's JSON as sent: bytes or
         ``msgspec.Raw``), read as ``Chat.turns`` reads them: a message that isn't an object is no turn."""
+        return self.read(messages)[0]
+
+    def read(self, messages: Sequence[bytes | msgspec.Raw]) -> tuple[Prefixes, tuple[Turn, ...]]:
+        """``of``, and the turns themselves (``Chat.turns``'s). Raises ``ValueError`` where a
+        message is not JSON (``json.loads`` of the whole body would too)."""
         seen = self._seen
         digest = self._root
         digests: list[bytes] = []
-        roles: list[str] = []
+        turns: list[Turn] = []
         for raw in messages:
             message = bytes(raw)
             key = (digest, message)
@@ -175,16 +184,16 @@ class ChatPrefixes:
                 continue
             digest = found[0]
             digests.append(digest)
-            roles.append(found[1])
-        return Prefixes(digests, roles)
+            turns.append(found[1])
+        return Prefixes(digests, [t.role for t in turns]), tuple(turns)
 
     @staticmethod
-    def _read(digest: bytes, message: bytes) -> tuple[bytes, str | None]:
+    def _read(digest: bytes, message: bytes) -> tuple[bytes, Turn | None]:
         m = loads(message)
         if not isinstance(m, dict):
             return digest, None
         turn = message_turn(m)
-        return _chained(digest, turn.key()), turn.role
+        return _chained(digest, turn.key()), turn
 
 
 # -- the reply of a streamed chat completion, read as read_response reads it -----------------------------

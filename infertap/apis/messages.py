@@ -11,7 +11,20 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_int, as_text, canonical_arguments, content_text, error_of
+from .shapes import (
+    Api,
+    Delta,
+    ToolCallPart,
+    Turn,
+    as_dict,
+    as_int,
+    as_list,
+    as_text,
+    canonical_arguments,
+    content_text,
+    error_of,
+    position,
+)
 
 
 class Messages(Api):
@@ -32,7 +45,7 @@ class Messages(Api):
             d = _message_head(obj)
             d.finish_reason = obj.get("stop_reason")
             calls = []
-            for index, block in enumerate(obj.get("content") or ()):
+            for index, block in enumerate(as_list(obj.get("content"))):
                 if isinstance(block, dict):
                     d.content += as_text(block.get("text")) if block.get("type") == "text" else ""
                     d.reasoning += as_text(block.get("thinking"))
@@ -43,19 +56,19 @@ class Messages(Api):
         if kind == "message_start":
             return _message_head(as_dict(obj.get("message")))
         if kind == "content_block_start":
-            block = obj.get("content_block") or {}
+            block = as_dict(obj.get("content_block"))
             d = Delta(known=True, content=as_text(block.get("text")), reasoning=as_text(block.get("thinking")))
             if block.get("type") == "tool_use":
-                d.tool_calls = [ToolCallPart(obj.get("index", 0), block.get("id"), as_text(block.get("name")))]
+                d.tool_calls = [ToolCallPart(position(obj.get("index"), 0), block.get("id"), as_text(block.get("name")))]
             return d
         if kind == "content_block_delta":
-            inner = obj.get("delta") or {}
+            inner = as_dict(obj.get("delta"))
             d = Delta(known=True, content=as_text(inner.get("text")), reasoning=as_text(inner.get("thinking")))
             if inner.get("type") == "input_json_delta" and as_text(inner.get("partial_json")):
-                d.tool_calls = [ToolCallPart(obj.get("index", 0), arguments=inner["partial_json"])]
+                d.tool_calls = [ToolCallPart(position(obj.get("index"), 0), arguments=inner["partial_json"])]
             return d
         if kind == "message_delta":
-            inner = obj.get("delta") or {}
+            inner = as_dict(obj.get("delta"))
             usage = obj.get("usage")
             return Delta(known=True, finish_reason=inner.get("stop_reason"), usage=usage if isinstance(usage, dict) else None)
         if kind in ("content_block_stop", "message_stop", "ping"):
@@ -92,7 +105,7 @@ class Messages(Api):
         return tuple(turns), len(messages), system
 
     def tools(self, body: dict[str, Any]) -> tuple[str, ...]:
-        return tuple(str(t.get("name") or t.get("type") or "?") for t in body.get("tools") or () if isinstance(t, dict))
+        return tuple(str(t.get("name") or t.get("type") or "?") for t in as_list(body.get("tools")) if isinstance(t, dict))
 
 
 def _message_head(message: dict[str, Any]) -> Delta:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_text, canonical_arguments, content_text
+from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_list, as_text, canonical_arguments, content_text, position
 
 _OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
 
@@ -25,15 +25,17 @@ def choice_zero(choices: list[Any]) -> tuple[str, str, list[ToolCallPart], Any, 
                 content += text
             if isinstance(text := part.get("reasoning_content") or part.get("reasoning"), str):
                 reasoning += text
-            if tool_calls := part.get("tool_calls"):
-                calls.extend(_tool_parts(tool_calls))
+            calls.extend(_tool_parts(as_list(part.get("tool_calls"))))
         if isinstance(text := choice.get("text"), str):
             content += text
-        finish = choice.get("finish_reason") or finish
+        if isinstance(word := choice.get("finish_reason"), str) and word:
+            finish = word
         logprobs = choice.get("logprobs")
         if isinstance(logprobs, dict):
             ids.extend(
-                item["id"] for item in logprobs.get("content") or () if isinstance(item, dict) and isinstance(item.get("id"), int)
+                item["id"]
+                for item in as_list(logprobs.get("content"))
+                if isinstance(item, dict) and isinstance(item.get("id"), int)
             )
         if isinstance(token_ids := choice.get("token_ids"), list):
             ids.extend(t for t in token_ids if isinstance(t, int))
@@ -92,7 +94,7 @@ class Completions(Chat):
         return ((Turn("user", content_text(prompt)),) if prompt is not None else ()), None, None
 
 
-def _tool_parts(tool_calls: Any) -> list[ToolCallPart]:
+def _tool_parts(tool_calls: list[Any]) -> list[ToolCallPart]:
     """The pieces of tool calls one chat delta (or message) carries."""
     out = []
     for i, call in enumerate(tool_calls):
@@ -101,7 +103,7 @@ def _tool_parts(tool_calls: Any) -> list[ToolCallPart]:
             args = fn.get("arguments")
             out.append(
                 ToolCallPart(
-                    call.get("index", i),
+                    position(call.get("index"), i),
                     call.get("id"),
                     as_text(fn.get("name")),
                     args if isinstance(args, str) else canonical_arguments(args) if args else "",
@@ -113,7 +115,7 @@ def _tool_parts(tool_calls: Any) -> list[ToolCallPart]:
 def message_turn(m: dict[str, Any]) -> Turn:
     """A chat message (OpenAI's or Ollama's: arguments as a string or an object) as a turn."""
     calls = []
-    for call in m.get("tool_calls") or ():
+    for call in as_list(m.get("tool_calls")):
         if isinstance(call, dict):
             fn = as_dict(call.get("function")) or call
             calls.append((as_text(fn.get("name")), canonical_arguments(fn.get("arguments") or "")))

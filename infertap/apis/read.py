@@ -192,6 +192,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             out.error = out.error or _NOT_JSON[how]
             continue
         d = event.delta = read(obj)
+        if d.finish_reason is not None and not isinstance(d.finish_reason, str):
+            d.finish_reason = None  # a number or an object where the API's word goes: no word
         if not d.known and (message := error_of(obj)) is not None:
             d.known, d.error = True, message
         readable = readable or d.known

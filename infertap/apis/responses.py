@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_text, canonical_arguments, content_text, error_of
+from .shapes import (
+    Api,
+    Delta,
+    ToolCallPart,
+    Turn,
+    as_dict,
+    as_list,
+    as_text,
+    canonical_arguments,
+    content_text,
+    error_of,
+    position,
+)
 
 _ENDS = ("response.completed", "response.incomplete", "response.failed", "response.cancelled")
 
@@ -41,7 +53,7 @@ class Responses(Api):
             return Delta()
         d = Delta(known=True)
         delta = obj.get("delta")
-        index = obj.get("output_index", 0)
+        index = position(obj.get("output_index"), 0)
         if kind in ("response.output_text.delta", "response.refusal.delta"):
             d.content = as_text(delta)
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
@@ -76,7 +88,7 @@ class Responses(Api):
         for item in given:
             if not isinstance(item, dict):
                 continue
-            kind = item.get("type") or "message"
+            kind = as_text(item.get("type")) or "message"
             if kind == "message" and item.get("role") == "assistant":
                 _assistant(turns, content_text(item.get("content")), ())
             elif kind == "message":
@@ -90,7 +102,7 @@ class Responses(Api):
         return tuple(turns), len(given), system
 
     def tools(self, body: dict[str, Any]) -> tuple[str, ...]:
-        return tuple(str(t.get("name") or t.get("type") or "?") for t in body.get("tools") or () if isinstance(t, dict))
+        return tuple(str(t.get("name") or t.get("type") or "?") for t in as_list(body.get("tools")) if isinstance(t, dict))
 
 
 def _assistant(turns: list[Turn], text: str, calls: tuple[tuple[str, str], ...]) -> None:
@@ -110,7 +122,7 @@ def _head(d: Delta, response: dict[str, Any]) -> None:
 def _status(response: dict[str, Any]) -> str | None:
     status = response.get("status")
     if status == "incomplete":
-        reason = (response.get("incomplete_details") or {}).get("reason")
+        reason = as_dict(response.get("incomplete_details")).get("reason")
         return f"incomplete:{reason}" if reason else "incomplete"
     return status if isinstance(status, str) else None
 
@@ -122,15 +134,15 @@ def _whole(response: dict[str, Any]) -> Delta:
     d.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
     d.error = error_of(response) if response.get("error") else None
     calls = []
-    for index, item in enumerate(response.get("output") or ()):
+    for index, item in enumerate(as_list(response.get("output"))):
         if not isinstance(item, dict):
             continue
         if item.get("type") == "message":
-            for part in item.get("content") or ():
+            for part in as_list(item.get("content")):
                 if isinstance(part, dict):
                     d.content += as_text(part.get("text")) + as_text(part.get("refusal"))
         elif item.get("type") == "reasoning":
-            for part in (item.get("content") or []) + (item.get("summary") or []):
+            for part in as_list(item.get("content")) + as_list(item.get("summary")):
                 if isinstance(part, dict):
                     d.reasoning += as_text(part.get("text"))
         elif item.get("type") == "function_call":

@@ -174,7 +174,7 @@ class Api:
     def tools(self, body: dict[str, Any]) -> tuple[str, ...]:
         """Names of the tools offered (OpenAI's ``{"type": "function", "function": {"name"}}`` and flat ``{"name"}``)."""
         out = []
-        for tool in body.get("tools") or ():
+        for tool in as_list(body.get("tools")):
             if isinstance(tool, dict):
                 fn = as_dict(tool.get("function")) or tool
                 out.append(str(fn.get("name") or tool.get("type") or "?"))
@@ -190,6 +190,17 @@ def as_int(value: Any) -> int | None:
 
 def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """A JSON array, else none: a field of another type is read as no items, never iterated."""
+    return value if isinstance(value, list) else []
+
+
+def position(value: Any, default: int) -> int:
+    """A tool call's index as sent, else ``default`` (its place): an index that isn't an integer
+    would name no slot (a list, an object) or none that sorts with the others."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def as_text(value: Any) -> str:
