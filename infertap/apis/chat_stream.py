@@ -8,10 +8,15 @@ usage. Anything else (another API or framing, a content-encoding, a ``\\r``, an 
 lines or fields, a payload that msgspec won't parse or that is not an object, a body no event of
 which reads as chat) returns None, and the caller reads the exchange with ``read_response``: this
 path only ever answers where it answers exactly as that one does (tests/apis/test_chat_stream.py).
+
+The plainest of these bodies (valid UTF-8, ended by one ``[DONE]``, every payload a chat chunk of
+the types the loop reads) skip even the loop's per-event dict: msgspec decodes each payload into
+typed structs, which refuse any other shape (``_typed``; the loop reads what they refuse).
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,6 +57,11 @@ def read_chat_stream(record: Mapping[str, Any]) -> ChatStream | None:
     if b"\r" in body:
         return None
     ends = list(itertools.accumulate(map(len, pieces)))
+    return _typed(pieces, body, ends) or _looped(pieces, body, ends)
+
+
+def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | None:
+    """``read_chat_stream`` of any SSE body without ``\r``, event by event."""
     at: list[int] = []
     datas: list[str] = []
     contents: list[str] = []
@@ -144,6 +154,139 @@ def read_chat_stream(record: Mapping[str, Any]) -> ChatStream | None:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = CHAT.counts(merged)
     out.token_ids = ids or None
     return ChatStream(out, ended(pieces, obj), at, datas, contents, reasonings, tools, finishes, usages)
+
+
+# -- the plainest of them, each event decoded into these types (no dict, no key looked up) -------------
+# A payload that any field's type refuses (an index that is a string, arguments sent as an object,
+# logprobs, a message instead of a delta, an event of no chat shape) fails to decode and the stream
+# is read by the loop above: the types admit only what that loop reads as they read it.
+
+
+class _Function(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _Call(msgspec.Struct):
+    index: int | msgspec.UnsetType = msgspec.UNSET
+    id: str | None = None
+    function: _Function | None = None
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[_Call] | None = None
+
+
+class _Choice(msgspec.Struct):
+    index: int = 0
+    delta: _Delta | None = None
+    text: str | None = None
+    finish_reason: str | None = None
+    message: msgspec.UnsetType = msgspec.UNSET  # read only where the delta is empty: the loop's case
+    logprobs: None = None  # token ids: the loop's case
+    token_ids: None = None
+
+
+class _Event(msgspec.Struct):
+    id: str | None = None
+    object: str | None = None
+    model: str | None = None
+    choices: list[_Choice] | None = None
+    usage: dict[str, Any] | None = None
+    system_fingerprint: Any = None
+    timings: dict[str, Any] | None = None
+
+
+_decode_event = msgspec.json.Decoder(_Event).decode
+_DONE = b"data: [DONE]"
+
+
+def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | None:
+    """``read_chat_stream`` of a body in UTF-8 whose events are each one ``data:`` line of a chat
+    chunk, ended by one ``[DONE]``: its lines split and its payloads decoded by C, a few
+    comprehensions for the rest. None where it is not that body (the loop reads it)."""
+    blocks = body.split(b"\n\n")
+    rest = blocks.pop()
+    if (
+        not blocks
+        or blocks[-1] != _DONE
+        or body.count(b"[DONE]") != 1
+        or rest.strip()
+        or body.count(b"\n") != 2 * len(blocks) + rest.count(b"\n")  # no block of two lines
+        or body.count(b"\n\ndata: ") != len(blocks) - 1  # every block a data line
+        or not body.startswith(b"data: ")
+        or not b"".join(pieces[-3:]).rstrip().endswith(b"[DONE]")
+    ):
+        return None
+    try:
+        text = body.decode()
+        datas = [t[6:] for t in text.split("\n\n", len(blocks) - 1)[:-1]]
+        events = [_decode_event(d) for d in datas]
+    except (UnicodeDecodeError, msgspec.MsgspecError):
+        return None
+    if not events or any(e.choices is None and e.object not in _OBJECTS for e in events):
+        return None  # no event, or one the loop reads for an error message
+    cuts = itertools.accumulate(len(b) + 2 for b in blocks)
+    at = [bisect.bisect_right(ends, cut - 1) for cut in cuts]
+    at.pop()  # [DONE]'s
+    contents, reasonings, tools, finishes = [], [], [], []
+    calls: dict[int, dict[str, Any]] = {}
+    for e in events:
+        content = thought = ""
+        n = 0
+        finish = None
+        for choice in e.choices or ():
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            if delta is not None:
+                if delta.content is not None:
+                    content += delta.content
+                if isinstance(said := delta.reasoning_content or delta.reasoning, str):
+                    thought += said
+                for i, call in enumerate(delta.tool_calls or ()):
+                    fn = call.function
+                    slot = calls.setdefault(
+                        i if call.index is msgspec.UNSET else call.index, {"id": None, "name": "", "arguments": ""}
+                    )
+                    slot["id"] = call.id or slot["id"]
+                    if fn is not None:
+                        slot["name"] += fn.name or ""
+                        slot["arguments"] += fn.arguments or ""
+                    n += 1
+            if choice.text is not None:
+                content += choice.text
+            finish = choice.finish_reason or finish
+        contents.append(content)
+        reasonings.append(thought)
+        tools.append(n)
+        finishes.append(finish)
+    usages = [e.usage or None for e in events]
+    merged: dict[str, Any] = {}
+    for usage in usages:
+        if usage:
+            merged.update((k, v) for k, v in usage.items() if v is not None)
+    model = response_id = fingerprint = timings = None
+    for e in events:
+        model = e.model or model
+        response_id = response_id or e.id
+        fingerprint = e.system_fingerprint or fingerprint
+        timings = e.timings or timings
+    out = Output(CHAT.name, streamed=True, readable=True)
+    out.model, out.response_id, out.system_fingerprint = model, response_id, fingerprint
+    out.timings = timings
+    out.text, out.reasoning = "".join(contents), "".join(reasonings)
+    out.tool_calls = [calls[k] for k in sorted(calls)]
+    finish = next((f for f in reversed(finishes) if f), None)
+    out.finish_reason_raw = finish
+    out.finish_reason = CHAT.finish(finish, bool(out.tool_calls))
+    out.usage = merged or None
+    if merged:
+        out.prompt_tokens, out.cached_tokens, out.output_tokens = CHAT.counts(merged)
+    return ChatStream(out, True, at, datas, contents, reasonings, tools, finishes, usages)
 
 
 __all__ = ["ChatStream", "read_chat_stream"]

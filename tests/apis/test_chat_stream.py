@@ -6,6 +6,7 @@ non-JSON data, NaN, a torn stream, NDJSON, gzip)."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 from typing import Any
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infertap.apis import read_response, stream_done
-from infertap.apis.chat_stream import read_chat_stream
+from infertap.apis.chat_stream import _looped, _typed, read_chat_stream
 
 EXAMPLES = int(os.environ.get("INFERTAP_FUZZ_EXAMPLES", "200"))
 SSE = [["content-type", "text/event-stream"]]
@@ -206,3 +207,69 @@ def test_damaged_bodies_read_alike_or_are_declined(parts: list[bytes], cuts: lis
     body = b"".join(parts)
     bounds = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
     _agrees(_record([body[a:b] for a, b in zip(bounds, bounds[1:], strict=False)] or [b""]))
+
+
+# -- the typed reading of the plainest bodies against the loop ----------------------------------------
+
+TYPED_ODD: list[Any] = [
+    *ODD_EVENTS,
+    _chunk({"tool_calls": [{"index": True, "function": {"name": "f"}}]}),
+    _chunk({"tool_calls": [{"index": 1.0, "function": {"arguments": "x"}}]}),
+    _chunk({"tool_calls": [{"index": None, "id": "a"}, {"id": "b", "function": None}]}),
+    _chunk({"tool_calls": [{"function": {"arguments": {"a": 1}}}]}),
+    _chunk({"tool_calls": [5]}),
+    _chunk({"tool_calls": None, "content": None, "reasoning": "r", "reasoning_content": ""}),
+    _chunk({}, None, usage=None, timings=None, system_fingerprint=None),
+    {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "message": {"content": "m"}}]},
+    {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": "a"}, "logprobs": None, "token_ids": None}],
+    },
+    {"choices": [{"index": 0, "delta": {"content": "a"}}, {"index": 0, "delta": {"content": "b"}, "finish_reason": "stop"}]},
+    {"choices": [{"index": 1, "delta": {"content": "other"}}, {"delta": {"content": "no index"}}]},
+    {"choices": [{"index": 0, "delta": {"content": "[DONE]"}}]},
+    {"choices": [], "usage": {"completion_tokens": None, "prompt_tokens": 2}, "model": None, "id": None},
+    {"choices": [], "object": 5},
+]
+DUPLICATES = b'{"model": "a", "model": "b", "choices": [{"index": 0, "delta": {"content": "x", "content": "y"}}]}'
+
+
+def _typed_agrees(chunks: list[bytes]) -> bool:
+    """``_typed`` equals ``_looped`` wherever it answers; whether it did."""
+    body = b"".join(chunks)
+    ends = list(itertools.accumulate(map(len, chunks)))
+    typed = _typed(chunks, body, ends)
+    if typed is not None:
+        assert typed == _looped(chunks, body, ends)
+    return typed is not None
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    st.lists(st.sampled_from([*TYPED_ODD, DUPLICATES]), min_size=1, max_size=8),
+    st.lists(st.integers(min_value=1, max_value=400), max_size=6),
+    st.booleans(),
+)
+def test_the_typed_reading_is_the_loops_wherever_it_answers(events: list[Any], cuts: list[int], done: bool) -> None:
+    body = b"".join(_sse(*events, done=done))
+    bounds = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
+    _typed_agrees([body[a:b] for a, b in zip(bounds, bounds[1:], strict=False)])
+
+
+def test_the_typed_reading_answers_for_plain_streams_and_declines_the_rest() -> None:
+    assert _typed_agrees(PLAIN)
+    assert _typed_agrees([b"".join(PLAIN)])
+    assert _typed_agrees(_sse(DUPLICATES, _chunk({"content": "é"})))
+    assert not _typed_agrees(PLAIN[:-1])  # no [DONE]: whether it ended is the last event's to say
+    _typed_agrees([*PLAIN, b"\n"])  # trailing whitespace: answered or not, alike
+    for declined in (
+        _sse(_chunk({"tool_calls": [{"index": True}]})),  # an index the loop reads as none
+        _sse(_chunk({"content": 5})),
+        _sse({"error": {"message": "overloaded"}}),  # no chat shape: the loop looks for an error
+        _sse(_chunk({"content": "[DONE]"})),
+        [b'data: {"choices": [{"delta": {"content": "\xff"}}]}\n\n', b"data: [DONE]\n\n"],  # not UTF-8
+        [b"data: {}\n\ndata: [DONE]\n\n"],
+        _sse(_chunk({"content": "a"}), {"choices": [{"index": 0, "logprobs": {"content": [{"id": 7}]}}]}),
+        _sse(_chunk({"content": "a"}), {"choices": [{"index": 0, "delta": {}, "message": {"content": "m"}}]}),
+    ):
+        assert not _typed_agrees(declined)
