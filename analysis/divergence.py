@@ -13,6 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from infertap.apis.shapes import as_list
+
 
 def first_divergence(a: Sequence[Any], b: Sequence[Any]) -> int | None:
     """Index of the first position where the sequences differ; None when equal."""
@@ -50,25 +52,36 @@ def text_diff(a: str, b: str, *, context: int = 40) -> str:
 
 
 def logprob_positions(events: Sequence[dict[str, Any]]) -> list[dict[int | str, float]]:
-    """Per output position, the top-k {token id (or text when no id): logprob} the engine reported."""
+    """Per output position, the top-k {token id (or text when no id): logprob} the engine reported
+    (an entry of another shape, a logprob that isn't a number, is no entry)."""
     positions: list[dict[int | str, float]] = []
     for event in events:
-        for choice in event.get("choices") or ():
+        for choice in as_list(event.get("choices")):
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             logprobs = choice.get("logprobs")
             if not isinstance(logprobs, dict):
                 continue
-            for item in logprobs.get("content") or ():
+            for item in as_list(logprobs.get("content")):
+                if not isinstance(item, dict):
+                    continue
                 top = item.get("top_logprobs") or [item]
-                positions.append(
-                    {
-                        (t.get("id") if isinstance(t.get("id"), int) else t.get("token")): float(t["logprob"])
-                        for t in top
-                        if "logprob" in t
-                    }
-                )
+                positions.append({key: float(t["logprob"]) for t in as_list(top) if (key := _logprob_key(t)) is not _NO_KEY})
     return positions
+
+
+_NO_KEY = object()
+
+
+def _logprob_key(entry: Any) -> Any:
+    """A top-k entry's token id (else its text), or ``_NO_KEY`` when it has no numeric logprob."""
+    if not isinstance(entry, dict) or "logprob" not in entry:
+        return _NO_KEY
+    value = entry["logprob"]
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return _NO_KEY
+    key = entry.get("id") if isinstance(entry.get("id"), int) else entry.get("token")
+    return key if key is None or isinstance(key, (int, str)) else _NO_KEY
 
 
 def kl_shared_prefix(

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from infertap.apis import Output, read_request, read_response
+from infertap.apis.chat_stream import read_plainest_chat_stream
 from infertap.capture.reader import CaptureReader
 
 from .cache import CachedCapture
@@ -88,7 +89,8 @@ class Summary:
 
 def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
     """The exchange ``record`` reduced to its ``Summary``."""
-    out: Output = read_response(record)
+    plain = read_plainest_chat_stream(record)  # most chat answers: no event dicts, no fold
+    out: Output = plain.output if plain is not None else read_response(record)
     return Summary(
         id=record["id"],
         method=record["method"],
@@ -106,7 +108,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         token_ids=out.token_ids,
         finish_reason=out.finish_reason,
         finish_reason_raw=out.finish_reason_raw,
-        logprobs=logprob_positions(out.objects) or None,
+        logprobs=None if plain is not None else logprob_positions(out.objects) or None,
         last_user=read_request(record).last_user if last_user else None,
     )
 

@@ -48,6 +48,19 @@ class ChatStream:
 
 def read_chat_stream(record: Mapping[str, Any]) -> ChatStream | None:
     """The exchange's streamed chat answer, or None when it is not the plain kind (see above)."""
+    body = _sse_body(record)
+    return None if body is None else _typed(*body) or _looped(*body)
+
+
+def read_plainest_chat_stream(record: Mapping[str, Any]) -> ChatStream | None:
+    """``read_chat_stream`` of the plainest bodies only (``_typed``'s): those carry no logprobs
+    and no event but chat chunks, so the answer is all that ``read_response`` would say of them."""
+    body = _sse_body(record)
+    return None if body is None else _typed(*body)
+
+
+def _sse_body(record: Mapping[str, Any]) -> tuple[list[bytes], bytes, list[int]] | None:
+    """A chat exchange's SSE body without ``\r`` or encoding: its chunks, their bytes, where each ends."""
     if _by_path(record.get("path")) is not CHAT or _wbits(record):
         return None
     pieces: list[bytes] = list(record.get("chunks") or ())
@@ -56,8 +69,7 @@ def read_chat_stream(record: Mapping[str, Any]) -> ChatStream | None:
     body = b"".join(pieces)
     if b"\r" in body:
         return None
-    ends = list(itertools.accumulate(map(len, pieces)))
-    return _typed(pieces, body, ends) or _looped(pieces, body, ends)
+    return pieces, body, list(itertools.accumulate(map(len, pieces)))
 
 
 def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | None:
@@ -289,4 +301,4 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
     return ChatStream(out, True, at, datas, contents, reasonings, tools, finishes, usages)
 
 
-__all__ = ["ChatStream", "read_chat_stream"]
+__all__ = ["ChatStream", "read_chat_stream", "read_plainest_chat_stream"]

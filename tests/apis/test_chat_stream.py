@@ -273,3 +273,18 @@ def test_the_typed_reading_answers_for_plain_streams_and_declines_the_rest() -> 
         _sse(_chunk({"content": "a"}), {"choices": [{"index": 0, "delta": {}, "message": {"content": "m"}}]}),
     ):
         assert not _typed_agrees(declined)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.sampled_from([*TYPED_ODD, DUPLICATES]), min_size=1, max_size=6), st.booleans())
+def test_compare_summarizes_a_plainest_stream_as_read_response_reads_it(events: list[Any], done: bool) -> None:
+    from infertap.analysis import summaries
+
+    record = {**_record(_sse(*events, done=done)), "id": "x", "method": "POST", "status": 200}
+    fast = summaries.summarize(record)
+    original = summaries.read_plainest_chat_stream
+    summaries.read_plainest_chat_stream = lambda record: None  # type: ignore[assignment]
+    try:
+        assert fast == summaries.summarize(record)
+    finally:
+        summaries.read_plainest_chat_stream = original

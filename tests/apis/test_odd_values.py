@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from infertap.analysis import Analysis, speed_stats
+from infertap.analysis.compare import compare
 from infertap.apis import links_of, read_request, read_response
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import read_chat_stream
@@ -243,8 +244,13 @@ def test_a_capture_of_odd_values_decodes_whole(tmp_path: Path) -> None:
     with Analysis([str(capture)], cache_dir=tmp_path / "cache") as a:
         assert a.count("exchanges") == len(records)
         assert a.sql("SELECT count(*) FROM requests").fetchall() == [(len(records),)]
+        readable = a.sql("SELECT count(*) FROM exchanges WHERE readable").fetchall()[0][0]
         generation = a.sql("SELECT count(*) FROM requests WHERE generation").fetchall()
         assert generation[0][0] > len(records) // 2  # what isn't: an odd value in place of the whole body
         assert a.sql("SELECT count(DISTINCT exchange_id) FROM turns").fetchall() == generation
         groups = speed_stats(a, ["path"])["groups"]
         assert sum(g["requests"] for g in groups) == generation[0][0]
+    again = write_capture(tmp_path / "odd-again", records)
+    result = compare(capture, again)  # every response summarized, every pair diffed
+    assert result["pairing"]["pairs"] == len(records)
+    assert result["divergence"]["counts"]["exact"] == readable > len(records) // 2  # the same answers, where readable
