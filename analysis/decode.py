@@ -575,7 +575,8 @@ class Decoder:
         g = self.generations
         order = g.order()
         tokens = bool(order) and all(g.ids[i] in self.prompt_ids for i in order)
-        index, items = (self.tokens, [self.prompt_ids[g.ids[i]] for i in order]) if tokens else (g.bodies, order)
+        bodies = order if g.items is None else [g.items[i] for i in order]
+        index, items = (self.tokens, [self.prompt_ids[g.ids[i]] for i in order]) if tokens else (g.bodies, bodies)
         # Ids packed 4 bytes each: a common prefix of k tokens is one of 4k bytes (plus < 4 of the next).
         size = 4 if tokens else 1
         add = self.sinks["prefixes"].add
@@ -611,6 +612,7 @@ class Generations:
         self.sent, self.seq, self.end = array("q"), array("q"), array("q")  # send and end (wall ns), seq
         self.ids: list[str] = []
         self.bodies = PrefixIndex()  # request bodies as prefixes: agent requests share most of theirs
+        self.items: array[int] | None = None  # each one's body in ``bodies``, where not added in this order
         self.links: list[Links] = []
 
     def add(self, sent: int, seq: int, xid: str, end: int, body: bytes | None, links: Links) -> None:
@@ -618,7 +620,7 @@ class Generations:
         self.seq.append(seq)
         self.end.append(int(end))
         self.ids.append(xid)
-        if body is not None:  # None: added to ``bodies`` later, in the same order (decoding.py's parts)
+        if body is not None:  # None: added to ``bodies`` apart, ``items`` says where (decoding.py's parts)
             self.bodies.add(body)
         self.links.append(links)
 

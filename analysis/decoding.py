@@ -5,9 +5,10 @@ A large capture is decoded by ``workers`` processes at once: each reads every re
 zstd and msgpack, is a small share of a decode) and decodes the exchanges of its part (runs of
 ``PART_EXCHANGES``, dealt in turn), writing its own Parquet files (``part-<p>/<table>.parquet``).
 What needs every generation request in order, prefix reuse and session linking, is one pass in
-the calling process after them: the parts hand over each generation request's times, id and links,
-and that pass reads the capture once more for the request bodies (kept as prefixes, not handed
-over) and the enrichments' prompt token ids. The tables hold the same rows as a decode in one
+the calling process: while the parts decode, it reads the capture once more for the request bodies
+(kept as prefixes, not handed over) and the enrichments' prompt token ids; after them, with each
+generation request's times, id and links that the parts hand over, it finds prefix reuse and links
+the sessions. The tables hold the same rows as a decode in one
 process; rows of different parts are not in record order (queries that care say ORDER BY).
 """
 
@@ -32,6 +33,7 @@ from infertap.capture.reader import CaptureReader
 from infertap.errors import InfertapError
 
 from .decode import SEQUENTIAL_TABLES, Decoder, Generations, decode_records, no_cyclic_gc, table_sink
+from .prefix import PrefixIndex
 from .schema import TABLES
 from .spawning import workers_can_start
 
@@ -130,32 +132,22 @@ def _size(path: Path) -> int:
 
 def _in_parts(path: Path, out: Path, capture: str, k: int) -> dict[str, Any]:
     """The capture decoded by ``k`` processes, then the pass over the whole (see the module's docstring)."""
-    # spawn, not fork: the calling process may have threads (DuckDB's, a writer's)
-    with ProcessPoolExecutor(k, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent) as pool:
-        futures = [pool.submit(_part, str(path), str(out / f"part-{p}"), capture, (p, k, PART_EXCHANGES)) for p in range(k)]
-        try:
-            results = [unwrap(f.result()) for f in futures]
-        except BaseException:
-            pool.shutdown(cancel_futures=True)
-            raise
+    out.mkdir(parents=True, exist_ok=True)
     decoder = Decoder(capture, {name: table_sink(out, name, capture) for name in SEQUENTIAL_TABLES})
-    reader = CaptureReader(path)
     try:
+        # spawn, not fork: the calling process may have threads (DuckDB's, a writer's)
+        with ProcessPoolExecutor(k, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent) as pool:
+            futures = [pool.submit(_part, str(path), str(out / f"part-{p}"), capture, (p, k, PART_EXCHANGES)) for p in range(k)]
+            try:
+                reader, bodies, items = _whole(path, decoder)  # while the parts decode
+                results = [unwrap(f.result()) for f in futures]
+            except BaseException:
+                pool.shutdown(cancel_futures=True)
+                raise
         with no_cyclic_gc():
             generations, numbers = _merged(out, k)
-            wanted, j, number = numbers.tolist(), 0, 0
-            for record in reader.records():  # the bodies, in the order the generations were merged
-                decoder.records += 1
-                kind = record["type"]
-                if kind == "exchange":
-                    if j < len(wanted) and wanted[j] == number:
-                        generations.bodies.add(record.get("request_body") or b"")
-                        j += 1
-                    number += 1
-                elif kind == "header":
-                    decoder.capture_id = decoder.capture_id or record.get("capture_id")
-                elif kind == "enrichment":
-                    decoder.prompt_tokens(record)
+            generations.bodies = bodies
+            generations.items = array("q", np.frombuffer(items, np.int64)[numbers].tobytes())
             decoder.generations = generations
             torn = [str(t) for t in reader.torn]
             decoder.prefixes()
@@ -167,6 +159,26 @@ def _in_parts(path: Path, out: Path, capture: str, k: int) -> dict[str, Any]:
         for name, n in result["rows"].items():
             rows[name] = rows.get(name, 0) + n
     return {**results[0], "torn": torn, "closed_cleanly": reader.closed_cleanly, "rows": {n: rows[n] for n in TABLES}}
+
+
+def _whole(path: Path, decoder: Decoder) -> tuple[CaptureReader, PrefixIndex, array[int]]:
+    """What the pass over the whole reads of every record, in this process while the parts decode:
+    every exchange's request body into the prefix index (which of them are generation requests the
+    parts tell later; the others' items are never asked for), numbered by exchange; the enrichments'
+    prompt token ids; the capture's id and record count (into ``decoder``)."""
+    reader = CaptureReader(path)
+    bodies, items = PrefixIndex(), array("q")
+    with no_cyclic_gc():
+        for record in reader.records():
+            decoder.records += 1
+            kind = record["type"]
+            if kind == "exchange":
+                items.append(bodies.add(record.get("request_body") or b""))
+            elif kind == "header":
+                decoder.capture_id = decoder.capture_id or record.get("capture_id")
+            elif kind == "enrichment":
+                decoder.prompt_tokens(record)
+    return reader, bodies, items
 
 
 def exit_with_parent() -> None:
