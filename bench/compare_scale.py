@@ -4,6 +4,8 @@
     python -m bench.compare_scale --n 1000000           # the million pairs of issue #19
     python -m bench.compare_scale --n 10000000 --workdir /big/disk   # ten million (about 45 minutes here)
     python -m bench.compare_scale --n 10000 --n 100000 --json bench-compare.json [--workdir DIR]
+    python -m bench.compare_scale --n 1000000 --workdir DIR --keep-cache   # then one phase again on its cache:
+    INFERTAP_CACHE=DIR/n1000000/cache python -m bench.compare_scale --phase compare DIR/n1000000/a DIR/n1000000/b
 
 Per size: the time to build the captures with the project's writer; the cold load (decoding both
 runs into the Parquet cache, one worker process per run) with the main process's and the larger
@@ -115,7 +117,7 @@ def _in_child(phase: str, a: Path, b: Path, env: dict[str, str]) -> dict[str, fl
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(n: int, workdir: Path) -> dict[str, float | int | None]:
+def measure(n: int, workdir: Path, keep_cache: bool = False) -> dict[str, float | int | None]:
     folder = workdir / f"n{n}"
     env = {**os.environ, "INFERTAP_CACHE": str(folder / "cache")}
     shutil.rmtree(folder / "cache", ignore_errors=True)  # the load is measured cold
@@ -132,7 +134,8 @@ def measure(n: int, workdir: Path) -> dict[str, float | int | None]:
     stats = _in_child("stats", folder / "a", folder / "b", env)
     sql = _in_child("sql", folder / "a", folder / "b", env)
     cmp = _in_child("compare", folder / "a", folder / "b", env)
-    shutil.rmtree(folder / "cache", ignore_errors=True)
+    if not keep_cache:
+        shutil.rmtree(folder / "cache", ignore_errors=True)
     return {
         "exchanges_total": 2 * n,
         "pairs": cmp["pairs"],
@@ -155,6 +158,11 @@ def main() -> None:
     parser.add_argument("--n", type=int, action="append", help="pairs (exchanges per run); repeat for several sizes")
     parser.add_argument("--json", default="bench-compare.json")
     parser.add_argument("--workdir", help="where the runs are built and kept, to be reused (default: a temporary folder)")
+    parser.add_argument(
+        "--keep-cache",
+        action="store_true",
+        help="keep the decoded runs (<workdir>/n<N>/cache) after the run, to time one phase again with INFERTAP_CACHE",
+    )
     parser.add_argument("--phase", choices=["load", "stats", "sql", "compare"], help=argparse.SUPPRESS)  # one phase, in a child
     parser.add_argument("captures", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -166,7 +174,7 @@ def main() -> None:
         work = Path(args.workdir) if args.workdir else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         results = []
         for n in sizes:
-            r = measure(n, work)
+            r = measure(n, work, args.keep_cache)
             results.append(r)
             print(
                 f"{r['pairs']:>10,} pairs: built in {r['build_s']:.1f} s; load (cold decode, 2 workers) {r['load_s']:.1f} s, "
