@@ -60,7 +60,7 @@ def read_plainest_chat_stream(record: Mapping[str, Any]) -> ChatStream | None:
 
 
 def _sse_body(record: Mapping[str, Any]) -> tuple[list[bytes], bytes, list[int]] | None:
-    """A chat exchange's SSE body without ``\r`` or encoding: its chunks, their bytes, where each ends."""
+    """A chat exchange's SSE body without ``\\r`` or encoding: its chunks, their bytes, where each ends."""
     if _by_path(record.get("path")) is not CHAT or _wbits(record):
         return None
     pieces: list[bytes] = list(record.get("chunks") or ())
@@ -73,7 +73,7 @@ def _sse_body(record: Mapping[str, Any]) -> tuple[list[bytes], bytes, list[int]]
 
 
 def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | None:
-    """``read_chat_stream`` of any SSE body without ``\r``, event by event."""
+    """``read_chat_stream`` of any SSE body without ``\\r``, event by event."""
     at: list[int] = []
     datas: list[str] = []
     contents: list[str] = []
