@@ -12,12 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from infertap.analysis import Analysis, speed_stats
 from infertap.analysis.compare import compare
 from infertap.apis import links_of, read_request, read_response
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import read_chat_stream
+from infertap.cli import cli
+from infertap.replay.transforms import Transforms
+from infertap.replay.workload import load_workload
 from tests.analysis_builders import JSON_HEADERS, SSE_HEADERS, exchange, write_capture
 
 ODD: list[Any] = [5, 1.5, True, "s", {}, [], None, [5], {"a": 5}, ["s"]]
@@ -238,7 +242,7 @@ def _odd_exchanges() -> Iterator[dict[str, Any]]:
                 yield exchange(f"r{n}", sent_ms=n, request=request, chunks=chunks, headers=headers, path=path, seq=n)
 
 
-def test_a_capture_of_odd_values_decodes_whole(tmp_path: Path) -> None:
+def test_a_capture_of_odd_values_goes_through_every_command(tmp_path: Path) -> None:
     records = list(_odd_exchanges())
     capture = write_capture(tmp_path / "odd", records)
     with Analysis([str(capture)], cache_dir=tmp_path / "cache") as a:
@@ -254,3 +258,13 @@ def test_a_capture_of_odd_values_decodes_whole(tmp_path: Path) -> None:
     result = compare(capture, again)  # every response summarized, every pair diffed
     assert result["pairing"]["pairs"] == len(records)
     assert result["divergence"]["counts"]["exact"] == readable > len(records) // 2  # the same answers, where readable
+    workload = load_workload(capture, transforms=Transforms(set_values=[("temperature", 0)]))
+    assert len(workload.items) == len(records)
+    for args in (
+        ["info", str(capture)],
+        ["claim", str(capture)],
+        ["report", str(capture), str(again), "-o", str(tmp_path / "report.html")],
+        ["export", str(capture), "--parquet", str(tmp_path / "export")],
+    ):
+        run = CliRunner().invoke(cli, args, catch_exceptions=True)
+        assert run.exit_code == 0, (args, run.output, run.exception)
