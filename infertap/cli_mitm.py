@@ -103,6 +103,12 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
     click.echo(
         f"imported {counts['kept']} exchanges into {out} ({counts['skipped']} requests to other paths skipped; --all-paths keeps them)"
     )
+    if counts["unreadable"]:
+        click.echo(
+            f"{counts['unreadable']} HAR entries could not be read as exchanges and are not in the capture "
+            f"(first: {counts['first_unreadable']})",
+            err=True,
+        )
 
 
 def register(cli: click.Group) -> None:

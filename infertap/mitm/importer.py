@@ -8,6 +8,7 @@ response chunk, timed at the response's end as the file records it, and is marke
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as _dt
 import json
 import os
@@ -28,34 +29,46 @@ class ImportError_(InfertapError):
     """A file that is neither a HAR nor a mitmproxy flow file, or is damaged."""
 
 
-def _har_exchanges(data: dict[str, Any], redactor: Redactor) -> Iterator[dict[str, Any]]:
-    for entry in data["log"].get("entries") or ():
-        req, resp = entry.get("request") or {}, entry.get("response") or {}
-        url = urlsplit(req.get("url", ""))
-        started = _dt.datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00")).timestamp()
-        timings = entry.get("timings") or {}
-        wait_ms = max(0.0, float(timings.get("send", 0) or 0)) + max(0.0, float(timings.get("wait", 0) or 0))
-        total_ms = float(entry.get("time") or 0)
-        post = req.get("postData") or {}
-        body = base64.b64decode(post["text"]) if post.get("encoding") == "base64" else (post.get("text") or "").encode()
-        content = resp.get("content") or {}
-        text = content.get("text") or ""
-        out = base64.b64decode(text) if content.get("encoding") == "base64" else text.encode()
-        yield {
-            "wall": started,
-            "method": req.get("method", "GET"),
-            "path": url.path or "/",
-            "query": url.query,
-            "http_version": str(req.get("httpVersion", "1.1")).removeprefix("HTTP/"),
-            "request_headers": redactor.header_pairs((h["name"], h["value"]) for h in req.get("headers") or ()),
-            "request_body": body,
-            "status": resp.get("status") or None,
-            "response_headers": redactor.header_pairs((h["name"], h["value"]) for h in resp.get("headers") or ()),
-            "headers_ns": int(wait_ms * 1e6),
-            "chunks": [out] if out else [],
-            "end_ns": int(total_ms * 1e6),
-            "upstream": f"{url.scheme}://{url.netloc}",
-        }
+def _har_exchanges(entries: list[Any], redactor: Redactor, unreadable: list[str]) -> Iterator[dict[str, Any]]:
+    """Each HAR entry as an exchange; an entry that can't be read as one (a field missing or of
+    another type, a body that isn't the base64 it says) is named in ``unreadable`` and left out."""
+    for i, entry in enumerate(entries):
+        try:
+            yield _har_exchange(entry, redactor)
+        except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as exc:
+            unreadable.append(f"entry {i}: {type(exc).__name__}: {exc}")
+
+
+def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    req, resp = entry.get("request") or {}, entry.get("response") or {}
+    url = urlsplit(req.get("url", ""))
+    started = _dt.datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00")).timestamp()
+    timings = entry.get("timings") or {}
+    wait_ms = max(0.0, float(timings.get("send", 0) or 0)) + max(0.0, float(timings.get("wait", 0) or 0))
+    total_ms = float(entry.get("time") or 0)
+    post = req.get("postData") or {}
+    body = base64.b64decode(post["text"]) if post.get("encoding") == "base64" else (post.get("text") or "").encode()
+    content = resp.get("content") or {}
+    text = content.get("text") or ""
+    out = base64.b64decode(text) if content.get("encoding") == "base64" else text.encode()
+    status = resp.get("status") or None
+    if status is not None and (not isinstance(status, int) or isinstance(status, bool)):
+        raise TypeError(f"response.status is {status!r}, not a number")
+    return {
+        "wall": started,
+        "method": str(req.get("method", "GET")),
+        "path": url.path or "/",
+        "query": url.query,
+        "http_version": str(req.get("httpVersion", "1.1")).removeprefix("HTTP/"),
+        "request_headers": redactor.header_pairs((str(h["name"]), str(h["value"])) for h in req.get("headers") or ()),
+        "request_body": body,
+        "status": status,
+        "response_headers": redactor.header_pairs((str(h["name"]), str(h["value"])) for h in resp.get("headers") or ()),
+        "headers_ns": int(wait_ms * 1e6),
+        "chunks": [out] if out else [],
+        "end_ns": int(total_ms * 1e6),
+        "upstream": f"{url.scheme}://{url.netloc}",
+    }
 
 
 def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
@@ -89,25 +102,33 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
             raise ImportError_(f"{path}: not a readable mitmproxy flow file: {exc}") from exc
 
 
-def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, all_paths: bool = False) -> dict[str, int]:
-    """Convert ``source`` into the capture ``out``; returns counts of what was kept and skipped."""
+def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, all_paths: bool = False) -> dict[str, Any]:
+    """Convert ``source`` into the capture ``out``; returns counts of what was kept, skipped (other
+    paths) and unreadable (HAR entries that aren't an exchange, with the first one's reason)."""
     path = Path(source)
     redactor = Redactor()
     try:
         head = path.read_bytes()[:1]
     except OSError as exc:
         raise ImportError_(f"{path}: cannot read: {exc}") from exc
+    unreadable: list[str] = []
     if head == b"{":
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ImportError_(f"{path}: not valid JSON, so not a HAR file: {exc}") from exc
-        if not isinstance(data, dict) or "entries" not in (data.get("log") or {}):
-            raise ImportError_(f"{path}: JSON without log.entries is not a HAR file")
-        kind, exchanges = "har", list(_har_exchanges(data, redactor))
+        log = data.get("log") if isinstance(data, dict) else None
+        if not isinstance(log, dict) or not isinstance(log.get("entries"), list):
+            raise ImportError_(f"{path}: JSON without a list log.entries is not a HAR file")
+        kind, exchanges = "har", list(_har_exchanges(log["entries"], redactor, unreadable))
     else:
         kind, exchanges = "mitmproxy", list(_flow_exchanges(path, redactor))
-    counts = {"kept": 0, "skipped": 0}
+    counts: dict[str, Any] = {
+        "kept": 0,
+        "skipped": 0,
+        "unreadable": len(unreadable),
+        "first_unreadable": next(iter(unreadable), None),
+    }
     recorder = {
         "kind": "import",
         "from": kind,

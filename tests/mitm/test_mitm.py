@@ -250,3 +250,42 @@ def test_sigkill_of_mitm_keeps_what_was_completed(start_mitm, fake):
     tags = [json.loads(x["request_body"])["tag"] for x in reader.exchanges()]
     assert tags == [f"k{i}" for i in range(20)]
     assert reader.closed_cleanly is False
+
+
+def test_har_entries_that_are_not_exchanges_are_named_and_the_rest_imported(tmp_path):
+    from click.testing import CliRunner
+
+    from infertap.analysis import Analysis
+    from infertap.cli import cli
+
+    good = {
+        "startedDateTime": "2026-11-29T10:00:00.000Z",
+        "time": 10.0,
+        "request": {"method": "POST", "url": "https://x.test/v1/chat/completions", "headers": [], "postData": {"text": "{}"}},
+        "response": {"status": 200, "headers": [], "content": {"text": '{"choices": []}'}},
+        "timings": {"send": 1, "wait": 5},
+    }
+    bad = [
+        "not an entry",
+        {**good, "startedDateTime": None},
+        {k: v for k, v in good.items() if k != "startedDateTime"},
+        {**good, "request": "POST /v1/chat/completions"},
+        {**good, "request": {**good["request"], "headers": [{"value": "no name"}]}},
+        {**good, "request": {**good["request"], "postData": {"encoding": "base64", "text": "abc"}}},  # bad padding
+        {**good, "timings": {"send": "soon"}},
+        {**good, "time": [1]},
+        {**good, "response": {**good["response"], "status": "200"}},
+        {**good, "response": {**good["response"], "content": {"text": 5}}},
+    ]
+    entries = [good, *bad, {**good, "startedDateTime": "2026-11-29T10:00:01.000Z"}]
+    (tmp_path / "odd.har").write_text(json.dumps({"log": {"entries": entries}}))
+    result = CliRunner().invoke(cli, ["import", str(tmp_path / "odd.har"), "--out", str(tmp_path / "cap")])
+    assert result.exit_code == 0, result.output
+    assert "imported 2 exchanges" in result.output
+    assert f"{len(bad)} HAR entries could not be read as exchanges" in result.output and "(first: entry 1: " in result.output
+    with Analysis([str(tmp_path / "cap")], cache_dir=tmp_path / "cache") as a:
+        assert a.count("exchanges") == 2
+    for log in ({"entries": {"a": 1}}, {"entries": None}, [1]):
+        (tmp_path / "no.har").write_text(json.dumps({"log": log}))
+        refused = CliRunner().invoke(cli, ["import", str(tmp_path / "no.har"), "--out", str(tmp_path / "no")])
+        assert refused.exit_code == 1 and "not a HAR file" in refused.output
