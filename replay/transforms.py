@@ -82,6 +82,11 @@ class Transforms:
     drop_headers: set[str] = field(default_factory=set)
     pin_defaults: bool = False
 
+    def __post_init__(self) -> None:
+        for option, dotted in [*(("--set", k) for k, _ in self.set_values), *(("--unset", k) for k in self.unset)]:
+            if "" in dotted.split("."):
+                raise TransformError(f"{option} {dotted!r}: a dotted path of keys, none of them empty")
+
     @property
     def touches_body(self) -> bool:
         return bool(self.model_map or self.model or self.set_values or self.unset or self.pin_defaults)

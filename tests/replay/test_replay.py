@@ -298,10 +298,18 @@ def test_bad_input_fails_before_anything_is_sent(fake, tmp_path):
         (["replay", str(tmp_path / "src"), "--target", url, "--filter", "color=red"], "unknown --filter key"),
         (["replay", str(tmp_path / "src"), "--target", url, "--concurrency", "many"], "expected a number or 'original'"),
         (["replay", str(tmp_path / "src"), "--target", url, "--rate", "5", "--concurrency", "2"], "choose one"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--repeat", "0"], "--repeat 0: a whole number, 1 or more"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--limit", "-1"], "--limit -1: a whole number, 1 or more"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--grace", "-1"], "--grace -1.0: seconds, 0 or more"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--connect-timeout", "0"], "--connect-timeout 0.0: seconds, above 0"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--read-timeout", "-1"], "--read-timeout -1.0: seconds, above 0"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--set", "a..b=1"], "a dotted path of keys, none of them empty"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--unset", "."], "a dotted path of keys, none of them empty"),
     ]:
         result = runner.invoke(cli, args)
         assert result.exit_code != 0 and message in result.output, (args, result.output)
         assert "Traceback" not in result.output
+    assert app.requests == []
 
 
 def test_ctrl_c_mid_run_leaves_a_clean_capture(fake, tmp_path):
