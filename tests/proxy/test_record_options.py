@@ -1,0 +1,39 @@
+"""``infertap record`` refuses options that can't mean anything, with the option named, before it
+listens or creates a capture: a port past 65535, sizes and timeouts that aren't above 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from infertap.cli import cli
+from infertap.errors import ConfigError
+from infertap.proxy.server import RecordConfig
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--listen", "127.0.0.1:99999"], "--listen port 99999: 0 to 65535"),
+        (["--max-body-mb", "0"], "--max-body-mb: a size above 0"),
+        (["--max-segment-mb", "-1"], "--max-segment-mb: a size above 0"),
+        (["--connect-timeout", "0"], "--connect-timeout 0.0: seconds, above 0"),
+        (["--read-timeout", "-1"], "--read-timeout -1.0: seconds, above 0"),
+        (["--graceful-timeout", "-1"], "--graceful-timeout -1.0: seconds, 0 or more"),
+        (["--probe-interval", "0"], "--probe-interval 0.0: seconds, above 0"),
+    ],
+)
+def test_meaningless_options_are_refused_before_anything_starts(tmp_path: Path, option: list[str], message: str) -> None:
+    out = tmp_path / "capture"
+    result = CliRunner().invoke(cli, ["record", "--upstream", "http://127.0.0.1:9", "--out", str(out), "--no-probe", *option])
+    assert result.exit_code != 0 and message in result.output, result.output
+    assert "Traceback" not in result.output and not out.exists()
+
+
+def test_the_library_refuses_them_too(tmp_path: Path) -> None:
+    RecordConfig("http://127.0.0.1:9", tmp_path, port=0, read_timeout=None, graceful_timeout=0)  # any port; no limit; at once
+    for bad in ({"port": 65536}, {"max_body_bytes": 0}, {"connect_timeout": -1.0}, {"enrich_queue": 0}):
+        with pytest.raises(ConfigError):
+            RecordConfig("http://127.0.0.1:9", tmp_path, **bad)  # type: ignore[arg-type]
