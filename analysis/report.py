@@ -10,11 +10,13 @@ from __future__ import annotations
 import html
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from infertap.errors import ConfigError
 
 from .compare import compare
+from .errors import AnalysisError
 from .report_claims import claim_cards
 from .report_sessions import session_timelines
 from .report_telemetry import telemetry_plots
@@ -215,5 +217,14 @@ def write_report(
     extract: str | None = None,
     references: Mapping[str, str] | None = None,
 ) -> None:
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(render(a, b, extract=extract, references=references))
+    write_page(out, render(a, b, extract=extract, references=references))
+
+
+def write_page(out: str | os.PathLike[str], page: str) -> None:
+    """``page`` into the file ``out``, its folder made when missing; rendered before the file is
+    opened, so a report that fails leaves an earlier one as it was."""
+    try:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise AnalysisError(f"{out}: cannot write the report: {exc.strerror or exc}") from exc

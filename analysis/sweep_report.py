@@ -21,6 +21,7 @@ from typing import Any
 from infertap.errors import ConfigError
 
 from .capacity import RESULT, read_sweep
+from .report import write_page
 from .svg import COLORS, STYLE, Line, line_svg, number
 from .svg import _table as table
 
@@ -285,5 +286,4 @@ def _shown(slo: dict[str, Any], value: float | None) -> str:
 
 def write_sweep_report(out: str | os.PathLike[str], a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None) -> None:
     page = render_sweeps(a, b)
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(page)
+    write_page(out, page)

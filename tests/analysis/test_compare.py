@@ -249,6 +249,12 @@ def test_report_is_one_offline_html_file(tmp_path):
     assert "The answer is [-42-]{+41+}." in page
     single = CliRunner().invoke(cli, ["report", str(a), "-o", str(tmp_path / "one.html")])
     assert single.exit_code == 0 and "<svg" in (tmp_path / "one.html").read_text()
+    nested = CliRunner().invoke(cli, ["report", str(a), "-o", str(tmp_path / "reports" / "run" / "a.html")])
+    assert nested.exit_code == 0 and (tmp_path / "reports" / "run" / "a.html").read_text().startswith("<!doctype html>")
+    blocked = CliRunner().invoke(cli, ["report", str(a), "-o", str(out / "r.html")])  # a folder where a file is
+    assert blocked.exit_code == 1 and "cannot write the report" in blocked.output and "Traceback" not in blocked.output
+    failed = CliRunner().invoke(cli, ["report", str(tmp_path / "reports"), "-o", str(out)])  # not a capture
+    assert failed.exit_code != 0 and out.read_text() == page  # a report that fails leaves the earlier one as it was
 
 
 @pytest.mark.parametrize("hi", [0.5, 1.0, 3.0, 7.0, 12.3, 99.0, 1289.0, 20_000.0, 64_213.0])
