@@ -27,6 +27,8 @@ def host_port(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit():
         raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
+    if int(port) > 65535:
+        raise click.BadParameter(f"port {port}: 0 to 65535")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
