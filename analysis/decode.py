@@ -40,8 +40,9 @@ from .schema import ENGINE_FACTS, TABLES
 
 #: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt. 4: the
 #: telemetry table; 5: sessions and turns; 6: engines.dtype; 7: requests.digest, token times;
-#: 8: repeated exchange ids named apart.
-DECODE_VERSION = 8
+#: 8: repeated exchange ids named apart; 9: values of another type read as none (a tool call's index
+#: that is not an integer is its place in the list).
+DECODE_VERSION = 9
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

@@ -40,7 +40,7 @@ from .divergence import logprob_positions
 #: Rows per Parquet row group and per batch held before writing.
 BATCH_ROWS = 5_000
 #: Changes whenever what a summary holds changes: summaries cached by another version are not read.
-SUMMARY_VERSION = 2  # 2: repeated ids named apart, and said
+SUMMARY_VERSION = 3  # 2: repeated ids named apart, and said; 3: values of another type read as none (tool-call indexes, logprobs)
 
 EXCHANGE_SCHEMA = pa.schema(
     [
