@@ -87,6 +87,8 @@ class SweepConfig:
             raise SweepError(f"each load once: {', '.join(f'{v:g}' for v in loads)} repeats one")
         if not 0 < self.tolerance < 1 or self.start_speed <= 0 or self.max_points < 2:
             raise SweepError("--tolerance must be in (0, 1), the start speed > 0, and at least 2 points allowed")
+        if self.min_requests < 0 or self.min_duration_s < 0 or self.idle_timeout_s < 0:
+            raise SweepError("--min-requests, --min-duration and --idle-timeout are 0 or more")
 
     def loads(self) -> list[Load]:
         """The fixed loads (not for ``search``, whose loads depend on what it finds)."""

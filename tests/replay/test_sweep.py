@@ -314,8 +314,20 @@ def test_a_bad_slo_fails_before_anything_is_sent_naming_the_syntax_and_the_metri
         (["--concurrency-levels", "1.5"], "--concurrency-levels: a comma-separated list of numbers"),
         (["--speeds", "0,1"], "must be > 0"),
         (["--search", "--tolerance", "1"], "--tolerance must be in (0, 1)"),
+        (["--speeds", "1", "--min-requests", "-1"], "--min-requests, --min-duration and --idle-timeout are 0 or more"),
+        (["--speeds", "1", "--idle-timeout", "-1"], "--min-requests, --min-duration and --idle-timeout are 0 or more"),
     ],
-    ids=["no-load", "two-loads", "speeds-and-levels", "bad-speeds", "bad-levels", "zero-speed", "tolerance"],
+    ids=[
+        "no-load",
+        "two-loads",
+        "speeds-and-levels",
+        "bad-speeds",
+        "bad-levels",
+        "zero-speed",
+        "tolerance",
+        "min-requests",
+        "idle-timeout",
+    ],  # fmt: skip
 )
 def test_bad_load_options_fail_before_anything_is_sent(slot_engine, tmp_path, args, message):
     engine, url = slot_engine
