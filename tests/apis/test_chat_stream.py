@@ -288,3 +288,13 @@ def test_compare_summarizes_a_plainest_stream_as_read_response_reads_it(events: 
         assert fast == summaries.summarize(record)
     finally:
         summaries.read_plainest_chat_stream = original
+
+
+def test_compare_summarizes_the_plain_stream_by_the_typed_reading() -> None:
+    from infertap.analysis import summaries
+
+    record = {**_record(PLAIN), "id": "x", "method": "POST", "status": 200}
+    assert summaries.read_plainest_chat_stream(record) is not None  # the path the hypothesis test above compares
+    summary = summaries.summarize(record)
+    assert (summary.text, summary.reasoning, summary.finish_reason) == ("Hi", "hmm", "tool_calls")
+    assert summary.tool_calls == [{"id": "call_1", "name": "f", "arguments": '{"a":1}'}]
