@@ -21,13 +21,12 @@ import msgspec
 
 from .conversation import ChatPrefixes, Prefixes
 from .fastjson import loads
-from .read import CHAT, _by_path
-from .sampling import sampling_fields
-from .shapes import Request, Turn, as_int
+from .openai import chat_system
+from .read import _INPUTS, CHAT, _by_path, request_of
+from .shapes import Request, Turn
 
 _fields = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _items = msgspec.json.Decoder(list[msgspec.Raw]).decode
-_INPUTS = ("messages", "prompt", "input")  # what a request for tokens carries (read.py)
 _TOOL_SETS = 1024  # distinct tool lists remembered; an agent offers the same few in every request
 
 
@@ -66,23 +65,8 @@ class ChatRequests:
             tools = self._tool_names(bytes(fields["tools"])) if "tools" in fields else ()
         except (msgspec.MsgspecError, ValueError):
             return None
-        sampling = sampling_fields(CHAT.sampling(values))
-        model, previous = values.get("model"), values.get("previous_response_id")
-        request = Request(
-            api=CHAT.name,
-            generation=any(key in fields for key in _INPUTS),
-            body=values,
-            model=model if isinstance(model, str) else None,
-            stream=bool(values.get("stream")),
-            turns=turns,
-            items=items,
-            system="\n".join(t.text for t in turns if t.role in ("system", "developer")) or None,
-            tools=tools,
-            tool_choice=values.get("tool_choice"),
-            max_tokens=as_int(sampling.get("max_tokens")),
-            sampling=sampling,
-            previous_response_id=previous if isinstance(previous, str) else None,
-        )
+        generation = any(key in fields for key in _INPUTS)
+        request = request_of(CHAT, values, generation, turns, items, chat_system(turns), tools)
         return request, prefixes
 
     def _tool_names(self, listed: bytes) -> tuple[str, ...]:

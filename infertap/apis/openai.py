@@ -82,8 +82,7 @@ class Chat(Api):
         if not isinstance(messages, list):
             return (), None, None
         turns = tuple(message_turn(m) for m in messages if isinstance(m, dict))
-        system = "\n".join(t.text for t in turns if t.role in ("system", "developer")) or None
-        return turns, len(messages), system
+        return turns, len(messages), chat_system(turns)
 
 
 class Completions(Chat):
@@ -110,6 +109,11 @@ def _tool_parts(tool_calls: list[Any]) -> list[ToolCallPart]:
                 )
             )
     return out
+
+
+def chat_system(turns: tuple[Turn, ...]) -> str | None:
+    """A chat conversation's system prompt: its system and developer turns, joined."""
+    return "\n".join(t.text for t in turns if t.role in ("system", "developer")) or None
 
 
 def message_turn(m: dict[str, Any]) -> Turn:

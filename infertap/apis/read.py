@@ -19,7 +19,7 @@ from .ollama import OllamaChat, OllamaGenerate
 from .openai import Chat, Completions
 from .responses import Responses
 from .sampling import sampling_fields
-from .shapes import Api, Delta, Event, Output, Request, as_int, error_of
+from .shapes import Api, Delta, Event, Output, Request, Turn, as_int, error_of
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = Chat(), Completions(), Responses(), Messages()
 OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP = OllamaChat(), OllamaGenerate(), LlamaCpp()
@@ -80,22 +80,36 @@ def read_request(record: Mapping[str, Any]) -> Request:
     api = api_for(record.get("path"), body)
     if body is None:
         return Request(api.name)
-    turns, items, system = api.turns(body)
+    return request_of(api, body, api is not UNKNOWN and any(key in body for key in _INPUTS), *api.turns(body), api.tools(body))
+
+
+def request_of(
+    api: Api,
+    body: dict[str, Any],
+    generation: bool,
+    turns: tuple[Turn, ...],
+    items: int | None,
+    system: str | None,
+    tools: tuple[str, ...],
+) -> Request:
+    """The ``Request`` of a body (its conversation and tools read already): the one place that says
+    what its model, stream, tool choice and sampling settings are (``ChatRequests`` reads too)."""
     sampling = sampling_fields(api.sampling(body))
+    model, previous = body.get("model"), body.get("previous_response_id")
     return Request(
         api=api.name,
-        generation=api is not UNKNOWN and any(key in body for key in _INPUTS),
+        generation=generation,
         body=body,
-        model=body.get("model") if isinstance(body.get("model"), str) else None,
+        model=model if isinstance(model, str) else None,
         stream=bool(body.get("stream")),  # as the request said (Ollama streams unless told not to)
         turns=turns,
         items=items,
         system=system,
-        tools=api.tools(body),
+        tools=tools,
         tool_choice=body.get("tool_choice"),
         max_tokens=as_int(sampling.get("max_tokens")),
         sampling=sampling,
-        previous_response_id=body.get("previous_response_id") if isinstance(body.get("previous_response_id"), str) else None,
+        previous_response_id=previous if isinstance(previous, str) else None,
     )
 
 

@@ -200,7 +200,8 @@ def as_list(value: Any) -> list[Any]:
 def position(value: Any, default: int) -> int:
     """A tool call's index as sent, else ``default`` (its place): an index that isn't an integer
     would name no slot (a list, an object) or none that sorts with the others."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+    index = as_int(value)
+    return default if index is None else index
 
 
 def as_text(value: Any) -> str:
