@@ -66,22 +66,17 @@ def logprob_positions(events: Sequence[dict[str, Any]]) -> list[dict[int | str, 
                 if not isinstance(item, dict):
                     continue
                 top = item.get("top_logprobs") or [item]
-                positions.append({key: float(t["logprob"]) for t in as_list(top) if (key := _logprob_key(t)) is not _NO_KEY})
+                positions.append(dict(entry for t in as_list(top) if (entry := _logprob(t)) is not None))
     return positions
 
 
-_NO_KEY = object()
-
-
-def _logprob_key(entry: Any) -> Any:
-    """A top-k entry's token id (else its text), or ``_NO_KEY`` when it has no numeric logprob."""
-    if not isinstance(entry, dict) or "logprob" not in entry:
-        return _NO_KEY
-    value = entry["logprob"]
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return _NO_KEY
+def _logprob(entry: Any) -> tuple[Any, float] | None:
+    """A top-k entry as (its token id, else its text or None; its logprob), or None when it has no
+    numeric logprob."""
+    if not isinstance(entry, dict) or isinstance(value := entry.get("logprob"), bool) or not isinstance(value, (int, float)):
+        return None
     key = entry.get("id") if isinstance(entry.get("id"), int) else entry.get("token")
-    return key if key is None or isinstance(key, (int, str)) else _NO_KEY
+    return (key, float(value)) if key is None or isinstance(key, (int, str)) else None
 
 
 def kl_shared_prefix(
