@@ -33,6 +33,12 @@ class ConfigError(InfertapError, ValueError):
     """A bad option value (an upstream that is not an http(s) URL, an unknown extractor)."""
 
 
+def check_seconds(option: str, seconds: float | None, *, zero: bool = False) -> None:
+    """A duration option: above 0 (``zero``: 0 or more); None, where allowed, is no limit."""
+    if seconds is not None and not (isinstance(seconds, (int, float)) and (seconds >= 0 if zero else seconds > 0)):
+        raise ConfigError(f"{option} {seconds}: seconds, {'0 or more' if zero else 'above 0'}")
+
+
 class UpstreamError(InfertapError):
     status_code = 502
     error_type = "upstream_error"

@@ -18,7 +18,7 @@ from infertap.capture.hostfacts import is_loopback
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
 from infertap.engines.enrich import Enricher
-from infertap.errors import ConfigError
+from infertap.errors import ConfigError, check_seconds
 from infertap.telemetry import check_telemetry, start_telemetry
 from infertap.version import __version__
 
@@ -61,14 +61,10 @@ class RecordConfig:
         for name, size in (("--max-body-mb", self.max_body_bytes), ("--max-segment-mb", self.max_segment_bytes)):
             if size <= 0:
                 raise ConfigError(f"{name}: a size above 0 ({size} bytes)")
-        for name, seconds, zero in (
-            ("--connect-timeout", self.connect_timeout, False),
-            ("--read-timeout", self.read_timeout, False),  # None: no limit (0 on the command line)
-            ("--graceful-timeout", self.graceful_timeout, True),
-            ("--probe-interval", self.probe_interval, False),
-        ):
-            if seconds is not None and not (seconds >= 0 if zero else seconds > 0):
-                raise ConfigError(f"{name} {seconds}: seconds, {'0 or more' if zero else 'above 0'}")
+        check_seconds("--connect-timeout", self.connect_timeout)
+        check_seconds("--read-timeout", self.read_timeout)  # None: no limit (0 on the command line)
+        check_seconds("--graceful-timeout", self.graceful_timeout, zero=True)
+        check_seconds("--probe-interval", self.probe_interval)
         if self.enrich_queue < 1:
             raise ConfigError(f"enrich_queue {self.enrich_queue}: 1 or more")
 

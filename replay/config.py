@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from infertap.errors import ConfigError
+from infertap.errors import ConfigError, check_seconds
 from infertap.telemetry import check_telemetry
 
 from .schedule import Schedule
@@ -54,13 +54,9 @@ class ReplayConfig:
         for name, value, least in (("--repeat", self.repeat, 1), ("--limit", self.limit, 1)):
             if value is not None and not (isinstance(value, int) and value >= least):
                 raise ConfigError(f"{name} {value}: a whole number, {least} or more")
-        for name, seconds, zero in (
-            ("--grace", self.grace_s, True),
-            ("--connect-timeout", self.connect_timeout, False),
-            ("--read-timeout", self.read_timeout, False),  # None: no limit (0 on the command line)
-        ):
-            if seconds is not None and not (isinstance(seconds, (int, float)) and (seconds >= 0 if zero else seconds > 0)):
-                raise ConfigError(f"{name} {seconds}: seconds, {'0 or more' if zero else 'above 0'}")
+        check_seconds("--grace", self.grace_s, zero=True)
+        check_seconds("--connect-timeout", self.connect_timeout)
+        check_seconds("--read-timeout", self.read_timeout)  # None: no limit (0 on the command line)
         if self.sessions not in ("open", "closed"):
             raise ConfigError(f"--sessions {self.sessions!r}: open or closed")
         if not (isinstance(self.think_scale, (int, float)) and self.think_scale > 0 and self.think_scale != float("inf")):
