@@ -27,6 +27,7 @@ from tests.extras import needs
 pytestmark = pytest.mark.engine
 
 THINK_S = 0.5
+LATE_S = 0.25  # how late a client's or the replay's thread may run on a loaded 2-core machine (CI: 0.05 seen)
 SESSIONS, TURNS = 3, 3
 TOPICS = ("the sea", "a cat", "bread")
 
@@ -83,7 +84,8 @@ def test_agent_sessions_keep_their_pacing_on_a_slower_llama_server(llama_server_
         s = g["session"]
         assert s["turns"] == s["depth"] == TURNS and g["ok"] == TURNS
         assert s["makespan_s"] == pytest.approx(s["engine_s"] + s["think_s"], abs=1e-6)  # the sums it is made of
-        assert s["think_s"] == pytest.approx((TURNS - 1) * THINK_S, abs=0.1)
+        # The client slept THINK_S inside each gap; the rest is its SDK and threads on a shared machine.
+        assert (TURNS - 1) * THINK_S <= s["think_s"] < (TURNS - 1) * (THINK_S + LATE_S), s
 
     items, _ = load(src)
     assert sorted(i.turn for i in items) == sorted(list(range(TURNS)) * SESSIONS)
@@ -103,7 +105,8 @@ def test_agent_sessions_keep_their_pacing_on_a_slower_llama_server(llama_server_
     assert closed["ends"] == opened["ends"] == {"complete": SESSIONS * TURNS}
     kept = gaps(tmp_path / "closed")
     assert len(kept) == SESSIONS * (TURNS - 1)
-    assert all(gap == pytest.approx(think, abs=0.1) and think == pytest.approx(THINK_S, abs=0.1) for gap, think in kept), kept
+    # Each turn sent its recorded think time after its parent's end on the target, never before it.
+    assert all(think - 0.001 <= gap < think + LATE_S and THINK_S <= think < THINK_S + LATE_S for gap, think in kept), kept
     # Open: each turn at its recorded time, or at its parent's end on the target if that came later;
     # the target's speed (slower or faster than the recording's: this machine is shared) moves the gaps.
     records = {x["id"]: x for x in CaptureReader(tmp_path / "open").exchanges()}
@@ -113,7 +116,8 @@ def test_agent_sessions_keep_their_pacing_on_a_slower_llama_server(llama_server_
             parent = records[x["parent_id"]]
             parent_end = parent["sent_ns"] + parent["end_ns"]
             gap = (x["sent_ns"] - parent_end) / 1e9
-            assert gap == pytest.approx(max(0, x["scheduled_ns"] - parent_end) / 1e9, abs=0.05)
+            due = max(0, x["scheduled_ns"] - parent_end) / 1e9
+            assert due - 0.001 <= gap < due + LATE_S, (gap, due)
             moved.append(abs(gap - THINK_S))
     assert len(moved) == SESSIONS * (TURNS - 1)
     assert max(moved) > 0.2, moved  # open mode shows the difference that closed mode takes out
