@@ -22,6 +22,7 @@ from tests.helpers import write_capture
 from tests.slot_engine import SlotEngine
 
 THINK_S = 0.5  # the agent's own time between a reply and its next request, as recorded
+LATE_S = 0.2  # how late the replay's thread may send on a loaded 2-core machine; under the scaled think time
 TURN_S = 0.1  # each turn took this long on the recorded engine
 SESSIONS, TURNS = 3, 3
 
@@ -70,7 +71,7 @@ def test_closed_sessions_keep_the_agents_think_time_on_a_slower_target(tmp_path)
     closed = [g for session in gaps(tmp_path / "closed").values() for g in session]
     opened = [g for session in gaps(tmp_path / "open").values() for g in session]
     assert len(closed) == len(opened) == SESSIONS * (TURNS - 1)
-    assert all(g == pytest.approx(THINK_S, abs=0.1) for g in closed), closed  # the agent's pacing, whatever the target
+    assert all(THINK_S - 0.001 <= g < THINK_S + LATE_S for g in closed), closed  # the agent's pacing, whatever the target
     assert mean(opened) < THINK_S - 0.15, opened  # open: the recorded times, squeezed by the slower target's turns
     records = list(CaptureReader(tmp_path / "closed").exchanges())
     kept = [x["think_ns"] for x in records if x["turn"] > 0]
@@ -85,7 +86,7 @@ def test_think_scale_scales_the_kept_think_time(tmp_path):
             ReplayConfig(src, server.url, tmp_path / "half", probe=False, sessions="closed", think_scale=0.5, telemetry=False)
         )
     halved = [g for session in gaps(tmp_path / "half").values() for g in session]
-    assert all(g == pytest.approx(THINK_S / 2, abs=0.1) for g in halved), halved
+    assert all(THINK_S / 2 - 0.001 <= g < THINK_S / 2 + LATE_S for g in halved), halved
 
 
 def test_bad_session_options_are_refused_before_anything_is_sent(tmp_path):
