@@ -25,9 +25,10 @@ from typing import Any, Literal
 
 import msgspec
 
-from .body import framing, head_of, header
+from .body import _wbits, framing, head_of
+from .chat_stream import _Function
 from .fastjson import loads
-from .openai import message_turn
+from .openai import _OBJECTS, message_turn
 from .read import CHAT, api_for, read_response
 from .shapes import Output, Request, Turn, canonical_arguments
 
@@ -198,14 +199,6 @@ class ChatPrefixes:
 
 # -- the reply of a streamed chat completion, read as read_response reads it -----------------------------
 
-_OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")  # as infertap.apis.openai knows them
-_ENCODED = ("gzip", "x-gzip", "deflate")  # what infertap.apis.body decodes (others are read as they are)
-
-
-class _Function(msgspec.Struct):
-    name: str | None = None
-    arguments: str | None = None
-
 
 class _Call(msgspec.Struct):
     index: int | msgspec.UnsetType = msgspec.UNSET
@@ -247,7 +240,7 @@ def _chat_answer(record: Mapping[str, Any]) -> tuple[Turn | None, str | None] | 
     every streamed event of every exchange a replay loads."""
     if api_for(record.get("path")) is not CHAT:
         return None
-    if (header(record.get("response_headers"), "content-encoding") or "").lower().strip() in _ENCODED:
+    if _wbits(record):  # an encoded body: read whole
         return None
     pieces: list[bytes] = list(record.get("chunks") or ())
     body = b"".join(pieces)
