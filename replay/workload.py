@@ -30,6 +30,7 @@ from msgspec import UNSET
 
 from infertap.apis import Links, api_for, json_body, link, sessions_of, turns_of
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
+from infertap.apis.fastjson import utf8
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader
@@ -251,7 +252,7 @@ _decode_head = msgspec.json.Decoder(_ChatHead).decode
 
 
 def _chat_head(raw: Any) -> _ChatHead | None:
-    if not isinstance(raw, bytes):
+    if not isinstance(raw, bytes) or not utf8(raw):  # not UTF-8: not JSON to json_body either
         return None
     try:
         return _decode_head(raw)

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from .conversation import ChatPrefixes, Prefixes
-from .fastjson import loads
+from .fastjson import loads, utf8
 from .openai import chat_system
 from .read import _INPUTS, CHAT, _by_path, request_of
 from .shapes import Request, Turn
@@ -44,11 +44,8 @@ class ChatRequests:
         raw = record.get("request_body")
         if not raw or _by_path(record.get("path")) is not CHAT or raw.lstrip()[:1] != b"{":
             return None
-        if not raw.isascii():
-            try:
-                raw.decode()  # json.loads refuses what isn't UTF-8; msgspec need not look inside every string
-            except UnicodeDecodeError:
-                return None
+        if not utf8(raw):
+            return None
         try:
             fields = _fields(raw)
             values = {k: loads(bytes(v)) for k, v in fields.items() if k != "messages" and k != "tools"}

@@ -266,14 +266,15 @@ def _chat_answer(record: Mapping[str, Any]) -> tuple[Turn | None, str | None] | 
     readable = False
     response_id: str | None = None
     for chunk in chunks:
+        if not response_id:  # from any event, as Chat.event reads it
+            response_id = chunk.id if isinstance(chunk.id, str) else None
         choices = chunk.choices
         if choices is None and chunk.object not in _OBJECTS:
-            if isinstance(chunk.error, (str, dict)):
+            if isinstance(chunk.error, dict) or (isinstance(chunk.error, str) and chunk.error):
                 return _NOT_ANSWERED  # an error event: read_response's error_message
+            readable = readable or isinstance(chunk.error, str)  # {"error": ""}: known, but no message
             continue
         readable = True
-        if not response_id:
-            response_id = chunk.id if isinstance(chunk.id, str) else None
         for choice in choices or ():
             if choice.index != 0:
                 continue

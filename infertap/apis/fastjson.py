@@ -24,4 +24,16 @@ def loads(data: str | bytes) -> Any:
         return json.loads(data)
 
 
-__all__ = ["loads"]
+def utf8(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8, as ``json.loads`` requires of bytes: what msgspec keeps as raw JSON
+    or skips is not looked inside, so a reader that decodes a body only in part checks it first."""
+    if data.isascii():
+        return True
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+__all__ = ["loads", "utf8"]

@@ -19,8 +19,9 @@ needs("hypothesis", "dev")
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infertap.apis import read_response, stream_done
+from infertap.apis import links_of, read_request, read_response, stream_done
 from infertap.apis.chat_stream import _looped, _typed, read_chat_stream
+from infertap.apis.conversation import Prefixes, read_links
 
 EXAMPLES = int(os.environ.get("INFERTAP_FUZZ_EXAMPLES", "200"))
 SSE = [["content-type", "text/event-stream"]]
@@ -185,6 +186,18 @@ def test_odd_events_read_alike_wherever_the_chunks_cut(events: list[Any], cuts: 
     bounds = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
     chunks = [body[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
     _agrees(_record(chunks))
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.sampled_from([*ODD_EVENTS, {"id": "first"}, {"id": "u0", "usage": {"prompt_tokens": 1}}]), max_size=6))
+def test_replays_linking_reads_the_reply_as_read_response_does(events: list[Any]) -> None:
+    """``read_links`` (replay's reading of a reply, only as far as linking needs it) gives the links
+    that ``links_of`` gives from the whole response: the reply, the response id, whether it was one."""
+    record = {**_record(_sse(_chunk({"content": "a"}), *events)), "status": 200}
+    record["request_body"] = b'{"messages": [{"role": "user", "content": "q"}]}'
+    request = read_request(record)
+    prefixes = Prefixes.of(request.api, request.turns)
+    assert read_links(record, prefixes, None, request.generation) == links_of(record, request, read_response(record))
 
 
 def test_most_odd_events_are_read_by_the_fast_path() -> None:

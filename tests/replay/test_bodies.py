@@ -22,6 +22,7 @@ from infertap.capture.writer import CaptureWriter
 from infertap.replay import ReplayConfig, ReplayError, Transforms, run_replay
 from infertap.replay.bodies import Bodies, BodyError, BodyStore, ReadAhead
 from infertap.replay.workload import load, load_workload
+from tests.helpers import write_capture
 
 WORDS = "the file function test error value return import class module path line check build".split()
 
@@ -247,6 +248,10 @@ RESPONSES: dict[str, list[bytes]] = {
     "choice text": [_event({"id": "r", "object": "text_completion", "choices": [{"index": 0, "text": "t"}]})],
     "error event": [_event(_chunk({"content": "a"})), _event({"error": {"message": "boom"}})],
     "error only": [_event({"error": "boom"})],
+    "empty error": [_event(_chunk({"content": "a"})), _event({"error": ""}), b"data: [DONE]\n\n"],  # no message: answered
+    "empty error only": [_event({"error": ""})],
+    "id before the chunks": [_event({"id": "first"}), _event(_chunk({"content": "a"})), b"data: [DONE]\n\n"],
+    "usage first": [_event({"id": "u0", "usage": {"prompt_tokens": 1}}), _event(_chunk({"content": "a"}))],
     "not json": [_event(_chunk({"content": "a"})), b"data: {oops\n\n", _event(_chunk({"content": "b"}))],
     "not an object": [b"data: [1, 2]\n\n", _event(_chunk({"content": "b"}))],
     "done mid-stream": [_event(_chunk({"content": "a"})), b"data: [DONE]\n\n", _event(_chunk({"content": "b"}))],
@@ -287,8 +292,32 @@ def test_read_links_reads_replies_as_read_response_does(name: str, status: int) 
         prefixes = Prefixes.of(request.api, request.turns)
         expected = links_of(record, request, read_response(record))
         assert read_links(record, prefixes, request.previous_response_id, request.generation) == expected, name
-        if name in ("usual", "tool call in pieces", "calls without index", "second choice") and not encoding:
+        fast = ("usual", "tool call in pieces", "calls without index", "second choice", "empty error", "id before the chunks")
+        if name in fast and not encoding:
             assert _chat_answer(record) is not None  # read by the fast path, not handed to read_response
+
+
+def test_a_request_body_not_utf8_is_no_conversation_in_the_workload(tmp_path: Path) -> None:
+    """json.loads refuses bytes that are not UTF-8, so ``read_request`` reads no conversation in such
+    a body; the workload's own reading of chat bodies (msgspec, which does not look inside every
+    string) must not read one either, nor stop at it."""
+    turn = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a0"}]
+    bodies = [
+        {"model": "m", "messages": turn[:1]},
+        b'{"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a0"}, '
+        b'{"role": "user", "content": "\xff"}]}',  # fmt: skip
+        json.dumps({"model": "m", "user": "@", "messages": [*turn, {"role": "user", "content": "more"}]})
+        .encode()
+        .replace(b"@", b"\xff"),
+        {"model": "m", "messages": [*turn, {"role": "user", "content": "ok"}]},
+    ]
+    records = write_capture(tmp_path / "src", [{"id": f"x{i}", "body": b} for i, b in enumerate(bodies)])
+    expected = [links_of(r, read_request(r), read_response(r)) for r in records]
+    parents = {records[i]["id"]: records[p[0]]["id"] for i, p in enumerate(link(expected)) if p is not None}
+    assert parents == {"x3": "x0"}  # the one continuation that is JSON
+    items, _ = load(tmp_path / "src")
+    assert [i.source_id for i in items] == ["x0", "x1", "x2", "x3"]
+    assert {i.source_id: items[i.parent].source_id for i in items if i.parent is not None} == parents
 
 
 def test_chat_prefixes_read_messages_as_chat_turns_does() -> None:
