@@ -58,6 +58,13 @@ _COLUMNAR = ("chunks", "events")  # many rows an exchange: kept as columns
 _PLAIN = ("body", "bytes", "data")  # nearly all distinct: no dictionary
 
 
+def parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    """How the cache's tables are written. Columns whose values are nearly all distinct (bodies,
+    chunk bytes, event payloads) skip the dictionary Parquet would try, then drop, for each of them."""
+    plain = {name for name in schema.names if name in _PLAIN}
+    return pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=[n for n in schema.names if n not in plain])
+
+
 class _Sink:
     """Rows of one table, written to Parquet in batches so that a large capture never sits in memory."""
 
@@ -66,12 +73,7 @@ class _Sink:
         self.rows: list[tuple[Any, ...]] = []
         self.count = 0
         self.size = 0  # bytes of the large values (request bodies) in the rows held
-        # Columns whose values are nearly all distinct (bodies, chunk bytes, event payloads) skip the
-        # dictionary Parquet would try, then drop, for each of them.
-        plain = {name for name in schema.names if name in _PLAIN}
-        self.writer = pq.ParquetWriter(
-            path, schema, compression="zstd", use_dictionary=[n for n in schema.names if n not in plain]
-        )
+        self.writer = parquet_writer(path, schema)
 
     def add(self, row: tuple[Any, ...], size: int = 0) -> None:
         self.rows.append(row)

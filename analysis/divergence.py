@@ -7,13 +7,12 @@ Pure functions over parsed responses and token ids, so each definition can be ch
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from infertap.apis.shapes import as_list
+from infertap.apis.shapes import as_list, canonical_arguments
 
 
 def first_divergence(a: Sequence[Any], b: Sequence[Any]) -> int | None:
@@ -51,10 +50,36 @@ def text_diff(a: str, b: str, *, context: int = 40) -> str:
     return "".join(out)
 
 
-def logprob_positions(events: Sequence[dict[str, Any]]) -> list[dict[int | str, float]]:
-    """Per output position, the top-k {token id (or text when no id): logprob} the engine reported
-    (an entry of another shape, a logprob that isn't a number, is no entry)."""
-    positions: list[dict[int | str, float]] = []
+#: Between the parts of an output compared as one string (the ASCII record separator): text that
+#: moves between the reasoning and the answer, or into a tool call, is a difference.
+PART = "\x1e"
+
+
+def output_text(reasoning: str, text: str, tool_calls: Sequence[dict[str, Any]], error: str | None = None) -> str:
+    """An output as one string, in the order it is generated: its reasoning, its text, each tool call
+    as ``name(arguments)`` (canonical JSON) and the error it reports, ``PART`` between them. Just the
+    text when there is nothing else, so that a character position is most often one in the text."""
+    parts = [reasoning] if reasoning else []
+    parts.append(text)
+    parts += (f"{c.get('name') or ''}({_arguments(c)})" for c in tool_calls)
+    if error is not None:
+        parts.append(error)
+    return PART.join(parts)
+
+
+def _arguments(call: dict[str, Any]) -> str:
+    """A call's arguments as canonical JSON: key order aside, ``true`` and ``1`` differ; none: ``{}``."""
+    return canonical_arguments(call.get("arguments") or "{}")
+
+
+Position = tuple[int | str | None, dict[int | str, float]]
+
+
+def logprob_positions(events: Sequence[dict[str, Any]]) -> list[Position]:
+    """Per output position, the token the engine chose (its id, or its text when no id) and the
+    top-k {token: logprob} it reported (an entry of another shape, a logprob that isn't a number, is
+    no entry)."""
+    positions: list[Position] = []
     for event in events:
         for choice in as_list(event.get("choices")):
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
@@ -66,8 +91,14 @@ def logprob_positions(events: Sequence[dict[str, Any]]) -> list[dict[int | str, 
                 if not isinstance(item, dict):
                     continue
                 top = item.get("top_logprobs") or [item]
-                positions.append(dict(entry for t in as_list(top) if (entry := _logprob(t)) is not None))
+                top_k = dict(entry for t in as_list(top) if (entry := _logprob(t)) is not None)
+                positions.append((_token(item), top_k))
     return positions
+
+
+def _token(entry: dict[str, Any]) -> int | str | None:
+    key = entry.get("id") if isinstance(entry.get("id"), int) else entry.get("token")
+    return key if isinstance(key, (int, str)) and not isinstance(key, bool) else None
 
 
 def _logprob(entry: Any) -> tuple[Any, float] | None:
@@ -77,6 +108,13 @@ def _logprob(entry: Any) -> tuple[Any, float] | None:
         return None
     key = entry.get("id") if isinstance(entry.get("id"), int) else entry.get("token")
     return (key, float(value)) if key is None or isinstance(key, (int, str)) else None
+
+
+def shared_positions(a: Sequence[Position], b: Sequence[Position]) -> int:
+    """How many leading positions chose the same token on both sides: the prefix that KL is taken
+    over when the first divergence is known by character only (logprob entries are tokens)."""
+    n = first_divergence([t for t, _ in a], [t for t, _ in b])
+    return min(len(a), len(b)) if n is None else n
 
 
 def kl_shared_prefix(
@@ -105,19 +143,10 @@ def kl_shared_prefix(
 
 
 def tool_call_diff(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Names and parsed arguments of the tool calls on each side, and whether they agree."""
-
-    def norm(calls: Sequence[dict[str, Any]]) -> list[tuple[str, Any]]:
-        out = []
-        for c in calls:
-            try:
-                args: Any = json.loads(c.get("arguments") or "{}")
-            except ValueError:
-                args = c.get("arguments")
-            out.append((c.get("name") or "", args))
-        return out
-
-    na, nb = norm(a), norm(b)
+    """Names and arguments (canonical JSON, as ``output_text`` writes them) of the tool calls on each
+    side, and whether they agree."""
+    na = [(c.get("name") or "", _arguments(c)) for c in a]
+    nb = [(c.get("name") or "", _arguments(c)) for c in b]
     return {
         "a": [n for n, _ in na],
         "b": [n for n, _ in nb],

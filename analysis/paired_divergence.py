@@ -27,7 +27,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .configdiff import prompt_diff
-from .divergence import first_divergence, kl_shared_prefix, similarity, text_diff, tool_call_diff
+from .divergence import (
+    PART,
+    first_divergence,
+    kl_shared_prefix,
+    output_text,
+    shared_positions,
+    similarity,
+    text_diff,
+    tool_call_diff,
+)
 from .pairing import PairTable
 from .summaries import Summary, load, load_summary
 
@@ -263,11 +272,14 @@ def _pair_divergence(
     tools = tool_call_diff(sa.tool_calls, sb.tool_calls)
     item["exact"] = sa.readable and sb.readable and same_text and tools["arguments_equal"] and sa.status == sb.status
     counts["exact"] += item["exact"]
-    at, unit = _first_divergence(sa, sb, ea, eb)
+    # The whole output, tool calls and a reported error included: what differs there is a divergence too.
+    oa = output_text(sa.reasoning, sa.text, sa.tool_calls, sa.error_message)
+    ob = output_text(sb.reasoning, sb.text, sb.tool_calls, sb.error_message)
+    at, unit = _first_divergence(sa, sb, ea, eb, oa, ob)
     item["first_divergence"] = {"at": at, "unit": unit}
     # Similarity of outputs needs two outputs: an unreadable side, or an error against an answer, scores 0.
     both = sa.readable and sb.readable and (sa.error_message is None) == (sb.error_message is None)
-    item["similarity"] = similarity(sa.reasoning + sa.text, sb.reasoning + sb.text) if both else 0.0
+    item["similarity"] = similarity(oa, ob) if both else 0.0
     _count_changes(item, counts, sa, sb, tools)
     if extract is not None:
         _count_answers(item, counts, sa, sb, extract, references)
@@ -275,6 +287,8 @@ def _pair_divergence(
     if kl:
         item["kl"] = kl
     item["text"] = [sa.text, sb.text]
+    if oa != sa.text or ob != sb.text:
+        item["output"] = [oa.replace(PART, "\n"), ob.replace(PART, "\n")]  # what the diff shows
     return item
 
 
@@ -287,15 +301,18 @@ def _count_readable(readability: dict[str, Counter[str]], sa: Summary, sb: Summa
     read["unreadable_b"] += not sb.readable
 
 
-def _first_divergence(sa: Summary, sb: Summary, ea: dict[str, Any] | None, eb: dict[str, Any] | None) -> tuple[int | None, str]:
-    """In the finest unit both sides have: the engine's token ids, else re-tokenized ids, else characters."""
+def _first_divergence(
+    sa: Summary, sb: Summary, ea: dict[str, Any] | None, eb: dict[str, Any] | None, oa: str, ob: str
+) -> tuple[int | None, str]:
+    """In the finest unit both sides have: the engine's token ids, else re-tokenized ids, else
+    characters of the whole outputs ``oa``, ``ob`` (``output_text``)."""
     out_a = (ea or {}).get("output_tokens") or {}
     out_b = (eb or {}).get("output_tokens") or {}
     if sa.token_ids and sb.token_ids:
         return first_divergence(sa.token_ids, sb.token_ids), "token (engine ids)"
     if out_a.get("ids") is not None and out_b.get("ids") is not None:
         return first_divergence(out_a["ids"], out_b["ids"]), "token (re-tokenized)"
-    return first_divergence(sa.text, sb.text), "character"
+    return first_divergence(oa, ob), "character"
 
 
 def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: Summary, tools: dict[str, Any]) -> None:
@@ -345,15 +362,20 @@ def _count_answers(
 
 
 def _logprob_kl(sa: Summary, sb: Summary, at: int | None, unit: str) -> dict[str, Any] | None:
-    """KL over the positions before the first divergence, when both engines reported logprobs."""
+    """KL over the positions before the first divergence, when both engines reported logprobs: by
+    token where it is known by token, else up to the first position whose chosen tokens differ."""
     lp_a, lp_b = sa.logprobs, sb.logprobs
     if not (lp_a and lp_b):
         return None
-    return kl_shared_prefix(lp_a, lp_b, at if at is not None and unit != "character" else min(len(lp_a), len(lp_b)))
+    if unit == "character":
+        upto = shared_positions(lp_a, lp_b)
+    else:
+        upto = min(len(lp_a), len(lp_b)) if at is None else at
+    return kl_shared_prefix([top for _, top in lp_a], [top for _, top in lp_b], upto)
 
 
 def _most_divergent(worst: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The least similar inexact pairs, each with an inline diff (computed for those only: it is slow)."""
     for p in worst:
-        p["diff"] = text_diff(*p["text"])
+        p["diff"] = text_diff(*p.pop("output", p["text"]))
     return worst

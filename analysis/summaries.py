@@ -35,12 +35,14 @@ from infertap.capture.reader import CaptureReader
 from .cache import CachedCapture
 from .decode import name_apart
 from .decoding import repeated_ids, repeats, repeats_warning
-from .divergence import logprob_positions
+from .divergence import Position, logprob_positions
 
 #: Rows per Parquet row group and per batch held before writing.
 BATCH_ROWS = 5_000
 #: Changes whenever what a summary holds changes: summaries cached by another version are not read.
-SUMMARY_VERSION = 3  # 2: repeated ids named apart, and said; 3: values of another type read as none (tool-call indexes, logprobs)
+#: 2: repeated ids named apart, and said; 3: values of another type read as none (tool-call indexes,
+#: logprobs); 4: each logprob position with the token chosen.
+SUMMARY_VERSION = 4
 
 EXCHANGE_SCHEMA = pa.schema(
     [
@@ -83,7 +85,7 @@ class Summary:
     token_ids: list[int] | None
     finish_reason: str | None
     finish_reason_raw: str | None
-    logprobs: list[dict[Any, float]] | None  # per output position, the top-k the engine reported
+    logprobs: list[Position] | None  # per output position, the token chosen and the top-k the engine reported
     last_user: str | None  # the request's last user message (only read when references are given)
 
 

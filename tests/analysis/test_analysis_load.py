@@ -482,9 +482,10 @@ def test_a_script_without_a_main_guard_decodes_in_its_own_process(tmp_path: Path
         )
         script = tmp_path / f"{name}.py"
         script.write_text(
+            "import os\n"
             "from infertap.analysis import Analysis, decoding\n"
             "decoding.PARALLEL_BYTES = 0\n"
-            "print('top level ran', flush=True)\n"
+            "os.write(1, b'top level ran\\n')  # one write: the workers' lines never interleave\n"
             + ("if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in body.splitlines()) if guarded else body)
         )
         done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)

@@ -71,7 +71,7 @@ def test_logprob_positions_from_events():
             ]
         }
     ]
-    assert logprob_positions(events) == [{33: -0.1, 40: -2.5}]
+    assert logprob_positions(events) == [(33, {33: -0.1, 40: -2.5})]  # the token chosen, and the top-k
 
 
 def test_tool_call_diff():

@@ -1,0 +1,123 @@
+"""compare on outputs that differ outside their text: tool calls, reasoning, errors and logprobs.
+Each change must make a pair inexact, less than perfectly similar and give it a first divergence;
+what is the same (arguments' key order, one call sent whole or empty) must still match."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from infertap.analysis.compare import compare
+from infertap.analysis.divergence import kl_shared_prefix, output_text, tool_call_diff
+from tests.helpers import write_capture
+
+
+def _answer(text: str = "", *, reasoning: str | None = None, calls: list[tuple[str, str]] = (), logprobs: Any = None) -> bytes:  # type: ignore[assignment]
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    if calls:
+        message["tool_calls"] = [
+            {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": a}} for i, (n, a) in enumerate(calls)
+        ]
+    choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+    if logprobs is not None:
+        choice["logprobs"] = {"content": logprobs}
+    return json.dumps({"id": "r", "object": "chat.completion", "model": "m", "choices": [choice]}).encode()
+
+
+def _error(message: str) -> bytes:
+    return json.dumps({"error": {"message": message, "type": "server_error"}}).encode()
+
+
+def _tokens(*positions: tuple[str, dict[str, float]]) -> list[dict[str, Any]]:
+    """OpenAI's logprobs: each chosen token with its top-k, no token ids (vLLM's and OpenAI's default)."""
+    return [
+        {"token": t, "logprob": top[t], "top_logprobs": [{"token": k, "logprob": v} for k, v in top.items()]}
+        for t, top in positions
+    ]
+
+
+P0 = {"The": math.log(0.7), "A": math.log(0.3)}
+SAME_START = ("The", P0)
+
+#: name -> (A's response, B's response, their statuses)
+PAIRS: dict[str, tuple[bytes, bytes, tuple[int, int]]] = {
+    "arguments": (_answer(calls=[("f", '{"a": 1}')]), _answer(calls=[("f", '{"a": 2}')]), (200, 200)),
+    "true for 1": (_answer(calls=[("f", '{"a": true}')]), _answer(calls=[("f", '{"a": 1}')]), (200, 200)),
+    "name": (_answer(calls=[("f", "{}")]), _answer(calls=[("g", "{}")]), (200, 200)),
+    "order": (_answer(calls=[("f", "{}"), ("g", "{}")]), _answer(calls=[("g", "{}"), ("f", "{}")]), (200, 200)),
+    "reasoning": (_answer("42", reasoning="add them"), _answer("42", reasoning="multiply them"), (200, 200)),
+    "moved": (_answer("", reasoning="42"), _answer("42"), (200, 200)),
+    "errors": (_error("rate limited"), _error("internal error"), (500, 500)),
+    "logprobs": (
+        _answer("The cat", logprobs=_tokens(SAME_START, (" cat", {" cat": math.log(0.6), " dog": math.log(0.4)}))),
+        _answer("The dog", logprobs=_tokens(SAME_START, (" dog", {" cat": math.log(0.1), " dog": math.log(0.9)}))),
+        (200, 200),
+    ),
+}
+SAME: dict[str, tuple[bytes, bytes, tuple[int, int]]] = {
+    "key order": (_answer(calls=[("f", '{"a": 1, "b": [2]}')]), _answer(calls=[("f", '{"b": [2], "a": 1}')]), (200, 200)),
+    "empty arguments": (_answer(calls=[("f", "")]), _answer(calls=[("f", "{}")]), (200, 200)),
+    "same error": (_error("rate limited"), _error("rate limited"), (429, 429)),
+    "same reasoning": (_answer("42", reasoning="add"), _answer("42", reasoning="add"), (200, 200)),
+}
+
+
+def _captures(tmp_path: Path, pairs: dict[str, tuple[bytes, bytes, tuple[int, int]]]) -> tuple[Path, Path]:
+    for side in (0, 1):
+        write_capture(
+            tmp_path / "ab"[side],
+            [
+                {
+                    "body": {"model": "m", "messages": [{"role": "user", "content": name}]},
+                    "chunks": [pair[side]],
+                    "status": pair[2][side],
+                }
+                for name, pair in pairs.items()
+            ],
+        )
+    return tmp_path / "a", tmp_path / "b"
+
+
+def _by_question(result: dict[str, Any], pairs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    items = result["divergence"]["most_divergent"]
+    order = list(pairs)
+    return {order[int(item["a_id"].split("-")[1])]: item for item in items}
+
+
+def test_a_change_outside_the_text_is_a_divergence(tmp_path: Path) -> None:
+    a, b = _captures(tmp_path, PAIRS)
+    result = compare(a, b, top=len(PAIRS))
+    d = result["divergence"]
+    assert d["counts"].get("exact", 0) == 0  # not one of them is the same answer
+    assert d["counts"]["tool_calls_differ"] == 4
+    items = _by_question(result, PAIRS)
+    assert set(items) == set(PAIRS)
+    for name, item in items.items():
+        assert not item["exact"] and item["similarity"] < 1, name
+        assert item["first_divergence"]["at"] is not None, name
+        assert item["diff"] != item["diff"].replace("[-", "").replace("{+", ""), (name, item["diff"])  # it shows the change
+    assert items["arguments"]["first_divergence"] == {"at": len('\x1ef({"a":'), "unit": "character"}
+    assert items["true for 1"]["tool_calls"]["arguments_equal"] is False
+    # Logprobs: the text diverges at its second token, so KL is taken over the first only.
+    kl = items["logprobs"]["kl"]
+    assert kl == kl_shared_prefix([P0], [P0], 1)
+    assert kl["positions"] == 1 and kl["kl_mean"] == 0 and kl["top1_agreement"] == 1
+
+
+def test_what_is_the_same_outside_the_text_still_matches(tmp_path: Path) -> None:
+    a, b = _captures(tmp_path, SAME)
+    d = compare(a, b, top=len(SAME))["divergence"]
+    assert d["exact_match_rate"] == 1 and d["similarity_mean"] == 1
+    assert d["counts"].get("tool_calls_differ", 0) == 0 and d["most_divergent"] == []
+    assert d["first_divergence_median"] is None
+
+
+def test_the_output_compared_is_the_text_alone_when_it_is_all_there_is() -> None:
+    assert output_text("", "hello", []) == "hello"  # character positions stay positions in the text
+    assert output_text("", "", [{"name": "f", "arguments": '{"b":1,"a":true}'}]) == '\x1ef({"a":true,"b":1})'
+    assert tool_call_diff([{"name": "f", "arguments": "[1]"}], [{"name": "f", "arguments": "[1.0]"}])["arguments_equal"] is False
+    assert tool_call_diff([{"name": "f", "arguments": "not json"}], [{"name": "f", "arguments": "not json"}])["arguments_equal"]
