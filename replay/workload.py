@@ -54,6 +54,7 @@ class Item:
     headers: list[list[str]]
     offset_ns: int  # original start, relative to the workload's first request
     duration_ns: int  # how long it took originally (start to end)
+    handoff_ns: int = 0  # from its start to its send (a replay's capture: the wait for its parent and a slot)
     session: str | None = None
     model: str | None = None
     status: int | None = None
@@ -160,7 +161,7 @@ class Filters:
 
 def _turns_and_think(items: list[Item], parents: list[int | None]) -> None:
     """Parents, turns, sessions and the think time before each turn: from the recorded end of the
-    turn it continues to its own recorded start (never below zero)."""
+    turn it continues to its own recorded send (never below zero), as the analysis's ``think_ns``."""
     for item, parent in zip(items, parents, strict=True):
         item.parent = parent
     ids = [item.source_id for item in items]
@@ -169,7 +170,7 @@ def _turns_and_think(items: list[Item], parents: list[int | None]) -> None:
         item.turn, item.session = turn, session
         if item.parent is not None:
             parent_item = items[item.parent]
-            item.think_ns = max(0, item.offset_ns - (parent_item.offset_ns + parent_item.duration_ns))
+            item.think_ns = max(0, item.offset_ns + item.handoff_ns - (parent_item.offset_ns + parent_item.duration_ns))
 
 
 def load(
@@ -235,6 +236,7 @@ def load_workload(
 
 
 _INPUTS = ("messages", "prompt", "input")  # what a request for tokens carries (infertap.apis.read)
+_UNLINKED = Links()  # a request that linking passes over: it continues nothing and nothing continues it
 
 
 class _ChatHead(msgspec.Struct):
@@ -328,7 +330,9 @@ class _Scan:
         self.tally.add(r, generation)
         if r.get("end") == "refused":
             return  # infertap refused it; the engine never saw it
-        if self.prune:
+        if not generation:
+            links = _UNLINKED  # as the analysis links: generation requests only (a GET in a session is no turn)
+        elif self.prune:
             links = read_links(r, prefixes, previous, generation, lambda digest: self._continued.get(digest, started) < started)
             if links.continuation is not None and self._continued.get(links.continuation, started) >= started:
                 self._continued[links.continuation] = started  # the earliest start that made it
@@ -344,6 +348,7 @@ class _Scan:
             headers=self._shared(r["request_headers"]),
             offset_ns=started,
             duration_ns=r["sent_ns"] - r["start_ns"] + r.get("end_ns", 0),
+            handoff_ns=max(0, r["sent_ns"] - r["start_ns"]),
             session=r.get("session"),
             model=None if model is None else sys.intern(model),
             previous_response_id=previous,

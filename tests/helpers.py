@@ -47,7 +47,7 @@ def write_capture(
                 session=x.get("session"),
                 wall=wall0 + offset_ns / 1e9,
                 start_ns=offset_ns,
-                sent_ns=offset_ns + 1000,
+                sent_ns=offset_ns + x.get("wait_ns", 1000),  # from its arrival to its hand-off
                 client="127.0.0.1:1",
                 method=x.get("method", "POST"),
                 path=x.get("path", "/v1/chat/completions"),
@@ -65,6 +65,8 @@ def write_capture(
                 error=None,
                 upstream="http://127.0.0.1:9",
             )
+            if "parent_id" in x:  # as a replay records the turn it continued
+                record["parent_id"] = x["parent_id"]
             writer.write(record)
             records.append(record)
         for e in enrichments or ():

@@ -321,7 +321,7 @@ def link(links: Sequence[Links]) -> list[tuple[int, Link] | None]:
                     found = (parent, "conversation")
                     break
         if x.id is not None:
-            by_id[x.id] = i
+            by_id.setdefault(x.id, i)  # a repeated id names the first (the analysis names the later ones apart)
         if x.response_id is not None:
             by_response[x.response_id] = i
         if x.continuation is not None:

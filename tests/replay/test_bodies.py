@@ -320,6 +320,47 @@ def test_a_request_body_not_utf8_is_no_conversation_in_the_workload(tmp_path: Pa
     assert {i.source_id: items[i.parent].source_id for i in items if i.parent is not None} == parents
 
 
+def test_the_workload_links_turns_as_the_analysis_does(tmp_path: Path) -> None:
+    """Replay's parents, turns and think times are the analysis's ``turns`` table: generation
+    requests only (a GET in a session is no turn), the think time up to the send (a replay's capture
+    records a turn's start before its wait for the parent), a repeated id naming its first exchange."""
+    from infertap.analysis import Analysis
+
+    def chat(*contents: str) -> dict:
+        roles = ["user", "assistant"]
+        return {"model": "m", "messages": [{"role": roles[k % 2], "content": c} for k, c in enumerate(contents)]}
+
+    records = write_capture(
+        tmp_path / "src",
+        [
+            {"id": "a", "session": "S", "offset_s": 0.0, "body": chat("q0")},
+            {"id": "g", "session": "S", "offset_s": 0.005, "method": "GET", "path": "/v1/models", "body": b""},
+            {"id": "b", "session": "S", "offset_s": 0.010, "wait_ns": 5_000_000, "body": chat("q0", "a0", "q1")},
+            {"id": "dup", "offset_s": 0.1, "body": chat("d0")},
+            {"id": "dup", "offset_s": 0.2, "body": chat("d1")},
+            {"id": "c", "offset_s": 0.3, "parent_id": "dup", "body": chat("d0", "a3", "more")},
+        ],
+    )
+    with Analysis([str(tmp_path / "src")], cache_dir=tmp_path / "cache") as a:
+        rows = a.sql("SELECT exchange_id, parent_id, turn, think_ns FROM turns").fetchall()
+    expected = {xid: (parent, turn, think if parent is not None else None) for xid, parent, turn, think in rows}
+    items, _ = load(tmp_path / "src")
+    seen: dict[str, int] = {}
+    names = []  # each item's name in the analysis: a repeated id's later copies are <id>~2, ...
+    for item in items:
+        seen[item.source_id] = seen.get(item.source_id, 0) + 1
+        names.append(item.source_id if seen[item.source_id] == 1 else f"{item.source_id}~{seen[item.source_id]}")
+    got = {
+        name: (None if i.parent is None else names[i.parent], i.turn, i.think_ns)
+        for name, i in zip(names, items, strict=True)
+        if i.method == "POST"
+    }
+    assert got == expected
+    assert expected["b"] == ("a", 1, records[2]["start_ns"] + 5_000_000 - (records[0]["sent_ns"] + records[0]["end_ns"]))
+    assert expected["c"][:2] == ("dup", 1)
+    assert [(i.parent, i.turn) for i in items if i.method == "GET"] == [(None, 0)]
+
+
 def test_chat_prefixes_read_messages_as_chat_turns_does() -> None:
     rng = random.Random(3)
     cache = ChatPrefixes(size=16)  # small: what it forgets it reads again
