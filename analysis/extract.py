@@ -36,6 +36,8 @@ def json_value(text: str) -> str | None:
                 value, _ = decoder.raw_decode(text[i:])
             except ValueError:
                 continue
+            except RecursionError:  # nested too deeply for any reading here: no value (trying on is quadratic)
+                return None
             return json.dumps(value, sort_keys=True, separators=(",", ":"))
     return None
 

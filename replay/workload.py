@@ -30,7 +30,7 @@ from msgspec import UNSET
 
 from infertap.apis import Links, api_for, json_body, link, sessions_of, turns_of
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
-from infertap.apis.fastjson import utf8
+from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader
@@ -258,7 +258,7 @@ def _chat_head(raw: Any) -> _ChatHead | None:
         return None
     try:
         return _decode_head(raw)
-    except msgspec.MsgspecError:
+    except NOT_JSON:
         return None
 
 

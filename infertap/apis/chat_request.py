@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from .conversation import ChatPrefixes, Prefixes
-from .fastjson import loads, utf8
+from .fastjson import NOT_JSON, loads, utf8
 from .openai import chat_system
 from .read import _INPUTS, CHAT, _by_path, request_of
 from .shapes import Request, Turn
@@ -60,7 +60,7 @@ class ChatRequests:
                 prefixes, turns = self.prefixes.read(parts)
                 items = len(parts)
             tools = self._tool_names(bytes(fields["tools"])) if "tools" in fields else ()
-        except (msgspec.MsgspecError, ValueError):
+        except NOT_JSON:
             return None
         generation = any(key in fields for key in _INPUTS)
         request = request_of(CHAT, values, generation, turns, items, chat_system(turns), tools)

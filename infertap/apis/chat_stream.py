@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from .body import _wbits, framing, head_of
-from .fastjson import _decode
+from .fastjson import NOT_JSON, _decode
 from .openai import _OBJECTS, choice_zero
 from .read import CHAT, _by_path, ended
 from .shapes import Output, error_of
@@ -104,7 +104,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
             continue
         try:
             obj = _decode(data)
-        except (msgspec.MsgspecError, ValueError):
+        except NOT_JSON:
             return None  # json.loads may still read it (NaN, lone surrogates): the general path
         if type(obj) is not dict:
             return None
@@ -237,7 +237,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
         text = body.decode()
         datas = [t[6:] for t in text.split("\n\n", len(blocks) - 1)[:-1]]
         events = [_decode_event(d) for d in datas]
-    except (UnicodeDecodeError, msgspec.MsgspecError):
+    except NOT_JSON:  # UnicodeDecodeError is a ValueError
         return None
     if not events or any(e.choices is None and e.object not in _OBJECTS for e in events):
         return None  # no event, or one the loop reads for an error message

@@ -27,7 +27,7 @@ import msgspec
 
 from .body import _wbits, framing, head_of
 from .chat_stream import _Function
-from .fastjson import loads
+from .fastjson import NOT_JSON, loads
 from .openai import _OBJECTS, message_turn
 from .read import CHAT, api_for, read_response
 from .shapes import Output, Request, Turn, canonical_arguments
@@ -259,7 +259,7 @@ def _chat_answer(record: Mapping[str, Any]) -> tuple[Turn | None, str | None] | 
         blocks.pop()
     try:
         chunks = [_decode_chunk(block[6:]) for block in blocks]  # another [DONE] fails here: read whole
-    except msgspec.MsgspecError:
+    except NOT_JSON:
         return None  # not JSON as msgspec reads it, or not a chunk's shape
     text: list[str] = []
     calls: dict[int, list[str]] = {}  # tool call index -> [name, arguments], pieces joined

@@ -15,13 +15,22 @@ import msgspec
 
 _decode = msgspec.json.Decoder().decode
 
+#: What a msgspec decoder raises on what is not JSON of its type, nested too deeply included
+#: (msgspec and json.loads both raise ``RecursionError`` there, not an error of their own).
+NOT_JSON = (msgspec.MsgspecError, ValueError, RecursionError)
+
 
 def loads(data: str | bytes) -> Any:
-    """The JSON value of ``data``, as ``json.loads`` reads it; raises ``ValueError`` as it does."""
+    """The JSON value of ``data``, as ``json.loads`` reads it; raises ``ValueError`` as it does, and
+    where the value is nested too deeply for either parser (``json.loads`` would raise
+    ``RecursionError``): what no parser here can take apart is no JSON to a reader of traffic."""
     try:
-        return _decode(data)
-    except (msgspec.MsgspecError, ValueError):
-        return json.loads(data)
+        try:
+            return _decode(data)
+        except (msgspec.MsgspecError, ValueError):
+            return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to be read") from None
 
 
 def utf8(data: bytes) -> bool:
@@ -36,4 +45,4 @@ def utf8(data: bytes) -> bool:
     return True
 
 
-__all__ = ["loads", "utf8"]
+__all__ = ["NOT_JSON", "loads", "utf8"]

@@ -18,7 +18,7 @@ def _model_of(body: bytes) -> str | None:
         return None
     try:
         model = json.loads(body).get("model")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     return model if isinstance(model, str) else None
 

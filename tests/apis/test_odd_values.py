@@ -268,3 +268,55 @@ def test_a_capture_of_odd_values_goes_through_every_command(tmp_path: Path) -> N
     ):
         run = CliRunner().invoke(cli, args, catch_exceptions=True)
         assert run.exit_code == 0, (args, run.output, run.exception)
+
+
+def _deep_exchanges(depth: int) -> Iterator[dict[str, Any]]:
+    """JSON nested ``depth`` deep wherever traffic carries JSON: tool-call arguments, an event, a
+    whole answer, a request's messages, a message's content, its tools, an earlier call's arguments."""
+    deep = "[" * depth + "]" * depth
+    nested = deep.encode()
+    call = {"index": 0, "id": "c", "function": {"name": "f", "arguments": deep}}
+    answers = [
+        _sse([{"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}]),
+        b'data: {"choices": [{"index": 0, "delta": {"content": ' + nested + b"}}]}\n\ndata: [DONE]\n\n",
+    ]
+    whole = b'{"choices": [{"index": 0, "message": {"content": "x", "extra": ' + nested + b"}}]}"
+    requests = [
+        b'{"model": "m", "messages": ' + nested + b"}",
+        b'{"model": "m", "messages": [{"role": "user", "content": ' + nested + b"}]}",
+        b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": ' + nested + b"}",
+        json.dumps({"model": "m", "messages": [{"role": "assistant", "tool_calls": [{"function": call["function"]}]}]}).encode(),
+        nested,
+    ]
+    n = 0
+    for chunks, headers in [*((a, SSE_HEADERS) for a in answers), (whole, JSON_HEADERS)]:
+        n += 1
+        yield exchange(f"a{n}", sent_ms=n, chunks=[(1.0, chunks)], headers=headers, seq=n)
+    for request in requests:
+        n += 1
+        yield exchange(f"q{n}", sent_ms=n, request=request, chunks=[(1.0, answers[0])], seq=n)
+
+
+@pytest.mark.parametrize("depth", [990, 200_000])
+def test_json_nested_too_deeply_is_read_as_no_json_by_every_command(tmp_path: Path, depth: int) -> None:
+    """Both JSON parsers raise RecursionError on JSON nested deeper than Python's recursion limit
+    (msgspec from about a thousand): such a value is read as not JSON, and the rest of the capture
+    as it always was (one such exchange stopped the decode of every other before)."""
+    records = list(_deep_exchanges(depth))
+    capture = write_capture(tmp_path / "deep", records)
+    with Analysis([str(capture)], cache_dir=tmp_path / "cache") as a:
+        assert a.count("exchanges") == len(records)
+    again = write_capture(tmp_path / "deep-again", records)
+    result = compare(capture, again)
+    assert result["pairing"]["pairs"] == len(records)
+    workload = load_workload(capture, transforms=Transforms(set_values=[("temperature", 0)]))
+    assert len(workload.items) == len(records)
+    for args in (
+        ["info", str(capture)],
+        ["claim", str(capture)],
+        ["report", str(capture), str(again), "-o", str(tmp_path / "report.html")],
+        ["export", str(capture), "--parquet", str(tmp_path / "export")],
+        ["compare", str(capture), str(again), "--extract", "json"],
+    ):
+        run = CliRunner().invoke(cli, args, catch_exceptions=True)
+        assert run.exit_code == 0, (args, run.output, run.exception)
