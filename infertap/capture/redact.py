@@ -40,21 +40,34 @@ _BODY_HINT = re.compile(
 )
 
 
+# The same keys with the JSON string after them: for a body that can't be parsed (torn, not JSON
+# at all, nested too deeply), whose secrets are then found where they stand.
+_BODY_SECRET = re.compile(
+    rb'("(?:x-)?(?:api[-_]?key|access[-_]?token|refresh[-_]?token|client[-_]?secret|password|secret|token)"\s*:\s*")'
+    rb'(?:[^"\\]|\\.)*"',
+    re.IGNORECASE | re.DOTALL,
+)
+
+
 def _secret_strings(node: object, keys: frozenset[str], out: set[str]) -> None:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if (
-                isinstance(key, str)
-                and key.replace("_", "").replace("-", "").lower() in keys
-                and isinstance(value, str)
-                and value
-            ):
-                out.add(value)
-            else:
-                _secret_strings(value, keys, out)
-    elif isinstance(node, list):
-        for value in node:
-            _secret_strings(value, keys, out)
+    """The string values of secret keys anywhere in ``node``: walked with a stack, not recursion, so
+    that a body nested as deep as its parser allowed is walked too."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if (
+                    isinstance(key, str)
+                    and key.replace("_", "").replace("-", "").lower() in keys
+                    and isinstance(value, str)
+                    and value
+                ):
+                    out.add(value)
+                else:
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 class Redactor:
@@ -114,15 +127,16 @@ class Redactor:
     def body(self, raw: bytes) -> bytes:
         """A JSON body with the values of secret keys (``api_key``, ``password``, ...) replaced where
         they occur, every other byte as it was. Bodies that mention no such key are returned as is
-        after a substring check, so the common case costs next to nothing."""
+        after a substring check, so the common case costs next to nothing; one that does but does not
+        parse has the string after each such key replaced."""
         if not raw or not _BODY_HINT.search(raw):
             return raw
         import json
 
         try:
             parsed = json.loads(raw)
-        except ValueError:
-            return raw
+        except (ValueError, RecursionError):  # not JSON to a parser: each secret key's string where it stands
+            return _BODY_SECRET.sub(rb"\1" + REDACTED.encode() + b'"', raw)
         secrets: set[str] = set()
         _secret_strings(parsed, self._body_keys, secrets)
         for secret in sorted(secrets, key=len, reverse=True):

@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import random
+import re
 import shutil
 import string
 import tempfile
@@ -123,6 +124,37 @@ def test_body_redaction_property(secret, key, depth, indent, ascii):
     assert secret.encode() not in out and json.dumps(secret)[1:-1].encode() not in out
     assert b"visible text" in out and REDACTED.encode() in out
     assert json.loads(out)["model"] == "m"  # still JSON
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000  # deeper than any JSON parser here goes (RecursionError)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"model": "m", "api_key": "sk-torn-1234", "messages": [{"role": "user", "content": "cut he',
+        b'{"api_key": "sk-nan-1234", "temperature": NaN, "x": }',
+        b'{"api_key": "sk-deep-1234", "x": ' + DEEP + b"}",
+        b'{"x": ' + DEEP + b', "Password" : "sk-after\\"-1234"}',
+        b'{"api_key": "sk-edge-1234", "x": ' + b"[" * 990 + b"]" * 990 + b"}",  # parses: walked without recursion
+    ],
+)
+def test_a_secret_in_a_body_that_does_not_parse_is_still_redacted(raw):
+    out = Redactor().body(raw)
+    assert b"-1234" not in out and REDACTED.encode() in out
+    assert out.replace(REDACTED.encode(), b"") == re.sub(rb'(:\s*")(?:[^"\\]|\\.)*-1234"', rb'\1"', raw)  # nothing else changed
+
+
+def test_a_deep_body_with_a_secret_is_recorded_without_it(fake, record):
+    """Its redaction raised RecursionError after the exchange was forwarded: the record was lost."""
+    app, url = fake
+    rec = record(url, "--no-probe")
+    raw = b'{"model": "m", "messages": [], "stream": false, "api_key": "sk-deep-5678", "x": ' + DEEP + b"}"
+    httpx.post(f"{rec.url}/v1/chat/completions", content=raw, timeout=30)  # the fake engine can't read it either: a 500
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert b"sk-deep-5678" not in decompressed_bytes(rec.out)
+    assert x["request_body"] == raw.replace(b"sk-deep-5678", REDACTED.encode())
 
 
 def test_bodies_without_secret_keys_are_untouched():
