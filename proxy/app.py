@@ -109,6 +109,7 @@ class RecordingProxy:
         self.redactor = redactor or Redactor()
         self.upstream_url = upstream.rstrip("/")  # as given, credentials included: used, never recorded
         self.upstream = self.redactor.url(self.upstream_url)  # as recorded and printed
+        self._url_credentials = self.redactor.url_credentials(self.upstream_url)  # looked for in responses
         self._prefix = parts.path.rstrip("/").encode("ascii")  # an upstream mounted under a path keeps it
         self.writer = writer
         self.max_body_bytes = max_body_bytes
@@ -183,6 +184,7 @@ class RecordingProxy:
         for name, value in raw_headers:
             if name in _SESSION_HEADERS:
                 session = value.decode("latin-1")
+        found = set(self._url_credentials)  # the credentials redacted below, looked for in the response too
         record = new_exchange(
             seq=self._seq,
             session=session,
@@ -191,9 +193,9 @@ class RecordingProxy:
             client=f"{client[0]}:{client[1]}" if client else None,
             method=scope["method"],
             path=raw_path.decode("latin-1"),
-            query=self.redactor.query(query.decode("latin-1")),
+            query=self.redactor.query(query.decode("latin-1"), found),
             http_version=scope.get("http_version", "1.1"),
-            request_headers=self.redactor.headers_from_asgi(raw_headers),
+            request_headers=self.redactor.headers_from_asgi(raw_headers, found),
             upstream=self.upstream,
         )
         try:
@@ -219,7 +221,9 @@ class RecordingProxy:
             finally:
                 hangup.close()
         finally:
-            record["request_body"] = self.redactor.body(record["request_body"])
+            record["request_body"] = self.redactor.body(record["request_body"], record["request_headers"])
+            if found:
+                self.redactor.echoes(record, found)
             writer.write(record)
             if self.on_exchange is not None:
                 self.on_exchange(record)

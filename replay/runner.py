@@ -146,6 +146,7 @@ class Replay:
         self.on_exchange = on_exchange
         self.redactor = redactor or Redactor()
         self._shown = self.redactor.url(self.target)  # recorded with each exchange, a password in it redacted
+        self._url_credentials = self.redactor.url_credentials(self.target)
         self.offsets = offsets
         self.start_ns = start_ns
         self.stats = ReplayStats(total=len(items), elapsed_ns=writer.elapsed_ns)
@@ -273,7 +274,7 @@ class Replay:
             path=item.path,
             query=item.query,
             request_headers=self.redactor.header_pairs(self.headers[item.index]),
-            request_body=self.redactor.body(body),
+            request_body=self.redactor.body(body, self.headers[item.index]),
             upstream=self._shown,
             lag_ns=0,
             queue_ns=0,
@@ -361,7 +362,7 @@ class Replay:
         except TransformError as exc:
             self._refuse(record, f"not sent: {exc}")
             return None
-        record["request_body"] = self.redactor.body(body)
+        record["request_body"] = self.redactor.body(body, record["request_headers"])
         record["rechained_from"] = item.previous_response_id
         return body
 
@@ -410,6 +411,9 @@ class Replay:
         if record["sent_ns"]:
             if record["end"] != "refused":
                 self.stats.intervals.append((record["sent_ns"], record["sent_ns"] + record["end_ns"]))
+            found = set(self._url_credentials)  # the credentials sent (redacted in the record): not in its response either
+            self.redactor.header_pairs(self.headers[item.index], found)
+            self.redactor.echoes(record, found)
             self.writer.write(record)
             if self.on_exchange is not None:
                 self.on_exchange(record)

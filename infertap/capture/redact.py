@@ -6,9 +6,15 @@ redacted capture still shows *that* a credential was sent and in which form.
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import copy
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
+
+from .records import Exchange
 
 REDACTED = "[REDACTED]"
 
@@ -26,7 +32,15 @@ DEFAULT_HEADERS = frozenset(
     }
 )
 DEFAULT_QUERY_PARAMS = frozenset(
-    {"key", "api_key", "apikey", "api-key", "x-api-key", "token", "access_token", "auth", "sig", "signature"}
+    {
+        "key", "api_key", "apikey", "api-key", "x-api-key", "token", "access_token", "auth", "sig", "signature",
+        "client_secret", "password", "refresh_token", "x-amz-signature", "x-amz-security-token",
+    }
+)  # fmt: skip
+# A header whose name says it carries a credential, beyond the fixed list: x-auth-token,
+# x-access-token, x-client-secret, x-custom-key... (x-session-id, keep-alive, content-type are not).
+_SECRET_HEADER_NAME = re.compile(
+    r"(?:^|[-_])(?:auth|authorization|token|secret|key|apikey|password|passwd|credentials?|signature)(?:$|[-_])", re.IGNORECASE
 )
 
 
@@ -36,14 +50,14 @@ DEFAULT_BODY_KEYS = frozenset(
 )
 # One scan for a JSON key that may hold a secret, in any casing ("max_tokens" is no such key).
 _BODY_HINT = re.compile(
-    rb'"(?:x-)?(?:api[-_]?key|access[-_]?token|refresh[-_]?token|client[-_]?secret|password|secret|token)"\s*:', re.IGNORECASE
+    rb'"(?:x[-_]?)?(?:api[-_]?key|access[-_]?token|refresh[-_]?token|client[-_]?secret|password|secret|token)"\s*:', re.IGNORECASE
 )
 
 
 # The same keys with the JSON string after them: for a body that can't be parsed (torn, not JSON
 # at all, nested too deeply), whose secrets are then found where they stand.
 _BODY_SECRET = re.compile(
-    rb'("(?:x-)?(?:api[-_]?key|access[-_]?token|refresh[-_]?token|client[-_]?secret|password|secret|token)"\s*:\s*")'
+    rb'("(?:x[-_]?)?(?:api[-_]?key|access[-_]?token|refresh[-_]?token|client[-_]?secret|password|secret|token)"\s*:\s*")'
     rb'(?:[^"\\]|\\.)*"',
     re.IGNORECASE | re.DOTALL,
 )
@@ -57,17 +71,42 @@ def _secret_strings(node: object, keys: frozenset[str], out: set[str]) -> None:
         item = stack.pop()
         if isinstance(item, dict):
             for key, value in item.items():
-                if (
-                    isinstance(key, str)
-                    and key.replace("_", "").replace("-", "").lower() in keys
-                    and isinstance(value, str)
-                    and value
-                ):
+                if isinstance(key, str) and _plain(key) in keys and isinstance(value, str) and value:
                     out.add(value)
                 else:
                     stack.append(value)
         elif isinstance(item, list):
             stack.extend(item)
+
+
+#: The shortest credential ``Redactor.echoes`` looks for in a response.
+ECHO_MIN = 8
+
+
+def _credentials(value: str) -> set[str]:
+    """A secret header's value as a response could repeat it: whole, its token after an auth scheme,
+    and a Basic token's user and password."""
+    out = {value}
+    scheme, sep, rest = value.partition(" ")
+    if sep and rest and scheme.isalpha():
+        out.add(rest.strip())
+        if scheme.lower() == "basic":
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                user, _, password = base64.b64decode(rest.strip(), validate=True).decode().partition(":")
+                out.update((user, password))
+    return out
+
+
+def _replaced(data: bytes, needles: list[bytes], token: bytes) -> bytes:
+    for needle in needles:
+        if needle in data:
+            data = data.replace(needle, token)
+    return data
+
+
+def _plain(name: str) -> str:
+    """A key as compared: lower case, without ``-`` and ``_`` (``API-Key``, ``api_key``, ``apiKey``)."""
+    return name.replace("_", "").replace("-", "").lower()
 
 
 class Redactor:
@@ -77,21 +116,38 @@ class Redactor:
         self.header_names = DEFAULT_HEADERS | {h.strip().lower() for h in extra_headers}
         self.query_params = DEFAULT_QUERY_PARAMS | {q.strip().lower() for q in extra_query_params}
         self._header_bytes = frozenset(h.encode("latin-1") for h in self.header_names)
-        self._body_keys = frozenset(k.replace("_", "").replace("-", "").lower() for k in DEFAULT_BODY_KEYS)
+        self._body_keys = frozenset(_plain(k) for k in DEFAULT_BODY_KEYS)
+        self._query_keys = frozenset(_plain(k) for k in self.query_params | DEFAULT_BODY_KEYS)
+        self._secret_header: dict[bytes, bool] = {}  # name as sent -> whether it holds a credential
 
-    def headers_from_asgi(self, raw: Iterable[tuple[bytes, bytes]]) -> list[list[str]]:
-        """Bytes header pairs (ASGI scope, httpx raw, mitmproxy fields; any casing) -> redacted [name, value] string pairs."""
+    def secret_header(self, name: str | bytes) -> bool:
+        """Whether a header of this name holds a credential: a name on the list (the defaults and
+        those given), or one that says so (``x-auth-token``, ``x-client-secret``, ...)."""
+        raw = name if isinstance(name, bytes) else name.encode("latin-1")
+        found = self._secret_header.get(raw)
+        if found is None:
+            lower = raw.lower()
+            found = lower in self._header_bytes or bool(_SECRET_HEADER_NAME.search(lower.decode("latin-1")))
+            if len(self._secret_header) < 4096:  # header names repeat: remembered, within bounds
+                self._secret_header[raw] = found
+        return found
+
+    def headers_from_asgi(self, raw: Iterable[tuple[bytes, bytes]], found: set[str] | None = None) -> list[list[str]]:
+        """Bytes header pairs (ASGI scope, httpx raw, mitmproxy fields; any casing) -> redacted [name, value]
+        string pairs; ``found`` collects the credentials taken out (see ``echoes``)."""
+        return self.header_pairs(((n.decode("latin-1"), v.decode("latin-1")) for n, v in raw), found)
+
+    def header_pairs(self, pairs: Iterable[tuple[str, str]], found: set[str] | None = None) -> list[list[str]]:
+        """String header pairs in any casing -> redacted [name, value] pairs; ``found`` collects the
+        credentials taken out (see ``echoes``)."""
         out = []
-        for name, value in raw:
-            if name.lower() in self._header_bytes:
-                out.append([name.decode("latin-1"), self.redact_value(name, value.decode("latin-1"))])
-            else:
-                out.append([name.decode("latin-1"), value.decode("latin-1")])
+        for name, value in pairs:
+            if self.secret_header(name):
+                if found is not None:
+                    found.update(_credentials(value))
+                value = self.redact_value(name, value)
+            out.append([name, value])
         return out
-
-    def header_pairs(self, pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
-        """String header pairs in any casing -> redacted [name, value] pairs."""
-        return [[n, self.redact_value(n, v) if n.lower() in self.header_names else v] for n, v in pairs]
 
     @staticmethod
     def redact_value(name: str | bytes, value: str) -> str:
@@ -103,32 +159,96 @@ class Redactor:
                 return f"{scheme} {REDACTED}"
         return REDACTED
 
-    def query(self, query: str) -> str:
-        """Redact secret parameters of a raw query string, leaving its other bytes exactly as they were."""
+    def query(self, query: str, found: set[str] | None = None) -> str:
+        """Redact secret parameters of a raw query string, leaving its other bytes exactly as they were;
+        ``found`` collects the values taken out (see ``echoes``)."""
         if not query:
             return query
         parts = query.split("&")
         changed = False
         for i, part in enumerate(parts):
-            name, sep, _ = part.partition("=")
-            if sep and unquote_plus(name).strip().lower() in self.query_params:
+            name, sep, value = part.partition("=")
+            if sep and _plain(unquote_plus(name).strip()) in self._query_keys:
                 parts[i] = f"{name}={REDACTED}"
                 changed = True
+                if found is not None:
+                    found.update((value, unquote_plus(value)))
         return "&".join(parts) if changed else query
 
+    def url_credentials(self, url: str) -> set[str]:
+        """What a URL's userinfo would put on the wire (its user, password, and their Basic token): for ``echoes``."""
+        parts = urlsplit(url)
+        if not (parts.username or parts.password):
+            return set()
+        user, password = unquote_plus(parts.username or ""), unquote_plus(parts.password or "")
+        return {user, password, base64.b64encode(f"{user}:{password}".encode()).decode()} if password else {user}
+
+    @staticmethod
+    def echoes(record: Exchange | dict[str, Any], found: set[str]) -> None:
+        """The request's own credentials (``found`` as its headers, query and URL were redacted)
+        replaced where its response repeats them: an error such as ``Incorrect API key provided:
+        <key>``, a server that echoes the headers it got. Only credentials of ``ECHO_MIN``
+        characters or more are looked for, so that other text is not taken for one."""
+        needles = sorted({s.encode("utf-8", "surrogateescape") for s in found if len(s) >= ECHO_MIN}, key=len, reverse=True)
+        if not needles:
+            return
+        token = REDACTED.encode()
+        chunks = record.get("chunks")
+        if chunks:
+            record["chunks"] = [_replaced(c, needles, token) for c in chunks]
+        headers = record.get("response_headers")
+        if headers:
+            record["response_headers"] = [
+                [n, _replaced(v.encode("latin-1", "replace"), needles, token).decode("latin-1")] for n, v in headers
+            ]
+        error = record.get("error")
+        if isinstance(error, str):
+            record["error"] = _replaced(error.encode(), needles, token).decode("utf-8", "replace")
+
     def url(self, url: str) -> str:
-        """A URL fit to record or print: the password of its userinfo and secret query values redacted."""
+        """A URL fit to record or print: the password of its userinfo (or the whole userinfo when it has
+        no password: a token given as the user) and secret query values redacted."""
         parts = urlsplit(url)
         netloc = parts.netloc
-        if parts.password is not None:
-            netloc = f"{parts.username}:{REDACTED}@{netloc.rpartition('@')[2]}"
+        if "@" in netloc:
+            host = netloc.rpartition("@")[2]
+            netloc = f"{parts.username}:{REDACTED}@{host}" if parts.password else f"{REDACTED}@{host}"
         return urlunsplit(parts._replace(netloc=netloc, query=self.query(parts.query)))
 
-    def body(self, raw: bytes) -> bytes:
+    def text(self, text: str, url: str) -> str:
+        """``text`` (an error message that may quote ``url``) without ``url``'s credentials."""
+        parts = urlsplit(url)
+        for secret in (parts.password, parts.username if not parts.password else None):
+            if secret:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def json_value(self, value: Any) -> Any:
+        """A parsed JSON value (an engine's answer kept in a snapshot) with the strings of secret keys
+        replaced: SGLang's server info, for one, holds its own ``api_key``."""
+        secrets: set[str] = set()
+        _secret_strings(value, self._body_keys, secrets)
+        if not secrets:
+            return value
+        stack: list[Any] = [value := copy.deepcopy(value)]
+        while stack:
+            item = stack.pop()
+            pairs = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+            for key, child in list(pairs):
+                if isinstance(child, str) and child in secrets:
+                    item[key] = REDACTED
+                else:
+                    stack.append(child)
+        return value
+
+    def body(self, raw: bytes, headers: Iterable[Sequence[str]] = ()) -> bytes:
         """A JSON body with the values of secret keys (``api_key``, ``password``, ...) replaced where
         they occur, every other byte as it was. Bodies that mention no such key are returned as is
         after a substring check, so the common case costs next to nothing; one that does but does not
-        parse has the string after each such key replaced."""
+        parse has the string after each such key replaced. A form body (``headers``, the request's
+        [name, value] pairs, say ``application/x-www-form-urlencoded``) is redacted as a query string is."""
+        if raw and any(n.lower() == "content-type" and "x-www-form-urlencoded" in v.lower() for n, v in headers):
+            return self.query(raw.decode("latin-1")).encode("latin-1")
         if not raw or not _BODY_HINT.search(raw):
             return raw
         import json
@@ -142,4 +262,5 @@ class Redactor:
         for secret in sorted(secrets, key=len, reverse=True):
             for form in {json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}:
                 raw = raw.replace(form.encode("utf-8"), REDACTED.encode())
-        return raw
+        # A value sent with escapes of its own choosing ("sk\u002d...") is in neither form above.
+        return _BODY_SECRET.sub(rb"\1" + REDACTED.encode() + b'"', raw)

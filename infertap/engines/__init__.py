@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from infertap.capture.redact import Redactor
 from infertap.errors import InfertapError
 
 from .base import Endpoint, Engine, Tokens, canonical, fetch
@@ -13,6 +14,7 @@ from .ollama import Ollama
 from .sglang import SGLang
 from .vllm import VLLM
 
+_REDACTOR = Redactor()  # an engine's URL in messages: its credentials left out
 KINDS: tuple[type[Engine], ...] = (LlamaServer, LlamaCppPython, SGLang, Ollama, VLLM, Engine)
 
 
@@ -26,7 +28,7 @@ def detect(http: httpx.Client, base: str) -> Engine:
     found: dict[str, Endpoint] = {path: fetch(http, "GET", base + path) for path in Engine.DETECT}
     if all(ep.status is None for ep in found.values()):
         error = next(iter(found.values())).error
-        raise ProbeError(f"cannot reach {base}: {error}")
+        raise ProbeError(_REDACTOR.text(f"cannot reach {_REDACTOR.url(base)}: {error}", base))
     # /v1/models takes llama-cpp-python's model lock; ask it only once that kind is ruled out.
     if not LlamaCppPython.matches(found):
         found["/v1/models"] = fetch(http, "GET", base + "/v1/models")
@@ -37,7 +39,7 @@ def detect(http: httpx.Client, base: str) -> Engine:
     hint = ""
     if any(ep.status in (401, 403) for ep in found.values()):
         hint = "; it asks for credentials: pass them with --probe-header 'Authorization=Bearer ...'"
-    raise ProbeError(f"{base} does not look like an LLM engine (no known endpoint answered: {answered}){hint}")
+    raise ProbeError(f"{_REDACTOR.url(base)} does not look like an LLM engine (no known endpoint answered: {answered}){hint}")
 
 
 __all__ = ["KINDS", "Endpoint", "Engine", "ProbeError", "Tokens", "canonical", "detect"]

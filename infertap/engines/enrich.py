@@ -21,6 +21,7 @@ from typing import Any
 
 from infertap.apis import SAMPLING, Output, read_request, read_response, sampling_fields
 from infertap.capture.records import EngineSnapshot, Enrichment
+from infertap.capture.redact import Redactor
 
 from . import Engine, ProbeError
 from .probe import open_engine, snapshot
@@ -161,7 +162,7 @@ class Enricher:
             try:
                 self.engine.warm()
             except Exception as exc:  # enrichment will say what it can't do, exchange by exchange
-                log.warning("warming up enrichment for %s failed: %r", self.upstream, exc)
+                log.warning("warming up enrichment for %s failed: %r", Redactor().url(self.upstream), exc)
         self._thread = threading.Thread(target=self._run, name="infertap-enricher", daemon=True)
         self._thread.start()
         return self
@@ -296,7 +297,8 @@ def enrich_capture(
     counts = {"exchanges": 0, "enriched": 0, "skipped": 0}
     try:
         snap = snapshot(engine, labels)
-        with CaptureWriter(reader.path, recorder={"kind": "enrich", "engine": engine.base}, labels=labels) as writer:
+        recorder = {"kind": "enrich", "engine": Redactor().url(engine.base)}
+        with CaptureWriter(reader.path, recorder=recorder, labels=labels) as writer:
             writer.write(snap)
             for record in reader.exchanges() if enrich else ():  # without: the engine's snapshot alone
                 counts["exchanges"] += 1

@@ -11,12 +11,15 @@ import httpx
 
 from infertap.capture.hostfacts import gpu_facts, host_facts, is_loopback
 from infertap.capture.records import EngineSnapshot
+from infertap.capture.redact import Redactor
 
 from . import Engine, ProbeError, detect
 from .base import canonical_json, sha256_text
 from .runtime_digest import runtime_digest, snapshot_facts
 
 __all__ = ["ProbeError", "open_engine", "probe", "snapshot"]
+
+_REDACTOR = Redactor()  # the engine's URL and answers, as recorded
 
 
 def open_engine(
@@ -61,13 +64,13 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineS
     identity["kind"] = engine.kind
     return {
         "type": "engine",
-        "url": engine.base,
+        "url": _REDACTOR.url(engine.base),
         "wall": time.time(),
         "kind": engine.kind,
         "facts": facts,
         "unknown": sorted(k for k, v in facts.items() if v["value"] is None),
         "notes": engine.notes(),
-        "raw": engine.raw(),
+        "raw": _REDACTOR.json_value(engine.raw()),  # an engine's answers may hold its own api_key
         "host": host,
         "host_is_engine_host": local,
         "labels": dict(labels or {}),

@@ -186,6 +186,7 @@ class InfertapCapture:
         self._seq += 1
         t0 = state["t0"] or time.monotonic_ns()
         peer = flow.client_conn.peername
+        found: set[str] = set()  # the credentials redacted below, looked for in the response too
         record = new_exchange(
             seq=self._seq,
             session=req.headers.get("x-infertap-session") or req.headers.get("x-session-id"),
@@ -195,10 +196,10 @@ class InfertapCapture:
             client=f"{peer[0]}:{peer[1]}" if peer else None,
             method=req.method,
             path=path,
-            query=self.redactor.query(query),
+            query=self.redactor.query(query, found),
             http_version=req.http_version.removeprefix("HTTP/"),
-            request_headers=self.redactor.headers_from_asgi(req.headers.fields),
-            request_body=self.redactor.body(req.raw_content or b""),
+            request_headers=self.redactor.headers_from_asgi(req.headers.fields, found),
+            request_body=self.redactor.body(req.raw_content or b"", [("content-type", req.headers.get("content-type", ""))]),
             status=resp.status_code if resp else None,
             response_headers=self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
             headers_ns=state["headers_ns"],
@@ -214,6 +215,7 @@ class InfertapCapture:
             # Not streamed (e.g. another addon buffered it): one chunk, its time the response's end.
             record["chunks"] = [resp.raw_content]
             record["chunk_ns"] = [record["end_ns"]]
+        self.redactor.echoes(record, found)
         self.writer.write(record)
 
 

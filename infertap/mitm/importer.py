@@ -54,21 +54,25 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     status = resp.get("status") or None
     if status is not None and (not isinstance(status, int) or isinstance(status, bool)):
         raise TypeError(f"response.status is {status!r}, not a number")
-    return {
+    found = redactor.url_credentials(req.get("url", ""))  # the credentials redacted, looked for in the response
+    redactor.query(url.query, found)
+    x = {
         "wall": started,
         "method": str(req.get("method", "GET")),
         "path": url.path or "/",
         "query": url.query,
         "http_version": str(req.get("httpVersion", "1.1")).removeprefix("HTTP/"),
-        "request_headers": redactor.header_pairs((str(h["name"]), str(h["value"])) for h in req.get("headers") or ()),
+        "request_headers": redactor.header_pairs(((str(h["name"]), str(h["value"])) for h in req.get("headers") or ()), found),
         "request_body": body,
         "status": status,
         "response_headers": redactor.header_pairs((str(h["name"]), str(h["value"])) for h in resp.get("headers") or ()),
         "headers_ns": int(wait_ms * 1e6),
         "chunks": [out] if out else [],
         "end_ns": int(total_ms * 1e6),
-        "upstream": f"{url.scheme}://{url.netloc}",
+        "upstream": redactor.url(f"{url.scheme}://{url.netloc}"),
     }
+    redactor.echoes(x, found)
+    return x
 
 
 def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
@@ -82,13 +86,15 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
                     continue
                 req, resp = flow.request, flow.response
                 sent = req.timestamp_end or req.timestamp_start
-                yield {
+                found: set[str] = set()  # the credentials redacted, looked for in the response
+                redactor.query(req.path.partition("?")[2], found)
+                x = {
                     "wall": req.timestamp_start,
                     "method": req.method,
                     "path": req.path.partition("?")[0],
                     "query": req.path.partition("?")[2],
                     "http_version": req.http_version.removeprefix("HTTP/"),
-                    "request_headers": redactor.headers_from_asgi(req.headers.fields),
+                    "request_headers": redactor.headers_from_asgi(req.headers.fields, found),
                     "request_body": req.raw_content or b"",
                     "status": resp.status_code if resp else None,
                     "response_headers": redactor.headers_from_asgi(resp.headers.fields) if resp else None,
@@ -98,6 +104,8 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
                     "upstream": f"{req.scheme}://{req.host}:{req.port}",
                     "error": flow.error.msg if flow.error else None,
                 }
+                redactor.echoes(x, found)
+                yield x
         except FlowReadException as exc:
             raise ImportError_(f"{path}: not a readable mitmproxy flow file: {exc}") from exc
 
@@ -153,7 +161,7 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
                     query=redactor.query(x["query"]),
                     http_version=x["http_version"],
                     request_headers=x["request_headers"],
-                    request_body=redactor.body(x["request_body"]),
+                    request_body=redactor.body(x["request_body"], x["request_headers"]),
                     status=x["status"],
                     response_headers=x["response_headers"],
                     headers_ns=x["headers_ns"],

@@ -250,3 +250,59 @@ def test_secrets_reach_neither_the_capture_nor_the_logs_nor_a_traceback(fake, re
     for secret in secrets:
         assert secret not in stored and secret not in output, secret
     assert "svc:[REDACTED]@" in rec.records()[0]["recorder"]["upstream"]
+
+
+class _SGLangWithKey:
+    """An engine whose server info holds its own api_key (SGLang's ``asdict(server_args)`` does),
+    in front of the fake upstream's chat and echo routes."""
+
+    def __init__(self, key: str) -> None:
+        from tests.fake_engines import sglang_app
+        from tests.fake_upstream import FakeUpstream
+
+        self.info = sglang_app()
+        self.info.routes[("GET", "/get_server_info")] = {**self.info.routes[("GET", "/get_server_info")], "api_key": key}
+        self.fake = FakeUpstream()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan" or (scope["method"], scope["path"]) in self.info.routes:
+            return await self.info(scope, receive, send)
+        return await self.fake(scope, receive, send)
+
+
+def test_credentials_reach_no_capture_with_the_probe_on_nor_where_a_response_repeats_them(record):
+    """The engine's URL (a password, a token as its user) in its snapshot and messages, the engine's
+    own key in its answers, headers named for a credential, query and form secrets, a body key with
+    an underscore or an escaped value, and a response that echoes what the request sent."""
+    secrets = {
+        "url": "url-pass-3333",
+        "engine": "sglang-own-key-7777",
+        "x-auth-token": "xauth-secret-1111",
+        "x-client-secret": "xclient-secret-2222",
+        "client_secret query": "q-client-4444",
+        "amz query": "amz-signature-5555",
+        "form": "form-password-6666",
+        "x_api_key body": "body-underscore-8888",
+        "escaped body": "body-escaped-9999",
+    }
+    with ServerThread(_SGLangWithKey(secrets["engine"])) as up:
+        rec = record(up.url.replace("http://", f"http://svc:{secrets['url']}@"), "--probe-interval", "1")
+        headers = {"X-Auth-Token": secrets["x-auth-token"], "x-client-secret": secrets["x-client-secret"]}
+        query = f"client_secret={secrets['client_secret query']}&X-Amz-Signature={secrets['amz query']}"
+        chat = {"model": "m", "messages": [], "stream": False, "x_api_key": secrets["x_api_key body"]}
+        assert httpx.post(f"{rec.url}/v1/chat/completions?{query}", json=chat, headers=headers, timeout=10).status_code == 200
+        escaped = (
+            b'{"model": "m", "stream": false, "api_key": "' + secrets["escaped body"].replace("-", "\\u002d").encode() + b'"}'
+        )
+        assert httpx.post(f"{rec.url}/v1/chat/completions", content=escaped, timeout=10).status_code == 200
+        form = {"content-type": "application/x-www-form-urlencoded", **headers}
+        echoed = httpx.post(f"{rec.url}/echo", content=f"user=me&password={secrets['form']}", headers=form, timeout=10)
+        assert secrets["x-auth-token"] in echoed.text  # the upstream did repeat it
+        rec.stop()
+    stored = decompressed_bytes(rec.out)
+    output = rec.proc.log_tail(1_000_000).encode()
+    basic = base64.b64encode(f"svc:{secrets['url']}".encode())
+    for what, secret in [*secrets.items(), ("the Basic token made of the URL", basic.decode())]:
+        assert secret.encode() not in stored and secret.encode() not in output, what
+    (engine,) = [r for r in rec.records() if r["type"] == "engine"]  # the probe ran
+    assert engine["raw"]["/get_server_info"]["api_key"] == REDACTED and "svc:[REDACTED]@" in engine["url"]

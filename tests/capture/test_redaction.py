@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import string
 
@@ -13,7 +14,7 @@ needs("hypothesis", "dev")
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from infertap.capture.redact import DEFAULT_HEADERS, DEFAULT_QUERY_PARAMS, REDACTED, Redactor
+from infertap.capture.redact import DEFAULT_HEADERS, DEFAULT_QUERY_PARAMS, ECHO_MIN, REDACTED, Redactor
 
 SECRET = "sk-live-0123456789abcdefSECRET"
 SECRET_HEADERS = ["authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key", "cookie", "set-cookie"]
@@ -103,16 +104,16 @@ def test_non_secret_headers_are_byte_identical() -> None:
 
 
 def test_extra_headers_from_the_constructor() -> None:
-    r = Redactor(extra_headers=["X-Org-Secret", "  x-tenant-token "])
+    r = Redactor(extra_headers=["X-Org-Tenant", "  x-tenant-ID "])
     pairs = [
-        ("x-org-secret", "s1secret"),
-        ("X-TENANT-TOKEN", "s2secret"),
+        ("x-org-tenant", "s1secret"),
+        ("X-TENANT-ID", "s2secret"),
         ("X-Other", "keep"),
         ("Authorization", "Bearer s3secret"),
     ]
     assert r.header_pairs(pairs) == [
-        ["x-org-secret", REDACTED],
-        ["X-TENANT-TOKEN", REDACTED],
+        ["x-org-tenant", REDACTED],
+        ["X-TENANT-ID", REDACTED],
         ["X-Other", "keep"],
         ["Authorization", f"Bearer {REDACTED}"],
     ]
@@ -120,7 +121,22 @@ def test_extra_headers_from_the_constructor() -> None:
     out = r.headers_from_asgi(raw)
     assert [v for _, v in out] == [REDACTED, REDACTED, "keep", f"Bearer {REDACTED}"]
     # the defaults don't know them
-    assert Redactor().header_pairs([("X-Org-Secret", "s1secret")]) == [["X-Org-Secret", "s1secret"]]
+    assert Redactor().header_pairs([("X-Org-Tenant", "s1secret")]) == [["X-Org-Tenant", "s1secret"]]
+
+
+@pytest.mark.parametrize(
+    "name", ["X-Auth-Token", "x-access-token", "X-Client-Secret", "x-custom-key", "X_API_KEY", "x-goog-credentials", "Signature"]
+)
+def test_a_header_whose_name_says_it_holds_a_credential_is_redacted(name: str) -> None:
+    assert Redactor().header_pairs([(name, "s3cret")]) == [[name, REDACTED]]
+    assert Redactor().headers_from_asgi([(name.lower().encode(), b"s3cret")]) == [[name.lower(), REDACTED]]
+
+
+@pytest.mark.parametrize(
+    "name", ["x-session-id", "x-infertap-session", "Keep-Alive", "content-type", "x-request-id", "x-stainless-os", "tokens-left"]
+)
+def test_a_header_whose_name_only_looks_like_one_is_kept(name: str) -> None:
+    assert Redactor().header_pairs([(name, "value")]) == [[name, "value"]]
 
 
 # -- query ---------------------------------------------------------------------------------------
@@ -243,4 +259,50 @@ def test_urls_lose_the_password_and_secret_query_values_only() -> None:
         r.url("http://svc:p%40ss@engine:8000/v1?api_key=abc&x=1") == "http://svc:[REDACTED]@engine:8000/v1?api_key=[REDACTED]&x=1"
     )
     assert r.url("https://engine.example/v1") == "https://engine.example/v1"
-    assert r.url("http://user@engine:80") == "http://user@engine:80"  # a name alone is not a secret
+    assert r.url("http://sk-token-1@engine:80") == "http://[REDACTED]@engine:80"  # a token given as the user
+    assert r.url("http://sk-token-2:@engine:80") == "http://[REDACTED]@engine:80"
+    assert r.text("cannot reach http://svc:p4ss@engine: refused", "http://svc:p4ss@engine") == (
+        "cannot reach http://svc:[REDACTED]@engine: refused"
+    )
+
+
+# -- what a response repeats -------------------------------------------------------------------------
+
+
+def test_a_response_that_repeats_the_requests_credentials_is_redacted_there() -> None:
+    r = Redactor()
+    found: set[str] = set()
+    basic = base64.b64encode(b"alice:basic-pass-1").decode()
+    headers = r.header_pairs(
+        [("Authorization", "Bearer sk-bearer-1234"), ("X-Api-Key", "key-5678"), ("Proxy-Authorization", f"Basic {basic}")], found
+    )
+    assert all(REDACTED in v for _, v in headers)
+    r.query("api_key=q-secret-99&x=1", found)
+    record = {
+        "chunks": [
+            b'{"error": "Incorrect API key provided: sk-bearer-1234"}',
+            b"key-5678 and basic-pass-1, q-secret-99",
+            basic.encode(),
+        ],
+        "response_headers": [["www-authenticate", "Bearer realm=sk-bearer-1234"], ["x-other", "keep"]],
+        "error": "upstream said sk-bearer-1234",
+    }
+    Redactor.echoes(record, found)
+    text = repr(record)
+    for secret in ("sk-bearer-1234", "key-5678", "basic-pass-1", "q-secret-99", basic):
+        assert secret not in text, secret
+    assert record["response_headers"][1] == ["x-other", "keep"] and record["chunks"][0].startswith(b'{"error": "Incorrect')
+
+
+def test_short_values_are_not_looked_for_in_a_response() -> None:
+    """A credential shorter than ECHO_MIN would match ordinary text: the response is left as it was."""
+    found: set[str] = set()
+    Redactor().header_pairs([("X-Api-Key", "abc")], found)
+    record = {"chunks": [b"abc is the start of the alphabet"]}
+    Redactor.echoes(record, found)
+    assert record["chunks"] == [b"abc is the start of the alphabet"] and ECHO_MIN > 3
+
+
+def test_query_params_named_as_body_secrets_are_redacted() -> None:
+    for name in ("client_secret", "password", "access-token", "X-Amz-Signature", "x-amz-security-token", "refreshToken"):
+        assert Redactor().query(f"{name}=s3cret&b=2") == f"{name}={REDACTED}&b=2"
