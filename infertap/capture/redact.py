@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -95,6 +96,36 @@ def _credentials(value: str) -> set[str]:
                 user, _, password = base64.b64decode(rest.strip(), validate=True).decode().partition(":")
                 out.update((user, password))
     return out
+
+
+def _scrubbed(chunks: list[bytes], needles: list[bytes], token: bytes) -> list[bytes]:
+    """``chunks`` with each needle replaced by ``token``, one that spans chunks too; each chunk keeps
+    its place (a needle cut by a chunk's end goes, whole, to the chunk it began in). The usual case,
+    no needle anywhere, costs a join and a scan per needle (C speed, not a Python loop per chunk)."""
+    body = b"".join(chunks)
+    if not any(n in body for n in needles):
+        return chunks
+    spans = [m.span() for m in re.finditer(b"|".join(re.escape(n) for n in needles), body)]  # longest first
+    pieces, pos = [], 0
+    for start, end in spans:
+        pieces += (body[pos:start], token)
+        pos = end
+    pieces.append(body[pos:])
+    scrubbed = b"".join(pieces)
+
+    def moved(cut: int) -> int:  # a chunk boundary of ``body`` in ``scrubbed``
+        shift = 0
+        for start, end in spans:
+            if end <= cut:
+                shift += len(token) - (end - start)
+            elif start < cut:
+                return start + shift + len(token)
+            else:
+                break
+        return cut + shift
+
+    cuts = [moved(cut) for cut in itertools.accumulate(map(len, chunks))]
+    return [scrubbed[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
 
 
 def _replaced(data: bytes, needles: list[bytes], token: bytes) -> bytes:
@@ -195,7 +226,7 @@ class Redactor:
         token = REDACTED.encode()
         chunks = record.get("chunks")
         if chunks:
-            record["chunks"] = [_replaced(c, needles, token) for c in chunks]
+            record["chunks"] = _scrubbed(chunks, needles, token)
         headers = record.get("response_headers")
         if headers:
             record["response_headers"] = [

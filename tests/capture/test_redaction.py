@@ -306,3 +306,22 @@ def test_short_values_are_not_looked_for_in_a_response() -> None:
 def test_query_params_named_as_body_secrets_are_redacted() -> None:
     for name in ("client_secret", "password", "access-token", "X-Amz-Signature", "x-amz-security-token", "refreshToken"):
         assert Redactor().query(f"{name}=s3cret&b=2") == f"{name}={REDACTED}&b=2"
+
+
+@settings(max_examples=FUZZ_EXAMPLES)
+@given(
+    st.lists(
+        st.sampled_from([b"sk-secret-123456", b"text ", b"sk-sec", b"ret-123456", b"\n\n", b"other-secret-xyz"]), max_size=12
+    ),
+    st.lists(st.integers(0, 200), max_size=8),
+)
+def test_a_repeated_credential_is_redacted_wherever_the_chunks_cut_it(parts: list[bytes], cuts: list[int]) -> None:
+    body = b"".join(parts)
+    bounds = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
+    chunks = [body[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    record = {"chunks": list(chunks)}
+    Redactor.echoes(record, {"sk-secret-123456", "other-secret-xyz"})
+    assert b"".join(record["chunks"]) == body.replace(b"sk-secret-123456", REDACTED.encode()).replace(
+        b"other-secret-xyz", REDACTED.encode()
+    )
+    assert len(record["chunks"]) == len(chunks)  # each chunk keeps its place (and its time)
