@@ -106,7 +106,8 @@ def _scrubbed(chunks: list[bytes], needles: list[bytes], token: bytes) -> list[b
     if not any(n in body for n in needles):
         return chunks
     spans = [m.span() for m in re.finditer(b"|".join(re.escape(n) for n in needles), body)]  # longest first
-    pieces, pos = [], 0
+    pieces: list[bytes] = []
+    pos = 0
     for start, end in spans:
         pieces += (body[pos:start], token)
         pos = end
