@@ -1,11 +1,15 @@
 """Energy and engine state over a group's span, from the captures' telemetry (docs/metrics.md).
 
 Energy is attributed by time, not per request: the group's joules are the energy the measured
-device drew from the group's first send to its last end, divided among its requests and output
-tokens. One source is used, the best there is: a GPU energy counter (NVML, else a DCGM exporter's),
-else GPU power samples integrated over time, else the CPU package's RAPL counter; the result names
-it. Groups that overlap in time (``--by model`` on mixed traffic) each see the whole draw of their
-span.
+devices drew from the group's first send to its last end, divided among its requests and output
+tokens. Each device is measured by the best source it has: its energy counter (NVML or amdsmi),
+else its power samples integrated over time; NVML's devices first, else a DCGM exporter's (the same
+GPUs under other names: never both), else the CPU package's RAPL counter; the result names the
+sources used. A counter that goes down was reset (a driver reload, an engine restart, RAPL's wrap)
+and counts from zero after it, as Prometheus's ``increase`` counts. A series counts for a span only
+where it has a sample within two of its own sampling intervals of both its ends: a run recorded
+without telemetry is not given the last run's samples. Groups that overlap in time (``--by model`` on mixed traffic) each see
+the whole draw of their span.
 """
 
 from __future__ import annotations
@@ -27,6 +31,14 @@ SOURCES = (
     ("DCGM_FI_DEV_POWER_USAGE", "power", 1.0, "GPU power samples, integrated (DCGM exporter)"),
     ("host_rapl_energy_joules", "counter", 1.0, "CPU package energy counter (RAPL)"),
 )
+#: Sources that name the same devices the same way, best family first; within a family each
+#: device takes the first of its sources it has (a counter before power samples).
+FAMILIES = (
+    ("gpu_energy_joules", "gpu_power_watts"),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_POWER_USAGE"),
+    ("host_rapl_energy_joules",),
+)
+_SOURCE = {name: (kind, scale, label) for name, kind, scale, label in SOURCES}
 #: Engine state: gauges whose peak matters, per engine family (vLLM, SGLang, llama-server --metrics).
 KV_CACHE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio")
 WAITING = tuple(load.WAITING.values())
@@ -53,9 +65,13 @@ class Telemetry:
         self.series: dict[str, dict[str, dict[str, _Series]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
         for capture, name, key, wall_ns, value in rows:
             self.series[capture][name][str(key)].append((wall_ns, value))
+        self.reach = {id(s): _reach(s) for named in self.series.values() for by_key in named.values() for s in by_key.values()}
         self.analysis = analysis
 
-    def _idle_samples(self, capture: str, power: _Series, first: int, last: int) -> list[float]:
+    def _covers(self, samples: _Series, first: int, last: int) -> bool:
+        return _reaches(samples, first, last, self.reach[id(samples)])
+
+    def _idle_samples(self, capture: str, power: _Series, first: int, last: int) -> _Series:
         """The power samples in [first, last] taken while no request of ``capture`` was in flight.
 
         The spans are asked of DuckDB for just these instants (a range join), so that a run of
@@ -71,41 +87,57 @@ class Telemetry:
                 [sorted({t for t, _ in inside}), capture],
             ).fetchall()
         }
-        return [v for t, v in inside if t not in busy]
+        return [(t, v) for t, v in inside if t not in busy]
+
+    def _measured(self, capture: str, first: int, last: int) -> list[tuple[str, _Series]]:
+        """(source name, samples) for each device of ``capture`` measured over [first, last]: the
+        first family that measures any, each of its devices by its best source that reaches the span."""
+        named = self.series.get(capture, {})
+        for family in FAMILIES:
+            chosen: dict[str, tuple[str, _Series]] = {}
+            for name in family:
+                for device, samples in named.get(name, {}).items():
+                    if device not in chosen and self._covers(samples, first, last):
+                        chosen[device] = (name, samples)
+            if chosen:
+                return list(chosen.values())
+        return []
 
     def energy(
         self, captures: Sequence[str], first: int, last: int, ok: int, tokens: int, sessions: int
     ) -> dict[str, Any] | None:
         """Joules over [first, last] and what they come to per request, token and session; None without power telemetry."""
-        for name, kind, scale, label in SOURCES:
-            per_capture: list[tuple[str, dict[str, _Series]]] = [
-                (c, self.series[c][name]) for c in captures if c in self.series and name in self.series[c]
-            ]
-            if not per_capture:
-                continue
-            joules = 0.0
-            idle: list[float] = []
-            for capture, by_device in per_capture:
-                for samples in by_device.values():
-                    if kind == "counter":
-                        joules += (_at(samples, last) - _at(samples, first)) * scale
-                        power = counter_rates(samples, scale)
-                    else:
-                        power = [(t, v * scale) for t, v in samples]
-                        joules += _integral(power, first, last)
-                    idle.extend(self._idle_samples(capture, power, first, last))
-            span_s = (last - first) / 1e9
-            return {
-                "joules": joules,
-                "joules_per_request": joules / ok if ok else None,
-                "joules_per_output_token": joules / tokens if tokens else None,
-                "watt_hours_per_session": joules / 3600 / sessions if sessions else None,
-                "mean_watts": joules / span_s if span_s > 0 else None,
-                "idle_watts": sum(idle) / len(idle) if idle else None,
-                "source": label,
-                "devices": sum(len(by_device) for _, by_device in per_capture),
-            }
-        return None
+        joules = 0.0
+        idle: dict[int, float] = defaultdict(float)  # sample time -> watts summed over the devices sampled then
+        labels: list[str] = []
+        devices = 0
+        for capture in captures:
+            for name, samples in self._measured(capture, first, last):
+                kind, scale, label = _SOURCE[name]
+                if kind == "counter":
+                    joules += increase(samples, first, last) * scale
+                    power = counter_rates(samples, scale)
+                else:
+                    power = [(t, v * scale) for t, v in samples]
+                    joules += _integral(power, first, last)
+                for t, watts in self._idle_samples(capture, power, first, last):
+                    idle[t] += watts
+                devices += 1
+                labels += [label] if label not in labels else []
+        if not devices:
+            return None
+        span_s = (last - first) / 1e9
+        return {
+            "joules": joules,
+            "joules_per_request": joules / ok if ok else None,
+            "joules_per_output_token": joules / tokens if tokens else None,
+            "watt_hours_per_session": joules / 3600 / sessions if sessions else None,
+            "mean_watts": joules / span_s if span_s > 0 else None,
+            # Idle, as mean_watts, summed over the devices: each instant's draw when nothing was in flight.
+            "idle_watts": sum(idle.values()) / len(idle) if idle else None,
+            "source": "; ".join(labels),
+            "devices": devices,
+        }
 
     def engine_state(self, captures: Sequence[str], first: int, last: int) -> dict[str, Any] | None:
         """The engine's peak KV cache usage and queue, its preemptions and prefix cache hit rate over the span."""
@@ -131,8 +163,8 @@ class Telemetry:
         return max(values) if values else None
 
     def _delta(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
-        series = self._pick(captures, names)
-        return sum(_at(s, last) - _at(s, first) for s in series) if series else None
+        series = [s for s in self._pick(captures, names) if self._covers(s, first, last)]
+        return sum(increase(s, first, last) for s in series) if series else None
 
 
 def _at(samples: _Series, t: int) -> float:
@@ -144,6 +176,33 @@ def _at(samples: _Series, t: int) -> float:
         return samples[-1][1]
     (t0, v0), (t1, v1) = samples[i - 1], samples[i]
     return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
+
+
+def increase(samples: _Series, first: int, last: int) -> float:
+    """A counter's increase over [first, last]: each step between samples, linear within it, its
+    share of the span taken; a step down is a reset, after which the counter counted from zero."""
+    total = 0.0
+    for (t0, v0), (t1, v1) in zip(samples, samples[1:], strict=False):
+        if t1 <= first or t0 >= last or t1 <= t0:
+            continue
+        step = v1 - v0 if v1 >= v0 else v1
+        total += step * (min(t1, last) - max(t0, first)) / (t1 - t0)
+    return total
+
+
+def _reaches(samples: _Series, first: int, last: int, reach: int) -> bool:
+    """Whether ``samples`` has one within ``reach`` of both ends of [first, last]: a short span
+    between two samples counts, a span after the samples stopped doesn't."""
+    i = bisect.bisect_left(samples, (first - reach, float("-inf")))
+    j = bisect.bisect_right(samples, (last + reach, float("inf")))
+    return i < j and samples[i][0] <= first + reach and samples[j - 1][0] >= last - reach
+
+
+def _reach(samples: _Series) -> int:
+    """How far from a span's end a series' sample may be and still tell its value there (ns): two of
+    its usual sampling intervals (the median gap); a lone sample reaches nothing beyond itself."""
+    gaps = sorted(t1 - t0 for (t0, _), (t1, _) in zip(samples, samples[1:], strict=False))
+    return 2 * gaps[len(gaps) // 2] if gaps else 0
 
 
 def counter_rates(samples: _Series, scale: float) -> _Series:

@@ -136,7 +136,13 @@ def serve(
     ).open()
     enricher: Enricher | None = None
     sampler = start_telemetry(
-        config.telemetry, config.upstream, config.telemetry_urls, config.telemetry_interval_s, config.probe_headers, writer.write
+        config.telemetry,
+        config.upstream,
+        config.telemetry_urls,
+        config.telemetry_interval_s,
+        config.probe_headers,
+        writer.write,
+        writer.wall_now,
     )
     try:
         proxy = RecordingProxy(

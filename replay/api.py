@@ -204,7 +204,13 @@ def _run_here(
     enricher: Enricher | None = None
     replay: Replay | None = None
     sampler = start_telemetry(
-        config.telemetry, config.target, config.telemetry_urls, config.telemetry_interval_s, prepared.probe_headers, writer.write
+        config.telemetry,
+        config.target,
+        config.telemetry_urls,
+        config.telemetry_interval_s,
+        prepared.probe_headers,
+        writer.write,
+        writer.wall_now,
     )
     try:
         if config.probe:

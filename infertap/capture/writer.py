@@ -143,6 +143,12 @@ class CaptureWriter:
         """Monotonic ns since this run started: the clock of ``start_ns`` fields."""
         return time.monotonic_ns() - self.started_ns
 
+    def wall_now(self) -> float:
+        """The wall time now as this run's exchanges tell it (its start's wall time plus monotonic
+        time since): what sampled telemetry is stamped with, so that a step of the wall clock
+        (NTP) mid-run does not move the samples against the exchanges."""
+        return self.started_wall + (time.monotonic_ns() - self.started_ns) / 1e9
+
     # -- writer thread -----------------------------------------------------------------------
 
     def _run(self) -> None:

@@ -96,7 +96,13 @@ class InfertapCapture:
             # Many hosts pass through: no one engine's /metrics, only what is named.
             urls = list(ctx.options.infertap_telemetry_urls)
             self.sampler = start_telemetry(
-                ctx.options.infertap_telemetry, None, urls, ctx.options.infertap_telemetry_interval, {}, self.writer.write
+                ctx.options.infertap_telemetry,
+                None,
+                urls,
+                ctx.options.infertap_telemetry_interval,
+                {},
+                self.writer.write,
+                self.writer.wall_now,
             )
 
     def running(self) -> None:

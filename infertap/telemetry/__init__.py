@@ -7,6 +7,7 @@ process and RAPL package energy (``host``). ``Sampler`` runs them on a thread of
 intervals; a failing source is recorded once as unknown, with its reason, and never touches traffic.
 """
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,9 +23,11 @@ def start_telemetry(
     interval_s: float,
     headers: Mapping[str, str],
     write: Callable[[Mapping[str, Any]], None],
+    clock: Callable[[], float] = time.time,
 ) -> Sampler | None:
-    """A running sampler for a recorder (record, replay, mitm), or None when telemetry is off."""
+    """A running sampler for a recorder (record, replay, mitm), or None when telemetry is off;
+    ``clock`` stamps its samples (the capture writer's ``wall_now``, where there is one)."""
     if not enabled:
         return None
     config = TelemetryConfig(engine_url=engine_url, exporters=tuple(exporters), interval_s=interval_s, headers=dict(headers))
-    return Sampler(config, write).start()
+    return Sampler(config, write, clock).start()

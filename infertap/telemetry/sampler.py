@@ -66,9 +66,12 @@ def check_telemetry(exporters: Sequence[str], interval_s: float) -> None:
 class Sampler:
     """``Sampler(config, writer.write).start()`` ... ``close()``; a context manager too."""
 
-    def __init__(self, config: TelemetryConfig, write: Callable[[Mapping[str, Any]], None]) -> None:
+    def __init__(
+        self, config: TelemetryConfig, write: Callable[[Mapping[str, Any]], None], clock: Callable[[], float] = time.time
+    ) -> None:
         self.config = config
         self._write = write
+        self._clock = clock  # a sample's wall time: the capture writer's ``wall_now``, on its exchanges' clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="infertap-telemetry", daemon=True)
         self.records = 0
@@ -134,7 +137,7 @@ class Sampler:
             slot.open(self._unknown)
             return
         slot.due = now + slot.interval_s
-        wall = time.time()
+        wall = self._clock()
         try:
             samples = slot.source.sample()
         except SourceError as exc:
@@ -152,7 +155,7 @@ class Sampler:
             self.records += 1
 
     def _unknown(self, source: str, reason: str) -> None:
-        self._write(new_telemetry(source, time.time(), [], unknown=reason))
+        self._write(new_telemetry(source, self._clock(), [], unknown=reason))
         self.records += 1
 
 
