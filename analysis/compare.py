@@ -139,14 +139,15 @@ def _power(analysis: Analysis, metrics: str) -> tuple[dict[str, Any] | None, dic
 
 
 def speed(ws: Workspace, a: Run, b: Run, pairs: PairTable) -> list[dict[str, Any]]:
-    """Per metric, A and B over the exchanges paired and ok on both sides, with B/A and its interval."""
+    """Per metric, A and B over the generation requests paired and ok on both sides, with B/A and its interval."""
     # Each pair's values joined once into a table, then read back a metric at a time in pair order:
     # the join and the sort as one query held both at once (ten million pairs failed in 256 MB).
     table = f"{pairs.name}_speed"
     values_of = ", ".join(f"ma.{n}_ns AS a_{n}, mb.{n}_ns AS b_{n}" for n in SPEED_METRICS)
     ws.con.execute(
         f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT p.ord, {values_of} FROM {pairs.name} p "
-        f"JOIN {a.name}_m ma ON ma.exchange_id = p.a_id JOIN {b.name}_m mb ON mb.exchange_id = p.b_id WHERE ma.ok AND mb.ok"
+        f"JOIN {a.name}_m ma ON ma.exchange_id = p.a_id JOIN {b.name}_m mb ON mb.exchange_id = p.b_id "
+        "WHERE ma.ok AND mb.ok AND ma.generation AND mb.generation"  # as stats: a GET /v1/models has an e2e, no tokens
     )
     rows = []
     for name in SPEED_METRICS:

@@ -240,9 +240,11 @@ class Sweep:
         """The request rate the schedule asked for (speed points); closed loop offers what it gets."""
         if point_load.kind != "speed":
             return None
-        offsets = [i.offset_ns for i in self._items]
+        offsets = [i.offset_ns for i in self._items if i.generation]  # as the point's achieved rate counts
+        if len(offsets) < 2:
+            return None
         span_s = (max(offsets) - min(offsets)) / 1e9 / point_load.value
-        return (len(offsets) - 1) / span_s if span_s > 0 else None
+        return (len(offsets) - 1) / span_s if span_s > 0 else None  # n arrivals, n - 1 gaps between them
 
     def _behind(self, point_load: Load, summary: dict[str, Any]) -> bool:
         """The replayer sent late enough to shape the load itself: over 2 ms at p99, or a tenth of

@@ -55,6 +55,7 @@ class Item:
     offset_ns: int  # original start, relative to the workload's first request
     duration_ns: int  # how long it took originally (start to end)
     handoff_ns: int = 0  # from its start to its send (a replay's capture: the wait for its parent and a slot)
+    generation: bool = True  # a request for tokens (messages, prompt or input), as the analysis counts them
     session: str | None = None
     model: str | None = None
     status: int | None = None
@@ -349,6 +350,7 @@ class _Scan:
             offset_ns=started,
             duration_ns=r["sent_ns"] - r["start_ns"] + r.get("end_ns", 0),
             handoff_ns=max(0, r["sent_ns"] - r["start_ns"]),
+            generation=generation,
             session=r.get("session"),
             model=None if model is None else sys.intern(model),
             previous_response_id=previous,

@@ -109,9 +109,12 @@ def test_compare_and_stats_print_the_same_percentiles_for_the_same_exchanges(tmp
         {"body": {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}, "duration_ns": d * 1_000_000}
         for i, d in enumerate(durations)
     ]
+    # A request for no tokens has an e2e too: neither stats nor compare counts it among the requests.
+    xs.append({"method": "GET", "path": "/v1/models", "body": b"", "duration_ns": 900_000_000})
     write_capture(tmp_path / "a", xs)
     write_capture(tmp_path / "b", xs)
     e2e = next(row for row in compare(tmp_path / "a", tmp_path / "b")["speed"] if row["metric"] == "e2e")["a"]
+    assert e2e["n"] == len(durations)
     with Analysis([tmp_path / "a"], cache_dir=tmp_path / "cache") as a:
         [group] = speed_stats(a)["groups"]
     printed = group["metrics"]["e2e"]

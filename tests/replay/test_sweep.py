@@ -540,3 +540,25 @@ def test_ctrl_c_ends_the_point_in_flight_and_keeps_what_was_found(slot_engine, t
     reader = CaptureReader(out / "speed-0.5")
     sent = len(list(reader.exchanges()))
     assert 0 < sent < 40 and reader.closed_cleanly  # cut short, nothing it sent lost
+
+
+def test_the_offered_rate_is_the_generation_requests_arrival_rate(tmp_path):
+    """Two chats a second apart offer one request a second at speed 1 (two arrivals, one gap), two at
+    speed 2; a GET /v1/models between them is no request for tokens, as the achieved rate counts."""
+    from infertap.replay.sweep import Sweep
+    from infertap.replay.workload import load
+
+    write_capture(
+        tmp_path / "src",
+        [
+            {"offset_s": 0.0},
+            {"offset_s": 0.5, "method": "GET", "path": "/v1/models", "body": b""},
+            {"offset_s": 1.0},
+        ],
+    )
+    sweep = Sweep(config=None, evaluate=None)  # type: ignore[arg-type]  # only the workload is asked here
+    sweep._items, _ = load(tmp_path / "src")
+    assert [i.generation for i in sweep._items] == [True, False, True]
+    assert sweep._offered(Load("speed", 1.0), {}) == pytest.approx(1.0)
+    assert sweep._offered(Load("speed", 2.0), {}) == pytest.approx(2.0)
+    assert sweep._offered(Load("concurrency", 4), {}) is None
