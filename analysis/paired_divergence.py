@@ -270,7 +270,9 @@ def _pair_divergence(
         item["unreadable"] = [sa.parse_error if not sa.readable else None, sb.parse_error if not sb.readable else None]
     same_text = sa.text == sb.text and sa.reasoning == sb.reasoning and sa.error_message == sb.error_message
     tools = tool_call_diff(sa.tool_calls, sb.tool_calls)
-    item["exact"] = sa.readable and sb.readable and same_text and tools["arguments_equal"] and sa.status == sb.status
+    # A stream cut short (reset, timeout) is not the answer it began, even where its text so far is.
+    same_ending = sa.status == sb.status and sa.end == sb.end
+    item["exact"] = sa.readable and sb.readable and same_text and tools["arguments_equal"] and same_ending
     counts["exact"] += item["exact"]
     # The whole output, tool calls and a reported error included: what differs there is a divergence too.
     oa = output_text(sa.reasoning, sa.text, sa.tool_calls, sa.error_message)

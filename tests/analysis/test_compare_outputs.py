@@ -52,6 +52,7 @@ PAIRS: dict[str, tuple[bytes, bytes, tuple[int, int]]] = {
     "reasoning": (_answer("42", reasoning="add them"), _answer("42", reasoning="multiply them"), (200, 200)),
     "moved": (_answer("", reasoning="42"), _answer("42"), (200, 200)),
     "errors": (_error("rate limited"), _error("internal error"), (500, 500)),
+    "cut short": (_answer("Hello"), _answer("Hello"), (200, 200)),  # B's stream reset after the same text
     "logprobs": (
         _answer("The cat", logprobs=_tokens(SAME_START, (" cat", {" cat": math.log(0.6), " dog": math.log(0.4)}))),
         _answer("The dog", logprobs=_tokens(SAME_START, (" dog", {" cat": math.log(0.1), " dog": math.log(0.9)}))),
@@ -75,6 +76,7 @@ def _captures(tmp_path: Path, pairs: dict[str, tuple[bytes, bytes, tuple[int, in
                     "body": {"model": "m", "messages": [{"role": "user", "content": name}]},
                     "chunks": [pair[side]],
                     "status": pair[2][side],
+                    "end": "reset" if name == "cut short" and side else "complete",
                 }
                 for name, pair in pairs.items()
             ],
@@ -96,6 +98,9 @@ def test_a_change_outside_the_text_is_a_divergence(tmp_path: Path) -> None:
     assert d["counts"]["tool_calls_differ"] == 4
     items = _by_question(result, PAIRS)
     assert set(items) == set(PAIRS)
+    assert d["counts"]["status_or_end_differs"] == 1  # the stream cut short
+    cut = items.pop("cut short")  # the same text so far: similar, but not the same answer
+    assert not cut["exact"] and cut["similarity"] == 1 and cut["status"] == [[200, "complete", None], [200, "reset", None]]
     for name, item in items.items():
         assert not item["exact"] and item["similarity"] < 1, name
         assert item["first_divergence"]["at"] is not None, name
