@@ -258,13 +258,19 @@ def test_a_capture_of_odd_values_goes_through_every_command(tmp_path: Path) -> N
     result = compare(capture, again)  # every response summarized, every pair diffed
     assert result["pairing"]["pairs"] == len(records)
     assert result["divergence"]["counts"]["exact"] == readable > len(records) // 2  # the same answers, where readable
+    _through_the_other_commands(capture, again, len(records), tmp_path)
+
+
+def _through_the_other_commands(capture: Path, again: Path, records: int, tmp_path: Path) -> None:
+    """A replay's workload (a body transform asked of every request), and each command that reads a capture."""
     workload = load_workload(capture, transforms=Transforms(set_values=[("temperature", 0)]))
-    assert len(workload.items) == len(records)
+    assert len(workload.items) == records
     for args in (
         ["info", str(capture)],
         ["claim", str(capture)],
         ["report", str(capture), str(again), "-o", str(tmp_path / "report.html")],
         ["export", str(capture), "--parquet", str(tmp_path / "export")],
+        ["compare", str(capture), str(again), "--extract", "json"],
     ):
         run = CliRunner().invoke(cli, args, catch_exceptions=True)
         assert run.exit_code == 0, (args, run.output, run.exception)
@@ -307,16 +313,5 @@ def test_json_nested_too_deeply_is_read_as_no_json_by_every_command(tmp_path: Pa
     with Analysis([str(capture)], cache_dir=tmp_path / "cache") as a:
         assert a.count("exchanges") == len(records)
     again = write_capture(tmp_path / "deep-again", records)
-    result = compare(capture, again)
-    assert result["pairing"]["pairs"] == len(records)
-    workload = load_workload(capture, transforms=Transforms(set_values=[("temperature", 0)]))
-    assert len(workload.items) == len(records)
-    for args in (
-        ["info", str(capture)],
-        ["claim", str(capture)],
-        ["report", str(capture), str(again), "-o", str(tmp_path / "report.html")],
-        ["export", str(capture), "--parquet", str(tmp_path / "export")],
-        ["compare", str(capture), str(again), "--extract", "json"],
-    ):
-        run = CliRunner().invoke(cli, args, catch_exceptions=True)
-        assert run.exit_code == 0, (args, run.output, run.exception)
+    assert compare(capture, again)["pairing"]["pairs"] == len(records)
+    _through_the_other_commands(capture, again, len(records), tmp_path)
