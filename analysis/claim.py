@@ -65,23 +65,24 @@ def card(analysis: Analysis, capture: str) -> dict[str, Any]:
     """The claim card of one loaded capture (its ``capture`` column value)."""
     stats = speed_stats(analysis, ("run",))
     groups = [g for g in stats["groups"] if g["key"].get("capture") == capture]
+    whole = _whole(groups)  # the facts describe what the identity does, the whole capture; the figures are per run
     snap = _last_snapshot(analysis, capture)
+    several = _several_engines(analysis, capture)
     runs = recorders(capture)
     recorder = next((r for r in runs if r.get("kind") not in (None, "enrich", "telemetry")), runs[0] if runs else {})
     host = _loads(analysis.query("SELECT any_value(host) FROM runs WHERE capture = ?", [capture]).rows[0][0]) or {}
     labels = _labels(analysis, capture)
-    group = _merged(groups)
     return {
         "capture": capture,
         "device": _device(snap, host, labels),
-        "runtime": _runtime(snap),
-        "model": _model(snap, analysis, capture),
-        "quantization": _quantization(snap),
-        "workload": _workload(analysis, capture, group),
-        "concurrency": _concurrency(recorder, group, snap),
+        "runtime": _also(_runtime(snap), several),
+        "model": _also(_model(snap, analysis, capture), several),
+        "quantization": _also(_quantization(snap), several),
+        "workload": _workload(analysis, capture, whole),
+        "concurrency": _concurrency(recorder, whole, snap, len(groups)),
         "sampling": _sampling(analysis, capture),
-        "measuring_side": _measuring_side(recorder, group),
-        "aggregation": _aggregation(group),
+        "measuring_side": _measuring_side(recorder, whole),
+        "aggregation": _aggregation(whole),
         "figures": _figures(groups),
     }
 
@@ -106,6 +107,28 @@ def _last_snapshot(analysis: Analysis, capture: str) -> dict[str, Any] | None:
     snap["host"] = _loads(snap["host"]) or {}
     snap["labels"] = _loads(snap["labels"]) or {}
     return snap
+
+
+def _several_engines(analysis: Analysis, capture: str) -> str | None:
+    """Why the last snapshot doesn't describe every figure: the capture holds snapshots of more than
+    one engine configuration (a model swapped mid-run, a mitm capture of two engines); else None."""
+    rows = analysis.query(
+        "SELECT fingerprint, any_value(kind), any_value(url), count(*) FROM engines WHERE capture = ? GROUP BY fingerprint ORDER BY min(wall)",
+        [capture],
+    ).rows
+    if len(rows) < 2:
+        return None
+    seen = ", ".join(f"{kind} at {url} (fingerprint {fp})" for fp, kind, url, _ in rows)
+    return (
+        f"the capture holds {len(rows)} engine configurations ({seen}): this field is the last one's, the figures are of them all"
+    )
+
+
+def _also(field: dict[str, Any], why: str | None) -> dict[str, Any]:
+    """``field`` with ``why`` added to what is unknown of it."""
+    if why is None or field["value"] is None:
+        return field
+    return {**field, "unknown": "; ".join(filter(None, (field.get("unknown"), why)))}
 
 
 def _labels(analysis: Analysis, capture: str) -> dict[str, str]:
@@ -252,9 +275,37 @@ def _dtype_of(source: str) -> str:
     return "dtype"
 
 
-def _merged(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The group the facts describe: the capture's run of generation requests (the first, if several)."""
-    return groups[0] if groups else None
+def _whole(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the facts read of a capture's runs together: token totals and prefix reuse summed, the
+    metrics' counts summed, concurrency's mean weighted by each run's span and its greatest max."""
+    if len(groups) <= 1:
+        return groups[0] if groups else None
+    reuse: dict[str, dict[str, Any]] = {}
+    for g in groups:
+        for r in g["workload"].get("prefix_reuse", []):
+            into = reuse.setdefault(r["unit"], {"unit": r["unit"], "shared": 0, "length": 0})
+            into["shared"] += r["shared"] or 0
+            into["length"] += r["length"] or 0
+    for r in reuse.values():
+        r["share"] = r["shared"] / r["length"] if r["length"] else None
+    spans = [g["span_s"] or 0 for g in groups]
+    means = [(g["concurrency"] or {}).get("mean") for g in groups]
+    weighted = sum(m * s for m, s in zip(means, spans, strict=True) if m is not None)
+    totals = {
+        name: {"total": sum((g["workload"].get(name) or {}).get("total") or 0 for g in groups)}
+        for name in ("prompt_tokens", "output_tokens")
+    }
+    return {
+        "workload": {**totals, "prefix_reuse": list(reuse.values())},
+        "concurrency": {
+            "mean": weighted / sum(spans) if sum(spans) else None,
+            "max": max(((g["concurrency"] or {}).get("max") or 0 for g in groups), default=None),
+        },
+        "metrics": {
+            name: {"n": sum((g["metrics"].get(name) or {}).get("n") or 0 for g in groups)} for name in groups[0]["metrics"]
+        },
+        "server_timings": next((g["server_timings"] for g in groups if g.get("server_timings")), None),
+    }
 
 
 def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None) -> dict[str, Any]:
@@ -277,7 +328,9 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None) ->
     )
 
 
-def _concurrency(recorder: dict[str, Any], group: dict[str, Any] | None, snap: dict[str, Any] | None) -> dict[str, Any]:
+def _concurrency(
+    recorder: dict[str, Any], group: dict[str, Any] | None, snap: dict[str, Any] | None, runs: int
+) -> dict[str, Any]:
     if recorder.get("kind") == "replay":
         schedule: Any = recorder.get("schedule") or {}
         schedule_source = "the replay's schedule (capture header)"
@@ -288,9 +341,8 @@ def _concurrency(recorder: dict[str, Any], group: dict[str, Any] | None, snap: d
     c = (group or {}).get("concurrency") or {}
     value = {"schedule": schedule, "achieved_mean": c.get("mean"), "achieved_max": c.get("max"), "engine_slots": slots}
     missing = None if slots is not None else f"engine slots: {slots_source or 'not exposed'}"
-    return _field(
-        value, f"{schedule_source}; achieved in flight from send and end times (docs/metrics.md); slots: {slots_source}", missing
-    )
+    over = f"over the capture's {runs} runs (the mean weighted by each run's span)" if runs > 1 else "from send and end times"
+    return _field(value, f"{schedule_source}; achieved in flight {over} (docs/metrics.md); slots: {slots_source}", missing)
 
 
 def _sampling(analysis: Analysis, capture: str) -> dict[str, Any]:
@@ -316,10 +368,16 @@ def _sampling(analysis: Analysis, capture: str) -> dict[str, Any]:
         for name, counts in sorted(tally.items())
     }
     unknown = sorted(name for name, vs in value.items() if name in DECISIVE and any(v["source"] == "unknown" for v in vs))
+    missing = [f"no value known for {', '.join(unknown)} (neither sent nor reported by the engine)"] if unknown else []
+    generation = analysis.query("SELECT count(*) FROM exchanges WHERE capture = ? AND generation", [capture]).rows[0][0]
+    if len(rows) < generation:
+        missing.append(
+            f"effective settings known for {len(rows)} of {generation} generation requests (the others were not enriched)"
+        )
     return _field(
         value,
         f"enrichments: each setting from the request, else the engine's default as it reports it ({len(rows)} requests)",
-        f"no value known for {', '.join(unknown)} (neither sent nor reported by the engine)" if unknown else None,
+        "; ".join(missing) or None,
     )
 
 
@@ -361,6 +419,8 @@ def _figures(groups: list[dict[str, Any]]) -> dict[str, Any]:
     heads = [_headline(g) for g in groups]
     if len(heads) == 1:
         return heads[0]
+    if not heads:
+        return {"runs": [], "note": "no generation requests in this capture: no figures"}
     return {"runs": heads, "note": f"{len(heads)} runs in this capture: figures per run"}
 
 
@@ -406,19 +466,20 @@ def value_text(name: str, value: Any) -> str:
             f"{value['short']}, {value['requests']} generation requests, schedule {value['schedule_identity'][:16]} "
             f"({value['schedule_resolution_ms']:g} ms), prompt_tokens {value['prompt_tokens']}, output_tokens {value['output_tokens']}"
         )
-        if "source" in value:
-            src = value.get("source") or {}
+        if "source" in value and not value.get("source"):
+            line += "; a replay whose source identity was not recorded"
+        elif "source" in value:
             how = (
                 "identical to"
                 if value.get("same_as_source")
                 else f"derived by {', '.join(value.get('derived_by') or ['no transform recorded'])} from"
             )
-            line += f"; {how} source {src.get('short', '?')}"
+            line += f"; {how} source {value['source'].get('short', '?')}"
         return line
     if name == "runtime":
         d = value["digest"]
         digest = f"sha256 {d['sha256'][:16]}… of {d['path']}" if d["sha256"] else "digest unknown"
-        return f"{value['kind']} {value['version'] or '(version unknown)'}, {digest}"
+        return f"{value['kind']} {value['version'] or '(version unknown)'}, {digest}, fingerprint {value['fingerprint']}"
     if name == "quantization":
         scheme = "unknown" if value["scheme"] is None else str(value["scheme"])
         if value["dtype"] is None:

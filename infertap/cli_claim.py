@@ -57,7 +57,9 @@ def _rows(card: dict[str, Any]) -> list[tuple[str, str, str]]:
 def _figures(fig: dict[str, Any]) -> list[str]:
     from .analysis.claim import short as _short
 
-    heads = fig.get("runs") or [fig]
+    heads = fig["runs"] if "runs" in fig else [fig]
+    if not heads:
+        return [fig["note"]]
     lines = []
     for h in heads:
         lat = ", ".join(

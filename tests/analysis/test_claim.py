@@ -340,3 +340,86 @@ def test_analysis_identities_stream_in_order_in_groups(source):
         mine = [Sent(d, t, s) for k, d, s, t in rows if k == g]
         assert found[(g,)] == identity_of(reversed(mine)) and found[(g,)].requests == len(mine) > 20_000
         assert moved[(g,)].schedule != found[(g,)].schedule  # a request sent a ms later: another schedule
+
+
+# -- what an audit found: one scope for the facts, several engines, partial enrichment -------------------
+
+
+def _snapshot(fingerprint: str, url: str = "http://127.0.0.1:8080", kind: str = "llama-server", wall: float = 1.8e9) -> dict:
+    facts = {
+        "version": {"value": "b1", "source": "/props"},
+        "models": {"value": ["m"], "source": "/v1/models"},
+        "model_path": {"value": "/m.gguf", "source": "/props"},
+        "model_sha256": {"value": "aa" * 32, "source": "sha256 of the file"},
+        "quantization": {"value": "Q4_0", "source": "GGUF"},
+        "dtype": {"value": "Q4_0 90%", "source": "GGUF tensor types"},
+        "parallel_slots": {"value": 4, "source": "/props"},
+        "runtime_sha256": {"value": "bb" * 32, "source": "the binary"},
+        "runtime_path": {"value": "/bin/ls", "source": "the process"},
+    }
+    return {"type": "engine", "url": url, "wall": wall, "kind": kind, "facts": facts, "unknown": [], "notes": [], "raw": {},
+            "host": {"cpu": "X", "cpu_count": 2, "memory_bytes": 1, "hostname": "h", "gpus": []}, "host_is_engine_host": True,
+            "labels": {}, "fingerprint": fingerprint}  # fmt: skip
+
+
+def _answer(tokens: int, prompt: int) -> bytes:
+    usage = {"prompt_tokens": prompt, "completion_tokens": tokens, "total_tokens": prompt + tokens}
+    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}], "usage": usage}).encode()
+
+
+def test_the_facts_of_a_capture_of_several_runs_are_of_all_of_them(tmp_path):
+    path = tmp_path / "runs"
+    write_capture(path, [{"id": f"r1-{i}", "chunks": [_answer(3, 10)]} for i in range(2)])
+    write_capture(path, [{"id": f"r2-{i}", "chunks": [_answer(5, 100)]} for i in range(3)])
+    card = claim(path, cache_dir=tmp_path / "cache")
+    workload = card["workload"]["value"]
+    assert (workload["requests"], workload["prompt_tokens"], workload["output_tokens"]) == (5, 2 * 10 + 3 * 100, 2 * 3 + 3 * 5)
+    assert card["aggregation"]["value"]["n"]["e2e"] == 5 and len(card["figures"]["runs"]) == 2
+
+
+def test_a_capture_without_generation_requests_has_a_card_without_figures(tmp_path):
+    path = tmp_path / "models-only"
+    write_capture(path, [{"method": "GET", "path": "/v1/models", "body": b""}])
+    for args in (["claim", str(path)], ["claim", str(path), "--markdown"]):
+        run = CliRunner().invoke(cli, args)
+        assert run.exit_code == 0, (run.output, run.exception)
+        assert "no generation requests in this capture" in run.output
+
+
+def test_several_engine_configurations_are_said_and_not_one_stated_for_all(tmp_path):
+    from infertap.capture.writer import CaptureWriter
+
+    path = tmp_path / "swapped"
+    write_capture(path, [{"chunks": [_answer(3, 10)]}])
+    with CaptureWriter(path, recorder={"kind": "proxy"}) as w:
+        w.write(_snapshot("fp1", wall=1.8e9))
+        w.write(_snapshot("fp2", url="http://127.0.0.1:8000", kind="vllm", wall=1.8e9 + 60))
+    card = claim(path, cache_dir=tmp_path / "cache")
+    for name in ("runtime", "model", "quantization"):
+        assert "2 engine configurations" in card[name]["unknown"] and "fp1" in card[name]["unknown"], name
+    assert {"runtime", "model", "quantization"} <= set(unknown_fields(card))
+    one = tmp_path / "one"
+    write_capture(one, [{"chunks": [_answer(3, 10)]}])
+    with CaptureWriter(one, recorder={"kind": "proxy"}) as w:
+        w.write(_snapshot("fp1"))
+        w.write(_snapshot("fp1", wall=1.8e9 + 60))  # probed again, the same configuration
+    assert "engine configurations" not in json.dumps(claim(one, cache_dir=tmp_path / "cache"))
+    assert "fingerprint fp1" in field_text(
+        "runtime", claim(one, cache_dir=tmp_path / "cache")["runtime"]
+    )  # the report compares it
+
+
+def test_sampling_known_for_some_requests_only_says_so(tmp_path):
+    from tests.analysis_builders import enrichment
+
+    path = tmp_path / "partial"
+    bodies = [
+        {"model": "m", "temperature": t, "messages": [{"role": "user", "content": f"q{i}"}]} for i, t in enumerate([0, 1.5, 1.5])
+    ]
+    settings = {"temperature": {"value": 0, "source": "request"}}
+    write_capture(
+        path, [{"id": f"x{i}", "body": b} for i, b in enumerate(bodies)], enrichments=[enrichment("x0", settings=settings)]
+    )
+    card = claim(path, cache_dir=tmp_path / "cache")
+    assert "known for 1 of 3 generation requests" in card["sampling"]["unknown"]
+    assert CliRunner().invoke(cli, ["claim", str(path), "--strict"]).exit_code != 0
