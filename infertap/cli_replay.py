@@ -298,6 +298,8 @@ def _transforms(
 
     header_map = dict(headers)
     if api_key:
+        if any(name.lower() == "authorization" for name in header_map):
+            raise click.UsageError("--api-key (or INFERTAP_TARGET_API_KEY) and --header Authorization=...: give one of them")
         header_map["Authorization"] = f"Bearer {api_key}"
     return Transforms(
         model_map=dict(model_map),

@@ -171,6 +171,7 @@ class Replay:
         self._chained = {item.parent for item in items if item.previous_response_id is not None and item.parent is not None}
         self._response_ids: dict[int, str | None] = {}
         self._finished = asyncio.Event()  # every item settled
+        self._stop_requested = asyncio.Event()  # Ctrl-C: ends the wait for the last requests, whenever it comes
         self._ahead: ReadAhead | None = None  # bodies read from the capture, a window ahead
         self.failure: BodyError | None = None  # why the run stopped early, when a body couldn't be read
 
@@ -178,6 +179,7 @@ class Replay:
         """Stop sending (Ctrl-C); in-flight requests get the grace period, then are cancelled."""
         if not self._stopping:
             self._stopping = True
+            self._stop_requested.set()
             self.stats.stopped_early = True
             if self._dispatcher is not None:
                 self._dispatcher.cancel()
@@ -200,8 +202,12 @@ class Replay:
                     raise
             if self._closed and self.items:
                 await self._finished.wait()  # later turns are spawned as their parents end
-            if self._tasks:
-                done, pending = await asyncio.wait(set(self._tasks), timeout=self.grace_s if self._stopping else None)
+            while self._tasks and not self._stopping:  # every request sent has its time, until a Ctrl-C
+                stopped = asyncio.ensure_future(self._stop_requested.wait())
+                await asyncio.wait({*self._tasks, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                stopped.cancel()
+            if self._tasks:  # stopped: the grace period, then the rest are cancelled
+                done, pending = await asyncio.wait(set(self._tasks), timeout=self.grace_s)
                 for task in pending:
                     task.cancel()
                 if pending:
@@ -287,6 +293,9 @@ class Replay:
         response: UpstreamResponse | None = None
         try:
             dep_wait, queue_wait, acquired = await self._wait_turn(item)
+            if self._stopping:  # Ctrl-C while it waited for its parent or a slot: stopped, not sent
+                record.update({"end": "cancelled", "error": "replay stopped before it was sent"})
+                return
             assert self._client is not None
             sent = self._body(item, record, body)
             if sent is None:
@@ -344,6 +353,13 @@ class Replay:
         exchange its parent became here, and a ``previous_response_id`` the target's id for that response.
         None when the target gave the parent's response no id: the turn is refused, never sent stale."""
         if item.parent is None:
+            if item.previous_response_id is not None:  # its parent is not in this replay: the target can't know the id
+                self._refuse(
+                    record,
+                    f"not sent: its previous_response_id {item.previous_response_id!r} names a response of a turn "
+                    "this replay doesn't send (a filter or --limit left it out, or the capture starts mid-conversation)",
+                )
+                return None
             return body
         if (parent_id := self._ids.get(item.parent)) is not None:
             record["parent_id"] = parent_id
@@ -401,8 +417,9 @@ class Replay:
                 self._response_ids[item.index] = _response_id(record)
         self._done[item.index].set()
         self.stats.open_ns.pop(record["seq"], None)
-        self.stats.ends[record["end"]] += 1
-        self.stats.statuses[str(record["status"])] += 1
+        if record["sent_ns"]:  # what was sent (or refused) and recorded: the endings add up to it
+            self.stats.ends[record["end"]] += 1
+            self.stats.statuses[str(record["status"])] += 1
         self.stats.completed += 1
         if self._closed and not self._stopping:
             self._follow(item)

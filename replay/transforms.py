@@ -7,8 +7,9 @@ override on a body that isn't a JSON object, a path through a non-object) is an 
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +23,32 @@ class TransformError(InfertapError):
 
 
 def parse_value(text: str) -> Any:
-    """A ``--set`` value: JSON when it parses as JSON (0, true, "x", [1]), else the text itself."""
+    """A ``--set`` value: JSON when it parses as JSON (0, true, "x", [1]), else the text itself.
+    ``NaN`` and ``Infinity`` are no JSON (``json.loads`` reads them): text; a number beyond a
+    double (``1e400``) is refused, as no JSON a target reads could carry it."""
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
     except ValueError:
         return text
+    if any(isinstance(v, float) and math.isinf(v) for v in _leaves(value)):
+        raise TransformError(f"--set value {text!r}: a number beyond a double")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        else:
+            yield v
 
 
 def set_path(body: dict[str, Any], dotted: str, value: Any) -> None:
@@ -41,13 +63,16 @@ def set_path(body: dict[str, Any], dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
-def unset_path(body: dict[str, Any], dotted: str) -> None:
+def unset_path(body: dict[str, Any], dotted: str) -> bool:
+    """Remove the key at ``dotted``; whether there was one."""
     keys = dotted.split(".")
     node: Any = body
     for key in keys[:-1]:
         node = node.get(key) if isinstance(node, dict) else None
-    if isinstance(node, dict):
-        node.pop(keys[-1], None)
+    if isinstance(node, dict) and keys[-1] in node:
+        del node[keys[-1]]
+        return True
+    return False
 
 
 # How each engine spells the canonical settings of proxy.engines.base (the rest pass as they are).
@@ -92,8 +117,9 @@ class Transforms:
         return bool(self.model_map or self.model or self.set_values or self.unset or self.pin_defaults)
 
     def body(self, raw: bytes, *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None) -> bytes:
-        """The request body after the transforms; untouched bytes when no transform applies."""
-        if not self.touches_body:
+        """The request body after the transforms; untouched bytes when no transform applies (a
+        request without a body, a ``GET /v1/models``, carries nothing to transform)."""
+        if not self.touches_body or not raw:
             return raw
         try:
             body = loads(raw) if raw else None  # json.loads's answer, faster
@@ -101,26 +127,38 @@ class Transforms:
             raise TransformError(f"body transforms need a JSON body, and this one isn't: {exc}") from exc
         if not isinstance(body, dict):
             raise TransformError("body transforms need a JSON object body")
-        self.apply(body, pinned=pinned, target_kind=target_kind)
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        if not self.apply(body, pinned=pinned, target_kind=target_kind):
+            return raw  # nothing applied to this one (its model not in --model-map...): as recorded
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return text.encode()
+        except UnicodeEncodeError:  # a lone surrogate ("\ud83d"): JSON can carry it only escaped, as it was sent
+            return json.dumps(body, separators=(",", ":")).encode()
 
-    def apply(self, body: dict[str, Any], *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None) -> None:
+    def apply(self, body: dict[str, Any], *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None) -> bool:
         """The body transforms, in place, on a request body read as a JSON object: what ``body``
-        does before writing it out. A workload runs it on each request as it loads, so that a
-        transform that can't apply is an error before anything is sent."""
+        does before writing it out; whether any applied. A workload runs it on each request as it
+        loads, so that a transform that can't apply is an error before anything is sent."""
+        changed = False
         if pinned:
             names = _TARGET_NAMES.get(target_kind or "", {})
             for name, value in pinned.items():
-                body.setdefault(names.get(name, name), value)
+                if names.get(name, name) not in body:
+                    body[names.get(name, name)] = value
+                    changed = True
         model = body.get("model")
         if self.model:
             body["model"] = self.model
+            changed = True
         elif isinstance(model, str) and model in self.model_map:
             body["model"] = self.model_map[model]
+            changed = True
         for dotted, value in self.set_values:
             set_path(body, dotted, value)
+            changed = True
         for dotted in self.unset:
-            unset_path(body, dotted)
+            changed = unset_path(body, dotted) or changed
+        return changed
 
     @property
     def can_refuse_objects(self) -> bool:

@@ -1,0 +1,145 @@
+"""What an audit of replay found, each checked end to end against the fake engine: Ctrl-C once the
+last request is out, and with requests queued behind a slot; body transforms beside a request
+without a body, on a body they don't change, on a lone surrogate; ``--set`` values that are no
+JSON; ``--api-key`` beside ``--header Authorization``; a Responses turn whose parent isn't replayed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from infertap.capture.reader import CaptureReader
+from infertap.cli import cli
+from infertap.replay import Filters, ReplayConfig, Transforms, run_replay
+from infertap.replay.transforms import TransformError, parse_value
+from tests.fake_upstream import FakeUpstream, ServerThread
+from tests.helpers import write_capture
+
+
+def chat(tag: str, **extra: Any) -> dict[str, Any]:
+    return {"model": "small", "messages": [{"role": "user", "content": tag}], "stream": False, "tag": tag, **extra}
+
+
+def _interrupted(
+    app: FakeUpstream, url: str, capture: Path, out: Path, *extra: str, after_s: float = 0.3
+) -> tuple[dict[str, Any], float, float]:
+    """``infertap replay`` interrupted (SIGINT) once the target has its first request: its summary,
+    how long it took to exit, and when the signal was sent."""
+    args = [sys.executable, "-m", "infertap", "replay", str(capture), "--target", url, "--out", str(out)]
+    proc = subprocess.Popen(
+        [*args, "--no-probe", "--no-telemetry", "--json", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not app.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(after_s)
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    return json.loads(stdout), time.monotonic() - signalled, signalled
+
+
+def test_ctrl_c_ends_the_wait_for_the_last_request_and_sends_nothing_queued(tmp_path: Path) -> None:
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        write_capture(tmp_path / "hang", [{"path": "/hang-headers", "body": chat("h")}])
+        summary, took, _ = _interrupted(
+            app, server.url, tmp_path / "hang", tmp_path / "o1", "--grace", "0.5", "--read-timeout", "60"
+        )
+        assert took < 15 and summary["ends"] == {"cancelled": 1}  # the grace period, not the read timeout
+        app.requests.clear()
+        queued = [{"offset_s": 0, "body": chat(f"q{i}", pace_ms=400)} for i in range(5)] + [
+            {"offset_s": 100, "body": chat("late")}
+        ]
+        write_capture(tmp_path / "queued", queued)
+        summary, _, signalled = _interrupted(
+            app, server.url, tmp_path / "queued", tmp_path / "o2", "--grace", "3", "--max-concurrency", "1", after_s=0.1
+        )
+        assert [r for r in app.requests if r["at"] > signalled] == []  # nothing sent after Ctrl-C
+        assert summary["sent"] == len(list(CaptureReader(tmp_path / "o2").exchanges())) == sum(summary["ends"].values())
+
+
+def test_body_transforms_leave_what_they_dont_change_as_recorded(tmp_path: Path) -> None:
+    app = FakeUpstream()
+    raw = b'{"model": "other", "messages": [{"role": "user", "content": "caf\\u00e9"}], "stream": false, "tag": "o", "seed": 1E3}'
+    surrogate = b'{"model": "small", "messages": [{"role": "user", "content": "\\ud83d"}], "stream": false, "tag": "s"}'
+    write_capture(
+        tmp_path / "src",
+        [
+            {"method": "GET", "path": "/v1/models", "body": b""},  # nothing to transform: sent, not refused
+            {"body": raw},  # its model isn't in the map: its bytes as recorded
+            {"body": surrogate},  # a lone surrogate: JSON carries it escaped
+            {"body": chat("c")},
+        ],
+    )
+    with ServerThread(app) as server:
+        transforms = Transforms(model_map={"small": "big"}, set_values=[("temperature", 0)])
+        summary = run_replay(
+            ReplayConfig(tmp_path / "src", server.url, tmp_path / "out", probe=False, telemetry=False, transforms=transforms)
+        )
+    assert summary["sent"] == 4
+    bodies = {r["path"]: r["body"] for r in app.requests if r["path"] != "/v1/chat/completions"}
+    chats = [r["body"] for r in app.requests if r["path"] == "/v1/chat/completions"]
+    assert bodies == {"/v1/models": b""}
+    sent = [json.loads(b) for b in chats]
+    assert [b["model"] for b in sent] == ["other", "big", "big"] and [b.get("temperature") for b in sent] == [0, 0, 0]
+    assert sent[1]["messages"][0]["content"] == "\ud83d"
+    assert Transforms(model_map={"small": "big"}).body(raw) is raw  # a map alone, on a body it doesn't touch: as recorded
+
+
+def test_set_values_that_are_no_json_and_an_api_key_beside_an_authorization_header(tmp_path: Path) -> None:
+    assert parse_value("NaN") == "NaN" and parse_value("Infinity") == "Infinity"  # text, not a float JSON can't carry
+    assert parse_value("[1, 2.5]") == [1, 2.5]
+    with pytest.raises(TransformError, match="beyond a double"):
+        parse_value("1e400")
+    write_capture(tmp_path / "src", [{}])
+    run = CliRunner().invoke(
+        cli,
+        [
+            "replay",
+            str(tmp_path / "src"),
+            "--target",
+            "http://127.0.0.1:9",
+            "--out",
+            str(tmp_path / "o"),
+            "--api-key",
+            "k",
+            "--header",
+            "authorization=Bearer h",
+        ],
+    )
+    assert run.exit_code != 0 and "give one of them" in run.output
+
+
+def test_a_responses_turn_whose_parent_is_not_replayed_is_refused_not_sent_stale(tmp_path: Path) -> None:
+    answer = {"id": "resp_src_0", "object": "response", "status": "completed", "output": []}
+    first = {"model": "m", "input": "hi", "tag": "r0"}
+    second = {"model": "m", "input": [{"role": "user", "content": "more"}], "previous_response_id": "resp_src_0", "tag": "r1"}
+    write_capture(
+        tmp_path / "src",
+        [
+            {"path": "/v1/responses", "body": first, "chunks": [json.dumps(answer).encode()]},
+            {
+                "offset_s": 1.0,
+                "path": "/v1/responses",
+                "body": second,
+                "chunks": [json.dumps({**answer, "id": "resp_src_1"}).encode()],
+            },
+        ],
+    )
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        out = tmp_path / "out"  # the first turn left out by a filter
+        run_replay(ReplayConfig(tmp_path / "src", server.url, out, probe=False, telemetry=False, filters=Filters(after_s=0.5)))
+    assert app.requests == []  # never sent with the recorded engine's id
+    (x,) = CaptureReader(tmp_path / "out").exchanges()
+    assert x["end"] == "refused" and "resp_src_0" in x["error"]
