@@ -45,6 +45,16 @@ _SESSION_HEADERS = (b"x-infertap-session", b"x-session-id")
 _DISCONNECT_GRACE_S = 0.05
 
 
+def _connection_named(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
+    """The header names a ``Connection`` header lists (``Connection: close, X-Hop``): hop-by-hop by
+    its say (RFC 9110 7.6.1), never forwarded. Empty, at the cost of one pass, when there is none."""
+    named = [t.strip().lower() for n, v in headers if n.lower() == b"connection" for t in v.split(b",")]
+    return frozenset(named) if named else _NONE
+
+
+_NONE: frozenset[bytes] = frozenset()
+
+
 def _error_body(status: int, kind: str, message: str) -> bytes:
     # OpenAI's error shape, so SDKs surface the message instead of a parse failure.
     return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
@@ -214,7 +224,8 @@ class RecordingProxy:
                 return
             record["request_body"] = body
             target = self._prefix + raw_path + (b"?" + query if query else b"")
-            headers = [(n, v) for n, v in raw_headers if n not in _HOP_REQUEST]
+            named = _connection_named(raw_headers)  # the headers Connection names are this hop's too
+            headers = [(n, v) for n, v in raw_headers if n not in _HOP_REQUEST and n not in named]
             hangup = _Hangup(receive, send, record, task)
             try:
                 await self._forward(scope, send, record, hangup, target, headers, body)
@@ -251,7 +262,12 @@ class RecordingProxy:
         parts: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
+            try:
+                message = await receive()
+            except asyncio.CancelledError:  # shut down while the body arrived: what came is kept, and said
+                record.update({"end": "cancelled", "error": "proxy shut down while the request body was arriving"})
+                record["request_body"] = b"".join(parts)
+                raise
             if message["type"] == "http.disconnect":
                 record["end"] = "client_disconnected"
                 record["error"] = "client disconnected while sending the request body"
@@ -300,7 +316,8 @@ class RecordingProxy:
                 hangup.finished = True
                 await self._send_error(send, record, error.status_code, error.error_type, str(error))
                 return
-            start = [(n, v) for n, v in response.headers if n.lower() not in _HOP_RESPONSE]
+            named = _connection_named(response.headers)
+            start = [(n, v) for n, v in response.headers if n.lower() not in _HOP_RESPONSE and n.lower() not in named]
             await send({"type": "http.response.start", "status": response.status_code, "headers": start})
             if not await call.relay(response, hangup.deliver):
                 return  # returning without completing the response makes the server cut the connection

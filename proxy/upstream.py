@@ -18,6 +18,7 @@ import base64
 import collections
 import errno
 import os
+import select
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -29,6 +30,25 @@ from infertap.errors import ConfigError, UpstreamBroken, UpstreamTimeout, Upstre
 
 _HIGH_WATER = 1 << 20
 _LOW_WATER = 1 << 18
+
+
+#: Methods a request of which may be sent twice (RFC 9110 9.2.2): retried once on a reused
+#: connection that broke before answering.
+_IDEMPOTENT = frozenset((b"GET", b"HEAD", b"OPTIONS", b"PUT", b"DELETE", b"TRACE"))
+
+
+def _dropped(conn: _Connection) -> bool:
+    """Whether an idle connection has something to read: the upstream's close (or bytes nobody asked
+    for), arrived before the event loop told us. Checked before reuse, as urllib3 does, so that a
+    request is not written into a connection already closed."""
+    sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 class _Connection(asyncio.Protocol):
@@ -278,8 +298,11 @@ class UpstreamClient:
                 return response
             except UpstreamBroken:
                 conn._close()
-                # An idle connection the upstream closed as we wrote: it never saw the request.
-                if attempt == 0 and conn.reused and not response.received:
+                # A reused connection that broke before any response: the upstream closed it as we wrote
+                # (it never read the request), or read the request and then closed (a crash). Only a
+                # request that may be sent twice is sent again: a second POST would be a second
+                # generation. An idle close that came before the write is caught in _take.
+                if attempt == 0 and conn.reused and not response.received and m in _IDEMPOTENT:
                     continue
                 raise
             except BaseException:
@@ -302,7 +325,7 @@ class UpstreamClient:
         now = asyncio.get_running_loop().time()
         while self._idle:
             conn = self._idle.pop()
-            if not conn.closed and now - conn.idle_since < self.keepalive_expiry:
+            if not conn.closed and now - conn.idle_since < self.keepalive_expiry and not _dropped(conn):
                 conn.reused = True
                 return conn
             conn._close()

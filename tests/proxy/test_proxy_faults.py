@@ -257,3 +257,45 @@ def test_a_disconnect_storm_is_recorded_and_the_proxy_keeps_serving(fake, record
     storm_xs = [x for x in xs if x["path"] == "/slow"]
     assert len(storm_xs) == 100 and {x["end"] for x in storm_xs} == {"client_disconnected"}
     assert [x["end"] for x in xs if x["path"] == "/v1/chat/completions"] == ["complete"]
+
+
+def test_headers_named_in_connection_are_not_forwarded_either_way(record):
+    """RFC 9110 7.6.1: a header the Connection header names belongs to that hop only."""
+    from tests.fake_upstream import ServerThread, lifespan
+
+    seen: list[list[tuple[bytes, bytes]]] = []
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await lifespan(receive, send)
+        if scope["path"] == "/v1/models":  # not telemetry's /metrics
+            seen.append(scope["headers"])
+        headers = [(b"connection", b"x-upstream-hop"), (b"x-upstream-hop", b"1"), (b"x-kept", b"1"), (b"content-length", b"2")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with ServerThread(app) as server:
+        rec = record(server.url, "--no-probe")
+        r = httpx.get(
+            f"{rec.url}/v1/models", headers={"Connection": "keep-alive, X-Client-Hop", "X-Client-Hop": "1", "X-Kept": "1"}
+        )
+        rec.stop()
+    names = {n.lower() for n, _ in seen[0]}
+    assert b"x-client-hop" not in names and b"x-kept" in names
+    assert "x-upstream-hop" not in r.headers and r.headers["x-kept"] == "1"
+
+
+def test_a_shutdown_while_the_request_body_arrives_records_it_cancelled_with_what_came(record):
+    import socket
+
+    from tests.fake_upstream import FakeUpstream, ServerThread
+
+    with ServerThread(FakeUpstream()) as server:
+        rec = record(server.url, "--no-probe", "--graceful-timeout", "0.5")
+        host, port = rec.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n" + b'{"model": "m", ')
+            time.sleep(0.5)
+            rec.stop()  # SIGTERM with the body a sixth of the way in
+    (x,) = rec.exchanges()
+    assert x["end"] == "cancelled" and "request body" in x["error"] and x["request_body"] == b'{"model": "m", '
