@@ -106,18 +106,18 @@ class Run:
                 analysis.con.execute(f"SET memory_limit = '{memory_limit()}'")
                 analysis.con.execute("SET preserve_insertion_order = false")
                 analysis.con.execute(f"COPY (SELECT {_METRICS} FROM metrics) TO {_lit(target)} (FORMAT parquet)")
-                self.energy, self.engine_state = _power(analysis, f"read_parquet({_lit(target)})")
+                self.energy, self.engine_state = _power(analysis, f"read_parquet({_lit(target)}, hive_partitioning = false)")
         side = cached_side(path, lookup(path), ws.folder / name, last_user=last_user)
         self.exchanges, self.snapshot, self.torn = side.exchanges, side.snapshot, side.torn
         self.repeated = side.repeated
-        con.execute(f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)})")
+        con.execute(f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)}, hive_partitioning = false)")
         con.execute(
             f"CREATE OR REPLACE TABLE {name}_e AS SELECT exchange_id, arg_max(settings, ord) AS settings, "
-            f"arg_max(enrichment, ord) AS enrichment FROM read_parquet({_lit(side.enrichments_file)}) GROUP BY exchange_id"
+            f"arg_max(enrichment, ord) AS enrichment FROM read_parquet({_lit(side.enrichments_file)}, hive_partitioning = false) GROUP BY exchange_id"
         )
         if metrics:
             con.execute(
-                f"CREATE OR REPLACE TABLE {name}_m AS SELECT m.*, x.ord FROM read_parquet({_lit(target)}) m "
+                f"CREATE OR REPLACE TABLE {name}_m AS SELECT m.*, x.ord FROM read_parquet({_lit(target)}, hive_partitioning = false) m "
                 f"LEFT JOIN (SELECT id, max(ord) AS ord FROM {name}_x GROUP BY id) x ON x.id = m.exchange_id"
             )
 

@@ -57,7 +57,7 @@ def traffic(
     only_a, only_b, na, nb = con.execute(
         "SELECT coalesce(sum(greatest(coalesce(a.n, 0) - coalesce(b.n, 0), 0)), 0), "
         "coalesce(sum(greatest(coalesce(b.n, 0) - coalesce(a.n, 0), 0)), 0), coalesce(sum(a.n), 0), coalesce(sum(b.n), 0) "
-        f"FROM read_parquet({files[0]}) a FULL JOIN read_parquet({files[1]}) b USING (digest)"
+        f"FROM read_parquet({files[0]}, hive_partitioning = false) a FULL JOIN read_parquet({files[1]}, hive_partitioning = false) b USING (digest)"
     ).fetchall()[0]
     only_a, only_b, na, nb = int(only_a), int(only_b), int(na), int(nb)
     if identical:

@@ -116,7 +116,7 @@ def repeated_ids(files: list[Path], column: str) -> frozenset[str]:
     con = duckdb.connect(config={"temp_directory": str(spill), "memory_limit": "512MB"})
     try:
         rows = con.execute(
-            f"SELECT {column} FROM read_parquet(?) WHERE {column} IS NOT NULL GROUP BY {column} HAVING count(*) > 1",
+            f"SELECT {column} FROM read_parquet(?, hive_partitioning = false) WHERE {column} IS NOT NULL GROUP BY {column} HAVING count(*) > 1",
             [[str(f) for f in files]],
         ).fetchall()
     finally:

@@ -98,9 +98,11 @@ class Analysis:
             shutil.rmtree(self._spill, ignore_errors=True)
             raise AnalysisError(f"can't open DuckDB with memory limit {limit!r} ({exc})") from exc
         try:
+            # hive_partitioning off: a `key=value` folder anywhere above the cache (DuckDB looks at the
+            # whole path) would otherwise become a column, or replace one of the same name.
             for name in TABLES:
                 files = ", ".join(_literal(str(f)) for c in self.captures for f in c.tables(name))
-                self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{files}])")
+                self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{files}], hive_partitioning = false)")
             for statement in DERIVED:
                 self.con.execute(statement)
         except duckdb.Error as exc:  # a cache entry damaged or edited by hand

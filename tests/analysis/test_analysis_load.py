@@ -564,3 +564,23 @@ def test_decode_workers_end_when_their_caller_is_killed(tmp_path: Path) -> None:
     while any(map(running, workers)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(map(running, workers))
+
+
+def test_a_key_value_folder_above_the_cache_is_no_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB reads `key=value` folders of a file's path as hive partitions: a cache under
+    `.../status=200/` made every exchange's status 200 (and `model=x/` every model x)."""
+    from infertap.analysis.compare import compare
+    from tests.helpers import write_capture as write_by_hand
+
+    xs = [{"status": 200}, {"status": 200}, {"status": 500}]
+    write_by_hand(tmp_path / "a", xs)
+    write_by_hand(tmp_path / "b", xs)
+    cache = tmp_path / "model=x" / "status=200" / "team=ml"
+    with Analysis([tmp_path / "a"], cache_dir=cache) as a:
+        assert sorted(a.sql("SELECT status FROM exchanges").fetchall()) == [(200,), (200,), (500,)]
+        assert "team" not in [c for c, *_ in a.sql("DESCRIBE exchanges").fetchall()]
+        assert a.sql("SELECT count(*) FROM metrics WHERE ok").fetchall() == [(2,)]
+    monkeypatch.setenv("INFERTAP_CACHE", str(cache))  # compare's own reads of the cache
+    d = compare(tmp_path / "a", tmp_path / "b")
+    assert d["pairing"]["pairs"] == 3 and d["divergence"]["exact_match_rate"] == 1
+    assert next(r for r in d["speed"] if r["metric"] == "e2e")["a"]["n"] == 2  # the 500 is no ok request
