@@ -110,7 +110,9 @@ class Run:
         side = cached_side(path, lookup(path), ws.folder / name, last_user=last_user)
         self.exchanges, self.snapshot, self.torn = side.exchanges, side.snapshot, side.torn
         self.repeated = side.repeated
-        con.execute(f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)}, hive_partitioning = false)")
+        con.execute(
+            f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)}, hive_partitioning = false)"
+        )
         con.execute(
             f"CREATE OR REPLACE TABLE {name}_e AS SELECT exchange_id, arg_max(settings, ord) AS settings, "
             f"arg_max(enrichment, ord) AS enrichment FROM read_parquet({_lit(side.enrichments_file)}, hive_partitioning = false) GROUP BY exchange_id"

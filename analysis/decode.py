@@ -7,7 +7,7 @@ import gc
 import json
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -654,11 +654,17 @@ def table_sink(out: Path, name: str, capture: str) -> _Sink:
 
 
 def decode_records(
-    path: Path, out: Path, capture: str, repeated: frozenset[str] = frozenset(), part: tuple[int, int, int] | None = None
+    path: Path,
+    out: Path,
+    capture: str,
+    repeated: frozenset[str] = frozenset(),
+    part: tuple[int, int, int] | None = None,
+    sizes: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, Any], Decoder]:
-    """One pass over the capture at ``path``: its tables written to ``out/<table>.parquet`` (a part's:
-    all but ``SEQUENTIAL_TABLES``); what the cache keeps about it, and the decoder (its generations)."""
-    reader = CaptureReader(path)
+    """One pass over the capture at ``path`` (up to ``sizes``, ``CaptureReader``'s): its tables written
+    to ``out/<table>.parquet`` (a part's: all but ``SEQUENTIAL_TABLES``); what the cache keeps about
+    it, and the decoder (its generations)."""
+    reader = CaptureReader(path, sizes)
     out.mkdir(parents=True, exist_ok=True)
     sinks = {name: table_sink(out, name, capture) for name in TABLES if part is None or name not in SEQUENTIAL_TABLES}
     decoder = Decoder(capture, sinks, repeated, part)

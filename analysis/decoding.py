@@ -29,7 +29,7 @@ import duckdb
 import numpy as np
 
 from infertap.capture.errors import CaptureCorruptError
-from infertap.capture.reader import CaptureReader
+from infertap.capture.reader import CaptureReader, snapshot
 from infertap.errors import InfertapError
 
 from .decode import SEQUENTIAL_TABLES, Decoder, Generations, decode_records, no_cyclic_gc, table_sink
@@ -64,22 +64,28 @@ def decode_capture(path: Path, out: Path, capture: str | None = None, workers: i
     (``repeated_ids``).
     """
     capture = capture or str(path)
-    size = _size(path)
+    # Every reader below reads the segments as they are now, up to these sizes: a recorder still
+    # writing to the capture adds records that the parts and the pass over the whole would not agree on.
+    try:
+        sizes: dict[str, int] | None = snapshot(path)
+    except (OSError, InfertapError):
+        sizes = None  # decode_records says what is wrong with it
+    size = sum(sizes.values()) if sizes else 0
     large = size >= PARALLEL_BYTES and workers > 1 and workers_can_start()
     parts = min(workers, os.cpu_count() or 1, MAX_PARTS, size // max(1, PARALLEL_BYTES // 2)) if large else 1
     meta: dict[str, Any] | None = None
     if parts > 1:
         try:
-            meta = _in_parts(path, out, capture, parts)
+            meta = _in_parts(path, out, capture, parts, sizes)
         except BrokenProcessPool:  # a worker could not start or was killed
             _empty(out)
     if meta is None:
-        meta = decode_records(path, out, capture)[0]
+        meta = decode_records(path, out, capture, sizes=sizes)[0]
     repeated = repeated_ids(table_files(out, "exchanges"), "exchange_id")
     if not repeated:
         return meta
     _empty(out)
-    meta, decoder = decode_records(path, out, capture, repeated)
+    meta, decoder = decode_records(path, out, capture, repeated, sizes=sizes)
     meta["repeated_ids"] = repeats(repeated, sum(k - 1 for k in decoder.seen.values()))
     return meta
 
@@ -125,23 +131,18 @@ def repeated_ids(files: list[Path], column: str) -> frozenset[str]:
     return frozenset(r[0] for r in rows)
 
 
-def _size(path: Path) -> int:
-    try:
-        return sum(os.path.getsize(s) for s in CaptureReader(path).segments)
-    except (OSError, InfertapError):
-        return 0  # decode_records says what is wrong with it
-
-
-def _in_parts(path: Path, out: Path, capture: str, k: int) -> dict[str, Any]:
+def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int] | None) -> dict[str, Any]:
     """The capture decoded by ``k`` processes, then the pass over the whole (see the module's docstring)."""
     out.mkdir(parents=True, exist_ok=True)
     decoder = Decoder(capture, {name: table_sink(out, name, capture) for name in SEQUENTIAL_TABLES})
     try:
         # spawn, not fork: the calling process may have threads (DuckDB's, a writer's)
         with ProcessPoolExecutor(k, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent) as pool:
-            futures = [pool.submit(_part, str(path), str(out / f"part-{p}"), capture, (p, k, PART_EXCHANGES)) for p in range(k)]
+            futures = [
+                pool.submit(_part, str(path), str(out / f"part-{p}"), capture, (p, k, PART_EXCHANGES), sizes) for p in range(k)
+            ]
             try:
-                reader, bodies, items = _whole(path, decoder)  # while the parts decode
+                reader, bodies, items = _whole(path, decoder, sizes)  # while the parts decode
                 results = [unwrap(f.result()) for f in futures]
             except BaseException:
                 pool.shutdown(cancel_futures=True)
@@ -163,12 +164,12 @@ def _in_parts(path: Path, out: Path, capture: str, k: int) -> dict[str, Any]:
     return {**results[0], "torn": torn, "closed_cleanly": reader.closed_cleanly, "rows": {n: rows[n] for n in TABLES}}
 
 
-def _whole(path: Path, decoder: Decoder) -> tuple[CaptureReader, PrefixIndex, array[int]]:
+def _whole(path: Path, decoder: Decoder, sizes: dict[str, int] | None) -> tuple[CaptureReader, PrefixIndex, array[int]]:
     """What the pass over the whole reads of every record, in this process while the parts decode:
     every exchange's request body into the prefix index (which of them are generation requests the
     parts tell later; the others' items are never asked for), numbered by exchange; the enrichments'
     prompt token ids; the capture's id and record count (into ``decoder``)."""
-    reader = CaptureReader(path)
+    reader = CaptureReader(path, sizes)
     bodies, items = PrefixIndex(), array("q")
     with no_cyclic_gc():
         for record in reader.records():
@@ -198,10 +199,12 @@ def exit_with_parent() -> None:
     threading.Thread(target=watch, name="infertap-parent-watch", daemon=True).start()
 
 
-def _part(path: str, folder: str, capture: str, part: tuple[int, int, int]) -> dict[str, Any] | tuple[Any, ...]:
+def _part(
+    path: str, folder: str, capture: str, part: tuple[int, int, int], sizes: dict[str, int] | None
+) -> dict[str, Any] | tuple[Any, ...]:
     """One part of the capture (``Decoder``'s ``part``), in a worker process; errors travel back as plain data."""
     try:
-        meta, decoder = decode_records(Path(path), Path(folder), capture, part=part)
+        meta, decoder = decode_records(Path(path), Path(folder), capture, part=part, sizes=sizes)
         g = decoder.generations
         with open(Path(folder) / _GENERATIONS, "wb") as f:
             for start in range(0, len(g.ids), _ROWS):

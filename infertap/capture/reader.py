@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, overload
@@ -52,7 +52,10 @@ class CaptureReader:
     run ended with its final footer.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], sizes: Mapping[str, int] | None = None) -> None:
+        """``sizes``: read each segment only up to this many bytes, and no segment it doesn't name (a
+        snapshot of a capture a recorder is still writing, ``snapshot(path)``): readers that must
+        agree on the records, in several processes, read the same ones."""
         self.path = Path(path)
         if self.path.is_dir():
             self.segments = segment_paths(self.path)
@@ -62,6 +65,9 @@ class CaptureReader:
             self.segments = [self.path]
         else:
             raise CaptureError(f"{self.path}: no such capture")
+        self.sizes = dict(sizes) if sizes is not None else None
+        if self.sizes is not None:
+            self.segments = [s for s in self.segments if str(s) in self.sizes]
         self.torn: list[TornTail] = []
         self.closed_cleanly = False
         self._decompressors: dict[BlockRef | None, zstandard.ZstdDecompressor] = {}  # read_block's, by dictionary
@@ -146,6 +152,8 @@ class CaptureReader:
             raise CaptureError(f"{name}: cannot read: {exc}") from exc
         with f:
             size = os.fstat(f.fileno()).st_size
+            if self.sizes is not None:
+                size = min(size, self.sizes[name])
             for item in iter_blocks(f, size):
                 if not isinstance(item, Block):
                     if item.torn:
@@ -194,6 +202,11 @@ def _with_dictionary(name: str, offset: int, record: dict[str, Any]) -> zstandar
     return zstandard.ZstdDecompressor(
         dict_data=zstandard.ZstdCompressionDict(record["data"], dict_type=zstandard.DICT_TYPE_RAWCONTENT)
     )
+
+
+def snapshot(path: str | os.PathLike[str]) -> dict[str, int]:
+    """Each segment of the capture at ``path`` and its size now: ``CaptureReader``'s ``sizes``."""
+    return {str(s): os.path.getsize(s) for s in CaptureReader(path).segments}
 
 
 def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

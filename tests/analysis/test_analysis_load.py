@@ -584,3 +584,25 @@ def test_a_key_value_folder_above_the_cache_is_no_column(tmp_path: Path, monkeyp
     d = compare(tmp_path / "a", tmp_path / "b")
     assert d["pairing"]["pairs"] == 3 and d["divergence"]["exact_match_rate"] == 1
     assert next(r for r in d["speed"] if r["metric"] == "e2e")["a"]["n"] == 2  # the 500 is no ok request
+
+
+def test_a_capture_still_written_is_decoded_as_it_was_when_the_decode_began(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parts and the pass over the whole each read the capture: a recorder appending meanwhile
+    gave them different records (an IndexError, or exchanges left out). Every reader now reads the
+    segments up to their sizes when the decode began."""
+    from infertap.analysis import decoding
+    from infertap.capture.reader import snapshot
+
+    cap = simple(tmp_path / "live", n=40)
+    sizes = snapshot(cap)
+    with CaptureWriter(cap, recorder=RECORDER) as w:  # the recorder goes on: a segment of its own...
+        w.write(exchange("late-0", sent_ms=1, chunks=[(5, sse(event("a")))]))
+    with open(segment_paths(cap)[0], "ab") as f:  # ...and bytes past the first one's end, as a write in progress
+        f.write(b"\x00" * 64)
+    monkeypatch.setattr(decoding, "snapshot", lambda path: sizes)  # the decode began before both
+    monkeypatch.setattr(decoding, "PARALLEL_BYTES", 0)
+    parts = decoding.decode_capture(cap, tmp_path / "parts", str(cap), workers=2)
+    serial = decoding.decode_capture(cap, tmp_path / "serial", str(cap), workers=1)
+    assert parts["rows"]["exchanges"] == serial["rows"]["exchanges"] == 40
+    assert _tables(tmp_path / "parts") == _tables(tmp_path / "serial")
+    assert [len(list(CaptureReader(cap, sizes).exchanges())), len(list(CaptureReader(cap).exchanges()))] == [40, 41]
