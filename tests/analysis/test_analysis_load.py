@@ -586,7 +586,9 @@ def test_a_key_value_folder_above_the_cache_is_no_column(tmp_path: Path, monkeyp
     assert next(r for r in d["speed"] if r["metric"] == "e2e")["a"]["n"] == 2  # the 500 is no ok request
 
 
-def test_a_capture_still_written_is_decoded_as_it_was_when_the_decode_began(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_capture_still_written_is_decoded_as_it_was_when_the_decode_began(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The parts and the pass over the whole each read the capture: a recorder appending meanwhile
     gave them different records (an IndexError, or exchanges left out). Every reader now reads the
     segments up to their sizes when the decode began."""
