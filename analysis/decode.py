@@ -41,8 +41,8 @@ from .schema import ENGINE_FACTS, TABLES
 #: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt. 4: the
 #: telemetry table; 5: sessions and turns; 6: engines.dtype; 7: requests.digest, token times;
 #: 8: repeated exchange ids named apart; 9: values of another type read as none (a tool call's index
-#: that is not an integer is its place in the list).
-DECODE_VERSION = 9
+#: that is not an integer is its place in the list); 10: an imported exchange's token times unknown.
+DECODE_VERSION = 10
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -278,6 +278,8 @@ class Decoder:
         xid = rec.get("id")
         chunks: list[bytes] = rec.get("chunks") or []
         chunk_ns: list[int] = rec.get("chunk_ns") or []
+        # An imported exchange's one chunk is timed at the response's end: no token's time is known.
+        token_ns: list[int] = [] if rec.get("imported") else chunk_ns
         fast = self.chat.read(rec)
         request, prefixes = fast if fast is not None else (read_request(rec), None)
         wall_ns = self.run["wall_ns"]
@@ -293,11 +295,11 @@ class Decoder:
         stream = read_chat_stream(rec) if chunks else None
         if stream is not None:
             parsed, done = stream.output, stream.done
-            tokens = self._stream_rows(xid, stream, chunk_ns)
+            tokens = self._stream_rows(xid, stream, token_ns)
         else:
             parsed = read_response(rec) if chunks else Output(request.api, error="no response body")
             done = stream_done(decoded_chunks(rec) or chunks, parsed)
-            tokens = self._event_rows(xid, parsed, chunk_ns)
+            tokens = self._event_rows(xid, parsed, token_ns)
         if request.generation:
             end_wall_ns = sent_wall_ns + (rec.get("end_ns") or 0)
             kept = body if self.part is None else None
@@ -307,7 +309,7 @@ class Decoder:
             if self.part is not None:
                 self.numbers.append(number)
         self._chunk_rows(xid, chunks, chunk_ns)
-        self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, chunk_ns, done, tokens)
+        self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, token_ns, done, tokens)
 
     def _event_rows(self, xid: str | None, parsed: Output, chunk_ns: list[int]) -> _Tokens:
         """One row per event the adapter read, at its chunk's arrival: each column extended at once."""

@@ -62,13 +62,16 @@ class CaptureWriter:
         flush_interval: float = 0.005,
         capture_id: str | None = None,
         dictionary: bool = True,
+        wall: float | None = None,
     ) -> None:
+        """``wall``: when the run began, where that is not now (an import of traffic recorded
+        elsewhere: its exchanges' ``start_ns`` count from it)."""
         self.path = Path(path)
         self.max_segment_bytes = max_segment_bytes
         self.flush_interval = flush_interval  # the longest a record waits for company before it is written
         self.capture_id = capture_id or ""  # given: a shard of a capture written elsewhere (replay --ray)
         self.run_id = uuid.uuid4().hex
-        self.started_wall = time.time()
+        self.started_wall = time.time() if wall is None else wall
         self.started_ns = time.monotonic_ns()
         self._recorder = {"id": default_recorder_id(), **recorder}
         self._labels = dict(labels or {})

@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Unpack
 
 from mitmproxy import ctx, exceptions, http
@@ -169,14 +169,7 @@ class InfertapCapture:
 
     def error(self, flow: http.HTTPFlow) -> None:
         msg = flow.error.msg if flow.error else "unknown error"
-        lowered = msg.lower()
-        end: End
-        if "client disconnected" in lowered or "client closed" in lowered:
-            end = "client_disconnected"
-        elif "timeout" in lowered or "timed out" in lowered:
-            end = "timeout"
-        else:
-            end = "upstream_error"
+        end = end_of_error(msg)
         state = flow.metadata.get("infertap")
         if end == "client_disconnected" and state is not None and ended_by_marker(state["chunks"]):
             self._finish(flow, "complete", None, closed_after_end=True)  # it had the whole stream
@@ -195,7 +188,7 @@ class InfertapCapture:
         found: set[str] = set()  # the credentials redacted below, looked for in the response too
         record = new_exchange(
             seq=self._seq,
-            session=req.headers.get("x-infertap-session") or req.headers.get("x-session-id"),
+            session=session_of(req.headers.fields),
             wall=state["wall"],
             start_ns=state["start_ns"],
             sent_ns=state.get("sent_ns", state["start_ns"]),
@@ -223,6 +216,27 @@ class InfertapCapture:
             record["chunk_ns"] = [record["end_ns"]]
         self.redactor.echoes(record, found)
         self.writer.write(record)
+
+
+def end_of_error(message: str) -> End:
+    """How an exchange mitmproxy reports as failed ended, in the capture's words: the client went
+    away (HTTP/1 disconnect, an HTTP/2 stream the client reset), a timeout, else the upstream."""
+    lowered = message.lower()
+    if "client disconnected" in lowered or "client closed" in lowered or "reset by client" in lowered:
+        return "client_disconnected"
+    if "timeout" in lowered or "timed out" in lowered:
+        return "timeout"
+    return "upstream_error"
+
+
+def session_of(fields: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The session header's value as ``infertap record`` reads it: the last ``x-infertap-session`` or
+    ``x-session-id`` in the request's own order (mitmproxy's ``get`` joins repeats with commas)."""
+    session = None
+    for name, value in fields:
+        if name.lower() in (b"x-infertap-session", b"x-session-id"):
+            session = value.decode("latin-1")
+    return session
 
 
 addons = [InfertapCapture()]

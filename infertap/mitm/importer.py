@@ -2,7 +2,9 @@
 
 Such files keep whole bodies, not the chunks as they arrived: each imported exchange has one
 response chunk, timed at the response's end as the file records it, and is marked
-``imported`` so that analysis doesn't read stream timings into it.
+``imported`` so that analysis doesn't read stream timings into it (its token times, and so ttft
+and tpot, are unknown; its first byte is ``headers_ns``, its end ``end_ns``, both from the send).
+The run's header carries the first exchange's wall time, so the traffic keeps its own dates.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.errors import InfertapError
 
-from .addon import DEFAULT_PATHS
+from .addon import DEFAULT_PATHS, end_of_error, session_of
 
 
 class ImportError_(InfertapError):
@@ -44,8 +46,16 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     url = urlsplit(req.get("url", ""))
     started = _dt.datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00")).timestamp()
     timings = entry.get("timings") or {}
-    wait_ms = max(0.0, float(timings.get("send", 0) or 0)) + max(0.0, float(timings.get("wait", 0) or 0))
+
+    def ms(name: str) -> float:  # -1: does not apply (HAR 1.2)
+        return max(0.0, float(timings.get(name, 0) or 0))
+
+    # From the send, as a capture counts (blocked, dns and connect came before it): the first byte
+    # after send + wait, the end after receive too. No timings at all: the first byte unknown, the
+    # end the entry's whole time (the only figure there is).
     total_ms = float(entry.get("time") or 0)
+    headers_ns = int((ms("send") + ms("wait")) * 1e6) if timings else None
+    end_ns = int((ms("send") + ms("wait") + ms("receive")) * 1e6) if timings else int(total_ms * 1e6)
     post = req.get("postData") or {}
     body = base64.b64decode(post["text"]) if post.get("encoding") == "base64" else (post.get("text") or "").encode()
     content = resp.get("content") or {}
@@ -61,14 +71,18 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
         "method": str(req.get("method", "GET")),
         "path": url.path or "/",
         "query": url.query,
-        "http_version": str(req.get("httpVersion", "1.1")).removeprefix("HTTP/"),
+        "http_version": str(req.get("httpVersion", "1.1")).upper().removeprefix("HTTP/"),
         "request_headers": redactor.header_pairs(((str(h["name"]), str(h["value"])) for h in req.get("headers") or ()), found),
         "request_body": body,
         "status": status,
-        "response_headers": redactor.header_pairs((str(h["name"]), str(h["value"])) for h in resp.get("headers") or ()),
-        "headers_ns": int(wait_ms * 1e6),
+        # HAR keeps the body decoded (HAR 1.2: "decompressed and unchunked") beside the header that
+        # says how it was sent: the header is left out, or analysis would undo an encoding twice.
+        "response_headers": redactor.header_pairs(
+            (str(h["name"]), str(h["value"])) for h in resp.get("headers") or () if str(h["name"]).lower() != "content-encoding"
+        ),
+        "headers_ns": headers_ns,
         "chunks": [out] if out else [],
-        "end_ns": int(total_ms * 1e6),
+        "end_ns": end_ns,
         "upstream": redactor.url(f"{url.scheme}://{url.netloc}"),
     }
     redactor.echoes(x, found)
@@ -102,7 +116,12 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
                     "chunks": [resp.raw_content] if resp and resp.raw_content else [],
                     "end_ns": int(((resp.timestamp_end or resp.timestamp_start) - sent) * 1e9) if resp else 0,
                     "upstream": f"{req.scheme}://{req.host}:{req.port}",
-                    "error": flow.error.msg if flow.error else None,
+                    "error": flow.error.msg
+                    if flow.error
+                    else None
+                    if resp
+                    else "no response in the flow file (saved in flight?)",
+                    "end": end_of_error(flow.error.msg) if flow.error else "complete" if resp else "upstream_error",
                 }
                 redactor.echoes(x, found)
                 yield x
@@ -143,8 +162,9 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
         "file": str(path),
         "timing": "coarse: one chunk per response, times from the file",
     }
-    with CaptureWriter(out, recorder=recorder) as writer:
-        first = min((x["wall"] for x in exchanges), default=0.0)
+    first = min((x["wall"] for x in exchanges), default=None)
+    with CaptureWriter(out, recorder=recorder, wall=first) as writer:  # the run starts when its traffic did
+        first = first or 0.0
         for seq, x in enumerate(sorted(exchanges, key=lambda x: x["wall"]), 1):
             if not all_paths and not DEFAULT_PATHS.match(x["path"]):
                 counts["skipped"] += 1
@@ -154,6 +174,7 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
             writer.write(
                 new_exchange(
                     seq=seq,
+                    session=session_of((n.encode("latin-1"), v.encode("latin-1")) for n, v in x["request_headers"]),
                     wall=x["wall"],
                     start_ns=start_ns,
                     method=x["method"],
@@ -168,7 +189,7 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
                     chunk_ns=[end_ns] * len(x["chunks"]),
                     chunks=x["chunks"],
                     end_ns=end_ns,
-                    end="complete" if x["status"] else "upstream_error",
+                    end=x.get("end") or ("complete" if x["status"] else "upstream_error"),
                     error=x.get("error"),
                     upstream=x["upstream"],
                     imported=kind,

@@ -58,6 +58,9 @@ def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], N
         )
         master.addons.add(addon)
         try:
+            # Connect to the upstream once the request is read (mitmproxy's default connects first): a
+            # request to an engine that is down is then an exchange recorded upstream_error, not lost.
+            opts.update(connection_strategy="lazy")
             opts.update(
                 infertap_match=list(config.match),
                 infertap_redact=list(config.redact_headers),

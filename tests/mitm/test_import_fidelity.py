@@ -1,0 +1,109 @@
+"""Imports read as the files mean them (HAR 1.2, mitmproxy flows), as `infertap record` would have
+recorded the same traffic where the file can say: a HAR body kept decoded, times from the send, no
+time made up where the file has none, the traffic's own dates, session headers; a flow's ending
+from its error; and analysis reading no token times into an imported stream."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from infertap.analysis import Analysis, speed_stats
+from infertap.capture.reader import CaptureReader
+from infertap.mitm.importer import import_file
+
+SSE = 'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"t "}}]}\n\n' * 5
+SSE += "data: [DONE]\n\n"
+
+
+def _entry(started: str, timings: dict | None, *, encoded: bool = False, session: str | None = None) -> dict:
+    headers = [{"name": "Content-Type", "value": "text/event-stream"}]
+    if encoded:
+        headers.append({"name": "Content-Encoding", "value": "gzip"})  # the body below is decoded, as HAR keeps it
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": started}]}
+    entry = {
+        "startedDateTime": started,
+        "time": sum(v for v in (timings or {}).values() if v > 0) or 700,
+        "request": {
+            "method": "POST",
+            "url": "https://api.example.com/v1/chat/completions",
+            "httpVersion": "http/2.0",
+            "headers": [{"name": "x-session-id", "value": session}] if session else [],
+            "postData": {"mimeType": "application/json", "text": json.dumps(body)},
+        },
+        "response": {"status": 200, "headers": headers, "content": {"mimeType": "text/event-stream", "text": SSE}},
+    }
+    if timings is not None:
+        entry["timings"] = timings
+    return entry
+
+
+def test_a_har_is_read_as_the_spec_means_it(tmp_path: Path) -> None:
+    setup = {"blocked": 300, "dns": 100, "connect": 200, "ssl": 150}
+    entries = [
+        _entry(
+            "2025-01-02T10:00:00.000+00:00", {"send": 1, "wait": 50, "receive": 49, "blocked": -1}, encoded=True, session="S1"
+        ),
+        _entry("2025-01-02T10:00:01.000+00:00", {**setup, "send": 1, "wait": 50, "receive": 49}, session="S1"),
+        _entry("2025-01-02T10:00:02.000+00:00", None),
+    ]
+    (tmp_path / "a.har").write_text(json.dumps({"log": {"version": "1.2", "entries": entries}}))
+    assert import_file(tmp_path / "a.har", tmp_path / "cap")["kept"] == 3
+    header = next(r for r in CaptureReader(tmp_path / "cap").records() if r["type"] == "header")
+    assert dt.datetime.fromtimestamp(header["wall"], dt.UTC).date() == dt.date(2025, 1, 2)  # the traffic's own day
+    xs = list(CaptureReader(tmp_path / "cap").exchanges())
+    assert [(x["headers_ns"], x["end_ns"]) for x in xs[:2]] == [(51_000_000, 100_000_000)] * 2  # from the send
+    assert xs[2]["headers_ns"] is None and xs[2]["end_ns"] == 700_000_000  # no timings: the whole time, no first byte
+    assert [x["session"] for x in xs] == ["S1", "S1", None] and {x["http_version"] for x in xs} == {"2.0"}
+    assert all(n.lower() != "content-encoding" for n, _ in xs[0]["response_headers"])
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        (g,) = speed_stats(a)["groups"]
+        rows = a.sql("SELECT readable, sent_wall_ns FROM exchanges ORDER BY seq").fetchall()
+    assert [r for r, _ in rows] == [True, True, True]  # the decoded body read, not gunzipped again
+    assert dt.datetime.fromtimestamp(rows[0][1] / 1e9, dt.UTC) == dt.datetime(2025, 1, 2, 10, 0, tzinfo=dt.UTC)
+    m = g["metrics"]
+    assert m["ttft"]["n"] == 0 and m["tpot"]["n"] == 0  # no token's time is in a HAR
+    assert m["e2e"]["p50"] == 100.0
+
+
+def test_a_flow_files_endings_come_from_its_errors(tmp_path: Path) -> None:
+    from mitmproxy import io
+    from mitmproxy.flow import Error
+    from mitmproxy.test import tflow
+
+    def flow(resp: bool, error: str | None, session: str | None = None):
+        f = tflow.tflow(resp=resp)
+        f.request.path = "/v1/chat/completions"
+        if error:
+            f.error = Error(error)
+        if session:
+            f.request.headers.add("x-session-id", "A")
+            f.request.headers.add("x-session-id", session)  # repeated: the last, as record reads it
+        return f
+
+    flows = [
+        flow(True, "Client disconnected."),
+        flow(True, "HTTP/1 protocol error: peer closed connection without sending complete message body"),
+        flow(False, "Client disconnected."),
+        flow(False, "stream reset by client (CANCEL)"),
+        flow(False, None),  # in flight when the file was saved
+        flow(True, None, session="S2"),
+    ]
+    for i, f in enumerate(flows):
+        f.request.timestamp_start += i
+    with open(tmp_path / "flows", "wb") as fh:
+        writer = io.FlowWriter(fh)
+        for f in flows:
+            writer.add(f)
+    import_file(tmp_path / "flows", tmp_path / "cap")
+    xs = list(CaptureReader(tmp_path / "cap").exchanges())
+    assert [x["end"] for x in xs] == [
+        "client_disconnected",
+        "upstream_error",
+        "client_disconnected",
+        "client_disconnected",
+        "upstream_error",
+        "complete",
+    ]
+    assert "no response" in xs[4]["error"] and xs[5]["session"] == "S2"
