@@ -289,3 +289,14 @@ def test_har_entries_that_are_not_exchanges_are_named_and_the_rest_imported(tmp_
         (tmp_path / "no.har").write_text(json.dumps({"log": log}))
         refused = CliRunner().invoke(cli, ["import", str(tmp_path / "no.har"), "--out", str(tmp_path / "no")])
         assert refused.exit_code == 1 and "not a HAR file" in refused.output
+
+
+def test_a_request_to_an_engine_that_is_down_is_recorded_not_lost(start_mitm):
+    """mitmproxy connects to the upstream before reading a request by default: with the engine
+    down, the client got a bare disconnect and nothing was recorded. infertap mitm connects lazily."""
+    mitm = start_mitm("--mode", f"reverse:http://127.0.0.1:{free_port()}", "--no-telemetry")
+    r = httpx.post(f"{mitm.url}/v1/chat/completions", json={"messages": [], "tag": "down"}, timeout=10)
+    assert r.status_code == 502
+    mitm.stop()
+    (x,) = mitm.exchanges()
+    assert x["end"] == "upstream_error" and x["status"] is None and json.loads(x["request_body"])["tag"] == "down"
