@@ -39,12 +39,24 @@ def cache_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     return Path(os.environ.get(ENV) or Path.home() / ".cache" / "infertap")
 
 
+def _alive(pid: str) -> bool:
+    """Whether the process that named a ``.tmp-<pid>-*`` folder still runs (it is decoding into it)."""
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # someone else's: running
+        return True
+    return True
+
+
 def signature(capture: Path) -> str:
-    """What the cache entry of a capture is keyed on: its segments' names, sizes and mtimes."""
+    """What the cache entry of a capture is keyed on: its segments' names, sizes, mtimes, inodes
+    and ctimes (a segment rewritten at the same size with its mtime put back still has a new ctime)."""
     parts: list[Any] = [DECODE_VERSION]
     for segment in CaptureReader(capture).segments:
         st = segment.stat()
-        parts.append([segment.name, st.st_size, st.st_mtime_ns])
+        parts.append([segment.name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns])
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:20]
 
 
@@ -134,8 +146,8 @@ def cached_capture(
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for stale in home.iterdir():  # older versions of this capture
-        if stale.name != sig and not stale.name.startswith(".tmp-"):
+    for stale in home.iterdir():  # older versions of this capture, and decodes whose process is gone
+        if stale.name != sig and (not stale.name.startswith(".tmp-") or not _alive(stale.name.split("-")[1])):
             shutil.rmtree(stale, ignore_errors=True)
     return CachedCapture(path, target, meta, decoded=True)
 

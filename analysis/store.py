@@ -164,10 +164,13 @@ class Analysis:
         out.mkdir(parents=True, exist_ok=True)
         counts = {}
         for name in EXPORTED:
+            # An earlier export of the other form into the same folder would stay beside this one.
             if partition_by is None:
+                shutil.rmtree(out / name, ignore_errors=True)
                 target, options = out / f"{name}.parquet", ""
                 select = f"SELECT * FROM {name}"
             else:
+                (out / f"{name}.parquet").unlink(missing_ok=True)
                 target, options = out / name, f", PARTITION_BY ({partition_by}), OVERWRITE true"
                 keyed = self._with_partition_key(name, partition_by)
                 select = keyed or f"SELECT * FROM {name}"

@@ -7,6 +7,7 @@ import os
 import shutil
 import struct
 import tempfile
+import time
 from pathlib import Path
 
 import duckdb
@@ -608,3 +609,41 @@ def test_a_capture_still_written_is_decoded_as_it_was_when_the_decode_began(
     assert parts["rows"]["exchanges"] == serial["rows"]["exchanges"] == 40
     assert _tables(tmp_path / "parts") == _tables(tmp_path / "serial")
     assert [len(list(CaptureReader(cap, sizes).exchanges())), len(list(CaptureReader(cap).exchanges()))] == [40, 41]
+
+
+def test_the_cache_sees_a_rewrite_that_kept_size_and_mtime_and_clears_dead_decodes(tmp_path: Path) -> None:
+    """A segment rewritten at the same size with its mtime put back (os.utime) has a new ctime, so
+    a new signature; a decode killed midway leaves a .tmp-<pid> folder, removed once its process is gone."""
+    from infertap.analysis.cache import signature
+
+    cap = write_capture(tmp_path / "cap", [exchange("x0", status=200, chunks=[(5, sse(event("a")))])])
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        assert a.count("exchanges") == 1
+    before = signature(cap)
+    (seg,) = segment_paths(cap)
+    st = seg.stat()
+    time.sleep(0.01)
+    seg.write_bytes(seg.read_bytes())  # rewritten: the same size (here the same bytes: what a key can tell)
+    os.utime(seg, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert seg.stat().st_size == st.st_size and seg.stat().st_mtime_ns == st.st_mtime_ns
+    assert signature(cap) != before
+    entry = next(p.parent for p in (tmp_path / "cache").rglob("meta.json"))
+    dead = entry.parent / ".tmp-999999999-deadbeef"  # no such process
+    dead.mkdir()
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        assert a.count("exchanges") == 1
+    assert not dead.exists()
+
+
+def test_an_export_of_the_other_form_into_the_same_folder_leaves_no_stale_files(tmp_path: Path) -> None:
+    cap = simple(tmp_path / "cap", n=2)
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        a.export_parquet(tmp_path / "out")  # partitioned by recorder
+    simple(cap, n=1, first=2)  # a run appended
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        a.export_parquet(tmp_path / "out", partition_by=None)
+    assert not (tmp_path / "out" / "exchanges").exists()
+    assert duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'out' / 'exchanges.parquet'}'").fetchall() == [(3,)]
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        a.export_parquet(tmp_path / "out")
+    assert not (tmp_path / "out" / "exchanges.parquet").exists()
