@@ -50,8 +50,10 @@ class OllamaChat(Api):
         return turns, len(messages), "\n".join(t.text for t in turns if t.role == "system") or None
 
     def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Ollama's native API reads sampling settings from ``options`` only (a top-level
+        ``temperature`` is no setting of the request)."""
         options = body.get("options")
-        return {**body, **(options if isinstance(options, dict) else {})}
+        return dict(options) if isinstance(options, dict) else {}
 
 
 class OllamaGenerate(OllamaChat):

@@ -9,14 +9,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from infertap.apis.sampling import ALIASES, SAMPLING, canonical
+from infertap.apis.sampling import ALIASES, SAMPLING, canonical, sampling_fields
 
 __all__ = ["ALIASES", "SAMPLING", "canonical"]  # the canonical names live with the API adapters
 
@@ -80,6 +80,11 @@ class Engine:
 
     #: Paths that never take the model lock, asked without waiting (interrupts_streams engines).
     LOCK_FREE: frozenset[str] = frozenset()
+    #: For a canonical setting, the request fields this engine reads for it, the one it obeys first.
+    #: A field it doesn't read is no setting of the request (the engine used its default: llama-server
+    #: ignores ``repetition_penalty``, vLLM ``repeat_penalty``). Settings not listed are read under
+    #: any of their names (``infertap.apis.sampling.ALIASES``), the first one the body has.
+    READS: dict[str, tuple[str, ...]] = {}
 
     def __init__(self, http: httpx.Client, base: str, found: dict[str, Endpoint]) -> None:
         self.http = http
@@ -156,6 +161,17 @@ class Engine:
     def warm(self) -> None:
         """Load now what enrichment will need (imports, files, compiled templates), so the work is
         done before traffic, not on the first exchange while a stream is in flight."""
+
+    def requested(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The sampling settings a request's ``fields`` (as its API spells them) give this engine,
+        under canonical names: as it reads them (``READS``)."""
+        out: dict[str, Any] = {}
+        for name, names in self.READS.items():
+            value = next((fields[n] for n in names if fields.get(n) is not None), None)
+            if value is not None:
+                out[name] = value
+        rest = {k: v for k, v in fields.items() if canonical(k) not in self.READS}
+        return {**sampling_fields(rest), **out}
 
     def defaults_for(self, path: str) -> dict[str, Any] | None:
         """The engine's own default sampling settings for requests to ``path``, canonical names."""

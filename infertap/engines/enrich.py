@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from infertap.apis import SAMPLING, Output, read_request, read_response, sampling_fields
+from infertap.apis import SAMPLING, Output, api_for, read_request, read_response, sampling_fields
 from infertap.capture.records import EngineSnapshot, Enrichment
 from infertap.capture.redact import Redactor
 
@@ -75,7 +75,10 @@ def enrichment(
             "usage": parsed.usage,
             "parse_error": parsed.error,
         },
-        "settings": effective_settings(request.sampling, engine.defaults_for(path) if engine else None),
+        "settings": effective_settings(
+            engine.requested(api_for(path, request.body).sampling(request.body)) if engine else request.sampling,
+            engine.defaults_for(path) if engine else None,
+        ),
         "server_timings": _server_timings(parsed),
         "prompt_tokens": prompt_tokens,
         "output_tokens": output_tokens,

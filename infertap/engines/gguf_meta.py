@@ -13,25 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_FILE_TYPES = {
-    0: "F32",
-    1: "F16",
-    2: "Q4_0",
-    3: "Q4_1",
-    7: "Q8_0",
-    8: "Q5_0",
-    9: "Q5_1",
-    10: "Q2_K",
-    11: "Q3_K_S",
-    12: "Q3_K_M",
-    13: "Q3_K_L",
-    14: "Q4_K_S",
-    15: "Q4_K_M",
-    16: "Q5_K_S",
-    17: "Q5_K_M",
-    18: "Q6_K",
-    30: "BF16",
-}
+
+def _file_type(value: int) -> str:
+    """``general.file_type`` by name, as the gguf package (llama.cpp's own) names it: ``Q4_K_M``,
+    ``IQ4_XS``, ``BF16``...; a number it doesn't know, as the number."""
+    from gguf import LlamaFileType
+
+    try:
+        return LlamaFileType(value).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    except ValueError:
+        return str(value)
 
 
 @dataclass(frozen=True)
@@ -110,7 +101,7 @@ def _read(path: str, mtime_ns: int, size: int) -> GGUFFacts:
         bos_token_id=bos_id,
         add_bos_token=value("tokenizer.ggml.add_bos_token"),
         context_length=value(f"{arch}.context_length") if arch else None,
-        file_type=_FILE_TYPES.get(file_type, str(file_type)) if file_type is not None else None,
+        file_type=_file_type(file_type) if file_type is not None else None,
         tensor_types=tuple(sorted(((k, n, w) for k, (n, w) in counts.items()), key=lambda t: -t[2])),
     )
 

@@ -84,6 +84,9 @@ def render_chat(template: str, request: dict[str, Any], bos_token: str, eos_toke
 
 
 class LlamaCppPython(Engine):
+    # CreateChatCompletionRequest / CreateCompletionRequest: repeat_penalty (repetition_penalty is no field of it).
+    READS = {"repeat_penalty": ("repeat_penalty",)}
+
     kind = "llama-cpp-python"
     interrupts_streams = True
     LOCK_FREE = frozenset({"/openapi.json", "/docs"})

@@ -16,6 +16,9 @@ _PROMPT_PATHS = ("/v1/completions", "/completions", "/completion")
 
 
 class LlamaServer(Engine):
+    # params_from_json_cmpl: repeat_penalty only; n_predict, then max_completion_tokens, then max_tokens.
+    READS = {"repeat_penalty": ("repeat_penalty",), "max_tokens": ("n_predict", "max_completion_tokens", "max_tokens")}
+
     kind = "llama-server"
 
     @classmethod

@@ -5,11 +5,22 @@ Follows Ollama's API docs (docs/api.md, v0.5+). Ollama has no tokenize endpoint.
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from .base import Endpoint, Engine, fact, fetch
 
 _NUMERIC = {"true": True, "false": False}
+
+
+def _go_string(quoted: str) -> str:
+    """A string as Ollama writes it (Go's ``%#v``: ``"\\n\\n"``, ``"say \\"hi\\""``), unquoted: Go's
+    escapes are Python's (``\\n``, ``\\t``, ``\\"``, ``\\xNN``, ``\\uNNNN``)."""
+    try:
+        value = ast.literal_eval(quoted)
+    except (ValueError, SyntaxError):
+        return quoted[1:-1]
+    return value if isinstance(value, str) else quoted[1:-1]
 
 
 def parse_parameters(text: str) -> dict[str, Any]:
@@ -22,7 +33,7 @@ def parse_parameters(text: str) -> dict[str, Any]:
         raw = raw.strip()
         value: Any
         if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
-            value = raw[1:-1]
+            value = _go_string(raw)
         elif raw.lower() in _NUMERIC:
             value = _NUMERIC[raw.lower()]
         else:
@@ -57,6 +68,18 @@ class Ollama(Engine):
         if key not in self.found:
             self.found[key] = fetch(self.http, "POST", self.base + "/api/show", {"model": name})
         return self.found[key].json or {}
+
+    def defaults_for(self, path: str) -> dict[str, Any] | None:
+        """The Modelfile's parameters, and on the OpenAI-compatible paths what Ollama sets itself
+        where the request says nothing (openai/openai.go: temperature and top_p 1.0; on
+        /v1/completions frequency and presence penalty 0), over them."""
+        defaults = super().defaults_for(path)
+        if not path.startswith("/v1/"):
+            return defaults
+        openai: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0}
+        if path.startswith("/v1/completions"):
+            openai |= {"frequency_penalty": 0.0, "presence_penalty": 0.0}
+        return {**(defaults or {}), **openai}
 
     def facts(self) -> dict[str, dict[str, Any]]:
         version = (self.get("/api/version").json or {}).get("version")

@@ -6,12 +6,16 @@ docs/backend/server_arguments.md).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .base import Endpoint, Engine, fact
 
 
 class SGLang(Engine):
+    # Its OpenAI requests: repetition_penalty; max_completion_tokens before max_tokens, as vLLM.
+    READS = {"repeat_penalty": ("repetition_penalty",), "max_tokens": ("max_completion_tokens", "max_tokens")}
+
     kind = "sglang"
 
     @classmethod
@@ -26,6 +30,11 @@ class SGLang(Engine):
         models = self.model_ids()
         not_exposed = "not exposed by SGLang's API"
         preferred = model.get("preferred_sampling_params") or info.get("preferred_sampling_params")
+        if isinstance(preferred, str):  # SGLang keeps --preferred-sampling-params as the JSON text given
+            try:
+                preferred = json.loads(preferred)
+            except ValueError:
+                preferred = None
         path = model.get("model_path") or info.get("model_path")
         slots = info.get("max_running_requests")
         return {

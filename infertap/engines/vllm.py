@@ -44,6 +44,10 @@ _CACHE_LABELS = ("block_size", "cache_dtype", "enable_prefix_caching", "kv_cache
 
 
 class VLLM(Engine):
+    # ChatCompletionRequest: repetition_penalty (repeat_penalty is "present in the request but
+    # ignored"); max_completion_tokens before max_tokens (serving_chat).
+    READS = {"repeat_penalty": ("repetition_penalty",), "max_tokens": ("max_completion_tokens", "max_tokens")}
+
     kind = "vllm"
 
     @classmethod

@@ -1,0 +1,83 @@
+"""What each engine really reads of a request and reports of itself, against its documented fakes:
+which alias wins, which field it ignores (its default applies), Ollama's OpenAI paths' own
+defaults and native options, its Go-quoted parameters, a GGUF's file type by llama.cpp's names,
+SGLang's preferred sampling params given as JSON text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infertap.engines.enrich import effective_settings
+from infertap.engines.gguf_meta import _file_type
+from infertap.engines.ollama import parse_parameters
+from infertap.engines.probe import open_engine, probe
+from tests.fake_engines import llama_server_app, ollama_app, sglang_app, vllm_app
+from tests.fake_upstream import ServerThread
+
+
+def _engine(app):  # noqa: ANN001
+    server = ServerThread(app)
+    server.__enter__()
+    return server, open_engine(server.url)
+
+
+@pytest.mark.parametrize(
+    ("app", "fields", "expected"),
+    [
+        (vllm_app, {"max_tokens": 100, "max_completion_tokens": 20}, {"max_tokens": 20}),
+        (vllm_app, {"repeat_penalty": 1.3}, {}),  # "present in the request but ignored"
+        (vllm_app, {"repetition_penalty": 1.3}, {"repeat_penalty": 1.3}),
+        (llama_server_app, {"max_tokens": 100, "n_predict": 20}, {"max_tokens": 20}),
+        (llama_server_app, {"max_completion_tokens": 30, "max_tokens": 100}, {"max_tokens": 30}),
+        (llama_server_app, {"repetition_penalty": 1.3}, {}),  # llama-server reads repeat_penalty only
+        (llama_server_app, {"repeat_penalty": 1.3, "temperature": 0}, {"repeat_penalty": 1.3, "temperature": 0}),
+    ],
+)
+def test_the_request_settings_are_the_ones_the_engine_reads(app, fields, expected) -> None:  # noqa: ANN001
+    server, engine = _engine(app())
+    try:
+        assert engine.requested(fields) == expected
+        settings = effective_settings(engine.requested(fields), engine.defaults_for("/v1/chat/completions"))
+        for name in ("repeat_penalty", "max_tokens"):
+            if name not in expected:  # not the request's: the engine's default, or unknown
+                assert settings[name]["source"] != "request"
+    finally:
+        engine.http.close()
+        server.__exit__(None, None, None)
+
+
+def test_ollama_openai_paths_have_their_own_defaults_and_native_paths_read_options_only() -> None:
+    from infertap.apis import api_for
+
+    server, engine = _engine(ollama_app())
+    try:
+        native = engine.defaults_for("/api/chat") or {}
+        openai = engine.defaults_for("/v1/chat/completions") or {}
+        assert (openai["temperature"], openai["top_p"]) == (1.0, 1.0) and native.get("temperature") != 1.0
+        assert engine.defaults_for("/v1/completions")["presence_penalty"] == 0.0  # type: ignore[index]
+        body = {"model": "m", "temperature": 0.1, "options": {"top_k": 5}, "messages": []}
+        assert engine.requested(api_for("/api/chat", body).sampling(body)) == {"top_k": 5}
+    finally:
+        engine.http.close()
+        server.__exit__(None, None, None)
+
+
+def test_ollama_parameters_are_unquoted_as_go_quoted_them() -> None:
+    text = 'stop "\\n\\n"\nstop "say \\"hi\\""\nstop "tab\\there"\ntemperature 0.6'
+    assert parse_parameters(text) == {"stop": ["\n\n", 'say "hi"', "tab\there"], "temperature": 0.6}
+
+
+def test_a_gguf_file_type_is_named_as_llama_cpp_names_it() -> None:
+    assert [_file_type(t) for t in (0, 1, 7, 15, 30, 32)] == ["F32", "F16", "Q8_0", "Q4_K_M", "IQ4_XS", "BF16"]
+    assert _file_type(9999) == "9999"
+
+
+def test_sglang_preferred_sampling_params_given_as_json_text_are_its_defaults() -> None:
+    app = sglang_app()
+    key = ("GET", "/get_model_info")
+    app.routes[key] = {**app.routes[key], "preferred_sampling_params": json.dumps({"temperature": 0.6, "top_p": 0.95})}
+    with ServerThread(app) as server:
+        snap = probe(server.url)
+    assert snap["facts"]["defaults"]["value"] == {"temperature": 0.6, "top_p": 0.95}
