@@ -5,10 +5,14 @@ SGLang's preferred sampling params given as JSON text."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from infertap.engines import Engine
 from infertap.engines.enrich import effective_settings
 from infertap.engines.gguf_meta import _file_type
 from infertap.engines.ollama import parse_parameters
@@ -17,10 +21,14 @@ from tests.fake_engines import llama_server_app, ollama_app, sglang_app, vllm_ap
 from tests.fake_upstream import ServerThread
 
 
-def _engine(app):  # noqa: ANN001
-    server = ServerThread(app)
-    server.__enter__()
-    return server, open_engine(server.url)
+@contextlib.contextmanager
+def _engine(app: Any) -> Iterator[Engine]:
+    with ServerThread(app) as server:
+        engine = open_engine(server.url)
+        try:
+            yield engine
+        finally:
+            engine.http.close()
 
 
 @pytest.mark.parametrize(
@@ -35,33 +43,26 @@ def _engine(app):  # noqa: ANN001
         (llama_server_app, {"repeat_penalty": 1.3, "temperature": 0}, {"repeat_penalty": 1.3, "temperature": 0}),
     ],
 )
-def test_the_request_settings_are_the_ones_the_engine_reads(app, fields, expected) -> None:  # noqa: ANN001
-    server, engine = _engine(app())
-    try:
+def test_the_request_settings_are_the_ones_the_engine_reads(app: Any, fields: dict, expected: dict) -> None:
+    with _engine(app()) as engine:
         assert engine.requested(fields) == expected
         settings = effective_settings(engine.requested(fields), engine.defaults_for("/v1/chat/completions"))
-        for name in ("repeat_penalty", "max_tokens"):
-            if name not in expected:  # not the request's: the engine's default, or unknown
-                assert settings[name]["source"] != "request"
-    finally:
-        engine.http.close()
-        server.__exit__(None, None, None)
+    for name in ("repeat_penalty", "max_tokens"):
+        if name not in expected:  # not the request's: the engine's default, or unknown
+            assert settings[name]["source"] != "request"
 
 
 def test_ollama_openai_paths_have_their_own_defaults_and_native_paths_read_options_only() -> None:
     from infertap.apis import api_for
 
-    server, engine = _engine(ollama_app())
-    try:
+    with _engine(ollama_app()) as engine:
         native = engine.defaults_for("/api/chat") or {}
         openai = engine.defaults_for("/v1/chat/completions") or {}
-        assert (openai["temperature"], openai["top_p"]) == (1.0, 1.0) and native.get("temperature") != 1.0
-        assert engine.defaults_for("/v1/completions")["presence_penalty"] == 0.0  # type: ignore[index]
+        completions = engine.defaults_for("/v1/completions") or {}
         body = {"model": "m", "temperature": 0.1, "options": {"top_k": 5}, "messages": []}
-        assert engine.requested(api_for("/api/chat", body).sampling(body)) == {"top_k": 5}
-    finally:
-        engine.http.close()
-        server.__exit__(None, None, None)
+        requested = engine.requested(api_for("/api/chat", body).sampling(body))
+    assert (openai["temperature"], openai["top_p"]) == (1.0, 1.0) and native.get("temperature") != 1.0
+    assert completions["presence_penalty"] == 0.0 and requested == {"top_k": 5}
 
 
 def test_ollama_parameters_are_unquoted_as_go_quoted_them() -> None:
