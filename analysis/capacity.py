@@ -76,7 +76,7 @@ def judge(capture: Path, slos: Sequence[SLO]) -> dict[str, Any]:
 
 
 def certain_miss(slos: Sequence[SLO], total: int) -> Lost:
-    """Whether a point running ``total`` requests can no longer pass, from its live stats: more
+    """Whether a point running ``total`` generation requests can no longer pass, from its live stats: more
     requests already past an ``e2e`` bound (finished, or still in flight) than its percentile
     allows, or more errors than ``error_rate`` allows; twice over, so that only a clearly lost
     point is cut short. Other latency SLOs can't be judged before the point ends."""
@@ -95,11 +95,8 @@ def certain_miss(slos: Sequence[SLO], total: int) -> Lost:
             waiting = sum(1 for sent in stats.open_ns.values() if now - sent > bound)
             if done[i] + waiting > 2 * allowed + 2:
                 return True
-        if budget is not None:
-            failed = sum(n for status, n in stats.statuses.items() if not status.startswith("2"))
-            errors = max(stats.completed - stats.ends.get("complete", 0), failed)
-            if errors > 2 * budget + 2:
-                return True
+        if budget is not None and stats.generation_failed > 2 * budget + 2:  # as error_rate counts: generation requests
+            return True
         return False
 
     return lost

@@ -114,8 +114,13 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
 def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
     kind, cap, knee = sweep["kind"], sweep["capacity"], sweep["knee"]
     if cap is None:
-        tried = f"lowest {kind} tried: {number(load_of(sweep['points'][0], kind))}" if sweep["points"] else "no point ran"
-        return f"{name} met the SLOs at no load tried ({tried})."
+        if not sweep["points"]:
+            return f"{name}: no point ran."
+        lowest = number(load_of(sweep["points"][0], kind))
+        if sweep.get("inconsistent"):
+            passed = ", ".join(number(v) for v in sweep["inconsistent"])
+            return f"{name} failed the SLOs at its lowest {kind} tried ({lowest}), then met them at {passed}: no capacity is stated (noise, or a target that recovered)."
+        return f"{name} met the SLOs at no load tried (lowest {kind} tried: {lowest})."
     where = (
         f"the knee lies between {number(knee['passed'])} and {number(knee['failed'])}"
         if knee["failed"] is not None

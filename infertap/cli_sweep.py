@@ -185,16 +185,16 @@ def print_sweep(result: dict[str, Any]) -> None:
     console = Console()
     console.print(table)
     cap = result["capacity"]
+    if result.get("inconsistent"):
+        loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
+        console.print(f"note: {kind} {loads} passed above a load that failed (noise, or a target that recovered): not counted")
     if cap is None:
         console.print(
-            f"capacity: no point met the SLOs (lowest {kind} tried: {result['points'][0][kind]:g})"
+            f"capacity: none (the lowest {kind} tried, {result['points'][0][kind]:g}, failed)"
             if result["points"]
             else "capacity: no point ran"
         )
         return
-    if result.get("inconsistent"):
-        loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
-        console.print(f"note: {kind} {loads} passed above a load that failed (noise, or a target that recovered): not counted")
     knee = result["knee"]
     console.print(
         f"capacity: {kind} {cap[kind]:g}, {_num(cap['requests_per_s'])} requests/s, {_num(cap['output_tokens_per_s'])} output tokens/s"

@@ -200,7 +200,7 @@ class Sweep:
         )
         if self.on_point_start is not None:
             self.on_point_start(point_load, repeat * len(self._items))
-        judge = self.lost(repeat * len(self._items)) if self.lost is not None else None
+        judge = self.lost(repeat * sum(i.generation for i in self._items)) if self.lost is not None else None
         verdicts: list[bool] = []
 
         def stop_when(stats: ReplayStats) -> bool:
@@ -231,9 +231,11 @@ class Sweep:
     def _pass_s(self, point_load: Load) -> float:
         """How long one pass of the workload takes at this load (closed loop: an estimate)."""
         items = self._items
-        if point_load.kind == "speed":
-            span = max(i.offset_ns + i.duration_ns for i in items) - min(i.offset_ns for i in items)
-            return span / 1e9 / point_load.value
+        if point_load.kind == "speed":  # the arrivals' span and one mean gap: how _repeated lays copies end to end
+            offsets = [i.offset_ns for i in items]
+            span = max(offsets) - min(offsets)
+            gap = span // (len(offsets) - 1) if len(offsets) > 1 else 0
+            return (span + (gap or 1_000_000)) / 1e9 / point_load.value
         return sum(i.duration_ns for i in items) / 1e9 / point_load.value
 
     def _offered(self, point_load: Load, summary: dict[str, Any]) -> float | None:

@@ -316,3 +316,12 @@ def test_a_non_streamed_answer_is_held_to_ttft_at_its_whole_body(load: Load) -> 
     held = evaluate(a, [slo("ttft:max", 80 * MS)])
     assert by_metric(held)["ttft"]["observed"] == pytest.approx(80 * MS) and held["passed"] is True
     assert evaluate(a, [slo("ttft:max", 80 * MS - 1)])["passed"] is False
+
+
+@pytest.mark.parametrize(("failures", "total"), [(1, 100), (5, 100), (3, 300)])
+def test_an_error_rate_exactly_at_its_bound_passes(load: Load, failures: int, total: int) -> None:
+    """``<=`` at the bound itself: 1 - 99/100 is 0.010000000000000009, which failed error_rate<=1%."""
+    ok = [streamed(f"ok{i}", sent_ms=i) for i in range(total - failures)]
+    a = load(ok + [failed(f"e{i}", sent_ms=total + i) for i in range(failures)])
+    v = evaluate(a, [parse_slo(f"error_rate<={failures * 100 // total}%")])
+    assert by_metric(v)["error_rate"]["observed"] == failures / total and v["passed"] is True

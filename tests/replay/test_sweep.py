@@ -207,7 +207,8 @@ def test_closed_loop_levels_pass_up_to_the_slots_and_fail_beyond(slot_engine, tm
 
 @pytest.mark.parametrize(
     ("min_requests", "min_duration_s", "passes"),
-    [(25, 0.0, 3), (0, 2.0, 3), (5, 0.0, 1)],
+    # min-duration: a pass at speed 2 is its arrivals (0.9 s) and one mean gap (0.1 s) before the next copy: 2 passes
+    [(25, 0.0, 3), (0, 2.0, 2), (5, 0.0, 1)],
     ids=["min-requests", "min-duration", "already-enough"],
 )
 def test_a_point_too_short_to_judge_repeats_the_workload(slot_engine, tmp_path, min_requests, min_duration_s, passes):
@@ -269,7 +270,7 @@ def test_the_command_prints_the_capacity_or_that_none_was_found(slot_engine, tmp
     run = sweep_cli(*common, "--slo", "e2e:p90<=10ms", "--out", str(tmp_path / "unmet"))  # under one service time
     assert run.exit_code == 0, run.output
     text = " ".join(run.output.split())
-    assert "capacity: no point met the SLOs (lowest speed tried: 0.5)" in text, text
+    assert "capacity: none (the lowest speed tried, 0.5, failed)" in text, text
     assert read_sweep(tmp_path / "unmet")["capacity"] is None
 
 
@@ -562,3 +563,26 @@ def test_the_offered_rate_is_the_generation_requests_arrival_rate(tmp_path):
     assert sweep._offered(Load("speed", 1.0), {}) == pytest.approx(1.0)
     assert sweep._offered(Load("speed", 2.0), {}) == pytest.approx(2.0)
     assert sweep._offered(Load("concurrency", 4), {}) is None
+
+
+def test_requests_for_no_tokens_do_not_cut_a_point_short(slot_engine, tmp_path):
+    """error_rate is over generation requests: three GET /v1/models the engine answers 404 made the
+    live check end a point early that its own verdict passes (and the capacity none)."""
+    _, url = slot_engine
+    chats = [{"offset_s": i * 0.05, "body": chat(i)} for i in range(40)]
+    gets = [{"offset_s": 0.01 + i * 0.5, "method": "GET", "path": "/v1/models", "body": b""} for i in range(3)]
+    write_capture(tmp_path / "src", sorted(chats + gets, key=lambda x: x["offset_s"]))
+    result = run_sweep(
+        SweepConfig(ReplayConfig(tmp_path / "src", url, tmp_path / "sweep", probe=False, grace_s=1.0), speeds=(1.0,)),
+        parse_slos(["error_rate<=1%"]),
+    )
+    [point] = result["points"]
+    assert not point["lost_early"] and point["passed"] and point["error_rate"] == 0 and point["sent"] == 43
+
+
+def test_a_sweep_whose_lowest_point_failed_says_what_passed_above_it() -> None:
+    from infertap.analysis.sweep_report import _one
+
+    sweep = {"kind": "speed", "capacity": None, "knee": None, "inconsistent": [2.0], "points": [{"speed": 1.0}, {"speed": 2.0}]}
+    text = _one("A", "a", sweep)
+    assert "failed the SLOs at its lowest speed tried (1)" in text and "met them at 2" in text
