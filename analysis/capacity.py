@@ -14,6 +14,7 @@ import math
 import os
 import socket
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -107,7 +108,7 @@ def _allowed(slo: SLO, total: int) -> int | None:
     if slo.stat == "max":
         return 0
     if slo.stat.startswith("p"):
-        return math.floor((1 - float(slo.stat[1:]) / 100) * total)
+        return math.floor((100 - Fraction(slo.stat[1:])) * total / 100)  # exact: (1 - 0.9) * 10 is 0.999...
     return None  # a mean: no count of misses decides it
 
 
@@ -163,6 +164,11 @@ def read_sweep(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """A sweep's results, as ``run_sweep`` wrote them."""
     path = Path(folder) / RESULT
     try:
-        return json.loads(path.read_text())
+        result = json.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{folder}: not a sweep (no {RESULT})") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not a sweep's result (not JSON: {exc})") from None
+    if not isinstance(result, dict) or not {"kind", "points", "capacity"} <= set(result):
+        raise ConfigError(f"{path}: not a sweep's result (no kind, points and capacity in it)")
+    return result

@@ -13,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from infertap.capture.segments import SEGMENT_SUFFIX, segment_paths
 from infertap.errors import ConfigError
 
+from .capacity import RESULT
 from .compare import compare
 from .errors import AnalysisError
 from .report_claims import claim_cards
@@ -223,8 +225,13 @@ def write_report(
 def write_page(out: str | os.PathLike[str], page: str) -> None:
     """``page`` into the file ``out``, its folder made when missing; rendered before the file is
     opened, so a report that fails leaves an earlier one as it was."""
+    target = Path(out)
+    if target.name.endswith(SEGMENT_SUFFIX) or (target.parent.is_dir() and segment_paths(target.parent)):
+        raise AnalysisError(f"{out}: inside a capture (its segments would be overwritten or mixed): write the report elsewhere")
+    if target.name == RESULT:
+        raise AnalysisError(f"{out}: a sweep's result file: write the report elsewhere")
     try:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(page, encoding="utf-8")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(page, encoding="utf-8")
     except OSError as exc:
         raise AnalysisError(f"{out}: cannot write the report: {exc.strerror or exc}") from exc

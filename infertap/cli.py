@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,13 +43,22 @@ def _capture_arg(f: Any) -> Any:
 
 class _Commands(click.Group):
     """Every library error (``InfertapError``, see infertap/errors.py) becomes a one-line CLI error
-    here, once for all commands; commands catch only what they add words to."""
+    here, once for all commands; commands catch only what they add words to. So does a file the
+    system refuses (a cache folder that is a file, a folder not writable, a full disk), and a
+    DuckDB query that Ctrl-C interrupted is the abort it is."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except InfertapError as exc:
             raise click.ClickException(str(exc)) from exc
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise click.ClickException(f"{where}{exc.strerror or exc}") from exc
+        except RuntimeError as exc:
+            if "interrupted" not in str(exc).lower():  # DuckDB's "Query interrupted", after a Ctrl-C
+                raise
+            raise click.Abort() from exc
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -145,6 +155,9 @@ def record(
     from .proxy.server import RecordConfig, serve
 
     host, port = listen
+    for option, mb in (("--max-body-mb", max_body_mb), ("--max-segment-mb", max_segment_mb)):
+        if not math.isfinite(mb) or mb > 1 << 20:  # before int(): NaN has none; the rest RecordConfig checks
+            raise click.ClickException(f"{option}: a size above 0 and finite, at most 1 TiB ({mb} MB)")
     config = RecordConfig(
         upstream=upstream,
         out=out or _default_out(),

@@ -357,13 +357,17 @@ def _repl(analysis: Analysis, fmt: str) -> None:
         from .analysis import VIEWS
 
         click.echo(f"infertap sql: views {', '.join(VIEWS)}; end each query with ';', Ctrl-D to quit", err=True)
+    failed = 0
     for statement in _statements(stdin, interactive):
         if not statement.strip().rstrip(";").strip():
             continue
         try:
             _print_result(analysis.query(statement), fmt)
         except InfertapError as exc:  # one bad query doesn't end the session
+            failed += 1
             click.secho(f"error: {exc}", fg="red", err=True)
+    if failed and not interactive:  # a script of queries that failed fails, as psql -v ON_ERROR_STOP would say
+        raise click.ClickException(f"{failed} quer{'y' if failed == 1 else 'ies'} failed")
 
 
 def _print_result(result: QueryResult, fmt: str) -> None:

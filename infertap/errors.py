@@ -24,6 +24,10 @@ one-line error (``infertap.cli``), and nothing else catches them broadly.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
 
 class InfertapError(Exception):
     """Base of every error infertap raises on purpose."""
@@ -34,9 +38,41 @@ class ConfigError(InfertapError, ValueError):
 
 
 def check_seconds(option: str, seconds: float | None, *, zero: bool = False) -> None:
-    """A duration option: above 0 (``zero``: 0 or more); None, where allowed, is no limit."""
-    if seconds is not None and not (isinstance(seconds, (int, float)) and (seconds >= 0 if zero else seconds > 0)):
+    """A duration option: above 0 (``zero``: 0 or more), and finite; None, where allowed, is no limit."""
+    if seconds is not None and not (
+        isinstance(seconds, (int, float)) and math.isfinite(seconds) and (seconds >= 0 if zero else seconds > 0)
+    ):
         raise ConfigError(f"{option} {seconds}: seconds, {'0 or more' if zero else 'above 0'}")
+
+
+#: What HTTP allows in a header name (RFC 9110 5.6.2's token).
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def check_headers(option: str, headers: Mapping[str, str]) -> None:
+    """Headers a user adds: a name HTTP allows, a value that is one line of Latin-1 (a value of
+    another script can't be sent; a newline would start another header)."""
+    for name, value in headers.items():
+        if not name or not set(name) <= _TOKEN:
+            raise ConfigError(f"{option} {name!r}: not a header name (letters, digits and !#$%&'*+-.^_`|~)")
+        if any(c in value for c in "\r\n\x00"):
+            raise ConfigError(f"{option} {name}: its value has a line break")
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{option} {name}: its value is not Latin-1 (HTTP headers can't carry {value!r})") from None
+
+
+def check_url(option: str, url: str) -> None:
+    """An engine's address: http(s), a host, a port that is a port (``http://[::1``, ``:99999``,
+    ``:abc`` raised ValueError deep in a request)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"{option} {url!r}: not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or (port is not None and not 0 < port < 65536):
+        raise ConfigError(f"{option} {url!r}: an http(s) URL with a host, e.g. http://127.0.0.1:8080")
 
 
 class UpstreamError(InfertapError):

@@ -18,7 +18,7 @@ from infertap.capture.hostfacts import is_loopback
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
 from infertap.engines.enrich import Enricher
-from infertap.errors import ConfigError, check_seconds
+from infertap.errors import ConfigError, check_headers, check_seconds, check_url
 from infertap.telemetry import check_telemetry, start_telemetry
 from infertap.version import __version__
 
@@ -56,6 +56,8 @@ class RecordConfig:
 
     def __post_init__(self) -> None:
         check_telemetry(self.telemetry_urls, self.telemetry_interval_s)
+        check_url("--upstream", self.upstream)
+        check_headers("--probe-header", self.probe_headers)
         if not (isinstance(self.port, int) and 0 <= self.port <= 65535):
             raise ConfigError(f"--listen port {self.port}: 0 to 65535")
         for name, size in (("--max-body-mb", self.max_body_bytes), ("--max-segment-mb", self.max_segment_bytes)):

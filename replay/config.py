@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from infertap.errors import ConfigError, check_seconds
+from infertap.errors import ConfigError, check_headers, check_seconds, check_url
 from infertap.telemetry import check_telemetry
 
 from .schedule import Schedule
@@ -51,9 +52,16 @@ class ReplayConfig:
 
     def __post_init__(self) -> None:
         check_telemetry(self.telemetry_urls, self.telemetry_interval_s)
-        for name, value, least in (("--repeat", self.repeat, 1), ("--limit", self.limit, 1)):
-            if value is not None and not (isinstance(value, int) and value >= least):
-                raise ConfigError(f"{name} {value}: a whole number, {least} or more")
+        check_url("--target", self.target)
+        source, out = Path(self.capture).resolve(), Path(self.out).resolve()
+        if out == source or source in out.parents:
+            raise ConfigError(
+                f"--out {self.out}: the source capture itself, or inside it (its runs would be mixed): give another folder"
+            )
+        check_headers("--header", self.transforms.headers)
+        for name, value, least, most in (("--repeat", self.repeat, 1, 1_000_000), ("--limit", self.limit, 1, 1 << 40)):
+            if value is not None and not (isinstance(value, int) and least <= value <= most):
+                raise ConfigError(f"{name} {value}: a whole number, {least} or more (at most {most})")
         check_seconds("--grace", self.grace_s, zero=True)
         check_seconds("--connect-timeout", self.connect_timeout)
         check_seconds("--read-timeout", self.read_timeout)  # None: no limit (0 on the command line)

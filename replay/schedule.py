@@ -8,6 +8,7 @@ count at each request) sends as soon as a slot is free.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from infertap.errors import InfertapError
 from .workload import Item
 
 _SPIN_NS = 1_500_000  # the loop's timers are millisecond-grained: spin through the last stretch
+_SLOWEST, _FASTEST = 1e-6, 1e6  # --speed: a millionth to a million times the recorded pace
+_MOST = 1 << 20  # requests in flight at once: more than any target takes, less than msgpack's ints
 
 
 class ScheduleError(InfertapError):
@@ -35,14 +38,15 @@ class Schedule:
     def __post_init__(self) -> None:
         if self.kind not in ("original", "rate", "poisson", "concurrency", "concurrency-original"):
             raise ScheduleError(f"unknown schedule {self.kind!r}")
-        if self.speed <= 0:
-            raise ScheduleError("--speed must be > 0")
-        if self.kind in ("rate", "poisson") and not (self.rate and self.rate > 0):
-            raise ScheduleError("--rate must be > 0")
-        if self.kind == "concurrency" and not (self.concurrency and self.concurrency > 0):
-            raise ScheduleError("--concurrency must be a positive number or 'original'")
-        if self.max_concurrency is not None and self.max_concurrency <= 0:
-            raise ScheduleError("--max-concurrency must be > 0")
+        # Finite and within reach: a speed of 1e-300 or NaN made offsets no number can hold.
+        if not (math.isfinite(self.speed) and _SLOWEST <= self.speed <= _FASTEST):
+            raise ScheduleError(f"--speed {self.speed}: must be > 0 (from {_SLOWEST:g} to {_FASTEST:g})")
+        if self.kind in ("rate", "poisson") and not (self.rate and math.isfinite(self.rate) and 1e-6 <= self.rate <= 1e9):
+            raise ScheduleError(f"--rate {self.rate}: must be > 0 (from 1e-06 to 1e+09 requests/s)")
+        if self.kind == "concurrency" and not (self.concurrency and 0 < self.concurrency <= _MOST):
+            raise ScheduleError(f"--concurrency must be a positive number or 'original' (at most {_MOST})")
+        if self.max_concurrency is not None and not 0 < self.max_concurrency <= _MOST:
+            raise ScheduleError(f"--max-concurrency must be > 0 (at most {_MOST})")
 
     @property
     def open_loop(self) -> bool:

@@ -80,15 +80,25 @@ class SweepConfig:
         modes = sum((bool(self.speeds), bool(self.concurrency_levels), self.search))
         if modes != 1:
             raise SweepError("give one of --speeds, --concurrency-levels or --search")
-        if any(s <= 0 for s in self.speeds) or any(c <= 0 for c in self.concurrency_levels):
-            raise SweepError("speeds and concurrency levels must be > 0")
+        if not all(math.isfinite(s) and 1e-6 <= s <= 1e6 for s in self.speeds) or not all(
+            0 < c <= 1 << 20 for c in self.concurrency_levels
+        ):
+            raise SweepError("speeds and concurrency levels must be > 0 (speeds up to 1e+06, levels up to 1048576)")
         loads = self.speeds or self.concurrency_levels
         if len({float(v) for v in loads}) != len(loads):
             raise SweepError(f"each load once: {', '.join(f'{v:g}' for v in loads)} repeats one")
-        if not 0 < self.tolerance < 1 or self.start_speed <= 0 or self.max_points < 2:
+        if (
+            not 0 < self.tolerance < 1
+            or not (math.isfinite(self.start_speed) and 1e-6 <= self.start_speed <= 1e6)
+            or self.max_points < 2
+        ):
             raise SweepError("--tolerance must be in (0, 1), the start speed > 0, and at least 2 points allowed")
-        if self.min_requests < 0 or self.min_duration_s < 0 or self.idle_timeout_s < 0:
-            raise SweepError("--min-requests, --min-duration and --idle-timeout are 0 or more")
+        if not (0 <= self.min_requests <= 10_000_000) or not all(
+            math.isfinite(v) and v >= 0 for v in (self.min_duration_s, self.idle_timeout_s)
+        ):
+            raise SweepError(
+                "--min-requests, --min-duration and --idle-timeout are 0 or more (finite; --min-requests at most 10,000,000)"
+            )
 
     def loads(self) -> list[Load]:
         """The fixed loads (not for ``search``, whose loads depend on what it finds)."""

@@ -90,8 +90,8 @@ class SessionSample:
     def __post_init__(self) -> None:
         if self.fraction is not None and not 0 < self.fraction <= 1:
             raise ConfigError(f"--sample-sessions {self.fraction}: a fraction of the sessions, above 0 and at most 1")
-        if self.limit is not None and self.limit < 1:
-            raise ConfigError(f"--limit-sessions {self.limit}: one session or more")
+        if self.limit is not None and not 1 <= self.limit <= 1 << 40:
+            raise ConfigError(f"--limit-sessions {self.limit}: one session or more (at most 2**40)")
 
     def keeps(self, session: str) -> bool:
         if self.fraction is None:

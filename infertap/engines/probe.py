@@ -12,6 +12,7 @@ import httpx
 from infertap.capture.hostfacts import gpu_facts, host_facts, is_loopback
 from infertap.capture.records import EngineSnapshot
 from infertap.capture.redact import Redactor
+from infertap.errors import check_headers, check_seconds, check_url
 
 from . import Engine, ProbeError, detect
 from .base import canonical_json, sha256_text
@@ -29,6 +30,9 @@ def open_engine(
 
     ``headers`` (e.g. the engine's API key) go with every probe request and are never stored.
     """
+    check_url("the engine's URL", url)
+    check_seconds("--timeout", timeout)
+    check_headers("--probe-header", headers or {})
     http = httpx.Client(timeout=timeout, trust_env=False, headers=dict(headers or {}))
     try:
         engine = detect(http, url)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infertap.errors import InfertapError
+from infertap.errors import ConfigError, InfertapError
 from infertap.telemetry import check_telemetry
 
 
@@ -34,6 +34,12 @@ class MitmConfig:
 
     def __post_init__(self) -> None:
         check_telemetry(self.telemetry_urls, self.telemetry_interval_s)
+        from mitmproxy.proxy.mode_specs import ProxyMode
+
+        try:  # a mode mitmproxy can't read: it printed a traceback, never listened and never exited
+            ProxyMode.parse(self.mode)
+        except ValueError as exc:
+            raise ConfigError(f"--mode {self.mode!r}: {exc} (regular, reverse:URL, upstream:URL, ...)") from None
 
 
 def ca_cert_path(confdir: str | None) -> Path:

@@ -170,16 +170,15 @@ def test_sql_bytes_print_as_text_or_base64(cap: Path) -> None:
 
 
 def test_sql_reads_queries_from_stdin_and_survives_a_bad_one(cap: Path) -> None:
-    result = ok(
-        run(
-            "sql",
-            str(cap),
-            "--csv",
-            input="SELECT count(*) AS n FROM chunks;\nSELECT nope FROM\n  metrics;\nSELECT 42\n  AS answer",
-        )
+    result = run(
+        "sql",
+        str(cap),
+        "--csv",
+        input="SELECT count(*) AS n FROM chunks;\nSELECT nope FROM\n  metrics;\nSELECT 42\n  AS answer",
     )
-    assert result.stdout.splitlines() == ["n", "6", "answer", "42"]
+    assert result.stdout.splitlines() == ["n", "6", "answer", "42"]  # the queries after the bad one ran
     assert "error:" in result.stderr and "nope" in result.stderr
+    assert result.exit_code == 1 and "1 query failed" in result.stderr  # and a script of them says it failed
 
 
 def test_sql_errors(cap: Path, tmp_path: Path) -> None:

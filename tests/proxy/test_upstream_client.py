@@ -88,6 +88,13 @@ def test_interim_responses_are_skipped_and_head_has_no_body() -> None:
     asyncio.run(main())
 
 
+async def _answer_ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seen: list[bytes]) -> None:
+    """Read one request, note its request line in ``seen``, answer it ``ok``."""
+    seen.append((await _read_request(reader)).split(b"\r\n")[0])
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+    await writer.drain()
+
+
 def test_an_idle_connection_the_upstream_closed_is_not_reused() -> None:
     """The upstream closes a connection after answering (its keep-alive timeout): the next request
     goes on a new one, never written into the closed one."""
@@ -97,10 +104,7 @@ def test_an_idle_connection_the_upstream_closed_is_not_reused() -> None:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal connections
         connections += 1
-        request = await _read_request(reader)
-        seen.append(request.split(b"\r\n")[0])
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-        await writer.drain()
+        await _answer_ok(reader, writer, seen)
         writer.close()
 
     async def main() -> None:
@@ -125,15 +129,9 @@ def test_a_request_the_upstream_read_before_closing_is_sent_again_only_if_idempo
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         first = not seen
-        request = await _read_request(reader)
-        seen.append(request.split(b"\r\n")[0])
+        await _answer_ok(reader, writer, seen)
         if first:
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-            await writer.drain()
             seen.append((await _read_request(reader)).split(b"\r\n")[0])  # read whole, never answered
-        else:
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-            await writer.drain()
         writer.close()
 
     async def main() -> None:

@@ -1,0 +1,141 @@
+"""Bad inputs an audit of the command line found to end in a traceback, a hang, an exit code 0 or
+lost data: each must end in a one-line error naming what is wrong, and leave the captures as they were."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from infertap.capture.reader import CaptureReader
+from infertap.capture.segments import segment_paths
+from infertap.cli import cli
+from tests.helpers import write_capture
+
+
+def invoke(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), input=stdin, env=env)
+
+
+def refused(result: Result, *words: str) -> None:
+    """A clean refusal: exit code not 0, a click error (no other exception), the words in its message."""
+    assert result.exit_code != 0, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    for word in words:
+        assert word in result.output, (word, result.output)
+
+
+@pytest.fixture
+def capture(tmp_path: Path) -> Path:
+    write_capture(tmp_path / "cap", [{}, {}])
+    return tmp_path / "cap"
+
+
+def test_a_report_is_never_written_into_a_capture(capture: Path) -> None:
+    (segment,) = segment_paths(capture)
+    before = segment.read_bytes()
+    refused(invoke("report", str(capture), "-o", str(segment)), "inside a capture")
+    refused(invoke("report", str(capture), "-o", str(capture / "report.html")), "inside a capture")
+    assert segment.read_bytes() == before and len(list(CaptureReader(capture).exchanges())) == 2
+
+
+def test_a_replay_never_writes_into_its_own_source(capture: Path) -> None:
+    for out in (capture, capture / "sub"):
+        refused(invoke("replay", str(capture), "--target", "http://127.0.0.1:9", "--out", str(out)), "--out", "source capture")
+    assert [p.name for p in capture.iterdir()] == [p.name for p in segment_paths(capture)]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--speed", "nan"], ["--speed"]),
+        (["--speed", "1e-300"], ["--speed"]),
+        (["--rate", "1e-300"], ["--rate"]),
+        (["--concurrency", "99999999999999999999"], ["--concurrency"]),
+        (["--max-concurrency", "99999999999999999999"], ["--max-concurrency"]),
+        (["--limit", "99999999999999999999"], ["--limit"]),
+        (["--repeat", "99999999999999999999"], ["--repeat"]),
+        (["--limit-sessions", "99999999999999999999"], ["--limit-sessions"]),
+        (["--header", "X=é☃"], ["--header", "Latin-1"]),
+        (["--header", "bad name=v"], ["--header", "header name"]),
+    ],
+)
+def test_replay_refuses_numbers_and_headers_it_cannot_use(
+    capture: Path, tmp_path: Path, args: list[str], words: list[str]
+) -> None:
+    out = tmp_path / "out"
+    refused(invoke("replay", str(capture), "--target", "http://127.0.0.1:9", "--out", str(out), "--no-probe", *args), *words)
+    assert not out.exists() or not any(out.iterdir())  # nothing written before the refusal
+
+
+@pytest.mark.parametrize("target", ["http://[::1", "http://127.0.0.1:99999", "http://127.0.0.1:abc", "ftp://x"])
+def test_an_engine_url_that_is_no_url_is_named(capture: Path, tmp_path: Path, target: str) -> None:
+    refused(invoke("replay", str(capture), "--target", target, "--out", str(tmp_path / "o")), "--target")
+    refused(invoke("record", "--upstream", target, "--out", str(tmp_path / "r")), "--upstream")
+    refused(invoke("probe", target), "URL")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["record", "--upstream", "http://127.0.0.1:9", "--max-body-mb", "nan"], ["--max-body-mb"]),
+        (["record", "--upstream", "http://127.0.0.1:9", "--max-segment-mb", "inf"], ["--max-segment-mb"]),
+        (["probe", "http://127.0.0.1:9", "--timeout", "nan"], ["--timeout"]),
+        (["probe", "http://127.0.0.1:9", "--probe-header", "X=é☃"], ["--probe-header"]),
+    ],
+)
+def test_record_and_probe_refuse_what_they_cannot_use(tmp_path: Path, args: list[str], words: list[str]) -> None:
+    refused(invoke(*args, "--out", str(tmp_path / "r")) if args[0] == "record" else invoke(*args), *words)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--speeds", "nan"], ["speeds"]),
+        (["--search", "--start-speed", "nan"], ["start speed"]),
+        (["--speeds", "1", "--min-duration", "inf"], ["--min-duration"]),
+        (["--speeds", "1", "--min-requests", "1000000000000"], ["--min-requests"]),
+        (["--concurrency-levels", "99999999999999999999"], ["concurrency levels"]),
+    ],
+)
+def test_sweep_refuses_loads_it_cannot_run(capture: Path, tmp_path: Path, args: list[str], words: list[str]) -> None:
+    refused(
+        invoke(
+            "sweep", str(capture), "--target", "http://127.0.0.1:9", "--out", str(tmp_path / "s"), "--slo", "e2e:p90<=1s", *args
+        ),
+        *words,
+    )
+
+
+def test_file_system_refusals_and_a_malformed_sweep_are_one_line_errors(capture: Path, tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    refused(invoke("stats", str(capture), "--cache-dir", str(afile)))
+    refused(invoke("export", str(capture), "--parquet", str(afile / "sub")))
+    bad = tmp_path / "bad-sweep"
+    bad.mkdir()
+    for text in ("{bad", "{}", "[]"):
+        (bad / "sweep.json").write_text(text)
+        refused(invoke("report", str(bad), "-o", str(tmp_path / "r.html")), "sweep")
+
+
+def test_failing_queries_piped_into_sql_fail_the_command(capture: Path, tmp_path: Path) -> None:
+    env = {"INFERTAP_CACHE": str(tmp_path / "cache")}
+    assert invoke("sql", str(capture), stdin="SELECT count(*) FROM exchanges;\n", env=env).exit_code == 0
+    refused(invoke("sql", str(capture), stdin="SELEC 1;\nSELECT 1;\n", env=env), "1 query failed")
+
+
+def test_mitm_with_a_mode_it_cannot_read_ends_at_once(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "infertap", "mitm", "--mode", "bogus", "--out", str(tmp_path / "m"), "--no-telemetry"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
+    assert run.returncode != 0 and "--mode 'bogus'" in run.stderr and "Traceback" not in run.stderr
