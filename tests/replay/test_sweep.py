@@ -586,3 +586,19 @@ def test_a_sweep_whose_lowest_point_failed_says_what_passed_above_it() -> None:
     sweep = {"kind": "speed", "capacity": None, "knee": None, "inconsistent": [2.0], "points": [{"speed": 1.0}, {"speed": 2.0}]}
     text = _one("A", "a", sweep)
     assert "failed the SLOs at its lowest speed tried (1)" in text and "met them at 2" in text
+
+
+def test_the_misses_a_percentile_allows_are_counted_exactly() -> None:
+    """(1 - 0.9) * 10 is 0.9999999999999998 in floats: a p90 over 10 requests allowed no miss, and a
+    point was cut short on its first slow request."""
+    from infertap.analysis.capacity import _allowed
+
+    assert [
+        _allowed(parse_slos([f"e2e:{p}<=1s"])[0], n) for p, n in (("p90", 10), ("p99", 100), ("p99.9", 1000), ("p50", 3))
+    ] == [
+        1,
+        1,
+        1,
+        1,
+    ]
+    assert _allowed(parse_slos(["e2e:max<=1s"])[0], 100) == 0 and _allowed(parse_slos(["e2e:mean<=1s"])[0], 100) is None
