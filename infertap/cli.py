@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import click
 
@@ -15,6 +15,7 @@ from .capture.identity import describe as describe_workload
 from .capture.info import summarize
 from .capture.jsonable import dumps
 from .capture.reader import CaptureReader
+from .capture.records import RecordType
 from .capture.redact import Redactor
 from .errors import InfertapError
 from .options import host_port, key_value, telemetry_options
@@ -319,7 +320,13 @@ def enrich(capture: Path, engine_url: str, model_file: str | None, labels: dict[
 
 @cli.command()
 @_capture_arg
-@click.option("--type", "types", multiple=True, help="Only records of this type (header, engine, exchange, enrichment, footer).")
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    type=click.Choice([*get_args(RecordType), "dictionary"]),
+    help="Only records of this type.",
+)
 def cat(capture: Path, types: tuple[str, ...]) -> None:
     """Print every record as one JSON object per line.
 

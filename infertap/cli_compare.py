@@ -68,6 +68,8 @@ def compare(
     from .analysis.compare import compare as run_compare
 
     references = load_references(reference, extract)
+    if a.resolve() == b.resolve():  # the same run on both sides: every figure is equal by construction
+        click.secho(f"warning: A and B are the same capture ({a}): compare a run with another", fg="yellow", err=True)
     result = run_compare(a, b, baseline=baseline, extract=extract, top=top, references=references)
     if as_json:
         for item in result["divergence"]["most_divergent"]:

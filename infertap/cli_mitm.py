@@ -109,6 +109,8 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
             f"(first: {counts['first_unreadable']})",
             err=True,
         )
+        if not counts["kept"] and not counts["skipped"]:  # nothing came of the file: a failure, not an empty import
+            raise click.ClickException(f"{source}: none of its {counts['unreadable']} entries could be imported")
 
 
 def register(cli: click.Group) -> None:

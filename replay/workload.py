@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import hashlib
+import math
 import os
 import sys
 from collections.abc import Iterable
@@ -141,9 +142,12 @@ class Filters:
                 f.statuses.append(int(value))
             elif key in ("after", "before"):
                 try:
-                    setattr(f, f"{key}_s", float(value))
+                    seconds = float(value)
                 except ValueError:
-                    raise WorkloadError(f"--filter {key}= takes seconds from the first request, got {value!r}") from None
+                    seconds = math.nan
+                if not math.isfinite(seconds):
+                    raise WorkloadError(f"--filter {key}= takes seconds from the first request, got {value!r}")
+                setattr(f, f"{key}_s", seconds)
             else:
                 raise WorkloadError(f"unknown --filter key {key!r} (path, model, status, after, before)")
         return f

@@ -139,3 +139,16 @@ def test_mitm_with_a_mode_it_cannot_read_ends_at_once(tmp_path: Path) -> None:
         env=dict(os.environ),
     )
     assert run.returncode != 0 and "--mode 'bogus'" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_small_refusals_and_warnings(capture: Path, tmp_path: Path) -> None:
+    refused(
+        invoke("replay", str(capture), "--target", "http://127.0.0.1:9", "--out", str(tmp_path / "o"), "--filter", "after=nan"),
+        "after=",
+    )
+    refused(invoke("cat", str(capture), "--type", "bogus"), "bogus")
+    assert invoke("cat", str(capture), "--type", "footer").exit_code == 0
+    same = invoke("compare", str(capture), str(capture), env={"INFERTAP_CACHE": str(tmp_path / "cache")})
+    assert same.exit_code == 0 and "A and B are the same capture" in same.output
+    (tmp_path / "bad.har").write_text('{"log": {"entries": ["not an entry", 5]}}')
+    refused(invoke("import", str(tmp_path / "bad.har"), "--out", str(tmp_path / "imp")), "none of its 2 entries")
