@@ -153,6 +153,11 @@ def _result(config: SweepConfig, slos: Sequence[SLO], points: Sequence[Point]) -
     }
 
 
+def write_result(folder: Path, result: dict[str, Any]) -> None:
+    """A sweep's result into ``folder``'s sweep.json (the command line's, after a Ctrl-C between points)."""
+    _write(folder / RESULT, result)
+
+
 def _write(path: Path, result: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

@@ -99,18 +99,37 @@ def sweep(
         idle_timeout_s=idle_timeout,
     )
     if as_json:
-        result = run_sweep(config, parsed)
+        try:
+            result = run_sweep(config, parsed)
+        except (KeyboardInterrupt, RuntimeError) as exc:
+            result = _interrupted(config, exc)
         click.echo(json.dumps(result, indent=2, default=str))
         return
     result = _run_with_progress(config, parsed)
     print_sweep(result)
 
 
+def _interrupted(config: Any, exc: BaseException) -> dict[str, Any]:
+    """Ctrl-C between points (while one was judged, or the target drained): the points found so far,
+    and sweep.json saying the sweep was stopped early, as a Ctrl-C during a point says it."""
+    from .analysis.capacity import RESULT, read_sweep, write_result
+
+    if isinstance(exc, RuntimeError) and "interrupted" not in str(exc).lower():  # not DuckDB's Ctrl-C: a bug
+        raise exc
+    folder = Path(config.replay.out)
+    if not (folder / RESULT).exists():
+        raise click.ClickException("sweep interrupted before any point was judged") from None
+    click.echo("sweep interrupted: what was found so far", err=True)
+    result = {**read_sweep(folder), "stopped_early": True}
+    write_result(folder, result)
+    return result
+
+
 def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
     """The sweep under one bar per point and an overall line; Ctrl-C between points keeps what was found."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .analysis.capacity import RESULT, read_sweep, run_sweep
+    from .analysis.capacity import run_sweep
 
     progress = Progress(
         TextColumn("{task.description}"),
@@ -140,12 +159,8 @@ def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
 
     try:
         return run_sweep(config, slos, on_point=done, on_point_start=start, progress=tick)
-    except KeyboardInterrupt:
-        folder = Path(config.replay.out)
-        if not (folder / RESULT).exists():
-            raise click.ClickException("sweep interrupted before any point was judged") from None
-        click.echo("sweep interrupted: what was found so far", err=True)
-        return {**read_sweep(folder), "stopped_early": True}
+    except (KeyboardInterrupt, RuntimeError) as exc:
+        return _interrupted(config, exc)
     finally:
         if progress.live.is_started:
             progress.stop()

@@ -602,3 +602,30 @@ def test_the_misses_a_percentile_allows_are_counted_exactly() -> None:
         1,
     ]
     assert _allowed(parse_slos(["e2e:max<=1s"])[0], 100) == 0 and _allowed(parse_slos(["e2e:mean<=1s"])[0], 100) is None
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_ctrl_c_between_points_keeps_what_was_found_and_says_so(slot_engine, tmp_path, monkeypatch, as_json):
+    """Ctrl-C while a point is judged: with --json nothing was printed (click.Abort), without it
+    sweep.json didn't say it was stopped, so the report took the sweep for a whole one."""
+    from infertap.analysis import capacity
+
+    _, url = slot_engine
+    src = workload(tmp_path / "src", 10, 0.05)
+    judged = []
+    real = capacity.judge
+
+    def judge(capture, slos):  # the second point's judging is interrupted
+        judged.append(capture)
+        if len(judged) == 2:
+            raise KeyboardInterrupt
+        return real(capture, slos)
+
+    monkeypatch.setattr(capacity, "judge", judge)
+    args = [str(src), "--target", url, "--out", str(tmp_path / "s"), "--speeds", "1,2", "--slo", "e2e:p90<=5s", "--no-probe"]
+    run = sweep_cli(*args, *(["--json"] if as_json else []))
+    assert run.exit_code == 0, run.output
+    saved = read_sweep(tmp_path / "s")
+    assert saved["stopped_early"] is True and len(saved["points"]) == 1
+    if as_json:
+        assert json.loads(run.stdout)["stopped_early"] is True
