@@ -32,11 +32,6 @@ _HIGH_WATER = 1 << 20
 _LOW_WATER = 1 << 18
 
 
-#: Methods a request of which may be sent twice (RFC 9110 9.2.2): retried once on a reused
-#: connection that broke before answering.
-_IDEMPOTENT = frozenset((b"GET", b"HEAD", b"OPTIONS", b"PUT", b"DELETE", b"TRACE"))
-
-
 def _dropped(conn: _Connection) -> bool:
     """Whether an idle connection has something to read: the upstream's close (or bytes nobody asked
     for), arrived before the event loop told us. Checked before reuse, as urllib3 does, so that a
@@ -299,10 +294,11 @@ class UpstreamClient:
             except UpstreamBroken:
                 conn._close()
                 # A reused connection that broke before any response: the upstream closed it as we wrote
-                # (it never read the request), or read the request and then closed (a crash). Only a
-                # request that may be sent twice is sent again: a second POST would be a second
-                # generation. An idle close that came before the write is caught in _take.
-                if attempt == 0 and conn.reused and not response.received and m in _IDEMPOTENT:
+                # (llama-server closes one a moment after a stream: it never read the request), or read
+                # the request and then closed (a crash). The two can't be told apart from here, and the
+                # first is the common one: sent once more on a new connection. A close that came before
+                # the write is caught in _take, so this is only the race of the two.
+                if attempt == 0 and conn.reused and not response.received:
                     continue
                 raise
             except BaseException:
