@@ -96,8 +96,13 @@ def logprob_positions(events: Sequence[dict[str, Any]]) -> list[Position]:
     return positions
 
 
+def _key(entry: dict[str, Any]) -> Any:
+    """A logprob entry's token: its id where it has an integer one, else its text (as given)."""
+    return entry.get("id") if isinstance(entry.get("id"), int) else entry.get("token")
+
+
 def _token(entry: dict[str, Any]) -> int | str | None:
-    key = entry.get("id") if isinstance(entry.get("id"), int) else entry.get("token")
+    key = _key(entry)
     return key if isinstance(key, (int, str)) and not isinstance(key, bool) else None
 
 
@@ -106,7 +111,7 @@ def _logprob(entry: Any) -> tuple[Any, float] | None:
     numeric logprob."""
     if not isinstance(entry, dict) or isinstance(value := entry.get("logprob"), bool) or not isinstance(value, (int, float)):
         return None
-    key = entry.get("id") if isinstance(entry.get("id"), int) else entry.get("token")
+    key = _key(entry)
     return (key, float(value)) if key is None or isinstance(key, (int, str)) else None
 
 

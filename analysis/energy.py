@@ -182,7 +182,11 @@ def increase(samples: _Series, first: int, last: int) -> float:
     """A counter's increase over [first, last]: each step between samples, linear within it, its
     share of the span taken; a step down is a reset, after which the counter counted from zero."""
     total = 0.0
-    for (t0, v0), (t1, v1) in zip(samples, samples[1:], strict=False):
+    # The steps that overlap the span: from the last sample at or before ``first`` to the first at or after ``last``.
+    i = max(0, bisect.bisect_right(samples, (first, float("inf"))) - 1)
+    j = bisect.bisect_left(samples, (last, float("-inf"))) + 1
+    span = samples[i:j]
+    for (t0, v0), (t1, v1) in zip(span, span[1:], strict=False):
         if t1 <= first or t0 >= last or t1 <= t0:
             continue
         step = v1 - v0 if v1 >= v0 else v1

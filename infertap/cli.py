@@ -17,7 +17,7 @@ from .capture.jsonable import dumps
 from .capture.reader import CaptureReader
 from .capture.records import RecordType
 from .capture.redact import Redactor
-from .errors import InfertapError
+from .errors import InfertapError, interrupted
 from .options import host_port, key_value, telemetry_options
 from .version import __version__
 
@@ -57,7 +57,7 @@ class _Commands(click.Group):
             where = f"{exc.filename}: " if exc.filename else ""
             raise click.ClickException(f"{where}{exc.strerror or exc}") from exc
         except RuntimeError as exc:
-            if "interrupted" not in str(exc).lower():  # DuckDB's "Query interrupted", after a Ctrl-C
+            if not interrupted(exc):
                 raise
             raise click.Abort() from exc
 

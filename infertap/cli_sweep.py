@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .cli_replay import base_config, workload_options
+from .errors import interrupted
 
 if TYPE_CHECKING:
     from .replay import ReplayStats
@@ -114,7 +115,7 @@ def _interrupted(config: Any, exc: BaseException) -> dict[str, Any]:
     and sweep.json saying the sweep was stopped early, as a Ctrl-C during a point says it."""
     from .analysis.capacity import RESULT, read_sweep, write_result
 
-    if isinstance(exc, RuntimeError) and "interrupted" not in str(exc).lower():  # not DuckDB's Ctrl-C: a bug
+    if not interrupted(exc):  # a RuntimeError of another kind: a bug
         raise exc
     folder = Path(config.replay.out)
     if not (folder / RESULT).exists():

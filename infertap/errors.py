@@ -37,6 +37,12 @@ class ConfigError(InfertapError, ValueError):
     """A bad option value (an upstream that is not an http(s) URL, an unknown extractor)."""
 
 
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C: a KeyboardInterrupt, or the RuntimeError DuckDB raises in its
+    stead ("Query interrupted") when the signal lands inside a query."""
+    return isinstance(exc, KeyboardInterrupt) or (isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower())
+
+
 def check_seconds(option: str, seconds: float | None, *, zero: bool = False) -> None:
     """A duration option: above 0 (``zero``: 0 or more), and finite; None, where allowed, is no limit."""
     if seconds is not None and not (

@@ -21,7 +21,7 @@ from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
 from infertap.apis import ended_by_marker
-from infertap.capture.records import Exchange, new_exchange
+from infertap.capture.records import Exchange, new_exchange, session_of
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.engines.trafficgate import TrafficGate
@@ -41,7 +41,6 @@ _HOP_REQUEST = frozenset(
     b"host content-length expect x-infertap-token".split()
 )
 _HOP_RESPONSE = frozenset(b"connection keep-alive proxy-connection transfer-encoding te trailer upgrade".split())
-_SESSION_HEADERS = (b"x-infertap-session", b"x-session-id")
 _DISCONNECT_GRACE_S = 0.05
 
 
@@ -190,10 +189,7 @@ class RecordingProxy:
         query: bytes = scope.get("query_string", b"")
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
         client = scope.get("client")
-        session = None
-        for name, value in raw_headers:
-            if name in _SESSION_HEADERS:
-                session = value.decode("latin-1")
+        session = session_of(raw_headers)
         found = set(self._url_credentials)  # the credentials redacted below, looked for in the response too
         record = new_exchange(
             seq=self._seq,

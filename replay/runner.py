@@ -268,6 +268,7 @@ class Replay:
         except Exception as exc:
             await self._unreadable(item, exc)
             return
+        found = set(self._url_credentials)  # the credentials sent (redacted in the record): not in its response either
         record = new_exchange(
             source_id=item.source_id,
             repeat=item.repeat,
@@ -280,7 +281,7 @@ class Replay:
             method=item.method,
             path=item.path,
             query=item.query,
-            request_headers=self.redactor.header_pairs(self.headers[item.index]),
+            request_headers=self.redactor.header_pairs(self.headers[item.index], found),
             request_body=self.redactor.body(body, self.headers[item.index]),
             upstream=self._shown,
             lag_ns=0,
@@ -320,7 +321,7 @@ class Replay:
                 await response.aclose()
             if acquired:
                 self._cap.release()  # type: ignore[union-attr]
-            self._settle(item, record)
+            self._settle(item, record, found)
             await asyncio.shield(self._release())
 
     async def _wait_turn(self, item: Item) -> tuple[int, int, bool]:
@@ -410,7 +411,7 @@ class Replay:
             think = round((child.think_ns or 0) * self.config.think_scale)
             self._later[child.index] = loop.call_later(think / 1e9, self._spawn, child, ended + think, think)
 
-    def _settle(self, item: Item, record: Exchange) -> None:
+    def _settle(self, item: Item, record: Exchange, found: set[str]) -> None:
         """The request is over: release its conversation, count it, and record it if it was sent (or refused)."""
         if record["sent_ns"]:
             self._ids[item.index] = record["id"]
@@ -431,8 +432,6 @@ class Replay:
         if record["sent_ns"]:
             if record["end"] != "refused":
                 self.stats.intervals.append((record["sent_ns"], record["sent_ns"] + record["end_ns"]))
-            found = set(self._url_credentials)  # the credentials sent (redacted in the record): not in its response either
-            self.redactor.header_pairs(self.headers[item.index], found)
             self.redactor.echoes(record, found)
             self.writer.write(record)
             if self.on_exchange is not None:

@@ -18,8 +18,8 @@ from infertap.errors import InfertapError
 from .workload import Item
 
 _SPIN_NS = 1_500_000  # the loop's timers are millisecond-grained: spin through the last stretch
-_SLOWEST, _FASTEST = 1e-6, 1e6  # --speed: a millionth to a million times the recorded pace
-_MOST = 1 << 20  # requests in flight at once: more than any target takes, less than msgpack's ints
+SLOWEST, FASTEST = 1e-6, 1e6  # --speed: a millionth to a million times the recorded pace
+MOST_IN_FLIGHT = 1 << 20  # requests in flight at once: more than any target takes, less than msgpack's ints
 
 
 class ScheduleError(InfertapError):
@@ -39,14 +39,14 @@ class Schedule:
         if self.kind not in ("original", "rate", "poisson", "concurrency", "concurrency-original"):
             raise ScheduleError(f"unknown schedule {self.kind!r}")
         # Finite and within reach: a speed of 1e-300 or NaN made offsets no number can hold.
-        if not (math.isfinite(self.speed) and _SLOWEST <= self.speed <= _FASTEST):
-            raise ScheduleError(f"--speed {self.speed}: must be > 0 (from {_SLOWEST:g} to {_FASTEST:g})")
+        if not (math.isfinite(self.speed) and SLOWEST <= self.speed <= FASTEST):
+            raise ScheduleError(f"--speed {self.speed}: must be > 0 (from {SLOWEST:g} to {FASTEST:g})")
         if self.kind in ("rate", "poisson") and not (self.rate and math.isfinite(self.rate) and 1e-6 <= self.rate <= 1e9):
             raise ScheduleError(f"--rate {self.rate}: must be > 0 (from 1e-06 to 1e+09 requests/s)")
-        if self.kind == "concurrency" and not (self.concurrency and 0 < self.concurrency <= _MOST):
-            raise ScheduleError(f"--concurrency must be a positive number or 'original' (at most {_MOST})")
-        if self.max_concurrency is not None and not 0 < self.max_concurrency <= _MOST:
-            raise ScheduleError(f"--max-concurrency must be > 0 (at most {_MOST})")
+        if self.kind == "concurrency" and not (self.concurrency and 0 < self.concurrency <= MOST_IN_FLIGHT):
+            raise ScheduleError(f"--concurrency must be a positive number or 'original' (at most {MOST_IN_FLIGHT})")
+        if self.max_concurrency is not None and not 0 < self.max_concurrency <= MOST_IN_FLIGHT:
+            raise ScheduleError(f"--max-concurrency must be > 0 (at most {MOST_IN_FLIGHT})")
 
     @property
     def open_loop(self) -> bool:

@@ -28,7 +28,7 @@ from infertap.errors import InfertapError
 from .api import run_replay
 from .config import ReplayConfig
 from .runner import ReplayStats
-from .schedule import Schedule
+from .schedule import FASTEST, MOST_IN_FLIGHT, SLOWEST, Schedule
 from .workload import Item, load
 
 
@@ -80,16 +80,18 @@ class SweepConfig:
         modes = sum((bool(self.speeds), bool(self.concurrency_levels), self.search))
         if modes != 1:
             raise SweepError("give one of --speeds, --concurrency-levels or --search")
-        if not all(math.isfinite(s) and 1e-6 <= s <= 1e6 for s in self.speeds) or not all(
-            0 < c <= 1 << 20 for c in self.concurrency_levels
+        if not all(math.isfinite(s) and SLOWEST <= s <= FASTEST for s in self.speeds) or not all(
+            0 < c <= MOST_IN_FLIGHT for c in self.concurrency_levels
         ):
-            raise SweepError("speeds and concurrency levels must be > 0 (speeds up to 1e+06, levels up to 1048576)")
+            raise SweepError(
+                f"speeds and concurrency levels must be > 0 (speeds up to {FASTEST:g}, levels up to {MOST_IN_FLIGHT})"
+            )
         loads = self.speeds or self.concurrency_levels
         if len({float(v) for v in loads}) != len(loads):
             raise SweepError(f"each load once: {', '.join(f'{v:g}' for v in loads)} repeats one")
         if (
             not 0 < self.tolerance < 1
-            or not (math.isfinite(self.start_speed) and 1e-6 <= self.start_speed <= 1e6)
+            or not (math.isfinite(self.start_speed) and SLOWEST <= self.start_speed <= FASTEST)
             or self.max_points < 2
         ):
             raise SweepError("--tolerance must be in (0, 1), the start speed > 0, and at least 2 points allowed")

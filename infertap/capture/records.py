@@ -8,6 +8,7 @@ exchange's request was sent upstream (``headers_ns``, ``chunk_ns``, ``end_ns``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from random import getrandbits as _random_bits
 from typing import Any, Literal, NotRequired, TypedDict, Unpack
 
@@ -146,6 +147,20 @@ class Footer(TypedDict):
 
 
 Record = Header | Exchange | EngineSnapshot | Enrichment | Telemetry | Footer
+
+
+#: The request headers a client names its session by (``Exchange.session``).
+SESSION_HEADERS = (b"x-infertap-session", b"x-session-id")
+
+
+def session_of(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """A request's session: the last session header in its own order (mitmproxy's ``get`` would
+    join repeats with commas), any casing; what every recorder (proxy, mitm, import) reads."""
+    session = None
+    for name, value in headers:
+        if name.lower() in SESSION_HEADERS:
+            session = value.decode("latin-1")
+    return session
 
 
 def new_exchange(

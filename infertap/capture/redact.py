@@ -129,13 +129,6 @@ def _scrubbed(chunks: list[bytes], needles: list[bytes], token: bytes) -> list[b
     return [scrubbed[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
 
 
-def _replaced(data: bytes, needles: list[bytes], token: bytes) -> bytes:
-    for needle in needles:
-        if needle in data:
-            data = data.replace(needle, token)
-    return data
-
-
 def _plain(name: str) -> str:
     """A key as compared: lower case, without ``-`` and ``_`` (``API-Key``, ``api_key``, ``apiKey``)."""
     return name.replace("_", "").replace("-", "").lower()
@@ -231,11 +224,11 @@ class Redactor:
         headers = record.get("response_headers")
         if headers:
             record["response_headers"] = [
-                [n, _replaced(v.encode("latin-1", "replace"), needles, token).decode("latin-1")] for n, v in headers
+                [n, _scrubbed([v.encode("latin-1", "replace")], needles, token)[0].decode("latin-1")] for n, v in headers
             ]
         error = record.get("error")
         if isinstance(error, str):
-            record["error"] = _replaced(error.encode(), needles, token).decode("utf-8", "replace")
+            record["error"] = _scrubbed([error.encode()], needles, token)[0].decode("utf-8", "replace")
 
     def url(self, url: str) -> str:
         """A URL fit to record or print: the password of its userinfo (or the whole userinfo when it has

@@ -16,13 +16,13 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Unpack
 
 from mitmproxy import ctx, exceptions, http
 
 from infertap.apis import ended_by_marker
-from infertap.capture.records import End, ExchangeExtras, new_exchange
+from infertap.capture.records import End, ExchangeExtras, new_exchange, session_of
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.telemetry import Sampler, start_telemetry
@@ -227,16 +227,6 @@ def end_of_error(message: str) -> End:
     if "timeout" in lowered or "timed out" in lowered:
         return "timeout"
     return "upstream_error"
-
-
-def session_of(fields: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """The session header's value as ``infertap record`` reads it: the last ``x-infertap-session`` or
-    ``x-session-id`` in the request's own order (mitmproxy's ``get`` joins repeats with commas)."""
-    session = None
-    for name, value in fields:
-        if name.lower() in (b"x-infertap-session", b"x-session-id"):
-            session = value.decode("latin-1")
-    return session
 
 
 addons = [InfertapCapture()]

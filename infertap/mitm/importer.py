@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from infertap.capture.records import new_exchange
+from infertap.capture.records import new_exchange, session_of
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.errors import InfertapError
 
-from .addon import DEFAULT_PATHS, end_of_error, session_of
+from .addon import DEFAULT_PATHS, end_of_error
 
 
 class ImportError_(InfertapError):
