@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from infertap.apis import read_request
 from infertap.errors import ConfigError
 from infertap.replay.runner import ReplayStats
-from infertap.replay.sweep import Load, Lost, Point, Sweep, SweepConfig, capacity_of, inconsistent
+from infertap.replay.sweep import Load, Lost, Point, Sweep, SweepConfig, capacity_of, inconsistent, unmeasured
 from infertap.replay.workload import load
 
 from .slo import SLO, evaluate
@@ -149,6 +149,7 @@ def _result(config: SweepConfig, slos: Sequence[SLO], points: Sequence[Point]) -
         "capacity": capacity,
         "knee": {"passed": best.load.value if best else None, "failed": first_fail.load.value if first_fail else None},
         "inconsistent": inconsistent(points),  # passed above a failure: not counted towards the capacity
+        "replayer_behind": unmeasured(points),  # passed, the replayer behind its schedule: not counted either
         "points": [p.describe() for p in sorted(points, key=lambda p: p.load.value)],
     }
 

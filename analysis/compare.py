@@ -264,6 +264,11 @@ def _compare(
         pairs = pair_in(ws.con, f"{a.name}_x", f"{b.name}_x", "pairs_b")
         if not pairs.pairs:
             raise AnalysisError(f"no exchange of {b_path} matches one of {a_path}: {pairs.explain()}")
+        if baseline is not None:  # a baseline that pairs nothing would leave the noise floor out unsaid
+            base = Run(baseline, ws, "base", metrics=False)
+            base_pairs = pair_in(ws.con, f"{a.name}_x", f"{base.name}_x", "pairs_base")
+            if not base_pairs.pairs:
+                raise AnalysisError(f"no exchange of the baseline {baseline} matches one of {a_path}: {base_pairs.explain()}")
         why: Counter[str] = Counter()
         result: dict[str, Any] = {
             "a": {"path": a.path, "exchanges": a.exchanges, "torn": a.torn, "repeated_ids": a.repeated},
@@ -307,16 +312,12 @@ def _compare(
         for row in result["speed"]:
             row["same_workload"] = result["traffic"]["identical"]
         if baseline is not None:
-            base = Run(baseline, ws, "base", metrics=False)
-            base_pairs = pair_in(ws.con, f"{a.name}_x", f"{base.name}_x", "pairs_base")
             result["baseline"] = {
                 "path": str(baseline),
                 "pairing": base_pairs.explain(),
                 "divergence": divergence(
                     ws.con, ws.folder / "pairs_base", a.name, base.name, base_pairs, extract_fn, 0, references, batch=batch
-                )
-                if base_pairs.pairs
-                else None,
+                ),
             }
     noise = (result.get("baseline") or {}).get("divergence")
     result["accuracy"] = accuracy(result["divergence"]["counts"], noise["counts"] if noise else None)

@@ -99,14 +99,21 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
     (na, _, sa), (nb, _, sb) = sweeps
     kind, ca, cb = sa["kind"], sa["capacity"], sb["capacity"]
     if ca is None and cb is None:
+        if any(s["points"] and s["points"][0].get("passed") for _, _, s in sweeps):
+            return " ".join(_one(*s) for s in sweeps)  # one passed only where its replayer fell behind: each said apart
         lows = [f"{n} {number(load_of(s['points'][0], kind))}" for n, _, s in sweeps if s["points"]]
         return f"Neither target met the SLOs at any load tried (lowest {kind}: {', '.join(lows) or 'no point ran'})."
     if ca is None or cb is None:
         (nw, sw), (nl, sl) = ((nb, sb), (na, sa)) if ca is None else ((na, sa), (nb, sb))
         low = number(load_of(sl["points"][0], kind)) if sl["points"] else "none"
+        lost = (
+            f"{nl}'s capacity is not stated: it met them only where its replayer fell behind its schedule"
+            if sl["points"] and sl["points"][0].get("passed")
+            else f"{nl} met them at no {kind} tried (lowest: {low})"
+        )
         return (
             f"Only {nw} met the SLOs (up to {_load(kind, sw['capacity'][kind])}, {_rate(sw['capacity']['requests_per_s'])} "
-            f"requests/s); {nl} met them at no {kind} tried (lowest: {low})."
+            f"requests/s); {lost}."
         )
     return _pair(kind, (na, sa), (nb, sb))
 
@@ -117,6 +124,9 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
         if not sweep["points"]:
             return f"{name}: no point ran."
         lowest = number(load_of(sweep["points"][0], kind))
+        if sweep["points"][0].get("passed"):
+            behind = ", ".join(number(v) for v in sweep.get("replayer_behind") or ())
+            return f"{name}: no capacity is stated: it met the SLOs only where the replayer fell behind its schedule ({kind} {behind})."
         if sweep.get("inconsistent"):
             passed = ", ".join(number(v) for v in sweep["inconsistent"])
             return f"{name} failed the SLOs at its lowest {kind} tried ({lowest}), then met them at {passed}: no capacity is stated (noise, or a target that recovered)."

@@ -254,6 +254,10 @@ def replay(
         click.echo(json.dumps(summary, indent=2, default=str))
     else:
         _print_summary(summary)
+    from .replay import no_response
+
+    if (why := no_response(summary)) is not None:
+        raise click.ClickException(f"{why} ({target}); the replay's capture has every request, as sent")
 
 
 def _check_usage(schedule_kind: str | None, concurrency: str | None, rate: float | None, poisson: bool) -> None:
@@ -389,7 +393,8 @@ def _print_summary(s: dict[str, Any]) -> None:
             + (" — stopped early" if s["stopped_early"] else ""),
         ),
         ("endings", ", ".join(f"{k} ×{v}" for k, v in s["ends"].items()) or "-"),
-        ("status codes", ", ".join(f"{k} ×{v}" for k, v in s["statuses"].items()) or "-"),
+        ("status codes", ", ".join(f"{'no response' if k == 'None' else k} ×{v}" for k, v in s["statuses"].items()) or "-"),
+        *(("error", f"{message} ×{n}") for message, n in s.get("errors", {}).items()),
         ("schedule lag ms", f"{ms(s['lag_ms'])}  (p50 / p99 / max)"),
         ("cap wait ms", f"{ms(s['queue_wait_ms'])}  (p50 / p99 / max)"),
         ("concurrency", f"{s['concurrency']['mean']:.2f} mean, {s['concurrency']['max']} max"),

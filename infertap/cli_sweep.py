@@ -204,11 +204,20 @@ def print_sweep(result: dict[str, Any]) -> None:
     if result.get("inconsistent"):
         loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
         console.print(f"note: {kind} {loads} passed above a load that failed (noise, or a target that recovered): not counted")
-    if cap is None:
+    if result.get("replayer_behind"):
+        loads = ", ".join(f"{v:g}" for v in result["replayer_behind"])
         console.print(
-            f"capacity: none (the lowest {kind} tried, {result['points'][0][kind]:g}, failed)"
-            if result["points"]
-            else "capacity: no point ran"
+            f"note: {kind} {loads} passed while the replayer fell behind its schedule (it, not the target, set the load "
+            "there): not counted; replay from more hosts (--ray) to measure higher"
+        )
+    if cap is None:
+        lowest = result["points"][0] if result["points"] else None
+        console.print(
+            "capacity: no point ran"
+            if lowest is None
+            else f"capacity: none (the lowest {kind} tried, {lowest[kind]:g}, failed)"
+            if not lowest["passed"]
+            else "capacity: none measured (no point passed with the replayer on its schedule)"
         )
         return
     knee = result["knee"]

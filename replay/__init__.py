@@ -5,7 +5,7 @@ Builds on ``proxy``'s capture format; records the replay as a capture of its own
 
 from .api import ReplayError, run_replay
 from .config import ReplayConfig
-from .runner import Replay, ReplayStats
+from .runner import Replay, ReplayStats, no_response
 from .schedule import Schedule, ScheduleError
 from .transforms import TransformError, Transforms, parse_value
 from .workload import Filters, Item, SessionSample, WorkloadError, load
@@ -24,6 +24,7 @@ __all__ = [
     "Transforms",
     "WorkloadError",
     "load",
+    "no_response",
     "parse_value",
     "run_replay",
 ]

@@ -119,6 +119,7 @@ class ShardWorker:
                     "completed": stats.completed,
                     "ends": dict(stats.ends),
                     "statuses": dict(stats.statuses),
+                    "errors": dict(stats.errors),
                     "lags_ns": stats.lags_ns,
                     "queue_ns": stats.queue_ns,
                     "turn_lags_ns": stats.turn_lags_ns,
@@ -353,6 +354,7 @@ def _merge_summaries(
         merged.stopped_early |= s["stopped_early"]
         ends.update(s["ends"])
         statuses.update(s["statuses"])
+        merged.errors.update(s["errors"])
         anchor = round((r["started_wall"] - clocks[k][0]) * 1e9)
         merged.intervals.extend((anchor + a, anchor + b) for a, b in s["intervals"])
         workers.append(

@@ -54,6 +54,7 @@ class ReplayStats:
     in_flight: int = 0
     ends: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)  # each error message (cut short) of what was sent
     lags_ns: list[int] = field(default_factory=list)
     queue_ns: list[int] = field(default_factory=list)
     turn_lags_ns: list[int] = field(default_factory=list)  # the lags of turns that continue another
@@ -63,6 +64,21 @@ class ReplayStats:
     generation_failed: int = 0  # generation requests that ended other than complete with a 2xx: what error_rate counts
     elapsed_ns: Callable[[], int] = time.monotonic_ns  # the clock of those elapsed ns (the capture's)
     stopped_early: bool = False
+
+
+_ERRORS_SHOWN = 3  # the most frequent error messages in the summary
+_ERROR_CHARS = 200
+
+
+def no_response(summary: dict[str, Any]) -> str | None:
+    """Why a replay that sent requests got no response to any of them (a target down, a wrong
+    port, a refused TLS handshake), or None when at least one was answered."""
+    statuses = summary["statuses"]
+    if not summary["sent"] or set(statuses) - {"None"}:
+        return None
+    errors = summary.get("errors") or {}
+    reason = f": {next(iter(errors))}" if errors else ""
+    return f"none of the {summary['sent']} requests sent got a response from the target{reason}"
 
 
 def _pct(values: list[int], q: float) -> float | None:
@@ -85,6 +101,7 @@ def summarize(stats: ReplayStats, wall_s: float) -> dict[str, Any]:
         "not_sent": stats.total - stats.sent,
         "ends": dict(stats.ends),
         "statuses": dict(stats.statuses),
+        "errors": dict(stats.errors.most_common(_ERRORS_SHOWN)),
         "lag_ms": {"p50": _pct(stats.lags_ns, 0.5), "p99": _pct(stats.lags_ns, 0.99), "max": _pct(stats.lags_ns, 1.0)},
         "queue_wait_ms": {"p50": _pct(stats.queue_ns, 0.5), "p99": _pct(stats.queue_ns, 0.99), "max": _pct(stats.queue_ns, 1.0)},
         "concurrency": {"mean": busy / span if span else float(bool(stats.intervals)), "max": peak},
@@ -422,6 +439,8 @@ class Replay:
         if record["sent_ns"]:  # what was sent (or refused) and recorded: the endings add up to it
             self.stats.ends[record["end"]] += 1
             self.stats.statuses[str(record["status"])] += 1
+            if record["error"]:
+                self.stats.errors[str(record["error"])[:_ERROR_CHARS]] += 1
             if item.generation and not (record["end"] == "complete" and str(record["status"]).startswith("2")):
                 self.stats.generation_failed += 1
         self.stats.completed += 1

@@ -50,7 +50,9 @@ class Load:
 
     @property
     def name(self) -> str:
-        return f"{self.kind}-{self.value:g}"
+        """The point's folder: ``speed-1.5``; as many digits as tell this load from any other."""
+        short = f"{self.value:g}"
+        return f"{self.kind}-{short if float(short) == self.value else repr(float(self.value))}"
 
     def schedule(self, max_concurrency: int | None) -> Schedule:
         if self.kind == "speed":
@@ -190,6 +192,8 @@ class Sweep:
             point = self._point(Load("speed", speed))
             if point is None:
                 return
+            if point.passed and point.replayer_behind:
+                return  # the replayer, not the target, set this load: higher loads would measure it more
             if point.passed:
                 passed = speed if passed is None else max(passed, speed)
                 speed = speed * 2 if failed is None else speed
@@ -225,7 +229,8 @@ class Sweep:
             self.stopped = True  # Ctrl-C: this point is not judged, and no other runs
             return None
         summary["offered_requests_per_s"] = self._offered(point_load, summary)
-        point = Point(point_load, out, summary, self.evaluate(out), lost_early, self._behind(point_load, summary))
+        verdict = self.evaluate(out)
+        point = Point(point_load, out, summary, verdict, lost_early, self._behind(point_load, summary, verdict))
         self.points.append(point)
         if self.on_point is not None:
             self.on_point(point)
@@ -260,13 +265,17 @@ class Sweep:
         span_s = (max(offsets) - min(offsets)) / 1e9 / point_load.value
         return (len(offsets) - 1) / span_s if span_s > 0 else None  # n arrivals, n - 1 gaps between them
 
-    def _behind(self, point_load: Load, summary: dict[str, Any]) -> bool:
+    def _behind(self, point_load: Load, summary: dict[str, Any], verdict: dict[str, Any]) -> bool:
         """The replayer sent late enough to shape the load itself: over 2 ms at p99, or a tenth of
-        the mean gap between requests when that is longer."""
+        the time it schedules by when that is longer: the mean gap between arrivals (speed), a
+        request's median e2e here (closed loop, where a slot's next request follows its last one)."""
         lag = (summary.get("lag_ms") or {}).get("p99")
-        offered = summary.get("offered_requests_per_s")
-        allowed = max(2.0, 100.0 / offered) if offered else 2.0
-        return lag is not None and lag > allowed
+        if point_load.kind == "speed":
+            offered = summary.get("offered_requests_per_s")
+            scale_ms = 1000.0 / offered if offered else None
+        else:
+            scale_ms = ((verdict.get("latency_ms") or {}).get("e2e") or {}).get("p50")
+        return lag is not None and lag > max(2.0, scale_ms / 10 if scale_ms else 0.0)
 
     def _wait_idle(self, kind: str | None, cut_short: bool) -> None:
         """Until the engine holds no request, so the next point starts clean. An engine that can't
@@ -300,10 +309,13 @@ def parse_numbers(text: str, kind: type[float] | type[int], what: str) -> tuple[
 def capacity_of(points: Sequence[Point]) -> tuple[Point | None, Point | None]:
     """The highest passing point below the lowest failing one, and that failing point: the knee lies
     between. A pass above a failure (noise, or a target that recovered) never raises the capacity;
-    ``inconsistent`` names such points."""
+    ``inconsistent`` names such points. Nor does a pass whose replayer fell behind its schedule (the
+    load the target carried there was less than the load named): ``unmeasured`` names those."""
     failing = [p for p in points if not p.passed]
     first_fail = min(failing, key=lambda p: p.load.value) if failing else None
-    below = [p for p in points if p.passed and (first_fail is None or p.load.value < first_fail.load.value)]
+    below = [
+        p for p in points if p.passed and not p.replayer_behind and (first_fail is None or p.load.value < first_fail.load.value)
+    ]
     return (max(below, key=lambda p: p.load.value) if below else None), first_fail
 
 
@@ -311,3 +323,8 @@ def inconsistent(points: Sequence[Point]) -> list[float]:
     """Loads that passed above a load that failed."""
     _, first_fail = capacity_of(points)
     return sorted(p.load.value for p in points if p.passed and first_fail is not None and p.load.value > first_fail.load.value)
+
+
+def unmeasured(points: Sequence[Point]) -> list[float]:
+    """Loads that passed while the replayer fell behind its schedule: not the target's capacity."""
+    return sorted(p.load.value for p in points if p.passed and p.replayer_behind)

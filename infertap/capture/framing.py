@@ -21,6 +21,8 @@ TAG = b"ITAP"
 _HEAD = struct.Struct("<II4sHHIII")
 HEAD_SIZE = _HEAD.size
 _FRAME_SIZE = HEAD_SIZE - 8
+#: What every segment's first bytes are: its first block head's magic, frame size and tag.
+SEGMENT_START = struct.pack("<II", SKIPPABLE_MAGIC, _FRAME_SIZE) + TAG
 
 
 def block_head(major: int, minor: int, zframe: bytes) -> bytes:

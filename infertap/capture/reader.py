@@ -13,7 +13,7 @@ import msgpack
 import zstandard
 
 from .errors import CaptureCorruptError, CaptureError, UnsupportedFormatError
-from .framing import Block, iter_blocks
+from .framing import SEGMENT_START, Block, iter_blocks
 from .records import DICTIONARY_KIND, FORMAT_MAJOR, FORMAT_MINOR
 from .segments import segment_paths
 
@@ -45,6 +45,14 @@ class TornTail:
         return f"{self.path}: torn tail at byte {self.offset} ({self.reason}); data before it is intact"
 
 
+def starts_as_segment(path: Path) -> bool:
+    """Whether the file's first bytes can begin a segment: empty (just created), or the start of a
+    block head's zstd magic (a head cut short is a torn tail; anything else is some other file)."""
+    with open(path, "rb") as f:
+        first = f.read(len(SEGMENT_START))
+    return SEGMENT_START.startswith(first)
+
+
 class CaptureReader:
     """Streams the records of a capture in write order.
 
@@ -62,6 +70,10 @@ class CaptureReader:
             if not self.segments:
                 raise CaptureError(f"{self.path}: not a capture (no *.itap.zst segments in it)")
         elif self.path.is_file():
+            if not starts_as_segment(self.path):
+                raise CaptureError(
+                    f"{self.path}: not a capture (a segment starts with an infertap block head; this file doesn't)"
+                )
             self.segments = [self.path]
         else:
             raise CaptureError(f"{self.path}: no such capture")

@@ -92,6 +92,12 @@ def test_baseline_gives_the_noise_floor(tmp_path):
     r = compare(a, b, baseline=tmp_path / "a2")
     assert r["divergence"]["exact_match_rate"] == 0.5
     assert r["baseline"]["divergence"]["exact_match_rate"] == 1.0
+    # A baseline of other requests pairs nothing: an error, not a comparison without its noise floor.
+    write_capture(tmp_path / "other", [{"body": _chat("elsewhere", 0), "chunks": _reply("x")}])
+    with pytest.raises(AnalysisError, match="no exchange of the baseline .*other matches"):
+        compare(a, b, baseline=tmp_path / "other")
+    result = CliRunner().invoke(cli, ["compare", str(a), str(b), "--baseline", str(tmp_path / "other")])
+    assert result.exit_code == 1 and "baseline" in result.output and "Traceback" not in result.output
 
 
 def test_workloads_that_do_not_match_say_why(tmp_path):

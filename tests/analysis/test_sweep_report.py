@@ -142,6 +142,25 @@ def test_one_side_never_passing_and_both_never_failing(tmp_path):
     )
 
 
+def test_a_pass_with_the_replayer_behind_states_no_capacity(tmp_path):
+    """A target that met the SLOs only where the replayer fell behind its schedule has no measured
+    capacity: never "met them at no load tried", never a capacity at that load."""
+    folder = _sweep(tmp_path / "a", 2, loads=(1, 2, 4))
+    result = json.loads((folder / "sweep.json").read_text())
+    for p in result["points"][:2]:
+        p["replayer_behind"] = True
+    result["capacity"], result["knee"], result["replayer_behind"] = None, {"passed": None, "failed": 4}, [1, 2]
+    (folder / "sweep.json").write_text(json.dumps(result))
+    alone = capacity_sentence(load_sweeps(folder))
+    assert alone == "A: no capacity is stated: it met the SLOs only where the replayer fell behind its schedule (speed 1, 2)."
+    b = _sweep(tmp_path / "b", 2)
+    assert capacity_sentence(load_sweeps(folder, b)).endswith(
+        "A's capacity is not stated: it met them only where its replayer fell behind its schedule."
+    )
+    both = capacity_sentence(load_sweeps(folder, _sweep(tmp_path / "c", 0.1)))
+    assert "only where the replayer fell behind" in both and "met the SLOs at no load tried" in both
+
+
 def test_sweeps_judged_by_different_slos_are_refused(tmp_path):
     a = _sweep(tmp_path / "a", 2)
     b = _sweep(tmp_path / "b", 4, slos=(E2E,))

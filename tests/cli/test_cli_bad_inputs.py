@@ -152,3 +152,42 @@ def test_small_refusals_and_warnings(capture: Path, tmp_path: Path) -> None:
     assert same.exit_code == 0 and "A and B are the same capture" in same.output
     (tmp_path / "bad.har").write_text('{"log": {"entries": ["not an entry", 5]}}')
     refused(invoke("import", str(tmp_path / "bad.har"), "--out", str(tmp_path / "imp")), "none of its 2 entries")
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_replay_no_request_of_which_got_a_response_fails(capture: Path, tmp_path: Path) -> None:
+    """A target that is down (here: a port nobody listens on) used to end in exit code 0 and
+    'status codes None': now the command fails, naming why, and the capture keeps what was sent."""
+    out = tmp_path / "o"
+    target = f"http://127.0.0.1:{_closed_port()}"
+    for extra in ([], ["--json"]):
+        result = invoke("replay", str(capture), "--target", target, "--out", str(out), "--no-probe", *extra)
+        refused(result, "none of the 2 requests sent got a response", "connect")
+        if not extra:
+            assert "no response ×2" in result.output
+        ends = [x["end"] for x in CaptureReader(out).exchanges()]
+        assert ends == ["upstream_error", "upstream_error"]
+        for p in segment_paths(out):
+            p.unlink()
+
+
+def test_a_file_that_is_no_segment_is_not_a_capture(capture: Path, tmp_path: Path) -> None:
+    """A text file given as a capture was read as a capture of nothing with a 'torn tail'."""
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    for command in ("info", "stats", "cat"):
+        refused(invoke(command, str(text), env={"INFERTAP_CACHE": str(tmp_path / "cache")}), "not a capture")
+    # A segment cut inside its first block head is still a capture with a torn tail, not "no capture".
+    (segment,) = segment_paths(capture)
+    cut = tmp_path / "cut.itap.zst"
+    cut.write_bytes(segment.read_bytes()[:20])
+    assert CaptureReader(cut).records() is not None and list(CaptureReader(cut).records()) == []
+    result = invoke("info", str(cut))
+    assert result.exit_code == 0 and "torn tail" in result.output

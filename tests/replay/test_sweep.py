@@ -6,6 +6,7 @@ a queue grows and the e2e SLOs (set at 1.5-2x ``service_s``) fail by a wide marg
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,13 +24,25 @@ from infertap.cli import cli
 from infertap.errors import ConfigError, InfertapError
 from infertap.launch import free_port
 from infertap.replay import ReplayConfig
-from infertap.replay.sweep import Load, Point, SweepConfig, SweepError, capacity_of, inconsistent
+from infertap.replay.sweep import Load, Point, Sweep, SweepConfig, SweepError, capacity_of, inconsistent, unmeasured
 from tests.fake_upstream import ServerThread
 from tests.helpers import write_capture
 from tests.slot_engine import SlotEngine
 
 #: What sweep.json and ``--json`` hold (analysis/capacity.py), and each point in it.
-SWEEP_KEYS = {"kind", "source", "target", "target_kind", "slo", "capacity", "knee", "inconsistent", "points", "stopped_early"}
+SWEEP_KEYS = {
+    "kind",
+    "source",
+    "target",
+    "target_kind",
+    "slo",
+    "capacity",
+    "knee",
+    "inconsistent",
+    "replayer_behind",
+    "points",
+    "stopped_early",
+}
 POINT_KEYS = {
     "passed",
     "out",
@@ -467,15 +480,18 @@ def test_a_capture_left_in_out_is_not_mixed_into_a_point(slot_engine, tmp_path):
 # -- the search, on its own (no replay: each point's verdict given by a known capacity) ----------------
 
 
-def _search(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capacity: float, **options: Any) -> list[float]:
-    """The speeds --search tries against a target that passes exactly below ``capacity``."""
+def _search(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capacity: float, behind_from: float = math.inf, **options: Any
+) -> list[float]:
+    """The speeds --search tries against a target that passes exactly below ``capacity``, with a
+    replayer that falls behind its schedule from speed ``behind_from`` on."""
     from infertap.replay import sweep as sweep_module
 
     tried: list[float] = []
 
     def point(self: Any, load: Load) -> Point:
         tried.append(load.value)
-        p = Point(load, tmp_path / load.name, {}, {"passed": load.value < capacity})
+        p = Point(load, tmp_path / load.name, {}, {"passed": load.value < capacity}, replayer_behind=load.value >= behind_from)
         self.points.append(p)
         return p
 
@@ -499,6 +515,50 @@ def test_the_search_brackets_the_knee_within_its_tolerance(monkeypatch, tmp_path
 def test_the_search_stops_halving_when_nothing_passes(monkeypatch, tmp_path):
     tried = _search(monkeypatch, tmp_path, capacity=0.0)  # a target that meets the SLOs at no load
     assert tried == [1.0, 0.5, 0.25, 0.125, 0.0625]  # down to 1/16 of the recorded rate, then it says so
+
+
+def test_the_search_stops_where_the_replayer_falls_behind(monkeypatch, tmp_path):
+    """A pass whose replayer fell behind says nothing of the target: doubling on would measure the replayer."""
+    assert _search(monkeypatch, tmp_path, capacity=1e9, behind_from=4.0) == [1.0, 2.0, 4.0]
+    # Past the knee it is a failure like any other: the bisection goes on.
+    tried = _search(monkeypatch, tmp_path, capacity=3.0, behind_from=4.0)
+    assert tried[:3] == [1.0, 2.0, 4.0] and 2.0 < tried[3] < 4.0
+
+
+def test_a_pass_with_the_replayer_behind_is_no_capacity():
+    points = [_point("speed", 1, True), _point("speed", 2, True), _point("speed", 4, True), _point("speed", 8, False)]
+    points[2].replayer_behind = True
+    best, first_fail = capacity_of(points)
+    assert best is not None and best.load.value == 2 and first_fail is not None and first_fail.load.value == 8
+    assert unmeasured(points) == [4]
+    points[0].replayer_behind = points[1].replayer_behind = True
+    assert capacity_of(points)[0] is None and unmeasured(points) == [1, 2, 4]
+    points[2].replayer_behind = False  # the counter-case: on schedule, it counts
+    assert capacity_of(points)[0].load.value == 4  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("kind", "lag_p99", "scale", "behind"),
+    [
+        ("speed", 5.0, 10.0, False),  # 10 requests/s: 100 ms between arrivals, 10 ms allowed
+        ("speed", 12.0, 10.0, True),
+        ("speed", 3.0, 1000.0, True),  # 1 ms between arrivals: 2 ms allowed at least
+        ("concurrency", 5.0, 100.0, False),  # a slot's next request follows a 100 ms e2e: 10 ms allowed
+        ("concurrency", 15.0, 100.0, True),
+        ("concurrency", 3.0, None, True),  # no e2e known: 2 ms
+    ],
+)
+def test_the_replayer_is_behind_by_the_time_it_schedules_by(kind, lag_p99, scale, behind):
+    sweep = Sweep(config=None, evaluate=None)  # type: ignore[arg-type]  # _behind reads only what it is given
+    summary = {"lag_ms": {"p99": lag_p99}, "offered_requests_per_s": scale if kind == "speed" else None}
+    verdict = {"latency_ms": {"e2e": {"p50": scale}}} if kind == "concurrency" else {}
+    assert sweep._behind(Load(kind, 1.0), summary, verdict) is behind
+
+
+def test_each_load_has_a_folder_of_its_own():
+    assert Load("speed", 1.5).name == "speed-1.5" and Load("concurrency", 8).name == "concurrency-8"
+    assert Load("speed", 1.0000001).name != Load("speed", 1.0000002).name  # six digits said "speed-1" for both
+    assert Load("speed", 1.0).name == "speed-1"
 
 
 def test_the_search_keeps_to_its_point_budget(monkeypatch, tmp_path):
@@ -546,7 +606,6 @@ def test_ctrl_c_ends_the_point_in_flight_and_keeps_what_was_found(slot_engine, t
 def test_the_offered_rate_is_the_generation_requests_arrival_rate(tmp_path):
     """Two chats a second apart offer one request a second at speed 1 (two arrivals, one gap), two at
     speed 2; a GET /v1/models between them is no request for tokens, as the achieved rate counts."""
-    from infertap.replay.sweep import Sweep
     from infertap.replay.workload import load
 
     write_capture(
