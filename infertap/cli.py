@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import math
 from collections.abc import Mapping
@@ -54,6 +55,8 @@ class _Commands(click.Group):
         except InfertapError as exc:
             raise click.ClickException(str(exc)) from exc
         except OSError as exc:
+            if exc.errno == errno.EPIPE and exc.filename is None:
+                raise  # the reader went away (`| head`): click ends quietly, as any filter does
             where = f"{exc.filename}: " if exc.filename else ""
             raise click.ClickException(f"{where}{exc.strerror or exc}") from exc
         except RuntimeError as exc:

@@ -302,8 +302,8 @@ def _print_workload(w: dict[str, Any]) -> None:
 def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, cache_dir: Path | None) -> None:
     """Run SQL (DuckDB) over captures; with no query, read queries from stdin, each ended by ';'.
 
-    The first argument is the query when it starts with a SQL keyword (SELECT, WITH, FROM, DESCRIBE,
-    SHOW, SUMMARIZE, ...) and is not a path. Views: captures, runs, exchanges, requests, chunks,
+    The first (or last) argument is the query when it starts with a SQL keyword (SELECT, WITH, FROM,
+    DESCRIBE, SHOW, SUMMARIZE, ...) and is not a path. Views: captures, runs, exchanges, requests, chunks,
     events, engines, enrichments, prefixes, metrics, itl, token_chunks, enrichment_latest.
 
     \b
@@ -315,6 +315,8 @@ def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, c
         raise click.UsageError("choose one of --csv and --json")
     if query is None and _SQL_START.match(args[0]) and not _is_path(args[0]):
         query, args = args[0], args[1:]
+    elif query is None and len(args) > 1 and _SQL_START.match(args[-1]) and not _is_path(args[-1]):
+        query, args = args[-1], args[:-1]  # the query after the captures: as unmistakable
     if not args:
         raise click.UsageError("give at least one CAPTURE")
     fmt = "csv" if as_csv else "json" if as_json else "table"

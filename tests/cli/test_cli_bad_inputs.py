@@ -191,3 +191,28 @@ def test_a_file_that_is_no_segment_is_not_a_capture(capture: Path, tmp_path: Pat
     assert CaptureReader(cut).records() is not None and list(CaptureReader(cut).records()) == []
     result = invoke("info", str(cut))
     assert result.exit_code == 0 and "torn tail" in result.output
+
+
+def test_a_reader_that_went_away_ends_the_command_quietly(capture: Path, tmp_path: Path) -> None:
+    """`infertap cat CAP | head -1`: the pipe's reader gone, the command printed 'Error: Broken pipe'."""
+    read, write = os.pipe()
+    os.close(read)  # every write to ``write`` now fails with EPIPE
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "infertap", "cat", str(capture)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env={**os.environ, "INFERTAP_CACHE": str(tmp_path / "cache")},
+        )
+    finally:
+        os.close(write)
+    assert run.returncode != 0 and "Error" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def test_a_query_after_the_captures_is_the_query(capture: Path, tmp_path: Path) -> None:
+    env = {"INFERTAP_CACHE": str(tmp_path / "cache")}
+    last = invoke("sql", str(capture), "SELECT count(*) AS n FROM exchanges", "--json", env=env)
+    assert last.exit_code == 0 and '"n": 2' in last.output, last.output
+    refused(invoke("sql", str(capture), str(tmp_path / "nothing-here"), env=env), "nothing-here", "no such capture")
