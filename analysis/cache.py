@@ -3,7 +3,8 @@
 Layout: ``<root>/captures/<hash of the capture's absolute path>/<signature>/<table>.parquet`` plus
 ``meta.json``. The signature hashes the segment names, sizes and mtimes and the decoder's version:
 appending a run, a recorder still writing, or a newer infertap gives a new signature, hence a fresh
-decode; the older version is then removed. A decode is written to a temporary folder and renamed
+decode; the older version is then removed, or when the last analysis still reading it ends (``hold``).
+A decode is written to a temporary folder and renamed
 into place, so a crash or a concurrent reader never sees half a cache entry. Folders are created
 owner-only: the tables hold prompts and outputs, as the capture does.
 """
@@ -146,10 +147,59 @@ def cached_capture(
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for stale in home.iterdir():  # older versions of this capture, and decodes whose process is gone
-        if stale.name != sig and (not stale.name.startswith(".tmp-") or not _alive(stale.name.split("-")[1])):
-            shutil.rmtree(stale, ignore_errors=True)
+    for stale in home.iterdir():  # older versions of this capture (unless read), and decodes whose process is gone
+        if stale.name == sig:
+            continue
+        if stale.name.startswith(".tmp-") and _alive(stale.name.split("-")[1]) or _read(stale):
+            continue
+        shutil.rmtree(stale, ignore_errors=True)
     return CachedCapture(path, target, meta, decoded=True)
+
+
+_READER = ".reader-"
+
+
+class Gone(Exception):
+    """A cache entry removed (by a newer decode of its capture) before it could be held."""
+
+
+def hold(entry: CachedCapture) -> Path | None:
+    """Marks ``entry`` as read by this process (an open ``sql`` session, a report being made) so that
+    a newer decode of its capture, after an append, leaves it in place until ``release``. None
+    where the entry can't be marked (a cache this user may read, not write): it is read as is."""
+    marker = entry.folder / f"{_READER}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        marker.touch(mode=0o600, exist_ok=False)
+    except FileNotFoundError:
+        raise Gone(entry.folder) from None
+    except OSError:
+        return None
+    if not (entry.folder / "meta.json").exists():  # removed between the lookup and the touch
+        shutil.rmtree(entry.folder, ignore_errors=True)
+        raise Gone(entry.folder)
+    return marker
+
+
+def release(entry: CachedCapture, marker: Path | None) -> None:
+    """Ends ``hold``; an entry a newer decode left in place for this reader alone goes now."""
+    if marker is None:
+        return
+    marker.unlink(missing_ok=True)
+    try:
+        current = signature(entry.capture)
+    except (InfertapError, OSError):
+        return  # the capture is gone or unreadable: the entry stays, as the cache keeps any other
+    if entry.folder.name != current and not _read(entry.folder):
+        shutil.rmtree(entry.folder, ignore_errors=True)
+
+
+def _read(entry: Path) -> bool:
+    """Whether a live process holds the entry (``hold``); a dead one's marker is forgotten."""
+    try:
+        markers = [p for p in entry.iterdir() if p.name.startswith(_READER)]
+    except OSError:
+        return False
+    return any(_alive(m.name[len(_READER) :].split("-")[0]) for m in markers)
 
 
 def cached_captures(

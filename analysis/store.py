@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from .cache import CachedCapture, cached_captures
+from .cache import CachedCapture, Gone, cached_capture, cached_captures, hold, release
 from .errors import AnalysisError, QueryError
 from .schema import TABLES
 from .sources import find_captures
@@ -87,6 +87,10 @@ class Analysis:
         ``$INFERTAP_DUCKDB_MEMORY``, else its own default) and spills the rest to a private
         temporary folder, never to the working directory (DuckDB's ``.tmp``)."""
         self.captures = cached_captures(find_captures(captures), cache_dir, workers=workers, progress=progress)
+        self._held: list[tuple[CachedCapture, Path | None]] = []
+        for i in range(len(self.captures)):
+            marker = self._hold(i, cache_dir)  # may fetch the entry again
+            self._held.append((self.captures[i], marker))
         self._spill = spill_folder()
         config: dict[str, str | bool | int | float | list[str]] = {"temp_directory": self._spill}
         limit = memory_limit or os.environ.get(MEMORY_ENV)
@@ -96,6 +100,7 @@ class Analysis:
             self.con = duckdb.connect(config=config)
         except duckdb.Error as exc:  # a memory limit DuckDB doesn't read
             shutil.rmtree(self._spill, ignore_errors=True)
+            self._release()
             raise AnalysisError(f"can't open DuckDB with memory limit {limit!r} ({exc})") from exc
         try:
             # hive_partitioning off: a `key=value` folder anywhere above the cache (DuckDB looks at the
@@ -199,9 +204,24 @@ class Analysis:
             )
         return None
 
+    def _hold(self, i: int, cache_dir: str | os.PathLike[str] | None) -> Path | None:
+        """Keeps capture ``i``'s entry while this analysis is open (a decode after an append would
+        remove it under a long ``sql`` session); an entry removed before it was held is fetched again."""
+        while True:
+            try:
+                return hold(self.captures[i])
+            except Gone:
+                self.captures[i] = cached_capture(self.captures[i].capture, cache_dir)
+
     def close(self) -> None:
         self.con.close()
         shutil.rmtree(self._spill, ignore_errors=True)
+        self._release()
+
+    def _release(self) -> None:
+        for entry, marker in self._held:
+            release(entry, marker)
+        self._held = []
 
     def __enter__(self) -> Analysis:
         return self

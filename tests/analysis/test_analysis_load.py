@@ -187,6 +187,46 @@ def test_the_cache_is_reused_then_rebuilt_when_a_segment_is_appended(tmp_path: P
         assert a.decoded == [cap.resolve()]
 
 
+def test_an_open_analysis_keeps_its_entry_while_a_newer_decode_is_made(tmp_path: Path) -> None:
+    """A `sql` session open while a run is appended, and another command decodes the newer capture:
+    the session's tables were removed under it. Now the older entry stays until the session ends."""
+    cap, cache = simple(tmp_path / "cap", n=3), tmp_path / "cache"
+    with Analysis([cap], cache_dir=cache) as session:
+        [entry] = _entries(cache)
+        simple(cap, n=2, first=3)  # a second run appends a segment
+        with Analysis([cap], cache_dir=cache) as newer:
+            assert newer.decoded == [cap.resolve()] and newer.count("exchanges") == 5
+        assert entry.exists() and session.count("exchanges") == 3  # still readable, as it was loaded
+        assert len(_entries(cache)) == 2
+    assert not entry.exists() and len(_entries(cache)) == 1  # gone with its reader
+    assert not [p for p in cache.rglob(".reader-*")]
+
+    # Not held (no session open): a newer decode removes the older entry at once, as before.
+    with Analysis([cap], cache_dir=cache) as a:
+        assert a.decoded == [] and a.count("exchanges") == 5
+    [current] = _entries(cache)
+    simple(cap, n=1, first=5)
+    with Analysis([cap], cache_dir=cache) as a:
+        assert a.count("exchanges") == 6
+    assert not current.exists() and len(_entries(cache)) == 1
+
+
+def test_a_reader_that_died_holds_no_entry(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    cap, cache = simple(tmp_path / "cap", n=2), tmp_path / "cache"
+    with Analysis([cap], cache_dir=cache):
+        pass
+    [entry] = _entries(cache)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    (entry / f".reader-{int(ended.stdout)}-deadbeef").touch()  # a session killed before it could release
+    simple(cap, n=1, first=2)
+    with Analysis([cap], cache_dir=cache) as a:
+        assert a.count("exchanges") == 3
+    assert not entry.exists() and len(_entries(cache)) == 1
+
+
 def test_the_cache_lives_under_infertap_cache_and_is_owner_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "envcache"))
     cap = simple(tmp_path / "cap")
