@@ -150,7 +150,8 @@ def sglang_app() -> JSONRoutes:
 
 
 # Ollama API (docs/api.md, v0.5+): /api/version, /api/tags, /api/show
-def ollama_app() -> JSONRoutes:
+def ollama_app(second: bool = False) -> JSONRoutes:
+    """``second``: a second model pulled, ``qwen2.5:latest``, with parameters of its own."""
     show = {
         "modelfile": "FROM llama3.2\n",
         "parameters": 'num_ctx 4096\nstop "<|start_header_id|>"\nstop "<|eot_id|>"\ntemperature 0.6\nrepeat_penalty 1.1',
@@ -165,23 +166,26 @@ def ollama_app() -> JSONRoutes:
         },
         "model_info": {"general.architecture": "llama", "llama.context_length": 131072},
     }
+    shows = {"llama3.2:latest": show}
+    if second:
+        shows["qwen2.5:latest"] = {**show, "parameters": 'stop "<|im_end|>"\ntemperature 0.2\ntop_k 20'}
+    listed = [
+        {
+            "name": name,
+            "model": name,
+            "modified_at": "2025-01-01T00:00:00Z",
+            "size": 2019393189,
+            "digest": f"{k:064x}" if k else "a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72",
+            "details": show["details"],
+        }
+        for k, name in enumerate(shows)
+    ]
     return JSONRoutes(
         {
             ("GET", "/api/version"): {"version": "0.5.7"},
-            ("GET", "/api/tags"): {
-                "models": [
-                    {
-                        "name": "llama3.2:latest",
-                        "model": "llama3.2:latest",
-                        "modified_at": "2025-01-01T00:00:00Z",
-                        "size": 2019393189,
-                        "digest": "a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72",
-                        "details": show["details"],
-                    }
-                ]
-            },
+            ("GET", "/api/tags"): {"models": listed},
             ("POST", "/api/show"): lambda req: (
-                (200, show) if req and req.get("model") == "llama3.2:latest" else (404, {"error": "model not found"})
+                (200, shows[req["model"]]) if req and req.get("model") in shows else (404, {"error": "model not found"})
             ),
             ("GET", "/v1/models"): {
                 "object": "list",

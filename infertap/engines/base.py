@@ -173,8 +173,9 @@ class Engine:
         rest = {k: v for k, v in fields.items() if canonical(k) not in self.READS}
         return {**sampling_fields(rest), **out}
 
-    def defaults_for(self, path: str) -> dict[str, Any] | None:
-        """The engine's own default sampling settings for requests to ``path``, canonical names."""
+    def defaults_for(self, path: str, model: str | None = None) -> dict[str, Any] | None:
+        """The engine's own default sampling settings for requests to ``path`` naming ``model``,
+        canonical names (an engine serving several models with settings of their own says per model)."""
         value = self.facts()["defaults"]["value"]
         return {canonical(k): v for k, v in value.items()} if isinstance(value, dict) else None
 

@@ -77,7 +77,7 @@ def enrichment(
         },
         "settings": effective_settings(
             engine.requested(api_for(path, request.body).sampling(request.body)) if engine else request.sampling,
-            engine.defaults_for(path) if engine else None,
+            engine.defaults_for(path, request.model) if engine else None,
         ),
         "server_timings": _server_timings(parsed),
         "prompt_tokens": prompt_tokens,

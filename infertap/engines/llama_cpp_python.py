@@ -156,7 +156,7 @@ class LlamaCppPython(Engine):
             " is read from the GGUF, as the server does when no --chat_format is given",
         ]
 
-    def defaults_for(self, path: str) -> dict[str, Any] | None:
+    def defaults_for(self, path: str, model: str | None = None) -> dict[str, Any] | None:
         from .base import canonical
 
         found = self._request_defaults(path if path in _SCHEMAS else "/v1/chat/completions")

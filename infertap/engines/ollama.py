@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from infertap.apis.sampling import canonical
+
 from .base import Endpoint, Engine, fact, fetch
 
 _NUMERIC = {"true": True, "false": False}
@@ -69,17 +71,27 @@ class Ollama(Engine):
             self.found[key] = fetch(self.http, "POST", self.base + "/api/show", {"model": name})
         return self.found[key].json or {}
 
-    def defaults_for(self, path: str) -> dict[str, Any] | None:
-        """The Modelfile's parameters, and on the OpenAI-compatible paths what Ollama sets itself
-        where the request says nothing (openai/openai.go: temperature and top_p 1.0; on
-        /v1/completions frequency and presence penalty 0), over them."""
-        defaults = super().defaults_for(path)
+    def defaults_for(self, path: str, model: str | None = None) -> dict[str, Any] | None:
+        """The requested model's Modelfile parameters (each model has its own; the snapshot's are
+        the first listed model's), and on the OpenAI-compatible paths what Ollama sets itself where
+        the request says nothing (openai/openai.go: temperature and top_p 1.0; on /v1/completions
+        frequency and presence penalty 0), over them."""
+        defaults = self._model_defaults(model) if model else super().defaults_for(path)
         if not path.startswith("/v1/"):
             return defaults
         openai: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0}
         if path.startswith("/v1/completions"):
             openai |= {"frequency_penalty": 0.0, "presence_penalty": 0.0}
         return {**(defaults or {}), **openai}
+
+    def _model_defaults(self, model: str) -> dict[str, Any] | None:
+        """``model``'s Modelfile parameters (canonical names), {} where it sets none, None where
+        /api/show doesn't answer for it (not pulled, or the server is gone): unknown."""
+        show = self._show(model)
+        if not self.found[f"/api/show {model}"].ok:
+            return None
+        params = parse_parameters(show.get("parameters") or "")
+        return {canonical(k): v for k, v in params.items()}
 
     def facts(self) -> dict[str, dict[str, Any]]:
         version = (self.get("/api/version").json or {}).get("version")

@@ -65,6 +65,21 @@ def test_ollama_openai_paths_have_their_own_defaults_and_native_paths_read_optio
     assert completions["presence_penalty"] == 0.0 and requested == {"top_k": 5}
 
 
+def test_ollama_defaults_are_the_requested_models() -> None:
+    """Two models pulled, each with a Modelfile of its own: a request's defaults are its model's,
+    not the first listed one's (the snapshot's); a model Ollama doesn't know has unknown defaults."""
+    with _engine(ollama_app(second=True)) as engine:
+        first = engine.defaults_for("/api/chat", "llama3.2:latest") or {}
+        second = engine.defaults_for("/api/chat", "qwen2.5:latest") or {}
+        unknown = engine.defaults_for("/api/chat", "not-pulled")
+        snapshot = engine.defaults_for("/api/chat") or {}
+        settings = effective_settings({}, engine.defaults_for("/api/chat", "qwen2.5:latest"))
+    assert first["temperature"] == 0.6 and first["repeat_penalty"] == 1.1 and snapshot == first
+    assert second["temperature"] == 0.2 and second["top_k"] == 20 and "repeat_penalty" not in second
+    assert unknown is None
+    assert settings["temperature"]["value"] == 0.2 and settings["temperature"]["source"] != "request"
+
+
 def test_ollama_parameters_are_unquoted_as_go_quoted_them() -> None:
     text = 'stop "\\n\\n"\nstop "say \\"hi\\""\nstop "tab\\there"\ntemperature 0.6'
     assert parse_parameters(text) == {"stop": ["\n\n", 'say "hi"', "tab\there"], "temperature": 0.6}
