@@ -228,7 +228,7 @@ class RecordingProxy:
             finally:
                 hangup.close()
         finally:
-            record["request_body"] = self.redactor.body(record["request_body"], record["request_headers"])
+            record["request_body"] = self.redactor.body(record["request_body"], record["request_headers"], found)
             if found:
                 self.redactor.echoes(record, found)
             writer.write(record)

@@ -299,7 +299,7 @@ class Replay:
             path=item.path,
             query=item.query,
             request_headers=self.redactor.header_pairs(self.headers[item.index], found),
-            request_body=self.redactor.body(body, self.headers[item.index]),
+            request_body=self.redactor.body(body, self.headers[item.index], found),
             upstream=self._shown,
             lag_ns=0,
             queue_ns=0,

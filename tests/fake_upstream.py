@@ -95,7 +95,10 @@ class FakeUpstream:
         async def chunk(data: bytes, more: bool = True) -> None:
             await send({"type": "http.response.body", "body": data, "more_body": more})
 
-        if path == "/echo":
+        if path == "/echo-body":  # the request's body repeated as it came, as an error message may quote it
+            await start(400, b"text/plain", [])
+            await chunk(b"bad request: " + body, more=False)
+        elif path == "/echo":
             out = {
                 "headers": [[n.decode("latin-1"), v.decode("latin-1")] for n, v in scope["headers"]],
                 "query": scope["query_string"].decode("latin-1"),

@@ -10,6 +10,7 @@ import base64
 import contextlib
 import copy
 import itertools
+import json
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -59,9 +60,24 @@ _BODY_HINT = re.compile(
 # at all, nested too deeply), whose secrets are then found where they stand.
 _BODY_SECRET = re.compile(
     rb'("(?:x[-_]?)?(?:api[-_]?key|access[-_]?token|refresh[-_]?token|client[-_]?secret|password|secret|token)"\s*:\s*")'
-    rb'(?:[^"\\]|\\.)*"',
+    rb'((?:[^"\\]|\\.)*)"',
     re.IGNORECASE | re.DOTALL,
 )
+
+
+def _sub_secrets(raw: bytes, found: set[str] | None) -> bytes:
+    """``raw`` with the JSON string after each secret key replaced; ``found`` collects the strings."""
+    token = REDACTED.encode()
+
+    def replaced(m: re.Match[bytes]) -> bytes:
+        if found is not None and m.group(2) != token:
+            try:
+                found.add(json.loads(b'"' + m.group(2) + b'"'))
+            except ValueError:  # an escape JSON doesn't know: the bytes as they stand
+                found.add(m.group(2).decode("utf-8", "replace"))
+        return m.group(1) + token + b'"'
+
+    return _BODY_SECRET.sub(replaced, raw)
 
 
 def _secret_strings(node: object, keys: frozenset[str], out: set[str]) -> None:
@@ -266,26 +282,27 @@ class Redactor:
                     stack.append(child)
         return value
 
-    def body(self, raw: bytes, headers: Iterable[Sequence[str]] = ()) -> bytes:
+    def body(self, raw: bytes, headers: Iterable[Sequence[str]] = (), found: set[str] | None = None) -> bytes:
         """A JSON body with the values of secret keys (``api_key``, ``password``, ...) replaced where
         they occur, every other byte as it was. Bodies that mention no such key are returned as is
         after a substring check, so the common case costs next to nothing; one that does but does not
         parse has the string after each such key replaced. A form body (``headers``, the request's
-        [name, value] pairs, say ``application/x-www-form-urlencoded``) is redacted as a query string is."""
+        [name, value] pairs, say ``application/x-www-form-urlencoded``) is redacted as a query string
+        is. ``found`` collects the values taken out (see ``echoes``)."""
         if raw and any(n.lower() == "content-type" and "x-www-form-urlencoded" in v.lower() for n, v in headers):
-            return self.query(raw.decode("latin-1")).encode("latin-1")
+            return self.query(raw.decode("latin-1"), found).encode("latin-1")
         if not raw or not _BODY_HINT.search(raw):
             return raw
-        import json
-
         try:
             parsed = json.loads(raw)
         except (ValueError, RecursionError):  # not JSON to a parser: each secret key's string where it stands
-            return _BODY_SECRET.sub(rb"\1" + REDACTED.encode() + b'"', raw)
+            return _sub_secrets(raw, found)
         secrets: set[str] = set()
         _secret_strings(parsed, self._body_keys, secrets)
+        if found is not None:
+            found.update(secrets)
         for secret in sorted(secrets, key=len, reverse=True):
             for form in {json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}:
                 raw = raw.replace(form.encode("utf-8"), REDACTED.encode())
         # A value sent with escapes of its own choosing ("sk\u002d...") is in neither form above.
-        return _BODY_SECRET.sub(rb"\1" + REDACTED.encode() + b'"', raw)
+        return _sub_secrets(raw, found)

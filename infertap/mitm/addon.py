@@ -198,7 +198,9 @@ class InfertapCapture:
             query=self.redactor.query(query, found),
             http_version=req.http_version.removeprefix("HTTP/"),
             request_headers=self.redactor.headers_from_asgi(req.headers.fields, found),
-            request_body=self.redactor.body(req.raw_content or b"", [("content-type", req.headers.get("content-type", ""))]),
+            request_body=self.redactor.body(
+                req.raw_content or b"", [("content-type", req.headers.get("content-type", ""))], found
+            ),
             status=resp.status_code if resp else None,
             response_headers=self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
             headers_ns=state["headers_ns"],

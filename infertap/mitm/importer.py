@@ -72,8 +72,10 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
         "path": url.path or "/",
         "query": url.query,
         "http_version": str(req.get("httpVersion", "1.1")).upper().removeprefix("HTTP/"),
-        "request_headers": redactor.header_pairs(((str(h["name"]), str(h["value"])) for h in req.get("headers") or ()), found),
-        "request_body": body,
+        "request_headers": (
+            headers := redactor.header_pairs(((str(h["name"]), str(h["value"])) for h in req.get("headers") or ()), found)
+        ),
+        "request_body": redactor.body(body, headers, found),
         "status": status,
         # HAR keeps the body decoded (HAR 1.2: "decompressed and unchunked") beside the header that
         # says how it was sent: the header is left out, or analysis would undo an encoding twice.
@@ -108,8 +110,8 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
                     "path": req.path.partition("?")[0],
                     "query": req.path.partition("?")[2],
                     "http_version": req.http_version.removeprefix("HTTP/"),
-                    "request_headers": redactor.headers_from_asgi(req.headers.fields, found),
-                    "request_body": req.raw_content or b"",
+                    "request_headers": (headers := redactor.headers_from_asgi(req.headers.fields, found)),
+                    "request_body": redactor.body(req.raw_content or b"", headers, found),
                     "status": resp.status_code if resp else None,
                     "response_headers": redactor.headers_from_asgi(resp.headers.fields) if resp else None,
                     "headers_ns": int((resp.timestamp_start - sent) * 1e9) if resp else None,
@@ -182,7 +184,7 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
                     query=redactor.query(x["query"]),
                     http_version=x["http_version"],
                     request_headers=x["request_headers"],
-                    request_body=redactor.body(x["request_body"], x["request_headers"]),
+                    request_body=x["request_body"],  # redacted as it was read, its secrets looked for in the response
                     status=x["status"],
                     response_headers=x["response_headers"],
                     headers_ns=x["headers_ns"],

@@ -284,6 +284,8 @@ def test_credentials_reach_no_capture_with_the_probe_on_nor_where_a_response_rep
         "form": "form-password-6666",
         "x_api_key body": "body-underscore-8888",
         "escaped body": "body-escaped-9999",
+        "body echoed": "body-echoed-1010",
+        "form echoed": "form-echoed-1212",
     }
     with ServerThread(_SGLangWithKey(secrets["engine"])) as up:
         rec = record(up.url.replace("http://", f"http://svc:{secrets['url']}@"), "--probe-interval", "1")
@@ -298,6 +300,13 @@ def test_credentials_reach_no_capture_with_the_probe_on_nor_where_a_response_rep
         form = {"content-type": "application/x-www-form-urlencoded", **headers}
         echoed = httpx.post(f"{rec.url}/echo", content=f"user=me&password={secrets['form']}", headers=form, timeout=10)
         assert secrets["x-auth-token"] in echoed.text  # the upstream did repeat it
+        # A body's own secret repeated in the response (a 400 quoting the request) is replaced there too.
+        repeated = httpx.post(f"{rec.url}/echo-body", json={"model": "m", "api_key": secrets["body echoed"]}, timeout=10)
+        assert secrets["body echoed"] in repeated.text
+        form_back = httpx.post(
+            f"{rec.url}/echo-body", content=f"client_secret={secrets['form echoed']}", headers=form, timeout=10
+        )
+        assert secrets["form echoed"] in form_back.text
         rec.stop()
     stored = decompressed_bytes(rec.out)
     output = rec.proc.log_tail(1_000_000).encode()

@@ -294,6 +294,28 @@ def test_a_response_that_repeats_the_requests_credentials_is_redacted_there() ->
     assert record["response_headers"][1] == ["x-other", "keep"] and record["chunks"][0].startswith(b'{"error": "Incorrect')
 
 
+def test_a_bodys_secrets_are_looked_for_in_its_response() -> None:
+    """Each way a body carries a secret (a parsed key, an escaped value, a body that won't parse, a
+    form) gives the value as it reads, so that a response repeating it has it replaced."""
+    r = Redactor()
+    bodies = [
+        (b'{"model": "m", "api_key": "sk-parsed-0001"}', (), "sk-parsed-0001"),
+        (b'{"api_key": "sk\\u002descaped-0002", "x": 1}', (), "sk-escaped-0002"),
+        (b'{"api_key": "sk-torn-0003", "messages": [', (), "sk-torn-0003"),
+        (b"user=me&password=form-pass-0004", [("Content-Type", "application/x-www-form-urlencoded")], "form-pass-0004"),
+    ]
+    for raw, headers, secret in bodies:
+        found: set[str] = set()
+        assert secret.encode() not in r.body(raw, headers, found)
+        assert secret in found, (raw, found)
+        record = {"chunks": [b'{"error": "bad key ' + secret.encode() + b'"}']}
+        Redactor.echoes(record, found)
+        assert secret.encode() not in record["chunks"][0] and REDACTED.encode() in record["chunks"][0]
+    # A body with no secret adds nothing, and a response is left as it was.
+    found = set()
+    assert r.body(b'{"model": "m", "max_tokens": 5}', (), found) == b'{"model": "m", "max_tokens": 5}' and not found
+
+
 def test_short_values_are_not_looked_for_in_a_response() -> None:
     """A credential shorter than ECHO_MIN would match ordinary text: the response is left as it was."""
     found: set[str] = set()
