@@ -149,6 +149,14 @@ class Analysis:
         except duckdb.Error as exc:
             raise QueryError(str(exc)) from exc
 
+    def statements(self, text: str) -> list[str]:
+        """``text`` split into its SQL statements, as DuckDB parses them (a ';' inside a string or a
+        comment ends none): each is run and answers on its own, where ``query`` would answer only the last."""
+        try:
+            return [st.query for st in self.con.extract_statements(text)]
+        except duckdb.Error as exc:
+            raise QueryError(str(exc)) from exc
+
     def table(self, name: str) -> duckdb.DuckDBPyRelation:
         """A loaded table or view by name."""
         return self.sql(f'SELECT * FROM "{name}"')

@@ -304,7 +304,7 @@ def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, c
 
     The first (or last) argument is the query when it starts with a SQL keyword (SELECT, WITH, FROM,
     DESCRIBE, SHOW, SUMMARIZE, ...) and is not a path. Views: captures, runs, exchanges, requests, chunks,
-    events, engines, enrichments, prefixes, metrics, itl, token_chunks, enrichment_latest.
+    events, engines, enrichments, prefixes, turns, telemetry, metrics, itl, token_chunks, enrichment_latest.
 
     \b
     infertap sql "SELECT model, median(ttft_ns)/1e6 AS ttft_ms FROM metrics GROUP BY model" captures/run1
@@ -322,7 +322,8 @@ def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, c
     fmt = "csv" if as_csv else "json" if as_json else "table"
     with _opened(args, cache_dir) as analysis:
         if query is not None:
-            _print_result(analysis.query(query), fmt)
+            for statement in analysis.statements(query):
+                _print_result(analysis.query(statement), fmt)
         else:
             _repl(analysis, fmt)
 
@@ -360,11 +361,12 @@ def _repl(analysis: Analysis, fmt: str) -> None:
 
         click.echo(f"infertap sql: views {', '.join(VIEWS)}; end each query with ';', Ctrl-D to quit", err=True)
     failed = 0
-    for statement in _statements(stdin, interactive):
-        if not statement.strip().rstrip(";").strip():
+    for text in _statements(stdin, interactive):
+        if not text.strip().rstrip(";").strip():
             continue
         try:
-            _print_result(analysis.query(statement), fmt)
+            for statement in analysis.statements(text):  # several on one line: each answers
+                _print_result(analysis.query(statement), fmt)
         except InfertapError as exc:  # one bad query doesn't end the session
             failed += 1
             click.secho(f"error: {exc}", fg="red", err=True)

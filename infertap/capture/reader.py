@@ -15,7 +15,7 @@ import zstandard
 from .errors import CaptureCorruptError, CaptureError, UnsupportedFormatError
 from .framing import SEGMENT_START, Block, iter_blocks
 from .records import DICTIONARY_KIND, FORMAT_MAJOR, FORMAT_MINOR
-from .segments import segment_paths
+from .segments import SEGMENT_SUFFIX, segment_paths
 
 _MAX_FRAME = 1 << 31
 
@@ -47,7 +47,8 @@ class TornTail:
 
 def starts_as_segment(path: Path) -> bool:
     """Whether the file's first bytes can begin a segment: empty (just created), or the start of a
-    block head's zstd magic (a head cut short is a torn tail; anything else is some other file)."""
+    block head's zstd magic (a head cut short is a torn tail; anything else is some other file,
+    unless it is named as a segment: then it is a damaged one, CaptureCorruptError at byte 0)."""
     with open(path, "rb") as f:
         first = f.read(len(SEGMENT_START))
     return SEGMENT_START.startswith(first)
@@ -70,7 +71,7 @@ class CaptureReader:
             if not self.segments:
                 raise CaptureError(f"{self.path}: not a capture (no *.itap.zst segments in it)")
         elif self.path.is_file():
-            if not starts_as_segment(self.path):
+            if not self.path.name.endswith(SEGMENT_SUFFIX) and not starts_as_segment(self.path):
                 raise CaptureError(
                     f"{self.path}: not a capture (a segment starts with an infertap block head; this file doesn't)"
                 )

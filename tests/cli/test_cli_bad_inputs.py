@@ -216,3 +216,14 @@ def test_a_query_after_the_captures_is_the_query(capture: Path, tmp_path: Path) 
     last = invoke("sql", str(capture), "SELECT count(*) AS n FROM exchanges", "--json", env=env)
     assert last.exit_code == 0 and '"n": 2' in last.output, last.output
     refused(invoke("sql", str(capture), str(tmp_path / "nothing-here"), env=env), "nothing-here", "no such capture")
+
+
+def test_several_queries_on_one_line_each_answer(capture: Path, tmp_path: Path) -> None:
+    """`SELECT ...; SELECT ...;` on one line printed only the second answer (the first was dropped)."""
+    env = {"INFERTAP_CACHE": str(tmp_path / "cache")}
+    piped = invoke("sql", str(capture), "--csv", stdin="SELECT count(*) AS a FROM exchanges; SELECT ';' AS b;\n", env=env)
+    assert piped.exit_code == 0 and piped.output.split() == ["a", "2", "b", ";"], piped.output
+    given = invoke("sql", str(capture), "--csv", "-q", "SELECT 1 AS x; SELECT 2 AS y", env=env)
+    assert given.exit_code == 0 and given.output.split() == ["x", "1", "y", "2"], given.output
+    one = invoke("sql", str(capture), "--csv", "-q", "SELECT 3 AS z", env=env)
+    assert one.exit_code == 0 and one.output.split() == ["z", "3"]
