@@ -74,8 +74,8 @@ def no_response(summary: dict[str, Any]) -> str | None:
     """Why a replay that sent requests got no response to any of them (a target down, a wrong
     port, a refused TLS handshake), or None when at least one was answered."""
     statuses = summary["statuses"]
-    if not summary["sent"] or set(statuses) - {"None"}:
-        return None
+    if not summary["sent"] or set(statuses) - {"None"} or summary["stopped_early"]:
+        return None  # answered, or stopped by Ctrl-C (what was in flight was cancelled, not refused)
     errors = summary.get("errors") or {}
     reason = f": {next(iter(errors))}" if errors else ""
     return f"none of the {summary['sent']} requests sent got a response from the target{reason}"
