@@ -31,7 +31,7 @@ from infertap.ray_cluster import ray_cluster
 from infertap.version import __version__
 
 from .errors import AnalysisError
-from .sources import find_captures
+from .sources import find_captures, refuse_inside_capture
 from .store import EXPORTED, Analysis
 
 #: The manifest the driver writes next to the tables (a leading "_": Spark and Hive skip it).
@@ -60,6 +60,7 @@ def export_on_ray(
     """
     if partition_by not in ("recorder_id", "run_id"):
         raise AnalysisError(f"a distributed export partitions by recorder_id or run_id, not {partition_by!r}")
+    refuse_inside_capture(Path(folder), "the export")
     paths = [p.resolve() for p in find_captures(captures)]  # absolute: a worker's working folder is its own
     cache = None if cache_dir is None else str(Path(cache_dir).resolve())
     with ray_cluster(ray, command="export --ray", untouched="nothing was written", error=DistributedExportError) as r:

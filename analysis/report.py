@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.segments import SEGMENT_SUFFIX, segment_paths
+from infertap.capture.segments import SEGMENT_SUFFIX
 from infertap.errors import ConfigError
 
 from .capacity import RESULT
@@ -22,6 +22,7 @@ from .errors import AnalysisError
 from .report_claims import claim_cards
 from .report_sessions import session_timelines
 from .report_telemetry import telemetry_plots
+from .sources import refuse_inside_capture
 from .store import Analysis
 from .svg import (
     COLORS,
@@ -226,8 +227,9 @@ def write_page(out: str | os.PathLike[str], page: str) -> None:
     """``page`` into the file ``out``, its folder made when missing; rendered before the file is
     opened, so a report that fails leaves an earlier one as it was."""
     target = Path(out)
-    if target.name.endswith(SEGMENT_SUFFIX) or (target.parent.is_dir() and segment_paths(target.parent)):
-        raise AnalysisError(f"{out}: inside a capture (its segments would be overwritten or mixed): write the report elsewhere")
+    if target.name.endswith(SEGMENT_SUFFIX):
+        raise AnalysisError(f"{out}: a capture's segment: write the report elsewhere")
+    refuse_inside_capture(target.parent, "the report")
     if target.name == RESULT:
         raise AnalysisError(f"{out}: a sweep's result file: write the report elsewhere")
     try:

@@ -8,9 +8,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from infertap.capture.segments import SEGMENT_SUFFIX, segment_paths
+from infertap.capture.segments import SEGMENT_SUFFIX, capture_holding, segment_paths
 
-from .errors import NoCapturesError
+from .errors import AnalysisError, NoCapturesError
 
 
 def _is_capture_dir(path: Path) -> bool:
@@ -60,3 +60,13 @@ def find_captures(specs: Iterable[str | os.PathLike[str]]) -> list[Path]:
     if not out:
         raise NoCapturesError("no capture given")
     return out
+
+
+def refuse_inside_capture(folder: Path, what: str) -> None:
+    """An AnalysisError when ``folder`` is a capture or lies inside one: ``what`` (a report, an
+    export) written there would mix its files with the capture's segments."""
+    capture = capture_holding(folder)
+    if capture is not None:
+        raise AnalysisError(
+            f"{folder}: inside the capture {capture} (its segments would be overwritten or mixed): write {what} elsewhere"
+        )

@@ -19,7 +19,7 @@ import duckdb
 from .cache import CachedCapture, Gone, cached_capture, cached_captures, hold, release
 from .errors import AnalysisError, QueryError
 from .schema import TABLES
-from .sources import find_captures
+from .sources import find_captures, refuse_inside_capture
 from .views import DERIVED
 
 #: DuckDB's buffer for an analysis (e.g. ``4GB``); unset: DuckDB's default, 80% of the machine's memory.
@@ -174,6 +174,7 @@ class Analysis:
         if partition_by not in (None, "recorder_id", "run_id"):
             raise AnalysisError(f"partition by recorder_id or run_id, not {partition_by!r}")
         out = Path(folder)
+        refuse_inside_capture(out, "the export")
         out.mkdir(parents=True, exist_ok=True)
         counts = {}
         for name in EXPORTED:

@@ -22,3 +22,12 @@ def next_segment_index(directory: Path) -> int:
     """The index a new segment of ``directory`` takes: after every existing one."""
     existing = segment_paths(directory)
     return int(existing[-1].name[:6]) + 1 if existing else 0
+
+
+def capture_holding(path: Path) -> Path | None:
+    """The capture folder ``path`` is, or lies inside (the nearest folder of segments): where no
+    report, export or replay may write, or the capture's segments would be mixed with its files."""
+    for folder in (path, *path.resolve().parents):
+        if folder.is_dir() and segment_paths(folder):
+            return folder
+    return None

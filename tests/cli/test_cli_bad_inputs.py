@@ -39,9 +39,21 @@ def capture(tmp_path: Path) -> Path:
 def test_a_report_is_never_written_into_a_capture(capture: Path) -> None:
     (segment,) = segment_paths(capture)
     before = segment.read_bytes()
-    refused(invoke("report", str(capture), "-o", str(segment)), "inside a capture")
-    refused(invoke("report", str(capture), "-o", str(capture / "report.html")), "inside a capture")
+    refused(invoke("report", str(capture), "-o", str(segment)), "a capture's segment")
+    refused(invoke("report", str(capture), "-o", str(capture / "report.html")), "inside the capture")
     assert segment.read_bytes() == before and len(list(CaptureReader(capture).exchanges())) == 2
+
+
+def test_an_export_is_never_written_into_a_capture(capture: Path, tmp_path: Path) -> None:
+    """export --parquet into a capture folder put its table folders beside the segments (report -o
+    and replay --out were refused there)."""
+    env = {"INFERTAP_CACHE": str(tmp_path / "cache")}
+    (segment,) = segment_paths(capture)
+    for folder in (capture, capture / "warehouse"):
+        refused(invoke("export", str(capture), "--parquet", str(folder), env=env), "inside the capture", "export")
+    assert [p.name for p in capture.iterdir()] == [segment.name]
+    done = invoke("export", str(capture), "--parquet", str(tmp_path / "warehouse"), env=env)  # elsewhere: written
+    assert done.exit_code == 0 and (tmp_path / "warehouse" / "metrics").is_dir(), done.output
 
 
 def test_a_replay_never_writes_into_its_own_source(capture: Path) -> None:
