@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import uvicorn
 
@@ -60,6 +61,11 @@ class RecordConfig:
         check_headers("--probe-header", self.probe_headers)
         if not (isinstance(self.port, int) and 0 <= self.port <= 65535):
             raise ConfigError(f"--listen port {self.port}: 0 to 65535")
+        if points_at_itself(self.upstream, self.host, self.port):
+            raise ConfigError(
+                f"--upstream {Redactor().url(self.upstream)} is this recorder's own --listen {self.host}:{self.port}: "
+                "every request would be forwarded to itself, without end; give the engine's address"
+            )
         for name, size in (("--max-body-mb", self.max_body_bytes), ("--max-segment-mb", self.max_segment_bytes)):
             if size <= 0:
                 raise ConfigError(f"{name}: a size above 0 ({size} bytes)")
@@ -69,6 +75,28 @@ class RecordConfig:
         check_seconds("--probe-interval", self.probe_interval)
         if self.enrich_queue < 1:
             raise ConfigError(f"enrich_queue {self.enrich_queue}: 1 or more")
+
+
+def _addresses(host: str, port: int) -> set[str]:
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
+    except (OSError, UnicodeError):
+        return set()
+
+
+def points_at_itself(upstream: str, host: str, port: int) -> bool:
+    """Whether ``upstream`` is the address the recorder listens on (``host:port``): a loop that would
+    forward one request to itself until the process runs out of sockets. A wildcard listen address
+    (0.0.0.0, ::) is every address of this machine: loopback, and the host name's."""
+    parts = urlsplit(upstream)
+    up_port = parts.port or (443 if parts.scheme == "https" else 80)
+    if not port or up_port != port or not parts.hostname:
+        return False
+    upstream_at = _addresses(parts.hostname, up_port)
+    if host in ("", "0.0.0.0", "::"):
+        local = _addresses(socket.gethostname(), port) | {"127.0.0.1", "::1"}
+        return any(a in local or a.startswith("127.") for a in upstream_at)
+    return bool(upstream_at & _addresses(host, port))
 
 
 @dataclass

@@ -85,6 +85,15 @@ def test_replay_refuses_numbers_and_headers_it_cannot_use(
     assert not out.exists() or not any(out.iterdir())  # nothing written before the refusal
 
 
+def test_an_upstream_on_another_port_or_host_is_no_loop() -> None:
+    from infertap.proxy.server import points_at_itself
+
+    assert points_at_itself("http://127.0.0.1:8787", "127.0.0.1", 8787)
+    assert not points_at_itself("http://127.0.0.1:8080", "127.0.0.1", 8787)
+    assert not points_at_itself("http://[::1]:8787", "127.0.0.1", 8787)  # another socket: IPv6 loopback
+    assert not points_at_itself("http://127.0.0.1:8787", "127.0.0.1", 0)  # a port the system picks
+
+
 @pytest.mark.parametrize("target", ["http://[::1", "http://127.0.0.1:99999", "http://127.0.0.1:abc", "ftp://x"])
 def test_an_engine_url_that_is_no_url_is_named(capture: Path, tmp_path: Path, target: str) -> None:
     refused(invoke("replay", str(capture), "--target", target, "--out", str(tmp_path / "o")), "--target")
@@ -99,6 +108,10 @@ def test_an_engine_url_that_is_no_url_is_named(capture: Path, tmp_path: Path, ta
         (["record", "--upstream", "http://127.0.0.1:9", "--max-segment-mb", "inf"], ["--max-segment-mb"]),
         (["probe", "http://127.0.0.1:9", "--timeout", "nan"], ["--timeout"]),
         (["probe", "http://127.0.0.1:9", "--probe-header", "X=é☃"], ["--probe-header"]),
+        # Its own listen address as the upstream: one request forwarded to itself until no socket was left.
+        (["record", "--upstream", "http://127.0.0.1:8787"], ["own --listen", "forwarded to itself"]),
+        (["record", "--upstream", "http://localhost:18794", "--listen", "127.0.0.1:18794"], ["own --listen"]),
+        (["record", "--upstream", "http://127.0.0.1:18794", "--listen", "0.0.0.0:18794"], ["own --listen"]),
     ],
 )
 def test_record_and_probe_refuse_what_they_cannot_use(tmp_path: Path, args: list[str], words: list[str]) -> None:
