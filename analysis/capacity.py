@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from infertap.apis import read_request
+from infertap.capture.redact import Redactor
 from infertap.errors import ConfigError
 from infertap.replay.runner import ReplayStats
 from infertap.replay.sweep import Load, Lost, Point, Sweep, SweepConfig, capacity_of, inconsistent, unmeasured
@@ -143,7 +144,7 @@ def _result(config: SweepConfig, slos: Sequence[SLO], points: Sequence[Point]) -
     return {
         "kind": kind,
         "source": os.fspath(config.replay.capture),
-        "target": points[0].summary.get("target") if points else None,
+        "target": points[0].summary.get("target") if points else Redactor().url(config.replay.target),
         "target_kind": points[0].summary.get("target_kind") if points else None,
         "slo": [s.describe() for s in slos],
         "capacity": capacity,

@@ -99,7 +99,7 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
     (na, _, sa), (nb, _, sb) = sweeps
     kind, ca, cb = sa["kind"], sa["capacity"], sb["capacity"]
     if ca is None and cb is None:
-        if any(s["points"] and s["points"][0].get("passed") for _, _, s in sweeps):
+        if any(not s["points"] or s["points"][0].get("passed") for _, _, s in sweeps):
             return " ".join(_one(*s) for s in sweeps)  # one passed only where its replayer fell behind: each said apart
         lows = [f"{n} {number(load_of(s['points'][0], kind))}" for n, _, s in sweeps if s["points"]]
         return f"Neither target met the SLOs at any load tried (lowest {kind}: {', '.join(lows) or 'no point ran'})."
@@ -107,8 +107,10 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
         (nw, sw), (nl, sl) = ((nb, sb), (na, sa)) if ca is None else ((na, sa), (nb, sb))
         low = number(load_of(sl["points"][0], kind)) if sl["points"] else "none"
         lost = (
-            f"{nl}'s capacity is not stated: it met them only where its replayer fell behind its schedule"
-            if sl["points"] and sl["points"][0].get("passed")
+            f"{nl} has no judged point (its sweep stopped before the first one ended)"
+            if not sl["points"]
+            else f"{nl}'s capacity is not stated: it met them only where its replayer fell behind its schedule"
+            if sl["points"][0].get("passed")
             else f"{nl} met them at no {kind} tried (lowest: {low})"
         )
         return (
@@ -122,7 +124,7 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
     kind, cap, knee = sweep["kind"], sweep["capacity"], sweep["knee"]
     if cap is None:
         if not sweep["points"]:
-            return f"{name}: no point ran."
+            return f"{name}: no point ran to its end (the sweep was stopped): nothing is judged."
         lowest = number(load_of(sweep["points"][0], kind))
         if sweep["points"][0].get("passed"):
             behind = ", ".join(number(v) for v in sweep.get("replayer_behind") or ())

@@ -161,6 +161,27 @@ def test_a_pass_with_the_replayer_behind_states_no_capacity(tmp_path):
     assert "only where the replayer fell behind" in both and "met the SLOs at no load tried" in both
 
 
+def test_a_sweep_stopped_before_its_first_point_ended_is_not_judged(tmp_path):
+    """Ctrl-C during the first point: no point, and the report said B "met them at no load tried"."""
+    from infertap.analysis.capacity import _result
+    from infertap.analysis.slo import parse_slos
+    from infertap.replay import ReplayConfig
+    from infertap.replay.sweep import SweepConfig
+
+    config = SweepConfig(ReplayConfig(tmp_path / "src", "http://u:secret-pass@gpu2:8000", tmp_path / "o"), speeds=(1.0, 2.0))
+    stopped = _result(config, parse_slos(["e2e:p90<=150ms"]), [])
+    assert stopped["target"] == "http://u:[REDACTED]@gpu2:8000" and stopped["points"] == [] and stopped["capacity"] is None
+    folder = tmp_path / "b"
+    folder.mkdir()
+    (folder / "sweep.json").write_text(json.dumps({**stopped, "slo": [E2E, ERRORS], "stopped_early": True}))
+    a = _sweep(tmp_path / "a", 2)
+    sentence = capacity_sentence(load_sweeps(a, folder))
+    assert sentence.endswith("B has no judged point (its sweep stopped before the first one ended)."), sentence
+    assert "no load tried" not in sentence and "met them at no" not in sentence
+    neither = capacity_sentence(load_sweeps(_sweep(tmp_path / "c", 0.1), folder))
+    assert "B: no point ran to its end" in neither and "Neither target met" not in neither
+
+
 def test_sweeps_judged_by_different_slos_are_refused(tmp_path):
     a = _sweep(tmp_path / "a", 2)
     b = _sweep(tmp_path / "b", 4, slos=(E2E,))
