@@ -390,7 +390,14 @@ def _print_info(s: dict[str, Any]) -> None:
         ("endings", counts(s["ends"])),
         ("labels", ", ".join(f"{k}={v}" for k, v in s["labels"].items()) or "-"),
         ("recorder loop lag", "; ".join(_lag(lag) for lag in s["loop_lag"].values()) or "-"),
-        ("closed cleanly", "yes" if s["closed_cleanly"] else "no (the recorder did not shut down cleanly)"),
+        (
+            "closed cleanly",
+            "yes"
+            if s["closed_cleanly"]
+            else f"no: still being written (its recorder, pid {s['writing']}, runs on this machine)"
+            if s.get("writing")
+            else "no (the recorder did not shut down cleanly)",
+        ),
         ("torn tail", "yes" if s["torn"] else "no"),
     ]
     for key, value in rows:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections import Counter
 from typing import Any
 
@@ -59,7 +60,10 @@ class _Tally:
     def header(self, record: dict[str, Any]) -> None:
         """A run per run id, however many segments it wrote (each segment starts with a header)."""
         self.current = record["run_id"]
-        run = self.runs.setdefault(self.current, {"recorder": record.get("recorder", {}), "segments": 0})
+        run = self.runs.setdefault(
+            self.current,
+            {"recorder": record.get("recorder", {}), "host": record.get("host") or {}, "wall": record.get("wall"), "segments": 0},
+        )
         run["segments"] += 1
         self.labels.update(record.get("labels") or {})
         upstream = (record.get("recorder") or {}).get("upstream")
@@ -82,6 +86,28 @@ class _Tally:
         self.first = start if self.first is None else min(self.first, start)
         self.last = stop if self.last is None else max(self.last, stop)
         self.raw_bytes += len(record.get("request_body", b"")) + sum(len(c) for c in record.get("chunks", ()))
+
+
+def _writer_alive(tally: _Tally) -> int | None:
+    """The pid of the last run's recorder when it still runs on this machine: a capture that is not
+    closed because it is being written, not because its recorder died."""
+    if not tally.runs:
+        return None
+    run = list(tally.runs.values())[-1]
+    pid = (run["recorder"] or {}).get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or run["host"].get("hostname") != socket.gethostname():
+        return None
+    import psutil
+
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.AccessDenied:
+        return pid  # another user's process: it runs
+    except psutil.Error:
+        return None
+    wall = run["wall"]
+    # A process that started after the run did is another one that got the pid since.
+    return pid if not isinstance(wall, (int, float)) or started <= wall + 1.0 else None
 
 
 def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -114,6 +140,7 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
         "ends": dict(tally.ends.most_common()),
         "loop_lag": {rid: r["loop_lag"] for rid, r in tally.runs.items() if "loop_lag" in r},  # per recording run
         "closed_cleanly": reader.closed_cleanly,
+        "writing": None if reader.closed_cleanly else _writer_alive(tally),
         "torn": [str(t) for t in reader.torn],
         "workload": workload_summary(identity.identity(), [r["recorder"] for r in tally.runs.values()]),
     }

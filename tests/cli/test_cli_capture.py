@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +258,42 @@ def test_info_json_on_a_torn_capture(tmp_path: Path) -> None:
     assert len(s["torn"]) == 1 and str(seg) in s["torn"][0]
     err = stderr_of(result)
     assert "warning" in err and "torn tail" in err and str(seg) in err
+
+
+def test_info_tells_a_capture_being_written_from_a_crashed_one(tmp_path: Path) -> None:
+    """A capture whose recorder still runs said "the recorder did not shut down cleanly"."""
+    import subprocess
+    import sys
+
+    recorder = {**RECORDER, "pid": os.getpid()}
+    writer = CaptureWriter(tmp_path / "live", recorder=recorder).open()
+    try:
+        writer.write(EXCHANGES[0])
+        deadline = time.monotonic() + 30  # written within the flush window (5 ms)
+        while (result := run("info", str(tmp_path / "live"), "--json")).exit_code or json.loads(stdout_of(result))[
+            "exchanges"
+        ] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        live = json.loads(stdout_of(result))
+        assert live["closed_cleanly"] is False and live["writing"] == os.getpid()
+        assert "still being written" in " ".join(stdout_of(run("info", str(tmp_path / "live"))).split())
+    finally:
+        writer.close()
+    closed = json.loads(stdout_of(run("info", str(tmp_path / "live"), "--json")))
+    assert closed["closed_cleanly"] is True and closed["writing"] is None
+    # A recorder that is gone (its pid names no process) crashed.
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    # This process runs, but started after a run that began a day ago: another process with its pid.
+    for pid, wall in ((int(ended.stdout), None), (os.getpid(), time.time() - 86400)):
+        cap = tmp_path / f"dead-{pid}"
+        with CaptureWriter(cap, recorder={**RECORDER, "pid": pid}, wall=wall) as dead:
+            dead.write(EXCHANGES[0])
+        (seg,) = segment_paths(cap)
+        seg.write_bytes(seg.read_bytes()[:-3])  # no footer
+        s = json.loads(stdout_of(run("info", str(cap), "--json")))
+        assert s["closed_cleanly"] is False and s["writing"] is None, pid
+        assert "did not shut down cleanly" in stdout_of(run("info", str(cap)))
 
 
 def test_info_human_output(tmp_path: Path) -> None:
