@@ -368,9 +368,22 @@ def _session_rows(sessions: dict[str, Any] | None, ms: Any) -> list[tuple[str, s
             ("turn lag ms", f"{ms(sessions['turn_lag_ms'])}  (p50 / p99 / max)"),
         ]
     waited = sessions["waited_for_parent"]
+    schedule = sessions.get("schedule", "original")
+    if schedule == "original":
+        return [
+            ("sessions", f"open: {sessions['turns']} turns at their recorded times, {waited} held back by the target"),
+            (
+                "parent wait ms",
+                f"{ms(sessions['parent_wait_ms'])}  (p50 / p99 / max; the target's turn ended later than recorded)",
+            ),
+        ]
+    when = "as a slot freed" if schedule.startswith("concurrency") else "at their scheduled arrivals"
     return [
-        ("sessions", f"open: {sessions['turns']} turns at their recorded times, {waited} held back by the target"),
-        ("parent wait ms", f"{ms(sessions['parent_wait_ms'])}  (p50 / p99 / max; the target's turn ended later than recorded)"),
+        (
+            "sessions",
+            f"open: {sessions['turns']} turns sent {when}, none before the turn it continues ended; {waited} waited for it",
+        ),
+        ("parent wait ms", f"{ms(sessions['parent_wait_ms'])}  (p50 / p99 / max; due, and waiting for the turn it continues)"),
     ]
 
 

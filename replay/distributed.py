@@ -375,7 +375,7 @@ def _merge_summaries(
     merged.ends, merged.statuses = ends, statuses
     span = (max(e for _, e in merged.intervals) - min(s for s, _ in merged.intervals)) / 1e9 if merged.intervals else 0.0
     summary = summarize(merged, span)
-    summary["sessions"] = session_summary(merged, config.sessions, config.think_scale)
+    summary["sessions"] = session_summary(merged, config.sessions, config.think_scale, config.schedule.kind)
     summary["workers"] = workers
     return summary
 

@@ -291,3 +291,23 @@ def test_a_turn_whose_parent_got_no_id_is_refused_not_sent_stale(tmp_path):
     refused = [x for x in CaptureReader(tmp_path / "out").exchanges() if x["end"] == "refused"]
     assert len(refused) == 2 and all("previous_response_id" in x["error"] for x in refused)
     assert summary["not_sent"] == 2
+
+
+def test_the_summary_says_recorded_times_only_for_the_original_schedule():
+    """`--concurrency 2` with open sessions printed "turns at their recorded times": nothing is sent
+    at its recorded time in a closed loop."""
+    from infertap.cli_replay import _session_rows
+
+    def rows(schedule: str) -> str:
+        ms = {"p50": 1.0, "p99": 2.0, "max": 3.0}
+        sessions = {"mode": "open", "schedule": schedule, "turns": 4, "waited_for_parent": 2, "parent_wait_ms": ms}
+        return " ".join(v for _, v in _session_rows(sessions, lambda d: "x"))
+
+    assert "at their recorded times" in rows("original") and "later than recorded" in rows("original")
+    for schedule, when in (
+        ("concurrency", "as a slot freed"),
+        ("concurrency-original", "as a slot freed"),
+        ("rate", "scheduled"),
+    ):
+        text = rows(schedule)
+        assert when in text and "recorded" not in text, (schedule, text)
