@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .errors import INTERRUPTED
 from .options import TELEMETRY_OPTIONS, pairs, ray_option
 
 if TYPE_CHECKING:
@@ -258,6 +259,8 @@ def replay(
 
     if (why := no_response(summary)) is not None:
         raise click.ClickException(f"{why} ({target}); the replay's capture has every request, as sent")
+    if summary["stopped_early"]:  # Ctrl-C: the capture is whole and closed, the run is not (`replay && compare`)
+        click.get_current_context().exit(INTERRUPTED)
 
 
 def _check_usage(schedule_kind: str | None, concurrency: str | None, rate: float | None, poisson: bool) -> None:

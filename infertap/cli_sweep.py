@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .cli_replay import base_config, workload_options
-from .errors import interrupted
+from .errors import INTERRUPTED, interrupted
 
 if TYPE_CHECKING:
     from .replay import ReplayStats
@@ -105,9 +105,11 @@ def sweep(
         except (KeyboardInterrupt, RuntimeError) as exc:
             result = _interrupted(config, exc)
         click.echo(json.dumps(result, indent=2, default=str))
-        return
-    result = _run_with_progress(config, parsed)
-    print_sweep(result)
+    else:
+        result = _run_with_progress(config, parsed)
+        print_sweep(result)
+    if result.get("stopped_early"):  # Ctrl-C: what was found is printed and kept; the sweep is not whole
+        click.get_current_context().exit(INTERRUPTED)
 
 
 def _interrupted(config: Any, exc: BaseException) -> dict[str, Any]:

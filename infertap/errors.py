@@ -37,6 +37,10 @@ class ConfigError(InfertapError, ValueError):
     """A bad option value (an upstream that is not an http(s) URL, an unknown extractor)."""
 
 
+#: The exit code of a command a Ctrl-C cut short, by the shells' convention (128 + SIGINT).
+INTERRUPTED = 130
+
+
 def interrupted(exc: BaseException) -> bool:
     """Whether ``exc`` is a Ctrl-C: a KeyboardInterrupt, or the RuntimeError DuckDB raises in its
     stead ("Query interrupted") when the signal lands inside a query."""

@@ -341,7 +341,7 @@ def test_ctrl_c_mid_run_leaves_a_clean_capture(fake, tmp_path):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 0, stderr
+    assert proc.returncode == 130, stderr  # cut short: `replay && compare` goes no further
     summary = json.loads(stdout)
     assert summary["stopped_early"] and 0 < summary["sent"] < 100 and summary["not_sent"] == 100 - summary["sent"]
     info = summarize(out)
