@@ -122,6 +122,23 @@ def shared_positions(a: Sequence[Position], b: Sequence[Position]) -> int:
     return min(len(a), len(b)) if n is None else n
 
 
+#: The least log probability taken as it is (-inf is taken as this). Sums are taken in logs: vLLM
+#: reports -9999.0 for -inf, and below about -745 exp() is 0, so a position whose every probability
+#: was that small divided by a zero sum.
+_LEAST_LOGPROB = -1e6
+
+
+def _renormalised(p: dict[int | str, float], union: set[int | str]) -> dict[int | str, float]:
+    """Log probabilities over ``union`` that sum to 1: ids ``p`` lacks get its smallest, halved;
+    computed in logs (a log-sum-exp), so that no probability underflows to a zero sum."""
+    clamped = {t: max(v, _LEAST_LOGPROB) for t, v in p.items()}
+    missing = min(clamped.values()) - math.log(2)
+    logs = {t: clamped.get(t, missing) for t in union}
+    top = max(logs.values())
+    total = top + math.log(sum(math.exp(v - top) for v in logs.values()))
+    return {t: v - total for t, v in logs.items()}
+
+
 def kl_shared_prefix(
     a: Sequence[dict[int | str, float]], b: Sequence[dict[int | str, float]], upto: int
 ) -> dict[str, Any] | None:
@@ -133,14 +150,11 @@ def kl_shared_prefix(
         return None
     kls, agree = [], 0
     for pa, pb in zip(a[:n], b[:n], strict=False):
-        if not pa or not pb:
+        if not pa or not pb or any(math.isnan(v) for v in (*pa.values(), *pb.values())):
             continue
         union = set(pa) | set(pb)
-        fa, fb = min(pa.values()) - math.log(2), min(pb.values()) - math.log(2)
-        qa = {t: math.exp(pa.get(t, fa)) for t in union}
-        qb = {t: math.exp(pb.get(t, fb)) for t in union}
-        za, zb = sum(qa.values()), sum(qb.values())
-        kls.append(sum((qa[t] / za) * math.log((qa[t] / za) / (qb[t] / zb)) for t in union))
+        la, lb = _renormalised(pa, union), _renormalised(pb, union)
+        kls.append(sum(math.exp(la[t]) * (la[t] - lb[t]) for t in union))
         agree += max(pa, key=pa.__getitem__) == max(pb, key=pb.__getitem__)
     if not kls:
         return None

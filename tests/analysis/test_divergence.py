@@ -51,6 +51,18 @@ def test_kl_over_the_shared_prefix_by_hand():
     assert kl_shared_prefix(a, b, upto=0) is None
 
 
+def test_kl_of_probabilities_too_small_for_exp_is_finite():
+    """vLLM reports -9999.0 for -inf: every probability of a position underflowed to 0 and the KL
+    divided by a zero sum (ZeroDivisionError crashed compare). Same shape, scaled: the same KL."""
+    tiny = [{1: -9999.0, 2: -9999.0 + math.log(0.25)}]
+    other = [{1: -0.5, 2: -0.5 + math.log(0.25)}]  # the same distribution once renormalised
+    out = kl_shared_prefix(tiny, other, upto=1)
+    assert out is not None and out["kl_mean"] == pytest.approx(0.0, abs=1e-12)
+    skewed = [{1: math.log(0.9), 2: math.log(0.1)}]
+    assert kl_shared_prefix([{1: -math.inf, 2: 0.0}], skewed, upto=1)["kl_mean"] > 0  # -inf: the least, finite
+    assert kl_shared_prefix([{1: math.nan, 2: 0.0}], skewed, upto=1) is None  # no number: the position skipped
+
+
 def test_logprob_positions_from_events():
     events = [
         {
