@@ -6,8 +6,9 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ class _Sink:
     def flush(self) -> None:
         if self.rows:
             columns = [
-                pa.array(col, type=pa.binary()).view(pa.string()) if field.name in _UTF8_BYTES else pa.array(col, type=field.type)
+                pa.array(col, type=pa.binary()).view(pa.string()) if field.name in _UTF8_BYTES else _array(col, field.type)
                 for col, field in zip(zip(*self.rows, strict=True), self.schema, strict=True)
             ]
             self._write(columns, len(self.rows))
@@ -119,9 +120,30 @@ class _ColumnSink(_Sink):
         n = self.pending()
         if n:
             arrays = [pa.repeat(pa.scalar(self.capture, pa.string()), n)]
-            arrays += [pa.array(col, type=f.type) for col, f in zip(self.columns, list(self.schema)[1:], strict=True)]
+            arrays += [_array(col, f.type) for col, f in zip(self.columns, list(self.schema)[1:], strict=True)]
             self._write(arrays, n)
             self.columns = [[] for _ in self.columns]
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _array(values: Sequence[Any], dtype: pa.DataType) -> pa.Array:
+    """An Arrow column of ``values``. A JSON ``\\ud800`` escape parses to a lone surrogate, which
+    UTF-8 (hence Arrow) has no bytes for: such a text is kept with U+FFFD in its place, as a
+    lenient UTF-8 decode keeps bytes it can't read, instead of failing the capture's decode."""
+    try:
+        return pa.array(values, type=dtype)
+    except UnicodeEncodeError:
+        return pa.array([_without_surrogates(v) for v in values], type=dtype)
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, (list, tuple)):
+        return [_without_surrogates(v) for v in value]
+    return value
 
 
 def _dump(value: Any) -> str | None:

@@ -165,6 +165,24 @@ def _entries(cache: Path) -> list[Path]:
     return sorted(p for p in (cache / "captures").glob("*/*") if p.is_dir())
 
 
+def test_a_lone_surrogate_escape_in_an_answer_is_read_not_a_crash(tmp_path: Path) -> None:
+    """`{"content": "a\\ud800b"}` is valid JSON whose string UTF-8 can't hold: the decode of the
+    whole capture failed (stats, sql, compare). Now the text keeps U+FFFD in its place."""
+    whole = json.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": "c\ud800d"}}]})
+    cap = write_capture(
+        tmp_path / "cap",
+        [
+            exchange("s", chunks=[(5, b'data: {"choices":[{"index":0,"delta":{"content":"a\\ud800b"}}]}\n\n'), (6, sse("[DONE]"))]),
+            exchange("w", request=body(stream=False), chunks=[(5, whole.encode())]),
+            exchange("t", chunks=[(5, sse(event("plain"))), (6, sse("[DONE]"))]),
+        ],
+    )
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        content = dict(a.sql("SELECT exchange_id, string_agg(content, '') FROM events GROUP BY ALL").fetchall())
+        assert content["s"] == "a\ufffdb" and content["t"] == "plain"
+        assert a.count("exchanges") == 3 and a.count("metrics") == 3
+
+
 def test_the_cache_is_reused_then_rebuilt_when_a_segment_is_appended(tmp_path: Path) -> None:
     cap, cache = simple(tmp_path / "cap", n=3), tmp_path / "cache"
     with Analysis([cap], cache_dir=cache) as a:
