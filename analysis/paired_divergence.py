@@ -270,8 +270,14 @@ def _pair_divergence(
         item["unreadable"] = [sa.parse_error if not sa.readable else None, sb.parse_error if not sb.readable else None]
     same_text = sa.text == sb.text and sa.reasoning == sb.reasoning and sa.error_message == sb.error_message
     tools = tool_call_diff(sa.tool_calls, sb.tool_calls)
-    # A stream cut short (reset, timeout) is not the answer it began, even where its text so far is.
-    same_ending = sa.status == sb.status and sa.end == sb.end
+    # A stream cut short (reset, timeout, or closed before its end marker) is not the answer it began,
+    # even where its text so far is; nor is an answer that stopped for another reason (length, a filter).
+    same_ending = (
+        sa.status == sb.status
+        and sa.end == sb.end
+        and sa.done == sb.done
+        and (sa.finish_reason, sa.finish_reason_raw) == (sb.finish_reason, sb.finish_reason_raw)
+    )
     item["exact"] = sa.readable and sb.readable and same_text and tools["arguments_equal"] and same_ending
     counts["exact"] += item["exact"]
     # The whole output, tool calls and a reported error included: what differs there is a divergence too.
@@ -319,7 +325,7 @@ def _first_divergence(
 
 def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: Summary, tools: dict[str, Any]) -> None:
     """What changed besides the text: finish reason, tool calls, where the text landed, status and ending."""
-    if sa.finish_reason != sb.finish_reason:
+    if (sa.finish_reason, sa.finish_reason_raw) != (sb.finish_reason, sb.finish_reason_raw):
         counts["finish_reason_changed"] += 1
         item["finish_reason"] = [sa.finish_reason, sb.finish_reason]
         item["finish_reason_raw"] = [sa.finish_reason_raw, sb.finish_reason_raw]
@@ -335,6 +341,9 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     if sa.status != sb.status or sa.end != sb.end:
         counts["status_or_end_differs"] += 1
         item["status"] = [[sa.status, sa.end, sa.error], [sb.status, sb.end, sb.error]]
+    if sa.done != sb.done:
+        counts["end_marker_differs"] += 1  # one stream closed without its [DONE] (message_stop, "done": true)
+        item["stream_done"] = [sa.done, sb.done]
 
 
 _FLIPS = {

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from infertap.apis import Output, read_request, read_response
+from infertap.apis import Output, decoded_chunks, read_request, read_response, stream_done
 from infertap.apis.chat_stream import read_plainest_chat_stream
 from infertap.capture.reader import CaptureReader
 
@@ -41,8 +41,8 @@ from .divergence import Position, logprob_positions
 BATCH_ROWS = 5_000
 #: Changes whenever what a summary holds changes: summaries cached by another version are not read.
 #: 2: repeated ids named apart, and said; 3: values of another type read as none (tool-call indexes,
-#: logprobs); 4: each logprob position with the token chosen.
-SUMMARY_VERSION = 4
+#: logprobs); 4: each logprob position with the token chosen; 5: whether a stream carried its end marker.
+SUMMARY_VERSION = 5
 
 EXCHANGE_SCHEMA = pa.schema(
     [
@@ -85,6 +85,7 @@ class Summary:
     token_ids: list[int] | None
     finish_reason: str | None
     finish_reason_raw: str | None
+    done: bool  # the body carried its stream's end marker (stream_done): a stream cut short has not
     logprobs: list[Position] | None  # per output position, the token chosen and the top-k the engine reported
     last_user: str | None  # the request's last user message (only read when references are given)
 
@@ -110,6 +111,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         token_ids=out.token_ids,
         finish_reason=out.finish_reason,
         finish_reason_raw=out.finish_reason_raw,
+        done=plain.done if plain is not None else stream_done(decoded_chunks(record) or record.get("chunks") or [], out),
         logprobs=None if plain is not None else logprob_positions(out.objects) or None,
         last_user=read_request(record).last_user if last_user else None,
     )

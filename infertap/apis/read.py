@@ -137,12 +137,12 @@ def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     return out
 
 
-_FINAL_EVENTS = ("message_stop", "response.completed")  # Anthropic, OpenAI Responses
+_FINAL_EVENTS = ("message_stop", "response.completed", "response.incomplete", "response.failed")  # Anthropic, Responses
 
 
 def stream_done(pieces: list[bytes], out: Output) -> bool:
     """Whether a read body carried its stream's own end marker: SSE ``[DONE]``, Ollama's
-    ``"done": true``, Anthropic's ``message_stop`` or the Responses API's ``response.completed``
+    ``"done": true``, llama.cpp's ``"stop": true``, Anthropic's ``message_stop`` or the Responses API's ``response.completed``
     (``pieces``: the decoded chunks)."""
     return ended(pieces, out.events[-1].obj if out.events else None)
 
@@ -151,7 +151,9 @@ def ended(pieces: list[bytes], last: Any) -> bool:
     """``stream_done`` given the parsed JSON of the body's last event (None: no event)."""
     if b"".join(pieces[-3:]).rstrip().endswith(b"[DONE]"):
         return True
-    return isinstance(last, dict) and (last.get("done") is True or last.get("type") in _FINAL_EVENTS)
+    return isinstance(last, dict) and (
+        last.get("done") is True or last.get("stop") is True or last.get("type") in _FINAL_EVENTS
+    )  # Ollama's "done", llama.cpp /completion's "stop", Anthropic's and Responses' final event
 
 
 def _loads(data: str) -> Any:

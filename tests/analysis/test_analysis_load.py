@@ -168,11 +168,15 @@ def _entries(cache: Path) -> list[Path]:
 def test_a_lone_surrogate_escape_in_an_answer_is_read_not_a_crash(tmp_path: Path) -> None:
     """`{"content": "a\\ud800b"}` is valid JSON whose string UTF-8 can't hold: the decode of the
     whole capture failed (stats, sql, compare). Now the text keeps U+FFFD in its place."""
-    whole = json.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": "c\ud800d"}}]})
+    whole = json.dumps(
+        {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": "c\ud800d"}}]}
+    )
     cap = write_capture(
         tmp_path / "cap",
         [
-            exchange("s", chunks=[(5, b'data: {"choices":[{"index":0,"delta":{"content":"a\\ud800b"}}]}\n\n'), (6, sse("[DONE]"))]),
+            exchange(
+                "s", chunks=[(5, b'data: {"choices":[{"index":0,"delta":{"content":"a\\ud800b"}}]}\n\n'), (6, sse("[DONE]"))]
+            ),
             exchange("w", request=body(stream=False), chunks=[(5, whole.encode())]),
             exchange("t", chunks=[(5, sse(event("plain"))), (6, sse("[DONE]"))]),
         ],

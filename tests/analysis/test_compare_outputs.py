@@ -126,3 +126,105 @@ def test_the_output_compared_is_the_text_alone_when_it_is_all_there_is() -> None
     assert output_text("", "", [{"name": "f", "arguments": '{"b":1,"a":true}'}]) == '\x1ef({"a":true,"b":1})'
     assert tool_call_diff([{"name": "f", "arguments": "[1]"}], [{"name": "f", "arguments": "[1.0]"}])["arguments_equal"] is False
     assert tool_call_diff([{"name": "f", "arguments": "not json"}], [{"name": "f", "arguments": "not json"}])["arguments_equal"]
+
+
+# -- how an answer ended: its stream's end marker and its finish reason -----------------------------
+
+
+def _chat_sse(text: str, finish: str = "stop", done: bool = True) -> list[bytes]:
+    chunk = lambda delta, f=None: (
+        b"data: "
+        + json.dumps(  # noqa: E731
+            {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": f}]}
+        ).encode()
+        + b"\n\n"
+    )
+    return [chunk({"content": text}), chunk({}, finish), *([b"data: [DONE]\n\n"] if done else [])]
+
+
+def _anthropic_sse(text: str, stop: str = "end_turn", done: bool = True) -> list[bytes]:
+    events = [
+        ("message_start", {"type": "message_start", "message": {"id": "m", "role": "assistant", "content": [], "model": "m"}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 2}}),
+        *([("message_stop", {"type": "message_stop"})] if done else []),
+    ]
+    return [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events]
+
+
+def _ollama(text: str, reason: str = "stop", done: bool = True) -> list[bytes]:
+    lines = [{"model": "m", "message": {"role": "assistant", "content": text}, "done": False}]
+    if done:
+        lines.append({"model": "m", "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": reason})
+    return [json.dumps(line).encode() + b"\n" for line in lines]
+
+
+def _llamacpp(text: str, stop_type: str = "eos", done: bool = True) -> list[bytes]:
+    events = [{"content": text, "stop": False}, *([{"content": "", "stop": True, "stop_type": stop_type}] if done else [])]
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events]
+
+
+_CHAT = (
+    "/v1/chat/completions",
+    {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True},
+    "text/event-stream",
+)
+_MESSAGES = ("/v1/messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "q"}], "stream": True}, "text/event-stream")  # fmt: skip
+_OLLAMA = ("/api/chat", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/x-ndjson")
+_LLAMACPP = ("/completion", {"prompt": "q", "stream": True}, "text/event-stream")
+
+#: name -> (API, A's chunks, B's chunks): each pair has the same text and ends otherwise.
+ENDINGS: dict[str, tuple[tuple[str, dict[str, Any], str], list[bytes], list[bytes]]] = {
+    "chat without [DONE]": (_CHAT, _chat_sse("Hello"), _chat_sse("Hello", done=False)),
+    "chat stop vs length": (_CHAT, _chat_sse("Hello"), _chat_sse("Hello", "length")),
+    "chat stop vs content_filter": (_CHAT, _chat_sse("Hello"), _chat_sse("Hello", "content_filter")),
+    "messages without message_stop": (_MESSAGES, _anthropic_sse("Hello"), _anthropic_sse("Hello", done=False)),
+    "messages end_turn vs max_tokens": (_MESSAGES, _anthropic_sse("Hello"), _anthropic_sse("Hello", "max_tokens")),
+    "messages end_turn vs stop_sequence": (_MESSAGES, _anthropic_sse("Hello"), _anthropic_sse("Hello", "stop_sequence")),
+    "ollama without done": (_OLLAMA, _ollama("Hello"), _ollama("Hello", done=False)),
+    "ollama stop vs length": (_OLLAMA, _ollama("Hello"), _ollama("Hello", "length")),
+    "llama.cpp without stop": (_LLAMACPP, _llamacpp("Hello"), _llamacpp("Hello", done=False)),
+    "llama.cpp eos vs limit": (_LLAMACPP, _llamacpp("Hello"), _llamacpp("Hello", "limit")),
+}
+#: The same answers, sent in other chunks: must match.
+ENDINGS_SAME = {
+    "chat rechunked": (_CHAT, _chat_sse("Hello"), [b"".join(_chat_sse("Hello"))[:17], b"".join(_chat_sse("Hello"))[17:]]),
+    "messages rechunked": (_MESSAGES, _anthropic_sse("Hello"), [b"".join(_anthropic_sse("Hello"))]),
+    "ollama rechunked": (_OLLAMA, _ollama("Hello"), [b"".join(_ollama("Hello"))]),
+}
+
+
+def _ending_captures(tmp_path: Path, pairs: dict[str, Any]) -> tuple[Path, Path]:
+    for side in (0, 1):
+        write_capture(
+            tmp_path / "ab"[side],
+            [
+                {"path": path, "body": {**body, "tag": name}, "chunks": chunks[side], "content_type": ctype}
+                for name, ((path, body, ctype), *chunks) in pairs.items()
+            ],
+        )
+    return tmp_path / "a", tmp_path / "b"
+
+
+def test_an_answer_that_ended_otherwise_is_no_exact_match(tmp_path: Path) -> None:
+    """A stream closed before its end marker, or stopped for another reason (length, a filter, a stop
+    sequence), with the same text so far: compare called each pair exact (a perfect score)."""
+    a, b = _ending_captures(tmp_path, ENDINGS)
+    result = compare(a, b, top=len(ENDINGS))
+    d = result["divergence"]
+    assert d["counts"].get("exact", 0) == 0 and d["exact_match_rate"] == 0, d["counts"]
+    items = _by_question(result, ENDINGS)
+    assert set(items) == set(ENDINGS)
+    for name, item in items.items():
+        assert not item["exact"] and item["similarity"] == 1, name  # the same text: similar, not the same answer
+        assert ("stream_done" in item) == ("without" in name), (name, item)
+        assert "finish_reason" in item or "without" in name, (name, item)  # a stream cut short may say no reason
+    assert d["counts"]["end_marker_differs"] == 4
+
+
+def test_the_same_answer_in_other_chunks_still_matches(tmp_path: Path) -> None:
+    a, b = _ending_captures(tmp_path, ENDINGS_SAME)
+    d = compare(a, b, top=len(ENDINGS_SAME))["divergence"]
+    assert d["exact_match_rate"] == 1 and d["most_divergent"] == [] and "end_marker_differs" not in d["counts"]
