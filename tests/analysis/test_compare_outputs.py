@@ -132,13 +132,10 @@ def test_the_output_compared_is_the_text_alone_when_it_is_all_there_is() -> None
 
 
 def _chat_sse(text: str, finish: str = "stop", done: bool = True) -> list[bytes]:
-    chunk = lambda delta, f=None: (
-        b"data: "
-        + json.dumps(  # noqa: E731
-            {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": f}]}
-        ).encode()
-        + b"\n\n"
-    )
+    def chunk(delta: dict[str, Any], f: str | None = None) -> bytes:
+        event = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": f}]}
+        return b"data: " + json.dumps(event).encode() + b"\n\n"
+
     return [chunk({"content": text}), chunk({}, finish), *([b"data: [DONE]\n\n"] if done else [])]
 
 
