@@ -65,7 +65,9 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     for step in "apb":
         con.execute(f"DROP TABLE {table}_{step}")
     sessions, multi, identical = con.execute(
-        f"SELECT count(*), count(*) FILTER (WHERE turns > 1), count(*) FILTER (WHERE paired > 0 AND first_difference IS NULL) "
+        # Identical: every turn paired and each the same answer; a session B left unfinished whose
+        # paired turns agree is undecided (partial), where one difference already makes it differ.
+        f"SELECT count(*), count(*) FILTER (WHERE turns > 1), count(*) FILTER (WHERE paired >= turns AND first_difference IS NULL) "
         f"FROM {table}"
     ).fetchall()[0]
     if not sessions:

@@ -144,3 +144,23 @@ def test_the_report_draws_the_sessions_that_grew_most(tmp_path):
     lone = tmp_path / "lone"
     write_capture(lone, [{"offset_s": i * 0.1} for i in range(3)])
     assert "Longest sessions" not in render(lone)  # no session of more than one request: no timeline
+
+
+def test_a_session_b_left_unfinished_is_not_identical(tmp_path):
+    """A has turns 0 and 1 of a session, B only turn 0, the same answer: it was counted "identical"
+    beside "partial 1, compared 0". Undecided now; one differing turn still makes a session differ."""
+
+    first = [{"role": "user", "content": "q"}]
+    second = [*first, {"role": "assistant", "content": "a0"}, {"role": "user", "content": "again"}]
+    turns = [{"session": "s1", "body": {"model": "m", "messages": m}} for m in (first, second)]
+    write_capture(tmp_path / "a", turns)
+    write_capture(tmp_path / "b", turns[:1])
+    unfinished = compare(tmp_path / "a", tmp_path / "b")["sessions"]
+    assert unfinished["partial"] == 1 and unfinished["compared"] == 0
+    assert unfinished["first_differing_turn"] == {"identical": 0, "differing": 0, "by_turn": {}}
+    whole = compare(tmp_path / "a", tmp_path / "a")["sessions"]  # the counter-case: every turn paired and equal
+    assert whole["first_differing_turn"]["identical"] == 1
+    other = [{"session": "s1", "body": {"model": "m", "messages": first}, "chunks": [b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "zz"}}]}']}]  # fmt: skip
+    write_capture(tmp_path / "c", other)
+    differs = compare(tmp_path / "a", tmp_path / "c")["sessions"]  # unfinished, but its first turn differs already
+    assert differs["first_differing_turn"] == {"identical": 0, "differing": 1, "by_turn": {"0": 1}}
