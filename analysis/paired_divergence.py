@@ -313,13 +313,18 @@ def _first_divergence(
     sa: Summary, sb: Summary, ea: dict[str, Any] | None, eb: dict[str, Any] | None, oa: str, ob: str
 ) -> tuple[int | None, str]:
     """In the finest unit both sides have: the engine's token ids, else re-tokenized ids, else
-    characters of the whole outputs ``oa``, ``ob`` (``output_text``)."""
+    characters of the whole outputs ``oa``, ``ob`` (``output_text``). None where the outputs are
+    equal (other token ids for the same text are no divergence of the answer); characters where
+    the ids agree and the outputs don't (ids are of the text: not of tool calls, reasoning, errors)."""
+    if oa == ob:
+        return None, "character"
     out_a = (ea or {}).get("output_tokens") or {}
     out_b = (eb or {}).get("output_tokens") or {}
-    if sa.token_ids and sb.token_ids:
-        return first_divergence(sa.token_ids, sb.token_ids), "token (engine ids)"
-    if out_a.get("ids") is not None and out_b.get("ids") is not None:
-        return first_divergence(out_a["ids"], out_b["ids"]), "token (re-tokenized)"
+    if sa.token_ids and sb.token_ids and (at := first_divergence(sa.token_ids, sb.token_ids)) is not None:
+        return at, "token (engine ids)"
+    ids_a, ids_b = out_a.get("ids"), out_b.get("ids")
+    if ids_a is not None and ids_b is not None and (at := first_divergence(ids_a, ids_b)) is not None:
+        return at, "token (re-tokenized)"
     return first_divergence(oa, ob), "character"
 
 

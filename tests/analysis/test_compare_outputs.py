@@ -225,3 +225,33 @@ def test_the_same_answer_in_other_chunks_still_matches(tmp_path: Path) -> None:
     a, b = _ending_captures(tmp_path, ENDINGS_SAME)
     d = compare(a, b, top=len(ENDINGS_SAME))["divergence"]
     assert d["exact_match_rate"] == 1 and d["most_divergent"] == [] and "end_marker_differs" not in d["counts"]
+
+
+def _with_ids(text: str, ids: list[int], calls: list[tuple[str, str]] = ()) -> bytes:  # type: ignore[assignment]
+    """A whole chat answer carrying the engine's token ids (vLLM's ``return_token_ids``)."""
+    answer = json.loads(_answer(text, calls=calls))
+    answer["choices"][0]["token_ids"] = ids
+    return json.dumps(answer).encode()
+
+
+def test_token_ids_place_a_divergence_only_where_the_outputs_differ(tmp_path: Path) -> None:
+    """The same text in other token ids was an exact pair with a divergence at 0 (in the median and
+    the histogram); equal ids with other tool-call arguments were an inexact pair with no position."""
+    pairs = {
+        "other ids, same text": (_with_ids("ab", [7]), _with_ids("ab", [5, 6]), (200, 200)),
+        "same ids, other arguments": (
+            _with_ids("ab", [7], [("f", '{"a": 1}')]),
+            _with_ids("ab", [7], [("f", '{"a": 2}')]),
+            (200, 200),
+        ),
+        "other text": (_with_ids("ab", [7, 8]), _with_ids("ax", [7, 9]), (200, 200)),
+    }
+    a, b = _captures(tmp_path, pairs)
+    result = compare(a, b, top=len(pairs))
+    d = result["divergence"]
+    items = _by_question(result, pairs)
+    assert "other ids, same text" not in items and d["counts"]["exact"] == 1  # exact, and no position anywhere
+    args = items["same ids, other arguments"]["first_divergence"]
+    assert args == {"at": len('ab\x1ef({"a":'), "unit": "character"}
+    assert items["other text"]["first_divergence"] == {"at": 1, "unit": "token (engine ids)"}
+    assert sum(d["first_divergence_histogram"].values()) == 2  # the two inexact pairs only
