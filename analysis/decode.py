@@ -346,7 +346,8 @@ class Decoder:
         at = [e.chunk for e in events]
         deltas = [e.delta for e in events]
         times = [chunk_ns[c] if c < n_times else None for c in at]
-        texts, thoughts = [d.content for d in deltas], [d.reasoning for d in deltas]
+        # A refusal is generated text too: its events are token events, as the chat stream reader keeps them.
+        texts, thoughts = [d.content + d.refusal if d.refusal else d.content for d in deltas], [d.reasoning for d in deltas]
         calls, finishes = [d.tool_deltas if d.tool_calls else 0 for d in deltas], [d.finish_reason for d in deltas]
         ids.extend([xid] * n)
         index.extend(range(n))

@@ -268,7 +268,9 @@ def _pair_divergence(
         # Nothing to compare is not agreement: two bodies no adapter read are never equal.
         counts["unreadable"] += 1
         item["unreadable"] = [sa.parse_error if not sa.readable else None, sb.parse_error if not sb.readable else None]
-    same_text = sa.text == sb.text and sa.reasoning == sb.reasoning and sa.error_message == sb.error_message
+    same_text = (
+        sa.text == sb.text and sa.reasoning == sb.reasoning and sa.refusal == sb.refusal and sa.error_message == sb.error_message
+    )
     tools = tool_call_diff(sa.tool_calls, sb.tool_calls)
     # A stream cut short (reset, timeout, or closed before its end marker) is not the answer it began,
     # even where its text so far is; nor is an answer that stopped for another reason (length, a filter).
@@ -281,8 +283,8 @@ def _pair_divergence(
     item["exact"] = sa.readable and sb.readable and same_text and tools["arguments_equal"] and same_ending
     counts["exact"] += item["exact"]
     # The whole output, tool calls and a reported error included: what differs there is a divergence too.
-    oa = output_text(sa.reasoning, sa.text, sa.tool_calls, sa.error_message)
-    ob = output_text(sb.reasoning, sb.text, sb.tool_calls, sb.error_message)
+    oa = output_text(sa.reasoning, sa.text, sa.tool_calls, sa.error_message, sa.refusal)
+    ob = output_text(sb.reasoning, sb.text, sb.tool_calls, sb.error_message, sb.refusal)
     at, unit = _first_divergence(sa, sb, ea, eb, oa, ob)
     item["first_divergence"] = {"at": at, "unit": unit}
     # Similarity of outputs needs two outputs: an unreadable side, or an error against an answer, scores 0.

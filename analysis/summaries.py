@@ -41,7 +41,8 @@ from .divergence import Position, logprob_positions
 BATCH_ROWS = 5_000
 #: Changes whenever what a summary holds changes: summaries cached by another version are not read.
 #: 2: repeated ids named apart, and said; 3: values of another type read as none (tool-call indexes,
-#: logprobs); 4: each logprob position with the token chosen; 5: whether a stream carried its end marker.
+#: logprobs); 4: each logprob position with the token chosen; 5: whether a stream carried its end
+#: marker, and a refusal apart from the text.
 SUMMARY_VERSION = 5
 
 EXCHANGE_SCHEMA = pa.schema(
@@ -81,6 +82,7 @@ class Summary:
     error_message: str | None
     text: str
     reasoning: str
+    refusal: str
     tool_calls: list[dict[str, Any]]
     token_ids: list[int] | None
     finish_reason: str | None
@@ -107,6 +109,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         error_message=out.error_message,
         text=out.text,
         reasoning=out.reasoning,
+        refusal=out.refusal,
         tool_calls=out.tool_calls,
         token_ids=out.token_ids,
         finish_reason=out.finish_reason,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +84,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
     usages: list[dict[str, Any] | None] = []
     text: list[str] = []
     reasoning: list[str] = []
+    refused: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     merged: dict[str, Any] = {}
     ids: list[int] = []
@@ -121,11 +123,11 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
         fingerprint = get("system_fingerprint") or fingerprint
         if isinstance(t := get("timings"), dict):
             timings = t or timings
-        content = thought = ""
+        content = thought = refusal = ""
         parts: list[Any] = []
         event_finish = None
         if isinstance(choices, list):
-            content, thought, parts, event_finish, more = choice_zero(choices)
+            content, thought, refusal, parts, event_finish, more = choice_zero(choices)
             ids.extend(more)
         if not known and (message := error_of(obj)) is not None:
             known = True
@@ -135,6 +137,8 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
             text.append(content)
         if thought:
             reasoning.append(thought)
+        if refusal:
+            refused.append(refusal)
         for p in parts:
             slot = calls.setdefault(p.index, {"id": None, "name": "", "arguments": ""})
             slot["id"] = p.id or slot["id"]
@@ -145,7 +149,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
         finish = event_finish or finish
         at.append(chunk)
         datas.append(data)
-        contents.append(content)
+        contents.append(content + refusal)  # the events' text column: a refusal is generated text too
         reasonings.append(thought)
         tools.append(len(parts))
         finishes.append(event_finish)
@@ -155,7 +159,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
     out = Output(CHAT.name, streamed=True, readable=True)
     out.model, out.response_id, out.system_fingerprint, out.error_message = model, response_id, fingerprint, error_message
     out.timings = timings
-    out.text, out.reasoning = "".join(text), "".join(reasoning)
+    out.text, out.reasoning, out.refusal = "".join(text), "".join(reasoning), "".join(refused)
     out.tool_calls = [calls[k] for k in sorted(calls)]
     out.finish_reason_raw = finish
     out.finish_reason = CHAT.finish(finish, bool(out.tool_calls))
@@ -213,6 +217,7 @@ class _Event(msgspec.Struct):
 
 
 _decode_event = msgspec.json.Decoder(_Event).decode
+_REFUSAL = re.compile(rb'"refusal"\s*:\s*"')  # a refusal with text (OpenAI sends "refusal": null in every stream)
 _DONE = b"data: [DONE]"
 
 
@@ -231,6 +236,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
         or body.count(b"\n\ndata: ") != len(blocks) - 1  # every block a data line
         or not body.startswith(b"data: ")
         or not b"".join(pieces[-3:]).rstrip().endswith(b"[DONE]")
+        or _REFUSAL.search(body) is not None  # a refusal's text: read by the loop (the structs have no field for it)
     ):
         return None
     try:

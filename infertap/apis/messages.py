@@ -59,7 +59,10 @@ class Messages(Api):
             block = as_dict(obj.get("content_block"))
             d = Delta(known=True, content=as_text(block.get("text")), reasoning=as_text(block.get("thinking")))
             if block.get("type") == "tool_use":
-                d.tool_calls = [ToolCallPart(position(obj.get("index"), 0), block.get("id"), as_text(block.get("name")))]
+                # Anthropic starts a call with "input": {} and streams it as input_json_delta; a block
+                # that starts whole (a proxy's, a recorded replay's) carries its input here.
+                given = _json(block.get("input")) if block.get("input") else ""
+                d.tool_calls = [ToolCallPart(position(obj.get("index"), 0), block.get("id"), as_text(block.get("name")), given)]
             return d
         if kind == "content_block_delta":
             inner = as_dict(obj.get("delta"))

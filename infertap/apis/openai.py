@@ -9,10 +9,10 @@ from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_list, as_text, c
 _OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
 
 
-def choice_zero(choices: list[Any]) -> tuple[str, str, list[ToolCallPart], Any, list[int]]:
+def choice_zero(choices: list[Any]) -> tuple[str, str, str, list[ToolCallPart], Any, list[int]]:
     """Choice 0 of a chat or completions object (n > 1 is a different question): its text,
-    reasoning, tool-call pieces, finish reason and token ids (logprobs' or vLLM's return_token_ids)."""
-    content = reasoning = ""
+    reasoning, refusal, tool-call pieces, finish reason and token ids (logprobs' or vLLM's return_token_ids)."""
+    content = reasoning = refusal = ""
     calls: list[ToolCallPart] = []
     ids: list[int] = []
     finish = None
@@ -25,6 +25,8 @@ def choice_zero(choices: list[Any]) -> tuple[str, str, list[ToolCallPart], Any, 
                 content += text
             if isinstance(text := part.get("reasoning_content") or part.get("reasoning"), str):
                 reasoning += text
+            if isinstance(text := part.get("refusal"), str):
+                refusal += text
             calls.extend(_tool_parts(as_list(part.get("tool_calls"))))
         if isinstance(text := choice.get("text"), str):
             content += text
@@ -39,7 +41,7 @@ def choice_zero(choices: list[Any]) -> tuple[str, str, list[ToolCallPart], Any, 
             )
         if isinstance(token_ids := choice.get("token_ids"), list):
             ids.extend(t for t in token_ids if isinstance(t, int))
-    return content, reasoning, calls, finish, ids
+    return content, reasoning, refusal, calls, finish, ids
 
 
 class Chat(Api):
@@ -71,8 +73,8 @@ class Chat(Api):
             d.timings = timings
         if not isinstance(choices, list):
             return d
-        content, reasoning, calls, finish, ids = choice_zero(choices)
-        d.content, d.reasoning, d.finish_reason = content, reasoning, finish
+        content, reasoning, refusal, calls, finish, ids = choice_zero(choices)
+        d.content, d.reasoning, d.refusal, d.finish_reason = content, reasoning, refusal, finish
         d.tool_calls = calls
         d.token_ids = ids or None
         return d

@@ -193,6 +193,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out = Output(api.name, streamed=how != "json")
     text: list[str] = []
     reasoning: list[str] = []
+    refusal: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] = {}
     ids: list[int] = []
@@ -217,6 +218,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             text.append(d.content)
         if d.reasoning:
             reasoning.append(d.reasoning)
+        if d.refusal:
+            refusal.append(d.refusal)
         for part in d.tool_calls:
             slot = calls.setdefault(part.index, {"id": None, "name": "", "arguments": ""})
             slot["id"] = part.id or slot["id"]
@@ -241,7 +244,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.model, out.response_id, out.system_fingerprint, out.error_message = model, response_id, fingerprint, error_message
     out.timings, out.durations = timings, durations
     out.events = events
-    out.text, out.reasoning = "".join(text), "".join(reasoning)
+    out.text, out.reasoning, out.refusal = "".join(text), "".join(reasoning), "".join(refusal)
     out.tool_calls = [calls[k] for k in sorted(calls)]
     out.finish_reason_raw = finish
     out.finish_reason = api.finish(finish, bool(out.tool_calls))

@@ -7,6 +7,7 @@ deltas. There is no finish reason; the status (and ``incomplete_details.reason``
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 from .shapes import (
@@ -54,17 +55,19 @@ class Responses(Api):
         d = Delta(known=True)
         delta = obj.get("delta")
         index = position(obj.get("output_index"), 0)
-        if kind in ("response.output_text.delta", "response.refusal.delta"):
+        if kind == "response.output_text.delta":
             d.content = as_text(delta)
+        elif kind == "response.refusal.delta":
+            d.refusal = as_text(delta)
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
             d.reasoning = as_text(delta)
-        elif kind == "response.function_call_arguments.delta" and as_text(delta):
+        elif kind in _CALL_DELTAS and as_text(delta):
             d.tool_calls = [ToolCallPart(index, arguments=as_text(delta))]
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = obj.get("item") or {}
-            if isinstance(item, dict) and item.get("type") == "function_call":
+            if isinstance(item, dict) and item.get("type") in _CALLS:
                 done = kind.endswith(".done")
-                args = as_text(item.get("arguments")) if done else ""
+                args = _arguments(item) if done else ""
                 d.tool_calls = [
                     ToolCallPart(index, item.get("call_id") or item.get("id"), as_text(item.get("name")), args, whole=done)
                 ]
@@ -93,9 +96,9 @@ class Responses(Api):
                 _assistant(turns, content_text(item.get("content")), ())
             elif kind == "message":
                 turns.append(Turn(str(item.get("role") or "?"), content_text(item.get("content"))))
-            elif kind == "function_call":
-                _assistant(turns, "", ((as_text(item.get("name")), canonical_arguments(item.get("arguments") or "")),))
-            elif kind == "function_call_output":
+            elif kind in _CALLS:
+                _assistant(turns, "", ((as_text(item.get("name")), canonical_arguments(_arguments(item))),))
+            elif kind in ("function_call_output", "custom_tool_call_output"):
                 turns.append(Turn("tool", content_text(item.get("output"))))
             elif kind != "reasoning":  # the model's own reasoning is not what the conversation says
                 turns.append(Turn(kind, content_text(item)))
@@ -127,6 +130,20 @@ def _status(response: dict[str, Any]) -> str | None:
     return status if isinstance(status, str) else None
 
 
+#: Output items that call a tool: a function (JSON arguments) or a custom tool (free-form ``input``).
+_CALLS = ("function_call", "custom_tool_call")
+_CALL_DELTAS = ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta")
+
+
+def _arguments(item: dict[str, Any]) -> str:
+    """A call item's arguments as text: a function's JSON string (an object sent as one is written as
+    JSON), a custom tool's ``input``."""
+    value = item.get("arguments") if item.get("type") == "function_call" else item.get("input")
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return as_text(value)
+
+
 def _whole(response: dict[str, Any]) -> Delta:
     """A non-streamed response: its output items read in order."""
     d = Delta(known=True, finish_reason=_status(response))
@@ -140,16 +157,13 @@ def _whole(response: dict[str, Any]) -> Delta:
         if item.get("type") == "message":
             for part in as_list(item.get("content")):
                 if isinstance(part, dict):
-                    d.content += as_text(part.get("text")) + as_text(part.get("refusal"))
+                    d.content += as_text(part.get("text"))
+                    d.refusal += as_text(part.get("refusal"))
         elif item.get("type") == "reasoning":
             for part in as_list(item.get("content")) + as_list(item.get("summary")):
                 if isinstance(part, dict):
                     d.reasoning += as_text(part.get("text"))
-        elif item.get("type") == "function_call":
-            calls.append(
-                ToolCallPart(
-                    index, item.get("call_id") or item.get("id"), as_text(item.get("name")), as_text(item.get("arguments"))
-                )
-            )
+        elif item.get("type") in _CALLS:
+            calls.append(ToolCallPart(index, item.get("call_id") or item.get("id"), as_text(item.get("name")), _arguments(item)))
     d.tool_calls = calls
     return d

@@ -40,6 +40,7 @@ class Delta:
     known: bool = False  # the event has a shape this API sends
     content: str = ""
     reasoning: str = ""
+    refusal: str = ""  # a refusal's text (chat's ``refusal``, Responses' refusal parts): not an answer
     tool_calls: Sequence[ToolCallPart] = ()
     finish_reason: str | None = None  # in the API's own words
     usage: dict[str, Any] | None = None  # the engine's own token counts, as sent
@@ -57,8 +58,8 @@ class Delta:
 
     @property
     def generated(self) -> bool:
-        """Whether the event carries generated output: text, reasoning text or a tool-call delta."""
-        return bool(self.content or self.reasoning or self.tool_deltas)
+        """Whether the event carries generated output: text, reasoning text, a refusal or a tool-call delta."""
+        return bool(self.content or self.reasoning or self.refusal or self.tool_deltas)
 
 
 @dataclass(slots=True)
@@ -96,6 +97,7 @@ class Output:
     events: list[Event] = field(default_factory=list)
     text: str = ""
     reasoning: str = ""
+    refusal: str = ""  # the model declined: its words, apart from any answer text
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments"}
     finish_reason: str | None = None  # in FINISH_REASONS
     finish_reason_raw: str | None = None  # the API's own word

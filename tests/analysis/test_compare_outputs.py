@@ -255,3 +255,108 @@ def test_token_ids_place_a_divergence_only_where_the_outputs_differ(tmp_path: Pa
     assert args == {"at": len('ab\x1ef({"a":'), "unit": "character"}
     assert items["other text"]["first_divergence"] == {"at": 1, "unit": "token (engine ids)"}
     assert sum(d["first_divergence_histogram"].values()) == 2  # the two inexact pairs only
+
+
+# -- refusals and the calls other item types make ------------------------------------------------------
+
+_RESPONSES = ("/v1/responses", {"model": "m", "input": "q"}, "application/json")
+
+
+def _chat_refusal(refusal: str | None, text: str = "") -> list[bytes]:
+    message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": refusal}
+    return [json.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).encode()]  # fmt: skip
+
+
+def _chat_refusal_sse(refusal: str) -> list[bytes]:
+    first = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": None, "refusal": None}, "finish_reason": None}]}  # fmt: skip
+    said = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"refusal": refusal}, "finish_reason": None}]}
+    end = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in (first, said, end)] + [b"data: [DONE]\n\n"]
+
+
+def _responses(*items: dict[str, Any]) -> list[bytes]:
+    return [json.dumps({"object": "response", "id": "r", "status": "completed", "output": list(items)}).encode()]
+
+
+def _message_part(kind: str, text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "assistant", "content": [{"type": kind, kind if kind == "refusal" else "text": text}]}
+
+
+def _anthropic_whole_start(arguments: dict[str, Any]) -> list[bytes]:
+    events = [
+        ("message_start", {"type": "message_start", "message": {"id": "m", "role": "assistant", "content": [], "model": "m"}}),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "tool_use", "id": "t", "name": "f", "input": arguments},
+            },
+        ),  # fmt: skip
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events]
+
+
+_CHAT_WHOLE = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/json")
+REFUSALS = {
+    "chat refusals": (_CHAT_WHOLE, _chat_refusal("I can't help with that."), _chat_refusal("No.")),
+    "chat refusal vs nothing": (_CHAT_WHOLE, _chat_refusal("I can't help with that."), _chat_refusal(None)),
+    "chat refusals streamed": (_CHAT, _chat_refusal_sse("I can't help with that."), _chat_refusal_sse("No.")),
+    "responses refusal vs text": (
+        _RESPONSES,
+        _responses(_message_part("refusal", "I can't help.")),
+        _responses(_message_part("output_text", "I can't help.")),
+    ),
+    "responses custom tool": (
+        _RESPONSES,
+        _responses({"type": "custom_tool_call", "call_id": "c", "name": "exec", "input": "ls"}),
+        _responses({"type": "custom_tool_call", "call_id": "c", "name": "exec", "input": "rm -rf /"}),
+    ),
+    "responses arguments as an object": (
+        _RESPONSES,
+        _responses({"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 1}}),
+        _responses({"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 2}}),
+    ),
+    "messages input at the block's start": (_MESSAGES, _anthropic_whole_start({"a": 1}), _anthropic_whole_start({"a": 2})),
+}
+REFUSALS_SAME = {
+    "chat refusal": (_CHAT_WHOLE, _chat_refusal("No."), _chat_refusal("No.")),
+    "chat refusal streamed": (_CHAT, _chat_refusal_sse("No."), _chat_refusal_sse("No.")),
+    "responses custom tool": (
+        _RESPONSES,
+        _responses({"type": "custom_tool_call", "call_id": "c", "name": "exec", "input": "ls"}),
+        _responses({"type": "custom_tool_call", "call_id": "d", "name": "exec", "input": "ls"}),
+    ),
+}
+
+
+def test_refusals_and_other_calls_are_part_of_the_answer(tmp_path: Path) -> None:
+    """A chat refusal was never read (two different refusals, or a refusal and nothing, matched);
+    a Responses refusal read as text matched the same words answered; custom tool calls, arguments
+    sent as an object and an Anthropic call whole in its block's start were not read."""
+    a, b = _ending_captures(tmp_path, REFUSALS)
+    result = compare(a, b, top=len(REFUSALS))
+    d = result["divergence"]
+    assert d["counts"].get("exact", 0) == 0, d["counts"]
+    items = _by_question(result, REFUSALS)
+    assert set(items) == set(REFUSALS)
+    for name, item in items.items():
+        assert not item["exact"] and item["first_divergence"]["at"] is not None, name
+    assert items["responses refusal vs text"]["text"] == ["", "I can't help."]
+    same = tmp_path / "same"
+    same.mkdir()
+    a, b = _ending_captures(same, REFUSALS_SAME)
+    assert compare(a, b, top=9)["divergence"]["exact_match_rate"] == 1
+
+
+def test_a_refusal_is_read_apart_from_the_text() -> None:
+    from infertap.apis import read_response
+    from infertap.apis.chat_stream import read_chat_stream
+
+    record = {"path": "/v1/chat/completions", "chunks": _chat_refusal_sse("No."), "response_headers": [["content-type", "text/event-stream"]]}  # fmt: skip
+    general, fast = read_response(record), read_chat_stream(record)
+    assert general.refusal == "No." and general.text == "" and fast is not None and fast.output.refusal == "No."
+    assert fast.content == ["", "No.", ""]  # its events' text column: a refusal is generated text (a token event)
