@@ -43,8 +43,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: telemetry table; 5: sessions and turns; 6: engines.dtype; 7: requests.digest, token times;
 #: 8: repeated exchange ids named apart; 9: values of another type read as none (a tool call's index
 #: that is not an integer is its place in the list); 10: an imported exchange's token times unknown;
-#: 11: llama.cpp's "stop": true ends its stream (stream_done).
-DECODE_VERSION = 11
+#: 11: llama.cpp's "stop": true ends its stream (stream_done); 12: a refusal's events are token events,
+#: Responses' custom tool calls are tool calls.
+DECODE_VERSION = 12
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
