@@ -28,6 +28,8 @@ def choice_zero(choices: list[Any]) -> tuple[str, str, str, list[ToolCallPart], 
             if isinstance(text := part.get("refusal"), str):
                 refusal += text
             calls.extend(_tool_parts(as_list(part.get("tool_calls"))))
+            if isinstance(legacy := part.get("function_call"), dict):  # the functions API before tool_calls
+                calls.append(ToolCallPart(0, None, as_text(legacy.get("name")), as_text(legacy.get("arguments"))))
         if isinstance(text := choice.get("text"), str):
             content += text
         if isinstance(word := choice.get("finish_reason"), str) and word:

@@ -253,7 +253,10 @@ def content_text(content: Any) -> str:
 
 
 def error_of(obj: dict[str, Any]) -> str | None:
-    """The message of an error object in any of the usual shapes (OpenAI, Anthropic, Ollama, llama.cpp)."""
+    """The message of an error object in any of the usual shapes (OpenAI, Anthropic, Ollama, llama.cpp,
+    and vLLM's ``{"object": "error", "message": ...}``)."""
+    if obj.get("object") == "error":
+        return str(obj.get("message") or obj.get("type") or obj.get("code") or "error")
     err = obj.get("error")
     if isinstance(err, str):
         return err

@@ -322,6 +322,24 @@ REFUSALS = {
     ),
     "messages input at the block's start": (_MESSAGES, _anthropic_whole_start({"a": 1}), _anthropic_whole_start({"a": 2})),
 }
+
+
+def _legacy_call(arguments: str) -> list[bytes]:
+    message = {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": arguments}}
+    return [json.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "function_call"}]}).encode()]  # fmt: skip
+
+
+def _vllm_error_after(text: str, message: str) -> list[bytes]:
+    """vLLM's error shape, mid-stream: ``{"object": "error", "message": ...}`` (no ``error`` key)."""
+    return _chat_sse(text, done=False)[:1] + [b"data: " + json.dumps({"object": "error", "message": message, "code": 500}).encode() + b"\n\n"]  # fmt: skip
+
+
+REFUSALS["functions API call"] = (_CHAT_WHOLE, _legacy_call('{"a": 1}'), _legacy_call('{"a": 2}'))
+REFUSALS["vllm error mid-stream"] = (
+    _CHAT,
+    _vllm_error_after("Hello", "engine died"),
+    _vllm_error_after("Hello", "out of memory"),
+)
 REFUSALS_SAME = {
     "chat refusal": (_CHAT_WHOLE, _chat_refusal("No."), _chat_refusal("No.")),
     "chat refusal streamed": (_CHAT, _chat_refusal_sse("No."), _chat_refusal_sse("No.")),
