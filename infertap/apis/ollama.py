@@ -9,7 +9,20 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .openai import message_turn
-from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_int, as_list, as_text, canonical_arguments, content_text, position
+from .shapes import (
+    NEXT,
+    Api,
+    Delta,
+    ToolCallPart,
+    Turn,
+    as_dict,
+    as_int,
+    as_list,
+    as_text,
+    canonical_arguments,
+    content_text,
+    position,
+)
 
 DURATIONS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count", "eval_duration")
 _COUNTS = ("prompt_eval_count", "eval_count")
@@ -26,11 +39,11 @@ class OllamaChat(Api):
             d.content = as_text(message.get("content"))
             d.reasoning = as_text(message.get("thinking"))
             calls = []
-            for i, call in enumerate(as_list(message.get("tool_calls"))):
+            for call in as_list(message.get("tool_calls")):
                 fn = as_dict(as_dict(call).get("function"))
                 calls.append(
                     ToolCallPart(
-                        position(fn.get("index"), i),
+                        position(fn.get("index"), NEXT),
                         as_dict(call).get("id"),
                         as_text(fn.get("name")),
                         canonical_arguments(fn.get("arguments") or {}),

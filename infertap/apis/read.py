@@ -19,7 +19,7 @@ from .ollama import OllamaChat, OllamaGenerate
 from .openai import Chat, Completions
 from .responses import Responses
 from .sampling import sampling_fields
-from .shapes import Api, Delta, Event, Output, Request, Turn, as_int, error_of
+from .shapes import NEXT, Api, Delta, Event, Output, Request, Turn, as_int, error_of
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = Chat(), Completions(), Responses(), Messages()
 OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP = OllamaChat(), OllamaGenerate(), LlamaCpp()
@@ -221,7 +221,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if d.refusal:
             refusal.append(d.refusal)
         for part in d.tool_calls:
-            slot = calls.setdefault(part.index, {"id": None, "name": "", "arguments": ""})
+            index = part.index if part.index != NEXT else max(calls, default=-1) + 1
+            slot = calls.setdefault(index, {"id": None, "name": "", "arguments": ""})
             slot["id"] = part.id or slot["id"]
             if part.whole:
                 slot["name"], slot["arguments"] = part.name or slot["name"], part.arguments or slot["arguments"]

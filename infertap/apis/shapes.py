@@ -22,6 +22,11 @@ from .fastjson import loads
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "error", "other")
 
 
+#: A whole tool call's index where the API gives none and each call comes whole (Ollama): the next
+#: slot of the answer, not the call's place in its own event (two events' first calls are two calls).
+NEXT = -1
+
+
 @dataclass(slots=True)
 class ToolCallPart:
     """A piece of one tool call: the first piece names it, later ones add argument text."""

@@ -378,3 +378,26 @@ def test_a_refusal_is_read_apart_from_the_text() -> None:
     general, fast = read_response(record), read_chat_stream(record)
     assert general.refusal == "No." and general.text == "" and fast is not None and fast.output.refusal == "No."
     assert fast.content == ["", "No.", ""]  # its events' text column: a refusal is generated text (a token event)
+
+
+def test_ollama_calls_without_an_index_are_calls_of_their_own() -> None:
+    """Two whole calls without ``index``, one per NDJSON line, were merged into one call "fg" with
+    arguments '{"a":1}{"b":2}': the same calls sent in one line then compared as different."""
+    from infertap.apis import read_response
+
+    def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"function": {"name": name, "arguments": arguments}}
+
+    def record(*lines: list[dict[str, Any]]) -> dict[str, Any]:
+        body = [json.dumps({"model": "m", "message": {"role": "assistant", "content": "", "tool_calls": c}, "done": False}) for c in lines]  # fmt: skip
+        body.append(
+            json.dumps({"model": "m", "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop"})
+        )
+        return {"path": "/api/chat", "chunks": [line.encode() + b"\n" for line in body], "response_headers": [["content-type", "application/x-ndjson"]]}  # fmt: skip
+
+    f, g = call("f", {"a": 1}), call("g", {"b": 2})
+    apart, together = read_response(record([f], [g])), read_response(record([f, g]))
+    assert [(c["name"], c["arguments"]) for c in apart.tool_calls] == [("f", '{"a":1}'), ("g", '{"b":2}')]
+    assert apart.tool_calls == together.tool_calls
+    indexed = read_response(record([{"function": {**f["function"], "index": 0}}], [{"function": {**f["function"], "index": 0}}]))
+    assert len(indexed.tool_calls) == 1  # an index given is the slot: pieces of one call, as before
