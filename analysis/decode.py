@@ -45,7 +45,7 @@ from .schema import ENGINE_FACTS, TABLES
 #: that is not an integer is its place in the list); 10: an imported exchange's token times unknown;
 #: 11: llama.cpp's "stop": true ends its stream (stream_done); 12: a refusal's events are token events,
 #: Responses' custom tool calls and the functions API's function_call are tool calls, vLLM's
-#: {"object": "error"} an error.
+#: {"object": "error"} an error, Ollama's calls without an index calls of their own.
 DECODE_VERSION = 12
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
