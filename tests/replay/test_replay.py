@@ -501,3 +501,28 @@ def test_anthropic_turns_with_tools_continue_their_turn_and_the_system_prompt_co
         ],
     )
     assert parents == {"turn1": None, "turn2": "turn1", "other_system": None}
+
+
+def test_responses_turns_after_a_custom_tool_call_continue_it(tmp_path):
+    """A custom tool call is now part of the answer: the turn that carries it back (with its output)
+    still continues the turn that made it, and one that carries another input does not."""
+    call = {"type": "custom_tool_call", "id": "ct1", "call_id": "c1", "name": "exec", "input": "ls -la"}
+    first = {"model": "m", "input": "list the files", "tag": "turn1"}
+    back = [
+        {"role": "user", "content": "list the files"},
+        call,
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "a b"},
+    ]
+    second = {"model": "m", "tag": "turn2", "input": back}
+    other = {"model": "m", "tag": "other", "input": [back[0], {**call, "input": "rm -rf /"}, back[2]]}
+    answer = _whole({"id": "resp_1", "object": "response", "status": "completed", "output": [call]})
+    empty = _whole({"id": "resp_x", "object": "response", "status": "completed", "output": []})
+    parents = _parents(
+        tmp_path,
+        [
+            {"path": "/v1/responses", "body": first, "chunks": answer},
+            {"path": "/v1/responses", "body": second, "chunks": empty},
+            {"path": "/v1/responses", "body": other, "chunks": empty},
+        ],
+    )
+    assert parents == {"turn1": None, "turn2": "turn1", "other": None}
