@@ -219,7 +219,7 @@ class _Event(msgspec.Struct):
 _decode_event = msgspec.json.Decoder(_Event).decode
 # What the structs have no field for, read by the loop: a refusal with text (OpenAI sends "refusal":
 # null in every stream), a call of the functions API (before tool_calls).
-_LOOP_ONLY = re.compile(rb'"(?:refusal"\s*:\s*"|function_call"\s*:\s*\{)')
+LOOP_ONLY = re.compile(rb'"(?:refusal"\s*:\s*"|function_call"\s*:\s*\{)')
 _DONE = b"data: [DONE]"
 
 
@@ -238,7 +238,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
         or body.count(b"\n\ndata: ") != len(blocks) - 1  # every block a data line
         or not body.startswith(b"data: ")
         or not b"".join(pieces[-3:]).rstrip().endswith(b"[DONE]")
-        or _LOOP_ONLY.search(body) is not None
+        or LOOP_ONLY.search(body) is not None
     ):
         return None
     try:

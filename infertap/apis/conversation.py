@@ -26,7 +26,7 @@ from typing import Any, Literal
 import msgspec
 
 from .body import _wbits, framing, head_of
-from .chat_stream import _Function
+from .chat_stream import LOOP_ONLY, _Function
 from .fastjson import NOT_JSON, loads
 from .openai import _OBJECTS, message_turn
 from .read import CHAT, api_for, read_response
@@ -244,8 +244,8 @@ def _chat_answer(record: Mapping[str, Any]) -> tuple[Turn | None, str | None] | 
         return None
     pieces: list[bytes] = list(record.get("chunks") or ())
     body = b"".join(pieces)
-    if framing(record, head_of(pieces)) != "sse" or b"\r" in body:
-        return None
+    if framing(record, head_of(pieces)) != "sse" or b"\r" in body or LOOP_ONLY.search(body):
+        return None  # a refusal's words or a functions-API call are in the reply: read whole
     blocks = body.split(b"\n\n")  # as infertap.apis.body splits a body without carriage returns
     rest = blocks.pop()
     if rest.strip():
@@ -270,6 +270,8 @@ def _chat_answer(record: Mapping[str, Any]) -> tuple[Turn | None, str | None] | 
             response_id = chunk.id if isinstance(chunk.id, str) else None
         choices = chunk.choices
         if choices is None and chunk.object not in _OBJECTS:
+            if chunk.object == "error":
+                return None  # vLLM's error object: read whole, as read_response reads it
             if isinstance(chunk.error, dict) or (isinstance(chunk.error, str) and chunk.error):
                 return _NOT_ANSWERED  # an error event: read_response's error_message
             readable = readable or isinstance(chunk.error, str)  # {"error": ""}: known, but no message

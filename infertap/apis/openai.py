@@ -121,10 +121,14 @@ def chat_system(turns: tuple[Turn, ...]) -> str | None:
 
 
 def message_turn(m: dict[str, Any]) -> Turn:
-    """A chat message (OpenAI's or Ollama's: arguments as a string or an object) as a turn."""
+    """A chat message (OpenAI's or Ollama's: arguments as a string or an object) as a turn: its
+    words (a refusal's too) and its calls (the functions API's ``function_call`` too), as the
+    reply that added it reads (``Output.reply``)."""
     calls = []
     for call in as_list(m.get("tool_calls")):
         if isinstance(call, dict):
             fn = as_dict(call.get("function")) or call
             calls.append((as_text(fn.get("name")), canonical_arguments(fn.get("arguments") or "")))
-    return Turn(str(m.get("role") or "?"), content_text(m.get("content")), tuple(calls))
+    if isinstance(legacy := m.get("function_call"), dict):
+        calls.append((as_text(legacy.get("name")), canonical_arguments(legacy.get("arguments") or "")))
+    return Turn(str(m.get("role") or "?"), content_text(m.get("content")) + as_text(m.get("refusal")), tuple(calls))

@@ -123,8 +123,12 @@ class Output:
         return [e.obj for e in self.events if isinstance(e.obj, dict)]
 
     def reply(self) -> Turn:
-        """The assistant turn this response adds to its conversation."""
-        return Turn("assistant", self.text, tuple((c["name"], canonical_arguments(c["arguments"])) for c in self.tool_calls))
+        """The assistant turn this response adds to its conversation (a refusal is what it said)."""
+        return Turn(
+            "assistant",
+            self.text + self.refusal,
+            tuple((c["name"], canonical_arguments(c["arguments"])) for c in self.tool_calls),
+        )
 
 
 @dataclass
@@ -250,6 +254,8 @@ def content_text(content: Any) -> str:
         elif isinstance(part, dict):
             if isinstance(part.get("text"), str):
                 out.append(part["text"])
+            elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+                out.append(part["refusal"])  # the model's words, as its reply reads them
             elif part.get("type") in ("thinking", "redacted_thinking", "reasoning"):
                 continue  # the model's own reasoning, not part of what the conversation says
             else:

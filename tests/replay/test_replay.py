@@ -526,3 +526,88 @@ def test_responses_turns_after_a_custom_tool_call_continue_it(tmp_path):
         ],
     )
     assert parents == {"turn1": None, "turn2": "turn1", "other": None}
+
+
+def test_turns_after_a_refusal_or_a_functions_api_call_continue_it(tmp_path):
+    """A refusal's words and a functions-API call are part of the reply now: the turn that carries
+    them back continues the turn that said them (streamed, whole; chat and Responses)."""
+    q = {"role": "user", "content": "q"}
+    refused = {"role": "assistant", "content": None, "refusal": "No."}
+    legacy = {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": '{"a": 1}'}}
+
+    def chat(message: dict) -> list[bytes]:
+        return _whole({"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+
+    def chat_sse(delta: dict) -> list[bytes]:
+        events = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}]
+        return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+    refusal_part = {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}
+    path, responses = "/v1/chat/completions", "/v1/responses"
+    exchanges = [
+        {"path": path, "body": {"model": "m", "messages": [q], "tag": "refusal"}, "chunks": chat(refused)},
+        {
+            "path": path,
+            "body": {"model": "m", "messages": [q, refused, {"role": "user", "content": "why"}], "tag": "after refusal"},
+        },
+        {
+            "path": path,
+            "body": {"model": "m", "messages": [q], "stream": True, "tag": "refusal streamed"},
+            "chunks": chat_sse({"refusal": "No!"}),
+            "content_type": "text/event-stream",
+        },  # fmt: skip
+        {
+            "path": path,
+            "body": {
+                "model": "m",
+                "messages": [q, {**refused, "refusal": "No!"}, {"role": "user", "content": "ok"}],
+                "stream": True,
+                "tag": "after streamed",
+            },
+        },  # fmt: skip
+        {
+            "path": path,
+            "body": {"model": "m", "messages": [{"role": "user", "content": "call"}], "tag": "call"},
+            "chunks": chat(legacy),
+        },  # fmt: skip
+        {
+            "path": path,
+            "body": {
+                "model": "m",
+                "messages": [{"role": "user", "content": "call"}, legacy, {"role": "function", "name": "f", "content": "1"}],
+                "tag": "after call",
+            },
+        },  # fmt: skip
+        {
+            "path": responses,
+            "body": {"model": "m", "input": "r", "tag": "responses refusal"},
+            "chunks": _whole({"id": "resp_r", "object": "response", "status": "completed", "output": [refusal_part]}),
+        },  # fmt: skip
+        {
+            "path": responses,
+            "body": {
+                "model": "m",
+                "input": [{"role": "user", "content": "r"}, refusal_part, {"role": "user", "content": "why"}],
+                "tag": "after responses",
+            },
+        },  # fmt: skip
+    ]
+    parents = _parents(tmp_path, exchanges)
+    assert parents == {
+        "refusal": None,
+        "after refusal": "refusal",
+        "refusal streamed": None,
+        "after streamed": "refusal streamed",
+        "call": None,
+        "after call": "call",
+        "responses refusal": None,
+        "after responses": "responses refusal",
+    }
+    from infertap.analysis import Analysis  # the analysis links them as the replay does
+
+    with Analysis([tmp_path / "src"], cache_dir=tmp_path / "cache") as a:
+        linked = a.sql(
+            "SELECT r.body->>'$.tag', p.body->>'$.tag' FROM turns t JOIN requests r USING (exchange_id) "
+            "LEFT JOIN requests p ON p.exchange_id = t.parent_id"
+        ).fetchall()
+    assert dict(linked) == parents
