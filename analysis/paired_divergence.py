@@ -279,12 +279,14 @@ def _pair_divergence(
         and sa.end == sb.end
         and sa.done == sb.done
         and (sa.finish_reason, sa.finish_reason_raw) == (sb.finish_reason, sb.finish_reason_raw)
+        and sa.stop_sequence == sb.stop_sequence  # stopped at another of the request's stop sequences
     )
-    item["exact"] = sa.readable and sb.readable and same_text and tools["arguments_equal"] and same_ending
+    # What else the answer holds: encrypted reasoning (counted), and the other answers n > 1 asked for.
+    same_rest = sa.redacted_thinking == sb.redacted_thinking and _same_choices(sa.choices, sb.choices)
+    item["exact"] = sa.readable and sb.readable and same_text and tools["arguments_equal"] and same_ending and same_rest
     counts["exact"] += item["exact"]
-    # The whole output, tool calls and a reported error included: what differs there is a divergence too.
-    oa = output_text(sa.reasoning, sa.text, sa.tool_calls, sa.error_message, sa.refusal)
-    ob = output_text(sb.reasoning, sb.text, sb.tool_calls, sb.error_message, sb.refusal)
+    # The whole output, tool calls, a reported error and other choices included: what differs there is a divergence too.
+    oa, ob = _whole_output(sa), _whole_output(sb)
     at, unit = _first_divergence(sa, sb, ea, eb, oa, ob)
     item["first_divergence"] = {"at": at, "unit": unit}
     # Similarity of outputs needs two outputs: an unreadable side, or an error against an answer, scores 0.
@@ -300,6 +302,26 @@ def _pair_divergence(
     if oa != sa.text or ob != sb.text:
         item["output"] = [oa.replace(PART, "\n"), ob.replace(PART, "\n")]  # what the diff shows
     return item
+
+
+def _whole_output(s: Summary) -> str:
+    """``output_text`` of the answer, then of each other choice (``choice 1: ...``), ``PART`` between."""
+    first = output_text(s.reasoning, s.text, s.tool_calls, s.error_message, s.refusal)
+    if not s.choices:
+        return first
+    rest = (
+        f"choice {c['index']}: " + output_text(c["reasoning"], c["text"], c["tool_calls"], None, c["refusal"]) for c in s.choices
+    )
+    return PART.join((first, *rest))
+
+
+def _same_choices(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    """Whether the choices other than the first are the same answers, as the first is judged."""
+    keys = ("index", "text", "reasoning", "refusal", "finish_reason", "stop_sequence")
+    return len(a) == len(b) and all(
+        [x[k] for k in keys] == [y[k] for k in keys] and tool_call_diff(x["tool_calls"], y["tool_calls"])["arguments_equal"]
+        for x, y in zip(a, b, strict=True)
+    )
 
 
 def _count_readable(readability: dict[str, Counter[str]], sa: Summary, sb: Summary) -> None:
@@ -331,7 +353,8 @@ def _first_divergence(
 
 
 def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: Summary, tools: dict[str, Any]) -> None:
-    """What changed besides the text: finish reason, tool calls, where the text landed, status and ending."""
+    """What changed besides the text: finish reason, tool calls, where the text landed, status and
+    ending, the stop sequence, redacted thinking and the other choices."""
     if (sa.finish_reason, sa.finish_reason_raw) != (sb.finish_reason, sb.finish_reason_raw):
         counts["finish_reason_changed"] += 1
         item["finish_reason"] = [sa.finish_reason, sb.finish_reason]
@@ -351,6 +374,17 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     if sa.done != sb.done:
         counts["end_marker_differs"] += 1  # one stream closed without its [DONE] (message_stop, "done": true)
         item["stream_done"] = [sa.done, sb.done]
+    if sa.stop_sequence != sb.stop_sequence:
+        counts["stop_sequence_differs"] += 1
+        item["stop_sequence"] = [sa.stop_sequence, sb.stop_sequence]
+    if sa.redacted_thinking != sb.redacted_thinking:
+        counts["redacted_thinking_differs"] += 1
+        item["redacted_thinking"] = [sa.redacted_thinking, sb.redacted_thinking]
+    if sa.choices or sb.choices:
+        counts["with_other_choices"] += 1
+        if not _same_choices(sa.choices, sb.choices):
+            counts["other_choices_differ"] += 1
+            item["choices"] = [1 + len(sa.choices), 1 + len(sb.choices)]
 
 
 _FLIPS = {

@@ -3,7 +3,8 @@
 ``compare`` pairs and diffs runs of any size without holding either in Python: one pass over a
 capture's records reads each response once (``read_response``) and keeps, per exchange, its pairing
 keys (id, replay link, a digest of the exact request bytes) and a small summary of its output
-(text, reasoning, tool calls, token ids, logprob positions, finish reason, status and ending).
+(text, reasoning, tool calls, token ids, logprob positions, finish reason, stop sequence, other
+choices, status and ending).
 Rows go to Parquet in batches, so that DuckDB can pair the two sides and hand pairs back in
 bounded batches (compare.py).
 
@@ -42,8 +43,9 @@ BATCH_ROWS = 5_000
 #: Changes whenever what a summary holds changes: summaries cached by another version are not read.
 #: 2: repeated ids named apart, and said; 3: values of another type read as none (tool-call indexes,
 #: logprobs); 4: each logprob position with the token chosen; 5: whether a stream carried its end
-#: marker, and a refusal apart from the text.
-SUMMARY_VERSION = 5
+#: marker, and a refusal apart from the text; 6: the stop sequence that ended it, redacted thinking
+#: blocks and choices other than the first.
+SUMMARY_VERSION = 6
 
 EXCHANGE_SCHEMA = pa.schema(
     [
@@ -89,6 +91,9 @@ class Summary:
     finish_reason_raw: str | None
     done: bool  # the body carried its stream's end marker (stream_done): a stream cut short has not
     logprobs: list[Position] | None  # per output position, the token chosen and the top-k the engine reported
+    stop_sequence: str | int | None  # the stop string or token id that ended it, where the engine said
+    redacted_thinking: int  # Anthropic redacted_thinking blocks
+    choices: list[dict[str, Any]]  # choices other than the first (n > 1), as Output.choices
     last_user: str | None  # the request's last user message (only read when references are given)
 
 
@@ -116,6 +121,9 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         finish_reason_raw=out.finish_reason_raw,
         done=plain.done if plain is not None else stream_done(decoded_chunks(record) or record.get("chunks") or [], out),
         logprobs=None if plain is not None else logprob_positions(out.objects) or None,
+        stop_sequence=out.stop_sequence,
+        redacted_thinking=out.redacted_thinking,
+        choices=out.choices,
         last_user=read_request(record).last_user if last_user else None,
     )
 

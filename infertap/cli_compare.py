@@ -366,6 +366,22 @@ def _print_accuracy(console: Console, acc: dict[str, Any] | None) -> None:
     _say(console, acc["verdict"])
 
 
+#: What a pair's item says differed besides its output text (paired_divergence._count_changes), as labelled.
+_BESIDES = (
+    ("finish_reason_raw", "finish reason"),
+    ("stop_sequence", "stop sequence"),
+    ("stream_done", "end marker"),
+    ("redacted_thinking", "redacted thinking blocks"),
+    ("choices", "choices"),
+    ("status", "status, end, error"),
+)
+
+
+def _besides_text(item: dict[str, Any]) -> list[tuple[str, Any]]:
+    """What differs that the diff of the text can't show: a pair whose words agree is inexact for these."""
+    return [(label, item[key]) for key, label in _BESIDES if key in item]
+
+
 def _print_most_divergent(console: Console, items: list[dict[str, Any]]) -> None:
     """Section 4, when any pair differs: the diffs themselves, each cut to what a terminal shows."""
     if not items:
@@ -374,6 +390,7 @@ def _print_most_divergent(console: Console, items: list[dict[str, Any]]) -> None
     for item in items:
         fd = item["first_divergence"]
         extra = f", answers {item['answer'][0]!r} → {item['answer'][1]!r}" if "answer" in item else ""
+        extra += "".join(f", {label} {a!r} → {b!r}" for label, (a, b) in _besides_text(item))
         _say(
             console,
             f"{item['path']}  A {item['a_id'][:8]} / B {item['b_id'][:8]}: similarity {item['similarity']:.2f}, "

@@ -27,7 +27,7 @@ import msgspec
 
 from .body import _wbits, framing, head_of
 from .fastjson import NOT_JSON, _decode
-from .openai import _OBJECTS, choice_zero
+from .openai import _OBJECTS, choice_zero, only_zero, stop_value
 from .read import CHAT, _by_path, ended
 from .shapes import Output, error_of
 
@@ -89,7 +89,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
     merged: dict[str, Any] = {}
     ids: list[int] = []
     finish: str | None = None
-    model = response_id = fingerprint = error_message = None
+    model = response_id = fingerprint = error_message = stop = None
     timings: dict[str, Any] | None = None
     readable = False
     obj: Any = None
@@ -127,8 +127,12 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
         parts: list[Any] = []
         event_finish = None
         if isinstance(choices, list):
-            content, thought, refusal, parts, event_finish, more = choice_zero(choices)
+            if len(choices) != 1 or type(c := choices[0]) is not dict or c.get("index", 0) != 0:
+                if not only_zero(choices):
+                    return None  # several answers (n > 1): the general fold keeps each
+            content, thought, refusal, parts, event_finish, more, said = choice_zero(choices)
             ids.extend(more)
+            stop = said if said is not None else stop
         if not known and (message := error_of(obj)) is not None:
             known = True
             error_message = message or error_message
@@ -169,6 +173,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
     if merged:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = CHAT.counts(merged)
     out.token_ids = ids or None
+    out.stop_sequence = stop
     return ChatStream(out, ended(pieces, obj), at, datas, contents, reasonings, tools, finishes, usages)
 
 
@@ -201,6 +206,7 @@ class _Choice(msgspec.Struct):
     delta: _Delta | None = None
     text: str | None = None
     finish_reason: str | None = None
+    stop_reason: int | str | None = None  # vLLM's: the stop string or token id that ended it
     message: msgspec.UnsetType = msgspec.UNSET  # read only where the delta is empty: the loop's case
     logprobs: None = None  # token ids: the loop's case
     token_ids: None = None
@@ -254,13 +260,16 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
     at.pop()  # [DONE]'s
     contents, reasonings, tools, finishes = [], [], [], []
     calls: dict[int, dict[str, Any]] = {}
+    stop: int | str | None = None
     for e in events:
         content = thought = ""
         n = 0
         finish = None
         for choice in e.choices or ():
             if choice.index != 0:
-                continue
+                return None  # several answers (n > 1): the general fold keeps each
+            if choice.stop_reason is not None and stop_value(choice.stop_reason):
+                stop = choice.stop_reason
             delta = choice.delta
             if delta is not None:
                 if delta.content is not None:
@@ -306,6 +315,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
     out.usage = merged or None
     if merged:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = CHAT.counts(merged)
+    out.stop_sequence = stop
     return ChatStream(out, True, at, datas, contents, reasonings, tools, finishes, usages)
 
 

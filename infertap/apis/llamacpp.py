@@ -1,7 +1,8 @@
 """llama.cpp's native completion route (``/completion``, ``/infill``): ``content`` per event or whole.
 
-The last event says why it stopped (``stop_type``: ``eos``, ``word``, ``limit``) and carries the
-server's own counts (``tokens_evaluated``, ``tokens_predicted``) and ``timings``.
+The last event says why it stopped (``stop_type``: ``eos``, ``word``, ``limit``; ``stopping_word``:
+which stop word) and carries the server's own counts (``tokens_evaluated``, ``tokens_predicted``)
+and ``timings``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class LlamaCpp(Api):
             model=obj.get("model") if isinstance(obj.get("model"), str) else None,
             timings=obj["timings"] if isinstance(obj.get("timings"), dict) else None,
             token_ids=[t for t in tokens if isinstance(t, int)] or None if isinstance(tokens, list) else None,
+            stop_sequence=word if obj.get("stop") and isinstance(word := obj.get("stopping_word"), str) and word else None,
         )
 
     def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:

@@ -44,11 +44,13 @@ class Messages(Api):
         if kind == "message":  # a whole, non-streamed response
             d = _message_head(obj)
             d.finish_reason = obj.get("stop_reason")
+            d.stop_sequence = _stop(obj)
             calls = []
             for index, block in enumerate(as_list(obj.get("content"))):
                 if isinstance(block, dict):
                     d.content += as_text(block.get("text")) if block.get("type") == "text" else ""
                     d.reasoning += as_text(block.get("thinking"))
+                    d.redacted += int(block.get("type") == "redacted_thinking")
                     if block.get("type") == "tool_use":
                         calls.append(ToolCallPart(index, block.get("id"), as_text(block.get("name")), _json(block.get("input"))))
             d.tool_calls = calls
@@ -58,6 +60,7 @@ class Messages(Api):
         if kind == "content_block_start":
             block = as_dict(obj.get("content_block"))
             d = Delta(known=True, content=as_text(block.get("text")), reasoning=as_text(block.get("thinking")))
+            d.redacted = int(block.get("type") == "redacted_thinking")  # whole at its start: no deltas follow
             if block.get("type") == "tool_use":
                 # Anthropic starts a call with "input": {} and streams it as input_json_delta; a block
                 # that starts whole (a proxy's, a recorded replay's) carries its input here.
@@ -73,7 +76,12 @@ class Messages(Api):
         if kind == "message_delta":
             inner = as_dict(obj.get("delta"))
             usage = obj.get("usage")
-            return Delta(known=True, finish_reason=inner.get("stop_reason"), usage=usage if isinstance(usage, dict) else None)
+            return Delta(
+                known=True,
+                finish_reason=inner.get("stop_reason"),
+                usage=usage if isinstance(usage, dict) else None,
+                stop_sequence=_stop(inner),
+            )
         if kind in ("content_block_stop", "message_stop", "ping"):
             return Delta(known=True)
         if kind == "error":
@@ -126,6 +134,12 @@ def _block_text(block: Any) -> Any:
     if isinstance(block, dict) and block.get("type") == "tool_result":
         return {"type": "text", "text": content_text(block.get("content"))}
     return block
+
+
+def _stop(obj: dict[str, Any]) -> str | None:
+    """Which of the request's stop sequences ended the answer (``stop_sequence``), if one did."""
+    said = obj.get("stop_sequence")
+    return said if isinstance(said, str) and said else None
 
 
 def _json(value: Any) -> str:

@@ -4,20 +4,29 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_list, as_text, canonical_arguments, content_text, position
+from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_int, as_list, as_text, canonical_arguments, content_text, position
 
 _OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
 
 
-def choice_zero(choices: list[Any]) -> tuple[str, str, str, list[ToolCallPart], Any, list[int]]:
-    """Choice 0 of a chat or completions object (n > 1 is a different question): its text,
-    reasoning, refusal, tool-call pieces, finish reason and token ids (logprobs' or vLLM's return_token_ids)."""
+Choice = tuple[str, str, str, list[ToolCallPart], Any, list[int], str | int | None]
+
+
+def choice_zero(choices: list[Any]) -> Choice:
+    """Choice 0 of a chat or completions object: its text, reasoning, refusal, tool-call pieces,
+    finish reason, token ids (logprobs' or vLLM's return_token_ids) and the stop string or token
+    that ended it (vLLM's ``stop_reason``). Other choices (n > 1): ``other_choices``."""
+    return choice_at(choices, 0)
+
+
+def choice_at(choices: list[Any], k: int) -> Choice:
+    """``choice_zero`` of choice ``k`` (a choice without an index is choice 0)."""
     content = reasoning = refusal = ""
     calls: list[ToolCallPart] = []
     ids: list[int] = []
-    finish = None
+    finish = stop = None
     for choice in choices:
-        if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        if not isinstance(choice, dict) or choice.get("index", 0) != k:
             continue
         part = choice.get("delta") or choice.get("message") or {}
         if isinstance(part, dict):
@@ -34,6 +43,8 @@ def choice_zero(choices: list[Any]) -> tuple[str, str, str, list[ToolCallPart], 
             content += text
         if isinstance(word := choice.get("finish_reason"), str) and word:
             finish = word
+        if (said := choice.get("stop_reason")) is not None and stop_value(said):
+            stop = said
         logprobs = choice.get("logprobs")
         if isinstance(logprobs, dict):
             ids.extend(
@@ -43,7 +54,29 @@ def choice_zero(choices: list[Any]) -> tuple[str, str, str, list[ToolCallPart], 
             )
         if isinstance(token_ids := choice.get("token_ids"), list):
             ids.extend(t for t in token_ids if isinstance(t, int))
-    return content, reasoning, refusal, calls, finish, ids
+    return content, reasoning, refusal, calls, finish, ids, stop
+
+
+def stop_value(value: Any) -> bool:
+    """A stop string or token id as an engine reports it (an empty string: none)."""
+    return (isinstance(value, str) and value != "") or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def only_zero(choices: list[Any]) -> bool:
+    """Whether no choice but the first is in ``choices`` (the usual: one choice, index 0)."""
+    return all(not isinstance(c, dict) or c.get("index", 0) == 0 or as_int(c.get("index")) is None for c in choices)
+
+
+def other_choices(choices: list[Any]) -> dict[int, Delta] | None:
+    """What the choices other than 0 in one object say, by index (n > 1 asks for several answers:
+    each is an answer, compared as one)."""
+    if only_zero(choices):
+        return None
+    out = {}
+    for k in sorted({i for c in choices if isinstance(c, dict) and (i := as_int(c.get("index"))) is not None and i != 0}):
+        content, reasoning, refusal, calls, finish, _, stop = choice_at(choices, k)
+        out[k] = Delta(True, content, reasoning, refusal, calls, finish, stop_sequence=stop)
+    return out
 
 
 class Chat(Api):
@@ -75,10 +108,13 @@ class Chat(Api):
             d.timings = timings
         if not isinstance(choices, list):
             return d
-        content, reasoning, refusal, calls, finish, ids = choice_zero(choices)
+        content, reasoning, refusal, calls, finish, ids, stop = choice_zero(choices)
         d.content, d.reasoning, d.refusal, d.finish_reason = content, reasoning, refusal, finish
         d.tool_calls = calls
         d.token_ids = ids or None
+        d.stop_sequence = stop
+        if len(choices) != 1 or not isinstance(c := choices[0], dict) or c.get("index", 0) != 0:
+            d.choices = other_choices(choices)
         return d
 
     def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:

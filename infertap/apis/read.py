@@ -19,7 +19,7 @@ from .ollama import OllamaChat, OllamaGenerate
 from .openai import Chat, Completions
 from .responses import Responses
 from .sampling import sampling_fields
-from .shapes import NEXT, Api, Delta, Event, Output, Request, Turn, as_int, error_of
+from .shapes import NEXT, Api, Delta, Event, Output, Request, ToolCallPart, Turn, as_int, error_of
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = Chat(), Completions(), Responses(), Messages()
 OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP = OllamaChat(), OllamaGenerate(), LlamaCpp()
@@ -198,9 +198,11 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     usage: dict[str, Any] = {}
     ids: list[int] = []
     finish: str | None = None
-    model = response_id = fingerprint = error_message = None
+    model = response_id = fingerprint = error_message = stop = None
     timings: dict[str, Any] | None = None
     durations: dict[str, Any] | None = None
+    others: dict[int, list[Delta]] = {}
+    redacted = 0
     readable, read = False, api.event  # locals: the loop runs per streamed event
     for event in events:
         obj = event.obj
@@ -221,14 +223,13 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if d.refusal:
             refusal.append(d.refusal)
         for part in d.tool_calls:
-            index = part.index if part.index != NEXT else max(calls, default=-1) + 1
-            slot = calls.setdefault(index, {"id": None, "name": "", "arguments": ""})
-            slot["id"] = part.id or slot["id"]
-            if part.whole:
-                slot["name"], slot["arguments"] = part.name or slot["name"], part.arguments or slot["arguments"]
-            else:
-                slot["name"] += part.name
-                slot["arguments"] += part.arguments
+            add_call(calls, part)
+        if d.stop_sequence is not None:
+            stop = d.stop_sequence
+        if d.choices:
+            for k, other in d.choices.items():
+                others.setdefault(k, []).append(other)
+        redacted += d.redacted
         if d.usage:
             usage.update((k, v) for k, v in d.usage.items() if v is not None)
         finish = d.finish_reason or finish
@@ -255,8 +256,39 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     if usage:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = api.counts(usage)
     out.token_ids = ids or None
+    out.stop_sequence, out.redacted_thinking = stop, redacted
+    out.choices = [other_choice(k, deltas) for k, deltas in sorted(others.items())]
     if not events and out.error is None:
         out.error = "empty body"
     elif not out.readable and out.error is None:
         out.error = f"no event has a shape of the {api.name} API" if api is not UNKNOWN else "no known API's shape"
     return out
+
+
+def add_call(calls: dict[int, dict[str, Any]], part: ToolCallPart) -> None:
+    """A tool call's piece added to the calls so far (by index; a whole call replaces its pieces)."""
+    index = part.index if part.index != NEXT else max(calls, default=-1) + 1
+    slot = calls.setdefault(index, {"id": None, "name": "", "arguments": ""})
+    slot["id"] = part.id or slot["id"]
+    if part.whole:
+        slot["name"], slot["arguments"] = part.name or slot["name"], part.arguments or slot["arguments"]
+    else:
+        slot["name"] += part.name
+        slot["arguments"] += part.arguments
+
+
+def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:
+    """A choice other than the first (n > 1), folded from its pieces: what compare compares of it."""
+    calls: dict[int, dict[str, Any]] = {}
+    for d in deltas:
+        for part in d.tool_calls:
+            add_call(calls, part)
+    return {
+        "index": index,
+        "text": "".join(d.content for d in deltas),
+        "reasoning": "".join(d.reasoning for d in deltas),
+        "refusal": "".join(d.refusal for d in deltas),
+        "tool_calls": [calls[k] for k in sorted(calls)],
+        "finish_reason": next((d.finish_reason for d in reversed(deltas) if d.finish_reason), None),
+        "stop_sequence": next((d.stop_sequence for d in reversed(deltas) if d.stop_sequence is not None), None),
+    }

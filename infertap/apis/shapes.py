@@ -56,6 +56,9 @@ class Delta:
     durations: dict[str, Any] | None = None  # Ollama's server-side durations (ns)
     token_ids: list[int] | None = None  # output token ids, when the engine sent them
     error: str | None = None  # an error the body reports (error object or error event)
+    stop_sequence: str | int | None = None  # the stop string (or token id) that ended it, where the engine says
+    redacted: int = 0  # Anthropic redacted_thinking blocks: encrypted reasoning, counted
+    choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
 
     @property
     def tool_deltas(self) -> int:
@@ -116,6 +119,9 @@ class Output:
     timings: dict[str, Any] | None = None
     durations: dict[str, Any] | None = None
     token_ids: list[int] | None = None
+    stop_sequence: str | int | None = None  # the stop string (or token id) that ended it: Anthropic, llama.cpp, vLLM
+    redacted_thinking: int = 0  # Anthropic redacted_thinking blocks (their content is encrypted: only counted)
+    choices: list[dict[str, Any]] = field(default_factory=list)  # choices other than the first (n > 1): see read.py
 
     @property
     def objects(self) -> list[dict[str, Any]]:

@@ -401,3 +401,137 @@ def test_ollama_calls_without_an_index_are_calls_of_their_own() -> None:
     assert apart.tool_calls == together.tool_calls
     indexed = read_response(record([{"function": {**f["function"], "index": 0}}], [{"function": {**f["function"], "index": 0}}]))
     assert len(indexed.tool_calls) == 1  # an index given is the slot: pieces of one call, as before
+
+
+# -- what an answer holds besides its first choice's words --------------------------------------------
+
+
+def _stopped_at(word: str | None, *, api: str) -> list[bytes]:
+    """An answer "Hello" that ended at the stop sequence ``word`` (None: by itself), as each engine says it."""
+    if api == "messages":
+        events = _anthropic_sse("Hello", "stop_sequence" if word else "end_turn")
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": "stop_sequence" if word else "end_turn", "stop_sequence": word},
+        }
+        return [*events[:4], f"event: message_delta\ndata: {json.dumps(delta)}\n\n".encode(), events[-1]]
+    if api == "messages whole":
+        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "Hello"}]}
+        return [json.dumps({**body, "stop_reason": "stop_sequence" if word else "end_turn", "stop_sequence": word}).encode()]
+    if api == "llama.cpp":
+        last = {"content": "", "stop": True, "stop_type": "word" if word else "eos", "stopping_word": word or ""}
+        return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in ({"content": "Hello", "stop": False}, last)]
+    end = {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": word}],
+    }
+    return [_chat_sse("Hello")[0], b"data: " + json.dumps(end).encode() + b"\n\n", b"data: [DONE]\n\n"]  # vLLM
+
+
+def _redacted(*data: str, stream: bool = True) -> list[bytes]:
+    """An Anthropic answer with redacted thinking blocks (their ``data`` encrypted) before its text."""
+    blocks = [{"type": "redacted_thinking", "data": d} for d in data]
+    if not stream:
+        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "stop_reason": "end_turn"}
+        return [json.dumps({**body, "content": [*blocks, {"type": "text", "text": "Hello"}]}).encode()]
+    starts = [
+        f"event: content_block_start\ndata: {json.dumps({'type': 'content_block_start', 'index': i, 'content_block': b})}\n\n".encode()
+        for i, b in enumerate(blocks)
+    ]
+    events = _anthropic_sse("Hello")
+    return [events[0], *starts, *events[1:]]
+
+
+def _choices(*texts: str | tuple[str, str], stream: bool = False) -> list[bytes]:
+    """A chat answer with one choice per text (n > 1); a (text, finish reason) pair for another finish."""
+    said = [(t, "stop") if isinstance(t, str) else t for t in texts]
+    if not stream:
+        choices = [
+            {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": f} for i, (t, f) in enumerate(said)
+        ]
+        return [json.dumps({"object": "chat.completion", "choices": choices}).encode()]
+    events = [{"index": i, "delta": {"content": t}, "finish_reason": None} for i, (t, _) in enumerate(said)]
+    events += [{"index": i, "delta": {}, "finish_reason": f} for i, (_, f) in enumerate(said)]
+    return [b"data: " + json.dumps({"object": "chat.completion.chunk", "choices": [e]}).encode() + b"\n\n" for e in events] + [
+        b"data: [DONE]\n\n"
+    ]
+
+
+def _completions(*texts: str) -> list[bytes]:
+    choices = [{"index": i, "text": t, "finish_reason": "stop"} for i, t in enumerate(texts)]
+    return [json.dumps({"object": "text_completion", "choices": choices}).encode()]
+
+
+_MESSAGES_WHOLE = ("/v1/messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "q"}]}, "application/json")  # fmt: skip
+_COMPLETIONS = ("/v1/completions", {"model": "m", "prompt": "q", "n": 2}, "application/json")
+_N2 = {"model": "m", "messages": [{"role": "user", "content": "q"}], "n": 2}
+_CHAT_N2 = ("/v1/chat/completions", _N2, "application/json")
+_CHAT_N2_SSE = ("/v1/chat/completions", {**_N2, "stream": True}, "text/event-stream")
+BESIDES = {
+    "messages stop sequences": (_MESSAGES, _stopped_at("###", api="messages"), _stopped_at("END", api="messages")),
+    "messages whole stop sequences": (
+        _MESSAGES_WHOLE,
+        _stopped_at("###", api="messages whole"),
+        _stopped_at("END", api="messages whole"),
+    ),  # fmt: skip
+    "llama.cpp stop words": (_LLAMACPP, _stopped_at("###", api="llama.cpp"), _stopped_at("END", api="llama.cpp")),
+    "vllm stop strings": (_CHAT, _stopped_at("###", api="vllm"), _stopped_at("END", api="vllm")),
+    "vllm stop token vs string": (_CHAT, _stopped_at(128009, api="vllm"), _stopped_at("###", api="vllm")),  # type: ignore[arg-type]
+    "redacted thinking": (_MESSAGES, _redacted("x"), _redacted()),
+    "redacted thinking whole": (_MESSAGES_WHOLE, _redacted("x", "y", stream=False), _redacted("x", stream=False)),
+    "second choice": (_CHAT_N2, _choices("Hello", "Hi"), _choices("Hello", "Hey")),
+    "second choice streamed": (_CHAT_N2_SSE, _choices("Hello", "Hi", stream=True), _choices("Hello", "Hey", stream=True)),
+    "second choice's finish": (_CHAT_N2, _choices("Hello", "Hi"), _choices("Hello", ("Hi", "length"))),
+    "one choice of two": (_CHAT_N2, _choices("Hello", "Hi"), _choices("Hello")),
+    "completions second choice": (_COMPLETIONS, _completions("a", "b"), _completions("a", "c")),
+}
+BESIDES_SAME = {
+    "messages stop sequences": (_MESSAGES, _stopped_at("###", api="messages"), _stopped_at("###", api="messages")),
+    "vllm stop strings": (_CHAT, _stopped_at("###", api="vllm"), _stopped_at("###", api="vllm")),
+    "redacted thinking": (_MESSAGES, _redacted("x"), _redacted("other ciphertext")),  # encrypted: only counted
+    "second choice": (_CHAT_N2, _choices("Hello", "Hi"), _choices("Hello", "Hi", stream=False)),
+    "second choice streamed": (
+        _CHAT_N2_SSE,
+        _choices("Hello", "Hi", stream=True),
+        [b"".join(_choices("Hello", "Hi", stream=True))],
+    ),  # fmt: skip
+}
+
+
+def test_what_an_answer_holds_besides_its_first_choices_words_is_compared(tmp_path: Path) -> None:
+    """The stop sequence that ended an answer (Anthropic's stop_sequence, llama.cpp's stopping_word,
+    vLLM's stop_reason), Anthropic's redacted thinking blocks and the choices other than the first
+    (n > 1) were never read: pairs that differed only there were exact matches."""
+    a, b = _ending_captures(tmp_path, BESIDES)
+    result = compare(a, b, top=len(BESIDES))
+    d = result["divergence"]
+    assert d["counts"].get("exact", 0) == 0, d["counts"]
+    items = _by_question(result, BESIDES)
+    assert set(items) == set(BESIDES)
+    assert d["counts"]["stop_sequence_differs"] == 5 and d["counts"]["redacted_thinking_differs"] == 2
+    assert d["counts"]["other_choices_differ"] == 5 and d["counts"]["with_other_choices"] == 5
+    assert items["vllm stop token vs string"]["stop_sequence"] == [128009, "###"]
+    assert items["redacted thinking whole"]["redacted_thinking"] == [2, 1]
+    assert items["one choice of two"]["choices"] == [2, 1]
+    for name in ("second choice", "second choice streamed", "completions second choice"):
+        item = items[name]  # the other answer's words are part of the output: a position and a diff
+        assert item["similarity"] < 1 and item["first_divergence"]["unit"] == "character", name
+        assert "choice 1: " in item["diff"] and "[-" in item["diff"], (name, item["diff"])
+    same = tmp_path / "same"
+    same.mkdir()
+    a, b = _ending_captures(same, BESIDES_SAME)
+    d = compare(a, b, top=9)["divergence"]
+    assert d["exact_match_rate"] == 1 and d["most_divergent"] == [], d["counts"]
+    assert d["counts"]["with_other_choices"] == 2 and "other_choices_differ" not in d["counts"]
+
+
+def test_the_cli_says_what_differs_besides_the_text(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    pairs = {k: BESIDES[k] for k in ("vllm stop strings", "redacted thinking", "one choice of two")}
+    a, b = _ending_captures(tmp_path, pairs)
+    out = CliRunner().invoke(cli, ["compare", str(a), str(b)], catch_exceptions=False).output
+    assert "stop sequence '###' → 'END'" in out and "redacted thinking blocks 1 → 0" in out and "choices 2 → 1" in out
+    assert "stop sequence differs" in out and "exact match" in out and "0.0%" in out

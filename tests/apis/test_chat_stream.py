@@ -172,7 +172,14 @@ ODD_EVENTS = [
     {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "weird"}], "model": "m2", "id": "c2"},
     {"object": "other"},
     {"choices": [{"index": 0.0, "delta": {"content": "float index"}}]},
+    {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": "###"}]},  # vLLM's stop string
+    {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": 128009}]},  # or stop token id
+    {"choices": [{"index": 0, "delta": {}, "stop_reason": ""}]},
+    {"choices": [{"index": 0, "delta": {}, "stop_reason": True}]},
+    {"choices": [{"index": 0, "delta": {"content": "s"}, "stop_reason": None}]},
 ]
+#: Events of an answer with several choices (n > 1): the general fold reads them, each choice apart.
+OTHER_CHOICES = [e for e in ODD_EVENTS if any(isinstance(c, dict) and c.get("index") == 1 for c in e.get("choices") or ())]
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -203,7 +210,64 @@ def test_replays_linking_reads_the_reply_as_read_response_does(events: list[Any]
 def test_most_odd_events_are_read_by_the_fast_path() -> None:
     """The agreement above is not vacuous: the one-pass reading answers for nearly all of them."""
     answered = [_agrees(_record(_sse(_chunk({"content": "a"}), event))) for event in ODD_EVENTS]
-    assert sum(answered) == len(ODD_EVENTS)
+    assert OTHER_CHOICES and answered == [event not in OTHER_CHOICES for event in ODD_EVENTS]
+
+
+def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them() -> None:
+    """n > 1: choices other than the first were left out of every reading, so two answers whose
+    second choices differ compared as identical."""
+    events = [
+        {"choices": [{"index": 0, "delta": {"content": "Hel"}}, {"index": 1, "delta": {"content": "Good"}}]},
+        {
+            "choices": [
+                {
+                    "index": 1,
+                    "delta": {"content": "bye", "tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]},
+                }
+            ]
+        },  # fmt: skip
+        {"choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}]},
+        {"choices": [{"index": 1, "delta": {}, "finish_reason": "length", "stop_reason": None}]},
+        {"choices": [{"index": 2, "delta": {"content": "!"}, "finish_reason": "stop", "stop_reason": "###"}]},
+    ]
+    record = _record(_sse(*events))
+    assert read_chat_stream(record) is None and not _typed_agrees(record["chunks"])
+    out = read_response(record)
+    assert out.text == "Hello" and out.finish_reason_raw == "stop"
+    assert out.choices == [
+        {
+            "index": 1,
+            "text": "Goodbye",
+            "reasoning": "",
+            "refusal": "",
+            "tool_calls": [{"id": None, "name": "f", "arguments": "{}"}],
+            "finish_reason": "length",
+            "stop_sequence": None,
+        },  # fmt: skip
+        {
+            "index": 2,
+            "text": "!",
+            "reasoning": "",
+            "refusal": "",
+            "tool_calls": [],
+            "finish_reason": "stop",
+            "stop_sequence": "###",
+        },  # fmt: skip
+    ]
+    whole = {"object": "chat.completion", "choices": [{"index": 1, "message": {"content": "b"}}, {"index": 0, "message": {"content": "a"}}]}  # fmt: skip
+    out = read_response(_record([json.dumps(whole).encode()], [["content-type", "application/json"]]))
+    assert out.text == "a" and [c["text"] for c in out.choices] == ["b"]
+
+
+def test_the_stop_sequence_that_ended_an_answer_is_read_by_every_reading() -> None:
+    """vLLM's ``stop_reason`` (a stop string or token id), by the typed, the looped and the general readings."""
+    for said in ("###", 128009):
+        chunks = _sse(_chunk({"content": "a"}), {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": said}]})  # fmt: skip
+        assert _typed_agrees(chunks) and _agrees(_record(chunks))
+        assert read_response(_record(chunks)).stop_sequence == said
+    for none in ("", True, None):
+        chunks = _sse({"choices": [{"index": 0, "delta": {"content": "a"}, "stop_reason": none}]})
+        assert _agrees(_record(chunks)) and read_response(_record(chunks)).stop_sequence is None
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
