@@ -45,8 +45,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: that is not an integer is its place in the list); 10: an imported exchange's token times unknown;
 #: 11: llama.cpp's "stop": true ends its stream (stream_done); 12: a refusal's events are token events,
 #: Responses' custom tool calls and the functions API's function_call are tool calls, vLLM's
-#: {"object": "error"} an error, Ollama's calls without an index calls of their own.
-DECODE_VERSION = 12
+#: {"object": "error"} an error, Ollama's calls without an index calls of their own; 13: the Responses
+#: API's built-in tool calls (local shell, web search, ...) and Anthropic's server and MCP tool calls are
+#: tool calls, and link turns.
+DECODE_VERSION = 13
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

@@ -282,7 +282,7 @@ def _pair_divergence(
         and sa.stop_sequence == sb.stop_sequence  # stopped at another of the request's stop sequences
     )
     # What else the answer holds: encrypted reasoning (counted), and the other answers n > 1 asked for.
-    same_rest = sa.redacted_thinking == sb.redacted_thinking and _same_choices(sa.choices, sb.choices)
+    same_rest = sa.encrypted_reasoning == sb.encrypted_reasoning and _same_choices(sa.choices, sb.choices)
     item["exact"] = sa.readable and sb.readable and same_text and tools["arguments_equal"] and same_ending and same_rest
     counts["exact"] += item["exact"]
     # The whole output, tool calls, a reported error and other choices included: what differs there is a divergence too.
@@ -354,7 +354,7 @@ def _first_divergence(
 
 def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: Summary, tools: dict[str, Any]) -> None:
     """What changed besides the text: finish reason, tool calls, where the text landed, status and
-    ending, the stop sequence, redacted thinking and the other choices."""
+    ending, the stop sequence, encrypted reasoning and the other choices."""
     if (sa.finish_reason, sa.finish_reason_raw) != (sb.finish_reason, sb.finish_reason_raw):
         counts["finish_reason_changed"] += 1
         item["finish_reason"] = [sa.finish_reason, sb.finish_reason]
@@ -377,9 +377,9 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     if sa.stop_sequence != sb.stop_sequence:
         counts["stop_sequence_differs"] += 1
         item["stop_sequence"] = [sa.stop_sequence, sb.stop_sequence]
-    if sa.redacted_thinking != sb.redacted_thinking:
-        counts["redacted_thinking_differs"] += 1
-        item["redacted_thinking"] = [sa.redacted_thinking, sb.redacted_thinking]
+    if sa.encrypted_reasoning != sb.encrypted_reasoning:
+        counts["encrypted_reasoning_differs"] += 1
+        item["encrypted_reasoning"] = [sa.encrypted_reasoning, sb.encrypted_reasoning]
     if sa.choices or sb.choices:
         counts["with_other_choices"] += 1
         if not _same_choices(sa.choices, sb.choices):

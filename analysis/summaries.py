@@ -43,7 +43,7 @@ BATCH_ROWS = 5_000
 #: Changes whenever what a summary holds changes: summaries cached by another version are not read.
 #: 2: repeated ids named apart, and said; 3: values of another type read as none (tool-call indexes,
 #: logprobs); 4: each logprob position with the token chosen; 5: whether a stream carried its end
-#: marker, and a refusal apart from the text; 6: the stop sequence that ended it, redacted thinking
+#: marker, and a refusal apart from the text; 6: the stop sequence that ended it, encrypted reasoning
 #: blocks and choices other than the first.
 SUMMARY_VERSION = 6
 
@@ -92,7 +92,7 @@ class Summary:
     done: bool  # the body carried its stream's end marker (stream_done): a stream cut short has not
     logprobs: list[Position] | None  # per output position, the token chosen and the top-k the engine reported
     stop_sequence: str | int | None  # the stop string or token id that ended it, where the engine said
-    redacted_thinking: int  # Anthropic redacted_thinking blocks
+    encrypted_reasoning: int  # blocks of encrypted reasoning (Output.encrypted_reasoning)
     choices: list[dict[str, Any]]  # choices other than the first (n > 1), as Output.choices
     last_user: str | None  # the request's last user message (only read when references are given)
 
@@ -122,7 +122,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         done=plain.done if plain is not None else stream_done(decoded_chunks(record) or record.get("chunks") or [], out),
         logprobs=None if plain is not None else logprob_positions(out.objects) or None,
         stop_sequence=out.stop_sequence,
-        redacted_thinking=out.redacted_thinking,
+        encrypted_reasoning=out.encrypted_reasoning,
         choices=out.choices,
         last_user=read_request(record).last_user if last_user else None,
     )

@@ -371,7 +371,7 @@ _BESIDES = (
     ("finish_reason_raw", "finish reason"),
     ("stop_sequence", "stop sequence"),
     ("stream_done", "end marker"),
-    ("redacted_thinking", "redacted thinking blocks"),
+    ("encrypted_reasoning", "encrypted reasoning blocks"),
     ("choices", "choices"),
     ("status", "status, end, error"),
 )

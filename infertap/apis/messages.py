@@ -26,6 +26,10 @@ from .shapes import (
     position,
 )
 
+#: Blocks that call a tool: the client's (``tool_use``), a server tool (web search, code execution,
+#: web fetch) and an MCP server's; each streams its input as ``input_json_delta``.
+_CALLS = ("tool_use", "server_tool_use", "mcp_tool_use")
+
 
 class Messages(Api):
     name = "messages"
@@ -50,8 +54,8 @@ class Messages(Api):
                 if isinstance(block, dict):
                     d.content += as_text(block.get("text")) if block.get("type") == "text" else ""
                     d.reasoning += as_text(block.get("thinking"))
-                    d.redacted += int(block.get("type") == "redacted_thinking")
-                    if block.get("type") == "tool_use":
+                    d.encrypted += int(block.get("type") == "redacted_thinking")
+                    if block.get("type") in _CALLS:
                         calls.append(ToolCallPart(index, block.get("id"), as_text(block.get("name")), _json(block.get("input"))))
             d.tool_calls = calls
             return d
@@ -60,8 +64,8 @@ class Messages(Api):
         if kind == "content_block_start":
             block = as_dict(obj.get("content_block"))
             d = Delta(known=True, content=as_text(block.get("text")), reasoning=as_text(block.get("thinking")))
-            d.redacted = int(block.get("type") == "redacted_thinking")  # whole at its start: no deltas follow
-            if block.get("type") == "tool_use":
+            d.encrypted = int(block.get("type") == "redacted_thinking")  # whole at its start: no deltas follow
+            if block.get("type") in _CALLS:
                 # Anthropic starts a call with "input": {} and streams it as input_json_delta; a block
                 # that starts whole (a proxy's, a recorded replay's) carries its input here.
                 given = _json(block.get("input")) if block.get("input") else ""
@@ -106,12 +110,20 @@ class Messages(Api):
             blocks = m.get("content")
             calls: tuple[tuple[str, str], ...] = ()
             if isinstance(blocks, list):
+                kinds = [b.get("type") if isinstance(b, dict) else None for b in blocks]
                 calls = tuple(
                     (as_text(b.get("name")), canonical_arguments(b.get("input")))
-                    for b in blocks
-                    if isinstance(b, dict) and b.get("type") == "tool_use"
+                    for b, kind in zip(blocks, kinds, strict=True)
+                    if kind in _CALLS
                 )
-                blocks = [_block_text(b) for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_use")]
+                # A server tool's result in the assistant's turn is the server's, not the model's
+                # words: the reply that carried it reads none either.
+                server = m.get("role") == "assistant"
+                blocks = [
+                    _block_text(b)
+                    for b, kind in zip(blocks, kinds, strict=True)
+                    if kind not in _CALLS and not (server and isinstance(kind, str) and kind.endswith("_tool_result"))
+                ]
             turns.append(Turn(str(m.get("role") or "?"), content_text(blocks), calls))
         return tuple(turns), len(messages), system
 

@@ -202,7 +202,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     timings: dict[str, Any] | None = None
     durations: dict[str, Any] | None = None
     others: dict[int, list[Delta]] = {}
-    redacted = 0
+    encrypted = 0
     readable, read = False, api.event  # locals: the loop runs per streamed event
     for event in events:
         obj = event.obj
@@ -229,7 +229,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if d.choices:
             for k, other in d.choices.items():
                 others.setdefault(k, []).append(other)
-        redacted += d.redacted
+        encrypted += d.encrypted
         if d.usage:
             usage.update((k, v) for k, v in d.usage.items() if v is not None)
         finish = d.finish_reason or finish
@@ -256,7 +256,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     if usage:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = api.counts(usage)
     out.token_ids = ids or None
-    out.stop_sequence, out.redacted_thinking = stop, redacted
+    out.stop_sequence, out.encrypted_reasoning = stop, encrypted
     out.choices = [other_choice(k, deltas) for k, deltas in sorted(others.items())]
     if not events and out.error is None:
         out.error = "empty body"

@@ -65,12 +65,12 @@ class Responses(Api):
             d.tool_calls = [ToolCallPart(index, arguments=as_text(delta))]
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = obj.get("item") or {}
-            if isinstance(item, dict) and item.get("type") in _CALLS:
+            if kind.endswith(".done") and isinstance(item, dict) and item.get("type") == "reasoning":
+                d.encrypted = _encrypted(item)
+            if isinstance(item, dict) and is_call(item.get("type")):
                 done = kind.endswith(".done")
                 args = _arguments(item) if done else ""
-                d.tool_calls = [
-                    ToolCallPart(index, item.get("call_id") or item.get("id"), as_text(item.get("name")), args, whole=done)
-                ]
+                d.tool_calls = [ToolCallPart(index, item.get("call_id") or item.get("id"), _name(item), args, whole=done)]
         elif kind in _ENDS or kind in ("response.created", "response.in_progress", "response.queued"):
             response = as_dict(obj.get("response"))
             _head(d, response)
@@ -96,9 +96,9 @@ class Responses(Api):
                 _assistant(turns, content_text(item.get("content")), ())
             elif kind == "message":
                 turns.append(Turn(str(item.get("role") or "?"), content_text(item.get("content"))))
-            elif kind in _CALLS:
-                _assistant(turns, "", ((as_text(item.get("name")), canonical_arguments(_arguments(item))),))
-            elif kind in ("function_call_output", "custom_tool_call_output"):
+            elif is_call(kind):
+                _assistant(turns, "", ((_name(item), canonical_arguments(_arguments(item))),))
+            elif kind.endswith("_call_output"):  # function, custom tool, local shell, shell, apply patch, computer
                 turns.append(Turn("tool", content_text(item.get("output"))))
             elif kind != "reasoning":  # the model's own reasoning is not what the conversation says
                 turns.append(Turn(kind, content_text(item)))
@@ -130,15 +130,45 @@ def _status(response: dict[str, Any]) -> str | None:
     return status if isinstance(status, str) else None
 
 
-#: Output items that call a tool: a function (JSON arguments) or a custom tool (free-form ``input``).
-_CALLS = ("function_call", "custom_tool_call")
-_CALL_DELTAS = ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta")
+#: Output items that call a tool: a function (JSON arguments), a custom tool (free-form ``input``),
+#: an MCP tool (JSON arguments); and the built-in tools' calls (``*_call``: web and file search,
+#: computer, code interpreter, image generation, local shell, shell, apply patch; MCP's tool listing
+#: and approval requests), read whole as what they ask (their fields but ids and status).
+_ARGUMENTS = {
+    "function_call": "arguments",
+    "custom_tool_call": "input",
+    "mcp_call": "arguments",
+    "mcp_approval_request": "arguments",
+}
+_CALL_DELTAS = (
+    "response.function_call_arguments.delta",
+    "response.custom_tool_call_input.delta",
+    "response.mcp_call_arguments.delta",
+)
+_ITEM_IDS = ("id", "call_id", "status", "type")  # which item it is and how far it got, not what it asks
+
+
+def is_call(kind: Any) -> bool:
+    """Whether an output (or input) item of type ``kind`` is a call of a tool."""
+    return isinstance(kind, str) and (kind in _ARGUMENTS or kind.endswith("_call") or kind == "mcp_list_tools")
+
+
+def _name(item: dict[str, Any]) -> str:
+    """A call's tool: a function's, custom or MCP tool's name; a built-in tool's item type."""
+    kind = as_text(item.get("type"))
+    return as_text(item.get("name")) if kind in _ARGUMENTS else kind
+
+
+def _encrypted(item: dict[str, Any]) -> int:
+    """1 for a reasoning item that carries its reasoning encrypted (``include: reasoning.encrypted_content``)."""
+    return int(bool(as_text(item.get("encrypted_content"))))
 
 
 def _arguments(item: dict[str, Any]) -> str:
     """A call item's arguments as text: a function's JSON string (an object sent as one is written as
-    JSON), a custom tool's ``input``."""
-    value = item.get("arguments") if item.get("type") == "function_call" else item.get("input")
+    JSON), a custom tool's ``input``; a built-in call's fields but its ids and status, as JSON."""
+    field = _ARGUMENTS.get(as_text(item.get("type")))
+    value = item.get(field) if field else {k: v for k, v in item.items() if k not in _ITEM_IDS}
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False)
     return as_text(value)
@@ -160,10 +190,11 @@ def _whole(response: dict[str, Any]) -> Delta:
                     d.content += as_text(part.get("text"))
                     d.refusal += as_text(part.get("refusal"))
         elif item.get("type") == "reasoning":
+            d.encrypted += _encrypted(item)
             for part in as_list(item.get("content")) + as_list(item.get("summary")):
                 if isinstance(part, dict):
                     d.reasoning += as_text(part.get("text"))
-        elif item.get("type") in _CALLS:
-            calls.append(ToolCallPart(index, item.get("call_id") or item.get("id"), as_text(item.get("name")), _arguments(item)))
+        elif is_call(item.get("type")):
+            calls.append(ToolCallPart(index, item.get("call_id") or item.get("id"), _name(item), _arguments(item)))
     d.tool_calls = calls
     return d

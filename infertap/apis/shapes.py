@@ -57,7 +57,7 @@ class Delta:
     token_ids: list[int] | None = None  # output token ids, when the engine sent them
     error: str | None = None  # an error the body reports (error object or error event)
     stop_sequence: str | int | None = None  # the stop string (or token id) that ended it, where the engine says
-    redacted: int = 0  # Anthropic redacted_thinking blocks: encrypted reasoning, counted
+    encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
 
     @property
@@ -120,7 +120,9 @@ class Output:
     durations: dict[str, Any] | None = None
     token_ids: list[int] | None = None
     stop_sequence: str | int | None = None  # the stop string (or token id) that ended it: Anthropic, llama.cpp, vLLM
-    redacted_thinking: int = 0  # Anthropic redacted_thinking blocks (their content is encrypted: only counted)
+    encrypted_reasoning: int = (
+        0  # blocks of reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): only counted
+    )
     choices: list[dict[str, Any]] = field(default_factory=list)  # choices other than the first (n > 1): see read.py
 
     @property

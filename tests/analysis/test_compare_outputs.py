@@ -467,6 +467,24 @@ _COMPLETIONS = ("/v1/completions", {"model": "m", "prompt": "q", "n": 2}, "appli
 _N2 = {"model": "m", "messages": [{"role": "user", "content": "q"}], "n": 2}
 _CHAT_N2 = ("/v1/chat/completions", _N2, "application/json")
 _CHAT_N2_SSE = ("/v1/chat/completions", {**_N2, "stream": True}, "text/event-stream")
+
+
+def _responses_sse(*items: dict[str, Any]) -> list[bytes]:
+    """A streamed Responses answer of ``items``: each added (in progress, nothing asked yet) then done."""
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": {"id": "r", "status": "in_progress"}}]
+    for i, item in enumerate(items):
+        started = {k: v for k, v in item.items() if k in ("type", "id", "call_id")} | {"status": "in_progress"}
+        events += [
+            {"type": "response.output_item.added", "output_index": i, "item": started},
+            {"type": "response.output_item.done", "output_index": i, "item": item},
+        ]
+    events.append({"type": "response.completed", "response": {"id": "r", "status": "completed", "output": list(items)}})
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+_RESPONSES_SSE = ("/v1/responses", {"model": "m", "input": "q", "stream": True}, "text/event-stream")
+
+
 BESIDES = {
     "messages stop sequences": (_MESSAGES, _stopped_at("###", api="messages"), _stopped_at("END", api="messages")),
     "messages whole stop sequences": (
@@ -479,6 +497,13 @@ BESIDES = {
     "vllm stop token vs string": (_CHAT, _stopped_at(128009, api="vllm"), _stopped_at("###", api="vllm")),  # type: ignore[arg-type]
     "redacted thinking": (_MESSAGES, _redacted("x"), _redacted()),
     "redacted thinking whole": (_MESSAGES_WHOLE, _redacted("x", "y", stream=False), _redacted("x", stream=False)),
+    "responses encrypted reasoning": (
+        _RESPONSES,
+        _responses(
+            {"type": "reasoning", "id": "rs", "summary": [], "encrypted_content": "gAAA"}, _message_part("output_text", "Hi")
+        ),  # fmt: skip
+        _responses(_message_part("output_text", "Hi")),
+    ),
     "second choice": (_CHAT_N2, _choices("Hello", "Hi"), _choices("Hello", "Hey")),
     "second choice streamed": (_CHAT_N2_SSE, _choices("Hello", "Hi", stream=True), _choices("Hello", "Hey", stream=True)),
     "second choice's finish": (_CHAT_N2, _choices("Hello", "Hi"), _choices("Hello", ("Hi", "length"))),
@@ -489,6 +514,11 @@ BESIDES_SAME = {
     "messages stop sequences": (_MESSAGES, _stopped_at("###", api="messages"), _stopped_at("###", api="messages")),
     "vllm stop strings": (_CHAT, _stopped_at("###", api="vllm"), _stopped_at("###", api="vllm")),
     "redacted thinking": (_MESSAGES, _redacted("x"), _redacted("other ciphertext")),  # encrypted: only counted
+    "responses encrypted reasoning": (
+        _RESPONSES_SSE,
+        _responses_sse({"type": "reasoning", "id": "rs", "summary": [], "encrypted_content": "gAAA"}),
+        _responses_sse({"type": "reasoning", "id": "rt", "summary": [], "encrypted_content": "gBBB"}),
+    ),
     "second choice": (_CHAT_N2, _choices("Hello", "Hi"), _choices("Hello", "Hi", stream=False)),
     "second choice streamed": (
         _CHAT_N2_SSE,
@@ -508,10 +538,10 @@ def test_what_an_answer_holds_besides_its_first_choices_words_is_compared(tmp_pa
     assert d["counts"].get("exact", 0) == 0, d["counts"]
     items = _by_question(result, BESIDES)
     assert set(items) == set(BESIDES)
-    assert d["counts"]["stop_sequence_differs"] == 5 and d["counts"]["redacted_thinking_differs"] == 2
+    assert d["counts"]["stop_sequence_differs"] == 5 and d["counts"]["encrypted_reasoning_differs"] == 3
     assert d["counts"]["other_choices_differ"] == 5 and d["counts"]["with_other_choices"] == 5
     assert items["vllm stop token vs string"]["stop_sequence"] == [128009, "###"]
-    assert items["redacted thinking whole"]["redacted_thinking"] == [2, 1]
+    assert items["redacted thinking whole"]["encrypted_reasoning"] == [2, 1]
     assert items["one choice of two"]["choices"] == [2, 1]
     for name in ("second choice", "second choice streamed", "completions second choice"):
         item = items[name]  # the other answer's words are part of the output: a position and a diff
@@ -533,5 +563,104 @@ def test_the_cli_says_what_differs_besides_the_text(tmp_path: Path) -> None:
     pairs = {k: BESIDES[k] for k in ("vllm stop strings", "redacted thinking", "one choice of two")}
     a, b = _ending_captures(tmp_path, pairs)
     out = CliRunner().invoke(cli, ["compare", str(a), str(b)], catch_exceptions=False).output
-    assert "stop sequence '###' → 'END'" in out and "redacted thinking blocks 1 → 0" in out and "choices 2 → 1" in out
+    assert "stop sequence '###' → 'END'" in out and "encrypted reasoning blocks 1 → 0" in out and "choices 2 → 1" in out
     assert "stop sequence differs" in out and "exact match" in out and "0.0%" in out
+
+
+def _shell(*command: str, call: str = "c1") -> dict[str, Any]:
+    return {"type": "local_shell_call", "id": f"ls_{call}", "call_id": call, "status": "completed", "action": {"type": "exec", "command": list(command)}}  # fmt: skip
+
+
+def _search(query: str, item: str = "ws1") -> dict[str, Any]:
+    return {"type": "web_search_call", "id": item, "status": "completed", "action": {"type": "search", "query": query}}
+
+
+BUILT_IN = {
+    "local shell commands": (_RESPONSES, _responses(_shell("ls")), _responses(_shell("rm", "-rf", "/"))),
+    "local shell streamed": (_RESPONSES_SSE, _responses_sse(_shell("ls")), _responses_sse(_shell("rm", "-rf", "/"))),
+    "web search queries": (_RESPONSES, _responses(_search("weather")), _responses(_search("stocks"))),
+    "a search or none": (_RESPONSES, _responses(_search("weather")), _responses()),
+    "apply patch": (
+        _RESPONSES,
+        _responses(
+            {"type": "apply_patch_call", "call_id": "p", "operation": {"type": "update_file", "path": "a.py", "diff": "+1"}}
+        ),  # fmt: skip
+        _responses(
+            {"type": "apply_patch_call", "call_id": "p", "operation": {"type": "update_file", "path": "a.py", "diff": "+2"}}
+        ),  # fmt: skip
+    ),
+    "mcp arguments": (
+        _RESPONSES,
+        _responses({"type": "mcp_call", "id": "m", "server_label": "s", "name": "f", "arguments": '{"a": 1}'}),
+        _responses({"type": "mcp_call", "id": "m", "server_label": "s", "name": "f", "arguments": '{"a": 2}'}),
+    ),
+}
+BUILT_IN_SAME = {
+    "local shell, other ids": (_RESPONSES, _responses(_shell("ls")), _responses(_shell("ls", call="c2"))),
+    "local shell streamed, other ids": (_RESPONSES_SSE, _responses_sse(_shell("ls")), _responses_sse(_shell("ls", call="c9"))),
+    "web search, other ids": (_RESPONSES, _responses(_search("weather")), _responses(_search("weather", "ws2"))),
+}
+
+
+def test_the_responses_built_in_tools_calls_are_part_of_the_answer(tmp_path: Path) -> None:
+    """A built-in tool's call (local shell, web search, apply patch, MCP) was not read: two answers
+    running other commands compared as the same answer, and as an answer with no call at all."""
+    a, b = _ending_captures(tmp_path, BUILT_IN)
+    result = compare(a, b, top=len(BUILT_IN))
+    d = result["divergence"]
+    assert d["counts"].get("exact", 0) == 0 and d["counts"]["tool_calls_differ"] == len(BUILT_IN), d["counts"]
+    items = _by_question(result, BUILT_IN)
+    assert set(items) == set(BUILT_IN)
+    for name, item in items.items():
+        assert item["similarity"] < 1 and item["first_divergence"]["at"] is not None, name
+    calls = items["a search or none"]["tool_calls"]
+    assert (calls["a"], calls["b"]) == (["web_search_call"], [])
+    same = tmp_path / "same"
+    same.mkdir()
+    a, b = _ending_captures(same, BUILT_IN_SAME)
+    d = compare(a, b, top=9)["divergence"]
+    assert d["exact_match_rate"] == 1 and d["most_divergent"] == [], d["counts"]
+
+
+def test_a_built_in_call_reads_the_same_streamed_and_whole() -> None:
+    from infertap.apis import read_response
+    from infertap.apis.shapes import canonical_arguments
+
+    def calls(chunks: list[bytes], ctype: str) -> list[tuple[str, str]]:
+        out = read_response({"path": "/v1/responses", "chunks": chunks, "response_headers": [["content-type", ctype]]})
+        return [(c["name"], canonical_arguments(c["arguments"])) for c in out.tool_calls]
+
+    asked = '{"action":{"command":["ls"],"type":"exec"}}'  # what the call asks: no ids, no status
+    assert calls(_responses_sse(_shell("ls")), "text/event-stream") == [("local_shell_call", asked)]
+    assert calls(_responses(_shell("ls", call="c2")), "application/json") == [("local_shell_call", asked)]
+
+
+def _server_search(query: str, *, stream: bool) -> list[bytes]:
+    """An Anthropic answer that ran its web search tool for ``query``."""
+    block = {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": query}}
+    if not stream:
+        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "stop_reason": "end_turn"}
+        return [json.dumps({**body, "content": [block, {"type": "text", "text": "Hello"}]}).encode()]
+    start = {"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}}
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": json.dumps({"query": query})}}  # fmt: skip
+    events = _anthropic_sse("Hello")
+    framed = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in (start, delta)]
+    return [events[0], *framed, *events[1:]]
+
+
+def test_anthropic_server_tool_calls_are_calls_streamed_or_whole(tmp_path: Path) -> None:
+    """A server tool's call (web search) was no call in a whole answer and a call without a name
+    in a streamed one: two whole answers that searched for other things compared as the same."""
+    pairs = {
+        "whole": (_MESSAGES_WHOLE, _server_search("weather", stream=False), _server_search("stocks", stream=False)),
+        "streamed": (_MESSAGES, _server_search("weather", stream=True), _server_search("stocks", stream=True)),
+    }
+    a, b = _ending_captures(tmp_path, pairs)
+    result = compare(a, b, top=2)
+    d = result["divergence"]
+    assert d["counts"].get("exact", 0) == 0 and d["counts"]["tool_calls_differ"] == 2, d["counts"]
+    assert all(item["tool_calls"]["a"] == ["web_search"] for item in result["divergence"]["most_divergent"])
+    same = tmp_path / "same"
+    same.mkdir()
+    a, b = _ending_captures(same, {k: (api, x, x) for k, (api, x, _) in pairs.items()})
+    assert compare(a, b, top=2)["divergence"]["exact_match_rate"] == 1

@@ -611,3 +611,62 @@ def test_turns_after_a_refusal_or_a_functions_api_call_continue_it(tmp_path):
             "LEFT JOIN requests p ON p.exchange_id = t.parent_id"
         ).fetchall()
     assert dict(linked) == parents
+
+
+def test_responses_turns_after_a_built_in_tool_call_continue_it_in_replay_and_analysis(tmp_path):
+    """A built-in tool's call (Codex's local shell, web search) was no part of the answer: the turn
+    that carried it back, with its output, continued nothing, and two answers calling other commands
+    compared as equal. Now the call is the answer's, in replay's linking and the analysis' alike."""
+    from infertap.analysis import Analysis
+
+    shell = {"type": "local_shell_call", "id": "ls1", "call_id": "c1", "status": "completed", "action": {"type": "exec", "command": ["ls", "-la"]}}  # fmt: skip
+    search = {"type": "web_search_call", "id": "ws1", "status": "completed", "action": {"type": "search", "query": "weather"}}
+    first = {"model": "m", "input": "list the files", "tag": "turn1"}
+    back = [
+        {"role": "user", "content": "list the files"},
+        shell,
+        search,
+        {"type": "local_shell_call_output", "call_id": "c1", "output": "a b"},
+    ]
+    second = {"model": "m", "tag": "turn2", "input": back}
+    other = {"model": "m", "tag": "other", "input": [back[0], {**shell, "action": {"type": "exec", "command": ["rm", "-rf", "/"]}}, *back[2:]]}  # fmt: skip
+    answer = _whole({"id": "resp_1", "object": "response", "status": "completed", "output": [shell, search]})
+    empty = _whole({"id": "resp_x", "object": "response", "status": "completed", "output": []})
+    exchanges = [
+        {"id": "turn1", "path": "/v1/responses", "body": first, "chunks": answer},
+        {"id": "turn2", "path": "/v1/responses", "body": second, "chunks": empty},
+        {"id": "other", "path": "/v1/responses", "body": other, "chunks": empty},
+    ]
+    assert _parents(tmp_path, exchanges) == {"turn1": None, "turn2": "turn1", "other": None}
+    with Analysis([tmp_path / "src"], cache_dir=tmp_path / "cache") as a:
+        rows = {r["exchange_id"]: r for r in a.query("SELECT exchange_id, parent_id, tool_calls FROM metrics").records()}
+    assert {k: r["parent_id"] for k, r in rows.items()} == {"turn1": None, "turn2": "turn1", "other": None}
+    assert rows["turn1"]["tool_calls"] == 2
+
+
+def test_anthropic_turns_after_a_server_tool_continue_it(tmp_path):
+    """A server tool's call (web search) and its result in the assistant's turn: the reply read the
+    call as no call (or, streamed, as a call without a name) and the next turn carried the result as
+    words the reply never said, so it continued nothing."""
+    content = [
+        {"type": "text", "text": "Searching."},
+        {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "weather Paris"}},
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "s1",
+            "content": [{"type": "web_search_result", "url": "u", "title": "t"}],
+        },  # fmt: skip
+        {"type": "text", "text": "Sunny."},
+    ]
+    reply = {"id": "msg_1", "type": "message", "role": "assistant", "content": content, "stop_reason": "end_turn"}
+    history = [{"role": "user", "content": "weather?"}, {"role": "assistant", "content": content}, {"role": "user", "content": "thanks"}]  # fmt: skip
+    searched_otherwise = [history[0], {"role": "assistant", "content": [content[0], {**content[1], "input": {"query": "x"}}, *content[2:]]}, history[2]]  # fmt: skip
+    parents = _parents(
+        tmp_path,
+        [
+            {"path": "/v1/messages", "body": {"model": "c", "messages": history[:1], "tag": "turn1"}, "chunks": _whole(reply)},
+            {"path": "/v1/messages", "body": {"model": "c", "messages": history, "tag": "turn2"}},
+            {"path": "/v1/messages", "body": {"model": "c", "messages": searched_otherwise, "tag": "other"}},
+        ],
+    )
+    assert parents == {"turn1": None, "turn2": "turn1", "other": None}
