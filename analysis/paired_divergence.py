@@ -279,7 +279,7 @@ def _pair_divergence(
         and sa.end == sb.end
         and sa.done == sb.done
         and (sa.finish_reason, sa.finish_reason_raw) == (sb.finish_reason, sb.finish_reason_raw)
-        and sa.stop_sequence == sb.stop_sequence  # stopped at another of the request's stop sequences
+        and not _stops_differ(sa.stop_sequence, sb.stop_sequence)
     )
     # What else the answer holds: encrypted reasoning (counted), and the other answers n > 1 asked for.
     same_rest = sa.encrypted_reasoning == sb.encrypted_reasoning and _same_choices(sa.choices, sb.choices)
@@ -317,11 +317,19 @@ def _whole_output(s: Summary) -> str:
 
 def _same_choices(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
     """Whether the choices other than the first are the same answers, as the first is judged."""
-    keys = ("index", "text", "reasoning", "refusal", "finish_reason", "stop_sequence")
+    keys = ("index", "text", "reasoning", "refusal", "finish_reason")
     return len(a) == len(b) and all(
-        [x[k] for k in keys] == [y[k] for k in keys] and tool_call_diff(x["tool_calls"], y["tool_calls"])["arguments_equal"]
+        [x[k] for k in keys] == [y[k] for k in keys]
+        and tool_call_diff(x["tool_calls"], y["tool_calls"])["arguments_equal"]
+        and not _stops_differ(x["stop_sequence"], y["stop_sequence"])
         for x, y in zip(a, b, strict=True)
     )
+
+
+def _stops_differ(a: str | None, b: str | None) -> bool:
+    """Stopped at another of the request's stop sequences. Only where both engines say which: one
+    that names none (llama.cpp's OpenAI routes, Ollama) is no evidence that it stopped elsewhere."""
+    return a is not None and b is not None and a != b
 
 
 def _count_readable(readability: dict[str, Counter[str]], sa: Summary, sb: Summary) -> None:
@@ -374,7 +382,7 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     if sa.done != sb.done:
         counts["end_marker_differs"] += 1  # one stream closed without its [DONE] (message_stop, "done": true)
         item["stream_done"] = [sa.done, sb.done]
-    if sa.stop_sequence != sb.stop_sequence:
+    if _stops_differ(sa.stop_sequence, sb.stop_sequence):
         counts["stop_sequence_differs"] += 1
         item["stop_sequence"] = [sa.stop_sequence, sb.stop_sequence]
     if sa.encrypted_reasoning != sb.encrypted_reasoning:

@@ -91,7 +91,7 @@ class Summary:
     finish_reason_raw: str | None
     done: bool  # the body carried its stream's end marker (stream_done): a stream cut short has not
     logprobs: list[Position] | None  # per output position, the token chosen and the top-k the engine reported
-    stop_sequence: str | int | None  # the stop string or token id that ended it, where the engine said
+    stop_sequence: str | None  # the stop string that ended it, where the engine said
     encrypted_reasoning: int  # blocks of encrypted reasoning (Output.encrypted_reasoning)
     choices: list[dict[str, Any]]  # choices other than the first (n > 1), as Output.choices
     last_user: str | None  # the request's last user message (only read when references are given)

@@ -27,7 +27,7 @@ import msgspec
 
 from .body import _wbits, framing, head_of
 from .fastjson import NOT_JSON, _decode
-from .openai import _OBJECTS, choice_zero, only_zero, stop_value
+from .openai import _OBJECTS, choice_zero, only_zero
 from .read import CHAT, _by_path, ended
 from .shapes import Output, error_of
 
@@ -206,7 +206,8 @@ class _Choice(msgspec.Struct):
     delta: _Delta | None = None
     text: str | None = None
     finish_reason: str | None = None
-    stop_reason: int | str | None = None  # vLLM's: the stop string or token id that ended it
+    stop_reason: int | str | None = None  # vLLM's: the stop string (or token id) that ended it
+    matched_stop: int | str | None = None  # SGLang's
     message: msgspec.UnsetType = msgspec.UNSET  # read only where the delta is empty: the loop's case
     logprobs: None = None  # token ids: the loop's case
     token_ids: None = None
@@ -260,7 +261,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
     at.pop()  # [DONE]'s
     contents, reasonings, tools, finishes = [], [], [], []
     calls: dict[int, dict[str, Any]] = {}
-    stop: int | str | None = None
+    stop: str | None = None
     for e in events:
         content = thought = ""
         n = 0
@@ -268,8 +269,8 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
         for choice in e.choices or ():
             if choice.index != 0:
                 return None  # several answers (n > 1): the general fold keeps each
-            if choice.stop_reason is not None and stop_value(choice.stop_reason):
-                stop = choice.stop_reason
+            if isinstance(said := choice.stop_reason, str) and said or isinstance(said := choice.matched_stop, str) and said:
+                stop = said
             delta = choice.delta
             if delta is not None:
                 if delta.content is not None:

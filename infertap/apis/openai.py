@@ -9,13 +9,13 @@ from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_int, as_list, as
 _OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
 
 
-Choice = tuple[str, str, str, list[ToolCallPart], Any, list[int], str | int | None]
+Choice = tuple[str, str, str, list[ToolCallPart], Any, list[int], str | None]
 
 
 def choice_zero(choices: list[Any]) -> Choice:
     """Choice 0 of a chat or completions object: its text, reasoning, refusal, tool-call pieces,
-    finish reason, token ids (logprobs' or vLLM's return_token_ids) and the stop string or token
-    that ended it (vLLM's ``stop_reason``). Other choices (n > 1): ``other_choices``."""
+    finish reason, token ids (logprobs' or vLLM's return_token_ids) and the stop string that ended
+    it (vLLM's ``stop_reason``, SGLang's ``matched_stop``). Other choices (n > 1): ``other_choices``."""
     return choice_at(choices, 0)
 
 
@@ -43,7 +43,7 @@ def choice_at(choices: list[Any], k: int) -> Choice:
             content += text
         if isinstance(word := choice.get("finish_reason"), str) and word:
             finish = word
-        if (said := choice.get("stop_reason")) is not None and stop_value(said):
+        if stop_value(said := choice.get("stop_reason")) or stop_value(said := choice.get("matched_stop")):
             stop = said
         logprobs = choice.get("logprobs")
         if isinstance(logprobs, dict):
@@ -58,8 +58,10 @@ def choice_at(choices: list[Any], k: int) -> Choice:
 
 
 def stop_value(value: Any) -> bool:
-    """A stop string or token id as an engine reports it (an empty string: none)."""
-    return (isinstance(value, str) and value != "") or (isinstance(value, int) and not isinstance(value, bool))
+    """A stop string as an engine reports it. A token id is not one: vLLM names an end-of-sequence
+    id of the model's generation config (Gemma 3's 106 ends nearly every answer) where another
+    engine names none, and the finish reason already says the answer ended there."""
+    return isinstance(value, str) and value != ""
 
 
 def only_zero(choices: list[Any]) -> bool:

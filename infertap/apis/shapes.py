@@ -56,7 +56,7 @@ class Delta:
     durations: dict[str, Any] | None = None  # Ollama's server-side durations (ns)
     token_ids: list[int] | None = None  # output token ids, when the engine sent them
     error: str | None = None  # an error the body reports (error object or error event)
-    stop_sequence: str | int | None = None  # the stop string (or token id) that ended it, where the engine says
+    stop_sequence: str | None = None  # the stop string that ended it, where the engine says
     encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
 
@@ -119,7 +119,7 @@ class Output:
     timings: dict[str, Any] | None = None
     durations: dict[str, Any] | None = None
     token_ids: list[int] | None = None
-    stop_sequence: str | int | None = None  # the stop string (or token id) that ended it: Anthropic, llama.cpp, vLLM
+    stop_sequence: str | None = None  # the stop string that ended it: Anthropic, llama.cpp, vLLM, SGLang
     encrypted_reasoning: int = (
         0  # blocks of reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): only counted
     )

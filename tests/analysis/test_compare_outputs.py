@@ -406,7 +406,7 @@ def test_ollama_calls_without_an_index_are_calls_of_their_own() -> None:
 # -- what an answer holds besides its first choice's words --------------------------------------------
 
 
-def _stopped_at(word: str | None, *, api: str) -> list[bytes]:
+def _stopped_at(word: str | int | None, *, api: str) -> list[bytes]:
     """An answer "Hello" that ended at the stop sequence ``word`` (None: by itself), as each engine says it."""
     if api == "messages":
         events = _anthropic_sse("Hello", "stop_sequence" if word else "end_turn")
@@ -423,7 +423,14 @@ def _stopped_at(word: str | None, *, api: str) -> list[bytes]:
         return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in ({"content": "Hello", "stop": False}, last)]
     end = {
         "object": "chat.completion.chunk",
-        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": word}],
+        "choices": [
+            {
+                "index": 0,
+                "delta": {},
+                "finish_reason": "stop",
+                **({"matched_stop" if api == "sglang" else "stop_reason": word} if word is not None else {}),
+            }
+        ],
     }
     return [_chat_sse("Hello")[0], b"data: " + json.dumps(end).encode() + b"\n\n", b"data: [DONE]\n\n"]  # vLLM
 
@@ -494,7 +501,7 @@ BESIDES = {
     ),  # fmt: skip
     "llama.cpp stop words": (_LLAMACPP, _stopped_at("###", api="llama.cpp"), _stopped_at("END", api="llama.cpp")),
     "vllm stop strings": (_CHAT, _stopped_at("###", api="vllm"), _stopped_at("END", api="vllm")),
-    "vllm stop token vs string": (_CHAT, _stopped_at(128009, api="vllm"), _stopped_at("###", api="vllm")),  # type: ignore[arg-type]
+    "sglang stop strings": (_CHAT, _stopped_at("###", api="sglang"), _stopped_at("END", api="sglang")),
     "redacted thinking": (_MESSAGES, _redacted("x"), _redacted()),
     "redacted thinking whole": (_MESSAGES_WHOLE, _redacted("x", "y", stream=False), _redacted("x", stream=False)),
     "responses encrypted reasoning": (
@@ -513,6 +520,11 @@ BESIDES = {
 BESIDES_SAME = {
     "messages stop sequences": (_MESSAGES, _stopped_at("###", api="messages"), _stopped_at("###", api="messages")),
     "vllm stop strings": (_CHAT, _stopped_at("###", api="vllm"), _stopped_at("###", api="vllm")),
+    "vllm and sglang": (_CHAT, _stopped_at("###", api="vllm"), _stopped_at("###", api="sglang")),
+    # A stop token id (Gemma 3's end of turn, which vLLM names beside the tokenizer's own) is how the
+    # answer ended, not a stop sequence; an engine that names none says nothing of where it stopped.
+    "vllm stop token, llama.cpp nothing": (_CHAT, _stopped_at(106, api="vllm"), _stopped_at(None, api="vllm")),
+    "vllm stop string, llama.cpp nothing": (_CHAT, _stopped_at("###", api="vllm"), _stopped_at(None, api="vllm")),
     "redacted thinking": (_MESSAGES, _redacted("x"), _redacted("other ciphertext")),  # encrypted: only counted
     "responses encrypted reasoning": (
         _RESPONSES_SSE,
@@ -540,7 +552,7 @@ def test_what_an_answer_holds_besides_its_first_choices_words_is_compared(tmp_pa
     assert set(items) == set(BESIDES)
     assert d["counts"]["stop_sequence_differs"] == 5 and d["counts"]["encrypted_reasoning_differs"] == 3
     assert d["counts"]["other_choices_differ"] == 5 and d["counts"]["with_other_choices"] == 5
-    assert items["vllm stop token vs string"]["stop_sequence"] == [128009, "###"]
+    assert items["sglang stop strings"]["stop_sequence"] == ["###", "END"]
     assert items["redacted thinking whole"]["encrypted_reasoning"] == [2, 1]
     assert items["one choice of two"]["choices"] == [2, 1]
     for name in ("second choice", "second choice streamed", "completions second choice"):

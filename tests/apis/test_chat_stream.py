@@ -173,7 +173,7 @@ ODD_EVENTS = [
     {"object": "other"},
     {"choices": [{"index": 0.0, "delta": {"content": "float index"}}]},
     {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": "###"}]},  # vLLM's stop string
-    {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": 128009}]},  # or stop token id
+    {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": 128009}]},  # a stop token id: none
     {"choices": [{"index": 0, "delta": {}, "stop_reason": ""}]},
     {"choices": [{"index": 0, "delta": {}, "stop_reason": True}]},
     {"choices": [{"index": 0, "delta": {"content": "s"}, "stop_reason": None}]},
@@ -260,12 +260,13 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
 
 
 def test_the_stop_sequence_that_ended_an_answer_is_read_by_every_reading() -> None:
-    """vLLM's ``stop_reason`` (a stop string or token id), by the typed, the looped and the general readings."""
-    for said in ("###", 128009):
-        chunks = _sse(_chunk({"content": "a"}), {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": said}]})  # fmt: skip
+    """vLLM's ``stop_reason`` and SGLang's ``matched_stop``, by the typed, the looped and the general
+    readings; a stop token id is not a stop sequence (vLLM names ids no other engine does)."""
+    for key, said in (("stop_reason", "###"), ("matched_stop", "END")):
+        chunks = _sse(_chunk({"content": "a"}), {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop", key: said}]})  # fmt: skip
         assert _typed_agrees(chunks) and _agrees(_record(chunks))
         assert read_response(_record(chunks)).stop_sequence == said
-    for none in ("", True, None):
+    for none in ("", True, None, 106):
         chunks = _sse({"choices": [{"index": 0, "delta": {"content": "a"}, "stop_reason": none}]})
         assert _agrees(_record(chunks)) and read_response(_record(chunks)).stop_sequence is None
 
