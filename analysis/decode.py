@@ -46,8 +46,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 11: llama.cpp's "stop": true ends its stream (stream_done); 12: a refusal's events are token events,
 #: Responses' custom tool calls and the functions API's function_call are tool calls, vLLM's
 #: {"object": "error"} an error, Ollama's calls without an index calls of their own; 13: the Responses
-#: API's built-in tool calls (local shell, web search, ...) and Anthropic's server and MCP tool calls are
-#: tool calls, and link turns.
+#: API's built-in tool calls (local shell, web search, ...), Anthropic's server and MCP tool calls and
+#: chat's custom tool calls are tool calls, and link turns; chat content as parts (Mistral's) read,
+#: an audio answer's transcript is its events' text.
 DECODE_VERSION = 13
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
@@ -350,8 +351,10 @@ class Decoder:
         at = [e.chunk for e in events]
         deltas = [e.delta for e in events]
         times = [chunk_ns[c] if c < n_times else None for c in at]
-        # A refusal is generated text too: its events are token events, as the chat stream reader keeps them.
-        texts, thoughts = [d.content + d.refusal if d.refusal else d.content for d in deltas], [d.reasoning for d in deltas]
+        # A refusal (an audio answer's transcript) is generated text too: its events are token events,
+        # as the chat stream reader keeps them.
+        texts = [d.content + d.refusal + d.audio if d.refusal or d.audio else d.content for d in deltas]
+        thoughts = [d.reasoning for d in deltas]
         calls, finishes = [d.tool_deltas if d.tool_calls else 0 for d in deltas], [d.finish_reason for d in deltas]
         ids.extend([xid] * n)
         index.extend(range(n))

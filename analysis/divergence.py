@@ -56,16 +56,23 @@ PART = "\x1e"
 
 
 def output_text(
-    reasoning: str, text: str, tool_calls: Sequence[dict[str, Any]], error: str | None = None, refusal: str = ""
+    reasoning: str,
+    text: str,
+    tool_calls: Sequence[dict[str, Any]],
+    error: str | None = None,
+    refusal: str = "",
+    audio: str = "",
 ) -> str:
     """An output as one string, in the order it is generated: its reasoning, its text, a refusal
-    (``refused: ...``), each tool call as ``name(arguments)`` (canonical JSON) and the error it
-    reports, ``PART`` between them. Just the text when there is nothing else, so that a character
-    position is most often one in the text."""
+    (``refused: ...``), an audio answer's transcript (``said: ...``), each tool call as
+    ``name(arguments)`` (canonical JSON) and the error it reports, ``PART`` between them. Just the
+    text when there is nothing else, so that a character position is most often one in the text."""
     parts = [reasoning] if reasoning else []
     parts.append(text)
     if refusal:
         parts.append(f"refused: {refusal}")
+    if audio:
+        parts.append(f"said: {audio}")
     parts += (f"{c.get('name') or ''}({_arguments(c)})" for c in tool_calls)
     if error is not None:
         parts.append(error)

@@ -269,7 +269,11 @@ def _pair_divergence(
         counts["unreadable"] += 1
         item["unreadable"] = [sa.parse_error if not sa.readable else None, sb.parse_error if not sb.readable else None]
     same_text = (
-        sa.text == sb.text and sa.reasoning == sb.reasoning and sa.refusal == sb.refusal and sa.error_message == sb.error_message
+        sa.text == sb.text
+        and sa.reasoning == sb.reasoning
+        and sa.refusal == sb.refusal
+        and sa.audio == sb.audio
+        and sa.error_message == sb.error_message
     )
     tools = tool_call_diff(sa.tool_calls, sb.tool_calls)
     # A stream cut short (reset, timeout, or closed before its end marker) is not the answer it began,
@@ -306,18 +310,19 @@ def _pair_divergence(
 
 def _whole_output(s: Summary) -> str:
     """``output_text`` of the answer, then of each other choice (``choice 1: ...``), ``PART`` between."""
-    first = output_text(s.reasoning, s.text, s.tool_calls, s.error_message, s.refusal)
+    first = output_text(s.reasoning, s.text, s.tool_calls, s.error_message, s.refusal, s.audio)
     if not s.choices:
         return first
     rest = (
-        f"choice {c['index']}: " + output_text(c["reasoning"], c["text"], c["tool_calls"], None, c["refusal"]) for c in s.choices
+        f"choice {c['index']}: " + output_text(c["reasoning"], c["text"], c["tool_calls"], None, c["refusal"], c["audio"])
+        for c in s.choices
     )
     return PART.join((first, *rest))
 
 
 def _same_choices(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
     """Whether the choices other than the first are the same answers, as the first is judged."""
-    keys = ("index", "text", "reasoning", "refusal", "finish_reason")
+    keys = ("index", "text", "reasoning", "refusal", "audio", "finish_reason")
     return len(a) == len(b) and all(
         [x[k] for k in keys] == [y[k] for k in keys]
         and tool_call_diff(x["tool_calls"], y["tool_calls"])["arguments_equal"]

@@ -85,6 +85,7 @@ class Summary:
     text: str
     reasoning: str
     refusal: str
+    audio: str  # an audio answer's transcript
     tool_calls: list[dict[str, Any]]
     token_ids: list[int] | None
     finish_reason: str | None
@@ -115,6 +116,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         text=out.text,
         reasoning=out.reasoning,
         refusal=out.refusal,
+        audio=out.audio,
         tool_calls=out.tool_calls,
         token_ids=out.token_ids,
         finish_reason=out.finish_reason,

@@ -130,7 +130,9 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
             if len(choices) != 1 or type(c := choices[0]) is not dict or c.get("index", 0) != 0:
                 if not only_zero(choices):
                     return None  # several answers (n > 1): the general fold keeps each
-            content, thought, refusal, parts, event_finish, more, said = choice_zero(choices)
+            content, thought, refusal, parts, event_finish, more, said, spoken = choice_zero(choices)
+            if spoken:
+                return None  # an audio answer: the general fold keeps its transcript
             ids.extend(more)
             stop = said if said is not None else stop
         if not known and (message := error_of(obj)) is not None:
@@ -225,8 +227,9 @@ class _Event(msgspec.Struct):
 
 _decode_event = msgspec.json.Decoder(_Event).decode
 # What the structs have no field for, read by the loop: a refusal with text (OpenAI sends "refusal":
-# null in every stream), a call of the functions API (before tool_calls).
-LOOP_ONLY = re.compile(rb'"(?:refusal"\s*:\s*"|function_call"\s*:\s*\{)')
+# null in every stream), a call of the functions API (before tool_calls), a custom tool's call, an
+# audio answer.
+LOOP_ONLY = re.compile(rb'"(?:refusal"\s*:\s*"|function_call"\s*:\s*\{|custom"\s*:\s*\{|audio"\s*:\s*\{)')
 _DONE = b"data: [DONE]"
 
 

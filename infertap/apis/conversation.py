@@ -286,6 +286,8 @@ def _chat_answer(record: Mapping[str, Any]) -> tuple[Turn | None, str | None] | 
             if part is not None:
                 if isinstance(part.content, str):
                     text.append(part.content)
+                elif part.content is not None:
+                    return None  # content as parts (Mistral's): read whole
                 if part.tool_calls:
                     for i, call in enumerate(part.tool_calls):
                         slot = calls.setdefault(i if call.index is msgspec.UNSET else call.index, ["", ""])

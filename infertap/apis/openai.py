@@ -9,19 +9,20 @@ from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_int, as_list, as
 _OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
 
 
-Choice = tuple[str, str, str, list[ToolCallPart], Any, list[int], str | None]
+Choice = tuple[str, str, str, list[ToolCallPart], Any, list[int], str | None, str]
 
 
 def choice_zero(choices: list[Any]) -> Choice:
     """Choice 0 of a chat or completions object: its text, reasoning, refusal, tool-call pieces,
-    finish reason, token ids (logprobs' or vLLM's return_token_ids) and the stop string that ended
-    it (vLLM's ``stop_reason``, SGLang's ``matched_stop``). Other choices (n > 1): ``other_choices``."""
+    finish reason, token ids (logprobs' or vLLM's return_token_ids), the stop string that ended it
+    (vLLM's ``stop_reason``, SGLang's ``matched_stop``) and an audio answer's transcript. Other
+    choices (n > 1): ``other_choices``."""
     return choice_at(choices, 0)
 
 
 def choice_at(choices: list[Any], k: int) -> Choice:
     """``choice_zero`` of choice ``k`` (a choice without an index is choice 0)."""
-    content = reasoning = refusal = ""
+    content = reasoning = refusal = spoken = ""
     calls: list[ToolCallPart] = []
     ids: list[int] = []
     finish = stop = None
@@ -32,6 +33,13 @@ def choice_at(choices: list[Any], k: int) -> Choice:
         if isinstance(part, dict):
             if isinstance(text := part.get("content"), str):
                 content += text
+            elif isinstance(text, list):  # parts (Mistral's Magistral: its thinking, then its text)
+                content += content_text(text)
+                reasoning += "".join(
+                    content_text(p.get("thinking")) for p in text if isinstance(p, dict) and p.get("type") == "thinking"
+                )
+            if isinstance(audio := part.get("audio"), dict) and isinstance(text := audio.get("transcript"), str):
+                spoken += text  # an audio answer (modalities: audio): its words are the transcript's
             if isinstance(text := part.get("reasoning_content") or part.get("reasoning"), str):
                 reasoning += text
             if isinstance(text := part.get("refusal"), str):
@@ -54,7 +62,7 @@ def choice_at(choices: list[Any], k: int) -> Choice:
             )
         if isinstance(token_ids := choice.get("token_ids"), list):
             ids.extend(t for t in token_ids if isinstance(t, int))
-    return content, reasoning, refusal, calls, finish, ids, stop
+    return content, reasoning, refusal, calls, finish, ids, stop, spoken
 
 
 def stop_value(value: Any) -> bool:
@@ -76,8 +84,8 @@ def other_choices(choices: list[Any]) -> dict[int, Delta] | None:
         return None
     out = {}
     for k in sorted({i for c in choices if isinstance(c, dict) and (i := as_int(c.get("index"))) is not None and i != 0}):
-        content, reasoning, refusal, calls, finish, _, stop = choice_at(choices, k)
-        out[k] = Delta(True, content, reasoning, refusal, calls, finish, stop_sequence=stop)
+        content, reasoning, refusal, calls, finish, _, stop, spoken = choice_at(choices, k)
+        out[k] = Delta(True, content, reasoning, refusal, calls, finish, stop_sequence=stop, audio=spoken)
     return out
 
 
@@ -110,11 +118,11 @@ class Chat(Api):
             d.timings = timings
         if not isinstance(choices, list):
             return d
-        content, reasoning, refusal, calls, finish, ids, stop = choice_zero(choices)
+        content, reasoning, refusal, calls, finish, ids, stop, spoken = choice_zero(choices)
         d.content, d.reasoning, d.refusal, d.finish_reason = content, reasoning, refusal, finish
         d.tool_calls = calls
         d.token_ids = ids or None
-        d.stop_sequence = stop
+        d.stop_sequence, d.audio = stop, spoken
         if len(choices) != 1 or not isinstance(c := choices[0], dict) or c.get("index", 0) != 0:
             d.choices = other_choices(choices)
         return d
@@ -140,8 +148,8 @@ def _tool_parts(tool_calls: list[Any]) -> list[ToolCallPart]:
     out = []
     for i, call in enumerate(tool_calls):
         if isinstance(call, dict):
-            fn = as_dict(call.get("function"))
-            args = fn.get("arguments")
+            fn = _called(call)
+            args = fn.get("arguments") if "arguments" in fn else fn.get("input")
             out.append(
                 ToolCallPart(
                     position(call.get("index"), i),
@@ -151,6 +159,11 @@ def _tool_parts(tool_calls: list[Any]) -> list[ToolCallPart]:
                 )
             )
     return out
+
+
+def _called(call: dict[str, Any]) -> dict[str, Any]:
+    """What a tool call calls: a function (``arguments``) or a custom tool (free-form ``input``)."""
+    return as_dict(call.get("function")) or as_dict(call.get("custom"))
 
 
 def chat_system(turns: tuple[Turn, ...]) -> str | None:
@@ -165,8 +178,8 @@ def message_turn(m: dict[str, Any]) -> Turn:
     calls = []
     for call in as_list(m.get("tool_calls")):
         if isinstance(call, dict):
-            fn = as_dict(call.get("function")) or call
-            calls.append((as_text(fn.get("name")), canonical_arguments(fn.get("arguments") or "")))
+            fn = _called(call) or call
+            calls.append((as_text(fn.get("name")), canonical_arguments(fn.get("arguments", fn.get("input")) or "")))
     if isinstance(legacy := m.get("function_call"), dict):
         calls.append((as_text(legacy.get("name")), canonical_arguments(legacy.get("arguments") or "")))
     return Turn(str(m.get("role") or "?"), content_text(m.get("content")) + as_text(m.get("refusal")), tuple(calls))

@@ -194,6 +194,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     text: list[str] = []
     reasoning: list[str] = []
     refusal: list[str] = []
+    spoken: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] = {}
     ids: list[int] = []
@@ -222,6 +223,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             reasoning.append(d.reasoning)
         if d.refusal:
             refusal.append(d.refusal)
+        if d.audio:
+            spoken.append(d.audio)
         for part in d.tool_calls:
             add_call(calls, part)
         if d.stop_sequence is not None:
@@ -247,6 +250,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.timings, out.durations = timings, durations
     out.events = events
     out.text, out.reasoning, out.refusal = "".join(text), "".join(reasoning), "".join(refusal)
+    out.audio = "".join(spoken)
     out.tool_calls = [calls[k] for k in sorted(calls)]
     out.finish_reason_raw = finish
     out.finish_reason = api.finish(finish, bool(out.tool_calls))
@@ -288,6 +292,7 @@ def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:
         "text": "".join(d.content for d in deltas),
         "reasoning": "".join(d.reasoning for d in deltas),
         "refusal": "".join(d.refusal for d in deltas),
+        "audio": "".join(d.audio for d in deltas),
         "tool_calls": [calls[k] for k in sorted(calls)],
         "finish_reason": next((d.finish_reason for d in reversed(deltas) if d.finish_reason), None),
         "stop_sequence": next((d.stop_sequence for d in reversed(deltas) if d.stop_sequence is not None), None),

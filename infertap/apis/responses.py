@@ -133,7 +133,7 @@ def _status(response: dict[str, Any]) -> str | None:
 #: Output items that call a tool: a function (JSON arguments), a custom tool (free-form ``input``),
 #: an MCP tool (JSON arguments); and the built-in tools' calls (``*_call``: web and file search,
 #: computer, code interpreter, image generation, local shell, shell, apply patch; MCP's tool listing
-#: and approval requests), read whole as what they ask (their fields but ids and status).
+#: and approval requests), read whole as what they ask (their fields but those in ``_NOT_ASKED``).
 _ARGUMENTS = {
     "function_call": "arguments",
     "custom_tool_call": "input",
@@ -145,7 +145,24 @@ _CALL_DELTAS = (
     "response.custom_tool_call_input.delta",
     "response.mcp_call_arguments.delta",
 )
-_ITEM_IDS = ("id", "call_id", "status", "type")  # which item it is and how far it got, not what it asks
+# Which item it is and how far it got, and what the server's tool gave back (a code interpreter's
+# outputs and its container, made anew per request, a search's results, a generated image), not
+# what the model asked for: two answers that ran the same code are the same answer.
+_NOT_ASKED = frozenset(
+    (
+        "id",
+        "call_id",
+        "status",
+        "type",
+        "container_id",
+        "outputs",
+        "output",
+        "results",
+        "result",
+        "error",
+        "pending_safety_checks",
+    )
+)
 
 
 def is_call(kind: Any) -> bool:
@@ -166,9 +183,9 @@ def _encrypted(item: dict[str, Any]) -> int:
 
 def _arguments(item: dict[str, Any]) -> str:
     """A call item's arguments as text: a function's JSON string (an object sent as one is written as
-    JSON), a custom tool's ``input``; a built-in call's fields but its ids and status, as JSON."""
+    JSON), a custom tool's ``input``; a built-in call's fields but ``_NOT_ASKED``, as JSON."""
     field = _ARGUMENTS.get(as_text(item.get("type")))
-    value = item.get(field) if field else {k: v for k, v in item.items() if k not in _ITEM_IDS}
+    value = item.get(field) if field else {k: v for k, v in item.items() if k not in _NOT_ASKED}
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False)
     return as_text(value)

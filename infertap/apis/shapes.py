@@ -59,6 +59,7 @@ class Delta:
     stop_sequence: str | None = None  # the stop string that ended it, where the engine says
     encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
+    audio: str = ""  # an audio answer's transcript (chat with modalities: audio)
 
     @property
     def tool_deltas(self) -> int:
@@ -66,8 +67,9 @@ class Delta:
 
     @property
     def generated(self) -> bool:
-        """Whether the event carries generated output: text, reasoning text, a refusal or a tool-call delta."""
-        return bool(self.content or self.reasoning or self.refusal or self.tool_deltas)
+        """Whether the event carries generated output: text, reasoning text, a refusal, an audio
+        answer's transcript or a tool-call delta."""
+        return bool(self.content or self.reasoning or self.refusal or self.audio or self.tool_deltas)
 
 
 @dataclass(slots=True)
@@ -106,6 +108,7 @@ class Output:
     text: str = ""
     reasoning: str = ""
     refusal: str = ""  # the model declined: its words, apart from any answer text
+    audio: str = ""  # an audio answer's transcript: its words, apart from the text (not in the reply)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments"}
     finish_reason: str | None = None  # in FINISH_REASONS
     finish_reason_raw: str | None = None  # the API's own word

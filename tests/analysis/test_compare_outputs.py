@@ -676,3 +676,107 @@ def test_anthropic_server_tool_calls_are_calls_streamed_or_whole(tmp_path: Path)
     same.mkdir()
     a, b = _ending_captures(same, {k: (api, x, x) for k, (api, x, _) in pairs.items()})
     assert compare(a, b, top=2)["divergence"]["exact_match_rate"] == 1
+
+
+# -- what other shapes of answer carry ---------------------------------------------------------------
+
+
+def _chat_whole(message: dict[str, Any]) -> list[bytes]:
+    choice = {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}
+    return [json.dumps({"id": "x", "object": "chat.completion", "model": "m", "choices": [choice]}).encode()]
+
+
+def _custom_call(name: str, given: str) -> list[bytes]:
+    """GPT-5's custom tool called from chat completions: ``{"type": "custom", "custom": {name, input}}``."""
+    return _chat_whole({"content": None, "tool_calls": [{"id": "call_1", "type": "custom", "custom": {"name": name, "input": given}}]})  # fmt: skip
+
+
+def _spoken(transcript: str, data: str, *, stream: bool = False) -> list[bytes]:
+    """An audio answer (modalities: audio): no content, its words in the audio's transcript."""
+    if not stream:
+        return _chat_whole({"content": None, "audio": {"id": "audio_1", "data": data, "expires_at": 1, "transcript": transcript}})  # fmt: skip
+    pieces = [{"role": "assistant", "content": None, "audio": {"id": "a", "transcript": transcript[:3]}}, {"audio": {"transcript": transcript[3:], "data": data}}]  # fmt: skip
+    events = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in pieces]
+    events.append({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+
+def _parts(thinking: str, text: str) -> list[bytes]:
+    """Mistral's Magistral: content as parts, its thinking (itself text parts) then its text."""
+    return _chat_whole({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": thinking}]}, {"type": "text", "text": text}]})  # fmt: skip
+
+
+def _code(code: str, container: str) -> list[bytes]:
+    item = {"type": "code_interpreter_call", "id": "ci", "status": "completed", "code": code, "container_id": container, "outputs": [{"type": "logs", "logs": container}]}  # fmt: skip
+    return _responses(item)
+
+
+SHAPES = {
+    "chat custom tool calls": (_CHAT_WHOLE, _custom_call("code_exec", "print('hello')"), _custom_call("sql", "DROP TABLE users")),
+    "chat custom tool inputs": (_CHAT_WHOLE, _custom_call("sql", "SELECT 1"), _custom_call("sql", "DROP TABLE users")),
+    "audio transcripts": (_CHAT_WHOLE, _spoken("Yes, they are great.", "UklG"), _spoken("No, they shed.", "UklG")),
+    "audio transcripts streamed": (
+        _CHAT,
+        _spoken("Yes, they are great.", "AA", stream=True),
+        _spoken("No, they shed.", "AA", stream=True),
+    ),  # fmt: skip
+    "content parts' text": (_CHAT_WHOLE, _parts("2 plus 2", "4"), _parts("2 plus 2", "5")),
+    "content parts' thinking": (_CHAT_WHOLE, _parts("2 plus 2", "4"), _parts("guess", "4")),
+    "code interpreter code": (_RESPONSES, _code("print(1)", "cntr_1"), _code("print(2)", "cntr_1")),
+}
+SHAPES_SAME = {
+    "chat custom tool call": (_CHAT_WHOLE, _custom_call("sql", "SELECT 1"), _custom_call("sql", "SELECT 1")),
+    "audio, other bytes": (_CHAT_WHOLE, _spoken("Yes.", "UklG"), _spoken("Yes.", "AAAA")),  # the words are what is compared
+    "content parts": (_CHAT_WHOLE, _parts("2 plus 2", "4"), _parts("2 plus 2", "4")),
+    "same code, another container": (_RESPONSES, _code("print(1)", "cntr_1"), _code("print(1)", "cntr_2")),
+}
+
+
+def test_other_shapes_of_answer_are_read(tmp_path: Path) -> None:
+    """Chat's custom tool calls read as a call without a name or input, an audio answer's transcript,
+    and content sent as parts (Mistral's) were not read: each pair here was an exact match. A code
+    interpreter's container, new for every request, made the same code two different calls."""
+    a, b = _ending_captures(tmp_path, SHAPES)
+    result = compare(a, b, top=len(SHAPES))
+    d = result["divergence"]
+    assert d["counts"].get("exact", 0) == 0, d["counts"]
+    items = _by_question(result, SHAPES)
+    assert set(items) == set(SHAPES)
+    for name, item in items.items():
+        assert item["similarity"] < 1 and item["first_divergence"]["at"] is not None, name
+    assert items["chat custom tool calls"]["tool_calls"]["a"] == ["code_exec"]
+    assert "said: " in items["audio transcripts streamed"]["diff"]
+    same = tmp_path / "same"
+    same.mkdir()
+    a, b = _ending_captures(same, SHAPES_SAME)
+    d = compare(a, b, top=9)["divergence"]
+    assert d["exact_match_rate"] == 1 and d["most_divergent"] == [], d["counts"]
+
+
+def test_an_audio_answers_words_are_token_events_and_no_part_of_its_reply(tmp_path: Path) -> None:
+    """Its events carry generated words (ttft counts from the first), and the assistant message a
+    client sends back holds the audio's id, not its transcript: the next turn still continues it."""
+    from infertap.analysis import Analysis
+    from infertap.apis import read_response
+
+    record = {"path": "/v1/chat/completions", "chunks": _spoken("Yes, they are.", "AA", stream=True), "response_headers": [["content-type", "text/event-stream"]]}  # fmt: skip
+    out = read_response(record)
+    assert out.audio == "Yes, they are." and out.text == "" and out.reply().text == ""
+    assert [e.delta.generated for e in out.events] == [True, True, False]
+    question = [{"role": "user", "content": "dogs?"}]
+    back = [*question, {"role": "assistant", "content": None, "audio": {"id": "a"}}, {"role": "user", "content": "why?"}]
+    write_capture(
+        tmp_path / "cap",
+        [
+            {
+                "id": "turn1",
+                "body": {"model": "m", "messages": question, "stream": True},
+                "chunks": record["chunks"],
+                "content_type": "text/event-stream",
+            },  # fmt: skip
+            {"id": "turn2", "body": {"model": "m", "messages": back}, "chunks": _spoken("Fur.", "AA")},
+        ],
+    )
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        rows = {r["exchange_id"]: r for r in a.query("SELECT exchange_id, parent_id, ttft_ns FROM metrics").records()}
+    assert rows["turn2"]["parent_id"] == "turn1" and rows["turn1"]["ttft_ns"] is not None
