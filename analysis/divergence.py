@@ -62,17 +62,20 @@ def output_text(
     error: str | None = None,
     refusal: str = "",
     audio: str = "",
+    citations: Sequence[str] = (),
 ) -> str:
     """An output as one string, in the order it is generated: its reasoning, its text, a refusal
-    (``refused: ...``), an audio answer's transcript (``said: ...``), each tool call as
-    ``name(arguments)`` (canonical JSON) and the error it reports, ``PART`` between them. Just the
-    text when there is nothing else, so that a character position is most often one in the text."""
+    (``refused: ...``), an audio answer's transcript (``said: ...``), each source cited (``cited:
+    ...``, canonical JSON), each tool call as ``name(arguments)`` (canonical JSON) and the error it
+    reports, ``PART`` between them. Just the text when there is nothing else, so that a character
+    position is most often one in the text."""
     parts = [reasoning] if reasoning else []
     parts.append(text)
     if refusal:
         parts.append(f"refused: {refusal}")
     if audio:
         parts.append(f"said: {audio}")
+    parts += (f"cited: {c}" for c in citations)
     parts += (f"{c.get('name') or ''}({_arguments(c)})" for c in tool_calls)
     if error is not None:
         parts.append(error)

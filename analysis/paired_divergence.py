@@ -286,7 +286,11 @@ def _pair_divergence(
         and not _stops_differ(sa.stop_sequence, sb.stop_sequence)
     )
     # What else the answer holds: encrypted reasoning (counted), and the other answers n > 1 asked for.
-    same_rest = sa.encrypted_reasoning == sb.encrypted_reasoning and _same_choices(sa.choices, sb.choices)
+    same_rest = (
+        sa.encrypted_reasoning == sb.encrypted_reasoning
+        and sa.citations == sb.citations
+        and _same_choices(sa.choices, sb.choices)
+    )
     item["exact"] = sa.readable and sb.readable and same_text and tools["arguments_equal"] and same_ending and same_rest
     counts["exact"] += item["exact"]
     # The whole output, tool calls, a reported error and other choices included: what differs there is a divergence too.
@@ -310,11 +314,12 @@ def _pair_divergence(
 
 def _whole_output(s: Summary) -> str:
     """``output_text`` of the answer, then of each other choice (``choice 1: ...``), ``PART`` between."""
-    first = output_text(s.reasoning, s.text, s.tool_calls, s.error_message, s.refusal, s.audio)
+    first = output_text(s.reasoning, s.text, s.tool_calls, s.error_message, s.refusal, s.audio, s.citations)
     if not s.choices:
         return first
     rest = (
-        f"choice {c['index']}: " + output_text(c["reasoning"], c["text"], c["tool_calls"], None, c["refusal"], c["audio"])
+        f"choice {c['index']}: "
+        + output_text(c["reasoning"], c["text"], c["tool_calls"], None, c["refusal"], c["audio"], c["citations"])
         for c in s.choices
     )
     return PART.join((first, *rest))
@@ -322,7 +327,7 @@ def _whole_output(s: Summary) -> str:
 
 def _same_choices(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
     """Whether the choices other than the first are the same answers, as the first is judged."""
-    keys = ("index", "text", "reasoning", "refusal", "audio", "finish_reason")
+    keys = ("index", "text", "reasoning", "refusal", "audio", "citations", "finish_reason")
     return len(a) == len(b) and all(
         [x[k] for k in keys] == [y[k] for k in keys]
         and tool_call_diff(x["tool_calls"], y["tool_calls"])["arguments_equal"]
@@ -367,7 +372,7 @@ def _first_divergence(
 
 def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: Summary, tools: dict[str, Any]) -> None:
     """What changed besides the text: finish reason, tool calls, where the text landed, status and
-    ending, the stop sequence, encrypted reasoning and the other choices."""
+    ending, the stop sequence, citations, encrypted reasoning and the other choices."""
     if (sa.finish_reason, sa.finish_reason_raw) != (sb.finish_reason, sb.finish_reason_raw):
         counts["finish_reason_changed"] += 1
         item["finish_reason"] = [sa.finish_reason, sb.finish_reason]
@@ -390,6 +395,8 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     if _stops_differ(sa.stop_sequence, sb.stop_sequence):
         counts["stop_sequence_differs"] += 1
         item["stop_sequence"] = [sa.stop_sequence, sb.stop_sequence]
+    if sa.citations != sb.citations:
+        counts["citations_differ"] += 1
     if sa.encrypted_reasoning != sb.encrypted_reasoning:
         counts["encrypted_reasoning_differs"] += 1
         item["encrypted_reasoning"] = [sa.encrypted_reasoning, sb.encrypted_reasoning]

@@ -86,6 +86,7 @@ class Summary:
     reasoning: str
     refusal: str
     audio: str  # an audio answer's transcript
+    citations: list[str]  # sources the text cites, as canonical JSON
     tool_calls: list[dict[str, Any]]
     token_ids: list[int] | None
     finish_reason: str | None
@@ -117,6 +118,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         reasoning=out.reasoning,
         refusal=out.refusal,
         audio=out.audio,
+        citations=out.citations,
         tool_calls=out.tool_calls,
         token_ids=out.token_ids,
         finish_reason=out.finish_reason,

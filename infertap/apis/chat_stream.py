@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from .body import _wbits, framing, head_of
 from .fastjson import NOT_JSON, _decode
 from .openai import _OBJECTS, choice_zero, only_zero
 from .read import CHAT, _by_path, ended
-from .shapes import Output, error_of
+from .shapes import Output, ToolCallPart, error_of
 
 
 @dataclass(slots=True)
@@ -124,17 +124,19 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
         if isinstance(t := get("timings"), dict):
             timings = t or timings
         content = thought = refusal = ""
-        parts: list[Any] = []
+        parts: Sequence[ToolCallPart] = []
         event_finish = None
         if isinstance(choices, list):
             if len(choices) != 1 or type(c := choices[0]) is not dict or c.get("index", 0) != 0:
                 if not only_zero(choices):
                     return None  # several answers (n > 1): the general fold keeps each
-            content, thought, refusal, parts, event_finish, more, said, spoken = choice_zero(choices)
-            if spoken:
-                return None  # an audio answer: the general fold keeps its transcript
-            ids.extend(more)
-            stop = said if said is not None else stop
+            c = choice_zero(choices)
+            if c.audio or c.citations:
+                return None  # an audio answer, citations: the general fold keeps them
+            content, thought, refusal, parts, event_finish = c.content, c.reasoning, c.refusal, c.tool_calls, c.finish_reason
+            if c.token_ids:
+                ids.extend(c.token_ids)
+            stop = c.stop_sequence if c.stop_sequence is not None else stop
         if not known and (message := error_of(obj)) is not None:
             known = True
             error_message = message or error_message
@@ -228,8 +230,10 @@ class _Event(msgspec.Struct):
 _decode_event = msgspec.json.Decoder(_Event).decode
 # What the structs have no field for, read by the loop: a refusal with text (OpenAI sends "refusal":
 # null in every stream), a call of the functions API (before tool_calls), a custom tool's call, an
-# audio answer.
-LOOP_ONLY = re.compile(rb'"(?:refusal"\s*:\s*"|function_call"\s*:\s*\{|custom"\s*:\s*\{|audio"\s*:\s*\{)')
+# audio answer, citations.
+LOOP_ONLY = re.compile(
+    rb'"(?:refusal"\s*:\s*"|function_call"\s*:\s*\{|custom"\s*:\s*\{|audio"\s*:\s*\{|annotations"\s*:\s*\[\s*\{)'
+)
 _DONE = b"data: [DONE]"
 
 

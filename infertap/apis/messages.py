@@ -50,14 +50,17 @@ class Messages(Api):
             d.finish_reason = obj.get("stop_reason")
             d.stop_sequence = _stop(obj)
             calls = []
+            cited: list[Any] = []
             for index, block in enumerate(as_list(obj.get("content"))):
                 if isinstance(block, dict):
-                    d.content += as_text(block.get("text")) if block.get("type") == "text" else ""
+                    if block.get("type") == "text":
+                        d.content += as_text(block.get("text"))
+                        cited.extend(as_list(block.get("citations")))
                     d.reasoning += as_text(block.get("thinking"))
                     d.encrypted += int(block.get("type") == "redacted_thinking")
                     if block.get("type") in _CALLS:
                         calls.append(ToolCallPart(index, block.get("id"), as_text(block.get("name")), _json(block.get("input"))))
-            d.tool_calls = calls
+            d.tool_calls, d.citations = calls, cited
             return d
         if kind == "message_start":
             return _message_head(as_dict(obj.get("message")))
@@ -65,6 +68,7 @@ class Messages(Api):
             block = as_dict(obj.get("content_block"))
             d = Delta(known=True, content=as_text(block.get("text")), reasoning=as_text(block.get("thinking")))
             d.encrypted = int(block.get("type") == "redacted_thinking")  # whole at its start: no deltas follow
+            d.citations = as_list(block.get("citations"))
             if block.get("type") in _CALLS:
                 # Anthropic starts a call with "input": {} and streams it as input_json_delta; a block
                 # that starts whole (a proxy's, a recorded replay's) carries its input here.
@@ -76,6 +80,8 @@ class Messages(Api):
             d = Delta(known=True, content=as_text(inner.get("text")), reasoning=as_text(inner.get("thinking")))
             if inner.get("type") == "input_json_delta" and as_text(inner.get("partial_json")):
                 d.tool_calls = [ToolCallPart(position(obj.get("index"), 0), arguments=inner["partial_json"])]
+            elif inner.get("type") == "citations_delta" and "citation" in inner:
+                d.citations = [inner["citation"]]  # a source the text block cites
             return d
         if kind == "message_delta":
             inner = as_dict(obj.get("delta"))

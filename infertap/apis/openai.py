@@ -9,23 +9,21 @@ from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_int, as_list, as
 _OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
 
 
-Choice = tuple[str, str, str, list[ToolCallPart], Any, list[int], str | None, str]
-
-
-def choice_zero(choices: list[Any]) -> Choice:
+def choice_zero(choices: list[Any]) -> Delta:
     """Choice 0 of a chat or completions object: its text, reasoning, refusal, tool-call pieces,
     finish reason, token ids (logprobs' or vLLM's return_token_ids), the stop string that ended it
-    (vLLM's ``stop_reason``, SGLang's ``matched_stop``) and an audio answer's transcript. Other
-    choices (n > 1): ``other_choices``."""
+    (vLLM's ``stop_reason``, SGLang's ``matched_stop``), an audio answer's transcript and the
+    sources it cites (``annotations``). Other choices (n > 1): ``other_choices``."""
     return choice_at(choices, 0)
 
 
-def choice_at(choices: list[Any], k: int) -> Choice:
+def choice_at(choices: list[Any], k: int) -> Delta:
     """``choice_zero`` of choice ``k`` (a choice without an index is choice 0)."""
+    d = Delta(True)
     content = reasoning = refusal = spoken = ""
     calls: list[ToolCallPart] = []
     ids: list[int] = []
-    finish = stop = None
+    cited: list[Any] = []
     for choice in choices:
         if not isinstance(choice, dict) or choice.get("index", 0) != k:
             continue
@@ -47,12 +45,13 @@ def choice_at(choices: list[Any], k: int) -> Choice:
             calls.extend(_tool_parts(as_list(part.get("tool_calls"))))
             if isinstance(legacy := part.get("function_call"), dict):  # the functions API before tool_calls
                 calls.append(ToolCallPart(0, None, as_text(legacy.get("name")), as_text(legacy.get("arguments"))))
+            cited.extend(as_list(part.get("annotations")))  # url citations of a search model
         if isinstance(text := choice.get("text"), str):
             content += text
         if isinstance(word := choice.get("finish_reason"), str) and word:
-            finish = word
+            d.finish_reason = word
         if stop_value(said := choice.get("stop_reason")) or stop_value(said := choice.get("matched_stop")):
-            stop = said
+            d.stop_sequence = said
         logprobs = choice.get("logprobs")
         if isinstance(logprobs, dict):
             ids.extend(
@@ -62,7 +61,9 @@ def choice_at(choices: list[Any], k: int) -> Choice:
             )
         if isinstance(token_ids := choice.get("token_ids"), list):
             ids.extend(t for t in token_ids if isinstance(t, int))
-    return content, reasoning, refusal, calls, finish, ids, stop, spoken
+    d.content, d.reasoning, d.refusal, d.audio = content, reasoning, refusal, spoken
+    d.tool_calls, d.token_ids, d.citations = calls, ids or None, cited
+    return d
 
 
 def stop_value(value: Any) -> bool:
@@ -82,11 +83,8 @@ def other_choices(choices: list[Any]) -> dict[int, Delta] | None:
     each is an answer, compared as one)."""
     if only_zero(choices):
         return None
-    out = {}
-    for k in sorted({i for c in choices if isinstance(c, dict) and (i := as_int(c.get("index"))) is not None and i != 0}):
-        content, reasoning, refusal, calls, finish, _, stop, spoken = choice_at(choices, k)
-        out[k] = Delta(True, content, reasoning, refusal, calls, finish, stop_sequence=stop, audio=spoken)
-    return out
+    indexes = {as_int(c.get("index")) for c in choices if isinstance(c, dict)} - {None, 0}
+    return {k: choice_at(choices, k) for k in sorted(i for i in indexes if i is not None)}
 
 
 class Chat(Api):
@@ -105,7 +103,8 @@ class Chat(Api):
         # the usual one-choice delta read with as few lookups as it takes.
         get = obj.get
         choices = get("choices")
-        d = Delta(choices is not None or get("object") in _OBJECTS)
+        d = choice_zero(choices) if isinstance(choices, list) else Delta()
+        d.known = choices is not None or get("object") in _OBJECTS
         if (usage := get("usage")) and isinstance(usage, dict):
             d.usage = usage
         if isinstance(model := get("model"), str):
@@ -118,11 +117,6 @@ class Chat(Api):
             d.timings = timings
         if not isinstance(choices, list):
             return d
-        content, reasoning, refusal, calls, finish, ids, stop, spoken = choice_zero(choices)
-        d.content, d.reasoning, d.refusal, d.finish_reason = content, reasoning, refusal, finish
-        d.tool_calls = calls
-        d.token_ids = ids or None
-        d.stop_sequence, d.audio = stop, spoken
         if len(choices) != 1 or not isinstance(c := choices[0], dict) or c.get("index", 0) != 0:
             d.choices = other_choices(choices)
         return d

@@ -19,7 +19,7 @@ from .ollama import OllamaChat, OllamaGenerate
 from .openai import Chat, Completions
 from .responses import Responses
 from .sampling import sampling_fields
-from .shapes import NEXT, Api, Delta, Event, Output, Request, ToolCallPart, Turn, as_int, error_of
+from .shapes import NEXT, Api, Delta, Event, Output, Request, ToolCallPart, Turn, as_int, canonical_arguments, error_of
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = Chat(), Completions(), Responses(), Messages()
 OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP = OllamaChat(), OllamaGenerate(), LlamaCpp()
@@ -195,6 +195,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     reasoning: list[str] = []
     refusal: list[str] = []
     spoken: list[str] = []
+    cited: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] = {}
     ids: list[int] = []
@@ -225,6 +226,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             refusal.append(d.refusal)
         if d.audio:
             spoken.append(d.audio)
+        if d.citations:
+            cited.extend(map(canonical_arguments, d.citations))
         for part in d.tool_calls:
             add_call(calls, part)
         if d.stop_sequence is not None:
@@ -250,7 +253,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.timings, out.durations = timings, durations
     out.events = events
     out.text, out.reasoning, out.refusal = "".join(text), "".join(reasoning), "".join(refusal)
-    out.audio = "".join(spoken)
+    out.audio, out.citations = "".join(spoken), cited
     out.tool_calls = [calls[k] for k in sorted(calls)]
     out.finish_reason_raw = finish
     out.finish_reason = api.finish(finish, bool(out.tool_calls))
@@ -293,6 +296,7 @@ def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:
         "reasoning": "".join(d.reasoning for d in deltas),
         "refusal": "".join(d.refusal for d in deltas),
         "audio": "".join(d.audio for d in deltas),
+        "citations": [canonical_arguments(c) for d in deltas for c in d.citations],
         "tool_calls": [calls[k] for k in sorted(calls)],
         "finish_reason": next((d.finish_reason for d in reversed(deltas) if d.finish_reason), None),
         "stop_sequence": next((d.stop_sequence for d in reversed(deltas) if d.stop_sequence is not None), None),

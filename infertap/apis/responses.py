@@ -59,6 +59,8 @@ class Responses(Api):
             d.content = as_text(delta)
         elif kind == "response.refusal.delta":
             d.refusal = as_text(delta)
+        elif kind == "response.output_text.annotation.added" and "annotation" in obj:
+            d.citations = [obj["annotation"]]  # a source the text cites (url, file)
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
             d.reasoning = as_text(delta)
         elif kind in _CALL_DELTAS and as_text(delta):
@@ -198,6 +200,7 @@ def _whole(response: dict[str, Any]) -> Delta:
     d.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
     d.error = error_of(response) if response.get("error") else None
     calls = []
+    cited: list[Any] = []
     for index, item in enumerate(as_list(response.get("output"))):
         if not isinstance(item, dict):
             continue
@@ -206,6 +209,7 @@ def _whole(response: dict[str, Any]) -> Delta:
                 if isinstance(part, dict):
                     d.content += as_text(part.get("text"))
                     d.refusal += as_text(part.get("refusal"))
+                    cited.extend(as_list(part.get("annotations")))
         elif item.get("type") == "reasoning":
             d.encrypted += _encrypted(item)
             for part in as_list(item.get("content")) + as_list(item.get("summary")):
@@ -213,5 +217,5 @@ def _whole(response: dict[str, Any]) -> Delta:
                     d.reasoning += as_text(part.get("text"))
         elif is_call(item.get("type")):
             calls.append(ToolCallPart(index, item.get("call_id") or item.get("id"), _name(item), _arguments(item)))
-    d.tool_calls = calls
+    d.tool_calls, d.citations = calls, cited
     return d

@@ -60,6 +60,7 @@ class Delta:
     encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
     audio: str = ""  # an audio answer's transcript (chat with modalities: audio)
+    citations: Sequence[Any] = ()  # sources the text cites (annotations, Anthropic's citations), as sent
 
     @property
     def tool_deltas(self) -> int:
@@ -109,6 +110,7 @@ class Output:
     reasoning: str = ""
     refusal: str = ""  # the model declined: its words, apart from any answer text
     audio: str = ""  # an audio answer's transcript: its words, apart from the text (not in the reply)
+    citations: list[str] = field(default_factory=list)  # sources the text cites, each as canonical JSON
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments"}
     finish_reason: str | None = None  # in FINISH_REASONS
     finish_reason_raw: str | None = None  # the API's own word

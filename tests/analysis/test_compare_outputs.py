@@ -780,3 +780,83 @@ def test_an_audio_answers_words_are_token_events_and_no_part_of_its_reply(tmp_pa
     with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
         rows = {r["exchange_id"]: r for r in a.query("SELECT exchange_id, parent_id, ttft_ns FROM metrics").records()}
     assert rows["turn2"]["parent_id"] == "turn1" and rows["turn1"]["ttft_ns"] is not None
+
+
+def _url(url: str) -> dict[str, Any]:
+    return {"type": "url_citation", "start_index": 0, "end_index": 5, "url": url, "title": "t"}
+
+
+def _chat_cites(url: str, *, stream: bool = False) -> list[bytes]:
+    """A search model's chat answer citing ``url`` (``annotations``, in the message or a delta)."""
+    cited = {"type": "url_citation", "url_citation": {"start_index": 0, "end_index": 5, "url": url, "title": "t"}}
+    if not stream:
+        return _chat_whole({"content": "Rain.", "annotations": [cited]})
+    deltas = [{"role": "assistant", "content": "Rain."}, {"annotations": [cited]}]
+    events = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    events.append({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+
+def _anthropic_cites(document: int, *, stream: bool) -> list[bytes]:
+    """Anthropic's text block citing a document (``citations``, or ``citations_delta`` streamed)."""
+    cite = {"type": "char_location", "cited_text": "Revenue grew", "document_index": document, "start_char_index": 0, "end_char_index": 12}  # fmt: skip
+    if not stream:
+        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "stop_reason": "end_turn"}
+        return [json.dumps({**body, "content": [{"type": "text", "text": "Revenue grew.", "citations": [cite]}]}).encode()]
+    events = _anthropic_sse("Revenue grew.")
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta", "citation": cite}}
+    return [*events[:3], f"event: content_block_delta\ndata: {json.dumps(delta)}\n\n".encode(), *events[3:]]
+
+
+def _responses_cites(url: str, *, stream: bool) -> list[bytes]:
+    if not stream:
+        part = {"type": "output_text", "text": "Rain.", "annotations": [_url(url)]}
+        return _responses({"type": "message", "role": "assistant", "content": [part]})
+    events = [
+        {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "Rain."},
+        {
+            "type": "response.output_text.annotation.added",
+            "output_index": 0,
+            "content_index": 0,
+            "annotation_index": 0,
+            "annotation": _url(url),
+        },  # fmt: skip
+        {"type": "response.completed", "response": {"id": "r", "status": "completed"}},
+    ]
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+CITES = {
+    "chat": (_CHAT_WHOLE, _chat_cites("https://a.example"), _chat_cites("https://b.example")),
+    "chat streamed": (_CHAT, _chat_cites("https://a.example", stream=True), _chat_cites("https://b.example", stream=True)),
+    "messages": (_MESSAGES_WHOLE, _anthropic_cites(0, stream=False), _anthropic_cites(1, stream=False)),
+    "messages streamed": (_MESSAGES, _anthropic_cites(0, stream=True), _anthropic_cites(1, stream=True)),
+    "responses": (
+        _RESPONSES,
+        _responses_cites("https://a.example", stream=False),
+        _responses_cites("https://b.example", stream=False),
+    ),  # fmt: skip
+    "responses streamed": (
+        _RESPONSES_SSE,
+        _responses_cites("https://a.example", stream=True),
+        _responses_cites("https://b.example", stream=True),
+    ),  # fmt: skip
+}
+
+
+def test_the_same_words_citing_other_sources_are_another_answer(tmp_path: Path) -> None:
+    """Citations (chat's and Responses' annotations, Anthropic's citations) were not read: the same
+    words citing another page or document were an exact match."""
+    a, b = _ending_captures(tmp_path, CITES)
+    result = compare(a, b, top=len(CITES))
+    d = result["divergence"]
+    assert d["counts"].get("exact", 0) == 0 and d["counts"]["citations_differ"] == len(CITES), d["counts"]
+    items = _by_question(result, CITES)
+    assert set(items) == set(CITES)
+    for name, item in items.items():
+        assert item["similarity"] < 1 and "cited: " in item["diff"], (name, item["diff"])
+    same = tmp_path / "same"
+    same.mkdir()
+    a, b = _ending_captures(same, {k: (api, x, x) for k, (api, x, _) in CITES.items()})
+    d = compare(a, b, top=9)["divergence"]
+    assert d["exact_match_rate"] == 1 and "citations_differ" not in d["counts"], d["counts"]

@@ -196,11 +196,17 @@ ODD_EVENTS = [
         ]
     },  # fmt: skip
     {"choices": [{"index": 0, "delta": {"audio": {"id": "a", "transcript": "spoken"}}}]},
+    {
+        "choices": [
+            {"index": 0, "delta": {"content": "c", "annotations": [{"type": "url_citation", "url_citation": {"url": "u"}}]}}
+        ]
+    },  # fmt: skip
+    {"choices": [{"index": 0, "delta": {"content": "c", "annotations": []}}]},
 ]
 #: Events of an answer with several choices (n > 1): the general fold reads them, each choice apart.
 OTHER_CHOICES = [e for e in ODD_EVENTS if any(isinstance(c, dict) and c.get("index") == 1 for c in e.get("choices") or ())]
-#: And those of an audio answer: the general fold keeps its transcript.
-DECLINED = [*OTHER_CHOICES, *(e for e in ODD_EVENTS if "audio" in json.dumps(e))]
+#: And those of an audio answer or citing a source: the general fold keeps its transcript, its citations.
+DECLINED = [*OTHER_CHOICES, *(e for e in ODD_EVENTS if "audio" in json.dumps(e) or "url_citation" in json.dumps(e))]
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -262,6 +268,7 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
             "reasoning": "",
             "refusal": "",
             "audio": "",
+            "citations": [],
             "tool_calls": [{"id": None, "name": "f", "arguments": "{}"}],
             "finish_reason": "length",
             "stop_sequence": None,
@@ -272,6 +279,7 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
             "reasoning": "",
             "refusal": "",
             "audio": "",
+            "citations": [],
             "tool_calls": [],
             "finish_reason": "stop",
             "stop_sequence": "###",
