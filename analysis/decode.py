@@ -48,7 +48,7 @@ from .schema import ENGINE_FACTS, TABLES
 #: {"object": "error"} an error, Ollama's calls without an index calls of their own; 13: the Responses
 #: API's built-in tool calls (local shell, web search, ...), Anthropic's server and MCP tool calls and
 #: chat's custom tool calls are tool calls, and link turns; chat content as parts (Mistral's) read,
-#: an audio answer's transcript is its events' text.
+#: an audio answer's transcript is its events' text; exchanges.usage_hidden_reasoning_tokens, choices.
 DECODE_VERSION = 13
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
@@ -194,6 +194,15 @@ def _server_timings(parsed: Output) -> tuple[Any, ...]:
             None,
         )
     return (None,) * 7
+
+
+def _hidden_reasoning(parsed: Output) -> int | None:
+    """The reasoning tokens an engine counted in its output tokens and sent no text of (OpenAI's
+    ``completion_tokens_details`` / ``output_tokens_details``), where the answer carried no reasoning."""
+    if not parsed.usage or parsed.reasoning:
+        return None
+    details = parsed.usage.get("completion_tokens_details") or parsed.usage.get("output_tokens_details")
+    return (_int(details.get("reasoning_tokens")) or None) if isinstance(details, dict) else None
 
 
 def _recorder_id(header: dict[str, Any]) -> str | None:
@@ -471,6 +480,8 @@ class Decoder:
                 parsed.prompt_tokens,
                 parsed.output_tokens,
                 parsed.cached_tokens,
+                _hidden_reasoning(parsed),
+                1 + len(parsed.choices),
                 *_server_timings(parsed),
                 rec.get("source_id"),
                 _int(rec.get("repeat")),

@@ -101,6 +101,10 @@ EXCHANGES = _schema(
     ("usage_prompt_tokens", I64),
     ("usage_completion_tokens", I64),
     ("usage_cached_tokens", I64),
+    # Reasoning tokens counted in the output tokens of which no text came (OpenAI's reasoning models):
+    # generated before the first token seen, so no part of the spacing of those seen.
+    ("usage_hidden_reasoning_tokens", I64),
+    ("choices", I32),  # answers in the body (n > 1 asks for several; the events and times are choice 0's)
     ("server_timings", S),
     ("server_timings_source", S),
     ("server_prompt_ms", F64),

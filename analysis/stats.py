@@ -25,7 +25,8 @@ _COLUMNS = (
     "capture, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
     "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
     "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
-    "prefix_unit, prefix_shared, prefix_length, streamed, readable, finish_reason, tool_calls, session, turn, think_ns"
+    "prefix_unit, prefix_shared, prefix_length, streamed, readable, finish_reason, tool_calls, session, turn, think_ns, "
+    "choices, hidden_reasoning_tokens"
 )
 #: Per-exchange metrics summarised as distributions: name printed -> (column, scale to the unit).
 LATENCIES = {
@@ -143,8 +144,8 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
         **sessions,
         "main": q.rows(
             "count(*), count(*) FILTER (WHERE ok), min(sent_wall_ns), max(end_wall_ns), sum(duration_ns), "
-            "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens) FILTER (WHERE ok AND streamed AND token_chunks > 0), "
-            "sum(token_chunks) FILTER (WHERE ok AND streamed AND token_chunks > 0), any_value(recorder), "
+            "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens - hidden_reasoning_tokens) FILTER (WHERE ok AND streamed AND token_chunks > 0 AND choices = 1), "
+            "sum(token_chunks) FILTER (WHERE ok AND streamed AND token_chunks > 0 AND choices = 1), any_value(recorder), "
             f"string_agg(DISTINCT server_timings_source, '; '), {lat}, {srv}"
         ),
         "itl": q.rows(

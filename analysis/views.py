@@ -46,7 +46,10 @@ WITH base AS (
         -- A client may hang up right after the stream's end marker, before the engine ends the body
         -- (the openai SDK closes on [DONE]); the recorder then says client_disconnected, yet every
         -- byte of the answer arrived.
-        (x.status BETWEEN 200 AND 299 AND (x."end" = 'complete' OR (x."end" = 'client_disconnected' AND x.stream_done))) AS ok,
+        -- An answer to a request for tokens is one only where its body was read as one: a 200 whose
+        -- body reports an error (in-band, as an overloaded server may), or that no adapter reads, is not.
+        (x.status BETWEEN 200 AND 299 AND (x."end" = 'complete' OR (x."end" = 'client_disconnected' AND x.stream_done))
+         AND (NOT x.generation OR (x.readable AND x.error_message IS NULL))) AS ok,
         x.sent_wall_ns, x.sent_wall_ns + x.end_ns AS end_wall_ns, x.end_ns AS duration_ns,
         x.first_token_ns AS ttft_ns,
         x.first_content_ns AS ttft_content_ns,
@@ -61,6 +64,9 @@ WITH base AS (
              WHEN x.generation THEN 'chunks' END AS output_tokens_source,
         CASE WHEN x.usage_completion_tokens IS NULL AND e.output_tokens IS NOT NULL
              THEN e.output_source END AS output_tokens_detail,  -- how the enrichment counted them
+        CASE WHEN x.usage_completion_tokens IS NOT NULL THEN coalesce(x.usage_hidden_reasoning_tokens, 0) ELSE 0 END
+            AS hidden_reasoning_tokens,
+        coalesce(x.choices, 1) AS choices,
         coalesce(x.token_chunk_count, 0) AS token_chunks,
         coalesce(x.token_event_count, 0) AS token_events,
         coalesce(x.usage_prompt_tokens, e.prompt_tokens) AS prompt_tokens,
@@ -82,9 +88,11 @@ SELECT *,
     -- Token spacing is only observed when the tokens arrived in two chunks or more. An engine's own
     -- count includes a final token that carries no text (llama-server counts the end-of-sequence
     -- token): its arrival is the finish event, a decode step after the last text, so the span ends there.
-    CASE WHEN output_tokens > 1 AND token_chunks > 1
+    -- Hidden reasoning tokens came before the first token seen; the tokens of several choices (n > 1)
+    -- are counted together while the times are choice 0's: no spacing per sequence to tell.
+    CASE WHEN output_tokens - hidden_reasoning_tokens > 1 AND token_chunks > 1 AND choices = 1
          THEN (CASE WHEN output_tokens_source = 'usage' AND t_finish_ns > t_last_token_ns THEN t_finish_ns
-                    ELSE t_last_token_ns END - t_first_token_ns) / (output_tokens - 1) END AS tpot_ns
+                    ELSE t_last_token_ns END - t_first_token_ns) / (output_tokens - hidden_reasoning_tokens - 1) END AS tpot_ns
 FROM base
 """
 

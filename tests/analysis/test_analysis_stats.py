@@ -240,3 +240,56 @@ def test_copies_of_a_capture_are_separate_runs(tmp_path: Path) -> None:
         groups = speed_stats(a, ["run", "run"])["groups"]  # a repeated --by is harmless
     assert [(g["key"]["capture"], g["requests"]) for g in groups] == [(str(tmp_path / "a"), 1), (str(tmp_path / "b"), 1)]
     assert groups[0]["key"]["run"] == groups[1]["key"]["run"] and groups[0]["key"]["recorder"] == "proxy"
+
+
+def test_a_200_that_reports_an_error_or_no_answer_is_no_answer(tmp_path: Path) -> None:
+    """An overloaded server may answer 200 with an error in its body; a stream may hold nothing an
+    adapter reads. Each counted as ok: the error rate was 0 and the fast failures sped up e2e and
+    throughput. A GET that no adapter reads is no request for tokens and stays ok."""
+    answers = [exchange(f"a{i}", sent_ms=100 * i, end_ms=100, chunks=usage_chunks(10, 90, 5)) for i in range(2)]
+    failures = [
+        exchange("sse error", sent_ms=200, end_ms=3, chunks=[(2, sse({"error": {"message": "overloaded"}}))]),
+        exchange("vllm error", sent_ms=210, end_ms=3, chunks=[(2, sse({"object": "error", "message": "engine dead"}))]),
+        exchange("nothing", sent_ms=220, end_ms=3, chunks=[(2, b"data: [DONE]\n\n")]),
+        exchange(
+            "whole error", sent_ms=230, end_ms=3, headers=JSON_HEADERS, chunks=[(2, b'{"error": {"message": "overloaded"}}')]
+        ),  # fmt: skip
+        exchange(
+            "cut by an error", sent_ms=240, end_ms=3, chunks=[(1, sse(event("a"))), (2, sse({"error": {"message": "oom"}}))]
+        ),  # fmt: skip
+    ]
+    models = exchange("models", sent_ms=250, end_ms=1, request=b"", headers=JSON_HEADERS, chunks=[(1, b"not json")], method="GET", path="/v1/models")  # fmt: skip
+    [g] = stats_of(tmp_path, [*answers, *failures, models])["groups"]
+    assert (g["requests"], g["ok"], g["errors"]) == (7, 2, 5)
+    assert g["metrics"]["e2e"]["n"] == 2 and g["metrics"]["e2e"]["p50"] == pytest.approx(100)
+    assert g["throughput"]["output_tokens_per_s"] == pytest.approx(10 / g["span_s"])
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        assert a.query("SELECT ok FROM metrics WHERE exchange_id = 'models'").rows == [(True,)]
+
+
+def test_tpot_is_the_spacing_of_the_tokens_seen(tmp_path: Path) -> None:
+    """Reasoning tokens an engine counts but sends no text of (OpenAI's reasoning models) came before
+    the first token seen: counted in the spacing, they made tpot 0.04 ms for tokens 10 ms apart. The
+    tokens of several choices (n > 1) are counted together while the times are choice 0's."""
+    hidden = {"prompt_tokens": 5, "completion_tokens": 503, "completion_tokens_details": {"reasoning_tokens": 500}}
+    shown = {"prompt_tokens": 5, "completion_tokens": 3, "completion_tokens_details": {"reasoning_tokens": 500}}
+    three = [(10, sse(event("a"))), (20, sse(event("b"))), (30, sse(event("c", finish="stop")))]
+    streamed_reasoning = [(10, sse(event(reasoning="r"))), (20, sse(event("b"))), (30, sse(event("c", finish="stop")))]
+    two = {"object": "chat.completion.chunk", "choices": [{"index": 1, "delta": {"content": "x"}, "finish_reason": None}]}
+    records = [
+        exchange("hidden", chunks=[*three, (30, sse(event(choices=False, usage=hidden)))], end_ms=31),
+        exchange("shown", sent_ms=100, chunks=[*streamed_reasoning, (30, sse(event(choices=False, usage=shown)))], end_ms=31),
+        exchange(
+            "n2", sent_ms=200, chunks=[*three, (30, sse(two, event(choices=False, usage={"completion_tokens": 6})))], end_ms=31
+        ),  # fmt: skip
+    ]
+    path = write_capture(tmp_path / "cap", records)
+    with Analysis([path], cache_dir=tmp_path / "cache") as a:
+        rows = {
+            r["exchange_id"]: r for r in a.query("SELECT exchange_id, tpot_ns, output_tokens, choices FROM metrics").records()
+        }
+        [g] = speed_stats(a, ("run",))["groups"]
+    assert rows["hidden"]["tpot_ns"] == pytest.approx(10e6) and rows["hidden"]["output_tokens"] == 503
+    assert rows["shown"]["tpot_ns"] == pytest.approx(10e6)  # reasoning streamed: its tokens are the ones seen
+    assert rows["n2"]["tpot_ns"] is None and rows["n2"]["choices"] == 2
+    assert g["tokens_per_chunk"] == pytest.approx((3 + 3) / (3 + 3))  # n2 left out; hidden reasoning not in a chunk
