@@ -7,4 +7,5 @@ GROUPINGS = {
     "path": "method || ' ' || path",
     "api": "api",
     "session": "session",
+    "stream": "CASE WHEN streamed THEN 'streamed' ELSE 'whole body' END",  # ttft means another thing in each
 }

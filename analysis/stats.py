@@ -89,9 +89,10 @@ class _Query:
 def _one_source(by_source: dict[str, int]) -> str | None:
     """The source of a group's output-token total, or "mixed" when it adds counts of different kinds
     (llama-server's usage counts the end-of-sequence token, a re-tokenized count does not)."""
-    if len(by_source) > 1:
+    counted = [source for source, tokens in by_source.items() if tokens]  # a source of no tokens adds none
+    if len(counted) > 1:
         return "mixed"
-    return next(iter(by_source), None)
+    return counted[0] if counted else next(iter(by_source), None)
 
 
 def _histogram(rows: list[list[Any]] | None) -> dict[str, int]:
@@ -146,7 +147,9 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             "count(*), count(*) FILTER (WHERE ok), min(sent_wall_ns), max(end_wall_ns), sum(duration_ns), "
             "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens - hidden_reasoning_tokens) FILTER (WHERE ok AND streamed AND token_chunks > 0 AND choices = 1), "
             "sum(token_chunks) FILTER (WHERE ok AND streamed AND token_chunks > 0 AND choices = 1), any_value(recorder), "
-            f"string_agg(DISTINCT server_timings_source, '; '), {lat}, {srv}"
+            "string_agg(DISTINCT server_timings_source, '; '), "
+            "count(*) FILTER (WHERE ok AND NOT streamed AND ttft_ns IS NOT NULL), "
+            f"count(*) FILTER (WHERE ok AND streamed AND ttft_ns IS NOT NULL), {lat}, {srv}"
         ),
         "itl": q.rows(
             _aggs("gap_ns", "ok"), source=f"(SELECT x.*, i.gap_ns FROM {q.m} x JOIN itl i USING (capture, exchange_id))"
@@ -186,8 +189,8 @@ def _peak_concurrency(q: _Query) -> _Rows:
 
 def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _Rows], telemetry: Telemetry) -> dict[str, Any]:
     """One group's statistics, from its row of each aspect."""
-    requests, ok, first, last, busy, out_tokens, chunk_tokens, token_chunks, recorder, server_src = row[:10]
-    values = row[10:]
+    requests, ok, first, last, busy, out_tokens, chunk_tokens, token_chunks, recorder, server_src, whole, streamed = row[:12]
+    values = row[12:]
     span_s = (last - first) / 1e9 if first is not None and last is not None else None
     [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
     finish, with_tools, tool_calls, unreadable = aspects["answers"][key][0]
@@ -206,6 +209,8 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
         "error_rate": (requests - ok) / requests if requests else None,
         "span_s": span_s,
         "metrics": _latencies(values, itl_row),
+        # ttft of a body not streamed is the time to all of it: said apart where both kinds are in a group.
+        "ttft_kinds": {"streamed": streamed, "whole_body": whole},
         "unreadable": unreadable,
         "finish_reasons": {str(k): int(v) for k, v in (finish or {}).items()},
         "tool_calls": {"exchanges": with_tools, "calls": int(tool_calls or 0)},

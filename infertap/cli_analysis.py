@@ -70,8 +70,9 @@ def _opened(captures: tuple[str, ...], cache_dir: Path | None) -> Iterator[Analy
     type=click.Choice(list(GROUPINGS)),
     default=("run",),
     show_default=True,
-    help="Group exchanges by run, model, path, api or session (an agent's conversation: a table of one row "
-    "each); repeat to combine (--by run --by model).",
+    help="Group exchanges by run, model, path, api, session (an agent's conversation: a table of one row "
+    "each) or stream (streamed answers apart from whole bodies, whose ttft is the time to all of it); "
+    "repeat to combine (--by run --by model).",
 )
 @_cache_dir
 def stats(captures: tuple[str, ...], as_json: bool, by: tuple[str, ...], cache_dir: Path | None) -> None:
@@ -224,6 +225,12 @@ def _print_output(group: dict[str, Any]) -> None:
             "  note: output_tokens adds counts of different sources ("
             + _counts(group["workload"]["output_tokens"]["by_source"])
             + "); llama-server's usage counts the end-of-sequence token, a re-tokenized count does not"
+        )
+    kinds = group["ttft_kinds"]
+    if kinds["whole_body"] and kinds["streamed"]:
+        _out(
+            f"  note: ttft mixes {kinds['streamed']} streamed answers (time to the first token) with "
+            f"{kinds['whole_body']} not streamed (time to the whole body); --by stream splits them"
         )
     tools = group["tool_calls"]
     _out(

@@ -293,3 +293,29 @@ def test_tpot_is_the_spacing_of_the_tokens_seen(tmp_path: Path) -> None:
     assert rows["shown"]["tpot_ns"] == pytest.approx(10e6)  # reasoning streamed: its tokens are the ones seen
     assert rows["n2"]["tpot_ns"] is None and rows["n2"]["choices"] == 2
     assert g["tokens_per_chunk"] == pytest.approx((3 + 3) / (3 + 3))  # n2 left out; hidden reasoning not in a chunk
+
+
+def test_ttft_of_whole_bodies_is_said_apart_from_streamed_ones(tmp_path: Path) -> None:
+    """A body not streamed has no first token apart from its last: its ttft is the time to all of it.
+    Mixed with streamed answers, it raised ttft's p99 unsaid; now stats says so, and --by stream splits."""
+    streamed = [exchange(f"s{i}", sent_ms=100 * i, end_ms=60, chunks=usage_chunks(50, 55, 2)) for i in range(3)]
+    whole = exchange("w", sent_ms=400, end_ms=2000, headers=JSON_HEADERS, chunks=[(2000, b'{"choices": [{"index": 0, "message": {"content": "all"}}]}')])  # fmt: skip
+    path = write_capture(tmp_path / "cap", [*streamed, whole])
+    with Analysis([path], cache_dir=tmp_path / "cache") as a:
+        [g] = speed_stats(a, ("run",))["groups"]
+        split = {grp["key"]["stream"]: grp for grp in speed_stats(a, ("stream",))["groups"]}
+    assert g["ttft_kinds"] == {"streamed": 3, "whole_body": 1}
+    assert split["streamed"]["metrics"]["ttft"]["p99"] == pytest.approx(50)
+    assert split["whole body"]["metrics"]["ttft"]["p50"] == pytest.approx(2000)
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    out = CliRunner().invoke(cli, ["stats", str(path)], env={"INFERTAP_CACHE": str(tmp_path / "cache")}).output
+    assert "ttft mixes 3 streamed answers (time to the first token) with 1 not streamed" in out
+
+
+def test_a_source_that_counted_no_tokens_does_not_make_the_sources_mixed(tmp_path: Path) -> None:
+    empty = exchange("empty", sent_ms=200, end_ms=5, chunks=[(2, sse(event(finish="stop")))])  # an answer of no tokens
+    [g] = stats_of(tmp_path, [exchange("a", end_ms=100, chunks=usage_chunks(10, 90, 5)), empty])["groups"]
+    assert g["output_tokens_source"] == {"usage": 1, "chunks": 1} and g["throughput"]["output_tokens_source"] == "usage"
