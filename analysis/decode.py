@@ -48,7 +48,8 @@ from .schema import ENGINE_FACTS, TABLES
 #: {"object": "error"} an error, Ollama's calls without an index calls of their own; 13: the Responses
 #: API's built-in tool calls (local shell, web search, ...), Anthropic's server and MCP tool calls and
 #: chat's custom tool calls are tool calls, and link turns; chat content as parts (Mistral's) read,
-#: an audio answer's transcript is its events' text; exchanges.usage_hidden_reasoning_tokens, choices.
+#: an audio answer's transcript is its events' text; exchanges.usage_hidden_reasoning_tokens, choices;
+#: a Responses stream that sent no delta read from its final event.
 DECODE_VERSION = 13
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.

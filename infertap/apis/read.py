@@ -205,6 +205,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     durations: dict[str, Any] | None = None
     others: dict[int, list[Delta]] = {}
     encrypted = 0
+    restated: Delta | None = None
     readable, read = False, api.event  # locals: the loop runs per streamed event
     for event in events:
         obj = event.obj
@@ -236,6 +237,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             for k, other in d.choices.items():
                 others.setdefault(k, []).append(other)
         encrypted += d.encrypted
+        restated = d.restated or restated
         if d.usage:
             usage.update((k, v) for k, v in d.usage.items() if v is not None)
         finish = d.finish_reason or finish
@@ -254,6 +256,14 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.events = events
     out.text, out.reasoning, out.refusal = "".join(text), "".join(reasoning), "".join(refusal)
     out.audio, out.citations = "".join(spoken), cited
+    if restated is not None and not (text or reasoning or refusal or calls or spoken or cited):
+        # Nothing came as deltas, yet the final event holds the answer (a server or gateway that sends
+        # whole items only): it is what was answered. Its tokens have no times of their own.
+        out.text, out.reasoning, out.refusal = restated.content, restated.reasoning, restated.refusal
+        for part in restated.tool_calls:
+            add_call(calls, part)
+        out.citations = [canonical_arguments(c) for c in restated.citations]
+        encrypted = max(encrypted, restated.encrypted)
     out.tool_calls = [calls[k] for k in sorted(calls)]
     out.finish_reason_raw = finish
     out.finish_reason = api.finish(finish, bool(out.tool_calls))

@@ -77,6 +77,7 @@ class Responses(Api):
             response = as_dict(obj.get("response"))
             _head(d, response)
             if kind in _ENDS:
+                d.restated = _whole(response)  # read where no delta said anything (a stream of whole items)
                 d.finish_reason = _status(response)
                 d.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
                 d.error = error_of(response) if response.get("error") else None

@@ -61,6 +61,7 @@ class Delta:
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
     audio: str = ""  # an audio answer's transcript (chat with modalities: audio)
     citations: Sequence[Any] = ()  # sources the text cites (annotations, Anthropic's citations), as sent
+    restated: Delta | None = None  # the whole answer a final event restates (Responses' response.completed)
 
     @property
     def tool_deltas(self) -> int:

@@ -860,3 +860,35 @@ def test_the_same_words_citing_other_sources_are_another_answer(tmp_path: Path) 
     a, b = _ending_captures(same, {k: (api, x, x) for k, (api, x, _) in CITES.items()})
     d = compare(a, b, top=9)["divergence"]
     assert d["exact_match_rate"] == 1 and "citations_differ" not in d["counts"], d["counts"]
+
+
+def _responses_whole_items(text: str, *, deltas: bool = False) -> list[bytes]:
+    """A streamed Responses answer sent as whole items (as some servers and gateways do), or as deltas."""
+    message = {"type": "message", "id": "msg", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": {"id": "r", "status": "in_progress", "output": []}}]
+    if deltas:
+        events += [{"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": text[:1]}]
+        events += [{"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": text[1:]}]
+    events += [
+        {"type": "response.output_item.done", "output_index": 0, "item": message},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed", "output": [message]}},
+    ]
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def test_a_responses_stream_of_whole_items_is_read_from_its_final_event(tmp_path: Path) -> None:
+    """Text that came in no delta, only in the items and the final response, was read as nothing:
+    "4" and "5" were an exact match. A stream that sent deltas is read from them, once."""
+    from infertap.apis import read_response
+
+    def read(chunks: list[bytes]) -> str:
+        return read_response({"path": "/v1/responses", "chunks": chunks, "response_headers": [["content-type", "text/event-stream"]]}).text  # fmt: skip
+
+    assert read(_responses_whole_items("42")) == "42" and read(_responses_whole_items("42", deltas=True)) == "42"
+    pairs = {"whole items": (_RESPONSES_SSE, _responses_whole_items("4"), _responses_whole_items("5"))}
+    a, b = _ending_captures(tmp_path, pairs)
+    assert compare(a, b, top=1)["divergence"]["counts"].get("exact", 0) == 0
+    same = tmp_path / "same"
+    same.mkdir()
+    a, b = _ending_captures(same, {"whole items": (_RESPONSES_SSE, _responses_whole_items("4"), _responses_whole_items("4"))})
+    assert compare(a, b, top=1)["divergence"]["exact_match_rate"] == 1
