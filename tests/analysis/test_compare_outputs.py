@@ -205,6 +205,33 @@ def _ending_captures(tmp_path: Path, pairs: dict[str, Any]) -> tuple[Path, Path]
     return tmp_path / "a", tmp_path / "b"
 
 
+def _all_differ(tmp_path: Path, pairs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """A's and B's answers of each pair compared: none may be an exact match, and every pair is
+    among the most divergent. The divergence, and each pair's item by name."""
+    a, b = _ending_captures(tmp_path, pairs)
+    result = compare(a, b, top=len(pairs))
+    d = result["divergence"]
+    assert d["counts"].get("exact", 0) == 0, d["counts"]
+    items = _by_question(result, pairs)
+    assert set(items) == set(pairs)
+    return d, items
+
+
+def _all_match(tmp_path: Path, pairs: dict[str, Any]) -> dict[str, Any]:
+    """A's and B's answers of each pair compared: every one an exact match. The divergence."""
+    folder = tmp_path / "same"
+    folder.mkdir()
+    a, b = _ending_captures(folder, pairs)
+    d = compare(a, b, top=len(pairs))["divergence"]
+    assert d["exact_match_rate"] == 1 and d["most_divergent"] == [], d["counts"]
+    return d
+
+
+def _twins(pairs: dict[str, Any]) -> dict[str, Any]:
+    """Each pair with A's answer on both sides."""
+    return {k: (api, x, x) for k, (api, x, _) in pairs.items()}
+
+
 def test_an_answer_that_ended_otherwise_is_no_exact_match(tmp_path: Path) -> None:
     """A stream closed before its end marker, or stopped for another reason (length, a filter, a stop
     sequence), with the same text so far: compare called each pair exact (a perfect score)."""
@@ -355,19 +382,11 @@ def test_refusals_and_other_calls_are_part_of_the_answer(tmp_path: Path) -> None
     """A chat refusal was never read (two different refusals, or a refusal and nothing, matched);
     a Responses refusal read as text matched the same words answered; custom tool calls, arguments
     sent as an object and an Anthropic call whole in its block's start were not read."""
-    a, b = _ending_captures(tmp_path, REFUSALS)
-    result = compare(a, b, top=len(REFUSALS))
-    d = result["divergence"]
-    assert d["counts"].get("exact", 0) == 0, d["counts"]
-    items = _by_question(result, REFUSALS)
-    assert set(items) == set(REFUSALS)
+    _, items = _all_differ(tmp_path, REFUSALS)
     for name, item in items.items():
         assert not item["exact"] and item["first_divergence"]["at"] is not None, name
     assert items["responses refusal vs text"]["text"] == ["", "I can't help."]
-    same = tmp_path / "same"
-    same.mkdir()
-    a, b = _ending_captures(same, REFUSALS_SAME)
-    assert compare(a, b, top=9)["divergence"]["exact_match_rate"] == 1
+    _all_match(tmp_path, REFUSALS_SAME)
 
 
 def test_a_refusal_is_read_apart_from_the_text() -> None:
@@ -544,12 +563,7 @@ def test_what_an_answer_holds_besides_its_first_choices_words_is_compared(tmp_pa
     """The stop sequence that ended an answer (Anthropic's stop_sequence, llama.cpp's stopping_word,
     vLLM's stop_reason), Anthropic's redacted thinking blocks and the choices other than the first
     (n > 1) were never read: pairs that differed only there were exact matches."""
-    a, b = _ending_captures(tmp_path, BESIDES)
-    result = compare(a, b, top=len(BESIDES))
-    d = result["divergence"]
-    assert d["counts"].get("exact", 0) == 0, d["counts"]
-    items = _by_question(result, BESIDES)
-    assert set(items) == set(BESIDES)
+    d, items = _all_differ(tmp_path, BESIDES)
     assert d["counts"]["stop_sequence_differs"] == 5 and d["counts"]["encrypted_reasoning_differs"] == 3
     assert d["counts"]["other_choices_differ"] == 5 and d["counts"]["with_other_choices"] == 5
     assert items["sglang stop strings"]["stop_sequence"] == ["###", "END"]
@@ -559,11 +573,7 @@ def test_what_an_answer_holds_besides_its_first_choices_words_is_compared(tmp_pa
         item = items[name]  # the other answer's words are part of the output: a position and a diff
         assert item["similarity"] < 1 and item["first_divergence"]["unit"] == "character", name
         assert "choice 1: " in item["diff"] and "[-" in item["diff"], (name, item["diff"])
-    same = tmp_path / "same"
-    same.mkdir()
-    a, b = _ending_captures(same, BESIDES_SAME)
-    d = compare(a, b, top=9)["divergence"]
-    assert d["exact_match_rate"] == 1 and d["most_divergent"] == [], d["counts"]
+    d = _all_match(tmp_path, BESIDES_SAME)
     assert d["counts"]["with_other_choices"] == 2 and "other_choices_differ" not in d["counts"]
 
 
@@ -617,21 +627,13 @@ BUILT_IN_SAME = {
 def test_the_responses_built_in_tools_calls_are_part_of_the_answer(tmp_path: Path) -> None:
     """A built-in tool's call (local shell, web search, apply patch, MCP) was not read: two answers
     running other commands compared as the same answer, and as an answer with no call at all."""
-    a, b = _ending_captures(tmp_path, BUILT_IN)
-    result = compare(a, b, top=len(BUILT_IN))
-    d = result["divergence"]
-    assert d["counts"].get("exact", 0) == 0 and d["counts"]["tool_calls_differ"] == len(BUILT_IN), d["counts"]
-    items = _by_question(result, BUILT_IN)
-    assert set(items) == set(BUILT_IN)
+    d, items = _all_differ(tmp_path, BUILT_IN)
+    assert d["counts"]["tool_calls_differ"] == len(BUILT_IN), d["counts"]
     for name, item in items.items():
         assert item["similarity"] < 1 and item["first_divergence"]["at"] is not None, name
     calls = items["a search or none"]["tool_calls"]
     assert (calls["a"], calls["b"]) == (["web_search_call"], [])
-    same = tmp_path / "same"
-    same.mkdir()
-    a, b = _ending_captures(same, BUILT_IN_SAME)
-    d = compare(a, b, top=9)["divergence"]
-    assert d["exact_match_rate"] == 1 and d["most_divergent"] == [], d["counts"]
+    _all_match(tmp_path, BUILT_IN_SAME)
 
 
 def test_a_built_in_call_reads_the_same_streamed_and_whole() -> None:
@@ -667,15 +669,9 @@ def test_anthropic_server_tool_calls_are_calls_streamed_or_whole(tmp_path: Path)
         "whole": (_MESSAGES_WHOLE, _server_search("weather", stream=False), _server_search("stocks", stream=False)),
         "streamed": (_MESSAGES, _server_search("weather", stream=True), _server_search("stocks", stream=True)),
     }
-    a, b = _ending_captures(tmp_path, pairs)
-    result = compare(a, b, top=2)
-    d = result["divergence"]
-    assert d["counts"].get("exact", 0) == 0 and d["counts"]["tool_calls_differ"] == 2, d["counts"]
-    assert all(item["tool_calls"]["a"] == ["web_search"] for item in result["divergence"]["most_divergent"])
-    same = tmp_path / "same"
-    same.mkdir()
-    a, b = _ending_captures(same, {k: (api, x, x) for k, (api, x, _) in pairs.items()})
-    assert compare(a, b, top=2)["divergence"]["exact_match_rate"] == 1
+    d, items = _all_differ(tmp_path, pairs)
+    assert d["counts"]["tool_calls_differ"] == 2 and all(item["tool_calls"]["a"] == ["web_search"] for item in items.values())
+    _all_match(tmp_path, _twins(pairs))
 
 
 # -- what other shapes of answer carry ---------------------------------------------------------------
@@ -736,21 +732,12 @@ def test_other_shapes_of_answer_are_read(tmp_path: Path) -> None:
     """Chat's custom tool calls read as a call without a name or input, an audio answer's transcript,
     and content sent as parts (Mistral's) were not read: each pair here was an exact match. A code
     interpreter's container, new for every request, made the same code two different calls."""
-    a, b = _ending_captures(tmp_path, SHAPES)
-    result = compare(a, b, top=len(SHAPES))
-    d = result["divergence"]
-    assert d["counts"].get("exact", 0) == 0, d["counts"]
-    items = _by_question(result, SHAPES)
-    assert set(items) == set(SHAPES)
+    _, items = _all_differ(tmp_path, SHAPES)
     for name, item in items.items():
         assert item["similarity"] < 1 and item["first_divergence"]["at"] is not None, name
     assert items["chat custom tool calls"]["tool_calls"]["a"] == ["code_exec"]
     assert "said: " in items["audio transcripts streamed"]["diff"]
-    same = tmp_path / "same"
-    same.mkdir()
-    a, b = _ending_captures(same, SHAPES_SAME)
-    d = compare(a, b, top=9)["divergence"]
-    assert d["exact_match_rate"] == 1 and d["most_divergent"] == [], d["counts"]
+    _all_match(tmp_path, SHAPES_SAME)
 
 
 def test_an_audio_answers_words_are_token_events_and_no_part_of_its_reply(tmp_path: Path) -> None:
@@ -847,19 +834,11 @@ CITES = {
 def test_the_same_words_citing_other_sources_are_another_answer(tmp_path: Path) -> None:
     """Citations (chat's and Responses' annotations, Anthropic's citations) were not read: the same
     words citing another page or document were an exact match."""
-    a, b = _ending_captures(tmp_path, CITES)
-    result = compare(a, b, top=len(CITES))
-    d = result["divergence"]
-    assert d["counts"].get("exact", 0) == 0 and d["counts"]["citations_differ"] == len(CITES), d["counts"]
-    items = _by_question(result, CITES)
-    assert set(items) == set(CITES)
+    d, items = _all_differ(tmp_path, CITES)
+    assert d["counts"]["citations_differ"] == len(CITES), d["counts"]
     for name, item in items.items():
         assert item["similarity"] < 1 and "cited: " in item["diff"], (name, item["diff"])
-    same = tmp_path / "same"
-    same.mkdir()
-    a, b = _ending_captures(same, {k: (api, x, x) for k, (api, x, _) in CITES.items()})
-    d = compare(a, b, top=9)["divergence"]
-    assert d["exact_match_rate"] == 1 and "citations_differ" not in d["counts"], d["counts"]
+    assert "citations_differ" not in _all_match(tmp_path, _twins(CITES))["counts"]
 
 
 def _responses_whole_items(text: str, *, deltas: bool = False) -> list[bytes]:
@@ -886,9 +865,5 @@ def test_a_responses_stream_of_whole_items_is_read_from_its_final_event(tmp_path
 
     assert read(_responses_whole_items("42")) == "42" and read(_responses_whole_items("42", deltas=True)) == "42"
     pairs = {"whole items": (_RESPONSES_SSE, _responses_whole_items("4"), _responses_whole_items("5"))}
-    a, b = _ending_captures(tmp_path, pairs)
-    assert compare(a, b, top=1)["divergence"]["counts"].get("exact", 0) == 0
-    same = tmp_path / "same"
-    same.mkdir()
-    a, b = _ending_captures(same, {"whole items": (_RESPONSES_SSE, _responses_whole_items("4"), _responses_whole_items("4"))})
-    assert compare(a, b, top=1)["divergence"]["exact_match_rate"] == 1
+    _all_differ(tmp_path, pairs)
+    _all_match(tmp_path, _twins(pairs))
