@@ -49,7 +49,8 @@ from .schema import ENGINE_FACTS, TABLES
 #: API's built-in tool calls (local shell, web search, ...), Anthropic's server and MCP tool calls and
 #: chat's custom tool calls are tool calls, and link turns; chat content as parts (Mistral's) read,
 #: an audio answer's transcript is its events' text; exchanges.usage_hidden_reasoning_tokens, choices;
-#: a Responses stream that sent no delta read from its final event.
+#: a Responses stream that sent no delta read from its final event; llama.cpp's answers to several
+#: prompts apart.
 DECODE_VERSION = 13
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.

@@ -129,6 +129,9 @@ def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
         return Output(api.name, error="cannot decode the response's content-encoding")
     how = framing(record, head_of(pieces))
     events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in timed_payloads(record, pieces, how)]
+    if api is LLAMACPP and how == "json" and len(events) == 1 and isinstance(whole := events[0].obj, list):
+        # several prompts in one request: an array of answers, each read as a streamed event of its own
+        events = [Event(events[0].chunk, events[0].data, _NOTHING, answer) for answer in whole]
     out = fold(api, events, how)
     if not out.readable:
         other = sniff(events)

@@ -867,3 +867,34 @@ def test_a_responses_stream_of_whole_items_is_read_from_its_final_event(tmp_path
     pairs = {"whole items": (_RESPONSES_SSE, _responses_whole_items("4"), _responses_whole_items("5"))}
     _all_differ(tmp_path, pairs)
     _all_match(tmp_path, _twins(pairs))
+
+
+def _prompts(*answers: str, order: tuple[int, ...] = (), stream: bool = True) -> list[bytes]:
+    """llama.cpp's /completion asked several prompts at once: each answer's events carry its ``index``
+    (streamed, in ``order``), or the answers come as one JSON array."""
+    ends = [{"index": i, "content": "", "stop": True, "stop_type": "eos", "stopping_word": ""} for i in range(len(answers))]
+    if not stream:
+        return [json.dumps([{**end, "content": text} for end, text in zip(ends, answers, strict=True)]).encode()]
+    said = [{"index": i, "content": answers[i], "stop": False} for i in (order or range(len(answers)))]
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in [*said, *ends]]
+
+
+_LLAMACPP_WHOLE = ("/completion", {"prompt": ["a", "b"]}, "application/json")
+_LLAMACPP_PROMPTS = ("/completion", {"prompt": ["a", "b"], "stream": True}, "text/event-stream")
+
+
+def test_several_prompts_answered_at_once_are_each_an_answer(tmp_path: Path) -> None:
+    """llama.cpp's answers to several prompts were joined into one text ("yesno" either way round),
+    and their JSON array read as no answer at all."""
+    pairs = {
+        "answers swapped": (_LLAMACPP_PROMPTS, _prompts("yes", "no"), _prompts("no", "yes")),
+        "second answer": (_LLAMACPP_PROMPTS, _prompts("yes", "no"), _prompts("yes", "maybe")),
+        "whole": (_LLAMACPP_WHOLE, _prompts("yes", "no", stream=False), _prompts("yes", "maybe", stream=False)),
+    }
+    d, _ = _all_differ(tmp_path, pairs)
+    assert d["counts"]["with_other_choices"] == 3 and "unreadable" not in d["counts"]
+    same = {
+        "interleaved otherwise": (_LLAMACPP_PROMPTS, _prompts("A", "B", order=(0, 1)), _prompts("A", "B", order=(1, 0))),
+        "whole": (_LLAMACPP_WHOLE, _prompts("yes", "no", stream=False), _prompts("yes", "no", stream=False)),
+    }
+    _all_match(tmp_path, same)
