@@ -189,6 +189,8 @@ def _arguments(item: dict[str, Any]) -> str:
     JSON), a custom tool's ``input``; a built-in call's fields but ``_NOT_ASKED``, as JSON."""
     field = _ARGUMENTS.get(as_text(item.get("type")))
     value = item.get(field) if field else {k: v for k, v in item.items() if k not in _NOT_ASKED}
+    if isinstance(value, dict) and isinstance(action := value.get("action"), dict) and "sources" in action:
+        value["action"] = {k: v for k, v in action.items() if k != "sources"}  # what a web search found
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False)
     return as_text(value)

@@ -621,6 +621,15 @@ BUILT_IN_SAME = {
     "local shell, other ids": (_RESPONSES, _responses(_shell("ls")), _responses(_shell("ls", call="c2"))),
     "local shell streamed, other ids": (_RESPONSES_SSE, _responses_sse(_shell("ls")), _responses_sse(_shell("ls", call="c9"))),
     "web search, other ids": (_RESPONSES, _responses(_search("weather")), _responses(_search("weather", "ws2"))),
+    "web search, other sources found": (
+        _RESPONSES,
+        _responses(
+            {**_search("weather"), "action": {"type": "search", "query": "weather", "sources": [{"type": "url", "url": "a"}]}}
+        ),  # fmt: skip
+        _responses(
+            {**_search("weather"), "action": {"type": "search", "query": "weather", "sources": [{"type": "url", "url": "b"}]}}
+        ),  # fmt: skip
+    ),
 }
 
 
