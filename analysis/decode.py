@@ -51,7 +51,7 @@ from .schema import ENGINE_FACTS, TABLES
 #: an audio answer's transcript is its events' text; exchanges.usage_hidden_reasoning_tokens, choices;
 #: a Responses stream that sent no delta read from its final event; llama.cpp's answers to several
 #: prompts apart.
-DECODE_VERSION = 13
+DECODE_VERSION = 14
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

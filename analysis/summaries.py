@@ -45,7 +45,7 @@ BATCH_ROWS = 5_000
 #: logprobs); 4: each logprob position with the token chosen; 5: whether a stream carried its end
 #: marker, and a refusal apart from the text; 6: the stop sequence that ended it, encrypted reasoning
 #: blocks and choices other than the first.
-SUMMARY_VERSION = 6
+SUMMARY_VERSION = 7
 
 EXCHANGE_SCHEMA = pa.schema(
     [

@@ -31,6 +31,12 @@ from .shapes import (
 _CALLS = ("tool_use", "server_tool_use", "mcp_tool_use")
 
 
+def _tool(block: dict[str, Any]) -> str:
+    """A call's tool: its name, after its MCP server's (two servers' tools of one name are two tools)."""
+    name, server = as_text(block.get("name")), as_text(block.get("server_name"))
+    return f"{server}/{name}" if server else name
+
+
 class Messages(Api):
     name = "messages"
     finish_map: ClassVar[dict[str, str]] = {
@@ -59,7 +65,7 @@ class Messages(Api):
                     d.reasoning += as_text(block.get("thinking"))
                     d.encrypted += int(block.get("type") == "redacted_thinking")
                     if block.get("type") in _CALLS:
-                        calls.append(ToolCallPart(index, block.get("id"), as_text(block.get("name")), _json(block.get("input"))))
+                        calls.append(ToolCallPart(index, block.get("id"), _tool(block), _json(block.get("input"))))
             d.tool_calls, d.citations = calls, cited
             return d
         if kind == "message_start":
@@ -73,7 +79,7 @@ class Messages(Api):
                 # Anthropic starts a call with "input": {} and streams it as input_json_delta; a block
                 # that starts whole (a proxy's, a recorded replay's) carries its input here.
                 given = _json(block.get("input")) if block.get("input") else ""
-                d.tool_calls = [ToolCallPart(position(obj.get("index"), 0), block.get("id"), as_text(block.get("name")), given)]
+                d.tool_calls = [ToolCallPart(position(obj.get("index"), 0), block.get("id"), _tool(block), given)]
             return d
         if kind == "content_block_delta":
             inner = as_dict(obj.get("delta"))
@@ -118,7 +124,7 @@ class Messages(Api):
             if isinstance(blocks, list):
                 kinds = [b.get("type") if isinstance(b, dict) else None for b in blocks]
                 calls = tuple(
-                    (as_text(b.get("name")), canonical_arguments(b.get("input")))
+                    (_tool(b), canonical_arguments(b.get("input")))
                     for b, kind in zip(blocks, kinds, strict=True)
                     if kind in _CALLS
                 )

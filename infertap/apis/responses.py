@@ -149,7 +149,8 @@ _CALL_DELTAS = (
     "response.mcp_call_arguments.delta",
 )
 # Which item it is and how far it got, and what the server's tool gave back (a code interpreter's
-# outputs and its container, made anew per request, a search's results, a generated image), not
+# outputs and its container, made anew per request, a search's results, a generated image, an MCP
+# server's tool list), not
 # what the model asked for: two answers that ran the same code are the same answer.
 _NOT_ASKED = frozenset(
     (
@@ -164,6 +165,7 @@ _NOT_ASKED = frozenset(
         "result",
         "error",
         "pending_safety_checks",
+        "tools",
     )
 )
 
@@ -174,9 +176,13 @@ def is_call(kind: Any) -> bool:
 
 
 def _name(item: dict[str, Any]) -> str:
-    """A call's tool: a function's, custom or MCP tool's name; a built-in tool's item type."""
+    """A call's tool: a function's, custom or MCP tool's name (after its server's: two servers' tools
+    of one name are two tools); a built-in tool's item type."""
     kind = as_text(item.get("type"))
-    return as_text(item.get("name")) if kind in _ARGUMENTS else kind
+    if kind not in _ARGUMENTS:
+        return kind
+    name, server = as_text(item.get("name")), as_text(item.get("server_label"))
+    return f"{server}/{name}" if server else name
 
 
 def _encrypted(item: dict[str, Any]) -> int:

@@ -616,6 +616,16 @@ BUILT_IN = {
         _responses({"type": "mcp_call", "id": "m", "server_label": "s", "name": "f", "arguments": '{"a": 1}'}),
         _responses({"type": "mcp_call", "id": "m", "server_label": "s", "name": "f", "arguments": '{"a": 2}'}),
     ),
+    "mcp servers": (
+        _RESPONSES,
+        _responses({"type": "mcp_call", "id": "m", "server_label": "prod", "name": "drop", "arguments": "{}"}),
+        _responses({"type": "mcp_call", "id": "m", "server_label": "test", "name": "drop", "arguments": "{}"}),
+    ),
+    "mcp servers streamed": (
+        _RESPONSES_SSE,
+        _responses_sse({"type": "mcp_call", "id": "m", "server_label": "prod", "name": "drop", "arguments": "{}"}),
+        _responses_sse({"type": "mcp_call", "id": "m", "server_label": "test", "name": "drop", "arguments": "{}"}),
+    ),
 }
 BUILT_IN_SAME = {
     "local shell, other ids": (_RESPONSES, _responses(_shell("ls")), _responses(_shell("ls", call="c2"))),
@@ -629,6 +639,11 @@ BUILT_IN_SAME = {
         _responses(
             {**_search("weather"), "action": {"type": "search", "query": "weather", "sources": [{"type": "url", "url": "b"}]}}
         ),  # fmt: skip
+    ),
+    "mcp tools listed, other lists": (
+        _RESPONSES,
+        _responses({"type": "mcp_list_tools", "id": "l1", "server_label": "s", "tools": [{"name": "a"}]}),
+        _responses({"type": "mcp_list_tools", "id": "l2", "server_label": "s", "tools": [{"name": "b"}]}),
     ),
 }
 
@@ -658,9 +673,11 @@ def test_a_built_in_call_reads_the_same_streamed_and_whole() -> None:
     assert calls(_responses(_shell("ls", call="c2")), "application/json") == [("local_shell_call", asked)]
 
 
-def _server_search(query: str, *, stream: bool) -> list[bytes]:
-    """An Anthropic answer that ran its web search tool for ``query``."""
+def _server_search(query: str, *, stream: bool, server: str = "") -> list[bytes]:
+    """An Anthropic answer that ran its web search tool for ``query`` (an MCP server's, if named)."""
     block = {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": query}}
+    if server:
+        block = {**block, "type": "mcp_tool_use", "server_name": server}
     if not stream:
         body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "stop_reason": "end_turn"}
         return [json.dumps({**body, "content": [block, {"type": "text", "text": "Hello"}]}).encode()]
@@ -678,8 +695,17 @@ def test_anthropic_server_tool_calls_are_calls_streamed_or_whole(tmp_path: Path)
         "whole": (_MESSAGES_WHOLE, _server_search("weather", stream=False), _server_search("stocks", stream=False)),
         "streamed": (_MESSAGES, _server_search("weather", stream=True), _server_search("stocks", stream=True)),
     }
-    d, items = _all_differ(tmp_path, pairs)
-    assert d["counts"]["tool_calls_differ"] == 2 and all(item["tool_calls"]["a"] == ["web_search"] for item in items.values())
+    servers = {  # one query, one tool name, two MCP servers: two tools
+        f"mcp {name}": (api, f("q", stream=stream, server="prod"), f("q", stream=stream, server="test"))
+        for name, stream, api, f in (
+            ("whole", False, _MESSAGES_WHOLE, _server_search),
+            ("streamed", True, _MESSAGES, _server_search),
+        )
+    }
+    d, items = _all_differ(tmp_path, pairs | servers)
+    assert d["counts"]["tool_calls_differ"] == 4 and all(items[k]["tool_calls"]["a"] == ["web_search"] for k in pairs)
+    calls = items["mcp streamed"]["tool_calls"]
+    assert (calls["a"], calls["b"]) == (["prod/web_search"], ["test/web_search"]), calls
     _all_match(tmp_path, _twins(pairs))
 
 
