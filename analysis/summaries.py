@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -44,8 +45,13 @@ BATCH_ROWS = 5_000
 #: 2: repeated ids named apart, and said; 3: values of another type read as none (tool-call indexes,
 #: logprobs); 4: each logprob position with the token chosen; 5: whether a stream carried its end
 #: marker, and a refusal apart from the text; 6: the stop sequence that ended it, encrypted reasoning
-#: blocks and choices other than the first.
+#: blocks and choices other than the first; 7: an MCP tool named with its server, an error's message
+#: without its request id.
 SUMMARY_VERSION = 7
+
+#: A request id a server writes into its error's message (OpenAI's "Please include the request ID
+#: req_... in your message"): new on every request, so two equal errors would differ by it.
+_REQUEST_ID = re.compile(r"(?i)(\brequest[ _-]?id\b[\s:=#\"']*)[\w-]{6,}")
 
 EXCHANGE_SCHEMA = pa.schema(
     [
@@ -99,6 +105,10 @@ class Summary:
     last_user: str | None  # the request's last user message (only read when references are given)
 
 
+def _without_request_id(message: str | None) -> str | None:
+    return _REQUEST_ID.sub(r"\1<id>", message) if message else message
+
+
 def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
     """The exchange ``record`` reduced to its ``Summary``."""
     plain = read_plainest_chat_stream(record)  # most chat answers: no event dicts, no fold
@@ -113,7 +123,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         api=out.api,
         readable=out.readable,
         parse_error=out.error,
-        error_message=out.error_message,
+        error_message=_without_request_id(out.error_message),
         text=out.text,
         reasoning=out.reasoning,
         refusal=out.refusal,

@@ -40,6 +40,8 @@ def _tokens(*positions: tuple[str, dict[str, float]]) -> list[dict[str, Any]]:
     ]
 
 
+OOPS = "The server had an error while processing your request. (Please include the request ID"
+PLEASE = "in your message.)"
 P0 = {"The": math.log(0.7), "A": math.log(0.3)}
 SAME_START = ("The", P0)
 
@@ -52,6 +54,7 @@ PAIRS: dict[str, tuple[bytes, bytes, tuple[int, int]]] = {
     "reasoning": (_answer("42", reasoning="add them"), _answer("42", reasoning="multiply them"), (200, 200)),
     "moved": (_answer("", reasoning="42"), _answer("42"), (200, 200)),
     "errors": (_error("rate limited"), _error("internal error"), (500, 500)),
+    "errors quoting their requests": (_error(f"{OOPS} req_abc123 {PLEASE}"), _error(f"{OOPS} req_abc123"), (500, 500)),
     "cut short": (_answer("Hello"), _answer("Hello"), (200, 200)),  # B's stream reset after the same text
     "logprobs": (
         _answer("The cat", logprobs=_tokens(SAME_START, (" cat", {" cat": math.log(0.6), " dog": math.log(0.4)}))),
@@ -63,6 +66,8 @@ SAME: dict[str, tuple[bytes, bytes, tuple[int, int]]] = {
     "key order": (_answer(calls=[("f", '{"a": 1, "b": [2]}')]), _answer(calls=[("f", '{"b": [2], "a": 1}')]), (200, 200)),
     "empty arguments": (_answer(calls=[("f", "")]), _answer(calls=[("f", "{}")]), (200, 200)),
     "same error": (_error("rate limited"), _error("rate limited"), (429, 429)),
+    # OpenAI's: the same error, each with its own request id
+    "same error, other request ids": (_error(f"{OOPS} req_abc123 {PLEASE}"), _error(f"{OOPS} req_9f8e7d6c {PLEASE}"), (500, 500)),
     "same reasoning": (_answer("42", reasoning="add"), _answer("42", reasoning="add"), (200, 200)),
 }
 
