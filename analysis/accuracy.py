@@ -3,19 +3,24 @@
 A net score hides traffic both ways, and a handful of items hides chance: the paired items are
 reduced to the four flip counts of ``compare`` (right on both, wrong on both, right to wrong,
 wrong to right), which hold everything a paired comparison of two proportions needs: each side's
-rate, the difference with a bootstrap interval (items resampled as pairs), and McNemar's exact
-test on the items that flipped. A baseline (a second run of A's own configuration) gives the
-flips that happen with nothing changed: a difference that doesn't clear it is no finding.
+rate, the difference with Newcombe's score interval for paired proportions (a bootstrap of the
+flips collapses to a point where a kind of flip is empty: +100 to +100 on two items), and
+McNemar's exact test on the items that flipped. A baseline (a second run of A's own configuration)
+gives the difference that happens with nothing changed: a difference inside its interval is no
+finding. Items a side did not answer (an error, a failed request) are not wrong answers: they are
+left out and counted, so that availability doesn't pass for accuracy.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping
 from typing import Any
 
 FLIPS = ("right_both", "wrong_both", "right_to_wrong", "wrong_to_right")
+#: Flips counted by the exact test below this many; past it, the normal approximation.
+EXACT_UP_TO = 1000
+_Z95 = 1.959963984540054
 
 
 def accuracy(counts: Mapping[str, int], baseline: Mapping[str, int] | None = None) -> dict[str, Any] | None:
@@ -32,10 +37,12 @@ def accuracy(counts: Mapping[str, int], baseline: Mapping[str, int] | None = Non
         "a_rate": a_right / n,
         "b_rate": b_right / n,
         "difference_points": 100 * (b_right - a_right) / n,
-        "difference_ci95_points": difference_interval(n, rw, wr),
+        "difference_ci95_points": difference_interval(rb, wb, rw, wr),
         "right_to_wrong": rw,
         "wrong_to_right": wr,
         "mcnemar_p": mcnemar_exact(rw, wr),
+        "mcnemar_test": "exact" if rw + wr <= EXACT_UP_TO else "normal approximation",
+        "unanswered": int(counts.get("known_unanswered", 0)),
     }
     noise = accuracy(baseline) if baseline else None
     if noise is not None:
@@ -49,24 +56,33 @@ def accuracy(counts: Mapping[str, int], baseline: Mapping[str, int] | None = Non
     return out
 
 
-def difference_interval(n: int, rw: int, wr: int, *, rounds: int = 2000, seed: int = 0) -> tuple[float, float] | None:
-    """95% interval, in points, of B's rate minus A's, resampling the n items as pairs.
-
-    A resample of paired items is a multinomial draw over the flip categories; only the two kinds of
-    flip move the difference, so each round draws those two counts (two binomials) and nothing else.
-    """
+def difference_interval(rb: int, wb: int, rw: int, wr: int) -> tuple[float, float] | None:
+    """95% interval, in points, of B's rate minus A's on the same items: Newcombe's score interval for
+    paired proportions (his method 10, 1998), from each side's Wilson interval and the correlation of
+    the pairs (recommended by Fagerland, Lydersen and Laake 2013). Unlike a bootstrap of the flips, it
+    doesn't collapse where a kind of flip is empty (six items all flipping one way: +44.8 to +100, not
+    +100 to +100); like any approximate interval, on a handful of items it can exclude 0 where the
+    exact test can't tell the difference from chance, which the verdict then says."""
+    n = rb + wb + rw + wr
     if n < 2:
         return None
-    rng = random.Random(seed)
-    p_wr = wr / n
-    p_rw_rest = rw / (n - wr) if n > wr else 0.0
-    diffs = []
-    for _ in range(rounds):
-        k_wr = rng.binomialvariate(n, p_wr)
-        k_rw = rng.binomialvariate(n - k_wr, p_rw_rest)
-        diffs.append(100 * (k_wr - k_rw) / n)
-    diffs.sort()
-    return diffs[int(0.025 * rounds)], diffs[min(rounds - 1, int(0.975 * rounds))]
+    pa, pb = (rb + rw) / n, (rb + wr) / n
+    la, ua = _wilson(rb + rw, n)
+    lb, ub = _wilson(rb + wr, n)
+    spread = (rb + rw) * (wb + wr) * (rb + wr) * (wb + rw)
+    phi = (rb * wb - rw * wr) / math.sqrt(spread) if spread else 0.0
+    d = pb - pa
+    low = d - math.sqrt(max(0.0, (pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2))
+    high = d + math.sqrt(max(0.0, (ub - pb) ** 2 - 2 * phi * (ub - pb) * (pa - la) + (pa - la) ** 2))
+    return 100 * max(-1.0, low), 100 * min(1.0, high)
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """Wilson's 95% score interval of the proportion k of n."""
+    p, z2 = k / n, _Z95 * _Z95
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = _Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def mcnemar_exact(rw: int, wr: int) -> float:
@@ -79,7 +95,7 @@ def mcnemar_exact(rw: int, wr: int) -> float:
     m, k = rw + wr, min(rw, wr)
     if m == 0:
         return 1.0
-    if m > 1000:
+    if m > EXACT_UP_TO:
         z = (abs(rw - wr) - 1) / math.sqrt(m)
         return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
     tail = sum(math.comb(m, i) for i in range(k + 1))
@@ -93,14 +109,23 @@ def _verdict(acc: dict[str, Any]) -> str:
         f"B right on {acc['b_right']} of {n} ({acc['b_rate']:.0%}), A on {acc['a_right']} ({acc['a_rate']:.0%}): "
         f"{acc['difference_points']:+.1f} points"
         + (f" (95% CI {ci[0]:+.1f} to {ci[1]:+.1f})" if ci else "")
-        + f"; {acc['wrong_to_right']} wrong->right, {acc['right_to_wrong']} right->wrong (exact McNemar p = {acc['mcnemar_p']:.3g})"
+        + f"; {acc['wrong_to_right']} wrong->right, {acc['right_to_wrong']} right->wrong "
+        + f"({acc['mcnemar_test']} McNemar p = {acc['mcnemar_p']:.3g})"
     )
+    if acc["unanswered"]:
+        text += f"; {acc['unanswered']} left out, not answered on a side (an error or a failed request)"
+    chance = acc["mcnemar_p"] >= 0.05
     noise = acc.get("noise_floor")
     if noise is not None:
-        flips = acc["wrong_to_right"] + acc["right_to_wrong"]
-        text += f"; A against its own second run flipped {noise['flips']} of {noise['items']}"
-        if flips <= noise["flips"]:
-            text += ": no more flips than the noise floor, no finding"
-    if acc["mcnemar_p"] >= 0.05:
+        low, high = noise["difference_ci95_points"] or (noise["difference_points"], noise["difference_points"])
+        text += (
+            f"; A against its own second run flipped {noise['flips']} of {noise['items']}, "
+            f"{noise['difference_points']:+.1f} points ({low:+.1f} to {high:+.1f})"
+        )
+        if not chance and low <= acc["difference_points"] <= high:
+            text += ": B's difference is within that noise floor, no finding"
+    if chance:
         text += "; not distinguishable from chance at this size"
+        if ci and (ci[0] > 0 or ci[1] < 0):
+            text += " (the interval, approximate, is too narrow on so few flips)"
     return text

@@ -423,14 +423,34 @@ def _count_answers(
     extract: Callable[[str], str | None],
     references: Mapping[str, str] | None,
 ) -> None:
-    """Different words can carry the same answer: extracted answers, and flips against a known one."""
+    """Different words can carry the same answer: extracted answers, and flips against a known one.
+
+    The known answer is read by the same extraction ("3.50" is the number 3.5). A turn on which both
+    sides only called tools is a step towards the answer, not one; a side that answered nothing (an
+    error, a failed request) gave no wrong answer: such items are counted apart (``known_unanswered``).
+    """
     ans_a, ans_b = extract(sa.text), extract(sb.text)
     item["answer"] = [ans_a, ans_b]
     counts["answer_changed" if ans_a != ans_b else "answer_unchanged"] += 1
     reference = (references or {}).get(sa.last_user or "")
-    if reference is not None:
-        item["reference"] = reference
-        counts[_FLIPS[(ans_a == reference, ans_b == reference)]] += 1
+    if reference is None or (_only_calls(sa) and _only_calls(sb)):
+        return
+    item["reference"] = reference
+    if not (_answered(sa) and _answered(sb)):
+        counts["known_unanswered"] += 1
+        return
+    known = extract(reference) or reference
+    counts[_FLIPS[(ans_a == known, ans_b == known)]] += 1
+
+
+def _only_calls(s: Summary) -> bool:
+    return bool(s.tool_calls) and not s.text.strip()
+
+
+def _answered(s: Summary) -> bool:
+    """Whether the engine gave an answer at all: a body read, no error, a success status, not cut short."""
+    ok_status = isinstance(s.status, int) and 200 <= s.status < 300
+    return s.readable and s.error_message is None and ok_status and s.end in (None, "complete")
 
 
 def _logprob_kl(sa: Summary, sb: Summary, at: int | None, unit: str) -> dict[str, Any] | None:

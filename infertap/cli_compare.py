@@ -136,6 +136,10 @@ def print_comparison(r: dict[str, Any]) -> None:
     _say(console, "\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
     console.print(_speed_table(r["speed"]))
     _say(console, "times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
+    from infertap.analysis.ratios import MIN_INTERVAL_PAIRS
+
+    if any(row["a"]["n"] < MIN_INTERVAL_PAIRS for row in r["speed"]):
+        _say(console, f"no interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%")
     if r["speed"] and r["speed"][0].get("same_workload") is False:
         _say(console, "B/A compares different workloads (see traffic above): not a like-for-like speed ratio", "yellow")
     _print_energy(console, r["energy"])

@@ -267,7 +267,7 @@ def known_answers_lines(rows: list[dict[str, Any]]) -> list[str]:
     width = max((len(row["run"]) for row in rows), default=0)
     for row in rows:
         if row["right"] is None:
-            lines.append(f"  {row['run']:<{width}}  {row['flips']:>3} of {row['of']} answers flipped")
+            lines.append(f"  {row['run']:<{width}}  {row['flips']:>3} of {row['of']} answers flipped between right and wrong")
             continue
         text = f"  {row['run']:<{width}}  {row['right']:>3} of {row['of']} right"
         if (acc := row.get("against_a")) is not None:
@@ -284,8 +284,8 @@ def known_answers_lines(rows: list[dict[str, Any]]) -> list[str]:
         flips = pinned["wrong_to_right"] + pinned["right_to_wrong"]
         chance = "beyond" if pinned["mcnemar_p"] < 0.05 else "within"
         lines.append(
-            f"  the default nobody set changes {flips} of {pinned['items']} known answers, where a second unchanged run of A "
-            f"changes {noise}; the net {pinned['difference_points']:+.1f} points is {chance} chance at this size "
+            f"  the default nobody set turns {flips} of {pinned['items']} known answers from right to wrong or back, where a "
+            f"second unchanged run of A turns {noise}; the net {pinned['difference_points']:+.1f} points is {chance} chance at this size "
             f"(McNemar p {pinned['mcnemar_p']:.2g})"
         )
     return lines

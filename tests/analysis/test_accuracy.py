@@ -34,14 +34,19 @@ def test_mcnemar_exact_is_the_binomial_test_on_the_flips():
     assert mcnemar_exact(470, 531) == pytest.approx(by_definition(470, 531), rel=0.05)
 
 
-def test_the_interval_is_paired_and_tightens_with_more_items():
-    assert difference_interval(40, 0, 0) == (0.0, 0.0)  # nothing flipped: no resample can move the difference
-    lo, hi = difference_interval(40, 1, 7)
+def test_the_interval_is_newcombes_paired_score_interval():
+    # Six items, all wrong on A and right on B: +44.8 to +100 (a bootstrap of the flips gave +100 to +100).
+    low, high = difference_interval(0, 0, 0, 6)
+    assert low == pytest.approx(44.80, abs=0.01) and high == 100
+    nothing = difference_interval(0, 40, 0, 0)  # nothing flipped: still uncertain, and symmetric
+    assert nothing[0] < 0 < nothing[1] and nothing[0] == pytest.approx(-nothing[1])
+    lo, hi = difference_interval(5, 27, 1, 7)
     assert lo < 100 * (7 - 1) / 40 < hi
-    wide, narrow = difference_interval(40, 1, 7), difference_interval(4000, 100, 700)
+    wide, narrow = difference_interval(5, 27, 1, 7), difference_interval(500, 2700, 100, 700)
     assert (narrow[1] - narrow[0]) < (wide[1] - wide[0]) / 5
     assert narrow[0] > 0  # a large lopsided sample excludes "no difference"
-    assert difference_interval(1, 0, 1) is None
+    assert difference_interval(0, 0, 0, 1) is None
+    assert difference_interval(4, 0, 1, 0) == pytest.approx(tuple(-x for x in reversed(difference_interval(4, 0, 0, 1))))
 
 
 def test_accuracy_must_differ_when_answers_moved_and_match_when_they_did_not():
@@ -57,12 +62,28 @@ def test_accuracy_must_differ_when_answers_moved_and_match_when_they_did_not():
 
 
 def test_the_noise_floor_decides_whether_a_difference_is_a_finding():
-    noisy = accuracy(_counts(5, 27, 1, 7), baseline=_counts(3, 27, 5, 5))
-    assert noisy is not None and noisy["noise_floor"]["flips"] == 10
-    assert "no more flips than the noise floor, no finding" in noisy["verdict"]
+    """B's difference is judged against A's own second run's: its interval, not its count of flips."""
+    # B fixed 20 of A's wrong answers and broke none; A's rerun flipped 12 each way: a finding
+    # (the count of flips, 20 against 24, called it none).
+    fixed = accuracy(_counts(180, 0, 0, 20), baseline=_counts(176, 0, 12, 12))
+    assert fixed is not None and fixed["noise_floor"]["flips"] == 24
+    assert "no finding" not in fixed["verdict"] and "flipped 24 of 200, +0.0 points" in fixed["verdict"]
+    # The rerun itself moved as far as B did: within the noise floor.
+    drifted = accuracy(_counts(150, 20, 5, 25), baseline=_counts(150, 20, 6, 24))
+    assert drifted is not None and drifted["mcnemar_p"] < 0.001
+    assert "within that noise floor, no finding" in drifted["verdict"]
     quiet = accuracy(_counts(5, 27, 1, 7), baseline=_counts(6, 34, 0, 0))
     assert quiet is not None and quiet["noise_floor"]["flips"] == 0
     assert "no finding" not in quiet["verdict"] and "flipped 0 of 40" in quiet["verdict"]
+
+
+def test_the_verdict_names_the_test_and_says_when_the_interval_disagrees_with_it():
+    few = accuracy(_counts(5, 27, 1, 7))  # p = 0.07, while the approximate interval excludes 0
+    assert few is not None and few["mcnemar_test"] == "exact" and "exact McNemar p = 0.0703" in few["verdict"]
+    assert "too narrow on so few flips" in few["verdict"]
+    assert "too narrow" not in accuracy(_counts(0, 36, 0, 4))["verdict"]  # its interval holds 0
+    many = accuracy(_counts(0, 0, 470, 531))
+    assert many is not None and "normal approximation McNemar p" in many["verdict"]
 
 
 def _chat(question: str) -> dict:
@@ -127,3 +148,32 @@ def test_bad_references_end_in_a_clear_error(tmp_path, content, args, message):
         out = CliRunner().invoke(cli, [*command, "--reference", str(refs), *args])
         assert out.exit_code == 2 if "needs" in message else out.exit_code == 1, out.output
         assert message in out.output and "Traceback" not in out.output
+
+
+def _call(name: str) -> list[bytes]:
+    call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return [json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}).encode()]
+
+
+def test_known_answers_are_read_by_the_extraction_and_only_answers_are_scored(tmp_path):
+    """A reference written "3.50" against an extracted 3.5 scored wrong; the tool call before an
+    answer scored as a second, wrong item; a failed request scored as a wrong answer."""
+    refs = {"What is 7 / 2?": "3.50", "What is 2 + 2?": "4", "What is 3 + 3?": "6"}
+    asked = [{"role": "user", "content": "What is 2 + 2?"}]
+    answered = [*asked, {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "4"}]  # fmt: skip
+    common = [
+        {"body": _chat("What is 7 / 2?"), "chunks": _reply("7 / 2 = 3.5")},
+        {"body": {"model": "m", "messages": asked}, "chunks": _call("add")},
+        {"body": {"model": "m", "messages": answered}, "chunks": _reply("2 + 2 = 4")},
+    ]
+    write_capture(tmp_path / "a", [*common, {"body": _chat("What is 3 + 3?"), "chunks": _reply("3 + 3 = 6")}])
+    failed = {"body": _chat("What is 3 + 3?"), "chunks": [json.dumps({"error": {"message": "overloaded"}}).encode()], "status": 503}  # fmt: skip
+    write_capture(tmp_path / "b", [*common, failed])
+    acc = compare(tmp_path / "a", tmp_path / "b", extract="number", references=refs)["accuracy"]
+    assert (acc["items"], acc["a_right"], acc["b_right"], acc["unanswered"]) == (2, 2, 2, 1), acc
+    assert acc["right_to_wrong"] == 0 and "1 left out, not answered on a side" in acc["verdict"]
+    choice = {"What is 7 / 2?": "b", "What is 2 + 2?": "x"}  # a letter, read as the choice extraction reads it
+    write_capture(tmp_path / "c", [{"body": _chat("What is 7 / 2?"), "chunks": _reply("The answer is (B).")}])
+    acc = compare(tmp_path / "c", tmp_path / "c", extract="choice", references=choice)["accuracy"]
+    assert (acc["items"], acc["a_right"]) == (1, 1)
