@@ -26,6 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from infertap.apis.read import UNKNOWN
+
 from .configdiff import prompt_diff
 from .divergence import (
     PART,
@@ -130,7 +132,9 @@ def divergence(
     writer = con.cursor()
     n = 0
     for chunk in _in_order(con, folder, a, b, pairs, batch):
-        ords, exacts, ats = [], [], []
+        ords: list[int] = []
+        exacts: list[bool | None] = []
+        ats: list[int | None] = []
         columns = [chunk.column(i).to_pylist() for i in range(5)]
         for ord_, blob_a, blob_b, blob_ea, blob_eb in zip(*columns, strict=True):
             sa, sb = load_summary(blob_a), load_summary(blob_b)
@@ -139,6 +143,17 @@ def divergence(
                 d = prompt_diff(ea, eb)
                 if d is not None:
                     prompts[d.get("why", "equal") if d.get("equal") is not True else "equal"] += 1
+            if sa.api == sb.api == UNKNOWN.name:
+                # A request no API's adapter reads (a model list, /tokenize, embeddings): no answer to
+                # compare; counted, and listed by path, but neither a match nor a divergence.
+                read = readability.setdefault(_path_of(sa), Counter())
+                read["pairs"] += 1
+                read["not_compared"] += 1
+                counts["not_compared"] += 1
+                ords.append(ord_)
+                exacts.append(None)
+                ats.append(None)
+                continue
             item = _pair_divergence(sa, sb, ea, eb, counts, readability, extract, references)
             n += 1
             similarity_sum.add(item["similarity"])
@@ -169,7 +184,8 @@ def divergence(
         "counts": dict(counts),
         # Per method and path: how many pairs had a body on each side that its API adapter could read.
         "readable": {
-            path: {k: c[k] for k in ("pairs", "read_both", "unreadable_a", "unreadable_b")} for path, c in readability.items()
+            path: {k: c[k] for k in ("pairs", "read_both", "unreadable_a", "unreadable_b", "not_compared")}
+            for path, c in readability.items()
         },
     }
     if kl_sum.n:
@@ -342,9 +358,13 @@ def _stops_differ(a: str | None, b: str | None) -> bool:
     return a is not None and b is not None and a != b
 
 
+def _path_of(s: Summary) -> str:
+    return f"{s.method} {s.path.split('?')[0]}"
+
+
 def _count_readable(readability: dict[str, Counter[str]], sa: Summary, sb: Summary) -> None:
     """Per method and path, so that a body no adapter reads shows where it came from."""
-    read = readability.setdefault(f"{sa.method} {sa.path.split('?')[0]}", Counter())
+    read = readability.setdefault(_path_of(sa), Counter())
     read["pairs"] += 1
     read["read_both"] += sa.readable and sb.readable
     read["unreadable_a"] += not sa.readable

@@ -318,7 +318,9 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
     _say(console, "\n3. Divergence", "bold")
     console.print(_divergence_table(d, base))
     for path, read in d.get("readable", {}).items():
-        if read["read_both"] < read["pairs"]:
+        if read.get("not_compared"):
+            _say(console, f"{path}: {read['not_compared']} pairs not compared (no API's answer: a model list, tokens, embeddings)")
+        if read["read_both"] + read.get("not_compared", 0) < read["pairs"]:
             _say(
                 console,
                 f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} unreadable in A, "

@@ -938,3 +938,26 @@ def test_several_prompts_answered_at_once_are_each_an_answer(tmp_path: Path) -> 
         "whole": (_LLAMACPP_WHOLE, _prompts("yes", "no", stream=False), _prompts("yes", "no", stream=False)),
     }
     _all_match(tmp_path, same)
+
+
+def test_requests_no_api_reads_are_neither_matches_nor_divergences(tmp_path: Path) -> None:
+    """A run compared with itself scored 40%: its model list, /tokenize and embeddings pairs were
+    'unreadable', never a match, and headed the most divergent."""
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    others = [
+        {"method": "GET", "path": "/v1/models", "body": b"", "chunks": [b'{"object": "list", "data": [{"id": "m"}]}']},
+        {"path": "/tokenize", "body": {"content": "hi"}, "chunks": [b'{"tokens": [1, 2]}']},
+        {"path": "/v1/embeddings", "body": {"model": "m", "input": "hi"}, "chunks": [b'{"data": [{"embedding": [0.1]}]}']},
+    ]
+    write_capture(tmp_path / "a", [{}, *others, {}])
+    d = compare(tmp_path / "a", tmp_path / "a", top=5)["divergence"]
+    assert (d["exact_match_rate"], d["pairs"], d["counts"]["not_compared"], d["most_divergent"]) == (1, 2, 3, [])
+    assert d["readable"]["GET /v1/models"] == {"pairs": 1, "read_both": 0, "unreadable_a": 0, "unreadable_b": 0, "not_compared": 1}
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "a")], catch_exceptions=False).output
+    assert "100.0%" in out and "POST /tokenize: 1 pairs not compared" in out and "unreadable in A" not in out
+    # A chat answer no adapter can read is still never a match.
+    write_capture(tmp_path / "b", [{"chunks": [b"<html>502</html>"]}])
+    assert compare(tmp_path / "b", tmp_path / "b")["divergence"]["counts"]["unreadable"] == 1
