@@ -319,7 +319,9 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
     console.print(_divergence_table(d, base))
     for path, read in d.get("readable", {}).items():
         if read.get("not_compared"):
-            _say(console, f"{path}: {read['not_compared']} pairs not compared (no API's answer: a model list, tokens, embeddings)")
+            _say(
+                console, f"{path}: {read['not_compared']} pairs not compared (no API's answer: a model list, tokens, embeddings)"
+            )
         if read["read_both"] + read.get("not_compared", 0) < read["pairs"]:
             _say(
                 console,

@@ -955,7 +955,13 @@ def test_requests_no_api_reads_are_neither_matches_nor_divergences(tmp_path: Pat
     write_capture(tmp_path / "a", [{}, *others, {}])
     d = compare(tmp_path / "a", tmp_path / "a", top=5)["divergence"]
     assert (d["exact_match_rate"], d["pairs"], d["counts"]["not_compared"], d["most_divergent"]) == (1, 2, 3, [])
-    assert d["readable"]["GET /v1/models"] == {"pairs": 1, "read_both": 0, "unreadable_a": 0, "unreadable_b": 0, "not_compared": 1}
+    assert d["readable"]["GET /v1/models"] == {
+        "pairs": 1,
+        "read_both": 0,
+        "unreadable_a": 0,
+        "unreadable_b": 0,
+        "not_compared": 1,
+    }
     out = CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "a")], catch_exceptions=False).output
     assert "100.0%" in out and "POST /tokenize: 1 pairs not compared" in out and "unreadable in A" not in out
     # A chat answer no adapter can read is still never a match.
