@@ -28,6 +28,7 @@ from infertap.apis import (
     read_response,
     sessions_of,
     stream_done,
+    think_times,
     turns_of,
 )
 from infertap.apis.chat_request import ChatRequests
@@ -35,6 +36,7 @@ from infertap.apis.chat_stream import ChatStream, read_chat_stream
 from infertap.capture.identity import request_digest
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
+from infertap.capture.records import named_session
 
 from .prefix import PrefixIndex
 from .schema import ENGINE_FACTS, TABLES
@@ -50,8 +52,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: chat's custom tool calls are tool calls, and link turns; chat content as parts (Mistral's) read,
 #: an audio answer's transcript is its events' text; exchanges.usage_hidden_reasoning_tokens, choices;
 #: a Responses stream that sent no delta read from its final event; llama.cpp's answers to several
-#: prompts apart.
-DECODE_VERSION = 14
+#: prompts apart; 14: an MCP tool named with its server; 15: a turn continues only what had ended
+#: when it was sent, a session is a whole tree of turns, think time from the last end in the session.
+DECODE_VERSION = 15
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -312,6 +315,7 @@ class Decoder:
         self.exchange_number += 1
         if self.part is not None and (number // self.part[2]) % self.part[1] != self.part[0]:
             return
+        rec["session"] = named_session(rec.get("session"))  # recorded blank by earlier versions
         if self.repeated:
             name_apart(rec, self.repeated, self.seen)
         xid = rec.get("id")
@@ -638,17 +642,18 @@ class Decoder:
         g = self.generations
         order = g.order()
         links = [g.links[i] for i in order]
-        found = link(links)
+        sent, ended = [g.sent[i] for i in order], [g.end[i] for i in order]
+        found = link(links, sent, ended)
         parents = [None if f is None else f[0] for f in found]
         ids = [g.ids[i] for i in order]
         sessions = sessions_of(parents, [x.session for x in links], ids)
+        thinks = think_times(parents, sessions, sent, ended)
         add = self.sinks["turns"].add
-        for i, xid, f, session, turn in zip(order, ids, found, sessions, turns_of(parents), strict=True):
+        for xid, f, session, turn, think in zip(ids, found, sessions, turns_of(parents), thinks, strict=True):
             if f is None:
                 add((self.capture, xid, session, turn, None, None, None))
             else:
-                parent = order[f[0]]
-                add((self.capture, xid, session, turn, g.ids[parent], f[1], max(0, g.sent[i] - g.end[parent])))
+                add((self.capture, xid, session, turn, ids[f[0]], f[1], think))
         self.generations = Generations()
 
 

@@ -41,14 +41,15 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE {table}_p AS
-        SELECT ma.session, p.ord, ma.turn, e.exact, mb.session AS b_session, mb.sent_wall_ns, mb.end_wall_ns
+        SELECT ma.session, p.ord, ma.turn, e.exact, mb.session AS b_session, mb.sent_wall_ns, mb.end_wall_ns, mb.ok
         FROM {pairs} p JOIN {a} ma ON ma.exchange_id = p.a_id JOIN {b} mb ON mb.exchange_id = p.b_id
         JOIN {exact} e ON e.ord = p.ord
         WHERE ma.generation AND ma.session IS NOT NULL"""
     )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE {table}_b AS
-        SELECT session, count(*) AS paired, min(sent_wall_ns) AS b_first, max(end_wall_ns) AS b_last,
+        SELECT session, count(*) AS paired, count(*) FILTER (WHERE ok) AS answered,
+               min(sent_wall_ns) AS b_first, max(end_wall_ns) AS b_last,
                min(coalesce(turn, 0)) FILTER (WHERE NOT exact) AS first_difference,
                arg_min(b_session, ord) FILTER (WHERE b_session <> '') AS b_session
         FROM {table}_p GROUP BY session"""
@@ -59,7 +60,7 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
         SELECT sa.first_ord AS i, sa.session, sa.turns, coalesce(sb.paired, 0) AS paired,
                sb.first_difference, sb.b_session, sa.a_first, sa.a_last, sb.b_first, sb.b_last,
                (sa.a_first IS NOT NULL AND sa.a_last IS NOT NULL AND sb.b_first IS NOT NULL AND sb.b_last IS NOT NULL
-                AND coalesce(sb.paired, 0) >= sa.turns) AS compared
+                AND coalesce(sb.answered, 0) >= sa.turns) AS compared
         FROM {table}_a sa LEFT JOIN {table}_b sb USING (session)"""
     )
     for step in "apb":
@@ -100,7 +101,7 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     return {
         "sessions": sessions,
         "compared": len(va),
-        "partial": sessions - len(va),  # a request unpaired or unfinished: left out of the ratio
+        "partial": sessions - len(va),  # a request unpaired, unfinished or failed on B: left out of the ratio
         "multi_turn": multi,
         "makespan_s": {"a": da, "b": db},
         "ratio_p50": db["p50"] / da["p50"] if da["p50"] and db["p50"] is not None else None,

@@ -29,12 +29,13 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from infertap.apis import Links, api_for, json_body, link, sessions_of, turns_of
+from infertap.apis import Links, api_for, json_body, link, sessions_of, think_times, turns_of
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
 from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader
+from infertap.capture.records import named_session
 from infertap.errors import ConfigError, InfertapError
 
 from .bodies import BodyStore
@@ -164,18 +165,32 @@ class Filters:
         return not (self.before_s is not None and item.offset_ns > self.before_s * 1e9)
 
 
-def _turns_and_think(items: list[Item], parents: list[int | None]) -> None:
-    """Parents, turns, sessions and the think time before each turn: from the recorded end of the
-    turn it continues to its own recorded send (never below zero), as the analysis's ``think_ns``."""
-    for item, parent in zip(items, parents, strict=True):
-        item.parent = parent
-    ids = [item.source_id for item in items]
-    explicit = [item.session for item in items]
-    for item, turn, session in zip(items, turns_of(parents), sessions_of(parents, explicit, ids), strict=True):
-        item.turn, item.session = turn, session
-        if item.parent is not None:
-            parent_item = items[item.parent]
-            item.think_ns = max(0, item.offset_ns + item.handoff_ns - (parent_item.offset_ns + parent_item.duration_ns))
+def _link(items: list[Item], links: list[Links]) -> None:
+    """Parents, turns, sessions and the think time before each turn, as the analysis's ``turns``
+    table has them (``infertap.apis.linking``), on the recorded sends and ends."""
+    sent = [item.offset_ns + item.handoff_ns for item in items]
+    ended = [item.offset_ns + item.duration_ns for item in items]
+    parents = [None if found is None else found[0] for found in link(links, sent, ended)]
+    seen: dict[str, int] = {}  # a repeated id's later exchanges start sessions of their own, as the analysis names them apart
+    names = []
+    for item in items:
+        k = seen[item.source_id] = seen.get(item.source_id, 0) + 1
+        names.append(item.source_id if k == 1 else f"{item.source_id}~{k}")
+    sessions = sessions_of(parents, [item.session for item in items], names)
+    for item, parent, turn, session in zip(items, parents, turns_of(parents), sessions, strict=True):
+        item.parent, item.turn, item.session = parent, turn, session
+    # Think times among generation requests only, as the analysis has them: a GET is no turn.
+    turns = [i for i, item in enumerate(items) if item.generation]
+    place = {i: k for k, i in enumerate(turns)}
+    thinks = think_times(
+        [None if (parent := parents[i]) is None else place[parent] for i in turns],
+        [sessions[i] for i in turns],
+        [sent[i] for i in turns],
+        [ended[i] for i in turns],
+    )
+    for i, think in zip(turns, thinks, strict=True):
+        if think is not None:
+            items[i].think_ns = think
 
 
 def load(
@@ -225,7 +240,7 @@ def load_workload(
     items, links = scan.select(filters, limit)
     if not items:
         raise WorkloadError(f"{path}: no exchange is left to replay after the filters")
-    _turns_and_think(items, [None if found is None else found[0] for found in link(links)])
+    _link(items, links)
     del links
     if sample is not None:
         items = sample.apply(items)
@@ -308,6 +323,7 @@ class _Scan:
 
     def _exchange(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
         self.exchanges += 1
+        r["session"] = named_session(r.get("session"))  # recorded blank by earlier versions
         started = self._anchor + r["start_ns"]
         self.first = started if self.first is None or started < self.first else self.first
         raw = r.get("request_body")

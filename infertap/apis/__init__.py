@@ -8,7 +8,8 @@ answer. Imports nothing of the rest of infertap: the capture's bytes are all it 
 """
 
 from .body import decoded_chunks, ended_by_marker, header
-from .conversation import Link, Links, link, links_of, sessions_of, turns_of
+from .conversation import Link, Links, links_of
+from .linking import link, sessions_of, think_times, turns_of
 from .read import APIS, api_for, is_generation, json_body, read_request, read_response, stream_done
 from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
 from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments
@@ -20,6 +21,7 @@ __all__ = [
     "link",
     "links_of",
     "sessions_of",
+    "think_times",
     "turns_of",
     "APIS",
     "FINISH_REASONS",

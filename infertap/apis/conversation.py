@@ -1,13 +1,11 @@
-"""Which earlier exchange a request continues: the links that make requests into sessions of turns.
+"""What linking needs of each exchange: the links that make requests into sessions of turns.
 
-Replay keeps the order and the agent's pacing these links give; analysis puts sessions and turns in
-its tables. A request continues, in this order of evidence, the exchange recorded as its parent (a
-replay knows which of its own exchanges a turn continued), the previous request of its explicit
-session (an ``x-session-id`` header), the exchange whose response it names (the Responses API's
-``previous_response_id``), else the latest exchange whose conversation plus reply its own
-conversation starts with (chat messages, Responses input items, Anthropic messages with their
-system prompt, as the adapters read them). Each exchange is reduced to a few digests as it is read,
-so linking a million exchanges is a hash lookup each, never a comparison with every earlier one.
+A request may continue the exchange recorded as its parent, the request of its explicit session,
+the exchange whose response it names (the Responses API's ``previous_response_id``), or the one
+whose conversation plus reply its own conversation starts with (chat messages, Responses input
+items, Anthropic messages with their system prompt, as the adapters read them). Each exchange is
+reduced to a few digests as it is read (``Links``), so that linking a million exchanges
+(``linking.link``) is a hash lookup each, never a comparison with every earlier one.
 
 ``links_of`` takes a request and response already read (analysis reads both whole anyway);
 ``read_links`` reads only what linking needs, for replay: of a streamed chat completion, just the
@@ -302,52 +300,4 @@ def _chat_answer(record: Mapping[str, Any]) -> tuple[Turn | None, str | None] | 
     return Turn("assistant", "".join(text), calls_), response_id
 
 
-def link(links: Sequence[Links]) -> list[tuple[int, Link] | None]:
-    """Each exchange's parent (an index into ``links``, in original order) and how it was found."""
-    by_id: dict[str, int] = {}
-    last_in_session: dict[str, int] = {}
-    by_response: dict[str, int] = {}
-    continuations: dict[bytes, int] = {}  # digest of (turns + reply) -> the exchange that made it
-    out: list[tuple[int, Link] | None] = []
-    for i, x in enumerate(links):
-        found: tuple[int, Link] | None = None
-        if x.parent_id is not None and x.parent_id in by_id:
-            found = (by_id[x.parent_id], "recorded")
-        if x.session is not None:
-            if found is None and x.session in last_in_session:
-                found = (last_in_session[x.session], "session")
-            last_in_session[x.session] = i
-        if found is None and x.previous_response_id is not None and x.previous_response_id in by_response:
-            found = (by_response[x.previous_response_id], "previous_response_id")
-        if found is None:
-            for digest in x.candidates:
-                if (parent := continuations.get(digest)) is not None:
-                    found = (parent, "conversation")
-                    break
-        if x.id is not None:
-            by_id.setdefault(x.id, i)  # a repeated id names the first (the analysis names the later ones apart)
-        if x.response_id is not None:
-            by_response[x.response_id] = i
-        if x.continuation is not None:
-            continuations[x.continuation] = i
-        out.append(found)
-    return out
-
-
-def turns_of(parents: Sequence[int | None]) -> list[int]:
-    """Each exchange's place in its session (0: the first), parents always before their turns."""
-    turns: list[int] = []
-    for parent in parents:
-        turns.append(0 if parent is None else turns[parent] + 1)
-    return turns
-
-
-def sessions_of(parents: Sequence[int | None], explicit: Sequence[str | None], ids: Sequence[str]) -> list[str]:
-    """Each exchange's session: its explicit one, else its parent's, else its own id (a session's first turn)."""
-    sessions: list[str] = []
-    for parent, given, own in zip(parents, explicit, ids, strict=True):
-        sessions.append(given if given is not None else sessions[parent] if parent is not None else own)
-    return sessions
-
-
-__all__ = ["ChatPrefixes", "Link", "Links", "Prefixes", "link", "links_of", "read_links", "sessions_of", "turns_of"]
+__all__ = ["ChatPrefixes", "Link", "Links", "Prefixes", "links_of", "read_links"]

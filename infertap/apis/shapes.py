@@ -235,7 +235,9 @@ def as_text(value: Any) -> str:
 
 def canonical_arguments(value: Any) -> str:
     """Tool-call arguments as canonical JSON, whether sent as a JSON string or an object, so that
-    ``'{"a": 1}'`` streamed in pieces and ``{"a": 1}`` sent whole are the same call."""
+    ``'{"a": 1}'`` streamed in pieces and ``{"a": 1}`` sent whole are the same call; no arguments
+    at all are the empty object (Anthropic streams a call of none as ``""`` and the client sends it
+    back as ``{}``; Ollama the other way round)."""
     if isinstance(value, str):
         # An agent's conversation restates each earlier call's arguments in every later request:
         # the same strings come back again and again (the cache holds short ones only).
@@ -245,7 +247,7 @@ def canonical_arguments(value: Any) -> str:
 
 def _canonical_text(value: str) -> str:
     try:
-        return canonical_arguments(loads(value)) if value else ""
+        return canonical_arguments(loads(value)) if value.strip() else "{}"
     except ValueError:
         return value  # not JSON: compared as the text it is
 

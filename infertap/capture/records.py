@@ -159,8 +159,14 @@ def session_of(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     session = None
     for name, value in headers:
         if name.lower() in SESSION_HEADERS:
-            session = value.decode("latin-1")
+            session = named_session(value.decode("latin-1"))
     return session
+
+
+def named_session(value: object) -> str | None:
+    """A session as recorded, or None where it names none: a header sent empty (or blank) would put
+    every request that sends it, however unrelated, in one session."""
+    return value if isinstance(value, str) and value.strip() else None
 
 
 def new_exchange(

@@ -99,7 +99,8 @@ def agent_capture(
 def reference_parents(path: Path) -> list[int | None]:
     """Parents as analysis finds them: every request and response read whole, linked in start order."""
     exchanges = sorted(CaptureReader(path).exchanges(), key=lambda r: (r["start_ns"], r["seq"]))
-    found = link([links_of(r, read_request(r), read_response(r)) for r in exchanges])
+    links = [links_of(r, read_request(r), read_response(r)) for r in exchanges]
+    found = link(links, [r["sent_ns"] for r in exchanges], [r["sent_ns"] + r.get("end_ns", 0) for r in exchanges])
     return [None if f is None else f[0] for f in found]
 
 
@@ -313,7 +314,11 @@ def test_a_request_body_not_utf8_is_no_conversation_in_the_workload(tmp_path: Pa
     ]
     records = write_capture(tmp_path / "src", [{"id": f"x{i}", "body": b} for i, b in enumerate(bodies)])
     expected = [links_of(r, read_request(r), read_response(r)) for r in records]
-    parents = {records[i]["id"]: records[p[0]]["id"] for i, p in enumerate(link(expected)) if p is not None}
+    parents = {
+        records[i]["id"]: records[p[0]]["id"]
+        for i, p in enumerate(link(expected, [r["sent_ns"] for r in records], [r["sent_ns"] + r["end_ns"] for r in records]))
+        if p is not None
+    }
     assert parents == {"x3": "x0"}  # the one continuation that is JSON
     items, _ = load(tmp_path / "src")
     assert [i.source_id for i in items] == ["x0", "x1", "x2", "x3"]

@@ -1,0 +1,123 @@
+"""Requests made into sessions of turns: each one's parent, place, session and think time.
+
+A request continues, in this order of evidence, the exchange recorded as its parent (a replay knows
+which of its own exchanges a turn continued), the request of its explicit session (an
+``x-session-id`` header) that ended last before it was sent, the exchange whose response it names
+(the Responses API's ``previous_response_id``), else the latest exchange that had answered when it
+was sent and whose conversation plus reply its own conversation starts with (``Links`` holds those
+as digests). A turn can only continue an answer that existed when it was sent: a request still in
+flight is no parent (two turns an agent sends side by side continue the same earlier one, and an
+identical conversation of another agent, still being answered, is not this one's past).
+
+Replay keeps the order and the agent's pacing these links give; analysis puts sessions, turns and
+think times in its tables; both call these functions, so that they agree.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from .conversation import Link, Links
+
+
+class _Ended:
+    """The requests of one session in order of sending, told apart by whether they had ended by a time."""
+
+    __slots__ = ("latest", "pending")
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[int, int]] = []  # (end, index) of those not known to have ended
+        self.latest: tuple[int, int] | None = None  # (end, index) of the one that ended last
+
+    def latest_by(self, t: int) -> tuple[int, int] | None:
+        """The one that ended last at or before ``t`` (times asked in order of sending, never earlier)."""
+        while self.pending and self.pending[0][0] <= t:
+            done = heapq.heappop(self.pending)
+            if self.latest is None or done > self.latest:
+                self.latest = done
+        return self.latest
+
+    def add(self, index: int, end: int) -> None:
+        heapq.heappush(self.pending, (end, index))
+
+
+def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> list[tuple[int, Link] | None]:
+    """Each exchange's parent (an index into ``links``, in order of sending) and how it was found.
+    ``sent``, ``ended``: each exchange's send and end, on one clock."""
+    by_id: dict[str, int] = {}
+    sessions: dict[str, _Ended] = {}
+    by_response: dict[str, int] = {}
+    continuations: dict[bytes, list[int]] = {}  # digest of (turns + reply) -> the exchanges that made it
+    out: list[tuple[int, Link] | None] = []
+    for i, x in enumerate(links):
+        t = sent[i]
+        found: tuple[int, Link] | None = None
+        if x.parent_id is not None and x.parent_id in by_id:
+            found = (by_id[x.parent_id], "recorded")
+        if x.session is not None:
+            session = sessions.setdefault(x.session, _Ended())
+            latest = session.latest_by(t)
+            if found is None and latest is not None and latest[0] <= t:
+                found = (latest[1], "session")
+            session.add(i, ended[i])
+        if found is None and x.previous_response_id is not None and x.previous_response_id in by_response:
+            found = (by_response[x.previous_response_id], "previous_response_id")
+        if found is None:
+            for digest in x.candidates:
+                parent = next((j for j in reversed(continuations.get(digest, ())) if ended[j] <= t), None)
+                if parent is not None:
+                    found = (parent, "conversation")
+                    break
+        if x.id is not None:
+            by_id.setdefault(x.id, i)  # a repeated id names the first (the analysis names the later ones apart)
+        if x.response_id is not None:
+            by_response[x.response_id] = i
+        if x.continuation is not None:
+            continuations.setdefault(x.continuation, []).append(i)
+        out.append(found)
+    return out
+
+
+def turns_of(parents: Sequence[int | None]) -> list[int]:
+    """Each exchange's place in its session (0: the first), parents always before their turns."""
+    turns: list[int] = []
+    for parent in parents:
+        turns.append(0 if parent is None else turns[parent] + 1)
+    return turns
+
+
+def sessions_of(parents: Sequence[int | None], explicit: Sequence[str | None], ids: Sequence[str]) -> list[str]:
+    """Each exchange's session: that of the first turn, its own or after it in the tree of turns it
+    belongs to, that was sent with an explicit one; else the first turn's id. A session is then a
+    whole tree of turns, so every turn's parent is in its session, however a client sent the header
+    (only from the second turn on, or a new one on every request)."""
+    roots: list[int] = []
+    for i, parent in enumerate(parents):
+        roots.append(i if parent is None else roots[parent])
+    named: dict[int, str] = {}
+    for root, given in zip(roots, explicit, strict=True):
+        if given is not None and root not in named:
+            named[root] = given
+    return [named.get(root, ids[root]) for root in roots]
+
+
+def think_times(
+    parents: Sequence[int | None], sessions: Sequence[str], sent: Sequence[int], ended: Sequence[int]
+) -> list[int | None]:
+    """Each turn's think time: from the last end in its session before it was sent (its parent's, or a
+    later turn's, such as the answer a retried turn replaced) to its send, never below zero; None for
+    a session's first turn. Summed over a session whose turns never overlap, it is the time the
+    session waited on its client."""
+    by_session: dict[str, _Ended] = {}
+    out: list[int | None] = []
+    for i, (parent, session) in enumerate(zip(parents, sessions, strict=True)):
+        state = by_session.setdefault(session, _Ended())
+        latest = state.latest_by(sent[i])
+        state.add(i, ended[i])
+        if parent is None:
+            out.append(None)
+            continue
+        ends = [e for e in (ended[parent], latest[0] if latest else None) if e is not None and e <= sent[i]]
+        out.append(sent[i] - max(ends) if ends else 0)
+    return out
