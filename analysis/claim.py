@@ -10,6 +10,7 @@ parts in ``unknown``. ``unknown_fields(card)`` lists both kinds (what ``--strict
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -74,12 +75,12 @@ def card(analysis: Analysis, capture: str) -> dict[str, Any]:
     labels = _labels(analysis, capture)
     return {
         "capture": capture,
-        "device": _device(snap, host, labels),
+        "device": _also(_device(snap, host, labels), several),
         "runtime": _also(_runtime(snap), several),
         "model": _also(_model(snap, analysis, capture), several),
         "quantization": _also(_quantization(snap), several),
         "workload": _workload(analysis, capture, whole),
-        "concurrency": _concurrency(recorder, whole, snap, len(groups)),
+        "concurrency": _concurrency(recorder, whole, snap, len(groups), several),
         "sampling": _sampling(analysis, capture),
         "measuring_side": _measuring_side(recorder, whole),
         "aggregation": _aggregation(whole),
@@ -329,7 +330,7 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None) ->
 
 
 def _concurrency(
-    recorder: dict[str, Any], group: dict[str, Any] | None, snap: dict[str, Any] | None, runs: int
+    recorder: dict[str, Any], group: dict[str, Any] | None, snap: dict[str, Any] | None, runs: int, several: str | None
 ) -> dict[str, Any]:
     if recorder.get("kind") == "replay":
         schedule: Any = recorder.get("schedule") or {}
@@ -341,6 +342,8 @@ def _concurrency(
     c = (group or {}).get("concurrency") or {}
     value = {"schedule": schedule, "achieved_mean": c.get("mean"), "achieved_max": c.get("max"), "engine_slots": slots}
     missing = None if slots is not None else f"engine slots: {slots_source or 'not exposed'}"
+    if several and slots is not None:  # the slots are the last engine's
+        missing = f"engine slots: {several}"
     over = f"over the capture's {runs} runs (the mean weighted by each run's span)" if runs > 1 else "from send and end times"
     return _field(value, f"{schedule_source}; achieved in flight {over} (docs/metrics.md); slots: {slots_source}", missing)
 
@@ -360,7 +363,7 @@ def _sampling(analysis: Analysis, capture: str) -> dict[str, Any]:
     tally: dict[str, dict[tuple[str, str], int]] = {}
     for (text,) in rows:
         for name, s in (_loads(text) or {}).items():
-            key = (json.dumps(s.get("value")), str(s.get("source")))
+            key = (json.dumps(_as_set(s.get("value"))), str(s.get("source")))
             tally.setdefault(name, {})
             tally[name][key] = tally[name].get(key, 0) + 1
     value = {
@@ -381,6 +384,12 @@ def _sampling(analysis: Analysis, capture: str) -> dict[str, Any]:
     )
 
 
+def _as_set(value: Any) -> Any:
+    """A setting as the user set it: an engine that keeps it in float32 reports 0.05 as
+    0.05000000074505806, which is no other value."""
+    return float(f"{value:.7g}") if isinstance(value, float) and math.isfinite(value) else value
+
+
 #: The settings that change what a sampler picks: one of them unknown leaves the sampling unknown
 #: (others the engine doesn't report, such as ``typical_p`` on llama-cpp-python, are listed as unknown only).
 DECISIVE = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty")
@@ -397,7 +406,8 @@ def _measuring_side(recorder: dict[str, Any], group: dict[str, Any] | None) -> d
     value = {
         "recorder": kind,
         "side": side,
-        "clock": "the recording process's monotonic clock (ns), wall clock only to anchor runs",
+        # An import's times are its file's (a HAR's wall clock, in ms), not a monotonic clock's.
+        "clock": recorder.get("timing") or "the recording process's monotonic clock (ns), wall clock only to anchor runs",
         "server_timings": f"reported separately, labelled: {server}" if server else "none reported by the engine",
     }
     return _field(value, "capture header's recorder; docs/metrics.md")

@@ -117,6 +117,12 @@ class Run:
             f"CREATE OR REPLACE TABLE {name}_e AS SELECT exchange_id, arg_max(settings, ord) AS settings, "
             f"arg_max(enrichment, ord) AS enrichment FROM read_parquet({_lit(side.enrichments_file)}, hive_partitioning = false) GROUP BY exchange_id"
         )
+        # Whether any rebuilt prompt of the run disagreed with the engine's own count: then none is
+        # the prompt the engine ran (it renders otherwise than its probed template says).
+        (disagreed,) = con.execute(
+            f"SELECT coalesce(bool_or(prompt_disagrees), false) FROM read_parquet({_lit(side.enrichments_file)}, hive_partitioning = false)"
+        ).fetchall()[0]
+        self.prompts_distrusted = bool(disagreed)
         if metrics:
             con.execute(
                 f"CREATE OR REPLACE TABLE {name}_m AS SELECT m.*, x.ord FROM read_parquet({_lit(target)}, hive_partitioning = false) m "
@@ -294,6 +300,7 @@ def _compare(
             references,
             exact=exact,
             prompts=why,
+            distrusted=(a.prompts_distrusted, b.prompts_distrusted),
             batch=batch,
         )
         result["config"] = {

@@ -78,3 +78,13 @@ def traffic(
         "a": wa,
         "b": wb,
     }
+
+
+def traffic_line(t: dict[str, Any]) -> str:
+    """Whether A and B saw identical traffic, as one line: the CLI and the report say it up front,
+    since every B/A below depends on it."""
+    ids = f"A {t['a']['short']}, B {t['b']['short']}"
+    if t["identical"]:
+        schedule = "same schedule" if t["same_schedule"] else "a different schedule (send times)"
+        return f"traffic: identical ({ids}; {schedule})"
+    return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare different workloads"

@@ -23,6 +23,8 @@ SNAPSHOT_FACTS = (
     "chat_template_sha256",
     "bos_token",
     "eos_token",
+    "runtime_sha256",
+    "model_path",
 )
 
 
@@ -44,7 +46,7 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
 
     The ``version`` row of two different engine kinds never differs: it carries ``not_compared``
     (why) instead, and its values stay for display beside the kind."""
-    rows = [{"fact": "kind", "a": a.get("kind") if a else None, "b": b.get("kind") if b else None}]
+    rows: list[dict[str, Any]] = [{"fact": "kind", "a": a.get("kind") if a else None, "b": b.get("kind") if b else None}]
     rows += [{"fact": name, "a": _value(a, name), "b": _value(b, name)} for name in SNAPSHOT_FACTS]
     da, db = _value(a, "defaults") or {}, _value(b, "defaults") or {}
     from infertap.engines.base import SAMPLING, canonical
@@ -53,8 +55,10 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
     cb = {canonical(k): v for k, v in db.items()}
     for name in sorted((set(ca) | set(cb)) & set(SAMPLING)):
         rows.append({"fact": f"default {name}", "a": ca.get(name), "b": cb.get(name)})
-    host_a = (a or {}).get("host") or {}
-    host_b = (b or {}).get("host") or {}
+    # The recording machine is the engine's only where the engine runs on it: another client
+    # machine in front of the same remote engine is no difference of the engine's.
+    host_a = ((a or {}).get("host") or {}) if (a or {}).get("host_is_engine_host") else {}
+    host_b = ((b or {}).get("host") or {}) if (b or {}).get("host_is_engine_host") else {}
     rows.append({"fact": "host cpu", "a": host_a.get("cpu"), "b": host_b.get("cpu")})
     rows.append(
         {
@@ -69,12 +73,17 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
         row["differs"] = known == 2 and not same(row["a"], row["b"])
         row["unknown"] = known < 2
         row["one_side"] = known == 1  # known on one side only
-    kind, version = (next(r for r in rows if r["fact"] == name) for name in ("kind", "version"))
+    row = {r["fact"]: r for r in rows}
+    kind = row["kind"]
     if kind["differs"]:
-        # llama-cpp-python 0.3.36 against vllm 0.32.0: true, but the versions of two engines don't
-        # compare, and the kind already differs. Shown beside the kind, not counted on their own.
-        version["differs"] = False
-        version["not_compared"] = f"versions of different engines ({kind['a']}, {kind['b']}) don't compare"
+        # llama-cpp-python 0.3.36 against vllm 0.32.0: true, but the versions (and builds) of two
+        # engines don't compare, and the kind already differs. Shown beside the kind, not counted.
+        for name in ("version", "runtime_sha256"):
+            row[name]["differs"] = False
+            row[name]["not_compared"] = f"{name.split('_')[0]}s of different engines ({kind['a']}, {kind['b']}) don't compare"
+    if row["model_path"]["differs"] and not row["model_sha256"]["unknown"] and not row["model_sha256"]["differs"]:
+        row["model_path"]["differs"] = False
+        row["model_path"]["not_compared"] = "the same file (model_sha256) at another path"
     return rows
 
 
@@ -111,10 +120,22 @@ def settings_diff(pairs: Sequence[tuple[dict[str, Any] | None, dict[str, Any] | 
     )
 
 
-def prompt_diff(ea: dict[str, Any] | None, eb: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Effective prompt tokens of one pair compared, with a readable explanation where one fits."""
+def prompt_diff(
+    ea: dict[str, Any] | None, eb: dict[str, Any] | None, distrusted: tuple[bool, bool] = (False, False)
+) -> dict[str, Any] | None:
+    """Effective prompt tokens of one pair compared, with a readable explanation where one fits.
+
+    ``distrusted``: whether a side's rebuilt prompts disagreed anywhere with its engine's own count
+    (usage): the engine renders prompts otherwise than its probed template says (llama-cpp-python
+    started with ``--chat_format``), so its rebuilt ids are not the prompt it ran, equal or not."""
     if not ea or not eb:
         return None
+    if any(distrusted):
+        sides = "both sides" if all(distrusted) else "A" if distrusted[0] else "B"
+        return {
+            "equal": None,
+            "why": f"rebuilt prompts disagree with the engine's own count on {sides} (a chat format the engine was started with?)",
+        }
     ta, tb = ea.get("prompt_tokens") or {}, eb.get("prompt_tokens") or {}
     ia, ib = ta.get("ids"), tb.get("ids")
     if ia is None or ib is None:

@@ -114,6 +114,7 @@ def divergence(
     *,
     exact: str | None = None,
     prompts: Counter[str] | None = None,
+    distrusted: tuple[bool, bool] = (False, False),
     batch: int = BATCH_PAIRS,
 ) -> dict[str, Any]:
     """How the paired outputs differ, exchange by exchange and in total, over pairs read ``batch`` at a
@@ -121,7 +122,8 @@ def divergence(
     exchanges and ``<name>_e`` of enrichments, compare.py's ``Run``); ``folder``: an empty place for
     the pairs' files, removed after. Each pair's exactness goes to
     table ``exact`` (``ord, exact``) when named (sessions are judged on it); each pair's prompt
-    comparison is counted in ``prompts`` when given."""
+    comparison is counted in ``prompts`` when given (``distrusted``: whether each side's rebuilt
+    prompts disagreed with its engine's own counts, configdiff.prompt_diff)."""
     counts: Counter[str] = Counter()
     readability: dict[str, Counter[str]] = {}
     similarity_sum, kl_sum, top1_sum = _ExactSum(), _ExactSum(), _ExactSum()
@@ -140,7 +142,7 @@ def divergence(
             sa, sb = load_summary(blob_a), load_summary(blob_b)
             ea, eb = (load(blob_ea) if blob_ea is not None else None), (load(blob_eb) if blob_eb is not None else None)
             if prompts is not None:
-                d = prompt_diff(ea, eb)
+                d = prompt_diff(ea, eb, distrusted)
                 if d is not None:
                     prompts[d.get("why", "equal") if d.get("equal") is not True else "equal"] += 1
             if sa.api == sb.api == UNKNOWN.name:

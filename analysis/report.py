@@ -18,6 +18,7 @@ from infertap.errors import ConfigError
 
 from .capacity import RESULT
 from .compare import compare
+from .compare_traffic import traffic_line
 from .errors import AnalysisError
 from .report_claims import claim_cards
 from .report_sessions import session_timelines
@@ -116,9 +117,11 @@ def _configuration(result: dict[str, Any]) -> list[str]:
     """Section 1, first because a configuration that differs explains what follows."""
     cfg = result["config"]
     rows = sorted(cfg["snapshots"], key=lambda r: (not r["differs"], r["unknown"]))
+    traffic = result.get("traffic")
     out = [
         "<h2>1. Configuration</h2>",
         f"<p>{html.escape(result['pairing']['explain'])}</p>",
+        *([f'<p class="{"" if traffic["identical"] else "warn"}">{html.escape(traffic_line(traffic))}</p>'] if traffic else []),
         _table(
             ["fact", "A", "B"], [[r["fact"], r["a"], r["b"]] for r in rows], [r["differs"] and not r["unknown"] for r in rows]
         ),

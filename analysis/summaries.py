@@ -46,8 +46,8 @@ BATCH_ROWS = 5_000
 #: logprobs); 4: each logprob position with the token chosen; 5: whether a stream carried its end
 #: marker, and a refusal apart from the text; 6: the stop sequence that ended it, encrypted reasoning
 #: blocks and choices other than the first; 7: an MCP tool named with its server, an error's message
-#: without its request id.
-SUMMARY_VERSION = 7
+#: without its request id; 8: whether an enrichment's rebuilt prompt disagreed with usage.
+SUMMARY_VERSION = 8
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -70,6 +70,9 @@ ENRICHMENT_SCHEMA = pa.schema(
         ("exchange_id", pa.string()),
         ("settings", pa.binary()),  # pickled ``settings``: equal bytes, equal settings (grouped in SQL)
         ("enrichment", pa.binary()),  # pickled {prompt_tokens, output_tokens, settings}
+        # The rebuilt prompt's count disagreed with the engine's own (usage): the engine renders
+        # prompts otherwise than its probed template says (a chat format it was started with).
+        ("prompt_disagrees", pa.bool_()),
     ]
 )
 
@@ -241,7 +244,8 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
             elif kind == "enrichment":
                 settings = record.get("settings")
                 kept = {k: record.get(k) for k in ("prompt_tokens", "output_tokens", "settings")}  # truthy, as the record is
-                enrichments.add((e, record["exchange_id"], _dump(settings), _dump(kept)))
+                disagrees = (record.get("prompt_tokens") or {}).get("agrees_with_usage") is False
+                enrichments.add((e, record["exchange_id"], _dump(settings), _dump(kept), disagrees))
                 e += 1
             elif kind == "engine":
                 snapshot = record

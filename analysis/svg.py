@@ -253,4 +253,4 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], highlight: Seq
 STYLE = """body{font:14px system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}h1{font-size:22px}h2{margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;max-width:460px;overflow-wrap:anywhere}
 tr.diff td{background:#fff3cd;font-weight:600}.plots{display:flex;flex-wrap:wrap;gap:1em}.legend span{margin-right:1.5em}
-pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;max-width:1100px}svg text{font-size:11px;fill:#333}"""
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;max-width:1100px}svg text{font-size:11px;fill:#333}p.warn{background:#fff3cd;font-weight:600;padding:.3em}"""

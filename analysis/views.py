@@ -27,10 +27,13 @@ SELECT * FROM (
 ) WHERE gap_ns IS NOT NULL
 """
 
-# The newest enrichment of each exchange (`infertap enrich` may have run more than once).
+# The newest enrichment of each exchange (`infertap enrich` may have run more than once), and
+# whether the capture's rebuilt prompts can stand for the engine's: not where any disagreed with the
+# engine's own count (usage), as when the engine renders otherwise than its probed template says.
 ENRICHMENT_LATEST = """
 CREATE OR REPLACE VIEW enrichment_latest AS
-SELECT * EXCLUDE (rn) FROM (
+SELECT * EXCLUDE (rn), NOT coalesce(bool_or(agrees_with_usage = false) OVER (PARTITION BY capture), false) AS prompt_trusted
+FROM (
     SELECT *, row_number() OVER (PARTITION BY capture, exchange_id ORDER BY wall DESC NULLS LAST) AS rn FROM enrichments
 ) WHERE rn = 1
 """
@@ -69,9 +72,9 @@ WITH base AS (
         coalesce(x.choices, 1) AS choices,
         coalesce(x.token_chunk_count, 0) AS token_chunks,
         coalesce(x.token_event_count, 0) AS token_events,
-        coalesce(x.usage_prompt_tokens, e.prompt_tokens) AS prompt_tokens,
+        coalesce(x.usage_prompt_tokens, CASE WHEN e.prompt_trusted THEN e.prompt_tokens END) AS prompt_tokens,
         CASE WHEN x.usage_prompt_tokens IS NOT NULL THEN 'usage'
-             WHEN e.prompt_tokens IS NOT NULL THEN 'tokenize' END AS prompt_tokens_source,
+             WHEN e.prompt_tokens IS NOT NULL AND e.prompt_trusted THEN 'tokenize' END AS prompt_tokens_source,
         coalesce(x.usage_cached_tokens, x.server_cached_tokens) AS cached_tokens,
         CASE WHEN x.usage_cached_tokens IS NOT NULL THEN 'usage'
              WHEN x.server_cached_tokens IS NOT NULL THEN 'server' END AS cached_tokens_source,

@@ -138,7 +138,7 @@ def print_comparison(r: dict[str, Any]) -> None:
     _say(console, "times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
     from infertap.analysis.ratios import MIN_INTERVAL_PAIRS
 
-    if any(row["a"]["n"] < MIN_INTERVAL_PAIRS for row in r["speed"]):
+    if any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in r["speed"]):
         _say(console, f"no interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%")
     if r["speed"] and r["speed"][0].get("same_workload") is False:
         _say(console, "B/A compares different workloads (see traffic above): not a like-for-like speed ratio", "yellow")
@@ -222,14 +222,10 @@ def _print_runs(console: Console, r: dict[str, Any]) -> None:
 
 def _print_traffic(console: Console, t: dict[str, Any] | None) -> None:
     """Up front: whether A and B saw identical traffic (their workload identities, docs/analysis.md)."""
-    if t is None:
-        return
-    ids = f"A {t['a']['short']}, B {t['b']['short']}"
-    if t["identical"]:
-        schedule = "same schedule" if t["same_schedule"] else "a different schedule (send times)"
-        _say(console, f"traffic: identical ({ids}; {schedule})", "green")
-    else:
-        _say(console, f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare different workloads", "yellow")
+    from infertap.analysis.compare_traffic import traffic_line
+
+    if t is not None:
+        _say(console, traffic_line(t), "green" if t["identical"] else "yellow")
 
 
 def _print_configuration(console: Console, r: dict[str, Any]) -> None:

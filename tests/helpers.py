@@ -67,6 +67,8 @@ def write_capture(
             )
             if "parent_id" in x:  # as a replay records the turn it continued
                 record["parent_id"] = x["parent_id"]
+            if "source_id" in x:  # as a replay records the exchange it replayed
+                record["source_id"] = x["source_id"]
             writer.write(record)
             records.append(record)
         for e in enrichments or ():

@@ -395,9 +395,9 @@ def test_several_engine_configurations_are_said_and_not_one_stated_for_all(tmp_p
         w.write(_snapshot("fp1", wall=1.8e9))
         w.write(_snapshot("fp2", url="http://127.0.0.1:8000", kind="vllm", wall=1.8e9 + 60))
     card = claim(path, cache_dir=tmp_path / "cache")
-    for name in ("runtime", "model", "quantization"):
+    for name in ("runtime", "model", "quantization", "device", "concurrency"):  # the slots are one engine's too
         assert "2 engine configurations" in card[name]["unknown"] and "fp1" in card[name]["unknown"], name
-    assert {"runtime", "model", "quantization"} <= set(unknown_fields(card))
+    assert {"runtime", "model", "quantization", "device", "concurrency"} <= set(unknown_fields(card))
     one = tmp_path / "one"
     write_capture(one, [{"chunks": [_answer(3, 10)]}])
     with CaptureWriter(one, recorder={"kind": "proxy"}) as w:

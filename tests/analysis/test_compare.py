@@ -9,6 +9,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
+from infertap.analysis import Analysis
 from infertap.analysis.compare import compare
 from infertap.analysis.errors import AnalysisError
 from infertap.analysis.report import render
@@ -300,3 +301,39 @@ def test_report_numbers_are_plain_and_every_plot_has_tick_labels(tmp_path):
     assert labels["ttft ms CDF"][6:] == ["0", "2,000", "4,000", "6,000", "8,000", "10,000"]
     assert labels["e2e ms over time"] == ["0", "5,000", "10,000", "15,000", "20,000", "0", "1", "2", "3", "4"]
     assert labels["position of first divergence"] == ["0", "1", "2", "3", "4", "5", "8-15"]  # pairs, then the one bar's
+
+
+def test_rebuilt_prompts_that_disagree_with_the_engines_count_are_not_the_prompt(tmp_path):
+    """llama-cpp-python started with --chat_format renders otherwise than the GGUF's template that
+    the enrichment rebuilds prompts from: compare called the prompts identical, and stats counted
+    the rebuilt ids where usage was missing."""
+    a, b = _runs(tmp_path, ["x", "y"], ["x", "y"])
+    assert compare(a, b)["config"]["prompts"] == {"compared": 2, "equal": 2, "differences": {}}  # they agree: trusted
+    off = dict(_enrich(0, 1.0, [1, 2, 3]), exchange_id="src-0")
+    off["prompt_tokens"] = {**off["prompt_tokens"], "agrees_with_usage": False}  # usage counted 5, not 3
+    unknown = {**_enrich(1, 1.0, [1, 2, 3]), "prompt_tokens": {"ids": [1, 2, 3], "count": 3, "source": "test"}}
+    xs = [{"body": _chat(f"q{i}", i), "chunks": _reply(t)} for i, t in enumerate(["x", "y"])]
+    xs[1]["chunks"] = [
+        json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "y"}}]}).encode()
+    ]  # no usage
+    write_capture(tmp_path / "c", xs, enrichments=[off, unknown])
+    prompts = compare(a, tmp_path / "c")["config"]["prompts"]
+    assert prompts["equal"] == 0 and list(prompts["differences"]) == [
+        "rebuilt prompts disagree with the engine's own count on B (a chat format the engine was started with?)"
+    ]
+    with Analysis([tmp_path / "c"], cache_dir=tmp_path / "cache") as an:
+        rows = dict(an.sql("SELECT exchange_id, prompt_tokens FROM metrics").fetchall())
+    assert rows == {"src-0": 5, "src-1": None}  # usage where sent; the rebuilt 3 is no count of what ran
+
+
+def test_the_report_says_up_front_whether_the_traffic_was_the_same(tmp_path):
+    """A replay with --set temperature=... compared with its source: compare says NOT identical above
+    its B/A ratios, the report printed them without a word."""
+    a, b = _runs(tmp_path, ["x", "y"], ["x", "y"])
+    assert "traffic: identical" in render(a, b)
+    changed = [
+        {"body": {**_chat(f"q{i}", i), "temperature": 1}, "chunks": _reply("x"), "source_id": f"src-{i}"} for i in range(2)
+    ]
+    write_capture(tmp_path / "c", changed)
+    page = render(a, tmp_path / "c")
+    assert re.search(r'<p class="warn">traffic: NOT identical \(A wl1:\w+, B wl1:\w+\)', page), page[:2000]

@@ -134,6 +134,33 @@ def test_a_version_differs_between_versions_of_one_engine_kind_only():
     assert kinds["version"]["not_compared"] == "versions of different engines (llama-cpp-python, vllm) don't compare"
 
 
+def test_a_build_and_a_model_file_differ_and_a_client_machine_does_not():
+    """Two builds of one unknown version, and two model files under one alias, were no difference; a
+    remote engine recorded from two client machines was listed as a host difference."""
+    rows = {r["fact"]: r for r in snapshot_diff(_snap("llama-server", runtime_sha256="a4b7"), _snap("llama-server", runtime_sha256="99c0"))}  # fmt: skip
+    assert rows["runtime_sha256"]["differs"] and not rows["version"]["differs"]
+    kinds = {r["fact"]: r for r in snapshot_diff(_snap("llama-server", runtime_sha256="a4b7"), _snap("vllm", runtime_sha256="99c0"))}  # fmt: skip
+    assert not kinds["runtime_sha256"]["differs"] and "don't compare" in kinds["runtime_sha256"]["not_compared"]
+    files = {r["fact"]: r for r in snapshot_diff(_snap("llama-server", model_path="/a.gguf"), _snap("llama-server", model_path="/b.gguf"))}  # fmt: skip
+    assert files["model_path"]["differs"]
+    moved = {
+        r["fact"]: r
+        for r in snapshot_diff(
+            _snap("llama-server", model_path="/a.gguf", model_sha256="b179"),
+            _snap("llama-server", model_path="/b.gguf", model_sha256="b179"),
+        )
+    }
+    assert (
+        not moved["model_path"]["differs"]
+        and moved["model_path"]["not_compared"] == "the same file (model_sha256) at another path"
+    )
+    here, there = _snap("vllm"), _snap("vllm")
+    there["host"] = {"cpu": "y"}
+    assert not {r["fact"]: r for r in snapshot_diff(here, there)}["host cpu"]["differs"]  # neither ran the engine
+    here["host_is_engine_host"] = there["host_is_engine_host"] = True
+    assert {r["fact"]: r for r in snapshot_diff(here, there)}["host cpu"]["differs"]
+
+
 def test_snapshot_and_settings_diff():
     a = _snap("llama-cpp-python", version="0.3.36", defaults={"repeat_penalty": 1.1, "temperature": 0.8})
     b = _snap("llama-server", version=None, defaults={"repeat_penalty": 1.0, "temperature": 0.8, "n_predict": -1})

@@ -107,3 +107,15 @@ def test_a_flow_files_endings_come_from_its_errors(tmp_path: Path) -> None:
         "complete",
     ]
     assert "no response" in xs[4]["error"] and xs[5]["session"] == "S2"
+
+
+def test_an_imports_claim_card_names_its_files_clock(tmp_path: Path) -> None:
+    """The card said "the recording process's monotonic clock (ns)" of a HAR's millisecond wall times."""
+    from infertap.analysis.claim import claim
+
+    (tmp_path / "a.har").write_text(
+        json.dumps({"log": {"version": "1.2", "entries": [_entry("2025-01-02T10:00:00.000+00:00", None)]}})
+    )
+    import_file(tmp_path / "a.har", tmp_path / "cap")
+    clock = claim(tmp_path / "cap", cache_dir=tmp_path / "cache")["measuring_side"]["value"]["clock"]
+    assert "times from the file" in clock and "monotonic" not in clock
