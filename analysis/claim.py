@@ -14,9 +14,8 @@ import math
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from infertap.capture.hostfacts import is_loopback
+from infertap.capture.hostfacts import engine_is_local
 from infertap.engines.runtime_digest import runtime_digest
 
 from .stats import QUANTILES, speed_stats
@@ -145,7 +144,7 @@ _NO_SNAPSHOT = "the capture has no engine snapshot (recorded with --no-probe, or
 def _device(snap: dict[str, Any] | None, run_host: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
     """GPU and CPU of the engine's machine: the snapshot's host facts when the engine was local, else labels."""
     label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
-    local = snap is not None and is_loopback(urlsplit(snap["url"] or "").hostname or "")
+    local = snap is not None and engine_is_local(snap["url"] or "")
     if not local:
         reason = _NO_SNAPSHOT if snap is None else f"the engine at {snap['url']} is not on the recording machine"
         if label_gpu:

@@ -1,25 +1,41 @@
 """Energy and engine state over a group's span, from the captures' telemetry (docs/metrics.md).
 
-Energy is attributed by time, not per request: the group's joules are the energy the measured
-devices drew from the group's first send to its last end, divided among its requests and output
-tokens. Each device is measured by the best source it has: its energy counter (NVML or amdsmi),
-else its power samples integrated over time; NVML's devices first, else a DCGM exporter's (the same
-GPUs under other names: never both), else the CPU package's RAPL counter; the result names the
-sources used. A counter that goes down was reset (a driver reload, an engine restart, RAPL's wrap)
-and counts from zero after it, as Prometheus's ``increase`` counts. A series counts for a span only
-where it has a sample within two of its own sampling intervals of both its ends: a run recorded
-without telemetry is not given the last run's samples. Groups that overlap in time (``--by model`` on mixed traffic) each see
-the whole draw of their span.
+Energy is attributed by time, not per request: the joules the engine's devices drew while the
+group's requests ran, divided among its requests and output tokens.
+
+Whose devices: a capture's engine is on the recording machine when its URL (the engine snapshot's,
+else its exchanges' upstream) is a loopback one, the claim card's rule
+(``infertap.capture.hostfacts.engine_is_local``); only then do the machine's own GPUs (NVML, amdsmi,
+nvidia-smi) and RAPL count. An exporter's series (DCGM) count for the engine whose machine its
+``Hostname`` label names, the recording machine's or a remote engine's; one without that label
+counts as the recording machine's. A device is named by its machine and its own name, so that two
+recorders on one machine, read together, count its GPUs once; and each machine's devices are
+measured by one family: NVML's, else the exporter's (the same GPUs under other names), else RAPL.
+A group whose telemetry holds no device of its engines' machines has energy unknown, saying why.
+
+Over what time: each capture over its own part of the group's span (the first send to the last
+end of its requests in it), so runs read together a while apart are each measured over their own
+time, not over the gap between them. A device counts for a capture where it has a sample within
+two of its sampling intervals of both ends of that part: a run recorded without telemetry is not
+given the last run's samples. A capture none of whose devices does is unmeasured: the figures per
+request and token are then of the measured captures' requests alone, and ``measured`` says what
+share that is. A counter that goes down was reset (a driver reload, an engine restart, RAPL's
+wrap) and counts from zero after it, as Prometheus's ``increase`` counts.
 """
 
 from __future__ import annotations
 
-import bisect
+import ipaddress
+import json
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+from infertap.capture.hostfacts import engine_is_local
 from infertap.engines import load
+from infertap.telemetry.series import Series, Span, counter_rates, idle_mean, increase, integral, merged, reach, reaches
 
 from .store import Analysis
 
@@ -40,104 +56,273 @@ FAMILIES = (
 )
 _SOURCE = {name: (kind, scale, label) for name, kind, scale, label in SOURCES}
 #: Engine state: gauges whose peak matters, per engine family (vLLM, SGLang, llama-server --metrics).
-KV_CACHE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio")
+KV_CACHE = load.KV_CACHE
 WAITING = tuple(load.WAITING.values())
 RUNNING = tuple(load.RUNNING.values())
 PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
 PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
 PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+#: An output token count that counts tokens: the engine's, the enrichment's, or a stream's events
+#: (docs/metrics.md: an approximation). A body not streamed is one event whatever it holds.
+KNOWN_TOKENS = "(output_tokens_source IN ('usage', 'tokenize') OR (output_tokens_source = 'chunks' AND streamed))"
 
-_Series = list[tuple[int, float]]  # (wall ns, value), in time order
+_Series = Series
+_Span = Span
+
+
+@dataclass
+class _Engine:
+    """Where a capture's engine ran: ``hosts`` its machine's names, ``local`` when that is the
+    recording machine; ``why`` when it can't be told."""
+
+    hosts: frozenset[str] = frozenset()
+    local: bool = False
+    why: str | None = None
+
+
+@dataclass(eq=False)
+class _Device:
+    """One device's series of one source name, merged over every capture that sampled it."""
+
+    name: str
+    samples: _Series
 
 
 class Telemetry:
     """A capture set's telemetry, loaded once, then asked per group."""
 
     def __init__(self, analysis: Analysis) -> None:
-        names = [s[0] for s in SOURCES] + [*KV_CACHE, *WAITING, *PREEMPTIONS, *PREFIX_HITS, *PREFIX_QUERIES]
+        self.analysis = analysis
+        state = [*KV_CACHE, *WAITING, *PREEMPTIONS, *PREFIX_HITS, *PREFIX_QUERIES]
+        names = [s[0] for s in SOURCES] + state
         placeholders = ", ".join("?" for _ in names)
         rows = analysis.sql(
-            f"SELECT capture, name, coalesce(device, labels), wall_ns, value FROM telemetry "
-            f"WHERE name IN ({placeholders}) AND value IS NOT NULL ORDER BY wall_ns",
+            f"SELECT t.capture, t.source, t.name, t.device, t.labels, t.wall_ns, t.value, r.host FROM telemetry t "
+            f"LEFT JOIN runs r ON r.capture = t.capture AND r.run_id = t.run_id "
+            f"WHERE t.name IN ({placeholders}) AND t.value IS NOT NULL ORDER BY t.wall_ns",
             names,
         ).fetchall()
-        # capture -> name -> series key (a device, a label set) -> samples
+        # Engine state: capture -> name -> label set -> samples.
         self.series: dict[str, dict[str, dict[str, _Series]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-        for capture, name, key, wall_ns, value in rows:
-            self.series[capture][name][str(key)].append((wall_ns, value))
-        self.reach = {id(s): _reach(s) for named in self.series.values() for by_key in named.values() for s in by_key.values()}
-        self.analysis = analysis
+        # Power: capture -> (machine, assumed, device) -> name -> samples; ``assumed``: the machine is the recorder's.
+        self.power: dict[str, dict[tuple[str, bool, str], dict[str, _Series]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(list))
+        )
+        for capture, source, name, device, labels, wall_ns, value, host in rows:
+            if name in _SOURCE:
+                self.power[capture][_device_key(source, device, labels, host)][name].append((wall_ns, value))
+            else:
+                self.series[capture][name][str(labels)].append((wall_ns, value))
+        self.reach: dict[int, int] = {}
+        self._engines: dict[str, _Engine] | None = None
+        self._spans_ready = False
 
-    def _covers(self, samples: _Series, first: int, last: int) -> bool:
-        return _reaches(samples, first, last, self.reach[id(samples)])
-
-    def _idle_samples(self, capture: str, power: _Series, first: int, last: int) -> _Series:
-        """The power samples in [first, last] taken while no request of ``capture`` was in flight.
-
-        The spans are asked of DuckDB for just these instants (a range join), so that a run of
-        millions of requests is never read into Python for a few thousand samples."""
-        inside = [(t, v) for t, v in power if first <= t <= last]
-        if not inside:
-            return []
-        busy = {
-            t
-            for (t,) in self.analysis.sql(
-                "SELECT DISTINCT s.t FROM (SELECT unnest(?::BIGINT[]) AS t) s JOIN metrics m "
-                "ON m.capture = ? AND m.end_wall_ns IS NOT NULL AND m.sent_wall_ns <= s.t AND s.t <= m.end_wall_ns",
-                [sorted({t for t, _ in inside}), capture],
-            ).fetchall()
-        }
-        return [(t, v) for t, v in inside if t not in busy]
-
-    def _measured(self, capture: str, first: int, last: int) -> list[tuple[str, _Series]]:
-        """(source name, samples) for each device of ``capture`` measured over [first, last]: the
-        first family that measures any, each of its devices by its best source that reaches the span."""
-        named = self.series.get(capture, {})
-        for family in FAMILIES:
-            chosen: dict[str, tuple[str, _Series]] = {}
-            for name in family:
-                for device, samples in named.get(name, {}).items():
-                    if device not in chosen and self._covers(samples, first, last):
-                        chosen[device] = (name, samples)
-            if chosen:
-                return list(chosen.values())
-        return []
+    def _covers(self, samples: _Series, span: _Span) -> bool:
+        if id(samples) not in self.reach:
+            self.reach[id(samples)] = reach(samples)
+        return reaches(samples, span[0], span[1], self.reach[id(samples)])
 
     def energy(
         self, captures: Sequence[str], first: int, last: int, ok: int, tokens: int, sessions: int
     ) -> dict[str, Any] | None:
-        """Joules over [first, last] and what they come to per request, token and session; None without power telemetry."""
-        joules = 0.0
-        idle: dict[int, float] = defaultdict(float)  # sample time -> watts summed over the devices sampled then
-        labels: list[str] = []
-        devices = 0
-        for capture in captures:
-            for name, samples in self._measured(capture, first, last):
-                kind, scale, label = _SOURCE[name]
-                if kind == "counter":
-                    joules += increase(samples, first, last) * scale
-                    power = counter_rates(samples, scale)
-                else:
-                    power = [(t, v * scale) for t, v in samples]
-                    joules += _integral(power, first, last)
-                for t, watts in self._idle_samples(capture, power, first, last):
-                    idle[t] += watts
-                devices += 1
-                labels += [label] if label not in labels else []
-        if not devices:
+        """Joules the engines' devices drew while the group ran, and what they come to per request,
+        token and session; None without power telemetry; its figures None, ``unknown`` saying why,
+        where the telemetry held is not of the engine's devices."""
+        if not any(c in self.power for c in captures):
             return None
-        span_s = (last - first) / 1e9
-        return {
-            "joules": joules,
-            "joules_per_request": joules / ok if ok else None,
-            "joules_per_output_token": joules / tokens if tokens else None,
-            "watt_hours_per_session": joules / 3600 / sessions if sessions else None,
-            "mean_watts": joules / span_s if span_s > 0 else None,
-            # Idle, as mean_watts, summed over the devices: each instant's draw when nothing was in flight.
-            "idle_watts": sum(idle.values()) / len(idle) if idle else None,
-            "source": "; ".join(labels),
+        parts = self._parts(captures, first, last)
+        machines, why = self._machines(parts)
+        joules, idle, labels, devices = 0.0, None, [], 0
+        measured: set[str] = set()
+        spans: list[_Span] = []
+        for engine_captures, chosen in machines:
+            covered = {c: [d for d in chosen if self._covers(d.samples, parts[c].span)] for c in engine_captures}
+            here = [c for c, ds in covered.items() if ds]
+            measured.update(here)
+            spans += [parts[c].span for c in here]
+            idle_spans = self._idle(engine_captures, merged(parts[c].span for c in here))
+            for device in chosen:
+                own = merged(parts[c].span for c in here if device in covered[c])
+                if own:
+                    joules += sum(_joules(device, span) for span in own)
+                    devices += 1
+                    labels += [_SOURCE[device.name][2]] if _SOURCE[device.name][2] not in labels else []
+                    # Idle: each device's own mean while nothing ran, then summed over devices, as mean_watts is.
+                    watts = idle_mean(_watts(device), idle_spans)
+                    idle = idle if watts is None else (idle or 0.0) + watts
+        if not devices:
+            return _unknown(why) if why else None
+        return self._figures(parts, measured, captures, joules, merged(spans), ok, tokens, sessions) | {
+            "idle_watts": idle,
+            "source": "; ".join(labels) + _partly(parts, measured, captures, why),
             "devices": devices,
         }
+
+    def _figures(
+        self,
+        parts: dict[str, _Part],
+        measured: set[str],
+        captures: Sequence[str],
+        joules: float,
+        spans: list[_Span],
+        ok: int,
+        tokens: int,
+        sessions: int,
+    ) -> dict[str, Any]:
+        """Per request, token and session, over the measured captures' requests only. The group's
+        own counts are those of the window's exchanges when their ok counts agree (the window holds
+        the group's exchanges: as many means the same ones); else only a wholly measured group,
+        with every token count known, has figures per request and token."""
+        whole = all(c in measured for c in captures)
+        exact = sum(p.ok for p in parts.values()) == ok
+        got = [parts[c] for c in measured]
+        ok_m = ok if whole else sum(p.ok for p in got) if exact else None
+        known_ok, known_tokens = sum(p.known_ok for p in got), sum(p.known_tokens for p in got)
+        per_request = joules / ok_m if ok_m else None
+        if exact:  # J per request over the mean output tokens of the requests whose count is known
+            per_token = per_request * known_ok / known_tokens if per_request is not None and known_tokens else None
+        else:
+            per_token = joules / tokens if whole and tokens and all(p.known_ok == p.ok for p in got) else None
+        span_s = sum(b - a for a, b in spans) / 1e9
+        session_count = sessions if whole else len({s for p in got for s in p.sessions}) if exact else None
+        return {
+            "joules": joules,
+            "joules_per_request": per_request,
+            "joules_per_output_token": per_token,
+            "watt_hours_per_session": joules / 3600 / session_count if session_count else None,
+            "mean_watts": joules / span_s if span_s > 0 else None,
+            "measured": {
+                "requests": ok_m,
+                "of": ok,
+                "share": ok_m / ok if ok_m is not None and ok else None,
+                "captures": len(measured),
+                "of_captures": len(captures),
+                "tokens_known_for": known_ok if exact else None,
+            },
+        }
+
+    # -- where and when -------------------------------------------------------------------------
+
+    def _machines(self, parts: dict[str, _Part]) -> tuple[list[tuple[list[str], list[_Device]]], str | None]:
+        """Per engine machine: its captures and its devices (one family, each device by its best
+        source, merged over the captures that sampled it); and why some capture's engine has none."""
+        engines = self.engines()
+        by_machine: dict[str, list[str]] = defaultdict(list)
+        reasons = []
+        for capture in parts:
+            engine = engines.get(capture, _Engine(why="its engine's URL is not recorded (no snapshot, no upstream)"))
+            if engine.why:
+                reasons.append(engine.why)
+                continue
+            by_machine[min(engine.hosts)].append(capture)
+        out = []
+        for captures in by_machine.values():
+            engine = engines[captures[0]]
+            candidates = [
+                (key, names)
+                for c in parts
+                for key, names in self.power.get(c, {}).items()
+                if any(_on(key, engines[x]) for x in captures)
+            ]
+            chosen = self._family(candidates, [parts[c].span for c in captures])
+            if chosen:
+                out.append((captures, chosen))
+            elif not candidates:
+                held = sorted(
+                    {
+                        f"{host or 'an unnamed machine'}'s own devices" if assumed else f"an exporter's series of {host}"
+                        for c in parts
+                        for host, assumed, _ in self.power.get(c, {})
+                    }
+                )
+                where = "" if engine.local else ", not the recording machine"
+                reasons.append(
+                    f"no device of the engine's machine ({', '.join(sorted(engine.hosts))}{where}) was sampled: the "
+                    f"telemetry holds {' and '.join(held)} (an exporter counts for the machine its Hostname label names)"
+                )
+        return out, "; ".join(dict.fromkeys(reasons)) or None
+
+    def _family(self, candidates: list[tuple[tuple[str, bool, str], dict[str, _Series]]], spans: list[_Span]) -> list[_Device]:
+        """The first family any of whose devices covers one of ``spans``: each of its devices by the
+        first of its sources that does, the series of every capture that sampled it merged."""
+        by_device: dict[tuple[str, str], dict[str, _Series]] = defaultdict(dict)
+        for (host, _, device), names in candidates:
+            for name, samples in names.items():
+                mine = by_device[(host.lower(), device)]
+                mine[name] = sorted([*mine.get(name, []), *samples])
+        for family in FAMILIES:
+            chosen = []
+            for names in by_device.values():
+                for name in family:
+                    found = names.get(name)
+                    if found and any(self._covers(found, s) for s in spans):
+                        chosen.append(_Device(name, found))
+                        break
+            if chosen:
+                return chosen
+        return []
+
+    def engines(self) -> dict[str, _Engine]:
+        """Each capture's engine: the last engine snapshot's URL (as the claim card reads it), else
+        the upstreams its exchanges went to; its machine the recording one's when that URL is local."""
+        if self._engines is None:
+            a = self.analysis
+            snap = dict(
+                a.sql(
+                    "SELECT capture, arg_max(url, coalesce(wall, -1e300)) FROM engines WHERE url IS NOT NULL GROUP BY capture"
+                ).fetchall()
+            )
+            upstreams = dict(
+                a.sql(
+                    "SELECT capture, list(DISTINCT upstream) FROM exchanges WHERE upstream IS NOT NULL GROUP BY capture"
+                ).fetchall()
+            )
+            hosts: dict[str, set[str]] = defaultdict(set)
+            for capture, host in a.sql("SELECT capture, host FROM runs").fetchall():
+                if name := _hostname(host):
+                    hosts[capture].add(name)
+            self._engines = {c: _engine(snap.get(c), upstreams.get(c) or [], hosts[c]) for c in {*snap, *upstreams, *hosts}}
+        return self._engines
+
+    def _parts(self, captures: Sequence[str], first: int, last: int) -> dict[str, _Part]:
+        """Each capture's part of the group: its generation requests within [first, last], their
+        span, ok count, known token counts and sessions."""
+        self._spans()
+        rows = self.analysis.sql(
+            "SELECT capture, min(sent_wall_ns), max(end_wall_ns), count(*) FILTER (WHERE ok), "
+            "count(*) FILTER (WHERE ok AND known), coalesce(sum(output_tokens) FILTER (WHERE ok AND known), 0), "
+            "list(DISTINCT session) FROM _energy_spans WHERE generation AND capture IN (SELECT unnest(?::VARCHAR[])) "
+            "AND sent_wall_ns >= ? AND end_wall_ns <= ? GROUP BY capture",
+            [list(captures), first, last],
+        ).fetchall()
+        return {c: _Part((lo, hi), n, k, int(t), set(s)) for c, lo, hi, n, k, t, s in rows}
+
+    def _spans(self) -> None:
+        """The exchanges' spans and token counts, copied once from the metrics view for every group."""
+        if not self._spans_ready:
+            self.analysis.sql(
+                "CREATE OR REPLACE TEMP TABLE _energy_spans AS SELECT capture, session, generation, ok, sent_wall_ns, "
+                f"end_wall_ns, output_tokens, {KNOWN_TOKENS} AS known FROM metrics WHERE end_wall_ns IS NOT NULL"
+            )
+            self._spans_ready = True
+
+    def _idle(self, captures: Sequence[str], spans: list[_Span]) -> list[_Span]:
+        """The parts of ``spans`` when no exchange of ``captures`` was in flight: the gaps between
+        their busy stretches, found by DuckDB so that millions of requests never come into Python."""
+        idle: list[_Span] = []
+        for lo, hi in spans:
+            rows = self.analysis.sql(
+                "WITH x AS (SELECT sent_wall_ns AS s, end_wall_ns AS e FROM _energy_spans "
+                "WHERE capture IN (SELECT unnest(?::VARCHAR[])) AND end_wall_ns >= ? AND sent_wall_ns <= ?), "
+                "g AS (SELECT s, max(e) OVER (ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before FROM x) "
+                "SELECT coalesce(before, ?), s FROM g WHERE before IS NULL OR before < s "
+                "UNION ALL SELECT max(e), ? FROM x",
+                [list(captures), lo, hi, lo, hi],
+            ).fetchall()
+            idle += [(max(a, lo), min(b, hi)) for a, b in rows if a is not None and min(b, hi) > max(a, lo)]
+        return idle
+
+    # -- engine state ---------------------------------------------------------------------------
 
     def engine_state(self, captures: Sequence[str], first: int, last: int) -> dict[str, Any] | None:
         """The engine's peak KV cache usage and queue, its preemptions and prefix cache hit rate over the span."""
@@ -151,79 +336,148 @@ class Telemetry:
         }
         return state if any(v is not None for v in state.values()) else None
 
-    def _pick(self, captures: Sequence[str], names: Sequence[str]) -> list[_Series]:
+    def _pick(self, captures: Sequence[str], names: Sequence[str]) -> tuple[str, list[tuple[str, _Series]]]:
         for name in names:  # the first name any capture has: one engine family's
-            found = [s for c in captures for s in self.series.get(c, {}).get(name, {}).values()]
+            found = [(c, s) for c in captures for s in self.series.get(c, {}).get(name, {}).values()]
             if found:
-                return found
-        return []
+                return name, found
+        return "", []
 
     def _peak(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
-        values = [v for s in self._pick(captures, names) for t, v in s if first <= t <= last]
-        return max(values) if values else None
+        """The highest reading over the span, each scrape's series read as one (``load.per_scrape``)."""
+        name, found = self._pick(captures, names)
+        scrapes: dict[tuple[str, int], list[float]] = defaultdict(list)
+        for capture, samples in found:
+            for t, v in samples:
+                if first <= t <= last:
+                    scrapes[(capture, t)].append(v)
+        return max(load.per_scrape(name, values) for values in scrapes.values()) if scrapes else None
 
     def _delta(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
-        series = [s for s in self._pick(captures, names) if self._covers(s, first, last)]
+        series = [s for _, s in self._pick(captures, names)[1] if self._covers(s, (first, last))]
         return sum(increase(s, first, last) for s in series) if series else None
 
 
-def _at(samples: _Series, t: int) -> float:
-    """A counter's value at ``t``, linear between samples, held flat beyond them."""
-    i = bisect.bisect_left(samples, (t, float("-inf")))
-    if i == 0:
-        return samples[0][1]
-    if i == len(samples):
-        return samples[-1][1]
-    (t0, v0), (t1, v1) = samples[i - 1], samples[i]
-    return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
+@dataclass
+class _Part:
+    """A capture's part of a group: the span of its requests there, their ok count, how many of
+    those have a known output token count and those tokens, their sessions."""
+
+    span: _Span
+    ok: int
+    known_ok: int
+    known_tokens: int
+    sessions: set[str]
 
 
-def increase(samples: _Series, first: int, last: int) -> float:
-    """A counter's increase over [first, last]: each step between samples, linear within it, its
-    share of the span taken; a step down is a reset, after which the counter counted from zero."""
-    total = 0.0
-    # The steps that overlap the span: from the last sample at or before ``first`` to the first at or after ``last``.
-    i = max(0, bisect.bisect_right(samples, (first, float("inf"))) - 1)
-    j = bisect.bisect_left(samples, (last, float("-inf"))) + 1
-    span = samples[i:j]
-    for (t0, v0), (t1, v1) in zip(span, span[1:], strict=False):
-        if t1 <= first or t0 >= last or t1 <= t0:
-            continue
-        step = v1 - v0 if v1 >= v0 else v1
-        total += step * (min(t1, last) - max(t0, first)) / (t1 - t0)
-    return total
+def _device_key(source: str | None, device: str | None, labels: str | None, host: str | None) -> tuple[str, bool, str]:
+    """(machine, whether the machine is assumed to be the recorder's, device) of a power sample:
+    a local source's machine is the recorder's; an exporter's is its ``Hostname`` label, if any."""
+    tags = _loads(labels)
+    recorder = _hostname(host) or ""
+    if source == "exporter":
+        name = str(tags.get("Hostname") or "")
+        gpu = str(tags.get("gpu") or tags.get("UUID") or tags.get("device") or labels)
+        return (name, False, f"gpu {gpu}") if name else (recorder, True, f"exporter gpu {gpu}")
+    if device is not None:
+        return recorder, True, f"gpu {device}"
+    return recorder, True, f"zone {tags.get('zone') or labels}"
 
 
-def _reaches(samples: _Series, first: int, last: int, reach: int) -> bool:
-    """Whether ``samples`` has one within ``reach`` of both ends of [first, last]: a short span
-    between two samples counts, a span after the samples stopped doesn't."""
-    i = bisect.bisect_left(samples, (first - reach, float("-inf")))
-    j = bisect.bisect_right(samples, (last + reach, float("inf")))
-    return i < j and samples[i][0] <= first + reach and samples[j - 1][0] >= last - reach
+def _on(key: tuple[str, bool, str], engine: _Engine) -> bool:
+    """Whether a device is on the machine of ``engine``: the recorder's own devices only for a
+    local engine, an exporter's by the machine its Hostname label names."""
+    host, assumed, _ = key
+    if assumed:
+        return engine.local and host in engine.hosts
+    return any(_same_host(host, h) for h in engine.hosts)
 
 
-def _reach(samples: _Series) -> int:
-    """How far from a span's end a series' sample may be and still tell its value there (ns): two of
-    its usual sampling intervals (the median gap); a lone sample reaches nothing beyond itself."""
-    gaps = sorted(t1 - t0 for (t0, _), (t1, _) in zip(samples, samples[1:], strict=False))
-    return 2 * gaps[len(gaps) // 2] if gaps else 0
+def _engine(snapshot: str | None, upstreams: list[str], recorders: set[str]) -> _Engine:
+    urls = [snapshot] if snapshot else upstreams
+    if not urls:
+        return _Engine(why="where its engine ran is unknown (no engine snapshot, no upstream recorded)")
+    if all(engine_is_local(url) for url in urls):
+        if not recorders:
+            return _Engine(why="the recording machine's name is not recorded")
+        return _Engine(frozenset(recorders), local=True)
+    names = {_url_host(url) for url in urls}
+    if len(names) != 1 or any(engine_is_local(url) for url in urls):
+        return _Engine(why=f"its requests went to engines on several machines ({', '.join(sorted(urls))})")
+    return _Engine(frozenset(names))
 
 
-def counter_rates(samples: _Series, scale: float) -> _Series:
-    """A counter as power: the rate between consecutive samples, placed at their midpoint (a reset is skipped)."""
-    return [
-        ((t0 + t1) // 2, (v1 - v0) * scale / ((t1 - t0) / 1e9))
-        for (t0, v0), (t1, v1) in zip(samples, samples[1:], strict=False)
-        if t1 > t0 and v1 >= v0
-    ]
+def _url_host(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
 
 
-def _integral(power: _Series, first: int, last: int) -> float:
-    """Joules: power (W) over [first, last], trapezoids between samples, each end held flat."""
-    if not power or last <= first:
-        return 0.0
-    points = [(first, _at(power, first)), *((t, v) for t, v in power if first < t < last), (last, _at(power, last))]
-    return sum((t1 - t0) / 1e9 * (v0 + v1) / 2 for (t0, v0), (t1, v1) in zip(points, points[1:], strict=False))
+def _same_host(a: str, b: str) -> bool:
+    """Two names of one machine: equal, or a short name and its fully qualified one (never two addresses' prefixes)."""
+    a, b = a.lower().rstrip("."), b.lower().rstrip(".")
+    if a == b:
+        return True
+    if _is_address(a) or _is_address(b):
+        return False
+    return a.split(".", 1)[0] == b.split(".", 1)[0]
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _hostname(host: str | None) -> str | None:
+    name = _loads(host).get("hostname")
+    return str(name) if name else None
+
+
+def _loads(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _unknown(why: str) -> dict[str, Any]:
+    return {
+        "joules": None,
+        "joules_per_request": None,
+        "joules_per_output_token": None,
+        "watt_hours_per_session": None,
+        "mean_watts": None,
+        "idle_watts": None,
+        "source": f"unknown: {why}",
+        "devices": 0,
+        "unknown": why,
+    }
+
+
+def _partly(parts: dict[str, _Part], measured: set[str], captures: Sequence[str], why: str | None) -> str:
+    """What ``source`` adds when only some captures were measured."""
+    if all(c in measured for c in captures):
+        return ""
+    ok = sum(p.ok for c, p in parts.items() if c in measured)
+    total = sum(p.ok for p in parts.values())
+    return f"; partly measured: {len(measured)} of {len(captures)} captures, {ok} of {total} ok requests" + (
+        f" ({why})" if why else ""
+    )
+
+
+def _watts(device: _Device) -> _Series:
+    """A device's power samples: as sampled, or its counter's rate between samples."""
+    kind, scale, _ = _SOURCE[device.name]
+    return counter_rates(device.samples, scale) if kind == "counter" else [(t, v * scale) for t, v in device.samples]
+
+
+def _joules(device: _Device, span: _Span) -> float:
+    kind, scale, _ = _SOURCE[device.name]
+    if kind == "counter":
+        return increase(device.samples, *span) * scale
+    return integral([(t, v * scale) for t, v in device.samples], *span)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

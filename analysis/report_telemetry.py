@@ -6,11 +6,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from .energy import KV_CACHE, RUNNING, SOURCES, WAITING, counter_rates
+from infertap.engines.load import per_scrape
+from infertap.telemetry.series import counter_rates
+
+from .energy import KV_CACHE, RUNNING, SOURCES, WAITING
 from .store import Analysis
 from .svg import COLORS, Line, line_svg
 
 _Series = list[tuple[float, float | None]]
+_POWER = {name for name, *_ in SOURCES}
 
 
 def telemetry_plots(runs: Sequence[tuple[str, str, int]]) -> str:
@@ -37,15 +41,16 @@ def telemetry_plots(runs: Sequence[tuple[str, str, int]]) -> str:
 
 
 def _series(path: str | os.PathLike[str], t0: int) -> dict[str, tuple[str, _Series]]:
-    """Each quantity's first available source, summed over devices per sample round, in seconds from t0."""
+    """Each quantity's first available source in seconds from t0: power summed over devices per
+    sample round; the engine's state read per scrape as ``stats`` reads it (``load.per_scrape``)."""
     with Analysis([path]) as analysis:
         rows = analysis.sql(
-            "SELECT name, wall_ns, sum(value) FROM telemetry WHERE name IS NOT NULL AND value IS NOT NULL "
+            "SELECT name, wall_ns, list(value) FROM telemetry WHERE name IS NOT NULL AND value IS NOT NULL "
             "GROUP BY name, wall_ns ORDER BY wall_ns"
         ).fetchall()
     by_name: dict[str, list[tuple[int, float]]] = {}
-    for name, wall_ns, value in rows:
-        by_name.setdefault(name, []).append((wall_ns, value))
+    for name, wall_ns, values in rows:
+        by_name.setdefault(name, []).append((wall_ns, sum(values) if name in _POWER else per_scrape(name, values)))
     found: dict[str, tuple[str, _Series]] = {}
     for name, kind, scale, label in SOURCES:
         if name in by_name:

@@ -247,7 +247,9 @@ def _session(row: list[Any], span_s: float | None, busy_ns: int | None, energy: 
             "think_s": think_s,
             "think_gaps": thinks,
             "cached_share_by_turn": cached_shares,
-            "watt_hours": energy["joules"] / 3600 if energy else None,  # over its span, shared with what overlapped it
+            "watt_hours": energy["joules"] / 3600
+            if energy and energy["joules"] is not None
+            else None,  # over its span, shared with what overlapped it
         }
     }
 

@@ -260,6 +260,8 @@ def _print_energy(energy: dict[str, Any] | None, state: dict[str, Any] | None) -
     """Energy over the group's span (attributed by time) and the engine's state, when telemetry had them."""
     if energy is None:
         _out("  energy: no power telemetry (a GPU through NVML or nvidia-smi, a DCGM exporter, or RAPL)")
+    elif energy.get("unknown") and energy["joules"] is None:
+        _out(f"  energy: unknown: {energy['unknown']}")
     else:
         _out(
             f"  energy ({energy['source']}, {energy['devices']} device(s)): joules {_num(energy['joules'], 1)}, "

@@ -8,6 +8,7 @@ import platform
 import socket
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 
 def _cpu_model() -> str | None:
@@ -85,6 +86,13 @@ def gpu_facts(timeout: float = 5.0) -> list[dict[str, Any]] | None:
             }
         )
     return gpus
+
+
+def engine_is_local(url: str) -> bool:
+    """Whether the engine at ``url`` runs on the recording machine: its host is a loopback name or
+    address. Only then are this machine's facts, process, GPUs and RAPL the engine's (the probe's
+    ``host_is_engine_host``, the claim card's device, the energy counted for it)."""
+    return is_loopback(urlsplit(url).hostname or "")
 
 
 def is_loopback(host: str) -> bool:

@@ -8,7 +8,7 @@ and the caller falls back to what it has in flight itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import httpx
 
@@ -25,6 +25,9 @@ RUNNING = {
     "llama-server": "llamacpp:requests_processing",
 }
 WAITING = {"vllm": "vllm:num_requests_waiting", "sglang": "sglang:num_queue_reqs", "llama-server": "llamacpp:requests_deferred"}
+#: Each engine's KV cache usage gauge, a fraction of the cache: vLLM (and its older name), SGLang,
+#: llama-server builds that served it with --metrics (the bundled build serves none: unknown).
+KV_CACHE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio")
 _FROM_METRICS = ("vllm", "sglang")  # llama-server answers from /slots, which needs no --metrics
 
 
@@ -47,9 +50,20 @@ def requests_inside(
     return None
 
 
+def per_scrape(name: str, values: Iterable[float]) -> float:
+    """One scrape's series of gauge ``name`` as the server's reading. A server may run several
+    engines, one series each (vLLM's data parallelism labels them ``engine``): its queue holds the
+    requests of all of them, so queue and running gauges add up; each engine has a KV cache of its
+    own, so the reading of a cache gauge is the fullest engine's, a fraction still. The sweep's
+    waits, ``stats`` and ``report`` all read engine state through this one rule."""
+    return max(values) if name in KV_CACHE else sum(values)
+
+
 def _gauges(text: str, names: tuple[str, ...]) -> int | None:
     try:
-        found = [sample.value for sample in parse(text) if sample.name in names]
+        samples = parse(text)
     except SourceError:
         return None
-    return int(sum(found)) if found else None
+    found = {name: [s.value for s in samples if s.name == name] for name in names}
+    readings = [per_scrape(name, values) for name, values in found.items() if values]
+    return int(sum(readings)) if readings else None

@@ -5,11 +5,10 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
 import httpx
 
-from infertap.capture.hostfacts import gpu_facts, host_facts, is_loopback
+from infertap.capture.hostfacts import engine_is_local, gpu_facts, host_facts
 from infertap.capture.records import EngineSnapshot
 from infertap.capture.redact import Redactor
 from infertap.errors import check_headers, check_seconds, check_url
@@ -61,7 +60,7 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineS
     )
     # The binary behind the port, when the engine runs here: hashed once per file (probes run off the event loop).
     facts.update(snapshot_facts(runtime_digest(engine.base, engine.kind)))
-    local = is_loopback(urlsplit(engine.base).hostname or "")
+    local = engine_is_local(engine.base)
     host = host_facts()
     host["gpus"] = gpu_facts()
     identity = {k: v["value"] for k, v in facts.items()}

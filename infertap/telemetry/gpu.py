@@ -7,17 +7,23 @@ Names: ``gpu_power_watts``, ``gpu_energy_joules`` (a counter since the driver lo
 ``gpu_utilization_percent``, ``gpu_memory_used_bytes``, ``gpu_sm_clock_mhz``,
 ``gpu_temperature_celsius``, ``gpu_clock_event_reasons`` (NVML's bitmask: thermal, power cap, ...);
 label ``gpu`` (the index).
+
+A reading the device refuses outright (NVML's NOT_SUPPORTED or FUNCTION_NOT_FOUND, amdsmi's
+NOT_SUPPORTED, a value it reports as N/A) is not asked again; any other error (a timeout, a driver
+busy for a moment) loses that reading for one round only: the round's other samples are kept, the
+reason is recorded (``PartialRound``), and the reading is asked again next round, so that one
+hiccup never silences a GPU's power for the rest of a run.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from .samples import Sample, SourceError
+from .samples import PartialRound, Sample, SourceError
 
 #: nvidia-smi fields, in order, with the sample each becomes and its scale.
 _SMI_FIELDS = (
@@ -28,6 +34,12 @@ _SMI_FIELDS = (
     ("temperature.gpu", "gpu_temperature_celsius", 1.0),
     ("clocks_event_reasons.active", "gpu_clock_event_reasons", 1.0),  # hex bitmask; older drivers: clocks_throttle_reasons
 )
+#: NVML's return codes for a reading this device or its driver's library lacks (NVML_ERROR_NOT_SUPPORTED,
+#: NVML_ERROR_FUNCTION_NOT_FOUND): the only errors that stop a reading for good.
+_NVML_REFUSED = frozenset({3, 13})
+#: amdsmi's statuses for the same (AMDSMI_STATUS_NOT_SUPPORTED = 2, _NOT_YET_IMPLEMENTED = 3), by code or name.
+_AMD_REFUSED = frozenset({2, 3})
+_AMD_REFUSED_NAMES = ("NOT_SUPPORTED", "NOT_YET_IMPLEMENTED")
 
 
 def gpu_source() -> NvmlSource | AmdSource | SmiSource:
@@ -75,16 +87,7 @@ class NvmlSource:
             ("gpu_temperature_celsius", lambda h: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),
             ("gpu_clock_event_reasons", self._reasons),
         ]
-        samples = []
-        for index, handle in enumerate(self.handles):
-            for name, read in reads:
-                if (index, name) in self.unsupported:
-                    continue
-                try:
-                    samples.append(Sample(name, {"gpu": str(index)}, float(read(handle))))
-                except nvml.NVMLError:
-                    self.unsupported.add((index, name))
-        return samples
+        return _round(self.handles, reads, self.unsupported, nvml.NVMLError, _nvml_refused)
 
     def _reasons(self, handle: Any) -> float:
         """Clock event reasons; a driver before 535 knows them only by their older name."""
@@ -93,8 +96,9 @@ class NvmlSource:
         if newer is not None:
             try:
                 return float(newer(handle))
-            except nvml.NVMLError:
-                pass
+            except nvml.NVMLError as exc:
+                if not _nvml_refused(exc):
+                    raise
         return float(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
 
     def close(self) -> None:
@@ -176,20 +180,7 @@ class AmdSource:
             ("gpu_utilization_percent", lambda h: _first(a.amdsmi_get_gpu_activity(h), "gfx_activity")),
             ("gpu_memory_used_bytes", lambda h: _scaled(_first(a.amdsmi_get_gpu_vram_usage(h), "vram_used"), 1024.0 * 1024.0)),
         ]
-        samples = []
-        for index, handle in enumerate(self.handles):
-            for name, read in reads:
-                if (index, name) in self.unsupported:
-                    continue
-                try:
-                    value = read(handle)
-                except a.AmdSmiException:
-                    value = None
-                if value is None:
-                    self.unsupported.add((index, name))
-                else:
-                    samples.append(Sample(name, {"gpu": str(index)}, float(value)))
-        return samples
+        return _round(self.handles, reads, self.unsupported, a.AmdSmiException, _amd_refused)
 
     def _energy(self, handle: Any) -> float | None:
         """The energy accumulator times its resolution (µJ); its key was renamed across ROCm releases."""
@@ -203,6 +194,46 @@ class AmdSource:
             self.amdsmi.amdsmi_shut_down()
         except self.amdsmi.AmdSmiException:
             pass
+
+
+def _round(
+    handles: Sequence[Any],
+    reads: Sequence[tuple[str, Callable[[Any], float | None]]],
+    unsupported: set[tuple[int, str]],
+    error: type[BaseException],
+    refused: Callable[[BaseException], bool],
+) -> list[Sample]:
+    """One round of every reading of every GPU. A reading the device refuses (``refused``, or a
+    value of None: N/A) joins ``unsupported`` and is not asked again; another ``error`` skips it
+    this round only, and the round ends in ``PartialRound`` with the samples that were read."""
+    samples, failed = [], []
+    for index, handle in enumerate(handles):
+        for name, read in reads:
+            if (index, name) in unsupported:
+                continue
+            try:
+                value = read(handle)
+            except error as exc:
+                if refused(exc):
+                    unsupported.add((index, name))
+                else:
+                    failed.append(f"gpu {index} {name}: {exc}")
+                continue
+            if value is None:
+                unsupported.add((index, name))
+            else:
+                samples.append(Sample(name, {"gpu": str(index)}, float(value)))
+    if failed:
+        raise PartialRound(f"a reading failed this round (asked again next round): {'; '.join(failed)}", samples)
+    return samples
+
+
+def _nvml_refused(exc: BaseException) -> bool:
+    return getattr(exc, "value", None) in _NVML_REFUSED
+
+
+def _amd_refused(exc: BaseException) -> bool:
+    return getattr(exc, "err_code", None) in _AMD_REFUSED or any(name in str(exc) for name in _AMD_REFUSED_NAMES)
 
 
 def _first(values: Any, *keys: str) -> float | None:

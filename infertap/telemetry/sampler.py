@@ -1,7 +1,10 @@
 """The sampling thread: every source at its interval, each round of one source written as one
 ``telemetry`` record. It never runs on an event loop and never blocks one: the capture writer's
 ``write`` only queues. A source that fails is recorded once as unknown with its reason, retried
-every ``retry_s``, and recorded again when it comes back.
+every ``retry_s``, and recorded again when it comes back. A round that loses only some readings
+(``PartialRound``: one GPU's reading timed out) keeps the others, is recorded the same way (once
+per reason, again after a clean round), and the source stays on its interval: the lost readings
+are asked again next round, not after ``retry_s``.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ from functools import partial
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from infertap.capture.hostfacts import is_loopback
+from infertap.capture.hostfacts import engine_is_local
 from infertap.capture.records import new_telemetry
 from infertap.errors import ConfigError
 
-from .samples import Sample, SourceError
+from .samples import PartialRound, Sample, SourceError
 
 log = logging.getLogger("infertap.telemetry")
 
@@ -140,6 +143,10 @@ class Sampler:
         wall = self._clock()
         try:
             samples = slot.source.sample()
+        except PartialRound as exc:
+            slot.failed(str(exc), self._unknown)
+            self._samples(slot, wall, exc.samples)
+            return
         except SourceError as exc:
             slot.failed(str(exc), self._unknown)
             slot.due = now + self.config.retry_s
@@ -150,6 +157,9 @@ class Sampler:
             slot.due = now + self.config.retry_s
             return
         slot.reported = None
+        self._samples(slot, wall, samples)
+
+    def _samples(self, slot: _Slot, wall: float, samples: list[Sample]) -> None:
         if samples:
             self._write(new_telemetry(slot.name, wall, [[s.name, s.labels, s.value] for s in samples]))
             self.records += 1
@@ -182,9 +192,7 @@ class _Slot:
 
 def _local_port(url: str | None) -> int | None:
     """The engine's port when it runs on this machine (its process can then be sampled)."""
-    if not url:
+    if not url or not engine_is_local(url):
         return None
     parts = urlsplit(url)
-    if not is_loopback(parts.hostname or ""):
-        return None
     return parts.port or (443 if parts.scheme == "https" else 80)

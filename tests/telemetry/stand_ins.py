@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import socket
 import stat
 import sys
 import time
@@ -237,15 +238,17 @@ class DcgmExporter:
     ``watts`` and, with ``energy_counter``, the energy counter since boot in mJ, rising at
     ``watts`` (the draw it reports) from a large boot-time value."""
 
-    def __init__(self, watts: float, *, energy_counter: bool = True) -> None:
+    def __init__(self, watts: float, *, energy_counter: bool = True, hostname: str | None = None) -> None:
         self.watts = watts
         self.energy_counter = energy_counter
+        self.hostname = hostname or socket.gethostname()  # the machine whose GPUs it reports: this one by default
         self.t0 = time.time()
         self.asked = 0
 
     def text(self) -> str:
         labels = (
-            'gpu="0",UUID="GPU-5a3c1e2b-0000-0000-0000-000000000000",device="nvidia0",modelName="NVIDIA H200",Hostname="node-1"'
+            'gpu="0",UUID="GPU-5a3c1e2b-0000-0000-0000-000000000000",device="nvidia0",modelName="NVIDIA H200",'
+            f'Hostname="{self.hostname}"'
         )
         lines = [
             "# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).",

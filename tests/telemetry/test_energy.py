@@ -423,7 +423,9 @@ def _spans_and_power(path: Path, busy_ms: list[tuple[float, float]], samples: li
         wall = writer.started_wall
         for i, (start, end) in enumerate(busy_ms):
             chunks = [(1.0, sse({"choices": [{"index": 0, "delta": {"content": "x"}}]}, "[DONE]"))]
-            writer.write(exchange(f"x{i}", sent_ms=start, chunks=chunks, end_ms=end - start, seq=i))
+            writer.write(
+                exchange(f"x{i}", sent_ms=start, chunks=chunks, end_ms=end - start, seq=i, upstream="http://127.0.0.1:8080")
+            )
         for at, watts in samples:
             writer.write(new_telemetry("gpu", wall + at / 1e3, [["gpu_power_watts", {"gpu": "0"}, watts]]))
     return path
@@ -435,11 +437,14 @@ def test_idle_watts_are_the_samples_taken_while_nothing_was_in_flight(tmp_path):
     gap = _spans_and_power(tmp_path / "gap", [(0, 1000), (3000, 4000)], samples)
     energy = stats(gap)["energy"]
     assert energy["source"] == SMI_SOURCE
-    assert energy["idle_watts"] == pytest.approx(60.0)  # must differ from the mean: only the gap's samples count
+    # Only the gap's samples count, each for the time it stands for: 50 W from 1250 to 2250 ms
+    # (half way to each neighbour), 70 W from 2250 ms to the gap's end at 3000 ms.
+    idle = (50.0 * 1000 + 70.0 * 750) / 1750
+    assert energy["idle_watts"] == pytest.approx(idle)
     # Must match the busy case: one request spanning every sample leaves no idle sample at all.
     covered = _spans_and_power(tmp_path / "covered", [(0, 4000)], samples)
     assert stats(covered)["energy"]["idle_watts"] is None
     # The same in compare, side by side.
     result = compare(gap, covered)["energy"]
-    assert result["a"]["idle_watts"] == pytest.approx(60.0)
+    assert result["a"]["idle_watts"] == pytest.approx(idle)
     assert result["b"]["idle_watts"] is None

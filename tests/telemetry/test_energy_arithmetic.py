@@ -5,25 +5,43 @@ samples are stamped with."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
 from infertap.analysis import Analysis, speed_stats
+from infertap.analysis.report import render
+from infertap.capture.hostfacts import host_facts
 from infertap.capture.records import new_telemetry
 from infertap.capture.writer import CaptureWriter
 from infertap.telemetry import Sampler, TelemetryConfig
-from tests.analysis_builders import body, event, exchange, sse
+from tests.analysis_builders import JSON_HEADERS, body, event, exchange, sse
 
 GPU0, GPU1 = {"gpu": "0"}, {"gpu": "1"}
 ENGINE = {"engine": "0", "model_name": "m"}
 Sample = tuple[float, str, str, dict[str, str], float]  # (ms from the run's start, source, name, labels, value)
 
 
-def run(path: Path, busy: list[tuple[float, float]], samples: list[Sample], model: str = "m") -> Path:
-    """One run appended to ``path``: a request for each (start ms, end ms), and the samples."""
-    with CaptureWriter(path, recorder={"kind": "test"}) as w:
+LOCAL = "http://127.0.0.1:8080"  # an engine on the recording machine: its GPUs are the engine's
+
+
+def run(
+    path: Path,
+    busy: list[tuple[float, float]],
+    samples: list[Sample],
+    model: str = "m",
+    *,
+    upstream: str = LOCAL,
+    host: str | None = None,
+) -> Path:
+    """One run appended to ``path``: a request for each (start ms, end ms) sent to ``upstream``,
+    and the samples; recorded on a machine named ``host`` (this one's name by default)."""
+    facts = {**host_facts(), **({"hostname": host} if host else {})}
+    with mock.patch("infertap.capture.writer.host_facts", lambda: facts), CaptureWriter(path, recorder={"kind": "test"}) as w:
         for i, (start, end) in enumerate(busy):
             events = [
                 event("x", role="assistant"),
@@ -32,7 +50,15 @@ def run(path: Path, busy: list[tuple[float, float]], samples: list[Sample], mode
             ]
             chunks = [(1.0, sse(*events))]
             w.write(
-                exchange(f"{path.name}-{i}", sent_ms=start, chunks=chunks, end_ms=end - start, seq=i, request=body(model=model))
+                exchange(
+                    f"{path.name}-{i}",
+                    sent_ms=start,
+                    chunks=chunks,
+                    end_ms=end - start,
+                    seq=i,
+                    request=body(model=model),
+                    upstream=upstream,
+                )
             )
         for at, source, name, labels, value in samples:
             w.write(new_telemetry(source, w.started_wall + at / 1e3, [[name, labels, value]]))
@@ -120,3 +146,140 @@ def test_samples_are_stamped_on_the_writers_clock(tmp_path: Path) -> None:
     assert (
         host and host[0]["wall"] == pytest.approx(written[0]["wall"]) and written[0]["wall"] - w.started_wall in (1.5, 2.5, 3.5)
     )
+
+
+def power(
+    labels: dict[str, str], watts: float, until_ms: int = 4000, source: str = "gpu", name: str = "gpu_power_watts"
+) -> list[Sample]:
+    return [(t, source, name, labels, watts) for t in range(0, until_ms + 1, 250)]
+
+
+DCGM = {"gpu": "0", "UUID": "GPU-5a3c1e2b", "device": "nvidia0", "modelName": "NVIDIA H200", "Hostname": "gpu-node"}
+
+
+def test_a_remote_engines_energy_is_not_the_recording_machines_own_gpus(tmp_path: Path) -> None:
+    local_gpu = power(GPU0, 50.0)  # this machine's own GPU, idle: not the engine's
+    (g,) = groups([run(tmp_path / "remote", [(0, 4000)], local_gpu, upstream="http://gpu-node:8000")], tmp_path)
+    assert g["energy"]["joules"] is None and g["energy"]["joules_per_output_token"] is None
+    assert "gpu-node, not the recording machine" in g["energy"]["unknown"]
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    said = CliRunner().invoke(cli, ["stats", str(tmp_path / "remote"), "--cache-dir", str(tmp_path / "cache")])
+    assert said.exit_code == 0 and "energy: unknown: " in said.output and "gpu-node" in said.output, said.output
+    # The engine node's DCGM exporter (its Hostname label names it) is the engine's energy.
+    dcgm = power(DCGM, 400.0, source="exporter", name="DCGM_FI_DEV_POWER_USAGE")
+    (g,) = groups([run(tmp_path / "node", [(0, 4000)], [*local_gpu, *dcgm], upstream="http://gpu-node:8000")], tmp_path)
+    assert g["energy"]["joules"] == pytest.approx(400.0 * 4)
+    assert g["energy"]["source"] == "GPU power samples, integrated (DCGM exporter)"
+    # On the recording machine, its own GPU is the engine's, and another machine's exporter is not.
+    (g,) = groups([run(tmp_path / "here", [(0, 4000)], [*local_gpu, *dcgm])], tmp_path)
+    assert g["energy"]["joules"] == pytest.approx(50.0 * 4) and g["energy"]["devices"] == 1
+
+
+def test_two_recorders_on_one_machine_count_its_gpus_once(tmp_path: Path) -> None:
+    gpus = [*counter("gpu_energy_joules", GPU0, *((t, 1e6 + 0.3 * t) for t in range(0, 4001, 250)))]
+    gpus += counter("gpu_energy_joules", GPU1, *((t, 2e6 + 0.1 * t) for t in range(0, 4001, 250)))
+    x = run(tmp_path / "recorder-x", [(0, 4000)], gpus)
+    y = run(tmp_path / "recorder-y", [(0, 4000)], gpus)  # a moment later: the same two GPUs, read again
+    (g,) = groups([x, y], tmp_path, by=("model",))
+    assert g["energy"]["devices"] == 2
+    assert g["energy"]["joules"] == pytest.approx(300 * 4 + 100 * 4, rel=0.02)  # not twice that
+    assert g["energy"]["joules_per_request"] == pytest.approx(g["energy"]["joules"] / 2)
+
+
+def test_a_group_partly_measured_divides_by_the_measured_requests_only(tmp_path: Path) -> None:
+    measured = run(tmp_path / "host-1", [(0, 4000)], power(GPU0, 300.0), host="host-1")
+    dark = run(tmp_path / "host-2", [(0, 4000)], [], host="host-2")  # another machine, no telemetry
+    (g,) = groups([measured, dark], tmp_path, by=("model",))
+    e = g["energy"]
+    assert e["joules"] == pytest.approx(300.0 * 4)
+    assert e["joules_per_request"] == pytest.approx(1200.0) and e["joules_per_output_token"] == pytest.approx(1200.0 / 5)
+    assert e["measured"]["requests"] == 1 and e["measured"]["of"] == 2 and e["measured"]["share"] == 0.5
+    assert "partly measured: 1 of 2 captures, 1 of 2 ok requests" in e["source"] and "host-2" in e["source"]
+
+
+def test_energy_per_token_counts_only_answers_whose_tokens_are_known(tmp_path: Path) -> None:
+    answer = json.dumps(
+        {
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "a b c d"}, "finish_reason": "stop"}],
+        }
+    ).encode()
+    path = tmp_path / "no-usage"
+    with CaptureWriter(path, recorder={"kind": "test"}) as w:
+        for i in range(4):  # not streamed, no usage: one body whatever it holds, no token count
+            x = exchange(f"x{i}", sent_ms=i * 1000, chunks=[(900.0, answer)], end_ms=900.0, seq=i, request=body(stream=False))
+            w.write({**x, "response_headers": JSON_HEADERS, "upstream": LOCAL})
+        for t in range(0, 4001, 250):
+            w.write(new_telemetry("gpu", w.started_wall + t / 1e3, [["gpu_power_watts", GPU0, 100.0]]))
+    (g,) = groups([path], tmp_path)
+    assert g["energy"]["joules_per_request"] == pytest.approx(g["energy"]["joules"] / 4)
+    assert g["energy"]["joules_per_output_token"] is None  # not J per request again
+    assert g["energy"]["measured"]["tokens_known_for"] == 0
+
+
+@pytest.mark.parametrize("apart", ["devices", "machines"])
+def test_idle_watts_sum_devices_sampled_at_different_instants(tmp_path: Path, apart: str) -> None:
+    busy = [(0, 1000), (3000, 4000)]  # 300 W while they run, 100 W between them (1000-3000 ms)
+
+    def watts(t: int) -> float:
+        return 300.0 if t <= 1000 or t >= 3000 else 100.0
+
+    if apart == "devices":  # GPU0 by its energy counter (rates between samples), GPU1 by power samples
+        energy, total = [], 1e6
+        for t in range(0, 4001, 250):
+            total += (300.0 if t <= 1000 or t > 3000 else 100.0) * 0.25 if t else 0.0  # the step that ends at t
+            energy.append((t, "gpu", "gpu_energy_joules", GPU0, total))
+        gpu1 = [(t, "gpu", "gpu_power_watts", GPU1, watts(t)) for t in range(0, 4001, 250)]
+        paths = [run(tmp_path / "one", busy, [*energy, *gpu1])]
+    else:  # two machines, one GPU each, sampled 125 ms apart
+        paths = [
+            run(
+                tmp_path / name, busy, [(t, "gpu", "gpu_power_watts", GPU0, watts(t)) for t in range(phase, 4001, 250)], host=name
+            )
+            for name, phase in (("host-1", 0), ("host-2", 125))
+        ]
+    (g,) = groups(paths, tmp_path, by=("model",))
+    assert g["energy"]["devices"] == 2
+    assert g["energy"]["idle_watts"] == pytest.approx(200.0, rel=0.05)  # 100 W each, not their mean
+
+
+def test_runs_read_together_a_while_apart_are_each_measured_over_their_own_time(tmp_path: Path) -> None:
+    morning = run(tmp_path / "morning", [(0, 2000)], power(GPU0, 200.0, until_ms=2000))
+    later = [(t + 3000, source, name, labels, watts) for t, source, name, labels, watts in power(GPU0, 200.0, until_ms=2000)]
+    afternoon = run(tmp_path / "afternoon", [(3000, 5000)], later)  # a second apart: no sample in between
+    (g,) = groups([morning, afternoon], tmp_path, by=("model",))
+    assert g["span_s"] >= 5.0
+    assert g["energy"]["joules"] == pytest.approx(200.0 * 4) and g["energy"]["mean_watts"] == pytest.approx(200.0)
+    assert g["energy"]["joules_per_request"] == pytest.approx(400.0) and g["energy"]["measured"]["share"] == 1.0
+
+
+def test_data_parallel_engines_are_read_alike_by_stats_and_the_report(tmp_path: Path) -> None:
+    """vLLM's --data-parallel-size 2: one series per engine on one /metrics. Queues add up; each
+    engine's KV cache is its own, so the reading is the fullest one, never the sum."""
+    samples: list[Sample] = []
+    for t in range(0, 4001, 1000):
+        for engine, kv in (("0", 0.6), ("1", 0.7)):
+            labels = {"engine": engine, "model_name": "m"}
+            samples += [
+                (t, "engine", "vllm:kv_cache_usage_perc", labels, kv),
+                (t, "engine", "vllm:num_requests_waiting", labels, 5.0),
+                (t, "engine", "vllm:num_requests_running", labels, 8.0),
+            ]
+    path = run(tmp_path / "dp2", [(0, 4000)], samples)
+    (g,) = groups([path], tmp_path)
+    assert g["engine_state"]["kv_cache_usage_max"] == pytest.approx(0.7)
+    assert g["engine_state"]["requests_waiting_max"] == 10.0
+    html = render(path)
+    plotted = {}
+    for title in ("KV cache usage", "requests waiting in the engine", "requests running in the engine"):
+        section = html.split(f"<h3>{title} over time</h3>", 1)[1].split("</svg>", 1)[0]
+        plotted[title] = {float(v) for v in re.findall(r"<title>[^<]*: [\d.,]+, ([\d.]+)</title></circle>", section)}
+    assert plotted == {
+        "KV cache usage": {0.7},
+        "requests waiting in the engine": {10.0},
+        "requests running in the engine": {16.0},
+    }

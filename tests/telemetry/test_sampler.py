@@ -4,6 +4,7 @@ Sources are real (Prometheus endpoints on loopback, the host) or stand-ins for a
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -192,3 +193,19 @@ def test_nvidia_smi_is_run_once_per_round_for_every_gpu(tmp_path, monkeypatch):
         wait_for(lambda: len(records.sampled("gpu")) >= 4)
     assert len(smi_calls(exe)) == len(records.sampled("gpu")), "one nvidia-smi process per round, both GPUs in it"
     assert all(len(r["samples"]) == 12 for r in records.sampled("gpu"))
+
+
+def test_a_gpu_reading_that_fails_once_is_recorded_and_read_again_the_next_rounds(tmp_path, monkeypatch):
+    from tests.telemetry.stand_ins import NVMLError, fake_nvml, nvml_device
+
+    device = nvml_device(power=NVMLError(10))  # NVML_ERROR_TIMEOUT: a passing failure, not "not supported"
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml([device]))
+    records = Records()
+    with Sampler(TelemetryConfig(host=False, interval_s=0.05, retry_s=3600), records):
+        wait_for(lambda: bool(records.unknown("gpu")))
+        device["power"] = 200_000  # the driver answers again
+        wait_for(lambda: sum(["gpu_power_watts", {"gpu": "0"}, 200.0] in r["samples"] for r in records.sampled("gpu")) >= 3)
+    [reason] = records.unknown("gpu")  # recorded once, though every round failed until it passed
+    assert "gpu 0 gpu_power_watts: NVML error 10" in reason
+    failed = [r for r in records.sampled("gpu") if not any(s[0] == "gpu_power_watts" for s in r["samples"])]
+    assert failed and all(any(s[0] == "gpu_energy_joules" for s in r["samples"]) for r in failed), "the round kept the rest"

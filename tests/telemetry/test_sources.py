@@ -452,3 +452,34 @@ def test_gpu_source_takes_amdsmi_when_nvml_is_absent(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi([amd_device()], init_error=True))
     with pytest.raises(SourceError, match="amdsmi unavailable .*AMDSMI_STATUS_DRIVER_NOT_LOADED"):
         gpu_source()
+
+
+NVML_ERROR_TIMEOUT = 10  # an error that may pass: not the device refusing the reading
+
+
+def test_a_reading_that_fails_for_a_passing_reason_is_skipped_that_round_only():
+    from infertap.telemetry.samples import PartialRound
+
+    device = nvml_device(power=NVMLError(NVML_ERROR_TIMEOUT))
+    source = NvmlSource(fake_nvml([device, nvml_device()]))
+    with pytest.raises(PartialRound, match="gpu 0 gpu_power_watts: NVML error 10") as failed:
+        source.sample()
+    kept = {(s.name, s.labels["gpu"]) for s in failed.value.samples}
+    assert ("gpu_power_watts", "0") not in kept and {("gpu_energy_joules", "0"), ("gpu_power_watts", "1")} <= kept
+    device["power"] = 200_000  # the driver answers again
+    for _ in range(2):
+        power = {s.labels["gpu"]: s.value for s in source.sample() if s.name == "gpu_power_watts"}
+        assert power == {"0": 200.0, "1": 150.0}
+
+
+def test_an_amd_reading_that_fails_for_a_passing_reason_is_asked_again():
+    from infertap.telemetry.gpu import AmdSource
+    from infertap.telemetry.samples import PartialRound
+
+    device = amd_device(energy_count=RuntimeError("AMDSMI_STATUS_BUSY - Device busy"))
+    source = AmdSource(fake_amdsmi([device]))
+    with pytest.raises(PartialRound, match="gpu 0 gpu_energy_joules: AMDSMI_STATUS_BUSY") as failed:
+        source.sample()
+    assert ("gpu_power_watts", 612.0) in [(s.name, s.value) for s in failed.value.samples]
+    device["energy_count"] = {"energy_accumulator": 2_000_000, "counter_resolution": 15.3}
+    assert [s.value for s in source.sample() if s.name == "gpu_energy_joules"] == [pytest.approx(30.6)]

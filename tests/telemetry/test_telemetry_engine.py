@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from infertap.analysis import Analysis, speed_stats
 from infertap.cli import cli
+from infertap.engines import load
 from infertap.launch import SMOLLM2_ALIAS, Process, llama_server
 from infertap.telemetry.prometheus import parse
 from tests.extras import needs
@@ -48,6 +49,8 @@ def test_llama_server_metrics_are_recorded_and_stats_shows_the_engine(metrics_en
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
     exposed = {s.name for s in parse(httpx.get(metrics_engine.url + "/metrics", timeout=10, trust_env=False).text)}
     assert {"llamacpp:requests_processing", "llamacpp:tokens_predicted_total"} <= exposed, exposed
+    # The gauges the analysis and a sweep read for llama-server are the ones this build serves.
+    assert {load.RUNNING["llama-server"], load.WAITING["llama-server"]} <= exposed, exposed
     rec = record(metrics_engine.url, name="llama")
     time.sleep(ENGINE_ROUND_S * 1.5)  # idle rounds before the traffic
     started, answers = time.monotonic(), []
