@@ -80,11 +80,14 @@ class Engine:
 
     #: Paths that never take the model lock, asked without waiting (interrupts_streams engines).
     LOCK_FREE: frozenset[str] = frozenset()
-    #: For a canonical setting, the request fields this engine reads for it, the one it obeys first.
-    #: A field it doesn't read is no setting of the request (the engine used its default: llama-server
-    #: ignores ``repetition_penalty``, vLLM ``repeat_penalty``). Settings not listed are read under
-    #: any of their names (``infertap.apis.sampling.ALIASES``), the first one the body has.
+    #: For a canonical setting, the request fields this engine reads for it, the one it obeys first;
+    #: none for a setting it doesn't read at all. A field it doesn't read is no setting of the
+    #: request (the engine used its default: llama-server ignores ``repetition_penalty``, vLLM
+    #: ``repeat_penalty``, llama-cpp-python ``n``). Settings not listed are read under any of their
+    #: names (``infertap.apis.sampling.ALIASES``), the first one the body has.
     READS: dict[str, tuple[str, ...]] = {}
+    #: Per request path, the settings read otherwise there (a Responses request's ``max_output_tokens``).
+    PATH_READS: dict[str, dict[str, tuple[str, ...]]] = {}
 
     def __init__(self, http: httpx.Client, base: str, found: dict[str, Endpoint]) -> None:
         self.http = http
@@ -162,16 +165,32 @@ class Engine:
         """Load now what enrichment will need (imports, files, compiled templates), so the work is
         done before traffic, not on the first exchange while a stream is in flight."""
 
-    def requested(self, fields: Mapping[str, Any]) -> dict[str, Any]:
-        """The sampling settings a request's ``fields`` (as its API spells them) give this engine,
-        under canonical names: as it reads them (``READS``)."""
+    def reads(self, path: str | None = None) -> dict[str, tuple[str, ...]]:
+        """``READS`` for requests to ``path``."""
+        return {**self.READS, **self.PATH_READS.get(path or "", {})}
+
+    def requested(self, fields: Mapping[str, Any], path: str | None = None) -> dict[str, Any]:
+        """The sampling settings a request's ``fields`` (as its API spells them) give this engine
+        on ``path``, under canonical names: as it reads them (``READS``)."""
+        reads = self.reads(path)
         out: dict[str, Any] = {}
-        for name, names in self.READS.items():
+        for name, names in reads.items():
             value = next((fields[n] for n in names if fields.get(n) is not None), None)
             if value is not None:
                 out[name] = value
-        rest = {k: v for k, v in fields.items() if canonical(k) not in self.READS}
+        rest = {k: v for k, v in fields.items() if canonical(k) not in reads}
         return {**sampling_fields(rest), **out}
+
+    def ignored(self, fields: Mapping[str, Any], path: str | None = None) -> dict[str, dict[str, Any]]:
+        """The sampling fields of a request this engine doesn't read on ``path``, by canonical
+        name, as the request spelt them: sent, but no setting of the request."""
+        reads = self.reads(path)
+        out: dict[str, dict[str, Any]] = {}
+        for key, value in fields.items():
+            name = canonical(key)
+            if name in SAMPLING and value is not None and name in reads and key not in reads[name]:
+                out.setdefault(name, {})[key] = value
+        return out
 
     def defaults_for(self, path: str, model: str | None = None) -> dict[str, Any] | None:
         """The engine's own default sampling settings for requests to ``path`` naming ``model``,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from infertap.apis import SAMPLING, Output, api_for, read_request, read_response, sampling_fields
+from infertap.apis import SAMPLING, Output, Request, api_for, read_request, read_response, sampling_fields
 from infertap.capture.records import EngineSnapshot, Enrichment
 from infertap.capture.redact import Redactor
 
@@ -32,10 +32,14 @@ log = logging.getLogger("infertap.enrich")
 _STOP = object()
 
 
-def effective_settings(given: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+def effective_settings(
+    given: Mapping[str, Any], defaults: Mapping[str, Any] | None, ignored: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, dict[str, Any]]:
     """Each sampling setting with the value the engine used and where that value came from.
 
-    ``given``: the request's sampling settings (``Request.sampling``; other names are made canonical)."""
+    ``given``: the request's sampling settings (``Request.sampling``; other names are made canonical).
+    ``ignored``: fields the request sent that the engine doesn't read (``Engine.ignored``), kept
+    beside the setting as ``ignored``, so that a value sent is never taken for one applied."""
     given = sampling_fields(given)
     names = set(SAMPLING) | (set(defaults) & set(SAMPLING) if defaults else set())
     names |= {k for k in given if k in SAMPLING}
@@ -47,6 +51,8 @@ def effective_settings(given: Mapping[str, Any], defaults: Mapping[str, Any] | N
             out[name] = {"value": defaults[name], "source": "engine_default"}
         else:
             out[name] = {"value": None, "source": "unknown"}
+        if ignored and ignored.get(name):
+            out[name]["ignored"] = dict(ignored[name])
     return out
 
 
@@ -75,14 +81,21 @@ def enrichment(
             "usage": parsed.usage,
             "parse_error": parsed.error,
         },
-        "settings": effective_settings(
-            engine.requested(api_for(path, request.body).sampling(request.body)) if engine else request.sampling,
-            engine.defaults_for(path, request.model) if engine else None,
-        ),
+        "settings": _settings(engine, path, request),
         "server_timings": _server_timings(parsed),
         "prompt_tokens": prompt_tokens,
         "output_tokens": output_tokens,
     }
+
+
+def _settings(engine: Engine | None, path: str, request: Request) -> dict[str, dict[str, Any]]:
+    """The effective settings of a request: as the engine reads them, where it is known."""
+    if engine is None:
+        return effective_settings(request.sampling, None)
+    fields = api_for(path, request.body).sampling(request.body or {})
+    return effective_settings(
+        engine.requested(fields, path), engine.defaults_for(path, request.model), engine.ignored(fields, path)
+    )
 
 
 def _server_timings(parsed: Output) -> dict[str, Any] | None:

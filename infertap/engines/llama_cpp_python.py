@@ -84,8 +84,35 @@ def render_chat(template: str, request: dict[str, Any], bos_token: str, eos_toke
 
 
 class LlamaCppPython(Engine):
-    # CreateChatCompletionRequest / CreateCompletionRequest: repeat_penalty (repetition_penalty is no field of it).
-    READS = {"repeat_penalty": ("repeat_penalty",)}
+    # Every sampling setting, as server/types.py's CreateChatCompletionRequest and CreateCompletionRequest
+    # spell their fields (a field they don't have is dropped unread: repetition_penalty, typical_p,
+    # max_completion_tokens), less those server/app.py excludes from the call (n; min_tokens it
+    # excludes too, but applies as a logits processor). mirostat is mirostat_mode there.
+    READS = {
+        "temperature": ("temperature",),
+        "top_p": ("top_p",),
+        "top_k": ("top_k",),
+        "min_p": ("min_p",),
+        "typical_p": (),
+        "repeat_penalty": ("repeat_penalty",),
+        "repeat_last_n": (),
+        "presence_penalty": ("presence_penalty",),
+        "frequency_penalty": ("frequency_penalty",),
+        "seed": ("seed",),
+        "max_tokens": ("max_tokens",),
+        "min_tokens": ("min_tokens",),
+        "stop": ("stop",),
+        "mirostat": ("mirostat_mode",),
+        "mirostat_tau": ("mirostat_tau",),
+        "mirostat_eta": ("mirostat_eta",),
+        "n": (),
+        "logprobs": ("logprobs",),
+        "top_logprobs": ("top_logprobs",),
+        "dry_multiplier": (),
+        "xtc_probability": (),
+    }
+    # A completion's logprobs is the number of top tokens; top_logprobs is no field of it.
+    PATH_READS = {path: {"top_logprobs": ()} for path in _PROMPT_PATHS}
 
     kind = "llama-cpp-python"
     interrupts_streams = True

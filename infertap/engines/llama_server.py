@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import urlsplit
 
-from infertap.capture.hostfacts import is_loopback
+from infertap.capture.hostfacts import engine_is_local
 
 from .base import Endpoint, Engine, Tokens, fact
-from .gguf_meta import dtype_fact, read_gguf
+from .gguf_meta import GGUFFacts, dtype_fact, read_gguf
 
 _CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 _PROMPT_PATHS = ("/v1/completions", "/completions", "/completion")
@@ -18,6 +17,12 @@ _PROMPT_PATHS = ("/v1/completions", "/completions", "/completion")
 class LlamaServer(Engine):
     # params_from_json_cmpl: repeat_penalty only; n_predict, then max_completion_tokens, then max_tokens.
     READS = {"repeat_penalty": ("repeat_penalty",), "max_tokens": ("n_predict", "max_completion_tokens", "max_tokens")}
+    # Its Responses API turns max_output_tokens into the chat request's max_tokens, over one sent
+    # as max_tokens; the other paths ignore max_output_tokens.
+    PATH_READS = {
+        path: {"max_tokens": ("n_predict", "max_completion_tokens", "max_output_tokens", "max_tokens")}
+        for path in ("/v1/responses", "/responses")
+    }
 
     kind = "llama-server"
 
@@ -26,18 +31,19 @@ class LlamaServer(Engine):
         props = found.get("/props")
         return bool(props and props.ok and isinstance(props.json, dict) and "default_generation_settings" in props.json)
 
-    def _dtype(self, model_path: str | None) -> dict[str, Any]:
-        """The GGUF's tensor types: /props doesn't publish them, the file does where it is readable here."""
+    def gguf(self, model_path: str | None) -> tuple[GGUFFacts | None, str]:
+        """The model file, where it is readable here, and how it was found (or why not): /props
+        publishes its path but neither its hash nor its tensor types, which the file holds."""
         if self.model_file:
-            return dtype_fact(read_gguf(self.model_file), f"--model-file {self.model_file}")
+            return read_gguf(self.model_file), f"--model-file {self.model_file}"
         if not model_path:
-            return fact(None, "not exposed (/props has no model_path)")
-        if not is_loopback(urlsplit(self.base).hostname or "") or not os.path.isfile(model_path):
-            return fact(None, f"not exposed; the GGUF ({model_path}) is on the engine's host (give --model-file)")
+            return None, "not exposed (/props has no model_path)"
+        if not engine_is_local(self.base) or not os.path.isfile(model_path):
+            return None, f"not exposed; the GGUF ({model_path}) is on the engine's host (give --model-file)"
         try:
-            return dtype_fact(read_gguf(model_path), f"/props model_path {model_path}, read on this host")
+            return read_gguf(model_path), f"/props model_path {model_path}, read on this host"
         except ImportError:  # the gguf package comes with the engine extra
-            return fact(None, f"not exposed; reading {model_path} needs the gguf package")
+            return None, f"not exposed; reading {model_path} needs the gguf package"
 
     def facts(self) -> dict[str, dict[str, Any]]:
         props: dict[str, Any] = self.get("/props").json or {}
@@ -55,17 +61,18 @@ class LlamaServer(Engine):
             meta = ep.json["data"][0]["meta"]
         slots = self.get("/slots")
         n_ctx = settings.get("n_ctx") or meta.get("n_ctx")
+        gguf, how = self.gguf(props.get("model_path"))
         return {
             "version": version,
             "models": fact(models, "/v1/models") if models else fact(None, "/v1/models did not answer"),
             "model_path": fact(props.get("model_path"), "/props model_path")
             if props.get("model_path")
             else fact(None, "/props has no model_path"),
-            "model_sha256": fact(None, "llama-server does not publish a hash of its model file"),
+            "model_sha256": fact(gguf.sha256, f"sha256 of the GGUF, from {how}") if gguf else fact(None, how),
             "quantization": fact(props.get("model_ftype") or meta.get("ftype"), "/props model_ftype")
             if props.get("model_ftype") or meta.get("ftype")
             else fact(None, "not exposed"),
-            "dtype": self._dtype(props.get("model_path")),
+            "dtype": dtype_fact(gguf, how) if gguf else fact(None, how),
             "context_size": fact(n_ctx, "/props default_generation_settings.n_ctx (per slot)")
             if n_ctx
             else fact(None, "not exposed"),

@@ -1,12 +1,17 @@
-"""The digest of the runtime serving an engine: its binary (or, for an engine that runs in Python,
-its package's native library), found through the process listening on the engine's port.
+"""The digest of the runtime serving an engine: the sha256 of its files (its program and the shared
+libraries of its own it maps, ``runtime_files.py``), found through the process listening on the
+engine's port, when that process is the engine's and not a forwarder in front of it.
 
 Only for an engine on this machine (a loopback URL), and not inside a container (its image digest
 is not visible from here). ``snapshot()`` records it among the engine's facts, so it travels with
 the capture; ``claim`` falls back to looking it up later, when the capture has none.
 
-Hashing reads the whole file (hundreds of MB for vLLM's library), so it runs only where probes do,
-off any event loop, and once per file: digests are cached by path, size and mtime.
+A runtime of one file has that file's sha256 (``sha256sum`` of a static binary); of several, the
+sha256 of their ``sha256sum`` lines (file names without folders) sorted by file name, so the same
+files installed in another folder have the same digest and a changed library changes it.
+
+Hashing reads the whole files (hundreds of MB for vLLM's library), so it runs only where probes
+do, off any event loop, and once per file: digests are cached by path, size and mtime.
 """
 
 from __future__ import annotations
@@ -15,20 +20,16 @@ import hashlib
 import os
 import socket
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from infertap.capture.hostfacts import is_loopback
 
-__all__ = ["RuntimeDigest", "file_sha256", "runtime_digest", "snapshot_facts"]
+from .runtime_files import runtime_files
 
-#: For engines that run in Python: the native library of their package, as mapped into the process.
-_PYTHON_LIBRARIES = {
-    "llama-cpp-python": ("llama_cpp", "libllama"),
-    "vllm": ("vllm", "_C"),
-    "sglang": ("sgl_kernel", "common_ops"),
-}
+__all__ = ["RuntimeDigest", "file_sha256", "files_sha256", "runtime_digest", "snapshot_facts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +40,29 @@ class RuntimeDigest:
     pid: int | None = None
     container: str | None = None  # a container runtime's name, when the process runs in one
     port: int | None = None
+    files: tuple[str, ...] = ()  # every file hashed, ``path`` first
 
     def as_dict(self) -> dict[str, object]:
-        return {"sha256": self.sha256, "path": self.path, "what": self.what, "pid": self.pid, "container": self.container}
+        return {
+            "sha256": self.sha256,
+            "path": self.path,
+            "files": list(self.files),
+            "what": self.what,
+            "pid": self.pid,
+            "container": self.container,
+        }
 
     @property
     def how(self) -> str:
-        """How the file was found, for a fact's source."""
-        return f"sha256 of the {self.what} {self.path} of process {self.pid}, listening on the engine's port {self.port}"
+        """How the files were found, for a fact's source."""
+        where = f"process {self.pid}, listening on the engine's port {self.port}"
+        others = [os.path.basename(f) for f in self.files[1:]]
+        if not others:
+            return f"sha256 of the {self.what} {self.path} of {where}"
+        return (
+            f"sha256 of the {self.what} {self.path} and the {len(others)} other engine libraries mapped into"
+            f" {where} ({', '.join(others)}): of their sha256sum lines, sorted by file name"
+        )
 
 
 _cache: dict[tuple[str, int, int], str] = {}
@@ -67,6 +83,15 @@ def file_sha256(path: str) -> str:
     with _cache_lock:
         _cache[key] = h.hexdigest()
     return _cache[key]
+
+
+def files_sha256(files: Sequence[str]) -> str:
+    """One file's sha256; of several, the sha256 of their ``sha256sum`` lines (names without
+    folders) sorted by name: ``sha256sum FILES | sort -k2 | sha256sum`` in their folder."""
+    if len(files) == 1:
+        return file_sha256(files[0])
+    lines = sorted((os.path.basename(f), file_sha256(f)) for f in files)
+    return hashlib.sha256("".join(f"{sha}  {name}\n" for name, sha in lines).encode()).hexdigest()
 
 
 def _listener(port: int) -> int | None:
@@ -118,7 +143,7 @@ def runtime_digest(
         return RuntimeDigest(None, None, why, port=port)
     try:
         proc = psutil.Process(pid)
-        started, exe = proc.create_time(), proc.exe()
+        started, exe, argv = proc.create_time(), proc.exe(), proc.cmdline()
     except (psutil.Error, OSError) as exc:
         return RuntimeDigest(None, None, f"cannot inspect process {pid} on port {port} ({exc})", pid, port=port)
     if snapshot_wall is not None and started > snapshot_wall:
@@ -129,19 +154,12 @@ def runtime_digest(
         why = f"process {pid} runs in a container ({container}); its image digest is not visible from here"
         return RuntimeDigest(None, None, why, pid, container, port)
     try:
-        if "python" not in Path(exe).name:
-            return RuntimeDigest(file_sha256(exe), exe, "binary", pid, port=port)
-        package, library = _PYTHON_LIBRARIES.get(kind or "", (None, None))
-        if package is None or library is None:
-            why = f"the engine runs in Python ({exe}) and infertap knows no native library of {kind!r} to hash"
-            return RuntimeDigest(None, None, why, pid, port=port)
-        for m in proc.memory_maps(grouped=True):
-            name = os.path.basename(m.path)
-            if f"/{package}/" in m.path and name.startswith(library) and ".so" in name:
-                return RuntimeDigest(file_sha256(m.path), m.path, f"python package {package}'s native library", pid, port=port)
+        found = runtime_files(kind, exe, argv, (m.path for m in proc.memory_maps(grouped=True)))
+        if isinstance(found, str):
+            return RuntimeDigest(None, None, f"process {pid} listening on port {port}: {found}", pid, port=port)
+        return RuntimeDigest(files_sha256(found.files), found.files[0], found.what, pid, port=port, files=found.files)
     except (psutil.Error, OSError) as exc:
         return RuntimeDigest(None, None, f"cannot read the runtime of process {pid} ({exc})", pid, port=port)
-    return RuntimeDigest(None, None, f"the engine runs in Python ({exe}); no {library}*.so of {package} is mapped into it", pid)
 
 
 def snapshot_facts(digest: RuntimeDigest) -> dict[str, dict[str, object]]:

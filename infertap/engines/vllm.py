@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
-from infertap.capture.hostfacts import is_loopback
+from infertap.capture.hostfacts import engine_is_local
 
 from .base import Endpoint, Engine, Tokens, fact
 
@@ -47,6 +46,8 @@ class VLLM(Engine):
     # ChatCompletionRequest: repetition_penalty (repeat_penalty is "present in the request but
     # ignored"); max_completion_tokens before max_tokens (serving_chat).
     READS = {"repeat_penalty": ("repetition_penalty",), "max_tokens": ("max_completion_tokens", "max_tokens")}
+    # ResponsesRequest has max_output_tokens only (neither max_tokens nor max_completion_tokens).
+    PATH_READS = {"/v1/responses": {"max_tokens": ("max_output_tokens",)}}
 
     kind = "vllm"
 
@@ -72,7 +73,7 @@ class VLLM(Engine):
         root = self._first_model().get("root")
         if not root:
             return None, "/v1/models has no root"
-        if not is_loopback(urlsplit(self.base).hostname or ""):
+        if not engine_is_local(self.base):
             return None, f"the model folder {root} is on the engine's host"
         if not Path(root).is_dir():
             return None, f"/v1/models root {root} is no folder here (a hub id?)"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -15,6 +14,7 @@ from infertap.analysis.claim import claim, unknown_fields
 from infertap.capture.identity import workload_identity
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
+from infertap.engines.runtime_digest import runtime_digest
 from infertap.launch import SMOLLM2_ALIAS, llama_server_binary
 from infertap.replay import ReplayConfig, Transforms, run_replay
 
@@ -59,10 +59,10 @@ def test_claim_on_llama_cpp_python(engine, record, gguf, tmp_path):
     card = _check("llama-cpp-python", src, tmp_path, gguf)
     runtime = card["runtime"]["value"]
     assert runtime["version"] == llama_cpp.__version__
-    digest = runtime["digest"]  # the engine runs in Python: its package's native library is hashed
+    digest = runtime["digest"]  # the engine runs in Python: its package's native libraries are hashed
     assert digest["path"] and "libllama" in digest["path"] and "/llama_cpp/" in digest["path"]
-    assert "native library" in digest["found"] and "recorded in the engine snapshot" in card["runtime"]["source"]
-    assert digest["sha256"] == hashlib.sha256(Path(digest["path"]).read_bytes()).hexdigest()
+    assert "libggml" in digest["found"] and "recorded in the engine snapshot" in card["runtime"]["source"]
+    assert digest["sha256"] == runtime_digest(engine.url, "llama-cpp-python").sha256  # as hashed again now
     assert card["sampling"]["value"]["repeat_penalty"][0]["source"] == "engine_default"
     # This machine can't know everything: --strict names it, and says why.
     result = CliRunner().invoke(cli, ["claim", str(tmp_path / "same"), "--strict", "--cache-dir", str(tmp_path / "cache")])
@@ -74,9 +74,11 @@ def test_claim_on_llama_cpp_python(engine, record, gguf, tmp_path):
 def test_claim_on_llama_server(llama_server_engine, record, gguf, tmp_path):
     src = _record_and_replay(llama_server_engine, record, gguf, tmp_path)
     card = _check("llama-server", src, tmp_path, gguf)
-    binary = hashlib.sha256(llama_server_binary().read_bytes()).hexdigest()
+    # The program and the libraries its code lives in (llama-server is a stub over libllama-server-impl).
+    binary = runtime_digest(llama_server_engine.url, "llama-server").sha256
     digest = card["runtime"]["value"]["digest"]
-    assert digest["sha256"] == binary and "the binary" in digest["found"]
+    assert digest["sha256"] == binary and "libllama-server-impl" in digest["found"]
+    assert binary != hashlib.sha256(llama_server_binary().read_bytes()).hexdigest()
     assert "recorded in the engine snapshot" in card["runtime"]["source"]
     # The recording through the proxy carries the digest in its engine snapshot: it travels with the capture.
     snap = next(r for r in CaptureReader(src).records() if r["type"] == "engine")

@@ -52,6 +52,28 @@ def test_the_request_settings_are_the_ones_the_engine_reads(app: Any, fields: di
             assert settings[name]["source"] != "request"
 
 
+@pytest.mark.parametrize(
+    ("app", "path", "fields", "expected", "ignored"),
+    [
+        # Responses requests spell it max_output_tokens; the chat path ignores that name.
+        (vllm_app, "/v1/responses", {"max_output_tokens": 5}, {"max_tokens": 5}, {}),
+        (vllm_app, "/v1/responses", {"max_tokens": 9}, {}, {"max_tokens": {"max_tokens": 9}}),
+        (vllm_app, "/v1/chat/completions", {"max_output_tokens": 5}, {}, {"max_tokens": {"max_output_tokens": 5}}),
+        (llama_server_app, "/v1/responses", {"max_output_tokens": 5, "max_tokens": 9}, {"max_tokens": 5}, {}),
+        (llama_server_app, "/v1/responses", {"max_output_tokens": 8, "n_predict": 3}, {"max_tokens": 3}, {}),
+        (llama_server_app, "/v1/chat/completions", {"max_output_tokens": 5}, {}, {"max_tokens": {"max_output_tokens": 5}}),
+    ],
+)
+def test_each_path_reads_its_own_spellings(app: Any, path: str, fields: dict, expected: dict, ignored: dict) -> None:
+    with _engine(app()) as engine:
+        assert engine.requested(fields, path) == expected
+        assert engine.ignored(fields, path) == ignored
+        settings = effective_settings(engine.requested(fields, path), engine.defaults_for(path), engine.ignored(fields, path))
+    assert settings["max_tokens"].get("ignored") == ignored.get("max_tokens")
+    if not expected:
+        assert settings["max_tokens"]["source"] != "request"
+
+
 def test_ollama_openai_paths_have_their_own_defaults_and_native_paths_read_options_only() -> None:
     from infertap.apis import api_for
 

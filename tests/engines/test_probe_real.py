@@ -65,6 +65,9 @@ def test_llama_server_is_detected_and_says_its_build_is_unknown(llama_server_eng
     assert facts["chat_template"] == read_gguf(gguf).chat_template
     assert facts["bos_token"] == "<|im_start|>"
     assert facts["dtype"] == read_gguf(gguf).dtype() and "/props model_path" in snap["facts"]["dtype"]["source"]
+    # The GGUF /props names is read here for its tensor types: its hash comes with it.
+    assert facts["model_sha256"] == hashlib.sha256(gguf.read_bytes()).hexdigest()
+    assert "/props model_path" in snap["facts"]["model_sha256"]["source"]
     build = snap["raw"]["/props"]["build_info"]
     if build.startswith("b0-"):  # built from the sdist without git metadata, as here
         assert facts["version"] is None and build in snap["facts"]["version"]["source"]
@@ -151,6 +154,39 @@ def test_recording_stores_a_snapshot_and_enriches_each_exchange(which, request, 
         assert ce["server_timings"]["prompt_n"] <= ce["prompt_tokens"]["count"]
     info = summarize(rec.out)
     assert list(info["engines"]) == [f"{kind} {_facts(snapshots[0])['version'] or '(version unknown)'} at {upstream.url}"]
+
+
+def test_llama_cpp_python_settings_it_does_not_read_are_not_the_requests(engine, record, gguf):
+    """Its request models drop fields they don't have (mirostat: its field is mirostat_mode;
+    typical_p) and its server drops n: sent, they change nothing, and the enrichment says so."""
+    base = {**QUESTION, "temperature": 1.0, "seed": 7, "max_tokens": 12}
+
+    def ask(**extra: object) -> list[str]:
+        body = httpx.post(f"{engine.url}/v1/chat/completions", json={**base, **extra}, timeout=120).json()
+        return [c["message"]["content"] for c in body["choices"]]
+
+    plain = ask()
+    assert ask(mirostat=2, mirostat_tau=1.0) == plain and ask(typical_p=0.01) == plain and ask(n=3) == plain
+    assert ask(mirostat_mode=2, mirostat_tau=1.0) != plain
+    rec = record(engine.url, "--model-file", str(gguf))
+    sent = {**base, "mirostat": 2, "mirostat_tau": 1.0, "n": 3, "typical_p": 0.01}
+    assert httpx.post(f"{rec.url}/v1/chat/completions", json=sent, timeout=120).status_code == 200
+    rec.stop()
+    (settings,) = [r["settings"] for r in rec.records() if r["type"] == "enrichment"]
+    assert settings["mirostat"] == {"value": 0, "source": "engine_default", "ignored": {"mirostat": 2}}
+    assert settings["n"] == {"value": 1, "source": "engine_default", "ignored": {"n": 3}}
+    assert settings["typical_p"] == {"value": None, "source": "unknown", "ignored": {"typical_p": 0.01}}
+    assert settings["mirostat_tau"] == {"value": 1.0, "source": "request"}  # read: it applies with mirostat_mode
+
+
+def test_llama_server_responses_max_output_tokens_is_the_requests_max_tokens(llama_server_engine, record):
+    rec = record(llama_server_engine.url)
+    body = {"model": SMOLLM2_ALIAS, "input": "Tell me a long story.", "max_output_tokens": 5, "temperature": 0}
+    answer = httpx.post(f"{rec.url}/v1/responses", json=body, timeout=120).json()
+    rec.stop()
+    assert answer["usage"]["output_tokens"] == 5  # honoured
+    (settings,) = [r["settings"] for r in rec.records() if r["type"] == "enrichment"]
+    assert settings["max_tokens"] == {"value": 5, "source": "request"}
 
 
 def test_prompt_token_ids_equal_the_engines_own_tokenizer_on_the_rendered_prompt(llama_server_engine, record):
