@@ -23,7 +23,7 @@ from infertap.apis import read_request
 from infertap.capture.redact import Redactor
 from infertap.errors import ConfigError
 from infertap.replay.runner import ReplayStats
-from infertap.replay.sweep import Load, Lost, Point, Sweep, SweepConfig, capacity_of, inconsistent, unmeasured
+from infertap.replay.sweep import Load, Lost, Point, Sweep, SweepConfig, capacity_of, inconsistent, not_measured, unmeasured
 from infertap.replay.workload import load
 
 from .slo import SLO, evaluate
@@ -65,7 +65,7 @@ def run_sweep(
         progress=progress,
     )
     sweep.run()
-    results.update(_result(config, slos, sweep.points), stopped_early=sweep.stopped)
+    results.update(_result(config, slos, sweep.points), stopped_early=sweep.stopped, aborted=sweep.aborted)
     out.mkdir(parents=True, exist_ok=True)
     _write(out / RESULT, results)
     return results
@@ -79,11 +79,13 @@ def judge(capture: Path, slos: Sequence[SLO]) -> dict[str, Any]:
 
 def certain_miss(slos: Sequence[SLO], total: int) -> Lost:
     """Whether a point running ``total`` generation requests can no longer pass, from its live stats: more
-    requests already past an ``e2e`` bound (finished, or still in flight) than its percentile
-    allows, or more errors than ``error_rate`` allows; twice over, so that only a clearly lost
-    point is cut short. Other latency SLOs can't be judged before the point ends."""
+    requests already past an ``e2e`` bound (finished, or still in flight), or failed (a failed request
+    is over every latency bound, analysis.slo), than a latency percentile allows, or more errors than
+    ``error_rate`` allows; twice over, so that only a clearly lost point is cut short. Other latency
+    SLOs can't be judged on the requests that succeed before the point ends."""
     e2e = [(s.bound, allowed) for s in slos if s.metric == "e2e" and (allowed := _allowed(s, total)) is not None]
-    budget = next((s.bound * total for s in slos if s.metric == "error_rate"), None)
+    failures = [allowed for s in slos if s.latency and (allowed := _allowed(s, total)) is not None]
+    budget = next((s.limit * total for s in slos if s.metric == "error_rate"), None)
 
     done = [0] * len(e2e)  # finished requests past each bound, counted once each
     seen = [0]  # how many of stats.intervals are counted: each check looks only at the new ones
@@ -99,7 +101,7 @@ def certain_miss(slos: Sequence[SLO], total: int) -> Lost:
                 return True
         if budget is not None and stats.generation_failed > 2 * budget + 2:  # as error_rate counts: generation requests
             return True
-        return False
+        return any(stats.generation_failed > 2 * allowed + 2 for allowed in failures)
 
     return lost
 
@@ -151,6 +153,7 @@ def _result(config: SweepConfig, slos: Sequence[SLO], points: Sequence[Point]) -
         "knee": {"passed": best.load.value if best else None, "failed": first_fail.load.value if first_fail else None},
         "inconsistent": inconsistent(points),  # passed above a failure: not counted towards the capacity
         "replayer_behind": unmeasured(points),  # passed, the replayer behind its schedule: not counted either
+        "unmeasured": not_measured(points),  # passed without measuring the target there, and why: not counted
         "points": [p.describe() for p in sorted(points, key=lambda p: p.load.value)],
     }
 

@@ -4,15 +4,25 @@ An SLO is ``METRIC:STAT<=VALUE`` (``ttft:p99<=2s``, ``tpot:p50<=50ms``, ``e2e:p9
 ``error_rate<=1%``. A run meets its SLOs when every one holds over its generation exchanges.
 Goodput is DistServe's: the exchanges per second that are ``ok`` and meet every SLO's bound on their
 own (``ttft <= 2 s`` for ``ttft:p99<=2s``), and their output tokens per second; attainment is the
-share of exchanges that do. A bound on a metric an exchange doesn't have (``tpot`` of a one-token
-answer) is not held against it.
+share of exchanges that do.
+
+A request that failed fails every bound (as AIPerf's good-request fraction and GuideLLM's
+non-conforming errors have it): it is no goodput, and it enters the statistic an SLO reads as
++infinity, so that ``e2e:p90`` fails once more than about a tenth of the requests fail. An ``ok``
+answer that lacks a moment the bound names (no token came: no ``ttft``; only tool calls or
+reasoning: no visible content, no ``ttft_content``) is missing it, and counts the same way. Only
+``tpot`` and ``itl`` may be absent by the answer's shape (one token, one chunk, a body not
+streamed): such a bound is not held against that exchange, and when no ``ok`` exchange has the
+metric the SLO is not measurable there, which is not the target's failure.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from infertap.errors import ConfigError
@@ -29,6 +39,9 @@ LATENCY = {
     "e2e": "e2e_ns",
     "itl": "itl_max_ns",  # per exchange: its longest gap; the SLO's statistic pools every gap
 }
+#: The metrics an ``ok`` answer may lack by its shape (one token, one chunk, not streamed): a bound on
+#: them is not held against it. Any other metric an ``ok`` answer lacks counts as over its bound.
+BY_SHAPE = frozenset({"tpot", "itl"})
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _SYNTAX = "METRIC:STAT<=VALUE (e.g. ttft:p99<=2s, tpot:p50<=50ms, e2e:p90<=30s) or error_rate<=1%"
 _NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
@@ -44,6 +57,12 @@ class SLO:
     stat: str  # "p99", "p50", "mean", "max"; "rate" for error_rate
     bound: float
     text: str
+    #: The bound exactly as written (1.4% is 7/500, which the float 0.014 is not): what is compared.
+    limit: Fraction = field(default=Fraction(0), compare=False)
+
+    def holds(self, value: float | Fraction) -> bool:
+        """Whether ``value`` is within the bound, compared exactly (error_rate<=1.4% holds at 7 of 500)."""
+        return value <= self.limit
 
     @property
     def latency(self) -> bool:
@@ -57,10 +76,10 @@ def parse_slo(text: str) -> SLO:
     """One SLO from its text; a ConfigError naming the syntax and the metrics when it doesn't parse."""
     spec = text.strip()
     if m := _ERROR_SLO.match(spec):
-        value = float(m.group(1)) / (100 if m.group(2) else 1)
-        if not 0 <= value <= 1:
+        exact = Fraction(m.group(1)) / (100 if m.group(2) else 1)
+        if not 0 <= exact <= 1:
             raise ConfigError(f"--slo {text!r}: an error rate is between 0 and 1 (or 0% and 100%)")
-        return SLO("error_rate", "rate", value, spec)
+        return SLO("error_rate", "rate", float(exact), spec, exact)
     m = _LATENCY_SLO.match(spec)
     if m is None or m.group(1) not in LATENCY:
         metrics = ", ".join([*LATENCY, "error_rate"])
@@ -69,7 +88,8 @@ def parse_slo(text: str) -> SLO:
     metric, stat, number, unit = m.groups()
     if stat.startswith("p") and not 0 < float(stat[1:]) <= 100:
         raise ConfigError(f"--slo {text!r}: a percentile is between p0 and p100")
-    return SLO(metric, stat, float(number) * _UNITS[unit], spec)
+    exact = Fraction(number) * _UNITS[unit]
+    return SLO(metric, stat, float(exact), spec, exact)
 
 
 def parse_slos(texts: Sequence[str]) -> list[SLO]:
@@ -79,6 +99,8 @@ def parse_slos(texts: Sequence[str]) -> list[SLO]:
 
 
 def _stat(values: list[float], stat: str) -> float | None:
+    """``stat`` of ``values``, where +infinity stands for a request over every bound (it failed, or
+    lacked the moment measured): a percentile that reaches one is +infinity."""
     if not values:
         return None
     values = sorted(values)
@@ -86,7 +108,14 @@ def _stat(values: list[float], stat: str) -> float | None:
         return sum(values) / len(values)
     if stat == "max":
         return values[-1]
-    return quantile(values, float(stat[1:]) / 100)
+    q = float(stat[1:]) / 100
+    h = (len(values) - 1) * q
+    lo = math.floor(h)
+    if h == lo:  # on an order statistic (quantile would give nan, 0 * inf, next to +infinity)
+        return values[lo]
+    if math.isinf(values[lo + 1]):
+        return math.inf  # between a value and +infinity: beyond any bound
+    return quantile(values, q)
 
 
 _ROWS = """
@@ -102,7 +131,11 @@ ORDER BY m.sent_wall_ns
 
 def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
     """How a loaded run did against ``slos``: each SLO's observed value and verdict, goodput,
-    attainment, achieved throughput and error rate, over its generation exchanges."""
+    attainment, achieved throughput and error rate, over its generation exchanges.
+
+    ``passed`` is whether every SLO that could be measured held; ``unmeasurable`` names those that
+    couldn't (no ``ok`` exchange has the metric: ``tpot`` of answers not streamed), which a caller
+    must not read as the target's pass or failure."""
     rows = [dict(zip(_COLUMNS, r, strict=True)) for r in analysis.sql(_ROWS).fetchall()]
     if not rows:
         raise ConfigError("no generation exchanges in this run: nothing to hold to an SLO")
@@ -114,19 +147,15 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
     ]
     ok = [r for r in rows if r["ok"]]
     good = [r for r in ok if all(_meets(r, s) for s in slos if s.latency)]
-    span_s = (max(r["end_wall_ns"] for r in rows) - min(r["sent_wall_ns"] for r in rows)) / 1e9 if rows else 0.0
-    error_rate = (len(rows) - len(ok)) / len(rows)  # exact at a bound: 1 - 99/100 is 0.010000000000000009
-    results = []
-    for slo in slos:
-        if slo.latency:
-            values = gaps if slo.metric == "itl" else [r[LATENCY[slo.metric]] for r in ok if r[LATENCY[slo.metric]] is not None]
-            observed = _stat([float(v) for v in values], slo.stat)
-        else:
-            observed = error_rate
-        results.append({**slo.describe(), "observed": observed, "met": observed is not None and observed <= slo.bound})
+    span_s = (max(r["end_wall_ns"] for r in rows) - min(r["sent_wall_ns"] for r in rows)) / 1e9
+    failed = len(rows) - len(ok)
+    error_rate = failed / len(rows)
+    results = [_held(slo, rows, ok, gaps) for slo in slos]
     per_s = (lambda n: n / span_s) if span_s > 0 else (lambda n: None)
+    ends = sorted(r["end_wall_ns"] for r in rows)
     return {
-        "passed": all(r["met"] for r in results),
+        "passed": all(r["met"] for r in results if r["met"] is not None),
+        "unmeasurable": [r["slo"] for r in results if r["met"] is None],
         "slos": results,
         "requests": len(rows),
         "ok": len(ok),
@@ -134,6 +163,8 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
         "attainment": len(good) / len(rows),
         "span_s": span_s,
         "requests_per_s": per_s(len(ok)),
+        # the rate answers (ok or not) came back at: n answers, n - 1 gaps, as the offered rate counts arrivals
+        "answered_per_s": (len(ends) - 1) / ((ends[-1] - ends[0]) / 1e9) if ends[-1] > ends[0] else None,
         "output_tokens_per_s": per_s(sum(r["output_tokens"] or 0 for r in ok)),
         "goodput": {"requests_per_s": per_s(len(good)), "output_tokens_per_s": per_s(sum(r["output_tokens"] or 0 for r in good))},
         "latency_ms": {
@@ -141,6 +172,33 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
             for name, col in LATENCY.items()
             if name != "itl"
         },
+    }
+
+
+def _held(slo: SLO, rows: list[dict[str, Any]], ok: list[dict[str, Any]], gaps: list[int]) -> dict[str, Any]:
+    """One SLO over a run: its statistic with every failed request, and every ``ok`` one missing the
+    metric, counted as +infinity; ``met`` None when it can't be measured (see the module's docstring).
+    ``missing`` counts the ``ok`` exchanges the bound could not be measured on, counted over it."""
+    failed = len(rows) - len(ok)
+    if not slo.latency:
+        return {**slo.describe(), "observed": failed / len(rows), "met": slo.holds(Fraction(failed, len(rows))), "missing": 0}
+    column = LATENCY[slo.metric]
+    measured = [r[column] for r in ok if r[column] is not None]
+    missing = 0 if slo.metric in BY_SHAPE else len(ok) - len(measured)
+    if ok and not measured and not missing:  # every ok answer lacks it by its shape: nothing measures it here
+        return {**slo.describe(), "observed": None, "met": None, "missing": 0}
+    if slo.metric == "itl":  # gaps are pooled: a failed request weighs as many gaps as an ok answer has on average
+        values = [float(g) for g in gaps]
+        weight = math.ceil(len(gaps) / len(measured)) if measured else 1
+    else:
+        values, weight = [float(v) for v in measured], 1
+    observed = _stat(values + [math.inf] * ((failed + missing) * weight), slo.stat)
+    met = observed is not None and not math.isinf(observed) and slo.holds(observed)
+    return {
+        **slo.describe(),
+        "observed": observed if observed is not None and math.isfinite(observed) else None,
+        "met": met,
+        "missing": missing,
     }
 
 
@@ -160,8 +218,9 @@ _COLUMNS = (
 
 
 def _meets(row: dict[str, Any], slo: SLO) -> bool:
+    """An ``ok`` exchange within ``slo``'s bound on its own; lacking the metric, only by its shape."""
     value = row[LATENCY[slo.metric]]
-    return value is None or value <= slo.bound
+    return slo.metric in BY_SHAPE if value is None else slo.holds(value)
 
 
 def _spread(values: list[float]) -> dict[str, float | None]:

@@ -7,7 +7,9 @@ each SLO's observed statistic against the load with its bound drawn across) and 
 table. Self-contained like the capture report: inline SVG, no scripts, no network.
 
 Two capacities are told apart only when their knees don't overlap (B met the SLOs at a load where
-A had failed them) and they differ by more than ``SAME``: a sweep's points are that coarse.
+A had failed them) and they differ by more than ``SAME``: a sweep's points are that coarse. A sweep
+that never failed (or stopped on an error) says nothing above its highest pass: below the other's
+capacity, which carries more can't be told.
 """
 
 from __future__ import annotations
@@ -127,6 +129,10 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
             return f"{name}: no point ran to its end (the sweep was stopped): nothing is judged."
         lowest = number(load_of(sweep["points"][0], kind))
         if sweep["points"][0].get("passed"):
+            others = [u for u in sweep.get("unmeasured") or () if float(u[kind]) not in (sweep.get("replayer_behind") or ())]
+            if others:
+                why = "; ".join(f"{kind} {number(float(u[kind]))}: {', '.join(u['why'])}" for u in others)
+                return f"{name}: no capacity is stated: no pass measured the target at its load ({why})."
             behind = ", ".join(number(v) for v in sweep.get("replayer_behind") or ())
             return f"{name}: no capacity is stated: it met the SLOs only where the replayer fell behind its schedule ({kind} {behind})."
         if sweep.get("inconsistent"):
@@ -136,12 +142,28 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
     where = (
         f"the knee lies between {number(knee['passed'])} and {number(knee['failed'])}"
         if knee["failed"] is not None
+        else f"the sweep stopped at {_stopped(sweep)}, so how much higher it goes is unknown"
+        if sweep.get("aborted")
+        else f"higher loads passed without measuring the target ({kind} {_above(sweep)}), so how much higher it goes is unknown"
+        if _above(sweep)
         else "it met them at every load tried, so its capacity may be higher"
     )
     return (
         f"{name} carries this workload up to {_load(kind, cap[kind])} under the SLOs "
         f"({_rate(cap['requests_per_s'])} requests/s, {_rate(cap['output_tokens_per_s'])} output tokens/s); {where}."
     )
+
+
+def _above(sweep: dict[str, Any]) -> str:
+    """The loads above the capacity that passed without measuring the target (infertap.replay.sweep_checks)."""
+    kind, cap = sweep["kind"], sweep["capacity"]
+    return ", ".join(number(float(u[kind])) for u in sweep.get("unmeasured") or () if float(u[kind]) > float(cap[kind]))
+
+
+def _stopped(sweep: dict[str, Any]) -> str:
+    """Where and why a sweep stopped on an error (``aborted``)."""
+    kind, aborted = sweep["kind"], sweep["aborted"]
+    return f"{kind} {number(float(aborted[kind]))} ({aborted['error']})"
 
 
 def _pair(kind: str, a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]]) -> str:
@@ -169,6 +191,20 @@ def _pair(kind: str, a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]
             f"Both met the SLOs at every load tried (up to {kind} {number(lo_a)} and {number(lo_b)}): "
             "sweep higher to tell them apart."
         )
+    for (no, lo_o, hi_o), (nx, lo_x, hi_x) in (
+        ((a[0], lo_a, hi_a), (b[0], lo_b, hi_b)),
+        ((b[0], lo_b, hi_b), (a[0], lo_a, hi_a)),
+    ):
+        if math.isinf(hi_o) and lo_o < lo_x:  # never failed (or stopped), and never tried as high as the other carries
+            return (
+                f"Which carries more can't be told: {no} met the SLOs up to {kind} {number(lo_o)} and was not judged "
+                f"higher, below {nx}'s capacity ({kind} {number(lo_x)}); sweep {no} higher to tell them apart."
+            )
+        if math.isinf(hi_o) and not math.isinf(hi_x):  # it passed within the other's knee, and was not judged higher
+            return (
+                f"{no} carries at least as much of this workload as {nx}: it met the SLOs up to {kind} {number(lo_o)} "
+                f"and was not judged higher; {nx}'s knee lies {_knee(lo_x, hi_x)}. Sweep {no} higher to tell by how much."
+            )
     ca, cb = a[1]["capacity"], b[1]["capacity"]
     return (
         f"{a[0]} and {b[0]} carry this workload about equally, within the sweeps' resolution ({a[0]}'s knee at {kind} "
@@ -213,6 +249,8 @@ def render_sweeps(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = 
 def _configuration(name: str, sweep: dict[str, Any]) -> str:
     kind = sweep["kind"]
     interrupted = "; interrupted: what it found so far" if sweep.get("stopped_early") else ""
+    if sweep.get("aborted"):
+        interrupted += f"; stopped at {_stopped(sweep)}: what it found so far"
     return (
         f"<p><b>{name}</b>: a {kind} sweep of {html.escape(str(sweep['source']))} against "
         f"{html.escape(str(sweep.get('target') or 'unknown'))} ({html.escape(str(sweep.get('target_kind') or 'engine kind unknown'))}); "
@@ -257,12 +295,29 @@ def _curves(sweeps: _Sweeps) -> str:
 
 
 def _observed(point: dict[str, Any], slo: dict[str, Any]) -> float | None:
-    """The point's observed value for ``slo``, found by what it bounds (the other sweep may have written it differently)."""
+    """The point's observed value for ``slo``."""
+    return (_result(point, slo) or {}).get("observed")
+
+
+def _result(point: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any] | None:
+    """How the point did against ``slo``, found by what it bounds (the other sweep may have written it differently)."""
     key = (slo["metric"], slo["stat"], float(slo["bound"]))
     for s in point.get("slos") or ():
         if (s["metric"], s["stat"], float(s["bound"])) == key:
-            return s.get("observed")
+            return s
     return None
+
+
+def verdict_of(point: dict[str, Any]) -> str:
+    """A point's verdict in a few words: pass or fail, and whether it measured the target at its load
+    (infertap.replay.sweep_checks): the table's, here and in ``infertap sweep``."""
+    if point["passed"]:
+        verdict = "pass (not measured)" if point.get("unmeasured") else "pass"
+    else:
+        verdict = (
+            "lost (ended early)" if point.get("lost_early") else "fail (not carried)" if point.get("not_carried") else "fail"
+        )
+    return verdict + (" (replayer behind)" if point.get("replayer_behind") else "")
 
 
 def _points_table(sweep: dict[str, Any]) -> str:
@@ -271,17 +326,16 @@ def _points_table(sweep: dict[str, Any]) -> str:
     headers += [s["slo"] for s in sweep["slo"]] + ["lag p99 ms", "sent", "wall s"]
     rows = []
     for p in sweep["points"]:
-        verdict = "pass" if p["passed"] else ("lost (ended early)" if p.get("lost_early") else "fail")
         rows.append(
             [
                 number(load_of(p, kind)),
-                verdict + (" (replayer behind)" if p.get("replayer_behind") else ""),
+                verdict_of(p),
                 p.get("offered_requests_per_s"),
                 p.get("requests_per_s"),
                 (p.get("goodput") or {}).get("requests_per_s"),
                 _percent(p.get("attainment")),
                 _percent(p.get("error_rate"), 1),
-                *(_shown(s, _observed(p, s)) for s in sweep["slo"]),
+                *(_shown(s, _result(p, s)) for s in sweep["slo"]),
                 (p.get("schedule_lag_ms") or {}).get("p99"),
                 p.get("sent"),
                 p.get("wall_s"),
@@ -294,11 +348,19 @@ def _percent(value: float | None, places: int = 0) -> str:
     return "unknown" if value is None else f"{value:.{places}%}"
 
 
-def _shown(slo: dict[str, Any], value: float | None) -> str:
-    if value is None:
+def _shown(slo: dict[str, Any], result: dict[str, Any] | None) -> str:
+    """An SLO's cell: the observed value; over the bound where its statistic falls on a request that
+    failed or lacked the metric; not measurable where nothing in the point had the metric."""
+    if result is None:
         return "-"
+    if "met" in result and result["met"] is None:
+        return "not measurable"
+    value = result.get("observed")
+    if value is None:
+        return "over ✗" if result.get("met") is False else "-"
     text = f"{value:.1%}" if slo["metric"] == "error_rate" else f"{number(value / 1e6, 3)} ms"
-    return text if value <= float(slo["bound"]) else text + " ✗"
+    met = result["met"] if "met" in result else value <= float(slo["bound"])  # compared exactly where it was judged
+    return text if met else text + " ✗"
 
 
 def write_sweep_report(out: str | os.PathLike[str], a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None) -> None:

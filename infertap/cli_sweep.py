@@ -110,6 +110,8 @@ def sweep(
         print_sweep(result)
     if result.get("stopped_early"):  # Ctrl-C: what was found is printed and kept; the sweep is not whole
         click.get_current_context().exit(INTERRUPTED)
+    if result.get("aborted"):  # a point could not run (the target died under load): what was found is kept
+        raise click.ClickException(f"the sweep stopped: {_aborted(result)}")
 
 
 def _interrupted(config: Any, exc: BaseException) -> dict[str, Any]:
@@ -155,7 +157,15 @@ def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
 
     def done(point: Point) -> None:
         state["passed" if point.passed else "failed"] += 1
-        verdict = "passed" if point.passed else ("lost, ended early" if point.lost_early else "failed")
+        verdict = (
+            "passed"
+            if point.counts
+            else "passed, not measured"
+            if point.passed
+            else "lost, ended early"
+            if point.lost_early
+            else "failed"
+        )
         progress.update(state["task"], detail=verdict)
         judged = state["passed"] + state["failed"]
         progress.update(overall, completed=judged, detail=f"{state['passed']} passed, {state['failed']} failed")
@@ -173,6 +183,8 @@ def print_sweep(result: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from .analysis.sweep_report import verdict_of
+
     kind = result["kind"]
     table = Table(
         kind,
@@ -186,12 +198,11 @@ def print_sweep(result: dict[str, Any]) -> None:
         "lag p99 ms",
     )
     for p in result["points"]:
-        verdict = "pass" if p["passed"] else ("lost (ended early)" if p["lost_early"] else "fail")
         observed = [_observed(s) for s in p["slos"]]
         lag = (p.get("schedule_lag_ms") or {}).get("p99")
         table.add_row(
             f"{p[kind]:g}",
-            verdict + (" (replayer behind)" if p["replayer_behind"] else ""),
+            verdict_of(p),
             _num(p.get("offered_requests_per_s")),
             _num(p.get("requests_per_s")),
             _num((p.get("goodput") or {}).get("requests_per_s")),
@@ -202,41 +213,72 @@ def print_sweep(result: dict[str, Any]) -> None:
         )
     console = Console()
     console.print(table)
-    cap = result["capacity"]
+    for line in notes(result):
+        console.print(f"note: {line}", highlight=False)
+    console.print(capacity_line(result), highlight=False)
+
+
+def notes(result: dict[str, Any]) -> list[str]:
+    """What the table can't say: passes not counted and why, failures that were the load's, SLOs
+    measured on fewer exchanges than the point had."""
+    kind, lines = result["kind"], []
     if result.get("inconsistent"):
         loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
-        console.print(f"note: {kind} {loads} passed above a load that failed (noise, or a target that recovered): not counted")
-    if result.get("replayer_behind"):
-        loads = ", ".join(f"{v:g}" for v in result["replayer_behind"])
-        console.print(
-            f"note: {kind} {loads} passed while the replayer fell behind its schedule (it, not the target, set the load "
-            "there): not counted; replay from more hosts (--ray) to measure higher"
-        )
+        lines.append(f"{kind} {loads} passed above a load that failed (noise, or a target that recovered): not counted")
+    for p in result["points"]:
+        where = f"{kind} {p[kind]:g}"
+        if p["passed"] and p.get("unmeasured"):
+            lines.append(f"{where} passed without measuring the target there, not counted: {'; '.join(p['unmeasured'])}")
+        elif p["passed"] and p["replayer_behind"]:
+            lines.append(f"{where} passed while the replayer fell behind its schedule: not counted")
+        if p.get("not_carried"):
+            lines.append(f"{where} failed though its SLOs held: {p['not_carried']}")
+        for s in p["slos"]:
+            if s.get("missing"):
+                lines.append(
+                    f"{where}: {s['slo']} could not be measured on {s['missing']} of {p['requests']} exchanges "
+                    f"(ok answers without a {s['metric']}: counted over the bound)"
+                )
+    if any(p["passed"] and p["replayer_behind"] for p in result["points"]):
+        lines.append("replay from more hosts (--ray) to measure where the replayer fell behind")
+    return lines
+
+
+def capacity_line(result: dict[str, Any]) -> str:
+    kind, cap, knee = result["kind"], result["capacity"], result["knee"]
+    stopped = f"; the sweep stopped at {_aborted(result)}" if result.get("aborted") else ""
     if cap is None:
         lowest = result["points"][0] if result["points"] else None
-        console.print(
-            "capacity: no point ran"
-            if lowest is None
-            else f"capacity: none (the lowest {kind} tried, {lowest[kind]:g}, failed)"
-            if not lowest["passed"]
-            else "capacity: none measured (no point passed with the replayer on its schedule)"
-        )
-        return
-    knee = result["knee"]
-    console.print(
-        f"capacity: {kind} {cap[kind]:g}, {_num(cap['requests_per_s'])} requests/s, {_num(cap['output_tokens_per_s'])} output tokens/s"
-        + (
-            f"; the knee lies between {knee['passed']:g} and {knee['failed']:g}"
-            if knee["failed"] is not None
+        if lowest is None:
+            return "capacity: no point ran" + stopped
+        if not lowest["passed"]:
+            return f"capacity: none (the lowest {kind} tried, {lowest[kind]:g}, failed)" + stopped
+        return "capacity: none measured (no point passed while measuring the target at its load: see the notes)" + stopped
+    if knee["failed"] is not None:
+        where = f"; the knee lies between {knee['passed']:g} and {knee['failed']:g}{stopped}"
+    else:
+        above = [u[kind] for u in result.get("unmeasured") or () if u[kind] > cap[kind]]
+        where = (
+            f"{stopped}: how much higher it goes is unknown"
+            if stopped
+            else f"; above it, {kind} {', '.join(f'{v:g}' for v in above)} passed without measuring the target (see the notes)"
+            if above
             else "; no failing point above it"
         )
-    )
+    return f"capacity: {kind} {cap[kind]:g}, {_num(cap['requests_per_s'])} requests/s, {_num(cap['output_tokens_per_s'])} output tokens/s{where}"
+
+
+def _aborted(result: dict[str, Any]) -> str:
+    aborted, kind = result["aborted"], result["kind"]
+    return f"{kind} {aborted[kind]:g} ({aborted['error']})"
 
 
 def _observed(slo: dict[str, Any]) -> str:
+    if slo["met"] is None:
+        return "not measurable"
     value = slo["observed"]
     if value is None:
-        return "-"
+        return "over ✗"  # the statistic falls on a request that failed, or lacked the metric
     text = f"{value:.1%}" if slo["metric"] == "error_rate" else f"{value / 1e6:.1f} ms"
     return text + ("" if slo["met"] else " ✗")
 

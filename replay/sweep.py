@@ -10,7 +10,9 @@ one point's backlog is not charged to the next.
 What counts as passing is not this module's business: the caller hands in ``evaluate`` (a point's
 capture -> a verdict with ``passed``; infertap.analysis.capacity holds points to SLOs over the
 metrics of docs/metrics.md) and ``lost`` (live stats -> whether the point can no longer pass, to end
-it instead of overloading the target for its whole length).
+it instead of overloading the target for its whole length). Whether a point measured the target at
+the load it names (the replayer on its schedule, the level reached, enough requests) is
+infertap.replay.sweep_checks'.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Literal
 from infertap.engines.load import REPORTS_LOAD, requests_inside
 from infertap.errors import InfertapError
 
+from . import sweep_checks
 from .api import run_replay
 from .config import ReplayConfig
 from .runner import ReplayStats
@@ -118,11 +121,18 @@ class Point:
     summary: dict[str, Any]  # the replay's summary
     verdict: dict[str, Any]  # evaluate's; "passed" decides
     lost_early: bool = False  # ended early: it could no longer pass
-    replayer_behind: bool = False  # the replayer, not only the target, fell behind the schedule
+    replayer_behind: bool = False  # the replayer, not only the target, fell behind the schedule (or held requests)
+    unmeasured: list[str] = field(default_factory=list)  # why a pass here doesn't measure the target (sweep_checks)
+    not_carried: str | None = None  # why it failed though its SLOs held: the load was not carried (sweep_checks)
 
     @property
     def passed(self) -> bool:
-        return bool(self.verdict.get("passed")) and not self.lost_early
+        return bool(self.verdict.get("passed")) and not self.lost_early and self.not_carried is None
+
+    @property
+    def counts(self) -> bool:
+        """A pass that measures the target at its load: one the capacity may be."""
+        return self.passed and not self.replayer_behind and not self.unmeasured
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -131,6 +141,8 @@ class Point:
             "out": str(self.out),
             "lost_early": self.lost_early,
             "replayer_behind": self.replayer_behind,
+            "unmeasured": self.unmeasured,
+            "not_carried": self.not_carried,
             "sent": self.summary.get("sent"),
             "wall_s": self.summary.get("wall_s"),
             "offered_requests_per_s": self.summary.get("offered_requests_per_s"),
@@ -158,20 +170,30 @@ class Sweep:
     progress: Callable[[ReplayStats], None] | None = None
     points: list[Point] = field(default_factory=list)
     stopped: bool = False
+    aborted: dict[str, Any] | None = None  # a point that could not run after others had: its load and the error
     _items: list[Item] = field(default_factory=list)
+    _running: Load | None = None
 
     def run(self) -> list[Point]:
+        """The points. An error in a point after the first one ended (the target died under load: its
+        probe refused) ends the sweep with what was found, ``aborted`` saying where and why; before
+        that, nothing was found, and it is raised."""
         base = self.config.replay
         self._items, _ = load(base.capture, filters=base.filters, limit=base.limit)
         if not self._items:
             raise SweepError(f"{base.capture}: no exchanges to replay (after the filters)")
-        if self.config.search:
-            self._search()
-        else:
-            for point_load in self.config.loads():
-                if self.stopped:
-                    break
-                self._point(point_load)
+        try:
+            if self.config.search:
+                self._search()
+            else:
+                for point_load in self.config.loads():
+                    if self.stopped:
+                        break
+                    self._point(point_load)
+        except InfertapError as exc:
+            if not self.points or self._running is None:
+                raise
+            self.aborted = {self._running.kind: self._running.value, "error": str(exc)}
         return self.points
 
     # -- search ----------------------------------------------------------------------------------
@@ -192,8 +214,8 @@ class Sweep:
             point = self._point(Load("speed", speed))
             if point is None:
                 return
-            if point.passed and point.replayer_behind:
-                return  # the replayer, not the target, set this load: higher loads would measure it more
+            if point.passed and not point.counts:
+                return  # the target was not measured at this load (sweep_checks): higher loads would measure that more
             if point.passed:
                 passed = speed if passed is None else max(passed, speed)
                 speed = speed * 2 if failed is None else speed
@@ -214,6 +236,7 @@ class Sweep:
             repeat=repeat,
             labels={**base.labels, "sweep_load": point_load.name},
         )
+        self._running = point_load
         if self.on_point_start is not None:
             self.on_point_start(point_load, repeat * len(self._items))
         judge = self.lost(repeat * sum(i.generation for i in self._items)) if self.lost is not None else None
@@ -230,7 +253,17 @@ class Sweep:
             return None
         summary["offered_requests_per_s"] = self._offered(point_load, summary)
         verdict = self.evaluate(out)
-        point = Point(point_load, out, summary, verdict, lost_early, self._behind(point_load, summary, verdict))
+        behind = sweep_checks.behind(point_load, summary, verdict)
+        point = Point(
+            point_load,
+            out,
+            summary,
+            verdict,
+            lost_early,
+            replayer_behind=behind is not None,
+            unmeasured=sweep_checks.unmeasured(point_load, summary, verdict),
+            not_carried=sweep_checks.not_carried(point_load, summary, verdict),
+        )
         self.points.append(point)
         if self.on_point is not None:
             self.on_point(point)
@@ -265,18 +298,6 @@ class Sweep:
         span_s = (max(offsets) - min(offsets)) / 1e9 / point_load.value
         return (len(offsets) - 1) / span_s if span_s > 0 else None  # n arrivals, n - 1 gaps between them
 
-    def _behind(self, point_load: Load, summary: dict[str, Any], verdict: dict[str, Any]) -> bool:
-        """The replayer sent late enough to shape the load itself: over 2 ms at p99, or a tenth of
-        the time it schedules by when that is longer: the mean gap between arrivals (speed), a
-        request's median e2e here (closed loop, where a slot's next request follows its last one)."""
-        lag = (summary.get("lag_ms") or {}).get("p99")
-        if point_load.kind == "speed":
-            offered = summary.get("offered_requests_per_s")
-            scale_ms = 1000.0 / offered if offered else None
-        else:
-            scale_ms = ((verdict.get("latency_ms") or {}).get("e2e") or {}).get("p50")
-        return lag is not None and lag > max(2.0, scale_ms / 10 if scale_ms else 0.0)
-
     def _wait_idle(self, kind: str | None, cut_short: bool) -> None:
         """Until the engine holds no request, so the next point starts clean. An engine that can't
         say (``requests_inside`` None) gets a settle time after a point cut short, whose cancelled
@@ -309,13 +330,11 @@ def parse_numbers(text: str, kind: type[float] | type[int], what: str) -> tuple[
 def capacity_of(points: Sequence[Point]) -> tuple[Point | None, Point | None]:
     """The highest passing point below the lowest failing one, and that failing point: the knee lies
     between. A pass above a failure (noise, or a target that recovered) never raises the capacity;
-    ``inconsistent`` names such points. Nor does a pass whose replayer fell behind its schedule (the
-    load the target carried there was less than the load named): ``unmeasured`` names those."""
+    ``inconsistent`` names such points. Nor does a pass that didn't measure the target at its load
+    (its replayer behind its schedule, a level not reached: sweep_checks): ``unmeasured`` names those."""
     failing = [p for p in points if not p.passed]
     first_fail = min(failing, key=lambda p: p.load.value) if failing else None
-    below = [
-        p for p in points if p.passed and not p.replayer_behind and (first_fail is None or p.load.value < first_fail.load.value)
-    ]
+    below = [p for p in points if p.counts and (first_fail is None or p.load.value < first_fail.load.value)]
     return (max(below, key=lambda p: p.load.value) if below else None), first_fail
 
 
@@ -328,3 +347,12 @@ def inconsistent(points: Sequence[Point]) -> list[float]:
 def unmeasured(points: Sequence[Point]) -> list[float]:
     """Loads that passed while the replayer fell behind its schedule: not the target's capacity."""
     return sorted(p.load.value for p in points if p.passed and p.replayer_behind)
+
+
+def not_measured(points: Sequence[Point]) -> list[dict[str, Any]]:
+    """Loads that passed without measuring the target there, each with why (sweep_checks)."""
+    return [
+        {p.load.kind: p.load.value, "why": p.unmeasured}
+        for p in sorted(points, key=lambda p: p.load.value)
+        if p.passed and p.unmeasured
+    ]

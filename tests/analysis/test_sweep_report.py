@@ -233,3 +233,63 @@ def test_a_real_sweep_against_an_engine_of_known_capacity_is_reported(tmp_path):
     assert "A carries this workload up to speed 1 under the SLOs" in page and "the knee lies between 1 and 4" in page
     assert page.count("<svg") == 2 and page.count('class="hline"') == 1
     assert "about equally" in capacity_sentence(load_sweeps(tmp_path / "sweep", tmp_path / "sweep"))
+
+
+def test_a_sweep_never_tried_as_high_as_the_others_capacity_is_no_tie(tmp_path):
+    """A met the SLOs at 1 and 2 and was never tried higher; B carries 4: 'about equally' said nothing
+    tells A from B's capacity."""
+    a = _sweep(tmp_path / "a", 100, loads=(1, 2))
+    b = _sweep(tmp_path / "b", 4)
+    sentence = capacity_sentence(load_sweeps(a, b))
+    assert sentence.startswith("Which carries more can't be told: A met the SLOs up to speed 2 and was not judged higher"), (
+        sentence
+    )
+    assert "below B's capacity (speed 4); sweep A higher" in sentence and "about equally" not in sentence
+    assert capacity_sentence(load_sweeps(b, a)).startswith("Which carries more can't be told: B met the SLOs up to speed 2")
+    # Tried within B's knee and never failing: at least as much as B, not "about equally".
+    c = _sweep(tmp_path / "c", 100, loads=(1, 2, 5))
+    sentence = capacity_sentence(load_sweeps(c, b))
+    assert sentence.startswith("A carries at least as much of this workload as B: it met the SLOs up to speed 5"), sentence
+    assert "B's knee lies between 4 and 8" in sentence
+
+
+def test_a_sweep_stopped_by_an_error_says_so_not_that_capacity_may_be_higher(tmp_path):
+    folder = _sweep(tmp_path / "a", 100, loads=(1, 2))
+    result = json.loads((folder / "sweep.json").read_text())
+    result["aborted"] = {"speed": 4.0, "error": "the target refuses connections, nothing was sent"}
+    (folder / "sweep.json").write_text(json.dumps(result))
+    alone = capacity_sentence(load_sweeps(folder))
+    assert alone.endswith(
+        "the sweep stopped at speed 4 (the target refuses connections, nothing was sent), so how much higher it goes is unknown."
+    ), alone
+    assert "may be higher" not in alone
+    code, output, page = _report(folder, out=tmp_path / "r.html")
+    assert code == 0, output
+    assert "stopped at speed 4 (the target refuses connections, nothing was sent): what it found so far" in page
+    # Beside a sweep that carries more, it was not judged as high: no comparison is made.
+    assert "can't be told" in capacity_sentence(load_sweeps(folder, _sweep(tmp_path / "b", 4)))
+
+
+def test_the_points_table_says_over_and_not_measurable(tmp_path):
+    folder = _sweep(tmp_path / "a", 2, loads=(1, 2, 4))
+    result = json.loads((folder / "sweep.json").read_text())
+    result["points"][2]["slos"][0].update(observed=None, met=False)  # its p90 fell on failed requests
+    result["points"][0]["slos"][0].update(observed=None, met=None)
+    result["points"][0]["unmeasured"] = ["nothing here measures e2e:p90<=150ms"]
+    (folder / "sweep.json").write_text(json.dumps(result))
+    code, output, page = _report(folder, out=tmp_path / "r.html")
+    assert code == 0, output
+    assert "<td>over ✗</td>" in page and "<td>not measurable</td>" in page and "<td>pass (not measured)</td>" in page
+
+
+def test_passes_above_the_capacity_that_measured_nothing_leave_it_open(tmp_path):
+    folder = _sweep(tmp_path / "a", 100, loads=(1, 2, 4))
+    result = json.loads((folder / "sweep.json").read_text())
+    result["points"][2]["unmeasured"] = ["requests waited in the replayer's --max-concurrency queue"]
+    result["unmeasured"] = [{"speed": 4, "why": result["points"][2]["unmeasured"]}]
+    result["capacity"]["speed"], result["knee"]["passed"] = 2, 2
+    (folder / "sweep.json").write_text(json.dumps(result))
+    alone = capacity_sentence(load_sweeps(folder))
+    assert alone.endswith("higher loads passed without measuring the target (speed 4), so how much higher it goes is unknown."), (
+        alone
+    )

@@ -9,6 +9,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,18 @@ from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
 from infertap.errors import ConfigError, InfertapError
 from infertap.launch import free_port
-from infertap.replay import ReplayConfig
-from infertap.replay.sweep import Load, Point, Sweep, SweepConfig, SweepError, capacity_of, inconsistent, unmeasured
+from infertap.replay import ReplayConfig, Schedule, sweep_checks
+from infertap.replay.sweep import (
+    Load,
+    Point,
+    Sweep,
+    SweepConfig,
+    SweepError,
+    capacity_of,
+    inconsistent,
+    not_measured,
+    unmeasured,
+)
 from tests.fake_upstream import ServerThread
 from tests.helpers import write_capture
 from tests.slot_engine import SlotEngine
@@ -40,14 +51,20 @@ SWEEP_KEYS = {
     "knee",
     "inconsistent",
     "replayer_behind",
+    "unmeasured",
     "points",
     "stopped_early",
+    "aborted",
 }
 POINT_KEYS = {
     "passed",
     "out",
     "lost_early",
     "replayer_behind",
+    "unmeasured",
+    "not_carried",
+    "unmeasurable",
+    "answered_per_s",
     "sent",
     "wall_s",
     "offered_requests_per_s",
@@ -191,7 +208,7 @@ def test_fixed_speeds_pass_below_the_capacity_and_fail_above_it(slot_engine, tmp
 
 def test_closed_loop_levels_pass_up_to_the_slots_and_fail_beyond(slot_engine, tmp_path):
     engine, url = slot_engine  # 2 slots of 0.1 s: at 4 in flight each request waits a whole service
-    src = workload(tmp_path / "src", 16, 0.5)
+    src = workload(tmp_path / "src", 20, 0.5)
     written: list[list[str]] = []  # sweep.json's points as each point ends
 
     result = run_sweep(
@@ -214,7 +231,7 @@ def test_closed_loop_levels_pass_up_to_the_slots_and_fail_beyond(slot_engine, tm
     # By construction: one request at a time is at most 1 / service_s, two at most 2 / service_s.
     assert points[0]["requests_per_s"] <= 1 / engine.service_s * 1.001
     assert points[1]["requests_per_s"] <= 2 / engine.service_s * 1.001
-    assert points[0]["sent"] == points[1]["sent"] == 16 and not points[0]["lost_early"] and not points[1]["lost_early"]
+    assert points[0]["sent"] == points[1]["sent"] == 20 and not points[0]["lost_early"] and not points[1]["lost_early"]
     assert point_captures(result) == sent_by_folder(result)
 
 
@@ -270,7 +287,7 @@ def test_a_clearly_lost_point_ends_early_and_keeps_what_it_sent(slot_engine, tmp
 
 def test_the_command_prints_the_capacity_or_that_none_was_found(slot_engine, tmp_path):
     engine, url = slot_engine
-    src = workload(tmp_path / "src", 10, 0.1)
+    src = workload(tmp_path / "src", 20, 0.1)
     common = [str(src), "--target", url, "--no-probe", "--grace", "1", "--speeds", "0.5,4"]
 
     run = sweep_cli(*common, "--slo", "e2e:p90<=200ms", "--slo", "error_rate<=1%", "--out", str(tmp_path / "met"))
@@ -291,7 +308,7 @@ def test_the_command_prints_the_capacity_or_that_none_was_found(slot_engine, tmp
 def test_a_concurrency_sweep_keeps_each_level_and_prints_its_table(slot_engine, tmp_path):
     """The level under its own key, the achieved concurrency under ``in_flight``: they once shared one."""
     engine, url = slot_engine
-    src = workload(tmp_path / "src", 6, 0.05)
+    src = workload(tmp_path / "src", 20, 0.05)
     args = [str(src), "--target", url, "--no-probe", "--slo", "e2e:p90<=1s", "--concurrency-levels", "1,2"]
     run = sweep_cli(*args, "--out", str(tmp_path / "table"))
     assert run.exit_code == 0, repr(run.exception)
@@ -549,10 +566,12 @@ def test_a_pass_with_the_replayer_behind_is_no_capacity():
     ],
 )
 def test_the_replayer_is_behind_by_the_time_it_schedules_by(kind, lag_p99, scale, behind):
-    sweep = Sweep(config=None, evaluate=None)  # type: ignore[arg-type]  # _behind reads only what it is given
     summary = {"lag_ms": {"p99": lag_p99}, "offered_requests_per_s": scale if kind == "speed" else None}
     verdict = {"latency_ms": {"e2e": {"p50": scale}}} if kind == "concurrency" else {}
-    assert sweep._behind(Load(kind, 1.0), summary, verdict) is behind
+    assert (sweep_checks.behind(Load(kind, 1.0), summary, verdict) is not None) is behind
+    # The replayer's own --max-concurrency queue is held to the same rule: a wait no latency holds.
+    queued = {"queue_wait_ms": {"p99": lag_p99}, "offered_requests_per_s": summary["offered_requests_per_s"]}
+    assert (sweep_checks.behind(Load(kind, 1.0), queued, verdict) is not None) is behind
 
 
 def test_each_load_has_a_folder_of_its_own():
@@ -688,3 +707,219 @@ def test_ctrl_c_between_points_keeps_what_was_found_and_says_so(slot_engine, tmp
     assert saved["stopped_early"] is True and len(saved["points"]) == 1
     if as_json:
         assert json.loads(run.stdout)["stopped_early"] is True
+
+
+# -- whether a point measured the target at its load (replay/sweep_checks.py) ---------------------------
+
+
+@pytest.mark.parametrize("slot_engine", [(2, 0.1)], indirect=True)
+def test_a_pass_whose_requests_waited_in_the_replayers_queue_is_not_the_capacity(slot_engine, tmp_path):
+    """--max-concurrency 1 at 20 requests/s against 0.1 s answers: requests wait up to seconds in the
+    replayer's own queue, a wait no latency holds, so every speed passed its e2e SLO."""
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 20, 0.05)
+    config = ReplayConfig(src, url, tmp_path / "sweep", probe=False, grace_s=1.0)
+    result = run_sweep(
+        SweepConfig(replace(config, schedule=Schedule(max_concurrency=1)), speeds=(1.0,)), parse_slos(["e2e:p90<=1s"])
+    )
+    [point] = result["points"]
+    assert point["passed"] and point["replayer_behind"], point  # the SLO held: each request alone took 0.1 s
+    assert point["not_carried"] is None  # the replayer held the load back, not the target
+    assert "--max-concurrency queue" in " ".join(point["unmeasured"])
+    assert result["capacity"] is None and result["unmeasured"] == [{"speed": 1.0, "why": point["unmeasured"]}]
+
+
+@pytest.mark.parametrize("slot_engine", [(2, 0.1)], indirect=True)
+def test_a_concurrency_level_the_workload_cannot_fill_is_not_the_capacity(slot_engine, tmp_path):
+    """64 in flight from 20 requests: at most 20 ever were, yet 64 was printed as the capacity."""
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 20, 0.05)
+    run = sweep_cli(
+        str(src),
+        "--target",
+        url,
+        "--no-probe",
+        "--slo",
+        "e2e:p90<=10s",
+        "--concurrency-levels",
+        "2,64",
+        "--out",
+        str(tmp_path / "s"),
+    )
+    assert run.exit_code == 0, run.output
+    result = read_sweep(tmp_path / "s")
+    high = result["points"][1]
+    assert high["passed"] and high["in_flight"]["max"] <= 20 and "concurrency 64 was never reached" in high["unmeasured"][0]
+    assert result["capacity"]["concurrency"] == 2
+    text = " ".join(run.output.split())
+    assert "capacity: concurrency 2," in text and "pass (not measured)" in text, text
+    assert "concurrency 64 passed without measuring the target there, not counted" in text
+
+
+def test_a_point_of_too_few_requests_is_not_the_capacity(slot_engine, tmp_path):
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 6, 0.1)
+    result = run_sweep(
+        SweepConfig(ReplayConfig(src, url, tmp_path / "sweep", probe=False, grace_s=1.0), speeds=(1.0,)),
+        parse_slos(["e2e:p90<=1s"]),
+    )
+    [point] = result["points"]
+    assert point["passed"] and point["unmeasured"] == [
+        f"6 requests are too few to judge (at least {sweep_checks.MIN_REQUESTS}: --min-requests repeats the workload)"
+    ]
+    assert result["capacity"] is None and result["knee"] == {"passed": None, "failed": None}
+
+
+@pytest.mark.parametrize("slot_engine", [(1, 0.1)], indirect=True)
+def test_a_load_the_target_did_not_carry_fails_though_its_slos_held(slot_engine, tmp_path, monkeypatch):
+    """40 requests/s offered to a target that answers 10 a second: a tpot bound holds however long the
+    queue in front of the engine grows; the answers came back at a quarter of the rate sent."""
+    engine, url = slot_engine
+    # The replayer taken as on its schedule: a shared 2-core machine can't promise 2.5 ms at p99 here.
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)
+    src = workload(tmp_path / "src", 30, 0.025)
+    result = run_sweep(
+        SweepConfig(ReplayConfig(src, url, tmp_path / "sweep", probe=False, grace_s=1.0), speeds=(1.0,)),
+        parse_slos(["tpot:p50<=1s"]),
+    )
+    [point] = result["points"]
+    assert point["slos"][0]["met"] is True and point["answered_per_s"] <= engine.capacity * 1.001
+    assert point["passed"] is False and "under half the 40 offered" in point["not_carried"], point
+    assert result["capacity"] is None and result["knee"]["failed"] == 1.0
+
+
+def test_a_target_that_dies_mid_sweep_leaves_a_sweep_that_says_it_stopped(tmp_path):
+    """The second point's probe finds nothing listening: the sweep ended with an error, and what it
+    left read as a whole sweep (capacity at its one point, 'may be higher')."""
+    engine = SlotEngine(2, 0.05)
+    server = ServerThread(engine).__enter__()
+    src = workload(tmp_path / "src", 20, 0.05)
+
+    def die(point: Point) -> None:
+        server.__exit__(None, None, None)
+
+    result = run_sweep(
+        SweepConfig(ReplayConfig(src, server.url, tmp_path / "sweep", grace_s=1.0), speeds=(1.0, 2.0, 4.0), idle_timeout_s=1),
+        parse_slos(["e2e:p90<=1s"]),
+        on_point=die,
+    )
+    assert [p["speed"] for p in result["points"]] == [1.0] and result["stopped_early"] is False
+    assert result["aborted"]["speed"] == 2.0 and "refuses connections" in result["aborted"]["error"], result["aborted"]
+    assert read_sweep(tmp_path / "sweep")["aborted"] == result["aborted"]
+
+
+def test_the_command_says_the_sweep_stopped_on_an_error_and_fails(slot_engine, tmp_path, monkeypatch):
+    from infertap.replay import sweep as sweep_module
+    from infertap.replay.api import ReplayError
+
+    _, url = slot_engine
+    src = workload(tmp_path / "src", 20, 0.05)
+    real, calls = sweep_module.run_replay, []
+
+    def run_replay(config, **kwargs):
+        calls.append(config)
+        if len(calls) == 2:
+            raise ReplayError("the target refuses connections, nothing was sent: gone")
+        return real(config, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "run_replay", run_replay)
+    args = [str(src), "--target", url, "--no-probe", "--slo", "e2e:p90<=1s", "--speeds", "1,2", "--out", str(tmp_path / "s")]
+    run = sweep_cli(*args)
+    assert run.exit_code == 1, run.output
+    text = " ".join(run.output.split())
+    assert "capacity: speed 1," in text and "the sweep stopped at speed 2 (the target refuses connections" in text, text
+    assert "how much higher it goes is unknown" in text and "Error: the sweep stopped: speed 2" in text
+    assert read_sweep(tmp_path / "s")["aborted"]["speed"] == 2.0
+    # The first point's failure is still an error, as before: nothing was found.
+    calls.clear()
+    monkeypatch.setattr(sweep_module, "run_replay", lambda config, **kw: (_ for _ in ()).throw(ReplayError("down")))
+    run = sweep_cli(*args[:-1], str(tmp_path / "s2"))
+    assert run.exit_code == 1 and "down" in run.output and not (tmp_path / "s2" / RESULT).exists()
+
+
+def test_failed_requests_end_a_point_early_under_any_latency_percentile():
+    """A failed request is over every latency bound: a ttft-only SLO let a shedding target run a
+    point to its end, since ttft can't be judged live."""
+    from infertap.analysis.capacity import certain_miss
+    from infertap.replay.runner import ReplayStats
+
+    lost = certain_miss(parse_slos(["ttft:p90<=1s"]), 100)  # 10 may fail; twice over and 2: 22
+    assert lost(ReplayStats(generation_failed=22)) is False
+    assert lost(ReplayStats(generation_failed=23)) is True
+    assert certain_miss(parse_slos(["ttft:mean<=1s"]), 100)(ReplayStats(generation_failed=90)) is False  # no count decides a mean
+
+
+def test_a_pass_not_measured_stops_the_search_and_is_no_capacity(monkeypatch, tmp_path):
+    from infertap.replay import sweep as sweep_module
+
+    tried: list[float] = []
+
+    def point(self: Any, load: Load) -> Point:
+        tried.append(load.value)
+        p = Point(load, tmp_path / load.name, {}, {"passed": True}, unmeasured=["too few"] if load.value >= 2 else [])
+        self.points.append(p)
+        return p
+
+    monkeypatch.setattr(sweep_module.Sweep, "_point", point)
+    src = workload(tmp_path / "src", 2, 0.1)
+    config = SweepConfig(ReplayConfig(src, "http://127.0.0.1:1", tmp_path / "out", probe=False), search=True)
+    sweep = sweep_module.Sweep(config, evaluate=lambda _: {})
+    sweep.run()
+    assert tried == [1.0, 2.0]
+    assert capacity_of(sweep.points)[0].load.value == 1.0  # type: ignore[union-attr]
+    assert not_measured(sweep.points) == [{"speed": 2.0, "why": ["too few"]}]
+
+
+def test_what_a_point_measured_each_rule():
+    verdict = {"requests": 40, "unmeasurable": []}
+    assert sweep_checks.unmeasured(Load("concurrency", 8), {"concurrency": {"max": 8}}, verdict) == []
+    assert "never reached" in sweep_checks.unmeasured(Load("concurrency", 8), {"concurrency": {"max": 7}}, verdict)[0]
+    [why] = sweep_checks.unmeasured(Load("speed", 1), {}, {"requests": 40, "unmeasurable": ["tpot:p50<=50ms"]})
+    assert "nothing here measures tpot:p50<=50ms" in why
+    speed = Load("speed", 1)
+    assert sweep_checks.not_carried(speed, {"offered_requests_per_s": 10.0}, {"answered_per_s": 5.0}) is None  # half: carried
+    assert sweep_checks.not_carried(speed, {"offered_requests_per_s": 10.0}, {"answered_per_s": 4.9}) is not None
+    held = {"offered_requests_per_s": 10.0, "queue_wait_ms": {"p99": 500.0}}  # the replayer held them: never offered
+    assert sweep_checks.not_carried(speed, held, {"answered_per_s": 1.0}) is None
+    closed = Load("concurrency", 4)
+    assert sweep_checks.not_carried(closed, {"offered_requests_per_s": None}, {"answered_per_s": 1.0}) is None
+    carried = Point(Load("speed", 1), Path("s"), {}, {"passed": True}, not_carried="answers came back at ...")
+    assert carried.passed is False and carried.describe()["not_carried"] == "answers came back at ..."
+
+
+def test_the_command_prints_what_could_not_be_measured(capsys, monkeypatch):
+    """A tpot bound on answers not streamed was printed as the target failing at the lowest speed; a
+    ttft bound missing on empty answers went unsaid."""
+    from infertap.cli_sweep import print_sweep
+
+    monkeypatch.setenv("COLUMNS", "300")
+    ttft = {"slo": "ttft:p99<=300ms", "metric": "ttft", "stat": "p99", "bound": 3e8}
+    tpot = {"slo": "tpot:p50<=50ms", "metric": "tpot", "stat": "p50", "bound": 5e7}
+    unmeasurable = {**tpot, "observed": None, "met": None, "missing": 0}
+
+    def point(speed: float, passed: bool, ttft_result: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "speed": speed,
+            "passed": passed,
+            "lost_early": False,
+            "replayer_behind": False,
+            "unmeasured": ["nothing here measures tpot:p50<=50ms (no answer has the metric)"] if passed else [],
+            "not_carried": None,
+            "requests": 20,
+            "attainment": 0.5,
+            "error_rate": 0.0,
+            "slos": [{**ttft, **ttft_result}, unmeasurable],
+        }
+
+    points = [
+        point(1.0, True, {"observed": 2e8, "met": True, "missing": 2}),
+        point(2.0, False, {"observed": None, "met": False, "missing": 10}),
+    ]
+    result = {"kind": "speed", "slo": [ttft, tpot], "points": points, "capacity": None, "knee": {"passed": None, "failed": 2.0}}
+    print_sweep(result)
+    text = " ".join(capsys.readouterr().out.split())
+    assert "not measurable" in text and "over ✗" in text and "pass (not measured)" in text, text
+    assert "speed 2: ttft:p99<=300ms could not be measured on 10 of 20 exchanges (ok answers without a ttft" in text
+    assert "speed 1: ttft:p99<=300ms could not be measured on 2 of 20" in text
+    assert "speed 1 passed without measuring the target there, not counted: nothing here measures tpot:p50<=50ms" in text
+    assert "capacity: none measured" in text
