@@ -29,7 +29,7 @@ _HOME = {
     "find_captures": ".sources",
     "export_on_ray": ".distributed_export",
     "DistributedExportError": ".distributed_export",
-    "MANIFEST": ".distributed_export",
+    "MANIFEST": ".store",
     "speed_stats": ".stats",
     "__version__": "infertap.version",
 }

@@ -32,10 +32,7 @@ from infertap.version import __version__
 
 from .errors import AnalysisError
 from .sources import find_captures, refuse_inside_capture
-from .store import EXPORTED, Analysis
-
-#: The manifest the driver writes next to the tables (a leading "_": Spark and Hive skip it).
-MANIFEST = "_infertap_export.json"
+from .store import EXPORTED, MANIFEST, Analysis
 
 _STAGING = ".infertap-export-"  # the workers' folders, inside the export's so that a rename moves them
 
@@ -190,11 +187,13 @@ def _assemble(staging: Path, parts: int, rows: dict[str, int]) -> None:
 
 
 def _replace(out: Path, staging: Path) -> None:
-    """Each table of ``staging/final`` in place of ``out``'s, the old one moved into ``staging`` (removed with it)."""
+    """Each table of ``staging/final`` in place of ``out``'s, the old one moved into ``staging`` (removed
+    with it), and an earlier unpartitioned export's ``<table>.parquet`` with it: the local export's rule."""
     for name in EXPORTED:
         target = out / name
         if target.exists():
             target.rename(staging / f"old-{name}")
+        (out / f"{name}.parquet").unlink(missing_ok=True)
         (staging / "final" / name).rename(target)
 
 

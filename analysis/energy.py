@@ -295,7 +295,8 @@ class Telemetry:
             "AND sent_wall_ns >= ? AND end_wall_ns <= ? GROUP BY capture",
             [list(captures), first, last],
         ).fetchall()
-        return {c: _Part((lo, hi), n, k, int(t), set(s)) for c, lo, hi, n, k, t, s in rows}
+        # A session is its capture's (linking is per capture): two gateways' "s-1" are two sessions.
+        return {c: _Part((lo, hi), n, k, int(t), {(c, x) for x in s}) for c, lo, hi, n, k, t, s in rows}
 
     def _spans(self) -> None:
         """The exchanges' spans and token counts, copied once from the metrics view for every group."""
@@ -367,7 +368,7 @@ class _Part:
     ok: int
     known_ok: int
     known_tokens: int
-    sessions: set[str]
+    sessions: set[tuple[str, str]]
 
 
 def _device_key(source: str | None, device: str | None, labels: str | None, host: str | None) -> tuple[str, bool, str]:

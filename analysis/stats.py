@@ -18,8 +18,10 @@ from .groupings import GROUPINGS
 from .store import Analysis
 from .workload_identity import group_identities
 
-#: Keys implied by a grouping: a run is one process's writing into one capture (copies of a capture share run ids).
-_IMPLIED = {"run": ("capture",)}
+#: Keys implied by a grouping: a run is one process's writing into one capture (copies of a capture
+#: share run ids); a session is linked within its capture (two gateways' "s-1", or a capture and its
+#: replay, which keeps the source's session ids, are sessions apart).
+_IMPLIED = {"run": ("capture",), "session": ("capture",)}
 #: The metrics columns the statistics read.
 _COLUMNS = (
     "capture, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
@@ -169,7 +171,7 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             "sum(cached_tokens), sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), count(cached_tokens), "
             "histogram(prompt_tokens_source), histogram(cached_tokens_source)"
         ),
-        "where": q.rows("list(DISTINCT capture), count(DISTINCT session)"),
+        "where": q.rows("list(DISTINCT capture), count(DISTINCT capture || chr(0) || session)"),
         "prefix": q.rows(
             "prefix_unit, count(*), sum(prefix_shared), sum(prefix_length), avg(prefix_shared)",
             extra_group="prefix_unit",

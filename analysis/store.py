@@ -27,6 +27,8 @@ MEMORY_ENV = "INFERTAP_DUCKDB_MEMORY"
 
 #: What ``export`` writes: every table, and the per-exchange views derived from them.
 EXPORTED = (*TABLES, "metrics", "itl")
+#: The manifest `export --ray` writes next to the tables (a leading "_": Spark and Hive skip it).
+MANIFEST = "_infertap_export.json"
 
 
 def _literal(text: str) -> str:
@@ -176,6 +178,8 @@ class Analysis:
         out = Path(folder)
         refuse_inside_capture(out, "the export")
         out.mkdir(parents=True, exist_ok=True)
+        # An earlier `export --ray`'s manifest would describe captures this export doesn't hold.
+        (out / MANIFEST).unlink(missing_ok=True)
         counts = {}
         for name in EXPORTED:
             # An earlier export of the other form into the same folder would stay beside this one.

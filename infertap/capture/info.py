@@ -89,11 +89,16 @@ class _Tally:
 
 
 def _writer_alive(tally: _Tally) -> int | None:
-    """The pid of the last run's recorder when it still runs on this machine: a capture that is not
-    closed because it is being written, not because its recorder died."""
-    if not tally.runs:
-        return None
-    run = list(tally.runs.values())[-1]
+    """The pid of a run's recorder that still runs on this machine (the last such run's): a capture
+    that is not closed because it is being written, not because its recorder died. Any run, not only
+    the last: a record still running while an enrich appended and closed its own run is writing."""
+    for run in reversed(list(tally.runs.values())):
+        if (pid := _alive(run)) is not None:
+            return pid
+    return None
+
+
+def _alive(run: dict[str, Any]) -> int | None:
     pid = (run["recorder"] or {}).get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or run["host"].get("hostname") != socket.gethostname():
         return None

@@ -57,8 +57,8 @@ def starts_as_segment(path: Path) -> bool:
 class CaptureReader:
     """Streams the records of a capture in write order.
 
-    After iterating, ``torn`` lists torn tails found and ``closed_cleanly`` says whether the last
-    run ended with its final footer.
+    After iterating, ``torn`` lists torn tails found and ``closed_cleanly`` says whether every run
+    ended with its final footer.
     """
 
     def __init__(self, path: str | os.PathLike[str], sizes: Mapping[str, int] | None = None) -> None:
@@ -90,14 +90,10 @@ class CaptureReader:
 
     def records(self) -> Iterator[dict[str, Any]]:
         self.torn = []
-        self.closed_cleanly = False
+        closing = _Closing(self)
         for index, segment in enumerate(self.segments):
             for record in self._segment_records(index, segment, False):
-                rtype = record.get("type")
-                if rtype == "header":
-                    self.closed_cleanly = False
-                elif rtype == "footer" and record.get("final"):
-                    self.closed_cleanly = True
+                closing.see(record)
                 yield record
 
     def exchanges(self) -> Iterator[dict[str, Any]]:
@@ -108,14 +104,10 @@ class CaptureReader:
         block's decompressed bytes and the offset in them at which the record's own bytes start.
         For readers that keep a record's place rather than the record (replay's request bodies)."""
         self.torn = []
-        self.closed_cleanly = False
+        closing = _Closing(self)
         for index, segment in enumerate(self.segments):
             for located in self._segment_records(index, segment, True):
-                rtype = located[0].get("type")
-                if rtype == "header":
-                    self.closed_cleanly = False
-                elif rtype == "footer" and located[0].get("final"):
-                    self.closed_cleanly = True
+                closing.see(located[0])
                 yield located
 
     def read_block(self, ref: BlockRef) -> bytes:
@@ -234,3 +226,25 @@ def capture_id_of(directory: Path) -> str | None:
     for record in CaptureReader(segments[0]).records():
         return record.get("capture_id") if record.get("type") == "header" else None
     return None
+
+
+class _Closing:
+    """Sets ``reader.closed_cleanly`` as records go by: every run of the capture ended with a final
+    footer. A run killed before its end stays unclosed when another run (an enrich, a second
+    record) is appended after it and closes."""
+
+    def __init__(self, reader: CaptureReader) -> None:
+        self.reader = reader
+        self.run: Any = None
+        self.open: set[Any] = set()
+        reader.closed_cleanly = False
+
+    def see(self, record: dict[str, Any]) -> None:
+        rtype = record.get("type")
+        if rtype == "header":
+            self.run = record.get("run_id")
+            self.open.add(self.run)
+            self.reader.closed_cleanly = False
+        elif rtype == "footer" and record.get("final"):
+            self.open.discard(self.run)
+            self.reader.closed_cleanly = not self.open

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import threading
 import time
@@ -313,7 +314,7 @@ def enrich_capture(
     counts = {"exchanges": 0, "enriched": 0, "skipped": 0}
     try:
         snap = snapshot(engine, labels)
-        recorder = {"kind": "enrich", "engine": Redactor().url(engine.base)}
+        recorder = {"kind": "enrich", "engine": Redactor().url(engine.base), "pid": os.getpid()}  # info: still writing
         with CaptureWriter(reader.path, recorder=recorder, labels=labels) as writer:
             writer.write(snap)
             for record in reader.exchanges() if enrich else ():  # without: the engine's snapshot alone

@@ -159,6 +159,7 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
         "first_unreadable": next(iter(unreadable), None),
     }
     recorder = {
+        "pid": os.getpid(),  # info tells an import still writing from one that died
         "kind": "import",
         "from": kind,
         "file": str(path),

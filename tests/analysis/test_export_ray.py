@@ -125,6 +125,11 @@ def test_a_capture_left_out_changes_the_rows_and_a_new_export_replaces_the_old(
     assert tables(out) == tables(tmp_path / "fewer") != tables(tmp_path / "all")
     gw_a = "SELECT count(*) FROM read_parquet('{}/exchanges/recorder_id=gw-a/*.parquet')"
     assert duckdb.sql(gw_a.format(out)).fetchall() == [(2,)] != duckdb.sql(gw_a.format(tmp_path / "all")).fetchall()
+    # Over an export of the other form, and the other way round: nothing of the earlier one is left.
+    ok(export(fewer, out, tmp_path / "cache", "--partition-by", "none"))
+    assert (out / "exchanges.parquet").exists() and not (out / MANIFEST).exists()  # the manifest described the ray export
+    ok(export(captures, out, tmp_path / "cache", "--ray"))
+    assert not list(out.glob("*.parquet")) and (out / MANIFEST).exists() and tables(out) == tables(tmp_path / "all")
 
 
 def test_torn_and_corrupt_captures_are_reported_as_a_local_export_reports_them(

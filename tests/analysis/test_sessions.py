@@ -317,3 +317,17 @@ def test_a_session_with_a_turn_b_failed_is_not_compared(tmp_path):
     s = compare(tmp_path / "a", tmp_path / "b")["sessions"]
     assert (s["compared"], s["partial"]) == (0, 1)
     assert compare(tmp_path / "a", tmp_path / "a")["sessions"]["compared"] == 1
+
+
+def test_sessions_of_two_captures_are_apart_under_one_name(tmp_path):
+    """Two gateways each recorded a session 's-1' (and a replay keeps its source's session ids):
+    --by session made them one session of four turns, 5 s long, with 0.1 s of engine time."""
+    for name, start in (("gw-a", 0.0), ("gw-b", 5.0)):
+        turns = [{"id": f"{name}-{t}", "session": "s-1", "offset_s": start + t * 0.1} for t in range(2)]
+        write_capture(tmp_path / name, turns, wall0=1_800_000_000.0 + start)
+    with Analysis([tmp_path / "gw-a", tmp_path / "gw-b"], cache_dir=tmp_path / "cache") as a:
+        groups = speed_stats(a, ["session"])["groups"]
+    assert len(groups) == 2 and {g["key"]["capture"] for g in groups} == {str(tmp_path / "gw-a"), str(tmp_path / "gw-b")}
+    for g in groups:
+        s = g["session"]
+        assert s["turns"] == 2 and s["makespan_s"] == pytest.approx(s["engine_s"] + s["think_s"], abs=1e-6), s

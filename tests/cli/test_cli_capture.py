@@ -316,3 +316,27 @@ def test_info_on_a_corrupt_capture_fails_cleanly(tmp_path: Path) -> None:
     result = run("info", str(cap), "--json")
     assert_clean_exit(result, 1)
     assert str(seg) in stderr_of(result) and f"byte offset {target}" in stderr_of(result)
+
+
+def test_a_run_left_unclosed_keeps_the_capture_unclosed_after_another_run_closes(tmp_path: Path) -> None:
+    """A recorder killed, then a run appended and closed (`infertap enrich` appends one): info and the
+    captures table said "closed cleanly" of the whole capture."""
+    from infertap.analysis import Analysis
+
+    first = CaptureWriter(tmp_path / "cap", recorder={**RECORDER, "pid": os.getpid()}).open()
+    try:
+        first.write(EXCHANGES[0])
+        deadline = time.monotonic() + 30  # written within the flush window (5 ms)
+        while json.loads(stdout_of(run("info", str(tmp_path / "cap"), "--json")))["exchanges"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with CaptureWriter(tmp_path / "cap", recorder={"kind": "enrich"}):
+            pass
+        s = json.loads(stdout_of(run("info", str(tmp_path / "cap"), "--json")))
+        assert s["runs"] == 2 and s["closed_cleanly"] is False
+        assert s["writing"] == os.getpid()  # the first run's recorder still writes (the last run closed)
+        with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+            assert a.sql("SELECT closed_cleanly FROM captures").fetchall() == [(False,)]
+    finally:
+        first.close()
+    assert json.loads(stdout_of(run("info", str(tmp_path / "cap"), "--json")))["closed_cleanly"] is True  # every run closed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import httpx
 import pytest
@@ -219,6 +220,8 @@ def test_enrich_after_the_fact_adds_records_without_rewriting_exchanges(engine, 
     (e,) = [r for r in records if r["type"] == "enrichment"]
     assert e["exchange_id"] == before[0]["id"] and e["prompt_tokens"]["agrees_with_usage"] is True
     assert [r["kind"] for r in records if r["type"] == "engine"] == ["llama-cpp-python"]
+    enrich_run = [r for r in records if r["type"] == "header" and r["recorder"]["kind"] == "enrich"]
+    assert enrich_run and enrich_run[0]["recorder"]["pid"] == os.getpid()  # info tells it writing from it dead
 
 
 def test_probe_cli_prints_facts_and_json(engine, gguf):

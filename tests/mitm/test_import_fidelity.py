@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
 from infertap.analysis import Analysis, speed_stats
@@ -117,5 +118,7 @@ def test_an_imports_claim_card_names_its_files_clock(tmp_path: Path) -> None:
         json.dumps({"log": {"version": "1.2", "entries": [_entry("2025-01-02T10:00:00.000+00:00", None)]}})
     )
     import_file(tmp_path / "a.har", tmp_path / "cap")
+    header = next(r for r in CaptureReader(tmp_path / "cap").records() if r["type"] == "header")
+    assert header["recorder"]["pid"] == os.getpid()  # info tells an import still writing from one that died
     clock = claim(tmp_path / "cap", cache_dir=tmp_path / "cache")["measuring_side"]["value"]["clock"]
     assert "times from the file" in clock and "monotonic" not in clock

@@ -37,6 +37,7 @@ def run(
     *,
     upstream: str = LOCAL,
     host: str | None = None,
+    session: str | None = None,
 ) -> Path:
     """One run appended to ``path``: a request for each (start ms, end ms) sent to ``upstream``,
     and the samples; recorded on a machine named ``host`` (this one's name by default)."""
@@ -58,6 +59,7 @@ def run(
                     seq=i,
                     request=body(model=model),
                     upstream=upstream,
+                    session=session,
                 )
             )
         for at, source, name, labels, value in samples:
@@ -283,3 +285,11 @@ def test_data_parallel_engines_are_read_alike_by_stats_and_the_report(tmp_path: 
         "requests waiting in the engine": {10.0},
         "requests running in the engine": {16.0},
     }
+
+
+def test_a_session_name_in_two_captures_is_two_sessions_per_watt_hour(tmp_path: Path) -> None:
+    """Two gateways each recorded a session "s-1": Wh per session divided by one session."""
+    gpu = power(GPU0, 100.0)
+    paths = [run(tmp_path / name, [(0, 4000)], gpu, session="s-1") for name in ("gw-a", "gw-b")]
+    (g,) = groups(paths, tmp_path, by=("model",))
+    assert g["energy"]["watt_hours_per_session"] == pytest.approx(g["energy"]["joules"] / 3600 / 2)
