@@ -53,8 +53,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: an audio answer's transcript is its events' text; exchanges.usage_hidden_reasoning_tokens, choices;
 #: a Responses stream that sent no delta read from its final event; llama.cpp's answers to several
 #: prompts apart; 14: an MCP tool named with its server; 15: a turn continues only what had ended
-#: when it was sent, a session is a whole tree of turns, think time from the last end in the session.
-DECODE_VERSION = 15
+#: when it was sent, a session is a whole tree of turns, think time from the last end in the session;
+#: 16: captures.closed_cleanly only when every run closed.
+DECODE_VERSION = 16
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
