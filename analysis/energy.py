@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from infertap.capture.hostfacts import engine_is_local
 from infertap.engines import load
-from infertap.telemetry.series import Series, Span, counter_rates, idle_mean, increase, integral, merged, reach, reaches
+from infertap.telemetry.series import Series, Span, counter_rates, idle_mean, increase, integral, merged, reach, reaches, summed
 
 from .store import Analysis
 
@@ -157,6 +157,20 @@ class Telemetry:
             "source": "; ".join(labels) + _partly(parts, measured, captures, why),
             "devices": devices,
         }
+
+    def power_series(self, capture: str, first: int, last: int) -> tuple[str, _Series] | None:
+        """The power of the devices ``energy`` counts for ``capture``'s engine over [first, last] (its
+        machine's, by the same rules), summed over them where every one has a sample so far, with
+        what measured it; None where energy would have none (a remote engine's report plotted the
+        recording machine's own GPUs)."""
+        parts = self._parts([capture], first, last)
+        if capture not in parts:
+            return None
+        chosen = [d for _, devices in self._machines(parts)[0] for d in devices]
+        if not chosen:
+            return None
+        label = "; ".join(dict.fromkeys(_SOURCE[d.name][2] for d in chosen))
+        return label, summed([_watts(d) for d in chosen])
 
     def _figures(
         self,

@@ -7,14 +7,12 @@ import os
 from collections.abc import Sequence
 
 from infertap.engines.load import per_scrape
-from infertap.telemetry.series import counter_rates
 
-from .energy import KV_CACHE, RUNNING, SOURCES, WAITING
+from .energy import KV_CACHE, RUNNING, WAITING, Telemetry
 from .store import Analysis
 from .svg import COLORS, Line, line_svg
 
 _Series = list[tuple[float, float | None]]
-_POWER = {name for name, *_ in SOURCES}
 
 
 def telemetry_plots(runs: Sequence[tuple[str, str, int]]) -> str:
@@ -41,22 +39,27 @@ def telemetry_plots(runs: Sequence[tuple[str, str, int]]) -> str:
 
 
 def _series(path: str | os.PathLike[str], t0: int) -> dict[str, tuple[str, _Series]]:
-    """Each quantity's first available source in seconds from t0: power summed over devices per
-    sample round; the engine's state read per scrape as ``stats`` reads it (``load.per_scrape``)."""
+    """Each quantity in seconds from t0: the power of the devices ``stats`` counts the engine's
+    energy on (``Telemetry.power_series``: a remote engine's is not the recording machine's own
+    GPUs), summed over them; the engine's state read per scrape as ``stats`` reads it
+    (``load.per_scrape``), each from its first available source."""
     with Analysis([path]) as analysis:
         rows = analysis.sql(
             "SELECT name, wall_ns, list(value) FROM telemetry WHERE name IS NOT NULL AND value IS NOT NULL "
             "GROUP BY name, wall_ns ORDER BY wall_ns"
         ).fetchall()
+        (capture, first, last) = analysis.sql(
+            "SELECT any_value(capture), min(sent_wall_ns), max(end_wall_ns) FROM metrics WHERE generation"
+        ).fetchall()[0]
+        power = Telemetry(analysis).power_series(capture, first, last) if first is not None else None
     by_name: dict[str, list[tuple[int, float]]] = {}
+    state = {*KV_CACHE, *WAITING, *RUNNING}
     for name, wall_ns, values in rows:
-        by_name.setdefault(name, []).append((wall_ns, sum(values) if name in _POWER else per_scrape(name, values)))
+        if name in state:
+            by_name.setdefault(name, []).append((wall_ns, per_scrape(name, values)))
     found: dict[str, tuple[str, _Series]] = {}
-    for name, kind, scale, label in SOURCES:
-        if name in by_name:
-            samples = by_name[name] if kind == "power" else counter_rates(by_name[name], scale)
-            found["power"] = (label, [((t - t0) / 1e9, v * (scale if kind == "power" else 1.0)) for t, v in samples])
-            break
+    if power is not None:
+        found["power"] = (power[0], [((t - t0) / 1e9, v) for t, v in power[1]])
     for key, names in (("kv", KV_CACHE), ("waiting", WAITING), ("running", RUNNING)):
         name = next((n for n in names if n in by_name), None)
         if name is not None:

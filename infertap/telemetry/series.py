@@ -99,3 +99,18 @@ def integral(power: Series, first: int, last: int) -> float:
         return 0.0
     points = [(first, _at(power, first)), *((t, v) for t, v in power if first < t < last), (last, _at(power, last))]
     return sum((t1 - t0) / 1e9 * (v0 + v1) / 2 for (t0, v0), (t1, v1) in zip(points, points[1:], strict=False))
+
+
+def summed(series: list[Series]) -> Series:
+    """Several devices' power as one: at each instant any of them was sampled, the sum of each one's
+    latest sample, from the first instant every one has one."""
+    events = sorted((t, k, v) for k, samples in enumerate(series) for t, v in samples)
+    latest: dict[int, float] = {}
+    out: Series = []
+    for t, k, v in events:
+        latest[k] = v
+        if len(latest) == len(series):
+            if out and out[-1][0] == t:
+                out.pop()
+            out.append((t, sum(latest.values())))
+    return out

@@ -408,12 +408,19 @@ def test_the_report_draws_power_over_time_for_each_run_and_says_when_there_is_no
     alone = render(dark)
     assert "No power, KV cache or queue telemetry in these runs" in alone
     assert "<h3>power over time</h3>" not in alone
+    # The recording machine's own GPU, in front of a remote engine, is not the engine's power: not drawn.
+    samples = [(t, 120.0) for t in range(0, 4001, 250)]
+    remote = _spans_and_power(tmp_path / "remote", [(0, 4000)], samples, upstream="http://gpu-node:8000")
+    assert "<h3>power over time</h3>" not in render(remote)
+    assert "<h3>power over time</h3>" in render(_spans_and_power(tmp_path / "here", [(0, 4000)], samples))
 
 
 # -- idle power ----------------------------------------------------------------------------------------
 
 
-def _spans_and_power(path: Path, busy_ms: list[tuple[float, float]], samples: list[tuple[float, float]]) -> Path:
+def _spans_and_power(
+    path: Path, busy_ms: list[tuple[float, float]], samples: list[tuple[float, float]], upstream: str = "http://127.0.0.1:8080"
+) -> Path:
     """A capture with one exchange per busy span and GPU power samples at (ms, watts), on the capture's own clock."""
     from infertap.capture.records import new_telemetry
     from infertap.capture.writer import CaptureWriter
@@ -423,9 +430,7 @@ def _spans_and_power(path: Path, busy_ms: list[tuple[float, float]], samples: li
         wall = writer.started_wall
         for i, (start, end) in enumerate(busy_ms):
             chunks = [(1.0, sse({"choices": [{"index": 0, "delta": {"content": "x"}}]}, "[DONE]"))]
-            writer.write(
-                exchange(f"x{i}", sent_ms=start, chunks=chunks, end_ms=end - start, seq=i, upstream="http://127.0.0.1:8080")
-            )
+            writer.write(exchange(f"x{i}", sent_ms=start, chunks=chunks, end_ms=end - start, seq=i, upstream=upstream))
         for at, watts in samples:
             writer.write(new_telemetry("gpu", wall + at / 1e3, [["gpu_power_watts", {"gpu": "0"}, watts]]))
     return path
