@@ -60,14 +60,24 @@ def _is_library(path: str) -> bool:
 
 
 def _libraries(runtime: Runtime, mapped: Iterable[str]) -> tuple[str, ...]:
-    """The engine's libraries among the ``mapped`` files, the main one first, then by kind and name."""
+    """The engine's libraries among the ``mapped`` files, the main one first, then by kind and name:
+    a native engine's by their names; a Python engine's every library in its package's folder (vLLM
+    ships ``_C`` and, by build, ``_moe_C``, ``cumem_allocator``, flash attention's...), once it maps
+    its main one."""
     found = set()
     for path in mapped:
         name = Path(path).name
-        inside = runtime.package is None or f"/{runtime.package}/" in path
-        if inside and _is_library(path) and name.startswith(runtime.libraries):
+        if runtime.package is None:
+            ours = name.startswith(runtime.libraries)
+        else:
+            ours = f"/{runtime.package}/" in path
+        if ours and _is_library(path):
             found.add(path)
-    rank = {p: next(i for i, prefix in enumerate(runtime.libraries) if Path(p).name.startswith(prefix)) for p in found}
+    main = runtime.libraries[:1]
+    if runtime.package is not None and not any(Path(p).name.startswith(main) for p in found):
+        return ()  # the package's other libraries alone: not the engine's process
+    prefixes = runtime.libraries
+    rank = {p: next((i for i, prefix in enumerate(prefixes) if Path(p).name.startswith(prefix)), len(prefixes)) for p in found}
     return tuple(sorted(found, key=lambda p: (rank[p], Path(p).name, p)))
 
 

@@ -56,6 +56,12 @@ def test_a_native_engine_is_its_program_and_its_libraries_and_nothing_else_on_th
     kubectl = runtime_files("llama-server", "/usr/bin/kubectl", ["kubectl", "port-forward", "svc/llama-server", "8080"], [])
     assert isinstance(kubectl, str) and "not llama-server's program" in kubectl
     assert isinstance(runtime_files("llama-server", "/opt/l/llama", ["llama", "cli"], mapped), str)
+    # vLLM's every native library in its package (by build: _moe_C, cumem_allocator...), _C first.
+    site = "/venv/lib/python3.12/site-packages/vllm"
+    libs = [f"{site}/_moe_C.abi3.so", f"{site}/_C.abi3.so", f"{site}/cumem_allocator.abi3.so", "/usr/lib/libcuda.so.1"]
+    found = runtime_files("vllm", "/venv/bin/python3.12", ["python", "-m", "vllm"], libs)
+    assert not isinstance(found, str) and found.files == (libs[1], libs[0], libs[2])  # _C, then by name
+    assert isinstance(runtime_files("vllm", "/venv/bin/python3.12", ["python"], libs[:1] + libs[2:]), str)  # no _C: not vLLM
     # An engine that runs in Python is never a native program; one of unknown kind can't be told from a forwarder.
     assert "runs in Python" in str(runtime_files("vllm", "/usr/bin/ssh", ["ssh", "-L", "8000:gpu:8000"], []))
     assert "knows no program of 'openai-compatible'" in str(runtime_files("openai-compatible", "/usr/bin/socat", ["socat"], []))
