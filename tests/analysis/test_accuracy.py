@@ -177,3 +177,21 @@ def test_known_answers_are_read_by_the_extraction_and_only_answers_are_scored(tm
     write_capture(tmp_path / "c", [{"body": _chat("What is 7 / 2?"), "chunks": _reply("The answer is (B).")}])
     acc = compare(tmp_path / "c", tmp_path / "c", extract="choice", references=choice)["accuracy"]
     assert (acc["items"], acc["a_right"]) == (1, 1)
+
+
+def test_an_answer_whose_client_left_after_its_end_marker_is_answered(tmp_path):
+    """A stream the client closed after [DONE] holds the whole answer (stats counts it ok): it was
+    left out as 'not answered'; one cut before its end marker is left out still."""
+
+    def streamed(i: int, text: str, end: str = "complete", done: bool = True) -> dict:
+        events = [b'data: {"choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n' % text.encode()]
+        if done:
+            events.append(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+        body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": f"What is {i} + {i}?"}]}
+        return {"body": body, "chunks": events, "end": end, "content_type": "text/event-stream"}
+
+    refs = {f"What is {i} + {i}?": str(2 * i) for i in range(3)}
+    write_capture(tmp_path / "a", [streamed(0, "0"), streamed(1, "2", "client_disconnected"), streamed(2, "4", "upstream_error", done=False)])  # fmt: skip
+    write_capture(tmp_path / "b", [streamed(i, str(2 * i)) for i in range(3)])
+    acc = compare(tmp_path / "a", tmp_path / "b", extract="number", references=refs)["accuracy"]
+    assert (acc["items"], acc["a_right"], acc["unanswered"]) == (2, 2, 1)
