@@ -51,7 +51,8 @@ def run_sweep(
     results: dict[str, Any] = {}
 
     def record(point: Point) -> None:
-        results.update(_result(config, slos, sweep.points))
+        # Not finished until the last write: a sweep killed between points leaves this said.
+        results.update(_result(config, slos, sweep.points), finished=False)
         _write(out / RESULT, results)
         if on_point is not None:
             on_point(point)
@@ -65,7 +66,7 @@ def run_sweep(
         progress=progress,
     )
     sweep.run()
-    results.update(_result(config, slos, sweep.points), stopped_early=sweep.stopped, aborted=sweep.aborted)
+    results.update(_result(config, slos, sweep.points), stopped_early=sweep.stopped, aborted=sweep.aborted, finished=True)
     out.mkdir(parents=True, exist_ok=True)
     _write(out / RESULT, results)
     return results

@@ -473,7 +473,8 @@ def _answered(s: Summary) -> bool:
     """Whether the engine gave an answer at all: a body read, no error, a success status, not cut short
     (a client gone after the stream's end marker got the whole answer, as ``ok`` has it)."""
     ok_status = isinstance(s.status, int) and 200 <= s.status < 300
-    return s.readable and s.error_message is None and ok_status and (s.end in (None, "complete") or s.done)
+    ended = s.end in (None, "complete") or (s.end == "client_disconnected" and s.done)  # as the metrics' ok
+    return s.readable and s.error_message is None and ok_status and ended
 
 
 def _logprob_kl(sa: Summary, sb: Summary, at: int | None, unit: str) -> dict[str, Any] | None:

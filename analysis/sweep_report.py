@@ -144,6 +144,8 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
         if knee["failed"] is not None
         else f"the sweep stopped at {_stopped(sweep)}, so how much higher it goes is unknown"
         if sweep.get("aborted")
+        else "the sweep did not finish (killed, or still running), so how much higher it goes is unknown"
+        if _unfinished(sweep)
         else f"higher loads passed without measuring the target ({kind} {_above(sweep)}), so how much higher it goes is unknown"
         if _above(sweep)
         else "it met them at every load tried, so its capacity may be higher"
@@ -158,6 +160,11 @@ def _above(sweep: dict[str, Any]) -> str:
     """The loads above the capacity that passed without measuring the target (infertap.replay.sweep_checks)."""
     kind, cap = sweep["kind"], sweep["capacity"]
     return ", ".join(number(float(u[kind])) for u in sweep.get("unmeasured") or () if float(u[kind]) > float(cap[kind]))
+
+
+def _unfinished(sweep: dict[str, Any]) -> bool:
+    """Written between points and never after the last (a sweep.json of before the field: finished)."""
+    return sweep.get("finished") is False and not sweep.get("stopped_early") and not sweep.get("aborted")
 
 
 def _stopped(sweep: dict[str, Any]) -> str:
@@ -251,6 +258,8 @@ def _configuration(name: str, sweep: dict[str, Any]) -> str:
     interrupted = "; interrupted: what it found so far" if sweep.get("stopped_early") else ""
     if sweep.get("aborted"):
         interrupted += f"; stopped at {_stopped(sweep)}: what it found so far"
+    if _unfinished(sweep):
+        interrupted += "; not finished (killed, or still running): what it found so far"
     return (
         f"<p><b>{name}</b>: a {kind} sweep of {html.escape(str(sweep['source']))} against "
         f"{html.escape(str(sweep.get('target') or 'unknown'))} ({html.escape(str(sweep.get('target_kind') or 'engine kind unknown'))}); "

@@ -270,6 +270,18 @@ def test_a_sweep_stopped_by_an_error_says_so_not_that_capacity_may_be_higher(tmp
     assert "can't be told" in capacity_sentence(load_sweeps(folder, _sweep(tmp_path / "b", 4)))
 
 
+def test_a_sweep_json_written_between_points_says_the_sweep_did_not_finish(tmp_path):
+    """A sweep killed between points left a sweep.json that read as complete ('may be higher')."""
+    folder = _sweep(tmp_path / "a", 100, loads=(1, 2))
+    result = json.loads((folder / "sweep.json").read_text())
+    result["finished"] = False  # as written after each point, before the last write
+    (folder / "sweep.json").write_text(json.dumps(result))
+    alone = capacity_sentence(load_sweeps(folder))
+    assert alone.endswith("the sweep did not finish (killed, or still running), so how much higher it goes is unknown."), alone
+    code, output, page = _report(folder, out=tmp_path / "r.html")
+    assert code == 0 and "not finished (killed, or still running): what it found so far" in page
+
+
 def test_the_points_table_says_over_and_not_measurable(tmp_path):
     folder = _sweep(tmp_path / "a", 2, loads=(1, 2, 4))
     result = json.loads((folder / "sweep.json").read_text())

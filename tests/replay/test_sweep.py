@@ -55,6 +55,7 @@ SWEEP_KEYS = {
     "points",
     "stopped_early",
     "aborted",
+    "finished",
 }
 POINT_KEYS = {
     "passed",
@@ -214,11 +215,14 @@ def test_closed_loop_levels_pass_up_to_the_slots_and_fail_beyond(slot_engine, tm
     result = run_sweep(
         SweepConfig(ReplayConfig(src, url, tmp_path / "sweep", probe=False, grace_s=1.0), concurrency_levels=(1, 2, 4, 8)),
         parse_slos([f"e2e:p90<={1.5 * engine.service_s}s"]),
-        on_point=lambda point: written.append([Path(p["out"]).name for p in read_sweep(tmp_path / "sweep")["points"]]),
+        on_point=lambda point: written.append(
+            [Path(p["out"]).name for p in (r := read_sweep(tmp_path / "sweep"))["points"]] + [r["finished"]]
+        ),
     )
 
-    # sweep.json is rewritten after every point, so a sweep cut short keeps what it found.
-    assert written == [[f"concurrency-{n}" for n in (1, 2, 4, 8)[:k]] for k in range(1, 5)]
+    # sweep.json is rewritten after every point, so a sweep cut short keeps what it found, and says so.
+    assert written == [[f"concurrency-{n}" for n in (1, 2, 4, 8)[:k]] + [False] for k in range(1, 5)]
+    assert result["finished"] is True and read_sweep(tmp_path / "sweep")["finished"] is True
 
     assert result["kind"] == "concurrency"
     points = result["points"]
