@@ -207,6 +207,10 @@ def test_fixed_speeds_pass_below_the_capacity_and_fail_above_it(slot_engine, tmp
         assert header["type"] == "header" and header["labels"]["sweep_load"] == f"speed-{p['speed']:g}"
 
 
+def _points_and_finished(result: dict) -> list:
+    return [*(Path(p["out"]).name for p in result["points"]), result["finished"]]
+
+
 def test_closed_loop_levels_pass_up_to_the_slots_and_fail_beyond(slot_engine, tmp_path):
     engine, url = slot_engine  # 2 slots of 0.1 s: at 4 in flight each request waits a whole service
     src = workload(tmp_path / "src", 20, 0.5)
@@ -215,9 +219,7 @@ def test_closed_loop_levels_pass_up_to_the_slots_and_fail_beyond(slot_engine, tm
     result = run_sweep(
         SweepConfig(ReplayConfig(src, url, tmp_path / "sweep", probe=False, grace_s=1.0), concurrency_levels=(1, 2, 4, 8)),
         parse_slos([f"e2e:p90<={1.5 * engine.service_s}s"]),
-        on_point=lambda point: written.append(
-            [Path(p["out"]).name for p in (r := read_sweep(tmp_path / "sweep"))["points"]] + [r["finished"]]
-        ),
+        on_point=lambda point: written.append(_points_and_finished(read_sweep(tmp_path / "sweep"))),
     )
 
     # sweep.json is rewritten after every point, so a sweep cut short keeps what it found, and says so.
