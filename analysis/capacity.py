@@ -52,7 +52,7 @@ def run_sweep(
 
     def record(point: Point) -> None:
         # Not finished until the last write: a sweep killed between points leaves this said.
-        results.update(_result(config, slos, sweep.points), finished=False)
+        results.update(_result(config, slos, sweep.points), warmup=sweep.warmup, finished=False)
         _write(out / RESULT, results)
         if on_point is not None:
             on_point(point)
@@ -66,7 +66,13 @@ def run_sweep(
         progress=progress,
     )
     sweep.run()
-    results.update(_result(config, slos, sweep.points), stopped_early=sweep.stopped, aborted=sweep.aborted, finished=True)
+    results.update(
+        _result(config, slos, sweep.points),
+        stopped_early=sweep.stopped,
+        aborted=sweep.aborted,
+        warmup=sweep.warmup,
+        finished=True,
+    )
     out.mkdir(parents=True, exist_ok=True)
     _write(out / RESULT, results)
     return results

@@ -260,6 +260,8 @@ def _configuration(name: str, sweep: dict[str, Any]) -> str:
         interrupted += f"; stopped at {_stopped(sweep)}: what it found so far"
     if _unfinished(sweep):
         interrupted += "; not finished (killed, or still running): what it found so far"
+    if sweep.get("warmup"):
+        interrupted += f"; after a warm-up of {sweep['warmup']['sent']} requests, one at a time (not judged)"
     return (
         f"<p><b>{name}</b>: a {kind} sweep of {html.escape(str(sweep['source']))} against "
         f"{html.escape(str(sweep.get('target') or 'unknown'))} ({html.escape(str(sweep.get('target_kind') or 'engine kind unknown'))}); "

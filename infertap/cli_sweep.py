@@ -43,6 +43,12 @@ if TYPE_CHECKING:
 )
 @click.option("--max-points", default=16, show_default=True, help="With --search: at most this many points.")
 @click.option("--min-requests", default=0, show_default=True, help="Repeat the workload until a point has this many requests.")
+@click.option(
+    "--warmup",
+    default=0,
+    show_default=True,
+    help="Send the workload's first N requests one at a time before the first point (not judged: a cold engine would fail it).",
+)
 @click.option("--min-duration", default=0.0, show_default=True, help="Repeat the workload until a point lasts this many seconds.")
 @click.option("--max-concurrency", type=int, default=None, help="A cap on requests in flight at every speed.")
 @click.option("--idle-timeout", default=120.0, show_default=True, help="Seconds to wait for the target to empty between points.")
@@ -60,6 +66,7 @@ def sweep(
     tolerance: float,
     max_points: int,
     min_requests: int,
+    warmup: int,
     min_duration: float,
     max_concurrency: int | None,
     idle_timeout: float,
@@ -96,6 +103,7 @@ def sweep(
         tolerance=tolerance,
         max_points=max_points,
         min_requests=min_requests,
+        warmup=warmup,
         min_duration_s=min_duration,
         idle_timeout_s=idle_timeout,
     )

@@ -80,6 +80,7 @@ class SweepConfig:
     min_requests: int = 0  # repeat the workload until a point has at least this many requests...
     min_duration_s: float = 0.0  # ...and lasts at least this long (speed points; closed loop: estimated)
     idle_timeout_s: float = 120.0  # how long to wait for the target to empty between points
+    warmup: int = 0  # the workload's first requests sent one at a time before the first point, not judged
 
     def __post_init__(self) -> None:
         modes = sum((bool(self.speeds), bool(self.concurrency_levels), self.search))
@@ -100,6 +101,8 @@ class SweepConfig:
             or self.max_points < 2
         ):
             raise SweepError("--tolerance must be in (0, 1), the start speed > 0, and at least 2 points allowed")
+        if not 0 <= self.warmup <= 1_000_000:
+            raise SweepError("--warmup is a number of requests, 0 to 1,000,000")
         if not (0 <= self.min_requests <= 10_000_000) or not all(
             math.isfinite(v) and v >= 0 for v in (self.min_duration_s, self.idle_timeout_s)
         ):
@@ -171,6 +174,7 @@ class Sweep:
     points: list[Point] = field(default_factory=list)
     stopped: bool = False
     aborted: dict[str, Any] | None = None  # a point that could not run after others had: its load and the error
+    warmup: dict[str, Any] | None = None  # the warm-up pass, when one ran: sent, out, ends
     _items: list[Item] = field(default_factory=list)
     _running: Load | None = None
 
@@ -183,6 +187,8 @@ class Sweep:
         if not self._items:
             raise SweepError(f"{base.capture}: no exchanges to replay (after the filters)")
         try:
+            if self.config.warmup and not self._warm_up():
+                return self.points
             if self.config.search:
                 self._search()
             else:
@@ -224,6 +230,27 @@ class Sweep:
                 speed = speed / 2 if passed is None else speed
 
     # -- one point -------------------------------------------------------------------------------
+
+    def _warm_up(self) -> bool:
+        """The workload's first ``warmup`` requests, one at a time, before the first point: a cold
+        engine (weights paging in, kernels compiling, caches empty) would fail the first point and
+        cap a search below it. Recorded under ``warmup/``, never judged; False after a Ctrl-C."""
+        base = self.config.replay
+        out = Path(base.out) / "warmup"
+        config = replace(
+            base,
+            out=out,
+            schedule=Load("concurrency", 1).schedule(base.schedule.max_concurrency),
+            limit=min(self.config.warmup, base.limit or self.config.warmup),
+            labels={**base.labels, "sweep_load": "warmup"},
+        )
+        summary = run_replay(config, progress=self.progress)
+        if summary.get("stopped_early"):
+            self.stopped = True
+            return False
+        self.warmup = {"sent": summary.get("sent"), "out": str(out), "ends": summary.get("ends")}
+        self._wait_idle(summary.get("target_kind"), False)
+        return True
 
     def _point(self, point_load: Load) -> Point | None:
         base = self.config.replay

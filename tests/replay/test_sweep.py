@@ -56,6 +56,7 @@ SWEEP_KEYS = {
     "stopped_early",
     "aborted",
     "finished",
+    "warmup",
 }
 POINT_KEYS = {
     "passed",
@@ -209,6 +210,30 @@ def test_fixed_speeds_pass_below_the_capacity_and_fail_above_it(slot_engine, tmp
 
 def _points_and_finished(result: dict) -> list:
     return [*(Path(p["out"]).name for p in result["points"]), result["finished"]]
+
+
+def test_a_warm_up_runs_first_one_at_a_time_and_is_never_a_point(slot_engine, tmp_path):
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 20, 0.05)
+    result = run_sweep(
+        SweepConfig(ReplayConfig(src, url, tmp_path / "sweep", probe=False, grace_s=1.0), concurrency_levels=(2,), warmup=5),
+        parse_slos(["error_rate<=1%"]),
+    )
+    assert result["warmup"]["sent"] == 5 and result["warmup"]["ends"] == {"complete": 5}
+    assert engine.served == 5 + 20 and [p["concurrency"] for p in result["points"]] == [2]  # the warm-up is no point
+    warm = read_sweep(tmp_path / "sweep")["warmup"]["out"]
+    from infertap.capture.reader import CaptureReader
+
+    assert len(list(CaptureReader(warm).exchanges())) == 5
+    with pytest.raises(SweepError, match="--warmup"):
+        SweepConfig(ReplayConfig(src, url, tmp_path / "x"), speeds=(1,), warmup=-1)
+    assert (
+        run_sweep(  # none asked: none sent
+            SweepConfig(ReplayConfig(src, url, tmp_path / "cold", probe=False, grace_s=1.0), concurrency_levels=(2,)),
+            parse_slos(["error_rate<=1%"]),
+        )["warmup"]
+        is None
+    )
 
 
 def test_closed_loop_levels_pass_up_to_the_slots_and_fail_beyond(slot_engine, tmp_path):
