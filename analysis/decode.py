@@ -54,8 +54,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: a Responses stream that sent no delta read from its final event; llama.cpp's answers to several
 #: prompts apart; 14: an MCP tool named with its server; 15: a turn continues only what had ended
 #: when it was sent, a session is a whole tree of turns, think time from the last end in the session;
-#: 16: captures.closed_cleanly only when every run closed.
-DECODE_VERSION = 16
+#: 16: captures.closed_cleanly only when every run closed; 17: a Responses reasoning summary leaves the
+#: reasoning tokens hidden.
+DECODE_VERSION = 17
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -204,8 +205,9 @@ def _server_timings(parsed: Output) -> tuple[Any, ...]:
 
 def _hidden_reasoning(parsed: Output) -> int | None:
     """The reasoning tokens an engine counted in its output tokens and sent no text of (OpenAI's
-    ``completion_tokens_details`` / ``output_tokens_details``), where the answer carried no reasoning."""
-    if not parsed.usage or parsed.reasoning:
+    ``completion_tokens_details`` / ``output_tokens_details``), where the answer carried none of the
+    reasoning's own text (at most a summary of it, which is not those tokens)."""
+    if not parsed.usage or (parsed.reasoning and not parsed.reasoning_summarized):
         return None
     details = parsed.usage.get("completion_tokens_details") or parsed.usage.get("output_tokens_details")
     return (_int(details.get("reasoning_tokens")) or None) if isinstance(details, dict) else None

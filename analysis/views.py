@@ -91,11 +91,15 @@ SELECT *,
     -- Token spacing is only observed when the tokens arrived in two chunks or more. An engine's own
     -- count includes a final token that carries no text (llama-server counts the end-of-sequence
     -- token): its arrival is the finish event, a decode step after the last text, so the span ends there.
-    -- Hidden reasoning tokens came before the first token seen; the tokens of several choices (n > 1)
-    -- are counted together while the times are choice 0's: no spacing per sequence to tell.
+    -- Hidden reasoning tokens came before the answer's first token, and are left out of the count: the
+    -- span then starts at the first visible content (a reasoning summary streamed before it is no part
+    -- of the tokens counted). The tokens of several choices (n > 1) are counted together while the
+    -- times are choice 0's: no spacing per sequence to tell.
     CASE WHEN output_tokens - hidden_reasoning_tokens > 1 AND token_chunks > 1 AND choices = 1
          THEN (CASE WHEN output_tokens_source = 'usage' AND t_finish_ns > t_last_token_ns THEN t_finish_ns
-                    ELSE t_last_token_ns END - t_first_token_ns) / (output_tokens - hidden_reasoning_tokens - 1) END AS tpot_ns
+                    ELSE t_last_token_ns END
+               - CASE WHEN hidden_reasoning_tokens > 0 THEN coalesce(ttft_content_ns, t_first_token_ns) ELSE t_first_token_ns END)
+              / (output_tokens - hidden_reasoning_tokens - 1) END AS tpot_ns
 FROM base
 """
 

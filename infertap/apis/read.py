@@ -208,6 +208,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     durations: dict[str, Any] | None = None
     others: dict[int, list[Delta]] = {}
     encrypted = 0
+    raw = False  # some reasoning of its own tokens, not only a summary
     restated: Delta | None = None
     readable, read = False, api.event  # locals: the loop runs per streamed event
     for event in events:
@@ -226,6 +227,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             text.append(d.content)
         if d.reasoning:
             reasoning.append(d.reasoning)
+            raw = raw or not d.summarized
         if d.refusal:
             refusal.append(d.refusal)
         if d.audio:
@@ -258,11 +260,13 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.timings, out.durations = timings, durations
     out.events = events
     out.text, out.reasoning, out.refusal = "".join(text), "".join(reasoning), "".join(refusal)
+    out.reasoning_summarized = bool(reasoning) and not raw
     out.audio, out.citations = "".join(spoken), cited
     if restated is not None and not (text or reasoning or refusal or calls or spoken or cited):
         # Nothing came as deltas, yet the final event holds the answer (a server or gateway that sends
         # whole items only): it is what was answered. Its tokens have no times of their own.
         out.text, out.reasoning, out.refusal = restated.content, restated.reasoning, restated.refusal
+        out.reasoning_summarized = restated.summarized
         for part in restated.tool_calls:
             add_call(calls, part)
         out.citations = [canonical_arguments(c) for c in restated.citations]

@@ -63,6 +63,7 @@ class Responses(Api):
             d.citations = [obj["annotation"]]  # a source the text cites (url, file)
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
             d.reasoning = as_text(delta)
+            d.summarized = kind == "response.reasoning_summary_text.delta"
         elif kind in _CALL_DELTAS and as_text(delta):
             d.tool_calls = [ToolCallPart(index, arguments=as_text(delta))]
         elif kind in ("response.output_item.added", "response.output_item.done"):
@@ -210,6 +211,7 @@ def _whole(response: dict[str, Any]) -> Delta:
     d.error = error_of(response) if response.get("error") else None
     calls = []
     cited: list[Any] = []
+    raw = False  # reasoning's own text, not only its summary
     for index, item in enumerate(as_list(response.get("output"))):
         if not isinstance(item, dict):
             continue
@@ -224,7 +226,9 @@ def _whole(response: dict[str, Any]) -> Delta:
             for part in as_list(item.get("content")) + as_list(item.get("summary")):
                 if isinstance(part, dict):
                     d.reasoning += as_text(part.get("text"))
+            raw = raw or any(isinstance(p, dict) and as_text(p.get("text")) for p in as_list(item.get("content")))
         elif is_call(item.get("type")):
             calls.append(ToolCallPart(index, item.get("call_id") or item.get("id"), _name(item), _arguments(item)))
     d.tool_calls, d.citations = calls, cited
+    d.summarized = bool(d.reasoning) and not raw  # a summary of the reasoning only: its tokens unseen
     return d

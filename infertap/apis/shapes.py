@@ -45,6 +45,7 @@ class Delta:
     known: bool = False  # the event has a shape this API sends
     content: str = ""
     reasoning: str = ""
+    summarized: bool = False  # the reasoning is a summary of it (Responses' reasoning_summary_text), not the tokens
     refusal: str = ""  # a refusal's text (chat's ``refusal``, Responses' refusal parts): not an answer
     tool_calls: Sequence[ToolCallPart] = ()
     finish_reason: str | None = None  # in the API's own words
@@ -109,6 +110,9 @@ class Output:
     events: list[Event] = field(default_factory=list)
     text: str = ""
     reasoning: str = ""
+    # Whether ``reasoning`` is all a summary of the reasoning, none of its own tokens (Responses'
+    # reasoning summaries: the reasoning tokens the engine counted stay unseen, OpenAI's models).
+    reasoning_summarized: bool = False
     refusal: str = ""  # the model declined: its words, apart from any answer text
     audio: str = ""  # an audio answer's transcript: its words, apart from the text (not in the reply)
     citations: list[str] = field(default_factory=list)  # sources the text cites, each as canonical JSON

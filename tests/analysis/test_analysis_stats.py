@@ -295,6 +295,39 @@ def test_tpot_is_the_spacing_of_the_tokens_seen(tmp_path: Path) -> None:
     assert g["tokens_per_chunk"] == pytest.approx((3 + 3) / (3 + 3))  # n2 left out; hidden reasoning not in a chunk
 
 
+def test_a_reasoning_summary_is_not_the_reasoning_tokens(tmp_path: Path) -> None:
+    """A Responses answer streams a summary of its reasoning (OpenAI's reasoning models): the 500
+    reasoning tokens it counted stay unseen, yet the summary made them 'streamed', so tpot divided
+    the answer's span by them. Now they are left out and the span starts at the answer's first token;
+    raw reasoning text (vLLM's reasoning_text) still counts as seen."""
+
+    def responses(summary_kind: str) -> list[tuple[float, bytes]]:
+        usage = {"input_tokens": 5, "output_tokens": 503, "output_tokens_details": {"reasoning_tokens": 500}}
+        events = [
+            (5, {"type": f"response.{summary_kind}.delta", "item_id": "rs", "output_index": 0, "delta": "thought"}),
+            (10, {"type": "response.output_text.delta", "item_id": "m", "output_index": 1, "delta": "a"}),
+            (20, {"type": "response.output_text.delta", "item_id": "m", "output_index": 1, "delta": "b"}),
+            (30, {"type": "response.output_text.delta", "item_id": "m", "output_index": 1, "delta": "c"}),
+            (30, {"type": "response.completed", "response": {"id": "r", "status": "completed", "output": [], "usage": usage}}),
+        ]
+        return [(t, f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode()) for t, e in events]
+
+    body = json.dumps({"model": "m", "input": "q", "stream": True}).encode()
+    records = [
+        exchange(kind, sent_ms=100 * i, chunks=responses(kind), end_ms=31, request=body, path="/v1/responses")
+        for i, kind in enumerate(("reasoning_summary_text", "reasoning_text"))
+    ]
+    path = write_capture(tmp_path / "cap", records)
+    with Analysis([path], cache_dir=tmp_path / "cache") as a:
+        rows = {
+            r["exchange_id"]: r for r in a.query("SELECT exchange_id, tpot_ns, hidden_reasoning_tokens FROM metrics").records()
+        }
+    assert rows["reasoning_summary_text"]["hidden_reasoning_tokens"] == 500
+    assert rows["reasoning_summary_text"]["tpot_ns"] == pytest.approx(10e6)  # a, b, c 10 ms apart (not from the summary)
+    assert rows["reasoning_text"]["hidden_reasoning_tokens"] == 0  # its reasoning was streamed: seen
+    assert rows["reasoning_text"]["tpot_ns"] == pytest.approx(25e6 / 502)
+
+
 def test_ttft_of_whole_bodies_is_said_apart_from_streamed_ones(tmp_path: Path) -> None:
     """A body not streamed has no first token apart from its last: its ttft is the time to all of it.
     Mixed with streamed answers, it raised ttft's p99 unsaid; now stats says so, and --by stream splits."""
