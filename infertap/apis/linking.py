@@ -1,9 +1,10 @@
 """Requests made into sessions of turns: each one's parent, place, session and think time.
 
 A request continues, in this order of evidence, the exchange recorded as its parent (a replay knows
-which of its own exchanges a turn continued), the request of its explicit session (an
-``x-session-id`` header) that ended last before it was sent, the exchange whose response it names
-(the Responses API's ``previous_response_id``), else the latest exchange that had answered when it
+which of its own exchanges a turn continued), the exchange whose response it names (the Responses
+API's ``previous_response_id``: the server continues that one, whatever else the session sent), the
+request of its explicit session (an ``x-session-id`` header) that ended last before it was sent,
+else the latest exchange that had answered when it
 was sent and whose conversation plus reply its own conversation starts with (``Links`` holds those
 as digests). A turn can only continue an answer that existed when it was sent: a request still in
 flight is no parent (two turns an agent sends side by side continue the same earlier one, and an
@@ -55,14 +56,14 @@ def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> l
         found: tuple[int, Link] | None = None
         if x.parent_id is not None and x.parent_id in by_id:
             found = (by_id[x.parent_id], "recorded")
+        if found is None and x.previous_response_id is not None and x.previous_response_id in by_response:
+            found = (by_response[x.previous_response_id], "previous_response_id")
         if x.session is not None:
             session = sessions.setdefault(x.session, _Ended())
             latest = session.latest_by(t)
             if found is None and latest is not None and latest[0] <= t:
                 found = (latest[1], "session")
             session.add(i, ended[i])
-        if found is None and x.previous_response_id is not None and x.previous_response_id in by_response:
-            found = (by_response[x.previous_response_id], "previous_response_id")
         if found is None:
             for digest in x.candidates:
                 parent = next((j for j in reversed(continuations.get(digest, ())) if ended[j] <= t), None)

@@ -270,6 +270,29 @@ def test_a_stateful_chain_is_replayed_with_the_targets_own_response_ids(tmp_path
     assert [b["input"] for b in sent] == ["step 0", "step 1", "step 2"]  # nothing else in the body changed
 
 
+def test_a_turn_naming_a_response_continues_that_one_whatever_its_session_sent_between(tmp_path):
+    """A session's side request (a title) ended between the main turn and the turn naming the main
+    turn's response: the replay sent that turn with the id of the side request's answer."""
+
+    def answer(rid: str) -> list[bytes]:
+        return [json.dumps({"id": rid, "object": "response", "status": "completed", "output": []}).encode()]
+
+    session = {"session": "S1", "path": "/v1/responses"}
+    write_capture(
+        tmp_path / "src",
+        [
+            {**session, "offset_s": 0.0, "body": {"model": "m", "input": "write a poem"}, "chunks": answer("resp_A")},
+            {**session, "offset_s": 0.05, "body": {"model": "m", "input": "a title"}, "chunks": answer("resp_B")},
+            {**session, "offset_s": 0.2, "body": {"model": "m", "input": "shorter", "previous_response_id": "resp_A"}},
+        ],
+    )
+    assert [i.parent for i in load(tmp_path / "src")[0]] == [None, 0, 0]
+    target = ResponsesStore()
+    with ServerThread(target) as server:
+        run_replay(ReplayConfig(tmp_path / "src", server.url, tmp_path / "out", probe=False, telemetry=False))
+    assert target.seen[2].get("previous_response_id") == "resp_target_1"  # the poem's, not the title's (_2)
+
+
 def test_a_target_that_keeps_no_responses_fails_the_chain_with_its_own_error(tmp_path):
     src = chain_capture(tmp_path / "src")
     target = ResponsesStore(stores=False)
