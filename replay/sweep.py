@@ -101,6 +101,11 @@ class SweepConfig:
             or self.max_points < 2
         ):
             raise SweepError("--tolerance must be in (0, 1), the start speed > 0, and at least 2 points allowed")
+        if (self.speeds or self.search) and self.replay.sessions == "closed":
+            raise SweepError(
+                "--sessions closed sends each turn after its parent's end, not at the arrival times a speed scales: "
+                "sweep --concurrency-levels, or keep --sessions open"
+            )
         if not 0 <= self.warmup <= 1_000_000:
             raise SweepError("--warmup is a number of requests, 0 to 1,000,000")
         if not (0 <= self.min_requests <= 10_000_000) or not all(
@@ -183,7 +188,8 @@ class Sweep:
         probe refused) ends the sweep with what was found, ``aborted`` saying where and why; before
         that, nothing was found, and it is raised."""
         base = self.config.replay
-        self._items, _ = load(base.capture, filters=base.filters, limit=base.limit)
+        # The workload each point replays: its offered rate and repeats are of these (sampled) items.
+        self._items, _ = load(base.capture, filters=base.filters, limit=base.limit, sample=base.sample)
         if not self._items:
             raise SweepError(f"{base.capture}: no exchanges to replay (after the filters)")
         try:

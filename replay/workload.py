@@ -428,12 +428,15 @@ class _Scan:
 
 
 def _count_in_flight(items: list[Item]) -> None:
-    """Set each item's ``concurrency``: in flight at its start, those started by then less those
-    ended by then (an interval ends after it starts), counted by bisection, not a scan per item."""
-    starts = sorted(item.offset_ns for item in items)
+    """Set each item's ``concurrency``: in flight at its send, those sent by then less those ended by
+    then (an interval ends after it is sent), counted by bisection, not a scan per item. From the
+    send, not the start: a replay's capture starts its requests before they wait for a slot of its
+    --max-concurrency or for their parent, and those waiting were not in flight."""
+    sends = sorted(item.offset_ns + item.handoff_ns for item in items)
     ends = sorted(item.offset_ns + item.duration_ns for item in items)
     for item in items:
-        item.concurrency = bisect.bisect_right(starts, item.offset_ns) - bisect.bisect_right(ends, item.offset_ns) or 1
+        sent = item.offset_ns + item.handoff_ns
+        item.concurrency = bisect.bisect_right(sends, sent) - bisect.bisect_right(ends, sent) or 1
 
 
 def _repeated(items: list[Item], repeat: int) -> list[Item]:

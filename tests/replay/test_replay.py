@@ -670,3 +670,17 @@ def test_anthropic_turns_after_a_server_tool_continue_it(tmp_path):
         ],
     )
     assert parents == {"turn1": None, "turn2": "turn1", "other": None}
+
+
+def test_the_original_concurrency_of_a_replay_counts_what_was_sent_not_what_waited(fake, tmp_path):
+    """A replay capped at one in flight, replayed again with --concurrency original: its requests
+    were counted in flight from their start, queue waits included, and went out five at once."""
+    from infertap.replay.workload import load
+
+    app, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": 0.0, "body": {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}} for i in range(5)])  # fmt: skip
+    run_replay(
+        ReplayConfig(tmp_path / "src", url, tmp_path / "capped", probe=False, schedule=Schedule("original", max_concurrency=1))
+    )
+    assert {i.concurrency for i in load(tmp_path / "src")[0]} == {5}  # the source: all at once
+    assert {i.concurrency for i in load(tmp_path / "capped")[0]} == {1}  # the capped replay: one at a time

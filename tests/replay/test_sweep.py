@@ -954,3 +954,35 @@ def test_the_command_prints_what_could_not_be_measured(capsys, monkeypatch):
     assert "speed 1: ttft:p99<=300ms could not be measured on 2 of 20" in text
     assert "speed 1 passed without measuring the target there, not counted: nothing here measures tpot:p50<=50ms" in text
     assert "capacity: none measured" in text
+
+
+def test_a_sweep_replays_the_sampled_sessions_and_refuses_closed_ones_at_speeds(slot_engine, tmp_path):
+    """--sample-sessions: each point sent the sample while its offered rate and progress total were
+    the whole workload's (12 of 40 sent, 'not carried', no capacity). Closed sessions follow their
+    parents, not the arrival times a speed scales: refused for speeds."""
+    from infertap.replay import SessionSample
+    from infertap.replay.workload import load
+    from tests.replay.test_sessions import agent_capture
+
+    engine, url = slot_engine
+    src = agent_capture(tmp_path / "agents")
+    sample = SessionSample(limit=2)
+    kept = len(load(src, sample=sample)[0])
+    started: list[int] = []
+    result = run_sweep(
+        SweepConfig(ReplayConfig(src, url, tmp_path / "sweep", probe=False, sample=sample), speeds=(1,)),
+        parse_slos(["error_rate<=1%"]),
+        on_point_start=lambda point_load, total: started.append(total),
+    )
+    assert started == [kept] and result["points"][0]["sent"] == kept < len(load(src)[0])
+    offered = [(len(items) - 1) / _arrival_span(items) for items in (load(src, sample=sample)[0], load(src)[0])]
+    assert offered[0] != pytest.approx(offered[1])  # the sample's rate is not the whole workload's
+    assert result["points"][0]["offered_requests_per_s"] == pytest.approx(offered[0])
+    with pytest.raises(SweepError, match="--sessions closed"):
+        SweepConfig(ReplayConfig(src, url, tmp_path / "x", sessions="closed"), speeds=(1, 2))
+    SweepConfig(ReplayConfig(src, url, tmp_path / "y", sessions="closed"), concurrency_levels=(1, 2))  # closed loop: fine
+
+
+def _arrival_span(items) -> float:
+    offsets = [i.offset_ns for i in items]
+    return (max(offsets) - min(offsets)) / 1e9
