@@ -63,7 +63,7 @@ class _Hangup:
     """Watches for the client going away for the whole exchange, prefill included, so that the engine
     stops generating for nobody: the exchange's task is cancelled and records the disconnect."""
 
-    __slots__ = ("send", "record", "task", "finished", "disconnected", "_watcher")
+    __slots__ = ("send", "record", "task", "finished", "disconnected", "hung_up_ns", "_watcher")
 
     def __init__(self, receive: Receive, send: Send, record: Exchange, task: asyncio.Task[Any]) -> None:
         self.send = send
@@ -71,16 +71,19 @@ class _Hangup:
         self.task = task
         self.finished = False  # the upstream is done: a hang-up now cuts nothing short
         self.disconnected = False
+        self.hung_up_ns: int | None = None  # when the client went away (monotonic)
         self._watcher = asyncio.create_task(self._watch(receive))
 
     async def _watch(self, receive: Receive) -> None:
         message = await receive()
         if message["type"] != "http.disconnect" or self.finished:
             return
-        if self.record["status"] is not None:
+        self.hung_up_ns = time.monotonic_ns()
+        if self.record["status"] is not None and ended_by_marker(self.record["chunks"]):
             # A client often hangs up the moment it has read the last event (an SDK stops at
             # "[DONE]") while the upstream's end of stream is still on its way: give that a
-            # moment before calling the exchange cut short and cancelling the upstream.
+            # moment before cancelling the upstream. A client gone before the end marker is gone:
+            # cancelled at once, the engine stops, and nothing it never got is recorded as sent.
             await asyncio.sleep(_DISCONNECT_GRACE_S)
             if self.finished:
                 return
@@ -297,6 +300,7 @@ class RecordingProxy:
         call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "upstream")
         call.sent()
         response: UpstreamResponse | None = None
+        ended_at: int | None = None  # where the exchange ended before its task did (a client gone after the end)
         gate = self.gate
         gate.forwarding += 1
         try:
@@ -326,6 +330,7 @@ class RecordingProxy:
             hangup.task.uncancel()
             if ended_by_marker(record["chunks"]):  # the client hung up after the stream's end marker: it had everything
                 record.update({"end": "complete", "error": None, "closed_after_end": True})
+                ended_at = hangup.hung_up_ns  # its end, not the grace's: the client had it all then
             else:
                 record.update({"end": "client_disconnected", "error": "client disconnected; upstream request cancelled"})
         except Exception as exc:
@@ -333,7 +338,7 @@ class RecordingProxy:
             raise
         finally:
             gate.forwarding -= 1
-            call.ended()
+            call.ended(ended_at)
             if response is not None:
                 await response.aclose()
 

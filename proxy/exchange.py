@@ -76,8 +76,9 @@ class UpstreamCall:
         end = self.record["end"] = end_of(exc)
         self.record["error"] = f"{self.who} {'timed out' if end == 'timeout' else 'failed'}{when}: {exc}"
 
-    def ended(self) -> None:
-        self.record["end_ns"] = time.monotonic_ns() - self.t0
+    def ended(self, at_ns: int | None = None) -> None:
+        """The exchange's end: now, or ``at_ns`` (monotonic) where it ended before its task did."""
+        self.record["end_ns"] = (time.monotonic_ns() if at_ns is None else at_ns) - self.t0
 
 
 def end_of(exc: UpstreamError) -> End:

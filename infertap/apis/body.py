@@ -141,13 +141,18 @@ def head_of(pieces: list[bytes]) -> bytes:
 _END_MARKERS = (b"data: [DONE]", b"data:[DONE]", b"event: message_stop", b'"done":true', b'"done": true')
 # The Responses API ends on an event that holds the whole response, so its marker can sit far from
 # the end; quoted this way it can't come from generated text (that would be escaped JSON).
-_RESPONSES_END = (b'"type":"response.completed"', b'"type": "response.completed"', b"\nevent: response.completed")
+_RESPONSES_END = tuple(
+    marker
+    for ending in (b"completed", b"incomplete", b"failed")  # the events a Responses stream ends on
+    for marker in (b'"type":"response.' + ending + b'"', b'"type": "response.' + ending + b'"', b"\nevent: response." + ending)
+)
 
 
 def ended_by_marker(chunks: list[bytes]) -> bool:
     """Whether a stream's last bytes carry its protocol's end marker (OpenAI's ``[DONE]``,
     Anthropic's ``message_stop``, Ollama's ``"done": true``, the Responses API's
-    ``response.completed``): the client has had all of it. Run once per exchange, at its end."""
+    ``response.completed``, ``.incomplete`` or ``.failed``): the client has had all of it. Run once
+    per exchange, at its end or at the client's hang-up."""
     last = b"".join(chunks[-2:])
     tail = last[-512:].rstrip()
     if any(marker in tail[-(len(marker) + 200) :] for marker in _END_MARKERS):

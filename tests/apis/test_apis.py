@@ -326,6 +326,11 @@ def test_the_end_of_a_responses_stream_is_seen_far_from_its_last_byte():
     assert ended_by_marker(RESPONSES_STREAM[-3:])
     assert not ended_by_marker(RESPONSES_STREAM[:-1])
     assert ended_by_marker(ANTHROPIC_STREAM[-2:]) and ended_by_marker(CHAT_STREAM[-2:])
+    # A response cut at its length limit, or failed, ends its stream as surely as a completed one.
+    for ending in ("incomplete", "failed"):
+        last = json.dumps({"type": f"response.{ending}", "response": {"id": "r", "status": ending}})
+        assert ended_by_marker([f"event: response.{ending}\ndata: {last}\n\n".encode()]), ending
+    assert not ended_by_marker([b'event: response.output_text.delta\ndata: {"delta": "response.failed"}\n\n'])
 
 
 # -- requests --------------------------------------------------------------------------------------

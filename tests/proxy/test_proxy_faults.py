@@ -215,18 +215,34 @@ def test_a_client_that_hangs_up_right_after_done_leaves_a_complete_exchange(reco
         await _asyncio.sleep(2)
         await send({"type": "http.response.body", "body": b""})
 
+    asked = [{"role": "user", "content": "hello"}]
     with ServerThread(lingering) as server:
         rec = record(server.url, "--no-probe")
         got = b""
-        with httpx.stream("POST", f"{rec.url}/v1/chat/completions", json={"stream": True}, timeout=10) as r:
+        with httpx.stream("POST", f"{rec.url}/v1/chat/completions", json={"stream": True, "messages": asked}, timeout=10) as r:
             for chunk in r.iter_raw():
                 got += chunk
                 if got.rstrip().endswith(b"[DONE]"):
                     break  # hang up, as the openai SDK does
+        # The agent's next turn, at once: the answer it continues had reached it whole.
+        following = [*asked, {"role": "assistant", "content": "hi"}, {"role": "user", "content": "more"}]
+        with httpx.stream(
+            "POST", f"{rec.url}/v1/chat/completions", json={"stream": True, "messages": following}, timeout=10
+        ) as r:
+            for chunk in r.iter_raw():
+                if chunk.rstrip().endswith(b"[DONE]"):
+                    break
         rec.stop()
-    (x,) = rec.exchanges()
-    assert x["end"] == "complete" and x["closed_after_end"] is True
-    assert b"".join(x["chunks"]) == got
+    first, second = rec.exchanges()
+    assert first["end"] == "complete" and first["closed_after_end"] is True
+    assert b"".join(first["chunks"]) == got
+    # It ended when the client had it all, not when the proxy gave up waiting for the upstream's close:
+    # the next turn, sent right after, continues it (it was 'still in flight' and began a session).
+    from infertap.analysis import Analysis
+
+    with Analysis([rec.out], cache_dir=rec.out.parent / "cache") as a:
+        parents = dict(a.sql("SELECT exchange_id, parent_id FROM turns").fetchall())
+    assert parents[second["id"]] == first["id"]
 
 
 def test_a_disconnect_storm_is_recorded_and_the_proxy_keeps_serving(fake, record):
