@@ -32,7 +32,7 @@ from infertap.quantiles import quantile
 
 from .bodies import BodyError, ReadAhead
 from .config import ReplayConfig
-from .schedule import sleep_until
+from .schedule import sessions_timed_by, sleep_until
 from .transforms import TransformError, rechained
 from .workload import Item
 
@@ -237,7 +237,7 @@ class Replay:
                 await asyncio.get_running_loop().run_in_executor(None, self._ahead.close)
         summary = summarize(self.stats, time.monotonic() - started)
         summary["sessions"] = session_summary(
-            self.stats, self.config.sessions, self.config.think_scale, self.config.schedule.kind
+            self.stats, self.config.sessions, self.config.think_scale, sessions_timed_by(self.config.schedule)
         )
         return summary
 

@@ -85,3 +85,14 @@ async def sleep_until(deadline_ns: int) -> None:
             await asyncio.sleep((remaining - _SPIN_NS) / 1e9)
         else:
             await asyncio.sleep(0)
+
+
+def sessions_timed_by(schedule: Schedule) -> str:
+    """What set a turn's time in open sessions, for the summary: "original" only where the recorded
+    times were kept (speed 1, no cap), so that a turn's wait for its parent is the target's doing;
+    else the schedule, which shaped the waits too."""
+    if schedule.kind != "original":
+        return schedule.kind
+    shaped = [f"x{schedule.speed:g}"] if schedule.speed != 1 else []
+    shaped += [f"capped at {schedule.max_concurrency}"] if schedule.max_concurrency else []
+    return " ".join(["original", *shaped])

@@ -334,3 +334,10 @@ def test_the_summary_says_recorded_times_only_for_the_original_schedule():
     ):
         text = rows(schedule)
         assert when in text and "recorded" not in text, (schedule, text)
+    # --speed 2, or a --max-concurrency queue, shape the waits too: not the target's alone.
+    from infertap.replay.schedule import Schedule, sessions_timed_by
+
+    assert sessions_timed_by(Schedule("original")) == "original"
+    for shaped in (Schedule("original", speed=2), Schedule("original", max_concurrency=1)):
+        text = rows(sessions_timed_by(shaped))
+        assert "scheduled" in text and "recorded" not in text and "held back by the target" not in text, text
