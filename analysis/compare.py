@@ -107,6 +107,9 @@ class Run:
                 analysis.con.execute("SET preserve_insertion_order = false")
                 analysis.con.execute(f"COPY (SELECT {_METRICS} FROM metrics) TO {_lit(target)} (FORMAT parquet)")
                 self.energy, self.engine_state = _power(analysis, f"read_parquet({_lit(target)}, hive_partitioning = false)")
+                cached = _cached_share(analysis)
+                if cached is not None:  # the engine's own prompt cache, from usage: a cause of ttft any engine reports
+                    self.engine_state = {**(self.engine_state or {}), "cached_prompt_share": cached}
         side = cached_side(path, lookup(path), ws.folder / name, last_user=last_user)
         self.exchanges, self.snapshot, self.torn = side.exchanges, side.snapshot, side.torn
         self.repeated = side.repeated
@@ -144,6 +147,17 @@ def _power(analysis: Analysis, metrics: str) -> tuple[dict[str, Any] | None, dic
         return None, None
     telemetry = Telemetry(analysis)
     return telemetry.energy(captures, first, last, ok, tokens, sessions), telemetry.engine_state(captures, first, last)
+
+
+def _cached_share(analysis: Analysis) -> float | None:
+    """The share of prompt tokens the engine read from its cache (usage's cached tokens, or the
+    server's), over the ok generation requests that say: vLLM's prefix-cache metric is one engine's,
+    this is every API's that reports cached tokens (llama-server, OpenAI, Anthropic)."""
+    (share,) = analysis.sql(
+        "SELECT sum(cached_tokens)::DOUBLE / nullif(sum(prompt_tokens), 0) FROM metrics "
+        "WHERE generation AND ok AND cached_tokens IS NOT NULL AND prompt_tokens IS NOT NULL"
+    ).fetchall()[0]
+    return share
 
 
 def speed(ws: Workspace, a: Run, b: Run, pairs: PairTable) -> list[dict[str, Any]]:

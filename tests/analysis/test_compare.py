@@ -337,3 +337,21 @@ def test_the_report_says_up_front_whether_the_traffic_was_the_same(tmp_path):
     write_capture(tmp_path / "c", changed)
     page = render(a, tmp_path / "c")
     assert re.search(r'<p class="warn">traffic: NOT identical \(A wl1:\w+, B wl1:\w+\)', page), page[:2000]
+
+
+def test_a_difference_in_the_engines_prompt_cache_is_a_cause_listed_before_the_speed(tmp_path):
+    """Two runs alike but for the tokens the engine read from its cache (usage's cached_tokens):
+    compare said nothing of it anywhere. It is a cause of ttft any API that counts it reports."""
+
+    def run(path, cached: int):
+        usage = {"prompt_tokens": 52, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": cached}}
+        reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": "stop"}], "usage": usage}  # fmt: skip
+        write_capture(path, [{"body": _chat(f"q{i}", 1), "chunks": [json.dumps(reply).encode()]} for i in range(3)])
+        return path
+
+    hot, cold = run(tmp_path / "hot", 40), run(tmp_path / "cold", 0)
+    r = compare(hot, cold)
+    assert r["energy"]["engine_state"]["a"]["cached_prompt_share"] == pytest.approx(40 / 52)
+    assert {"name": "cached_prompt_share", "a": pytest.approx(40 / 52), "b": 0.0} in r["config"]["engine_state"]
+    assert compare(hot, run(tmp_path / "hot2", 40))["config"]["engine_state"] == []  # the same cache: no difference
+    assert "cached_prompt_share" in CliRunner().invoke(cli, ["compare", str(hot), str(cold)]).output
