@@ -23,7 +23,17 @@ from infertap.apis import read_request
 from infertap.capture.redact import Redactor
 from infertap.errors import ConfigError
 from infertap.replay.runner import ReplayStats
-from infertap.replay.sweep import Load, Lost, Point, Sweep, SweepConfig, capacity_of, inconsistent, not_measured, unmeasured
+from infertap.replay.sweep import (
+    Load,
+    Lost,
+    Point,
+    Sweep,
+    SweepConfig,
+    behind_loads,
+    capacity_of,
+    inconsistent,
+    unmeasured_passes,
+)
 from infertap.replay.workload import load
 
 from .slo import SLO, evaluate
@@ -159,8 +169,8 @@ def _result(config: SweepConfig, slos: Sequence[SLO], points: Sequence[Point]) -
         "capacity": capacity,
         "knee": {"passed": best.load.value if best else None, "failed": first_fail.load.value if first_fail else None},
         "inconsistent": inconsistent(points),  # passed above a failure: not counted towards the capacity
-        "replayer_behind": unmeasured(points),  # passed, the replayer behind its schedule: not counted either
-        "unmeasured": not_measured(points),  # passed without measuring the target there, and why: not counted
+        "replayer_behind": behind_loads(points),  # passed, the replayer behind its schedule: not counted either
+        "unmeasured": unmeasured_passes(points),  # passed without measuring the target there, and why: not counted
         "points": [p.describe() for p in sorted(points, key=lambda p: p.load.value)],
     }
 

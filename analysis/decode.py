@@ -36,7 +36,7 @@ from infertap.apis.chat_stream import ChatStream, read_chat_stream
 from infertap.capture.identity import request_digest
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
-from infertap.capture.records import named_session
+from infertap.capture.records import apart, named_session
 
 from .prefix import PrefixIndex
 from .schema import ENGINE_FACTS, TABLES
@@ -757,4 +757,4 @@ def name_apart(record: dict[str, Any], repeated: frozenset[str], seen: dict[str,
     if xid in repeated:
         k = seen[xid] = seen.get(xid, 0) + 1
         if k > 1:
-            record["id"] = f"{xid}~{k}"
+            record["id"] = apart(xid, k)

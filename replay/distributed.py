@@ -31,7 +31,6 @@ from infertap.errors import InfertapError
 
 from .config import ReplayConfig
 from .runner import Replay, ReplayStats, session_summary, summarize
-from .schedule import sessions_timed_by
 from .shards import Shard, shard_schedules, split
 from .workload import Item
 
@@ -376,7 +375,7 @@ def _merge_summaries(
     merged.ends, merged.statuses = ends, statuses
     span = (max(e for _, e in merged.intervals) - min(s for s, _ in merged.intervals)) / 1e9 if merged.intervals else 0.0
     summary = summarize(merged, span)
-    summary["sessions"] = session_summary(merged, config.sessions, config.think_scale, sessions_timed_by(config.schedule))
+    summary["sessions"] = session_summary(merged, config.sessions, config.think_scale, config.schedule)
     summary["workers"] = workers
     return summary
 

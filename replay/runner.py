@@ -32,7 +32,7 @@ from infertap.quantiles import quantile
 
 from .bodies import BodyError, ReadAhead
 from .config import ReplayConfig
-from .schedule import sessions_timed_by, sleep_until
+from .schedule import Schedule, sessions_timed_by, sleep_until
 from .transforms import TransformError, rechained
 from .workload import Item
 
@@ -110,14 +110,14 @@ def summarize(stats: ReplayStats, wall_s: float) -> dict[str, Any]:
     }
 
 
-def session_summary(stats: ReplayStats, mode: str, think_scale: float, schedule: str = "original") -> dict[str, Any]:
+def session_summary(stats: ReplayStats, mode: str, think_scale: float, schedule: Schedule) -> dict[str, Any]:
     """How faithfully turns kept their rule, and which waits were the target's: in open mode a turn
     due before its parent ended on the target waited for it (the target was slower than recorded);
     in closed mode a turn is due at its parent's end plus its think time, so no wait is the target's."""
     waits = stats.parent_waits_ns
     return {
         "mode": mode,
-        "schedule": schedule,  # what set a turn's time in open mode: recorded times only where "original"
+        "schedule": sessions_timed_by(schedule),  # what set a turn's time in open mode: recorded times only where "original"
         "think_scale": think_scale,
         "turns": len(stats.turn_lags_ns),
         "turn_lag_ms": {
@@ -236,9 +236,7 @@ class Replay:
             if self._ahead is not None:
                 await asyncio.get_running_loop().run_in_executor(None, self._ahead.close)
         summary = summarize(self.stats, time.monotonic() - started)
-        summary["sessions"] = session_summary(
-            self.stats, self.config.sessions, self.config.think_scale, sessions_timed_by(self.config.schedule)
-        )
+        summary["sessions"] = session_summary(self.stats, self.config.sessions, self.config.think_scale, self.config.schedule)
         return summary
 
     # -- dispatch ------------------------------------------------------------------------------

@@ -364,7 +364,7 @@ def capacity_of(points: Sequence[Point]) -> tuple[Point | None, Point | None]:
     """The highest passing point below the lowest failing one, and that failing point: the knee lies
     between. A pass above a failure (noise, or a target that recovered) never raises the capacity;
     ``inconsistent`` names such points. Nor does a pass that didn't measure the target at its load
-    (its replayer behind its schedule, a level not reached: sweep_checks): ``unmeasured`` names those."""
+    (its replayer behind its schedule, a level not reached: sweep_checks): ``unmeasured_passes`` names those."""
     failing = [p for p in points if not p.passed]
     first_fail = min(failing, key=lambda p: p.load.value) if failing else None
     below = [p for p in points if p.counts and (first_fail is None or p.load.value < first_fail.load.value)]
@@ -377,12 +377,12 @@ def inconsistent(points: Sequence[Point]) -> list[float]:
     return sorted(p.load.value for p in points if p.passed and first_fail is not None and p.load.value > first_fail.load.value)
 
 
-def unmeasured(points: Sequence[Point]) -> list[float]:
+def behind_loads(points: Sequence[Point]) -> list[float]:
     """Loads that passed while the replayer fell behind its schedule: not the target's capacity."""
     return sorted(p.load.value for p in points if p.passed and p.replayer_behind)
 
 
-def not_measured(points: Sequence[Point]) -> list[dict[str, Any]]:
+def unmeasured_passes(points: Sequence[Point]) -> list[dict[str, Any]]:
     """Loads that passed without measuring the target there, each with why (sweep_checks)."""
     return [
         {p.load.kind: p.load.value, "why": p.unmeasured}

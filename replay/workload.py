@@ -35,7 +35,7 @@ from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader
-from infertap.capture.records import named_session
+from infertap.capture.records import apart, named_session
 from infertap.errors import ConfigError, InfertapError
 
 from .bodies import BodyStore
@@ -175,7 +175,7 @@ def _link(items: list[Item], links: list[Links]) -> None:
     names = []
     for item in items:
         k = seen[item.source_id] = seen.get(item.source_id, 0) + 1
-        names.append(item.source_id if k == 1 else f"{item.source_id}~{k}")
+        names.append(apart(item.source_id, k))
     sessions = sessions_of(parents, [item.session for item in items], names)
     for item, parent, turn, session in zip(items, parents, turns_of(parents), sessions, strict=True):
         item.parent, item.turn, item.session = parent, turn, session

@@ -163,6 +163,12 @@ def session_of(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     return session
 
 
+def apart(xid: str, k: int) -> str:
+    """The name of the ``k``-th exchange (from 1) of a capture to carry the id ``xid``: the first keeps
+    it, later ones are ``<id>~k``, as the analysis's tables and replay's sessions both name them."""
+    return xid if k == 1 else f"{xid}~{k}"
+
+
 def named_session(value: object) -> str | None:
     """A session as recorded, or None where it names none: a header sent empty (or blank) would put
     every request that sends it, however unrelated, in one session."""

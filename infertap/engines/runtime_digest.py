@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from infertap.capture.hostfacts import is_loopback
+from infertap.capture.hostfacts import engine_is_local
 
 from .runtime_files import runtime_files
 
@@ -127,7 +127,7 @@ def runtime_digest(
     import psutil
 
     parts = urlsplit(url)
-    if not is_loopback(parts.hostname or ""):
+    if not engine_is_local(url):
         return RuntimeDigest(None, None, f"the engine at {url} is not on this machine: its binary can't be read from here")
     if engine_host and engine_host != socket.gethostname():
         return RuntimeDigest(None, None, f"the engine ran on {engine_host}, not on this machine ({socket.gethostname()})")

@@ -31,10 +31,10 @@ from infertap.replay.sweep import (
     Sweep,
     SweepConfig,
     SweepError,
+    behind_loads,
     capacity_of,
     inconsistent,
-    not_measured,
-    unmeasured,
+    unmeasured_passes,
 )
 from tests.fake_upstream import ServerThread
 from tests.helpers import write_capture
@@ -578,9 +578,9 @@ def test_a_pass_with_the_replayer_behind_is_no_capacity():
     points[2].replayer_behind = True
     best, first_fail = capacity_of(points)
     assert best is not None and best.load.value == 2 and first_fail is not None and first_fail.load.value == 8
-    assert unmeasured(points) == [4]
+    assert behind_loads(points) == [4]
     points[0].replayer_behind = points[1].replayer_behind = True
-    assert capacity_of(points)[0] is None and unmeasured(points) == [1, 2, 4]
+    assert capacity_of(points)[0] is None and behind_loads(points) == [1, 2, 4]
     points[2].replayer_behind = False  # the counter-case: on schedule, it counts
     assert capacity_of(points)[0].load.value == 4  # type: ignore[union-attr]
 
@@ -898,7 +898,7 @@ def test_a_pass_not_measured_stops_the_search_and_is_no_capacity(monkeypatch, tm
     sweep.run()
     assert tried == [1.0, 2.0]
     assert capacity_of(sweep.points)[0].load.value == 1.0  # type: ignore[union-attr]
-    assert not_measured(sweep.points) == [{"speed": 2.0, "why": ["too few"]}]
+    assert unmeasured_passes(sweep.points) == [{"speed": 2.0, "why": ["too few"]}]
 
 
 def test_what_a_point_measured_each_rule():
