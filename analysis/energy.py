@@ -433,7 +433,7 @@ def _same_host(a: str, b: str) -> bool:
         return True
     if _is_address(a) or _is_address(b):
         return False
-    return ("." not in a or "." not in b) and a.split(".", 1)[0] == b.split(".", 1)[0]
+    return a.split(".", 1)[0] == b.split(".", 1)[0]
 
 
 def _is_address(name: str) -> bool:
