@@ -31,9 +31,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-from infertap.capture.hostfacts import engine_is_local
+from infertap.capture.hostfacts import engine_is_local, url_parts
 from infertap.engines import load
 from infertap.telemetry.series import Series, Span, counter_rates, idle_mean, increase, integral, merged, reach, reaches, summed
 
@@ -423,7 +422,7 @@ def _engine(snapshot: str | None, upstreams: list[str], recorders: set[str]) -> 
 
 
 def _url_host(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
+    return (url_parts(url).hostname or "").lower()  # an old capture's "user:[REDACTED]@" too
 
 
 def _same_host(a: str, b: str) -> bool:

@@ -8,7 +8,7 @@ import platform
 import socket
 import sys
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 
 def _cpu_model() -> str | None:
@@ -88,11 +88,27 @@ def gpu_facts(timeout: float = 5.0) -> list[dict[str, Any]] | None:
     return gpus
 
 
+def url_parts(url: str) -> SplitResult:
+    """``url`` split without its userinfo, which nothing here needs: captures recorded before the
+    redacted password was written ``user:REDACTED@`` hold ``user:[REDACTED]@``, which ``urlsplit``
+    takes for an IPv6 host and refuses. A URL that still can't be split is split as empty."""
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+        url = f"{scheme}://{rest[:end].rpartition('@')[2]}{rest[end:]}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  # raises on a port that is no number
+    except ValueError:
+        return urlsplit("")
+    return parts
+
+
 def engine_is_local(url: str) -> bool:
     """Whether the engine at ``url`` runs on the recording machine: its host is a loopback name or
     address. Only then are this machine's facts, process, GPUs and RAPL the engine's (the probe's
     ``host_is_engine_host``, the claim card's device, the energy counted for it)."""
-    return is_loopback(urlsplit(url).hostname or "")
+    return is_loopback(url_parts(url).hostname or "")
 
 
 def is_loopback(host: str) -> bool:

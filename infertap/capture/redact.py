@@ -16,9 +16,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
+from infertap.apis.body import decoded_chunks, header
+
 from .records import Exchange
 
 REDACTED = "[REDACTED]"
+_URL_REDACTED = "REDACTED"  # in a URL's userinfo, where brackets would make it unparseable
 
 DEFAULT_HEADERS = frozenset(
     {
@@ -39,48 +42,96 @@ DEFAULT_QUERY_PARAMS = frozenset(
         "client_secret", "password", "refresh_token", "x-amz-signature", "x-amz-security-token",
     }
 )  # fmt: skip
-# A header whose name says it carries a credential, beyond the fixed list: x-auth-token,
-# x-access-token, x-client-secret, x-custom-key... (x-session-id, keep-alive, content-type are not).
+# A header whose name has a word that says it carries a credential, beyond the fixed list and
+# ``secret_name``: x-custom-key, x-auth-user... (x-session-id, keep-alive, content-type are not).
 _SECRET_HEADER_NAME = re.compile(
     r"(?:^|[-_])(?:auth|authorization|token|secret|key|apikey|password|passwd|credentials?|signature)(?:$|[-_])", re.IGNORECASE
 )
 
 
-#: JSON body keys whose string values are secrets (some SDKs send the key in the body).
+#: JSON body keys whose string values are secrets (some SDKs send the key in the body); any key
+#: ``secret_name`` knows is one too.
 DEFAULT_BODY_KEYS = frozenset(
     {"api_key", "apikey", "api-key", "x-api-key", "access_token", "refresh_token", "client_secret", "password", "secret", "token"}
 )
-# One scan for a JSON key that may hold a secret, in any casing ("max_tokens" is no such key).
+
+# How a name that holds a credential ends, once plain (see ``_plain``): X-AuthToken, auth_token,
+# aws_secret_access_key, X-Goog-Credential, admin_api_key. Never max_tokens, author, top_k.
+_SECRET_ENDINGS = (
+    "apikey", "apikeys", "token", "secret", "secretkey", "accesskey", "privatekey", "password", "passwd",
+    "signature", "credential", "credentials", "auth",
+)  # fmt: skip
+# Names with such an ending that hold no credential: a tokenizer's special tokens (llama.cpp's
+# /props, a chat template's settings) are text the model reads.
+_ORDINARY = frozenset(
+    f"{role}token" for role in ("bos", "eos", "pad", "unk", "sep", "cls", "mask", "eot", "image", "audio", "video")
+)
+# In a JSON body a signature is no credential either: Anthropic's thinking blocks and Gemini's
+# parts carry one (``signature``, ``thoughtSignature``) that the API must get back as it sent it.
+_BODY_ENDINGS = tuple(e for e in _SECRET_ENDINGS if e != "signature")
+
+
+def secret_name(name: str, endings: tuple[str, ...] = _SECRET_ENDINGS) -> bool:
+    """Whether a header, query parameter or JSON key of this name holds a credential, by its
+    ending in any casing and with any ``-`` or ``_`` (the one rule for all three)."""
+    plain = _plain(name)
+    return plain.endswith(endings) and plain not in _ORDINARY
+
+
+def _loose(word: str) -> bytes:
+    """``word`` as a regex that allows ``-`` or ``_`` between its letters, as ``_plain`` drops them."""
+    return b"[-_]*".join(re.escape(c.encode()) for c in word)
+
+
+# One scan for a JSON key that may hold a secret, in any casing ("max_tokens" is no such key), or
+# for a key written with an escape (``"api\u005fkey"``), which only a parser reads by its name.
+# It runs over the body reversed, from each key's ``":``: a pattern that begins with a literal is
+# searched at C speed, one that begins with the endings' letters tries every letter of the body.
 _BODY_HINT = re.compile(
-    rb'"(?:x[-_]?)?(?:api[-_]?key|access[-_]?token|refresh[-_]?token|client[-_]?secret|password|secret|token)"\s*:', re.IGNORECASE
+    rb':\s*"(?:[-_]*(?:' + b"|".join(_loose(e[::-1]) for e in _BODY_ENDINGS) + rb')|[^"\\]{0,64}[0-9a-fA-F]{4}u\\)',
+    re.IGNORECASE,
 )
+# Every JSON string of a body in order (never out of step: outside its strings JSON has no quotes),
+# with the string after it when it is a key: where a secret key's value stands (to the body's end
+# in a torn one).
+_JSON_STRING = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"(?:\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)(?:"|\Z))?', re.DOTALL)
 
 
-# The same keys with the JSON string after them: for a body that can't be parsed (torn, not JSON
-# at all, nested too deeply), whose secrets are then found where they stand.
-_BODY_SECRET = re.compile(
-    rb'("(?:x[-_]?)?(?:api[-_]?key|access[-_]?token|refresh[-_]?token|client[-_]?secret|password|secret|token)"\s*:\s*")'
-    rb'((?:[^"\\]|\\.)*)"',
-    re.IGNORECASE | re.DOTALL,
-)
+def _text(string: bytes) -> str:
+    """A JSON string's bytes (between its quotes) as it reads; an escape JSON doesn't know leaves
+    the bytes as they stand."""
+    if b"\\" in string:
+        with contextlib.suppress(ValueError):
+            return str(json.loads(b'"' + string + b'"'))
+    return string.decode("utf-8", "replace")
 
 
 def _sub_secrets(raw: bytes, found: set[str] | None) -> bytes:
-    """``raw`` with the JSON string after each secret key replaced; ``found`` collects the strings."""
+    """``raw`` with the string value of each secret key replaced where it stands, however deep and
+    however written (escapes in the key or the value), every other byte as it was; ``found``
+    collects the values as they read. A body that does not parse is read the same way."""
     token = REDACTED.encode()
+    pieces: list[bytes] = []
+    pos = 0
+    for m in _JSON_STRING.finditer(raw):
+        value = m.group(2)
+        if value is None or value == token or not secret_name(_text(m.group(1)), _BODY_ENDINGS):
+            continue
+        if found is not None:
+            found.add(_text(value))
+        pieces += (raw[pos : m.start(2)], token)
+        pos = m.end(2)
+    if not pieces:
+        return raw
+    pieces.append(raw[pos:])
+    return b"".join(pieces)
 
-    def replaced(m: re.Match[bytes]) -> bytes:
-        if found is not None and m.group(2) != token:
-            try:
-                found.add(json.loads(b'"' + m.group(2) + b'"'))
-            except ValueError:  # an escape JSON doesn't know: the bytes as they stand
-                found.add(m.group(2).decode("utf-8", "replace"))
-        return m.group(1) + token + b'"'
 
-    return _BODY_SECRET.sub(replaced, raw)
+def _body_secret(key: object) -> bool:
+    return isinstance(key, str) and secret_name(key, _BODY_ENDINGS)
 
 
-def _secret_strings(node: object, keys: frozenset[str], out: set[str]) -> None:
+def _secret_strings(node: object, out: set[str]) -> None:
     """The string values of secret keys anywhere in ``node``: walked with a stack, not recursion, so
     that a body nested as deep as its parser allowed is walked too."""
     stack = [node]
@@ -88,7 +139,7 @@ def _secret_strings(node: object, keys: frozenset[str], out: set[str]) -> None:
         item = stack.pop()
         if isinstance(item, dict):
             for key, value in item.items():
-                if isinstance(key, str) and _plain(key) in keys and isinstance(value, str) and value:
+                if _body_secret(key) and isinstance(value, str) and value:
                     out.add(value)
                 else:
                     stack.append(value)
@@ -145,6 +196,40 @@ def _scrubbed(chunks: list[bytes], needles: list[bytes], token: bytes) -> list[b
     return [scrubbed[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
 
 
+def _encoding(record: Exchange | dict[str, Any]) -> str | None:
+    """The response's content-encoding, where it has one (``identity`` is none)."""
+    encoding = (header(record.get("response_headers"), "content-encoding") or "").strip().lower()
+    return encoding if encoding not in ("", "identity") else None
+
+
+def _scrubbed_decoded(record: Exchange | dict[str, Any], needles: list[bytes], token: bytes) -> bool:
+    """An encoded response (gzip, deflate) searched as a reader decodes it; False when it is not
+    one. Where it repeats a credential it is stored decoded and scrubbed, each chunk's share of the
+    body at that chunk's time (a chunk that decodes to nothing goes, with its time), its headers
+    saying so (no content-encoding, the stored length as content-length); else its bytes stay."""
+    chunks = record.get("chunks")
+    if not chunks or _encoding(record) is None:
+        return False
+    decoded = decoded_chunks(record)
+    if decoded is None or decoded == chunks:  # an encoding not undone here (br, zstd), or a broken stream
+        return False
+    scrubbed = _scrubbed(decoded, needles, token)
+    if scrubbed is decoded:
+        return True
+    kept = [i for i, chunk in enumerate(scrubbed) if chunk]
+    record["chunks"] = [scrubbed[i] for i in kept]
+    times = record.get("chunk_ns")
+    if times is not None and len(times) == len(scrubbed):
+        record["chunk_ns"] = [times[i] for i in kept]
+    size = str(sum(map(len, record["chunks"])))
+    record["response_headers"] = [
+        [n, size if n.lower() == "content-length" else v]
+        for n, v in record.get("response_headers") or ()
+        if n.lower() != "content-encoding"
+    ]
+    return True
+
+
 def _plain(name: str) -> str:
     """A key as compared: lower case, without ``-`` and ``_`` (``API-Key``, ``api_key``, ``apiKey``)."""
     return name.replace("_", "").replace("-", "").lower()
@@ -157,18 +242,18 @@ class Redactor:
         self.header_names = DEFAULT_HEADERS | {h.strip().lower() for h in extra_headers}
         self.query_params = DEFAULT_QUERY_PARAMS | {q.strip().lower() for q in extra_query_params}
         self._header_bytes = frozenset(h.encode("latin-1") for h in self.header_names)
-        self._body_keys = frozenset(_plain(k) for k in DEFAULT_BODY_KEYS)
         self._query_keys = frozenset(_plain(k) for k in self.query_params | DEFAULT_BODY_KEYS)
         self._secret_header: dict[bytes, bool] = {}  # name as sent -> whether it holds a credential
 
     def secret_header(self, name: str | bytes) -> bool:
         """Whether a header of this name holds a credential: a name on the list (the defaults and
-        those given), or one that says so (``x-auth-token``, ``x-client-secret``, ...)."""
+        those given), or one that says so (``x-auth-token``, ``X-AuthToken``, ``x-client-secret``, ...)."""
         raw = name if isinstance(name, bytes) else name.encode("latin-1")
         found = self._secret_header.get(raw)
         if found is None:
             lower = raw.lower()
-            found = lower in self._header_bytes or bool(_SECRET_HEADER_NAME.search(lower.decode("latin-1")))
+            text = lower.decode("latin-1")
+            found = lower in self._header_bytes or bool(_SECRET_HEADER_NAME.search(text)) or secret_name(text)
             if len(self._secret_header) < 4096:  # header names repeat: remembered, within bounds
                 self._secret_header[raw] = found
         return found
@@ -209,7 +294,8 @@ class Redactor:
         changed = False
         for i, part in enumerate(parts):
             name, sep, value = part.partition("=")
-            if sep and _plain(unquote_plus(name).strip()) in self._query_keys:
+            key = unquote_plus(name).strip()
+            if sep and (_plain(key) in self._query_keys or secret_name(key)):
                 parts[i] = f"{name}={REDACTED}"
                 changed = True
                 if found is not None:
@@ -225,17 +311,25 @@ class Redactor:
         return {user, password, base64.b64encode(f"{user}:{password}".encode()).decode()} if password else {user}
 
     @staticmethod
+    def decodes(record: Exchange | dict[str, Any]) -> bool:
+        """Whether ``echoes`` would decode this record's response to search it (it has a body and a
+        content-encoding): a decompression, which a caller on an event loop runs elsewhere."""
+        return bool(record.get("chunks")) and _encoding(record) is not None
+
+    @staticmethod
     def echoes(record: Exchange | dict[str, Any], found: set[str]) -> None:
         """The request's own credentials (``found`` as its headers, query and URL were redacted)
         replaced where its response repeats them: an error such as ``Incorrect API key provided:
         <key>``, a server that echoes the headers it got. Only credentials of ``ECHO_MIN``
-        characters or more are looked for, so that other text is not taken for one."""
+        characters or more are looked for, so that other text is not taken for one. A gzip or
+        deflate response is searched decoded (see ``_scrubbed_decoded``): ``decodes`` says when,
+        work to keep off an event loop."""
         needles = sorted({s.encode("utf-8", "surrogateescape") for s in found if len(s) >= ECHO_MIN}, key=len, reverse=True)
         if not needles:
             return
         token = REDACTED.encode()
         chunks = record.get("chunks")
-        if chunks:
+        if chunks and not _scrubbed_decoded(record, needles, token):
             record["chunks"] = _scrubbed(chunks, needles, token)
         headers = record.get("response_headers")
         if headers:
@@ -248,12 +342,14 @@ class Redactor:
 
     def url(self, url: str) -> str:
         """A URL fit to record or print: the password of its userinfo (or the whole userinfo when it has
-        no password: a token given as the user) and secret query values redacted."""
+        no password: a token given as the user) and secret query values redacted. The userinfo's
+        placeholder has no brackets: ``user:[REDACTED]@`` reads as an IPv6 host to ``urlsplit``,
+        which then refuses the URL (older captures hold that form: see ``hostfacts.url_parts``)."""
         parts = urlsplit(url)
         netloc = parts.netloc
         if "@" in netloc:
             host = netloc.rpartition("@")[2]
-            netloc = f"{parts.username}:{REDACTED}@{host}" if parts.password else f"{REDACTED}@{host}"
+            netloc = f"{parts.username}:{_URL_REDACTED}@{host}" if parts.password else f"{_URL_REDACTED}@{host}"
         return urlunsplit(parts._replace(netloc=netloc, query=self.query(parts.query)))
 
     def text(self, text: str, url: str) -> str:
@@ -264,45 +360,39 @@ class Redactor:
                 text = text.replace(secret, REDACTED)
         return text
 
-    def json_value(self, value: Any) -> Any:
+    @staticmethod
+    def json_value(value: Any) -> Any:
         """A parsed JSON value (an engine's answer kept in a snapshot) with the strings of secret keys
-        replaced: SGLang's server info, for one, holds its own ``api_key``."""
+        replaced: SGLang's server info, for one, holds its own ``api_key`` and ``admin_api_key``.
+        Such a string is replaced elsewhere in the value too when it is ``ECHO_MIN`` characters or
+        more (a shorter one would be taken for ordinary text)."""
         secrets: set[str] = set()
-        _secret_strings(value, self._body_keys, secrets)
+        _secret_strings(value, secrets)
         if not secrets:
             return value
+        repeated = {s for s in secrets if len(s) >= ECHO_MIN}
         stack: list[Any] = [value := copy.deepcopy(value)]
         while stack:
             item = stack.pop()
             pairs = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
             for key, child in list(pairs):
-                if isinstance(child, str) and child in secrets:
+                if isinstance(child, str) and ((isinstance(item, dict) and _body_secret(key)) or child in repeated):
                     item[key] = REDACTED
                 else:
                     stack.append(child)
         return value
 
     def body(self, raw: bytes, headers: Iterable[Sequence[str]] = (), found: set[str] | None = None) -> bytes:
-        """A JSON body with the values of secret keys (``api_key``, ``password``, ...) replaced where
-        they occur, every other byte as it was. Bodies that mention no such key are returned as is
-        after a substring check, so the common case costs next to nothing; one that does but does not
-        parse has the string after each such key replaced. A form body (``headers``, the request's
-        [name, value] pairs, say ``application/x-www-form-urlencoded``) is redacted as a query string
-        is. ``found`` collects the values taken out (see ``echoes``)."""
+        """A JSON body with the string values of secret keys (``api_key``, ``auth_token``,
+        ``password``, ...) replaced where they stand, every other byte as it was: a value is never
+        looked for elsewhere in the body, where a short one ("1") would match prompt text and
+        numbers. Bodies that mention no such key (nor a key written with an escape) are returned
+        as is after one scan, so the common case costs next to nothing; one that does but does not
+        parse (torn, not JSON) is read the same way. A form body (``headers``, the request's [name,
+        value] pairs, say ``application/x-www-form-urlencoded``) is redacted as a query string is.
+        ``found`` collects the values taken out (see ``echoes``)."""
         if raw and any(n.lower() == "content-type" and "x-www-form-urlencoded" in v.lower() for n, v in headers):
             return self.query(raw.decode("latin-1"), found).encode("latin-1")
-        if not raw or not _BODY_HINT.search(raw):
+        if not raw or not _BODY_HINT.search(raw[::-1]):
             return raw
-        try:
-            parsed = json.loads(raw)
-        except (ValueError, RecursionError):  # not JSON to a parser: each secret key's string where it stands
-            return _sub_secrets(raw, found)
-        secrets: set[str] = set()
-        _secret_strings(parsed, self._body_keys, secrets)
-        if found is not None:
-            found.update(secrets)
-        for secret in sorted(secrets, key=len, reverse=True):
-            for form in {json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}:
-                raw = raw.replace(form.encode("utf-8"), REDACTED.encode())
-        # A value sent with escapes of its own choosing ("sk\u002d...") is in neither form above.
         return _sub_secrets(raw, found)

@@ -60,6 +60,7 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineS
     )
     # The binary behind the port, when the engine runs here: hashed once per file (probes run off the event loop).
     facts.update(snapshot_facts(runtime_digest(engine.base, engine.kind)))
+    _without_credentials(facts, engine.base)
     local = engine_is_local(engine.base)
     host = host_facts()
     host["gpus"] = gpu_facts()
@@ -80,6 +81,14 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineS
         # What changes when the engine's configuration does (not the time it was asked).
         "fingerprint": hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:16],
     }
+
+
+def _without_credentials(facts: dict[str, dict[str, object]], url: str) -> None:
+    """Each fact's source without ``url``'s password or token user: a source that quotes the URL
+    (an adapter's message, the runtime digest's) must not carry them into the capture."""
+    for fact in facts.values():
+        if isinstance(fact.get("source"), str):
+            fact["source"] = _REDACTOR.text(str(fact["source"]), url)
 
 
 def probe(

@@ -23,13 +23,15 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from infertap.capture.hostfacts import engine_is_local
+from infertap.capture.hostfacts import engine_is_local, url_parts
+from infertap.capture.redact import Redactor
 
 from .runtime_files import runtime_files
 
 __all__ = ["RuntimeDigest", "file_sha256", "files_sha256", "runtime_digest", "snapshot_facts"]
+
+_REDACTOR = Redactor()
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,14 @@ def _container(pid: int) -> str | None:
     return None
 
 
+def _shown(url: str) -> str:
+    """``url`` fit for a fact's source: its password or token user redacted."""
+    try:
+        return _REDACTOR.url(url)
+    except ValueError:  # an older capture's "user:[REDACTED]@": redacted already, and unreadable to urlsplit
+        return url
+
+
 def runtime_digest(
     url: str, kind: str | None, engine_host: str | None = None, snapshot_wall: float | None = None
 ) -> RuntimeDigest:
@@ -126,9 +136,11 @@ def runtime_digest(
     ``snapshot_wall`` (else it is not the process that served the capture)."""
     import psutil
 
-    parts = urlsplit(url)
+    parts = url_parts(url)  # a capture's URL too, in any form it was recorded in
     if not engine_is_local(url):
-        return RuntimeDigest(None, None, f"the engine at {url} is not on this machine: its binary can't be read from here")
+        return RuntimeDigest(
+            None, None, f"the engine at {_shown(url)} is not on this machine: its binary can't be read from here"
+        )
     if engine_host and engine_host != socket.gethostname():
         return RuntimeDigest(None, None, f"the engine ran on {engine_host}, not on this machine ({socket.gethostname()})")
     port = parts.port or (443 if parts.scheme == "https" else 80)

@@ -4,13 +4,15 @@ Shaped like mitmproxy's own ``save`` addon: options in ``load``, validation in `
 cleanup in ``done``. It holds no capture logic: it builds the same exchange records as the reverse
 proxy (same redaction) and hands them to the same CaptureWriter, whose thread does the msgpack,
 compression and disk work. On mitmproxy's event loop it only appends each streamed chunk and its
-time to two lists.
+time to two lists; an encoded response that must be searched for the request's credentials is
+decompressed on a worker thread.
 
 Usable directly: ``mitmdump -s infertap/mitm/addon.py --set infertap_out=captures/x``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import logging
 import os
@@ -164,21 +166,22 @@ class InfertapCapture:
 
         flow.response.stream = record_chunk  # passes each chunk through as it arrives
 
-    def response(self, flow: http.HTTPFlow) -> None:
-        self._finish(flow, "complete", None)
+    async def response(self, flow: http.HTTPFlow) -> None:
+        await self._finish(flow, "complete", None)
 
-    def error(self, flow: http.HTTPFlow) -> None:
+    async def error(self, flow: http.HTTPFlow) -> None:
         msg = flow.error.msg if flow.error else "unknown error"
         end = end_of_error(msg)
         state = flow.metadata.get("infertap")
         if end == "client_disconnected" and state is not None and ended_by_marker(state["chunks"]):
-            self._finish(flow, "complete", None, closed_after_end=True)  # it had the whole stream
+            await self._finish(flow, "complete", None, closed_after_end=True)  # it had the whole stream
             return
-        self._finish(flow, end, msg)
+        await self._finish(flow, end, msg)
 
-    def _finish(self, flow: http.HTTPFlow, end: End, error: str | None, **extra: Unpack[ExchangeExtras]) -> None:
+    async def _finish(self, flow: http.HTTPFlow, end: End, error: str | None, **extra: Unpack[ExchangeExtras]) -> None:
         state = flow.metadata.pop("infertap", None)
-        if state is None or self.writer is None:
+        writer = self.writer
+        if state is None or writer is None:
             return
         req, resp = flow.request, flow.response
         path, _, query = req.path.partition("?")
@@ -216,8 +219,11 @@ class InfertapCapture:
             # Not streamed (e.g. another addon buffered it): one chunk, its time the response's end.
             record["chunks"] = [resp.raw_content]
             record["chunk_ns"] = [record["end_ns"]]
-        self.redactor.echoes(record, found)
-        self.writer.write(record)
+        if found and self.redactor.decodes(record):  # a decompression: off mitmproxy's event loop
+            await asyncio.to_thread(self.redactor.echoes, record, found)
+        else:
+            self.redactor.echoes(record, found)
+        writer.write(record)
 
 
 def end_of_error(message: str) -> End:

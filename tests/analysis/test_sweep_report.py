@@ -170,7 +170,7 @@ def test_a_sweep_stopped_before_its_first_point_ended_is_not_judged(tmp_path):
 
     config = SweepConfig(ReplayConfig(tmp_path / "src", "http://u:secret-pass@gpu2:8000", tmp_path / "o"), speeds=(1.0, 2.0))
     stopped = _result(config, parse_slos(["e2e:p90<=150ms"]), [])
-    assert stopped["target"] == "http://u:[REDACTED]@gpu2:8000" and stopped["points"] == [] and stopped["capacity"] is None
+    assert stopped["target"] == "http://u:REDACTED@gpu2:8000" and stopped["points"] == [] and stopped["capacity"] is None
     folder = tmp_path / "b"
     folder.mkdir()
     (folder / "sweep.json").write_text(json.dumps({**stopped, "slo": [E2E, ERRORS], "stopped_early": True}))

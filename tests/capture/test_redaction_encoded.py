@@ -1,0 +1,163 @@
+"""A credential repeated in a gzip or deflate response: searched decoded, as every reader decodes
+it, through the proxy (off its event loop), the mitmproxy addon and the flow-file import."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import threading
+import zlib
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from infertap.apis import decoded_chunks
+from infertap.capture.reader import CaptureReader
+from infertap.capture.redact import REDACTED, Redactor
+from infertap.capture.writer import CaptureWriter
+from infertap.proxy.app import RecordingProxy, build_app
+from tests.fake_upstream import ServerThread, lifespan, read_body
+from tests.helpers import decompressed_bytes
+
+KEY = "sk-live-encoded-0123456789abcdef"
+ERROR = json.dumps({"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}}).encode()
+
+
+def _gzip_chunks(parts: list[bytes]) -> list[bytes]:
+    """``parts`` gzip-encoded as a streaming server sends them: each flushed into a chunk of its own."""
+    out = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+    chunks = [out.compress(p) + out.flush(zlib.Z_SYNC_FLUSH) for p in parts]
+    chunks[-1] += out.flush()
+    return chunks
+
+
+def _record(chunks: list[bytes], encoding: str) -> dict[str, Any]:
+    return {
+        "chunks": chunks,
+        "chunk_ns": [10 * (i + 1) for i in range(len(chunks))],
+        "response_headers": [["content-type", "application/json"], ["content-encoding", encoding], ["content-length", "99"]],
+        "error": None,
+    }
+
+
+def _body(record: dict[str, Any]) -> bytes:
+    pieces = decoded_chunks(record)
+    assert pieces is not None
+    return b"".join(pieces)
+
+
+def test_a_gzip_response_repeating_the_key_is_stored_decoded_without_it_chunk_by_chunk() -> None:
+    parts = [b'data: {"a": 1}\n\n', b'data: {"error": "bad key ' + KEY.encode() + b'"}\n\n', b"data: [DONE]\n\n"]
+    record = _record(_gzip_chunks(parts), "gzip")
+    Redactor.echoes(record, {KEY})
+    assert KEY.encode() not in b"".join(record["chunks"]) and KEY.encode() not in _body(record)
+    assert record["chunks"] == [parts[0], parts[1].replace(KEY.encode(), REDACTED.encode()), parts[2]]
+    assert record["chunk_ns"] == [10, 20, 30]  # each chunk's share of the body at its own time
+    size = str(sum(map(len, record["chunks"])))
+    assert record["response_headers"] == [["content-type", "application/json"], ["content-length", size]]
+
+
+def test_a_deflate_response_repeating_the_key_is_stored_decoded_without_it() -> None:
+    record = _record([zlib.compress(ERROR)], "deflate")
+    Redactor.echoes(record, {KEY})
+    assert record["chunks"] == [ERROR.replace(KEY.encode(), REDACTED.encode())]
+    assert "content-encoding" not in [n for n, _ in record["response_headers"]]
+
+
+def test_an_encoded_response_without_the_key_keeps_its_exact_bytes() -> None:
+    for encoding, chunks in [("gzip", _gzip_chunks([b"fine", b" answer"])), ("br", [b"\x1b\x03" + KEY.encode()])]:
+        record = _record(list(chunks), encoding)
+        before = json.dumps(record, default=repr)
+        Redactor.echoes(record, {"sk-other-key-99999999"})
+        assert json.dumps(record, default=repr) == before, encoding
+
+
+class _Watched(Redactor):
+    """The project's Redactor, noting the thread each response was searched on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[threading.Thread] = []
+
+    def echoes(self, record: Any, found: set[str]) -> None:  # type: ignore[override]
+        self.threads.append(threading.current_thread())
+        Redactor.echoes(record, found)
+
+
+async def _gzip_upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An engine that answers a bad key with a gzip error quoting it, and anything else gzip too."""
+    if scope["type"] == "lifespan":
+        return await lifespan(receive, send)
+    await read_body(receive)
+    auth = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")[2]
+    data = gzip.compress(ERROR if auth else b'{"ok": true}')
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-encoding", b"gzip"),
+        (b"content-length", str(len(data)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 401 if auth else 200, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+def test_the_proxy_stores_a_gzip_error_without_the_key_it_quotes_searched_off_its_loop(tmp_path: Path) -> None:
+    writer = CaptureWriter(tmp_path / "cap", recorder={"kind": "test"}).open()
+    redactor = _Watched()
+    with ServerThread(_gzip_upstream) as up, ServerThread(build_app(RecordingProxy(up.url, writer, redactor=redactor))) as proxy:
+        bad = httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "m"}, headers={"Authorization": f"Bearer {KEY}"})
+        fine = httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "m"}, headers={"X-Api-Key": "sk-other-key-1234567"})
+    writer.close()
+    assert bad.status_code == 401 and KEY in bad.text and fine.status_code == 200  # the client got them as sent
+    assert KEY.encode() not in decompressed_bytes(tmp_path / "cap")
+    first, second = sorted(CaptureReader(tmp_path / "cap").exchanges(), key=lambda x: x["seq"])
+    assert _body(first) == ERROR.replace(KEY.encode(), REDACTED.encode())
+    assert "content-encoding" not in [n for n, _ in first["response_headers"]]
+    assert second["chunks"] == [gzip.compress(b'{"ok": true}')] or gzip.decompress(b"".join(second["chunks"])) == b'{"ok": true}'
+    assert ["content-encoding", "gzip"] in second["response_headers"]  # no key in it: its bytes as they came
+    assert len(redactor.threads) == 2 and proxy.thread not in redactor.threads  # never on the proxy's event loop
+
+
+def _flow(raw: bytes, encoding: str = "gzip") -> Any:
+    from mitmproxy.test import tflow
+
+    flow = tflow.tflow(resp=True)
+    flow.request.path = "/v1/chat/completions"
+    flow.request.headers["authorization"] = f"Bearer {KEY}"
+    flow.response.status_code = 401
+    flow.response.headers["content-encoding"] = encoding
+    flow.response.raw_content = raw
+    return flow
+
+
+def test_a_flow_file_import_stores_a_gzip_error_without_the_key_it_quotes(tmp_path: Path) -> None:
+    from mitmproxy import io
+
+    from infertap.mitm.importer import import_file
+
+    with open(tmp_path / "flows", "wb") as f:
+        io.FlowWriter(f).add(_flow(gzip.compress(ERROR)))
+    assert import_file(tmp_path / "flows", tmp_path / "cap")["kept"] == 1
+    assert KEY.encode() not in decompressed_bytes(tmp_path / "cap")
+    (x,) = CaptureReader(tmp_path / "cap").exchanges()
+    assert _body(x) == ERROR.replace(KEY.encode(), REDACTED.encode())
+
+
+def test_the_mitm_addon_stores_a_streamed_gzip_error_without_the_key_it_quotes(tmp_path: Path) -> None:
+    from infertap.mitm.addon import InfertapCapture
+
+    addon = InfertapCapture()
+    addon.writer = CaptureWriter(tmp_path / "cap", recorder={"kind": "mitm"}).open()  # as its configure opens it
+    chunks = _gzip_chunks([ERROR[:20], ERROR[20:]])
+    flow = _flow(b"".join(chunks))
+    addon.requestheaders(flow)  # the hooks in mitmproxy's order
+    addon.request(flow)
+    addon.responseheaders(flow)
+    for chunk in chunks:  # as mitmproxy streams them through
+        flow.response.stream(chunk)  # type: ignore[operator, union-attr]
+    asyncio.run(addon.response(flow))
+    addon.done()
+    assert KEY.encode() not in decompressed_bytes(tmp_path / "cap")
+    (x,) = CaptureReader(tmp_path / "cap").exchanges()
+    assert _body(x) == ERROR.replace(KEY.encode(), REDACTED.encode()) and len(x["chunks"]) == len(x["chunk_ns"]) == 2
