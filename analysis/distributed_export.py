@@ -32,7 +32,7 @@ from infertap.version import __version__
 
 from .errors import AnalysisError
 from .sources import find_captures, refuse_inside_capture
-from .store import EXPORTED, MANIFEST, Analysis
+from .store import EXPORTED, MANIFEST, Analysis, check_export_folder, claim_export_folder
 
 _STAGING = ".infertap-export-"  # the workers' folders, inside the export's so that a rename moves them
 
@@ -59,6 +59,7 @@ def export_on_ray(
         raise AnalysisError(f"a distributed export partitions by recorder_id or run_id, not {partition_by!r}")
     refuse_inside_capture(Path(folder), "the export")
     paths = [p.resolve() for p in find_captures(captures)]  # absolute: a worker's working folder is its own
+    check_export_folder(Path(folder))  # it replaces only what exports wrote: checked before the cluster starts
     cache = None if cache_dir is None else str(Path(cache_dir).resolve())
     with ray_cluster(ray, command="export --ray", untouched="nothing was written", error=DistributedExportError) as r:
         return run_export(r, paths, Path(folder).resolve(), partition_by=partition_by, cache_dir=cache)
@@ -67,7 +68,7 @@ def export_on_ray(
 def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cache_dir: str | None) -> dict[str, Any]:
     """The export of ``paths`` into ``out`` on the connected cluster (``ray``: the module)."""
     started = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
+    claim_export_folder(out, partition_by)
     staging = out / f"{_STAGING}{uuid.uuid4().hex[:12]}"
     staging.mkdir()
     try:

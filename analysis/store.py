@@ -6,6 +6,7 @@ nothing is copied into memory until a query asks for it, and many shards read as
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -15,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+
+from infertap.capture.segments import SEGMENT_SUFFIX
+from infertap.version import __version__
 
 from .cache import CachedCapture, Gone, cached_capture, cached_captures, hold, release
 from .errors import AnalysisError, QueryError
@@ -29,6 +33,10 @@ MEMORY_ENV = "INFERTAP_DUCKDB_MEMORY"
 EXPORTED = (*TABLES, "metrics", "itl")
 #: The manifest `export --ray` writes next to the tables (a leading "_": Spark and Hive skip it).
 MANIFEST = "_infertap_export.json"
+#: What every export writes next to the tables: which of the folder's entries exports wrote, so that
+#: a later export replaces those, and nothing else of a folder it shares (a user's own ``metrics/``).
+LEDGER = "_infertap_tables.json"
+_STAGING = ".infertap-export-"  # where a table is written before it is renamed into place
 
 
 def _literal(text: str) -> str:
@@ -172,34 +180,44 @@ class Analysis:
         Partitioned (``recorder_id`` or ``run_id``): ``folder/<name>/<key>=<value>/data_0.parquet``,
         hive-style, as Spark, Trino and DuckDB discover partitions; each row sits with its
         exchange's (or run's) recorder. ``None``: one ``folder/<name>.parquet`` per table.
+
+        Each table is written beside its place and renamed into it, replacing what an earlier
+        export wrote there; an entry of that name that no export wrote (a user's own ``metrics/``,
+        the ``captures/`` a recorder writes into) is an AnalysisError before anything is written.
         """
         if partition_by not in (None, "recorder_id", "run_id"):
             raise AnalysisError(f"partition by recorder_id or run_id, not {partition_by!r}")
         out = Path(folder)
         refuse_inside_capture(out, "the export")
-        out.mkdir(parents=True, exist_ok=True)
+        claim_export_folder(out, partition_by)
         # An earlier `export --ray`'s manifest would describe captures this export doesn't hold.
         (out / MANIFEST).unlink(missing_ok=True)
-        counts = {}
-        for name in EXPORTED:
-            # An earlier export of the other form into the same folder would stay beside this one.
-            if partition_by is None:
-                shutil.rmtree(out / name, ignore_errors=True)
-                target, options = out / f"{name}.parquet", ""
-                select = f"SELECT * FROM {name}"
-            else:
-                (out / f"{name}.parquet").unlink(missing_ok=True)
-                target, options = out / name, f", PARTITION_BY ({partition_by}), OVERWRITE true"
-                keyed = self._with_partition_key(name, partition_by)
-                select = keyed or f"SELECT * FROM {name}"
-                # The captures table spans recorders; an empty table would leave no file, hence no schema.
-                if keyed is None or not self.count(name):
-                    shutil.rmtree(target, ignore_errors=True)
-                    target.mkdir()
-                    target, options = target / "data_0.parquet", ""
-            self.con.execute(f"COPY ({select}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd{options})")
-            counts[name] = self.count(name)
+        staging = Path(tempfile.mkdtemp(prefix=_STAGING, dir=out))
+        try:
+            counts = {}
+            for name in EXPORTED:
+                self._export_table(name, staging / "new", partition_by)
+                _replace_table(out, staging, name)
+                counts[name] = self.count(name)
+            _write_json(out / LEDGER, {"infertap": __version__, "written": sorted(_written(partition_by))})
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         return counts
+
+    def _export_table(self, name: str, into: Path, partition_by: str | None) -> None:
+        """Table ``name`` written under the empty folder ``into``, as the export lays it out."""
+        into.mkdir(exist_ok=True)
+        if partition_by is None:
+            target, options, select = into / f"{name}.parquet", "", f"SELECT * FROM {name}"
+        else:
+            target, options = into / name, f", PARTITION_BY ({partition_by})"
+            keyed = self._with_partition_key(name, partition_by)
+            select = keyed or f"SELECT * FROM {name}"
+            # The captures table spans recorders; an empty table would leave no file, hence no schema.
+            if keyed is None or not self.count(name):
+                target.mkdir()
+                target, options = target / "data_0.parquet", ""
+        self.con.execute(f"COPY ({select}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd{options})")
 
     def _with_partition_key(self, name: str, key: str) -> str | None:
         columns = {c for c, *_ in self.con.execute(f"DESCRIBE {name}").fetchall()}
@@ -241,3 +259,77 @@ class Analysis:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# -- the export's folder ---------------------------------------------------------------------------
+
+
+def _written(partition_by: str | None) -> set[str]:
+    """The entries an export of this form writes: a folder per table, or a file."""
+    return {name if partition_by else f"{name}.parquet" for name in EXPORTED}
+
+
+def _claimed(out: Path) -> set[str]:
+    """The entries of ``out`` that earlier exports wrote: its ledger's, and an `export --ray`'s tables."""
+    claimed: set[str] = set()
+    for path, key in ((out / LEDGER, "written"), (out / MANIFEST, "tables")):
+        try:
+            listed = json.loads(path.read_text()).get(key) or []
+        except (OSError, ValueError, AttributeError):  # none, or not one of ours
+            continue
+        claimed.update(str(entry) for entry in listed)
+    return claimed
+
+
+def _holds_segments(path: Path) -> bool:
+    if path.is_file():
+        return path.name.endswith(SEGMENT_SUFFIX)
+    return any(True for _ in path.rglob(f"*{SEGMENT_SUFFIX}"))
+
+
+def check_export_folder(out: Path) -> set[str]:
+    """The entries of ``out`` that an export may replace (those earlier exports wrote); an
+    AnalysisError naming each ``out/<table>`` (or ``<table>.parquet``) that no export wrote, or
+    that holds a capture's segments: exported into the folder that holds ``captures/``, the
+    tables would have replaced the recordings, and a user's own ``metrics/``."""
+    claimed = _claimed(out)
+    theirs = []
+    for name in EXPORTED:
+        for entry in (name, f"{name}.parquet"):
+            path = out / entry
+            if not os.path.lexists(path):
+                continue
+            if not path.is_symlink() and _holds_segments(path):
+                theirs.append(f"{path} (it holds captures)")
+            elif entry not in claimed:
+                theirs.append(f"{path} (not written by an infertap export)")
+    if theirs:
+        raise AnalysisError(
+            f"the export into {out} would replace {', '.join(theirs)}; nothing was changed: export into a "
+            f"folder of its own (e.g. {out / 'warehouse'}), or move {'them' if len(theirs) > 1 else 'it'} away"
+        )
+    return claimed
+
+
+def claim_export_folder(out: Path, partition_by: str | None) -> None:
+    """Check ``out`` (``check_export_folder``), then record in it what this export will write, before
+    writing it: an export cut short is still known as one, and replaced by the next."""
+    claimed = check_export_folder(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_json(out / LEDGER, {"infertap": __version__, "written": sorted(claimed | _written(partition_by))})
+
+
+def _replace_table(out: Path, staging: Path, name: str) -> None:
+    """Table ``name``, written into ``staging/new``, in place of the earlier export's (in either
+    form, so none of it is left beside the new one); the old moved into ``staging``, removed with it."""
+    for entry in (name, f"{name}.parquet"):
+        if os.path.lexists(out / entry):
+            (out / entry).rename(staging / f"old-{entry}")
+    for new in (staging / "new").iterdir():
+        new.rename(out / new.name)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value, indent=1, default=str) + "\n")
+    tmp.replace(path)

@@ -453,6 +453,9 @@ def export(captures: tuple[str, ...], folder: Path, partition_by: str, ray_addre
     """
     key = {"recorder": "recorder_id", "run": "run_id", "none": None}[partition_by]
     if ray_address is None:
+        from .analysis.store import check_export_folder
+
+        check_export_folder(folder)  # a folder the export may not write into: refused before decoding
         with _opened(captures, cache_dir) as analysis:
             _print_export(folder, analysis.export_parquet(folder, partition_by=key))
         return

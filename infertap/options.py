@@ -25,7 +25,7 @@ def key_value(ctx: click.Context, param: click.Parameter, values: tuple[str, ...
 
 def host_port(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not (port.isascii() and port.isdigit()):  # '²' is a digit to isdigit, not to int
         raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
     if int(port) > 65535:
         raise click.BadParameter(f"port {port}: 0 to 65535")

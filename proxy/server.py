@@ -19,11 +19,12 @@ from infertap.capture.hostfacts import is_loopback
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
 from infertap.engines.enrich import Enricher
+from infertap.engines.gguf_meta import check_gguf
 from infertap.errors import ConfigError, check_headers, check_seconds, check_url
 from infertap.telemetry import check_telemetry, start_telemetry
 from infertap.version import __version__
 
-from .app import RecordingProxy, build_app
+from .app import QuietCancelled, RecordingProxy, build_app
 
 log = logging.getLogger("infertap.proxy")
 
@@ -73,6 +74,8 @@ class RecordConfig:
         check_seconds("--read-timeout", self.read_timeout)  # None: no limit (0 on the command line)
         check_seconds("--graceful-timeout", self.graceful_timeout, zero=True)
         check_seconds("--probe-interval", self.probe_interval)
+        if self.model_file is not None:
+            check_gguf(self.model_file)  # before the capture is opened
         if self.enrich_queue < 1:
             raise ConfigError(f"enrich_queue {self.enrich_queue}: 1 or more")
 
@@ -120,11 +123,12 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         # uvicorn re-raises SIGINT/SIGTERM once it has shut down, which would kill the process
-        # before the capture's final footer is written. Handle them, and exit normally instead.
+        # before the capture's final footer is written. Handle them, and exit normally instead;
+        # SIGHUP (the terminal closed) too, unless it is ignored (nohup): it would kill it at once.
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in stop_signals()}
         try:
             yield
         finally:
@@ -135,6 +139,24 @@ class _Server(uvicorn.Server):
         await super().startup(sockets)
         if self.started and self._on_ready is not None:
             self._on_ready()
+
+
+@contextlib.contextmanager
+def _quiet_cancellations() -> Iterator[None]:
+    """No traceback for each exchange a shutdown cuts short: it is recorded as cancelled."""
+    quiet, uvicorn_log = QuietCancelled(), logging.getLogger("uvicorn.error")
+    uvicorn_log.addFilter(quiet)
+    try:
+        yield
+    finally:
+        uvicorn_log.removeFilter(quiet)
+
+
+def stop_signals() -> tuple[signal.Signals, ...]:
+    """The signals that end a recording cleanly: Ctrl-C, ``kill``, and the terminal
+    closing (SIGHUP), unless SIGHUP is ignored (``nohup``), which keeps it running."""
+    hangup = () if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else (signal.SIGHUP,)
+    return (signal.SIGINT, signal.SIGTERM, *hangup)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -208,7 +230,8 @@ def serve(
             timeout_keep_alive=30,
         )
         server = _Server(uv_config, (lambda: on_ready(listen, writer)) if on_ready else None)
-        server.run(sockets=[sock])
+        with _quiet_cancellations():
+            server.run(sockets=[sock])
     finally:
         if enricher is not None:
             enricher.close()

@@ -106,7 +106,7 @@ class CaptureWriter:
             if new:
                 os.chmod(self.path, 0o700)
             self.capture_id = self.capture_id or capture_id_of(self.path) or uuid.uuid4().hex
-            self._open_segment(next_segment_index(self.path))
+            self._open_next(next_segment_index(self.path))
         except OSError as exc:
             raise CaptureWriteError(f"cannot write capture at {self.path}: {exc}") from exc
         self._thread = threading.Thread(target=self._run, name="infertap-capture-writer", daemon=True)
@@ -247,7 +247,7 @@ class CaptureWriter:
         os.close(self._fd)
         self._fd = -1
         try:
-            self._open_segment(self._segment + 1)
+            self._open_next(self._segment + 1)
         except OSError as exc:
             self.error = exc
             log.error("capture %s: cannot open a new segment, recording stopped: %s", self.path, exc)
@@ -262,6 +262,15 @@ class CaptureWriter:
             pass
         os.close(self._fd)
         self._fd = -1
+
+    def _open_next(self, index: int) -> None:
+        """Open segment ``index``, or the next free one: another writer appending to this capture
+        (a second recorder, an enrich, an import) may have taken it since."""
+        while True:
+            try:
+                return self._open_segment(index)
+            except FileExistsError:
+                index = max(index + 1, next_segment_index(self.path))
 
     def _open_segment(self, index: int) -> None:
         target = self.path / segment_name(index)

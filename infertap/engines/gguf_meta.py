@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infertap.errors import ConfigError
+
+#: What every GGUF file starts with.
+GGUF_MAGIC = b"GGUF"
+
 
 def _file_type(value: int) -> str:
     """``general.file_type`` by name, as the gguf package (llama.cpp's own) names it: ``Q4_K_M``,
@@ -69,7 +74,10 @@ def _sha256(path: Path) -> str:
 def _read(path: str, mtime_ns: int, size: int) -> GGUFFacts:
     import gguf  # numpy-backed; only loaded when a model file is actually read
 
-    reader = gguf.GGUFReader(path)
+    try:
+        reader = gguf.GGUFReader(path)
+    except (ValueError, IndexError, KeyError, OSError) as exc:  # not a GGUF, or cut short
+        raise ConfigError(f"{path}: not a readable GGUF model file ({exc})") from exc
 
     def value(key: str):
         field = reader.fields.get(key)
@@ -107,9 +115,23 @@ def _read(path: str, mtime_ns: int, size: int) -> GGUFFacts:
 
 
 def read_gguf(path: str | os.PathLike[str]) -> GGUFFacts:
+    """The facts of the GGUF at ``path``; ConfigError, naming it, where it is no GGUF."""
     p = Path(path).resolve()
     st = p.stat()
     return _read(str(p), st.st_mtime_ns, st.st_size)
+
+
+def check_gguf(path: str | os.PathLike[str]) -> None:
+    """ConfigError unless ``path`` starts as a GGUF does: checked before a capture is opened, so
+    that a wrong ``--model-file`` (safetensors, a tokenizer's JSON) is refused at once, not once
+    the capture holds an empty run."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise ConfigError(f"--model-file {path}: can't be read ({exc.strerror or exc})") from exc
+    if head != GGUF_MAGIC:
+        raise ConfigError(f"--model-file {path}: not a GGUF model file (a GGUF starts with 'GGUF'); give the engine's .gguf")
 
 
 def dtype_fact(gguf: GGUFFacts, how: str) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def _har_exchanges(entries: list[Any], redactor: Redactor, unreadable: list[str]
     for i, entry in enumerate(entries):
         try:
             yield _har_exchange(entry, redactor)
-        except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, binascii.Error) as exc:
             unreadable.append(f"entry {i}: {type(exc).__name__}: {exc}")
 
 
@@ -76,6 +76,8 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
             headers := redactor.header_pairs(((str(h["name"]), str(h["value"])) for h in req.get("headers") or ()), found)
         ),
         "request_body": redactor.body(body, headers, found),
+        # a HAR keeps header values as text: as UTF-8 on the wire, read as the proxy reads those bytes
+        "session": session_of((n.encode(), v.encode()) for n, v in headers),
         "status": status,
         # HAR keeps the body decoded (HAR 1.2: "decompressed and unchunked") beside the header that
         # says how it was sent: the header is left out, or analysis would undo an encoding twice.
@@ -112,6 +114,7 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
                     "http_version": req.http_version.removeprefix("HTTP/"),
                     "request_headers": (headers := redactor.headers_from_asgi(req.headers.fields, found)),
                     "request_body": redactor.body(req.raw_content or b"", headers, found),
+                    "session": session_of(req.headers.fields),
                     "status": resp.status_code if resp else None,
                     "response_headers": redactor.headers_from_asgi(resp.headers.fields) if resp else None,
                     "headers_ns": int((resp.timestamp_start - sent) * 1e9) if resp else None,
@@ -137,9 +140,12 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
     path = Path(source)
     redactor = Redactor()
     try:
-        head = path.read_bytes()[:1]
+        with open(path, "rb") as f:
+            head = f.read(1)
     except OSError as exc:
         raise ImportError_(f"{path}: cannot read: {exc}") from exc
+    if not head:  # mitmproxy reads an empty file as a flow file of no flows
+        raise ImportError_(f"{path}: an empty file is neither a HAR nor a mitmproxy flow file; nothing imported")
     unreadable: list[str] = []
     if head == b"{":
         try:
@@ -177,7 +183,7 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
             writer.write(
                 new_exchange(
                     seq=seq,
-                    session=session_of((n.encode("latin-1"), v.encode("latin-1")) for n, v in x["request_headers"]),
+                    session=x["session"],
                     wall=x["wall"],
                     start_ns=start_ns,
                     method=x["method"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
 import os
 import shutil
@@ -265,6 +266,27 @@ def test_appending_a_second_run(tmp_path: Path) -> None:
     assert [r for r in got if r["type"] == "exchange"] == first + second
     assert [r["type"] for r in got] == ["header"] + ["exchange"] * 3 + ["footer", "header"] + ["exchange"] * 2 + ["footer"]
     assert reader.closed_cleanly and reader.torn == []
+
+
+def test_two_writers_on_one_capture_both_rotate_past_each_other(tmp_path: Path) -> None:
+    """A second writer (another recorder, an enrich, an import --out) takes the next segment index
+    while the first is recording: the first's rotation takes the next free one instead of stopping."""
+    cap = tmp_path / "cap"
+    a = CaptureWriter(cap, recorder=RECORDER, max_segment_bytes=200).open()  # 000000
+    b = CaptureWriter(cap, recorder=RECORDER, max_segment_bytes=200).open()  # 000001, a's next
+    first, second = [exchange(i) for i in range(4)], [exchange(100 + i) for i in range(4)]
+    for x, y in zip(first, second, strict=True):
+        write_flushed(a, [x])  # each past the segment size: a rotation after each record
+        write_flushed(b, [y])
+    a.close()
+    b.close()
+    assert a.error is None and b.error is None and a.dropped == b.dropped == 0
+    got, reader = read_all(cap)
+    assert sorted((r for r in got if r["type"] == "exchange"), key=lambda r: r["seq"]) == first + second
+    assert len(segment_paths(cap)) >= 8 and reader.closed_cleanly and reader.torn == []
+    headers = [r for r in got if r["type"] == "header"]
+    assert {h["run_id"] for h in headers} == {a.run_id, b.run_id}
+    assert [h["segment"] for h in headers] == list(range(len(headers)))  # each header names its own file
 
 
 def test_appending_after_a_crashed_run(tmp_path: Path) -> None:
@@ -599,13 +621,20 @@ def test_write_failure_sets_error_and_counts_dropped(tmp_path: Path) -> None:
 
 
 def test_failed_rotation_sets_error_and_counts_every_dropped_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The next segment can't be created (here: its name is taken): recording stops, but every
+    """The next segment can't be created (here: the disk is full): recording stops, but every
     later record is counted as dropped, and the writer thread neither dies nor touches a stale fd."""
     crashes: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: crashes.append(args.exc_value))
     cap = tmp_path / "cap"
     writer = CaptureWriter(cap, recorder=RECORDER, max_segment_bytes=1).open()
-    (cap / "000001.itap.zst").touch()  # O_EXCL open of the next segment fails, even as root
+    real_open = os.open
+
+    def full(path: Any, flags: int, mode: int = 0o777) -> int:
+        if str(path).endswith("000001.itap.zst"):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(os, "open", full)
     writer.write(exchange(0))
     wait_for(lambda: writer.error is not None, "the rotation to fail")
     later = 4

@@ -122,3 +122,22 @@ def test_an_imports_claim_card_names_its_files_clock(tmp_path: Path) -> None:
     assert header["recorder"]["pid"] == os.getpid()  # info tells an import still writing from one that died
     clock = claim(tmp_path / "cap", cache_dir=tmp_path / "cache")["measuring_side"]["value"]["clock"]
     assert "times from the file" in clock and "monotonic" not in clock
+
+
+def test_a_har_entry_past_latin_1_or_the_clock_is_kept_or_named_never_a_crash(tmp_path: Path) -> None:
+    """A header value outside Latin-1 (an X-Title with an emoji) crashed the import after the first
+    exchange, leaving a capture that said it had closed cleanly; a timing of 1e308 ms too."""
+    entries = [
+        _entry("2025-01-02T10:00:00.000+00:00", None, session="S1"),
+        _entry("2025-01-02T10:00:01.000+00:00", None, session="café ☕"),
+        _entry("2025-01-02T10:00:02.000+00:00", {"send": 1, "wait": 1e308, "receive": 1}),
+        _entry("2025-01-02T10:00:03.000+00:00", None),
+    ]
+    entries[0]["request"]["headers"].append({"name": "X-Title", "value": "Café ☕"})
+    (tmp_path / "a.har").write_text(json.dumps({"log": {"version": "1.2", "entries": entries}}))
+    counts = import_file(tmp_path / "a.har", tmp_path / "cap")
+    assert (counts["kept"], counts["unreadable"]) == (3, 1) and "OverflowError" in counts["first_unreadable"]
+    xs = list(CaptureReader(tmp_path / "cap").exchanges())
+    # the session as the proxy reads those bytes on the wire (UTF-8 read as Latin-1)
+    assert [x["session"] for x in xs] == ["S1", "café ☕".encode().decode("latin-1"), None]
+    assert ["X-Title", "Café ☕"] in xs[0]["request_headers"]

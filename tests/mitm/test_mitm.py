@@ -235,6 +235,9 @@ def test_import_a_har_and_a_mitmproxy_flow_file(tmp_path):
     (tmp_path / "junk.bin").write_bytes(b"\x00\x01garbage")
     bad = runner.invoke(cli, ["import", str(tmp_path / "junk.bin"), "--out", str(tmp_path / "bad2")])
     assert bad.exit_code == 1 and "not a readable mitmproxy flow file" in bad.output
+    (tmp_path / "empty.flow").write_bytes(b"")  # mitmproxy reads it as no flows: an import of nothing, exit 0
+    bad = runner.invoke(cli, ["import", str(tmp_path / "empty.flow"), "--out", str(tmp_path / "bad3")])
+    assert bad.exit_code == 1 and "empty file" in bad.output and not (tmp_path / "bad3").exists()
 
 
 def test_sigkill_of_mitm_keeps_what_was_completed(start_mitm, fake):

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import threading
 import time
 
 import httpx
+import pytest
 
 from infertap.capture.info import summarize
+from infertap.proxy.server import stop_signals
 
 # What a SIGKILL may cost: exchanges that completed within this long before the kill. The writer
 # gathers for 5 ms before each write; the margin is for a loaded 2-core machine.
@@ -92,3 +95,51 @@ def test_sigterm_under_100_concurrent_streams_loses_nothing(fake, record):
     assert {x["end"] for x in exchanges} == {"cancelled"}
     assert all(x["chunks"] for x in exchanges)
     assert summarize(rec.out)["closed_cleanly"] is True
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_stop_signal_records_the_streams_in_flight_as_cancelled_without_a_traceback(fake, record, sig):
+    """Ctrl-C, kill, and the terminal closing (SIGHUP, which killed it with no footer) each end
+    the recording cleanly: the streams cut short recorded as cancelled, and no uvicorn traceback
+    per stream on the terminal."""
+    app, url = fake
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the recorder inherits it: not under nohup
+    try:
+        rec = record(url, "--graceful-timeout", "0.2", "--no-probe", "--no-telemetry")
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    streaming: set[str] = set()
+
+    async def one(c: httpx.AsyncClient, tag: str) -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            async with c.stream("POST", f"{rec.url}/v1/chat/completions", json={"tag": tag, "n_chunks": 400, "pace_ms": 20}) as r:
+                async for _ in r.aiter_raw():
+                    streaming.add(tag)
+
+    async def main() -> None:
+        async with httpx.AsyncClient(timeout=30) as c:
+            tasks = [asyncio.create_task(one(c, f"t{i}")) for i in range(3)]
+            while len(streaming) < 3:
+                await asyncio.sleep(0.02)
+            rec.proc.popen.send_signal(sig)
+            await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+    assert rec.proc.popen.wait(30) == 0
+    exchanges = rec.exchanges()
+    assert sorted(json.loads(x["request_body"])["tag"] for x in exchanges) == ["t0", "t1", "t2"]
+    assert {x["end"] for x in exchanges} == {"cancelled"} and all(x["chunks"] for x in exchanges)
+    assert summarize(rec.out)["closed_cleanly"] is True
+    log = rec.proc.log_tail(100_000)
+    assert "Traceback" not in log and "CancelledError" not in log, log
+
+
+def test_sighup_is_left_alone_under_nohup():
+    """`nohup infertap record`: SIGHUP is ignored, and stays so (the recording outlives the terminal)."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        assert signal.SIGHUP not in stop_signals()
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        assert signal.SIGHUP in stop_signals()
+    finally:
+        signal.signal(signal.SIGHUP, previous)

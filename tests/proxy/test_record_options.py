@@ -17,6 +17,7 @@ from infertap.proxy.server import RecordConfig
     ("option", "message"),
     [
         (["--listen", "127.0.0.1:99999"], "port 99999: 0 to 65535"),
+        (["--listen", "127.0.0.1:²"], "expected HOST:PORT"),  # a digit to str.isdigit, not to int
         (["--max-body-mb", "0"], "--max-body-mb: a size above 0"),
         (["--max-segment-mb", "-1"], "--max-segment-mb: a size above 0"),
         (["--connect-timeout", "0"], "--connect-timeout 0.0: seconds, above 0"),
