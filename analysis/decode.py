@@ -55,8 +55,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: prompts apart; 14: an MCP tool named with its server; 15: a turn continues only what had ended
 #: when it was sent, a session is a whole tree of turns, think time from the last end in the session;
 #: 16: captures.closed_cleanly only when every run closed; 17: a Responses reasoning summary leaves the
-#: reasoning tokens hidden.
-DECODE_VERSION = 17
+#: reasoning tokens hidden; 18: a stream read up to its first [DONE], a choice whose index is no
+#: integer as choice 0, both reasoning fields where they differ, a Responses call only its final event
+#: restates, tool-call arguments canonical only where nothing is lost (turns link by them).
+DECODE_VERSION = 18
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

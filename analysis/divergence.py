@@ -12,7 +12,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from infertap.apis.shapes import as_list, canonical_arguments
+from infertap.apis.openai import choice_index
+from infertap.apis.shapes import as_list, as_text, canonical_arguments
 
 
 def first_divergence(a: Sequence[Any], b: Sequence[Any]) -> int | None:
@@ -63,11 +64,12 @@ def output_text(
     refusal: str = "",
     audio: str = "",
     citations: Sequence[str] = (),
+    results: Sequence[str] = (),
 ) -> str:
     """An output as one string, in the order it is generated: its reasoning, its text, a refusal
     (``refused: ...``), an audio answer's transcript (``said: ...``), each source cited (``cited:
-    ...``, canonical JSON), each tool call as ``name(arguments)`` (canonical JSON) and the error it
-    reports, ``PART`` between them. Just the text when there is nothing else, so that a character
+    ...``, canonical JSON), each tool call as ``name(arguments)`` (canonical JSON), what each server
+    tool gave back (``result: ...``, canonical JSON) and the error it reports, ``PART`` between them. Just the text when there is nothing else, so that a character
     position is most often one in the text."""
     parts = [reasoning] if reasoning else []
     parts.append(text)
@@ -77,13 +79,18 @@ def output_text(
         parts.append(f"said: {audio}")
     parts += (f"cited: {c}" for c in citations)
     parts += (f"{c.get('name') or ''}({_arguments(c)})" for c in tool_calls)
+    parts += (f"result: {r}" for r in results)
     if error is not None:
         parts.append(error)
     return PART.join(parts)
 
 
 def _arguments(call: dict[str, Any]) -> str:
-    """A call's arguments as canonical JSON: key order aside, ``true`` and ``1`` differ; none: ``{}``."""
+    """A call's arguments as canonical JSON: key order aside, ``true`` and ``1`` differ; none: ``{}``.
+    A custom tool's free-form input (``"free"``) as the text it is: ``{"a":1}`` and ``{ "a": 1 }``
+    are two inputs to a tool that reads text."""
+    if call.get("free"):
+        return as_text(call.get("arguments"))
     return canonical_arguments(call.get("arguments") or "{}")
 
 
@@ -97,7 +104,7 @@ def logprob_positions(events: Sequence[dict[str, Any]]) -> list[Position]:
     positions: list[Position] = []
     for event in events:
         for choice in as_list(event.get("choices")):
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            if not isinstance(choice, dict) or choice_index(choice) != 0:
                 continue
             logprobs = choice.get("logprobs")
             if not isinstance(logprobs, dict):
@@ -179,11 +186,11 @@ def kl_shared_prefix(
 def tool_call_diff(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Names and arguments (canonical JSON, as ``output_text`` writes them) of the tool calls on each
     side, and whether they agree."""
-    na = [(c.get("name") or "", _arguments(c)) for c in a]
-    nb = [(c.get("name") or "", _arguments(c)) for c in b]
+    na = [(c.get("name") or "", _arguments(c), bool(c.get("free"))) for c in a]
+    nb = [(c.get("name") or "", _arguments(c), bool(c.get("free"))) for c in b]
     return {
-        "a": [n for n, _ in na],
-        "b": [n for n, _ in nb],
-        "names_equal": [n for n, _ in na] == [n for n, _ in nb],
+        "a": [n for n, _, _ in na],
+        "b": [n for n, _, _ in nb],
+        "names_equal": [n for n, _, _ in na] == [n for n, _, _ in nb],
         "arguments_equal": na == nb,
     }

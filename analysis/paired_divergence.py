@@ -102,6 +102,15 @@ class _Worst:
         return [item for _, _, item in sorted(self.heap, key=lambda k: (-k[0], -k[1]))]
 
 
+def exact_share(d: Mapping[str, Any]) -> str:
+    """The exact match rate rounded down, with its counts: 1999 of 2000 pairs is no "100.0%"."""
+    pairs, exact = d.get("pairs"), d.get("counts", {}).get("exact", 0)
+    if d.get("exact_match_rate") is None or not pairs:
+        return "-"
+    tenths = exact * 1000 // pairs  # in integers: no float rounds 99.95% up
+    return f"{tenths // 10}.{tenths % 10}% ({exact} of {pairs})"
+
+
 def divergence(
     con: Any,
     folder: Path,
@@ -186,7 +195,7 @@ def divergence(
         "counts": dict(counts),
         # Per method and path: how many pairs had a body on each side that its API adapter could read.
         "readable": {
-            path: {k: c[k] for k in ("pairs", "read_both", "unreadable_a", "unreadable_b", "not_compared")}
+            path: {k: c[k] for k in ("pairs", "read_both", "unreadable_a", "unreadable_b", "not_compared", "partly_unreadable")}
             for path, c in readability.items()
         },
     }
@@ -300,16 +309,24 @@ def _pair_divergence(
         sa.status == sb.status
         and sa.end == sb.end
         and sa.done == sb.done
-        and (sa.finish_reason, sa.finish_reason_raw) == (sb.finish_reason, sb.finish_reason_raw)
+        and _finishes(sa) == _finishes(sb)
         and not _stops_differ(sa.stop_sequence, sb.stop_sequence)
     )
     # What else the answer holds: encrypted reasoning (counted), and the other answers n > 1 asked for.
+    # What the server's tools gave back (a search's results, code's output, an image): not the
+    # model's words, yet what the client received.
     same_rest = (
         sa.encrypted_reasoning == sb.encrypted_reasoning
         and sa.citations == sb.citations
+        and sa.tool_results == sb.tool_results
         and _same_choices(sa.choices, sb.choices)
     )
-    item["exact"] = sa.readable and sb.readable and same_text and tools["arguments_equal"] and same_ending and same_rest
+    # What the reading could not tell apart: payloads that are not JSON, bytes that are not UTF-8
+    # (each read as U+FFFD), data after the end marker. Equal only where those bytes are.
+    same_bytes = sa.unparsed == sb.unparsed and sa.invalid_utf8 == sb.invalid_utf8 and sa.after_end == sb.after_end
+    item["exact"] = (
+        sa.readable and sb.readable and same_text and tools["arguments_equal"] and same_ending and same_rest and same_bytes
+    )
     counts["exact"] += item["exact"]
     # The whole output, tool calls, a reported error and other choices included: what differs there is a divergence too.
     oa, ob = _whole_output(sa), _whole_output(sb)
@@ -330,14 +347,21 @@ def _pair_divergence(
     return item
 
 
+def _finishes(s: Summary) -> tuple[Any, ...]:
+    """How the answer ended as the engine said it: the reason, in its words, and every one it said."""
+    return s.finish_reason, s.finish_reason_raw, s.finish_reasons
+
+
 def _whole_output(s: Summary) -> str:
     """``output_text`` of the answer, then of each other choice (``choice 1: ...``), ``PART`` between."""
-    first = output_text(s.reasoning, s.text, s.tool_calls, s.error_message, s.refusal, s.audio, s.citations)
+    first = output_text(s.reasoning, s.text, s.tool_calls, s.error_message, s.refusal, s.audio, s.citations, s.tool_results)
     if not s.choices:
         return first
     rest = (
         f"choice {c['index']}: "
-        + output_text(c["reasoning"], c["text"], c["tool_calls"], None, c["refusal"], c["audio"], c["citations"])
+        + output_text(
+            c["reasoning"], c["text"], c["tool_calls"], None, c["refusal"], c["audio"], c["citations"], c["tool_results"]
+        )
         for c in s.choices
     )
     return PART.join((first, *rest))
@@ -345,7 +369,7 @@ def _whole_output(s: Summary) -> str:
 
 def _same_choices(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
     """Whether the choices other than the first are the same answers, as the first is judged."""
-    keys = ("index", "text", "reasoning", "refusal", "audio", "citations", "finish_reason")
+    keys = ("index", "text", "reasoning", "refusal", "audio", "citations", "tool_results", "finish_reason")
     return len(a) == len(b) and all(
         [x[k] for k in keys] == [y[k] for k in keys]
         and tool_call_diff(x["tool_calls"], y["tool_calls"])["arguments_equal"]
@@ -371,6 +395,7 @@ def _count_readable(readability: dict[str, Counter[str]], sa: Summary, sb: Summa
     read["read_both"] += sa.readable and sb.readable
     read["unreadable_a"] += not sa.readable
     read["unreadable_b"] += not sb.readable
+    read["partly_unreadable"] += bool(sa.unparsed or sb.unparsed)
 
 
 def _first_divergence(
@@ -394,11 +419,14 @@ def _first_divergence(
 
 def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: Summary, tools: dict[str, Any]) -> None:
     """What changed besides the text: finish reason, tool calls, where the text landed, status and
-    ending, the stop sequence, citations, encrypted reasoning and the other choices."""
-    if (sa.finish_reason, sa.finish_reason_raw) != (sb.finish_reason, sb.finish_reason_raw):
+    ending, the stop sequence, citations, what server tools gave back, encrypted reasoning, the other
+    choices, and what could not be read alike."""
+    if _finishes(sa) != _finishes(sb):
         counts["finish_reason_changed"] += 1
         item["finish_reason"] = [sa.finish_reason, sb.finish_reason]
         item["finish_reason_raw"] = [sa.finish_reason_raw, sb.finish_reason_raw]
+        if sa.finish_reasons != sb.finish_reasons:
+            item["finish_reasons"] = [sa.finish_reasons, sb.finish_reasons]
     if sa.tool_calls or sb.tool_calls:
         counts["with_tool_calls"] += 1
         counts["tool_calls_differ"] += not tools["arguments_equal"]
@@ -419,6 +447,12 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
         item["stop_sequence"] = [sa.stop_sequence, sb.stop_sequence]
     if sa.citations != sb.citations:
         counts["citations_differ"] += 1
+    if sa.tool_results or sb.tool_results:
+        counts["with_tool_results"] += 1
+        if sa.tool_results != sb.tool_results:
+            counts["tool_results_differ"] += 1
+            item["tool_results"] = [len(sa.tool_results), len(sb.tool_results)]
+    _count_unread(item, counts, sa, sb)
     if sa.encrypted_reasoning != sb.encrypted_reasoning:
         counts["encrypted_reasoning_differs"] += 1
         item["encrypted_reasoning"] = [sa.encrypted_reasoning, sb.encrypted_reasoning]
@@ -427,6 +461,20 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
         if not _same_choices(sa.choices, sb.choices):
             counts["other_choices_differ"] += 1
             item["choices"] = [1 + len(sa.choices), 1 + len(sb.choices)]
+
+
+def _count_unread(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: Summary) -> None:
+    """What the reading left unread on either side: payloads that are not JSON (``partly_unreadable``),
+    bytes that are not UTF-8, data after the end marker."""
+    if sa.unparsed or sb.unparsed:
+        counts["partly_unreadable"] += 1
+        item["unparsed"] = [(sa.unparsed or (0, b""))[0], (sb.unparsed or (0, b""))[0]]
+    if sa.invalid_utf8 or sb.invalid_utf8:
+        counts["not_utf8"] += 1
+        item["not_utf8"] = [[b.hex() for b in sa.invalid_utf8], [b.hex() for b in sb.invalid_utf8]]
+    if sa.after_end or sb.after_end:
+        counts["data_after_end_marker"] += 1
+        item["after_end_marker"] = [sa.after_end is not None, sb.after_end is not None]
 
 
 _FLIPS = {

@@ -20,6 +20,7 @@ from .capacity import RESULT
 from .compare import compare
 from .compare_traffic import traffic_line
 from .errors import AnalysisError
+from .paired_divergence import exact_share
 from .report_claims import claim_cards
 from .report_sessions import session_timelines
 from .report_telemetry import telemetry_plots
@@ -162,7 +163,7 @@ def _plots(runs: _Runs) -> str:
 def _divergence(d: dict[str, Any]) -> list[str]:
     """Section 3: how often and where the outputs differ, in the rows ``infertap compare`` prints."""
     rows = [
-        ["exact match", f"{d['exact_match_rate']:.1%}"],
+        ["exact match", exact_share(d)],
         ["similarity (mean)", d["similarity_mean"]],
         ["first divergence (median position)", d["first_divergence_median"]],
         *[[k.replace("_", " "), v] for k, v in d["counts"].items() if k != "exact"],

@@ -46,12 +46,16 @@ BATCH_ROWS = 5_000
 #: logprobs); 4: each logprob position with the token chosen; 5: whether a stream carried its end
 #: marker, and a refusal apart from the text; 6: the stop sequence that ended it, encrypted reasoning
 #: blocks and choices other than the first; 7: an MCP tool named with its server, an error's message
-#: without its request id; 8: whether an enrichment's rebuilt prompt disagreed with usage.
-SUMMARY_VERSION = 8
+#: without its request id; 8: whether an enrichment's rebuilt prompt disagreed with usage; 9: tool-call
+#: arguments canonical only where nothing is lost, a custom tool's input as text, what server tools gave
+#: back, every finish reason said, payloads not read, bytes not UTF-8 and data after the end marker; a
+#: request id only a token with a digit.
+SUMMARY_VERSION = 9
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
-_REQUEST_ID = re.compile(r"(?i)(\brequest[ _-]?id\b[\s:=#\"']*)[\w-]{6,}")
+#: An id has a digit ("req_abc123"): a word after "request id:" ("expired", "conflict") is the message.
+_REQUEST_ID = re.compile(r"(?i)(\brequest[ _-]?id\b[\s:=#\"']*)(?=[\w-]*\d)[\w-]{8,}")
 
 EXCHANGE_SCHEMA = pa.schema(
     [
@@ -106,6 +110,11 @@ class Summary:
     encrypted_reasoning: int  # blocks of encrypted reasoning (Output.encrypted_reasoning)
     choices: list[dict[str, Any]]  # choices other than the first (n > 1), as Output.choices
     last_user: str | None  # the request's last user message (only read when references are given)
+    tool_results: list[str]  # what server tools gave back, images generated (Output.tool_results)
+    finish_reasons: list[str]  # every finish reason said, in order (Output.finish_reasons)
+    unparsed: tuple[int, bytes] | None  # payloads that are not JSON objects: how many, and their digest
+    invalid_utf8: list[bytes]  # the body's bytes that are not UTF-8 (Output.invalid_utf8)
+    after_end: bytes | None  # digest of what followed the first [DONE], None when nothing did
 
 
 def _without_request_id(message: str | None) -> str | None:
@@ -142,7 +151,16 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         encrypted_reasoning=out.encrypted_reasoning,
         choices=out.choices,
         last_user=read_request(record).last_user if last_user else None,
+        tool_results=out.tool_results,
+        finish_reasons=out.finish_reasons,
+        unparsed=(len(out.unparsed), _digest("\0".join(out.unparsed).encode("utf-8", "surrogatepass"))) if out.unparsed else None,
+        invalid_utf8=out.invalid_utf8,
+        after_end=_digest(out.after_end) if out.after_end else None,
     )
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def request_key(record: dict[str, Any]) -> bytes:

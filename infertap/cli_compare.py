@@ -325,6 +325,13 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
                 f"{read['unreadable_b']} in B: no API adapter understood the body; never counted as a match)",
                 "yellow",
             )
+        if read.get("partly_unreadable"):
+            _say(
+                console,
+                f"{path}: {read['partly_unreadable']} of {read['pairs']} pairs with a payload that is not JSON on a side "
+                "(what it said is unknown: a match only where both sides sent the same bytes)",
+                "yellow",
+            )
     if d["first_divergence_histogram"]:
         _say(
             console,
@@ -333,7 +340,6 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
 
 
 _RATES = (
-    ("exact match", "exact_match_rate", "{:.1%}"),
     ("similarity (mean)", "similarity_mean", "{:.3f}"),
     ("first divergence (median position)", "first_divergence_median", "{:g}"),
 )
@@ -343,7 +349,10 @@ def _divergence_table(d: dict[str, Any], base: dict[str, Any] | None) -> Table:
     """A vs B beside A vs its baseline, when run: a difference within the noise floor is no finding."""
     from rich.table import Table
 
+    from infertap.analysis.paired_divergence import exact_share
+
     table = Table("", "A vs B", *(["A vs baseline (noise floor)"] if base else []))
+    table.add_row("exact match", exact_share(d), *([exact_share(base)] if base else []))
     for label, key, fmt in _RATES:
         vals = [d.get(key)] + ([base.get(key)] if base else [])
         table.add_row(label, *("-" if v is None else fmt.format(v) for v in vals))
@@ -373,6 +382,11 @@ def _print_accuracy(console: Console, acc: dict[str, Any] | None) -> None:
 #: What a pair's item says differed besides its output text (paired_divergence._count_changes), as labelled.
 _BESIDES = (
     ("finish_reason_raw", "finish reason"),
+    ("finish_reasons", "finish reasons said"),
+    ("tool_results", "server tool results"),
+    ("unparsed", "payloads not JSON"),
+    ("not_utf8", "bytes not UTF-8"),
+    ("after_end_marker", "data after the end marker"),
     ("stop_sequence", "stop sequence"),
     ("stream_done", "end marker"),
     ("encrypted_reasoning", "encrypted reasoning blocks"),

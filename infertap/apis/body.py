@@ -8,6 +8,7 @@ holding its newline); a non-streamed body is one payload, complete with its last
 from __future__ import annotations
 
 import itertools
+import re
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -73,11 +74,18 @@ class Payload:
 
 
 def timed_payloads(record: Mapping[str, Any], pieces: list[bytes], how: str) -> list[Payload]:
-    """The payloads of a response in order, each with the chunk that completed it ([DONE] left out)."""
+    """The payloads of a response in order, each with the chunk that completed it, up to the first
+    ``[DONE]`` (``ended_payloads`` says what followed it)."""
+    return ended_payloads(record, pieces, how)[0]
+
+
+def ended_payloads(record: Mapping[str, Any], pieces: list[bytes], how: str) -> tuple[list[Payload], bytes]:
+    """``timed_payloads``, and the bytes after the first ``[DONE]`` (b"" when none): a client stops
+    reading at the first, so what follows is no part of the answer it got, though sent."""
     last = len(pieces) - 1
     if how == "json":
         body = b"".join(pieces)
-        return [Payload(last, body.decode("utf-8", errors="replace"))] if body.strip() else []
+        return ([Payload(last, body.decode("utf-8", errors="replace"))] if body.strip() else []), b""
     if not any(b"\r" in piece for piece in pieces):
         return _payloads_lf(pieces, how)
     out: list[Payload] = []
@@ -88,15 +96,16 @@ def timed_payloads(record: Mapping[str, Any], pieces: list[bytes], how: str) -> 
             continue
         buf = (buf + piece).replace(b"\r\n", b"\n")  # a "\r" left at the end pairs with the next chunk's "\n"
         while (cut := buf.find(sep)) >= 0:
-            _emit(out, how, buf[:cut], index)
+            if _emit(out, how, buf[:cut], index):
+                return out, (buf[cut + len(sep) :] + b"".join(pieces[index + 1 :])).replace(b"\r\n", b"\n")
             buf = buf[cut + len(sep) :]
     if buf.strip():
         _emit(out, how, buf, last)  # a last event without its terminator: complete when the body was
-    return out
+    return out, b""
 
 
-def _payloads_lf(pieces: list[bytes], how: str) -> list[Payload]:
-    """``timed_payloads`` of a body without a carriage return (nothing to normalize), as the loop above
+def _payloads_lf(pieces: list[bytes], how: str) -> tuple[list[Payload], bytes]:
+    """``ended_payloads`` of a body without a carriage return (nothing to normalize), as the loop above
     finds them, in one pass over the whole body: a payload is complete in the chunk that holds the
     last byte of its terminator."""
     body = b"".join(pieces)
@@ -109,23 +118,45 @@ def _payloads_lf(pieces: list[bytes], how: str) -> list[Payload]:
         while ends[chunk] <= last:
             chunk += 1
         block = body[pos:cut]
+        pos = cut + len(sep)
         if how == "sse" and block.startswith(b"data: ") and b"\n" not in block:
             data = block[6:].decode("utf-8", errors="replace")  # one data line: the usual event
-            if data.strip() != "[DONE]":
-                out.append(Payload(chunk, data))
-        else:
-            _emit(out, how, block, chunk)
-        pos = cut + len(sep)
+            if data.strip() == "[DONE]":
+                return out, body[pos:]
+            out.append(Payload(chunk, data))
+        elif _emit(out, how, block, chunk):
+            return out, body[pos:]
     if body[pos:].strip():
         _emit(out, how, body[pos:], len(pieces) - 1)
-    return out
+    return out, b""
 
 
-def _emit(out: list[Payload], how: str, block: bytes, index: int) -> None:
+def _emit(out: list[Payload], how: str, block: bytes, index: int) -> bool:
+    """Add the payloads of ``block``; True where it is the stream's end marker (``[DONE]``)."""
     if how == "sse":
-        out.extend(Payload(index, data) for data in sse_events(block) if data.strip() != "[DONE]")
+        for data in sse_events(block):
+            if data.strip() == "[DONE]":
+                return True
+            out.append(Payload(index, data))
     elif block.strip():
         out.append(Payload(index, block.decode("utf-8", errors="replace")))
+    return False
+
+
+def invalid_utf8(body: bytes) -> list[bytes]:
+    """Each run of bytes in ``body`` that is not UTF-8, in order ([] for most bodies: ASCII, or
+    UTF-8 throughout). A reader shows each as U+FFFD: these say which bytes they were."""
+    if body.isascii():
+        return []
+    try:
+        body.decode()
+    except UnicodeDecodeError:
+        text = body.decode("utf-8", errors="surrogateescape")
+        return [run.encode("utf-8", errors="surrogateescape") for run in _ESCAPED.findall(text)]
+    return []
+
+
+_ESCAPED = re.compile("[\udc80-\udcff]+")
 
 
 def head_of(pieces: list[bytes]) -> bytes:

@@ -26,10 +26,10 @@ from typing import Any
 import msgspec
 
 from .body import _wbits, framing, head_of
-from .fastjson import NOT_JSON, _decode
-from .openai import _OBJECTS, choice_zero, only_zero
+from .fastjson import NOT_JSON, _decode, utf8
+from .openai import _OBJECTS, both_reasoning, choice_index, choice_zero, only_zero
 from .read import CHAT, _by_path, ended
-from .shapes import Output, ToolCallPart, error_of
+from .shapes import Output, ToolCallPart, error_of, finish_words
 
 
 @dataclass(slots=True)
@@ -74,7 +74,10 @@ def _sse_body(record: Mapping[str, Any]) -> tuple[list[bytes], bytes, list[int]]
 
 
 def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | None:
-    """``read_chat_stream`` of any SSE body without ``\\r``, event by event."""
+    """``read_chat_stream`` of any SSE body without ``\\r``, event by event (in UTF-8: the bytes
+    that are not, and what follows a first ``[DONE]``, read_response keeps)."""
+    if not utf8(body):
+        return None
     at: list[int] = []
     datas: list[str] = []
     contents: list[str] = []
@@ -103,6 +106,8 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
             return None  # comments, named events, several data lines: the general split
         data = block[6:].decode("utf-8", errors="replace")
         if data.strip() == "[DONE]":
+            if body[pos:].strip():
+                return None  # more after the end marker: the general read says what
             continue
         try:
             obj = _decode(data)
@@ -127,12 +132,12 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
         parts: Sequence[ToolCallPart] = []
         event_finish = None
         if isinstance(choices, list):
-            if len(choices) != 1 or type(c := choices[0]) is not dict or c.get("index", 0) != 0:
+            if len(choices) != 1 or type(c := choices[0]) is not dict or choice_index(c) != 0:
                 if not only_zero(choices):
                     return None  # several answers (n > 1): the general fold keeps each
             c = choice_zero(choices)
-            if c.audio or c.citations:
-                return None  # an audio answer, citations: the general fold keeps them
+            if c.audio or c.citations or c.results:
+                return None  # an audio answer, citations, images: the general fold keeps them
             content, thought, refusal, parts, event_finish = c.content, c.reasoning, c.refusal, c.tool_calls, c.finish_reason
             if c.token_ids:
                 ids.extend(c.token_ids)
@@ -150,6 +155,8 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
         for p in parts:
             slot = calls.setdefault(p.index, {"id": None, "name": "", "arguments": ""})
             slot["id"] = p.id or slot["id"]
+            if p.free:
+                slot["free"] = True
             slot["name"] += p.name
             slot["arguments"] += p.arguments
         if usage:
@@ -170,6 +177,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
     out.text, out.reasoning, out.refusal = "".join(text), "".join(reasoning), "".join(refused)
     out.tool_calls = [calls[k] for k in sorted(calls)]
     out.finish_reason_raw = finish
+    out.finish_reasons = finish_words([f for f in finishes if f])
     out.finish_reason = CHAT.finish(finish, bool(out.tool_calls))
     if error_message is not None and out.finish_reason is None:
         out.finish_reason = "error"
@@ -230,9 +238,10 @@ class _Event(msgspec.Struct):
 _decode_event = msgspec.json.Decoder(_Event).decode
 # What the structs have no field for, read by the loop: a refusal with text (OpenAI sends "refusal":
 # null in every stream), a call of the functions API (before tool_calls), a custom tool's call, an
-# audio answer, citations.
+# audio answer, citations, images generated.
 LOOP_ONLY = re.compile(
-    rb'"(?:refusal"\s*:\s*"|function_call"\s*:\s*\{|custom"\s*:\s*\{|audio"\s*:\s*\{|annotations"\s*:\s*\[\s*\{)'
+    rb'"(?:refusal"\s*:\s*"|function_call"\s*:\s*\{|custom"\s*:\s*\{|audio"\s*:\s*\{|annotations"\s*:\s*\[\s*\{'
+    rb'|images"\s*:\s*\[\s*[^\s\]])'
 )
 _DONE = b"data: [DONE]"
 
@@ -282,8 +291,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
             if delta is not None:
                 if delta.content is not None:
                     content += delta.content
-                if isinstance(said := delta.reasoning_content or delta.reasoning, str):
-                    thought += said
+                thought += both_reasoning(delta.reasoning_content, delta.reasoning)
                 for i, call in enumerate(delta.tool_calls or ()):
                     fn = call.function
                     slot = calls.setdefault(
@@ -319,6 +327,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
     out.tool_calls = [calls[k] for k in sorted(calls)]
     finish = next((f for f in reversed(finishes) if f), None)
     out.finish_reason_raw = finish
+    out.finish_reasons = finish_words([f for f in finishes if f])
     out.finish_reason = CHAT.finish(finish, bool(out.tool_calls))
     out.usage = merged or None
     if merged:

@@ -28,7 +28,7 @@ from .chat_stream import LOOP_ONLY, _Function
 from .fastjson import NOT_JSON, loads
 from .openai import _OBJECTS, message_turn
 from .read import CHAT, api_for, read_response
-from .shapes import Output, Request, Turn, canonical_arguments
+from .shapes import Output, Request, Turn, as_int, canonical_arguments
 
 #: How a request's parent was found.
 Link = Literal["recorded", "session", "previous_response_id", "conversation"]
@@ -276,8 +276,8 @@ def _chat_answer(record: Mapping[str, Any]) -> tuple[Turn | None, str | None] | 
             continue
         readable = True
         for choice in choices or ():
-            if choice.index != 0:
-                continue
+            if choice.index != 0 and as_int(choice.index) is not None:
+                continue  # another choice's (an index that is no integer is choice 0's, as Chat.event reads it)
             if choice.message is not None:
                 return None  # Chat.event reads it when the delta is empty, which a _Delta can't tell
             part = choice.delta

@@ -3,12 +3,15 @@
 msgspec parses the JSON it accepts about 2-3x faster than the standard library (integers of any
 size included, and floats rounded the same way); what it refuses (``NaN``, ``Infinity``, numbers
 beyond a double, lone surrogate escapes, other encodings than UTF-8) goes to ``json.loads``, which
-then accepts or refuses it as it always did. Run once per streamed event of every response read.
+then accepts or refuses it as it always did, a number beyond a double kept with its text
+(``ExactFloat``). Run once per streamed event of every response read.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -20,6 +23,31 @@ _decode = msgspec.json.Decoder().decode
 NOT_JSON = (msgspec.MsgspecError, ValueError, RecursionError)
 
 
+class ExactFloat(float):
+    """A JSON number whose float is not its value (``1e400`` is infinite, ``1e-400`` zero), with the
+    text it was read from: two such numbers of one float are not one number. A float to all else."""
+
+    text: str
+
+    @classmethod
+    def of(cls, text: str) -> float:
+        """The number ``text`` as a float where the float is its exact value, else as an ``ExactFloat``."""
+        value = float(text)
+        if math.isfinite(value) and Decimal(text) == Decimal(repr(value)):
+            return value
+        exact = cls(value)
+        exact.text = text
+        return exact
+
+    def exact(self) -> str:
+        """The number's exact value, written one way for each value (``1E+400``; ``NaN`` as itself)."""
+        value = Decimal(self.text)
+        return str(value) if not value.is_finite() else format(value.normalize(), "E")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ExactFloat.of, (self.text,)
+
+
 def loads(data: str | bytes) -> Any:
     """The JSON value of ``data``, as ``json.loads`` reads it; raises ``ValueError`` as it does, and
     where the value is nested too deeply for either parser (``json.loads`` would raise
@@ -28,7 +56,7 @@ def loads(data: str | bytes) -> Any:
         try:
             return _decode(data)
         except (msgspec.MsgspecError, ValueError):
-            return json.loads(data)
+            return json.loads(data, parse_float=ExactFloat.of, parse_constant=ExactFloat.of)
     except RecursionError:
         raise ValueError("JSON nested too deeply to be read") from None
 
@@ -45,4 +73,4 @@ def utf8(data: bytes) -> bool:
     return True
 
 
-__all__ = ["NOT_JSON", "loads", "utf8"]
+__all__ = ["NOT_JSON", "ExactFloat", "loads", "utf8"]

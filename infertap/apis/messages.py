@@ -8,7 +8,6 @@ cumulative).
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
 from .shapes import (
@@ -66,6 +65,8 @@ class Messages(Api):
                     d.encrypted += int(block.get("type") == "redacted_thinking")
                     if block.get("type") in _CALLS:
                         calls.append(ToolCallPart(index, block.get("id"), _tool(block), _json(block.get("input"))))
+                    if _is_result(block):
+                        d.results = [*d.results, block]
             d.tool_calls, d.citations = calls, cited
             return d
         if kind == "message_start":
@@ -75,6 +76,8 @@ class Messages(Api):
             d = Delta(known=True, content=as_text(block.get("text")), reasoning=as_text(block.get("thinking")))
             d.encrypted = int(block.get("type") == "redacted_thinking")  # whole at its start: no deltas follow
             d.citations = as_list(block.get("citations"))
+            if _is_result(block):
+                d.results = [block]  # a server tool's result comes whole, at its block's start
             if block.get("type") in _CALLS:
                 # Anthropic starts a call with "input": {} and streams it as input_json_delta; a block
                 # that starts whole (a proxy's, a recorded replay's) carries its input here.
@@ -143,6 +146,13 @@ class Messages(Api):
         return tuple(str(t.get("name") or t.get("type") or "?") for t in as_list(body.get("tools")) if isinstance(t, dict))
 
 
+def _is_result(block: dict[str, Any]) -> bool:
+    """Whether a block of the answer is what a server's tool gave back (web search, code execution,
+    web fetch, an MCP server's tool): not the model's words, but what the client received."""
+    kind = block.get("type")
+    return isinstance(kind, str) and kind.endswith("_tool_result")
+
+
 def _message_head(message: dict[str, Any]) -> Delta:
     usage = message.get("usage")
     return Delta(
@@ -167,4 +177,5 @@ def _stop(obj: dict[str, Any]) -> str | None:
 
 
 def _json(value: Any) -> str:
-    return "" if value is None else json.dumps(value, ensure_ascii=False)
+    """A call's input as JSON text (a number beyond a double as its exact value)."""
+    return "" if value is None else canonical_arguments(value)

@@ -50,6 +50,7 @@ class OllamaChat(Api):
                     )
                 )
             d.tool_calls = calls
+            d.results = as_list(message.get("images"))  # images generated
         return d
 
     def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
@@ -76,6 +77,8 @@ class OllamaGenerate(OllamaChat):
         d = _common(obj, known=isinstance(obj.get("response"), str) or "done" in obj)
         d.content = as_text(obj.get("response"))
         d.reasoning = as_text(obj.get("thinking"))
+        # An image generated (Ollama's image models: ``image``; ``images`` in some versions).
+        d.results = ([obj["image"]] if obj.get("image") is not None else []) + as_list(obj.get("images"))
         return d
 
     def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:

@@ -24,8 +24,9 @@ def choice_at(choices: list[Any], k: int) -> Delta:
     calls: list[ToolCallPart] = []
     ids: list[int] = []
     cited: list[Any] = []
+    images: list[Any] = []
     for choice in choices:
-        if not isinstance(choice, dict) or choice.get("index", 0) != k:
+        if not isinstance(choice, dict) or choice_index(choice) != k:
             continue
         part = choice.get("delta") or choice.get("message") or {}
         if isinstance(part, dict):
@@ -38,14 +39,14 @@ def choice_at(choices: list[Any], k: int) -> Delta:
                 )
             if isinstance(audio := part.get("audio"), dict) and isinstance(text := audio.get("transcript"), str):
                 spoken += text  # an audio answer (modalities: audio): its words are the transcript's
-            if isinstance(text := part.get("reasoning_content") or part.get("reasoning"), str):
-                reasoning += text
+            reasoning += both_reasoning(part.get("reasoning_content"), part.get("reasoning"))
             if isinstance(text := part.get("refusal"), str):
                 refusal += text
             calls.extend(_tool_parts(as_list(part.get("tool_calls"))))
             if isinstance(legacy := part.get("function_call"), dict):  # the functions API before tool_calls
                 calls.append(ToolCallPart(0, None, as_text(legacy.get("name")), as_text(legacy.get("arguments"))))
             cited.extend(as_list(part.get("annotations")))  # url citations of a search model
+            images.extend(as_list(part.get("images")))  # images generated (OpenRouter's image output)
         if isinstance(text := choice.get("text"), str):
             content += text
         if isinstance(word := choice.get("finish_reason"), str) and word:
@@ -62,8 +63,21 @@ def choice_at(choices: list[Any], k: int) -> Delta:
         if isinstance(token_ids := choice.get("token_ids"), list):
             ids.extend(t for t in token_ids if isinstance(t, int))
     d.content, d.reasoning, d.refusal, d.audio = content, reasoning, refusal, spoken
-    d.tool_calls, d.token_ids, d.citations = calls, ids or None, cited
+    d.tool_calls, d.token_ids, d.citations, d.results = calls, ids or None, cited, images
     return d
+
+
+def both_reasoning(first: Any, second: Any) -> str:
+    """The reasoning of a message or delta that may name it twice (``reasoning_content``, and
+    ``reasoning`` as newer servers call it): once when both say the same, else both."""
+    a, b = as_text(first), as_text(second)
+    return a if a == b else a + b
+
+
+def choice_index(choice: dict[str, Any]) -> int:
+    """A choice's index; one that is not an integer (null, a string) is choice 0, as ``only_zero`` reads it."""
+    index = as_int(choice.get("index"))
+    return 0 if index is None else index
 
 
 def stop_value(value: Any) -> bool:
@@ -75,7 +89,7 @@ def stop_value(value: Any) -> bool:
 
 def only_zero(choices: list[Any]) -> bool:
     """Whether no choice but the first is in ``choices`` (the usual: one choice, index 0)."""
-    return all(not isinstance(c, dict) or c.get("index", 0) == 0 or as_int(c.get("index")) is None for c in choices)
+    return all(not isinstance(c, dict) or choice_index(c) == 0 for c in choices)
 
 
 def other_choices(choices: list[Any]) -> dict[int, Delta] | None:
@@ -83,8 +97,8 @@ def other_choices(choices: list[Any]) -> dict[int, Delta] | None:
     each is an answer, compared as one)."""
     if only_zero(choices):
         return None
-    indexes = {as_int(c.get("index")) for c in choices if isinstance(c, dict)} - {None, 0}
-    return {k: choice_at(choices, k) for k in sorted(i for i in indexes if i is not None)}
+    indexes = {choice_index(c) for c in choices if isinstance(c, dict)} - {0}
+    return {k: choice_at(choices, k) for k in sorted(indexes)}
 
 
 class Chat(Api):
@@ -117,7 +131,7 @@ class Chat(Api):
             d.timings = timings
         if not isinstance(choices, list):
             return d
-        if len(choices) != 1 or not isinstance(c := choices[0], dict) or c.get("index", 0) != 0:
+        if len(choices) != 1 or not isinstance(c := choices[0], dict) or choice_index(c) != 0:
             d.choices = other_choices(choices)
         return d
 
@@ -150,6 +164,7 @@ def _tool_parts(tool_calls: list[Any]) -> list[ToolCallPart]:
                     call.get("id"),
                     as_text(fn.get("name")),
                     args if isinstance(args, str) else canonical_arguments(args) if args else "",
+                    free=not as_dict(call.get("function")) and bool(as_dict(call.get("custom"))),
                 )
             )
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .body import decoded_chunks, framing, head_of, timed_payloads
+from .body import decoded_chunks, ended_payloads, framing, head_of, invalid_utf8
 from .fastjson import loads
 from .llamacpp import LlamaCpp
 from .messages import Messages
@@ -19,7 +19,21 @@ from .ollama import OllamaChat, OllamaGenerate
 from .openai import Chat, Completions
 from .responses import Responses
 from .sampling import sampling_fields
-from .shapes import NEXT, Api, Delta, Event, Output, Request, ToolCallPart, Turn, as_int, canonical_arguments, error_of
+from .shapes import (
+    NEXT,
+    Api,
+    Delta,
+    Event,
+    Output,
+    Request,
+    ToolCallPart,
+    Turn,
+    as_int,
+    canonical_arguments,
+    canonical_result,
+    error_of,
+    finish_words,
+)
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = Chat(), Completions(), Responses(), Messages()
 OLLAMA_CHAT, OLLAMA_GENERATE, LLAMACPP = OllamaChat(), OllamaGenerate(), LlamaCpp()
@@ -128,7 +142,8 @@ def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     if pieces is None:
         return Output(api.name, error="cannot decode the response's content-encoding")
     how = framing(record, head_of(pieces))
-    events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in timed_payloads(record, pieces, how)]
+    payloads, rest = ended_payloads(record, pieces, how)
+    events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads]
     if api is LLAMACPP and how == "json" and len(events) == 1 and isinstance(whole := events[0].obj, list):
         # several prompts in one request: an array of answers, each read as a streamed event of its own
         events = [Event(events[0].chunk, events[0].data, _NOTHING, answer) for answer in whole]
@@ -136,7 +151,9 @@ def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     if not out.readable:
         other = sniff(events)
         if other is not None and other is not api:
-            return fold(other, events, how)
+            out = fold(other, events, how)
+    out.after_end = rest if rest.strip() else b""
+    out.invalid_utf8 = invalid_utf8(b"".join(pieces))
     return out
 
 
@@ -199,9 +216,11 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     refusal: list[str] = []
     spoken: list[str] = []
     cited: list[str] = []
+    results: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] = {}
     ids: list[int] = []
+    finishes: list[str] = []
     finish: str | None = None
     model = response_id = fingerprint = error_message = stop = None
     timings: dict[str, Any] | None = None
@@ -216,6 +235,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if not isinstance(obj, dict):
             event.delta = _NOTHING
             out.error = out.error or _NOT_JSON[how]
+            out.unparsed.append(event.data)
             continue
         d = event.delta = read(obj)
         if d.finish_reason is not None and not isinstance(d.finish_reason, str):
@@ -234,6 +254,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             spoken.append(d.audio)
         if d.citations:
             cited.extend(map(canonical_arguments, d.citations))
+        if d.results:
+            results.extend(map(canonical_result, d.results))
         for part in d.tool_calls:
             add_call(calls, part)
         if d.stop_sequence is not None:
@@ -245,6 +267,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         restated = d.restated or restated
         if d.usage:
             usage.update((k, v) for k, v in d.usage.items() if v is not None)
+        if d.finish_reason:
+            finishes.append(d.finish_reason)
         finish = d.finish_reason or finish
         model = d.model or model
         response_id = response_id or d.response_id
@@ -261,8 +285,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.events = events
     out.text, out.reasoning, out.refusal = "".join(text), "".join(reasoning), "".join(refusal)
     out.reasoning_summarized = bool(reasoning) and not raw
-    out.audio, out.citations = "".join(spoken), cited
-    if restated is not None and not (text or reasoning or refusal or calls or spoken or cited):
+    out.audio, out.citations, out.tool_results = "".join(spoken), cited, results
+    if restated is not None and not (text or reasoning or refusal or calls or spoken or cited or results):
         # Nothing came as deltas, yet the final event holds the answer (a server or gateway that sends
         # whole items only): it is what was answered. Its tokens have no times of their own.
         out.text, out.reasoning, out.refusal = restated.content, restated.reasoning, restated.refusal
@@ -270,8 +294,12 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         for part in restated.tool_calls:
             add_call(calls, part)
         out.citations = [canonical_arguments(c) for c in restated.citations]
+        out.tool_results = [canonical_result(r) for r in restated.results]
         encrypted = max(encrypted, restated.encrypted)
+    elif restated is not None:
+        _add_restated(calls, restated, out)
     out.tool_calls = [calls[k] for k in sorted(calls)]
+    out.finish_reasons = finish_words(finishes)
     out.finish_reason_raw = finish
     out.finish_reason = api.finish(finish, bool(out.tool_calls))
     if out.error_message is not None and out.finish_reason is None:
@@ -289,11 +317,24 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     return out
 
 
+def _add_restated(calls: dict[int, dict[str, Any]], restated: Delta, out: Output) -> None:
+    """What the final event restates that no delta said: a call in an output slot no event filled
+    (nor of an id already read), and what the server's tools gave back when no item said it."""
+    ids = {c["id"] for c in calls.values() if isinstance(c["id"], str)}
+    for part in restated.tool_calls:
+        if part.index not in calls and not (isinstance(part.id, str) and part.id in ids):
+            add_call(calls, part)
+    if not out.tool_results:
+        out.tool_results = [canonical_result(r) for r in restated.results]
+
+
 def add_call(calls: dict[int, dict[str, Any]], part: ToolCallPart) -> None:
     """A tool call's piece added to the calls so far (by index; a whole call replaces its pieces)."""
     index = part.index if part.index != NEXT else max(calls, default=-1) + 1
     slot = calls.setdefault(index, {"id": None, "name": "", "arguments": ""})
     slot["id"] = part.id or slot["id"]
+    if part.free:
+        slot["free"] = True  # a custom tool's input: compared as the text it is
     if part.whole:
         slot["name"], slot["arguments"] = part.name or slot["name"], part.arguments or slot["arguments"]
     else:
@@ -314,6 +355,7 @@ def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:
         "refusal": "".join(d.refusal for d in deltas),
         "audio": "".join(d.audio for d in deltas),
         "citations": [canonical_arguments(c) for d in deltas for c in d.citations],
+        "tool_results": [canonical_result(r) for d in deltas for r in d.results],
         "tool_calls": [calls[k] for k in sorted(calls)],
         "finish_reason": next((d.finish_reason for d in reversed(deltas) if d.finish_reason), None),
         "stop_sequence": next((d.stop_sequence for d in reversed(deltas) if d.stop_sequence is not None), None),

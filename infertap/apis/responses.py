@@ -7,7 +7,6 @@ deltas. There is no finish reason; the status (and ``incomplete_details.reason``
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
 from .shapes import (
@@ -72,8 +71,12 @@ class Responses(Api):
                 d.encrypted = _encrypted(item)
             if isinstance(item, dict) and is_call(item.get("type")):
                 done = kind.endswith(".done")
+                if done and (result := _result(item)):
+                    d.results = [result]
                 args = _arguments(item) if done else ""
-                d.tool_calls = [ToolCallPart(index, item.get("call_id") or item.get("id"), _name(item), args, whole=done)]
+                d.tool_calls = [
+                    ToolCallPart(index, item.get("call_id") or item.get("id"), _name(item), args, whole=done, free=_free(item))
+                ]
         elif kind in _ENDS or kind in ("response.created", "response.in_progress", "response.queued"):
             response = as_dict(obj.get("response"))
             _head(d, response)
@@ -186,6 +189,25 @@ def _name(item: dict[str, Any]) -> str:
     return f"{server}/{name}" if server else name
 
 
+#: What a call item holds of what the server's tool gave back (a code interpreter's outputs, a
+#: search's results, a generated image, an MCP tool's output or error).
+_RESULTS = ("outputs", "output", "results", "result", "error")
+
+
+def _result(item: dict[str, Any]) -> dict[str, Any] | None:
+    """What the server's tool gave back, with the item's type; a web search's sources too. None: nothing."""
+    got = {k: item[k] for k in _RESULTS if item.get(k) is not None}
+    action = item.get("action")
+    if isinstance(action, dict) and action.get("sources") is not None:
+        got["sources"] = action["sources"]
+    return {"type": item.get("type"), **got} if got else None
+
+
+def _free(item: dict[str, Any]) -> bool:
+    """Whether the call's input is free-form text (a custom tool's), not JSON."""
+    return item.get("type") == "custom_tool_call"
+
+
 def _encrypted(item: dict[str, Any]) -> int:
     """1 for a reasoning item that carries its reasoning encrypted (``include: reasoning.encrypted_content``)."""
     return int(bool(as_text(item.get("encrypted_content"))))
@@ -199,7 +221,7 @@ def _arguments(item: dict[str, Any]) -> str:
     if isinstance(value, dict) and isinstance(action := value.get("action"), dict) and "sources" in action:
         value["action"] = {k: v for k, v in action.items() if k != "sources"}  # what a web search found
     if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False)
+        return canonical_arguments(value)
     return as_text(value)
 
 
@@ -211,6 +233,7 @@ def _whole(response: dict[str, Any]) -> Delta:
     d.error = error_of(response) if response.get("error") else None
     calls = []
     cited: list[Any] = []
+    results: list[Any] = []
     raw = False  # reasoning's own text, not only its summary
     for index, item in enumerate(as_list(response.get("output"))):
         if not isinstance(item, dict):
@@ -228,7 +251,11 @@ def _whole(response: dict[str, Any]) -> Delta:
                     d.reasoning += as_text(part.get("text"))
             raw = raw or any(isinstance(p, dict) and as_text(p.get("text")) for p in as_list(item.get("content")))
         elif is_call(item.get("type")):
-            calls.append(ToolCallPart(index, item.get("call_id") or item.get("id"), _name(item), _arguments(item)))
-    d.tool_calls, d.citations = calls, cited
+            calls.append(
+                ToolCallPart(index, item.get("call_id") or item.get("id"), _name(item), _arguments(item), free=_free(item))
+            )
+            if result := _result(item):
+                results.append(result)
+    d.tool_calls, d.citations, d.results = calls, cited, results
     d.summarized = bool(d.reasoning) and not raw  # a summary of the reasoning only: its tokens unseen
     return d

@@ -11,12 +11,14 @@ an API it doesn't know shows as unreadable instead of as an empty answer.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .fastjson import loads
+from .fastjson import ExactFloat
 
 #: The common vocabulary finish reasons are mapped to (the API's own word is kept beside it).
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "error", "other")
@@ -36,6 +38,7 @@ class ToolCallPart:
     name: str = ""
     arguments: str = ""
     whole: bool = False  # the complete call restated (e.g. Responses' output_item.done): replaces the pieces
+    free: bool = False  # a custom tool's free-form input, not JSON: compared as the text it is
 
 
 @dataclass(slots=True)
@@ -62,6 +65,7 @@ class Delta:
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
     audio: str = ""  # an audio answer's transcript (chat with modalities: audio)
     citations: Sequence[Any] = ()  # sources the text cites (annotations, Anthropic's citations), as sent
+    results: Sequence[Any] = ()  # what a server's tool gave back, a generated image: as sent
     restated: Delta | None = None  # the whole answer a final event restates (Responses' response.completed)
 
     @property
@@ -116,9 +120,22 @@ class Output:
     refusal: str = ""  # the model declined: its words, apart from any answer text
     audio: str = ""  # an audio answer's transcript: its words, apart from the text (not in the reply)
     citations: list[str] = field(default_factory=list)  # sources the text cites, each as canonical JSON
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments"}
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments"} (and "free": True)
+    # What a server's tool gave back (a search's results, code's output) and images generated, each as
+    # canonical JSON (``canonical_result``): what the client received, though not the model's words.
+    tool_results: list[str] = field(default_factory=list)
     finish_reason: str | None = None  # in FINISH_REASONS
     finish_reason_raw: str | None = None  # the API's own word
+    # Every finish reason said, in order (repeats in a row once): a stream that said ``length`` then
+    # ``stop`` is not one that said ``stop`` alone.
+    finish_reasons: list[str] = field(default_factory=list)
+    # Payloads that are not JSON objects (a truncated event), as sent: what they said is unknown.
+    unparsed: list[str] = field(default_factory=list)
+    # The bytes of the body that are not UTF-8, each run as sent: read as U+FFFD, two different
+    # bytes would read the same.
+    invalid_utf8: list[bytes] = field(default_factory=list)
+    # What followed the stream's first end marker (``[DONE]``), as sent: a client stops reading there.
+    after_end: bytes = b""
     model: str | None = None
     response_id: str | None = None
     system_fingerprint: str | None = None
@@ -213,6 +230,11 @@ class Api:
         return dict(body)
 
 
+def finish_words(words: Sequence[str]) -> list[str]:
+    """Finish reasons in the order said, each repeat in a row once (a usage chunk that says it again)."""
+    return [w for i, w in enumerate(words) if i == 0 or words[i - 1] != w]
+
+
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -241,22 +263,82 @@ def canonical_arguments(value: Any) -> str:
     """Tool-call arguments as canonical JSON, whether sent as a JSON string or an object, so that
     ``'{"a": 1}'`` streamed in pieces and ``{"a": 1}`` sent whole are the same call; no arguments
     at all are the empty object (Anthropic streams a call of none as ``""`` and the client sends it
-    back as ``{}``; Ollama the other way round)."""
+    back as ``{}``; Ollama the other way round). Canonical only where that loses nothing: numbers
+    keep their exact decimal value (``1e400`` is not ``2e400``, nor ``1e-400`` zero), a string is a
+    string (one holding JSON is not the object), and text with a key twice is compared as sent."""
     if isinstance(value, str):
         # An agent's conversation restates each earlier call's arguments in every later request:
         # the same strings come back again and again (the cache holds short ones only).
         return _canonical_cached(value) if len(value) <= 2048 else _canonical_text(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return _dumps(value)
+    except RecursionError:
+        return repr(value)
+
+
+class _Twice(ValueError):
+    """A JSON object with a key twice: readers disagree on which value counts."""
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _Twice
+    return obj
 
 
 def _canonical_text(value: str) -> str:
+    if not value.strip():
+        return "{}"
     try:
-        return canonical_arguments(loads(value)) if value.strip() else "{}"
-    except ValueError:
-        return value  # not JSON: compared as the text it is
+        return _dumps(json.loads(value, parse_float=ExactFloat.of, parse_constant=ExactFloat.of, object_pairs_hook=_once))
+    except (ValueError, RecursionError):
+        return value  # not JSON (or a key twice): compared as the text it is
 
 
 _canonical_cached = functools.lru_cache(maxsize=4096)(_canonical_text)
+
+
+def _dumps(value: Any) -> str:
+    """``value`` as JSON, keys sorted, no spaces; a number read exactly (``ExactFloat``) as its value."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_string(k)}:{_dumps(value[k])}" for k in sorted(value, key=str)) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(map(_dumps, value)) + "]"
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, ExactFloat):
+        return value.exact()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+    return json.dumps(value)
+
+
+def _string(key: Any) -> str:
+    return json.dumps(key if isinstance(key, str) else str(key), ensure_ascii=False)
+
+
+#: A string longer than this (a generated image, a file in base64) is kept in a result as its digest.
+_LONGEST_KEPT = 1024
+#: Fields of a server tool's result made anew on every request, whatever it found: not compared.
+_VOLATILE = frozenset(("id", "call_id", "tool_use_id", "container_id", "encrypted_content", "encrypted_index"))
+
+
+def canonical_result(value: Any) -> str:
+    """What a server's tool gave back (or an image generated) as canonical JSON: its ids and
+    encrypted blobs left out, each long string (base64) as its digest and length."""
+    return canonical_arguments(_kept(value))
+
+
+def _kept(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _kept(v) for k, v in value.items() if k not in _VOLATILE}
+    if isinstance(value, list):
+        return [_kept(v) for v in value]
+    if isinstance(value, str) and len(value) > _LONGEST_KEPT:
+        digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        return f"<{len(value)} characters, blake2b {digest}>"
+    return value
 
 
 def content_text(content: Any) -> str:

@@ -78,7 +78,14 @@ def test_different_answers_differ_and_equal_ones_match(tmp_path, api):
     assert d["exact_match_rate"] == pytest.approx(0.5) and d["similarity_mean"] < 0.75
     assert d["counts"]["answer_changed"] == 1 and d["counts"].get("unreadable", 0) == 0
     assert d["readable"] == {
-        f"POST /v1/{api}": {"pairs": 2, "read_both": 2, "unreadable_a": 0, "unreadable_b": 0, "not_compared": 0}
+        f"POST /v1/{api}": {
+            "pairs": 2,
+            "read_both": 2,
+            "unreadable_a": 0,
+            "unreadable_b": 0,
+            "not_compared": 0,
+            "partly_unreadable": 0,
+        }
     }
     same = compare(a, _capture(tmp_path / "a2", api, ["The answer is 5.", "Paris."]))["divergence"]
     assert same["exact_match_rate"] == 1.0 and same["similarity_mean"] == 1.0
@@ -103,6 +110,7 @@ def test_two_bodies_no_adapter_reads_are_never_an_exact_match(tmp_path):
         "unreadable_a": 1,
         "unreadable_b": 1,
         "not_compared": 0,
+        "partly_unreadable": 0,
     }
     (worst,) = d["most_divergent"]
     assert worst["similarity"] == 0.0 and "responses" in worst["unreadable"][0]

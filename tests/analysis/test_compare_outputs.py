@@ -636,13 +636,16 @@ BUILT_IN_SAME = {
     "local shell, other ids": (_RESPONSES, _responses(_shell("ls")), _responses(_shell("ls", call="c2"))),
     "local shell streamed, other ids": (_RESPONSES_SSE, _responses_sse(_shell("ls")), _responses_sse(_shell("ls", call="c9"))),
     "web search, other ids": (_RESPONSES, _responses(_search("weather")), _responses(_search("weather", "ws2"))),
-    "web search, other sources found": (
+    "web search, the same sources found": (
         _RESPONSES,
         _responses(
             {**_search("weather"), "action": {"type": "search", "query": "weather", "sources": [{"type": "url", "url": "a"}]}}
         ),  # fmt: skip
         _responses(
-            {**_search("weather"), "action": {"type": "search", "query": "weather", "sources": [{"type": "url", "url": "b"}]}}
+            {
+                **_search("weather", "ws2"),
+                "action": {"type": "search", "query": "weather", "sources": [{"type": "url", "url": "a"}]},
+            }
         ),  # fmt: skip
     ),
     "mcp tools listed, other lists": (
@@ -743,7 +746,7 @@ def _parts(thinking: str, text: str) -> list[bytes]:
 
 
 def _code(code: str, container: str) -> list[bytes]:
-    item = {"type": "code_interpreter_call", "id": "ci", "status": "completed", "code": code, "container_id": container, "outputs": [{"type": "logs", "logs": container}]}  # fmt: skip
+    item = {"type": "code_interpreter_call", "id": "ci", "status": "completed", "code": code, "container_id": container, "outputs": [{"type": "logs", "logs": "1"}]}  # fmt: skip
     return _responses(item)
 
 
@@ -961,6 +964,7 @@ def test_requests_no_api_reads_are_neither_matches_nor_divergences(tmp_path: Pat
         "unreadable_a": 0,
         "unreadable_b": 0,
         "not_compared": 1,
+        "partly_unreadable": 0,
     }
     out = CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "a")], catch_exceptions=False).output
     assert "100.0%" in out and "POST /tokenize: 1 pairs not compared" in out and "unreadable in A" not in out

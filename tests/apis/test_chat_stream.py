@@ -202,11 +202,19 @@ ODD_EVENTS = [
         ]
     },  # fmt: skip
     {"choices": [{"index": 0, "delta": {"content": "c", "annotations": []}}]},
+    {"choices": [{"index": 0, "delta": {"reasoning_content": "a", "reasoning": "b"}}]},  # both, and they differ
+    {"choices": [{"index": 0, "delta": {"reasoning_content": "a", "reasoning": "a"}}]},
+    {"choices": [{"index": "0", "delta": {"content": "string index"}, "finish_reason": "length"}]},
+    {"choices": [{"index": 0, "delta": {"images": [{"type": "image_url", "image_url": {"url": "data:,x"}}]}}]},
+    {"choices": [{"index": 0, "delta": {"content": "i", "images": []}}]},
 ]
 #: Events of an answer with several choices (n > 1): the general fold reads them, each choice apart.
 OTHER_CHOICES = [e for e in ODD_EVENTS if any(isinstance(c, dict) and c.get("index") == 1 for c in e.get("choices") or ())]
-#: And those of an audio answer or citing a source: the general fold keeps its transcript, its citations.
-DECLINED = [*OTHER_CHOICES, *(e for e in ODD_EVENTS if "audio" in json.dumps(e) or "url_citation" in json.dumps(e))]
+#: And those of an audio answer, citing a source or with an image: the general fold keeps them.
+DECLINED = [
+    *OTHER_CHOICES,
+    *(e for e in ODD_EVENTS if any(k in json.dumps(e) for k in ("audio", "url_citation", "image_url"))),
+]
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -269,6 +277,7 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
             "refusal": "",
             "audio": "",
             "citations": [],
+            "tool_results": [],
             "tool_calls": [{"id": None, "name": "f", "arguments": "{}"}],
             "finish_reason": "length",
             "stop_sequence": None,
@@ -280,6 +289,7 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
             "refusal": "",
             "audio": "",
             "citations": [],
+            "tool_results": [],
             "tool_calls": [],
             "finish_reason": "stop",
             "stop_sequence": "###",

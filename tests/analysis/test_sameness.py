@@ -1,0 +1,470 @@
+"""Two different answers are never an exact match: each pair here was one (an audit's findings),
+and the pair beside it, the same answer twice, still is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from infertap.analysis.compare import compare
+from infertap.analysis.paired_divergence import exact_share
+from infertap.apis import read_response
+from tests.helpers import write_capture
+
+CHAT = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/json")
+CHAT_SSE = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True}, "text/event-stream")  # fmt: skip
+OLLAMA = ("/api/chat", {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": False}, "application/json")
+GENERATE = ("/api/generate", {"model": "m", "prompt": "q", "stream": False}, "application/json")
+MESSAGES = ("/v1/messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "q"}]}, "application/json")
+MESSAGES_SSE = ("/v1/messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "q"}], "stream": True}, "text/event-stream")  # fmt: skip
+RESPONSES = ("/v1/responses", {"model": "m", "input": "q"}, "application/json")
+RESPONSES_SSE = ("/v1/responses", {"model": "m", "input": "q", "stream": True}, "text/event-stream")
+
+
+def _captures(tmp_path: Path, pairs: dict[str, Any]) -> tuple[Path, Path]:
+    for side in (0, 1):
+        write_capture(
+            tmp_path / "ab"[side],
+            [
+                {"path": path, "body": {**body, "tag": name}, "chunks": chunks[side], "content_type": ctype}
+                for name, ((path, body, ctype), *chunks) in pairs.items()
+            ],
+        )
+    return tmp_path / "a", tmp_path / "b"
+
+
+def _all_differ(tmp_path: Path, pairs: dict[str, Any]) -> dict[str, Any]:
+    """Every pair compared: none an exact match. The divergence, with each pair's item by name."""
+    result = compare(*_captures(tmp_path / "differ", pairs), top=len(pairs))
+    d = result["divergence"]
+    assert d["counts"].get("exact", 0) == 0, d["counts"]
+    order = list(pairs)
+    d["items"] = {order[int(item["a_id"].split("-")[1])]: item for item in d["most_divergent"]}
+    assert set(d["items"]) == set(pairs)
+    return d
+
+
+def _all_match(tmp_path: Path, pairs: dict[str, Any]) -> dict[str, Any]:
+    d = compare(*_captures(tmp_path / "same", pairs), top=len(pairs))["divergence"]
+    assert d["exact_match_rate"] == 1 and d["most_divergent"] == [], d["counts"]
+    return d
+
+
+def _twins(pairs: dict[str, Any]) -> dict[str, Any]:
+    """Each pair with A's answer on both sides."""
+    return {k: (api, x, x) for k, (api, x, _) in pairs.items()}
+
+
+def _body(obj: Any) -> list[bytes]:
+    return [obj if isinstance(obj, bytes) else json.dumps(obj).encode()]
+
+
+def _sse(*events: Any) -> list[bytes]:
+    return [b"data: " + (e if isinstance(e, bytes) else (e if e == "[DONE]" else json.dumps(e)).encode()) + b"\n\n" for e in events]  # fmt: skip
+
+
+def _message(message: dict[str, Any], finish: str = "stop", index: Any = 0) -> list[bytes]:
+    choice = {"index": index, "message": {"role": "assistant", **message}, "finish_reason": finish}
+    return _body({"object": "chat.completion", "model": "m", "choices": [choice]})
+
+
+def _call(arguments: str) -> list[bytes]:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    return _message({"content": None, "tool_calls": [call]}, "tool_calls")
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, index: Any = 0) -> dict[str, Any]:
+    return {
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def _ollama_call(x: str) -> list[bytes]:
+    call = '{"function":{"name":"f","arguments":{"x":' + x + "}}}"
+    return [('{"model":"m","message":{"role":"assistant","content":"","tool_calls":[' + call + ']},"done":true,"done_reason":"stop"}').encode()]  # fmt: skip
+
+
+def _anthropic_call(x: str) -> list[bytes]:
+    block = '{"type":"tool_use","id":"t1","name":"f","input":{"x":' + x + "}}"
+    return [('{"type":"message","id":"m1","role":"assistant","model":"m","content":[' + block + '],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}').encode()]  # fmt: skip
+
+
+ARGUMENTS = {
+    "numbers beyond a double": (CHAT, _call('{"x": 1e400}'), _call('{"x": 2e400}')),
+    "digits beyond a double": (CHAT, _call('{"x": 9007199254740993.0}'), _call('{"x": 9007199254740992.0}')),
+    "below a double's least": (CHAT, _call('{"x": 1e-400}'), _call('{"x": 0.0}')),
+    "a key twice": (CHAT, _call('{"path": "/etc/passwd", "path": "/tmp/x"}'), _call('{"path": "/tmp/x"}')),
+    "a string holding JSON": (CHAT, _call(json.dumps('{"a": 1}')), _call('{"a": 1}')),
+    "a string of a number": (CHAT, _call('"1"'), _call("1")),
+    "streamed, beyond a double": (
+        CHAT_SSE,
+        _sse(
+            _chunk(
+                {
+                    "tool_calls": [
+                        {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1e400}'}}
+                    ]
+                }
+            ),
+            _chunk({}, "tool_calls"),
+            "[DONE]",
+        ),  # fmt: skip
+        _sse(
+            _chunk(
+                {
+                    "tool_calls": [
+                        {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1e999}'}}
+                    ]
+                }
+            ),
+            _chunk({}, "tool_calls"),
+            "[DONE]",
+        ),  # fmt: skip
+    ),
+    "ollama's object, beyond a double": (OLLAMA, _ollama_call("1e400"), _ollama_call("2e400")),
+    "anthropic's input, beyond a double": (MESSAGES, _anthropic_call("1e400"), _anthropic_call("2e400")),
+}
+ARGUMENTS_SAME = {
+    "key order and spaces": (CHAT, _call('{"a": 1, "b": [2.5]}'), _call('{ "b":[2.50],\n"a":1 }')),
+    "the same text, a key twice": (CHAT, _call('{"p": 1, "p": 2}'), _call('{"p": 1, "p": 2}')),
+    "the same number beyond a double": (CHAT, _call('{"x": 1e400}'), _call('{"x": 1E+400}')),
+    "ollama's object, the same": (OLLAMA, _ollama_call("1e400"), _ollama_call("1e400")),
+    "anthropic's input, the same": (MESSAGES, _anthropic_call("1e400"), _anthropic_call("10e399")),
+}
+
+
+def test_tool_call_arguments_read_as_one_value_are_not_one_call(tmp_path: Path) -> None:
+    """Canonical JSON made these one value: infinities, doubles, a key's last value, a string unwrapped."""
+    d = _all_differ(tmp_path, ARGUMENTS)
+    assert d["counts"]["tool_calls_differ"] == len(ARGUMENTS)
+    assert all(item["tool_calls"]["arguments_equal"] is False for item in d["items"].values())
+    _all_match(tmp_path, ARGUMENTS_SAME)
+
+
+def _custom(text: str) -> list[bytes]:
+    return _message({"content": None, "tool_calls": [{"id": "c1", "type": "custom", "custom": {"name": "g", "input": text}}]})
+
+
+def _custom_sse(text: str) -> list[bytes]:
+    call = {"index": 0, "id": "c1", "type": "custom", "custom": {"name": "g", "input": text}}
+    return _sse(_chunk({"tool_calls": [call]}), _chunk({}, "tool_calls"), "[DONE]")
+
+
+def _responses_custom(text: str) -> list[bytes]:
+    item = {"type": "custom_tool_call", "id": "ct1", "call_id": "c1", "name": "g", "input": text}
+    return _body({"object": "response", "id": "r1", "model": "m", "status": "completed", "output": [item]})
+
+
+def _responses_custom_sse(text: str) -> list[bytes]:
+    item = {"type": "custom_tool_call", "id": "ct1", "call_id": "c1", "name": "g"}
+    return _sse(
+        {"type": "response.created", "response": {"id": "r1", "model": "m", "status": "in_progress", "output": []}},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**item, "input": ""}},
+        {"type": "response.custom_tool_call_input.delta", "output_index": 0, "delta": text},
+        {"type": "response.output_item.done", "output_index": 0, "item": {**item, "input": text}},
+        {
+            "type": "response.completed",
+            "response": {"id": "r1", "model": "m", "status": "completed", "output": [{**item, "input": text}]},
+        },  # fmt: skip
+    )
+
+
+CUSTOM = {
+    "JSON spaced otherwise": (CHAT, _custom('{"a":1}'), _custom('{\n  "a" : 1\n}\n')),
+    "empty and braces": (CHAT, _custom(""), _custom("{}")),
+    "quoted and bare": (CHAT, _custom('"hello"'), _custom("hello")),
+    "streamed numbers": (CHAT_SSE, _custom_sse("1.0"), _custom_sse("1.00")),
+    "responses, spaced otherwise": (RESPONSES, _responses_custom("[1, 2]"), _responses_custom("[1,2]\n")),
+    "responses streamed, spaces and none": (RESPONSES_SSE, _responses_custom_sse("  "), _responses_custom_sse("")),
+}
+
+
+def test_a_custom_tools_input_is_compared_as_the_text_it_is(tmp_path: Path) -> None:
+    """A custom tool reads free-form text: its input was canonicalized as JSON, or as ``{}`` when empty."""
+    d = _all_differ(tmp_path, CUSTOM)
+    assert d["counts"]["tool_calls_differ"] == len(CUSTOM)
+    _all_match(tmp_path, _twins(CUSTOM))
+
+
+def _anthropic(content: list[dict[str, Any]]) -> list[bytes]:
+    usage = {"input_tokens": 1, "output_tokens": 1}
+    return _body({"type": "message", "id": "m1", "role": "assistant", "model": "m", "content": content, "stop_reason": "end_turn", "stop_sequence": None, "usage": usage})  # fmt: skip
+
+
+def _searched(url: str, secret: str = "x", use: str = "s1") -> list[bytes]:
+    found = {"type": "web_search_result", "url": url, "title": "t", "encrypted_content": secret, "page_age": None}
+    return _anthropic(
+        [
+            {"type": "server_tool_use", "id": use, "name": "web_search", "input": {"query": "q"}},
+            {"type": "web_search_tool_result", "tool_use_id": use, "content": [found]},
+            {"type": "text", "text": "Done."},
+        ]
+    )
+
+
+def _ran(stdout: str) -> list[bytes]:
+    return _anthropic(
+        [
+            {"type": "server_tool_use", "id": "s1", "name": "code_execution", "input": {"code": "print(6*7)"}},
+            {
+                "type": "code_execution_tool_result",
+                "tool_use_id": "s1",
+                "content": {"type": "code_execution_result", "stdout": stdout, "stderr": "", "return_code": 0},
+            },  # fmt: skip
+        ]
+    )
+
+
+def _searched_sse(url: str) -> list[bytes]:
+    found = {"type": "web_search_result", "url": url, "title": "t", "encrypted_content": "x"}
+    return _sse(
+        {
+            "type": "message_start",
+            "message": {
+                "id": "m1",
+                "type": "message",
+                "role": "assistant",
+                "model": "m",
+                "content": [],
+                "usage": {"input_tokens": 1, "output_tokens": 0},
+            },
+        },  # fmt: skip
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "web_search_tool_result", "tool_use_id": "s1", "content": [found]},
+        },  # fmt: skip
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 5}},
+        {"type": "message_stop"},
+    )
+
+
+def _responses(*items: dict[str, Any]) -> list[bytes]:
+    return _body({"object": "response", "id": "r1", "model": "m", "status": "completed", "output": list(items)})
+
+
+def _image(result: str, item: str = "ig1") -> list[bytes]:
+    return _responses({"type": "image_generation_call", "id": item, "status": "completed", "result": result, "revised_prompt": "a cat"})  # fmt: skip
+
+
+def _interpreted(logs: str, container: str = "c") -> list[bytes]:
+    return _responses({"type": "code_interpreter_call", "id": "ci1", "status": "completed", "code": "print(6*7)", "container_id": container, "outputs": [{"type": "logs", "logs": logs}]})  # fmt: skip
+
+
+def _search_call(url: str) -> list[bytes]:
+    return _responses({"type": "web_search_call", "id": "ws1", "status": "completed", "action": {"type": "search", "query": "q", "sources": [{"type": "url", "url": url}]}})  # fmt: skip
+
+
+def _chat_image(url: str) -> list[bytes]:
+    return _message({"content": "", "images": [{"type": "image_url", "image_url": {"url": url}}]})
+
+
+def _ollama_image(image: str) -> list[bytes]:
+    return _body({"model": "m", "message": {"role": "assistant", "content": "", "images": [image]}, "done": True, "done_reason": "stop"})  # fmt: skip
+
+
+def _generated(image: str) -> list[bytes]:
+    return _body({"model": "m", "response": "", "done": True, "done_reason": "stop", "image": image})
+
+
+LONG = "iVBORw0KGgo" + "A" * 5000
+RESULTS = {
+    "anthropic, other pages found": (MESSAGES, _searched("https://a.example"), _searched("https://b.example")),
+    "anthropic, other output of the code": (MESSAGES, _ran("42\n"), _ran("41\n")),
+    "anthropic streamed, other pages found": (
+        MESSAGES_SSE,
+        _searched_sse("https://a.example"),
+        _searched_sse("https://b.example"),
+    ),
+    "responses, another image": (RESPONSES, _image("iVBORw0KGgoAAAA"), _image("iVBORw0KGgoBBBB")),
+    "responses, another long image": (RESPONSES, _image(LONG), _image(LONG + "B")),
+    "responses, other output of the code": (RESPONSES, _interpreted("42"), _interpreted("41")),
+    "responses, other sources found": (RESPONSES, _search_call("a"), _search_call("b")),
+    "chat, another image": (CHAT, _chat_image("data:image/png;base64,AAAA"), _chat_image("data:image/png;base64,BBBB")),
+    "ollama chat, another image": (OLLAMA, _ollama_image("AAAA"), _ollama_image("BBBB")),
+    "ollama generate, another image": (GENERATE, _generated("AAAA"), _generated("BBBB")),
+}
+RESULTS_SAME = {
+    "anthropic, the same pages, other ids and blobs": (
+        MESSAGES,
+        _searched("https://a.example"),
+        _searched("https://a.example", "y", "s2"),
+    ),  # fmt: skip
+    "responses, the same image, another id": (RESPONSES, _image(LONG), _image(LONG, "ig2")),
+    "responses, the same output, another container": (RESPONSES, _interpreted("42"), _interpreted("42", "c2")),
+}
+
+
+def test_what_a_server_tool_gave_back_is_part_of_the_answer(tmp_path: Path) -> None:
+    """Search results, code output and generated images were never compared: the client got another answer."""
+    d = _all_differ(tmp_path, RESULTS)
+    assert d["counts"]["tool_results_differ"] == len(RESULTS)
+    assert d["counts"].get("tool_calls_differ", 0) == 0  # what was asked is the same: counted apart
+    assert '"stdout":"[-42-]{+41+}' in d["items"]["anthropic, other output of the code"]["diff"]  # shown in the diff
+    _all_match(tmp_path, RESULTS_SAME)
+
+
+GOOD = [_chunk({"content": "The answer is "}), _chunk({"content": "4"}), _chunk({}, "stop"), "[DONE]"]
+TRUNCATED = b'{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"NOT "}}]'
+UNREAD = {"an event not JSON": (CHAT_SSE, _sse(GOOD[0], TRUNCATED, *GOOD[1:]), _sse(*GOOD))}
+
+
+def test_an_event_that_is_not_json_is_no_exact_match(tmp_path: Path) -> None:
+    """An event whose payload did not parse was dropped, and the pair counted exact."""
+    d = _all_differ(tmp_path, UNREAD)
+    assert d["counts"]["partly_unreadable"] == 1 and d["readable"]["POST /v1/chat/completions"]["partly_unreadable"] == 1
+    same = _all_match(tmp_path, _twins(UNREAD))  # the same bytes unread on both sides
+    assert same["counts"]["partly_unreadable"] == 1
+
+
+def _raw_chat(content: bytes) -> list[bytes]:
+    return [b'{"object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"' + content + b'"},"finish_reason":"stop"}]}']  # fmt: skip
+
+
+def _raw_chat_sse(content: bytes) -> list[bytes]:
+    first = b'data: {"object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"' + content + b'"},"finish_reason":null}]}\n\n'  # fmt: skip
+    return [first, *_sse(_chunk({}, "stop"), "[DONE]")]
+
+
+NOT_UTF8 = {
+    "a body": (CHAT, _raw_chat(b"caf\xc3 ok"), _raw_chat(b"caf\xff ok")),
+    "a stream": (CHAT_SSE, _raw_chat_sse(b"\xe2\x82"), _raw_chat_sse(b"\xf0\x9f\x98")),
+}
+
+
+def test_bytes_that_are_not_utf8_are_told_apart(tmp_path: Path) -> None:
+    """Each read as U+FFFD: two different bytes made the same text."""
+    d = _all_differ(tmp_path, NOT_UTF8)
+    assert d["counts"]["not_utf8"] == 2 and d["items"]["a body"]["not_utf8"] == [["c3"], ["ff"]]
+    _all_match(tmp_path, _twins(NOT_UTF8))
+
+
+def test_a_choice_whose_index_is_no_integer_is_the_first() -> None:
+    """A null or string index was left out of the answer (while choice 0 was said to be the only one)."""
+    assert read_response({"path": CHAT[0], "chunks": _message({"content": "Yes"}, index=None)}).text == "Yes"
+    sse = _sse(_chunk({"content": "Yes"}, index="0"), _chunk({}, "stop", index="0"), "[DONE]")
+    out = read_response({"path": CHAT[0], "chunks": sse, "response_headers": [["content-type", "text/event-stream"]]})
+    assert (out.text, out.finish_reason_raw) == ("Yes", "stop")
+
+
+INDEXES = {
+    "a null index": (CHAT, _message({"content": "Yes"}, index=None), _message({"content": "No"}, index=None)),
+    "a string index, streamed": (
+        CHAT_SSE,
+        _sse(_chunk({"content": "Yes"}, index="0"), _chunk({}, "stop", index="0"), "[DONE]"),
+        _sse(_chunk({"content": "No"}, index="0"), _chunk({}, "stop", index="0"), "[DONE]"),
+    ),
+}
+
+
+def test_answers_in_a_choice_of_no_integer_index_are_compared(tmp_path: Path) -> None:
+    _all_differ(tmp_path, INDEXES)
+    _all_match(tmp_path, _twins(INDEXES))
+
+
+def _restating(call: bool) -> list[bytes]:
+    out: list[dict[str, Any]] = [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok", "annotations": []}]}]  # fmt: skip
+    if call:
+        out.append({"type": "function_call", "id": "fc1", "call_id": "c1", "name": "rm_rf", "arguments": '{"path": "/"}'})
+    return _sse(
+        {"type": "response.created", "response": {"id": "r1", "model": "m", "status": "in_progress", "output": []}},
+        {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "ok"},
+        {"type": "response.completed", "response": {"id": "r1", "model": "m", "status": "completed", "output": out}},
+    )
+
+
+RESTATED = {"a call only the final event holds": (RESPONSES_SSE, _restating(True), _restating(False))}
+
+
+def test_a_call_only_the_final_event_restates_is_read(tmp_path: Path) -> None:
+    d = _all_differ(tmp_path, RESTATED)
+    assert d["items"]["a call only the final event holds"]["tool_calls"]["a"] == ["rm_rf"]
+    _all_match(tmp_path, _twins(RESTATED))
+
+
+AFTER_DONE = {
+    "text after the first end marker": (
+        CHAT_SSE,
+        _sse(_chunk({"content": "Hi"}), "[DONE]", _chunk({"content": " there"}), _chunk({}, "stop"), "[DONE]"),
+        _sse(_chunk({"content": "Hi"}), _chunk({"content": " there"}), _chunk({}, "stop"), "[DONE]"),
+    ),
+    "data after the end marker": (
+        CHAT_SSE,
+        _sse(_chunk({"content": "Hi"}), _chunk({}, "stop"), "[DONE]", _chunk({"content": " there"}), "[DONE]"),
+        _sse(_chunk({"content": "Hi"}), _chunk({}, "stop"), "[DONE]"),
+    ),
+}
+
+
+def test_a_stream_is_read_up_to_its_first_end_marker(tmp_path: Path) -> None:
+    """A client stops at the first [DONE]: what followed was read as part of the answer."""
+    a = AFTER_DONE["text after the first end marker"][1]
+    assert read_response({"path": CHAT[0], "chunks": a, "response_headers": [["content-type", "text/event-stream"]]}).text == "Hi"
+    d = _all_differ(tmp_path, AFTER_DONE)
+    assert d["counts"]["data_after_end_marker"] == 2
+    assert d["items"]["text after the first end marker"]["text"] == ["Hi", "Hi there"]
+    _all_match(tmp_path, _twins(AFTER_DONE))
+
+
+def test_an_exact_match_rate_below_one_is_never_shown_as_all() -> None:
+    """1999 pairs of 2000 printed as 100.0%."""
+    assert exact_share({"pairs": 2000, "counts": {"exact": 1999}, "exact_match_rate": 0.9995}) == "99.9% (1999 of 2000)"
+    assert exact_share({"pairs": 3, "counts": {"exact": 3}, "exact_match_rate": 1.0}) == "100.0% (3 of 3)"
+    assert exact_share({"pairs": 0, "counts": {}, "exact_match_rate": None}) == "-"
+
+
+ENDED = {
+    "two finish reasons": (
+        CHAT_SSE,
+        _sse(_chunk({"content": "Hi"}), _chunk({}, "length"), _chunk({}, "stop"), "[DONE]"),
+        _sse(_chunk({"content": "Hi"}), _chunk({}, "stop"), "[DONE]"),
+    ),
+}
+REASONED = {
+    "both reasoning fields, differing": (
+        CHAT,
+        _message({"content": "x", "reasoning_content": "A", "reasoning": "A"}),
+        _message({"content": "x", "reasoning_content": "A", "reasoning": "B"}),
+    ),
+}
+
+
+def test_every_finish_reason_and_both_reasonings_are_compared(tmp_path: Path) -> None:
+    """Only the last finish reason, and only the first of two reasoning fields, were read."""
+    d = _all_differ(tmp_path, {**ENDED, **REASONED})
+    assert d["items"]["two finish reasons"]["finish_reasons"] == [["length", "stop"], ["stop"]]
+    _all_match(tmp_path, _twins({**ENDED, **REASONED}))
+
+
+def _error(message: str) -> list[bytes]:
+    return _body({"error": {"message": message, "type": "invalid_request_error"}})
+
+
+ERRORS = {"words after 'request id'": (CHAT, _error("Idempotency check failed for request id: expired"), _error("Idempotency check failed for request id: conflict"))}  # fmt: skip
+ERRORS_SAME = {"only the request ids differ": (CHAT, _error("Failed. request id: req_abc123def"), _error("Failed. request id: req_99f8e7d6c"))}  # fmt: skip
+
+
+def test_a_word_after_request_id_is_part_of_the_error(tmp_path: Path) -> None:
+    """The request-id scrubber took any word after "request id:" for an id."""
+    _all_differ(tmp_path, ERRORS)
+    _all_match(tmp_path, ERRORS_SAME)
+
+
+def test_the_report_shows_the_exact_match_rate_as_the_cli_does() -> None:
+    """The HTML report printed 1999 of 2000 as "100.0%" after the CLI had stopped doing so."""
+    from infertap.analysis.report import _divergence
+
+    d = {
+        "pairs": 2000,
+        "counts": {"exact": 1999, "differ": 1},
+        "exact_match_rate": 0.9995,
+        "similarity_mean": 0.9999,
+        "first_divergence_median": 3,
+        "first_divergence_histogram": {},
+    }
+    html = "".join(_divergence(d))
+    assert "99.9% (1999 of 2000)" in html and "100.0%" not in html
