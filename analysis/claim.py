@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from infertap.capture.hostfacts import engine_is_local
+from infertap.capture.identity import schedule_not_kept
 from infertap.engines.runtime_digest import runtime_digest
 
 from .stats import QUANTILES, speed_stats
@@ -320,7 +321,8 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None) ->
         "prompt_tokens": (profile.get("prompt_tokens") or {}).get("total"),
         "output_tokens": (profile.get("output_tokens") or {}).get("total"),
         "prefix_reuse": [{k: r[k] for k in ("unit", "share", "shared", "length")} for r in profile.get("prefix_reuse", [])],
-        **{k: w[k] for k in ("source", "derived_by", "same_as_source") if k in w},
+        **{k: w[k] for k in ("source", "derived_by", "same_as_source", "same_schedule_as_source") if k in w},
+        "schedule_not_kept": schedule_not_kept(w),
     }
     return _field(
         value,
@@ -484,6 +486,8 @@ def value_text(name: str, value: Any) -> str:
                 else f"derived by {', '.join(value.get('derived_by') or ['no transform recorded'])} from"
             )
             line += f"; {how} source {value['source'].get('short', '?')}"
+        if value.get("schedule_not_kept"):
+            line += f"; {value['schedule_not_kept']}"
         return line
     if name == "runtime":
         d = value["digest"]

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.identity import WorkloadIdentity, rechained_requests, workload_summary
+from infertap.capture.identity import WorkloadIdentity, rechained_requests, schedule_not_kept, workload_summary
 
 from .store import Analysis
 from .workload_identity import capture_identity, continues_responses, quoted, recorders, sent_sql
@@ -71,7 +71,8 @@ def traffic(
             how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
     return {
         "identical": identical,
-        "same_schedule": wa["schedule"] == wb["schedule"],
+        # A schedule a replay didn't keep (its requests waited for a cap) is not the one it hashes.
+        "same_schedule": wa["schedule"] == wb["schedule"] and wa["schedule_kept"] and wb["schedule_kept"],
         "how": how,
         "only_a": only_a,
         "only_b": only_b,
@@ -85,6 +86,7 @@ def traffic_line(t: dict[str, Any]) -> str:
     since every B/A below depends on it."""
     ids = f"A {t['a']['short']}, B {t['b']['short']}"
     if t["identical"]:
+        not_kept = [f"{name.upper()}'s {why}" for name in "ab" if (why := schedule_not_kept(t[name])) is not None]
         schedule = "same schedule" if t["same_schedule"] else "a different schedule (send times)"
-        return f"traffic: identical ({ids}; {schedule})"
+        return f"traffic: identical ({ids}; {'; '.join([schedule, *not_kept])})"
     return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare different workloads"

@@ -91,7 +91,19 @@ def capture_identity(analysis: Analysis, capture: str, sent: str | None = None) 
     ``sent``: its ``sent_sql`` rows where they are kept already (a table)."""
     identity = identities(analysis, sent or sent_sql(capture)).get(())
     exchanges = int(analysis.query("SELECT count(*) FROM exchanges WHERE capture = ?", [capture]).rows[0][0])
-    return replace(identity, exchanges=exchanges) if identity else OrderedHashes().identity(exchanges, 0)
+    identity = replace(identity, exchanges=exchanges) if identity else OrderedHashes().identity(exchanges, 0)
+    return with_capped(analysis, capture, identity)
+
+
+def with_capped(analysis: Analysis, capture: str, identity: WorkloadIdentity) -> WorkloadIdentity:
+    """``identity`` with what the capture package's tally counts too: the replayed generation requests
+    that waited for a --max-concurrency slot, and the furthest behind its schedule one was sent."""
+    capped, behind = analysis.query(
+        "SELECT count(*), coalesce(max(sent_ns - scheduled_ns - coalesce(dep_wait_ns, 0)), 0) FROM exchanges "
+        "WHERE capture = ? AND generation AND \"end\" IS DISTINCT FROM 'refused' AND queue_ns > 0 AND scheduled_ns IS NOT NULL",
+        [capture],
+    ).rows[0]
+    return replace(identity, capped=int(capped), behind_max_ms=int(behind) / 1e6)
 
 
 def recorders(capture: str | Path) -> list[dict[str, Any]]:

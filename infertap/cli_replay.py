@@ -62,6 +62,19 @@ _WORKLOAD_OPTIONS = [
     ),
     click.option("--drop-header", multiple=True, metavar="NAME", help="Drop a captured request header; repeatable."),
     click.option(
+        "--redact-header",
+        multiple=True,
+        metavar="NAME",
+        help="Another header whose value is a secret, redacted in the replay's capture (as record's; those the "
+        "source capture redacted are too); repeatable.",
+    ),
+    click.option(
+        "--redact-query",
+        multiple=True,
+        metavar="NAME",
+        help="Another query parameter whose value is a secret, redacted in the replay's capture; repeatable.",
+    ),
+    click.option(
         "--api-key",
         envvar="INFERTAP_TARGET_API_KEY",
         default=None,
@@ -151,6 +164,8 @@ def base_config(
     sample_sessions: float | None = None,
     limit_sessions: int | None = None,
     seed: int = 0,
+    redact_header: tuple[str, ...] = (),
+    redact_query: tuple[str, ...] = (),
 ) -> ReplayConfig:
     """One ReplayConfig from the shared options."""
     from .replay import Filters, ReplayConfig, SessionSample
@@ -183,6 +198,8 @@ def base_config(
         telemetry=not no_telemetry,
         telemetry_urls=telemetry_urls,
         telemetry_interval_s=telemetry_interval,
+        redact_headers=tuple(redact_header),
+        redact_query=tuple(redact_query),
     )
 
 
@@ -282,7 +299,7 @@ def _schedule(
     if concurrency is not None:
         if concurrency == "original":
             return Schedule("concurrency-original", max_concurrency=max_concurrency)
-        if concurrency.isdigit():
+        if concurrency.isascii() and concurrency.isdigit():  # '²' is a digit to isdigit, not to int
             return Schedule("concurrency", concurrency=int(concurrency), max_concurrency=max_concurrency)
         raise click.BadParameter(f"expected a number or 'original', got {concurrency!r}", param_hint="--concurrency")
     if rate is not None:
@@ -348,7 +365,7 @@ def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
         )
 
     def tick(stats: ReplayStats) -> None:
-        errors = stats.completed - stats.ends.get("complete", 0)
+        errors = stats.generation_failed  # generation requests not answered 2xx in full
         lag = f", lag {stats.lags_ns[-1] / 1e6:.2f} ms" if stats.lags_ns else ""
         progress.update(task, completed=stats.completed, detail=f"in flight {stats.in_flight}, errors {errors}{lag}")
 
@@ -390,6 +407,29 @@ def _session_rows(sessions: dict[str, Any] | None, ms: Any) -> list[tuple[str, s
     ]
 
 
+def _sent_line(s: dict[str, Any]) -> str:
+    """What was sent and how it went: ok (2xx, in full), failed by status or ending, not sent."""
+    failures = ", ".join(f"{'no response' if k == 'None' else k} ×{v}" for k, v in s["failures"].items())
+    failed = f"{s['failed']} failed" + (f": {failures}" if failures else "")
+    return f"{s['sent']} ({s['ok']} ok, {failed}; {s['not_sent']} not sent)" + (" — stopped early" if s["stopped_early"] else "")
+
+
+def _behind_rows(s: dict[str, Any], ms: Any) -> list[tuple[str, str]]:
+    """How far behind its schedule each request left, the cap's wait counted; and, when requests
+    waited for the cap, that the replay did not keep its schedule (the lag alone would hide it)."""
+    rows = [("sent behind the schedule ms", f"{ms(s['behind_ms'])}  (p50 / p99 / max; waits for a slot counted)")]
+    if not s["schedule_kept"]:
+        p99 = s["behind_ms"]["p99"] or 0.0
+        rows.append(
+            (
+                "schedule",
+                f"not kept: capped at {s.get('capped_at') or 'a limit'} (--max-concurrency), {s['capped']} requests waited, "
+                f"p99 {p99:.1f} ms behind",
+            )
+        )
+    return rows
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -403,15 +443,12 @@ def _print_summary(s: dict[str, Any]) -> None:
     rows = [
         ("replay", s["out"]),
         ("target", f"{s['target']} ({s['target_kind'] or 'kind unknown'})"),
-        (
-            "sent",
-            f"{s['sent']} ({s['completed']} complete, {s['not_sent']} not sent)"
-            + (" — stopped early" if s["stopped_early"] else ""),
-        ),
+        ("sent", _sent_line(s)),
         ("endings", ", ".join(f"{k} ×{v}" for k, v in s["ends"].items()) or "-"),
         ("status codes", ", ".join(f"{'no response' if k == 'None' else k} ×{v}" for k, v in s["statuses"].items()) or "-"),
         *(("error", f"{message} ×{n}") for message, n in s.get("errors", {}).items()),
-        ("schedule lag ms", f"{ms(s['lag_ms'])}  (p50 / p99 / max)"),
+        ("schedule lag ms", f"{ms(s['lag_ms'])}  (p50 / p99 / max; the dispatcher's own)"),
+        *_behind_rows(s, ms),
         ("cap wait ms", f"{ms(s['queue_wait_ms'])}  (p50 / p99 / max)"),
         ("concurrency", f"{s['concurrency']['mean']:.2f} mean, {s['concurrency']['max']} max"),
         *_session_rows(s.get("sessions"), ms),

@@ -27,7 +27,7 @@ from infertap.capture.writer import CaptureWriter
 from infertap.engines.trafficgate import TrafficGate
 from infertap.errors import ConfigError, UpstreamError
 
-from .exchange import UpstreamCall, before_response, end_of
+from .exchange import Scrubbed, UpstreamCall, before_response, end_of
 from .looplag import LoopLag
 from .upstream import UpstreamClient, UpstreamResponse
 
@@ -132,7 +132,7 @@ class RecordingProxy:
         self._auth = auth_token.encode() if auth_token else None
         self.fail_on_capture_error = fail_on_capture_error
         self._inflight: set[asyncio.Task[Any]] = set()
-        self._scrubbing: set[asyncio.Future[None]] = set()  # encoded responses searched off the loop, not yet recorded
+        self._scrubbed = Scrubbed(self.redactor, self._written)
         self._seq = 0
         self.gate = TrafficGate()  # held by the enricher around calls that would end streams in flight
         self.loop_lag = LoopLag()
@@ -160,8 +160,7 @@ class RecordingProxy:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        if self._scrubbing:  # recorded before the writer closes
-            await asyncio.gather(*self._scrubbing, return_exceptions=True)
+        await self._scrubbed.drained()  # recorded before the writer closes
         if self.client is not None:
             await self.client.aclose()
 
@@ -235,32 +234,12 @@ class RecordingProxy:
                 hangup.close()
         finally:
             record["request_body"] = self.redactor.body(record["request_body"], record["request_headers"], found)
-            if found and self.redactor.decodes(record):
-                self._scrub_elsewhere(record, found)
-            else:
-                if found:
-                    self.redactor.echoes(record, found)
-                self._written(record)
+            self._scrubbed.record(record, found)
 
     def _written(self, record: Exchange) -> None:
         self.writer.write(record)
         if self.on_exchange is not None:
             self.on_exchange(record)
-
-    def _scrub_elsewhere(self, record: Exchange, found: set[str]) -> None:
-        """Look for the request's credentials in its encoded response on a worker thread (a
-        decompression is no work for the event loop), then record it, back on the loop."""
-        scrub = asyncio.get_running_loop().run_in_executor(None, self.redactor.echoes, record, found)
-        self._scrubbing.add(scrub)
-
-        def written(done: asyncio.Future[None]) -> None:
-            self._scrubbing.discard(done)
-            if done.cancelled() or done.exception() is not None:  # never recorded unscrubbed: the body goes
-                log.error("exchange %s: its response could not be searched for credentials, recorded without it", record["id"])
-                record.update({"chunks": [], "chunk_ns": []})
-            self._written(record)
-
-        scrub.add_done_callback(written)
 
     def _authorized(self, raw_headers: list[tuple[bytes, bytes]]) -> bool:
         for name, value in raw_headers:

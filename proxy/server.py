@@ -21,6 +21,7 @@ from infertap.capture.writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
 from infertap.engines.enrich import Enricher
 from infertap.engines.gguf_meta import check_gguf
 from infertap.errors import ConfigError, check_headers, check_seconds, check_url
+from infertap.stopping import stop_signals
 from infertap.telemetry import check_telemetry, start_telemetry
 from infertap.version import __version__
 
@@ -150,13 +151,6 @@ def _quiet_cancellations() -> Iterator[None]:
         yield
     finally:
         uvicorn_log.removeFilter(quiet)
-
-
-def stop_signals() -> tuple[signal.Signals, ...]:
-    """The signals that end a recording cleanly: Ctrl-C, ``kill``, and the terminal
-    closing (SIGHUP), unless SIGHUP is ignored (``nohup``), which keeps it running."""
-    hangup = () if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else (signal.SIGHUP,)
-    return (signal.SIGINT, signal.SIGTERM, *hangup)
 
 
 def bind(host: str, port: int) -> socket.socket:

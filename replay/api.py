@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -19,6 +18,7 @@ from infertap.engines.enrich import Enricher, enrich_capture
 from infertap.engines.probe import open_engine
 from infertap.errors import InfertapError
 from infertap.ray_cluster import ray_cluster
+from infertap.stopping import stop_signals
 from infertap.telemetry import start_telemetry
 
 from .bodies import Bodies
@@ -72,7 +72,7 @@ def run_replay(
     sweep's point that is clearly lost); in-flight requests get the grace period, as on Ctrl-C.
     Not with ``config.ray``.
 
-    SIGINT/SIGTERM (when called from the main thread) stop sending, give in-flight requests
+    SIGINT/SIGTERM/SIGHUP (when called from the main thread) stop sending, give in-flight requests
     ``config.grace_s`` seconds, and close the capture cleanly.
 
     With ``config.ray`` (a cluster address, or ``""`` for Ray's default: ``RAY_ADDRESS`` or a local
@@ -80,7 +80,7 @@ def run_replay(
     Ray actors from one shared start; the target is probed and the exchanges enriched from here
     afterwards. See replay/distributed.py.
     """
-    shown = Redactor().url(config.target)
+    shown = Redactor(config.redact_headers, config.redact_query).url(config.target)
     if config.ray is not None:
         from .shards import shard_schedules
 
@@ -113,7 +113,7 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
 def _target_kind(config: ReplayConfig, probe_headers: dict[str, str]) -> str | None:
     """The target's engine kind; a target that refuses connections is an error, nothing sent."""
     try:
-        engine = open_engine(config.target, model_file=config.model_file, headers=probe_headers)
+        engine = open_engine(config.engine_url, model_file=config.model_file, headers=probe_headers)
         kind = engine.kind
         engine.http.close()
     except ProbeError as exc:
@@ -140,7 +140,7 @@ def _transform(workload: Workload, transforms: Transforms, target_kind: str | No
     if transforms.pinning_matters:  # a pinned setting can decide whether a --set applies: check with it
         for item in items:
             try:
-                transforms.body(item.body, pinned=_pinned(item), target_kind=target_kind)
+                transforms.body(item.body, pinned=_pinned(item), target_kind=target_kind, path=item.path)
             except TransformError as exc:
                 raise ReplayError(f"exchange {item.source_id} ({item.method} {item.path}): {exc}") from exc
     done: dict[int, list[tuple[str, str]]] = {}  # by the captured list: items share one per header set
@@ -205,7 +205,7 @@ def _run_here(
     replay: Replay | None = None
     sampler = start_telemetry(
         config.telemetry,
-        config.target,
+        config.engine_url,
         config.telemetry_urls,
         config.telemetry_interval_s,
         prepared.probe_headers,
@@ -215,7 +215,7 @@ def _run_here(
     try:
         if config.probe:
             enricher = Enricher(
-                config.target,
+                config.engine_url,
                 writer.write,
                 labels=config.labels,
                 model_file=config.model_file,
@@ -258,9 +258,9 @@ def _run_here(
 async def _main(replay: Replay, progress: Progress | None, stop_when: StopWhen | None = None) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     in_main = threading.current_thread() is threading.main_thread()
-    if in_main:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, replay.stop)
+    signals = stop_signals() if in_main else ()
+    for sig in signals:
+        loop.add_signal_handler(sig, replay.stop)
     ticker = asyncio.create_task(_tick(replay, progress, stop_when)) if progress or stop_when else None
     try:
         return await replay.run()
@@ -269,9 +269,8 @@ async def _main(replay: Replay, progress: Progress | None, stop_when: StopWhen |
             ticker.cancel()
         if progress is not None:
             progress(replay.stats)
-        if in_main:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
+        for sig in signals:
+            loop.remove_signal_handler(sig)
 
 
 async def _tick(replay: Replay, progress: Progress | None, stop_when: StopWhen | None) -> None:
@@ -305,7 +304,7 @@ def _run_on_ray(
         samples: list[Mapping[str, Any]] = []
         sampler = start_telemetry(
             config.telemetry,
-            config.target,
+            config.engine_url,
             config.telemetry_urls,
             config.telemetry_interval_s,
             prepared.probe_headers,
@@ -333,7 +332,7 @@ def _run_on_ray(
     if config.probe:
         counts = enrich_capture(
             out,
-            config.target,
+            config.engine_url,
             model_file=config.model_file,
             labels=config.labels,
             headers=prepared.probe_headers,

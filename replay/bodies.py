@@ -159,7 +159,7 @@ class Bodies(Sequence[bytes]):
         t = self.transforms
         pinned = pinned_settings(item.settings) if t.pin_defaults and item.settings else None
         try:
-            return t.body(item.body, pinned=pinned, target_kind=self.target_kind)
+            return t.body(item.body, pinned=pinned, target_kind=self.target_kind, path=item.path)
         except TransformError as exc:  # checked when loaded: the bytes read now are not those
             raise BodyError(f"exchange {item.source_id} ({item.method} {item.path}): {exc}") from exc
 

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from infertap.errors import ConfigError, check_headers, check_seconds, check_url
 from infertap.telemetry import check_telemetry
@@ -49,6 +50,8 @@ class ReplayConfig:
     telemetry: bool = True  # the target's /metrics, GPUs and the host, sampled into the replay's capture
     telemetry_urls: tuple[str, ...] = ()  # other Prometheus exporters (a DCGM exporter's /metrics)
     telemetry_interval_s: float = 0.25
+    redact_headers: tuple[str, ...] = ()  # more headers whose values the replay's capture redacts (as record's)
+    redact_query: tuple[str, ...] = ()  # more query parameters whose values it redacts
 
     def __post_init__(self) -> None:
         check_telemetry(self.telemetry_urls, self.telemetry_interval_s)
@@ -59,6 +62,10 @@ class ReplayConfig:
                 f"--out {self.out}: the source capture itself, or inside it (its runs would be mixed): give another folder"
             )
         check_headers("--header", self.transforms.headers)
+        if self.model_file is not None:
+            from infertap.engines.gguf_meta import check_gguf
+
+            check_gguf(self.model_file)  # before the replay's capture is opened
         for name, value, least, most in (("--repeat", self.repeat, 1, 1_000_000), ("--limit", self.limit, 1, 1 << 40)):
             if value is not None and not (isinstance(value, int) and least <= value <= most):
                 raise ConfigError(f"{name} {value}: a whole number, {least} or more (at most {most})")
@@ -73,6 +80,13 @@ class ReplayConfig:
             raise ConfigError(
                 "--sessions closed paces turns by their think time: use an open-loop schedule (original timing, --rate)"
             )
+
+    @property
+    def engine_url(self) -> str:
+        """The target without its query: where probes, enrichment and telemetry go. A query on the
+        target (``?key=...``) is for the replayed requests; joined to ``/metrics`` it made
+        ``/?key=.../metrics``."""
+        return urlunsplit(urlsplit(self.target)._replace(query="", fragment=""))
 
 
 __all__ = ["ReplayConfig"]

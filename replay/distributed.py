@@ -120,7 +120,10 @@ class ShardWorker:
                     "ends": dict(stats.ends),
                     "statuses": dict(stats.statuses),
                     "errors": dict(stats.errors),
+                    "failures": dict(stats.failures),
                     "lags_ns": stats.lags_ns,
+                    "behind_ns": stats.behind_ns,
+                    "capped": stats.capped,
                     "queue_ns": stats.queue_ns,
                     "turn_lags_ns": stats.turn_lags_ns,
                     "parent_waits_ns": stats.parent_waits_ns,
@@ -348,6 +351,9 @@ def _merge_summaries(
         merged.sent += s["sent"]
         merged.completed += s["completed"]
         merged.lags_ns.extend(s["lags_ns"])
+        merged.behind_ns.extend(s["behind_ns"])
+        merged.capped += s["capped"]
+        merged.failures.update(s["failures"])
         merged.queue_ns.extend(s["queue_ns"])
         merged.turn_lags_ns.extend(s["turn_lags_ns"])
         merged.parent_waits_ns.extend(s["parent_waits_ns"])

@@ -4,7 +4,10 @@ Each replayed exchange is recorded with the proxy's capture format, plus the lin
 and its schedule fidelity: ``scheduled_ns`` (when it was due), ``lag_ns`` (how late the dispatcher
 sent it, not counting intentional waits), ``queue_ns`` (waiting for a ``--max-concurrency`` slot)
 and ``dep_wait_ns`` (waiting for the request its conversation continues). None of these waits is
-inside the exchange's latency, which starts at ``sent_ns`` as in the proxy.
+inside the exchange's latency, which starts at ``sent_ns`` as in the proxy. The summary's
+``behind_ms`` is how far behind its schedule each request left, the cap's wait included: a replay
+whose requests waited for the cap did not keep its schedule (``schedule_kept``), however small
+the dispatcher's own lag.
 
 Request bodies come from ``bodies``: a list, or a workload's ``Bodies``, read again from the
 source capture a window ahead of the dispatcher (``ReadAhead``). A body that can't be read (the
@@ -14,27 +17,44 @@ capture changed since it was loaded) stops the run as Ctrl-C does, and ``failure
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from infertap.apis import read_response
 from infertap.capture.records import Exchange, new_exchange
-from infertap.capture.redact import Redactor
+from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.errors import UpstreamError
-from infertap.proxy.exchange import UpstreamCall
+from infertap.proxy.exchange import Scrubbed, UpstreamCall
 from infertap.proxy.upstream import UpstreamClient, UpstreamResponse
 from infertap.quantiles import quantile
 
 from .bodies import BodyError, ReadAhead
 from .config import ReplayConfig
 from .schedule import Schedule, sessions_timed_by, sleep_until
-from .transforms import TransformError, rechained
+from .transforms import TransformError, rechained, sent_query
 from .workload import Item
+
+
+def _redactor(config: ReplayConfig, items: Sequence[Item]) -> Redactor:
+    """The replay capture's redactor: the defaults, the names given (``--redact-header``,
+    ``--redact-query``), and those the source capture redacted (their values recorded as the
+    placeholder), so that a value ``--header`` gives one is not written in clear where the
+    recording kept it out."""
+    headers, params = set(config.redact_headers), set(config.redact_query)
+    seen: set[int] = set()  # items share one header list per distinct set
+    for item in items:
+        if id(item.headers) not in seen:
+            seen.add(id(item.headers))
+            headers.update(name for name, value in item.headers if REDACTED in value)
+        if REDACTED in item.query:
+            params.update(unquote_plus(p.partition("=")[0]) for p in item.query.split("&") if p.partition("=")[2] == REDACTED)
+    return Redactor(headers, params)
 
 
 def _response_id(record: Exchange) -> str | None:
@@ -55,8 +75,11 @@ class ReplayStats:
     ends: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)  # each error message (cut short) of what was sent
+    failures: Counter[str] = field(default_factory=Counter)  # what was sent and not answered 2xx in full: status or end
     lags_ns: list[int] = field(default_factory=list)
     queue_ns: list[int] = field(default_factory=list)
+    behind_ns: list[int] = field(default_factory=list)  # sent minus due, less the wait for a parent: the cap's wait in
+    capped: int = 0  # requests that waited for a --max-concurrency slot: sent later than their schedule
     turn_lags_ns: list[int] = field(default_factory=list)  # the lags of turns that continue another
     parent_waits_ns: list[int] = field(default_factory=list)  # open sessions: past its time, waiting for its parent
     intervals: list[tuple[int, int]] = field(default_factory=list)  # (sent, end), elapsed ns
@@ -81,6 +104,15 @@ def no_response(summary: dict[str, Any]) -> str | None:
     return f"none of the {summary['sent']} requests sent got a response from the target{reason}"
 
 
+def _failure(record: Exchange) -> str | None:
+    """Why a request sent failed, for the summary: its HTTP status when that is an error, else how it
+    ended (``timeout``, ``upstream_error``, ``cancelled``, ``refused``); None: answered 2xx in full."""
+    status = record["status"]
+    if status is not None and not 200 <= status < 300:
+        return str(status)
+    return None if record["end"] == "complete" and status is not None else str(record["end"])
+
+
 def _pct(values: list[int], q: float) -> float | None:
     """Milliseconds, by the one percentile definition of docs/metrics.md."""
     return quantile(sorted(values), q) / 1e6 if values else None
@@ -95,15 +127,22 @@ def summarize(stats: ReplayStats, wall_s: float) -> dict[str, Any]:
     for _, step in edges:
         level += step
         peak = max(peak, level)
+    failed = sum(stats.failures.values())
     return {
         "sent": stats.sent,
-        "completed": stats.ends.get("complete", 0),
+        "completed": stats.ends.get("complete", 0),  # the response read to its end, whatever its status
+        "ok": stats.sent - failed,  # answered 2xx, in full
+        "failed": failed,
+        "failures": dict(stats.failures.most_common()),  # by HTTP status, or by ending where none was an error
         "not_sent": stats.total - stats.sent,
         "ends": dict(stats.ends),
         "statuses": dict(stats.statuses),
         "errors": dict(stats.errors.most_common(_ERRORS_SHOWN)),
         "lag_ms": {"p50": _pct(stats.lags_ns, 0.5), "p99": _pct(stats.lags_ns, 0.99), "max": _pct(stats.lags_ns, 1.0)},
         "queue_wait_ms": {"p50": _pct(stats.queue_ns, 0.5), "p99": _pct(stats.queue_ns, 0.99), "max": _pct(stats.queue_ns, 1.0)},
+        "behind_ms": {"p50": _pct(stats.behind_ns, 0.5), "p99": _pct(stats.behind_ns, 0.99), "max": _pct(stats.behind_ns, 1.0)},
+        "capped": stats.capped,
+        "schedule_kept": not stats.capped,
         "concurrency": {"mean": busy / span if span else float(bool(stats.intervals)), "max": peak},
         "wall_s": wall_s,
         "stopped_early": stats.stopped_early,
@@ -160,12 +199,16 @@ class Replay:
         self.writer = writer
         self.schedule = schedule = config.schedule
         self.connect_timeout, self.read_timeout = config.connect_timeout, config.read_timeout
-        self._prefix = urlsplit(self.target).path.encode("latin-1")  # a target mounted under a path keeps it
+        url = urlsplit(config.target)
+        self._prefix = url.path.rstrip("/").encode("latin-1")  # a target mounted under a path keeps it
+        self._target_query = url.query  # the target's own parameters (a key), sent with every request
         self.grace_s = config.grace_s
         self.on_exchange = on_exchange
-        self.redactor = redactor or Redactor()
+        self.redactor = redactor or _redactor(config, items)
         self._shown = self.redactor.url(self.target)  # recorded with each exchange, a password in it redacted
         self._url_credentials = self.redactor.url_credentials(self.target)
+        self.redactor.query(url.query, self._url_credentials)  # a key in the target's query: never recorded either
+        self._scrubbed = Scrubbed(self.redactor, self._written)
         self.offsets = offsets
         self.start_ns = start_ns
         self.stats = ReplayStats(total=len(items), elapsed_ns=writer.elapsed_ns)
@@ -185,6 +228,13 @@ class Replay:
                 if item.parent is not None:
                     self._children.setdefault(item.parent, []).append(item)
         self._later: dict[int, asyncio.TimerHandle] = {}  # turns waiting out their think time
+        # Closed loop: each request's turns, and the turns whose parent is done, by index (a heap).
+        self._turns_of: dict[int, list[int]] = {}
+        if not schedule.open_loop:
+            for item in items:
+                if item.parent is not None:
+                    self._turns_of.setdefault(item.parent, []).append(item.index)
+        self._ready: list[int] = []
         self._ids: dict[int, str] = {}  # item index -> the id of its recorded exchange, for its turns' parent_id
         # Responses turns that name a stored response: the target's id for their parent's response.
         self._chained = {item.parent for item in items if item.previous_response_id is not None and item.parent is not None}
@@ -232,10 +282,12 @@ class Replay:
                 if pending:
                     await asyncio.wait(pending)
         finally:
+            await self._scrubbed.drained()  # recorded before the replay's capture closes
             await client.aclose()
             if self._ahead is not None:
                 await asyncio.get_running_loop().run_in_executor(None, self._ahead.close)
         summary = summarize(self.stats, time.monotonic() - started)
+        summary["capped_at"] = self.schedule.max_concurrency
         summary["sessions"] = session_summary(self.stats, self.config.sessions, self.config.think_scale, self.config.schedule)
         return summary
 
@@ -253,14 +305,32 @@ class Replay:
                 self._spawn(item, t0 + offset)
         else:
             await sleep_until(t0_mono)
-            for item in self.items:
+            await self._dispatch_closed()
 
-                def room(limit: int = self.schedule.limit(item)) -> bool:
-                    return self.stats.in_flight < limit
+    async def _dispatch_closed(self) -> None:
+        """Closed loop: the next request to take a slot is the first, in recorded order, that can be
+        sent now (it continues nothing, or what it continues is done). A turn waiting for its parent
+        holds no slot, so the sessions beside it go on; it is in flight from its slot on."""
+        n = len(self.items)
+        roots = iter([item.index for item in self.items if item.parent is None])
+        root = next(roots, n)
 
-                async with self._slots:
-                    await self._slots.wait_for(room)
-                self._spawn(item, self.writer.elapsed_ns())
+        def chosen() -> int:
+            return min(root, self._ready[0]) if self._ready else root
+
+        def room() -> bool:
+            i = chosen()
+            return i < n and self.stats.in_flight < self.schedule.limit(self.items[i])
+
+        for _ in range(n):
+            async with self._slots:
+                await self._slots.wait_for(room)
+            i = chosen()
+            if i == root:
+                root = next(roots, n)
+            else:
+                heapq.heappop(self._ready)
+            self._spawn(self.items[i], self.writer.elapsed_ns())
 
     def _spawn(self, item: Item, scheduled_ns: int, think_ns: int | None = None) -> None:
         self._later.pop(item.index, None)
@@ -320,7 +390,8 @@ class Replay:
             sent = self._body(item, record, body)
             if sent is None:
                 return  # a stateful turn whose parent the target gave no id: recorded as refused, not sent
-            target = self._prefix + (item.path + ("?" + item.query if item.query else "")).encode("latin-1")
+            query = sent_query(item.query, self._target_query)
+            target = self._prefix + (item.path + ("?" + query if query else "")).encode("latin-1")
             headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in self.headers[item.index]]
             self._seq += 1
             call.sent()
@@ -406,8 +477,10 @@ class Replay:
         record["end"], record["sent_ns"], record["error"] = "refused", self.writer.elapsed_ns(), why
 
     def _count_sent(self, record: Exchange, scheduled_ns: int, dep_wait: int, queue_wait: int, item: Item) -> None:
-        """Schedule fidelity: how late the request left, not counting the waits it was meant to have."""
-        lag = max(0, record["sent_ns"] - scheduled_ns - dep_wait - queue_wait)
+        """Schedule fidelity: how late the request left, not counting the waits it was meant to have
+        (the dispatcher's lag), and how far behind its schedule it left, the cap's wait counted."""
+        behind = max(0, record["sent_ns"] - scheduled_ns - dep_wait)
+        lag = max(0, behind - queue_wait)
         if item.parent is not None:
             self.stats.turn_lags_ns.append(lag)
             if not self._closed:
@@ -417,8 +490,10 @@ class Replay:
         self.stats.sent += 1
         self.stats.open_ns[self._seq] = record["sent_ns"]
         self.stats.lags_ns.append(lag)
+        self.stats.behind_ns.append(behind)
         if self._cap is not None:
             self.stats.queue_ns.append(queue_wait)
+            self.stats.capped += queue_wait > 0
 
     def _follow(self, item: Item) -> None:
         """The turns that continue ``item``, each sent its (scaled) think time after ``item`` ended
@@ -436,12 +511,16 @@ class Replay:
             if item.index in self._chained:
                 self._response_ids[item.index] = _response_id(record)
         self._done[item.index].set()
+        for turn in self._turns_of.pop(item.index, ()):
+            heapq.heappush(self._ready, turn)  # may take a slot now (closed loop)
         self.stats.open_ns.pop(record["seq"], None)
         if record["sent_ns"]:  # what was sent (or refused) and recorded: the endings add up to it
             self.stats.ends[record["end"]] += 1
             self.stats.statuses[str(record["status"])] += 1
             if record["error"]:
                 self.stats.errors[str(record["error"])[:_ERROR_CHARS]] += 1
+            if (failure := _failure(record)) is not None:
+                self.stats.failures[failure] += 1
             if item.generation and not (record["end"] == "complete" and str(record["status"]).startswith("2")):
                 self.stats.generation_failed += 1
         self.stats.completed += 1
@@ -452,7 +531,9 @@ class Replay:
         if record["sent_ns"]:
             if record["end"] != "refused":
                 self.stats.intervals.append((record["sent_ns"], record["sent_ns"] + record["end_ns"]))
-            self.redactor.echoes(record, found)
-            self.writer.write(record)
-            if self.on_exchange is not None:
-                self.on_exchange(record)
+            self._scrubbed.record(record, found)
+
+    def _written(self, record: Exchange) -> None:
+        self.writer.write(record)
+        if self.on_exchange is not None:
+            self.on_exchange(record)

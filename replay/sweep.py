@@ -101,10 +101,14 @@ class SweepConfig:
             or self.max_points < 2
         ):
             raise SweepError("--tolerance must be in (0, 1), the start speed > 0, and at least 2 points allowed")
-        if (self.speeds or self.search) and self.replay.sessions == "closed":
+        if self.replay.sessions == "closed":
+            # Closed sessions pace turns by their parent's end, not by the arrival times a speed scales,
+            # and a concurrency level is a closed loop of its own: no load of a sweep varies them.
             raise SweepError(
-                "--sessions closed sends each turn after its parent's end, not at the arrival times a speed scales: "
-                "sweep --concurrency-levels, or keep --sessions open"
+                "--sessions closed has no load a sweep can vary (a speed scales arrival times closed sessions "
+                "don't keep; a concurrency level is a closed loop already): sweep with --sessions open, where "
+                "a turn is still never sent before the turn it continues ends, or run `infertap replay "
+                "--sessions closed` at one load"
             )
         if not 0 <= self.warmup <= 1_000_000:
             raise SweepError("--warmup is a number of requests, 0 to 1,000,000")
@@ -339,7 +343,7 @@ class Sweep:
         headers = {n: v for n, v in base.transforms.headers.items() if n.lower() == "authorization"}
         deadline = time.monotonic() + self.config.idle_timeout_s
         while time.monotonic() < deadline:
-            inside = requests_inside(base.target, kind, headers=headers) if kind in REPORTS_LOAD else None
+            inside = requests_inside(base.engine_url, kind, headers=headers) if kind in REPORTS_LOAD else None
             if inside is None:
                 if cut_short:
                     time.sleep(max(0.0, min(base.grace_s, deadline - time.monotonic())))

@@ -12,9 +12,11 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote_plus
 
+from infertap.apis import api_for
 from infertap.apis.fastjson import loads
-from infertap.capture.redact import REDACTED
+from infertap.capture.redact import REDACTED, secret_name
 from infertap.errors import InfertapError
 
 
@@ -75,6 +77,8 @@ def unset_path(body: dict[str, Any], dotted: str) -> bool:
     return False
 
 
+_REDACTED_VALUE = json.dumps(REDACTED).encode()  # a redacted value, as the capture's redactor writes it in a body
+
 # How each engine spells the canonical settings of proxy.engines.base (the rest pass as they are).
 _TARGET_NAMES = {
     "vllm": {"repeat_penalty": "repetition_penalty"},
@@ -116,9 +120,12 @@ class Transforms:
     def touches_body(self) -> bool:
         return bool(self.model_map or self.model or self.set_values or self.unset or self.pin_defaults)
 
-    def body(self, raw: bytes, *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None) -> bytes:
+    def body(
+        self, raw: bytes, *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None, path: str | None = None
+    ) -> bytes:
         """The request body after the transforms; untouched bytes when no transform applies (a
-        request without a body, a ``GET /v1/models``, carries nothing to transform)."""
+        request without a body, a ``GET /v1/models``, carries nothing to transform). ``path``: the
+        request's, which says its API (where its sampling settings go)."""
         if not self.touches_body or not raw:
             return raw
         try:
@@ -127,7 +134,7 @@ class Transforms:
             raise TransformError(f"body transforms need a JSON body, and this one isn't: {exc}") from exc
         if not isinstance(body, dict):
             raise TransformError("body transforms need a JSON object body")
-        if not self.apply(body, pinned=pinned, target_kind=target_kind):
+        if not self.apply(body, pinned=pinned, target_kind=target_kind, path=path):
             return raw  # nothing applied to this one (its model not in --model-map...): as recorded
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         try:
@@ -135,16 +142,27 @@ class Transforms:
         except UnicodeEncodeError:  # a lone surrogate ("\ud83d"): JSON can carry it only escaped, as it was sent
             return json.dumps(body, separators=(",", ":")).encode()
 
-    def apply(self, body: dict[str, Any], *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None) -> bool:
+    def apply(
+        self,
+        body: dict[str, Any],
+        *,
+        pinned: Mapping[str, Any] | None = None,
+        target_kind: str | None = None,
+        path: str | None = None,
+    ) -> bool:
         """The body transforms, in place, on a request body read as a JSON object: what ``body``
         does before writing it out; whether any applied. A workload runs it on each request as it
-        loads, so that a transform that can't apply is an error before anything is sent."""
+        loads, so that a transform that can't apply is an error before anything is sent. On
+        Ollama's native API (``path``) a sampling setting, set, unset or pinned, goes in ``options``:
+        Ollama ignores a top-level ``temperature``."""
         changed = False
+        where = _in_options if path is not None and api_for(path, body).name in _OPTIONS_APIS else _as_given
         if pinned:
             names = _TARGET_NAMES.get(target_kind or "", {})
             for name, value in pinned.items():
-                if names.get(name, name) not in body:
-                    body[names.get(name, name)] = value
+                dotted = where(names.get(name, name))
+                if not _has_path(body, dotted):
+                    set_path(body, dotted, value)
                     changed = True
         model = body.get("model")
         if self.model:
@@ -154,17 +172,38 @@ class Transforms:
             body["model"] = self.model_map[model]
             changed = True
         for dotted, value in self.set_values:
-            set_path(body, dotted, value)
+            set_path(body, where(dotted), value)
             changed = True
         for dotted in self.unset:
-            changed = unset_path(body, dotted) or changed
+            changed = unset_path(body, where(dotted)) or changed
         return changed
 
-    @property
-    def can_refuse_objects(self) -> bool:
-        """Whether ``apply`` can fail on some JSON object: only a ``--set`` of a dotted path can
-        (a key on the way holds something other than an object)."""
-        return any("." in dotted for dotted, _ in self.set_values)
+    def unfilled_credential(self, raw: Any, body: dict[str, Any] | None = None) -> str | None:
+        """Why a body can't be replayed as recorded: a value the capture redacted (``"api_key":
+        "[REDACTED]"``) would reach the target as the placeholder. None when there is none, or each is
+        given a value by ``--set`` or removed by ``--unset``."""
+        if not isinstance(raw, bytes) or _REDACTED_VALUE not in raw:
+            return None
+        if body is None:
+            try:
+                body = loads(raw)
+            except ValueError:
+                return None
+        given = [dotted for dotted, _ in self.set_values] + self.unset
+        for field_path in redacted_fields(body):
+            if not any(field_path == g or field_path.startswith(g + ".") for g in given):
+                return (
+                    f"its body's {field_path!r} was redacted when recorded: give the target's value with "
+                    f"--set {field_path}=VALUE, or remove it with --unset {field_path}"
+                )
+        return None
+
+    def can_refuse(self, path: str | None) -> bool:
+        """Whether ``apply`` can fail on some JSON object sent to ``path``: only a ``--set`` of a
+        dotted path can (a key on the way holds something other than an object), and on Ollama's
+        API one of a sampling setting (it goes in ``options``)."""
+        ollama = path is not None and api_for(path).name in _OPTIONS_APIS
+        return any("." in (_in_options(dotted) if ollama else dotted) for dotted, _ in self.set_values)
 
     @property
     def pinning_matters(self) -> bool:
@@ -192,6 +231,56 @@ class Transforms:
         out = [(n, v) for n, v in captured if n.lower() not in drop and REDACTED not in v]
         out.extend(self.headers.items())
         return out
+
+
+#: The APIs that read sampling settings from ``options`` (infertap/apis/ollama.py), and those settings.
+_OPTIONS_APIS = frozenset({"ollama-chat", "ollama-generate"})
+_OPTIONS = frozenset({*PINNABLE, "seed", "num_predict", "num_ctx", "stop"})
+
+
+def _in_options(dotted: str) -> str:
+    """Where a setting goes in an Ollama request: a sampling setting under ``options``."""
+    return f"options.{dotted}" if dotted.split(".", 1)[0] in _OPTIONS else dotted
+
+
+def _as_given(dotted: str) -> str:
+    return dotted
+
+
+def _has_path(body: dict[str, Any], dotted: str) -> bool:
+    node: Any = body
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def sent_query(recorded: str, target_query: str) -> str:
+    """The query a replayed request is sent with: the recorded one less the parameters the capture
+    redacted (their placeholder is no credential: the target's goes in the target URL), then the
+    target URL's own parameters, which replace recorded ones of the same name."""
+    own = [p for p in target_query.split("&") if p]
+    names = {unquote_plus(p.partition("=")[0]) for p in own}
+    kept = [
+        p for p in recorded.split("&") if p and p.partition("=")[2] != REDACTED and unquote_plus(p.partition("=")[0]) not in names
+    ]
+    return "&".join(kept + own)
+
+
+def redacted_fields(body: Any) -> Iterator[str]:
+    """The dotted paths of a JSON body's credentials the capture redacted (``"api_key": "[REDACTED]"``):
+    walked with a stack, not recursion, as a body may nest deep."""
+    stack: list[tuple[str, Any]] = [("", body)]
+    while stack:
+        path, node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            dotted = f"{path}.{key}" if path else str(key)
+            if value == REDACTED and isinstance(key, str) and secret_name(key):
+                yield dotted
+            elif isinstance(value, (dict, list)):
+                stack.append((dotted, value))
 
 
 def pinned_settings(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

@@ -138,7 +138,7 @@ class Filters:
             elif key == "model":
                 f.models.append(value)
             elif key == "status":
-                if not value.isdigit():
+                if not (value.isascii() and value.isdigit()):  # '²' is a digit to isdigit, not to int
                     raise WorkloadError(f"--filter status= takes an HTTP status code, got {value!r}")
                 f.statuses.append(int(value))
             elif key in ("after", "before"):
@@ -295,6 +295,7 @@ class _Scan:
     def __init__(self, store: BodyStore, transforms: Transforms | None, *, prune: bool) -> None:
         self.store = store
         self.check = transforms if transforms is not None and transforms.touches_body else None
+        self.fill = transforms or Transforms()  # a credential the capture redacted in a body: given a value, or refused
         self.prune = prune
         self.header: dict[str, Any] = {}
         self.tally = IdentityTally()
@@ -324,7 +325,11 @@ class _Scan:
     def _exchange(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
         self.exchanges += 1
         r["session"] = named_session(r.get("session"))  # recorded blank by earlier versions
-        started = self._anchor + r["start_ns"]
+        # When it was due: a replay's capture records its schedule, free of the dispatcher's jitter
+        # (its start), so that a replay of a replay keeps the original's offsets.
+        scheduled = r.get("scheduled_ns")
+        due = scheduled if isinstance(scheduled, int) else r["start_ns"]
+        started = self._anchor + due
         self.first = started if self.first is None or started < self.first else self.first
         raw = r.get("request_body")
         path = r.get("path")
@@ -359,7 +364,8 @@ class _Scan:
                 self._continued[links.continuation] = started  # the earliest start that made it
         else:
             links = read_links(r, prefixes, previous, generation)  # its response read only as far as a reply
-        refusal = self._refusal(raw, body, is_object) if self.check is not None else None
+        refusal = self._refusal(raw, body, is_object, path) if self.check is not None else None
+        refusal = refusal or self.fill.unfilled_credential(raw, body)
         item = Item(
             index=len(self.items),
             source_id=r["id"],
@@ -368,8 +374,8 @@ class _Scan:
             query=sys.intern(r["query"]),
             headers=self._shared(r["request_headers"]),
             offset_ns=started,
-            duration_ns=r["sent_ns"] - r["start_ns"] + r.get("end_ns", 0),
-            handoff_ns=max(0, r["sent_ns"] - r["start_ns"]),
+            duration_ns=r["sent_ns"] - due + r.get("end_ns", 0),  # from when it was due: its send and end as recorded
+            handoff_ns=max(0, r["sent_ns"] - due),
             generation=generation,
             session=r.get("session"),
             model=None if model is None else sys.intern(model),
@@ -387,15 +393,16 @@ class _Scan:
         self.seqs.append(r["seq"])
         self.links.append(links)
 
-    def _refusal(self, raw: Any, body: dict[str, Any] | None, is_object: bool) -> str | None:
+    def _refusal(self, raw: Any, body: dict[str, Any] | None, is_object: bool, path: str | None) -> str | None:
         """Why the body transforms can't apply to this body (None: they can). On a JSON object
         only a ``--set`` through a key that holds no object can fail, so only then is it parsed."""
         assert self.check is not None
         try:
             if not is_object:
-                self.check.body(raw)  # not a JSON object as read here: the transform says why, exactly
-            elif self.check.can_refuse_objects:
-                self.check.apply(body if body is not None else json_body(raw) or {})  # a parse of its own, done with now
+                self.check.body(raw, path=path)  # not a JSON object as read here: the transform says why, exactly
+            elif self.check.can_refuse(path):
+                # A parse of its own where none was made, done with now.
+                self.check.apply(body if body is not None else json_body(raw) or {}, path=path)
         except TransformError as exc:
             return str(exc)
         return None

@@ -11,7 +11,10 @@ infertap refused itself (the engine never saw them). Two hashes identify it:
 
 Send order and time: when the request reached the recorder (``start_ns``), or for a replayed
 exchange when it was scheduled (``scheduled_ns``), so a replay's jitter doesn't change its schedule
-identity; ties are broken by the request digest. An unchanged replay with the original timing has
+identity; ties are broken by the request digest. The schedule hash is the schedule a replay was
+given; whether it kept it is stated beside it (``capped``, ``schedule_kept``): requests that waited
+for a ``--max-concurrency`` slot left behind their schedule by that wait, and their schedule is
+then not the source's, whatever the hash. An unchanged replay with the original timing has
 its source's two identities; ``--set``, ``--model-map``, ``--pin-defaults``, filters, a limit,
 sampled sessions (``--sample-sessions``, ``--limit-sessions``) or Responses turns rewritten to the
 target's response ids give it a new workload identity, ``--speed`` or another schedule a new
@@ -26,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from infertap.apis import is_generation
@@ -59,6 +62,13 @@ class WorkloadIdentity:
     rechained: int = 0  # replayed requests whose previous_response_id was rewritten to the target's ids
     resolution_ms: float = SCHEDULE_RESOLUTION_NS / 1e6
     version: str = VERSION
+    capped: int = 0  # replayed requests that waited for a --max-concurrency slot: not sent on their schedule
+    behind_max_ms: float = 0.0  # the furthest behind its schedule one of those was sent
+
+    @property
+    def schedule_kept(self) -> bool:
+        """Whether every request left on the schedule hashed (none waited for a concurrency cap)."""
+        return not self.capped
 
     @property
     def short(self) -> str:
@@ -70,7 +80,7 @@ class WorkloadIdentity:
         return f"{self.version}:{self.schedule[:16]}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "short": self.short, "schedule_short": self.schedule_short}
+        return {**asdict(self), "short": self.short, "schedule_short": self.schedule_short, "schedule_kept": self.schedule_kept}
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +130,8 @@ class IdentityTally:
         self._odd: list[tuple[int, bytes]] = []  # the rare time outside the packed range
         self._bytes = 0
         self._rechained = 0
+        self._capped = 0
+        self._behind_ns = 0
 
     def add(self, record: dict[str, Any], generation: bool | None = None) -> None:
         """Count ``record``; ``generation``, when the caller has read the request already, saves
@@ -133,6 +145,14 @@ class IdentityTally:
                 body = record.get("request_body") or b""
                 digest = request_digest(record.get("method") or "", record.get("path") or "", record.get("query"), body)
                 self.add_sent(digest, sent_time(self._anchor, record), len(body), "rechained_from" in record)
+                self._count_capped(record)
+
+    def _count_capped(self, record: dict[str, Any]) -> None:
+        """A replayed request that waited for a --max-concurrency slot: how far behind its schedule it left."""
+        if (record.get("queue_ns") or 0) > 0 and isinstance(record.get("scheduled_ns"), int):
+            self._capped += 1
+            behind = int(record.get("sent_ns") or 0) - record["scheduled_ns"] - int(record.get("dep_wait_ns") or 0)
+            self._behind_ns = max(self._behind_ns, behind)
 
     def add_sent(self, digest: bytes, t_ns: int, size: int, rechained: bool = False) -> None:
         """One generation request: its digest, when it was sent and its body's size."""
@@ -159,7 +179,8 @@ class IdentityTally:
                 batch = keys[i : i + _HASHED]
                 hashes.add([int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS for k in batch], [k[_TIME_BYTES:] for k in batch])
         requests = len(keys) + len(self._odd)
-        return hashes.identity(self.exchanges or requests if exchanges is None else exchanges, self._bytes, self._rechained)
+        identity = hashes.identity(self.exchanges or requests if exchanges is None else exchanges, self._bytes, self._rechained)
+        return replace(identity, capped=self._capped, behind_max_ms=self._behind_ns / 1e6)
 
 
 _HASHED = 65_536  # requests hashed a batch at a time: ten million schedule lines would be half a GiB at once
@@ -222,7 +243,23 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
         out["source"] = source
         out["derived_by"] = replay_derivation(replay, identity.rechained)
         out["same_as_source"] = None if not source else source.get("workload") == out["workload"]
+        out["same_schedule_as_source"] = (
+            None if not source else source.get("schedule") == out["schedule"] and identity.schedule_kept
+        )
+        out["capped_at"] = (replay.get("schedule") or {}).get("max_concurrency")
     return out
+
+
+def schedule_not_kept(workload: dict[str, Any]) -> str | None:
+    """Why a replay's requests did not leave on the schedule its identity hashes (None: they did)."""
+    if workload.get("schedule_kept", True):
+        return None
+    cap = f" {workload['capped_at']}" if workload.get("capped_at") else ""
+    n = workload["capped"]
+    return (
+        f"schedule not kept: {n} request{'s' if n != 1 else ''} waited for --max-concurrency{cap}, "
+        f"up to {workload['behind_max_ms']:.1f} ms behind"
+    )
 
 
 def replay_derivation(recorder: dict[str, Any], rechained: int = 0) -> list[str]:
@@ -272,6 +309,8 @@ def describe(workload: dict[str, Any]) -> str:
         f"{workload['short']} ({workload['requests']} generation requests, {workload['request_bytes']:,} body bytes; "
         f"schedule {workload['schedule_short']} at {workload['resolution_ms']:g} ms)"
     )
+    if (not_kept := schedule_not_kept(workload)) is not None:
+        line += f"; {not_kept}"
     if "source" not in workload:
         return line
     source = workload.get("source")

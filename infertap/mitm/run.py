@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from infertap.errors import ConfigError, InfertapError
+from infertap.stopping import stop_signals
 from infertap.telemetry import check_telemetry
 
 
@@ -48,7 +48,7 @@ def ca_cert_path(confdir: str | None) -> Path:
 
 
 def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], None] | None = None) -> None:
-    """Serve until SIGINT/SIGTERM; the capture is closed by the addon's ``done``."""
+    """Serve until SIGINT, SIGTERM or SIGHUP (``stop_signals``); the capture is closed by the addon's ``done``."""
     from mitmproxy import exceptions, options
     from mitmproxy.tools.dump import DumpMaster
 
@@ -81,7 +81,7 @@ def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], N
         except exceptions.OptionsError as exc:
             raise MitmError(str(exc)) from exc
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in stop_signals():
             loop.add_signal_handler(sig, master.shutdown)
         await master.run()
 

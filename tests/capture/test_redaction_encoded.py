@@ -161,3 +161,28 @@ def test_the_mitm_addon_stores_a_streamed_gzip_error_without_the_key_it_quotes(t
     assert KEY.encode() not in decompressed_bytes(tmp_path / "cap")
     (x,) = CaptureReader(tmp_path / "cap").exchanges()
     assert _body(x) == ERROR.replace(KEY.encode(), REDACTED.encode()) and len(x["chunks"]) == len(x["chunk_ns"]) == 2
+
+
+def test_a_replay_stores_the_targets_gzip_error_without_its_key_searched_off_its_loop(tmp_path: Path, monkeypatch: Any) -> None:
+    """A replay's target quoting the key the replay sent, gzip-encoded: kept out of the replay's
+    capture as the recorder keeps it out, and decompressed off the replay's event loop."""
+    from infertap.replay import ReplayConfig, Transforms, run_replay
+    from tests.helpers import write_capture
+
+    threads: list[threading.Thread] = []
+    echoes = Redactor.echoes
+
+    def watched(record: Any, found: set[str]) -> None:
+        threads.append(threading.current_thread())
+        echoes(record, found)
+
+    monkeypatch.setattr(Redactor, "echoes", staticmethod(watched))
+    write_capture(tmp_path / "src", [{"offset_s": 0}, {"offset_s": 0.01}])
+    with ServerThread(_gzip_upstream) as up:
+        transforms = Transforms(headers={"Authorization": f"Bearer {KEY}"})
+        summary = run_replay(ReplayConfig(tmp_path / "src", up.url, tmp_path / "out", probe=False, transforms=transforms))
+    assert summary["sent"] == 2
+    assert KEY.encode() not in decompressed_bytes(tmp_path / "out")
+    xs = list(CaptureReader(tmp_path / "out").exchanges())
+    assert len(xs) == 2 and all(_body(x) == ERROR.replace(KEY.encode(), REDACTED.encode()) for x in xs)
+    assert len(threads) == 2 and threading.main_thread() not in threads  # never on the replay's event loop

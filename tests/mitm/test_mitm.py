@@ -255,6 +255,24 @@ def test_sigkill_of_mitm_keeps_what_was_completed(start_mitm, fake):
     assert reader.closed_cleanly is False
 
 
+def test_the_terminal_closing_ends_mitm_with_its_capture_closed(start_mitm, fake):
+    """SIGHUP (the terminal closed, ssh gone) killed mitm before the capture's footer, as it did record."""
+    app, url = fake
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # mitm inherits it: not under nohup
+    try:
+        mitm = start_mitm("--mode", f"reverse:{url}")
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    for i in range(3):
+        r = httpx.post(f"{mitm.url}/v1/chat/completions", json={"tag": f"h{i}", "stream": False, "messages": []}, timeout=10)
+        assert r.status_code == 200
+    mitm.proc.send_signal(signal.SIGHUP)
+    assert mitm.proc.wait(30) == 0
+    reader = CaptureReader(mitm.out)
+    assert [json.loads(x["request_body"])["tag"] for x in reader.exchanges()] == ["h0", "h1", "h2"]
+    assert reader.closed_cleanly is True
+
+
 def test_har_entries_that_are_not_exchanges_are_named_and_the_rest_imported(tmp_path):
     from click.testing import CliRunner
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from infertap.capture.info import summarize
-from infertap.proxy.server import stop_signals
+from infertap.stopping import stop_signals
 
 # What a SIGKILL may cost: exchanges that completed within this long before the kill. The writer
 # gathers for 5 ms before each write; the margin is for a loaded 2-core machine.

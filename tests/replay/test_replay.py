@@ -297,6 +297,8 @@ def test_bad_input_fails_before_anything_is_sent(fake, tmp_path):
         (["replay", str(tmp_path), "--target", url], "not a capture"),
         (["replay", str(tmp_path / "src"), "--target", url, "--filter", "color=red"], "unknown --filter key"),
         (["replay", str(tmp_path / "src"), "--target", url, "--concurrency", "many"], "expected a number or 'original'"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--concurrency", "²"], "expected a number or 'original'"),
+        (["replay", str(tmp_path / "src"), "--target", url, "--filter", "status=²"], "takes an HTTP status code"),
         (["replay", str(tmp_path / "src"), "--target", url, "--rate", "5", "--concurrency", "2"], "choose one"),
         (["replay", str(tmp_path / "src"), "--target", url, "--repeat", "0"], "--repeat 0: a whole number, 1 or more"),
         (["replay", str(tmp_path / "src"), "--target", url, "--limit", "-1"], "--limit -1: a whole number, 1 or more"),
@@ -312,10 +314,13 @@ def test_bad_input_fails_before_anything_is_sent(fake, tmp_path):
     assert app.requests == []
 
 
-def test_ctrl_c_mid_run_leaves_a_clean_capture(fake, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
+def test_ctrl_c_mid_run_leaves_a_clean_capture(fake, tmp_path, sig):
+    """Ctrl-C, or the terminal closing (SIGHUP killed it, the exchanges in flight lost, no footer)."""
     app, url = fake
     write_capture(tmp_path / "src", [{"offset_s": i * 0.1, "body": _chat(f"k{i}", pace_ms=400)} for i in range(100)])
     out = tmp_path / "out"
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the replay inherits it: not under nohup
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -336,10 +341,11 @@ def test_ctrl_c_mid_run_leaves_a_clean_capture(fake, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
+    signal.signal(signal.SIGHUP, previous)
     deadline = time.monotonic() + 30
     while len(app.requests) < 5 and time.monotonic() < deadline:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr  # cut short: `replay && compare` goes no further
     summary = json.loads(stdout)

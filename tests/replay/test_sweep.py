@@ -378,6 +378,7 @@ def test_a_bad_slo_fails_before_anything_is_sent_naming_the_syntax_and_the_metri
         (["--search", "--tolerance", "1"], "--tolerance must be in (0, 1)"),
         (["--speeds", "1", "--min-requests", "-1"], "--min-requests, --min-duration and --idle-timeout are 0 or more"),
         (["--speeds", "1", "--idle-timeout", "-1"], "--min-requests, --min-duration and --idle-timeout are 0 or more"),
+        (["--concurrency-levels", "1,2", "--sessions", "closed"], "--sessions closed has no load a sweep can vary"),
     ],
     ids=[
         "no-load",
@@ -389,6 +390,7 @@ def test_a_bad_slo_fails_before_anything_is_sent_naming_the_syntax_and_the_metri
         "tolerance",
         "min-requests",
         "idle-timeout",
+        "closed-sessions",
     ],  # fmt: skip
 )
 def test_bad_load_options_fail_before_anything_is_sent(slot_engine, tmp_path, args, message):
@@ -959,7 +961,8 @@ def test_the_command_prints_what_could_not_be_measured(capsys, monkeypatch):
 def test_a_sweep_replays_the_sampled_sessions_and_refuses_closed_ones_at_speeds(slot_engine, tmp_path):
     """--sample-sessions: each point sent the sample while its offered rate and progress total were
     the whole workload's (12 of 40 sent, 'not carried', no capacity). Closed sessions follow their
-    parents, not the arrival times a speed scales: refused for speeds."""
+    parents, not the arrival times a speed scales, and a concurrency level is a closed loop already
+    (replay refuses closed sessions on one): refused up front for every mode."""
     from infertap.replay import SessionSample
     from infertap.replay.workload import load
     from tests.replay.test_sessions import agent_capture
@@ -978,9 +981,9 @@ def test_a_sweep_replays_the_sampled_sessions_and_refuses_closed_ones_at_speeds(
     offered = [(len(items) - 1) / _arrival_span(items) for items in (load(src, sample=sample)[0], load(src)[0])]
     assert offered[0] != pytest.approx(offered[1])  # the sample's rate is not the whole workload's
     assert result["points"][0]["offered_requests_per_s"] == pytest.approx(offered[0])
-    with pytest.raises(SweepError, match="--sessions closed"):
-        SweepConfig(ReplayConfig(src, url, tmp_path / "x", sessions="closed"), speeds=(1, 2))
-    SweepConfig(ReplayConfig(src, url, tmp_path / "y", sessions="closed"), concurrency_levels=(1, 2))  # closed loop: fine
+    for mode in ({"speeds": (1, 2)}, {"concurrency_levels": (1, 2)}, {"search": True}):
+        with pytest.raises(SweepError, match="--sessions closed has no load a sweep can vary.*--sessions open"):
+            SweepConfig(ReplayConfig(src, url, tmp_path / "x", sessions="closed"), **mode)
 
 
 def _arrival_span(items) -> float:

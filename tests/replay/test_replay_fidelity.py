@@ -1,0 +1,200 @@
+"""What a replay says of its own fidelity and sends on the target: a schedule a concurrency cap bent,
+redacted credentials, sampling settings in the request's own API, replays of replays, closed-loop
+slots, failures counted as such, and secrets kept out of the replay's capture."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from infertap.capture.identity import describe, workload_identity, workload_summary
+from infertap.capture.reader import CaptureReader
+from infertap.capture.redact import REDACTED
+from infertap.cli import cli
+from infertap.replay import ReplayConfig, ReplayError, Schedule, Transforms, run_replay
+from infertap.replay.workload import load
+from tests.helpers import decompressed_bytes, write_capture
+
+
+def _chat(tag: str, **extra) -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": tag}], "stream": False, "tag": tag, **extra}
+
+
+def _sent(app) -> list[dict]:
+    """The requests the fake target got from the replay (not from its telemetry)."""
+    return [r for r in app.requests if r["path"].startswith(("/v1/", "/api/"))]
+
+
+def _recorder(path) -> dict:
+    return next(r for r in CaptureReader(path).records() if r["type"] == "header")["recorder"]
+
+
+def test_a_replay_whose_requests_waited_for_the_cap_did_not_keep_its_schedule(fake, tmp_path):
+    """Due 20 ms apart, each 150 ms on the target, one at a time: each left behind its schedule by its
+    wait for the cap, which the dispatcher's lag leaves out; the summary and the identity say so."""
+    app, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": i * 0.02, "body": _chat(f"q{i}", pace_ms=150)} for i in range(4)])
+    capped = run_replay(
+        ReplayConfig(tmp_path / "src", url, tmp_path / "capped", probe=False, schedule=Schedule("original", max_concurrency=1))
+    )
+    assert capped["schedule_kept"] is False and capped["capped"] == 3 and capped["capped_at"] == 1
+    assert capped["behind_ms"]["max"] >= capped["queue_wait_ms"]["max"] > 0  # the cap's wait is behind the schedule
+    identity = workload_identity(tmp_path / "capped")
+    assert identity.workload == workload_identity(tmp_path / "src").workload  # the same requests, in the same order
+    assert not identity.schedule_kept and identity.capped == 3
+    summary = workload_summary(identity, [_recorder(tmp_path / "capped")])
+    assert summary["same_as_source"] and summary["same_schedule_as_source"] is False
+    assert "schedule not kept: 3 requests waited for --max-concurrency 1" in describe(summary)
+
+    free = run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "free", probe=False))
+    assert free["schedule_kept"] is True and free["capped"] == 0
+    assert workload_summary(workload_identity(tmp_path / "free"), [_recorder(tmp_path / "free")])["same_schedule_as_source"]
+
+
+def test_the_printed_summary_says_how_far_behind_the_schedule_requests_left(fake, tmp_path):
+    app, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": 0, "body": _chat(f"q{i}", pace_ms=100)} for i in range(3)])
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--out", str(tmp_path / "out"), "--no-probe", "--no-telemetry"]
+    result = CliRunner().invoke(cli, [*args, "--max-concurrency", "1"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "sent behind the schedule ms" in result.output
+    assert "not kept: capped at 1 (--max-concurrency), 2 requests waited" in result.output
+
+
+def test_redacted_query_credentials_are_dropped_and_the_targets_own_sent(fake, tmp_path):
+    """A recorded ``key=[REDACTED]`` never reaches the target; the target URL's key does, on the path as
+    recorded (no ``//``); neither the key nor any change shows in the replay's workload identity."""
+    app, url = fake
+    write_capture(tmp_path / "src", [{"body": _chat("q"), "query": f"key={REDACTED}&alt=sse"}])
+    run_replay(ReplayConfig(tmp_path / "src", f"{url}/?key=TARGETKEY1234", tmp_path / "out", probe=False))
+    (sent,) = _sent(app)
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["query"] == b"alt=sse&key=TARGETKEY1234"
+    assert workload_identity(tmp_path / "out").workload == workload_identity(tmp_path / "src").workload
+    assert b"TARGETKEY1234" not in decompressed_bytes(tmp_path / "out")
+
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "plain", probe=False))
+    assert _sent(app)[-1]["query"] == b"alt=sse"
+
+
+def test_a_body_credential_redacted_when_recorded_is_refused_unless_given(fake, tmp_path):
+    app, url = fake
+    write_capture(tmp_path / "src", [{"body": _chat("q", api_key=REDACTED)}])
+    with pytest.raises(ReplayError, match="'api_key' was redacted when recorded: give the target's value with --set api_key="):
+        run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False))
+    assert _sent(app) == []
+    given = Transforms(set_values=[("api_key", "TARGETKEY1234")])
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "given", probe=False, transforms=given))
+    assert json.loads(_sent(app)[-1]["body"])["api_key"] == "TARGETKEY1234"
+    assert b"TARGETKEY1234" not in decompressed_bytes(tmp_path / "given")
+
+
+def test_sampling_settings_go_in_options_on_ollamas_api(fake, tmp_path):
+    """Ollama reads ``options.temperature``, never a top-level one: --set, --unset and pinned defaults go there."""
+    app, url = fake
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "options": {"top_k": 5}}
+    generate = {"model": "m", "prompt": "hi", "stream": False}
+    enrichment = {"exchange_id": "src-1", "settings": {"repeat_penalty": {"value": 1.1, "source": "engine_default"}}}
+    write_capture(
+        tmp_path / "src",
+        [{"path": "/api/chat", "body": chat}, {"path": "/api/generate", "body": generate}],
+        enrichments=[enrichment],
+    )
+    transforms = Transforms(set_values=[("temperature", 0)], unset=["top_k"], pin_defaults=True)
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=transforms))
+    sent = {r["path"]: json.loads(r["body"]) for r in _sent(app)}
+    assert sent["/api/chat"]["options"] == {"temperature": 0}
+    assert sent["/api/generate"]["options"] == {"temperature": 0, "repeat_penalty": 1.1}
+    assert not {"temperature", "top_k", "repeat_penalty"} & (set(sent["/api/chat"]) | set(sent["/api/generate"]))
+
+
+def test_a_replay_of_a_replay_keeps_the_originals_offsets(fake, tmp_path):
+    """Each generation is due when the original was sent, whatever the dispatcher's jitter in the one before."""
+    app, url = fake
+    write_capture(tmp_path / "gen0", [{"offset_s": i * 0.013, "body": _chat(f"q{i}")} for i in range(12)])
+    original = [item.offset_ns for item in load(tmp_path / "gen0")[0]]
+    for g in (1, 2):
+        run_replay(ReplayConfig(tmp_path / f"gen{g - 1}", url, tmp_path / f"gen{g}", probe=False))
+        assert [item.offset_ns for item in load(tmp_path / f"gen{g}")[0]] == original
+    assert workload_identity(tmp_path / "gen2").schedule == workload_identity(tmp_path / "gen0").schedule
+
+
+def _two_agents(path) -> None:
+    """Session A's four turns recorded, then session B's: each turn continues the one before."""
+    exchanges = []
+    for session in "AB":
+        messages: list[dict] = []
+        for t in range(4):
+            messages = [*messages, {"role": "user", "content": f"{session}{t}"}]
+            reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": f"r{session}{t}"}}]}
+            body = {"model": "m", "messages": messages, "stream": False, "tag": f"{session}{t}", "pace_ms": 100}
+            exchanges.append({"offset_s": len(exchanges) * 0.5, "body": body, "chunks": [json.dumps(reply).encode()]})
+            messages = [*messages, {"role": "assistant", "content": f"r{session}{t}"}]
+    write_capture(path, exchanges)
+
+
+def test_closed_loop_slots_go_to_requests_that_can_be_sent(fake, tmp_path):
+    """At --concurrency 2, A's second turn waits for its first without holding a slot: B starts beside A."""
+    app, url = fake
+    _two_agents(tmp_path / "src")
+    run_replay(
+        ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("concurrency", concurrency=2))
+    )
+    sent = {json.loads(x["request_body"])["tag"]: x for x in CaptureReader(tmp_path / "out").exchanges()}
+    assert sent["B0"]["sent_ns"] < sent["A1"]["sent_ns"]  # B's first turn took the slot A's second would have held
+    assert all(x["dep_wait_ns"] == 0 for x in sent.values())  # each took its slot once its parent was done
+    assert app.max_in_flight == 2
+
+
+def test_http_errors_are_failures_not_completions(fake, tmp_path):
+    app, url = fake
+    write_capture(
+        tmp_path / "src",
+        [
+            {"offset_s": 0, "path": "/status/500", "body": _chat("e1")},
+            {"offset_s": 0.01, "path": "/status/500", "body": _chat("e2")},
+            {"offset_s": 0.02, "path": "/reset", "body": _chat("r")},
+            {"offset_s": 0.03, "body": _chat("ok1")},
+            {"offset_s": 0.04, "body": _chat("ok2")},
+        ],
+    )
+    summary = run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False))
+    assert (summary["ok"], summary["failed"]) == (2, 3)
+    assert summary["failures"] == {"500": 2, "upstream_error": 1}
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--out", str(tmp_path / "out2"), "--no-probe", "--no-telemetry"]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "250"})
+    assert "sent 5 (2 ok, 3 failed: 500 ×2, upstream_error ×1; 0 not sent)" in " ".join(result.output.split())
+
+
+def test_a_header_redacted_when_recorded_or_named_secret_is_redacted_in_the_replay(fake, tmp_path):
+    """Recorded with ``--redact-header X-Tenant``, replayed with its value given: the replay's capture
+    keeps it out as the recording did; ``--redact-header`` and ``--redact-query`` name others."""
+    app, url = fake
+    headers = [["content-type", "application/json"], ["x-tenant", REDACTED], ["x-org", "public"]]
+    write_capture(tmp_path / "src", [{"body": _chat("q"), "headers": headers}])
+    args = ["replay", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--no-probe", "--no-telemetry", "--json"]
+    args += ["--target", f"{url}/?org=SECRET-ORG-QUERY-77", "--header", "X-Tenant=SECRET-TENANT-42"]
+    args += ["--header", "X-Org=SECRET-ORG-HEADER-77", "--redact-header", "X-Org", "--redact-query", "org"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    (sent,) = _sent(app)
+    assert (b"x-tenant", b"SECRET-TENANT-42") in sent["headers"] and sent["query"] == b"org=SECRET-ORG-QUERY-77"
+    stored = decompressed_bytes(tmp_path / "out")
+    for secret in (b"SECRET-TENANT-42", b"SECRET-ORG-HEADER-77", b"SECRET-ORG-QUERY-77"):
+        assert secret not in stored
+    (x,) = CaptureReader(tmp_path / "out").exchanges()
+    assert ["X-Tenant", REDACTED] in x["request_headers"] and ["X-Org", REDACTED] in x["request_headers"]
+
+
+def test_a_target_with_a_query_is_probed_and_watched_without_it(fake, tmp_path):
+    """The target's own query (``?key=...``) goes with the replayed requests; the probe, the
+    enrichment and the telemetry went to ``/?key=.../props`` (the query joined to their paths)."""
+    app, url = fake
+    write_capture(tmp_path / "src", [{"body": _chat("q")}])
+    run_replay(ReplayConfig(tmp_path / "src", f"{url}/?key=TARGETKEY1234", tmp_path / "out", telemetry_interval_s=0.05))
+    (sent,) = [r for r in app.requests if r["path"] == "/v1/chat/completions"]
+    others = [r for r in app.requests if r is not sent]
+    assert sent["query"] == b"key=TARGETKEY1234"
+    assert others and all(r["path"] != "/" and b"TARGETKEY1234" not in r["query"] for r in others), others
