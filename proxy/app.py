@@ -321,6 +321,8 @@ class RecordingProxy:
                 return
             named = _connection_named(response.headers)
             start = [(n, v) for n, v in response.headers if n.lower() not in _HOP_RESPONSE and n.lower() not in named]
+            if response.status_code in (204, 304):  # no body follows, whatever length it names (RFC 9110 8.6)
+                start = [(n, v) for n, v in start if n.lower() != b"content-length"]
             await send({"type": "http.response.start", "status": response.status_code, "headers": start})
             if not await call.relay(response, hangup.deliver):
                 return  # returning without completing the response makes the server cut the connection

@@ -49,6 +49,10 @@ class UpstreamCall:
         """Send the request and record the response's head; raises ``UpstreamError`` when none came."""
         response = await client.send(method, target, headers, body)
         record = self.record
+        if response.retried is not None:  # the first attempt's connection broke: times from the second
+            record["retried"] = response.retried
+            record["sent_ns"] += response.resent_ns - self.t0
+            self.t0 = response.resent_ns
         record["headers_ns"] = time.monotonic_ns() - self.t0
         record["status"] = response.status_code
         record["response_headers"] = self.redactor.headers_from_asgi(response.headers)
@@ -73,6 +77,9 @@ class UpstreamCall:
         except UpstreamError as exc:
             self.failed(exc, " mid-response")
             return False
+        finally:
+            if response.trailers:
+                self.record["response_trailers"] = self.redactor.headers_from_asgi(response.trailers)
         return True
 
     def failed(self, exc: UpstreamError, when: str = "") -> None:

@@ -220,6 +220,7 @@ def serve(
             access_log=False,
             server_header=False,  # the client sees the engine's headers, not ours
             date_header=False,
+            proxy_headers=False,  # the client recorded is the one connected; X-Forwarded-For is its own header, forwarded
             timeout_graceful_shutdown=config.graceful_timeout,  # type: ignore[arg-type]  # seconds, any number
             timeout_keep_alive=30,
         )

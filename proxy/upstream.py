@@ -21,6 +21,7 @@ import os
 import select
 import socket
 import ssl
+import time
 from collections.abc import AsyncIterator
 from urllib.parse import unquote, urlsplit
 
@@ -44,6 +45,10 @@ def _dropped(conn: _Connection) -> bool:
     except (OSError, ValueError):
         return True
     return bool(readable)
+
+
+class _NotHttp(ValueError):
+    """A response head the parser accepts and HTTP doesn't (a status of 600)."""
 
 
 class _Connection(asyncio.Protocol):
@@ -75,7 +80,8 @@ class _Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            response._fail(UpstreamBroken(f"invalid HTTP response from the upstream: {exc}"))
+            why = exc.__context__ if isinstance(exc.__context__, _NotHttp) else exc
+            response._fail(UpstreamBroken(f"invalid HTTP response from the upstream: {why}"))
             self._close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -88,7 +94,11 @@ class _Connection(asyncio.Protocol):
     # -- httptools callbacks -------------------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.response.headers.append((name, value))  # type: ignore[union-attr]
+        response = self.response
+        assert response is not None
+        # after the head, a header is a trailer (chunked bodies): never one of the head's, which the
+        # proxy's client may already have
+        (response.headers if response.status_code is None else response.trailers).append((name, value))
 
     def on_headers_complete(self) -> None:
         response = self.response
@@ -97,6 +107,8 @@ class _Connection(asyncio.Protocol):
         if 100 <= status < 200:  # an interim response (100 Continue, 103 Early Hints): the real one follows
             response.headers = []
             return
+        if not 200 <= status <= 599:  # the parser takes any three digits; no server can answer with them
+            raise _NotHttp(f"status {status} is no HTTP status")
         response.status_code = status
         if not response.headers_ready.done():
             response.headers_ready.set_result(None)
@@ -128,6 +140,10 @@ class UpstreamResponse:
         self.method = method
         self.status_code: int | None = None
         self.headers: list[tuple[bytes, bytes]] = []
+        self.trailers: list[tuple[bytes, bytes]] = []  # sent after a chunked body
+        # the first attempt's failure where the request was sent a second time (see ``send``)
+        self.retried: str | None = None
+        self.resent_ns = 0  # when that second attempt was written (monotonic)
         self.headers_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.received = False  # any byte of a response: from then on a failure is not retried
         self.complete = False
@@ -281,24 +297,29 @@ class UpstreamClient:
         if body:
             head.append(body)
         data = b"".join(head)
+        retried: str | None = None
         for attempt in (0, 1):
             conn = self._take() if attempt == 0 else None
             if conn is None:
                 conn = await self._connect()
             response = UpstreamResponse(conn, m, self.read_timeout)
+            if retried is not None:
+                response.retried, response.resent_ns = retried, time.monotonic_ns()
             conn.response = response
             conn.transport.write(data)  # type: ignore[union-attr]
             try:
                 await self._headers(response)
                 return response
-            except UpstreamBroken:
+            except UpstreamBroken as exc:
                 conn._close()
                 # A reused connection that broke before any response: the upstream closed it as we wrote
                 # (llama-server closes one a moment after a stream: it never read the request), or read
                 # the request and then closed (a crash). The two can't be told apart from here, and the
-                # first is the common one: sent once more on a new connection. A close that came before
-                # the write is caught in _take, so this is only the race of the two.
+                # first is the common one: sent once more on a new connection, and the response says so
+                # (``retried``: the exchange records it, the engine may have seen the request twice). A
+                # close that came before the write is caught in _take, so this is only the race of the two.
                 if attempt == 0 and conn.reused and not response.received:
+                    retried = str(exc)
                     continue
                 raise
             except BaseException:

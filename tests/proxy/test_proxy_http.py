@@ -1,0 +1,169 @@
+"""HTTP the engines' servers rarely send, through `infertap record`: what the client gets and what
+the capture keeps (a raw socket upstream writes the exact bytes)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+
+import httpx
+import pytest
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[bool]]
+
+
+async def _request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+    return head + (await reader.readexactly(length) if length else b"")
+
+
+@pytest.fixture
+def raw_upstream() -> Iterator[Callable[[Handler], str]]:
+    """Factory: raw_upstream(handler) serves ``handler(reader, writer, request)`` per request (True:
+    keep the connection for the next one) on a thread of its own; returns its URL."""
+    running: list[tuple[asyncio.AbstractEventLoop, threading.Thread]] = []
+
+    def start(handler: Handler) -> str:
+        loop = asyncio.new_event_loop()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while await handler(reader, writer, await _request(reader)):
+                    pass
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                writer.close()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            server = loop.run_until_complete(asyncio.start_server(connection, sock=sock))
+            loop.run_forever()
+            server.close()
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.close()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        running.append((loop, thread))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+    yield start
+    for loop, thread in running:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def test_a_304_that_names_a_length_reaches_the_client_and_is_recorded_complete(raw_upstream, record) -> None:
+    """RFC 9110 8.6 lets a 304 carry the length of what it stands for: passed on, the proxy's server
+    waited for that many bytes, cut the client's connection and recorded a proxy_error."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        writer.write(b'HTTP/1.1 304 Not Modified\r\netag: "v1"\r\ncontent-length: 1234\r\n\r\n')
+        await writer.drain()
+        return True
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    with httpx.Client() as client:
+        r = [client.get(f"{rec.url}/v1/models", headers={"if-none-match": '"v1"'}) for _ in range(2)]
+    rec.stop()
+    assert [x.status_code for x in r] == [304, 304] and r[1].headers["etag"] == '"v1"'
+    xs = rec.exchanges()
+    assert [(x["status"], x["end"], x["error"]) for x in xs] == [(304, "complete", None)] * 2
+    assert ["content-length", "1234"] in xs[0]["response_headers"]  # kept as the engine sent it
+
+
+def test_a_status_outside_http_is_a_clear_502_recorded(raw_upstream, record) -> None:
+    """The parser takes any three digits: a status of 600 reached the proxy's server, which failed on
+    it and closed the client's connection with no reply."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        writer.write(b"HTTP/1.1 600 Nonsense\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return False
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    r = httpx.get(f"{rec.url}/v1/models")
+    rec.stop()
+    assert r.status_code == 502 and "status 600 is no HTTP status" in r.text
+    (x,) = rec.exchanges()
+    assert x["end"] == "upstream_error" and "status 600 is no HTTP status" in x["error"]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-packet", "trailer-later"])
+def test_trailers_are_recorded_apart_and_never_sent_as_headers(raw_upstream, record, split) -> None:
+    """A trailer arriving with the head became a response header the client got; one arriving later
+    was lost from the record."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntrailer: x-checksum\r\n\r\n5\r\nhello\r\n"
+        tail = b"0\r\nx-checksum: abc123\r\n\r\n"
+        if split:
+            writer.write(head)
+            await writer.drain()
+            await asyncio.sleep(0.2)
+            writer.write(tail)
+        else:
+            writer.write(head + tail)
+        await writer.drain()
+        return False
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    r = httpx.get(f"{rec.url}/v1/models")
+    rec.stop()
+    assert r.status_code == 200 and r.content == b"hello" and "x-checksum" not in r.headers
+    (x,) = rec.exchanges()
+    assert x["response_trailers"] == [["x-checksum", "abc123"]]
+    assert all(n.lower() != "x-checksum" for n, _ in x["response_headers"])
+
+
+def test_a_request_sent_twice_after_a_broken_connection_says_so(raw_upstream, record) -> None:
+    """The engine read the POST on a kept-alive connection and closed without answering: the proxy
+    sends it once more (llama-server's close-after-stream race looks the same) and the exchange
+    now records that it did, its times from the attempt that was answered."""
+    seen: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        seen.append(request.split(b"\r\n")[0])
+        if seen.count(b"POST /v1/completions HTTP/1.1") == 1 and request.startswith(b"POST"):
+            await asyncio.sleep(0.3)  # read, then the connection is gone: no answer
+            return False
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    with httpx.Client() as client:
+        assert client.get(f"{rec.url}/v1/models").status_code == 200  # the connection to reuse
+        assert client.post(f"{rec.url}/v1/completions", json={"prompt": "p"}).text == "ok"
+    rec.stop()
+    assert seen.count(b"POST /v1/completions HTTP/1.1") == 2
+    models, completion = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    assert "retried" not in models
+    assert completion["end"] == "complete" and "without a response" in completion["retried"]
+    # sent when the second attempt was: after the first one's 0.3 s without an answer
+    assert completion["sent_ns"] - completion["start_ns"] >= 300_000_000
+
+
+def test_the_client_recorded_is_the_one_connected(raw_upstream, record) -> None:
+    """uvicorn's proxy headers took a local client's X-Forwarded-For as its address."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    httpx.get(f"{rec.url}/v1/models", headers={"x-forwarded-for": "6.6.6.6"})
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert x["client"].startswith("127.0.0.1:")
+    assert ["x-forwarded-for", "6.6.6.6"] in x["request_headers"]
