@@ -281,6 +281,35 @@ def _claimed(out: Path) -> set[str]:
     return claimed
 
 
+def _unledgered_export(out: Path) -> set[str]:
+    """The entries of an export made before exports kept a ledger (infertap before 2026-12-05): with
+    no ledger, a folder whose every entry named for a table is Parquet and nothing else, and which
+    holds the ``captures`` and ``exchanges`` tables, is taken for one. A user's own ``metrics/``
+    beside no such tables is not."""
+    if (out / LEDGER).exists() or (out / MANIFEST).exists():
+        return set()
+    found = {entry for name in EXPORTED for entry in (name, f"{name}.parquet") if os.path.lexists(out / entry)}
+    if not all(_parquet_only(out / entry) for entry in found):
+        return set()
+    tables = {entry.removesuffix(".parquet") for entry in found}
+    return found if {"captures", "exchanges"} <= tables else set()
+
+
+def _parquet_only(path: Path) -> bool:
+    """A Parquet file, or a folder of them (hive partitions included) and nothing else."""
+    if path.is_symlink():
+        return False
+    files = [path] if path.is_file() else [f for f in path.rglob("*") if not f.is_dir()]
+    for file in files:
+        try:
+            with open(file, "rb") as f:
+                if f.read(4) != b"PAR1":
+                    return False
+        except OSError:
+            return False
+    return bool(files)
+
+
 def _holds_segments(path: Path) -> bool:
     if path.is_file():
         return path.name.endswith(SEGMENT_SUFFIX)
@@ -292,7 +321,7 @@ def check_export_folder(out: Path) -> set[str]:
     AnalysisError naming each ``out/<table>`` (or ``<table>.parquet``) that no export wrote, or
     that holds a capture's segments: exported into the folder that holds ``captures/``, the
     tables would have replaced the recordings, and a user's own ``metrics/``."""
-    claimed = _claimed(out)
+    claimed = _claimed(out) | _unledgered_export(out)
     theirs = []
     for name in EXPORTED:
         for entry in (name, f"{name}.parquet"):

@@ -106,7 +106,7 @@ def no_response(summary: dict[str, Any]) -> str | None:
 
 def _failure(record: Exchange) -> str | None:
     """Why a request sent failed, for the summary: its HTTP status when that is an error, else how it
-    ended (``timeout``, ``upstream_error``, ``cancelled``, ``refused``); None: answered 2xx in full."""
+    ended (``timeout``, ``upstream_error``, ``cancelled``); None: answered 2xx in full."""
     status = record["status"]
     if status is not None and not 200 <= status < 300:
         return str(status)
@@ -519,7 +519,8 @@ class Replay:
             self.stats.statuses[str(record["status"])] += 1
             if record["error"]:
                 self.stats.errors[str(record["error"])[:_ERROR_CHARS]] += 1
-            if (failure := _failure(record)) is not None:
+            # a refused turn was never sent: counted in not_sent, not among the failures of those sent
+            if record["end"] != "refused" and (failure := _failure(record)) is not None:
                 self.stats.failures[failure] += 1
             if item.generation and not (record["end"] == "complete" and str(record["status"]).startswith("2")):
                 self.stats.generation_failed += 1

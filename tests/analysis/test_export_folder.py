@@ -108,3 +108,27 @@ def test_an_export_replaces_a_ray_exports_tables(tmp_path: Path, project: Path) 
     result = export(tmp_path, project / "captures" / "run2", out)
     assert result.exit_code == 0, result.output
     assert not (out / MANIFEST).exists() and (out / LEDGER).exists()
+
+
+@pytest.mark.parametrize("partition", ["recorder", "none"])
+def test_an_export_made_before_the_ledger_is_still_replaced(tmp_path: Path, project: Path, partition: str) -> None:
+    """Exports before 2026-12-05 wrote no ledger: a new export into their folder was refused for
+    every table. A folder of Parquet tables that holds `captures` and `exchanges` is one of them."""
+    out = tmp_path / "warehouse"
+    assert export(tmp_path, project / "captures", out, "--partition-by", partition).exit_code == 0
+    (out / LEDGER).unlink()  # as the earlier version left it
+    result = export(tmp_path, project / "captures" / "run1", out, "--partition-by", partition)
+    assert result.exit_code == 0, result.output
+    files = out / "exchanges" / "*" / "*.parquet" if partition == "recorder" else out / "exchanges.parquet"
+    assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{files}')").fetchall() == [(2,)]
+
+
+def test_parquet_of_ones_own_beside_no_export_is_not_taken_for_one(tmp_path: Path, project: Path) -> None:
+    """Without a ledger, Parquet named like one table (a user's own metrics) is still not an export's."""
+    out = tmp_path / "warehouse"
+    (out / "metrics").mkdir(parents=True)
+    duckdb.sql(f"COPY (SELECT 1 AS x) TO '{out / 'metrics' / 'mine.parquet'}' (FORMAT parquet)")
+    before = snapshot(out)
+    result = export(tmp_path, project / "captures", out)
+    assert result.exit_code == 1 and f"{out / 'metrics'} (not written by an infertap export)" in result.output
+    assert snapshot(out) == before

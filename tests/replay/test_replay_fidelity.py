@@ -198,3 +198,14 @@ def test_a_target_with_a_query_is_probed_and_watched_without_it(fake, tmp_path):
     others = [r for r in app.requests if r is not sent]
     assert sent["query"] == b"key=TARGETKEY1234"
     assert others and all(r["path"] != "/" and b"TARGETKEY1234" not in r["query"] for r in others), others
+
+
+def test_a_turn_refused_before_sending_is_not_a_failure_of_those_sent(fake, tmp_path):
+    """A Responses turn continuing a response this replay never gets is refused, never sent: it was
+    also counted a failure of the sent ones, so "ok" fell below what the target answered in full."""
+    app, url = fake
+    orphan = {"model": "m", "input": "and then?", "previous_response_id": "resp_not_in_capture"}
+    write_capture(tmp_path / "src", [{}, {}, {"path": "/v1/responses", "body": orphan}])
+    summary = run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("concurrency", concurrency=1)))
+    assert (summary["sent"], summary["ok"], summary["failed"], summary["not_sent"]) == (2, 2, 0, 1)
+    assert summary["ends"] == {"complete": 2, "refused": 1}
