@@ -206,6 +206,8 @@ def test_a_turn_refused_before_sending_is_not_a_failure_of_those_sent(fake, tmp_
     app, url = fake
     orphan = {"model": "m", "input": "and then?", "previous_response_id": "resp_not_in_capture"}
     write_capture(tmp_path / "src", [{}, {}, {"path": "/v1/responses", "body": orphan}])
-    summary = run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("concurrency", concurrency=1)))
+    summary = run_replay(
+        ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, schedule=Schedule("concurrency", concurrency=1))
+    )
     assert (summary["sent"], summary["ok"], summary["failed"], summary["not_sent"]) == (2, 2, 0, 1)
     assert summary["ends"] == {"complete": 2, "refused": 1}
