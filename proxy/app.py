@@ -23,11 +23,12 @@ from starlette.types import Receive, Scope, Send
 from infertap.apis import ended_by_marker
 from infertap.capture.records import Exchange, new_exchange, session_of
 from infertap.capture.redact import Redactor
+from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
 from infertap.engines.trafficgate import TrafficGate
 from infertap.errors import ConfigError, UpstreamError
 
-from .exchange import Scrubbed, UpstreamCall, before_response, end_of
+from .exchange import UpstreamCall, before_response, end_of
 from .looplag import LoopLag
 from .upstream import UpstreamClient, UpstreamResponse
 

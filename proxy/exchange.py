@@ -8,8 +8,6 @@ once: ``end`` is ``timeout`` or ``upstream_error`` and ``error`` says which side
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 from collections.abc import Awaitable, Callable
 
@@ -18,8 +16,6 @@ from infertap.capture.redact import Redactor
 from infertap.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 
 from .upstream import UpstreamClient, UpstreamResponse
-
-log = logging.getLogger("infertap.proxy")
 
 
 class UpstreamCall:
@@ -103,39 +99,3 @@ def before_response(exc: UpstreamError, upstream: str) -> UpstreamError:
     if isinstance(exc, UpstreamTimeout):
         return UpstreamTimeout(f"infertap: upstream {upstream} timed out before responding: {exc}")
     return UpstreamUnreachable(f"infertap: upstream {upstream} failed before responding: {exc}")
-
-
-class Scrubbed:
-    """Hands finished exchanges to ``write`` once the request's credentials (``found``) are out of
-    the response too (``Redactor.echoes``): an encoded response is decompressed to be searched, on a
-    worker thread, no work for an event loop that is streaming other exchanges; the rest at once.
-    The recorder and the replayer both record this way; ``drained`` before the capture closes."""
-
-    def __init__(self, redactor: Redactor, write: Callable[[Exchange], None]) -> None:
-        self.redactor = redactor
-        self.write = write
-        self._pending: set[asyncio.Future[None]] = set()
-
-    def record(self, record: Exchange, found: set[str]) -> None:
-        if not (found and self.redactor.decodes(record)):
-            if found:
-                self.redactor.echoes(record, found)
-            self.write(record)
-            return
-        scrub = asyncio.get_running_loop().run_in_executor(None, self.redactor.echoes, record, found)
-        self._pending.add(scrub)
-
-        def written(done: asyncio.Future[None]) -> None:
-            self._pending.discard(done)
-            if done.cancelled() or done.exception() is not None:  # never recorded unscrubbed: the body goes
-                log.error("exchange %s: its response could not be searched for credentials, recorded without it", record["id"])
-                record.update({"chunks": [], "chunk_ns": []})
-            self.write(record)
-
-        scrub.add_done_callback(written)
-
-    async def drained(self) -> None:
-        """Every exchange handed over is written (the searches still running finished)."""
-        while self._pending:
-            await asyncio.gather(*self._pending, return_exceptions=True)
-            await asyncio.sleep(0)  # the done callbacks, which write, run after the futures end

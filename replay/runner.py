@@ -28,9 +28,10 @@ from urllib.parse import unquote_plus, urlsplit
 from infertap.apis import read_response
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import REDACTED, Redactor
+from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
 from infertap.errors import UpstreamError
-from infertap.proxy.exchange import Scrubbed, UpstreamCall
+from infertap.proxy.exchange import UpstreamCall
 from infertap.proxy.upstream import UpstreamClient, UpstreamResponse
 from infertap.quantiles import quantile
 

@@ -16,7 +16,7 @@ from urllib.parse import unquote_plus
 
 from infertap.apis import api_for
 from infertap.apis.fastjson import loads
-from infertap.capture.redact import REDACTED, secret_name
+from infertap.capture.redact import REDACTED, secret_key
 from infertap.errors import InfertapError
 
 
@@ -53,24 +53,46 @@ def _leaves(value: Any) -> Iterator[Any]:
             yield v
 
 
+def _index(node: list[Any], key: str) -> int | None:
+    """``key`` as a place in the list ``node`` (``messages.0.content``), or None where it is none."""
+    return int(key) if key.isascii() and key.isdigit() and int(key) < len(node) else None
+
+
 def set_path(body: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set the value at ``dotted``: keys of objects (made where missing) and places in lists that are there."""
     keys = dotted.split(".")
     node: Any = body
     for key in keys[:-1]:
-        if not isinstance(node, dict):
-            raise TransformError(f"cannot set {dotted!r}: {key!r} is inside a {type(node).__name__}, not an object")
-        node = node.setdefault(key, {})
-    if not isinstance(node, dict):
-        raise TransformError(f"cannot set {dotted!r}: its parent is a {type(node).__name__}, not an object")
-    node[keys[-1]] = value
+        if isinstance(node, list) and (i := _index(node, key)) is not None:
+            node = node[i]
+        elif isinstance(node, dict):
+            node = node.setdefault(key, {})
+        else:
+            raise TransformError(f"cannot set {dotted!r}: {_no_place(node, key)}")
+    if isinstance(node, list) and (i := _index(node, keys[-1])) is not None:
+        node[i] = value
+    elif isinstance(node, dict):
+        node[keys[-1]] = value
+    else:
+        raise TransformError(f"cannot set {dotted!r}: {_no_place(node, keys[-1])}")
+
+
+def _no_place(node: Any, key: str) -> str:
+    if isinstance(node, list):
+        return f"{key!r} is no place in a list of {len(node)}"
+    return f"{key!r} is inside a {type(node).__name__}, not an object or a list"
 
 
 def unset_path(body: dict[str, Any], dotted: str) -> bool:
-    """Remove the key at ``dotted``; whether there was one."""
+    """Remove the key at ``dotted`` (through objects and places in lists); whether there was one."""
     keys = dotted.split(".")
     node: Any = body
     for key in keys[:-1]:
-        node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, list):
+            i = _index(node, key)
+            node = node[i] if i is not None else None
+        else:
+            node = node.get(key) if isinstance(node, dict) else None
     if isinstance(node, dict) and keys[-1] in node:
         del node[keys[-1]]
         return True
@@ -269,7 +291,8 @@ def sent_query(recorded: str, target_query: str) -> str:
 
 
 def redacted_fields(body: Any) -> Iterator[str]:
-    """The dotted paths of a JSON body's credentials the capture redacted (``"api_key": "[REDACTED]"``):
+    """The dotted paths of a JSON body's credentials the capture redacted (``"api_key": "[REDACTED]"``,
+    a list of such strings):
     walked with a stack, not recursion, as a body may nest deep."""
     stack: list[tuple[str, Any]] = [("", body)]
     while stack:
@@ -277,8 +300,8 @@ def redacted_fields(body: Any) -> Iterator[str]:
         items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
         for key, value in items:
             dotted = f"{path}.{key}" if path else str(key)
-            if value == REDACTED and isinstance(key, str) and secret_name(key):
-                yield dotted
+            if isinstance(key, str) and secret_key(key) and (value == REDACTED or REDACTED in _leaves(value)):
+                yield dotted  # a redacted string, or a list of them (``"api_keys": ["[REDACTED]"]``)
             elif isinstance(value, (dict, list)):
                 stack.append((dotted, value))
 

@@ -35,18 +35,39 @@ def _wbits(record: Mapping[str, Any]) -> list[int]:
 
 def decoded_chunks(record: Mapping[str, Any]) -> list[bytes] | None:
     """Each chunk's share of the decoded body, decoded incrementally so that chunk times still
-    apply; None when the content-encoding can't be undone."""
+    apply; None when the content-encoding can't be undone, or not to the body's end (bytes after a
+    stream that are no stream: a caller then reads the bytes as they are)."""
     chunks: list[bytes] = list(record.get("chunks") or ())
     tries = _wbits(record)
     if not tries:
         return chunks
     for wbits in tries:
-        decode = zlib.decompressobj(wbits).decompress
         try:
-            return [decode(c) for c in chunks]
+            return _decoded(chunks, wbits)
         except zlib.error:
             continue
     return None
+
+
+def _decoded(chunks: list[bytes], wbits: int) -> list[bytes]:
+    """``chunks`` decoded, each to its share; a stream that ends is followed by the next (a gzip
+    body of several members, as ``gzip`` writes when appending: its readers read them all, and so
+    must a search for credentials), the NUL bytes gzip allows between members skipped."""
+    gzip = wbits > zlib.MAX_WBITS
+    stream = zlib.decompressobj(wbits)
+    out = []
+    for chunk in chunks:
+        piece = b""
+        while chunk:
+            if stream.eof:
+                chunk = chunk.lstrip(b"\0") if gzip else chunk
+                if not chunk:
+                    break
+                stream = zlib.decompressobj(wbits)
+            piece += stream.decompress(chunk)
+            chunk = stream.unused_data if stream.eof else b""
+        out.append(piece)
+    return out
 
 
 def sse_events(body: bytes) -> list[str]:

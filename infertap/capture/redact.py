@@ -50,13 +50,16 @@ _SECRET_HEADER_NAME = re.compile(
 
 
 #: JSON body keys whose string values are secrets (some SDKs send the key in the body); any key
-#: ``secret_name`` knows is one too.
+#: ``secret_key`` knows is one too.
 DEFAULT_BODY_KEYS = frozenset(
     {"api_key", "apikey", "api-key", "x-api-key", "access_token", "refresh_token", "client_secret", "password", "secret", "token"}
+    # a Responses MCP tool's OAuth token, and the headers an MCP tool is given
+    | {"authorization", "proxy-authorization", "x-goog-api-key"}
 )
 
-# How a name that holds a credential ends, once plain (see ``_plain``): X-AuthToken, auth_token,
-# aws_secret_access_key, X-Goog-Credential, admin_api_key. Never max_tokens, author, top_k.
+# How a header's name that holds a credential ends, once plain (see ``_plain``): X-AuthToken,
+# X-Goog-Credential, X-Api-Keys. Never max_tokens, author, top_k. Broad, as a header holds no
+# prompt: JSON keys and query parameters, which also carry what a model wrote, use ``_KEY_ENDINGS``.
 _SECRET_ENDINGS = (
     "apikey", "apikeys", "token", "secret", "secretkey", "accesskey", "privatekey", "password", "passwd",
     "signature", "credential", "credentials", "auth",
@@ -66,16 +69,34 @@ _SECRET_ENDINGS = (
 _ORDINARY = frozenset(
     f"{role}token" for role in ("bos", "eos", "pad", "unk", "sep", "cls", "mask", "eot", "image", "audio", "video")
 )
-# In a JSON body a signature is no credential either: Anthropic's thinking blocks and Gemini's
-# parts carry one (``signature``, ``thoughtSignature``) that the API must get back as it sent it.
-_BODY_ENDINGS = tuple(e for e in _SECRET_ENDINGS if e != "signature")
+# How a JSON key or a query parameter that holds a credential ends, once plain: auth_token,
+# aws_secret_access_key, admin_api_key. Only credential-shaped words: a tool's input or a template's
+# settings hold page_token, nextPageToken, csrf_token, boi_token or auth, which are no credential.
+# No signature: Anthropic's thinking blocks and Gemini's parts carry one (``signature``,
+# ``thoughtSignature``) that the API must get back as it sent it.
+_KEY_ENDINGS = (
+    "apikey", "apikeys", "secretkey", "secretaccesskey", "privatekey", "password", "passwd", "clientsecret",
+    "accesstoken", "refreshtoken", "authtoken", "bearertoken", "idtoken", "sessiontoken", "privatetoken", "apitoken",
+    "credential", "credentials",
+)  # fmt: skip
+# In a query, a signed URL's signature is a credential too: X-Amz-Signature, X-Goog-Signature.
+_QUERY_ENDINGS = (*_KEY_ENDINGS, "signature")
+_BODY_NAMES = frozenset(name.replace("_", "").replace("-", "") for name in DEFAULT_BODY_KEYS)
 
 
-def secret_name(name: str, endings: tuple[str, ...] = _SECRET_ENDINGS) -> bool:
-    """Whether a header, query parameter or JSON key of this name holds a credential, by its
-    ending in any casing and with any ``-`` or ``_`` (the one rule for all three)."""
+def secret_name(name: str) -> bool:
+    """Whether a header of this name holds a credential, by its ending in any casing and with any
+    ``-`` or ``_``; also what a replay takes a redacted JSON key for (captures recorded with this
+    rule for keys too)."""
     plain = _plain(name)
-    return plain.endswith(endings) and plain not in _ORDINARY
+    return plain.endswith(_SECRET_ENDINGS) and plain not in _ORDINARY
+
+
+def secret_key(name: str) -> bool:
+    """Whether a JSON key of this name holds a credential: a name on ``DEFAULT_BODY_KEYS`` or one
+    that ends as a credential's does (``_KEY_ENDINGS``), in any casing, with any ``-`` or ``_``."""
+    plain = _plain(name)
+    return plain in _BODY_NAMES or plain.endswith(_KEY_ENDINGS)
 
 
 def _loose(word: str) -> bytes:
@@ -87,14 +108,20 @@ def _loose(word: str) -> bytes:
 # for a key written with an escape (``"api\u005fkey"``), which only a parser reads by its name.
 # It runs over the body reversed, from each key's ``":``: a pattern that begins with a literal is
 # searched at C speed, one that begins with the endings' letters tries every letter of the body.
+# It finds every key that ends in ``token`` or ``secret`` too: ``secret_key`` decides.
 _BODY_HINT = re.compile(
-    rb':\s*"(?:[-_]*(?:' + b"|".join(_loose(e[::-1]) for e in _BODY_ENDINGS) + rb')|[^"\\]{0,64}[0-9a-fA-F]{4}u\\)',
+    rb':\s*"(?:[-_]*(?:'
+    + b"|".join(_loose(e[::-1]) for e in sorted({*_BODY_NAMES, *_KEY_ENDINGS}))
+    + rb')|[^"\\]{0,64}[0-9a-fA-F]{4}u\\)',
     re.IGNORECASE,
 )
 # Every JSON string of a body in order (never out of step: outside its strings JSON has no quotes),
-# with the string after it when it is a key: where a secret key's value stands (to the body's end
-# in a torn one).
-_JSON_STRING = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"(?:\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)(?:"|\Z))?', re.DOTALL)
+# with the string after it when it is a key (group 2: where a secret key's value stands, to the
+# body's end in a torn one) or the ``[`` of a list (group 3). Each string is consumed whole
+# (possessive), to the body's end when it never closes, so no byte is scanned twice: linear in the
+# body, which a proxy scans on its event loop.
+_JSON_STRING = re.compile(rb'"((?:[^"\\]++|\\.)*+)(?:"(?:\s*:\s*(?:"((?:[^"\\]++|\\.)*+)(?:"|\\?\Z)|(\[)))?|\\?\Z)', re.DOTALL)
+_BRACKETS = re.compile(rb"[\[\]{}]")
 
 
 def _text(string: bytes) -> str:
@@ -107,44 +134,81 @@ def _text(string: bytes) -> str:
 
 
 def _sub_secrets(raw: bytes, found: set[str] | None) -> bytes:
-    """``raw`` with the string value of each secret key replaced where it stands, however deep and
-    however written (escapes in the key or the value), every other byte as it was; ``found``
-    collects the values as they read. A body that does not parse is read the same way."""
+    """``raw`` with the string value of each secret key replaced where it stands (each string of it
+    when it is a list: ``"api_keys": ["sk-1", "sk-2"]``), however deep and however written (escapes
+    in the key or the value), every other byte as it was; ``found`` collects the values as they
+    read. A body that does not parse is read the same way."""
+    spans: list[tuple[int, int]] = []
+    opened: list[bytes] = []  # the containers open in a secret key's list, innermost last (see ``_nest``)
+    last = 0
+    for m in _JSON_STRING.finditer(raw):
+        if opened:
+            _nest(opened, raw, last, m.start())
+        if opened and opened[-1] == b"[":  # a string of a secret key's list
+            spans.append(m.span(1))
+        elif m.group(2) is not None or m.group(3) is not None:  # a key, its value a string or a list
+            secret = secret_key(_text(m.group(1)))
+            if m.group(2) is not None and secret:
+                spans.append(m.span(2))
+            elif m.group(3) is not None and (secret or opened):
+                opened.append(b"[" if secret else b"(")
+        last = m.end()
+    return _replaced(raw, spans, found)
+
+
+def _nest(opened: list[bytes], raw: bytes, start: int, end: int) -> None:
+    """``opened`` after the brackets between two strings (``raw[start:end]``, where JSON has no
+    quotes, so every bracket there is the body's own): ``[`` a list whose strings are secrets, ``(``
+    one whose strings are not (a list in an object in a secret key's list), ``{`` an object."""
+    for m in _BRACKETS.finditer(raw, start, end):
+        bracket = m.group()
+        if bracket in b"]}":
+            opened.pop()
+            if not opened:
+                return
+        else:
+            opened.append(b"{" if bracket == b"{" else opened[-1])
+
+
+def _replaced(raw: bytes, spans: list[tuple[int, int]], found: set[str] | None) -> bytes:
+    """``raw`` with each span (a string between its quotes) replaced by ``REDACTED`` (one that
+    already reads so is left), the values taken out added to ``found``."""
     token = REDACTED.encode()
     pieces: list[bytes] = []
     pos = 0
-    for m in _JSON_STRING.finditer(raw):
-        value = m.group(2)
-        if value is None or value == token or not secret_name(_text(m.group(1)), _BODY_ENDINGS):
+    for start, end in spans:
+        value = raw[start:end]
+        if value == token:
             continue
         if found is not None:
             found.add(_text(value))
-        pieces += (raw[pos : m.start(2)], token)
-        pos = m.end(2)
+        pieces += (raw[pos:start], token)
+        pos = end
     if not pieces:
         return raw
     pieces.append(raw[pos:])
     return b"".join(pieces)
 
 
-def _body_secret(key: object) -> bool:
-    return isinstance(key, str) and secret_name(key, _BODY_ENDINGS)
-
-
 def _secret_strings(node: object, out: set[str]) -> None:
-    """The string values of secret keys anywhere in ``node``: walked with a stack, not recursion, so
-    that a body nested as deep as its parser allowed is walked too."""
-    stack = [node]
+    """The string values of secret keys anywhere in ``node`` (the strings of a list that is one):
+    walked with a stack, not recursion, so that a body nested as deep as its parser allowed is
+    walked too."""
+    stack: list[tuple[object, bool]] = [(node, False)]  # (a value, whether it is a secret key's list)
     while stack:
-        item = stack.pop()
+        item, secret = stack.pop()
         if isinstance(item, dict):
             for key, value in item.items():
-                if _body_secret(key) and isinstance(value, str) and value:
+                if isinstance(key, str) and secret_key(key) and isinstance(value, str | list):
+                    stack.append(([value], True) if isinstance(value, str) else (value, True))
+                else:
+                    stack.append((value, False))
+        elif isinstance(item, list):
+            for value in item:
+                if secret and isinstance(value, str) and value:
                     out.add(value)
                 else:
-                    stack.append(value)
-        elif isinstance(item, list):
-            stack.extend(item)
+                    stack.append((value, secret and isinstance(value, list)))
 
 
 #: The shortest credential ``Redactor.echoes`` looks for in a response.
@@ -295,7 +359,7 @@ class Redactor:
         for i, part in enumerate(parts):
             name, sep, value = part.partition("=")
             key = unquote_plus(name).strip()
-            if sep and (_plain(key) in self._query_keys or secret_name(key)):
+            if sep and (_plain(key) in self._query_keys or _plain(key).endswith(_QUERY_ENDINGS)):
                 parts[i] = f"{name}={REDACTED}"
                 changed = True
                 if found is not None:
@@ -363,23 +427,24 @@ class Redactor:
     @staticmethod
     def json_value(value: Any) -> Any:
         """A parsed JSON value (an engine's answer kept in a snapshot) with the strings of secret keys
-        replaced: SGLang's server info, for one, holds its own ``api_key`` and ``admin_api_key``.
-        Such a string is replaced elsewhere in the value too when it is ``ECHO_MIN`` characters or
-        more (a shorter one would be taken for ordinary text)."""
+        replaced (each string of a list that is one): SGLang's server info, for one, holds its own
+        ``api_key`` and ``admin_api_key``. Such a string is replaced elsewhere in the value too when
+        it is ``ECHO_MIN`` characters or more (a shorter one would be taken for ordinary text)."""
         secrets: set[str] = set()
         _secret_strings(value, secrets)
         if not secrets:
             return value
         repeated = {s for s in secrets if len(s) >= ECHO_MIN}
-        stack: list[Any] = [value := copy.deepcopy(value)]
+        stack: list[tuple[Any, bool]] = [(value := copy.deepcopy(value), False)]  # as in ``_secret_strings``
         while stack:
-            item = stack.pop()
+            item, secret = stack.pop()
             pairs = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
             for key, child in list(pairs):
-                if isinstance(child, str) and ((isinstance(item, dict) and _body_secret(key)) or child in repeated):
+                held = secret or (isinstance(item, dict) and isinstance(key, str) and secret_key(key))
+                if isinstance(child, str) and (held or child in repeated):
                     item[key] = REDACTED
                 else:
-                    stack.append(child)
+                    stack.append((child, held and isinstance(child, list)))
         return value
 
     def body(self, raw: bytes, headers: Iterable[Sequence[str]] = (), found: set[str] | None = None) -> bytes:

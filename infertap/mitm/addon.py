@@ -5,14 +5,14 @@ cleanup in ``done``. It holds no capture logic: it builds the same exchange reco
 proxy (same redaction) and hands them to the same CaptureWriter, whose thread does the msgpack,
 compression and disk work. On mitmproxy's event loop it only appends each streamed chunk and its
 time to two lists; an encoded response that must be searched for the request's credentials is
-decompressed on a worker thread.
+decompressed on a worker thread, as the proxy's are (``Scrubbed``), and ``done`` waits for those
+searches before it closes the capture.
 
 Usable directly: ``mitmdump -s infertap/mitm/addon.py --set infertap_out=captures/x``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import logging
 import os
@@ -26,6 +26,7 @@ from mitmproxy import ctx, exceptions, http
 from infertap.apis import ended_by_marker
 from infertap.capture.records import End, ExchangeExtras, new_exchange, session_of
 from infertap.capture.redact import Redactor
+from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
 from infertap.telemetry import Sampler, start_telemetry
 
@@ -43,6 +44,7 @@ class InfertapCapture:
 
     def __init__(self, on_ready: Callable[[list[str], str], None] | None = None) -> None:
         self.writer: CaptureWriter | None = None
+        self.scrubbed: Scrubbed | None = None  # hands records to ``writer``
         self.sampler: Sampler | None = None
         self.redactor = Redactor()
         self.patterns: list[str] = []
@@ -93,6 +95,7 @@ class InfertapCapture:
                 self.writer = CaptureWriter(ctx.options.infertap_out, recorder=recorder, labels=labels).open()
             except Exception as exc:  # a capture that can't be written must stop the start, loudly
                 raise exceptions.OptionsError(f"infertap: {exc}") from exc
+            self.scrubbed = Scrubbed(self.redactor, self.writer.write)
             if self.sampler is not None:
                 self.sampler.close()
             # Many hosts pass through: no one engine's /metrics, only what is named.
@@ -113,9 +116,11 @@ class InfertapCapture:
             addrs = [f"{a[0]}:{a[1]}" for a in server.listen_addrs()] if server else []
             self.on_ready(addrs, str(self.writer.path))
 
-    def done(self) -> None:
+    async def done(self) -> None:
         if self.sampler is not None:
             self.sampler.close()
+        if self.scrubbed is not None:  # an exchange whose response is still searched is written first
+            await self.scrubbed.drained()
         if self.writer is not None:
             self.writer.close()
             if self.writer.error is not None:
@@ -166,22 +171,22 @@ class InfertapCapture:
 
         flow.response.stream = record_chunk  # passes each chunk through as it arrives
 
-    async def response(self, flow: http.HTTPFlow) -> None:
-        await self._finish(flow, "complete", None)
+    def response(self, flow: http.HTTPFlow) -> None:
+        self._finish(flow, "complete", None)
 
-    async def error(self, flow: http.HTTPFlow) -> None:
+    def error(self, flow: http.HTTPFlow) -> None:
         msg = flow.error.msg if flow.error else "unknown error"
         end = end_of_error(msg)
         state = flow.metadata.get("infertap")
         if end == "client_disconnected" and state is not None and ended_by_marker(state["chunks"]):
-            await self._finish(flow, "complete", None, closed_after_end=True)  # it had the whole stream
+            self._finish(flow, "complete", None, closed_after_end=True)  # it had the whole stream
             return
-        await self._finish(flow, end, msg)
+        self._finish(flow, end, msg)
 
-    async def _finish(self, flow: http.HTTPFlow, end: End, error: str | None, **extra: Unpack[ExchangeExtras]) -> None:
+    def _finish(self, flow: http.HTTPFlow, end: End, error: str | None, **extra: Unpack[ExchangeExtras]) -> None:
         state = flow.metadata.pop("infertap", None)
-        writer = self.writer
-        if state is None or writer is None:
+        scrubbed = self.scrubbed
+        if state is None or self.writer is None or scrubbed is None:
             return
         req, resp = flow.request, flow.response
         path, _, query = req.path.partition("?")
@@ -219,11 +224,7 @@ class InfertapCapture:
             # Not streamed (e.g. another addon buffered it): one chunk, its time the response's end.
             record["chunks"] = [resp.raw_content]
             record["chunk_ns"] = [record["end_ns"]]
-        if found and self.redactor.decodes(record):  # a decompression: off mitmproxy's event loop
-            await asyncio.to_thread(self.redactor.echoes, record, found)
-        else:
-            self.redactor.echoes(record, found)
-        writer.write(record)
+        scrubbed.record(record, found)  # a decompression runs off mitmproxy's event loop
 
 
 def end_of_error(message: str) -> End:

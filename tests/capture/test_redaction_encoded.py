@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from infertap.apis import decoded_chunks
 from infertap.capture.reader import CaptureReader
@@ -64,6 +65,15 @@ def test_a_deflate_response_repeating_the_key_is_stored_decoded_without_it() -> 
     Redactor.echoes(record, {KEY})
     assert record["chunks"] == [ERROR.replace(KEY.encode(), REDACTED.encode())]
     assert "content-encoding" not in [n for n, _ in record["response_headers"]]
+
+
+def test_a_gzip_response_of_several_members_loses_the_key_in_a_later_one() -> None:
+    """The key in the second member of a gzip body (every gzip reader reads them all) is found."""
+    members = [gzip.compress(b'{"error": '), gzip.compress(ERROR), gzip.compress(b"}")]
+    record = _record([members[0] + members[1][:10], members[1][10:] + members[2]], "gzip")
+    Redactor.echoes(record, {KEY})
+    assert KEY.encode() not in b"".join(record["chunks"])
+    assert _body(record) == b'{"error": ' + ERROR.replace(KEY.encode(), REDACTED.encode()) + b"}"
 
 
 def test_an_encoded_response_without_the_key_keeps_its_exact_bytes() -> None:
@@ -144,20 +154,28 @@ def test_a_flow_file_import_stores_a_gzip_error_without_the_key_it_quotes(tmp_pa
     assert _body(x) == ERROR.replace(KEY.encode(), REDACTED.encode())
 
 
+@pytest.mark.filterwarnings("ignore:tagMap is deprecated", "ignore:typeMap is deprecated")  # ldap3, by taddons
 def test_the_mitm_addon_stores_a_streamed_gzip_error_without_the_key_it_quotes(tmp_path: Path) -> None:
+    from mitmproxy.test import taddons
+
     from infertap.mitm.addon import InfertapCapture
 
     addon = InfertapCapture()
-    addon.writer = CaptureWriter(tmp_path / "cap", recorder={"kind": "mitm"}).open()  # as its configure opens it
     chunks = _gzip_chunks([ERROR[:20], ERROR[20:]])
     flow = _flow(b"".join(chunks))
-    addon.requestheaders(flow)  # the hooks in mitmproxy's order
-    addon.request(flow)
-    addon.responseheaders(flow)
-    for chunk in chunks:  # as mitmproxy streams them through
-        flow.response.stream(chunk)  # type: ignore[operator, union-attr]
-    asyncio.run(addon.response(flow))
-    addon.done()
+
+    async def run() -> None:
+        addon.requestheaders(flow)  # the hooks in mitmproxy's order
+        addon.request(flow)
+        addon.responseheaders(flow)
+        for chunk in chunks:  # as mitmproxy streams them through
+            flow.response.stream(chunk)  # type: ignore[operator, union-attr]
+        addon.response(flow)
+        await addon.done()
+
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, infertap_out=str(tmp_path / "cap"), infertap_telemetry=False)
+        asyncio.run(run())
     assert KEY.encode() not in decompressed_bytes(tmp_path / "cap")
     (x,) = CaptureReader(tmp_path / "cap").exchanges()
     assert _body(x) == ERROR.replace(KEY.encode(), REDACTED.encode()) and len(x["chunks"]) == len(x["chunk_ns"]) == 2

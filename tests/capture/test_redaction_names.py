@@ -24,7 +24,7 @@ HEADERS = ["X-AuthToken", "X-AccessToken", "X-ApiToken", "X-SecretKey", "X-Api-K
 QUERY = ["auth_token", "id_token", "session_token", "private_token", "X-Goog-Signature", "X-Goog-Credential"]
 BODY_KEYS = [
     "auth_token", "authToken", "session_token", "private_key", "secret_key", "aws_secret_access_key", "bearer_token",
-    "admin_api_key", "apiKey", "x_api_key", "client_secret", "password",
+    "admin_api_key", "apiKey", "x_api_key", "client_secret", "password", "authorization", "Authorization",
 ]  # fmt: skip
 
 # Ordinary request fields of the OpenAI, Anthropic, Ollama, vLLM, SGLang and llama.cpp APIs, and a
@@ -132,3 +132,78 @@ def test_property_a_body_secret_of_any_length_changes_no_other_byte(secret: str,
     found: set[str] = set()
     assert Redactor().body(sent(secret), (), found) == sent(REDACTED)
     assert found == ({secret} if secret != REDACTED else set())
+
+
+# What a model writes into a tool's input (Anthropic's tool_use.input, Ollama's tool_calls
+# arguments), a paging API's fields (Gemini's nextPageToken) and a chat template's settings
+# (chat_template_kwargs): named like a credential's ending, none is one.
+WRITTEN = ["page_token", "next_token", "nextPageToken", "csrf_token", "start_token", "boi_token", "think_token", "auth"]
+
+
+@pytest.mark.parametrize("name", WRITTEN)
+def test_a_field_a_model_or_a_template_writes_is_kept_in_a_body_and_a_query(name: str) -> None:
+    body = json.dumps(
+        {"model": "m", "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {name: "abc"}}]},
+            {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {name: "<|im_start|>"}}}]},
+        ], "chat_template_kwargs": {name: "<start_of_image>"}}
+    ).encode()  # fmt: skip
+    found: set[str] = set()
+    assert Redactor().body(body, (), found) == body and not found
+    if name != "auth":  # a query's auth is a credential (DEFAULT_QUERY_PARAMS)
+        assert Redactor().query(f"{name}=abc&a=1") == f"{name}=abc&a=1"
+
+
+def test_the_values_of_a_secret_keys_list_are_replaced_and_nothing_else() -> None:
+    """``"api_keys": [...]``: each string of it, at any depth of lists; an object in it keeps its
+    ordinary strings (its own secret keys go), and the body after the list is read as before."""
+    body = {
+        "api_keys": ["sk-live-abcdefgh1234", ["sk-live-nested-5678"], 3, {"name": "ci", "password": "pw", "scopes": ["read"]}],
+        "stop": ["</s>"],
+        "auth_token": "sk-after-the-list",
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    found: set[str] = set()
+    out = json.loads(Redactor().body(json.dumps(body).encode(), (), found))
+    assert out == {
+        **body,
+        "api_keys": [REDACTED, [REDACTED], 3, {"name": "ci", "password": REDACTED, "scopes": ["read"]}],
+        "auth_token": REDACTED,
+    }
+    assert found == {"sk-live-abcdefgh1234", "sk-live-nested-5678", "pw", "sk-after-the-list"}
+    assert Redactor().body(b'{"api_keys": ["sk-1", "sk-2') == b'{"api_keys": ["' + REDACTED.encode() + b'", "' + REDACTED.encode()
+
+
+def test_an_engines_answer_loses_the_strings_of_a_secret_keys_list() -> None:
+    info = {"server_args": {"api_key": ["sk-live-abcdefgh1234", "pw"], "admin_api_key": "adm-12345678"}, "copy": "pw"}
+    assert Redactor().json_value(info) == {
+        "server_args": {"api_key": [REDACTED, REDACTED], "admin_api_key": REDACTED},
+        "copy": "pw",  # a short secret is not looked for elsewhere
+    }
+
+
+@pytest.mark.parametrize("torn", [b'\\"', b"a", b"\\"])
+def test_a_megabyte_string_that_never_closes_is_scanned_once(torn: bytes) -> None:
+    """A torn or not-JSON body whose last string never closes: each of its bytes is scanned once.
+    (A scan that tried every position inside it again took 7 s for 40 KB: this test would not end.)"""
+    raw = b'{"api_key": "sk-1234567890", "stop": ["' + torn * (1_000_000 // len(torn))
+    out = Redactor().body(raw)
+    assert out == raw.replace(b"sk-1234567890", REDACTED.encode())
+
+
+def test_an_mcp_tools_authorization_and_headers_are_redacted_in_the_request() -> None:
+    """A Responses request's MCP tool carries its server's OAuth token (``authorization``) or the
+    headers to send it (``headers.Authorization``): neither is one of the request's own headers."""
+    body = {
+        "model": "m",
+        "input": "hi",
+        "tools": [
+            {"type": "mcp", "server_label": "a", "server_url": "https://a", "authorization": SECRET},
+            {"type": "mcp", "server_label": "b", "server_url": "https://b", "headers": {"Authorization": f"Bearer {SECRET}"}},
+        ],
+    }
+    raw = json.dumps(body).encode()
+    out = json.loads(Redactor().body(raw))
+    assert SECRET not in json.dumps(out)
+    assert out["tools"][0]["authorization"] == REDACTED and out["tools"][1]["headers"]["Authorization"] == REDACTED
+    assert out["tools"][0]["server_url"] == "https://a" and out["input"] == "hi"

@@ -274,7 +274,7 @@ def test_bad_input_fails_before_anything_is_sent(fake, tmp_path):
                 tmp_path / "src", url, tmp_path / "out", probe=False, transforms=Transforms(set_values=[("temperature", 0)])
             )
         )
-    with pytest.raises(ReplayError, match="messages.*not an object"):
+    with pytest.raises(ReplayError, match="messages.x.*no place in a list of 1"):
         run_replay(
             ReplayConfig(
                 tmp_path / "src",

@@ -211,3 +211,21 @@ def test_a_turn_refused_before_sending_is_not_a_failure_of_those_sent(fake, tmp_
     )
     assert (summary["sent"], summary["ok"], summary["failed"], summary["not_sent"]) == (2, 2, 0, 1)
     assert summary["ends"] == {"complete": 2, "refused": 1}
+
+
+def test_a_credential_redacted_inside_a_list_is_refused_with_advice_that_works(fake, tmp_path):
+    """A Responses MCP tool's ``authorization`` sits in the ``tools`` list: the advice named
+    ``--set tools.0.authorization=...``, which refused to go through a list."""
+    app, url = fake
+    body = {"model": "m", "input": "hi", "tools": [{"type": "mcp", "server_label": "a", "authorization": REDACTED}]}
+    write_capture(tmp_path / "src", [{"path": "/v1/responses", "body": body}])
+    with pytest.raises(ReplayError, match="--set tools.0.authorization=VALUE"):
+        run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False))
+    given = Transforms(set_values=[("tools.0.authorization", "TARGETTOKEN1234")])
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "given", probe=False, transforms=given))
+    (sent,) = [r for r in app.requests if r["path"] == "/v1/responses"]
+    assert json.loads(sent["body"])["tools"] == [{"type": "mcp", "server_label": "a", "authorization": "TARGETTOKEN1234"}]
+    assert b"TARGETTOKEN1234" not in decompressed_bytes(tmp_path / "given")
+    write_capture(tmp_path / "keys", [{"body": _chat("q", api_keys=[REDACTED, REDACTED])}])  # a list of them, redacted
+    with pytest.raises(ReplayError, match="--set api_keys=VALUE"):
+        run_replay(ReplayConfig(tmp_path / "keys", url, tmp_path / "out2", probe=False))

@@ -1,0 +1,86 @@
+"""The mitmproxy addon's hand-over to the capture: a response still searched for the request's
+credentials (on a worker thread) when mitmproxy stops is written before the capture closes, and one
+whose search fails is written without its body, never lost and never unscrubbed."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mitmproxy import hooks
+from mitmproxy.proxy.layers import http as layers
+from mitmproxy.test import tflow
+
+from infertap.capture.reader import CaptureReader
+from infertap.capture.redact import REDACTED, Redactor
+from infertap.mitm.addon import InfertapCapture
+from tests.helpers import decompressed_bytes
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:tagMap is deprecated:DeprecationWarning", "ignore:typeMap is deprecated:DeprecationWarning"
+)
+
+KEY = "sk-live-addon-0123456789abcdef"
+ERROR = b'{"error": "Incorrect API key provided: ' + KEY.encode() + b'"}'
+
+
+def _flow() -> Any:
+    flow = tflow.tflow(resp=True)
+    flow.request.path = "/v1/chat/completions"
+    flow.request.headers["authorization"] = f"Bearer {KEY}"
+    flow.response.status_code = 401
+    flow.response.headers["content-encoding"] = "gzip"
+    flow.response.raw_content = gzip.compress(ERROR)
+    return flow
+
+
+async def _record_then_stop(out: Path, searched: threading.Event | None = None) -> None:
+    """One flow through the addon as mitmproxy runs it (its hooks, then ``done``), the search of its
+    response held until ``done`` has begun when ``searched`` is given."""
+    from mitmproxy.test import taddons  # imports every addon of mitmproxy's, ldap3's warnings too
+
+    addon = InfertapCapture()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, infertap_out=str(out), infertap_telemetry=False)
+        flow = _flow()
+        for hook in (layers.HttpRequestHeadersHook, layers.HttpRequestHook, layers.HttpResponseHeadersHook):
+            await tctx.master.addons.trigger_event(hook(flow))
+        # mitmproxy runs a flow's hooks in its connection's task and ``done`` in its own, at shutdown
+        responded = asyncio.ensure_future(tctx.master.addons.trigger_event(layers.HttpResponseHook(flow)))
+        await asyncio.sleep(0)
+        stopping = asyncio.ensure_future(tctx.master.addons.trigger_event(hooks.DoneHook()))
+        for _ in range(10):  # done runs as far as it goes while the search is held
+            await asyncio.sleep(0)
+        if searched is not None:
+            searched.set()
+        await asyncio.gather(responded, stopping)
+
+
+def test_done_writes_a_response_still_searched_before_the_capture_closes(tmp_path: Path, monkeypatch: Any) -> None:
+    searched = threading.Event()
+    echoes = Redactor.echoes
+
+    def held(record: Any, found: set[str]) -> None:  # the real search, once ``done`` has begun
+        searched.wait(30)
+        echoes(record, found)
+
+    monkeypatch.setattr(Redactor, "echoes", staticmethod(held))
+    asyncio.run(_record_then_stop(tmp_path / "cap", searched))
+    (x,) = CaptureReader(tmp_path / "cap").exchanges()
+    assert b"".join(x["chunks"]) == ERROR.replace(KEY.encode(), REDACTED.encode())
+    assert KEY.encode() not in decompressed_bytes(tmp_path / "cap")
+
+
+def test_a_response_whose_search_fails_is_recorded_without_its_body(tmp_path: Path, monkeypatch: Any) -> None:
+    def broken(record: Any, found: set[str]) -> None:
+        raise MemoryError("the search failed")
+
+    monkeypatch.setattr(Redactor, "echoes", staticmethod(broken))
+    asyncio.run(_record_then_stop(tmp_path / "cap"))
+    (x,) = CaptureReader(tmp_path / "cap").exchanges()
+    assert x["status"] == 401 and x["chunks"] == [] and x["chunk_ns"] == []
+    assert KEY.encode() not in decompressed_bytes(tmp_path / "cap")
