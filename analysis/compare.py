@@ -331,7 +331,7 @@ def _compare(
         # Did A and B see identical traffic?
         result["traffic"] = traffic(ws.con, ws.folder, a_path, b_path, memory_limit=memory_limit())
         for row in result["speed"]:
-            row["same_workload"] = result["traffic"]["identical"]
+            row["same_workload"] = result["traffic"]["identical"] or bool(result["traffic"]["rechained_only"])
         if baseline is not None:
             result["baseline"] = {
                 "path": str(baseline),

@@ -13,7 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.identity import WorkloadIdentity, rechained_requests, schedule_not_kept, workload_summary
+from infertap.capture.identity import IdentityTally, WorkloadIdentity, rechained_requests, schedule_not_kept, workload_summary
+from infertap.capture.reader import CaptureReader
+from infertap.replay.transforms import rechained
 
 from .store import Analysis
 from .workload_identity import capture_identity, continues_responses, quoted, recorders, sent_sql
@@ -69,8 +71,15 @@ def traffic(
     for x, y, name in ((wa, wb, "B"), (wb, wa, "A")):
         if not identical and (y.get("source") or {}).get("workload") == x["workload"]:
             how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
+    rechained = 0 if identical else _rechained_siblings(wa, wb, a_path, b_path)
+    if rechained:
+        how = (
+            f"the same requests but for the previous_response_id of {rechained}, each naming the response its own "
+            f"target gave (both replay {wa['source'].get('short', '?')} with {', '.join(wa.get('derived_by') or [])})"
+        )
     return {
         "identical": identical,
+        "rechained_only": rechained,  # identical but for the ids each target gave the responses continued
         # A schedule a replay didn't keep (its requests waited for a cap) is not the one it hashes.
         "same_schedule": wa["schedule"] == wb["schedule"] and wa["schedule_kept"] and wb["schedule_kept"],
         "how": how,
@@ -81,12 +90,38 @@ def traffic(
     }
 
 
+def _rechained_siblings(wa: dict[str, Any], wb: dict[str, Any], a_path: Any, b_path: Any) -> int:
+    """For two replays of one workload with the same transforms whose identities differ: the number
+    of requests each sent with ``previous_response_id`` rewritten to its target's ids, when those ids
+    are all that differs (each capture's identity again, every rewritten id put back as recorded);
+    else 0. No two replays of a Responses conversation were otherwise ever the same traffic."""
+    sa, sb = wa.get("source") or {}, wb.get("source") or {}
+    n = wa.get("rechained") or 0
+    if not n or n != wb.get("rechained") or not sa or sa.get("workload") != sb.get("workload"):
+        return 0
+    if wa.get("derived_by") != wb.get("derived_by"):
+        return 0
+    return n if _unchained(a_path) == _unchained(b_path) else 0
+
+
+def _unchained(path: Any) -> str:
+    """A replay's workload identity with each ``previous_response_id`` it rewrote named as recorded."""
+    tally = IdentityTally()
+    for record in CaptureReader(path).records():
+        if record.get("type") == "exchange" and "rechained_from" in record:
+            record = {**record, "request_body": rechained(record["request_body"], record["rechained_from"])}
+        tally.add(record)
+    return tally.identity().workload
+
+
 def traffic_line(t: dict[str, Any]) -> str:
     """Whether A and B saw identical traffic, as one line: the CLI and the report say it up front,
     since every B/A below depends on it."""
     ids = f"A {t['a']['short']}, B {t['b']['short']}"
-    if t["identical"]:
+    if t["identical"] or t.get("rechained_only"):
         not_kept = [f"{name.upper()}'s {why}" for name in "ab" if (why := schedule_not_kept(t[name])) is not None]
         schedule = "same schedule" if t["same_schedule"] else "a different schedule (send times)"
-        return f"traffic: identical ({ids}; {'; '.join([schedule, *not_kept])})"
+        if t["identical"]:
+            return f"traffic: identical ({ids}; {'; '.join([schedule, *not_kept])})"
+        return f"traffic: the same workload ({ids}): {t['how']}; {'; '.join([schedule, *not_kept])}"
     return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare different workloads"

@@ -57,8 +57,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 16: captures.closed_cleanly only when every run closed; 17: a Responses reasoning summary leaves the
 #: reasoning tokens hidden; 18: a stream read up to its first [DONE], a choice whose index is no
 #: integer as choice 0, both reasoning fields where they differ, a Responses call only its final event
-#: restates, tool-call arguments canonical only where nothing is lost (turns link by them).
-DECODE_VERSION = 18
+#: restates, tool-call arguments canonical only where nothing is lost (turns link by them); 19: a
+#: request's digest leaves out query parameters the capture redacted.
+DECODE_VERSION = 19
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

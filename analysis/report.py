@@ -122,7 +122,13 @@ def _configuration(result: dict[str, Any]) -> list[str]:
     out = [
         "<h2>1. Configuration</h2>",
         f"<p>{html.escape(result['pairing']['explain'])}</p>",
-        *([f'<p class="{"" if traffic["identical"] else "warn"}">{html.escape(traffic_line(traffic))}</p>'] if traffic else []),
+        *(
+            [
+                f'<p class="{"" if traffic["identical"] or traffic.get("rechained_only") else "warn"}">{html.escape(traffic_line(traffic))}</p>'
+            ]
+            if traffic
+            else []
+        ),
         _table(
             ["fact", "A", "B"], [[r["fact"], r["a"], r["b"]] for r in rows], [r["differs"] and not r["unknown"] for r in rows]
         ),

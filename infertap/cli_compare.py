@@ -225,7 +225,7 @@ def _print_traffic(console: Console, t: dict[str, Any] | None) -> None:
     from infertap.analysis.compare_traffic import traffic_line
 
     if t is not None:
-        _say(console, traffic_line(t), "green" if t["identical"] else "yellow")
+        _say(console, traffic_line(t), "green" if t["identical"] or t.get("rechained_only") else "yellow")
 
 
 def _print_configuration(console: Console, r: dict[str, Any]) -> None:

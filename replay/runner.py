@@ -392,6 +392,7 @@ class Replay:
             if sent is None:
                 return  # a stateful turn whose parent the target gave no id: recorded as refused, not sent
             query = sent_query(item.query, self._target_query)
+            record["query"] = self.redactor.query(query)  # as sent: the target's key in it redacted
             target = self._prefix + (item.path + ("?" + query if query else "")).encode("latin-1")
             headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in self.headers[item.index]]
             self._seq += 1

@@ -290,8 +290,18 @@ def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _canonical_text(value: str) -> str:
     if not value.strip():
         return "{}"
+    inexact: list[float] = []
+
+    def number(text: str) -> float:
+        read = ExactFloat.of(text)
+        if type(read) is ExactFloat:
+            inexact.append(read)
+        return read
+
     try:
-        return _dumps(json.loads(value, parse_float=ExactFloat.of, parse_constant=ExactFloat.of, object_pairs_hook=_once))
+        parsed = json.loads(value, parse_float=number, parse_constant=number, object_pairs_hook=_once)
+        # json.dumps (C) writes what _dumps would, but for a number no float holds exactly
+        return _dumps(parsed) if inexact else json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (ValueError, RecursionError):
         return value  # not JSON (or a key twice): compared as the text it is
 

@@ -31,3 +31,30 @@ def test_a_replay_that_waited_for_its_cap_is_not_on_the_same_schedule(fake, tmp_
     assert "schedule not kept: 2 requests waited for --max-concurrency 1" in card.output, card.output
     free_card = CliRunner().invoke(cli, ["claim", str(tmp_path / "free")], env={"COLUMNS": "250"})
     assert "schedule not kept" not in free_card.output
+
+
+def test_two_replays_of_a_responses_conversation_are_the_same_workload(tmp_path):
+    """Each replay rewrites previous_response_id to the ids its target gave: two replays of one
+    Responses conversation were never the same traffic ("NOT identical", speed ratios flagged),
+    even on one target. Told apart from a replay that changed anything else."""
+    from infertap.analysis.compare import compare
+    from infertap.replay import Transforms
+    from tests.fake_upstream import ServerThread
+    from tests.replay.test_sessions import ResponsesStore, chain_capture
+
+    chain = chain_capture(tmp_path / "chain")
+    with ServerThread(ResponsesStore()) as server:
+        for name, transforms in (
+            ("one", Transforms()),
+            ("two", Transforms()),
+            ("set", Transforms(set_values=[("temperature", 0)])),
+        ):
+            run_replay(ReplayConfig(chain, server.url, tmp_path / name, probe=False, telemetry=False, transforms=transforms))
+    same = compare(tmp_path / "one", tmp_path / "two")
+    t = same["traffic"]
+    assert not t["identical"] and t["rechained_only"] == 2 and all(row["same_workload"] for row in same["speed"])
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "one"), str(tmp_path / "two")], env={"COLUMNS": "250"}).output
+    line = next(line for line in out.splitlines() if line.startswith("traffic:"))
+    assert line.startswith("traffic: the same workload") and "previous_response_id of 2" in line, line
+    changed = compare(tmp_path / "one", tmp_path / "set")["traffic"]
+    assert not changed["identical"] and not changed["rechained_only"]

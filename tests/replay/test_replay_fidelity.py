@@ -74,6 +74,8 @@ def test_redacted_query_credentials_are_dropped_and_the_targets_own_sent(fake, t
     assert sent["query"] == b"alt=sse&key=TARGETKEY1234"
     assert workload_identity(tmp_path / "out").workload == workload_identity(tmp_path / "src").workload
     assert b"TARGETKEY1234" not in decompressed_bytes(tmp_path / "out")
+    (x,) = CaptureReader(tmp_path / "out").exchanges()
+    assert x["query"] == f"alt=sse&key={REDACTED}"  # as sent, not as recorded: the target's key, redacted
 
     run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "plain", probe=False))
     assert _sent(app)[-1]["query"] == b"alt=sse"
@@ -229,3 +231,13 @@ def test_a_credential_redacted_inside_a_list_is_refused_with_advice_that_works(f
     write_capture(tmp_path / "keys", [{"body": _chat("q", api_keys=[REDACTED, REDACTED])}])  # a list of them, redacted
     with pytest.raises(ReplayError, match="--set api_keys=VALUE"):
         run_replay(ReplayConfig(tmp_path / "keys", url, tmp_path / "out2", probe=False))
+
+
+def test_a_redacted_query_parameter_is_no_part_of_a_requests_digest():
+    """A credential in the query belongs to where the request went: with it redacted, without it, or
+    with another key the request is the same; any other parameter makes it another."""
+    from infertap.capture.identity import request_digest
+
+    digest = lambda query: request_digest("POST", "/v1/chat/completions", query, b"{}")  # noqa: E731
+    assert digest(f"key={REDACTED}&alt=sse") == digest("alt=sse") == digest(f"alt=sse&key={REDACTED}")
+    assert digest("alt=sse") != digest("alt=sse&api-version=1") == digest(f"alt=sse&api-version=1&key={REDACTED}")
