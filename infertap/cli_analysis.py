@@ -224,7 +224,7 @@ def _print_output(group: dict[str, Any]) -> None:
         _out(
             "  note: output_tokens adds counts of different sources ("
             + _counts(group["workload"]["output_tokens"]["by_source"])
-            + "); llama-server's usage counts the end-of-sequence token, a re-tokenized count does not"
+            + "): an engine's usage may count the end-of-sequence token (llama-server's does), a re-tokenized count does not"
         )
     kinds = group["ttft_kinds"]
     if kinds["whole_body"] and kinds["streamed"]:
