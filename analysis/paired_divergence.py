@@ -168,9 +168,13 @@ def divergence(
             item = _pair_divergence(sa, sb, ea, eb, counts, readability, extract, references)
             n += 1
             similarity_sum.add(item["similarity"])
-            at = item["first_divergence"]["at"]
+            # Where two answers part: a pair whose side failed or can't be read has no such place
+            # (an error against an answer differs "at 0"), so it is counted apart, not in the median.
+            at = item["first_divergence"]["at"] if item["answers_compared"] else None
             if at is not None:
                 histogram[min(at // 8 * 8, 256)] += 1
+            elif not item["exact"] and not item["answers_compared"]:
+                counts["divergence_not_placed"] += 1
             if "kl" in item:
                 kl_sum.add(item["kl"]["kl_mean"])
                 top1_sum.add(item["kl"]["top1_agreement"])
@@ -335,6 +339,7 @@ def _pair_divergence(
     # Similarity of outputs needs two outputs: an unreadable side, or an error against an answer, scores 0.
     both = sa.readable and sb.readable and (sa.error_message is None) == (sb.error_message is None)
     item["similarity"] = similarity(oa, ob) if both else 0.0
+    item["answers_compared"] = sa.readable and sb.readable and sa.error_message is None and sb.error_message is None
     _count_changes(item, counts, sa, sb, tools)
     if extract is not None:
         _count_answers(item, counts, sa, sb, extract, references)

@@ -4,6 +4,7 @@ and the pair beside it, the same answer twice, still is."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -468,3 +469,28 @@ def test_the_report_shows_the_exact_match_rate_as_the_cli_does() -> None:
     }
     html = "".join(_divergence(d))
     assert "99.9% (1999 of 2000)" in html and "100.0%" not in html
+
+
+def test_where_answers_part_counts_only_pairs_of_two_answers(tmp_path: Path) -> None:
+    """An error against an answer "differed at 0": with half the pairs failed on one side (a 404 on an
+    engine without the route) the median first divergence was 0, whatever the answers did."""
+
+    def answer(text: str) -> bytes:
+        return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()
+
+    a, b = [], []
+    for i in range(4):  # answers that part at character 20
+        body = {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}
+        a.append({"body": body, "chunks": [answer("the same twenty char and then one")]})
+        b.append({"body": body, "chunks": [answer("the same twenty char but then another")]})
+    for i in range(4, 10):  # B failed: no answer to place a divergence in
+        body = {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}
+        a.append({"body": body, "chunks": [answer("an answer")]})
+        b.append({"body": body, "chunks": [b'{"detail":"Not Found"}'], "status": 404})
+    write_capture(tmp_path / "a", a)
+    write_capture(tmp_path / "b", b)
+    d = compare(tmp_path / "a", tmp_path / "b")["divergence"]
+    assert d["pairs"] == 10 and d["counts"].get("exact", 0) == 0
+    at = len(os.path.commonprefix(["the same twenty char and then one", "the same twenty char but then another"]))
+    assert d["first_divergence_median"] == at and d["first_divergence_histogram"] == {at // 8 * 8: 4}
+    assert d["counts"]["divergence_not_placed"] == 6
