@@ -3,6 +3,7 @@ from __future__ import annotations
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 import zstandard
 
@@ -74,3 +75,17 @@ def write_capture(
         for e in enrichments or ():
             writer.write({"type": "enrichment", **e})
     return records
+
+
+def pair_captures(tmp_path: Path, pairs: dict[str, Any]) -> tuple[Path, Path]:
+    """Captures A and B of the same requests, each pair's answers side by side: ``pairs`` maps a
+    name to ((path, body, content type), A's chunks, B's chunks)."""
+    for side in (0, 1):
+        write_capture(
+            tmp_path / "ab"[side],
+            [
+                {"path": path, "body": {**body, "tag": name}, "chunks": chunks[side], "content_type": ctype}
+                for name, ((path, body, ctype), *chunks) in pairs.items()
+            ],
+        )
+    return tmp_path / "a", tmp_path / "b"

@@ -11,7 +11,7 @@ from typing import Any
 
 from infertap.analysis.compare import compare
 from infertap.analysis.divergence import kl_shared_prefix, output_text, tool_call_diff
-from tests.helpers import write_capture
+from tests.helpers import pair_captures, write_capture
 
 
 def _answer(text: str = "", *, reasoning: str | None = None, calls: list[tuple[str, str]] = (), logprobs: Any = None) -> bytes:  # type: ignore[assignment]
@@ -198,22 +198,10 @@ ENDINGS_SAME = {
 }
 
 
-def _ending_captures(tmp_path: Path, pairs: dict[str, Any]) -> tuple[Path, Path]:
-    for side in (0, 1):
-        write_capture(
-            tmp_path / "ab"[side],
-            [
-                {"path": path, "body": {**body, "tag": name}, "chunks": chunks[side], "content_type": ctype}
-                for name, ((path, body, ctype), *chunks) in pairs.items()
-            ],
-        )
-    return tmp_path / "a", tmp_path / "b"
-
-
 def _all_differ(tmp_path: Path, pairs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """A's and B's answers of each pair compared: none may be an exact match, and every pair is
     among the most divergent. The divergence, and each pair's item by name."""
-    a, b = _ending_captures(tmp_path, pairs)
+    a, b = pair_captures(tmp_path, pairs)
     result = compare(a, b, top=len(pairs))
     d = result["divergence"]
     assert d["counts"].get("exact", 0) == 0, d["counts"]
@@ -226,7 +214,7 @@ def _all_match(tmp_path: Path, pairs: dict[str, Any]) -> dict[str, Any]:
     """A's and B's answers of each pair compared: every one an exact match. The divergence."""
     folder = tmp_path / "same"
     folder.mkdir()
-    a, b = _ending_captures(folder, pairs)
+    a, b = pair_captures(folder, pairs)
     d = compare(a, b, top=len(pairs))["divergence"]
     assert d["exact_match_rate"] == 1 and d["most_divergent"] == [], d["counts"]
     return d
@@ -240,7 +228,7 @@ def _twins(pairs: dict[str, Any]) -> dict[str, Any]:
 def test_an_answer_that_ended_otherwise_is_no_exact_match(tmp_path: Path) -> None:
     """A stream closed before its end marker, or stopped for another reason (length, a filter, a stop
     sequence), with the same text so far: compare called each pair exact (a perfect score)."""
-    a, b = _ending_captures(tmp_path, ENDINGS)
+    a, b = pair_captures(tmp_path, ENDINGS)
     result = compare(a, b, top=len(ENDINGS))
     d = result["divergence"]
     assert d["counts"].get("exact", 0) == 0 and d["exact_match_rate"] == 0, d["counts"]
@@ -254,7 +242,7 @@ def test_an_answer_that_ended_otherwise_is_no_exact_match(tmp_path: Path) -> Non
 
 
 def test_the_same_answer_in_other_chunks_still_matches(tmp_path: Path) -> None:
-    a, b = _ending_captures(tmp_path, ENDINGS_SAME)
+    a, b = pair_captures(tmp_path, ENDINGS_SAME)
     d = compare(a, b, top=len(ENDINGS_SAME))["divergence"]
     assert d["exact_match_rate"] == 1 and d["most_divergent"] == [] and "end_marker_differs" not in d["counts"]
 
@@ -588,7 +576,7 @@ def test_the_cli_says_what_differs_besides_the_text(tmp_path: Path) -> None:
     from infertap.cli import cli
 
     pairs = {k: BESIDES[k] for k in ("vllm stop strings", "redacted thinking", "one choice of two")}
-    a, b = _ending_captures(tmp_path, pairs)
+    a, b = pair_captures(tmp_path, pairs)
     out = CliRunner().invoke(cli, ["compare", str(a), str(b)], catch_exceptions=False).output
     assert "stop sequence '###' → 'END'" in out and "encrypted reasoning blocks 1 → 0" in out and "choices 2 → 1" in out
     assert "stop sequence differs" in out and "exact match" in out and "0.0%" in out

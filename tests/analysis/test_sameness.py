@@ -11,7 +11,7 @@ from typing import Any
 from infertap.analysis.compare import compare
 from infertap.analysis.paired_divergence import exact_share
 from infertap.apis import read_response
-from tests.helpers import write_capture
+from tests.helpers import pair_captures, write_capture
 
 CHAT = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/json")
 CHAT_SSE = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True}, "text/event-stream")  # fmt: skip
@@ -23,21 +23,9 @@ RESPONSES = ("/v1/responses", {"model": "m", "input": "q"}, "application/json")
 RESPONSES_SSE = ("/v1/responses", {"model": "m", "input": "q", "stream": True}, "text/event-stream")
 
 
-def _captures(tmp_path: Path, pairs: dict[str, Any]) -> tuple[Path, Path]:
-    for side in (0, 1):
-        write_capture(
-            tmp_path / "ab"[side],
-            [
-                {"path": path, "body": {**body, "tag": name}, "chunks": chunks[side], "content_type": ctype}
-                for name, ((path, body, ctype), *chunks) in pairs.items()
-            ],
-        )
-    return tmp_path / "a", tmp_path / "b"
-
-
 def _all_differ(tmp_path: Path, pairs: dict[str, Any]) -> dict[str, Any]:
     """Every pair compared: none an exact match. The divergence, with each pair's item by name."""
-    result = compare(*_captures(tmp_path / "differ", pairs), top=len(pairs))
+    result = compare(*pair_captures(tmp_path / "differ", pairs), top=len(pairs))
     d = result["divergence"]
     assert d["counts"].get("exact", 0) == 0, d["counts"]
     order = list(pairs)
@@ -47,7 +35,7 @@ def _all_differ(tmp_path: Path, pairs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _all_match(tmp_path: Path, pairs: dict[str, Any]) -> dict[str, Any]:
-    d = compare(*_captures(tmp_path / "same", pairs), top=len(pairs))["divergence"]
+    d = compare(*pair_captures(tmp_path / "same", pairs), top=len(pairs))["divergence"]
     assert d["exact_match_rate"] == 1 and d["most_divergent"] == [], d["counts"]
     return d
 
