@@ -16,7 +16,7 @@ from urllib.parse import unquote_plus
 
 from infertap.apis import api_for
 from infertap.apis.fastjson import loads
-from infertap.capture.redact import REDACTED, secret_key
+from infertap.capture.redact import REDACTED, secret_key, without_redacted
 from infertap.errors import InfertapError
 
 
@@ -284,9 +284,7 @@ def sent_query(recorded: str, target_query: str) -> str:
     target URL's own parameters, which replace recorded ones of the same name."""
     own = [p for p in target_query.split("&") if p]
     names = {unquote_plus(p.partition("=")[0]) for p in own}
-    kept = [
-        p for p in recorded.split("&") if p and p.partition("=")[2] != REDACTED and unquote_plus(p.partition("=")[0]) not in names
-    ]
+    kept = [p for p in without_redacted(recorded).split("&") if p and unquote_plus(p.partition("=")[0]) not in names]
     return "&".join(kept + own)
 
 

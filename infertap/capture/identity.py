@@ -35,7 +35,7 @@ from typing import Any
 from infertap.apis import is_generation
 
 from .reader import CaptureReader
-from .redact import REDACTED
+from .redact import without_redacted
 
 #: The schedule identity's resolution: send times are rounded to whole milliseconds.
 SCHEDULE_RESOLUTION_NS = 1_000_000
@@ -48,8 +48,7 @@ def request_digest(method: str, path: str, query: str | None, body: bytes) -> by
     parameter the capture redacted (``key=[REDACTED]``) is a credential of the place it was sent to,
     no part of the workload: left out, so a replay that sends the target's own key, or none, asks
     the same."""
-    if query and REDACTED in query:
-        query = "&".join(p for p in query.split("&") if p.partition("=")[2] != REDACTED)
+    query = without_redacted(query) if query else query
     target = path + ("?" + query if query else "")
     h = hashlib.sha256(f"{method} {target}\n".encode())
     h.update(body)  # not concatenated: a body can be megabytes

@@ -299,6 +299,14 @@ def _plain(name: str) -> str:
     return name.replace("_", "").replace("-", "").lower()
 
 
+def without_redacted(query: str) -> str:
+    """``query`` less the parameters the capture redacted (their value the placeholder): a
+    credential of where the request went, sent by no replay and part of no workload."""
+    if REDACTED not in query:
+        return query
+    return "&".join(p for p in query.split("&") if p.partition("=")[2] != REDACTED)
+
+
 class Redactor:
     """Knows which header names and query parameters hold secrets."""
 
