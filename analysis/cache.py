@@ -25,10 +25,10 @@ from typing import Any
 
 from infertap.capture.reader import CaptureReader
 from infertap.errors import InfertapError
+from infertap.spawning import exit_with_parent, workers_can_start
 
 from .decode import DECODE_VERSION
-from .decoding import carried, decode_capture, exit_with_parent, repeats_warning, table_files, unwrap
-from .spawning import workers_can_start
+from .decoding import carried, decode_capture, repeats_warning, table_files, unwrap
 
 ENV = "INFERTAP_CACHE"
 

@@ -18,7 +18,6 @@ import multiprocessing
 import os
 import pickle
 import shutil
-import threading
 from array import array
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -31,11 +30,11 @@ import numpy as np
 from infertap.capture.errors import CaptureCorruptError
 from infertap.capture.reader import CaptureReader, snapshot
 from infertap.errors import InfertapError
+from infertap.spawning import exit_with_parent, workers_can_start
 
 from .decode import SEQUENTIAL_TABLES, Decoder, Generations, decode_records, no_cyclic_gc, table_sink
 from .prefix import PrefixIndex
 from .schema import TABLES
-from .spawning import workers_can_start
 
 #: Exchanges dealt to a part at a time: part p of k decodes the p-th, (p+k)-th ... run of this many.
 PART_EXCHANGES = 4_096
@@ -182,21 +181,6 @@ def _whole(path: Path, decoder: Decoder, sizes: dict[str, int] | None) -> tuple[
             elif kind == "enrichment":
                 decoder.prompt_tokens(record)
     return reader, bodies, items
-
-
-def exit_with_parent() -> None:
-    """A worker process's initializer: end when the process that started it ends. A worker doesn't
-    otherwise notice (a killed ``infertap stats`` left its workers decoding for minutes into a folder
-    gone)."""
-    parent = multiprocessing.parent_process()
-    if parent is None:
-        return
-
-    def watch() -> None:
-        parent.join()  # returns when the parent has ended, however it ended
-        os._exit(1)
-
-    threading.Thread(target=watch, name="infertap-parent-watch", daemon=True).start()
 
 
 def _part(

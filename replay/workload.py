@@ -34,11 +34,12 @@ from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
 from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
-from infertap.capture.reader import BlockRef, CaptureReader
+from infertap.capture.reader import BlockRef, CaptureReader, snapshot
 from infertap.capture.records import apart, named_session
 from infertap.errors import ConfigError, InfertapError
 
 from .bodies import BodyStore
+from .replies import Replies
 from .transforms import TransformError, Transforms
 
 
@@ -228,13 +229,18 @@ def load_workload(
     transforms: Transforms | None = None,
 ) -> Workload:
     """The workload of the capture at ``path``, in one pass over it (see the module's docstring)."""
-    reader = CaptureReader(path)
+    sizes = snapshot(path)  # the records read here and by the replies' worker: the same ones
+    reader = CaptureReader(path, sizes)
     # Without filters or a limit every exchange is replayed, and a request's conversation links
     # can be narrowed as they are read (_Scan.prune).
     every = limit is None and (filters is None or filters == Filters())
-    scan = _Scan(BodyStore(reader), transforms, prune=every)
-    for record, ref, payload, start in reader.located():
-        scan.add(record, ref, payload, start)
+    replies = Replies(str(reader.path), sizes)
+    try:
+        scan = _Scan(BodyStore(reader), transforms, replies, prune=every)
+        for record, ref, payload, start in reader.located():
+            scan.add(record, ref, payload, start)
+    finally:
+        replies.close()
     if not scan.exchanges:
         raise WorkloadError(f"{path}: the capture holds no exchanges to replay")
     items, links = scan.select(filters, limit)
@@ -292,8 +298,9 @@ class _Scan:
     started before it is already known to continue (linking stops there whatever comes later; the
     records come in the order they were written, not started, so later ones may add a longer one)."""
 
-    def __init__(self, store: BodyStore, transforms: Transforms | None, *, prune: bool) -> None:
+    def __init__(self, store: BodyStore, transforms: Transforms | None, replies: Replies, *, prune: bool) -> None:
         self.store = store
+        self.replies = replies
         self.check = transforms if transforms is not None and transforms.touches_body else None
         self.fill = transforms or Transforms()  # a credential the capture redacted in a body: given a value, or refused
         self.prune = prune
@@ -324,6 +331,7 @@ class _Scan:
 
     def _exchange(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
         self.exchanges += 1
+        answer = self.replies.of(r.get("id"))  # asked for every exchange, in record order, as the worker sends them
         r["session"] = named_session(r.get("session"))  # recorded blank by earlier versions
         # When it was due: a replay's capture records its schedule, free of the dispatcher's jitter
         # (its start), so that a replay of a replay keeps the original's offsets.
@@ -359,11 +367,13 @@ class _Scan:
         if not generation:
             links = _UNLINKED  # as the analysis links: generation requests only (a GET in a session is no turn)
         elif self.prune:
-            links = read_links(r, prefixes, previous, generation, lambda digest: self._continued.get(digest, started) < started)
+            links = read_links(
+                r, prefixes, previous, generation, lambda digest: self._continued.get(digest, started) < started, answer
+            )
             if links.continuation is not None and self._continued.get(links.continuation, started) >= started:
                 self._continued[links.continuation] = started  # the earliest start that made it
         else:
-            links = read_links(r, prefixes, previous, generation)  # its response read only as far as a reply
+            links = read_links(r, prefixes, previous, generation, answer=answer)  # its response read only as far as a reply
         refusal = self._refusal(raw, body, is_object, path) if self.check is not None else None
         refusal = refusal or self.fill.unfilled_credential(raw, body)
         item = Item(

@@ -32,6 +32,15 @@ from .shapes import Output, Request, Turn, as_int, canonical_arguments
 
 #: How a request's parent was found.
 Link = Literal["recorded", "session", "previous_response_id", "conversation"]
+#: A response's reply as linking reads it (None: not an answer, an error event) and its response id.
+Answer = tuple[Turn | None, str | None]
+
+
+class Unread:
+    """``read_links``'s default ``answer``: not read yet."""
+
+
+UNREAD = Unread()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,14 +108,17 @@ def read_links(
     previous_response_id: str | None,
     generation: bool,
     enough: Callable[[bytes], bool] | None = None,
+    answer: Answer | None | Unread = UNREAD,
 ) -> Links:
     """``links_of`` for a request whose conversation reads as ``prefixes`` (None: it carries none),
     the response read only as far as linking needs, and only when it can be continued (a
     generation request answered 2xx). ``enough(digest)``, when given, says that linking will stop
-    at that candidate whatever else it knows: the shorter ones are left out."""
+    at that candidate whatever else it knows: the shorter ones are left out. ``answer``: the
+    record's ``chat_answer`` where it was already read (by another process)."""
     if not (generation and prefixes and prefixes.digests and 200 <= (record.get("status") or 0) < 300):
         return _links(record, prefixes if generation else None, None, None, previous_response_id, enough)
-    answer = _chat_answer(record)
+    if isinstance(answer, Unread):
+        answer = chat_answer(record)
     if answer is None:  # not the usual streamed chat completion: read whole
         output = read_response(record)
         answered = output.readable and output.error_message is None
@@ -210,7 +222,7 @@ class _Delta(msgspec.Struct):
 
 class _Choice(msgspec.Struct):
     index: Any = 0
-    delta: _Delta | None = None  # an empty delta and one without content read alike: see _chat_answer
+    delta: _Delta | None = None  # an empty delta and one without content read alike: see chat_answer
     message: Any = None
     text: Any = None
 
@@ -228,10 +240,10 @@ class _Chunk(msgspec.Struct):
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
-_NOT_ANSWERED: tuple[None, None] = (None, None)
+_NOT_ANSWERED: Answer = (None, None)
 
 
-def _chat_answer(record: Mapping[str, Any]) -> tuple[Turn | None, str | None] | None:
+def chat_answer(record: Mapping[str, Any]) -> Answer | None:
     """(reply, response id) of a streamed chat completion, ``(None, None)`` when it is not an answer
     (an error event), or None when the response isn't of that usual shape: ``read_response``'s
     reading of it (``Chat.event`` folded by ``fold``) narrowed to what a reply is made of. Run on
@@ -300,4 +312,4 @@ def _chat_answer(record: Mapping[str, Any]) -> tuple[Turn | None, str | None] | 
     return Turn("assistant", "".join(text), calls_), response_id
 
 
-__all__ = ["ChatPrefixes", "Link", "Links", "Prefixes", "links_of", "read_links"]
+__all__ = ["UNREAD", "Answer", "ChatPrefixes", "Link", "Links", "Prefixes", "Unread", "chat_answer", "links_of", "read_links"]

@@ -579,7 +579,7 @@ def test_a_script_without_a_main_guard_decodes_in_its_own_process(tmp_path: Path
 def test_what_reads_as_a_main_guard(source: str, guarded: bool) -> None:
     import ast
 
-    from infertap.analysis.spawning import _main_guard
+    from infertap.spawning import _main_guard
 
     assert _main_guard(ast.parse(source).body[0]) is guarded
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from infertap.apis import link, links_of, read_request, read_response
-from infertap.apis.conversation import ChatPrefixes, Prefixes, _chat_answer, read_links
+from infertap.apis.conversation import ChatPrefixes, Prefixes, chat_answer, read_links
 from infertap.apis.openai import Chat
 from infertap.capture.identity import workload_identity
 from infertap.capture.reader import CaptureReader
@@ -295,7 +295,7 @@ def test_read_links_reads_replies_as_read_response_does(name: str, status: int) 
         assert read_links(record, prefixes, request.previous_response_id, request.generation) == expected, name
         fast = ("usual", "tool call in pieces", "calls without index", "second choice", "empty error", "id before the chunks")
         if name in fast and not encoding:
-            assert _chat_answer(record) is not None  # read by the fast path, not handed to read_response
+            assert chat_answer(record) is not None  # read by the fast path, not handed to read_response
 
 
 def test_a_request_body_not_utf8_is_no_conversation_in_the_workload(tmp_path: Path) -> None:

@@ -1,17 +1,21 @@
-"""Whether worker processes may be started from here, before the decode starts any.
+"""Worker processes: whether they may be started from here (before the decode or a replay's
+preparation starts any), and how each ends with the process that started it.
 
 Workers are started by ``spawn`` (the caller may have threads: DuckDB's, a writer's), and a spawned
 process imports the caller's main script again to find what it runs: every statement of the
 script's top level runs a second time in each worker, unless it sits under
 ``if __name__ == "__main__":``. A script that calls infertap from its unguarded top level would
 have its earlier statements (a replay, a file written) run again by each worker, and the workers
-then fail. Such a caller gets the decode in its own process instead.
+then fail. Such a caller gets the work done in its own process instead.
 """
 
 from __future__ import annotations
 
 import ast
+import multiprocessing
+import os
 import sys
+import threading
 from pathlib import Path
 from types import FrameType
 
@@ -55,4 +59,19 @@ def _main_guard(statement: ast.stmt) -> bool:
     return names == ["__name__"] and values == ["__main__"]
 
 
-__all__ = ["workers_can_start"]
+def exit_with_parent() -> None:
+    """A worker process's initializer: end when the process that started it ends. A worker doesn't
+    otherwise notice (a killed ``infertap stats`` left its workers decoding for minutes into a folder
+    gone)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()  # returns when the parent has ended, however it ended
+        os._exit(1)
+
+    threading.Thread(target=watch, name="infertap-parent-watch", daemon=True).start()
+
+
+__all__ = ["exit_with_parent", "workers_can_start"]
