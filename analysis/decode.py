@@ -3,13 +3,11 @@ capture (cache.py decides when), so that every later query reads columns instead
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import re
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,7 @@ from infertap.capture.identity import request_digest
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import apart, named_session
+from infertap.collector import no_cyclic_gc
 
 from .prefix import PrefixIndex
 from .schema import ENGINE_FACTS, TABLES
@@ -689,19 +688,6 @@ class Generations:
         if not self.ids:
             return []
         return np.lexsort((np.frombuffer(self.seq, np.int64), np.frombuffer(self.sent, np.int64))).tolist()
-
-
-@contextmanager
-def no_cyclic_gc() -> Iterator[None]:
-    """Decoding allocates millions of short-lived objects and makes no reference cycles worth
-    finding: the cyclic collector, which would rescan every object alive at each of its passes, waits."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def table_sink(out: Path, name: str, capture: str) -> _Sink:

@@ -29,10 +29,11 @@ import numpy as np
 
 from infertap.capture.errors import CaptureCorruptError
 from infertap.capture.reader import CaptureReader, snapshot
+from infertap.collector import no_cyclic_gc
 from infertap.errors import InfertapError
 from infertap.spawning import exit_with_parent, workers_can_start
 
-from .decode import SEQUENTIAL_TABLES, Decoder, Generations, decode_records, no_cyclic_gc, table_sink
+from .decode import SEQUENTIAL_TABLES, Decoder, Generations, decode_records, table_sink
 from .prefix import PrefixIndex
 from .schema import TABLES
 

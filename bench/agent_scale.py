@@ -20,8 +20,9 @@ process so that peak memory (``VmHWM``, bench/peak.py) is the phase's own:
   everything else were: its ratio to the floor is how far the 6x goal of issue #19 is from a decode
   that does nothing but parse and store;
 - ``prepare``: what a replay does before its first send (the workload loaded in one pass, each
-  request's ``--set temperature=0`` checked, the source's workload identity), with its peak memory,
-  and apart from it what sending adds per request (a body read again from the capture and
+  request's ``--set temperature=0`` checked, the source's workload identity; the streamed replies
+  read by a second process from 4 MiB of capture on, its CPU counted in ``cpu s``), with its peak
+  memory, and apart from it what sending adds per request (a body read again from the capture and
   transformed, as the replay's read-ahead does). ``--prepare-only`` runs that phase alone.
 
 Times grow with the capture: the per-size rows show whether they grow linearly.
@@ -261,6 +262,7 @@ def _prepare(capture: str, out: str) -> dict[str, Any]:
     t1 = time.perf_counter()
     _recorder(config, prepared)
     t2, c2 = time.perf_counter(), time.process_time()
+    worker = resource.getrusage(resource.RUSAGE_CHILDREN)  # the replies' worker (replay/replies.py), joined by now
     peak = peak_rss_mib()  # before the bodies below
     middle = len(prepared.items) // 2  # in sending order, as the read-ahead reads them (a block read once for many)
     sample = range(middle, min(len(prepared.items), middle + _BODY_SAMPLE))
@@ -268,7 +270,8 @@ def _prepare(capture: str, out: str) -> dict[str, Any]:
     c3 = time.process_time()
     return {
         "s": t2 - t0,
-        "cpu_s": c2 - c0,
+        "cpu_s": c2 - c0 + worker.ru_utime + worker.ru_stime,  # both processes
+        "worker_cpu_s": worker.ru_utime + worker.ru_stime,
         "prepare_s": t1 - t0,
         "identity_s": t2 - t1,
         "items": len(prepared.items),

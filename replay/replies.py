@@ -3,8 +3,10 @@
 Of a response, preparing a replay reads only the reply (what a next turn starts with, for
 linking), and for agent traffic that is about a third of the preparation: every streamed event of
 every answered exchange. A spawned worker reads the same records (the same snapshot of the
-segments) and sends each exchange's ``chat_answer``, in batches and in record order; the loading
-process takes them as it reaches each exchange, so the two share the work on two cores.
+segments) and sends each exchange's ``chat_answer``, with its request's digest for the workload
+identity (``exchange_digest``: a SHA-256 of the body, which evens out the two processes' work), in
+batches and in record order; the loading process takes them as it reaches each exchange, so the
+two share the work on two cores.
 
 An answer is the worker's only where it was read from that very exchange (the same place in the
 capture, the same id). For everything else (a capture too small to pay for a process's start, a
@@ -15,11 +17,13 @@ were read differs.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 from multiprocessing.connection import Connection
 from typing import Any
 
 from infertap.apis.conversation import UNREAD, Answer, Unread, chat_answer
+from infertap.capture.identity import exchange_digest
 from infertap.capture.reader import CaptureReader
 from infertap.spawning import exit_with_parent, workers_can_start
 
@@ -29,13 +33,16 @@ WORKER_BYTES = 4 << 20
 _BATCH = 512  # exchanges a message: few messages, and the pipe's buffer bounds what waits in it
 
 
+_NONE: tuple[Unread, None] = (UNREAD, None)
+
+
 class Replies:
     """Each exchange's ``chat_answer`` from the worker, asked for in record order (``of``)."""
 
     def __init__(self, path: str, sizes: dict[str, int]) -> None:
         self._process: Any = None
         self._conn: Connection | None = None
-        self._batch: list[tuple[Any, Answer | None | Unread]] = []
+        self._batch: list[tuple[Any, Answer | None | Unread, bytes]] = []
         self._at = 0
         if sum(sizes.values()) < WORKER_BYTES or not workers_can_start():
             return
@@ -51,11 +58,12 @@ class Replies:
             send.close()  # the worker's end only: its exit then ends the receiving
         self._process, self._conn = process, receive
 
-    def of(self, xid: Any) -> Answer | None | Unread:
-        """The next exchange's answer (``chat_answer``'s: None when it declined), for the exchange
-        ``xid``; ``UNREAD`` when the worker has none for it (it reads answered exchanges only)."""
+    def of(self, xid: Any) -> tuple[Answer | None | Unread, bytes | None]:
+        """For the next exchange, ``xid``: its answer (``chat_answer``'s: None when it declined;
+        ``UNREAD`` when the worker has none for it, as for exchanges not answered 2xx) and its
+        request's digest (None: none from the worker)."""
         if self._conn is None:
-            return UNREAD
+            return _NONE
         if self._at == len(self._batch):
             try:
                 batch = self._conn.recv()
@@ -63,14 +71,14 @@ class Replies:
                 batch = None  # the worker ended or failed: every reply from here on is read here
             if not batch:
                 self.close()
-                return UNREAD
+                return _NONE
             self._batch, self._at = batch, 0
-        wid, answer = self._batch[self._at]
+        wid, answer, digest = self._batch[self._at]
         self._at += 1
-        if wid != xid:  # out of step: no answer of it can be trusted for the rest
+        if wid != xid:  # out of step: nothing of it can be trusted for the rest
             self.close()
-            return UNREAD
-        return answer
+            return _NONE
+        return answer, digest
 
     def close(self) -> None:
         if self._conn is not None:
@@ -84,14 +92,15 @@ class Replies:
 
 
 def _read(path: str, sizes: dict[str, int], conn: Connection) -> None:
-    """The worker: each exchange's id and answer, in record order, then an empty batch."""
+    """The worker: each exchange's id, answer and request digest, in record order, then an empty batch."""
     exit_with_parent()
+    gc.disable()  # this process only reads: nothing it keeps makes a cycle
     try:
-        batch: list[tuple[Any, Any]] = []
+        batch: list[tuple[Any, Any, bytes]] = []
         for record in CaptureReader(path, sizes).exchanges():
             status = record.get("status")
             answered = isinstance(status, int) and 200 <= status < 300  # linking reads no other reply
-            batch.append((record.get("id"), chat_answer(record) if answered else UNREAD))
+            batch.append((record.get("id"), chat_answer(record) if answered else UNREAD, exchange_digest(record)))
             if len(batch) == _BATCH:
                 conn.send(batch)
                 batch = []

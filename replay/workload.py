@@ -36,6 +36,7 @@ from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader, snapshot
 from infertap.capture.records import apart, named_session
+from infertap.collector import no_cyclic_gc
 from infertap.errors import ConfigError, InfertapError
 
 from .bodies import BodyStore
@@ -229,6 +230,18 @@ def load_workload(
     transforms: Transforms | None = None,
 ) -> Workload:
     """The workload of the capture at ``path``, in one pass over it (see the module's docstring)."""
+    with no_cyclic_gc():
+        return _load(path, filters, limit, repeat, sample, transforms)
+
+
+def _load(
+    path: str | os.PathLike[str],
+    filters: Filters | None,
+    limit: int | None,
+    repeat: int,
+    sample: SessionSample | None,
+    transforms: Transforms | None,
+) -> Workload:
     sizes = snapshot(path)  # the records read here and by the replies' worker: the same ones
     reader = CaptureReader(path, sizes)
     # Without filters or a limit every exchange is replayed, and a request's conversation links
@@ -331,7 +344,7 @@ class _Scan:
 
     def _exchange(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
         self.exchanges += 1
-        answer = self.replies.of(r.get("id"))  # asked for every exchange, in record order, as the worker sends them
+        answer, digest = self.replies.of(r.get("id"))  # asked for every exchange, in record order, as the worker sends them
         r["session"] = named_session(r.get("session"))  # recorded blank by earlier versions
         # When it was due: a replay's capture records its schedule, free of the dispatcher's jitter
         # (its start), so that a replay of a replay keeps the original's offsets.
@@ -361,7 +374,7 @@ class _Scan:
                 model = body.get("model") if isinstance(body.get("model"), str) else None
                 previous = body.get("previous_response_id") if isinstance(body.get("previous_response_id"), str) else None
                 prefixes = Prefixes.of(api.name, api.turns(body)[0])
-        self.tally.add(r, generation)
+        self.tally.add(r, generation, digest)
         if r.get("end") == "refused":
             return  # infertap refused it; the engine never saw it
         if not generation:

@@ -39,6 +39,9 @@ Answer = tuple[Turn | None, str | None]
 class Unread:
     """``read_links``'s default ``answer``: not read yet."""
 
+    def __reduce__(self) -> str:
+        return "UNREAD"  # one of it, in any process it is sent to
+
 
 UNREAD = Unread()
 

@@ -55,6 +55,12 @@ def request_digest(method: str, path: str, query: str | None, body: bytes) -> by
     return h.digest()
 
 
+def exchange_digest(record: dict[str, Any]) -> bytes:
+    """``request_digest`` of an exchange record's request."""
+    body = record.get("request_body") or b""
+    return request_digest(record.get("method") or "", record.get("path") or "", record.get("query"), body)
+
+
 @dataclass(frozen=True, slots=True)
 class WorkloadIdentity:
     """The identities of a workload and its counts. ``workload`` and ``schedule`` are hex sha256."""
@@ -138,18 +144,18 @@ class IdentityTally:
         self._capped = 0
         self._behind_ns = 0
 
-    def add(self, record: dict[str, Any], generation: bool | None = None) -> None:
+    def add(self, record: dict[str, Any], generation: bool | None = None, digest: bytes | None = None) -> None:
         """Count ``record``; ``generation``, when the caller has read the request already, saves
-        reading it again (``is_generation``)."""
+        reading it again (``is_generation``), and ``digest`` hashing it (``exchange_digest``'s)."""
         rtype = record.get("type")
         if rtype == "header":
             self._anchor = round(float(record.get("wall") or 0.0) * 1e9)  # the run's start: start_ns counts from it
         elif rtype == "exchange":
             self.exchanges += 1
             if record.get("end") != "refused" and (is_generation(record) if generation is None else generation):
-                body = record.get("request_body") or b""
-                digest = request_digest(record.get("method") or "", record.get("path") or "", record.get("query"), body)
-                self.add_sent(digest, sent_time(self._anchor, record), len(body), "rechained_from" in record)
+                size = len(record.get("request_body") or b"")
+                digest = exchange_digest(record) if digest is None else digest
+                self.add_sent(digest, sent_time(self._anchor, record), size, "rechained_from" in record)
                 self._count_capped(record)
 
     def _count_capped(self, record: dict[str, Any]) -> None:

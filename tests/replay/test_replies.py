@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 import infertap.apis.conversation as conversation
+import infertap.capture.identity as identity
 from infertap.apis.conversation import UNREAD, chat_answer
 from infertap.capture.errors import CaptureCorruptError
+from infertap.capture.identity import exchange_digest
 from infertap.capture.reader import CaptureReader, snapshot
 from infertap.replay import replies
 from infertap.replay.replies import Replies
@@ -46,7 +48,8 @@ def test_the_worker_reads_every_reply_and_the_workload_is_the_same(tmp_path: Pat
         raise AssertionError(f"{record.get('id')}: read in the loading process, not by the worker")
 
     monkeypatch.setattr(replies, "WORKER_BYTES", 0)
-    monkeypatch.setattr(conversation, "chat_answer", not_here)  # the worker's own import is untouched
+    monkeypatch.setattr(conversation, "chat_answer", not_here)  # the worker's own imports are untouched
+    monkeypatch.setattr(identity, "exchange_digest", not_here)
     assert _workload(tmp_path / "src") == alone
 
 
@@ -59,16 +62,16 @@ def test_a_worker_out_of_step_or_gone_leaves_the_replies_to_the_loading_process(
     records = list(CaptureReader(path, sizes).exchanges())
 
     r = Replies(path, sizes)
-    assert r.of(records[0]["id"]) == chat_answer(records[0])  # in step: the worker's answer
+    assert r.of(records[0]["id"]) == (chat_answer(records[0]), exchange_digest(records[0]))  # in step: the worker's
     process = r._process
-    assert r.of("not-the-next-id") is UNREAD  # out of step: nothing more from it, and it is ended
-    assert r.of(records[2]["id"]) is UNREAD
+    assert r.of("not-the-next-id") == (UNREAD, None)  # out of step: nothing more from it, and it is ended
+    assert r.of(records[2]["id"]) == (UNREAD, None)
     assert process is not None and not process.is_alive()
 
     r = Replies(path, sizes)
     assert r._process is not None
     r._process.kill()  # a worker that dies (here before its imports are done): nothing from it, no wait
-    assert [r.of(x["id"]) for x in records] == [UNREAD] * len(records)
+    assert [r.of(x["id"]) for x in records] == [(UNREAD, None)] * len(records)
     r.close()
 
 
