@@ -430,8 +430,8 @@ def _same_host(a: str, b: str) -> bool:
     a, b = a.lower().rstrip("."), b.lower().rstrip(".")
     if a == b:
         return True
-    if _is_address(a) or _is_address(b):
-        return False
+    if _is_address(a) or _is_address(b) or ("." in a and "." in b):
+        return False  # two fully qualified names that differ are two machines (gpu1.dc-a, gpu1.dc-b)
     return a.split(".", 1)[0] == b.split(".", 1)[0]
 
 

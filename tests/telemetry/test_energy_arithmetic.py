@@ -180,6 +180,17 @@ def test_a_remote_engines_energy_is_not_the_recording_machines_own_gpus(tmp_path
     assert g["energy"]["joules"] == pytest.approx(50.0 * 4) and g["energy"]["devices"] == 1
 
 
+def test_an_exporter_on_another_domains_machine_of_the_same_short_name_is_not_the_engine(tmp_path: Path) -> None:
+    """``gpu1.dc-a`` and ``gpu1.dc-b`` are two machines; ``gpu1`` and ``gpu1.dc-a`` are one."""
+    upstream = "http://gpu1.dc-a.example.com:8000"
+    other = power({**DCGM, "Hostname": "gpu1.dc-b.example.com"}, 400.0, source="exporter", name="DCGM_FI_DEV_POWER_USAGE")
+    (g,) = groups([run(tmp_path / "other", [(0, 4000)], other, upstream=upstream)], tmp_path)
+    assert g["energy"]["joules"] is None
+    short = power({**DCGM, "Hostname": "gpu1"}, 400.0, source="exporter", name="DCGM_FI_DEV_POWER_USAGE")
+    (g,) = groups([run(tmp_path / "short", [(0, 4000)], short, upstream=upstream)], tmp_path)
+    assert g["energy"]["joules"] == pytest.approx(400.0 * 4)
+
+
 def test_two_recorders_on_one_machine_count_its_gpus_once(tmp_path: Path) -> None:
     gpus = [*counter("gpu_energy_joules", GPU0, *((t, 1e6 + 0.3 * t) for t in range(0, 4001, 250)))]
     gpus += counter("gpu_energy_joules", GPU1, *((t, 2e6 + 0.1 * t) for t in range(0, 4001, 250)))
