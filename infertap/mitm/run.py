@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,8 @@ def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], N
 
     from .addon import InfertapCapture
 
+    _check_listen(config)  # before the capture opens: a run that never listened is no run
+
     async def main() -> None:
         opts = options.Options(listen_host=config.host, listen_port=config.port, mode=[config.mode])
         if config.confdir:
@@ -86,3 +89,30 @@ def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], N
         await master.run()
 
     asyncio.run(main())
+
+
+def _check_listen(config: MitmConfig) -> None:
+    """The address mitmproxy will listen on can be taken now (mitmproxy itself says so only once
+    it has started, after the capture opened and an empty run was appended to it)."""
+    from mitmproxy.proxy.mode_specs import ProxyMode
+
+    mode = ProxyMode.parse(config.mode)
+    port = mode.listen_port(config.port)
+    if port is None:  # a mode that listens on no port of its own (local, transparent)
+        return
+    host = mode.listen_host(config.host)
+    kind = socket.SOCK_DGRAM if mode.transport_protocol == "udp" else socket.SOCK_STREAM
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=kind, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise MitmError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
+    for family, type_, proto, _, address in infos[:1]:
+        with socket.socket(family, type_, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's servers do
+            try:
+                s.bind(address)
+            except OSError as exc:
+                raise MitmError(
+                    f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}; choose another with --listen"
+                ) from None
+

@@ -321,3 +321,29 @@ def test_a_request_to_an_engine_that_is_down_is_recorded_not_lost(start_mitm):
     mitm.stop()
     (x,) = mitm.exchanges()
     assert x["end"] == "upstream_error" and x["status"] is None and json.loads(x["request_body"])["tag"] == "down"
+
+
+def test_a_listen_address_in_use_is_refused_before_the_capture_opens(tmp_path, fake, record):
+    """mitmproxy says so only once started: the capture had opened and an unclosed empty run was
+    appended to it (a capture that had closed cleanly no longer had)."""
+    import socket
+
+    proxy = record(fake[1])
+    with httpx.Client() as client:
+        client.post(f"{proxy.url}/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    proxy.stop()
+    before = sorted((p.name, p.read_bytes()) for p in proxy.out.iterdir())
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for out in (proxy.out, tmp_path / "new"):
+            said = subprocess.run(
+                [sys.executable, "-m", "infertap", "mitm", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--no-telemetry"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert said.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in said.stderr, said.stderr
+    assert sorted((p.name, p.read_bytes()) for p in proxy.out.iterdir()) == before
+    assert summarize(proxy.out)["closed_cleanly"] and not (tmp_path / "new").exists()
