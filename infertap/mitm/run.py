@@ -115,4 +115,3 @@ def _check_listen(config: MitmConfig) -> None:
                 raise MitmError(
                     f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}; choose another with --listen"
                 ) from None
-
