@@ -365,10 +365,15 @@ class QuietCancelled(logging.Filter):
     """Drops uvicorn's "Exception in ASGI application" traceback for an exchange cancelled by the
     recorder's shutdown (Ctrl-C, SIGTERM past the grace period): the exchange recorded itself as
     ``cancelled`` first, and uvicorn still cuts its connection, so its client sees the stream end
-    short. Cancellation is the only way an exchange ends there: a client's hang-up returns."""
+    short. Cancellation is the only way an exchange ends there: a client's hang-up returns. Also
+    the lifespan's own cancellation, which Starlette hands uvicorn as a traceback's text, after a
+    second Ctrl-C (uvicorn then skips the app's shutdown; the capture is closed after it all the same)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+        if record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError):
+            return False
+        text = record.msg if isinstance(record.msg, str) else ""
+        return not (text.startswith("Traceback") and text.rstrip().endswith("CancelledError"))
 
 
 class ProxyApp:

@@ -97,11 +97,16 @@ def test_sigterm_under_100_concurrent_streams_loses_nothing(fake, record):
     assert summarize(rec.out)["closed_cleanly"] is True
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
-def test_a_stop_signal_records_the_streams_in_flight_as_cancelled_without_a_traceback(fake, record, sig):
+@pytest.mark.parametrize(
+    ("sig", "times"),
+    [(signal.SIGINT, 1), (signal.SIGTERM, 1), (signal.SIGHUP, 1), (signal.SIGINT, 2)],
+    ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGINT twice"],
+)
+def test_a_stop_signal_records_the_streams_in_flight_as_cancelled_without_a_traceback(fake, record, sig, times):
     """Ctrl-C, kill, and the terminal closing (SIGHUP, which killed it with no footer) each end
     the recording cleanly: the streams cut short recorded as cancelled, and no uvicorn traceback
-    per stream on the terminal."""
+    per stream on the terminal. A second Ctrl-C (uvicorn then skips the app's shutdown, and
+    Starlette printed its lifespan's cancellation as a traceback) too."""
     app, url = fake
     previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the recorder inherits it: not under nohup
     try:
@@ -121,7 +126,9 @@ def test_a_stop_signal_records_the_streams_in_flight_as_cancelled_without_a_trac
             tasks = [asyncio.create_task(one(c, f"t{i}")) for i in range(3)]
             while len(streaming) < 3:
                 await asyncio.sleep(0.02)
-            rec.proc.popen.send_signal(sig)
+            for _ in range(times):
+                rec.proc.popen.send_signal(sig)
+                await asyncio.sleep(0.05)
             await asyncio.gather(*tasks)
 
     asyncio.run(main())
