@@ -9,7 +9,8 @@ request's reply.
 
 One pass over the capture reads everything a replay needs (``load_workload``): each request is
 parsed once, for its model, its conversation's digests, the source's workload identity and a check
-that the body transforms apply; its response is read only for the reply a later turn may carry.
+that the body transforms apply; its response is read only for the reply a later turn may carry
+(by a second process on a large capture, ``replies.Replies``, while this one reads the requests).
 Request bodies are not kept: an item keeps where its body lies in the capture (``bodies.BodyStore``)
 and the body is read again when it is sent.
 """
