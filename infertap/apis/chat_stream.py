@@ -291,7 +291,8 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
             if delta is not None:
                 if delta.content is not None:
                     content += delta.content
-                thought += both_reasoning(delta.reasoning_content, delta.reasoning)
+                if delta.reasoning_content is not None or delta.reasoning is not None:  # most deltas: neither
+                    thought += both_reasoning(delta.reasoning_content, delta.reasoning)
                 for i, call in enumerate(delta.tool_calls or ()):
                     fn = call.function
                     slot = calls.setdefault(
