@@ -8,7 +8,7 @@ else its exchanges' upstream) is a loopback one, the claim card's rule
 (``infertap.capture.hostfacts.engine_is_local``); only then do the machine's own GPUs (NVML, amdsmi,
 nvidia-smi) and RAPL count. An exporter's series (DCGM) count for the engine whose machine its
 ``Hostname`` label names, the recording machine's or a remote engine's; one without that label
-counts as the recording machine's. A device is named by its machine and its own name, so that two
+counts as the recording machine's (analysis/machines.py). A device is named by its machine and its own name, so that two
 recorders on one machine, read together, count its GPUs once; and each machine's devices are
 measured by one family: NVML's, else the exporter's (the same GPUs under other names), else RAPL.
 A group whose telemetry holds no device of its engines' machines has energy unknown, saying why.
@@ -25,17 +25,15 @@ wrap) and counts from zero after it, as Prometheus's ``increase`` counts.
 
 from __future__ import annotations
 
-import ipaddress
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infertap.capture.hostfacts import engine_is_local, url_parts
 from infertap.engines import load
 from infertap.telemetry.series import Series, Span, counter_rates, idle_mean, increase, integral, merged, reach, reaches, summed
 
+from .machines import Engine, device_key, engine_of, hostname, on_engine
 from .store import Analysis
 
 #: Energy sources, best first: (telemetry name, kind, scale to joules or watts, what the result says).
@@ -69,16 +67,6 @@ _Series = Series
 _Span = Span
 
 
-@dataclass
-class _Engine:
-    """Where a capture's engine ran: ``hosts`` its machine's names, ``local`` when that is the
-    recording machine; ``why`` when it can't be told."""
-
-    hosts: frozenset[str] = frozenset()
-    local: bool = False
-    why: str | None = None
-
-
 @dataclass(eq=False)
 class _Device:
     """One device's series of one source name, merged over every capture that sampled it."""
@@ -109,11 +97,11 @@ class Telemetry:
         )
         for capture, source, name, device, labels, wall_ns, value, host in rows:
             if name in _SOURCE:
-                self.power[capture][_device_key(source, device, labels, host)][name].append((wall_ns, value))
+                self.power[capture][device_key(source, device, labels, host)][name].append((wall_ns, value))
             else:
                 self.series[capture][name][str(labels)].append((wall_ns, value))
         self.reach: dict[int, int] = {}
-        self._engines: dict[str, _Engine] | None = None
+        self._engines: dict[str, Engine] | None = None
         self._spans_ready = False
 
     def _covers(self, samples: _Series, span: _Span) -> bool:
@@ -223,7 +211,7 @@ class Telemetry:
         by_machine: dict[str, list[str]] = defaultdict(list)
         reasons = []
         for capture in parts:
-            engine = engines.get(capture, _Engine(why="its engine's URL is not recorded (no snapshot, no upstream)"))
+            engine = engines.get(capture, Engine(why="its engine's URL is not recorded (no snapshot, no upstream)"))
             if engine.why:
                 reasons.append(engine.why)
                 continue
@@ -235,7 +223,7 @@ class Telemetry:
                 (key, names)
                 for c in parts
                 for key, names in self.power.get(c, {}).items()
-                if any(_on(key, engines[x]) for x in captures)
+                if any(on_engine(key, engines[x]) for x in captures)
             ]
             chosen = self._family(candidates, [parts[c].span for c in captures])
             if chosen:
@@ -275,7 +263,7 @@ class Telemetry:
                 return chosen
         return []
 
-    def engines(self) -> dict[str, _Engine]:
+    def engines(self) -> dict[str, Engine]:
         """Each capture's engine: the last engine snapshot's URL (as the claim card reads it), else
         the upstreams its exchanges went to; its machine the recording one's when that URL is local."""
         if self._engines is None:
@@ -292,9 +280,9 @@ class Telemetry:
             )
             hosts: dict[str, set[str]] = defaultdict(set)
             for capture, host in a.sql("SELECT capture, host FROM runs").fetchall():
-                if name := _hostname(host):
+                if name := hostname(host):
                     hosts[capture].add(name)
-            self._engines = {c: _engine(snap.get(c), upstreams.get(c) or [], hosts[c]) for c in {*snap, *upstreams, *hosts}}
+            self._engines = {c: engine_of(snap.get(c), upstreams.get(c) or [], hosts[c]) for c in {*snap, *upstreams, *hosts}}
         return self._engines
 
     def _parts(self, captures: Sequence[str], first: int, last: int) -> dict[str, _Part]:
@@ -382,78 +370,6 @@ class _Part:
     known_ok: int
     known_tokens: int
     sessions: set[tuple[str, str]]
-
-
-def _device_key(source: str | None, device: str | None, labels: str | None, host: str | None) -> tuple[str, bool, str]:
-    """(machine, whether the machine is assumed to be the recorder's, device) of a power sample:
-    a local source's machine is the recorder's; an exporter's is its ``Hostname`` label, if any."""
-    tags = _loads(labels)
-    recorder = _hostname(host) or ""
-    if source == "exporter":
-        name = str(tags.get("Hostname") or "")
-        gpu = str(tags.get("gpu") or tags.get("UUID") or tags.get("device") or labels)
-        return (name, False, f"gpu {gpu}") if name else (recorder, True, f"exporter gpu {gpu}")
-    if device is not None:
-        return recorder, True, f"gpu {device}"
-    return recorder, True, f"zone {tags.get('zone') or labels}"
-
-
-def _on(key: tuple[str, bool, str], engine: _Engine) -> bool:
-    """Whether a device is on the machine of ``engine``: the recorder's own devices only for a
-    local engine, an exporter's by the machine its Hostname label names."""
-    host, assumed, _ = key
-    if assumed:
-        return engine.local and host in engine.hosts
-    return any(_same_host(host, h) for h in engine.hosts)
-
-
-def _engine(snapshot: str | None, upstreams: list[str], recorders: set[str]) -> _Engine:
-    urls = [snapshot] if snapshot else upstreams
-    if not urls:
-        return _Engine(why="where its engine ran is unknown (no engine snapshot, no upstream recorded)")
-    if all(engine_is_local(url) for url in urls):
-        if not recorders:
-            return _Engine(why="the recording machine's name is not recorded")
-        return _Engine(frozenset(recorders), local=True)
-    names = {_url_host(url) for url in urls}
-    if len(names) != 1 or any(engine_is_local(url) for url in urls):
-        return _Engine(why=f"its requests went to engines on several machines ({', '.join(sorted(urls))})")
-    return _Engine(frozenset(names))
-
-
-def _url_host(url: str) -> str:
-    return (url_parts(url).hostname or "").lower()  # an old capture's "user:[REDACTED]@" too
-
-
-def _same_host(a: str, b: str) -> bool:
-    """Two names of one machine: equal, or a short name and its fully qualified one (never two addresses' prefixes)."""
-    a, b = a.lower().rstrip("."), b.lower().rstrip(".")
-    if a == b:
-        return True
-    if _is_address(a) or _is_address(b) or ("." in a and "." in b):
-        return False  # two fully qualified names that differ are two machines (gpu1.dc-a, gpu1.dc-b)
-    return a.split(".", 1)[0] == b.split(".", 1)[0]
-
-
-def _is_address(name: str) -> bool:
-    try:
-        ipaddress.ip_address(name.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
-def _hostname(host: str | None) -> str | None:
-    name = _loads(host).get("hostname")
-    return str(name) if name else None
-
-
-def _loads(text: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _unknown(why: str) -> dict[str, Any]:

@@ -1,0 +1,100 @@
+"""Which machine a power sample and an engine are on, so that a device's energy counts for the
+engine that ran there (analysis/energy.py): an engine is on the recording machine when its URL is a
+loopback one (``engine_is_local``, the claim card's rule), else on the machine its URL names; a
+local source's device is on the recording machine; an exporter's (DCGM) on the machine its
+``Hostname`` label names.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from infertap.capture.hostfacts import engine_is_local, url_parts
+
+
+@dataclass
+class Engine:
+    """Where a capture's engine ran: ``hosts`` its machine's names, ``local`` when that is the
+    recording machine; ``why`` when it can't be told."""
+
+    hosts: frozenset[str] = frozenset()
+    local: bool = False
+    why: str | None = None
+
+
+def device_key(source: str | None, device: str | None, labels: str | None, host: str | None) -> tuple[str, bool, str]:
+    """(machine, whether the machine is assumed to be the recorder's, device) of a power sample:
+    a local source's machine is the recorder's; an exporter's is its ``Hostname`` label, if any."""
+    tags = _loads(labels)
+    recorder = hostname(host) or ""
+    if source == "exporter":
+        name = str(tags.get("Hostname") or "")
+        gpu = str(tags.get("gpu") or tags.get("UUID") or tags.get("device") or labels)
+        return (name, False, f"gpu {gpu}") if name else (recorder, True, f"exporter gpu {gpu}")
+    if device is not None:
+        return recorder, True, f"gpu {device}"
+    return recorder, True, f"zone {tags.get('zone') or labels}"
+
+
+def on_engine(key: tuple[str, bool, str], engine: Engine) -> bool:
+    """Whether a device is on the machine of ``engine``: the recorder's own devices only for a
+    local engine, an exporter's by the machine its Hostname label names."""
+    host, assumed, _ = key
+    if assumed:
+        return engine.local and host in engine.hosts
+    return any(_same_host(host, h) for h in engine.hosts)
+
+
+def engine_of(snapshot: str | None, upstreams: list[str], recorders: set[str]) -> Engine:
+    urls = [snapshot] if snapshot else upstreams
+    if not urls:
+        return Engine(why="where its engine ran is unknown (no engine snapshot, no upstream recorded)")
+    if all(engine_is_local(url) for url in urls):
+        if not recorders:
+            return Engine(why="the recording machine's name is not recorded")
+        return Engine(frozenset(recorders), local=True)
+    names = {_url_host(url) for url in urls}
+    if len(names) != 1 or any(engine_is_local(url) for url in urls):
+        return Engine(why=f"its requests went to engines on several machines ({', '.join(sorted(urls))})")
+    return Engine(frozenset(names))
+
+
+def _url_host(url: str) -> str:
+    return (url_parts(url).hostname or "").lower()  # an old capture's "user:[REDACTED]@" too
+
+
+def _same_host(a: str, b: str) -> bool:
+    """Two names of one machine: equal, or a short name and its fully qualified one (never two addresses' prefixes)."""
+    a, b = a.lower().rstrip("."), b.lower().rstrip(".")
+    if a == b:
+        return True
+    if _is_address(a) or _is_address(b) or ("." in a and "." in b):
+        return False  # two fully qualified names that differ are two machines (gpu1.dc-a, gpu1.dc-b)
+    return a.split(".", 1)[0] == b.split(".", 1)[0]
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def hostname(host: str | None) -> str | None:
+    name = _loads(host).get("hostname")
+    return str(name) if name else None
+
+
+def _loads(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+__all__ = ["Engine", "device_key", "engine_of", "hostname", "on_engine"]
