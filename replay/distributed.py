@@ -76,10 +76,12 @@ class ShardWorker:
     def clock(self) -> float:
         return time.time()
 
-    def progress(self) -> tuple[int, int, int]:
-        """(sent, completed, completed but not complete)."""
+    def progress(self) -> tuple[int, int, int, int]:
+        """(sent, completed, completed but not complete, generation requests not answered 2xx in full)."""
         stats = self._replay.stats if self._replay else None
-        return (stats.sent, stats.completed, stats.completed - stats.ends.get("complete", 0)) if stats else (0, 0, 0)
+        if stats is None:
+            return (0, 0, 0, 0)
+        return (stats.sent, stats.completed, stats.completed - stats.ends.get("complete", 0), stats.generation_failed)
 
     def stop(self) -> None:
         self._stop.set()
@@ -117,6 +119,7 @@ class ShardWorker:
                     "total": stats.total,
                     "sent": stats.sent,
                     "completed": stats.completed,
+                    "generation_failed": stats.generation_failed,
                     "ends": dict(stats.ends),
                     "statuses": dict(stats.statuses),
                     "errors": dict(stats.errors),
@@ -330,11 +333,13 @@ def _tick(ray: Any, live: ReplayStats, finished: list[dict[str, Any]], running: 
         polled = ray.get([w.progress.remote() for w in running], timeout=5) if running else []
     except ray.exceptions.RayError:
         return  # a worker gone: its run's result will say so
-    live.sent = sum(c["sent"] for c in finished) + sum(s for s, _, _ in polled)
-    live.completed = sum(c["completed"] for c in finished) + sum(c for _, c, _ in polled)
-    failed = sum(c["completed"] - c["ends"].get("complete", 0) for c in finished) + sum(e for _, _, e in polled)
+    live.sent = sum(c["sent"] for c in finished) + sum(p[0] for p in polled)
+    live.completed = sum(c["completed"] for c in finished) + sum(p[1] for p in polled)
+    failed = sum(c["completed"] - c["ends"].get("complete", 0) for c in finished) + sum(p[2] for p in polled)
     live.ends = Counter(complete=live.completed - failed)
     live.in_flight = live.sent - live.completed
+    # What the live display calls errors, as a replay in one process counts them.
+    live.generation_failed = sum(c["generation_failed"] for c in finished) + sum(p[3] for p in polled)
 
 
 def _merge_summaries(
@@ -350,6 +355,7 @@ def _merge_summaries(
         merged.total += s["total"]
         merged.sent += s["sent"]
         merged.completed += s["completed"]
+        merged.generation_failed += s["generation_failed"]
         merged.lags_ns.extend(s["lags_ns"])
         merged.behind_ns.extend(s["behind_ns"])
         merged.capped += s["capped"]

@@ -123,6 +123,22 @@ def test_sharded_replay_sends_what_a_single_process_sends_at_the_same_times(fake
     assert set(sources) == {f"src-{i}" for i in range(24)} and set(sources.values()) == {1}
 
 
+def test_the_live_progress_of_a_sharded_replay_counts_its_errors_as_one_process_does(fake, tmp_path, ray_cluster) -> None:
+    """The progress display's errors (generation requests not answered 2xx in full) stayed 0 on Ray."""
+    _, url = fake
+    chat = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True, "n_chunks": 2}
+    write_capture(
+        tmp_path / "src",
+        [{"offset_s": i * 0.02, "body": chat, **({"path": "/status/500"} if i % 3 == 0 else {})} for i in range(12)],
+    )
+    seen: dict[str, list[int]] = {}
+    for name, address in (("single", None), ("sharded", ray_cluster)):
+        ticks = seen[name] = []
+        config = ReplayConfig(tmp_path / "src", url, tmp_path / name, probe=False, ray=address, shards=2 if address else None)
+        run_replay(config, progress=lambda live, ticks=ticks: ticks.append(live.generation_failed))
+    assert seen["single"][-1] == seen["sharded"][-1] == 4, seen
+
+
 def test_sharded_capture_exports_partitioned_parquet_that_round_trips(fake, tmp_path, ray_cluster) -> None:
     app, url = fake
     run_replay(ReplayConfig(workload(tmp_path), url, tmp_path / "sharded", probe=False, ray=ray_cluster, shards=2))
