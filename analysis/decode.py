@@ -57,8 +57,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: reasoning tokens hidden; 18: a stream read up to its first [DONE], a choice whose index is no
 #: integer as choice 0, both reasoning fields where they differ, a Responses call only its final event
 #: restates, tool-call arguments canonical only where nothing is lost (turns link by them); 19: a
-#: request's digest leaves out query parameters the capture redacted.
-DECODE_VERSION = 19
+#: request's digest leaves out query parameters the capture redacted; 20: arguments sent as an
+#: object keep digits past a double.
+DECODE_VERSION = 20
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

@@ -49,8 +49,8 @@ BATCH_ROWS = 5_000
 #: without its request id; 8: whether an enrichment's rebuilt prompt disagreed with usage; 9: tool-call
 #: arguments canonical only where nothing is lost, a custom tool's input as text, what server tools gave
 #: back, every finish reason said, payloads not read, bytes not UTF-8 and data after the end marker; a
-#: request id only a token with a digit.
-SUMMARY_VERSION = 9
+#: request id only a token with a digit; 10: arguments sent as an object keep digits past a double.
+SUMMARY_VERSION = 10
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -61,6 +61,17 @@ def loads(data: str | bytes) -> Any:
         raise ValueError("JSON nested too deeply to be read") from None
 
 
+def loads_exact(data: str | bytes) -> Any:
+    """``loads`` with every number kept at its exact value: a float that is not its text's value
+    (``0.10000000000000001``, digits past a double, which ``loads`` rounds as ``json.loads`` does)
+    is an ``ExactFloat``. For payloads whose numbers are compared as sent (tool calls' arguments
+    sent as objects); slower than ``loads``, so only for those."""
+    try:
+        return json.loads(data, parse_float=ExactFloat.of, parse_constant=ExactFloat.of)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to be read") from None
+
+
 def utf8(data: bytes) -> bool:
     """Whether ``data`` is UTF-8, as ``json.loads`` requires of bytes: what msgspec keeps as raw JSON
     or skips is not looked inside, so a reader that decodes a body only in part checks it first."""
@@ -73,4 +84,4 @@ def utf8(data: bytes) -> bool:
     return True
 
 
-__all__ = ["NOT_JSON", "ExactFloat", "loads", "utf8"]
+__all__ = ["NOT_JSON", "ExactFloat", "loads", "loads_exact", "utf8"]

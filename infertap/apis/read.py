@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .body import decoded_chunks, ended_payloads, framing, head_of, invalid_utf8
-from .fastjson import loads
+from .fastjson import loads, loads_exact
 from .llamacpp import LlamaCpp
 from .messages import Messages
 from .ollama import OllamaChat, OllamaGenerate
@@ -178,7 +178,9 @@ def ended(pieces: list[bytes], last: Any) -> bool:
 
 def _loads(data: str) -> Any:
     try:
-        return loads(data)
+        # Tool-call arguments sent as an object (Ollama's, Anthropic's ``input``) are compared by
+        # their numbers as sent: digits past a double are not rounded away there.
+        return loads_exact(data) if '"arguments"' in data or '"input"' in data else loads(data)
     except ValueError:
         return None
 

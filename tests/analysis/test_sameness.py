@@ -115,6 +115,8 @@ ARGUMENTS = {
     ),
     "ollama's object, beyond a double": (OLLAMA, _ollama_call("1e400"), _ollama_call("2e400")),
     "anthropic's input, beyond a double": (MESSAGES, _anthropic_call("1e400"), _anthropic_call("2e400")),
+    "ollama's object, digits past a double": (OLLAMA, _ollama_call("0.1"), _ollama_call("0.10000000000000001")),
+    "anthropic's input, digits past a double": (MESSAGES, _anthropic_call("0.1"), _anthropic_call("0.10000000000000001")),
 }
 ARGUMENTS_SAME = {
     "key order and spaces": (CHAT, _call('{"a": 1, "b": [2.5]}'), _call('{ "b":[2.50],\n"a":1 }')),
@@ -122,6 +124,12 @@ ARGUMENTS_SAME = {
     "the same number beyond a double": (CHAT, _call('{"x": 1e400}'), _call('{"x": 1E+400}')),
     "ollama's object, the same": (OLLAMA, _ollama_call("1e400"), _ollama_call("1e400")),
     "anthropic's input, the same": (MESSAGES, _anthropic_call("1e400"), _anthropic_call("10e399")),
+    "ollama's object, the same digits past a double": (
+        OLLAMA,
+        _ollama_call("0.10000000000000001"),
+        _ollama_call("1.0000000000000001e-1"),
+    ),
+    "anthropic's input, a plain number": (MESSAGES, _anthropic_call("0.25"), _anthropic_call("2.5e-1")),
 }
 
 
