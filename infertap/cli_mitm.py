@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .options import host_port, key_value, telemetry_options
+from .options import host_port, key_value, note_if_appending, telemetry_options
 
 
 @click.command()
@@ -99,6 +99,7 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
     from .mitm.importer import import_file
 
     out = out or Path("captures") / f"import-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    note_if_appending("import", out)
     counts = import_file(source, out, all_paths=all_paths)
     click.echo(
         f"imported {counts['kept']} exchanges into {out} ({counts['skipped']} requests to other paths skipped; --all-paths keeps them)"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .errors import INTERRUPTED
-from .options import TELEMETRY_OPTIONS, pairs, ray_option
+from .options import TELEMETRY_OPTIONS, note_if_appending, pairs, ray_option
 
 if TYPE_CHECKING:
     from .replay import ReplayConfig, ReplayStats, Schedule, Transforms
@@ -267,6 +267,7 @@ def replay(
         seed=seed,
         **options,
     )
+    note_if_appending("replay", Path(config.out))
     summary = _run(config, quiet=as_json)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))

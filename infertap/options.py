@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
+
+
+def note_if_appending(command: str, out: Path) -> None:
+    """Say so where ``--out`` already holds a capture: the new run is added to it, and ``stats`` and
+    ``compare`` read all its runs together (another workload's among them)."""
+    from .capture.reader import capture_id_of
+    from .errors import InfertapError
+
+    try:
+        holds = capture_id_of(out) is not None
+    except InfertapError:
+        return  # a damaged capture: the writer says what is wrong with it
+    if holds:
+        click.echo(
+            f"infertap {command}: {out} already holds a capture; this {command} is added to it as another run "
+            "(stats and compare read its runs together)",
+            err=True,
+        )
 
 
 def pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[tuple[str, str]]:

@@ -143,3 +143,21 @@ def test_a_responses_turn_whose_parent_is_not_replayed_is_refused_not_sent_stale
     assert app.requests == []  # never sent with the recorded engine's id
     (x,) = CaptureReader(tmp_path / "out").exchanges()
     assert x["end"] == "refused" and "resp_src_0" in x["error"]
+
+
+def test_a_replay_or_an_import_into_an_existing_capture_says_it_adds_a_run(fake, tmp_path: Path) -> None:
+    """It appends silently, and compare then read another workload's run among the replay's."""
+    _, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": 0.0}, {"offset_s": 0.01}])
+    said = []
+    for _ in range(2):
+        run = CliRunner().invoke(
+            cli, ["replay", str(tmp_path / "src"), "--target", url, "--out", str(tmp_path / "B"), "--no-probe", "--no-telemetry"]
+        )
+        assert run.exit_code == 0, run.output
+        said.append("already holds a capture; this replay is added to it as another run" in run.stderr)
+    assert said == [False, True]
+    har = tmp_path / "t.har"
+    har.write_text(json.dumps({"log": {"entries": []}}))
+    run = CliRunner().invoke(cli, ["import", str(har), "--out", str(tmp_path / "B")])
+    assert "already holds a capture; this import is added to it as another run" in run.stderr, run.output
