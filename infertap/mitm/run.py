@@ -106,12 +106,12 @@ def _check_listen(config: MitmConfig) -> None:
         infos = socket.getaddrinfo(host or None, port, type=kind, flags=socket.AI_PASSIVE)
     except OSError as exc:
         raise MitmError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
-    for family, type_, proto, _, address in infos[:1]:
-        with socket.socket(family, type_, proto) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's servers do
-            try:
-                s.bind(address)
-            except OSError as exc:
-                raise MitmError(
-                    f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}; choose another with --listen"
-                ) from None
+    family, type_, proto, _, address = infos[0]
+    with socket.socket(family, type_, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's servers do
+        try:
+            s.bind(address)
+        except OSError as exc:
+            raise MitmError(
+                f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}; choose another with --listen"
+            ) from None
