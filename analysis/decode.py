@@ -31,7 +31,7 @@ from infertap.apis import (
 )
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
-from infertap.capture.identity import request_digest
+from infertap.capture.identity import exchange_digest
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import apart, named_session
@@ -336,9 +336,7 @@ class Decoder:
             wall_ns = round(rec.get("wall", 0.0) * 1e9) - rec.get("start_ns", 0)
         sent_wall_ns = wall_ns + rec.get("sent_ns", 0)
         body = rec.get("request_body") or b""
-        digest = (
-            request_digest(rec.get("method") or "", rec.get("path") or "", rec.get("query"), body) if request.generation else None
-        )
+        digest = exchange_digest(rec) if request.generation else None
         self._request_row(xid, request, body, digest)
         # The usual streamed chat answer in one pass (read_chat_stream), anything else through its adapter.
         stream = read_chat_stream(rec) if chunks else None
