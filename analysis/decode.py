@@ -58,8 +58,8 @@ from .schema import ENGINE_FACTS, TABLES
 #: integer as choice 0, both reasoning fields where they differ, a Responses call only its final event
 #: restates, tool-call arguments canonical only where nothing is lost (turns link by them); 19: a
 #: request's digest leaves out query parameters the capture redacted; 20: arguments sent as an
-#: object keep digits past a double.
-DECODE_VERSION = 20
+#: object keep digits past a double; 21: exchanges.client_wait_ns.
+DECODE_VERSION = 21
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -495,7 +495,7 @@ class Decoder:
                 *_server_timings(parsed),
                 rec.get("source_id"),
                 _int(rec.get("repeat")),
-                *(_int(rec.get(k)) for k in ("scheduled_ns", "lag_ns", "queue_ns", "dep_wait_ns")),
+                *(_int(rec.get(k)) for k in ("scheduled_ns", "lag_ns", "queue_ns", "dep_wait_ns", "client_wait_ns")),
                 *tokens,
             )
         )

@@ -118,6 +118,7 @@ EXCHANGES = _schema(
     ("lag_ns", I64),
     ("queue_ns", I64),
     ("dep_wait_ns", I64),  # replays
+    ("client_wait_ns", I64),  # the recording proxy's wait for a slow client: chunk times late by up to it
     # Its token-bearing events (text, reasoning or a tool-call delta), as the token_chunks view reads
     # them, summed up at decode time so that the metrics view needs no aggregate over every event:
     ("first_token_ns", I64),

@@ -28,7 +28,7 @@ _COLUMNS = (
     "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
     "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
     "prefix_unit, prefix_shared, prefix_length, streamed, readable, finish_reason, tool_calls, session, turn, think_ns, "
-    "choices, hidden_reasoning_tokens"
+    "choices, hidden_reasoning_tokens, client_wait_ns"
 )
 #: Per-exchange metrics summarised as distributions: name printed -> (column, scale to the unit).
 LATENCIES = {
@@ -164,7 +164,7 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
         ),
         "answers": q.rows(
             "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
-            "count(*) FILTER (WHERE NOT readable)"
+            "count(*) FILTER (WHERE NOT readable), count(*) FILTER (WHERE client_wait_ns > 0), max(client_wait_ns)"
         ),
         "work": q.rows(
             "sum(prompt_tokens), count(prompt_tokens), sum(output_tokens), count(output_tokens), "
@@ -195,7 +195,7 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
     values = row[12:]
     span_s = (last - first) / 1e9 if first is not None and last is not None else None
     [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
-    finish, with_tools, tool_calls, unreadable = aspects["answers"][key][0]
+    finish, with_tools, tool_calls, unreadable, held, held_ns = aspects["answers"][key][0]
     sources = aspects["sources"].get(key, [])
     by_source = {str(src): int(total or 0) for src, _, total in sources if src is not None}
     label = dict(zip(q.names, key, strict=True))
@@ -214,6 +214,8 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
         # ttft of a body not streamed is the time to all of it: said apart where both kinds are in a group.
         "ttft_kinds": {"streamed": streamed, "whole_body": whole},
         "unreadable": unreadable,
+        # Exchanges whose client was too slow to take the body: their chunk times include its waits.
+        "client_wait": {"exchanges": held, "max_ms": held_ns / 1e6 if held_ns is not None else None},
         "finish_reasons": {str(k): int(v) for k, v in (finish or {}).items()},
         "tool_calls": {"exchanges": with_tools, "calls": int(tool_calls or 0)},
         "tokens_per_chunk": _ratio(chunk_tokens, token_chunks),

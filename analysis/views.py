@@ -81,7 +81,7 @@ WITH base AS (
         x.server_prompt_ms, x.server_decode_ms, x.server_prompt_tokens, x.server_decode_tokens, x.server_cached_tokens,
         x.server_timings_source,
         p.unit AS prefix_unit, p.length AS prefix_length, p.shared AS prefix_shared,
-        x.source_id, x.repeat, x.scheduled_ns, x.lag_ns, x.queue_ns, x.dep_wait_ns
+        x.source_id, x.repeat, x.scheduled_ns, x.lag_ns, x.queue_ns, x.dep_wait_ns, x.client_wait_ns
     FROM exchanges x
     LEFT JOIN enrichment_latest e ON e.capture = x.capture AND e.exchange_id = x.exchange_id
     LEFT JOIN prefixes p ON p.capture = x.capture AND p.exchange_id = x.exchange_id

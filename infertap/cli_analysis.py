@@ -241,6 +241,12 @@ def _print_output(group: dict[str, Any]) -> None:
             else ""
         )
     )
+    held = group["client_wait"]
+    if held["exchanges"]:
+        _out(
+            f"  note: {held['exchanges']} exchanges waited for their client to take the body (up to {_num(held['max_ms'], 1)} ms): "
+            "the proxy reads the next chunk only once the last is handed on, so their token times include the client's slowness"
+        )
 
 
 def _print_server_timings(st: dict[str, Any]) -> None:

@@ -17,6 +17,10 @@ from infertap.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 
 from .upstream import UpstreamClient, UpstreamResponse
 
+#: A hand-off to the client that took longer than this waited for it (its send buffer was full): a
+#: write that doesn't wait takes microseconds.
+HELD_NS = 1_000_000
+
 
 class UpstreamCall:
     """Sends one exchange's request and records its response into the exchange record.
@@ -60,6 +64,7 @@ class UpstreamCall:
         t0 = self.t0
         chunk_ns = self.record["chunk_ns"]
         chunks = self.record["chunks"]
+        held = 0
         try:
             if deliver is None:
                 async for chunk in response.aiter_raw():
@@ -67,13 +72,20 @@ class UpstreamCall:
                     chunks.append(chunk)
             else:
                 async for chunk in response.aiter_raw():
-                    chunk_ns.append(time.monotonic_ns() - t0)
+                    now = time.monotonic_ns()
+                    chunk_ns.append(now - t0)
                     chunks.append(chunk)
                     await deliver(chunk)
+                    # The next chunk is read only once this one is handed on: a client that doesn't
+                    # take it makes every later chunk's time late by as much, so the wait is kept.
+                    if (waited := time.monotonic_ns() - now) > HELD_NS:
+                        held += waited
         except UpstreamError as exc:
             self.failed(exc, " mid-response")
             return False
         finally:
+            if held:
+                self.record["client_wait_ns"] = held
             if response.trailers:
                 self.record["response_trailers"] = self.redactor.headers_from_asgi(response.trailers)
         return True

@@ -116,6 +116,47 @@ def test_a_slow_reader_slows_the_upstream_through_the_proxy(fake, record):
     assert x["end"] == "complete" and sum(len(c) for c in x["chunks"]) == blocks * 65536
 
 
+def test_a_client_too_slow_to_take_the_stream_is_recorded_and_stats_says_its_times_include_it(fake, record):
+    """The proxy reads the engine's next chunk only once the last is handed on: while a client reads
+    nothing, the chunks' times run late. The wait is kept (``client_wait_ns``) and ``stats`` says so;
+    a client that keeps up leaves none."""
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    app, url = fake
+    rec = record(url, "--no-probe")
+    ask = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    slow = json.dumps({**ask, "tag": "s" * 4000, "n_chunks": 2000}).encode()  # ~8 KiB an event, 16 MiB
+    with socket.create_connection(("127.0.0.1", int(rec.url.rsplit(":", 1)[1]))) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(slow), slow)
+        )
+        sock.recv(1024)
+        time.sleep(1.5)  # reads nothing: the buffers fill within a few ms, then the proxy waits
+        received = b""
+        while not received.endswith(b"\r\n0\r\n\r\n"):  # the chunked body's last chunk
+            data = sock.recv(1 << 20)
+            assert data, f"the stream ended early, after {len(received)} bytes"
+            received += data
+    assert b"data: [DONE]" in received
+    kept_up = httpx.post(f"{rec.url}/v1/chat/completions", json={**ask, "tag": "f", "n_chunks": 5}, timeout=10)
+    assert kept_up.status_code == 200
+    rec.stop()
+    held, fast = rec.exchanges()
+    assert held["end"] == "complete" and len(held["chunks"]) >= 2000
+    assert held["client_wait_ns"] >= 500_000_000, held.get("client_wait_ns")  # of the 1.5 s it read nothing
+    assert "client_wait_ns" not in fast
+    shown = CliRunner().invoke(cli, ["stats", str(rec.out), "--json"])
+    assert shown.exit_code == 0, shown.output
+    (group,) = json.loads(shown.output)["groups"]
+    assert group["client_wait"]["exchanges"] == 1 and group["client_wait"]["max_ms"] == held["client_wait_ns"] / 1e6
+    text = CliRunner().invoke(cli, ["stats", str(rec.out)], env={"COLUMNS": "200"}).output
+    assert "1 exchanges waited for their client to take the body" in text
+
+
 def test_the_recorders_event_loop_lag_is_in_every_footer_and_in_info(fake, record):
     """A capture says how coarse its own timestamps may be: the recorder's event-loop lag."""
     from click.testing import CliRunner
