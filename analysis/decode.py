@@ -58,8 +58,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: integer as choice 0, both reasoning fields where they differ, a Responses call only its final event
 #: restates, tool-call arguments canonical only where nothing is lost (turns link by them); 19: a
 #: request's digest leaves out query parameters the capture redacted; 20: arguments sent as an
-#: object keep digits past a double; 21: exchanges.client_wait_ns.
-DECODE_VERSION = 21
+#: object keep digits past a double; 21: exchanges.client_wait_ns; 22: an error beside a chat choice
+#: (a gateway's mid-stream error) is the answer's, a Responses message sent whole beside streamed
+#: calls is read, an Anthropic request to Vertex AI or Bedrock is read as Messages.
+DECODE_VERSION = 22
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

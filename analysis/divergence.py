@@ -65,12 +65,14 @@ def output_text(
     audio: str = "",
     citations: Sequence[str] = (),
     results: Sequence[str] = (),
+    others: Sequence[str] = (),
 ) -> str:
     """An output as one string, in the order it is generated: its reasoning, its text, a refusal
     (``refused: ...``), an audio answer's transcript (``said: ...``), each source cited (``cited:
     ...``, canonical JSON), each tool call as ``name(arguments)`` (canonical JSON), what each server
-    tool gave back (``result: ...``, canonical JSON) and the error it reports, ``PART`` between them. Just the text when there is nothing else, so that a character
-    position is most often one in the text."""
+    tool gave back (``result: ...``, canonical JSON), each block or item of a type not read (``item:
+    ...``) and the error it reports, ``PART`` between them. Just the text when there is nothing
+    else, so that a character position is most often one in the text."""
     parts = [reasoning] if reasoning else []
     parts.append(text)
     if refusal:
@@ -80,6 +82,7 @@ def output_text(
     parts += (f"cited: {c}" for c in citations)
     parts += (f"{c.get('name') or ''}({_arguments(c)})" for c in tool_calls)
     parts += (f"result: {r}" for r in results)
+    parts += (f"item: {o}" for o in others)
     if error is not None:
         parts.append(error)
     return PART.join(parts)

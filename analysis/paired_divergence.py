@@ -323,6 +323,8 @@ def _pair_divergence(
         sa.encrypted_reasoning == sb.encrypted_reasoning
         and sa.citations == sb.citations
         and sa.tool_results == sb.tool_results
+        and sa.others == sb.others
+        and sa.layout == sb.layout
         and _same_choices(sa.choices, sb.choices)
     )
     # What the reading could not tell apart: payloads that are not JSON, bytes that are not UTF-8
@@ -359,7 +361,9 @@ def _finishes(s: Summary) -> tuple[Any, ...]:
 
 def _whole_output(s: Summary) -> str:
     """``output_text`` of the answer, then of each other choice (``choice 1: ...``), ``PART`` between."""
-    first = output_text(s.reasoning, s.text, s.tool_calls, s.error_message, s.refusal, s.audio, s.citations, s.tool_results)
+    first = output_text(
+        s.reasoning, s.text, s.tool_calls, s.error_message, s.refusal, s.audio, s.citations, s.tool_results, s.others
+    )
     if not s.choices:
         return first
     rest = (
@@ -457,6 +461,14 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
         if sa.tool_results != sb.tool_results:
             counts["tool_results_differ"] += 1
             item["tool_results"] = [len(sa.tool_results), len(sb.tool_results)]
+    if sa.others or sb.others:
+        counts["with_other_items"] += 1
+        if sa.others != sb.others:
+            counts["other_items_differ"] += 1
+            item["other_items"] = [len(sa.others), len(sb.others)]
+    if sa.layout != sb.layout:
+        counts["layout_differs"] += 1  # the same words in other blocks, or a source cited by another one
+        item["layout"] = [sa.layout, sb.layout]
     _count_unread(item, counts, sa, sb)
     if sa.encrypted_reasoning != sb.encrypted_reasoning:
         counts["encrypted_reasoning_differs"] += 1

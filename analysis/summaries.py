@@ -49,8 +49,9 @@ BATCH_ROWS = 5_000
 #: without its request id; 8: whether an enrichment's rebuilt prompt disagreed with usage; 9: tool-call
 #: arguments canonical only where nothing is lost, a custom tool's input as text, what server tools gave
 #: back, every finish reason said, payloads not read, bytes not UTF-8 and data after the end marker; a
-#: request id only a token with a digit; 10: arguments sent as an object keep digits past a double.
-SUMMARY_VERSION = 10
+#: request id only a token with a digit; 10: arguments sent as an object keep digits past a double;
+#: 11: the layout of an answer made of blocks (items), blocks of a type not read, errors beside choices.
+SUMMARY_VERSION = 11
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -115,6 +116,8 @@ class Summary:
     unparsed: tuple[int, bytes] | None  # payloads that are not JSON objects: how many, and their digest
     invalid_utf8: list[bytes]  # the body's bytes that are not UTF-8 (Output.invalid_utf8)
     after_end: bytes | None  # digest of what followed the first [DONE], None when nothing did
+    layout: list[str]  # the answer's blocks (items) in order (Output.layout)
+    others: list[str]  # blocks (items) of a type not read, whole (Output.others)
 
 
 def _without_request_id(message: str | None) -> str | None:
@@ -156,6 +159,8 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         unparsed=(len(out.unparsed), _digest("\0".join(out.unparsed).encode("utf-8", "surrogatepass"))) if out.unparsed else None,
         invalid_utf8=out.invalid_utf8,
         after_end=_digest(out.after_end) if out.after_end else None,
+        layout=out.layout,
+        others=out.others,
     )
 
 

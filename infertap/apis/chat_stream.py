@@ -136,8 +136,8 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
                 if not only_zero(choices):
                     return None  # several answers (n > 1): the general fold keeps each
             c = choice_zero(choices)
-            if c.audio or c.citations or c.results:
-                return None  # an audio answer, citations, images: the general fold keeps them
+            if c.audio or c.citations or c.results or c.error is not None or "error" in obj:
+                return None  # an audio answer, citations, images, an error beside the answer: the general fold keeps them
             content, thought, refusal, parts, event_finish = c.content, c.reasoning, c.refusal, c.tool_calls, c.finish_reason
             if c.token_ids:
                 ids.extend(c.token_ids)
@@ -238,10 +238,10 @@ class _Event(msgspec.Struct):
 _decode_event = msgspec.json.Decoder(_Event).decode
 # What the structs have no field for, read by the loop: a refusal with text (OpenAI sends "refusal":
 # null in every stream), a call of the functions API (before tool_calls), a custom tool's call, an
-# audio answer, citations, images generated.
+# audio answer, citations, images generated, an error beside the answer (a gateway's, mid-stream).
 LOOP_ONLY = re.compile(
     rb'"(?:refusal"\s*:\s*"|function_call"\s*:\s*\{|custom"\s*:\s*\{|audio"\s*:\s*\{|annotations"\s*:\s*\[\s*\{'
-    rb'|images"\s*:\s*\[\s*[^\s\]])'
+    rb'|images"\s*:\s*\[\s*[^\s\]]|error"\s*:\s*(?:\{|"[^"]))'
 )
 _DONE = b"data: [DONE]"
 

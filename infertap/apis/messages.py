@@ -22,12 +22,21 @@ from .shapes import (
     canonical_arguments,
     content_text,
     error_of,
+    layout_entry,
     position,
 )
 
 #: Blocks that call a tool: the client's (``tool_use``), a server tool (web search, code execution,
 #: web fetch) and an MCP server's; each streams its input as ``input_json_delta``.
 _CALLS = ("tool_use", "server_tool_use", "mcp_tool_use")
+#: Blocks of the model's words and what its deltas carry: what else comes is kept whole (``Delta.unread``).
+_WORDS = ("text", "thinking", "redacted_thinking")
+_DELTAS = ("text_delta", "thinking_delta", "signature_delta", "input_json_delta", "citations_delta")
+
+
+def _read(kind: Any) -> bool:
+    """Whether a block of type ``kind`` is one this adapter reads (words, a call, a server tool's result)."""
+    return kind in _WORDS or kind in _CALLS or isinstance(kind, str) and kind.endswith("_tool_result")
 
 
 def _tool(block: dict[str, Any]) -> str:
@@ -56,25 +65,37 @@ class Messages(Api):
             d.stop_sequence = _stop(obj)
             calls = []
             cited: list[Any] = []
+            others: list[Any] = []
+            d.layout = []
             for index, block in enumerate(as_list(obj.get("content"))):
                 if isinstance(block, dict):
-                    if block.get("type") == "text":
-                        d.content += as_text(block.get("text"))
-                        cited.extend(as_list(block.get("citations")))
-                    d.reasoning += as_text(block.get("thinking"))
-                    d.encrypted += int(block.get("type") == "redacted_thinking")
-                    if block.get("type") in _CALLS:
+                    kind = block.get("type")
+                    text, thought, sources = as_text(block.get("text")), as_text(block.get("thinking")), []
+                    if kind == "text":
+                        d.content += text
+                        cited.extend(sources := as_list(block.get("citations")))
+                    elif kind == "thinking":
+                        d.reasoning += thought
+                    d.encrypted += int(kind == "redacted_thinking")
+                    if kind in _CALLS:
                         calls.append(ToolCallPart(index, block.get("id"), _tool(block), _json(block.get("input"))))
                     if _is_result(block):
                         d.results = [*d.results, block]
-            d.tool_calls, d.citations = calls, cited
+                    if not _read(kind):
+                        others.append(block)
+                    d.layout.append(layout_entry(kind, len(text) + len(thought) if kind in _WORDS else 0, len(sources)))
+            d.tool_calls, d.citations, d.others = calls, cited, others
             return d
         if kind == "message_start":
             return _message_head(as_dict(obj.get("message")))
         if kind == "content_block_start":
             block = as_dict(obj.get("content_block"))
+            opened = block.get("type")
+            if not _read(opened):  # kept whole, with what its deltas add
+                return Delta(known=True, block=position(obj.get("index"), 0), opened=str(opened), unread=block)
             d = Delta(known=True, content=as_text(block.get("text")), reasoning=as_text(block.get("thinking")))
-            d.encrypted = int(block.get("type") == "redacted_thinking")  # whole at its start: no deltas follow
+            d.block, d.opened = position(obj.get("index"), 0), opened
+            d.encrypted = int(opened == "redacted_thinking")  # whole at its start: no deltas follow
             d.citations = as_list(block.get("citations"))
             if _is_result(block):
                 d.results = [block]  # a server tool's result comes whole, at its block's start
@@ -86,7 +107,10 @@ class Messages(Api):
             return d
         if kind == "content_block_delta":
             inner = as_dict(obj.get("delta"))
+            if inner.get("type") not in _DELTAS:
+                return Delta(known=True, block=position(obj.get("index"), 0), unread=inner)
             d = Delta(known=True, content=as_text(inner.get("text")), reasoning=as_text(inner.get("thinking")))
+            d.block = position(obj.get("index"), 0)
             if inner.get("type") == "input_json_delta" and as_text(inner.get("partial_json")):
                 d.tool_calls = [ToolCallPart(position(obj.get("index"), 0), arguments=inner["partial_json"])]
             elif inner.get("type") == "citations_delta" and "citation" in inner:

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .shapes import Api, Delta, ToolCallPart, Turn, as_dict, as_int, as_list, as_text, canonical_arguments, content_text, position
+from .shapes import (
+    Api,
+    Delta,
+    ToolCallPart,
+    Turn,
+    as_dict,
+    as_int,
+    as_list,
+    as_text,
+    canonical_arguments,
+    content_text,
+    error_of,
+    position,
+)
 
 _OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
 
@@ -51,6 +64,8 @@ def choice_at(choices: list[Any], k: int) -> Delta:
             content += text
         if isinstance(word := choice.get("finish_reason"), str) and word:
             d.finish_reason = word
+        if "error" in choice and (message := error_of(choice)) is not None:
+            d.error = message  # an error of this choice alone
         if stop_value(said := choice.get("stop_reason")) or stop_value(said := choice.get("matched_stop")):
             d.stop_sequence = said
         logprobs = choice.get("logprobs")
@@ -110,6 +125,7 @@ class Chat(Api):
         "function_call": "tool_calls",
         "content_filter": "content_filter",
         "eos": "stop",
+        "error": "error",
     }
 
     def event(self, obj: dict[str, Any]) -> Delta:
@@ -129,6 +145,8 @@ class Chat(Api):
             d.system_fingerprint = fingerprint
         if isinstance(timings := get("timings"), dict):  # llama-server adds them
             d.timings = timings
+        if "error" in obj and d.known and (message := error_of(obj)) is not None:
+            d.error = message  # beside choices: a gateway's error mid-stream (OpenRouter's, finish_reason "error")
         if not isinstance(choices, list):
             return d
         if len(choices) != 1 or not isinstance(c := choices[0], dict) or choice_index(c) != 0:

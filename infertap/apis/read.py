@@ -1,7 +1,8 @@
 """Which API an exchange speaks, and reading its request and response through that API's adapter.
 
 The path decides (any prefix before it allowed: ``/openai/v1/chat/completions``); a path that
-names no known API is told by the body's shape. A response that its path's adapter can't read is
+names no known API is told by the body's shape (Anthropic's on Vertex AI and Bedrock by its
+``anthropic_version``). A response that its path's adapter can't read is
 tried once more with the adapter its first event looks like (llama-server answers its native
 ``/completions`` alias in llama.cpp's own shape, for one).
 """
@@ -33,6 +34,8 @@ from .shapes import (
     canonical_result,
     error_of,
     finish_words,
+    layout_entry,
+    merge_unread,
 )
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = Chat(), Completions(), Responses(), Messages()
@@ -65,6 +68,8 @@ def api_for(path: str | None, body: Any = None) -> Api:
         return api
     if (path or "").split("?", 1)[0].rstrip("/").endswith(_NOT_GENERATION) or not isinstance(body, dict):
         return UNKNOWN
+    if "anthropic_version" in body and "messages" in body:
+        return MESSAGES  # Anthropic's Messages on Vertex AI (``...:rawPredict``) or Bedrock (``/model/.../invoke``)
     return CHAT if "messages" in body else COMPLETIONS if "prompt" in body else UNKNOWN
 
 
@@ -231,6 +236,10 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     encrypted = 0
     raw = False  # some reasoning of its own tokens, not only a summary
     restated: Delta | None = None
+    blocks: dict[int, list[Any]] = {}  # a streamed answer's blocks (items) by index: [type, characters, cited]
+    unread: dict[int, dict[str, Any]] = {}  # streamed blocks of a type not read, their deltas merged in
+    kept: list[Any] = []  # whole blocks (items) of a type not read
+    layout: list[str] | None = None  # a whole answer's
     readable, read = False, api.event  # locals: the loop runs per streamed event
     for event in events:
         obj = event.obj
@@ -267,6 +276,12 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
                 others.setdefault(k, []).append(other)
         encrypted += d.encrypted
         restated = d.restated or restated
+        if d.block is not None:
+            _place(blocks, unread, d.block, d)
+        if d.others:
+            kept.extend(d.others)
+        if d.layout is not None:
+            layout = d.layout
         if d.usage:
             usage.update((k, v) for k, v in d.usage.items() if v is not None)
         if d.finish_reason:
@@ -288,7 +303,10 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.text, out.reasoning, out.refusal = "".join(text), "".join(reasoning), "".join(refusal)
     out.reasoning_summarized = bool(reasoning) and not raw
     out.audio, out.citations, out.tool_results = "".join(spoken), cited, results
-    if restated is not None and not (text or reasoning or refusal or calls or spoken or cited or results):
+    out.layout = layout if layout is not None else [layout_entry(*blocks[k]) for k in sorted(blocks)]
+    kept.extend(unread[k] for k in sorted(unread))
+    out.others = [canonical_result(o) for o in kept]
+    if restated is not None and not (text or reasoning or refusal or calls or spoken or cited or results or kept):
         # Nothing came as deltas, yet the final event holds the answer (a server or gateway that sends
         # whole items only): it is what was answered. Its tokens have no times of their own.
         out.text, out.reasoning, out.refusal = restated.content, restated.reasoning, restated.refusal
@@ -297,6 +315,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             add_call(calls, part)
         out.citations = [canonical_arguments(c) for c in restated.citations]
         out.tool_results = [canonical_result(r) for r in restated.results]
+        out.others = [canonical_result(o) for o in restated.others]
+        out.layout = restated.layout or out.layout
         encrypted = max(encrypted, restated.encrypted)
     elif restated is not None:
         _add_restated(calls, restated, out)
@@ -321,13 +341,44 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
 
 def _add_restated(calls: dict[int, dict[str, Any]], restated: Delta, out: Output) -> None:
     """What the final event restates that no delta said: a call in an output slot no event filled
-    (nor of an id already read), and what the server's tools gave back when no item said it."""
+    (nor of an id already read); the text, refusal, reasoning, what the server's tools gave back,
+    the sources cited and items of a type not read, each when no event said it (deltas may leave out a message's annotations, as the
+    openai SDK's own final response warns); and the output's items as they ended, the answer's
+    layout (the deltas' may miss an item that came whole)."""
     ids = {c["id"] for c in calls.values() if isinstance(c["id"], str)}
     for part in restated.tool_calls:
         if part.index not in calls and not (isinstance(part.id, str) and part.id in ids):
             add_call(calls, part)
     if not out.tool_results:
         out.tool_results = [canonical_result(r) for r in restated.results]
+    if not out.text:
+        out.text = restated.content  # a message sent whole beside calls that streamed
+    if not out.refusal:
+        out.refusal = restated.refusal
+    if not out.reasoning:
+        out.reasoning, out.reasoning_summarized = restated.reasoning, restated.summarized
+    if not out.citations:
+        out.citations = [canonical_arguments(c) for c in restated.citations]
+    if not out.others:
+        out.others = [canonical_result(o) for o in restated.others]
+    out.layout = restated.layout or out.layout
+
+
+def _place(blocks: dict[int, list[Any]], unread: dict[int, dict[str, Any]], index: int, d: Delta) -> None:
+    """An event of a streamed answer made of blocks (items), placed in its block ``index``: the
+    layout's count of characters and sources, and a block of a type not read accumulated whole."""
+    entry = blocks.get(index)
+    if entry is None:
+        entry = blocks[index] = [d.opened or "?", 0, 0]
+    elif d.opened:
+        entry[0] = d.opened
+    entry[1] += len(d.content) + len(d.reasoning) + len(d.refusal)
+    entry[2] += len(d.citations)
+    if d.unread is not None:
+        if d.opened:
+            unread[index] = dict(d.unread)
+        else:
+            merge_unread(unread.setdefault(index, {}), d.unread)
 
 
 def add_call(calls: dict[int, dict[str, Any]], part: ToolCallPart) -> None:

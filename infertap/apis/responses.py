@@ -20,6 +20,7 @@ from .shapes import (
     canonical_arguments,
     content_text,
     error_of,
+    layout_entry,
     position,
 )
 
@@ -54,6 +55,8 @@ class Responses(Api):
         d = Delta(known=True)
         delta = obj.get("delta")
         index = position(obj.get("output_index"), 0)
+        if "output_index" in obj:
+            d.block = index
         if kind == "response.output_text.delta":
             d.content = as_text(delta)
         elif kind == "response.refusal.delta":
@@ -67,6 +70,10 @@ class Responses(Api):
             d.tool_calls = [ToolCallPart(index, arguments=as_text(delta))]
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = obj.get("item") or {}
+            if kind.endswith(".added") and isinstance(item, dict):
+                d.opened = str(item.get("type") or "message")
+            if kind.endswith(".done") and isinstance(item, dict) and not _read(item.get("type")):
+                d.others = [item]
             if kind.endswith(".done") and isinstance(item, dict) and item.get("type") == "reasoning":
                 d.encrypted = _encrypted(item)
             if isinstance(item, dict) and is_call(item.get("type")):
@@ -174,6 +181,11 @@ _NOT_ASKED = frozenset(
 )
 
 
+def _read(kind: Any) -> bool:
+    """Whether an output item of type ``kind`` is one this adapter reads (a message, reasoning, a call)."""
+    return kind in ("message", "reasoning") or is_call(kind)
+
+
 def is_call(kind: Any) -> bool:
     """Whether an output (or input) item of type ``kind`` is a call of a tool."""
     return isinstance(kind, str) and (kind in _ARGUMENTS or kind.endswith("_call") or kind == "mcp_list_tools")
@@ -234,28 +246,35 @@ def _whole(response: dict[str, Any]) -> Delta:
     calls = []
     cited: list[Any] = []
     results: list[Any] = []
+    others: list[Any] = []
+    d.layout = []
     raw = False  # reasoning's own text, not only its summary
     for index, item in enumerate(as_list(response.get("output"))):
         if not isinstance(item, dict):
             continue
-        if item.get("type") == "message":
+        kind, said, sources = item.get("type"), len(d.content) + len(d.refusal) + len(d.reasoning), len(cited)
+        if kind == "message":
             for part in as_list(item.get("content")):
                 if isinstance(part, dict):
                     d.content += as_text(part.get("text"))
                     d.refusal += as_text(part.get("refusal"))
                     cited.extend(as_list(part.get("annotations")))
-        elif item.get("type") == "reasoning":
+        elif kind == "reasoning":
             d.encrypted += _encrypted(item)
             for part in as_list(item.get("content")) + as_list(item.get("summary")):
                 if isinstance(part, dict):
                     d.reasoning += as_text(part.get("text"))
             raw = raw or any(isinstance(p, dict) and as_text(p.get("text")) for p in as_list(item.get("content")))
-        elif is_call(item.get("type")):
+        elif is_call(kind):
             calls.append(
                 ToolCallPart(index, item.get("call_id") or item.get("id"), _name(item), _arguments(item), free=_free(item))
             )
             if result := _result(item):
                 results.append(result)
-    d.tool_calls, d.citations, d.results = calls, cited, results
+        else:
+            others.append(item)
+        said = len(d.content) + len(d.refusal) + len(d.reasoning) - said
+        d.layout.append(layout_entry(kind or "message", said, len(cited) - sources))
+    d.tool_calls, d.citations, d.results, d.others = calls, cited, results, others
     d.summarized = bool(d.reasoning) and not raw  # a summary of the reasoning only: its tokens unseen
     return d

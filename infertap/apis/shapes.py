@@ -67,6 +67,12 @@ class Delta:
     citations: Sequence[Any] = ()  # sources the text cites (annotations, Anthropic's citations), as sent
     results: Sequence[Any] = ()  # what a server's tool gave back, a generated image: as sent
     restated: Delta | None = None  # the whole answer a final event restates (Responses' response.completed)
+    # Where the event goes in an answer made of blocks (Anthropic) or output items (Responses):
+    block: int | None = None  # the block's (item's) index
+    opened: str | None = None  # a block (item) of this type starts there
+    unread: dict[str, Any] | None = None  # a block of a type not read, at its start; a delta of a type not read
+    others: Sequence[Any] = ()  # whole blocks (items) of a type not read, as sent
+    layout: list[str] | None = None  # a whole answer's blocks (items), each a ``layout_entry``
 
     @property
     def tool_deltas(self) -> int:
@@ -151,6 +157,13 @@ class Output:
         0  # blocks of reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): only counted
     )
     choices: list[dict[str, Any]] = field(default_factory=list)  # choices other than the first (n > 1): see read.py
+    # The answer's blocks (Anthropic) or output items (Responses) in order, each a ``layout_entry``:
+    # the same words in other blocks, or a source cited by another block, is another message to the
+    # client (and in the conversation that restates it). Empty for APIs of one message.
+    layout: list[str] = field(default_factory=list)
+    # Blocks or items of a type the adapter does not read, each as canonical JSON (``canonical_result``),
+    # compared whole: an answer of a kind added to an API after this reader never reads as nothing.
+    others: list[str] = field(default_factory=list)
 
     @property
     def objects(self) -> list[dict[str, Any]]:
@@ -332,6 +345,27 @@ def _string(key: Any) -> str:
 _LONGEST_KEPT = 1024
 #: Fields of a server tool's result made anew on every request, whatever it found: not compared.
 _VOLATILE = frozenset(("id", "call_id", "tool_use_id", "container_id", "encrypted_content", "encrypted_index"))
+
+
+def layout_entry(kind: Any, chars: int = 0, cited: int = 0) -> str:
+    """One block (item) of an answer: its type, then its characters of text, reasoning or refusal,
+    then how many sources it cites (``text:17+1``)."""
+    return f"{kind}" + (f":{chars}" if chars else "") + (f"+{cited}" if cited else "")
+
+
+def merge_unread(block: dict[str, Any], delta: dict[str, Any]) -> None:
+    """A streamed delta of a type no adapter reads added to its block as an SDK accumulates one: text
+    appended to text, a list extended, anything else set; so a block streamed reads as it does whole."""
+    for key, value in delta.items():
+        if key == "type":
+            continue
+        had = block.get(key)
+        if isinstance(value, str) and isinstance(had, str):
+            block[key] = had + value
+        elif isinstance(value, list) and isinstance(had, list):
+            block[key] = had + value
+        else:
+            block[key] = value
 
 
 def canonical_result(value: Any) -> str:

@@ -490,3 +490,189 @@ def test_where_answers_part_counts_only_pairs_of_two_answers(tmp_path: Path) -> 
     at = len(os.path.commonprefix(["the same twenty char and then one", "the same twenty char but then another"]))
     assert d["first_divergence_median"] == at and d["first_divergence_histogram"] == {at // 8 * 8: 4}
     assert d["counts"]["divergence_not_placed"] == 6
+
+
+def _anthropic_sse(*blocks: tuple[dict[str, Any], list[dict[str, Any]]]) -> list[bytes]:
+    """An Anthropic stream of ``blocks``: each its start and its deltas."""
+    events: list[Any] = [{"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant", "model": "m", "content": [], "usage": {"input_tokens": 1}}}]  # fmt: skip
+    for i, (start, deltas) in enumerate(blocks):
+        events.append({"type": "content_block_start", "index": i, "content_block": start})
+        events += ({"type": "content_block_delta", "index": i, "delta": d} for d in deltas)
+        events.append({"type": "content_block_stop", "index": i})
+    events += [
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 3}},
+        {"type": "message_stop"},
+    ]
+    return [b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events]
+
+
+def _cite(url: str) -> dict[str, Any]:
+    return {"type": "web_search_result_location", "url": url, "title": "t", "cited_text": "c", "encrypted_index": "e"}
+
+
+def _texts(*texts: str, cited_at: int | None = None) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": t, **({"citations": [_cite("https://a")]} if i == cited_at else {})} for i, t in enumerate(texts)]  # fmt: skip
+
+
+_USE = {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}}
+
+
+def _compaction(summary: str) -> list[dict[str, Any]]:
+    return [{"type": "compaction", "content": summary}, {"type": "text", "text": "OK."}]
+
+
+def _compaction_sse(summary: str) -> list[bytes]:
+    half = len(summary) // 2
+    deltas = [{"type": "compaction_delta", "content": summary[:half]}, {"type": "compaction_delta", "content": summary[half:]}]
+    return _anthropic_sse(({"type": "compaction", "content": ""}, deltas), ({"type": "text", "text": ""}, [{"type": "text_delta", "text": "OK."}]))  # fmt: skip
+
+
+def _message_item(text: str, url: str | None = None) -> dict[str, Any]:
+    notes = [{"type": "url_citation", "url": url, "start_index": 0, "end_index": 3, "title": "t"}] if url else []
+    return {"type": "message", "id": "msg1", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": notes}]}  # fmt: skip
+
+
+_FUNCTION = {"type": "function_call", "id": "fc1", "call_id": "c1", "name": "f", "arguments": "{}", "status": "completed"}
+
+
+def _program(code: str) -> list[dict[str, Any]]:
+    return [{"type": "program", "id": "p1", "call_id": "c1", "code": code}, _message_item("Done.")]
+
+
+def _responses_sse(items: list[dict[str, Any]], deltas: bool = True) -> list[bytes]:
+    """A Responses stream of ``items``: each added, its text as deltas (no annotation event), done;
+    then the whole response restated."""
+    head = {"id": "r1", "object": "response", "model": "m"}
+    events: list[Any] = [{"type": "response.created", "response": {**head, "status": "in_progress", "output": []}}]
+    for i, item in enumerate(items):
+        empty = {**item, "content": []} if item["type"] == "message" else item
+        events.append({"type": "response.output_item.added", "output_index": i, "item": empty})
+        if item["type"] == "message" and deltas:
+            for part in item["content"]:
+                events.append({"type": "response.output_text.delta", "output_index": i, "content_index": 0, "delta": part["text"]})  # fmt: skip
+        events.append({"type": "response.output_item.done", "output_index": i, "item": item})
+    events.append({"type": "response.completed", "response": {**head, "status": "completed", "output": items}})
+    return _sse(*events)
+
+
+def _chat_error_sse(message: str) -> list[bytes]:
+    """OpenRouter's error mid-stream: an error beside the choice that ends with ``error``."""
+    failed = _chunk({"content": ""}, "error")
+    return _sse(_chunk({"content": "Hel"}), {**failed, "error": {"code": 502, "message": message}}, "[DONE]")
+
+
+def _chat_choice_error(message: str) -> list[bytes]:
+    choice = {"index": 0, "message": {"role": "assistant", "content": "Hel"}, "finish_reason": "error", "error": {"message": message}}  # fmt: skip
+    return _body({"object": "chat.completion", "model": "m", "choices": [choice]})
+
+
+STRUCTURE = {
+    "anthropic: a source cited by the other sentence": (
+        MESSAGES,
+        _anthropic(_texts("Sky is blue. ", "Grass is red.", cited_at=0)),
+        _anthropic(_texts("Sky is blue. ", "Grass is red.", cited_at=1)),
+    ),  # fmt: skip
+    "anthropic: text, call, text against text, text, call": (
+        MESSAGES,
+        _anthropic([*_texts("Let me check."), _USE, *_texts(" Done.")]),
+        _anthropic([*_texts("Let me check.", " Done."), _USE]),
+    ),  # fmt: skip
+    "anthropic: two text blocks against one": (MESSAGES, _anthropic(_texts("Hello", "World")), _anthropic(_texts("HelloWorld"))),
+    "anthropic streamed: two text blocks against one": (
+        MESSAGES_SSE,
+        _anthropic_sse(
+            ({"type": "text", "text": ""}, [{"type": "text_delta", "text": "Hello"}]),
+            ({"type": "text", "text": ""}, [{"type": "text_delta", "text": "World"}]),
+        ),  # fmt: skip
+        _anthropic_sse(
+            ({"type": "text", "text": ""}, [{"type": "text_delta", "text": "Hello"}, {"type": "text_delta", "text": "World"}])
+        ),  # fmt: skip
+    ),
+    "anthropic: a block of a type not read (compaction)": (
+        MESSAGES,
+        _anthropic(_compaction("User wants to drop the prod DB.")),
+        _anthropic(_compaction("User wants a haiku.")),
+    ),  # fmt: skip
+    "anthropic streamed: a block of a type not read": (
+        MESSAGES_SSE,
+        _compaction_sse("User wants to drop the prod DB."),
+        _compaction_sse("User wants a haiku."),
+    ),  # fmt: skip
+    "responses: message then call against call then message": (
+        RESPONSES,
+        _responses(_message_item("ok"), _FUNCTION),
+        _responses(_FUNCTION, _message_item("ok")),
+    ),  # fmt: skip
+    "responses: an item of a type not read (program)": (
+        RESPONSES,
+        _responses(*_program("await tools.delete_all()")),
+        _responses(*_program("await tools.list()")),
+    ),  # fmt: skip
+    "responses streamed: an item of a type not read": (
+        RESPONSES_SSE,
+        _responses_sse(_program("await tools.delete_all()")),
+        _responses_sse(_program("await tools.list()")),
+    ),  # fmt: skip
+    "responses streamed: sources only in the final items": (
+        RESPONSES_SSE,
+        _responses_sse([_message_item("See docs.", "https://a")]),
+        _responses_sse([_message_item("See docs.", "https://evil")]),
+    ),  # fmt: skip
+    "chat streamed: an error beside the choice": (
+        CHAT_SSE,
+        _chat_error_sse("Provider disconnected"),
+        _chat_error_sse("Rate limit exceeded"),
+    ),  # fmt: skip
+    "chat: an error of the choice": (
+        CHAT,
+        _chat_choice_error("Provider disconnected"),
+        _chat_choice_error("Rate limit exceeded"),
+    ),  # fmt: skip
+}
+
+
+def test_an_answer_made_of_blocks_is_compared_as_its_blocks(tmp_path: Path) -> None:
+    """Anthropic's blocks and Responses' items were folded into one text and one list of sources: the
+    same words in other blocks, a source moved to another sentence, an item of a kind the reader
+    didn't know (code the model wrote), sources only the final event restates, and a gateway's error
+    beside a chat choice all read as the same answer."""
+    d = _all_differ(tmp_path, STRUCTURE)
+    items = d["items"]
+    assert d["counts"]["layout_differs"] == 5
+    assert d["counts"]["other_items_differ"] == 4
+    assert items["anthropic: a source cited by the other sentence"]["layout"] == [
+        ["text:13+1", "text:13"],
+        ["text:13", "text:13+1"],
+    ]
+    assert items["anthropic streamed: two text blocks against one"]["layout"] == [["text:5", "text:5"], ["text:10"]]
+    assert items["responses: message then call against call then message"]["layout"] == [["message:2", "function_call"], ["function_call", "message:2"]]  # fmt: skip
+    assert d["counts"]["citations_differ"] >= 1 and "layout" not in items["responses streamed: sources only in the final items"]
+    for name in ("chat streamed: an error beside the choice", "chat: an error of the choice"):
+        assert items[name]["similarity"] < 1, items[name]  # the errors' words differ
+    _all_match(tmp_path, _twins(STRUCTURE))
+
+
+def test_an_answer_streamed_reads_as_the_same_answer_whole() -> None:
+    """Blocks and items read from a stream are laid out, kept and cited as the same answer sent whole."""
+    pairs = [
+        (MESSAGES_SSE, _compaction_sse("a summary"), MESSAGES, _anthropic(_compaction("a summary"))),
+        (RESPONSES_SSE, _responses_sse(_program("run()")), RESPONSES, _responses(*_program("run()"))),
+        (
+            RESPONSES_SSE,
+            _responses_sse([_message_item("See docs.", "https://a")]),
+            RESPONSES,
+            _responses(_message_item("See docs.", "https://a")),
+        ),  # fmt: skip
+        (
+            RESPONSES_SSE,
+            _responses_sse([_message_item("See.", "https://a"), _FUNCTION], deltas=False),
+            RESPONSES,
+            _responses(_message_item("See.", "https://a"), _FUNCTION),
+        ),  # fmt: skip
+    ]
+    for (path, body, ctype), streamed, (path_w, body_w, ctype_w), whole in pairs:
+        s = read_response({"path": path, "request_body": json.dumps(body).encode(), "response_headers": [["content-type", ctype]], "chunks": streamed, "status": 200})  # fmt: skip
+        w = read_response({"path": path_w, "request_body": json.dumps(body_w).encode(), "response_headers": [["content-type", ctype_w]], "chunks": whole, "status": 200})  # fmt: skip
+        assert s.readable and w.readable and s.streamed and not w.streamed
+        assert (s.text, s.layout, s.others, s.citations) == (w.text, w.layout, w.others, w.citations), path
+        assert s.layout and (s.others or s.citations)

@@ -303,6 +303,13 @@ def test_the_path_names_the_api_and_the_body_decides_when_the_path_does_not():
     assert api_for("/v1/messages/count_tokens", {"messages": []}).name == "unknown"
     assert api_for("/generate", {"prompt": "x"}).name == "completions"
     assert api_for("/v1/embeddings", {"input": "x"}).name == "unknown"
+    # Anthropic's Messages on Vertex AI and Bedrock: the model in the path, the API in the body.
+    vertex = "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-x:streamRawPredict"
+    given = {"anthropic_version": "vertex-2023-10-16", "system": "Be terse.", "messages": [{"role": "user", "content": "hi"}]}
+    assert api_for(vertex, given).name == "messages" and api_for("/model/anthropic.claude-x/invoke", given).name == "messages"
+    asked = read_request({"path": vertex, "request_body": json.dumps(given).encode()})
+    assert (asked.api, asked.system, asked.generation) == ("messages", "Be terse.", True)
+    assert api_for(vertex, {"messages": [{"role": "user", "content": "hi"}]}).name == "chat"  # no anthropic_version: chat's shape
     # llama-server answers its native /completions alias in llama.cpp's own shape: read by its shape.
     native = read_response(
         _record(
