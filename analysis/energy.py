@@ -20,18 +20,33 @@ two of its sampling intervals of both ends of that part: a run recorded without 
 given the last run's samples. A capture none of whose devices does is unmeasured: the figures per
 request and token are then of the measured captures' requests alone, and ``measured`` says what
 share that is. A counter that goes down was reset (a driver reload, an engine restart, RAPL's
-wrap) and counts from zero after it, as Prometheus's ``increase`` counts.
+wrap) and counts from zero after it, as Prometheus's ``increase`` counts. A device sampled by
+several captures keeps each capture's series apart (``series.joined``): resets are found within
+one capture's own samples only, never between two recorders' rounds.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from infertap.engines import load
-from infertap.telemetry.series import Series, Span, counter_rates, idle_mean, increase, integral, merged, reach, reaches, summed
+from infertap.telemetry.series import (
+    Series,
+    Span,
+    counter_rates,
+    idle_mean,
+    increase,
+    integral,
+    joined,
+    merged,
+    reach,
+    reaches,
+    summed,
+)
 
 from .machines import Engine, device_key, engine_of, hostname, on_engine
 from .store import Analysis
@@ -69,9 +84,11 @@ _Span = Span
 
 @dataclass(eq=False)
 class _Device:
-    """One device's series of one source name, merged over every capture that sampled it."""
+    """One device's samples of one source name: ``series``, each capture's own, in time order;
+    ``samples``, all of them in one, only to tell whether some sample is near a span's end."""
 
     name: str
+    series: list[_Series]
     samples: _Series
 
 
@@ -245,19 +262,19 @@ class Telemetry:
 
     def _family(self, candidates: list[tuple[tuple[str, bool, str], dict[str, _Series]]], spans: list[_Span]) -> list[_Device]:
         """The first family any of whose devices covers one of ``spans``: each of its devices by the
-        first of its sources that does, the series of every capture that sampled it merged."""
-        by_device: dict[tuple[str, str], dict[str, _Series]] = defaultdict(dict)
+        first of its sources that does, with the series of every capture that sampled it."""
+        by_device: dict[tuple[str, str], dict[str, list[_Series]]] = defaultdict(lambda: defaultdict(list))
         for (host, _, device), names in candidates:
             for name, samples in names.items():
-                mine = by_device[(host.lower(), device)]
-                mine[name] = sorted([*mine.get(name, []), *samples])
+                by_device[(host.lower(), device)][name].append(samples)
         for family in FAMILIES:
             chosen = []
-            for names in by_device.values():
+            for sources in by_device.values():
                 for name in family:
-                    found = names.get(name)
-                    if found and any(self._covers(found, s) for s in spans):
-                        chosen.append(_Device(name, found))
+                    found = sources.get(name)
+                    every = sorted(s for series in found for s in series) if found else []
+                    if found and any(self._covers(every, s) for s in spans):
+                        chosen.append(_Device(name, found, every))
                         break
             if chosen:
                 return chosen
@@ -398,16 +415,18 @@ def _partly(parts: dict[str, _Part], measured: set[str], captures: Sequence[str]
 
 
 def _watts(device: _Device) -> _Series:
-    """A device's power samples: as sampled, or its counter's rate between samples."""
+    """A device's power samples: as sampled, or its counter's rate between two samples of one
+    capture (two recorders' rounds a millisecond apart are no rate), every capture's in time order."""
     kind, scale, _ = _SOURCE[device.name]
-    return counter_rates(device.samples, scale) if kind == "counter" else [(t, v * scale) for t, v in device.samples]
+    each = [counter_rates(s, scale) if kind == "counter" else [(t, v * scale) for t, v in s] for s in device.series]
+    return list(heapq.merge(*each))
 
 
 def _joules(device: _Device, span: _Span) -> float:
+    """Over ``span``, each piece from one capture's own series (``series.joined``)."""
     kind, scale, _ = _SOURCE[device.name]
-    if kind == "counter":
-        return increase(device.samples, *span) * scale
-    return integral([(t, v * scale) for t, v in device.samples], *span)
+    read = increase if kind == "counter" else integral
+    return sum(read(device.series[k], *piece) * scale for k, piece in joined(device.series, *span))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -38,11 +39,15 @@ def run(
     upstream: str = LOCAL,
     host: str | None = None,
     session: str | None = None,
+    base: float | None = None,
 ) -> Path:
     """One run appended to ``path``: a request for each (start ms, end ms) sent to ``upstream``,
-    and the samples; recorded on a machine named ``host`` (this one's name by default)."""
+    and the samples; recorded on a machine named ``host`` (this one's name by default). Times are
+    ms from the writer's start, or from the wall time ``base`` (s), one clock for several captures."""
     facts = {**host_facts(), **({"hostname": host} if host else {})}
     with mock.patch("infertap.capture.writer.host_facts", lambda: facts), CaptureWriter(path, recorder={"kind": "test"}) as w:
+        zero = w.started_wall if base is None else base
+        shift = (zero - w.started_wall) * 1e3  # ms from the writer's start to ``zero``
         for i, (start, end) in enumerate(busy):
             events = [
                 event("x", role="assistant"),
@@ -53,7 +58,7 @@ def run(
             w.write(
                 exchange(
                     f"{path.name}-{i}",
-                    sent_ms=start,
+                    sent_ms=shift + start,
                     chunks=chunks,
                     end_ms=end - start,
                     seq=i,
@@ -63,7 +68,7 @@ def run(
                 )
             )
         for at, source, name, labels, value in samples:
-            w.write(new_telemetry(source, w.started_wall + at / 1e3, [[name, labels, value]]))
+            w.write(new_telemetry(source, zero + at / 1e3, [[name, labels, value]]))
     return path
 
 
@@ -200,6 +205,29 @@ def test_two_recorders_on_one_machine_count_its_gpus_once(tmp_path: Path) -> Non
     assert g["energy"]["devices"] == 2
     assert g["energy"]["joules"] == pytest.approx(300 * 4 + 100 * 4, rel=0.02)  # not twice that
     assert g["energy"]["joules_per_request"] == pytest.approx(g["energy"]["joules"] / 2)
+
+
+def test_two_recorders_rounds_out_of_order_are_no_counter_reset(tmp_path: Path) -> None:
+    """Each recorder stamps a round just before it reads, on its own writer's clock: recorder y's
+    round can be stamped a moment before x's yet read the counter after it. Merged in time order
+    that reading is followed by a lower one, which is no reset: each capture's counter is read on
+    its own. Every other round y reads 4 ms after x but is stamped 1 ms after it: merged, that is
+    1.2 kW for a millisecond, which the idle power must not take either."""
+    base = time.time() + 5  # one wall clock for both captures
+
+    def joules(t: float) -> float:  # the GPU's counter: 300 W, 1 MJ since the driver loaded
+        return 1e6 + 0.3 * t
+
+    x = counter("gpu_energy_joules", GPU0, *((t, joules(t)) for t in range(0, 4001, 250)))
+    y = counter(
+        "gpu_energy_joules", GPU0, *((t - 2, joules(t + 1)) if t % 500 else (t + 1, joules(t + 4)) for t in range(0, 4001, 250))
+    )
+    busy = [(0, 1000), (3000, 4000)]  # idle between
+    paths = [run(tmp_path / "recorder-x", busy, x, base=base), run(tmp_path / "recorder-y", busy, y, base=base)]
+    (g,) = groups(paths, tmp_path, by=("model",))
+    assert g["energy"]["devices"] == 1
+    assert g["energy"]["joules"] == pytest.approx(300 * 4, rel=0.01)  # not a million joules per inverted pair
+    assert g["energy"]["idle_watts"] == pytest.approx(300, rel=0.02)
 
 
 def test_a_group_partly_measured_divides_by_the_measured_requests_only(tmp_path: Path) -> None:
