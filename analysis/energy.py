@@ -16,7 +16,8 @@ A group whose telemetry holds no device of its engines' machines has energy unkn
 Over what time: each capture over its own part of the group's span (the first send to the last
 end of its requests in it), so runs read together a while apart are each measured over their own
 time, not over the gap between them. A device counts for a capture where it has a sample within
-two of its sampling intervals of both ends of that part: a run recorded without telemetry is not
+two sampling intervals of both ends of that part, each capture's samples by their own interval (a
+run sampled every 2 s is not held to another's 250 ms): a run recorded without telemetry is not
 given the last run's samples. A capture none of whose devices does is unmeasured: the figures per
 request and token are then of the measured captures' requests alone, and ``measured`` says what
 share that is. A counter that goes down was reset (a driver reload, an engine restart, RAPL's
@@ -84,12 +85,10 @@ _Span = Span
 
 @dataclass(eq=False)
 class _Device:
-    """One device's samples of one source name: ``series``, each capture's own, in time order;
-    ``samples``, all of them in one, only to tell whether some sample is near a span's end."""
+    """One device's samples of one source name: each capture's own series, in time order."""
 
     name: str
     series: list[_Series]
-    samples: _Series
 
 
 class Telemetry:
@@ -121,10 +120,17 @@ class Telemetry:
         self._engines: dict[str, Engine] | None = None
         self._spans_ready = False
 
-    def _covers(self, samples: _Series, span: _Span) -> bool:
+    def _reaches(self, samples: _Series, span: _Span) -> bool:
+        """Whether one capture's series reaches ``span``'s ends, within two of its own sampling
+        intervals (the series are the loaded ones, kept for this object's life: ids are stable)."""
         if id(samples) not in self.reach:
             self.reach[id(samples)] = reach(samples)
         return reaches(samples, span[0], span[1], self.reach[id(samples)])
+
+    def _covers(self, device: _Device, span: _Span) -> bool:
+        """Whether some capture's samples of ``device`` are near each end of ``span``, each capture's
+        by its own sampling interval: a run sampled every 2 s is not held to another's 250 ms."""
+        return all(any(self._reaches(s, (t, t)) for s in device.series) for t in span)
 
     def energy(
         self, captures: Sequence[str], first: int, last: int, ok: int, tokens: int, sessions: int
@@ -140,7 +146,7 @@ class Telemetry:
         measured: set[str] = set()
         spans: list[_Span] = []
         for engine_captures, chosen in machines:
-            covered = {c: [d for d in chosen if self._covers(d.samples, parts[c].span)] for c in engine_captures}
+            covered = {c: [d for d in chosen if self._covers(d, parts[c].span)] for c in engine_captures}
             here = [c for c, ds in covered.items() if ds]
             measured.update(here)
             spans += [parts[c].span for c in here]
@@ -271,10 +277,9 @@ class Telemetry:
             chosen = []
             for sources in by_device.values():
                 for name in family:
-                    found = sources.get(name)
-                    every = sorted(s for series in found for s in series) if found else []
-                    if found and any(self._covers(every, s) for s in spans):
-                        chosen.append(_Device(name, found, every))
+                    found = _Device(name, sources.get(name, []))
+                    if found.series and any(self._covers(found, s) for s in spans):
+                        chosen.append(found)
                         break
             if chosen:
                 return chosen
@@ -373,7 +378,7 @@ class Telemetry:
         return max(load.per_scrape(name, values) for values in scrapes.values()) if scrapes else None
 
     def _delta(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
-        series = [s for _, s in self._pick(captures, names)[1] if self._covers(s, (first, last))]
+        series = [s for _, s in self._pick(captures, names)[1] if self._reaches(s, (first, last))]
         return sum(increase(s, first, last) for s in series) if series else None
 
 

@@ -298,6 +298,21 @@ def test_runs_read_together_a_while_apart_are_each_measured_over_their_own_time(
     assert g["energy"]["joules_per_request"] == pytest.approx(400.0) and g["energy"]["measured"]["share"] == 1.0
 
 
+def test_a_capture_sampled_more_sparsely_is_measured_by_its_own_sampling_interval(tmp_path: Path) -> None:
+    """A run sampled every 2 s (``--telemetry-interval 2``) is measured where its own samples come
+    within two of its intervals of its ends, whatever another capture read with it sampled at."""
+    base = time.time() + 5
+    dense = [(t, "gpu", "gpu_power_watts", GPU0, 300.0) for t in range(0, 4001, 250)]  # every 250 ms
+    sparse = [(t, "gpu", "gpu_power_watts", GPU0, 300.0) for t in range(59000, 71001, 2000)]  # a minute later, every 2 s
+    b = run(tmp_path / "dense", [(0, 4000)], dense, base=base)
+    a = run(tmp_path / "sparse", [(60000, 70000)], sparse, base=base)
+    (alone,) = groups([a], tmp_path)
+    assert alone["energy"]["joules"] == pytest.approx(300.0 * 10)
+    (g,) = groups([b, a], tmp_path, by=("model",))
+    assert g["energy"]["measured"]["share"] == 1.0 and g["energy"]["measured"]["captures"] == 2
+    assert g["energy"]["joules"] == pytest.approx(300.0 * (4 + 10))
+
+
 def test_data_parallel_engines_are_read_alike_by_stats_and_the_report(tmp_path: Path) -> None:
     """vLLM's --data-parallel-size 2: one series per engine on one /metrics. Queues add up; each
     engine's KV cache is its own, so the reading is the fullest one, never the sum."""
