@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infertap.engines import load
+from infertap.telemetry.host import is_package
 from infertap.telemetry.series import (
     Series,
     Span,
@@ -58,7 +59,7 @@ SOURCES = (
     ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", 1e-3, "GPU energy counter (DCGM exporter)"),
     ("gpu_power_watts", "power", 1.0, "GPU power samples, integrated (NVML, amdsmi or nvidia-smi)"),
     ("DCGM_FI_DEV_POWER_USAGE", "power", 1.0, "GPU power samples, integrated (DCGM exporter)"),
-    ("host_rapl_energy_joules", "counter", 1.0, "CPU package energy counter (RAPL)"),
+    ("host_rapl_energy_joules", "counter", 1.0, "CPU package energy counter (RAPL)"),  # package zones only
 )
 #: Sources that name the same devices the same way, best family first; within a family each
 #: device takes the first of its sources it has (a counter before power samples).
@@ -113,7 +114,10 @@ class Telemetry:
         )
         for capture, source, name, device, labels, wall_ns, value, host in rows:
             if name in _SOURCE:
-                self.power[capture][device_key(source, device, labels, host)][name].append((wall_ns, value))
+                key = device_key(source, device, labels, host)
+                if name == "host_rapl_energy_joules" and not is_package(key[2]):
+                    continue  # psys, the whole platform with the packages in it (earlier captures have it)
+                self.power[capture][key][name].append((wall_ns, value))
             else:
                 self.series[capture][name][str(labels)].append((wall_ns, value))
         self.reach: dict[int, int] = {}

@@ -81,17 +81,25 @@ def counter(name: str, labels: dict[str, str], *points: tuple[float, float], sou
     return [(at, source, name, labels, value) for at, value in points]
 
 
+PACKAGE0 = {"zone": "intel-rapl:0:package-0"}
+
+
 @pytest.mark.parametrize(
-    ("name", "source", "points"),
+    ("name", "source", "labels", "points"),
     [
-        ("gpu_energy_joules", "gpu", [(0, 1000.0), (2000, 1200.0), (2500, 10.0), (4000, 160.0)]),  # a driver reload
-        ("host_rapl_energy_joules", "host", [(0, 262100.0), (2000, 262140.0), (3000, 17.0), (4000, 37.0)]),  # RAPL's wrap
+        ("gpu_energy_joules", "gpu", GPU0, [(0, 1000.0), (2000, 1200.0), (2500, 10.0), (4000, 160.0)]),  # a driver reload
+        (
+            "host_rapl_energy_joules",
+            "host",
+            PACKAGE0,
+            [(0, 262100.0), (2000, 262140.0), (3000, 17.0), (4000, 37.0)],
+        ),  # RAPL's wrap
     ],
 )
 def test_a_counter_that_resets_counts_from_zero_after_it(
-    tmp_path: Path, name: str, source: str, points: list[tuple[float, float]]
+    tmp_path: Path, name: str, source: str, labels: dict[str, str], points: list[tuple[float, float]]
 ) -> None:
-    (g,) = groups([run(tmp_path / "c", [(0, 4000)], counter(name, GPU0, *points, source=source))], tmp_path)
+    (g,) = groups([run(tmp_path / "c", [(0, 4000)], counter(name, labels, *points, source=source))], tmp_path)
     values = [v for _, v in points]
     steps = [b - a if b >= a else b for a, b in zip(values, values[1:], strict=False)]  # after a reset: from zero
     assert g["energy"]["joules"] == pytest.approx(sum(steps)) and g["energy"]["joules"] > 0
@@ -124,6 +132,15 @@ def test_a_run_without_telemetry_is_not_given_the_last_runs(tmp_path: Path) -> N
     later = counter("gpu_energy_joules", GPU0, *((3000 + t, 10.0 + t / 10) for t in range(0, 2001, 250)))
     run(reboot, [(3000, 5000)], later)
     assert [g["energy"]["joules"] for g in groups([reboot], tmp_path)] == [pytest.approx(200.0), pytest.approx(200.0)]
+
+
+def test_rapls_platform_zone_is_not_added_to_the_packages_it_includes(tmp_path: Path) -> None:
+    """A capture recorded where ``psys`` (the whole platform: packages, memory, the rest) was read
+    beside ``package-0``: the CPU's energy is the package's, not the two summed."""
+    package = counter("host_rapl_energy_joules", PACKAGE0, (0, 100.0), (4000, 140.0), source="host")
+    platform = counter("host_rapl_energy_joules", {"zone": "intel-rapl:1:psys"}, (0, 500.0), (4000, 600.0), source="host")
+    (g,) = groups([run(tmp_path / "laptop", [(0, 4000)], [*package, *platform])], tmp_path)
+    assert g["energy"]["joules"] == pytest.approx(40.0) and g["energy"]["devices"] == 1
 
 
 def test_each_device_and_capture_is_measured_by_the_best_source_it_has(tmp_path: Path) -> None:

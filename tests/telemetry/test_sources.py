@@ -363,12 +363,13 @@ def test_nvml_on_a_driver_before_535_reads_the_throttle_reasons():
 # -- the host ---------------------------------------------------------------------------------------
 
 
-def test_rapl_package_counters_are_read_in_joules_and_sub_zones_skipped(tmp_path, monkeypatch):
+def test_rapl_package_counters_are_read_in_joules_and_sub_zones_and_the_platform_skipped(tmp_path, monkeypatch):
     powercap = tmp_path / "powercap"
     for zone, name, microjoules in (
         ("intel-rapl:0", "package-0", 123_456_789),
         ("intel-rapl:1", "package-1", 5_000_000),
         ("intel-rapl:0:0", "core", 99),  # a sub-zone of package 0: already counted in it
+        ("intel-rapl:2", "psys", 250_000_000),  # the whole platform (a laptop's), packages included
     ):
         (powercap / zone).mkdir(parents=True)
         (powercap / zone / "name").write_text(name + "\n")
