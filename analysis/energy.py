@@ -16,22 +16,39 @@ A group whose telemetry holds no device of its engines' machines has energy unkn
 Over what time: each capture over its own part of the group's span (the first send to the last
 end of its requests in it), so runs read together a while apart are each measured over their own
 time, not over the gap between them. A device counts for a capture where it has a sample within
-two of its sampling intervals of both ends of that part: a run recorded without telemetry is not
+two sampling intervals of both ends of that part, each capture's samples by their own interval (a
+run sampled every 2 s is not held to another's 250 ms): a run recorded without telemetry is not
 given the last run's samples. A capture none of whose devices does is unmeasured: the figures per
 request and token are then of the measured captures' requests alone, and ``measured`` says what
 share that is. A counter that goes down was reset (a driver reload, an engine restart, RAPL's
-wrap) and counts from zero after it, as Prometheus's ``increase`` counts.
+wrap) and counts from zero after it, as Prometheus's ``increase`` counts. A device sampled by
+several captures keeps each capture's series apart (``series.joined``): resets are found within
+one capture's own samples only, never between two recorders' rounds.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from infertap.engines import load
-from infertap.telemetry.series import Series, Span, counter_rates, idle_mean, increase, integral, merged, reach, reaches, summed
+from infertap.telemetry.host import is_package
+from infertap.telemetry.series import (
+    Series,
+    Span,
+    counter_rates,
+    idle_mean,
+    increase,
+    integral,
+    joined,
+    merged,
+    reach,
+    reaches,
+    summed,
+)
 
 from .machines import Engine, device_key, engine_of, hostname, on_engine
 from .store import Analysis
@@ -42,7 +59,7 @@ SOURCES = (
     ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", 1e-3, "GPU energy counter (DCGM exporter)"),
     ("gpu_power_watts", "power", 1.0, "GPU power samples, integrated (NVML, amdsmi or nvidia-smi)"),
     ("DCGM_FI_DEV_POWER_USAGE", "power", 1.0, "GPU power samples, integrated (DCGM exporter)"),
-    ("host_rapl_energy_joules", "counter", 1.0, "CPU package energy counter (RAPL)"),
+    ("host_rapl_energy_joules", "counter", 1.0, "CPU package energy counter (RAPL)"),  # package zones only
 )
 #: Sources that name the same devices the same way, best family first; within a family each
 #: device takes the first of its sources it has (a counter before power samples).
@@ -69,10 +86,10 @@ _Span = Span
 
 @dataclass(eq=False)
 class _Device:
-    """One device's series of one source name, merged over every capture that sampled it."""
+    """One device's samples of one source name: each capture's own series, in time order."""
 
     name: str
-    samples: _Series
+    series: list[_Series]
 
 
 class Telemetry:
@@ -97,17 +114,27 @@ class Telemetry:
         )
         for capture, source, name, device, labels, wall_ns, value, host in rows:
             if name in _SOURCE:
-                self.power[capture][device_key(source, device, labels, host)][name].append((wall_ns, value))
+                key = device_key(source, device, labels, host)
+                if name == "host_rapl_energy_joules" and not is_package(key[2]):
+                    continue  # psys, the whole platform with the packages in it (earlier captures have it)
+                self.power[capture][key][name].append((wall_ns, value))
             else:
                 self.series[capture][name][str(labels)].append((wall_ns, value))
         self.reach: dict[int, int] = {}
         self._engines: dict[str, Engine] | None = None
         self._spans_ready = False
 
-    def _covers(self, samples: _Series, span: _Span) -> bool:
+    def _reaches(self, samples: _Series, span: _Span) -> bool:
+        """Whether one capture's series reaches ``span``'s ends, within two of its own sampling
+        intervals (the series are the loaded ones, kept for this object's life: ids are stable)."""
         if id(samples) not in self.reach:
             self.reach[id(samples)] = reach(samples)
         return reaches(samples, span[0], span[1], self.reach[id(samples)])
+
+    def _covers(self, device: _Device, span: _Span) -> bool:
+        """Whether some capture's samples of ``device`` are near each end of ``span``, each capture's
+        by its own sampling interval: a run sampled every 2 s is not held to another's 250 ms."""
+        return all(any(self._reaches(s, (t, t)) for s in device.series) for t in span)
 
     def energy(
         self, captures: Sequence[str], first: int, last: int, ok: int, tokens: int, sessions: int
@@ -123,7 +150,7 @@ class Telemetry:
         measured: set[str] = set()
         spans: list[_Span] = []
         for engine_captures, chosen in machines:
-            covered = {c: [d for d in chosen if self._covers(d.samples, parts[c].span)] for c in engine_captures}
+            covered = {c: [d for d in chosen if self._covers(d, parts[c].span)] for c in engine_captures}
             here = [c for c, ds in covered.items() if ds]
             measured.update(here)
             spans += [parts[c].span for c in here]
@@ -245,19 +272,18 @@ class Telemetry:
 
     def _family(self, candidates: list[tuple[tuple[str, bool, str], dict[str, _Series]]], spans: list[_Span]) -> list[_Device]:
         """The first family any of whose devices covers one of ``spans``: each of its devices by the
-        first of its sources that does, the series of every capture that sampled it merged."""
-        by_device: dict[tuple[str, str], dict[str, _Series]] = defaultdict(dict)
+        first of its sources that does, with the series of every capture that sampled it."""
+        by_device: dict[tuple[str, str], dict[str, list[_Series]]] = defaultdict(lambda: defaultdict(list))
         for (host, _, device), names in candidates:
             for name, samples in names.items():
-                mine = by_device[(host.lower(), device)]
-                mine[name] = sorted([*mine.get(name, []), *samples])
+                by_device[(host.lower(), device)][name].append(samples)
         for family in FAMILIES:
             chosen = []
-            for names in by_device.values():
+            for sources in by_device.values():
                 for name in family:
-                    found = names.get(name)
-                    if found and any(self._covers(found, s) for s in spans):
-                        chosen.append(_Device(name, found))
+                    found = _Device(name, sources.get(name, []))
+                    if found.series and any(self._covers(found, s) for s in spans):
+                        chosen.append(found)
                         break
             if chosen:
                 return chosen
@@ -356,7 +382,7 @@ class Telemetry:
         return max(load.per_scrape(name, values) for values in scrapes.values()) if scrapes else None
 
     def _delta(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
-        series = [s for _, s in self._pick(captures, names)[1] if self._covers(s, (first, last))]
+        series = [s for _, s in self._pick(captures, names)[1] if self._reaches(s, (first, last))]
         return sum(increase(s, first, last) for s in series) if series else None
 
 
@@ -398,16 +424,18 @@ def _partly(parts: dict[str, _Part], measured: set[str], captures: Sequence[str]
 
 
 def _watts(device: _Device) -> _Series:
-    """A device's power samples: as sampled, or its counter's rate between samples."""
+    """A device's power samples: as sampled, or its counter's rate between two samples of one
+    capture (two recorders' rounds a millisecond apart are no rate), every capture's in time order."""
     kind, scale, _ = _SOURCE[device.name]
-    return counter_rates(device.samples, scale) if kind == "counter" else [(t, v * scale) for t, v in device.samples]
+    each = [counter_rates(s, scale) if kind == "counter" else [(t, v * scale) for t, v in s] for s in device.series]
+    return list(heapq.merge(*each))
 
 
 def _joules(device: _Device, span: _Span) -> float:
+    """Over ``span``, each piece from one capture's own series (``series.joined``)."""
     kind, scale, _ = _SOURCE[device.name]
-    if kind == "counter":
-        return increase(device.samples, *span) * scale
-    return integral([(t, v * scale) for t, v in device.samples], *span)
+    read = increase if kind == "counter" else integral
+    return sum(read(device.series[k], *piece) * scale for k, piece in joined(device.series, *span))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

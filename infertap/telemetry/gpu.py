@@ -12,7 +12,8 @@ A reading the device refuses outright (NVML's NOT_SUPPORTED or FUNCTION_NOT_FOUN
 NOT_SUPPORTED, a value it reports as N/A) is not asked again; any other error (a timeout, a driver
 busy for a moment) loses that reading for one round only: the round's other samples are kept, the
 reason is recorded (``PartialRound``), and the reading is asked again next round, so that one
-hiccup never silences a GPU's power for the rest of a run.
+hiccup never silences a GPU's power for the rest of a run. nvidia-smi reads every GPU in one
+process, so a run of it that fails or times out loses that whole round, and only that round.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ _NVML_REFUSED = frozenset({3, 13})
 #: amdsmi's statuses for the same (AMDSMI_STATUS_NOT_SUPPORTED = 2, _NOT_YET_IMPLEMENTED = 3), by code or name.
 _AMD_REFUSED = frozenset({2, 3})
 _AMD_REFUSED_NAMES = ("NOT_SUPPORTED", "NOT_YET_IMPLEMENTED")
+_AGAIN = "this round lost, asked again next round"
 
 
 def gpu_source() -> NvmlSource | AmdSource | SmiSource:
@@ -125,13 +127,16 @@ class SmiSource:
                 text=True,
                 timeout=self.timeout,
             )
-        except (OSError, subprocess.SubprocessError) as exc:
+        except subprocess.TimeoutExpired as exc:
+            raise PartialRound(f"nvidia-smi did not answer within {self.timeout:g} s; {_AGAIN}", []) from exc
+        except (OSError, subprocess.SubprocessError) as exc:  # it can't be run at all: the sampler retries later
             raise SourceError(f"nvidia-smi: {exc}") from exc
         if done.returncode != 0:
             if self.fields[-1][0] == "clocks_event_reasons.active" and "clocks_event_reasons" in done.stdout + done.stderr:
                 self.fields[-1] = ("clocks_throttle_reasons.active", "gpu_clock_event_reasons", 1.0)  # a driver before 535
                 return self.sample()
-            raise SourceError(f"nvidia-smi exited {done.returncode}: {(done.stdout + done.stderr).strip()[:200]}")
+            said = (done.stdout + done.stderr).strip()[:200]
+            raise PartialRound(f"nvidia-smi exited {done.returncode}: {said}; {_AGAIN}", [])
         return list(self._parse(done.stdout))
 
     def _parse(self, text: str) -> list[Sample]:

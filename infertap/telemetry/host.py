@@ -2,8 +2,10 @@
 machine, and RAPL package energy where ``/sys/class/powercap`` is readable.
 
 Names: ``host_cpu_percent`` (system-wide, 100 = every CPU busy), ``engine_process_cpu_percent``
-(100 = one CPU), ``engine_process_rss_bytes``, ``host_rapl_energy_joules`` (a counter, label
-``zone``).
+(100 = one CPU), ``engine_process_rss_bytes``, ``host_rapl_energy_joules`` (a counter per CPU
+package, label ``zone``: ``intel-rapl:0:package-0``). Only package zones: ``psys``, a top-level
+zone too where the platform has it, is the whole platform, packages included, and the analysis
+sums the zones.
 """
 
 from __future__ import annotations
@@ -60,16 +62,22 @@ def _listener(port: int) -> psutil.Process | None:
 
 
 def _rapl_zones() -> list[tuple[str, Path]]:
-    """Top-level RAPL zones (packages) whose energy counter this user can read."""
+    """The CPU packages' RAPL zones whose energy counter this user can read."""
     zones = []
     for zone in sorted(_RAPL.glob("intel-rapl:[0-9]*")):
         if zone.name.count(":") != 1:
             continue  # a sub-zone (core, uncore, dram) of a package already counted
         energy = zone / "energy_uj"
         try:
+            name = (zone / "name").read_text().strip()
             energy.read_text()
         except OSError:
             continue
-        name = (zone / "name").read_text().strip() if (zone / "name").exists() else zone.name
-        zones.append((f"{zone.name}:{name}", energy))
+        if is_package(name):  # not psys: the platform, which holds the packages
+            zones.append((f"{zone.name}:{name}", energy))
     return zones
+
+
+def is_package(zone: str) -> bool:
+    """Whether a RAPL zone (its name, or the ``zone`` label ending in it) is a CPU package's."""
+    return zone.rsplit(":", 1)[-1].startswith("package")

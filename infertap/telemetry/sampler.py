@@ -1,10 +1,11 @@
 """The sampling thread: every source at its interval, each round of one source written as one
 ``telemetry`` record. It never runs on an event loop and never blocks one: the capture writer's
 ``write`` only queues. A source that fails is recorded once as unknown with its reason, retried
-every ``retry_s``, and recorded again when it comes back. A round that loses only some readings
-(``PartialRound``: one GPU's reading timed out) keeps the others, is recorded the same way (once
-per reason, again after a clean round), and the source stays on its interval: the lost readings
-are asked again next round, not after ``retry_s``.
+every ``retry_s``, and recorded again when it comes back. A round that loses some or all of its
+readings for a passing reason (``PartialRound``: one GPU's reading timed out, an nvidia-smi run
+failed) keeps the others, is recorded the same way (once per reason, again after a clean round),
+and the source stays on its interval: the lost readings are asked again next round, not after
+``retry_s``, and at close, when every source not waiting out ``retry_s`` is read once more.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class Sampler:
             self._thread.join(timeout=10)
             now = time.monotonic()
             for slot in self._slots:
-                if slot.source is not None and slot.reported is None:
+                if slot.source is not None and not slot.resting:
                     self._sample(slot, now)
         for slot in self._slots:
             if slot.source is not None:
@@ -140,6 +141,7 @@ class Sampler:
             slot.open(self._unknown)
             return
         slot.due = now + slot.interval_s
+        slot.resting = False
         wall = self._clock()
         try:
             samples = slot.source.sample()
@@ -149,12 +151,12 @@ class Sampler:
             return
         except SourceError as exc:
             slot.failed(str(exc), self._unknown)
-            slot.due = now + self.config.retry_s
+            slot.due, slot.resting = now + self.config.retry_s, True
             return
         except Exception as exc:  # a source's bug must not end the sampling of the others
             log.warning("telemetry source %s failed: %r", slot.name, exc)
             slot.failed(repr(exc), self._unknown)
-            slot.due = now + self.config.retry_s
+            slot.due, slot.resting = now + self.config.retry_s, True
             return
         slot.reported = None
         self._samples(slot, wall, samples)
@@ -177,6 +179,7 @@ class _Slot:
     source: Source | None = None
     due: float = 0.0
     reported: str | None = None  # the unknown reason last recorded, so it is recorded once
+    resting: bool = False  # it failed outright and waits ``retry_s``: not read at close either
 
     def open(self, unknown: Callable[[str, str], None]) -> None:
         try:

@@ -2,12 +2,17 @@
 power integrated over one, whether a series' samples reach a span's ends, and a device's mean over
 the stretches when nothing ran. The analysis's energy (analysis/energy.py) and the report's power
 plot read samples through these, so that each is defined once.
+
+One device sampled by several recorders (two captures on one machine) is several series, never one
+merged: each recorder stamps a round on its own clock just before it reads, so two recorders'
+rounds interleave out of order, and a reading followed by another recorder's slightly older one
+would look like a counter reset. ``joined`` cuts a span into pieces each read from one series.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 Series = list[tuple[int, float]]  # (wall ns, value), in time order
 Span = tuple[int, int]  # [first, last] wall ns
@@ -67,6 +72,31 @@ def increase(samples: Series, first: int, last: int) -> float:
         step = v1 - v0 if v1 >= v0 else v1
         total += step * (min(t1, last) - max(t0, first)) / (t1 - t0)
     return total
+
+
+def joined(series: Sequence[Series], first: int, last: int) -> list[tuple[int, Span]]:
+    """[first, last] cut into pieces, each to be read from one of ``series`` (several recorders'
+    samples of one device), as (index into ``series``, piece): where some series has samples on both
+    sides, the one reaching furthest; elsewhere the nearest one, held flat as a lone series is."""
+    extents = [(s[0][0], s[-1][0], k) for k, s in enumerate(series) if s]
+    out: list[tuple[int, Span]] = []
+    t = first
+    while extents and t < last:
+        inside = [(b, k) for a, b, k in extents if a <= t < b]
+        if inside:
+            b, k = max(inside)
+            end = min(b, last)
+        else:  # every series ended by ``t`` or starts after it: the nearer one, up to halfway
+            ended = sorted((b, k) for a, b, k in extents if b <= t)
+            coming = sorted((a, k) for a, b, k in extents if a > t)
+            halfway = (ended[-1][0] + coming[0][0]) // 2 if ended and coming else last if ended else t
+            k, end = (ended[-1][1], min(halfway, last)) if t < halfway else (coming[0][1], min(coming[0][0], last))
+        if out and out[-1][0] == k:
+            out[-1] = (k, (out[-1][1][0], end))
+        else:
+            out.append((k, (t, end)))
+        t = end
+    return out
 
 
 def reaches(samples: Series, first: int, last: int, reach: int) -> bool:

@@ -38,12 +38,15 @@ def nvidia_smi(
     *,
     old_driver: bool = False,
     fail: str | None = None,
+    fail_once: str | None = None,
+    hang: bool = False,
     reject_on: str = "stdout",
 ) -> Path:
     """An executable ``folder/nvidia-smi`` answering the documented ``--query-gpu`` with ``rows``
     (one CSV line per GPU), as a driver of that age would; every call's arguments are appended to
     ``folder/calls.log``. ``old_driver``: the newer reasons field is refused (exit 2, the message on
-    ``reject_on``), the older one answered. ``fail``: every call fails with that message (exit 9)."""
+    ``reject_on``), the older one answered. ``fail``: every call fails with that message (exit 9);
+    ``fail_once``: only the first. ``hang``: every call waits on a driver that never answers."""
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "calls.log"
     fields = SMI_FIELDS_OLD if old_driver else SMI_FIELDS
@@ -53,8 +56,13 @@ def nvidia_smi(
         "#!/bin/sh",
         f'echo "$*" >> {shlex.quote(str(log))}',
     ]
+    if hang:
+        lines += ["exec sleep 600"]  # exec: the process a timeout kills is the one holding the pipes
     if fail is not None:
         lines += [f"echo {shlex.quote(fail)}", "exit 9"]
+    if fail_once is not None:
+        failed = shlex.quote(str(folder / "failed-once"))
+        lines += [f"if [ ! -e {failed} ]; then touch {failed}; echo {shlex.quote(fail_once)}; exit 9; fi"]
     if old_driver:
         lines += [
             'case "$*" in *clocks_event_reasons.active*)',

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -38,11 +39,15 @@ def run(
     upstream: str = LOCAL,
     host: str | None = None,
     session: str | None = None,
+    base: float | None = None,
 ) -> Path:
     """One run appended to ``path``: a request for each (start ms, end ms) sent to ``upstream``,
-    and the samples; recorded on a machine named ``host`` (this one's name by default)."""
+    and the samples; recorded on a machine named ``host`` (this one's name by default). Times are
+    ms from the writer's start, or from the wall time ``base`` (s), one clock for several captures."""
     facts = {**host_facts(), **({"hostname": host} if host else {})}
     with mock.patch("infertap.capture.writer.host_facts", lambda: facts), CaptureWriter(path, recorder={"kind": "test"}) as w:
+        zero = w.started_wall if base is None else base
+        shift = (zero - w.started_wall) * 1e3  # ms from the writer's start to ``zero``
         for i, (start, end) in enumerate(busy):
             events = [
                 event("x", role="assistant"),
@@ -53,7 +58,7 @@ def run(
             w.write(
                 exchange(
                     f"{path.name}-{i}",
-                    sent_ms=start,
+                    sent_ms=shift + start,
                     chunks=chunks,
                     end_ms=end - start,
                     seq=i,
@@ -63,7 +68,7 @@ def run(
                 )
             )
         for at, source, name, labels, value in samples:
-            w.write(new_telemetry(source, w.started_wall + at / 1e3, [[name, labels, value]]))
+            w.write(new_telemetry(source, zero + at / 1e3, [[name, labels, value]]))
     return path
 
 
@@ -76,17 +81,25 @@ def counter(name: str, labels: dict[str, str], *points: tuple[float, float], sou
     return [(at, source, name, labels, value) for at, value in points]
 
 
+PACKAGE0 = {"zone": "intel-rapl:0:package-0"}
+
+
 @pytest.mark.parametrize(
-    ("name", "source", "points"),
+    ("name", "source", "labels", "points"),
     [
-        ("gpu_energy_joules", "gpu", [(0, 1000.0), (2000, 1200.0), (2500, 10.0), (4000, 160.0)]),  # a driver reload
-        ("host_rapl_energy_joules", "host", [(0, 262100.0), (2000, 262140.0), (3000, 17.0), (4000, 37.0)]),  # RAPL's wrap
+        ("gpu_energy_joules", "gpu", GPU0, [(0, 1000.0), (2000, 1200.0), (2500, 10.0), (4000, 160.0)]),  # a driver reload
+        (
+            "host_rapl_energy_joules",
+            "host",
+            PACKAGE0,
+            [(0, 262100.0), (2000, 262140.0), (3000, 17.0), (4000, 37.0)],
+        ),  # RAPL's wrap
     ],
 )
 def test_a_counter_that_resets_counts_from_zero_after_it(
-    tmp_path: Path, name: str, source: str, points: list[tuple[float, float]]
+    tmp_path: Path, name: str, source: str, labels: dict[str, str], points: list[tuple[float, float]]
 ) -> None:
-    (g,) = groups([run(tmp_path / "c", [(0, 4000)], counter(name, GPU0, *points, source=source))], tmp_path)
+    (g,) = groups([run(tmp_path / "c", [(0, 4000)], counter(name, labels, *points, source=source))], tmp_path)
     values = [v for _, v in points]
     steps = [b - a if b >= a else b for a, b in zip(values, values[1:], strict=False)]  # after a reset: from zero
     assert g["energy"]["joules"] == pytest.approx(sum(steps)) and g["energy"]["joules"] > 0
@@ -119,6 +132,15 @@ def test_a_run_without_telemetry_is_not_given_the_last_runs(tmp_path: Path) -> N
     later = counter("gpu_energy_joules", GPU0, *((3000 + t, 10.0 + t / 10) for t in range(0, 2001, 250)))
     run(reboot, [(3000, 5000)], later)
     assert [g["energy"]["joules"] for g in groups([reboot], tmp_path)] == [pytest.approx(200.0), pytest.approx(200.0)]
+
+
+def test_rapls_platform_zone_is_not_added_to_the_packages_it_includes(tmp_path: Path) -> None:
+    """A capture recorded where ``psys`` (the whole platform: packages, memory, the rest) was read
+    beside ``package-0``: the CPU's energy is the package's, not the two summed."""
+    package = counter("host_rapl_energy_joules", PACKAGE0, (0, 100.0), (4000, 140.0), source="host")
+    platform = counter("host_rapl_energy_joules", {"zone": "intel-rapl:1:psys"}, (0, 500.0), (4000, 600.0), source="host")
+    (g,) = groups([run(tmp_path / "laptop", [(0, 4000)], [*package, *platform])], tmp_path)
+    assert g["energy"]["joules"] == pytest.approx(40.0) and g["energy"]["devices"] == 1
 
 
 def test_each_device_and_capture_is_measured_by_the_best_source_it_has(tmp_path: Path) -> None:
@@ -202,6 +224,29 @@ def test_two_recorders_on_one_machine_count_its_gpus_once(tmp_path: Path) -> Non
     assert g["energy"]["joules_per_request"] == pytest.approx(g["energy"]["joules"] / 2)
 
 
+def test_two_recorders_rounds_out_of_order_are_no_counter_reset(tmp_path: Path) -> None:
+    """Each recorder stamps a round just before it reads, on its own writer's clock: recorder y's
+    round can be stamped a moment before x's yet read the counter after it. Merged in time order
+    that reading is followed by a lower one, which is no reset: each capture's counter is read on
+    its own. Every other round y reads 4 ms after x but is stamped 1 ms after it: merged, that is
+    1.2 kW for a millisecond, which the idle power must not take either."""
+    base = time.time() + 5  # one wall clock for both captures
+
+    def joules(t: float) -> float:  # the GPU's counter: 300 W, 1 MJ since the driver loaded
+        return 1e6 + 0.3 * t
+
+    x = counter("gpu_energy_joules", GPU0, *((t, joules(t)) for t in range(0, 4001, 250)))
+    y = counter(
+        "gpu_energy_joules", GPU0, *((t - 2, joules(t + 1)) if t % 500 else (t + 1, joules(t + 4)) for t in range(0, 4001, 250))
+    )
+    busy = [(0, 1000), (3000, 4000)]  # idle between
+    paths = [run(tmp_path / "recorder-x", busy, x, base=base), run(tmp_path / "recorder-y", busy, y, base=base)]
+    (g,) = groups(paths, tmp_path, by=("model",))
+    assert g["energy"]["devices"] == 1
+    assert g["energy"]["joules"] == pytest.approx(300 * 4, rel=0.01)  # not a million joules per inverted pair
+    assert g["energy"]["idle_watts"] == pytest.approx(300, rel=0.02)
+
+
 def test_a_group_partly_measured_divides_by_the_measured_requests_only(tmp_path: Path) -> None:
     measured = run(tmp_path / "host-1", [(0, 4000)], power(GPU0, 300.0), host="host-1")
     dark = run(tmp_path / "host-2", [(0, 4000)], [], host="host-2")  # another machine, no telemetry
@@ -268,6 +313,21 @@ def test_runs_read_together_a_while_apart_are_each_measured_over_their_own_time(
     assert g["span_s"] >= 5.0
     assert g["energy"]["joules"] == pytest.approx(200.0 * 4) and g["energy"]["mean_watts"] == pytest.approx(200.0)
     assert g["energy"]["joules_per_request"] == pytest.approx(400.0) and g["energy"]["measured"]["share"] == 1.0
+
+
+def test_a_capture_sampled_more_sparsely_is_measured_by_its_own_sampling_interval(tmp_path: Path) -> None:
+    """A run sampled every 2 s (``--telemetry-interval 2``) is measured where its own samples come
+    within two of its intervals of its ends, whatever another capture read with it sampled at."""
+    base = time.time() + 5
+    dense = [(t, "gpu", "gpu_power_watts", GPU0, 300.0) for t in range(0, 4001, 250)]  # every 250 ms
+    sparse = [(t, "gpu", "gpu_power_watts", GPU0, 300.0) for t in range(59000, 71001, 2000)]  # a minute later, every 2 s
+    b = run(tmp_path / "dense", [(0, 4000)], dense, base=base)
+    a = run(tmp_path / "sparse", [(60000, 70000)], sparse, base=base)
+    (alone,) = groups([a], tmp_path)
+    assert alone["energy"]["joules"] == pytest.approx(300.0 * 10)
+    (g,) = groups([b, a], tmp_path, by=("model",))
+    assert g["energy"]["measured"]["share"] == 1.0 and g["energy"]["measured"]["captures"] == 2
+    assert g["energy"]["joules"] == pytest.approx(300.0 * (4 + 10))
 
 
 def test_data_parallel_engines_are_read_alike_by_stats_and_the_report(tmp_path: Path) -> None:

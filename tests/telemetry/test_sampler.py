@@ -209,3 +209,22 @@ def test_a_gpu_reading_that_fails_once_is_recorded_and_read_again_the_next_round
     assert "gpu 0 gpu_power_watts: NVML error 10" in reason
     failed = [r for r in records.sampled("gpu") if not any(s[0] == "gpu_power_watts" for s in r["samples"])]
     assert failed and all(any(s[0] == "gpu_energy_joules" for s in r["samples"]) for r in failed), "the round kept the rest"
+
+
+def test_nvidia_smi_failing_once_loses_that_round_only_and_close_still_reads_the_last(tmp_path, monkeypatch):
+    """One nvidia-smi hiccup (a non-zero exit) must not stop a GPU's power for ``retry_s``, nor the
+    round at close that a run's energy ends on."""
+    exe = nvidia_smi(tmp_path / "bin", constant_gpus(150.0), fail_once="Unable to determine the device handle for GPU0")
+    gpus_on_path(monkeypatch, tmp_path, exe)
+    records = Records()
+    with Sampler(TelemetryConfig(host=False, interval_s=0.05, retry_s=3600), records):
+        wait_for(lambda: len(records.sampled("gpu")) >= 3)  # the rounds after the failed one, not an hour later
+    [reason] = records.unknown("gpu")
+    assert "nvidia-smi exited 9: Unable to determine the device handle" in reason
+    once = nvidia_smi(tmp_path / "bin-2", constant_gpus(150.0), fail_once="Unable to determine the device handle for GPU0")
+    gpus_on_path(monkeypatch, tmp_path, once)
+    records = Records()
+    sampler = Sampler(TelemetryConfig(host=False, interval_s=3600, retry_s=3600), records).start()
+    wait_for(lambda: bool(records.unknown("gpu")))  # the first round failed; the next is an hour away
+    sampler.close()
+    assert len(records.sampled("gpu")) == 1, "close() reads the GPU once more"

@@ -13,7 +13,7 @@ import pytest
 from infertap.telemetry.gpu import NvmlSource, SmiSource, gpu_source
 from infertap.telemetry.host import HostSource
 from infertap.telemetry.prometheus import PrometheusSource, parse
-from infertap.telemetry.samples import Sample, SourceError
+from infertap.telemetry.samples import PartialRound, Sample, SourceError
 from tests.fake_upstream import ServerThread
 from tests.telemetry.stand_ins import (
     MISSING,
@@ -23,6 +23,7 @@ from tests.telemetry.stand_ins import (
     DcgmExporter,
     Exposition,
     NVMLError,
+    constant_gpus,
     fake_nvml,
     gpus_on_path,
     no_gpu,
@@ -239,12 +240,30 @@ def test_the_newer_field_is_kept_when_the_driver_accepts_it(tmp_path):
     assert all("clocks_event_reasons.active" in call for call in smi_calls(exe))
 
 
-def test_nvidia_smi_failing_is_a_source_error_with_its_message(tmp_path):
+def test_nvidia_smi_failing_loses_that_round_with_its_message(tmp_path):
     message = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
     exe = nvidia_smi(tmp_path / "bin", [], fail=message)
-    with pytest.raises(SourceError, match=r"nvidia-smi exited 9: NVIDIA-SMI has failed because it couldn't communicate"):
+    with pytest.raises(PartialRound, match=r"nvidia-smi exited 9: NVIDIA-SMI has failed because it couldn't communicate") as lost:
         SmiSource(str(exe)).sample()
+    assert lost.value.samples == [] and "asked again next round" in str(lost.value)
     assert len(smi_calls(exe)) == 1  # a failure that is not about the reasons field: no second try
+
+
+def test_nvidia_smi_that_does_not_answer_in_time_loses_that_round(tmp_path):
+    exe = nvidia_smi(tmp_path / "bin", constant_gpus(100.0), hang=True)
+    with pytest.raises(PartialRound, match=r"nvidia-smi did not answer within 0.5 s") as lost:
+        SmiSource(str(exe), timeout=0.5).sample()
+    assert lost.value.samples == []
+
+
+def test_nvidia_smi_failing_once_answers_the_next_round(tmp_path):
+    exe = nvidia_smi(
+        tmp_path / "bin", constant_gpus(100.0), fail_once="Unable to determine the device handle for GPU0000:01:00.0"
+    )
+    source = SmiSource(str(exe))
+    with pytest.raises(PartialRound, match="Unable to determine the device handle"):
+        source.sample()
+    assert {s.name: s.value for s in source.sample()}["gpu_power_watts"] == 100.0
 
 
 def test_gpu_source_falls_back_to_nvidia_smi_and_says_when_there_is_neither(tmp_path, monkeypatch):
@@ -344,12 +363,13 @@ def test_nvml_on_a_driver_before_535_reads_the_throttle_reasons():
 # -- the host ---------------------------------------------------------------------------------------
 
 
-def test_rapl_package_counters_are_read_in_joules_and_sub_zones_skipped(tmp_path, monkeypatch):
+def test_rapl_package_counters_are_read_in_joules_and_sub_zones_and_the_platform_skipped(tmp_path, monkeypatch):
     powercap = tmp_path / "powercap"
     for zone, name, microjoules in (
         ("intel-rapl:0", "package-0", 123_456_789),
         ("intel-rapl:1", "package-1", 5_000_000),
         ("intel-rapl:0:0", "core", 99),  # a sub-zone of package 0: already counted in it
+        ("intel-rapl:2", "psys", 250_000_000),  # the whole platform (a laptop's), packages included
     ):
         (powercap / zone).mkdir(parents=True)
         (powercap / zone / "name").write_text(name + "\n")
