@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -152,7 +153,6 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
     error_rate = failed / len(rows)
     results = [_held(slo, rows, ok, gaps) for slo in slos]
     per_s = (lambda n: n / span_s) if span_s > 0 else (lambda n: None)
-    ends = sorted(r["end_wall_ns"] for r in rows)
     return {
         "passed": all(r["met"] for r in results if r["met"] is not None),
         "unmeasurable": [r["slo"] for r in results if r["met"] is None],
@@ -163,8 +163,7 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
         "attainment": len(good) / len(rows),
         "span_s": span_s,
         "requests_per_s": per_s(len(ok)),
-        # the rate answers (ok or not) came back at: n answers, n - 1 gaps, as the offered rate counts arrivals
-        "answered_per_s": (len(ends) - 1) / ((ends[-1] - ends[0]) / 1e9) if ends[-1] > ends[0] else None,
+        "answered_per_s": _answered_per_s(rows),
         "output_tokens_per_s": per_s(sum(r["output_tokens"] or 0 for r in ok)),
         "goodput": {"requests_per_s": per_s(len(good)), "output_tokens_per_s": per_s(sum(r["output_tokens"] or 0 for r in good))},
         "latency_ms": {
@@ -173,6 +172,22 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
             if name != "itl"
         },
     }
+
+
+def _answered_per_s(rows: list[dict[str, Any]]) -> float | None:
+    """The rate answers (ok or not) came back at, over a window as long as the sends' span, shifted
+    by the median e2e: where a typical answer to them lands. A target that keeps up answers nearly
+    every request there, however far its slowest answers trail (the span of all the ends grows by
+    the spread of the latencies, so a few long answers would halve a rate the target keeps up with);
+    one that serves ``r`` requests a second ends at most about ``r`` x span in any window that long,
+    however long its queue makes the median. ``n`` answers make ``n - 1`` gaps, as the offered rate
+    counts arrivals."""
+    first, last = min(r["sent_wall_ns"] for r in rows), max(r["sent_wall_ns"] for r in rows)
+    if last <= first:
+        return None
+    shift = statistics.median(r["end_wall_ns"] - r["sent_wall_ns"] for r in rows)
+    answered = sum(1 for r in rows if first + shift <= r["end_wall_ns"] <= last + shift)
+    return max(answered - 1, 0) / ((last - first) / 1e9)
 
 
 def _held(slo: SLO, rows: list[dict[str, Any]], ok: list[dict[str, Any]], gaps: list[int]) -> dict[str, Any]:

@@ -821,6 +821,24 @@ def test_a_load_the_target_did_not_carry_fails_though_its_slos_held(slot_engine,
     assert result["capacity"] is None and result["knee"]["failed"] == 1.0
 
 
+def test_a_target_that_keeps_up_carries_its_load_though_a_few_answers_are_long(tmp_path, monkeypatch):
+    """40 requests/s to a target that never queues, most answers 0.05 s and every tenth 1.5 s: the
+    answers' ends spread over the arrivals' second plus 1.5 s, which made their rate look like under
+    half the offered and failed a load the target carried."""
+    engine = SlotEngine(100, 0.05, slow=(10, 1.5))
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # as above: the replayer taken as on time
+    src = workload(tmp_path / "src", 40, 0.025)
+    with ServerThread(engine) as server:
+        result = run_sweep(
+            SweepConfig(ReplayConfig(src, server.url, tmp_path / "sweep", probe=False, grace_s=1.0), speeds=(1.0,)),
+            parse_slos(["e2e:max<=5s"]),
+        )
+    [point] = result["points"]
+    assert point["in_flight"]["max"] < 40 and point["latency_ms"]["e2e"]["p50"] < 1000  # it kept up
+    assert point["not_carried"] is None and point["answered_per_s"] >= 20, point
+    assert point["passed"] and result["capacity"]["speed"] == 1.0
+
+
 def test_a_target_that_dies_mid_sweep_leaves_a_sweep_that_says_it_stopped(tmp_path):
     """The second point's probe finds nothing listening: the sweep ended with an error, and what it
     left read as a whole sweep (capacity at its one point, 'may be higher')."""
