@@ -125,9 +125,12 @@ SELECT m.exchange_id, m.ok, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
 FROM metrics m
 LEFT JOIN (SELECT capture, exchange_id, max(gap_ns) AS itl_max_ns FROM itl GROUP BY ALL) g
   ON g.capture = m.capture AND g.exchange_id = m.exchange_id
-WHERE m.generation
+WHERE m.generation AND m."end" IS DISTINCT FROM 'refused'
 ORDER BY m.sent_wall_ns
 """
+#: Generation requests the replayer recorded but never sent (a Responses turn whose
+#: ``previous_response_id`` names a response outside the replay): the target never saw them.
+_NOT_SENT = """SELECT count(*) FROM metrics WHERE generation AND "end" = 'refused'"""
 
 
 def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
@@ -136,10 +139,16 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
 
     ``passed`` is whether every SLO that could be measured held; ``unmeasurable`` names those that
     couldn't (no ``ok`` exchange has the metric: ``tpot`` of answers not streamed), which a caller
-    must not read as the target's pass or failure."""
+    must not read as the target's pass or failure. Requests the replayer never sent (``end``
+    ``refused``) are no part of any figure, as the workload identity leaves them out: the target
+    can't fail what it never saw. ``not_sent`` counts them."""
     rows = [dict(zip(_COLUMNS, r, strict=True)) for r in analysis.sql(_ROWS).fetchall()]
+    [(not_sent,)] = analysis.sql(_NOT_SENT).fetchall()
     if not rows:
-        raise ConfigError("no generation exchanges in this run: nothing to hold to an SLO")
+        raise ConfigError(
+            "no generation exchanges sent in this run: nothing to hold to an SLO"
+            + (f" ({not_sent} recorded as refused, never sent)" if not_sent else "")
+        )
     gaps = [
         g
         for (g,) in analysis.sql(
@@ -158,6 +167,7 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
         "unmeasurable": [r["slo"] for r in results if r["met"] is None],
         "slos": results,
         "requests": len(rows),
+        "not_sent": not_sent,
         "ok": len(ok),
         "error_rate": error_rate,
         "attainment": len(good) / len(rows),

@@ -334,7 +334,7 @@ def verdict_of(point: dict[str, Any]) -> str:
 def _points_table(sweep: dict[str, Any]) -> str:
     kind = sweep["kind"]
     headers = [kind, "verdict", "offered req/s", "req/s", "goodput req/s", "attainment", "errors"]
-    headers += [s["slo"] for s in sweep["slo"]] + ["lag p99 ms", "sent", "wall s"]
+    headers += [s["slo"] for s in sweep["slo"]] + ["lag p99 ms", "sent", "not sent", "wall s"]
     rows = []
     for p in sweep["points"]:
         rows.append(
@@ -349,6 +349,7 @@ def _points_table(sweep: dict[str, Any]) -> str:
                 *(_shown(s, _result(p, s)) for s in sweep["slo"]),
                 (p.get("schedule_lag_ms") or {}).get("p99"),
                 p.get("sent"),
+                p.get("not_sent"),
                 p.get("wall_s"),
             ]
         )

@@ -228,7 +228,7 @@ def print_sweep(result: dict[str, Any]) -> None:
 
 def notes(result: dict[str, Any]) -> list[str]:
     """What the table can't say: passes not counted and why, failures that were the load's, SLOs
-    measured on fewer exchanges than the point had."""
+    measured on fewer exchanges than the point had, requests the replayer never sent."""
     kind, lines = result["kind"], []
     if result.get("inconsistent"):
         loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
@@ -241,6 +241,11 @@ def notes(result: dict[str, Any]) -> list[str]:
             lines.append(f"{where} passed while the replayer fell behind its schedule: not counted")
         if p.get("not_carried"):
             lines.append(f"{where} failed though its SLOs held: {p['not_carried']}")
+        if p.get("not_sent"):
+            lines.append(
+                f"{where}: {p['not_sent']} requests not sent (the replayer refused them: a turn continuing a "
+                "response outside the replay), left out of its figures"
+            )
         for s in p["slos"]:
             if s.get("missing"):
                 lines.append(

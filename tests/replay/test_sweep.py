@@ -36,6 +36,7 @@ from infertap.replay.sweep import (
     inconsistent,
     unmeasured_passes,
 )
+from tests.fake_engines import JSONRoutes
 from tests.fake_upstream import ServerThread
 from tests.helpers import write_capture
 from tests.slot_engine import SlotEngine
@@ -74,6 +75,7 @@ POINT_KEYS = {
     "in_flight",
     "slos",
     "requests",
+    "not_sent",
     "ok",
     "error_rate",
     "attainment",
@@ -86,6 +88,17 @@ POINT_KEYS = {
 
 def chat(i: int) -> dict[str, Any]:
     return {"model": "m", "stream": True, "messages": [{"role": "user", "content": f"question {i}"}]}
+
+
+#: A Responses API answer, as recorded and as the fake target gives it (its own id each time).
+RESPONSE = {
+    "id": "resp_src",
+    "object": "response",
+    "status": "completed",
+    "model": "m",
+    "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}],
+    "usage": {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6},
+}
 
 
 def workload(path: Path, n: int, interval_s: float) -> Path:
@@ -837,6 +850,36 @@ def test_a_target_that_keeps_up_carries_its_load_though_a_few_answers_are_long(t
     assert point["in_flight"]["max"] < 40 and point["latency_ms"]["e2e"]["p50"] < 1000  # it kept up
     assert point["not_carried"] is None and point["answered_per_s"] >= 20, point
     assert point["passed"] and result["capacity"]["speed"] == 1.0
+
+
+def test_requests_the_replayer_never_sent_are_left_out_of_a_points_slos(tmp_path):
+    """Every tenth turn continues a response from before the recording: the replayer refuses it, never
+    sent. They counted as failed requests (error_rate, +inf latencies) and in the live early-stop
+    count, so a target that answered every request it was sent lost the point early."""
+    answered = []
+
+    def respond(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        answered.append(body)
+        return 200, {**RESPONSE, "id": f"resp_{len(answered)}"}
+
+    exchanges = []
+    for i in range(40):
+        body: dict[str, Any] = {"model": "m", "input": f"question {i}"}
+        if i % 10 == 0:
+            body["previous_response_id"] = f"resp_before_{i}"
+        exchanges.append({"offset_s": i * 0.05, "path": "/v1/responses", "body": body, "chunks": [json.dumps(RESPONSE).encode()]})
+    write_capture(tmp_path / "src", exchanges)
+    with ServerThread(JSONRoutes({("POST", "/v1/responses"): respond})) as server:
+        run = sweep_cli(
+            str(tmp_path / "src"),
+            *("--target", server.url, "--out", str(tmp_path / "s"), "--speeds", "1", "--no-probe"),
+            *("--slo", "e2e:p90<=5s", "--slo", "error_rate<=1%"),
+        )
+    assert run.exit_code == 0, run.output
+    [point] = read_sweep(tmp_path / "s")["points"]
+    assert len(answered) == 36 and point["requests"] == 36 and point["not_sent"] == 4
+    assert point["error_rate"] == 0 and point["passed"] and not point["lost_early"], point
+    assert "speed 1: 4 requests not sent (the replayer refused them" in " ".join(run.output.split())
 
 
 def test_a_target_that_dies_mid_sweep_leaves_a_sweep_that_says_it_stopped(tmp_path):
