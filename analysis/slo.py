@@ -131,7 +131,8 @@ WHERE m.generation AND m."end" IS DISTINCT FROM 'refused'
 ORDER BY m.sent_wall_ns
 """
 #: Generation requests the replayer recorded but never sent (a Responses turn whose
-#: ``previous_response_id`` names a response outside the replay): the target never saw them.
+#: ``previous_response_id`` names a response outside the replay, or one the target gave no id):
+#: the target never saw them.
 _NOT_SENT = """SELECT count(*) FROM metrics WHERE generation AND "end" = 'refused'"""
 
 

@@ -243,8 +243,8 @@ def notes(result: dict[str, Any]) -> list[str]:
             lines.append(f"{where} failed though its SLOs held: {p['not_carried']}")
         if p.get("not_sent"):
             lines.append(
-                f"{where}: {p['not_sent']} requests not sent (the replayer refused them: a turn continuing a "
-                "response outside the replay), left out of its figures"
+                f"{where}: {p['not_sent']} requests not sent (refused by the replayer, such as a turn continuing "
+                "a response outside the replay: each says why in the point's capture), left out of its figures"
             )
         for s in p["slos"]:
             if s.get("missing"):

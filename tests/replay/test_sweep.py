@@ -879,7 +879,7 @@ def test_requests_the_replayer_never_sent_are_left_out_of_a_points_slos(tmp_path
     [point] = read_sweep(tmp_path / "s")["points"]
     assert len(answered) == 36 and point["requests"] == 36 and point["not_sent"] == 4
     assert point["error_rate"] == 0 and point["passed"] and not point["lost_early"], point
-    assert "speed 1: 4 requests not sent (the replayer refused them" in " ".join(run.output.split())
+    assert "speed 1: 4 requests not sent (refused by the replayer" in " ".join(run.output.split())
 
 
 def test_a_target_that_dies_mid_sweep_leaves_a_sweep_that_says_it_stopped(tmp_path):
