@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -100,7 +101,9 @@ def parse_slos(texts: Sequence[str]) -> list[SLO]:
 
 def _stat(values: list[float], stat: str) -> float | None:
     """``stat`` of ``values``, where +infinity stands for a request over every bound (it failed, or
-    lacked the moment measured): a percentile that reaches one is +infinity."""
+    lacked the moment measured): a percentile that reaches one is +infinity. Where it falls is
+    computed exactly, as capacity's live check counts the misses a percentile allows: in floats, p99.9
+    of 1,001 values sits at 999.0000000000001, past the last value and on a failure's +infinity."""
     if not values:
         return None
     values = sorted(values)
@@ -108,14 +111,14 @@ def _stat(values: list[float], stat: str) -> float | None:
         return sum(values) / len(values)
     if stat == "max":
         return values[-1]
-    q = float(stat[1:]) / 100
+    q = Fraction(stat[1:]) / 100
     h = (len(values) - 1) * q
     lo = math.floor(h)
     if h == lo:  # on an order statistic (quantile would give nan, 0 * inf, next to +infinity)
         return values[lo]
     if math.isinf(values[lo + 1]):
         return math.inf  # between a value and +infinity: beyond any bound
-    return quantile(values, q)
+    return quantile(values, float(q))  # strictly between two finite values: the one definition, as stats prints it
 
 
 _ROWS = """
@@ -124,9 +127,13 @@ SELECT m.exchange_id, m.ok, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
 FROM metrics m
 LEFT JOIN (SELECT capture, exchange_id, max(gap_ns) AS itl_max_ns FROM itl GROUP BY ALL) g
   ON g.capture = m.capture AND g.exchange_id = m.exchange_id
-WHERE m.generation
+WHERE m.generation AND m."end" IS DISTINCT FROM 'refused'
 ORDER BY m.sent_wall_ns
 """
+#: Generation requests the replayer recorded but never sent (a Responses turn whose
+#: ``previous_response_id`` names a response outside the replay, or one the target gave no id):
+#: the target never saw them.
+_NOT_SENT = """SELECT count(*) FROM metrics WHERE generation AND "end" = 'refused'"""
 
 
 def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
@@ -135,10 +142,16 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
 
     ``passed`` is whether every SLO that could be measured held; ``unmeasurable`` names those that
     couldn't (no ``ok`` exchange has the metric: ``tpot`` of answers not streamed), which a caller
-    must not read as the target's pass or failure."""
+    must not read as the target's pass or failure. Requests the replayer never sent (``end``
+    ``refused``) are no part of any figure, as the workload identity leaves them out: the target
+    can't fail what it never saw. ``not_sent`` counts them."""
     rows = [dict(zip(_COLUMNS, r, strict=True)) for r in analysis.sql(_ROWS).fetchall()]
+    [(not_sent,)] = analysis.sql(_NOT_SENT).fetchall()
     if not rows:
-        raise ConfigError("no generation exchanges in this run: nothing to hold to an SLO")
+        raise ConfigError(
+            "no generation exchanges sent in this run: nothing to hold to an SLO"
+            + (f" ({not_sent} recorded as refused, never sent)" if not_sent else "")
+        )
     gaps = [
         g
         for (g,) in analysis.sql(
@@ -152,19 +165,18 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
     error_rate = failed / len(rows)
     results = [_held(slo, rows, ok, gaps) for slo in slos]
     per_s = (lambda n: n / span_s) if span_s > 0 else (lambda n: None)
-    ends = sorted(r["end_wall_ns"] for r in rows)
     return {
         "passed": all(r["met"] for r in results if r["met"] is not None),
         "unmeasurable": [r["slo"] for r in results if r["met"] is None],
         "slos": results,
         "requests": len(rows),
+        "not_sent": not_sent,
         "ok": len(ok),
         "error_rate": error_rate,
         "attainment": len(good) / len(rows),
         "span_s": span_s,
         "requests_per_s": per_s(len(ok)),
-        # the rate answers (ok or not) came back at: n answers, n - 1 gaps, as the offered rate counts arrivals
-        "answered_per_s": (len(ends) - 1) / ((ends[-1] - ends[0]) / 1e9) if ends[-1] > ends[0] else None,
+        "answered_per_s": _answered_per_s(rows),
         "output_tokens_per_s": per_s(sum(r["output_tokens"] or 0 for r in ok)),
         "goodput": {"requests_per_s": per_s(len(good)), "output_tokens_per_s": per_s(sum(r["output_tokens"] or 0 for r in good))},
         "latency_ms": {
@@ -173,6 +185,22 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
             if name != "itl"
         },
     }
+
+
+def _answered_per_s(rows: list[dict[str, Any]]) -> float | None:
+    """The rate answers (ok or not) came back at, over a window as long as the sends' span, shifted
+    by the median e2e: where a typical answer to them lands. A target that keeps up answers nearly
+    every request there, however far its slowest answers trail (the span of all the ends grows by
+    the spread of the latencies, so a few long answers would halve a rate the target keeps up with);
+    one that serves ``r`` requests a second ends at most about ``r`` x span in any window that long,
+    however long its queue makes the median. ``n`` answers make ``n - 1`` gaps, as the offered rate
+    counts arrivals."""
+    first, last = min(r["sent_wall_ns"] for r in rows), max(r["sent_wall_ns"] for r in rows)
+    if last <= first:
+        return None
+    shift = statistics.median(r["end_wall_ns"] - r["sent_wall_ns"] for r in rows)
+    answered = sum(1 for r in rows if first + shift <= r["end_wall_ns"] <= last + shift)
+    return max(answered - 1, 0) / ((last - first) / 1e9)
 
 
 def _held(slo: SLO, rows: list[dict[str, Any]], ok: list[dict[str, Any]], gaps: list[int]) -> dict[str, Any]:

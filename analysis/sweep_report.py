@@ -102,23 +102,21 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
     kind, ca, cb = sa["kind"], sa["capacity"], sb["capacity"]
     if ca is None and cb is None:
         if any(not s["points"] or s["points"][0].get("passed") for _, _, s in sweeps):
-            return " ".join(_one(*s) for s in sweeps)  # one passed only where its replayer fell behind: each said apart
+            return " ".join(_one(*s) for s in sweeps)  # one passed where no pass counted: each said apart
         lows = [f"{n} {number(load_of(s['points'][0], kind))}" for n, _, s in sweeps if s["points"]]
         return f"Neither target met the SLOs at any load tried (lowest {kind}: {', '.join(lows) or 'no point ran'})."
     if ca is None or cb is None:
         (nw, sw), (nl, sl) = ((nb, sb), (na, sa)) if ca is None else ((na, sa), (nb, sb))
+        up_to = f"up to {_load(kind, sw['capacity'][kind])}, {_rate(sw['capacity']['requests_per_s'])} requests/s"
+        if sl["points"] and sl["points"][0].get("passed"):  # it met them too, where no pass counted
+            return f"Only {nw}'s capacity is stated ({up_to}); {nl}'s is not: {_unstated(sl)}."
         low = number(load_of(sl["points"][0], kind)) if sl["points"] else "none"
         lost = (
             f"{nl} has no judged point (its sweep stopped before the first one ended)"
             if not sl["points"]
-            else f"{nl}'s capacity is not stated: it met them only where its replayer fell behind its schedule"
-            if sl["points"][0].get("passed")
             else f"{nl} met them at no {kind} tried (lowest: {low})"
         )
-        return (
-            f"Only {nw} met the SLOs (up to {_load(kind, sw['capacity'][kind])}, {_rate(sw['capacity']['requests_per_s'])} "
-            f"requests/s); {lost}."
-        )
+        return f"Only {nw} met the SLOs ({up_to}); {lost}."
     return _pair(kind, (na, sa), (nb, sb))
 
 
@@ -129,12 +127,7 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
             return f"{name}: no point ran to its end (the sweep was stopped): nothing is judged."
         lowest = number(load_of(sweep["points"][0], kind))
         if sweep["points"][0].get("passed"):
-            others = [u for u in sweep.get("unmeasured") or () if float(u[kind]) not in (sweep.get("replayer_behind") or ())]
-            if others:
-                why = "; ".join(f"{kind} {number(float(u[kind]))}: {', '.join(u['why'])}" for u in others)
-                return f"{name}: no capacity is stated: no pass measured the target at its load ({why})."
-            behind = ", ".join(number(v) for v in sweep.get("replayer_behind") or ())
-            return f"{name}: no capacity is stated: it met the SLOs only where the replayer fell behind its schedule ({kind} {behind})."
+            return f"{name}: no capacity is stated: {_unstated(sweep)}."
         if sweep.get("inconsistent"):
             passed = ", ".join(number(v) for v in sweep["inconsistent"])
             return f"{name} failed the SLOs at its lowest {kind} tried ({lowest}), then met them at {passed}: no capacity is stated (noise, or a target that recovered)."
@@ -154,6 +147,19 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
         f"{name} carries this workload up to {_load(kind, cap[kind])} under the SLOs "
         f"({_rate(cap['requests_per_s'])} requests/s, {_rate(cap['output_tokens_per_s'])} output tokens/s); {where}."
     )
+
+
+def _unstated(sweep: dict[str, Any]) -> str:
+    """Why a sweep whose lowest load passed states no capacity: no pass measured the target at its load
+    (too few requests, a level never reached, an SLO nothing measured: infertap.replay.sweep_checks),
+    or the replayer fell behind at every pass."""
+    kind, behind = sweep["kind"], sweep.get("replayer_behind") or ()
+    others = [u for u in sweep.get("unmeasured") or () if float(u[kind]) not in behind]
+    if others:
+        why = "; ".join(f"{kind} {number(float(u[kind]))}: {', '.join(u['why'])}" for u in others)
+        return f"no pass measured the target at its load ({why})"
+    loads = ", ".join(number(v) for v in behind)
+    return f"it met the SLOs only where the replayer fell behind its schedule ({kind} {loads})"
 
 
 def _above(sweep: dict[str, Any]) -> str:
@@ -334,7 +340,7 @@ def verdict_of(point: dict[str, Any]) -> str:
 def _points_table(sweep: dict[str, Any]) -> str:
     kind = sweep["kind"]
     headers = [kind, "verdict", "offered req/s", "req/s", "goodput req/s", "attainment", "errors"]
-    headers += [s["slo"] for s in sweep["slo"]] + ["lag p99 ms", "sent", "wall s"]
+    headers += [s["slo"] for s in sweep["slo"]] + ["lag p99 ms", "sent", "not sent", "wall s"]
     rows = []
     for p in sweep["points"]:
         rows.append(
@@ -349,6 +355,7 @@ def _points_table(sweep: dict[str, Any]) -> str:
                 *(_shown(s, _result(p, s)) for s in sweep["slo"]),
                 (p.get("schedule_lag_ms") or {}).get("p99"),
                 p.get("sent"),
+                p.get("not_sent"),
                 p.get("wall_s"),
             ]
         )

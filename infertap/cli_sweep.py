@@ -160,7 +160,7 @@ def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
         progress.update(overall, detail=f"now {point_load.name}; {state['passed']} passed, {state['failed']} failed")
 
     def tick(stats: ReplayStats) -> None:
-        errors = stats.generation_failed  # not answered 2xx in full: what the error rate counts
+        errors = stats.generation_failed  # not answered 2xx in full (a 2xx error body shows in the point's error rate)
         progress.update(state["task"], completed=stats.completed, detail=f"in flight {stats.in_flight}, errors {errors}")
 
     def done(point: Point) -> None:
@@ -228,7 +228,7 @@ def print_sweep(result: dict[str, Any]) -> None:
 
 def notes(result: dict[str, Any]) -> list[str]:
     """What the table can't say: passes not counted and why, failures that were the load's, SLOs
-    measured on fewer exchanges than the point had."""
+    measured on fewer exchanges than the point had, requests the replayer never sent."""
     kind, lines = result["kind"], []
     if result.get("inconsistent"):
         loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
@@ -241,6 +241,11 @@ def notes(result: dict[str, Any]) -> list[str]:
             lines.append(f"{where} passed while the replayer fell behind its schedule: not counted")
         if p.get("not_carried"):
             lines.append(f"{where} failed though its SLOs held: {p['not_carried']}")
+        if p.get("not_sent"):
+            lines.append(
+                f"{where}: {p['not_sent']} requests not sent (refused by the replayer, such as a turn continuing "
+                "a response outside the replay: each says why in the point's capture), left out of its figures"
+            )
         for s in p["slos"]:
             if s.get("missing"):
                 lines.append(

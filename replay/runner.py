@@ -85,7 +85,9 @@ class ReplayStats:
     parent_waits_ns: list[int] = field(default_factory=list)  # open sessions: past its time, waiting for its parent
     intervals: list[tuple[int, int]] = field(default_factory=list)  # (sent, end), elapsed ns
     open_ns: dict[int, int] = field(default_factory=dict)  # item index -> sent, elapsed ns, while in flight
-    generation_failed: int = 0  # generation requests that ended other than complete with a 2xx: what error_rate counts
+    # generation requests sent that ended other than complete with a 2xx: the live errors (a sweep's
+    # error_rate also counts a 2xx whose body is an error, which only reading the body tells)
+    generation_failed: int = 0
     elapsed_ns: Callable[[], int] = time.monotonic_ns  # the clock of those elapsed ns (the capture's)
     stopped_early: bool = False
 
@@ -524,8 +526,8 @@ class Replay:
             # a refused turn was never sent: counted in not_sent, not among the failures of those sent
             if record["end"] != "refused" and (failure := _failure(record)) is not None:
                 self.stats.failures[failure] += 1
-            if item.generation and not (record["end"] == "complete" and str(record["status"]).startswith("2")):
-                self.stats.generation_failed += 1
+                if item.generation:  # of the generation requests sent, as a sweep's error_rate counts
+                    self.stats.generation_failed += 1
         self.stats.completed += 1
         if self._closed and not self._stopping:
             self._follow(item)

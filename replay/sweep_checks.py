@@ -12,8 +12,11 @@ shortfall more:
 - an SLO that nothing in the point measures (``tpot`` of answers not streamed).
 
 A point that passed its SLOs while answers came back at under half the rate they were offered at
-(``NOT_CARRIED``), the replayer on its schedule, did not carry its load: it is a failure, whatever the SLOs said (a ``tpot``
-bound holds while a queue grows in front of the engine).
+(``NOT_CARRIED``), the replayer on its schedule, did not carry its load: it is a failure, whatever
+the SLOs said (a ``tpot`` bound holds while a queue grows in front of the engine). The answers' rate
+is judged over a window as long as the arrivals, where a typical answer lands (analysis.slo's
+``answered_per_s``), not over the span of every end, which long answers stretch on a target that
+keeps up.
 
 Each rule reads the replay's summary and the verdict, as ``Sweep`` hands them over, and returns why
 it holds (a sentence for the table and the report) or nothing.
@@ -89,8 +92,10 @@ def unmeasured(point_load: Load, summary: dict[str, Any], verdict: dict[str, Any
 
 def not_carried(point_load: Load, summary: dict[str, Any], verdict: dict[str, Any]) -> str | None:
     """Why the target did not carry the offered load (speed points): its answers, ok or not, came
-    back at under ``NOT_CARRIED`` of the rate the requests were offered at, the replayer on its
-    schedule (when it held them, ``behind``, the target was never offered that rate)."""
+    back at under ``NOT_CARRIED`` of the rate the requests were offered at (``answered_per_s``: over
+    a window as long as the sends' span, shifted by the median e2e, so a queue shows and a spread of
+    answer lengths doesn't), the replayer on its schedule (when it held them, ``behind``, the target
+    was never offered that rate)."""
     offered, answered = summary.get("offered_requests_per_s"), verdict.get("answered_per_s")
     if not offered or answered is None or answered >= NOT_CARRIED * offered or behind(point_load, summary, verdict):
         return None

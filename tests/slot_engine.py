@@ -1,7 +1,9 @@
 """A simulated engine whose capacity is known by construction: ``slots`` requests served at once,
 each taking ``service_s`` (its tokens spread evenly over it), the rest waiting for a slot in
 arrival order. It carries ``slots / service_s`` requests per second and no more: what a capacity
-sweep must find. Speaks OpenAI chat SSE with usage; runs under tests.fake_upstream.ServerThread.
+sweep must find. ``slow=(every, seconds)`` makes every ``every``-th request take ``seconds`` instead,
+as long answers among short ones do. Speaks OpenAI chat SSE with usage; runs under
+tests.fake_upstream.ServerThread.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from tests.fake_upstream import lifespan, read_body, sse_chunk
 
 
 class SlotEngine:
-    def __init__(self, slots: int, service_s: float, tokens: int = 5) -> None:
+    def __init__(self, slots: int, service_s: float, tokens: int = 5, slow: tuple[int, float] | None = None) -> None:
         self.slots = slots
         self.service_s = service_s
+        self.slow = slow
+        self.arrived = 0  # chat completions received, in arrival order
         self.tokens = tokens
         self.capacity = slots / service_s  # requests per second
         self.served = 0  # chat completions answered
@@ -37,11 +41,13 @@ class SlotEngine:
             return
         if self._free is None:
             self._free = asyncio.Semaphore(self.slots)
+        self.arrived += 1
+        service_s = self.slow[1] if self.slow and self.arrived % self.slow[0] == 0 else self.service_s
         async with self._free:
             headers = [(b"content-type", b"text/event-stream")]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             for i in range(self.tokens):
-                await asyncio.sleep(self.service_s / self.tokens)
+                await asyncio.sleep(service_s / self.tokens)
                 await send({"type": "http.response.body", "body": sse_chunk("slot", i, f"t{i} "), "more_body": True})
             usage = {"prompt_tokens": 8, "completion_tokens": self.tokens, "total_tokens": 8 + self.tokens}
             end = {

@@ -154,11 +154,32 @@ def test_a_pass_with_the_replayer_behind_states_no_capacity(tmp_path):
     alone = capacity_sentence(load_sweeps(folder))
     assert alone == "A: no capacity is stated: it met the SLOs only where the replayer fell behind its schedule (speed 1, 2)."
     b = _sweep(tmp_path / "b", 2)
-    assert capacity_sentence(load_sweeps(folder, b)).endswith(
-        "A's capacity is not stated: it met them only where its replayer fell behind its schedule."
+    assert capacity_sentence(load_sweeps(folder, b)) == (
+        "Only B's capacity is stated (up to speed 2, 20 requests/s); A's is not: "
+        "it met the SLOs only where the replayer fell behind its schedule (speed 1, 2)."
     )
     both = capacity_sentence(load_sweeps(folder, _sweep(tmp_path / "c", 0.1)))
     assert "only where the replayer fell behind" in both and "met the SLOs at no load tried" in both
+
+
+def test_a_pass_not_counted_for_another_reason_is_named_beside_the_other_sweep(tmp_path):
+    """A's lowest point passed on too few requests: beside B it was said to have met the SLOs only
+    where its replayer fell behind (it never did), and B the only one to meet them."""
+    folder = _sweep(tmp_path / "a", 1, loads=(1, 2))
+    result = json.loads((folder / "sweep.json").read_text())
+    why = ["12 requests are too few to judge (at least 20: --min-requests repeats the workload)"]
+    result["points"][0]["unmeasured"], result["unmeasured"] = why, [{"speed": 1, "why": why}]
+    result["capacity"], result["knee"] = None, {"passed": None, "failed": 2}
+    (folder / "sweep.json").write_text(json.dumps(result))
+    sentence = capacity_sentence(load_sweeps(folder, _sweep(tmp_path / "b", 4, loads=(4, 8))))
+    assert sentence == (
+        "Only B's capacity is stated (up to speed 4, 40 requests/s); A's is not: no pass measured the target "
+        f"at its load (speed 1: {why[0]})."
+    )
+    assert (
+        capacity_sentence(load_sweeps(folder))
+        == f"A: no capacity is stated: no pass measured the target at its load (speed 1: {why[0]})."
+    )
 
 
 def test_a_sweep_stopped_before_its_first_point_ended_is_not_judged(tmp_path):

@@ -36,6 +36,7 @@ from infertap.replay.sweep import (
     inconsistent,
     unmeasured_passes,
 )
+from tests.fake_engines import JSONRoutes
 from tests.fake_upstream import ServerThread
 from tests.helpers import write_capture
 from tests.slot_engine import SlotEngine
@@ -74,6 +75,7 @@ POINT_KEYS = {
     "in_flight",
     "slos",
     "requests",
+    "not_sent",
     "ok",
     "error_rate",
     "attainment",
@@ -86,6 +88,17 @@ POINT_KEYS = {
 
 def chat(i: int) -> dict[str, Any]:
     return {"model": "m", "stream": True, "messages": [{"role": "user", "content": f"question {i}"}]}
+
+
+#: A Responses API answer, as recorded and as the fake target gives it (its own id each time).
+RESPONSE = {
+    "id": "resp_src",
+    "object": "response",
+    "status": "completed",
+    "model": "m",
+    "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}],
+    "usage": {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6},
+}
 
 
 def workload(path: Path, n: int, interval_s: float) -> Path:
@@ -819,6 +832,54 @@ def test_a_load_the_target_did_not_carry_fails_though_its_slos_held(slot_engine,
     assert point["slos"][0]["met"] is True and point["answered_per_s"] <= engine.capacity * 1.001
     assert point["passed"] is False and "under half the 40 offered" in point["not_carried"], point
     assert result["capacity"] is None and result["knee"]["failed"] == 1.0
+
+
+def test_a_target_that_keeps_up_carries_its_load_though_a_few_answers_are_long(tmp_path, monkeypatch):
+    """40 requests/s to a target that never queues, most answers 0.05 s and every tenth 1.5 s: the
+    answers' ends spread over the arrivals' second plus 1.5 s, which made their rate look like under
+    half the offered and failed a load the target carried."""
+    engine = SlotEngine(100, 0.05, slow=(10, 1.5))
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # as above: the replayer taken as on time
+    src = workload(tmp_path / "src", 40, 0.025)
+    with ServerThread(engine) as server:
+        result = run_sweep(
+            SweepConfig(ReplayConfig(src, server.url, tmp_path / "sweep", probe=False, grace_s=1.0), speeds=(1.0,)),
+            parse_slos(["e2e:max<=5s"]),
+        )
+    [point] = result["points"]
+    assert point["in_flight"]["max"] < 40 and point["latency_ms"]["e2e"]["p50"] < 1000  # it kept up
+    assert point["not_carried"] is None and point["answered_per_s"] >= 20, point
+    assert point["passed"] and result["capacity"]["speed"] == 1.0
+
+
+def test_requests_the_replayer_never_sent_are_left_out_of_a_points_slos(tmp_path):
+    """Every tenth turn continues a response from before the recording: the replayer refuses it, never
+    sent. They counted as failed requests (error_rate, +inf latencies) and in the live early-stop
+    count, so a target that answered every request it was sent lost the point early."""
+    answered = []
+
+    def respond(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        answered.append(body)
+        return 200, {**RESPONSE, "id": f"resp_{len(answered)}"}
+
+    exchanges = []
+    for i in range(40):
+        body: dict[str, Any] = {"model": "m", "input": f"question {i}"}
+        if i % 10 == 0:
+            body["previous_response_id"] = f"resp_before_{i}"
+        exchanges.append({"offset_s": i * 0.05, "path": "/v1/responses", "body": body, "chunks": [json.dumps(RESPONSE).encode()]})
+    write_capture(tmp_path / "src", exchanges)
+    with ServerThread(JSONRoutes({("POST", "/v1/responses"): respond})) as server:
+        run = sweep_cli(
+            str(tmp_path / "src"),
+            *("--target", server.url, "--out", str(tmp_path / "s"), "--speeds", "1", "--no-probe"),
+            *("--slo", "e2e:p90<=5s", "--slo", "error_rate<=1%"),
+        )
+    assert run.exit_code == 0, run.output
+    [point] = read_sweep(tmp_path / "s")["points"]
+    assert len(answered) == 36 and point["requests"] == 36 and point["not_sent"] == 4
+    assert point["error_rate"] == 0 and point["passed"] and not point["lost_early"], point
+    assert "speed 1: 4 requests not sent (refused by the replayer" in " ".join(run.output.split())
 
 
 def test_a_target_that_dies_mid_sweep_leaves_a_sweep_that_says_it_stopped(tmp_path):
