@@ -40,6 +40,9 @@ from .store import MEMORY_ENV, Analysis
 from .summaries import cached_side, load
 
 SPEED_METRICS = ("ttft", "ttft_content", "tpot", "e2e")
+#: Metrics that mean another thing for a body not streamed (the time to all of it): compared only
+#: between pairs answered alike, streamed on both sides or on neither.
+_FRAMED = ("ttft", "ttft_content")
 
 
 #: DuckDB's buffer in compare's own database (spilled to its temporary folder beyond that), and in
@@ -53,8 +56,9 @@ def memory_limit() -> str:
 
 
 #: What compare reads of each run's ``metrics`` view.
-_METRICS = "capture, exchange_id, generation, session, turn, ok, sent_wall_ns, end_wall_ns, output_tokens, " + ", ".join(
-    f"{name}_ns" for name in SPEED_METRICS
+_METRICS = (
+    "capture, exchange_id, generation, session, turn, ok, streamed, sent_wall_ns, end_wall_ns, output_tokens, "
+    + ", ".join(f"{name}_ns" for name in SPEED_METRICS)
 )
 
 
@@ -167,20 +171,25 @@ def speed(ws: Workspace, a: Run, b: Run, pairs: PairTable) -> list[dict[str, Any
     table = f"{pairs.name}_speed"
     values_of = ", ".join(f"ma.{n}_ns AS a_{n}, mb.{n}_ns AS b_{n}" for n in SPEED_METRICS)
     ws.con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT p.ord, {values_of} FROM {pairs.name} p "
+        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT p.ord, ma.streamed IS NOT DISTINCT FROM mb.streamed AS alike, "
+        f"{values_of} FROM {pairs.name} p "
         f"JOIN {a.name}_m ma ON ma.exchange_id = p.a_id JOIN {b.name}_m mb ON mb.exchange_id = p.b_id "
         "WHERE ma.ok AND mb.ok AND ma.generation AND mb.generation"  # as stats: a GET /v1/models has an e2e, no tokens
     )
     rows = []
     for name in SPEED_METRICS:
+        both = f"a_{name} IS NOT NULL AND b_{name} IS NOT NULL"
         values = columns(
             ws.con,
-            f"SELECT a_{name} AS a, b_{name} AS b FROM {table} WHERE a_{name} IS NOT NULL AND b_{name} IS NOT NULL ORDER BY ord",
+            f"SELECT a_{name} AS a, b_{name} AS b FROM {table} WHERE {both}{' AND alike' if name in _FRAMED else ''} ORDER BY ord",
         )
         va, vb = _ms(values.pop("a")), _ms(values.pop("b"))
         da, db = distribution(va), distribution(vb)
         ratio = db["p50"] / da["p50"] if da["p50"] and db["p50"] is not None else None
-        rows.append({"metric": name, "unit": "ms", "a": da, "b": db, "ratio_p50": ratio, "ratio_ci95": bootstrap_ratio(va, vb)})
+        row = {"metric": name, "unit": "ms", "a": da, "b": db, "ratio_p50": ratio, "ratio_ci95": bootstrap_ratio(va, vb)}
+        if name in _FRAMED:  # streamed on one side only: a first token against a whole body
+            row["stream_differs"] = ws.con.execute(f"SELECT count(*) FROM {table} WHERE {both} AND NOT alike").fetchall()[0][0]
+        rows.append(row)
     ws.con.execute(f"DROP TABLE {table}")
     return rows
 

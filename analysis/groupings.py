@@ -7,5 +7,7 @@ GROUPINGS = {
     "path": "method || ' ' || path",
     "api": "api",
     "session": "session",
-    "stream": "CASE WHEN streamed THEN 'streamed' ELSE 'whole body' END",  # ttft means another thing in each
+    # ttft means another thing in each: an answer by how it came, a failure by what was asked (a
+    # streamed request answered with a JSON error never asked for a whole body)
+    "stream": "CASE WHEN (CASE WHEN ok THEN streamed ELSE coalesce(stream, false) OR streamed END) THEN 'streamed' ELSE 'whole body' END",
 }

@@ -30,7 +30,7 @@ def explain(pairs: int, by: dict[str, int], unpaired_a: int, unpaired_b: int) ->
     if unpaired_a or unpaired_b:
         text += (
             f"; {unpaired_a} exchanges of A and {unpaired_b} of B have no counterpart "
-            "(neither a replay link nor an identical request)"
+            "(no replay link or identical request to one not paired already: a replay's later --repeat passes pair only with their own kind)"
         )
     return text
 
@@ -46,7 +46,8 @@ def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
     source (same ``source_id`` and ``repeat``); then identical method, path and request bytes,
     matched in order of occurrence. Each exchange pairs at most once, as itself: two exchanges
     that share an id (copies, a hand-made capture) are two exchanges, and a replay link names the
-    last exchange of its id.
+    last exchange of its id. Of a ``--repeat`` replay's passes, a replay link takes the first pass
+    (then the first recorded): the order a run wrote them in is no rule.
     """
     out = Pairs(by={"replay link": 0, "shared source": 0, "identical request": 0})
     used_a: set[int] = set()
@@ -63,9 +64,9 @@ def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
 
     a_by_id = {x["id"]: i for i, x in enumerate(a)}  # the last exchange of each id
     b_by_id = {y["id"]: j for j, y in enumerate(b)}
-    for j, y in enumerate(b):
+    for j, y in sorted(enumerate(b), key=_first_pass):
         take(a_by_id.get(y.get("source_id")), j, "replay link")
-    for i, x in enumerate(a):
+    for i, x in sorted(enumerate(a), key=_first_pass):
         take(i, b_by_id.get(x.get("source_id")), "replay link")
     shared: dict[tuple[str, int], deque[int]] = defaultdict(deque)
     for j, y in enumerate(b):
@@ -87,6 +88,16 @@ def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
     out.unpaired_a = [x for i, x in enumerate(a) if i not in used_a]
     out.unpaired_b = [y for j, y in enumerate(b) if j not in used_b]
     return out
+
+
+def _first_pass(item: tuple[int, dict[str, Any]]) -> tuple[int, int]:
+    """An exchange's (pass of its replay, place): a replay link takes the first pass's, then the first recorded."""
+    repeat = item[1].get("repeat")
+    return (repeat if isinstance(repeat, int) else 0), item[0]
+
+
+#: ``_first_pass`` in SQL, of a row with ``repeat_key`` (the repr of its ``repeat``) and ``ord``.
+_PASS = "(coalesce(TRY_CAST({t}.repeat_key AS BIGINT), 0), {t}.ord)"
 
 
 @dataclass
@@ -120,11 +131,12 @@ def pair_in(con: Any, a: str, b: str, name: str) -> PairTable:
     free_a = f"(SELECT k.* FROM {a} k ANTI JOIN {name}_raw u ON u.a_ord = k.ord)"
     free_b = f"(SELECT k.* FROM {b} k ANTI JOIN {name}_raw u ON u.b_ord = k.ord)"
     rules = [
-        # B replays A: each of A's exchanges (the last of its id) goes to the first of B's naming it.
-        f"""SELECT x.ord, min(y.ord), any_value(x.id), arg_min(y.id, y.ord), 0
+        # B replays A: each of A's exchanges (the last of its id) goes to the first of B's naming it
+        # (of its first --repeat pass).
+        f"""SELECT x.ord, arg_min(y.ord, {_PASS.format(t="y")}), any_value(x.id), arg_min(y.id, {_PASS.format(t="y")}), 0
             FROM {b} y JOIN (SELECT id, max(ord) AS ord FROM {a} GROUP BY id) x ON y.source_id = x.id GROUP BY x.ord""",
         # A replays B: the first of A's free exchanges naming one of B's free ones takes it.
-        f"""SELECT min(x.ord), y.ord, arg_min(x.id, x.ord), any_value(y.id), 0
+        f"""SELECT arg_min(x.ord, {_PASS.format(t="x")}), y.ord, arg_min(x.id, {_PASS.format(t="x")}), any_value(y.id), 0
             FROM {free_a} x JOIN (SELECT id, max(ord) AS ord FROM {b} GROUP BY id) y ON x.source_id = y.id
             ANTI JOIN {name}_raw u ON u.b_ord = y.ord GROUP BY y.ord""",
         # Both replay the same source: the k-th of A's free replays of (source, repeat) takes B's k-th.

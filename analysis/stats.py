@@ -147,8 +147,10 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
         **sessions,
         "main": q.rows(
             "count(*), count(*) FILTER (WHERE ok), min(sent_wall_ns), max(end_wall_ns), sum(duration_ns), "
-            "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens - hidden_reasoning_tokens) FILTER (WHERE ok AND streamed AND token_chunks > 0 AND choices = 1), "
-            "sum(token_chunks) FILTER (WHERE ok AND streamed AND token_chunks > 0 AND choices = 1), any_value(recorder), "
+            # tokens_per_chunk: streams of one choice whose token times are known (an imported
+            # answer is one coarse chunk, however many events it holds)
+            "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens - hidden_reasoning_tokens) FILTER (WHERE ok AND streamed AND token_chunks > 0 AND choices = 1 AND ttft_ns IS NOT NULL), "
+            "sum(token_chunks) FILTER (WHERE ok AND streamed AND token_chunks > 0 AND choices = 1 AND ttft_ns IS NOT NULL), any_value(recorder), "
             "string_agg(DISTINCT server_timings_source, '; '), "
             "count(*) FILTER (WHERE ok AND NOT streamed AND ttft_ns IS NOT NULL), "
             f"count(*) FILTER (WHERE ok AND streamed AND ttft_ns IS NOT NULL), {lat}, {srv}"
@@ -164,7 +166,8 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
         ),
         "answers": q.rows(
             "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
-            "count(*) FILTER (WHERE NOT readable), count(*) FILTER (WHERE client_wait_ns > 0), max(client_wait_ns)"
+            "count(*) FILTER (WHERE NOT readable), count(*) FILTER (WHERE client_wait_ns > 0), max(client_wait_ns), "
+            "count(*) FILTER (WHERE ok AND output_tokens IS NULL)"
         ),
         "work": q.rows(
             "sum(prompt_tokens), count(prompt_tokens), sum(output_tokens), count(output_tokens), "
@@ -195,7 +198,7 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
     values = row[12:]
     span_s = (last - first) / 1e9 if first is not None and last is not None else None
     [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
-    finish, with_tools, tool_calls, unreadable, held, held_ns = aspects["answers"][key][0]
+    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted = aspects["answers"][key][0]
     sources = aspects["sources"].get(key, [])
     by_source = {str(src): int(total or 0) for src, _, total in sources if src is not None}
     label = dict(zip(q.names, key, strict=True))
@@ -222,8 +225,10 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
         "output_tokens_source": _histogram([source[:2] for source in sources]),
         "throughput": {
             "requests_per_s": _ratio(ok, span_s),
-            "output_tokens_per_s": _ratio(out_tokens or 0, span_s),
+            # Of the answers whose tokens were counted: none, when no answer's were.
+            "output_tokens_per_s": _ratio(out_tokens, span_s) if out_tokens is not None else None,
             "output_tokens_source": _one_source(by_source),
+            "output_tokens_unknown": uncounted,  # answers of no count: a body not streamed, with no usage
         },
         "concurrency": {"mean": _ratio(busy / 1e9 if busy is not None else None, span_s), "max": aspects["peak"][key][0][0]},
         "server_timings": {

@@ -61,10 +61,10 @@ WITH base AS (
         x.first_token_ns AS t_first_token_ns, x.last_token_ns AS t_last_token_ns, x.finish_ns AS t_finish_ns,
         CASE WHEN x.usage_completion_tokens IS NOT NULL THEN x.usage_completion_tokens
              WHEN e.output_tokens IS NOT NULL THEN e.output_tokens
-             WHEN x.generation THEN coalesce(x.token_event_count, 0) END AS output_tokens,
+             WHEN x.generation AND x.streamed THEN coalesce(x.token_event_count, 0) END AS output_tokens,
         CASE WHEN x.usage_completion_tokens IS NOT NULL THEN 'usage'
              WHEN e.output_tokens IS NOT NULL THEN 'tokenize'
-             WHEN x.generation THEN 'chunks' END AS output_tokens_source,
+             WHEN x.generation AND x.streamed THEN 'chunks' END AS output_tokens_source,
         CASE WHEN x.usage_completion_tokens IS NULL AND e.output_tokens IS NOT NULL
              THEN e.output_source END AS output_tokens_detail,  -- how the enrichment counted them
         CASE WHEN x.usage_completion_tokens IS NOT NULL THEN coalesce(x.usage_hidden_reasoning_tokens, 0) ELSE 0 END

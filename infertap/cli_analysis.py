@@ -226,6 +226,11 @@ def _print_output(group: dict[str, Any]) -> None:
             + _counts(group["workload"]["output_tokens"]["by_source"])
             + "): an engine's usage may count the end-of-sequence token (llama-server's does), a re-tokenized count does not"
         )
+    if uncounted := group["throughput"]["output_tokens_unknown"]:
+        _out(
+            f"  note: {uncounted} answers have no output token count (a body not streamed, with no usage): "
+            "output_tokens and output_tokens_per_s count the others only"
+        )
     kinds = group["ttft_kinds"]
     if kinds["whole_body"] and kinds["streamed"]:
         _out(

@@ -140,6 +140,12 @@ def print_comparison(r: dict[str, Any]) -> None:
 
     if any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in r["speed"]):
         _say(console, f"no interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%")
+    if apart := max((row.get("stream_differs") or 0 for row in r["speed"]), default=0):
+        _say(
+            console,
+            f"ttft left out for {apart} pairs streamed on one side only (the other's is the time to the whole body)",
+            "yellow",
+        )
     if r["speed"] and r["speed"][0].get("same_workload") is False:
         _say(console, "B/A compares different workloads (see traffic above): not a like-for-like speed ratio", "yellow")
     _print_energy(console, r["energy"])

@@ -352,3 +352,61 @@ def test_a_source_that_counted_no_tokens_does_not_make_the_sources_mixed(tmp_pat
     empty = exchange("empty", sent_ms=200, end_ms=5, chunks=[(2, sse(event(finish="stop")))])  # an answer of no tokens
     [g] = stats_of(tmp_path, [exchange("a", end_ms=100, chunks=usage_chunks(10, 90, 5)), empty])["groups"]
     assert g["output_tokens_source"] == {"usage": 1, "chunks": 1} and g["throughput"]["output_tokens_source"] == "usage"
+
+
+def _whole(text: str, usage: dict[str, Any] | None = None) -> bytes:
+    answer = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}  # fmt: skip
+    return json.dumps({**answer, **({"usage": usage} if usage else {})}).encode()
+
+
+def test_a_body_not_streamed_without_usage_has_no_output_token_count(tmp_path: Path) -> None:
+    """A body not streamed is one event however many tokens it holds: it was counted as 1 token,
+    as if measured. Its count is unknown now, said, and out of the totals; a streamed answer's
+    events and a usage count still count."""
+    plain = exchange("w", end_ms=300, chunks=[(300, _whole("one two three four five six seven eight"))], headers=JSON_HEADERS, request=body(stream=False))  # fmt: skip
+    used = exchange("u", sent_ms=400, end_ms=300, chunks=[(300, _whole("one two", {"prompt_tokens": 3, "completion_tokens": 2}))], headers=JSON_HEADERS, request=body(stream=False))  # fmt: skip
+    streamed = exchange("s", sent_ms=800, end_ms=100, chunks=[(50, sse(event("a"))), (100, sse(event("b", finish="stop")))])
+    [alone] = stats_of(tmp_path / "alone", [plain])["groups"]
+    assert alone["metrics"]["output_tokens"]["n"] == 0 and alone["workload"]["output_tokens"]["known"] == 0
+    assert alone["throughput"]["output_tokens_per_s"] is None and alone["throughput"]["output_tokens_unknown"] == 1
+    [g] = stats_of(tmp_path / "all", [plain, used, streamed])["groups"]
+    assert g["metrics"]["output_tokens"]["n"] == 2 and g["workload"]["output_tokens"]["total"] == 4  # 2 (usage) + 2 events
+    assert g["throughput"]["output_tokens_unknown"] == 1
+    assert g["throughput"]["output_tokens_per_s"] == pytest.approx(4 / g["span_s"])
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    path = write_capture(tmp_path / "cli", [plain, used, streamed])
+    out = CliRunner().invoke(cli, ["stats", str(path)], env={"INFERTAP_CACHE": str(tmp_path / "cache-cli")}).output
+    assert "1 answers have no output token count" in out
+    [counted] = stats_of(tmp_path / "counted", [used, streamed])["groups"]
+    assert counted["throughput"]["output_tokens_unknown"] == 0
+
+
+def test_by_stream_puts_a_failed_streamed_request_with_the_streamed_ones(tmp_path: Path) -> None:
+    """A streamed request answered with a JSON error (a 503) asked for a stream: it was grouped as a
+    whole body, splitting the streamed requests' error rate."""
+    ok = [exchange(f"s{i}", sent_ms=100 * i, end_ms=60, chunks=usage_chunks(50, 55, 2)) for i in range(3)]
+    busy = b'{"error": {"message": "overloaded", "type": "server_error"}}'
+    failed = [exchange(f"f{i}", sent_ms=400 + 100 * i, status=503, end_ms=5, chunks=[(5, busy)], headers=JSON_HEADERS) for i in range(3)]  # fmt: skip
+    whole = exchange(
+        "w", sent_ms=900, end_ms=200, headers=JSON_HEADERS, request=body(stream=False), chunks=[(200, _whole("all"))]
+    )
+    whole_failed = exchange("wf", sent_ms=1000, status=503, end_ms=5, chunks=[(5, busy)], headers=JSON_HEADERS, request=body(stream=False))  # fmt: skip
+    groups = {g["key"]["stream"]: g for g in stats_of(tmp_path, [*ok, *failed, whole, whole_failed], ("stream",))["groups"]}
+    assert (groups["streamed"]["requests"], groups["streamed"]["ok"]) == (6, 3)
+    assert (groups["whole body"]["requests"], groups["whole body"]["ok"]) == (2, 1)
+
+
+def test_tokens_per_chunk_leaves_out_imported_answers(tmp_path: Path) -> None:
+    """An imported stream is one coarse chunk holding every event: it made tokens_per_chunk the answer's length."""
+    events = sse(event("a"), event("b"), event("c", finish="stop"))
+    live = exchange(
+        "live", end_ms=100, chunks=[(10, sse(event("a"))), (20, sse(event("b"))), (30, sse(event("c", finish="stop")))]
+    )
+    imported = exchange("imp", sent_ms=500, end_ms=500, chunks=[(500, events)], imported="har")
+    [g] = stats_of(tmp_path / "both", [live, imported])["groups"]
+    assert g["tokens_per_chunk"] == pytest.approx(1.0)
+    [only] = stats_of(tmp_path / "imported", [imported])["groups"]
+    assert only["tokens_per_chunk"] is None

@@ -355,3 +355,55 @@ def test_a_difference_in_the_engines_prompt_cache_is_a_cause_listed_before_the_s
     assert {"name": "cached_prompt_share", "a": pytest.approx(40 / 52), "b": 0.0} in r["config"]["engine_state"]
     assert compare(hot, run(tmp_path / "hot2", 40))["config"]["engine_state"] == []  # the same cache: no difference
     assert "cached_prompt_share" in CliRunner().invoke(cli, ["compare", str(hot), str(cold)]).output
+
+
+def _timed(xid: str, i: int, ttft_ms: float, *, streamed: bool = True, **extra) -> dict:
+    """A 20-token answer to prompt ``i``: streamed (first token at ``ttft_ms``, 10 ms apart) or whole at the same end."""
+    from tests.analysis_builders import JSON_HEADERS, body, event, exchange, sse
+
+    usage = {"prompt_tokens": 5, "completion_tokens": 20, "total_tokens": 25}
+    end = ttft_ms + 190
+    if streamed:
+        chunks = [(ttft_ms + 10 * k, sse(event("t"))) for k in range(19)]
+        chunks.append((end, sse(event("z", finish="stop"), event(choices=False, usage=usage), "[DONE]")))
+        return exchange(xid, sent_ms=1000 * i, chunks=chunks, request=body(f"q{i}"), **extra)
+    whole = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": "t" * 19 + "z"}, "finish_reason": "stop"}], "usage": usage}  # fmt: skip
+    return exchange(xid, sent_ms=1000 * i, chunks=[(end, json.dumps(whole).encode())], end_ms=end, request=body(f"q{i}"), headers=JSON_HEADERS, **extra)  # fmt: skip
+
+
+def _speed(result: dict) -> dict:
+    return {row["metric"]: row for row in result["speed"]}
+
+
+def test_ttft_is_compared_only_between_answers_streamed_alike(tmp_path, capsys):
+    """A whole body's ttft is the time to all of it: against a streamed first token it read as a 4.8x
+    slower first token, with an interval, as measured. Those pairs are left out of ttft and said."""
+    from tests.analysis_builders import write_capture as write_built
+
+    a = write_built(tmp_path / "a", [_timed(f"a{i}", i, 50) for i in range(12)])
+    whole = write_built(tmp_path / "whole", [_timed(f"b{i}", i, 50, streamed=False, source_id=f"a{i}") for i in range(12)])
+    streamed = write_built(tmp_path / "streamed", [_timed(f"b{i}", i, 100, source_id=f"a{i}") for i in range(12)])
+    apart = _speed(compare(a, whole))
+    assert apart["ttft"]["a"]["n"] == 0 and apart["ttft"]["ratio_p50"] is None and apart["ttft"]["stream_differs"] == 12
+    assert apart["ttft_content"]["stream_differs"] == 12 and apart["e2e"]["a"]["n"] == 12
+    assert apart["e2e"]["ratio_p50"] == pytest.approx(1.0)
+    alike = _speed(compare(a, streamed))
+    assert alike["ttft"]["a"]["n"] == 12 and alike["ttft"]["stream_differs"] == 0 and alike["ttft"]["ratio_p50"] > 1.5
+    print_comparison(compare(a, whole))
+    assert "ttft left out for 12 pairs streamed on one side only" in capsys.readouterr().out
+
+
+def test_a_repeated_replay_pairs_its_first_pass_whatever_order_it_was_written_in(tmp_path):
+    """A --repeat replay's exchanges all name their source: the first recorded took the pair, so a
+    run that wrote pass 1 first compared pass 1's speed."""
+    from tests.analysis_builders import write_capture as write_built
+
+    a = write_built(tmp_path / "a", [_timed(f"a{i}", i, 100) for i in range(12)])
+    first = [_timed(f"b{i}", i, 200, source_id=f"a{i}", repeat=0) for i in range(12)]
+    second = [_timed(f"c{i}", i + 50, 400, source_id=f"a{i}", repeat=1) for i in range(12)]
+    ratios = []
+    for name, records in (("in order", first + second), ("second first", second + first)):
+        result = compare(a, write_built(tmp_path / name, records))
+        ratios.append(_speed(result)["ttft"]["ratio_p50"])
+        assert result["pairing"]["pairs"] == 12 and "already" in result["pairing"]["explain"]
+    assert ratios == [pytest.approx(2.0), pytest.approx(2.0)]
