@@ -29,8 +29,12 @@ SNAPSHOT_FACTS = (
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equal, with numbers equal to float32 precision (llama.cpp reports 0.05 as 0.05000000074505806)."""
-    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool) and not isinstance(b, bool):
+    """Equal, with a float equal to float32 precision (llama.cpp reports 0.05 as 0.05000000074505806).
+
+    Only a float gets that tolerance: integers (seeds, token counts) compare exactly, since seeds
+    20241205 and 20241206 are within 1e-6 of each other and still two different seeds."""
+    numbers = isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool) and not isinstance(b, bool)
+    if numbers and (isinstance(a, float) or isinstance(b, float)):
         return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
     return a == b
 
