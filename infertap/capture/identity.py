@@ -244,15 +244,67 @@ def rechained_requests(path: str | os.PathLike[str]) -> int:
     return sum(1 for r in CaptureReader(path).exchanges() if "rechained_from" in r and in_workload(r))
 
 
+#: Runs that add to others' exchanges (effective settings, telemetry) and sent no traffic of their own.
+_ADDING = ("enrich", "telemetry")
+
+
+def traffic_runs(recorders: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``recorder`` of each run that carried traffic (recorded or replayed it), in order: not an
+    enrichment's or telemetry's, and a ``replay --ray``'s shards as one run (shard 0's; they share one
+    schedule and start)."""
+    return [r for r in recorders if r.get("kind") not in _ADDING and not r.get("shard")]
+
+
+def several_runs(runs: list[dict[str, Any]]) -> str | None:
+    """``N runs appended in one capture (kinds)`` where ``runs`` (``traffic_runs``) are more than one
+    (a ``replay --out`` into a folder that held a capture appends its run there); else None."""
+    if len(runs) < 2:
+        return None
+    return f"{len(runs)} runs appended in one capture ({', '.join(r.get('kind') or 'unknown' for r in runs)})"
+
+
+def schedule_words(recorder: dict[str, Any]) -> str:
+    """How a run sent its requests, as the replay options that gave it (``--concurrency 2``), or
+    ``as recorded`` for a recording (the clients' own timing)."""
+    if recorder.get("kind") != "replay":
+        return "as recorded"
+    schedule = recorder.get("schedule") or {}
+    kind = schedule.get("kind", "original")
+    if kind == "original":
+        words = ["original timing"] + ([f"--speed {schedule['speed']:g}"] if schedule.get("speed", 1) != 1 else [])
+    elif kind in ("rate", "poisson"):
+        words = [f"--rate {schedule.get('rate', 0):g}"] + (
+            [f"--poisson --seed {schedule.get('seed', 0)}"] if kind == "poisson" else []
+        )
+    elif kind == "concurrency":
+        words = [f"--concurrency {schedule.get('concurrency')}"]
+    else:
+        words = ["--concurrency original"]
+    if schedule.get("max_concurrency"):
+        words.append(f"--max-concurrency {schedule['max_concurrency']}")
+    return " ".join(words)
+
+
 def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]) -> dict[str, Any]:
     """A capture's workload identity (``as_dict``) and, for a replay (given its runs' ``recorder``
-    headers), the source identity it derives from, what changed it and whether it is the same."""
+    headers), the source identity it derives from, what changed it and whether it is the same.
+
+    A capture of several runs (``several_runs``) is no one replay of its source, whatever each run
+    did: the derivation says so first, then what each replay changed."""
     out: dict[str, Any] = identity.as_dict()
-    replay = next((r for r in recorders if r.get("kind") == "replay"), None)
-    if replay is not None:
+    runs = traffic_runs(recorders)
+    replays = [r for r in runs if r.get("kind") == "replay"]
+    if replays:
+        replay = replays[0]
         source = replay.get("workload_source")
         out["source"] = source
-        out["derived_by"] = replay_derivation(replay, identity.rechained)
+        derived = [] if (several := several_runs(runs)) is None else [several]
+        sources = {(r.get("workload_source") or {}).get("workload") for r in replays}
+        if len(sources) > 1:
+            derived.append(f"replays of {len(sources)} different sources (this identity compares with the first's)")
+        for r in replays:
+            derived += [c for c in replay_derivation(r, identity.rechained) if c not in derived]
+        out["derived_by"] = derived
         out["same_as_source"] = None if not source else source.get("workload") == out["workload"]
         out["same_schedule_as_source"] = (
             None if not source else source.get("schedule") == out["schedule"] and identity.schedule_kept

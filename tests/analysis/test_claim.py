@@ -409,6 +409,41 @@ def test_several_engine_configurations_are_said_and_not_one_stated_for_all(tmp_p
     )  # the report compares it
 
 
+def test_runs_appended_into_one_capture_are_said_and_not_one_stated_for_all(fake, source, tmp_path):
+    """A replay --out into a folder that held a capture appends its run: the card stated the first
+    run's recorder and schedule as the whole capture's, and the derivation blamed the target's answers."""
+    import shutil
+
+    from infertap.capture.identity import describe
+
+    app, url = fake
+    run_replay(ReplayConfig(source, url, tmp_path / "twice", probe=False))
+    run_replay(ReplayConfig(source, url, tmp_path / "twice", probe=False, schedule=Schedule("concurrency", concurrency=2)))
+    shutil.copytree(source, tmp_path / "mixed")
+    run_replay(ReplayConfig(source, url, tmp_path / "mixed", probe=False, transforms=Transforms(set_values=[("temperature", 0)])))
+    run_replay(ReplayConfig(source, url, tmp_path / "once", probe=False))
+    twice, mixed, once = (claim(tmp_path / n, cache_dir=tmp_path / "cache") for n in ("twice", "mixed", "once"))
+
+    assert "2 runs of different schedules (replay: original timing; replay: --concurrency 2)" in twice["concurrency"]["unknown"]
+    assert "different recorders" not in json.dumps(twice["measuring_side"])  # both replayed: one side
+    assert "2 runs of different recorders (proxy, replay)" in mixed["measuring_side"]["unknown"]
+    assert "2 runs of different schedules (proxy: as recorded; replay: original timing)" in mixed["concurrency"]["unknown"]
+    assert {"measuring_side", "concurrency"} <= set(unknown_fields(mixed))
+    assert "measuring_side" not in unknown_fields(once) and "runs of" not in json.dumps(once)
+
+    info = summarize(tmp_path / "twice")["workload"]
+    assert info["same_as_source"] is False and info["derived_by"] == ["2 runs appended in one capture (replay, replay)"]
+    assert "target's answers" not in describe(info) and "by 2 runs appended in one capture" in describe(info)
+    assert mixed["workload"]["value"]["derived_by"] == ["2 runs appended in one capture (proxy, replay)", "--set temperature"]
+    assert "derived from source" in field_text("workload", mixed["workload"])
+    assert once["workload"]["value"]["derived_by"] == [] and once["workload"]["value"]["same_as_source"] is True
+    # Two recording runs (a proxy restarted into its capture) took one side on one schedule.
+    path = tmp_path / "recorded"
+    write_capture(path, [{"id": "r1", "chunks": [_answer(3, 10)]}])
+    write_capture(path, [{"id": "r2", "chunks": [_answer(3, 10)]}])
+    assert "runs of different" not in json.dumps(claim(path, cache_dir=tmp_path / "cache"))
+
+
 def test_sampling_known_for_some_requests_only_says_so(tmp_path):
     from tests.analysis_builders import enrichment
 
