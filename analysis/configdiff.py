@@ -91,6 +91,22 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
     return rows
 
 
+def several_configurations(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> str | None:
+    """Why ``snapshot_diff`` of each side's last snapshot doesn't describe a whole side: a side
+    whose snapshots hold several engine configurations (``fingerprint``, ``kind``, ``url`` each; a
+    model or flags swapped mid-run) ran its exchanges under each of them. None: one each, or none."""
+    said = [
+        f"{name} ran under {len(seen)} engine configurations ("
+        + ", ".join(f"{c.get('kind')} at {c.get('url')} (fingerprint {c.get('fingerprint')})" for c in seen)
+        + ")"
+        for name, seen in (("A", a), ("B", b))
+        if len(seen) > 1
+    ]
+    if not said:
+        return None
+    return "; ".join(said) + ": the snapshot rows compare each side's last one, not the configuration of every exchange"
+
+
 def _shown(value: Any) -> str:
     """A setting as the user wrote it: an engine that keeps it in float32 reports 0.05 as 0.05000000074505806."""
     if isinstance(value, float) and len(repr(value)) > 10:
