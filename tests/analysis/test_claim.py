@@ -218,6 +218,26 @@ def test_the_report_shows_both_claim_cards_side_by_side(fake, source, tmp_path):
     assert not rows["workload"].startswith(" class=diff") and not rows["runtime"].startswith(" class=diff")
 
 
+def test_the_report_flags_a_replay_that_did_not_keep_its_schedule(fake, tmp_path):
+    """A replay capped by --max-concurrency has its source's two identities: the report compared
+    those only and didn't highlight a workload row that says "schedule not kept"."""
+    from infertap.analysis.report_claims import claim_cards
+
+    app, url = fake
+    source = tmp_path / "slow"  # due 20 ms apart, each 150 ms on the target: one at a time, they wait
+    write_capture(source, [{"offset_s": i * 0.02, "body": {**_chat(f"s{i}"), "pace_ms": 150}} for i in range(3)])
+    run_replay(ReplayConfig(source, url, tmp_path / "free", probe=False))
+    run_replay(ReplayConfig(source, url, tmp_path / "capped", probe=False, schedule=Schedule("original", max_concurrency=1)))
+
+    def workload_row(a, b) -> str:
+        section = "".join(claim_cards([("A", a), ("B", b)]))
+        return next(row for row in section.split("<tr")[2:] if row.split("</td>", 1)[0].endswith("<td>workload"))
+
+    capped = workload_row(tmp_path / "free", tmp_path / "capped")
+    assert "schedule not kept" in capped and capped.startswith(" class=diff")
+    assert not workload_row(source, tmp_path / "free").startswith(" class=diff")  # kept: the same workload
+
+
 def test_a_snapshot_without_a_runtime_digest_has_it_looked_up_now(source, tmp_path, monkeypatch):
     from tests.fake_engines import llama_server_app
     from tests.fake_upstream import ServerThread
