@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from infertap.capture.hostfacts import engine_is_local
-from infertap.capture.identity import schedule_not_kept, schedule_words, traffic_runs
+from infertap.capture.identity import schedule_change, schedule_not_kept, schedule_words, traffic_runs
 from infertap.engines.runtime_digest import runtime_digest
 
 from .stats import QUANTILES, speed_stats
@@ -343,7 +343,7 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None) ->
         "prompt_tokens": (profile.get("prompt_tokens") or {}).get("total"),
         "output_tokens": (profile.get("output_tokens") or {}).get("total"),
         "prefix_reuse": [{k: r[k] for k in ("unit", "share", "shared", "length")} for r in profile.get("prefix_reuse", [])],
-        **{k: w[k] for k in ("source", "derived_by", "same_as_source", "same_schedule_as_source") if k in w},
+        **{k: w[k] for k in ("source", "derived_by", "same_as_source", "same_schedule_as_source", "schedule_by") if k in w},
         "schedule_not_kept": schedule_not_kept(w),
     }
     return _field(
@@ -503,10 +503,14 @@ def value_text(name: str, value: Any) -> str:
             line += "; a replay whose source identity was not recorded"
         elif "source" in value:
             source = f"source {value['source'].get('short', '?')}"
-            if value.get("same_as_source"):
+            same = bool(value.get("same_as_source"))
+            moved = schedule_change(value["source"], value["schedule_identity"], value.get("schedule_by"), same)
+            if same and value.get("same_schedule_as_source"):
                 line += f"; identical to {source}"
+            elif same:
+                line += f"; the same requests as {source}{moved}"
             else:
-                line += f"; derived from {source} by {', '.join(value.get('derived_by') or ['no transform recorded'])}"
+                line += f"; derived from {source} by {', '.join(value.get('derived_by') or ['no transform recorded'])}{moved}"
         if value.get("schedule_not_kept"):
             line += f"; {value['schedule_not_kept']}"
         return line

@@ -18,7 +18,8 @@ then not the source's, whatever the hash. An unchanged replay with the original 
 its source's two identities; ``--set``, ``--model-map``, ``--pin-defaults``, filters, a limit,
 sampled sessions (``--sample-sessions``, ``--limit-sessions``) or Responses turns rewritten to the
 target's response ids give it a new workload identity, ``--speed`` or another schedule a new
-schedule identity. ``workload_summary`` names each of these in a replay's derivation.
+schedule identity. ``workload_summary`` names each of these in a replay's derivation (the
+schedule's option apart, ``schedule_by``), as it does the target URL's own query parameters.
 
 Computed here in one streaming pass, with the capture package alone (``workload_identity``), and in
 analysis from the same digests (``identity_of``), so both agree.
@@ -31,6 +32,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import Any
+from urllib.parse import unquote_plus, urlsplit
 
 from infertap.apis import is_generation
 
@@ -282,6 +284,11 @@ def schedule_words(recorder: dict[str, Any]) -> str:
         words = ["--concurrency original"]
     if schedule.get("max_concurrency"):
         words.append(f"--max-concurrency {schedule['max_concurrency']}")
+    sessions = recorder.get("sessions") or {}
+    if sessions.get("mode") == "closed":  # each turn its think time after the one it continues ends
+        words.append("--sessions closed")
+        if sessions.get("think_scale", 1) != 1:
+            words.append(f"--think-scale {sessions['think_scale']:g}")
     return " ".join(words)
 
 
@@ -310,7 +317,20 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
             None if not source else source.get("schedule") == out["schedule"] and identity.schedule_kept
         )
         out["capped_at"] = (replay.get("schedule") or {}).get("max_concurrency")
+        if source and several is None and source.get("schedule") != out["schedule"]:
+            # Where an option gave the replay its own schedule: said beside the source (schedule_change).
+            if (words := schedule_words(replay)) != "original timing":
+                out["schedule_by"] = words
     return out
+
+
+def schedule_change(source: dict[str, Any], schedule: str, schedule_by: str | None, same_workload: bool) -> str:
+    """`` on another schedule (--concurrency 2)`` where a replay's schedule identity (``schedule``) is
+    not its ``source``'s: of the same requests always, of changed ones where an option of its own
+    (``schedule_by``) moved them (a filter or a limit moves the times it leaves anyway); else ``""``."""
+    if source.get("schedule") == schedule or not (same_workload or schedule_by):
+        return ""
+    return " on another schedule" + (f" ({schedule_by})" if schedule_by else "")
 
 
 def schedule_not_kept(workload: dict[str, Any]) -> str | None:
@@ -364,6 +384,11 @@ def _changes(recorder: dict[str, Any], rechained: int) -> Iterator[str]:
         yield f"sessions limited to the first {sample['limit']}"
     if rechained:
         yield f"previous_response_id rewritten to the target's ids on {rechained} request{'s' if rechained != 1 else ''}"
+    # The target URL's own parameters go with every request, replacing recorded ones of their name
+    # (replay/transforms.py sent_query); a credential among them is redacted and no part of the workload.
+    query = without_redacted(urlsplit(recorder.get("target") or "").query)
+    if names := [unquote_plus(p.partition("=")[0]) for p in query.split("&") if p]:
+        yield f"the target URL's query ({', '.join(names)}) sent with every request"
 
 
 def describe(workload: dict[str, Any]) -> str:
@@ -379,7 +404,10 @@ def describe(workload: dict[str, Any]) -> str:
     source = workload.get("source")
     if not source:
         return line + "; a replay whose source identity was not recorded (an older infertap)"
+    moved = schedule_change(source, workload["schedule"], workload.get("schedule_by"), bool(workload.get("same_as_source")))
     if workload.get("same_as_source"):
-        return line + f"; identical to its source {source['short']}"
+        if workload.get("same_schedule_as_source"):
+            return line + f"; identical to its source {source['short']}"
+        return line + f"; the same requests as its source {source['short']}{moved}"
     changes = ", ".join(workload.get("derived_by") or ()) or "no transform recorded (the target's answers changed a request)"
-    return line + f"; derived from {source['short']} by {changes}"
+    return line + f"; derived from {source['short']} by {changes}{moved}"

@@ -60,6 +60,45 @@ def test_speed_changes_the_schedule_identity_only(fake, source, tmp_path):
     assert fast.workload == src.workload and fast.schedule != src.schedule
 
 
+def test_a_replay_on_another_schedule_or_query_says_how_it_differs(fake, source, tmp_path):
+    """A replay at --speed, --concurrency or --rate has its source's requests, not its schedule: it
+    was called "identical to its source"; a target URL's query sent with every request was blamed on
+    "the target's answers"."""
+    from infertap.capture.identity import describe
+
+    app, url = fake
+    short = workload_identity(source).short
+    runs = {
+        "same": ReplayConfig(source, url, tmp_path / "same", probe=False),
+        "fast": ReplayConfig(source, url, tmp_path / "fast", probe=False, schedule=Schedule("original", speed=2)),
+        "closed": ReplayConfig(source, url, tmp_path / "closed", probe=False, schedule=Schedule("concurrency", concurrency=2)),
+        "rate": ReplayConfig(
+            source,
+            url,
+            tmp_path / "rate",
+            probe=False,
+            schedule=Schedule("rate", rate=5.0),
+            transforms=Transforms(set_values=[("temperature", 0)]),
+        ),
+        "query": ReplayConfig(source, url + "/?api-version=2", tmp_path / "query", probe=False),
+        "key": ReplayConfig(source, url + "/?key=secret", tmp_path / "key", probe=False),  # a credential: redacted
+    }
+    for config in runs.values():
+        run_replay(config)
+    said = {name: describe(summarize(tmp_path / name)["workload"]) for name in runs}
+    card = {name: field_text("workload", claim(tmp_path / name, cache_dir=tmp_path / "c")["workload"]) for name in runs}
+    assert said["same"].endswith(f"; identical to its source {short}") and said["key"].endswith(
+        f"identical to its source {short}"
+    )
+    assert f"identical to source {short}" in card["same"]
+    for name, how in (("fast", "original timing --speed 2"), ("closed", "--concurrency 2")):
+        assert said[name].endswith(f"; the same requests as its source {short} on another schedule ({how})"), said[name]
+        assert f"the same requests as source {short} on another schedule ({how})" in card[name] and "identical" not in card[name]
+    assert said["rate"].endswith(f"; derived from {short} by --set temperature on another schedule (--rate 5)")
+    assert said["query"].endswith(f"; derived from {short} by the target URL's query (api-version) sent with every request")
+    assert summarize(tmp_path / "key")["workload"]["derived_by"] == []
+
+
 def test_identity_hashes_method_path_and_exact_bytes(tmp_path):
     write_capture(tmp_path / "a", [{"body": b'{"model":"m","prompt":"x"}'}])
     write_capture(tmp_path / "b", [{"body": b'{"model": "m", "prompt": "x"}'}])  # the same JSON, other bytes
