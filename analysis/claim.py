@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from infertap.capture.hostfacts import engine_is_local
-from infertap.capture.identity import schedule_not_kept
+from infertap.capture.identity import schedule_change, schedule_not_kept, schedule_words, traffic_runs
 from infertap.engines.runtime_digest import runtime_digest
 
 from .stats import QUANTILES, speed_stats
@@ -70,7 +70,8 @@ def card(analysis: Analysis, capture: str) -> dict[str, Any]:
     snap = _last_snapshot(analysis, capture)
     several = _several_engines(analysis, capture)
     runs = recorders(capture)
-    recorder = next((r for r in runs if r.get("kind") not in (None, "enrich", "telemetry")), runs[0] if runs else {})
+    traffic = traffic_runs(runs)
+    recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
     host = _loads(analysis.query("SELECT any_value(host) FROM runs WHERE capture = ?", [capture]).rows[0][0]) or {}
     labels = _labels(analysis, capture)
     return {
@@ -80,9 +81,9 @@ def card(analysis: Analysis, capture: str) -> dict[str, Any]:
         "model": _also(_model(snap, analysis, capture), several),
         "quantization": _also(_quantization(snap), several),
         "workload": _workload(analysis, capture, whole),
-        "concurrency": _concurrency(recorder, whole, snap, len(groups), several),
+        "concurrency": _also(_concurrency(recorder, whole, snap, len(groups), several), _several_schedules(traffic)),
         "sampling": _sampling(analysis, capture),
-        "measuring_side": _measuring_side(recorder, whole),
+        "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
         "figures": _figures(groups),
     }
@@ -122,6 +123,27 @@ def _several_engines(analysis: Analysis, capture: str) -> str | None:
     seen = ", ".join(f"{kind} at {url} (fingerprint {fp})" for fp, kind, url, _ in rows)
     return (
         f"the capture holds {len(rows)} engine configurations ({seen}): this field is the last one's, the figures are of them all"
+    )
+
+
+def _several_recorders(runs: list[dict[str, Any]]) -> str | None:
+    """Why the first run's recorder doesn't describe every figure: the capture's runs (``traffic_runs``)
+    were taken by different recorders (a recording and a replay appended to it); else None."""
+    kinds = list(dict.fromkeys(r.get("kind") or "unknown" for r in runs))
+    if len(kinds) < 2:
+        return None
+    return f"the capture holds {len(runs)} runs of different recorders ({', '.join(kinds)}): this field is the first one's, the figures are of them all"
+
+
+def _several_schedules(runs: list[dict[str, Any]]) -> str | None:
+    """Why the first run's schedule doesn't describe every figure: the capture's runs sent their
+    requests on different schedules (two replays at different --concurrency appended); else None."""
+    schedules = [f"{r.get('kind') or 'unknown'}: {schedule_words(r)}" for r in runs]
+    if len(set(schedules)) < 2:
+        return None
+    return (
+        f"the capture holds {len(runs)} runs of different schedules ({'; '.join(schedules)}): "
+        "the schedule is the first one's, the achieved concurrency is of them all"
     )
 
 
@@ -321,7 +343,7 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None) ->
         "prompt_tokens": (profile.get("prompt_tokens") or {}).get("total"),
         "output_tokens": (profile.get("output_tokens") or {}).get("total"),
         "prefix_reuse": [{k: r[k] for k in ("unit", "share", "shared", "length")} for r in profile.get("prefix_reuse", [])],
-        **{k: w[k] for k in ("source", "derived_by", "same_as_source", "same_schedule_as_source") if k in w},
+        **{k: w[k] for k in ("source", "derived_by", "same_as_source", "same_schedule_as_source", "schedule_by") if k in w},
         "schedule_not_kept": schedule_not_kept(w),
     }
     return _field(
@@ -480,12 +502,15 @@ def value_text(name: str, value: Any) -> str:
         if "source" in value and not value.get("source"):
             line += "; a replay whose source identity was not recorded"
         elif "source" in value:
-            how = (
-                "identical to"
-                if value.get("same_as_source")
-                else f"derived by {', '.join(value.get('derived_by') or ['no transform recorded'])} from"
-            )
-            line += f"; {how} source {value['source'].get('short', '?')}"
+            source = f"source {value['source'].get('short', '?')}"
+            same = bool(value.get("same_as_source"))
+            moved = schedule_change(value["source"], value["schedule_identity"], value.get("schedule_by"), same)
+            if same and value.get("same_schedule_as_source"):
+                line += f"; identical to {source}"
+            elif same:
+                line += f"; the same requests as {source}{moved}"
+            else:
+                line += f"; derived from {source} by {', '.join(value.get('derived_by') or ['no transform recorded'])}{moved}"
         if value.get("schedule_not_kept"):
             line += f"; {value['schedule_not_kept']}"
         return line

@@ -27,7 +27,7 @@ import numpy as np
 from .accuracy import accuracy
 from .cache import lookup
 from .compare_traffic import traffic
-from .configdiff import settings_diff, snapshot_diff
+from .configdiff import settings_diff, several_configurations, snapshot_diff
 from .energy import Telemetry
 from .errors import AnalysisError, QueryError
 from .extract import extractor
@@ -92,7 +92,7 @@ class Workspace:
 class Run:
     """One side of a comparison, in the workspace: ``<name>_x`` its exchanges summarized
     (summaries.py), ``<name>_e`` the newest enrichment of each, ``<name>_m`` its metrics; its last
-    engine snapshot, torn tails, energy and engine state."""
+    engine snapshot and every engine configuration it ran under, torn tails, energy and engine state."""
 
     def __init__(
         self, path: str | os.PathLike[str], ws: Workspace, name: str, *, last_user: bool = False, metrics: bool = True
@@ -116,6 +116,7 @@ class Run:
                     self.engine_state = {**(self.engine_state or {}), "cached_prompt_share": cached}
         side = cached_side(path, lookup(path), ws.folder / name, last_user=last_user)
         self.exchanges, self.snapshot, self.torn = side.exchanges, side.snapshot, side.torn
+        self.configurations = side.configurations
         self.repeated = side.repeated
         con.execute(
             f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)}, hive_partitioning = false)"
@@ -329,6 +330,10 @@ def _compare(
         result["config"] = {
             "snapshots": snapshot_diff(a.snapshot, b.snapshot),
             "snapshot_missing": [side for side, run in (("A", a), ("B", b)) if run.snapshot is None],
+            # Each side's engine configurations (fingerprints): more than one on a side, and its last
+            # snapshot is not the configuration of all its exchanges (several_configurations says so).
+            "configurations": {"A": a.configurations, "B": b.configurations},
+            "several_configurations": several_configurations(a.configurations, b.configurations),
             "settings": _settings(ws, a, b, pairs),
             "engine_state": engine_state_diff(a.engine_state, b.engine_state),
             "prompts": {"compared": sum(why.values()), "equal": why.pop("equal", 0), "differences": dict(why.most_common())},

@@ -29,8 +29,12 @@ SNAPSHOT_FACTS = (
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equal, with numbers equal to float32 precision (llama.cpp reports 0.05 as 0.05000000074505806)."""
-    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool) and not isinstance(b, bool):
+    """Equal, with a float equal to float32 precision (llama.cpp reports 0.05 as 0.05000000074505806).
+
+    Only a float gets that tolerance: integers (seeds, token counts) compare exactly, since seeds
+    20241205 and 20241206 are within 1e-6 of each other and still two different seeds."""
+    numbers = isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool) and not isinstance(b, bool)
+    if numbers and (isinstance(a, float) or isinstance(b, float)):
         return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
     return a == b
 
@@ -85,6 +89,22 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
         row["model_path"]["differs"] = False
         row["model_path"]["not_compared"] = "the same file (model_sha256) at another path"
     return rows
+
+
+def several_configurations(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> str | None:
+    """Why ``snapshot_diff`` of each side's last snapshot doesn't describe a whole side: a side
+    whose snapshots hold several engine configurations (``fingerprint``, ``kind``, ``url`` each; a
+    model or flags swapped mid-run) ran its exchanges under each of them. None: one each, or none."""
+    said = [
+        f"{name} ran under {len(seen)} engine configurations ("
+        + ", ".join(f"{c.get('kind')} at {c.get('url')} (fingerprint {c.get('fingerprint')})" for c in seen)
+        + ")"
+        for name, seen in (("A", a), ("B", b))
+        if len(seen) > 1
+    ]
+    if not said:
+        return None
+    return "; ".join(said) + ": the snapshot rows compare each side's last one, not the configuration of every exchange"
 
 
 def _shown(value: Any) -> str:

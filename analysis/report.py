@@ -129,6 +129,7 @@ def _configuration(result: dict[str, Any]) -> list[str]:
             if traffic
             else []
         ),
+        *([f'<p class="warn">{html.escape(several)}</p>'] if (several := cfg.get("several_configurations")) else []),
         _table(
             ["fact", "A", "B"], [[r["fact"], r["a"], r["b"]] for r in rows], [r["differs"] and not r["unknown"] for r in rows]
         ),

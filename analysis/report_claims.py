@@ -16,9 +16,10 @@ from .svg import _table
 
 def _same(field: str, value: Any, text: str) -> str:
     """What must be equal for a field to read the same on two runs: a workload, its two identities
-    (a replay's text also names its source)."""
+    and whether its schedule was kept (a replay's text also names its source; a replay capped by
+    --max-concurrency hashes the schedule it was given, not the one it kept)."""
     if field == "workload" and value is not None:
-        return f"{value['identity']} {value['schedule_identity']}"
+        return f"{value['identity']} {value['schedule_identity']} {value.get('schedule_not_kept')}"
     return text
 
 

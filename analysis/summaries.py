@@ -23,7 +23,7 @@ import pickle
 import re
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,8 @@ BATCH_ROWS = 5_000
 #: back, every finish reason said, payloads not read, bytes not UTF-8 and data after the end marker; a
 #: request id only a token with a digit; 10: arguments sent as an object keep digits past a double;
 #: 11: the layout of an answer made of blocks (items), blocks of a type not read, errors beside choices.
-SUMMARY_VERSION = 11
+#: 12: the engine configurations a side ran under, each one's, not only its last snapshot.
+SUMMARY_VERSION = 12
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -225,6 +226,9 @@ class Side:
     snapshot: dict[str, Any] | None  # the last engine snapshot
     torn: list[str]
     repeated: str | None = None  # said when exchanges repeat an earlier one's id (named apart)
+    # Each engine configuration (fingerprint) its snapshots hold, first seen first: its ``fingerprint``,
+    # ``kind`` and ``url``. More than one: the last snapshot is not the configuration of every exchange.
+    configurations: list[dict[str, Any]] = field(default_factory=list)
 
 
 def summarize_capture(path: str | os.PathLike[str], folder: Path, *, last_user: bool = False) -> Side:
@@ -245,6 +249,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
     exchanges = _Rows(folder / "exchanges.parquet", EXCHANGE_SCHEMA)
     enrichments = _Rows(folder / "enrichments.parquet", ENRICHMENT_SCHEMA)
     snapshot: dict[str, Any] | None = None
+    configurations: dict[Any, dict[str, Any]] = {}
     n = e = 0
     try:
         for record in reader.records():
@@ -272,12 +277,24 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
                 e += 1
             elif kind == "engine":
                 snapshot = record
+                fingerprint = record.get("fingerprint")
+                configurations.setdefault(
+                    fingerprint, {"fingerprint": fingerprint, "kind": record.get("kind"), "url": record.get("url")}
+                )
     finally:
         exchanges.close()
         enrichments.close()
     said = repeats_warning(path, repeats(repeated, sum(k - 1 for k in seen.values()))) if repeated else None
+    torn = [str(t) for t in reader.torn]
     return Side(
-        str(path), folder / "exchanges.parquet", folder / "enrichments.parquet", n, snapshot, [str(t) for t in reader.torn], said
+        str(path),
+        folder / "exchanges.parquet",
+        folder / "enrichments.parquet",
+        n,
+        snapshot,
+        torn,
+        said,
+        list(configurations.values()),
     )
 
 
@@ -295,7 +312,7 @@ def cached_side(path: str | os.PathLike[str], entry: CachedCapture | None, scrat
     try:
         tmp.mkdir(mode=0o700)  # owner-only, as the cache is: it holds prompts and outputs
         side = summarize_capture(path, tmp, last_user=last_user)
-        (tmp / "side.pickle").write_bytes(_dump((side.exchanges, side.snapshot, side.torn, side.repeated)))
+        (tmp / "side.pickle").write_bytes(_dump((side.exchanges, side.snapshot, side.torn, side.repeated, side.configurations)))
         try:
             os.rename(tmp, folder)
         except OSError:  # another compare put it in place first, or the cache can't take it: this one will do
@@ -311,7 +328,7 @@ def _kept(path: str | os.PathLike[str], folder: Path) -> Side | None:
     if not meta.exists():
         return None
     try:
-        exchanges, snapshot, torn, repeated = load(meta.read_bytes())
+        exchanges, snapshot, torn, repeated, configurations = load(meta.read_bytes())
         if pq.read_metadata(folder / "exchanges.parquet").num_rows != exchanges:
             raise ValueError("row count")
         pq.read_metadata(folder / "enrichments.parquet")
@@ -319,5 +336,12 @@ def _kept(path: str | os.PathLike[str], folder: Path) -> Side | None:
         shutil.rmtree(folder, ignore_errors=True)
         return None
     return Side(
-        str(path), folder / "exchanges.parquet", folder / "enrichments.parquet", exchanges, snapshot, list(torn), repeated
+        str(path),
+        folder / "exchanges.parquet",
+        folder / "enrichments.parquet",
+        exchanges,
+        snapshot,
+        list(torn),
+        repeated,
+        list(configurations),
     )

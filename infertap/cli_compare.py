@@ -244,7 +244,10 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
             f"no engine snapshot in {' and '.join(cfg['snapshot_missing'])}: recorded with --no-probe, or the probe failed",
             "yellow",
         )
-    console.print(_snapshot_table(cfg["snapshots"]))
+    several = cfg.get("several_configurations")
+    if several:  # then no row's sameness holds for every exchange of that side
+        _say(console, several, "yellow")
+    console.print(_snapshot_table(cfg["snapshots"], last=bool(several)))
     # not_compared: a version of another engine kind, shown in the kind row
     one_side = [f for f in cfg["snapshots"] if f.get("one_side") and not f.get("not_compared")]
     if one_side:  # not differences: an unknown may not differ at all
@@ -278,11 +281,13 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
         _say(console, f"  {n} × {why}")
 
 
-def _snapshot_table(snapshots: list[dict[str, Any]]) -> Table:
-    """Only the facts that differ, those known on both sides first (in bold): an unknown may not differ at all."""
+def _snapshot_table(snapshots: list[dict[str, Any]], last: bool = False) -> Table:
+    """Only the facts that differ, those known on both sides first (in bold): an unknown may not differ
+    at all. ``last``: a side ran under several engine configurations, and these are its last one's."""
     from rich.table import Table
 
-    table = Table("fact", "A", "B", title="engine snapshots: what differs (known on both sides)", title_justify="left")
+    which = "each side's last engine snapshot" if last else "engine snapshots"
+    table = Table("fact", "A", "B", title=f"{which}: what differs (known on both sides)", title_justify="left")
     version = next((f for f in snapshots if f["fact"] == "version" and f.get("not_compared")), None)
     for fact in sorted(snapshots, key=lambda f: f["unknown"]):  # known on both sides first
         if fact["differs"]:

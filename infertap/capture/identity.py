@@ -18,7 +18,8 @@ then not the source's, whatever the hash. An unchanged replay with the original 
 its source's two identities; ``--set``, ``--model-map``, ``--pin-defaults``, filters, a limit,
 sampled sessions (``--sample-sessions``, ``--limit-sessions``) or Responses turns rewritten to the
 target's response ids give it a new workload identity, ``--speed`` or another schedule a new
-schedule identity. ``workload_summary`` names each of these in a replay's derivation.
+schedule identity. ``workload_summary`` names each of these in a replay's derivation (the
+schedule's option apart, ``schedule_by``), as it does the target URL's own query parameters.
 
 Computed here in one streaming pass, with the capture package alone (``workload_identity``), and in
 analysis from the same digests (``identity_of``), so both agree.
@@ -31,6 +32,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import Any
+from urllib.parse import unquote_plus, urlsplit
 
 from infertap.apis import is_generation
 
@@ -244,21 +246,91 @@ def rechained_requests(path: str | os.PathLike[str]) -> int:
     return sum(1 for r in CaptureReader(path).exchanges() if "rechained_from" in r and in_workload(r))
 
 
+#: Runs that add to others' exchanges (effective settings, telemetry) and sent no traffic of their own.
+_ADDING = ("enrich", "telemetry")
+
+
+def traffic_runs(recorders: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``recorder`` of each run that carried traffic (recorded or replayed it), in order: not an
+    enrichment's or telemetry's, and a ``replay --ray``'s shards as one run (shard 0's; they share one
+    schedule and start)."""
+    return [r for r in recorders if r.get("kind") not in _ADDING and not r.get("shard")]
+
+
+def several_runs(runs: list[dict[str, Any]]) -> str | None:
+    """``N runs appended in one capture (kinds)`` where ``runs`` (``traffic_runs``) are more than one
+    (a ``replay --out`` into a folder that held a capture appends its run there); else None."""
+    if len(runs) < 2:
+        return None
+    return f"{len(runs)} runs appended in one capture ({', '.join(r.get('kind') or 'unknown' for r in runs)})"
+
+
+def schedule_words(recorder: dict[str, Any]) -> str:
+    """How a run sent its requests, as the replay options that gave it (``--concurrency 2``), or
+    ``as recorded`` for a recording (the clients' own timing)."""
+    if recorder.get("kind") != "replay":
+        return "as recorded"
+    schedule = recorder.get("schedule") or {}
+    kind = schedule.get("kind", "original")
+    if kind == "original":
+        words = ["original timing"] + ([f"--speed {schedule['speed']:g}"] if schedule.get("speed", 1) != 1 else [])
+    elif kind in ("rate", "poisson"):
+        words = [f"--rate {schedule.get('rate', 0):g}"] + (
+            [f"--poisson --seed {schedule.get('seed', 0)}"] if kind == "poisson" else []
+        )
+    elif kind == "concurrency":
+        words = [f"--concurrency {schedule.get('concurrency')}"]
+    else:
+        words = ["--concurrency original"]
+    if schedule.get("max_concurrency"):
+        words.append(f"--max-concurrency {schedule['max_concurrency']}")
+    sessions = recorder.get("sessions") or {}
+    if sessions.get("mode") == "closed":  # each turn its think time after the one it continues ends
+        words.append("--sessions closed")
+        if sessions.get("think_scale", 1) != 1:
+            words.append(f"--think-scale {sessions['think_scale']:g}")
+    return " ".join(words)
+
+
 def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]) -> dict[str, Any]:
     """A capture's workload identity (``as_dict``) and, for a replay (given its runs' ``recorder``
-    headers), the source identity it derives from, what changed it and whether it is the same."""
+    headers), the source identity it derives from, what changed it and whether it is the same.
+
+    A capture of several runs (``several_runs``) is no one replay of its source, whatever each run
+    did: the derivation says so first, then what each replay changed."""
     out: dict[str, Any] = identity.as_dict()
-    replay = next((r for r in recorders if r.get("kind") == "replay"), None)
-    if replay is not None:
+    runs = traffic_runs(recorders)
+    replays = [r for r in runs if r.get("kind") == "replay"]
+    if replays:
+        replay = replays[0]
         source = replay.get("workload_source")
         out["source"] = source
-        out["derived_by"] = replay_derivation(replay, identity.rechained)
+        derived = [] if (several := several_runs(runs)) is None else [several]
+        sources = {(r.get("workload_source") or {}).get("workload") for r in replays}
+        if len(sources) > 1:
+            derived.append(f"replays of {len(sources)} different sources (this identity compares with the first's)")
+        for r in replays:
+            derived += [c for c in replay_derivation(r, identity.rechained) if c not in derived]
+        out["derived_by"] = derived
         out["same_as_source"] = None if not source else source.get("workload") == out["workload"]
         out["same_schedule_as_source"] = (
             None if not source else source.get("schedule") == out["schedule"] and identity.schedule_kept
         )
         out["capped_at"] = (replay.get("schedule") or {}).get("max_concurrency")
+        if source and several is None and source.get("schedule") != out["schedule"]:
+            # Where an option gave the replay its own schedule: said beside the source (schedule_change).
+            if (words := schedule_words(replay)) != "original timing":
+                out["schedule_by"] = words
     return out
+
+
+def schedule_change(source: dict[str, Any], schedule: str, schedule_by: str | None, same_workload: bool) -> str:
+    """`` on another schedule (--concurrency 2)`` where a replay's schedule identity (``schedule``) is
+    not its ``source``'s: of the same requests always, of changed ones where an option of its own
+    (``schedule_by``) moved them (a filter or a limit moves the times it leaves anyway); else ``""``."""
+    if source.get("schedule") == schedule or not (same_workload or schedule_by):
+        return ""
+    return " on another schedule" + (f" ({schedule_by})" if schedule_by else "")
 
 
 def schedule_not_kept(workload: dict[str, Any]) -> str | None:
@@ -312,6 +384,11 @@ def _changes(recorder: dict[str, Any], rechained: int) -> Iterator[str]:
         yield f"sessions limited to the first {sample['limit']}"
     if rechained:
         yield f"previous_response_id rewritten to the target's ids on {rechained} request{'s' if rechained != 1 else ''}"
+    # The target URL's own parameters go with every request, replacing recorded ones of their name
+    # (replay/transforms.py sent_query); a credential among them is redacted and no part of the workload.
+    query = without_redacted(urlsplit(recorder.get("target") or "").query)
+    if names := [unquote_plus(p.partition("=")[0]) for p in query.split("&") if p]:
+        yield f"the target URL's query ({', '.join(names)}) sent with every request"
 
 
 def describe(workload: dict[str, Any]) -> str:
@@ -327,7 +404,10 @@ def describe(workload: dict[str, Any]) -> str:
     source = workload.get("source")
     if not source:
         return line + "; a replay whose source identity was not recorded (an older infertap)"
+    moved = schedule_change(source, workload["schedule"], workload.get("schedule_by"), bool(workload.get("same_as_source")))
     if workload.get("same_as_source"):
-        return line + f"; identical to its source {source['short']}"
+        if workload.get("same_schedule_as_source"):
+            return line + f"; identical to its source {source['short']}"
+        return line + f"; the same requests as its source {source['short']}{moved}"
     changes = ", ".join(workload.get("derived_by") or ()) or "no transform recorded (the target's answers changed a request)"
-    return line + f"; derived from {source['short']} by {changes}"
+    return line + f"; derived from {source['short']} by {changes}{moved}"

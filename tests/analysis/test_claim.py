@@ -60,6 +60,45 @@ def test_speed_changes_the_schedule_identity_only(fake, source, tmp_path):
     assert fast.workload == src.workload and fast.schedule != src.schedule
 
 
+def test_a_replay_on_another_schedule_or_query_says_how_it_differs(fake, source, tmp_path):
+    """A replay at --speed, --concurrency or --rate has its source's requests, not its schedule: it
+    was called "identical to its source"; a target URL's query sent with every request was blamed on
+    "the target's answers"."""
+    from infertap.capture.identity import describe
+
+    app, url = fake
+    short = workload_identity(source).short
+    runs = {
+        "same": ReplayConfig(source, url, tmp_path / "same", probe=False),
+        "fast": ReplayConfig(source, url, tmp_path / "fast", probe=False, schedule=Schedule("original", speed=2)),
+        "closed": ReplayConfig(source, url, tmp_path / "closed", probe=False, schedule=Schedule("concurrency", concurrency=2)),
+        "rate": ReplayConfig(
+            source,
+            url,
+            tmp_path / "rate",
+            probe=False,
+            schedule=Schedule("rate", rate=5.0),
+            transforms=Transforms(set_values=[("temperature", 0)]),
+        ),
+        "query": ReplayConfig(source, url + "/?api-version=2", tmp_path / "query", probe=False),
+        "key": ReplayConfig(source, url + "/?key=secret", tmp_path / "key", probe=False),  # a credential: redacted
+    }
+    for config in runs.values():
+        run_replay(config)
+    said = {name: describe(summarize(tmp_path / name)["workload"]) for name in runs}
+    card = {name: field_text("workload", claim(tmp_path / name, cache_dir=tmp_path / "c")["workload"]) for name in runs}
+    assert said["same"].endswith(f"; identical to its source {short}") and said["key"].endswith(
+        f"identical to its source {short}"
+    )
+    assert f"identical to source {short}" in card["same"]
+    for name, how in (("fast", "original timing --speed 2"), ("closed", "--concurrency 2")):
+        assert said[name].endswith(f"; the same requests as its source {short} on another schedule ({how})"), said[name]
+        assert f"the same requests as source {short} on another schedule ({how})" in card[name] and "identical" not in card[name]
+    assert said["rate"].endswith(f"; derived from {short} by --set temperature on another schedule (--rate 5)")
+    assert said["query"].endswith(f"; derived from {short} by the target URL's query (api-version) sent with every request")
+    assert summarize(tmp_path / "key")["workload"]["derived_by"] == []
+
+
 def test_identity_hashes_method_path_and_exact_bytes(tmp_path):
     write_capture(tmp_path / "a", [{"body": b'{"model":"m","prompt":"x"}'}])
     write_capture(tmp_path / "b", [{"body": b'{"model": "m", "prompt": "x"}'}])  # the same JSON, other bytes
@@ -216,6 +255,26 @@ def test_the_report_shows_both_claim_cards_side_by_side(fake, source, tmp_path):
     assert "recorder: replay" in rows["measuring_side"] and "recorder: proxy" in rows["measuring_side"]
     assert rows["measuring_side"].startswith(" class=diff")  # what differs is highlighted; the same workload is not
     assert not rows["workload"].startswith(" class=diff") and not rows["runtime"].startswith(" class=diff")
+
+
+def test_the_report_flags_a_replay_that_did_not_keep_its_schedule(fake, tmp_path):
+    """A replay capped by --max-concurrency has its source's two identities: the report compared
+    those only and didn't highlight a workload row that says "schedule not kept"."""
+    from infertap.analysis.report_claims import claim_cards
+
+    app, url = fake
+    source = tmp_path / "slow"  # due 20 ms apart, each 150 ms on the target: one at a time, they wait
+    write_capture(source, [{"offset_s": i * 0.02, "body": {**_chat(f"s{i}"), "pace_ms": 150}} for i in range(3)])
+    run_replay(ReplayConfig(source, url, tmp_path / "free", probe=False))
+    run_replay(ReplayConfig(source, url, tmp_path / "capped", probe=False, schedule=Schedule("original", max_concurrency=1)))
+
+    def workload_row(a, b) -> str:
+        section = "".join(claim_cards([("A", a), ("B", b)]))
+        return next(row for row in section.split("<tr")[2:] if row.split("</td>", 1)[0].endswith("<td>workload"))
+
+    capped = workload_row(tmp_path / "free", tmp_path / "capped")
+    assert "schedule not kept" in capped and capped.startswith(" class=diff")
+    assert not workload_row(source, tmp_path / "free").startswith(" class=diff")  # kept: the same workload
 
 
 def test_a_snapshot_without_a_runtime_digest_has_it_looked_up_now(source, tmp_path, monkeypatch):
@@ -407,6 +466,41 @@ def test_several_engine_configurations_are_said_and_not_one_stated_for_all(tmp_p
     assert "fingerprint fp1" in field_text(
         "runtime", claim(one, cache_dir=tmp_path / "cache")["runtime"]
     )  # the report compares it
+
+
+def test_runs_appended_into_one_capture_are_said_and_not_one_stated_for_all(fake, source, tmp_path):
+    """A replay --out into a folder that held a capture appends its run: the card stated the first
+    run's recorder and schedule as the whole capture's, and the derivation blamed the target's answers."""
+    import shutil
+
+    from infertap.capture.identity import describe
+
+    app, url = fake
+    run_replay(ReplayConfig(source, url, tmp_path / "twice", probe=False))
+    run_replay(ReplayConfig(source, url, tmp_path / "twice", probe=False, schedule=Schedule("concurrency", concurrency=2)))
+    shutil.copytree(source, tmp_path / "mixed")
+    run_replay(ReplayConfig(source, url, tmp_path / "mixed", probe=False, transforms=Transforms(set_values=[("temperature", 0)])))
+    run_replay(ReplayConfig(source, url, tmp_path / "once", probe=False))
+    twice, mixed, once = (claim(tmp_path / n, cache_dir=tmp_path / "cache") for n in ("twice", "mixed", "once"))
+
+    assert "2 runs of different schedules (replay: original timing; replay: --concurrency 2)" in twice["concurrency"]["unknown"]
+    assert "different recorders" not in json.dumps(twice["measuring_side"])  # both replayed: one side
+    assert "2 runs of different recorders (proxy, replay)" in mixed["measuring_side"]["unknown"]
+    assert "2 runs of different schedules (proxy: as recorded; replay: original timing)" in mixed["concurrency"]["unknown"]
+    assert {"measuring_side", "concurrency"} <= set(unknown_fields(mixed))
+    assert "measuring_side" not in unknown_fields(once) and "runs of" not in json.dumps(once)
+
+    info = summarize(tmp_path / "twice")["workload"]
+    assert info["same_as_source"] is False and info["derived_by"] == ["2 runs appended in one capture (replay, replay)"]
+    assert "target's answers" not in describe(info) and "by 2 runs appended in one capture" in describe(info)
+    assert mixed["workload"]["value"]["derived_by"] == ["2 runs appended in one capture (proxy, replay)", "--set temperature"]
+    assert "derived from source" in field_text("workload", mixed["workload"])
+    assert once["workload"]["value"]["derived_by"] == [] and once["workload"]["value"]["same_as_source"] is True
+    # Two recording runs (a proxy restarted into its capture) took one side on one schedule.
+    path = tmp_path / "recorded"
+    write_capture(path, [{"id": "r1", "chunks": [_answer(3, 10)]}])
+    write_capture(path, [{"id": "r2", "chunks": [_answer(3, 10)]}])
+    assert "runs of different" not in json.dumps(claim(path, cache_dir=tmp_path / "cache"))
 
 
 def test_sampling_known_for_some_requests_only_says_so(tmp_path):

@@ -205,6 +205,51 @@ def test_versions_of_two_engine_kinds_are_shown_not_counted(tmp_path, monkeypatc
     assert cells["kind"] == ["llama-server", "vllm 0.32.0"] and "known on one side only" not in section
 
 
+def _snapshot(fingerprint: str, slots: int, wall: float) -> dict:
+    facts = {"version": {"value": "b1", "source": "/props"}, "parallel_slots": {"value": slots, "source": "/props"}}
+    return {"type": "engine", "url": "http://127.0.0.1:8080", "wall": wall, "kind": "llama-server", "facts": facts,
+            "unknown": [], "notes": [], "raw": {}, "host": {}, "labels": {}, "fingerprint": fingerprint}  # fmt: skip
+
+
+def test_a_side_under_two_engine_configurations_is_never_called_one(tmp_path, monkeypatch, capsys):
+    """compare read each side's last snapshot only: A, run on 1 slot and swapped to B's 4 at its end,
+    showed no configuration difference at all (the claim card said "2 engine configurations")."""
+    from infertap.capture.writer import CaptureWriter
+    from infertap.demo import pair_summary
+
+    a, b = _runs(tmp_path, ["x"], ["x"])
+    write_capture(tmp_path / "again", [{"body": _chat("q0", 0), "chunks": _reply("x")}])
+    for path, snapshots in ((a, [("fp1", 1), ("fp2", 4)]), (b, [("fp2", 4)]), (tmp_path / "again", [("fp2", 4), ("fp2", 4)])):
+        with CaptureWriter(path, recorder={"kind": "proxy"}) as w:
+            for i, (fingerprint, slots) in enumerate(snapshots):
+                w.write(_snapshot(fingerprint, slots, 1.8e9 + 60 * i))
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def configuration(r: dict) -> str:
+        print_comparison(r)
+        out = capsys.readouterr().out
+        return " ".join(out[out.index("1. Configuration") : out.index("2. Speed")].split())
+
+    swapped = compare(a, b)
+    cfg = swapped["config"]
+    assert not any(row["differs"] for row in cfg["snapshots"])  # the last snapshots are the same
+    assert [c["fingerprint"] for c in cfg["configurations"]["A"]] == ["fp1", "fp2"] and len(cfg["configurations"]["B"]) == 1
+    assert cfg["several_configurations"].startswith(
+        "A ran under 2 engine configurations (llama-server at http://127.0.0.1:8080 (fingerprint fp1), llama-server at "
+    )
+    section = configuration(swapped)
+    assert "A ran under 2 engine configurations" in section and "each side's last engine snapshot: what differs" in section
+    assert "(A ran under 2 engine configurations)" in pair_summary(swapped)
+    assert "A ran under 2 engine configurations" in render(a, b)
+    # Probed twice, one configuration: nothing to say.
+    same = compare(tmp_path / "again", b)
+    assert same["config"]["several_configurations"] is None
+    assert [len(c) for c in same["config"]["configurations"].values()] == [1, 1]
+    section = configuration(same)
+    assert "ran under" not in section and "engine snapshots: what differs" in section
+    assert "engine configurations" not in pair_summary(same)
+
+
 @pytest.mark.engine
 def test_llama_cpp_python_against_llama_server_shows_the_setting_then_the_divergence(
     engine, llama_server_engine, record, gguf, tmp_path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 
 import pytest
 
@@ -190,6 +191,25 @@ def test_snapshot_and_settings_diff():
     assert settings_diff([(ea, eb), (ea, eb), (ea, None)]) == [
         {"setting": "repeat_penalty", "a": "1.1 (engine_default)", "b": "1.0 (engine_default)", "exchanges": 2}
     ]
+
+
+def test_integers_compare_exactly_and_float32_read_backs_match():
+    """Seeds 20241205 and 20241206 are within 1e-6 of each other: the float32 tolerance made them one
+    seed, so an engine default and a per-request setting that differed were listed as identical."""
+    float32_tenth = struct.unpack("f", struct.pack("f", 0.1))[0]  # 0.10000000149011612, as llama.cpp reads 0.1 back
+    a = _snap("llama-server", defaults={"seed": 20241205, "top_p": 0.1})
+    b = _snap("llama-server", defaults={"seed": 20241206, "top_p": float32_tenth})
+    rows = {r["fact"]: r for r in snapshot_diff(a, b)}
+    assert rows["default seed"]["differs"]
+    assert not rows["default top_p"]["differs"]
+
+    def settings(seed, top_p):
+        return {"settings": {"seed": {"value": seed, "source": "request"}, "top_p": {"value": top_p, "source": "request"}}}
+
+    assert settings_diff([(settings(20241205, 0.1), settings(20241206, float32_tenth))]) == [
+        {"setting": "seed", "a": "20241205 (request)", "b": "20241206 (request)", "exchanges": 1}
+    ]
+    assert settings_diff([(settings(20241205, 0.1), settings(20241205, float32_tenth))]) == []
 
 
 def test_prompt_diff_explanations():
