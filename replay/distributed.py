@@ -30,7 +30,7 @@ from infertap.capture.writer import CaptureWriter
 from infertap.errors import InfertapError
 
 from .config import ReplayConfig
-from .runner import Replay, ReplayStats, session_summary, summarize
+from .runner import Replay, ReplayStats, redacted_names, session_summary, summarize
 from .shards import Shard, shard_schedules, split
 from .workload import Item
 
@@ -244,6 +244,10 @@ def _start_workers(
     recorder: Mapping[str, Any],
 ) -> list[Any]:
     """One actor per shard, each handed its part of the workload and its part of the schedule."""
+    # The names the source capture redacted, learned here from the captured headers the workers
+    # don't get: a secret --header gives one of them stays out of every shard's capture.
+    headers_redacted, query_redacted = redacted_names(config, items)
+    config = replace(config, redact_headers=headers_redacted, redact_query=query_redacted)
     parts = split(items, shard_count(ray, config))
     for part in parts:  # the prepared bodies and headers travel; the captured ones are not needed
         part.items = [replace(item, raw=b"", store=None, headers=[], settings=None) for item in part.items]

@@ -42,11 +42,12 @@ from .transforms import TransformError, rechained, sent_query
 from .workload import Item
 
 
-def _redactor(config: ReplayConfig, items: Sequence[Item]) -> Redactor:
-    """The replay capture's redactor: the defaults, the names given (``--redact-header``,
-    ``--redact-query``), and those the source capture redacted (their values recorded as the
-    placeholder), so that a value ``--header`` gives one is not written in clear where the
-    recording kept it out."""
+def redacted_names(config: ReplayConfig, items: Sequence[Item]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The header and query parameter names the replay's capture redacts beyond the defaults: those
+    given (``--redact-header``, ``--redact-query``) and those the source capture redacted (their
+    values recorded as the placeholder), so that a value ``--header`` gives one is not written in
+    clear where the recording kept it out. Read from the items' captured headers, which a sharded
+    replay doesn't ship to its workers: it hands them these names instead."""
     headers, params = set(config.redact_headers), set(config.redact_query)
     seen: set[int] = set()  # items share one header list per distinct set
     for item in items:
@@ -55,7 +56,12 @@ def _redactor(config: ReplayConfig, items: Sequence[Item]) -> Redactor:
             headers.update(name for name, value in item.headers if REDACTED in value)
         if REDACTED in item.query:
             params.update(unquote_plus(p.partition("=")[0]) for p in item.query.split("&") if p.partition("=")[2] == REDACTED)
-    return Redactor(headers, params)
+    return tuple(sorted(headers)), tuple(sorted(params))
+
+
+def _redactor(config: ReplayConfig, items: Sequence[Item]) -> Redactor:
+    """The replay capture's redactor: the defaults and ``redacted_names``."""
+    return Redactor(*redacted_names(config, items))
 
 
 def _response_id(record: Exchange) -> str | None:

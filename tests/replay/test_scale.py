@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -15,10 +16,19 @@ import ray
 
 from infertap.analysis import Analysis
 from infertap.capture.reader import CaptureReader
-from infertap.replay import ReplayConfig, ReplayError, Schedule, ScheduleError, load, run_replay
-from infertap.replay.distributed import DistributedReplayError, ShardWorker, _clock_offset, run_sharded
+from infertap.capture.redact import REDACTED
+from infertap.replay import ReplayConfig, ReplayError, Schedule, ScheduleError, Transforms, load, run_replay
+from infertap.replay.api import _prepare, _recorder
+from infertap.replay.distributed import (
+    DistributedReplayError,
+    ShardWorker,
+    _clock_offset,
+    _start_workers,
+    merge_segments,
+    run_sharded,
+)
 from infertap.replay.shards import shard_schedules, split
-from tests.helpers import write_capture
+from tests.helpers import decompressed_bytes, write_capture
 
 
 def workload(tmp_path: Path, *, turns: int = 3, conversations: int = 4, singles: int = 12, span_s: float = 1.2) -> Path:
@@ -243,3 +253,54 @@ def test_clock_offsets_are_measured_and_captures_append(fake, tmp_path, ray_clus
     assert kinds == ["replay", "replay", "telemetry"] * 2
     assert len({h["capture_id"] for h in headers}) == 1 and reader.closed_cleanly
     assert len(list(reader.exchanges())) == 48
+
+
+class _Actor:
+    """``ray.remote(cls).options(...)``, the actor built here: a shard's worker without Ray."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def options(self, **_: object) -> _Actor:
+        return self
+
+    def remote(self, *args: object) -> object:
+        return self.cls(*args)
+
+
+class _NoRay:
+    def remote(self, cls: type) -> _Actor:
+        return _Actor(cls)
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": 1}
+
+
+def test_a_header_the_source_redacted_is_redacted_in_each_shard_s_capture(fake, tmp_path) -> None:
+    """The workers get no captured headers: the driver tells them which names the source redacted,
+    so a value ``--header`` gives one (recorded with --redact-header X-Tenant) is not written in
+    clear, as a replay in one process keeps it out."""
+    app, url = fake
+    headers = [["content-type", "application/json"], ["x-tenant", REDACTED]]
+    write_capture(
+        tmp_path / "src", [{"body": {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "headers": headers}]
+    )
+    config = ReplayConfig(
+        tmp_path / "src",
+        url,
+        tmp_path / "out",
+        probe=False,
+        telemetry=False,
+        transforms=Transforms(headers={"X-Tenant": "SECRET-42"}),
+    )
+    prepared = _prepare(config, url)
+    (worker,) = _start_workers(
+        _NoRay(), ShardWorker, config, prepared.items, prepared.bodies, prepared.headers, _recorder(config, prepared)
+    )
+    assert all(item.headers == [] for item in worker.shard.items)  # the captured headers stay with the driver
+    result = worker.run(time.time())
+    merge_segments(tmp_path / "out", [result["segments"]])
+    assert (b"x-tenant", b"SECRET-42") in app.requests[-1]["headers"]  # sent, as given
+    assert b"SECRET-42" not in decompressed_bytes(tmp_path / "out")
+    (x,) = CaptureReader(tmp_path / "out").exchanges()
+    assert ["X-Tenant", REDACTED] in x["request_headers"]
