@@ -227,13 +227,15 @@ class Replay:
         self._dispatcher: asyncio.Task[None] | None = None
         self._client: UpstreamClient | None = None
         self._seq = 0
-        # --sessions closed: a turn is sent its think time after its parent ends here, not at its recorded time.
+        # --sessions closed: a turn is sent its think time after the turn it was measured from (its
+        # parent, or a later-ending turn of its session) ends here, not at its recorded time.
         self._closed = config.sessions == "closed"
         self._children: dict[int, list[Item]] = {}
         if self._closed:
             for item in items:
                 if item.parent is not None:
-                    self._children.setdefault(item.parent, []).append(item)
+                    since = item.think_from if item.think_from is not None else item.parent
+                    self._children.setdefault(since, []).append(item)
         self._later: dict[int, asyncio.TimerHandle] = {}  # turns waiting out their think time
         # Closed loop: each request's turns, and the turns whose parent is done, by index (a heap).
         self._turns_of: dict[int, list[int]] = {}
@@ -504,8 +506,10 @@ class Replay:
             self.stats.capped += queue_wait > 0
 
     def _follow(self, item: Item) -> None:
-        """The turns that continue ``item``, each sent its (scaled) think time after ``item`` ended
-        here: the agent's own pacing, whatever the target's speed; that wait is not lag."""
+        """The turns whose think time runs from ``item``'s end (those that continue it, or a turn
+        beside it that ended earlier), each sent its (scaled) think time after ``item`` ended here:
+        the agent's own pacing, whatever the target's speed; that wait is not lag. A turn whose
+        parent is still running then waits for it too (``dep_wait_ns``)."""
         ended = self.writer.elapsed_ns()
         loop = asyncio.get_running_loop()
         for child in self._children.get(item.index, ()):

@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from infertap.apis import Links, api_for, json_body, link, sessions_of, think_times, turns_of
+from infertap.apis import Links, api_for, json_body, link, sessions_of, think_times_from, turns_of
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
 from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.read import CHAT, UNKNOWN
@@ -67,7 +67,8 @@ class Item:
     parent: int | None = None  # index of the item this one continues
     concurrency: int = 1  # requests in flight when it started originally, itself included
     turn: int = 0  # its place in its conversation (0: the first request)
-    think_ns: int | None = None  # with a parent: the agent's own time between the parent's end and this send
+    think_ns: int | None = None  # with a parent: the agent's own time between the last end in its session and this send
+    think_from: int | None = None  # with a parent: the item whose end that is (its parent, or a later-ending turn)
     repeat: int = 0
     settings: dict[str, Any] | None = None  # the source's effective settings (enrichment)
     previous_response_id: str | None = None  # a Responses request that continues a stored response
@@ -118,6 +119,7 @@ class SessionSample:
         for i, item in enumerate(kept):
             item.index = i
             item.parent = None if item.parent is None else renumbered[item.parent]
+            item.think_from = None if item.think_from is None else renumbered[item.think_from]  # in its session: kept
         return kept
 
 
@@ -185,15 +187,15 @@ def _link(items: list[Item], links: list[Links]) -> None:
     # Think times among generation requests only, as the analysis has them: a GET is no turn.
     turns = [i for i, item in enumerate(items) if item.generation]
     place = {i: k for k, i in enumerate(turns)}
-    thinks = think_times(
+    thinks = think_times_from(
         [None if (parent := parents[i]) is None else place[parent] for i in turns],
         [sessions[i] for i in turns],
         [sent[i] for i in turns],
         [ended[i] for i in turns],
     )
-    for i, think in zip(turns, thinks, strict=True):
-        if think is not None:
-            items[i].think_ns = think
+    for i, found in zip(turns, thinks, strict=True):
+        if found is not None:
+            items[i].think_ns, items[i].think_from = found[0], turns[found[1]]
 
 
 def load(
@@ -488,6 +490,7 @@ def _repeated(items: list[Item], repeat: int) -> list[Item]:
                     repeat=k,
                     session=None if it.session is None else f"{it.session}#{k}",  # each copy its own sessions
                     parent=None if it.parent is None else it.parent + k * len(items),
+                    think_from=None if it.think_from is None else it.think_from + k * len(items),
                 )
             )
     return items + copies

@@ -28,6 +28,7 @@ from infertap.replay.distributed import (
     run_sharded,
 )
 from infertap.replay.shards import shard_schedules, split
+from infertap.replay.workload import Item
 from tests.helpers import decompressed_bytes, write_capture
 
 
@@ -71,6 +72,20 @@ def test_shards_keep_conversations_whole_and_balance_the_load(tmp_path: Path) ->
     assert len(split(items, 100)) == 5 + 9  # no more shards than conversations
     with pytest.raises(ScheduleError):
         split(items, 0)
+
+
+def test_a_turn_stays_on_the_shard_of_the_turn_its_think_time_runs_from() -> None:
+    """Two trees of one explicit session: a turn of the first measured its think time from the
+    end of the second's turn (it ended later), and waits for it with --sessions closed."""
+
+    def item(index: int, parent: int | None = None, think_from: int | None = None) -> Item:
+        return Item(index, f"x{index}", "POST", "/v1/chat/completions", "", [], index, 1, parent=parent, think_from=think_from)
+
+    items = [item(0), item(1), item(2), item(3, parent=0, think_from=2)]
+    parts = split(items, 3)
+    assert sorted(part.origin for part in parts) == [[0, 2, 3], [1]]
+    (together,) = [part for part in parts if len(part.items) == 3]
+    assert [(i.parent, i.think_from) for i in together.items] == [(None, None), (None, None), (0, 1)]  # re-indexed
 
 
 def test_shard_schedules_divide_closed_loop_limits() -> None:
