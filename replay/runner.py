@@ -452,20 +452,21 @@ class Replay:
     def _body(self, item: Item, record: Exchange, body: bytes) -> bytes | None:
         """The request's body as sent, its turn linked to the target's exchanges: ``parent_id`` names the
         exchange its parent became here, and a ``previous_response_id`` the target's id for that response.
-        None when the target gave the parent's response no id: the turn is refused, never sent stale."""
-        if item.parent is None:
-            if item.previous_response_id is not None:  # its parent is not in this replay: the target can't know the id
-                self._refuse(
-                    record,
-                    f"not sent: its previous_response_id {item.previous_response_id!r} names a response of a turn "
-                    "this replay doesn't send (a filter or --limit left it out, or the capture starts mid-conversation)",
-                )
-                return None
-            return body
-        if (parent_id := self._ids.get(item.parent)) is not None:
+        None when the response it names is not its parent's here (that turn is not in this replay: its
+        parent, if any, was linked by its session) or the target gave the parent's response no id: the
+        turn is refused, never sent stale nor continuing another conversation."""
+        if item.parent is not None and (parent_id := self._ids.get(item.parent)) is not None:
             record["parent_id"] = parent_id
         if item.previous_response_id is None:
             return body
+        if item.parent is None or item.parent_response_id != item.previous_response_id:
+            # The response it names is of a turn this replay doesn't send: the target can't know its id.
+            self._refuse(
+                record,
+                f"not sent: its previous_response_id {item.previous_response_id!r} names a response of a turn "
+                "this replay doesn't send (a filter or --limit left it out, or the capture starts mid-conversation)",
+            )
+            return None
         response_id = self._response_ids.get(item.parent)
         if response_id is None:
             self._refuse(

@@ -72,6 +72,7 @@ class Item:
     repeat: int = 0
     settings: dict[str, Any] | None = None  # the source's effective settings (enrichment)
     previous_response_id: str | None = None  # a Responses request that continues a stored response
+    parent_response_id: str | None = None  # with both: the response id its parent's answer was recorded with
     raw: bytes | None = None  # the request body, when held here...
     store: BodyStore | None = None  # ...else read again from the capture: ``spot`` in this store
     spot: int = -1
@@ -184,6 +185,9 @@ def _link(items: list[Item], links: list[Links]) -> None:
     sessions = sessions_of(parents, [item.session for item in items], names)
     for item, parent, turn, session in zip(items, parents, turns_of(parents), sessions, strict=True):
         item.parent, item.turn, item.session = parent, turn, session
+        if parent is not None and item.previous_response_id is not None:
+            # Whether the parent is the response it names: a session header may link it to another turn.
+            item.parent_response_id = links[parent].response_id
     # Think times among generation requests only, as the analysis has them: a GET is no turn.
     turns = [i for i, item in enumerate(items) if item.generation]
     place = {i: k for k, i in enumerate(turns)}

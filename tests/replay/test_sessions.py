@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
 from infertap.errors import ConfigError
-from infertap.replay import ReplayConfig, Schedule, SessionSample, WorkloadError, run_replay
+from infertap.replay import Filters, ReplayConfig, Schedule, SessionSample, WorkloadError, run_replay
 from infertap.replay.workload import load
 from tests.fake_upstream import FakeUpstream, ServerThread, lifespan, read_body
 from tests.helpers import write_capture
@@ -348,6 +348,42 @@ def test_a_turn_whose_parent_got_no_id_is_refused_not_sent_stale(tmp_path):
     refused = [x for x in CaptureReader(tmp_path / "out").exchanges() if x["end"] == "refused"]
     assert len(refused) == 2 and all("previous_response_id" in x["error"] for x in refused)
     assert summary["not_sent"] == 2
+
+
+def test_a_turn_whose_named_response_was_filtered_out_is_refused_not_sent_on_its_session(tmp_path):
+    """The turn naming resp_2 is linked by its session header to the first turn once the filter drops
+    the second: it was sent with the id the target gave the first turn's answer, so the target
+    answered it from another point of the conversation."""
+
+    def answer(rid: str) -> list[bytes]:
+        return [json.dumps({"id": rid, "object": "response", "status": "completed", "output": []}).encode()]
+
+    turn = {"session": "s1", "path": "/v1/responses"}
+    write_capture(
+        tmp_path / "src",
+        [
+            {**turn, "offset_s": 0.0, "body": {"model": "m", "input": "one"}, "chunks": answer("resp_1")},
+            {
+                **turn,
+                "offset_s": 0.1,
+                "body": {"model": "m2", "input": "two", "previous_response_id": "resp_1"},
+                "chunks": answer("resp_2"),
+            },
+            {**turn, "offset_s": 0.2, "body": {"model": "m", "input": "three", "previous_response_id": "resp_2"}},
+        ],
+    )
+    target = ResponsesStore()
+    with ServerThread(target) as server:
+        summary = run_replay(
+            ReplayConfig(
+                tmp_path / "src", server.url, tmp_path / "out", probe=False, telemetry=False, filters=Filters.parse(["model=m"])
+            )
+        )
+    assert [r["input"] for r in target.seen] == ["one"]  # "three" never went out with the first turn's new id
+    assert summary["ends"] == {"complete": 1, "refused": 1} and summary["not_sent"] == 1
+    first, third = CaptureReader(tmp_path / "out").exchanges()
+    assert third["end"] == "refused" and "'resp_2' names a response of a turn this replay doesn't send" in third["error"]
+    assert third["parent_id"] == first["id"] and "rechained_from" not in third
 
 
 def test_the_summary_says_recorded_times_only_for_the_original_schedule():
