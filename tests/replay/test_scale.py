@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+import types
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -17,7 +23,7 @@ import ray
 from infertap.analysis import Analysis
 from infertap.capture.reader import CaptureReader
 from infertap.capture.redact import REDACTED
-from infertap.replay import ReplayConfig, ReplayError, Schedule, ScheduleError, Transforms, load, run_replay
+from infertap.replay import ReplayConfig, ReplayError, ReplayStats, Schedule, ScheduleError, Transforms, load, run_replay
 from infertap.replay.api import _prepare, _recorder
 from infertap.replay.distributed import (
     DistributedReplayError,
@@ -319,3 +325,105 @@ def test_a_header_the_source_redacted_is_redacted_in_each_shard_s_capture(fake, 
     assert b"SECRET-42" not in decompressed_bytes(tmp_path / "out")
     (x,) = CaptureReader(tmp_path / "out").exchanges()
     assert ["X-Tenant", REDACTED] in x["request_headers"]
+
+
+class _Ref:
+    def __init__(self, future: Future) -> None:
+        self.future = future
+
+
+class _Method:
+    def __init__(self, pool: ThreadPoolExecutor, fn: Callable[..., object]) -> None:
+        self.pool, self.fn = pool, fn
+
+    def remote(self, *args: object) -> _Ref:
+        return _Ref(self.pool.submit(self.fn, *args))
+
+
+class _ThreadActor:
+    """A Ray actor in threads of this process: each method call runs on the actor's own pool."""
+
+    def __init__(self, cls: type, args: tuple) -> None:
+        self.instance = cls(*args)
+        self.pool = ThreadPoolExecutor(4)
+
+    def __getattr__(self, name: str) -> _Method:
+        return _Method(self.pool, getattr(self.instance, name))
+
+
+class _ThreadRay(types.ModuleType):
+    """What run_sharded asks of Ray, answered in this process, so a signal reaches its driver here."""
+
+    class exceptions:  # noqa: N801 - Ray's own name
+        RayError = RuntimeError
+
+    def __init__(self) -> None:
+        super().__init__("ray")
+        self.actors: list[_ThreadActor] = []
+
+    def remote(self, cls: type) -> Any:
+        ray = self
+
+        class Options:
+            def options(self, **_: object) -> Options:
+                return self
+
+            def remote(self, *args: object) -> _ThreadActor:
+                ray.actors.append(_ThreadActor(cls, args))
+                return ray.actors[-1]
+
+        return Options()
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": 2}
+
+    def get(self, refs: Any, timeout: float | None = None) -> Any:
+        return [r.future.result(timeout) for r in refs] if isinstance(refs, list) else refs.future.result(timeout)
+
+    def wait(self, refs: list[_Ref], timeout: float) -> tuple[list[_Ref], list[_Ref]]:
+        futures_wait([r.future for r in refs], timeout=timeout, return_when=FIRST_COMPLETED)
+        return [r for r in refs if r.future.done()], [r for r in refs if not r.future.done()]
+
+    def kill(self, actor: _ThreadActor) -> None:
+        actor.pool.shutdown(wait=False)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_kill_stops_every_shard_and_keeps_what_they_sent(fake, tmp_path, monkeypatch, signum) -> None:
+    """``kill`` (or the terminal closing) on a ``--ray`` replay: only Ctrl-C stopped the workers,
+    so a kill left them sending and their shards unmerged. Now it stops them as Ctrl-C does."""
+    app, url = fake
+    endless = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True}
+    write_capture(
+        tmp_path / "src", [{"session": f"s{i}", "path": "/slow", "body": {**endless, "tag": f"t{i}"}} for i in range(2)]
+    )
+    config = ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, telemetry=False, grace_s=0.2, shards=2)
+    prepared = _prepare(config, url)
+    monkeypatch.setitem(sys.modules, "ray", _ThreadRay())
+
+    def killed(signum: int, frame: object) -> None:
+        raise AssertionError("the replay did not handle the signal")
+
+    killed_at: list[int] = []
+
+    def kill_once_both_are_sent(live: ReplayStats) -> None:
+        if live.sent == 2 and not killed_at:
+            killed_at.append(live.sent)
+            os.kill(os.getpid(), signum)
+
+    before = signal.signal(signum, killed)
+    try:
+        summary = run_sharded(
+            config,
+            prepared.items,
+            prepared.bodies,
+            prepared.headers,
+            _recorder(config, prepared),
+            progress=kill_once_both_are_sent,
+        )
+        assert signal.getsignal(signum) is killed  # the replay's handler is gone with it
+    finally:
+        signal.signal(signum, before)
+    assert summary["stopped_early"] and summary["shards"] == 2 and summary["failed_shards"] == {}
+    # Both workers stopped sending, cancelled their endless requests after the grace, and were merged.
+    assert [x["end"] for x in CaptureReader(tmp_path / "out").exchanges()] == ["cancelled", "cancelled"]
