@@ -18,6 +18,7 @@ from infertap.apis import api_for
 from infertap.apis.fastjson import loads
 from infertap.capture.redact import REDACTED, secret_key, without_redacted
 from infertap.errors import InfertapError
+from infertap.proxy.hops import HOP_REQUEST, connection_named
 
 
 class TransformError(InfertapError):
@@ -235,25 +236,19 @@ class Transforms:
         return self.pin_defaults and any("." in dotted and dotted.split(".", 1)[0] in names for dotted, _ in self.set_values)
 
     def request_headers(self, captured: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
-        """Captured headers minus what belongs to the old connection, redacted values and drops."""
-        drop = {h.lower() for h in self.drop_headers} | {h.lower() for h in self.headers}
-        drop |= {
-            "host",
-            "content-length",
-            "connection",
-            "keep-alive",
-            "transfer-encoding",
-            "te",
-            "trailer",
-            "upgrade",
-            "proxy-authorization",
-            "proxy-connection",
-            "expect",
-        }
+        """Captured headers minus what belongs to the old connection (the proxy's rule: hop-by-hop
+        headers and those a ``Connection`` header names), redacted values and drops."""
+        drop = {h.lower() for h in self.drop_headers} | {h.lower() for h in self.headers} | _HOP_REQUEST
+        named = connection_named(
+            (b"connection", v.encode("latin-1", "replace")) for n, v in captured if n.lower() == "connection"
+        )
+        drop |= {n.decode("latin-1") for n in named}
         out = [(n, v) for n, v in captured if n.lower() not in drop and REDACTED not in v]
         out.extend(self.headers.items())
         return out
 
+
+_HOP_REQUEST = frozenset(n.decode("latin-1") for n in HOP_REQUEST)
 
 #: The APIs that read sampling settings from ``options`` (infertap/apis/ollama.py), and those settings.
 _OPTIONS_APIS = frozenset({"ollama-chat", "ollama-generate"})
