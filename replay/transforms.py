@@ -143,6 +143,12 @@ class Transforms:
     def touches_body(self) -> bool:
         return bool(self.model_map or self.model or self.set_values or self.unset or self.pin_defaults)
 
+    @property
+    def edits_every_body(self) -> bool:
+        """Whether a body that is no JSON object (a multipart upload) is refused: every transform but
+        ``--model-map`` must edit each body, while a map can't apply to one that names no model."""
+        return bool(self.model or self.set_values or self.unset or self.pin_defaults)
+
     def body(
         self, raw: bytes, *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None, path: str | None = None
     ) -> bytes:
@@ -154,8 +160,12 @@ class Transforms:
         try:
             body = loads(raw) if raw else None  # json.loads's answer, faster
         except ValueError as exc:
+            if not self.edits_every_body:
+                return raw  # only a --model-map: nothing in it to map
             raise TransformError(f"body transforms need a JSON body, and this one isn't: {exc}") from exc
         if not isinstance(body, dict):
+            if not self.edits_every_body:
+                return raw
             raise TransformError("body transforms need a JSON object body")
         if not self.apply(body, pinned=pinned, target_kind=target_kind, path=path):
             return raw  # nothing applied to this one (its model not in --model-map...): as recorded

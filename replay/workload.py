@@ -218,13 +218,15 @@ def load(
 @dataclass
 class Workload:
     """What a replay sends (``items``), where it comes from (``source``: the capture's path, id and
-    torn tails), the source's workload identity, and the first item whose body the transforms
-    given to ``load_workload`` can't apply to (None: all can)."""
+    torn tails), the source's workload identity, the first item whose body the transforms
+    given to ``load_workload`` can't apply to (None: all can), and how many bodies they pass as
+    recorded for not being JSON objects."""
 
     items: list[Item]
     source: dict[str, Any]
     identity: WorkloadIdentity
     refused: tuple[Item, str] | None = None
+    as_recorded: int = 0  # bodies that are no JSON object (multipart uploads), which a --model-map leaves as recorded
 
 
 def load_workload(
@@ -275,10 +277,11 @@ def _load(
         item.offset_ns -= base
     _count_in_flight(items)
     refused = next(((item, scan.refusals[id(item)]) for item in items if id(item) in scan.refusals), None)
+    as_recorded = sum(1 for item in items if id(item) in scan.as_recorded) * repeat
     if repeat > 1:
         items = _repeated(items, repeat)
     source = {"path": str(reader.path), "capture_id": scan.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
-    return Workload(items, source, scan.tally.identity(), refused)
+    return Workload(items, source, scan.tally.identity(), refused, as_recorded)
 
 
 _INPUTS = ("messages", "prompt", "input")  # what a request for tokens carries (infertap.apis.read)
@@ -333,6 +336,7 @@ class _Scan:
         self.links: list[Links] = []
         self.settings: dict[str, dict[str, Any]] = {}  # by exchange id
         self.refusals: dict[int, str] = {}  # id(item) -> why the transforms can't apply to its body
+        self.as_recorded: set[int] = set()  # id(item) of bodies no JSON object, that a --model-map passes
         self.chat = ChatPrefixes()
         self._anchor = 0
         self._continued: dict[bytes, int] = {}  # continuation digest -> the earliest start that made it
@@ -419,6 +423,8 @@ class _Scan:
             item.store, item.spot = self.store, spot
         if refusal is not None:
             self.refusals[id(item)] = refusal
+        elif self.check is not None and not is_object and raw and not self.check.edits_every_body:
+            self.as_recorded.add(id(item))
         self.items.append(item)
         self.seqs.append(r["seq"])
         self.links.append(links)
