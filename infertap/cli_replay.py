@@ -337,6 +337,16 @@ def _transforms(
     )
 
 
+def _note(info: dict[str, Any]) -> None:
+    """What the replay sends otherwise than asked, on stderr before it starts."""
+    if info["as_recorded"]:
+        click.echo(
+            f"note: {info['as_recorded']} request bodies are not JSON objects (multipart uploads): "
+            "--model-map can't apply to them, they are sent as recorded",
+            err=True,
+        )
+
+
 def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
     """The replay, under a live progress bar unless ``quiet``."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -344,7 +354,7 @@ def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
     from .replay import run_replay
 
     if quiet:
-        return run_replay(config)
+        return run_replay(config, on_start=_note)
     progress = Progress(
         TextColumn("[bold]replay"),
         BarColumn(),
@@ -364,6 +374,7 @@ def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
             markup=False,
             highlight=False,
         )
+        _note(info)
 
     def tick(stats: ReplayStats) -> None:
         errors = stats.generation_failed  # generation requests not answered 2xx in full

@@ -29,30 +29,13 @@ from infertap.engines.trafficgate import TrafficGate
 from infertap.errors import ConfigError, UpstreamError
 
 from .exchange import UpstreamCall, before_response, end_of
+from .hops import HOP_REQUEST, HOP_RESPONSE, connection_named
 from .looplag import LoopLag
 from .upstream import UpstreamClient, UpstreamResponse
 
 log = logging.getLogger("infertap.proxy")
 
-# Hop-by-hop headers (RFC 9110 7.6.1) belong to one connection, never forwarded. Content-Length
-# of the request is recomputed from the exact body; Host comes from the upstream URL; Expect was
-# answered by our own server before the body arrived.
-_HOP_REQUEST = frozenset(
-    b"connection keep-alive proxy-connection proxy-authorization te trailer transfer-encoding upgrade "
-    b"host content-length expect x-infertap-token".split()
-)
-_HOP_RESPONSE = frozenset(b"connection keep-alive proxy-connection transfer-encoding te trailer upgrade".split())
 _DISCONNECT_GRACE_S = 0.05
-
-
-def _connection_named(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
-    """The header names a ``Connection`` header lists (``Connection: close, X-Hop``): hop-by-hop by
-    its say (RFC 9110 7.6.1), never forwarded. Empty, at the cost of one pass, when there is none."""
-    named = [t.strip().lower() for n, v in headers if n.lower() == b"connection" for t in v.split(b",")]
-    return frozenset(named) if named else _NONE
-
-
-_NONE: frozenset[bytes] = frozenset()
 
 
 def _error_body(status: int, kind: str, message: str) -> bytes:
@@ -226,8 +209,8 @@ class RecordingProxy:
                 return
             record["request_body"] = body
             target = self._prefix + raw_path + (b"?" + query if query else b"")
-            named = _connection_named(raw_headers)  # the headers Connection names are this hop's too
-            headers = [(n, v) for n, v in raw_headers if n not in _HOP_REQUEST and n not in named]
+            named = connection_named(raw_headers)  # the headers Connection names are this hop's too
+            headers = [(n, v) for n, v in raw_headers if n not in HOP_REQUEST and n not in named]
             hangup = _Hangup(receive, send, record, task)
             try:
                 await self._forward(scope, send, record, hangup, target, headers, body)
@@ -320,8 +303,8 @@ class RecordingProxy:
                 hangup.finished = True
                 await self._send_error(send, record, error.status_code, error.error_type, str(error))
                 return
-            named = _connection_named(response.headers)
-            start = [(n, v) for n, v in response.headers if n.lower() not in _HOP_RESPONSE and n.lower() not in named]
+            named = connection_named(response.headers)
+            start = [(n, v) for n, v in response.headers if n.lower() not in HOP_RESPONSE and n.lower() not in named]
             if response.status_code in (204, 304):  # no body follows, whatever length it names (RFC 9110 8.6)
                 start = [(n, v) for n, v in start if n.lower() != b"content-length"]
             await send({"type": "http.response.start", "status": response.status_code, "headers": start})

@@ -48,6 +48,7 @@ class _Prepared:
     shown: str  # the target as recorded and reported: a password in it redacted
     probe_headers: dict[str, str]  # the target's credentials, for probes; never stored
     identity: WorkloadIdentity  # the source's workload identity, computed as it was loaded
+    as_recorded: int = 0  # bodies no JSON object (multipart uploads) that --model-map sends as recorded
 
     def facts(self) -> dict[str, Any]:
         """Where from and against what: told ``on_start``, and in the summary."""
@@ -55,7 +56,7 @@ class _Prepared:
 
     def start_info(self, out: Path, **extra: Any) -> dict[str, Any]:
         """What ``on_start`` is told once everything is ready."""
-        return {"items": len(self.items), **self.facts(), "out": str(out), **extra}
+        return {"items": len(self.items), **self.facts(), "out": str(out), "as_recorded": self.as_recorded, **extra}
 
 
 def run_replay(
@@ -67,7 +68,8 @@ def run_replay(
 ) -> dict[str, Any]:
     """Replay ``config.capture`` against ``config.target`` into the capture ``config.out``; returns
     the run's summary. ``progress`` is called with the live stats a few times a second, and
-    ``on_start`` once, with what is about to be replayed, just before the first request.
+    ``on_start`` once, with what is about to be replayed, just before the first request (its
+    ``as_recorded``: how many bodies, no JSON object, a ``--model-map`` leaves as recorded).
     ``stop_when``, asked as often as ``progress``, ends the run early when it says so (a capacity
     sweep's point that is clearly lost); in-flight requests get the grace period, as on Ctrl-C.
     Not with ``config.ray``.
@@ -107,7 +109,17 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
     probe_headers = {n: v for n, v in transforms.headers.items() if n.lower() == "authorization"}
     target_kind = _target_kind(config, probe_headers) if config.probe else None
     bodies, headers = _transform(workload, transforms, target_kind)
-    return _Prepared(workload.items, bodies, headers, workload.source, target_kind, shown, probe_headers, workload.identity)
+    return _Prepared(
+        workload.items,
+        bodies,
+        headers,
+        workload.source,
+        target_kind,
+        shown,
+        probe_headers,
+        workload.identity,
+        workload.as_recorded,
+    )
 
 
 def _target_kind(config: ReplayConfig, probe_headers: dict[str, str]) -> str | None:
@@ -174,6 +186,7 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
             "headers": sorted(transforms.headers),
             "drop_headers": sorted(transforms.drop_headers),
             "pin_defaults": transforms.pin_defaults,
+            "as_recorded": prepared.as_recorded,  # bodies no JSON object: --model-map can't apply, sent as recorded
         },
         "limit": config.limit,
         "repeat": config.repeat,

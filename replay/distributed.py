@@ -6,7 +6,8 @@ part. Only then does it pick the start: an instant a little ahead, converted to 
 clock (offsets measured by round trips), so original timing holds across machines. Each worker
 records its shard as a run of its own (its recorder id names the shard) and returns the segments;
 the driver writes them into one capture. A worker that dies loses its own shard only: the
-others are merged, and the error names it.
+others are merged, and the error names it. A stop signal to the driver (Ctrl-C, ``kill``, the
+terminal closing) stops every worker, as it stops a replay in one process, and their shards are merged.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import socket
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,9 +31,10 @@ from infertap.capture.reader import capture_id_of
 from infertap.capture.segments import next_segment_index, segment_name, segment_paths
 from infertap.capture.writer import CaptureWriter
 from infertap.errors import InfertapError
+from infertap.stopping import stop_signals
 
 from .config import ReplayConfig
-from .runner import Replay, ReplayStats, session_summary, summarize
+from .runner import Replay, ReplayStats, redacted_names, session_summary, summarize
 from .shards import Shard, shard_schedules, split
 from .workload import Item
 
@@ -218,14 +222,15 @@ def run_sharded(
 
     out = Path(config.out)
     workers = _start_workers(ray, worker, config, items, bodies, headers, recorder)
-    hellos = _hellos(ray, workers)
-    here = socket.gethostname()
-    # Workers on this host share its clock; others get their offset measured (None: same clock).
-    clocks = [(0.0, None) if h["host"] == here else _clock_offset(ray, w) for h, w in zip(hellos, workers, strict=True)]
-    start = time.time() + _LEAD_S
-    runs = {w.run.remote(start + offset): k for k, (w, (offset, _)) in enumerate(zip(workers, clocks, strict=True))}
-    results, failed = _wait_for_runs(ray, workers, runs, ReplayStats(total=len(items)), progress)
-    written = merge_segments(out, [results[k]["segments"] for k in sorted(results)])
+    with _stop_requests() as asked:  # from here to the merge: a kill stops the workers and keeps their shards
+        hellos = _hellos(ray, workers)
+        here = socket.gethostname()
+        # Workers on this host share its clock; others get their offset measured (None: same clock).
+        clocks = [(0.0, None) if h["host"] == here else _clock_offset(ray, w) for h, w in zip(hellos, workers, strict=True)]
+        start = time.time() + _LEAD_S
+        runs = {w.run.remote(start + offset): k for k, (w, (offset, _)) in enumerate(zip(workers, clocks, strict=True))}
+        results, failed = _wait_for_runs(ray, workers, runs, ReplayStats(total=len(items)), progress, asked)
+        written = merge_segments(out, [results[k]["segments"] for k in sorted(results)])
     for w in workers:
         ray.kill(w)
     summary = _merge_summaries(results, clocks, config)
@@ -244,6 +249,10 @@ def _start_workers(
     recorder: Mapping[str, Any],
 ) -> list[Any]:
     """One actor per shard, each handed its part of the workload and its part of the schedule."""
+    # The names the source capture redacted, learned here from the captured headers the workers
+    # don't get: a secret --header gives one of them stays out of every shard's capture.
+    headers_redacted, query_redacted = redacted_names(config, items)
+    config = replace(config, redact_headers=headers_redacted, redact_query=query_redacted)
     parts = split(items, shard_count(ray, config))
     for part in parts:  # the prepared bodies and headers travel; the captured ones are not needed
         part.items = [replace(item, raw=b"", store=None, headers=[], settings=None) for item in part.items]
@@ -275,36 +284,58 @@ def _hellos(ray: Any, workers: list[Any]) -> list[dict[str, Any]]:
         raise DistributedReplayError(f"a replay worker could not start, nothing was sent: {exc}") from exc
 
 
+@contextmanager
+def _stop_requests() -> Iterator[threading.Event]:
+    """An event the first stop signal sets (Ctrl-C, ``kill``, the terminal closing: ``stop_signals``,
+    as a replay in one process stops on them); a second raises KeyboardInterrupt, to stop waiting
+    too. Handled only from the main thread, where Python runs signal handlers; restored after."""
+    asked = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield asked
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if asked.is_set():
+            raise KeyboardInterrupt
+        asked.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in stop_signals()}
+    try:
+        yield asked
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 def _wait_for_runs(
     ray: Any,
     workers: list[Any],
     runs: dict[Any, int],
     live: ReplayStats,
     progress: Callable[[ReplayStats], None] | None,
+    asked: threading.Event,
 ) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:
-    """Each shard's result, or why it failed, by shard; Ctrl-C stops every worker (twice: here too)."""
+    """Each shard's result, or why it failed, by shard; once ``asked`` (a stop signal), every
+    worker stops sending and gives its in-flight requests the grace period."""
     results: dict[int, dict[str, Any]] = {}
     failed: dict[int, str] = {}
     stopping = False
     pending = list(runs)
     while pending:
-        try:
-            done, pending = ray.wait(pending, timeout=0.2)
-            for ref in done:
-                k = runs[ref]
-                try:
-                    results[k] = ray.get(ref)
-                except ray.exceptions.RayError as exc:
-                    failed[k] = _reason(exc)
-            if progress:
-                _tick(ray, live, [results[k]["stats"] for k in results], [workers[runs[ref]] for ref in pending])
-                progress(live)
-        except KeyboardInterrupt:
-            if stopping:
-                raise
-            stopping = True  # stop sending everywhere; in-flight requests get the grace period
+        if asked.is_set() and not stopping:
+            stopping = True
             for w in workers:
                 w.stop.remote()
+        done, pending = ray.wait(pending, timeout=0.2)
+        for ref in done:
+            k = runs[ref]
+            try:
+                results[k] = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                failed[k] = _reason(exc)
+        if progress:
+            _tick(ray, live, [results[k]["stats"] for k in results], [workers[runs[ref]] for ref in pending])
+            progress(live)
     return results, failed
 
 

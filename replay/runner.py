@@ -42,11 +42,12 @@ from .transforms import TransformError, rechained, sent_query
 from .workload import Item
 
 
-def _redactor(config: ReplayConfig, items: Sequence[Item]) -> Redactor:
-    """The replay capture's redactor: the defaults, the names given (``--redact-header``,
-    ``--redact-query``), and those the source capture redacted (their values recorded as the
-    placeholder), so that a value ``--header`` gives one is not written in clear where the
-    recording kept it out."""
+def redacted_names(config: ReplayConfig, items: Sequence[Item]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The header and query parameter names the replay's capture redacts beyond the defaults: those
+    given (``--redact-header``, ``--redact-query``) and those the source capture redacted (their
+    values recorded as the placeholder), so that a value ``--header`` gives one is not written in
+    clear where the recording kept it out. Read from the items' captured headers, which a sharded
+    replay doesn't ship to its workers: it hands them these names instead."""
     headers, params = set(config.redact_headers), set(config.redact_query)
     seen: set[int] = set()  # items share one header list per distinct set
     for item in items:
@@ -55,7 +56,12 @@ def _redactor(config: ReplayConfig, items: Sequence[Item]) -> Redactor:
             headers.update(name for name, value in item.headers if REDACTED in value)
         if REDACTED in item.query:
             params.update(unquote_plus(p.partition("=")[0]) for p in item.query.split("&") if p.partition("=")[2] == REDACTED)
-    return Redactor(headers, params)
+    return tuple(sorted(headers)), tuple(sorted(params))
+
+
+def _redactor(config: ReplayConfig, items: Sequence[Item]) -> Redactor:
+    """The replay capture's redactor: the defaults and ``redacted_names``."""
+    return Redactor(*redacted_names(config, items))
 
 
 def _response_id(record: Exchange) -> str | None:
@@ -223,13 +229,15 @@ class Replay:
         self._dispatcher: asyncio.Task[None] | None = None
         self._client: UpstreamClient | None = None
         self._seq = 0
-        # --sessions closed: a turn is sent its think time after its parent ends here, not at its recorded time.
+        # --sessions closed: a turn is sent its think time after the turn it was measured from (its
+        # parent, or a later-ending turn of its session) ends here, not at its recorded time.
         self._closed = config.sessions == "closed"
         self._children: dict[int, list[Item]] = {}
         if self._closed:
             for item in items:
                 if item.parent is not None:
-                    self._children.setdefault(item.parent, []).append(item)
+                    since = item.think_from if item.think_from is not None else item.parent
+                    self._children.setdefault(since, []).append(item)
         self._later: dict[int, asyncio.TimerHandle] = {}  # turns waiting out their think time
         # Closed loop: each request's turns, and the turns whose parent is done, by index (a heap).
         self._turns_of: dict[int, list[int]] = {}
@@ -446,20 +454,21 @@ class Replay:
     def _body(self, item: Item, record: Exchange, body: bytes) -> bytes | None:
         """The request's body as sent, its turn linked to the target's exchanges: ``parent_id`` names the
         exchange its parent became here, and a ``previous_response_id`` the target's id for that response.
-        None when the target gave the parent's response no id: the turn is refused, never sent stale."""
-        if item.parent is None:
-            if item.previous_response_id is not None:  # its parent is not in this replay: the target can't know the id
-                self._refuse(
-                    record,
-                    f"not sent: its previous_response_id {item.previous_response_id!r} names a response of a turn "
-                    "this replay doesn't send (a filter or --limit left it out, or the capture starts mid-conversation)",
-                )
-                return None
-            return body
-        if (parent_id := self._ids.get(item.parent)) is not None:
+        None when the response it names is not its parent's here (that turn is not in this replay: its
+        parent, if any, was linked by its session) or the target gave the parent's response no id: the
+        turn is refused, never sent stale nor continuing another conversation."""
+        if item.parent is not None and (parent_id := self._ids.get(item.parent)) is not None:
             record["parent_id"] = parent_id
         if item.previous_response_id is None:
             return body
+        if item.parent is None or item.parent_response_id != item.previous_response_id:
+            # The response it names is of a turn this replay doesn't send: the target can't know its id.
+            self._refuse(
+                record,
+                f"not sent: its previous_response_id {item.previous_response_id!r} names a response of a turn "
+                "this replay doesn't send (a filter or --limit left it out, or the capture starts mid-conversation)",
+            )
+            return None
         response_id = self._response_ids.get(item.parent)
         if response_id is None:
             self._refuse(
@@ -500,8 +509,10 @@ class Replay:
             self.stats.capped += queue_wait > 0
 
     def _follow(self, item: Item) -> None:
-        """The turns that continue ``item``, each sent its (scaled) think time after ``item`` ended
-        here: the agent's own pacing, whatever the target's speed; that wait is not lag."""
+        """The turns whose think time runs from ``item``'s end (those that continue it, or a turn
+        beside it that ended earlier), each sent its (scaled) think time after ``item`` ended here:
+        the agent's own pacing, whatever the target's speed; that wait is not lag. A turn whose
+        parent is still running then waits for it too (``dep_wait_ns``)."""
         ended = self.writer.elapsed_ns()
         loop = asyncio.get_running_loop()
         for child in self._children.get(item.index, ()):

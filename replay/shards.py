@@ -16,7 +16,7 @@ from .workload import Item
 
 @dataclass
 class Shard:
-    """One worker's part: its items re-indexed from 0 (parents too), and their global indexes."""
+    """One worker's part: its items re-indexed from 0 (parents and ``think_from`` too), and their global indexes."""
 
     index: int
     items: list[Item]
@@ -24,13 +24,25 @@ class Shard:
 
 
 def conversations(items: list[Item]) -> list[list[int]]:
-    """Indexes of the items of each conversation, conversations in order of their first item."""
-    root: list[int] = []
+    """Indexes of the items of each conversation, conversations in order of their first item. A
+    turn's conversation holds its parent and the turn its think time is measured from (with
+    ``--sessions closed`` it waits for both), which may lie in another tree of its session."""
+    root = list(range(len(items)))  # union-find: each group's root is its first item
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]  # halve the path
+            i = root[i]
+        return i
+
+    for item in items:
+        for other in (item.parent, item.think_from):
+            if other is not None:
+                a, b = find(other), find(item.index)
+                root[max(a, b)] = min(a, b)
     groups: dict[int, list[int]] = {}
     for item in items:
-        r = root[item.parent] if item.parent is not None else item.index
-        root.append(r)
-        groups.setdefault(r, []).append(item.index)
+        groups.setdefault(find(item.index), []).append(item.index)
     return list(groups.values())
 
 
@@ -48,7 +60,12 @@ def split(items: list[Item], n: int) -> list[Shard]:
         indexes.sort()
         local = {g: i for i, g in enumerate(indexes)}
         shard_items = [
-            replace(items[g], index=i, parent=None if (parent := items[g].parent) is None else local[parent])
+            replace(
+                items[g],
+                index=i,
+                parent=None if (parent := items[g].parent) is None else local[parent],
+                think_from=None if (since := items[g].think_from) is None else local[since],
+            )
             for i, g in enumerate(indexes)
         ]
         shards.append(Shard(k, shard_items, indexes))

@@ -18,6 +18,7 @@ from infertap.apis import api_for
 from infertap.apis.fastjson import loads
 from infertap.capture.redact import REDACTED, secret_key, without_redacted
 from infertap.errors import InfertapError
+from infertap.proxy.hops import HOP_REQUEST, connection_named
 
 
 class TransformError(InfertapError):
@@ -142,6 +143,12 @@ class Transforms:
     def touches_body(self) -> bool:
         return bool(self.model_map or self.model or self.set_values or self.unset or self.pin_defaults)
 
+    @property
+    def edits_every_body(self) -> bool:
+        """Whether a body that is no JSON object (a multipart upload) is refused: every transform but
+        ``--model-map`` must edit each body, while a map can't apply to one that names no model."""
+        return bool(self.model or self.set_values or self.unset or self.pin_defaults)
+
     def body(
         self, raw: bytes, *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None, path: str | None = None
     ) -> bytes:
@@ -153,8 +160,12 @@ class Transforms:
         try:
             body = loads(raw) if raw else None  # json.loads's answer, faster
         except ValueError as exc:
+            if not self.edits_every_body:
+                return raw  # only a --model-map: nothing in it to map
             raise TransformError(f"body transforms need a JSON body, and this one isn't: {exc}") from exc
         if not isinstance(body, dict):
+            if not self.edits_every_body:
+                return raw
             raise TransformError("body transforms need a JSON object body")
         if not self.apply(body, pinned=pinned, target_kind=target_kind, path=path):
             return raw  # nothing applied to this one (its model not in --model-map...): as recorded
@@ -235,25 +246,19 @@ class Transforms:
         return self.pin_defaults and any("." in dotted and dotted.split(".", 1)[0] in names for dotted, _ in self.set_values)
 
     def request_headers(self, captured: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
-        """Captured headers minus what belongs to the old connection, redacted values and drops."""
-        drop = {h.lower() for h in self.drop_headers} | {h.lower() for h in self.headers}
-        drop |= {
-            "host",
-            "content-length",
-            "connection",
-            "keep-alive",
-            "transfer-encoding",
-            "te",
-            "trailer",
-            "upgrade",
-            "proxy-authorization",
-            "proxy-connection",
-            "expect",
-        }
+        """Captured headers minus what belongs to the old connection (the proxy's rule: hop-by-hop
+        headers and those a ``Connection`` header names), redacted values and drops."""
+        drop = {h.lower() for h in self.drop_headers} | {h.lower() for h in self.headers} | _HOP_REQUEST
+        named = connection_named(
+            (b"connection", v.encode("latin-1", "replace")) for n, v in captured if n.lower() == "connection"
+        )
+        drop |= {n.decode("latin-1") for n in named}
         out = [(n, v) for n, v in captured if n.lower() not in drop and REDACTED not in v]
         out.extend(self.headers.items())
         return out
 
+
+_HOP_REQUEST = frozenset(n.decode("latin-1") for n in HOP_REQUEST)
 
 #: The APIs that read sampling settings from ``options`` (infertap/apis/ollama.py), and those settings.
 _OPTIONS_APIS = frozenset({"ollama-chat", "ollama-generate"})

@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from infertap.apis import Links, api_for, json_body, link, sessions_of, think_times, turns_of
+from infertap.apis import Links, api_for, json_body, link, sessions_of, think_times_from, turns_of
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
 from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.read import CHAT, UNKNOWN
@@ -67,10 +67,12 @@ class Item:
     parent: int | None = None  # index of the item this one continues
     concurrency: int = 1  # requests in flight when it started originally, itself included
     turn: int = 0  # its place in its conversation (0: the first request)
-    think_ns: int | None = None  # with a parent: the agent's own time between the parent's end and this send
+    think_ns: int | None = None  # with a parent: the agent's own time between the last end in its session and this send
+    think_from: int | None = None  # with a parent: the item whose end that is (its parent, or a later-ending turn)
     repeat: int = 0
     settings: dict[str, Any] | None = None  # the source's effective settings (enrichment)
     previous_response_id: str | None = None  # a Responses request that continues a stored response
+    parent_response_id: str | None = None  # with both: the response id its parent's answer was recorded with
     raw: bytes | None = None  # the request body, when held here...
     store: BodyStore | None = None  # ...else read again from the capture: ``spot`` in this store
     spot: int = -1
@@ -118,6 +120,7 @@ class SessionSample:
         for i, item in enumerate(kept):
             item.index = i
             item.parent = None if item.parent is None else renumbered[item.parent]
+            item.think_from = None if item.think_from is None else renumbered[item.think_from]  # in its session: kept
         return kept
 
 
@@ -182,18 +185,21 @@ def _link(items: list[Item], links: list[Links]) -> None:
     sessions = sessions_of(parents, [item.session for item in items], names)
     for item, parent, turn, session in zip(items, parents, turns_of(parents), sessions, strict=True):
         item.parent, item.turn, item.session = parent, turn, session
+        if parent is not None and item.previous_response_id is not None:
+            # Whether the parent is the response it names: a session header may link it to another turn.
+            item.parent_response_id = links[parent].response_id
     # Think times among generation requests only, as the analysis has them: a GET is no turn.
     turns = [i for i, item in enumerate(items) if item.generation]
     place = {i: k for k, i in enumerate(turns)}
-    thinks = think_times(
+    thinks = think_times_from(
         [None if (parent := parents[i]) is None else place[parent] for i in turns],
         [sessions[i] for i in turns],
         [sent[i] for i in turns],
         [ended[i] for i in turns],
     )
-    for i, think in zip(turns, thinks, strict=True):
-        if think is not None:
-            items[i].think_ns = think
+    for i, found in zip(turns, thinks, strict=True):
+        if found is not None:
+            items[i].think_ns, items[i].think_from = found[0], turns[found[1]]
 
 
 def load(
@@ -212,13 +218,15 @@ def load(
 @dataclass
 class Workload:
     """What a replay sends (``items``), where it comes from (``source``: the capture's path, id and
-    torn tails), the source's workload identity, and the first item whose body the transforms
-    given to ``load_workload`` can't apply to (None: all can)."""
+    torn tails), the source's workload identity, the first item whose body the transforms
+    given to ``load_workload`` can't apply to (None: all can), and how many bodies they pass as
+    recorded for not being JSON objects."""
 
     items: list[Item]
     source: dict[str, Any]
     identity: WorkloadIdentity
     refused: tuple[Item, str] | None = None
+    as_recorded: int = 0  # bodies that are no JSON object (multipart uploads), which a --model-map leaves as recorded
 
 
 def load_workload(
@@ -269,10 +277,11 @@ def _load(
         item.offset_ns -= base
     _count_in_flight(items)
     refused = next(((item, scan.refusals[id(item)]) for item in items if id(item) in scan.refusals), None)
+    as_recorded = sum(1 for item in items if id(item) in scan.as_recorded) * repeat
     if repeat > 1:
         items = _repeated(items, repeat)
     source = {"path": str(reader.path), "capture_id": scan.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
-    return Workload(items, source, scan.tally.identity(), refused)
+    return Workload(items, source, scan.tally.identity(), refused, as_recorded)
 
 
 _INPUTS = ("messages", "prompt", "input")  # what a request for tokens carries (infertap.apis.read)
@@ -327,6 +336,7 @@ class _Scan:
         self.links: list[Links] = []
         self.settings: dict[str, dict[str, Any]] = {}  # by exchange id
         self.refusals: dict[int, str] = {}  # id(item) -> why the transforms can't apply to its body
+        self.as_recorded: set[int] = set()  # id(item) of bodies no JSON object, that a --model-map passes
         self.chat = ChatPrefixes()
         self._anchor = 0
         self._continued: dict[bytes, int] = {}  # continuation digest -> the earliest start that made it
@@ -413,6 +423,8 @@ class _Scan:
             item.store, item.spot = self.store, spot
         if refusal is not None:
             self.refusals[id(item)] = refusal
+        elif self.check is not None and not is_object and raw and not self.check.edits_every_body:
+            self.as_recorded.add(id(item))
         self.items.append(item)
         self.seqs.append(r["seq"])
         self.links.append(links)
@@ -488,6 +500,7 @@ def _repeated(items: list[Item], repeat: int) -> list[Item]:
                     repeat=k,
                     session=None if it.session is None else f"{it.session}#{k}",  # each copy its own sessions
                     parent=None if it.parent is None else it.parent + k * len(items),
+                    think_from=None if it.think_from is None else it.think_from + k * len(items),
                 )
             )
     return items + copies

@@ -9,7 +9,7 @@ answer. Imports nothing of the rest of infertap: the capture's bytes are all it 
 
 from .body import decoded_chunks, ended_by_marker, header
 from .conversation import Link, Links, links_of
-from .linking import link, sessions_of, think_times, turns_of
+from .linking import link, sessions_of, think_times, think_times_from, turns_of
 from .read import APIS, api_for, is_generation, json_body, read_request, read_response, stream_done
 from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
 from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments
@@ -22,6 +22,7 @@ __all__ = [
     "links_of",
     "sessions_of",
     "think_times",
+    "think_times_from",
     "turns_of",
     "APIS",
     "FINISH_REASONS",

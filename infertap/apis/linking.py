@@ -110,15 +110,26 @@ def think_times(
     later turn's, such as the answer a retried turn replaced) to its send, never below zero; None for
     a session's first turn. Summed over a session whose turns never overlap, it is the time the
     session waited on its client."""
+    return [None if found is None else found[0] for found in think_times_from(parents, sessions, sent, ended)]
+
+
+def think_times_from(
+    parents: Sequence[int | None], sessions: Sequence[str], sent: Sequence[int], ended: Sequence[int]
+) -> list[tuple[int, int] | None]:
+    """``think_times`` with the turn each is measured from: (think time, index of the turn whose end
+    starts it: its parent, or a turn of its session that ended later). A replay that keeps the
+    agent's pacing waits from that end, not its parent's, which may have ended well before."""
     by_session: dict[str, _Ended] = {}
-    out: list[int | None] = []
+    out: list[tuple[int, int] | None] = []
     for i, (parent, session) in enumerate(zip(parents, sessions, strict=True)):
         state = by_session.setdefault(session, _Ended())
-        latest = state.latest_by(sent[i])
+        latest = state.latest_by(sent[i])  # ended at or before this send
         state.add(i, ended[i])
         if parent is None:
             out.append(None)
             continue
-        ends = [e for e in (ended[parent], latest[0] if latest else None) if e is not None and e <= sent[i]]
-        out.append(sent[i] - max(ends) if ends else 0)
+        end, since = ended[parent], parent
+        if latest is not None and (end > sent[i] or latest[0] > end):
+            end, since = latest
+        out.append((sent[i] - end if end <= sent[i] else 0, since))
     return out

@@ -265,6 +265,31 @@ def test_per_request_failures_are_recorded_and_counted(fake, tmp_path):
     assert reset["end"] == "upstream_error" and b"partial" in b"".join(reset["chunks"])
 
 
+def test_a_model_map_passes_a_body_that_is_no_json_as_recorded_and_says_so(fake, tmp_path):
+    """A multipart upload (/v1/audio/transcriptions) beside chat: --model-map refused the whole
+    replay, although a map can't apply to a body that names no model. Transforms that must edit
+    every body still refuse it."""
+    app, url = fake
+    upload = b'--xx\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper\r\n--xx--\r\n'
+    multipart = [["content-type", "multipart/form-data; boundary=xx"]]
+    write_capture(
+        tmp_path / "src",
+        [{"body": _chat("a")}, {"offset_s": 0.05, "path": "/v1/audio/transcriptions", "body": upload, "headers": multipart}],
+    )
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--no-probe", "--no-telemetry", "--json", "--model-map", "m=m2"]
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "1 request bodies are not JSON objects" in result.stderr and json.loads(result.stdout)["sent"] == 2
+    chat, sent_upload = app.requests
+    assert json.loads(chat["body"])["model"] == "m2" and sent_upload["body"] == upload  # byte for byte
+    header = next(CaptureReader(tmp_path / "out").records())
+    assert header["recorder"]["transforms"]["as_recorded"] == 1
+    for transforms in (Transforms(model="m2"), Transforms(model_map={"m": "m2"}, set_values=[("temperature", 0)])):
+        with pytest.raises(ReplayError, match="src-1.*JSON body"):
+            run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "refused", probe=False, transforms=transforms))
+    assert len(app.requests) == 2
+
+
 def test_bad_input_fails_before_anything_is_sent(fake, tmp_path):
     app, url = fake
     write_capture(tmp_path / "src", [{"body": _chat("a")}, {"id": "plain", "body": b"not json at all"}])

@@ -241,3 +241,21 @@ def test_a_redacted_query_parameter_is_no_part_of_a_requests_digest():
     digest = lambda query: request_digest("POST", "/v1/chat/completions", query, b"{}")  # noqa: E731
     assert digest(f"key={REDACTED}&alt=sse") == digest("alt=sse") == digest(f"alt=sse&key={REDACTED}")
     assert digest("alt=sse") != digest("alt=sse&api-version=1") == digest(f"alt=sse&api-version=1&key={REDACTED}")
+
+
+def test_headers_a_connection_header_names_are_not_replayed(fake, tmp_path):
+    """``Connection: keep-alive, X-Hop`` makes X-Hop the old connection's, as the proxy treats it
+    (it never forwards it); the replay sent it to the target."""
+    app, url = fake
+    headers = [
+        ["content-type", "application/json"],
+        ["Connection", "keep-alive, X-Hop"],
+        ["x-hop", "proxy-only"],
+        ["x-keep", "1"],
+    ]
+    write_capture(tmp_path / "src", [{"body": _chat("q"), "headers": headers}])
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, telemetry=False))
+    (sent,) = _sent(app)
+    names = [n for n, _ in sent["headers"]]
+    assert b"x-hop" not in names and (b"x-keep", b"1") in sent["headers"]
+    assert Transforms().request_headers(headers) == [("content-type", "application/json"), ("x-keep", "1")]

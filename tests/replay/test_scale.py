@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+import types
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -15,10 +22,20 @@ import ray
 
 from infertap.analysis import Analysis
 from infertap.capture.reader import CaptureReader
-from infertap.replay import ReplayConfig, ReplayError, Schedule, ScheduleError, load, run_replay
-from infertap.replay.distributed import DistributedReplayError, ShardWorker, _clock_offset, run_sharded
+from infertap.capture.redact import REDACTED
+from infertap.replay import ReplayConfig, ReplayError, ReplayStats, Schedule, ScheduleError, Transforms, load, run_replay
+from infertap.replay.api import _prepare, _recorder
+from infertap.replay.distributed import (
+    DistributedReplayError,
+    ShardWorker,
+    _clock_offset,
+    _start_workers,
+    merge_segments,
+    run_sharded,
+)
 from infertap.replay.shards import shard_schedules, split
-from tests.helpers import write_capture
+from infertap.replay.workload import Item
+from tests.helpers import decompressed_bytes, write_capture
 
 
 def workload(tmp_path: Path, *, turns: int = 3, conversations: int = 4, singles: int = 12, span_s: float = 1.2) -> Path:
@@ -61,6 +78,20 @@ def test_shards_keep_conversations_whole_and_balance_the_load(tmp_path: Path) ->
     assert len(split(items, 100)) == 5 + 9  # no more shards than conversations
     with pytest.raises(ScheduleError):
         split(items, 0)
+
+
+def test_a_turn_stays_on_the_shard_of_the_turn_its_think_time_runs_from() -> None:
+    """Two trees of one explicit session: a turn of the first measured its think time from the
+    end of the second's turn (it ended later), and waits for it with --sessions closed."""
+
+    def item(index: int, parent: int | None = None, think_from: int | None = None) -> Item:
+        return Item(index, f"x{index}", "POST", "/v1/chat/completions", "", [], index, 1, parent=parent, think_from=think_from)
+
+    items = [item(0), item(1), item(2), item(3, parent=0, think_from=2)]
+    parts = split(items, 3)
+    assert sorted(part.origin for part in parts) == [[0, 2, 3], [1]]
+    (together,) = [part for part in parts if len(part.items) == 3]
+    assert [(i.parent, i.think_from) for i in together.items] == [(None, None), (None, None), (0, 1)]  # re-indexed
 
 
 def test_shard_schedules_divide_closed_loop_limits() -> None:
@@ -243,3 +274,156 @@ def test_clock_offsets_are_measured_and_captures_append(fake, tmp_path, ray_clus
     assert kinds == ["replay", "replay", "telemetry"] * 2
     assert len({h["capture_id"] for h in headers}) == 1 and reader.closed_cleanly
     assert len(list(reader.exchanges())) == 48
+
+
+class _Actor:
+    """``ray.remote(cls).options(...)``, the actor built here: a shard's worker without Ray."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def options(self, **_: object) -> _Actor:
+        return self
+
+    def remote(self, *args: object) -> object:
+        return self.cls(*args)
+
+
+class _NoRay:
+    def remote(self, cls: type) -> _Actor:
+        return _Actor(cls)
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": 1}
+
+
+def test_a_header_the_source_redacted_is_redacted_in_each_shard_s_capture(fake, tmp_path) -> None:
+    """The workers get no captured headers: the driver tells them which names the source redacted,
+    so a value ``--header`` gives one (recorded with --redact-header X-Tenant) is not written in
+    clear, as a replay in one process keeps it out."""
+    app, url = fake
+    headers = [["content-type", "application/json"], ["x-tenant", REDACTED]]
+    write_capture(
+        tmp_path / "src", [{"body": {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "headers": headers}]
+    )
+    config = ReplayConfig(
+        tmp_path / "src",
+        url,
+        tmp_path / "out",
+        probe=False,
+        telemetry=False,
+        transforms=Transforms(headers={"X-Tenant": "SECRET-42"}),
+    )
+    prepared = _prepare(config, url)
+    (worker,) = _start_workers(
+        _NoRay(), ShardWorker, config, prepared.items, prepared.bodies, prepared.headers, _recorder(config, prepared)
+    )
+    assert all(item.headers == [] for item in worker.shard.items)  # the captured headers stay with the driver
+    result = worker.run(time.time())
+    merge_segments(tmp_path / "out", [result["segments"]])
+    assert (b"x-tenant", b"SECRET-42") in app.requests[-1]["headers"]  # sent, as given
+    assert b"SECRET-42" not in decompressed_bytes(tmp_path / "out")
+    (x,) = CaptureReader(tmp_path / "out").exchanges()
+    assert ["X-Tenant", REDACTED] in x["request_headers"]
+
+
+class _Ref:
+    def __init__(self, future: Future) -> None:
+        self.future = future
+
+
+class _Method:
+    def __init__(self, pool: ThreadPoolExecutor, fn: Callable[..., object]) -> None:
+        self.pool, self.fn = pool, fn
+
+    def remote(self, *args: object) -> _Ref:
+        return _Ref(self.pool.submit(self.fn, *args))
+
+
+class _ThreadActor:
+    """A Ray actor in threads of this process: each method call runs on the actor's own pool."""
+
+    def __init__(self, cls: type, args: tuple) -> None:
+        self.instance = cls(*args)
+        self.pool = ThreadPoolExecutor(4)
+
+    def __getattr__(self, name: str) -> _Method:
+        return _Method(self.pool, getattr(self.instance, name))
+
+
+class _ThreadRay(types.ModuleType):
+    """What run_sharded asks of Ray, answered in this process, so a signal reaches its driver here."""
+
+    class exceptions:  # noqa: N801 - Ray's own name
+        RayError = RuntimeError
+
+    def __init__(self) -> None:
+        super().__init__("ray")
+        self.actors: list[_ThreadActor] = []
+
+    def remote(self, cls: type) -> Any:
+        ray = self
+
+        class Options:
+            def options(self, **_: object) -> Options:
+                return self
+
+            def remote(self, *args: object) -> _ThreadActor:
+                ray.actors.append(_ThreadActor(cls, args))
+                return ray.actors[-1]
+
+        return Options()
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": 2}
+
+    def get(self, refs: Any, timeout: float | None = None) -> Any:
+        return [r.future.result(timeout) for r in refs] if isinstance(refs, list) else refs.future.result(timeout)
+
+    def wait(self, refs: list[_Ref], timeout: float) -> tuple[list[_Ref], list[_Ref]]:
+        futures_wait([r.future for r in refs], timeout=timeout, return_when=FIRST_COMPLETED)
+        return [r for r in refs if r.future.done()], [r for r in refs if not r.future.done()]
+
+    def kill(self, actor: _ThreadActor) -> None:
+        actor.pool.shutdown(wait=False)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_kill_stops_every_shard_and_keeps_what_they_sent(fake, tmp_path, monkeypatch, signum) -> None:
+    """``kill`` (or the terminal closing) on a ``--ray`` replay: only Ctrl-C stopped the workers,
+    so a kill left them sending and their shards unmerged. Now it stops them as Ctrl-C does."""
+    app, url = fake
+    endless = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True}
+    write_capture(
+        tmp_path / "src", [{"session": f"s{i}", "path": "/slow", "body": {**endless, "tag": f"t{i}"}} for i in range(2)]
+    )
+    config = ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, telemetry=False, grace_s=0.2, shards=2)
+    prepared = _prepare(config, url)
+    monkeypatch.setitem(sys.modules, "ray", _ThreadRay())
+
+    def killed(signum: int, frame: object) -> None:
+        raise AssertionError("the replay did not handle the signal")
+
+    killed_at: list[int] = []
+
+    def kill_once_both_are_sent(live: ReplayStats) -> None:
+        if live.sent == 2 and not killed_at:
+            killed_at.append(live.sent)
+            os.kill(os.getpid(), signum)
+
+    before = signal.signal(signum, killed)
+    try:
+        summary = run_sharded(
+            config,
+            prepared.items,
+            prepared.bodies,
+            prepared.headers,
+            _recorder(config, prepared),
+            progress=kill_once_both_are_sent,
+        )
+        assert signal.getsignal(signum) is killed  # the replay's handler is gone with it
+    finally:
+        signal.signal(signum, before)
+    assert summary["stopped_early"] and summary["shards"] == 2 and summary["failed_shards"] == {}
+    # Both workers stopped sending, cancelled their endless requests after the grace, and were merged.
+    assert [x["end"] for x in CaptureReader(tmp_path / "out").exchanges()] == ["cancelled", "cancelled"]

@@ -15,9 +15,9 @@ from click.testing import CliRunner
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
 from infertap.errors import ConfigError
-from infertap.replay import ReplayConfig, Schedule, SessionSample, WorkloadError, run_replay
+from infertap.replay import Filters, ReplayConfig, Schedule, SessionSample, WorkloadError, run_replay
 from infertap.replay.workload import load
-from tests.fake_upstream import ServerThread, lifespan, read_body
+from tests.fake_upstream import FakeUpstream, ServerThread, lifespan, read_body
 from tests.helpers import write_capture
 from tests.slot_engine import SlotEngine
 
@@ -77,6 +77,40 @@ def test_closed_sessions_keep_the_agents_think_time_on_a_slower_target(tmp_path)
     kept = [x["think_ns"] for x in records if x["turn"] > 0]
     assert kept and all(t == pytest.approx(THINK_S * 1e9, abs=1e6) for t in kept)
     assert all("think_ns" not in x for x in CaptureReader(tmp_path / "open").exchanges())
+
+
+def test_a_turn_s_think_time_runs_from_the_end_it_was_measured_from(tmp_path):
+    """A and B continue R side by side; C continues A but was sent 0.2 s after B, the slower one,
+    ended. Closed sessions sent C 0.2 s after A's end, while B was still running: the think time
+    was kept from another end than the one it was measured from."""
+
+    def turn(tag: str, pace_ms: int, *said: str) -> dict[str, Any]:
+        roles = ["user", "assistant"] * len(said)
+        messages = [{"role": role, "content": text} for role, text in zip(roles, said, strict=False)]
+        return {"model": "m", "stream": False, "tag": tag, "pace_ms": pace_ms, "messages": messages}
+
+    write_capture(
+        tmp_path / "src",
+        [  # the recorded replies are a0, a1, ...: A and B extend R's, C extends A's
+            {"offset_s": 0.0, "duration_ns": 200_000_000, "body": turn("R", 200, "q")},
+            {"offset_s": 0.5, "duration_ns": 100_000_000, "body": turn("A", 100, "q", "a0", "x")},
+            {"offset_s": 0.5, "duration_ns": 1_000_000_000, "body": turn("B", 1000, "q", "a0", "y")},
+            {"offset_s": 1.7, "duration_ns": 50_000_000, "body": turn("C", 50, "q", "a0", "x", "a1", "z")},
+        ],
+    )
+    items, _ = load(tmp_path / "src")
+    assert [i.parent for i in items] == [None, 0, 0, 1]
+    assert items[3].think_from == 2 and items[3].think_ns == pytest.approx(0.2e9, abs=1e6)  # from B's end
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        run_replay(ReplayConfig(tmp_path / "src", server.url, tmp_path / "out", probe=False, sessions="closed", telemetry=False))
+    at = {json.loads(r["body"])["tag"]: r["at"] for r in app.requests}
+    assert at["C"] >= at["B"] + 1.0 + 0.2  # after B's answer (1 s, by its pace) and the think time
+    sent = {json.loads(x["request_body"])["tag"]: x for x in CaptureReader(tmp_path / "out").exchanges()}
+    b, c = sent["B"], sent["C"]
+    assert c["think_ns"] == pytest.approx(0.2e9, abs=1e6)
+    assert c["scheduled_ns"] == pytest.approx(b["sent_ns"] + b["end_ns"] + c["think_ns"], abs=50e6)  # B's end here + think
+    assert c["parent_id"] == sent["A"]["id"]
 
 
 def test_think_scale_scales_the_kept_think_time(tmp_path):
@@ -314,6 +348,42 @@ def test_a_turn_whose_parent_got_no_id_is_refused_not_sent_stale(tmp_path):
     refused = [x for x in CaptureReader(tmp_path / "out").exchanges() if x["end"] == "refused"]
     assert len(refused) == 2 and all("previous_response_id" in x["error"] for x in refused)
     assert summary["not_sent"] == 2
+
+
+def test_a_turn_whose_named_response_was_filtered_out_is_refused_not_sent_on_its_session(tmp_path):
+    """The turn naming resp_2 is linked by its session header to the first turn once the filter drops
+    the second: it was sent with the id the target gave the first turn's answer, so the target
+    answered it from another point of the conversation."""
+
+    def answer(rid: str) -> list[bytes]:
+        return [json.dumps({"id": rid, "object": "response", "status": "completed", "output": []}).encode()]
+
+    turn = {"session": "s1", "path": "/v1/responses"}
+    write_capture(
+        tmp_path / "src",
+        [
+            {**turn, "offset_s": 0.0, "body": {"model": "m", "input": "one"}, "chunks": answer("resp_1")},
+            {
+                **turn,
+                "offset_s": 0.1,
+                "body": {"model": "m2", "input": "two", "previous_response_id": "resp_1"},
+                "chunks": answer("resp_2"),
+            },
+            {**turn, "offset_s": 0.2, "body": {"model": "m", "input": "three", "previous_response_id": "resp_2"}},
+        ],
+    )
+    target = ResponsesStore()
+    with ServerThread(target) as server:
+        summary = run_replay(
+            ReplayConfig(
+                tmp_path / "src", server.url, tmp_path / "out", probe=False, telemetry=False, filters=Filters.parse(["model=m"])
+            )
+        )
+    assert [r["input"] for r in target.seen] == ["one"]  # "three" never went out with the first turn's new id
+    assert summary["ends"] == {"complete": 1, "refused": 1} and summary["not_sent"] == 1
+    first, third = CaptureReader(tmp_path / "out").exchanges()
+    assert third["end"] == "refused" and "'resp_2' names a response of a turn this replay doesn't send" in third["error"]
+    assert third["parent_id"] == first["id"] and "rechained_from" not in third
 
 
 def test_the_summary_says_recorded_times_only_for_the_original_schedule():
