@@ -44,6 +44,11 @@ __all__ = [
 ]
 
 _URL_REDACTED = "REDACTED"  # in a URL's userinfo, where brackets would make it unparseable
+# Headers whose value is a URL or a request target, its query able to hold a credential
+# (``?key=``, Gemini's own auth): an HTTP/2 HAR's ``:path``, a Referer, a redirect's Location.
+_URL_HEADERS = frozenset(
+    {":path", "referer", "origin", "location", "content-location", "x-original-url", "x-original-uri", "x-forwarded-uri"}
+)
 
 #: The shortest credential ``Redactor.echoes`` looks for in a response.
 ECHO_MIN = 8
@@ -177,14 +182,17 @@ class Redactor:
         return self.header_pairs(((n.decode("latin-1"), v.decode("latin-1")) for n, v in raw), found)
 
     def header_pairs(self, pairs: Iterable[tuple[str, str]], found: set[str] | None = None) -> list[list[str]]:
-        """String header pairs in any casing -> redacted [name, value] pairs; ``found`` collects the
-        credentials taken out (see ``echoes``)."""
+        """String header pairs in any casing -> redacted [name, value] pairs (a URL-valued one, such
+        as ``:path`` or ``Referer``, as ``url`` redacts it); ``found`` collects the credentials taken
+        out (see ``echoes``)."""
         out = []
         for name, value in pairs:
             if self.secret_header(name):
                 if found is not None:
                     found.update(_credentials(value))
                 value = self.redact_value(name, value)
+            elif ("?" in value or "@" in value or "#" in value) and name.lower() in _URL_HEADERS:
+                value = self.url(value, found)
             out.append([name, value])
         return out
 

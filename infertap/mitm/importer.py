@@ -73,7 +73,9 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
         "query": url.query,
         "http_version": str(req.get("httpVersion", "1.1")).upper().removeprefix("HTTP/"),
         "request_headers": (
-            headers := redactor.header_pairs(((str(h["name"]), str(h["value"])) for h in req.get("headers") or ()), found)
+            headers := redactor.header_pairs(
+                ((str(h["name"]), str(h["value"])) for h in req.get("headers") or () if not _pseudo(h)), found
+            )
         ),
         "request_body": redactor.body(body, headers, found),
         # a HAR keeps header values as text: as UTF-8 on the wire, read as the proxy reads those bytes
@@ -82,7 +84,9 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
         # HAR keeps the body decoded (HAR 1.2: "decompressed and unchunked") beside the header that
         # says how it was sent: the header is left out, or analysis would undo an encoding twice.
         "response_headers": redactor.header_pairs(
-            (str(h["name"]), str(h["value"])) for h in resp.get("headers") or () if str(h["name"]).lower() != "content-encoding"
+            (str(h["name"]), str(h["value"]))
+            for h in resp.get("headers") or ()
+            if str(h["name"]).lower() != "content-encoding" and not _pseudo(h)
         ),
         "headers_ns": headers_ns,
         "chunks": [out] if out else [],
@@ -91,6 +95,13 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     }
     redactor.echoes(x, found)
     return x
+
+
+def _pseudo(h: dict[str, Any]) -> bool:
+    """An HTTP/2 pseudo-header (``:path``, ``:authority``, ``:status``) that a HAR lists among the
+    headers: the request line's parts, already read from its url and method; no header a replay
+    could send."""
+    return str(h["name"]).startswith(":")
 
 
 def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
