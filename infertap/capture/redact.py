@@ -17,6 +17,7 @@ from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from infertap.apis.body import decoded_chunks, header
 
+from .encoding import decoded
 from .records import Exchange
 from .redact_json import REDACTED, hinted, secret_strings, sub_secrets
 from .redact_names import (
@@ -319,6 +320,31 @@ class Redactor:
                 else:
                     stack.append(child)
         return value
+
+    def request(self, record: Exchange | dict[str, Any], found: set[str] | None = None) -> None:
+        """A record's request body redacted in place (``body``, by its request headers). One sent
+        encoded (its content-encoding gzip, deflate, zstd or br) is searched decoded: where it held
+        a credential it is stored decoded and redacted, its headers saying so (no content-encoding,
+        the stored length as content-length), as an encoded response that repeats one is; else its
+        exact bytes stay. One that can't be decoded keeps its bytes and says why it was not
+        searched (``request_body_unsearched``)."""
+        headers = record.get("request_headers") or []
+        raw = record.get("request_body") or b""
+        encoding = (header(headers, "content-encoding") or "").strip().lower()
+        if not raw or encoding in ("", "identity"):
+            record["request_body"] = self.body(raw, headers, found)
+            return
+        plain_body, why = decoded(raw, encoding)
+        if plain_body is None:
+            record["request_body_unsearched"] = why
+            return
+        clean = self.body(plain_body, headers, found)
+        if clean == plain_body:
+            return
+        record["request_body"] = clean
+        record["request_headers"] = [
+            [n, str(len(clean)) if n.lower() == "content-length" else v] for n, v in headers if n.lower() != "content-encoding"
+        ]
 
     def body(self, raw: bytes, headers: Iterable[Sequence[str]] = (), found: set[str] | None = None) -> bytes:
         """A JSON body with the string values of secret fields (``api_key``, ``auth_token``,
