@@ -100,6 +100,11 @@ def _scrubbed(chunks: list[bytes], needles: list[bytes], token: bytes) -> list[b
     return [scrubbed[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
 
 
+def _scrubbed_pairs(pairs: list[list[str]], needles: list[bytes], token: bytes) -> list[list[str]]:
+    """Header or trailer [name, value] pairs with each needle in a value replaced by ``token``."""
+    return [[n, _scrubbed([v.encode("latin-1", "replace")], needles, token)[0].decode("latin-1")] for n, v in pairs]
+
+
 def _encoding(record: Exchange | dict[str, Any]) -> str | None:
     """The response's content-encoding, where it has one (``identity`` is none)."""
     encoding = (header(record.get("response_headers"), "content-encoding") or "").strip().lower()
@@ -242,8 +247,9 @@ class Redactor:
     def echoes(record: Exchange | dict[str, Any], found: set[str]) -> None:
         """The request's own credentials (``found`` as its headers, query and URL were redacted)
         replaced where its response repeats them: an error such as ``Incorrect API key provided:
-        <key>``, a server that echoes the headers it got. Only credentials of ``ECHO_MIN``
-        characters or more are looked for, so that other text is not taken for one. A gzip or
+        <key>``, a server that echoes the headers it got; in its body, headers, trailers (an
+        error's detail may come last) and error. Only credentials of ``ECHO_MIN`` characters or
+        more are looked for, so that other text is not taken for one. A gzip or
         deflate response is searched decoded (see ``_scrubbed_decoded``): ``decodes`` says when,
         work to keep off an event loop."""
         needles = sorted({s.encode("utf-8", "surrogateescape") for s in found if len(s) >= ECHO_MIN}, key=len, reverse=True)
@@ -253,11 +259,11 @@ class Redactor:
         chunks = record.get("chunks")
         if chunks and not _scrubbed_decoded(record, needles, token):
             record["chunks"] = _scrubbed(chunks, needles, token)
-        headers = record.get("response_headers")
+        headers, trailers = record.get("response_headers"), record.get("response_trailers")
         if headers:
-            record["response_headers"] = [
-                [n, _scrubbed([v.encode("latin-1", "replace")], needles, token)[0].decode("latin-1")] for n, v in headers
-            ]
+            record["response_headers"] = _scrubbed_pairs(headers, needles, token)
+        if trailers:
+            record["response_trailers"] = _scrubbed_pairs(trailers, needles, token)
         error = record.get("error")
         if isinstance(error, str):
             record["error"] = _scrubbed([error.encode()], needles, token)[0].decode("utf-8", "replace")
