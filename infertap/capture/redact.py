@@ -69,6 +69,26 @@ def _credentials(value: str) -> set[str]:
     return out
 
 
+# A browser can't set headers on a WebSocket: OpenAI's Realtime and Responses WebSocket mode take
+# the key as a subprotocol, ``Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.sk-...``.
+_KEY_SUBPROTOCOL = "openai-insecure-api-key."
+
+
+def _subprotocols(value: str, found: set[str] | None) -> str:
+    """A Sec-WebSocket-Protocol list with the key of each key-carrying subprotocol redacted, the
+    others (``realtime``, ``openai-beta.realtime-v1``) and the list's spacing as sent."""
+    if _KEY_SUBPROTOCOL not in value.lower():
+        return value
+    parts = value.split(",")
+    for i, part in enumerate(parts):
+        offered = part.strip()
+        if offered.lower().startswith(_KEY_SUBPROTOCOL):
+            if found is not None:
+                found.add(offered[len(_KEY_SUBPROTOCOL) :])
+            parts[i] = part.replace(offered, offered[: len(_KEY_SUBPROTOCOL)] + REDACTED)
+    return ",".join(parts)
+
+
 def _scrubbed(chunks: list[bytes], needles: list[bytes], token: bytes) -> list[bytes]:
     """``chunks`` with each needle replaced by ``token``, one that spans chunks too; each chunk keeps
     its place (a needle cut by a chunk's end goes, whole, to the chunk it began in). The usual case,
@@ -197,6 +217,8 @@ class Redactor:
                 if found is not None:
                     found.update(_credentials(value))
                 value = self.redact_value(name, value)
+            elif name.lower() == "sec-websocket-protocol":
+                value = _subprotocols(value, found)
             elif ("?" in value or "@" in value or "#" in value) and name.lower() in _URL_HEADERS:
                 value = self.url(value, found)
             out.append([name, value])
