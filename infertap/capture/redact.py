@@ -57,7 +57,9 @@ ECHO_MIN = 8
 
 def _credentials(value: str) -> set[str]:
     """A secret header's value as a response could repeat it: whole, its token after an auth scheme,
-    and a Basic token's user and password."""
+    and a Basic token's password (its user only where it has none: a token given as the user). A
+    user name beside a password is no secret, and may be any word ("assistant") that a response
+    must keep."""
     out = {value}
     scheme, sep, rest = value.partition(" ")
     if sep and rest and scheme.isalpha():
@@ -65,7 +67,7 @@ def _credentials(value: str) -> set[str]:
         if scheme.lower() == "basic":
             with contextlib.suppress(ValueError, UnicodeDecodeError):
                 user, _, password = base64.b64decode(rest.strip(), validate=True).decode().partition(":")
-                out.update((user, password))
+                out.add(password or user)
     return out
 
 
@@ -252,12 +254,14 @@ class Redactor:
         return "&".join(parts) if changed else query
 
     def url_credentials(self, url: str) -> set[str]:
-        """What a URL's userinfo would put on the wire (its user, password, and their Basic token): for ``echoes``."""
+        """What a URL's userinfo would put on the wire, for ``echoes``: its password and the Basic
+        token of user and password (its user only where it has no password: a token given as the
+        user; a user beside a password is no secret, see ``_credentials``)."""
         parts = urlsplit(url)
         if not (parts.username or parts.password):
             return set()
         user, password = unquote_plus(parts.username or ""), unquote_plus(parts.password or "")
-        return {user, password, base64.b64encode(f"{user}:{password}".encode()).decode()} if password else {user}
+        return {password, base64.b64encode(f"{user}:{password}".encode()).decode()} if password else {user}
 
     @staticmethod
     def decodes(record: Exchange | dict[str, Any]) -> bool:
