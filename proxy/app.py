@@ -217,7 +217,7 @@ class RecordingProxy:
             finally:
                 hangup.close()
         finally:
-            record["request_body"] = self.redactor.body(record["request_body"], record["request_headers"], found)
+            self.redactor.request(record, found)
             self._scrubbed.record(record, found)
 
     def _written(self, record: Exchange) -> None:

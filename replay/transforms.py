@@ -16,7 +16,8 @@ from urllib.parse import unquote_plus
 
 from infertap.apis import api_for
 from infertap.apis.fastjson import loads
-from infertap.capture.redact import REDACTED, secret_key, without_redacted
+from infertap.capture.redact import REDACTED, redacted_url, without_redacted
+from infertap.capture.redact_json import secret_strings
 from infertap.errors import InfertapError
 from infertap.proxy.hops import HOP_REQUEST, connection_named
 
@@ -100,7 +101,7 @@ def unset_path(body: dict[str, Any], dotted: str) -> bool:
     return False
 
 
-_REDACTED_VALUE = json.dumps(REDACTED).encode()  # a redacted value, as the capture's redactor writes it in a body
+_REDACTED_MARK = b"REDACTED"  # in every redacted value of a body (a URL's userinfo has no brackets)
 
 # How each engine spells the canonical settings of proxy.engines.base (the rest pass as they are).
 _TARGET_NAMES = {
@@ -215,7 +216,7 @@ class Transforms:
         """Why a body can't be replayed as recorded: a value the capture redacted (``"api_key":
         "[REDACTED]"``) would reach the target as the placeholder. None when there is none, or each is
         given a value by ``--set`` or removed by ``--unset``."""
-        if not isinstance(raw, bytes) or _REDACTED_VALUE not in raw:
+        if not isinstance(raw, bytes) or _REDACTED_MARK not in raw:
             return None
         if body is None:
             try:
@@ -294,19 +295,25 @@ def sent_query(recorded: str, target_query: str) -> str:
 
 
 def redacted_fields(body: Any) -> Iterator[str]:
-    """The dotted paths of a JSON body's credentials the capture redacted (``"api_key": "[REDACTED]"``,
-    a list of such strings):
-    walked with a stack, not recursion, as a body may nest deep."""
-    stack: list[tuple[str, Any]] = [("", body)]
-    while stack:
-        path, node = stack.pop()
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        for key, value in items:
-            dotted = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and secret_key(key) and (value == REDACTED or REDACTED in _leaves(value)):
-                yield dotted  # a redacted string, or a list of them (``"api_keys": ["[REDACTED]"]``)
-            elif isinstance(value, (dict, list)):
-                stack.append((dotted, value))
+    """The dotted paths of a JSON body's credentials the capture redacted, as its redaction reads
+    them (``secret_strings``): a secret field that reads ``"[REDACTED]"`` (a list of them named by
+    its key: ``"api_keys": ["[REDACTED]"]``), any such value in an object of headers (whatever
+    names the recorder was given), and a URL whose credential was taken out
+    (``"server_url": "https://h/?api_key=[REDACTED]"``)."""
+    seen = set()
+    for path, value, secret in secret_strings(body, _any_header):
+        if not (value == REDACTED if secret else redacted_url(value)):
+            continue
+        while secret and len(path) > 1 and isinstance(path[-1], int):
+            path = path[:-1]
+        dotted = ".".join(map(str, path))
+        if dotted not in seen:
+            seen.add(dotted)
+            yield dotted
+
+
+def _any_header(name: str) -> bool:
+    return True
 
 
 def pinned_settings(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

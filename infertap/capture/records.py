@@ -52,6 +52,7 @@ class ExchangeExtras(TypedDict, total=False):
     """The keys only some exchanges have."""
 
     request_body_size: int  # set when the body was not kept (refused)
+    request_body_unsearched: str  # why a body sent encoded was not searched for credentials (see Redactor.request)
     closed_after_end: bool  # the client hung up after the stream's end marker, before the upstream's close
     proxy_generated: bool  # the response was written by infertap (401/413/502/503/504), not the upstream
     imported: str  # "har" or "mitmproxy": converted from a file, chunk times coarse

@@ -206,9 +206,7 @@ class InfertapCapture:
             query=self.redactor.query(query, found),
             http_version=req.http_version.removeprefix("HTTP/"),
             request_headers=self.redactor.headers_from_asgi(req.headers.fields, found),
-            request_body=self.redactor.body(
-                req.raw_content or b"", [("content-type", req.headers.get("content-type", ""))], found
-            ),
+            request_body=req.raw_content or b"",
             status=resp.status_code if resp else None,
             response_headers=self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
             headers_ns=state["headers_ns"],
@@ -220,6 +218,7 @@ class InfertapCapture:
             upstream=f"{req.scheme}://{req.host}:{req.port}",
             **extra,
         )
+        self.redactor.request(record, found)
         if resp is not None and not state["chunks"] and resp.raw_content:
             # Not streamed (e.g. another addon buffered it): one chunk, its time the response's end.
             record["chunks"] = [resp.raw_content]

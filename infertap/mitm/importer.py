@@ -73,24 +73,36 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
         "query": url.query,
         "http_version": str(req.get("httpVersion", "1.1")).upper().removeprefix("HTTP/"),
         "request_headers": (
-            headers := redactor.header_pairs(((str(h["name"]), str(h["value"])) for h in req.get("headers") or ()), found)
+            headers := redactor.header_pairs(
+                ((str(h["name"]), str(h["value"])) for h in req.get("headers") or () if not _pseudo(h)), found
+            )
         ),
-        "request_body": redactor.body(body, headers, found),
+        "request_body": body,
         # a HAR keeps header values as text: as UTF-8 on the wire, read as the proxy reads those bytes
         "session": session_of((n.encode(), v.encode()) for n, v in headers),
         "status": status,
         # HAR keeps the body decoded (HAR 1.2: "decompressed and unchunked") beside the header that
         # says how it was sent: the header is left out, or analysis would undo an encoding twice.
         "response_headers": redactor.header_pairs(
-            (str(h["name"]), str(h["value"])) for h in resp.get("headers") or () if str(h["name"]).lower() != "content-encoding"
+            (str(h["name"]), str(h["value"]))
+            for h in resp.get("headers") or ()
+            if str(h["name"]).lower() != "content-encoding" and not _pseudo(h)
         ),
         "headers_ns": headers_ns,
         "chunks": [out] if out else [],
         "end_ns": end_ns,
         "upstream": redactor.url(f"{url.scheme}://{url.netloc}"),
     }
+    redactor.request(x, found)
     redactor.echoes(x, found)
     return x
+
+
+def _pseudo(h: dict[str, Any]) -> bool:
+    """An HTTP/2 pseudo-header (``:path``, ``:authority``, ``:status``) that a HAR lists among the
+    headers: the request line's parts, already read from its url and method; no header a replay
+    could send."""
+    return str(h["name"]).startswith(":")
 
 
 def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
@@ -112,8 +124,8 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
                     "path": req.path.partition("?")[0],
                     "query": req.path.partition("?")[2],
                     "http_version": req.http_version.removeprefix("HTTP/"),
-                    "request_headers": (headers := redactor.headers_from_asgi(req.headers.fields, found)),
-                    "request_body": redactor.body(req.raw_content or b"", headers, found),
+                    "request_headers": redactor.headers_from_asgi(req.headers.fields, found),
+                    "request_body": req.raw_content or b"",
                     "session": session_of(req.headers.fields),
                     "status": resp.status_code if resp else None,
                     "response_headers": redactor.headers_from_asgi(resp.headers.fields) if resp else None,
@@ -128,6 +140,7 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
                     else "no response in the flow file (saved in flight?)",
                     "end": end_of_error(flow.error.msg) if flow.error else "complete" if resp else "upstream_error",
                 }
+                redactor.request(x, found)
                 redactor.echoes(x, found)
                 yield x
         except FlowReadException as exc:
@@ -180,30 +193,31 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
                 continue
             start_ns = int((x["wall"] - first) * 1e9)
             end_ns = x["end_ns"]
-            writer.write(
-                new_exchange(
-                    seq=seq,
-                    session=x["session"],
-                    wall=x["wall"],
-                    start_ns=start_ns,
-                    method=x["method"],
-                    path=x["path"],
-                    query=redactor.query(x["query"]),
-                    http_version=x["http_version"],
-                    request_headers=x["request_headers"],
-                    request_body=x["request_body"],  # redacted as it was read, its secrets looked for in the response
-                    status=x["status"],
-                    response_headers=x["response_headers"],
-                    headers_ns=x["headers_ns"],
-                    chunk_ns=[end_ns] * len(x["chunks"]),
-                    chunks=x["chunks"],
-                    end_ns=end_ns,
-                    end=x.get("end") or ("complete" if x["status"] else "upstream_error"),
-                    error=x.get("error"),
-                    upstream=x["upstream"],
-                    imported=kind,
-                )
+            record = new_exchange(
+                seq=seq,
+                session=x["session"],
+                wall=x["wall"],
+                start_ns=start_ns,
+                method=x["method"],
+                path=x["path"],
+                query=redactor.query(x["query"]),
+                http_version=x["http_version"],
+                request_headers=x["request_headers"],
+                request_body=x["request_body"],  # redacted as it was read, its secrets looked for in the response
+                status=x["status"],
+                response_headers=x["response_headers"],
+                headers_ns=x["headers_ns"],
+                chunk_ns=[end_ns] * len(x["chunks"]),
+                chunks=x["chunks"],
+                end_ns=end_ns,
+                end=x.get("end") or ("complete" if x["status"] else "upstream_error"),
+                error=x.get("error"),
+                upstream=x["upstream"],
+                imported=kind,
             )
+            if "request_body_unsearched" in x:
+                record["request_body_unsearched"] = x["request_body_unsearched"]
+            writer.write(record)
             counts["kept"] += 1
     if writer.error:
         raise ImportError_(f"{out}: could not be written: {writer.error}")

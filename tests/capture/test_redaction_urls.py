@@ -74,3 +74,27 @@ def test_claim_and_report_read_a_capture_holding_the_old_form(tmp_path: Path) ->
     ):
         run = CliRunner().invoke(cli, args, catch_exceptions=True)
         assert run.exit_code == 0, (args, run.output, run.exception)
+
+
+def test_a_url_valued_header_loses_its_query_credentials_and_keeps_the_rest() -> None:
+    """``:path``, Referer, Origin and Location hold URLs: the proxy, the mitm addon and the importer
+    (all through ``header_pairs``) redact their credentials as the URL's own, the rest as sent."""
+    found: set[str] = set()
+    out = Redactor().headers_from_asgi(
+        [
+            (b":path", b"/v1beta/models/g:generateContent?alt=sse&key=AIza-path-secret-1"),
+            (b"Referer", b"https://app.example/chat?token=referer-secret-2#tab"),
+            (b"Location", b"https://u:location-pass-3@cdn.example/o"),
+            (b"Origin", b"https://app.example"),
+            (b"X-Note", b"https://app.example/?token=not-a-url-header"),
+        ],
+        found,
+    )
+    assert out == [
+        [":path", "/v1beta/models/g:generateContent?alt=sse&key=[REDACTED]"],
+        ["Referer", "https://app.example/chat?token=[REDACTED]#tab"],
+        ["Location", "https://u:REDACTED@cdn.example/o"],
+        ["Origin", "https://app.example"],
+        ["X-Note", "https://app.example/?token=not-a-url-header"],
+    ]
+    assert {"AIza-path-secret-1", "referer-secret-2", "location-pass-3"} <= found

@@ -84,3 +84,40 @@ def test_a_response_whose_search_fails_is_recorded_without_its_body(tmp_path: Pa
     (x,) = CaptureReader(tmp_path / "cap").exchanges()
     assert x["status"] == 401 and x["chunks"] == [] and x["chunk_ns"] == []
     assert KEY.encode() not in decompressed_bytes(tmp_path / "cap")
+
+
+def test_a_websocket_key_offered_as_a_subprotocol_is_redacted_and_the_other_subprotocols_kept(tmp_path: Path) -> None:
+    """OpenAI's Realtime (and Responses WebSocket mode) take a browser's key as a subprotocol,
+    ``openai-insecure-api-key.<key>``: only that element is redacted, through the addon."""
+    key = "sk-WSPROTO-SECRET-999"
+    offered = f"realtime, openai-insecure-api-key.{key}, openai-beta.realtime-v1"
+
+    async def run() -> None:
+        from mitmproxy.test import taddons
+
+        addon = InfertapCapture()
+        with taddons.context(addon) as tctx:
+            tctx.configure(addon, infertap_out=str(tmp_path / "cap"), infertap_telemetry=False)
+            flow = tflow.tflow(resp=True)
+            flow.request.path = "/v1/responses"  # Responses WebSocket mode
+            flow.request.headers["upgrade"] = "websocket"
+            flow.request.headers["sec-websocket-protocol"] = offered
+            flow.response.status_code = 101
+            flow.response.headers["sec-websocket-protocol"] = "realtime"
+            flow.response.raw_content = f"bad key {key}".encode()
+            for hook in (
+                layers.HttpRequestHeadersHook,
+                layers.HttpRequestHook,
+                layers.HttpResponseHeadersHook,
+                layers.HttpResponseHook,
+            ):
+                await tctx.master.addons.trigger_event(hook(flow))
+            await tctx.master.addons.trigger_event(hooks.DoneHook())
+
+    asyncio.run(run())
+    assert key.encode() not in decompressed_bytes(tmp_path / "cap")
+    (x,) = CaptureReader(tmp_path / "cap").exchanges()
+    protocol = [v for n, v in x["request_headers"] if n == "sec-websocket-protocol"]
+    assert protocol == [f"realtime, openai-insecure-api-key.{REDACTED}, openai-beta.realtime-v1"]
+    assert ["sec-websocket-protocol", "realtime"] in x["response_headers"]
+    assert x["chunks"] == [f"bad key {REDACTED}".encode()]

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from infertap.analysis import Analysis, speed_stats
 from infertap.capture.reader import CaptureReader
+from infertap.capture.redact import REDACTED
 from infertap.mitm.importer import import_file
+from tests.helpers import decompressed_bytes
 
 SSE = 'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"t "}}]}\n\n' * 5
 SSE += "data: [DONE]\n\n"
@@ -141,3 +143,50 @@ def test_a_har_entry_past_latin_1_or_the_clock_is_kept_or_named_never_a_crash(tm
     # the session as the proxy reads those bytes on the wire (UTF-8 read as Latin-1)
     assert [x["session"] for x in xs] == ["S1", "café ☕".encode().decode("latin-1"), None]
     assert ["X-Title", "Café ☕"] in xs[0]["request_headers"]
+
+
+def test_a_har_of_http2_keeps_no_credential_of_its_urls_and_no_pseudo_header(tmp_path: Path) -> None:
+    """An HTTP/2 HAR lists ``:path`` (with Gemini's ``?key=``) among the headers, and a Referer or a
+    Location holds a URL with a credential in its query: each is redacted as the URL is, and the
+    pseudo-headers, which a replay must not send, are left out."""
+    key, token, signature = "AIzaHARPATH-SECRET-444", "REFERER-SECRET-555", "LOCATION-SECRET-666"
+    entry = {
+        "startedDateTime": "2026-01-01T00:00:00.000Z",
+        "time": 100,
+        "request": {
+            "method": "POST",
+            "url": f"https://generativelanguage.googleapis.com/v1beta/models/g:generateContent?key={key}",
+            "httpVersion": "http/2.0",
+            "headers": [
+                {"name": ":method", "value": "POST"},
+                {"name": ":authority", "value": "generativelanguage.googleapis.com"},
+                {"name": ":path", "value": f"/v1beta/models/g:generateContent?key={key}"},
+                {"name": "content-type", "value": "application/json"},
+                {"name": "referer", "value": f"https://myapp.example/chat?token={token}&tab=2"},
+                {"name": "origin", "value": "https://myapp.example"},
+            ],
+            "postData": {"mimeType": "application/json", "text": '{"contents":[]}'},
+        },
+        "response": {
+            "status": 302,
+            "headers": [
+                {"name": ":status", "value": "302"},
+                {"name": "location", "value": f"https://cdn.example/o?X-Goog-Signature={signature}"},
+            ],
+            "content": {"mimeType": "application/json", "text": '{"candidates":[]}'},
+        },
+        "timings": {"send": 1, "wait": 50, "receive": 5},
+    }
+    (tmp_path / "g.har").write_text(json.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+    import_file(tmp_path / "g.har", tmp_path / "cap", all_paths=True)
+    data = decompressed_bytes(tmp_path / "cap")
+    for secret in (key, token, signature):
+        assert secret.encode() not in data, secret
+    (x,) = CaptureReader(tmp_path / "cap").exchanges()
+    assert x["request_headers"] == [
+        ["content-type", "application/json"],
+        ["referer", f"https://myapp.example/chat?token={REDACTED}&tab=2"],
+        ["origin", "https://myapp.example"],
+    ]
+    assert x["response_headers"] == [["location", f"https://cdn.example/o?X-Goog-Signature={REDACTED}"]]
+    assert x["query"] == f"key={REDACTED}"

@@ -1,0 +1,79 @@
+"""A request body's content-encoding undone, within a bound, so that redaction can search it.
+
+A client may compress what it sends (``Content-Encoding: gzip``); a credential in such a body is
+invisible to a scan of its bytes. The bound keeps a small body that inflates without end (a
+"zip bomb") from taking the recorder's memory: past it the body is said to be unsearched.
+"""
+
+from __future__ import annotations
+
+import io
+import zlib
+
+#: The most bytes a body is decoded to for a search.
+DECODED_LIMIT = 64 * 1024 * 1024
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def decoded(raw: bytes, encoding: str, limit: int = DECODED_LIMIT) -> tuple[bytes | None, str]:
+    """``raw`` with its content-encoding (gzip, deflate, zstd, br) undone, and "" ; or None and why
+    it could not be (an encoding infertap doesn't decode, bytes that don't decode, too large). A
+    stream cut short gives what it holds, as a reader would read it."""
+    name = encoding.strip().lower()
+    try:
+        if name in ("gzip", "x-gzip"):
+            return _inflated(raw, 16 + zlib.MAX_WBITS, limit), ""
+        if name == "deflate":  # zlib-wrapped as the RFC says, or raw deflate as some clients send
+            try:
+                return _inflated(raw, zlib.MAX_WBITS, limit), ""
+            except zlib.error:
+                return _inflated(raw, -zlib.MAX_WBITS, limit), ""
+        if name == "zstd":
+            return _unzstd(raw, limit), ""
+        if name == "br":
+            return _unbrotli(raw, limit), ""
+    except _TooLarge:
+        return None, f"{name} decodes to more than {limit} bytes"
+    except Exception as exc:  # each library's own error for bytes that aren't its format
+        return None, f"{name} does not decode ({type(exc).__name__}: {exc})"
+    return None, f"{name or 'an empty content-encoding'} is no encoding infertap decodes"
+
+
+def _inflated(raw: bytes, wbits: int, limit: int) -> bytes:
+    """A zlib stream (gzip: each member, as gzip readers read them all, NUL padding skipped)."""
+    out = bytearray()
+    data = raw
+    while data:
+        stream = zlib.decompressobj(wbits)
+        out += stream.decompress(data, limit + 1 - len(out))
+        if len(out) > limit or stream.unconsumed_tail:
+            raise _TooLarge
+        if not stream.eof:
+            break  # cut short: what it held
+        data = stream.unused_data.lstrip(b"\0") if wbits > zlib.MAX_WBITS else b""
+    return bytes(out)
+
+
+def _unzstd(raw: bytes, limit: int) -> bytes:
+    import zstandard
+
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True)
+    out = bytearray()
+    while piece := reader.read(1 << 20):
+        out += piece
+        if len(out) > limit:
+            raise _TooLarge
+    return bytes(out)
+
+
+def _unbrotli(raw: bytes, limit: int) -> bytes:
+    import brotli  # mitmproxy's dependency, so there wherever infertap is installed
+
+    stream = brotli.Decompressor()
+    out = stream.process(raw, output_buffer_limit=limit + 1)
+    if len(out) > limit:
+        raise _TooLarge
+    return bytes(out)

@@ -1,0 +1,200 @@
+"""Credentials in JSON: found in a body's bytes where they stand, or in a parsed value (see ``redact``).
+
+Both read a string by the key that holds it and the key of the object around it
+(``redact_names.secret_field``), and take a string that is a whole URL for one whose query or
+userinfo may hold a credential (an MCP ``server_url`` with ``?api_key=``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .redact_names import BODY_NAMES, HOLDERS, KEY_ENDINGS, default_secret_header, secret_field
+
+REDACTED = "[REDACTED]"
+_TOKEN = REDACTED.encode()
+
+#: A URL rewritten without its credentials, those taken out added to the set given.
+UrlRule = Callable[[str, "set[str] | None"], str]
+
+
+def _loose(word: str) -> bytes:
+    """``word`` as a regex that allows ``-`` or ``_`` between its letters, as ``plain`` drops them."""
+    return b"[-_]*".join(re.escape(c.encode()) for c in word)
+
+
+# One scan for a JSON key that may hold a secret (or an object of them), in any casing
+# ("max_tokens" is no such key), or for a key written with an escape (``"api\u005fkey"``), which
+# only a parser reads by its name. It runs over the body reversed, from each key's ``":``: a
+# pattern that begins with a literal is searched at C speed, one that begins with the endings'
+# letters tries every letter of the body. It finds every key that ends in ``token`` or ``secret``
+# too: ``secret_field`` decides.
+_BODY_HINT = re.compile(
+    rb':\s*"(?:[-_]*(?:'
+    + b"|".join(_loose(e[::-1]) for e in sorted({*BODY_NAMES, *KEY_ENDINGS, *HOLDERS}))
+    + rb')|[^"\\]{0,64}[0-9a-fA-F]{4}u\\)',
+    re.IGNORECASE,
+)
+# A URL with a query, a fragment or a userinfo (``/`` may be written ``\/``, ``?`` ``\u003f``).
+_URL_HINT = re.compile(rb':(?:\\?/){2}[^"\s]*?(?:[?#@]|\\u00(?:3[fF]|23|40))')
+# A string that is one URL, nothing around it: a prompt that quotes a URL is no URL.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+\Z")
+# Every JSON string of a body in order (never out of step: outside its strings JSON has no quotes),
+# with the string after it when it is a key (group 2: where a secret key's value stands, to the
+# body's end in a torn one) or the ``[`` or ``{`` it opens (group 3). Each string is consumed whole
+# (possessive), to the body's end when it never closes, so no byte is scanned twice: linear in the
+# body, which a proxy scans on its event loop.
+_JSON_STRING = re.compile(rb'"((?:[^"\\]++|\\.)*+)(?:"(?:\s*:\s*(?:"((?:[^"\\]++|\\.)*+)(?:"|\\?\Z)|([\[{])))?|\\?\Z)', re.DOTALL)
+_BRACKETS = re.compile(rb"[\[\]{}]")
+
+
+def hinted(raw: bytes) -> bool:
+    """Whether a body may hold a credential ``sub_secrets`` takes out: one scan each, no parse."""
+    return bool(_BODY_HINT.search(raw[::-1]) or _URL_HINT.search(raw))
+
+
+def is_url(text: str) -> bool:
+    return "://" in text and _URL.match(text) is not None
+
+
+def _text(string: bytes) -> str:
+    """A JSON string's bytes (between its quotes) as it reads; an escape JSON doesn't know leaves
+    the bytes as they stand."""
+    if b"\\" in string:
+        with contextlib.suppress(ValueError):
+            return str(json.loads(b'"' + string + b'"'))
+    return string.decode("utf-8", "replace")
+
+
+class _Open:
+    """A container open around the scan: a list (``secret`` when its strings are credentials) or an
+    object (``holder``: the key it is the value of)."""
+
+    __slots__ = ("holder", "is_list", "secret")
+
+    def __init__(self, is_list: bool, secret: bool = False, holder: str | None = None) -> None:
+        self.is_list, self.secret, self.holder = is_list, secret, holder
+
+
+def sub_secrets(raw: bytes, found: set[str] | None, secret_header: Callable[[str], bool], url: UrlRule) -> bytes:
+    """``raw`` with the string value of each secret field replaced where it stands (each string of
+    it when it is a list: ``"api_keys": ["sk-1", "sk-2"]``), however deep and however written
+    (escapes in the key or the value), and each URL's credentials taken out by ``url``; every other
+    byte as it was. ``found`` collects the values as they read. A body that does not parse is read
+    the same way."""
+    edits: list[tuple[int, int, bytes | None]] = []  # (start, end, the new bytes; None: the placeholder)
+    opened: list[_Open] = []  # innermost last
+    last = 0
+    for m in _JSON_STRING.finditer(raw):
+        _nest(opened, raw, last, m.start())
+        last = m.end()
+        top = opened[-1] if opened else None
+        if top is not None and top.is_list:  # a value in a list
+            if top.secret:
+                edits.append((*m.span(1), None))
+            else:
+                _url_edit(edits, m, 1, url, found)
+            continue
+        if m.group(2) is None and m.group(3) is None:
+            continue  # a key whose value is no string nor container, or a lone string
+        key = _text(m.group(1))
+        holder = top.holder if top is not None else None
+        if m.group(2) is not None:
+            if secret_field(key, holder, secret_header):
+                edits.append((*m.span(2), None))
+            else:
+                _url_edit(edits, m, 2, url, found)
+        elif m.group(3) == b"[":
+            opened.append(_Open(True, secret_field(key, holder, secret_header)))
+        else:
+            opened.append(_Open(False, holder=key))
+    return _edited(raw, edits, found)
+
+
+def _nest(opened: list[_Open], raw: bytes, start: int, end: int) -> None:
+    """``opened`` after the brackets between two strings (``raw[start:end]``, where JSON has no
+    quotes, so every bracket there is the body's own): a list in a list is as its holder is; an
+    object in a list is held by no key."""
+    if start == end:
+        return
+    for m in _BRACKETS.finditer(raw, start, end):
+        bracket = m.group()
+        if bracket in b"]}":
+            if opened:
+                opened.pop()
+        elif bracket == b"[":
+            opened.append(_Open(True, bool(opened) and opened[-1].is_list and opened[-1].secret))
+        else:
+            opened.append(_Open(False))
+
+
+def _url_edit(
+    edits: list[tuple[int, int, bytes | None]], m: re.Match[bytes], group: int, url: UrlRule, found: set[str] | None
+) -> None:
+    """An edit of the string in ``group`` when it is a URL that holds a credential."""
+    value = m.group(group)
+    if b"//" not in value:
+        return
+    text = _text(value)
+    if not is_url(text):
+        return
+    clean = url(text, found)
+    if clean != text:
+        new = clean.encode() if b"\\" not in value else json.dumps(clean, ensure_ascii=False)[1:-1].encode()
+        edits.append((*m.span(group), new))
+
+
+def _edited(raw: bytes, edits: list[tuple[int, int, bytes | None]], found: set[str] | None) -> bytes:
+    """``raw`` with each edit made (a placeholder for a value that already reads so is no edit), the
+    values replaced by the placeholder added to ``found``."""
+    pieces: list[bytes] = []
+    pos = 0
+    for start, end, new in edits:
+        value = raw[start:end]
+        if new is None:
+            if value == _TOKEN:
+                continue
+            if found is not None:
+                found.add(_text(value))
+        pieces += (raw[pos:start], _TOKEN if new is None else new)
+        pos = end
+    if not pieces:
+        return raw
+    pieces.append(raw[pos:])
+    return b"".join(pieces)
+
+
+def secret_strings(
+    node: Any, secret_header: Callable[[str], bool] = default_secret_header
+) -> Iterator[tuple[tuple[str | int, ...], str, bool]]:
+    """The strings of a parsed JSON value that redaction reads, as ``sub_secrets`` reads them in its
+    bytes: each one's path, its value, and whether it is a credential (else it is a URL, whose
+    credentials are taken out). Walked with a stack, not recursion, so that a body nested as deep
+    as its parser allowed is walked too."""
+    stack: list[tuple[tuple[str | int, ...], Any, str | None, bool]] = [((), node, None, False)]
+    while stack:
+        path, item, holder, secret = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                where = (*path, key)
+                is_secret = isinstance(key, str) and secret_field(key, holder, secret_header)
+                if isinstance(value, str):
+                    if is_secret or is_url(value):
+                        yield where, value, is_secret
+                elif isinstance(value, list):
+                    stack.append((where, value, None, is_secret))
+                elif isinstance(value, dict):
+                    stack.append((where, value, key if isinstance(key, str) else None, False))
+        elif isinstance(item, list):
+            for i, value in enumerate(item):
+                if isinstance(value, str):
+                    if secret or is_url(value):
+                        yield (*path, i), value, secret
+                elif isinstance(value, list):
+                    stack.append(((*path, i), value, None, secret))
+                elif isinstance(value, dict):
+                    stack.append(((*path, i), value, None, False))
