@@ -132,7 +132,7 @@ def test_sql_query_first_as_table_csv_and_json(cap: Path) -> None:
         ["exchange_id", "ttft_ns", "output_tokens_source"],
         ["a", str(20 * MS), "usage"],
         ["b", str(25 * MS), "chunks"],
-        ["c", "", "chunks"],
+        ["c", "", ""],  # no answer at all: no count, nor a source of one
     ]
     records = json.loads(ok(run("sql", query, str(cap), "--json")).stdout)
     assert records[0] == {"exchange_id": "a", "ttft_ns": 20 * MS, "output_tokens_source": "usage"}
