@@ -133,6 +133,7 @@ class LlamaCppPython(Engine):
 
     kind = "llama-cpp-python"
     interrupts_streams = True
+    echoes_model = True
     LOCK_FREE = frozenset({"/openapi.json", "/docs"})
     _local: Any = None
     last_error: str | None = None
