@@ -252,11 +252,19 @@ class LlamaCppPython(Engine):
         if local is None:
             return None
         llama, how = local
-        # As the server does: a GGUF template's prompt goes in as rendered (add_bos=False); a
-        # completion's string prompt gets the model's BOS when the model asks for one.
+        # As the server does: a GGUF template's prompt goes in as rendered (add_bos=False).
         ids = llama.tokenize(text.encode("utf-8"), add_bos=add_special, special=True)
-        if not chat and llama._model.add_bos_token() and llama.token_bos() >= 0:
-            ids = [llama.token_bos(), *ids]
+        if not chat:
+            # A completion's string prompt, as Llama._create_completion frames it: the model's BOS
+            # first when it asks for one; its separator (else its EOS) last, unless it has neither
+            # a separator nor add_eos.
+            model = llama._model
+            first, sep = model.token_cls(), model.token_sep()
+            first = first if first != -1 else llama.token_bos()
+            if model.add_bos_token() and first != -1:
+                ids = [first, *ids]
+            if model.add_eos_token() or sep != -1:
+                ids = [*ids, sep if sep != -1 else llama.token_eos()]
         return ids, how
 
     def _tokenize(self, text: str) -> list[int] | None:
@@ -296,13 +304,23 @@ class LlamaCppPython(Engine):
                 if local is not None:
                     return Tokens(local[0], local[1])
                 ids = self._tokenize(given)
-                return Tokens(
-                    ids,
-                    "llama-cpp-python /extras/tokenize"
-                    if ids is not None
-                    else f"llama-cpp-python /extras/tokenize failed: {self.last_error}",
-                )
+                if ids is None:
+                    return Tokens(None, f"llama-cpp-python /extras/tokenize failed: {self.last_error}")
+                return Tokens(*self._completion_tail(ids))
         return Tokens(None, f"no prompt to tokenize for {path}")
+
+    def _completion_tail(self, ids: list[int]) -> tuple[list[int], str]:
+        """/extras/tokenize's ids for a completion's prompt, ended as the server ends it: with the
+        separator, else the EOS where the model adds one (which /extras/tokenize adds too)."""
+        gguf, _ = self.gguf()
+        if gguf is None:
+            return ids, "llama-cpp-python /extras/tokenize (a separator the server may append: unknown without the GGUF)"
+        if gguf.add_eos_token and ids and ids[-1] == gguf.eos_token_id:
+            ids = ids[:-1]
+        tail = gguf.sep_token_id if gguf.sep_token_id is not None else gguf.eos_token_id if gguf.add_eos_token else None
+        if tail is not None:
+            return [*ids, tail], f"llama-cpp-python /extras/tokenize, then token {tail} as the server appends it"
+        return ids, "llama-cpp-python /extras/tokenize"
 
     def output_tokens(self, text: str) -> Tokens:
         local = self._tokenize_local(text, chat=True)

@@ -38,7 +38,8 @@ def gguf_copy(src: Path, dst: Path, metadata: dict[str, tuple[Any, Any]]) -> Pat
 @pytest.fixture(scope="module")
 def chatml_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SmolLM2 with llama_cpp's own CHATML template (SmolLM2's differs: it adds a default system
-    prompt) and a BOS the model asks for (SmolLM2's doesn't): a built-in format's prompt gets one."""
+    prompt), a BOS the model asks for (SmolLM2's doesn't: a built-in format's prompt gets one), and
+    a separator token (a completion's prompt ends with it)."""
     types = gguf.GGUFValueType
     return gguf_copy(
         smollm2_gguf(),
@@ -46,6 +47,7 @@ def chatml_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {
             gguf.Keys.Tokenizer.CHAT_TEMPLATE: (types.STRING, llama_chat_format.CHATML_CHAT_TEMPLATE),
             gguf.Keys.Tokenizer.ADD_BOS: (types.BOOL, True),
+            gguf.Keys.Tokenizer.SEP_ID: (types.UINT32, 0),
         },
     )
 
@@ -85,3 +87,20 @@ def test_a_built_in_format_is_the_fact_and_the_prompt_tokens_are_the_engines(cha
     assert local.ids is not None and local.ids[0] == 1 and len(local.ids) == usage["prompt_tokens"]
     assert remote.ids == local.ids, remote.source
     assert "built-in chat format chatml" in local.source and "/extras/tokenize" in remote.source
+
+
+def test_a_completions_prompt_ends_with_the_separator_the_server_appends(chatml_engine, chatml_gguf):
+    """llama-cpp-python frames a completion's string prompt itself: the model's BOS, the text, and
+    its separator token (else its EOS where the model adds one)."""
+    request = {"model": "m", "prompt": "One, two,", "max_tokens": 1, "temperature": 0}
+    usage = httpx.post(f"{chatml_engine.url}/v1/completions", json=request, timeout=120).json()["usage"]
+    engine = open_engine(chatml_engine.url, model_file=str(chatml_gguf))
+    try:
+        local = engine.prompt_tokens("/v1/completions", request)
+        engine._local = False  # /extras/tokenize, ended from the GGUF's metadata
+        remote = engine.prompt_tokens("/v1/completions", request)
+    finally:
+        engine.http.close()
+    assert local.ids is not None and (local.ids[0], local.ids[-1]) == (1, 0)
+    assert len(local.ids) == usage["prompt_tokens"]
+    assert remote.ids == local.ids, remote.source
