@@ -364,3 +364,22 @@ def test_vllm_tokenize_gets_the_request_fields_that_change_its_prompt():
         {**{k: v for k, v in chat.items() if k != "temperature"}, "add_generation_prompt": True},
         {"model": "Qwen/Qwen3-8B", "prompt": "hi", "add_special_tokens": False},
     ]
+
+
+def test_llama_servers_tool_use_template_is_in_the_template_hash_and_the_fingerprint():
+    """llama-server renders requests with tools through a second template where the GGUF has one
+    (/props chat_template_tool_use): a change to it changes what the engine runs."""
+    import hashlib
+
+    app = llama_server_app()
+    with ServerThread(app) as server:
+        plain = probe(server.url)
+        app.routes[("GET", "/props")] = {**app.routes[("GET", "/props")], "chat_template_tool_use": "tools: t"}
+        with_tools = probe(server.url)
+        app.routes[("GET", "/props")] = {**app.routes[("GET", "/props")], "chat_template_tool_use": "tools: t2"}
+        other_tools = probe(server.url)
+    assert plain["facts"]["chat_template_sha256"]["value"] == hashlib.sha256(b"t").hexdigest()
+    assert "chat_template_tool_use" not in plain["facts"]
+    assert with_tools["facts"]["chat_template_tool_use"]["value"] == "tools: t"
+    hashes = {s["facts"]["chat_template_sha256"]["value"] for s in (plain, with_tools, other_tools)}
+    assert len(hashes) == 3 and len({s["fingerprint"] for s in (plain, with_tools, other_tools)}) == 3
