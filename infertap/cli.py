@@ -264,7 +264,7 @@ def _print_snapshot(snap: Mapping[str, Any]) -> None:
         value = f["value"]
         if value is None:
             shown = "unknown"
-        elif name == "chat_template":
+        elif name in ("chat_template", "chat_template_tool_use"):
             shown = f"{len(value)} chars: {value[:60]!r}…"
         elif isinstance(value, dict):
             shown = ", ".join(f"{k}={v}" for k, v in value.items() if not isinstance(v, (list, dict)))

@@ -77,6 +77,10 @@ class Engine:
     #: Any request that takes the model lock ends an in-flight stream (llama-cpp-python's
     #: interrupt_requests): out-of-band calls must wait until no exchange is in flight.
     interrupts_streams = False
+    #: A response names the model its request named, whatever it serves (llama-cpp-python; the
+    #: llama-server tested answers with its alias): a new name there is the client's, no sign of
+    #: another engine.
+    echoes_model = False
 
     #: Paths that never take the model lock, asked without waiting (interrupts_streams engines).
     LOCK_FREE: frozenset[str] = frozenset()

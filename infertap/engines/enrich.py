@@ -5,7 +5,8 @@ queue is full the exchange is skipped and counted). One thread, with its own HTT
 the engine for the effective prompt tokens, reads the response for usage and server timings,
 resolves the effective sampling settings, and writes an ``enrichment`` record. The same thread
 keeps the engine snapshot current: at start, every ``probe_interval`` seconds, and whenever a
-response names a different model or ``system_fingerprint``.
+response names a different model or ``system_fingerprint`` (a model the engine only echoed from
+the request is no sign of change).
 """
 
 from __future__ import annotations
@@ -275,7 +276,10 @@ class Enricher:
         # A response from a different model or build means the engine changed under us: take a
         # new snapshot first, so this exchange's enrichment points at the right one.
         parsed = read_response(record)
-        seen = (parsed.model, parsed.system_fingerprint)
+        model = parsed.model
+        if self.engine is not None and self.engine.echoes_model and model == read_request(record).model:
+            model = None  # the client's own name, echoed back: two clients naming two models are one engine
+        seen = (model, parsed.system_fingerprint)
         # Compared where both responses say: vLLM sends system_fingerprint in a stream only with
         # its usage chunk, and a stream without one is no sign of a different engine.
         last = self._last_seen

@@ -46,6 +46,11 @@ class GGUFFacts:
     #: (tensor type, tensors, weights) per type, the most weights first: a Q4_1 file keeps its
     #: norms in F32 and may keep its embedding in Q8_0.
     tensor_types: tuple[tuple[str, int, int], ...] = ()
+    eos_token_id: int | None = None
+    add_eos_token: bool | None = None
+    #: ``tokenizer.ggml.seperator_token_id`` (llama.cpp's spelling): llama-cpp-python ends a
+    #: completion's prompt with it.
+    sep_token_id: int | None = None
 
     def dtype(self) -> str | None:
         """The tensor types by share of the weights, e.g. ``Q4_1 79%, Q8_0 21%, F32 <1%``."""
@@ -111,6 +116,9 @@ def _read(path: str, mtime_ns: int, size: int) -> GGUFFacts:
         context_length=value(f"{arch}.context_length") if arch else None,
         file_type=_file_type(file_type) if file_type is not None else None,
         tensor_types=tuple(sorted(((k, n, w) for k, (n, w) in counts.items()), key=lambda t: -t[2])),
+        eos_token_id=eos_id,
+        add_eos_token=value("tokenizer.ggml.add_eos_token"),
+        sep_token_id=value("tokenizer.ggml.seperator_token_id"),
     )
 
 

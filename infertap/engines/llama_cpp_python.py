@@ -16,6 +16,7 @@ from typing import Any
 
 from .base import Endpoint, Engine, Tokens, fact, sha256_text
 from .gguf_meta import GGUFFacts, dtype_fact, read_gguf
+from .llama_cpp_formats import builtin_format, render_builtin, why
 
 _CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 _PROMPT_PATHS = ("/v1/completions", "/completions")
@@ -83,6 +84,22 @@ def render_chat(template: str, request: dict[str, Any], bos_token: str, eos_toke
     )
 
 
+def _render(gguf: GGUFFacts, request: dict[str, Any]) -> tuple[str, bool, str]:
+    """The chat prompt the server writes for ``request``, whether its tokenizer adds the model's
+    special tokens to it, and how it was written."""
+    name = builtin_format(gguf.chat_template)
+    if name is not None:
+        try:
+            prompt, add_special = render_builtin(name, request)
+        except ImportError as exc:
+            raise LookupError(f"{why(name)}; writing it needs llama_cpp installed here") from exc
+        return prompt, add_special, f"llama-cpp-python's built-in chat format {name} ({why(name)})"
+    assert gguf.chat_template is not None  # builtin_format names one for a GGUF without
+    prompt = render_chat(gguf.chat_template, request, gguf.bos_token or "", gguf.eos_token or "")
+    sha = (sha256_text(gguf.chat_template) or "")[:12]
+    return prompt, False, f"GGUF chat template (sha256 {sha}) rendered as llama-cpp-python does"
+
+
 class LlamaCppPython(Engine):
     # Every sampling setting, as server/types.py's CreateChatCompletionRequest and CreateCompletionRequest
     # spell their fields (a field they don't have is dropped unread: repetition_penalty, typical_p,
@@ -116,6 +133,7 @@ class LlamaCppPython(Engine):
 
     kind = "llama-cpp-python"
     interrupts_streams = True
+    echoes_model = True
     LOCK_FREE = frozenset({"/openapi.json", "/docs"})
     _local: Any = None
     last_error: str | None = None
@@ -170,17 +188,25 @@ class LlamaCppPython(Engine):
             "defaults": fact(defaults, "/openapi.json CreateChatCompletionRequest defaults")
             if defaults
             else fact(None, "not in /openapi.json"),
-            "chat_template": fact(gguf.chat_template, from_gguf) if gguf and gguf.chat_template else fact(None, how),
+            "chat_template": self._template_fact(gguf, from_gguf) if gguf else fact(None, how),
             "bos_token": fact(gguf.bos_token, from_gguf) if gguf else fact(None, how),
             "eos_token": fact(gguf.eos_token, from_gguf) if gguf else fact(None, how),
         }
+
+    @staticmethod
+    def _template_fact(gguf: GGUFFacts, from_gguf: str) -> dict[str, Any]:
+        name = builtin_format(gguf.chat_template)
+        if name is not None:
+            return fact(f"built-in format {name}", f"built-in format {name}: {why(name)} ({from_gguf})")
+        return fact(gguf.chat_template, from_gguf)
 
     def notes(self) -> list[str]:
         return [
             "requests run one at a time; with interrupt_requests (default on) a new request ends the stream in flight,"
             " so infertap makes its own calls (/v1/models, /extras/tokenize) only while no exchange is in flight",
             "server settings (n_ctx, chat_format override, interrupt_requests) are not published; the chat template"
-            " is read from the GGUF, as the server does when no --chat_format is given",
+            " is read from the GGUF, as the server does when no --chat_format is given: the GGUF's template, or the"
+            " built-in format the server picks for it (a template it knows by heart, or none)",
         ]
 
     def defaults_for(self, path: str, model: str | None = None) -> dict[str, Any] | None:
@@ -216,20 +242,29 @@ class LlamaCppPython(Engine):
     def warm(self) -> None:
         """Load what enrichment needs (model file, compiled template, local tokenizer) now."""
         gguf, _ = self.gguf()
-        if gguf is not None and gguf.chat_template:
+        if gguf is not None and builtin_format(gguf.chat_template) is None and gguf.chat_template:
             _compiled(gguf.chat_template)
         self.local_tokenizer()
 
-    def _tokenize_local(self, text: str, *, chat: bool) -> tuple[list[int], str] | None:
+    def _tokenize_local(self, text: str, *, add_special: bool = False, chat: bool = True) -> tuple[list[int], str] | None:
+        """``add_special``: the model's special tokens added, as a built-in chat format's prompt gets them."""
         local = self.local_tokenizer()
         if local is None:
             return None
         llama, how = local
-        # As the server does: chat prompts go in as rendered (add_bos=False); a completion's
-        # string prompt gets the model's BOS when the model asks for one.
-        ids = llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        if not chat and llama._model.add_bos_token() and llama.token_bos() >= 0:
-            ids = [llama.token_bos(), *ids]
+        # As the server does: a GGUF template's prompt goes in as rendered (add_bos=False).
+        ids = llama.tokenize(text.encode("utf-8"), add_bos=add_special, special=True)
+        if not chat:
+            # A completion's string prompt, as Llama._create_completion frames it: the model's BOS
+            # first when it asks for one; its separator (else its EOS) last, unless it has neither
+            # a separator nor add_eos.
+            model = llama._model
+            first, sep = model.token_cls(), model.token_sep()
+            first = first if first != -1 else llama.token_bos()
+            if model.add_bos_token() and first != -1:
+                ids = [first, *ids]
+            if model.add_eos_token() or sep != -1:
+                ids = [*ids, sep if sep != -1 else llama.token_eos()]
         return ids, how
 
     def _tokenize(self, text: str) -> list[int] | None:
@@ -242,24 +277,22 @@ class LlamaCppPython(Engine):
     def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
         if path in _CHAT_PATHS:
             gguf, how = self.gguf()
-            if gguf is None or not gguf.chat_template:
+            if gguf is None:
                 return Tokens(None, f"chat template unknown: {how}")
             try:
-                prompt = render_chat(gguf.chat_template, request, gguf.bos_token or "", gguf.eos_token or "")
+                prompt, add_special, template = _render(gguf, request)
             except Exception as exc:  # a template error is the engine's too; record it, don't crash
-                return Tokens(None, f"rendering the GGUF chat template failed: {exc!r}")
-            template = (
-                f"GGUF chat template (sha256 {(sha256_text(gguf.chat_template) or '')[:12]}) rendered as llama-cpp-python does"
-            )
-            local = self._tokenize_local(prompt, chat=True)
+                return Tokens(None, f"writing the chat prompt as llama-cpp-python does failed: {exc!r}")
+            local = self._tokenize_local(prompt, add_special=add_special)
             if local is not None:
                 return Tokens(local[0], f"{template} + {local[1]}", prompt)
             ids = self._tokenize(prompt)
             if ids is None:
                 return Tokens(None, f"llama-cpp-python /extras/tokenize failed: {self.last_error}", prompt)
-            # /extras/tokenize adds BOS when the model asks for it; the chat path doesn't (its
-            # template writes whatever BOS it wants), so drop exactly that one added token.
-            if gguf.add_bos_token and ids and ids[0] == gguf.bos_token_id:
+            # /extras/tokenize adds BOS when the model asks for it, as a built-in format's prompt
+            # gets it; a GGUF template's doesn't (it writes whatever BOS it wants), so drop exactly
+            # that one added token there.
+            if not add_special and gguf.add_bos_token and ids and ids[0] == gguf.bos_token_id:
                 ids = ids[1:]
             return Tokens(ids, f"{template} + /extras/tokenize", prompt)
         if path in _PROMPT_PATHS:
@@ -271,13 +304,23 @@ class LlamaCppPython(Engine):
                 if local is not None:
                     return Tokens(local[0], local[1])
                 ids = self._tokenize(given)
-                return Tokens(
-                    ids,
-                    "llama-cpp-python /extras/tokenize"
-                    if ids is not None
-                    else f"llama-cpp-python /extras/tokenize failed: {self.last_error}",
-                )
+                if ids is None:
+                    return Tokens(None, f"llama-cpp-python /extras/tokenize failed: {self.last_error}")
+                return Tokens(*self._completion_tail(ids))
         return Tokens(None, f"no prompt to tokenize for {path}")
+
+    def _completion_tail(self, ids: list[int]) -> tuple[list[int], str]:
+        """/extras/tokenize's ids for a completion's prompt, ended as the server ends it: with the
+        separator, else the EOS where the model adds one (which /extras/tokenize adds too)."""
+        gguf, _ = self.gguf()
+        if gguf is None:
+            return ids, "llama-cpp-python /extras/tokenize (a separator the server may append: unknown without the GGUF)"
+        if gguf.add_eos_token and ids and ids[-1] == gguf.eos_token_id:
+            ids = ids[:-1]
+        tail = gguf.sep_token_id if gguf.sep_token_id is not None else gguf.eos_token_id if gguf.add_eos_token else None
+        if tail is not None:
+            return [*ids, tail], f"llama-cpp-python /extras/tokenize, then token {tail} as the server appends it"
+        return ids, "llama-cpp-python /extras/tokenize"
 
     def output_tokens(self, text: str) -> Tokens:
         local = self._tokenize_local(text, chat=True)

@@ -62,6 +62,12 @@ class LlamaServer(Engine):
         slots = self.get("/slots")
         n_ctx = settings.get("n_ctx") or meta.get("n_ctx")
         gguf, how = self.gguf(props.get("model_path"))
+        # A second template, used for requests with tools, where the GGUF has one: kept only then.
+        tool_use = (
+            {"chat_template_tool_use": fact(props["chat_template_tool_use"], "/props chat_template_tool_use")}
+            if props.get("chat_template_tool_use")
+            else {}
+        )
         return {
             "version": version,
             "models": fact(models, "/v1/models") if models else fact(None, "/v1/models did not answer"),
@@ -89,6 +95,7 @@ class LlamaServer(Engine):
             else fact(None, "not exposed"),
             "bos_token": fact(props.get("bos_token"), "/props bos_token") if "bos_token" in props else fact(None, "not exposed"),
             "eos_token": fact(props.get("eos_token"), "/props eos_token") if "eos_token" in props else fact(None, "not exposed"),
+            **tool_use,
         }
 
     def notes(self) -> list[str]:

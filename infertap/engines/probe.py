@@ -53,8 +53,12 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineS
             "source": f"sha256 of --model-file {engine.model_file}",
         }
     template = facts["chat_template"]["value"]
+    tool_use = facts.get("chat_template_tool_use", {}).get("value")
     facts["chat_template_sha256"] = (
         {"value": sha256_text(template), "source": "sha256 of chat_template"}
+        if template and not tool_use
+        # llama-server's second template renders requests with tools: a change there is a change too.
+        else {"value": sha256_text(f"{template}\0{tool_use}"), "source": "sha256 of chat_template, NUL, chat_template_tool_use"}
         if template
         else {"value": None, "source": facts["chat_template"]["source"]}
     )

@@ -24,6 +24,18 @@ from .base import Endpoint, Engine, Tokens, fact
 
 _CHAT_PATHS = ("/v1/chat/completions",)
 _PROMPT_PATHS = ("/v1/completions",)
+#: The fields of a chat request that change its prompt and that /tokenize takes too (TokenizeChatRequest):
+#: its add_special_tokens defaults to False there as in ChatCompletionRequest, chat_template to the model's.
+_CHAT_TOKENIZE_FIELDS = (
+    "tools",
+    "chat_template",
+    "chat_template_kwargs",
+    "add_generation_prompt",
+    "continue_final_message",
+    "add_special_tokens",
+    "mm_processor_kwargs",
+    "media_io_kwargs",
+)
 
 #: vLLM's own request defaults (``ChatCompletionRequest._DEFAULT_SAMPLING_PARAMS``, v0.32), used
 #: where neither the request nor the model's generation_config.json sets a value.
@@ -234,7 +246,7 @@ class VLLM(Engine):
         model = request.get("model")
         if path in _CHAT_PATHS:
             body = {"model": model, "messages": request.get("messages") or [], "add_generation_prompt": True}
-            for key in ("tools", "chat_template_kwargs", "add_generation_prompt", "continue_final_message"):
+            for key in _CHAT_TOKENIZE_FIELDS:
                 if key in request:
                     body[key] = request[key]
             ids = self._tokenize(body)
@@ -244,7 +256,10 @@ class VLLM(Engine):
             if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
                 return Tokens(list(prompt), "request (token ids sent by the client)")
             if isinstance(prompt, str):
-                ids = self._tokenize({"model": model, "prompt": prompt})
+                body = {"model": model, "prompt": prompt}
+                if "add_special_tokens" in request:  # both default to True
+                    body["add_special_tokens"] = request["add_special_tokens"]
+                ids = self._tokenize(body)
                 return Tokens(ids, "vLLM /tokenize with prompt" if ids is not None else "vLLM /tokenize failed")
         return Tokens(None, f"no prompt to tokenize for {path}")
 

@@ -339,3 +339,47 @@ def test_an_engine_behind_an_api_key_is_probed_with_probe_headers_never_stored(r
 
     assert [r["kind"] for r in rec.records() if r["type"] == "engine"] == ["openai-compatible"]
     assert key.encode() not in decompressed_bytes(rec.out)
+
+
+def test_vllm_tokenize_gets_the_request_fields_that_change_its_prompt():
+    """A chat request's own chat_template and add_special_tokens (vLLM's default False on chat,
+    True on completions) change the prompt vLLM runs: /tokenize must get them too, or it counts
+    another prompt. What infertap sends is checked here; vLLM's answer, in test_vllm_real."""
+    app = vllm_app()
+    chat = {
+        "model": "Qwen/Qwen3-8B",
+        "messages": [{"role": "user", "content": "hi"}],
+        "add_special_tokens": True,
+        "chat_template": "{{ messages[0].content }}",
+        "mm_processor_kwargs": {"fps": 2},
+        "temperature": 0,
+    }
+    with ServerThread(app) as server:
+        engine = open_engine(server.url)
+        engine.prompt_tokens("/v1/chat/completions", chat)
+        engine.prompt_tokens("/v1/completions", {"model": "Qwen/Qwen3-8B", "prompt": "hi", "add_special_tokens": False})
+        engine.http.close()
+    sent = [body for method, path, body in app.calls if path == "/tokenize"]
+    assert sent == [
+        {**{k: v for k, v in chat.items() if k != "temperature"}, "add_generation_prompt": True},
+        {"model": "Qwen/Qwen3-8B", "prompt": "hi", "add_special_tokens": False},
+    ]
+
+
+def test_llama_servers_tool_use_template_is_in_the_template_hash_and_the_fingerprint():
+    """llama-server renders requests with tools through a second template where the GGUF has one
+    (/props chat_template_tool_use): a change to it changes what the engine runs."""
+    import hashlib
+
+    app = llama_server_app()
+    with ServerThread(app) as server:
+        plain = probe(server.url)
+        app.routes[("GET", "/props")] = {**app.routes[("GET", "/props")], "chat_template_tool_use": "tools: t"}
+        with_tools = probe(server.url)
+        app.routes[("GET", "/props")] = {**app.routes[("GET", "/props")], "chat_template_tool_use": "tools: t2"}
+        other_tools = probe(server.url)
+    assert plain["facts"]["chat_template_sha256"]["value"] == hashlib.sha256(b"t").hexdigest()
+    assert "chat_template_tool_use" not in plain["facts"]
+    assert with_tools["facts"]["chat_template_tool_use"]["value"] == "tools: t"
+    hashes = {s["facts"]["chat_template_sha256"]["value"] for s in (plain, with_tools, other_tools)}
+    assert len(hashes) == 3 and len({s["fingerprint"] for s in (plain, with_tools, other_tools)}) == 3

@@ -252,3 +252,49 @@ def test_the_enricher_probes_and_warms_up_before_traffic_and_loads_the_tokenizer
         assert lcp._vocab.cache_info().misses == 1 and lcp._vocab.cache_info().hits >= 1
     finally:
         enricher.close()
+
+
+def test_clients_naming_different_models_hold_no_traffic_for_a_re_probe(engine, gguf):
+    """llama-cpp-python answers with the model name its request gave: two clients naming two
+    models are one engine, not a change to re-probe for. A re-probe would hold the proxy's traffic
+    (its /v1/models takes the model lock) once per alternation."""
+    from infertap.capture.records import new_exchange
+    from infertap.engines.enrich import Enricher
+    from infertap.engines.trafficgate import TrafficGate
+
+    class CountingGate(TrafficGate):
+        holds = 0
+
+        def exclusive(self, wait_s):
+            self.holds += 1
+            return super().exclusive(wait_s)
+
+    exchanges = []
+    with httpx.Client(timeout=120) as client:
+        for i, name in enumerate(["client-a", "client-b"] * 2):
+            body = json.dumps({**QUESTION, "model": name, "max_tokens": 1}).encode()
+            reply = client.post(f"{engine.url}/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+            assert reply.json()["model"] == name  # echoed
+            exchanges.append(
+                new_exchange(
+                    id=f"x{i}",
+                    method="POST",
+                    path="/v1/chat/completions",
+                    upstream=engine.url,
+                    wall=0.0,
+                    start_ns=0,
+                    request_body=body,
+                    status=200,
+                    response_headers=[["content-type", "application/json"]],
+                    chunks=[reply.content],
+                )
+            )
+    gate = CountingGate()
+    written: list[dict] = []
+    enricher = Enricher(engine.url, written.append, gate=gate, model_file=str(gguf), probe_interval=3600).start()
+    at_start = gate.holds
+    for x in exchanges:
+        enricher.submit(x)
+    enricher.close()
+    assert gate.holds == at_start
+    assert [r["type"] for r in written].count("enrichment") == 4 and enricher.snapshots == 1
