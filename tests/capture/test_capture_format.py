@@ -404,6 +404,68 @@ def test_zeroed_pages_inside_the_last_block_are_a_torn_tail(tmp_path: Path) -> N
     assert not reader.closed_cleanly
 
 
+def _paged_capture(path: Path) -> tuple[Path, bytes, list[tuple[int, int, list[dict[str, Any]]]]]:
+    """A one-segment capture of blocks a few KiB each (random bodies don't compress), spanning pages."""
+    recs = [exchange(i, chunks=[os.urandom(1500 + 700 * i)], chunk_ns=[1]) for i in range(8)]
+    writer = CaptureWriter(path, recorder=RECORDER).open()
+    try:
+        write_flushed(writer, recs)
+    finally:
+        writer.close()
+    (seg,) = segment_paths(path)
+    data = seg.read_bytes()
+    return seg, data, blocks_of(data)
+
+
+def _zeroed_from(seg: Path, data: bytes, cut: int) -> None:
+    """The file as a power loss leaves it: its size saved, its pages from ``cut`` on never written."""
+    seg.write_bytes(data[:cut] + bytes(len(data) - cut))
+
+
+def _assert_torn_at(path: Path, blocks: list[tuple[int, int, list[dict[str, Any]]]], cut: int) -> None:
+    got, reader = read_all(path)
+    assert got == [r for _, end, recs in blocks if end <= cut for r in recs], f"zeros from {cut}"
+    assert [t.offset for t in reader.torn] == [min(s for s, end, _ in blocks if end > cut)], f"zeros from {cut}"
+    assert not reader.closed_cleanly
+
+
+def test_zeroed_pages_from_each_page_boundary_to_the_end_are_a_torn_tail(tmp_path: Path) -> None:
+    seg, data, blocks = _paged_capture(tmp_path / "cap")
+    cuts = range(4096, len(data), 4096)
+    assert len(cuts) >= 4 and any(blocks[-1][0] > cut for cut in cuts)  # zeros running past the block they start in
+    for cut in cuts:
+        _zeroed_from(seg, data, cut)
+        _assert_torn_at(tmp_path / "cap", blocks, cut)
+
+
+def test_zeros_from_inside_a_block_head_to_the_end_are_a_torn_tail(tmp_path: Path) -> None:
+    seg, data, blocks = _paged_capture(tmp_path / "cap")
+    start = blocks[3][0]
+    for cut in range(start, start + HEAD.size + 2):
+        _zeroed_from(seg, data, cut)
+        _assert_torn_at(tmp_path / "cap", blocks, cut)
+
+
+@pytest.mark.parametrize("damage", ["good blocks after", "garbage at the end", "a head that is no head's start"])
+def test_zeros_that_do_not_run_to_the_end_stay_corruption(tmp_path: Path, damage: str) -> None:
+    """Only zeros to the end of the file look like pages a power loss never wrote."""
+    seg, data, blocks = _paged_capture(tmp_path / "cap")
+    start, end, _ = blocks[3]
+    broken = bytearray(data)
+    if damage == "good blocks after":
+        broken[(start + end) // 2 : end] = bytes(end - (start + end) // 2)
+    elif damage == "garbage at the end":
+        broken[(start + end) // 2 :] = bytes(len(data) - (start + end) // 2)
+        broken[-1] = 1
+    else:
+        broken[start + 8 :] = bytes(len(data) - start - 8)
+        broken[start + 8] = ord("J")  # ITAP's first letter changed: not a head cut short, a damaged one
+    seg.write_bytes(bytes(broken))
+    with pytest.raises(CaptureCorruptError) as info:
+        list(CaptureReader(tmp_path / "cap"))
+    assert info.value.offset == start
+
+
 # -- corruption ----------------------------------------------------------------------------------
 
 
