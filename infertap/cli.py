@@ -398,7 +398,7 @@ def _print_info(s: dict[str, Any]) -> None:
             if s.get("writing")
             else "no (the recorder did not shut down cleanly)",
         ),
-        ("torn tail", "yes" if s["torn"] else "no"),
+        ("torn tail or missing records", "yes" if s["torn"] else "no"),
     ]
     for key, value in rows:
         table.add_row(key, value)

@@ -217,8 +217,7 @@ class RecordingProxy:
             finally:
                 hangup.close()
         finally:
-            self.redactor.request(record, found)
-            self._scrubbed.record(record, found)
+            self._scrubbed.record(record, found, request=True)  # a large body redacted off this loop
 
     def _written(self, record: Exchange) -> None:
         self.writer.write(record)

@@ -13,7 +13,7 @@ The format itself is specified in docs/capture-format.md.
 """
 
 from .errors import CaptureCorruptError, CaptureError, CaptureWriteError, UnsupportedFormatError
-from .reader import CaptureReader, TornTail, read_records
+from .reader import CaptureReader, Gap, TornTail, read_records
 from .records import END_REASONS, FORMAT_MAJOR, FORMAT_MINOR
 from .redact import Redactor
 from .writer import CaptureWriter
@@ -27,6 +27,7 @@ __all__ = [
     "CaptureReader",
     "CaptureWriteError",
     "CaptureWriter",
+    "Gap",
     "Redactor",
     "TornTail",
     "UnsupportedFormatError",

@@ -57,12 +57,7 @@ def iter_blocks(f: BinaryIO, size: int) -> Iterator[Block | Fault]:
             return
         magic, frame_size, tag, major, minor, zlen, crc, head_crc = _HEAD.unpack(head)
         if magic != SKIPPABLE_MAGIC or frame_size != _FRAME_SIZE or tag != TAG or zlib.crc32(head[8:-4]) != head_crc:
-            rest = head + f.read()
-            if not rest.strip(b"\0"):
-                yield Fault(offset, f"{len(rest)} zero bytes at the end", True)
-            else:
-                # A damaged head at the very end of the file is a write cut short; elsewhere, damage.
-                yield Fault(offset, "no valid infertap block head here", len(rest) <= HEAD_SIZE)
+            yield _bad_head(f, offset, size, head)
             return
         end = offset + HEAD_SIZE + zlen
         if end > size:
@@ -71,7 +66,41 @@ def iter_blocks(f: BinaryIO, size: int) -> Iterator[Block | Fault]:
         zframe = f.read(zlen)
         if zlib.crc32(zframe) != crc:
             # A crash can leave the last block with unwritten pages; anywhere else it's damage.
-            yield Fault(offset, "block checksum mismatch", end == size)
+            if end == size:
+                yield Fault(offset, "block checksum mismatch", True)
+            elif zframe.endswith(b"\0") and _zeros_to(f, size - end):
+                yield Fault(
+                    offset, f"block checksum mismatch, zero bytes from inside it to the end ({size - end} after it)", True
+                )
+            else:
+                yield Fault(offset, "block checksum mismatch", False)
             return
         yield Block(offset, major, minor, zframe)
         offset = end
+
+
+def _bad_head(f: BinaryIO, offset: int, size: int, head: bytes) -> Fault:
+    """The fault of a block head that is not one. After a power loss a file's size can be saved but
+    its last pages not: zeros from a page boundary (inside this head, or before it) to the end.
+    That, or a head at the very end (a write cut short), is a torn tail; anything else, damage."""
+    after = size - offset - HEAD_SIZE
+    if not _zeros_to(f, after):
+        return Fault(offset, "no valid infertap block head here", False)
+    kept = head.rstrip(b"\0")
+    if not kept:
+        return Fault(offset, f"{size - offset} zero bytes at the end", True)
+    if after == 0:
+        return Fault(offset, "no valid infertap block head here", True)
+    if kept[: len(SEGMENT_START)] == SEGMENT_START[: len(kept)]:
+        return Fault(offset, f"a block head zeroed from its byte {len(kept)}, zero bytes to the end", True)
+    return Fault(offset, "no valid infertap block head here", False)
+
+
+def _zeros_to(f: BinaryIO, count: int) -> bool:
+    """Whether the next ``count`` bytes of ``f`` are all zero (read a MiB at a time)."""
+    while count > 0:
+        piece = f.read(min(count, 1 << 20))
+        if not piece or piece.strip(b"\0"):
+            return False
+        count -= len(piece)
+    return True

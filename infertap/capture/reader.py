@@ -15,7 +15,7 @@ import zstandard
 from .errors import CaptureCorruptError, CaptureError, UnsupportedFormatError
 from .framing import SEGMENT_START, Block, iter_blocks
 from .records import DICTIONARY_KIND, FORMAT_MAJOR, FORMAT_MINOR
-from .segments import SEGMENT_SUFFIX, segment_paths
+from .segments import SEGMENT_SUFFIX, segment_name, segment_paths
 
 _MAX_FRAME = 1 << 31
 
@@ -45,6 +45,16 @@ class TornTail:
         return f"{self.path}: torn tail at byte {self.offset} ({self.reason}); data before it is intact"
 
 
+@dataclass(slots=True)
+class Gap(TornTail):
+    """Records missing between segments of a capture (a segment deleted or cut short at a block
+    boundary, a run's later segments gone): reported as a torn tail is, with ``torn``, the records
+    that are there read back."""
+
+    def __str__(self) -> str:
+        return f"{self.path}: records missing at byte {self.offset} ({self.reason}); the records read are intact"
+
+
 def starts_as_segment(path: Path) -> bool:
     """Whether the file's first bytes can begin a segment: empty (just created), or the start of a
     block head's zstd magic (a head cut short is a torn tail; anything else is some other file,
@@ -57,8 +67,9 @@ def starts_as_segment(path: Path) -> bool:
 class CaptureReader:
     """Streams the records of a capture in write order.
 
-    After iterating, ``torn`` lists torn tails found and ``closed_cleanly`` says whether every run
-    ended with its final footer.
+    After iterating, ``torn`` lists the damage found, torn tails and gaps (``Gap``: records missing
+    between segments of a capture directory), and ``closed_cleanly`` says whether every run ended
+    with its final footer.
     """
 
     def __init__(self, path: str | os.PathLike[str], sizes: Mapping[str, int] | None = None) -> None:
@@ -84,17 +95,14 @@ class CaptureReader:
         self.torn: list[TornTail] = []
         self.closed_cleanly = False
         self._decompressors: dict[BlockRef | None, zstandard.ZstdDecompressor] = {}  # read_block's, by dictionary
+        self._block_offset = 0  # of the block whose records are being read, and its segment's size
+        self._segment_size = 0
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self.records()
 
     def records(self) -> Iterator[dict[str, Any]]:
-        self.torn = []
-        closing = _Closing(self)
-        for index, segment in enumerate(self.segments):
-            for record in self._segment_records(index, segment, False):
-                closing.see(record)
-                yield record
+        return (located[0] for located in self._walk(False))
 
     def exchanges(self) -> Iterator[dict[str, Any]]:
         return (r for r in self.records() if r.get("type") == "exchange")
@@ -103,12 +111,32 @@ class CaptureReader:
         """``records()``, each with where it lies: its block (``read_block`` reads it again), the
         block's decompressed bytes and the offset in them at which the record's own bytes start.
         For readers that keep a record's place rather than the record (replay's request bodies)."""
+        return self._walk(True)
+
+    def _walk(self, locate: bool) -> Iterator[Any]:
+        """Every segment's records in order (located or, as ``(record,)``, not), ``torn`` and
+        ``closed_cleanly`` kept as they go by. A directory's segments are checked to follow on
+        from each other (``_Continuity``); a segment read alone can't be."""
         self.torn = []
         closing = _Closing(self)
+        continuity = _Continuity(self) if self.path.is_dir() else None
         for index, segment in enumerate(self.segments):
-            for located in self._segment_records(index, segment, True):
-                closing.see(located[0])
-                yield located
+            if continuity is not None:
+                continuity.start(segment)
+            items: Iterator[Any] = (
+                self._segment_records(index, segment, True)
+                if locate
+                else ((r,) for r in self._segment_records(index, segment, False))
+            )
+            for item in items:
+                closing.see(item[0])
+                if continuity is not None:
+                    continuity.see(item[0])
+                yield item
+            if continuity is not None:
+                continuity.end()
+        if continuity is not None:
+            continuity.finish()
 
     def read_block(self, ref: BlockRef) -> bytes:
         """The decompressed bytes of the block at ``ref``, read again from its segment. A segment that
@@ -159,7 +187,9 @@ class CaptureReader:
             size = os.fstat(f.fileno()).st_size
             if self.sizes is not None:
                 size = min(size, self.sizes[name])
+            self._segment_size = size
             for item in iter_blocks(f, size):
+                self._block_offset = item.offset
                 if not isinstance(item, Block):
                     if item.torn:
                         self.torn.append(TornTail(name, item.offset, item.reason))
@@ -248,3 +278,103 @@ class _Closing:
         elif rtype == "footer" and record.get("final"):
             self.open.discard(self.run)
             self.reader.closed_cleanly = not self.open
+
+
+class _Run:
+    """What one run's records so far say: counted as its writer counts them in its footers."""
+
+    __slots__ = ("awaiting", "damaged", "exchanges", "open_end", "records")
+
+    def __init__(self) -> None:
+        self.records = 0  # every record but its dictionaries (and the footer that counts them)
+        self.exchanges = 0
+        self.awaiting: str | None = None  # a segment ended with a non-final footer: more of the run must follow
+        self.open_end: str | None = None  # a segment ended with no footer: the run should end there
+        self.damaged = False  # damage already reported: its counts can't agree any more
+
+
+class _Continuity:
+    """Finds records missing between the segments of a capture directory, each reported once as a
+    ``Gap`` in ``reader.torn``: a segment file missing from the numbering (a writer takes the next
+    free number, so a capture's are consecutive from 0: two writers' segments interleave, a merged
+    replay's are renumbered, so the header's own ``segment`` can't be relied on), a segment that
+    ends without its footer while its run goes on in a later one (cut short at a block boundary),
+    a run whose last segment says more follows and none does, and a footer whose ``records`` or
+    ``exchanges`` differs from what the run's segments held."""
+
+    def __init__(self, reader: CaptureReader) -> None:
+        self.reader = reader
+        self.runs: dict[Any, _Run] = {}
+        self.run: _Run | None = None
+        self.segment = ""
+        self.last: dict[str, Any] | None = None
+        self.expected = 0  # the next segment number
+        self.torn = 0
+        self.counted = True  # no segment file missing: a run's records can be counted from its start
+        self.headless: str | None = None  # the latest segment with no header: empty, or torn in it
+
+    def start(self, segment: Path) -> None:
+        self.segment, self.run, self.last, self.torn = str(segment), None, None, len(self.reader.torn)
+        number = int(segment.name[:6])
+        if number != self.expected:
+            missing = ", ".join(segment_name(i) for i in range(self.expected, min(number, self.expected + 3)))
+            more = f" and {number - self.expected - 3} more" if number - self.expected > 3 else ""
+            self._gap(0, f"segment {missing}{more} missing before it")
+            self.counted = False  # whose it was is not known: no footer's count can agree now
+        self.expected = number + 1
+
+    def see(self, record: dict[str, Any]) -> None:
+        rtype = record.get("type")
+        if rtype == "header" and self.run is None:
+            self.run = self.runs.setdefault(record.get("run_id"), _Run())
+            if self.run.open_end is not None and not self.run.damaged:
+                self.run.damaged = True
+                self._gap_in(
+                    self.run.open_end, -1, f"the segment ends without its footer while its run goes on in {self.segment}"
+                )
+            self.run.awaiting = self.run.open_end = None
+        self.last = record
+        run = self.run
+        if run is None or rtype == "dictionary":
+            return
+        if rtype == "footer" and self.counted and not run.damaged and isinstance(record.get("records"), int):
+            if (record.get("records"), record.get("exchanges", run.exchanges)) != (run.records, run.exchanges):
+                run.damaged = True
+                self._gap(
+                    self.reader._block_offset,
+                    f"its run's footer counts {record.get('records')} records and {record.get('exchanges')} exchanges, "
+                    f"its segments hold {run.records} and {run.exchanges}",
+                )
+        run.records += 1
+        run.exchanges += rtype == "exchange"
+
+    def end(self) -> None:
+        run = self.run
+        if run is None:
+            self.headless = self.segment  # a writer killed as it began it: any awaiting run's, maybe
+            return
+        if len(self.reader.torn) > self.torn:
+            run.damaged = True  # reported as torn
+        elif self.last is not None and self.last.get("type") == "footer":
+            run.awaiting = None if self.last.get("final") else self.segment
+        else:
+            run.open_end = self.segment
+
+    def finish(self) -> None:
+        """A run whose last segment here says more follows: its later segments are gone, unless
+        they were written since the reader listed the capture (or it reads a snapshot of one)."""
+        reader = self.reader
+        if reader.sizes is not None or len(segment_paths(reader.path)) > len(reader.segments):
+            return
+        for run in self.runs.values():
+            if run.awaiting is not None and not run.damaged and not (self.headless and self.headless > run.awaiting):
+                self._gap_in(run.awaiting, -1, "its footer says the run goes on in a later segment, and none is here")
+
+    def _gap(self, offset: int, reason: str) -> None:
+        self._gap_in(self.segment, offset, reason)
+
+    def _gap_in(self, segment: str, offset: int, reason: str) -> None:
+        """``offset`` -1: the segment's end (as read)."""
+        sizes = self.reader.sizes
+        end = sizes[segment] if sizes is not None else os.path.getsize(segment)
+        self.reader.torn.append(Gap(segment, end if offset < 0 else offset, reason))

@@ -52,9 +52,51 @@ _JSON_STRING = re.compile(rb'"((?:[^"\\]++|\\.)*+)(?:"(?:\s*:\s*(?:"((?:[^"\\]++
 _BRACKETS = re.compile(rb"[\[\]{}]")
 
 
-def hinted(raw: bytes) -> bool:
-    """Whether a body may hold a credential ``sub_secrets`` takes out: one scan each, no parse."""
-    return bool(_BODY_HINT.search(raw[::-1]) or _URL_HINT.search(raw))
+_NAME_LETTERS = max(len(n) for n in {*BODY_NAMES, *KEY_ENDINGS, *HOLDERS})
+# What a match of each hint begins as when it runs on to the end of the text searched: the
+# window scan below grows a window that ends in one (see ``_found``). Looser than the hints
+# (any letters for a name), never tighter.
+_BODY_OPEN = re.compile(
+    rb':\s*(?:"[^"\\]{0,69}|"(?:[-_]*[a-z]){0,%d}[-_]*)?\Z' % _NAME_LETTERS,
+    re.IGNORECASE,
+)
+_URL_OPEN = re.compile(rb':(?:(?:\\?/){0,2}\\?|(?:\\?/){2}[^"\s]*)\Z')
+#: How much of a body one ``search`` reads, and how far past that a match found from it may run.
+WINDOW = 256 * 1024
+_OVERLAP = 4096
+
+
+def hinted(raw: bytes, window: int = WINDOW) -> bool:
+    """Whether a body may hold a credential ``sub_secrets`` takes out: a scan each, no parse,
+    ``window`` bytes at a time (``_found``)."""
+    n = len(raw)
+    return _found(_BODY_HINT, _BODY_OPEN, n, lambda a, b: raw[n - b : n - a][::-1], window) or _found(
+        _URL_HINT, _URL_OPEN, n, lambda a, b: raw[a:b], window
+    )
+
+
+def _found(
+    pattern: re.Pattern[bytes], opening: re.Pattern[bytes], n: int, piece: Callable[[int, int], bytes], window: int
+) -> bool:
+    """Whether ``pattern`` matches in a text of ``n`` bytes, whose bytes ``a`` to ``b`` are
+    ``piece(a, b)``, searched a window at a time. CPython's ``re`` holds the GIL for a whole
+    ``search``: a body of many MiB searched at once would stall an event loop for as long from a
+    worker thread as on the loop itself; between windows other threads run. A match that starts
+    in a window and runs past its end is one that ``opening`` finds starting in the window and
+    reaching the end: the window then grows until none does (or it reaches the text's end)."""
+    start = 0
+    while start < n:
+        end = min(n, start + window + min(window, _OVERLAP))
+        while True:
+            text = piece(start, end)
+            if pattern.search(text):
+                return True
+            cut = opening.search(text) if end < n else None
+            if cut is None or cut.start() >= window:
+                break
+            end = min(n, end + (end - start))
+        start += window
+    return False
 
 
 def is_url(text: str) -> bool:

@@ -244,6 +244,12 @@ class CaptureWriter:
 
     def _rotate(self, packer: msgpack.Packer) -> None:
         self._write_frame(self._compressor, packer.pack(self._footer(final=False)), 1, 0)
+        # On this thread, never the proxy's loop: a segment the run has left is on disk before the
+        # next one is, so a power loss can only tear the segment being written, not leave a hole.
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            log.warning("capture %s: segment %s not synced to disk: %s", self.path, segment_name(self._segment), exc)
         os.close(self._fd)
         self._fd = -1
         try:

@@ -5,8 +5,8 @@ cleanup in ``done``. It holds no capture logic: it builds the same exchange reco
 proxy (same redaction) and hands them to the same CaptureWriter, whose thread does the msgpack,
 compression and disk work. On mitmproxy's event loop it only appends each streamed chunk and its
 time to two lists; an encoded response that must be searched for the request's credentials is
-decompressed on a worker thread, as the proxy's are (``Scrubbed``), and ``done`` waits for those
-searches before it closes the capture.
+decompressed on a worker thread, and a large request body searched there, as the proxy's are
+(``Scrubbed``), and ``done`` waits for those searches before it closes the capture.
 
 Usable directly: ``mitmdump -s infertap/mitm/addon.py --set infertap_out=captures/x``.
 """
@@ -218,12 +218,11 @@ class InfertapCapture:
             upstream=f"{req.scheme}://{req.host}:{req.port}",
             **extra,
         )
-        self.redactor.request(record, found)
         if resp is not None and not state["chunks"] and resp.raw_content:
             # Not streamed (e.g. another addon buffered it): one chunk, its time the response's end.
             record["chunks"] = [resp.raw_content]
             record["chunk_ns"] = [record["end_ns"]]
-        scrubbed.record(record, found)  # a decompression runs off mitmproxy's event loop
+        scrubbed.record(record, found, request=True)  # a decompression, a large body's search: off mitmproxy's loop
 
 
 def end_of_error(message: str) -> End:

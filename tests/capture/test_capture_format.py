@@ -21,7 +21,8 @@ import pytest
 import zstandard
 
 from infertap.capture.errors import CaptureCorruptError, CaptureError, CaptureWriteError, UnsupportedFormatError
-from infertap.capture.reader import CaptureReader
+from infertap.capture.info import summarize
+from infertap.capture.reader import CaptureReader, Gap
 from infertap.capture.records import FORMAT_MAJOR, FORMAT_MINOR, new_exchange
 from infertap.capture.segments import segment_paths
 from infertap.capture.writer import CaptureWriter
@@ -404,6 +405,68 @@ def test_zeroed_pages_inside_the_last_block_are_a_torn_tail(tmp_path: Path) -> N
     assert not reader.closed_cleanly
 
 
+def _paged_capture(path: Path) -> tuple[Path, bytes, list[tuple[int, int, list[dict[str, Any]]]]]:
+    """A one-segment capture of blocks a few KiB each (random bodies don't compress), spanning pages."""
+    recs = [exchange(i, chunks=[os.urandom(1500 + 700 * i)], chunk_ns=[1]) for i in range(8)]
+    writer = CaptureWriter(path, recorder=RECORDER).open()
+    try:
+        write_flushed(writer, recs)
+    finally:
+        writer.close()
+    (seg,) = segment_paths(path)
+    data = seg.read_bytes()
+    return seg, data, blocks_of(data)
+
+
+def _zeroed_from(seg: Path, data: bytes, cut: int) -> None:
+    """The file as a power loss leaves it: its size saved, its pages from ``cut`` on never written."""
+    seg.write_bytes(data[:cut] + bytes(len(data) - cut))
+
+
+def _assert_torn_at(path: Path, blocks: list[tuple[int, int, list[dict[str, Any]]]], cut: int) -> None:
+    got, reader = read_all(path)
+    assert got == [r for _, end, recs in blocks if end <= cut for r in recs], f"zeros from {cut}"
+    assert [t.offset for t in reader.torn] == [min(s for s, end, _ in blocks if end > cut)], f"zeros from {cut}"
+    assert not reader.closed_cleanly
+
+
+def test_zeroed_pages_from_each_page_boundary_to_the_end_are_a_torn_tail(tmp_path: Path) -> None:
+    seg, data, blocks = _paged_capture(tmp_path / "cap")
+    cuts = range(4096, len(data), 4096)
+    assert len(cuts) >= 4 and any(blocks[-1][0] > cut for cut in cuts)  # zeros running past the block they start in
+    for cut in cuts:
+        _zeroed_from(seg, data, cut)
+        _assert_torn_at(tmp_path / "cap", blocks, cut)
+
+
+def test_zeros_from_inside_a_block_head_to_the_end_are_a_torn_tail(tmp_path: Path) -> None:
+    seg, data, blocks = _paged_capture(tmp_path / "cap")
+    start = blocks[3][0]
+    for cut in range(start, start + HEAD.size + 2):
+        _zeroed_from(seg, data, cut)
+        _assert_torn_at(tmp_path / "cap", blocks, cut)
+
+
+@pytest.mark.parametrize("damage", ["good blocks after", "garbage at the end", "a head that is no head's start"])
+def test_zeros_that_do_not_run_to_the_end_stay_corruption(tmp_path: Path, damage: str) -> None:
+    """Only zeros to the end of the file look like pages a power loss never wrote."""
+    seg, data, blocks = _paged_capture(tmp_path / "cap")
+    start, end, _ = blocks[3]
+    broken = bytearray(data)
+    if damage == "good blocks after":
+        broken[(start + end) // 2 : end] = bytes(end - (start + end) // 2)
+    elif damage == "garbage at the end":
+        broken[(start + end) // 2 :] = bytes(len(data) - (start + end) // 2)
+        broken[-1] = 1
+    else:
+        broken[start + 8 :] = bytes(len(data) - start - 8)
+        broken[start + 8] = ord("J")  # ITAP's first letter changed: not a head cut short, a damaged one
+    seg.write_bytes(bytes(broken))
+    with pytest.raises(CaptureCorruptError) as info:
+        list(CaptureReader(tmp_path / "cap"))
+    assert info.value.offset == start
+
+
 # -- corruption ----------------------------------------------------------------------------------
 
 
@@ -460,6 +523,101 @@ def test_damaged_last_block_of_an_earlier_segment_reads_as_torn_and_reading_goes
     assert [t.path for t in reader.torn] == [str(first)]
     assert reader.closed_cleanly
     assert got[-1]["type"] == "footer" and got[-1]["final"] is True
+
+
+# -- records missing between segments ---------------------------------------------------------------
+
+
+def _rotated(path: Path) -> tuple[list[Path], list[list[dict[str, Any]]]]:
+    """A closed run over several segments (one exchange or two each); each segment's records."""
+    small_capture(path, n=8, max_segment_bytes=200)
+    segments = segment_paths(path)
+    assert len(segments) >= 4
+    return segments, [read_all(seg)[0] for seg in segments]
+
+
+def _gaps(reader: CaptureReader) -> list[Gap]:
+    assert all(isinstance(t, Gap) for t in reader.torn)
+    return [t for t in reader.torn if isinstance(t, Gap)]
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_a_missing_segment_is_reported_and_the_rest_read(tmp_path: Path, which: int) -> None:
+    cap = tmp_path / "cap"
+    segments, held = _rotated(cap)
+    segments[which].unlink()
+    got, reader = read_all(cap)
+    assert got == [r for i, recs in enumerate(held) if i != which for r in recs]
+    (gap,) = _gaps(reader)
+    assert gap.path == str(segments[which + 1]) and segments[which].name in str(gap) and "missing" in str(gap)
+    assert summarize(cap)["torn"] == [str(gap)]  # infertap info, analysis and replay warn with these
+
+
+def test_a_middle_segment_cut_short_at_a_block_boundary_is_reported(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    segments, held = _rotated(cap)
+    data = segments[1].read_bytes()
+    footer_start = blocks_of(data)[-1][0]
+    segments[1].write_bytes(data[:footer_start])  # a whole block short: no torn tail to see
+    got, reader = read_all(cap)
+    assert got == [r for recs in held for r in recs if r is not held[1][-1]]
+    (gap,) = _gaps(reader)
+    assert gap.path == str(segments[1]) and gap.offset == footer_start and "without its footer" in gap.reason
+
+
+def test_a_runs_lost_last_segment_is_reported(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    segments, held = _rotated(cap)
+    segments[-1].unlink()
+    got, reader = read_all(cap)
+    assert got == [r for recs in held[:-1] for r in recs] and not reader.closed_cleanly
+    (gap,) = _gaps(reader)
+    assert gap.path == str(segments[-2]) and "goes on in a later segment" in gap.reason
+
+
+def test_a_block_missing_from_a_segment_is_told_by_the_footers_counts(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    small_capture(cap, n=4)
+    (seg,) = segment_paths(cap)
+    data = seg.read_bytes()
+    start, end, _ = blocks_of(data)[2]
+    seg.write_bytes(data[:start] + data[end:])  # an exchange's block gone, every block whole
+    got, reader = read_all(cap)
+    assert len([r for r in got if r["type"] == "exchange"]) == 3 and reader.closed_cleanly
+    (gap,) = _gaps(reader)
+    assert "counts 5 records and 4 exchanges" in gap.reason and "hold 4 and 3" in gap.reason
+
+
+def test_whole_captures_and_segments_read_alone_report_no_gap(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    segments, _ = _rotated(cap)
+    assert read_all(cap)[1].torn == []
+    for seg in segments:  # a segment alone: its run's other segments are not expected
+        assert read_all(seg)[1].torn == []
+    segments[-1].write_bytes(b"")  # a crash as the writer began the next segment
+    assert read_all(cap)[1].torn == []
+
+
+def test_a_segment_is_synced_to_disk_before_the_next_is_begun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A power loss then tears only the segment being written; it can't leave a hole before it."""
+    events: list[str] = []
+    real_fsync, real_open = os.fsync, os.open
+
+    def fsync(fd: int) -> None:
+        events.append("sync " + os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def opened(path: Any, flags: int, mode: int = 0o777) -> int:
+        events.append("open " + os.path.basename(path))
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "open", opened)
+    cap = tmp_path / "cap"
+    small_capture(cap, n=6, max_segment_bytes=200)
+    names = [p.name for p in segment_paths(cap)]
+    assert len(names) >= 3
+    assert events == [e for name in names for e in (f"open {name}", f"sync {name}")]
 
 
 # -- versions ------------------------------------------------------------------------------------

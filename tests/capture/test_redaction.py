@@ -347,3 +347,25 @@ def test_a_repeated_credential_is_redacted_wherever_the_chunks_cut_it(parts: lis
         b"other-secret-xyz", REDACTED.encode()
     )
     assert len(record["chunks"]) == len(chunks)  # each chunk keeps its place (and its time)
+
+
+def test_the_hint_scan_a_window_at_a_time_finds_what_one_search_finds() -> None:
+    """The body hint is searched in windows (so a worker thread lets the event loop run between
+    them): a match across a window's end, however long its whitespace, ``-`` or ``_`` runs or its
+    URL, is found as one search over the whole body finds it."""
+    import random
+
+    from infertap.capture.redact_json import _BODY_HINT, _URL_HINT, hinted
+
+    pieces = [b'"api_key"', b":", b" ", b"\n", b'"', b"x", b'"page_token"', b'"max_tokens"', b"-", b"_", b"\\u005f"]
+    pieces += [b'"a\\u005fb"', b"://", b"\\/", b"?", b"@", b"http", b"{", b"}", b"Token", b" " * 50, b"-" * 40]
+    pieces += [b'"ab"', b"1234u\\", b"yek_ipa", b"\\u0040", b"secret", b"a" * 30]
+    rng = random.Random(7)
+    found = 0
+    for _ in range(5000):
+        raw = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        whole = bool(_BODY_HINT.search(raw[::-1]) or _URL_HINT.search(raw))
+        found += whole
+        for window in (1, 2, 3, 7, 16, 64):
+            assert hinted(raw, window) is whole, (window, raw)
+    assert 500 < found < 4500  # both answers well tried

@@ -190,6 +190,25 @@ def test_secrets_reach_the_upstream_but_never_the_capture(fake, record):
     assert "AAAA1111" not in log
 
 
+def test_a_large_body_with_a_credential_is_redacted_and_recorded_before_shutdown(fake, record):
+    """A body over OFFLOAD_BYTES is searched on a worker thread (the loop keeps streaming): still
+    redacted, its credential kept out of the response that repeats it, and written before a stop
+    right after its response."""
+    app, url = fake
+    rec = record(url)
+    key = "sk-large-HHHH8888hhhh"
+    messages = [{"role": "user", "content": "word " * 200}] * 1500  # about 1.5 MiB
+    body = json.dumps({"model": "m", "messages": messages, "api_key": key}).encode()
+    r = httpx.post(f"{rec.url}/echo-body", content=body, headers={"content-type": "application/json"}, timeout=60)
+    assert r.status_code == 400 and key.encode() in r.content  # the client gets the engine's answer as sent
+    rec.stop()
+    assert key not in repr(rec.records())  # (its frames use the run's dictionary: read through the reader)
+    (x,) = rec.exchanges()
+    kept = json.loads(x["request_body"])
+    assert kept["api_key"] == "[REDACTED]" and kept["messages"] == messages
+    assert b"[REDACTED]" in b"".join(x["chunks"])
+
+
 def test_a_client_that_hangs_up_right_after_done_leaves_a_complete_exchange(record):
     """An SDK stops reading at [DONE]; the upstream's close comes later. That is a complete answer."""
     import asyncio as _asyncio

@@ -1,0 +1,115 @@
+"""What a large request body's redaction costs the recorder's event loop, before and after it moved
+off the loop.
+
+    python -m bench.redaction [--mib 8 56] [--json bench-redaction.json]
+
+Per body size and shape (a chat body with no credential, one with an ``api_key``, one with many
+``*_token`` keys: the hint then matches and the whole body is walked), it reports the hint scan's
+cost per MiB (one ``search`` over the body, as before, and a window at a time, as now), the whole
+redaction's cost per MiB, and the event loop's lag (a 1 ms sleep's lateness, worst and median) while
+one such body is recorded through ``Scrubbed`` with the real ``Redactor``: redacted on the loop (as
+before) and handed over with ``request=True`` (as now: on a worker thread, the scan in windows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from typing import Any
+
+from infertap.capture.records import new_exchange
+from infertap.capture.redact import Redactor
+from infertap.capture.redact_json import _BODY_HINT, _URL_HINT, hinted
+from infertap.capture.scrubbing import Scrubbed
+
+MIB = 1 << 20
+
+
+def body(shape: str, mib: float) -> bytes:
+    n = int(mib * MIB)
+    if shape == "many *_token keys":
+        return json.dumps({"model": "m", "messages": [{"role": "user", "content": "x", "page_token": "t"}] * (n // 60)}).encode()
+    doc: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "word " * 200}] * (n // 1100)}
+    if shape == "api_key":
+        doc["api_key"] = "sk-abcdefgh12345"
+    return json.dumps(doc).encode()
+
+
+def timed(fn: Any) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+async def lag_while_recorded(raw: bytes, offloaded: bool) -> dict[str, float]:
+    """The loop's lateness waking from 1 ms sleeps while one exchange with ``raw`` is recorded."""
+    redactor, written = Redactor(), []
+    scrubbed = Scrubbed(redactor, written.append)
+    record = new_exchange(
+        method="POST",
+        path="/v1/chat/completions",
+        upstream="u",
+        wall=0.0,
+        start_ns=0,
+        request_headers=[["content-type", "application/json"]],
+        request_body=raw,
+    )
+    lags: list[float] = []
+    done = False
+
+    async def ticker() -> None:
+        while not done:
+            t = time.perf_counter()
+            await asyncio.sleep(0.001)
+            lags.append((time.perf_counter() - t - 0.001) * 1000)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0.02)
+    lags.clear()
+    if offloaded:
+        scrubbed.record(record, set(), request=True)
+    else:  # as the proxy did: the body redacted on the loop, then handed over
+        redactor.request(record, set())
+        scrubbed.record(record, set())
+    await scrubbed.drained()
+    await asyncio.sleep(0.01)
+    done = True
+    await task
+    assert written, "the exchange was not written"
+    return {"max_ms": round(max(lags), 2), "p50_ms": round(statistics.median(lags), 3), "ticks": len(lags)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=float, nargs="+", default=[8.0, 56.0])
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    rows = []
+    for mib in args.mib:
+        for shape in ("no credential", "api_key", "many *_token keys"):
+            raw = body(shape, mib)
+            size = len(raw) / MIB
+            one = timed(lambda: _BODY_HINT.search(raw[::-1]) or _URL_HINT.search(raw))  # noqa: B023
+            windowed = timed(lambda: hinted(raw))  # noqa: B023
+            whole = timed(lambda: Redactor().body(raw, [["content-type", "application/json"]], set()))  # noqa: B023
+            row = {
+                "body_mib": round(size, 1),
+                "shape": shape,
+                "hint_one_search_ms_per_mib": round(one * 1000 / size, 2),
+                "hint_windowed_ms_per_mib": round(windowed * 1000 / size, 2),
+                "redaction_ms_per_mib": round(whole * 1000 / size, 2),
+                "loop_lag_on_loop": asyncio.run(lag_while_recorded(raw, False)),
+                "loop_lag_offloaded": asyncio.run(lag_while_recorded(raw, True)),
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
