@@ -28,6 +28,7 @@ from infertap.capture.records import End, ExchangeExtras, new_exchange, session_
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
+from infertap.mitm.endings import end_of_flow
 from infertap.telemetry import Sampler, start_telemetry
 
 log = logging.getLogger("infertap.mitm")
@@ -176,8 +177,8 @@ class InfertapCapture:
 
     def error(self, flow: http.HTTPFlow) -> None:
         msg = flow.error.msg if flow.error else "unknown error"
-        end = end_of_error(msg)
         state = flow.metadata.get("infertap")
+        end = end_of_flow(flow, live=True)
         if end == "client_disconnected" and state is not None and ended_by_marker(state["chunks"]):
             self._finish(flow, "complete", None, closed_after_end=True)  # it had the whole stream
             return
@@ -224,17 +225,6 @@ class InfertapCapture:
             record["chunks"] = [resp.raw_content]
             record["chunk_ns"] = [record["end_ns"]]
         scrubbed.record(record, found)  # a decompression runs off mitmproxy's event loop
-
-
-def end_of_error(message: str) -> End:
-    """How an exchange mitmproxy reports as failed ended, in the capture's words: the client went
-    away (HTTP/1 disconnect, an HTTP/2 stream the client reset), a timeout, else the upstream."""
-    lowered = message.lower()
-    if "client disconnected" in lowered or "client closed" in lowered or "reset by client" in lowered:
-        return "client_disconnected"
-    if "timeout" in lowered or "timed out" in lowered:
-        return "timeout"
-    return "upstream_error"
 
 
 addons = [InfertapCapture()]

@@ -24,7 +24,8 @@ from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.errors import InfertapError
 
-from .addon import DEFAULT_PATHS, end_of_error
+from .addon import DEFAULT_PATHS
+from .endings import end_of_flow
 
 
 class ImportError_(InfertapError):
@@ -138,7 +139,7 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
                     else None
                     if resp
                     else "no response in the flow file (saved in flight?)",
-                    "end": end_of_error(flow.error.msg) if flow.error else "complete" if resp else "upstream_error",
+                    "end": end_of_flow(flow, live=False) if flow.error else "complete" if resp else "upstream_error",
                 }
                 redactor.request(x, found)
                 redactor.echoes(x, found)

@@ -75,9 +75,13 @@ def test_a_flow_files_endings_come_from_its_errors(tmp_path: Path) -> None:
     from mitmproxy.flow import Error
     from mitmproxy.test import tflow
 
-    def flow(resp: bool, error: str | None, session: str | None = None):
+    def flow(resp: bool, error: str | None, session: str | None = None, h2: str = ""):
         f = tflow.tflow(resp=resp)
         f.request.path = "/v1/chat/completions"
+        if "client" in h2:
+            f.request.http_version = "HTTP/2.0"
+        if "upstream" in h2:
+            f.server_conn.alpn = b"h2"
         if error:
             f.error = Error(error)
         if session:
@@ -89,9 +93,13 @@ def test_a_flow_files_endings_come_from_its_errors(tmp_path: Path) -> None:
         flow(True, "Client disconnected."),
         flow(True, "HTTP/1 protocol error: peer closed connection without sending complete message body"),
         flow(False, "Client disconnected."),
-        flow(False, "stream reset by client (CANCEL)"),
+        flow(False, "stream reset by client (CANCEL)", h2="client upstream"),  # the client gave up its stream
         flow(False, None),  # in flight when the file was saved
         flow(True, None, session="S2"),
+        # mitmproxy words the upstream's RST_STREAM "reset by client" too
+        flow(False, "stream reset by client (INTERNAL_ERROR)", h2="client upstream"),
+        flow(False, "stream reset by client (CANCEL)", h2="upstream"),  # an HTTP/1 client resets no stream
+        flow(False, "peer closed connection", h2="client"),  # an HTTP/1 upstream neither: the client's
     ]
     for i, f in enumerate(flows):
         f.request.timestamp_start += i
@@ -108,6 +116,9 @@ def test_a_flow_files_endings_come_from_its_errors(tmp_path: Path) -> None:
         "client_disconnected",
         "upstream_error",
         "complete",
+        "upstream_error",
+        "upstream_error",
+        "client_disconnected",
     ]
     assert "no response" in xs[4]["error"] and xs[5]["session"] == "S2"
 
