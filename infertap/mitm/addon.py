@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Unpack
 
 from mitmproxy import ctx, exceptions, http
@@ -140,7 +140,7 @@ class InfertapCapture:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if self.writer is None or not self.matches(flow):
             return
-        flow.metadata["infertap"] = {
+        state = flow.metadata["infertap"] = {
             "wall": time.time(),
             "start_ns": self.writer.elapsed_ns(),
             "t0": 0,
@@ -148,10 +148,33 @@ class InfertapCapture:
             "chunks": [],
             "headers_ns": None,
         }
+        if flow.request.stream:
+            # Over stream_large_bodies: mitmproxy hands the body on as it comes and keeps none of
+            # it, and the request hook fires only once all of it went (the answer may be there
+            # first). Each chunk is kept as it passes, and the exchange starts with the first.
+            kept: list[bytes] = []
+            state["request_chunks"] = kept
+            before = flow.request.stream if callable(flow.request.stream) else None
+
+            def keep(data: bytes) -> bytes | Iterable[bytes]:
+                self._handed(state)
+                out = before(data) if before is not None else data
+                if isinstance(out, bytes):
+                    kept.append(out)
+                    return out
+                kept.extend(out := list(out))
+                return out
+
+            flow.request.stream = keep
 
     def request(self, flow: http.HTTPFlow) -> None:
         state = flow.metadata.get("infertap")
-        if state is not None and self.writer is not None:
+        if state is not None:
+            self._handed(state)
+
+    def _handed(self, state: dict[str, Any]) -> None:
+        """The request goes to the upstream now: the exchange's clock starts (once)."""
+        if "sent_ns" not in state and self.writer is not None:
             state["sent_ns"] = self.writer.elapsed_ns()
             state["t0"] = time.monotonic_ns()
 
@@ -159,6 +182,7 @@ class InfertapCapture:
         state = flow.metadata.get("infertap")
         if state is None or flow.response is None:
             return
+        self._handed(state)  # an answer before the request was handed on (an addon's): from now
         t0 = state["t0"]
         state["headers_ns"] = time.monotonic_ns() - t0
         chunk_ns: list[int] = state["chunk_ns"]
@@ -190,6 +214,12 @@ class InfertapCapture:
         if state is None or self.writer is None or scrubbed is None:
             return
         req, resp = flow.request, flow.response
+        if req.stream is True and "request_chunks" not in state and req.raw_content is None:
+            log.warning(  # a chunked body past stream_large_bodies: streamed before any hook could keep it
+                "infertap: %s %s streamed its request body without keeping it; --set store_streamed_bodies=true keeps it",
+                req.method,
+                req.path,
+            )
         path, _, query = req.path.partition("?")
         self._seq += 1
         t0 = state["t0"] or time.monotonic_ns()
@@ -207,7 +237,7 @@ class InfertapCapture:
             query=self.redactor.query(query, found),
             http_version=req.http_version.removeprefix("HTTP/"),
             request_headers=self.redactor.headers_from_asgi(req.headers.fields, found),
-            request_body=req.raw_content or b"",
+            request_body=b"".join(state["request_chunks"]) if "request_chunks" in state else req.raw_content or b"",
             status=resp.status_code if resp else None,
             response_headers=self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
             headers_ns=state["headers_ns"],
