@@ -104,7 +104,9 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
     click.echo(
         f"imported {counts['kept']} exchanges into {out} ({counts['skipped']} requests to other paths skipped; --all-paths keeps them)"
     )
-    if counts["unreadable"]:
+    if counts["unreadable"] and counts["kind"] == "mitmproxy":
+        click.echo(f"warning: {source}: {counts['first_unreadable']}; the flows before it were imported", err=True)
+    elif counts["unreadable"]:
         click.echo(
             f"{counts['unreadable']} HAR entries could not be read as exchanges and are not in the capture "
             f"(first: {counts['first_unreadable']})",

@@ -106,13 +106,18 @@ def _pseudo(h: dict[str, Any]) -> bool:
     return str(h["name"]).startswith(":")
 
 
-def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
+def _flow_exchanges(path: Path, redactor: Redactor, unreadable: list[str]) -> Iterator[dict[str, Any]]:
+    """Each HTTP flow of a mitmproxy flow file as an exchange. A file damaged after some flows (cut
+    short by a crash or a full disk while mitmdump wrote it) gives those, its tail named in
+    ``unreadable``; one whose first flow can't be read is no flow file."""
     from mitmproxy import http, io
     from mitmproxy.exceptions import FlowReadException
 
+    read = 0
     with open(path, "rb") as f:
         try:
             for flow in io.FlowReader(f).stream():
+                read += 1
                 if not isinstance(flow, http.HTTPFlow):
                     continue
                 req, resp = flow.request, flow.response
@@ -145,12 +150,15 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
                 redactor.echoes(x, found)
                 yield x
         except FlowReadException as exc:
-            raise ImportError_(f"{path}: not a readable mitmproxy flow file: {exc}") from exc
+            if not read:
+                raise ImportError_(f"{path}: not a readable mitmproxy flow file: {exc}") from exc
+            unreadable.append(f"the file after its flow {read} is damaged: {exc}")
 
 
 def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, all_paths: bool = False) -> dict[str, Any]:
-    """Convert ``source`` into the capture ``out``; returns counts of what was kept, skipped (other
-    paths) and unreadable (HAR entries that aren't an exchange, with the first one's reason)."""
+    """Convert ``source`` into the capture ``out``; returns its ``kind`` (``har``, ``mitmproxy``) and
+    counts of what was kept, skipped (other paths) and unreadable (HAR entries that aren't an
+    exchange, a flow file's damaged tail; with the first one's reason)."""
     path = Path(source)
     redactor = Redactor()
     try:
@@ -171,8 +179,9 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
             raise ImportError_(f"{path}: JSON without a list log.entries is not a HAR file")
         kind, exchanges = "har", list(_har_exchanges(log["entries"], redactor, unreadable))
     else:
-        kind, exchanges = "mitmproxy", list(_flow_exchanges(path, redactor))
+        kind, exchanges = "mitmproxy", list(_flow_exchanges(path, redactor, unreadable))
     counts: dict[str, Any] = {
+        "kind": kind,
         "kept": 0,
         "skipped": 0,
         "unreadable": len(unreadable),

@@ -201,3 +201,32 @@ def test_a_har_of_http2_keeps_no_credential_of_its_urls_and_no_pseudo_header(tmp
     ]
     assert x["response_headers"] == [["location", f"https://cdn.example/o?X-Goog-Signature={REDACTED}"]]
     assert x["query"] == f"key={REDACTED}"
+
+
+def test_a_flow_file_cut_short_imports_the_flows_before_the_damage(tmp_path: Path) -> None:
+    """A flow file cut short (mitmdump killed mid-write, a full disk) imported nothing: the read
+    error at its tail threw away every good flow before it."""
+    from click.testing import CliRunner
+    from mitmproxy import io
+    from mitmproxy.test import tflow
+
+    from infertap.cli import cli
+
+    with open(tmp_path / "ok.flows", "wb") as fh:
+        writer = io.FlowWriter(fh)
+        for i in range(5):
+            f = tflow.tflow(resp=True)
+            f.request.path = "/v1/chat/completions"
+            f.request.content = json.dumps({"i": i}).encode()
+            writer.add(f)
+    data = (tmp_path / "ok.flows").read_bytes()
+    (tmp_path / "cut.flows").write_bytes(data[:-20])
+    result = CliRunner().invoke(cli, ["import", str(tmp_path / "cut.flows"), "--out", str(tmp_path / "cap")])
+    assert result.exit_code == 0, result.output
+    assert "imported 4 exchanges" in result.stdout and "after its flow 4 is damaged" in result.stderr
+    assert [json.loads(x["request_body"])["i"] for x in CaptureReader(tmp_path / "cap").exchanges()] == [0, 1, 2, 3]
+    counts = import_file(tmp_path / "cut.flows", tmp_path / "cap2")
+    assert (counts["kept"], counts["unreadable"]) == (4, 1)
+    (tmp_path / "head.flows").write_bytes(data[:10])  # not even one flow: no flow file
+    refused = CliRunner().invoke(cli, ["import", str(tmp_path / "head.flows"), "--out", str(tmp_path / "cap3")])
+    assert refused.exit_code == 1 and "not a readable mitmproxy flow file" in refused.output
