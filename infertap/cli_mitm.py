@@ -22,7 +22,7 @@ from .options import host_port, key_value, note_if_appending, telemetry_options
     "--match",
     multiple=True,
     metavar="PATTERN",
-    help="Host or path pattern to record (fnmatch; with '/' it matches paths). Default: OpenAI-compatible and Ollama API paths on any host.",
+    help="Host or path pattern to record (fnmatch; with '/' it matches paths). Default: the LLM API paths infertap reads (OpenAI-compatible, Anthropic, Ollama, llama.cpp, Bedrock, Vertex AI) on any host.",
 )
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/mitm-<time>].")
 @click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable.")

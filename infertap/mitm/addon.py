@@ -33,11 +33,19 @@ from infertap.telemetry import Sampler, start_telemetry
 
 log = logging.getLogger("infertap.mitm")
 
-# OpenAI-compatible, Anthropic-style and Ollama API paths, on any host.
-DEFAULT_PATHS = re.compile(
-    r"^(/[^?]*)?/(v1/(chat/completions|completions|responses|embeddings|messages|models)|chat/completions|completions?"
-    r"|api/(chat|generate|embed|embeddings|show|tags|ps|version)|tokenize|detokenize|apply-template|props)(\?|$|/)"
+# The routes infertap's analysis reads (infertap/apis/read.py; tests/mitm/test_paths.py holds the
+# two together), on any host and under any prefix, as few others as can be: Responses and Messages
+# only after v1/ (or Azure's openai/), since /responses and /messages are common outside LLM APIs.
+_ROUTES = (
+    r"v1/(chat/completions|completions|responses|embeddings|messages|models|rerank)",  # OpenAI, Anthropic
+    r"openai/responses",  # Azure OpenAI's Responses (?api-version=...)
+    r"chat/completions|completions?|infill|embeddings?|rerank",  # OpenAI-compatible anywhere; llama.cpp's own
+    r"api/(chat|generate|embed|embeddings|show|tags|ps|version)",  # Ollama
+    r"tokenize|detokenize|apply-template|props",  # llama.cpp's
+    r"model/[^/?]+/invoke(-with-response-stream)?",  # Bedrock (Anthropic's Messages among them)
+    r"[^/?]+:(stream)?[rR]awPredict",  # Vertex AI (Anthropic's Messages)
 )
+DEFAULT_PATHS = re.compile(rf"^(/[^?]*)?/({'|'.join(_ROUTES)})(\?|$|/)")
 
 
 class InfertapCapture:
@@ -59,7 +67,7 @@ class InfertapCapture:
             Sequence[str],
             [],
             "Host or path patterns to record (fnmatch; a pattern with '/' matches paths). "
-            "Default: OpenAI-compatible and Ollama API paths on any host.",
+            "Default: the LLM API paths infertap reads (OpenAI-compatible, Anthropic, Ollama, llama.cpp, Bedrock, Vertex AI) on any host.",
         )
         loader.add_option("infertap_redact", Sequence[str], [], "More header names whose values are secrets.")
         loader.add_option("infertap_labels", Sequence[str], [], "key=value labels stored in the capture header.")
