@@ -163,15 +163,17 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
     redactor = Redactor()
     try:
         with open(path, "rb") as f:
-            head = f.read(1)
+            head = f.read(4096)
     except OSError as exc:
         raise ImportError_(f"{path}: cannot read: {exc}") from exc
     if not head:  # mitmproxy reads an empty file as a flow file of no flows
         raise ImportError_(f"{path}: an empty file is neither a HAR nor a mitmproxy flow file; nothing imported")
     unreadable: list[str] = []
-    if head == b"{":
+    # A HAR saved by an editor or a Windows tool may start with a byte order mark or a blank line
+    # (a flow file starts with a tnetstring's length digit, never either).
+    if head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1] == b"{":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ImportError_(f"{path}: not valid JSON, so not a HAR file: {exc}") from exc
         log = data.get("log") if isinstance(data, dict) else None

@@ -230,3 +230,15 @@ def test_a_flow_file_cut_short_imports_the_flows_before_the_damage(tmp_path: Pat
     (tmp_path / "head.flows").write_bytes(data[:10])  # not even one flow: no flow file
     refused = CliRunner().invoke(cli, ["import", str(tmp_path / "head.flows"), "--out", str(tmp_path / "cap3")])
     assert refused.exit_code == 1 and "not a readable mitmproxy flow file" in refused.output
+
+
+def test_a_har_with_a_byte_order_mark_or_a_leading_blank_line_is_read_as_a_har(tmp_path: Path) -> None:
+    """A BOM sent the file to mitmproxy's own HAR reader (imported as "mitmproxy", negative first-byte
+    times); a leading newline had it refused."""
+    har = json.dumps({"log": {"version": "1.2", "entries": [_entry("2025-01-02T10:00:00.000+00:00", {"send": 1, "wait": 50})]}})
+    (tmp_path / "bom.har").write_text(har, encoding="utf-8-sig")
+    (tmp_path / "blank.har").write_text("\r\n  " + json.dumps(json.loads(har), indent=2))
+    for name in ("bom.har", "blank.har"):
+        counts = import_file(tmp_path / name, tmp_path / f"cap-{name}")
+        (x,) = CaptureReader(tmp_path / f"cap-{name}").exchanges()
+        assert (counts["kind"], x["imported"], x["headers_ns"]) == ("har", "har", 51_000_000), name
