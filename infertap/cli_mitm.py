@@ -104,6 +104,12 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
     click.echo(
         f"imported {counts['kept']} exchanges into {out} ({counts['skipped']} requests to other paths skipped; --all-paths keeps them)"
     )
+    if counts["bodies_not_in_file"]:
+        click.echo(
+            f"warning: {counts['bodies_not_in_file']} exchanges sent a body that is not in the file (saved without "
+            "content?): kept empty and marked body_not_in_file",
+            err=True,
+        )
     if counts["unreadable"] and counts["kind"] == "mitmproxy":
         click.echo(f"warning: {source}: {counts['first_unreadable']}; the flows before it were imported", err=True)
     elif counts["unreadable"]:

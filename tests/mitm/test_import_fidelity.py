@@ -10,6 +10,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from infertap.analysis import Analysis, speed_stats
 from infertap.capture.reader import CaptureReader
 from infertap.capture.redact import REDACTED
@@ -242,3 +244,58 @@ def test_a_har_with_a_byte_order_mark_or_a_leading_blank_line_is_read_as_a_har(t
         counts = import_file(tmp_path / name, tmp_path / f"cap-{name}")
         (x,) = CaptureReader(tmp_path / f"cap-{name}").exchanges()
         assert (counts["kind"], x["imported"], x["headers_ns"]) == ("har", "har", 51_000_000), name
+
+
+@pytest.mark.filterwarnings("ignore:tagMap is deprecated", "ignore:typeMap is deprecated")  # mitmproxy's addons import ldap3
+def test_a_har_entrys_failure_and_a_body_it_does_not_hold_are_kept_never_read_as_complete(tmp_path: Path) -> None:
+    """Chrome writes a failed request's reason in ``response._error`` (mitmproxy's savehar too): an
+    aborted stream (status 200, part of its text) was imported complete, a refused connection
+    (status 0) upstream_error with no error and a first-byte time. A HAR saved without content
+    said a body was sent and held none: it read as an empty request or answer."""
+    from click.testing import CliRunner
+    from mitmproxy.addons.savehar import SaveHar
+    from mitmproxy.flow import Error
+    from mitmproxy.test import tflow
+
+    from infertap.cli import cli
+
+    start = "2025-01-02T10:00:0{}.000+00:00"
+    aborted = _entry(start.format(0), {"send": 1, "wait": 50, "receive": 30})
+    aborted["response"]["_error"] = "net::ERR_ABORTED"
+    aborted["response"]["content"]["text"] = SSE[:150]
+    refused = _entry(start.format(1), {"blocked": 2, "send": 0, "wait": 3, "receive": 0})
+    refused["response"] = {
+        "status": 0,
+        "headers": [],
+        "content": {"size": 0, "mimeType": "x-unknown"},
+        "_error": "net::ERR_CONNECTION_REFUSED",
+    }
+    timed_out = _entry(start.format(2), {"send": 1, "wait": 30000})
+    timed_out["response"] = {**refused["response"], "_error": "net::ERR_TIMED_OUT"}
+    no_answer = _entry(start.format(3), {"send": 1, "wait": 50, "receive": 5})
+    no_answer["response"]["content"] = {"size": 712, "mimeType": "text/event-stream"}  # saved without content
+    no_request = _entry(start.format(4), {"send": 1, "wait": 50, "receive": 5})
+    no_request["request"]["bodySize"] = 48
+    del no_request["request"]["postData"]
+    gone = tflow.tflow(resp=False)  # mitmproxy's own savehar of a flow whose client left
+    gone.request.method, gone.request.path = "POST", "/v1/chat/completions"
+    gone.error = Error("Client disconnected.")
+    (saved,) = SaveHar().make_har([gone])["log"]["entries"]
+    saved["startedDateTime"] = start.format(5)
+    entries = [aborted, refused, timed_out, no_answer, no_request, saved]
+    (tmp_path / "a.har").write_text(json.dumps({"log": {"version": "1.2", "entries": entries}}))
+    result = CliRunner().invoke(cli, ["import", str(tmp_path / "a.har"), "--out", str(tmp_path / "cap")])
+    assert result.exit_code == 0 and "imported 6 exchanges" in result.stdout, result.output
+    assert "2 exchanges sent a body that is not in the file" in result.stderr
+    xs = list(CaptureReader(tmp_path / "cap").exchanges())
+    assert [(x["end"], x["error"], x["status"]) for x in xs] == [
+        ("client_disconnected", "net::ERR_ABORTED", 200),
+        ("upstream_error", "net::ERR_CONNECTION_REFUSED", None),
+        ("timeout", "net::ERR_TIMED_OUT", None),
+        ("complete", None, 200),
+        ("complete", None, 200),
+        ("client_disconnected", "Client disconnected.", None),
+    ]
+    assert xs[0]["chunks"] == [SSE[:150].encode()] and [x["headers_ns"] for x in xs[1:3]] == [None, None]
+    assert [x.get("body_not_in_file") for x in xs[3:5]] == [["response"], ["request"]]
+    assert xs[4]["request_body_size"] == 48 and all("body_not_in_file" not in x for x in xs[:3] + xs[5:])
