@@ -177,7 +177,7 @@ class InfertapCapture:
 
     def request(self, flow: http.HTTPFlow) -> None:
         state = flow.metadata.get("infertap")
-        if state is not None:
+        if state is not None and flow.error is None:  # killed by an addon before this one: never handed on
             self._handed(state)
 
     def _handed(self, state: dict[str, Any]) -> None:
@@ -210,9 +210,13 @@ class InfertapCapture:
     def error(self, flow: http.HTTPFlow) -> None:
         msg = flow.error.msg if flow.error else "unknown error"
         state = flow.metadata.get("infertap")
-        end = end_of_flow(flow, live=True)
+        end = end_of_flow(flow, live=True, handed=state is None or "sent_ns" in state)
         if end == "client_disconnected" and state is not None and ended_by_marker(state["chunks"]):
             self._finish(flow, "complete", None, closed_after_end=True)  # it had the whole stream
+            return
+        size = flow.request.headers.get("content-length", "")
+        if end == "refused" and not flow.request.raw_content and size.isdigit():
+            self._finish(flow, end, msg, request_body_size=int(size))  # the body was not kept, as the proxy's refusals
             return
         self._finish(flow, end, msg)
 

@@ -73,3 +73,32 @@ def test_an_answer_before_a_streamed_body_has_gone_is_timed_from_the_send(start_
     (x,) = mitm.exchanges()
     assert x["request_body"] == b"".join(parts)
     assert 0 <= x["headers_ns"] < 1e9 and x["chunk_ns"] == sorted(x["chunk_ns"]) and x["end_ns"] < 10e9
+
+
+def test_mitmproxys_own_refusals_are_refused_not_upstream_errors(start_mitm, fake):
+    """A request over mitmproxy's body_size_limit, and one its block_list kills (status 444), were
+    recorded upstream_error: no engine saw either."""
+    app, url = fake
+    mitm = start_mitm(
+        "--mode", f"reverse:{url}", "--set", "body_size_limit=1k", "--set", "block_list=:~u /v1/completions:444", "--no-telemetry"
+    )
+    big = json.dumps({"tag": "big", "messages": [{"role": "user", "content": "a" * 5000}]}).encode()
+    assert httpx.post(f"{mitm.url}/v1/chat/completions", content=big, timeout=30).status_code == 413
+    with pytest.raises(httpx.RemoteProtocolError):
+        httpx.post(f"{mitm.url}/v1/completions", json={"prompt": "blocked"}, timeout=30)
+    mitm.stop()
+    limited, killed = mitm.exchanges()
+    assert app.requests == []
+    assert (limited["end"], limited["status"], limited["request_body_size"]) == ("refused", None, len(big))
+    assert "body_size_limit" in limited["error"]
+    assert (killed["end"], killed["error"]) == ("refused", "Connection killed.")
+
+
+def test_a_kill_after_the_request_went_upstream_is_cancelled() -> None:
+    from mitmproxy.flow import Error
+
+    from infertap.mitm.endings import KILLED, end_of_error
+
+    assert KILLED == Error.KILLED_MESSAGE
+    assert [end_of_error(KILLED, handed=h) for h in (True, False)] == ["cancelled", "refused"]
+    assert end_of_error("Response body exceeds mitmproxy's body_size_limit.") == "cancelled"
