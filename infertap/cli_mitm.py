@@ -22,7 +22,7 @@ from .options import host_port, key_value, note_if_appending, telemetry_options
     "--match",
     multiple=True,
     metavar="PATTERN",
-    help="Host or path pattern to record (fnmatch; with '/' it matches paths). Default: OpenAI-compatible and Ollama API paths on any host.",
+    help="Host or path pattern to record (fnmatch; with '/' it matches paths). Default: the LLM API paths infertap reads (OpenAI-compatible, Anthropic, Ollama, llama.cpp, Bedrock, Vertex AI) on any host.",
 )
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/mitm-<time>].")
 @click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable.")
@@ -104,7 +104,15 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
     click.echo(
         f"imported {counts['kept']} exchanges into {out} ({counts['skipped']} requests to other paths skipped; --all-paths keeps them)"
     )
-    if counts["unreadable"]:
+    if counts["bodies_not_in_file"]:
+        click.echo(
+            f"warning: {counts['bodies_not_in_file']} exchanges sent a body that is not in the file (saved without "
+            "content?): kept empty and marked body_not_in_file",
+            err=True,
+        )
+    if counts["unreadable"] and counts["kind"] == "mitmproxy":
+        click.echo(f"warning: {source}: {counts['first_unreadable']}; the flows before it were imported", err=True)
+    elif counts["unreadable"]:
         click.echo(
             f"{counts['unreadable']} HAR entries could not be read as exchanges and are not in the capture "
             f"(first: {counts['first_unreadable']})",

@@ -56,6 +56,7 @@ class ExchangeExtras(TypedDict, total=False):
     closed_after_end: bool  # the client hung up after the stream's end marker, before the upstream's close
     proxy_generated: bool  # the response was written by infertap (401/413/502/503/504), not the upstream
     imported: str  # "har" or "mitmproxy": converted from a file, chunk times coarse
+    body_not_in_file: list[str]  # imported: "request", "response": a body sent that the file doesn't hold (kept empty)
     client_wait_ns: int  # the proxy's wait for its client to take the body: later chunks' times late by up to it
     retried: str  # sent a second time, on a new connection, after the first broke before any response: why
     response_trailers: list[list[str]]  # the trailer fields after a chunked body, as the headers are kept

@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Unpack
 
 from mitmproxy import ctx, exceptions, http
@@ -28,15 +28,24 @@ from infertap.capture.records import End, ExchangeExtras, new_exchange, session_
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
+from infertap.mitm.endings import end_of_flow
 from infertap.telemetry import Sampler, start_telemetry
 
 log = logging.getLogger("infertap.mitm")
 
-# OpenAI-compatible, Anthropic-style and Ollama API paths, on any host.
-DEFAULT_PATHS = re.compile(
-    r"^(/[^?]*)?/(v1/(chat/completions|completions|responses|embeddings|messages|models)|chat/completions|completions?"
-    r"|api/(chat|generate|embed|embeddings|show|tags|ps|version)|tokenize|detokenize|apply-template|props)(\?|$|/)"
+# The routes infertap's analysis reads (infertap/apis/read.py; tests/mitm/test_paths.py holds the
+# two together), on any host and under any prefix, as few others as can be: Responses and Messages
+# only after v1/ (or Azure's openai/), since /responses and /messages are common outside LLM APIs.
+_ROUTES = (
+    r"v1/(chat/completions|completions|responses|embeddings|messages|models|rerank)",  # OpenAI, Anthropic
+    r"openai/responses",  # Azure OpenAI's Responses (?api-version=...)
+    r"chat/completions|completions?|infill|embeddings?|rerank",  # OpenAI-compatible anywhere; llama.cpp's own
+    r"api/(chat|generate|embed|embeddings|show|tags|ps|version)",  # Ollama
+    r"tokenize|detokenize|apply-template|props",  # llama.cpp's
+    r"model/[^/?]+/invoke(-with-response-stream)?",  # Bedrock (Anthropic's Messages among them)
+    r"[^/?]+:(stream)?[rR]awPredict",  # Vertex AI (Anthropic's Messages)
 )
+DEFAULT_PATHS = re.compile(rf"^(/[^?]*)?/({'|'.join(_ROUTES)})(\?|$|/)")
 
 
 class InfertapCapture:
@@ -58,7 +67,7 @@ class InfertapCapture:
             Sequence[str],
             [],
             "Host or path patterns to record (fnmatch; a pattern with '/' matches paths). "
-            "Default: OpenAI-compatible and Ollama API paths on any host.",
+            "Default: the LLM API paths infertap reads (OpenAI-compatible, Anthropic, Ollama, llama.cpp, Bedrock, Vertex AI) on any host.",
         )
         loader.add_option("infertap_redact", Sequence[str], [], "More header names whose values are secrets.")
         loader.add_option("infertap_labels", Sequence[str], [], "key=value labels stored in the capture header.")
@@ -139,7 +148,7 @@ class InfertapCapture:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if self.writer is None or not self.matches(flow):
             return
-        flow.metadata["infertap"] = {
+        state = flow.metadata["infertap"] = {
             "wall": time.time(),
             "start_ns": self.writer.elapsed_ns(),
             "t0": 0,
@@ -147,10 +156,33 @@ class InfertapCapture:
             "chunks": [],
             "headers_ns": None,
         }
+        if flow.request.stream:
+            # Over stream_large_bodies: mitmproxy hands the body on as it comes and keeps none of
+            # it, and the request hook fires only once all of it went (the answer may be there
+            # first). Each chunk is kept as it passes, and the exchange starts with the first.
+            kept: list[bytes] = []
+            state["request_chunks"] = kept
+            before = flow.request.stream if callable(flow.request.stream) else None
+
+            def keep(data: bytes) -> bytes | Iterable[bytes]:
+                self._handed(state)
+                out = before(data) if before is not None else data
+                if isinstance(out, bytes):
+                    kept.append(out)
+                    return out
+                kept.extend(out := list(out))
+                return out
+
+            flow.request.stream = keep
 
     def request(self, flow: http.HTTPFlow) -> None:
         state = flow.metadata.get("infertap")
-        if state is not None and self.writer is not None:
+        if state is not None and flow.error is None:  # killed by an addon before this one: never handed on
+            self._handed(state)
+
+    def _handed(self, state: dict[str, Any]) -> None:
+        """The request goes to the upstream now: the exchange's clock starts (once)."""
+        if "sent_ns" not in state and self.writer is not None:
             state["sent_ns"] = self.writer.elapsed_ns()
             state["t0"] = time.monotonic_ns()
 
@@ -158,6 +190,7 @@ class InfertapCapture:
         state = flow.metadata.get("infertap")
         if state is None or flow.response is None:
             return
+        self._handed(state)  # an answer before the request was handed on (an addon's): from now
         t0 = state["t0"]
         state["headers_ns"] = time.monotonic_ns() - t0
         chunk_ns: list[int] = state["chunk_ns"]
@@ -176,10 +209,14 @@ class InfertapCapture:
 
     def error(self, flow: http.HTTPFlow) -> None:
         msg = flow.error.msg if flow.error else "unknown error"
-        end = end_of_error(msg)
         state = flow.metadata.get("infertap")
+        end = end_of_flow(flow, live=True, handed=state is None or "sent_ns" in state)
         if end == "client_disconnected" and state is not None and ended_by_marker(state["chunks"]):
             self._finish(flow, "complete", None, closed_after_end=True)  # it had the whole stream
+            return
+        size = flow.request.headers.get("content-length", "")
+        if end == "refused" and not flow.request.raw_content and size.isdigit():
+            self._finish(flow, end, msg, request_body_size=int(size))  # the body was not kept, as the proxy's refusals
             return
         self._finish(flow, end, msg)
 
@@ -189,6 +226,12 @@ class InfertapCapture:
         if state is None or self.writer is None or scrubbed is None:
             return
         req, resp = flow.request, flow.response
+        if req.stream is True and "request_chunks" not in state and req.raw_content is None:
+            log.warning(  # a chunked body past stream_large_bodies: streamed before any hook could keep it
+                "infertap: %s %s streamed its request body without keeping it; --set store_streamed_bodies=true keeps it",
+                req.method,
+                req.path,
+            )
         path, _, query = req.path.partition("?")
         self._seq += 1
         t0 = state["t0"] or time.monotonic_ns()
@@ -206,7 +249,7 @@ class InfertapCapture:
             query=self.redactor.query(query, found),
             http_version=req.http_version.removeprefix("HTTP/"),
             request_headers=self.redactor.headers_from_asgi(req.headers.fields, found),
-            request_body=req.raw_content or b"",
+            request_body=b"".join(state["request_chunks"]) if "request_chunks" in state else req.raw_content or b"",
             status=resp.status_code if resp else None,
             response_headers=self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
             headers_ns=state["headers_ns"],
@@ -223,17 +266,6 @@ class InfertapCapture:
             record["chunks"] = [resp.raw_content]
             record["chunk_ns"] = [record["end_ns"]]
         scrubbed.record(record, found, request=True)  # a decompression, a large body's search: off mitmproxy's loop
-
-
-def end_of_error(message: str) -> End:
-    """How an exchange mitmproxy reports as failed ended, in the capture's words: the client went
-    away (HTTP/1 disconnect, an HTTP/2 stream the client reset), a timeout, else the upstream."""
-    lowered = message.lower()
-    if "client disconnected" in lowered or "client closed" in lowered or "reset by client" in lowered:
-        return "client_disconnected"
-    if "timeout" in lowered or "timed out" in lowered:
-        return "timeout"
-    return "upstream_error"
 
 
 addons = [InfertapCapture()]

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from infertap.capture.records import new_exchange, session_of
+from infertap.capture.records import End, new_exchange, session_of
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.errors import InfertapError
 
-from .addon import DEFAULT_PATHS, end_of_error
+from .addon import DEFAULT_PATHS
+from .endings import end_of_error, end_of_flow
 
 
 class ImportError_(InfertapError):
@@ -54,16 +55,27 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     # after send + wait, the end after receive too. No timings at all: the first byte unknown, the
     # end the entry's whole time (the only figure there is).
     total_ms = float(entry.get("time") or 0)
-    headers_ns = int((ms("send") + ms("wait")) * 1e6) if timings else None
+    status = resp.get("status") or None  # 0: no response came (Chrome's failed requests)
+    if status is not None and (not isinstance(status, int) or isinstance(status, bool)):
+        raise TypeError(f"response.status is {status!r}, not a number")
+    headers_ns = int((ms("send") + ms("wait")) * 1e6) if timings and status else None
     end_ns = int((ms("send") + ms("wait") + ms("receive")) * 1e6) if timings else int(total_ms * 1e6)
     post = req.get("postData") or {}
     body = base64.b64decode(post["text"]) if post.get("encoding") == "base64" else (post.get("text") or "").encode()
     content = resp.get("content") or {}
     text = content.get("text") or ""
     out = base64.b64decode(text) if content.get("encoding") == "base64" else text.encode()
-    status = resp.get("status") or None
-    if status is not None and (not isinstance(status, int) or isinstance(status, bool)):
-        raise TypeError(f"response.status is {status!r}, not a number")
+    # A HAR saved without content (Chrome's "sanitized" export, a size limit) says a body was sent
+    # and holds none: kept empty and marked, never read as an empty request or answer.
+    missing = [
+        side
+        for side, kept, sizes in (
+            ("request", body, (req.get("bodySize"),)),
+            ("response", out, (content.get("size"), resp.get("bodySize"))),
+        )
+        if not kept and any(isinstance(n, int | float) and n > 0 for n in sizes)
+    ]
+    failure = resp.get("_error")  # Chrome's (net::ERR_...) and mitmproxy's savehar's (its own words)
     found = redactor.url_credentials(req.get("url", ""))  # the credentials redacted, looked for in the response
     redactor.query(url.query, found)
     x = {
@@ -93,9 +105,26 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
         "end_ns": end_ns,
         "upstream": redactor.url(f"{url.scheme}://{url.netloc}"),
     }
+    if failure:
+        x["error"], x["end"] = str(failure), _end_of_har_error(str(failure))
+    if missing:
+        x["body_not_in_file"] = missing
+        if "request" in missing:
+            x["request_body_size"] = int(req["bodySize"])
     redactor.request(x, found)
     redactor.echoes(x, found)
     return x
+
+
+def _end_of_har_error(error: str) -> End:
+    """A HAR response's ``_error``: Chrome's net error (a request the page or the user aborted is the
+    client gone), else mitmproxy's own wording (its savehar)."""
+    lowered = error.lower()
+    if not lowered.startswith("net::"):
+        return end_of_error(error)
+    if "aborted" in lowered or "canceled" in lowered or "cancelled" in lowered:
+        return "client_disconnected"
+    return "timeout" if "timed_out" in lowered else "upstream_error"
 
 
 def _pseudo(h: dict[str, Any]) -> bool:
@@ -105,13 +134,18 @@ def _pseudo(h: dict[str, Any]) -> bool:
     return str(h["name"]).startswith(":")
 
 
-def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
+def _flow_exchanges(path: Path, redactor: Redactor, unreadable: list[str]) -> Iterator[dict[str, Any]]:
+    """Each HTTP flow of a mitmproxy flow file as an exchange. A file damaged after some flows (cut
+    short by a crash or a full disk while mitmdump wrote it) gives those, its tail named in
+    ``unreadable``; one whose first flow can't be read is no flow file."""
     from mitmproxy import http, io
     from mitmproxy.exceptions import FlowReadException
 
+    read = 0
     with open(path, "rb") as f:
         try:
             for flow in io.FlowReader(f).stream():
+                read += 1
                 if not isinstance(flow, http.HTTPFlow):
                     continue
                 req, resp = flow.request, flow.response
@@ -138,31 +172,37 @@ def _flow_exchanges(path: Path, redactor: Redactor) -> Iterator[dict[str, Any]]:
                     else None
                     if resp
                     else "no response in the flow file (saved in flight?)",
-                    "end": end_of_error(flow.error.msg) if flow.error else "complete" if resp else "upstream_error",
+                    "end": end_of_flow(flow, live=False) if flow.error else "complete" if resp else "upstream_error",
                 }
                 redactor.request(x, found)
                 redactor.echoes(x, found)
                 yield x
         except FlowReadException as exc:
-            raise ImportError_(f"{path}: not a readable mitmproxy flow file: {exc}") from exc
+            if not read:
+                raise ImportError_(f"{path}: not a readable mitmproxy flow file: {exc}") from exc
+            unreadable.append(f"the file after its flow {read} is damaged: {exc}")
 
 
 def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, all_paths: bool = False) -> dict[str, Any]:
-    """Convert ``source`` into the capture ``out``; returns counts of what was kept, skipped (other
-    paths) and unreadable (HAR entries that aren't an exchange, with the first one's reason)."""
+    """Convert ``source`` into the capture ``out``; returns its ``kind`` (``har``, ``mitmproxy``) and
+    counts of what was kept, skipped (other paths) and unreadable (HAR entries that aren't an
+    exchange, a flow file's damaged tail; with the first one's reason) and bodies_not_in_file
+    (exchanges kept whose file says a body was sent but holds none)."""
     path = Path(source)
     redactor = Redactor()
     try:
         with open(path, "rb") as f:
-            head = f.read(1)
+            head = f.read(4096)
     except OSError as exc:
         raise ImportError_(f"{path}: cannot read: {exc}") from exc
     if not head:  # mitmproxy reads an empty file as a flow file of no flows
         raise ImportError_(f"{path}: an empty file is neither a HAR nor a mitmproxy flow file; nothing imported")
     unreadable: list[str] = []
-    if head == b"{":
+    # A HAR saved by an editor or a Windows tool may start with a byte order mark or a blank line
+    # (a flow file starts with a tnetstring's length digit, never either).
+    if head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1] == b"{":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ImportError_(f"{path}: not valid JSON, so not a HAR file: {exc}") from exc
         log = data.get("log") if isinstance(data, dict) else None
@@ -170,12 +210,14 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
             raise ImportError_(f"{path}: JSON without a list log.entries is not a HAR file")
         kind, exchanges = "har", list(_har_exchanges(log["entries"], redactor, unreadable))
     else:
-        kind, exchanges = "mitmproxy", list(_flow_exchanges(path, redactor))
+        kind, exchanges = "mitmproxy", list(_flow_exchanges(path, redactor, unreadable))
     counts: dict[str, Any] = {
+        "kind": kind,
         "kept": 0,
         "skipped": 0,
         "unreadable": len(unreadable),
         "first_unreadable": next(iter(unreadable), None),
+        "bodies_not_in_file": 0,
     }
     recorder = {
         "pid": os.getpid(),  # info tells an import still writing from one that died
@@ -215,8 +257,10 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
                 upstream=x["upstream"],
                 imported=kind,
             )
-            if "request_body_unsearched" in x:
-                record["request_body_unsearched"] = x["request_body_unsearched"]
+            for key in ("request_body_unsearched", "request_body_size", "body_not_in_file"):
+                if key in x:
+                    record[key] = x[key]
+            counts["bodies_not_in_file"] += "body_not_in_file" in x
             writer.write(record)
             counts["kept"] += 1
     if writer.error:

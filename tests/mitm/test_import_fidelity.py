@@ -10,6 +10,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from infertap.analysis import Analysis, speed_stats
 from infertap.capture.reader import CaptureReader
 from infertap.capture.redact import REDACTED
@@ -75,9 +77,13 @@ def test_a_flow_files_endings_come_from_its_errors(tmp_path: Path) -> None:
     from mitmproxy.flow import Error
     from mitmproxy.test import tflow
 
-    def flow(resp: bool, error: str | None, session: str | None = None):
+    def flow(resp: bool, error: str | None, session: str | None = None, h2: str = ""):
         f = tflow.tflow(resp=resp)
         f.request.path = "/v1/chat/completions"
+        if "client" in h2:
+            f.request.http_version = "HTTP/2.0"
+        if "upstream" in h2:
+            f.server_conn.alpn = b"h2"
         if error:
             f.error = Error(error)
         if session:
@@ -89,9 +95,13 @@ def test_a_flow_files_endings_come_from_its_errors(tmp_path: Path) -> None:
         flow(True, "Client disconnected."),
         flow(True, "HTTP/1 protocol error: peer closed connection without sending complete message body"),
         flow(False, "Client disconnected."),
-        flow(False, "stream reset by client (CANCEL)"),
+        flow(False, "stream reset by client (CANCEL)", h2="client upstream"),  # the client gave up its stream
         flow(False, None),  # in flight when the file was saved
         flow(True, None, session="S2"),
+        # mitmproxy words the upstream's RST_STREAM "reset by client" too
+        flow(False, "stream reset by client (INTERNAL_ERROR)", h2="client upstream"),
+        flow(False, "stream reset by client (CANCEL)", h2="upstream"),  # an HTTP/1 client resets no stream
+        flow(False, "peer closed connection", h2="client"),  # an HTTP/1 upstream neither: the client's
     ]
     for i, f in enumerate(flows):
         f.request.timestamp_start += i
@@ -108,6 +118,9 @@ def test_a_flow_files_endings_come_from_its_errors(tmp_path: Path) -> None:
         "client_disconnected",
         "upstream_error",
         "complete",
+        "upstream_error",
+        "upstream_error",
+        "client_disconnected",
     ]
     assert "no response" in xs[4]["error"] and xs[5]["session"] == "S2"
 
@@ -190,3 +203,99 @@ def test_a_har_of_http2_keeps_no_credential_of_its_urls_and_no_pseudo_header(tmp
     ]
     assert x["response_headers"] == [["location", f"https://cdn.example/o?X-Goog-Signature={REDACTED}"]]
     assert x["query"] == f"key={REDACTED}"
+
+
+def test_a_flow_file_cut_short_imports_the_flows_before_the_damage(tmp_path: Path) -> None:
+    """A flow file cut short (mitmdump killed mid-write, a full disk) imported nothing: the read
+    error at its tail threw away every good flow before it."""
+    from click.testing import CliRunner
+    from mitmproxy import io
+    from mitmproxy.test import tflow
+
+    from infertap.cli import cli
+
+    with open(tmp_path / "ok.flows", "wb") as fh:
+        writer = io.FlowWriter(fh)
+        for i in range(5):
+            f = tflow.tflow(resp=True)
+            f.request.path = "/v1/chat/completions"
+            f.request.content = json.dumps({"i": i}).encode()
+            writer.add(f)
+    data = (tmp_path / "ok.flows").read_bytes()
+    (tmp_path / "cut.flows").write_bytes(data[:-20])
+    result = CliRunner().invoke(cli, ["import", str(tmp_path / "cut.flows"), "--out", str(tmp_path / "cap")])
+    assert result.exit_code == 0, result.output
+    assert "imported 4 exchanges" in result.stdout and "after its flow 4 is damaged" in result.stderr
+    assert [json.loads(x["request_body"])["i"] for x in CaptureReader(tmp_path / "cap").exchanges()] == [0, 1, 2, 3]
+    counts = import_file(tmp_path / "cut.flows", tmp_path / "cap2")
+    assert (counts["kept"], counts["unreadable"]) == (4, 1)
+    (tmp_path / "head.flows").write_bytes(data[:10])  # not even one flow: no flow file
+    refused = CliRunner().invoke(cli, ["import", str(tmp_path / "head.flows"), "--out", str(tmp_path / "cap3")])
+    assert refused.exit_code == 1 and "not a readable mitmproxy flow file" in refused.output
+
+
+def test_a_har_with_a_byte_order_mark_or_a_leading_blank_line_is_read_as_a_har(tmp_path: Path) -> None:
+    """A BOM sent the file to mitmproxy's own HAR reader (imported as "mitmproxy", negative first-byte
+    times); a leading newline had it refused."""
+    har = json.dumps({"log": {"version": "1.2", "entries": [_entry("2025-01-02T10:00:00.000+00:00", {"send": 1, "wait": 50})]}})
+    (tmp_path / "bom.har").write_text(har, encoding="utf-8-sig")
+    (tmp_path / "blank.har").write_text("\r\n  " + json.dumps(json.loads(har), indent=2))
+    for name in ("bom.har", "blank.har"):
+        counts = import_file(tmp_path / name, tmp_path / f"cap-{name}")
+        (x,) = CaptureReader(tmp_path / f"cap-{name}").exchanges()
+        assert (counts["kind"], x["imported"], x["headers_ns"]) == ("har", "har", 51_000_000), name
+
+
+@pytest.mark.filterwarnings("ignore:tagMap is deprecated", "ignore:typeMap is deprecated")  # mitmproxy's addons import ldap3
+def test_a_har_entrys_failure_and_a_body_it_does_not_hold_are_kept_never_read_as_complete(tmp_path: Path) -> None:
+    """Chrome writes a failed request's reason in ``response._error`` (mitmproxy's savehar too): an
+    aborted stream (status 200, part of its text) was imported complete, a refused connection
+    (status 0) upstream_error with no error and a first-byte time. A HAR saved without content
+    said a body was sent and held none: it read as an empty request or answer."""
+    from click.testing import CliRunner
+    from mitmproxy.addons.savehar import SaveHar
+    from mitmproxy.flow import Error
+    from mitmproxy.test import tflow
+
+    from infertap.cli import cli
+
+    start = "2025-01-02T10:00:0{}.000+00:00"
+    aborted = _entry(start.format(0), {"send": 1, "wait": 50, "receive": 30})
+    aborted["response"]["_error"] = "net::ERR_ABORTED"
+    aborted["response"]["content"]["text"] = SSE[:150]
+    refused = _entry(start.format(1), {"blocked": 2, "send": 0, "wait": 3, "receive": 0})
+    refused["response"] = {
+        "status": 0,
+        "headers": [],
+        "content": {"size": 0, "mimeType": "x-unknown"},
+        "_error": "net::ERR_CONNECTION_REFUSED",
+    }
+    timed_out = _entry(start.format(2), {"send": 1, "wait": 30000})
+    timed_out["response"] = {**refused["response"], "_error": "net::ERR_TIMED_OUT"}
+    no_answer = _entry(start.format(3), {"send": 1, "wait": 50, "receive": 5})
+    no_answer["response"]["content"] = {"size": 712, "mimeType": "text/event-stream"}  # saved without content
+    no_request = _entry(start.format(4), {"send": 1, "wait": 50, "receive": 5})
+    no_request["request"]["bodySize"] = 48
+    del no_request["request"]["postData"]
+    gone = tflow.tflow(resp=False)  # mitmproxy's own savehar of a flow whose client left
+    gone.request.method, gone.request.path = "POST", "/v1/chat/completions"
+    gone.error = Error("Client disconnected.")
+    (saved,) = SaveHar().make_har([gone])["log"]["entries"]
+    saved["startedDateTime"] = start.format(5)
+    entries = [aborted, refused, timed_out, no_answer, no_request, saved]
+    (tmp_path / "a.har").write_text(json.dumps({"log": {"version": "1.2", "entries": entries}}))
+    result = CliRunner().invoke(cli, ["import", str(tmp_path / "a.har"), "--out", str(tmp_path / "cap")])
+    assert result.exit_code == 0 and "imported 6 exchanges" in result.stdout, result.output
+    assert "2 exchanges sent a body that is not in the file" in result.stderr
+    xs = list(CaptureReader(tmp_path / "cap").exchanges())
+    assert [(x["end"], x["error"], x["status"]) for x in xs] == [
+        ("client_disconnected", "net::ERR_ABORTED", 200),
+        ("upstream_error", "net::ERR_CONNECTION_REFUSED", None),
+        ("timeout", "net::ERR_TIMED_OUT", None),
+        ("complete", None, 200),
+        ("complete", None, 200),
+        ("client_disconnected", "Client disconnected.", None),
+    ]
+    assert xs[0]["chunks"] == [SSE[:150].encode()] and [x["headers_ns"] for x in xs[1:3]] == [None, None]
+    assert [x.get("body_not_in_file") for x in xs[3:5]] == [["response"], ["request"]]
+    assert xs[4]["request_body_size"] == 48 and all("body_not_in_file" not in x for x in xs[:3] + xs[5:])

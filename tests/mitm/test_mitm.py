@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import ssl
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -26,58 +24,6 @@ from tests.helpers import decompressed_bytes
 from tests.tls import self_signed
 
 SECRET = "sk-mitm-secret-4242"
-
-
-class Mitm:
-    def __init__(self, tmp: Path, *args: str) -> None:
-        self.port = free_port()
-        self.out = tmp / f"mitm-{self.port}"
-        self.confdir = tmp / "mitmconf"
-        self.log = tmp / f"mitm-{self.port}.log"
-        argv = [
-            sys.executable,
-            "-m",
-            "infertap",
-            "mitm",
-            "--listen",
-            f"127.0.0.1:{self.port}",
-            "--out",
-            str(self.out),
-            "--confdir",
-            str(self.confdir),
-            *args,
-        ]
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        deadline = time.monotonic() + 60
-        while "listening on" not in self.log.read_text():
-            assert self.proc.poll() is None, self.log.read_text()
-            assert time.monotonic() < deadline, self.log.read_text()
-            time.sleep(0.1)
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ca = self.confdir / "mitmproxy-ca-cert.pem"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(30)
-
-    def exchanges(self) -> list[dict]:
-        return list(CaptureReader(self.out).exchanges())
-
-
-@pytest.fixture
-def start_mitm(tmp_path):
-    """Factory: start_mitm(*args) runs `infertap mitm` as a user would; all are stopped at the end."""
-    started: list[Mitm] = []
-
-    def start(*args: str) -> Mitm:
-        started.append(Mitm(tmp_path, *args))
-        return started[-1]
-
-    yield start
-    for m in started:
-        m.stop()
 
 
 @pytest.fixture

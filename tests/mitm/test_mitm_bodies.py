@@ -1,0 +1,104 @@
+"""Request bodies through `infertap mitm` under mitmproxy's body options: one over
+``stream_large_bodies`` is streamed by mitmproxy, which keeps none of it (it was recorded as an
+empty body, ``complete``), and its ``request`` hook fires only once the body went, so an engine
+that answered first had its times counted from zero (absolute monotonic times)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+
+def test_a_request_body_over_stream_large_bodies_is_recorded_whole(start_mitm, fake):
+    app, url = fake
+    mitm = start_mitm("--mode", f"reverse:{url}", "--set", "stream_large_bodies=1k", "--no-telemetry")
+    body = json.dumps({"tag": "big", "stream": True, "n_chunks": 3, "messages": [{"role": "user", "content": "a" * 5000}]})
+    with httpx.stream("POST", f"{mitm.url}/v1/chat/completions", content=body, timeout=30) as r:
+        received = b"".join(r.iter_raw())
+    mitm.stop()
+    (x,) = mitm.exchanges()
+    assert app.requests[-1]["body"] == body.encode()  # the upstream had it all
+    assert x["request_body"] == body.encode() and x["end"] == "complete"
+    assert b"".join(x["chunks"]) == received and 0 <= x["headers_ns"] <= x["chunk_ns"][0] <= x["end_ns"] < 30e9
+
+
+@pytest.fixture
+def early_upstream() -> Iterator[str]:
+    """An HTTP/1.1 upstream that answers with its first event as soon as the request's headers are
+    in, then reads the body and ends the stream."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with server.accept()[0] as conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(65536)
+            head, _, rest = head.partition(b"\r\n\r\n")
+            length = int(
+                next(v for n, _, v in (line.partition(b":") for line in head.split(b"\r\n")) if n.lower() == b"content-length")
+            )
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            conn.sendall(b"d\r\ndata: early\n\n\r\n")
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            conn.sendall(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    thread.join(10)
+    server.close()
+
+
+def test_an_answer_before_a_streamed_body_has_gone_is_timed_from_the_send(start_mitm, early_upstream):
+    mitm = start_mitm("--mode", f"reverse:{early_upstream}", "--set", "stream_large_bodies=1k", "--no-telemetry")
+    parts = [b'{"tag": "early", "pad": "' + b"b" * 3000, b"c" * 3000, b'"}']
+
+    def slowly() -> Iterator[bytes]:
+        for part in parts:
+            yield part
+            time.sleep(0.3)
+
+    r = httpx.post(
+        f"{mitm.url}/v1/chat/completions", content=slowly(), headers={"content-length": str(sum(map(len, parts)))}, timeout=30
+    )
+    assert r.status_code == 200
+    mitm.stop()
+    (x,) = mitm.exchanges()
+    assert x["request_body"] == b"".join(parts)
+    assert 0 <= x["headers_ns"] < 1e9 and x["chunk_ns"] == sorted(x["chunk_ns"]) and x["end_ns"] < 10e9
+
+
+def test_mitmproxys_own_refusals_are_refused_not_upstream_errors(start_mitm, fake):
+    """A request over mitmproxy's body_size_limit, and one its block_list kills (status 444), were
+    recorded upstream_error: no engine saw either."""
+    app, url = fake
+    mitm = start_mitm(
+        "--mode", f"reverse:{url}", "--set", "body_size_limit=1k", "--set", "block_list=:~u /v1/completions:444", "--no-telemetry"
+    )
+    big = json.dumps({"tag": "big", "messages": [{"role": "user", "content": "a" * 5000}]}).encode()
+    assert httpx.post(f"{mitm.url}/v1/chat/completions", content=big, timeout=30).status_code == 413
+    with pytest.raises(httpx.RemoteProtocolError):
+        httpx.post(f"{mitm.url}/v1/completions", json={"prompt": "blocked"}, timeout=30)
+    mitm.stop()
+    limited, killed = mitm.exchanges()
+    assert app.requests == []
+    assert (limited["end"], limited["status"], limited["request_body_size"]) == ("refused", None, len(big))
+    assert "body_size_limit" in limited["error"]
+    assert (killed["end"], killed["error"]) == ("refused", "Connection killed.")
+
+
+def test_a_kill_after_the_request_went_upstream_is_cancelled() -> None:
+    from mitmproxy.flow import Error
+
+    from infertap.mitm.endings import KILLED, end_of_error
+
+    assert KILLED == Error.KILLED_MESSAGE
+    assert [end_of_error(KILLED, handed=h) for h in (True, False)] == ["cancelled", "refused"]
+    assert end_of_error("Response body exceeds mitmproxy's body_size_limit.") == "cancelled"
