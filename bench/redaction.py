@@ -22,7 +22,7 @@ from typing import Any
 
 from infertap.capture.records import new_exchange
 from infertap.capture.redact import Redactor
-from infertap.capture.redact_json import _BODY_HINT, _URL_HINT, hinted
+from infertap.capture.redact_json import _BODY_HINT, _URL_CREDENTIAL_HINT, hinted
 from infertap.capture.scrubbing import Scrubbed
 
 MIB = 1 << 20
@@ -92,7 +92,7 @@ def main() -> None:
         for shape in ("no credential", "api_key", "many *_token keys"):
             raw = body(shape, mib)
             size = len(raw) / MIB
-            one = timed(lambda: _BODY_HINT.search(raw[::-1]) or _URL_HINT.search(raw))  # noqa: B023
+            one = timed(lambda: _BODY_HINT.search(raw[::-1]) or _URL_CREDENTIAL_HINT.search(raw))  # noqa: B023
             windowed = timed(lambda: hinted(raw))  # noqa: B023
             whole = timed(lambda: Redactor().body(raw, [["content-type", "application/json"]], set()))  # noqa: B023
             row = {

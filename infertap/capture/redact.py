@@ -189,6 +189,7 @@ class Redactor:
         self.query_params = DEFAULT_QUERY_PARAMS | {q.strip().lower() for q in extra_query_params}
         self._header_bytes = frozenset(h.encode("latin-1") for h in self.header_names)
         self._query_keys = frozenset(plain(k) for k in self.query_params | DEFAULT_BODY_KEYS)
+        self._any_url = self.query_params != DEFAULT_QUERY_PARAMS  # names given: any URL's query may hold one
         self._secret_header: dict[bytes, bool] = {}  # name as sent -> whether it holds a credential
 
     def secret_header(self, name: str | bytes) -> bool:
@@ -392,7 +393,7 @@ class Redactor:
         ``found`` collects the values taken out (see ``echoes``)."""
         if raw and any(n.lower() == "content-type" and "x-www-form-urlencoded" in v.lower() for n, v in headers):
             return self.query(raw.decode("latin-1"), found).encode("latin-1")
-        if not raw or not hinted(raw):
+        if not raw or not hinted(raw, any_url=self._any_url):
             return raw
         return sub_secrets(raw, found, self.secret_header, self._body_url)
 

@@ -39,8 +39,18 @@ _BODY_HINT = re.compile(
     + rb')|[^"\\]{0,64}[0-9a-fA-F]{4}u\\)',
     re.IGNORECASE,
 )
-# A URL with a query, a fragment or a userinfo (``/`` may be written ``\/``, ``?`` ``\u003f``).
+# A URL with a query, a fragment or a userinfo (``/`` may be written ``\/``, ``?`` ``\u003f``):
+# what a redactor given parameter names beyond the defaults (``--redact-query``) looks into.
 _URL_HINT = re.compile(rb':(?:\\?/){2}[^"\s]*?(?:[?#@]|\\u00(?:3[fF]|23|40))')
+# A URL with a userinfo, or a query or fragment parameter whose name has a credential's word in it
+# (``redact_names.secret_query_param``'s names and endings: key, token, auth, sig, secret,
+# password, credential, connection string): an agent's conversation quotes search and page URLs
+# (``?q=...``) that hold none, and the body's walk costs a hundred times its scan.
+_URL_CREDENTIAL_HINT = re.compile(
+    rb':(?:\\?/){2}(?:[^/\\"\s?#@]*(?:@|\\u0040)|[^"\s]*?(?:[?&#;]|\\u00(?:3[fF]|23|26))[^"\s=&#]*?'
+    rb'(?:key|token|auth|sig|secret|passw|credential|connectionstring)[^"\s=&#]*?(?:=|\\u003[dD]))',
+    re.IGNORECASE,
+)
 # A string that is one URL, nothing around it: a prompt that quotes a URL is no URL.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+\Z")
 # Every JSON string of a body in order (never out of step: outside its strings JSON has no quotes),
@@ -66,12 +76,14 @@ WINDOW = 256 * 1024
 _OVERLAP = 4096
 
 
-def hinted(raw: bytes, window: int = WINDOW) -> bool:
+def hinted(raw: bytes, window: int = WINDOW, any_url: bool = False) -> bool:
     """Whether a body may hold a credential ``sub_secrets`` takes out: a scan each, no parse,
-    ``window`` bytes at a time (``_found``)."""
+    ``window`` bytes at a time (``_found``); ``any_url``: every URL with a query, fragment or
+    userinfo may (parameter names beyond the defaults are redacted)."""
     n = len(raw)
+    url = _URL_HINT if any_url else _URL_CREDENTIAL_HINT
     return _found(_BODY_HINT, _BODY_OPEN, n, lambda a, b: raw[n - b : n - a][::-1], window) or _found(
-        _URL_HINT, _URL_OPEN, n, lambda a, b: raw[a:b], window
+        url, _URL_OPEN, n, lambda a, b: raw[a:b], window
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import string
 
@@ -355,17 +356,37 @@ def test_the_hint_scan_a_window_at_a_time_finds_what_one_search_finds() -> None:
     URL, is found as one search over the whole body finds it."""
     import random
 
-    from infertap.capture.redact_json import _BODY_HINT, _URL_HINT, hinted
+    from infertap.capture.redact_json import _BODY_HINT, _URL_CREDENTIAL_HINT, _URL_HINT, hinted
 
     pieces = [b'"api_key"', b":", b" ", b"\n", b'"', b"x", b'"page_token"', b'"max_tokens"', b"-", b"_", b"\\u005f"]
     pieces += [b'"a\\u005fb"', b"://", b"\\/", b"?", b"@", b"http", b"{", b"}", b"Token", b" " * 50, b"-" * 40]
-    pieces += [b'"ab"', b"1234u\\", b"yek_ipa", b"\\u0040", b"secret", b"a" * 30]
+    pieces += [b'"ab"', b"1234u\\", b"yek_ipa", b"\\u0040", b"secret", b"a" * 30, b"&", b"key", b"=", b"\\u0026"]
     rng = random.Random(7)
-    found = 0
-    for _ in range(5000):
-        raw = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
-        whole = bool(_BODY_HINT.search(raw[::-1]) or _URL_HINT.search(raw))
-        found += whole
-        for window in (1, 2, 3, 7, 16, 64):
-            assert hinted(raw, window) is whole, (window, raw)
-    assert 500 < found < 4500  # both answers well tried
+    for any_url, url in ((False, _URL_CREDENTIAL_HINT), (True, _URL_HINT)):
+        found = 0
+        for _ in range(5000):
+            raw = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+            whole = bool(_BODY_HINT.search(raw[::-1]) or url.search(raw))
+            found += whole
+            for window in (1, 2, 3, 7, 16, 64):
+                assert hinted(raw, window, any_url) is whole, (window, raw)
+        assert 500 < found < 4500  # both answers well tried
+
+
+def test_a_url_is_looked_into_where_it_may_hold_a_credential() -> None:
+    """A body that quotes search and page URLs (an agent's conversation) is scanned, not walked: only
+    a URL with a userinfo or a parameter named as a credential is; any query is, where the redactor
+    was given parameter names of its own."""
+    from infertap.capture.redact import Redactor
+    from infertap.capture.redact_json import hinted
+
+    quoted = json.dumps({"messages": [{"role": "user", "content": "see https://www.google.com/search?q=kv+cache&hl=en#top"}]})
+    assert not hinted(quoted.encode())
+    for url in ("https://h/x?api_key=s3cret", "https://h/x?q=1&X-Amz-Signature=s3cret", "https://user:s3cret@h/x", "https://h/cb#access_token=s3cret"):  # fmt: skip
+        body = json.dumps({"server_url": url}).encode()
+        assert hinted(body), url
+        assert b"s3cret" not in Redactor().body(body), url
+    own = json.dumps({"server_url": "https://h/x?session=s3cret"}).encode()
+    assert Redactor().body(own) == own
+    assert not hinted(own) and hinted(own, any_url=True)
+    assert b"s3cret" not in Redactor(extra_query_params=["session"]).body(own)
