@@ -71,9 +71,15 @@ class _Query:
         self.names = list(dict.fromkeys(n for b in by for n in (*_IMPLIED.get(b, ()), b)))
         self.keys = [f"k_{n}" for n in self.names]
         cols = ", ".join(f"{GROUPINGS.get(n, n)} AS k_{n}" for n in self.names)
-        # The metrics view is computed once, into a temporary table every aspect then reads.
-        analysis.query(f"CREATE OR REPLACE TEMP TABLE _stats_m AS SELECT {_COLUMNS}, {cols} FROM metrics WHERE generation")
+        # The metrics view is computed once, into a temporary table every aspect then reads. A request
+        # infertap refused (a replay's turn whose parent response is not in it, a body over the
+        # proxy's limit) never reached the engine: no part of its figures, counted apart.
+        analysis.query(
+            f"CREATE OR REPLACE TEMP TABLE _stats_m AS SELECT {_COLUMNS}, {cols} FROM metrics "
+            "WHERE generation AND \"end\" IS DISTINCT FROM 'refused'"
+        )
         self.m = "_stats_m"
+        self.refused = f"(SELECT sent_wall_ns, {cols} FROM metrics WHERE generation AND \"end\" = 'refused')"
 
     def close(self) -> None:
         self.a.query("DROP TABLE IF EXISTS _stats_m")
@@ -175,6 +181,7 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             "histogram(prompt_tokens_source), histogram(cached_tokens_source)"
         ),
         "where": q.rows("list(DISTINCT capture), count(DISTINCT capture || chr(0) || session)"),
+        "refused": q.rows("count(*)", source=q.refused),
         "prefix": q.rows(
             "prefix_unit, count(*), sum(prefix_shared), sum(prefix_length), avg(prefix_shared)",
             extra_group="prefix_unit",
@@ -209,6 +216,7 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
     return {
         "key": label,
         "requests": requests,
+        "refused": aspects["refused"].get(key, [[0]])[0][0],  # never sent: in no figure (``requests`` included)
         "ok": ok,
         "errors": requests - ok,
         "error_rate": (requests - ok) / requests if requests else None,

@@ -207,6 +207,7 @@ def _print_throughput(group: dict[str, Any]) -> None:
     _out(
         f"  requests {group['requests']}, ok {group['ok']}, error_rate {_pct(group['error_rate'])}, "
         f"over {_num(group['span_s'], 2)} s"
+        + (f"; {group['refused']} more refused by infertap, never sent (counted in none of these)" if group["refused"] else "")
     )
     _out(
         f"  requests_per_s {_num(tp['requests_per_s'], 2)}, output_tokens_per_s {_num(tp['output_tokens_per_s'], 1)}, "

@@ -410,3 +410,23 @@ def test_tokens_per_chunk_leaves_out_imported_answers(tmp_path: Path) -> None:
     assert g["tokens_per_chunk"] == pytest.approx(1.0)
     [only] = stats_of(tmp_path / "imported", [imported])["groups"]
     assert only["tokens_per_chunk"] is None
+
+
+def test_a_request_infertap_refused_is_in_no_figure_and_said(tmp_path: Path) -> None:
+    """A turn the replayer never sent (its parent's response not in the replay), or a body over the
+    recorder's limit, never reached the engine: it was counted as the engine's error. An upstream
+    that failed still is one."""
+    sent = [exchange(f"s{i}", sent_ms=100 * i, end_ms=60, chunks=usage_chunks(50, 55, 2)) for i in range(3)]
+    failed = exchange("failed", sent_ms=400, end="upstream_error", status=None, end_ms=2, chunks=[])
+    refused = exchange("never", sent_ms=500, end="refused", status=None, end_ms=0, chunks=[])
+    [g] = stats_of(tmp_path / "with", [*sent, failed, refused])["groups"]
+    assert (g["requests"], g["ok"], g["refused"]) == (4, 3, 1) and g["error_rate"] == pytest.approx(0.25)
+    [plain] = stats_of(tmp_path / "without", [*sent, failed])["groups"]
+    assert plain["refused"] == 0 and plain["error_rate"] == pytest.approx(0.25)
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    path = write_capture(tmp_path / "cli", [*sent, failed, refused])
+    out = CliRunner().invoke(cli, ["stats", str(path)], env={"INFERTAP_CACHE": str(tmp_path / "cache-cli")}).output
+    assert "1 more refused by infertap, never sent" in out
