@@ -4,11 +4,12 @@ A request continues, in this order of evidence, the exchange recorded as its par
 which of its own exchanges a turn continued), the exchange whose response it names (the Responses
 API's ``previous_response_id``: the server continues that one, whatever else the session sent), the
 request of its explicit session (an ``x-session-id`` header) that ended last before it was sent,
-else the latest exchange that had answered when it
-was sent and whose conversation plus reply its own conversation starts with (``Links`` holds those
-as digests). A turn can only continue an answer that existed when it was sent: a request still in
-flight is no parent (two turns an agent sends side by side continue the same earlier one, and an
-identical conversation of another agent, still being answered, is not this one's past).
+else an exchange that had answered when it was sent and whose conversation plus reply its own
+conversation starts with (``Links`` holds those as digests): of identical ones (two agents that
+began alike), the first to end that no turn continues yet, else the latest. A turn can only
+continue an answer that existed when it was sent: a request still in flight is no parent (two
+turns an agent sends side by side continue the same earlier one, and an identical conversation of
+another agent, still being answered, is not this one's past).
 
 Replay keeps the order and the agent's pacing these links give; analysis puts sessions, turns and
 think times in its tables; both call these functions, so that they agree.
@@ -43,13 +44,58 @@ class _Ended:
         heapq.heappush(self.pending, (end, index))
 
 
+class _Made:
+    """Which exchanges made each conversation (its turns plus their reply), and which of them a later
+    turn already continues. Two agents that sent the same conversation and got the same reply made
+    the same digest: the first of their next turns continues the copy that ended first, the second the
+    other, rather than both the latest (which left the other agent's first turn a session of its own).
+    Only when every copy that had ended is continued does a turn take the latest: a retried turn, or
+    turns sent side by side, continue one parent."""
+
+    __slots__ = ("claimed", "copies", "ended", "makers")
+
+    def __init__(self, ended: Sequence[int]) -> None:
+        self.ended = ended
+        self.claimed = bytearray(len(ended))  # 1: a later turn continues it
+        self.makers: dict[bytes, list[int]] = {}  # digest -> its makers, in order of sending
+        # Of a digest made twice or more: (end, index) of its makers no turn continued yet, a heap.
+        self.copies: dict[bytes, list[tuple[int, int]]] = {}
+
+    def add(self, index: int, digest: bytes) -> None:
+        makers = self.makers.setdefault(digest, [])
+        makers.append(index)
+        if len(makers) > 1:
+            copies = self.copies.get(digest)
+            if copies is None:  # the second copy: from now on, which are continued matters
+                copies = self.copies[digest] = [(self.ended[j], j) for j in makers[:-1] if not self.claimed[j]]
+                heapq.heapify(copies)
+            heapq.heappush(copies, (self.ended[index], index))
+
+    def claim(self, index: int) -> None:
+        self.claimed[index] = 1
+
+    def continuing(self, digest: bytes, t: int) -> int | None:
+        """The maker of ``digest`` that a turn sent at ``t`` continues: of those that had ended, the
+        first to end that no turn continues yet, else the latest sent; None when none had ended."""
+        makers = self.makers.get(digest)
+        if not makers:
+            return None
+        copies = self.copies.get(digest)
+        if copies is not None:
+            while copies and self.claimed[copies[0][1]]:
+                heapq.heappop(copies)
+            if copies and copies[0][0] <= t:
+                return copies[0][1]
+        return next((j for j in reversed(makers) if self.ended[j] <= t), None)
+
+
 def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> list[tuple[int, Link] | None]:
     """Each exchange's parent (an index into ``links``, in order of sending) and how it was found.
     ``sent``, ``ended``: each exchange's send and end, on one clock."""
     by_id: dict[str, int] = {}
     sessions: dict[str, _Ended] = {}
     by_response: dict[str, int] = {}
-    continuations: dict[bytes, list[int]] = {}  # digest of (turns + reply) -> the exchanges that made it
+    made = _Made(ended)
     out: list[tuple[int, Link] | None] = []
     for i, x in enumerate(links):
         t = sent[i]
@@ -66,7 +112,7 @@ def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> l
             session.add(i, ended[i])
         if found is None:
             for digest in x.candidates:
-                parent = next((j for j in reversed(continuations.get(digest, ())) if ended[j] <= t), None)
+                parent = made.continuing(digest, t)
                 if parent is not None:
                     found = (parent, "conversation")
                     break
@@ -74,8 +120,10 @@ def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> l
             by_id.setdefault(x.id, i)  # a repeated id names the first (the analysis names the later ones apart)
         if x.response_id is not None:
             by_response[x.response_id] = i
+        if found is not None:
+            made.claim(found[0])
         if x.continuation is not None:
-            continuations.setdefault(x.continuation, []).append(i)
+            made.add(i, x.continuation)
         out.append(found)
     return out
 

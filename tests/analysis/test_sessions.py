@@ -210,6 +210,34 @@ def test_a_turn_continues_only_what_had_ended_when_it_was_sent(tmp_path):
     assert depth["S"] == 3 and depth["A0"] == 2 and depth["B0"] == 1
 
 
+def test_two_agents_that_began_alike_are_two_sessions_in_analysis_and_replay(tmp_path):
+    """Two agents with the same system prompt and task got the same first answer: both next turns
+    continued the later copy, one session of 4 turns and an orphaned first turn."""
+    system = {"role": "system", "content": "You are an agent"}
+
+    def body(*texts: str) -> dict[str, Any]:
+        return {"model": "m", "messages": [system, *_messages(*texts)["messages"]]}
+
+    second = 1_000_000_000
+    exchanges = [
+        {"id": "A0", "offset_s": 0.0, "body": body("fix bug"), "chunks": [_reply("look")], "duration_ns": second},
+        {"id": "B0", "offset_s": 0.1, "body": body("fix bug"), "chunks": [_reply("look")], "duration_ns": second},
+        {"id": "A1", "offset_s": 1.5, "body": body("fix bug", "look", "ra"), "chunks": [_reply("a1")], "duration_ns": second},
+        {"id": "B1", "offset_s": 1.6, "body": body("fix bug", "look", "rb"), "chunks": [_reply("b1")], "duration_ns": second},
+        {"id": "A2", "offset_s": 3.0, "body": body("fix bug", "look", "ra", "a1", "ra2"), "duration_ns": second},
+    ]
+    write_capture(tmp_path / "cap", exchanges)
+    rows, plan = _turns_and_workload(tmp_path / "cap", tmp_path / "cache")
+    assert {x: (r["parent_id"], r["session"], r["turn"]) for x, r in rows.items()} == {
+        "A0": (None, "A0", 0),
+        "B0": (None, "B0", 0),
+        "A1": ("A0", "A0", 1),
+        "B1": ("B0", "B0", 1),
+        "A2": ("A1", "A0", 2),
+    }
+    assert {x: plan[x][:3] for x in rows} == {x: (rows[x]["parent_id"], rows[x]["turn"], rows[x]["session"]) for x in rows}
+
+
 def test_a_session_is_a_whole_tree_of_turns_and_a_blank_header_names_none(tmp_path):
     """A client that sends its session header from the second turn on (or a new one every request)
     split one conversation in two sessions (depth 3 for 2 turns; replay's --sample-sessions crashed on

@@ -1,0 +1,77 @@
+"""``link``'s choice of a parent among the exchanges that could be one, on digests made up by hand:
+which copy of an identical conversation a turn continues, and which request of its session."""
+
+from __future__ import annotations
+
+from infertap.apis.conversation import Links
+from infertap.apis.linking import link
+
+S = 1_000_000_000
+
+
+def parents(exchanges: list[tuple[str, int, int, Links]]) -> dict[str, tuple[str, str] | None]:
+    """Each exchange's (parent id, link) from (id, sent, ended, links) in order of sending."""
+    ids = [x[0] for x in exchanges]
+    found = link([x[3] for x in exchanges], [x[1] for x in exchanges], [x[2] for x in exchanges])
+    return {i: None if f is None else (ids[f[0]], f[1]) for i, f in zip(ids, found, strict=True)}
+
+
+def turn(
+    xid: str, sent_s: float, *, starts: tuple[bytes, ...] = (), makes: bytes | None = None, session: str | None = None
+) -> tuple[str, int, int, Links]:
+    """An exchange sent at ``sent_s`` answered 1 s later, whose conversation continues ``starts``
+    (its candidates) and whose reply makes ``makes``."""
+    return (xid, int(sent_s * S), int(sent_s * S) + S, Links(xid, None, session, starts, makes))
+
+
+def test_two_agents_that_began_alike_stay_two_sessions() -> None:
+    """A0 and B0 asked the same and got the same answer: A1 and B1 both continued B0 (the latest),
+    one agent's session swallowed the other's and A0 stayed a session of one."""
+    got = parents(
+        [
+            turn("A0", 0.0, makes=b"q+a"),
+            turn("B0", 0.1, makes=b"q+a"),
+            turn("A1", 1.5, starts=(b"q+a",), makes=b"A1"),
+            turn("B1", 1.6, starts=(b"q+a",), makes=b"B1"),
+            turn("A2", 3.0, starts=(b"A1", b"q+a")),
+        ]
+    )
+    assert got == {
+        "A0": None,
+        "B0": None,
+        "A1": ("A0", "conversation"),  # the copy that ended first
+        "B1": ("B0", "conversation"),  # the one no turn continued yet
+        "A2": ("A1", "conversation"),
+    }
+
+
+def test_a_retry_and_turns_side_by_side_still_continue_one_parent() -> None:
+    """Once every copy that had ended is continued, a turn takes the latest, as before: a retried
+    turn and two turns sent together continue the same parent."""
+    got = parents(
+        [
+            turn("t0", 0.0, makes=b"q+a"),
+            turn("t1", 2.0, starts=(b"q+a",), makes=b"t1"),
+            turn("t1b", 4.0, starts=(b"q+a",), makes=b"t1b"),  # t1 sent again
+            turn("p1", 6.0, starts=(b"t1b", b"q+a")),
+            turn("p2", 6.0, starts=(b"t1b", b"q+a")),
+        ]
+    )
+    assert got["t1"] == got["t1b"] == ("t0", "conversation")
+    assert got["p1"] == got["p2"] == ("t1b", "conversation")
+
+
+def test_a_copy_still_in_flight_or_already_continued_is_no_choice() -> None:
+    """Of two copies, one continued and the other still being answered, a turn takes the one that
+    had ended; once every copy has ended and is continued, the latest sent."""
+    got = parents(
+        [
+            turn("A0", 0.0, makes=b"q+a"),  # ends at 1 s
+            ("B0", int(0.5 * S), 5 * S, Links("B0", None, None, (), b"q+a")),  # ends at 5 s
+            turn("A1", 1.5, starts=(b"q+a",)),
+            turn("X1", 2.0, starts=(b"q+a",)),  # B0 in flight: A0's again
+            turn("B1", 6.0, starts=(b"q+a",)),
+            turn("C1", 8.0, starts=(b"q+a",)),  # both continued: the latest
+        ]
+    )
+    assert [got[x] for x in ("A1", "X1", "B1", "C1")] == [("A0", "conversation")] * 2 + [("B0", "conversation")] * 2
