@@ -61,8 +61,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: object keep digits past a double; 21: exchanges.client_wait_ns; 22: an error beside a chat choice
 #: (a gateway's mid-stream error) is the answer's, a Responses message sent whole beside streamed
 #: calls is read, an Anthropic request to Vertex AI or Bedrock is read as Messages; 23: of identical
-#: conversations (two agents that began alike), a turn continues the first to end that none continues yet.
-DECODE_VERSION = 23
+#: conversations (two agents that began alike), a turn continues the first to end that none continues yet;
+#: 24: a turn of a header session continues the session's request its conversation extends, not the latest end.
+DECODE_VERSION = 24
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

@@ -2,14 +2,16 @@
 
 A request continues, in this order of evidence, the exchange recorded as its parent (a replay knows
 which of its own exchanges a turn continued), the exchange whose response it names (the Responses
-API's ``previous_response_id``: the server continues that one, whatever else the session sent), the
-request of its explicit session (an ``x-session-id`` header) that ended last before it was sent,
-else an exchange that had answered when it was sent and whose conversation plus reply its own
-conversation starts with (``Links`` holds those as digests): of identical ones (two agents that
-began alike), the first to end that no turn continues yet, else the latest. A turn can only
-continue an answer that existed when it was sent: a request still in flight is no parent (two
-turns an agent sends side by side continue the same earlier one, and an identical conversation of
-another agent, still being answered, is not this one's past).
+API's ``previous_response_id``: the server continues that one, whatever else the session sent), a
+request of its explicit session (an ``x-session-id`` header): the one whose conversation plus reply
+its own conversation starts with, else the one that ended last before it was sent (a title or
+summary request the client sent beside the conversation is no turn of it); else an exchange that
+had answered when it was sent and whose conversation plus reply its own conversation starts with
+(``Links`` holds those as digests): of identical ones (two agents that began alike), the first to
+end that no turn continues yet, else the latest. A turn can only continue an answer that existed
+when it was sent: a request still in flight is no parent (two turns an agent sends side by side
+continue the same earlier one, and an identical conversation of another agent, still being
+answered, is not this one's past).
 
 Replay keeps the order and the agent's pacing these links give; analysis puts sessions, turns and
 think times in its tables; both call these functions, so that they agree.
@@ -52,7 +54,7 @@ class _Made:
     Only when every copy that had ended is continued does a turn take the latest: a retried turn, or
     turns sent side by side, continue one parent."""
 
-    __slots__ = ("claimed", "copies", "ended", "makers")
+    __slots__ = ("by_session", "claimed", "copies", "ended", "makers")
 
     def __init__(self, ended: Sequence[int]) -> None:
         self.ended = ended
@@ -60,8 +62,9 @@ class _Made:
         self.makers: dict[bytes, list[int]] = {}  # digest -> its makers, in order of sending
         # Of a digest made twice or more: (end, index) of its makers no turn continued yet, a heap.
         self.copies: dict[bytes, list[tuple[int, int]]] = {}
+        self.by_session: dict[str, dict[bytes, list[int]]] = {}  # explicit session -> digest -> its makers there
 
-    def add(self, index: int, digest: bytes) -> None:
+    def add(self, index: int, digest: bytes, session: str | None) -> None:
         makers = self.makers.setdefault(digest, [])
         makers.append(index)
         if len(makers) > 1:
@@ -70,6 +73,8 @@ class _Made:
                 copies = self.copies[digest] = [(self.ended[j], j) for j in makers[:-1] if not self.claimed[j]]
                 heapq.heapify(copies)
             heapq.heappush(copies, (self.ended[index], index))
+        if session is not None:
+            self.by_session.setdefault(session, {}).setdefault(digest, []).append(index)
 
     def claim(self, index: int) -> None:
         self.claimed[index] = 1
@@ -87,6 +92,23 @@ class _Made:
             if copies and copies[0][0] <= t:
                 return copies[0][1]
         return next((j for j in reversed(makers) if self.ended[j] <= t), None)
+
+    def in_session(self, session: str, candidates: Sequence[bytes], t: int) -> int | None:
+        """The request of ``session`` that a turn sent at ``t`` continues by its conversation: the
+        longest of its ``candidates`` that the session made and had ended by ``t`` (as ``continuing``
+        chooses among copies). None where the longest candidate that any earlier request made was made
+        outside the session, or had not ended: the session's latest end decides then."""
+        made = self.by_session.get(session, {})
+        for digest in candidates:
+            makers = made.get(digest)
+            if makers:
+                ended = [j for j in makers if self.ended[j] <= t]  # a session's own copies: a few at most
+                if ended:
+                    free = [j for j in ended if not self.claimed[j]]
+                    return min(free, key=lambda j: (self.ended[j], j)) if free else ended[-1]
+            if digest in self.makers:
+                return None  # stop where replay's pruned candidates stop (workload._Scan)
+        return None
 
 
 def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> list[tuple[int, Link] | None]:
@@ -108,7 +130,8 @@ def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> l
             session = sessions.setdefault(x.session, _Ended())
             latest = session.latest_by(t)
             if found is None and latest is not None and latest[0] <= t:
-                found = (latest[1], "session")
+                parent = made.in_session(x.session, x.candidates, t)
+                found = (latest[1] if parent is None else parent, "session")
             session.add(i, ended[i])
         if found is None:
             for digest in x.candidates:
@@ -123,7 +146,7 @@ def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> l
         if found is not None:
             made.claim(found[0])
         if x.continuation is not None:
-            made.add(i, x.continuation)
+            made.add(i, x.continuation, x.session)
         out.append(found)
     return out
 

@@ -238,6 +238,44 @@ def test_two_agents_that_began_alike_are_two_sessions_in_analysis_and_replay(tmp
     assert {x: plan[x][:3] for x in rows} == {x: (rows[x]["parent_id"], rows[x]["turn"], rows[x]["session"]) for x in rows}
 
 
+def test_a_side_request_in_a_header_session_is_no_step_of_its_conversation(tmp_path):
+    """A title request sent between two turns of a session ended last before the second: it became
+    the second's parent, the turn numbers and the session's depth one too many."""
+    second = 1_000_000_000
+    exchanges = [
+        {
+            "id": "t0",
+            "session": "S",
+            "offset_s": 0.0,
+            "body": _messages("fix bug"),
+            "chunks": [_reply("look")],
+            "duration_ns": second,
+        },
+        {
+            "id": "title",
+            "session": "S",
+            "offset_s": 1.0,
+            "body": _messages("Write a 5-word title for: fix bug"),
+            "chunks": [_reply("Bug fix")],
+            "duration_ns": second // 5,
+        },
+        {"id": "t1", "session": "S", "offset_s": 1.5, "body": _messages("fix bug", "look", "out"), "chunks": [_reply("done")]},
+        {"id": "t2", "session": "S", "offset_s": 3.0, "body": _messages("fix bug", "look", "out", "done", "thanks")},
+    ]
+    write_capture(tmp_path / "cap", exchanges)
+    rows, plan = _turns_and_workload(tmp_path / "cap", tmp_path / "cache")
+    assert {x: (r["parent_id"], r["turn"], r["link"]) for x, r in rows.items()} == {
+        "t0": (None, 0, None),
+        "title": ("t0", 1, "session"),  # its conversation continues none: the session's latest end
+        "t1": ("t0", 1, "session"),
+        "t2": ("t1", 2, "session"),
+    }
+    assert {x: plan[x][:3] for x in rows} == {x: (rows[x]["parent_id"], rows[x]["turn"], rows[x]["session"]) for x in rows}
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        (group,) = speed_stats(a, ["session"])["groups"]
+    assert group["session"]["turns"] == 4 and group["session"]["depth"] == 3
+
+
 def test_a_session_is_a_whole_tree_of_turns_and_a_blank_header_names_none(tmp_path):
     """A client that sends its session header from the second turn on (or a new one every request)
     split one conversation in two sessions (depth 3 for 2 turns; replay's --sample-sessions crashed on

@@ -75,3 +75,40 @@ def test_a_copy_still_in_flight_or_already_continued_is_no_choice() -> None:
         ]
     )
     assert [got[x] for x in ("A1", "X1", "B1", "C1")] == [("A0", "conversation")] * 2 + [("B0", "conversation")] * 2
+
+
+def test_a_turn_of_a_session_continues_the_request_its_conversation_extends() -> None:
+    """A title request the client sent between two turns of a header session ended last before the
+    second: it became its parent (turn and depth one too many) though the second's conversation
+    extends the first's."""
+    got = parents(
+        [
+            turn("t0", 0.0, makes=b"q+a", session="S"),
+            ("title", 1 * S, int(1.2 * S), Links("title", None, "S", (), b"title+t")),
+            turn("t1", 1.5, starts=(b"q+a",), makes=b"t1", session="S"),
+            turn("t2", 3.0, starts=(b"t1", b"q+a"), session="S"),
+        ]
+    )
+    assert got == {
+        "t0": None,
+        "title": ("t0", "session"),  # nothing in its conversation: the session's latest end
+        "t1": ("t0", "session"),
+        "t2": ("t1", "session"),
+    }
+
+
+def test_a_session_turn_without_its_past_in_the_session_takes_the_latest_end() -> None:
+    """Where the session made none of the conversation, or what it made is still being answered,
+    the session's latest end decides, as before; so does a conversation another session made."""
+    got = parents(
+        [
+            turn("o0", 0.0, makes=b"other", session="O"),
+            turn("s0", 0.0, makes=b"q+a", session="S"),
+            ("s1", int(1.5 * S), 9 * S, Links("s1", None, "S", (b"q+a",), b"s1")),  # answered at 9 s
+            turn("s2", 2.0, starts=(b"s1", b"q+a"), session="S"),  # s1 in flight: the latest end, s0
+            turn("s3", 2.5, starts=(b"zzz",), session="S"),  # nothing made it
+            turn("s4", 4.0, starts=(b"other",), session="S"),
+        ]
+    )
+    assert [got[x] for x in ("s2", "s3")] == [("s0", "session")] * 2
+    assert got["s4"] == ("s3", "session")  # o0 made it, in session O: the header decides
