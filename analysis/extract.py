@@ -9,7 +9,13 @@ from collections.abc import Callable
 from infertap.errors import ConfigError
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-_CHOICE = re.compile(r"(?:answer(?: is)?|option|choice)?\s*[:(]?\s*\b([A-E])\b[).:]?", re.IGNORECASE)
+# A letter that is marked as the answer: "answer is B", "Answer: (c)", "answer is option **D**".
+# Lowercase counts here only where nothing follows it in the sentence ("the answer is a bit" is no A).
+_LETTER = r"(?:\(\s*([A-Ea-e])\s*\)|\*\*([A-Ea-e])\*\*|([A-E])(?![\w'-])|([a-e])(?=[).,;!*]|\s*$))"
+_ANSWER = re.compile(r"\b(?i:answer)\b(?:\s+is)?\s*[:=]?\s*(?:(?i:option|choice)\s+)?" + _LETTER)
+_OPTION = re.compile(r"\b(?i:option|choice)\s*[:=]?\s*" + _LETTER)
+_ALONE = re.compile(r"\W*([A-Ea-e])\W*")
+_CAPITAL = re.compile(r"(?<![\w'-])([A-E])(?![\w'-])")
 
 
 def number(text: str) -> str | None:
@@ -22,9 +28,22 @@ def number(text: str) -> str | None:
 
 
 def choice(text: str) -> str | None:
-    """The first standalone choice letter A-E ("The answer is (B)." -> "B")."""
-    m = _CHOICE.search(text)
-    return m.group(1).upper() if m else None
+    """The choice letter A-E the text gives as its answer ("The answer is (B)." -> "B").
+
+    The last letter marked "answer is"/"answer:", else the last marked "option"/"choice" (a
+    conclusion follows the options weighed), else the last standalone capital: a first letter
+    anywhere was "A" in "After a careful analysis, the answer is B" and "E" in "e.g.". A text that
+    is one letter and nothing else (a reference written "b") is that letter.
+    """
+    alone = _ALONE.fullmatch(text)
+    if alone:
+        return alone.group(1).upper()
+    for marked in (_ANSWER, _OPTION):
+        found = [next(g for g in m.groups() if g) for m in marked.finditer(text)]
+        if found:
+            return found[-1].upper()
+    capitals = _CAPITAL.findall(text)
+    return capitals[-1] if capitals else None
 
 
 def json_value(text: str) -> str | None:
