@@ -8,23 +8,102 @@ from collections.abc import Callable
 
 from infertap.errors import ConfigError
 
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-_CHOICE = re.compile(r"(?:answer(?: is)?|option|choice)?\s*[:(]?\s*\b([A-E])\b[).:]?", re.IGNORECASE)
+# A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
+# is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
+# "^" is no number of its own ("50 cm^2" is 50).
+_NUMBER = re.compile(
+    r"(?<!\^)(?<!\^\{)(?<!\d)((?<![\w)\]])-)?"
+    r"((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)((?:[eE][-+]?\d+)?)"
+)
+_BOXED = re.compile(r"\\boxed\s*\{")
+# GSM8K's "#### 72", not a markdown heading "#### Step 1"; "The answer is 72", "Answer: 72".
+_MARKED_NUMBER = (re.compile(r"####(?=[ \t]*\$?-?\.?\d)"), re.compile(r"\b(?i:answer)(?:\s+is\b|\s*:)"))
+# A letter that is marked as the answer: "answer is B", "Answer: (c)", "answer is option **D**".
+# Lowercase counts here only where nothing follows it in the sentence ("the answer is a bit" is no A).
+_LETTER = r"(?:\(\s*([A-Ea-e])\s*\)|\*\*([A-Ea-e])\*\*|([A-E])(?![\w'-])|([a-e])(?=[).,;!*]|\s*$))"
+_ANSWER = re.compile(r"\b(?i:answer)\b(?:\s+is)?\s*[:=]?\s*(?:(?i:option|choice)\s+)?" + _LETTER)
+_OPTION = re.compile(r"\b(?i:option|choice)\s*[:=]?\s*" + _LETTER)
+_ALONE = re.compile(r"\W*([A-Ea-e])\W*")
+_CAPITAL = re.compile(r"(?<![\w'-])([A-E])(?![\w'-])")
 
 
 def number(text: str) -> str | None:
-    """The last number in the text, commas dropped ("17 + 25 = 42" -> "42")."""
-    found = _NUMBER.findall(text)
-    if not found:
-        return None
-    value = found[-1].replace(",", "")
-    return value.rstrip("0").rstrip(".") if "." in value else value
+    """The number the text gives as its answer, written so that equal values are equal strings
+    ("3.50", "3.5" and "35e-1" are "3.5"; "-0.0" is "0").
+
+    The last ``\\boxed{...}``'s, else the first after the last "####" (GSM8K's) or else after the
+    last "answer is"/"answer:" on its line, else the last in the text ("17 + 25 = 42" -> "42"):
+    a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
+    """
+    boxes = list(_BOXED.finditer(text))
+    if boxes:
+        found = _numbers(_braced(text, boxes[-1].end()))
+        if found:
+            return found[-1]
+    for marker in _MARKED_NUMBER:
+        marks = list(marker.finditer(text))
+        if marks:
+            found = _numbers(text[marks[-1].end() :].split("\n", 1)[0])
+            if found:
+                return found[0]
+    found = _numbers(text)
+    return found[-1] if found else None
+
+
+def _numbers(text: str) -> list[str]:
+    return [_canonical(m.group(1) or "", m.group(2), m.group(3)) for m in _NUMBER.finditer(text)]
+
+
+def _canonical(sign: str, digits: str, exponent: str) -> str:
+    """One spelling per value, exact at any length (no float, no decimal context to round in):
+    no thousands commas, no leading or trailing zeros, positional within 30 zeros of the digits,
+    else ``D.DDDE+X``."""
+    whole, _, fraction = digits.replace(",", "").partition(".")
+    if len(exponent) > 12:  # an exponent past any real value's: the text as written is the answer
+        return sign + whole + ("." + fraction if fraction else "") + exponent.lower()
+    shift = int(exponent[1:] or 0) - len(fraction)
+    significant = (whole + fraction).lstrip("0")
+    if not significant:
+        return "0"
+    kept = significant.rstrip("0")
+    shift += len(significant) - len(kept)
+    if 0 <= shift <= 30:
+        text = kept + "0" * shift
+    elif shift < 0 and -shift - len(kept) <= 30:
+        padded = kept.rjust(-shift + 1, "0")
+        text = padded[:shift] + "." + padded[shift:]
+    else:
+        text = kept[0] + ("." + kept[1:] if len(kept) > 1 else "") + f"E{shift + len(kept) - 1:+d}"
+    return sign + text
+
+
+def _braced(text: str, start: int) -> str:
+    """The text from ``start`` to the brace that closes the one before it (nested braces kept)."""
+    depth = 1
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start:i]
+    return text[start:]
 
 
 def choice(text: str) -> str | None:
-    """The first standalone choice letter A-E ("The answer is (B)." -> "B")."""
-    m = _CHOICE.search(text)
-    return m.group(1).upper() if m else None
+    """The choice letter A-E the text gives as its answer ("The answer is (B)." -> "B").
+
+    The last letter marked "answer is"/"answer:", else the last marked "option"/"choice" (a
+    conclusion follows the options weighed), else the last standalone capital: a first letter
+    anywhere was "A" in "After a careful analysis, the answer is B" and "E" in "e.g.". A text that
+    is one letter and nothing else (a reference written "b") is that letter.
+    """
+    alone = _ALONE.fullmatch(text)
+    if alone:
+        return alone.group(1).upper()
+    for marked in (_ANSWER, _OPTION):
+        found = [next(g for g in m.groups() if g) for m in marked.finditer(text)]
+        if found:
+            return found[-1].upper()
+    capitals = _CAPITAL.findall(text)
+    return capitals[-1] if capitals else None
 
 
 def json_value(text: str) -> str | None:

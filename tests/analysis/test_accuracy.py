@@ -49,6 +49,42 @@ def test_the_interval_is_newcombes_paired_score_interval():
     assert difference_interval(4, 0, 1, 0) == pytest.approx(tuple(-x for x in reversed(difference_interval(4, 0, 0, 1))))
 
 
+def _newcombe_by_the_paper(a: int, d: int, b: int, c: int) -> tuple[float, float]:
+    """Newcombe (1998) method 10 written out apart from the module: each Wilson limit a root of
+    (p - x)^2 = z^2 x (1 - x) / n, and phi corrected as his paper gives it."""
+    z, n = 1.959963984540054, a + b + c + d
+
+    def wilson(k: int) -> tuple[float, float]:
+        p = k / n
+        # (1 + z^2/n) x^2 - (2p + z^2/n) x + p^2 = 0
+        qa, qb, qc = 1 + z * z / n, -(2 * p + z * z / n), p * p
+        root = math.sqrt(qb * qb - 4 * qa * qc)
+        return (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
+
+    p1, p2 = (a + c) / n, (a + b) / n  # B right on a + c, A on a + b
+    (l1, u1), (l2, u2) = wilson(a + c), wilson(a + b)
+    margins = (a + b) * (c + d) * (a + c) * (b + d)
+    cross = a * d - b * c
+    numerator = cross - n / 2 if cross > n / 2 else (0 if cross >= 0 else cross)
+    phi = numerator / math.sqrt(margins) if margins else 0
+    low = p1 - p2 - math.sqrt((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2)
+    high = p1 - p2 + math.sqrt((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2)
+    return 100 * low, 100 * high
+
+
+def test_nothing_flipped_is_an_interval_that_narrows_with_the_items():
+    """Nothing flipped with A half right set phi to 1 and the interval to 0 to 0, on any number of items."""
+    ten, hundred = difference_interval(5, 5, 0, 0), difference_interval(50, 50, 0, 0)
+    assert ten == pytest.approx((-16.659, 16.659), abs=0.001)  # by hand: Wilson's 26.34 x sqrt(2 - 2 x 0.8)
+    assert hundred == pytest.approx((-1.923, 1.923), abs=0.001)  # 9.617 x sqrt(2 - 2 x 0.98)
+    assert difference_interval(10, 0, 0, 0) == pytest.approx((-27.753, 27.753), abs=0.001)  # z^2 / (n + z^2)
+    for counts in ((5, 5, 0, 0), (50, 50, 0, 0), (10, 0, 0, 0), (0, 40, 0, 0), (3, 3, 2, 1), (5, 27, 1, 7), (0, 0, 0, 6)):
+        assert difference_interval(*counts) == pytest.approx(_newcombe_by_the_paper(*counts), abs=1e-9), counts
+    # Must differ: the same 50% with one item flipped each way is wider than none flipped; must match: flips mirrored.
+    assert difference_interval(49, 49, 1, 1)[1] > hundred[1]
+    assert difference_interval(3, 3, 1, 2) == pytest.approx(tuple(-x for x in reversed(difference_interval(3, 3, 2, 1))))
+
+
 def test_accuracy_must_differ_when_answers_moved_and_match_when_they_did_not():
     moved = accuracy(_counts(5, 27, 1, 7))
     assert moved is not None

@@ -1,0 +1,71 @@
+"""Answer extraction: the answer a text gives, not the first letter or number in it."""
+
+from __future__ import annotations
+
+import pytest
+
+from infertap.analysis.extract import choice, number
+
+
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        ("After a careful analysis, the answer is B.", "B"),  # was "A", from "After"
+        ("e.g. the answer is B", "B"),  # was "E", from "e.g."
+        ("Option A is tempting; the answer is C. Option D fails.", "C"),  # the answer over options weighed
+        ("answer is B.\nOn reflection, the answer is D", "D"),  # the last answer given
+        ("The answer is a bit unclear, but I pick C", "C"),  # "a bit" is no A
+        ("The correct answer is option **E**", "E"),
+        ("Answer: (c)", "C"),  # lowercase where it is marked as the answer
+        ("I think it's (D)", "D"),
+        ("B)", "B"),
+        ("**B**", "B"),
+        ("I'd rule out A, so B", "B"),  # no marker: the last capital
+        ("b", "B"),  # a reference written as the letter alone
+    ],
+)
+def test_choice_is_the_letter_given_as_the_answer(text: str, letter: str) -> None:
+    assert choice(text) == letter
+
+
+def test_choice_must_differ_on_different_answers_and_match_on_the_same_one() -> None:
+    assert choice("After some thought, the answer is B.") != choice("After some thought, the answer is C.")
+    assert choice("After some thought, the answer is B.") == choice("(B)") == choice("Answer: b")
+
+
+def test_choice_takes_no_lowercase_letter_without_a_marker() -> None:
+    assert choice("a bit of e.g. and i.e. here") is None
+    assert choice("no letter here!") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The point is (3,5)", "5"),  # was "35": a comma is a thousands separator before 3 digits only
+        ("1,2,3", "3"),  # was "123"
+        ("about 1,234.50 units, 12,345,678 in all", "12345678"),
+        ("The area is 50 cm^2", "50"),  # was "2", the exponent
+        ("\\boxed{42}. Check: 42 = 6*7", "42"),  # was "7", from the check after the answer
+        ("Natalia sold 48 clips.\n#### 72\nThat took 3 steps", "72"),  # GSM8K's marker
+        ("The answer is 18 dollars, since 9 * 2 = 18 and 2 are left", "18"),  # was "2"
+        ("#### Step 1\nAdd them: 17 + 25 = 42", "42"),  # a markdown heading is no GSM8K marker
+        ("The answer is below.\n17 + 25 = 42", "42"),  # a marker with no number on its line is none
+        ("answer: .5", "0.5"),  # was "5"
+        ("1e5", "100000"),  # was "5"
+        ("-0.0", "0"),  # was "-0"
+        ("pages 3-5", "5"),  # a range, not minus five
+        ("3 - 5 = -2", "-2"),
+        ("9" * 40, "9" * 40),  # exact at any length: no float or decimal context to round it
+        ("1e-40", "1E-40"),  # far from 1 in scientific form, not rounded to 0
+        ("none", None),
+    ],
+)
+def test_number_is_the_value_given_as_the_answer(text: str, value: str | None) -> None:
+    assert number(text) == value
+
+
+def test_number_must_match_on_equal_values_and_differ_on_different_ones() -> None:
+    for same in (["0", "-0.0", "0.00", "0e5"], [".5", "0.50", "5e-1", "answer: 0.5"], ["1e5", "100,000", "100000.0"]):
+        assert len({number(text) for text in same}) == 1, same
+    assert number("0.5") != number("5") and number("1e5") != number("15") and number("-2") != number("2")
+    assert number("1,234") != number("1,2,3,4") and number("0.001") != number("0.01")
