@@ -151,7 +151,7 @@ class Transforms:
         return bool(self.model or self.set_values or self.unset or self.pin_defaults)
 
     def body(
-        self, raw: bytes, *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None, path: str | None = None
+        self, raw: bytes, *, pinned: Mapping[str, Pin] | None = None, target_kind: str | None = None, path: str | None = None
     ) -> bytes:
         """The request body after the transforms; untouched bytes when no transform applies (a
         request without a body, a ``GET /v1/models``, carries nothing to transform). ``path``: the
@@ -180,7 +180,7 @@ class Transforms:
         self,
         body: dict[str, Any],
         *,
-        pinned: Mapping[str, Any] | None = None,
+        pinned: Mapping[str, Pin] | None = None,
         target_kind: str | None = None,
         path: str | None = None,
     ) -> bool:
@@ -188,15 +188,18 @@ class Transforms:
         does before writing it out; whether any applied. A workload runs it on each request as it
         loads, so that a transform that can't apply is an error before anything is sent. On
         Ollama's native API (``path``) a sampling setting, set, unset or pinned, goes in ``options``:
-        Ollama ignores a top-level ``temperature``."""
+        Ollama ignores a top-level ``temperature``. A pinned setting replaces one the body has only
+        where the source ignored that field (its value never applied there, so the target must not
+        apply it either)."""
         changed = False
         where = _in_options if path is not None and api_for(path, body).name in _OPTIONS_APIS else _as_given
         if pinned:
             names = _TARGET_NAMES.get(target_kind or "", {})
-            for name, value in pinned.items():
-                dotted = where(names.get(name, name))
-                if not _has_path(body, dotted):
-                    set_path(body, dotted, value)
+            for name, pin in pinned.items():
+                field_name = names.get(name, name)
+                dotted = where(field_name)
+                if field_name in pin.ignored or not _has_path(body, dotted):
+                    set_path(body, dotted, pin.value)
                     changed = True
         model = body.get("model")
         if self.model:
@@ -316,10 +319,20 @@ def _any_header(name: str) -> bool:
     return True
 
 
-def pinned_settings(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Pin:
+    """A source engine's default to pin: ``value``, and ``ignored``, the fields the request sent
+    for the setting that the source didn't read (a ``repeat_penalty`` sent to vLLM): a target that
+    reads one of them would apply a value the source never did, so the pin replaces it."""
+
+    value: Any
+    ignored: frozenset[str] = frozenset()
+
+
+def pinned_settings(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Pin]:
     """From an enrichment's effective settings, the engine defaults a target must not replace."""
     return {
-        name: s["value"]
+        name: Pin(s["value"], frozenset(s.get("ignored") or ()))
         for name, s in settings.items()
         if name in PINNABLE and s.get("source") == "engine_default" and s.get("value") is not None
     }
