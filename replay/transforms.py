@@ -192,7 +192,13 @@ class Transforms:
         where the source ignored that field (its value never applied there, so the target must not
         apply it either)."""
         changed = False
-        where = _in_options if path is not None and api_for(path, body).name in _OPTIONS_APIS else _as_given
+        ollama = path is not None and api_for(path, body).name in _OPTIONS_APIS
+        where = _in_options if ollama else _as_given
+        if ollama and "options" in body and body["options"] is None and self._fills_options(pinned):
+            body["options"] = {}  # Ollama reads a null options as none (Go's nil map): settings go in a new one
+        if ollama and self.pin_defaults and body.get("options") is not None and not isinstance(body["options"], dict):
+            # Checked whatever this request's pins: the scan that refuses before sending has none.
+            raise TransformError(f"--pin-defaults: 'options' is a {type(body['options']).__name__}, not an object")
         if pinned:
             names = _TARGET_NAMES.get(target_kind or "", {})
             for name, pin in pinned.items():
@@ -214,6 +220,10 @@ class Transforms:
         for dotted in self.unset:
             changed = unset_path(body, where(dotted)) or changed
         return changed
+
+    def _fills_options(self, pinned: Mapping[str, Pin] | None) -> bool:
+        """Whether a setting goes in an Ollama request's ``options``: a pin or a ``--set`` of one."""
+        return bool(pinned) or any(_in_options(dotted) != dotted for dotted, _ in self.set_values)
 
     def unfilled_credential(self, raw: Any, body: dict[str, Any] | None = None) -> str | None:
         """Why a body can't be replayed as recorded: a value the capture redacted (``"api_key":
@@ -238,8 +248,10 @@ class Transforms:
     def can_refuse(self, path: str | None) -> bool:
         """Whether ``apply`` can fail on some JSON object sent to ``path``: only a ``--set`` of a
         dotted path can (a key on the way holds something other than an object), and on Ollama's
-        API one of a sampling setting (it goes in ``options``)."""
+        API one of a sampling setting or ``--pin-defaults`` (they go in ``options``)."""
         ollama = path is not None and api_for(path).name in _OPTIONS_APIS
+        if ollama and self.pin_defaults:
+            return True
         return any("." in (_in_options(dotted) if ollama else dotted) for dotted, _ in self.set_values)
 
     @property
