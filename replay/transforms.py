@@ -350,13 +350,55 @@ def pinned_settings(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Pin]
     }
 
 
-_PREVIOUS = re.compile(rb'("previous_response_id"\s*:\s*)"(?:[^"\\]|\\.)*"')
+# A JSON text's strings whole (their escapes inside) and its punctuation: all a scan for a
+# top-level key needs to see; numbers, literals and whitespace between them are skipped over.
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\],:]', re.S)
 
 
 def rechained(body: bytes, response_id: str) -> bytes:
     """``body`` with its ``previous_response_id`` naming ``response_id``: the id the target gave the
-    response this turn continues, not the recorded engine's. Only that value's bytes change."""
-    new, n = _PREVIOUS.subn(lambda m: m.group(1) + json.dumps(response_id).encode(), body, count=1)
-    if n:
-        return new
-    raise TransformError("the body names a previous_response_id in a form this replay can't rewrite")
+    response this turn continues, not the recorded engine's. Only that value's bytes change: the
+    top-level key's, not one of the same name deeper in (a ``metadata`` entry)."""
+    start, end = _top_level_string(body, "previous_response_id")
+    return body[:start] + json.dumps(response_id).encode() + body[end:]
+
+
+def _top_level_string(body: bytes, key: str) -> tuple[int, int]:
+    """Where the string value of the top-level object's ``key`` lies in ``body`` (its quotes
+    included); refused where it is missing, no string, or given twice (which one a reader takes
+    is its own choice)."""
+    spans: list[tuple[int, int] | None] = []
+    depth, expect_key, pending = 0, False, b""  # pending: the token a matching key waits for next
+    for m in _TOKENS.finditer(body):
+        token = m.group()
+        if pending == b":":
+            pending = b"value" if token == b":" else b""
+            continue
+        if pending:  # the matching key's value: rewritable if it is a string
+            spans.append(m.span() if token[:1] == b'"' else None)
+            pending = b""
+        if token[:1] == b'"':
+            if expect_key and _key_is(token, key):
+                pending = b":"
+            expect_key = False
+        elif token in (b"{", b"["):
+            depth += 1
+            expect_key = token == b"{" and depth == 1
+        elif token in (b"}", b"]"):
+            depth -= 1
+        elif token == b",":
+            expect_key = depth == 1
+    if len(spans) == 1 and spans[0] is not None:
+        return spans[0]
+    why = "twice" if len(spans) > 1 else "in a form this replay can't rewrite"
+    raise TransformError(f"the body names a previous_response_id {why}")
+
+
+def _key_is(token: bytes, key: str) -> bool:
+    """Whether a JSON string token reads ``key`` (escapes and all: ``"previous\\u005fresponse_id"``)."""
+    if b"\\" not in token:
+        return token[1:-1] == key.encode()
+    try:
+        return bool(json.loads(token) == key)
+    except ValueError:
+        return False
