@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus
 
 from infertap.apis import api_for
-from infertap.apis.fastjson import loads
+from infertap.apis.fastjson import ExactFloat, loads
 from infertap.capture.redact import REDACTED, redacted_url, without_redacted
 from infertap.capture.redact_json import secret_strings
 from infertap.errors import InfertapError
@@ -170,11 +171,7 @@ class Transforms:
             raise TransformError("body transforms need a JSON object body")
         if not self.apply(body, pinned=pinned, target_kind=target_kind, path=path):
             return raw  # nothing applied to this one (its model not in --model-map...): as recorded
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-        try:
-            return text.encode()
-        except UnicodeEncodeError:  # a lone surrogate ("\ud83d"): JSON can carry it only escaped, as it was sent
-            return json.dumps(body, separators=(",", ":")).encode()
+        return _written(body)
 
     def apply(
         self,
@@ -279,6 +276,42 @@ _HOP_REQUEST = frozenset(n.decode("latin-1") for n in HOP_REQUEST)
 #: The APIs that read sampling settings from ``options`` (infertap/apis/ollama.py), and those settings.
 _OPTIONS_APIS = frozenset({"ollama-chat", "ollama-generate"})
 _OPTIONS = frozenset({*PINNABLE, "seed", "num_predict", "num_ctx", "stop"})
+
+
+def _written(body: dict[str, Any]) -> bytes:
+    """``body`` as compact JSON in UTF-8. A number no double holds (``1e400``, read as an
+    ``ExactFloat``) is written as the text it was read from: ``json.dumps`` would write
+    ``Infinity``, which no JSON reader takes."""
+    exact: list[str] = []
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # a float that isn't finite: swapped for a mark that no string of the body holds
+        mark = f"exact-{uuid.uuid4().hex}-"
+        _mark_exact(body, mark, exact)
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate ("\ud83d"): JSON can carry it only escaped, as it was sent
+        data = json.dumps(body, separators=(",", ":")).encode()
+    if not exact:
+        return data
+    return re.sub(rb'"' + mark.encode() + rb'(\d+)"', lambda m: exact[int(m[1])].encode(), data)
+
+
+def _mark_exact(body: dict[str, Any], mark: str, texts: list[str]) -> None:
+    """Replace, in place, each number that isn't finite with ``mark`` and its place in ``texts``,
+    where its text goes."""
+    stack: list[Any] = [body]
+    while stack:
+        node = stack.pop()
+        for key, value in list(node.items() if isinstance(node, dict) else enumerate(node)):
+            if isinstance(value, (dict, list)):
+                stack.append(value)
+            elif isinstance(value, float) and not math.isfinite(value):
+                if not isinstance(value, ExactFloat):
+                    raise TransformError(f"a body transform made a number that is no JSON: {value}")
+                node[key] = f"{mark}{len(texts)}"
+                texts.append(value.text)
 
 
 def _in_options(dotted: str) -> str:
