@@ -60,8 +60,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: request's digest leaves out query parameters the capture redacted; 20: arguments sent as an
 #: object keep digits past a double; 21: exchanges.client_wait_ns; 22: an error beside a chat choice
 #: (a gateway's mid-stream error) is the answer's, a Responses message sent whole beside streamed
-#: calls is read, an Anthropic request to Vertex AI or Bedrock is read as Messages.
-DECODE_VERSION = 22
+#: calls is read, an Anthropic request to Vertex AI or Bedrock is read as Messages; 23: a request
+#: holding one value msgspec refuses (a lone surrogate, 1e400) reads its other numbers rounded as
+#: any other request's (its turns link).
+DECODE_VERSION = 23
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
