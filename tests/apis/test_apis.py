@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infertap.apis import api_for, ended_by_marker, read_request, read_response
+from infertap.apis import api_for, ended_by_marker, read_request, read_response, sampling_fields
 
 SSE = [["content-type", "text/event-stream"]]
 JSON = [["content-type", "application/json"]]
@@ -341,6 +341,25 @@ def test_the_end_of_a_responses_stream_is_seen_far_from_its_last_byte():
 
 
 # -- requests --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("preferred", "other"),
+    [
+        (("max_completion_tokens", 50), ("max_tokens", 100)),
+        (("n_predict", 7), ("max_completion_tokens", 50)),
+        (("repeat_penalty", 1.0), ("repetition_penalty", 1.3)),
+        (("stop", ["a"]), ("stop_sequences", ["b"])),
+    ],
+)
+def test_a_setting_sent_under_two_names_is_read_by_one_precedence_whatever_the_key_order(preferred, other):
+    """Read first-key-wins, ``max_completion_tokens`` then ``max_tokens`` gave 50 and the other order
+    100, where vLLM and SGLang take ``max_completion_tokens`` either way."""
+    name = sampling_fields(dict([preferred])).popitem()[0]
+    for pair in ([preferred, other], [other, preferred]):
+        assert sampling_fields(dict(pair)) == {name: preferred[1]}
+    body = {"model": "m", "messages": [], "max_tokens": 100, "max_completion_tokens": 50}
+    assert read_request({"path": "/v1/chat/completions", "request_body": json.dumps(body).encode()}).max_tokens == 50
 
 
 def test_requests_of_every_api_read_into_one_shape():
