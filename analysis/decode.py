@@ -63,8 +63,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: calls is read, an Anthropic request to Vertex AI or Bedrock is read as Messages; 23: a request
 #: holding one value msgspec refuses (a lone surrogate, 1e400) reads its other numbers rounded as
 #: any other request's (its turns link); 24: a setting sent under two names (max_tokens and
-#: max_completion_tokens) read by a fixed precedence, not the body's key order.
-DECODE_VERSION = 24
+#: max_completion_tokens) read by a fixed precedence, not the body's key order; 25: an image or
+#: document block's cache_control is no part of its turn (a moved cache breakpoint still links).
+DECODE_VERSION = 25
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

@@ -494,3 +494,20 @@ def test_a_reply_is_the_turn_the_next_request_carries(case):
     assert turns[1] == reply and turns[2].text == "sunny"
     other = read_response(_record(path, [c.replace(b"Paris", b"Rome") for c in chunks], headers)).reply()
     assert turns[1] != other
+
+
+def test_a_moved_cache_breakpoint_on_an_image_or_document_is_the_same_turn():
+    """Claude Code moves ``cache_control`` to the last block each turn: on an image or a document
+    (alone, or in a tool result) it made the turn read as another, and the conversation stopped linking."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+    document = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "D"}}
+    mark = {"cache_control": {"type": "ephemeral"}}
+
+    def turns(*blocks: dict[str, Any]) -> Any:
+        body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": list(blocks)}]}
+        return read_request({"path": "/v1/messages", "request_body": json.dumps(body).encode()}).turns
+
+    for block in (image, document, {"type": "tool_result", "tool_use_id": "t1", "content": [image]}):
+        marked = {**block, "content": [image | mark]} if block["type"] == "tool_result" else block | mark
+        assert turns(marked) == turns(block)
+    assert turns(image) != turns({**image, "source": {**image["source"], "data": "BBBB"}})  # another image still differs
