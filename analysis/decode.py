@@ -62,8 +62,12 @@ from .schema import ENGINE_FACTS, TABLES
 #: (a gateway's mid-stream error) is the answer's, a Responses message sent whole beside streamed
 #: calls is read, an Anthropic request to Vertex AI or Bedrock is read as Messages; 23: of identical
 #: conversations (two agents that began alike), a turn continues the first to end that none continues yet;
-#: 24: a turn of a header session continues the session's request its conversation extends, not the latest end.
-DECODE_VERSION = 24
+#: 24: a turn of a header session continues the session's request its conversation extends, not the latest end;
+#: 25: a request holding one value msgspec refuses (a lone surrogate, 1e400) reads its other numbers
+#: rounded as any other request's (its turns link); 26: a setting sent under two names (max_tokens and
+#: max_completion_tokens) read by a fixed precedence, not the body's key order; 27: an image or
+#: document block's cache_control is no part of its turn (a moved cache breakpoint still links).
+DECODE_VERSION = 27
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

@@ -24,7 +24,7 @@ from infertap.telemetry import start_telemetry
 from .bodies import Bodies
 from .config import ReplayConfig
 from .runner import Replay, ReplayStats
-from .transforms import TransformError, Transforms, pinned_settings
+from .transforms import Pin, TransformError, Transforms, pinned_settings
 from .workload import Item, SessionSample, Workload, load_workload
 
 Progress = Callable[[ReplayStats], None]
@@ -165,7 +165,7 @@ def _transform(workload: Workload, transforms: Transforms, target_kind: str | No
     return bodies, headers
 
 
-def _pinned(item: Item) -> dict[str, Any] | None:
+def _pinned(item: Item) -> dict[str, Pin] | None:
     return pinned_settings(item.settings) if item.settings else None
 
 

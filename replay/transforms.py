@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus
 
 from infertap.apis import api_for
-from infertap.apis.fastjson import loads
+from infertap.apis.fastjson import ExactFloat, loads
 from infertap.capture.redact import REDACTED, redacted_url, without_redacted
 from infertap.capture.redact_json import secret_strings
 from infertap.errors import InfertapError
@@ -151,7 +152,7 @@ class Transforms:
         return bool(self.model or self.set_values or self.unset or self.pin_defaults)
 
     def body(
-        self, raw: bytes, *, pinned: Mapping[str, Any] | None = None, target_kind: str | None = None, path: str | None = None
+        self, raw: bytes, *, pinned: Mapping[str, Pin] | None = None, target_kind: str | None = None, path: str | None = None
     ) -> bytes:
         """The request body after the transforms; untouched bytes when no transform applies (a
         request without a body, a ``GET /v1/models``, carries nothing to transform). ``path``: the
@@ -170,17 +171,13 @@ class Transforms:
             raise TransformError("body transforms need a JSON object body")
         if not self.apply(body, pinned=pinned, target_kind=target_kind, path=path):
             return raw  # nothing applied to this one (its model not in --model-map...): as recorded
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-        try:
-            return text.encode()
-        except UnicodeEncodeError:  # a lone surrogate ("\ud83d"): JSON can carry it only escaped, as it was sent
-            return json.dumps(body, separators=(",", ":")).encode()
+        return _written(body)
 
     def apply(
         self,
         body: dict[str, Any],
         *,
-        pinned: Mapping[str, Any] | None = None,
+        pinned: Mapping[str, Pin] | None = None,
         target_kind: str | None = None,
         path: str | None = None,
     ) -> bool:
@@ -188,15 +185,24 @@ class Transforms:
         does before writing it out; whether any applied. A workload runs it on each request as it
         loads, so that a transform that can't apply is an error before anything is sent. On
         Ollama's native API (``path``) a sampling setting, set, unset or pinned, goes in ``options``:
-        Ollama ignores a top-level ``temperature``."""
+        Ollama ignores a top-level ``temperature``. A pinned setting replaces one the body has only
+        where the source ignored that field (its value never applied there, so the target must not
+        apply it either)."""
         changed = False
-        where = _in_options if path is not None and api_for(path, body).name in _OPTIONS_APIS else _as_given
+        ollama = path is not None and api_for(path, body).name in _OPTIONS_APIS
+        where = _in_options if ollama else _as_given
+        if ollama and "options" in body and body["options"] is None and self._fills_options(pinned):
+            body["options"] = {}  # Ollama reads a null options as none (Go's nil map): settings go in a new one
+        if ollama and self.pin_defaults and body.get("options") is not None and not isinstance(body["options"], dict):
+            # Checked whatever this request's pins: the scan that refuses before sending has none.
+            raise TransformError(f"--pin-defaults: 'options' is a {type(body['options']).__name__}, not an object")
         if pinned:
             names = _TARGET_NAMES.get(target_kind or "", {})
-            for name, value in pinned.items():
-                dotted = where(names.get(name, name))
-                if not _has_path(body, dotted):
-                    set_path(body, dotted, value)
+            for name, pin in pinned.items():
+                field_name = names.get(name, name)
+                dotted = where(field_name)
+                if field_name in pin.ignored or not _has_path(body, dotted):
+                    set_path(body, dotted, pin.value)
                     changed = True
         model = body.get("model")
         if self.model:
@@ -211,6 +217,10 @@ class Transforms:
         for dotted in self.unset:
             changed = unset_path(body, where(dotted)) or changed
         return changed
+
+    def _fills_options(self, pinned: Mapping[str, Pin] | None) -> bool:
+        """Whether a setting goes in an Ollama request's ``options``: a pin or a ``--set`` of one."""
+        return bool(pinned) or any(_in_options(dotted) != dotted for dotted, _ in self.set_values)
 
     def unfilled_credential(self, raw: Any, body: dict[str, Any] | None = None) -> str | None:
         """Why a body can't be replayed as recorded: a value the capture redacted (``"api_key":
@@ -235,8 +245,10 @@ class Transforms:
     def can_refuse(self, path: str | None) -> bool:
         """Whether ``apply`` can fail on some JSON object sent to ``path``: only a ``--set`` of a
         dotted path can (a key on the way holds something other than an object), and on Ollama's
-        API one of a sampling setting (it goes in ``options``)."""
+        API one of a sampling setting or ``--pin-defaults`` (they go in ``options``)."""
         ollama = path is not None and api_for(path).name in _OPTIONS_APIS
+        if ollama and self.pin_defaults:
+            return True
         return any("." in (_in_options(dotted) if ollama else dotted) for dotted, _ in self.set_values)
 
     @property
@@ -264,6 +276,42 @@ _HOP_REQUEST = frozenset(n.decode("latin-1") for n in HOP_REQUEST)
 #: The APIs that read sampling settings from ``options`` (infertap/apis/ollama.py), and those settings.
 _OPTIONS_APIS = frozenset({"ollama-chat", "ollama-generate"})
 _OPTIONS = frozenset({*PINNABLE, "seed", "num_predict", "num_ctx", "stop"})
+
+
+def _written(body: dict[str, Any]) -> bytes:
+    """``body`` as compact JSON in UTF-8. A number no double holds (``1e400``, read as an
+    ``ExactFloat``) is written as the text it was read from: ``json.dumps`` would write
+    ``Infinity``, which no JSON reader takes."""
+    exact: list[str] = []
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # a float that isn't finite: swapped for a mark that no string of the body holds
+        mark = f"exact-{uuid.uuid4().hex}-"
+        _mark_exact(body, mark, exact)
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate ("\ud83d"): JSON can carry it only escaped, as it was sent
+        data = json.dumps(body, separators=(",", ":")).encode()
+    if not exact:
+        return data
+    return re.sub(rb'"' + mark.encode() + rb'(\d+)"', lambda m: exact[int(m[1])].encode(), data)
+
+
+def _mark_exact(body: dict[str, Any], mark: str, texts: list[str]) -> None:
+    """Replace, in place, each number that isn't finite with ``mark`` and its place in ``texts``,
+    where its text goes."""
+    stack: list[Any] = [body]
+    while stack:
+        node = stack.pop()
+        for key, value in list(node.items() if isinstance(node, dict) else enumerate(node)):
+            if isinstance(value, (dict, list)):
+                stack.append(value)
+            elif isinstance(value, float) and not math.isfinite(value):
+                if not isinstance(value, ExactFloat):
+                    raise TransformError(f"a body transform made a number that is no JSON: {value}")
+                node[key] = f"{mark}{len(texts)}"
+                texts.append(value.text)
 
 
 def _in_options(dotted: str) -> str:
@@ -316,22 +364,74 @@ def _any_header(name: str) -> bool:
     return True
 
 
-def pinned_settings(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Pin:
+    """A source engine's default to pin: ``value``, and ``ignored``, the fields the request sent
+    for the setting that the source didn't read (a ``repeat_penalty`` sent to vLLM): a target that
+    reads one of them would apply a value the source never did, so the pin replaces it."""
+
+    value: Any
+    ignored: frozenset[str] = frozenset()
+
+
+def pinned_settings(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Pin]:
     """From an enrichment's effective settings, the engine defaults a target must not replace."""
     return {
-        name: s["value"]
+        name: Pin(s["value"], frozenset(s.get("ignored") or ()))
         for name, s in settings.items()
         if name in PINNABLE and s.get("source") == "engine_default" and s.get("value") is not None
     }
 
 
-_PREVIOUS = re.compile(rb'("previous_response_id"\s*:\s*)"(?:[^"\\]|\\.)*"')
+# A JSON text's strings whole (their escapes inside) and its punctuation: all a scan for a
+# top-level key needs to see; numbers, literals and whitespace between them are skipped over.
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\],:]', re.S)
 
 
 def rechained(body: bytes, response_id: str) -> bytes:
     """``body`` with its ``previous_response_id`` naming ``response_id``: the id the target gave the
-    response this turn continues, not the recorded engine's. Only that value's bytes change."""
-    new, n = _PREVIOUS.subn(lambda m: m.group(1) + json.dumps(response_id).encode(), body, count=1)
-    if n:
-        return new
-    raise TransformError("the body names a previous_response_id in a form this replay can't rewrite")
+    response this turn continues, not the recorded engine's. Only that value's bytes change: the
+    top-level key's, not one of the same name deeper in (a ``metadata`` entry)."""
+    start, end = _top_level_string(body, "previous_response_id")
+    return body[:start] + json.dumps(response_id).encode() + body[end:]
+
+
+def _top_level_string(body: bytes, key: str) -> tuple[int, int]:
+    """Where the string value of the top-level object's ``key`` lies in ``body`` (its quotes
+    included); refused where it is missing, no string, or given twice (which one a reader takes
+    is its own choice)."""
+    spans: list[tuple[int, int] | None] = []
+    depth, expect_key, pending = 0, False, b""  # pending: the token a matching key waits for next
+    for m in _TOKENS.finditer(body):
+        token = m.group()
+        if pending == b":":
+            pending = b"value" if token == b":" else b""
+            continue
+        if pending:  # the matching key's value: rewritable if it is a string
+            spans.append(m.span() if token[:1] == b'"' else None)
+            pending = b""
+        if token[:1] == b'"':
+            if expect_key and _key_is(token, key):
+                pending = b":"
+            expect_key = False
+        elif token in (b"{", b"["):
+            depth += 1
+            expect_key = token == b"{" and depth == 1
+        elif token in (b"}", b"]"):
+            depth -= 1
+        elif token == b",":
+            expect_key = depth == 1
+    if len(spans) == 1 and spans[0] is not None:
+        return spans[0]
+    why = "twice" if len(spans) > 1 else "in a form this replay can't rewrite"
+    raise TransformError(f"the body names a previous_response_id {why}")
+
+
+def _key_is(token: bytes, key: str) -> bool:
+    """Whether a JSON string token reads ``key`` (escapes and all: ``"previous\\u005fresponse_id"``)."""
+    if b"\\" not in token:
+        return token[1:-1] == key.encode()
+    try:
+        return bool(json.loads(token) == key)
+    except ValueError:
+        return False

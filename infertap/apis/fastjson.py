@@ -3,8 +3,8 @@
 msgspec parses the JSON it accepts about 2-3x faster than the standard library (integers of any
 size included, and floats rounded the same way); what it refuses (``NaN``, ``Infinity``, numbers
 beyond a double, lone surrogate escapes, other encodings than UTF-8) goes to ``json.loads``, which
-then accepts or refuses it as it always did, a number beyond a double kept with its text
-(``ExactFloat``). Run once per streamed event of every response read.
+then accepts or refuses it as it always did, its numbers rounded as msgspec rounds them and one
+beyond a double kept with its text (``ExactFloat``). Run once per streamed event of every response read.
 """
 
 from __future__ import annotations
@@ -56,9 +56,18 @@ def loads(data: str | bytes) -> Any:
         try:
             return _decode(data)
         except (msgspec.MsgspecError, ValueError):
-            return json.loads(data, parse_float=ExactFloat.of, parse_constant=ExactFloat.of)
+            # What msgspec refused may be one value of many: the rest read as msgspec reads them.
+            return json.loads(data, parse_float=_rounded, parse_constant=ExactFloat.of)
     except RecursionError:
         raise ValueError("JSON nested too deeply to be read") from None
+
+
+def _rounded(text: str) -> float:
+    """A number as msgspec reads it (the nearest double, ``0.10000000000000001`` as ``0.1``; below
+    the least, 0), and as an ``ExactFloat`` where it can't (``1e400``): a body that msgspec refuses
+    for one value (a lone surrogate elsewhere) reads as it would have, not exactly throughout."""
+    value = float(text)
+    return value if math.isfinite(value) else ExactFloat.of(text)
 
 
 def loads_exact(data: str | bytes) -> Any:

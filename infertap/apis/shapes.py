@@ -387,7 +387,9 @@ def _kept(value: Any) -> Any:
 
 def content_text(content: Any) -> str:
     """The text of a message's content: a string, or text parts joined. Parts that are not text
-    (images, files) are kept as canonical JSON so that two different images never read as equal."""
+    (images, files) are kept as canonical JSON so that two different images never read as equal,
+    less their ``cache_control``: a cache breakpoint that a client moves each turn (Claude Code
+    does) is no change in what the conversation says."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -405,6 +407,8 @@ def content_text(content: Any) -> str:
             elif part.get("type") in ("thinking", "redacted_thinking", "reasoning"):
                 continue  # the model's own reasoning, not part of what the conversation says
             else:
+                if "cache_control" in part:
+                    part = {k: v for k, v in part.items() if k != "cache_control"}
                 out.append(json.dumps(part, sort_keys=True, ensure_ascii=False))
     return "".join(out)
 

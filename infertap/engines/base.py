@@ -88,7 +88,7 @@ class Engine:
     #: none for a setting it doesn't read at all. A field it doesn't read is no setting of the
     #: request (the engine used its default: llama-server ignores ``repetition_penalty``, vLLM
     #: ``repeat_penalty``, llama-cpp-python ``n``). Settings not listed are read under any of their
-    #: names (``infertap.apis.sampling.ALIASES``), the first one the body has.
+    #: names (``infertap.apis.sampling.ALIASES``), the one first in ``sampling.PRECEDENCE``.
     READS: dict[str, tuple[str, ...]] = {}
     #: Per request path, the settings read otherwise there (a Responses request's ``max_output_tokens``).
     PATH_READS: dict[str, dict[str, tuple[str, ...]]] = {}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infertap.apis import api_for, ended_by_marker, read_request, read_response
+from infertap.apis import api_for, ended_by_marker, read_request, read_response, sampling_fields
 
 SSE = [["content-type", "text/event-stream"]]
 JSON = [["content-type", "application/json"]]
@@ -343,6 +343,25 @@ def test_the_end_of_a_responses_stream_is_seen_far_from_its_last_byte():
 # -- requests --------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("preferred", "other"),
+    [
+        (("max_completion_tokens", 50), ("max_tokens", 100)),
+        (("n_predict", 7), ("max_completion_tokens", 50)),
+        (("repeat_penalty", 1.0), ("repetition_penalty", 1.3)),
+        (("stop", ["a"]), ("stop_sequences", ["b"])),
+    ],
+)
+def test_a_setting_sent_under_two_names_is_read_by_one_precedence_whatever_the_key_order(preferred, other):
+    """Read first-key-wins, ``max_completion_tokens`` then ``max_tokens`` gave 50 and the other order
+    100, where vLLM and SGLang take ``max_completion_tokens`` either way."""
+    name = sampling_fields(dict([preferred])).popitem()[0]
+    for pair in ([preferred, other], [other, preferred]):
+        assert sampling_fields(dict(pair)) == {name: preferred[1]}
+    body = {"model": "m", "messages": [], "max_tokens": 100, "max_completion_tokens": 50}
+    assert read_request({"path": "/v1/chat/completions", "request_body": json.dumps(body).encode()}).max_tokens == 50
+
+
 def test_requests_of_every_api_read_into_one_shape():
     tools = [{"type": "function", "function": {"name": "weather", "parameters": {}}}]
     chat = read_request(
@@ -475,3 +494,20 @@ def test_a_reply_is_the_turn_the_next_request_carries(case):
     assert turns[1] == reply and turns[2].text == "sunny"
     other = read_response(_record(path, [c.replace(b"Paris", b"Rome") for c in chunks], headers)).reply()
     assert turns[1] != other
+
+
+def test_a_moved_cache_breakpoint_on_an_image_or_document_is_the_same_turn():
+    """Claude Code moves ``cache_control`` to the last block each turn: on an image or a document
+    (alone, or in a tool result) it made the turn read as another, and the conversation stopped linking."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+    document = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "D"}}
+    mark = {"cache_control": {"type": "ephemeral"}}
+
+    def turns(*blocks: dict[str, Any]) -> Any:
+        body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": list(blocks)}]}
+        return read_request({"path": "/v1/messages", "request_body": json.dumps(body).encode()}).turns
+
+    for block in (image, document, {"type": "tool_result", "tool_use_id": "t1", "content": [image]}):
+        marked = {**block, "content": [image | mark]} if block["type"] == "tool_result" else block | mark
+        assert turns(marked) == turns(block)
+    assert turns(image) != turns({**image, "source": {**image["source"], "data": "BBBB"}})  # another image still differs

@@ -129,6 +129,7 @@ def test_a_conversation_read_turn_by_turn_agrees_at_every_turn() -> None:
         b'{"max_completion_tokens": 2, "max_tokens": 1, "messages": []}',
         b'{"messages": [], "temperature": NaN}',
         b'{"messages": [], "temperature": 1e400}',
+        b'{"temperature": 1e400, "messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {"x": 0.10000000000000001}}}]}]}',
         b'{"messages": [{"role": "user", "content": "\\ud800"}]}',
         b'{"messages": [{"role": "user", "content": "\xff"}]}',
         b'{"messages": [{"role": "user", "content": "\xc3\xa9"}]}',
@@ -154,6 +155,18 @@ def test_a_conversation_read_turn_by_turn_agrees_at_every_turn() -> None:
 )
 def test_bodies_json_reads_oddly_are_read_alike_or_declined(raw: bytes) -> None:
     _agrees(ChatRequests(), raw)
+
+
+@pytest.mark.parametrize("odd", [b'"seed": 1e400', b'"user": "\\ud83d"'])
+def test_a_value_only_the_slow_parser_takes_leaves_the_rest_of_the_body_read_alike(odd: bytes) -> None:
+    """One value msgspec refuses sent the whole body to the exact parse: an object call's
+    ``0.10000000000000001`` read as ``1.0000000000000001E-1``, not ``0.1``, and the conversation
+    stopped linking to the turns before it."""
+    plain = b'{"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {"x": 0.10000000000000001}}}]}]}'
+    odd_body = plain[:1] + odd + b", " + plain[1:]
+    read = [read_request({"path": PATH, "request_body": raw}) for raw in (plain, odd_body)]
+    assert [r.turns[0].calls for r in read] == [(("f", '{"x":0.1}'),)] * 2
+    _agrees(ChatRequests(), odd_body)  # where the fast path takes it, it reads the same
 
 
 def test_other_paths_are_declined() -> None:

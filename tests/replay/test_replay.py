@@ -17,6 +17,7 @@ from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
 from infertap.launch import free_port
 from infertap.replay import Filters, ReplayConfig, ReplayError, Schedule, Transforms, run_replay
+from infertap.replay.transforms import pinned_settings
 from tests.helpers import decompressed_bytes, write_capture
 
 
@@ -170,6 +171,23 @@ def test_pin_defaults_writes_the_sources_engine_defaults(fake, tmp_path):
     write_capture(tmp_path / "bare", [{"body": _chat("p")}])
     with pytest.raises(ReplayError, match="no enrichment records"):
         run_replay(ReplayConfig(tmp_path / "bare", url, tmp_path / "out2", probe=False, transforms=Transforms(pin_defaults=True)))
+
+
+@pytest.mark.parametrize(("target_kind", "sent_name"), [("llama-server", "repeat_penalty"), ("vllm", "repetition_penalty")])
+def test_pin_defaults_replaces_a_field_the_source_ignored_that_the_target_reads(target_kind, sent_name):
+    """The body's penalty never applied on the source (it reads the other spelling): pinned, the
+    target gets the source's default, not the value the source ignored."""
+    settings = {
+        "repeat_penalty": {"value": 1.0, "source": "engine_default", "ignored": {sent_name: 1.3}},
+        "temperature": {"value": 0.7, "source": "engine_default"},
+    }
+    raw = json.dumps(_chat("p", temperature=0.2, **{sent_name: 1.3})).encode()
+    pinned = pinned_settings(settings)
+    sent = json.loads(
+        Transforms(pin_defaults=True).body(raw, pinned=pinned, target_kind=target_kind, path="/v1/chat/completions")
+    )
+    assert sent[sent_name] == 1.0
+    assert sent["temperature"] == 0.2  # sent, and not ignored: the request's own value stays
 
 
 def test_filters_limit_and_repeat(fake, tmp_path):

@@ -96,6 +96,18 @@ def test_body_transforms_leave_what_they_dont_change_as_recorded(tmp_path: Path)
     assert Transforms(model_map={"small": "big"}).body(raw) is raw  # a map alone, on a body it doesn't touch: as recorded
 
 
+def test_a_number_beyond_a_double_is_rewritten_as_it_was_sent_not_as_infinity() -> None:
+    """``1e400`` is valid JSON that reads as an infinite float: written back, it was ``Infinity``, which no JSON reader takes."""
+    raw = b'{"model":"a","logit_bias":{"5":1e400,"6":-1E+400},"messages":[{"role":"user","content":"\\ud83d"}],"x":0.5}'
+    sent = Transforms(model="b").body(raw)
+    assert sent == b'{"model":"b","logit_bias":{"5":1e400,"6":-1E+400},"messages":[{"role":"user","content":"\\ud83d"}],"x":0.5}'
+    assert json.loads(sent, parse_constant=_no_constant)["logit_bias"]["5"] == float("inf")
+
+
+def _no_constant(name: str) -> None:
+    raise AssertionError(f"{name} is no JSON")
+
+
 def test_set_values_that_are_no_json_and_an_api_key_beside_an_authorization_header(tmp_path: Path) -> None:
     assert parse_value("NaN") == "NaN" and parse_value("Infinity") == "Infinity"  # text, not a float JSON can't carry
     assert parse_value("[1, 2.5]") == [1, 2.5]

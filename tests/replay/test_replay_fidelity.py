@@ -112,6 +112,32 @@ def test_sampling_settings_go_in_options_on_ollamas_api(fake, tmp_path):
     assert not {"temperature", "top_k", "repeat_penalty"} & (set(sent["/api/chat"]) | set(sent["/api/generate"]))
 
 
+def test_pinned_defaults_fill_a_null_options_and_a_non_object_one_is_refused_before_sending(fake, tmp_path):
+    """Ollama reads ``"options": null`` as no options: pins go in a new object. An ``options``
+    that is no object can take no pin, and the replay says so before it sends anything."""
+    app, url = fake
+    pinned = {"temperature": {"value": 0.8, "source": "engine_default"}}
+
+    def capture(name: str, options: object) -> None:
+        bodies = [{"model": "m", "messages": [{"role": "user", "content": f"q{i}"}], "stream": False} for i in range(3)]
+        bodies[1]["options"] = options
+        write_capture(
+            tmp_path / name,
+            [{"path": "/api/chat", "body": b} for b in bodies],
+            enrichments=[{"exchange_id": f"src-{i}", "settings": pinned} for i in range(3)],
+        )
+
+    capture("null", None)
+    transforms = Transforms(pin_defaults=True)
+    run_replay(ReplayConfig(tmp_path / "null", url, tmp_path / "out", probe=False, transforms=transforms))
+    assert [json.loads(r["body"])["options"] for r in _sent(app)] == [{"temperature": 0.8}] * 3
+    app.requests.clear()
+    capture("list", [])
+    with pytest.raises(ReplayError, match="exchange src-1 .*'options' is a list"):
+        run_replay(ReplayConfig(tmp_path / "list", url, tmp_path / "out2", probe=False, transforms=transforms))
+    assert not app.requests
+
+
 def test_a_replay_of_a_replay_keeps_the_originals_offsets(fake, tmp_path):
     """Each generation is due when the original was sent, whatever the dispatcher's jitter in the one before."""
     app, url = fake

@@ -16,6 +16,7 @@ from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
 from infertap.errors import ConfigError
 from infertap.replay import Filters, ReplayConfig, Schedule, SessionSample, WorkloadError, run_replay
+from infertap.replay.transforms import TransformError, rechained
 from infertap.replay.workload import load
 from tests.fake_upstream import FakeUpstream, ServerThread, lifespan, read_body
 from tests.helpers import write_capture
@@ -411,3 +412,17 @@ def test_the_summary_says_recorded_times_only_for_the_original_schedule():
     for shaped in (Schedule("original", speed=2), Schedule("original", max_concurrency=1)):
         text = rows(sessions_timed_by(shaped))
         assert "scheduled" in text and "recorded" not in text and "held back by the target" not in text, text
+
+
+def test_rechaining_rewrites_the_top_level_previous_response_id_only():
+    """A ``metadata`` entry of the same name came first and was the one rewritten; every other byte stays."""
+    body = (
+        b'{"model":"m","metadata":{"previous_response_id":"resp_META"},'
+        b'"input":["previous_response_id",{"previous_response_id":"resp_IN"}],"previous_response_id" : "resp_OLD"}'
+    )
+    assert rechained(body, "resp_NEW") == body.replace(b'"resp_OLD"', b'"resp_NEW"')
+    escaped = b'{"previous\\u005fresponse_id":"resp_OLD","x":1.50}'
+    assert rechained(escaped, "resp_NEW") == b'{"previous\\u005fresponse_id":"resp_NEW","x":1.50}'
+    for ambiguous in (b'{"previous_response_id":"a","previous_response_id":"b"}', b'{"x":{"previous_response_id":"a"}}'):
+        with pytest.raises(TransformError, match="previous_response_id"):
+            rechained(ambiguous, "resp_NEW")
