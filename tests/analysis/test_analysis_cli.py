@@ -116,6 +116,26 @@ def test_stats_by_model_prints_the_documented_names(cap: Path) -> None:
         assert f"`{name}`" in documented, name
 
 
+def test_stats_prints_recorded_names_as_they_are_never_as_markup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich read a model name as markup: two quantizations ``llama-3-8b[q4_k_m]`` and ``[q8_0]`` were both
+    titled ``llama-3-8b``, and a name or session like ``[/]x[bold]y`` failed the command with a MarkupError."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    names = ["llama-3-8b[q4_k_m]", "llama-3-8b[q8_0]", "[/]x[bold]y"]
+    answer = [(10, sse(event("x", role="assistant"), event(finish="stop")))]
+    cap = write_capture(
+        tmp_path / "cap",
+        [
+            exchange(f"x{i}", seq=i + 1, sent_ms=i * 10, request=body(model=name), session=f"[/]s{i}[bold]", chunks=answer)
+            for i, name in enumerate(names)
+        ],
+    )
+    text = ok(run("stats", str(cap), "--by", "model")).stdout
+    for name in names:
+        assert f"model {name}" in text, name
+    sessions = ok(run("stats", str(cap), "--by", "session")).stdout
+    assert all(f"[/]s{i}[bold]" in sessions for i in range(3)), sessions
+
+
 def test_stats_rejects_an_unknown_grouping_and_a_missing_capture(tmp_path: Path) -> None:
     bad = run("stats", str(tmp_path), "--by", "colour")
     assert bad.exit_code == 2 and "colour" in bad.stderr
