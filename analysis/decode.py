@@ -4,6 +4,7 @@ capture (cache.py decides when), so that every later query reads columns instead
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from array import array
@@ -61,8 +62,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: object keep digits past a double; 21: exchanges.client_wait_ns; 22: an error beside a chat choice
 #: (a gateway's mid-stream error) is the answer's, a Responses message sent whole beside streamed
 #: calls is read, an Anthropic request to Vertex AI or Bedrock is read as Messages; 23: an integer
-#: beyond int64 (a seed of 2**64-1, a usage count of 10**20) read as unknown instead of failing the decode.
-DECODE_VERSION = 23
+#: beyond int64 (a seed of 2**64-1, a usage count of 10**20) read as unknown instead of failing the decode;
+#: 24: a NaN or infinite number (server timings, a sampling setting, a telemetry sample) unknown.
+DECODE_VERSION = 24
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -197,12 +199,15 @@ def _int(value: Any) -> int | None:
 
 
 def _num(value: Any) -> float | None:
+    """A finite number: NaN or an infinity (an engine's timing of 1e309) is unknown, not a value
+    that poisons every mean and sum over it."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
     try:
-        return float(value)
+        number = float(value)
     except OverflowError:  # an integer past a double's range
         return None
+    return number if math.isfinite(number) else None
 
 
 def _server_timings(parsed: Output) -> tuple[Any, ...]:

@@ -88,7 +88,7 @@ def stats(captures: tuple[str, ...], as_json: bool, by: tuple[str, ...], cache_d
 
         result = speed_stats(analysis, by)
     if as_json:
-        click.echo(json.dumps(jsonable(result), indent=2, default=str))
+        click.echo(json.dumps(jsonable(result), indent=2, default=str, allow_nan=False))
     else:
         _print_stats(result)
 
@@ -401,7 +401,8 @@ def _repl(analysis: Analysis, fmt: str) -> None:
 
 def _print_result(result: QueryResult, fmt: str) -> None:
     if fmt == "json":
-        click.echo(json.dumps(jsonable(result.records()), indent=1, default=str, ensure_ascii=False))
+        # jsonable: `select 1/0` is an infinity, which JSON has no form for: null
+        click.echo(json.dumps(jsonable(result.records()), indent=1, default=str, ensure_ascii=False, allow_nan=False))
     elif fmt == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(result.columns)

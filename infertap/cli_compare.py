@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from infertap.capture.jsonable import jsonable
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -74,7 +76,8 @@ def compare(
     if as_json:
         for item in result["divergence"]["most_divergent"]:
             item.pop("text", None)
-        click.echo(json.dumps(result, indent=2, default=str))
+        # jsonable: a NaN or infinite figure, which JSON has no form for, as null
+        click.echo(json.dumps(jsonable(result), indent=2, default=str, allow_nan=False))
     else:
         print_comparison(result)
 

@@ -175,6 +175,53 @@ def test_sql_and_stats_show_the_engines_dtype(tmp_path: Path, monkeypatch: pytes
     assert json.loads(ok(run("stats", str(cap), "--json")).stdout)["engines"][0]["dtype"] == dtype
 
 
+def _strict(text: str) -> object:
+    """JSON as every strict reader (jq, JavaScript) takes it: NaN and Infinity are no JSON."""
+
+    def refuse(constant: str) -> object:
+        raise AssertionError(f"{constant} in JSON output")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_output_holds_no_nan_or_infinity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sql --json "select 1/0"`, `stats --json` over server timings of 1e309 and `cat` of a NaN
+    gauge printed NaN / Infinity, which no strict JSON reader takes: each is null now, and a
+    non-finite server timing is unknown where it is decoded."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    timings = {"prompt_ms": 1e309, "predicted_ms": float("nan"), "prompt_n": 3, "predicted_n": 1}
+    telemetry = {"type": "telemetry", "wall": 1.7e9, "source": "engine", "samples": [["gauge", {}, float("nan")]]}
+    cap = write_capture(
+        tmp_path / "cap",
+        [
+            exchange("a", request=body(), chunks=[(5, sse(event("x", role="assistant"), event(finish="stop", timings=timings)))]),
+            telemetry,
+        ],
+    )
+    assert _strict(ok(run("sql", "SELECT 1/0 AS x, 'nan'::DOUBLE AS y", str(cap), "--json")).stdout) == [{"x": None, "y": None}]
+    st = _strict(ok(run("stats", str(cap), "--json")).stdout)
+    assert isinstance(st, dict) and st["groups"][0]["server_timings"]["source"]
+    cells = ok(run("sql", "SELECT server_prompt_ms, server_decode_ms, server_prompt_tokens FROM exchanges", str(cap), "--json"))
+    assert _strict(cells.stdout) == [{"server_prompt_ms": None, "server_decode_ms": None, "server_prompt_tokens": 3}]
+    lines = [_strict(line) for line in ok(run("cat", str(cap))).stdout.splitlines()]
+    [sample] = [r for r in lines if isinstance(r, dict) and r["type"] == "telemetry"]
+    assert sample["samples"] == [["gauge", {}, None]]
+
+
+def test_report_charts_leave_out_nan_and_infinite_points() -> None:
+    """A non-finite value drew `nan` coordinates (or an axis up to infinity) into the report's SVG."""
+    from infertap.analysis.svg import Line, cdf_svg, line_svg, scatter_svg
+
+    nan, inf = float("nan"), float("inf")
+    charts = [
+        cdf_svg([("a", [1.0, nan, inf, 2.0])], "ttft"),
+        scatter_svg([("a", [(1.0, 2.0), (nan, 1.0), (2.0, inf)])], "t", "ms"),
+        line_svg([Line("a", [(1.0, 2.0), (2.0, nan), (inf, 1.0), (3.0, 4.0)])], "load", "ms", hlines=[(inf, "slo")]),
+    ]
+    for chart in charts:
+        assert "<svg" in chart and "nan" not in chart.lower() and "inf" not in chart.lower(), chart
+
+
 def test_sql_takes_a_query_longer_than_a_file_name_can_be(cap: Path) -> None:
     columns = ", ".join(f"exchange_id AS column_{i:02d}" for i in range(20))
     query = f"SELECT {columns}, ttft_ns FROM metrics WHERE exchange_id IN ('a', 'b') ORDER BY exchange_id"
