@@ -4,6 +4,7 @@ capture (cache.py decides when), so that every later query reads columns instead
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from array import array
@@ -66,8 +67,11 @@ from .schema import ENGINE_FACTS, TABLES
 #: 25: a request holding one value msgspec refuses (a lone surrogate, 1e400) reads its other numbers
 #: rounded as any other request's (its turns link); 26: a setting sent under two names (max_tokens and
 #: max_completion_tokens) read by a fixed precedence, not the body's key order; 27: an image or
-#: document block's cache_control is no part of its turn (a moved cache breakpoint still links).
-DECODE_VERSION = 27
+#: document block's cache_control is no part of its turn (a moved cache breakpoint still links);
+#: 28: an integer beyond int64 (a seed of 2**64-1, a usage count of 10**20) read as unknown instead of
+#: failing the decode; 29: a NaN or infinite number (server timings, a sampling setting, a telemetry
+#: sample) unknown.
+DECODE_VERSION = 29
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -155,11 +159,24 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _array(values: Sequence[Any], dtype: pa.DataType) -> pa.Array:
     """An Arrow column of ``values``. A JSON ``\\ud800`` escape parses to a lone surrogate, which
     UTF-8 (hence Arrow) has no bytes for: such a text is kept with U+FFFD in its place, as a
-    lenient UTF-8 decode keeps bytes it can't read, instead of failing the capture's decode."""
+    lenient UTF-8 decode keeps bytes it can't read, instead of failing the capture's decode. An
+    integer the column's type can't hold (JSON has no bound) is unknown, for the same reason."""
     try:
         return pa.array(values, type=dtype)
     except UnicodeEncodeError:
         return pa.array([_without_surrogates(v) for v in values], type=dtype)
+    except OverflowError:
+        return pa.array([_within(v, dtype) for v in values], type=dtype)
+
+
+def _within(value: Any, dtype: pa.DataType) -> Any:
+    """``value`` with each integer the Arrow type ``dtype`` can't hold as None."""
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return value if not isinstance(value, (list, tuple)) else [_within(v, dtype.value_type) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and pa.types.is_integer(dtype):
+        info = np.iinfo(dtype.to_pandas_dtype())
+        return value if info.min <= value <= info.max else None
+    return value
 
 
 def _without_surrogates(value: Any) -> Any:
@@ -178,12 +195,26 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) or value is None else _dump(value)
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """An integer a BIGINT column holds; any other (JSON's integers are unbounded) is unknown."""
+    if isinstance(value, int) and not isinstance(value, bool) and _INT64[0] <= value <= _INT64[1]:
+        return value
+    return None
 
 
 def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number: NaN or an infinity (an engine's timing of 1e309) is unknown, not a value
+    that poisons every mean and sum over it."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a double's range
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _server_timings(parsed: Output) -> tuple[Any, ...]:
@@ -201,7 +232,7 @@ def _server_timings(parsed: Output) -> tuple[Any, ...]:
         )
     if parsed.durations:
         d = parsed.durations
-        ms = {k: d[k] / 1e6 if _num(d.get(k)) is not None else None for k in ("prompt_eval_duration", "eval_duration")}
+        ms = {k: _ms(_num(d.get(k))) for k in ("prompt_eval_duration", "eval_duration")}
         return (
             _dump(d),
             "Ollama durations (server-measured)",
@@ -212,6 +243,10 @@ def _server_timings(parsed: Output) -> tuple[Any, ...]:
             None,
         )
     return (None,) * 7
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
 
 
 def _hidden_reasoning(parsed: Output) -> int | None:
@@ -495,9 +530,9 @@ class Decoder:
                 done,
                 parsed.error,
                 _dump(parsed.usage),
-                parsed.prompt_tokens,
-                parsed.output_tokens,
-                parsed.cached_tokens,
+                _int(parsed.prompt_tokens),
+                _int(parsed.output_tokens),
+                _int(parsed.cached_tokens),
                 _hidden_reasoning(parsed),
                 1 + len(parsed.choices),
                 *_server_timings(parsed),
@@ -525,7 +560,7 @@ class Decoder:
                 r.last_user,
                 list(r.tools),
                 _dump(r.tool_choice),
-                r.max_tokens,
+                _int(r.max_tokens),
                 _num(s.get("temperature")),
                 _num(s.get("top_p")),
                 _int(s.get("top_k")),

@@ -181,8 +181,9 @@ class Analysis:
         hive-style, as Spark, Trino and DuckDB discover partitions; each row sits with its
         exchange's (or run's) recorder. ``None``: one ``folder/<name>.parquet`` per table.
 
-        Each table is written beside its place and renamed into it, replacing what an earlier
-        export wrote there; an entry of that name that no export wrote (a user's own ``metrics/``,
+        Every table is written beside its place first, then all are renamed into place, replacing
+        what an earlier export wrote there: an export that fails partway (a full disk) leaves the
+        earlier export whole, never two exports mixed. An entry of that name that no export wrote (a user's own ``metrics/``,
         the ``captures/`` a recorder writes into) is an AnalysisError before anything is written.
         """
         if partition_by not in (None, "recorder_id", "run_id"):
@@ -196,9 +197,16 @@ class Analysis:
         try:
             counts = {}
             for name in EXPORTED:
-                self._export_table(name, staging / "new", partition_by)
-                _replace_table(out, staging, name)
+                try:
+                    self._export_table(name, staging / f"new-{name}", partition_by)
+                except (OSError, duckdb.Error) as exc:
+                    raise AnalysisError(
+                        f"export to {out} failed writing the {name} table, nothing of this export kept "
+                        f"(what an earlier export wrote there is unchanged): {exc}"
+                    ) from exc
                 counts[name] = self.count(name)
+            for name in EXPORTED:  # renames only, once every table is written
+                _replace_table(out, staging, name)
             _write_json(out / LEDGER, {"infertap": __version__, "written": sorted(_written(partition_by))})
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -349,12 +357,12 @@ def claim_export_folder(out: Path, partition_by: str | None) -> None:
 
 
 def _replace_table(out: Path, staging: Path, name: str) -> None:
-    """Table ``name``, written into ``staging/new``, in place of the earlier export's (in either
+    """Table ``name``, written into ``staging/new-<name>``, in place of the earlier export's (in either
     form, so none of it is left beside the new one); the old moved into ``staging``, removed with it."""
     for entry in (name, f"{name}.parquet"):
         if os.path.lexists(out / entry):
             (out / entry).rename(staging / f"old-{entry}")
-    for new in (staging / "new").iterdir():
+    for new in (staging / f"new-{name}").iterdir():
         new.rename(out / new.name)
 
 

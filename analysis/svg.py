@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 COLORS = ("#1f77b4", "#d62728")
@@ -82,7 +82,9 @@ def _axes(xticks: Sequence[float] | None, yticks: Sequence[float], xlabel: str, 
 
 
 def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
-    """Empirical CDFs, one line per series: the whole distribution, tails included."""
+    """Empirical CDFs, one line per series: the whole distribution, tails included. A NaN or
+    infinite value has no place on an axis: left out, as unknown, not a broken drawing."""
+    series = [(name, [v for v in s if math.isfinite(v)]) for name, s in series]
     values = [v for _, s in series for v in s]
     if not values:
         return f"<p>no {html.escape(label)} values</p>"
@@ -104,6 +106,7 @@ def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
 
 
 def scatter_svg(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], xlabel: str, ylabel: str) -> str:
+    series = [(name, [(x, y) for x, y in s if math.isfinite(x) and math.isfinite(y)]) for name, s in series]
     points = [p for _, s in series for p in s]
     if not points:
         return "<p>no points</p>"
@@ -153,7 +156,15 @@ class Line:
 
 def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequence[tuple[float, str]] = ()) -> str:
     """Lines through points against a shared x axis from 0, with horizontal reference lines
-    (``hlines``: a value and its label, e.g. an SLO's bound) drawn dashed grey across the plot."""
+    (``hlines``: a value and its label, e.g. an SLO's bound) drawn dashed grey across the plot. A
+    point with a NaN or infinite coordinate is left out, as one with no value."""
+    lines = [
+        replace(
+            line, points=[(x, y if y is not None and math.isfinite(x) and math.isfinite(y) else None) for x, y in line.points]
+        )
+        for line in lines
+    ]
+    hlines = [(v, label) for v, label in hlines if math.isfinite(v)]
     known = [(x, y) for line in lines for x, y in line.points if y is not None]
     if not known:
         return "<p>no points</p>"

@@ -333,7 +333,8 @@ def enrich(capture: Path, engine_url: str, model_file: str | None, labels: dict[
 def cat(capture: Path, types: tuple[str, ...]) -> None:
     """Print every record as one JSON object per line.
 
-    Bytes are shown as text when they are valid UTF-8, else as {"base64": "..."}.
+    Bytes are shown as text when they are valid UTF-8, else as {"base64": "..."}; a number JSON
+    has no form for (NaN, an infinity) as null.
     """
     reader = CaptureReader(capture)
     for record in reader.records():

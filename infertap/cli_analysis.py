@@ -88,7 +88,7 @@ def stats(captures: tuple[str, ...], as_json: bool, by: tuple[str, ...], cache_d
 
         result = speed_stats(analysis, by)
     if as_json:
-        click.echo(json.dumps(jsonable(result), indent=2, default=str))
+        click.echo(json.dumps(jsonable(result), indent=2, default=str, allow_nan=False))
     else:
         _print_stats(result)
 
@@ -110,6 +110,8 @@ def _counts(d: dict[str, int]) -> str:
 
 
 def _group_title(key: dict[str, Any]) -> str:
+    """The group's key as plain text: model names, paths and sessions are recorded text, never rich
+    markup (``llama-3-8b[q4_k_m]`` would lose its quantization), so print it with markup off."""
     parts = []
     for name, value in key.items():
         if name == "run":
@@ -131,12 +133,12 @@ def _print_stats(result: dict[str, Any]) -> None:
         groups = result["groups"]
         longest = sorted(groups, key=lambda g: g["session"]["makespan_s"] or 0, reverse=True)[:_SESSIONS_SHOWN]
         shown = {id(g) for g in longest}
-        console.print(_sessions_table([g for g in groups if id(g) in shown]))
+        console.print(_sessions_table([g for g in groups if id(g) in shown]), markup=False)
         if len(groups) > len(longest):
             _out(f"  the {len(longest)} longest of {len(groups)} sessions; --json for every one")
         return
     for group in result["groups"]:
-        console.print(_stats_table(group))
+        console.print(_stats_table(group), markup=False)
         _print_throughput(group)
         _print_output(group)
         _print_server_timings(group["server_timings"])
@@ -190,8 +192,10 @@ def _print_engines(engines: list[dict[str, Any]]) -> None:
 def _stats_table(group: dict[str, Any]) -> Table:
     """One group's latency distributions, times in ms and token counts in tokens."""
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=_group_title(group["key"]), title_justify="left")
+    # A Text: a title is parsed as markup even where the table is printed with markup off.
+    table = Table(title=Text(_group_title(group["key"])), title_justify="left")
     for column in ("metric", "unit", "n", "p50", "p90", "p99", "mean"):
         table.add_column(column, justify="left" if column in ("metric", "unit") else "right")
     for name, dist in group["metrics"].items():
@@ -397,7 +401,8 @@ def _repl(analysis: Analysis, fmt: str) -> None:
 
 def _print_result(result: QueryResult, fmt: str) -> None:
     if fmt == "json":
-        click.echo(json.dumps(jsonable(result.records()), indent=1, default=str, ensure_ascii=False))
+        # jsonable: `select 1/0` is an infinity, which JSON has no form for: null
+        click.echo(json.dumps(jsonable(result.records()), indent=1, default=str, ensure_ascii=False, allow_nan=False))
     elif fmt == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(result.columns)

@@ -36,7 +36,7 @@ def claim(run: Path, as_json: bool, as_markdown: bool, strict: bool, cache_dir: 
     CaptureReader(run)  # not a capture: a clear error before DuckDB loads
     card = make_claim(run, cache_dir=cache_dir)
     if as_json:
-        click.echo(json.dumps(jsonable(card), indent=2, default=str))
+        click.echo(json.dumps(jsonable(card), indent=2, default=str, allow_nan=False))
     elif as_markdown:
         click.echo(markdown(card))
     else:

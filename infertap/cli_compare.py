@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from infertap.capture.jsonable import jsonable
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -74,7 +76,8 @@ def compare(
     if as_json:
         for item in result["divergence"]["most_divergent"]:
             item.pop("text", None)
-        click.echo(json.dumps(result, indent=2, default=str))
+        # jsonable: a NaN or infinite figure, which JSON has no form for, as null
+        click.echo(json.dumps(jsonable(result), indent=2, default=str, allow_nan=False))
     else:
         print_comparison(result)
 
@@ -134,7 +137,7 @@ def print_comparison(r: dict[str, Any]) -> None:
     _print_runs(console, r)
     _print_configuration(console, r)
     _say(console, "\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
-    console.print(_speed_table(r["speed"]))
+    console.print(_speed_table(r["speed"]), markup=False)
     _say(console, "times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
     from infertap.analysis.ratios import MIN_INTERVAL_PAIRS
 
@@ -247,7 +250,7 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
     several = cfg.get("several_configurations")
     if several:  # then no row's sameness holds for every exchange of that side
         _say(console, several, "yellow")
-    console.print(_snapshot_table(cfg["snapshots"], last=bool(several)))
+    console.print(_snapshot_table(cfg["snapshots"], last=bool(several)), markup=False)
     # not_compared: a version of another engine kind, shown in the kind row
     one_side = [f for f in cfg["snapshots"] if f.get("one_side") and not f.get("not_compared")]
     if one_side:  # not differences: an unknown may not differ at all
@@ -258,7 +261,7 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
         _say(console, f"known on one side only: {known}")
     both = [row for row in cfg["settings"] if not _one_sided(row)]
     if both:
-        console.print(_settings_table(both))
+        console.print(_settings_table(both), markup=False)
     if one := [row for row in cfg["settings"] if _one_sided(row)]:
         _say(
             console,
@@ -323,7 +326,7 @@ def _settings_table(settings: list[dict[str, Any]]) -> Table:
 def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] | None) -> None:
     """Section 3: the table, then what it cannot show (unreadable bodies, where outputs first part)."""
     _say(console, "\n3. Divergence", "bold")
-    console.print(_divergence_table(d, base))
+    console.print(_divergence_table(d, base), markup=False)
     for path, read in d.get("readable", {}).items():
         if read.get("not_compared"):
             _say(
@@ -386,7 +389,7 @@ def _print_accuracy(console: Console, acc: dict[str, Any] | None) -> None:
     table.add_row(
         f"right, of {acc['items']}", f"{acc['a_right']} ({acc['a_rate']:.0%})", f"{acc['b_right']} ({acc['b_rate']:.0%})"
     )
-    console.print(table)
+    console.print(table, markup=False)
     _say(console, acc["verdict"])
 
 

@@ -220,10 +220,11 @@ def print_sweep(result: dict[str, Any]) -> None:
             _num(lag),
         )
     console = Console()
-    console.print(table)
+    # Markup off: SLOs, notes and the capacity line hold text from the sweep's spec and its captures.
+    console.print(table, markup=False)
     for line in notes(result):
-        console.print(f"note: {line}", highlight=False)
-    console.print(capacity_line(result), highlight=False)
+        console.print(f"note: {line}", markup=False, highlight=False)
+    console.print(capacity_line(result), markup=False, highlight=False)
 
 
 def notes(result: dict[str, Any]) -> list[str]:

@@ -116,6 +116,26 @@ def test_stats_by_model_prints_the_documented_names(cap: Path) -> None:
         assert f"`{name}`" in documented, name
 
 
+def test_stats_prints_recorded_names_as_they_are_never_as_markup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich read a model name as markup: two quantizations ``llama-3-8b[q4_k_m]`` and ``[q8_0]`` were both
+    titled ``llama-3-8b``, and a name or session like ``[/]x[bold]y`` failed the command with a MarkupError."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    names = ["llama-3-8b[q4_k_m]", "llama-3-8b[q8_0]", "[/]x[bold]y"]
+    answer = [(10, sse(event("x", role="assistant"), event(finish="stop")))]
+    cap = write_capture(
+        tmp_path / "cap",
+        [
+            exchange(f"x{i}", seq=i + 1, sent_ms=i * 10, request=body(model=name), session=f"[/]s{i}[bold]", chunks=answer)
+            for i, name in enumerate(names)
+        ],
+    )
+    text = ok(run("stats", str(cap), "--by", "model")).stdout
+    for name in names:
+        assert f"model {name}" in text, name
+    sessions = ok(run("stats", str(cap), "--by", "session")).stdout
+    assert all(f"[/]s{i}[bold]" in sessions for i in range(3)), sessions
+
+
 def test_stats_rejects_an_unknown_grouping_and_a_missing_capture(tmp_path: Path) -> None:
     bad = run("stats", str(tmp_path), "--by", "colour")
     assert bad.exit_code == 2 and "colour" in bad.stderr
@@ -153,6 +173,53 @@ def test_sql_and_stats_show_the_engines_dtype(tmp_path: Path, monkeypatch: pytes
     rows = json.loads(ok(run("sql", "SELECT kind, quantization, dtype FROM engines", str(cap), "--json")).stdout)
     assert rows == [{"kind": "llama-server", "quantization": "Q4_1", "dtype": dtype}]
     assert json.loads(ok(run("stats", str(cap), "--json")).stdout)["engines"][0]["dtype"] == dtype
+
+
+def _strict(text: str) -> object:
+    """JSON as every strict reader (jq, JavaScript) takes it: NaN and Infinity are no JSON."""
+
+    def refuse(constant: str) -> object:
+        raise AssertionError(f"{constant} in JSON output")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_output_holds_no_nan_or_infinity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sql --json "select 1/0"`, `stats --json` over server timings of 1e309 and `cat` of a NaN
+    gauge printed NaN / Infinity, which no strict JSON reader takes: each is null now, and a
+    non-finite server timing is unknown where it is decoded."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    timings = {"prompt_ms": 1e309, "predicted_ms": float("nan"), "prompt_n": 3, "predicted_n": 1}
+    telemetry = {"type": "telemetry", "wall": 1.7e9, "source": "engine", "samples": [["gauge", {}, float("nan")]]}
+    cap = write_capture(
+        tmp_path / "cap",
+        [
+            exchange("a", request=body(), chunks=[(5, sse(event("x", role="assistant"), event(finish="stop", timings=timings)))]),
+            telemetry,
+        ],
+    )
+    assert _strict(ok(run("sql", "SELECT 1/0 AS x, 'nan'::DOUBLE AS y", str(cap), "--json")).stdout) == [{"x": None, "y": None}]
+    st = _strict(ok(run("stats", str(cap), "--json")).stdout)
+    assert isinstance(st, dict) and st["groups"][0]["server_timings"]["source"]
+    cells = ok(run("sql", "SELECT server_prompt_ms, server_decode_ms, server_prompt_tokens FROM exchanges", str(cap), "--json"))
+    assert _strict(cells.stdout) == [{"server_prompt_ms": None, "server_decode_ms": None, "server_prompt_tokens": 3}]
+    lines = [_strict(line) for line in ok(run("cat", str(cap))).stdout.splitlines()]
+    [sample] = [r for r in lines if isinstance(r, dict) and r["type"] == "telemetry"]
+    assert sample["samples"] == [["gauge", {}, None]]
+
+
+def test_report_charts_leave_out_nan_and_infinite_points() -> None:
+    """A non-finite value drew `nan` coordinates (or an axis up to infinity) into the report's SVG."""
+    from infertap.analysis.svg import Line, cdf_svg, line_svg, scatter_svg
+
+    nan, inf = float("nan"), float("inf")
+    charts = [
+        cdf_svg([("a", [1.0, nan, inf, 2.0])], "ttft"),
+        scatter_svg([("a", [(1.0, 2.0), (nan, 1.0), (2.0, inf)])], "t", "ms"),
+        line_svg([Line("a", [(1.0, 2.0), (2.0, nan), (inf, 1.0), (3.0, 4.0)])], "load", "ms", hlines=[(inf, "slo")]),
+    ]
+    for chart in charts:
+        assert "<svg" in chart and "nan" not in chart.lower() and "inf" not in chart.lower(), chart
 
 
 def test_sql_takes_a_query_longer_than_a_file_name_can_be(cap: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from click.testing import CliRunner
 
 from infertap.analysis import EXPORTED, Analysis, NoCapturesError, find_captures
 from infertap.analysis.errors import AnalysisError
@@ -21,6 +22,7 @@ from infertap.capture.identity import request_digest
 from infertap.capture.reader import CaptureReader
 from infertap.capture.segments import segment_paths
 from infertap.capture.writer import CaptureWriter
+from infertap.cli import cli
 from tests.analysis_builders import MS, RECORDER, body, enrichment, event, exchange, sse, write_capture
 from tests.helpers import reseal_head
 
@@ -185,6 +187,34 @@ def test_a_lone_surrogate_escape_in_an_answer_is_read_not_a_crash(tmp_path: Path
         content = dict(a.sql("SELECT exchange_id, string_agg(content, '') FROM events GROUP BY ALL").fetchall())
         assert content["s"] == "a\ufffdb" and content["t"] == "plain"
         assert a.count("exchanges") == 3 and a.count("metrics") == 3
+
+
+def test_integers_beyond_64_bits_read_as_unknown_not_a_crash(tmp_path: Path) -> None:
+    """JSON's integers are unbounded: a seed of 2**64-1, a usage count of 10**20 or llama.cpp's
+    prompt_n of 2**63 made every analysis command fail with an OverflowError. Each is unknown now,
+    its neighbours kept."""
+    usage = {"prompt_tokens": 10**20, "completion_tokens": 2, "total_tokens": 10**20 + 2}
+    timings = {"prompt_n": 2**63, "predicted_n": 2, "prompt_ms": 1.0, "cache_n": 10**400}
+    answer = sse(event("x", role="assistant"), event(finish="stop", usage=usage, timings=timings))
+    request = body(seed=2**64 - 1, max_tokens=2**63, top_k=10**30, temperature=0.5)
+    cap = write_capture(
+        tmp_path / "cap",
+        [
+            exchange("h", request=request, chunks=[(5, answer)]),
+            enrichment("h", prompt_ids=[1, 2**64 - 1], output_count=2**63),
+        ],
+    )
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        assert a.sql("SELECT seed, max_tokens, top_k, temperature FROM requests").fetchall() == [(None, None, None, 0.5)]
+        row = a.sql(
+            "SELECT usage_prompt_tokens, usage_completion_tokens, server_prompt_tokens, server_decode_tokens, server_cached_tokens,"
+            " server_prompt_ms FROM exchanges"
+        ).fetchall()
+        assert row == [(None, 2, None, 2, None, 1.0)]
+        assert a.sql("SELECT prompt_ids, output_tokens FROM enrichments").fetchall() == [([1, None], None)]
+    result = CliRunner().invoke(cli, ["stats", str(cap), "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    assert "workload: prompt_tokens 2 " in result.output  # the enrichment's count, not the usage's
 
 
 def test_the_cache_is_reused_then_rebuilt_when_a_segment_is_appended(tmp_path: Path) -> None:

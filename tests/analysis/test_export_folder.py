@@ -132,3 +132,26 @@ def test_parquet_of_ones_own_beside_no_export_is_not_taken_for_one(tmp_path: Pat
     result = export(tmp_path, project / "captures", out)
     assert result.exit_code == 1 and f"{out / 'metrics'} (not written by an infertap export)" in result.output
     assert snapshot(out) == before
+
+
+def test_an_export_that_fails_partway_leaves_the_earlier_one_whole(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tables were swapped in one at a time: a disk that filled up on the fifth left four tables of
+    the new export beside the rest of the old one, and a ledger that said nothing of it."""
+    out = tmp_path / "warehouse"
+    assert export(tmp_path, project / "captures" / "run1", out).exit_code == 0
+    before = snapshot(out)
+    write = Analysis._export_table
+
+    def full_disk(self: Analysis, name: str, into: Path, partition_by: str | None) -> None:
+        if name == EXPORTED[4]:
+            raise OSError(28, "No space left on device")
+        write(self, name, into, partition_by)
+
+    monkeypatch.setattr(Analysis, "_export_table", full_disk)
+    result = export(tmp_path, project / "captures", out)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"export to {out} failed writing the {EXPORTED[4]} table" in result.output
+    assert "No space left on device" in result.output
+    assert snapshot(out) == before and not list(out.glob(".infertap-export-*"))
