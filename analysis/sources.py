@@ -53,6 +53,7 @@ def find_captures(specs: Iterable[str | os.PathLike[str]]) -> list[Path]:
                 if not captures:
                     raise NoCapturesError(f"{match}: not a capture, and no capture in it (no *{SEGMENT_SUFFIX} segments)")
             for capture in captures:
+                _text_path(capture)
                 key = capture.resolve()
                 if key not in seen:
                     seen.add(key)
@@ -60,6 +61,16 @@ def find_captures(specs: Iterable[str | os.PathLike[str]]) -> list[Path]:
     if not out:
         raise NoCapturesError("no capture given")
     return out
+
+
+def _text_path(capture: Path) -> None:
+    """Refuses a capture whose path is not UTF-8: the analysis keeps each capture's path as text
+    (its cache key, the ``capture`` column), which such a name can't be written as."""
+    try:
+        os.fspath(capture).encode()
+    except UnicodeEncodeError:
+        shown = os.fspath(capture).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise NoCapturesError(f"{shown}: the capture's path is not UTF-8, which the analysis needs: rename it") from None
 
 
 def refuse_inside_capture(folder: Path, what: str) -> None:

@@ -344,6 +344,9 @@ def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, c
         query, args = args[-1], args[:-1]  # the query after the captures: as unmistakable
     if not args:
         raise click.UsageError("give at least one CAPTURE")
+    if query is None and (mistaken := next((a for a in args if any(c.isspace() for c in a) and not _names_any(a)), None)):
+        # A query that begins with no keyword sql knows ("SELEC 1", "(SELECT ...) UNION ...") read as a capture.
+        raise click.UsageError(f"{mistaken!r} is no capture: if it is a query, give it with -q")
     fmt = "csv" if as_csv else "json" if as_json else "table"
     with _opened(args, cache_dir) as analysis:
         if query is not None:
@@ -351,6 +354,13 @@ def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, c
                 _print_result(analysis.query(statement), fmt)
         else:
             _repl(analysis, fmt)
+
+
+def _names_any(arg: str) -> bool:
+    """Whether ``arg`` is a path, or a pattern matching one."""
+    import glob
+
+    return _is_path(arg) or (glob.has_magic(arg) and bool(glob.glob(arg)))
 
 
 def _is_path(arg: str) -> bool:

@@ -331,3 +331,24 @@ def test_stats_names_each_engine_with_its_weights_dtype_first(tmp_path: Path, mo
         "engine: llama-server b5000 at http://a.test (fingerprint f00d, weights Q4_1 79%, Q8_0 21%, F32 <1%)",
         "engine: llama-server b5000 at http://b.test (fingerprint f00d)",  # none known: nothing said
     ]
+
+
+def test_a_mistyped_query_is_said_to_be_one_not_a_missing_capture(cap: Path) -> None:
+    """A query that begins with no keyword sql knows was taken for a capture path ("SELEC 1: no such capture")."""
+    for query in ("SELEC 1", "(SELECT 1) UNION (SELECT 2)"):
+        bad = run("sql", query, str(cap))
+        assert bad.exit_code == 2 and "is no capture: if it is a query, give it with -q" in bad.stderr, bad.stderr
+    assert ok(run("sql", str(cap), "-q", "(SELECT 1) UNION (SELECT 2)")).stdout.count("row(s)") == 1
+
+
+def test_a_capture_whose_path_is_not_utf8_is_refused_clearly(cap: Path, tmp_path: Path) -> None:
+    """Every analysis command ended in a UnicodeEncodeError traceback (the cache keys captures by their path as text)."""
+    import os
+    import shutil
+
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/odd\xff")
+    shutil.copytree(cap, odd)
+    bad = run("stats", odd)
+    assert bad.exit_code == 1 and "path is not UTF-8" in bad.stderr and "odd\\xff" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr and "Traceback" not in bad.stdout
+    assert ok(run("stats", str(cap))).exit_code == 0
