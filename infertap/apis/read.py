@@ -306,19 +306,12 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.layout = layout if layout is not None else [layout_entry(*blocks[k]) for k in sorted(blocks)]
     kept.extend(unread[k] for k in sorted(unread))
     out.others = [canonical_result(o) for o in kept]
-    if restated is not None and not (text or reasoning or refusal or calls or spoken or cited or results or kept):
-        # Nothing came as deltas, yet the final event holds the answer (a server or gateway that sends
-        # whole items only): it is what was answered. Its tokens have no times of their own.
-        out.text, out.reasoning, out.refusal = restated.content, restated.reasoning, restated.refusal
-        out.reasoning_summarized = restated.summarized
-        for part in restated.tool_calls:
-            add_call(calls, part)
-        out.citations = [canonical_arguments(c) for c in restated.citations]
-        out.tool_results = [canonical_result(r) for r in restated.results]
-        out.others = [canonical_result(o) for o in restated.others]
-        out.layout = restated.layout or out.layout
-        encrypted = max(encrypted, restated.encrypted)
-    elif restated is not None:
+    if restated is not None:
+        if not (text or reasoning or refusal or calls or spoken or cited or results or kept):
+            # Nothing came as deltas, yet the final event holds the answer (a server or gateway that
+            # sends whole items only): it is what was answered, read whole below. Its tokens have no
+            # times of their own.
+            encrypted = max(encrypted, restated.encrypted)
         _add_restated(calls, restated, out)
     out.tool_calls = [calls[k] for k in sorted(calls)]
     out.finish_reasons = finish_words(finishes)
