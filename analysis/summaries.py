@@ -52,7 +52,8 @@ BATCH_ROWS = 5_000
 #: request id only a token with a digit; 10: arguments sent as an object keep digits past a double;
 #: 11: the layout of an answer made of blocks (items), blocks of a type not read, errors beside choices.
 #: 12: the engine configurations a side ran under, each one's, not only its last snapshot.
-SUMMARY_VERSION = 12
+#: 13: a Responses built-in call that did not complete (failed, incomplete) says so in its result.
+SUMMARY_VERSION = 13
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -656,6 +656,73 @@ def test_the_responses_built_in_tools_calls_are_part_of_the_answer(tmp_path: Pat
     _all_match(tmp_path, BUILT_IN_SAME)
 
 
+def _ended(status: str, kind: str = "web_search_call", item: str = "ws1") -> dict[str, Any]:
+    """A built-in call that asked the same as every other here and ended ``status``."""
+    asked = {"code": "print(1)", "container_id": "cntr_1"} if kind == "code_interpreter_call" else {"queries": ["weather"]}
+    return {"type": kind, "id": item, "status": status, **asked}
+
+
+_SAID = _message_part("output_text", "Sunny")
+#: name -> (API, A's chunks, B's chunks): the same call asked, ended otherwise.
+BUILT_IN_ENDED = {
+    "web search failed": (_RESPONSES, _responses(_ended("completed"), _SAID), _responses(_ended("failed"), _SAID)),
+    "web search failed, streamed": (
+        _RESPONSES_SSE,
+        _responses_sse(_ended("completed"), _SAID),
+        _responses_sse(_ended("failed"), _SAID),
+    ),
+    "file search incomplete": (
+        _RESPONSES,
+        _responses(_ended("completed", "file_search_call")),
+        _responses(_ended("incomplete", "file_search_call")),
+    ),
+    "code interpreter failed, streamed": (
+        _RESPONSES_SSE,
+        _responses_sse(_ended("incomplete", "code_interpreter_call")),
+        _responses_sse(_ended("failed", "code_interpreter_call")),
+    ),
+}
+BUILT_IN_ENDED_SAME = {
+    "both failed, other ids": (_RESPONSES, _responses(_ended("failed"), _SAID), _responses(_ended("failed", item="ws2"), _SAID)),
+    "both failed, streamed": (
+        _RESPONSES_SSE,
+        _responses_sse(_ended("failed", "code_interpreter_call")),
+        _responses_sse(_ended("failed", "code_interpreter_call", item="ci2")),
+    ),
+    "both completed": (
+        _RESPONSES,
+        _responses(_ended("completed", "file_search_call")),
+        _responses(_ended("completed", "file_search_call", item="fs2")),
+    ),  # fmt: skip
+}
+
+
+def test_a_built_in_call_that_failed_is_not_one_that_completed(tmp_path: Path) -> None:
+    """A web search (file search, code interpreter) that failed or stopped incomplete, asked as the
+    other side's completed one: compare called the two answers identical (its status was left out
+    with the ids, as no part of what the call asks)."""
+    d, items = _all_differ(tmp_path, BUILT_IN_ENDED)
+    assert d["counts"]["tool_results_differ"] == len(BUILT_IN_ENDED) and d["counts"]["tool_calls_differ"] == 0, d["counts"]
+    for name, item in items.items():
+        assert item["similarity"] < 1 and item["first_divergence"]["at"] is not None, name
+    assert '"status":"failed"' in items["web search failed, streamed"]["diff"]
+    _all_match(tmp_path, BUILT_IN_ENDED_SAME)
+
+
+def test_a_failed_built_in_call_reads_the_same_streamed_and_whole() -> None:
+    from infertap.apis import read_response
+
+    def results(chunks: list[bytes], ctype: str) -> list[str]:
+        return read_response(
+            {"path": "/v1/responses", "chunks": chunks, "response_headers": [["content-type", ctype]]}
+        ).tool_results
+
+    streamed = results(_responses_sse(_ended("failed")), "text/event-stream")
+    assert streamed == results(_responses(_ended("failed", item="ws9")), "application/json")
+    assert streamed == ['{"status":"failed","type":"web_search_call"}']
+    assert results(_responses(_ended("completed")), "application/json") == []  # a completed call gave nothing back
+
+
 def test_a_built_in_call_reads_the_same_streamed_and_whole() -> None:
     from infertap.apis import read_response
     from infertap.apis.shapes import canonical_arguments
