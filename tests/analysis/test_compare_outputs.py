@@ -570,6 +570,60 @@ def test_what_an_answer_holds_besides_its_first_choices_words_is_compared(tmp_pa
     assert d["counts"]["with_other_choices"] == 2 and "other_choices_differ" not in d["counts"]
 
 
+_UNSAID = object()  # an engine that names no stop_reason (llama.cpp's OpenAI routes, OpenAI's own)
+
+
+def _vllm(said: Any = None, *, stream: bool = False, second: Any = _UNSAID) -> list[bytes]:
+    """A vLLM answer "Hello" whose choice says ``stop_reason`` ``said`` (None: null, as vLLM sends
+    at an end of sequence or the length); ``_UNSAID``: no such key. ``second``: a second choice's."""
+    choices = [{"index": 0, "finish_reason": "stop", **({} if said is _UNSAID else {"stop_reason": said})}]
+    if second is not _UNSAID:
+        choices.append({"index": 1, "finish_reason": "stop", "stop_reason": second})
+    if stream:
+        end = {"object": "chat.completion.chunk", "choices": [{**c, "delta": {}} for c in choices]}
+        return [_chat_sse("Hello")[0], b"data: " + json.dumps(end).encode() + b"\n\n", b"data: [DONE]\n\n"]
+    message = {"role": "assistant", "content": "Hello"}
+    whole = {"object": "chat.completion", "model": "m", "choices": [{**c, "message": message} for c in choices]}
+    return [json.dumps(whole).encode()]
+
+
+_CHAT_WHOLE = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/json")
+#: name -> (API, A's chunks, B's chunks): each the same text and finish reason, ended otherwise as vLLM says.
+STOP_REASONS = {
+    "stop string vs end of sequence": (_CHAT_WHOLE, _vllm("###"), _vllm(None)),
+    "stop string vs end of sequence, streamed": (_CHAT, _vllm("###", stream=True), _vllm(None, stream=True)),
+    "stop token id vs end of sequence": (_CHAT_WHOLE, _vllm(106), _vllm(None)),
+    "stop string 106 vs stop token id 106": (_CHAT_WHOLE, _vllm("106"), _vllm(106)),
+    "second choice's stop string vs end of sequence": (_CHAT_N2, _vllm(None, second="###"), _vllm(None, second=None)),
+}
+STOP_REASONS_SAME = {
+    "the same stop string": (_CHAT_WHOLE, _vllm("###"), _vllm("###")),
+    "both at an end of sequence, streamed": (_CHAT, _vllm(None, stream=True), _vllm(None, stream=True)),
+    "the same stop token id": (_CHAT_WHOLE, _vllm(106), _vllm(106)),
+    # One engine names no stop_reason: no evidence that it stopped elsewhere (vLLM against llama.cpp).
+    "a stop string vs an engine that names none": (_CHAT_WHOLE, _vllm("###"), _vllm(_UNSAID)),
+    "an end of sequence vs an engine that names none, streamed": (
+        _CHAT,
+        _vllm(None, stream=True),
+        _vllm(_UNSAID, stream=True),
+    ),  # fmt: skip
+}
+
+
+def test_vllms_stop_reason_differs_where_both_answers_carry_it(tmp_path: Path) -> None:
+    """A vLLM answer stopped at a stop string (or a stop token id) matched one that ended at its end
+    of sequence: the same text, the same finish reason, and the stop sequence compared only where
+    both named a string."""
+    d, items = _all_differ(tmp_path, STOP_REASONS)
+    assert d["counts"]["stop_reason_differs"] == 4 and d["counts"]["other_choices_differ"] == 1, d["counts"]
+    assert items["stop string vs end of sequence"]["stop_reason"] == ["###", None]
+    assert items["stop string vs end of sequence, streamed"]["stop_reason"] == ["###", None]
+    assert items["stop string 106 vs stop token id 106"]["stop_reason"] == ["106", 106]
+    assert "stop_sequence" not in items["stop token id vs end of sequence"]  # said once, as the stop reason
+    d = _all_match(tmp_path, STOP_REASONS_SAME)
+    assert "stop_reason_differs" not in d["counts"]
+
+
 def test_the_cli_says_what_differs_besides_the_text(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
