@@ -317,6 +317,7 @@ def _pair_divergence(
         and _finishes(sa) == _finishes(sb)
         and not _stops_differ(sa.stop_sequence, sb.stop_sequence)
         and not _stop_reasons_differ(sa.stop_reason, sb.stop_reason)
+        and sa.stop_details == sb.stop_details
     )
     # What else the answer holds: encrypted reasoning (counted), and the other answers n > 1 asked for.
     # What the server's tools gave back (a search's results, code's output, an image): not the
@@ -475,6 +476,9 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     elif _stop_reasons_differ(sa.stop_reason, sb.stop_reason):  # not said twice: a string that differs is above
         counts["stop_reason_differs"] += 1
         item["stop_reason"] = [_said(sa.stop_reason), _said(sb.stop_reason)]
+    if sa.stop_details != sb.stop_details:
+        counts["stop_details_differ"] += 1  # a refusal's category (Anthropic's), or details on one side only
+        item["stop_details"] = [sa.stop_details, sb.stop_details]
     if sa.citations != sb.citations:
         counts["citations_differ"] += 1
     if sa.tool_results or sb.tool_results:

@@ -229,7 +229,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     ids: list[int] = []
     finishes: list[str] = []
     finish: str | None = None
-    model = response_id = fingerprint = error_message = stop = stop_reason = None
+    model = response_id = fingerprint = error_message = stop = stop_reason = stop_details = None
     timings: dict[str, Any] | None = None
     durations: dict[str, Any] | None = None
     others: dict[int, list[Delta]] = {}
@@ -273,6 +273,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             stop = d.stop_sequence
         if d.stop_reason is not None:
             stop_reason = d.stop_reason
+        if d.stop_details is not None:
+            stop_details = d.stop_details
         if d.choices:
             for k, other in d.choices.items():
                 others.setdefault(k, []).append(other)
@@ -325,7 +327,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     if usage:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = api.counts(usage)
     out.token_ids = ids or None
-    out.stop_sequence, out.stop_reason, out.encrypted_reasoning = stop, stop_reason, encrypted
+    out.stop_sequence, out.stop_reason, out.stop_details, out.encrypted_reasoning = stop, stop_reason, stop_details, encrypted
     out.choices = [other_choice(k, deltas) for k, deltas in sorted(others.items())]
     if not events and out.error is None:
         out.error = "empty body"

@@ -624,6 +624,52 @@ def test_vllms_stop_reason_differs_where_both_answers_carry_it(tmp_path: Path) -
     assert "stop_reason_differs" not in d["counts"]
 
 
+def _refused(category: str | None = None, *, stream: bool = False, token: str = "fct_1", **more: Any) -> list[bytes]:
+    """An Anthropic refusal "I can't help" whose ``stop_details`` names ``category`` (no category
+    given: ``stop_details`` null), with a fallback credit token (new each refusal) and ``more``."""
+    details = None if category is None else {"type": "refusal", "category": category, "explanation": "Cyber harm.", "fallback_credit_token": token, **more}  # fmt: skip
+    if not stream:
+        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "I can't help"}]}  # fmt: skip
+        return [json.dumps({**body, "stop_reason": "refusal", "stop_sequence": None, "stop_details": details}).encode()]
+    events = _anthropic_sse("I can't help", "refusal")
+    delta = {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": None, "stop_details": details}}
+    return [*events[:4], f"event: message_delta\ndata: {json.dumps(delta)}\n\n".encode(), events[-1]]
+
+
+STOP_DETAILS = {
+    "refused as cyber vs bio": (_MESSAGES_WHOLE, _refused("cyber"), _refused("bio")),
+    "refused as cyber vs bio, streamed": (_MESSAGES, _refused("cyber", stream=True), _refused("bio", stream=True)),
+    "refused with details vs none": (_MESSAGES_WHOLE, _refused("cyber"), _refused()),
+    "refused with no details vs some, streamed": (_MESSAGES, _refused(None, stream=True), _refused("frontier_llm", stream=True)),
+}
+STOP_DETAILS_SAME = {
+    # a new credit token each refusal, its explanation reworded, another retry target: the same reason
+    "the same category": (
+        _MESSAGES_WHOLE,
+        _refused("cyber"),
+        _refused(
+            "cyber", token="fct_2", explanation="Reworded.", recommended_model="claude-x", fallback_has_prefill_claim=True
+        ),  # fmt: skip
+    ),
+    "the same category, streamed": (_MESSAGES, _refused("bio", stream=True), _refused("bio", stream=True, token="fct_9")),
+    "no details on either": (_MESSAGES_WHOLE, _refused(), _refused()),
+}
+
+
+def test_anthropics_stop_details_say_why_it_refused(tmp_path: Path) -> None:
+    """Two refusals of the same words for other policy categories (``stop_details``) compared as
+    one answer: the stop reason, refusal, was all that was read of why it stopped."""
+    d, items = _all_differ(tmp_path, STOP_DETAILS)
+    assert d["counts"]["stop_details_differ"] == len(STOP_DETAILS), d["counts"]
+    assert items["refused as cyber vs bio, streamed"]["stop_details"] == [
+        '{"category":"cyber","type":"refusal"}',
+        '{"category":"bio","type":"refusal"}',
+    ]
+    assert items["refused with details vs none"]["stop_details"][1] is None
+    d = _all_match(tmp_path, STOP_DETAILS_SAME)
+    assert "stop_details_differ" not in d["counts"]
+
+
 def test_the_cli_says_what_differs_besides_the_text(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
