@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from fractions import Fraction
 
 from infertap.errors import ConfigError
 
@@ -15,6 +16,15 @@ _NUMBER = re.compile(
     r"(?<!\^)(?<!\^\{)(?<!\d)((?<![\w)\]])-)?"
     r"((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)((?:[eE][-+]?\d+)?)"
 )
+# A fraction is one number: LaTeX's (``\frac{1}{2}``, ``\dfrac``, ``\tfrac``, ``\frac12``, a sign
+# before it or inside), or "1/2" (not part of a date "1/2/2024", nor an exponent "x^{1/2}"): read
+# as two numbers, "\boxed{\frac{1}{2}}" gave 2.
+_PART = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+"
+_ARG = r"(?:\{\s*(-?)\s*(" + _PART + r")\s*\}|(\d))"
+_LATEX_FRACTION = r"((?<![\w)\]])-\s*)?\\[dt]?frac\s*" + _ARG + r"\s*" + _ARG
+_SLASH_FRACTION = r"(?<![\^/.\d])(?<!\^\{)((?<![\w)\]])-)?(" + _PART + r")\s*/\s*(" + _PART + r")(?![\d/]|\.\d)"
+_FRACTION = re.compile(_LATEX_FRACTION + "|" + _SLASH_FRACTION)
+_LONGEST_FRACTION = 200  # characters of its two parts
 _BOXED = re.compile(r"\\boxed\s*\{")
 # GSM8K's "#### 72", not a markdown heading "#### Step 1"; "The answer is 72", "Answer: 72".
 _MARKED_NUMBER = (re.compile(r"####(?=[ \t]*\$?-?\.?\d)"), re.compile(r"\b(?i:answer)(?:\s+is\b|\s*:)"))
@@ -29,7 +39,7 @@ _CAPITAL = re.compile(r"(?<![\w'-])([A-E])(?![\w'-])")
 
 def number(text: str) -> str | None:
     """The number the text gives as its answer, written so that equal values are equal strings
-    ("3.50", "3.5" and "35e-1" are "3.5"; "-0.0" is "0").
+    ("3.50", "3.5" and "35e-1" are "3.5"; "-0.0" is "0"; "\\frac{1}{2}" and "1/2" are "0.5").
 
     The last ``\\boxed{...}``'s, else the first after the last "####" (GSM8K's) or else after the
     last "answer is"/"answer:" on its line, else the last in the text ("17 + 25 = 42" -> "42"):
@@ -51,7 +61,48 @@ def number(text: str) -> str | None:
 
 
 def _numbers(text: str) -> list[str]:
-    return [_canonical(m.group(1) or "", m.group(2), m.group(3)) for m in _NUMBER.finditer(text)]
+    """The numbers in ``text`` in order, a fraction as one (``_fraction``)."""
+    out: list[str] = []
+    at = 0
+    for f in _FRACTION.finditer(text):
+        value = _fraction(f)
+        if value is not None:
+            out += _plain(text, at, f.start())
+            out.append(value)
+            at = f.end()
+    return out + _plain(text, at, len(text))
+
+
+def _plain(text: str, start: int, end: int) -> list[str]:
+    found = _NUMBER.finditer(text, start, end)  # lookbehinds see the text before ``start``
+    return [_canonical(m.group(1) or "", m.group(2), m.group(3)) for m in found]
+
+
+def _fraction(m: re.Match[str]) -> str | None:
+    """A fraction's value, as its decimal where it has one ("\\frac{1}{2}" is "0.5", as "0.5" is),
+    else reduced ("2/6" is "1/3"); None for a zero denominator, or parts too long to divide in
+    little time (a model's runaway digits): two numbers, as written."""
+    sign, top_sign, top, top_digit, bottom_sign, bottom, bottom_digit, slash_sign, over, under = m.groups()
+    if over is not None:
+        signs, top, bottom = slash_sign or "", over, under
+    else:
+        signs, top, bottom = (sign or "") + (top_sign or "") + (bottom_sign or ""), top or top_digit, bottom or bottom_digit
+    if len(top) + len(bottom) > _LONGEST_FRACTION:
+        return None
+    divisor = Fraction(bottom.replace(",", ""))
+    if not divisor:
+        return None
+    value = Fraction(top.replace(",", "")) / divisor * (-1 if signs.count("-") % 2 else 1)
+    rest, twos, fives = value.denominator, 0, 0
+    while rest % 2 == 0:
+        rest, twos = rest // 2, twos + 1
+    while rest % 5 == 0:
+        rest, fives = rest // 5, fives + 1
+    if rest != 1:  # its decimal never ends: the reduced fraction is its one spelling
+        return f"{value.numerator}/{value.denominator}"
+    places = max(twos, fives)
+    digits = str(abs(value.numerator) * 10**places // value.denominator)
+    return _canonical("-" if value < 0 else "", digits, f"e-{places}" if places else "")
 
 
 def _canonical(sign: str, digits: str, exponent: str) -> str:

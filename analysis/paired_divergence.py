@@ -15,6 +15,7 @@ Parquet files by range of pair number (``PARTITION_BY``, streamed), each range a
 from __future__ import annotations
 
 import heapq
+import json
 import math
 import shutil
 from collections import Counter
@@ -315,6 +316,8 @@ def _pair_divergence(
         and sa.done == sb.done
         and _finishes(sa) == _finishes(sb)
         and not _stops_differ(sa.stop_sequence, sb.stop_sequence)
+        and not _stop_reasons_differ(sa.stop_reason, sb.stop_reason)
+        and sa.stop_details == sb.stop_details
     )
     # What else the answer holds: encrypted reasoning (counted), and the other answers n > 1 asked for.
     # What the server's tools gave back (a search's results, code's output, an image): not the
@@ -383,6 +386,7 @@ def _same_choices(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
         [x[k] for k in keys] == [y[k] for k in keys]
         and tool_call_diff(x["tool_calls"], y["tool_calls"])["arguments_equal"]
         and not _stops_differ(x["stop_sequence"], y["stop_sequence"])
+        and not _stop_reasons_differ(x["stop_reason"], y["stop_reason"])
         for x, y in zip(a, b, strict=True)
     )
 
@@ -391,6 +395,21 @@ def _stops_differ(a: str | None, b: str | None) -> bool:
     """Stopped at another of the request's stop sequences. Only where both engines say which: one
     that names none (llama.cpp's OpenAI routes, Ollama) is no evidence that it stopped elsewhere."""
     return a is not None and b is not None and a != b
+
+
+def _stop_reasons_differ(a: str | None, b: str | None) -> bool:
+    """vLLM's ``stop_reason`` (as JSON) differs where both answers carry it: a stop string against
+    null (an end of sequence) is another ending with the same finish reason. An answer without the
+    key (another engine) says nothing of it."""
+    return a is not None and b is not None and a != b
+
+
+def _said(value: str | None) -> Any:
+    """A value kept as JSON, as it was sent (``"###"``, ``106``, None for null)."""
+    try:
+        return json.loads(value) if value is not None else None
+    except ValueError:
+        return value
 
 
 def _path_of(s: Summary) -> str:
@@ -454,6 +473,12 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     if _stops_differ(sa.stop_sequence, sb.stop_sequence):
         counts["stop_sequence_differs"] += 1
         item["stop_sequence"] = [sa.stop_sequence, sb.stop_sequence]
+    elif _stop_reasons_differ(sa.stop_reason, sb.stop_reason):  # not said twice: a string that differs is above
+        counts["stop_reason_differs"] += 1
+        item["stop_reason"] = [_said(sa.stop_reason), _said(sb.stop_reason)]
+    if sa.stop_details != sb.stop_details:
+        counts["stop_details_differ"] += 1  # a refusal's category (Anthropic's), or details on one side only
+        item["stop_details"] = [sa.stop_details, sb.stop_details]
     if sa.citations != sb.citations:
         counts["citations_differ"] += 1
     if sa.tool_results or sb.tool_results:

@@ -52,7 +52,9 @@ BATCH_ROWS = 5_000
 #: request id only a token with a digit; 10: arguments sent as an object keep digits past a double;
 #: 11: the layout of an answer made of blocks (items), blocks of a type not read, errors beside choices.
 #: 12: the engine configurations a side ran under, each one's, not only its last snapshot.
-SUMMARY_VERSION = 12
+#: 13: a Responses built-in call that did not complete (failed, incomplete) says so in its result;
+#: 14: vLLM's stop_reason as said (null too), of each choice; 15: Anthropic's stop_details.
+SUMMARY_VERSION = 15
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -109,6 +111,8 @@ class Summary:
     done: bool  # the body carried its stream's end marker (stream_done): a stream cut short has not
     logprobs: list[Position] | None  # per output position, the token chosen and the top-k the engine reported
     stop_sequence: str | None  # the stop string that ended it, where the engine said
+    stop_reason: str | None  # vLLM's stop_reason as JSON where the answer carried it (Output.stop_reason)
+    stop_details: str | None  # Anthropic's stop_details: a refusal's category (Output.stop_details)
     encrypted_reasoning: int  # blocks of encrypted reasoning (Output.encrypted_reasoning)
     choices: list[dict[str, Any]]  # choices other than the first (n > 1), as Output.choices
     last_user: str | None  # the request's last user message (only read when references are given)
@@ -152,6 +156,8 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         done=plain.done if plain is not None else stream_done(decoded_chunks(record) or record.get("chunks") or [], out),
         logprobs=None if plain is not None else logprob_positions(out.objects) or None,
         stop_sequence=out.stop_sequence,
+        stop_reason=out.stop_reason,
+        stop_details=out.stop_details,
         encrypted_reasoning=out.encrypted_reasoning,
         choices=out.choices,
         last_user=read_request(record).last_user if last_user else None,

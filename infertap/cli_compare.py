@@ -402,6 +402,8 @@ _BESIDES = (
     ("not_utf8", "bytes not UTF-8"),
     ("after_end_marker", "data after the end marker"),
     ("stop_sequence", "stop sequence"),
+    ("stop_reason", "stop reason (vLLM)"),
+    ("stop_details", "stop details"),
     ("stream_done", "end marker"),
     ("encrypted_reasoning", "encrypted reasoning blocks"),
     ("choices", "choices"),

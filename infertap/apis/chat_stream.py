@@ -27,7 +27,7 @@ import msgspec
 
 from .body import _wbits, framing, head_of
 from .fastjson import NOT_JSON, _decode, utf8
-from .openai import _OBJECTS, both_reasoning, choice_index, choice_zero, only_zero
+from .openai import _OBJECTS, both_reasoning, choice_index, choice_zero, only_zero, stop_reason_json
 from .read import CHAT, _by_path, ended
 from .shapes import Output, ToolCallPart, error_of, finish_words
 
@@ -92,7 +92,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
     merged: dict[str, Any] = {}
     ids: list[int] = []
     finish: str | None = None
-    model = response_id = fingerprint = error_message = stop = None
+    model = response_id = fingerprint = error_message = stop = stop_reason = None
     timings: dict[str, Any] | None = None
     readable = False
     obj: Any = None
@@ -142,6 +142,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
             if c.token_ids:
                 ids.extend(c.token_ids)
             stop = c.stop_sequence if c.stop_sequence is not None else stop
+            stop_reason = c.stop_reason if c.stop_reason is not None else stop_reason
         if not known and (message := error_of(obj)) is not None:
             known = True
             error_message = message or error_message
@@ -185,7 +186,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
     if merged:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = CHAT.counts(merged)
     out.token_ids = ids or None
-    out.stop_sequence = stop
+    out.stop_sequence, out.stop_reason = stop, stop_reason
     return ChatStream(out, ended(pieces, obj), at, datas, contents, reasonings, tools, finishes, usages)
 
 
@@ -218,7 +219,8 @@ class _Choice(msgspec.Struct):
     delta: _Delta | None = None
     text: str | None = None
     finish_reason: str | None = None
-    stop_reason: int | str | None = None  # vLLM's: the stop string (or token id) that ended it
+    # vLLM's: the stop string (or token id) that ended it; null said (an end of sequence) is not unsaid
+    stop_reason: int | str | None | msgspec.UnsetType = msgspec.UNSET
     matched_stop: int | str | None = None  # SGLang's
     message: msgspec.UnsetType = msgspec.UNSET  # read only where the delta is empty: the loop's case
     logprobs: None = None  # token ids: the loop's case
@@ -278,6 +280,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
     contents, reasonings, tools, finishes = [], [], [], []
     calls: dict[int, dict[str, Any]] = {}
     stop: str | None = None
+    stop_reason: str | None = None
     for e in events:
         content = thought = ""
         n = 0
@@ -287,6 +290,8 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
                 return None  # several answers (n > 1): the general fold keeps each
             if isinstance(said := choice.stop_reason, str) and said or isinstance(said := choice.matched_stop, str) and said:
                 stop = said
+            if choice.stop_reason is not msgspec.UNSET:
+                stop_reason = stop_reason_json(choice.stop_reason)
             delta = choice.delta
             if delta is not None:
                 if delta.content is not None:
@@ -333,7 +338,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
     out.usage = merged or None
     if merged:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = CHAT.counts(merged)
-    out.stop_sequence = stop
+    out.stop_sequence, out.stop_reason = stop, stop_reason
     return ChatStream(out, True, at, datas, contents, reasonings, tools, finishes, usages)
 
 

@@ -20,6 +20,7 @@ from .shapes import (
     as_list,
     as_text,
     canonical_arguments,
+    canonical_result,
     content_text,
     error_of,
     layout_entry,
@@ -62,7 +63,7 @@ class Messages(Api):
         if kind == "message":  # a whole, non-streamed response
             d = _message_head(obj)
             d.finish_reason = obj.get("stop_reason")
-            d.stop_sequence = _stop(obj)
+            d.stop_sequence, d.stop_details = _stop(obj), _stop_details(obj)
             calls = []
             cited: list[Any] = []
             others: list[Any] = []
@@ -124,6 +125,7 @@ class Messages(Api):
                 finish_reason=inner.get("stop_reason"),
                 usage=usage if isinstance(usage, dict) else None,
                 stop_sequence=_stop(inner),
+                stop_details=_stop_details(inner),
             )
         if kind in ("content_block_stop", "message_stop", "ping"):
             return Delta(known=True)
@@ -198,6 +200,21 @@ def _stop(obj: dict[str, Any]) -> str | None:
     """Which of the request's stop sequences ended the answer (``stop_sequence``), if one did."""
     said = obj.get("stop_sequence")
     return said if isinstance(said, str) and said else None
+
+
+#: Fields of ``stop_details`` that are no part of why it stopped: a code to refund a retry on the
+#: fallback model (new each refusal), whether it may be redeemed by prefill, the retry target while
+#: the fallback was overloaded, and the category's explanation (its text "not guaranteed to be stable").
+_NOT_WHY = frozenset(("fallback_credit_token", "fallback_has_prefill_claim", "recommended_model", "explanation"))
+
+
+def _stop_details(obj: dict[str, Any]) -> str | None:
+    """Why the answer stopped beyond its stop reason (``stop_details``: a refusal's ``category``), as
+    canonical JSON less ``_NOT_WHY``; None where it is null or missing."""
+    said = obj.get("stop_details")
+    if said is None:
+        return None
+    return canonical_result({k: v for k, v in said.items() if k not in _NOT_WHY} if isinstance(said, dict) else said)
 
 
 def _json(value: Any) -> str:

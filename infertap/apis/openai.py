@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 from .shapes import (
@@ -26,7 +27,8 @@ def choice_zero(choices: list[Any]) -> Delta:
     """Choice 0 of a chat or completions object: its text, reasoning, refusal, tool-call pieces,
     finish reason, token ids (logprobs' or vLLM's return_token_ids), the stop string that ended it
     (vLLM's ``stop_reason``, SGLang's ``matched_stop``), an audio answer's transcript and the
-    sources it cites (``annotations``). Other choices (n > 1): ``other_choices``."""
+    sources it cites (``annotations``), vLLM's ``stop_reason`` as said (``stop_reason_json``). Other
+    choices (n > 1): ``other_choices``."""
     return choice_at(choices, 0)
 
 
@@ -68,6 +70,8 @@ def choice_at(choices: list[Any], k: int) -> Delta:
             d.error = message  # an error of this choice alone
         if stop_value(said := choice.get("stop_reason")) or stop_value(said := choice.get("matched_stop")):
             d.stop_sequence = said
+        if "stop_reason" in choice:
+            d.stop_reason = stop_reason_json(choice["stop_reason"])
         logprobs = choice.get("logprobs")
         if isinstance(logprobs, dict):
             ids.extend(
@@ -100,6 +104,15 @@ def stop_value(value: Any) -> bool:
     id of the model's generation config (Gemma 3's 106 ends nearly every answer) where another
     engine names none, and the finish reason already says the answer ended there."""
     return isinstance(value, str) and value != ""
+
+
+def stop_reason_json(value: Any) -> str:
+    """vLLM's ``stop_reason`` as sent, as JSON: the stop string ``"106"`` is not the token id ``106``,
+    and ``null`` (an end of sequence, or the length) is said, not missing."""
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
 
 
 def only_zero(choices: list[Any]) -> bool:

@@ -229,7 +229,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     ids: list[int] = []
     finishes: list[str] = []
     finish: str | None = None
-    model = response_id = fingerprint = error_message = stop = None
+    model = response_id = fingerprint = error_message = stop = stop_reason = stop_details = None
     timings: dict[str, Any] | None = None
     durations: dict[str, Any] | None = None
     others: dict[int, list[Delta]] = {}
@@ -271,6 +271,10 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             add_call(calls, part)
         if d.stop_sequence is not None:
             stop = d.stop_sequence
+        if d.stop_reason is not None:
+            stop_reason = d.stop_reason
+        if d.stop_details is not None:
+            stop_details = d.stop_details
         if d.choices:
             for k, other in d.choices.items():
                 others.setdefault(k, []).append(other)
@@ -323,7 +327,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     if usage:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = api.counts(usage)
     out.token_ids = ids or None
-    out.stop_sequence, out.encrypted_reasoning = stop, encrypted
+    out.stop_sequence, out.stop_reason, out.stop_details, out.encrypted_reasoning = stop, stop_reason, stop_details, encrypted
     out.choices = [other_choice(k, deltas) for k, deltas in sorted(others.items())]
     if not events and out.error is None:
         out.error = "empty body"
@@ -405,4 +409,5 @@ def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:
         "tool_calls": [calls[k] for k in sorted(calls)],
         "finish_reason": next((d.finish_reason for d in reversed(deltas) if d.finish_reason), None),
         "stop_sequence": next((d.stop_sequence for d in reversed(deltas) if d.stop_sequence is not None), None),
+        "stop_reason": next((d.stop_reason for d in reversed(deltas) if d.stop_reason is not None), None),
     }

@@ -206,9 +206,19 @@ def _name(item: dict[str, Any]) -> str:
 _RESULTS = ("outputs", "output", "results", "result", "error")
 
 
+#: Calls the client runs (its functions, its custom tools): their status says only whether the
+#: model finished writing them, as the finish reason does.
+_CLIENT_CALLS = ("function_call", "custom_tool_call")
+
+
 def _result(item: dict[str, Any]) -> dict[str, Any] | None:
-    """What the server's tool gave back, with the item's type; a web search's sources too. None: nothing."""
+    """What the server's tool gave back, with the item's type; a web search's sources too; how a
+    built-in call ended where it did not complete (``failed``, ``incomplete``): a search that
+    failed is no search that completed, though both asked the same. None: nothing."""
     got = {k: item[k] for k in _RESULTS if item.get(k) is not None}
+    status = item.get("status")
+    if status is not None and status != "completed" and item.get("type") not in _CLIENT_CALLS:
+        got["status"] = status
     action = item.get("action")
     if isinstance(action, dict) and action.get("sources") is not None:
         got["sources"] = action["sources"]

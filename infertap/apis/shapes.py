@@ -61,6 +61,8 @@ class Delta:
     token_ids: list[int] | None = None  # output token ids, when the engine sent them
     error: str | None = None  # an error the body reports (error object or error event)
     stop_sequence: str | None = None  # the stop string that ended it, where the engine says
+    stop_reason: str | None = None  # vLLM's ``stop_reason`` as JSON where the choice carries it (``Output.stop_reason``)
+    stop_details: str | None = None  # Anthropic's ``stop_details`` (``Output.stop_details``)
     encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
     audio: str = ""  # an audio answer's transcript (chat with modalities: audio)
@@ -153,6 +155,12 @@ class Output:
     durations: dict[str, Any] | None = None
     token_ids: list[int] | None = None
     stop_sequence: str | None = None  # the stop string that ended it: Anthropic, llama.cpp, vLLM, SGLang
+    # vLLM's ``stop_reason`` as JSON (``"###"``, ``106``, ``null`` at EOS or length), the last a
+    # choice said; None where none carried the key (other engines): compared only where both say.
+    stop_reason: str | None = None
+    # Anthropic's ``stop_details``, why it stopped beyond the stop reason (a refusal's category), as
+    # canonical JSON without what is new per request; None where null or missing.
+    stop_details: str | None = None
     encrypted_reasoning: int = (
         0  # blocks of reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): only counted
     )

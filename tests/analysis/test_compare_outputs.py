@@ -570,6 +570,106 @@ def test_what_an_answer_holds_besides_its_first_choices_words_is_compared(tmp_pa
     assert d["counts"]["with_other_choices"] == 2 and "other_choices_differ" not in d["counts"]
 
 
+_UNSAID = object()  # an engine that names no stop_reason (llama.cpp's OpenAI routes, OpenAI's own)
+
+
+def _vllm(said: Any = None, *, stream: bool = False, second: Any = _UNSAID) -> list[bytes]:
+    """A vLLM answer "Hello" whose choice says ``stop_reason`` ``said`` (None: null, as vLLM sends
+    at an end of sequence or the length); ``_UNSAID``: no such key. ``second``: a second choice's."""
+    choices = [{"index": 0, "finish_reason": "stop", **({} if said is _UNSAID else {"stop_reason": said})}]
+    if second is not _UNSAID:
+        choices.append({"index": 1, "finish_reason": "stop", "stop_reason": second})
+    if stream:
+        end = {"object": "chat.completion.chunk", "choices": [{**c, "delta": {}} for c in choices]}
+        return [_chat_sse("Hello")[0], b"data: " + json.dumps(end).encode() + b"\n\n", b"data: [DONE]\n\n"]
+    message = {"role": "assistant", "content": "Hello"}
+    whole = {"object": "chat.completion", "model": "m", "choices": [{**c, "message": message} for c in choices]}
+    return [json.dumps(whole).encode()]
+
+
+_CHAT_WHOLE = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/json")
+#: name -> (API, A's chunks, B's chunks): each the same text and finish reason, ended otherwise as vLLM says.
+STOP_REASONS = {
+    "stop string vs end of sequence": (_CHAT_WHOLE, _vllm("###"), _vllm(None)),
+    "stop string vs end of sequence, streamed": (_CHAT, _vllm("###", stream=True), _vllm(None, stream=True)),
+    "stop token id vs end of sequence": (_CHAT_WHOLE, _vllm(106), _vllm(None)),
+    "stop string 106 vs stop token id 106": (_CHAT_WHOLE, _vllm("106"), _vllm(106)),
+    "second choice's stop string vs end of sequence": (_CHAT_N2, _vllm(None, second="###"), _vllm(None, second=None)),
+}
+STOP_REASONS_SAME = {
+    "the same stop string": (_CHAT_WHOLE, _vllm("###"), _vllm("###")),
+    "both at an end of sequence, streamed": (_CHAT, _vllm(None, stream=True), _vllm(None, stream=True)),
+    "the same stop token id": (_CHAT_WHOLE, _vllm(106), _vllm(106)),
+    # One engine names no stop_reason: no evidence that it stopped elsewhere (vLLM against llama.cpp).
+    "a stop string vs an engine that names none": (_CHAT_WHOLE, _vllm("###"), _vllm(_UNSAID)),
+    "an end of sequence vs an engine that names none, streamed": (
+        _CHAT,
+        _vllm(None, stream=True),
+        _vllm(_UNSAID, stream=True),
+    ),  # fmt: skip
+}
+
+
+def test_vllms_stop_reason_differs_where_both_answers_carry_it(tmp_path: Path) -> None:
+    """A vLLM answer stopped at a stop string (or a stop token id) matched one that ended at its end
+    of sequence: the same text, the same finish reason, and the stop sequence compared only where
+    both named a string."""
+    d, items = _all_differ(tmp_path, STOP_REASONS)
+    assert d["counts"]["stop_reason_differs"] == 4 and d["counts"]["other_choices_differ"] == 1, d["counts"]
+    assert items["stop string vs end of sequence"]["stop_reason"] == ["###", None]
+    assert items["stop string vs end of sequence, streamed"]["stop_reason"] == ["###", None]
+    assert items["stop string 106 vs stop token id 106"]["stop_reason"] == ["106", 106]
+    assert "stop_sequence" not in items["stop token id vs end of sequence"]  # said once, as the stop reason
+    d = _all_match(tmp_path, STOP_REASONS_SAME)
+    assert "stop_reason_differs" not in d["counts"]
+
+
+def _refused(category: str | None = None, *, stream: bool = False, token: str = "fct_1", **more: Any) -> list[bytes]:
+    """An Anthropic refusal "I can't help" whose ``stop_details`` names ``category`` (no category
+    given: ``stop_details`` null), with a fallback credit token (new each refusal) and ``more``."""
+    details = None if category is None else {"type": "refusal", "category": category, "explanation": "Cyber harm.", "fallback_credit_token": token, **more}  # fmt: skip
+    if not stream:
+        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "I can't help"}]}  # fmt: skip
+        return [json.dumps({**body, "stop_reason": "refusal", "stop_sequence": None, "stop_details": details}).encode()]
+    events = _anthropic_sse("I can't help", "refusal")
+    delta = {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": None, "stop_details": details}}
+    return [*events[:4], f"event: message_delta\ndata: {json.dumps(delta)}\n\n".encode(), events[-1]]
+
+
+STOP_DETAILS = {
+    "refused as cyber vs bio": (_MESSAGES_WHOLE, _refused("cyber"), _refused("bio")),
+    "refused as cyber vs bio, streamed": (_MESSAGES, _refused("cyber", stream=True), _refused("bio", stream=True)),
+    "refused with details vs none": (_MESSAGES_WHOLE, _refused("cyber"), _refused()),
+    "refused with no details vs some, streamed": (_MESSAGES, _refused(None, stream=True), _refused("frontier_llm", stream=True)),
+}
+STOP_DETAILS_SAME = {
+    # a new credit token each refusal, its explanation reworded, another retry target: the same reason
+    "the same category": (
+        _MESSAGES_WHOLE,
+        _refused("cyber"),
+        _refused(
+            "cyber", token="fct_2", explanation="Reworded.", recommended_model="claude-x", fallback_has_prefill_claim=True
+        ),  # fmt: skip
+    ),
+    "the same category, streamed": (_MESSAGES, _refused("bio", stream=True), _refused("bio", stream=True, token="fct_9")),
+    "no details on either": (_MESSAGES_WHOLE, _refused(), _refused()),
+}
+
+
+def test_anthropics_stop_details_say_why_it_refused(tmp_path: Path) -> None:
+    """Two refusals of the same words for other policy categories (``stop_details``) compared as
+    one answer: the stop reason, refusal, was all that was read of why it stopped."""
+    d, items = _all_differ(tmp_path, STOP_DETAILS)
+    assert d["counts"]["stop_details_differ"] == len(STOP_DETAILS), d["counts"]
+    assert items["refused as cyber vs bio, streamed"]["stop_details"] == [
+        '{"category":"cyber","type":"refusal"}',
+        '{"category":"bio","type":"refusal"}',
+    ]
+    assert items["refused with details vs none"]["stop_details"][1] is None
+    d = _all_match(tmp_path, STOP_DETAILS_SAME)
+    assert "stop_details_differ" not in d["counts"]
+
+
 def test_the_cli_says_what_differs_besides_the_text(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -654,6 +754,73 @@ def test_the_responses_built_in_tools_calls_are_part_of_the_answer(tmp_path: Pat
     calls = items["a search or none"]["tool_calls"]
     assert (calls["a"], calls["b"]) == (["web_search_call"], [])
     _all_match(tmp_path, BUILT_IN_SAME)
+
+
+def _ended(status: str, kind: str = "web_search_call", item: str = "ws1") -> dict[str, Any]:
+    """A built-in call that asked the same as every other here and ended ``status``."""
+    asked = {"code": "print(1)", "container_id": "cntr_1"} if kind == "code_interpreter_call" else {"queries": ["weather"]}
+    return {"type": kind, "id": item, "status": status, **asked}
+
+
+_SAID = _message_part("output_text", "Sunny")
+#: name -> (API, A's chunks, B's chunks): the same call asked, ended otherwise.
+BUILT_IN_ENDED = {
+    "web search failed": (_RESPONSES, _responses(_ended("completed"), _SAID), _responses(_ended("failed"), _SAID)),
+    "web search failed, streamed": (
+        _RESPONSES_SSE,
+        _responses_sse(_ended("completed"), _SAID),
+        _responses_sse(_ended("failed"), _SAID),
+    ),
+    "file search incomplete": (
+        _RESPONSES,
+        _responses(_ended("completed", "file_search_call")),
+        _responses(_ended("incomplete", "file_search_call")),
+    ),
+    "code interpreter failed, streamed": (
+        _RESPONSES_SSE,
+        _responses_sse(_ended("incomplete", "code_interpreter_call")),
+        _responses_sse(_ended("failed", "code_interpreter_call")),
+    ),
+}
+BUILT_IN_ENDED_SAME = {
+    "both failed, other ids": (_RESPONSES, _responses(_ended("failed"), _SAID), _responses(_ended("failed", item="ws2"), _SAID)),
+    "both failed, streamed": (
+        _RESPONSES_SSE,
+        _responses_sse(_ended("failed", "code_interpreter_call")),
+        _responses_sse(_ended("failed", "code_interpreter_call", item="ci2")),
+    ),
+    "both completed": (
+        _RESPONSES,
+        _responses(_ended("completed", "file_search_call")),
+        _responses(_ended("completed", "file_search_call", item="fs2")),
+    ),  # fmt: skip
+}
+
+
+def test_a_built_in_call_that_failed_is_not_one_that_completed(tmp_path: Path) -> None:
+    """A web search (file search, code interpreter) that failed or stopped incomplete, asked as the
+    other side's completed one: compare called the two answers identical (its status was left out
+    with the ids, as no part of what the call asks)."""
+    d, items = _all_differ(tmp_path, BUILT_IN_ENDED)
+    assert d["counts"]["tool_results_differ"] == len(BUILT_IN_ENDED) and d["counts"]["tool_calls_differ"] == 0, d["counts"]
+    for name, item in items.items():
+        assert item["similarity"] < 1 and item["first_divergence"]["at"] is not None, name
+    assert '"status":"failed"' in items["web search failed, streamed"]["diff"]
+    _all_match(tmp_path, BUILT_IN_ENDED_SAME)
+
+
+def test_a_failed_built_in_call_reads_the_same_streamed_and_whole() -> None:
+    from infertap.apis import read_response
+
+    def results(chunks: list[bytes], ctype: str) -> list[str]:
+        return read_response(
+            {"path": "/v1/responses", "chunks": chunks, "response_headers": [["content-type", ctype]]}
+        ).tool_results
+
+    streamed = results(_responses_sse(_ended("failed")), "text/event-stream")
+    assert streamed == results(_responses(_ended("failed", item="ws9")), "application/json")
+    assert streamed == ['{"status":"failed","type":"web_search_call"}']
+    assert results(_responses(_ended("completed")), "application/json") == []  # a completed call gave nothing back
 
 
 def test_a_built_in_call_reads_the_same_streamed_and_whole() -> None:

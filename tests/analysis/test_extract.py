@@ -69,3 +69,37 @@ def test_number_must_match_on_equal_values_and_differ_on_different_ones() -> Non
         assert len({number(text) for text in same}) == 1, same
     assert number("0.5") != number("5") and number("1e5") != number("15") and number("-2") != number("2")
     assert number("1,234") != number("1,2,3,4") and number("0.001") != number("0.01")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("So $\\boxed{\\frac{1}{2}}$", "0.5"),  # was "2", the denominator
+        ("\\boxed{\\dfrac{1}{2}}", "0.5"),
+        ("\\boxed{\\tfrac{1}{2}}", "0.5"),
+        ("\\boxed{\\frac12}", "0.5"),  # LaTeX's shorthand for one-digit parts
+        ("\\boxed{1/2}", "0.5"),
+        ("\\boxed{-\\frac{3}{4}}", "-0.75"),  # was "4"
+        ("\\boxed{\\frac{-3}{4}}", "-0.75"),
+        ("\\boxed{\\frac{10}{4}}", "2.5"),
+        ("\\boxed{\\frac{6}{3}}", "2"),
+        ("\\boxed{\\frac{2}{6}}", "1/3"),  # no decimal ends: the fraction, reduced
+        ("The answer is 3/4 of a cup", "0.75"),  # was "3"
+        ("17/4 = 4.25", "4.25"),
+        ("due 12/25/2024", "2024"),  # a date is no fraction
+        ("x^{1/2} = 5", "5"),  # nor an exponent
+        ("\\boxed{\\frac{1}{0}}", "0"),  # no value: its numbers as written
+    ],
+)
+def test_a_fraction_is_one_number(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_fractions_match_their_value_and_differ_from_other_values() -> None:
+    for same in (
+        ["\\boxed{\\frac{1}{2}}", "0.5", "\\boxed{1/2}", "answer: .5"],
+        ["\\frac{1}{3}", "2/6", "\\boxed{\\dfrac{-2}{-6}}"],
+    ):
+        assert len({number(text) for text in same}) == 1, same
+    assert number("\\boxed{\\frac{1}{2}}") != number("\\boxed{2}") and number("\\frac{1}{3}") != number("0.333")
+    assert number("\\boxed{-\\frac{3}{4}}") != number("\\boxed{\\frac{3}{4}}") != number("\\boxed{4}")

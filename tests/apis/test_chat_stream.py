@@ -281,6 +281,7 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
             "tool_calls": [{"id": None, "name": "f", "arguments": "{}"}],
             "finish_reason": "length",
             "stop_sequence": None,
+            "stop_reason": "null",  # said: an end of sequence or the length
         },  # fmt: skip
         {
             "index": 2,
@@ -293,6 +294,7 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
             "tool_calls": [],
             "finish_reason": "stop",
             "stop_sequence": "###",
+            "stop_reason": '"###"',
         },  # fmt: skip
     ]
     whole = {"object": "chat.completion", "choices": [{"index": 1, "message": {"content": "b"}}, {"index": 0, "message": {"content": "a"}}]}  # fmt: skip
@@ -310,6 +312,25 @@ def test_the_stop_sequence_that_ended_an_answer_is_read_by_every_reading() -> No
     for none in ("", True, None, 106):
         chunks = _sse({"choices": [{"index": 0, "delta": {"content": "a"}, "stop_reason": none}]})
         assert _agrees(_record(chunks)) and read_response(_record(chunks)).stop_sequence is None
+
+
+def test_vllms_stop_reason_is_read_as_said_by_every_reading() -> None:
+    """vLLM's ``stop_reason`` as JSON, null too (an end of sequence is said, not missing): a stop
+    string and a token id of the same digits are two; a chunk without the key says nothing."""
+    said = {"###": '"###"', "106": '"106"', 106: "106", None: "null"}
+    for value, read in said.items():
+        end = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": value}]}  # fmt: skip
+        chunks = _sse(_chunk({"content": "a"}), end)
+        assert _typed_agrees(chunks) and _agrees(_record(chunks))
+        assert read_response(_record(chunks)).stop_reason == read, value
+    chunks = _sse(_chunk({"content": "a"}), _chunk({}, "stop"))  # llama.cpp's, OpenAI's: no stop_reason
+    assert _typed_agrees(chunks) and _agrees(_record(chunks)) and read_response(_record(chunks)).stop_reason is None
+    null_then_string = (
+        [{"index": 0, "delta": {"content": "a"}, "stop_reason": None}],
+        [{"index": 0, "delta": {}, "stop_reason": "###"}],
+    )
+    later = _sse(*({"object": "chat.completion.chunk", "choices": c} for c in null_then_string))
+    assert read_response(_record(later)).stop_reason == '"###"'  # the last said
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
