@@ -36,6 +36,7 @@ from infertap.replay.sweep import (
 )
 from infertap.replay.workload import load
 
+from .cache import cache_root
 from .slo import SLO, evaluate
 from .store import Analysis
 
@@ -57,6 +58,7 @@ def run_sweep(
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty (a point's capture there would be mixed into the new one); give another --out")
     _check_workload(config)
+    cache_root()  # each point is judged through the cache: one inside a capture is refused now, not after a point
     _check_target(config)
     results: dict[str, Any] = {}
 

@@ -30,6 +30,7 @@ from infertap.errors import InfertapError
 from infertap.ray_cluster import ray_cluster
 from infertap.version import __version__
 
+from .cache import cache_root
 from .errors import AnalysisError
 from .sources import find_captures, refuse_inside_capture
 from .store import EXPORTED, MANIFEST, Analysis, check_export_folder, claim_export_folder
@@ -60,6 +61,7 @@ def export_on_ray(
     refuse_inside_capture(Path(folder), "the export")
     paths = [p.resolve() for p in find_captures(captures)]  # absolute: a worker's working folder is its own
     check_export_folder(Path(folder))  # it replaces only what exports wrote: checked before the cluster starts
+    cache_root(cache_dir)  # one inside a capture is refused here too (a local cluster's workers share this one)
     cache = None if cache_dir is None else str(Path(cache_dir).resolve())
     with ray_cluster(ray, command="export --ray", untouched="nothing was written", error=DistributedExportError) as r:
         return run_export(r, paths, Path(folder).resolve(), partition_by=partition_by, cache_dir=cache)
