@@ -11,6 +11,7 @@ owner-only: the tables hold prompts and outputs, as the capture does.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -24,20 +25,40 @@ from pathlib import Path
 from typing import Any
 
 from infertap.capture.reader import CaptureReader
+from infertap.capture.segments import capture_holding
 from infertap.errors import InfertapError
 from infertap.spawning import exit_with_parent, workers_can_start
 
 from .decode import DECODE_VERSION
 from .decoding import carried, decode_capture, repeats_warning, table_files, unwrap
+from .errors import AnalysisError
 
 ENV = "INFERTAP_CACHE"
 
 
 def cache_root(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """``explicit``, else ``$INFERTAP_CACHE``, else ``~/.cache/infertap``."""
+    """``explicit``, else ``$INFERTAP_CACHE``, else ``~/.cache/infertap``: an AnalysisError when it
+    is a capture's folder or lies in one, before anything is written there."""
     if explicit is not None:
-        return Path(explicit)
-    return Path(os.environ.get(ENV) or Path.home() / ".cache" / "infertap")
+        root, given = Path(explicit), "--cache-dir"
+    elif os.environ.get(ENV):
+        root, given = Path(os.environ[ENV]), f"${ENV}"
+    else:
+        root, given = Path.home() / ".cache" / "infertap", "the default cache"
+    _outside_captures(root, given)
+    return root
+
+
+@functools.lru_cache(maxsize=64)  # a refusal raises, so only a root found outside is remembered
+def _outside_captures(root: Path, given: str) -> None:
+    """Refuses a cache inside a capture: its Parquet files would sit among the capture's segments,
+    to be exported or copied with it (and its entries removed by a later decode)."""
+    capture = capture_holding(root)
+    if capture is not None:
+        raise AnalysisError(
+            f"{root} ({given}): the cache would lie inside the capture {capture}, its files among the capture's "
+            f"segments; nothing was written: give --cache-dir (or ${ENV}) a folder outside any capture"
+        )
 
 
 def _alive(pid: str) -> bool:

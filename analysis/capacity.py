@@ -36,6 +36,7 @@ from infertap.replay.sweep import (
 )
 from infertap.replay.workload import load
 
+from .cache import cache_root
 from .slo import SLO, evaluate
 from .store import Analysis
 
@@ -57,6 +58,7 @@ def run_sweep(
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty (a point's capture there would be mixed into the new one); give another --out")
     _check_workload(config)
+    cache_root()  # each point is judged through the cache: one inside a capture is refused now, not after a point
     _check_target(config)
     results: dict[str, Any] = {}
 
@@ -126,11 +128,15 @@ def certain_miss(slos: Sequence[SLO], total: int) -> Lost:
 
 
 def _allowed(slo: SLO, total: int) -> int | None:
-    """How many of ``total`` values may exceed the bound with the statistic still within it."""
+    """How many of ``total`` values may be failures (+infinity, analysis.slo) with the statistic still
+    within the bound: the percentile falls at (total - 1) * q (slo._stat), so ``m`` failures keep it
+    finite while (total - 1) * q, rounded up, is below total - m: floor((total - 1) * (1 - q)). A
+    miss that is finite may be one more (the statistic interpolates towards it), which the live
+    check's margin covers. Exact: (1 - 0.9) * 10 is 0.999... in floats."""
     if slo.stat == "max":
         return 0
     if slo.stat.startswith("p"):
-        return math.floor((100 - Fraction(slo.stat[1:])) * total / 100)  # exact: (1 - 0.9) * 10 is 0.999...
+        return max(math.floor((100 - Fraction(slo.stat[1:])) * (total - 1) / 100), 0)
     return None  # a mean: no count of misses decides it
 
 

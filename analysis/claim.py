@@ -497,7 +497,8 @@ def value_text(name: str, value: Any) -> str:
     if name == "workload":
         line = (
             f"{value['short']}, {value['requests']} generation requests, schedule {value['schedule_identity'][:16]} "
-            f"({value['schedule_resolution_ms']:g} ms), prompt_tokens {value['prompt_tokens']}, output_tokens {value['output_tokens']}"
+            f"({value['schedule_resolution_ms']:g} ms), prompt_tokens {short(value['prompt_tokens'])}, "
+            f"output_tokens {short(value['output_tokens'])}"
         )
         if "source" in value and not value.get("source"):
             line += "; a replay whose source identity was not recorded"

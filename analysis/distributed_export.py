@@ -30,6 +30,7 @@ from infertap.errors import InfertapError
 from infertap.ray_cluster import ray_cluster
 from infertap.version import __version__
 
+from .cache import cache_root
 from .errors import AnalysisError
 from .sources import find_captures, refuse_inside_capture
 from .store import EXPORTED, MANIFEST, Analysis, check_export_folder, claim_export_folder
@@ -60,6 +61,7 @@ def export_on_ray(
     refuse_inside_capture(Path(folder), "the export")
     paths = [p.resolve() for p in find_captures(captures)]  # absolute: a worker's working folder is its own
     check_export_folder(Path(folder))  # it replaces only what exports wrote: checked before the cluster starts
+    cache_root(cache_dir)  # one inside a capture is refused here too (a local cluster's workers share this one)
     cache = None if cache_dir is None else str(Path(cache_dir).resolve())
     with ray_cluster(ray, command="export --ray", untouched="nothing was written", error=DistributedExportError) as r:
         return run_export(r, paths, Path(folder).resolve(), partition_by=partition_by, cache_dir=cache)
@@ -76,7 +78,7 @@ def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cac
         refs = {task.remote(str(p), str(staging / str(k)), partition_by, cache_dir): k for k, p in enumerate(paths)}
         parts = _gather(ray, refs, paths)
         tables = {name: sum(part["rows"][name] for part in parts) for name in EXPORTED}
-        _assemble(staging, len(parts), tables)
+        _assemble(staging, [part["rows"] for part in parts], tables)
         _replace(out, staging)
         manifest = {
             "infertap": __version__,
@@ -154,27 +156,31 @@ def _failure(exc: BaseException, capture: Path) -> InfertapError:
     return DistributedExportError(f"exporting {capture} failed on a Ray worker, nothing was written: {why}")
 
 
-def _assemble(staging: Path, parts: int, rows: dict[str, int]) -> None:
+def _assemble(staging: Path, parts: list[dict[str, int]], rows: dict[str, int]) -> None:
     """The workers' files as one export in ``staging/final``: partitions side by side, numbered in
-    capture order; the unpartitioned ``captures`` table merged; a table empty everywhere kept as
-    one empty file, which holds its schema (as a local export does)."""
+    capture order; the unpartitioned ``captures`` table merged. A capture's table with no rows is
+    one empty file (its schema) in the partition of an unknown key: left out where another capture
+    has rows, as a local export writes no file for no rows; one kept where none has (``parts``: the
+    rows of each capture's tables)."""
     final = staging / "final"
     for name in EXPORTED:
         table = final / name
         table.mkdir(parents=True)
         numbered: Counter[str] = Counter()
-        loose: list[Path] = []  # unpartitioned: the captures table, or a table empty in that capture
-        for k in range(parts):
+        loose: list[Path] = []  # unpartitioned: the captures table
+        for k, part in enumerate(parts):
             source = staging / str(k) / name
+            if rows[name] and not part[name]:
+                continue
             for partition in sorted(p for p in source.iterdir() if p.is_dir()):
                 (table / partition.name).mkdir(exist_ok=True)
                 for file in sorted(partition.glob("*.parquet")):
                     file.rename(table / partition.name / f"data_{numbered[partition.name]}.parquet")
                     numbered[partition.name] += 1
             loose.extend(sorted(source.glob("*.parquet")))
-        if numbered:
-            continue  # the loose files are the empty tables of some captures
-        if rows[name]:
+            if not rows[name]:
+                break  # a table empty everywhere: the first capture's empty file holds its schema
+        if len(loose) > 1:
             import duckdb
 
             con = duckdb.connect()
@@ -183,7 +189,7 @@ def _assemble(staging: Path, parts: int, rows: dict[str, int]) -> None:
                 con.read_parquet(files, hive_partitioning=False).write_parquet(str(table / "data_0.parquet"), compression="zstd")
             finally:
                 con.close()
-        else:
+        elif loose:
             loose[0].rename(table / "data_0.parquet")
 
 

@@ -36,6 +36,9 @@ MANIFEST = "_infertap_export.json"
 #: What every export writes next to the tables: which of the folder's entries exports wrote, so that
 #: a later export replaces those, and nothing else of a folder it shares (a user's own ``metrics/``).
 LEDGER = "_infertap_tables.json"
+#: The partition value of a row whose key is unknown (as DuckDB and Spark write and read null), and
+#: where a table with no rows keeps its one empty file.
+EMPTY_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _STAGING = ".infertap-export-"  # where a table is written before it is renamed into place
 
 
@@ -179,7 +182,9 @@ class Analysis:
 
         Partitioned (``recorder_id`` or ``run_id``): ``folder/<name>/<key>=<value>/data_0.parquet``,
         hive-style, as Spark, Trino and DuckDB discover partitions; each row sits with its
-        exchange's (or run's) recorder. ``None``: one ``folder/<name>.parquet`` per table.
+        exchange's (or run's) recorder, and a table with no rows is one empty file (its schema) in
+        ``<key>=__HIVE_DEFAULT_PARTITION__``, so ``folder/<name>/*/*.parquet`` reads every table but
+        the unpartitioned ``captures``. ``None``: one ``folder/<name>.parquet`` per table.
 
         Every table is written beside its place first, then all are renamed into place, replacing
         what an earlier export wrote there: an export that fails partway (a full disk) leaves the
@@ -221,10 +226,16 @@ class Analysis:
             target, options = into / name, f", PARTITION_BY ({partition_by})"
             keyed = self._with_partition_key(name, partition_by)
             select = keyed or f"SELECT * FROM {name}"
-            # The captures table spans recorders; an empty table would leave no file, hence no schema.
-            if keyed is None or not self.count(name):
+            if keyed is None:  # the captures table spans recorders: one file, not partitioned
                 target.mkdir()
                 target, options = target / "data_0.parquet", ""
+            elif not self.count(name):
+                # PARTITION_BY writes no file for no rows: one empty file keeps the schema, in the
+                # partition of an unknown key (Hive's name for null), so `<table>/*/*.parquet` finds it.
+                target = target / f"{partition_by}={EMPTY_PARTITION}"
+                target.mkdir(parents=True)
+                target, options = target / "data_0.parquet", ""
+                select = f"SELECT * EXCLUDE ({partition_by}) FROM ({keyed})"
         self.con.execute(f"COPY ({select}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd{options})")
 
     def _with_partition_key(self, name: str, key: str) -> str | None:

@@ -274,6 +274,34 @@ def test_export_writes_parquet_that_duckdb_reads(cap: Path, tmp_path: Path) -> N
     assert run("export", str(cap), "--parquet", str(out), "--partition-by", "model").exit_code == 2
 
 
+@pytest.mark.parametrize(("partition", "key"), [("recorder", "recorder_id"), ("run", "run_id")])
+def test_every_partitioned_table_reads_by_the_documented_pattern_with_its_schema_even_empty(
+    cap: Path, tmp_path: Path, partition: str, key: str
+) -> None:
+    """A table with no rows (itl of a run with no multi-token stream; engines, enrichments and
+    telemetry here) is one empty file in a partition folder: `<table>/*/*.parquet` finds it."""
+    single = write_capture(tmp_path / "single", [exchange("s", sent_ms=0, request=body(), chunks=[(5, sse(event("one")))])])
+    full, empty = tmp_path / "full", tmp_path / "empty"
+    ok(run("export", str(cap), "--parquet", str(full), "--partition-by", partition))
+    ok(run("export", str(single), "--parquet", str(empty), "--partition-by", partition))
+
+    def read(folder: Path, name: str) -> tuple[dict[str, str], int]:
+        rel = duckdb.sql(f"SELECT * FROM read_parquet('{folder}/{name}/*/*.parquet', hive_partitioning = true)")
+        return dict(zip(rel.columns, map(str, rel.types), strict=True)), len(rel.fetchall())
+
+    from infertap.analysis import EXPORTED
+
+    for name in EXPORTED:
+        if name == "captures":  # one row a capture, not partitioned: captures/data_0.parquet
+            continue
+        schema, rows = read(empty, name)
+        assert read(full, name)[0] == schema and schema[key] == "VARCHAR", name  # the schema, whatever the rows
+    assert read(full, "itl")[1] > 0 and read(empty, "itl")[1] == 0  # no multi-token stream: no gaps
+    assert read(empty, "exchanges")[1] == 1
+    empties = {p.relative_to(empty) for p in empty.rglob("*.parquet") if p.parent.name == f"{key}=__HIVE_DEFAULT_PARTITION__"}
+    assert {p.parts[0] for p in empties} == {"itl", "engines", "enrichments", "telemetry"}
+
+
 def test_a_corrupt_capture_fails_with_the_file_named_and_a_torn_one_warns(cap: Path) -> None:
     (seg,) = segment_paths(cap)
     data = seg.read_bytes()

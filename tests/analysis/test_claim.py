@@ -436,6 +436,26 @@ def test_the_facts_of_a_capture_of_several_runs_are_of_all_of_them(tmp_path):
     assert card["aggregation"]["value"]["n"]["e2e"] == 5 and len(card["figures"]["runs"]) == 2
 
 
+def test_unknown_token_counts_read_unknown_as_the_rest_of_the_card_reads(tmp_path):
+    """No usage and no enrichment: the totals are unknown, printed as every other unknown is (JSON: null)."""
+    bare = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}]}).encode()
+    write_capture(tmp_path / "counted", [{"id": "c", "chunks": [_answer(3, 10)]}])
+    write_capture(tmp_path / "bare", [{"id": "b", "chunks": [bare]}])
+
+    def card(name: str, *form: str) -> str:
+        run = CliRunner().invoke(cli, ["claim", str(tmp_path / name), *form, "--cache-dir", str(tmp_path / "cache")])
+        assert run.exit_code == 0, (run.output, run.exception)
+        return run.output
+
+    for form in ((), ("--markdown",)):
+        assert "prompt_tokens 10, output_tokens 3" in card("counted", *form)
+        bare_card = card("bare", *form)
+        assert "prompt_tokens unknown, output_tokens unknown" in bare_card and "None" not in bare_card
+    counted, unknown = (json.loads(card(name, "--json"))["workload"]["value"] for name in ("counted", "bare"))
+    assert (counted["prompt_tokens"], counted["output_tokens"]) == (10, 3)
+    assert (unknown["prompt_tokens"], unknown["output_tokens"]) == (None, None)
+
+
 def test_a_capture_without_generation_requests_has_a_card_without_figures(tmp_path):
     path = tmp_path / "models-only"
     write_capture(path, [{"method": "GET", "path": "/v1/models", "body": b""}])

@@ -73,10 +73,12 @@ def export(captures: list[Path], out: Path, cache: Path, *extra: str) -> Result:
 
 
 def tables(folder: Path) -> dict[str, tuple[list[str], list[str], list[tuple[object, ...]]]]:
-    """Every exported table as DuckDB reads it back: columns, types, and its rows in order."""
+    """Every exported table as DuckDB reads it back by the documented pattern (every table a folder
+    of partitions, even one with no rows, but ``captures``): columns, types, and its rows in order."""
     out = {}
     for name in EXPORTED:
-        rel = duckdb.sql(f"SELECT * FROM read_parquet('{folder}/{name}/**/*.parquet', hive_partitioning = true) ORDER BY ALL")
+        files = f"{folder}/{name}/{'' if name == 'captures' else '*/'}*.parquet"
+        rel = duckdb.sql(f"SELECT * FROM read_parquet('{files}', hive_partitioning = true) ORDER BY ALL")
         out[name] = (rel.columns, [str(t) for t in rel.types], rel.fetchall())
     return out
 

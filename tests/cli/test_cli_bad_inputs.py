@@ -56,6 +56,37 @@ def test_an_export_is_never_written_into_a_capture(capture: Path, tmp_path: Path
     assert done.exit_code == 0 and (tmp_path / "warehouse" / "metrics").is_dir(), done.output
 
 
+def test_a_cache_inside_a_capture_is_refused_before_anything_is_written(capture: Path, tmp_path: Path) -> None:
+    """Its Parquet files would sit among the capture's segments, to be exported or copied with it."""
+    (segment,) = segment_paths(capture)
+    out = ("--parquet", str(tmp_path / "wh"))
+    target = (
+        "--target",
+        f"http://127.0.0.1:{_closed_port()}",
+        "--out",
+        str(tmp_path / "s"),
+        "--slo",
+        "e2e:p90<=1s",
+        "--speeds",
+        "1",
+    )
+    for cache in (capture, capture / "cache", capture / "deep" / "cache"):
+        given = ("--cache-dir", str(cache))
+        for args in (("stats", *given), ("sql", "-q", "SELECT 1", *given), ("export", *out, *given), ("claim", *given)):
+            refused(invoke(args[0], str(capture), *args[1:]), f"{cache} (--cache-dir)", f"inside the capture {capture}")
+        refused(invoke("export", str(capture), *out, *given, "--ray", "127.0.0.1:1"), "--cache-dir", "inside the capture")
+        env = {"INFERTAP_CACHE": str(cache)}
+        for args in (("stats",), ("compare", str(capture)), ("report", "-o", str(tmp_path / "r.html")), ("sweep", *target)):
+            refused(invoke(args[0], str(capture), *args[1:], env=env), "($INFERTAP_CACHE)", f"inside the capture {capture}")
+    assert [p.name for p in capture.iterdir()] == [segment.name] and not (tmp_path / "wh").exists()
+    assert not (tmp_path / "s").exists() and not (tmp_path / "r.html").exists()
+    # Beside the capture, or above it, the cache is no part of it.
+    for cache in (tmp_path / "cap-cache", tmp_path):
+        assert invoke("stats", str(capture), "--cache-dir", str(cache)).exit_code == 0
+        assert invoke("claim", str(capture), env={"INFERTAP_CACHE": str(cache)}).exit_code == 0
+    assert [p.name for p in capture.iterdir()] == [segment.name]
+
+
 def test_a_replay_never_writes_into_its_own_source(capture: Path) -> None:
     for out in (capture, capture / "sub"):
         refused(invoke("replay", str(capture), "--target", "http://127.0.0.1:9", "--out", str(out)), "--out", "source capture")

@@ -718,15 +718,26 @@ def test_the_misses_a_percentile_allows_are_counted_exactly() -> None:
     point was cut short on its first slow request."""
     from infertap.analysis.capacity import _allowed
 
-    assert [
-        _allowed(parse_slos([f"e2e:{p}<=1s"])[0], n) for p, n in (("p90", 10), ("p99", 100), ("p99.9", 1000), ("p50", 3))
-    ] == [
-        1,
-        1,
-        1,
-        1,
-    ]
+    allowed = [_allowed(parse_slos([f"e2e:{p}<=1s"])[0], n) for p, n in (("p90", 11), ("p99", 101), ("p99.9", 1001), ("p50", 3))]
+    assert allowed == [1, 1, 1, 1]
     assert _allowed(parse_slos(["e2e:max<=1s"])[0], 100) == 0 and _allowed(parse_slos(["e2e:mean<=1s"])[0], 100) is None
+
+
+@pytest.mark.parametrize("stat", ["p50", "p75", "p90", "p95", "p99", "p99.9", "p100", "p33.3"])
+def test_the_misses_a_percentile_allows_are_those_its_statistic_allows(stat: str) -> None:
+    """The live check's allowance is the statistic's own: with that many failures (+infinity) among n
+    values the percentile slo._stat judges a point by is finite, with one more it is not. It allowed
+    floor(n (1 - q)) where the statistic, at (n - 1) q, allows floor((n - 1) (1 - q)): a p50 of two
+    values, one failed, is +infinity; a p90 of ten with one failure too."""
+    from infertap.analysis.capacity import _allowed
+    from infertap.analysis.slo import _stat
+
+    slo = parse_slos([f"e2e:{stat}<=1s"])[0]
+    for n in [*range(1, 121), *range(995, 1006)]:  # every edge of p50..p99, and p99.9's at 1,001
+        m = _allowed(slo, n)
+        assert m is not None and 0 <= m < n
+        assert math.isfinite(_stat([0.0] * (n - m) + [math.inf] * m, stat)), (n, m)  # allowed: it passes
+        assert _stat([0.0] * (n - m - 1) + [math.inf] * (m + 1), stat) == math.inf, (n, m)  # one more: it fails
 
 
 @pytest.mark.parametrize("as_json", [True, False])
@@ -935,15 +946,39 @@ def test_the_command_says_the_sweep_stopped_on_an_error_and_fails(slot_engine, t
     assert run.exit_code == 1 and "down" in run.output and not (tmp_path / "s2" / RESULT).exists()
 
 
+@pytest.mark.parametrize("stat", ["p50", "p90", "p99", "max"])
+def test_a_point_ended_early_is_one_its_statistic_fails_whatever_comes_after(stat: str) -> None:
+    """The live check stops a point only when the statistic it is judged by must fail: at its first
+    stop, the requests already slow (finished just over the bound, all others fast) or failed give a
+    statistic over the bound even at their best (the interpolation may pass one slow request more
+    than failures, which the check's margin covers)."""
+    from infertap.analysis.capacity import certain_miss
+    from infertap.analysis.slo import _stat
+    from infertap.replay.runner import ReplayStats
+
+    bound = 1_000_000_000
+    slos = parse_slos([f"e2e:{stat}<=1s"])
+    for n in [*range(1, 61), 100, 101, 201]:
+        slow = next(k for k in range(2 * n + 5) if certain_miss(slos, n)(ReplayStats(intervals=[(0, bound + 1)] * k)))
+        failed = next(k for k in range(2 * n + 5) if certain_miss(slos, n)(ReplayStats(generation_failed=k)))
+        for k in (slow, failed):
+            if k <= n:  # a stop this point can reach
+                assert _stat([0.0] * (n - k) + [bound + 1.0] * k, stat) > bound, (n, k)
+        assert failed > 0 and slow > 0
+
+
 def test_failed_requests_end_a_point_early_under_any_latency_percentile():
     """A failed request is over every latency bound: a ttft-only SLO let a shedding target run a
     point to its end, since ttft can't be judged live."""
     from infertap.analysis.capacity import certain_miss
     from infertap.replay.runner import ReplayStats
 
-    lost = certain_miss(parse_slos(["ttft:p90<=1s"]), 100)  # 10 may fail; twice over and 2: 22
-    assert lost(ReplayStats(generation_failed=22)) is False
-    assert lost(ReplayStats(generation_failed=23)) is True
+    lost = certain_miss(parse_slos(["ttft:p90<=1s"]), 100)  # 9 may fail (p90 at 89.1); twice over and 2: 20
+    assert lost(ReplayStats(generation_failed=20)) is False
+    assert lost(ReplayStats(generation_failed=21)) is True
+    at_ten, at_eleven = (certain_miss(parse_slos(["e2e:p90<=1s"]), n) for n in (10, 11))  # none may fail, then 1
+    assert at_ten(ReplayStats(generation_failed=2)) is False and at_ten(ReplayStats(generation_failed=3)) is True
+    assert at_eleven(ReplayStats(generation_failed=4)) is False and at_eleven(ReplayStats(generation_failed=5)) is True
     assert certain_miss(parse_slos(["ttft:mean<=1s"]), 100)(ReplayStats(generation_failed=90)) is False  # no count decides a mean
 
 
