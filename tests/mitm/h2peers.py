@@ -23,7 +23,7 @@ from tests.tls import self_signed
 class H2Upstream:
     """Streams ``n`` SSE events 50 ms apart, then as the query's ``then`` says: ``done`` ([DONE],
     end of stream), ``reset`` (RST_STREAM INTERNAL_ERROR), ``done-reset`` ([DONE], then
-    RST_STREAM), ``close`` (the connection closed), ``hold`` (nothing more until the client goes)."""
+    RST_STREAM), ``cancel`` (RST_STREAM CANCEL, the connection kept), ``close`` (the connection closed), ``hold`` (nothing more until the client goes)."""
 
     def __init__(self, folder: Path) -> None:
         certfile, keyfile = self_signed(folder)
@@ -94,8 +94,9 @@ class H2Upstream:
                 conn.send_data(sid, b"data: [DONE]\n\n", end_stream=then == "done")
                 writer.write(conn.data_to_send())
                 await asyncio.sleep(0.05)
-            if then.endswith("reset"):
-                conn.reset_stream(sid, h2.errors.ErrorCodes.INTERNAL_ERROR)
+            if then.endswith("reset") or then == "cancel":
+                code = h2.errors.ErrorCodes.CANCEL if then == "cancel" else h2.errors.ErrorCodes.INTERNAL_ERROR
+                conn.reset_stream(sid, code)
                 writer.write(conn.data_to_send())
             elif then == "close":
                 writer.close()

@@ -39,6 +39,16 @@ def test_an_upstream_reset_is_an_upstream_error(h2_mitm):
     assert (end, body) == ("upstream_error", got) and "INTERNAL_ERROR" in error
 
 
+def test_an_upstream_cancelling_its_stream_is_an_upstream_error_not_a_client_gone(h2_mitm):
+    """A CANCEL reset is how a client gives its stream up (RFC 9113 8.7), but an upstream may send
+    one too (an engine aborting a request), its client still connected: mitmproxy words both
+    alike, and this one was recorded as the client's."""
+    mitm, port = h2_mitm
+    got = h2_stream(port, "/v1/chat/completions?n=2&then=cancel")
+    end, error, _, body = _ending(mitm)
+    assert (end, body) == ("upstream_error", got) and "CANCEL" in error
+
+
 def test_an_upstream_reset_after_the_end_marker_is_an_upstream_error_not_a_client_gone(h2_mitm):
     mitm, port = h2_mitm
     got = h2_stream(port, "/v1/chat/completions?n=2&then=done-reset")
