@@ -106,14 +106,22 @@ class H2Upstream:
             return
 
 
-def h2_stream(port: int, path: str, *, events: int | None = None, how: str = "read") -> bytes:
+def h2_stream(port: int, path: str, *, events: int | None = None, how: str = "read", connect: str | None = None) -> bytes:
     """POST ``path`` over HTTP/2 (TLS, no verification) and read the response body; with ``events``,
     stop once that many ``data:`` events have arrived and ``close`` the connection or ``cancel``
-    the stream (RST_STREAM CANCEL, the connection kept open a while)."""
+    the stream (RST_STREAM CANCEL, the connection kept open a while). ``connect``: a host:port to
+    reach through a CONNECT tunnel first (a regular proxy)."""
     ctx = ssl.create_default_context()
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     ctx.set_alpn_protocols(["h2"])
-    sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="localhost")
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    if connect is not None:
+        raw.sendall(f"CONNECT {connect} HTTP/1.1\r\nHost: {connect}\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += raw.recv(4096)
+        assert head.split(b"\r\n")[0].split()[1] == b"200", head
+    sock = ctx.wrap_socket(raw, server_hostname="localhost")
     assert sock.selected_alpn_protocol() == "h2"
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
     conn.initiate_connection()
