@@ -28,6 +28,7 @@ End = Literal[
     "refused",  # the proxy refused the request itself (e.g. body over the size limit)
     "cancelled",  # the proxy was shut down while the exchange was in flight
     "proxy_error",  # infertap itself failed (a bug); the error text says how
+    "unknown",  # it ended early by a side that can't be told (an imported HTTP/2 flow's CANCEL reset)
 ]
 END_REASONS: tuple[str, ...] = End.__args__  # type: ignore[attr-defined]
 

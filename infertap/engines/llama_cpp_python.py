@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import functools
 import os
+import re
 from datetime import datetime
 from typing import Any
 
@@ -98,6 +99,12 @@ def _render(gguf: GGUFFacts, request: dict[str, Any]) -> tuple[str, bool, str]:
     prompt = render_chat(gguf.chat_template, request, gguf.bos_token or "", gguf.eos_token or "")
     sha = (sha256_text(gguf.chat_template) or "")[:12]
     return prompt, False, f"GGUF chat template (sha256 {sha}) rendered as llama-cpp-python does"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """ "0.3.36" as (0, 3, 36); a version it can't read as (0,), before any."""
+    parts = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    return tuple(int(p) for p in parts.groups()) if parts else (0,)
 
 
 class LlamaCppPython(Engine):
@@ -254,18 +261,21 @@ class LlamaCppPython(Engine):
         llama, how = local
         # As the server does: a GGUF template's prompt goes in as rendered (add_bos=False).
         ids = llama.tokenize(text.encode("utf-8"), add_bos=add_special, special=True)
-        if not chat:
-            # A completion's string prompt, as Llama._create_completion frames it: the model's BOS
-            # first when it asks for one; its separator (else its EOS) last, unless it has neither
-            # a separator nor add_eos.
-            model = llama._model
-            first, sep = model.token_cls(), model.token_sep()
-            first = first if first != -1 else llama.token_bos()
-            if model.add_bos_token() and first != -1:
-                ids = [first, *ids]
-            if model.add_eos_token() or sep != -1:
-                ids = [*ids, sep if sep != -1 else llama.token_eos()]
-        return ids, how
+        return (ids if chat else self._framed(llama, ids)), how
+
+    @staticmethod
+    def _framed(llama: Any, ids: list[int]) -> list[int]:
+        """A completion's string prompt, as Llama._create_completion frames it: the model's BOS
+        first when it asks for one; its separator (else its EOS) last, unless it has neither a
+        separator nor add_eos."""
+        model = llama._model
+        first, sep = model.token_cls(), model.token_sep()
+        first = first if first != -1 else llama.token_bos()
+        if model.add_bos_token() and first != -1:
+            ids = [first, *ids]
+        if model.add_eos_token() or sep != -1:
+            ids = [*ids, sep if sep != -1 else llama.token_eos()]
+        return ids
 
     def _tokenize(self, text: str) -> list[int] | None:
         ep = self.post("/extras/tokenize", {"input": text})
@@ -297,6 +307,8 @@ class LlamaCppPython(Engine):
             return Tokens(ids, f"{template} + /extras/tokenize", prompt)
         if path in _PROMPT_PATHS:
             given = request.get("prompt")
+            if request.get("suffix") is not None:
+                return self._infill(given, request["suffix"])
             if isinstance(given, list) and all(isinstance(t, int) for t in given):
                 return Tokens(list(given), "request (token ids sent by the client)")
             if isinstance(given, str):
@@ -308,6 +320,41 @@ class LlamaCppPython(Engine):
                     return Tokens(None, f"llama-cpp-python /extras/tokenize failed: {self.last_error}")
                 return Tokens(*self._completion_tail(ids))
         return Tokens(None, f"no prompt to tokenize for {path}")
+
+    def _infill(self, prompt: Any, suffix: Any) -> Tokens:
+        """A completion with a ``suffix`` (fill-in-the-middle), laid out as ``Llama._create_completion``
+        lays it out since 0.3.7: the prefix, suffix and middle markers all token 0 (its FIM tokens
+        are a "TODO: Fix" there), the prompt and suffix tokenized without special tokens, the
+        suffix after a "☺" whose first two tokens are dropped where the GGUF adds a space prefix
+        (tokenizer.ggml.add_space_prefix, true unless it says false), prefix-suffix-middle (the
+        server never sets spm_infill), then BOS and EOS framing as a plain prompt's. Mirrored only
+        by the engine's own tokenizer run here (the same version): /extras/tokenize reads special tokens."""
+        if isinstance(prompt, list) and len(prompt) <= 1 and all(isinstance(p, str) for p in prompt):
+            prompt = prompt[0] if prompt else ""  # as the server takes a list of one prompt
+        if not isinstance(prompt, str) or not isinstance(suffix, str):
+            return Tokens(None, "a completion with a suffix takes a string prompt and suffix: no prompt llama-cpp-python runs")
+        local = self.local_tokenizer()
+        if local is None:
+            return Tokens(
+                None,
+                "a suffix (fill-in-the-middle) prompt is laid out by llama-cpp-python's own code: mirrored only with its tokenizer run here, of the engine's version",
+            )
+        llama, how = local
+        version = str((self._openapi().get("info") or {}).get("version"))
+        if _release(version) < (0, 3, 7):  # before, the model's own FIM tokens, where it has them
+            return Tokens(
+                None, f"a suffix (fill-in-the-middle) prompt of llama-cpp-python {version}, before 0.3.7, is not mirrored"
+            )
+        fim = 0  # its prefix, suffix and middle tokens alike
+        skip = 2 if llama.metadata.get("tokenizer.ggml.add_space_prefix", "true") == "true" and suffix else 0
+        after = (
+            llama.tokenize(("☺" + suffix if skip else suffix).encode("utf-8"), add_bos=False, special=False)[skip:]
+            if suffix
+            else []
+        )
+        before = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=False) if prompt else []
+        ids = self._framed(llama, [fim, *before, fim, *after, fim])
+        return Tokens(ids, f"the prompt, suffix and FIM tokens laid out as llama-cpp-python lays out a suffix, by the {how}")
 
     def _completion_tail(self, ids: list[int]) -> tuple[list[int], str]:
         """/extras/tokenize's ids for a completion's prompt, ended as the server ends it: with the

@@ -54,6 +54,20 @@ GENERATION_CONFIG_KEYS = (*NEUTRAL_DEFAULTS, "max_new_tokens")
 _CACHE_LABELS = ("block_size", "cache_dtype", "enable_prefix_caching", "kv_cache_size_tokens", "kv_cache_max_concurrency")
 
 
+def template_extras(request: dict[str, Any]) -> dict[str, Any]:
+    """What a chat request gives its template beside ``chat_template_kwargs``, which /tokenize
+    takes only inside them: ``documents``, ``reasoning_effort``, and with a reasoning_effort
+    ``enable_thinking`` (false for "none") unless chat_template_kwargs sets it. Each overrides a
+    chat_template_kwargs entry of its name; None (or "auto") gives nothing (vLLM 0.32,
+    ``ChatCompletionRequest.build_chat_params`` and ``merge_kwargs``)."""
+    given = request.get("chat_template_kwargs")
+    extra = {name: request.get(name) for name in ("documents", "reasoning_effort")}
+    effort = request.get("reasoning_effort")
+    if effort is not None and "enable_thinking" not in (given if isinstance(given, dict) else {}):
+        extra["enable_thinking"] = effort != "none"
+    return {k: v for k, v in extra.items() if v is not None and not (isinstance(v, str) and v == "auto")}
+
+
 class VLLM(Engine):
     # ChatCompletionRequest: repetition_penalty (repeat_penalty is "present in the request but
     # ignored"); max_completion_tokens before max_tokens (serving_chat).
@@ -237,10 +251,15 @@ class VLLM(Engine):
     # -- per exchange --------------------------------------------------------------------------------
 
     def _tokenize(self, body: dict[str, Any]) -> list[int] | None:
+        return self._tokenized(body)[0]
+
+    def _tokenized(self, body: dict[str, Any]) -> tuple[list[int] | None, int | None]:
+        """/tokenize's ids for ``body``, and the ``max_model_len`` it echoes."""
         ep = self.post("/tokenize", body)
         if ep.ok and isinstance(ep.json.get("tokens"), list):
-            return ep.json["tokens"]
-        return None
+            limit = ep.json.get("max_model_len")
+            return ep.json["tokens"], limit if isinstance(limit, int) else None
+        return None, None
 
     def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
         model = request.get("model")
@@ -249,19 +268,73 @@ class VLLM(Engine):
             for key in _CHAT_TOKENIZE_FIELDS:
                 if key in request:
                     body[key] = request[key]
-            ids = self._tokenize(body)
-            return Tokens(ids, "vLLM /tokenize with messages" if ids is not None else "vLLM /tokenize failed")
+            extra = template_extras(request)
+            if extra:  # /tokenize has no such fields: given to the template as the chat request gives them
+                given = request.get("chat_template_kwargs")
+                body["chat_template_kwargs"] = {**(given if isinstance(given, dict) else {}), **extra}
+            ids, limit = self._tokenized(body)
+            if ids is None:
+                return Tokens(None, "vLLM /tokenize failed")
+            source = "vLLM /tokenize with messages"
+            if extra:
+                source += f" ({', '.join(sorted(extra))} given to the chat template as vLLM 0.32 gives them)"
+            return self._truncated(ids, source, request, path, limit, body)
         if path in _PROMPT_PATHS:
             prompt = request.get("prompt")
             if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-                return Tokens(list(prompt), "request (token ids sent by the client)")
+                return self._truncated(list(prompt), "request (token ids sent by the client)", request, path, None, None)
             if isinstance(prompt, str):
                 body = {"model": model, "prompt": prompt}
                 if "add_special_tokens" in request:  # both default to True
                     body["add_special_tokens"] = request["add_special_tokens"]
-                ids = self._tokenize(body)
-                return Tokens(ids, "vLLM /tokenize with prompt" if ids is not None else "vLLM /tokenize failed")
+                ids, limit = self._tokenized(body)
+                if ids is None:
+                    return Tokens(None, "vLLM /tokenize failed")
+                return self._truncated(ids, "vLLM /tokenize with prompt", request, path, limit, body)
         return Tokens(None, f"no prompt to tokenize for {path}")
+
+    def _truncated(
+        self,
+        ids: list[int],
+        source: str,
+        request: dict[str, Any],
+        path: str,
+        limit: int | None,
+        body: dict[str, Any] | None,
+    ) -> Tokens:
+        """``ids`` cut as the request's ``truncate_prompt_tokens`` has vLLM cut them (v0.32,
+        ``TokenizeParams``), which /tokenize doesn't do; unknown with the reason where that can't
+        be told exactly. ``body``: the /tokenize request that gave ``ids`` (None: the client's ids)."""
+        keep = request.get("truncate_prompt_tokens")
+        if keep is None:
+            return Tokens(ids, source)
+        side = request.get("truncation_side")
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < -1 or side not in (None, "left", "right"):
+            return Tokens(
+                None, f"{source}, but truncate_prompt_tokens={keep!r} truncation_side={side!r} is no truncation vLLM reads"
+            )
+        if keep == -1:  # the context, less one token held back for output where the request asks for any
+            if limit is None:
+                limit = self._first_model().get("max_model_len")
+            if not isinstance(limit, int):
+                return Tokens(None, f"{source}, but truncate_prompt_tokens=-1 needs max_model_len, which vLLM didn't say")
+            wanted = request.get("max_completion_tokens") if path in _CHAT_PATHS else None
+            wanted = wanted if wanted is not None else request.get("max_tokens")
+            keep = limit - 1 if wanted else limit
+        if keep >= len(ids):
+            return Tokens(ids, source)
+        how = f"{source}, cut to its {'first' if side == 'right' else 'last'} {keep} as truncate_prompt_tokens has vLLM cut it"
+        if side is None and body is not None and body.get("add_special_tokens", path in _PROMPT_PATHS):
+            # Without a side, vLLM's tokenizer cuts the text (left: vLLM's default for a generating
+            # model) and then adds its special tokens, which a cut of the ids wouldn't keep: exact
+            # only where it adds none to this text.
+            plain, _ = self._tokenized({**body, "add_special_tokens": False})
+            if plain != ids:
+                return Tokens(
+                    None,
+                    f"{source}, but truncate_prompt_tokens={keep} cuts inside the special tokens vLLM's tokenizer adds: not mirrored",
+                )
+        return Tokens(ids[:keep] if side == "right" else ids[len(ids) - keep :], how)
 
     def output_tokens(self, text: str) -> Tokens:
         ids = self._tokenize({"prompt": text, "add_special_tokens": False})

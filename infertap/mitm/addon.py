@@ -156,6 +156,11 @@ class InfertapCapture:
             "chunks": [],
             "headers_ns": None,
         }
+        if not flow.request.stream and _size_unknown(flow.request) and ctx.options.stream_large_bodies:
+            # mitmproxy would buffer this body until it passes stream_large_bodies, then stream
+            # it on, what it had included, calling no hook and keeping nothing: streamed from
+            # its first byte instead, it is kept whole, whatever its size.
+            flow.request.stream = True
         if flow.request.stream:
             # Over stream_large_bodies: mitmproxy hands the body on as it comes and keeps none of
             # it, and the request hook fires only once all of it went (the answer may be there
@@ -227,8 +232,9 @@ class InfertapCapture:
             return
         req, resp = flow.request, flow.response
         if req.stream is True and "request_chunks" not in state and req.raw_content is None:
-            log.warning(  # a chunked body past stream_large_bodies: streamed before any hook could keep it
-                "infertap: %s %s streamed its request body without keeping it; --set store_streamed_bodies=true keeps it",
+            log.warning(  # streamed with no hook between (stream_large_bodies set while it came): lost
+                "infertap: %s %s: mitmproxy streamed its request body without keeping it; recorded empty "
+                "(--set store_streamed_bodies=true keeps it)",
                 req.method,
                 req.path,
             )
@@ -266,6 +272,14 @@ class InfertapCapture:
             record["chunks"] = [resp.raw_content]
             record["chunk_ns"] = [record["end_ns"]]
         scrubbed.record(record, found, request=True)  # a decompression, a large body's search: off mitmproxy's loop
+
+
+def _size_unknown(request: http.Request) -> bool:
+    """Whether a request's body size is unknown until it ends: chunked, or HTTP/2 or 3 without a
+    content-length (an HTTP/1 request with neither has no body)."""
+    if "content-length" in request.headers:
+        return False
+    return request.is_http2 or request.is_http3 or "chunked" in request.headers.get("transfer-encoding", "").lower()
 
 
 addons = [InfertapCapture()]

@@ -366,6 +366,33 @@ def test_vllm_tokenize_gets_the_request_fields_that_change_its_prompt():
     ]
 
 
+def test_a_vllm_truncation_inside_its_tokenizers_special_tokens_is_unknown_not_a_cut_of_the_ids():
+    """Without a truncation_side, vLLM's tokenizer cuts the text to truncate_prompt_tokens, then
+    adds its special tokens (a BOS here): the last n of /tokenize's ids would drop the BOS the
+    engine kept. A tokenizer that adds none gives the cut; one that does, no ids and why."""
+    app, bos = vllm_app(), {"added": False}
+
+    def tokenize(req: dict) -> tuple[int, dict]:
+        words = list(range(100, 100 + len(req["prompt"].split())))
+        ids = [1, *words] if req.get("add_special_tokens", True) and bos["added"] else words
+        return 200, {"count": len(ids), "max_model_len": 32768, "tokens": ids}
+
+    app.routes[("POST", "/tokenize")] = tokenize
+    request = {"model": "Qwen/Qwen3-8B", "prompt": "a b c d e", "truncate_prompt_tokens": 3}
+    with ServerThread(app) as server:
+        engine = open_engine(server.url)
+        try:
+            plain = engine.prompt_tokens("/v1/completions", request)
+            bos["added"] = True
+            with_bos = engine.prompt_tokens("/v1/completions", request)
+            told = engine.prompt_tokens("/v1/completions", {**request, "truncation_side": "left"})
+        finally:
+            engine.http.close()
+    assert plain.ids == [102, 103, 104] and "last 3" in plain.source
+    assert with_bos.ids is None and "special tokens" in with_bos.source
+    assert told.ids == [102, 103, 104]  # a side given: vLLM cuts the ids /tokenize gives, BOS and all
+
+
 def test_llama_servers_tool_use_template_is_in_the_template_hash_and_the_fingerprint():
     """llama-server renders requests with tools through a second template where the GGUF has one
     (/props chat_template_tool_use): a change to it changes what the engine runs."""

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from infertap.capture.info import summarize
 from infertap.cli import cli
 from infertap.engines.gguf_meta import read_gguf
-from infertap.engines.probe import probe
+from infertap.engines.probe import open_engine, probe
 from infertap.launch import SMOLLM2_ALIAS
 
 pytestmark = pytest.mark.engine
@@ -178,6 +178,41 @@ def test_llama_cpp_python_settings_it_does_not_read_are_not_the_requests(engine,
     assert settings["n"] == {"value": 1, "source": "engine_default", "ignored": {"n": 3}}
     assert settings["typical_p"] == {"value": None, "source": "unknown", "ignored": {"typical_p": 0.01}}
     assert settings["mirostat_tau"] == {"value": 1.0, "source": "request"}  # read: it applies with mirostat_mode
+
+
+def test_a_llama_cpp_python_completion_with_a_suffix_is_the_fill_in_the_middle_prompt_it_ran(engine, record, gguf):
+    """A suffix makes llama-cpp-python lay out a fill-in-the-middle prompt (FIM tokens around the
+    prompt and the suffix, special-token text read as text): the enrichment's prompt was the plain
+    prompt's, 6 tokens where the engine ran 17."""
+    prompt = "def f(x):<|im_start|>"  # special-token text: a token of its own only without a suffix
+    bodies = [
+        {"prompt": prompt},
+        {"prompt": prompt, "suffix": " return x"},
+        {"prompt": prompt, "suffix": ""},
+        {"prompt": [prompt], "suffix": "<|im_end|>"},
+        {"prompt": "", "suffix": "z"},
+    ]
+    rec = record(engine.url, "--model-file", str(gguf))
+    usage = []
+    for body in bodies:
+        reply = httpx.post(f"{rec.url}/v1/completions", json={"model": SMOLLM2_ALIAS, "max_tokens": 1, **body}, timeout=120)
+        usage.append(reply.json()["usage"]["prompt_tokens"])
+    rec.stop()
+    records = rec.records()
+    seq = {r["id"]: r["seq"] for r in records if r["type"] == "exchange"}
+    enriched = sorted((r for r in records if r["type"] == "enrichment"), key=lambda e: seq[e["exchange_id"]])
+    prompts = [e["prompt_tokens"] for e in enriched]
+    assert [p["count"] for p in prompts] == usage and all(p["agrees_with_usage"] for p in prompts)
+    assert len({tuple(p["ids"]) for p in prompts}) == len(bodies)  # the suffix changed each
+    assert prompts[1]["ids"][0] == prompts[1]["ids"][-1] == 0 and usage[0] < usage[2]
+    # Where its tokenizer can't run here (another version), the layout is unknown, not the plain prompt's.
+    adapter = open_engine(engine.url, model_file=str(gguf))
+    try:
+        adapter._local = False
+        remote = adapter.prompt_tokens("/v1/completions", {"prompt": prompt, "suffix": "x"})
+    finally:
+        adapter.http.close()
+    assert remote.ids is None and "fill-in-the-middle" in remote.source
 
 
 def test_llama_server_responses_max_output_tokens_is_the_requests_max_tokens(llama_server_engine, record):

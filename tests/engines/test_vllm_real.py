@@ -98,6 +98,53 @@ def test_tokenize_with_messages_is_the_prompt_vllm_processed(vllm_engine):
         engine.http.close()
 
 
+# SmolLM2's turns, then what the request gave the template beside its messages.
+SHOWS_EXTRAS = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if documents %}<|im_start|>system\n{% for d in documents %}[{{ d.title }}] {{ d.text }}\n{% endfor %}<|im_end|>\n{% endif %}"
+    "{% if reasoning_effort %}<|im_start|>system\neffort {{ reasoning_effort }}, thinking {{ enable_thinking }}<|im_end|>\n{% endif %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_the_prompt_of_documents_reasoning_effort_and_truncation_is_the_one_vllm_ran(vllm_engine):
+    """documents and reasoning_effort reach vLLM's chat template (reasoning_effort with
+    enable_thinking), and truncate_prompt_tokens cuts the prompt it tokenized; /tokenize takes none
+    of them. Each must give the ids vLLM reports it ran (return_token_ids), not the whole prompt."""
+    doc = [{"title": "sum", "text": "seventeen and twenty-five"}]
+    chats = [
+        {"chat_template": SHOWS_EXTRAS},
+        {"chat_template": SHOWS_EXTRAS, "documents": doc},
+        {"chat_template": SHOWS_EXTRAS, "reasoning_effort": "low"},
+        # The request's own fields win over chat_template_kwargs', but not over its enable_thinking.
+        {
+            "chat_template": SHOWS_EXTRAS,
+            "documents": doc,
+            "reasoning_effort": "none",
+            "chat_template_kwargs": {"enable_thinking": True, "documents": [{"title": "x", "text": "y"}]},
+        },
+        {"truncate_prompt_tokens": 10},  # vLLM keeps the last ten (its tokenizer's side for generation)
+        {"truncate_prompt_tokens": 10, "truncation_side": "right"},
+    ]
+    long = {"model": SMOLLM2_ALIAS, "prompt": "one two " * 1100, "max_tokens": 1, "truncate_prompt_tokens": -1}
+    engine = open_engine(vllm_engine.url)
+    try:
+        ran, mirrored = [], []
+        for extra in chats:
+            body = {**QUESTION, "max_tokens": 1, **extra, "return_token_ids": True}
+            reply = httpx.post(f"{vllm_engine.url}/v1/chat/completions", json=body, timeout=120).json()
+            ran.append(reply["prompt_token_ids"])
+            mirrored.append(engine.prompt_tokens("/v1/chat/completions", body).ids)
+        reply = httpx.post(f"{vllm_engine.url}/v1/completions", json={**long, "return_token_ids": True}, timeout=300).json()
+        ran.append(reply["choices"][0]["prompt_token_ids"])
+        mirrored.append(engine.prompt_tokens("/v1/completions", long).ids)
+    finally:
+        engine.http.close()
+    assert mirrored == ran
+    assert len({tuple(ids) for ids in ran}) == len(ran)  # each field changed the prompt
+    assert [len(ids) for ids in ran[4:]] == [10, 10, 2047]  # -1: the context less one for output
+
+
 def _exchange(path: str, request: dict[str, Any], reply: httpx.Response) -> dict[str, Any]:
     """The exchange record the proxy would have written for ``reply``."""
     return dict(

@@ -23,7 +23,7 @@ from tests.tls import self_signed
 class H2Upstream:
     """Streams ``n`` SSE events 50 ms apart, then as the query's ``then`` says: ``done`` ([DONE],
     end of stream), ``reset`` (RST_STREAM INTERNAL_ERROR), ``done-reset`` ([DONE], then
-    RST_STREAM), ``close`` (the connection closed), ``hold`` (nothing more until the client goes)."""
+    RST_STREAM), ``cancel`` (RST_STREAM CANCEL, the connection kept), ``close`` (the connection closed), ``hold`` (nothing more until the client goes)."""
 
     def __init__(self, folder: Path) -> None:
         certfile, keyfile = self_signed(folder)
@@ -94,8 +94,9 @@ class H2Upstream:
                 conn.send_data(sid, b"data: [DONE]\n\n", end_stream=then == "done")
                 writer.write(conn.data_to_send())
                 await asyncio.sleep(0.05)
-            if then.endswith("reset"):
-                conn.reset_stream(sid, h2.errors.ErrorCodes.INTERNAL_ERROR)
+            if then.endswith("reset") or then == "cancel":
+                code = h2.errors.ErrorCodes.CANCEL if then == "cancel" else h2.errors.ErrorCodes.INTERNAL_ERROR
+                conn.reset_stream(sid, code)
                 writer.write(conn.data_to_send())
             elif then == "close":
                 writer.close()
@@ -105,14 +106,22 @@ class H2Upstream:
             return
 
 
-def h2_stream(port: int, path: str, *, events: int | None = None, how: str = "read") -> bytes:
+def h2_stream(port: int, path: str, *, events: int | None = None, how: str = "read", connect: str | None = None) -> bytes:
     """POST ``path`` over HTTP/2 (TLS, no verification) and read the response body; with ``events``,
     stop once that many ``data:`` events have arrived and ``close`` the connection or ``cancel``
-    the stream (RST_STREAM CANCEL, the connection kept open a while)."""
+    the stream (RST_STREAM CANCEL, the connection kept open a while). ``connect``: a host:port to
+    reach through a CONNECT tunnel first (a regular proxy)."""
     ctx = ssl.create_default_context()
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     ctx.set_alpn_protocols(["h2"])
-    sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="localhost")
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    if connect is not None:
+        raw.sendall(f"CONNECT {connect} HTTP/1.1\r\nHost: {connect}\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += raw.recv(4096)
+        assert head.split(b"\r\n")[0].split()[1] == b"200", head
+    sock = ctx.wrap_socket(raw, server_hostname="localhost")
     assert sock.selected_alpn_protocol() == "h2"
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
     conn.initiate_connection()

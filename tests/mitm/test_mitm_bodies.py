@@ -28,6 +28,24 @@ def test_a_request_body_over_stream_large_bodies_is_recorded_whole(start_mitm, f
     assert b"".join(x["chunks"]) == received and 0 <= x["headers_ns"] <= x["chunk_ns"][0] <= x["end_ns"] < 30e9
 
 
+def test_a_chunked_request_body_that_grows_past_stream_large_bodies_is_recorded_whole(start_mitm, fake):
+    """mitmproxy buffers a body of unknown size (chunked) until it passes stream_large_bodies, then
+    streams it on with what it had, keeping none and calling no hook: it was recorded empty, with
+    only a warning. A small one must stay whole too."""
+    app, url = fake
+    mitm = start_mitm("--mode", f"reverse:{url}", "--set", "stream_large_bodies=1k", "--no-telemetry")
+    big = json.dumps({"tag": "big", "messages": [{"role": "user", "content": "a" * 5000}]}).encode()
+    small = json.dumps({"tag": "small", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    for body in (big, small):
+        parts = [body[i : i + 700] for i in range(0, len(body), 700)]  # the first chunks under the limit
+        r = httpx.post(f"{mitm.url}/v1/chat/completions", content=iter(parts), timeout=30)
+        assert r.status_code == 200 and r.request.headers["transfer-encoding"] == "chunked"
+    mitm.stop()
+    assert [r["body"] for r in app.requests] == [big, small]  # the upstream had each whole
+    assert [x["request_body"] for x in mitm.exchanges()] == [big, small]
+    assert "without keeping it" not in mitm.log.read_text()
+
+
 @pytest.fixture
 def early_upstream() -> Iterator[str]:
     """An HTTP/1.1 upstream that answers with its first event as soon as the request's headers are

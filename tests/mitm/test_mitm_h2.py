@@ -39,6 +39,29 @@ def test_an_upstream_reset_is_an_upstream_error(h2_mitm):
     assert (end, body) == ("upstream_error", got) and "INTERNAL_ERROR" in error
 
 
+def test_an_upstream_cancelling_its_stream_is_an_upstream_error_not_a_client_gone(h2_mitm):
+    """A CANCEL reset is how a client gives its stream up (RFC 9113 8.7), but an upstream may send
+    one too (an engine aborting a request), its client still connected: mitmproxy words both
+    alike, and this one was recorded as the client's."""
+    mitm, port = h2_mitm
+    got = h2_stream(port, "/v1/chat/completions?n=2&then=cancel")
+    end, error, _, body = _ending(mitm)
+    assert (end, body) == ("upstream_error", got) and "CANCEL" in error
+
+
+def test_through_a_regular_proxy_a_cancel_is_told_by_its_side_too(start_mitm, h2_upstream):
+    """In a CONNECT tunnel mitmproxy's stream lies deeper in its layers: both sides still told."""
+    mitm = start_mitm("--set", "ssl_insecure=true", "--no-telemetry")
+    target = h2_upstream.removeprefix("https://")
+    h2_stream(mitm.port, "/v1/chat/completions?n=2&then=cancel", connect=target)
+    h2_stream(mitm.port, "/v1/chat/completions?n=50&then=hold", events=2, how="cancel", connect=target)
+    mitm.stop()
+    assert [(x["http_version"], x["end"]) for x in mitm.exchanges()] == [
+        ("2.0", "upstream_error"),
+        ("2.0", "client_disconnected"),
+    ]
+
+
 def test_an_upstream_reset_after_the_end_marker_is_an_upstream_error_not_a_client_gone(h2_mitm):
     mitm, port = h2_mitm
     got = h2_stream(port, "/v1/chat/completions?n=2&then=done-reset")
