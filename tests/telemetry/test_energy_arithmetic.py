@@ -247,6 +247,41 @@ def test_two_recorders_rounds_out_of_order_are_no_counter_reset(tmp_path: Path) 
     assert g["energy"]["idle_watts"] == pytest.approx(300, rel=0.02)
 
 
+def engine_counters(offset: float) -> list[Sample]:
+    """One engine's counters as a recorder scraping it every second reads them, ``offset`` ms after
+    the engine's own clock: 2 preemptions a second, 40 prefix cache hits of 100 queries."""
+    ts = [offset + t for t in range(0, 4001, 1000)]
+    return [
+        *counter("vllm:num_preemptions_total", ENGINE, *((t, 7 + 0.002 * t) for t in ts), source="engine"),
+        *counter("vllm:prefix_cache_hits_total", ENGINE, *((t, 0.04 * t) for t in ts), source="engine"),
+        *counter("vllm:prefix_cache_queries_total", ENGINE, *((t, 0.1 * t) for t in ts), source="engine"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("second", "engines"),
+    [
+        ({}, 1),  # a second proxy in front of the same engine: the same counters, read again
+        ({"upstream": "http://localhost:8080/"}, 1),  # the same engine by another loopback name
+        ({"upstream": "http://127.0.0.1:8081"}, 2),  # another engine on this machine
+        ({"host": "other-machine"}, 2),  # another machine's own 127.0.0.1:8080
+        ({"upstream": "http://gpu-1:8000"}, 2),  # a remote engine
+    ],
+)
+def test_engine_counters_two_recorders_scraped_from_one_engine_count_once(
+    tmp_path: Path, second: dict[str, Any], engines: int
+) -> None:
+    base = time.time() + 5  # one wall clock for both captures
+    busy = [(500, 3500)]
+    x = run(tmp_path / "proxy-x", busy, engine_counters(0), base=base)
+    y = run(tmp_path / "proxy-y", busy, engine_counters(300), base=base, **second)  # its rounds 300 ms after x's
+    (g,) = groups([x, y], tmp_path, by=("model",))
+    assert g["engine_state"]["preemptions"] == pytest.approx(engines * 0.002 * 3000)  # 6 an engine, over 3 s
+    assert g["engine_state"]["prefix_cache_hit_rate"] == pytest.approx(0.4)
+    alone = [groups([p], tmp_path / p.name)[0]["engine_state"]["preemptions"] for p in (x, y)]
+    assert alone == pytest.approx([6.0, 6.0])
+
+
 def test_a_group_partly_measured_divides_by_the_measured_requests_only(tmp_path: Path) -> None:
     measured = run(tmp_path / "host-1", [(0, 4000)], power(GPU0, 300.0), host="host-1")
     dark = run(tmp_path / "host-2", [(0, 4000)], [], host="host-2")  # another machine, no telemetry
