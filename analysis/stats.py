@@ -9,14 +9,17 @@ milliseconds; percentiles interpolate linearly (DuckDB's ``quantile_cont``).
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Sequence
 from typing import Any
 
+from infertap.capture.info import recorder_running
 from infertap.telemetry.series import merged
 
 from .energy import Telemetry
 from .errors import AnalysisError
 from .groupings import GROUPINGS
+from .machines import hostname
 from .store import Analysis
 from .workload_identity import group_identities
 
@@ -123,7 +126,14 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
             group["workload"]["identity"] = identities.get(tuple(group["key"][n] for n in q.names))
     finally:
         q.close()
-    return {"by": list(by), "captures": capture_info(analysis), "engines": engines(analysis), "groups": groups}
+    captures = capture_info(analysis)
+    return {
+        "by": list(by),
+        "captures": captures,
+        "engines": engines(analysis),
+        "groups": groups,
+        "warnings": live_warnings(captures),
+    }
 
 
 #: One aspect's rows per group key (see _Query.rows).
@@ -326,13 +336,44 @@ def _workload(requests: int, w: list[Any], by_source: dict[str, int], prefix: li
 
 
 def capture_info(analysis: Analysis) -> list[dict[str, Any]]:
-    """Each loaded capture: id, segments, clean close and torn tails (their data is used)."""
+    """Each loaded capture: id, segments, clean close and torn tails (their data is used), and
+    whether it is still being written: ``writing``, the pid of a recorder of one of its unclosed
+    runs that still runs on this machine, else ``writing_elsewhere``, the machines that recorded
+    its other unclosed runs (whether those still write can't be told from here)."""
     rows = analysis.query(
-        "SELECT capture, capture_id, segments, records, closed_cleanly, torn FROM captures ORDER BY capture"
+        "SELECT capture, capture_id, segments, records, closed_cleanly, torn, open_runs FROM captures ORDER BY capture"
     ).records()
+    runs: dict[str, list[tuple[Any, ...]]] = {}
+    for capture, run_id, pid, host, wall in analysis.query(
+        "SELECT capture, run_id, pid, host, wall FROM runs ORDER BY wall"
+    ).rows:
+        runs.setdefault(capture, []).append((run_id, pid, hostname(host), wall))
+    here = socket.gethostname()
     for row in rows:
         row["torn"] = json.loads(row["torn"] or "[]")
+        unclosed = set(json.loads(row.pop("open_runs") or "[]"))
+        open_runs = [r for r in runs.get(row["capture"], []) if str(r[0]) in unclosed]
+        alive = [pid for _, pid, host, wall in open_runs if recorder_running(pid, host, wall) is not None]
+        row["writing"] = alive[-1] if alive else None
+        row["writing_elsewhere"] = sorted({host for _, _, host, _ in open_runs if host and host != here}) if not alive else []
     return rows
+
+
+def live_warnings(captures: list[dict[str, Any]]) -> list[str]:
+    """What a capture still being written leaves out of every figure, said per capture."""
+    out = []
+    for c in captures:
+        if c["writing"] is not None:
+            out.append(
+                f"{c['capture']} is still being written (its recorder, pid {c['writing']}, runs on this machine): "
+                "these figures are of what it held when read; exchanges in flight then, and later ones, are in none of them"
+            )
+        elif c["writing_elsewhere"]:
+            out.append(
+                f"{c['capture']} is not closed and was recorded on {', '.join(c['writing_elsewhere'])}, not this machine: "
+                "if its recorder still runs there, exchanges in flight when it was read are in none of these figures"
+            )
+    return out
 
 
 def engines(analysis: Analysis) -> list[dict[str, Any]]:

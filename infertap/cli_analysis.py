@@ -87,6 +87,8 @@ def stats(captures: tuple[str, ...], as_json: bool, by: tuple[str, ...], cache_d
         from .analysis import speed_stats
 
         result = speed_stats(analysis, by)
+    for warning in result["warnings"]:
+        _warn(warning)
     if as_json:
         click.echo(json.dumps(jsonable(result), indent=2, default=str, allow_nan=False))
     else:
