@@ -216,8 +216,9 @@ def test_an_exporter_on_another_domains_machine_of_the_same_short_name_is_not_th
 def test_two_recorders_on_one_machine_count_its_gpus_once(tmp_path: Path) -> None:
     gpus = [*counter("gpu_energy_joules", GPU0, *((t, 1e6 + 0.3 * t) for t in range(0, 4001, 250)))]
     gpus += counter("gpu_energy_joules", GPU1, *((t, 2e6 + 0.1 * t) for t in range(0, 4001, 250)))
-    x = run(tmp_path / "recorder-x", [(0, 4000)], gpus)
-    y = run(tmp_path / "recorder-y", [(0, 4000)], gpus)  # a moment later: the same two GPUs, read again
+    base = time.time() + 5  # one wall clock for both: the time writing x took (seconds, on a loaded machine) no part of the span
+    x = run(tmp_path / "recorder-x", [(0, 4000)], gpus, base=base)
+    y = run(tmp_path / "recorder-y", [(0, 4000)], gpus, base=base)  # the same two GPUs, read again
     (g,) = groups([x, y], tmp_path, by=("model",))
     assert g["energy"]["devices"] == 2
     assert g["energy"]["joules"] == pytest.approx(300 * 4 + 100 * 4, rel=0.02)  # not twice that
