@@ -23,7 +23,9 @@ request and token are then of the measured captures' requests alone, and ``measu
 share that is. A counter that goes down was reset (a driver reload, an engine restart, RAPL's
 wrap) and counts from zero after it, as Prometheus's ``increase`` counts. A device sampled by
 several captures keeps each capture's series apart (``series.joined``): resets are found within
-one capture's own samples only, never between two recorders' rounds.
+one capture's own samples only, never between two recorders' rounds. So does an engine counter
+(preemptions, prefix cache hits) that several recorders scraped from one engine (one URL, a
+loopback one on one machine): it is counted once; two engines' add.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from infertap.telemetry.series import (
     summed,
 )
 
-from .machines import Engine, device_key, engine_of, hostname, on_engine
+from .machines import Engine, device_key, engine_of, hostname, on_engine, scraped
 from .store import Analysis
 
 #: Energy sources, best first: (telemetry name, kind, scale to joules or watts, what the result says).
@@ -101,25 +103,31 @@ class Telemetry:
         names = [s[0] for s in SOURCES] + state
         placeholders = ", ".join("?" for _ in names)
         rows = analysis.sql(
-            f"SELECT t.capture, t.source, t.name, t.device, t.labels, t.wall_ns, t.value, r.host FROM telemetry t "
+            f"SELECT t.capture, t.source, t.name, t.device, t.labels, t.wall_ns, t.value, r.host, t.run_id FROM telemetry t "
             f"LEFT JOIN runs r ON r.capture = t.capture AND r.run_id = t.run_id "
             f"WHERE t.name IN ({placeholders}) AND t.value IS NOT NULL ORDER BY t.wall_ns",
             names,
         ).fetchall()
-        # Engine state: capture -> name -> label set -> samples.
-        self.series: dict[str, dict[str, dict[str, _Series]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+        runs = _scraped(analysis) if any(row[1] == "engine" for row in rows) else {}
+        # Engine state: name -> (engine, label set) -> capture -> samples. The engine is the one its
+        # run scraped, so that two recorders of one engine are two series of one counter.
+        self.series: dict[str, dict[tuple[str, str], dict[str, _Series]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(list))
+        )
         # Power: capture -> (machine, assumed, device) -> name -> samples; ``assumed``: the machine is the recorder's.
         self.power: dict[str, dict[tuple[str, bool, str], dict[str, _Series]]] = defaultdict(
             lambda: defaultdict(lambda: defaultdict(list))
         )
-        for capture, source, name, device, labels, wall_ns, value, host in rows:
+        for capture, source, name, device, labels, wall_ns, value, host, run_id in rows:
             if name in _SOURCE:
                 key = device_key(source, device, labels, host)
                 if name == "host_rapl_energy_joules" and not is_package(key[2]):
                     continue  # psys, the whole platform with the packages in it (earlier captures have it)
                 self.power[capture][key][name].append((wall_ns, value))
             else:
-                self.series[capture][name][str(labels)].append((wall_ns, value))
+                # An exporter's URL is not recorded: its series are each capture's own.
+                engine = runs.get((capture, run_id)) if source == "engine" else None
+                self.series[name][(engine or f"{source} of {capture}", str(labels))][capture].append((wall_ns, value))
         self.reach: dict[int, int] = {}
         self._engines: dict[str, Engine] | None = None
         self._spans_ready = False
@@ -364,26 +372,40 @@ class Telemetry:
         }
         return state if any(v is not None for v in state.values()) else None
 
-    def _pick(self, captures: Sequence[str], names: Sequence[str]) -> tuple[str, list[tuple[str, _Series]]]:
-        for name in names:  # the first name any capture has: one engine family's
-            found = [(c, s) for c in captures for s in self.series.get(c, {}).get(name, {}).values()]
+    def _pick(self, captures: Sequence[str], names: Sequence[str]) -> tuple[str, dict[tuple[str, str], dict[str, _Series]]]:
+        """The first name any of ``captures`` has (one engine family's): per (engine, label set), each
+        capture's series of it."""
+        for name in names:
+            found = {
+                key: {c: by_capture[c] for c in captures if c in by_capture}
+                for key, by_capture in self.series.get(name, {}).items()
+            }
+            found = {key: series for key, series in found.items() if series}
             if found:
                 return name, found
-        return "", []
+        return "", {}
 
     def _peak(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
         """The highest reading over the span, each scrape's series read as one (``load.per_scrape``)."""
         name, found = self._pick(captures, names)
-        scrapes: dict[tuple[str, int], list[float]] = defaultdict(list)
-        for capture, samples in found:
-            for t, v in samples:
-                if first <= t <= last:
-                    scrapes[(capture, t)].append(v)
+        scrapes: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+        for (engine, _), by_capture in found.items():
+            for capture, samples in by_capture.items():
+                for t, v in samples:
+                    if first <= t <= last:
+                        scrapes[(engine, capture, t)].append(v)
         return max(load.per_scrape(name, values) for values in scrapes.values()) if scrapes else None
 
     def _delta(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
-        series = [s for _, s in self._pick(captures, names)[1] if self._reaches(s, (first, last))]
-        return sum(increase(s, first, last) for s in series) if series else None
+        """A counter's increase over the span, each engine's counted once: where several recorders
+        scraped one engine, each stretch is read from one of their series (``series.joined``), as a
+        device several captures sampled is; different engines add."""
+        total: float | None = None
+        for by_capture in self._pick(captures, names)[1].values():
+            series = [s for s in by_capture.values() if self._reaches(s, (first, last))]
+            if series:
+                total = (total or 0.0) + sum(increase(series[k], *piece) for k, piece in joined(series, first, last))
+        return total
 
 
 @dataclass
@@ -396,6 +418,19 @@ class _Part:
     known_ok: int
     known_tokens: int
     sessions: set[tuple[str, str]]
+
+
+def _scraped(analysis: Analysis) -> dict[tuple[str, str], str | None]:
+    """The engine whose ``/metrics`` each run scraped (``machines.scraped``): its recorder's
+    upstream (``record``), else its engine snapshot's URL (a replay's target), else the one upstream
+    its exchanges went to."""
+    rows = analysis.sql(
+        "SELECT r.capture, r.run_id, r.host, coalesce(r.upstream, "
+        "(SELECT arg_max(e.url, coalesce(e.wall, -1e300)) FROM engines e WHERE e.capture = r.capture AND e.run_id = r.run_id), "
+        "(SELECT CASE WHEN count(DISTINCT x.upstream) = 1 THEN any_value(x.upstream) END FROM exchanges x "
+        "WHERE x.capture = r.capture AND x.run_id = r.run_id)) FROM runs r"
+    ).fetchall()
+    return {(capture, run_id): scraped(url, hostname(host)) for capture, run_id, host, url in rows}
 
 
 def _unknown(why: str) -> dict[str, Any]:

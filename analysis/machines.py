@@ -62,6 +62,24 @@ def engine_of(snapshot: str | None, upstreams: list[str], recorders: set[str]) -
     return Engine(frozenset(names))
 
 
+def scraped(url: str | None, recorder_host: str | None) -> str | None:
+    """Which engine a run's ``/metrics`` samples came from, as one name for every recorder that
+    scraped it: its URL's scheme, host, port and path (a loopback one on the recording machine,
+    named by that machine: two machines' own 127.0.0.1:8080 are two engines); None when unknown."""
+    if not url:
+        return None
+    parts = url_parts(url)
+    if not parts.hostname:
+        return None
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    host = parts.hostname.lower()
+    if engine_is_local(url):
+        if not recorder_host:
+            return None
+        host = f"loopback of {recorder_host.lower()}"
+    return f"{parts.scheme.lower()}://{host}:{port}{parts.path.rstrip('/')}"
+
+
 def _url_host(url: str) -> str:
     return (url_parts(url).hostname or "").lower()  # an old capture's "user:[REDACTED]@" too
 
@@ -97,4 +115,4 @@ def _loads(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-__all__ = ["Engine", "device_key", "engine_of", "hostname", "on_engine"]
+__all__ = ["Engine", "device_key", "engine_of", "hostname", "on_engine", "scraped"]

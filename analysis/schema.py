@@ -41,6 +41,7 @@ CAPTURES = _schema(
     ("records", I64),
     ("closed_cleanly", B),
     ("torn", S),  # torn: JSON list of the torn-tail warnings
+    ("open_runs", S),  # JSON list of the run ids with no final footer: killed, or still being written
 )
 
 RUNS = _schema(
@@ -53,6 +54,7 @@ RUNS = _schema(
     ("upstream", S),
     ("labels", S),
     ("host", S),  # JSON
+    ("pid", I64),  # the recorder's process, on the host's machine: whether it still writes the run
 )
 
 EXCHANGES = _schema(

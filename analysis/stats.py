@@ -9,12 +9,17 @@ milliseconds; percentiles interpolate linearly (DuckDB's ``quantile_cont``).
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Sequence
 from typing import Any
+
+from infertap.capture.info import recorder_running
+from infertap.telemetry.series import merged
 
 from .energy import Telemetry
 from .errors import AnalysisError
 from .groupings import GROUPINGS
+from .machines import hostname
 from .store import Analysis
 from .workload_identity import group_identities
 
@@ -24,7 +29,7 @@ from .workload_identity import group_identities
 _IMPLIED = {"run": ("capture",), "session": ("capture",)}
 #: The metrics columns the statistics read.
 _COLUMNS = (
-    "capture, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
+    "capture, run_id, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
     "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
     "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
     "prefix_unit, prefix_shared, prefix_length, streamed, readable, finish_reason, tool_calls, session, turn, think_ns, "
@@ -121,7 +126,14 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
             group["workload"]["identity"] = identities.get(tuple(group["key"][n] for n in q.names))
     finally:
         q.close()
-    return {"by": list(by), "captures": capture_info(analysis), "engines": engines(analysis), "groups": groups}
+    captures = capture_info(analysis)
+    return {
+        "by": list(by),
+        "captures": captures,
+        "engines": engines(analysis),
+        "groups": groups,
+        "warnings": live_warnings(captures),
+    }
 
 
 #: One aspect's rows per group key (see _Query.rows).
@@ -181,6 +193,7 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             "histogram(prompt_tokens_source), histogram(cached_tokens_source)"
         ),
         "where": q.rows("list(DISTINCT capture), count(DISTINCT capture || chr(0) || session)"),
+        "runs": q.rows("min(sent_wall_ns), max(end_wall_ns)", extra_group="capture, run_id"),
         "refused": q.rows("count(*)", source=q.refused),
         "prefix": q.rows(
             "prefix_unit, count(*), sum(prefix_shared), sum(prefix_length), avg(prefix_shared)",
@@ -204,6 +217,7 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
     requests, ok, first, last, busy, out_tokens, chunk_tokens, token_chunks, recorder, server_src, whole, streamed = row[:12]
     values = row[12:]
     span_s = (last - first) / 1e9 if first is not None and last is not None else None
+    active_s, runs = _active(aspects["runs"][key])
     [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
     finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted = aspects["answers"][key][0]
     sources = aspects["sources"].get(key, [])
@@ -221,6 +235,9 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
         "errors": requests - ok,
         "error_rate": (requests - ok) / requests if requests else None,
         "span_s": span_s,
+        # Rates and mean concurrency are over the time its runs were active, not the gaps between them.
+        "active_s": active_s,
+        "runs": runs,
         "metrics": _latencies(values, itl_row),
         # ttft of a body not streamed is the time to all of it: said apart where both kinds are in a group.
         "ttft_kinds": {"streamed": streamed, "whole_body": whole},
@@ -232,13 +249,13 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
         "tokens_per_chunk": _ratio(chunk_tokens, token_chunks),
         "output_tokens_source": _histogram([source[:2] for source in sources]),
         "throughput": {
-            "requests_per_s": _ratio(ok, span_s),
+            "requests_per_s": _ratio(ok, active_s),
             # Of the answers whose tokens were counted: none, when no answer's were.
-            "output_tokens_per_s": _ratio(out_tokens, span_s) if out_tokens is not None else None,
+            "output_tokens_per_s": _ratio(out_tokens, active_s) if out_tokens is not None else None,
             "output_tokens_source": _one_source(by_source),
             "output_tokens_unknown": uncounted,  # answers of no count: a body not streamed, with no usage
         },
-        "concurrency": {"mean": _ratio(busy / 1e9 if busy is not None else None, span_s), "max": aspects["peak"][key][0][0]},
+        "concurrency": {"mean": _ratio(busy / 1e9 if busy is not None else None, active_s), "max": aspects["peak"][key][0][0]},
         "server_timings": {
             "source": server_src,
             **{name: _dist(*_triple(values, len(LATENCIES) + i), 1.0) for i, name in enumerate(SERVER)},
@@ -247,6 +264,15 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
         **power,
         **session,
     }
+
+
+def _active(runs: list[list[Any]]) -> tuple[float | None, int]:
+    """The time a group's runs were active, in s, and how many runs it spans: each run's part of the
+    group (its first send to its last end there), parts that overlap joined (shards sent side by
+    side), so that the idle time between runs read together (a replay appended an hour later) is no
+    part of its rates, as each benchmark run of vLLM's or GuideLLM's is timed on its own."""
+    spans = merged((lo, hi) for lo, hi in runs if lo is not None and hi is not None)
+    return (sum(hi - lo for lo, hi in spans) / 1e9 if spans else None), len(runs)
 
 
 def _session(row: list[Any], span_s: float | None, busy_ns: int | None, energy: dict[str, Any] | None) -> dict[str, Any]:
@@ -310,13 +336,44 @@ def _workload(requests: int, w: list[Any], by_source: dict[str, int], prefix: li
 
 
 def capture_info(analysis: Analysis) -> list[dict[str, Any]]:
-    """Each loaded capture: id, segments, clean close and torn tails (their data is used)."""
+    """Each loaded capture: id, segments, clean close and torn tails (their data is used), and
+    whether it is still being written: ``writing``, the pid of a recorder of one of its unclosed
+    runs that still runs on this machine, else ``writing_elsewhere``, the machines that recorded
+    its other unclosed runs (whether those still write can't be told from here)."""
     rows = analysis.query(
-        "SELECT capture, capture_id, segments, records, closed_cleanly, torn FROM captures ORDER BY capture"
+        "SELECT capture, capture_id, segments, records, closed_cleanly, torn, open_runs FROM captures ORDER BY capture"
     ).records()
+    runs: dict[str, list[tuple[Any, ...]]] = {}
+    for capture, run_id, pid, host, wall in analysis.query(
+        "SELECT capture, run_id, pid, host, wall FROM runs ORDER BY wall"
+    ).rows:
+        runs.setdefault(capture, []).append((run_id, pid, hostname(host), wall))
+    here = socket.gethostname()
     for row in rows:
         row["torn"] = json.loads(row["torn"] or "[]")
+        unclosed = set(json.loads(row.pop("open_runs") or "[]"))
+        open_runs = [r for r in runs.get(row["capture"], []) if str(r[0]) in unclosed]
+        alive = [pid for _, pid, host, wall in open_runs if recorder_running(pid, host, wall) is not None]
+        row["writing"] = alive[-1] if alive else None
+        row["writing_elsewhere"] = sorted({host for _, _, host, _ in open_runs if host and host != here}) if not alive else []
     return rows
+
+
+def live_warnings(captures: list[dict[str, Any]]) -> list[str]:
+    """What a capture still being written leaves out of every figure, said per capture."""
+    out = []
+    for c in captures:
+        if c["writing"] is not None:
+            out.append(
+                f"{c['capture']} is still being written (its recorder, pid {c['writing']}, runs on this machine): "
+                "these figures are of what it held when read; exchanges in flight then, and later ones, are in none of them"
+            )
+        elif c["writing_elsewhere"]:
+            out.append(
+                f"{c['capture']} is not closed and was recorded on {', '.join(c['writing_elsewhere'])}, not this machine: "
+                "if its recorder still runs there, exchanges in flight when it was read are in none of these figures"
+            )
+    return out
 
 
 def engines(analysis: Analysis) -> list[dict[str, Any]]:

@@ -87,6 +87,8 @@ def stats(captures: tuple[str, ...], as_json: bool, by: tuple[str, ...], cache_d
         from .analysis import speed_stats
 
         result = speed_stats(analysis, by)
+    for warning in result["warnings"]:
+        _warn(warning)
     if as_json:
         click.echo(json.dumps(jsonable(result), indent=2, default=str, allow_nan=False))
     else:
@@ -210,12 +212,22 @@ def _print_throughput(group: dict[str, Any]) -> None:
     tp, cc = group["throughput"], group["concurrency"]
     _out(
         f"  requests {group['requests']}, ok {group['ok']}, error_rate {_pct(group['error_rate'])}, "
-        f"over {_num(group['span_s'], 2)} s"
+        + _over(group)
         + (f"; {group['refused']} more refused by infertap, never sent (counted in none of these)" if group["refused"] else "")
     )
     _out(
         f"  requests_per_s {_num(tp['requests_per_s'], 2)}, output_tokens_per_s {_num(tp['output_tokens_per_s'], 1)}, "
         f"concurrency_mean {_num(cc['mean'], 2)}, concurrency_max {_num(cc['max'])}"
+    )
+
+
+def _over(group: dict[str, Any]) -> str:
+    """The time the rates are over: a group of several runs is timed over their active time only."""
+    if group["runs"] < 2:
+        return f"over {_num(group['span_s'], 2)} s"
+    return (
+        f"over {_num(group['active_s'], 2)} s active in {group['runs']} runs ({_num(group['span_s'], 2)} s from the "
+        "first send to the last end; rates and concurrency_mean leave out the time between runs)"
     )
 
 

@@ -99,8 +99,13 @@ def _writer_alive(tally: _Tally) -> int | None:
 
 
 def _alive(run: dict[str, Any]) -> int | None:
-    pid = (run["recorder"] or {}).get("pid")
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or run["host"].get("hostname") != socket.gethostname():
+    return recorder_running((run["recorder"] or {}).get("pid"), run["host"].get("hostname"), run["wall"])
+
+
+def recorder_running(pid: Any, hostname: Any, wall: Any) -> int | None:
+    """``pid`` when the recorder a run's header names (its pid, machine and start) still runs on
+    this machine; None when it ended, or runs elsewhere, or can't be told."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or hostname != socket.gethostname():
         return None
     import psutil
 
@@ -110,7 +115,6 @@ def _alive(run: dict[str, Any]) -> int | None:
         return pid  # another user's process: it runs
     except psutil.Error:
         return None
-    wall = run["wall"]
     # A process that started after the run did is another one that got the pid since.
     return pid if not isinstance(wall, (int, float)) or started <= wall + 1.0 else None
 

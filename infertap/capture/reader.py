@@ -68,8 +68,8 @@ class CaptureReader:
     """Streams the records of a capture in write order.
 
     After iterating, ``torn`` lists the damage found, torn tails and gaps (``Gap``: records missing
-    between segments of a capture directory), and ``closed_cleanly`` says whether every run ended
-    with its final footer.
+    between segments of a capture directory), ``closed_cleanly`` says whether every run ended
+    with its final footer, and ``open_runs`` names the runs that did not (killed, or still writing).
     """
 
     def __init__(self, path: str | os.PathLike[str], sizes: Mapping[str, int] | None = None) -> None:
@@ -94,6 +94,7 @@ class CaptureReader:
             self.segments = [s for s in self.segments if str(s) in self.sizes]
         self.torn: list[TornTail] = []
         self.closed_cleanly = False
+        self.open_runs: set[Any] = set()
         self._decompressors: dict[BlockRef | None, zstandard.ZstdDecompressor] = {}  # read_block's, by dictionary
         self._block_offset = 0  # of the block whose records are being read, and its segment's size
         self._segment_size = 0
@@ -268,6 +269,7 @@ class _Closing:
         self.run: Any = None
         self.open: set[Any] = set()
         reader.closed_cleanly = False
+        reader.open_runs = self.open
 
     def see(self, record: dict[str, Any]) -> None:
         rtype = record.get("type")

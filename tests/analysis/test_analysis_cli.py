@@ -5,16 +5,23 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
+from unittest import mock
 
 import duckdb
 import pytest
 from click.testing import CliRunner, Result
 
+from infertap.capture.hostfacts import host_facts
 from infertap.capture.segments import segment_paths
+from infertap.capture.writer import CaptureWriter
 from infertap.cli import cli
-from tests.analysis_builders import MS, body, event, exchange, sse, write_capture
+from tests.analysis_builders import MS, RECORDER, body, event, exchange, sse, write_capture
 
 
 @pytest.fixture
@@ -380,3 +387,46 @@ def test_a_capture_whose_path_is_not_utf8_is_refused_clearly(cap: Path, tmp_path
     assert bad.exit_code == 1 and "path is not UTF-8" in bad.stderr and "odd\\xff" in bad.stderr, bad.stderr
     assert "Traceback" not in bad.stderr and "Traceback" not in bad.stdout
     assert ok(run("stats", str(cap))).exit_code == 0
+
+
+def test_stats_says_a_capture_is_still_being_written_and_still_gives_its_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    done = exchange("done", chunks=[(10, sse(event("a"), event(finish="stop", usage={"completion_tokens": 1})))])
+    # A recorder that runs (this process: its pid, this machine, started before the run) and has
+    # written one exchange so far.
+    writer = CaptureWriter(tmp_path / "live", recorder={**RECORDER, "pid": os.getpid()}).open()
+    try:
+        writer.write(done)
+        deadline = time.monotonic() + 30  # written within the flush window (5 ms)
+        while json.loads(ok(run("info", str(tmp_path / "live"), "--json")).stdout)["exchanges"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        live = ok(run("stats", str(tmp_path / "live"), "--json"))
+        text = ok(run("stats", str(tmp_path / "live")))
+    finally:
+        writer.close()
+    said = f"{tmp_path / 'live'} is still being written (its recorder, pid {os.getpid()}, runs on this machine)"
+    result = json.loads(live.stdout)
+    assert result["groups"][0]["requests"] == 1  # not refused: the figures of what it holds
+    assert [said in w for w in result["warnings"]] == [True] and result["captures"][0]["writing"] == os.getpid()
+    assert "warning: " + said in " ".join(live.stderr.split()) and "warning: " + said in " ".join(text.stderr.split())
+    # Closed: nothing to say.
+    closed = ok(run("stats", str(tmp_path / "live"), "--json"))
+    assert closed.stderr == "" and json.loads(closed.stdout)["warnings"] == []
+    assert json.loads(closed.stdout)["captures"][0]["writing"] is None
+    # A recorder killed without closing it (its pid names no process now): complete as it is.
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    for name, recorder, host, says in (
+        ("killed", {**RECORDER, "pid": int(gone.stdout)}, None, None),
+        ("elsewhere", {**RECORDER, "pid": os.getpid()}, "gpu-box-7", "is not closed and was recorded on gpu-box-7"),
+    ):
+        facts = {**host_facts(), **({"hostname": host} if host else {})}
+        with mock.patch("infertap.capture.writer.host_facts", lambda facts=facts: facts):
+            cap = write_capture(tmp_path / name, [done], recorder=recorder)
+        (seg,) = segment_paths(cap)
+        seg.write_bytes(seg.read_bytes()[:-3])  # no footer
+        result = json.loads(ok(run("stats", str(cap), "--json")).stdout)
+        assert result["captures"][0]["closed_cleanly"] is False and result["captures"][0]["writing"] is None
+        assert [says in w for w in result["warnings"]] == ([True] if says else []), result["warnings"]

@@ -13,11 +13,13 @@ import pytest
 from tests.extras import needs
 
 needs("hypothesis", "dev")
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
 from infertap.analysis import Analysis, AnalysisError, speed_stats
 from infertap.analysis.prefix import PrefixIndex, common_prefix, longest_earlier_prefixes
+from infertap.cli import cli
 from tests.analysis_builders import JSON_HEADERS, body, enrichment, event, exchange, sse, write_capture
 
 
@@ -430,3 +432,43 @@ def test_a_request_infertap_refused_is_in_no_figure_and_said(tmp_path: Path) -> 
     path = write_capture(tmp_path / "cli", [*sent, failed, refused])
     out = CliRunner().invoke(cli, ["stats", str(path)], env={"INFERTAP_CACHE": str(tmp_path / "cache-cli")}).output
     assert "1 more refused by infertap, never sent" in out
+
+
+HOUR_MS = 3_600_000
+
+
+def test_a_group_of_runs_an_hour_apart_is_timed_over_its_runs_not_the_hour_between(tmp_path: Path) -> None:
+    path = write_capture(
+        tmp_path / "cap",
+        [
+            exchange("a1", sent_ms=0, end_ms=1000, chunks=usage_chunks(10, 900, 5)),
+            exchange("a2", sent_ms=1000, end_ms=1000, chunks=usage_chunks(10, 900, 7)),
+        ],
+    )
+    # Recorded again into it (a replay appended) an hour later: a second run, [0, 1] s of its own.
+    write_capture(path, [exchange("b1", sent_ms=HOUR_MS, end_ms=1000, chunks=usage_chunks(10, 900, 9))])
+    with Analysis([path], cache_dir=tmp_path / "cache") as a:
+        [g] = speed_stats(a, ["model"])["groups"]
+        first, second = speed_stats(a, ["run"])["groups"]
+    assert g["runs"] == 2 and g["span_s"] > 3600  # the span runs over the hour...
+    assert g["active_s"] == pytest.approx(first["active_s"] + second["active_s"]) == pytest.approx(2.0 + 1.0, abs=0.01)
+    assert g["throughput"]["requests_per_s"] == pytest.approx(3 / g["active_s"])  # ...the rates don't
+    assert g["throughput"]["output_tokens_per_s"] == pytest.approx((5 + 7 + 9) / g["active_s"])
+    assert g["concurrency"]["mean"] == pytest.approx(3.0 / g["active_s"])
+    # Each run alone: its own span, whole.
+    assert (first["runs"], first["active_s"], second["runs"]) == (1, first["span_s"], 1)
+    assert first["throughput"]["requests_per_s"] == pytest.approx(2 / first["span_s"])
+    printed = CliRunner().invoke(cli, ["stats", str(path), "--by", "model", "--cache-dir", str(tmp_path / "cache")])
+    assert printed.exit_code == 0, printed.output
+    assert f"over {g['active_s']:,.2f} s active in 2 runs ({g['span_s']:,.2f} s from the first send" in printed.output
+
+
+def test_runs_sent_side_by_side_are_timed_over_their_common_span(tmp_path: Path) -> None:
+    # Two recorders (shards) in front of one engine at once: their spans overlap, so the group's
+    # active time is its span, not the sum of theirs (which would halve its rates).
+    a = write_capture(tmp_path / "a", [exchange("a", sent_ms=0, end_ms=2000, chunks=usage_chunks(10, 900, 5))])
+    b = write_capture(tmp_path / "b", [exchange("b", sent_ms=0, end_ms=2000, chunks=usage_chunks(10, 900, 5))])
+    with Analysis([a, b], cache_dir=tmp_path / "cache") as analysis:
+        [g] = speed_stats(analysis, ["model"])["groups"]
+    assert g["runs"] == 2 and g["active_s"] == pytest.approx(g["span_s"]) and g["span_s"] < 3.0
+    assert g["throughput"]["requests_per_s"] == pytest.approx(2 / g["span_s"])

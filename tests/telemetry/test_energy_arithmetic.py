@@ -216,8 +216,9 @@ def test_an_exporter_on_another_domains_machine_of_the_same_short_name_is_not_th
 def test_two_recorders_on_one_machine_count_its_gpus_once(tmp_path: Path) -> None:
     gpus = [*counter("gpu_energy_joules", GPU0, *((t, 1e6 + 0.3 * t) for t in range(0, 4001, 250)))]
     gpus += counter("gpu_energy_joules", GPU1, *((t, 2e6 + 0.1 * t) for t in range(0, 4001, 250)))
-    x = run(tmp_path / "recorder-x", [(0, 4000)], gpus)
-    y = run(tmp_path / "recorder-y", [(0, 4000)], gpus)  # a moment later: the same two GPUs, read again
+    base = time.time() + 5  # one wall clock for both: the time writing x took (seconds, on a loaded machine) no part of the span
+    x = run(tmp_path / "recorder-x", [(0, 4000)], gpus, base=base)
+    y = run(tmp_path / "recorder-y", [(0, 4000)], gpus, base=base)  # the same two GPUs, read again
     (g,) = groups([x, y], tmp_path, by=("model",))
     assert g["energy"]["devices"] == 2
     assert g["energy"]["joules"] == pytest.approx(300 * 4 + 100 * 4, rel=0.02)  # not twice that
@@ -245,6 +246,41 @@ def test_two_recorders_rounds_out_of_order_are_no_counter_reset(tmp_path: Path) 
     assert g["energy"]["devices"] == 1
     assert g["energy"]["joules"] == pytest.approx(300 * 4, rel=0.01)  # not a million joules per inverted pair
     assert g["energy"]["idle_watts"] == pytest.approx(300, rel=0.02)
+
+
+def engine_counters(offset: float) -> list[Sample]:
+    """One engine's counters as a recorder scraping it every second reads them, ``offset`` ms after
+    the engine's own clock: 2 preemptions a second, 40 prefix cache hits of 100 queries."""
+    ts = [offset + t for t in range(0, 4001, 1000)]
+    return [
+        *counter("vllm:num_preemptions_total", ENGINE, *((t, 7 + 0.002 * t) for t in ts), source="engine"),
+        *counter("vllm:prefix_cache_hits_total", ENGINE, *((t, 0.04 * t) for t in ts), source="engine"),
+        *counter("vllm:prefix_cache_queries_total", ENGINE, *((t, 0.1 * t) for t in ts), source="engine"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("second", "engines"),
+    [
+        ({}, 1),  # a second proxy in front of the same engine: the same counters, read again
+        ({"upstream": "http://localhost:8080/"}, 1),  # the same engine by another loopback name
+        ({"upstream": "http://127.0.0.1:8081"}, 2),  # another engine on this machine
+        ({"host": "other-machine"}, 2),  # another machine's own 127.0.0.1:8080
+        ({"upstream": "http://gpu-1:8000"}, 2),  # a remote engine
+    ],
+)
+def test_engine_counters_two_recorders_scraped_from_one_engine_count_once(
+    tmp_path: Path, second: dict[str, Any], engines: int
+) -> None:
+    base = time.time() + 5  # one wall clock for both captures
+    busy = [(500, 3500)]
+    x = run(tmp_path / "proxy-x", busy, engine_counters(0), base=base)
+    y = run(tmp_path / "proxy-y", busy, engine_counters(300), base=base, **second)  # its rounds 300 ms after x's
+    (g,) = groups([x, y], tmp_path, by=("model",))
+    assert g["engine_state"]["preemptions"] == pytest.approx(engines * 0.002 * 3000)  # 6 an engine, over 3 s
+    assert g["engine_state"]["prefix_cache_hit_rate"] == pytest.approx(0.4)
+    alone = [groups([p], tmp_path / p.name)[0]["engine_state"]["preemptions"] for p in (x, y)]
+    assert alone == pytest.approx([6.0, 6.0])
 
 
 def test_a_group_partly_measured_divides_by_the_measured_requests_only(tmp_path: Path) -> None:
