@@ -51,8 +51,9 @@ BATCH_ROWS = 5_000
 #: back, every finish reason said, payloads not read, bytes not UTF-8 and data after the end marker; a
 #: request id only a token with a digit; 10: arguments sent as an object keep digits past a double;
 #: 11: the layout of an answer made of blocks (items), blocks of a type not read, errors beside choices.
-#: 12: the engine configurations a side ran under, each one's, not only its last snapshot.
-SUMMARY_VERSION = 12
+#: 12: the engine configurations a side ran under, each one's, not only its last snapshot; 13: a
+#: completion's prompt of token ids as its JSON (last_user).
+SUMMARY_VERSION = 13
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -20,8 +20,8 @@ from .shapes import (
     as_list,
     as_text,
     canonical_arguments,
-    content_text,
     position,
+    prompt_text,
 )
 
 DURATIONS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count", "eval_duration")
@@ -83,7 +83,7 @@ class OllamaGenerate(OllamaChat):
 
     def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
         system = body.get("system") if isinstance(body.get("system"), str) else None
-        prompt = (Turn("user", content_text(body.get("prompt"))),) if body.get("prompt") is not None else ()
+        prompt = (Turn("user", prompt_text(body.get("prompt"))),) if body.get("prompt") is not None else ()
         return ((Turn("system", system),) if system else ()) + prompt, None, system
 
 
