@@ -70,8 +70,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: document block's cache_control is no part of its turn (a moved cache breakpoint still links);
 #: 28: an integer beyond int64 (a seed of 2**64-1, a usage count of 10**20) read as unknown instead of
 #: failing the decode; 29: a NaN or infinite number (server timings, a sampling setting, a telemetry
-#: sample) unknown; 30: a completion's prompt that is no string (token ids) read as its JSON, not as its texts alone.
-DECODE_VERSION = 30
+#: sample) unknown; 30: a completion's prompt that is no string (token ids) read as its JSON, not as its texts alone;
+#: 31: the images an Ollama message or prompt sends are part of its turn (conversations differing in an image link apart).
+DECODE_VERSION = 31
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
