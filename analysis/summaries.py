@@ -52,8 +52,9 @@ BATCH_ROWS = 5_000
 #: request id only a token with a digit; 10: arguments sent as an object keep digits past a double;
 #: 11: the layout of an answer made of blocks (items), blocks of a type not read, errors beside choices.
 #: 12: the engine configurations a side ran under, each one's, not only its last snapshot; 13: a
-#: completion's prompt of token ids as its JSON (last_user); 14: an Ollama prompt's images in its last_user.
-SUMMARY_VERSION = 14
+#: completion's prompt of token ids as its JSON (last_user); 14: an Ollama prompt's images in its last_user;
+#: 15: an imported answer whose body is not in the file unread with that reason (compare leaves it out).
+SUMMARY_VERSION = 15
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
