@@ -23,6 +23,7 @@ from infertap.apis import (
     decoded_chunks,
     link,
     links_of,
+    not_in_file,
     read_request,
     read_response,
     sessions_of,
@@ -70,8 +71,11 @@ from .schema import ENGINE_FACTS, TABLES
 #: document block's cache_control is no part of its turn (a moved cache breakpoint still links);
 #: 28: an integer beyond int64 (a seed of 2**64-1, a usage count of 10**20) read as unknown instead of
 #: failing the decode; 29: a NaN or infinite number (server timings, a sampling setting, a telemetry
-#: sample) unknown; 30: runs.pid and captures.open_runs (stats says a capture is still being written).
-DECODE_VERSION = 30
+#: sample) unknown; 30: runs.pid and captures.open_runs (stats says a capture is still being written);
+#: 31: a completion's prompt that is no string (token ids) read as its JSON, not as its texts alone;
+#: 32: the images an Ollama message or prompt sends are part of its turn (conversations differing in an image link apart);
+#: 33: an imported answer whose body is not in the file (body_not_in_file) unread with that reason.
+DECODE_VERSION = 33
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -388,7 +392,7 @@ class Decoder:
             parsed, done = stream.output, stream.done
             tokens = self._stream_rows(xid, stream, token_ns)
         else:
-            parsed = read_response(rec) if chunks else Output(request.api, error="no response body")
+            parsed = read_response(rec) if chunks or not_in_file(rec) else Output(request.api, error="no response body")
             done = stream_done(decoded_chunks(rec) or chunks, parsed)
             tokens = self._event_rows(xid, parsed, token_ns)
         if request.generation:

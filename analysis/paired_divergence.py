@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from infertap.apis.read import UNKNOWN
+from infertap.apis.read import NOT_IN_FILE, UNKNOWN
 
 from .configdiff import prompt_diff
 from .divergence import (
@@ -155,13 +155,16 @@ def divergence(
                 d = prompt_diff(ea, eb, distrusted)
                 if d is not None:
                     prompts[d.get("why", "equal") if d.get("equal") is not True else "equal"] += 1
-            if sa.api == sb.api == UNKNOWN.name:
-                # A request no API's adapter reads (a model list, /tokenize, embeddings): no answer to
-                # compare; counted, and listed by path, but neither a match nor a divergence.
+            unknown = sa.api == sb.api == UNKNOWN.name
+            if unknown or NOT_IN_FILE in (sa.parse_error, sb.parse_error):
+                # A request no API's adapter reads (a model list, /tokenize, embeddings), or an answer
+                # imported from a file that doesn't hold it: nothing to compare; counted, and listed
+                # by path, but neither a match nor a divergence.
+                why = "not_compared" if unknown else "not_in_file"
                 read = readability.setdefault(_path_of(sa), Counter())
                 read["pairs"] += 1
-                read["not_compared"] += 1
-                counts["not_compared"] += 1
+                read[why] += 1
+                counts[why] += 1
                 ords.append(ord_)
                 exacts.append(None)
                 ats.append(None)
@@ -200,7 +203,18 @@ def divergence(
         "counts": dict(counts),
         # Per method and path: how many pairs had a body on each side that its API adapter could read.
         "readable": {
-            path: {k: c[k] for k in ("pairs", "read_both", "unreadable_a", "unreadable_b", "not_compared", "partly_unreadable")}
+            path: {
+                k: c[k]
+                for k in (
+                    "pairs",
+                    "read_both",
+                    "unreadable_a",
+                    "unreadable_b",
+                    "not_compared",
+                    "not_in_file",
+                    "partly_unreadable",
+                )
+            }
             for path, c in readability.items()
         },
     }

@@ -13,6 +13,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
+from infertap.apis import NOT_IN_FILE
 from infertap.capture.info import recorder_running
 from infertap.telemetry.series import merged
 
@@ -32,7 +33,7 @@ _COLUMNS = (
     "capture, run_id, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
     "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
     "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
-    "prefix_unit, prefix_shared, prefix_length, streamed, readable, finish_reason, tool_calls, session, turn, think_ns, "
+    'prefix_unit, prefix_shared, prefix_length, streamed, readable, parse_error, status, "end", finish_reason, tool_calls, session, turn, think_ns, '
     "choices, hidden_reasoning_tokens, client_wait_ns"
 )
 #: Per-exchange metrics summarised as distributions: name printed -> (column, scale to the unit).
@@ -136,6 +137,10 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
     }
 
 
+#: An answer the file it was imported from doesn't hold (``body_not_in_file``): unknown, not unreadable
+#: (no adapter was asked to read it).
+_UNSAVED = "parse_error = '" + NOT_IN_FILE.replace("'", "''") + "'"
+
 #: One aspect's rows per group key (see _Query.rows).
 _Rows = dict[tuple[Any, ...], list[Any]]
 
@@ -184,8 +189,9 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
         ),
         "answers": q.rows(
             "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
-            "count(*) FILTER (WHERE NOT readable), count(*) FILTER (WHERE client_wait_ns > 0), max(client_wait_ns), "
-            "count(*) FILTER (WHERE ok AND output_tokens IS NULL)"
+            f"count(*) FILTER (WHERE NOT readable AND {_UNSAVED} IS NOT TRUE), count(*) FILTER (WHERE client_wait_ns > 0), "
+            f"max(client_wait_ns), count(*) FILTER (WHERE ok AND output_tokens IS NULL), count(*) FILTER (WHERE {_UNSAVED}), "
+            f"""count(*) FILTER (WHERE {_UNSAVED} AND status BETWEEN 200 AND 299 AND "end" = 'complete')"""
         ),
         "work": q.rows(
             "sum(prompt_tokens), count(prompt_tokens), sum(output_tokens), count(output_tokens), "
@@ -219,7 +225,10 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
     span_s = (last - first) / 1e9 if first is not None and last is not None else None
     active_s, runs = _active(aspects["runs"][key])
     [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
-    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted = aspects["answers"][key][0]
+    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown = aspects["answers"][key][0]
+    # A 2xx answer that is not in the file it was imported from is neither ok nor an error (one
+    # that failed otherwise, a request the page aborted, is still an error).
+    known = requests - unknown
     sources = aspects["sources"].get(key, [])
     by_source = {str(src): int(total or 0) for src, _, total in sources if src is not None}
     label = dict(zip(q.names, key, strict=True))
@@ -232,8 +241,9 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
         "requests": requests,
         "refused": aspects["refused"].get(key, [[0]])[0][0],  # never sent: in no figure (``requests`` included)
         "ok": ok,
-        "errors": requests - ok,
-        "error_rate": (requests - ok) / requests if requests else None,
+        "errors": known - ok,
+        "error_rate": (known - ok) / known if known else None,
+        "not_in_file": unsaved,
         "span_s": span_s,
         # Rates and mean concurrency are over the time its runs were active, not the gaps between them.
         "active_s": active_s,

@@ -53,8 +53,10 @@ BATCH_ROWS = 5_000
 #: 11: the layout of an answer made of blocks (items), blocks of a type not read, errors beside choices.
 #: 12: the engine configurations a side ran under, each one's, not only its last snapshot.
 #: 13: a Responses built-in call that did not complete (failed, incomplete) says so in its result;
-#: 14: vLLM's stop_reason as said (null too), of each choice; 15: Anthropic's stop_details.
-SUMMARY_VERSION = 15
+#: 14: vLLM's stop_reason as said (null too), of each choice; 15: Anthropic's stop_details; 16: a
+#: completion's prompt of token ids as its JSON (last_user); 17: an Ollama prompt's images in its last_user;
+#: 18: an imported answer whose body is not in the file unread with that reason (compare leaves it out).
+SUMMARY_VERSION = 18
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

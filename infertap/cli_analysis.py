@@ -262,6 +262,11 @@ def _print_output(group: dict[str, Any]) -> None:
             if group["unreadable"]
             else ""
         )
+        + (
+            f"; not in the file {group['not_in_file']} (imported without the answer's body: no answers, and no errors where the status was 2xx)"
+            if group.get("not_in_file")
+            else ""
+        )
     )
     held = group["client_wait"]
     if held["exchanges"]:

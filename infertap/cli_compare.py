@@ -332,7 +332,14 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
             _say(
                 console, f"{path}: {read['not_compared']} pairs not compared (no API's answer: a model list, tokens, embeddings)"
             )
-        if read["read_both"] + read.get("not_compared", 0) < read["pairs"]:
+        if read.get("not_in_file"):
+            _say(
+                console,
+                f"{path}: {read['not_in_file']} pairs not compared (an answer not in the file it was imported from: "
+                "a HAR saved without content)",
+                "yellow",
+            )
+        if read["read_both"] + read.get("not_compared", 0) + read.get("not_in_file", 0) < read["pairs"]:
             _say(
                 console,
                 f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} unreadable in A, "

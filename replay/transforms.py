@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from infertap.apis import api_for
-from infertap.apis.fastjson import ExactFloat, loads
+from infertap.apis.fastjson import loads
 from infertap.capture.redact import REDACTED, redacted_url, without_redacted
 from infertap.capture.redact_json import secret_strings
 from infertap.errors import InfertapError
@@ -28,20 +28,17 @@ class TransformError(InfertapError):
 
 
 def parse_value(text: str) -> Any:
-    """A ``--set`` value: JSON when it parses as JSON (0, true, "x", [1]), else the text itself.
-    ``NaN`` and ``Infinity`` are no JSON (``json.loads`` reads them): text; a number beyond a
-    double (``1e400``) is refused, as no JSON a target reads could carry it."""
+    """A ``--set`` value: JSON when it parses as JSON (0, true, "x", [1]), else the text itself; its
+    numbers sent as given (``-0``, ``1E-1``). ``NaN`` and ``Infinity`` are no JSON (``json.loads``
+    reads them): text; a number beyond a double (``1e400``) is refused, as no JSON a target reads
+    could carry it."""
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value, _ = _as_sent(text.encode(), constants=False)
     except ValueError:
         return text
     if any(isinstance(v, float) and math.isinf(v) for v in _leaves(value)):
         raise TransformError(f"--set value {text!r}: a number beyond a double")
     return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _leaves(value: Any) -> Iterator[Any]:
@@ -160,7 +157,7 @@ class Transforms:
         if not self.touches_body or not raw:
             return raw
         try:
-            body = loads(raw) if raw else None  # json.loads's answer, faster
+            body, sent = _as_sent(raw)
         except ValueError as exc:
             if not self.edits_every_body:
                 return raw  # only a --model-map: nothing in it to map
@@ -171,7 +168,7 @@ class Transforms:
             raise TransformError("body transforms need a JSON object body")
         if not self.apply(body, pinned=pinned, target_kind=target_kind, path=path):
             return raw  # nothing applied to this one (its model not in --model-map...): as recorded
-        return _written(body)
+        return _written(body, sent or any(map(_is_sent, _leaves([v for _, v in self.set_values]))))
 
     def apply(
         self,
@@ -278,28 +275,82 @@ _OPTIONS_APIS = frozenset({"ollama-chat", "ollama-generate"})
 _OPTIONS = frozenset({*PINNABLE, "seed", "num_predict", "num_ctx", "stop"})
 
 
-def _written(body: dict[str, Any]) -> bytes:
-    """``body`` as compact JSON in UTF-8. A number no double holds (``1e400``, read as an
-    ``ExactFloat``) is written as the text it was read from: ``json.dumps`` would write
-    ``Infinity``, which no JSON reader takes."""
-    exact: list[str] = []
+class _SentFloat(float):
+    """A number whose JSON text ``json.dumps`` would not write back (``1E5`` as ``100000.0``, ``1e400``
+    as ``Infinity``, ``0.10000000000000001`` as ``0.1``), with that text: a float to the transforms."""
+
+    text: str
+
+
+class _SentInt(int):
+    """``-0``, with its text: an int reads it as 0, which ``json.dumps`` writes ``0``."""
+
+    text: str
+
+
+def _as_sent(raw: bytes, *, constants: bool = True) -> tuple[Any, bool]:
+    """The JSON value of ``raw`` (as ``json.loads`` reads it, ``1e400`` included, ``NaN`` where
+    ``constants``), each
+    number that would not be written back as sent holding its text (a replay sends the recorded
+    body but what it was told to change); whether there was such a number. Slower than ``loads``,
+    by less than writing the body takes."""
+    kept: list[float | int] = []
+
+    def number(text: str) -> float:
+        value = float(text)
+        if math.isfinite(value) and repr(value) == text:
+            return value
+        sent = _SentFloat(value)
+        sent.text = text
+        kept.append(sent)
+        return sent
+
+    def integer(text: str) -> int:
+        if text != "-0":
+            return int(text)
+        sent = _SentInt(0)
+        sent.text = text
+        kept.append(sent)
+        return sent
+
+    def constant(name: str) -> float:
+        if not constants:
+            raise ValueError(f"{name} is not JSON")
+        return number(name)
+
+    try:
+        return json.loads(raw, parse_float=number, parse_int=integer, parse_constant=constant), bool(kept)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to be read") from None
+
+
+def _written(body: dict[str, Any], sent: bool) -> bytes:
+    """``body`` as compact JSON in UTF-8; where ``sent``, each number read with its text
+    (``_as_sent``) written as that text: ``json.dumps`` would write ``-0`` as ``0``, ``1E5`` as
+    ``100000.0``, and ``1e400`` as ``Infinity``, which no JSON reader takes."""
+    mark = f"sent-{uuid.uuid4().hex}-"
+    texts: list[str] = []
+    if sent:
+        _mark_sent(body, mark, texts)
     try:
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:  # a float that isn't finite: swapped for a mark that no string of the body holds
-        mark = f"exact-{uuid.uuid4().hex}-"
-        _mark_exact(body, mark, exact)
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    except ValueError as exc:  # a float that isn't finite, and was never sent
+        raise TransformError(f"a body transform made a number that is no JSON: {exc}") from exc
     try:
         data = text.encode()
     except UnicodeEncodeError:  # a lone surrogate ("\ud83d"): JSON can carry it only escaped, as it was sent
         data = json.dumps(body, separators=(",", ":")).encode()
-    if not exact:
+    if not texts:
         return data
-    return re.sub(rb'"' + mark.encode() + rb'(\d+)"', lambda m: exact[int(m[1])].encode(), data)
+    return re.sub(rb'"' + mark.encode() + rb'(\d+)"', lambda m: texts[int(m[1])].encode(), data)
 
 
-def _mark_exact(body: dict[str, Any], mark: str, texts: list[str]) -> None:
-    """Replace, in place, each number that isn't finite with ``mark`` and its place in ``texts``,
+def _is_sent(value: Any) -> bool:
+    return isinstance(value, (_SentFloat, _SentInt))
+
+
+def _mark_sent(body: dict[str, Any], mark: str, texts: list[str]) -> None:
+    """Replace, in place, each number read with its text by ``mark`` and its place in ``texts``,
     where its text goes."""
     stack: list[Any] = [body]
     while stack:
@@ -307,9 +358,7 @@ def _mark_exact(body: dict[str, Any], mark: str, texts: list[str]) -> None:
         for key, value in list(node.items() if isinstance(node, dict) else enumerate(node)):
             if isinstance(value, (dict, list)):
                 stack.append(value)
-            elif isinstance(value, float) and not math.isfinite(value):
-                if not isinstance(value, ExactFloat):
-                    raise TransformError(f"a body transform made a number that is no JSON: {value}")
+            elif _is_sent(value):
                 node[key] = f"{mark}{len(texts)}"
                 texts.append(value.text)
 

@@ -10,7 +10,7 @@ answer. Imports nothing of the rest of infertap: the capture's bytes are all it 
 from .body import decoded_chunks, ended_by_marker, header
 from .conversation import Link, Links, links_of
 from .linking import link, sessions_of, think_times, think_times_from, turns_of
-from .read import APIS, api_for, is_generation, json_body, read_request, read_response, stream_done
+from .read import APIS, NOT_IN_FILE, api_for, is_generation, json_body, not_in_file, read_request, read_response, stream_done
 from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
 from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments
 
@@ -26,6 +26,7 @@ __all__ = [
     "turns_of",
     "APIS",
     "FINISH_REASONS",
+    "NOT_IN_FILE",
     "SAMPLING",
     "Api",
     "Delta",
@@ -42,6 +43,7 @@ __all__ = [
     "header",
     "is_generation",
     "json_body",
+    "not_in_file",
     "read_request",
     "read_response",
     "sampling_fields",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .shapes import Api, Delta, Turn, as_int, content_text
+from .shapes import Api, Delta, Turn, as_int, prompt_text
 
 
 class LlamaCpp(Api):
@@ -34,7 +34,7 @@ class LlamaCpp(Api):
 
     def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
         prompt = body.get("prompt")
-        return ((Turn("user", content_text(prompt)),) if prompt is not None else ()), None, None
+        return ((Turn("user", prompt_text(prompt)),) if prompt is not None else ()), None, None
 
 
 def _answer(obj: dict[str, Any]) -> Delta:

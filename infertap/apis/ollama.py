@@ -6,6 +6,7 @@ sampling settings sit under ``options``.
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 from .openai import message_turn
@@ -20,8 +21,8 @@ from .shapes import (
     as_list,
     as_text,
     canonical_arguments,
-    content_text,
     position,
+    prompt_text,
 )
 
 DURATIONS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count", "eval_duration")
@@ -60,7 +61,7 @@ class OllamaChat(Api):
         messages = body.get("messages")
         if not isinstance(messages, list):
             return (), None, None
-        turns = tuple(message_turn(m) for m in messages if isinstance(m, dict))
+        turns = tuple(_message_turn(m) for m in messages if isinstance(m, dict))
         return turns, len(messages), "\n".join(t.text for t in turns if t.role == "system") or None
 
     def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -83,8 +84,24 @@ class OllamaGenerate(OllamaChat):
 
     def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
         system = body.get("system") if isinstance(body.get("system"), str) else None
-        prompt = (Turn("user", content_text(body.get("prompt"))),) if body.get("prompt") is not None else ()
+        text = prompt_text(body.get("prompt")) + _images(body.get("images"))
+        prompt = (Turn("user", text),) if body.get("prompt") is not None else ()
         return ((Turn("system", system),) if system else ()) + prompt, None, system
+
+
+def _message_turn(m: dict[str, Any]) -> Turn:
+    """A message as a turn, its ``images`` part of what it says (as an OpenAI image part is, in
+    ``content_text``): two conversations that differ only in an image are not one. An assistant's
+    are left out, as its reply's turn leaves out the images it generated (``Output.reply``)."""
+    turn = message_turn(m)
+    if turn.role == "assistant" or not m.get("images"):
+        return turn
+    return Turn(turn.role, turn.text + _images(m["images"]), turn.calls)
+
+
+def _images(images: Any) -> str:
+    """Images sent (base64 strings) as canonical JSON, none as nothing."""
+    return json.dumps({"images": images}, sort_keys=True, ensure_ascii=False) if images else ""
 
 
 def _common(obj: dict[str, Any], *, known: bool) -> Delta:

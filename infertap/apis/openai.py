@@ -18,6 +18,7 @@ from .shapes import (
     content_text,
     error_of,
     position,
+    prompt_text,
 )
 
 _OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
@@ -179,7 +180,7 @@ class Completions(Chat):
 
     def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
         prompt = body.get("prompt")
-        return ((Turn("user", content_text(prompt)),) if prompt is not None else ()), None, None
+        return ((Turn("user", prompt_text(prompt)),) if prompt is not None else ()), None, None
 
 
 def _tool_parts(tool_calls: list[Any]) -> list[ToolCallPart]:

@@ -139,10 +139,23 @@ def is_generation(record: Mapping[str, Any]) -> bool:
     return body is not None and api_for(record.get("path"), body) is not UNKNOWN and any(key in body for key in _INPUTS)
 
 
+#: Why an answer is unread where the file it was imported from said a body was sent and held none.
+NOT_IN_FILE = "the response body is not in the file it was imported from (saved without content)"
+
+
+def not_in_file(record: Mapping[str, Any]) -> bool:
+    """Whether the record's response body was sent and is not in the file it was imported from
+    (``body_not_in_file``): unknown, never the empty answer it is recorded as."""
+    missing = record.get("body_not_in_file")
+    return isinstance(missing, list) and "response" in missing
+
+
 def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     """What an exchange's response said, read by ``api`` (else the one its path and body name)."""
     # The body is parsed only when the path names no API (it decides nothing otherwise).
     api = api or _by_path(record.get("path")) or api_for(record.get("path"), json_body(record.get("request_body")))
+    if not_in_file(record):
+        return Output(api.name, error=NOT_IN_FILE)
     pieces = decoded_chunks(record)
     if pieces is None:
         return Output(api.name, error="cannot decode the response's content-encoding")

@@ -421,6 +421,16 @@ def content_text(content: Any) -> str:
     return "".join(out)
 
 
+def prompt_text(prompt: Any) -> str:
+    """A completion's prompt as one text: a string as it is; anything else (token ids ``[1, 2, 3]``,
+    llama.cpp's mixed ``[12, "text", 34]``, several prompts, a multimodal object) as canonical JSON,
+    so that prompts of other token ids never read as one (their text parts alone were read, ids
+    left out: two prompts of ids were both empty)."""
+    if isinstance(prompt, str):
+        return prompt
+    return json.dumps(prompt, sort_keys=True, ensure_ascii=False)
+
+
 def error_of(obj: dict[str, Any]) -> str | None:
     """The message of an error object in any of the usual shapes (OpenAI, Anthropic, Ollama, llama.cpp,
     and vLLM's ``{"object": "error", "message": ...}``)."""

@@ -232,3 +232,30 @@ def test_an_answer_whose_client_left_after_its_end_marker_is_answered(tmp_path):
     write_capture(tmp_path / "b", [streamed(i, str(2 * i)) for i in range(3)])
     acc = compare(tmp_path / "a", tmp_path / "b", extract="number", references=refs)["accuracy"]
     assert (acc["items"], acc["a_right"], acc["unanswered"]) == (2, 2, 1)
+
+
+def test_a_prompt_of_token_ids_is_its_own_question(tmp_path):
+    """llama.cpp's ``/completion`` and ``/v1/completions`` take a prompt of token ids (or ids mixed
+    with text): only its text parts were read, so two prompts of other ids were both the question
+    "" and a known answer could not be given to either."""
+    done = {"stop": True, "stop_type": "eos"}
+    prompts = {"[1, 2, 3]": "4", "[1, 2, 4]": "5", '[1, "plus", 3]': "6", '[1, "plus", 4]': "7"}
+    common = [
+        {
+            "path": "/completion",
+            "body": {"prompt": json.loads(p), "n_predict": 4},
+            "chunks": [json.dumps({"content": f"= {answer}", **done}).encode()],
+        }
+        for p, answer in prompts.items()
+    ]
+    completions = {"path": "/v1/completions", "body": b'{"model":"m","prompt":[[5,6],[7]]}', "chunks": _text_completion("= 8")}
+    write_capture(tmp_path / "a", [*common, completions])
+    write_capture(tmp_path / "b", [*common, {**completions, "chunks": _text_completion("= 9")}])
+    refs = {**prompts, "[[5, 6], [7]]": "8"}  # ids sent with other spacing: the same prompt
+    acc = compare(tmp_path / "a", tmp_path / "b", extract="number", references=refs)["accuracy"]
+    assert acc is not None, "no prompt was read as a question with a known answer"
+    assert (acc["items"], acc["a_right"], acc["b_right"], acc["right_to_wrong"]) == (5, 5, 4, 1), acc
+
+
+def _text_completion(text: str) -> list[bytes]:
+    return [json.dumps({"object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": "stop"}]}).encode()]

@@ -84,6 +84,7 @@ def test_different_answers_differ_and_equal_ones_match(tmp_path, api):
             "unreadable_a": 0,
             "unreadable_b": 0,
             "not_compared": 0,
+            "not_in_file": 0,
             "partly_unreadable": 0,
         }
     }
@@ -110,6 +111,7 @@ def test_two_bodies_no_adapter_reads_are_never_an_exact_match(tmp_path):
         "unreadable_a": 1,
         "unreadable_b": 1,
         "not_compared": 0,
+        "not_in_file": 0,
         "partly_unreadable": 0,
     }
     (worst,) = d["most_divergent"]

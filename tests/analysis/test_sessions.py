@@ -397,3 +397,31 @@ def test_sessions_of_two_captures_are_apart_under_one_name(tmp_path):
     for g in groups:
         s = g["session"]
         assert s["turns"] == 2 and s["makespan_s"] == pytest.approx(s["engine_s"] + s["think_s"], abs=1e-6), s
+
+
+def test_an_image_sent_to_ollama_is_part_of_its_turn(tmp_path):
+    """Ollama's ``/api/chat`` sends images beside a message's text (``images``, base64): they were no
+    part of the turn, so two conversations that differ only in their image were one, and each next
+    turn continued the other's first (the first to end that no turn continued yet)."""
+
+    def body(image: str, *more: dict[str, Any]) -> dict[str, Any]:
+        return {"model": "m", "stream": False, "messages": [{"role": "user", "content": "what is this?", "images": [image]}, *more]}  # fmt: skip
+
+    answer = [json.dumps({"model": "m", "message": {"role": "assistant", "content": "a cat"}, "done": True}).encode()]
+    again = ({"role": "assistant", "content": "a cat"}, {"role": "user", "content": "sure?"})
+    second = 1_000_000_000
+    exchanges = [
+        {"id": "A0", "offset_s": 0.0, "body": body("AAAA"), "chunks": answer, "duration_ns": second},
+        {"id": "B0", "offset_s": 0.1, "body": body("BBBB"), "chunks": answer, "duration_ns": second},
+        {"id": "B1", "offset_s": 1.5, "body": body("BBBB", *again), "chunks": answer, "duration_ns": second},
+        {"id": "A1", "offset_s": 1.6, "body": body("AAAA", *again), "chunks": answer, "duration_ns": second},
+    ]
+    write_capture(tmp_path / "cap", [{**x, "path": "/api/chat"} for x in exchanges])
+    rows, plan = _turns_and_workload(tmp_path / "cap", tmp_path / "cache")
+    assert {x: (r["parent_id"], r["session"], r["turn"]) for x, r in rows.items()} == {
+        "A0": (None, "A0", 0),
+        "B0": (None, "B0", 0),
+        "B1": ("B0", "B0", 1),  # its own image's turn, not the first that ended
+        "A1": ("A0", "A0", 1),
+    }
+    assert {x: plan[x][:3] for x in rows} == {x: (rows[x]["parent_id"], rows[x]["turn"], rows[x]["session"]) for x in rows}

@@ -511,3 +511,22 @@ def test_a_moved_cache_breakpoint_on_an_image_or_document_is_the_same_turn():
         marked = {**block, "content": [image | mark]} if block["type"] == "tool_result" else block | mark
         assert turns(marked) == turns(block)
     assert turns(image) != turns({**image, "source": {**image["source"], "data": "BBBB"}})  # another image still differs
+
+
+def test_an_image_sent_to_ollama_is_part_of_its_turn_and_one_it_generated_is_not():
+    """Ollama sends images beside the text (``images``): a prompt or message with another image is
+    another turn; an assistant message keeps the turn of the reply that made it, which leaves the
+    images it generated out."""
+
+    def turns(path: str, **body: Any) -> Any:
+        return read_request({"path": path, "request_body": json.dumps({"model": "m", **body}).encode()}).turns
+
+    def chat(image: str | None, role: str = "user") -> Any:
+        return turns("/api/chat", messages=[{"role": role, "content": "a cat", **({"images": [image]} if image else {})}])
+
+    assert chat("AAAA") != chat("BBBB") and chat("AAAA") != chat(None) and chat("AAAA") == chat("AAAA")
+    assert turns("/api/generate", prompt="what?", images=["AAAA"]) != turns("/api/generate", prompt="what?", images=["BBBB"])
+    assert turns("/api/generate", prompt="what?", images=["AAAA"]) == turns("/api/generate", prompt="what?", images=["AAAA"])
+    generated = [json.dumps({"model": "m", "message": {"role": "assistant", "content": "a cat", "images": ["CCCC"]}, "done": True}).encode()]  # fmt: skip
+    reply = read_response(_record("/api/chat", generated, [["content-type", "application/json"]])).reply()
+    assert chat("CCCC", "assistant") == chat(None, "assistant") == (reply,)

@@ -301,3 +301,51 @@ def test_a_har_entrys_failure_and_a_body_it_does_not_hold_are_kept_never_read_as
     assert xs[0]["chunks"] == [SSE[:150].encode()] and [x["headers_ns"] for x in xs[1:3]] == [None, None]
     assert [x.get("body_not_in_file") for x in xs[3:5]] == [["response"], ["request"]]
     assert xs[4]["request_body_size"] == 48 and all("body_not_in_file" not in x for x in xs[:3] + xs[5:])
+
+
+def test_an_answer_a_har_does_not_hold_is_unknown_never_an_empty_answer(tmp_path: Path) -> None:
+    """Chrome saves a HAR without a body's text (``content`` with its ``size`` only; Firefox with
+    ``"text": ""``): marked ``body_not_in_file`` on import, but analysis read it as an answer no
+    adapter understood: compare scored the pair a divergence (similarity 0, among the most
+    divergent) and stats an error. It is neither: left out of compare's divergence and of stats'
+    answers, errors and tokens, and said."""
+    from click.testing import CliRunner
+
+    from infertap.analysis.compare import compare
+    from infertap.cli import cli
+
+    def entry(second: int, answer: str, saved: str = "yes") -> dict:
+        e = _entry(f"2025-01-02T10:00:0{second}.000+00:00", {"send": 1, "wait": 50, "receive": 49})
+        e["request"]["postData"]["text"] = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": f"q{second}"}]})  # fmt: skip
+        text = SSE.replace("t ", answer)
+        content = {"size": len(text), "mimeType": "text/event-stream", "text": text}
+        if saved == "chrome":
+            del content["text"]
+        elif saved == "firefox":
+            content["text"] = ""
+        e["response"]["content"] = content
+        return e
+
+    runs = {
+        "a": [entry(0, "4 "), entry(1, "yes "), entry(2, "blue "), entry(3, "red ")],
+        "b": [entry(0, "5 ", "chrome"), entry(1, "yes ", "firefox"), entry(2, "blue "), entry(3, "green ")],
+        "c": [entry(0, "5 ", "chrome"), entry(1, "yes ", "firefox"), entry(2, "blue "), entry(3, "red ")],
+    }
+    for name, entries in runs.items():
+        (tmp_path / f"{name}.har").write_text(json.dumps({"log": {"version": "1.2", "entries": entries}}))
+        result = CliRunner().invoke(cli, ["import", str(tmp_path / f"{name}.har"), "--out", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    for a, b in (("a", "b"), ("b", "c")):  # an answer against none, and none against none
+        d = compare(tmp_path / a, tmp_path / b)["divergence"]
+        assert (d["pairs"], d["counts"]["exact"], d["counts"].get("not_in_file")) == (2, 1, 2), d  # blue = blue, red != green
+        assert d["counts"].get("unreadable", 0) == 0 and d["similarity_mean"] < 1
+        assert all(
+            m["b_id"] not in {x["id"] for x in list(CaptureReader(tmp_path / b).exchanges())[:2]} for m in d["most_divergent"]
+        )
+    assert compare(tmp_path / "c", tmp_path / "c")["divergence"]["counts"]["exact"] == 2  # the answers it holds match
+    result = CliRunner().invoke(cli, ["compare", str(tmp_path / "b"), str(tmp_path / "c")])
+    assert "2 pairs not compared (an answer not in the file it was imported from" in " ".join(result.output.split())
+    with Analysis([tmp_path / "b"], cache_dir=tmp_path / "cache") as an:
+        (g,) = speed_stats(an)["groups"]
+    assert (g["requests"], g["ok"], g["errors"], g["not_in_file"], g["unreadable"]) == (4, 2, 0, 2, 0)
+    assert g["metrics"]["output_tokens"]["n"] == 2

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
 from infertap.replay import Filters, ReplayConfig, Transforms, run_replay
-from infertap.replay.transforms import TransformError, parse_value
+from infertap.replay.transforms import Pin, TransformError, parse_value
 from tests.fake_upstream import FakeUpstream, ServerThread
 from tests.helpers import write_capture
 
@@ -102,6 +102,25 @@ def test_a_number_beyond_a_double_is_rewritten_as_it_was_sent_not_as_infinity() 
     sent = Transforms(model="b").body(raw)
     assert sent == b'{"model":"b","logit_bias":{"5":1e400,"6":-1E+400},"messages":[{"role":"user","content":"\\ud83d"}],"x":0.5}'
     assert json.loads(sent, parse_constant=_no_constant)["logit_bias"]["5"] == float("inf")
+
+
+def test_a_rewritten_body_sends_each_number_as_it_was_sent_but_what_it_was_told_to_change() -> None:
+    """``-0`` came back as ``0`` after a ``--set``, ``--model-map`` or ``--pin-defaults`` (and
+    ``1E5`` as ``100000.0``): a JavaScript or Go engine reads -0 as another float than 0."""
+    numbers = '"a":-0,"b":-0.0,"c":1E5,"d":1e400,"e":0.10000000000000001,"f":1.50,"g":[-0,7,2.5]'
+    raw = ('{"model":"small","seed":-0,"temperature":-0,' + numbers + "}").encode()
+    rewrites = {
+        "--set": Transforms(set_values=[("temperature", parse_value("0.7"))]),
+        "--model-map": Transforms(model_map={"small": "big"}),
+        "--pin-defaults": Transforms(pin_defaults=True),
+    }
+    pinned = {"temperature": Pin(0.7, frozenset({"temperature"}))}  # the source ignored the request's
+    sent = {name: t.body(raw, pinned=pinned if t.pin_defaults else None) for name, t in rewrites.items()}
+    assert sent["--set"] == sent["--pin-defaults"] == ('{"model":"small","seed":-0,"temperature":0.7,' + numbers + "}").encode()
+    assert sent["--model-map"] == ('{"model":"big","seed":-0,"temperature":-0,' + numbers + "}").encode()
+    # a value given is sent as given: -0 is no 0, nor 1E-1 0.1
+    given = Transforms(set_values=[("seed", parse_value("-0")), ("top_p", parse_value("1E-1"))]).body(b'{"seed":5}')
+    assert given == b'{"seed":-0,"top_p":1E-1}'
 
 
 def _no_constant(name: str) -> None:
