@@ -30,6 +30,7 @@ bench: $(STAMP) vllm
 	$(BIN)/python -m bench.sweep
 	$(BIN)/python -m bench.proxy_overhead
 	$(BIN)/python -m bench.redaction  # a large request body's redaction: its cost per MiB and the recorder's loop lag, on the loop and off it
+	$(BIN)/python -m bench.replay_redaction  # large bodies redacted for a replay's capture: the schedule lag of the requests beside them
 	$(BIN)/python -m bench.analysis_load --n 200000
 	$(BIN)/python -m bench.compare_scale --n 10000 --n 100000  # load, stats, sql, compare: time and peak memory as runs grow
 	$(BIN)/python -m bench.agent_scale --sizes 10000,100000  # cold stats against the decode floor; replay preparation

@@ -26,17 +26,18 @@ def make_app(chunks: int, size: int, pace_ms: float) -> Any:
                 await send({"type": message["type"] + ".complete"})
                 if message["type"] == "lifespan.shutdown":
                     return
-        body = b""
+        parts = []  # joined once: a body of many MiB, added to piece by piece, is copied quadratically
         while True:
             message = await receive()
-            body += message.get("body", b"")
+            parts.append(message.get("body", b""))
             if not message.get("more_body"):
                 break
+        body = b"".join(parts)
         if scope["method"] != "POST" or not scope["path"].endswith("completions"):
             await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
             await send({"type": "http.response.body", "body": b'{"object": "list", "data": [{"id": "bench"}]}'})
             return
-        params = json.loads(body) if body[:1] == b"{" else {}
+        params = json.loads(body) if body[:1] == b"{" and len(body) < 1 << 20 else {}  # a large one: the defaults
         n = int(params.get("n_chunks", chunks))
         pace = float(params.get("pace_ms", pace_ms)) / 1000
         text = "x" * size

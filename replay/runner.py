@@ -381,7 +381,7 @@ class Replay:
             path=item.path,
             query=item.query,
             request_headers=self.redactor.header_pairs(self.headers[item.index], found),
-            request_body=self.redactor.body(body, self.headers[item.index], found),
+            request_body=body,  # redacted once it is over, by _settle: off the loop when it is large
             upstream=self._shown,
             lag_ns=0,
             queue_ns=0,
@@ -482,7 +482,7 @@ class Replay:
         except TransformError as exc:
             self._refuse(record, f"not sent: {exc}")
             return None
-        record["request_body"] = self.redactor.body(body, record["request_headers"])
+        record["request_body"] = body
         record["rechained_from"] = item.previous_response_id
         return body
 
@@ -547,7 +547,10 @@ class Replay:
         if record["sent_ns"]:
             if record["end"] != "refused":
                 self.stats.intervals.append((record["sent_ns"], record["sent_ns"] + record["end_ns"]))
-            self._scrubbed.record(record, found)
+            # Its body redacted now, not before it was sent: a large one on a worker thread, the
+            # dispatcher's deadlines kept meanwhile (its bytes are the capture's, but --set may add a
+            # credential, and this replay may redact more names than the source's recorder did).
+            self._scrubbed.record(record, found, request=True)
 
     def _written(self, record: Exchange) -> None:
         self.writer.write(record)

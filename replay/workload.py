@@ -33,6 +33,7 @@ from msgspec import UNSET
 from infertap.apis import Links, api_for, json_body, link, sessions_of, think_times_from, turns_of
 from infertap.apis.conversation import ChatPrefixes, Prefixes, read_links
 from infertap.apis.fastjson import NOT_JSON, utf8
+from infertap.apis.linking import Reach
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader, snapshot
@@ -317,9 +318,9 @@ class _Scan:
     every run), the source's effective settings of each enriched exchange, and the workload identity.
 
     With ``prune`` (every exchange is replayed) a request keeps only the conversation digests that
-    linking can still reach: its candidate prefixes, longest first, up to the first that an exchange
-    started before it is already known to continue (linking stops there whatever comes later; the
-    records come in the order they were written, not started, so later ones may add a longer one)."""
+    linking can still reach (``linking.Reach``): its candidate prefixes, longest first, up to the
+    first that an exchange started before it made and had ended by its send (linking stops there
+    whatever comes later; one still running is passed for the shorter ones, as linking passes it)."""
 
     def __init__(self, store: BodyStore, transforms: Transforms | None, replies: Replies, *, prune: bool) -> None:
         self.store = store
@@ -339,7 +340,7 @@ class _Scan:
         self.as_recorded: set[int] = set()  # id(item) of bodies no JSON object, that a --model-map passes
         self.chat = ChatPrefixes()
         self._anchor = 0
-        self._continued: dict[bytes, int] = {}  # continuation digest -> the earliest start that made it
+        self._reach = Reach()  # which candidates linking can still reach (prune)
         self._headers: dict[tuple[tuple[str, ...], ...], list[list[str]]] = {}  # one list per distinct set
 
     def add(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
@@ -388,14 +389,17 @@ class _Scan:
         self.tally.add(r, generation, digest)
         if r.get("end") == "refused":
             return  # infertap refused it; the engine never saw it
+        # From when it was due: its send and end as recorded (linking's clock, see _link).
+        handoff, duration = max(0, r["sent_ns"] - due), r["sent_ns"] - due + r.get("end_ns", 0)
         if not generation:
             links = _UNLINKED  # as the analysis links: generation requests only (a GET in a session is no turn)
         elif self.prune:
+            sent = started + handoff
             links = read_links(
-                r, prefixes, previous, generation, lambda digest: self._continued.get(digest, started) < started, answer
+                r, prefixes, previous, generation, lambda digest: self._reach.enough(digest, started, sent), answer
             )
-            if links.continuation is not None and self._continued.get(links.continuation, started) >= started:
-                self._continued[links.continuation] = started  # the earliest start that made it
+            if links.continuation is not None:
+                self._reach.made(links.continuation, started, started + duration)
         else:
             links = read_links(r, prefixes, previous, generation, answer=answer)  # its response read only as far as a reply
         refusal = self._refusal(raw, body, is_object, path) if self.check is not None else None
@@ -408,8 +412,8 @@ class _Scan:
             query=sys.intern(r["query"]),
             headers=self._shared(r["request_headers"]),
             offset_ns=started,
-            duration_ns=r["sent_ns"] - due + r.get("end_ns", 0),  # from when it was due: its send and end as recorded
-            handoff_ns=max(0, r["sent_ns"] - due),
+            duration_ns=duration,
+            handoff_ns=handoff,
             generation=generation,
             session=r.get("session"),
             model=None if model is None else sys.intern(model),

@@ -14,12 +14,14 @@ continue the same earlier one, and an identical conversation of another agent, s
 answered, is not this one's past).
 
 Replay keeps the order and the agent's pacing these links give; analysis puts sessions, turns and
-think times in its tables; both call these functions, so that they agree.
+think times in its tables; both call these functions, so that they agree (replay drops the
+candidates ``link`` can't reach as it reads a capture, by ``Reach``, this module's rule too).
 """
 
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Sequence
 
 from .conversation import Link, Links
@@ -107,8 +109,39 @@ class _Made:
                     free = [j for j in ended if not self.claimed[j]]
                     return min(free, key=lambda j: (self.ended[j], j)) if free else ended[-1]
             if digest in self.makers:
-                return None  # stop where replay's pruned candidates stop (workload._Scan)
+                return None  # made, by another or not ended: no later than ``Reach`` prunes
         return None
+
+
+class Reach:
+    """Which of a request's candidates (longest first) ``link`` can reach, told from the exchanges
+    known so far, in any order: a replay keeps only those (replay/workload.py), so that a capture
+    of many long conversations doesn't hold every prefix of each, and its links are still the
+    analysis'. ``link`` takes the first candidate that a request before it made and had ended by
+    its send (``_Made.continuing`` finds a maker there), and passes one whose makers were all still
+    running for the shorter ones; the makers known later only add to those. ``start`` orders the
+    requests as ``link`` is given them; ``sent`` and ``end`` are on its clock."""
+
+    __slots__ = ("_ends", "_first", "_starts")
+
+    def __init__(self) -> None:
+        self._first: dict[bytes, int] = {}  # digest -> the place of its maker known to end first
+        self._starts, self._ends = array("q"), array("q")  # by place: not a tuple per digest
+
+    def made(self, digest: bytes, start: int, end: int) -> None:
+        place = self._first.get(digest)
+        if place is None:
+            self._first[digest] = len(self._ends)
+            self._starts.append(start)
+            self._ends.append(end)
+        elif end < self._ends[place]:
+            self._starts[place], self._ends[place] = start, end
+
+    def enough(self, digest: bytes, start: int, sent: int) -> bool:
+        """Whether ``link`` stops at ``digest`` for a request that started at ``start`` and was sent
+        at ``sent``: a maker before it had ended by then. Never True where it would go on."""
+        place = self._first.get(digest)
+        return place is not None and self._starts[place] < start and self._ends[place] <= sent
 
 
 def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> list[tuple[int, Link] | None]:

@@ -19,7 +19,7 @@ from infertap.apis.body import decoded_chunks, header
 
 from .encoding import decoded
 from .records import Exchange
-from .redact_json import REDACTED, hinted, secret_strings, sub_secrets
+from .redact_json import REDACTED, hinted, secret_strings, spliced, sub_secrets
 from .redact_names import (
     DEFAULT_BODY_KEYS,
     DEFAULT_HEADERS,
@@ -99,13 +99,7 @@ def _scrubbed(chunks: list[bytes], needles: list[bytes], token: bytes) -> list[b
     if not any(n in body for n in needles):
         return chunks
     spans = [m.span() for m in re.finditer(b"|".join(re.escape(n) for n in needles), body)]  # longest first
-    pieces: list[bytes] = []
-    pos = 0
-    for start, end in spans:
-        pieces += (body[pos:start], token)
-        pos = end
-    pieces.append(body[pos:])
-    scrubbed = b"".join(pieces)
+    scrubbed = spliced(body, [(start, end, token) for start, end in spans])
 
     def moved(cut: int) -> int:  # a chunk boundary of ``body`` in ``scrubbed``
         shift = 0

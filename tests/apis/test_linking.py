@@ -4,7 +4,7 @@ which copy of an identical conversation a turn continues, and which request of i
 from __future__ import annotations
 
 from infertap.apis.conversation import Links
-from infertap.apis.linking import link
+from infertap.apis.linking import Reach, link
 
 S = 1_000_000_000
 
@@ -112,3 +112,26 @@ def test_a_session_turn_without_its_past_in_the_session_takes_the_latest_end() -
     )
     assert [got[x] for x in ("s2", "s3")] == [("s0", "session")] * 2
     assert got["s4"] == ("s3", "session")  # o0 made it, in session O: the header decides
+
+
+def test_a_candidate_is_enough_only_where_link_stops_at_it() -> None:
+    """``Reach`` tells a replay which of a turn's candidates ``link`` can pass (the rest it drops):
+    one whose maker started before the turn and had ended by its send stops ``link``; one whose
+    makers were all still being answered, or started after the turn, does not. ``link`` agrees."""
+    reach = Reach()
+    reach.made(b"C", 0, 1 * S)  # C: sent at 0, answered at 1 s
+    reach.made(b"A", 2 * S, 10 * S)  # A: sent at 2 s, answered at 10 s
+    assert reach.enough(b"C", 5 * S, 5 * S)
+    assert not reach.enough(b"A", 5 * S, 5 * S)  # A still answered when the turn was sent: shorter ones count
+    assert reach.enough(b"A", 11 * S, 11 * S)
+    assert not reach.enough(b"C", 0, 5 * S)  # sent (due) no later than C: C comes after it in link's order
+    assert not reach.enough(b"X", 5 * S, 5 * S)  # made by none
+    got = parents(
+        [
+            turn("C", 0.0, makes=b"C"),
+            ("A", 2 * S, 10 * S, Links("A", None, None, (b"C",), b"A")),
+            turn("B", 5.0, starts=(b"A", b"C")),
+            turn("D", 11.0, starts=(b"A", b"C")),
+        ]
+    )
+    assert got["B"] == ("C", "conversation") and got["D"] == ("A", "conversation")

@@ -5,13 +5,15 @@ slots, failures counted as such, and secrets kept out of the replay's capture.""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from click.testing import CliRunner
 
 from infertap.capture.identity import describe, workload_identity, workload_summary
 from infertap.capture.reader import CaptureReader
-from infertap.capture.redact import REDACTED
+from infertap.capture.redact import REDACTED, Redactor
+from infertap.capture.scrubbing import OFFLOAD_BYTES
 from infertap.cli import cli
 from infertap.replay import ReplayConfig, ReplayError, Schedule, Transforms, run_replay
 from infertap.replay.workload import load
@@ -91,6 +93,43 @@ def test_a_body_credential_redacted_when_recorded_is_refused_unless_given(fake, 
     run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "given", probe=False, transforms=given))
     assert json.loads(_sent(app)[-1]["body"])["api_key"] == "TARGETKEY1234"
     assert b"TARGETKEY1234" not in decompressed_bytes(tmp_path / "given")
+
+
+def test_a_large_body_is_redacted_off_the_replays_loop_and_recorded_as_sent(fake, tmp_path, monkeypatch):
+    """Each body a replay sends is redacted for its capture (``--set`` gives it a credential here);
+    one of OFFLOAD_BYTES or more on a worker thread once its exchange is over, no longer on the
+    loop before it was sent (a scan of many MiB held back every request due meanwhile). Still
+    redacted, its echo in the response too; each record otherwise as sent, in order of sending."""
+    app, url = fake
+    key = "sk-replay-LLLL7777llll"
+    large = {**_chat("large", api_key=REDACTED), "messages": [{"role": "user", "content": "word " * 200}] * 300}
+    write_capture(
+        tmp_path / "src",
+        [
+            {"path": "/echo-body", "body": large},
+            {"path": "/echo-body", "offset_s": 0.01, "body": _chat("small", api_key=REDACTED)},
+        ],
+    )
+    threads: dict[str, threading.Thread] = {}  # the tag of each body redacted -> the thread that did it
+    body = Redactor.body
+
+    def watched(self, raw, headers=(), found=None):
+        threads[json.loads(raw)["tag"]] = threading.current_thread()
+        return body(self, raw, headers, found)
+
+    monkeypatch.setattr(Redactor, "body", watched)
+    given = Transforms(set_values=[("api_key", key)])
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, transforms=given))
+    assert threads["small"] is threading.current_thread()  # the loop's: run_replay runs it here
+    assert threads["large"] is not threading.current_thread()
+    sent = {json.loads(r["body"])["tag"]: r["body"] for r in app.requests if r["path"] == "/echo-body"}
+    assert len(sent["large"]) > OFFLOAD_BYTES and key.encode() in sent["large"]  # the target got the key
+    assert key.encode() not in decompressed_bytes(tmp_path / "out")
+    xs = sorted(CaptureReader(tmp_path / "out").exchanges(), key=lambda x: x["seq"])
+    assert [x["source_id"] for x in xs] == ["src-0", "src-1"]
+    for x, tag in zip(xs, ("large", "small"), strict=True):
+        assert x["request_body"] == sent[tag].replace(key.encode(), REDACTED.encode())  # every other byte as sent
+        assert b"".join(x["chunks"]) == b"bad request: " + x["request_body"]  # its echo redacted too
 
 
 def test_sampling_settings_go_in_options_on_ollamas_api(fake, tmp_path):

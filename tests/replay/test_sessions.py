@@ -169,6 +169,46 @@ def test_each_replayed_turn_names_the_exchange_it_continued(tmp_path):
             assert x["parent_id"] == by_place[(session, turn - 1)]["id"]  # the target-side exchange, not the source's
 
 
+def test_a_turn_sent_while_a_longer_conversation_was_answered_links_as_the_analysis_links(tmp_path):
+    """B carries A's conversation and reply (another agent's, alike) but was sent while A was still
+    answered: no parent, so it continues C, whose answer it carries too. Replay kept only B's
+    candidates down to A's, as A started before it, and left B continuing nothing; D, sent after
+    A ended, continues A. The workload's links, pruned or not (a filter that keeps every request
+    turns pruning off), are the analysis' ``turns``."""
+    from infertap.analysis import Analysis
+
+    def asked(*contents: str) -> dict:
+        roles = ["user", "assistant"] * len(contents)
+        messages = [{"role": role, "content": c} for role, c in zip(roles, contents, strict=False)]
+        return {"model": "m", "messages": messages}
+
+    def answer(text: str) -> list[bytes]:
+        return [json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()]
+
+    src = tmp_path / "src"
+    write_capture(
+        src,
+        [  # in the order they ended, as a recorder writes them
+            {"id": "C", "offset_s": 0, "body": asked("u1"), "chunks": answer("aC"), "duration_ns": 3_000_000},
+            {"id": "A", "offset_s": 1, "body": asked("u1", "aC", "u2"), "chunks": answer("aA"), "duration_ns": 10 * 10**9},
+            {"id": "D", "offset_s": 12, "body": asked("u1", "aC", "u2", "aA", "u4"), "chunks": answer("aD")},
+            {
+                "id": "B",
+                "offset_s": 2,
+                "body": asked("u1", "aC", "u2", "aA", "u3"),
+                "chunks": answer("aB"),
+                "duration_ns": 20 * 10**9,
+            },
+        ],
+    )
+    with Analysis([src], cache_dir=tmp_path / "cache") as a:
+        analysed = dict(a.sql("SELECT exchange_id, parent_id FROM turns").fetchall())
+    assert analysed == {"C": None, "A": "C", "B": "C", "D": "A"}
+    for filters in (None, Filters.parse(["path=/v1/*"])):
+        items, _ = load(src, filters=filters)
+        assert {i.source_id: None if i.parent is None else items[i.parent].source_id for i in items} == analysed
+
+
 def lone_capture(path: Path, n: int = 6) -> Path:
     """Requests that continue nothing: each its own session."""
     write_capture(path, [{"offset_s": 0.05 * i} for i in range(n)])
