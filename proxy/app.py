@@ -47,7 +47,7 @@ class _Hangup:
     """Watches for the client going away for the whole exchange, prefill included, so that the engine
     stops generating for nobody: the exchange's task is cancelled and records the disconnect."""
 
-    __slots__ = ("send", "record", "task", "finished", "disconnected", "hung_up_ns", "_watcher")
+    __slots__ = ("send", "record", "task", "finished", "disconnected", "hung_up_ns", "delivered", "_watcher")
 
     def __init__(self, receive: Receive, send: Send, record: Exchange, task: asyncio.Task[Any]) -> None:
         self.send = send
@@ -56,6 +56,7 @@ class _Hangup:
         self.finished = False  # the upstream is done: a hang-up now cuts nothing short
         self.disconnected = False
         self.hung_up_ns: int | None = None  # when the client went away (monotonic)
+        self.delivered = 0  # the chunks handed to the client before it went away
         self._watcher = asyncio.create_task(self._watch(receive))
 
     async def _watch(self, receive: Receive) -> None:
@@ -63,6 +64,7 @@ class _Hangup:
         if message["type"] != "http.disconnect" or self.finished:
             return
         self.hung_up_ns = time.monotonic_ns()
+        self.delivered = len(self.record["chunks"])
         if self.record["status"] is not None and ended_by_marker(self.record["chunks"]):
             # A client often hangs up the moment it has read the last event (an SDK stops at
             # "[DONE]") while the upstream's end of stream is still on its way: give that a
@@ -78,9 +80,17 @@ class _Hangup:
         """One body chunk to the client, as it came."""
         return self.send({"type": "http.response.body", "body": chunk, "more_body": True})
 
+    def after_end(self) -> bool:
+        """Whether the client hung up after the stream's end marker: it had all of the answer."""
+        return self.hung_up_ns is not None and ended_by_marker(self.record["chunks"][max(0, self.delivered - 2) : self.delivered])
+
     def close(self) -> None:
         self.finished = True
         self._watcher.cancel()
+        record = self.record
+        if self.hung_up_ns is not None and self.delivered < len(record["chunks"]):
+            # read from the upstream after the client had gone (during the grace): kept, never delivered
+            record["delivered_chunks"] = self.delivered
 
 
 class RecordingProxy:
@@ -310,17 +320,21 @@ class RecordingProxy:
             if not await call.relay(response, hangup.deliver):
                 return  # returning without completing the response makes the server cut the connection
             hangup.finished = True  # the upstream is done: the exchange is complete, whoever hangs up now
+            if hangup.after_end():  # the upstream's end came within the grace, after the client had gone
+                record["closed_after_end"] = True
+                ended_at = hangup.hung_up_ns
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
-            if not hangup.disconnected:
-                record.update({"end": "cancelled", "error": "proxy shut down while the exchange was in flight"})
-                raise
-            hangup.task.uncancel()
-            if ended_by_marker(record["chunks"]):  # the client hung up after the stream's end marker: it had everything
+            if hangup.after_end():  # the client hung up after the stream's end marker: it had everything
                 record.update({"end": "complete", "error": None, "closed_after_end": True})
-                ended_at = hangup.hung_up_ns  # its end, not the grace's: the client had it all then
+                ended_at = hangup.hung_up_ns  # its end, not the grace's (nor a shutdown's within it)
+            elif not hangup.disconnected:
+                record.update({"end": "cancelled", "error": "proxy shut down while the exchange was in flight"})
             else:
                 record.update({"end": "client_disconnected", "error": "client disconnected; upstream request cancelled"})
+            if not hangup.disconnected:  # the proxy's shutdown: its cancellation goes on
+                raise
+            hangup.task.uncancel()
         except Exception as exc:
             record.update({"end": "proxy_error", "error": f"infertap failed while forwarding: {exc!r}"})
             raise
