@@ -32,6 +32,7 @@ from .exchange import UpstreamCall, before_response, end_of
 from .hops import HOP_REQUEST, HOP_RESPONSE, connection_named
 from .looplag import LoopLag
 from .upstream import UpstreamClient, UpstreamResponse
+from .wire import split_target
 
 log = logging.getLogger("infertap.proxy")
 
@@ -185,8 +186,13 @@ class RecordingProxy:
         start_ns = writer.elapsed_ns()
         self._seq += 1
         raw_headers: list[tuple[bytes, bytes]] = scope["headers"]
-        query: bytes = scope.get("query_string", b"")
-        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        extensions = scope.get("extensions") or {}
+        received = extensions.get("infertap.target")  # a target past ASCII, as it came (see wire.py)
+        if received is not None:
+            raw_path, query = split_target(received)
+        else:
+            query = scope.get("query_string", b"")
+            raw_path = scope.get("raw_path") or scope["path"].encode()
         client = scope.get("client")
         session = session_of(raw_headers)
         found = set(self._url_credentials)  # the credentials redacted below, looked for in the response too

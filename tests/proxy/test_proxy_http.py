@@ -167,3 +167,37 @@ def test_the_client_recorded_is_the_one_connected(raw_upstream, record) -> None:
     (x,) = rec.exchanges()
     assert x["client"].startswith("127.0.0.1:")
     assert ["x-forwarded-for", "6.6.6.6"] in x["request_headers"]
+
+
+def _raw_exchange(url: str, *pieces: bytes) -> bytes:
+    """Sends ``pieces`` one write each (the request must end with Connection: close); all it got back."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        for piece in pieces:
+            s.sendall(piece)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-packet", "target-in-two"])
+def test_a_target_with_raw_utf8_is_forwarded_and_recorded_as_received(raw_upstream, record, split) -> None:
+    """curl sends a URL's UTF-8 as it is given (GET /v1/models/ünï): engines' servers take it, while
+    the proxy's parser refused it with a bare 400 and nothing recorded."""
+    seen: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        seen.append(request.split(b"\r\n")[0])
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    request = "GET /v1/models/ünï?q=ü HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    out = _raw_exchange(rec.url, *((request[:17], request[17:]) if split else (request,)))
+    rec.stop()
+    assert out.startswith(b"HTTP/1.1 200 OK") and out.endswith(b"ok")
+    assert seen == ["GET /v1/models/ünï?q=ü HTTP/1.1".encode()]  # as the client sent it
+    (x,) = rec.exchanges()
+    assert (x["path"].encode("latin-1"), x["query"].encode("latin-1")) == ("/v1/models/ünï".encode(), "q=ü".encode())
