@@ -31,7 +31,7 @@ from infertap.errors import ConfigError, UpstreamError
 from .exchange import UpstreamCall, before_response, end_of
 from .hops import HOP_REQUEST, HOP_RESPONSE, connection_named
 from .looplag import LoopLag
-from .upstream import UpstreamClient, UpstreamResponse
+from .upstream import Interim, UpstreamClient, UpstreamResponse
 from .wire import split_target
 
 log = logging.getLogger("infertap.proxy")
@@ -229,7 +229,7 @@ class RecordingProxy:
             headers = [(n, v) for n, v in raw_headers if n not in HOP_REQUEST and n not in named]
             hangup = _Hangup(receive, send, record, task)
             try:
-                await self._forward(scope, send, record, hangup, target, headers, body)
+                await self._forward(scope, send, record, hangup, target, headers, body, extensions.get("infertap.interim"))
             finally:
                 hangup.close()
         finally:
@@ -297,6 +297,7 @@ class RecordingProxy:
         target: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
+        interim: Interim | None,
     ) -> None:
         assert self.client is not None, "RecordingProxy.startup() was not run"
         call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "upstream")
@@ -310,7 +311,7 @@ class RecordingProxy:
                 await gate.wait()
                 call.sent()
             try:
-                response = await call.open(self.client, scope["method"], target, headers, body)
+                response = await call.open(self.client, scope["method"], target, headers, body, interim)
             except UpstreamError as exc:
                 error = before_response(exc, self.upstream)
                 record.update({"end": end_of(error), "error": str(error)})

@@ -1,5 +1,5 @@
-"""The recorder's HTTP/1.1 server: uvicorn's httptools protocol, plus what a recording proxy needs
-that ASGI has no message for. The app finds it in ``scope["extensions"]``.
+"""The recorder's HTTP/1.1 server: uvicorn's httptools protocol, plus two things a recording proxy
+needs that ASGI has no message for. The app finds them in ``scope["extensions"]``.
 
 - ``infertap.target``: a request target holding raw bytes past ASCII (``GET /v1/models/ünï``, as
   curl sends a URL it is given). llhttp refuses such a request line, and uvicorn answered a bare
@@ -7,18 +7,25 @@ that ASGI has no message for. The app finds it in ``scope["extensions"]``.
   percent-encoded for the parser only, and the bytes received are handed to the app to forward
   and record as they came. Only a request's first line read is looked at: a raw target pipelined
   behind another request in the same read still gets the parser's 400.
+- ``infertap.interim``: writes an interim response (``103 Early Hints``) to the client before the
+  response starts, as a proxy must pass 1xx on (RFC 9110 15.2); ASGI's early-hint extension is
+  HTTP/2's only, in uvicorn. Offered to HTTP/1.1 clients only: an HTTP/1.0 client can't be sent one.
 """
 
 from __future__ import annotations
 
 import re
+from http import HTTPStatus
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+from .hops import HOP_RESPONSE
 
 _NOT_ASCII = re.compile(rb"[\x80-\xff]")
 _REQUEST_LINE = re.compile(rb"[\r\n]*[^ \r\n]+ ([^ \r\n]+) ")  # its method and target, the target whole
 _ORIGIN = re.compile(rb"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")  # an absolute-form target's scheme and authority
+_PHRASES = {s.value: s.phrase.encode() for s in HTTPStatus if s.value < 200}
 _MAX_LINE = 65536  # a request line held this long without its end is passed to the parser, which refuses it
 
 
@@ -32,6 +39,24 @@ def split_target(target: bytes) -> tuple[bytes, bytes]:
     target = _ORIGIN.sub(b"", target.partition(b"#")[0])
     path, _, query = target.partition(b"?")
     return path or b"/", query
+
+
+class _Interim:
+    """Writes one interim response to a request's connection, while its response has not started."""
+
+    __slots__ = ("cycle",)
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self.cycle = cycle
+
+    def __call__(self, status: int, headers: list[tuple[bytes, bytes]]) -> bool:
+        cycle = self.cycle
+        if cycle.response_started or cycle.disconnected or cycle.transport.is_closing():
+            return False
+        head = [b"HTTP/1.1 %d %s\r\n" % (status, _PHRASES.get(status, b""))]
+        head += [n + b": " + v + b"\r\n" for n, v in headers if n.lower() not in HOP_RESPONSE]
+        cycle.transport.write(b"".join(head) + b"\r\n")
+        return True
 
 
 class ProxyHttpProtocol(HttpToolsProtocol):
@@ -75,6 +100,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             extensions["infertap.target"], self._target = self._target, None
         self.scope["extensions"] = extensions
         super().on_headers_complete()
+        if self.scope.get("http_version") == "1.1" and self.cycle is not None and self.cycle.scope is self.scope:
+            extensions["infertap.interim"] = _Interim(self.cycle)
 
     def on_message_complete(self) -> None:
         self._between = True

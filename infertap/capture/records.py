@@ -49,6 +49,15 @@ class Header(TypedDict):
     labels: dict[str, str]
 
 
+class InterimResponse(TypedDict):
+    """An interim (1xx) response the upstream sent before its response: 103 Early Hints."""
+
+    status: int
+    headers: list[list[str]]  # as the response's headers are kept
+    ns: int  # received, since sent
+    forwarded: bool  # passed on to the proxy's client (an HTTP/1.0 client can't be sent one)
+
+
 class ExchangeExtras(TypedDict, total=False):
     """The keys only some exchanges have."""
 
@@ -62,6 +71,7 @@ class ExchangeExtras(TypedDict, total=False):
     client_wait_ns: int  # the proxy's wait for its client to take the body: later chunks' times late by up to it
     retried: str  # sent a second time, on a new connection, after the first broke before any response: why
     response_trailers: list[list[str]]  # the trailer fields after a chunked body, as the headers are kept
+    interim: list[InterimResponse]  # the interim responses before the response, in order
     # A replayed exchange: its source and its schedule fidelity (replay/runner.py).
     source_id: str  # the id of the exchange it replays
     repeat: int  # which pass of a --repeat workload
