@@ -31,7 +31,8 @@ from infertap.errors import ConfigError, UpstreamError
 from .exchange import UpstreamCall, before_response, end_of
 from .hops import HOP_REQUEST, HOP_RESPONSE, connection_named
 from .looplag import LoopLag
-from .upstream import UpstreamClient, UpstreamResponse
+from .upstream import Interim, UpstreamClient, UpstreamResponse
+from .wire import split_target
 
 log = logging.getLogger("infertap.proxy")
 
@@ -47,7 +48,7 @@ class _Hangup:
     """Watches for the client going away for the whole exchange, prefill included, so that the engine
     stops generating for nobody: the exchange's task is cancelled and records the disconnect."""
 
-    __slots__ = ("send", "record", "task", "finished", "disconnected", "hung_up_ns", "_watcher")
+    __slots__ = ("send", "record", "task", "finished", "disconnected", "hung_up_ns", "delivered", "_watcher")
 
     def __init__(self, receive: Receive, send: Send, record: Exchange, task: asyncio.Task[Any]) -> None:
         self.send = send
@@ -56,6 +57,7 @@ class _Hangup:
         self.finished = False  # the upstream is done: a hang-up now cuts nothing short
         self.disconnected = False
         self.hung_up_ns: int | None = None  # when the client went away (monotonic)
+        self.delivered = 0  # the chunks handed to the client before it went away
         self._watcher = asyncio.create_task(self._watch(receive))
 
     async def _watch(self, receive: Receive) -> None:
@@ -63,6 +65,7 @@ class _Hangup:
         if message["type"] != "http.disconnect" or self.finished:
             return
         self.hung_up_ns = time.monotonic_ns()
+        self.delivered = len(self.record["chunks"])
         if self.record["status"] is not None and ended_by_marker(self.record["chunks"]):
             # A client often hangs up the moment it has read the last event (an SDK stops at
             # "[DONE]") while the upstream's end of stream is still on its way: give that a
@@ -78,9 +81,17 @@ class _Hangup:
         """One body chunk to the client, as it came."""
         return self.send({"type": "http.response.body", "body": chunk, "more_body": True})
 
+    def after_end(self) -> bool:
+        """Whether the client hung up after the stream's end marker: it had all of the answer."""
+        return self.hung_up_ns is not None and ended_by_marker(self.record["chunks"][max(0, self.delivered - 2) : self.delivered])
+
     def close(self) -> None:
         self.finished = True
         self._watcher.cancel()
+        record = self.record
+        if self.hung_up_ns is not None and self.delivered < len(record["chunks"]):
+            # read from the upstream after the client had gone (during the grace): kept, never delivered
+            record["delivered_chunks"] = self.delivered
 
 
 class RecordingProxy:
@@ -175,8 +186,13 @@ class RecordingProxy:
         start_ns = writer.elapsed_ns()
         self._seq += 1
         raw_headers: list[tuple[bytes, bytes]] = scope["headers"]
-        query: bytes = scope.get("query_string", b"")
-        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        extensions = scope.get("extensions") or {}
+        received = extensions.get("infertap.target")  # a target past ASCII, as it came (see wire.py)
+        if received is not None:
+            raw_path, query = split_target(received)
+        else:
+            query = scope.get("query_string", b"")
+            raw_path = scope.get("raw_path") or scope["path"].encode()
         client = scope.get("client")
         session = session_of(raw_headers)
         found = set(self._url_credentials)  # the credentials redacted below, looked for in the response too
@@ -213,7 +229,7 @@ class RecordingProxy:
             headers = [(n, v) for n, v in raw_headers if n not in HOP_REQUEST and n not in named]
             hangup = _Hangup(receive, send, record, task)
             try:
-                await self._forward(scope, send, record, hangup, target, headers, body)
+                await self._forward(scope, send, record, hangup, target, headers, body, extensions.get("infertap.interim"))
             finally:
                 hangup.close()
         finally:
@@ -281,6 +297,7 @@ class RecordingProxy:
         target: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
+        interim: Interim | None,
     ) -> None:
         assert self.client is not None, "RecordingProxy.startup() was not run"
         call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "upstream")
@@ -294,7 +311,7 @@ class RecordingProxy:
                 await gate.wait()
                 call.sent()
             try:
-                response = await call.open(self.client, scope["method"], target, headers, body)
+                response = await call.open(self.client, scope["method"], target, headers, body, interim)
             except UpstreamError as exc:
                 error = before_response(exc, self.upstream)
                 record.update({"end": end_of(error), "error": str(error)})
@@ -310,17 +327,21 @@ class RecordingProxy:
             if not await call.relay(response, hangup.deliver):
                 return  # returning without completing the response makes the server cut the connection
             hangup.finished = True  # the upstream is done: the exchange is complete, whoever hangs up now
+            if hangup.after_end():  # the upstream's end came within the grace, after the client had gone
+                record["closed_after_end"] = True
+                ended_at = hangup.hung_up_ns
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
-            if not hangup.disconnected:
-                record.update({"end": "cancelled", "error": "proxy shut down while the exchange was in flight"})
-                raise
-            hangup.task.uncancel()
-            if ended_by_marker(record["chunks"]):  # the client hung up after the stream's end marker: it had everything
+            if hangup.after_end():  # the client hung up after the stream's end marker: it had everything
                 record.update({"end": "complete", "error": None, "closed_after_end": True})
-                ended_at = hangup.hung_up_ns  # its end, not the grace's: the client had it all then
+                ended_at = hangup.hung_up_ns  # its end, not the grace's (nor a shutdown's within it)
+            elif not hangup.disconnected:
+                record.update({"end": "cancelled", "error": "proxy shut down while the exchange was in flight"})
             else:
                 record.update({"end": "client_disconnected", "error": "client disconnected; upstream request cancelled"})
+            if not hangup.disconnected:  # the proxy's shutdown: its cancellation goes on
+                raise
+            hangup.task.uncancel()
         except Exception as exc:
             record.update({"end": "proxy_error", "error": f"infertap failed while forwarding: {exc!r}"})
             raise

@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
-from infertap.capture.records import End, Exchange
+from infertap.capture.records import End, Exchange, InterimResponse
 from infertap.capture.redact import Redactor
 from infertap.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 
-from .upstream import UpstreamClient, UpstreamResponse
+from .upstream import Interim, UpstreamClient, UpstreamResponse
 
 #: A hand-off to the client that took longer than this waited for it (its send buffer was full): a
 #: write that doesn't wait takes microseconds.
@@ -44,11 +44,32 @@ class UpstreamCall:
         self.record["sent_ns"] = self.clock()
 
     async def open(
-        self, client: UpstreamClient, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
+        self,
+        client: UpstreamClient,
+        method: str,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        forward: Interim | None = None,
     ) -> UpstreamResponse:
-        """Send the request and record the response's head; raises ``UpstreamError`` when none came."""
-        response = await client.send(method, target, headers, body)
+        """Send the request and record the response's head, and each interim response before it
+        (passed on by ``forward``, the proxy's client's, where there is one); raises
+        ``UpstreamError`` when no response came."""
         record = self.record
+
+        def interim(status: int, fields: list[tuple[bytes, bytes]]) -> bool:
+            # 101 would switch the client's connection to a protocol nobody asked the upstream for
+            forwarded = forward is not None and status != 101 and forward(status, fields)
+            seen: InterimResponse = {
+                "status": status,
+                "headers": self.redactor.headers_from_asgi(fields),
+                "ns": time.monotonic_ns() - self.t0,
+                "forwarded": forwarded,
+            }
+            record.setdefault("interim", []).append(seen)
+            return forwarded
+
+        response = await client.send(method, target, headers, body, interim)
         if response.retried is not None:  # the first attempt's connection broke: times from the second
             record["retried"] = response.retried
             record["sent_ns"] += response.resent_ns - self.t0

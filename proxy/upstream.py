@@ -22,12 +22,15 @@ import select
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import unquote, urlsplit
 
 import httptools
 
 from infertap.errors import ConfigError, UpstreamBroken, UpstreamTimeout, UpstreamUnreachable
+
+#: Told of an interim response (its status and headers); returns whether it was passed on.
+Interim = Callable[[int, list[tuple[bytes, bytes]]], bool]
 
 _HIGH_WATER = 1 << 20
 _LOW_WATER = 1 << 18
@@ -105,7 +108,9 @@ class _Connection(asyncio.Protocol):
         assert response is not None
         status = self.parser.get_status_code()
         if 100 <= status < 200:  # an interim response (100 Continue, 103 Early Hints): the real one follows
-            response.headers = []
+            headers, response.headers = response.headers, []
+            if response.on_interim is not None:
+                response.on_interim(status, headers)
             return
         if not 200 <= status <= 599:  # the parser takes any three digits; no server can answer with them
             raise _NotHttp(f"status {status} is no HTTP status")
@@ -144,6 +149,7 @@ class UpstreamResponse:
         # the first attempt's failure where the request was sent a second time (see ``send``)
         self.retried: str | None = None
         self.resent_ns = 0  # when that second attempt was written (monotonic)
+        self.on_interim: Interim | None = None  # told of each interim response (1xx) as it comes
         self.headers_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.received = False  # any byte of a response: from then on a failure is not retried
         self.complete = False
@@ -282,9 +288,17 @@ class UpstreamClient:
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()
 
-    async def send(self, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> UpstreamResponse:
+    async def send(
+        self,
+        method: str,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        on_interim: Interim | None = None,
+    ) -> UpstreamResponse:
         """Send a request and wait for the response's headers. ``target`` is path + query; ``Host``
-        and ``Content-Length`` are set here (hop-by-hop headers must already be gone)."""
+        and ``Content-Length`` are set here (hop-by-hop headers must already be gone). ``on_interim``
+        is called, from the event loop's read, with each interim response's status and headers."""
         m = method.encode("ascii")
         head = [m, b" ", target or b"/", b" HTTP/1.1\r\nhost: ", self._host_header, b"\r\n"]
         for name, value in headers:
@@ -303,6 +317,7 @@ class UpstreamClient:
             if conn is None:
                 conn = await self._connect()
             response = UpstreamResponse(conn, m, self.read_timeout)
+            response.on_interim = on_interim
             if retried is not None:
                 response.retried, response.resent_ns = retried, time.monotonic_ns()
             conn.response = response

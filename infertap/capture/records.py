@@ -49,18 +49,29 @@ class Header(TypedDict):
     labels: dict[str, str]
 
 
+class InterimResponse(TypedDict):
+    """An interim (1xx) response the upstream sent before its response: 103 Early Hints."""
+
+    status: int
+    headers: list[list[str]]  # as the response's headers are kept
+    ns: int  # received, since sent
+    forwarded: bool  # passed on to the proxy's client (an HTTP/1.0 client can't be sent one)
+
+
 class ExchangeExtras(TypedDict, total=False):
     """The keys only some exchanges have."""
 
     request_body_size: int  # set when the body was not kept (refused)
     request_body_unsearched: str  # why a body sent encoded was not searched for credentials (see Redactor.request)
     closed_after_end: bool  # the client hung up after the stream's end marker, before the upstream's close
+    delivered_chunks: int  # the client hung up with only this many chunks handed on: the rest came after it
     proxy_generated: bool  # the response was written by infertap (401/413/502/503/504), not the upstream
     imported: str  # "har" or "mitmproxy": converted from a file, chunk times coarse
     body_not_in_file: list[str]  # imported: "request", "response": a body sent that the file doesn't hold (kept empty)
     client_wait_ns: int  # the proxy's wait for its client to take the body: later chunks' times late by up to it
     retried: str  # sent a second time, on a new connection, after the first broke before any response: why
     response_trailers: list[list[str]]  # the trailer fields after a chunked body, as the headers are kept
+    interim: list[InterimResponse]  # the interim responses before the response, in order
     # A replayed exchange: its source and its schedule fidelity (replay/runner.py).
     source_id: str  # the id of the exchange it replays
     repeat: int  # which pass of a --repeat workload

@@ -285,6 +285,8 @@ class Redactor:
             record["response_headers"] = _scrubbed_pairs(headers, needles, token)
         if trailers:
             record["response_trailers"] = _scrubbed_pairs(trailers, needles, token)
+        for interim in record.get("interim", ()):
+            interim["headers"] = _scrubbed_pairs(interim["headers"], needles, token)
         error = record.get("error")
         if isinstance(error, str):
             record["error"] = _scrubbed([error.encode()], needles, token)[0].decode("utf-8", "replace")

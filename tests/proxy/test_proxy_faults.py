@@ -264,6 +264,57 @@ def test_a_client_that_hangs_up_right_after_done_leaves_a_complete_exchange(reco
     assert parents[second["id"]] == first["id"]
 
 
+def test_what_the_upstream_sends_after_the_client_hung_up_past_done_is_kept_and_marked_undelivered(record):
+    """An upstream that sends a usage chunk after [DONE] and then ends, while the client, gone at
+    [DONE], never gets it: the chunk is kept (the engine sent it) and marked as never delivered,
+    and the exchange ends at the hang-up, as when the proxy stops waiting for the upstream's end."""
+    import asyncio as _asyncio
+
+    from tests.fake_upstream import ServerThread, lifespan
+
+    released: list[_asyncio.Event] = []
+
+    async def trailing(scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await lifespan(receive, send)
+        while (await receive()).get("more_body"):
+            pass
+        if not released:
+            released.append(_asyncio.Event())
+        if scope["path"] == "/release":  # asked only once the first client has hung up
+            released[0].set()
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        content = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
+        await send({"type": "http.response.body", "body": content, "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True})
+        await released[0].wait()
+        await send({"type": "http.response.body", "body": b'data: {"usage": {"completion_tokens": 1}}\n\n'})
+
+    with ServerThread(trailing) as server:
+        rec = record(server.url, "--no-probe")
+        got = b""
+        with httpx.Client(timeout=10) as client:  # made before: the release follows the hang-up at once
+            with client.stream("POST", f"{rec.url}/v1/chat/completions", json={"stream": True}) as r:
+                for chunk in r.iter_raw():
+                    got += chunk
+                    if got.rstrip().endswith(b"[DONE]"):
+                        break  # hang up, as the openai SDK does
+            # Sent after the hang-up, through the same proxy: it sees the hang-up before this request.
+            assert client.post(f"{rec.url}/release").status_code == 204
+        rec.stop()
+    (first,) = [x for x in rec.exchanges() if x["path"] == "/v1/chat/completions"]  # written after /release
+    assert first["end"] == "complete" and first.get("closed_after_end") is True
+    delivered = first.get("delivered_chunks", len(first["chunks"]))
+    assert b"".join(first["chunks"][:delivered]) == got  # what the client had, and nothing it didn't
+    late = b"".join(first["chunks"][delivered:])
+    if late:  # came before the proxy stopped waiting for the upstream's end: kept, after the exchange's end
+        assert late == b'data: {"usage": {"completion_tokens": 1}}\n\n'
+        assert first["end_ns"] < first["chunk_ns"][delivered]
+
+
 def test_a_disconnect_storm_is_recorded_and_the_proxy_keeps_serving(fake, record):
     """100 clients hang up mid-stream at once: each exchange is recorded, each upstream stream is
     cancelled, and the next request is served normally."""

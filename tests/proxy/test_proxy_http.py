@@ -167,3 +167,91 @@ def test_the_client_recorded_is_the_one_connected(raw_upstream, record) -> None:
     (x,) = rec.exchanges()
     assert x["client"].startswith("127.0.0.1:")
     assert ["x-forwarded-for", "6.6.6.6"] in x["request_headers"]
+
+
+def _raw_exchange(url: str, *pieces: bytes) -> bytes:
+    """Sends ``pieces`` one write each (the request must end with Connection: close); all it got back."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        for piece in pieces:
+            s.sendall(piece)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+def test_early_hints_reach_an_http11_client_and_are_recorded(raw_upstream, record) -> None:
+    """A 103 Early Hints was swallowed by the proxy's upstream client: neither passed on (a proxy
+    must forward 1xx, RFC 9110 15.2) nor recorded. An HTTP/1.0 client can't be sent one."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+        await writer.drain()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    new = _raw_exchange(rec.url, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    old = _raw_exchange(rec.url, b"GET /v1/models HTTP/1.0\r\nHost: x\r\n\r\n")
+    rec.stop()
+    assert new.startswith(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\n")
+    assert new.endswith(b"\r\n\r\nok") and old.startswith(b"HTTP/1.1 200 OK\r\n") and b"103" not in old
+    hints = [x["interim"] for x in sorted(rec.exchanges(), key=lambda x: x["seq"])]
+    assert [[(i["status"], i["headers"], i["forwarded"]) for i in h] for h in hints] == [
+        [(103, [["Link", "</style.css>; rel=preload"]], True)],
+        [(103, [["Link", "</style.css>; rel=preload"]], False)],
+    ]
+
+
+def test_an_expect_100_continue_client_gets_its_large_body_forwarded_and_recorded_exactly(raw_upstream, record) -> None:
+    """curl asks Expect: 100-continue for a large body and waits for the 100 before sending it: the
+    proxy's server answers it, the upstream (never asked) gets the body at once."""
+    seen: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        seen.append(request)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    body = bytes(range(256)) * 1024  # 256 KiB, every byte value
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n" % len(body)
+    host, port = rec.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(head + b"Connection: close\r\n\r\n")
+        assert s.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"  # asked for, before any body byte
+        s.sendall(body)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    rec.stop()
+    assert out.startswith(b"HTTP/1.1 200 OK") and out.endswith(b"ok")
+    (sent,) = seen
+    assert sent.endswith(b"\r\n\r\n" + body) and b"expect" not in sent.lower().split(b"\r\n\r\n")[0]
+    (x,) = rec.exchanges()
+    assert x["request_body"] == body and ["expect", "100-continue"] in x["request_headers"]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-packet", "target-in-two"])
+def test_a_target_with_raw_utf8_is_forwarded_and_recorded_as_received(raw_upstream, record, split) -> None:
+    """curl sends a URL's UTF-8 as it is given (GET /v1/models/ünï): engines' servers take it, while
+    the proxy's parser refused it with a bare 400 and nothing recorded."""
+    seen: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        seen.append(request.split(b"\r\n")[0])
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    request = "GET /v1/models/ünï?q=ü HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    out = _raw_exchange(rec.url, *((request[:17], request[17:]) if split else (request,)))
+    rec.stop()
+    assert out.startswith(b"HTTP/1.1 200 OK") and out.endswith(b"ok")
+    assert seen == ["GET /v1/models/ünï?q=ü HTTP/1.1".encode()]  # as the client sent it
+    (x,) = rec.exchanges()
+    assert (x["path"].encode("latin-1"), x["query"].encode("latin-1")) == ("/v1/models/ünï".encode(), "q=ü".encode())

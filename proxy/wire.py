@@ -1,0 +1,108 @@
+"""The recorder's HTTP/1.1 server: uvicorn's httptools protocol, plus two things a recording proxy
+needs that ASGI has no message for. The app finds them in ``scope["extensions"]``.
+
+- ``infertap.target``: a request target holding raw bytes past ASCII (``GET /v1/models/ünï``, as
+  curl sends a URL it is given). llhttp refuses such a request line, and uvicorn answered a bare
+  400 the app never saw, so nothing was recorded; engines' servers take it. The target is
+  percent-encoded for the parser only, and the bytes received are handed to the app to forward
+  and record as they came. Only a request's first line read is looked at: a raw target pipelined
+  behind another request in the same read still gets the parser's 400.
+- ``infertap.interim``: writes an interim response (``103 Early Hints``) to the client before the
+  response starts, as a proxy must pass 1xx on (RFC 9110 15.2); ASGI's early-hint extension is
+  HTTP/2's only, in uvicorn. Offered to HTTP/1.1 clients only: an HTTP/1.0 client can't be sent one.
+"""
+
+from __future__ import annotations
+
+import re
+from http import HTTPStatus
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+from .hops import HOP_RESPONSE
+
+_NOT_ASCII = re.compile(rb"[\x80-\xff]")
+_REQUEST_LINE = re.compile(rb"[\r\n]*[^ \r\n]+ ([^ \r\n]+) ")  # its method and target, the target whole
+_ORIGIN = re.compile(rb"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")  # an absolute-form target's scheme and authority
+_PHRASES = {s.value: s.phrase.encode() for s in HTTPStatus if s.value < 200}
+_MAX_LINE = 65536  # a request line held this long without its end is passed to the parser, which refuses it
+
+
+def _escape(match: re.Match[bytes]) -> bytes:
+    return b"%%%02X" % match[0][0]
+
+
+def split_target(target: bytes) -> tuple[bytes, bytes]:
+    """A raw request target's path and query, as uvicorn splits an ASCII one (fragment dropped,
+    an absolute-form target's scheme and authority too)."""
+    target = _ORIGIN.sub(b"", target.partition(b"#")[0])
+    path, _, query = target.partition(b"?")
+    return path or b"/", query
+
+
+class _Interim:
+    """Writes one interim response to a request's connection, while its response has not started."""
+
+    __slots__ = ("cycle",)
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self.cycle = cycle
+
+    def __call__(self, status: int, headers: list[tuple[bytes, bytes]]) -> bool:
+        cycle = self.cycle
+        if cycle.response_started or cycle.disconnected or cycle.transport.is_closing():
+            return False
+        head = [b"HTTP/1.1 %d %s\r\n" % (status, _PHRASES.get(status, b""))]
+        head += [n + b": " + v + b"\r\n" for n, v in headers if n.lower() not in HOP_RESPONSE]
+        cycle.transport.write(b"".join(head) + b"\r\n")
+        return True
+
+
+class ProxyHttpProtocol(HttpToolsProtocol):
+    """uvicorn's ``httptools`` protocol, which the recorder serves with (``uvicorn.Config(http=...)``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._between = True  # no request begun: the next bytes start a request line
+        self._held = b""  # a request line's start, held until its end arrives
+        self._target: bytes | None = None  # the raw target of the request being parsed
+
+    def data_received(self, data: bytes) -> None:
+        if self._between and (self._held or b"\n" not in data or not data.isascii()):
+            data = self._request_line(self._held + data)
+            if not data:
+                return
+        super().data_received(data)
+
+    def _request_line(self, data: bytes) -> bytes:
+        """The bytes to parse, a raw target percent-encoded; none while the target is still arriving."""
+        self._held = b""
+        line = _REQUEST_LINE.match(data)
+        if line is None:
+            if b"\n" not in data and len(data) < _MAX_LINE:
+                self._held = data  # only part of the request line: its target is read whole
+                return b""
+            return data  # no request line: the parser answers it
+        target = line[1]
+        if target.isascii():
+            return data
+        self._target = target
+        return data[: line.start(1)] + _NOT_ASCII.sub(_escape, target) + data[line.end(1) :]
+
+    def on_message_begin(self) -> None:
+        self._between = False
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        extensions: dict[str, Any] = {}
+        if self._target is not None:
+            extensions["infertap.target"], self._target = self._target, None
+        self.scope["extensions"] = extensions
+        super().on_headers_complete()
+        if self.scope.get("http_version") == "1.1" and self.cycle is not None and self.cycle.scope is self.scope:
+            extensions["infertap.interim"] = _Interim(self.cycle)
+
+    def on_message_complete(self) -> None:
+        self._between = True
+        super().on_message_complete()
