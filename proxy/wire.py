@@ -95,10 +95,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         super().on_message_begin()
 
     def on_headers_complete(self) -> None:
-        extensions: dict[str, Any] = {}
+        extensions: dict[str, Any] = self.scope.setdefault("extensions", {})  # uvicorn's own kept, if any
         if self._target is not None:
             extensions["infertap.target"], self._target = self._target, None
-        self.scope["extensions"] = extensions
         super().on_headers_complete()
         if self.scope.get("http_version") == "1.1" and self.cycle is not None and self.cycle.scope is self.scope:
             extensions["infertap.interim"] = _Interim(self.cycle)
