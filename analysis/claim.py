@@ -34,6 +34,7 @@ FIELDS = (
     "measuring_side",
     "aggregation",
 )
+_TOKENS = ("prompt_tokens", "output_tokens")  # the workload's token totals
 
 
 def _field(value: Any, source: str, unknown: str | None = None) -> dict[str, Any]:
@@ -314,10 +315,9 @@ def _whole(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
     spans = [g["span_s"] or 0 for g in groups]
     means = [(g["concurrency"] or {}).get("mean") for g in groups]
     weighted = sum(m * s for m, s in zip(means, spans, strict=True) if m is not None)
-    totals = {
-        name: {"total": sum((g["workload"].get(name) or {}).get("total") or 0 for g in groups)}
-        for name in ("prompt_tokens", "output_tokens")
-    }
+    # A run of no count adds nothing; no run's count known: unknown, not 0.
+    counted = {name: [t for g in groups if (t := (g["workload"].get(name) or {}).get("total")) is not None] for name in _TOKENS}
+    totals = {name: {"total": sum(counted[name]) if counted[name] else None} for name in _TOKENS}
     return {
         "workload": {**totals, "prefix_reuse": list(reuse.values())},
         "concurrency": {
@@ -346,9 +346,15 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None) ->
         **{k: w[k] for k in ("source", "derived_by", "same_as_source", "same_schedule_as_source", "schedule_by") if k in w},
         "schedule_not_kept": schedule_not_kept(w),
     }
+    uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
+    why = (
+        f"{uncounted} unknown: no request's count came with its answer (usage) or from an enrichment (ask the engine "
+        "for usage, e.g. stream_options.include_usage, or run `infertap enrich CAPTURE --engine URL`)"
+    )
     return _field(
         value,
         "sha256 of the generation requests (method, path, exact body bytes) in send order; token totals from usage or the engine's tokenizer",
+        why if uncounted else None,
     )
 
 

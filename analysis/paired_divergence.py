@@ -331,6 +331,7 @@ def _pair_divergence(
         and _finishes(sa) == _finishes(sb)
         and not _stops_differ(sa.stop_sequence, sb.stop_sequence)
         and not _stop_reasons_differ(sa.stop_reason, sb.stop_reason)
+        and not _stop_reasons_differ(sa.matched_stop, sb.matched_stop)
         and sa.stop_details == sb.stop_details
     )
     # What else the answer holds: encrypted reasoning (counted), and the other answers n > 1 asked for.
@@ -401,6 +402,7 @@ def _same_choices(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
         and tool_call_diff(x["tool_calls"], y["tool_calls"])["arguments_equal"]
         and not _stops_differ(x["stop_sequence"], y["stop_sequence"])
         and not _stop_reasons_differ(x["stop_reason"], y["stop_reason"])
+        and not _stop_reasons_differ(x["matched_stop"], y["matched_stop"])
         for x, y in zip(a, b, strict=True)
     )
 
@@ -414,7 +416,8 @@ def _stops_differ(a: str | None, b: str | None) -> bool:
 def _stop_reasons_differ(a: str | None, b: str | None) -> bool:
     """vLLM's ``stop_reason`` (as JSON) differs where both answers carry it: a stop string against
     null (an end of sequence) is another ending with the same finish reason. An answer without the
-    key (another engine) says nothing of it."""
+    key (another engine) says nothing of it. So does SGLang's ``matched_stop``, each compared only
+    with its own: SGLang names the end-of-sequence token where vLLM says null."""
     return a is not None and b is not None and a != b
 
 
@@ -490,6 +493,9 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     elif _stop_reasons_differ(sa.stop_reason, sb.stop_reason):  # not said twice: a string that differs is above
         counts["stop_reason_differs"] += 1
         item["stop_reason"] = [_said(sa.stop_reason), _said(sb.stop_reason)]
+    elif _stop_reasons_differ(sa.matched_stop, sb.matched_stop):
+        counts["matched_stop_differs"] += 1
+        item["matched_stop"] = [_said(sa.matched_stop), _said(sb.matched_stop)]
     if sa.stop_details != sb.stop_details:
         counts["stop_details_differ"] += 1  # a refusal's category (Anthropic's), or details on one side only
         item["stop_details"] = [sa.stop_details, sb.stop_details]

@@ -56,7 +56,8 @@ BATCH_ROWS = 5_000
 #: 14: vLLM's stop_reason as said (null too), of each choice; 15: Anthropic's stop_details; 16: a
 #: completion's prompt of token ids as its JSON (last_user); 17: an Ollama prompt's images in its last_user;
 #: 18: an imported answer whose body is not in the file unread with that reason (compare leaves it out).
-SUMMARY_VERSION = 18
+#: 19: SGLang's matched_stop as said (null too), of each choice.
+SUMMARY_VERSION = 19
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -114,6 +115,7 @@ class Summary:
     logprobs: list[Position] | None  # per output position, the token chosen and the top-k the engine reported
     stop_sequence: str | None  # the stop string that ended it, where the engine said
     stop_reason: str | None  # vLLM's stop_reason as JSON where the answer carried it (Output.stop_reason)
+    matched_stop: str | None  # SGLang's matched_stop as JSON where the answer carried it (Output.matched_stop)
     stop_details: str | None  # Anthropic's stop_details: a refusal's category (Output.stop_details)
     encrypted_reasoning: int  # blocks of encrypted reasoning (Output.encrypted_reasoning)
     choices: list[dict[str, Any]]  # choices other than the first (n > 1), as Output.choices
@@ -159,6 +161,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         logprobs=None if plain is not None else logprob_positions(out.objects) or None,
         stop_sequence=out.stop_sequence,
         stop_reason=out.stop_reason,
+        matched_stop=out.matched_stop,
         stop_details=out.stop_details,
         encrypted_reasoning=out.encrypted_reasoning,
         choices=out.choices,

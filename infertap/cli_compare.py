@@ -410,6 +410,7 @@ _BESIDES = (
     ("after_end_marker", "data after the end marker"),
     ("stop_sequence", "stop sequence"),
     ("stop_reason", "stop reason (vLLM)"),
+    ("matched_stop", "matched stop (SGLang)"),
     ("stop_details", "stop details"),
     ("stream_done", "end marker"),
     ("encrypted_reasoning", "encrypted reasoning blocks"),

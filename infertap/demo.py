@@ -23,6 +23,7 @@ import httpx
 
 from .launch import (
     SMOLLM2_ALIAS,
+    cache_dir,
     llama_cpp_python_server,
     llama_server,
     recorder,
@@ -136,6 +137,7 @@ def run_demo(
     from .engines.probe import probe
     from .replay import ReplayConfig, Transforms, run_replay
 
+    cache_dir()  # refused here, not by the comparison after every engine ran: the analysis cache is the same folder
     out.mkdir(parents=True, exist_ok=True)
     workload = load_workload(quick=quick)
     gguf = smollm2_gguf()

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import httpx
 
+from .capture.segments import capture_holding
+
 SMOLLM2_ALIAS = "SmolLM2-135M-Instruct"
 
 
@@ -38,8 +40,19 @@ def smollm2_gguf() -> Path:
 
 
 def cache_dir() -> Path:
-    """infertap's cache (converted models, wheels): $INFERTAP_CACHE, else ~/.cache/infertap."""
-    return Path(os.environ.get("INFERTAP_CACHE") or Path.home() / ".cache" / "infertap")
+    """infertap's cache (converted models, wheels): $INFERTAP_CACHE, else ~/.cache/infertap. Refused,
+    as the analysis cache is, where it is a capture's folder or lies in one: a converted model would
+    sit among the capture's segments, copied and shared with it."""
+    said = os.environ.get("INFERTAP_CACHE")
+    root = Path(said) if said else Path.home() / ".cache" / "infertap"
+    capture = capture_holding(root)
+    if capture is not None:
+        given = "$INFERTAP_CACHE" if said else "the default cache"
+        raise EngineError(
+            f"{root} ({given}): the cache would lie inside the capture {capture}, its files among the capture's "
+            "segments; nothing was written: give $INFERTAP_CACHE a folder outside any capture"
+        )
+    return root
 
 
 def vllm_model_dir(gguf: str | os.PathLike[str] | None = None) -> Path:

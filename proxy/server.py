@@ -19,7 +19,7 @@ from infertap.capture.hostfacts import is_loopback
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
 from infertap.engines.enrich import Enricher
-from infertap.engines.gguf_meta import check_gguf
+from infertap.engines.gguf_check import check_gguf
 from infertap.errors import ConfigError, check_headers, check_seconds, check_url
 from infertap.stopping import stop_signals
 from infertap.telemetry import check_telemetry, start_telemetry

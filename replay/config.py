@@ -63,7 +63,7 @@ class ReplayConfig:
             )
         check_headers("--header", self.transforms.headers)
         if self.model_file is not None:
-            from infertap.engines.gguf_meta import check_gguf
+            from infertap.engines.gguf_check import check_gguf
 
             check_gguf(self.model_file)  # before the replay's capture is opened
         for name, value, least, most in (("--repeat", self.repeat, 1, 1_000_000), ("--limit", self.limit, 1, 1 << 40)):

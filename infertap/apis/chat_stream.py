@@ -27,7 +27,7 @@ import msgspec
 
 from .body import _wbits, framing, head_of
 from .fastjson import NOT_JSON, _decode, utf8
-from .openai import _OBJECTS, both_reasoning, choice_index, choice_zero, only_zero, stop_reason_json
+from .openai import _OBJECTS, both_reasoning, choice_index, choice_zero, matched_stop_after, only_zero, stop_reason_json
 from .read import CHAT, _by_path, ended
 from .shapes import Output, ToolCallPart, error_of, finish_words
 
@@ -92,7 +92,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
     merged: dict[str, Any] = {}
     ids: list[int] = []
     finish: str | None = None
-    model = response_id = fingerprint = error_message = stop = stop_reason = None
+    model = response_id = fingerprint = error_message = stop = stop_reason = matched = None
     timings: dict[str, Any] | None = None
     readable = False
     obj: Any = None
@@ -143,6 +143,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
                 ids.extend(c.token_ids)
             stop = c.stop_sequence if c.stop_sequence is not None else stop
             stop_reason = c.stop_reason if c.stop_reason is not None else stop_reason
+            matched = matched_stop_after(matched, c.matched_stop)
         if not known and (message := error_of(obj)) is not None:
             known = True
             error_message = message or error_message
@@ -186,7 +187,7 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
     if merged:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = CHAT.counts(merged)
     out.token_ids = ids or None
-    out.stop_sequence, out.stop_reason = stop, stop_reason
+    out.stop_sequence, out.stop_reason, out.matched_stop = stop, stop_reason, matched
     return ChatStream(out, ended(pieces, obj), at, datas, contents, reasonings, tools, finishes, usages)
 
 
@@ -221,7 +222,7 @@ class _Choice(msgspec.Struct):
     finish_reason: str | None = None
     # vLLM's: the stop string (or token id) that ended it; null said (an end of sequence) is not unsaid
     stop_reason: int | str | None | msgspec.UnsetType = msgspec.UNSET
-    matched_stop: int | str | None = None  # SGLang's
+    matched_stop: int | str | None | msgspec.UnsetType = msgspec.UNSET  # SGLang's: its end of sequence's id too
     message: msgspec.UnsetType = msgspec.UNSET  # read only where the delta is empty: the loop's case
     logprobs: None = None  # token ids: the loop's case
     token_ids: None = None
@@ -281,6 +282,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
     calls: dict[int, dict[str, Any]] = {}
     stop: str | None = None
     stop_reason: str | None = None
+    matched: str | None = None
     for e in events:
         content = thought = ""
         n = 0
@@ -292,6 +294,8 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
                 stop = said
             if choice.stop_reason is not msgspec.UNSET:
                 stop_reason = stop_reason_json(choice.stop_reason)
+            if choice.matched_stop is not msgspec.UNSET:
+                matched = matched_stop_after(matched, stop_reason_json(choice.matched_stop))
             delta = choice.delta
             if delta is not None:
                 if delta.content is not None:
@@ -338,7 +342,7 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
     out.usage = merged or None
     if merged:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = CHAT.counts(merged)
-    out.stop_sequence, out.stop_reason = stop, stop_reason
+    out.stop_sequence, out.stop_reason, out.matched_stop = stop, stop_reason, matched
     return ChatStream(out, True, at, datas, contents, reasonings, tools, finishes, usages)
 
 

@@ -28,8 +28,8 @@ def choice_zero(choices: list[Any]) -> Delta:
     """Choice 0 of a chat or completions object: its text, reasoning, refusal, tool-call pieces,
     finish reason, token ids (logprobs' or vLLM's return_token_ids), the stop string that ended it
     (vLLM's ``stop_reason``, SGLang's ``matched_stop``), an audio answer's transcript and the
-    sources it cites (``annotations``), vLLM's ``stop_reason`` as said (``stop_reason_json``). Other
-    choices (n > 1): ``other_choices``."""
+    sources it cites (``annotations``), vLLM's ``stop_reason`` and SGLang's ``matched_stop`` as said
+    (``stop_reason_json``). Other choices (n > 1): ``other_choices``."""
     return choice_at(choices, 0)
 
 
@@ -73,6 +73,8 @@ def choice_at(choices: list[Any], k: int) -> Delta:
             d.stop_sequence = said
         if "stop_reason" in choice:
             d.stop_reason = stop_reason_json(choice["stop_reason"])
+        if "matched_stop" in choice:
+            d.matched_stop = stop_reason_json(choice["matched_stop"])
         logprobs = choice.get("logprobs")
         if isinstance(logprobs, dict):
             ids.extend(
@@ -108,12 +110,20 @@ def stop_value(value: Any) -> bool:
 
 
 def stop_reason_json(value: Any) -> str:
-    """vLLM's ``stop_reason`` as sent, as JSON: the stop string ``"106"`` is not the token id ``106``,
-    and ``null`` (an end of sequence, or the length) is said, not missing."""
+    """vLLM's ``stop_reason`` (SGLang's ``matched_stop``) as sent, as JSON: the stop string ``"106"``
+    is not the token id ``106``, and ``null`` (vLLM's end of sequence, either's length) is said, not
+    missing."""
     try:
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError, RecursionError):
         return repr(value)
+
+
+def matched_stop_after(before: str | None, said: str | None) -> str | None:
+    """SGLang's ``matched_stop`` of an answer, given what a chunk said after ``before``: a value is
+    not undone by a later null, as every chunk of SGLang's carries the key (null before the last,
+    and in a hidden-states chunk after it)."""
+    return before if said is None or said == "null" and before is not None else said
 
 
 def only_zero(choices: list[Any]) -> bool:

@@ -9,6 +9,7 @@ tried once more with the adapter its first event looks like (llama-server answer
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ from .fastjson import loads, loads_exact
 from .llamacpp import LlamaCpp
 from .messages import Messages
 from .ollama import OllamaChat, OllamaGenerate
-from .openai import Chat, Completions
+from .openai import Chat, Completions, matched_stop_after
 from .responses import Responses
 from .sampling import sampling_fields
 from .shapes import (
@@ -242,7 +243,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     ids: list[int] = []
     finishes: list[str] = []
     finish: str | None = None
-    model = response_id = fingerprint = error_message = stop = stop_reason = stop_details = None
+    model = response_id = fingerprint = error_message = stop = stop_reason = matched = stop_details = None
     timings: dict[str, Any] | None = None
     durations: dict[str, Any] | None = None
     others: dict[int, list[Delta]] = {}
@@ -286,6 +287,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             stop = d.stop_sequence
         if d.stop_reason is not None:
             stop_reason = d.stop_reason
+        matched = matched_stop_after(matched, d.matched_stop)
         if d.stop_details is not None:
             stop_details = d.stop_details
         if d.choices:
@@ -341,6 +343,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = api.counts(usage)
     out.token_ids = ids or None
     out.stop_sequence, out.stop_reason, out.stop_details, out.encrypted_reasoning = stop, stop_reason, stop_details, encrypted
+    out.matched_stop = matched
     out.choices = [other_choice(k, deltas) for k, deltas in sorted(others.items())]
     if not events and out.error is None:
         out.error = "empty body"
@@ -423,4 +426,5 @@ def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:
         "finish_reason": next((d.finish_reason for d in reversed(deltas) if d.finish_reason), None),
         "stop_sequence": next((d.stop_sequence for d in reversed(deltas) if d.stop_sequence is not None), None),
         "stop_reason": next((d.stop_reason for d in reversed(deltas) if d.stop_reason is not None), None),
+        "matched_stop": functools.reduce(matched_stop_after, (d.matched_stop for d in deltas), None),
     }

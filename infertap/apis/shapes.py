@@ -62,6 +62,7 @@ class Delta:
     error: str | None = None  # an error the body reports (error object or error event)
     stop_sequence: str | None = None  # the stop string that ended it, where the engine says
     stop_reason: str | None = None  # vLLM's ``stop_reason`` as JSON where the choice carries it (``Output.stop_reason``)
+    matched_stop: str | None = None  # SGLang's ``matched_stop`` as JSON where the choice carries it (``Output.matched_stop``)
     stop_details: str | None = None  # Anthropic's ``stop_details`` (``Output.stop_details``)
     encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
@@ -158,6 +159,9 @@ class Output:
     # vLLM's ``stop_reason`` as JSON (``"###"``, ``106``, ``null`` at EOS or length), the last a
     # choice said; None where none carried the key (other engines): compared only where both say.
     stop_reason: str | None = None
+    # SGLang's ``matched_stop`` as JSON (``"###"``, a token id, its end of sequence's too, ``null`` at
+    # the length), the last value a choice said; None where none carried the key: compared only where both say.
+    matched_stop: str | None = None
     # Anthropic's ``stop_details``, why it stopped beyond the stop reason (a refusal's category), as
     # canonical JSON without what is new per request; None where null or missing.
     stop_details: str | None = None

@@ -15,8 +15,7 @@ from typing import Any
 
 from infertap.errors import ConfigError
 
-#: What every GGUF file starts with.
-GGUF_MAGIC = b"GGUF"
+from .gguf_check import gguf_problem
 
 
 def _file_type(value: int) -> str:
@@ -80,9 +79,12 @@ def _read(path: str, mtime_ns: int, size: int) -> GGUFFacts:
     import gguf  # numpy-backed; only loaded when a model file is actually read
 
     try:
-        reader = gguf.GGUFReader(path)
+        problem = gguf_problem(path)  # what is wrong, in words, before the reader's own (numpy's)
+        reader = gguf.GGUFReader(path) if problem is None else None
     except (ValueError, IndexError, KeyError, OSError) as exc:  # not a GGUF, or cut short
         raise ConfigError(f"{path}: not a readable GGUF model file ({exc})") from exc
+    if reader is None:
+        raise ConfigError(f"{path}: {problem}")
 
     def value(key: str):
         field = reader.fields.get(key)
@@ -127,19 +129,6 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFacts:
     p = Path(path).resolve()
     st = p.stat()
     return _read(str(p), st.st_mtime_ns, st.st_size)
-
-
-def check_gguf(path: str | os.PathLike[str]) -> None:
-    """ConfigError unless ``path`` starts as a GGUF does: checked before a capture is opened, so
-    that a wrong ``--model-file`` (safetensors, a tokenizer's JSON) is refused at once, not once
-    the capture holds an empty run."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(GGUF_MAGIC))
-    except OSError as exc:
-        raise ConfigError(f"--model-file {path}: can't be read ({exc.strerror or exc})") from exc
-    if head != GGUF_MAGIC:
-        raise ConfigError(f"--model-file {path}: not a GGUF model file (a GGUF starts with 'GGUF'); give the engine's .gguf")
 
 
 def dtype_fact(gguf: GGUFFacts, how: str) -> dict[str, Any]:

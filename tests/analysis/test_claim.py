@@ -456,6 +456,29 @@ def test_unknown_token_counts_read_unknown_as_the_rest_of_the_card_reads(tmp_pat
     assert (unknown["prompt_tokens"], unknown["output_tokens"]) == (None, None)
 
 
+def test_unknown_token_totals_say_why_and_strict_names_them(tmp_path):
+    """Unknown totals are an unknown of the card like any other: the workload says why, and
+    --strict names it; totals counted from usage are no unknown. Two runs of no count are not 0."""
+    bare = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}]}).encode()
+    write_capture(tmp_path / "counted", [{"id": "c", "chunks": [_answer(3, 10)]}])
+    write_capture(tmp_path / "bare", [{"id": "b", "chunks": [bare]}])
+    write_capture(tmp_path / "bare", [{"id": "b2", "chunks": [bare]}])  # a second run: the sum of no counts
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    counted = claim(tmp_path / "counted", cache_dir=tmp_path / "cache")
+    assert "unknown" not in counted["workload"] and "workload" not in unknown_fields(counted)
+    strict = CliRunner().invoke(cli, ["claim", str(tmp_path / "counted"), "--strict", *cache])
+    assert "unknown runtime:" in strict.output and "unknown workload" not in strict.output, strict.output
+    bare_card = claim(tmp_path / "bare", cache_dir=tmp_path / "cache")
+    assert (bare_card["workload"]["value"]["prompt_tokens"], bare_card["workload"]["value"]["output_tokens"]) == (None, None)
+    why = unknown_fields(bare_card)["workload"]
+    assert why.startswith("prompt_tokens and output_tokens unknown: ") and "infertap enrich" in why, why
+    strict = CliRunner().invoke(cli, ["claim", str(tmp_path / "bare"), "--strict", *cache])
+    assert strict.exit_code != 0 and f"unknown workload: {why}" in strict.output
+    assert "workload" in strict.output.splitlines()[-1]
+    text = CliRunner().invoke(cli, ["claim", str(tmp_path / "bare"), *cache]).output
+    assert "prompt_tokens unknown, output_tokens unknown" in text and f"(unknown: {why})" in text
+
+
 def test_a_capture_without_generation_requests_has_a_card_without_figures(tmp_path):
     path = tmp_path / "models-only"
     write_capture(path, [{"method": "GET", "path": "/v1/models", "body": b""}])

@@ -624,6 +624,82 @@ def test_vllms_stop_reason_differs_where_both_answers_carry_it(tmp_path: Path) -
     assert "stop_reason_differs" not in d["counts"]
 
 
+def _sglang(
+    said: Any = None, *, stream: bool = False, second: Any = _UNSAID, finish: str = "stop", hidden: bool = False
+) -> list[bytes]:
+    """An SGLang answer "Hello" whose choice says ``matched_stop`` ``said`` (a stop string, a token id:
+    its end of sequence too; None: null, at the length); ``_UNSAID``: no such key (another engine).
+    Streamed as SGLang serialises it: every choice of every chunk carries the key, null until the
+    last; ``hidden``: a hidden-states chunk after it, null again. ``second``: a second choice's."""
+    key = {} if said is _UNSAID else {"matched_stop": said}
+    choices = [{"index": 0, "logprobs": None, "finish_reason": finish, **key}]
+    if second is not _UNSAID:
+        choices.append({"index": 1, "logprobs": None, "finish_reason": "stop", "matched_stop": second})
+    if not stream:
+        message = {"role": "assistant", "content": "Hello", "reasoning_content": None, "tool_calls": None}
+        whole = {"object": "chat.completion", "model": "m", "choices": [{**c, "message": message} for c in choices]}
+        return [json.dumps(whole).encode()]
+    unsaid = {} if said is _UNSAID else {"matched_stop": None}
+    running = {"index": 0, "logprobs": None, "finish_reason": None, **unsaid}
+    events = [
+        {**running, "delta": {"role": "assistant", "content": ""}},
+        {**running, "delta": {"content": "Hello"}},
+        {**choices[0], "delta": {}},
+        *([{**running, "delta": {"hidden_states": [0.5]}}] if hidden else []),
+    ]
+    chunks = [{"object": "chat.completion.chunk", "model": "m", "choices": [e]} for e in events]
+    return [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+def _sglang_text(said: Any) -> list[bytes]:
+    """SGLang's /v1/completions answer "Hello" whose choice says ``matched_stop`` ``said``."""
+    choice = {"index": 0, "text": "Hello", "logprobs": None, "finish_reason": "stop", "matched_stop": said}
+    return [json.dumps({"object": "text_completion", "model": "m", "choices": [choice]}).encode()]
+
+
+_TEXT_WHOLE = ("/v1/completions", {"model": "m", "prompt": "q"}, "application/json")
+#: name -> (API, A's chunks, B's chunks): each the same text and finish reason, ended otherwise as SGLang says.
+MATCHED_STOPS = {
+    "stop string vs end of sequence": (_CHAT_WHOLE, _sglang("###"), _sglang(2)),
+    "stop string vs end of sequence, streamed": (_CHAT, _sglang("###", stream=True), _sglang(2, stream=True)),
+    "a hidden-states chunk after the end, streamed": (
+        _CHAT,
+        _sglang("###", stream=True, hidden=True),
+        _sglang(2, stream=True, hidden=True),
+    ),  # fmt: skip
+    "a stop token id vs end of sequence": (_CHAT_WHOLE, _sglang(106), _sglang(2)),
+    "stop string 2 vs token id 2": (_CHAT_WHOLE, _sglang("2"), _sglang(2)),
+    "completions stop string vs end of sequence": (_TEXT_WHOLE, _sglang_text("###"), _sglang_text(2)),
+    "second choice's stop string vs end of sequence": (_CHAT_N2, _sglang(2, second="###"), _sglang(2, second=2)),
+}
+MATCHED_STOPS_SAME = {
+    "the same stop string": (_CHAT_WHOLE, _sglang("###"), _sglang("###")),
+    "both at an end of sequence, streamed": (_CHAT, _sglang(2, stream=True), _sglang(2, stream=True, hidden=True)),
+    "both at the length": (_CHAT_WHOLE, _sglang(None, finish="length"), _sglang(None, finish="length")),
+    "completions, the same end of sequence": (_TEXT_WHOLE, _sglang_text(2), _sglang_text(2)),
+    # One engine names no matched_stop: no evidence that it stopped elsewhere (SGLang against llama.cpp).
+    "an end of sequence vs an engine that names none": (_CHAT_WHOLE, _sglang(2), _sglang(_UNSAID)),
+    # vLLM says null at its end of sequence where SGLang names the token: the keys mean other things,
+    # so the two engines' endings are compared only as stop strings (stop_sequence).
+    "vLLM's end of sequence vs SGLang's": (_CHAT_WHOLE, _vllm(None), _sglang(2)),
+    "vLLM's end of sequence vs SGLang's, streamed": (_CHAT, _vllm(None, stream=True), _sglang(2, stream=True)),
+    "vLLM's stop string vs SGLang's": (_CHAT_WHOLE, _vllm("###"), _sglang("###")),
+}
+
+
+def test_sglangs_matched_stop_differs_where_both_answers_carry_it(tmp_path: Path) -> None:
+    """An SGLang answer stopped at a stop string matched one that ended at its end of sequence: the
+    same text and finish reason, and a token id (SGLang names its end of sequence) no stop sequence."""
+    d, items = _all_differ(tmp_path, MATCHED_STOPS)
+    assert d["counts"]["matched_stop_differs"] == 6 and d["counts"]["other_choices_differ"] == 1, d["counts"]
+    assert items["stop string vs end of sequence"]["matched_stop"] == ["###", 2]
+    assert items["a hidden-states chunk after the end, streamed"]["matched_stop"] == ["###", 2]
+    assert items["stop string 2 vs token id 2"]["matched_stop"] == ["2", 2]
+    assert "stop_sequence" not in items["a stop token id vs end of sequence"]
+    d = _all_match(tmp_path, MATCHED_STOPS_SAME)
+    assert "matched_stop_differs" not in d["counts"] and "stop_reason_differs" not in d["counts"]
+
+
 def _refused(category: str | None = None, *, stream: bool = False, token: str = "fct_1", **more: Any) -> list[bytes]:
     """An Anthropic refusal "I can't help" whose ``stop_details`` names ``category`` (no category
     given: ``stop_details`` null), with a fallback credit token (new each refusal) and ``more``."""

@@ -282,6 +282,7 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
             "finish_reason": "length",
             "stop_sequence": None,
             "stop_reason": "null",  # said: an end of sequence or the length
+            "matched_stop": None,
         },  # fmt: skip
         {
             "index": 2,
@@ -295,6 +296,7 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
             "finish_reason": "stop",
             "stop_sequence": "###",
             "stop_reason": '"###"',
+            "matched_stop": None,
         },  # fmt: skip
     ]
     whole = {"object": "chat.completion", "choices": [{"index": 1, "message": {"content": "b"}}, {"index": 0, "message": {"content": "a"}}]}  # fmt: skip
@@ -331,6 +333,31 @@ def test_vllms_stop_reason_is_read_as_said_by_every_reading() -> None:
     )
     later = _sse(*({"object": "chat.completion.chunk", "choices": c} for c in null_then_string))
     assert read_response(_record(later)).stop_reason == '"###"'  # the last said
+
+
+def test_sglangs_matched_stop_is_read_as_said_by_every_reading() -> None:
+    """SGLang's ``matched_stop`` as JSON, null too, as SGLang streams it (every chunk carries the key,
+    null before the last; a hidden-states chunk may follow it): a later null does not undo the
+    value, a stop string and a token id of the same digits are two, a whole body reads alike."""
+    said = {"###": '"###"', "2": '"2"', 2: "2", None: "null"}
+    for value, read in said.items():
+        choice = {"index": 0, "logprobs": None, "finish_reason": None, "matched_stop": None}
+        chunks = _sse(
+            {"object": "chat.completion.chunk", "choices": [{**choice, "delta": {"role": "assistant", "content": ""}}]},
+            {"object": "chat.completion.chunk", "choices": [{**choice, "delta": {"content": "a"}}]},
+            {"object": "chat.completion.chunk", "choices": [{**choice, "delta": {}, "finish_reason": "stop", "matched_stop": value}]},
+            {"object": "chat.completion.chunk", "choices": [{**choice, "delta": {"hidden_states": [0.5]}}]},
+        )  # fmt: skip
+        assert _typed_agrees(chunks) and _agrees(_record(chunks))
+        assert read_response(_record(chunks)).matched_stop == read, value
+        whole = {"object": "chat.completion", "choices": [{"index": 0, "message": {"content": "a"}, "finish_reason": "stop", "matched_stop": value}]}  # fmt: skip
+        out = read_response(_record([json.dumps(whole).encode()], [["content-type", "application/json"]]))
+        assert out.matched_stop == read and out.stop_reason is None, value
+    chunks = _sse(_chunk({"content": "a"}), _chunk({}, "stop", stop_reason=None))  # vLLM's: no matched_stop
+    assert _typed_agrees(chunks) and _agrees(_record(chunks)) and read_response(_record(chunks)).matched_stop is None
+    two = [{"index": 0, "message": {"content": "a"}, "matched_stop": 2}, {"index": 1, "message": {"content": "b"}, "matched_stop": "###"}]  # fmt: skip
+    out = read_response(_record([json.dumps({"object": "chat.completion", "choices": two}).encode()], [["content-type", "application/json"]]))  # fmt: skip
+    assert out.matched_stop == "2" and out.choices[0]["matched_stop"] == '"###"'
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

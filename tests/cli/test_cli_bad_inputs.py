@@ -87,6 +87,31 @@ def test_a_cache_inside_a_capture_is_refused_before_anything_is_written(capture:
     assert [p.name for p in capture.iterdir()] == [segment.name]
 
 
+def test_the_engines_cache_inside_a_capture_is_refused_before_anything_runs(
+    capture: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """launch's cache (vLLM's converted model, wheels) is $INFERTAP_CACHE too: refused as the analysis
+    cache is, and by the demo at its start, not by the comparison after every engine ran."""
+    from infertap.launch import EngineError, cache_dir, vllm_model_dir
+
+    (segment,) = segment_paths(capture)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    engines = [arg for x in "abc" for arg in (f"--engine-{x}", f"http://127.0.0.1:{_closed_port()}")]
+    for cache in (capture, capture / "cache", capture / "deep" / "cache"):
+        monkeypatch.setenv("INFERTAP_CACHE", str(cache))
+        for where in (cache_dir, lambda: vllm_model_dir(gguf)):
+            with pytest.raises(EngineError, match=f"inside the capture {capture}"):
+                where()
+        demo = invoke("demo", "--out", str(tmp_path / "demo"), *engines, env={"INFERTAP_CACHE": str(cache)})
+        refused(demo, f"{cache} ($INFERTAP_CACHE)", f"inside the capture {capture}", "nothing was written")
+    assert [p.name for p in capture.iterdir()] == [segment.name] and not (tmp_path / "demo").exists()
+    # Beside the capture, or above it, the cache is no part of it.
+    for cache in (tmp_path / "cap-cache", tmp_path):
+        monkeypatch.setenv("INFERTAP_CACHE", str(cache))
+        assert cache_dir() == cache and vllm_model_dir(gguf).parent == cache / "vllm-model"
+
+
 def test_a_replay_never_writes_into_its_own_source(capture: Path) -> None:
     for out in (capture, capture / "sub"):
         refused(invoke("replay", str(capture), "--target", "http://127.0.0.1:9", "--out", str(out)), "--out", "source capture")
