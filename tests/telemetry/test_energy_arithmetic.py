@@ -279,7 +279,7 @@ def test_engine_counters_two_recorders_scraped_from_one_engine_count_once(
     (g,) = groups([x, y], tmp_path, by=("model",))
     assert g["engine_state"]["preemptions"] == pytest.approx(engines * 0.002 * 3000)  # 6 an engine, over 3 s
     assert g["engine_state"]["prefix_cache_hit_rate"] == pytest.approx(0.4)
-    alone = [groups([p], tmp_path / p.name)[0]["engine_state"]["preemptions"] for p in (x, y)]
+    alone = [groups([p], tmp_path / f"cache-{p.name}")[0]["engine_state"]["preemptions"] for p in (x, y)]
     assert alone == pytest.approx([6.0, 6.0])
 
 
