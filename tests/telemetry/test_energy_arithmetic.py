@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -349,6 +350,60 @@ def test_runs_read_together_a_while_apart_are_each_measured_over_their_own_time(
     assert g["span_s"] >= 5.0
     assert g["energy"]["joules"] == pytest.approx(200.0 * 4) and g["energy"]["mean_watts"] == pytest.approx(200.0)
     assert g["energy"]["joules_per_request"] == pytest.approx(400.0) and g["energy"]["measured"]["share"] == 1.0
+
+
+HOUR = 3_600_000  # ms
+
+
+def _recorded_then_replayed_an_hour_later(path: Path, samples: Callable[[float], list[Sample]]) -> Path:
+    """One capture, two runs of one request each: 0-2000 ms, and a replay appended an hour later
+    (HOUR to HOUR + 2000 ms), each run sampled while it ran (``samples(ms)``, every 250 ms)."""
+    base = time.time() + 5  # one wall clock for both runs
+    for start in (0, HOUR):
+        run(path, [(start, start + 2000)], [x for t in range(start, start + 2001, 250) for x in samples(t)], base=base)
+    return path
+
+
+def _gpu_counter(t: float) -> list[Sample]:
+    """The GPU's energy counter: 200 W while a run is busy, 50 W through the idle hour between them."""
+    busy = min(t, 2000) + max(0.0, t - HOUR)
+    return counter("gpu_energy_joules", GPU0, (t, 1e6 + 0.2 * busy + 0.05 * (min(max(t, 2000), HOUR) - 2000)))
+
+
+def test_runs_an_hour_apart_are_measured_over_their_active_time_not_the_hour_between(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``stats --by model`` on a capture with a replay appended an hour after the recording: the GPU
+    counted 50 W through the idle hour, 180 kJ that neither run drew; the energy is over the runs'
+    active time, as their rates are (active_s), and says what it left out."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    path = _recorded_then_replayed_an_hour_later(tmp_path / "recorded-then-replayed", _gpu_counter)
+    (g,) = groups([path], tmp_path, by=("model",))
+    e = g["energy"]
+    assert g["runs"] == 2 and g["active_s"] == pytest.approx(4.0) and g["span_s"] == pytest.approx(3602.0)
+    # Must differ from the span's: 200 W over 4 s, not 800 J + 50 W x 3598 s.
+    assert e["joules"] == pytest.approx(200.0 * 4, rel=1e-6)
+    assert e["mean_watts"] == pytest.approx(200.0, rel=1e-6)
+    assert e["joules_per_request"] == pytest.approx(400.0, rel=1e-6)
+    assert e["joules_per_output_token"] == pytest.approx(400.0 / 5, rel=1e-6)
+    assert e["measured"]["seconds"] == pytest.approx(4.0) and e["measured"]["between_runs_s"] == pytest.approx(3598.0)
+    assert e["measured"]["runs"] == e["measured"]["of_runs"] == 2
+    # Must match: each run alone is measured as it always was, and the two add up to the group's.
+    alone = [x["energy"] for x in groups([path], tmp_path)]
+    assert [x["joules"] for x in alone] == pytest.approx([400.0, 400.0], rel=1e-6)
+    assert [x["measured"]["between_runs_s"] for x in alone] == [0.0, 0.0]
+    # compare reads a capture's energy over the same active time; stats says what it left out.
+    from click.testing import CliRunner
+
+    from infertap.analysis.compare import compare
+    from infertap.cli import cli
+
+    first = _recorded_then_replayed_an_hour_later(tmp_path / "again", _gpu_counter)
+    side = compare(path, first)["energy"]["a"]
+    assert side["joules"] == pytest.approx(e["joules"], rel=1e-6) and side["mean_watts"] == pytest.approx(200.0, rel=1e-6)
+    said = CliRunner().invoke(cli, ["stats", str(path), "--by", "model"])
+    assert said.exit_code == 0, said.output
+    assert "over 4.00 s active, the 3,598.00 s between runs left out" in said.output
 
 
 def test_a_capture_sampled_more_sparsely_is_measured_by_its_own_sampling_interval(tmp_path: Path) -> None:
