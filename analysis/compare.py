@@ -230,7 +230,10 @@ def engine_state_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> lis
     return [
         {"name": name, "a": a[name], "b": b[name]}
         for name in a
-        if a[name] is not None and b.get(name) is not None and not math.isclose(a[name], b[name], rel_tol=0.05, abs_tol=1e-9)
+        if name != "unknown"  # why a figure is unknown: no figure
+        and a[name] is not None
+        and b.get(name) is not None
+        and not math.isclose(a[name], b[name], rel_tol=0.05, abs_tol=1e-9)
     ]
 
 

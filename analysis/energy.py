@@ -21,7 +21,8 @@ a sample within two sampling intervals of both ends of its part, each capture's 
 own interval (a run sampled every 2 s is not held to another's 250 ms): a run recorded without
 telemetry is not given the last run's samples. A run none of whose devices does is unmeasured: the
 figures per request and token are then of the measured runs' requests alone, and ``measured`` says
-what share that is. A counter that goes down was reset (a driver reload, an engine restart, RAPL's
+what share that is. Engine state is read over the same time, each stretch of it on its own
+(``engine_state``). A counter that goes down was reset (a driver reload, an engine restart, RAPL's
 wrap) and counts from zero after it, as Prometheus's ``increase`` counts. A device sampled by
 several captures keeps each capture's series apart (``series.joined``): resets are found within
 one capture's own samples only, never between two recorders' rounds. So does an engine counter
@@ -31,10 +32,12 @@ loopback one on one machine): it is counted once; two engines' add.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from infertap.engines import load
@@ -374,18 +377,34 @@ class Telemetry:
     # -- engine state ---------------------------------------------------------------------------
 
     def engine_state(self, runs: Sequence[RunPart]) -> dict[str, Any] | None:
-        """The engine's peak KV cache usage and queue, its preemptions and prefix cache hit rate over the span."""
+        """The engine's peak KV cache usage and queue, its preemptions and prefix cache hit rate over
+        the group's active time: each active stretch read on its own (analysis/active.py), counters'
+        increases added and gauges' peaks the highest, so runs far apart are neither left unread nor
+        read across the time between them. A figure is unknown where a stretch has no reading of
+        it, ``unknown`` saying which; an engine that exposes none has no figure and says nothing."""
+        stretches = _stretches(runs)
         captures = list(dict.fromkeys(r.capture for r in runs))
-        first, last = min(r.first for r in runs), max(r.last for r in runs)
-        state = {
-            "kv_cache_usage_max": self._peak(captures, KV_CACHE, first, last),
-            "requests_waiting_max": self._peak(captures, WAITING, first, last),
-            "preemptions": self._delta(captures, PREEMPTIONS, first, last),
-            "prefix_cache_hit_rate": _ratio(
-                self._delta(captures, PREFIX_HITS, first, last), self._delta(captures, PREFIX_QUERIES, first, last)
-            ),
+        kv, kv_missing = self._peak(stretches, captures, KV_CACHE)
+        waiting, waiting_missing = self._peak(stretches, captures, WAITING)
+        preemptions, preemptions_missing = self._delta(stretches, captures, PREEMPTIONS)
+        hits, hits_missing = self._delta(stretches, captures, PREFIX_HITS)
+        queries, queries_missing = self._delta(stretches, captures, PREFIX_QUERIES)
+        state: dict[str, Any] = {
+            "kv_cache_usage_max": kv,
+            "requests_waiting_max": waiting,
+            "preemptions": preemptions,
+            "prefix_cache_hit_rate": _ratio(hits, queries),
         }
-        return state if any(v is not None for v in state.values()) else None
+        missing = {
+            "kv_cache_usage_max": ("no reading", kv_missing),
+            "requests_waiting_max": ("no reading", waiting_missing),
+            "preemptions": ("no series reaching both ends", preemptions_missing),
+            "prefix_cache_hit_rate": ("no series reaching both ends", [*hits_missing, *queries_missing]),
+        }
+        unknown = {name: _unread(what, gaps, len(stretches)) for name, (what, gaps) in missing.items() if gaps}
+        if not unknown and all(v is None for v in state.values()):
+            return None
+        return state | ({"unknown": unknown} if unknown else {})
 
     def _pick(self, captures: Sequence[str], names: Sequence[str]) -> tuple[str, dict[tuple[str, str], dict[str, _Series]]]:
         """The first name any of ``captures`` has (one engine family's): per (engine, label set), each
@@ -400,27 +419,79 @@ class Telemetry:
                 return name, found
         return "", {}
 
-    def _peak(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
-        """The highest reading over the span, each scrape's series read as one (``load.per_scrape``)."""
+    def _peak(
+        self, stretches: list[_Stretch], captures: Sequence[str], names: Sequence[str]
+    ) -> tuple[float | None, list[_Stretch]]:
+        """The highest reading over the stretches, each scrape's series read as one
+        (``load.per_scrape``), each stretch from its own runs' captures; and the stretches with no
+        reading (the figure is then unknown)."""
         name, found = self._pick(captures, names)
-        scrapes: dict[tuple[str, str, int], list[float]] = defaultdict(list)
-        for (engine, _), by_capture in found.items():
-            for capture, samples in by_capture.items():
-                for t, v in samples:
-                    if first <= t <= last:
-                        scrapes[(engine, capture, t)].append(v)
-        return max(load.per_scrape(name, values) for values in scrapes.values()) if scrapes else None
+        peaks, missing = [], []
+        for stretch in stretches:
+            scrapes: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+            for (engine, _), by_capture in found.items():
+                for capture, samples in by_capture.items():
+                    if capture in stretch.captures:
+                        for t, v in _within(samples, stretch.span):
+                            scrapes[(engine, capture, t)].append(v)
+            if scrapes:
+                peaks.append(max(load.per_scrape(name, values) for values in scrapes.values()))
+            elif found:
+                missing.append(stretch)
+        return (max(peaks) if peaks and not missing else None), missing
 
-    def _delta(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
-        """A counter's increase over the span, each engine's counted once: where several recorders
-        scraped one engine, each stretch is read from one of their series (``series.joined``), as a
-        device several captures sampled is; different engines add."""
-        total: float | None = None
-        for by_capture in self._pick(captures, names)[1].values():
-            series = [s for s in by_capture.values() if self._reaches(s, (first, last))]
-            if series:
-                total = (total or 0.0) + sum(increase(series[k], *piece) for k, piece in joined(series, first, last))
-        return total
+    def _delta(
+        self, stretches: list[_Stretch], captures: Sequence[str], names: Sequence[str]
+    ) -> tuple[float | None, list[_Stretch]]:
+        """A counter's increase over the stretches, added, each engine's counted once: where several
+        recorders scraped one engine, each piece is read from one of their series (``series.joined``),
+        as a device several captures sampled is; different engines add. And the stretches no series
+        of it reaches both ends of (the figure is then unknown)."""
+        found = self._pick(captures, names)[1]
+        total, missing = 0.0, []
+        for stretch in stretches:
+            read = False
+            for by_capture in found.values():
+                series = [s for c, s in by_capture.items() if c in stretch.captures and self._reaches(s, stretch.span)]
+                if series:
+                    read = True
+                    total += sum(increase(series[k], *piece) for k, piece in joined(series, *stretch.span))
+            if found and not read:
+                missing.append(stretch)
+        return (total if found and not missing else None), missing
+
+
+@dataclass
+class _Stretch:
+    """One stretch of a group's active time: its span, and the runs active in it (their captures' telemetry reads it)."""
+
+    span: _Span
+    runs: list[RunPart]
+
+    @property
+    def captures(self) -> set[str]:
+        return {r.capture for r in self.runs}
+
+
+def _stretches(runs: Sequence[RunPart]) -> list[_Stretch]:
+    """The group's active time (analysis/active.py) as stretches, each with the runs whose parts it joins."""
+    return [_Stretch(span, [r for r in runs if span[0] <= r.first <= span[1]]) for span in active(runs)]
+
+
+def _within(samples: _Series, span: _Span) -> _Series:
+    """The samples taken within ``span`` (the series is in time order)."""
+    lo = bisect.bisect_left(samples, (span[0], float("-inf")))
+    return samples[lo : bisect.bisect_right(samples, (span[1], float("inf")))]
+
+
+def _unread(what: str, missing: list[_Stretch], of: int) -> str:
+    """Why an engine figure is unknown: which of the group's active stretches it has no reading of."""
+    named = "; ".join(
+        f"{datetime.fromtimestamp(s.span[0] / 1e9, UTC):%Y-%m-%d %H:%M:%S} UTC for {(s.span[1] - s.span[0]) / 1e9:.1f} s "
+        f"({', '.join(f'run {r.run_id} of {r.capture}' for r in s.runs)})"
+        for s in missing
+    )
+    return f"{what} of the engine's /metrics in {len(missing)} of the {of} stretches the group's runs were active: {named}"
 
 
 #: A run of a capture: (capture, run id).

@@ -304,6 +304,8 @@ def _print_energy(energy: dict[str, Any] | None, state: dict[str, Any] | None) -
             f"requests_waiting_max {_num(state['requests_waiting_max'])}, preemptions {_num(state['preemptions'])}, "
             f"prefix_cache_hit_rate {_num(state['prefix_cache_hit_rate'], 3)}"
         )
+        for name, why in state.get("unknown", {}).items():
+            _out(f"  engine: {name} unknown: {why}")
 
 
 def _energy_over(energy: dict[str, Any]) -> str:

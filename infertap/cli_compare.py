@@ -189,8 +189,10 @@ def _print_energy(console: Console, e: dict[str, Any]) -> None:
     for side in ("a", "b"):
         state = e["engine_state"][side]
         if state:
-            shown = ", ".join(f"{k} {_num(v)}" for k, v in state.items() if v is not None)
+            shown = ", ".join(f"{k} {_num(v)}" for k, v in state.items() if v is not None and k != "unknown")
             _say(console, f"engine state {side.upper()}: {shown}")
+            for name, why in state.get("unknown", {}).items():
+                _say(console, f"engine state {side.upper()}: {name} unknown: {why}")
 
 
 def _seconds(v: float | None) -> str:
