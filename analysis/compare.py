@@ -25,6 +25,7 @@ import duckdb
 import numpy as np
 
 from .accuracy import accuracy
+from .active import COUNTED, PART, run_parts
 from .cache import lookup
 from .compare_traffic import traffic
 from .configdiff import settings_diff, several_configurations, snapshot_diff
@@ -57,7 +58,7 @@ def memory_limit() -> str:
 
 #: What compare reads of each run's ``metrics`` view.
 _METRICS = (
-    "capture, exchange_id, generation, session, turn, ok, streamed, sent_wall_ns, end_wall_ns, output_tokens, "
+    'capture, run_id, exchange_id, generation, "end", session, turn, ok, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
     + ", ".join(f"{name}_ns" for name in SPEED_METRICS)
 )
 
@@ -139,19 +140,22 @@ class Run:
 
 
 def _power(analysis: Analysis, metrics: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The run's energy and engine state over the span of its generation requests (docs/metrics.md);
-    ``metrics``: the run's metrics rows (a copy of the view's columns that this reads)."""
-    first, last, ok, tokens, sessions, captures = analysis.sql(
-        "SELECT min(sent_wall_ns), max(end_wall_ns), count(*) FILTER (WHERE ok), coalesce(sum(output_tokens) FILTER (WHERE ok), 0), "
-        f"count(DISTINCT session), list(DISTINCT capture) FROM {metrics} WHERE generation"
+    """The run's energy and engine state over its active time, as ``stats`` reads them
+    (docs/metrics.md); ``metrics``: the run's metrics rows (a copy of the view's columns that this reads)."""
+    ok, tokens, sessions = analysis.sql(
+        "SELECT count(*) FILTER (WHERE ok), coalesce(sum(output_tokens) FILTER (WHERE ok), 0), "
+        f"count(DISTINCT capture || chr(0) || session) FROM {metrics} WHERE {COUNTED}"
     ).fetchall()[0]
-    if first is None or last is None:
+    parts = run_parts(
+        analysis.sql(f"SELECT capture, run_id, {PART} FROM {metrics} WHERE {COUNTED} GROUP BY capture, run_id").fetchall()
+    )
+    if not parts:
         return None, None
     if not analysis.sql("SELECT count(*) FROM telemetry WHERE value IS NOT NULL").fetchall()[0][0]:
         # No samples: Telemetry would find no series, after reading every exchange's span into Python.
         return None, None
     telemetry = Telemetry(analysis)
-    return telemetry.energy(captures, first, last, ok, tokens, sessions), telemetry.engine_state(captures, first, last)
+    return telemetry.energy(parts, ok, tokens, sessions), telemetry.engine_state(parts)
 
 
 def _cached_share(analysis: Analysis) -> float | None:
@@ -226,7 +230,10 @@ def engine_state_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> lis
     return [
         {"name": name, "a": a[name], "b": b[name]}
         for name in a
-        if a[name] is not None and b.get(name) is not None and not math.isclose(a[name], b[name], rel_tol=0.05, abs_tol=1e-9)
+        if name != "unknown"  # why a figure is unknown: no figure
+        and a[name] is not None
+        and b.get(name) is not None
+        and not math.isclose(a[name], b[name], rel_tol=0.05, abs_tol=1e-9)
     ]
 
 

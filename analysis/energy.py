@@ -13,14 +13,16 @@ recorders on one machine, read together, count its GPUs once; and each machine's
 measured by one family: NVML's, else the exporter's (the same GPUs under other names), else RAPL.
 A group whose telemetry holds no device of its engines' machines has energy unknown, saying why.
 
-Over what time: each capture over its own part of the group's span (the first send to the last
-end of its requests in it), so runs read together a while apart are each measured over their own
-time, not over the gap between them. A device counts for a capture where it has a sample within
-two sampling intervals of both ends of that part, each capture's samples by their own interval (a
-run sampled every 2 s is not held to another's 250 ms): a run recorded without telemetry is not
-given the last run's samples. A capture none of whose devices does is unmeasured: the figures per
-request and token are then of the measured captures' requests alone, and ``measured`` says what
-share that is. A counter that goes down was reset (a driver reload, an engine restart, RAPL's
+Over what time: the group's active time, as its rates (analysis/active.py): each run's part of
+the group (its first send to its last end there), so runs read together a while apart (a replay
+appended an hour after the recording) are each measured over their own time, never over the idle
+time between them, which ``measured.between_runs_s`` says. A device counts for a run where it has
+a sample within two sampling intervals of both ends of its part, each capture's samples by their
+own interval (a run sampled every 2 s is not held to another's 250 ms): a run recorded without
+telemetry is not given the last run's samples. A run none of whose devices does is unmeasured: the
+figures per request and token are then of the measured runs' requests alone, and ``measured`` says
+what share that is. Engine state is read over the same time, each stretch of it on its own
+(``engine_state``). A counter that goes down was reset (a driver reload, an engine restart, RAPL's
 wrap) and counts from zero after it, as Prometheus's ``increase`` counts. A device sampled by
 several captures keeps each capture's series apart (``series.joined``): resets are found within
 one capture's own samples only, never between two recorders' rounds. So does an engine counter
@@ -30,10 +32,12 @@ loopback one on one machine): it is counted once; two engines' add.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from infertap.engines import load
@@ -52,6 +56,7 @@ from infertap.telemetry.series import (
     summed,
 )
 
+from .active import RunPart, active, seconds
 from .machines import Engine, device_key, engine_of, hostname, on_engine, scraped
 from .store import Analysis
 
@@ -144,27 +149,26 @@ class Telemetry:
         by its own sampling interval: a run sampled every 2 s is not held to another's 250 ms."""
         return all(any(self._reaches(s, (t, t)) for s in device.series) for t in span)
 
-    def energy(
-        self, captures: Sequence[str], first: int, last: int, ok: int, tokens: int, sessions: int
-    ) -> dict[str, Any] | None:
-        """Joules the engines' devices drew while the group ran, and what they come to per request,
-        token and session; None without power telemetry; its figures None, ``unknown`` saying why,
-        where the telemetry held is not of the engine's devices."""
-        if not any(c in self.power for c in captures):
+    def energy(self, runs: Sequence[RunPart], ok: int, tokens: int, sessions: int) -> dict[str, Any] | None:
+        """Joules the engines' devices drew while the group's runs were active (``runs``: each run's
+        part, analysis/active.py), and what they come to per request, token and session; None
+        without power telemetry; its figures None, ``unknown`` saying why, where the telemetry held
+        is not of the engine's devices."""
+        if not any(r.capture in self.power for r in runs):
             return None
-        parts = self._parts(captures, first, last)
+        parts = self._parts(runs)
         machines, why = self._machines(parts)
         joules, idle, labels, devices = 0.0, None, [], 0
-        measured: set[str] = set()
+        measured: set[_Key] = set()
         spans: list[_Span] = []
         for engine_captures, chosen in machines:
-            covered = {c: [d for d in chosen if self._covers(d, parts[c].span)] for c in engine_captures}
-            here = [c for c, ds in covered.items() if ds]
+            covered = {k: [d for d in chosen if self._covers(d, p.span)] for k, p in parts.items() if k[0] in engine_captures}
+            here = [k for k, ds in covered.items() if ds]
             measured.update(here)
-            spans += [parts[c].span for c in here]
-            idle_spans = self._idle(engine_captures, merged(parts[c].span for c in here))
+            spans += [parts[k].span for k in here]
+            idle_spans = self._idle(engine_captures, merged(parts[k].span for k in here))
             for device in chosen:
-                own = merged(parts[c].span for c in here if device in covered[c])
+                own = merged(parts[k].span for k in here if device in covered[k])
                 if own:
                     joules += sum(_joules(device, span) for span in own)
                     devices += 1
@@ -174,19 +178,19 @@ class Telemetry:
                     idle = idle if watts is None else (idle or 0.0) + watts
         if not devices:
             return _unknown(why) if why else None
-        return self._figures(parts, measured, captures, joules, merged(spans), ok, tokens, sessions) | {
+        return self._figures(parts, measured, joules, merged(spans), ok, tokens, sessions) | {
             "idle_watts": idle,
-            "source": "; ".join(labels) + _partly(parts, measured, captures, why),
+            "source": "; ".join(labels) + _partly(parts, measured, why),
             "devices": devices,
         }
 
-    def power_series(self, capture: str, first: int, last: int) -> tuple[str, _Series] | None:
-        """The power of the devices ``energy`` counts for ``capture``'s engine over [first, last] (its
-        machine's, by the same rules), summed over them where every one has a sample so far, with
-        what measured it; None where energy would have none (a remote engine's report plotted the
-        recording machine's own GPUs)."""
-        parts = self._parts([capture], first, last)
-        if capture not in parts:
+    def power_series(self, runs: Sequence[RunPart]) -> tuple[str, _Series] | None:
+        """The power of the devices ``energy`` counts for one capture's engine over its runs' parts
+        (its machine's, by the same rules), summed over them where every one has a sample so far,
+        with what measured it; None where energy would have none (a remote engine's report plotted
+        the recording machine's own GPUs)."""
+        parts = self._parts(runs)
+        if not parts:
             return None
         chosen = [d for _, devices in self._machines(parts)[0] for d in devices]
         if not chosen:
@@ -196,20 +200,20 @@ class Telemetry:
 
     def _figures(
         self,
-        parts: dict[str, _Part],
-        measured: set[str],
-        captures: Sequence[str],
+        parts: dict[_Key, _Part],
+        measured: set[_Key],
         joules: float,
         spans: list[_Span],
         ok: int,
         tokens: int,
         sessions: int,
     ) -> dict[str, Any]:
-        """Per request, token and session, over the measured captures' requests only. The group's
-        own counts are those of the window's exchanges when their ok counts agree (the window holds
-        the group's exchanges: as many means the same ones); else only a wholly measured group,
-        with every token count known, has figures per request and token."""
-        whole = all(c in measured for c in captures)
+        """Per request, token and session, over the measured runs' requests only. The group's own
+        counts are those of the windows' exchanges when their ok counts agree (the windows hold the
+        group's exchanges: as many means the same ones); else only a wholly measured group, with
+        every token count known, has figures per request and token. The time measured is the
+        measured runs' active time; ``between_runs_s`` the idle time between the group's runs, left out."""
+        whole = all(k in measured for k in parts)
         exact = sum(p.ok for p in parts.values()) == ok
         got = [parts[c] for c in measured]
         ok_m = ok if whole else sum(p.ok for p in got) if exact else None
@@ -219,7 +223,7 @@ class Telemetry:
             per_token = per_request * known_ok / known_tokens if per_request is not None and known_tokens else None
         else:
             per_token = joules / tokens if whole and tokens and all(p.known_ok == p.ok for p in got) else None
-        span_s = sum(b - a for a, b in spans) / 1e9
+        span_s = seconds(spans)
         session_count = sessions if whole else len({s for p in got for s in p.sessions}) if exact else None
         return {
             "joules": joules,
@@ -231,43 +235,48 @@ class Telemetry:
                 "requests": ok_m,
                 "of": ok,
                 "share": ok_m / ok if ok_m is not None and ok else None,
-                "captures": len(measured),
-                "of_captures": len(captures),
+                "captures": len({c for c, _ in measured}),
+                "of_captures": len({c for c, _ in parts}),
+                "runs": len(measured),
+                "of_runs": len(parts),
                 "tokens_known_for": known_ok if exact else None,
+                "seconds": span_s,
+                "between_runs_s": _between(list(parts.values())),
             },
         }
 
     # -- where and when -------------------------------------------------------------------------
 
-    def _machines(self, parts: dict[str, _Part]) -> tuple[list[tuple[list[str], list[_Device]]], str | None]:
+    def _machines(self, parts: dict[_Key, _Part]) -> tuple[list[tuple[list[str], list[_Device]]], str | None]:
         """Per engine machine: its captures and its devices (one family, each device by its best
         source, merged over the captures that sampled it); and why some capture's engine has none."""
         engines = self.engines()
         by_machine: dict[str, list[str]] = defaultdict(list)
         reasons = []
-        for capture in parts:
+        captures = list(dict.fromkeys(c for c, _ in parts))
+        for capture in captures:
             engine = engines.get(capture, Engine(why="its engine's URL is not recorded (no snapshot, no upstream)"))
             if engine.why:
                 reasons.append(engine.why)
                 continue
             by_machine[min(engine.hosts)].append(capture)
         out = []
-        for captures in by_machine.values():
-            engine = engines[captures[0]]
+        for here in by_machine.values():
+            engine = engines[here[0]]
             candidates = [
                 (key, names)
-                for c in parts
+                for c in captures
                 for key, names in self.power.get(c, {}).items()
-                if any(on_engine(key, engines[x]) for x in captures)
+                if any(on_engine(key, engines[x]) for x in here)
             ]
-            chosen = self._family(candidates, [parts[c].span for c in captures])
+            chosen = self._family(candidates, [p.span for k, p in parts.items() if k[0] in here])
             if chosen:
-                out.append((captures, chosen))
+                out.append((here, chosen))
             elif not candidates:
                 held = sorted(
                     {
                         f"{host or 'an unnamed machine'}'s own devices" if assumed else f"an exporter's series of {host}"
-                        for c in parts
+                        for c in captures
                         for host, assumed, _ in self.power.get(c, {})
                     }
                 )
@@ -319,25 +328,32 @@ class Telemetry:
             self._engines = {c: engine_of(snap.get(c), upstreams.get(c) or [], hosts[c]) for c in {*snap, *upstreams, *hosts}}
         return self._engines
 
-    def _parts(self, captures: Sequence[str], first: int, last: int) -> dict[str, _Part]:
-        """Each capture's part of the group: its generation requests within [first, last], their
-        span, ok count, known token counts and sessions."""
+    def _parts(self, runs: Sequence[RunPart]) -> dict[_Key, _Part]:
+        """Each run's part of the group (analysis/active.py) with what its window holds: the run's
+        generation requests within the part, their ok count, known token counts and sessions."""
         self._spans()
         rows = self.analysis.sql(
-            "SELECT capture, min(sent_wall_ns), max(end_wall_ns), count(*) FILTER (WHERE ok), "
-            "count(*) FILTER (WHERE ok AND known), coalesce(sum(output_tokens) FILTER (WHERE ok AND known), 0), "
-            "list(DISTINCT session) FROM _energy_spans WHERE generation AND capture IN (SELECT unnest(?::VARCHAR[])) "
-            "AND sent_wall_ns >= ? AND end_wall_ns <= ? GROUP BY capture",
-            [list(captures), first, last],
+            "WITH p AS (SELECT unnest(?::VARCHAR[]) AS capture, unnest(?::VARCHAR[]) AS run_id, "
+            "unnest(?::BIGINT[]) AS lo, unnest(?::BIGINT[]) AS hi) "
+            "SELECT p.capture, p.run_id, count(*) FILTER (WHERE ok), count(*) FILTER (WHERE ok AND known), "
+            "coalesce(sum(output_tokens) FILTER (WHERE ok AND known), 0), list(DISTINCT session) FILTER (WHERE session IS NOT NULL) "
+            "FROM p LEFT JOIN _energy_spans e ON e.generation AND e.capture = p.capture AND e.run_id IS NOT DISTINCT FROM p.run_id "
+            "AND e.sent_wall_ns >= p.lo AND e.end_wall_ns <= p.hi GROUP BY p.capture, p.run_id",
+            [[r.capture for r in runs], [r.run_id for r in runs], [r.first for r in runs], [r.last for r in runs]],
         ).fetchall()
-        # A session is its capture's (linking is per capture): two gateways' "s-1" are two sessions.
-        return {c: _Part((lo, hi), n, k, int(t), {(c, x) for x in s}) for c, lo, hi, n, k, t, s in rows}
+        counts = {(c, r): row for c, r, *row in rows}
+        parts = {}
+        for run in runs:
+            n, k, t, sessions = counts[(run.capture, run.run_id)]
+            # A session is its capture's (linking is per capture): two gateways' "s-1" are two sessions.
+            parts[(run.capture, run.run_id)] = _Part(run, n, k, int(t), {(run.capture, x) for x in sessions or []})
+        return parts
 
     def _spans(self) -> None:
         """The exchanges' spans and token counts, copied once from the metrics view for every group."""
         if not self._spans_ready:
             self.analysis.sql(
-                "CREATE OR REPLACE TEMP TABLE _energy_spans AS SELECT capture, session, generation, ok, sent_wall_ns, "
+                "CREATE OR REPLACE TEMP TABLE _energy_spans AS SELECT capture, run_id, session, generation, ok, sent_wall_ns, "
                 f"end_wall_ns, output_tokens, {KNOWN_TOKENS} AS known FROM metrics WHERE end_wall_ns IS NOT NULL"
             )
             self._spans_ready = True
@@ -360,17 +376,35 @@ class Telemetry:
 
     # -- engine state ---------------------------------------------------------------------------
 
-    def engine_state(self, captures: Sequence[str], first: int, last: int) -> dict[str, Any] | None:
-        """The engine's peak KV cache usage and queue, its preemptions and prefix cache hit rate over the span."""
-        state = {
-            "kv_cache_usage_max": self._peak(captures, KV_CACHE, first, last),
-            "requests_waiting_max": self._peak(captures, WAITING, first, last),
-            "preemptions": self._delta(captures, PREEMPTIONS, first, last),
-            "prefix_cache_hit_rate": _ratio(
-                self._delta(captures, PREFIX_HITS, first, last), self._delta(captures, PREFIX_QUERIES, first, last)
-            ),
+    def engine_state(self, runs: Sequence[RunPart]) -> dict[str, Any] | None:
+        """The engine's peak KV cache usage and queue, its preemptions and prefix cache hit rate over
+        the group's active time: each active stretch read on its own (analysis/active.py), counters'
+        increases added and gauges' peaks the highest, so runs far apart are neither left unread nor
+        read across the time between them. A figure is unknown where a stretch has no reading of
+        it, ``unknown`` saying which; an engine that exposes none has no figure and says nothing."""
+        stretches = _stretches(runs)
+        captures = list(dict.fromkeys(r.capture for r in runs))
+        kv, kv_missing = self._peak(stretches, captures, KV_CACHE)
+        waiting, waiting_missing = self._peak(stretches, captures, WAITING)
+        preemptions, preemptions_missing = self._delta(stretches, captures, PREEMPTIONS)
+        hits, hits_missing = self._delta(stretches, captures, PREFIX_HITS)
+        queries, queries_missing = self._delta(stretches, captures, PREFIX_QUERIES)
+        state: dict[str, Any] = {
+            "kv_cache_usage_max": kv,
+            "requests_waiting_max": waiting,
+            "preemptions": preemptions,
+            "prefix_cache_hit_rate": _ratio(hits, queries),
         }
-        return state if any(v is not None for v in state.values()) else None
+        missing = {
+            "kv_cache_usage_max": ("no reading", kv_missing),
+            "requests_waiting_max": ("no reading", waiting_missing),
+            "preemptions": ("no series reaching both ends", preemptions_missing),
+            "prefix_cache_hit_rate": ("no series reaching both ends", [*hits_missing, *queries_missing]),
+        }
+        unknown = {name: _unread(what, gaps, len(stretches)) for name, (what, gaps) in missing.items() if gaps}
+        if not unknown and all(v is None for v in state.values()):
+            return None
+        return state | ({"unknown": unknown} if unknown else {})
 
     def _pick(self, captures: Sequence[str], names: Sequence[str]) -> tuple[str, dict[tuple[str, str], dict[str, _Series]]]:
         """The first name any of ``captures`` has (one engine family's): per (engine, label set), each
@@ -385,39 +419,99 @@ class Telemetry:
                 return name, found
         return "", {}
 
-    def _peak(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
-        """The highest reading over the span, each scrape's series read as one (``load.per_scrape``)."""
+    def _peak(
+        self, stretches: list[_Stretch], captures: Sequence[str], names: Sequence[str]
+    ) -> tuple[float | None, list[_Stretch]]:
+        """The highest reading over the stretches, each scrape's series read as one
+        (``load.per_scrape``), each stretch from its own runs' captures; and the stretches with no
+        reading (the figure is then unknown)."""
         name, found = self._pick(captures, names)
-        scrapes: dict[tuple[str, str, int], list[float]] = defaultdict(list)
-        for (engine, _), by_capture in found.items():
-            for capture, samples in by_capture.items():
-                for t, v in samples:
-                    if first <= t <= last:
-                        scrapes[(engine, capture, t)].append(v)
-        return max(load.per_scrape(name, values) for values in scrapes.values()) if scrapes else None
+        peaks, missing = [], []
+        for stretch in stretches:
+            scrapes: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+            for (engine, _), by_capture in found.items():
+                for capture, samples in by_capture.items():
+                    if capture in stretch.captures:
+                        for t, v in _within(samples, stretch.span):
+                            scrapes[(engine, capture, t)].append(v)
+            if scrapes:
+                peaks.append(max(load.per_scrape(name, values) for values in scrapes.values()))
+            elif found:
+                missing.append(stretch)
+        return (max(peaks) if peaks and not missing else None), missing
 
-    def _delta(self, captures: Sequence[str], names: Sequence[str], first: int, last: int) -> float | None:
-        """A counter's increase over the span, each engine's counted once: where several recorders
-        scraped one engine, each stretch is read from one of their series (``series.joined``), as a
-        device several captures sampled is; different engines add."""
-        total: float | None = None
-        for by_capture in self._pick(captures, names)[1].values():
-            series = [s for s in by_capture.values() if self._reaches(s, (first, last))]
-            if series:
-                total = (total or 0.0) + sum(increase(series[k], *piece) for k, piece in joined(series, first, last))
-        return total
+    def _delta(
+        self, stretches: list[_Stretch], captures: Sequence[str], names: Sequence[str]
+    ) -> tuple[float | None, list[_Stretch]]:
+        """A counter's increase over the stretches, added, each engine's counted once: where several
+        recorders scraped one engine, each piece is read from one of their series (``series.joined``),
+        as a device several captures sampled is; different engines add. And the stretches no series
+        of it reaches both ends of (the figure is then unknown)."""
+        found = self._pick(captures, names)[1]
+        total, missing = 0.0, []
+        for stretch in stretches:
+            read = False
+            for by_capture in found.values():
+                series = [s for c, s in by_capture.items() if c in stretch.captures and self._reaches(s, stretch.span)]
+                if series:
+                    read = True
+                    total += sum(increase(series[k], *piece) for k, piece in joined(series, *stretch.span))
+            if found and not read:
+                missing.append(stretch)
+        return (total if found and not missing else None), missing
+
+
+@dataclass
+class _Stretch:
+    """One stretch of a group's active time: its span, and the runs active in it (their captures' telemetry reads it)."""
+
+    span: _Span
+    runs: list[RunPart]
+
+    @property
+    def captures(self) -> set[str]:
+        return {r.capture for r in self.runs}
+
+
+def _stretches(runs: Sequence[RunPart]) -> list[_Stretch]:
+    """The group's active time (analysis/active.py) as stretches, each with the runs whose parts it joins."""
+    return [_Stretch(span, [r for r in runs if span[0] <= r.first <= span[1]]) for span in active(runs)]
+
+
+def _within(samples: _Series, span: _Span) -> _Series:
+    """The samples taken within ``span`` (the series is in time order)."""
+    lo = bisect.bisect_left(samples, (span[0], float("-inf")))
+    return samples[lo : bisect.bisect_right(samples, (span[1], float("inf")))]
+
+
+def _unread(what: str, missing: list[_Stretch], of: int) -> str:
+    """Why an engine figure is unknown: which of the group's active stretches it has no reading of."""
+    named = "; ".join(
+        f"{datetime.fromtimestamp(s.span[0] / 1e9, UTC):%Y-%m-%d %H:%M:%S} UTC for {(s.span[1] - s.span[0]) / 1e9:.1f} s "
+        f"({', '.join(f'run {r.run_id} of {r.capture}' for r in s.runs)})"
+        for s in missing
+    )
+    return f"{what} of the engine's /metrics in {len(missing)} of the {of} stretches the group's runs were active: {named}"
+
+
+#: A run of a capture: (capture, run id).
+_Key = tuple[str, str | None]
 
 
 @dataclass
 class _Part:
-    """A capture's part of a group: the span of its requests there, their ok count, how many of
-    those have a known output token count and those tokens, their sessions."""
+    """A run's part of a group: its span there (analysis/active.py), the ok requests of the run in
+    it, how many of those have a known output token count and those tokens, their sessions."""
 
-    span: _Span
+    run: RunPart
     ok: int
     known_ok: int
     known_tokens: int
     sessions: set[tuple[str, str]]
+
+    @property
+    def span(self) -> _Span:
+        return self.run.span
 
 
 def _scraped(analysis: Analysis) -> dict[tuple[str, str], str | None]:
@@ -447,15 +541,22 @@ def _unknown(why: str) -> dict[str, Any]:
     }
 
 
-def _partly(parts: dict[str, _Part], measured: set[str], captures: Sequence[str], why: str | None) -> str:
-    """What ``source`` adds when only some captures were measured."""
-    if all(c in measured for c in captures):
+def _partly(parts: dict[_Key, _Part], measured: set[_Key], why: str | None) -> str:
+    """What ``source`` adds when only some runs were measured: in captures where each is one run."""
+    if all(k in measured for k in parts):
         return ""
-    ok = sum(p.ok for c, p in parts.items() if c in measured)
+    ok = sum(p.ok for k, p in parts.items() if k in measured)
     total = sum(p.ok for p in parts.values())
-    return f"; partly measured: {len(measured)} of {len(captures)} captures, {ok} of {total} ok requests" + (
+    captures = {c for c, _ in parts}
+    unit = "captures" if len(captures) == len(parts) else "runs"
+    return f"; partly measured: {len(measured)} of {len(parts)} {unit}, {ok} of {total} ok requests" + (
         f" ({why})" if why else ""
     )
+
+
+def _between(parts: list[_Part]) -> float:
+    """The idle time between a group's runs (its span less its active time): no part of its energy."""
+    return (max(p.span[1] for p in parts) - min(p.span[0] for p in parts)) / 1e9 - seconds(active(p.run for p in parts))
 
 
 def _watts(device: _Device) -> _Series:

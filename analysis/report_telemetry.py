@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from infertap.engines.load import per_scrape
 
+from .active import COUNTED, PART, run_parts
 from .energy import KV_CACHE, RUNNING, WAITING, Telemetry
 from .store import Analysis
 from .svg import COLORS, Line, line_svg
@@ -48,10 +49,10 @@ def _series(path: str | os.PathLike[str], t0: int) -> dict[str, tuple[str, _Seri
             "SELECT name, wall_ns, list(value) FROM telemetry WHERE name IS NOT NULL AND value IS NOT NULL "
             "GROUP BY name, wall_ns ORDER BY wall_ns"
         ).fetchall()
-        (capture, first, last) = analysis.sql(
-            "SELECT any_value(capture), min(sent_wall_ns), max(end_wall_ns) FROM metrics WHERE generation"
-        ).fetchall()[0]
-        power = Telemetry(analysis).power_series(capture, first, last) if first is not None else None
+        parts = run_parts(
+            analysis.sql(f"SELECT capture, run_id, {PART} FROM metrics WHERE {COUNTED} GROUP BY capture, run_id").fetchall()
+        )
+        power = Telemetry(analysis).power_series(parts) if parts else None
     by_name: dict[str, list[tuple[int, float]]] = {}
     state = {*KV_CACHE, *WAITING, *RUNNING}
     for name, wall_ns, values in rows:

@@ -15,8 +15,8 @@ from typing import Any
 
 from infertap.apis import NOT_IN_FILE
 from infertap.capture.info import recorder_running
-from infertap.telemetry.series import merged
 
+from .active import COUNTED, PART, RunPart, active, run_parts, seconds
 from .energy import Telemetry
 from .errors import AnalysisError
 from .groupings import GROUPINGS
@@ -80,10 +80,7 @@ class _Query:
         # The metrics view is computed once, into a temporary table every aspect then reads. A request
         # infertap refused (a replay's turn whose parent response is not in it, a body over the
         # proxy's limit) never reached the engine: no part of its figures, counted apart.
-        analysis.query(
-            f"CREATE OR REPLACE TEMP TABLE _stats_m AS SELECT {_COLUMNS}, {cols} FROM metrics "
-            "WHERE generation AND \"end\" IS DISTINCT FROM 'refused'"
-        )
+        analysis.query(f"CREATE OR REPLACE TEMP TABLE _stats_m AS SELECT {_COLUMNS}, {cols} FROM metrics WHERE {COUNTED}")
         self.m = "_stats_m"
         self.refused = f"(SELECT sent_wall_ns, {cols} FROM metrics WHERE generation AND \"end\" = 'refused')"
 
@@ -198,8 +195,8 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             "sum(cached_tokens), sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), count(cached_tokens), "
             "histogram(prompt_tokens_source), histogram(cached_tokens_source)"
         ),
-        "where": q.rows("list(DISTINCT capture), count(DISTINCT capture || chr(0) || session)"),
-        "runs": q.rows("min(sent_wall_ns), max(end_wall_ns)", extra_group="capture, run_id"),
+        "session_count": q.rows("count(DISTINCT capture || chr(0) || session)"),
+        "runs": q.rows(f"capture, run_id, {PART}", extra_group="capture, run_id"),
         "refused": q.rows("count(*)", source=q.refused),
         "prefix": q.rows(
             "prefix_unit, count(*), sum(prefix_shared), sum(prefix_length), avg(prefix_shared)",
@@ -223,7 +220,8 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
     requests, ok, first, last, busy, out_tokens, chunk_tokens, token_chunks, recorder, server_src, whole, streamed = row[:12]
     values = row[12:]
     span_s = (last - first) / 1e9 if first is not None and last is not None else None
-    active_s, runs = _active(aspects["runs"][key])
+    parts = run_parts(aspects["runs"][key])
+    active_s, runs = _active(parts), len(aspects["runs"][key])
     [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
     finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown = aspects["answers"][key][0]
     # A 2xx answer that is not in the file it was imported from is neither ok nor an error (one
@@ -234,7 +232,7 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
     label = dict(zip(q.names, key, strict=True))
     if "run" in label:
         label["recorder"] = recorder
-    power = _power(telemetry, aspects["where"][key][0], first, last, ok, out_tokens or 0)
+    power = _power(telemetry, parts, aspects["session_count"][key][0][0], ok, out_tokens or 0)
     session = _session(aspects["session"][key][0], span_s, busy, power["energy"]) if "session" in aspects else {}
     return {
         "key": label,
@@ -276,13 +274,11 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
     }
 
 
-def _active(runs: list[list[Any]]) -> tuple[float | None, int]:
-    """The time a group's runs were active, in s, and how many runs it spans: each run's part of the
-    group (its first send to its last end there), parts that overlap joined (shards sent side by
-    side), so that the idle time between runs read together (a replay appended an hour later) is no
-    part of its rates, as each benchmark run of vLLM's or GuideLLM's is timed on its own."""
-    spans = merged((lo, hi) for lo, hi in runs if lo is not None and hi is not None)
-    return (sum(hi - lo for lo, hi in spans) / 1e9 if spans else None), len(runs)
+def _active(parts: list[RunPart]) -> float | None:
+    """The time a group's runs were active, in s (analysis/active.py): the idle time between runs
+    read together (a replay appended an hour later) is no part of its rates."""
+    spans = active(parts)
+    return seconds(spans) if spans else None
 
 
 def _session(row: list[Any], span_s: float | None, busy_ns: int | None, energy: dict[str, Any] | None) -> dict[str, Any]:
@@ -307,14 +303,13 @@ def _session(row: list[Any], span_s: float | None, busy_ns: int | None, energy: 
     }
 
 
-def _power(telemetry: Telemetry, where: list[Any], first: int | None, last: int | None, ok: int, tokens: int) -> dict[str, Any]:
-    """Energy and engine state over the group's span (docs/metrics.md: attributed by time)."""
-    captures, sessions = where
-    if first is None or last is None:
+def _power(telemetry: Telemetry, parts: list[RunPart], sessions: int, ok: int, tokens: int) -> dict[str, Any]:
+    """Energy and engine state over the group's active time, as its rates (docs/metrics.md: attributed by time)."""
+    if not parts:
         return {"energy": None, "engine_state": None}
     return {
-        "energy": telemetry.energy(captures, first, last, ok, tokens, sessions),
-        "engine_state": telemetry.engine_state(captures, first, last),
+        "energy": telemetry.energy(parts, ok, tokens, sessions),
+        "engine_state": telemetry.engine_state(parts),
     }
 
 

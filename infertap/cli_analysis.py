@@ -301,7 +301,7 @@ def _print_energy(energy: dict[str, Any] | None, state: dict[str, Any] | None) -
             f"joules_per_request {_num(energy['joules_per_request'], 3)}, "
             f"joules_per_output_token {_num(energy['joules_per_output_token'], 4)}, "
             f"watt_hours_per_session {_num(energy['watt_hours_per_session'], 4)}, "
-            f"mean_watts {_num(energy['mean_watts'], 1)}, idle_watts {_num(energy['idle_watts'], 1)}"
+            f"mean_watts {_num(energy['mean_watts'], 1)}, idle_watts {_num(energy['idle_watts'], 1)}" + _energy_over(energy)
         )
     if state is not None:
         _out(
@@ -309,6 +309,16 @@ def _print_energy(energy: dict[str, Any] | None, state: dict[str, Any] | None) -
             f"requests_waiting_max {_num(state['requests_waiting_max'])}, preemptions {_num(state['preemptions'])}, "
             f"prefix_cache_hit_rate {_num(state['prefix_cache_hit_rate'], 3)}"
         )
+        for name, why in state.get("unknown", {}).items():
+            _out(f"  engine: {name} unknown: {why}")
+
+
+def _energy_over(energy: dict[str, Any]) -> str:
+    """The time the energy is over, where the group's runs were a while apart: their active time only."""
+    measured = energy.get("measured") or {}
+    if not measured.get("between_runs_s"):
+        return ""
+    return f"; over {_num(measured['seconds'], 2)} s active, the {_num(measured['between_runs_s'], 2)} s between runs left out"
 
 
 def _print_workload(w: dict[str, Any]) -> None:

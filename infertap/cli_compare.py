@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +158,16 @@ def print_comparison(r: dict[str, Any]) -> None:
     _print_most_divergent(console, r["divergence"]["most_divergent"])
 
 
+def _energy_line(x: dict[str, Any], num: Callable[[float | None], str]) -> str:
+    """One run's energy; where its runs were a while apart, the active time it is over."""
+    line = f"{num(x['joules_per_output_token'])} J per output token, {num(x['joules_per_request'])} J per request, "
+    line += f"{num(x['mean_watts'])} W mean ({x['source']})"
+    measured = x.get("measured") or {}
+    if measured.get("between_runs_s"):
+        line += f", over {num(measured['seconds'])} s active, the {num(measured['between_runs_s'])} s between its runs left out"
+    return line
+
+
 def _print_energy(console: Console, e: dict[str, Any]) -> None:
     """Energy beside speed: per output token and per request, B over A, and the engine's state on each side."""
 
@@ -169,16 +179,7 @@ def _print_energy(console: Console, e: dict[str, Any]) -> None:
     else:
         for side in ("a", "b"):
             x = e[side]
-            _say(
-                console,
-                f"energy {side.upper()}: "
-                + (
-                    f"{_num(x['joules_per_output_token'])} J per output token, {_num(x['joules_per_request'])} J per request, "
-                    f"{_num(x['mean_watts'])} W mean ({x['source']})"
-                    if x
-                    else "no power telemetry"
-                ),
-            )
+            _say(console, f"energy {side.upper()}: " + (_energy_line(x, _num) if x else "no power telemetry"))
         if e["ratio_joules_per_output_token"] is not None:
             note = "" if e["same_source"] else " (measured by different sources: compare with care)"
             _say(
@@ -188,8 +189,10 @@ def _print_energy(console: Console, e: dict[str, Any]) -> None:
     for side in ("a", "b"):
         state = e["engine_state"][side]
         if state:
-            shown = ", ".join(f"{k} {_num(v)}" for k, v in state.items() if v is not None)
+            shown = ", ".join(f"{k} {_num(v)}" for k, v in state.items() if v is not None and k != "unknown")
             _say(console, f"engine state {side.upper()}: {shown}")
+            for name, why in state.get("unknown", {}).items():
+                _say(console, f"engine state {side.upper()}: {name} unknown: {why}")
 
 
 def _seconds(v: float | None) -> str:

@@ -8,17 +8,21 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
+from click.testing import CliRunner
 
 from infertap.analysis import Analysis, speed_stats
+from infertap.analysis.compare import compare
 from infertap.analysis.report import render
 from infertap.capture.hostfacts import host_facts
 from infertap.capture.records import new_telemetry
 from infertap.capture.writer import CaptureWriter
+from infertap.cli import cli
 from infertap.telemetry import Sampler, TelemetryConfig
 from tests.analysis_builders import JSON_HEADERS, body, event, exchange, sse
 
@@ -28,6 +32,7 @@ Sample = tuple[float, str, str, dict[str, str], float]  # (ms from the run's sta
 
 
 LOCAL = "http://127.0.0.1:8080"  # an engine on the recording machine: its GPUs are the engine's
+HOUR = 3_600_000  # ms
 
 
 def run(
@@ -279,8 +284,87 @@ def test_engine_counters_two_recorders_scraped_from_one_engine_count_once(
     (g,) = groups([x, y], tmp_path, by=("model",))
     assert g["engine_state"]["preemptions"] == pytest.approx(engines * 0.002 * 3000)  # 6 an engine, over 3 s
     assert g["engine_state"]["prefix_cache_hit_rate"] == pytest.approx(0.4)
-    alone = [groups([p], tmp_path / p.name)[0]["engine_state"]["preemptions"] for p in (x, y)]
+    alone = [groups([p], tmp_path / f"cache-{p.name}")[0]["engine_state"]["preemptions"] for p in (x, y)]
     assert alone == pytest.approx([6.0, 6.0])
+
+
+def _engine_over_a_run(start: float, preempted: float, kv: float) -> list[Sample]:
+    """A vLLM engine's /metrics as a run of 2 s from ``start`` ms scraped it every second: a
+    preemption a second from ``preempted`` on, 40 prefix cache hits of 100 queries a second, its
+    KV cache at ``kv``."""
+    ts = [start + t for t in range(0, 2001, 1000)]
+    return [
+        *counter("vllm:num_preemptions_total", ENGINE, *((t, preempted + 0.001 * (t - start)) for t in ts), source="engine"),
+        *counter(
+            "vllm:prefix_cache_hits_total", ENGINE, *((t, 40 * preempted + 0.04 * (t - start)) for t in ts), source="engine"
+        ),
+        *counter(
+            "vllm:prefix_cache_queries_total", ENGINE, *((t, 90 * preempted + 0.1 * (t - start)) for t in ts), source="engine"
+        ),
+        *counter("vllm:kv_cache_usage_perc", ENGINE, *((t, kv) for t in ts), source="engine"),
+    ]
+
+
+def _an_hour_apart(tmp_path: Path, apart: str, later: list[Sample]) -> list[Path]:
+    """A run of 2 s and another an hour later, against one engine: in two captures, or in one (a
+    replay appended). The first run's recorder read the engine once more half way (others' traffic
+    filling its KV cache), as a recorder left running does."""
+    base = time.time() + 5
+    first = [*_engine_over_a_run(0, 5, 0.3), (HOUR / 2, "engine", "vllm:kv_cache_usage_perc", ENGINE, 0.95)]
+    if apart == "captures":
+        return [
+            run(tmp_path / "morning", [(0, 2000)], first, base=base),
+            run(tmp_path / "later", [(HOUR, HOUR + 2000)], later, base=base),
+        ]
+    path = tmp_path / "recorded-then-replayed"
+    run(path, [(0, 2000)], first, base=base)
+    run(path, [(HOUR, HOUR + 2000)], later, base=base)
+    return [path]
+
+
+@pytest.mark.parametrize("apart", ["captures", "runs"])
+def test_engine_state_of_runs_an_hour_apart_is_each_runs_own_added(tmp_path: Path, apart: str) -> None:
+    """Two runs an hour apart read together (--by model): no series reaches both ends of the
+    group's span, and one that does (one capture) counts the hour's preemptions, 895 of others'
+    traffic. Each run's stretch is read on its own: increases added, peaks the highest."""
+    paths = _an_hour_apart(tmp_path, apart, _engine_over_a_run(HOUR, 900, 0.6))
+    (g,) = groups(paths, tmp_path, by=("model",))
+    state = g["engine_state"]
+    # Must differ from the span's reading: None over two captures, 897 across the hour in one.
+    assert state["preemptions"] == pytest.approx(2 + 2)
+    assert state["prefix_cache_hit_rate"] == pytest.approx(0.4)
+    assert state["kv_cache_usage_max"] == pytest.approx(0.6)  # not the 0.95 read between the runs
+    assert "unknown" not in state
+    # Must match: each run alone reads as it did, and the group's is theirs added.
+    alone = [x["engine_state"] for x in groups(paths, tmp_path)]
+    assert [x["preemptions"] for x in alone] == pytest.approx([2.0, 2.0])
+    assert [x["kv_cache_usage_max"] for x in alone] == pytest.approx([0.3, 0.6])
+
+
+def test_engine_state_is_unknown_where_a_stretch_of_the_group_was_not_read_and_says_which(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The later run recorded with --no-telemetry: its preemptions are not known, so neither are the
+    group's; the run that was not read is named."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    paths = _an_hour_apart(tmp_path, "captures", [])
+    (g,) = groups(paths, tmp_path, by=("model",))
+    state = g["engine_state"]
+    assert state["preemptions"] is None and state["prefix_cache_hit_rate"] is None and state["kv_cache_usage_max"] is None
+    assert set(state["unknown"]) == {"kv_cache_usage_max", "preemptions", "prefix_cache_hit_rate"}
+    why = state["unknown"]["preemptions"]
+    assert "in 1 of the 2 stretches" in why and f"of {paths[1]}" in why and f"of {paths[0]})" not in why
+    said = CliRunner().invoke(cli, ["stats", *map(str, paths), "--by", "model", "--cache-dir", str(tmp_path / "cache")])
+    assert said.exit_code == 0, said.output
+    assert f"engine: preemptions unknown: {why}" in " ".join(said.output.split())
+    # compare says it too, on a capture whose replay was appended with --no-telemetry, and lists no difference of it.
+    [both] = _an_hour_apart(tmp_path / "one", "runs", [])
+    result = compare(both, both)
+    assert result["config"]["engine_state"] == []  # why a figure is unknown is no difference of it
+    assert "in 1 of the 2 stretches" in result["energy"]["engine_state"]["a"]["unknown"]["preemptions"]
+    said = CliRunner().invoke(cli, ["compare", str(both), str(both)])
+    assert said.exit_code == 0, said.output
+    assert "engine state A: preemptions unknown: no series reaching both ends" in " ".join(said.output.split())
 
 
 def test_a_group_partly_measured_divides_by_the_measured_requests_only(tmp_path: Path) -> None:
@@ -349,6 +433,52 @@ def test_runs_read_together_a_while_apart_are_each_measured_over_their_own_time(
     assert g["span_s"] >= 5.0
     assert g["energy"]["joules"] == pytest.approx(200.0 * 4) and g["energy"]["mean_watts"] == pytest.approx(200.0)
     assert g["energy"]["joules_per_request"] == pytest.approx(400.0) and g["energy"]["measured"]["share"] == 1.0
+
+
+def _recorded_then_replayed_an_hour_later(path: Path, samples: Callable[[float], list[Sample]]) -> Path:
+    """One capture, two runs of one request each: 0-2000 ms, and a replay appended an hour later
+    (HOUR to HOUR + 2000 ms), each run sampled while it ran (``samples(ms)``, every 250 ms)."""
+    base = time.time() + 5  # one wall clock for both runs
+    for start in (0, HOUR):
+        run(path, [(start, start + 2000)], [x for t in range(start, start + 2001, 250) for x in samples(t)], base=base)
+    return path
+
+
+def _gpu_counter(t: float) -> list[Sample]:
+    """The GPU's energy counter: 200 W while a run is busy, 50 W through the idle hour between them."""
+    busy = min(t, 2000) + max(0.0, t - HOUR)
+    return counter("gpu_energy_joules", GPU0, (t, 1e6 + 0.2 * busy + 0.05 * (min(max(t, 2000), HOUR) - 2000)))
+
+
+def test_runs_an_hour_apart_are_measured_over_their_active_time_not_the_hour_between(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``stats --by model`` on a capture with a replay appended an hour after the recording: the GPU
+    counted 50 W through the idle hour, 180 kJ that neither run drew; the energy is over the runs'
+    active time, as their rates are (active_s), and says what it left out."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    path = _recorded_then_replayed_an_hour_later(tmp_path / "recorded-then-replayed", _gpu_counter)
+    (g,) = groups([path], tmp_path, by=("model",))
+    e = g["energy"]
+    assert g["runs"] == 2 and g["active_s"] == pytest.approx(4.0) and g["span_s"] == pytest.approx(3602.0)
+    # Must differ from the span's: 200 W over 4 s, not 800 J + 50 W x 3598 s.
+    assert e["joules"] == pytest.approx(200.0 * 4, rel=1e-6)
+    assert e["mean_watts"] == pytest.approx(200.0, rel=1e-6)
+    assert e["joules_per_request"] == pytest.approx(400.0, rel=1e-6)
+    assert e["joules_per_output_token"] == pytest.approx(400.0 / 5, rel=1e-6)
+    assert e["measured"]["seconds"] == pytest.approx(4.0) and e["measured"]["between_runs_s"] == pytest.approx(3598.0)
+    assert e["measured"]["runs"] == e["measured"]["of_runs"] == 2
+    # Must match: each run alone is measured as it always was, and the two add up to the group's.
+    alone = [x["energy"] for x in groups([path], tmp_path)]
+    assert [x["joules"] for x in alone] == pytest.approx([400.0, 400.0], rel=1e-6)
+    assert [x["measured"]["between_runs_s"] for x in alone] == [0.0, 0.0]
+    # compare reads a capture's energy over the same active time; stats says what it left out.
+    first = _recorded_then_replayed_an_hour_later(tmp_path / "again", _gpu_counter)
+    side = compare(path, first)["energy"]["a"]
+    assert side["joules"] == pytest.approx(e["joules"], rel=1e-6) and side["mean_watts"] == pytest.approx(200.0, rel=1e-6)
+    said = CliRunner().invoke(cli, ["stats", str(path), "--by", "model"])
+    assert said.exit_code == 0, said.output
+    assert "over 4.00 s active, the 3,598.00 s between runs left out" in said.output
 
 
 def test_a_capture_sampled_more_sparsely_is_measured_by_its_own_sampling_interval(tmp_path: Path) -> None:
