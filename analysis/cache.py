@@ -45,7 +45,7 @@ def cache_root(explicit: str | os.PathLike[str] | None = None) -> Path:
         root, given = Path(os.environ[ENV]), f"${ENV}"
     else:
         root, given = Path.home() / ".cache" / "infertap", "the default cache"
-    _outside_captures(root, given)
+    _outside_captures(root.resolve(), given)  # one entry a folder, whatever the working directory
     return root
 
 

@@ -65,24 +65,30 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._between = True  # no request begun: the next bytes start a request line
-        self._held = b""  # a request line's start, held until its end arrives
+        self._held = bytearray()  # a request line's start, held until its end arrives
+        self._begun = False  # the held bytes hold more than the empty lines a request may follow
         self._target: bytes | None = None  # the raw target of the request being parsed
 
     def data_received(self, data: bytes) -> None:
-        if self._between and (self._held or b"\n" not in data or not data.isascii()):
-            data = self._request_line(self._held + data)
+        # The usual first read (the request line whole, ASCII) costs a scan to its first line end.
+        if self._between and (self._held or not data.isascii() or b"\n" not in data.lstrip(b"\r\n")):
+            data = self._request_line(data)
             if not data:
                 return
         super().data_received(data)
 
     def _request_line(self, data: bytes) -> bytes:
-        """The bytes to parse, a raw target percent-encoded; none while the target is still arriving."""
-        self._held = b""
+        """The bytes to parse, a raw target percent-encoded; none while the request line is still
+        arriving (only each read's own bytes are searched for its end: a line sent a byte at a time
+        costs no more than one sent whole). Empty lines before it (RFC 9112 2.2) are passed on."""
+        scan = data if self._begun else data.lstrip(b"\r\n")
+        self._begun = self._begun or bool(scan)
+        self._held += data
+        if b"\n" not in scan and len(self._held) < _MAX_LINE:
+            return b""  # only part of the request line: its target is read whole
+        data, self._held, self._begun = bytes(self._held), bytearray(), False
         line = _REQUEST_LINE.match(data)
         if line is None:
-            if b"\n" not in data and len(data) < _MAX_LINE:
-                self._held = data  # only part of the request line: its target is read whole
-                return b""
             return data  # no request line: the parser answers it
         target = line[1]
         if target.isascii():

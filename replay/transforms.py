@@ -199,7 +199,7 @@ class Transforms:
                 field_name = names.get(name, name)
                 dotted = where(field_name)
                 if field_name in pin.ignored or not _has_path(body, dotted):
-                    set_path(body, dotted, pin.value)
+                    set_path(body, dotted, _own(pin.value))
                     changed = True
         model = body.get("model")
         if self.model:
@@ -209,7 +209,7 @@ class Transforms:
             body["model"] = self.model_map[model]
             changed = True
         for dotted, value in self.set_values:
-            set_path(body, where(dotted), value)
+            set_path(body, where(dotted), _own(value))
             changed = True
         for dotted in self.unset:
             changed = unset_path(body, where(dotted)) or changed
@@ -343,6 +343,16 @@ def _written(body: dict[str, Any], sent: bool) -> bytes:
     if not texts:
         return data
     return re.sub(rb'"' + mark.encode() + rb'(\d+)"', lambda m: texts[int(m[1])].encode(), data)
+
+
+def _own(value: Any) -> Any:
+    """A value to place in one body: its objects and lists its own, so that what is done to that body
+    (a later ``--set`` or ``--unset`` inside it, the numbers marked as they were sent) reaches no other."""
+    if isinstance(value, dict):
+        return {k: _own(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_own(v) for v in value]
+    return value  # numbers, strings, true/false/null: never changed in place
 
 
 def _is_sent(value: Any) -> bool:

@@ -87,6 +87,22 @@ def test_a_cache_inside_a_capture_is_refused_before_anything_is_written(capture:
     assert [p.name for p in capture.iterdir()] == [segment.name]
 
 
+def test_a_relative_cache_is_judged_where_it_lies_from_each_working_directory(
+    capture: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative --cache-dir found outside any capture was remembered by its words: the same words
+    from inside a capture then passed unrefused."""
+    from infertap.analysis.cache import cache_root
+    from infertap.analysis.errors import AnalysisError
+
+    monkeypatch.chdir(tmp_path)
+    assert cache_root("c") == Path("c")  # beside the capture: allowed
+    monkeypatch.chdir(capture)
+    with pytest.raises(AnalysisError, match="inside the capture"):
+        cache_root("c")
+    assert [p.name for p in capture.iterdir()] == [segment_paths(capture)[0].name]
+
+
 def test_the_engines_cache_inside_a_capture_is_refused_before_anything_runs(
     capture: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

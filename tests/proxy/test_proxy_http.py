@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 
 import httpx
@@ -173,7 +174,9 @@ def _raw_exchange(url: str, *pieces: bytes) -> bytes:
     """Sends ``pieces`` one write each (the request must end with Connection: close); all it got back."""
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as s:
-        for piece in pieces:
+        for k, piece in enumerate(pieces):
+            if k:
+                time.sleep(0.05)  # each piece its own read on the other side, as a slow client's
             s.sendall(piece)
         out = b""
         while chunk := s.recv(65536):
@@ -235,7 +238,7 @@ def test_an_expect_100_continue_client_gets_its_large_body_forwarded_and_recorde
     assert x["request_body"] == body and ["expect", "100-continue"] in x["request_headers"]
 
 
-@pytest.mark.parametrize("split", [False, True], ids=["one-packet", "target-in-two"])
+@pytest.mark.parametrize("split", ["whole", "in-two", "after-an-empty-line", "a-byte-at-a-time"])
 def test_a_target_with_raw_utf8_is_forwarded_and_recorded_as_received(raw_upstream, record, split) -> None:
     """curl sends a URL's UTF-8 as it is given (GET /v1/models/ünï): engines' servers take it, while
     the proxy's parser refused it with a bare 400 and nothing recorded."""
@@ -249,7 +252,13 @@ def test_a_target_with_raw_utf8_is_forwarded_and_recorded_as_received(raw_upstre
 
     rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
     request = "GET /v1/models/ünï?q=ü HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
-    out = _raw_exchange(rec.url, *((request[:17], request[17:]) if split else (request,)))
+    pieces = {
+        "whole": [request],
+        "in-two": [request[:17], request[17:]],  # the target cut inside its UTF-8
+        "after-an-empty-line": [b"\r\n" + request[:17], request[17:]],  # RFC 9112 2.2: a server ignores it
+        "a-byte-at-a-time": [request[k : k + 1] for k in range(40)] + [request[40:]],
+    }[split]
+    out = _raw_exchange(rec.url, *pieces)
     rec.stop()
     assert out.startswith(b"HTTP/1.1 200 OK") and out.endswith(b"ok")
     assert seen == ["GET /v1/models/ünï?q=ü HTTP/1.1".encode()]  # as the client sent it

@@ -123,6 +123,24 @@ def test_a_rewritten_body_sends_each_number_as_it_was_sent_but_what_it_was_told_
     assert given == b'{"seed":-0,"top_p":1E-1}'
 
 
+def test_a_value_given_holding_objects_is_sent_alike_in_every_body() -> None:
+    """A ``--set`` of an object is placed in each body: marking the numbers sent as written (``0.70``,
+    ``-0``) in the one object all bodies shared sent the markers in place of the numbers from the
+    second body on; a later ``--set`` inside it reached every body too."""
+    given = Transforms(
+        set_values=[("options", parse_value('{"temperature":0.70,"seed":-0,"stop":["x"]}')), ("options.top_k", parse_value("4"))],
+        pin_defaults=True,
+    )
+    pinned = {"stop": Pin(["\n", "User:"], frozenset({"stop"}))}
+    bodies = [given.body(b'{"model":"m","n":%d}' % i, pinned=pinned) for i in range(3)]
+    assert bodies == [
+        b'{"model":"m","n":%d,"stop":["\\n","User:"],"options":{"temperature":0.70,"seed":-0,"stop":["x"],"top_k":4}}' % i
+        for i in range(3)
+    ]
+    other = Transforms(set_values=[("options", parse_value('{"seed":-0}'))], unset=["options.seed"])
+    assert [other.body(b'{"n":1}'), other.body(b'{"n":2}')] == [b'{"n":1,"options":{}}', b'{"n":2,"options":{}}']
+
+
 def _no_constant(name: str) -> None:
     raise AssertionError(f"{name} is no JSON")
 
