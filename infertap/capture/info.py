@@ -104,8 +104,10 @@ def _alive(run: dict[str, Any]) -> int | None:
 
 def recorder_running(pid: Any, hostname: Any, wall: Any) -> int | None:
     """``pid`` when the recorder a run's header names (its pid, machine and start) still runs on
-    this machine; None when it ended, or runs elsewhere, or can't be told."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or hostname != socket.gethostname():
+    this machine; None when it ended, or runs elsewhere, or can't be told. Pid 1 can't be: it is the
+    entrypoint of a container (``docker run --network host`` shares this machine's name), and this
+    machine's init, running since boot, would read as that recorder still writing."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1 or hostname != socket.gethostname():
         return None
     import psutil
 

@@ -420,6 +420,9 @@ def test_stats_says_a_capture_is_still_being_written_and_still_gives_its_figures
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
     for name, recorder, host, says in (
         ("killed", {**RECORDER, "pid": int(gone.stdout)}, None, None),
+        # A container's entrypoint (pid 1 there) sharing this machine's name: this machine's init,
+        # running since boot, is no recorder.
+        ("container", {**RECORDER, "pid": 1}, None, None),
         ("elsewhere", {**RECORDER, "pid": os.getpid()}, "gpu-box-7", "is not closed and was recorded on gpu-box-7"),
     ):
         facts = {**host_facts(), **({"hostname": host} if host else {})}
