@@ -445,18 +445,22 @@ class Telemetry:
     ) -> tuple[float | None, list[_Stretch]]:
         """A counter's increase over the stretches, added, each engine's counted once: where several
         recorders scraped one engine, each piece is read from one of their series (``series.joined``),
-        as a device several captures sampled is; different engines add. And the stretches no series
-        of it reaches both ends of (the figure is then unknown)."""
+        as a device several captures sampled is; different engines add. And the stretches where an
+        engine (or label set) was read but no series of it reaches both ends (the figure is then
+        unknown: a sum without that engine's part would be short, unsaid)."""
         found = self._pick(captures, names)[1]
         total, missing = 0.0, []
         for stretch in stretches:
-            read = False
+            read, short = False, False
             for by_capture in found.values():
-                series = [s for c, s in by_capture.items() if c in stretch.captures and self._reaches(s, stretch.span)]
+                scraped = [s for c, s in by_capture.items() if c in stretch.captures]
+                series = [s for s in scraped if self._reaches(s, stretch.span)]
                 if series:
                     read = True
                     total += sum(increase(series[k], *piece) for k, piece in joined(series, *stretch.span))
-            if found and not read:
+                elif scraped:
+                    short = True  # an engine (or label set) read here, but not across the stretch: its part unknown
+            if found and (short or not read):
                 missing.append(stretch)
         return (total if found and not missing else None), missing
 

@@ -288,6 +288,23 @@ def test_engine_counters_two_recorders_scraped_from_one_engine_count_once(
     assert alone == pytest.approx([6.0, 6.0])
 
 
+@pytest.mark.parametrize("from_ms", [0, 3000])
+def test_an_engine_not_read_across_the_stretch_leaves_the_sum_unknown_not_short(tmp_path: Path, from_ms: int) -> None:
+    """Two engines behind two recorders, busy together: where the second's counters were read only near
+    the end (its scrapes began late), its preemptions were left out of the sum unsaid: 6 for 12."""
+    base = time.time() + 5
+    busy = [(500, 3500)]
+    x = run(tmp_path / "proxy-x", busy, engine_counters(0), base=base)
+    late = [sample for sample in engine_counters(0) if sample[0] >= from_ms]
+    y = run(tmp_path / "proxy-y", busy, late, base=base, upstream="http://127.0.0.1:8081")
+    (g,) = groups([x, y], tmp_path, by=("model",))
+    if from_ms == 0:  # both read across it: they add
+        assert g["engine_state"]["preemptions"] == pytest.approx(12.0)
+    else:
+        assert g["engine_state"]["preemptions"] is None
+        assert "preemptions" in " ".join(g["engine_state"]["unknown"]), g["engine_state"]
+
+
 def _engine_over_a_run(start: float, preempted: float, kv: float) -> list[Sample]:
     """A vLLM engine's /metrics as a run of 2 s from ``start`` ms scraped it every second: a
     preemption a second from ``preempted`` on, 40 prefix cache hits of 100 queries a second, its
