@@ -14,6 +14,10 @@ reasoning: no visible content, no ``ttft_content``) is missing it, and counts th
 ``tpot`` and ``itl`` may be absent by the answer's shape (one token, one chunk, a body not
 streamed): such a bound is not held against that exchange, and when no ``ok`` exchange has the
 metric the SLO is not measurable there, which is not the target's failure.
+
+An imported 2xx answer whose body the file doesn't hold (``body_not_in_file``) is unknown, neither
+``ok`` nor failed, as ``stats`` has it: counted among ``requests`` (``not_in_file`` says how many
+answers are not in their file) and in the span, and in no other figure.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from infertap.apis import NOT_IN_FILE
 from infertap.errors import ConfigError
 from infertap.quantiles import quantile
 
@@ -121,9 +126,13 @@ def _stat(values: list[float], stat: str) -> float | None:
     return quantile(values, float(q))  # strictly between two finite values: the one definition, as stats prints it
 
 
-_ROWS = """
+#: An answer the file it was imported from doesn't hold; one that came 2xx and complete is unknown
+#: (``stats``' rule: one that failed otherwise is still a failure).
+_UNSAVED = "(m.parse_error = '" + NOT_IN_FILE.replace("'", "''") + "') IS TRUE"
+_ROWS = f"""
 SELECT m.exchange_id, m.ok, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
-       m.ttft_ns, m.ttft_content_ns, m.t_first_byte_ns, m.tpot_ns, m.e2e_ns, g.itl_max_ns
+       m.ttft_ns, m.ttft_content_ns, m.t_first_byte_ns, m.tpot_ns, m.e2e_ns, g.itl_max_ns,
+       {_UNSAVED}, {_UNSAVED} AND m.status BETWEEN 200 AND 299 AND m."end" = 'complete'
 FROM metrics m
 LEFT JOIN (SELECT capture, exchange_id, max(gap_ns) AS itl_max_ns FROM itl GROUP BY ALL) g
   ON g.capture = m.capture AND g.exchange_id = m.exchange_id
@@ -144,13 +153,17 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
     couldn't (no ``ok`` exchange has the metric: ``tpot`` of answers not streamed), which a caller
     must not read as the target's pass or failure. Requests the replayer never sent (``end``
     ``refused``) are no part of any figure, as the workload identity leaves them out: the target
-    can't fail what it never saw. ``not_sent`` counts them."""
-    rows = [dict(zip(_COLUMNS, r, strict=True)) for r in analysis.sql(_ROWS).fetchall()]
+    can't fail what it never saw. ``not_sent`` counts them. An imported 2xx answer not in its file
+    is in ``requests`` and the span, and in none of the other figures (``not_in_file`` counts the
+    answers not in their file, as ``stats`` does)."""
+    sent = [dict(zip(_COLUMNS, r, strict=True)) for r in analysis.sql(_ROWS).fetchall()]
+    rows = [r for r in sent if not r["unknown"]]
     [(not_sent,)] = analysis.sql(_NOT_SENT).fetchall()
     if not rows:
         raise ConfigError(
             "no generation exchanges sent in this run: nothing to hold to an SLO"
             + (f" ({not_sent} recorded as refused, never sent)" if not_sent else "")
+            + (f" ({len(sent)} answered 2xx, not in the file they were imported from)" if sent else "")
         )
     gaps = [
         g
@@ -160,7 +173,7 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
     ]
     ok = [r for r in rows if r["ok"]]
     good = [r for r in ok if all(_meets(r, s) for s in slos if s.latency)]
-    span_s = (max(r["end_wall_ns"] for r in rows) - min(r["sent_wall_ns"] for r in rows)) / 1e9
+    span_s = (max(r["end_wall_ns"] for r in sent) - min(r["sent_wall_ns"] for r in sent)) / 1e9  # they took time too
     failed = len(rows) - len(ok)
     error_rate = failed / len(rows)
     results = [_held(slo, rows, ok, gaps) for slo in slos]
@@ -169,8 +182,9 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
         "passed": all(r["met"] for r in results if r["met"] is not None),
         "unmeasurable": [r["slo"] for r in results if r["met"] is None],
         "slos": results,
-        "requests": len(rows),
+        "requests": len(sent),
         "not_sent": not_sent,
+        "not_in_file": sum(1 for r in sent if r["not_in_file"]),
         "ok": len(ok),
         "error_rate": error_rate,
         "attainment": len(good) / len(rows),
@@ -242,6 +256,8 @@ _COLUMNS = (
     "tpot_ns",
     "e2e_ns",
     "itl_max_ns",
+    "not_in_file",
+    "unknown",
 )
 
 

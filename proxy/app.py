@@ -233,7 +233,7 @@ class RecordingProxy:
             finally:
                 hangup.close()
         finally:
-            self._scrubbed.record(record, found, request=True)  # a large body redacted off this loop
+            self._scrubbed.record(record, found, request=True)  # a large or compressed body redacted off this loop
 
     def _written(self, record: Exchange) -> None:
         self.writer.write(record)

@@ -19,7 +19,7 @@ from infertap.apis.body import decoded_chunks, header
 
 from .encoding import decoded
 from .records import Exchange
-from .redact_json import REDACTED, hinted, secret_strings, spliced, sub_secrets
+from .redact_json import REDACTED, WINDOW, hinted, secret_strings, spliced, sub_secrets
 from .redact_names import (
     DEFAULT_BODY_KEYS,
     DEFAULT_HEADERS,
@@ -96,9 +96,9 @@ def _scrubbed(chunks: list[bytes], needles: list[bytes], token: bytes) -> list[b
     its place (a needle cut by a chunk's end goes, whole, to the chunk it began in). The usual case,
     no needle anywhere, costs a join and a scan per needle (C speed, not a Python loop per chunk)."""
     body = b"".join(chunks)
-    if not any(n in body for n in needles):
+    spans = _spans(body, re.compile(b"|".join(re.escape(n) for n in needles)), max(map(len, needles)))  # longest first
+    if not spans:
         return chunks
-    spans = [m.span() for m in re.finditer(b"|".join(re.escape(n) for n in needles), body)]  # longest first
     scrubbed = spliced(body, [(start, end, token) for start, end in spans])
 
     def moved(cut: int) -> int:  # a chunk boundary of ``body`` in ``scrubbed``
@@ -114,6 +114,24 @@ def _scrubbed(chunks: list[bytes], needles: list[bytes], token: bytes) -> list[b
 
     cuts = [moved(cut) for cut in itertools.accumulate(map(len, chunks))]
     return [scrubbed[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
+
+
+def _spans(body: bytes, pattern: re.Pattern[bytes], longest: int, window: int = WINDOW) -> list[tuple[int, int]]:
+    """Where ``pattern`` (needles of ``longest`` bytes at most) matches in ``body``, as one scan
+    finds them, searched ``window`` bytes at a time in place (``pos``, ``endpos``: no copy).
+    CPython's ``re`` holds the GIL for a whole search: at 48 MiB that was 20-60 ms at a stretch, from
+    a worker thread too; between windows other threads (an event loop) run. A match that begins in
+    a window ends within ``longest`` bytes of its end, so the next window starts after it."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for start in range(0, len(body), window):
+        pos = max(pos, start)
+        for m in pattern.finditer(body, pos, min(len(body), start + window + longest - 1)):
+            if m.start() >= start + window:
+                break
+            spans.append(m.span())
+            pos = m.end()
+    return spans
 
 
 def _scrubbed_pairs(pairs: list[list[str]], needles: list[bytes], token: bytes) -> list[list[str]]:
@@ -257,6 +275,14 @@ class Redactor:
             return set()
         user, password = unquote_plus(parts.username or ""), unquote_plus(parts.password or "")
         return {password, base64.b64encode(f"{user}:{password}".encode()).decode()} if password else {user}
+
+    @staticmethod
+    def request_decodes(record: Exchange | dict[str, Any]) -> bool:
+        """Whether ``request`` would decode this record's request body to search it (it has one,
+        sent with a content-encoding): a decompression to as much as 64 MiB (``encoding.DECODED_LIMIT``), however
+        small the body, which a caller on an event loop runs elsewhere."""
+        encoding = (header(record.get("request_headers") or [], "content-encoding") or "").strip().lower()
+        return bool(record.get("request_body")) and encoding not in ("", "identity")
 
     @staticmethod
     def decodes(record: Exchange | dict[str, Any]) -> bool:

@@ -57,7 +57,8 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+\Z")
 # with the string after it when it is a key (group 2: where a secret key's value stands, to the
 # body's end in a torn one) or the ``[`` or ``{`` it opens (group 3). Each string is consumed whole
 # (possessive), to the body's end when it never closes, so no byte is scanned twice: linear in the
-# body, which a proxy scans on its event loop.
+# body. A recorder scans a small body on its event loop and a large or compressed one on a worker
+# thread (``scrubbing.Scrubbed``), where a scan holds the GIL as long: linear matters on both.
 _JSON_STRING = re.compile(rb'"((?:[^"\\]++|\\.)*+)(?:"(?:\s*:\s*(?:"((?:[^"\\]++|\\.)*+)(?:"|\\?\Z)|([\[{])))?|\\?\Z)', re.DOTALL)
 _BRACKETS = re.compile(rb"[\[\]{}]")
 

@@ -12,17 +12,18 @@ from .redact import Redactor
 
 log = logging.getLogger("infertap.capture")
 
-#: A request body at least this big is redacted on a worker thread, not on the recorder's loop.
+#: A body at least this big is searched on a worker thread, not on the recorder's loop.
 OFFLOAD_BYTES = 256 * 1024
 
 
 class Scrubbed:
     """Hands finished exchanges to ``write`` with their credentials out: the request body's, when
     the caller leaves it to this (``request``), then the request's credentials (``found``) where
-    the response repeats them (``Redactor.echoes``). Work that grows with a body (a request body
-    of ``offload_bytes`` or more searched, an encoded response decompressed to be searched) runs
-    on a worker thread, no work for an event loop that is streaming other exchanges; the rest at
-    once. The recorder, the mitm addon and the replayer all record this way; ``drained`` before
+    the response repeats them (``Redactor.echoes``). Work that grows with a body runs on a worker
+    thread, no work for an event loop that is streaming other exchanges: a body of
+    ``offload_bytes`` or more searched, and any body decompressed to be searched, however small it
+    came (a gzip body of 100 KiB may decode to 64 MiB: its size says nothing of the cost); the
+    rest at once. The recorder, the mitm addon and the replayer all record this way; ``drained`` before
     the capture closes. Nothing is recorded unscrubbed: a body whose search fails is left out."""
 
     def __init__(self, redactor: Redactor, write: Callable[[Exchange], None], offload_bytes: int = OFFLOAD_BYTES) -> None:
@@ -34,10 +35,10 @@ class Scrubbed:
     def record(self, record: Exchange, found: set[str], *, request: bool = False) -> None:
         """``request``: the request body is still to be redacted (``Redactor.request``, which adds
         the credentials it takes out to ``found``)."""
-        if request and len(record.get("request_body") or b"") < self.offload_bytes:
+        if request and not self._heavy_request(record):
             self.redactor.request(record, found)
             request = False
-        if not request and not (found and self.redactor.decodes(record)):
+        if not request and not (found and self._heavy_response(record)):
             if found:
                 self.redactor.echoes(record, found)
             self.write(record)
@@ -59,6 +60,13 @@ class Scrubbed:
             self.write(record)
 
         scrub.add_done_callback(written)
+
+    def _heavy_request(self, record: Exchange) -> bool:
+        return len(record.get("request_body") or b"") >= self.offload_bytes or self.redactor.request_decodes(record)
+
+    def _heavy_response(self, record: Exchange) -> bool:
+        """Searching the response for the request's credentials is a decompression, or a large body's scan."""
+        return self.redactor.decodes(record) or sum(map(len, record.get("chunks") or ())) >= self.offload_bytes
 
     def _scrub(self, record: Exchange, found: set[str], request: bool) -> None:
         """On a worker thread: the request body redacted, then its credentials out of the response."""

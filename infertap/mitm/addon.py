@@ -5,8 +5,9 @@ cleanup in ``done``. It holds no capture logic: it builds the same exchange reco
 proxy (same redaction) and hands them to the same CaptureWriter, whose thread does the msgpack,
 compression and disk work. On mitmproxy's event loop it only appends each streamed chunk and its
 time to two lists; an encoded response that must be searched for the request's credentials is
-decompressed on a worker thread, and a large request body searched there, as the proxy's are
-(``Scrubbed``), and ``done`` waits for those searches before it closes the capture.
+decompressed on a worker thread, and a large or compressed request body (a large response) searched
+there, as the proxy's are (``Scrubbed``), and ``done`` waits for those searches before it closes
+the capture.
 
 Usable directly: ``mitmdump -s infertap/mitm/addon.py --set infertap_out=captures/x``.
 """

@@ -3,14 +3,18 @@ every chunk time and token count is set by the test."""
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from infertap.analysis import Analysis, speed_stats
 from infertap.analysis.slo import LATENCY, SLO, evaluate, parse_slo, parse_slos
 from infertap.errors import ConfigError
+from infertap.mitm.importer import import_file
 from infertap.quantiles import quantile
 from tests.analysis_builders import JSON_HEADERS, MS, Load, body, event, exchange, sse
 
@@ -421,3 +425,84 @@ def test_an_error_rate_exactly_at_a_fractional_percent_bound_passes(load: Load) 
     a = load([streamed(f"ok{i}", sent_ms=i) for i in range(993)] + [failed(f"e{i}", sent_ms=1_000 + i) for i in range(7)])
     assert evaluate(a, [parse_slo("error_rate<=0.7%")])["passed"] is True
     assert evaluate(a, [parse_slo("error_rate<=0.69%")])["passed"] is False
+
+
+# -- imported answers not in their file ------------------------------------------------------------
+
+_SSE = 'data: {"choices":[{"index":0,"delta":{"content":"t "},"finish_reason":null}]}\n\ndata: [DONE]\n\n'
+
+
+def _har(path: Path, answers: list[tuple[int, int, bool]]) -> Path:
+    """A HAR of chat requests a second apart, each answered with (status, e2e ms, whether its body
+    was saved: Chrome saves ``content`` without its text where it wasn't), imported into a capture."""
+    entries = []
+    for i, (status, e2e_ms, saved) in enumerate(answers):
+        content: dict[str, Any] = {"size": len(_SSE), "mimeType": "text/event-stream"}
+        if saved:
+            content["text"] = _SSE
+        body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": f"q{i}"}]}
+        entries.append(
+            {
+                "startedDateTime": f"2025-01-02T10:00:0{i}.000+00:00",
+                "time": e2e_ms,
+                "timings": {"send": 0, "wait": e2e_ms - 1, "receive": 1},
+                "request": {
+                    "method": "POST",
+                    "url": "https://api.example.com/v1/chat/completions",
+                    "httpVersion": "http/1.1",
+                    "headers": [],
+                    "postData": {"mimeType": "application/json", "text": json.dumps(body)},
+                },
+                "response": {
+                    "status": status,
+                    "headers": [{"name": "Content-Type", "value": "text/event-stream"}],
+                    "content": content,
+                },
+            }
+        )
+    (path.parent / f"{path.name}.har").write_text(json.dumps({"log": {"version": "1.2", "entries": entries}}))
+    import_file(path.parent / f"{path.name}.har", path)
+    return path
+
+
+def test_an_imported_answer_not_in_its_file_is_left_out_as_stats_leaves_it_out(tmp_path: Path) -> None:
+    """A 2xx answer a HAR didn't save (``body_not_in_file``) is unknown: ``stats`` counts it neither
+    ok nor an error, and neither do SLOs nor goodput (they counted it a failed request, over every
+    bound: ``error_rate`` 1/4, ``e2e:max`` infinite, attainment 3/4). One whose status says it failed is a
+    failure in both, its body saved or not; an answer that really failed is one in SLOs."""
+    slos = [parse_slo("error_rate<=0%"), parse_slo("e2e:max<=200ms")]
+    fast = (200, 100, True)
+    cases = {
+        "unsaved": [fast, (200, 150, False), fast, fast],
+        "failed": [fast, (500, 150, True), fast, fast],
+        "failed_unsaved": [fast, (500, 150, False), fast, fast],
+    }
+    verdicts, groups = {}, {}
+    for name, answers in cases.items():
+        with Analysis([_har(tmp_path / name, answers)], cache_dir=tmp_path / "cache") as a:
+            verdicts[name] = evaluate(a, slos)
+            (groups[name],) = speed_stats(a)["groups"]
+    unsaved = verdicts["unsaved"]
+    assert (unsaved["error_rate"], unsaved["passed"], unsaved["attainment"]) == (0.0, True, 1.0)
+    assert [s["met"] for s in unsaved["slos"]] == [True, True] and unsaved["slos"][1]["observed"] == 100e6
+    assert (unsaved["requests"], unsaved["ok"], unsaved["not_in_file"]) == (4, 3, 1)
+    assert unsaved["span_s"] == pytest.approx(3.1)  # the unknown answer took its time all the same
+    assert unsaved["goodput"]["requests_per_s"] == pytest.approx(3 / 3.1)
+    for name, unsaved_n in (("failed", 0), ("failed_unsaved", 1)):  # a failure stays one
+        v = verdicts[name]
+        assert (v["requests"], v["not_in_file"], v["error_rate"], v["passed"]) == (4, unsaved_n, 0.25, False), name
+        assert [s["met"] for s in v["slos"]] == [False, False] and v["attainment"] == 0.75
+    for name, v in verdicts.items():  # what stats says, SLOs say
+        g = groups[name]
+        assert (v["requests"], v["ok"], v["not_in_file"], v["error_rate"]) == (
+            g["requests"],
+            g["ok"],
+            g["not_in_file"],
+            g["error_rate"],
+        ), name
+
+
+def test_a_run_of_answers_none_of_which_is_in_its_file_is_refused_saying_so(tmp_path: Path) -> None:
+    with Analysis([_har(tmp_path / "none", [(200, 100, False)] * 2)], cache_dir=tmp_path / "cache") as a:
+        with pytest.raises(ConfigError, match="2 answered 2xx, not in the file they were imported from"):
+            evaluate(a, [parse_slo("error_rate<=1%")])
