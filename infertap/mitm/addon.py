@@ -157,29 +157,35 @@ class InfertapCapture:
             "chunks": [],
             "headers_ns": None,
         }
-        if not flow.request.stream and _size_unknown(flow.request) and ctx.options.stream_large_bodies:
-            # mitmproxy would buffer this body until it passes stream_large_bodies, then stream
-            # it on, what it had included, calling no hook and keeping nothing: streamed from
-            # its first byte instead, it is kept whole, whatever its size.
-            flow.request.stream = True
         if flow.request.stream:
-            # Over stream_large_bodies: mitmproxy hands the body on as it comes and keeps none of
-            # it, and the request hook fires only once all of it went (the answer may be there
-            # first). Each chunk is kept as it passes, and the exchange starts with the first.
-            kept: list[bytes] = []
-            state["request_chunks"] = kept
-            before = flow.request.stream if callable(flow.request.stream) else None
+            # Over stream_large_bodies (its size known) or streamed by an addon before this one:
+            # mitmproxy hands the body on as it comes and keeps none of it, and the request hook
+            # fires only once all of it went (the answer may be there first). Each chunk is kept
+            # as it passes, and the exchange starts with the first.
+            flow.request.stream = self._keeper(state, flow.request.stream)
+        elif _size_unknown(flow.request) and ctx.options.stream_large_bodies:
+            # Buffered as mitmproxy buffers it (every addon's request hook sees a small body whole
+            # and may change it); one that grows past the limit is kept from the stream's switch.
+            _SwitchWatched.watch(flow.request, lambda stream: self._keeper(state, stream))
 
-            def keep(data: bytes) -> bytes | Iterable[bytes]:
-                self._handed(state)
-                out = before(data) if before is not None else data
-                if isinstance(out, bytes):
-                    kept.append(out)
-                    return out
-                kept.extend(out := list(out))
+    def _keeper(
+        self, state: dict[str, Any], before: Callable[[bytes], bytes | Iterable[bytes]] | bool
+    ) -> Callable[[bytes], bytes | Iterable[bytes]]:
+        """A stream callable that keeps what goes upstream (``before``'s output, if callable)."""
+        kept: list[bytes] = []
+        state["request_chunks"] = kept
+        inner = before if callable(before) else None
+
+        def keep(data: bytes) -> bytes | Iterable[bytes]:
+            self._handed(state)
+            out = inner(data) if inner is not None else data
+            if isinstance(out, bytes):
+                kept.append(out)
                 return out
+            kept.extend(out := list(out))
+            return out
 
-            flow.request.stream = keep
+        return keep
 
     def request(self, flow: http.HTTPFlow) -> None:
         state = flow.metadata.get("infertap")
@@ -232,6 +238,7 @@ class InfertapCapture:
         if state is None or self.writer is None or scrubbed is None:
             return
         req, resp = flow.request, flow.response
+        _SwitchWatched.unwatch(req)
         if req.stream is True and "request_chunks" not in state and req.raw_content is None:
             log.warning(  # streamed with no hook between (stream_large_bodies set while it came): lost
                 "infertap: %s %s: mitmproxy streamed its request body without keeping it; recorded empty "
@@ -273,6 +280,45 @@ class InfertapCapture:
             record["chunks"] = [resp.raw_content]
             record["chunk_ns"] = [record["end_ns"]]
         scrubbed.record(record, found, request=True)  # a decompression, a large body's search: off mitmproxy's loop
+
+
+class _SwitchWatched(http.Request):
+    """A recorded request whose body mitmproxy buffers until its end or until it passes
+    ``stream_large_bodies`` (its size unknown: chunked, HTTP/2 or 3 without content-length).
+
+    At that switch mitmproxy (``HttpStream.check_body_size``) sets ``stream = True``, over any
+    callable, and hands its buffer straight to the streaming state: no hook runs and no stream
+    callable is asked, so an addon can neither keep that first part nor the rest. On this class
+    (set on the one request while it is recorded, ``unwatch`` puts ``http.Request`` back)
+    ``stream`` is a property whose setter turns that assignment, or any addon's later one, into the
+    addon's keeping callable, before the buffer is handed on. Nothing else differs: the body stays
+    buffered, and every addon's ``request`` hook sees it, unless it grows past the limit.
+    """
+
+    @property
+    def stream(self) -> Callable[[bytes], Iterable[bytes] | bytes] | bool:
+        value: Callable[[bytes], Iterable[bytes] | bytes] | bool = self.__dict__.get("stream", False)
+        return value
+
+    @stream.setter
+    def stream(self, value: Callable[[bytes], Iterable[bytes] | bytes] | bool) -> None:
+        on_stream = self.__dict__.get("_infertap_on_stream")
+        if value and on_stream is not None and value is not self.__dict__.get("stream"):
+            value = on_stream(value)
+        self.__dict__["stream"] = value
+
+    @staticmethod
+    def watch(request: http.Request, on_stream: Callable[[Callable[[bytes], Iterable[bytes] | bytes] | bool], Any]) -> None:
+        request.__dict__["_infertap_on_stream"] = on_stream
+        request.__dict__.setdefault("stream", False)
+        request.__class__ = _SwitchWatched
+
+    @staticmethod
+    def unwatch(request: http.Request) -> None:
+        watched: type = type(request)
+        if watched is _SwitchWatched:
+            request.__class__ = http.Request  # ``stream`` stays as set, a plain attribute again
+            request.__dict__.pop("_infertap_on_stream", None)
 
 
 def _size_unknown(request: http.Request) -> bool:

@@ -16,28 +16,39 @@ from infertap.launch import free_port
 
 
 class Mitm:
-    def __init__(self, tmp: Path, *args: str) -> None:
+    """`infertap mitm *args`, or with ``mitmdump=True`` mitmproxy's own `mitmdump` loading the addon
+    as a script (``-s infertap/mitm/addon.py``, first: other ``-s`` scripts in args come after it)."""
+
+    def __init__(self, tmp: Path, *args: str, mitmdump: bool = False) -> None:
         self.port = free_port()
         self.out = tmp / f"mitm-{self.port}"
         self.confdir = tmp / "mitmconf"
         self.log = tmp / f"mitm-{self.port}.log"
-        argv = [
-            sys.executable,
-            "-m",
-            "infertap",
-            "mitm",
-            "--listen",
-            f"127.0.0.1:{self.port}",
-            "--out",
-            str(self.out),
-            "--confdir",
-            str(self.confdir),
-            *args,
-        ]
+        if mitmdump:
+            addon = Path(__file__).resolve().parents[2] / "infertap" / "mitm" / "addon.py"
+            mitmdump_bin = Path(sys.executable).with_name("mitmdump")
+            argv = [str(mitmdump_bin), "-s", str(addon), "--listen-host", "127.0.0.1", "--listen-port", str(self.port)]
+            argv += ["--set", f"confdir={self.confdir}", "--set", f"infertap_out={self.out}", *args]
+            ready = "listening at"
+        else:
+            argv = [
+                sys.executable,
+                "-m",
+                "infertap",
+                "mitm",
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--out",
+                str(self.out),
+                "--confdir",
+                str(self.confdir),
+                *args,
+            ]
+            ready = "listening on"
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
         deadline = time.monotonic() + 60
-        while "listening on" not in self.log.read_text():
+        while ready not in self.log.read_text():
             assert self.proc.poll() is None, self.log.read_text()
             assert time.monotonic() < deadline, self.log.read_text()
             time.sleep(0.1)
@@ -55,11 +66,12 @@ class Mitm:
 
 @pytest.fixture
 def start_mitm(tmp_path):
-    """Factory: start_mitm(*args) runs `infertap mitm` as a user would; all are stopped at the end."""
+    """Factory: start_mitm(*args) runs `infertap mitm` (or `mitmdump -s addon.py`, mitmdump=True) as a
+    user would; all are stopped at the end."""
     started: list[Mitm] = []
 
-    def start(*args: str) -> Mitm:
-        started.append(Mitm(tmp_path, *args))
+    def start(*args: str, mitmdump: bool = False) -> Mitm:
+        started.append(Mitm(tmp_path, *args, mitmdump=mitmdump))
         return started[-1]
 
     yield start

@@ -28,21 +28,43 @@ def test_a_request_body_over_stream_large_bodies_is_recorded_whole(start_mitm, f
     assert b"".join(x["chunks"]) == received and 0 <= x["headers_ns"] <= x["chunk_ns"][0] <= x["end_ns"] < 30e9
 
 
-def test_a_chunked_request_body_that_grows_past_stream_large_bodies_is_recorded_whole(start_mitm, fake):
-    """mitmproxy buffers a body of unknown size (chunked) until it passes stream_large_bodies, then
-    streams it on with what it had, keeping none and calling no hook: it was recorded empty, with
-    only a warning. A small one must stay whole too."""
+REWRITER = """
+from mitmproxy import http
+
+
+def request(flow: http.HTTPFlow) -> None:
+    if flow.request.raw_content is not None:  # buffered: an addon may change the body before it goes
+        flow.request.content = flow.request.content.replace(b'"hi"', b'"rewritten"')
+"""
+
+
+@pytest.mark.parametrize("mitmdump", [False, True], ids=["infertap-mitm", "mitmdump"])
+def test_a_chunked_request_body_stays_buffered_for_other_addons_unless_it_grows_past_the_limit(
+    start_mitm, fake, tmp_path, mitmdump
+):
+    """With stream_large_bodies set, mitmproxy buffers a body of unknown size (chunked) until its
+    end, every addon's request hook seeing it whole (and able to change it), or until it passes the
+    limit: then it streams it on with what it had, keeping none and calling no hook (it was recorded
+    empty). The recorder streamed every such body from its first byte instead: another addon's
+    rewrite of a small one never went upstream. A small body is now buffered as mitmproxy buffers
+    it, recorded as it went upstream (rewritten), and a large one is kept whole from the switch."""
     app, url = fake
-    mitm = start_mitm("--mode", f"reverse:{url}", "--set", "stream_large_bodies=1k", "--no-telemetry")
-    big = json.dumps({"tag": "big", "messages": [{"role": "user", "content": "a" * 5000}]}).encode()
+    (script := tmp_path / "rewriter.py").write_text(REWRITER)
+    loads = (
+        ["-s", str(script), "--set", "infertap_telemetry=false"] if mitmdump else ["--set", f"scripts={script}", "--no-telemetry"]
+    )
+    mitm = start_mitm("--mode", f"reverse:{url}", "--set", "stream_large_bodies=1k", *loads, mitmdump=mitmdump)
+    turns = [{"role": "user", "content": "a" * 5000}, {"role": "user", "content": "hi"}]
+    big = json.dumps({"tag": "big", "messages": turns}).encode()
     small = json.dumps({"tag": "small", "messages": [{"role": "user", "content": "hi"}]}).encode()
     for body in (big, small):
         parts = [body[i : i + 700] for i in range(0, len(body), 700)]  # the first chunks under the limit
         r = httpx.post(f"{mitm.url}/v1/chat/completions", content=iter(parts), timeout=30)
         assert r.status_code == 200 and r.request.headers["transfer-encoding"] == "chunked"
     mitm.stop()
-    assert [r["body"] for r in app.requests] == [big, small]  # the upstream had each whole
-    assert [x["request_body"] for x in mitm.exchanges()] == [big, small]
+    rewritten = small.replace(b'"hi"', b'"rewritten"')
+    assert [r["body"] for r in app.requests] == [big, rewritten]  # the large one streamed, as mitmproxy does
+    assert [x["request_body"] for x in mitm.exchanges()] == [big, rewritten]  # what went upstream
     assert "without keeping it" not in mitm.log.read_text()
 
 
