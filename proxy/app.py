@@ -1,7 +1,8 @@
 """The recording reverse proxy: an ASGI app that forwards every request and records it as it streams.
 
-The per-chunk path is two list appends and the ``send`` itself; everything else (msgpack,
-compression, disk) happens on the capture writer's thread after the exchange has ended.
+The per-chunk path is two list appends, the ``send`` itself and a count of what it wrote;
+everything else (msgpack, compression, disk) happens on the capture writer's thread after the
+exchange has ended.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -44,29 +45,41 @@ def _error_body(status: int, kind: str, message: str) -> bytes:
     return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
 
 
+def _never() -> bool:
+    return False
+
+
 class _Hangup:
     """Watches for the client going away for the whole exchange, prefill included, so that the engine
-    stops generating for nobody: the exchange's task is cancelled and records the disconnect."""
+    stops generating for nobody: the exchange's task is cancelled and records the disconnect.
 
-    __slots__ = ("send", "record", "task", "finished", "disconnected", "hung_up_ns", "delivered", "_watcher")
+    A chunk counts as delivered once ``send`` has written it to the client's connection. uvicorn's
+    ``send`` waits for a full connection to drain, then returns without writing if the client went
+    away meanwhile, and it may return so before the watcher has heard of the hang-up: a chunk
+    appended to the record is not yet one the client was handed."""
 
-    def __init__(self, receive: Receive, send: Send, record: Exchange, task: asyncio.Task[Any]) -> None:
+    __slots__ = ("send", "gone", "record", "task", "finished", "disconnected", "hung_up_ns", "delivered", "_watcher")
+
+    def __init__(
+        self, receive: Receive, send: Send, record: Exchange, task: asyncio.Task[Any], gone: Callable[[], bool] | None = None
+    ) -> None:
         self.send = send
+        self.gone = gone or _never  # whether the server knows the client's connection lost (wire.py)
         self.record = record
         self.task = task
         self.finished = False  # the upstream is done: a hang-up now cuts nothing short
         self.disconnected = False
         self.hung_up_ns: int | None = None  # when the client went away (monotonic)
-        self.delivered = 0  # the chunks handed to the client before it went away
+        self.delivered = 0  # the chunks written to the client's connection before it went away
         self._watcher = asyncio.create_task(self._watch(receive))
 
     async def _watch(self, receive: Receive) -> None:
         message = await receive()
         if message["type"] != "http.disconnect" or self.finished:
             return
-        self.hung_up_ns = time.monotonic_ns()
-        self.delivered = len(self.record["chunks"])
-        if self.record["status"] is not None and ended_by_marker(self.record["chunks"]):
+        if self.hung_up_ns is None:  # not already seen by a send that found the client gone
+            self.hung_up_ns = time.monotonic_ns()
+        if self.record["status"] is not None and self.after_end():
             # A client often hangs up the moment it has read the last event (an SDK stops at
             # "[DONE]") while the upstream's end of stream is still on its way: give that a
             # moment before cancelling the upstream. A client gone before the end marker is gone:
@@ -77,9 +90,14 @@ class _Hangup:
         self.disconnected = True
         self.task.cancel()
 
-    def deliver(self, chunk: bytes) -> Awaitable[None]:
-        """One body chunk to the client, as it came."""
-        return self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+    async def deliver(self, chunk: bytes) -> None:
+        """One body chunk to the client, as it came; counted once written to its connection."""
+        await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if self.hung_up_ns is None:
+            if not self.gone():
+                self.delivered += 1
+            else:  # the send found the client gone and wrote nothing: the watcher hears of it next
+                self.hung_up_ns = time.monotonic_ns()
 
     def after_end(self) -> bool:
         """Whether the client hung up after the stream's end marker: it had all of the answer."""
@@ -90,7 +108,8 @@ class _Hangup:
         self._watcher.cancel()
         record = self.record
         if self.hung_up_ns is not None and self.delivered < len(record["chunks"]):
-            # read from the upstream after the client had gone (during the grace): kept, never delivered
+            # read from the upstream but never written to the client (waiting for its full
+            # connection when it went, or read after it had gone): kept, never delivered
             record["delivered_chunks"] = self.delivered
 
 
@@ -227,7 +246,7 @@ class RecordingProxy:
             target = self._prefix + raw_path + (b"?" + query if query else b"")
             named = connection_named(raw_headers)  # the headers Connection names are this hop's too
             headers = [(n, v) for n, v in raw_headers if n not in HOP_REQUEST and n not in named]
-            hangup = _Hangup(receive, send, record, task)
+            hangup = _Hangup(receive, send, record, task, extensions.get("infertap.gone"))
             try:
                 await self._forward(scope, send, record, hangup, target, headers, body, extensions.get("infertap.interim"))
             finally:

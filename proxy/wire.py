@@ -10,6 +10,10 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
 - ``infertap.interim``: writes an interim response (``103 Early Hints``) to the client before the
   response starts, as a proxy must pass 1xx on (RFC 9110 15.2); ASGI's early-hint extension is
   HTTP/2's only, in uvicorn. Offered to HTTP/1.1 clients only: an HTTP/1.0 client can't be sent one.
+- ``infertap.gone``: whether the client's connection is lost, as the server knows it (its cycle's
+  ``disconnected``). uvicorn's ``send`` returns without writing once it is, and may do so before the
+  app's ``receive`` has said ``http.disconnect``: the recorder counts a chunk as delivered only
+  where the connection was still there after its ``send``.
 """
 
 from __future__ import annotations
@@ -105,8 +109,11 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._target is not None:
             extensions["infertap.target"], self._target = self._target, None
         super().on_headers_complete()
-        if self.scope.get("http_version") == "1.1" and self.cycle is not None and self.cycle.scope is self.scope:
-            extensions["infertap.interim"] = _Interim(self.cycle)
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:
+            extensions["infertap.gone"] = lambda: cycle.disconnected
+            if self.scope.get("http_version") == "1.1":
+                extensions["infertap.interim"] = _Interim(cycle)
 
     def on_message_complete(self) -> None:
         self._between = True

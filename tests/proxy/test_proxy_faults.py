@@ -315,6 +315,91 @@ def test_what_the_upstream_sends_after_the_client_hung_up_past_done_is_kept_and_
         assert first["end_ns"] < first["chunk_ns"][delivered]
 
 
+class _Exchanges:
+    """A capture writer that keeps the exchanges in memory, for a proxy served in the test's process."""
+
+    error = None
+
+    def __init__(self) -> None:
+        self.footer_extra: dict[str, object] = {}
+        self.written: list[dict] = []
+        self.t0 = time.monotonic_ns()
+
+    def elapsed_ns(self) -> int:
+        return time.monotonic_ns() - self.t0
+
+    def write(self, record: dict) -> None:
+        self.written.append(record)
+
+
+@pytest.mark.parametrize("heard", ["by the watcher first", "by the send first"])
+def test_an_end_marker_waiting_for_a_full_client_when_it_hangs_up_is_not_recorded_as_delivered(heard):
+    """uvicorn's send waits while the client's connection is full (a client that stopped reading)
+    and, the client gone meanwhile, returns without writing. Here [DONE] waits so until the server
+    has lost the connection; the proxy hears of the hang-up from its watcher first, or (the
+    upstream's wake-up queued ahead of the watcher's) from that send. The client never got [DONE]:
+    the exchange is a disconnect before the end marker, [DONE] kept but not delivered, not a
+    complete one it closed after."""
+    import socket
+
+    from infertap.proxy.app import RecordingProxy, build_app
+    from infertap.proxy.wire import ProxyHttpProtocol
+    from tests.fake_upstream import ServerThread, lifespan
+
+    content = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
+    writer = _Exchanges()
+
+    async def upstream(scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await lifespan(receive, send)
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": content, "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True})
+        while not writer.written:  # the end comes only once the proxy has given up on it
+            await asyncio.sleep(0.01)
+        await send({"type": "http.response.body", "body": b""})
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return await proxy(scope, receive, send)
+        sent = asyncio.Event()
+
+        async def full_client(message):
+            if message.get("body", b"").endswith(b"data: [DONE]\n\n"):
+                while server.server.server_state.connections:  # as a wait for room would, until the loss
+                    await asyncio.sleep(0.001)
+            await send(message)
+            sent.set()
+
+        async def late():
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                await sent.wait()
+            return message
+
+        await proxy(scope, late if heard == "by the send first" else receive, full_client)
+
+    up = ServerThread(upstream)
+    proxy = build_app(RecordingProxy(up.url, writer))  # type: ignore[arg-type]
+    server = ServerThread(app, http=ProxyHttpProtocol)
+    with up, server, socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1]))) as client:
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        got = b""
+        while content not in got:
+            got += client.recv(4096)
+        client.close()
+        deadline = time.monotonic() + 10
+        while not writer.written and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert b"[DONE]" not in got
+    (x,) = writer.written
+    assert x["chunks"] == [content, b"data: [DONE]\n\n"]
+    assert x["end"] == "client_disconnected" and "closed_after_end" not in x
+    assert x["delivered_chunks"] == 1  # handed on: the content, never [DONE]
+
+
 def test_a_disconnect_storm_is_recorded_and_the_proxy_keeps_serving(fake, record):
     """100 clients hang up mid-stream at once: each exchange is recorded, each upstream stream is
     cancelled, and the next request is served normally."""
