@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Any
 
+from bench.loop_ticker import ticking
 from infertap.capture.records import new_exchange
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.redact_json import _BODY_HINT, _URL_CREDENTIAL_HINT, hinted, spliced
@@ -90,26 +91,14 @@ async def lag_while_recorded(raw: bytes, offloaded: bool) -> dict[str, float]:
         request_body=raw,
     )
     lags: list[float] = []
-    done = False
-
-    async def ticker() -> None:
-        while not done:
-            t = time.perf_counter()
-            await asyncio.sleep(0.001)
-            lags.append((time.perf_counter() - t - 0.001) * 1000)
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0.02)
-    lags.clear()
-    if offloaded:
-        scrubbed.record(record, set(), request=True)
-    else:  # as the proxy did: the body redacted on the loop, then handed over
-        redactor.request(record, set())
-        scrubbed.record(record, set())
-    await scrubbed.drained()
-    await asyncio.sleep(0.01)
-    done = True
-    await task
+    async with ticking(lags, settle_s=0.02):
+        if offloaded:
+            scrubbed.record(record, set(), request=True)
+        else:  # as the proxy did: the body redacted on the loop, then handed over
+            redactor.request(record, set())
+            scrubbed.record(record, set())
+        await scrubbed.drained()
+        await asyncio.sleep(0.01)
     assert written, "the exchange was not written"
     return {"max_ms": round(max(lags), 2), "p50_ms": round(statistics.median(lags), 3), "ticks": len(lags)}
 

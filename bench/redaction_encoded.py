@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any
 
+from bench.loop_ticker import ticking
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
@@ -77,24 +78,12 @@ async def lag_while_recorded(record: Exchange, found: set[str]) -> dict[str, Any
     written: list[Exchange] = []
     scrubbed = Scrubbed(Watched(), written.append)
     lags: list[float] = []
-    done = False
-
-    async def ticker() -> None:
-        while not done:
-            t = time.perf_counter()
-            await asyncio.sleep(0.001)
-            lags.append((time.perf_counter() - t - 0.001) * 1000)
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0.02)
-    lags.clear()
-    t = time.perf_counter()
-    scrubbed.record(record, found, request=True)
-    await scrubbed.drained()
-    took = time.perf_counter() - t
-    await asyncio.sleep(0.01)
-    done = True
-    await task
+    async with ticking(lags, settle_s=0.02):
+        t = time.perf_counter()
+        scrubbed.record(record, found, request=True)
+        await scrubbed.drained()
+        took = time.perf_counter() - t
+        await asyncio.sleep(0.01)
     text = (written[0]["request_body"] + b"".join(written[0]["chunks"])) if written else b""
     return {
         "loop_lag_max_ms": round(max(lags), 2),

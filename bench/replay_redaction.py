@@ -14,7 +14,6 @@ requests' recorded ``lag_ns`` (p50, p99, max) and a 1 ms sleep's lateness on the
 from __future__ import annotations
 
 import argparse
-import asyncio
 import itertools
 import json
 import statistics
@@ -27,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from bench.loop_ticker import ticking
 from bench.redaction import body as big_body
 from infertap.capture.reader import CaptureReader
 from infertap.capture.redact import Redactor
@@ -62,20 +62,8 @@ def _with_ticker(lags: list[float]) -> None:
     run = Replay.run
 
     async def timed(self: Replay) -> dict[str, Any]:
-        done = False
-
-        async def tick() -> None:
-            while not done:
-                t = time.perf_counter()
-                await asyncio.sleep(0.001)
-                lags.append((time.perf_counter() - t - 0.001) * 1000)
-
-        task = asyncio.create_task(tick())
-        try:
+        async with ticking(lags):
             return await run(self)
-        finally:
-            done = True
-            await task
 
     Replay.run = timed  # type: ignore[method-assign]
 
