@@ -23,9 +23,18 @@ def header(pairs: Sequence[Sequence[str]] | None, name: str) -> str | None:
     return None
 
 
+def _encoding(record: Mapping[str, Any]) -> str:
+    return (header(record.get("response_headers"), "content-encoding") or "").lower().strip()
+
+
+def encoded(record: Mapping[str, Any]) -> bool:
+    """Whether the response came with a content-encoding (its bytes are not the body's text)."""
+    return _encoding(record) not in ("", "identity")
+
+
 def _wbits(record: Mapping[str, Any]) -> list[int]:
-    """zlib window settings to try for the response's content-encoding ([]: not encoded)."""
-    encoding = (header(record.get("response_headers"), "content-encoding") or "").lower().strip()
+    """zlib window settings to try for the response's content-encoding ([]: none of zlib's)."""
+    encoding = _encoding(record)
     if encoding in ("gzip", "x-gzip"):
         return [16 + zlib.MAX_WBITS]
     if encoding == "deflate":  # zlib-wrapped as the RFC says, or raw deflate as some servers send
@@ -38,6 +47,12 @@ def decoded_chunks(record: Mapping[str, Any]) -> list[bytes] | None:
     apply; None when the content-encoding can't be undone, or not to the body's end (bytes after a
     stream that are no stream: a caller then reads the bytes as they are)."""
     chunks: list[bytes] = list(record.get("chunks") or ())
+    encoding = _encoding(record)
+    if encoding in ("zstd", "br"):
+        try:
+            return _streamed(chunks, encoding)
+        except Exception:  # each library's own error for bytes that aren't its format
+            return None
     tries = _wbits(record)
     if not tries:
         return chunks
@@ -68,6 +83,31 @@ def _decoded(chunks: list[bytes], wbits: int) -> list[bytes]:
             chunk = stream.unused_data if stream.eof else b""
         out.append(piece)
     return out
+
+
+def _streamed(chunks: list[bytes], encoding: str) -> list[bytes]:
+    """``chunks`` of a zstd or brotli body decoded, each to its share (zstd: frame after frame, as
+    its readers read them; a stream cut short: what it holds, as gzip's); an error where the bytes
+    are not that encoding."""
+    if encoding == "zstd":
+        import zstandard
+
+        decompressor = zstandard.ZstdDecompressor()
+        stream = decompressor.decompressobj()
+        out = []
+        for chunk in chunks:
+            piece = b""
+            while chunk:
+                if stream.eof:
+                    stream = decompressor.decompressobj()
+                piece += stream.decompress(chunk)
+                chunk = stream.unused_data if stream.eof else b""
+            out.append(piece)
+        return out
+    import brotli  # mitmproxy's dependency, so there wherever infertap is installed
+
+    decoder = brotli.Decompressor()
+    return [bytes(decoder.process(chunk)) for chunk in chunks]
 
 
 def sse_events(body: bytes) -> list[str]:

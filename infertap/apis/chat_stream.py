@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from .body import _wbits, framing, head_of
+from .body import encoded, framing, head_of
 from .fastjson import NOT_JSON, _decode, utf8
 from .openai import _OBJECTS, both_reasoning, choice_index, choice_zero, matched_stop_after, only_zero, stop_reason_json
 from .read import CHAT, _by_path, ended
@@ -62,7 +62,7 @@ def read_plainest_chat_stream(record: Mapping[str, Any]) -> ChatStream | None:
 
 def _sse_body(record: Mapping[str, Any]) -> tuple[list[bytes], bytes, list[int]] | None:
     """A chat exchange's SSE body without ``\\r`` or encoding: its chunks, their bytes, where each ends."""
-    if _by_path(record.get("path")) is not CHAT or _wbits(record):
+    if _by_path(record.get("path")) is not CHAT or encoded(record):
         return None
     pieces: list[bytes] = list(record.get("chunks") or ())
     if not pieces or framing(record, head_of(pieces)) != "sse":

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from .body import _wbits, framing, head_of
+from .body import encoded, framing, head_of
 from .chat_stream import LOOP_ONLY, _Function
 from .fastjson import NOT_JSON, loads
 from .openai import _OBJECTS, message_turn
@@ -253,7 +253,7 @@ def chat_answer(record: Mapping[str, Any]) -> Answer | None:
     every streamed event of every exchange a replay loads."""
     if api_for(record.get("path")) is not CHAT:
         return None
-    if _wbits(record):  # an encoded body: read whole
+    if encoded(record):  # an encoded body: read whole
         return None
     pieces: list[bytes] = list(record.get("chunks") or ())
     body = b"".join(pieces)

@@ -52,3 +52,22 @@ def test_a_torn_gzip_stream_is_read_as_far_as_it_came() -> None:
     body = gzip.compress(ANSWER * 50)
     pieces = decoded_chunks(_record([body[: len(body) // 2]]))
     assert pieces is not None and (ANSWER * 50).startswith(b"".join(pieces)) and pieces[0]
+
+
+def test_a_zstd_or_brotli_answer_is_read_as_the_same_answer_plain() -> None:
+    """zstd and br were read as their compressed bytes: no answer at all, so two engines' different
+    answers behind one such gateway compared as two unreadable ones."""
+    import brotli
+    import zstandard
+
+    other = ANSWER.replace(b"hello there", b"goodbye now")
+    frames = zstandard.ZstdCompressor().compress(ANSWER[:40]) + zstandard.ZstdCompressor().compress(ANSWER[40:])
+    for encoding, body in (("zstd", frames), ("br", brotli.compress(ANSWER))):
+        for chunks in ([body], [body[:7], body[7:]], [bytes([b]) for b in body]):
+            record = _record(chunks, encoding)
+            pieces = decoded_chunks(record)
+            assert pieces is not None and b"".join(pieces) == ANSWER and len(pieces) == len(chunks), encoding
+            assert read_response(record).text == read_response(_record([ANSWER], "identity")).text == "hello there"
+        encode = zstandard.ZstdCompressor().compress if encoding == "zstd" else brotli.compress
+        assert read_response(_record([encode(other)], encoding)).text == "goodbye now"
+        assert decoded_chunks(_record([b"not " + encoding.encode()], encoding)) is None  # no such stream: said

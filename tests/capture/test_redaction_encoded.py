@@ -76,6 +76,45 @@ def test_a_gzip_response_of_several_members_loses_the_key_in_a_later_one() -> No
     assert _body(record) == b'{"error": ' + ERROR.replace(KEY.encode(), REDACTED.encode()) + b"}"
 
 
+def _zstd_chunks(parts: list[bytes]) -> list[bytes]:
+    import zstandard
+
+    out = zstandard.ZstdCompressor().compressobj()
+    chunks = [out.compress(p) + out.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK) for p in parts]
+    chunks[-1] += out.flush()
+    return chunks
+
+
+def _br_chunks(parts: list[bytes]) -> list[bytes]:
+    import brotli
+
+    out = brotli.Compressor()
+    chunks = [out.process(p) + out.flush() for p in parts]
+    chunks[-1] += out.finish()
+    return chunks
+
+
+@pytest.mark.parametrize(("encoding", "encode"), [("zstd", _zstd_chunks), ("br", _br_chunks)])
+def test_a_zstd_or_brotli_response_repeating_the_key_is_stored_decoded_without_it(encoding, encode) -> None:
+    """Only gzip and deflate were searched decoded: a zstd or brotli response quoting the key was
+    stored as it came, the key inside its compressed bytes, which any reader undoes."""
+    parts = [b'data: {"a": 1}\n\n', b'data: {"error": "bad key ' + KEY.encode() + b'"}\n\n', b"data: [DONE]\n\n"]
+    record = _record(encode(parts), encoding)
+    Redactor.echoes(record, {KEY})
+    assert record["chunks"] == [parts[0], parts[1].replace(KEY.encode(), REDACTED.encode()), parts[2]]
+    assert record["chunk_ns"] == [10, 20, 30]
+    assert "content-encoding" not in [n for n, _ in record["response_headers"]]
+    # A stream cut before its end is searched as far as it goes, as a reader reads it.
+    cut = _record(encode(parts)[:2], encoding)
+    Redactor.echoes(cut, {KEY})
+    assert cut["chunks"] == [parts[0], parts[1].replace(KEY.encode(), REDACTED.encode())]
+    # Without the key: the exact bytes as they came.
+    kept = _record(encode(parts[:1] + parts[2:]), encoding)
+    before = list(kept["chunks"])
+    Redactor.echoes(kept, {KEY})
+    assert kept["chunks"] == before and ["content-encoding", encoding] in kept["response_headers"]
+
+
 def test_an_encoded_response_without_the_key_keeps_its_exact_bytes() -> None:
     for encoding, chunks in [("gzip", _gzip_chunks([b"fine", b" answer"])), ("br", [b"\x1b\x03" + KEY.encode()])]:
         record = _record(list(chunks), encoding)
