@@ -30,6 +30,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.proxy_overhead import _pct, _wait
 from infertap.capture.reader import CaptureReader
 from infertap.capture.writer import CaptureWriter
 from infertap.launch import free_port
@@ -73,11 +74,6 @@ def _capture(path: Path, rate: float, seconds: float, **params: object) -> int:
                 }
             )
     return n
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def infertap_lags(capture: Path, url: str, out: Path) -> list[float]:
@@ -190,12 +186,7 @@ def main() -> None:
     upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(port), "--chunks", "4"])
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(100):
-            try:
-                httpx.get(url + "/v1/models", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        _wait(url)
         rows = []
         rates = sorted({float(r) for r in args.rates.split(",")} | {float(r) for r in args.ladder.split(",")})
         with tempfile.TemporaryDirectory() as tmp:

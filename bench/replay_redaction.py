@@ -20,13 +20,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from bench.loop_ticker import ticking
+from bench.proxy_overhead import _pct, _wait
 from bench.redaction import body as big_body
 from infertap.capture.reader import CaptureReader
 from infertap.capture.redact import Redactor
@@ -72,11 +70,6 @@ def _unredacted(self: Redactor, record: Any, found: set[str] | None = None) -> N
     """The baseline's: nothing searched, nothing redacted (its bodies hold no credential)."""
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=float, default=16.0)
@@ -92,12 +85,7 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     rows = []
     try:
-        for _ in range(100):
-            try:
-                httpx.get(url + "/v1/models", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        _wait(url)
         with tempfile.TemporaryDirectory() as tmp:
             for shape, redacted in itertools.product(("no credential", "many *_token keys"), (True, False)):
                 src, out = Path(tmp) / f"src-{len(rows)}", Path(tmp) / f"out-{len(rows)}"
