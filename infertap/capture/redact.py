@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
-from infertap.apis.body import decoded_chunks, header
+from infertap.apis.body import decoded_chunks, encoded, header
 
 from .encoding import decoded
 from .records import Exchange
@@ -139,19 +139,13 @@ def _scrubbed_pairs(pairs: list[list[str]], needles: list[bytes], token: bytes) 
     return [[n, _scrubbed([v.encode("latin-1", "replace")], needles, token)[0].decode("latin-1")] for n, v in pairs]
 
 
-def _encoding(record: Exchange | dict[str, Any]) -> str | None:
-    """The response's content-encoding, where it has one (``identity`` is none)."""
-    encoding = (header(record.get("response_headers"), "content-encoding") or "").strip().lower()
-    return encoding if encoding not in ("", "identity") else None
-
-
 def _scrubbed_decoded(record: Exchange | dict[str, Any], needles: list[bytes], token: bytes) -> bool:
     """An encoded response (gzip, deflate) searched as a reader decodes it; False when it is not
     one. Where it repeats a credential it is stored decoded and scrubbed, each chunk's share of the
     body at that chunk's time (a chunk that decodes to nothing goes, with its time), its headers
     saying so (no content-encoding, the stored length as content-length); else its bytes stay."""
     chunks = record.get("chunks")
-    if not chunks or _encoding(record) is None:
+    if not chunks or not encoded(record):
         return False
     decoded = decoded_chunks(record)
     if decoded is None or decoded == chunks:  # an encoding not undone here (br, zstd), or a broken stream
@@ -288,7 +282,7 @@ class Redactor:
     def decodes(record: Exchange | dict[str, Any]) -> bool:
         """Whether ``echoes`` would decode this record's response to search it (it has a body and a
         content-encoding): a decompression, which a caller on an event loop runs elsewhere."""
-        return bool(record.get("chunks")) and _encoding(record) is not None
+        return bool(record.get("chunks")) and encoded(record)
 
     @staticmethod
     def echoes(record: Exchange | dict[str, Any], found: set[str]) -> None:
