@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from infertap.capture.reader import CaptureReader
-from infertap.capture.segments import capture_holding
+from infertap.capture.segments import cache_refusal
 from infertap.errors import InfertapError
 from infertap.spawning import exit_with_parent, workers_can_start
 
@@ -53,12 +53,9 @@ def cache_root(explicit: str | os.PathLike[str] | None = None) -> Path:
 def _outside_captures(root: Path, given: str) -> None:
     """Refuses a cache inside a capture: its Parquet files would sit among the capture's segments,
     to be exported or copied with it (and its entries removed by a later decode)."""
-    capture = capture_holding(root)
-    if capture is not None:
-        raise AnalysisError(
-            f"{root} ({given}): the cache would lie inside the capture {capture}, its files among the capture's "
-            f"segments; nothing was written: give --cache-dir (or ${ENV}) a folder outside any capture"
-        )
+    refused = cache_refusal(root, given, f"--cache-dir (or ${ENV})")
+    if refused is not None:
+        raise AnalysisError(refused)
 
 
 def _alive(pid: str) -> bool:

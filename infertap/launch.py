@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from .capture.segments import capture_holding
+from .capture.segments import cache_refusal
 
 SMOLLM2_ALIAS = "SmolLM2-135M-Instruct"
 
@@ -45,13 +45,9 @@ def cache_dir() -> Path:
     sit among the capture's segments, copied and shared with it."""
     said = os.environ.get("INFERTAP_CACHE")
     root = Path(said) if said else Path.home() / ".cache" / "infertap"
-    capture = capture_holding(root)
-    if capture is not None:
-        given = "$INFERTAP_CACHE" if said else "the default cache"
-        raise EngineError(
-            f"{root} ({given}): the cache would lie inside the capture {capture}, its files among the capture's "
-            "segments; nothing was written: give $INFERTAP_CACHE a folder outside any capture"
-        )
+    refused = cache_refusal(root, "$INFERTAP_CACHE" if said else "the default cache", "$INFERTAP_CACHE")
+    if refused is not None:
+        raise EngineError(refused)
     return root
 
 

@@ -24,6 +24,19 @@ def next_segment_index(directory: Path) -> int:
     return int(existing[-1].name[:6]) + 1 if existing else 0
 
 
+def cache_refusal(root: Path, given: str, option: str) -> str | None:
+    """Why ``root`` can't hold a cache (``given``: where it was named; ``option``: what names another):
+    it is a capture's folder or lies in one, so the cache's files would sit among the capture's
+    segments, copied, exported or shared with it. None where it can."""
+    capture = capture_holding(root)
+    if capture is None:
+        return None
+    return (
+        f"{root} ({given}): the cache would lie inside the capture {capture}, its files among the capture's "
+        f"segments; nothing was written: give {option} a folder outside any capture"
+    )
+
+
 def capture_holding(path: Path) -> Path | None:
     """The capture folder ``path`` is, or lies inside (the nearest folder of segments): where no
     report, export or replay may write, or the capture's segments would be mixed with its files."""
