@@ -45,6 +45,15 @@ def _error_body(status: int, kind: str, message: str) -> bytes:
     return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
 
 
+#: A hand-off to a client whose connection was full that took longer than this waited for it: the
+#: time is kept (``client_wait_ns``), as every later chunk's time is late by it.
+HELD_NS = 1_000_000
+
+
+def _unknown() -> bool | None:
+    return None
+
+
 def _never() -> bool:
     return False
 
@@ -58,13 +67,20 @@ class _Hangup:
     away meanwhile, and it may return so before the watcher has heard of the hang-up: a chunk
     appended to the record is not yet one the client was handed."""
 
-    __slots__ = ("send", "gone", "record", "task", "finished", "disconnected", "hung_up_ns", "delivered", "_watcher")
+    __slots__ = ("send", "gone", "full", "record", "task", "finished", "disconnected", "hung_up_ns", "delivered", "_watcher")
 
     def __init__(
-        self, receive: Receive, send: Send, record: Exchange, task: asyncio.Task[Any], gone: Callable[[], bool] | None = None
+        self,
+        receive: Receive,
+        send: Send,
+        record: Exchange,
+        task: asyncio.Task[Any],
+        gone: Callable[[], bool] | None = None,
+        full: Callable[[], bool | None] | None = None,
     ) -> None:
         self.send = send
         self.gone = gone or _never  # whether the server knows the client's connection lost (wire.py)
+        self.full = full or _unknown  # whether the client's connection is full, where the server says
         self.record = record
         self.task = task
         self.finished = False  # the upstream is done: a hang-up now cuts nothing short
@@ -90,14 +106,20 @@ class _Hangup:
         self.disconnected = True
         self.task.cancel()
 
-    async def deliver(self, chunk: bytes) -> None:
-        """One body chunk to the client, as it came; counted once written to its connection."""
+    async def deliver(self, chunk: bytes) -> int:
+        """One body chunk to the client, as it came; counted once written to its connection. Says how
+        long it waited for the client to make room in its connection (ns): 0 where the connection
+        wasn't full, however long the ``send`` took (a busy host's, not the client's doing)."""
+        full = self.full()  # None where the server doesn't say: then the time alone tells
+        start = time.monotonic_ns()
         await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+        waited = time.monotonic_ns() - start
         if self.hung_up_ns is None:
             if not self.gone():
                 self.delivered += 1
             else:  # the send found the client gone and wrote nothing: the watcher hears of it next
                 self.hung_up_ns = time.monotonic_ns()
+        return waited if full is not False and waited > HELD_NS else 0
 
     def after_end(self) -> bool:
         """Whether the client hung up after the stream's end marker: it had all of the answer."""
@@ -246,7 +268,7 @@ class RecordingProxy:
             target = self._prefix + raw_path + (b"?" + query if query else b"")
             named = connection_named(raw_headers)  # the headers Connection names are this hop's too
             headers = [(n, v) for n, v in raw_headers if n not in HOP_REQUEST and n not in named]
-            hangup = _Hangup(receive, send, record, task, extensions.get("infertap.gone"))
+            hangup = _Hangup(receive, send, record, task, extensions.get("infertap.gone"), extensions.get("infertap.full"))
             try:
                 await self._forward(scope, send, record, hangup, target, headers, body, extensions.get("infertap.interim"))
             finally:

@@ -17,10 +17,6 @@ from infertap.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 
 from .upstream import Interim, UpstreamClient, UpstreamResponse
 
-#: A hand-off to the client that took longer than this waited for it (its send buffer was full): a
-#: write that doesn't wait takes microseconds.
-HELD_NS = 1_000_000
-
 
 class UpstreamCall:
     """Sends one exchange's request and records its response into the exchange record.
@@ -79,9 +75,10 @@ class UpstreamCall:
         record["response_headers"] = self.redactor.headers_from_asgi(response.headers)
         return response
 
-    async def relay(self, response: UpstreamResponse, deliver: Callable[[bytes], Awaitable[object]] | None = None) -> bool:
+    async def relay(self, response: UpstreamResponse, deliver: Callable[[bytes], Awaitable[int]] | None = None) -> bool:
         """Record the body chunk by chunk as it arrives, handing each to ``deliver`` (the proxy's
-        client) first; False when the upstream failed mid-response (recorded as the exchange's end)."""
+        client), which says how long it waited for the client to take it (ns, 0 for no wait); False
+        when the upstream failed mid-response (recorded as the exchange's end)."""
         t0 = self.t0
         chunk_ns = self.record["chunk_ns"]
         chunks = self.record["chunks"]
@@ -93,14 +90,11 @@ class UpstreamCall:
                     chunks.append(chunk)
             else:
                 async for chunk in response.aiter_raw():
-                    now = time.monotonic_ns()
-                    chunk_ns.append(now - t0)
+                    chunk_ns.append(time.monotonic_ns() - t0)
                     chunks.append(chunk)
-                    await deliver(chunk)
                     # The next chunk is read only once this one is handed on: a client that doesn't
                     # take it makes every later chunk's time late by as much, so the wait is kept.
-                    if (waited := time.monotonic_ns() - now) > HELD_NS:
-                        held += waited
+                    held += await deliver(chunk)
         except UpstreamError as exc:
             self.failed(exc, " mid-response")
             return False

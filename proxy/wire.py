@@ -14,6 +14,9 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   ``disconnected``). uvicorn's ``send`` returns without writing once it is, and may do so before the
   app's ``receive`` has said ``http.disconnect``: the recorder counts a chunk as delivered only
   where the connection was still there after its ``send``.
+- ``infertap.full``: whether the client's connection is full (the transport's writing paused): only
+  then does ``send`` wait for the client, so only then is a slow hand-off the client's doing and not
+  the machine's (a busy host can take the proxy off the CPU for milliseconds in any ``send``).
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:
             extensions["infertap.gone"] = lambda: cycle.disconnected
+            extensions["infertap.full"] = lambda: cycle.flow.write_paused
             if self.scope.get("http_version") == "1.1":
                 extensions["infertap.interim"] = _Interim(cycle)
 

@@ -400,6 +400,56 @@ def test_an_end_marker_waiting_for_a_full_client_when_it_hangs_up_is_not_recorde
     assert x["delivered_chunks"] == 1  # handed on: the content, never [DONE]
 
 
+@pytest.mark.parametrize("server_says", [True, False], ids=["connection-full-known", "unknown"])
+def test_a_send_slowed_by_a_busy_host_is_not_taken_for_a_slow_client(server_says):
+    """On a busy host any ``send`` may take milliseconds: the proxy was taken off the CPU. That is
+    no wait for the client, whose connection had room, and recording it as one (``client_wait_ns``)
+    says the client made the chunk times late when it didn't. The recorder's server says whether the
+    connection was full (wire.py); only a server that doesn't leaves the time alone to tell."""
+    from infertap.proxy.app import RecordingProxy, build_app
+    from infertap.proxy.wire import ProxyHttpProtocol
+    from tests.fake_upstream import ServerThread, lifespan
+
+    events = [b'data: {"choices": [{"index": 0, "delta": {"content": "%d"}}]}\n\n' % i for i in range(12)]
+    writer = _Exchanges()
+
+    async def upstream(scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await lifespan(receive, send)
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        for event in events:
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return await proxy(scope, receive, send)
+
+        async def busy_host(message):
+            if message["type"] == "http.response.body":
+                time.sleep(0.005)  # the proxy's thread off the CPU for 5 ms, as a loaded host does
+            await send(message)
+
+        await proxy(scope, receive, busy_host)
+
+    up = ServerThread(upstream)
+    proxy = build_app(RecordingProxy(up.url, writer))  # type: ignore[arg-type]
+    with up, ServerThread(app, http=ProxyHttpProtocol if server_says else "httptools") as server:
+        answer = httpx.post(f"{server.url}/v1/chat/completions", json={}, timeout=10)
+        deadline = time.monotonic() + 10
+        while not writer.written and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert answer.content == b"".join(events) + b"data: [DONE]\n\n"
+    (x,) = writer.written
+    assert x["end"] == "complete" and len(x["chunks"]) >= len(events)
+    if server_says:
+        assert "client_wait_ns" not in x, x.get("client_wait_ns")
+    else:
+        assert x["client_wait_ns"] >= 5_000_000 * len(events)
+
+
 def test_a_disconnect_storm_is_recorded_and_the_proxy_keeps_serving(fake, record):
     """100 clients hang up mid-stream at once: each exchange is recorded, each upstream stream is
     cancelled, and the next request is served normally."""
