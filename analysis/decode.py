@@ -36,7 +36,7 @@ from infertap.apis.chat_stream import ChatStream, read_chat_stream
 from infertap.capture.identity import exchange_digest
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
-from infertap.capture.records import apart, named_session
+from infertap.capture.records import apart, delivered, named_session
 from infertap.collector import no_cyclic_gc
 
 from .prefix import PrefixIndex
@@ -75,8 +75,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 31: a completion's prompt that is no string (token ids) read as its JSON, not as its texts alone;
 #: 32: the images an Ollama message or prompt sends are part of its turn (conversations differing in an image link apart);
 #: 33: an imported answer whose body is not in the file (body_not_in_file) unread with that reason;
-#: 34: a zstd or br response read decoded, as gzip and deflate are (it was read as its compressed bytes).
-DECODE_VERSION = 34
+#: 34: a zstd or br response read decoded, as gzip and deflate are (it was read as its compressed bytes);
+#: 35: an answer read from the chunks its client was handed (delivered_chunks), exchanges.undelivered_chunks.
+DECODE_VERSION = 35
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -374,6 +375,11 @@ class Decoder:
         if self.repeated:
             name_apart(rec, self.repeated, self.seen)
         xid = rec.get("id")
+        wire: list[bytes] = rec.get("chunks") or []
+        wire_ns: list[int] = rec.get("chunk_ns") or []
+        # The answer is what the client got: chunks the engine sent after it hung up (or that waited
+        # for room it never made) stay in the chunks table, no part of its answer, end or last byte.
+        rec = delivered(rec)
         chunks: list[bytes] = rec.get("chunks") or []
         chunk_ns: list[int] = rec.get("chunk_ns") or []
         # An imported exchange's one chunk is timed at the response's end: no token's time is known.
@@ -404,8 +410,8 @@ class Decoder:
             )
             if self.part is not None:
                 self.numbers.append(number)
-        self._chunk_rows(xid, chunks, chunk_ns)
-        self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, token_ns, done, tokens)
+        self._chunk_rows(xid, wire, wire_ns)
+        self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, token_ns, done, tokens, len(wire) - len(chunks))
 
     def _event_rows(self, xid: str | None, parsed: Output, chunk_ns: list[int]) -> _Tokens:
         """One row per event the adapter read, at its chunk's arrival: each column extended at once."""
@@ -489,8 +495,10 @@ class Decoder:
         chunk_ns: list[int],
         done: bool,
         tokens: _Tokens,
+        undelivered: int,
     ) -> None:
-        """The exchange's one row: the record's own fields, then what its request and response say."""
+        """The exchange's one row: the record's own fields, then what its request and response say
+        (as its client got them: ``undelivered`` chunks more were read from the engine)."""
         run = self.run
         self.sinks["exchanges"].add(
             (
@@ -545,6 +553,7 @@ class Decoder:
                 rec.get("source_id"),
                 _int(rec.get("repeat")),
                 *(_int(rec.get(k)) for k in ("scheduled_ns", "lag_ns", "queue_ns", "dep_wait_ns", "client_wait_ns")),
+                undelivered or None,
                 *tokens,
             )
         )

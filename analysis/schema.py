@@ -121,6 +121,9 @@ EXCHANGES = _schema(
     ("queue_ns", I64),
     ("dep_wait_ns", I64),  # replays
     ("client_wait_ns", I64),  # the recording proxy's wait for a slow client: chunk times late by up to it
+    # Chunks read from the engine after the client hung up (or waiting for room it never made): in the
+    # chunks table, no part of the row's answer, end marker, chunk counts or times.
+    ("undelivered_chunks", I32),
     # Its token-bearing events (text, reasoning or a tool-call delta), as the token_chunks view reads
     # them, summed up at decode time so that the metrics view needs no aggregate over every event:
     ("first_token_ns", I64),

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from infertap.apis import Output, decoded_chunks, read_request, read_response, stream_done
 from infertap.apis.chat_stream import read_plainest_chat_stream
 from infertap.capture.reader import CaptureReader
+from infertap.capture.records import delivered
 
 from .cache import CachedCapture
 from .decode import name_apart
@@ -56,8 +57,9 @@ BATCH_ROWS = 5_000
 #: 14: vLLM's stop_reason as said (null too), of each choice; 15: Anthropic's stop_details; 16: a
 #: completion's prompt of token ids as its JSON (last_user); 17: an Ollama prompt's images in its last_user;
 #: 18: an imported answer whose body is not in the file unread with that reason (compare leaves it out).
-#: 19: SGLang's matched_stop as said (null too), of each choice; 20: a zstd or br answer read decoded.
-SUMMARY_VERSION = 20
+#: 19: SGLang's matched_stop as said (null too), of each choice; 20: a zstd or br answer read decoded;
+#: 21: an answer as its client got it, its chunks cut at delivered_chunks.
+SUMMARY_VERSION = 21
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -134,7 +136,8 @@ def _without_request_id(message: str | None) -> str | None:
 
 
 def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
-    """The exchange ``record`` reduced to its ``Summary``."""
+    """The exchange ``record`` reduced to its ``Summary``: its answer as its client got it (``delivered``)."""
+    record = delivered(record)
     plain = read_plainest_chat_stream(record)  # most chat answers: no event dicts, no fold
     out: Output = plain.output if plain is not None else read_response(record)
     return Summary(

@@ -186,6 +186,18 @@ def apart(xid: str, k: int) -> str:
     return xid if k == 1 else f"{xid}~{k}"
 
 
+def delivered(record: dict[str, Any]) -> dict[str, Any]:
+    """The exchange as its client got it: its chunks (and their times) cut to the ``delivered_chunks``
+    the recorder handed on before the client hung up. The rest were read from the engine and kept, but
+    no client saw them: its answer, its end marker and its last byte are in the first ones. ``record``
+    itself when it was all handed on."""
+    n = record.get("delivered_chunks")
+    chunks = record.get("chunks") or []
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(chunks):
+        return record
+    return {**record, "chunks": chunks[:n], "chunk_ns": (record.get("chunk_ns") or [])[:n]}
+
+
 def named_session(value: object) -> str | None:
     """A session as recorded, or None where it names none: a header sent empty (or blank) would put
     every request that sends it, however unrelated, in one session."""
