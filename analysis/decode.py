@@ -76,8 +76,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 32: the images an Ollama message or prompt sends are part of its turn (conversations differing in an image link apart);
 #: 33: an imported answer whose body is not in the file (body_not_in_file) unread with that reason;
 #: 34: a zstd or br response read decoded, as gzip and deflate are (it was read as its compressed bytes);
-#: 35: an answer read from the chunks its client was handed (delivered_chunks), exchanges.undelivered_chunks.
-DECODE_VERSION = 35
+#: 35: an answer read from the chunks its client was handed (delivered_chunks), exchanges.undelivered_chunks;
+#: 36: a response decoded past apis.body.DECODED_LIMIT (a decompression bomb) unread, its answer unknown (TOO_LARGE).
+DECODE_VERSION = 36
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

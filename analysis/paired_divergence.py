@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from infertap.apis.body import TOO_LARGE
 from infertap.apis.read import NOT_IN_FILE, UNKNOWN
 
 from .configdiff import prompt_diff
@@ -156,11 +157,12 @@ def divergence(
                 if d is not None:
                     prompts[d.get("why", "equal") if d.get("equal") is not True else "equal"] += 1
             unknown = sa.api == sb.api == UNKNOWN.name
-            if unknown or NOT_IN_FILE in (sa.parse_error, sb.parse_error):
-                # A request no API's adapter reads (a model list, /tokenize, embeddings), or an answer
-                # imported from a file that doesn't hold it: nothing to compare; counted, and listed
-                # by path, but neither a match nor a divergence.
-                why = "not_compared" if unknown else "not_in_file"
+            unread = {sa.parse_error, sb.parse_error}
+            if unknown or NOT_IN_FILE in unread or TOO_LARGE in unread:
+                # A request no API's adapter reads (a model list, /tokenize, embeddings), an answer
+                # imported from a file that doesn't hold it, or one that decodes past what analysis
+                # reads: nothing to compare; counted, and listed by path, but neither a match nor a divergence.
+                why = "not_compared" if unknown else "not_in_file" if NOT_IN_FILE in unread else "too_large"
                 read = readability.setdefault(_path_of(sa), Counter())
                 read["pairs"] += 1
                 read[why] += 1
@@ -212,6 +214,7 @@ def divergence(
                     "unreadable_b",
                     "not_compared",
                     "not_in_file",
+                    "too_large",
                     "partly_unreadable",
                 )
             }

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from infertap.apis import NOT_IN_FILE
+from infertap.apis import NOT_IN_FILE, TOO_LARGE
 from infertap.errors import ConfigError
 from infertap.quantiles import quantile
 
@@ -126,13 +126,15 @@ def _stat(values: list[float], stat: str) -> float | None:
     return quantile(values, float(q))  # strictly between two finite values: the one definition, as stats prints it
 
 
-#: An answer the file it was imported from doesn't hold; one that came 2xx and complete is unknown
-#: (``stats``' rule: one that failed otherwise is still a failure).
+#: An answer the file it was imported from doesn't hold, or one that decodes past what analysis
+#: reads (``TOO_LARGE``); one that came 2xx and complete is unknown (``stats``' rule: one that failed
+#: otherwise is still a failure).
 _UNSAVED = "(m.parse_error = '" + NOT_IN_FILE.replace("'", "''") + "') IS TRUE"
+_TOO_LARGE = "(m.parse_error = '" + TOO_LARGE.replace("'", "''") + "') IS TRUE"
 _ROWS = f"""
 SELECT m.exchange_id, m.ok, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
        m.ttft_ns, m.ttft_content_ns, m.t_first_byte_ns, m.tpot_ns, m.e2e_ns, g.itl_max_ns,
-       {_UNSAVED}, {_UNSAVED} AND m.status BETWEEN 200 AND 299 AND m."end" = 'complete'
+       {_UNSAVED}, {_TOO_LARGE}, ({_UNSAVED} OR {_TOO_LARGE}) AND m.status BETWEEN 200 AND 299 AND m."end" = 'complete'
 FROM metrics m
 LEFT JOIN (SELECT capture, exchange_id, max(gap_ns) AS itl_max_ns FROM itl GROUP BY ALL) g
   ON g.capture = m.capture AND g.exchange_id = m.exchange_id
@@ -185,6 +187,7 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
         "requests": len(sent),
         "not_sent": not_sent,
         "not_in_file": sum(1 for r in sent if r["not_in_file"]),
+        "too_large": sum(1 for r in sent if r["too_large"]),
         "ok": len(ok),
         "error_rate": error_rate,
         "attainment": len(good) / len(rows),
@@ -257,6 +260,7 @@ _COLUMNS = (
     "e2e_ns",
     "itl_max_ns",
     "not_in_file",
+    "too_large",
     "unknown",
 )
 

@@ -13,7 +13,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from infertap.apis import NOT_IN_FILE
+from infertap.apis import NOT_IN_FILE, TOO_LARGE
 from infertap.capture.info import recorder_running
 
 from .active import COUNTED, PART, RunPart, active, run_parts, seconds
@@ -137,6 +137,9 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
 #: An answer the file it was imported from doesn't hold (``body_not_in_file``): unknown, not unreadable
 #: (no adapter was asked to read it).
 _UNSAVED = "parse_error = '" + NOT_IN_FILE.replace("'", "''") + "'"
+#: An answer whose body decodes past what analysis reads of one (``TOO_LARGE``): unknown as well.
+_TOO_LARGE = "parse_error = '" + TOO_LARGE.replace("'", "''") + "'"
+_UNKNOWN = f"({_UNSAVED} OR {_TOO_LARGE})"
 
 #: One aspect's rows per group key (see _Query.rows).
 _Rows = dict[tuple[Any, ...], list[Any]]
@@ -186,9 +189,10 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
         ),
         "answers": q.rows(
             "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
-            f"count(*) FILTER (WHERE NOT readable AND {_UNSAVED} IS NOT TRUE), count(*) FILTER (WHERE client_wait_ns > 0), "
+            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE), count(*) FILTER (WHERE client_wait_ns > 0), "
             f"max(client_wait_ns), count(*) FILTER (WHERE ok AND output_tokens IS NULL), count(*) FILTER (WHERE {_UNSAVED}), "
-            f"""count(*) FILTER (WHERE {_UNSAVED} AND status BETWEEN 200 AND 299 AND "end" = 'complete')"""
+            f"""count(*) FILTER (WHERE {_UNKNOWN} AND status BETWEEN 200 AND 299 AND "end" = 'complete'), """
+            f"count(*) FILTER (WHERE {_TOO_LARGE})"
         ),
         "work": q.rows(
             "sum(prompt_tokens), count(prompt_tokens), sum(output_tokens), count(output_tokens), "
@@ -223,9 +227,10 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
     parts = run_parts(aspects["runs"][key])
     active_s, runs = _active(parts), len(aspects["runs"][key])
     [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
-    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown = aspects["answers"][key][0]
-    # A 2xx answer that is not in the file it was imported from is neither ok nor an error (one
-    # that failed otherwise, a request the page aborted, is still an error).
+    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown, too_large = aspects["answers"][key][0]
+    # A 2xx answer that is not in the file it was imported from, or that decodes past what analysis
+    # reads, is neither ok nor an error (one that failed otherwise, a request the page aborted, is
+    # still an error).
     known = requests - unknown
     sources = aspects["sources"].get(key, [])
     by_source = {str(src): int(total or 0) for src, _, total in sources if src is not None}
@@ -242,6 +247,7 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
         "errors": known - ok,
         "error_rate": (known - ok) / known if known else None,
         "not_in_file": unsaved,
+        "too_large": too_large,
         "span_s": span_s,
         # Rates and mean concurrency are over the time its runs were active, not the gaps between them.
         "active_s": active_s,

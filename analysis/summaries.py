@@ -58,8 +58,9 @@ BATCH_ROWS = 5_000
 #: completion's prompt of token ids as its JSON (last_user); 17: an Ollama prompt's images in its last_user;
 #: 18: an imported answer whose body is not in the file unread with that reason (compare leaves it out).
 #: 19: SGLang's matched_stop as said (null too), of each choice; 20: a zstd or br answer read decoded;
-#: 21: an answer as its client got it, its chunks cut at delivered_chunks.
-SUMMARY_VERSION = 21
+#: 21: an answer as its client got it, its chunks cut at delivered_chunks;
+#: 22: an answer decoded past apis.body.DECODED_LIMIT unread with that reason (compare leaves it out).
+SUMMARY_VERSION = 22
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -267,6 +267,12 @@ def _print_output(group: dict[str, Any]) -> None:
             if group.get("not_in_file")
             else ""
         )
+        + (
+            f"; too large {group['too_large']} (the body decodes past what analysis reads of one answer: "
+            "unknown, no answers, and no errors where the status was 2xx)"
+            if group.get("too_large")
+            else ""
+        )
     )
     held = group["client_wait"]
     if held["exchanges"]:

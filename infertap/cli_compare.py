@@ -342,7 +342,15 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
                 "a HAR saved without content)",
                 "yellow",
             )
-        if read["read_both"] + read.get("not_compared", 0) + read.get("not_in_file", 0) < read["pairs"]:
+        if read.get("too_large"):
+            _say(
+                console,
+                f"{path}: {read['too_large']} pairs not compared (an answer whose body decodes past what analysis reads of one: "
+                "a decompression bomb, or a body over 64 MiB decoded)",
+                "yellow",
+            )
+        skipped = read.get("not_compared", 0) + read.get("not_in_file", 0) + read.get("too_large", 0)
+        if read["read_both"] + skipped < read["pairs"]:
             _say(
                 console,
                 f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} unreadable in A, "

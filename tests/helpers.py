@@ -57,7 +57,7 @@ def write_capture(
                 request_headers=x.get("headers", [["content-type", "application/json"], ["authorization", "Bearer [REDACTED]"]]),
                 request_body=raw,
                 status=x.get("status", 200),
-                response_headers=[["content-type", x.get("content_type", "application/json")]],
+                response_headers=[["content-type", x.get("content_type", "application/json")], *x.get("response_headers", [])],
                 headers_ns=1_000_000,
                 chunk_ns=x.get("chunk_ns", [2_000_000] * len(chunks)),
                 chunks=chunks,

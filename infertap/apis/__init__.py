@@ -7,7 +7,7 @@ the chunk that completed it). A body no adapter understands is ``readable=False`
 answer. Imports nothing of the rest of infertap: the capture's bytes are all it needs.
 """
 
-from .body import decoded_chunks, ended_by_marker, header
+from .body import TOO_LARGE, decoded_chunks, ended_by_marker, header
 from .conversation import Link, Links, links_of
 from .linking import link, sessions_of, think_times, think_times_from, turns_of
 from .read import APIS, NOT_IN_FILE, api_for, is_generation, json_body, not_in_file, read_request, read_response, stream_done
@@ -27,6 +27,7 @@ __all__ = [
     "APIS",
     "FINISH_REASONS",
     "NOT_IN_FILE",
+    "TOO_LARGE",
     "SAMPLING",
     "Api",
     "Delta",

@@ -42,72 +42,131 @@ def _wbits(record: Mapping[str, Any]) -> list[int]:
     return []
 
 
+#: The most bytes a response is decoded to (its content-encoding undone), as a request body is for
+#: its search (``capture.encoding.DECODED_LIMIT``): a few KiB of gzip or zstd may inflate to GiB (a
+#: "zip bomb"), which would take the memory of a reader of the whole capture. Past it the body is
+#: not read: its answer unknown (``TOO_LARGE``), every other exchange read as ever.
+DECODED_LIMIT = 64 * 1024 * 1024
+#: How much one step decodes, so that no step holds much more than the limit.
+STEP = 1 << 20
+#: zstd's streaming object has no output bound: its input is given this much at a time (a byte of
+#: zstd yields at most ~32 KiB, one RLE block's 128 KiB per 4 bytes of input).
+_ZSTD_SLICE = 1024
+
+#: Why an answer is unread where its body decodes to more than ``DECODED_LIMIT``.
+TOO_LARGE = "the response body decodes to more than analysis reads of one answer (apis.body.DECODED_LIMIT, 64 MiB)"
+
+
+class _TooLarge(Exception):
+    pass
+
+
 def decoded_chunks(record: Mapping[str, Any]) -> list[bytes] | None:
     """Each chunk's share of the decoded body, decoded incrementally so that chunk times still
     apply; None when the content-encoding can't be undone, or not to the body's end (bytes after a
-    stream that are no stream: a caller then reads the bytes as they are)."""
+    stream that are no stream: a caller then reads the bytes as they are), or to more than
+    ``DECODED_LIMIT`` bytes (``decoding`` says which)."""
+    return decoding(record)[0]
+
+
+def decoding(record: Mapping[str, Any]) -> tuple[list[bytes] | None, str | None]:
+    """``decoded_chunks``, and ``TOO_LARGE`` where the body decodes to more than ``DECODED_LIMIT``."""
     chunks: list[bytes] = list(record.get("chunks") or ())
     encoding = _encoding(record)
-    if encoding in ("zstd", "br"):
-        try:
-            return _streamed(chunks, encoding)
-        except Exception:  # each library's own error for bytes that aren't its format
-            return None
-    tries = _wbits(record)
-    if not tries:
-        return chunks
-    for wbits in tries:
-        try:
-            return _decoded(chunks, wbits)
-        except zlib.error:
-            continue
-    return None
+    limit = DECODED_LIMIT
+    try:
+        if encoding in ("zstd", "br"):
+            try:
+                return _streamed(chunks, encoding, limit), None
+            except _TooLarge:
+                raise
+            except Exception:  # each library's own error for bytes that aren't its format
+                return None, None
+        tries = _wbits(record)
+        if not tries:
+            return chunks, None
+        for wbits in tries:
+            try:
+                return _decoded(chunks, wbits, limit), None
+            except zlib.error:
+                continue
+    except _TooLarge:
+        return None, TOO_LARGE
+    return None, None
 
 
-def _decoded(chunks: list[bytes], wbits: int) -> list[bytes]:
-    """``chunks`` decoded, each to its share; a stream that ends is followed by the next (a gzip
-    body of several members, as ``gzip`` writes when appending: its readers read them all, and so
-    must a search for credentials), the NUL bytes gzip allows between members skipped."""
+class _Budget:
+    """Decoded bytes so far, against the limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+
+    def take(self, piece: bytes) -> bytes:
+        self.left -= len(piece)
+        if self.left < 0:
+            raise _TooLarge
+        return piece
+
+
+def _decoded(chunks: list[bytes], wbits: int, limit: int) -> list[bytes]:
+    """``chunks`` decoded, each to its share, a step at a time; a stream that ends is followed by
+    the next (a gzip body of several members, as ``gzip`` writes when appending: its readers read
+    them all, and so must a search for credentials), the NUL bytes gzip allows between members skipped."""
     gzip = wbits > zlib.MAX_WBITS
+    budget = _Budget(limit)
     stream = zlib.decompressobj(wbits)
     out = []
     for chunk in chunks:
-        piece = b""
+        pieces = []
         while chunk:
             if stream.eof:
                 chunk = chunk.lstrip(b"\0") if gzip else chunk
                 if not chunk:
                     break
                 stream = zlib.decompressobj(wbits)
-            piece += stream.decompress(chunk)
+            while True:  # a full step may leave output inside zlib with no input left: asked again
+                piece = budget.take(stream.decompress(chunk, STEP))
+                pieces.append(piece)
+                chunk = stream.unconsumed_tail
+                if stream.eof or (not chunk and len(piece) < STEP):
+                    break
             chunk = stream.unused_data if stream.eof else b""
-        out.append(piece)
+        out.append(b"".join(pieces))
     return out
 
 
-def _streamed(chunks: list[bytes], encoding: str) -> list[bytes]:
-    """``chunks`` of a zstd or brotli body decoded, each to its share (zstd: frame after frame, as
-    its readers read them; a stream cut short: what it holds, as gzip's); an error where the bytes
-    are not that encoding."""
+def _streamed(chunks: list[bytes], encoding: str, limit: int) -> list[bytes]:
+    """``chunks`` of a zstd or brotli body decoded, each to its share, a step at a time (zstd: frame
+    after frame, as its readers read them; a stream cut short: what it holds, as gzip's); an error
+    where the bytes are not that encoding."""
+    budget = _Budget(limit)
+    out = []
     if encoding == "zstd":
         import zstandard
 
         decompressor = zstandard.ZstdDecompressor()
         stream = decompressor.decompressobj()
-        out = []
         for chunk in chunks:
-            piece = b""
+            pieces = []
             while chunk:
                 if stream.eof:
                     stream = decompressor.decompressobj()
-                piece += stream.decompress(chunk)
-                chunk = stream.unused_data if stream.eof else b""
-            out.append(piece)
+                pieces.append(budget.take(stream.decompress(chunk[:_ZSTD_SLICE])))
+                chunk = stream.unused_data + chunk[_ZSTD_SLICE:] if stream.eof else chunk[_ZSTD_SLICE:]
+            out.append(b"".join(pieces))
         return out
     import brotli  # mitmproxy's dependency, so there wherever infertap is installed
 
     decoder = brotli.Decompressor()
-    return [bytes(decoder.process(chunk)) for chunk in chunks]
+    for chunk in chunks:
+        pieces = [budget.take(bytes(decoder.process(chunk, output_buffer_limit=STEP)))]
+        while not decoder.is_finished():  # output held back at the step: asked for with no input, until none
+            piece = budget.take(bytes(decoder.process(b"", output_buffer_limit=STEP)))
+            if not piece:
+                break
+            pieces.append(piece)
+        out.append(b"".join(pieces))
+    return out
 
 
 def sse_events(body: bytes) -> list[str]:

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .body import decoded_chunks, ended_payloads, framing, head_of, invalid_utf8
+from .body import decoding, ended_payloads, framing, head_of, invalid_utf8
 from .fastjson import loads, loads_exact
 from .llamacpp import LlamaCpp
 from .messages import Messages
@@ -157,9 +157,9 @@ def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     api = api or _by_path(record.get("path")) or api_for(record.get("path"), json_body(record.get("request_body")))
     if not_in_file(record):
         return Output(api.name, error=NOT_IN_FILE)
-    pieces = decoded_chunks(record)
+    pieces, why = decoding(record)
     if pieces is None:
-        return Output(api.name, error="cannot decode the response's content-encoding")
+        return Output(api.name, error=why or "cannot decode the response's content-encoding")
     how = framing(record, head_of(pieces))
     payloads, rest = ended_payloads(record, pieces, how)
     events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads]
