@@ -1,7 +1,8 @@
 """The claim card: a run's headline numbers with the nine facts that make them reproducible.
 
 "Numbers do not travel; configs travel." ``claim(path)`` returns one object with exactly the
-fields of ``FIELDS`` plus ``figures`` (the run's headline numbers from ``stats``, energy included).
+fields of ``FIELDS`` plus ``figures`` (the run's headline numbers from ``stats``, energy included) and
+``warnings`` (stats' own: a capture still being written, whose figures leave out what is in flight).
 Each field is ``{"value": ..., "source": ...}``; a field whose value is unknown has ``value`` None
 and ``unknown`` saying why; a field known only in part keeps its ``value`` and names the missing
 parts in ``unknown``. ``unknown_fields(card)`` lists both kinds (what ``--strict`` refuses).
@@ -19,7 +20,7 @@ from infertap.capture.hostfacts import engine_is_local
 from infertap.capture.identity import schedule_change, schedule_not_kept, schedule_words, traffic_runs
 from infertap.engines.runtime_digest import runtime_digest
 
-from .stats import QUANTILES, speed_stats
+from .stats import QUANTILES, live_warnings, speed_stats
 from .store import Analysis
 from .workload_identity import recorders, workload
 
@@ -87,6 +88,8 @@ def card(analysis: Analysis, capture: str) -> dict[str, Any]:
         "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
         "figures": _figures(groups),
+        # stats' check of a recorder still writing, of this capture only (a report loads several)
+        "warnings": live_warnings([c for c in stats["captures"] if c["capture"] == capture]),
     }
 
 

@@ -35,6 +35,8 @@ def claim(run: Path, as_json: bool, as_markdown: bool, strict: bool, cache_dir: 
 
     CaptureReader(run)  # not a capture: a clear error before DuckDB loads
     card = make_claim(run, cache_dir=cache_dir)
+    for warning in card["warnings"]:  # as stats warns: a card of a capture still growing
+        click.secho(f"warning: {warning}", fg="yellow", err=True)
     if as_json:
         click.echo(json.dumps(jsonable(card), indent=2, default=str, allow_nan=False))
     elif as_markdown:

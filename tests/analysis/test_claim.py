@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -144,7 +146,7 @@ def test_info_and_stats_show_the_identity(fake, source, tmp_path):
 
 def test_claim_card_fields_and_strict(source, tmp_path):
     card = claim(source, cache_dir=tmp_path / "cache")
-    assert set(card) == {"capture", *FIELDS, "figures"}
+    assert set(card) == {"capture", *FIELDS, "figures", "warnings"} and card["warnings"] == []
     assert all({"value", "source"} <= set(card[name]) for name in FIELDS)
     assert card["workload"]["value"]["identity"] == workload_identity(source).workload
     assert card["figures"]["requests"] == 4 and card["figures"]["ok"] == 4
@@ -159,6 +161,30 @@ def test_claim_card_fields_and_strict(source, tmp_path):
     assert ok.exit_code == 0 and "| workload | wl1:" in ok.output and "**Figures**" in ok.output
     as_json = json.loads(CliRunner().invoke(cli, ["claim", str(source), "--json", "--cache-dir", str(tmp_path / "cache")]).output)
     assert as_json["measuring_side"]["value"]["recorder"] == "proxy"
+
+
+def test_claim_warns_of_a_capture_still_being_written_as_stats_does(record, fake, tmp_path):
+    app, url = fake
+    rec = record(url, "--no-probe", "--no-telemetry", name="live")
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(f"{rec.url}/v1/chat/completions", json=body, timeout=10).status_code == 200
+    deadline = time.monotonic() + 30  # written within the flush window
+    while len(rec.exchanges()) < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    args = ["claim", str(rec.out), "--cache-dir", str(tmp_path / "cache")]
+    text, as_json = CliRunner().invoke(cli, args), CliRunner().invoke(cli, [*args, "--json"])
+    said = f"{rec.out} is still being written (its recorder, pid {rec.proc.popen.pid}, runs on this machine)"
+    assert text.exit_code == 0 and as_json.exit_code == 0, text.output + as_json.output
+    assert "warning: " + said in " ".join(text.stderr.split()) and "warning: " + said in " ".join(as_json.stderr.split())
+    card = json.loads(as_json.stdout)
+    assert [said in w for w in card["warnings"]] == [True] and card["figures"]["requests"] == 1  # not refused
+    stats = json.loads(CliRunner().invoke(cli, ["stats", str(rec.out), "--json", "--cache-dir", str(tmp_path / "cache")]).stdout)
+    assert card["warnings"] == stats["warnings"]  # one check, one message
+    # Closed: nothing to say.
+    assert rec.stop() == 0
+    closed = CliRunner().invoke(cli, [*args, "--json"])
+    assert closed.exit_code == 0 and closed.stderr == "" and json.loads(closed.stdout)["warnings"] == []
 
 
 def test_claim_refuses_what_is_not_a_capture(tmp_path):
