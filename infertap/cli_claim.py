@@ -74,6 +74,8 @@ def _figures(fig: dict[str, Any]) -> list[str]:
             f"{_short(t['output_tokens_per_s'])} output tok/s; concurrency mean {_short(h['concurrency']['mean'])}, "
             f"max {_short(h['concurrency']['max'])}" + (f"; energy {_short(energy)}" if energy else "; energy: no telemetry")
         )
+    if fig.get("unknown"):  # per-token figures over some answers only, or none
+        lines.append(f"unknown: {fig['unknown']}")
     return lines
 
 
