@@ -507,6 +507,7 @@ def _headline(g: dict[str, Any]) -> dict[str, Any]:
         "throughput": g["throughput"],
         "concurrency": g["concurrency"],
         "energy": g.get("energy"),
+        "telemetry_urls": g["telemetry_urls"],  # the exporters scraped (--telemetry-url, redacted)
     }
 
 
