@@ -1,7 +1,8 @@
 """The claim card: a run's headline numbers with the nine facts that make them reproducible.
 
 "Numbers do not travel; configs travel." ``claim(path)`` returns one object with exactly the
-fields of ``FIELDS`` plus ``figures`` (the run's headline numbers from ``stats``, energy included).
+fields of ``FIELDS`` plus ``figures`` (the run's headline numbers from ``stats``, energy included) and
+``warnings`` (stats' own: a capture still being written, whose figures leave out what is in flight).
 Each field is ``{"value": ..., "source": ...}``; a field whose value is unknown has ``value`` None
 and ``unknown`` saying why; a field known only in part keeps its ``value`` and names the missing
 parts in ``unknown``. ``unknown_fields(card)`` lists both kinds (what ``--strict`` refuses).
@@ -19,7 +20,7 @@ from infertap.capture.hostfacts import engine_is_local
 from infertap.capture.identity import schedule_change, schedule_not_kept, schedule_words, traffic_runs
 from infertap.engines.runtime_digest import runtime_digest
 
-from .stats import QUANTILES, speed_stats
+from .stats import QUANTILES, live_warnings, speed_stats
 from .store import Analysis
 from .workload_identity import recorders, workload
 
@@ -81,18 +82,21 @@ def card(analysis: Analysis, capture: str) -> dict[str, Any]:
         "runtime": _also(_runtime(snap), several),
         "model": _also(_model(snap, analysis, capture), several),
         "quantization": _also(_quantization(snap), several),
-        "workload": _workload(analysis, capture, whole),
+        "workload": _workload(analysis, capture, whole, _uncounted(groups)),
         "concurrency": _also(_concurrency(recorder, whole, snap, len(groups), several), _several_schedules(traffic)),
         "sampling": _sampling(analysis, capture),
         "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
         "figures": _figures(groups),
+        # stats' check of a recorder still writing, of this capture only (a report loads several)
+        "warnings": live_warnings([c for c in stats["captures"] if c["capture"] == capture]),
     }
 
 
 def unknown_fields(card: dict[str, Any]) -> dict[str, str]:
-    """Each field not fully known, with the reason: what ``claim --strict`` refuses."""
-    return {name: card[name]["unknown"] for name in FIELDS if card[name].get("unknown")}
+    """Each field not fully known, with the reason, and ``figures`` where its per-token figures are
+    over some answers only: what ``claim --strict`` refuses."""
+    return {name: card[name]["unknown"] for name in (*FIELDS, "figures") if card[name].get("unknown")}
 
 
 # -- the facts -----------------------------------------------------------------------------------
@@ -331,7 +335,12 @@ def _whole(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
-def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None) -> dict[str, Any]:
+def _uncounted(groups: list[dict[str, Any]]) -> tuple[int, int]:
+    """The ok answers of no output token count, and the ok answers, of the capture's runs."""
+    return sum(g["throughput"]["output_tokens_unknown"] for g in groups), sum(g["ok"] for g in groups)
+
+
+def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None, uncounted_ok: tuple[int, int]) -> dict[str, Any]:
     w = workload(analysis, capture)
     profile: dict[str, Any] = group["workload"] if group else {}
     value: dict[str, Any] = {
@@ -351,10 +360,14 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None) ->
         f"{uncounted} unknown: no request's count came with its answer (usage) or from an enrichment (ask the engine "
         "for usage, e.g. stream_options.include_usage, or run `infertap enrich CAPTURE --engine URL`)"
     )
+    missing = [why] if uncounted else []
+    unknown_ok, ok = uncounted_ok
+    if unknown_ok and value["output_tokens"] is not None:  # a total of some answers only: said, not passed off as all
+        missing.append(f"output_tokens counts {ok - unknown_ok} of {ok} ok answers: {unknown_ok} came with no count")
     return _field(
         value,
         "sha256 of the generation requests (method, path, exact body bytes) in send order; token totals from usage or the engine's tokenizer",
-        why if uncounted else None,
+        "; ".join(missing) or None,
     )
 
 
@@ -456,11 +469,27 @@ def _aggregation(group: dict[str, Any] | None) -> dict[str, Any]:
 
 def _figures(groups: list[dict[str, Any]]) -> dict[str, Any]:
     heads = [_headline(g) for g in groups]
-    if len(heads) == 1:
-        return heads[0]
     if not heads:
         return {"runs": [], "note": "no generation requests in this capture: no figures"}
-    return {"runs": heads, "note": f"{len(heads)} runs in this capture: figures per run"}
+    figures = heads[0] if len(heads) == 1 else {"runs": heads, "note": f"{len(heads)} runs in this capture: figures per run"}
+    uncounted = sum(h["output_tokens_unknown"] for h in heads)
+    if uncounted:
+        figures["unknown"] = _per_token_unknown(uncounted, sum(h["ok"] for h in heads))
+    return figures
+
+
+def _per_token_unknown(uncounted: int, ok: int) -> str:
+    """What the per-token figures are over, where some ok answers' output tokens are unknown."""
+    why = (
+        "no usage in the answer, not streamed, no enrichment: ask the engine for usage, "
+        "or run `infertap enrich CAPTURE --engine URL`"
+    )
+    if uncounted >= ok:
+        return f"output tokens unknown for all {ok} ok answers ({why}): no output tok/s nor J per output token"
+    return (
+        f"output tokens unknown for {uncounted} of {ok} ok answers ({why}): output tok/s counts the other "
+        f"{ok - uncounted} answers' tokens only (a lower bound), J per output token is over their mean"
+    )
 
 
 def _headline(g: dict[str, Any]) -> dict[str, Any]:
@@ -474,9 +503,11 @@ def _headline(g: dict[str, Any]) -> dict[str, Any]:
         "span_s": g["span_s"],
         **{f"{name}_ms": {k: m[name].get(k) for k in pick} for name in ("ttft", "ttft_content", "tpot", "itl", "e2e")},
         "output_tokens": {k: m["output_tokens"].get(k) for k in pick},
+        "output_tokens_unknown": g["throughput"]["output_tokens_unknown"],  # ok answers of no count
         "throughput": g["throughput"],
         "concurrency": g["concurrency"],
         "energy": g.get("energy"),
+        "telemetry_urls": g["telemetry_urls"],  # the exporters scraped (--telemetry-url, redacted)
     }
 
 

@@ -77,8 +77,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 33: an imported answer whose body is not in the file (body_not_in_file) unread with that reason;
 #: 34: a zstd or br response read decoded, as gzip and deflate are (it was read as its compressed bytes);
 #: 35: an answer read from the chunks its client was handed (delivered_chunks), exchanges.undelivered_chunks;
-#: 36: a response decoded past apis.body.DECODED_LIMIT (a decompression bomb) unread, its answer unknown (TOO_LARGE).
-DECODE_VERSION = 36
+#: 36: a response decoded past apis.body.DECODED_LIMIT (a decompression bomb) unread, its answer unknown (TOO_LARGE);
+#: 37: runs.telemetry_urls (the exporters a run scraped, where its energy and engine figures came from).
+DECODE_VERSION = 37
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -364,6 +365,7 @@ class Decoder:
                     _dump(rec.get("labels")),
                     _dump(rec.get("host")),
                     _int(recorder.get("pid")),
+                    _dump(recorder.get("telemetry_urls")),
                 )
             )
 

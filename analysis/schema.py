@@ -55,6 +55,7 @@ RUNS = _schema(
     ("labels", S),
     ("host", S),  # JSON
     ("pid", I64),  # the recorder's process, on the host's machine: whether it still writes the run
+    ("telemetry_urls", S),  # JSON list of the --telemetry-url exporters it scraped (redacted); null: no telemetry
 )
 
 EXCHANGES = _schema(

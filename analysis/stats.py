@@ -149,7 +149,26 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
     """One entry per group, in the order of its first request."""
     aspects = _aspects(q)
     telemetry = Telemetry(q.a)
-    return [_group(q, key, row, aspects, telemetry) for key, [row] in aspects["main"].items()]
+    scraped = _scraped(q.a)
+    return [_group(q, key, row, aspects, telemetry, scraped) for key, [row] in aspects["main"].items()]
+
+
+#: A run's exporters (``runs.telemetry_urls``) by (capture, run_id), and whether the run is telemetry only.
+_Scraped = dict[tuple[str, str], tuple[list[str], bool]]
+
+
+def _scraped(analysis: Analysis) -> _Scraped:
+    rows = analysis.query("SELECT capture, run_id, recorder, telemetry_urls FROM runs").rows
+    return {(c, r): (json.loads(urls) if urls else [], kind == "telemetry") for c, r, kind, urls in rows}
+
+
+def _telemetry_urls(runs: list[list[Any]], scraped: _Scraped) -> list[str]:
+    """The exporters a group's energy and engine figures may come from: those its runs scraped, and
+    those of its captures' telemetry-only runs (a ``replay --ray`` driver's)."""
+    keys = {(c, r) for c, r, *_ in runs}
+    captures = {c for c, _ in keys}
+    urls = (u for (c, r), (us, alone) in scraped.items() if (c, r) in keys or (alone and c in captures) for u in us)
+    return list(dict.fromkeys(urls))
 
 
 def _aspects(q: _Query) -> dict[str, _Rows]:
@@ -219,7 +238,9 @@ def _peak_concurrency(q: _Query) -> _Rows:
     return q.rows("max(n)", source=inflight)
 
 
-def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _Rows], telemetry: Telemetry) -> dict[str, Any]:
+def _group(
+    q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _Rows], telemetry: Telemetry, scraped: _Scraped
+) -> dict[str, Any]:
     """One group's statistics, from its row of each aspect."""
     requests, ok, first, last, busy, out_tokens, chunk_tokens, token_chunks, recorder, server_src, whole, streamed = row[:12]
     values = row[12:]
@@ -276,6 +297,8 @@ def _group(q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _
         },
         "workload": _workload(requests, aspects["work"][key][0], by_source, aspects["prefix"].get(key, [])),
         **power,
+        # Where the energy and engine figures' exporters were (--telemetry-url, redacted): [] for none.
+        "telemetry_urls": _telemetry_urls(aspects["runs"][key], scraped),
         **session,
     }
 

@@ -373,7 +373,7 @@ def _print_info(s: dict[str, Any]) -> None:
     ratio = f" (request and response bodies: {s['body_bytes']:,} bytes)"
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
-    table.add_column()
+    table.add_column(overflow="fold")  # a path or URL folded whole, never cut short
     rows = [
         ("capture", s["path"]),
         ("exchanges", str(s["exchanges"])),
@@ -383,6 +383,7 @@ def _print_info(s: dict[str, Any]) -> None:
         ("runs", f"{s['runs']} ({', '.join(s['recorders'])})"),
         ("time span", f"{when(s['first_wall'])} → {when(s['last_wall'])} ({s['span_s']:.1f} s)"),
         ("upstreams", counts(s["upstreams"])),
+        ("telemetry urls", ", ".join(s["telemetry_urls"]) or "-"),
         ("engines", counts(s["engines"]) if s["engines"] else "no snapshot (recorded with --no-probe, or the probe failed)"),
         ("server header", counts(s["server_headers"])),
         ("models", counts(s["models"])),

@@ -145,6 +145,8 @@ def _print_stats(result: dict[str, Any]) -> None:
         _print_output(group)
         _print_server_timings(group["server_timings"])
         _print_energy(group["energy"], group["engine_state"])
+        if group["telemetry_urls"]:  # where the exporters' figures above came from
+            _out(f"  telemetry scraped (--telemetry-url): {', '.join(group['telemetry_urls'])}")
         _print_workload(group["workload"])
 
 

@@ -35,6 +35,8 @@ def claim(run: Path, as_json: bool, as_markdown: bool, strict: bool, cache_dir: 
 
     CaptureReader(run)  # not a capture: a clear error before DuckDB loads
     card = make_claim(run, cache_dir=cache_dir)
+    for warning in card["warnings"]:  # as stats warns: a card of a capture still growing
+        click.secho(f"warning: {warning}", fg="yellow", err=True)
     if as_json:
         click.echo(json.dumps(jsonable(card), indent=2, default=str, allow_nan=False))
     elif as_markdown:
@@ -67,11 +69,16 @@ def _figures(fig: dict[str, Any]) -> list[str]:
         )
         t = h["throughput"]
         energy = h.get("energy") or {}
+        scraped = f"; telemetry scraped from {', '.join(h['telemetry_urls'])}" if h.get("telemetry_urls") else ""
         lines.append(
             f"{h['ok']}/{h['requests']} ok; {lat}; {_short(t['requests_per_s'])} req/s, "
             f"{_short(t['output_tokens_per_s'])} output tok/s; concurrency mean {_short(h['concurrency']['mean'])}, "
-            f"max {_short(h['concurrency']['max'])}" + (f"; energy {_short(energy)}" if energy else "; energy: no telemetry")
+            f"max {_short(h['concurrency']['max'])}"
+            + (f"; energy {_short(energy)}" if energy else "; energy: no telemetry")
+            + scraped
         )
+    if fig.get("unknown"):  # per-token figures over some answers only, or none
+        lines.append(f"unknown: {fig['unknown']}")
     return lines
 
 

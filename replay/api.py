@@ -19,7 +19,7 @@ from infertap.engines.probe import open_engine
 from infertap.errors import InfertapError
 from infertap.ray_cluster import ray_cluster
 from infertap.stopping import stop_signals
-from infertap.telemetry import start_telemetry
+from infertap.telemetry import recorded_urls, start_telemetry
 
 from .bodies import Bodies
 from .config import ReplayConfig
@@ -195,7 +195,13 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
         # The source's workload identity (capture/identity.py): this replay's own is compared with it.
         "workload_source": prepared.identity.as_dict(),
         "filters": vars(config.filters) if config.filters else None,
+        **_telemetry_urls(config),
     }
+
+
+def _telemetry_urls(config: ReplayConfig) -> dict[str, Any]:
+    """The exporters the replay scrapes, redacted as its target is."""
+    return recorded_urls(config.telemetry, config.telemetry_urls, Redactor(config.redact_headers, config.redact_query).url)
 
 
 def _sampled(sample: SessionSample | None) -> dict[str, Any]:
@@ -337,7 +343,9 @@ def _run_on_ray(
                 sampler.close()
     if samples:
         with CaptureWriter(
-            out, recorder={"kind": "telemetry", "of": "replay --ray (its driver)", "pid": os.getpid()}, labels=config.labels
+            out,
+            recorder={"kind": "telemetry", "of": "replay --ray (its driver)", "pid": os.getpid(), **_telemetry_urls(config)},
+            labels=config.labels,
         ) as writer:
             for record in samples:
                 writer.write(record)

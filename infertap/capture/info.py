@@ -139,6 +139,8 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
         "runs": len(tally.runs),
         "recorders": sorted({r["recorder"].get("kind", "?") for r in tally.runs.values()}),
         "upstreams": dict(tally.upstreams),
+        # The exporters its runs scraped (--telemetry-url, redacted as recorded): its energy's and engine state's sources.
+        "telemetry_urls": list(dict.fromkeys(u for r in tally.runs.values() for u in r["recorder"].get("telemetry_urls") or ())),
         "labels": tally.labels,
         "first_wall": first,
         "last_wall": last,

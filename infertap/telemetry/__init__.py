@@ -13,7 +13,14 @@ from typing import Any
 
 from .sampler import Sampler, TelemetryConfig, check_telemetry
 
-__all__ = ["Sampler", "TelemetryConfig", "check_telemetry", "start_telemetry"]
+__all__ = ["Sampler", "TelemetryConfig", "check_telemetry", "recorded_urls", "start_telemetry"]
+
+
+def recorded_urls(enabled: bool, exporters: Sequence[str], redact: Callable[[str], str]) -> dict[str, Any]:
+    """What a recorder's header says it scraped (``telemetry_urls``), each URL as ``redact`` records
+    an upstream's (userinfo, query tokens): where its energy and engine figures came from. Nothing
+    when telemetry is off."""
+    return {"telemetry_urls": [redact(url) for url in exporters]} if enabled else {}
 
 
 def start_telemetry(

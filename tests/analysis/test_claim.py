@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -144,7 +146,7 @@ def test_info_and_stats_show_the_identity(fake, source, tmp_path):
 
 def test_claim_card_fields_and_strict(source, tmp_path):
     card = claim(source, cache_dir=tmp_path / "cache")
-    assert set(card) == {"capture", *FIELDS, "figures"}
+    assert set(card) == {"capture", *FIELDS, "figures", "warnings"} and card["warnings"] == []
     assert all({"value", "source"} <= set(card[name]) for name in FIELDS)
     assert card["workload"]["value"]["identity"] == workload_identity(source).workload
     assert card["figures"]["requests"] == 4 and card["figures"]["ok"] == 4
@@ -159,6 +161,30 @@ def test_claim_card_fields_and_strict(source, tmp_path):
     assert ok.exit_code == 0 and "| workload | wl1:" in ok.output and "**Figures**" in ok.output
     as_json = json.loads(CliRunner().invoke(cli, ["claim", str(source), "--json", "--cache-dir", str(tmp_path / "cache")]).output)
     assert as_json["measuring_side"]["value"]["recorder"] == "proxy"
+
+
+def test_claim_warns_of_a_capture_still_being_written_as_stats_does(record, fake, tmp_path):
+    app, url = fake
+    rec = record(url, "--no-probe", "--no-telemetry", name="live")
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(f"{rec.url}/v1/chat/completions", json=body, timeout=10).status_code == 200
+    deadline = time.monotonic() + 30  # written within the flush window
+    while len(rec.exchanges()) < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    args = ["claim", str(rec.out), "--cache-dir", str(tmp_path / "cache")]
+    text, as_json = CliRunner().invoke(cli, args), CliRunner().invoke(cli, [*args, "--json"])
+    said = f"{rec.out} is still being written (its recorder, pid {rec.proc.popen.pid}, runs on this machine)"
+    assert text.exit_code == 0 and as_json.exit_code == 0, text.output + as_json.output
+    assert "warning: " + said in " ".join(text.stderr.split()) and "warning: " + said in " ".join(as_json.stderr.split())
+    card = json.loads(as_json.stdout)
+    assert [said in w for w in card["warnings"]] == [True] and card["figures"]["requests"] == 1  # not refused
+    stats = json.loads(CliRunner().invoke(cli, ["stats", str(rec.out), "--json", "--cache-dir", str(tmp_path / "cache")]).stdout)
+    assert card["warnings"] == stats["warnings"]  # one check, one message
+    # Closed: nothing to say.
+    assert rec.stop() == 0
+    closed = CliRunner().invoke(cli, [*args, "--json"])
+    assert closed.exit_code == 0 and closed.stderr == "" and json.loads(closed.stdout)["warnings"] == []
 
 
 def test_claim_refuses_what_is_not_a_capture(tmp_path):
@@ -560,3 +586,62 @@ def test_sampling_known_for_some_requests_only_says_so(tmp_path):
     card = claim(path, cache_dir=tmp_path / "cache")
     assert "known for 1 of 3 generation requests" in card["sampling"]["unknown"]
     assert CliRunner().invoke(cli, ["claim", str(path), "--strict"]).exit_code != 0
+
+
+def _counted_and_not(path, uncounted: int) -> None:
+    """Four answers 0-1000, 1000-2000, ... ms, each of 3 output tokens by usage except the last
+    ``uncounted`` (no usage, not streamed: no count), with the GPU at 200 W throughout."""
+    from infertap.capture.records import new_telemetry
+    from infertap.capture.writer import CaptureWriter
+    from tests.analysis_builders import body, exchange
+
+    bare = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}]}).encode()
+    with CaptureWriter(path, recorder={"kind": "proxy", "upstream": "http://127.0.0.1:8080"}) as writer:
+        for i in range(4):
+            answer = bare if i >= 4 - uncounted else _answer(3, 10)
+            writer.write(
+                exchange(
+                    f"x{i}",
+                    sent_ms=i * 1000,
+                    chunks=[(900.0, answer)],
+                    end_ms=1000,
+                    seq=i,
+                    request=body(stream=False),
+                    headers=[["content-type", "application/json"]],
+                    upstream="http://127.0.0.1:8080",
+                )
+            )
+        for at in range(0, 4001, 250):
+            writer.write(new_telemetry("gpu", writer.started_wall + at / 1e3, [["gpu_power_watts", {"gpu": "0"}, 200.0]]))
+
+
+def test_per_token_figures_over_some_answers_say_so_and_strict_refuses_them(tmp_path):
+    """One answer of four with no output token count: output tok/s counts the three others' tokens,
+    J per output token is over their mean, and the card says so; --strict names it. Every count
+    known: nothing to say."""
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    for name, uncounted in (("all", 0), ("part", 1), ("none", 4)):
+        _counted_and_not(tmp_path / name, uncounted)
+    counted, part, none = (claim(tmp_path / n, cache_dir=tmp_path / "cache") for n in ("all", "part", "none"))
+    assert "unknown" not in counted["figures"] and counted["figures"]["output_tokens_unknown"] == 0
+    assert "figures" not in unknown_fields(counted) and "unknown" not in counted["workload"]
+    fig = part["figures"]
+    assert fig["output_tokens_unknown"] == 1 and fig["ok"] == 4 and fig["output_tokens"]["n"] == 3
+    assert fig["throughput"]["output_tokens_per_s"] == pytest.approx(9 / 4.0)  # the three counted answers' tokens
+    assert counted["figures"]["throughput"]["output_tokens_per_s"] == pytest.approx(12 / 4.0)
+    energy = fig["energy"]
+    assert energy["joules"] == pytest.approx(800.0) and energy["measured"]["tokens_known_for"] == 3
+    assert energy["joules_per_output_token"] == pytest.approx(800.0 / 4 / 3)  # per request, over their mean of 3
+    why = unknown_fields(part)["figures"]
+    assert why.startswith("output tokens unknown for 1 of 4 ok answers") and "lower bound" in why, why
+    assert part["workload"]["value"]["output_tokens"] == 9
+    assert "output_tokens counts 3 of 4 ok answers: 1 came with no count" in unknown_fields(part)["workload"]
+    assert "output tokens unknown for all 4 ok answers" in unknown_fields(none)["figures"]
+    for form in ((), ("--markdown",)):
+        said = CliRunner().invoke(cli, ["claim", str(tmp_path / "part"), *form, *cache])
+        assert said.exit_code == 0 and "unknown: output tokens unknown for 1 of 4 ok answers" in said.output
+        assert "unknown: output tokens" not in CliRunner().invoke(cli, ["claim", str(tmp_path / "all"), *form, *cache]).output
+    strict = CliRunner().invoke(cli, ["claim", str(tmp_path / "part"), "--strict", *cache])
+    assert strict.exit_code != 0 and f"unknown figures: {why}" in strict.output and "figures" in strict.output.splitlines()[-1]
+    strict = CliRunner().invoke(cli, ["claim", str(tmp_path / "all"), "--strict", *cache])
+    assert "unknown figures" not in strict.output and "unknown workload" not in strict.output, strict.output

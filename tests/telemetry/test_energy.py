@@ -215,6 +215,42 @@ def test_a_dcgm_exporters_power_is_integrated_when_there_is_no_other_gpu_telemet
     assert sources["exporter"] >= 2 and "gpu" in sources  # the gpu source: one row saying why it is unknown
 
 
+def test_the_exporters_scraped_are_recorded_redacted_and_shown_beside_the_figures(record, fake, slot_engine, tmp_path):
+    """--telemetry-url is in the run's header, its credentials redacted as an upstream's, and info,
+    stats and the claim card say where the figures came from; a run without telemetry names none."""
+    with ServerThread(DcgmExporter(180.0)) as exporter:
+        port = exporter.url.rsplit(":", 1)[1]
+        asked = f"http://user:s3cr3tpass@127.0.0.1:{port}/metrics?token=t0k3nvalue&gpu=0"
+        shown = f"http://user:REDACTED@127.0.0.1:{port}/metrics?token=[REDACTED]&gpu=0"
+        rec = record(fake[1], "--no-probe", "--telemetry-interval", "0.1", "--telemetry-url", asked, name="rec")
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        assert httpx.post(f"{rec.url}/v1/chat/completions", json=body, timeout=10).status_code == 200
+        assert rec.stop() == 0
+        src = workload(tmp_path / "src", 3, 0.1)
+        replayed = tmp_path / "replayed"
+        with pytest.MonkeyPatch.context() as mp:
+            no_gpu(mp, tmp_path)
+            run_replay(ReplayConfig(src, slot_engine[1], replayed, probe=False, telemetry_urls=(asked,)))
+        off = tmp_path / "off"
+        run_replay(ReplayConfig(src, slot_engine[1], off, probe=False, telemetry=False, telemetry_urls=(asked,)))
+    for capture in (rec.out, replayed):
+        records = list(CaptureReader(capture).records())
+        assert [r["recorder"]["telemetry_urls"] for r in records if r["type"] == "header"] == [[shown]]
+        assert "s3cr3tpass" not in repr(records) and "t0k3nvalue" not in repr(records)
+        assert any(r["type"] == "telemetry" and r["source"] == "exporter" and r["samples"] for r in records)
+        assert json.loads(invoke("info", str(capture), "--json"))["telemetry_urls"] == [shown]
+        assert shown in "".join(invoke("info", str(capture)).split())  # folded, whole
+        assert stats(capture)["telemetry_urls"] == [shown]
+        assert f"telemetry scraped (--telemetry-url): {shown}" in invoke("stats", str(capture))
+        assert json.loads(invoke("claim", str(capture), "--json"))["figures"]["telemetry_urls"] == [shown]
+        assert f"telemetry scraped from {shown}" in " ".join(invoke("claim", str(capture)).split())
+    # Telemetry off: nothing scraped, nothing named.
+    [header] = [r for r in CaptureReader(off).records() if r["type"] == "header"]
+    assert "telemetry_urls" not in header["recorder"] and stats(off)["telemetry_urls"] == []
+    assert "telemetry scraped" not in invoke("stats", str(off)) and "telemetry scraped" not in invoke("claim", str(off))
+    assert json.loads(invoke("info", str(off), "--json"))["telemetry_urls"] == []
+
+
 def test_runs_measured_by_different_sources_are_flagged(full, dcgm_power):
     result = compare(full, dcgm_power)["energy"]
     assert result["same_source"] is False
