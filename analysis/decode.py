@@ -75,8 +75,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 31: a completion's prompt that is no string (token ids) read as its JSON, not as its texts alone;
 #: 32: the images an Ollama message or prompt sends are part of its turn (conversations differing in an image link apart);
 #: 33: an imported answer whose body is not in the file (body_not_in_file) unread with that reason;
-#: 34: a zstd or br response read decoded, as gzip and deflate are (it was read as its compressed bytes).
-DECODE_VERSION = 34
+#: 34: a zstd or br response read decoded, as gzip and deflate are (it was read as its compressed bytes);
+#: 35: a completion's prompt sent as a list of one (["ab"]) is that prompt's turn, as "ab" is (a batch of one).
+DECODE_VERSION = 35
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

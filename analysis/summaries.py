@@ -56,8 +56,9 @@ BATCH_ROWS = 5_000
 #: 14: vLLM's stop_reason as said (null too), of each choice; 15: Anthropic's stop_details; 16: a
 #: completion's prompt of token ids as its JSON (last_user); 17: an Ollama prompt's images in its last_user;
 #: 18: an imported answer whose body is not in the file unread with that reason (compare leaves it out).
-#: 19: SGLang's matched_stop as said (null too), of each choice; 20: a zstd or br answer read decoded.
-SUMMARY_VERSION = 20
+#: 19: SGLang's matched_stop as said (null too), of each choice; 20: a zstd or br answer read decoded;
+#: 21: a completion's prompt sent as a list of one (["ab"]) is that prompt's last_user, as "ab" is.
+SUMMARY_VERSION = 21
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
