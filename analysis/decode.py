@@ -78,8 +78,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 34: a zstd or br response read decoded, as gzip and deflate are (it was read as its compressed bytes);
 #: 35: an answer read from the chunks its client was handed (delivered_chunks), exchanges.undelivered_chunks;
 #: 36: a response decoded past apis.body.DECODED_LIMIT (a decompression bomb) unread, its answer unknown (TOO_LARGE);
-#: 37: runs.telemetry_urls (the exporters a run scraped, where its energy and engine figures came from).
-DECODE_VERSION = 37
+#: 37: runs.telemetry_urls (the exporters a run scraped, where its energy and engine figures came from);
+#: 38: a completion's prompt sent as a list of one (["ab"]) is that prompt's turn, as "ab" is (a batch of one).
+DECODE_VERSION = 38
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")

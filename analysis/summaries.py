@@ -59,8 +59,9 @@ BATCH_ROWS = 5_000
 #: 18: an imported answer whose body is not in the file unread with that reason (compare leaves it out).
 #: 19: SGLang's matched_stop as said (null too), of each choice; 20: a zstd or br answer read decoded;
 #: 21: an answer as its client got it, its chunks cut at delivered_chunks;
-#: 22: an answer decoded past apis.body.DECODED_LIMIT unread with that reason (compare leaves it out).
-SUMMARY_VERSION = 22
+#: 22: an answer decoded past apis.body.DECODED_LIMIT unread with that reason (compare leaves it out);
+#: 23: a completion's prompt sent as a list of one (["ab"]) is that prompt's last_user, as "ab" is.
+SUMMARY_VERSION = 23
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

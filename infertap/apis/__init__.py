@@ -12,7 +12,7 @@ from .conversation import Link, Links, links_of
 from .linking import link, sessions_of, think_times, think_times_from, turns_of
 from .read import APIS, NOT_IN_FILE, api_for, is_generation, json_body, not_in_file, read_request, read_response, stream_done
 from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
-from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments
+from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments, one_prompt
 
 __all__ = [
     "ALIASES",
@@ -45,6 +45,7 @@ __all__ = [
     "is_generation",
     "json_body",
     "not_in_file",
+    "one_prompt",
     "read_request",
     "read_response",
     "sampling_fields",

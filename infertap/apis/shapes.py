@@ -425,11 +425,23 @@ def content_text(content: Any) -> str:
     return "".join(out)
 
 
+def one_prompt(prompt: Any) -> Any:
+    """The prompt a completion request runs where it sends a list of one (``["ab"]``, ``[[1, 2]]``):
+    that prompt, a batch of one, as OpenAI, vLLM, llama-server and llama-cpp-python run it (the
+    same answer as ``"ab"``); anything else as sent: two prompts stay a batch, ``[5]`` token ids."""
+    if isinstance(prompt, list) and len(prompt) == 1:
+        item = prompt[0]
+        if isinstance(item, str) or (isinstance(item, list) and item and all(type(t) is int for t in item)):
+            return item
+    return prompt
+
+
 def prompt_text(prompt: Any) -> str:
-    """A completion's prompt as one text: a string as it is; anything else (token ids ``[1, 2, 3]``,
-    llama.cpp's mixed ``[12, "text", 34]``, several prompts, a multimodal object) as canonical JSON,
-    so that prompts of other token ids never read as one (their text parts alone were read, ids
-    left out: two prompts of ids were both empty)."""
+    """A completion's prompt as one text: a string as it is (a list of one as its one, ``one_prompt``);
+    anything else (token ids ``[1, 2, 3]``, llama.cpp's mixed ``[12, "text", 34]``, several prompts,
+    a multimodal object) as canonical JSON, so that prompts of other token ids never read as one
+    (their text parts alone were read, ids left out: two prompts of ids were both empty)."""
+    prompt = one_prompt(prompt)
     if isinstance(prompt, str):
         return prompt
     return json.dumps(prompt, sort_keys=True, ensure_ascii=False)

@@ -214,6 +214,8 @@ class LlamaCppPython(Engine):
             "server settings (n_ctx, chat_format override, interrupt_requests) are not published; the chat template"
             " is read from the GGUF, as the server does when no --chat_format is given: the GGUF's template, or the"
             " built-in format the server picks for it (a template it knows by heart, or none)",
+            'a completion\'s prompt is text: a list of one runs as that prompt (["ab"] as "ab", [] as ""), as'
+            " OpenAI's does; a prompt of token ids, or of several prompts, fails (a 500), where OpenAI and vLLM run it",
         ]
 
     def defaults_for(self, path: str, model: str | None = None) -> dict[str, Any] | None:
@@ -306,11 +308,19 @@ class LlamaCppPython(Engine):
                 ids = ids[1:]
             return Tokens(ids, f"{template} + /extras/tokenize", prompt)
         if path in _PROMPT_PATHS:
-            given = request.get("prompt")
+            given = _text_prompt(request.get("prompt"))
             if request.get("suffix") is not None:
                 return self._infill(given, request["suffix"])
-            if isinstance(given, list) and all(isinstance(t, int) for t in given):
-                return Tokens(list(given), "request (token ids sent by the client)")
+            if isinstance(given, list) and given and all(type(t) is int for t in given):
+                return Tokens(
+                    None,
+                    "llama-cpp-python's server takes no token ids as a prompt (its request refuses them, a 500): it ran nothing",
+                )
+            if isinstance(given, list):
+                return Tokens(
+                    None,
+                    "llama-cpp-python's server runs one prompt: a list of several fails its assertion (a 500), it ran nothing",
+                )
             if isinstance(given, str):
                 local = self._tokenize_local(given, chat=False)
                 if local is not None:
@@ -329,8 +339,6 @@ class LlamaCppPython(Engine):
         (tokenizer.ggml.add_space_prefix, true unless it says false), prefix-suffix-middle (the
         server never sets spm_infill), then BOS and EOS framing as a plain prompt's. Mirrored only
         by the engine's own tokenizer run here (the same version): /extras/tokenize reads special tokens."""
-        if isinstance(prompt, list) and len(prompt) <= 1 and all(isinstance(p, str) for p in prompt):
-            prompt = prompt[0] if prompt else ""  # as the server takes a list of one prompt
         if not isinstance(prompt, str) or not isinstance(suffix, str):
             return Tokens(None, "a completion with a suffix takes a string prompt and suffix: no prompt llama-cpp-python runs")
         local = self.local_tokenizer()
@@ -382,3 +390,11 @@ class LlamaCppPython(Engine):
         return Tokens(
             ids, "re-tokenized from the output text by llama-cpp-python /extras/tokenize (may differ from the ids generated)"
         )
+
+
+def _text_prompt(prompt: Any) -> Any:
+    """The prompt llama-cpp-python's server runs (``create_completion``): its request takes a string
+    or a list of strings, and a list of at most one is that string, an empty one ``""``."""
+    if isinstance(prompt, list) and len(prompt) <= 1 and all(isinstance(p, str) for p in prompt):
+        return prompt[0] if prompt else ""
+    return prompt

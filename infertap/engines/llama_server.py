@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from infertap.apis import one_prompt
 from infertap.capture.hostfacts import engine_is_local
 
 from .base import Endpoint, Engine, Tokens, fact
@@ -123,7 +124,7 @@ class LlamaServer(Engine):
             source = "llama-server /apply-template + /tokenize (add_special, parse_special)"
             return Tokens(ids, source if ids is not None else "llama-server /tokenize failed", ep.json["prompt"])
         if path in _PROMPT_PATHS:
-            prompt = request.get("prompt")
+            prompt = one_prompt(request.get("prompt"))  # a list of one is that prompt, as llama-server runs it
             if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
                 return Tokens(list(prompt), "request (token ids sent by the client)")
             if isinstance(prompt, str):

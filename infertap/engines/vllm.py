@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from infertap.apis import one_prompt
 from infertap.capture.hostfacts import engine_is_local
 
 from .base import Endpoint, Engine, Tokens, fact
@@ -280,7 +281,7 @@ class VLLM(Engine):
                 source += f" ({', '.join(sorted(extra))} given to the chat template as vLLM 0.32 gives them)"
             return self._truncated(ids, source, request, path, limit, body)
         if path in _PROMPT_PATHS:
-            prompt = request.get("prompt")
+            prompt = one_prompt(request.get("prompt"))  # a list of one is that prompt, as vLLM runs it
             if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
                 return self._truncated(list(prompt), "request (token ids sent by the client)", request, path, None, None)
             if isinstance(prompt, str):

@@ -259,3 +259,30 @@ def test_a_prompt_of_token_ids_is_its_own_question(tmp_path):
 
 def _text_completion(text: str) -> list[bytes]:
     return [json.dumps({"object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": "stop"}]}).encode()]
+
+
+def test_a_completions_prompt_sent_as_a_list_of_one_is_that_question(tmp_path):
+    """OpenAI's, vLLM's, llama-server's and llama-cpp-python's /v1/completions run ``["ab"]`` as
+    ``"ab"`` (a batch of one): it was the question '["ab"]', which no known answer keyed "ab"
+    reached; a batch of two prompts stays a batch, the question of neither."""
+    from infertap.analysis import Analysis
+
+    asks = {
+        "what is 2 + 2?": (["what is 2 + 2?"], "= 4", "= 5"),  # a list of one, as the string: scored
+        "what is 3 + 3?": ("what is 3 + 3?", "= 6", "= 6"),
+        "[1, 2, 3]": ([[1, 2, 3]], "= 7", "= 7"),  # a batch of one prompt of token ids: those ids
+        "what is 4 + 4?": (["what is 4 + 4?", "what is 5 + 5?"], "= 8", "= 9"),  # a batch: no question
+    }
+    for side, at in (("a", 1), ("b", 2)):
+        xs = [{"path": "/v1/completions", "body": {"model": "m", "prompt": p[0]}, "chunks": _text_completion(p[at])} for p in asks.values()]  # fmt: skip
+        write_capture(tmp_path / side, xs)
+    refs = tmp_path / "answers.json"
+    refs.write_text(json.dumps({"what is 2 + 2?": "4", "what is 3 + 3?": "6", "[1, 2, 3]": "7", "what is 4 + 4?": "8"}))
+    args = ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--extract", "number", "--reference", str(refs), "--json"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    acc = json.loads(out.output)["accuracy"]
+    assert (acc["items"], acc["a_right"], acc["b_right"], acc["right_to_wrong"]) == (3, 3, 2, 1), acc
+    with Analysis([tmp_path / "a"], cache_dir=tmp_path / "cache") as an:
+        questions = [row[0] for row in an.sql("SELECT last_user FROM requests ORDER BY last_user").fetchall()]
+    assert questions == ['["what is 4 + 4?", "what is 5 + 5?"]', "[1, 2, 3]", "what is 2 + 2?", "what is 3 + 3?"]

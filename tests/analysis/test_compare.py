@@ -452,3 +452,41 @@ def test_a_repeated_replay_pairs_its_first_pass_whatever_order_it_was_written_in
         ratios.append(_speed(result)["ttft"]["ratio_p50"])
         assert result["pairing"]["pairs"] == 12 and "already" in result["pairing"]["explain"]
     assert ratios == [pytest.approx(2.0), pytest.approx(2.0)]
+
+
+def test_compare_reads_expressions_and_mixed_numbers_alike_on_both_sides(tmp_path):
+    """Through the CLI on captures: "\\frac{\\sqrt2}{2}" against "\\boxed{2}" was no change (both 2),
+    "1 1/2" against "1.5" a change (0.5 against 1.5), "-1 1/2" against "1/2" none."""
+    pairs = {
+        "q0": ("\\boxed{\\frac{\\sqrt2}{2}}", "\\boxed{\\frac{\\sqrt{2}}{2}}", "\\frac{\\sqrt{2}}{2}"),  # must match
+        "q1": ("\\boxed{\\frac{\\sqrt{2}}{2}}", "\\boxed{2}", "\\frac{\\sqrt{2}}{2}"),  # must differ
+        "q2": ("That is 1 1/2 cups.", "The answer is 1.5", "3/2"),  # must match
+        "q3": ("\\boxed{2\\frac{1}{2}}", "\\boxed{2.5}", "2.5"),  # must match
+        "q4": ("-1 1/2", "-\\frac{1}{2}", "-1.5"),  # must differ
+        "q5": ("\\boxed{2\\frac{1}{2}}", "\\boxed{\\frac{1}{2}}", "5/2"),  # must differ
+        "q6": ("The answer is 42.", "#### 42", "42"),  # plain: must match
+        "q7": ("The answer is 42.", "The answer is 41.", "42"),  # plain: must differ
+    }
+    write_capture(tmp_path / "a", [{"body": _chat(q, 0), "chunks": _reply(a)} for q, (a, _, _) in pairs.items()])
+    write_capture(tmp_path / "b", [{"body": _chat(q, 0), "chunks": _reply(b)} for q, (_, b, _) in pairs.items()])
+    refs = tmp_path / "answers.json"
+    refs.write_text(json.dumps({q: known for q, (_, _, known) in pairs.items()}))
+    args = ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--extract", "number", "--reference", str(refs)]
+    out = CliRunner().invoke(cli, [*args, "--top", "8", "--json"])
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.output)
+    answers = {tuple(p["answer"]) for p in r["divergence"]["most_divergent"]}
+    root2 = "\\frac{\\sqrt{2}}{2}"
+    assert answers == {
+        (root2, root2),
+        (root2, "2"),
+        ("1.5", "1.5"),
+        ("2.5", "2.5"),
+        ("-1.5", "-0.5"),
+        ("2.5", "0.5"),
+        ("42", "42"),
+        ("42", "41"),
+    }
+    assert (r["divergence"]["counts"]["answer_unchanged"], r["divergence"]["counts"]["answer_changed"]) == (4, 4)
+    acc = r["accuracy"]
+    assert (acc["a_right"], acc["b_right"], acc["right_to_wrong"], acc["wrong_to_right"]) == (8, 4, 4, 0), acc

@@ -103,3 +103,51 @@ def test_fractions_match_their_value_and_differ_from_other_values() -> None:
         assert len({number(text) for text in same}) == 1, same
     assert number("\\boxed{\\frac{1}{2}}") != number("\\boxed{2}") and number("\\frac{1}{3}") != number("0.333")
     assert number("\\boxed{-\\frac{3}{4}}") != number("\\boxed{\\frac{3}{4}}") != number("\\boxed{4}")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("\\boxed{\\frac{\\sqrt2}{2}}", "\\frac{\\sqrt{2}}{2}"),  # was "2", the denominator
+        ("x = \\dfrac{ \\sqrt{2} }{2}", "\\frac{\\sqrt{2}}{2}"),  # spelled one way, as MATH's strip_string
+        ("\\sqrt{2}/2", "\\frac{\\sqrt{2}}{2}"),
+        ("\\boxed{-2\\sqrt3}", "-2\\sqrt{3}"),  # was "3"
+        ("\\frac{\\pi}{2}", "\\frac{\\pi}{2}"),
+        ("x^2 = \\frac12, so x = \\frac{\\sqrt2}{2}", "\\frac{\\sqrt{2}}{2}"),  # was "2"
+        ("the root: \\sqrt", None),  # no argument, no expression
+    ],
+)
+def test_an_irrational_expression_is_one_answer_not_its_last_digit(text: str, value: str | None) -> None:
+    assert number(text) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1 1/2", "1.5"),  # was "0.5"
+        ("\\boxed{2\\frac{1}{2}}", "2.5"),  # was "0.5"
+        ("-1 1/2", "-1.5"),  # was "0.5"
+        ("-2 \\frac12", "-2.5"),
+        ("The answer is 1 1/2 cups", "1.5"),  # was "1", the first number after the marker
+        ("1,000 1/4", "1000.25"),
+        ("2 + 1/2", "0.5"),  # no mixed number: a sum, a list, an improper fraction, a decimal
+        ("x = 5, 1/2", "0.5"),
+        ("2 3/2", "1.5"),
+        ("3.5 1/2", "0.5"),
+        ("1 -1/2", "-0.5"),
+    ],
+)
+def test_a_mixed_number_is_its_whole_and_its_fraction(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_expressions_and_mixed_numbers_match_their_spellings_and_differ_from_other_values() -> None:
+    for same in (
+        ["\\frac{\\sqrt2}{2}", "\\boxed{\\frac{\\sqrt{2}}{2}}", "\\sqrt{2} / 2"],
+        ["1 1/2", "\\boxed{1\\frac{1}{2}}", "1.5", "3/2"],
+        ["-1 1/2", "-1.5"],
+    ):
+        assert len({number(text) for text in same}) == 1, same
+    assert number("\\frac{\\sqrt2}{2}") not in (number("2"), number("1"), number("\\frac{\\sqrt{3}}{2}"))
+    assert number("1 1/2") != number("1/2") and number("2\\frac{1}{2}") != number("2") != number("\\frac{1}{2}")
+    assert number("-1 1/2") != number("1 1/2")

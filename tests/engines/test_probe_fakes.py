@@ -410,3 +410,25 @@ def test_llama_servers_tool_use_template_is_in_the_template_hash_and_the_fingerp
     assert with_tools["facts"]["chat_template_tool_use"]["value"] == "tools: t"
     hashes = {s["facts"]["chat_template_sha256"]["value"] for s in (plain, with_tools, other_tools)}
     assert len(hashes) == 3 and len({s["fingerprint"] for s in (plain, with_tools, other_tools)}) == 3
+
+
+def test_a_completions_prompt_sent_as_a_list_of_one_is_tokenized_as_the_prompt_the_engine_ran():
+    """vLLM and llama-server run ``["a b"]`` as ``"a b"`` (a batch of one), ``[[5, 6]]`` as its ids:
+    the enrichment had no prompt tokens for either; two prompts stay a batch, no one prompt's."""
+    vllm, llama = vllm_app(), llama_server_app()
+    with ServerThread(vllm) as vllm_server, ServerThread(llama) as llama_server:
+        found = {}
+        for name, url in (("vllm", vllm_server.url), ("llama-server", llama_server.url)):
+            engine = open_engine(url)
+            try:
+                found[name] = [
+                    engine.prompt_tokens("/v1/completions", {"model": "Qwen/Qwen3-8B", "prompt": prompt})
+                    for prompt in ("a b", ["a b"], [[5, 6]], ["a b", "c"])
+                ]
+            finally:
+                engine.http.close()
+    for name, (string, one, ids, batch) in found.items():
+        assert one.ids == string.ids is not None and one.source == string.source, name
+        assert ids.ids == [5, 6] and "token ids sent by the client" in ids.source, name
+        assert batch.ids is None and "no prompt to tokenize" in batch.source, name
+    assert [body["prompt"] for _, path, body in vllm.calls if path == "/tokenize"] == ["a b", "a b"]

@@ -215,6 +215,30 @@ def test_a_llama_cpp_python_completion_with_a_suffix_is_the_fill_in_the_middle_p
     assert remote.ids is None and "fill-in-the-middle" in remote.source
 
 
+def test_llama_cpp_python_runs_a_list_of_one_prompt_as_that_prompt_and_says_what_it_refuses(engine, record, gguf):
+    """llama-cpp-python's server runs ``["One, two,"]`` as the string (its create_completion takes
+    the one item): the enrichment had no prompt tokens for it. It takes text only: token ids are
+    refused and two prompts fail (both a 500), which OpenAI and vLLM run: the enrichment said the
+    ids were run, and the probe's notes say so now."""
+    bodies = [{"prompt": "One, two,"}, {"prompt": ["One, two,"]}, {"prompt": [1, 2, 3]}, {"prompt": ["One,", "two,"]}]
+    rec = record(engine.url, "--model-file", str(gguf))
+    replies = [
+        httpx.post(f"{rec.url}/v1/completions", json={"model": SMOLLM2_ALIAS, "max_tokens": 1, **body}, timeout=120)
+        for body in bodies
+    ]
+    rec.stop()
+    records = rec.records()
+    seq = {r["id"]: r["seq"] for r in records if r["type"] == "exchange"}
+    enriched = sorted((r for r in records if r["type"] == "enrichment"), key=lambda e: seq[e["exchange_id"]])
+    string, one, ids, batch = (e["prompt_tokens"] for e in enriched)
+    assert [r.status_code for r in replies] == [200, 200, 500, 500]
+    assert one["ids"] == string["ids"] and one["count"] == replies[1].json()["usage"]["prompt_tokens"]
+    assert one["agrees_with_usage"] is True
+    assert ids["ids"] is None and "token ids" in ids["source"] and batch["ids"] is None and "500" in batch["source"]
+    (snap,) = (r for r in records if r["type"] == "engine")
+    assert any("a prompt of token ids, or of several prompts, fails" in note for note in snap["notes"])
+
+
 def test_llama_server_responses_max_output_tokens_is_the_requests_max_tokens(llama_server_engine, record):
     rec = record(llama_server_engine.url)
     body = {"model": SMOLLM2_ALIAS, "input": "Tell me a long story.", "max_output_tokens": 5, "temperature": 0}

@@ -1,0 +1,261 @@
+"""The ``number`` extractor: the number an answer gives, one spelling per value, so that two
+answers compare equal where their values are equal (a fraction and a mixed number each read whole),
+and a LaTeX expression that is no rational number as one answer, by its spelling."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+# A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
+# is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
+# "^" is no number of its own ("50 cm^2" is 50).
+_NUMBER = re.compile(
+    r"(?<!\^)(?<!\^\{)(?<!\d)((?<![\w)\]])-)?"
+    r"((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)((?:[eE][-+]?\d+)?)"
+)
+# A fraction is one number: LaTeX's (``\frac{1}{2}``, ``\dfrac``, ``\tfrac``, ``\frac12``, a sign
+# before it or inside), or "1/2" (not part of a date "1/2/2024", nor an exponent "x^{1/2}"): read
+# as two numbers, "\boxed{\frac{1}{2}}" gave 2.
+_PART = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+"
+_ARG = r"(?:\{\s*(-?)\s*(" + _PART + r")\s*\}|(\d))"
+_LATEX_FRACTION = r"((?<![\w)\]])-\s*)?\\[dt]?frac\s*" + _ARG + r"\s*" + _ARG
+_SLASH_FRACTION = r"(?<![\^/.\d])(?<!\^\{)((?<![\w)\]])-)?(" + _PART + r")\s*/\s*(" + _PART + r")(?![\d/]|\.\d)"
+_FRACTION = re.compile(_LATEX_FRACTION + "|" + _SLASH_FRACTION)
+_LONGEST_FRACTION = 200  # characters of its two parts
+# The whole number before a fraction that makes a mixed number ("1 1/2"), a sign its own.
+_WHOLE = r"(?:(?<![\w)\]])(-)[ \t]*)?(?<![\w.,^/\\])(\d{1,3}(?:,\d{3})+|\d+)"
+# A LaTeX expression that is no rational number ("\frac{\sqrt{2}}{2}", "2\sqrt3", "\frac{\pi}{2}"):
+# its command, a number before it (a factor) and a sign; read as one answer (``_expressions``).
+_IRRATIONAL = re.compile(
+    r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])"
+)
+_LONGEST_ARGUMENT = 200  # characters of a braced argument, its braces in
+_PLAIN_PART = re.compile(r"\s*-?\s*(?:" + _PART + r")\s*")
+_BOXED = re.compile(r"\\boxed\s*\{")
+# GSM8K's "#### 72", not a markdown heading "#### Step 1"; "The answer is 72", "Answer: 72".
+_MARKED_NUMBER = (re.compile(r"####(?=[ \t]*\$?-?\.?\d)"), re.compile(r"\b(?i:answer)(?:\s+is\b|\s*:)"))
+
+
+def number(text: str) -> str | None:
+    """The number the text gives as its answer, written so that equal values are equal strings
+    ("3.50", "3.5" and "35e-1" are "3.5"; "-0.0" is "0"; "\\frac{1}{2}" and "1/2" are "0.5"; the
+    mixed number "1 1/2" is "1.5"); an expression that is no rational number, "\\frac{\\sqrt2}{2}",
+    is its LaTeX spelled one way, not evaluated.
+
+    The last ``\\boxed{...}``'s, else the first after the last "####" (GSM8K's) or else after the
+    last "answer is"/"answer:" on its line, else the last in the text ("17 + 25 = 42" -> "42"):
+    a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
+    """
+    boxes = list(_BOXED.finditer(text))
+    if boxes:
+        found = _numbers(_braced(text, boxes[-1].end()))
+        if found:
+            return found[-1]
+    for marker in _MARKED_NUMBER:
+        marks = list(marker.finditer(text))
+        if marks:
+            found = _numbers(text[marks[-1].end() :].split("\n", 1)[0])
+            if found:
+                return found[0]
+    found = _numbers(text)
+    return found[-1] if found else None
+
+
+def _numbers(text: str) -> list[str]:
+    """The numbers in ``text`` in order: an expression (``_expressions``) or a fraction as one."""
+    out: list[str] = []
+    at = 0
+    for start, end, value in _expressions(text):
+        out += _rationals(text, at, start)
+        out.append(value)
+        at = end
+    return out + _rationals(text, at, len(text))
+
+
+def _rationals(text: str, start: int, end: int) -> list[str]:
+    """The numbers between ``start`` and ``end``, a fraction as one, a mixed number with it."""
+    out: list[str] = []
+    at = start
+    for f in _FRACTION.finditer(text, start, end):
+        value = _fraction(f)
+        if value is None:
+            continue
+        whole = _mixed_whole(text, at, f)
+        if whole is not None:
+            sign, digits, begin = whole
+            value = (Fraction(digits.replace(",", "")) + value) * (-1 if sign else 1)
+        else:
+            begin = f.start()
+        out += _plain(text, at, begin)
+        out.append(_spelled(value))
+        at = f.end()
+    return out + _plain(text, at, end)
+
+
+def _mixed_whole(text: str, at: int, f: re.Match[str]) -> tuple[str, str, int] | None:
+    """The whole number of a mixed number ("1 1/2", "2\\frac{1}{2}": 1.5 and 2.5, as math-verify's
+    LaTeX parser reads them, a sign before it the whole's): an unsigned proper fraction of whole
+    numbers right after a whole number, a space between them, none needed before a ``\\frac``."""
+    sign, top_sign, top, top_digit, bottom_sign, bottom, bottom_digit, slash_sign, over, under = f.groups()
+    if any((sign, top_sign, bottom_sign, slash_sign)):
+        return None
+    top, bottom = (over, under) if over is not None else (top or top_digit, bottom or bottom_digit)
+    if "." in top + bottom or not 0 < Fraction(top.replace(",", "")) < Fraction(bottom.replace(",", "")):
+        return None
+    gap = r"[ \t]+" if over is not None else r"[ \t]*"
+    m = re.compile(_WHOLE + gap + r"\Z").search(text, at, f.start())
+    return (m.group(1) or "", m.group(2), m.start()) if m else None
+
+
+def _expressions(text: str) -> list[tuple[int, int, str]]:
+    """Where the text writes a LaTeX expression that is no rational number, each as (start, end,
+    spelling): "\\frac{\\sqrt{2}}{2}" was read as 2, its denominator. It is one answer, spelled
+    one way as the MATH graders' ``strip_string`` spells it (spaces, ``\\left``/``\\right`` and
+    ``\\dfrac`` aside, "\\sqrt2" as "\\sqrt{2}", "\\sqrt{2}/2" as "\\frac{\\sqrt{2}}{2}"), not
+    evaluated: "\\frac{1}{\\sqrt{2}}" is another answer than "\\frac{\\sqrt{2}}{2}"."""
+    out: list[tuple[int, int, str]] = []
+    at = 0
+    while m := _IRRATIONAL.search(text, at):
+        command = m.group(3)
+        end = m.end()
+        if command == "pi":
+            body = "\\pi"
+        elif command == "sqrt":
+            index, end = _argument(text, end, "[", "]")
+            root, end = _argument(text, end)
+            if root is None:
+                at = m.end()
+                continue
+            body = "\\sqrt" + (f"[{_latex(index)}]" if index is not None else "") + "{" + _latex(root) + "}"
+        else:
+            top, end = _argument(text, end)
+            bottom, end = _argument(text, end)
+            if top is None or bottom is None or (_PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom)):
+                at = m.end()  # a rational fraction, or none: ``_FRACTION`` reads it
+                continue
+            body = "\\frac{" + _latex(top) + "}{" + _latex(bottom) + "}"
+        if command in ("sqrt", "pi"):
+            over = re.compile(r"\s*/\s*(\d+)(?![\d/.])").match(text, end)
+            if over:
+                body, end = "\\frac{" + body + "}{" + over.group(1) + "}", over.end()
+        factor = _canonical("", m.group(2), "") if m.group(2) else ""
+        out.append((m.start(), end, ("-" if m.group(1) else "") + factor + body))
+        at = end
+    return out
+
+
+def _argument(text: str, at: int, opening: str = "{", closing: str = "}") -> tuple[str | None, int]:
+    """A LaTeX command's argument at ``at`` (spaces before it skipped): a braced group, or, for a
+    ``{`` argument, one character or command; (None, at) where there is none, or its group is
+    longer than any answer's (an unclosed brace is not searched to the end of a long text)."""
+    i = at
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text):
+        return None, at
+    if text[i] == opening:
+        depth = 0
+        for j in range(i, min(len(text), i + _LONGEST_ARGUMENT)):
+            depth += 1 if text[j] == opening else -1 if text[j] == closing else 0
+            if depth == 0:
+                return text[i + 1 : j], j + 1
+        return None, at
+    if opening != "{" or text[i] in "}]":
+        return None, at
+    command = re.compile(r"\\[a-zA-Z]+|.").match(text, i)
+    assert command is not None
+    return command.group(), command.end()
+
+
+def _latex(text: str) -> str:
+    """A LaTeX argument spelled one way: no spaces, ``\\left``/``\\right``, ``\\dfrac`` or ``\\tfrac``,
+    every ``\\frac``'s and ``\\sqrt``'s argument braced."""
+    text = re.sub(r"\\(?:left|right)(?![a-zA-Z])", "", text)
+    text = re.sub(r"(\\[a-zA-Z]+)\s+(?=[a-zA-Z])|\s+", lambda m: m.group(1) + " " if m.group(1) else "", text)
+    return re.sub(r"\\[dt]?frac(?![a-zA-Z])", r"\\frac", _brace_arguments(text))
+
+
+def _brace_arguments(text: str) -> str:
+    out, at = [], 0
+    for m in re.finditer(r"\\(sqrt|[dt]?frac)(?![a-zA-Z])", text):
+        if m.start() < at:
+            continue
+        out.append(text[at : m.end()])
+        at = m.end()
+        index, at = _argument(text, at, "[", "]") if m.group(1) == "sqrt" else (None, at)
+        if index is not None:
+            out.append(f"[{_brace_arguments(index)}]")
+        for _ in range(1 if m.group(1) == "sqrt" else 2):
+            arg, at = _argument(text, at)
+            out.append("{" + _brace_arguments(arg or "") + "}")
+    return "".join(out) + text[at:]
+
+
+def _plain(text: str, start: int, end: int) -> list[str]:
+    found = _NUMBER.finditer(text, start, end)  # lookbehinds see the text before ``start``
+    return [_canonical(m.group(1) or "", m.group(2), m.group(3)) for m in found]
+
+
+def _fraction(m: re.Match[str]) -> Fraction | None:
+    """A fraction's value; None for a zero denominator, or parts too long to divide in little time
+    (a model's runaway digits): two numbers, as written."""
+    sign, top_sign, top, top_digit, bottom_sign, bottom, bottom_digit, slash_sign, over, under = m.groups()
+    if over is not None:
+        signs, top, bottom = slash_sign or "", over, under
+    else:
+        signs, top, bottom = (sign or "") + (top_sign or "") + (bottom_sign or ""), top or top_digit, bottom or bottom_digit
+    if len(top) + len(bottom) > _LONGEST_FRACTION:
+        return None
+    divisor = Fraction(bottom.replace(",", ""))
+    if not divisor:
+        return None
+    return Fraction(top.replace(",", "")) / divisor * (-1 if signs.count("-") % 2 else 1)
+
+
+def _spelled(value: Fraction) -> str:
+    """A rational's one spelling: its decimal where it has one ("\\frac{1}{2}" is "0.5", as "0.5"
+    is), else reduced ("2/6" is "1/3")."""
+    rest, twos, fives = value.denominator, 0, 0
+    while rest % 2 == 0:
+        rest, twos = rest // 2, twos + 1
+    while rest % 5 == 0:
+        rest, fives = rest // 5, fives + 1
+    if rest != 1:  # its decimal never ends: the reduced fraction is its one spelling
+        return f"{value.numerator}/{value.denominator}"
+    places = max(twos, fives)
+    digits = str(abs(value.numerator) * 10**places // value.denominator)
+    return _canonical("-" if value < 0 else "", digits, f"e-{places}" if places else "")
+
+
+def _canonical(sign: str, digits: str, exponent: str) -> str:
+    """One spelling per value, exact at any length (no float, no decimal context to round in):
+    no thousands commas, no leading or trailing zeros, positional within 30 zeros of the digits,
+    else ``D.DDDE+X``."""
+    whole, _, fraction = digits.replace(",", "").partition(".")
+    if len(exponent) > 12:  # an exponent past any real value's: the text as written is the answer
+        return sign + whole + ("." + fraction if fraction else "") + exponent.lower()
+    shift = int(exponent[1:] or 0) - len(fraction)
+    significant = (whole + fraction).lstrip("0")
+    if not significant:
+        return "0"
+    kept = significant.rstrip("0")
+    shift += len(significant) - len(kept)
+    if 0 <= shift <= 30:
+        text = kept + "0" * shift
+    elif shift < 0 and -shift - len(kept) <= 30:
+        padded = kept.rjust(-shift + 1, "0")
+        text = padded[:shift] + "." + padded[shift:]
+    else:
+        text = kept[0] + ("." + kept[1:] if len(kept) > 1 else "") + f"E{shift + len(kept) - 1:+d}"
+    return sign + text
+
+
+def _braced(text: str, start: int) -> str:
+    """The text from ``start`` to the brace that closes the one before it (nested braces kept)."""
+    depth = 1
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start:i]
+    return text[start:]
