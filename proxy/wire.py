@@ -5,8 +5,10 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   curl sends a URL it is given). llhttp refuses such a request line, and uvicorn answered a bare
   400 the app never saw, so nothing was recorded; engines' servers take it. The target is
   percent-encoded for the parser only, and the bytes received are handed to the app to forward
-  and record as they came. Only a request's first line read is looked at: a raw target pipelined
-  behind another request in the same read still gets the parser's 400.
+  and record as they came. Every request line is looked at, a pipelined one too: a read is fed to
+  the parser in pieces that end where a request may begin (a head's end, a body's known length, a
+  chunked body's last CRLF CRLF), so the next request line is read before the parser sees it. A
+  body of known length is fed as it comes, unscanned; a request's head is scanned to its end.
 - ``infertap.interim``: writes an interim response (``103 Early Hints``) to the client before the
   response starts, as a proxy must pass 1xx on (RFC 9110 15.2); ASGI's early-hint extension is
   HTTP/2's only, in uvicorn. Offered to HTTP/1.1 clients only: an HTTP/1.0 client can't be sent one.
@@ -30,10 +32,16 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 from .hops import HOP_RESPONSE
 
 _NOT_ASCII = re.compile(rb"[\x80-\xff]")
-_REQUEST_LINE = re.compile(rb"[\r\n]*[^ \r\n]+ ([^ \r\n]+) ")  # its method and target, the target whole
+_REQUEST_LINE = re.compile(rb"[^ \r\n]+ ([^ \r\n]+) ")  # its method and target, the target whole
 _ORIGIN = re.compile(rb"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")  # an absolute-form target's scheme and authority
 _PHRASES = {s.value: s.phrase.encode() for s in HTTPStatus if s.value < 200}
-_MAX_LINE = 65536  # a request line held this long without its end is passed to the parser, which refuses it
+_MAX_LINE = 65536  # a request line held this long without its end is passed to the parser as it is
+_CRLFS = re.compile(rb"[\r\n]+")
+_CHUNKED_END = re.compile(rb"\r\n\r\n(?=[!#$%&'*+\-.^_`|~0-9A-Za-z])")  # a last chunk's end, a method after it
+
+# Where the parser is within a request, between requests aside (a count >= 0: body bytes to come).
+_HEAD = -1  # its request line or headers: they end at CRLF CRLF
+_CHUNKED = -2  # a chunked body: it ends at CRLF CRLF (its last chunk's, or its trailers')
 
 
 def _escape(match: re.Match[bytes]) -> bytes:
@@ -72,45 +80,97 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._between = True  # no request begun: the next bytes start a request line
+        self._left = _HEAD  # where the parser is in the request begun (see _HEAD)
+        self._upgrade = False  # the request asks to switch protocols: the rest of its read isn't HTTP
         self._held = bytearray()  # a request line's start, held until its end arrives
-        self._begun = False  # the held bytes hold more than the empty lines a request may follow
         self._target: bytes | None = None  # the raw target of the request being parsed
 
     def data_received(self, data: bytes) -> None:
-        # The usual first read (the request line whole, ASCII) costs a scan to its first line end.
-        if self._between and (self._held or not data.isascii() or b"\n" not in data.lstrip(b"\r\n")):
-            data = self._request_line(data)
-            if not data:
+        # A body's bytes, known to go on past this read: no request begins in them.
+        if not self._between and self._left >= len(data):
+            super().data_received(data)
+            return
+        view, pos, end = memoryview(data), 0, len(data)
+        while pos < end:
+            piece: bytes | memoryview | None
+            line = self._between
+            if line and not self._held and data[pos] in b"\r\n":  # empty lines before a request (RFC 9112 2.2)
+                cut, line = _CRLFS.match(data, pos).end(), False  # type: ignore[union-attr]
+                piece = view[pos:cut]
+            elif line:
+                cut, piece = self._request_line(data, view, pos)
+                if piece is None:
+                    return  # the line's start, held
+            else:
+                cut = self._cut(data, pos)
+                piece = view[pos:cut]
+            self._feed(piece)
+            if self.transport.is_closing() or self._upgrade:
+                self._upgrade = False
+                return  # answered (a 400), or switched away from HTTP: uvicorn drops the rest
+            if line and self._between:  # a line that began no request: the parser skips what follows
+                self._feed(view[cut:])
                 return
-        super().data_received(data)
+            pos = cut
 
-    def _request_line(self, data: bytes) -> bytes:
-        """The bytes to parse, a raw target percent-encoded; none while the request line is still
-        arriving (only each read's own bytes are searched for its end: a line sent a byte at a time
-        costs no more than one sent whole). Empty lines before it (RFC 9112 2.2) are passed on."""
-        scan = data if self._begun else data.lstrip(b"\r\n")
-        self._begun = self._begun or bool(scan)
-        self._held += data
-        if b"\n" not in scan and len(self._held) < _MAX_LINE:
-            return b""  # only part of the request line: its target is read whole
-        data, self._held, self._begun = bytes(self._held), bytearray(), False
-        line = _REQUEST_LINE.match(data)
-        if line is None:
-            return data  # no request line: the parser answers it
-        target = line[1]
-        if target.isascii():
-            return data
-        self._target = target
-        return data[: line.start(1)] + _NOT_ASCII.sub(_escape, target) + data[line.end(1) :]
+    def _feed(self, piece: bytes | memoryview) -> None:
+        super().data_received(piece)  # type: ignore[arg-type]  # the parser takes a memoryview: no copy
+
+    def _cut(self, data: bytes, pos: int) -> int:
+        """Where the piece fed from ``pos`` ends: at the latest, where the request may end."""
+        left = self._left
+        if left > 0:
+            return min(pos + left, len(data))
+        if left == 0:
+            return len(data)
+        if data[pos] in b"\r\n":  # a head's or a last chunk's end, cut across reads, may be here
+            return _CRLFS.match(data, pos).end()  # type: ignore[union-attr]
+        if left == _HEAD:
+            found = data.find(b"\r\n\r\n", pos)
+            return found + 4 if found >= 0 else len(data)
+        chunked_end = _CHUNKED_END.search(data, pos)
+        return chunked_end.end() if chunked_end else len(data)
+
+    def _request_line(self, data: bytes, view: memoryview, pos: int) -> tuple[int, bytes | memoryview | None]:
+        """Where the piece fed from ``pos`` ends and the piece: an ASCII request line with the rest of
+        its head, or a raw target's line percent-encoded; none while the line is still arriving (only
+        each read's own bytes are searched for its end: a line sent a byte at a time costs no more
+        than one sent whole)."""
+        nl = data.find(b"\n", pos)
+        if nl < 0 and len(self._held) + len(data) - pos < _MAX_LINE:
+            self._held += view[pos:]
+            return len(data), None
+        cut = len(data) if nl < 0 else nl + 1
+        line, start, stop = data, pos, cut
+        if self._held:
+            line, start = bytes(self._held) + data[pos:cut], 0
+            stop, self._held = len(line), bytearray()
+        request = _REQUEST_LINE.match(line, start, stop)
+        if request is not None and not request[1].isascii():
+            target = self._target = request[1]
+            return cut, line[start : request.start(1)] + _NOT_ASCII.sub(_escape, target) + line[request.end(1) : stop]
+        if line is not data:
+            return cut, line
+        head_end = data.find(b"\r\n\r\n", max(pos, cut - 2))  # the usual request: line and head, one piece
+        return (cut, view[pos:cut]) if head_end < 0 else (head_end + 4, view[pos : head_end + 4])
 
     def on_message_begin(self) -> None:
-        self._between = False
+        self._between, self._left = False, _HEAD
         super().on_message_begin()
 
     def on_headers_complete(self) -> None:
         extensions: dict[str, Any] = self.scope.setdefault("extensions", {})  # uvicorn's own kept, if any
         if self._target is not None:
             extensions["infertap.target"], self._target = self._target, None
+        left = 0  # the parser refused a request whose length it could not tell
+        for name, value in self.headers:
+            if name == b"transfer-encoding":
+                left = _CHUNKED
+                break
+            if name == b"content-length" and value.isdigit():
+                left = int(value)
+        self._left = left
+        self._upgrade = self.parser.should_upgrade()  # cleared once its read is dropped
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:
@@ -118,6 +178,11 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             extensions["infertap.full"] = lambda: cycle.flow.write_paused
             if self.scope.get("http_version") == "1.1":
                 extensions["infertap.interim"] = _Interim(cycle)
+
+    def on_body(self, body: bytes) -> None:
+        if self._left > 0:
+            self._left -= len(body)
+        super().on_body(body)
 
     def on_message_complete(self) -> None:
         self._between = True

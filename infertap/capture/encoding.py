@@ -18,10 +18,12 @@ class _TooLarge(Exception):
     pass
 
 
-def decoded(raw: bytes, encoding: str, limit: int = DECODED_LIMIT) -> tuple[bytes | None, str]:
+def decoded(raw: bytes, encoding: str, limit: int | None = None) -> tuple[bytes | None, str]:
     """``raw`` with its content-encoding (gzip, deflate, zstd, br) undone, and "" ; or None and why
-    it could not be (an encoding infertap doesn't decode, bytes that don't decode, too large). A
-    stream cut short gives what it holds, as a reader would read it."""
+    it could not be (an encoding infertap doesn't decode, bytes that don't decode, more than
+    ``limit``, by default ``DECODED_LIMIT``). A stream cut short gives what it holds, as a reader
+    would read it."""
+    limit = DECODED_LIMIT if limit is None else limit
     name = encoding.strip().lower()
     try:
         if name in ("gzip", "x-gzip"):
@@ -85,10 +87,21 @@ def _unzstd(raw: bytes, limit: int) -> bytes:
 
 
 def _unbrotli(raw: bytes, limit: int) -> bytes:
+    """A brotli stream, a step at a time as the others: asked for all of it at once (its output
+    bounded only by the limit), the decoder grew one buffer past the limit (79 MiB for 64) and held
+    the GIL for 60 ms of it."""
     import brotli  # mitmproxy's dependency, so there wherever infertap is installed
 
     stream = brotli.Decompressor()
-    out = stream.process(raw, output_buffer_limit=limit + 1)
-    if len(out) > limit:
-        raise _TooLarge
-    return bytes(out)
+    pieces: list[bytes] = []
+    size = 0
+    data = raw
+    while True:  # the input is given once; then output is asked for until there is none
+        piece = stream.process(data, output_buffer_limit=STEP)
+        data = b""
+        pieces.append(piece)
+        size += len(piece)
+        if size > limit:
+            raise _TooLarge
+        if stream.is_finished() or (not piece and stream.can_accept_more_data()):
+            return b"".join(pieces)  # its end, or cut short: what it held

@@ -264,3 +264,40 @@ def test_a_target_with_raw_utf8_is_forwarded_and_recorded_as_received(raw_upstre
     assert seen == ["GET /v1/models/ünï?q=ü HTTP/1.1".encode()]  # as the client sent it
     (x,) = rec.exchanges()
     assert (x["path"].encode("latin-1"), x["query"].encode("latin-1")) == ("/v1/models/ünï".encode(), "q=ü".encode())
+
+
+@pytest.mark.parametrize("split", ["one-send", "cut-in-a-pipelined-target"])
+def test_pipelined_requests_with_raw_utf8_targets_are_each_answered_and_recorded(raw_upstream, record, split) -> None:
+    """A raw target pipelined behind another request in the same read (after a body of known length
+    that ends with no line end, after a chunked one) got the parser's bare 400, and nothing recorded."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        line = request.split(b"\r\n")[0]
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(line), line))
+        await writer.drain()
+        return True
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    body = '{"content": "ünï"}'.encode()
+    sent = b"".join(
+        [
+            b"POST /v1/a HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body),
+            "GET /v1/models/ünï HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
+            b"POST /v1/c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            "GET /v1/ü?q=ï HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(),
+        ]
+    )
+    cut = sent.index("/v1/models/ü".encode()) + 11  # inside the second target's UTF-8
+    out = _raw_exchange(rec.url, *([sent] if split == "one-send" else [sent[:cut], sent[cut:]]))
+    rec.stop()
+    lines = ["POST /v1/a HTTP/1.1", "GET /v1/models/ünï HTTP/1.1", "POST /v1/c HTTP/1.1", "GET /v1/ü?q=ï HTTP/1.1"]
+    answers = out.split(b"HTTP/1.1 200 OK\r\n")
+    assert answers[0] == b"" and [a.split(b"\r\n\r\n")[1] for a in answers[1:]] == [x.encode() for x in lines]
+    xs = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    assert [(x["method"], x["path"].encode("latin-1"), x["query"].encode("latin-1"), x["status"]) for x in xs] == [
+        ("POST", b"/v1/a", b"", 200),
+        ("GET", "/v1/models/ünï".encode(), b"", 200),
+        ("POST", b"/v1/c", b"", 200),
+        ("GET", "/v1/ü".encode(), "q=ï".encode(), 200),
+    ]
+    assert [x["request_body"] for x in xs] == [body, b"", b"hello", b""]
