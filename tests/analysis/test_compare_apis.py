@@ -85,6 +85,7 @@ def test_different_answers_differ_and_equal_ones_match(tmp_path, api):
             "unreadable_b": 0,
             "not_compared": 0,
             "not_in_file": 0,
+            "too_large": 0,
             "partly_unreadable": 0,
         }
     }
@@ -112,6 +113,7 @@ def test_two_bodies_no_adapter_reads_are_never_an_exact_match(tmp_path):
         "unreadable_b": 1,
         "not_compared": 0,
         "not_in_file": 0,
+        "too_large": 0,
         "partly_unreadable": 0,
     }
     (worst,) = d["most_divergent"]
