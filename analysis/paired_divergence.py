@@ -330,7 +330,7 @@ def _pair_divergence(
     same_ending = (
         sa.status == sb.status
         and sa.end == sb.end
-        and sa.done == sb.done
+        and _whole(sa) == _whole(sb)
         and _finishes(sa) == _finishes(sb)
         and not _stops_differ(sa.stop_sequence, sb.stop_sequence)
         and not _stop_reasons_differ(sa.stop_reason, sb.stop_reason)
@@ -487,9 +487,9 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     if sa.status != sb.status or sa.end != sb.end:
         counts["status_or_end_differs"] += 1
         item["status"] = [[sa.status, sa.end, sa.error], [sb.status, sb.end, sb.error]]
-    if sa.done != sb.done:
-        counts["end_marker_differs"] += 1  # one stream closed without its [DONE] (message_stop, "done": true)
-        item["stream_done"] = [sa.done, sb.done]
+    if _whole(sa) != _whole(sb):
+        counts["end_marker_differs"] += 1  # a stream closed without its [DONE] (message_stop, "done": true), the other whole
+        item["stream_done"] = [sa.done if sa.streamed else None, sb.done if sb.streamed else None]  # None: sent whole
     if _stops_differ(sa.stop_sequence, sb.stop_sequence):
         counts["stop_sequence_differs"] += 1
         item["stop_sequence"] = [sa.stop_sequence, sb.stop_sequence]
@@ -580,6 +580,13 @@ def _count_answers(
 
 def _only_calls(s: Summary) -> bool:
     return bool(s.tool_calls) and not s.text.strip()
+
+
+def _whole(s: Summary) -> bool:
+    """Whether the body held all of its answer as far as its framing tells: a stream that carried its
+    end marker, or one JSON body (which carries none: streamed against sent whole, the same answer is
+    equal, while a stream cut short is still not the whole answer)."""
+    return s.done or not s.streamed
 
 
 def _answered(s: Summary) -> bool:

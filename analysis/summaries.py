@@ -61,7 +61,8 @@ BATCH_ROWS = 5_000
 #: 21: an answer as its client got it, its chunks cut at delivered_chunks;
 #: 22: an answer decoded past apis.body.DECODED_LIMIT unread with that reason (compare leaves it out);
 #: 23: a completion's prompt sent as a list of one (["ab"]) is that prompt's last_user, as "ab" is.
-SUMMARY_VERSION = 23
+#: 24: whether the answer was streamed (a JSON body carries no end marker to compare).
+SUMMARY_VERSION = 24
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -116,6 +117,7 @@ class Summary:
     finish_reason: str | None
     finish_reason_raw: str | None
     done: bool  # the body carried its stream's end marker (stream_done): a stream cut short has not
+    streamed: bool  # sent as events (SSE, NDJSON), not one JSON body: only a stream has an end marker to carry
     logprobs: list[Position] | None  # per output position, the token chosen and the top-k the engine reported
     stop_sequence: str | None  # the stop string that ended it, where the engine said
     stop_reason: str | None  # vLLM's stop_reason as JSON where the answer carried it (Output.stop_reason)
@@ -163,6 +165,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         finish_reason=out.finish_reason,
         finish_reason_raw=out.finish_reason_raw,
         done=plain.done if plain is not None else stream_done(decoded_chunks(record) or record.get("chunks") or [], out),
+        streamed=out.streamed,
         logprobs=None if plain is not None else logprob_positions(out.objects) or None,
         stop_sequence=out.stop_sequence,
         stop_reason=out.stop_reason,

@@ -490,3 +490,70 @@ def test_compare_reads_expressions_and_mixed_numbers_alike_on_both_sides(tmp_pat
     assert (r["divergence"]["counts"]["answer_unchanged"], r["divergence"]["counts"]["answer_changed"]) == (4, 4)
     acc = r["accuracy"]
     assert (acc["a_right"], acc["b_right"], acc["right_to_wrong"], acc["wrong_to_right"]) == (8, 4, 4, 0), acc
+
+
+def _sse(events: list[dict]) -> list[bytes]:
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def _streamed_or_whole(api: str, text: str, *, stream: bool, cut: bool = False) -> dict:
+    """``text`` answered by chat completions, Messages or Responses: streamed with its end marker (or
+    ``cut`` short before it, the rest all sent), or as one JSON body."""
+    if api == "chat":
+        path, body = "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}
+        whole = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}  # fmt: skip
+        chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}  # fmt: skip
+        last = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        events = [b"data: %s\n\n" % json.dumps(e).encode() for e in (chunk, last)] + [b"data: [DONE]\n\n"]
+    elif api == "messages":
+        path, body = "/v1/messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "q"}]}
+        whole = {"type": "message", "id": "m", "role": "assistant", "model": "m", "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None}  # fmt: skip
+        events = _sse(
+            [
+                {"type": "message_start", "message": {"id": "m", "role": "assistant", "content": [], "model": "m"}},
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+                {"type": "content_block_stop", "index": 0},
+                {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}},
+                {"type": "message_stop"},
+            ]
+        )
+    else:
+        path, body = "/v1/responses", {"model": "m", "input": "q"}
+        message = {"type": "message", "id": "msg", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
+        whole = {"object": "response", "id": "r", "status": "completed", "output": [message]}
+        events = _sse(
+            [
+                {"type": "response.created", "response": {"id": "r", "status": "in_progress", "output": []}},
+                {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": text},
+                {"type": "response.output_item.done", "output_index": 0, "item": message},
+                {"type": "response.completed", "response": whole},
+            ]
+        )
+    if not stream:
+        return {"path": path, "body": body, "chunks": [json.dumps(whole).encode()], "content_type": "application/json"}
+    return {"path": path, "body": {**body, "stream": True}, "chunks": events[:-1] if cut else events, "content_type": "text/event-stream"}  # fmt: skip
+
+
+def test_an_answer_streamed_on_one_side_and_sent_whole_on_the_other_is_the_same_answer(tmp_path):
+    """A JSON body carries no stream end marker: the same answer streamed (to its [DONE],
+    message_stop, response.completed) against it was never an exact match (end_marker_differs).
+    A stream cut short before its marker is still not the whole answer, nor is other text."""
+    match = [(api, "Hello there.", "Hello there.", False) for api in ("chat", "messages", "responses")]
+    differ = [(api, "Hello there.", "Hello there.", True) for api in ("chat", "messages", "responses")]
+    differ += [(api, "Hello there.", "Goodbye now.", False) for api in ("chat", "messages", "responses")]
+    cases = match + differ
+    for streamed in (0, 1):  # the stream recorded first (A), then replayed whole (B); and the other way round
+        for side in (0, 1):
+            on = side == streamed
+            xs = [_streamed_or_whole(api, (a, b)[side], stream=on, cut=cut and on) for api, a, b, cut in cases]
+            link = [{"id": f"x{i}"} if side == 0 else {"id": f"y{i}", "source_id": f"x{i}"} for i in range(len(xs))]
+            write_capture(tmp_path / f"{streamed}{side}", [{**x, **at} for x, at in zip(xs, link, strict=True)])
+        args = ["compare", str(tmp_path / f"{streamed}0"), str(tmp_path / f"{streamed}1"), "--top", "20", "--json"]
+        out = CliRunner().invoke(cli, args)
+        assert out.exit_code == 0, out.output
+        d = json.loads(out.output)["divergence"]
+        assert {int(item["a_id"][1:]) for item in d["most_divergent"]} == set(range(len(match), len(cases))), d["counts"]
+        assert d["counts"]["exact"] == len(match) and d["counts"]["end_marker_differs"] == 3, d["counts"]
+        marked = [item["stream_done"] for item in d["most_divergent"] if "stream_done" in item]
+        assert marked == [[False, None] if streamed == 0 else [None, False]] * 3, marked  # None: a body sent whole
