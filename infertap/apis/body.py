@@ -148,11 +148,14 @@ def _streamed(chunks: list[bytes], encoding: str, limit: int) -> list[bytes]:
         stream = decompressor.decompressobj()
         for chunk in chunks:
             pieces = []
-            while chunk:
-                if stream.eof:
-                    stream = decompressor.decompressobj()
-                pieces.append(budget.take(stream.decompress(chunk[:_ZSTD_SLICE])))
-                chunk = stream.unused_data + chunk[_ZSTD_SLICE:] if stream.eof else chunk[_ZSTD_SLICE:]
+            view = memoryview(chunk)  # sliced without copies: a chunk of MiB is many slices
+            for at in range(0, len(view), _ZSTD_SLICE):
+                rest: bytes | memoryview = view[at : at + _ZSTD_SLICE]
+                while rest:
+                    if stream.eof:  # frame after frame
+                        stream = decompressor.decompressobj()
+                    pieces.append(budget.take(stream.decompress(rest)))
+                    rest = stream.unused_data if stream.eof else b""
             out.append(b"".join(pieces))
         return out
     import brotli  # mitmproxy's dependency, so there wherever infertap is installed
