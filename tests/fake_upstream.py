@@ -12,6 +12,7 @@ import gzip
 import json
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import uvicorn
@@ -28,6 +29,25 @@ async def lifespan(receive: Any, send: Any) -> None:
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})
             return
+
+
+def sse_upstream(chunks: list[bytes], before_end: Callable[[], Awaitable[None]] | None = None) -> Any:
+    """An ASGI upstream answering every request with these event-stream chunks, each sent alone, its
+    body ended after ``before_end`` returns (where a test holds the end back)."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            return await lifespan(receive, send)
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        for chunk in chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if before_end is not None:
+            await before_end()
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
 
 
 async def read_body(receive: Any) -> bytes:

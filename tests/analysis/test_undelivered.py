@@ -29,18 +29,11 @@ def _recorded(out: Path) -> None:
     reading after "hi" and hung up while the rest (" there" and [DONE], one chunk) waited for room."""
     from infertap.proxy.app import RecordingProxy, build_app
     from infertap.proxy.wire import ProxyHttpProtocol
-    from tests.fake_upstream import ServerThread, lifespan
+    from tests.fake_upstream import ServerThread, sse_upstream
 
     written = threading.Semaphore(0)
 
-    async def upstream(scope, receive, send):
-        if scope["type"] == "lifespan":
-            return await lifespan(receive, send)
-        while (await receive()).get("more_body"):
-            pass
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-        await send({"type": "http.response.body", "body": HI, "more_body": True})
-        await send({"type": "http.response.body", "body": LATE + DONE})
+    upstream = sse_upstream([HI, LATE + DONE])
 
     async def app(scope, receive, send):
         if scope["type"] != "http" or scope["path"] != "/abandoned/v1/chat/completions":

@@ -344,22 +344,16 @@ def test_an_end_marker_waiting_for_a_full_client_when_it_hangs_up_is_not_recorde
 
     from infertap.proxy.app import RecordingProxy, build_app
     from infertap.proxy.wire import ProxyHttpProtocol
-    from tests.fake_upstream import ServerThread, lifespan
+    from tests.fake_upstream import ServerThread, sse_upstream
 
     content = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
     writer = _Exchanges()
 
-    async def upstream(scope, receive, send):
-        if scope["type"] == "lifespan":
-            return await lifespan(receive, send)
-        while (await receive()).get("more_body"):
-            pass
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-        await send({"type": "http.response.body", "body": content, "more_body": True})
-        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True})
-        while not writer.written:  # the end comes only once the proxy has given up on it
+    async def given_up() -> None:  # the end comes only once the proxy has given up on it
+        while not writer.written:
             await asyncio.sleep(0.01)
-        await send({"type": "http.response.body", "body": b""})
+
+    upstream = sse_upstream([content, b"data: [DONE]\n\n"], given_up)
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
@@ -408,20 +402,12 @@ def test_a_send_slowed_by_a_busy_host_is_not_taken_for_a_slow_client(server_says
     connection was full (wire.py); only a server that doesn't leaves the time alone to tell."""
     from infertap.proxy.app import RecordingProxy, build_app
     from infertap.proxy.wire import ProxyHttpProtocol
-    from tests.fake_upstream import ServerThread, lifespan
+    from tests.fake_upstream import ServerThread, sse_upstream
 
     events = [b'data: {"choices": [{"index": 0, "delta": {"content": "%d"}}]}\n\n' % i for i in range(12)]
     writer = _Exchanges()
 
-    async def upstream(scope, receive, send):
-        if scope["type"] == "lifespan":
-            return await lifespan(receive, send)
-        while (await receive()).get("more_body"):
-            pass
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-        for event in events:
-            await send({"type": "http.response.body", "body": event, "more_body": True})
-        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+    upstream = sse_upstream([*events, b"data: [DONE]\n\n"])
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
