@@ -32,6 +32,7 @@ from infertap.errors import ConfigError, UpstreamError
 from .exchange import UpstreamCall, before_response, end_of
 from .hops import HOP_REQUEST, HOP_RESPONSE, connection_named
 from .looplag import LoopLag
+from .refusal import Refusal, redacted_head
 from .upstream import Interim, UpstreamClient, UpstreamResponse
 from .wire import split_target
 
@@ -276,6 +277,31 @@ class RecordingProxy:
         finally:
             self._scrubbed.record(record, found, request=True)  # a large or compressed body redacted off this loop
 
+    def refused(self, refusal: Refusal) -> None:
+        """A request the server's parser refused before the app had it (wire.py's ``on_refused``),
+        recorded as what was read of it, redacted as every request is, with the 400 it was answered."""
+        self._seq += 1
+        found: set[str] = set()
+        path, query = split_target(refusal.target) if refusal.target else (b"", b"")
+        record = new_exchange(
+            seq=self._seq,
+            session=session_of(refusal.headers),
+            wall=time.time(),
+            start_ns=self.writer.elapsed_ns(),
+            client=refusal.client,
+            method=refusal.method,
+            path=path.decode("latin-1"),
+            query=self.redactor.query(query.decode("latin-1"), found),
+            http_version=refusal.http_version,
+            request_headers=self.redactor.headers_from_asgi(refusal.headers, found),
+            request_body=refusal.body,
+            upstream=self.upstream,
+        )
+        if refusal.head:
+            record["refused_head"] = redacted_head(refusal.head, self.redactor)
+        refusal.answered(record)
+        self._scrubbed.record(record, found, request=True)
+
     def _written(self, record: Exchange) -> None:
         self.writer.write(record)
         if self.on_exchange is not None:
@@ -311,9 +337,13 @@ class RecordingProxy:
                 record["request_body"] = b"".join(parts)
                 raise
             if message["type"] == "http.disconnect":
+                record["request_body"] = b"".join(parts)
+                refusal = (scope.get("extensions") or {}).get("infertap.refused")
+                if refusal is not None:  # the server's parser refused the body, and answered 400 (wire.py)
+                    refusal.answered(record)
+                    return None
                 record["end"] = "client_disconnected"
                 record["error"] = "client disconnected while sending the request body"
-                record["request_body"] = b"".join(parts)
                 return None
             chunk = message.get("body", b"")
             size += len(chunk)

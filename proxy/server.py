@@ -26,7 +26,7 @@ from infertap.telemetry import check_telemetry, recorded_urls, start_telemetry
 from infertap.version import __version__
 
 from .app import QuietCancelled, RecordingProxy, build_app
-from .wire import ProxyHttpProtocol
+from .wire import protocol
 
 log = logging.getLogger("infertap.proxy")
 
@@ -223,7 +223,7 @@ def serve(
             proxy.on_exchange = enricher.submit
         uv_config = uvicorn.Config(
             build_app(proxy),
-            http=ProxyHttpProtocol,  # uvicorn's httptools, with raw targets and interim responses (wire.py)
+            http=protocol(proxy.refused),  # uvicorn's httptools, with raw targets, interim responses, refusals (wire.py)
             log_level=config.log_level,
             access_log=False,
             server_header=False,  # the client sees the engine's headers, not ours

@@ -19,17 +19,24 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
 - ``infertap.full``: whether the client's connection is full (the transport's writing paused): only
   then does ``send`` wait for the client, so only then is a slow hand-off the client's doing and not
   the machine's (a busy host can take the proxy off the CPU for milliseconds in any ``send``).
+- ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
+  uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
+  refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
+  uvicorn drops the parser's reason: it is read where uvicorn answers (``send_400_response``).
 """
 
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from .hops import HOP_RESPONSE
+from .refusal import HEAD_BYTES, Refusal
 
 _NOT_ASCII = re.compile(rb"[\x80-\xff]")
 _REQUEST_LINE = re.compile(rb"[^ \r\n]+ ([^ \r\n]+) ")  # its method and target, the target whole
@@ -74,8 +81,16 @@ class _Interim:
         return True
 
 
+def protocol(on_refused: Callable[[Refusal], None]) -> type[ProxyHttpProtocol]:
+    """The protocol for ``uvicorn.Config(http=...)``, handing ``on_refused`` the requests its parser
+    refuses in their head (uvicorn builds one per connection, from the class)."""
+    return type("RecordingHttpProtocol", (ProxyHttpProtocol,), {"on_refused": staticmethod(on_refused)})
+
+
 class ProxyHttpProtocol(HttpToolsProtocol):
     """uvicorn's ``httptools`` protocol, which the recorder serves with (``uvicorn.Config(http=...)``)."""
+
+    on_refused: Callable[[Refusal], None] | None = None  # where a request refused in its head goes
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -84,9 +99,10 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._upgrade = False  # the request asks to switch protocols: the rest of its read isn't HTTP
         self._held = bytearray()  # a request line's start, held until its end arrives
         self._target: bytes | None = None  # the raw target of the request being parsed
+        self._refusal: Refusal | None = None  # the parser refused the request: uvicorn has answered it
 
     def data_received(self, data: bytes) -> None:
-        # A body's bytes, known to go on past this read: no request begins in them.
+        # A body's bytes, known to go on past this read: no request begins in them (nor is refused).
         if not self._between and self._left >= len(data):
             super().data_received(data)
             return
@@ -104,17 +120,56 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             else:
                 cut = self._cut(data, pos)
                 piece = view[pos:cut]
-            self._feed(piece)
+            self._feed(piece, line or (pos > 0 and data[pos - 1] == 10))
             if self.transport.is_closing() or self._upgrade:
                 self._upgrade = False
                 return  # answered (a 400), or switched away from HTTP: uvicorn drops the rest
             if line and self._between:  # a line that began no request: the parser skips what follows
-                self._feed(view[cut:])
+                self._feed(view[cut:], data[cut - 1] == 10)
                 return
             pos = cut
 
-    def _feed(self, piece: bytes | memoryview) -> None:
+    def _feed(self, piece: bytes | memoryview, whole: bool) -> None:
+        """``whole``: the piece begins at a line's start."""
         super().data_received(piece)  # type: ignore[arg-type]  # the parser takes a memoryview: no copy
+        if self._refusal is not None:
+            self._refused(self._refusal, piece, whole)
+
+    def send_400_response(self, msg: str) -> None:
+        # uvicorn calls this from its ``except HttpParserError``, the error at hand, its reason dropped.
+        error = sys.exc_info()[1]
+        super().send_400_response(msg)
+        self._refusal = Refusal(str(error) if error is not None else msg, msg.encode("ascii"))
+
+    def _refused(self, refusal: Refusal, piece: bytes | memoryview, whole: bool) -> None:
+        """The refused request handed to whoever records it: the app, where it has the request, else
+        ``on_refused`` (with what the parser read of it)."""
+        self._refusal = None
+        cycle, scope = self.cycle, self.scope
+        if cycle is not None and cycle.scope is scope and all(queued is not cycle for queued, _ in self.pipeline):
+            if not cycle.response_complete:  # its body stops: the app records it so (app.py's _read_body)
+                extensions: dict[str, Any] = scope.setdefault("extensions", {})
+                extensions["infertap.refused"] = refusal
+            return
+        if self.on_refused is None:
+            return
+        url = self._target if self._target is not None else getattr(self, "url", b"")  # none before a message began
+        if url:  # the parser read the request line: its method is known
+            refusal.method = self.parser.get_method().decode("latin-1")
+            refusal.target = url
+            version = self.parser.get_http_version()
+            refusal.http_version = version if version != "0.0" else refusal.http_version  # 0.0: not read
+        refusal.headers = list(self.headers or ())
+        if self.client:
+            refusal.client = f"{self.client[0]}:{self.client[1]}"
+        if cycle is not None and cycle.scope is scope:  # read whole, queued behind a request: its body refused
+            refusal.body = bytes(cycle.body)
+        else:
+            head = bytes(piece[: HEAD_BYTES + 4])
+            if not whole:  # the piece begins inside a line, which may be a credential's
+                head = head[head.find(b"\n") + 1 :] if b"\n" in head else b""
+            refusal.head = head.partition(b"\r\n\r\n")[0][:HEAD_BYTES]  # the head's bytes only
+        self.on_refused(refusal)
 
     def _cut(self, data: bytes, pos: int) -> int:
         """Where the piece fed from ``pos`` ends: at the latest, where the request may end."""

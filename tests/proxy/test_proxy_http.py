@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable, Iterator
 import httpx
 import pytest
 
+from tests.helpers import decompressed_bytes
+
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[bool]]
 
 
@@ -301,3 +303,77 @@ def test_pipelined_requests_with_raw_utf8_targets_are_each_answered_and_recorded
         ("GET", "/v1/ü".encode(), "q=ï".encode(), 200),
     ]
     assert [x["request_body"] for x in xs] == [body, b"", b"hello", b""]
+
+
+async def _models(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+    writer.write(b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"data":[]}')
+    await writer.drain()
+    return True
+
+
+@pytest.mark.parametrize("split", ["one-send", "cut-in-a-credential"])
+def test_a_request_refused_in_its_headers_is_recorded_as_answered_its_credentials_redacted(raw_upstream, record, split) -> None:
+    """An invalid header line got uvicorn's bare 400 and left no record: it is recorded refused with
+    that 400, the parser's reason, what was read of it and its head's bytes, credentials out (a
+    credential header's line, a secret query parameter, in the parsed headers as in the bytes)."""
+    rec = record(raw_upstream(_models), "--no-probe", "--no-telemetry")
+    head = (
+        b"POST /v1/chat/completions?api_key=qs-hush HTTP/1.1\r\nHost: x\r\n"
+        b"Authorization: Bearer sk-topsecret\r\nX-Api-Key: xk-hush\r\nBad Header: x\r\nContent-Length: 2\r\n\r\n{}"
+    )
+    cut = head.index(b"secret")  # the head's refused piece then begins inside the credential's line
+    pieces = (head,) if split == "one-send" else (head[:cut], head[cut:])
+    refused = _raw_exchange(rec.url, *pieces)
+    good = _raw_exchange(rec.url, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    rec.stop()
+
+    assert refused.startswith(b"HTTP/1.1 400 ") and refused.endswith(b"Invalid HTTP request received.")
+    assert good.startswith(b"HTTP/1.1 200 ") and good.endswith(b'{"data":[]}')
+    x, ok = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    assert (x["status"], x["end"], x["proxy_generated"]) == (400, "refused", True)
+    assert "Invalid header token" in x["error"]
+    assert (x["method"], x["path"], x["query"]) == ("POST", "/v1/chat/completions", "api_key=[REDACTED]")
+    assert x["chunks"] == [b"Invalid HTTP request received."] and x["request_body"] == b""
+    assert x["refused_head"].endswith(b"X-Api-Key: [REDACTED]\r\nBad Header: x\r\nContent-Length: 2")
+    if split == "one-send":
+        assert x["refused_head"].startswith(b"POST /v1/chat/completions?api_key=[REDACTED] HTTP/1.1\r\nHost: x\r\n")
+        assert b"\r\nAuthorization: Bearer [REDACTED]\r\n" in x["refused_head"]
+    on_disk = decompressed_bytes(rec.out)
+    assert b"Bad Header" in on_disk
+    for secret in (b"sk-topsecret", b"xk-hush", b"qs-hush"):
+        assert secret not in on_disk
+    assert (ok["method"], ok["path"], ok["status"], ok["end"]) == ("GET", "/v1/models", 200, "complete")
+    assert "proxy_generated" not in ok and "refused_head" not in ok
+
+
+@pytest.mark.parametrize("split", ["one-send", "bad-chunk-later"])
+def test_a_request_refused_in_its_chunked_body_is_recorded_refused_not_gone(raw_upstream, record, split) -> None:
+    """A bad chunk size after a good chunk: the client is answered 400 by the server's parser; it was
+    recorded client_disconnected with no status, and is refused with that 400, the body that came kept."""
+    rec = record(raw_upstream(_models), "--no-probe", "--no-telemetry")
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+    pieces = (head + b"zz\r\n",) if split == "one-send" else (head, b"zz\r\n")
+    refused = _raw_exchange(rec.url, *pieces)
+    good = _raw_exchange(rec.url, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    rec.stop()
+
+    assert refused.startswith(b"HTTP/1.1 400 ") and good.startswith(b"HTTP/1.1 200 ")
+    x, ok = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    assert (x["status"], x["end"], x["proxy_generated"]) == (400, "refused", True)
+    assert "Invalid character in chunk size" in x["error"]
+    assert (x["method"], x["path"], x["request_body"]) == ("POST", "/v1/chat/completions", b"hello")
+    assert x["chunks"] == [b"Invalid HTTP request received."]
+    assert (ok["path"], ok["status"], ok["end"]) == ("/v1/models", 200, "complete")
+
+
+def test_a_request_line_refused_is_recorded_with_its_bytes(raw_upstream, record) -> None:
+    """A request line the parser can't read (no method it knows): recorded with no method or path,
+    its bytes kept."""
+    rec = record(raw_upstream(_models), "--no-probe", "--no-telemetry")
+    refused = _raw_exchange(rec.url, b"BREW /pot?key=k-hush HTCPCP/1.0\r\nHost: x\r\n\r\n")
+    rec.stop()
+    assert refused.startswith(b"HTTP/1.1 400 ")
+    (x,) = rec.exchanges()
+    assert (x["status"], x["end"], x["proxy_generated"], x["method"], x["path"]) == (400, "refused", True, "", "")
+    assert x["refused_head"] == b"BREW /pot?key=[REDACTED] HTCPCP/1.0\r\nHost: x"
+    assert b"k-hush" not in decompressed_bytes(rec.out)

@@ -1,0 +1,77 @@
+"""A request the recorder's HTTP parser refused (a malformed request line, an invalid header, a bad
+chunk size): uvicorn answers it a bare 400 and closes the connection, and the app never hears why.
+The server (wire.py) hands the refusal on, and the app records it as the exchange it was: ``refused``
+with that 400, ``proxy_generated``, the parser's reason in its error.
+
+A request refused in its body is with the app already: the app records it when its body stops
+(``infertap.refused`` in the scope's extensions). One refused in its head never reached the app:
+the server gives the app what the parser had read of it, and the refused bytes of its head, whose
+credentials the app takes out before they are queued (``redacted_head``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from infertap.capture.records import Exchange
+from infertap.capture.redact import REDACTED, Redactor
+
+#: The most bytes of a refused head kept (``refused_head``): enough to see what was wrong with it.
+HEAD_BYTES = 1024
+
+_NAME = re.compile(rb"[ \t]*([A-Za-z0-9_.-]+)")  # a header line's name, however the line goes on
+_URL_QUERY = re.compile(rb"(?<=\?)[^ \t\r#]*")  # a target's query, in a request line or a URL-valued header
+
+
+@dataclass(slots=True)
+class Refusal:
+    """What the parser refused, and the 400 the client got for it (as uvicorn wrote it)."""
+
+    reason: str  # the parser's own words ("Invalid header token")
+    answer: bytes  # the 400's body
+    # Known only for a request refused in its head, which the app never saw (the parser's reading so far):
+    method: str = ""
+    target: bytes = b""
+    http_version: str = "1.1"
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    client: str | None = None
+    head: bytes = b""  # the refused bytes of the head, from a line's start, at most HEAD_BYTES: unredacted
+    body: bytes = b""  # the body that came, where the head was read whole
+
+    @property
+    def error(self) -> str:
+        return f"the recorder's HTTP parser refused the request ({self.reason}); the client was answered 400"
+
+    def answered(self, record: Exchange) -> None:
+        """``record`` as refused with the 400 the client got."""
+        record.update({"end": "refused", "error": self.error, "status": 400, "headers_ns": 0, "proxy_generated": True})
+        record["response_headers"] = [
+            ["content-type", "text/plain; charset=utf-8"],
+            ["content-length", str(len(self.answer))],
+            ["connection", "close"],
+        ]
+        record["chunks"], record["chunk_ns"] = [self.answer], [0]
+
+
+def redacted_head(raw: bytes, redactor: Redactor) -> bytes:
+    """Refused head bytes as recorded: the value of every line named as a credential header taken
+    out, a line refused for its form too (``Authorization Bearer sk-...`` without its colon, a space
+    before the colon, a value folded onto the next line), and secret query parameters redacted."""
+    lines = raw.split(b"\n")
+    secret = False
+    for i, line in enumerate(lines):
+        if line[:1] in (b" ", b"\t") and i:  # an obsolete fold goes on with the line above
+            if secret:
+                lines[i] = line[:1] + REDACTED.encode() + (b"\r" if line.endswith(b"\r") else b"")
+            continue
+        name = _NAME.match(line)
+        secret = name is not None and redactor.secret_header(name[1])
+        if secret:
+            assert name is not None
+            value = line[name.end() :].lstrip(b" \t:").rstrip(b"\r").decode("latin-1")
+            kept = redactor.redact_value(name[1].decode("latin-1"), value) if value else ""
+            lines[i] = name[0] + b": " + kept.encode("latin-1") + (b"\r" if line.endswith(b"\r") else b"")
+        elif b"?" in line:
+            lines[i] = _URL_QUERY.sub(lambda m: redactor.query(m[0].decode("latin-1")).encode("latin-1"), line)
+    return b"\n".join(lines)
