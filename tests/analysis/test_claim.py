@@ -645,3 +645,28 @@ def test_per_token_figures_over_some_answers_say_so_and_strict_refuses_them(tmp_
     assert strict.exit_code != 0 and f"unknown figures: {why}" in strict.output and "figures" in strict.output.splitlines()[-1]
     strict = CliRunner().invoke(cli, ["claim", str(tmp_path / "all"), "--strict", *cache])
     assert "unknown figures" not in strict.output and "unknown workload" not in strict.output, strict.output
+
+
+def test_the_reports_claim_cards_give_claims_warning_of_a_capture_not_closed(source, tmp_path):
+    """A capture left unclosed by a recorder on another machine: `claim` warns that its figures may
+    leave out what was in flight, and the report's claim cards say it too; a closed one: nothing."""
+    import html
+    from unittest import mock
+
+    from infertap.capture.hostfacts import host_facts
+    from infertap.capture.segments import segment_paths
+
+    facts = {**host_facts(), "hostname": "gpu-box-7"}
+    with mock.patch("infertap.capture.writer.host_facts", lambda: facts):
+        write_capture(tmp_path / "open", [{"offset_s": 0, "body": _chat("t0")}])
+    (seg,) = segment_paths(tmp_path / "open")
+    seg.write_bytes(seg.read_bytes()[:-3])  # no footer
+    [warning] = claim(tmp_path / "open", cache_dir=tmp_path / "cache")["warnings"]
+    assert "is not closed and was recorded on gpu-box-7" in warning
+    for a, b, says in ((source, tmp_path / "open", [f"B: warning: {warning}"]), (source, source, [])):
+        out = tmp_path / "report.html"
+        result = CliRunner().invoke(cli, ["report", str(a), str(b), "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        page = html.unescape(out.read_text())
+        section = page[page.index("<h2>Claim cards</h2>") :]
+        assert [line for line in says if line in section] == says and ("warning:" in section) == bool(says)
