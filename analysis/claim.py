@@ -20,6 +20,7 @@ from infertap.capture.hostfacts import engine_is_local
 from infertap.capture.identity import schedule_change, schedule_not_kept, schedule_words, traffic_runs
 from infertap.engines.runtime_digest import runtime_digest
 
+from .partly_counted import note
 from .stats import QUANTILES, live_warnings, speed_stats
 from .store import Analysis
 from .workload_identity import recorders, workload
@@ -472,24 +473,10 @@ def _figures(groups: list[dict[str, Any]]) -> dict[str, Any]:
     if not heads:
         return {"runs": [], "note": "no generation requests in this capture: no figures"}
     figures = heads[0] if len(heads) == 1 else {"runs": heads, "note": f"{len(heads)} runs in this capture: figures per run"}
-    uncounted = sum(h["output_tokens_unknown"] for h in heads)
-    if uncounted:
-        figures["unknown"] = _per_token_unknown(uncounted, sum(h["ok"] for h in heads))
+    said = note(sum(h["output_tokens_unknown"] for h in heads), sum(h["ok"] for h in heads))
+    if said:  # stats' rule (analysis/partly_counted.py), over the capture's runs
+        figures["unknown"] = said
     return figures
-
-
-def _per_token_unknown(uncounted: int, ok: int) -> str:
-    """What the per-token figures are over, where some ok answers' output tokens are unknown."""
-    why = (
-        "no usage in the answer, not streamed, no enrichment: ask the engine for usage, "
-        "or run `infertap enrich CAPTURE --engine URL`"
-    )
-    if uncounted >= ok:
-        return f"output tokens unknown for all {ok} ok answers ({why}): no output tok/s nor J per output token"
-    return (
-        f"output tokens unknown for {uncounted} of {ok} ok answers ({why}): output tok/s counts the other "
-        f"{ok - uncounted} answers' tokens only (a lower bound), J per output token is over their mean"
-    )
 
 
 def _headline(g: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from .energy import Telemetry
 from .errors import AnalysisError
 from .groupings import GROUPINGS
 from .machines import hostname
+from .partly_counted import partly_counted
 from .store import Analysis
 from .workload_identity import group_identities
 
@@ -150,7 +151,10 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
     aspects = _aspects(q)
     telemetry = Telemetry(q.a)
     scraped = _scraped(q.a)
-    return [_group(q, key, row, aspects, telemetry, scraped) for key, [row] in aspects["main"].items()]
+    groups = [_group(q, key, row, aspects, telemetry, scraped) for key, [row] in aspects["main"].items()]
+    for group in groups:  # its figures over the counted answers only, each flagged (None: every count known)
+        group["partly_counted"] = partly_counted(group)
+    return groups
 
 
 #: A run's exporters (``runs.telemetry_urls``) by (capture, run_id), and whether the run is telemetry only.

@@ -670,3 +670,33 @@ def test_the_reports_claim_cards_give_claims_warning_of_a_capture_not_closed(sou
         page = html.unescape(out.read_text())
         section = page[page.index("<h2>Claim cards</h2>") :]
         assert [line for line in says if line in section] == says and ("warning:" in section) == bool(says)
+
+
+def test_stats_flags_the_per_token_figures_over_some_answers_as_claim_does(tmp_path):
+    """stats' output tok/s, output total and J per output token over three answers of four: each
+    flagged beside its figure (text and --json), with the card's own note; every count known: none."""
+    from infertap.analysis.partly_counted import FIGURES, LOWER_BOUND, OVER_MEAN
+
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    for name, uncounted in (("all", 0), ("part", 1), ("none", 4)):
+        _counted_and_not(tmp_path / name, uncounted)
+
+    def stats(name: str) -> tuple[dict, str]:
+        as_json = CliRunner().invoke(cli, ["stats", str(tmp_path / name), "--json", *cache])
+        text = CliRunner().invoke(cli, ["stats", str(tmp_path / name), *cache])
+        assert as_json.exit_code == 0 and text.exit_code == 0, as_json.output + text.output
+        [group] = json.loads(as_json.stdout)["groups"]
+        return group, text.output
+
+    group, text = stats("part")
+    card = claim(tmp_path / "part", cache_dir=tmp_path / "cache")
+    assert group["partly_counted"] == {"note": card["figures"]["unknown"], "figures": FIGURES}  # one rule
+    rate, per_token = group["throughput"]["output_tokens_per_s"], group["energy"]["joules_per_output_token"]
+    assert f"output_tokens_per_s {rate:,.1f} ({LOWER_BOUND})" in text
+    assert f"joules_per_output_token {per_token:,.4f} ({OVER_MEAN})" in text
+    assert f"output_tokens {group['workload']['output_tokens']['total']:,} ({LOWER_BOUND})" in text
+    assert f"note: {card['figures']['unknown']}" in " ".join(text.split())
+    group, text = stats("all")
+    assert group["partly_counted"] is None and LOWER_BOUND not in text and OVER_MEAN not in text
+    group, text = stats("none")  # no figure to flag: the note says there is none
+    assert group["partly_counted"]["figures"] == {} and "output tokens unknown for all 4 ok answers" in text
