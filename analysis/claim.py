@@ -322,9 +322,12 @@ def _whole(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
     weighted = sum(m * s for m, s in zip(means, spans, strict=True) if m is not None)
     # A run of no count adds nothing; no run's count known: unknown, not 0.
     counted = {name: [t for g in groups if (t := (g["workload"].get(name) or {}).get("total")) is not None] for name in _TOKENS}
-    totals = {name: {"total": sum(counted[name]) if counted[name] else None} for name in _TOKENS}
+    totals = {
+        name: {"total": sum(counted[name]) if counted[name] else None, "known": sum(g["workload"][name]["known"] for g in groups)}
+        for name in _TOKENS
+    }
     return {
-        "workload": {**totals, "prefix_reuse": list(reuse.values())},
+        "workload": {**totals, "requests": sum(g["workload"]["requests"] for g in groups), "prefix_reuse": list(reuse.values())},
         "concurrency": {
             "mean": weighted / sum(spans) if sum(spans) else None,
             "max": max(((g["concurrency"] or {}).get("max") or 0 for g in groups), default=None),
@@ -365,6 +368,9 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None, un
     unknown_ok, ok = uncounted_ok
     if unknown_ok and value["output_tokens"] is not None:  # a total of some answers only: said, not passed off as all
         missing.append(f"output_tokens counts {ok - unknown_ok} of {ok} ok answers: {unknown_ok} came with no count")
+    prompts, known = profile.get("requests") or 0, (profile.get("prompt_tokens") or {}).get("known") or 0
+    if value["prompt_tokens"] is not None and known < prompts:  # as the output total: a lower bound, said
+        missing.append(f"prompt_tokens counts {known} of {prompts} requests: {prompts - known} came with no count")
     return _field(
         value,
         "sha256 of the generation requests (method, path, exact body bytes) in send order; token totals from usage or the engine's tokenizer",

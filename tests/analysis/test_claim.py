@@ -700,3 +700,16 @@ def test_stats_flags_the_per_token_figures_over_some_answers_as_claim_does(tmp_p
     assert group["partly_counted"] is None and LOWER_BOUND not in text and OVER_MEAN not in text
     group, text = stats("none")  # no figure to flag: the note says there is none
     assert group["partly_counted"]["figures"] == {} and "output tokens unknown for all 4 ok answers" in text
+
+
+def test_the_card_says_a_prompt_token_total_of_some_requests_only(tmp_path):
+    """The answer with no usage has no prompt token count either: the card's prompt total is of
+    the three others, and says so as its output total does; every count known: nothing said."""
+    for name, uncounted in (("all", 0), ("part", 1)):
+        _counted_and_not(tmp_path / name, uncounted)
+    part, counted = (claim(tmp_path / n, cache_dir=tmp_path / "cache") for n in ("part", "all"))
+    assert part["workload"]["value"]["prompt_tokens"] == 3 * 10 and counted["workload"]["value"]["prompt_tokens"] == 4 * 10
+    assert "prompt_tokens counts 3 of 4 requests: 1 came with no count" in unknown_fields(part)["workload"]
+    assert "workload" not in unknown_fields(counted)
+    said = CliRunner().invoke(cli, ["claim", str(tmp_path / "part"), "--cache-dir", str(tmp_path / "cache")])
+    assert "prompt_tokens counts 3 of 4 requests" in " ".join(said.output.split())
