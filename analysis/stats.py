@@ -166,6 +166,12 @@ def _scraped(analysis: Analysis) -> _Scraped:
     return {(c, r): (json.loads(urls) if urls else [], kind == "telemetry") for c, r, kind, urls in rows}
 
 
+def telemetry_urls(analysis: Analysis, runs: list[list[Any]]) -> list[str]:
+    """The exporters the figures of ``runs`` (rows starting capture, run id) may come from, as a
+    group's ``telemetry_urls``: what ``compare`` names beside each side's energy."""
+    return _telemetry_urls(runs, _scraped(analysis))
+
+
 def _telemetry_urls(runs: list[list[Any]], scraped: _Scraped) -> list[str]:
     """The exporters a group's energy and engine figures may come from: those its runs scraped, and
     those of its captures' telemetry-only runs (a ``replay --ray`` driver's)."""
