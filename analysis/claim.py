@@ -20,6 +20,7 @@ from infertap.capture.hostfacts import engine_is_local
 from infertap.capture.identity import schedule_change, schedule_not_kept, schedule_words, traffic_runs
 from infertap.engines.runtime_digest import runtime_digest
 
+from .partly_counted import note
 from .stats import QUANTILES, live_warnings, speed_stats
 from .store import Analysis
 from .workload_identity import recorders, workload
@@ -321,9 +322,12 @@ def _whole(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
     weighted = sum(m * s for m, s in zip(means, spans, strict=True) if m is not None)
     # A run of no count adds nothing; no run's count known: unknown, not 0.
     counted = {name: [t for g in groups if (t := (g["workload"].get(name) or {}).get("total")) is not None] for name in _TOKENS}
-    totals = {name: {"total": sum(counted[name]) if counted[name] else None} for name in _TOKENS}
+    totals = {
+        name: {"total": sum(counted[name]) if counted[name] else None, "known": sum(g["workload"][name]["known"] for g in groups)}
+        for name in _TOKENS
+    }
     return {
-        "workload": {**totals, "prefix_reuse": list(reuse.values())},
+        "workload": {**totals, "requests": sum(g["workload"]["requests"] for g in groups), "prefix_reuse": list(reuse.values())},
         "concurrency": {
             "mean": weighted / sum(spans) if sum(spans) else None,
             "max": max(((g["concurrency"] or {}).get("max") or 0 for g in groups), default=None),
@@ -364,6 +368,9 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None, un
     unknown_ok, ok = uncounted_ok
     if unknown_ok and value["output_tokens"] is not None:  # a total of some answers only: said, not passed off as all
         missing.append(f"output_tokens counts {ok - unknown_ok} of {ok} ok answers: {unknown_ok} came with no count")
+    prompts, known = profile.get("requests") or 0, (profile.get("prompt_tokens") or {}).get("known") or 0
+    if value["prompt_tokens"] is not None and known < prompts:  # as the output total: a lower bound, said
+        missing.append(f"prompt_tokens counts {known} of {prompts} requests: {prompts - known} came with no count")
     return _field(
         value,
         "sha256 of the generation requests (method, path, exact body bytes) in send order; token totals from usage or the engine's tokenizer",
@@ -472,24 +479,10 @@ def _figures(groups: list[dict[str, Any]]) -> dict[str, Any]:
     if not heads:
         return {"runs": [], "note": "no generation requests in this capture: no figures"}
     figures = heads[0] if len(heads) == 1 else {"runs": heads, "note": f"{len(heads)} runs in this capture: figures per run"}
-    uncounted = sum(h["output_tokens_unknown"] for h in heads)
-    if uncounted:
-        figures["unknown"] = _per_token_unknown(uncounted, sum(h["ok"] for h in heads))
+    said = note(sum(h["output_tokens_unknown"] for h in heads), sum(h["ok"] for h in heads))
+    if said:  # stats' rule (analysis/partly_counted.py), over the capture's runs
+        figures["unknown"] = said
     return figures
-
-
-def _per_token_unknown(uncounted: int, ok: int) -> str:
-    """What the per-token figures are over, where some ok answers' output tokens are unknown."""
-    why = (
-        "no usage in the answer, not streamed, no enrichment: ask the engine for usage, "
-        "or run `infertap enrich CAPTURE --engine URL`"
-    )
-    if uncounted >= ok:
-        return f"output tokens unknown for all {ok} ok answers ({why}): no output tok/s nor J per output token"
-    return (
-        f"output tokens unknown for {uncounted} of {ok} ok answers ({why}): output tok/s counts the other "
-        f"{ok - uncounted} answers' tokens only (a lower bound), J per output token is over their mean"
-    )
 
 
 def _headline(g: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
 from .ratios import bootstrap_ratio, distribution
 from .sessions import session_comparison
+from .stats import telemetry_urls
 from .store import MEMORY_ENV, Analysis
 from .summaries import cached_side, load
 
@@ -102,6 +103,7 @@ class Run:
         self.name = name
         self.energy: dict[str, Any] | None = None
         self.engine_state: dict[str, Any] | None = None
+        self.telemetry_urls: list[str] = []  # the exporters its energy and engine state may come from
         con = ws.con
         if metrics:  # decoded (or found in the cache) first: a corrupt capture fails there, as before
             target = ws.folder / name / "metrics.parquet"
@@ -111,7 +113,10 @@ class Run:
                 analysis.con.execute(f"SET memory_limit = '{memory_limit()}'")
                 analysis.con.execute("SET preserve_insertion_order = false")
                 analysis.con.execute(f"COPY (SELECT {_METRICS} FROM metrics) TO {_lit(target)} (FORMAT parquet)")
-                self.energy, self.engine_state = _power(analysis, f"read_parquet({_lit(target)}, hive_partitioning = false)")
+                copy = f"read_parquet({_lit(target)}, hive_partitioning = false)"
+                self.energy, self.engine_state = _power(analysis, copy)
+                runs = analysis.sql(f"SELECT capture, run_id FROM {copy} WHERE {COUNTED} GROUP BY ALL").fetchall()
+                self.telemetry_urls = telemetry_urls(analysis, [list(r) for r in runs])
                 cached = _cached_share(analysis)
                 if cached is not None:  # the engine's own prompt cache, from usage: a cause of ttft any engine reports
                     self.engine_state = {**(self.engine_state or {}), "cached_prompt_share": cached}
@@ -218,8 +223,33 @@ def energy(a: Run, b: Run) -> dict[str, Any]:
         "b": b.energy,
         **ratios,
         "same_source": bool(a.energy and b.energy and ea.get("source") == eb.get("source")),
+        "telemetry_urls": {"a": a.telemetry_urls, "b": b.telemetry_urls},
+        "kinds": {"a": _kinds(a.energy), "b": _kinds(b.energy)},
+        "unlike": _unlike(a, b),
         "engine_state": {"a": a.engine_state, "b": b.engine_state},
     }
+
+
+def _kinds(energy: dict[str, Any] | None) -> list[str]:
+    """The kinds of source a run's energy was measured by (``energy.KINDS``); none where it has no figure."""
+    return list(energy.get("kinds", [])) if energy and energy.get("joules") is not None else []
+
+
+def _unlike(a: Run, b: Run) -> str | None:
+    """Why the two runs' energy is not like for like: measured by different kinds of source (an
+    exporter's against the machine's own NVML readings), or on one side only; None where alike."""
+    ka, kb = _kinds(a.energy), _kinds(b.energy)
+    if set(ka) == set(kb):
+        return None
+
+    def said(kinds: list[str], urls: list[str]) -> str:
+        scraped = f" ({', '.join(urls)})" if urls and "DCGM exporter" in kinds else ""
+        return (" and ".join(kinds) + scraped) if kinds else "none (no power telemetry of its engine)"
+
+    return (
+        f"A's energy is from {said(ka, a.telemetry_urls)}, B's from {said(kb, b.telemetry_urls)}: "
+        "not measured alike, so their energy figures are not like for like"
+    )
 
 
 def engine_state_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:

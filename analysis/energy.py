@@ -76,6 +76,10 @@ FAMILIES = (
     ("host_rapl_energy_joules",),
 )
 _SOURCE = {name: (kind, scale, label) for name, kind, scale, label in SOURCES}
+#: What kind of source each family is (``energy.kinds``): two runs measured by different kinds are
+#: not measured alike (an exporter's counter against the machine's own NVML readings, or none).
+KINDS = dict(zip(FAMILIES, ("NVML or nvidia-smi", "DCGM exporter", "RAPL"), strict=True))
+_KIND = {name: kind for family, kind in KINDS.items() for name in family}
 #: Engine state: gauges whose peak matters, per engine family (vLLM, SGLang, llama-server --metrics).
 KV_CACHE = load.KV_CACHE
 WAITING = tuple(load.WAITING.values())
@@ -158,7 +162,7 @@ class Telemetry:
             return None
         parts = self._parts(runs)
         machines, why = self._machines(parts)
-        joules, idle, labels, devices = 0.0, None, [], 0
+        joules, idle, labels, kinds, devices = 0.0, None, [], [], 0
         measured: set[_Key] = set()
         spans: list[_Span] = []
         for engine_captures, chosen in machines:
@@ -173,6 +177,7 @@ class Telemetry:
                     joules += sum(_joules(device, span) for span in own)
                     devices += 1
                     labels += [_SOURCE[device.name][2]] if _SOURCE[device.name][2] not in labels else []
+                    kinds += [_KIND[device.name]] if _KIND[device.name] not in kinds else []
                     # Idle: each device's own mean while nothing ran, then summed over devices, as mean_watts is.
                     watts = idle_mean(_watts(device), idle_spans)
                     idle = idle if watts is None else (idle or 0.0) + watts
@@ -181,6 +186,7 @@ class Telemetry:
         return self._figures(parts, measured, joules, merged(spans), ok, tokens, sessions) | {
             "idle_watts": idle,
             "source": "; ".join(labels) + _partly(parts, measured, why),
+            "kinds": kinds,
             "devices": devices,
         }
 

@@ -2,10 +2,12 @@
 
 One row per field, one column per run; a row whose values differ between the runs is highlighted,
 since a different device, runtime or workload explains a different number before any metric does.
+A card's warnings (a capture still being written) come first, as ``claim`` puts them before its card.
 """
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -37,6 +39,12 @@ def claim_cards(runs: Sequence[tuple[str, str | os.PathLike[str]]]) -> list[str]
         differs.append(len({_same(field, card[field]["value"], text) for text, (_, card) in zip(values, cards, strict=True)}) > 1)
     return [
         "<h2>Claim cards</h2>",
+        # claim's own warning of a capture still being written: its figures leave out what is in flight
+        *(
+            f'<p class="warn">{html.escape(name)}: warning: {html.escape(w)}</p>'
+            for name, card in cards
+            for w in card["warnings"]
+        ),
         "<p>The facts each run's numbers stand on (<code>infertap claim RUN</code>; its <code>--json</code> has each "
         "field's source). Unknowns are stated with their reason, not guessed.</p>",
         _table(["field", *(f"{name}: {os.path.basename(str(path))}" for name, path in runs)], rows, differs),

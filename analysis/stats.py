@@ -21,6 +21,7 @@ from .energy import Telemetry
 from .errors import AnalysisError
 from .groupings import GROUPINGS
 from .machines import hostname
+from .partly_counted import partly_counted
 from .store import Analysis
 from .workload_identity import group_identities
 
@@ -150,7 +151,10 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
     aspects = _aspects(q)
     telemetry = Telemetry(q.a)
     scraped = _scraped(q.a)
-    return [_group(q, key, row, aspects, telemetry, scraped) for key, [row] in aspects["main"].items()]
+    groups = [_group(q, key, row, aspects, telemetry, scraped) for key, [row] in aspects["main"].items()]
+    for group in groups:  # its figures over the counted answers only, each flagged (None: every count known)
+        group["partly_counted"] = partly_counted(group)
+    return groups
 
 
 #: A run's exporters (``runs.telemetry_urls``) by (capture, run_id), and whether the run is telemetry only.
@@ -160,6 +164,12 @@ _Scraped = dict[tuple[str, str], tuple[list[str], bool]]
 def _scraped(analysis: Analysis) -> _Scraped:
     rows = analysis.query("SELECT capture, run_id, recorder, telemetry_urls FROM runs").rows
     return {(c, r): (json.loads(urls) if urls else [], kind == "telemetry") for c, r, kind, urls in rows}
+
+
+def telemetry_urls(analysis: Analysis, runs: list[list[Any]]) -> list[str]:
+    """The exporters the figures of ``runs`` (rows starting capture, run id) may come from, as a
+    group's ``telemetry_urls``: what ``compare`` names beside each side's energy."""
+    return _telemetry_urls(runs, _scraped(analysis))
 
 
 def _telemetry_urls(runs: list[list[Any]], scraped: _Scraped) -> list[str]:

@@ -144,10 +144,10 @@ def _print_stats(result: dict[str, Any]) -> None:
         _print_throughput(group)
         _print_output(group)
         _print_server_timings(group["server_timings"])
-        _print_energy(group["energy"], group["engine_state"])
+        _print_energy(group["energy"], group["engine_state"], _partly(group, "energy.joules_per_output_token"))
         if group["telemetry_urls"]:  # where the exporters' figures above came from
             _out(f"  telemetry scraped (--telemetry-url): {', '.join(group['telemetry_urls'])}")
-        _print_workload(group["workload"])
+        _print_workload(group["workload"], _partly(group, "workload.output_tokens.total"))
 
 
 #: Sessions printed by `stats --by session` (the longest, in order of their first request).
@@ -218,9 +218,16 @@ def _print_throughput(group: dict[str, Any]) -> None:
         + (f"; {group['refused']} more refused by infertap, never sent (counted in none of these)" if group["refused"] else "")
     )
     _out(
-        f"  requests_per_s {_num(tp['requests_per_s'], 2)}, output_tokens_per_s {_num(tp['output_tokens_per_s'], 1)}, "
+        f"  requests_per_s {_num(tp['requests_per_s'], 2)}, "
+        f"output_tokens_per_s {_num(tp['output_tokens_per_s'], 1)}{_partly(group, 'throughput.output_tokens_per_s')}, "
         f"concurrency_mean {_num(cc['mean'], 2)}, concurrency_max {_num(cc['max'])}"
     )
+
+
+def _partly(group: dict[str, Any], figure: str) -> str:
+    """Beside a figure over the answers whose output tokens were counted only: what it then is."""
+    how = (group.get("partly_counted") or {}).get("figures", {}).get(figure)
+    return f" ({how})" if how else ""
 
 
 def _over(group: dict[str, Any]) -> str:
@@ -245,11 +252,8 @@ def _print_output(group: dict[str, Any]) -> None:
             + _counts(group["workload"]["output_tokens"]["by_source"])
             + "): an engine's usage may count the end-of-sequence token (llama-server's does), a re-tokenized count does not"
         )
-    if uncounted := group["throughput"]["output_tokens_unknown"]:
-        _out(
-            f"  note: {uncounted} answers have no output token count (a body not streamed, with no usage): "
-            "output_tokens and output_tokens_per_s count the others only"
-        )
+    if group.get("partly_counted"):  # the rule claim's card gives (analysis/partly_counted.py)
+        _out(f"  note: {group['partly_counted']['note']}")
     kinds = group["ttft_kinds"]
     if kinds["whole_body"] and kinds["streamed"]:
         _out(
@@ -297,8 +301,9 @@ def _print_server_timings(st: dict[str, Any]) -> None:
         _out("  server-measured: none reported by the engine")
 
 
-def _print_energy(energy: dict[str, Any] | None, state: dict[str, Any] | None) -> None:
-    """Energy over the group's span (attributed by time) and the engine's state, when telemetry had them."""
+def _print_energy(energy: dict[str, Any] | None, state: dict[str, Any] | None, per_token: str = "") -> None:
+    """Energy over the group's span (attributed by time) and the engine's state, when telemetry had
+    them; ``per_token``: what J per output token is over, where some answers' tokens are unknown."""
     if energy is None:
         _out("  energy: no power telemetry (a GPU through NVML or nvidia-smi, a DCGM exporter, or RAPL)")
     elif energy.get("unknown") and energy["joules"] is None:
@@ -307,7 +312,7 @@ def _print_energy(energy: dict[str, Any] | None, state: dict[str, Any] | None) -
         _out(
             f"  energy ({energy['source']}, {energy['devices']} device(s)): joules {_num(energy['joules'], 1)}, "
             f"joules_per_request {_num(energy['joules_per_request'], 3)}, "
-            f"joules_per_output_token {_num(energy['joules_per_output_token'], 4)}, "
+            f"joules_per_output_token {_num(energy['joules_per_output_token'], 4)}{per_token}, "
             f"watt_hours_per_session {_num(energy['watt_hours_per_session'], 4)}, "
             f"mean_watts {_num(energy['mean_watts'], 1)}, idle_watts {_num(energy['idle_watts'], 1)}" + _energy_over(energy)
         )
@@ -329,8 +334,9 @@ def _energy_over(energy: dict[str, Any]) -> str:
     return f"; over {_num(measured['seconds'], 2)} s active, the {_num(measured['between_runs_s'], 2)} s between runs left out"
 
 
-def _print_workload(w: dict[str, Any]) -> None:
-    """The workload profile: two runs' speeds compare only if what they were asked compares."""
+def _print_workload(w: dict[str, Any], output_partly: str = "") -> None:
+    """The workload profile: two runs' speeds compare only if what they were asked compares;
+    ``output_partly``: what the output total is, where some answers' tokens are unknown."""
     if w.get("identity"):
         ident = w["identity"]  # analysis/workload_identity.py
         _out(
@@ -340,7 +346,7 @@ def _print_workload(w: dict[str, Any]) -> None:
     pt, ot, ct = w["prompt_tokens"], w["output_tokens"], w["cached_tokens"]
     _out(
         f"  workload: prompt_tokens {_num(pt['total'])} (known for {pt['known']}, {_counts(pt['source'])}), "
-        f"output_tokens {_num(ot['total'])}, output_per_prompt {_num(w['output_per_prompt'], 3)}, "
+        f"output_tokens {_num(ot['total'])}{output_partly}, output_per_prompt {_num(w['output_per_prompt'], 3)}, "
         f"cached_share {_pct(ct['share'])} (known for {ct['known']}, {_counts(ct['source'])})"
     )
     for reuse in w["prefix_reuse"]:

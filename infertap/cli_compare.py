@@ -180,6 +180,12 @@ def _print_energy(console: Console, e: dict[str, Any]) -> None:
         for side in ("a", "b"):
             x = e[side]
             _say(console, f"energy {side.upper()}: " + (_energy_line(x, _num) if x else "no power telemetry"))
+            if e["telemetry_urls"][side]:  # where an exporter's figures came from, as stats names them
+                _say(
+                    console, f"energy {side.upper()}: telemetry scraped (--telemetry-url): {', '.join(e['telemetry_urls'][side])}"
+                )
+        if e["unlike"]:
+            _say(console, f"energy: {e['unlike']}", "yellow")
         if e["ratio_joules_per_output_token"] is not None:
             note = "" if e["same_source"] else " (measured by different sources: compare with care)"
             _say(

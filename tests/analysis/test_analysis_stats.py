@@ -381,7 +381,7 @@ def test_a_body_not_streamed_without_usage_has_no_output_token_count(tmp_path: P
 
     path = write_capture(tmp_path / "cli", [plain, used, streamed])
     out = CliRunner().invoke(cli, ["stats", str(path)], env={"INFERTAP_CACHE": str(tmp_path / "cache-cli")}).output
-    assert "1 answers have no output token count" in out
+    assert "output tokens unknown for 1 of 3 ok answers" in out
     [counted] = stats_of(tmp_path / "counted", [used, streamed])["groups"]
     assert counted["throughput"]["output_tokens_unknown"] == 0
 

@@ -645,3 +645,71 @@ def test_per_token_figures_over_some_answers_say_so_and_strict_refuses_them(tmp_
     assert strict.exit_code != 0 and f"unknown figures: {why}" in strict.output and "figures" in strict.output.splitlines()[-1]
     strict = CliRunner().invoke(cli, ["claim", str(tmp_path / "all"), "--strict", *cache])
     assert "unknown figures" not in strict.output and "unknown workload" not in strict.output, strict.output
+
+
+def test_the_reports_claim_cards_give_claims_warning_of_a_capture_not_closed(source, tmp_path):
+    """A capture left unclosed by a recorder on another machine: `claim` warns that its figures may
+    leave out what was in flight, and the report's claim cards say it too; a closed one: nothing."""
+    import html
+    from unittest import mock
+
+    from infertap.capture.hostfacts import host_facts
+    from infertap.capture.segments import segment_paths
+
+    facts = {**host_facts(), "hostname": "gpu-box-7"}
+    with mock.patch("infertap.capture.writer.host_facts", lambda: facts):
+        write_capture(tmp_path / "open", [{"offset_s": 0, "body": _chat("t0")}])
+    (seg,) = segment_paths(tmp_path / "open")
+    seg.write_bytes(seg.read_bytes()[:-3])  # no footer
+    [warning] = claim(tmp_path / "open", cache_dir=tmp_path / "cache")["warnings"]
+    assert "is not closed and was recorded on gpu-box-7" in warning
+    for a, b, says in ((source, tmp_path / "open", [f"B: warning: {warning}"]), (source, source, [])):
+        out = tmp_path / "report.html"
+        result = CliRunner().invoke(cli, ["report", str(a), str(b), "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        page = html.unescape(out.read_text())
+        section = page[page.index("<h2>Claim cards</h2>") :]
+        assert [line for line in says if line in section] == says and ("warning:" in section) == bool(says)
+
+
+def test_stats_flags_the_per_token_figures_over_some_answers_as_claim_does(tmp_path):
+    """stats' output tok/s, output total and J per output token over three answers of four: each
+    flagged beside its figure (text and --json), with the card's own note; every count known: none."""
+    from infertap.analysis.partly_counted import FIGURES, LOWER_BOUND, OVER_MEAN
+
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    for name, uncounted in (("all", 0), ("part", 1), ("none", 4)):
+        _counted_and_not(tmp_path / name, uncounted)
+
+    def stats(name: str) -> tuple[dict, str]:
+        as_json = CliRunner().invoke(cli, ["stats", str(tmp_path / name), "--json", *cache])
+        text = CliRunner().invoke(cli, ["stats", str(tmp_path / name), *cache])
+        assert as_json.exit_code == 0 and text.exit_code == 0, as_json.output + text.output
+        [group] = json.loads(as_json.stdout)["groups"]
+        return group, text.output
+
+    group, text = stats("part")
+    card = claim(tmp_path / "part", cache_dir=tmp_path / "cache")
+    assert group["partly_counted"] == {"note": card["figures"]["unknown"], "figures": FIGURES}  # one rule
+    rate, per_token = group["throughput"]["output_tokens_per_s"], group["energy"]["joules_per_output_token"]
+    assert f"output_tokens_per_s {rate:,.1f} ({LOWER_BOUND})" in text
+    assert f"joules_per_output_token {per_token:,.4f} ({OVER_MEAN})" in text
+    assert f"output_tokens {group['workload']['output_tokens']['total']:,} ({LOWER_BOUND})" in text
+    assert f"note: {card['figures']['unknown']}" in " ".join(text.split())
+    group, text = stats("all")
+    assert group["partly_counted"] is None and LOWER_BOUND not in text and OVER_MEAN not in text
+    group, text = stats("none")  # no figure to flag: the note says there is none
+    assert group["partly_counted"]["figures"] == {} and "output tokens unknown for all 4 ok answers" in text
+
+
+def test_the_card_says_a_prompt_token_total_of_some_requests_only(tmp_path):
+    """The answer with no usage has no prompt token count either: the card's prompt total is of
+    the three others, and says so as its output total does; every count known: nothing said."""
+    for name, uncounted in (("all", 0), ("part", 1)):
+        _counted_and_not(tmp_path / name, uncounted)
+    part, counted = (claim(tmp_path / n, cache_dir=tmp_path / "cache") for n in ("part", "all"))
+    assert part["workload"]["value"]["prompt_tokens"] == 3 * 10 and counted["workload"]["value"]["prompt_tokens"] == 4 * 10
+    assert "prompt_tokens counts 3 of 4 requests: 1 came with no count" in unknown_fields(part)["workload"]
+    assert "workload" not in unknown_fields(counted)
+    said = CliRunner().invoke(cli, ["claim", str(tmp_path / "part"), "--cache-dir", str(tmp_path / "cache")])
+    assert "prompt_tokens counts 3 of 4 requests" in " ".join(said.output.split())

@@ -260,6 +260,26 @@ def test_runs_measured_by_different_sources_are_flagged(full, dcgm_power):
     assert "180 W mean (GPU power samples, integrated (DCGM exporter))" in output
 
 
+def test_compare_names_each_sides_exporters_and_says_when_the_kinds_of_source_differ(full, half, dcgm_power, dark):
+    """An exporter's readings against nvidia-smi's, or against none, are not like for like: compare
+    says so, naming the exporter scraped; two runs measured alike: nothing said."""
+    [url] = stats(dcgm_power)["telemetry_urls"]
+    for a, b, kinds, says in (
+        (full, dcgm_power, (["NVML or nvidia-smi"], ["DCGM exporter"]), f"B's from DCGM exporter ({url})"),
+        (dark, full, ([], ["NVML or nvidia-smi"]), "A's energy is from none (no power telemetry of its engine)"),
+        (full, half, (["NVML or nvidia-smi"], ["NVML or nvidia-smi"]), None),
+    ):
+        result = json.loads(invoke("compare", str(a), str(b), "--json"))["energy"]
+        assert (result["kinds"]["a"], result["kinds"]["b"]) == kinds
+        assert [result["telemetry_urls"][s] for s in "ab"] == [stats(a)["telemetry_urls"], stats(b)["telemetry_urls"]]
+        text = " ".join(invoke("compare", str(a), str(b)).split())
+        assert (says is None) == (result["unlike"] is None) and ("not like for like" in text) == (says is not None)
+        if says:
+            assert says in result["unlike"] and f"energy: {result['unlike']}" in text
+    text = " ".join(invoke("compare", str(full), str(dcgm_power)).split())
+    assert f"energy B: telemetry scraped (--telemetry-url): {url}" in text and "energy A: telemetry scraped" not in text
+
+
 def test_a_dcgm_energy_counter_is_preferred_and_gives_rate_times_span(tmp_path, slot_engine):
     src = workload(tmp_path / "src", 8, 0.2)  # 1.6 s of traffic: the run ends well after a 1 s round
     rate_watts = 300.0
