@@ -7,14 +7,16 @@ A synthetic capture of small chat requests every 5 ms, with ``--big`` requests o
 among them (an agent's long conversation: no credential, so redaction is the hint scan; and one
 of many ``*_token`` keys, which the redaction walks whole), is replayed at its original timing
 against a fast local upstream (its own process), side by side with a baseline run whose bodies
-are not redacted at all (what sending such bodies costs the loop anyway). Reported: the small
-requests' recorded ``lag_ns`` (p50, p99, max) and a 1 ms sleep's lateness on the replay's loop.
+are not redacted at all (what sending such bodies costs the loop anyway); the ``*_token`` body
+also walked whole, string by string, as it was before the body hint read a key named as a
+credential only whole (``page_token`` no longer hints: ``walked`` is the before, ``redacted`` the
+after). Reported: the small requests' recorded ``lag_ns`` (p50, p99, max) and a 1 ms sleep's
+lateness on the replay's loop.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import statistics
 import subprocess
@@ -28,6 +30,7 @@ from bench.proxy_overhead import _pct, _wait
 from bench.redaction import body as big_body
 from infertap.capture.reader import CaptureReader
 from infertap.capture.redact import Redactor
+from infertap.capture.redact_json import sub_secrets
 from infertap.capture.writer import CaptureWriter
 from infertap.launch import free_port
 from infertap.replay import ReplayConfig, run_replay
@@ -70,6 +73,11 @@ def _unredacted(self: Redactor, record: Any, found: set[str] | None = None) -> N
     """The baseline's: nothing searched, nothing redacted (its bodies hold no credential)."""
 
 
+def _walked(self: Redactor, raw: bytes, headers: Any = (), found: set[str] | None = None) -> bytes:
+    """The before: every body walked whole, as one of many ``*_token`` keys was (the hint matched)."""
+    return sub_secrets(raw, found, self.secret_header, self._body_url)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=float, default=16.0)
@@ -78,7 +86,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     loop_lags: list[float] = []
-    request = Redactor.request
+    request, walk = Redactor.request, Redactor.body
     _with_ticker(loop_lags)
     port = free_port()
     upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(port), "--chunks", "2"])
@@ -87,13 +95,16 @@ def main() -> None:
     try:
         _wait(url)
         with tempfile.TemporaryDirectory() as tmp:
-            for shape, redacted in itertools.product(("no credential", "many *_token keys"), (True, False)):
+            arms = [("no credential", "redacted"), ("no credential", "none")]
+            arms += [("many *_token keys", arm) for arm in ("walked", "redacted", "none")]
+            for shape, redacted in arms:
                 src, out = Path(tmp) / f"src-{len(rows)}", Path(tmp) / f"out-{len(rows)}"
                 _capture(src, big_body(shape, args.mib), args.big, args.seconds)
                 loop_lags.clear()
-                Redactor.request = request if redacted else _unredacted  # type: ignore[method-assign]
+                Redactor.request = _unredacted if redacted == "none" else request  # type: ignore[method-assign]
+                Redactor.body = _walked if redacted == "walked" else walk  # type: ignore[method-assign]
                 run_replay(ReplayConfig(src, url, out, probe=False))
-                Redactor.request = request  # type: ignore[method-assign]
+                Redactor.request, Redactor.body = request, walk  # type: ignore[method-assign]
                 small = [x["lag_ns"] / 1e6 for x in CaptureReader(out).exchanges() if x["source_id"].startswith("small")]
                 row = {
                     "shape": shape,

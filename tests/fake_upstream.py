@@ -12,6 +12,7 @@ import gzip
 import json
 import threading
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -175,6 +176,10 @@ class FakeUpstream:
             data = gzip.compress(json.dumps({"choices": [{"index": 0, "message": {"content": "zipped"}}]}).encode())
             await start(200, b"application/json", [(b"content-encoding", b"gzip"), (b"content-length", str(len(data)).encode())])
             await chunk(data, more=False)
+        elif path == "/bomb":  # a compression bomb: a few KiB of zstd or gzip that inflate to ``mib`` MiB of zeros
+            data = bomb(str(params.get("encoding", "zstd")), int(params.get("mib", 65)))
+            await start(200, b"application/json", [(b"content-encoding", params.get("encoding", "zstd").encode())])
+            await chunk(data, more=False)
         elif path == "/html500":
             await start(500, b"text/html")
             await chunk(b"<html><body><h1>500 Internal Server Error</h1></body></html>", more=False)
@@ -199,6 +204,18 @@ class FakeUpstream:
         else:
             await start(404, b"application/json")
             await chunk(b'{"error": "not found"}', more=False)
+
+
+def bomb(encoding: str, mib: int) -> bytes:
+    """``mib`` MiB of zeros compressed a MiB at a time (never held whole)."""
+    zeros = b"\0" * (1 << 20)
+    if encoding == "zstd":
+        import zstandard
+
+        z = zstandard.ZstdCompressor().compressobj()
+        return b"".join(z.compress(zeros) for _ in range(mib)) + z.flush()
+    g = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+    return b"".join(g.compress(zeros) for _ in range(mib)) + g.flush()
 
 
 async def _disconnected(receive: Any) -> bool:

@@ -63,6 +63,7 @@ class ExchangeExtras(TypedDict, total=False):
 
     request_body_size: int  # set when the body was not kept (refused)
     request_body_unsearched: str  # why a body sent encoded was not searched for credentials (see Redactor.request)
+    response_body_unsearched: str  # why a response sent encoded was not searched decoded for its request's credentials
     closed_after_end: bool  # the client hung up after the stream's end marker, before the upstream's close
     delivered_chunks: int  # the client hung up with only this many chunks written to it: the rest never were
     proxy_generated: bool  # the response was written by infertap (400/401/413/502/503/504), not the upstream

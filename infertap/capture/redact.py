@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
-from infertap.apis.body import decoded_chunks, encoded, header
+from infertap.apis import body as _body
+from infertap.apis.body import encoded, header
 
 from .encoding import decoded
 from .records import Exchange
@@ -140,15 +141,20 @@ def _scrubbed_pairs(pairs: list[list[str]], needles: list[bytes], token: bytes) 
 
 
 def _scrubbed_decoded(record: Exchange | dict[str, Any], needles: list[bytes], token: bytes) -> bool:
-    """An encoded response (gzip, deflate) searched as a reader decodes it; False when it is not
-    one. Where it repeats a credential it is stored decoded and scrubbed, each chunk's share of the
+    """An encoded response (gzip, deflate, zstd, br) searched as a reader decodes it; False when it
+    is not one. Where it repeats a credential it is stored decoded and scrubbed, each chunk's share of the
     body at that chunk's time (a chunk that decodes to nothing goes, with its time), its headers
-    saying so (no content-encoding, the stored length as content-length); else its bytes stay."""
+    saying so (no content-encoding, the stored length as content-length); else its bytes stay. One
+    that decodes past ``apis.body.DECODED_LIMIT`` is not decoded (a few KiB may inflate to GiB):
+    its bytes stay, said unsearched (``response_body_unsearched``), as a request body is."""
     chunks = record.get("chunks")
     if not chunks or not encoded(record):
         return False
-    decoded = decoded_chunks(record)
-    if decoded is None or decoded == chunks:  # an encoding not undone here (br, zstd), or a broken stream
+    decoded, why = _body.decoding(record)
+    if why == _body.TOO_LARGE:
+        encoding = (header(record.get("response_headers"), "content-encoding") or "").strip().lower()
+        record["response_body_unsearched"] = f"{encoding} decodes to more than {_body.DECODED_LIMIT} bytes"
+    if decoded is None or decoded == chunks:  # an encoding not undone here (compress), a broken stream, too large
         return False
     scrubbed = _scrubbed(decoded, needles, token)
     if scrubbed is decoded:
@@ -290,9 +296,9 @@ class Redactor:
         replaced where its response repeats them: an error such as ``Incorrect API key provided:
         <key>``, a server that echoes the headers it got; in its body, headers, trailers (an
         error's detail may come last) and error. Only credentials of ``ECHO_MIN`` characters or
-        more are looked for, so that other text is not taken for one. A gzip or
-        deflate response is searched decoded (see ``_scrubbed_decoded``): ``decodes`` says when,
-        work to keep off an event loop."""
+        more are looked for, so that other text is not taken for one. An encoded response is
+        searched decoded (see ``_scrubbed_decoded``; one too large to decode is searched as it came
+        and said unsearched): ``decodes`` says when, work to keep off an event loop."""
         needles = sorted({s.encode("utf-8", "surrogateescape") for s in found if len(s) >= ECHO_MIN}, key=len, reverse=True)
         if not needles:
             return

@@ -257,7 +257,7 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
                 upstream=x["upstream"],
                 imported=kind,
             )
-            for key in ("request_body_unsearched", "request_body_size", "body_not_in_file"):
+            for key in ("request_body_unsearched", "response_body_unsearched", "request_body_size", "body_not_in_file"):
                 if key in x:
                     record[key] = x[key]
             counts["bodies_not_in_file"] += "body_not_in_file" in x

@@ -19,7 +19,7 @@ from infertap.capture.reader import CaptureReader
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.proxy.app import RecordingProxy, build_app
-from tests.fake_upstream import ServerThread, lifespan, read_body
+from tests.fake_upstream import ServerThread, bomb, lifespan, read_body
 from tests.helpers import decompressed_bytes
 
 KEY = "sk-live-encoded-0123456789abcdef"
@@ -243,3 +243,32 @@ def test_a_replay_stores_the_targets_gzip_error_without_its_key_searched_off_its
     xs = list(CaptureReader(tmp_path / "out").exchanges())
     assert len(xs) == 2 and all(_body(x) == ERROR.replace(KEY.encode(), REDACTED.encode()) for x in xs)
     assert len(threads) == 2 and threading.main_thread() not in threads  # never on the replay's event loop
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "zstd"])
+def test_a_response_that_decodes_past_the_bound_keeps_its_bytes_and_says_it_was_not_searched(encoding, monkeypatch) -> None:
+    """A compressed response past ``apis.body.DECODED_LIMIT`` was left undecoded, its bytes kept,
+    with nothing in the record to say that a credential it repeats was never looked for."""
+    from infertap.apis import body
+
+    monkeypatch.setattr(body, "DECODED_LIMIT", 4 << 20)
+    record = _record([bomb(encoding, 5)], encoding)
+    before = list(record["chunks"])
+    Redactor.echoes(record, {KEY})
+    assert record["chunks"] == before and ["content-encoding", encoding] in record["response_headers"]
+    assert record["response_body_unsearched"] == f"{encoding} decodes to more than {4 << 20} bytes"
+    within = _record([bomb(encoding, 3)], encoding)  # within the bound: searched, nothing to say
+    Redactor.echoes(within, {KEY})
+    assert "response_body_unsearched" not in within
+
+
+def test_the_recorder_marks_a_compression_bomb_it_could_not_search(fake, record) -> None:
+    """End to end: a zstd body of a few KiB that inflates to 65 MiB, from a request with a key."""
+    app, url = fake
+    rec = record(url, "--no-probe", "--no-telemetry")
+    r = httpx.post(rec.url + "/bomb", json={"encoding": "zstd", "mib": 65}, headers={"authorization": f"Bearer {KEY}"})
+    assert r.status_code == 200
+    assert rec.stop() == 0
+    (x,) = rec.exchanges()
+    assert x["response_body_unsearched"] == "zstd decodes to more than 67108864 bytes"
+    assert b"".join(x["chunks"]) == bomb("zstd", 65)  # kept as it came
