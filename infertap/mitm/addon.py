@@ -47,6 +47,10 @@ _ROUTES = (
     r"[^/?]+:(stream)?[rR]awPredict",  # Vertex AI (Anthropic's Messages)
 )
 DEFAULT_PATHS = re.compile(rf"^(/[^?]*)?/({'|'.join(_ROUTES)})(\?|$|/)")
+INTERIM_TAKEN_FOR_RESPONSE = (
+    "mitmproxy took the upstream's interim {} for its response: passed on as the final one, the "
+    "response after it neither read nor passed on"
+)
 
 
 class InfertapCapture:
@@ -240,6 +244,21 @@ class InfertapCapture:
             return
         req, resp = flow.request, flow.response
         _SwitchWatched.unwatch(req)
+        if resp is not None and 100 <= resp.status_code < 200 and resp.status_code != 101:
+            # mitmproxy reads an HTTP/1 upstream's interim response (103 Early Hints, an unasked 100)
+            # as the response: it hands it on as the final one and never reads the one after it
+            # (mitmproxy#2229; HTTP/2 ones it drops unseen). Recorded as what it was, and that.
+            extra["interim"] = [
+                {
+                    "status": resp.status_code,
+                    "headers": self.redactor.headers_from_asgi(resp.headers.fields),
+                    "ns": state["headers_ns"] or 0,
+                    "forwarded": True,  # as if it were the response: the client waits on for one
+                }
+            ]
+            if end == "complete":
+                end, error = "proxy_error", INTERIM_TAKEN_FOR_RESPONSE.format(resp.status_code)
+            resp, state["headers_ns"] = None, None
         if req.stream is True and "request_chunks" not in state and req.raw_content is None:
             log.warning(  # streamed with no hook between (stream_large_bodies set while it came): lost
                 "infertap: %s %s: mitmproxy streamed its request body without keeping it; recorded empty "
