@@ -18,11 +18,13 @@ import fnmatch
 import logging
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Unpack
 
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.utils import human
 
 from infertap.apis import ended_by_marker
 from infertap.capture.records import End, ExchangeExtras, new_exchange, session_of
@@ -47,6 +49,10 @@ _ROUTES = (
     r"[^/?]+:(stream)?[rR]awPredict",  # Vertex AI (Anthropic's Messages)
 )
 DEFAULT_PATHS = re.compile(rf"^(/[^?]*)?/({'|'.join(_ROUTES)})(\?|$|/)")
+INTERIM_TAKEN_FOR_RESPONSE = (
+    "mitmproxy took the upstream's interim {} for its response: passed on as the final one, the "
+    "response after it neither read nor passed on"
+)
 
 
 class InfertapCapture:
@@ -60,6 +66,7 @@ class InfertapCapture:
         self.patterns: list[str] = []
         self.on_ready = on_ready
         self._seq = 0
+        self.max_body = 64 * 1024 * 1024  # request body bytes kept (infertap_max_body)
 
     def load(self, loader: Any) -> None:
         loader.add_option("infertap_out", str, "", "Capture directory infertap writes the matching flows to.")
@@ -71,6 +78,13 @@ class InfertapCapture:
             "Default: the LLM API paths infertap reads (OpenAI-compatible, Anthropic, Ollama, llama.cpp, Bedrock, Vertex AI) on any host.",
         )
         loader.add_option("infertap_redact", Sequence[str], [], "More header names whose values are secrets.")
+        loader.add_option(
+            "infertap_max_body",
+            str,
+            "64m",
+            "A request body over this size (k, m, g suffixes) is passed on but not kept, only its size: "
+            "infertap record's --max-body-mb, where it is refused.",
+        )
         loader.add_option("infertap_labels", Sequence[str], [], "key=value labels stored in the capture header.")
         loader.add_option("infertap_telemetry", bool, True, "Sample GPUs, the host and infertap_telemetry_urls into the capture.")
         loader.add_option("infertap_telemetry_interval", float, 0.25, "Seconds between GPU and host samples.")
@@ -82,6 +96,12 @@ class InfertapCapture:
         )
 
     def configure(self, updated: set[str]) -> None:
+        if "infertap_max_body" in updated:
+            try:
+                size = human.parse_size(ctx.options.infertap_max_body)
+                self.max_body = sys.maxsize if size is None else size  # "": no cap, as mitmproxy reads it
+            except ValueError as exc:
+                raise exceptions.OptionsError(f"infertap_max_body: {exc}") from exc
         if "infertap_match" in updated or "infertap_redact" in updated:
             self.patterns = list(ctx.options.infertap_match)
             self.redactor = Redactor(ctx.options.infertap_redact)
@@ -172,19 +192,24 @@ class InfertapCapture:
     def _keeper(
         self, state: dict[str, Any], before: Callable[[bytes], bytes | Iterable[bytes]] | bool
     ) -> Callable[[bytes], bytes | Iterable[bytes]]:
-        """A stream callable that keeps what goes upstream (``before``'s output, if callable)."""
+        """A stream callable that keeps what goes upstream (``before``'s output, if callable), up to
+        ``max_body`` bytes: past it, only its size, so that a large upload holds no memory here."""
         kept: list[bytes] = []
         state["request_chunks"] = kept
+        state["request_size"] = 0
         inner = before if callable(before) else None
+        limit = self.max_body
 
         def keep(data: bytes) -> bytes | Iterable[bytes]:
             self._handed(state)
             out = inner(data) if inner is not None else data
-            if isinstance(out, bytes):
-                kept.append(out)
-                return out
-            kept.extend(out := list(out))
-            return out
+            parts = [out] if isinstance(out, bytes) else list(out)
+            state["request_size"] += sum(map(len, parts))
+            if state["request_size"] > limit:
+                kept.clear()  # over the cap: what mitmproxy streams, without infertap holding it all
+            else:
+                kept.extend(parts)
+            return out if isinstance(out, bytes) else parts
 
         return keep
 
@@ -240,6 +265,21 @@ class InfertapCapture:
             return
         req, resp = flow.request, flow.response
         _SwitchWatched.unwatch(req)
+        if resp is not None and 100 <= resp.status_code < 200 and resp.status_code != 101:
+            # mitmproxy reads an HTTP/1 upstream's interim response (103 Early Hints, an unasked 100)
+            # as the response: it hands it on as the final one and never reads the one after it
+            # (mitmproxy#2229; HTTP/2 ones it drops unseen). Recorded as what it was, and that.
+            extra["interim"] = [
+                {
+                    "status": resp.status_code,
+                    "headers": self.redactor.headers_from_asgi(resp.headers.fields),
+                    "ns": state["headers_ns"] or 0,
+                    "forwarded": True,  # as if it were the response: the client waits on for one
+                }
+            ]
+            if end == "complete":
+                end, error = "proxy_error", INTERIM_TAKEN_FOR_RESPONSE.format(resp.status_code)
+            resp, state["headers_ns"] = None, None
         if req.stream is True and "request_chunks" not in state and req.raw_content is None:
             log.warning(  # streamed with no hook between (stream_large_bodies set while it came): lost
                 "infertap: %s %s: mitmproxy streamed its request body without keeping it; recorded empty "
@@ -247,6 +287,19 @@ class InfertapCapture:
                 req.method,
                 req.path,
             )
+        if "request_chunks" in state:
+            body, size = b"".join(state["request_chunks"]), state["request_size"]
+        else:
+            body = req.raw_content or b""
+            size = len(body)
+        if size > self.max_body and "request_body_size" not in extra:
+            log.warning(
+                "infertap: %s %s: request body of %d bytes over infertap_max_body: recorded without it",
+                req.method,
+                req.path,
+                size,
+            )
+            body, extra["request_body_size"] = b"", size
         path, _, query = req.path.partition("?")
         self._seq += 1
         t0 = state["t0"] or time.monotonic_ns()
@@ -264,7 +317,7 @@ class InfertapCapture:
             query=self.redactor.query(query, found),
             http_version=req.http_version.removeprefix("HTTP/"),
             request_headers=self.redactor.headers_from_asgi(req.headers.fields, found),
-            request_body=b"".join(state["request_chunks"]) if "request_chunks" in state else req.raw_content or b"",
+            request_body=body,
             status=resp.status_code if resp else None,
             response_headers=self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
             headers_ns=state["headers_ns"],

@@ -142,3 +142,28 @@ def test_a_kill_after_the_request_went_upstream_is_cancelled() -> None:
     assert KILLED == Error.KILLED_MESSAGE
     assert [end_of_error(KILLED, handed=h) for h in (True, False)] == ["cancelled", "refused"]
     assert end_of_error("Response body exceeds mitmproxy's body_size_limit.") == "cancelled"
+
+
+def test_a_request_body_over_infertap_max_body_is_passed_on_and_its_size_recorded(start_mitm, fake):
+    """A body mitmproxy streams (over stream_large_bodies) was kept whole in the addon's memory,
+    however large (a 200 MiB upload took 200 MiB more of mitmdump's memory): one over
+    infertap_max_body (64m, record's --max-body-mb) is now passed on whole and recorded without its
+    bytes, as record records a body it refuses; buffered or streamed alike."""
+    app, url = fake
+    mitm = start_mitm(
+        "--mode", f"reverse:{url}", "--set", "stream_large_bodies=8k", "--set", "infertap_max_body=4k", "--no-telemetry"
+    )
+    bodies = [
+        json.dumps({"tag": tag, "messages": [{"role": "user", "content": "a" * n}]}).encode()
+        for tag, n in (("streamed", 20_000), ("buffered", 6000), ("kept", 2000))
+    ]
+    for body in bodies:
+        assert httpx.post(f"{mitm.url}/v1/chat/completions", content=body, timeout=30).status_code == 200
+    mitm.stop()
+    assert [r["body"] for r in app.requests] == bodies  # the upstream had each whole
+    streamed, buffered, kept = mitm.exchanges()
+    for x, body in ((streamed, bodies[0]), (buffered, bodies[1])):
+        assert (x["request_body"], x["request_body_size"], x["end"], x["status"]) == (b"", len(body), "complete", 200)
+        assert x["chunks"]
+    assert kept["request_body"] == bodies[2] and "request_body_size" not in kept
+    assert mitm.log.read_text().count("over infertap_max_body") == 2
