@@ -32,33 +32,28 @@ def encoded(record: Mapping[str, Any]) -> bool:
     return _encoding(record) not in ("", "identity")
 
 
-def _wbits(record: Mapping[str, Any]) -> list[int]:
-    """zlib window settings to try for the response's content-encoding ([]: none of zlib's)."""
-    encoding = _encoding(record)
-    if encoding in ("gzip", "x-gzip"):
-        return [16 + zlib.MAX_WBITS]
-    if encoding == "deflate":  # zlib-wrapped as the RFC says, or raw deflate as some servers send
-        return [zlib.MAX_WBITS, -zlib.MAX_WBITS]
-    return []
-
-
-#: The most bytes a response is decoded to (its content-encoding undone), as a request body is for
-#: its search (``capture.encoding.DECODED_LIMIT``): a few KiB of gzip or zstd may inflate to GiB (a
-#: "zip bomb"), which would take the memory of a reader of the whole capture. Past it the body is
-#: not read: its answer unknown (``TOO_LARGE``), every other exchange read as ever.
+#: The most bytes a body is decoded to (its content-encoding undone), for a reader of a response and
+#: for the recorder's search of a request (``capture.encoding``): a few KiB of gzip or zstd may
+#: inflate to GiB (a "zip bomb"), which would take the memory of a reader of the whole capture. Past
+#: it a response is not read: its answer unknown (``TOO_LARGE``), every other exchange read as ever.
 DECODED_LIMIT = 64 * 1024 * 1024
-#: How much one step decodes, so that no step holds much more than the limit.
+#: How much one step decodes. A body is decoded a step at a time and its pieces joined at the end,
+#: which CPython does without the GIL: decoded at once, its copy into one object held the GIL, from
+#: a worker thread too, for 40 ms at 48 MiB (python -m bench.redaction_encoded); and no step holds
+#: much more than the limit.
 STEP = 1 << 20
 #: zstd's streaming object has no output bound: its input is given this much at a time (a byte of
 #: zstd yields at most ~32 KiB, one RLE block's 128 KiB per 4 bytes of input).
 _ZSTD_SLICE = 1024
+#: The content-encodings ``undone`` undoes.
+UNDONE = ("gzip", "x-gzip", "deflate", "zstd", "br")
 
 #: Why an answer is unread where its body decodes to more than ``DECODED_LIMIT``.
 TOO_LARGE = "the response body decodes to more than analysis reads of one answer (apis.body.DECODED_LIMIT, 64 MiB)"
 
 
-class _TooLarge(Exception):
-    pass
+class TooLarge(Exception):
+    """A body decodes to more than its limit."""
 
 
 def decoded_chunks(record: Mapping[str, Any]) -> list[bytes] | None:
@@ -73,26 +68,32 @@ def decoding(record: Mapping[str, Any]) -> tuple[list[bytes] | None, str | None]
     """``decoded_chunks``, and ``TOO_LARGE`` where the body decodes to more than ``DECODED_LIMIT``."""
     chunks: list[bytes] = list(record.get("chunks") or ())
     encoding = _encoding(record)
-    limit = DECODED_LIMIT
+    if encoding not in UNDONE:
+        return chunks, None  # identity, or one not undone here (compress): read as it is
     try:
-        if encoding in ("zstd", "br"):
-            try:
-                return _streamed(chunks, encoding, limit), None
-            except _TooLarge:
-                raise
-            except Exception:  # each library's own error for bytes that aren't its format
-                return None, None
-        tries = _wbits(record)
-        if not tries:
-            return chunks, None
-        for wbits in tries:
-            try:
-                return _decoded(chunks, wbits, limit), None
-            except zlib.error:
-                continue
-    except _TooLarge:
+        return undone(chunks, encoding, DECODED_LIMIT), None
+    except TooLarge:
         return None, TOO_LARGE
-    return None, None
+    except Exception:  # each library's own error for bytes that aren't its format
+        return None, None
+
+
+def undone(chunks: Sequence[bytes], encoding: str, limit: int) -> list[bytes]:
+    """``chunks`` with ``encoding`` (one of ``UNDONE``) undone, each chunk to its share of the body,
+    a step at a time; a stream cut short gives what it holds, as a reader reads it. Raises
+    ``TooLarge`` past ``limit`` bytes, and the library's own error for bytes not of that encoding."""
+    if encoding in ("gzip", "x-gzip"):
+        return _inflated(chunks, 16 + zlib.MAX_WBITS, _Budget(limit))
+    if encoding == "deflate":  # zlib-wrapped as the RFC says, or raw deflate as some peers send
+        try:
+            return _inflated(chunks, zlib.MAX_WBITS, _Budget(limit))
+        except zlib.error:
+            return _inflated(chunks, -zlib.MAX_WBITS, _Budget(limit))
+    if encoding == "zstd":
+        return _unzstd(chunks, _Budget(limit))
+    if encoding == "br":
+        return _unbrotli(chunks, _Budget(limit))
+    raise ValueError(f"{encoding or 'an empty content-encoding'} is no encoding infertap decodes")
 
 
 class _Budget:
@@ -104,16 +105,15 @@ class _Budget:
     def take(self, piece: bytes) -> bytes:
         self.left -= len(piece)
         if self.left < 0:
-            raise _TooLarge
+            raise TooLarge
         return piece
 
 
-def _decoded(chunks: list[bytes], wbits: int, limit: int) -> list[bytes]:
-    """``chunks`` decoded, each to its share, a step at a time; a stream that ends is followed by
-    the next (a gzip body of several members, as ``gzip`` writes when appending: its readers read
-    them all, and so must a search for credentials), the NUL bytes gzip allows between members skipped."""
+def _inflated(chunks: Sequence[bytes], wbits: int, budget: _Budget) -> list[bytes]:
+    """A zlib stream's chunks decoded; a stream that ends is followed by the next (a gzip body of
+    several members, as ``gzip`` writes when appending: its readers read them all, and so must a
+    search for credentials), the NUL bytes gzip allows between members skipped."""
     gzip = wbits > zlib.MAX_WBITS
-    budget = _Budget(limit)
     stream = zlib.decompressobj(wbits)
     out = []
     for chunk in chunks:
@@ -135,32 +135,34 @@ def _decoded(chunks: list[bytes], wbits: int, limit: int) -> list[bytes]:
     return out
 
 
-def _streamed(chunks: list[bytes], encoding: str, limit: int) -> list[bytes]:
-    """``chunks`` of a zstd or brotli body decoded, each to its share, a step at a time (zstd: frame
-    after frame, as its readers read them; a stream cut short: what it holds, as gzip's); an error
-    where the bytes are not that encoding."""
-    budget = _Budget(limit)
-    out = []
-    if encoding == "zstd":
-        import zstandard
+def _unzstd(chunks: Sequence[bytes], budget: _Budget) -> list[bytes]:
+    """A zstd stream's chunks decoded, frame after frame, as its readers read them."""
+    import zstandard
 
-        decompressor = zstandard.ZstdDecompressor()
-        stream = decompressor.decompressobj()
-        for chunk in chunks:
-            pieces = []
-            view = memoryview(chunk)  # sliced without copies: a chunk of MiB is many slices
-            for at in range(0, len(view), _ZSTD_SLICE):
-                rest: bytes | memoryview = view[at : at + _ZSTD_SLICE]
-                while rest:
-                    if stream.eof:  # frame after frame
-                        stream = decompressor.decompressobj()
-                    pieces.append(budget.take(stream.decompress(rest)))
-                    rest = stream.unused_data if stream.eof else b""
-            out.append(b"".join(pieces))
-        return out
-    import brotli  # mitmproxy's dependency, so there wherever infertap is installed
+    decompressor = zstandard.ZstdDecompressor()
+    stream = decompressor.decompressobj()
+    out = []
+    for chunk in chunks:
+        pieces = []
+        view = memoryview(chunk)  # sliced without copies: a chunk of MiB is many slices
+        for at in range(0, len(view), _ZSTD_SLICE):
+            rest: bytes | memoryview = view[at : at + _ZSTD_SLICE]
+            while rest:
+                if stream.eof:  # frame after frame
+                    stream = decompressor.decompressobj()
+                pieces.append(budget.take(stream.decompress(rest)))
+                rest = stream.unused_data if stream.eof else b""
+        out.append(b"".join(pieces))
+    return out
+
+
+def _unbrotli(chunks: Sequence[bytes], budget: _Budget) -> list[bytes]:
+    """A brotli stream's chunks decoded, a step of output at a time: asked for all of it at once,
+    the decoder grew one buffer past the limit (79 MiB for 64) and held the GIL for 60 ms of it."""
+    import brotli  # a dependency, >= 1.2 for output_buffer_limit
 
     decoder = brotli.Decompressor()
+    out = []
     for chunk in chunks:
         pieces = [budget.take(bytes(decoder.process(chunk, output_buffer_limit=STEP)))]
         while not decoder.is_finished():  # output held back at the step: asked for with no input, until none

@@ -279,7 +279,7 @@ class Redactor:
     @staticmethod
     def request_decodes(record: Exchange | dict[str, Any]) -> bool:
         """Whether ``request`` would decode this record's request body to search it (it has one,
-        sent with a content-encoding): a decompression to as much as 64 MiB (``encoding.DECODED_LIMIT``), however
+        sent with a content-encoding): a decompression to as much as 64 MiB (``apis.body.DECODED_LIMIT``), however
         small the body, which a caller on an event loop runs elsewhere."""
         encoding = (header(record.get("request_headers") or [], "content-encoding") or "").strip().lower()
         return bool(record.get("request_body")) and encoding not in ("", "identity")

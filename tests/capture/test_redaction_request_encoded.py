@@ -73,15 +73,15 @@ def test_a_body_that_inflates_past_the_bound_is_not_decoded_but_said_unsearched(
 def test_a_brotli_bomb_is_decoded_a_step_at_a_time_to_the_bound_and_said_unsearched(monkeypatch: Any) -> None:
     """A br body was decoded in one call bounded only by the limit: the decoder grew its buffer past
     it (79 MiB for 64) and held the GIL through much of it. It goes a step at a time, as gzip's."""
-    from infertap.capture import encoding
+    from infertap.apis import body  # the one decoder: a request's, a response's
 
     compressor = brotli.Compressor(quality=5)
     zeros = b"\0" * (1 << 20)
     bomb = b"".join(compressor.process(zeros) for _ in range(64)) + compressor.finish()
     assert len(bomb) < 1024  # 64 MiB of body
     limit = 8 << 20
-    monkeypatch.setattr(encoding, "DECODED_LIMIT", limit)
-    monkeypatch.setattr(encoding, "STEP", 256 << 10)
+    monkeypatch.setattr(body, "DECODED_LIMIT", limit)
+    monkeypatch.setattr(body, "STEP", 256 << 10)
     outputs: list[int] = []
     real = brotli.Decompressor
 
@@ -102,8 +102,8 @@ def test_a_brotli_bomb_is_decoded_a_step_at_a_time_to_the_bound_and_said_unsearc
     Redactor().request(record, set())
     assert record["request_body_unsearched"] == f"br decodes to more than {limit} bytes"
     assert record["request_body"] == bomb  # kept as sent
-    assert max(outputs) <= 2 * encoding.STEP  # a step at a time (the decoder rounds its buffer up)
-    assert limit < sum(outputs) <= limit + 2 * encoding.STEP  # decoded no further than the bound and a step
+    assert max(outputs) <= 2 * body.STEP  # a step at a time (the decoder rounds its buffer up)
+    assert limit < sum(outputs) <= limit + 2 * body.STEP  # decoded no further than the bound and a step
 
 
 def test_a_key_from_an_encoded_body_is_scrubbed_where_the_response_repeats_it():
