@@ -38,6 +38,9 @@ def body(shape: str, mib: float) -> bytes:
     n = int(mib * MIB)
     if shape == "many *_token keys":
         return json.dumps({"model": "m", "messages": [{"role": "user", "content": "x", "page_token": "t"}] * (n // 60)}).encode()
+    if shape == "api_key among many strings":  # the hint matches: walked whole, string by string
+        many = [{"role": "user", "content": "x", "page_token": "t"}] * (n // 60)
+        return json.dumps({"model": "m", "messages": many, "api_key": "sk-abcdefgh12345"}).encode()
     doc: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "word " * 200}] * (n // 1100)}
     if shape == "api_key":
         doc["api_key"] = "sk-abcdefgh12345"

@@ -10,7 +10,9 @@ against a fast local upstream (its own process), side by side with a baseline ru
 are not redacted at all (what sending such bodies costs the loop anyway); the ``*_token`` body
 also walked whole, string by string, as it was before the body hint read a key named as a
 credential only whole (``page_token`` no longer hints: ``walked`` is the before, ``redacted`` the
-after). Reported: the small requests' recorded ``lag_ns`` (p50, p99, max) and a 1 ms sleep's
+after); and one of a real credential among those keys (``api_key among many strings``), which is
+walked, its walk pausing every ``PAUSE_EVERY`` strings off the loop (``redacted``) side by side
+with the walk as it was, the GIL let go only when CPython takes it (``unpaused``). Reported: the small requests' recorded ``lag_ns`` (p50, p99, max) and a 1 ms sleep's
 lateness on the replay's loop.
 """
 
@@ -28,6 +30,7 @@ from typing import Any
 from bench.loop_ticker import ticking
 from bench.proxy_overhead import _pct, _wait
 from bench.redaction import body as big_body
+from infertap.capture import redact_json
 from infertap.capture.reader import CaptureReader
 from infertap.capture.redact import Redactor
 from infertap.capture.redact_json import sub_secrets
@@ -87,6 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     loop_lags: list[float] = []
     request, walk = Redactor.request, Redactor.body
+    every = redact_json.PAUSE_EVERY
     _with_ticker(loop_lags)
     port = free_port()
     upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", "--port", str(port), "--chunks", "2"])
@@ -97,14 +101,17 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             arms = [("no credential", "redacted"), ("no credential", "none")]
             arms += [("many *_token keys", arm) for arm in ("walked", "redacted", "none")]
+            arms += [("api_key among many strings", arm) for arm in ("unpaused", "redacted", "none")]
             for shape, redacted in arms:
                 src, out = Path(tmp) / f"src-{len(rows)}", Path(tmp) / f"out-{len(rows)}"
                 _capture(src, big_body(shape, args.mib), args.big, args.seconds)
                 loop_lags.clear()
                 Redactor.request = _unredacted if redacted == "none" else request  # type: ignore[method-assign]
                 Redactor.body = _walked if redacted == "walked" else walk  # type: ignore[method-assign]
+                redact_json.PAUSE_EVERY = 1 << 62 if redacted in ("walked", "unpaused") else every  # as it was
                 run_replay(ReplayConfig(src, url, out, probe=False))
                 Redactor.request, Redactor.body = request, walk  # type: ignore[method-assign]
+                redact_json.PAUSE_EVERY = every
                 small = [x["lag_ns"] / 1e6 for x in CaptureReader(out).exchanges() if x["source_id"].startswith("small")]
                 row = {
                     "shape": shape,

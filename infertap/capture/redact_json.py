@@ -7,9 +7,11 @@ userinfo may hold a credential (an MCP ``server_url`` with ``?api_key=``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -157,6 +159,28 @@ class _Open:
         self.is_list, self.secret, self.holder = is_list, secret, holder
 
 
+#: How many strings a walk off an event loop reads between its pauses (~0.5 ms of reading), and the
+#: pause. A walk holds the GIL in Python bytecode, which CPython takes from it only once another
+#: thread has waited 5 ms for it: a replay's or recorder's loop beside a walk of many MiB (a
+#: credential among thousands of strings: 0.4 s per 2 MiB) woke up to 5 ms late all along, and the
+#: small requests due meanwhile lagged as long. A real sleep, not ``sleep(0)``, lets the waiting
+#: thread in first. On a loop's own thread (a small body) a pause would only delay the loop.
+PAUSE_EVERY = 300
+PAUSE_S = 50e-6
+
+
+def _pause() -> None:
+    time.sleep(PAUSE_S)
+
+
+def _on_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def sub_secrets(raw: bytes, found: set[str] | None, secret_header: Callable[[str], bool], url: UrlRule) -> bytes:
     """``raw`` with the string value of each secret field replaced where it stands (each string of
     it when it is a list: ``"api_keys": ["sk-1", "sk-2"]``), however deep and however written
@@ -166,7 +190,10 @@ def sub_secrets(raw: bytes, found: set[str] | None, secret_header: Callable[[str
     edits: list[tuple[int, int, bytes | None]] = []  # (start, end, the new bytes; None: the placeholder)
     opened: list[_Open] = []  # innermost last
     last = 0
-    for m in _JSON_STRING.finditer(raw):
+    every = 0 if _on_loop() else PAUSE_EVERY
+    for i, m in enumerate(_JSON_STRING.finditer(raw), 1):
+        if every and not i % every:
+            _pause()
         _nest(opened, raw, last, m.start())
         last = m.end()
         top = opened[-1] if opened else None

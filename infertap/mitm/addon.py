@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import math
 import os
 import re
 import sys
@@ -55,6 +56,17 @@ INTERIM_TAKEN_FOR_RESPONSE = (
 )
 
 
+def _seconds(name: str, text: str) -> float:
+    """A positive, finite number of seconds from an option's text, or an OptionsError naming it."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise exceptions.OptionsError(f"{name}: expected a number of seconds > 0, e.g. 0.5, got {text!r}")
+    return value
+
+
 class InfertapCapture:
     """Records matching flows; ``on_ready(listen_addrs, capture_path)`` is called once serving."""
 
@@ -67,6 +79,7 @@ class InfertapCapture:
         self.on_ready = on_ready
         self._seq = 0
         self.max_body = 64 * 1024 * 1024  # request body bytes kept (infertap_max_body)
+        self.telemetry_interval = 0.25  # seconds (infertap_telemetry_interval)
 
     def load(self, loader: Any) -> None:
         loader.add_option("infertap_out", str, "", "Capture directory infertap writes the matching flows to.")
@@ -87,7 +100,8 @@ class InfertapCapture:
         )
         loader.add_option("infertap_labels", Sequence[str], [], "key=value labels stored in the capture header.")
         loader.add_option("infertap_telemetry", bool, True, "Sample GPUs, the host and infertap_telemetry_urls into the capture.")
-        loader.add_option("infertap_telemetry_interval", float, 0.25, "Seconds between GPU and host samples.")
+        # A str, parsed in configure: mitmproxy's --set parses no float option (NotImplementedError).
+        loader.add_option("infertap_telemetry_interval", str, "0.25", "Seconds between GPU and host samples (> 0).")
         loader.add_option(
             "infertap_telemetry_urls",
             Sequence[str],
@@ -102,6 +116,8 @@ class InfertapCapture:
                 self.max_body = sys.maxsize if size is None else size  # "": no cap, as mitmproxy reads it
             except ValueError as exc:
                 raise exceptions.OptionsError(f"infertap_max_body: {exc}") from exc
+        if "infertap_telemetry_interval" in updated:
+            self.telemetry_interval = _seconds("infertap_telemetry_interval", ctx.options.infertap_telemetry_interval)
         if "infertap_match" in updated or "infertap_redact" in updated:
             self.patterns = list(ctx.options.infertap_match)
             self.redactor = Redactor(ctx.options.infertap_redact)
@@ -135,7 +151,7 @@ class InfertapCapture:
                 ctx.options.infertap_telemetry,
                 None,
                 urls,
-                ctx.options.infertap_telemetry_interval,
+                self.telemetry_interval,
                 {},
                 self.writer.write,
                 self.writer.wall_now,

@@ -76,7 +76,7 @@ def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], N
                 infertap_labels=[f"{k}={v}" for k, v in config.labels.items()],
                 infertap_telemetry=config.telemetry,
                 infertap_telemetry_urls=list(config.telemetry_urls),
-                infertap_telemetry_interval=config.telemetry_interval_s,
+                infertap_telemetry_interval=repr(config.telemetry_interval_s),
             )
             if config.set_options:
                 opts.set(*config.set_options)

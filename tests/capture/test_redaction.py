@@ -380,6 +380,8 @@ _KEYS_BODIES = [
     {"api_keys": ["sk-1", ["sk-2", {"no": "keep"}]], "tools": [{"headers": {"X-Custom-Token": "sk-3", "page_token": "sk-4"}}]},
     {"authentication": {"type": "api_key", "key": "sk-5", "key_id": "sk-6"}, "auth_token": 'a"b\\c\u00e9\n'},
     {"server_url": "https://u:p4ss@h/x?api_key=sk-7&q=1", "content": '"api_key": "not a key"'},
+    # a real credential among thousands of strings: walked whole, pausing every PAUSE_EVERY of them
+    {"messages": [{"role": "user", "content": "x", "page_token": "t"}] * 2000, "api_key": "sk-10", "extra": [{"token": "sk-11"}]},
 ]
 
 
@@ -402,6 +404,31 @@ def test_a_body_is_redacted_byte_for_byte_as_its_whole_walk_redacts_it(raw: byte
     assert (walked != raw) is (b"sk-" in raw)  # the walk had work where a key stood
     assert redactor.body(raw, found=found) == walked
     assert found == walked_found
+
+
+def test_a_walk_of_many_strings_off_a_loop_pauses_between_its_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A credential among thousands of strings is walked whole, holding the GIL in bytecode, which
+    CPython takes from it only after another thread waited 5 ms: a loop beside the walk (a replay's,
+    a recorder's) woke up to 5 ms late all along. Off a loop the walk now lets go of it every
+    ``PAUSE_EVERY`` strings, the same bytes out; on a loop (a small body) it never pauses there."""
+    import asyncio
+
+    from infertap.capture import redact_json
+
+    raw = json.dumps(_KEYS_BODIES[-1]).encode()
+    strings = len(redact_json._JSON_STRING.findall(raw))
+    assert strings > 10 * redact_json.PAUSE_EVERY
+    redactor, pauses = Redactor(), []
+    monkeypatch.setattr(redact_json, "_pause", lambda: pauses.append(1))
+    off_loop = redactor.body(raw)
+    assert len(pauses) == strings // redact_json.PAUSE_EVERY
+
+    async def on_loop() -> bytes:
+        return redactor.body(raw)
+
+    pauses.clear()
+    assert asyncio.run(on_loop()) == off_loop and not pauses
+    assert off_loop.count(REDACTED.encode()) == 2 and b"sk-1" not in off_loop
 
 
 def test_a_body_of_many_keys_ending_in_token_but_no_credential_is_not_walked() -> None:
