@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infertap.capture.records import request_body_unknown
+
 
 @dataclass
 class Pairs:
@@ -35,15 +37,17 @@ def explain(pairs: int, by: dict[str, int], unpaired_a: int, unpaired_b: int) ->
     return text
 
 
-def _request_key(x: dict[str, Any]) -> tuple[str, str, bytes]:
-    return (x["method"], x["path"], x["request_body"])
+def _request_key(x: dict[str, Any]) -> tuple[str, str, bytes | int]:
+    """A body not kept (``request_body_unknown``) is identical to none: keyed by the record itself."""
+    return (x["method"], x["path"], id(x) if request_body_unknown(x) else x["request_body"])
 
 
 def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
     """Pair each exchange of ``a`` with at most one of ``b``.
 
     Rules, in order: B replays A (``b.source_id == a.id``), A replays B, both replay the same
-    source (same ``source_id`` and ``repeat``); then identical method, path and request bytes,
+    source (same ``source_id`` and ``repeat``); then identical method, path and request bytes (a
+    body not kept is identical to none),
     matched in order of occurrence. Each exchange pairs at most once, as itself: two exchanges
     that share an id (copies, a hand-made capture) are two exchanges, and a replay link names the
     last exchange of its id. Of a ``--repeat`` replay's passes, a replay link takes the first pass
@@ -76,7 +80,7 @@ def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Pairs:
         queue = shared.get((x.get("source_id"), x.get("repeat", 0))) if i not in used_a and x.get("source_id") else None  # type: ignore[arg-type]
         if queue:
             take(i, queue.popleft(), "shared source")
-    same: dict[tuple[str, str, bytes], deque[int]] = defaultdict(deque)
+    same: dict[tuple[str, str, bytes | int], deque[int]] = defaultdict(deque)
     for j, y in enumerate(b):
         if j not in used_b:
             same[_request_key(y)].append(j)

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from infertap.apis import Output, decoded_chunks, read_request, read_response, stream_done
 from infertap.apis.chat_stream import read_plainest_chat_stream
 from infertap.capture.reader import CaptureReader
-from infertap.capture.records import delivered
+from infertap.capture.records import delivered, request_body_unknown
 
 from .cache import CachedCapture
 from .decode import name_apart
@@ -62,7 +62,8 @@ BATCH_ROWS = 5_000
 #: 22: an answer decoded past apis.body.DECODED_LIMIT unread with that reason (compare leaves it out);
 #: 23: a completion's prompt sent as a list of one (["ab"]) is that prompt's last_user, as "ab" is.
 #: 24: whether the answer was streamed (a JSON body carries no end marker to compare).
-SUMMARY_VERSION = 24
+#: 25: a request whose body was not kept (request_body_size) pairs by no identical request (its request_key its own).
+SUMMARY_VERSION = 25
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -189,7 +190,11 @@ def _digest(data: bytes) -> bytes:
 
 
 def request_key(record: dict[str, Any]) -> bytes:
-    """Equal for equal (method, path, request bytes): what the identical-request rule matches on."""
+    """Equal for equal (method, path, request bytes): what the identical-request rule matches on. A
+    body not kept (``request_body_unknown``) is equal to no other request's: its exchange's own key."""
+    if request_body_unknown(record):
+        own = repr(("unknown body", record.get("id"), record.get("seq"), record.get("wall"), record.get("start_ns")))
+        return _digest(own.encode("utf-8", "surrogatepass"))
     body = record["request_body"]
     head = repr((record["method"], record["path"], body is None)).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(head + b"\0" + (body or b""), digest_size=16).digest()

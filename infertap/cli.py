@@ -13,7 +13,7 @@ from typing import Any, get_args
 import click
 
 from .capture.identity import describe as describe_workload
-from .capture.info import summarize
+from .capture.info import summarize, unsearched_warning
 from .capture.jsonable import dumps
 from .capture.reader import CaptureReader
 from .capture.records import RecordType
@@ -356,6 +356,8 @@ def info(capture: Path, as_json: bool) -> None:
         _print_info(summary)
     for torn in summary["torn"]:
         click.secho(f"warning: {torn}", fg="yellow", err=True)
+    if (unsearched := unsearched_warning(summary["unsearched"])) is not None:
+        click.secho(f"warning: {unsearched}", fg="yellow", err=True)
 
 
 def _print_info(s: dict[str, Any]) -> None:
@@ -401,10 +403,21 @@ def _print_info(s: dict[str, Any]) -> None:
             else "no (the recorder did not shut down cleanly)",
         ),
         ("torn tail or missing records", "yes" if s["torn"] else "no"),
+        ("bodies not searched", _unsearched(s["unsearched"])),
     ]
     for key, value in rows:
         table.add_row(key, value)
     console.print(table, markup=False, highlight=False)
+
+
+def _unsearched(unsearched: dict[str, int]) -> str:
+    """Bodies kept compressed that no credential search read: a credential may be inside."""
+    if not unsearched["exchanges"]:
+        return "none (every body was searched for credentials)"
+    return (
+        f"{unsearched['exchanges']} exchanges ({unsearched['request']} requests, {unsearched['response']} responses): "
+        "kept compressed as sent, not searched for credentials; check before sharing"
+    )
 
 
 def _lag(lag: dict[str, Any]) -> str:

@@ -339,6 +339,8 @@ def _transforms(
 
 def _note(info: dict[str, Any]) -> None:
     """What the replay sends otherwise than asked, on stderr before it starts."""
+    if info["not_kept"]:
+        click.echo(f"note: {_not_kept(info['not_kept'])}", err=True)
     if info["as_recorded"]:
         click.echo(
             f"note: {info['as_recorded']} request bodies are not JSON objects (multipart uploads): "
@@ -419,6 +421,13 @@ def _session_rows(sessions: dict[str, Any] | None, ms: Any) -> list[tuple[str, s
     ]
 
 
+def _not_kept(n: int) -> str:
+    return (
+        f"{n} exchanges left out, not sent: their request bodies were not kept by the recorder "
+        "(request_body_size: over its body limit, or not searchable for credentials), and an empty body is another request"
+    )
+
+
 def _sent_line(s: dict[str, Any]) -> str:
     """What was sent and how it went: ok (2xx, in full), failed by status or ending, not sent."""
     failures = ", ".join(f"{'no response' if k == 'None' else k} ×{v}" for k, v in s["failures"].items())
@@ -456,6 +465,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("replay", s["out"]),
         ("target", f"{s['target']} ({s['target_kind'] or 'kind unknown'})"),
         ("sent", _sent_line(s)),
+        *([("left out", _not_kept(s["not_kept"]))] if s.get("not_kept") else []),
         ("endings", ", ".join(f"{k} ×{v}" for k, v in s["ends"].items()) or "-"),
         ("status codes", ", ".join(f"{'no response' if k == 'None' else k} ×{v}" for k, v in s["statuses"].items()) or "-"),
         *(("error", f"{message} ×{n}") for message, n in s.get("errors", {}).items()),

@@ -49,10 +49,11 @@ class _Prepared:
     probe_headers: dict[str, str]  # the target's credentials, for probes; never stored
     identity: WorkloadIdentity  # the source's workload identity, computed as it was loaded
     as_recorded: int = 0  # bodies no JSON object (multipart uploads) that --model-map sends as recorded
+    not_kept: int = 0  # exchanges left out: their request body was not kept (request_body_size), never sent empty
 
     def facts(self) -> dict[str, Any]:
-        """Where from and against what: told ``on_start``, and in the summary."""
-        return {"source": self.source, "target": self.shown, "target_kind": self.target_kind}
+        """Where from, against what, and what of the source is left out: told ``on_start``, and in the summary."""
+        return {"source": self.source, "target": self.shown, "target_kind": self.target_kind, "not_kept": self.not_kept}
 
     def start_info(self, out: Path, **extra: Any) -> dict[str, Any]:
         """What ``on_start`` is told once everything is ready."""
@@ -69,7 +70,8 @@ def run_replay(
     """Replay ``config.capture`` against ``config.target`` into the capture ``config.out``; returns
     the run's summary. ``progress`` is called with the live stats a few times a second, and
     ``on_start`` once, with what is about to be replayed, just before the first request (its
-    ``as_recorded``: how many bodies, no JSON object, a ``--model-map`` leaves as recorded).
+    ``as_recorded``: how many bodies, no JSON object, a ``--model-map`` leaves as recorded; ``not_kept``:
+    how many exchanges are left out for their request body not having been kept, in the summary too).
     ``stop_when``, asked as often as ``progress``, ends the run early when it says so (a capacity
     sweep's point that is clearly lost); in-flight requests get the grace period, as on Ctrl-C.
     Not with ``config.ray``.
@@ -119,6 +121,7 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
         probe_headers,
         workload.identity,
         workload.as_recorded,
+        workload.not_kept,
     )
 
 
@@ -189,6 +192,7 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
             "as_recorded": prepared.as_recorded,  # bodies no JSON object: --model-map can't apply, sent as recorded
         },
         "limit": config.limit,
+        "not_kept": prepared.not_kept,  # exchanges left out: their request body was not kept
         "repeat": config.repeat,
         "sessions": {"mode": config.sessions, "think_scale": config.think_scale, **_sampled(config.sample)},
         "pid": os.getpid(),

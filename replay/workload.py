@@ -37,7 +37,7 @@ from infertap.apis.linking import Reach
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader, snapshot
-from infertap.capture.records import apart, named_session
+from infertap.capture.records import apart, named_session, request_body_unknown
 from infertap.collector import no_cyclic_gc
 from infertap.errors import ConfigError, InfertapError
 
@@ -228,6 +228,7 @@ class Workload:
     identity: WorkloadIdentity
     refused: tuple[Item, str] | None = None
     as_recorded: int = 0  # bodies that are no JSON object (multipart uploads), which a --model-map leaves as recorded
+    not_kept: int = 0  # exchanges the filters chose but left out: their request body was not kept, never sent empty
 
 
 def load_workload(
@@ -268,6 +269,8 @@ def _load(
         raise WorkloadError(f"{path}: the capture holds no exchanges to replay")
     items, links = scan.select(filters, limit)
     if not items:
+        if scan.not_kept:
+            raise WorkloadError(f"{path}: no exchange to replay: the {scan.not_kept} chosen had request bodies not kept")
         raise WorkloadError(f"{path}: no exchange is left to replay after the filters")
     _link(items, links)
     del links
@@ -282,7 +285,7 @@ def _load(
     if repeat > 1:
         items = _repeated(items, repeat)
     source = {"path": str(reader.path), "capture_id": scan.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
-    return Workload(items, source, scan.tally.identity(), refused, as_recorded)
+    return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept)
 
 
 _INPUTS = ("messages", "prompt", "input")  # what a request for tokens carries (infertap.apis.read)
@@ -338,6 +341,8 @@ class _Scan:
         self.settings: dict[str, dict[str, Any]] = {}  # by exchange id
         self.refusals: dict[int, str] = {}  # id(item) -> why the transforms can't apply to its body
         self.as_recorded: set[int] = set()  # id(item) of bodies no JSON object, that a --model-map passes
+        self.unknown: set[int] = set()  # id(item) of requests sent with a body not kept (request_body_unknown)
+        self.not_kept = 0  # of those, how many select() chose: left out
         self.chat = ChatPrefixes()
         self._anchor = 0
         self._reach = Reach()  # which candidates linking can still reach (prune)
@@ -402,8 +407,9 @@ class _Scan:
                 self._reach.made(links.continuation, started, started + duration)
         else:
             links = read_links(r, prefixes, previous, generation, answer=answer)  # its response read only as far as a reply
-        refusal = self._refusal(raw, body, is_object, path) if self.check is not None else None
-        refusal = refusal or self.fill.unfilled_credential(raw, body)
+        unknown = request_body_unknown(r)
+        refusal = self._refusal(raw, body, is_object, path) if self.check is not None and not unknown else None
+        refusal = refusal or (None if unknown else self.fill.unfilled_credential(raw, body))
         item = Item(
             index=len(self.items),
             source_id=r["id"],
@@ -425,7 +431,9 @@ class _Scan:
             item.raw = raw
         else:
             item.store, item.spot = self.store, spot
-        if refusal is not None:
+        if unknown:  # not sent: an empty body would be another request
+            self.unknown.add(id(item))
+        elif refusal is not None:
             self.refusals[id(item)] = refusal
         elif self.check is not None and not is_object and raw and not self.check.edits_every_body:
             self.as_recorded.add(id(item))
@@ -465,6 +473,9 @@ class _Scan:
             item = items[i]
             item.offset_ns -= first
             if filters and not filters.keep(item):
+                continue
+            if id(item) in self.unknown:
+                self.not_kept += 1
                 continue
             item.index = len(chosen)
             item.settings = self.settings.get(item.source_id)

@@ -70,6 +70,7 @@ def write_capture(
                 record["parent_id"] = x["parent_id"]
             if "source_id" in x:  # as a replay records the exchange it replayed
                 record["source_id"] = x["source_id"]
+            record.update(x.get("fields", {}))  # any other field, as a recorder writes it (request_body_size, ...)
             writer.write(record)
             records.append(record)
         for e in enrichments or ():

@@ -41,6 +41,7 @@ class _Tally:
         self.first: float | None = None
         self.last: float | None = None
         self.raw_bytes = 0
+        self.unsearched: Counter[str] = Counter()  # bodies kept as sent, encoded, not searched for credentials
         self.current = ""  # the run whose records follow: footers belong to it
 
     def add(self, record: dict[str, Any]) -> None:
@@ -86,6 +87,10 @@ class _Tally:
         self.first = start if self.first is None else min(self.first, start)
         self.last = stop if self.last is None else max(self.last, stop)
         self.raw_bytes += len(record.get("request_body", b"")) + sum(len(c) for c in record.get("chunks", ()))
+        sides = [side for side in ("request", "response") if f"{side}_body_unsearched" in record]
+        if sides:
+            self.unsearched.update(sides)
+            self.unsearched["exchanges"] += 1
 
 
 def _writer_alive(tally: _Tally) -> int | None:
@@ -119,6 +124,17 @@ def recorder_running(pid: Any, hostname: Any, wall: Any) -> int | None:
         return None
     # A process that started after the run did is another one that got the pid since.
     return pid if not isinstance(wall, (int, float)) or started <= wall + 1.0 else None
+
+
+def unsearched_warning(unsearched: dict[str, int]) -> str | None:
+    """What a capture's unsearched bodies mean to whoever shares it (None: it has none)."""
+    if not unsearched["exchanges"]:
+        return None
+    return (
+        f"{unsearched['exchanges']} exchanges keep a body compressed as sent that could not be decoded to be searched "
+        f"for credentials ({unsearched['request']} requests, {unsearched['response']} responses: request_body_unsearched, "
+        "response_body_unsearched): a credential may be inside those bytes, unredacted; check them before sharing this capture"
+    )
 
 
 def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -155,5 +171,8 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
         "closed_cleanly": reader.closed_cleanly,
         "writing": None if reader.closed_cleanly else _writer_alive(tally),
         "torn": [str(t) for t in reader.torn],
+        # Exchanges with a body kept compressed as sent, that could not be decoded to search it for
+        # credentials (request_body_unsearched, response_body_unsearched): one may be inside it on disk.
+        "unsearched": {key: tally.unsearched[key] for key in ("exchanges", "request", "response")},
         "workload": workload_summary(identity.identity(), [r["recorder"] for r in tally.runs.values()]),
     }

@@ -61,7 +61,7 @@ class InterimResponse(TypedDict):
 class ExchangeExtras(TypedDict, total=False):
     """The keys only some exchanges have."""
 
-    request_body_size: int  # set when the body was not kept (refused)
+    request_body_size: int  # set when the body was not kept (request_body_unknown)
     request_body_unsearched: str  # why a body sent encoded was not searched for credentials (see Redactor.request)
     response_body_unsearched: str  # why a response sent encoded was not searched decoded for its request's credentials
     closed_after_end: bool  # the client hung up after the stream's end marker, before the upstream's close
@@ -198,6 +198,17 @@ def delivered(record: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(chunks):
         return record
     return {**record, "chunks": chunks[:n], "chunk_ns": (record.get("chunk_ns") or [])[:n]}
+
+
+def request_body_unknown(record: dict[str, Any]) -> bool:
+    """Whether the request was sent with a body that was not kept (``request_body_size``: refused
+    over ``--max-body-mb``, its search for credentials failed, over ``infertap_max_body``; an imported
+    file's ``body_not_in_file``). Its empty ``request_body`` is then unknown: an empty body is another
+    request, never to be sent, hashed or paired in its place."""
+    if record.get("request_body"):
+        return False
+    size = record.get("request_body_size")
+    return (isinstance(size, int) and size > 0) or "request" in (record.get("body_not_in_file") or ())
 
 
 def named_session(value: object) -> str | None:
