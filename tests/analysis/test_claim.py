@@ -750,3 +750,36 @@ def test_stats_flags_a_prompt_token_total_of_some_requests_only_as_claim_does(tm
         assert f"prompt_tokens {w['prompt_tokens']['total']:,} ({PROMPT_LOWER_BOUND})" in text
         assert f"output_per_prompt {w['output_per_prompt']:,.3f} ({OF_COUNTED})" in text
         assert f"note: {said}" in text
+
+
+def test_the_output_token_total_is_of_ok_answers_only_as_its_count_of_answers_without_one(tmp_path):
+    """A failed request whose answer came with usage adds nothing to the output total (vLLM's
+    benchmark_serving and GuideLLM count successful requests only), as one with none raises no
+    partial flag: the total, its known count and output tok/s are all of the ok answers."""
+    error = json.dumps({"error": {"message": "overloaded", "type": "server_error"}}).encode()
+    path = tmp_path / "failed"
+    _counted_and_not(path, 0, [(_answer(3, 10), 200, "upstream_disconnected"), (error, 500, "complete")])
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    as_json = CliRunner().invoke(cli, ["stats", str(path), "--json", *cache])
+    assert as_json.exit_code == 0, as_json.output
+    [group] = json.loads(as_json.stdout)["groups"]
+    with Analysis([str(path)], cache_dir=tmp_path / "cache") as a:
+        ok_tokens, all_tokens, ok = a.sql(
+            "SELECT sum(output_tokens) FILTER (WHERE ok), sum(output_tokens), count(*) FILTER (WHERE ok) FROM metrics"
+        ).fetchall()[0]
+    assert all_tokens != ok_tokens  # must differ: the failed answer's tokens were counted
+    w = group["workload"]
+    assert (w["output_tokens"]["total"], w["output_tokens"]["known"]) == (ok_tokens, ok)  # must match: the ok answers'
+    assert (
+        group["errors"] == 2
+        and group["throughput"]["output_tokens_unknown"] == 0
+        and group["partly_counted"]["figures"].keys()
+        <= {
+            "workload.prompt_tokens.total",
+            "workload.output_per_prompt",
+        }
+    )
+    assert group["throughput"]["output_tokens_per_s"] == pytest.approx(ok_tokens / group["active_s"])
+    assert claim(path, cache_dir=tmp_path / "cache")["workload"]["value"]["output_tokens"] == ok_tokens
+    text = " ".join(CliRunner().invoke(cli, ["stats", str(path), *cache]).output.split())
+    assert f"output_tokens {ok_tokens:,}," in text
