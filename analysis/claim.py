@@ -520,6 +520,32 @@ def short(value: Any) -> str:
     return str(value)
 
 
+def figure_lines(fig: dict[str, Any]) -> list[str]:
+    """The card's headline figures in lines for people (``claim``, the report's claim cards), with
+    what they are over where some answers' tokens are unknown."""
+    heads = fig["runs"] if "runs" in fig else [fig]
+    if not heads:
+        return [fig["note"]]
+    lines = []
+    for h in heads:
+        lat = ", ".join(
+            f"{m} p50 {short(h[f'{m}_ms']['p50'])} / p99 {short(h[f'{m}_ms']['p99'])} ms" for m in ("ttft", "tpot", "e2e")
+        )
+        t = h["throughput"]
+        energy = h.get("energy") or {}
+        scraped = f"; telemetry scraped from {', '.join(h['telemetry_urls'])}" if h.get("telemetry_urls") else ""
+        lines.append(
+            f"{h['ok']}/{h['requests']} ok; {lat}; {short(t['requests_per_s'])} req/s, "
+            f"{short(t['output_tokens_per_s'])} output tok/s; concurrency mean {short(h['concurrency']['mean'])}, "
+            f"max {short(h['concurrency']['max'])}"
+            + (f"; energy {short(energy)}" if energy else "; energy: no telemetry")
+            + scraped
+        )
+    if fig.get("unknown"):  # per-token figures over some answers only, or none
+        lines.append(f"unknown: {fig['unknown']}")
+    return lines
+
+
 def value_text(name: str, value: Any) -> str:
     """A field's value in one line for people (``claim``, the report's claim cards)."""
     if value is None:

@@ -274,7 +274,7 @@ def test_the_report_shows_both_claim_cards_side_by_side(fake, source, tmp_path):
     assert "<th>A: src</th><th>B: same</th>" in section
     short = workload_identity(source).short
     rows = {row.split("</td>", 1)[0].split("<td>")[1]: row for row in section.split("<tr")[2:]}
-    assert set(rows) == set(FIELDS)
+    assert set(rows) - {""} == {*FIELDS, "figures"}  # the nine facts, then the headline figures (a row a line)
     assert rows["workload"].count(short) == 3 and "identical to source" in rows["workload"]  # A, B and B's source
     # Neither run has an engine snapshot: the runtime is unknown on both sides, with the reason.
     assert rows["runtime"].count("unknown — unknown: the capture has no engine snapshot") == 2
@@ -783,3 +783,25 @@ def test_the_output_token_total_is_of_ok_answers_only_as_its_count_of_answers_wi
     assert claim(path, cache_dir=tmp_path / "cache")["workload"]["value"]["output_tokens"] == ok_tokens
     text = " ".join(CliRunner().invoke(cli, ["stats", str(path), *cache]).output.split())
     assert f"output_tokens {ok_tokens:,}," in text
+
+
+def test_the_reports_claim_cards_show_each_runs_headline_figures_and_what_they_are_over(tmp_path):
+    """The report's cards give the figures `claim` prints (latencies, throughput, energy) and the note
+    that the per-token ones are over some answers only, for that run alone; every count known: no note."""
+    import html
+
+    for name, uncounted in (("all", 0), ("part", 1)):
+        _counted_and_not(tmp_path / name, uncounted)
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(cli, ["report", str(tmp_path / "all"), str(tmp_path / "part"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    section = html.unescape(out.read_text())
+    section = section[section.index("<h2>Claim cards</h2>") :].split("</table>")[0]
+    for name in ("all", "part"):
+        said = CliRunner().invoke(cli, ["claim", str(tmp_path / name)]).output
+        figures = [line.removeprefix("  figures: ") for line in said.splitlines() if line.startswith("  figures: ")]
+        assert figures and all(f"<td>{line}</td>" in section for line in figures)  # claim's own lines
+    card = claim(tmp_path / "part")
+    assert f"<td>unknown: {card['figures']['unknown']}</td>" in section  # must differ: B's answers partly counted
+    assert section.count("unknown: output tokens unknown for") == 1  # must match: A's all counted, no note
+    assert "output tok/s" in section and "energy" in section and "ttft p50" in section
