@@ -20,7 +20,7 @@ from infertap.capture.hostfacts import engine_is_local
 from infertap.capture.identity import schedule_change, schedule_not_kept, schedule_words, traffic_runs
 from infertap.engines.runtime_digest import runtime_digest
 
-from .partly_counted import note
+from .partly_counted import note, prompt_note
 from .stats import QUANTILES, live_warnings, speed_stats
 from .store import Analysis
 from .workload_identity import recorders, workload
@@ -369,8 +369,8 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None, un
     if unknown_ok and value["output_tokens"] is not None:  # a total of some answers only: said, not passed off as all
         missing.append(f"output_tokens counts {ok - unknown_ok} of {ok} ok answers: {unknown_ok} came with no count")
     prompts, known = profile.get("requests") or 0, (profile.get("prompt_tokens") or {}).get("known") or 0
-    if value["prompt_tokens"] is not None and known < prompts:  # as the output total: a lower bound, said
-        missing.append(f"prompt_tokens counts {known} of {prompts} requests: {prompts - known} came with no count")
+    if value["prompt_tokens"] is not None and (partly := prompt_note(known, prompts)):  # a lower bound, as stats flags it
+        missing.append(partly)
     return _field(
         value,
         "sha256 of the generation requests (method, path, exact body bytes) in send order; token totals from usage or the engine's tokenizer",
@@ -518,6 +518,32 @@ def short(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.4g}"
     return str(value)
+
+
+def figure_lines(fig: dict[str, Any]) -> list[str]:
+    """The card's headline figures in lines for people (``claim``, the report's claim cards), with
+    what they are over where some answers' tokens are unknown."""
+    heads = fig["runs"] if "runs" in fig else [fig]
+    if not heads:
+        return [fig["note"]]
+    lines = []
+    for h in heads:
+        lat = ", ".join(
+            f"{m} p50 {short(h[f'{m}_ms']['p50'])} / p99 {short(h[f'{m}_ms']['p99'])} ms" for m in ("ttft", "tpot", "e2e")
+        )
+        t = h["throughput"]
+        energy = h.get("energy") or {}
+        scraped = f"; telemetry scraped from {', '.join(h['telemetry_urls'])}" if h.get("telemetry_urls") else ""
+        lines.append(
+            f"{h['ok']}/{h['requests']} ok; {lat}; {short(t['requests_per_s'])} req/s, "
+            f"{short(t['output_tokens_per_s'])} output tok/s; concurrency mean {short(h['concurrency']['mean'])}, "
+            f"max {short(h['concurrency']['max'])}"
+            + (f"; energy {short(energy)}" if energy else "; energy: no telemetry")
+            + scraped
+        )
+    if fig.get("unknown"):  # per-token figures over some answers only, or none
+        lines.append(f"unknown: {fig['unknown']}")
+    return lines
 
 
 def value_text(name: str, value: Any) -> str:

@@ -222,7 +222,9 @@ def energy(a: Run, b: Run) -> dict[str, Any]:
         "a": a.energy,
         "b": b.energy,
         **ratios,
-        "same_source": bool(a.energy and b.energy and ea.get("source") == eb.get("source")),
+        # Alike by the kind of source (energy.kinds), not by ``source``'s text: that also says how much was measured.
+        "same_source": bool(_kinds(a.energy)) and set(_kinds(a.energy)) == set(_kinds(b.energy)),
+        "partly_measured": {"a": ea.get("partly_measured"), "b": eb.get("partly_measured")},
         "telemetry_urls": {"a": a.telemetry_urls, "b": b.telemetry_urls},
         "kinds": {"a": _kinds(a.energy), "b": _kinds(b.energy)},
         "unlike": _unlike(a, b),

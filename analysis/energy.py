@@ -183,10 +183,12 @@ class Telemetry:
                     idle = idle if watts is None else (idle or 0.0) + watts
         if not devices:
             return _unknown(why) if why else None
+        partly = _partly(parts, measured, why)
         return self._figures(parts, measured, joules, merged(spans), ok, tokens, sessions) | {
             "idle_watts": idle,
-            "source": "; ".join(labels) + _partly(parts, measured, why),
+            "source": "; ".join(labels) + (f"; partly measured: {partly}" if partly else ""),
             "kinds": kinds,
+            "partly_measured": partly,
             "devices": devices,
         }
 
@@ -551,17 +553,16 @@ def _unknown(why: str) -> dict[str, Any]:
     }
 
 
-def _partly(parts: dict[_Key, _Part], measured: set[_Key], why: str | None) -> str:
-    """What ``source`` adds when only some runs were measured: in captures where each is one run."""
+def _partly(parts: dict[_Key, _Part], measured: set[_Key], why: str | None) -> str | None:
+    """How much was measured when only some runs were (in captures where each is one run), which
+    ``source`` ends with; None where every run was."""
     if all(k in measured for k in parts):
-        return ""
+        return None
     ok = sum(p.ok for k, p in parts.items() if k in measured)
     total = sum(p.ok for p in parts.values())
     captures = {c for c, _ in parts}
     unit = "captures" if len(captures) == len(parts) else "runs"
-    return f"; partly measured: {len(measured)} of {len(parts)} {unit}, {ok} of {total} ok requests" + (
-        f" ({why})" if why else ""
-    )
+    return f"{len(measured)} of {len(parts)} {unit}, {ok} of {total} ok requests" + (f" ({why})" if why else "")
 
 
 def _between(parts: list[_Part]) -> float:

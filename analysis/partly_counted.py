@@ -1,9 +1,11 @@
-"""The figures that rest on output token counts, where some ok answers have none (docs/metrics.md).
+"""The figures that rest on token counts, where some ok answers (or some requests' prompts) have none (docs/metrics.md).
 
 A body not streamed, with no usage and no enrichment, has no output token count: output tok/s and
 the output token total add the other answers' tokens only, so they are lower bounds, and J per
-output token is J per request over the counted answers' mean. One rule, so that ``stats`` (beside
-each figure) and ``claim`` (its card's ``figures.unknown``) say it alike.
+output token is J per request over the counted answers' mean. A prompt of no count leaves the
+prompt token total a lower bound as well; output per prompt rests on both totals. One rule, so that
+``stats`` (beside each figure) and ``claim`` (its card's ``figures.unknown``, its workload's
+``unknown``) say it alike.
 """
 
 from __future__ import annotations
@@ -12,12 +14,17 @@ from typing import Any
 
 LOWER_BOUND = "a lower bound: the counted answers' tokens only"
 OVER_MEAN = "per request over the counted answers' mean output tokens"
-#: A group's figures (dotted paths in ``stats --json``) that rest on the counts, and what each then is.
+PROMPT_LOWER_BOUND = "a lower bound: the counted requests' tokens only"
+OF_COUNTED = "of the counted tokens only: a total it rests on is a lower bound"
+#: A group's figures (dotted paths in ``stats --json``) that rest on the output counts, and what each then is.
 FIGURES = {
     "throughput.output_tokens_per_s": LOWER_BOUND,
     "workload.output_tokens.total": LOWER_BOUND,
+    "workload.output_per_prompt": OF_COUNTED,
     "energy.joules_per_output_token": OVER_MEAN,
 }
+#: Those that rest on the prompt counts.
+PROMPT_FIGURES = {"workload.prompt_tokens.total": PROMPT_LOWER_BOUND, "workload.output_per_prompt": OF_COUNTED}
 _WHY = (
     "no usage in the answer, not streamed, no enrichment: ask the engine for usage, or run `infertap enrich CAPTURE --engine URL`"
 )
@@ -37,13 +44,30 @@ def note(uncounted: int, ok: int) -> str | None:
     )
 
 
+def prompt_note(known: int, requests: int) -> str | None:
+    """What the prompt token total is over, where ``known`` of ``requests`` came with a count; None
+    where all did, or none did (the total is then unknown, not partial)."""
+    if not known or known >= requests:
+        return None
+    return f"prompt_tokens counts {known} of {requests} requests: {requests - known} came with no count"
+
+
 def partly_counted(group: dict[str, Any]) -> dict[str, Any] | None:
     """A ``stats`` group's note and each of its figures that has a value resting on partly known
-    counts (path -> what it is); None where every ok answer's count is known."""
-    said = note(group["throughput"]["output_tokens_unknown"], group["ok"])
-    if said is None:
+    counts (path -> what it is); None where every ok answer's and every prompt's count is known."""
+    w = group["workload"]
+    said = [
+        (text, figures)
+        for text, figures in (
+            (note(group["throughput"]["output_tokens_unknown"], group["ok"]), FIGURES),
+            (prompt_note(w["prompt_tokens"]["known"], w["requests"]), PROMPT_FIGURES),
+        )
+        if text
+    ]
+    if not said:
         return None
-    return {"note": said, "figures": {path: how for path, how in FIGURES.items() if _at(group, path) is not None}}
+    rests = {path: how for _, figures in said for path, how in figures.items() if _at(group, path) is not None}
+    return {"note": "; ".join(text for text, _ in said), "figures": rests}
 
 
 def _at(group: dict[str, Any], path: str) -> Any:

@@ -1,4 +1,5 @@
-"""The report's claim cards: each run's nine facts side by side (``claim``), unknowns with their reason.
+"""The report's claim cards: each run's nine facts side by side (``claim``), unknowns with their reason,
+then its headline figures as ``claim`` prints them.
 
 One row per field, one column per run; a row whose values differ between the runs is highlighted,
 since a different device, runtime or workload explains a different number before any metric does.
@@ -12,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .claim import FIELDS, claim, value_text
+from .claim import FIELDS, claim, figure_lines, value_text
 from .svg import _table
 
 
@@ -37,6 +38,11 @@ def claim_cards(runs: Sequence[tuple[str, str | os.PathLike[str]]]) -> list[str]
         ]
         rows.append([field, *cells])
         differs.append(len({_same(field, card[field]["value"], text) for text, (_, card) in zip(values, cards, strict=True)}) > 1)
+    # The headline figures (and what they are over), as ``claim`` prints them; runs' figures always differ.
+    lines = [figure_lines(card["figures"]) for _, card in cards]
+    for i in range(max(map(len, lines), default=0)):  # a row per line: a run's, then the note on what they are over
+        rows.append(["figures" if i == 0 else "", *(each[i] if i < len(each) else "" for each in lines)])
+        differs.append(False)
     return [
         "<h2>Claim cards</h2>",
         # claim's own warning of a capture still being written: its figures leave out what is in flight

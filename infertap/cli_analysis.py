@@ -6,10 +6,11 @@ Metric names are printed exactly as docs/metrics.md defines them.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,7 +148,7 @@ def _print_stats(result: dict[str, Any]) -> None:
         _print_energy(group["energy"], group["engine_state"], _partly(group, "energy.joules_per_output_token"))
         if group["telemetry_urls"]:  # where the exporters' figures above came from
             _out(f"  telemetry scraped (--telemetry-url): {', '.join(group['telemetry_urls'])}")
-        _print_workload(group["workload"], _partly(group, "workload.output_tokens.total"))
+        _print_workload(group["workload"], functools.partial(_partly, group))
 
 
 #: Sessions printed by `stats --by session` (the longest, in order of their first request).
@@ -334,9 +335,9 @@ def _energy_over(energy: dict[str, Any]) -> str:
     return f"; over {_num(measured['seconds'], 2)} s active, the {_num(measured['between_runs_s'], 2)} s between runs left out"
 
 
-def _print_workload(w: dict[str, Any], output_partly: str = "") -> None:
+def _print_workload(w: dict[str, Any], partly: Callable[[str], str] = lambda figure: "") -> None:
     """The workload profile: two runs' speeds compare only if what they were asked compares;
-    ``output_partly``: what the output total is, where some answers' tokens are unknown."""
+    ``partly``: what a figure (``workload.output_tokens.total``) is, where some of its counts are unknown."""
     if w.get("identity"):
         ident = w["identity"]  # analysis/workload_identity.py
         _out(
@@ -345,8 +346,9 @@ def _print_workload(w: dict[str, Any], output_partly: str = "") -> None:
         )
     pt, ot, ct = w["prompt_tokens"], w["output_tokens"], w["cached_tokens"]
     _out(
-        f"  workload: prompt_tokens {_num(pt['total'])} (known for {pt['known']}, {_counts(pt['source'])}), "
-        f"output_tokens {_num(ot['total'])}{output_partly}, output_per_prompt {_num(w['output_per_prompt'], 3)}, "
+        f"  workload: prompt_tokens {_num(pt['total'])}{partly('workload.prompt_tokens.total')} (known for {pt['known']}, "
+        f"{_counts(pt['source'])}), output_tokens {_num(ot['total'])}{partly('workload.output_tokens.total')}, "
+        f"output_per_prompt {_num(w['output_per_prompt'], 3)}{partly('workload.output_per_prompt')}, "
         f"cached_share {_pct(ct['share'])} (known for {ct['known']}, {_counts(ct['source'])})"
     )
     for reuse in w["prefix_reuse"]:

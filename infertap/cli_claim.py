@@ -57,29 +57,9 @@ def _rows(card: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def _figures(fig: dict[str, Any]) -> list[str]:
-    from .analysis.claim import short as _short
+    from .analysis.claim import figure_lines
 
-    heads = fig["runs"] if "runs" in fig else [fig]
-    if not heads:
-        return [fig["note"]]
-    lines = []
-    for h in heads:
-        lat = ", ".join(
-            f"{m} p50 {_short(h[f'{m}_ms']['p50'])} / p99 {_short(h[f'{m}_ms']['p99'])} ms" for m in ("ttft", "tpot", "e2e")
-        )
-        t = h["throughput"]
-        energy = h.get("energy") or {}
-        scraped = f"; telemetry scraped from {', '.join(h['telemetry_urls'])}" if h.get("telemetry_urls") else ""
-        lines.append(
-            f"{h['ok']}/{h['requests']} ok; {lat}; {_short(t['requests_per_s'])} req/s, "
-            f"{_short(t['output_tokens_per_s'])} output tok/s; concurrency mean {_short(h['concurrency']['mean'])}, "
-            f"max {_short(h['concurrency']['max'])}"
-            + (f"; energy {_short(energy)}" if energy else "; energy: no telemetry")
-            + scraped
-        )
-    if fig.get("unknown"):  # per-token figures over some answers only, or none
-        lines.append(f"unknown: {fig['unknown']}")
-    return lines
+    return figure_lines(fig)
 
 
 def text(card: dict[str, Any]) -> str:

@@ -187,7 +187,12 @@ def _print_energy(console: Console, e: dict[str, Any]) -> None:
         if e["unlike"]:
             _say(console, f"energy: {e['unlike']}", "yellow")
         if e["ratio_joules_per_output_token"] is not None:
+            partly = [side.upper() for side in ("a", "b") if e["partly_measured"][side]]
             note = "" if e["same_source"] else " (measured by different sources: compare with care)"
+            if partly:  # over the measured runs' requests only (energy.measured), which the line above gives
+                note += (
+                    f" ({' and '.join(partly)} partly measured: over {'their' if len(partly) > 1 else 'its'} measured runs only)"
+                )
             _say(
                 console,
                 f"energy B/A: {_num(e['ratio_joules_per_output_token'])}x per output token, {_num(e['ratio_joules_per_request'])}x per request{note}",

@@ -274,7 +274,7 @@ def test_the_report_shows_both_claim_cards_side_by_side(fake, source, tmp_path):
     assert "<th>A: src</th><th>B: same</th>" in section
     short = workload_identity(source).short
     rows = {row.split("</td>", 1)[0].split("<td>")[1]: row for row in section.split("<tr")[2:]}
-    assert set(rows) == set(FIELDS)
+    assert set(rows) - {""} == {*FIELDS, "figures"}  # the nine facts, then the headline figures (a row a line)
     assert rows["workload"].count(short) == 3 and "identical to source" in rows["workload"]  # A, B and B's source
     # Neither run has an engine snapshot: the runtime is unknown on both sides, with the reason.
     assert rows["runtime"].count("unknown — unknown: the capture has no engine snapshot") == 2
@@ -588,9 +588,10 @@ def test_sampling_known_for_some_requests_only_says_so(tmp_path):
     assert CliRunner().invoke(cli, ["claim", str(path), "--strict"]).exit_code != 0
 
 
-def _counted_and_not(path, uncounted: int) -> None:
+def _counted_and_not(path, uncounted: int, failed: list[tuple[bytes, int, str]] = ()) -> None:  # type: ignore[assignment]
     """Four answers 0-1000, 1000-2000, ... ms, each of 3 output tokens by usage except the last
-    ``uncounted`` (no usage, not streamed: no count), with the GPU at 200 W throughout."""
+    ``uncounted`` (no usage, not streamed: no count), with the GPU at 200 W throughout; then the
+    ``failed`` requests (body, status, end), one a second after them."""
     from infertap.capture.records import new_telemetry
     from infertap.capture.writer import CaptureWriter
     from tests.analysis_builders import body, exchange
@@ -611,7 +612,12 @@ def _counted_and_not(path, uncounted: int) -> None:
                     upstream="http://127.0.0.1:8080",
                 )
             )
-        for at in range(0, 4001, 250):
+        for i, (answer, status, end) in enumerate(failed, start=4):
+            writer.write(
+                exchange(f"x{i}", sent_ms=i * 1000, chunks=[(900.0, answer)], end_ms=1000, seq=i, request=body(stream=False),
+                         headers=[["content-type", "application/json"]], upstream="http://127.0.0.1:8080", status=status, end=end)
+            )  # fmt: skip
+        for at in range(0, 4001 + 1000 * len(failed), 250):
             writer.write(new_telemetry("gpu", writer.started_wall + at / 1e3, [["gpu_power_watts", {"gpu": "0"}, 200.0]]))
 
 
@@ -675,7 +681,7 @@ def test_the_reports_claim_cards_give_claims_warning_of_a_capture_not_closed(sou
 def test_stats_flags_the_per_token_figures_over_some_answers_as_claim_does(tmp_path):
     """stats' output tok/s, output total and J per output token over three answers of four: each
     flagged beside its figure (text and --json), with the card's own note; every count known: none."""
-    from infertap.analysis.partly_counted import FIGURES, LOWER_BOUND, OVER_MEAN
+    from infertap.analysis.partly_counted import FIGURES, LOWER_BOUND, OVER_MEAN, PROMPT_FIGURES, prompt_note
 
     cache = ("--cache-dir", str(tmp_path / "cache"))
     for name, uncounted in (("all", 0), ("part", 1), ("none", 4)):
@@ -690,7 +696,10 @@ def test_stats_flags_the_per_token_figures_over_some_answers_as_claim_does(tmp_p
 
     group, text = stats("part")
     card = claim(tmp_path / "part", cache_dir=tmp_path / "cache")
-    assert group["partly_counted"] == {"note": card["figures"]["unknown"], "figures": FIGURES}  # one rule
+    # One rule: the card's figures.unknown, and (that answer had no prompt count either) its workload's.
+    prompts = prompt_note(3, 4)
+    assert group["partly_counted"] == {"note": f"{card['figures']['unknown']}; {prompts}", "figures": FIGURES | PROMPT_FIGURES}
+    assert prompts in card["workload"]["unknown"]
     rate, per_token = group["throughput"]["output_tokens_per_s"], group["energy"]["joules_per_output_token"]
     assert f"output_tokens_per_s {rate:,.1f} ({LOWER_BOUND})" in text
     assert f"joules_per_output_token {per_token:,.4f} ({OVER_MEAN})" in text
@@ -713,3 +722,86 @@ def test_the_card_says_a_prompt_token_total_of_some_requests_only(tmp_path):
     assert "workload" not in unknown_fields(counted)
     said = CliRunner().invoke(cli, ["claim", str(tmp_path / "part"), "--cache-dir", str(tmp_path / "cache")])
     assert "prompt_tokens counts 3 of 4 requests" in " ".join(said.output.split())
+
+
+def test_stats_flags_a_prompt_token_total_of_some_requests_only_as_claim_does(tmp_path):
+    """Every ok answer counted, one failed request with no prompt count: stats' prompt total and
+    output per prompt are flagged (text and --json) with the card's words; every count known: none."""
+    from infertap.analysis.partly_counted import OF_COUNTED, PROMPT_FIGURES, PROMPT_LOWER_BOUND
+
+    error = json.dumps({"error": {"message": "overloaded", "type": "server_error"}}).encode()
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    for name, failed in (("part", [(error, 500, "complete")]), ("all", [])):
+        _counted_and_not(tmp_path / name, 0, failed)
+        as_json = CliRunner().invoke(cli, ["stats", str(tmp_path / name), "--json", *cache])
+        out = CliRunner().invoke(cli, ["stats", str(tmp_path / name), *cache])
+        assert as_json.exit_code == 0 and out.exit_code == 0, as_json.output + out.output
+        [group] = json.loads(as_json.stdout)["groups"]
+        text, w = " ".join(out.output.split()), group["workload"]
+        card = claim(tmp_path / name, cache_dir=tmp_path / "cache")
+        if not failed:  # must match: every count known, nothing flagged
+            assert group["partly_counted"] is None and PROMPT_LOWER_BOUND not in text and "workload" not in unknown_fields(card)
+            continue
+        known, requests = w["prompt_tokens"]["known"], w["requests"]
+        assert (known, requests) == (4, 5)  # must differ: the failed request came with no count
+        said = group["partly_counted"]["note"]
+        assert said in unknown_fields(card)["workload"] and f"prompt_tokens counts {known} of {requests} requests" in said
+        assert group["partly_counted"]["figures"] == PROMPT_FIGURES
+        assert f"prompt_tokens {w['prompt_tokens']['total']:,} ({PROMPT_LOWER_BOUND})" in text
+        assert f"output_per_prompt {w['output_per_prompt']:,.3f} ({OF_COUNTED})" in text
+        assert f"note: {said}" in text
+
+
+def test_the_output_token_total_is_of_ok_answers_only_as_its_count_of_answers_without_one(tmp_path):
+    """A failed request whose answer came with usage adds nothing to the output total (vLLM's
+    benchmark_serving and GuideLLM count successful requests only), as one with none raises no
+    partial flag: the total, its known count and output tok/s are all of the ok answers."""
+    error = json.dumps({"error": {"message": "overloaded", "type": "server_error"}}).encode()
+    path = tmp_path / "failed"
+    _counted_and_not(path, 0, [(_answer(3, 10), 200, "upstream_disconnected"), (error, 500, "complete")])
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    as_json = CliRunner().invoke(cli, ["stats", str(path), "--json", *cache])
+    assert as_json.exit_code == 0, as_json.output
+    [group] = json.loads(as_json.stdout)["groups"]
+    with Analysis([str(path)], cache_dir=tmp_path / "cache") as a:
+        ok_tokens, all_tokens, ok = a.sql(
+            "SELECT sum(output_tokens) FILTER (WHERE ok), sum(output_tokens), count(*) FILTER (WHERE ok) FROM metrics"
+        ).fetchall()[0]
+    assert all_tokens != ok_tokens  # must differ: the failed answer's tokens were counted
+    w = group["workload"]
+    assert (w["output_tokens"]["total"], w["output_tokens"]["known"]) == (ok_tokens, ok)  # must match: the ok answers'
+    assert (
+        group["errors"] == 2
+        and group["throughput"]["output_tokens_unknown"] == 0
+        and group["partly_counted"]["figures"].keys()
+        <= {
+            "workload.prompt_tokens.total",
+            "workload.output_per_prompt",
+        }
+    )
+    assert group["throughput"]["output_tokens_per_s"] == pytest.approx(ok_tokens / group["active_s"])
+    assert claim(path, cache_dir=tmp_path / "cache")["workload"]["value"]["output_tokens"] == ok_tokens
+    text = " ".join(CliRunner().invoke(cli, ["stats", str(path), *cache]).output.split())
+    assert f"output_tokens {ok_tokens:,}," in text
+
+
+def test_the_reports_claim_cards_show_each_runs_headline_figures_and_what_they_are_over(tmp_path):
+    """The report's cards give the figures `claim` prints (latencies, throughput, energy) and the note
+    that the per-token ones are over some answers only, for that run alone; every count known: no note."""
+    import html
+
+    for name, uncounted in (("all", 0), ("part", 1)):
+        _counted_and_not(tmp_path / name, uncounted)
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(cli, ["report", str(tmp_path / "all"), str(tmp_path / "part"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    section = html.unescape(out.read_text())
+    section = section[section.index("<h2>Claim cards</h2>") :].split("</table>")[0]
+    for name in ("all", "part"):
+        said = CliRunner().invoke(cli, ["claim", str(tmp_path / name)]).output
+        figures = [line.removeprefix("  figures: ") for line in said.splitlines() if line.startswith("  figures: ")]
+        assert figures and all(f"<td>{line}</td>" in section for line in figures)  # claim's own lines
+    card = claim(tmp_path / "part")
+    assert f"<td>unknown: {card['figures']['unknown']}</td>" in section  # must differ: B's answers partly counted
+    assert section.count("unknown: output tokens unknown for") == 1  # must match: A's all counted, no note
+    assert "output tok/s" in section and "energy" in section and "ttft p50" in section

@@ -395,6 +395,29 @@ def test_a_group_partly_measured_divides_by_the_measured_requests_only(tmp_path:
     assert "partly measured: 1 of 2 captures, 1 of 2 ok requests" in e["source"] and "host-2" in e["source"]
 
 
+def test_compare_says_partly_measured_apart_from_the_kind_of_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two captures of two runs each, measured by one kind of source (NVML), the second's later run
+    recorded with --no-telemetry: measured alike, one side only partly, which compare says as such."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+
+    def two_runs(path: Path, later: list[Sample]) -> Path:
+        run(path, [(0, 2000)], [(t, "gpu", "gpu_power_watts", GPU0, 300.0) for t in range(0, 2001, 250)])
+        return run(path, [(3000, 5000)], later)
+
+    whole = two_runs(tmp_path / "whole", [(t, "gpu", "gpu_power_watts", GPU0, 300.0) for t in range(3000, 5001, 250)])
+    partly = two_runs(tmp_path / "partly", [])
+    for b, said in ((partly, "1 of 2 runs, 1 of 2 ok requests"), (whole, None)):  # must differ, must match
+        result = compare(whole, b)["energy"]
+        assert result["kinds"] == {"a": ["NVML or nvidia-smi"], "b": ["NVML or nvidia-smi"]} and result["unlike"] is None
+        assert result["same_source"] is True and result["partly_measured"]["a"] is None
+        assert result["partly_measured"]["b"] == said
+        out = CliRunner().invoke(cli, ["compare", str(whole), str(b)])
+        assert out.exit_code == 0, out.output
+        text = " ".join(out.output.split())
+        assert "different sources" not in text
+        assert ("(B partly measured: over its measured runs only)" in text) == (said is not None)
+
+
 def test_energy_per_token_counts_only_answers_whose_tokens_are_known(tmp_path: Path) -> None:
     answer = json.dumps(
         {
