@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import gzip
 import json
+import socket
 import threading
 import time
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -30,6 +32,29 @@ async def lifespan(receive: Any, send: Any) -> None:
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})
             return
+
+
+@contextlib.contextmanager
+def raw_upstream(answer: Callable[[socket.socket, bytes], None]) -> Iterator[str]:
+    """A raw HTTP/1.1 upstream of one connection, for what an ASGI server can't send (an interim
+    response, an answer before the request's body is in): reads a request's head, then hands the
+    connection and the bytes read so far to ``answer``. Yields its URL."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with server.accept()[0] as conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(65536)
+            answer(conn, head)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        thread.join(10)
+        server.close()
 
 
 def sse_upstream(chunks: list[bytes], before_end: Callable[[], Awaitable[None]] | None = None) -> Any:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
+
+from tests.fake_upstream import raw_upstream
 
 
 def test_a_request_body_over_stream_large_bodies_is_recorded_whole(start_mitm, fake):
@@ -72,28 +73,20 @@ def test_a_chunked_request_body_stays_buffered_for_other_addons_unless_it_grows_
 def early_upstream() -> Iterator[str]:
     """An HTTP/1.1 upstream that answers with its first event as soon as the request's headers are
     in, then reads the body and ends the stream."""
-    server = socket.create_server(("127.0.0.1", 0))
 
-    def serve() -> None:
-        with server.accept()[0] as conn:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += conn.recv(65536)
-            head, _, rest = head.partition(b"\r\n\r\n")
-            length = int(
-                next(v for n, _, v in (line.partition(b":") for line in head.split(b"\r\n")) if n.lower() == b"content-length")
-            )
-            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
-            conn.sendall(b"d\r\ndata: early\n\n\r\n")
-            while len(rest) < length:
-                rest += conn.recv(65536)
-            conn.sendall(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+    def answer(conn: socket.socket, head: bytes) -> None:
+        head, _, rest = head.partition(b"\r\n\r\n")
+        length = int(
+            next(v for n, _, v in (line.partition(b":") for line in head.split(b"\r\n")) if n.lower() == b"content-length")
+        )
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        conn.sendall(b"d\r\ndata: early\n\n\r\n")
+        while len(rest) < length:
+            rest += conn.recv(65536)
+        conn.sendall(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    thread.join(10)
-    server.close()
+    with raw_upstream(answer) as url:
+        yield url
 
 
 def test_an_answer_before_a_streamed_body_has_gone_is_timed_from_the_send(start_mitm, early_upstream):

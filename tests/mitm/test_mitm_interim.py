@@ -6,11 +6,12 @@ as a `complete` exchange of status 103; it is now an `interim` response and a `p
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+
+from tests.fake_upstream import raw_upstream
 
 HINT = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
 
@@ -18,23 +19,15 @@ HINT = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
 @pytest.fixture
 def hinting_upstream() -> Iterator[str]:
     """An HTTP/1.1 upstream that sends a 103 Early Hints, then its 200, and closes."""
-    server = socket.create_server(("127.0.0.1", 0))
 
-    def serve() -> None:
-        with server.accept()[0] as conn:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += conn.recv(65536)
-            conn.sendall(HINT)
-            time.sleep(0.05)  # the 200 in a read of its own
-            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-            time.sleep(0.2)
+    def answer(conn: socket.socket, head: bytes) -> None:
+        conn.sendall(HINT)
+        time.sleep(0.05)  # the 200 in a read of its own
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        time.sleep(0.2)
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    thread.join(10)
-    server.close()
+    with raw_upstream(answer) as url:
+        yield url
 
 
 def test_an_early_hint_mitmproxy_takes_for_the_response_is_recorded_as_interim(start_mitm, hinting_upstream):
