@@ -23,6 +23,7 @@ from infertap.engines.runtime_digest import runtime_digest
 from .partly_counted import note, prompt_note
 from .stats import QUANTILES, live_warnings, speed_stats
 from .store import Analysis
+from .svg import number
 from .workload_identity import recorders, workload
 
 FIELDS = (
@@ -516,7 +517,7 @@ def short(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(short(v) for v in value) or "-"
     if isinstance(value, float):
-        return f"{value:,.4g}"
+        return number(value)  # plain, as the report writes numbers: 19,250, never 1.925e+04
     return str(value)
 
 
