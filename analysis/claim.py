@@ -533,18 +533,33 @@ def figure_lines(fig: dict[str, Any]) -> list[str]:
             f"{m} p50 {short(h[f'{m}_ms']['p50'])} / p99 {short(h[f'{m}_ms']['p99'])} ms" for m in ("ttft", "tpot", "e2e")
         )
         t = h["throughput"]
-        energy = h.get("energy") or {}
+        energy = h.get("energy")
         scraped = f"; telemetry scraped from {', '.join(h['telemetry_urls'])}" if h.get("telemetry_urls") else ""
         lines.append(
             f"{h['ok']}/{h['requests']} ok; {lat}; {short(t['requests_per_s'])} req/s, "
             f"{short(t['output_tokens_per_s'])} output tok/s; concurrency mean {short(h['concurrency']['mean'])}, "
-            f"max {short(h['concurrency']['max'])}"
-            + (f"; energy {short(energy)}" if energy else "; energy: no telemetry")
-            + scraped
+            f"max {short(h['concurrency']['max'])}" + f"; {_energy_line(energy)}" + scraped
         )
     if fig.get("unknown"):  # per-token figures over some answers only, or none
         lines.append(f"unknown: {fig['unknown']}")
     return lines
+
+
+def _energy_line(energy: dict[str, Any] | None) -> str:
+    """A run's energy in one short clause: its total, per request, per output token and mean power,
+    and what measured it (the whole figure is in ``--json``)."""
+    if not energy:
+        return "energy: no telemetry"
+    if energy.get("joules") is None:
+        return f"energy {energy.get('source') or 'unknown'}"
+    units = (
+        ("joules", "J"),
+        ("joules_per_request", "J/request"),
+        ("joules_per_output_token", "J/output token"),
+        ("mean_watts", "W mean"),
+    )
+    said = ", ".join(f"{short(energy[k])} {unit}" for k, unit in units if energy.get(k) is not None)
+    return f"energy {said} ({energy.get('source')})"
 
 
 def value_text(name: str, value: Any) -> str:

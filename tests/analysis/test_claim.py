@@ -805,3 +805,24 @@ def test_the_reports_claim_cards_show_each_runs_headline_figures_and_what_they_a
     assert f"<td>unknown: {card['figures']['unknown']}</td>" in section  # must differ: B's answers partly counted
     assert section.count("unknown: output tokens unknown for") == 1  # must match: A's all counted, no note
     assert "output tok/s" in section and "energy" in section and "ttft p50" in section
+
+
+def test_the_cards_energy_is_one_short_clause_of_its_figures_and_source(tmp_path):
+    """The card's text gives a run's energy as its total, per request, per output token and mean
+    power with what measured it, each as --json has it: not the whole energy object's every key
+    (measured, idle_watts, kinds...), which made the line unreadable. No telemetry: said so."""
+    from infertap.analysis.svg import number
+
+    _counted_and_not(tmp_path / "a", 0)
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    energy = claim(tmp_path / "a", cache_dir=tmp_path / "cache")["figures"]["energy"]
+    said = CliRunner().invoke(cli, ["claim", str(tmp_path / "a"), *cache], env={"COLUMNS": "400"})
+    assert said.exit_code == 0, said.output
+    line = next(line for line in said.output.splitlines() if "energy" in line and " J" in line)
+    clause = line[line.index("energy ") :]
+    assert clause.startswith(f"energy {number(energy['joules'])} J, {number(energy['joules_per_request'])} J/request, ")
+    assert f"{number(energy['joules_per_output_token'])} J/output token" in clause
+    assert f"({energy['source']})" in clause and "idle_watts" not in clause and "measured:" not in clause
+    write_capture(tmp_path / "b", [{}])  # no telemetry at all
+    bare = CliRunner().invoke(cli, ["claim", str(tmp_path / "b"), *cache], env={"COLUMNS": "400"})
+    assert bare.exit_code == 0 and "energy: no telemetry" in bare.output, bare.output
