@@ -80,8 +80,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 36: a response decoded past apis.body.DECODED_LIMIT (a decompression bomb) unread, its answer unknown (TOO_LARGE);
 #: 37: runs.telemetry_urls (the exporters a run scraped, where its energy and engine figures came from);
 #: 38: a completion's prompt sent as a list of one (["ab"]) is that prompt's turn, as "ab" is (a batch of one);
-#: 39: exchanges.request_body_unknown (sent with a body not kept: stats counts it unknown, not as no generation).
-DECODE_VERSION = 39
+#: 39: exchanges.request_body_unknown (sent with a body not kept: stats counts it unknown, not as no generation);
+#: 40: a body infertap mitm marks request_body_not_kept (mitmproxy streamed it unseen) is request_body_unknown too.
+DECODE_VERSION = 40
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
