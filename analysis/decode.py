@@ -36,7 +36,7 @@ from infertap.apis.chat_stream import ChatStream, read_chat_stream
 from infertap.capture.identity import exchange_digest
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
-from infertap.capture.records import apart, delivered, named_session
+from infertap.capture.records import apart, delivered, named_session, request_body_unknown
 from infertap.collector import no_cyclic_gc
 
 from .prefix import PrefixIndex
@@ -79,8 +79,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: 35: an answer read from the chunks its client was handed (delivered_chunks), exchanges.undelivered_chunks;
 #: 36: a response decoded past apis.body.DECODED_LIMIT (a decompression bomb) unread, its answer unknown (TOO_LARGE);
 #: 37: runs.telemetry_urls (the exporters a run scraped, where its energy and engine figures came from);
-#: 38: a completion's prompt sent as a list of one (["ab"]) is that prompt's turn, as "ab" is (a batch of one).
-DECODE_VERSION = 38
+#: 38: a completion's prompt sent as a list of one (["ab"]) is that prompt's turn, as "ab" is (a batch of one);
+#: 39: exchanges.request_body_unknown (sent with a body not kept: stats counts it unknown, not as no generation);
+#: 40: a body infertap mitm marks request_body_not_kept (mitmproxy streamed it unseen) is request_body_unknown too.
+DECODE_VERSION = 40
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -531,6 +533,7 @@ class Decoder:
                 request.model,
                 request.stream,
                 request.generation,
+                request_body_unknown(rec),
                 parsed.api,
                 rec.get("headers_ns"),
                 rec.get("end_ns"),

@@ -84,6 +84,9 @@ EXCHANGES = _schema(
     ("model", S),
     ("stream", B),  # from the request body
     ("generation", B),  # a request for generated tokens, as its API reads it (messages, prompt or input)
+    # Sent with a body that was not kept (capture.records.request_body_unknown): its empty body says
+    # nothing, so generation false and model null are unknown there, not a request of no generation.
+    ("request_body_unknown", B),
     ("api", S),  # the API family whose adapter read it: chat, completions, responses, messages, ollama-chat, ...
     ("headers_ns", I64),
     ("end_ns", I64),

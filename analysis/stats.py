@@ -84,6 +84,12 @@ class _Query:
         analysis.query(f"CREATE OR REPLACE TEMP TABLE _stats_m AS SELECT {_COLUMNS}, {cols} FROM metrics WHERE {COUNTED}")
         self.m = "_stats_m"
         self.refused = f"(SELECT sent_wall_ns, {cols} FROM metrics WHERE generation AND \"end\" = 'refused')"
+        # A request sent with a body that was not kept reads as no generation: whether it was one is
+        # unknown, so it is in no figure, counted apart rather than silently left out.
+        self.body_unknown = (
+            f"(SELECT sent_wall_ns, {cols} FROM metrics WHERE EXISTS (SELECT 1 FROM exchanges x "
+            "WHERE x.capture = metrics.capture AND x.exchange_id = metrics.exchange_id AND x.request_body_unknown))"
+        )
 
     def close(self) -> None:
         self.a.query("DROP TABLE IF EXISTS _stats_m")
@@ -233,6 +239,7 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
         "session_count": q.rows("count(DISTINCT capture || chr(0) || session)"),
         "runs": q.rows(f"capture, run_id, {PART}", extra_group="capture, run_id"),
         "refused": q.rows("count(*)", source=q.refused),
+        "body_unknown": q.rows("count(*)", source=q.body_unknown),
         "prefix": q.rows(
             "prefix_unit, count(*), sum(prefix_shared), sum(prefix_length), avg(prefix_shared)",
             extra_group="prefix_unit",
@@ -281,6 +288,8 @@ def _group(
         "error_rate": (known - ok) / known if known else None,
         "not_in_file": unsaved,
         "too_large": too_large,
+        # Sent with a body not kept (exchanges.request_body_unknown): generation or not unknown, in no figure.
+        "request_body_unknown": aspects["body_unknown"].get(key, [[0]])[0][0],
         "span_s": span_s,
         # Rates and mean concurrency are over the time its runs were active, not the gaps between them.
         "active_s": active_s,

@@ -280,6 +280,12 @@ def _print_output(group: dict[str, Any]) -> None:
             if group.get("too_large")
             else ""
         )
+        + (
+            f"; request body unknown {group['request_body_unknown']} (sent with a body that was not kept: "
+            "whether each asked for a generation is unknown, so none is in any figure, not even requests)"
+            if group.get("request_body_unknown")
+            else ""
+        )
     )
     held = group["client_wait"]
     if held["exchanges"]:

@@ -62,6 +62,7 @@ class ExchangeExtras(TypedDict, total=False):
     """The keys only some exchanges have."""
 
     request_body_size: int  # set when the body was not kept (request_body_unknown)
+    request_body_not_kept: str  # why a body sent was not kept, its size unknown (mitmproxy streamed it unseen)
     request_body_unsearched: str  # why a body sent encoded was not searched for credentials (see Redactor.request)
     response_body_unsearched: str  # why a response sent encoded was not searched decoded for its request's credentials
     closed_after_end: bool  # the client hung up after the stream's end marker, before the upstream's close
@@ -201,10 +202,13 @@ def delivered(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def request_body_unknown(record: dict[str, Any]) -> bool:
-    """Whether the request was sent with a body that was not kept (``request_body_size``: refused
-    over ``--max-body-mb``, its search for credentials failed, over ``infertap_max_body``; an imported
-    file's ``body_not_in_file``). Its empty ``request_body`` is then unknown: an empty body is another
-    request, never to be sent, hashed or paired in its place."""
+    """Whether the request was sent with a body that was not kept (``request_body_size``: refused over
+    ``--max-body-mb``, its search for credentials failed, over ``infertap_max_body``;
+    ``request_body_not_kept``: mitmproxy streamed it unseen; an imported file's ``body_not_in_file``). Its empty ``request_body`` is then unknown: an empty body is another
+    request, never to be sent, hashed or paired in its place. ``request_body_not_kept`` says so
+    whatever the body holds: a body it marks is not the one sent."""
+    if record.get("request_body_not_kept"):
+        return True
     if record.get("request_body"):
         return False
     size = record.get("request_body_size")

@@ -303,6 +303,8 @@ class InfertapCapture:
                 req.method,
                 req.path,
             )
+            # Marked, so that replay and compare read its empty body as unknown, never as sent empty.
+            extra["request_body_not_kept"] = "mitmproxy streamed it with no hook between (stream_large_bodies set while it came)"
         if "request_chunks" in state:
             body, size = b"".join(state["request_chunks"]), state["request_size"]
         else:

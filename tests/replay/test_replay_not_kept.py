@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 from click.testing import CliRunner
 
+from infertap.capture.records import request_body_unknown
 from infertap.cli import cli
 from tests.fake_upstream import FakeUpstream, ServerThread
 from tests.helpers import write_capture
@@ -86,3 +87,18 @@ def test_a_request_the_real_recorder_refused_over_max_body_is_not_replayed(fake:
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["not_kept"] == 0  # refused, never sent: not among those left out
     assert [json.loads(r["body"])["tag"] for r in app.requests] == ["small"]
+
+
+def test_a_body_mitmproxy_streamed_unseen_is_unknown_and_not_replayed(tmp_path: Path) -> None:
+    """``infertap mitm`` marks a body mitmproxy streamed with no hook between (``request_body_not_kept``):
+    its empty body, with no size known, is as unknown as one ``request_body_size`` marks."""
+    why = {"request_body_not_kept": "mitmproxy streamed it with no hook between"}
+    assert request_body_unknown({"request_body": b"", **why})
+    assert not request_body_unknown({"request_body": b""})
+    write_capture(tmp_path / "cap", [{"body": chat("kept")}, {"body": b"", "fields": why}])
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        done = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["not_kept"] == 1
+    assert [r["body"] for r in app.requests] == [json.dumps(chat("kept")).encode()]
