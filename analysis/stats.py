@@ -83,12 +83,16 @@ class _Query:
         # proxy's limit) never reached the engine: no part of its figures, counted apart.
         analysis.query(f"CREATE OR REPLACE TEMP TABLE _stats_m AS SELECT {_COLUMNS}, {cols} FROM metrics WHERE {COUNTED}")
         self.m = "_stats_m"
-        self.refused = f"(SELECT sent_wall_ns, {cols} FROM metrics WHERE generation AND \"end\" = 'refused')"
-        # A request sent with a body that was not kept reads as no generation: whether it was one is
-        # unknown, so it is in no figure, counted apart rather than silently left out.
+        # A request with a body that was not kept reads as no generation: whether it was one is
+        # unknown, so it is in no figure, counted apart rather than silently left out; refused by
+        # infertap (a body over --max-body-mb), it counts as refused, once.
+        body_unknown = (
+            "EXISTS (SELECT 1 FROM exchanges x WHERE x.capture = metrics.capture "
+            "AND x.exchange_id = metrics.exchange_id AND x.request_body_unknown)"
+        )
+        self.refused = f"(SELECT sent_wall_ns, {cols} FROM metrics WHERE \"end\" = 'refused' AND (generation OR {body_unknown}))"
         self.body_unknown = (
-            f"(SELECT sent_wall_ns, {cols} FROM metrics WHERE EXISTS (SELECT 1 FROM exchanges x "
-            "WHERE x.capture = metrics.capture AND x.exchange_id = metrics.exchange_id AND x.request_body_unknown))"
+            f"(SELECT sent_wall_ns, {cols} FROM metrics WHERE {body_unknown} AND \"end\" IS DISTINCT FROM 'refused')"
         )
 
     def close(self) -> None:

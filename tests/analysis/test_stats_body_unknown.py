@@ -30,3 +30,14 @@ def test_every_body_kept_says_nothing_of_unknown_bodies(tmp_path: Path) -> None:
     [group] = json.loads(_stats(tmp_path / "cap", "--json"))["groups"]
     assert (group["requests"], group["request_body_unknown"]) == (1, 0)
     assert "request body unknown" not in _stats(tmp_path / "cap")
+
+
+def test_a_body_refused_over_the_limit_counts_as_refused_not_as_unknown(tmp_path: Path) -> None:
+    """A body over --max-body-mb was refused by the proxy (413), never sent: it counts once, as
+    refused, not a second time as a request of unknown body that went to the engine."""
+    refused = {"body": b"", "status": 413, "end": "refused", "chunks": [b'{"error": "too large"}'],
+               "fields": {"request_body_size": 9000, "proxy_generated": True}}  # fmt: skip
+    write_capture(tmp_path / "cap", [{}, refused])
+    [group] = json.loads(_stats(tmp_path / "cap", "--json"))["groups"]
+    assert (group["requests"], group["refused"], group["request_body_unknown"]) == (1, 1, 0)
+    assert "request body unknown" not in _stats(tmp_path / "cap")
