@@ -15,6 +15,8 @@ from .base import Endpoint, Engine, fact
 class SGLang(Engine):
     # Its OpenAI requests: repetition_penalty; max_completion_tokens before max_tokens, as vLLM.
     READS = {"repeat_penalty": ("repetition_penalty",), "max_tokens": ("max_completion_tokens", "max_tokens")}
+    # ResponsesRequest has max_output_tokens only, as vLLM's (SGLang main, 2026-12: protocol.py).
+    PATH_READS = {"/v1/responses": {"max_tokens": ("max_output_tokens",)}}
 
     kind = "sglang"
 
