@@ -81,8 +81,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 37: runs.telemetry_urls (the exporters a run scraped, where its energy and engine figures came from);
 #: 38: a completion's prompt sent as a list of one (["ab"]) is that prompt's turn, as "ab" is (a batch of one);
 #: 39: exchanges.request_body_unknown (sent with a body not kept: stats counts it unknown, not as no generation);
-#: 40: a body infertap mitm marks request_body_not_kept (mitmproxy streamed it unseen) is request_body_unknown too.
-DECODE_VERSION = 40
+#: 40: a body infertap mitm marks request_body_not_kept (mitmproxy streamed it unseen) is request_body_unknown too;
+#: 41: exchanges.request_body_unsearched, response_body_unsearched (stats warns of bodies not searched for credentials).
+DECODE_VERSION = 41
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -534,6 +535,8 @@ class Decoder:
                 request.stream,
                 request.generation,
                 request_body_unknown(rec),
+                "request_body_unsearched" in rec,
+                "response_body_unsearched" in rec,
                 parsed.api,
                 rec.get("headers_ns"),
                 rec.get("end_ns"),

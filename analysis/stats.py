@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from infertap.apis import NOT_IN_FILE, TOO_LARGE
-from infertap.capture.info import recorder_running
+from infertap.capture.info import recorder_running, unsearched_warning
 
 from .active import COUNTED, PART, RunPart, active, run_parts, seconds
 from .energy import Telemetry
@@ -141,8 +141,20 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
         "captures": captures,
         "engines": engines(analysis),
         "groups": groups,
-        "warnings": live_warnings(captures),
+        "unsearched": (unsearched := unsearched_bodies(analysis)),
+        "warnings": [*live_warnings(captures), *filter(None, [unsearched_warning(unsearched)])],
     }
+
+
+def unsearched_bodies(analysis: Analysis) -> dict[str, int]:
+    """The exchanges of the loaded captures that keep a body encoded as sent, not searched for
+    credentials, and of them the requests and responses: ``infertap info``'s count, which ``stats``
+    warns of as well, since its captures are the ones shared."""
+    [row] = analysis.query(
+        "SELECT count(*) FILTER (WHERE request_body_unsearched OR response_body_unsearched), "
+        "count(*) FILTER (WHERE request_body_unsearched), count(*) FILTER (WHERE response_body_unsearched) FROM exchanges"
+    ).rows
+    return dict(zip(("exchanges", "request", "response"), (int(n or 0) for n in row), strict=True))
 
 
 #: An answer the file it was imported from doesn't hold (``body_not_in_file``): unknown, not unreadable
