@@ -26,6 +26,7 @@ from infertap.apis import (
     not_in_file,
     read_request,
     read_response,
+    response_not_kept,
     sessions_of,
     stream_done,
     think_times,
@@ -81,8 +82,11 @@ from .schema import ENGINE_FACTS, TABLES
 #: 37: runs.telemetry_urls (the exporters a run scraped, where its energy and engine figures came from);
 #: 38: a completion's prompt sent as a list of one (["ab"]) is that prompt's turn, as "ab" is (a batch of one);
 #: 39: exchanges.request_body_unknown (sent with a body not kept: stats counts it unknown, not as no generation);
-#: 40: a body infertap mitm marks request_body_not_kept (mitmproxy streamed it unseen) is request_body_unknown too.
-DECODE_VERSION = 40
+#: 40: a body infertap mitm marks request_body_not_kept (mitmproxy streamed it unseen) is request_body_unknown too;
+#: 41: exchanges.request_body_unsearched, response_body_unsearched (stats warns of bodies not searched for credentials);
+#: 42: a response the recorder kept only the head of (response_body_size) unread, its answer unknown (NOT_KEPT),
+#: its response_bytes, n_chunks and last_chunk_ns the real ones.
+DECODE_VERSION = 42
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
@@ -405,7 +409,8 @@ class Decoder:
             parsed, done = stream.output, stream.done
             tokens = self._stream_rows(xid, stream, token_ns)
         else:
-            parsed = read_response(rec) if chunks or not_in_file(rec) else Output(request.api, error="no response body")
+            unread = chunks or not_in_file(rec) or response_not_kept(rec)
+            parsed = read_response(rec) if unread else Output(request.api, error="no response body")
             done = stream_done(decoded_chunks(rec) or chunks, parsed)
             tokens = self._event_rows(xid, parsed, token_ns)
         if request.generation:
@@ -529,17 +534,20 @@ class Decoder:
                 rec.get("upstream"),
                 bool(rec.get("proxy_generated")),
                 len(body) if body else rec.get("request_body_size", 0),
-                sum(len(c) for c in chunks),
+                rec.get("response_body_size") if response_not_kept(rec) else sum(len(c) for c in chunks),
                 request.model,
                 request.stream,
                 request.generation,
                 request_body_unknown(rec),
+                "request_body_unsearched" in rec,
+                "response_body_unsearched" in rec,
                 parsed.api,
                 rec.get("headers_ns"),
                 rec.get("end_ns"),
-                len(chunks),
+                # A response kept only in part (response_body_size): its real count and last chunk's time.
+                _int(rec.get("response_body_chunks")) if response_not_kept(rec) else len(chunks),
                 chunk_ns[0] if chunk_ns else None,
-                chunk_ns[-1] if chunk_ns else None,
+                _int(rec.get("response_last_ns")) if response_not_kept(rec) else chunk_ns[-1] if chunk_ns else None,
                 parsed.model,
                 parsed.finish_reason,
                 parsed.finish_reason_raw,

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from infertap.apis.body import TOO_LARGE
-from infertap.apis.read import NOT_IN_FILE, UNKNOWN
+from infertap.apis.read import NOT_IN_FILE, NOT_KEPT, UNKNOWN
 
 from .configdiff import prompt_diff
 from .divergence import (
@@ -158,11 +158,20 @@ def divergence(
                     prompts[d.get("why", "equal") if d.get("equal") is not True else "equal"] += 1
             unknown = sa.api == sb.api == UNKNOWN.name
             unread = {sa.parse_error, sb.parse_error}
-            if unknown or NOT_IN_FILE in unread or TOO_LARGE in unread:
+            if unknown or NOT_IN_FILE in unread or TOO_LARGE in unread or NOT_KEPT in unread:
                 # A request no API's adapter reads (a model list, /tokenize, embeddings), an answer
-                # imported from a file that doesn't hold it, or one that decodes past what analysis
-                # reads: nothing to compare; counted, and listed by path, but neither a match nor a divergence.
-                why = "not_compared" if unknown else "not_in_file" if NOT_IN_FILE in unread else "too_large"
+                # imported from a file that doesn't hold it, one that decodes past what analysis
+                # reads, or one the recorder kept only the head of: nothing to compare; counted, and
+                # listed by path, but neither a match nor a divergence.
+                why = (
+                    "not_compared"
+                    if unknown
+                    else "not_in_file"
+                    if NOT_IN_FILE in unread
+                    else "too_large"
+                    if TOO_LARGE in unread
+                    else "response_not_kept"
+                )
                 read = readability.setdefault(_path_of(sa), Counter())
                 read["pairs"] += 1
                 read[why] += 1
@@ -215,6 +224,7 @@ def divergence(
                     "not_compared",
                     "not_in_file",
                     "too_large",
+                    "response_not_kept",
                     "partly_unreadable",
                 )
             }

@@ -87,6 +87,10 @@ EXCHANGES = _schema(
     # Sent with a body that was not kept (capture.records.request_body_unknown): its empty body says
     # nothing, so generation false and model null are unknown there, not a request of no generation.
     ("request_body_unknown", B),
+    # A body kept encoded as sent that was not searched for credentials (request_body_unsearched,
+    # response_body_unsearched): stats says so, as info does, before a capture is shared.
+    ("request_body_unsearched", B),
+    ("response_body_unsearched", B),
     ("api", S),  # the API family whose adapter read it: chat, completions, responses, messages, ollama-chat, ...
     ("headers_ns", I64),
     ("end_ns", I64),

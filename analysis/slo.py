@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from infertap.apis import NOT_IN_FILE, TOO_LARGE
+from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE
 from infertap.errors import ConfigError
 from infertap.quantiles import quantile
 
@@ -131,10 +131,12 @@ def _stat(values: list[float], stat: str) -> float | None:
 #: otherwise is still a failure).
 _UNSAVED = "(m.parse_error = '" + NOT_IN_FILE.replace("'", "''") + "') IS TRUE"
 _TOO_LARGE = "(m.parse_error = '" + TOO_LARGE.replace("'", "''") + "') IS TRUE"
+#: One the recorder kept only the head of, over its response limit (``NOT_KEPT``): unknown as well.
+_NOT_KEPT = "(m.parse_error = '" + NOT_KEPT.replace("'", "''") + "') IS TRUE"
 _ROWS = f"""
 SELECT m.exchange_id, m.ok, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
        m.ttft_ns, m.ttft_content_ns, m.t_first_byte_ns, m.tpot_ns, m.e2e_ns, g.itl_max_ns,
-       {_UNSAVED}, {_TOO_LARGE}, ({_UNSAVED} OR {_TOO_LARGE}) AND m.status BETWEEN 200 AND 299 AND m."end" = 'complete'
+       {_UNSAVED}, {_TOO_LARGE}, ({_UNSAVED} OR {_TOO_LARGE} OR {_NOT_KEPT}) AND m.status BETWEEN 200 AND 299 AND m."end" = 'complete'
 FROM metrics m
 LEFT JOIN (SELECT capture, exchange_id, max(gap_ns) AS itl_max_ns FROM itl GROUP BY ALL) g
   ON g.capture = m.capture AND g.exchange_id = m.exchange_id

@@ -13,8 +13,8 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from infertap.apis import NOT_IN_FILE, TOO_LARGE
-from infertap.capture.info import recorder_running
+from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE
+from infertap.capture.info import recorder_running, unsearched_warning
 
 from .active import COUNTED, PART, RunPart, active, run_parts, seconds
 from .energy import Telemetry
@@ -141,8 +141,20 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
         "captures": captures,
         "engines": engines(analysis),
         "groups": groups,
-        "warnings": live_warnings(captures),
+        "unsearched": (unsearched := unsearched_bodies(analysis)),
+        "warnings": [*live_warnings(captures), *filter(None, [unsearched_warning(unsearched)])],
     }
+
+
+def unsearched_bodies(analysis: Analysis) -> dict[str, int]:
+    """The exchanges of the loaded captures that keep a body encoded as sent, not searched for
+    credentials, and of them the requests and responses: ``infertap info``'s count, which ``stats``
+    warns of as well, since its captures are the ones shared."""
+    [row] = analysis.query(
+        "SELECT count(*) FILTER (WHERE request_body_unsearched OR response_body_unsearched), "
+        "count(*) FILTER (WHERE request_body_unsearched), count(*) FILTER (WHERE response_body_unsearched) FROM exchanges"
+    ).rows
+    return dict(zip(("exchanges", "request", "response"), (int(n or 0) for n in row), strict=True))
 
 
 #: An answer the file it was imported from doesn't hold (``body_not_in_file``): unknown, not unreadable
@@ -150,7 +162,9 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
 _UNSAVED = "parse_error = '" + NOT_IN_FILE.replace("'", "''") + "'"
 #: An answer whose body decodes past what analysis reads of one (``TOO_LARGE``): unknown as well.
 _TOO_LARGE = "parse_error = '" + TOO_LARGE.replace("'", "''") + "'"
-_UNKNOWN = f"({_UNSAVED} OR {_TOO_LARGE})"
+#: An answer the recorder kept only the head of, over its response limit (``NOT_KEPT``): unknown too.
+_NOT_KEPT = "parse_error = '" + NOT_KEPT.replace("'", "''") + "'"
+_UNKNOWN = f"({_UNSAVED} OR {_TOO_LARGE} OR {_NOT_KEPT})"
 
 #: One aspect's rows per group key (see _Query.rows).
 _Rows = dict[tuple[Any, ...], list[Any]]
@@ -231,7 +245,7 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE), count(*) FILTER (WHERE client_wait_ns > 0), "
             f"max(client_wait_ns), count(*) FILTER (WHERE ok AND output_tokens IS NULL), count(*) FILTER (WHERE {_UNSAVED}), "
             f"""count(*) FILTER (WHERE {_UNKNOWN} AND status BETWEEN 200 AND 299 AND "end" = 'complete'), """
-            f"count(*) FILTER (WHERE {_TOO_LARGE})"
+            f"count(*) FILTER (WHERE {_TOO_LARGE}), count(*) FILTER (WHERE {_NOT_KEPT})"
         ),
         "work": q.rows(
             # Output tokens of ok answers only, as vLLM's benchmark_serving and GuideLLM count them, and
@@ -271,9 +285,11 @@ def _group(
     parts = run_parts(aspects["runs"][key])
     active_s, runs = _active(parts), len(aspects["runs"][key])
     [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
-    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown, too_large = aspects["answers"][key][0]
-    # A 2xx answer that is not in the file it was imported from, or that decodes past what analysis
-    # reads, is neither ok nor an error (one that failed otherwise, a request the page aborted, is
+    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown, too_large, cut = aspects["answers"][
+        key
+    ][0]
+    # A 2xx answer that is not in the file it was imported from, that decodes past what analysis
+    # reads, or that the recorder kept only in part, is neither ok nor an error (one that failed otherwise, a request the page aborted, is
     # still an error).
     known = requests - unknown
     sources = aspects["sources"].get(key, [])
@@ -292,6 +308,7 @@ def _group(
         "error_rate": (known - ok) / known if known else None,
         "not_in_file": unsaved,
         "too_large": too_large,
+        "response_not_kept": cut,  # kept only in part, over the recorder's response limit: unknown
         # Sent with a body not kept (exchanges.request_body_unknown): generation or not unknown, in no figure.
         "request_body_unknown": aspects["body_unknown"].get(key, [[0]])[0][0],
         "span_s": span_s,

@@ -63,7 +63,8 @@ BATCH_ROWS = 5_000
 #: 23: a completion's prompt sent as a list of one (["ab"]) is that prompt's last_user, as "ab" is.
 #: 24: whether the answer was streamed (a JSON body carries no end marker to compare).
 #: 25: a request whose body was not kept (request_body_size) pairs by no identical request (its request_key its own).
-SUMMARY_VERSION = 25
+#: 26: an answer the recorder kept only the head of (response_body_size) unread with that reason (compare leaves it out).
+SUMMARY_VERSION = 26
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

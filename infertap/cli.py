@@ -91,6 +91,12 @@ def cli() -> None:
     "--redact-query", multiple=True, metavar="NAME", help="Another query parameter whose value is a secret; repeatable."
 )
 @click.option("--max-body-mb", default=64.0, show_default=True, help="Larger request bodies get 413 and are recorded as refused.")
+@click.option(
+    "--max-response-mb",
+    default=64.0,
+    show_default=True,
+    help="Of a larger response only this much is kept (marked response_body_size); the client still gets all of it.",
+)
 @click.option("--max-segment-mb", default=256.0, show_default=True, help="Start a new segment file past this size.")
 @click.option("--connect-timeout", default=10.0, show_default=True, help="Seconds to connect to the upstream.")
 @click.option(
@@ -135,6 +141,7 @@ def record(
     redact_header: tuple[str, ...],
     redact_query: tuple[str, ...],
     max_body_mb: float,
+    max_response_mb: float,
     max_segment_mb: float,
     connect_timeout: float,
     read_timeout: float,
@@ -159,7 +166,11 @@ def record(
     from .proxy.server import RecordConfig, serve
 
     host, port = listen
-    for option, mb in (("--max-body-mb", max_body_mb), ("--max-segment-mb", max_segment_mb)):
+    for option, mb in (
+        ("--max-body-mb", max_body_mb),
+        ("--max-response-mb", max_response_mb),
+        ("--max-segment-mb", max_segment_mb),
+    ):
         if not math.isfinite(mb) or mb > 1 << 20:  # before int(): NaN has none; the rest RecordConfig checks
             raise click.ClickException(f"{option}: a size above 0 and finite, at most 1 TiB ({mb} MB)")
     config = RecordConfig(
@@ -171,6 +182,7 @@ def record(
         redact_headers=redact_header,
         redact_query_params=redact_query,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
+        max_response_bytes=int(max_response_mb * 1024 * 1024),
         connect_timeout=connect_timeout,
         read_timeout=read_timeout or None,
         max_segment_bytes=int(max_segment_mb * 1024 * 1024),

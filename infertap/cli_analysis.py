@@ -281,6 +281,12 @@ def _print_output(group: dict[str, Any]) -> None:
             else ""
         )
         + (
+            f"; response not kept {group['response_not_kept']} (over the recorder's response limit, only its head "
+            "kept: unknown, no answers, and no errors where the status was 2xx)"
+            if group.get("response_not_kept")
+            else ""
+        )
+        + (
             f"; request body unknown {group['request_body_unknown']} (sent with a body that was not kept: "
             "whether each asked for a generation is unknown, so none is in any figure, not even requests)"
             if group.get("request_body_unknown")

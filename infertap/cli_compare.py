@@ -360,7 +360,14 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
                 "a decompression bomb, or a body over 64 MiB decoded)",
                 "yellow",
             )
-        skipped = read.get("not_compared", 0) + read.get("not_in_file", 0) + read.get("too_large", 0)
+        if read.get("response_not_kept"):
+            _say(
+                console,
+                f"{path}: {read['response_not_kept']} pairs not compared (an answer the recorder kept only the head of: "
+                "over its response limit, --max-response-mb)",
+                "yellow",
+            )
+        skipped = sum(read.get(k, 0) for k in ("not_compared", "not_in_file", "too_large", "response_not_kept"))
         if read["read_both"] + skipped < read["pairs"]:
             _say(
                 console,

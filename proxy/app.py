@@ -1,6 +1,6 @@
 """The recording reverse proxy: an ASGI app that forwards every request and records it as it streams.
 
-The per-chunk path is two list appends, the ``send`` itself and a count of what it wrote;
+The per-chunk path is two list appends (up to the response limit, ``ResponseKept``), the ``send`` itself and a count of what it wrote;
 everything else (msgpack, compression, disk) happens on the capture writer's thread after the
 exchange has ended.
 """
@@ -22,7 +22,7 @@ from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
 from infertap.apis import ended_by_marker
-from infertap.capture.records import Exchange, new_exchange, session_of
+from infertap.capture.records import MAX_RESPONSE_BYTES, Exchange, new_exchange, session_of
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
@@ -146,6 +146,7 @@ class RecordingProxy:
         *,
         redactor: Redactor | None = None,
         max_body_bytes: int = 64 * 1024 * 1024,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
         connect_timeout: float = 10.0,
         read_timeout: float | None = 600.0,
         on_exchange: Callable[[Exchange], None] | None = None,
@@ -162,6 +163,7 @@ class RecordingProxy:
         self._prefix = parts.path.rstrip("/").encode("ascii")  # an upstream mounted under a path keeps it
         self.writer = writer
         self.max_body_bytes = max_body_bytes
+        self.max_response_bytes = max_response_bytes  # response bytes kept of one exchange; past it relayed only
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.client: UpstreamClient | None = None
@@ -371,7 +373,7 @@ class RecordingProxy:
         interim: Interim | None,
     ) -> None:
         assert self.client is not None, "RecordingProxy.startup() was not run"
-        call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "upstream")
+        call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "upstream", self.max_response_bytes)
         call.sent()
         response: UpstreamResponse | None = None
         ended_at: int | None = None  # where the exchange ended before its task did (a client gone after the end)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
-from infertap.capture.records import End, Exchange, InterimResponse
+from infertap.capture.records import End, Exchange, InterimResponse, ResponseKept
 from infertap.capture.redact import Redactor
 from infertap.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 
@@ -25,10 +25,13 @@ class UpstreamCall:
     none of infertap's own waits (a replay's schedule, a proxy's traffic gate) inside it.
     """
 
-    __slots__ = ("record", "redactor", "clock", "who", "t0")
+    __slots__ = ("record", "redactor", "clock", "who", "t0", "max_response_bytes")
 
-    def __init__(self, record: Exchange, redactor: Redactor, clock: Callable[[], int], who: str) -> None:
+    def __init__(
+        self, record: Exchange, redactor: Redactor, clock: Callable[[], int], who: str, max_response_bytes: int | None = None
+    ) -> None:
         self.record = record
+        self.max_response_bytes = max_response_bytes  # response bytes kept (ResponseKept); None: all
         self.redactor = redactor
         self.clock = clock  # the run's clock, for sent_ns (CaptureWriter.elapsed_ns)
         self.who = who  # "upstream" (proxy) or "target" (replay): how errors name the engine
@@ -78,20 +81,18 @@ class UpstreamCall:
     async def relay(self, response: UpstreamResponse, deliver: Callable[[bytes], Awaitable[int]] | None = None) -> bool:
         """Record the body chunk by chunk as it arrives, handing each to ``deliver`` (the proxy's
         client), which says how long it waited for the client to take it (ns, 0 for no wait); False
-        when the upstream failed mid-response (recorded as the exchange's end)."""
+        when the upstream failed mid-response (recorded as the exchange's end). Past
+        ``max_response_bytes`` every chunk is still handed on, but no longer kept (``ResponseKept``)."""
         t0 = self.t0
-        chunk_ns = self.record["chunk_ns"]
-        chunks = self.record["chunks"]
+        kept = ResponseKept(self.record["chunk_ns"], self.record["chunks"], self.max_response_bytes)
         held = 0
         try:
             if deliver is None:
                 async for chunk in response.aiter_raw():
-                    chunk_ns.append(time.monotonic_ns() - t0)
-                    chunks.append(chunk)
+                    kept.add(time.monotonic_ns() - t0, chunk)
             else:
                 async for chunk in response.aiter_raw():
-                    chunk_ns.append(time.monotonic_ns() - t0)
-                    chunks.append(chunk)
+                    kept.add(time.monotonic_ns() - t0, chunk)
                     # The next chunk is read only once this one is handed on: a client that doesn't
                     # take it makes every later chunk's time late by as much, so the wait is kept.
                     held += await deliver(chunk)
@@ -99,6 +100,7 @@ class UpstreamCall:
             self.failed(exc, " mid-response")
             return False
         finally:
+            kept.mark(self.record)
             if held:
                 self.record["client_wait_ns"] = held
             if response.trailers:

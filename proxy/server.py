@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import uvicorn
 
 from infertap.capture.hostfacts import is_loopback
+from infertap.capture.records import MAX_RESPONSE_BYTES
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import DEFAULT_MAX_SEGMENT_BYTES, CaptureWriter
 from infertap.engines.enrich import Enricher
@@ -41,6 +42,7 @@ class RecordConfig:
     redact_headers: tuple[str, ...] = ()
     redact_query_params: tuple[str, ...] = ()
     max_body_bytes: int = 64 * 1024 * 1024
+    max_response_bytes: int = MAX_RESPONSE_BYTES  # kept of one response; past it relayed whole, kept cut
     connect_timeout: float = 10.0
     read_timeout: float | None = 600.0
     max_segment_bytes: int = DEFAULT_MAX_SEGMENT_BYTES
@@ -69,7 +71,12 @@ class RecordConfig:
                 f"--upstream {Redactor().url(self.upstream)} is this recorder's own --listen {self.host}:{self.port}: "
                 "every request would be forwarded to itself, without end; give the engine's address"
             )
-        for name, size in (("--max-body-mb", self.max_body_bytes), ("--max-segment-mb", self.max_segment_bytes)):
+        sizes = (
+            ("--max-body-mb", self.max_body_bytes),
+            ("--max-response-mb", self.max_response_bytes),
+            ("--max-segment-mb", self.max_segment_bytes),
+        )
+        for name, size in sizes:
             if size <= 0:
                 raise ConfigError(f"{name}: a size above 0 ({size} bytes)")
         check_seconds("--connect-timeout", self.connect_timeout)
@@ -203,6 +210,7 @@ def serve(
             writer,
             redactor=redactor,
             max_body_bytes=config.max_body_bytes,
+            max_response_bytes=config.max_response_bytes,
             connect_timeout=config.connect_timeout,
             read_timeout=config.read_timeout,
             auth_token=config.auth_token,

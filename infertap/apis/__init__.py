@@ -10,7 +10,19 @@ answer. Imports nothing of the rest of infertap: the capture's bytes are all it 
 from .body import TOO_LARGE, decoded_chunks, ended_by_marker, header
 from .conversation import Link, Links, links_of
 from .linking import link, sessions_of, think_times, think_times_from, turns_of
-from .read import APIS, NOT_IN_FILE, api_for, is_generation, json_body, not_in_file, read_request, read_response, stream_done
+from .read import (
+    APIS,
+    NOT_IN_FILE,
+    NOT_KEPT,
+    api_for,
+    is_generation,
+    json_body,
+    not_in_file,
+    read_request,
+    read_response,
+    response_not_kept,
+    stream_done,
+)
 from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
 from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments, one_prompt
 
@@ -27,6 +39,7 @@ __all__ = [
     "APIS",
     "FINISH_REASONS",
     "NOT_IN_FILE",
+    "NOT_KEPT",
     "TOO_LARGE",
     "SAMPLING",
     "Api",
@@ -45,6 +58,7 @@ __all__ = [
     "is_generation",
     "json_body",
     "not_in_file",
+    "response_not_kept",
     "one_prompt",
     "read_request",
     "read_response",

@@ -151,12 +151,25 @@ def not_in_file(record: Mapping[str, Any]) -> bool:
     return isinstance(missing, list) and "response" in missing
 
 
+#: Why an answer is unread where the recorder kept only the head of its body (over its response limit).
+NOT_KEPT = "the response body was not kept whole (over the recorder's response limit, --max-response-mb: response_body_size)"
+
+
+def response_not_kept(record: Mapping[str, Any]) -> bool:
+    """Whether the record's chunks hold only the head of its response (``response_body_size``: it
+    went past the recorder's response limit): its answer is unknown, never that head read as one."""
+    size = record.get("response_body_size")
+    return isinstance(size, int) and not isinstance(size, bool)
+
+
 def read_response(record: Mapping[str, Any], api: Api | None = None) -> Output:
     """What an exchange's response said, read by ``api`` (else the one its path and body name)."""
     # The body is parsed only when the path names no API (it decides nothing otherwise).
     api = api or _by_path(record.get("path")) or api_for(record.get("path"), json_body(record.get("request_body")))
     if not_in_file(record):
         return Output(api.name, error=NOT_IN_FILE)
+    if response_not_kept(record):
+        return Output(api.name, error=NOT_KEPT)
     pieces, why = decoding(record)
     if pieces is None:
         return Output(api.name, error=why or "cannot decode the response's content-encoding")

@@ -65,6 +65,10 @@ class ExchangeExtras(TypedDict, total=False):
     request_body_not_kept: str  # why a body sent was not kept, its size unknown (mitmproxy streamed it unseen)
     request_body_unsearched: str  # why a body sent encoded was not searched for credentials (see Redactor.request)
     response_body_unsearched: str  # why a response sent encoded was not searched decoded for its request's credentials
+    # A response over the recorder's response limit: relayed whole, its chunks kept only up to the limit.
+    response_body_size: int  # the body's real size in bytes: its chunks hold only its head (apis.response_not_kept)
+    response_body_chunks: int  # how many chunks it came in
+    response_last_ns: int  # when its last chunk came, since sent
     closed_after_end: bool  # the client hung up after the stream's end marker, before the upstream's close
     delivered_chunks: int  # the client hung up with only this many chunks written to it: the rest never were
     proxy_generated: bool  # the response was written by infertap (400/401/413/502/503/504), not the upstream
@@ -213,6 +217,43 @@ def request_body_unknown(record: dict[str, Any]) -> bool:
         return False
     size = record.get("request_body_size")
     return (isinstance(size, int) and size > 0) or "request" in (record.get("body_not_in_file") or ())
+
+
+#: The response bytes a recorder keeps of one exchange by default (``--max-response-mb``,
+#: ``infertap_max_response``): past it the response is still relayed whole, its chunks kept only up to it.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+
+
+class ResponseKept:
+    """A response's chunks (and their times) kept up to ``limit`` bytes, as they stream: past it
+    only counted, so that one huge answer (a runaway stream, a large embeddings batch) can't grow a
+    recorder's memory until it is killed with every exchange in flight. What is kept is a head of
+    the body; ``mark`` says in the record that it is no more (``apis.response_not_kept``)."""
+
+    __slots__ = ("chunk_ns", "chunks", "limit", "size", "count", "last_ns")
+
+    def __init__(self, chunk_ns: list[int], chunks: list[bytes], limit: int | None) -> None:
+        self.chunk_ns = chunk_ns
+        self.chunks = chunks
+        self.limit = limit if limit is not None else 1 << 62
+        self.size = 0
+        self.count = 0
+        self.last_ns = 0
+
+    def add(self, ns: int, chunk: bytes) -> None:
+        self.size += len(chunk)
+        self.count += 1
+        self.last_ns = ns
+        if self.size <= self.limit:  # the size only grows: what is kept stays a head of the body
+            self.chunk_ns.append(ns)
+            self.chunks.append(chunk)
+
+    def mark(self, record: Exchange) -> None:
+        """The record says its body is cut, with the real size, chunk count and last chunk's time."""
+        if self.size > self.limit:
+            record["response_body_size"] = self.size
+            record["response_body_chunks"] = self.count
+            record["response_last_ns"] = self.last_ns
 
 
 def named_session(value: object) -> str | None:

@@ -28,7 +28,7 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.utils import human
 
 from infertap.apis import ended_by_marker
-from infertap.capture.records import End, ExchangeExtras, new_exchange, session_of
+from infertap.capture.records import MAX_RESPONSE_BYTES, End, ExchangeExtras, ResponseKept, new_exchange, session_of
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
@@ -79,6 +79,7 @@ class InfertapCapture:
         self.on_ready = on_ready
         self._seq = 0
         self.max_body = 64 * 1024 * 1024  # request body bytes kept (infertap_max_body)
+        self.max_response = MAX_RESPONSE_BYTES  # response body bytes kept (infertap_max_response)
         self.telemetry_interval = 0.25  # seconds (infertap_telemetry_interval)
 
     def load(self, loader: Any) -> None:
@@ -98,6 +99,13 @@ class InfertapCapture:
             "A request body over this size (k, m, g suffixes) is passed on but not kept, only its size: "
             "infertap record's --max-body-mb, where it is refused.",
         )
+        loader.add_option(
+            "infertap_max_response",
+            str,
+            "64m",
+            "Of a response body over this size (k, m, g suffixes) only its head is kept, marked with its real size "
+            "(response_body_size); it is passed on whole: infertap record's --max-response-mb.",
+        )
         loader.add_option("infertap_labels", Sequence[str], [], "key=value labels stored in the capture header.")
         loader.add_option("infertap_telemetry", bool, True, "Sample GPUs, the host and infertap_telemetry_urls into the capture.")
         # A str, parsed in configure: mitmproxy's --set parses no float option (NotImplementedError).
@@ -116,6 +124,12 @@ class InfertapCapture:
                 self.max_body = sys.maxsize if size is None else size  # "": no cap, as mitmproxy reads it
             except ValueError as exc:
                 raise exceptions.OptionsError(f"infertap_max_body: {exc}") from exc
+        if "infertap_max_response" in updated:
+            try:
+                size = human.parse_size(ctx.options.infertap_max_response)
+                self.max_response = sys.maxsize if size is None else size
+            except ValueError as exc:
+                raise exceptions.OptionsError(f"infertap_max_response: {exc}") from exc
         if "infertap_telemetry_interval" in updated:
             self.telemetry_interval = _seconds("infertap_telemetry_interval", ctx.options.infertap_telemetry_interval)
         if "infertap_match" in updated or "infertap_redact" in updated:
@@ -247,13 +261,11 @@ class InfertapCapture:
         self._handed(state)  # an answer before the request was handed on (an addon's): from now
         t0 = state["t0"]
         state["headers_ns"] = time.monotonic_ns() - t0
-        chunk_ns: list[int] = state["chunk_ns"]
-        chunks: list[bytes] = state["chunks"]
+        kept = state["kept"] = ResponseKept(state["chunk_ns"], state["chunks"], self.max_response)
 
         def record_chunk(data: bytes) -> bytes:
             if data:
-                chunk_ns.append(time.monotonic_ns() - t0)
-                chunks.append(data)
+                kept.add(time.monotonic_ns() - t0, data)  # past infertap_max_response: passed on, only counted
             return data
 
         flow.response.stream = record_chunk  # passes each chunk through as it arrives
@@ -349,8 +361,10 @@ class InfertapCapture:
         )
         if resp is not None and not state["chunks"] and resp.raw_content:
             # Not streamed (e.g. another addon buffered it): one chunk, its time the response's end.
-            record["chunks"] = [resp.raw_content]
-            record["chunk_ns"] = [record["end_ns"]]
+            kept = state["kept"] = ResponseKept(record["chunk_ns"], record["chunks"], self.max_response)
+            kept.add(record["end_ns"], resp.raw_content)
+        if "kept" in state:
+            state["kept"].mark(record)
         scrubbed.record(record, found, request=True)  # a decompression, a large body's search: off mitmproxy's loop
 
 

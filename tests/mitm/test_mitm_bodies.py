@@ -12,7 +12,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from infertap.cli import cli
 from tests.fake_upstream import raw_upstream
 
 
@@ -160,3 +162,30 @@ def test_a_request_body_over_infertap_max_body_is_passed_on_and_its_size_recorde
         assert x["chunks"]
     assert kept["request_body"] == bodies[2] and "request_body_size" not in kept
     assert mitm.log.read_text().count("over infertap_max_body") == 2
+
+
+def test_a_response_over_infertap_max_response_is_passed_on_whole_and_kept_cut(start_mitm, fake, tmp_path):
+    """A response the addon streams was kept whole in its memory, however large (a runaway stream
+    grew mitmdump until it was killed): past infertap_max_response (64m, record's --max-response-mb)
+    it is passed on whole, only its head kept, marked with its real size; one under it as before."""
+    _, url = fake
+    mitm = start_mitm("--mode", f"reverse:{url}", "--set", "infertap_max_response=8k", "--no-telemetry")
+    got = []
+    for tag, n in (("big", 400), ("small", 3)):
+        body = {"messages": [{"role": "user", "content": tag}], "stream": True, "tag": tag, "n_chunks": n}
+        with httpx.stream("POST", f"{mitm.url}/v1/chat/completions", json=body, timeout=30) as r:
+            got.append(r.read())
+    mitm.stop()
+    big, small = got
+    assert len(big) > 4 * 8192 and big.endswith(b"data: [DONE]\n\n")  # every byte reached the client
+    cut, whole = mitm.exchanges()
+    assert (cut["end"], cut["response_body_size"]) == ("complete", len(big))
+    assert cut["response_body_chunks"] > len(cut["chunks"]) and cut["response_last_ns"] >= cut["chunk_ns"][-1]
+    head = b"".join(cut["chunks"])
+    assert 0 < len(head) <= 8192 and big.startswith(head)
+    assert b"".join(whole["chunks"]) == small and "response_body_size" not in whole
+
+    result = CliRunner().invoke(cli, ["stats", str(mitm.out), "--json", "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    [group] = json.loads(result.stdout)["groups"]
+    assert (group["requests"], group["ok"], group["errors"], group["response_not_kept"]) == (2, 1, 0, 1)
