@@ -107,19 +107,20 @@ class _Hangup:
         self.disconnected = True
         self.task.cancel()
 
-    async def deliver(self, chunk: bytes) -> int:
+    async def deliver(self, chunk: bytes, arrived_ns: int) -> int:
         """One body chunk to the client, as it came; counted once written to its connection. Says how
-        long it waited for the client to make room in its connection (ns): 0 where the connection
+        long it waited for the client to make room in its connection (ns), from ``arrived_ns`` (the
+        chunk's arrival, which relay read: one clock read a chunk, not two): 0 where the connection
         wasn't full, however long the ``send`` took (a busy host's, not the client's doing)."""
         full = self.full()  # None where the server doesn't say: then the time alone tells
-        start = time.monotonic_ns()
         await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
-        waited = time.monotonic_ns() - start
+        now = time.monotonic_ns()
         if self.hung_up_ns is None:
             if not self.gone():
                 self.delivered += 1
             else:  # the send found the client gone and wrote nothing: the watcher hears of it next
-                self.hung_up_ns = time.monotonic_ns()
+                self.hung_up_ns = now
+        waited = now - arrived_ns
         return waited if full is not False and waited > HELD_NS else 0
 
     def after_end(self) -> bool:

@@ -75,10 +75,11 @@ class UpstreamCall:
         record["response_headers"] = self.redactor.headers_from_asgi(response.headers)
         return response
 
-    async def relay(self, response: UpstreamResponse, deliver: Callable[[bytes], Awaitable[int]] | None = None) -> bool:
+    async def relay(self, response: UpstreamResponse, deliver: Callable[[bytes, int], Awaitable[int]] | None = None) -> bool:
         """Record the body chunk by chunk as it arrives, handing each to ``deliver`` (the proxy's
-        client), which says how long it waited for the client to take it (ns, 0 for no wait); False
-        when the upstream failed mid-response (recorded as the exchange's end)."""
+        client) with its arrival (monotonic ns), which says how long it waited for the client to
+        take it (ns, 0 for no wait); False when the upstream failed mid-response (recorded as the
+        exchange's end)."""
         t0 = self.t0
         chunk_ns = self.record["chunk_ns"]
         chunks = self.record["chunks"]
@@ -90,11 +91,12 @@ class UpstreamCall:
                     chunks.append(chunk)
             else:
                 async for chunk in response.aiter_raw():
-                    chunk_ns.append(time.monotonic_ns() - t0)
+                    arrived = time.monotonic_ns()
+                    chunk_ns.append(arrived - t0)
                     chunks.append(chunk)
                     # The next chunk is read only once this one is handed on: a client that doesn't
                     # take it makes every later chunk's time late by as much, so the wait is kept.
-                    held += await deliver(chunk)
+                    held += await deliver(chunk, arrived)
         except UpstreamError as exc:
             self.failed(exc, " mid-response")
             return False
