@@ -19,6 +19,9 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
 - ``infertap.full``: whether the client's connection is full (the transport's writing paused): only
   then does ``send`` wait for the client, so only then is a slow hand-off the client's doing and not
   the machine's (a busy host can take the proxy off the CPU for milliseconds in any ``send``).
+- ``infertap.cut``: set on a response still streaming when a request pipelined behind it is
+  refused in its head: uvicorn writes that 400 into the connection and closes it, cutting the
+  response short (the app records that, not a client gone).
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -159,6 +162,11 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 extensions: dict[str, Any] = scope.setdefault("extensions", {})
                 extensions["infertap.refused"] = refusal
             return
+        if cycle is not None and cycle.scope is not scope and not cycle.response_complete:
+            # a request pipelined behind one still answering: uvicorn writes its 400 into that
+            # response and closes the connection, cutting it short; the client did not hang up
+            cut: dict[str, Any] = cycle.scope.setdefault("extensions", {})
+            cut["infertap.cut"] = refusal
         if self.on_refused is None:
             return
         url = self._target if self._target is not None else getattr(self, "url", b"")  # none before a message began

@@ -396,3 +396,40 @@ def test_a_request_line_refused_is_recorded_with_its_bytes(raw_upstream, record)
     assert (x["status"], x["end"], x["proxy_generated"], x["method"], x["path"]) == (400, "refused", True, "", "")
     assert x["refused_head"] == b"BREW /pot?key=[REDACTED] HTCPCP/1.0\r\nHost: x"
     assert b"k-hush" not in decompressed_bytes(rec.out)
+
+
+@pytest.mark.parametrize("then", ["refused-request", "hang-up"])
+def test_a_stream_cut_by_a_refused_pipelined_request_is_not_taken_for_a_hang_up(record, then) -> None:
+    """uvicorn answers a malformed request pipelined behind a stream at once: its 400 goes into the
+    stream, and the connection closes. The stream was recorded client_disconnected, though the
+    client stayed: it is recorded as the server's cut (proxy_error, saying so), the refused one
+    refused; a client that does hang up is still client_disconnected."""
+    from tests.fake_upstream import ServerThread, sse_upstream
+
+    async def held() -> None:
+        await asyncio.sleep(0.5)
+
+    events = [b'data: {"choices": [{"index": 0, "delta": {"content": "%d"}}]}\n\n' % i for i in range(3)]
+    with ServerThread(sse_upstream(events, held)) as up:
+        rec = record(up.url, "--no-probe", "--no-telemetry")
+        host, port = rec.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+            time.sleep(0.2)  # the stream under way, its end held back
+            if then == "hang-up":
+                s.close()
+            else:
+                s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nBad Header: x\r\n\r\n")
+                out = b""
+                while chunk := s.recv(65536):
+                    out += chunk
+                assert out.endswith(b"Invalid HTTP request received.")
+        rec.stop()
+    xs = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    stream = xs[0]
+    assert (stream["method"], stream["status"]) == ("POST", 200)
+    if then == "hang-up":
+        assert len(xs) == 1 and stream["end"] == "client_disconnected"
+    else:
+        assert stream["end"] == "proxy_error" and "pipelined" in stream["error"] and "Invalid header token" in stream["error"]
+        assert (xs[1]["method"], xs[1]["status"], xs[1]["end"]) == ("GET", 400, "refused")
