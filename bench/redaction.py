@@ -1,7 +1,7 @@
 """What a large request body's redaction costs the recorder's event loop, before and after it moved
 off the loop.
 
-    python -m bench.redaction [--mib 8 56] [--json bench-redaction.json]
+    python -m bench.redaction [--mib 8 56] [--kib 50 200] [--json bench-redaction.json]
 
 Per body size and shape (a chat body with no credential, one with an ``api_key``, one with many
 ``*_token`` keys: the hint then matches and the whole body is walked), it reports the hint scan's
@@ -12,7 +12,9 @@ before) and handed over with ``request=True`` (as now: on a worker thread, the s
 Where the body holds a credential, it also reports the longest the redaction holds the GIL (a
 0.5 ms sleeper thread's worst lateness, what a worker thread's redaction costs the loop) and, side
 by side, that of the edit's splice alone: copied as one slice of nearly the whole body (as before)
-and in 256 KiB runs joined without the GIL (``redact_json.spliced``, as now).
+and in 256 KiB runs joined without the GIL (``redact_json.spliced``, as now). Bodies under
+``OFFLOAD_BYTES`` (``--kib``) report the loop's lag while recorded as before (where the body goes
+decided by its size alone) and as now (by its count of strings too).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from bench.loop_ticker import ticking
 from infertap.capture.records import new_exchange
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.redact_json import _BODY_HINT, _URL_CREDENTIAL_HINT, hinted, spliced
-from infertap.capture.scrubbing import Scrubbed
+from infertap.capture.scrubbing import OFFLOAD_BYTES, OFFLOAD_STRINGS, Scrubbed
 
 MIB = 1 << 20
 
@@ -80,10 +82,11 @@ def timed(fn: Any) -> float:
     return time.perf_counter() - t
 
 
-async def lag_while_recorded(raw: bytes, offloaded: bool) -> dict[str, float]:
-    """The loop's lateness waking from 1 ms sleeps while one exchange with ``raw`` is recorded."""
+async def lag_while_recorded(raw: bytes, offloaded: bool, strings: int = OFFLOAD_STRINGS) -> dict[str, float]:
+    """The loop's lateness waking from 1 ms sleeps while one exchange with ``raw`` is recorded
+    (``strings``: ``Scrubbed``'s ``offload_strings``; past any count, the size alone decides)."""
     redactor, written = Redactor(), []
-    scrubbed = Scrubbed(redactor, written.append)
+    scrubbed = Scrubbed(redactor, written.append, offload_strings=strings)
     record = new_exchange(
         method="POST",
         path="/v1/chat/completions",
@@ -108,10 +111,25 @@ async def lag_while_recorded(raw: bytes, offloaded: bool) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=float, nargs="+", default=[8.0, 56.0])
+    parser.add_argument("--mib", type=float, nargs="*", default=[8.0, 56.0])
+    parser.add_argument("--kib", type=float, nargs="*", default=[50.0, 200.0], help="bodies under OFFLOAD_BYTES")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     rows = []
+    for kib in args.kib:  # small bodies: decided by size alone (before) and by their count of strings (now)
+        for shape in ("no credential", "api_key among many strings"):
+            raw = body(shape, kib / 1024)
+            assert len(raw) < OFFLOAD_BYTES
+            row = {
+                "body_kib": round(len(raw) / 1024, 1),
+                "shape": shape,
+                "strings": raw.count(b'"') // 2,
+                "redaction_ms": round(timed(lambda: Redactor().body(raw, [], set())) * 1000, 2),  # noqa: B023
+                "loop_lag_by_size": asyncio.run(lag_while_recorded(raw, True, strings=1 << 62)),
+                "loop_lag_by_strings": asyncio.run(lag_while_recorded(raw, True)),
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     for mib in args.mib:
         for shape in ("no credential", "api_key", "many *_token keys"):
             raw = body(shape, mib)

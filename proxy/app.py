@@ -46,6 +46,12 @@ def _error_body(status: int, kind: str, message: str) -> bytes:
     return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
 
 
+# uvicorn answers a request it refuses at once, into the connection, and closes it (wire.py's infertap.cut).
+_CUT = (
+    "the recorder's HTTP server cut this response short to answer a request pipelined behind it, which its "
+    "parser refused ({reason}), with a 400 on the same connection; the client did not hang up; upstream request cancelled"
+)
+
 #: A hand-off to a client whose connection was full that took longer than this waited for it: the
 #: time is kept (``client_wait_ns``), as every later chunk's time is late by it.
 HELD_NS = 1_000_000
@@ -107,19 +113,20 @@ class _Hangup:
         self.disconnected = True
         self.task.cancel()
 
-    async def deliver(self, chunk: bytes) -> int:
+    async def deliver(self, chunk: bytes, arrived_ns: int) -> int:
         """One body chunk to the client, as it came; counted once written to its connection. Says how
-        long it waited for the client to make room in its connection (ns): 0 where the connection
+        long it waited for the client to make room in its connection (ns), from ``arrived_ns`` (the
+        chunk's arrival, which relay read: one clock read a chunk, not two): 0 where the connection
         wasn't full, however long the ``send`` took (a busy host's, not the client's doing)."""
         full = self.full()  # None where the server doesn't say: then the time alone tells
-        start = time.monotonic_ns()
         await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
-        waited = time.monotonic_ns() - start
+        now = time.monotonic_ns()
         if self.hung_up_ns is None:
             if not self.gone():
                 self.delivered += 1
             else:  # the send found the client gone and wrote nothing: the watcher hears of it next
-                self.hung_up_ns = time.monotonic_ns()
+                self.hung_up_ns = now
+        waited = now - arrived_ns
         return waited if full is not False and waited > HELD_NS else 0
 
     def after_end(self) -> bool:
@@ -410,6 +417,8 @@ class RecordingProxy:
                 ended_at = hangup.hung_up_ns  # its end, not the grace's (nor a shutdown's within it)
             elif not hangup.disconnected:
                 record.update({"end": "cancelled", "error": "proxy shut down while the exchange was in flight"})
+            elif (cut := (scope.get("extensions") or {}).get("infertap.cut")) is not None:
+                record.update({"end": "proxy_error", "error": _CUT.format(reason=cut.reason)})
             else:
                 record.update({"end": "client_disconnected", "error": "client disconnected; upstream request cancelled"})
             if not hangup.disconnected:  # the proxy's shutdown: its cancellation goes on

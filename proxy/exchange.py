@@ -78,11 +78,12 @@ class UpstreamCall:
         record["response_headers"] = self.redactor.headers_from_asgi(response.headers)
         return response
 
-    async def relay(self, response: UpstreamResponse, deliver: Callable[[bytes], Awaitable[int]] | None = None) -> bool:
+    async def relay(self, response: UpstreamResponse, deliver: Callable[[bytes, int], Awaitable[int]] | None = None) -> bool:
         """Record the body chunk by chunk as it arrives, handing each to ``deliver`` (the proxy's
-        client), which says how long it waited for the client to take it (ns, 0 for no wait); False
-        when the upstream failed mid-response (recorded as the exchange's end). Past
-        ``max_response_bytes`` every chunk is still handed on, but no longer kept (``ResponseKept``)."""
+        client) with its arrival (monotonic ns), which says how long it waited for the client to
+        take it (ns, 0 for no wait); False when the upstream failed mid-response (recorded as the
+        exchange's end). Past ``max_response_bytes`` every chunk is still handed on, but no longer
+        kept (``ResponseKept``)."""
         t0 = self.t0
         kept = ResponseKept(self.record["chunk_ns"], self.record["chunks"], self.max_response_bytes)
         held = 0
@@ -92,10 +93,11 @@ class UpstreamCall:
                     kept.add(time.monotonic_ns() - t0, chunk)
             else:
                 async for chunk in response.aiter_raw():
-                    kept.add(time.monotonic_ns() - t0, chunk)
+                    arrived = time.monotonic_ns()
+                    kept.add(arrived - t0, chunk)
                     # The next chunk is read only once this one is handed on: a client that doesn't
                     # take it makes every later chunk's time late by as much, so the wait is kept.
-                    held += await deliver(chunk)
+                    held += await deliver(chunk, arrived)
         except UpstreamError as exc:
             self.failed(exc, " mid-response")
             return False

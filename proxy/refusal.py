@@ -36,7 +36,7 @@ class Refusal:
     http_version: str = "1.1"
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     client: str | None = None
-    head: bytes = b""  # the refused bytes of the head, from a line's start, at most HEAD_BYTES: unredacted
+    head: bytes = b""  # the head's bytes read (every read), from a line's start, at most HEAD_BYTES: unredacted
     body: bytes = b""  # the body that came, where the head was read whole
 
     @property

@@ -19,6 +19,9 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
 - ``infertap.full``: whether the client's connection is full (the transport's writing paused): only
   then does ``send`` wait for the client, so only then is a slow hand-off the client's doing and not
   the machine's (a busy host can take the proxy off the CPU for milliseconds in any ``send``).
+- ``infertap.cut``: set on a response still streaming when a request pipelined behind it is
+  refused in its head: uvicorn writes that 400 into the connection and closes it, cutting the
+  response short (the app records that, not a client gone).
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -100,6 +103,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._held = bytearray()  # a request line's start, held until its end arrives
         self._target: bytes | None = None  # the raw target of the request being parsed
         self._refusal: Refusal | None = None  # the parser refused the request: uvicorn has answered it
+        self._head: list[bytes | memoryview] = []  # the request's head as fed so far, its first HEAD_BYTES
+        self._head_size = 0
+        self._head_whole = True  # it begins at a line's start
 
     def data_received(self, data: bytes) -> None:
         # A body's bytes, known to go on past this read: no request begins in them (nor is refused).
@@ -131,9 +137,14 @@ class ProxyHttpProtocol(HttpToolsProtocol):
 
     def _feed(self, piece: bytes | memoryview, whole: bool) -> None:
         """``whole``: the piece begins at a line's start."""
+        if self._between:  # a request's head (or the empty lines before one) begins here
+            self._head, self._head_size, self._head_whole = [piece], len(piece), whole
+        elif self._left == _HEAD and self._head_size <= HEAD_BYTES:  # a head cut across reads goes on
+            self._head.append(piece)  # a reference to the read, no copy: bytes that stay as they are
+            self._head_size += len(piece)
         super().data_received(piece)  # type: ignore[arg-type]  # the parser takes a memoryview: no copy
         if self._refusal is not None:
-            self._refused(self._refusal, piece, whole)
+            self._refused(self._refusal)
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this from its ``except HttpParserError``, the error at hand, its reason dropped.
@@ -141,9 +152,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         super().send_400_response(msg)
         self._refusal = Refusal(str(error) if error is not None else msg, msg.encode("ascii"))
 
-    def _refused(self, refusal: Refusal, piece: bytes | memoryview, whole: bool) -> None:
+    def _refused(self, refusal: Refusal) -> None:
         """The refused request handed to whoever records it: the app, where it has the request, else
-        ``on_refused`` (with what the parser read of it)."""
+        ``on_refused`` (with what the parser read of it, and the head's bytes: every read of it)."""
         self._refusal = None
         cycle, scope = self.cycle, self.scope
         if cycle is not None and cycle.scope is scope and all(queued is not cycle for queued, _ in self.pipeline):
@@ -151,6 +162,11 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 extensions: dict[str, Any] = scope.setdefault("extensions", {})
                 extensions["infertap.refused"] = refusal
             return
+        if cycle is not None and cycle.scope is not scope and not cycle.response_complete:
+            # a request pipelined behind one still answering: uvicorn writes its 400 into that
+            # response and closes the connection, cutting it short; the client did not hang up
+            cut: dict[str, Any] = cycle.scope.setdefault("extensions", {})
+            cut["infertap.cut"] = refusal
         if self.on_refused is None:
             return
         url = self._target if self._target is not None else getattr(self, "url", b"")  # none before a message began
@@ -164,11 +180,12 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             refusal.client = f"{self.client[0]}:{self.client[1]}"
         if cycle is not None and cycle.scope is scope:  # read whole, queued behind a request: its body refused
             refusal.body = bytes(cycle.body)
-        else:
-            head = bytes(piece[: HEAD_BYTES + 4])
-            if not whole:  # the piece begins inside a line, which may be a credential's
+        else:  # the head as read so far, every read of it, not the refused one alone
+            head = b"".join(self._head)[: HEAD_BYTES + 4]
+            if not self._head_whole:  # it begins inside a line, which may be a credential's
                 head = head[head.find(b"\n") + 1 :] if b"\n" in head else b""
             refusal.head = head.partition(b"\r\n\r\n")[0][:HEAD_BYTES]  # the head's bytes only
+        self._head, self._head_size = [], 0
         self.on_refused(refusal)
 
     def _cut(self, data: bytes, pos: int) -> int:

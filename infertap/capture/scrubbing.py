@@ -14,6 +14,11 @@ log = logging.getLogger("infertap.capture")
 
 #: A body at least this big is searched on a worker thread, not on the recorder's loop.
 OFFLOAD_BYTES = 256 * 1024
+#: So is a request body of at least this many strings (``Redactor.request_strings``), however
+#: small: one with a credential's key is walked string by string (~1 us each on a 2-core machine),
+#: so no body searched on the loop takes much more than 1 ms. A thread hop costs the loop about
+#: 50 us: a small ordinary request (tens of strings) stays on it.
+OFFLOAD_STRINGS = 1024
 
 
 class Scrubbed:
@@ -21,15 +26,23 @@ class Scrubbed:
     the caller leaves it to this (``request``), then the request's credentials (``found``) where
     the response repeats them (``Redactor.echoes``). Work that grows with a body runs on a worker
     thread, no work for an event loop that is streaming other exchanges: a body of
-    ``offload_bytes`` or more searched, and any body decompressed to be searched, however small it
+    ``offload_bytes`` or more searched, a request body of ``offload_strings`` strings or more (a
+    walk of them costs by the string, not the byte), and any body decompressed to be searched, however small it
     came (a gzip body of 100 KiB may decode to 64 MiB: its size says nothing of the cost); the
     rest at once. The recorder, the mitm addon and the replayer all record this way; ``drained`` before
     the capture closes. Nothing is recorded unscrubbed: a body whose search fails is left out."""
 
-    def __init__(self, redactor: Redactor, write: Callable[[Exchange], None], offload_bytes: int = OFFLOAD_BYTES) -> None:
+    def __init__(
+        self,
+        redactor: Redactor,
+        write: Callable[[Exchange], None],
+        offload_bytes: int = OFFLOAD_BYTES,
+        offload_strings: int = OFFLOAD_STRINGS,
+    ) -> None:
         self.redactor = redactor
         self.write = write
         self.offload_bytes = offload_bytes
+        self.offload_strings = offload_strings
         self._pending: set[asyncio.Future[None]] = set()
 
     def record(self, record: Exchange, found: set[str], *, request: bool = False) -> None:
@@ -62,7 +75,12 @@ class Scrubbed:
         scrub.add_done_callback(written)
 
     def _heavy_request(self, record: Exchange) -> bool:
-        return len(record.get("request_body") or b"") >= self.offload_bytes or self.redactor.request_decodes(record)
+        """A large body, one of many strings (walked one by one where it names a credential's key),
+        or a decompression."""
+        redactor = self.redactor
+        if len(record.get("request_body") or b"") >= self.offload_bytes or redactor.request_decodes(record):
+            return True
+        return redactor.request_strings(record) >= self.offload_strings
 
     def _heavy_response(self, record: Exchange) -> bool:
         """Searching the response for the request's credentials is a decompression, or a large body's scan."""

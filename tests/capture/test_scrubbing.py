@@ -12,7 +12,7 @@ from typing import Any
 
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import Redactor, _spans
-from infertap.capture.scrubbing import OFFLOAD_BYTES, Scrubbed
+from infertap.capture.scrubbing import OFFLOAD_BYTES, OFFLOAD_STRINGS, Scrubbed
 
 KEY = "sk-live-KKKK9999kkkk"
 
@@ -80,6 +80,31 @@ def test_a_large_request_body_is_redacted_off_the_loop_and_its_credential_kept_o
         assert json.loads(record["request_body"])["api_key"] == "[REDACTED]"
         assert record["chunks"] == [b"Incorrect API key provided: [REDACTED]"]  # found by the body's search
     assert len(large["request_body"]) > 2 * OFFLOAD_BYTES
+
+
+def test_a_small_body_of_many_strings_is_redacted_off_the_loop_a_body_of_few_on_it() -> None:
+    """A body far under OFFLOAD_BYTES packed with short strings (an agent's thousands of messages)
+    and a credential's key is walked string by string: ~50 ms for 200 KiB, every other stream
+    stalled meanwhile. Its count of strings sends it to a worker thread; a body as large of a few
+    long strings is scanned on the loop, as a small ordinary request is; so is a form body of
+    many parameters, each read in turn."""
+    many = _exchange(0)
+    doc = json.loads(many["request_body"])
+    doc["messages"] = [{"role": "user", "content": "x"}] * OFFLOAD_STRINGS
+    many["request_body"] = json.dumps(doc).encode()
+    few = _exchange(len(many["request_body"]))  # as large, one long string
+    form = _exchange(0)
+    form["request_headers"] = [["content-type", "application/x-www-form-urlencoded"]]
+    form["request_body"] = ("&".join(f"p{i}=v" for i in range(OFFLOAD_STRINGS)) + f"&api_key={KEY}").encode()
+    assert len(many["request_body"]) < OFFLOAD_BYTES // 4 and len(few["request_body"]) >= len(many["request_body"])
+    redactor = _Watched()
+    written, loop_thread = _record_all(redactor, [many, few, form])
+    assert sorted(map(id, written)) == sorted(map(id, [many, few, form]))
+    assert redactor.threads[0] is not loop_thread and redactor.threads[2] is not loop_thread  # many, form
+    assert redactor.threads[1] is loop_thread  # few
+    assert json.loads(many["request_body"])["api_key"] == "[REDACTED]" and KEY.encode() not in form["request_body"]
+    for record in written:
+        assert record["chunks"] == [b"Incorrect API key provided: [REDACTED]"]
 
 
 def test_a_large_request_body_whose_search_fails_is_recorded_without_its_bodies() -> None:

@@ -506,3 +506,45 @@ def test_a_shutdown_while_the_request_body_arrives_records_it_cancelled_with_wha
             rec.stop()  # SIGTERM with the body a sixth of the way in
     (x,) = rec.exchanges()
     assert x["end"] == "cancelled" and "request body" in x["error"] and x["request_body"] == b'{"model": "m", '
+
+
+def test_a_chunks_hand_off_is_timed_from_its_arrival_with_one_clock_read(monkeypatch):
+    """relay reads each chunk's arrival time: the hand-off's wait (``client_wait_ns``) runs from it,
+    not from a second reading of the clock before the ``send``; only a full connection's wait counts."""
+    import types
+
+    from infertap.proxy import app as proxy_app
+
+    reads = []
+
+    def clock() -> int:
+        reads.append(1)
+        return time.monotonic_ns()
+
+    monkeypatch.setattr(proxy_app, "time", types.SimpleNamespace(monotonic_ns=clock))
+
+    async def scenario():
+        sent = []
+
+        async def receive():
+            await asyncio.Event().wait()  # the client stays
+
+        async def send(message):
+            sent.append(message["body"])
+
+        task = asyncio.current_task()
+        full = [True]
+        hangup = proxy_app._Hangup(receive, send, {"chunks": [], "status": 200}, task, lambda: False, lambda: full[0])
+        arrived = time.monotonic_ns() - 3 * proxy_app.HELD_NS  # the chunk came 3 ms before its hand-off
+        waited_full = await hangup.deliver(b"a", arrived)
+        clock_reads = len(reads)
+        full[0] = False
+        waited_room = await hangup.deliver(b"b", arrived)
+        hangup.close()
+        return sent, waited_full, clock_reads, waited_room, hangup.delivered
+
+    sent, waited_full, clock_reads, waited_room, delivered = asyncio.run(scenario())
+    assert sent == [b"a", b"b"] and delivered == 2
+    assert clock_reads == 1
+    assert waited_full >= 3 * proxy_app.HELD_NS  # the connection was full: the wait since arrival is kept
+    assert waited_room == 0  # it had room: however long, no wait for the client

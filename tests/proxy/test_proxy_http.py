@@ -321,7 +321,7 @@ def test_a_request_refused_in_its_headers_is_recorded_as_answered_its_credential
         b"POST /v1/chat/completions?api_key=qs-hush HTTP/1.1\r\nHost: x\r\n"
         b"Authorization: Bearer sk-topsecret\r\nX-Api-Key: xk-hush\r\nBad Header: x\r\nContent-Length: 2\r\n\r\n{}"
     )
-    cut = head.index(b"secret")  # the head's refused piece then begins inside the credential's line
+    cut = head.index(b"secret")  # the head's second read begins inside the credential's line
     pieces = (head,) if split == "one-send" else (head[:cut], head[cut:])
     refused = _raw_exchange(rec.url, *pieces)
     good = _raw_exchange(rec.url, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -334,16 +334,35 @@ def test_a_request_refused_in_its_headers_is_recorded_as_answered_its_credential
     assert "Invalid header token" in x["error"]
     assert (x["method"], x["path"], x["query"]) == ("POST", "/v1/chat/completions", "api_key=[REDACTED]")
     assert x["chunks"] == [b"Invalid HTTP request received."] and x["request_body"] == b""
-    assert x["refused_head"].endswith(b"X-Api-Key: [REDACTED]\r\nBad Header: x\r\nContent-Length: 2")
-    if split == "one-send":
-        assert x["refused_head"].startswith(b"POST /v1/chat/completions?api_key=[REDACTED] HTTP/1.1\r\nHost: x\r\n")
-        assert b"\r\nAuthorization: Bearer [REDACTED]\r\n" in x["refused_head"]
+    # the whole head, however many reads it came in (the refused one held only its end), redacted as one
+    assert x["refused_head"] == (
+        b"POST /v1/chat/completions?api_key=[REDACTED] HTTP/1.1\r\nHost: x\r\n"
+        b"Authorization: Bearer [REDACTED]\r\nX-Api-Key: [REDACTED]\r\nBad Header: x\r\nContent-Length: 2"
+    )
     on_disk = decompressed_bytes(rec.out)
     assert b"Bad Header" in on_disk
     for secret in (b"sk-topsecret", b"xk-hush", b"qs-hush"):
         assert secret not in on_disk
     assert (ok["method"], ok["path"], ok["status"], ok["end"]) == ("GET", "/v1/models", 200, "complete")
     assert "proxy_generated" not in ok and "refused_head" not in ok
+
+
+def test_a_long_refused_head_in_several_reads_keeps_its_first_kib(raw_upstream, record) -> None:
+    """A head cut across reads is kept from its request line, as far as ``HEAD_BYTES``: no more,
+    however long it goes on."""
+    from infertap.proxy.refusal import HEAD_BYTES
+
+    rec = record(raw_upstream(_models), "--no-probe", "--no-telemetry")
+    line = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+    filler = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"f" * 40) for i in range(60))
+    head = line + filler + b"Bad Header: x\r\n\r\n"
+    pieces = [head[i : i + 700] for i in range(0, len(head), 700)]
+    assert len(pieces) >= 3
+    refused = _raw_exchange(rec.url, *pieces)
+    rec.stop()
+    assert refused.startswith(b"HTTP/1.1 400 ")
+    (x,) = rec.exchanges()
+    assert x["end"] == "refused" and x["refused_head"] == head[:HEAD_BYTES]
 
 
 @pytest.mark.parametrize("split", ["one-send", "bad-chunk-later"])
@@ -377,3 +396,40 @@ def test_a_request_line_refused_is_recorded_with_its_bytes(raw_upstream, record)
     assert (x["status"], x["end"], x["proxy_generated"], x["method"], x["path"]) == (400, "refused", True, "", "")
     assert x["refused_head"] == b"BREW /pot?key=[REDACTED] HTCPCP/1.0\r\nHost: x"
     assert b"k-hush" not in decompressed_bytes(rec.out)
+
+
+@pytest.mark.parametrize("then", ["refused-request", "hang-up"])
+def test_a_stream_cut_by_a_refused_pipelined_request_is_not_taken_for_a_hang_up(record, then) -> None:
+    """uvicorn answers a malformed request pipelined behind a stream at once: its 400 goes into the
+    stream, and the connection closes. The stream was recorded client_disconnected, though the
+    client stayed: it is recorded as the server's cut (proxy_error, saying so), the refused one
+    refused; a client that does hang up is still client_disconnected."""
+    from tests.fake_upstream import ServerThread, sse_upstream
+
+    async def held() -> None:
+        await asyncio.sleep(0.5)
+
+    events = [b'data: {"choices": [{"index": 0, "delta": {"content": "%d"}}]}\n\n' % i for i in range(3)]
+    with ServerThread(sse_upstream(events, held)) as up:
+        rec = record(up.url, "--no-probe", "--no-telemetry")
+        host, port = rec.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+            time.sleep(0.2)  # the stream under way, its end held back
+            if then == "hang-up":
+                s.close()
+            else:
+                s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nBad Header: x\r\n\r\n")
+                out = b""
+                while chunk := s.recv(65536):
+                    out += chunk
+                assert out.endswith(b"Invalid HTTP request received.")
+        rec.stop()
+    xs = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    stream = xs[0]
+    assert (stream["method"], stream["status"]) == ("POST", 200)
+    if then == "hang-up":
+        assert len(xs) == 1 and stream["end"] == "client_disconnected"
+    else:
+        assert stream["end"] == "proxy_error" and "pipelined" in stream["error"] and "Invalid header token" in stream["error"]
+        assert (xs[1]["method"], xs[1]["status"], xs[1]["end"]) == ("GET", 400, "refused")
