@@ -59,7 +59,7 @@ def memory_limit() -> str:
 
 #: What compare reads of each run's ``metrics`` view.
 _METRICS = (
-    'capture, run_id, exchange_id, generation, "end", session, turn, ok, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
+    'capture, run_id, exchange_id, generation, "end", session, session_capture, turn, ok, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
     + ", ".join(f"{name}_ns" for name in SPEED_METRICS)
 )
 
@@ -149,7 +149,7 @@ def _power(analysis: Analysis, metrics: str) -> tuple[dict[str, Any] | None, dic
     (docs/metrics.md); ``metrics``: the run's metrics rows (a copy of the view's columns that this reads)."""
     ok, tokens, sessions = analysis.sql(
         "SELECT count(*) FILTER (WHERE ok), coalesce(sum(output_tokens) FILTER (WHERE ok), 0), "
-        f"count(DISTINCT capture || chr(0) || session) FROM {metrics} WHERE {COUNTED}"
+        f"count(DISTINCT session_capture || chr(0) || session) FROM {metrics} WHERE {COUNTED}"
     ).fetchall()[0]
     parts = run_parts(
         analysis.sql(f"SELECT capture, run_id, {PART} FROM {metrics} WHERE {COUNTED} GROUP BY capture, run_id").fetchall()

@@ -85,11 +85,12 @@ from .schema import ENGINE_FACTS, TABLES
 #: 40: a body infertap mitm marks request_body_not_kept (mitmproxy streamed it unseen) is request_body_unknown too;
 #: 41: exchanges.request_body_unsearched, response_body_unsearched (stats warns of bodies not searched for credentials);
 #: 42: a response the recorder kept only the head of (response_body_size) unread, its answer unknown (NOT_KEPT),
-#: its response_bytes, n_chunks and last_chunk_ns the real ones.
-DECODE_VERSION = 42
+#: its response_bytes, n_chunks and last_chunk_ns the real ones;
+#: 43: the links table (each generation request's link digests: captures read together are linked as one).
+DECODE_VERSION = 43
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
-SEQUENTIAL_TABLES = ("prefixes", "turns", "captures")
+SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
 
 _BATCH_ROWS = 10_000  # a row group; small enough that buffered rows (ids lists, chunk bytes) stay small
 # Agent requests carry their whole conversation (tens of KiB each): 10,000 of them would make
@@ -732,6 +733,11 @@ class Decoder:
                 add((self.capture, xid, session, turn, None, None, None))
             else:
                 add((self.capture, xid, session, turn, ids[f[0]], f[1], think))
+        # What linking read, for captures read together to be linked as one (joined_sessions.py).
+        add = self.sinks["links"].add
+        for k, (xid, x) in enumerate(zip(ids, links, strict=True)):
+            row = (x.id, x.parent_id, x.session, list(x.candidates), x.continuation, x.response_id, x.previous_response_id)
+            add((self.capture, xid, k, sent[k], ended[k], *row))
         self.generations = Generations()
 
 

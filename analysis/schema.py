@@ -235,6 +235,24 @@ TURNS = _schema(
     ("think_ns", I64),  # the agent's own time: the parent's end to this request's send (never below 0)
 )
 
+# One row per generation request: what linking read of it (infertap.apis.conversation's ``Links``),
+# kept so that captures read together are linked as one (analysis/joined_sessions.py) without
+# reading their bodies again. ``ord``: its place in the capture's order of sending.
+LINKS = _schema(
+    ("capture", S),
+    ("exchange_id", S),
+    ("ord", I64),
+    ("sent_wall_ns", I64),
+    ("end_wall_ns", I64),
+    ("link_id", S),  # the id a recorded parent_id names (the exchange's id before repeats were named apart)
+    ("parent_id", S),  # recorded by a replay
+    ("session", S),  # the explicit session it was sent in
+    ("candidates", pa.list_(pa.binary())),  # its conversation's prefixes ending on an assistant turn, longest first
+    ("continuation", pa.binary()),  # its conversation plus its reply
+    ("response_id", S),
+    ("previous_response_id", S),
+)
+
 # One row per telemetry sample (infertap.telemetry): joinable with exchanges on wall time. A source
 # that could not be read is one row with name NULL and its reason in `unknown`.
 TELEMETRY = _schema(
@@ -260,5 +278,6 @@ TABLES: dict[str, pa.Schema] = {
     "enrichments": ENRICHMENTS,
     "prefixes": PREFIXES,
     "turns": TURNS,
+    "links": LINKS,
     "telemetry": TELEMETRY,
 }

@@ -26,15 +26,16 @@ from .store import Analysis
 from .workload_identity import group_identities
 
 #: Keys implied by a grouping: a run is one process's writing into one capture (copies of a capture
-#: share run ids); a session is linked within its capture (two gateways' "s-1", or a capture and its
-#: replay, which keeps the source's session ids, are sessions apart).
-_IMPLIED = {"run": ("capture",), "session": ("capture",)}
+#: share run ids); a session is named within the captures it is linked across (``session_capture``:
+#: recordings read together are linked as one; a replay, which keeps its source's session ids, and
+#: its source are sessions apart).
+_IMPLIED = {"run": ("capture",), "session": ("session_capture",)}
 #: The metrics columns the statistics read.
 _COLUMNS = (
     "capture, run_id, exchange_id, recorder, ok, sent_wall_ns, end_wall_ns, duration_ns, output_tokens, output_tokens_source, "
     "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
     "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
-    'prefix_unit, prefix_shared, prefix_length, streamed, readable, parse_error, status, "end", finish_reason, tool_calls, session, turn, think_ns, '
+    'prefix_unit, prefix_shared, prefix_length, streamed, readable, parse_error, status, "end", finish_reason, tool_calls, session, session_capture, turn, think_ns, '
     "choices, hidden_reasoning_tokens, client_wait_ns"
 )
 #: Per-exchange metrics summarised as distributions: name printed -> (column, scale to the unit).
@@ -254,7 +255,7 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             "sum(cached_tokens), sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), count(cached_tokens), "
             "histogram(prompt_tokens_source), histogram(cached_tokens_source), sum(prompt_tokens) FILTER (WHERE ok)"
         ),
-        "session_count": q.rows("count(DISTINCT capture || chr(0) || session)"),
+        "session_count": q.rows("count(DISTINCT session_capture || chr(0) || session)"),
         "runs": q.rows(f"capture, run_id, {PART}", extra_group="capture, run_id"),
         "refused": q.rows("count(*)", source=q.refused),
         "body_unknown": q.rows("count(*)", source=q.body_unknown),

@@ -22,6 +22,7 @@ from infertap.version import __version__
 
 from .cache import CachedCapture, Gone, cached_capture, cached_captures, hold, release
 from .errors import AnalysisError, QueryError
+from .joined_sessions import JOINED, join_sessions, joined_captures
 from .schema import TABLES
 from .sources import find_captures, refuse_inside_capture
 from .views import DERIVED
@@ -30,7 +31,7 @@ from .views import DERIVED
 MEMORY_ENV = "INFERTAP_DUCKDB_MEMORY"
 
 #: What ``export`` writes: every table, and the per-exchange views derived from them.
-EXPORTED = (*TABLES, "metrics", "itl")
+EXPORTED = (*(t for t in TABLES if t != "links"), "metrics", "itl")
 #: The manifest `export --ray` writes next to the tables (a leading "_": Spark and Hive skip it).
 MANIFEST = "_infertap_export.json"
 #: What every export writes next to the tables: which of the folder's entries exports wrote, so that
@@ -121,6 +122,7 @@ class Analysis:
             for name in TABLES:
                 files = ", ".join(_literal(str(f)) for c in self.captures for f in c.tables(name))
                 self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{files}], hive_partitioning = false)")
+            self._turns()
             for statement in DERIVED:
                 self.con.execute(statement)
         except duckdb.Error as exc:  # a cache entry damaged or edited by hand
@@ -129,6 +131,21 @@ class Analysis:
             raise AnalysisError(
                 f"the decoded tables can't be read ({exc}); delete the cache entries and load again: {folders}"
             ) from exc
+
+    def _turns(self) -> None:
+        """The ``turns`` view, with each session's ``session_capture``: the recordings read together
+        linked as one (joined_sessions.py), every other capture as it was decoded."""
+        joined = joined_captures(self.con, [str(c.capture) for c in self.captures])
+        alone = [c for c in self.captures if str(c.capture) not in joined]
+        parts = []
+        if alone:
+            files = ", ".join(_literal(str(f)) for c in alone for f in c.tables("turns"))
+            parts.append(f"SELECT *, capture AS session_capture FROM read_parquet([{files}], hive_partitioning = false)")
+        if joined:
+            join_sessions(self.con, joined)
+            parts.append(f"SELECT * FROM {JOINED}")
+        if parts:
+            self.con.execute(f"CREATE OR REPLACE VIEW turns AS {' UNION ALL BY NAME '.join(parts)}")
 
     # -- what was loaded ------------------------------------------------------------------------
 

@@ -43,7 +43,8 @@ CREATE OR REPLACE VIEW metrics AS
 WITH base AS (
     SELECT
         x.capture, x.capture_id, x.run_id, x.recorder, x.recorder_id, x.exchange_id, x.seq,
-        coalesce(t.session, x.session) AS session, t.turn, t.parent_id, t.link, t.think_ns, x.model, x.method, x.path,
+        coalesce(t.session, x.session) AS session, coalesce(t.session_capture, x.capture) AS session_capture,
+        t.turn, t.parent_id, t.link, t.think_ns, x.model, x.method, x.path,
         x.status, x."end", x.generation, x.stream, x.api, x.streamed, x.readable, x.parse_error, x.finish_reason, x.finish_reason_raw,
         x.tool_calls,
         -- A client may hang up right after the stream's end marker, before the engine ends the body

@@ -28,15 +28,21 @@ def reseal_head(data: bytearray, start: int) -> None:
 
 
 def write_capture(
-    path: Path, exchanges: list[dict], *, enrichments: list[dict] | None = None, wall0: float = 1_800_000_000.0
+    path: Path,
+    exchanges: list[dict],
+    *,
+    enrichments: list[dict] | None = None,
+    wall0: float = 1_800_000_000.0,
+    run_wall: float | None = None,
 ) -> list[dict]:
-    """A capture built by hand: each exchange dict gives what differs (offset_s, body, chunks, ...)."""
+    """A capture built by hand: each exchange dict gives what differs (offset_s, body, chunks, ...);
+    ``run_wall``: the run's start (its header's wall, which offsets count from; default now)."""
     import json as _json
 
     from infertap.capture.writer import CaptureWriter
 
     records = []
-    with CaptureWriter(path, recorder={"kind": "proxy", "upstream": "http://127.0.0.1:9"}) as writer:
+    with CaptureWriter(path, recorder={"kind": "proxy", "upstream": "http://127.0.0.1:9"}, wall=run_wall) as writer:
         for i, x in enumerate(exchanges):
             offset_ns = int(x.get("offset_s", i) * 1e9)
             body = x.get("body", {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]})

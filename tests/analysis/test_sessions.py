@@ -385,18 +385,27 @@ def test_a_session_with_a_turn_b_failed_is_not_compared(tmp_path):
     assert compare(tmp_path / "a", tmp_path / "a")["sessions"]["compared"] == 1
 
 
-def test_sessions_of_two_captures_are_apart_under_one_name(tmp_path):
-    """Two gateways each recorded a session 's-1' (and a replay keeps its source's session ids):
-    --by session made them one session of four turns, 5 s long, with 0.1 s of engine time."""
+def test_a_session_of_two_captures_is_one_as_in_one_capture_and_a_replay_stays_apart(fake, tmp_path):
+    """Two gateways each recorded turns of session 's-1': read together, one session of four turns,
+    as one recorder would have had it (docs/metrics.md, Sessions). A replay keeps its source's
+    session ids: read with its source, each of its sessions is still its own."""
     for name, start in (("gw-a", 0.0), ("gw-b", 5.0)):
         turns = [{"id": f"{name}-{t}", "session": "s-1", "offset_s": start + t * 0.1} for t in range(2)]
-        write_capture(tmp_path / name, turns, wall0=1_800_000_000.0 + start)
+        write_capture(tmp_path / name, turns, run_wall=1_800_000_000.0)
     with Analysis([tmp_path / "gw-a", tmp_path / "gw-b"], cache_dir=tmp_path / "cache") as a:
+        (group,) = speed_stats(a, ["session"])["groups"]
+    assert group["key"] == {"session_capture": str(tmp_path / "gw-a"), "session": "s-1"}
+    s = group["session"]
+    assert (s["turns"], s["depth"]) == (4, 4) and s["makespan_s"] == pytest.approx(s["engine_s"] + s["think_s"], abs=1e-6)
+
+    _, url = fake
+    run_replay(ReplayConfig(tmp_path / "gw-a", url, tmp_path / "replay", probe=False, telemetry=False))
+    with Analysis([tmp_path / "gw-a", tmp_path / "gw-b", tmp_path / "replay"], cache_dir=tmp_path / "cache") as a:
         groups = speed_stats(a, ["session"])["groups"]
-    assert len(groups) == 2 and {g["key"]["capture"] for g in groups} == {str(tmp_path / "gw-a"), str(tmp_path / "gw-b")}
-    for g in groups:
-        s = g["session"]
-        assert s["turns"] == 2 and s["makespan_s"] == pytest.approx(s["engine_s"] + s["think_s"], abs=1e-6), s
+    assert sorted((g["key"]["session_capture"], g["session"]["turns"]) for g in groups) == [
+        (str(tmp_path / "gw-a"), 4),
+        (str(tmp_path / "replay"), 2),
+    ]
 
 
 def test_an_image_sent_to_ollama_is_part_of_its_turn(tmp_path):

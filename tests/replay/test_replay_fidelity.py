@@ -53,6 +53,11 @@ def test_a_replay_whose_requests_waited_for_the_cap_did_not_keep_its_schedule(fa
     free = run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "free", probe=False))
     assert free["schedule_kept"] is True and free["capped"] == 0
     assert workload_summary(workload_identity(tmp_path / "free"), [_recorder(tmp_path / "free")])["same_schedule_as_source"]
+    # A cap the run never reached (four in flight at most under eight) bent nothing: the same schedule.
+    roomy = ReplayConfig(tmp_path / "src", url, tmp_path / "roomy", probe=False, schedule=Schedule("original", max_concurrency=8))
+    assert run_replay(roomy)["schedule_kept"] is True
+    summary = workload_summary(workload_identity(tmp_path / "roomy"), [_recorder(tmp_path / "roomy")])
+    assert summary["same_schedule_as_source"] and "schedule not kept" not in describe(summary)
 
 
 def test_the_printed_summary_says_how_far_behind_the_schedule_requests_left(fake, tmp_path):

@@ -1,0 +1,93 @@
+"""Sessions linked across the recordings read together: an agent whose turns went through two
+gateways' recorders is one session, as if one recorder had taken all its traffic.
+
+Each capture is decoded alone (cache.py), its ``turns`` linked within it; its ``links`` table keeps
+what linking read of each generation request (``Links``, digests only). Where two captures or more
+of recorded traffic are loaded together, their links are put in one order of sending and linked
+again by the same functions (``infertap.apis.linking``), without reading a body again. A replay is
+left linked within its capture: it keeps its source's session ids and conversations, and linked with
+its source (or another replay of it) its every session would continue the source's. A copy of a
+capture (the same ``capture_id``) is left alone too: its requests are its original's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from infertap.apis import Links, link, sessions_of, think_times, turns_of
+
+#: The temporary table of the joined captures' turns (``turns``'s columns and ``session_capture``).
+JOINED = "_joined_turns"
+
+_TURNS = pa.schema(
+    [
+        ("capture", pa.string()),
+        ("exchange_id", pa.string()),
+        ("session", pa.string()),
+        ("turn", pa.int32()),
+        ("parent_id", pa.string()),
+        ("link", pa.string()),
+        ("think_ns", pa.int64()),
+        ("session_capture", pa.string()),
+    ]
+)
+
+
+def joined_captures(con: Any, loaded: list[str]) -> list[str]:
+    """The captures of ``loaded`` (in load order) whose sessions are linked together: recorded
+    traffic (no replay run), one of each ``capture_id``, that holds generation requests. Fewer than
+    two: none (each is linked within itself already)."""
+    replays = {r[0] for r in con.execute("SELECT DISTINCT capture FROM runs WHERE recorder = 'replay'").fetchall()}
+    with_links = {r[0] for r in con.execute("SELECT DISTINCT capture FROM links").fetchall()}
+    ids = dict(con.execute("SELECT capture, capture_id FROM captures").fetchall())
+    seen: set[Any] = set()
+    out = []
+    for capture in loaded:
+        if capture in replays or capture not in with_links or (ids.get(capture) is not None and ids[capture] in seen):
+            continue
+        seen.add(ids.get(capture))
+        out.append(capture)
+    return out if len(out) > 1 else []
+
+
+def join_sessions(con: Any, captures: list[str]) -> None:
+    """``JOINED``: the turns of ``captures`` linked as one, in order of sending (ties in the order
+    the captures were loaded, then each capture's own order). ``session_capture``: the capture of
+    the first request of each session's name, so that a session is one group however many captures
+    hold its turns."""
+    rows = con.execute(
+        "SELECT capture, exchange_id, sent_wall_ns, end_wall_ns, link_id, parent_id, session, candidates, continuation, "
+        "response_id, previous_response_id FROM links WHERE capture IN (SELECT unnest(?::VARCHAR[])) "
+        "ORDER BY sent_wall_ns, list_position(?::VARCHAR[], capture), ord",
+        [captures, captures],
+    ).fetchall()
+    links = [Links(r[4], r[5], r[6], tuple(r[7] or ()), r[8], r[9], r[10]) for r in rows]
+    sent, ended = [r[2] for r in rows], [r[3] for r in rows]
+    found = link(links, sent, ended)
+    parents = [None if f is None else f[0] for f in found]
+    ids = [r[1] for r in rows]
+    sessions = sessions_of(parents, [x.session for x in links], ids)
+    thinks = think_times(parents, sessions, sent, ended)
+    first: dict[str, str] = {}
+    for session, r in zip(sessions, rows, strict=True):
+        first.setdefault(session, r[0])
+    table = pa.table(
+        {
+            "capture": [r[0] for r in rows],
+            "exchange_id": ids,
+            "session": sessions,
+            "turn": turns_of(parents),
+            "parent_id": [None if f is None else ids[f[0]] for f in found],
+            "link": [None if f is None else f[1] for f in found],
+            "think_ns": thinks,
+            "session_capture": [first[s] for s in sessions],
+        },
+        schema=_TURNS,
+    )
+    con.register("_joined_arrow", table)
+    try:
+        con.execute(f"CREATE TEMP TABLE {JOINED} AS SELECT * FROM _joined_arrow")
+    finally:
+        con.unregister("_joined_arrow")
