@@ -22,7 +22,7 @@ from infertap.version import __version__
 
 from .cache import CachedCapture, Gone, cached_capture, cached_captures, hold, release
 from .errors import AnalysisError, QueryError
-from .joined_sessions import JOINED, join_sessions, joined_captures
+from .joined_sessions import JOINED, joined_captures, joined_turns
 from .schema import TABLES
 from .sources import find_captures, refuse_inside_capture
 from .views import DERIVED
@@ -142,8 +142,13 @@ class Analysis:
             files = ", ".join(_literal(str(f)) for c in alone for f in c.tables("turns"))
             parts.append(f"SELECT *, capture AS session_capture FROM read_parquet([{files}], hive_partitioning = false)")
         if joined:
-            join_sessions(self.con, joined)
-            parts.append(f"SELECT * FROM {JOINED}")
+            entries = {str(c.capture): c.folder for c in self.captures}
+            path = joined_turns(self.con, joined, [entries[name] for name in joined])
+            parts.append(
+                f"SELECT * FROM read_parquet({_literal(str(path))}, hive_partitioning = false)"
+                if path
+                else f"SELECT * FROM {JOINED}"
+            )
         if parts:
             self.con.execute(f"CREATE OR REPLACE VIEW turns AS {' UNION ALL BY NAME '.join(parts)}")
 
