@@ -215,6 +215,7 @@ def energy(a: Run, b: Run) -> dict[str, Any]:
     """Each run's energy over its whole span (attributed by time, docs/metrics.md), B/A per request
     and per output token, and the engine's state (peak KV cache, queue, preemptions) on each side."""
     ea, eb = a.energy or {}, b.energy or {}
+    ka, kb = _kinds(a.energy), _kinds(b.energy)
     ratios = {
         f"ratio_{k}": _ratio_of(eb.get(k), ea.get(k)) for k in ("joules_per_request", "joules_per_output_token", "mean_watts")
     }
@@ -222,11 +223,14 @@ def energy(a: Run, b: Run) -> dict[str, Any]:
         "a": a.energy,
         "b": b.energy,
         **ratios,
-        # Alike by the kind of source (energy.kinds), not by ``source``'s text: that also says how much was measured.
-        "same_source": bool(_kinds(a.energy)) and set(_kinds(a.energy)) == set(_kinds(b.energy)),
+        # Which sides have an energy figure: "both", "a", "b" or "neither".
+        "measured": "both" if ka and kb else "a" if ka else "b" if kb else "neither",
+        # Alike by the kind of source (energy.kinds), not by ``source``'s text: that also says how much was
+        # measured. Null where neither side measured energy: no sources to be alike or not.
+        "same_source": set(ka) == set(kb) if ka or kb else None,
         "partly_measured": {"a": ea.get("partly_measured"), "b": eb.get("partly_measured")},
         "telemetry_urls": {"a": a.telemetry_urls, "b": b.telemetry_urls},
-        "kinds": {"a": _kinds(a.energy), "b": _kinds(b.energy)},
+        "kinds": {"a": ka, "b": kb},
         "unlike": _unlike(a, b),
         "engine_state": {"a": a.engine_state, "b": b.engine_state},
     }
@@ -239,7 +243,8 @@ def _kinds(energy: dict[str, Any] | None) -> list[str]:
 
 def _unlike(a: Run, b: Run) -> str | None:
     """Why the two runs' energy is not like for like: measured by different kinds of source (an
-    exporter's against the machine's own NVML readings), or on one side only; None where alike."""
+    exporter's against the machine's own NVML readings), or on one side only; None where alike, or
+    where neither side measured any (``measured`` says that plainly)."""
     ka, kb = _kinds(a.energy), _kinds(b.energy)
     if set(ka) == set(kb):
         return None

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from .exact_value import evaluated, spelled
+
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
 # "^" is no number of its own ("50 cm^2" is 50).
@@ -30,6 +32,10 @@ _WHOLE = r"(?:(?<![\w)\]])(-)[ \t]*)?(?<![\w.,^/\\])(\d{1,3}(?:,\d{3})+|\d+)"
 _IRRATIONAL = re.compile(
     r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])"
 )
+# A power of a number ("2^3", "10^{-3}"), evaluated: "50 cm^2" is no power of a number.
+_POWER = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*\^")
+# A number times the expression after it ("1.5 \\times 10^3"), read with it.
+_TIMES_BEFORE = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*(?:\\cdot|\\times|\*)[ \t]*\Z")
 _LONGEST_ARGUMENT = 200  # characters of a braced argument, its braces in
 _PLAIN_PART = re.compile(r"\s*-?\s*(?:" + _PART + r")\s*")
 _BOXED = re.compile(r"\\boxed\s*\{")
@@ -109,40 +115,75 @@ def _mixed_whole(text: str, at: int, f: re.Match[str]) -> tuple[str, str, int] |
 
 
 def _expressions(text: str) -> list[tuple[int, int, str]]:
-    """Where the text writes a LaTeX expression that is no rational number, each as (start, end,
-    spelling): "\\frac{\\sqrt{2}}{2}" was read as 2, its denominator. It is one answer, spelled
-    one way as the MATH graders' ``strip_string`` spells it (spaces, ``\\left``/``\\right`` and
-    ``\\dfrac`` aside, "\\sqrt2" as "\\sqrt{2}", "\\sqrt{2}/2" as "\\frac{\\sqrt{2}}{2}"), not
-    evaluated: "\\frac{1}{\\sqrt{2}}" is another answer than "\\frac{\\sqrt{2}}{2}"."""
+    """Where the text writes a LaTeX expression that is no number as written, each as (start, end,
+    spelling): "\\frac{\\sqrt{2}}{2}" was read as 2, its denominator. It is one answer: its exact
+    value where it is a rational multiple of a square root (``exact_value``), so that
+    "\\frac{1}{\\sqrt2}" and "\\frac{\\sqrt2}{2}" are one answer and "2^3" is 8; else spelled
+    one way as the MATH graders' ``strip_string`` spells it (``_as_written``), not evaluated."""
     out: list[tuple[int, int, str]] = []
     at = 0
-    while m := _IRRATIONAL.search(text, at):
-        command = m.group(3)
-        end = m.end()
-        if command == "pi":
-            body = "\\pi"
-        elif command == "sqrt":
-            index, end = _argument(text, end, "[", "]")
-            root, end = _argument(text, end)
-            if root is None:
-                at = m.end()
-                continue
-            body = "\\sqrt" + (f"[{_latex(index)}]" if index is not None else "") + "{" + _latex(root) + "}"
-        else:
-            top, end = _argument(text, end)
-            bottom, end = _argument(text, end)
-            if top is None or bottom is None or (_PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom)):
-                at = m.end()  # a rational fraction, or none: ``_FRACTION`` reads it
-                continue
-            body = "\\frac{" + _latex(top) + "}{" + _latex(bottom) + "}"
-        if command in ("sqrt", "pi"):
-            over = re.compile(r"\s*/\s*(\d+)(?![\d/.])").match(text, end)
-            if over:
-                body, end = "\\frac{" + body + "}{" + over.group(1) + "}", over.end()
-        factor = _canonical("", m.group(2), "") if m.group(2) else ""
-        out.append((m.start(), end, ("-" if m.group(1) else "") + factor + body))
+    while True:
+        found = [m for m in (_IRRATIONAL.search(text, at), _POWER.search(text, at)) if m]
+        if not found:
+            return out
+        start = min(m.start() for m in found)
+        before = _TIMES_BEFORE.search(text, at, start)  # "1.5 \\times 10^3", "2 \\cdot \\sqrt2"
+        times = evaluated(text, before.start()) if before else None
+        exact = times or evaluated(text, start)
+        if exact:
+            value, end = exact
+            begin = before.start() if before and times else start
+            out.append((begin, end, spelled(value, _spelled(value.coefficient))))
+            at = end
+            continue
+        m = found[0] if found[0].start() == start else found[-1]
+        written = _as_written(text, m) if m.re is _IRRATIONAL else _power_as_written(text, m)
+        if written is None:
+            at = m.end()
+            continue
+        end, spelling = written
+        out.append((m.start(), end, spelling))
         at = end
-    return out
+
+
+def _power_as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:
+    """A power ``_POWER`` found that has no value here ("9^99999", "2^x"), spelled as written
+    ("9^{99999}"): its base alone is another answer. None where the caret has no exponent."""
+    digits = re.compile(r"[ \t]*(-?\d+)").match(text, m.end())
+    exponent, end = (digits.group(1), digits.end()) if digits else _argument(text, m.end())
+    if exponent is None or not exponent.strip():
+        return None
+    base = _NUMBER.match(text, m.start())
+    assert base is not None
+    return end, _canonical(base.group(1) or "", base.group(2), base.group(3)) + "^{" + _latex(exponent) + "}"
+
+
+def _as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:
+    """The expression ``_IRRATIONAL`` found, spelled one way (spaces, ``\\left``/``\\right`` and
+    ``\\dfrac`` aside, "\\sqrt2" as "\\sqrt{2}", "\\sqrt{2}/2" as "\\frac{\\sqrt{2}}{2}"), and
+    where it ends; None for a command with no argument, or a fraction of two numbers."""
+    command = m.group(3)
+    end = m.end()
+    if command == "pi":
+        body = "\\pi"
+    elif command == "sqrt":
+        index, end = _argument(text, end, "[", "]")
+        root, end = _argument(text, end)
+        if root is None:
+            return None
+        body = "\\sqrt" + (f"[{_latex(index)}]" if index is not None else "") + "{" + _latex(root) + "}"
+    else:
+        top, end = _argument(text, end)
+        bottom, end = _argument(text, end)
+        if top is None or bottom is None or (_PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom)):
+            return None  # a rational fraction, or none: ``_FRACTION`` reads it
+        body = "\\frac{" + _latex(top) + "}{" + _latex(bottom) + "}"
+    if command in ("sqrt", "pi"):
+        over = re.compile(r"\s*/\s*(\d+)(?![\d/.])").match(text, end)
+        if over:
+            body, end = "\\frac{" + body + "}{" + over.group(1) + "}", over.end()
+    factor = _canonical("", m.group(2), "") if m.group(2) else ""
+    return end, ("-" if m.group(1) else "") + factor + body
 
 
 def _argument(text: str, at: int, opening: str = "{", closing: str = "}") -> tuple[str | None, int]:

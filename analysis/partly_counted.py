@@ -23,8 +23,10 @@ FIGURES = {
     "workload.output_per_prompt": OF_COUNTED,
     "energy.joules_per_output_token": OVER_MEAN,
 }
-#: Those that rest on the prompt counts.
-PROMPT_FIGURES = {"workload.prompt_tokens.total": PROMPT_LOWER_BOUND, "workload.output_per_prompt": OF_COUNTED}
+#: Those that rest on every request's prompt count.
+PROMPT_FIGURES = {"workload.prompt_tokens.total": PROMPT_LOWER_BOUND}
+#: Those that rest on the ok answers' prompt counts only: a failed request's missing count is none of theirs.
+OK_PROMPT_FIGURES = {"workload.output_per_prompt": OF_COUNTED}
 _WHY = (
     "no usage in the answer, not streamed, no enrichment: ask the engine for usage, or run `infertap enrich CAPTURE --engine URL`"
 )
@@ -56,11 +58,13 @@ def partly_counted(group: dict[str, Any]) -> dict[str, Any] | None:
     """A ``stats`` group's note and each of its figures that has a value resting on partly known
     counts (path -> what it is); None where every ok answer's and every prompt's count is known."""
     w = group["workload"]
+    ok_uncounted = (w["prompt_tokens"].get("known_ok") or 0) < group["ok"]  # an ok answer's prompt of no count
+    prompt_figures = PROMPT_FIGURES | (OK_PROMPT_FIGURES if ok_uncounted else {})
     said = [
         (text, figures)
         for text, figures in (
             (note(group["throughput"]["output_tokens_unknown"], group["ok"]), FIGURES),
-            (prompt_note(w["prompt_tokens"]["known"], w["requests"]), PROMPT_FIGURES),
+            (prompt_note(w["prompt_tokens"]["known"], w["requests"]), prompt_figures),
         )
         if text
     ]

@@ -253,7 +253,8 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             # as output_tokens_unknown counts the answers of none: a failed request's in neither.
             "sum(prompt_tokens), count(prompt_tokens), sum(output_tokens) FILTER (WHERE ok), count(output_tokens) FILTER (WHERE ok), "
             "sum(cached_tokens), sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), count(cached_tokens), "
-            "histogram(prompt_tokens_source), histogram(cached_tokens_source), sum(prompt_tokens) FILTER (WHERE ok)"
+            "histogram(prompt_tokens_source), histogram(cached_tokens_source), sum(prompt_tokens) FILTER (WHERE ok), "
+            "count(prompt_tokens) FILTER (WHERE ok)"
         ),
         "session_count": q.rows("count(DISTINCT session_capture || chr(0) || session)"),
         "runs": q.rows(f"capture, run_id, {PART}", extra_group="capture, run_id"),
@@ -401,7 +402,8 @@ def _workload(requests: int, w: list[Any], by_source: dict[str, int], prefix: li
     """Tokens in and out, cache hits and prefix reuse: what two runs must share before their speeds compare."""
     return {
         "requests": requests,
-        "prompt_tokens": {"total": w[0], "known": w[1], "source": w[7] or {}},
+        # known_ok: of the ok answers, those with a prompt count (output_per_prompt's prompts)
+        "prompt_tokens": {"total": w[0], "known": w[1], "known_ok": w[10], "source": w[7] or {}},
         "output_tokens": {"total": w[2], "known": w[3], "by_source": by_source},
         "output_per_prompt": _ratio(w[2], w[9]),  # of the ok answers, as their output total
         "cached_tokens": {"total": w[4], "known": w[6], "share": _ratio(w[4], w[5]), "source": w[8] or {}},

@@ -175,7 +175,11 @@ def _print_energy(console: Console, e: dict[str, Any]) -> None:
         return "unknown" if v is None else _number(v, 3)
 
     if not e["a"] and not e["b"]:
-        _say(console, "energy: no power telemetry in either run (a GPU through NVML or nvidia-smi, a DCGM exporter, or RAPL)")
+        _say(
+            console,
+            "energy: neither run measured energy: no power telemetry in either run (a GPU through NVML or nvidia-smi, "
+            "a DCGM exporter, or RAPL)",
+        )
     else:
         for side in ("a", "b"):
             x = e[side]
@@ -184,6 +188,8 @@ def _print_energy(console: Console, e: dict[str, Any]) -> None:
                 _say(
                     console, f"energy {side.upper()}: telemetry scraped (--telemetry-url): {', '.join(e['telemetry_urls'][side])}"
                 )
+        if e["measured"] == "neither":
+            _say(console, "energy: neither run measured energy: nothing to compare")
         if e["unlike"]:
             _say(console, f"energy: {e['unlike']}", "yellow")
         if e["ratio_joules_per_output_token"] is not None:

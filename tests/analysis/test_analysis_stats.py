@@ -134,7 +134,7 @@ def test_workload_volumes_and_cached_share(tmp_path: Path) -> None:
         ],
     )["groups"]
     w = g["workload"]
-    assert w["prompt_tokens"] == {"total": 250, "known": 3, "source": {"usage": 3}}
+    assert w["prompt_tokens"] == {"total": 250, "known": 3, "known_ok": 3, "source": {"usage": 3}}
     assert w["output_tokens"] == {"total": 60, "known": 3, "by_source": {"usage": 60}}
     assert w["output_per_prompt"] == pytest.approx(60 / 250)
     assert w["cached_tokens"]["share"] == pytest.approx(80 / 200)  # over the requests that reported it

@@ -725,31 +725,39 @@ def test_the_card_says_a_prompt_token_total_of_some_requests_only(tmp_path):
 
 
 def test_stats_flags_a_prompt_token_total_of_some_requests_only_as_claim_does(tmp_path):
-    """Every ok answer counted, one failed request with no prompt count: stats' prompt total and
-    output per prompt are flagged (text and --json) with the card's words; every count known: none."""
-    from infertap.analysis.partly_counted import OF_COUNTED, PROMPT_FIGURES, PROMPT_LOWER_BOUND
+    """Every ok answer counted, one failed request with no prompt count: stats' prompt total is
+    flagged (text and --json) with the card's words, output per prompt (of the ok answers) is not;
+    an ok answer of output tokens but no prompt count: both are; every count known: none."""
+    from infertap.analysis.partly_counted import OF_COUNTED, OK_PROMPT_FIGURES, PROMPT_FIGURES, PROMPT_LOWER_BOUND
 
     error = json.dumps({"error": {"message": "overloaded", "type": "server_error"}}).encode()
+    unprompted = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}], "usage": {"completion_tokens": 3}}).encode()  # fmt: skip
     cache = ("--cache-dir", str(tmp_path / "cache"))
-    for name, failed in (("part", [(error, 500, "complete")]), ("all", [])):
-        _counted_and_not(tmp_path / name, 0, failed)
+    cases = (("failed", [(error, 500, "complete")]), ("ok", [(unprompted, 200, "complete")]), ("all", []))
+    for name, more in cases:
+        _counted_and_not(tmp_path / name, 0, more)
         as_json = CliRunner().invoke(cli, ["stats", str(tmp_path / name), "--json", *cache])
         out = CliRunner().invoke(cli, ["stats", str(tmp_path / name), *cache])
         assert as_json.exit_code == 0 and out.exit_code == 0, as_json.output + out.output
         [group] = json.loads(as_json.stdout)["groups"]
         text, w = " ".join(out.output.split()), group["workload"]
         card = claim(tmp_path / name, cache_dir=tmp_path / "cache")
-        if not failed:  # must match: every count known, nothing flagged
+        if not more:  # must match: every count known, nothing flagged
             assert group["partly_counted"] is None and PROMPT_LOWER_BOUND not in text and "workload" not in unknown_fields(card)
             continue
         known, requests = w["prompt_tokens"]["known"], w["requests"]
-        assert (known, requests) == (4, 5)  # must differ: the failed request came with no count
+        assert (known, requests) == (4, 5)  # must differ: one request came with no count
         said = group["partly_counted"]["note"]
         assert said in unknown_fields(card)["workload"] and f"prompt_tokens counts {known} of {requests} requests" in said
-        assert group["partly_counted"]["figures"] == PROMPT_FIGURES
         assert f"prompt_tokens {w['prompt_tokens']['total']:,} ({PROMPT_LOWER_BOUND})" in text
-        assert f"output_per_prompt {w['output_per_prompt']:,.3f} ({OF_COUNTED})" in text
         assert f"note: {said}" in text
+        flagged = f"output_per_prompt {w['output_per_prompt']:,.3f} ({OF_COUNTED})" in text
+        if name == "failed":  # the failed request's prompt is in no figure over the ok answers
+            assert group["partly_counted"]["figures"] == PROMPT_FIGURES and not flagged
+            assert f"output_per_prompt {w['output_per_prompt']:,.3f}" in text
+        else:  # an ok answer's prompt is uncounted: output per prompt rests on a partial prompt total
+            assert w["prompt_tokens"]["known_ok"] == 4 < group["ok"] == 5
+            assert group["partly_counted"]["figures"] == PROMPT_FIGURES | OK_PROMPT_FIGURES and flagged
 
 
 def test_the_output_token_total_is_of_ok_answers_only_as_its_count_of_answers_without_one(tmp_path):

@@ -151,3 +151,41 @@ def test_expressions_and_mixed_numbers_match_their_spellings_and_differ_from_oth
     assert number("\\frac{\\sqrt2}{2}") not in (number("2"), number("1"), number("\\frac{\\sqrt{3}}{2}"))
     assert number("1 1/2") != number("1/2") and number("2\\frac{1}{2}") != number("2") != number("\\frac{1}{2}")
     assert number("-1 1/2") != number("1 1/2")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("\\boxed{\\frac{1}{2}\\sqrt2}", "\\frac{\\sqrt{2}}{2}"),  # was "\\sqrt{2}", its last factor
+        ("\\frac{1}{\\sqrt2}", "\\frac{\\sqrt{2}}{2}"),
+        ("\\sqrt{12}", "2\\sqrt{3}"),
+        ("\\sqrt{\\frac{1}{2}}", "\\frac{\\sqrt{2}}{2}"),
+        ("\\boxed{2^3}", "8"),  # was "2", the base
+        ("10^{-3}", "0.001"),
+        ("2^{1/2}", "\\sqrt{2}"),
+        ("1.5 \\times 10^{3}", "1500"),
+        ("2 \\cdot \\sqrt{2} \\cdot \\sqrt{2}", "4"),
+        ("9^99999", "9^{99999}"),  # too large to compute: as written, never its base
+        ("2^x", "2^{x}"),
+        ("\\sqrt[3]{2}", "\\sqrt[3]{2}"),  # no square root: as written
+        ("\\frac{1+\\sqrt2}{2}", "\\frac{1+\\sqrt{2}}{2}"),
+    ],
+)
+def test_an_expression_is_its_exact_value_where_it_has_one(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_equal_values_written_otherwise_match_and_other_values_differ() -> None:
+    for same in (
+        ["\\frac{1}{\\sqrt2}", "\\frac{\\sqrt2}{2}", "\\frac{1}{2}\\sqrt{2}", "\\sqrt{\\tfrac12}", "2^{-1/2}"],
+        ["0.5", "\\frac12", "2^{-1}"],
+        ["2^3", "8", "\\boxed{8}", "\\sqrt{64}"],
+        ["\\sqrt{8}", "2\\sqrt2", "\\sqrt2 \\cdot 2"],
+        ["1.5 \\times 10^3", "1500"],
+    ):
+        assert len({number(text) for text in same}) == 1, same
+    assert number("\\frac{1}{2}\\sqrt2") != number("\\sqrt2")
+    assert number("\\frac{1}{\\sqrt2}") not in (number("\\frac{\\sqrt3}{2}"), number("2"), number("0.7071"))
+    assert number("2^3") not in (number("2"), number("3"), number("6"), number("9"))
+    assert number("9^99999") != number("9") and number("9^99999") != number("9^99998")
+    assert number("\\sqrt{8}") != number("\\sqrt{2}") and number("-2\\sqrt2") != number("2\\sqrt2")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -260,17 +261,25 @@ def test_runs_measured_by_different_sources_are_flagged(full, dcgm_power):
     assert "180 W mean (GPU power samples, integrated (DCGM exporter))" in output
 
 
-def test_compare_names_each_sides_exporters_and_says_when_the_kinds_of_source_differ(full, half, dcgm_power, dark):
+def test_compare_names_each_sides_exporters_and_says_when_the_kinds_of_source_differ(full, half, dcgm_power, dark, tmp_path):
     """An exporter's readings against nvidia-smi's, or against none, are not like for like: compare
-    says so, naming the exporter scraped; two runs measured alike: nothing said."""
+    says so, naming the exporter scraped; two runs measured alike: nothing said; neither measured:
+    said plainly, and no sources called alike or unlike (same_source null, not false)."""
     [url] = stats(dcgm_power)["telemetry_urls"]
+    also_dark = tmp_path / "also-dark"  # another capture of no power telemetry
+    (shutil.copytree if dark.is_dir() else shutil.copyfile)(dark, also_dark)
     for a, b, kinds, says in (
         (full, dcgm_power, (["NVML or nvidia-smi"], ["DCGM exporter"]), f"B's from DCGM exporter ({url})"),
         (dark, full, ([], ["NVML or nvidia-smi"]), "A's energy is from none (no power telemetry of its engine)"),
         (full, half, (["NVML or nvidia-smi"], ["NVML or nvidia-smi"]), None),
+        (dark, also_dark, ([], []), None),
     ):
         result = json.loads(invoke("compare", str(a), str(b), "--json"))["energy"]
         assert (result["kinds"]["a"], result["kinds"]["b"]) == kinds
+        measured = {(True, True): "both", (True, False): "a", (False, True): "b", (False, False): "neither"}
+        assert result["measured"] == measured[bool(kinds[0]), bool(kinds[1])]
+        assert result["same_source"] == (None if result["measured"] == "neither" else set(kinds[0]) == set(kinds[1]))
+        assert ("neither run measured energy" in " ".join(invoke("compare", str(a), str(b)).split())) == (b == also_dark)
         assert [result["telemetry_urls"][s] for s in "ab"] == [stats(a)["telemetry_urls"], stats(b)["telemetry_urls"]]
         text = " ".join(invoke("compare", str(a), str(b)).split())
         assert (says is None) == (result["unlike"] is None) and ("not like for like" in text) == (says is not None)

@@ -1,0 +1,271 @@
+"""The exact value of a product written in LaTeX or plain text (``\\frac{1}{2}\\sqrt2``, ``2^3``,
+``\\frac{1}{\\sqrt{2}}``, ``1.5 \\times 10^{3}``), where it is a rational multiple of the square root
+of an integer: the ``number`` extractor reads equal values as one answer however they are written.
+
+Evaluated with ``Fraction`` alone (no sympy): a value is ``c * sqrt(r)``, ``r`` square-free. What
+this can't hold exactly (``\\pi``, ``\\sqrt[3]{2}``, ``1 + \\sqrt2``, a letter) is no value (None),
+and the extractor spells the expression as written instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from math import isqrt
+
+#: A radicand past this is not factored (its square-free part is found by trial division to 10^4).
+_LARGEST_RADICAND = 10**12
+#: A power whose result would have more bits than this is not computed (a model's runaway ``9^99999``).
+_MOST_BITS = 4096
+_DEEPEST = 20  # braces and brackets inside each other
+_LONGEST = 400  # characters of one expression
+_PART = re.compile(r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+")
+_COMMAND = re.compile(r"\\([a-zA-Z]+)|\\[,;!: ]")
+_TIMES = ("\\cdot", "\\times", "*")
+
+
+@dataclass(frozen=True, slots=True)
+class Surd:
+    """``coefficient * sqrt(radicand)``, the radicand square-free (1 for a rational)."""
+
+    coefficient: Fraction
+    radicand: int = 1
+
+    def __mul__(self, other: Surd) -> Surd | None:
+        split = _square_free(self.radicand * other.radicand)
+        if split is None:
+            return None
+        outside, inside = split
+        return Surd(self.coefficient * other.coefficient * outside, inside if self.coefficient and other.coefficient else 1)
+
+    def inverse(self) -> Surd | None:
+        if not self.coefficient:
+            return None
+        return Surd(1 / (self.coefficient * self.radicand), self.radicand)  # 1/(c*sqrt r) = sqrt r/(c*r)
+
+    def __add__(self, other: Surd) -> Surd | None:
+        if not other.coefficient:
+            return self
+        if not self.coefficient:
+            return other
+        if self.radicand != other.radicand:
+            return None  # 1 + sqrt2: no value of this form
+        total = self.coefficient + other.coefficient
+        return Surd(total, self.radicand if total else 1)
+
+    def power(self, exponent: Surd) -> Surd | None:
+        """An integer power, or a half-integer one of a rational (``2^{1/2}`` is ``\\sqrt{2}``)."""
+        if exponent.radicand != 1 or exponent.coefficient.denominator not in (1, 2):
+            return None
+        twice = exponent.coefficient * 2
+        base: Surd | None = self
+        if twice.denominator != 1 or (twice.numerator % 2 and self.radicand != 1):
+            return None
+        if twice.numerator % 2:
+            base = self.root()
+            k = int(twice)
+        else:
+            k = int(twice) // 2
+        if base is None or (k < 0 and not base.coefficient):
+            return None
+        c = base.coefficient
+        if abs(k) * (max(c.numerator.bit_length(), c.denominator.bit_length()) + base.radicand.bit_length()) > _MOST_BITS:
+            return None
+        r = base.radicand
+        value: Surd | None = Surd(c ** abs(k) * r ** (abs(k) // 2), r if abs(k) % 2 else 1)
+        return value.inverse() if value is not None and k < 0 else value
+
+    def root(self) -> Surd | None:
+        """The square root of a rational at least 0: sqrt(p/q) = sqrt(p*q)/q."""
+        c = self.coefficient
+        if self.radicand != 1 or c < 0:
+            return None
+        split = _square_free(c.numerator * c.denominator)
+        if split is None:
+            return None
+        outside, inside = split
+        return Surd(Fraction(outside, c.denominator), inside)
+
+
+def _square_free(n: int) -> tuple[int, int] | None:
+    """``n`` as ``k*k*s`` with ``s`` square-free: (k, s); None for one too large to factor here.
+    Primes to 10^4 are divided out; what is left (under 10^12) has at most two prime factors, so
+    it is square-free unless it is a square."""
+    if n == 0:
+        return 1, 1
+    if n > _LARGEST_RADICAND:
+        return None
+    outside, inside, d = 1, 1, 2
+    while d * d <= n and d <= 10**4:
+        while n % (d * d) == 0:
+            n //= d * d
+            outside *= d
+        if n % d == 0:
+            n //= d
+            inside *= d
+        d += 1
+    root = isqrt(n)
+    if root * root == n:
+        return outside * root, inside
+    return outside, inside * n
+
+
+class _Reader:
+    """A product read from ``text`` at ``at``: factors, each a number, ``\\frac``, ``\\sqrt``, a
+    group in braces or brackets, with a power after it, joined by ``\\cdot``, ``\\times``, ``*``,
+    ``/`` or nothing (before a command or a group). Inside a group, sums of like terms too."""
+
+    def __init__(self, text: str, at: int) -> None:
+        self.text, self.at, self.end = text, at, min(len(text), at + _LONGEST)
+        self.depth = 0
+        self.special = False  # a root, a power, an operator, a group or a \frac of no two numbers
+        self.factors: list[str] = []  # the kind of each factor at the top: "number", "fraction", ...
+
+    def skip(self) -> None:
+        while self.at < self.end:
+            if self.text[self.at] in " \t":
+                self.at += 1
+            elif (m := _COMMAND.match(self.text, self.at)) and m.group(1) in (None, "left", "right"):
+                self.at = m.end()
+            else:
+                return
+
+    def peek(self, *options: str) -> str | None:
+        self.skip()
+        return next((o for o in options if self.text.startswith(o, self.at) and self.at + len(o) <= self.end), None)
+
+    def take(self, option: str) -> bool:
+        if self.peek(option) is None or (
+            option[-1].isalpha() and self.text[self.at + len(option) : self.at + len(option) + 1].isalpha()
+        ):
+            return False
+        self.at += len(option)
+        return True
+
+    def product(self, top: bool = False) -> Surd | None:
+        sign = -1 if self.take("-") else 1
+        value = self.factor(top)
+        while value is not None:
+            if any(self.take(op) for op in _TIMES):
+                self.special = True
+                other = self.factor(top)
+                value = value * other if other is not None else None
+            elif self.take("/"):
+                self.special = True
+                other = self.factor(top)
+                inverse = other.inverse() if other is not None else None
+                value = value * inverse if inverse is not None else None
+            elif self.peek("\\frac", "\\dfrac", "\\tfrac", "\\sqrt", "{", "(") and not self.mixed(top):
+                other = self.factor(top)  # "\frac12\sqrt2", "2\sqrt3"
+                value = value * other if other is not None else None
+            else:
+                break
+        return value * Surd(Fraction(sign)) if value is not None else None
+
+    def sum(self) -> Surd | None:
+        value = self.product()
+        while value is not None and (plus := self.peek("+", "-")):
+            self.at += 1
+            term = self.product()
+            if term is not None and plus == "-":
+                term = Surd(-term.coefficient, term.radicand)
+            value = value + term if term is not None else None
+        return value
+
+    def mixed(self, top: bool) -> bool:
+        """A number then a \\frac of two numbers: a mixed number (``2\\frac12`` is 2.5), not a product."""
+        if not (top and self.factors == ["number"]):
+            return False
+        at = self.at
+        plain = self.take("\\frac") or self.take("\\dfrac") or self.take("\\tfrac")
+        plain = plain and self.plain_ahead()
+        self.at = at
+        return plain
+
+    def factor(self, top: bool = False) -> Surd | None:
+        base = self.base(top)
+        if base is not None and self.take("^"):
+            self.special = True
+            exponent = self.argument(digits=True)
+            return base.power(exponent) if exponent is not None else None
+        return base
+
+    def base(self, top: bool = False) -> Surd | None:
+        self.skip()
+        number = _PART.match(self.text, self.at, self.end)
+        if number:
+            self.at = number.end()
+            if top:
+                self.factors.append("number")
+            return Surd(Fraction(number.group().replace(",", "")))
+        if top:
+            self.factors.append("other")
+        for command in ("\\frac", "\\dfrac", "\\tfrac"):
+            if self.take(command):
+                plain = self.plain_ahead()
+                top_, bottom = self.argument(), self.argument()
+                if plain and top:
+                    self.factors[-1] = "fraction"
+                else:
+                    self.special = True
+                inverse = bottom.inverse() if bottom is not None else None
+                return top_ * inverse if top_ is not None and inverse is not None else None
+        if self.take("\\sqrt"):
+            self.special = True
+            if self.peek("["):
+                return None  # another root than the square's
+            inside = self.argument()
+            return inside.root() if inside is not None else None
+        for opening, closing in (("{", "}"), ("(", ")")):
+            if self.take(opening):
+                self.special = True
+                return self.group(closing)
+        return None
+
+    def group(self, closing: str) -> Surd | None:
+        self.depth += 1
+        if self.depth > _DEEPEST:
+            return None
+        value = self.sum()
+        self.depth -= 1
+        return value if value is not None and self.take(closing) else None
+
+    def argument(self, digits: bool = False) -> Surd | None:
+        """A command's argument: a group in braces, else one digit (``\\frac12``); for a power,
+        a signed whole number as plain text writes it (``2^10``, ``10^-3``)."""
+        if self.take("{"):
+            return self.group("}")
+        plain = re.compile(r"-?\d+" if digits else r"\d").match(self.text, self.at, self.end)
+        if plain:
+            self.at = plain.end()
+            return Surd(Fraction(plain.group()))
+        return None
+
+    def plain_ahead(self) -> bool:
+        """Whether a \\frac's two arguments ahead are numbers (a fraction the extractor reads itself)."""
+        m = re.compile(r"\s*(?:\{\s*-?\s*(?:" + _PART.pattern + r")\s*\}|\d)\s*(?:\{\s*-?\s*(?:" + _PART.pattern + r")\s*\}|\d)")
+        return m.match(self.text, self.at, self.end) is not None
+
+
+def evaluated(text: str, at: int) -> tuple[Surd, int] | None:
+    """The exact value of the product written at ``at`` and where it ends; None where it has no
+    value of this form, or is one the extractor reads as it is (a number, a fraction of two
+    numbers, a mixed number ``2\\frac12``)."""
+    reader = _Reader(text, at)
+    value = reader.product(top=True)
+    if value is None or not (reader.special or len(reader.factors) > 2 or reader.factors[:1] == ["fraction"] != reader.factors):
+        return None
+    return value, reader.at
+
+
+def spelled(value: Surd, rational: str) -> str:
+    """``value`` written one way: a rational as ``rational`` (the extractor's spelling of its
+    coefficient), else ``\\frac{p\\sqrt{r}}{q}`` reduced, its sign before it."""
+    c = value.coefficient
+    if value.radicand == 1 or not c:
+        return rational
+    body = (str(abs(c.numerator)) if abs(c.numerator) != 1 else "") + f"\\sqrt{{{value.radicand}}}"
+    if c.denominator != 1:
+        body = f"\\frac{{{body}}}{{{c.denominator}}}"
+    return ("-" if c < 0 else "") + body
