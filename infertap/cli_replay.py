@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +115,12 @@ _WORKLOAD_OPTIONS = [
     click.option(
         "--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the target between bytes (0: forever)."
     ),
+    click.option(
+        "--max-response-mb",
+        default=64.0,
+        show_default=True,
+        help="Of a larger response only this much is kept (marked response_body_size); it is still read whole, as record's.",
+    ),
     ray_option("Replay in shards"),
     click.option(
         "--shards",
@@ -166,12 +173,15 @@ def base_config(
     seed: int = 0,
     redact_header: tuple[str, ...] = (),
     redact_query: tuple[str, ...] = (),
+    max_response_mb: float = 64.0,
 ) -> ReplayConfig:
     """One ReplayConfig from the shared options."""
     from .replay import Filters, ReplayConfig, SessionSample
 
     if shards is not None and ray_address is None:
         raise click.UsageError("--shards needs --ray")
+    if not math.isfinite(max_response_mb) or max_response_mb > 1 << 20:  # before int(): NaN has none
+        raise click.ClickException(f"--max-response-mb: a size above 0 and finite, at most 1 TiB ({max_response_mb} MB)")
     return ReplayConfig(
         capture=capture,
         target=target,
@@ -190,6 +200,7 @@ def base_config(
         shards=shards,
         connect_timeout=connect_timeout,
         read_timeout=read_timeout or None,  # 0: no limit
+        max_response_bytes=int(max_response_mb * 1024 * 1024),
         sessions=sessions,
         think_scale=think_scale,
         sample=None

@@ -22,7 +22,7 @@ from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
 from infertap.apis import ended_by_marker
-from infertap.capture.records import MAX_RESPONSE_BYTES, Exchange, new_exchange, session_of
+from infertap.capture.records import MAX_RESPONSE_BYTES, Exchange, ResponseKept, new_exchange, session_of
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
@@ -74,7 +74,19 @@ class _Hangup:
     away meanwhile, and it may return so before the watcher has heard of the hang-up: a chunk
     appended to the record is not yet one the client was handed."""
 
-    __slots__ = ("send", "gone", "full", "record", "task", "finished", "disconnected", "hung_up_ns", "delivered", "_watcher")
+    __slots__ = (
+        "send",
+        "gone",
+        "full",
+        "record",
+        "task",
+        "finished",
+        "disconnected",
+        "hung_up_ns",
+        "delivered",
+        "kept",
+        "_watcher",
+    )
 
     def __init__(
         self,
@@ -94,6 +106,7 @@ class _Hangup:
         self.disconnected = False
         self.hung_up_ns: int | None = None  # when the client went away (monotonic)
         self.delivered = 0  # the chunks written to the client's connection before it went away
+        self.kept: ResponseKept | None = None  # the response's chunks as relayed (UpstreamCall.kept)
         self._watcher = asyncio.create_task(self._watch(receive))
 
     async def _watch(self, receive: Receive) -> None:
@@ -131,7 +144,13 @@ class _Hangup:
 
     def after_end(self) -> bool:
         """Whether the client hung up after the stream's end marker: it had all of the answer."""
-        return self.hung_up_ns is not None and ended_by_marker(self.record["chunks"][max(0, self.delivered - 2) : self.delivered])
+        if self.hung_up_ns is None:
+            return False
+        # The kept chunks and those past the response limit (ResponseKept.last): a cut stream's end too.
+        kept = self.kept
+        return ended_by_marker(
+            self.record["chunks"][max(0, self.delivered - 2) : self.delivered] if kept is None else kept.last(self.delivered)
+        )
 
     def close(self) -> None:
         self.finished = True
@@ -381,6 +400,7 @@ class RecordingProxy:
     ) -> None:
         assert self.client is not None, "RecordingProxy.startup() was not run"
         call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "upstream", self.max_response_bytes)
+        hangup.kept = call.kept
         call.sent()
         response: UpstreamResponse | None = None
         ended_at: int | None = None  # where the exchange ended before its task did (a client gone after the end)

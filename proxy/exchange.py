@@ -25,13 +25,14 @@ class UpstreamCall:
     none of infertap's own waits (a replay's schedule, a proxy's traffic gate) inside it.
     """
 
-    __slots__ = ("record", "redactor", "clock", "who", "t0", "max_response_bytes")
+    __slots__ = ("record", "redactor", "clock", "who", "t0", "kept")
 
     def __init__(
         self, record: Exchange, redactor: Redactor, clock: Callable[[], int], who: str, max_response_bytes: int | None = None
     ) -> None:
         self.record = record
-        self.max_response_bytes = max_response_bytes  # response bytes kept (ResponseKept); None: all
+        # The response's chunks as kept, up to max_response_bytes (None: all), and its last ones past it.
+        self.kept = ResponseKept(record["chunk_ns"], record["chunks"], max_response_bytes)
         self.redactor = redactor
         self.clock = clock  # the run's clock, for sent_ns (CaptureWriter.elapsed_ns)
         self.who = who  # "upstream" (proxy) or "target" (replay): how errors name the engine
@@ -85,7 +86,7 @@ class UpstreamCall:
         exchange's end). Past ``max_response_bytes`` every chunk is still handed on, but no longer
         kept (``ResponseKept``)."""
         t0 = self.t0
-        kept = ResponseKept(self.record["chunk_ns"], self.record["chunks"], self.max_response_bytes)
+        kept = self.kept
         held = 0
         try:
             if deliver is None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from infertap.capture.records import MAX_RESPONSE_BYTES
 from infertap.errors import ConfigError, check_headers, check_seconds, check_url
 from infertap.telemetry import check_telemetry
 
@@ -44,6 +45,7 @@ class ReplayConfig:
     shards: int | None = None  # with ray: how many workers (None: the cluster's CPUs)
     connect_timeout: float = 10.0
     read_timeout: float | None = 600.0  # between bytes from the target; None: no limit
+    max_response_bytes: int = MAX_RESPONSE_BYTES  # kept of one response (record's); past it read whole, kept cut
     sessions: str = "open"  # "open": original times, a turn never before its parent ends; "closed": parent's end + think time
     think_scale: float = 1.0  # with sessions closed: the recorded think time scaled
     sample: SessionSample | None = None  # whole sessions only (--sample-sessions, --limit-sessions)
@@ -70,6 +72,8 @@ class ReplayConfig:
             if value is not None and not (isinstance(value, int) and least <= value <= most):
                 raise ConfigError(f"{name} {value}: a whole number, {least} or more (at most {most})")
         check_seconds("--grace", self.grace_s, zero=True)
+        if not (isinstance(self.max_response_bytes, int) and 0 < self.max_response_bytes <= 1 << 40):
+            raise ConfigError(f"--max-response-mb: a size above 0, at most 1 TiB ({self.max_response_bytes} bytes)")
         check_seconds("--connect-timeout", self.connect_timeout)
         check_seconds("--read-timeout", self.read_timeout)  # None: no limit (0 on the command line)
         if self.sessions not in ("open", "closed"):

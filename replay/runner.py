@@ -389,7 +389,7 @@ class Replay:
         )
         if think_ns is not None:
             record["think_ns"] = think_ns
-        call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "target")
+        call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "target", self.config.max_response_bytes)
         acquired = False
         response: UpstreamResponse | None = None
         try:

@@ -8,6 +8,7 @@ exchange's request was sent upstream (``headers_ns``, ``chunk_ns``, ``end_ns``).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from random import getrandbits as _random_bits
 from typing import Any, Literal, NotRequired, TypedDict, Unpack
@@ -224,15 +225,18 @@ def request_body_unknown(record: dict[str, Any]) -> bool:
 #: The response bytes a recorder keeps of one exchange by default (``--max-response-mb``,
 #: ``infertap_max_response``): past it the response is still relayed whole, its chunks kept only up to it.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+_TAIL_CHUNKS = 8  # the chunks past that limit a ResponseKept holds, for the end marker
 
 
 class ResponseKept:
     """A response's chunks (and their times) kept up to ``limit`` bytes, as they stream: past it
     only counted, so that one huge answer (a runaway stream, a large embeddings batch) can't grow a
     recorder's memory until it is killed with every exchange in flight. What is kept is a head of
-    the body; ``mark`` says in the record that it is no more (``apis.response_not_kept``)."""
+    the body; ``mark`` says in the record that it is no more (``apis.response_not_kept``). The last
+    few chunks past the limit are held too (``tail``), for ``last``: whether a client that hung up
+    had the stream's end marker is read from them, as from an uncut stream's chunks."""
 
-    __slots__ = ("chunk_ns", "chunks", "limit", "size", "count", "last_ns")
+    __slots__ = ("chunk_ns", "chunks", "limit", "size", "count", "last_ns", "tail")
 
     def __init__(self, chunk_ns: list[int], chunks: list[bytes], limit: int | None) -> None:
         self.chunk_ns = chunk_ns
@@ -241,6 +245,9 @@ class ResponseKept:
         self.size = 0
         self.count = 0
         self.last_ns = 0
+        # Bounded: ended_by_marker reads two chunks; the rest leave room for chunks read after the
+        # last one a client was handed (a proxy's client gone, the upstream still sending).
+        self.tail: deque[bytes] = deque(maxlen=_TAIL_CHUNKS)
 
     def add(self, ns: int, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -249,6 +256,24 @@ class ResponseKept:
         if self.size <= self.limit:  # the size only grows: what is kept stays a head of the body
             self.chunk_ns.append(ns)
             self.chunks.append(chunk)
+        else:
+            self.tail.append(chunk)
+
+    def last(self, end: int | None = None) -> list[bytes]:
+        """The two chunks before chunk number ``end`` (the last two by default), kept or in the tail:
+        what ``apis.ended_by_marker`` reads. Empty where the one just before ``end`` is held by
+        neither (more chunks came after it than the tail holds): no end marker is claimed unseen."""
+        end = self.count if end is None else end
+        first_in_tail = self.count - len(self.tail)
+        out = []
+        for i in range(max(0, end - 2), end):
+            if i < len(self.chunks):
+                out.append(self.chunks[i])
+            elif first_in_tail <= i < self.count:
+                out.append(self.tail[i - first_in_tail])
+            elif i == end - 1:
+                return []
+        return out
 
     def mark(self, record: Exchange) -> None:
         """The record says its body is cut, with the real size, chunk count and last chunk's time."""

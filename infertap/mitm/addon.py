@@ -277,7 +277,9 @@ class InfertapCapture:
         msg = flow.error.msg if flow.error else "unknown error"
         state = flow.metadata.get("infertap")
         end = end_of_flow(flow, live=True, handed=state is None or "sent_ns" in state)
-        if end == "client_disconnected" and state is not None and ended_by_marker(state["chunks"]):
+        # Its last chunks, kept or past infertap_max_response (ResponseKept.last): a cut stream's end too.
+        # No "kept" yet: no response streamed, no chunk.
+        if end == "client_disconnected" and state is not None and "kept" in state and ended_by_marker(state["kept"].last()):
             self._finish(flow, "complete", None, closed_after_end=True)  # it had the whole stream
             return
         size = flow.request.headers.get("content-length", "")

@@ -189,3 +189,32 @@ def test_a_response_over_infertap_max_response_is_passed_on_whole_and_kept_cut(s
     assert result.exit_code == 0, result.output
     [group] = json.loads(result.stdout)["groups"]
     assert (group["requests"], group["ok"], group["errors"], group["response_not_kept"]) == (2, 1, 0, 1)
+
+
+@pytest.mark.parametrize("done", [True, False], ids=["after-done", "before-done"])
+def test_a_client_gone_from_a_cut_stream_is_judged_by_its_last_chunks_not_its_kept_head(start_mitm, done):
+    """The end marker of a stream past infertap_max_response is in no kept chunk: a client that hung
+    up right after it (an SDK at [DONE]) was recorded gone, not complete. One gone before, gone."""
+    import asyncio
+
+    from tests.fake_upstream import ServerThread, sse_chunk, sse_upstream
+
+    events = [sse_chunk("cut", i, "word " * 20) for i in range(200)]
+    content = b"".join(events)
+    # The upstream then takes its time to close, as engines do after [DONE].
+    with ServerThread(sse_upstream(events + [b"data: [DONE]\n\n"] * done, lambda: asyncio.sleep(3))) as server:
+        mitm = start_mitm("--mode", f"reverse:{server.url}", "--set", "infertap_max_response=8k", "--no-telemetry")
+        got = b""
+        with httpx.stream("POST", f"{mitm.url}/v1/chat/completions", json={"stream": True}, timeout=10) as r:
+            for chunk in r.iter_raw():
+                got += chunk
+                if got.rstrip().endswith(b"[DONE]") or (not done and len(got) >= len(content)):
+                    break  # hang up, as the openai SDK does at [DONE]
+        mitm.stop()
+    (x,) = mitm.exchanges()
+    assert got == content + (b"data: [DONE]\n\n" if done else b"") and len(got) > 4 * 8192
+    assert x["response_body_size"] >= len(got) and len(b"".join(x["chunks"])) <= 8192  # cut, as before
+    if done:
+        assert (x["end"], x["error"], x.get("closed_after_end")) == ("complete", None, True)
+    else:
+        assert x["end"] == "client_disconnected" and "closed_after_end" not in x

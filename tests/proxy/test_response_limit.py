@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from infertap.cli import cli
@@ -65,3 +66,33 @@ def test_responses_under_the_limit_are_kept_whole_and_read(fake, record, tmp_pat
     result = CliRunner().invoke(cli, ["stats", str(rec.out), "--json", "--cache-dir", str(tmp_path / "cache")])
     [group] = json.loads(result.stdout)["groups"]
     assert (group["requests"], group["ok"], group["response_not_kept"]) == (1, 1, 0)
+
+
+@pytest.mark.parametrize("done", [True, False], ids=["after-done", "before-done"])
+def test_a_client_gone_from_a_cut_stream_is_judged_by_its_last_chunks_not_its_kept_head(record, done) -> None:
+    """The end marker of a stream past the limit is in no kept chunk: a client that hung up right
+    after it (as an SDK does at [DONE]) was recorded gone, its complete answer as cut short. One
+    that hung up before the end is gone still."""
+    import asyncio
+
+    from tests.fake_upstream import ServerThread, sse_chunk, sse_upstream
+
+    events = [sse_chunk("cut", i, "word " * 20) for i in range(200)]
+    content = b"".join(events)
+    # The upstream then takes its time to close, as engines do after [DONE].
+    with ServerThread(sse_upstream(events + [b"data: [DONE]\n\n"] * done, lambda: asyncio.sleep(2))) as server:
+        rec = record(server.url, "--no-probe", "--max-response-mb", _MB)
+        got = b""
+        with httpx.stream("POST", f"{rec.url}/v1/chat/completions", json={"stream": True}, timeout=10) as r:
+            for chunk in r.iter_raw():
+                got += chunk
+                if got.rstrip().endswith(b"[DONE]") or (not done and len(got) >= len(content)):
+                    break  # hang up, as the openai SDK does at [DONE]
+        assert rec.stop() == 0
+    (x,) = rec.exchanges()
+    assert got == content + (b"data: [DONE]\n\n" if done else b"") and len(got) > 4 * LIMIT
+    assert x["response_body_size"] >= len(got) and len(b"".join(x["chunks"])) <= LIMIT  # cut, as before
+    if done:
+        assert (x["end"], x["error"], x.get("closed_after_end")) == ("complete", None, True)
+    else:
+        assert x["end"] == "client_disconnected" and "closed_after_end" not in x

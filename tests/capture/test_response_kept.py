@@ -1,0 +1,32 @@
+"""``ResponseKept.last``: the chunks a hang-up's end-marker check reads, kept or past the limit, and
+none claimed where the chunk before the hang-up is held by neither."""
+
+from __future__ import annotations
+
+from infertap.apis import ended_by_marker
+from infertap.capture.records import ResponseKept
+
+
+def _kept(chunks: list[bytes], limit: int | None) -> ResponseKept:
+    kept = ResponseKept([], [], limit)
+    for i, chunk in enumerate(chunks):
+        kept.add(i, chunk)
+    return kept
+
+
+def test_the_last_chunks_come_from_the_head_or_the_tail_past_the_limit() -> None:
+    chunks = [b"data: %d\n\n" % i for i in range(30)] + [b"data: [DONE]\n\n"]
+    whole, cut = _kept(chunks, None), _kept(chunks, 40)
+    assert cut.chunks == chunks[:4] and whole.chunks == chunks
+    for kept in (whole, cut):
+        assert kept.last() == chunks[-2:] and ended_by_marker(kept.last())  # the end, cut or not
+        assert kept.last(30) == chunks[28:30] and not ended_by_marker(kept.last(30))  # gone one before it
+        assert kept.last(2) == chunks[:2] and kept.last(0) == []
+
+
+def test_a_chunk_before_the_hang_up_held_by_neither_claims_no_end() -> None:
+    chunks = [b"data: [DONE]\n\n"] * 40  # an end marker in every chunk: only what is held can say so
+    cut = _kept(chunks, 40)
+    assert len(cut.chunks) == 2 and len(cut.tail) < 30
+    assert cut.last(20) == [] and not ended_by_marker(cut.last(20))
+    assert cut.last(3) == [] and cut.last(2) == chunks[:2] and cut.last() == chunks[-2:]  # held: read

@@ -1,0 +1,74 @@
+"""A replay keeps a target's response only up to ``--max-response-mb`` (64 by default, as record's):
+past it the response is still read whole, its head kept and marked ``response_body_size``, so that a
+runaway stream or a huge embeddings answer can't grow the replay's memory until it is killed with
+its run. Analysis reads that answer as unknown; one under the limit is kept whole and read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+from click.testing import CliRunner
+
+from infertap.capture.reader import CaptureReader
+from infertap.cli import cli
+from tests.fake_upstream import FakeUpstream, ServerThread
+from tests.helpers import write_capture
+
+LIMIT = 8192  # bytes: --max-response-mb as the test sets it
+
+
+def _chat(tag: str, n: int) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": tag}], "stream": True, "tag": tag, "n_chunks": n}
+
+
+def _replay(capture: Path, url: str, out: Path, *extra: str) -> list[dict[str, Any]]:
+    args = ["replay", str(capture), "--target", url, "--out", str(out), "--no-probe", "--no-telemetry"]
+    done = CliRunner().invoke(cli, [*args, "--concurrency", "1", "--json", *extra])
+    assert done.exit_code == 0, done.output
+    xs = [r for r in CaptureReader(out).records() if r["type"] == "exchange"]
+    return sorted(xs, key=lambda x: json.loads(x["request_body"])["tag"])
+
+
+def _stats(out: Path, cache: Path) -> dict[str, Any]:
+    done = CliRunner().invoke(cli, ["stats", str(out), "--json", "--cache-dir", str(cache)])
+    assert done.exit_code == 0, done.output
+    [group] = json.loads(done.stdout)["groups"]
+    return group
+
+
+def test_a_target_response_over_the_limit_is_kept_cut_and_read_as_unknown(tmp_path: Path) -> None:
+    write_capture(tmp_path / "cap", [{"body": _chat("big", 400)}, {"body": _chat("small", 3), "offset_s": 0.01}])
+    with ServerThread(FakeUpstream()) as server:
+        cut, whole = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--max-response-mb", str(LIMIT / 2**20))
+        big = httpx.post(f"{server.url}/v1/chat/completions", json=_chat("big", 400), timeout=30).content
+    assert cut["end"] == "complete" and cut["response_body_size"] == len(big) > 4 * LIMIT
+    assert cut["response_body_chunks"] > len(cut["chunks"]) and cut["response_last_ns"] >= cut["chunk_ns"][-1]
+    head = b"".join(cut["chunks"])
+    assert 0 < len(head) <= LIMIT and big.startswith(head) and len(cut["chunk_ns"]) == len(cut["chunks"])
+    assert b"".join(whole["chunks"]).endswith(b"data: [DONE]\n\n") and "response_body_size" not in whole
+    group = _stats(tmp_path / "out", tmp_path / "cache")
+    assert (group["requests"], group["ok"], group["errors"], group["response_not_kept"]) == (2, 1, 0, 1)
+
+
+def test_target_responses_under_the_default_limit_are_kept_whole(tmp_path: Path) -> None:
+    write_capture(tmp_path / "cap", [{"body": _chat("big", 400)}])
+    with ServerThread(FakeUpstream()) as server:
+        [x] = _replay(tmp_path / "cap", server.url, tmp_path / "out")
+        big = httpx.post(f"{server.url}/v1/chat/completions", json=_chat("big", 400), timeout=30).content
+    assert b"".join(x["chunks"]) == big and "response_body_size" not in x
+    group = _stats(tmp_path / "out", tmp_path / "cache")
+    assert (group["requests"], group["ok"], group["response_not_kept"]) == (1, 1, 0)
+
+
+def test_a_response_limit_that_is_no_size_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    write_capture(tmp_path / "cap", [{"body": _chat("big", 400)}])
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        for mb in ("0", "-1", "nan"):
+            args = ["replay", str(tmp_path / "cap"), "--target", server.url, "--out", str(tmp_path / f"o{mb}")]
+            done = CliRunner().invoke(cli, [*args, "--no-probe", "--no-telemetry", "--max-response-mb", mb])
+            assert done.exit_code != 0 and "--max-response-mb" in done.output, done.output
+    assert app.requests == [] and not (tmp_path / "o0").exists()
