@@ -156,7 +156,8 @@ class _Hangup:
         self.finished = True
         self._watcher.cancel()
         record = self.record
-        if self.hung_up_ns is not None and self.delivered < len(record["chunks"]):
+        read = len(record["chunks"]) if self.kept is None else self.kept.count  # past the response limit too
+        if self.hung_up_ns is not None and self.delivered < read:
             # read from the upstream but never written to the client (waiting for its full
             # connection when it went, or read after it had gone): kept, never delivered
             record["delivered_chunks"] = self.delivered

@@ -96,3 +96,31 @@ def test_a_client_gone_from_a_cut_stream_is_judged_by_its_last_chunks_not_its_ke
         assert (x["end"], x["error"], x.get("closed_after_end")) == ("complete", None, True)
     else:
         assert x["end"] == "client_disconnected" and "closed_after_end" not in x
+
+
+def test_a_client_gone_from_a_cut_stream_with_chunks_never_written_says_how_many_were(record) -> None:
+    """A client that stopped reading, then hung up: the chunks read from the upstream but never
+    written to it are told by ``delivered_chunks``, counted against every chunk read, not against
+    the kept head (far fewer than were written, so the count was left out)."""
+    import asyncio
+    import socket
+    import time
+
+    from tests.fake_upstream import ServerThread, sse_chunk, sse_upstream
+
+    events = [sse_chunk("slow", i, "word " * 200) for i in range(20_000)]  # 20 MB: more than the sockets hold
+    with ServerThread(sse_upstream(events, lambda: asyncio.sleep(0))) as server:
+        rec = record(server.url, "--no-probe", "--max-response-mb", _MB)
+        host, port = rec.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as client:
+            body = b'{"stream": true}'
+            client.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            assert client.recv(4096)  # the head and a first event, then nothing more is read
+            time.sleep(1.5)  # the connection fills; the proxy waits on it with a chunk in hand
+        assert rec.stop() == 0
+    (x,) = rec.exchanges()
+    assert x["end"] == "client_disconnected" and len(b"".join(x["chunks"])) <= LIMIT  # cut, and gone
+    assert len(x["chunks"]) < x["delivered_chunks"] < x["response_body_chunks"]
