@@ -530,3 +530,23 @@ def test_a_turn_infertap_refused_is_linked_alike_by_replay_and_the_analysis(tmp_
     with Analysis([gw_a, gw_b], cache_dir=tmp_path / "cache") as a:
         joined = {r[0]: r[1] for r in a.sql("SELECT exchange_id, think_ns FROM metrics WHERE generation").fetchall()}
     assert joined["t2"] == think_ms * 10**6
+
+
+def test_a_replay_says_how_many_exchanges_the_recorder_refused_and_sends_none(tmp_path):
+    """A turn the recorder refused was never sent upstream: the replay sends it not, and says so (on
+    stderr, in the summary and in its capture's header); a capture with none says nothing of it."""
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        for end, status, told in (("refused", 444, 1), ("complete", 500, 0)):
+            src = _blocked_turn_capture(tmp_path / f"src-{end}", end, status)
+            out = tmp_path / f"out-{end}"
+            args = ["replay", str(src), "--target", server.url, "--out", str(out), "--no-probe", "--no-telemetry", "--json"]
+            result = CliRunner().invoke(cli, args)
+            assert result.exit_code == 0, result.output
+            summary = json.loads(result.stdout)
+            assert summary["source_refused"] == told and summary["sent"] == 3 - told
+            header = next(r for r in CaptureReader(out).records() if r["type"] == "header")
+            assert header["recorder"]["source_refused"] == told
+            assert ("1 exchanges not replayed: the recorder refused them" in result.stderr) is bool(told)
+    # Only the turn that was sent and failed reached the target again; the refused one never did.
+    assert sum(b"blocked" in r["body"] for r in app.requests) == 1
