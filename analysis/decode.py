@@ -86,8 +86,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: 41: exchanges.request_body_unsearched, response_body_unsearched (stats warns of bodies not searched for credentials);
 #: 42: a response the recorder kept only the head of (response_body_size) unread, its answer unknown (NOT_KEPT),
 #: its response_bytes, n_chunks and last_chunk_ns the real ones;
-#: 43: the links table (each generation request's link digests: captures read together are linked as one).
-DECODE_VERSION = 43
+#: 43: the links table (each generation request's link digests: captures read together are linked as one);
+#: 44: a generation request infertap refused (never sent) is a leaf of its session: no turn continues
+#: it and its end starts no think time (the links table's refused), as replay links them.
+DECODE_VERSION = 44
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -725,8 +727,9 @@ class Decoder:
         found = link(links, sent, ended)
         parents = [None if f is None else f[0] for f in found]
         ids = [g.ids[i] for i in order]
-        sessions = sessions_of(parents, [x.session for x in links], ids)
-        thinks = think_times(parents, sessions, sent, ended)
+        refused = [x.refused for x in links]
+        sessions = sessions_of(parents, [x.session for x in links], ids, refused)
+        thinks = think_times(parents, sessions, sent, ended, refused)
         add = self.sinks["turns"].add
         for xid, f, session, turn, think in zip(ids, found, sessions, turns_of(parents), thinks, strict=True):
             if f is None:
@@ -736,7 +739,16 @@ class Decoder:
         # What linking read, for captures read together to be linked as one (joined_sessions.py).
         add = self.sinks["links"].add
         for k, (xid, x) in enumerate(zip(ids, links, strict=True)):
-            row = (x.id, x.parent_id, x.session, list(x.candidates), x.continuation, x.response_id, x.previous_response_id)
+            row = (
+                x.id,
+                x.parent_id,
+                x.session,
+                list(x.candidates),
+                x.continuation,
+                x.response_id,
+                x.previous_response_id,
+                x.refused,
+            )
             add((self.capture, xid, k, sent[k], ended[k], *row))
         self.generations = Generations()
 

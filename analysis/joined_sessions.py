@@ -116,17 +116,18 @@ def join_sessions(con: Any, captures: list[str]) -> pa.Table:
     hold its turns."""
     rows = con.execute(
         "SELECT capture, exchange_id, sent_wall_ns, end_wall_ns, link_id, parent_id, session, candidates, continuation, "
-        "response_id, previous_response_id FROM links WHERE capture IN (SELECT unnest(?::VARCHAR[])) "
+        "response_id, previous_response_id, refused FROM links WHERE capture IN (SELECT unnest(?::VARCHAR[])) "
         "ORDER BY sent_wall_ns, list_position(?::VARCHAR[], capture), ord",
         [captures, captures],
     ).fetchall()
-    links = [Links(r[4], r[5], r[6], tuple(r[7] or ()), r[8], r[9], r[10]) for r in rows]
+    links = [Links(r[4], r[5], r[6], tuple(r[7] or ()), r[8], r[9], r[10], bool(r[11])) for r in rows]
     sent, ended = [r[2] for r in rows], [r[3] for r in rows]
     found = link(links, sent, ended)
     parents = [None if f is None else f[0] for f in found]
     ids = [r[1] for r in rows]
-    sessions = sessions_of(parents, [x.session for x in links], ids)
-    thinks = think_times(parents, sessions, sent, ended)
+    refused = [x.refused for x in links]
+    sessions = sessions_of(parents, [x.session for x in links], ids, refused)
+    thinks = think_times(parents, sessions, sent, ended, refused)
     first: dict[str, str] = {}
     for session, r in zip(sessions, rows, strict=True):
         first.setdefault(session, r[0])

@@ -251,6 +251,7 @@ LINKS = _schema(
     ("continuation", pa.binary()),  # its conversation plus its reply
     ("response_id", S),
     ("previous_response_id", S),
+    ("refused", pa.bool_()),  # refused by infertap, never sent: a leaf of its session (infertap.apis.linking)
 )
 
 # One row per telemetry sample (infertap.telemetry): joinable with exchanges on wall time. A source

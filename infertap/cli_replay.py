@@ -352,6 +352,8 @@ def _note(info: dict[str, Any]) -> None:
     """What the replay sends otherwise than asked, on stderr before it starts."""
     if info["not_kept"]:
         click.echo(f"note: {_not_kept(info['not_kept'])}", err=True)
+    if info.get("source_refused"):
+        click.echo(f"note: {_source_refused(info['source_refused'])}", err=True)
     if info["as_recorded"]:
         click.echo(
             f"note: {info['as_recorded']} request bodies are not JSON objects (multipart uploads): "
@@ -432,6 +434,10 @@ def _session_rows(sessions: dict[str, Any] | None, ms: Any) -> list[tuple[str, s
     ]
 
 
+def _source_refused(n: int) -> str:
+    return f"{n} exchanges not replayed: the recorder refused them (end refused), so the engine never saw them"
+
+
 def _not_kept(n: int) -> str:
     return (
         f"{n} exchanges left out, not sent: their request bodies were not kept by the recorder "
@@ -477,6 +483,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("target", f"{s['target']} ({s['target_kind'] or 'kind unknown'})"),
         ("sent", _sent_line(s)),
         *([("left out", _not_kept(s["not_kept"]))] if s.get("not_kept") else []),
+        *([("not replayed", _source_refused(s["source_refused"]))] if s.get("source_refused") else []),
         ("endings", ", ".join(f"{k} ×{v}" for k, v in s["ends"].items()) or "-"),
         ("status codes", ", ".join(f"{'no response' if k == 'None' else k} ×{v}" for k, v in s["statuses"].items()) or "-"),
         *(("error", f"{message} ×{n}") for message, n in s.get("errors", {}).items()),

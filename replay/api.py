@@ -50,10 +50,12 @@ class _Prepared:
     identity: WorkloadIdentity  # the source's workload identity, computed as it was loaded
     as_recorded: int = 0  # bodies no JSON object (multipart uploads) that --model-map sends as recorded
     not_kept: int = 0  # exchanges left out: their request body was not kept (request_body_size), never sent empty
+    source_refused: int = 0  # exchanges the source's recorder refused: never sent upstream, not replayed
 
     def facts(self) -> dict[str, Any]:
         """Where from, against what, and what of the source is left out: told ``on_start``, and in the summary."""
-        return {"source": self.source, "target": self.shown, "target_kind": self.target_kind, "not_kept": self.not_kept}
+        facts = {"source": self.source, "target": self.shown, "target_kind": self.target_kind, "not_kept": self.not_kept}
+        return {**facts, "source_refused": self.source_refused}
 
     def start_info(self, out: Path, **extra: Any) -> dict[str, Any]:
         """What ``on_start`` is told once everything is ready."""
@@ -122,6 +124,7 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
         workload.identity,
         workload.as_recorded,
         workload.not_kept,
+        workload.source_refused,
     )
 
 
@@ -193,6 +196,7 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
         },
         "limit": config.limit,
         "not_kept": prepared.not_kept,  # exchanges left out: their request body was not kept
+        "source_refused": prepared.source_refused,  # exchanges the source's recorder refused: never sent, not replayed
         "repeat": config.repeat,
         "sessions": {"mode": config.sessions, "think_scale": config.think_scale, **_sampled(config.sample)},
         "pid": os.getpid(),

@@ -229,6 +229,7 @@ class Workload:
     refused: tuple[Item, str] | None = None
     as_recorded: int = 0  # bodies that are no JSON object (multipart uploads), which a --model-map leaves as recorded
     not_kept: int = 0  # exchanges the filters chose but left out: their request body was not kept, never sent empty
+    source_refused: int = 0  # exchanges the source's recorder refused: never sent upstream, so not replayed
 
 
 def load_workload(
@@ -285,7 +286,7 @@ def _load(
     if repeat > 1:
         items = _repeated(items, repeat)
     source = {"path": str(reader.path), "capture_id": scan.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
-    return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept)
+    return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept, scan.refused)
 
 
 _INPUTS = ("messages", "prompt", "input")  # what a request for tokens carries (infertap.apis.read)
@@ -343,6 +344,7 @@ class _Scan:
         self.as_recorded: set[int] = set()  # id(item) of bodies no JSON object, that a --model-map passes
         self.unknown: set[int] = set()  # id(item) of requests sent with a body not kept (request_body_unknown)
         self.not_kept = 0  # of those, how many select() chose: left out
+        self.refused = 0  # exchanges infertap refused when recording: never sent, not replayed
         self.chat = ChatPrefixes()
         self._anchor = 0
         self._reach = Reach()  # which candidates linking can still reach (prune)
@@ -393,6 +395,7 @@ class _Scan:
                 prefixes = Prefixes.of(api.name, api.turns(body)[0])
         self.tally.add(r, generation, digest)
         if r.get("end") == "refused":
+            self.refused += 1
             return  # infertap refused it; the engine never saw it
         # From when it was due: its send and end as recorded (linking's clock, see _link).
         handoff, duration = max(0, r["sent_ns"] - due), r["sent_ns"] - due + r.get("end_ns", 0)

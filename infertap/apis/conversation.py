@@ -57,6 +57,9 @@ class Links:
     continuation: bytes | None = None  # its conversation plus its reply: what a next turn starts with
     response_id: str | None = None
     previous_response_id: str | None = None
+    # Refused by infertap, never sent: a leaf of its session, invisible to every other request (no
+    # turn continues it, its end starts no think time), as a replay, which doesn't send it, links them.
+    refused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +144,9 @@ def _links(
     (None: not a generation request, or no conversation) and whose answer added ``reply`` (None:
     not answered) to it."""
     xid, parent_id, session = record.get("id"), record.get("parent_id"), record.get("session")
+    refused = record.get("end") == "refused"
     if prefixes is None or not prefixes.digests:
-        return Links(xid, parent_id, session)
+        return Links(xid, parent_id, session, refused=refused)
     digests, roles = prefixes.digests, prefixes.roles
     candidates = []
     for cut in range(len(digests) - 1, 0, -1):  # a parent's turns + reply: a strict prefix ending on its reply
@@ -158,6 +162,7 @@ def _links(
         _chained(digests[-1], reply.key()) if reply is not None else None,
         response_id,
         previous_response_id,
+        refused,
     )
 
 

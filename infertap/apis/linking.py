@@ -146,7 +146,9 @@ class Reach:
 
 def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> list[tuple[int, Link] | None]:
     """Each exchange's parent (an index into ``links``, in order of sending) and how it was found.
-    ``sent``, ``ended``: each exchange's send and end, on one clock."""
+    ``sent``, ``ended``: each exchange's send and end, on one clock. One infertap refused
+    (``Links.refused``) gets its parent, but is none and claims none: a replay doesn't send it, and
+    links the rest as if it weren't there."""
     by_id: dict[str, int] = {}
     sessions: dict[str, _Ended] = {}
     by_response: dict[str, int] = {}
@@ -165,13 +167,17 @@ def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> l
             if found is None and latest is not None and latest[0] <= t:
                 parent = made.in_session(x.session, x.candidates, t)
                 found = (latest[1] if parent is None else parent, "session")
-            session.add(i, ended[i])
+            if not x.refused:
+                session.add(i, ended[i])
         if found is None:
             for digest in x.candidates:
                 parent = made.continuing(digest, t)
                 if parent is not None:
                     found = (parent, "conversation")
                     break
+        out.append(found)
+        if x.refused:
+            continue  # never sent: it continues a turn, but nothing it did is any other request's past
         if x.id is not None:
             by_id.setdefault(x.id, i)  # a repeated id names the first (the analysis names the later ones apart)
         if x.response_id is not None:
@@ -180,7 +186,6 @@ def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> l
             made.claim(found[0])
         if x.continuation is not None:
             made.add(i, x.continuation, x.session)
-        out.append(found)
     return out
 
 
@@ -192,33 +197,44 @@ def turns_of(parents: Sequence[int | None]) -> list[int]:
     return turns
 
 
-def sessions_of(parents: Sequence[int | None], explicit: Sequence[str | None], ids: Sequence[str]) -> list[str]:
+def sessions_of(
+    parents: Sequence[int | None], explicit: Sequence[str | None], ids: Sequence[str], refused: Sequence[bool] = ()
+) -> list[str]:
     """Each exchange's session: that of the first turn, its own or after it in the tree of turns it
     belongs to, that was sent with an explicit one; else the first turn's id. A session is then a
     whole tree of turns, so every turn's parent is in its session, however a client sent the header
-    (only from the second turn on, or a new one on every request)."""
+    (only from the second turn on, or a new one on every request). A ``refused`` turn (never sent)
+    names only a session it starts."""
     roots: list[int] = []
     for i, parent in enumerate(parents):
         roots.append(i if parent is None else roots[parent])
     named: dict[int, str] = {}
-    for root, given in zip(roots, explicit, strict=True):
-        if given is not None and root not in named:
+    for i, (root, given) in enumerate(zip(roots, explicit, strict=True)):
+        if given is not None and root not in named and (root == i or not (refused and refused[i])):
             named[root] = given
     return [named.get(root, ids[root]) for root in roots]
 
 
 def think_times(
-    parents: Sequence[int | None], sessions: Sequence[str], sent: Sequence[int], ended: Sequence[int]
+    parents: Sequence[int | None],
+    sessions: Sequence[str],
+    sent: Sequence[int],
+    ended: Sequence[int],
+    refused: Sequence[bool] = (),
 ) -> list[int | None]:
     """Each turn's think time: from the last end in its session before it was sent (its parent's, or a
     later turn's, such as the answer a retried turn replaced) to its send, never below zero; None for
     a session's first turn. Summed over a session whose turns never overlap, it is the time the
-    session waited on its client."""
-    return [None if found is None else found[0] for found in think_times_from(parents, sessions, sent, ended)]
+    session waited on its client. A ``refused`` turn's end (never sent) starts none."""
+    return [None if found is None else found[0] for found in think_times_from(parents, sessions, sent, ended, refused)]
 
 
 def think_times_from(
-    parents: Sequence[int | None], sessions: Sequence[str], sent: Sequence[int], ended: Sequence[int]
+    parents: Sequence[int | None],
+    sessions: Sequence[str],
+    sent: Sequence[int],
+    ended: Sequence[int],
+    refused: Sequence[bool] = (),
 ) -> list[tuple[int, int] | None]:
     """``think_times`` with the turn each is measured from: (think time, index of the turn whose end
     starts it: its parent, or a turn of its session that ended later). A replay that keeps the
@@ -228,7 +244,8 @@ def think_times_from(
     for i, (parent, session) in enumerate(zip(parents, sessions, strict=True)):
         state = by_session.setdefault(session, _Ended())
         latest = state.latest_by(sent[i])  # ended at or before this send
-        state.add(i, ended[i])
+        if not (refused and refused[i]):
+            state.add(i, ended[i])
         if parent is None:
             out.append(None)
             continue

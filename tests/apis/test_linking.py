@@ -135,3 +135,14 @@ def test_a_candidate_is_enough_only_where_link_stops_at_it() -> None:
         ]
     )
     assert got["B"] == ("C", "conversation") and got["D"] == ("A", "conversation")
+
+
+def test_a_refused_turn_names_only_a_session_it_starts():
+    """A turn infertap refused (never sent) sent with a session of its own doesn't name its parent's
+    tree, as a replay, which leaves it out, names it; alone, it names its own."""
+    from infertap.apis import sessions_of
+
+    parents, given, ids = [None, 0, 0], [None, "other", "s1"], ["t0", "t1", "t2"]
+    assert sessions_of(parents, given, ids, [False, True, False]) == ["s1"] * 3
+    assert sessions_of(parents, given, ids) == ["other"] * 3  # sent: the first named turn names the tree
+    assert sessions_of([None], ["alone"], ["t0"], [True]) == ["alone"]

@@ -466,3 +466,87 @@ def test_rechaining_rewrites_the_top_level_previous_response_id_only():
     for ambiguous in (b'{"previous_response_id":"a","previous_response_id":"b"}', b'{"x":{"previous_response_id":"a"}}'):
         with pytest.raises(TransformError, match="previous_response_id"):
             rechained(ambiguous, "resp_NEW")
+
+
+def _blocked_turn_capture(path: Path, end: str, status: int, *, turns: tuple[int, ...] = (0, 1, 2)) -> Path:
+    """Session s1: turn 0 answered (ends at 0.1 s), a turn at 0.5 s that ended at once (``end``,
+    ``status``), then at 1.0 s a turn continuing turn 0's conversation; ``turns``: which of them."""
+
+    def reply(text: str) -> list[bytes]:
+        return [json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()]
+
+    first = [{"role": "user", "content": "hi"}]
+    after = [*first, {"role": "assistant", "content": "a0"}]
+    exchanges = [
+        {"id": "t0", "offset_s": 0, "body": {"model": "m", "messages": first}, "chunks": reply("a0"), "duration_ns": 10**8},
+        {
+            "id": "t1",
+            "offset_s": 0.5,
+            "body": {"model": "m", "messages": [*after, {"role": "user", "content": "blocked"}]},
+            "chunks": [],
+            "status": status,
+            "end": end,
+            "duration_ns": 10**6,
+        },
+        {
+            "id": "t2",
+            "offset_s": 1.0,
+            "body": {"model": "m", "messages": [*after, {"role": "user", "content": "next"}]},
+            "chunks": reply("a2"),
+            "duration_ns": 10**8,
+        },
+    ]
+    write_capture(path, [{**exchanges[t], "session": "s1"} for t in turns], run_wall=1_800_000_000.0)  # one clock
+    return path
+
+
+@pytest.mark.parametrize(("end", "status", "think_ms"), [("refused", 444, 900), ("complete", 500, 499)])
+def test_a_turn_infertap_refused_is_linked_alike_by_replay_and_the_analysis(tmp_path, end, status, think_ms):
+    """A turn infertap refused (never sent; a replay doesn't send it) is a leaf of its session in the
+    analysis as in replay: the next turn's think time runs from the last end the engine gave (turn
+    0's, 900 ms), not from the refusal's (499 ms), and a session's makespan is its engine time plus
+    its think time. A turn that was sent and failed is a turn like any other: the think time runs
+    from its end in both. Read together with another recording, the join links it alike."""
+    from infertap.analysis import Analysis
+
+    src = _blocked_turn_capture(tmp_path / "src", end, status)
+    items, _ = load(src)
+    replayed = {i.source_id: (i.turn, i.think_ns) for i in items}
+    assert replayed["t2"] == (1, think_ms * 10**6)
+    assert ("t1" in replayed) is (end != "refused")  # infertap refused it: never sent, not replayed
+    with Analysis([src], cache_dir=tmp_path / "cache") as a:
+        turns = {r[0]: (r[1], r[2]) for r in a.sql("SELECT exchange_id, turn, think_ns FROM turns").fetchall()}
+    assert {k: v for k, v in turns.items() if k in replayed} == replayed
+    assert turns["t1"][0] == 1  # in its session still, as the turn after turn 0
+    result = CliRunner().invoke(cli, ["stats", str(src), "--by", "session", "--json", "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    (group,) = [g for g in json.loads(result.output)["groups"] if g.get("session")]
+    session = group["session"]
+    if end == "refused":
+        assert session["makespan_s"] == pytest.approx(session["engine_s"] + session["think_s"])
+    # Two gateways' recordings of the one session, read together: linked by the same rule.
+    gw_a = _blocked_turn_capture(tmp_path / "gw-a", end, status, turns=(0, 2))
+    gw_b = _blocked_turn_capture(tmp_path / "gw-b", end, status, turns=(1,))
+    with Analysis([gw_a, gw_b], cache_dir=tmp_path / "cache") as a:
+        joined = {r[0]: r[1] for r in a.sql("SELECT exchange_id, think_ns FROM metrics WHERE generation").fetchall()}
+    assert joined["t2"] == think_ms * 10**6
+
+
+def test_a_replay_says_how_many_exchanges_the_recorder_refused_and_sends_none(tmp_path):
+    """A turn the recorder refused was never sent upstream: the replay sends it not, and says so (on
+    stderr, in the summary and in its capture's header); a capture with none says nothing of it."""
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        for end, status, told in (("refused", 444, 1), ("complete", 500, 0)):
+            src = _blocked_turn_capture(tmp_path / f"src-{end}", end, status)
+            out = tmp_path / f"out-{end}"
+            args = ["replay", str(src), "--target", server.url, "--out", str(out), "--no-probe", "--no-telemetry", "--json"]
+            result = CliRunner().invoke(cli, args)
+            assert result.exit_code == 0, result.output
+            summary = json.loads(result.stdout)
+            assert summary["source_refused"] == told and summary["sent"] == 3 - told
+            header = next(r for r in CaptureReader(out).records() if r["type"] == "header")
+            assert header["recorder"]["source_refused"] == told
+            assert ("1 exchanges not replayed: the recorder refused them" in result.stderr) is bool(told)
+    # Only the turn that was sent and failed reached the target again; the refused one never did.
+    assert sum(b"blocked" in r["body"] for r in app.requests) == 1
