@@ -87,7 +87,8 @@ from .schema import ENGINE_FACTS, TABLES
 #: 42: a response the recorder kept only the head of (response_body_size) unread, its answer unknown (NOT_KEPT),
 #: its response_bytes, n_chunks and last_chunk_ns the real ones;
 #: 43: the links table (each generation request's link digests: captures read together are linked as one).
-DECODE_VERSION = 43
+#: 44: a Responses stream whose response.completed holds output items is read from them (the answer the client ends with).
+DECODE_VERSION = 44
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
