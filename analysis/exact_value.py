@@ -21,6 +21,9 @@ _MOST_BITS = 4096
 _DEEPEST = 20  # braces and brackets inside each other
 _LONGEST = 400  # characters of one expression
 _PART = re.compile(r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+")
+#: A number's exponent as plain text writes it ("1e5"): part of the number, so "1e5^2" is 10^10.
+_EXPONENT = re.compile(r"[eE][-+]?\d+")
+_LONGEST_EXPONENT = 4  # digits: "1e99999" is not computed
 _COMMAND = re.compile(r"\\([a-zA-Z]+)|\\[,;!: ]")
 _TIMES = ("\\cdot", "\\times", "*")
 
@@ -198,7 +201,13 @@ class _Reader:
             self.at = number.end()
             if top:
                 self.factors.append("number")
-            return Surd(Fraction(number.group().replace(",", "")))
+            value = Fraction(number.group().replace(",", ""))
+            if exponent := _EXPONENT.match(self.text, self.at, self.end):
+                self.at = exponent.end()
+                if len(exponent.group().lstrip("eE+-")) > _LONGEST_EXPONENT:
+                    return None
+                value *= Fraction(10) ** int(exponent.group()[1:])
+            return Surd(value)
         if top:
             self.factors.append("other")
         for command in ("\\frac", "\\dfrac", "\\tfrac"):

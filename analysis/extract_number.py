@@ -33,7 +33,12 @@ _IRRATIONAL = re.compile(
     r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])"
 )
 # A power of a number ("2^3", "10^{-3}"), evaluated: "50 cm^2" is no power of a number.
-_POWER = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*\^")
+_POWER = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?[ \t]*\^")
+# A bracket whose power follows its closing one ("\\left(\\frac12\\right)^2"): read with its power.
+_GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w)\]}])(?:\\left\s*)?\(")  # "f(2)^2" is no power of 2
+_CARET = re.compile(r"[ \t]*\^")
+# A command factor right after an expression ("\\pi\\sqrt2", "\\frac{1}{0}\\sqrt2"): the product goes on.
+_NEXT_FACTOR = re.compile(r"[ \t]*(?:\\cdot|\\times)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])")
 # A number times the expression after it ("1.5 \\times 10^3"), read with it.
 _TIMES_BEFORE = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*(?:\\cdot|\\times|\*)[ \t]*\Z")
 _LONGEST_ARGUMENT = 200  # characters of a braced argument, its braces in
@@ -86,6 +91,10 @@ def _rationals(text: str, start: int, end: int) -> list[str]:
     for f in _FRACTION.finditer(text, start, end):
         value = _fraction(f)
         if value is None:
+            if f.group(10) is not None and not Fraction(_digits(f.group(10))):  # "1/0": no value, as written
+                out += _plain(text, at, f.start())
+                out.append(("-" if f.group(8) else "") + _canonical("", f.group(9), "") + "/0")
+                at = f.end()
             continue
         whole = _mixed_whole(text, at, f)
         if whole is not None:
@@ -121,29 +130,55 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     "\\frac{1}{\\sqrt2}" and "\\frac{\\sqrt2}{2}" are one answer and "2^3" is 8; else spelled
     one way as the MATH graders' ``strip_string`` spells it (``_as_written``), not evaluated."""
     out: list[tuple[int, int, str]] = []
+    groups = [m for m in _GROUP.finditer(text) if _powered(text, m)]
     at = 0
     while True:
-        found = [m for m in (_IRRATIONAL.search(text, at), _POWER.search(text, at)) if m]
+        group = next((m for m in groups if m.start() >= at), None)
+        found = sorted((m for m in (_IRRATIONAL.search(text, at), _POWER.search(text, at), group) if m), key=lambda m: m.start())
         if not found:
             return out
-        start = min(m.start() for m in found)
-        before = _TIMES_BEFORE.search(text, at, start)  # "1.5 \\times 10^3", "2 \\cdot \\sqrt2"
+        m = found[0]
+        before = _TIMES_BEFORE.search(text, at, m.start())  # "1.5 \\times 10^3", "2 \\cdot \\sqrt2"
         times = evaluated(text, before.start()) if before else None
-        exact = times or evaluated(text, start)
+        exact = times or evaluated(text, m.start())
         if exact:
             value, end = exact
-            begin = before.start() if before and times else start
-            out.append((begin, end, spelled(value, _spelled(value.coefficient))))
-            at = end
+            begin = before.start() if before and times else m.start()
+            spelling = spelled(value, _spelled(value.coefficient))
+        elif m.re is _GROUP:
+            at = m.end()  # "(x+1)^2": no value; its numbers are read as they are
             continue
-        m = found[0] if found[0].start() == start else found[-1]
-        written = _as_written(text, m) if m.re is _IRRATIONAL else _power_as_written(text, m)
-        if written is None:
-            at = m.end()
-            continue
-        end, spelling = written
-        out.append((m.start(), end, spelling))
+        else:
+            written = (
+                _as_written(text, m.group(1), m.group(2), m.group(3), m.end())
+                if m.re is _IRRATIONAL
+                else _power_as_written(text, m)
+            )
+            if written is None:
+                at = m.end()
+                continue
+            begin, (end, spelling) = m.start(), written
+        more, after = _more_factors(text, end)
+        if more:  # "\\sqrt2\\pi", "\\frac{1}{0}\\sqrt2": a product with no value, as written
+            spelling, end = (_latex(text[begin:end]) if exact else spelling) + more, after
+        out.append((begin, end, spelling))
         at = end
+
+
+def _powered(text: str, m: re.Match[str]) -> bool:
+    """Whether the bracket ``_GROUP`` found closes (``\\right)`` too) with a power after it."""
+    _, end = _argument(text, m.end() - 1, "(", ")")
+    return end != m.end() - 1 and _CARET.match(text, end) is not None
+
+
+def _more_factors(text: str, at: int) -> tuple[str, int]:
+    """The command factors right after an expression, spelled as written, and where they end
+    ("", ``at`` where none follows): a factor of no value makes the whole product one of none."""
+    spelling = ""
+    while (m := _NEXT_FACTOR.match(text, at)) and (written := _as_written(text, None, None, m.group(1), m.end(), True)):
+        at, piece = written
+        spelling += piece
+    return spelling, at
 
 
 def _power_as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:
@@ -158,12 +193,15 @@ def _power_as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:
     return end, _canonical(base.group(1) or "", base.group(2), base.group(3)) + "^{" + _latex(exponent) + "}"
 
 
-def _as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:
-    """The expression ``_IRRATIONAL`` found, spelled one way (spaces, ``\\left``/``\\right`` and
-    ``\\dfrac`` aside, "\\sqrt2" as "\\sqrt{2}", "\\sqrt{2}/2" as "\\frac{\\sqrt{2}}{2}"), and
-    where it ends; None for a command with no argument, or a fraction of two numbers."""
-    command = m.group(3)
-    end = m.end()
+def _as_written(
+    text: str, sign: str | None, factor: str | None, command: str, end: int, within: bool = False
+) -> tuple[int, str] | None:
+    """An expression's ``command`` (``_IRRATIONAL``'s, with the sign and factor before it, ending at
+    ``end``) spelled one way (spaces, ``\\left``/``\\right`` and ``\\dfrac`` aside, "\\sqrt2" as
+    "\\sqrt{2}", "\\sqrt{2}/2" as "\\frac{\\sqrt{2}}{2}"), and where it ends; None for a command
+    with no argument, or a fraction of two numbers (``_FRACTION`` reads it) but one over zero, which
+    has no value: "\\frac{1}{0}" is no 0. ``within``: a factor of a product with no value, any
+    fraction spelled."""
     if command == "pi":
         body = "\\pi"
     elif command == "sqrt":
@@ -175,15 +213,22 @@ def _as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:
     else:
         top, end = _argument(text, end)
         bottom, end = _argument(text, end)
-        if top is None or bottom is None or (_PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom)):
-            return None  # a rational fraction, or none: ``_FRACTION`` reads it
+        if top is None or bottom is None:
+            return None
+        if not within and _PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom) and Fraction(_digits(bottom)):
+            return None
         body = "\\frac{" + _latex(top) + "}{" + _latex(bottom) + "}"
     if command in ("sqrt", "pi"):
         over = re.compile(r"\s*/\s*(\d+)(?![\d/.])").match(text, end)
         if over:
             body, end = "\\frac{" + body + "}{" + over.group(1) + "}", over.end()
-    factor = _canonical("", m.group(2), "") if m.group(2) else ""
-    return end, ("-" if m.group(1) else "") + factor + body
+    factor = _canonical("", factor, "") if factor else ""
+    return end, ("-" if sign else "") + factor + body
+
+
+def _digits(part: str) -> str:
+    """A plain fraction part's number as ``Fraction`` reads it (no spaces, no thousands commas)."""
+    return re.sub(r"[\s,]", "", part)
 
 
 def _argument(text: str, at: int, opening: str = "{", closing: str = "}") -> tuple[str | None, int]:

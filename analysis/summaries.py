@@ -64,7 +64,8 @@ BATCH_ROWS = 5_000
 #: 24: whether the answer was streamed (a JSON body carries no end marker to compare).
 #: 25: a request whose body was not kept (request_body_size) pairs by no identical request (its request_key its own).
 #: 26: an answer the recorder kept only the head of (response_body_size) unread with that reason (compare leaves it out).
-SUMMARY_VERSION = 26
+#: 27: a Responses stream whose response.completed holds output items is that output, where its deltas disagree.
+SUMMARY_VERSION = 27
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

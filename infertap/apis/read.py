@@ -366,11 +366,18 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
 
 
 def _add_restated(calls: dict[int, dict[str, Any]], restated: Delta, out: Output) -> None:
-    """What the final event restates that no delta said: a call in an output slot no event filled
+    """The final event's output, where it holds items; else what it restates that no delta said: a call in an output slot no event filled
     (nor of an id already read); the text, refusal, reasoning, what the server's tools gave back,
     the sources cited and items of a type not read, each when no event said it (deltas may leave out a message's annotations, as the
     openai SDK's own final response warns); and the output's items as they ended, the answer's
     layout (the deltas' may miss an item that came whole)."""
+    if restated.layout:
+        # Its output holds items: that response is what the client ends with (the openai SDK's
+        # ``stream.get_final_response()`` is the final event's response, its deltas only shown on
+        # the way), so where the deltas disagree with it, it is the answer.
+        calls.clear()
+        out.text, out.refusal, out.citations = "", "", []
+        out.reasoning, out.tool_results, out.others = "", [], []
     ids = {c["id"] for c in calls.values() if isinstance(c["id"], str)}
     for part in restated.tool_calls:
         if part.index not in calls and not (isinstance(part.id, str) and part.id in ids):

@@ -1,8 +1,8 @@
 """The OpenAI Responses API (``/v1/responses``): typed stream events, or one ``response`` object.
 
 A streamed response ends with ``response.completed`` (or ``.incomplete``, ``.failed``), which holds
-the whole response again: only its status and usage are read from it, the output comes from the
-deltas. There is no finish reason; the status (and ``incomplete_details.reason``) stands for it.
+the whole response again: where its output holds items, that output is the answer (the openai SDK's
+``stream.get_final_response()`` is that response, whatever the deltas said), else the deltas are. There is no finish reason; the status (and ``incomplete_details.reason``) stands for it.
 """
 
 from __future__ import annotations

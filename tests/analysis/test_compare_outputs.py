@@ -1204,3 +1204,47 @@ def test_requests_no_api_reads_are_neither_matches_nor_divergences(tmp_path: Pat
     # A chat answer no adapter can read is still never a match.
     write_capture(tmp_path / "b", [{"chunks": [b"<html>502</html>"]}])
     assert compare(tmp_path / "b", tmp_path / "b")["divergence"]["counts"]["unreadable"] == 1
+
+
+def _responses_restated(said: str, final: str, *, call: bool = False) -> list[bytes]:
+    """A streamed Responses answer whose deltas say ``said`` and whose ``response.completed`` says
+    ``final`` (a message's text, or a function call's arguments): the openai SDK's
+    ``stream.get_final_response()`` is the final event's response, what the client ends with."""
+    if call:
+        item = {"type": "function_call", "id": "fc", "call_id": "c1", "name": "f", "arguments": final, "status": "completed"}
+        deltas = [{"type": "response.function_call_arguments.delta", "output_index": 0, "item_id": "fc", "delta": said}]
+        added = {**item, "arguments": ""}
+    else:
+        item = {"type": "message", "id": "msg", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": final, "annotations": []}]}  # fmt: skip
+        deltas = [{"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": said}]
+        added = {**item, "content": []}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {"id": "r", "status": "in_progress", "output": []}},
+        {"type": "response.output_item.added", "output_index": 0, "item": added},
+        *deltas,
+        {"type": "response.completed", "response": {"id": "r", "status": "completed", "output": [item]}},
+    ]
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def test_a_responses_stream_is_the_answer_its_final_event_gives(tmp_path: Path) -> None:
+    """Deltas that disagree with ``response.completed``: the openai SDK's final response is the
+    final event's, yet the deltas were read: "4" then a final "5" was an exact match for "4"."""
+    pairs = {
+        "text": (_RESPONSES_SSE, _responses_restated("4", "4"), _responses_restated("4", "5")),
+        "call": (
+            _RESPONSES_SSE,
+            _responses_restated('{"x": 1}', '{"x": 1}', call=True),
+            _responses_restated('{"x": 1}', '{"x": 2}', call=True),
+        ),  # fmt: skip
+    }
+    _all_differ(tmp_path, pairs)
+    same = {
+        "text": (_RESPONSES_SSE, _responses_restated("5", "5"), _responses_restated("4", "5")),
+        "call": (
+            _RESPONSES_SSE,
+            _responses_restated('{"x": 2}', '{"x": 2}', call=True),
+            _responses_restated('{"x": 1}', '{"x": 2}', call=True),
+        ),  # fmt: skip
+    }
+    _all_match(tmp_path, same)

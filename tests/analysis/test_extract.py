@@ -88,7 +88,8 @@ def test_number_must_match_on_equal_values_and_differ_on_different_ones() -> Non
         ("17/4 = 4.25", "4.25"),
         ("due 12/25/2024", "2024"),  # a date is no fraction
         ("x^{1/2} = 5", "5"),  # nor an exponent
-        ("\\boxed{\\frac{1}{0}}", "0"),  # no value: its numbers as written
+        ("\\boxed{\\frac{1}{0}}", "\\frac{1}{0}"),  # no value: as written (it was "0", its last number)
+        ("1/0", "1/0"),
     ],
 )
 def test_a_fraction_is_one_number(text: str, value: str) -> None:
@@ -189,3 +190,38 @@ def test_equal_values_written_otherwise_match_and_other_values_differ() -> None:
     assert number("2^3") not in (number("2"), number("3"), number("6"), number("9"))
     assert number("9^99999") != number("9") and number("9^99999") != number("9^99998")
     assert number("\\sqrt{8}") != number("\\sqrt{2}") and number("-2\\sqrt2") != number("2\\sqrt2")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("\\boxed{\\left(\\frac12\\right)^2}", "0.25"),  # was "0.5": the power after the bracket dropped
+        ("(1/2)^2", "0.25"),
+        ("-(\\frac{1}{2})^{3}", "-0.125"),
+        ("(x+1)^2 = 9", "9"),  # a bracket of no value: its numbers as they are
+        ("f(2)^2 = 4", "4"),
+        ("1e5^2", "10000000000"),  # was "100000": the exponent's number is the base
+        ("1e99999^2", "1E+99999^{2}"),  # too large to compute: as written
+        ("\\boxed{\\frac{1}{0}\\sqrt2}", "\\frac{1}{0}\\sqrt{2}"),  # was "\\sqrt{2}": a factor of no value
+        ("\\pi\\sqrt2", "\\pi\\sqrt{2}"),  # was "2"
+        ("\\sqrt2\\pi", "\\sqrt{2}\\pi"),  # was "\\pi"
+        ("3^2 + 4^2 = 5^2", "25"),  # an equation's right-hand side, its value (lm-eval's Minerva grader's)
+    ],
+)
+def test_a_power_or_factor_after_a_value_is_part_of_it(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_products_of_no_value_and_powers_of_brackets_differ_from_their_parts() -> None:
+    for same in (
+        ["\\left(\\frac12\\right)^2", "(0.5)^2", "0.25", "\\frac14"],
+        ["1e5^2", "10^{10}", "10000000000"],
+        ["\\frac{1}{0}\\sqrt2", "\\boxed{\\frac{1}{0} \\sqrt{2}}"],
+        ["\\pi\\sqrt2", "\\pi \\sqrt{2}"],
+    ):
+        assert len({number(text) for text in same}) == 1, same
+    assert number("\\left(\\frac12\\right)^2") not in (number("0.5"), number("2"))
+    assert number("1e5^2") not in (number("1e5"), number("2"))
+    assert number("\\frac{1}{0}\\sqrt2") not in (number("\\sqrt2"), number("0"))
+    assert number("\\frac{1}{0}") not in (number("0"), number("1"), number("\\frac{2}{0}"))
+    assert number("\\pi\\sqrt2") not in (number("\\sqrt2"), number("2"), number("\\pi"))
