@@ -86,6 +86,7 @@ def test_different_answers_differ_and_equal_ones_match(tmp_path, api):
             "not_compared": 0,
             "not_in_file": 0,
             "too_large": 0,
+            "response_not_kept": 0,
             "partly_unreadable": 0,
         }
     }
@@ -114,6 +115,7 @@ def test_two_bodies_no_adapter_reads_are_never_an_exact_match(tmp_path):
         "not_compared": 0,
         "not_in_file": 0,
         "too_large": 0,
+        "response_not_kept": 0,
         "partly_unreadable": 0,
     }
     (worst,) = d["most_divergent"]

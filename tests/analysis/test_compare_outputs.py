@@ -1197,6 +1197,7 @@ def test_requests_no_api_reads_are_neither_matches_nor_divergences(tmp_path: Pat
         "not_compared": 1,
         "not_in_file": 0,
         "too_large": 0,
+        "response_not_kept": 0,
         "partly_unreadable": 0,
     }
     out = CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "a")], catch_exceptions=False).output
