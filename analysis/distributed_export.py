@@ -5,7 +5,8 @@ with ``Analysis.export_parquet`` into a folder of its own under the export's, so
 a local export writes for that capture. The driver only waits for the tasks, then moves their
 partition files into place, ``<table>/<key>=<value>/data_<n>.parquet`` (``n`` counts the captures
 that share a partition, in the order given), merges the one-row-per-capture ``captures`` table
-and writes a manifest. Rows come out as a local export's, partition by partition.
+and writes a manifest. Rows come out as a local export's, partition by partition: sessions of
+recordings exported together are linked as one after the parts are done (distributed_sessions.py).
 
 Nothing of an earlier export is replaced until every capture is done: a capture that fails
 (corrupt, not found on a worker) removes what the others wrote, and the error names it. Workers
@@ -31,6 +32,7 @@ from infertap.ray_cluster import ray_cluster
 from infertap.version import __version__
 
 from .cache import cache_root
+from .distributed_sessions import join_parts, keep_links
 from .errors import AnalysisError
 from .sources import find_captures, refuse_inside_capture
 from .store import EXPORTED, MANIFEST, Analysis, check_export_folder, claim_export_folder
@@ -77,6 +79,7 @@ def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cac
         task = ray.remote(export_capture).options(num_cpus=1)
         refs = {task.remote(str(p), str(staging / str(k)), partition_by, cache_dir): k for k, p in enumerate(paths)}
         parts = _gather(ray, refs, paths)
+        joined = join_parts([staging / str(k) for k in range(len(paths))], partition_by)
         tables = {name: sum(part["rows"][name] for part in parts) for name in EXPORTED}
         _assemble(staging, [part["rows"] for part in parts], tables)
         _replace(out, staging)
@@ -86,6 +89,7 @@ def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cac
             "tables": tables,
             "captures": parts,
             "hosts": dict(Counter(part["host"] for part in parts)),
+            "sessions_joined": joined,  # the recordings whose sessions were linked as one (as stats reads them)
             "warnings": [w for part in parts for w in part["warnings"]],
             "seconds": round(time.perf_counter() - started, 3),
         }
@@ -114,6 +118,7 @@ def export_capture(capture: str, part: str, partition_by: str, cache_dir: str | 
     with Analysis([capture], cache_dir=cache_dir, workers=1) as analysis:
         analysis.con.execute("SET threads = 1")  # the task holds one CPU; its neighbours hold the others
         rows = analysis.export_parquet(folder, partition_by=partition_by)
+        keep_links(analysis.con, folder)  # what the driver's join of sessions across captures reads
         return {
             "capture": capture,
             "host": host,

@@ -17,8 +17,10 @@ from infertap.analysis import EXPORTED, MANIFEST, DistributedExportError, export
 from infertap.analysis.distributed_export import export_capture
 from infertap.capture.segments import segment_paths
 from infertap.cli import cli
+from tests.analysis.test_joined_sessions import _WALL, _sessions, _traffic
 from tests.analysis_builders import body, enrichment, event, exchange, sse, write_capture
 from tests.extras import needs
+from tests.helpers import write_capture as write_traffic
 
 needs("ray", "scale")
 
@@ -132,6 +134,37 @@ def test_a_capture_left_out_changes_the_rows_and_a_new_export_replaces_the_old(
     assert (out / "exchanges.parquet").exists() and not (out / MANIFEST).exists()  # the manifest described the ray export
     ok(export(captures, out, tmp_path / "cache", "--ray"))
     assert not list(out.glob("*.parquet")) and (out / MANIFEST).exists() and tables(out) == tables(tmp_path / "all")
+
+
+def exported_sessions(folder: Path) -> list[tuple[object, ...]]:
+    """Each session of an export's ``turns`` as ``_sessions`` gives stats': name, turns, depth; and
+    the same read from its ``metrics``."""
+    by = "SELECT session, count(*), max(turn) + 1 FROM read_parquet('{}/{}/*/*.parquet') {} GROUP BY session_capture, session"
+    turns = sorted(duckdb.sql(by.format(folder, "turns", "")).fetchall())
+    assert sorted(duckdb.sql(by.format(folder, "metrics", "WHERE turn IS NOT NULL")).fetchall()) == turns
+    return turns
+
+
+def test_recordings_exported_together_have_the_sessions_stats_reads(tmp_path: Path, ray_cluster: str) -> None:
+    """An agent's turns split between two gateways' recorders: exported together, on Ray as locally,
+    each session is the one ``stats --by session`` gives over the same captures, not a capture's own."""
+    traffic = _traffic()
+    write_traffic(tmp_path / "gw-a", traffic[0::2], run_wall=_WALL)
+    write_traffic(tmp_path / "gw-b", traffic[1::2], run_wall=_WALL)
+    split, cache = [tmp_path / "gw-a", tmp_path / "gw-b"], tmp_path / "cache"
+    together = _sessions(split, cache)
+    apart = sorted(_sessions(split[:1], cache) + _sessions(split[1:], cache))
+    assert together != apart  # the case is one where joining changes the sessions
+    ok(export(split, tmp_path / "local", cache))
+    ok(export(split, tmp_path / "ray", cache, "--ray"))
+    assert exported_sessions(tmp_path / "ray") == exported_sessions(tmp_path / "local") == together
+    assert tables(tmp_path / "ray") == tables(tmp_path / "local")
+    manifest = json.loads((tmp_path / "ray" / MANIFEST).read_text())
+    assert manifest["sessions_joined"] == [str(c.resolve()) for c in split]
+    # One capture exported alone keeps its own sessions, as stats of it alone gives them.
+    ok(export(split[:1], tmp_path / "one", cache, "--ray"))
+    assert exported_sessions(tmp_path / "one") == _sessions(split[:1], cache) != together
+    assert json.loads((tmp_path / "one" / MANIFEST).read_text())["sessions_joined"] == []
 
 
 def test_torn_and_corrupt_captures_are_reported_as_a_local_export_reports_them(
