@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from infertap.errors import InfertapError
 from infertap.ray_cluster import ray_cluster
 from infertap.version import __version__
@@ -79,9 +81,14 @@ def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cac
         task = ray.remote(export_capture).options(num_cpus=1)
         refs = {task.remote(str(p), str(staging / str(k)), partition_by, cache_dir): k for k, p in enumerate(paths)}
         parts = _gather(ray, refs, paths)
-        joined = join_parts([staging / str(k) for k in range(len(paths))], partition_by)
         tables = {name: sum(part["rows"][name] for part in parts) for name in EXPORTED}
-        _assemble(staging, [part["rows"] for part in parts], tables)
+        try:  # all in the staging folder: a failure leaves the export already in ``out`` as it was
+            joined = join_parts([staging / str(k) for k in range(len(paths))], partition_by)
+            _assemble(staging, [part["rows"] for part in parts], tables)
+        except (duckdb.Error, OSError) as exc:  # a full disk, an unreadable part
+            raise DistributedExportError(
+                f"the parts exported on the cluster can't be put together in {out} ({exc}); {out} is left as it was"
+            ) from exc
         _replace(out, staging)
         manifest = {
             "infertap": __version__,

@@ -226,3 +226,25 @@ def test_a_worker_that_cannot_see_a_path_names_it_and_its_host(fleet: Path, tmp_
         export_capture(str(tmp_path / "gone"), str(tmp_path / "part"), "recorder_id", None)
     with pytest.raises(DistributedExportError, match=re.escape(f"{tmp_path / 'x'} is not visible on {host}")):
         export_capture(str(fleet / "gw-b"), str(tmp_path / "x" / "staging" / "0"), "recorder_id", None)
+
+
+def test_parts_that_cannot_be_put_together_fail_clearly_and_leave_the_export_there(
+    fleet: Path, tmp_path: Path, ray_cluster: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver's own work after the tasks (sessions joined, tables assembled, in the staging
+    folder) failing, as on a full disk: a clear error, not a traceback, and the export already in
+    the folder kept whole."""
+    from infertap.analysis import distributed_export
+
+    captures, out = sorted(fleet.iterdir()), tmp_path / "ray"
+    ok(export(captures, out, tmp_path / "cache", "--ray"))
+    before = files(out)
+
+    def full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(distributed_export, "_assemble", full)
+    failed = export(captures[:1], out, tmp_path / "cache", "--ray")
+    assert failed.exit_code == 1 and not isinstance(failed.exception, OSError), failed.exception
+    assert "can't be put together" in failed.stderr and "No space left on device" in failed.stderr
+    assert files(out) == before  # the earlier export, every file as it was; no staging left
