@@ -496,6 +496,8 @@ def _headline(g: dict[str, Any]) -> dict[str, Any]:
         "error_rate": g["error_rate"],
         "span_s": g["span_s"],
         **{f"{name}_ms": {k: m[name].get(k) for k in pick} for name in ("ttft", "ttft_content", "tpot", "itl", "e2e")},
+        # ttft of an answer not streamed is its time to the whole body: said beside the figure.
+        "ttft_kinds": g["ttft_kinds"],
         "output_tokens": {k: m["output_tokens"].get(k) for k in pick},
         "output_tokens_unknown": g["throughput"]["output_tokens_unknown"],  # ok answers of no count
         "throughput": g["throughput"],
@@ -530,7 +532,9 @@ def figure_lines(fig: dict[str, Any]) -> list[str]:
     lines = []
     for h in heads:
         lat = ", ".join(
-            f"{m} p50 {short(h[f'{m}_ms']['p50'])} / p99 {short(h[f'{m}_ms']['p99'])} ms" for m in ("ttft", "tpot", "e2e")
+            f"{m} p50 {short(h[f'{m}_ms']['p50'])} / p99 {short(h[f'{m}_ms']['p99'])} ms"
+            + (_ttft_kinds(h.get("ttft_kinds")) if m == "ttft" else "")
+            for m in ("ttft", "tpot", "e2e")
         )
         t = h["throughput"]
         energy = h.get("energy")
@@ -543,6 +547,19 @@ def figure_lines(fig: dict[str, Any]) -> list[str]:
     if fig.get("unknown"):  # per-token figures over some answers only, or none
         lines.append(f"unknown: {fig['unknown']}")
     return lines
+
+
+def _ttft_kinds(kinds: dict[str, int] | None) -> str:
+    """What the ttft figure is where some answers were not streamed (their ttft is the time to the
+    whole body, docs/metrics.md): a card read far from stats' note would take it for the first token's."""
+    if not kinds or not kinds.get("whole_body"):
+        return ""
+    if not kinds.get("streamed"):
+        return " (ttft: no answer streamed, so it is the time to the whole body)"
+    return (
+        f" (ttft mixes {kinds['streamed']} streamed answers (time to the first token) with "
+        f"{kinds['whole_body']} not streamed (time to the whole body))"
+    )
 
 
 def _energy_line(energy: dict[str, Any] | None) -> str:

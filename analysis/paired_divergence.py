@@ -139,6 +139,7 @@ def divergence(
     readability: dict[str, Counter[str]] = {}
     similarity_sum, kl_sum, top1_sum = _ExactSum(), _ExactSum(), _ExactSum()
     histogram: Counter[int] = Counter()
+    units: Counter[str] = Counter()  # what the placed positions count: tokens of one kind or characters
     worst = _Worst(top)
     results = f"{pairs.name}_results"
     con.execute(f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT)")
@@ -188,6 +189,7 @@ def divergence(
             at = item["first_divergence"]["at"] if item["answers_compared"] else None
             if at is not None:
                 histogram[min(at // 8 * 8, 256)] += 1
+                units[item["first_divergence"]["unit"]] += 1
             elif not item["exact"] and not item["answers_compared"]:
                 counts["divergence_not_placed"] += 1
             if "kl" in item:
@@ -211,6 +213,7 @@ def divergence(
         "similarity_mean": similarity_sum.mean() if n else None,
         "first_divergence_median": _median(con, results),
         "first_divergence_histogram": dict(sorted(histogram.items())),
+        "first_divergence_units": dict(units),  # of the positions above: by token (whose ids) or character
         "counts": dict(counts),
         # Per method and path: how many pairs had a body on each side that its API adapter could read.
         "readable": {
@@ -294,6 +297,17 @@ def _range(folder: Path, k: int, batch: int) -> Iterator[pa.RecordBatch]:
 def _read(part: Path) -> pa.Table | None:
     """A range's rows of one side, sorted by ``ord``; None when it has none."""
     return pq.read_table(part).sort_by("ord") if part.exists() else None
+
+
+def position_unit(d: dict[str, Any]) -> str:
+    """What the median and histogram of first divergence positions count, in words: a position is a
+    token's where both sides' ids are known, else a character's, so a figure with no unit can't be read."""
+    units = d.get("first_divergence_units") or {}
+    if len(units) == 1:
+        return {"token (engine ids)": "tokens, engine ids", "token (re-tokenized)": "tokens, re-tokenized"}.get(
+            next(iter(units)), "characters"
+        )
+    return "mixed units: " + ", ".join(f"{unit} ×{n}" for unit, n in units.items()) if units else "no pair placed"
 
 
 def _median(con: Any, results: str) -> float | int | None:

@@ -20,7 +20,7 @@ from .capacity import RESULT
 from .compare import compare
 from .compare_traffic import traffic_line
 from .errors import AnalysisError
-from .paired_divergence import exact_share
+from .paired_divergence import exact_share, position_unit
 from .report_claims import claim_cards
 from .report_sessions import session_timelines
 from .report_telemetry import telemetry_plots
@@ -172,7 +172,7 @@ def _divergence(d: dict[str, Any]) -> list[str]:
     rows = [
         ["exact match", exact_share(d)],
         ["similarity (mean)", d["similarity_mean"]],
-        ["first divergence (median position)", d["first_divergence_median"]],
+        [f"first divergence (median position, {position_unit(d)})", d["first_divergence_median"]],
         *[[k.replace("_", " "), v] for k, v in d["counts"].items() if k != "exact"],
     ]
     if d.get("logprobs"):
@@ -184,7 +184,7 @@ def _divergence(d: dict[str, Any]) -> list[str]:
     return [
         "<h2>3. Divergence</h2>",
         _table(["", "A vs B"], rows),
-        f"<h3>Where outputs first diverge</h3>{bars_svg(histogram, 'position of first divergence')}",
+        f"<h3>Where outputs first diverge</h3>{bars_svg(histogram, f'position of first divergence ({position_unit(d)})')}",
     ]
 
 

@@ -250,7 +250,8 @@ def _print_output(group: dict[str, Any]) -> None:
     if group["throughput"]["output_tokens_source"] == "mixed":
         _out(
             "  note: output_tokens adds counts of different sources ("
-            + _counts(group["workload"]["output_tokens"]["by_source"])
+            # tokens, not answers: the line above counts answers as ``usage ×6``
+            + ", ".join(f"{k} {v} tokens" for k, v in group["workload"]["output_tokens"]["by_source"].items())
             + "): an engine's usage may count the end-of-sequence token (llama-server's does), a re-tokenized count does not"
         )
     if group.get("partly_counted"):  # the rule claim's card gives (analysis/partly_counted.py)

@@ -389,9 +389,12 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
                 "yellow",
             )
     if d["first_divergence_histogram"]:
+        from infertap.analysis.paired_divergence import position_unit
+
         _say(
             console,
-            "first divergence positions: " + ", ".join(f"{k}-{k + 7}: {v}" for k, v in d["first_divergence_histogram"].items()),
+            f"first divergence positions ({position_unit(d)}): "
+            + ", ".join(f"{k}-{k + 7}: {v}" for k, v in d["first_divergence_histogram"].items()),
         )
 
 
@@ -399,6 +402,13 @@ _RATES = (
     ("similarity (mean)", "similarity_mean", "{:.3f}"),
     ("first divergence (median position)", "first_divergence_median", "{:g}"),
 )
+
+
+def _unit_of(key: str, d: dict[str, Any]) -> str:
+    """Beside a median position, what it counts (tokens or characters): each side's own."""
+    from infertap.analysis.paired_divergence import position_unit
+
+    return f" ({position_unit(d)})" if key == "first_divergence_median" else ""
 
 
 def _divergence_table(d: dict[str, Any], base: dict[str, Any] | None) -> Table:
@@ -410,8 +420,8 @@ def _divergence_table(d: dict[str, Any], base: dict[str, Any] | None) -> Table:
     table = Table("", "A vs B", *(["A vs baseline (noise floor)"] if base else []))
     table.add_row("exact match", exact_share(d), *([exact_share(base)] if base else []))
     for label, key, fmt in _RATES:
-        vals = [d.get(key)] + ([base.get(key)] if base else [])
-        table.add_row(label, *("-" if v is None else fmt.format(v) for v in vals))
+        sides = [d] + ([base] if base else [])
+        table.add_row(label, *("-" if s.get(key) is None else fmt.format(s[key]) + _unit_of(key, s) for s in sides))
     counts = sorted((set(d["counts"]) | set((base or {}).get("counts", {}))) - {"exact"})
     for key in counts:
         table.add_row(key.replace("_", " "), str(d["counts"].get(key, 0)), *([str(base["counts"].get(key, 0))] if base else []))

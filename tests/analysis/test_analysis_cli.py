@@ -84,6 +84,15 @@ def test_stats_json(cap: Path) -> None:
     assert (g["requests"], g["ok"], g["output_tokens_source"]) == (3, 2, {"usage": 1, "chunks": 1})
 
 
+def test_stats_says_the_mixed_sources_note_in_tokens_not_in_answers(cap: Path) -> None:
+    # One answer counted by usage (3 tokens), one by its chunks (2): the line above counts answers
+    # (``usage ×1, chunks ×1``), so the note's token totals must not be written the same way.
+    text = ok(run("stats", str(cap))).stdout
+    assert "output_tokens source: usage ×1, chunks ×1;" in text
+    assert "different sources (usage 3 tokens, chunks 2 tokens)" in text
+    assert "usage ×3" not in text
+
+
 def test_stats_by_model_prints_the_documented_names(cap: Path) -> None:
     text = ok(run("stats", str(cap), "--by", "model")).stdout
     for name in (

@@ -834,3 +834,37 @@ def test_the_cards_energy_is_one_short_clause_of_its_figures_and_source(tmp_path
     write_capture(tmp_path / "b", [{}])  # no telemetry at all
     bare = CliRunner().invoke(cli, ["claim", str(tmp_path / "b"), *cache], env={"COLUMNS": "400"})
     assert bare.exit_code == 0 and "energy: no telemetry" in bare.output, bare.output
+
+
+def test_the_cards_ttft_says_where_it_is_the_time_to_a_whole_body(tmp_path):
+    """An answer not streamed has its ttft at its whole body (docs/metrics.md): the card's ttft p50
+    over streamed and not streamed answers says it mixes them, as stats does, and one over answers
+    none of which streamed says it is the time to the whole body; all streamed: nothing to say."""
+    from tests.analysis_builders import body, event, exchange, sse
+    from tests.analysis_builders import write_capture as write_records
+
+    whole = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}]}).encode()
+
+    def streamed(xid: str, at: int) -> dict:
+        return exchange(xid, sent_ms=at, chunks=[(10, sse(event("x"))), (20, sse(event("y")))], end_ms=30)
+
+    def not_streamed(xid: str, at: int) -> dict:
+        return exchange(xid, sent_ms=at, chunks=[(900, whole)], end_ms=900, request=body(stream=False),
+                        headers=[["content-type", "application/json"]])  # fmt: skip
+
+    runs = {
+        "mixed": [streamed("s0", 0), streamed("s1", 100), not_streamed("w0", 200)],
+        "whole": [not_streamed("w0", 0), not_streamed("w1", 1000)],
+        "streamed": [streamed("s0", 0), streamed("s1", 100)],
+    }
+    said = {}
+    for name, records in runs.items():
+        write_records(tmp_path / name, records)
+        result = CliRunner().invoke(cli, ["claim", str(tmp_path / name), "--cache-dir", str(tmp_path / "cache")])
+        assert result.exit_code == 0, result.output
+        said[name] = " ".join(result.output.split())
+    mixed = claim(tmp_path / "mixed", cache_dir=tmp_path / "cache")["figures"]
+    assert mixed["ttft_kinds"] == {"streamed": 2, "whole_body": 1}
+    assert "ttft mixes 2 streamed answers (time to the first token) with 1 not streamed (time to the whole body)" in said["mixed"]
+    assert "ttft: no answer streamed, so it is the time to the whole body" in said["whole"]
+    assert "time to the whole body" not in said["streamed"]  # must match: every answer streamed, ttft as named

@@ -345,7 +345,7 @@ def test_report_numbers_are_plain_and_every_plot_has_tick_labels(tmp_path):
     assert labels["e2e ms CDF"] == ["0", "0.2", "0.4", "0.6", "0.8", "1", "0", "5,000", "10,000", "15,000", "20,000"]  # y, then x
     assert labels["ttft ms CDF"][6:] == ["0", "2,000", "4,000", "6,000", "8,000", "10,000"]
     assert labels["e2e ms over time"] == ["0", "5,000", "10,000", "15,000", "20,000", "0", "1", "2", "3", "4"]
-    assert labels["position of first divergence"] == ["0", "1", "2", "3", "4", "5", "8-15"]  # pairs, then the one bar's
+    assert labels["position of first divergence (characters)"] == ["0", "1", "2", "3", "4", "5", "8-15"]  # pairs, then the bar
 
 
 def test_rebuilt_prompts_that_disagree_with_the_engines_count_are_not_the_prompt(tmp_path):
@@ -557,3 +557,29 @@ def test_an_answer_streamed_on_one_side_and_sent_whole_on_the_other_is_the_same_
         assert d["counts"]["exact"] == len(match) and d["counts"]["end_marker_differs"] == 3, d["counts"]
         marked = [item["stream_done"] for item in d["most_divergent"] if "stream_done" in item]
         assert marked == [[False, None] if streamed == 0 else [None, False]] * 3, marked  # None: a body sent whole
+
+
+def test_the_first_divergence_positions_say_what_they_count(tmp_path):
+    """A position is a token's where both sides' ids are known, else a character's: the median and
+    the histogram say which (or that they mix both), in --json, the printed table and the report."""
+    answers_a, answers_b = ["The answer is 42.", "red"], ["The answer is 41.", "blue"]
+    a, b = _runs(tmp_path / "chars", answers_a, answers_b)  # no output ids: characters only
+    chars = compare(a, b)["divergence"]
+    assert chars["first_divergence_units"] == {"character": 2} and chars["first_divergence_median"] == 7.5
+    out = " ".join(CliRunner().invoke(cli, ["compare", str(a), str(b)], env={"COLUMNS": "200"}).output.split())
+    assert "7.5 (characters)" in out and "first divergence positions (characters): 0-7: 1, 8-15: 1" in out
+
+    (tmp_path / "mixed").mkdir()
+    for side, answers in (("a", answers_a), ("b", answers_b)):
+        ids = [[5, 6, 7, 42 if side == "a" else 41], None]  # the first pair re-tokenized on both sides
+        xs = [{"body": _chat(f"q{i}", i), "chunks": _reply(t)} for i, t in enumerate(answers)]
+        enrich = [{**_enrich(i, 1.0, [1, 2, 3]), "output_tokens": {"ids": ids[i]}} for i in range(2)]
+        write_capture(tmp_path / "mixed" / side, xs, enrichments=enrich)
+    a, b = tmp_path / "mixed" / "a", tmp_path / "mixed" / "b"
+    mixed = compare(a, b)["divergence"]
+    assert mixed["first_divergence_units"] == {"token (re-tokenized)": 1, "character": 1}
+    out = " ".join(CliRunner().invoke(cli, ["compare", str(a), str(b)], env={"COLUMNS": "200"}).output.split())
+    assert "(mixed units: token (re-tokenized) ×1, character ×1)" in out and "(characters)" not in out
+    report = tmp_path / "r.html"
+    assert CliRunner().invoke(cli, ["report", str(a), str(b), "-o", str(report)]).exit_code == 0
+    assert "first divergence (median position, mixed units: token (re-tokenized) ×1, character ×1)" in report.read_text()
