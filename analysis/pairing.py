@@ -28,10 +28,10 @@ class Pairs:
 def explain(pairs: int, by: dict[str, int], unpaired_a: int, unpaired_b: int) -> str:
     """How many pairs each rule found, and how many exchanges were left without a counterpart."""
     rules = ", ".join(f"{n} by {rule}" for rule, n in by.items() if n) or "none"
-    text = f"{pairs} pairs ({rules})"
+    text = f"{pairs} {'pair' if pairs == 1 else 'pairs'} ({rules})"
     if unpaired_a or unpaired_b:
         text += (
-            f"; {unpaired_a} exchanges of A and {unpaired_b} of B have no counterpart "
+            f"; {unpaired_a} {'exchange' if unpaired_a == 1 else 'exchanges'} of A and {unpaired_b} of B have no counterpart "
             "(no replay link or identical request to one not paired already: a replay's later --repeat passes pair only with their own kind)"
         )
     return text

@@ -104,7 +104,7 @@ def test_baseline_gives_the_noise_floor(tmp_path):
 def test_workloads_that_do_not_match_say_why(tmp_path):
     write_capture(tmp_path / "a", [{"body": _chat("one", 0)}])
     write_capture(tmp_path / "b", [{"body": _chat("two", 0)}])
-    with pytest.raises(AnalysisError, match="no exchange .* matches.*1 exchanges of A and 1 of B have no counterpart"):
+    with pytest.raises(AnalysisError, match="no exchange .* matches.*1 exchange of A and 1 of B have no counterpart"):
         compare(tmp_path / "a", tmp_path / "b")
     result = CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
     assert result.exit_code == 1 and "no counterpart" in result.output and "Traceback" not in result.output

@@ -30,4 +30,4 @@ def test_a_body_not_kept_pairs_with_nothing_an_empty_or_kept_one_pairs(tmp_path:
     assert pair(a, c).pairs == [] and pair(c, a).pairs == []
     r = compare(tmp_path / "a", tmp_path / "b")
     assert (r["pairing"]["pairs"], r["pairing"]["by"]["identical request"]) == (2, 2)
-    assert "1 exchanges of A and 1 of B have no counterpart" in r["pairing"]["explain"]
+    assert "1 exchange of A and 1 of B have no counterpart" in r["pairing"]["explain"]
