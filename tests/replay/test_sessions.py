@@ -637,3 +637,71 @@ def test_a_turn_whose_parent_failed_on_the_target_is_sent_its_think_time_after_t
     assert first["status"] == 500 and second["status"] == 200 and second["parent_id"] == first["id"]
     assert second["think_ns"] == 300_000_000
     assert second["sent_ns"] >= first["sent_ns"] + first["end_ns"] + second["think_ns"]
+
+
+def _sessions_capture(path: Path) -> Path:
+    """A GET /v1/models, then three sessions: s0 forks (A and B continue R), s1 has a turn the
+    recorder refused, s2 is plain."""
+
+    def turn(*said: str) -> dict[str, Any]:
+        roles = ["user", "assistant"] * len(said)
+        return {"model": "m", "messages": [{"role": r, "content": t} for r, t in zip(roles, said, strict=False)]}
+
+    def reply(text: str) -> list[bytes]:
+        return [json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()]
+
+    exchanges: list[dict[str, Any]] = [{"id": "models", "offset_s": 0.0, "method": "GET", "path": "/v1/models", "body": b""}]
+    for s in range(3):
+        o = 0.01 + s * 0.05
+        exchanges += [
+            {"id": f"{s}R", "offset_s": o, "body": turn(f"q{s}"), "chunks": reply(f"a{s}"), "duration_ns": 10**8},
+            {"id": f"{s}A", "offset_s": o + 0.3, "body": turn(f"q{s}", f"a{s}", "x"), "chunks": reply(f"b{s}")},
+        ]
+    exchanges += [
+        {"id": "0B", "offset_s": 0.32, "body": turn("q0", "a0", "y"), "chunks": reply("c0")},
+        {"id": "1X", "offset_s": 0.2, "body": turn("q1", "a1", "blocked-turn"), "chunks": [], "status": 444, "end": "refused"},
+    ]
+    write_capture(path, sorted(exchanges, key=lambda x: x["offset_s"]), run_wall=1_800_000_000.0)
+    return path
+
+
+def test_sampled_sessions_are_the_analysis_sessions_and_say_only_their_own_refusals(tmp_path):
+    """--limit-sessions 1 replayed only the GET /v1/models (a session of its own to sampling, no
+    session to the analysis), and every sample said all three exchanges the recorder refused
+    were left out, whichever sessions held them."""
+    src = _sessions_capture(tmp_path / "src")
+    app = FakeUpstream()
+    seen = {}
+    with ServerThread(app) as server:
+        for n, sent, refused in ((1, 3, 0), (2, 5, 1), (3, 7, 1)):
+            out = tmp_path / f"out-{n}"
+            args = ["replay", str(src), "--target", server.url, "--out", str(out), "--no-probe", "--no-telemetry", "--json"]
+            result = CliRunner().invoke(cli, [*args, "--limit-sessions", str(n)])
+            assert result.exit_code == 0, result.output
+            summary = json.loads(result.stdout)
+            assert (summary["sent"], summary["source_refused"]) == (sent, refused)
+            assert ("1 exchanges not replayed" in result.stderr) is bool(refused)
+            header = next(r for r in CaptureReader(out).records() if r["type"] == "header")
+            assert header["recorder"]["source_refused"] == refused
+            stats = CliRunner().invoke(cli, ["stats", str(out), "--by", "session", "--json", "--cache-dir", str(tmp_path / "c")])
+            groups = [g for g in json.loads(stats.stdout)["groups"] if g.get("session")]
+            seen[n] = {g["key"]["session"]: g["session"]["turns"] for g in groups}
+        every = CliRunner().invoke(
+            cli,
+            [
+                "replay",
+                str(src),
+                "--target",
+                server.url,
+                "--out",
+                str(tmp_path / "all"),
+                "--no-probe",
+                "--no-telemetry",
+                "--json",
+            ],
+        )
+    assert seen == {1: {"0R": 3}, 2: {"0R": 3, "1R": 2}, 3: {"0R": 3, "1R": 2, "2R": 2}}  # whole sessions, forks too
+    assert json.loads(every.stdout)["sent"] == 8 and json.loads(every.stdout)["source_refused"] == 1  # the GET with them
+    assert not any(b"blocked-turn" in r["body"] for r in app.requests)  # the refused turn never went out
+    with pytest.raises(WorkloadError, match="keeps none of the 3 sessions"):
+        load(src, sample=SessionSample(1e-12, 0))
