@@ -229,15 +229,17 @@ class Replay:
         self._dispatcher: asyncio.Task[None] | None = None
         self._client: UpstreamClient | None = None
         self._seq = 0
-        # --sessions closed: a turn is sent its think time after the turn it was measured from (its
-        # parent, or a later-ending turn of its session) ends here, not at its recorded time.
+        # --sessions closed: a turn is sent its think time after both its parent and the turn its
+        # think time was measured from (a later-ending turn of its session) have ended here, not at
+        # its recorded time: the target may end them in the other order.
         self._closed = config.sessions == "closed"
         self._children: dict[int, list[Item]] = {}
         if self._closed:
             for item in items:
                 if item.parent is not None:
-                    since = item.think_from if item.think_from is not None else item.parent
-                    self._children.setdefault(since, []).append(item)
+                    for since in dict.fromkeys((item.parent, item.think_from)):
+                        if since is not None:
+                            self._children.setdefault(since, []).append(item)
         self._later: dict[int, asyncio.TimerHandle] = {}  # turns waiting out their think time
         # Closed loop: each request's turns, and the turns whose parent is done, by index (a heap).
         self._turns_of: dict[int, list[int]] = {}
@@ -509,13 +511,18 @@ class Replay:
             self.stats.capped += queue_wait > 0
 
     def _follow(self, item: Item) -> None:
-        """The turns whose think time runs from ``item``'s end (those that continue it, or a turn
-        beside it that ended earlier), each sent its (scaled) think time after ``item`` ended here:
-        the agent's own pacing, whatever the target's speed; that wait is not lag. A turn whose
-        parent is still running then waits for it too (``dep_wait_ns``)."""
+        """The turns that wait on ``item``'s end (those that continue it, or a turn beside it whose
+        think time runs from it) and on nothing else still running, each sent its (scaled) think time
+        after ``item`` ended here: after the later of its parent's end and the end its think time was
+        measured from, the agent's own pacing whatever the target's speed or order; not lag."""
         ended = self.writer.elapsed_ns()
         loop = asyncio.get_running_loop()
         for child in self._children.get(item.index, ()):
+            assert child.parent is not None
+            if not self._done[child.parent].is_set() or (
+                child.think_from is not None and not self._done[child.think_from].is_set()
+            ):
+                continue  # the other end it waits on comes later: followed from there
             think = round((child.think_ns or 0) * self.config.think_scale)
             self._later[child.index] = loop.call_later(think / 1e9, self._spawn, child, ended + think, think)
 

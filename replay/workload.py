@@ -71,6 +71,7 @@ class Item:
     think_ns: int | None = None  # with a parent: the agent's own time between the last end in its session and this send
     think_from: int | None = None  # with a parent: the item whose end that is (its parent, or a later-ending turn)
     repeat: int = 0
+    recorder_refused: bool = False  # the source's recorder refused it (never sent): linked as a leaf, never replayed
     settings: dict[str, Any] | None = None  # the source's effective settings (enrichment)
     previous_response_id: str | None = None  # a Responses request that continues a stored response
     parent_response_id: str | None = None  # with both: the response id its parent's answer was recorded with
@@ -108,21 +109,30 @@ class SessionSample:
         return int.from_bytes(digest, "big") < self.fraction * 2**64
 
     def apply(self, items: list[Item]) -> list[Item]:
-        """The items of the sessions kept, renumbered, each turn still after the turn it continues."""
-        chosen = [s for s in dict.fromkeys(item.session for item in items) if s is not None and self.keeps(s)]
+        """The items of the sessions kept, renumbered, each turn still after the turn it continues.
+        A session is one the analysis counts: one with a generation request this replay sends (a
+        ``GET /v1/models`` is no turn of any, and goes only with a session its header names);
+        the turns of a kept session that the recorder refused stay, to be counted and left out."""
+        sessions = dict.fromkeys(i.session for i in items if i.generation and not i.recorder_refused and i.session is not None)
+        chosen = [s for s in sessions if self.keeps(s)]
         kept_sessions = set(chosen[: self.limit] if self.limit is not None else chosen)
         kept = [item for item in items if item.session in kept_sessions]
         if not kept:
             raise WorkloadError(
                 f"--sample-sessions {self.fraction} --seed {self.seed} keeps none of the "
-                f"{len(dict.fromkeys(i.session for i in items))} sessions: raise the fraction or change the seed"
+                f"{len(sessions)} sessions: raise the fraction or change the seed"
             )
-        renumbered = {item.index: i for i, item in enumerate(kept)}
-        for i, item in enumerate(kept):
-            item.index = i
-            item.parent = None if item.parent is None else renumbered[item.parent]
-            item.think_from = None if item.think_from is None else renumbered[item.think_from]  # in its session: kept
-        return kept
+        return _renumbered(kept)
+
+
+def _renumbered(kept: list[Item]) -> list[Item]:
+    """``kept`` numbered anew, each one's parent and think time's turn with it (in its session: kept)."""
+    renumbered = {item.index: i for i, item in enumerate(kept)}
+    for i, item in enumerate(kept):
+        item.index = i
+        item.parent = None if item.parent is None else renumbered[item.parent]
+        item.think_from = None if item.think_from is None else renumbered[item.think_from]
+    return kept
 
 
 @dataclass
@@ -183,7 +193,8 @@ def _link(items: list[Item], links: list[Links]) -> None:
     for item in items:
         k = seen[item.source_id] = seen.get(item.source_id, 0) + 1
         names.append(apart(item.source_id, k))
-    sessions = sessions_of(parents, [item.session for item in items], names)
+    refused = [item.recorder_refused for item in items]
+    sessions = sessions_of(parents, [item.session for item in items], names, refused)
     for item, parent, turn, session in zip(items, parents, turns_of(parents), sessions, strict=True):
         item.parent, item.turn, item.session = parent, turn, session
         if parent is not None and item.previous_response_id is not None:
@@ -197,6 +208,7 @@ def _link(items: list[Item], links: list[Links]) -> None:
         [sessions[i] for i in turns],
         [sent[i] for i in turns],
         [ended[i] for i in turns],
+        [refused[i] for i in turns],
     )
     for i, found in zip(turns, thinks, strict=True):
         if found is not None:
@@ -229,7 +241,7 @@ class Workload:
     refused: tuple[Item, str] | None = None
     as_recorded: int = 0  # bodies that are no JSON object (multipart uploads), which a --model-map leaves as recorded
     not_kept: int = 0  # exchanges the filters chose but left out: their request body was not kept, never sent empty
-    source_refused: int = 0  # exchanges the source's recorder refused: never sent upstream, so not replayed
+    source_refused: int = 0  # exchanges chosen (filters, limit, sessions) the source's recorder refused: not replayed
 
 
 def load_workload(
@@ -269,14 +281,18 @@ def _load(
     if not scan.exchanges:
         raise WorkloadError(f"{path}: the capture holds no exchanges to replay")
     items, links = scan.select(filters, limit)
-    if not items:
+    if not any(not item.recorder_refused for item in items):
+        if items:
+            raise WorkloadError(f"{path}: no exchange to replay: the recorder refused the {len(items)} chosen (never sent)")
         if scan.not_kept:
             raise WorkloadError(f"{path}: no exchange to replay: the {scan.not_kept} chosen had request bodies not kept")
         raise WorkloadError(f"{path}: no exchange is left to replay after the filters")
-    _link(items, links)
+    _link(items, links)  # the refused among them too, as leaves: their sessions as the analysis finds them
     del links
     if sample is not None:
         items = sample.apply(items)
+    source_refused = sum(item.recorder_refused for item in items)  # of those chosen: what the replay leaves out
+    items = _renumbered([item for item in items if not item.recorder_refused]) if source_refused else items
     base = items[0].offset_ns
     for item in items:
         item.offset_ns -= base
@@ -286,7 +302,7 @@ def _load(
     if repeat > 1:
         items = _repeated(items, repeat)
     source = {"path": str(reader.path), "capture_id": scan.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
-    return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept, scan.refused)
+    return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept, source_refused)
 
 
 _INPUTS = ("messages", "prompt", "input")  # what a request for tokens carries (infertap.apis.read)
@@ -344,7 +360,6 @@ class _Scan:
         self.as_recorded: set[int] = set()  # id(item) of bodies no JSON object, that a --model-map passes
         self.unknown: set[int] = set()  # id(item) of requests sent with a body not kept (request_body_unknown)
         self.not_kept = 0  # of those, how many select() chose: left out
-        self.refused = 0  # exchanges infertap refused when recording: never sent, not replayed
         self.chat = ChatPrefixes()
         self._anchor = 0
         self._reach = Reach()  # which candidates linking can still reach (prune)
@@ -394,9 +409,7 @@ class _Scan:
                 previous = body.get("previous_response_id") if isinstance(body.get("previous_response_id"), str) else None
                 prefixes = Prefixes.of(api.name, api.turns(body)[0])
         self.tally.add(r, generation, digest)
-        if r.get("end") == "refused":
-            self.refused += 1
-            return  # infertap refused it; the engine never saw it
+        refused = r.get("end") == "refused"  # infertap refused it; the engine never saw it: linked, never sent
         # From when it was due: its send and end as recorded (linking's clock, see _link).
         handoff, duration = max(0, r["sent_ns"] - due), r["sent_ns"] - due + r.get("end_ns", 0)
         if not generation:
@@ -406,13 +419,15 @@ class _Scan:
             links = read_links(
                 r, prefixes, previous, generation, lambda digest: self._reach.enough(digest, started, sent), answer
             )
-            if links.continuation is not None:
+            if links.continuation is not None and not refused:
                 self._reach.made(links.continuation, started, started + duration)
         else:
             links = read_links(r, prefixes, previous, generation, answer=answer)  # its response read only as far as a reply
-        unknown = request_body_unknown(r)
-        refusal = self._refusal(raw, body, is_object, path) if self.check is not None and not unknown else None
-        refusal = refusal or (None if unknown else self.fill.unfilled_credential(raw, body))
+        unknown = not refused and request_body_unknown(r)
+        refusal = None
+        if not (refused or unknown):  # what is sent must take the transforms, and no credential left unfilled
+            refusal = self._refusal(raw, body, is_object, path) if self.check is not None else None
+            refusal = refusal or self.fill.unfilled_credential(raw, body)
         item = Item(
             index=len(self.items),
             source_id=r["id"],
@@ -428,6 +443,7 @@ class _Scan:
             model=None if model is None else sys.intern(model),
             previous_response_id=previous,
             status=r.get("status"),
+            recorder_refused=refused,
         )
         spot = self.store.add(ref, payload, start, raw) if isinstance(raw, bytes) and raw else -1
         if spot < 0:
@@ -438,7 +454,7 @@ class _Scan:
             self.unknown.add(id(item))
         elif refusal is not None:
             self.refusals[id(item)] = refusal
-        elif self.check is not None and not is_object and raw and not self.check.edits_every_body:
+        elif self.check is not None and not refused and not is_object and raw and not self.check.edits_every_body:
             self.as_recorded.add(id(item))
         self.items.append(item)
         self.seqs.append(r["seq"])
@@ -470,8 +486,9 @@ class _Scan:
         order = sorted(range(len(items)), key=lambda i: (items[i].offset_ns, seqs[i]))
         chosen: list[Item] = []
         links: list[Links] = []
+        sendable = 0  # --limit counts what is sent: not the exchanges the recorder refused
         for i in order:
-            if limit is not None and len(chosen) >= limit:
+            if limit is not None and sendable >= limit:
                 break
             item = items[i]
             item.offset_ns -= first
@@ -480,6 +497,7 @@ class _Scan:
             if id(item) in self.unknown:
                 self.not_kept += 1
                 continue
+            sendable += not item.recorder_refused
             item.index = len(chosen)
             item.settings = self.settings.get(item.source_id)
             chosen.append(item)

@@ -550,3 +550,158 @@ def test_a_replay_says_how_many_exchanges_the_recorder_refused_and_sends_none(tm
             assert ("1 exchanges not replayed: the recorder refused them" in result.stderr) is bool(told)
     # Only the turn that was sent and failed reached the target again; the refused one never did.
     assert sum(b"blocked" in r["body"] for r in app.requests) == 1
+
+
+def test_a_turn_s_think_time_runs_from_its_parent_s_end_when_the_target_ends_that_last(tmp_path):
+    """C continues A and was sent 0.2 s after B (beside A) ended, as recorded; on the target A ends
+    last. C was sent its think time after B's end, then held for A and sent the instant A ended:
+    no think time after the turn it continues, while its capture said 0.2 s was kept. The think
+    time runs from the later of the two ends here."""
+
+    def turn(tag: str, pace_ms: int, *said: str) -> dict[str, Any]:
+        roles = ["user", "assistant"] * len(said)
+        messages = [{"role": role, "content": text} for role, text in zip(roles, said, strict=False)]
+        return {"model": "m", "stream": False, "tag": tag, "pace_ms": pace_ms, "messages": messages}
+
+    write_capture(
+        tmp_path / "src",
+        [  # recorded: A short, B long; on the target (pace_ms) A is the long one
+            {"offset_s": 0.0, "duration_ns": 200_000_000, "body": turn("R", 0, "q")},
+            {"offset_s": 0.5, "duration_ns": 100_000_000, "body": turn("A", 800, "q", "a0", "x")},
+            {"offset_s": 0.5, "duration_ns": 1_000_000_000, "body": turn("B", 0, "q", "a0", "y")},
+            {"offset_s": 1.7, "duration_ns": 50_000_000, "body": turn("C", 0, "q", "a0", "x", "a1", "z")},
+        ],
+    )
+    items, _ = load(tmp_path / "src")
+    assert [i.parent for i in items] == [None, 0, 0, 1] and items[3].think_from == 2
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        for scale in (1.0, 0.5):
+            out = tmp_path / f"out-{scale}"
+            run_replay(
+                ReplayConfig(
+                    tmp_path / "src", server.url, out, probe=False, sessions="closed", think_scale=scale, telemetry=False
+                )
+            )
+            sent = {json.loads(x["request_body"])["tag"]: x for x in CaptureReader(out).exchanges()}
+            a, b, c = sent["A"], sent["B"], sent["C"]
+            a_end, b_end = a["sent_ns"] + a["end_ns"], b["sent_ns"] + b["end_ns"]
+            assert b_end < a_end  # the target ended the parent last
+            assert c["think_ns"] == round(0.2e9 * scale)
+            assert c["scheduled_ns"] >= a_end + c["think_ns"]  # due its think time after its parent's end here
+            assert c["sent_ns"] >= a_end + c["think_ns"]  # never sent before
+            assert c["dep_wait_ns"] == 0  # its parent had ended when it was due
+
+
+class FailingTag(FakeUpstream):
+    """The fake upstream, answering a request tagged ``fail`` with a 500."""
+
+    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        body = await read_body(receive)
+        if json.loads(body).get("tag") != "fail":
+            queue = [{"type": "http.request", "body": body, "more_body": False}]
+            await super()._handle(scope, lambda: _pop(queue), send)
+            return
+        self.requests.append({"path": scope["path"], "headers": scope["headers"], "body": body, "at": 0.0})
+        await send({"type": "http.response.start", "status": 500, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b'{"error": {"message": "engine fell over"}}'})
+
+
+async def _pop(queue: list[dict[str, Any]]) -> dict[str, Any]:
+    return queue.pop(0)
+
+
+def test_a_turn_whose_parent_failed_on_the_target_is_sent_its_think_time_after_that_failure(tmp_path):
+    """A chat turn carries the recorded conversation, not the target's answer: its parent failing
+    here doesn't stop it; it is sent, its think time after the failure, and counted apart."""
+
+    def turn(tag: str, *said: str) -> dict[str, Any]:
+        roles = ["user", "assistant"] * len(said)
+        messages = [{"role": role, "content": text} for role, text in zip(roles, said, strict=False)]
+        return {"model": "m", "stream": False, "tag": tag, "messages": messages}
+
+    write_capture(
+        tmp_path / "src",
+        [
+            {"offset_s": 0.0, "duration_ns": 100_000_000, "body": turn("fail", "q")},
+            {"offset_s": 0.4, "duration_ns": 100_000_000, "body": turn("next", "q", "a0", "x")},
+        ],
+    )
+    app = FailingTag()
+    with ServerThread(app) as server:
+        summary = run_replay(
+            ReplayConfig(tmp_path / "src", server.url, tmp_path / "out", probe=False, sessions="closed", telemetry=False)
+        )
+    assert summary["failures"] == {"500": 1} and summary["ok"] == 1 and summary["sessions"]["turns"] == 1
+    first, second = sorted(CaptureReader(tmp_path / "out").exchanges(), key=lambda x: x["turn"])
+    assert first["status"] == 500 and second["status"] == 200 and second["parent_id"] == first["id"]
+    assert second["think_ns"] == 300_000_000
+    assert second["sent_ns"] >= first["sent_ns"] + first["end_ns"] + second["think_ns"]
+
+
+def _sessions_capture(path: Path) -> Path:
+    """A GET /v1/models, then three sessions: s0 forks (A and B continue R), s1 has a turn the
+    recorder refused, s2 is plain."""
+
+    def turn(*said: str) -> dict[str, Any]:
+        roles = ["user", "assistant"] * len(said)
+        return {"model": "m", "messages": [{"role": r, "content": t} for r, t in zip(roles, said, strict=False)]}
+
+    def reply(text: str) -> list[bytes]:
+        return [json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()]
+
+    exchanges: list[dict[str, Any]] = [{"id": "models", "offset_s": 0.0, "method": "GET", "path": "/v1/models", "body": b""}]
+    for s in range(3):
+        o = 0.01 + s * 0.05
+        exchanges += [
+            {"id": f"{s}R", "offset_s": o, "body": turn(f"q{s}"), "chunks": reply(f"a{s}"), "duration_ns": 10**8},
+            {"id": f"{s}A", "offset_s": o + 0.3, "body": turn(f"q{s}", f"a{s}", "x"), "chunks": reply(f"b{s}")},
+        ]
+    exchanges += [
+        {"id": "0B", "offset_s": 0.32, "body": turn("q0", "a0", "y"), "chunks": reply("c0")},
+        {"id": "1X", "offset_s": 0.2, "body": turn("q1", "a1", "blocked-turn"), "chunks": [], "status": 444, "end": "refused"},
+    ]
+    write_capture(path, sorted(exchanges, key=lambda x: x["offset_s"]), run_wall=1_800_000_000.0)
+    return path
+
+
+def test_sampled_sessions_are_the_analysis_sessions_and_say_only_their_own_refusals(tmp_path):
+    """--limit-sessions 1 replayed only the GET /v1/models (a session of its own to sampling, no
+    session to the analysis), and every sample said all three exchanges the recorder refused
+    were left out, whichever sessions held them."""
+    src = _sessions_capture(tmp_path / "src")
+    app = FakeUpstream()
+    seen = {}
+    with ServerThread(app) as server:
+        for n, sent, refused in ((1, 3, 0), (2, 5, 1), (3, 7, 1)):
+            out = tmp_path / f"out-{n}"
+            args = ["replay", str(src), "--target", server.url, "--out", str(out), "--no-probe", "--no-telemetry", "--json"]
+            result = CliRunner().invoke(cli, [*args, "--limit-sessions", str(n)])
+            assert result.exit_code == 0, result.output
+            summary = json.loads(result.stdout)
+            assert (summary["sent"], summary["source_refused"]) == (sent, refused)
+            assert ("1 exchanges not replayed" in result.stderr) is bool(refused)
+            header = next(r for r in CaptureReader(out).records() if r["type"] == "header")
+            assert header["recorder"]["source_refused"] == refused
+            stats = CliRunner().invoke(cli, ["stats", str(out), "--by", "session", "--json", "--cache-dir", str(tmp_path / "c")])
+            groups = [g for g in json.loads(stats.stdout)["groups"] if g.get("session")]
+            seen[n] = {g["key"]["session"]: g["session"]["turns"] for g in groups}
+        every = CliRunner().invoke(
+            cli,
+            [
+                "replay",
+                str(src),
+                "--target",
+                server.url,
+                "--out",
+                str(tmp_path / "all"),
+                "--no-probe",
+                "--no-telemetry",
+                "--json",
+            ],
+        )
+    assert seen == {1: {"0R": 3}, 2: {"0R": 3, "1R": 2}, 3: {"0R": 3, "1R": 2, "2R": 2}}  # whole sessions, forks too
+    assert json.loads(every.stdout)["sent"] == 8 and json.loads(every.stdout)["source_refused"] == 1  # the GET with them
+    assert not any(b"blocked-turn" in r["body"] for r in app.requests)  # the refused turn never went out
+    with pytest.raises(WorkloadError, match="keeps none of the 3 sessions"):
+        load(src, sample=SessionSample(1e-12, 0))
