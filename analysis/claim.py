@@ -357,7 +357,19 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None, un
         "prompt_tokens": (profile.get("prompt_tokens") or {}).get("total"),
         "output_tokens": (profile.get("output_tokens") or {}).get("total"),
         "prefix_reuse": [{k: r[k] for k in ("unit", "share", "shared", "length")} for r in profile.get("prefix_reuse", [])],
-        **{k: w[k] for k in ("source", "derived_by", "same_as_source", "same_schedule_as_source", "schedule_by") if k in w},
+        "request_set": w["request_set"],
+        **{
+            k: w[k]
+            for k in (
+                "source",
+                "derived_by",
+                "same_as_source",
+                "same_requests_as_source",
+                "same_schedule_as_source",
+                "schedule_by",
+            )
+            if k in w
+        },
         "schedule_not_kept": schedule_not_kept(w),
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
@@ -599,6 +611,9 @@ def value_text(name: str, value: Any) -> str:
                 line += f"; identical to {source}"
             elif same:
                 line += f"; the same requests as {source}{moved}"
+            elif value.get("same_requests_as_source") and not value.get("derived_by"):
+                moved = schedule_change(value["source"], value["schedule_identity"], value.get("schedule_by"), True)
+                line += f"; the same requests as {source}, sent in another order{moved}"
             else:
                 line += f"; derived from {source} by {', '.join(value.get('derived_by') or ['no transform recorded'])}{moved}"
         if value.get("schedule_not_kept"):

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.identity import OrderedHashes, WorkloadIdentity, rechained_requests, workload_summary
+from infertap.capture.identity import OrderedHashes, RequestSet, WorkloadIdentity, rechained_requests, workload_summary
 from infertap.capture.reader import CaptureReader
 from infertap.capture.segments import segment_paths
 
@@ -89,10 +89,20 @@ def quoted(text: str) -> str:
 def capture_identity(analysis: Analysis, capture: str, sent: str | None = None) -> WorkloadIdentity:
     """The workload identity of one loaded capture (its ``capture`` column value), every run of it;
     ``sent``: its ``sent_sql`` rows where they are kept already (a table)."""
-    identity = identities(analysis, sent or sent_sql(capture)).get(())
+    sent = sent or sent_sql(capture)
+    identity = identities(analysis, sent).get(())
     exchanges = int(analysis.query("SELECT count(*) FROM exchanges WHERE capture = ?", [capture]).rows[0][0])
     identity = replace(identity, exchanges=exchanges) if identity else OrderedHashes().identity(exchanges, 0)
-    return with_capped(analysis, capture, identity)
+    return with_capped(analysis, capture, replace(identity, request_set=request_set(analysis, sent)))
+
+
+def request_set(analysis: Analysis, sent: str) -> str:
+    """``request_set`` of ``sent``'s rows (``SENT_COLUMNS``): their digests sorted by DuckDB (spilling
+    what doesn't fit its buffer) and hashed as they stream back, as the capture package's tally does."""
+    hashed = RequestSet()
+    for batch in analysis.sql(f"SELECT digest FROM ({sent}) q ORDER BY digest").to_arrow_reader(_ROWS):
+        hashed.add(batch.column(0).to_pylist())
+    return hashed.hexdigest()
 
 
 def with_capped(analysis: Analysis, capture: str, identity: WorkloadIdentity) -> WorkloadIdentity:

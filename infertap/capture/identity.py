@@ -8,6 +8,9 @@ infertap refused itself (the engine never saw them). Two hashes identify it:
   sha256 of ``METHOD SP PATH[?QUERY] LF`` followed by its exact body bytes. Headers don't count.
 - ``schedule``: sha256 over the requests' send times relative to the first one, in whole
   milliseconds (``SCHEDULE_RESOLUTION_NS``), rounded half up.
+- ``request_set``: sha256 over the request digests sorted, whatever order they were sent in: the
+  same requests sent in another order (a closed-loop replay, ``--concurrency``, sends them as
+  slots free up) have a new ``workload`` and the same ``request_set``.
 
 Send order and time: when the request reached the recorder (``start_ns``), or for a replayed
 exchange when it was scheduled (``scheduled_ns``), so a replay's jitter doesn't change its schedule
@@ -77,6 +80,7 @@ class WorkloadIdentity:
     version: str = VERSION
     capped: int = 0  # replayed requests that waited for a --max-concurrency slot: not sent on their schedule
     behind_max_ms: float = 0.0  # the furthest behind its schedule one of those was sent
+    request_set: str = ""  # hex sha256 of the sorted request digests ("": not computed, as for a group's)
 
     @property
     def schedule_kept(self) -> bool:
@@ -193,10 +197,27 @@ class IdentityTally:
                 hashes.add([int.from_bytes(k[:_TIME_BYTES], "big") - _TIME_BIAS for k in batch], [k[_TIME_BYTES:] for k in batch])
         requests = len(keys) + len(self._odd)
         identity = hashes.identity(self.exchanges or requests if exchanges is None else exchanges, self._bytes, self._rechained)
-        return replace(identity, capped=self._capped, behind_max_ms=self._behind_ns / 1e6)
+        unordered = RequestSet()
+        digests = sorted([k[_TIME_BYTES:] for k in keys] + [d for _, d in self._odd])
+        for i in range(0, len(digests), _HASHED):
+            unordered.add(digests[i : i + _HASHED])
+        return replace(identity, capped=self._capped, behind_max_ms=self._behind_ns / 1e6, request_set=unordered.hexdigest())
 
 
 _HASHED = 65_536  # requests hashed a batch at a time: ten million schedule lines would be half a GiB at once
+
+
+class RequestSet:
+    """``request_set``: the request digests given sorted, a batch at a time."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256(VERSION.encode() + b" set\n")
+
+    def add(self, digests: list[bytes]) -> None:
+        self._hash.update(b"".join(digests))
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
 
 
 class OrderedHashes:
@@ -313,6 +334,10 @@ def workload_summary(identity: WorkloadIdentity, recorders: list[dict[str, Any]]
             derived += [c for c in replay_derivation(r, identity.rechained) if c not in derived]
         out["derived_by"] = derived
         out["same_as_source"] = None if not source else source.get("workload") == out["workload"]
+        # The same requests sent in another order (a closed loop): the derivation can't name it, the set can.
+        out["same_requests_as_source"] = (
+            None if not source or not source.get("request_set") else (source["request_set"] == out["request_set"])
+        )
         out["same_schedule_as_source"] = (
             None if not source else source.get("schedule") == out["schedule"] and identity.schedule_kept
         )
@@ -409,5 +434,8 @@ def describe(workload: dict[str, Any]) -> str:
         if workload.get("same_schedule_as_source"):
             return line + f"; identical to its source {source['short']}"
         return line + f"; the same requests as its source {source['short']}{moved}"
+    if workload.get("same_requests_as_source") and not workload.get("derived_by"):  # a closed loop's order
+        moved = schedule_change(source, workload["schedule"], workload.get("schedule_by"), True)
+        return line + f"; the same requests as its source {source['short']}, sent in another order{moved}"
     changes = ", ".join(workload.get("derived_by") or ()) or "no transform recorded (the target's answers changed a request)"
     return line + f"; derived from {source['short']} by {changes}{moved}"
