@@ -564,9 +564,13 @@ def test_data_parallel_engines_are_read_alike_by_stats_and_the_report(tmp_path: 
     }
 
 
-def test_a_session_name_in_two_captures_is_two_sessions_per_watt_hour(tmp_path: Path) -> None:
-    """Two gateways each recorded a session "s-1": Wh per session divided by one session."""
+@pytest.mark.parametrize(("names", "sessions"), [(("s-1", "s-1"), 1), (("s-1", "s-2"), 2)])
+def test_watt_hours_per_session_count_sessions_as_captures_read_together_link_them(
+    tmp_path: Path, names: tuple[str, str], sessions: int
+) -> None:
+    """Two gateways' captures read together are linked as one (analysis/joined_sessions.py): a
+    session "s-1" recorded by both is one session, its energy divided by one; "s-1" and "s-2" by two."""
     gpu = power(GPU0, 100.0)
-    paths = [run(tmp_path / name, [(0, 4000)], gpu, session="s-1") for name in ("gw-a", "gw-b")]
+    paths = [run(tmp_path / name, [(0, 4000)], gpu, session=s) for name, s in zip(("gw-a", "gw-b"), names, strict=True)]
     (g,) = groups(paths, tmp_path, by=("model",))
-    assert g["energy"]["watt_hours_per_session"] == pytest.approx(g["energy"]["joules"] / 3600 / 2)
+    assert g["energy"]["watt_hours_per_session"] == pytest.approx(g["energy"]["joules"] / 3600 / sessions)
