@@ -271,6 +271,12 @@ def _print_output(group: dict[str, Any]) -> None:
             else ""
         )
         + (
+            f"; error body unread {group['error_body_unread']} (an error status whose body is no API's, as a 404 "
+            "for a path the engine doesn't serve: counted as errors)"
+            if group.get("error_body_unread")
+            else ""
+        )
+        + (
             f"; not in the file {group['not_in_file']} (imported without the answer's body: no answers, and no errors where the status was 2xx)"
             if group.get("not_in_file")
             else ""

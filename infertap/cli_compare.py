@@ -373,8 +373,15 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
                 "over its response limit, --max-response-mb)",
                 "yellow",
             )
-        skipped = sum(read.get(k, 0) for k in ("not_compared", "not_in_file", "too_large", "response_not_kept"))
-        if read["read_both"] + skipped < read["pairs"]:
+        if read.get("error_body_unread_a") or read.get("error_body_unread_b"):
+            _say(
+                console,
+                f"{path}: error responses whose body is no API's ({read['error_body_unread_a']} in A, "
+                f"{read['error_body_unread_b']} in B, as a 404 for a path the engine doesn't serve): counted as errors, "
+                "by their status; two match where status and body are the same",
+                "yellow",
+            )
+        if read["unreadable_a"] or read["unreadable_b"]:
             _say(
                 console,
                 f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} unreadable in A, "
