@@ -45,6 +45,12 @@ def _value(snapshot: dict[str, Any] | None, name: str) -> Any:
     return ((snapshot.get("facts") or {}).get(name) or {}).get("value")
 
 
+def _per_slot(snapshot: dict[str, Any] | None, name: str) -> bool:
+    """Whether the probe read the fact per slot (llama-server's n_ctx under -np N), as its source says."""
+    source = (((snapshot or {}).get("facts") or {}).get(name) or {}).get("source")
+    return isinstance(source, str) and source.endswith("(per slot)")
+
+
 def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
     """One row per fact: both values, whether they differ (both known) and whether only one side knows it.
 
@@ -52,6 +58,9 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
     (why) instead, and its values stay for display beside the kind."""
     rows: list[dict[str, Any]] = [{"fact": "kind", "a": a.get("kind") if a else None, "b": b.get("kind") if b else None}]
     rows += [{"fact": name, "a": _value(a, name), "b": _value(b, name)} for name in SNAPSHOT_FACTS]
+    for row in rows[1:]:  # a value per slot is said so, as probe says it: 1024 per slot is not a context of 1024
+        if _per_slot(a, row["fact"]) or _per_slot(b, row["fact"]):
+            row["per_slot"] = [_per_slot(a, row["fact"]), _per_slot(b, row["fact"])]
     da, db = _value(a, "defaults") or {}, _value(b, "defaults") or {}
     from infertap.engines.base import SAMPLING, canonical
 

@@ -224,6 +224,8 @@ def divergence(
                     "read_both",
                     "unreadable_a",
                     "unreadable_b",
+                    "error_body_unread_a",
+                    "error_body_unread_b",
                     "not_compared",
                     "not_in_file",
                     "too_large",
@@ -337,10 +339,15 @@ def _pair_divergence(
     """One pair's differences; adds to ``counts`` as it goes, since their first-seen order is the output's."""
     item: dict[str, Any] = {"a_id": sa.id, "b_id": sb.id, "path": sa.path, "api": [sa.api, sb.api]}
     _count_readable(readability, sa, sb)
-    if not (sa.readable and sb.readable):
+    if _unreadable(sa) or _unreadable(sb):
         # Nothing to compare is not agreement: two bodies no adapter read are never equal.
         counts["unreadable"] += 1
-        item["unreadable"] = [sa.parse_error if not sa.readable else None, sb.parse_error if not sb.readable else None]
+        item["unreadable"] = [sa.parse_error if _unreadable(sa) else None, sb.parse_error if _unreadable(sb) else None]
+    if sa.error_body is not None or sb.error_body is not None:
+        # An error status whose body is no API's (a 404 for a path the engine doesn't serve): an
+        # error, compared as two errors are, by status, ending and (here) the body's bytes.
+        counts["error_body_unread"] += 1
+        item["error_body_unread"] = [sa.error_body is not None, sb.error_body is not None]
     same_text = (
         sa.text == sb.text
         and sa.reasoning == sb.reasoning
@@ -374,9 +381,20 @@ def _pair_divergence(
     )
     # What the reading could not tell apart: payloads that are not JSON, bytes that are not UTF-8
     # (each read as U+FFFD), data after the end marker. Equal only where those bytes are.
-    same_bytes = sa.unparsed == sb.unparsed and sa.invalid_utf8 == sb.invalid_utf8 and sa.after_end == sb.after_end
+    same_bytes = (
+        sa.unparsed == sb.unparsed
+        and sa.invalid_utf8 == sb.invalid_utf8
+        and sa.after_end == sb.after_end
+        and sa.error_body == sb.error_body
+    )
     item["exact"] = (
-        sa.readable and sb.readable and same_text and tools["arguments_equal"] and same_ending and same_rest and same_bytes
+        not _unreadable(sa)
+        and not _unreadable(sb)
+        and same_text
+        and tools["arguments_equal"]
+        and same_ending
+        and same_rest
+        and same_bytes
     )
     counts["exact"] += item["exact"]
     # The whole output, tool calls, a reported error and other choices included: what differs there is a divergence too.
@@ -384,9 +402,10 @@ def _pair_divergence(
     at, unit = _first_divergence(sa, sb, ea, eb, oa, ob)
     item["first_divergence"] = {"at": at, "unit": unit}
     # Similarity of outputs needs two outputs: an unreadable side, or an error against an answer, scores 0.
-    both = sa.readable and sb.readable and (sa.error_message is None) == (sb.error_message is None)
-    item["similarity"] = similarity(oa, ob) if both else 0.0
-    item["answers_compared"] = sa.readable and sb.readable and sa.error_message is None and sb.error_message is None
+    both = not _unreadable(sa) and not _unreadable(sb) and _failed(sa) == _failed(sb)
+    unread_errors = sa.error_body is not None or sb.error_body is not None
+    item["similarity"] = float(sa.error_body == sb.error_body) if both and unread_errors else similarity(oa, ob) if both else 0.0
+    item["answers_compared"] = sa.readable and sb.readable and not _failed(sa) and not _failed(sb)
     _count_changes(item, counts, sa, sb, tools)
     if extract is not None:
         _count_answers(item, counts, sa, sb, extract, references)
@@ -397,6 +416,16 @@ def _pair_divergence(
     if oa != sa.text or ob != sb.text:
         item["output"] = [oa.replace(PART, "\n"), ob.replace(PART, "\n")]  # what the diff shows
     return item
+
+
+def _unreadable(s: Summary) -> bool:
+    """A body no adapter read that is not an error status's (``Summary.error_body``): an answer unknown."""
+    return not s.readable and s.error_body is None
+
+
+def _failed(s: Summary) -> bool:
+    """The side reported an error: in a body its adapter read, or by an error status whose body none reads."""
+    return s.error_message is not None or s.error_body is not None
 
 
 def _finishes(s: Summary) -> tuple[Any, ...]:
@@ -465,8 +494,10 @@ def _count_readable(readability: dict[str, Counter[str]], sa: Summary, sb: Summa
     read = readability.setdefault(_path_of(sa), Counter())
     read["pairs"] += 1
     read["read_both"] += sa.readable and sb.readable
-    read["unreadable_a"] += not sa.readable
-    read["unreadable_b"] += not sb.readable
+    read["unreadable_a"] += _unreadable(sa)
+    read["unreadable_b"] += _unreadable(sb)
+    read["error_body_unread_a"] += sa.error_body is not None
+    read["error_body_unread_b"] += sb.error_body is not None
     read["partly_unreadable"] += bool(sa.unparsed or sb.unparsed)
 
 

@@ -166,6 +166,9 @@ _TOO_LARGE = "parse_error = '" + TOO_LARGE.replace("'", "''") + "'"
 #: An answer the recorder kept only the head of, over its response limit (``NOT_KEPT``): unknown too.
 _NOT_KEPT = "parse_error = '" + NOT_KEPT.replace("'", "''") + "'"
 _UNKNOWN = f"({_UNSAVED} OR {_TOO_LARGE} OR {_NOT_KEPT})"
+#: A body no adapter read under an error status (a 404's FastAPI {"detail": ...}): an error by its
+#: status, not an answer infertap could not read (``unreadable`` is a 2xx body's, or one of no status).
+_ERROR_STATUS = "(status IS NOT NULL AND status NOT BETWEEN 200 AND 299)"
 
 #: One aspect's rows per group key (see _Query.rows).
 _Rows = dict[tuple[Any, ...], list[Any]]
@@ -243,10 +246,12 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
         ),
         "answers": q.rows(
             "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
-            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE), count(*) FILTER (WHERE client_wait_ns > 0), "
+            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND {_ERROR_STATUS} IS NOT TRUE), "
+            "count(*) FILTER (WHERE client_wait_ns > 0), "
             f"max(client_wait_ns), count(*) FILTER (WHERE ok AND output_tokens IS NULL), count(*) FILTER (WHERE {_UNSAVED}), "
             f"""count(*) FILTER (WHERE {_UNKNOWN} AND status BETWEEN 200 AND 299 AND "end" = 'complete'), """
-            f"count(*) FILTER (WHERE {_TOO_LARGE}), count(*) FILTER (WHERE {_NOT_KEPT})"
+            f"count(*) FILTER (WHERE {_TOO_LARGE}), count(*) FILTER (WHERE {_NOT_KEPT}), "
+            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND {_ERROR_STATUS})"
         ),
         "work": q.rows(
             # Output tokens of ok answers only, as vLLM's benchmark_serving and GuideLLM count them, and
@@ -287,9 +292,8 @@ def _group(
     parts = run_parts(aspects["runs"][key])
     active_s, runs = _active(parts), len(aspects["runs"][key])
     [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
-    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown, too_large, cut = aspects["answers"][
-        key
-    ][0]
+    [answers] = aspects["answers"][key]
+    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown, too_large, cut, error_unread = answers
     # A 2xx answer that is not in the file it was imported from, that decodes past what analysis
     # reads, or that the recorder kept only in part, is neither ok nor an error (one that failed otherwise, a request the page aborted, is
     # still an error).
@@ -321,6 +325,7 @@ def _group(
         # ttft of a body not streamed is the time to all of it: said apart where both kinds are in a group.
         "ttft_kinds": {"streamed": streamed, "whole_body": whole},
         "unreadable": unreadable,
+        "error_body_unread": error_unread,  # errors (in ``errors``) whose body is no API's, apart from ``unreadable``
         # Exchanges whose client was too slow to take the body: their chunk times include its waits.
         "client_wait": {"exchanges": held, "max_ms": held_ns / 1e6 if held_ns is not None else None},
         "finish_reasons": {str(k): int(v) for k, v in (finish or {}).items()},

@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from infertap.apis import Output, decoded_chunks, read_request, read_response, stream_done
+from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, Output, decoded_chunks, read_request, read_response, stream_done
 from infertap.apis.chat_stream import read_plainest_chat_stream
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import delivered, request_body_unknown
@@ -65,7 +65,8 @@ BATCH_ROWS = 5_000
 #: 25: a request whose body was not kept (request_body_size) pairs by no identical request (its request_key its own).
 #: 26: an answer the recorder kept only the head of (response_body_size) unread with that reason (compare leaves it out).
 #: 27: a Responses stream whose response.completed holds output items is that output, where its deltas disagree.
-SUMMARY_VERSION = 27
+#: 28: an error status's body no adapter reads kept as its digest (error_body): an error, not an unreadable answer.
+SUMMARY_VERSION = 28
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -136,6 +137,9 @@ class Summary:
     after_end: bytes | None  # digest of what followed the first [DONE], None when nothing did
     layout: list[str]  # the answer's blocks (items) in order (Output.layout)
     others: list[str]  # blocks (items) of a type not read, whole (Output.others)
+    # Digest of an error status's body that no adapter reads (a FastAPI {"detail": "Not Found"}):
+    # the exchange failed as its status says, so it is an error, not an unreadable answer.
+    error_body: bytes | None = None
 
 
 def _without_request_id(message: str | None) -> str | None:
@@ -184,6 +188,19 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         after_end=_digest(out.after_end) if out.after_end else None,
         layout=out.layout,
         others=out.others,
+        error_body=_digest(b"".join(decoded_chunks(record) or record.get("chunks") or [])) if error_unread(record, out) else None,
+    )
+
+
+def error_unread(record: dict[str, Any], out: Output) -> bool:
+    """Whether ``out`` is an error status's body that no adapter read: an error as its status says, not
+    an answer infertap failed to read (a 2xx body no adapter reads is that), nor an answer whose body is unknown."""
+    status = record.get("status")
+    return (
+        not out.readable
+        and isinstance(status, int)
+        and not 200 <= status <= 299
+        and out.error not in (NOT_IN_FILE, NOT_KEPT, TOO_LARGE)
     )
 
 

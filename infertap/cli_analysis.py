@@ -108,6 +108,20 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
 
 
+def _mixed_sources(by_source: dict[str, Any]) -> str:
+    """How the output-token sources present count differently, each said only where it is present."""
+    said = []
+    if "usage" in by_source:
+        said.append("an engine's usage may count the end-of-sequence token (llama-server's does)")
+    if "tokenize" in by_source:
+        said.append("a re-tokenized count does not" if "usage" in by_source else "a re-tokenized count counts the text's tokens")
+    if "chunks" in by_source:
+        said.append(
+            "a count of token-bearing events (chunks) is an approximation: an event usually carries one token, not always"
+        )
+    return ", ".join(said)
+
+
 def _counts(d: dict[str, int]) -> str:
     return ", ".join(f"{k} ×{v}" for k, v in d.items()) or "-"
 
@@ -252,7 +266,8 @@ def _print_output(group: dict[str, Any]) -> None:
             "  note: output_tokens adds counts of different sources ("
             # tokens, not answers: the line above counts answers as ``usage ×6``
             + ", ".join(f"{k} {v} tokens" for k, v in group["workload"]["output_tokens"]["by_source"].items())
-            + "): an engine's usage may count the end-of-sequence token (llama-server's does), a re-tokenized count does not"
+            + "): "
+            + _mixed_sources(group["workload"]["output_tokens"]["by_source"])
         )
     if group.get("partly_counted"):  # the rule claim's card gives (analysis/partly_counted.py)
         _out(f"  note: {group['partly_counted']['note']}")
@@ -268,6 +283,12 @@ def _print_output(group: dict[str, Any]) -> None:
         + (
             f"; unreadable {group['unreadable']} (no API adapter understood the body: not counted as answers)"
             if group["unreadable"]
+            else ""
+        )
+        + (
+            f"; error body unread {group['error_body_unread']} (an error status whose body is no API's, as a 404 "
+            "for a path the engine doesn't serve: counted as errors)"
+            if group.get("error_body_unread")
             else ""
         )
         + (

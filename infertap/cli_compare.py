@@ -275,7 +275,7 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
     one_side = [f for f in cfg["snapshots"] if f.get("one_side") and not f.get("not_compared")]
     if one_side:  # not differences: an unknown may not differ at all
         known = "; ".join(
-            f"{f['fact']} ({'A' if f['a'] is not None else 'B'}: {_fmt(f['a'] if f['a'] is not None else f['b'])})"
+            f"{f['fact']} ({'A' if f['a'] is not None else 'B'}: {_fact_value(f, 0 if f['a'] is not None else 1)})"
             for f in one_side
         )
         _say(console, f"known on one side only: {known}")
@@ -314,11 +314,17 @@ def _snapshot_table(snapshots: list[dict[str, Any]], last: bool = False) -> Tabl
     version = next((f for f in snapshots if f["fact"] == "version" and f.get("not_compared")), None)
     for fact in sorted(snapshots, key=lambda f: f["unknown"]):  # known on both sides first
         if fact["differs"]:
-            a, b = _fmt(fact["a"]), _fmt(fact["b"])
+            a, b = _fact_value(fact, 0), _fact_value(fact, 1)
             if fact["fact"] == "kind" and version:  # two engines: each one's version beside its kind
                 a, b = (f"{k} {v}" if v is not None else k for k, v in ((a, version["a"]), (b, version["b"])))
             table.add_row(fact["fact"], a, b, style=None if fact["unknown"] else "bold")
     return table
+
+
+def _fact_value(fact: dict[str, Any], side: int) -> str:
+    """A snapshot fact's value on one side (0: A), with probe's qualifier: ``1024 (per slot)``."""
+    value = _fmt(fact["ab"[side]])
+    return f"{value} (per slot)" if (fact.get("per_slot") or [False, False])[side] else value
 
 
 def _one_sided(row: dict[str, Any]) -> bool:
@@ -373,8 +379,15 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
                 "over its response limit, --max-response-mb)",
                 "yellow",
             )
-        skipped = sum(read.get(k, 0) for k in ("not_compared", "not_in_file", "too_large", "response_not_kept"))
-        if read["read_both"] + skipped < read["pairs"]:
+        if read.get("error_body_unread_a") or read.get("error_body_unread_b"):
+            _say(
+                console,
+                f"{path}: error responses whose body is no API's ({read['error_body_unread_a']} in A, "
+                f"{read['error_body_unread_b']} in B, as a 404 for a path the engine doesn't serve): counted as errors, "
+                "by their status; two match where status and body are the same",
+                "yellow",
+            )
+        if read["unreadable_a"] or read["unreadable_b"]:
             _say(
                 console,
                 f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} unreadable in A, "

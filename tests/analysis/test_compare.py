@@ -583,3 +583,32 @@ def test_the_first_divergence_positions_say_what_they_count(tmp_path):
     report = tmp_path / "r.html"
     assert CliRunner().invoke(cli, ["report", str(a), str(b), "-o", str(report)]).exit_code == 0
     assert "first divergence (median position, mixed units: token (re-tokenized) ×1, character ×1)" in report.read_text()
+
+
+def _context(value: int | None, source: str) -> dict:
+    return {"kind": "llama-server", "facts": {"context_size": {"value": value, "source": source}}, "host": {}}
+
+
+def test_a_context_size_per_slot_is_said_per_slot_as_probe_says_it(tmp_path, monkeypatch, capsys):
+    """llama-server -np N reports n_ctx per slot: 1024 per slot is no context of 1024, so compare
+    says so where probe does, in the table and among the facts known on one side only."""
+    from infertap.analysis.configdiff import snapshot_diff
+
+    a, b = _runs(tmp_path, ["x"], ["y"])
+    r = compare(a, b)
+    monkeypatch.setenv("COLUMNS", "120")
+    per_slot = "/props default_generation_settings.n_ctx (per slot)"
+
+    def section(snap_a: dict, snap_b: dict) -> str:
+        r["config"]["snapshots"] = snapshot_diff(snap_a, snap_b)
+        print_comparison(r)
+        out = capsys.readouterr().out
+        return " ".join(out[out.index("1. Configuration") : out.index("2. Speed")].split())
+
+    assert "known on one side only: context_size (A: 1024 (per slot))" in section(
+        _context(1024, per_slot), _context(None, "not exposed")
+    )
+    differs = section(_context(1024, per_slot), _context(4096, "/v1/models max_model_len"))
+    assert "context_size │ 1024 (per slot) │ 4096" in differs
+    same = section(_context(1024, per_slot), _context(1024, per_slot))
+    assert "context_size" not in same

@@ -83,6 +83,8 @@ def test_different_answers_differ_and_equal_ones_match(tmp_path, api):
             "read_both": 2,
             "unreadable_a": 0,
             "unreadable_b": 0,
+            "error_body_unread_a": 0,
+            "error_body_unread_b": 0,
             "not_compared": 0,
             "not_in_file": 0,
             "too_large": 0,
@@ -112,6 +114,8 @@ def test_two_bodies_no_adapter_reads_are_never_an_exact_match(tmp_path):
         "read_both": 1,
         "unreadable_a": 1,
         "unreadable_b": 1,
+        "error_body_unread_a": 0,
+        "error_body_unread_b": 0,
         "not_compared": 0,
         "not_in_file": 0,
         "too_large": 0,
@@ -143,3 +147,73 @@ def test_compare_and_stats_print_the_same_percentiles_for_the_same_exchanges(tmp
     assert e2e["p90"] == pytest.approx(printed["p90"]) == pytest.approx(233)  # (n-1)*0.9 = 9: the 10th value exactly
     assert e2e["p99"] == pytest.approx(printed["p99"]) == pytest.approx(233 + 0.9 * (377 - 233))
     assert e2e["p50"] == pytest.approx(printed["p50"]) == 34
+
+
+def _responses_stream(text: str, *, completed: bool) -> list[bytes]:
+    events = [
+        {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "model": "m", "output": []}},
+        *({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": w} for w in text.split()),
+    ]
+    if completed:
+        item = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "".join(text.split())}]}
+        events.append({"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "output": [item]}})
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def test_a_responses_stream_cut_before_completed_is_not_the_complete_answer(tmp_path):
+    """The client got the deltas, then the connection ended before response.completed: as a chat
+    stream cut before [DONE], it is not the answer it began (end_marker_differs), however alike its
+    text; two streams cut alike are the same answer."""
+
+    def capture(name: str, completed: bool):
+        x = {"path": "/v1/responses", "body": {"model": "m", "input": "q", "stream": True}, "content_type": "text/event-stream"}
+        write_capture(tmp_path / name, [x | {"chunks": _responses_stream("Par is", completed=completed)}])
+        return tmp_path / name
+
+    whole, cut, cut_too = capture("whole", True), capture("cut", False), capture("cut_too", False)
+    d = compare(whole, cut)["divergence"]
+    assert d["exact_match_rate"] == 0.0 and d["counts"]["end_marker_differs"] == 1
+    (item,) = d["most_divergent"]
+    assert item["text"] == ["Paris", "Paris"] and item["stream_done"] == [True, False]
+    same = compare(cut, cut_too)["divergence"]
+    assert same["exact_match_rate"] == 1.0 and "end_marker_differs" not in same["counts"]
+
+
+def _thinking(thought: str, signature: str, redacted: str) -> list[bytes]:
+    events = [
+        {
+            "type": "message_start",
+            "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": []},
+        },
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": thought}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": signature}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": redacted}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "4"}},
+        {"type": "content_block_stop", "index": 2},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
+        {"type": "message_stop"},
+    ]
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def test_thinking_signatures_and_redacted_thinking_data_are_opaque_and_never_compared(tmp_path):
+    """A thinking block's signature and a redacted_thinking block's data are ciphertext, new on
+    every call (Anthropic: an opaque value that verifies the block came from Claude): answers alike
+    but for them match; other thinking differs."""
+
+    def capture(name: str, thought: str, signature: str, redacted: str):
+        x = {"path": "/v1/messages", "body": {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "2+2"}]}}
+        write_capture(
+            tmp_path / name, [x | {"chunks": _thinking(thought, signature, redacted), "content_type": "text/event-stream"}]
+        )
+        return tmp_path / name
+
+    a = capture("a", "add them", "EqQBCkYsigA", "EmwKAhgBredA")
+    same = compare(a, capture("b", "add them", "ErUBCkYsigB", "EmwKAhgBredB"))["divergence"]
+    assert same["exact_match_rate"] == 1.0 and "encrypted_reasoning_differs" not in same["counts"]
+    other = compare(a, capture("c", "sum them", "EqQBCkYsigA", "EmwKAhgBredA"))["divergence"]
+    assert other["exact_match_rate"] == 0.0

@@ -1194,6 +1194,8 @@ def test_requests_no_api_reads_are_neither_matches_nor_divergences(tmp_path: Pat
         "read_both": 0,
         "unreadable_a": 0,
         "unreadable_b": 0,
+        "error_body_unread_a": 0,
+        "error_body_unread_b": 0,
         "not_compared": 1,
         "not_in_file": 0,
         "too_large": 0,

@@ -1,0 +1,76 @@
+"""An error status whose body no adapter reads (llama-cpp-python's FastAPI 404 ``{"detail": "Not
+Found"}`` for a path it doesn't serve) is an error, counted as such by ``stats`` and ``compare``
+(``error_body_unread``), not an answer infertap failed to read; a 2xx body no adapter reads still is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from infertap.analysis.compare import compare
+from infertap.cli import cli
+from tests.analysis.test_compare_apis import _capture
+
+NOT_FOUND = b'{"detail":"Not Found"}'
+ODD = b'{"answer": "something no API sends"}'
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def _sides(tmp_path: Path) -> tuple[Path, Path]:
+    # Pairs: the same 404 on both sides; a 404 against an answer; a 2xx body no adapter reads on
+    # both; two 404s with other bodies.
+    a = _capture(tmp_path / "a", "messages", [NOT_FOUND, NOT_FOUND, ODD, NOT_FOUND], statuses=[404, 404, 200, 404])
+    b = _capture(tmp_path / "b", "messages", [NOT_FOUND, "fine", ODD, b'{"detail":"Gone"}'], statuses=[404, 200, 200, 404])
+    return a, b
+
+
+def test_compare_counts_an_unread_error_body_as_an_error_and_matches_only_the_same_error(tmp_path: Path) -> None:
+    a, b = _sides(tmp_path)
+    d = compare(a, b)["divergence"]
+    assert d["counts"]["unreadable"] == 1  # the 2xx body alone
+    assert d["counts"]["error_body_unread"] == 3
+    assert d["counts"]["exact"] == 1 and d["exact_match_rate"] == 0.25  # the same 404, status and body
+    assert d["counts"]["status_or_end_differs"] == 1
+    assert d["readable"]["POST /v1/messages"] == {
+        "pairs": 4,
+        "read_both": 0,
+        "unreadable_a": 1,
+        "unreadable_b": 1,
+        "error_body_unread_a": 3,
+        "error_body_unread_b": 2,
+        "not_compared": 0,
+        "not_in_file": 0,
+        "too_large": 0,
+        "response_not_kept": 0,
+        "partly_unreadable": 0,
+    }
+    by_pair = {item["a_id"]: item for item in d["most_divergent"]}
+    assert by_pair["src-3"]["similarity"] == 0.0 and "unreadable" not in by_pair["src-3"]  # 404s with other bodies
+    assert by_pair["src-2"]["unreadable"][0] is not None  # the 2xx one is unreadable
+    out = _run("compare", str(a), str(b))
+    assert "1 unreadable in A, 1 in B" in " ".join(out.split())
+    assert "error responses whose body is no API's (3 in A, 2 in B" in " ".join(out.split())
+
+
+def test_stats_counts_an_unread_error_body_with_the_errors_and_a_2xx_one_as_unreadable(tmp_path: Path) -> None:
+    a, _ = _sides(tmp_path)
+    cache = str(tmp_path / "cache")
+    [group] = json.loads(_run("stats", str(a), "--cache-dir", cache, "--json"))["groups"]
+    assert (group["unreadable"], group["error_body_unread"], group["errors"]) == (1, 3, 4)
+    text = " ".join(_run("stats", str(a), "--cache-dir", cache).split())
+    assert "unreadable 1 (" in text and "error body unread 3 (" in text
+
+
+def test_a_2xx_body_no_adapter_reads_is_unreadable_only(tmp_path: Path) -> None:
+    a = _capture(tmp_path / "a", "messages", [ODD, ODD], statuses=[200, 200])
+    [group] = json.loads(_run("stats", str(a), "--cache-dir", str(tmp_path / "cache"), "--json"))["groups"]
+    assert (group["unreadable"], group["error_body_unread"]) == (2, 0)
+    d = compare(a, a)["divergence"]
+    assert d["counts"]["unreadable"] == 2 and "error_body_unread" not in d["counts"] and d["exact_match_rate"] == 0.0
