@@ -169,6 +169,9 @@ _UNKNOWN = f"({_UNSAVED} OR {_TOO_LARGE} OR {_NOT_KEPT})"
 #: A body no adapter read under an error status (a 404's FastAPI {"detail": ...}): an error by its
 #: status, not an answer infertap could not read (``unreadable`` is a 2xx body's, or one of no status).
 _ERROR_STATUS = "(status IS NOT NULL AND status NOT BETWEEN 200 AND 299)"
+#: An exchange the upstream never answered (no status, no byte: refused, reset, timed out): a failure
+#: by its ending, with no body at all, unreadable or not.
+_UNANSWERED = "(status IS NULL AND t_first_byte_ns IS NULL)"
 
 #: One aspect's rows per group key (see _Query.rows).
 _Rows = dict[tuple[Any, ...], list[Any]]
@@ -246,7 +249,8 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
         ),
         "answers": q.rows(
             "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
-            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND {_ERROR_STATUS} IS NOT TRUE), "
+            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND {_ERROR_STATUS} IS NOT TRUE "
+            f"AND NOT {_UNANSWERED}), "
             "count(*) FILTER (WHERE client_wait_ns > 0), "
             f"max(client_wait_ns), count(*) FILTER (WHERE ok AND output_tokens IS NULL), count(*) FILTER (WHERE {_UNSAVED}), "
             f"""count(*) FILTER (WHERE {_UNKNOWN} AND status BETWEEN 200 AND 299 AND "end" = 'complete'), """

@@ -382,9 +382,9 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
         if read.get("error_body_unread_a") or read.get("error_body_unread_b"):
             _say(
                 console,
-                f"{path}: error responses whose body is no API's ({read['error_body_unread_a']} in A, "
-                f"{read['error_body_unread_b']} in B, as a 404 for a path the engine doesn't serve): counted as errors, "
-                "by their status; two match where status and body are the same",
+                f"{path}: errors with no body an API reads ({read['error_body_unread_a']} in A, "
+                f"{read['error_body_unread_b']} in B: a 404 for a path the engine doesn't serve, or no answer at all): "
+                "counted as errors, by their status or ending; two match where status, ending and body are the same",
                 "yellow",
             )
         if read["unreadable_a"] or read["unreadable_b"]:

@@ -56,7 +56,7 @@ def test_compare_counts_an_unread_error_body_as_an_error_and_matches_only_the_sa
     assert by_pair["src-2"]["unreadable"][0] is not None  # the 2xx one is unreadable
     out = _run("compare", str(a), str(b))
     assert "1 unreadable in A, 1 in B" in " ".join(out.split())
-    assert "error responses whose body is no API's (3 in A, 2 in B" in " ".join(out.split())
+    assert "errors with no body an API reads (3 in A, 2 in B" in " ".join(out.split())
 
 
 def test_stats_counts_an_unread_error_body_with_the_errors_and_a_2xx_one_as_unreadable(tmp_path: Path) -> None:
@@ -74,3 +74,28 @@ def test_a_2xx_body_no_adapter_reads_is_unreadable_only(tmp_path: Path) -> None:
     assert (group["unreadable"], group["error_body_unread"]) == (2, 0)
     d = compare(a, a)["divergence"]
     assert d["counts"]["unreadable"] == 2 and "error_body_unread" not in d["counts"] and d["exact_match_rate"] == 0.0
+
+
+def test_an_exchange_the_upstream_never_answered_is_a_failure_not_an_unreadable_body(tmp_path: Path) -> None:
+    """No status and no byte (a refused connection, a timeout before the headers): there was no body
+    to read. stats said "unreadable 1 (no API adapter understood the body)", compare the same of
+    a run against itself; it is a failure by its ending, two alike the same outcome, unlike ones not."""
+    from tests.analysis_builders import body, event, exchange, sse
+    from tests.analysis_builders import write_capture as write
+
+    recorder = {"kind": "proxy", "upstream": "http://engine.test", "id": "r"}
+    answered = exchange("ok", sent_ms=9, request=body("q"), chunks=[(5, sse(event("x"), event(finish="stop")))], end_ms=9)
+
+    def run(path: Path, end: str) -> Path:
+        write(path, [exchange("gone", sent_ms=0, request=body("q"), end=end, status=None), answered], recorder)
+        return path
+
+    a, b, other = run(tmp_path / "a", "upstream_error"), run(tmp_path / "b", "upstream_error"), run(tmp_path / "c", "timeout")
+    (group,) = json.loads(_run("stats", str(a), "--json", "--cache-dir", str(tmp_path / "cache")))["groups"]
+    assert (group["requests"], group["ok"], group["errors"], group["unreadable"]) == (2, 1, 1, 0)
+    assert "unreadable" not in _run("stats", str(a), "--cache-dir", str(tmp_path / "cache"))
+    same = compare(a, b)["divergence"]
+    assert same["counts"].get("unreadable", 0) == 0 and same["exact_match_rate"] == 1.0  # the same failure, and the answer
+    unlike = compare(a, other)["divergence"]
+    assert unlike["counts"].get("unreadable", 0) == 0 and unlike["exact_match_rate"] == 0.5  # a failure and a timeout differ
+    assert unlike["counts"]["status_or_end_differs"] == 1
