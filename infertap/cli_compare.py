@@ -362,7 +362,7 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
             _say(
                 console,
                 f"{path}: {read['not_in_file']} pairs not compared (an answer not in the file it was imported from: "
-                "a HAR saved without content)",
+                "a HAR saved without content, a body mitmproxy streamed)",
                 "yellow",
             )
         if read.get("too_large"):

@@ -79,9 +79,13 @@ def mitm(
     def ready(addrs: list[str], capture: str, ca: Path) -> None:
         click.echo(f"infertap mitm: listening on {', '.join(addrs) or f'{host}:{port}'} ({mode} mode), capturing to {capture}")
         click.echo(f"infertap mitm: CA certificate clients must trust: {ca}")
-        click.echo(
-            f"  e.g. HTTPS_PROXY=http://{host}:{port} SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca} NODE_EXTRA_CA_CERTS={ca}",
-        )
+        # A reverse proxy is a base URL, not a proxy: HTTPS_PROXY pointed at it sends CONNECTs it can't serve.
+        if mode.startswith("reverse:"):
+            click.echo(f"  e.g. OPENAI_BASE_URL=http://{host}:{port}/v1 ANTHROPIC_BASE_URL=http://{host}:{port} (its base URL)")
+        elif mode == "regular" or mode.startswith(("regular@", "upstream:")):
+            click.echo(
+                f"  e.g. HTTPS_PROXY=http://{host}:{port} SSL_CERT_FILE={ca} REQUESTS_CA_BUNDLE={ca} NODE_EXTRA_CA_CERTS={ca}",
+            )
 
     run_mitm(config, on_ready=ready)
 

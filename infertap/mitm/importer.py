@@ -67,11 +67,14 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     out = base64.b64decode(text) if content.get("encoding") == "base64" else text.encode()
     # A HAR saved without content (Chrome's "sanitized" export, a size limit) says a body was sent
     # and holds none: kept empty and marked, never read as an empty request or answer.
+    # mitmproxy's savehar writes a body it did not keep (a streamed one) as size 0 and text "": the
+    # response's own Content-Length is then all that says one was sent (not of a HEAD or a 204/304).
+    sent_length = _content_length(resp.get("headers")) if req.get("method") != "HEAD" and status not in (204, 304) else None
     missing = [
         side
         for side, kept, sizes in (
             ("request", body, (req.get("bodySize"),)),
-            ("response", out, (content.get("size"), resp.get("bodySize"))),
+            ("response", out, (content.get("size"), resp.get("bodySize"), sent_length)),
         )
         if not kept and any(isinstance(n, int | float) and n > 0 for n in sizes)
     ]
@@ -127,6 +130,15 @@ def _end_of_har_error(error: str) -> End:
     return "timeout" if "timed_out" in lowered else "upstream_error"
 
 
+def _content_length(headers: Any) -> int | None:
+    """A HAR header list's ``Content-Length``, where it is one number."""
+    for h in headers if isinstance(headers, list) else ():
+        if isinstance(h, dict) and str(h.get("name")).lower() == "content-length":
+            value = str(h.get("value")).strip()
+            return int(value) if value.isdigit() else None
+    return None
+
+
 def _pseudo(h: dict[str, Any]) -> bool:
     """An HTTP/2 pseudo-header (``:path``, ``:authority``, ``:status``) that a HAR lists among the
     headers: the request line's parts, already read from its url and method; no header a replay
@@ -174,6 +186,13 @@ def _flow_exchanges(path: Path, redactor: Redactor, unreadable: list[str]) -> It
                     else "no response in the flow file (saved in flight?)",
                     "end": end_of_flow(flow, live=False) if flow.error else "complete" if resp else "upstream_error",
                 }
+                # mitmproxy keeps no body it streamed ("content missing": infertap's addon streams every
+                # response, stream_large_bodies a large one): not in the file, never an empty body.
+                missing = [side for side, m in (("request", req), ("response", resp)) if m and m.raw_content is None]
+                if missing:
+                    x["body_not_in_file"] = missing
+                    if "request" in missing and (size := req.headers.get("content-length", "").strip()).isdigit():
+                        x["request_body_size"] = int(size)
                 redactor.request(x, found)
                 redactor.echoes(x, found)
                 yield x

@@ -349,3 +349,59 @@ def test_an_answer_a_har_does_not_hold_is_unknown_never_an_empty_answer(tmp_path
         (g,) = speed_stats(an)["groups"]
     assert (g["requests"], g["ok"], g["errors"], g["not_in_file"], g["unreadable"]) == (4, 2, 0, 2, 0)
     assert g["metrics"]["output_tokens"]["n"] == 2
+
+
+def test_a_body_mitmproxy_did_not_keep_is_not_in_the_file_never_an_empty_answer(tmp_path: Path) -> None:
+    """mitmproxy keeps no body it streamed (infertap's addon streams every response, so ``mitmdump
+    -s addon.py -w flows`` saves each as "content missing"; ``stream_large_bodies`` a large one), and
+    its savehar writes such a body as size 0, text "": both were imported as empty answers, which
+    ``stats`` counted as errors (100% of such a file). Marked ``body_not_in_file``, as a HAR saved
+    without content is; an empty body the file does hold, a HEAD's, a 204's stay as they are."""
+    from mitmproxy import io
+    from mitmproxy.test import tflow
+
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    answer = b'{"choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}'
+    flows = []
+    for i, (kept, req_kept) in enumerate([(answer, True), (None, True), (b"", True), (answer, False)]):
+        f = tflow.tflow(resp=True)
+        f.request.path, f.request.method = "/v1/chat/completions", "POST"
+        f.request.content = body
+        f.request.timestamp_start += i
+        f.response.headers["content-length"] = str(len(answer))
+        f.response.content = kept
+        if not req_kept:
+            f.request.content = None
+            f.request.headers["content-length"] = str(len(body))
+        flows.append(f)
+    with open(tmp_path / "flows", "wb") as fh:
+        writer = io.FlowWriter(fh)
+        for f in flows:
+            writer.add(f)
+    assert import_file(tmp_path / "flows", tmp_path / "flowcap")["bodies_not_in_file"] == 2
+    xs = list(CaptureReader(tmp_path / "flowcap").exchanges())
+    assert [x.get("body_not_in_file") for x in xs] == [None, ["response"], None, ["request"]]
+    assert xs[3]["request_body_size"] == len(body) and xs[2]["chunks"] == [] and xs[0]["chunks"] == [answer]
+    with Analysis([tmp_path / "flowcap"], cache_dir=tmp_path / "cache") as an:
+        (g,) = speed_stats(an)["groups"]
+    # the empty answer is unreadable; the request not in the file is of no known API, so no generation
+    assert (g["requests"], g["not_in_file"], g["errors"]) == (3, 1, 1)
+
+    def entry(second: int, method: str, status: int, length: str, text: str) -> dict:
+        e = _entry(f"2025-01-02T10:00:0{second}.000+00:00", {"send": 1, "wait": 50, "receive": 49})
+        e["request"]["method"] = method
+        e["response"].update(status=status, bodySize=len(text), headers=[{"name": "Content-Length", "value": length}])
+        e["response"]["content"] = {"size": len(text), "mimeType": "application/json", "text": text}
+        return e
+
+    entries = [
+        entry(0, "POST", 200, str(len(answer)), ""),  # savehar of a streamed body: not in the file
+        entry(1, "POST", 200, str(len(answer)), answer.decode()),
+        entry(2, "HEAD", 200, "712", ""),  # a HEAD's length is of a body never sent
+        entry(3, "POST", 204, "5", ""),
+        entry(4, "POST", 200, "0", ""),
+    ]
+    (tmp_path / "s.har").write_text(json.dumps({"log": {"version": "1.2", "entries": entries}}))
+    assert import_file(tmp_path / "s.har", tmp_path / "harcap")["bodies_not_in_file"] == 1
+    xs = list(CaptureReader(tmp_path / "harcap").exchanges())
+    assert [x.get("body_not_in_file") for x in xs] == [["response"], None, None, None, None]

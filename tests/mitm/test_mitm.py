@@ -293,3 +293,15 @@ def test_a_listen_address_in_use_is_refused_before_the_capture_opens(tmp_path, f
             assert said.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in said.stderr, said.stderr
     assert sorted((p.name, p.read_bytes()) for p in proxy.out.iterdir()) == before
     assert summarize(proxy.out)["closed_cleanly"] and not (tmp_path / "new").exists()
+
+
+def test_the_start_line_tells_a_reverse_proxys_clients_its_base_url_not_a_proxy(start_mitm, fake):
+    """In reverse mode `mitm` said "e.g. HTTPS_PROXY=http://HOST:PORT", as in regular mode: a client
+    so set sends CONNECT to a reverse proxy, which can't serve it. It names the base URL instead."""
+    _, url = fake
+    reverse, regular = start_mitm("--mode", f"reverse:{url}"), start_mitm()
+    reverse.stop()
+    regular.stop()
+    said = reverse.log.read_text()
+    assert f"OPENAI_BASE_URL={reverse.url}/v1 ANTHROPIC_BASE_URL={reverse.url}" in said and "HTTPS_PROXY" not in said
+    assert f"HTTPS_PROXY={regular.url}" in regular.log.read_text()
