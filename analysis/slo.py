@@ -83,6 +83,8 @@ def parse_slo(text: str) -> SLO:
     spec = text.strip()
     if m := _ERROR_SLO.match(spec):
         exact = Fraction(m.group(1)) / (100 if m.group(2) else 1)
+        if exact == 1 and not m.group(2):  # a bound no point fails, where most who write it mean 1%
+            raise ConfigError(f"--slo {text!r} is ambiguous: write 1% for one request in a hundred, or 100% for no bound")
         if not 0 <= exact <= 1:
             raise ConfigError(f"--slo {text!r}: an error rate is between 0 and 1 (or 0% and 100%)")
         return SLO("error_rate", "rate", float(exact), spec, exact)

@@ -144,6 +144,19 @@ def test_parse_slo_rejects_out_of_range_values(text: str, why: str) -> None:
         parse_slo(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "bound"), [("error_rate<=1", None), ("error_rate<=1.0", None), ("error_rate<=100%", 1), ("error_rate<=0.99", 0.99)]
+)
+def test_a_bare_error_rate_of_one_is_refused_as_ambiguous(text: str, bound: float | None) -> None:
+    """'error_rate<=1' read as the fraction 1 was a bound of 100%, which no point fails: most who type
+    it mean 1%. A bare number under 1 stays a fraction, and 100% is said as such."""
+    if bound is None:
+        with pytest.raises(ConfigError, match=r"write 1% for one request in a hundred, or 100%"):
+            parse_slo(text)
+    else:
+        assert parse_slo(text).bound == bound
+
+
 @pytest.mark.parametrize("text", ["e2e:p99<=1.2.3s", "e2e:p99<=.ms", "error_rate<=.%"])
 def test_parse_slo_rejects_a_malformed_number(text: str) -> None:
     with pytest.raises(ConfigError, match="METRIC:STAT<=VALUE"):
