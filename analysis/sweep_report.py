@@ -193,11 +193,18 @@ def _pair(kind: str, a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]
         loads, rates = _ratio(cw[kind], cl[kind]), _ratio(cw["requests_per_s"], cl["requests_per_s"])
         if loads is not None and loads > 1 + SAME:
             at_least = "at least " if sw["knee"]["failed"] is None else ""
-            times = number(rates if rates is not None else loads, 3)
+            if rates is None or rates >= 1:
+                return (
+                    f"{nw} carries {at_least}{number(rates if rates is not None else loads, 3)}x as much of this workload "
+                    f"as {nl}: {_rate(cw['requests_per_s'])} vs {_rate(cl['requests_per_s'])} requests/s within the SLOs, "
+                    f"at {kind} {number(cw[kind])} vs {number(cl[kind])} ({number(loads, 3)}x)."
+                )
+            # The higher load held its SLOs with fewer requests/s (slower answers, within the bounds): the
+            # load is what it carries more of, and the requests/s are said for what they are, never "0.8x as much".
             return (
-                f"{nw} carries {at_least}{times}x as much of this workload as {nl}: {_rate(cw['requests_per_s'])} vs "
-                f"{_rate(cl['requests_per_s'])} requests/s within the SLOs, at {kind} {number(cw[kind])} vs "
-                f"{number(cl[kind])} ({number(loads, 3)}x)."
+                f"{nw} carries {at_least}{number(loads, 3)}x the {kind} of {nl} within the SLOs ({kind} {number(cw[kind])} "
+                f"vs {number(cl[kind])}), though at fewer requests/s: {_rate(cw['requests_per_s'])} vs "
+                f"{_rate(cl['requests_per_s'])} (its answers took longer, within the bounds)."
             )
     if math.isinf(hi_a) and math.isinf(hi_b):
         return (

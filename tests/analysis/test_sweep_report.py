@@ -90,6 +90,24 @@ def _plots(page: str) -> dict[str, str]:
     return dict(re.findall(r'<svg [^>]*aria-label="([^"]*)"[^>]*>(.*?)</svg>', page, re.S))
 
 
+def test_a_target_carrying_more_load_at_fewer_requests_per_s_is_never_said_to_carry_less(tmp_path):
+    """A concurrency sweep: B holds its SLOs at concurrency 8 where A fails above 4, but B's answers
+    take longer (within the bounds), so it serves fewer requests/s. The sentence named B the winner by
+    load and gave the ratio of requests/s: "B carries 0.75x as much of this workload as A"."""
+    a = _sweep(tmp_path / "a", 4, kind="concurrency")
+    b = _sweep(tmp_path / "b", 8, kind="concurrency", target="http://gpu2:8000", loads=(1, 2, 4, 8, 16))
+    result = json.loads((b / "sweep.json").read_text())
+    result["capacity"]["requests_per_s"] = 30.0  # A's capacity: 40 requests/s
+    (b / "sweep.json").write_text(json.dumps(result))
+    sentence = capacity_sentence(load_sweeps(a, b))
+    assert sentence.startswith("B carries 2x the concurrency of A within the SLOs (concurrency 8 vs 4)"), sentence
+    assert "fewer requests/s: 30 vs 40" in sentence and "0.75x" not in sentence
+    # More load and more requests/s: the ratio of requests/s, as before.
+    assert capacity_sentence(load_sweeps(a, _sweep(tmp_path / "c", 8, kind="concurrency", loads=(1, 2, 4, 8, 16)))).startswith(
+        "B carries 2x as much of this workload as A: 80 vs 40 requests/s"
+    )
+
+
 def test_a_target_carrying_twice_the_other_is_named_with_the_ratio(tmp_path):
     a, b = _sweep(tmp_path / "a", 2), _sweep(tmp_path / "b", 4, target="http://gpu2:8000")
     code, output, page = _report(a, b, out=tmp_path / "r.html")
