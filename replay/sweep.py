@@ -284,8 +284,13 @@ class Sweep:
             return verdicts[-1]
 
         summary = run_replay(config, progress=self.progress, stop_when=stop_when if judge and base.ray is None else None)
-        lost_early = bool(verdicts and verdicts[-1])
-        if summary.get("stopped_early") and not lost_early:
+        # Lost early: the check stopped the point and that cut something short (a request never sent,
+        # or one cancelled in flight). Where the grace let every request finish, the point ran whole:
+        # judged, failed, not "ended early".
+        cut = bool(summary.get("not_sent")) or bool((summary.get("ends") or {}).get("cancelled"))
+        fired = bool(verdicts and verdicts[-1])
+        lost_early = fired and cut
+        if summary.get("stopped_early") and not fired:
             self.stopped = True  # Ctrl-C: this point is not judged, and no other runs
             return None
         summary["offered_requests_per_s"] = self._offered(point_load, summary)

@@ -327,6 +327,23 @@ def test_a_clearly_lost_point_ends_early_and_keeps_what_it_sent(slot_engine, tmp
     assert point_captures(result) == {"speed-1": point["sent"]} and point["requests"] == point["sent"]
 
 
+@pytest.mark.parametrize("slot_engine", [(1, 0.1)], indirect=True)
+def test_a_point_whose_check_fired_after_everything_was_sent_and_finished_ran_whole(slot_engine, tmp_path):
+    """Every request sent at once, the check then sure the point is lost, and the grace lets each
+    one finish: nothing was cut short. It was said "lost (ended early)"; it ran whole and failed."""
+    engine, url = slot_engine  # one request at a time, 0.1 s each: the eighth ends at 0.8 s
+    src = workload(tmp_path / "src", 8, 0.001)
+
+    result = run_sweep(
+        SweepConfig(ReplayConfig(src, url, tmp_path / "sweep", probe=False, grace_s=5.0), speeds=(1.0,)),
+        parse_slos([f"e2e:p90<={1.5 * engine.service_s}s"]),
+    )
+
+    [point] = result["points"]
+    assert point["sent"] == point["requests"] == 8 and engine.served == 8  # every request, each to its end
+    assert point["lost_early"] is False and point["passed"] is False  # failed, judged on the whole point
+
+
 # -- the command -------------------------------------------------------------------------------------
 
 
