@@ -80,23 +80,25 @@ def test_closed_sessions_keep_the_agents_think_time_on_a_slower_target(tmp_path)
     assert all("think_ns" not in x for x in CaptureReader(tmp_path / "open").exchanges())
 
 
+def _turn(tag: str, pace_ms: int, *said: str) -> dict[str, Any]:
+    """A chat turn saying ``said`` (user and assistant in turn) that the fake upstream answers after ``pace_ms``."""
+    roles = ["user", "assistant"] * len(said)
+    messages = [{"role": role, "content": text} for role, text in zip(roles, said, strict=False)]
+    return {"model": "m", "stream": False, "tag": tag, "pace_ms": pace_ms, "messages": messages}
+
+
 def test_a_turn_s_think_time_runs_from_the_end_it_was_measured_from(tmp_path):
     """A and B continue R side by side; C continues A but was sent 0.2 s after B, the slower one,
     ended. Closed sessions sent C 0.2 s after A's end, while B was still running: the think time
     was kept from another end than the one it was measured from."""
 
-    def turn(tag: str, pace_ms: int, *said: str) -> dict[str, Any]:
-        roles = ["user", "assistant"] * len(said)
-        messages = [{"role": role, "content": text} for role, text in zip(roles, said, strict=False)]
-        return {"model": "m", "stream": False, "tag": tag, "pace_ms": pace_ms, "messages": messages}
-
     write_capture(
         tmp_path / "src",
         [  # the recorded replies are a0, a1, ...: A and B extend R's, C extends A's
-            {"offset_s": 0.0, "duration_ns": 200_000_000, "body": turn("R", 200, "q")},
-            {"offset_s": 0.5, "duration_ns": 100_000_000, "body": turn("A", 100, "q", "a0", "x")},
-            {"offset_s": 0.5, "duration_ns": 1_000_000_000, "body": turn("B", 1000, "q", "a0", "y")},
-            {"offset_s": 1.7, "duration_ns": 50_000_000, "body": turn("C", 50, "q", "a0", "x", "a1", "z")},
+            {"offset_s": 0.0, "duration_ns": 200_000_000, "body": _turn("R", 200, "q")},
+            {"offset_s": 0.5, "duration_ns": 100_000_000, "body": _turn("A", 100, "q", "a0", "x")},
+            {"offset_s": 0.5, "duration_ns": 1_000_000_000, "body": _turn("B", 1000, "q", "a0", "y")},
+            {"offset_s": 1.7, "duration_ns": 50_000_000, "body": _turn("C", 50, "q", "a0", "x", "a1", "z")},
         ],
     )
     items, _ = load(tmp_path / "src")
@@ -558,18 +560,13 @@ def test_a_turn_s_think_time_runs_from_its_parent_s_end_when_the_target_ends_tha
     no think time after the turn it continues, while its capture said 0.2 s was kept. The think
     time runs from the later of the two ends here."""
 
-    def turn(tag: str, pace_ms: int, *said: str) -> dict[str, Any]:
-        roles = ["user", "assistant"] * len(said)
-        messages = [{"role": role, "content": text} for role, text in zip(roles, said, strict=False)]
-        return {"model": "m", "stream": False, "tag": tag, "pace_ms": pace_ms, "messages": messages}
-
     write_capture(
         tmp_path / "src",
         [  # recorded: A short, B long; on the target (pace_ms) A is the long one
-            {"offset_s": 0.0, "duration_ns": 200_000_000, "body": turn("R", 0, "q")},
-            {"offset_s": 0.5, "duration_ns": 100_000_000, "body": turn("A", 800, "q", "a0", "x")},
-            {"offset_s": 0.5, "duration_ns": 1_000_000_000, "body": turn("B", 0, "q", "a0", "y")},
-            {"offset_s": 1.7, "duration_ns": 50_000_000, "body": turn("C", 0, "q", "a0", "x", "a1", "z")},
+            {"offset_s": 0.0, "duration_ns": 200_000_000, "body": _turn("R", 0, "q")},
+            {"offset_s": 0.5, "duration_ns": 100_000_000, "body": _turn("A", 800, "q", "a0", "x")},
+            {"offset_s": 0.5, "duration_ns": 1_000_000_000, "body": _turn("B", 0, "q", "a0", "y")},
+            {"offset_s": 1.7, "duration_ns": 50_000_000, "body": _turn("C", 0, "q", "a0", "x", "a1", "z")},
         ],
     )
     items, _ = load(tmp_path / "src")
@@ -623,8 +620,8 @@ def test_a_turn_whose_parent_failed_on_the_target_is_sent_its_think_time_after_t
     write_capture(
         tmp_path / "src",
         [
-            {"offset_s": 0.0, "duration_ns": 100_000_000, "body": turn("fail", "q")},
-            {"offset_s": 0.4, "duration_ns": 100_000_000, "body": turn("next", "q", "a0", "x")},
+            {"offset_s": 0.0, "duration_ns": 100_000_000, "body": _turn("fail", "q")},
+            {"offset_s": 0.4, "duration_ns": 100_000_000, "body": _turn("next", "q", "a0", "x")},
         ],
     )
     app = FailingTag()
@@ -654,12 +651,12 @@ def _sessions_capture(path: Path) -> Path:
     for s in range(3):
         o = 0.01 + s * 0.05
         exchanges += [
-            {"id": f"{s}R", "offset_s": o, "body": turn(f"q{s}"), "chunks": reply(f"a{s}"), "duration_ns": 10**8},
-            {"id": f"{s}A", "offset_s": o + 0.3, "body": turn(f"q{s}", f"a{s}", "x"), "chunks": reply(f"b{s}")},
+            {"id": f"{s}R", "offset_s": o, "body": _turn(f"q{s}"), "chunks": reply(f"a{s}"), "duration_ns": 10**8},
+            {"id": f"{s}A", "offset_s": o + 0.3, "body": _turn(f"q{s}", f"a{s}", "x"), "chunks": reply(f"b{s}")},
         ]
     exchanges += [
-        {"id": "0B", "offset_s": 0.32, "body": turn("q0", "a0", "y"), "chunks": reply("c0")},
-        {"id": "1X", "offset_s": 0.2, "body": turn("q1", "a1", "blocked-turn"), "chunks": [], "status": 444, "end": "refused"},
+        {"id": "0B", "offset_s": 0.32, "body": _turn("q0", "a0", "y"), "chunks": reply("c0")},
+        {"id": "1X", "offset_s": 0.2, "body": _turn("q1", "a1", "blocked-turn"), "chunks": [], "status": 444, "end": "refused"},
     ]
     write_capture(path, sorted(exchanges, key=lambda x: x["offset_s"]), run_wall=1_800_000_000.0)
     return path
