@@ -620,8 +620,8 @@ def test_a_turn_whose_parent_failed_on_the_target_is_sent_its_think_time_after_t
     write_capture(
         tmp_path / "src",
         [
-            {"offset_s": 0.0, "duration_ns": 100_000_000, "body": _turn("fail", "q")},
-            {"offset_s": 0.4, "duration_ns": 100_000_000, "body": _turn("next", "q", "a0", "x")},
+            {"offset_s": 0.0, "duration_ns": 100_000_000, "body": turn("fail", "q")},
+            {"offset_s": 0.4, "duration_ns": 100_000_000, "body": turn("next", "q", "a0", "x")},
         ],
     )
     app = FailingTag()
@@ -651,12 +651,12 @@ def _sessions_capture(path: Path) -> Path:
     for s in range(3):
         o = 0.01 + s * 0.05
         exchanges += [
-            {"id": f"{s}R", "offset_s": o, "body": _turn(f"q{s}"), "chunks": reply(f"a{s}"), "duration_ns": 10**8},
-            {"id": f"{s}A", "offset_s": o + 0.3, "body": _turn(f"q{s}", f"a{s}", "x"), "chunks": reply(f"b{s}")},
+            {"id": f"{s}R", "offset_s": o, "body": turn(f"q{s}"), "chunks": reply(f"a{s}"), "duration_ns": 10**8},
+            {"id": f"{s}A", "offset_s": o + 0.3, "body": turn(f"q{s}", f"a{s}", "x"), "chunks": reply(f"b{s}")},
         ]
     exchanges += [
-        {"id": "0B", "offset_s": 0.32, "body": _turn("q0", "a0", "y"), "chunks": reply("c0")},
-        {"id": "1X", "offset_s": 0.2, "body": _turn("q1", "a1", "blocked-turn"), "chunks": [], "status": 444, "end": "refused"},
+        {"id": "0B", "offset_s": 0.32, "body": turn("q0", "a0", "y"), "chunks": reply("c0")},
+        {"id": "1X", "offset_s": 0.2, "body": turn("q1", "a1", "blocked-turn"), "chunks": [], "status": 444, "end": "refused"},
     ]
     write_capture(path, sorted(exchanges, key=lambda x: x["offset_s"]), run_wall=1_800_000_000.0)
     return path
