@@ -39,18 +39,7 @@ class OllamaChat(Api):
         if isinstance(message, dict):
             d.content = as_text(message.get("content"))
             d.reasoning = as_text(message.get("thinking"))
-            calls = []
-            for call in as_list(message.get("tool_calls")):
-                fn = as_dict(as_dict(call).get("function"))
-                calls.append(
-                    ToolCallPart(
-                        position(fn.get("index"), NEXT),
-                        as_dict(call).get("id"),
-                        as_text(fn.get("name")),
-                        canonical_arguments(fn.get("arguments") or {}),
-                    )
-                )
-            d.tool_calls = calls
+            d.tool_calls = _calls(message.get("tool_calls"))
             d.results = as_list(message.get("images"))  # images generated
         return d
 
@@ -78,7 +67,10 @@ class OllamaGenerate(OllamaChat):
         d = _common(obj, known=isinstance(obj.get("response"), str) or "done" in obj)
         d.content = as_text(obj.get("response"))
         d.reasoning = as_text(obj.get("thinking"))
-        # An image generated (Ollama's image models: ``image``; ``images`` in some versions).
+        # A builtin parser's calls come on the done line, beside ``response`` (not in a message).
+        d.tool_calls = _calls(obj.get("tool_calls"))
+        # An image generated: ``image``, base64, on the done line (experimental, Ollama v0.14.3 to
+        # v0.32.5; ``images`` is read as a chat message names them).
         d.results = ([obj["image"]] if obj.get("image") is not None else []) + as_list(obj.get("images"))
         return d
 
@@ -87,6 +79,16 @@ class OllamaGenerate(OllamaChat):
         text = prompt_text(body.get("prompt")) + _images(body.get("images"))
         prompt = (Turn("user", text),) if body.get("prompt") is not None else ()
         return ((Turn("system", system),) if system else ()) + prompt, None, system
+
+
+def _calls(calls: Any) -> list[ToolCallPart]:
+    """Ollama's tool calls, each whole (arguments an object), in the slot its ``index`` names."""
+    parts = []
+    for call in as_list(calls):
+        fn = as_dict(as_dict(call).get("function"))
+        arguments = canonical_arguments(fn.get("arguments") or {})
+        parts.append(ToolCallPart(position(fn.get("index"), NEXT), as_dict(call).get("id"), as_text(fn.get("name")), arguments))
+    return parts
 
 
 def _message_turn(m: dict[str, Any]) -> Turn:
