@@ -69,6 +69,21 @@ def template_extras(request: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if v is not None and not (isinstance(v, str) and v == "auto")}
 
 
+def _unrendered_by_tokenize(request: dict[str, Any]) -> str | None:
+    """Why /tokenize can't give the prompt vLLM ran for this chat request, or None where it can.
+
+    Started with ``--exclude-tools-when-tool-choice-none``, vLLM renders a ``tool_choice: "none"``
+    request without its tools (``OnlineRenderer.render_chat``, v0.32); /tokenize renders them
+    always, and no endpoint says whether the flag is set (a frontend argument: not in /version,
+    /v1/models, /metrics, nor the dev-mode /server_info's VllmConfig)."""
+    if request.get("tool_choice") == "none" and request.get("tools") is not None:
+        return (
+            'unknown: vLLM leaves a tool_choice "none" request\'s tools out of its prompt when started with '
+            "--exclude-tools-when-tool-choice-none, which its API doesn't say; /tokenize renders them either way"
+        )
+    return None
+
+
 class VLLM(Engine):
     # ChatCompletionRequest: repetition_penalty (repeat_penalty is "present in the request but
     # ignored"); max_completion_tokens before max_tokens (serving_chat).
@@ -269,6 +284,9 @@ class VLLM(Engine):
             for key in _CHAT_TOKENIZE_FIELDS:
                 if key in request:
                     body[key] = request[key]
+            unknown = _unrendered_by_tokenize(request)
+            if unknown:
+                return Tokens(None, unknown)
             extra = template_extras(request)
             if extra:  # /tokenize has no such fields: given to the template as the chat request gives them
                 given = request.get("chat_template_kwargs")
