@@ -38,6 +38,8 @@ _CHAT_TOKENIZE_FIELDS = (
     "media_io_kwargs",
 )
 
+#: Three of openai-harmony's special tokens: one token each in gpt-oss's tokenizer, several in others.
+_HARMONY_MARKERS = "<|start|><|channel|><|message|>"
 #: vLLM's own request defaults (``ChatCompletionRequest._DEFAULT_SAMPLING_PARAMS``, v0.32), used
 #: where neither the request nor the model's generation_config.json sets a value.
 NEUTRAL_DEFAULTS: dict[str, Any] = {
@@ -92,6 +94,7 @@ class VLLM(Engine):
     PATH_READS = {"/v1/responses": {"max_tokens": ("max_output_tokens",)}}
 
     kind = "vllm"
+    _harmony_why: str | None = None  # why the model's prompts are harmony's ("" where not), once asked
 
     @classmethod
     def matches(cls, found: dict[str, Endpoint]) -> bool:
@@ -266,6 +269,31 @@ class VLLM(Engine):
 
     # -- per exchange --------------------------------------------------------------------------------
 
+    def _harmony(self) -> str | None:
+        """Why /tokenize's chat ids aren't the prompt of a gpt-oss model, or None for another model.
+
+        vLLM renders a gpt-oss (``model_type`` gpt_oss) chat request with openai-harmony, while
+        /tokenize with messages applies the HF chat template (v0.32, ``OnlineRenderer.render_chat``
+        and ``ServingTokenization.create_tokenize``). The model type is config.json's where the
+        folder is readable; else harmony's tokenizer tells (its ``<|start|>``, ``<|channel|>`` and
+        ``<|message|>`` one token each), asked once."""
+        if self._harmony_why is None:
+            config = self._folder_json("config.json")
+            if config is not None:
+                harmony = config.get("model_type") == "gpt_oss"
+                why = "config.json in the model folder says model_type gpt_oss"
+            else:
+                ids = self._tokenize({"prompt": _HARMONY_MARKERS, "add_special_tokens": False})
+                harmony = ids is not None and len(ids) == 3
+                why = "the model's tokenizer is openai-harmony's (gpt-oss)"
+            self._harmony_why = why if harmony else ""
+        if not self._harmony_why:
+            return None
+        return (
+            f"unknown: {self._harmony_why}, whose chat prompts vLLM renders with openai-harmony; "
+            "/tokenize with messages applies the HF chat template instead"
+        )
+
     def _tokenize(self, body: dict[str, Any]) -> list[int] | None:
         return self._tokenized(body)[0]
 
@@ -284,7 +312,7 @@ class VLLM(Engine):
             for key in _CHAT_TOKENIZE_FIELDS:
                 if key in request:
                     body[key] = request[key]
-            unknown = _unrendered_by_tokenize(request)
+            unknown = self._harmony() or _unrendered_by_tokenize(request)
             if unknown:
                 return Tokens(None, unknown)
             extra = template_extras(request)

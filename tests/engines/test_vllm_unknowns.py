@@ -32,3 +32,38 @@ def test_tools_with_tool_choice_none_are_unknown_since_a_server_flag_may_leave_t
     ):
         tokens = _prompt(vllm_app(), request)
         assert tokens.ids == list(range(100, 112)) and tokens.source == "vLLM /tokenize with messages"
+
+
+def _harmony_app():
+    """A vLLM serving gpt-oss, whose tokenizer has harmony's special tokens as one token each."""
+    app = vllm_app(model="openai/gpt-oss-20b", root="/models/gpt-oss-20b")
+    plain = app.routes[("POST", "/tokenize")]
+
+    def tokenize(req: dict) -> tuple[int, dict]:
+        if req.get("prompt") == "<|start|><|channel|><|message|>":
+            return 200, {"count": 3, "max_model_len": 32768, "tokens": [200006, 200005, 200008]}
+        return plain(req)
+
+    app.routes[("POST", "/tokenize")] = tokenize
+    return app
+
+
+def test_a_gpt_oss_chat_prompt_is_unknown_since_vllm_renders_it_with_harmony_not_tokenize_s_template(tmp_path):
+    """vLLM renders gpt-oss chat requests with openai-harmony; /tokenize applies the HF chat
+    template: its ids are not the prompt the engine ran. Told by config.json's model_type where the
+    model folder is readable, else by the tokenizer's harmony tokens; another model's ids stand."""
+    remote = _prompt(_harmony_app(), _CHAT)
+    assert remote.ids is None and "openai-harmony" in remote.source and "tokenizer" in remote.source
+    (tmp_path / "config.json").write_text('{"model_type": "gpt_oss"}')
+    local = _prompt(vllm_app(root=str(tmp_path)), _CHAT)
+    assert local.ids is None and "model_type gpt_oss" in local.source
+    (tmp_path / "config.json").write_text('{"model_type": "qwen3"}')
+    for app in (vllm_app(root=str(tmp_path)), vllm_app()):
+        tokens = _prompt(app, _CHAT)
+        assert tokens.ids == list(range(100, 112)) and tokens.source == "vLLM /tokenize with messages"
+    # A completion's prompt is no chat template's: /tokenize with prompt is what harmony's vLLM runs too.
+    with ServerThread(_harmony_app()) as server:
+        engine = open_engine(server.url)
+        completion = engine.prompt_tokens("/v1/completions", {"model": "openai/gpt-oss-20b", "prompt": "a b"})
+        engine.http.close()
+    assert completion.ids == [100, 101]
