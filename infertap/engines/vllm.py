@@ -38,6 +38,9 @@ _CHAT_TOKENIZE_FIELDS = (
     "media_io_kwargs",
 )
 
+#: The vLLM whose code this adapter's derived facts follow (field precedence, defaults, template
+#: extras, truncation, what /tokenize renders): another version's are said to assume it.
+CHECKED_VERSION = "0.32"
 #: Three of openai-harmony's special tokens: one token each in gpt-oss's tokenizer, several in others.
 _HARMONY_MARKERS = "<|start|><|channel|><|message|>"
 #: vLLM's own request defaults (``ChatCompletionRequest._DEFAULT_SAMPLING_PARAMS``, v0.32), used
@@ -150,7 +153,11 @@ class VLLM(Engine):
             if taken
             else f"vLLM's neutral defaults (v0.32); {where} sets no sampling setting"
         )
-        return fact({**NEUTRAL_DEFAULTS, **taken}, source + " (assumes --generation-config auto, vLLM's default)")
+        assumed = self.assumed()
+        return fact(
+            {**NEUTRAL_DEFAULTS, **taken},
+            source + " (assumes --generation-config auto, vLLM's default" + (f"; {assumed})" if assumed else ")"),
+        )
 
     def _chat_template(self) -> dict[str, Any]:
         folder, why = self._folder()
@@ -260,6 +267,12 @@ class VLLM(Engine):
 
     def notes(self) -> list[str]:
         out = []
+        assumed = self.assumed()
+        if assumed:
+            out.append(
+                f"which request field vLLM reads for a setting, its neutral defaults, and how prompts are "
+                f"rendered and cut follow vLLM {CHECKED_VERSION}'s code: {assumed}"
+            )
         if self._folder()[0] is not None:
             out.append(
                 "defaults, chat template and special tokens read from the model folder: they assume vLLM was "
@@ -305,7 +318,19 @@ class VLLM(Engine):
             return ep.json["tokens"], limit if isinstance(limit, int) else None
         return None, None
 
+    def assumed(self) -> str:
+        """ "" for the vLLM this adapter was checked against, else what its derived facts assume."""
+        version = (self.get("/version").json or {}).get("version")
+        if isinstance(version, str) and version.startswith(CHECKED_VERSION + "."):
+            return ""
+        return f"assumes vLLM {CHECKED_VERSION}'s behaviour; /version says {version or 'nothing'}"
+
     def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
+        tokens = self._prompt_tokens(path, request)
+        assumed = self.assumed()
+        return Tokens(tokens.ids, f"{tokens.source} ({assumed})", tokens.text) if assumed else tokens
+
+    def _prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
         model = request.get("model")
         if path in _CHAT_PATHS:
             body = {"model": model, "messages": request.get("messages") or [], "add_generation_prompt": True}

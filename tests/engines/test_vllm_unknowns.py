@@ -67,3 +67,27 @@ def test_a_gpt_oss_chat_prompt_is_unknown_since_vllm_renders_it_with_harmony_not
         completion = engine.prompt_tokens("/v1/completions", {"model": "openai/gpt-oss-20b", "prompt": "a b"})
         engine.http.close()
     assert completion.ids == [100, 101]
+
+
+def test_facts_from_vllm_0_32s_code_say_they_assume_it_on_another_version(tmp_path):
+    """Defaults, field precedence and prompt rendering are read from 0.32's code: on another
+    version they say so (prompt, defaults, a snapshot note); on a 0.32 build they stand plain."""
+    from infertap.engines.probe import probe
+
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6}')
+    seen = {}
+    for version in ("0.32.0", "0.32.1rc1", "0.33.0", "0.3.2"):
+        with ServerThread(vllm_app(root=str(tmp_path), version=version)) as server:
+            snap = probe(server.url)
+            seen[version] = (snap, _prompt(vllm_app(version=version), _CHAT))
+    for version in ("0.32.0", "0.32.1rc1"):
+        snap, tokens = seen[version]
+        assert tokens.source == "vLLM /tokenize with messages"
+        assert "assumes vLLM 0.32" not in snap["facts"]["defaults"]["source"]
+        assert not any("0.32's code" in note for note in snap["notes"])
+    for version in ("0.33.0", "0.3.2"):
+        snap, tokens = seen[version]
+        told = f"assumes vLLM 0.32's behaviour; /version says {version}"
+        assert tokens.ids == list(range(100, 112)) and told in tokens.source
+        assert snap["facts"]["defaults"]["value"]["temperature"] == 0.6 and told in snap["facts"]["defaults"]["source"]
+        assert any(told in note for note in snap["notes"])
