@@ -67,7 +67,9 @@ vllm:cache_config_info{{block_size="128",cache_dtype="auto",enable_prefix_cachin
 """
 
 
-def vllm_app(*, model: str = "Qwen/Qwen3-8B", root: str = "/models/Qwen3-8B", max_model_len: int = 32768) -> JSONRoutes:
+def vllm_app(
+    *, model: str = "Qwen/Qwen3-8B", root: str = "/models/Qwen3-8B", max_model_len: int = 32768, version: str = "0.32.0"
+) -> JSONRoutes:
     def tokenize(req: dict[str, Any]) -> tuple[int, Any]:
         n = 7 + len(req.get("messages") or []) * 5 if "messages" in req else len(req.get("prompt", "").split())
         strs = [f"t{i}" for i in range(n)] if req.get("return_token_strs") else None
@@ -89,7 +91,7 @@ def vllm_app(*, model: str = "Qwen/Qwen3-8B", root: str = "/models/Qwen3-8B", ma
     }
     return JSONRoutes(
         {
-            ("GET", "/version"): {"version": "0.32.0"},
+            ("GET", "/version"): {"version": version},
             ("GET", "/health"): {},
             ("GET", "/load"): {"server_load": 0},
             ("GET", "/v1/models"): {

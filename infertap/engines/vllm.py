@@ -38,6 +38,11 @@ _CHAT_TOKENIZE_FIELDS = (
     "media_io_kwargs",
 )
 
+#: The vLLM whose code this adapter's derived facts follow (field precedence, defaults, template
+#: extras, truncation, what /tokenize renders): another version's are said to assume it.
+CHECKED_VERSION = "0.32"
+#: Three of openai-harmony's special tokens: one token each in gpt-oss's tokenizer, several in others.
+_HARMONY_MARKERS = "<|start|><|channel|><|message|>"
 #: vLLM's own request defaults (``ChatCompletionRequest._DEFAULT_SAMPLING_PARAMS``, v0.32), used
 #: where neither the request nor the model's generation_config.json sets a value.
 NEUTRAL_DEFAULTS: dict[str, Any] = {
@@ -69,6 +74,21 @@ def template_extras(request: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if v is not None and not (isinstance(v, str) and v == "auto")}
 
 
+def _unrendered_by_tokenize(request: dict[str, Any]) -> str | None:
+    """Why /tokenize can't give the prompt vLLM ran for this chat request, or None where it can.
+
+    Started with ``--exclude-tools-when-tool-choice-none``, vLLM renders a ``tool_choice: "none"``
+    request without its tools (``OnlineRenderer.render_chat``, v0.32); /tokenize renders them
+    always, and no endpoint says whether the flag is set (a frontend argument: not in /version,
+    /v1/models, /metrics, nor the dev-mode /server_info's VllmConfig)."""
+    if request.get("tool_choice") == "none" and request.get("tools") is not None:
+        return (
+            'unknown: vLLM leaves a tool_choice "none" request\'s tools out of its prompt when started with '
+            "--exclude-tools-when-tool-choice-none, which its API doesn't say; /tokenize renders them either way"
+        )
+    return None
+
+
 class VLLM(Engine):
     # ChatCompletionRequest: repetition_penalty (repeat_penalty is "present in the request but
     # ignored"); max_completion_tokens before max_tokens (serving_chat).
@@ -77,6 +97,7 @@ class VLLM(Engine):
     PATH_READS = {"/v1/responses": {"max_tokens": ("max_output_tokens",)}}
 
     kind = "vllm"
+    _harmony_why: str | None = None  # why the model's prompts are harmony's ("" where not), once asked
 
     @classmethod
     def matches(cls, found: dict[str, Endpoint]) -> bool:
@@ -132,7 +153,11 @@ class VLLM(Engine):
             if taken
             else f"vLLM's neutral defaults (v0.32); {where} sets no sampling setting"
         )
-        return fact({**NEUTRAL_DEFAULTS, **taken}, source + " (assumes --generation-config auto, vLLM's default)")
+        assumed = self.assumed()
+        return fact(
+            {**NEUTRAL_DEFAULTS, **taken},
+            source + " (assumes --generation-config auto, vLLM's default" + (f"; {assumed})" if assumed else ")"),
+        )
 
     def _chat_template(self) -> dict[str, Any]:
         folder, why = self._folder()
@@ -242,6 +267,12 @@ class VLLM(Engine):
 
     def notes(self) -> list[str]:
         out = []
+        assumed = self.assumed()
+        if assumed:
+            out.append(
+                f"which request field vLLM reads for a setting, its neutral defaults, and how prompts are "
+                f"rendered and cut follow vLLM {CHECKED_VERSION}'s code: {assumed}"
+            )
         if self._folder()[0] is not None:
             out.append(
                 "defaults, chat template and special tokens read from the model folder: they assume vLLM was "
@@ -250,6 +281,31 @@ class VLLM(Engine):
         return out
 
     # -- per exchange --------------------------------------------------------------------------------
+
+    def _harmony(self) -> str | None:
+        """Why /tokenize's chat ids aren't the prompt of a gpt-oss model, or None for another model.
+
+        vLLM renders a gpt-oss (``model_type`` gpt_oss) chat request with openai-harmony, while
+        /tokenize with messages applies the HF chat template (v0.32, ``OnlineRenderer.render_chat``
+        and ``ServingTokenization.create_tokenize``). The model type is config.json's where the
+        folder is readable; else harmony's tokenizer tells (its ``<|start|>``, ``<|channel|>`` and
+        ``<|message|>`` one token each), asked once."""
+        if self._harmony_why is None:
+            config = self._folder_json("config.json")
+            if config is not None:
+                harmony = config.get("model_type") == "gpt_oss"
+                why = "config.json in the model folder says model_type gpt_oss"
+            else:
+                ids = self._tokenize({"prompt": _HARMONY_MARKERS, "add_special_tokens": False})
+                harmony = ids is not None and len(ids) == 3
+                why = "the model's tokenizer is openai-harmony's (gpt-oss)"
+            self._harmony_why = why if harmony else ""
+        if not self._harmony_why:
+            return None
+        return (
+            f"unknown: {self._harmony_why}, whose chat prompts vLLM renders with openai-harmony; "
+            "/tokenize with messages applies the HF chat template instead"
+        )
 
     def _tokenize(self, body: dict[str, Any]) -> list[int] | None:
         return self._tokenized(body)[0]
@@ -262,13 +318,28 @@ class VLLM(Engine):
             return ep.json["tokens"], limit if isinstance(limit, int) else None
         return None, None
 
+    def assumed(self) -> str:
+        """ "" for the vLLM this adapter was checked against, else what its derived facts assume."""
+        version = (self.get("/version").json or {}).get("version")
+        if isinstance(version, str) and version.startswith(CHECKED_VERSION + "."):
+            return ""
+        return f"assumes vLLM {CHECKED_VERSION}'s behaviour; /version says {version or 'nothing'}"
+
     def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
+        tokens = self._prompt_tokens(path, request)
+        assumed = self.assumed()
+        return Tokens(tokens.ids, f"{tokens.source} ({assumed})", tokens.text) if assumed else tokens
+
+    def _prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
         model = request.get("model")
         if path in _CHAT_PATHS:
             body = {"model": model, "messages": request.get("messages") or [], "add_generation_prompt": True}
             for key in _CHAT_TOKENIZE_FIELDS:
                 if key in request:
                     body[key] = request[key]
+            unknown = self._harmony() or _unrendered_by_tokenize(request)
+            if unknown:
+                return Tokens(None, unknown)
             extra = template_extras(request)
             if extra:  # /tokenize has no such fields: given to the template as the chat request gives them
                 given = request.get("chat_template_kwargs")

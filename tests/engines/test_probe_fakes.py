@@ -45,7 +45,9 @@ def test_vllm_facts_and_tokenize_with_messages():
     assert facts["parallel_slots"] is None and "23296 tokens" in snap["facts"]["parallel_slots"]["source"]
     assert snap["raw"]["/metrics cache_config_info"]["kv_cache_max_concurrency"] == "11.375"
     assert tokens.ids == list(range(100, 112)) and tokens.source == "vLLM /tokenize with messages"
-    sent = [body for method, path, body in app.calls if path == "/tokenize"]
+    sent = [
+        body for method, path, body in app.calls if path == "/tokenize" and "<|start|>" not in str(body)
+    ]  # less the harmony check
     assert sent == [{"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True}]
 
 
@@ -359,7 +361,9 @@ def test_vllm_tokenize_gets_the_request_fields_that_change_its_prompt():
         engine.prompt_tokens("/v1/chat/completions", chat)
         engine.prompt_tokens("/v1/completions", {"model": "Qwen/Qwen3-8B", "prompt": "hi", "add_special_tokens": False})
         engine.http.close()
-    sent = [body for method, path, body in app.calls if path == "/tokenize"]
+    sent = [
+        body for method, path, body in app.calls if path == "/tokenize" and "<|start|>" not in str(body)
+    ]  # less the harmony check
     assert sent == [
         {**{k: v for k, v in chat.items() if k != "temperature"}, "add_generation_prompt": True},
         {"model": "Qwen/Qwen3-8B", "prompt": "hi", "add_special_tokens": False},
