@@ -256,6 +256,31 @@ def test_nvidia_smi_that_does_not_answer_in_time_loses_that_round(tmp_path):
     assert lost.value.samples == []
 
 
+@pytest.mark.parametrize(
+    ("rows", "named"),
+    [
+        (["0, 100.00, 50, 1024, 1410, 60, 0x0", "1, abc, 12, 2048, 1410, 60, 0x0"], "'abc'"),  # a cell no number
+        (["0, 100.00, 50, 1024, 1410, 60, 0x0", "NVIDIA-SMI couldn't find libnvidia-ml.so library"], "NVIDIA-SMI couldn"),
+        (["0, 100.00, 50, 1024, 1410, 60, 0x0", "1, 250.00, 12"], "3 of 7 cells"),  # a line cut short
+    ],
+)
+def test_an_nvidia_smi_answer_that_is_not_its_csv_loses_that_part_and_says_so(tmp_path, rows, named):
+    exe = nvidia_smi(tmp_path / "bin", rows)
+    with pytest.raises(PartialRound, match="not its --query-gpu CSV") as lost:
+        SmiSource(str(exe)).sample()
+    assert named in str(lost.value) and "asked again next round" in str(lost.value)
+    kept = {(s.name, s.labels["gpu"]): s.value for s in lost.value.samples}
+    assert kept[("gpu_power_watts", "0")] == 100.0, "the GPU it did answer for is kept"
+    assert ("gpu_power_watts", "1") not in kept
+
+
+def test_an_nvidia_smi_answer_in_its_csv_is_no_partial_round(tmp_path):
+    exe = nvidia_smi(
+        tmp_path / "bin", ["0, [N/A], 12, 2048, [Not Supported], 51, [Unknown Error]", "1, 250.00, 3, 10, 1, 2, 0x0"]
+    )
+    assert {s.name for s in SmiSource(str(exe)).sample() if s.labels["gpu"] == "1"} >= {"gpu_power_watts"}
+
+
 def test_nvidia_smi_failing_once_answers_the_next_round(tmp_path):
     exe = nvidia_smi(
         tmp_path / "bin", constant_gpus(100.0), fail_once="Unable to determine the device handle for GPU0000:01:00.0"
