@@ -134,9 +134,13 @@ def test_prometheus_source_reads_an_exporter_and_says_why_it_cannot():
             assert [s.value for s in samples["DCGM_FI_DEV_POWER_USAGE"]] == [200.0]
             assert samples["DCGM_FI_DEV_POWER_USAGE"][0].labels["gpu"] == "0"
             wrong = PrometheusSource(server.url + "/not-metrics", "exporter")
-            with pytest.raises(SourceError, match=r"/not-metrics answered 404"):
+            with pytest.raises(SourceError, match=r"/not-metrics answered 404$"):  # no hint about llama-server's flag
                 wrong.sample()
             wrong.close()
+            engine = PrometheusSource(server.url + "/not-metrics", "engine")
+            with pytest.raises(SourceError, match=r"answered 404 \(llama-server serves /metrics only with --metrics\)"):
+                engine.sample()
+            engine.close()
         finally:
             source.close()
 
