@@ -182,7 +182,12 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
     aspects = _aspects(q)
     telemetry = Telemetry(q.a)
     scraped = _scraped(q.a)
-    groups = [_group(q, key, row, aspects, telemetry, scraped) for key, [row] in aspects["main"].items()]
+    unread = _unread(q.a)
+    groups = [
+        _group(q, key, row, aspects, telemetry, scraped)
+        | {"telemetry_unread": _telemetry_unread(aspects["runs"][key], unread, scraped)}
+        for key, [row] in aspects["main"].items()
+    ]
     for group in groups:  # its figures over the counted answers only, each flagged (None: every count known)
         group["partly_counted"] = partly_counted(group)
     return groups
@@ -210,6 +215,28 @@ def _telemetry_urls(runs: list[list[Any]], scraped: _Scraped) -> list[str]:
     captures = {c for c, _ in keys}
     urls = (u for (c, r), (us, alone) in scraped.items() if (c, r) in keys or (alone and c in captures) for u in us)
     return list(dict.fromkeys(urls))
+
+
+def _unread(analysis: Analysis) -> dict[tuple[str, str], list[str]]:
+    """What each run's sampler recorded it could not read (``source: reason``, in order), by (capture, run_id)."""
+    rows = analysis.query(
+        "SELECT capture, run_id, source, unknown FROM telemetry WHERE unknown IS NOT NULL GROUP BY ALL ORDER BY min(wall_ns)"
+    ).rows
+    unread: dict[tuple[str, str], list[str]] = {}
+    for capture, run, source, reason in rows:
+        unread.setdefault((capture, run), []).append(f"{source}: {reason}")
+    return unread
+
+
+def _telemetry_unread(runs: list[list[Any]], unread: dict[tuple[str, str], list[str]], scraped: _Scraped) -> list[str]:
+    """Why a group's telemetry lacks something, as its sampler recorded it (a GPU tool that hung or
+    answered garbage, an exporter that answered 404), from the runs ``_telemetry_urls`` reads: an
+    energy or engine figure left unknown then says why, and an exporter named there as scraped that
+    never answered says so."""
+    keys = {(c, r) for c, r, *_ in runs}
+    captures = {c for c, _ in keys}
+    alone = {k for k, (_, only) in scraped.items() if only and k[0] in captures}
+    return list(dict.fromkeys(why for k, whys in unread.items() if k in keys or k in alone for why in whys))
 
 
 def _aspects(q: _Query) -> dict[str, _Rows]:

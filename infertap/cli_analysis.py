@@ -162,6 +162,8 @@ def _print_stats(result: dict[str, Any]) -> None:
         _print_energy(group["energy"], group["engine_state"], _partly(group, "energy.joules_per_output_token"))
         if group["telemetry_urls"]:  # where the exporters' figures above came from
             _out(f"  telemetry scraped (--telemetry-url): {', '.join(group['telemetry_urls'])}")
+        for why in group["telemetry_unread"]:  # what the recorder could not sample, and why
+            _out(f"  telemetry unread: {why}")
         _print_workload(group["workload"], functools.partial(_partly, group))
 
 

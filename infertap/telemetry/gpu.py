@@ -140,13 +140,25 @@ class SmiSource:
         return list(self._parse(done.stdout))
 
     def _parse(self, text: str) -> list[Sample]:
-        samples = []
+        """One line per GPU: its index and a cell per field. A line that is not that (a cell neither a
+        number nor nvidia-smi's bracketed "[N/A]", a line cut short, a message) is dropped whole, its
+        columns being untrustworthy, and the round ends in ``PartialRound`` naming it with the rest kept."""
+        samples, bad = [], []
         for line in text.strip().splitlines():
             index, *values = (part.strip() for part in line.split(","))
-            for (_, name, scale), value in zip(self.fields, values, strict=False):
-                number = _number(value)
-                if number is not None:
-                    samples.append(Sample(name, {"gpu": index}, number * scale))
+            cells = [_number(value) for value in values]
+            if not index.isdigit() or len(values) != len(self.fields):
+                bad.append(f"{line[:80]!r} ({len(values) + 1} of {len(self.fields) + 1} cells)")
+            elif unread := [v for v, n in zip(values, cells, strict=True) if n is None and not v.startswith("[")]:
+                bad.append(f"{line[:80]!r} ({', '.join(map(repr, unread))} is no number)")
+            else:
+                samples += [
+                    Sample(name, {"gpu": index}, number * scale)
+                    for (_, name, scale), number in zip(self.fields, cells, strict=True)
+                    if number is not None
+                ]
+        if bad:
+            raise PartialRound(f"nvidia-smi answered what is not its --query-gpu CSV: {'; '.join(bad)}; {_AGAIN}", samples)
         return samples
 
     def close(self) -> None:
@@ -154,7 +166,8 @@ class SmiSource:
 
 
 def _number(text: str) -> float | None:
-    """A CSV cell as a number: decimal, or hex (the reasons bitmask); None for [N/A], [Not Supported]."""
+    """A CSV cell as a number: decimal, or hex (the reasons bitmask); None for [N/A], [Not Supported]
+    or anything else that is no number (the caller tells those apart)."""
     try:
         return float(int(text, 16)) if text.lower().startswith("0x") else float(text)
     except ValueError:

@@ -34,7 +34,9 @@ class PrometheusSource:
         except httpx.HTTPError as exc:
             raise SourceError(f"{self.shown}: {str(exc).replace(self.url, self.shown)}") from None
         if response.status_code != 200:
-            raise SourceError(f"{self.shown} answered {response.status_code} (llama-server serves /metrics only with --metrics)")
+            # The hint is for an engine's own /metrics: an exporter (--telemetry-url) is no llama-server.
+            hint = " (llama-server serves /metrics only with --metrics)" if self.name == "engine" else ""
+            raise SourceError(f"{self.shown} answered {response.status_code}{hint}")
         return parse(response.text, self.shown)
 
     def close(self) -> None:

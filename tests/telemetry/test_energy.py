@@ -392,6 +392,25 @@ def test_exporters_that_cannot_be_read_are_recorded_as_such_and_nothing_is_lost(
     assert not [r for r in telemetry_records(out) if r["source"] == "exporter" and r["samples"]]
     span_s, tokens, _ = measured(out)
     assert stats(out)["energy"]["joules_per_output_token"] == pytest.approx(WATTS * span_s / tokens, rel=0.02)
+    shown = invoke("stats", str(out))  # named as scraped, and said why it gave nothing
+    assert f"telemetry scraped (--telemetry-url): {html.url}/metrics, http://127.0.0.1:1/metrics" in shown
+    assert f"telemetry unread: exporter: {html.url}/metrics: not Prometheus text" in shown
+    assert "telemetry unread: exporter: http://127.0.0.1:1/metrics: " in shown
+
+
+def test_stats_says_why_telemetry_is_missing_as_the_recorder_recorded_it(tmp_path, source, slot_engine, full):
+    with pytest.MonkeyPatch.context() as mp:
+        gpus_on_path(mp, tmp_path, nvidia_smi(tmp_path / "bin", ["NVIDIA-SMI couldn't find libnvidia-ml.so library"]))
+        out = tmp_path / "out"
+        run_replay(ReplayConfig(source, slot_engine[1], out, probe=False))
+    group = stats(out)
+    assert group["energy"] is None
+    assert any(why.startswith("gpu: nvidia-smi answered what is not its --query-gpu CSV") for why in group["telemetry_unread"])
+    assert "telemetry unread: gpu: nvidia-smi answered what is not its --query-gpu CSV: \"NVIDIA-SMI couldn't" in invoke(
+        "stats", str(out)
+    )
+    assert not [why for why in stats(full)["telemetry_unread"] if why.startswith("gpu:")]  # a GPU read throughout: none
+    assert "telemetry unread: gpu" not in invoke("stats", str(full))
 
 
 @pytest.mark.parametrize("interval", ["0", "-1"])

@@ -134,9 +134,13 @@ def test_prometheus_source_reads_an_exporter_and_says_why_it_cannot():
             assert [s.value for s in samples["DCGM_FI_DEV_POWER_USAGE"]] == [200.0]
             assert samples["DCGM_FI_DEV_POWER_USAGE"][0].labels["gpu"] == "0"
             wrong = PrometheusSource(server.url + "/not-metrics", "exporter")
-            with pytest.raises(SourceError, match=r"/not-metrics answered 404"):
+            with pytest.raises(SourceError, match=r"/not-metrics answered 404$"):  # no hint about llama-server's flag
                 wrong.sample()
             wrong.close()
+            engine = PrometheusSource(server.url + "/not-metrics", "engine")
+            with pytest.raises(SourceError, match=r"answered 404 \(llama-server serves /metrics only with --metrics\)"):
+                engine.sample()
+            engine.close()
         finally:
             source.close()
 
@@ -254,6 +258,31 @@ def test_nvidia_smi_that_does_not_answer_in_time_loses_that_round(tmp_path):
     with pytest.raises(PartialRound, match=r"nvidia-smi did not answer within 0.5 s") as lost:
         SmiSource(str(exe), timeout=0.5).sample()
     assert lost.value.samples == []
+
+
+@pytest.mark.parametrize(
+    ("rows", "named"),
+    [
+        (["0, 100.00, 50, 1024, 1410, 60, 0x0", "1, abc, 12, 2048, 1410, 60, 0x0"], "'abc'"),  # a cell no number
+        (["0, 100.00, 50, 1024, 1410, 60, 0x0", "NVIDIA-SMI couldn't find libnvidia-ml.so library"], "NVIDIA-SMI couldn"),
+        (["0, 100.00, 50, 1024, 1410, 60, 0x0", "1, 250.00, 12"], "3 of 7 cells"),  # a line cut short
+    ],
+)
+def test_an_nvidia_smi_answer_that_is_not_its_csv_loses_that_part_and_says_so(tmp_path, rows, named):
+    exe = nvidia_smi(tmp_path / "bin", rows)
+    with pytest.raises(PartialRound, match="not its --query-gpu CSV") as lost:
+        SmiSource(str(exe)).sample()
+    assert named in str(lost.value) and "asked again next round" in str(lost.value)
+    kept = {(s.name, s.labels["gpu"]): s.value for s in lost.value.samples}
+    assert kept[("gpu_power_watts", "0")] == 100.0, "the GPU it did answer for is kept"
+    assert ("gpu_power_watts", "1") not in kept
+
+
+def test_an_nvidia_smi_answer_in_its_csv_is_no_partial_round(tmp_path):
+    exe = nvidia_smi(
+        tmp_path / "bin", ["0, [N/A], 12, 2048, [Not Supported], 51, [Unknown Error]", "1, 250.00, 3, 10, 1, 2, 0x0"]
+    )
+    assert {s.name for s in SmiSource(str(exe)).sample() if s.labels["gpu"] == "1"} >= {"gpu_power_watts"}
 
 
 def test_nvidia_smi_failing_once_answers_the_next_round(tmp_path):
