@@ -228,3 +228,22 @@ def test_nvidia_smi_failing_once_loses_that_round_only_and_close_still_reads_the
     wait_for(lambda: bool(records.unknown("gpu")))  # the first round failed; the next is an hour away
     sampler.close()
     assert len(records.sampled("gpu")) == 1, "close() reads the GPU once more"
+
+
+def test_a_hung_nvidia_smi_waits_out_retry_s_and_holds_no_other_source(tmp_path, monkeypatch):
+    """A driver that never answers: nvidia-smi timed out every round, and each round held the one
+    sampling thread for the timeout, the engine's rounds with it. It is asked again after retry_s."""
+    from infertap.telemetry import gpu
+
+    exe = nvidia_smi(tmp_path / "bin", constant_gpus(100.0), hang=True)
+    gpus_on_path(monkeypatch, tmp_path, exe)
+    monkeypatch.setattr(gpu.SmiSource.__init__, "__defaults__", (0.3,))  # its timeout, 5 s in use
+    records = Records()
+    with ServerThread(Exposition(LLAMA)) as engine:
+        config = TelemetryConfig(engine_url=engine.url, host=False, interval_s=0.05, engine_interval_s=0.05, retry_s=3600)
+        with Sampler(config, records):
+            wait_for(lambda: bool(records.unknown("gpu")))
+            seen = len(records.sampled("engine"))
+            wait_for(lambda: len(records.sampled("engine")) >= seen + 10)  # the engine's rounds go on
+    assert records.unknown("gpu") == ["nvidia-smi did not answer within 0.3 s"]
+    assert len(smi_calls(exe)) == 1  # not asked again every round, nor at close
