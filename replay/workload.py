@@ -298,7 +298,7 @@ def _load(
         item.offset_ns -= base
     _count_in_flight(items)
     refused = next(((item, scan.refusals[id(item)]) for item in items if id(item) in scan.refusals), None)
-    as_recorded = sum(1 for item in items if id(item) in scan.as_recorded) * repeat
+    as_recorded = sum(1 for item in items if id(item) in scan.as_recorded)  # per pass, as not_kept and source_refused
     if repeat > 1:
         items = _repeated(items, repeat)
     source = {"path": str(reader.path), "capture_id": scan.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}

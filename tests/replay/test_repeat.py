@@ -70,3 +70,45 @@ def test_a_repeated_pass_sends_sessions_of_its_own_through_a_recorder(tmp_path, 
             assert dict(x["request_headers"])["x-session-id"] == dict(sent)["x-session-id"] + "#1"
     got = {x["id"]: dict(x["request_headers"]).get("x-session-id") for x in CaptureReader(rec.out).exchanges()}
     assert sorted(got.values()) == sorted(["s0", "s1", "s0#1", "s1#1"] * 3)
+
+
+def _left_out_capture(path: Path) -> Path:
+    """One of each the summary counts apart: a multipart body (as_recorded under --model-map), one
+    whose body was not kept (not_kept), one the recorder refused (source_refused); and a plain one."""
+    multipart = b'--b\r\nContent-Disposition: form-data; name="model"\r\n\r\nm\r\n--b--\r\n'
+    write_capture(
+        path,
+        [
+            {"offset_s": 0.0, "headers": [["content-type", "application/json"]]},
+            {
+                "offset_s": 0.1,
+                "path": "/v1/audio/transcriptions",
+                "headers": [["content-type", "multipart/form-data; boundary=b"]],
+                "body": multipart,
+                "chunks": [b'{"text": "hi"}'],
+            },
+            {"offset_s": 0.2, "headers": [["content-type", "application/json"]], "body": b"", "fields": {"request_body_size": 9}},
+            {"offset_s": 0.3, "headers": [["content-type", "application/json"]], "chunks": [], "status": 444, "end": "refused"},
+        ],
+    )
+    return path
+
+
+def test_the_summary_counts_what_it_leaves_out_once_per_pass_each_alike(tmp_path, fake):
+    """as_recorded was multiplied by --repeat (2 of 1 body) while not_kept and source_refused were
+    counted once: each is now the source's exchanges, per pass, and the summary says so."""
+    src = _left_out_capture(tmp_path / "src")
+    _, upstream = fake
+    seen = {}
+    for repeat in (1, 3):
+        out = tmp_path / f"out-{repeat}"
+        args = ["replay", str(src), "--target", upstream, "--out", str(out), "--no-probe", "--no-telemetry", "--json"]
+        result = CliRunner().invoke(cli, [*args, "--model-map", "m=n", "--repeat", str(repeat)])
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.stdout)
+        header = next(r for r in CaptureReader(out).records() if r["type"] == "header")["recorder"]
+        seen[repeat] = (summary["as_recorded"], summary["not_kept"], summary["source_refused"], summary["counted"])
+        assert (header["transforms"]["as_recorded"], header["not_kept"], header["source_refused"]) == seen[repeat][:3]
+        assert summary["sent"] == 2 * repeat  # what is sent is per pass times the passes
+        assert ("in each of the 3 passes" in result.stderr) is (repeat == 3)
+    assert seen == {1: (1, 1, 1, "per pass"), 3: (1, 1, 1, "per pass")}
