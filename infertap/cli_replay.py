@@ -350,16 +350,22 @@ def _transforms(
 
 def _note(info: dict[str, Any]) -> None:
     """What the replay sends otherwise than asked, on stderr before it starts."""
+    each = _per_pass(info)
     if info["not_kept"]:
-        click.echo(f"note: {_not_kept(info['not_kept'])}", err=True)
+        click.echo(f"note: {_not_kept(info['not_kept'])}{each}", err=True)
     if info.get("source_refused"):
-        click.echo(f"note: {_source_refused(info['source_refused'])}", err=True)
+        click.echo(f"note: {_source_refused(info['source_refused'])}{each}", err=True)
     if info["as_recorded"]:
         click.echo(
             f"note: {info['as_recorded']} request bodies are not JSON objects (multipart uploads): "
-            "--model-map can't apply to them, they are sent as recorded",
+            f"--model-map can't apply to them, they are sent as recorded{each}",
             err=True,
         )
+
+
+def _per_pass(s: dict[str, Any]) -> str:
+    """What the counts of the source's exchanges left out (or sent as recorded) are of, with --repeat."""
+    return f" (in each of the {s['repeat']} passes)" if s.get("repeat", 1) > 1 else ""
 
 
 def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
@@ -482,8 +488,8 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("replay", s["out"]),
         ("target", f"{s['target']} ({s['target_kind'] or 'kind unknown'})"),
         ("sent", _sent_line(s)),
-        *([("left out", _not_kept(s["not_kept"]))] if s.get("not_kept") else []),
-        *([("not replayed", _source_refused(s["source_refused"]))] if s.get("source_refused") else []),
+        *([("left out", _not_kept(s["not_kept"]) + _per_pass(s))] if s.get("not_kept") else []),
+        *([("not replayed", _source_refused(s["source_refused"]) + _per_pass(s))] if s.get("source_refused") else []),
         ("endings", ", ".join(f"{k} ×{v}" for k, v in s["ends"].items()) or "-"),
         ("status codes", ", ".join(f"{'no response' if k == 'None' else k} ×{v}" for k, v in s["statuses"].items()) or "-"),
         *(("error", f"{message} ×{n}") for message, n in s.get("errors", {}).items()),

@@ -121,8 +121,10 @@ def _answers(proc: Process, path: str, status: Callable[[int], bool]) -> Callabl
     return check
 
 
-def _start(argv: Sequence[str], url: str, log_dir: Path | None, name: str, env: dict[str, str] | None) -> Process:
-    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="infertap-"))
+def _start(
+    argv: Sequence[str], url: str, log_dir: str | os.PathLike[str] | None, name: str, env: dict[str, str] | None
+) -> Process:
+    log_dir = Path(log_dir or tempfile.mkdtemp(prefix="infertap-"))
     log_path = log_dir / f"{name}.log"
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env or None)
@@ -211,14 +213,15 @@ def llama_server(
 @contextlib.contextmanager
 def recorder(
     upstream: str,
-    out: Path,
+    out: str | os.PathLike[str],
     *,
     port: int | None = None,
     extra_args: Sequence[str] = (),
-    log_dir: Path | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
     timeout: float = 30.0,
 ) -> Iterator[Process]:
-    """``infertap record`` in its own process, exactly as a user starts it."""
+    """``infertap record`` in its own process, exactly as a user starts it (``out`` any path-like)."""
+    out = Path(out)
     port = port or free_port()
     argv = [
         sys.executable,

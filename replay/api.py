@@ -51,15 +51,18 @@ class _Prepared:
     as_recorded: int = 0  # bodies no JSON object (multipart uploads) that --model-map sends as recorded
     not_kept: int = 0  # exchanges left out: their request body was not kept (request_body_size), never sent empty
     source_refused: int = 0  # exchanges the source's recorder refused: never sent upstream, not replayed
+    repeat: int = 1  # passes over the workload: the three counts above are of one (the source's exchanges)
 
     def facts(self) -> dict[str, Any]:
-        """Where from, against what, and what of the source is left out: told ``on_start``, and in the summary."""
+        """Where from, against what, and what of the source is left out or sent as recorded (``counted``
+        per pass of ``--repeat``, the source's exchanges, each count alike): told ``on_start``, and in the summary."""
         facts = {"source": self.source, "target": self.shown, "target_kind": self.target_kind, "not_kept": self.not_kept}
-        return {**facts, "source_refused": self.source_refused}
+        left = {"source_refused": self.source_refused, "as_recorded": self.as_recorded}
+        return {**facts, **left, "repeat": self.repeat, "counted": "per pass"}
 
     def start_info(self, out: Path, **extra: Any) -> dict[str, Any]:
         """What ``on_start`` is told once everything is ready."""
-        return {"items": len(self.items), **self.facts(), "out": str(out), "as_recorded": self.as_recorded, **extra}
+        return {"items": len(self.items), **self.facts(), "out": str(out), **extra}
 
 
 def run_replay(
@@ -125,6 +128,7 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
         workload.as_recorded,
         workload.not_kept,
         workload.source_refused,
+        config.repeat,
     )
 
 

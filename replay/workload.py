@@ -37,7 +37,7 @@ from infertap.apis.linking import Reach
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader, snapshot
-from infertap.capture.records import apart, named_session, request_body_unknown
+from infertap.capture.records import SESSION_HEADERS, apart, named_session, request_body_unknown
 from infertap.collector import no_cyclic_gc
 from infertap.errors import ConfigError, InfertapError
 
@@ -298,7 +298,7 @@ def _load(
         item.offset_ns -= base
     _count_in_flight(items)
     refused = next(((item, scan.refusals[id(item)]) for item in items if id(item) in scan.refusals), None)
-    as_recorded = sum(1 for item in items if id(item) in scan.as_recorded) * repeat
+    as_recorded = sum(1 for item in items if id(item) in scan.as_recorded)  # per pass, as not_kept and source_refused
     if repeat > 1:
         items = _repeated(items, repeat)
     source = {"path": str(reader.path), "capture_id": scan.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
@@ -521,22 +521,37 @@ def _count_in_flight(items: list[Item]) -> None:
 def _repeated(items: list[Item], repeat: int) -> list[Item]:
     """``items`` then ``repeat - 1`` copies, each after the one before, conversations within a copy.
     A copy starts one mean inter-arrival gap after the last request of the one before, so a regular
-    workload stays regular across the seam (1 ms for a single request)."""
+    workload stays regular across the seam (1 ms for a single request). Copy ``k`` sends its session
+    headers as ``<id>#k`` (``_pass_headers``), as its sessions are named."""
     offsets = [i.offset_ns for i in items]
     gap = (max(offsets) - min(offsets)) // (len(items) - 1) if len(items) > 1 else 0
     span = max(offsets) + (gap or 1_000_000)
     copies: list[Item] = []
     for k in range(1, repeat):
+        headers: dict[int, list[list[str]]] = {}  # one list per distinct set, as loaded
         for it in items:
+            if id(it.headers) not in headers:
+                headers[id(it.headers)] = _pass_headers(it.headers, k)
             copies.append(
                 replace(
                     it,
                     index=len(items) + len(copies),
                     offset_ns=it.offset_ns + k * span,
                     repeat=k,
+                    headers=headers[id(it.headers)],
                     session=None if it.session is None else f"{it.session}#{k}",  # each copy its own sessions
                     parent=None if it.parent is None else it.parent + k * len(items),
                     think_from=None if it.think_from is None else it.think_from + k * len(items),
                 )
             )
     return items + copies
+
+
+def _pass_headers(headers: list[list[str]], k: int) -> list[list[str]]:
+    """``headers`` as pass ``k`` sends them: each session header's id as ``<id>#k``. Sent as
+    recorded, a recorder (or gateway) in front of the target put pass k's turns in pass 0's
+    sessions; the replay's capture already named them apart. A header naming none stays as it was."""
+    return [
+        [name, f"{value}#{k}"] if name.lower().encode("latin-1") in SESSION_HEADERS and named_session(value) else [name, value]
+        for name, value in headers
+    ]

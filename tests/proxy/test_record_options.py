@@ -38,3 +38,15 @@ def test_the_library_refuses_them_too(tmp_path: Path) -> None:
     for bad in ({"port": 65536}, {"max_body_bytes": 0}, {"connect_timeout": -1.0}, {"enrich_queue": 0}):
         with pytest.raises(ConfigError):
             RecordConfig("http://127.0.0.1:9", tmp_path, **bad)  # type: ignore[arg-type]
+
+
+def test_the_recorder_launcher_takes_any_path_like_out(fake, tmp_path):
+    """``launch.recorder`` read ``out.parent`` and ``out.name``: a ``str`` failed with AttributeError."""
+    from infertap.capture.reader import CaptureReader
+    from infertap.launch import recorder
+
+    _, upstream = fake
+    out = str(tmp_path / "cap")
+    with recorder(upstream, out) as proc:
+        assert proc.url.startswith("http://127.0.0.1:")
+    assert [r["type"] for r in CaptureReader(out).records()][0] == "header"
