@@ -26,6 +26,7 @@ _EXPONENT = re.compile(r"[eE][-+]?\d+")
 _LONGEST_EXPONENT = 4  # digits: "1e99999" is not computed
 _COMMAND = re.compile(r"\\([a-zA-Z]+)|\\[,;!: ]")
 _TIMES = ("\\cdot", "\\times", "*")
+_WORD_AFTER = re.compile(r"[a-zA-Z_]|\\(?!cdot|times|left|right|[,;!: ])[a-zA-Z]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +267,38 @@ def evaluated(text: str, at: int) -> tuple[Surd, int] | None:
     if value is None or not (reader.special or len(reader.factors) > 2 or reader.factors[:1] == ["fraction"] != reader.factors):
         return None
     return value, reader.at
+
+
+def summed(text: str, at: int) -> tuple[Surd | None, int] | None:
+    """The sum or difference of terms written at ``at`` (``3^2+4^2``, ``\\sqrt2 + \\sqrt2``), each
+    a product ``evaluated`` reads or a number, one of them at least an expression (``17 + 25`` is two
+    numbers), and where it ends: its value, or None for unlike radicals (``1+\\sqrt2``), which have
+    no value of this form but are one answer, as written. None where fewer than two terms have a
+    value (``2^3 + x``: the power alone)."""
+    reader = _Reader(text, at)
+    total: Surd | None = Surd(Fraction(0))
+    terms, expression, end, sign = 0, False, at, 1
+    while True:
+        reader.factors, reader.special = [], False
+        term = reader.product(top=True)
+        after = reader.at
+        while after > at and text[after - 1] in " \t":  # the spaces the reader looked past
+            after -= 1
+        if term is None or _WORD_AFTER.match(text, after):  # "2^3 + 4x": 4x is no number
+            break
+        factors = reader.factors
+        expression |= reader.special or len(factors) > 2 or factors[:1] == ["fraction"] != factors
+        terms, end = terms + 1, after
+        term = Surd(sign * term.coefficient, term.radicand)
+        total = total + term if total is not None else None
+        operator = reader.peek("+", "-")
+        if operator is None:
+            break
+        reader.at += 1
+        sign = -1 if operator == "-" else 1
+    if terms < 2 or not expression:
+        return None
+    return total, end
 
 
 def spelled(value: Surd, rational: str) -> str:

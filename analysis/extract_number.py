@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from .exact_value import evaluated, spelled
+from .exact_value import evaluated, spelled, summed
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -35,12 +35,17 @@ _IRRATIONAL = re.compile(
 # A power of a number ("2^3", "10^{-3}"), evaluated: "50 cm^2" is no power of a number.
 _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?[ \t]*\^")
 # A bracket whose power follows its closing one ("\\left(\\frac12\\right)^2"): read with its power.
-_GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w)\]}])(?:\\left\s*)?\(")  # "f(2)^2" is no power of 2
+# A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
+_GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
 # A command factor right after an expression ("\\pi\\sqrt2", "\\frac{1}{0}\\sqrt2"): the product goes on.
 _NEXT_FACTOR = re.compile(r"[ \t]*(?:\\cdot|\\times)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])")
 # A number times the expression after it ("1.5 \\times 10^3"), read with it.
 _TIMES_BEFORE = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*(?:\\cdot|\\times|\*)[ \t]*\Z")
+# Numbers added to or taken from the expression after them ("1 + 2^3", "1 - \\sqrt2"), read with it.
+_TERMS_BEFORE = re.compile(
+    r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[ \t]*[-+][ \t]*(?:" + _PART + r"))*[ \t]*[-+][ \t]*\Z"
+)
 _LONGEST_ARGUMENT = 200  # characters of a braced argument, its braces in
 _PLAIN_PART = re.compile(r"\s*-?\s*(?:" + _PART + r")\s*")
 _BOXED = re.compile(r"\\boxed\s*\{")
@@ -141,10 +146,18 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
         before = _TIMES_BEFORE.search(text, at, m.start())  # "1.5 \\times 10^3", "2 \\cdot \\sqrt2"
         times = evaluated(text, before.start()) if before else None
         exact = times or evaluated(text, m.start())
-        if exact:
+        terms = _TERMS_BEFORE.search(text, at, m.start() + len(m.group(1) or ""))
+        begin = terms.start() if terms else before.start() if before and times else m.start()
+        total = summed(text, begin)
+        if total and total[1] > m.start():  # "3^2+4^2" is 25, "1+\\sqrt2" one answer as written
+            whole, end = total
+            spelling = spelled(whole, _spelled(whole.coefficient)) if whole else _latex(text[begin:end])
+            read = True
+        elif exact:
             value, end = exact
             begin = before.start() if before and times else m.start()
             spelling = spelled(value, _spelled(value.coefficient))
+            read = True
         elif m.re is _GROUP:
             at = m.end()  # "(x+1)^2": no value; its numbers are read as they are
             continue
@@ -157,10 +170,10 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             if written is None:
                 at = m.end()
                 continue
-            begin, (end, spelling) = m.start(), written
+            begin, (end, spelling), read = m.start(), written, False
         more, after = _more_factors(text, end)
         if more:  # "\\sqrt2\\pi", "\\frac{1}{0}\\sqrt2": a product with no value, as written
-            spelling, end = (_latex(text[begin:end]) if exact else spelling) + more, after
+            spelling, end = (_latex(text[begin:end]) if read else spelling) + more, after
         out.append((begin, end, spelling))
         at = end
 

@@ -225,3 +225,29 @@ def test_products_of_no_value_and_powers_of_brackets_differ_from_their_parts() -
     assert number("\\frac{1}{0}\\sqrt2") not in (number("\\sqrt2"), number("0"))
     assert number("\\frac{1}{0}") not in (number("0"), number("1"), number("\\frac{2}{0}"))
     assert number("\\pi\\sqrt2") not in (number("\\sqrt2"), number("2"), number("\\pi"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("5^2 = 3^2+4^2", "25"),  # was "16", the last term (Minerva's grader: sympy's 25)
+        ("3^2 + 4^2 cm", "25"),
+        ("\\boxed{3^2+4^2}", "25"),
+        ("1 - 2^3", "-7"),
+        ("\\sqrt2 + \\sqrt2", "2\\sqrt{2}"),  # like radicals
+        ("1 + \\sqrt{2}", "1+\\sqrt{2}"),  # unlike: one answer, as written (was "\\sqrt{2}")
+        ("2(\\frac12)^2", "0.5"),  # was "0.5" by chance: 2 and (1/2) read apart, the power dropped
+        ("3(2)^2", "12"),  # was "2"
+        ("2^3 + 4x", "4"),  # 4x is no number: no sum
+        ("17 + 25 = 42", "42"),  # numbers alone are no sum to evaluate
+    ],
+)
+def test_a_sum_of_exact_values_is_its_value(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_sums_of_equal_value_match_and_others_differ() -> None:
+    assert number("3^2+4^2") == number("25") and number("2(\\frac12)^2") == number("0.5")
+    assert number("\\sqrt2 + \\sqrt2") == number("2\\sqrt2") == number("\\sqrt{8}")
+    assert number("1+\\sqrt2") not in (number("2.414"), number("\\sqrt2"), number("1"))
+    assert number("3^2+4^2") != number("24") and number("3(\\frac12)^2") != number("0.5")
