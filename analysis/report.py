@@ -173,8 +173,16 @@ def _divergence(d: dict[str, Any]) -> list[str]:
         ["exact match", exact_share(d)],
         ["similarity (mean)", d["similarity_mean"]],
         [f"first divergence (median position, {position_unit(d)})", d["first_divergence_median"]],
-        *[[k.replace("_", " "), v] for k, v in d["counts"].items() if k != "exact"],
+        *[[k.replace("_", " "), v] for k, v in d["counts"].items() if k not in ("exact", "error_body_unread")],
     ]
+    if d["counts"].get("error_body_unread"):  # worded as compare says it, each side's count with it
+        sides = [sum(r.get(f"error_body_unread_{s}", 0) for r in d.get("readable", {}).values()) for s in "ab"]
+        rows.append(
+            [
+                "errors with no body an API reads (a 404 for a path the engine doesn't serve, or no answer at all)",
+                f"{d['counts']['error_body_unread']} pairs ({sides[0]} in A, {sides[1]} in B)",
+            ]
+        )
     if d.get("logprobs"):
         rows += [
             ["logprob KL over the shared prefix", d["logprobs"]["kl_mean"]],

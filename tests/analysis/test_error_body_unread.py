@@ -99,3 +99,14 @@ def test_an_exchange_the_upstream_never_answered_is_a_failure_not_an_unreadable_
     unlike = compare(a, other)["divergence"]
     assert unlike["counts"].get("unreadable", 0) == 0 and unlike["exact_match_rate"] == 0.5  # a failure and a timeout differ
     assert unlike["counts"]["status_or_end_differs"] == 1
+
+
+def test_report_names_the_errors_with_no_body_an_api_reads_and_a_clean_pair_none(tmp_path: Path) -> None:
+    from infertap.analysis.report import render
+
+    a, b = _sides(tmp_path)
+    page = render(a, b)
+    assert "errors with no body an API reads" in page and "3 pairs (3 in A, 2 in B)" in page
+    clean_a = _capture(tmp_path / "ca", "messages", ["fine", "well"], statuses=[200, 200])
+    clean_b = _capture(tmp_path / "cb", "messages", ["fine", "good"], statuses=[200, 200])
+    assert "errors with no body an API reads" not in render(clean_a, clean_b)
