@@ -90,8 +90,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 44: a generation request infertap refused (never sent) is a leaf of its session: no turn continues
 #: it and its end starts no think time (the links table's refused), as replay links them;
 #: 45: a Responses stream whose response.completed holds output items is read from them (the answer the client ends with);
-#: 46: an Ollama /api/generate answer's tool calls (top-level tool_calls on its done line) are read.
-DECODE_VERSION = 46
+#: 46: an Ollama /api/generate answer's tool calls (top-level tool_calls on its done line) are read;
+#: 47: a cut Responses answer's id read from its kept head (apis.kept_response_id): the turn naming it links to it.
+DECODE_VERSION = 47
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

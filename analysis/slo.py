@@ -138,7 +138,7 @@ _NOT_KEPT = "(m.parse_error = '" + NOT_KEPT.replace("'", "''") + "') IS TRUE"
 _ROWS = f"""
 SELECT m.exchange_id, m.ok, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
        m.ttft_ns, m.ttft_content_ns, m.t_first_byte_ns, m.tpot_ns, m.e2e_ns, g.itl_max_ns,
-       {_UNSAVED}, {_TOO_LARGE}, ({_UNSAVED} OR {_TOO_LARGE} OR {_NOT_KEPT}) AND m.status BETWEEN 200 AND 299 AND m."end" = 'complete'
+       {_UNSAVED}, {_TOO_LARGE}, {_NOT_KEPT}, ({_UNSAVED} OR {_TOO_LARGE} OR {_NOT_KEPT}) AND m.status BETWEEN 200 AND 299 AND m."end" = 'complete'
 FROM metrics m
 LEFT JOIN (SELECT capture, exchange_id, max(gap_ns) AS itl_max_ns FROM itl GROUP BY ALL) g
   ON g.capture = m.capture AND g.exchange_id = m.exchange_id
@@ -161,7 +161,8 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
     ``refused``) are no part of any figure, as the workload identity leaves them out: the target
     can't fail what it never saw. ``not_sent`` counts them. An imported 2xx answer not in its file
     is in ``requests`` and the span, and in none of the other figures (``not_in_file`` counts the
-    answers not in their file, as ``stats`` does)."""
+    answers not in their file, as ``stats`` does); so is one the recorder kept only the head of
+    (``response_not_kept``) or that decodes too large (``too_large``)."""
     sent = [dict(zip(_COLUMNS, r, strict=True)) for r in analysis.sql(_ROWS).fetchall()]
     rows = [r for r in sent if not r["unknown"]]
     [(not_sent,)] = analysis.sql(_NOT_SENT).fetchall()
@@ -169,7 +170,7 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
         raise ConfigError(
             "no generation exchanges sent in this run: nothing to hold to an SLO"
             + (f" ({not_sent} recorded as refused, never sent)" if not_sent else "")
-            + (f" ({len(sent)} answered 2xx, not in the file they were imported from)" if sent else "")
+            + "".join(f" ({n} answered 2xx, {why})" for n, why in _unknown(sent) if n)
         )
     gaps = [
         g
@@ -192,6 +193,7 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
         "not_sent": not_sent,
         "not_in_file": sum(1 for r in sent if r["not_in_file"]),
         "too_large": sum(1 for r in sent if r["too_large"]),
+        "response_not_kept": sum(1 for r in sent if r["not_kept"] and r["unknown"]),
         "ok": len(ok),
         "error_rate": error_rate,
         "attainment": len(good) / len(rows),
@@ -206,6 +208,17 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
             if name != "itl"
         },
     }
+
+
+def _unknown(sent: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """How many answers are unknown, by why (every one of ``sent`` is, where this is asked)."""
+    not_kept = sum(1 for r in sent if r["not_kept"])
+    too_large = sum(1 for r in sent if r["too_large"])
+    return [
+        (len(sent) - not_kept - too_large, "not in the file they were imported from"),
+        (not_kept, "kept only in part (past the recorder's --max-response-mb)"),
+        (too_large, "decoding past what analysis reads of one answer"),
+    ]
 
 
 def _answered_per_s(rows: list[dict[str, Any]]) -> float | None:
@@ -265,6 +278,7 @@ _COLUMNS = (
     "itl_max_ns",
     "not_in_file",
     "too_large",
+    "not_kept",
     "unknown",
 )
 

@@ -229,7 +229,7 @@ def print_sweep(result: dict[str, Any]) -> None:
 
 def notes(result: dict[str, Any]) -> list[str]:
     """What the table can't say: passes not counted and why, failures that were the load's, SLOs
-    measured on fewer exchanges than the point had, requests the replayer never sent."""
+    measured on fewer exchanges than the point had, requests the replayer never sent, answers not kept whole."""
     kind, lines = result["kind"], []
     if result.get("inconsistent"):
         loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
@@ -247,6 +247,11 @@ def notes(result: dict[str, Any]) -> list[str]:
             lines.append(
                 f"{where}: {p['not_sent']} requests not sent (refused by the replayer, such as a turn continuing "
                 "a response outside the replay: each says why in the point's capture), left out of its figures"
+            )
+        if p.get("response_not_kept"):
+            lines.append(
+                f"{where}: {p['response_not_kept']} answers kept only in part (past --max-response-mb): "
+                "unknown, held to no SLO and left out of its figures but requests and the span"
             )
         for s in p["slos"]:
             if s.get("missing"):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
-from infertap.apis import read_response
+from infertap.apis import kept_response_id, read_response, response_not_kept
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.scrubbing import Scrubbed
@@ -65,10 +65,11 @@ def _redactor(config: ReplayConfig, items: Sequence[Item]) -> Redactor:
 
 
 def _response_id(record: Exchange) -> str | None:
-    """The id the target gave an answered response (what a later turn's previous_response_id names)."""
+    """The id the target gave an answered response (what a later turn's previous_response_id names),
+    or named in the kept head of one cut at --max-response-mb."""
     if record["end"] != "complete" or not 200 <= (record["status"] or 0) < 300:
         return None
-    return read_response(record).response_id
+    return kept_response_id(record) if response_not_kept(record) else read_response(record).response_id
 
 
 @dataclass

@@ -174,6 +174,8 @@ class FakeUpstream:
                     await asyncio.sleep(pace)
             await chunk(b"data: [DONE]\n\n", more=False)
             self.completed.append(tag)
+        elif path == "/v1/responses":  # the Responses API: the answer's id comes first, as OpenAI sends it
+            await self._responses(params, tag, n, start, chunk)
         elif path == "/reset":
             await start()
             for i in range(3):
@@ -229,6 +231,30 @@ class FakeUpstream:
         else:
             await start(404, b"application/json")
             await chunk(b'{"error": "not found"}', more=False)
+
+    async def _responses(self, params: dict[str, Any], tag: str, n: int, start: Any, chunk: Any) -> None:
+        """A Responses API answer of ``n`` pieces of text, id ``resp_<tag>_<k>`` (the k-th request):
+        streamed (``response.created`` first), or one JSON body sent in pieces of ``piece_bytes``."""
+        rid = f"resp_{tag}_{len(self.requests)}"
+        text = "".join(f"{tag}:{i} " for i in range(n))
+        message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+        done = {"id": rid, "object": "response", "status": "completed", "output": [message]}
+        if params.get("stream"):
+            await start()
+            created = {"type": "response.created", "response": {"id": rid, "object": "response", "status": "in_progress"}}
+            await chunk(b"event: response.created\ndata: " + json.dumps(created).encode() + b"\n\n")
+            for i in range(n):
+                delta = {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": f"{tag}:{i} "}
+                await chunk(b"event: response.output_text.delta\ndata: " + json.dumps(delta).encode() + b"\n\n")
+            completed = {"type": "response.completed", "response": done}
+            await chunk(b"event: response.completed\ndata: " + json.dumps(completed).encode() + b"\n\n", more=False)
+        else:
+            data = json.dumps(done).encode()
+            piece = int(params.get("piece_bytes", len(data)))
+            await start(200, b"application/json")
+            for k in range(0, len(data), piece):
+                await chunk(data[k : k + piece], more=k + piece < len(data))
+        self.completed.append(tag)
 
 
 def bomb(encoding: str, mib: int) -> bytes:

@@ -9,6 +9,7 @@ answer. Imports nothing of the rest of infertap: the capture's bytes are all it 
 
 from .body import TOO_LARGE, decoded_chunks, ended_by_marker, header
 from .conversation import Link, Links, links_of
+from .kept import kept_response_id
 from .linking import link, sessions_of, think_times, think_times_from, turns_of
 from .read import (
     APIS,
@@ -61,6 +62,7 @@ __all__ = [
     "response_not_kept",
     "one_prompt",
     "read_request",
+    "kept_response_id",
     "read_response",
     "sampling_fields",
     "stream_done",

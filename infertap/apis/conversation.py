@@ -26,8 +26,9 @@ import msgspec
 from .body import encoded, framing, head_of
 from .chat_stream import LOOP_ONLY, _Function
 from .fastjson import NOT_JSON, loads
+from .kept import kept_response_id
 from .openai import _OBJECTS, message_turn
-from .read import CHAT, api_for, read_response
+from .read import CHAT, api_for, read_response, response_not_kept
 from .shapes import Output, Request, Turn, as_int, canonical_arguments
 
 #: How a request's parent was found.
@@ -105,7 +106,8 @@ def links_of(record: Mapping[str, Any], request: Request, output: Output | None,
         prefixes = Prefixes.of(request.api, request.turns)
     if answered and output is not None:
         return _links(record, prefixes, output.reply(), output.response_id, request.previous_response_id)
-    return _links(record, prefixes, None, None, request.previous_response_id)
+    # A cut answer is unknown, but its kept head may name its id: a turn naming it continues it.
+    return _links(record, prefixes, None, kept_response_id(record), request.previous_response_id)
 
 
 def read_links(
@@ -125,7 +127,9 @@ def read_links(
         return _links(record, prefixes if generation else None, None, None, previous_response_id, enough)
     if isinstance(answer, Unread):
         answer = chat_answer(record)
-    if answer is None:  # not the usual streamed chat completion: read whole
+    if answer is None and response_not_kept(record):  # unknown, but its kept head may name its id
+        answer = (None, kept_response_id(record))
+    elif answer is None:  # not the usual streamed chat completion: read whole
         output = read_response(record)
         answered = output.readable and output.error_message is None
         answer = (output.reply(), output.response_id) if answered else _NOT_ANSWERED

@@ -519,3 +519,40 @@ def test_a_run_of_answers_none_of_which_is_in_its_file_is_refused_saying_so(tmp_
     with Analysis([_har(tmp_path / "none", [(200, 100, False)] * 2)], cache_dir=tmp_path / "cache") as a:
         with pytest.raises(ConfigError, match="2 answered 2xx, not in the file they were imported from"):
             evaluate(a, [parse_slo("error_rate<=1%")])
+
+
+@pytest.mark.parametrize(("cut", "counted"), [(True, 1), (False, 0)])
+def test_an_answer_not_kept_whole_is_unknown_and_counted_in_the_verdict_and_the_sweep_notes(
+    tmp_path: Path, cut: bool, counted: int
+) -> None:
+    """An answer the recorder kept only the head of (``response_body_size``) is unknown, as ``stats``
+    has it, and the verdict says how many (``response_not_kept``), as the sweep's notes do."""
+    from infertap.cli_sweep import notes
+    from tests.helpers import write_capture
+
+    kept = {"response_body_size": 1 << 20, "response_body_chunks": 9, "response_last_ns": 3_000_000}
+    write_capture(tmp_path / "cap", [{"offset_s": i * 0.1, "fields": kept if cut and i == 1 else {}} for i in range(4)])
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        v = evaluate(a, [parse_slo("error_rate<=0%")])
+        (g,) = speed_stats(a)["groups"]
+    assert (v["requests"], v["ok"], v["error_rate"], v["passed"]) == (4, 4 - counted, 0.0, True)
+    assert v["response_not_kept"] == g["response_not_kept"] == counted
+    point = {"speed": 1.0, "passed": True, "replayer_behind": False, **v}
+    said = [line for line in notes({"kind": "speed", "points": [point]}) if "--max-response-mb" in line]
+    assert said == (
+        [
+            f"speed 1: {counted} answers kept only in part (past --max-response-mb): unknown, held to no SLO and left out of its figures but requests and the span"
+        ]
+        if cut
+        else []
+    )
+
+
+def test_a_run_whose_answers_were_all_cut_is_refused_saying_so(tmp_path: Path) -> None:
+    from tests.helpers import write_capture
+
+    kept = {"response_body_size": 1 << 20, "response_body_chunks": 9, "response_last_ns": 3_000_000}
+    write_capture(tmp_path / "cap", [{"offset_s": i * 0.1, "fields": kept} for i in range(2)])
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        with pytest.raises(ConfigError, match=r"2 answered 2xx, kept only in part \(past the recorder's --max-response-mb\)\)$"):
+            evaluate(a, [parse_slo("error_rate<=1%")])

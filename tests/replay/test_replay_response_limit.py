@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from infertap.capture.reader import CaptureReader
@@ -72,3 +73,69 @@ def test_a_response_limit_that_is_no_size_is_refused_before_anything_is_sent(tmp
             done = CliRunner().invoke(cli, [*args, "--no-probe", "--no-telemetry", "--max-response-mb", mb])
             assert done.exit_code != 0 and "--max-response-mb" in done.output, done.output
     assert app.requests == [] and not (tmp_path / "o0").exists()
+
+
+def _conversation(stream: bool, **how: Any) -> list[dict[str, Any]]:
+    """Two Responses turns: the second continues the first by its previous_response_id."""
+    first = {"model": "m", "input": "one", "stream": stream, "tag": "t0", "n_chunks": 3000, **how}
+    answer = [json.dumps({"id": "resp_src_0", "object": "response", "status": "completed", "output": []}).encode()]
+    second = {"model": "m", "input": "two", "previous_response_id": "resp_src_0", "tag": "t1", "n_chunks": 2}
+    return [
+        {"path": "/v1/responses", "body": first, "chunks": answer},
+        {"path": "/v1/responses", "body": second, "chunks": answer, "offset_s": 0.01},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stream", "how", "continued"),
+    [
+        (True, {}, True),  # response.created, the stream's first event, is in the kept head
+        (False, {"piece_bytes": 1024}, True),  # the JSON body's leading "id" is
+        (False, {}, False),  # one chunk past the limit: nothing kept, no id
+    ],
+)
+def test_a_turn_continuing_a_cut_answer_is_sent_with_the_id_its_kept_head_names(
+    tmp_path: Path, stream: bool, how: dict[str, Any], continued: bool
+) -> None:
+    write_capture(tmp_path / "cap", _conversation(stream, **how))
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        cut, turn = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--max-response-mb", str(LIMIT / 2**20))
+    assert cut["response_body_size"] > LIMIT and cut["end"] == "complete"
+    if continued:
+        assert [json.loads(r["body"]).get("previous_response_id") for r in app.requests] == [None, "resp_t0_1"]
+        assert turn["end"] == "complete" and turn["rechained_from"] == "resp_src_0"
+    else:
+        assert len(app.requests) == 1 and cut["chunks"] == []
+        assert turn["end"] == "refused" and "returned no response id" in turn["error"]
+    group = _stats(tmp_path / "out", tmp_path / "cache")
+    assert group["response_not_kept"] == 1  # the answer itself stays unknown, its id read or not
+
+
+def _sessions(capture: Path, cache: Path) -> list[int]:
+    done = CliRunner().invoke(cli, ["stats", str(capture), "--by", "session", "--json", "--cache-dir", str(cache)])
+    assert done.exit_code == 0, done.output
+    return sorted(g["session"]["turns"] for g in json.loads(done.stdout)["groups"] if g.get("session"))
+
+
+@pytest.mark.parametrize(("head", "turns"), [(2, [2]), (0, [1, 1])])
+def test_a_recorded_turn_continuing_a_cut_answer_is_linked_to_it_by_the_id_in_its_head(
+    tmp_path: Path, head: int, turns: list[int]
+) -> None:
+    """A recording (no session header) whose first answer was cut: the second turn names its id, read
+    from the kept head (response.created), so both are one session; cut before the id, two."""
+    events = [
+        {"type": "response.created", "response": {"id": "resp_1", "object": "response", "status": "in_progress"}},
+        {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "a long answer"},
+    ]
+    chunks = [b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events][:head]
+    kept = {"response_body_size": 10 * LIMIT, "response_body_chunks": 500, "response_last_ns": 90_000_000}
+    sse = {"path": "/v1/responses", "content_type": "text/event-stream"}
+    write_capture(
+        tmp_path / "rec",
+        [
+            {**sse, "body": {"model": "m", "input": "one", "stream": True}, "chunks": chunks, "fields": kept},
+            {**sse, "body": {"model": "m", "input": "two", "previous_response_id": "resp_1"}, "offset_s": 0.5},
+        ],
+    )
+    assert _sessions(tmp_path / "rec", tmp_path / "cache") == turns
