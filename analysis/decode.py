@@ -90,8 +90,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 44: a generation request infertap refused (never sent) is a leaf of its session: no turn continues
 #: it and its end starts no think time (the links table's refused), as replay links them;
 #: 45: a Responses stream whose response.completed holds output items is read from them (the answer the client ends with);
-#: 46: an Ollama /api/generate answer's tool calls (top-level tool_calls on its done line) are read.
-DECODE_VERSION = 46
+#: 46: an Ollama /api/generate answer's tool calls (top-level tool_calls on its done line) are read;
+#: 47: runs.telemetry (whether a run sampled telemetry: --no-telemetry is said apart from no power telemetry).
+DECODE_VERSION = 47
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -378,6 +379,7 @@ class Decoder:
                     _dump(rec.get("host")),
                     _int(recorder.get("pid")),
                     _dump(recorder.get("telemetry_urls")),
+                    recorder.get("telemetry") if isinstance(recorder.get("telemetry"), bool) else None,
                 )
             )
 
