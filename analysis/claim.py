@@ -21,6 +21,7 @@ from infertap.capture.identity import schedule_change, schedule_not_kept, schedu
 from infertap.engines.runtime_digest import runtime_digest
 
 from .partly_counted import note, prompt_note
+from .sampled import no_energy, partly_unsampled
 from .stats import QUANTILES, live_warnings, speed_stats
 from .store import Analysis
 from .svg import number
@@ -516,6 +517,7 @@ def _headline(g: dict[str, Any]) -> dict[str, Any]:
         "concurrency": g["concurrency"],
         "energy": g.get("energy"),
         "telemetry_urls": g["telemetry_urls"],  # the exporters scraped (--telemetry-url, redacted)
+        "telemetry": g["telemetry"],  # its runs, and those recorded with --no-telemetry
     }
 
 
@@ -554,7 +556,7 @@ def figure_lines(fig: dict[str, Any]) -> list[str]:
         lines.append(
             f"{h['ok']}/{h['requests']} ok; {lat}; {short(t['requests_per_s'])} req/s, "
             f"{short(t['output_tokens_per_s'])} output tok/s; concurrency mean {short(h['concurrency']['mean'])}, "
-            f"max {short(h['concurrency']['max'])}" + f"; {_energy_line(energy)}" + scraped
+            f"max {short(h['concurrency']['max'])}" + f"; {_energy_line(energy, h.get('telemetry'))}" + scraped
         )
     if fig.get("unknown"):  # per-token figures over some answers only, or none
         lines.append(f"unknown: {fig['unknown']}")
@@ -574,11 +576,17 @@ def _ttft_kinds(kinds: dict[str, int] | None) -> str:
     )
 
 
-def _energy_line(energy: dict[str, Any] | None) -> str:
+def _energy_line(energy: dict[str, Any] | None, sampled: dict[str, Any] | None = None) -> str:
     """A run's energy in one short clause: its total, per request, per output token and mean power,
-    and what measured it (the whole figure is in ``--json``)."""
+    and what measured it (the whole figure is in ``--json``); ``sampled``: its runs recorded with
+    --no-telemetry, said apart from no power telemetry."""
+    part = partly_unsampled(sampled)
     if not energy:
-        return "energy: no telemetry"
+        if sampled is None or sampled["unsaid"] == sampled["runs"]:  # runs (or a card) older than the field
+            return "energy: no telemetry"
+        return f"energy: {no_energy(sampled, 'no power telemetry')}"
+    if part:
+        return f"{_energy_line(energy)}; {part}"
     if energy.get("joules") is None:
         return f"energy {energy.get('source') or 'unknown'}"
     units = (

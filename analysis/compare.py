@@ -36,8 +36,9 @@ from .fetch import columns
 from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
 from .ratios import bootstrap_ratio, distribution
+from .sampled import NOT_SAMPLED, all_unsampled
 from .sessions import session_comparison
-from .stats import telemetry_urls
+from .stats import telemetry_sampled, telemetry_urls
 from .store import MEMORY_ENV, Analysis
 from .summaries import cached_side, load
 
@@ -104,6 +105,7 @@ class Run:
         self.energy: dict[str, Any] | None = None
         self.engine_state: dict[str, Any] | None = None
         self.telemetry_urls: list[str] = []  # the exporters its energy and engine state may come from
+        self.telemetry: dict[str, Any] | None = None  # its runs, and those recorded with --no-telemetry
         con = ws.con
         if metrics:  # decoded (or found in the cache) first: a corrupt capture fails there, as before
             target = ws.folder / name / "metrics.parquet"
@@ -117,6 +119,7 @@ class Run:
                 self.energy, self.engine_state = _power(analysis, copy)
                 runs = analysis.sql(f"SELECT capture, run_id FROM {copy} WHERE {COUNTED} GROUP BY ALL").fetchall()
                 self.telemetry_urls = telemetry_urls(analysis, [list(r) for r in runs])
+                self.telemetry = telemetry_sampled(analysis, [list(r) for r in runs])
                 cached = _cached_share(analysis)
                 if cached is not None:  # the engine's own prompt cache, from usage: a cause of ttft any engine reports
                     self.engine_state = {**(self.engine_state or {}), "cached_prompt_share": cached}
@@ -230,6 +233,8 @@ def energy(a: Run, b: Run) -> dict[str, Any]:
         "same_source": set(ka) == set(kb) if ka or kb else None,
         "partly_measured": {"a": ea.get("partly_measured"), "b": eb.get("partly_measured")},
         "telemetry_urls": {"a": a.telemetry_urls, "b": b.telemetry_urls},
+        # Each side's runs and those recorded with --no-telemetry (stats' ``telemetry``).
+        "telemetry": {"a": a.telemetry, "b": b.telemetry},
         "kinds": {"a": ka, "b": kb},
         "unlike": _unlike(a, b),
         "engine_state": {"a": a.engine_state, "b": b.engine_state},
@@ -249,12 +254,14 @@ def _unlike(a: Run, b: Run) -> str | None:
     if set(ka) == set(kb):
         return None
 
-    def said(kinds: list[str], urls: list[str]) -> str:
-        scraped = f" ({', '.join(urls)})" if urls and "DCGM exporter" in kinds else ""
-        return (" and ".join(kinds) + scraped) if kinds else "none (no power telemetry of its engine)"
+    def said(kinds: list[str], run: Run) -> str:
+        scraped = f" ({', '.join(run.telemetry_urls)})" if run.telemetry_urls and "DCGM exporter" in kinds else ""
+        if kinds:
+            return " and ".join(kinds) + scraped
+        return f"none ({NOT_SAMPLED})" if all_unsampled(run.telemetry) else "none (no power telemetry of its engine)"
 
     return (
-        f"A's energy is from {said(ka, a.telemetry_urls)}, B's from {said(kb, b.telemetry_urls)}: "
+        f"A's energy is from {said(ka, a)}, B's from {said(kb, b)}: "
         "not measured alike, so their energy figures are not like for like"
     )
 

@@ -91,8 +91,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: it and its end starts no think time (the links table's refused), as replay links them;
 #: 45: a Responses stream whose response.completed holds output items is read from them (the answer the client ends with);
 #: 46: an Ollama /api/generate answer's tool calls (top-level tool_calls on its done line) are read;
-#: 47: a cut Responses answer's id read from its kept head (apis.kept_response_id): the turn naming it links to it.
-DECODE_VERSION = 47
+#: 47: a cut Responses answer's id read from its kept head (apis.kept_response_id): the turn naming it links to it;
+#: 48: runs.telemetry (whether a run sampled telemetry: --no-telemetry is said apart from no power telemetry).
+DECODE_VERSION = 48
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -379,6 +380,7 @@ class Decoder:
                     _dump(rec.get("host")),
                     _int(recorder.get("pid")),
                     _dump(recorder.get("telemetry_urls")),
+                    recorder.get("telemetry") if isinstance(recorder.get("telemetry"), bool) else None,
                 )
             )
 

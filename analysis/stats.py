@@ -22,6 +22,7 @@ from .errors import AnalysisError
 from .groupings import GROUPINGS
 from .machines import hostname
 from .partly_counted import partly_counted
+from .sampled import sampled
 from .store import Analysis
 from .workload_identity import group_identities
 
@@ -183,9 +184,12 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
     telemetry = Telemetry(q.a)
     scraped = _scraped(q.a)
     unread = _unread(q.a)
+    said = _said(q.a)
     groups = [
         _group(q, key, row, aspects, telemetry, scraped)
         | {"telemetry_unread": _telemetry_unread(aspects["runs"][key], unread, scraped)}
+        # Which runs were recorded with --no-telemetry: their energy is not sampled, not absent.
+        | {"telemetry": sampled([(c, r) for c, r, *_ in aspects["runs"][key]], said)}
         for key, [row] in aspects["main"].items()
     ]
     for group in groups:  # its figures over the counted answers only, each flagged (None: every count known)
@@ -200,6 +204,16 @@ _Scraped = dict[tuple[str, str], tuple[list[str], bool]]
 def _scraped(analysis: Analysis) -> _Scraped:
     rows = analysis.query("SELECT capture, run_id, recorder, telemetry_urls FROM runs").rows
     return {(c, r): (json.loads(urls) if urls else [], kind == "telemetry") for c, r, kind, urls in rows}
+
+
+def _said(analysis: Analysis) -> dict[tuple[str, str], bool | None]:
+    """Whether each run said it sampled telemetry (``runs.telemetry``), by (capture, run_id)."""
+    return {(c, r): on for c, r, on in analysis.query("SELECT capture, run_id, telemetry FROM runs").rows}
+
+
+def telemetry_sampled(analysis: Analysis, runs: list[list[Any]]) -> dict[str, Any]:
+    """Whether the runs (rows starting capture, run id) sampled telemetry, as a group's ``telemetry``."""
+    return sampled([(c, r) for c, r, *_ in runs], _said(analysis))
 
 
 def telemetry_urls(analysis: Analysis, runs: list[list[Any]]) -> list[str]:

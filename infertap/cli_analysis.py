@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .analysis.groupings import GROUPINGS
+from .analysis.sampled import no_energy, partly_unsampled
 from .capture.jsonable import jsonable
 from .errors import InfertapError
 from .options import ray_option
@@ -159,7 +160,9 @@ def _print_stats(result: dict[str, Any]) -> None:
         _print_throughput(group)
         _print_output(group)
         _print_server_timings(group["server_timings"])
-        _print_energy(group["energy"], group["engine_state"], _partly(group, "energy.joules_per_output_token"))
+        _print_energy(
+            group["energy"], group["engine_state"], _partly(group, "energy.joules_per_output_token"), group["telemetry"]
+        )
         if group["telemetry_urls"]:  # where the exporters' figures above came from
             _out(f"  telemetry scraped (--telemetry-url): {', '.join(group['telemetry_urls'])}")
         for why in group["telemetry_unread"]:  # what the recorder could not sample, and why
@@ -338,11 +341,14 @@ def _print_server_timings(st: dict[str, Any]) -> None:
         _out("  server-measured: none reported by the engine")
 
 
-def _print_energy(energy: dict[str, Any] | None, state: dict[str, Any] | None, per_token: str = "") -> None:
+def _print_energy(
+    energy: dict[str, Any] | None, state: dict[str, Any] | None, per_token: str = "", sampled: dict[str, Any] | None = None
+) -> None:
     """Energy over the group's span (attributed by time) and the engine's state, when telemetry had
-    them; ``per_token``: what J per output token is over, where some answers' tokens are unknown."""
+    them; ``per_token``: what J per output token is over, where some answers' tokens are unknown;
+    ``sampled``: the group's ``telemetry`` (which runs were recorded with --no-telemetry)."""
     if energy is None:
-        _out("  energy: no power telemetry (a GPU through NVML or nvidia-smi, a DCGM exporter, or RAPL)")
+        _out(f"  energy: {no_energy(sampled)}")
     elif energy.get("unknown") and energy["joules"] is None:
         _out(f"  energy: unknown: {energy['unknown']}")
     else:
@@ -353,6 +359,9 @@ def _print_energy(energy: dict[str, Any] | None, state: dict[str, Any] | None, p
             f"watt_hours_per_session {_num(energy['watt_hours_per_session'], 4)}, "
             f"mean_watts {_num(energy['mean_watts'], 1)}, idle_watts {_num(energy['idle_watts'], 1)}" + _energy_over(energy)
         )
+        part = partly_unsampled(sampled)
+        if part:  # the figure is over the runs that sampled telemetry
+            _out(f"  energy: {part}")
     if state is not None:
         _out(
             f"  engine: kv_cache_usage_max {_num(state['kv_cache_usage_max'], 3)}, "

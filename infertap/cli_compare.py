@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from infertap.analysis.sampled import NOT_SAMPLED, all_unsampled, no_energy, partly_unsampled
 from infertap.capture.jsonable import jsonable
 
 if TYPE_CHECKING:
@@ -174,16 +175,26 @@ def _print_energy(console: Console, e: dict[str, Any]) -> None:
     def _num(v: float | None) -> str:
         return "unknown" if v is None else _number(v, 3)
 
-    if not e["a"] and not e["b"]:
+    sampled = e.get("telemetry") or {}
+    off = {side: all_unsampled(sampled.get(side)) for side in ("a", "b")}
+    if not e["a"] and not e["b"] and not any(off.values()):
         _say(
             console,
             "energy: neither run measured energy: no power telemetry in either run (a GPU through NVML or nvidia-smi, "
             "a DCGM exporter, or RAPL)",
         )
+    elif not e["a"] and not e["b"] and all(off.values()):
+        _say(console, f"energy: neither run measured energy: {NOT_SAMPLED} in either run")
     else:
         for side in ("a", "b"):
             x = e[side]
-            _say(console, f"energy {side.upper()}: " + (_energy_line(x, _num) if x else "no power telemetry"))
+            _say(
+                console,
+                f"energy {side.upper()}: " + (_energy_line(x, _num) if x else no_energy(sampled.get(side), "no power telemetry")),
+            )
+            part = partly_unsampled(sampled.get(side))
+            if x and part:  # its figure is over the runs that sampled telemetry
+                _say(console, f"energy {side.upper()}: {part}")
             if e["telemetry_urls"][side]:  # where an exporter's figures came from, as stats names them
                 _say(
                     console, f"energy {side.upper()}: telemetry scraped (--telemetry-url): {', '.join(e['telemetry_urls'][side])}"

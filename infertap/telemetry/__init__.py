@@ -17,10 +17,13 @@ __all__ = ["Sampler", "TelemetryConfig", "check_telemetry", "recorded_urls", "st
 
 
 def recorded_urls(enabled: bool, exporters: Sequence[str], redact: Callable[[str], str]) -> dict[str, Any]:
-    """What a recorder's header says it scraped (``telemetry_urls``), each URL as ``redact`` records
-    an upstream's (userinfo, query tokens): where its energy and engine figures came from. Nothing
-    when telemetry is off."""
-    return {"telemetry_urls": [redact(url) for url in exporters]} if enabled else {}
+    """What a recorder's header says of its telemetry: whether it sampled at all (``telemetry``: a
+    run recorded with --no-telemetry says so, apart from one that sampled and found no power), and
+    what it scraped (``telemetry_urls``), each URL as ``redact`` records an upstream's (userinfo,
+    query tokens): where its energy and engine figures came from."""
+    if not enabled:
+        return {"telemetry": False}
+    return {"telemetry": True, "telemetry_urls": [redact(url) for url in exporters]}
 
 
 def start_telemetry(

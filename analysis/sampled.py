@@ -1,0 +1,40 @@
+"""Whether a group's runs sampled telemetry at all (``runs.telemetry``, from each run header's
+``recorder.telemetry``): energy unknown because its runs were recorded with --no-telemetry is said
+so, apart from a machine that was looked at and had no power telemetry."""
+
+from typing import Any
+
+NO_POWER = "no power telemetry (a GPU through NVML or nvidia-smi, a DCGM exporter, or RAPL)"
+NOT_SAMPLED = "not sampled (recorded with --no-telemetry)"
+
+
+def sampled(runs: list[tuple[str, str]], said: dict[tuple[str, str], bool | None]) -> dict[str, Any]:
+    """A group's ``telemetry``: its runs, the ids of those recorded with --no-telemetry, and how
+    many say neither (captures older than ``recorder.telemetry``)."""
+    keys = list(dict.fromkeys(runs))
+    return {
+        "runs": len(keys),
+        "not_sampled": [r for c, r in keys if said.get((c, r)) is False],
+        "unsaid": sum(said.get(k) is None for k in keys),
+    }
+
+
+def all_unsampled(telemetry: dict[str, Any] | None) -> bool:
+    return bool(telemetry and telemetry["not_sampled"] and len(telemetry["not_sampled"]) == telemetry["runs"])
+
+
+def no_energy(telemetry: dict[str, Any] | None, no_power: str = NO_POWER) -> str:
+    """Why a group has no energy figure: not sampled, no power telemetry, or each in some of its runs."""
+    if all_unsampled(telemetry):
+        return NOT_SAMPLED
+    part = partly_unsampled(telemetry)
+    return f"{no_power} in its other runs; {part}" if part else no_power
+
+
+def partly_unsampled(telemetry: dict[str, Any] | None) -> str | None:
+    """Which of a group's runs were recorded with --no-telemetry, where only some were (its energy,
+    if any, is over the others); None where all or none were."""
+    if not telemetry or not telemetry["not_sampled"] or all_unsampled(telemetry):
+        return None
+    off = telemetry["not_sampled"]
+    return f"not sampled in {len(off)} of {telemetry['runs']} runs (recorded with --no-telemetry): {', '.join(off)}"
