@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 
 from .joined_sessions import join_sessions, joined_captures
+from .workload_identity import quoted
 
 JOIN_FOLDER = "_join"
 #: What the join reads of each capture, as joined_captures and join_sessions query it.
@@ -30,16 +31,12 @@ _KEPT = {
 _SESSION_COLUMNS = ("session", "session_capture", "turn", "parent_id", "link", "think_ns")
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def keep_links(con: Any, part: Path) -> None:
     """What the join needs of the capture loaded on ``con``, under ``part/_join`` (a task's part)."""
     folder = part / JOIN_FOLDER
     folder.mkdir()
     for name, select in _KEPT.items():
-        target = _literal(str(folder / f"{name}.parquet"))
+        target = quoted(str(folder / f"{name}.parquet"))
         con.execute(f"COPY ({select}) TO {target} (FORMAT parquet)")
 
 
@@ -50,7 +47,7 @@ def join_parts(parts: list[Path], partition_by: str) -> list[str]:
     con = duckdb.connect()
     try:
         for name in _KEPT:
-            files = ", ".join(_literal(str(p / JOIN_FOLDER / f"{name}.parquet")) for p in parts)
+            files = ", ".join(quoted(str(p / JOIN_FOLDER / f"{name}.parquet")) for p in parts)
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{files}], hive_partitioning = false)")
         names = [_capture_of(con, p) for p in parts]
         joined = joined_captures(con, names)
@@ -67,7 +64,7 @@ def join_parts(parts: list[Path], partition_by: str) -> list[str]:
 
 
 def _capture_of(con: Any, part: Path) -> str:
-    path = _literal(str(part / JOIN_FOLDER / "captures.parquet"))
+    path = quoted(str(part / JOIN_FOLDER / "captures.parquet"))
     return str(con.execute(f"SELECT capture FROM read_parquet({path})").fetchone()[0])
 
 
@@ -75,12 +72,12 @@ def _rewrite(con: Any, table: Path, partition_by: str) -> None:
     """``table``'s partitions written again with the joined sessions in place of the capture's own
     (rows that are no generation request, in ``metrics``, keep theirs), then put in its place."""
     replace = ", ".join(f"CASE WHEN j.exchange_id IS NULL THEN p.{c} ELSE j.{c} END AS {c}" for c in _SESSION_COLUMNS)
-    files = _literal(f"{table}/*/*.parquet")
+    files = quoted(f"{table}/*/*.parquet")
     fresh = table.with_name(f"{table.name}.joined")
     con.execute(
         f"COPY (SELECT p.* REPLACE ({replace}) FROM read_parquet({files}, hive_partitioning = true, "
         "hive_types_autocast = false) p LEFT JOIN _joined j ON j.capture = p.capture AND j.exchange_id = p.exchange_id) "
-        f"TO {_literal(str(fresh))} (FORMAT parquet, COMPRESSION zstd, PARTITION_BY ({partition_by}))"
+        f"TO {quoted(str(fresh))} (FORMAT parquet, COMPRESSION zstd, PARTITION_BY ({partition_by}))"
     )
     shutil.rmtree(table)
     fresh.rename(table)

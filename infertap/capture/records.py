@@ -73,9 +73,7 @@ class ExchangeExtras(TypedDict, total=False):
     closed_after_end: bool  # the client hung up after the stream's end marker, before the upstream's close
     delivered_chunks: int  # the client hung up with only this many chunks written to it: the rest never were
     proxy_generated: bool  # the response was written by infertap (400/401/413/502/503/504), not the upstream
-    refused_head: (
-        bytes  # the request's head as its HTTP parser refused it (every read of it): its first KiB, credentials redacted
-    )
+    refused_head: bytes  # the head its HTTP parser refused, every read of it: its first KiB, credentials redacted
     imported: str  # "har" or "mitmproxy": converted from a file, chunk times coarse
     body_not_in_file: list[str]  # imported: "request", "response": a body sent that the file doesn't hold (kept empty)
     client_wait_ns: int  # the proxy's wait for its client to take the body: later chunks' times late by up to it
