@@ -259,8 +259,10 @@ def chat_answer(record: Mapping[str, Any]) -> Answer | None:
     """(reply, response id) of a streamed chat completion, ``(None, None)`` when it is not an answer
     (an error event), or None when the response isn't of that usual shape: ``read_response``'s
     reading of it (``Chat.event`` folded by ``fold``) narrowed to what a reply is made of. Run on
-    every streamed event of every exchange a replay loads."""
-    if api_for(record.get("path")) is not CHAT:
+    every streamed event of every exchange a replay loads. None for an answer the recorder kept only
+    the head of (``response_not_kept``): a head of whole events reads as a reply the engine never
+    ended with, unknown as ``read_response`` reads it."""
+    if api_for(record.get("path")) is not CHAT or response_not_kept(record):
         return None
     if encoded(record):  # an encoded body: read whole
         return None

@@ -139,3 +139,22 @@ def test_a_recorded_turn_continuing_a_cut_answer_is_linked_to_it_by_the_id_in_it
         ],
     )
     assert _sessions(tmp_path / "rec", tmp_path / "cache") == turns
+
+
+def test_a_turn_carrying_a_cut_chat_answers_head_is_not_linked_to_it_by_replay_nor_analysis(tmp_path: Path) -> None:
+    """A streamed chat answer cut after whole events: its kept head parses as a complete stream, but
+    it is no reply the engine ended with. A next turn whose conversation carries that head continues
+    nothing, in the replay's workload as in the analysis's sessions; uncut, both link it."""
+    from replay.workload import load
+    from tests.fake_upstream import sse_chunk
+
+    head = [sse_chunk("big", i, f"big:{i} ") for i in range(3)]
+    first = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True}
+    said = [{"role": "assistant", "content": "big:0 big:1 big:2 "}, {"role": "user", "content": "next"}]
+    sse = {"content_type": "text/event-stream", "chunks": head}
+    cut = {"response_body_size": 10 * LIMIT, "response_body_chunks": 400, "response_last_ns": 90_000_000}
+    for name, fields, parents, turns in (("cut", cut, [None, None], [1, 1]), ("whole", {}, [None, 0], [2])):
+        exchanges = [{**sse, "body": first, "fields": fields}, {"body": {**first, "messages": first["messages"] + said}}]
+        write_capture(tmp_path / name, exchanges)
+        assert [item.parent for item in load(tmp_path / name)[0]] == parents, name
+        assert _sessions(tmp_path / name, tmp_path / f"cache-{name}") == turns, name
