@@ -21,6 +21,7 @@ from infertap.apis import (
     Output,
     Request,
     decoded_chunks,
+    kept_response_id,
     link,
     links_of,
     not_in_file,
@@ -92,8 +93,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 45: a Responses stream whose response.completed holds output items is read from them (the answer the client ends with);
 #: 46: an Ollama /api/generate answer's tool calls (top-level tool_calls on its done line) are read;
 #: 47: a cut Responses answer's id read from its kept head (apis.kept_response_id): the turn naming it links to it;
-#: 48: runs.telemetry (whether a run sampled telemetry: --no-telemetry is said apart from no power telemetry).
-DECODE_VERSION = 48
+#: 48: runs.telemetry (whether a run sampled telemetry: --no-telemetry is said apart from no power telemetry);
+#: 49: a cut answer's exchanges.response_id read from its kept head, of every API (a chat chunk's id, message_start).
+DECODE_VERSION = 49
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -419,6 +421,8 @@ class Decoder:
         else:
             unread = chunks or not_in_file(rec) or response_not_kept(rec)
             parsed = read_response(rec) if unread else Output(request.api, error="no response body")
+            if response_not_kept(rec):  # unknown, but its kept head may name its id (only the id is read)
+                parsed.response_id = kept_response_id(rec)
             done = stream_done(decoded_chunks(rec) or chunks, parsed)
             tokens = self._event_rows(xid, parsed, token_ns)
         if request.generation:

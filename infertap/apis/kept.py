@@ -1,8 +1,9 @@
-"""The response id in the kept head of a Responses API answer the recorder cut (``response_not_kept``).
+"""The response id in the kept head of an answer the recorder cut (``response_not_kept``).
 
 Past ``--max-response-mb`` only the head of a response is kept, and its answer is unknown. The
-Responses API sends the answer's id first (the ``response.created`` event, or the JSON body's
-leading ``"id"``), so the head still names it: a later turn that continues it by
+answer's id comes first (a chat chunk's ``id``, the Responses API's ``response.created``, the
+Messages API's ``message_start``, or a JSON body's leading ``"id"``), so the head still names it:
+the analysis's ``exchanges.response_id`` holds it, a later turn that continues it by
 ``previous_response_id`` is linked to it (analysis) and sent with the target's id (replay). Only
 the id is read from the head: the answer itself stays unknown.
 """
@@ -14,31 +15,31 @@ from collections.abc import Mapping
 from typing import Any
 
 from .body import decoding, ended_payloads, framing, head_of
-from .read import _NOTHING, RESPONSES, _by_path, _loads, api_for, fold, json_body, response_not_kept
-from .shapes import Event
+from .read import CHAT, COMPLETIONS, MESSAGES, RESPONSES, _by_path, _loads, api_for, json_body, response_not_kept
 
 _DECODER = json.JSONDecoder()
 _SPACE = " \t\r\n"
+_TOP_LEVEL_ID = (CHAT, COMPLETIONS, MESSAGES, RESPONSES)
 
 
 def kept_response_id(record: Mapping[str, Any]) -> str | None:
-    """The id a cut (``response_not_kept``) 2xx Responses API answer names in its kept head; None
-    where the head holds none (cut before the id arrived), the answer is whole (``read_response``
-    reads its id) or is another API's."""
+    """The id a cut (``response_not_kept``) 2xx answer names in its kept head; None where the head
+    holds none (cut before the id arrived), or the answer is whole (``read_response`` reads its id)."""
     if not response_not_kept(record) or not 200 <= (record.get("status") or 0) < 300:
         return None
     api = _by_path(record.get("path")) or api_for(record.get("path"), json_body(record.get("request_body")))
-    if api is not RESPONSES:
-        return None
     pieces, _ = decoding(record)  # a cut gzip or deflate stream decodes as far as it goes
     if not pieces:
         return None
     how = framing(record, head_of(pieces))
-    if how == "json":
-        return leading_id(b"".join(pieces))
+    if how == "json":  # the APIs whose whole answer names its id at its top level
+        return leading_id(b"".join(pieces)) if api in _TOP_LEVEL_ID else None
     payloads, _ = ended_payloads(record, pieces, how)  # a last event cut mid-way is no JSON: skipped
-    events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads]
-    return fold(api, events, how).response_id
+    for payload in payloads:  # the id comes first: the events after it are not read
+        obj = _loads(payload.data)
+        if isinstance(obj, dict) and (rid := api.event(obj).response_id):
+            return rid
+    return None
 
 
 def leading_id(head: bytes) -> str | None:
