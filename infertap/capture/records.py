@@ -230,11 +230,12 @@ class ResponseKept:
     """A response's chunks (and their times) kept up to ``limit`` bytes, as they stream: past it
     only counted, so that one huge answer (a runaway stream, a large embeddings batch) can't grow a
     recorder's memory until it is killed with every exchange in flight. What is kept is a head of
-    the body; ``mark`` says in the record that it is no more (``apis.response_not_kept``). The last
-    few chunks past the limit are held too (``tail``), for ``last``: whether a client that hung up
-    had the stream's end marker is read from them, as from an uncut stream's chunks."""
+    the body, its first ``limit`` bytes (the chunk that crosses it cut there); ``mark`` says in the
+    record that it is no more (``apis.response_not_kept``). The last few chunks past the limit are
+    held too (``tail``), for ``last``: whether a client that hung up had the stream's end marker is
+    read from them, as from an uncut stream's chunks."""
 
-    __slots__ = ("chunk_ns", "chunks", "limit", "size", "count", "last_ns", "tail")
+    __slots__ = ("chunk_ns", "chunks", "limit", "size", "count", "whole", "last_ns", "tail")
 
     def __init__(self, chunk_ns: list[int], chunks: list[bytes], limit: int | None) -> None:
         self.chunk_ns = chunk_ns
@@ -242,20 +243,29 @@ class ResponseKept:
         self.limit = limit if limit is not None else 1 << 62
         self.size = 0
         self.count = 0
+        self.whole = 0  # the chunks kept whole: the head's first ones (the last may be cut at the limit)
         self.last_ns = 0
         # Bounded: ended_by_marker reads two chunks; the rest leave room for chunks read after the
         # last one a client was handed (a proxy's client gone, the upstream still sending).
         self.tail: deque[bytes] = deque(maxlen=_TAIL_CHUNKS)
 
     def add(self, ns: int, chunk: bytes) -> None:
+        before = self.size
         self.size += len(chunk)
         self.count += 1
         self.last_ns = ns
         if self.size <= self.limit:  # the size only grows: what is kept stays a head of the body
             self.chunk_ns.append(ns)
             self.chunks.append(chunk)
-        else:
-            self.tail.append(chunk)
+            self.whole += 1
+            return
+        if before < self.limit:
+            # The chunk that crosses the limit: its first bytes up to it end the head (a one-chunk
+            # answer, a whole JSON body, would keep nothing). A copy of at most the limit, never
+            # a view that would hold the whole chunk in the record.
+            self.chunk_ns.append(ns)
+            self.chunks.append(chunk[: self.limit - before])
+        self.tail.append(chunk)  # whole, for last(): its end is no part of the head
 
     def last(self, end: int | None = None) -> list[bytes]:
         """The two chunks before chunk number ``end`` (the last two by default), kept or in the tail:
@@ -265,9 +275,9 @@ class ResponseKept:
         first_in_tail = self.count - len(self.tail)
         out = []
         for i in range(max(0, end - 2), end):
-            if i < len(self.chunks):
+            if i < self.whole:
                 out.append(self.chunks[i])
-            elif first_in_tail <= i < self.count:
+            elif first_in_tail <= i < self.count:  # the chunk cut at the limit too: whole here
                 out.append(self.tail[i - first_in_tail])
             elif i == end - 1:
                 return []

@@ -17,7 +17,7 @@ def _kept(chunks: list[bytes], limit: int | None) -> ResponseKept:
 def test_the_last_chunks_come_from_the_head_or_the_tail_past_the_limit() -> None:
     chunks = [b"data: %d\n\n" % i for i in range(30)] + [b"data: [DONE]\n\n"]
     whole, cut = _kept(chunks, None), _kept(chunks, 40)
-    assert cut.chunks == chunks[:4] and whole.chunks == chunks
+    assert cut.chunks == [*chunks[:4], chunks[4][:4]] and whole.chunks == chunks  # the first 40 bytes
     for kept in (whole, cut):
         assert kept.last() == chunks[-2:] and ended_by_marker(kept.last())  # the end, cut or not
         assert kept.last(30) == chunks[28:30] and not ended_by_marker(kept.last(30))  # gone one before it
@@ -27,6 +27,22 @@ def test_the_last_chunks_come_from_the_head_or_the_tail_past_the_limit() -> None
 def test_a_chunk_before_the_hang_up_held_by_neither_claims_no_end() -> None:
     chunks = [b"data: [DONE]\n\n"] * 40  # an end marker in every chunk: only what is held can say so
     cut = _kept(chunks, 40)
-    assert len(cut.chunks) == 2 and len(cut.tail) < 30
+    assert len(cut.chunks) == 3 and len(cut.chunks[2]) == 12 and len(cut.tail) < 30  # 2 chunks and 12 bytes
     assert cut.last(20) == [] and not ended_by_marker(cut.last(20))
     assert cut.last(3) == [] and cut.last(2) == chunks[:2] and cut.last() == chunks[-2:]  # held: read
+
+
+def test_the_chunk_that_crosses_the_limit_keeps_its_first_bytes_up_to_it() -> None:
+    """A one-chunk answer over the limit (a whole JSON body) kept nothing: its head is its first
+    ``limit`` bytes, marked cut; the whole chunk stays the last one read. One within it, whole."""
+    body = b'{"id": "chatcmpl-1", "choices": [' + b"x" * 100 + b"]}"
+    cut, whole = _kept([body], 40), _kept([body], len(body))
+    assert cut.chunks == [body[:40]] and cut.chunk_ns == [0] and cut.last() == [body]
+    assert whole.chunks == [body] and whole.last() == [body]
+    record: dict = {}
+    cut.mark(record)  # type: ignore[arg-type]
+    assert record == {"response_body_size": len(body), "response_body_chunks": 1, "response_last_ns": 0}
+    whole.mark(record := {})  # type: ignore[arg-type]
+    assert record == {}
+    streamed = _kept([b"a" * 30, b"b" * 30, b"c" * 30], 40)  # the second crosses it: cut; the third not kept
+    assert streamed.chunks == [b"a" * 30, b"b" * 10] and streamed.last() == [b"b" * 30, b"c" * 30]

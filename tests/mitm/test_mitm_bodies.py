@@ -14,6 +14,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from infertap.apis import kept_response_id
 from infertap.cli import cli
 from tests.fake_upstream import raw_upstream
 
@@ -175,10 +176,15 @@ def test_a_response_over_infertap_max_response_is_passed_on_whole_and_kept_cut(s
         body = {"messages": [{"role": "user", "content": tag}], "stream": True, "tag": tag, "n_chunks": n}
         with httpx.stream("POST", f"{mitm.url}/v1/chat/completions", json=body, timeout=30) as r:
             got.append(r.read())
+    # One JSON body past it, sent in one chunk: its first 8k kept (nothing was), its leading id read.
+    body = {"model": "m", "input": "one", "stream": False, "tag": "one", "n_chunks": 3000}
+    one = httpx.post(f"{mitm.url}/v1/responses", json=body, timeout=30).content
     mitm.stop()
     big, small = got
     assert len(big) > 4 * 8192 and big.endswith(b"data: [DONE]\n\n")  # every byte reached the client
-    cut, whole = mitm.exchanges()
+    cut, whole, single = mitm.exchanges()
+    assert single["response_body_size"] == len(one) > 2 * 8192 and b"".join(single["chunks"]) == one[:8192]
+    assert kept_response_id(single) == json.loads(one)["id"]
     assert (cut["end"], cut["response_body_size"]) == ("complete", len(big))
     assert cut["response_body_chunks"] > len(cut["chunks"]) and cut["response_last_ns"] >= cut["chunk_ns"][-1]
     head = b"".join(cut["chunks"])
@@ -188,7 +194,7 @@ def test_a_response_over_infertap_max_response_is_passed_on_whole_and_kept_cut(s
     result = CliRunner().invoke(cli, ["stats", str(mitm.out), "--json", "--cache-dir", str(tmp_path / "cache")])
     assert result.exit_code == 0, result.output
     [group] = json.loads(result.stdout)["groups"]
-    assert (group["requests"], group["ok"], group["errors"], group["response_not_kept"]) == (2, 1, 0, 1)
+    assert (group["requests"], group["ok"], group["errors"], group["response_not_kept"]) == (3, 1, 0, 2)
 
 
 @pytest.mark.parametrize("done", [True, False], ids=["after-done", "before-done"])

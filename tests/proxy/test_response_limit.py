@@ -124,3 +124,22 @@ def test_a_client_gone_from_a_cut_stream_with_chunks_never_written_says_how_many
     (x,) = rec.exchanges()
     assert x["end"] == "client_disconnected" and len(b"".join(x["chunks"])) <= LIMIT  # cut, and gone
     assert len(x["chunks"]) < x["delivered_chunks"] < x["response_body_chunks"]
+
+
+def test_a_one_chunk_answer_over_the_limit_keeps_its_head_and_the_id_it_names(fake, record) -> None:
+    """A non-streamed answer sent in one chunk past the limit was kept empty: its head is its first
+    LIMIT bytes, and the id its JSON leads with is read (the answer stays unknown)."""
+    from infertap.apis import kept_response_id, read_response
+
+    _, upstream = fake
+    rec = record(upstream, "--max-response-mb", _MB)
+    bodies = []
+    for tag, n in (("big", 3000), ("small", 3)):
+        body = {"model": "m", "input": tag, "stream": False, "tag": tag, "n_chunks": n}
+        bodies.append(httpx.post(f"{rec.url}/v1/responses", json=body, timeout=30).content)
+    assert rec.stop() == 0
+    cut, whole = rec.exchanges()
+    assert len(bodies[0]) > 2 * LIMIT and cut["response_body_size"] == len(bodies[0])
+    assert b"".join(cut["chunks"]) == bodies[0][:LIMIT] and kept_response_id(cut) == json.loads(bodies[0])["id"]
+    assert read_response(cut).error is not None and not read_response(cut).readable
+    assert b"".join(whole["chunks"]) == bodies[1] and "response_body_size" not in whole and kept_response_id(whole) is None

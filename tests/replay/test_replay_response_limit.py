@@ -87,26 +87,27 @@ def _conversation(stream: bool, **how: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(
-    ("stream", "how", "continued"),
+    ("stream", "how", "limit", "continued"),
     [
-        (True, {}, True),  # response.created, the stream's first event, is in the kept head
-        (False, {"piece_bytes": 1024}, True),  # the JSON body's leading "id" is
-        (False, {}, False),  # one chunk past the limit: nothing kept, no id
+        (True, {}, LIMIT, True),  # response.created, the stream's first event, is in the kept head
+        (False, {"piece_bytes": 1024}, LIMIT, True),  # the JSON body's leading "id" is
+        (False, {}, LIMIT, True),  # one chunk past the limit: its first bytes kept, the id among them
+        (False, {}, 10, False),  # cut before the id ends: none read
     ],
 )
 def test_a_turn_continuing_a_cut_answer_is_sent_with_the_id_its_kept_head_names(
-    tmp_path: Path, stream: bool, how: dict[str, Any], continued: bool
+    tmp_path: Path, stream: bool, how: dict[str, Any], limit: int, continued: bool
 ) -> None:
     write_capture(tmp_path / "cap", _conversation(stream, **how))
     app = FakeUpstream()
     with ServerThread(app) as server:
-        cut, turn = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--max-response-mb", str(LIMIT / 2**20))
+        cut, turn = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--max-response-mb", str(limit / 2**20))
     assert cut["response_body_size"] > LIMIT and cut["end"] == "complete"
     if continued:
         assert [json.loads(r["body"]).get("previous_response_id") for r in app.requests] == [None, "resp_t0_1"]
         assert turn["end"] == "complete" and turn["rechained_from"] == "resp_src_0"
     else:
-        assert len(app.requests) == 1 and cut["chunks"] == []
+        assert len(app.requests) == 1 and b"".join(cut["chunks"]) == b'{"id": "re'
         assert turn["end"] == "refused" and "returned no response id" in turn["error"]
     group = _stats(tmp_path / "out", tmp_path / "cache")
     assert group["response_not_kept"] == 1  # the answer itself stays unknown, its id read or not
