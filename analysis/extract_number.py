@@ -38,6 +38,9 @@ _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE
 # A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
+# A number right before a bracket, nothing between them, is its factor ("2(3+4)" is 14, as
+# math-verify's LaTeX parser multiplies): "2 (two)" and "f(3)" are no products.
+_FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
 # A command factor right after an expression ("\\pi\\sqrt2", "\\frac{1}{0}\\sqrt2"): the product goes on.
 _NEXT_FACTOR = re.compile(r"[ \t]*(?:\\cdot|\\times)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])")
 # A number times the expression after it ("1.5 \\times 10^3"), read with it.
@@ -135,11 +138,12 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     "\\frac{1}{\\sqrt2}" and "\\frac{\\sqrt2}{2}" are one answer and "2^3" is 8; else spelled
     one way as the MATH graders' ``strip_string`` spells it (``_as_written``), not evaluated."""
     out: list[tuple[int, int, str]] = []
-    groups = [m for m in _GROUP.finditer(text) if _powered(text, m)]
+    groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _FACTOR_BEFORE.search(m.group())]
     at = 0
     while True:
         group = next((m for m in groups if m.start() >= at), None)
-        found = sorted((m for m in (_IRRATIONAL.search(text, at), _POWER.search(text, at), group) if m), key=lambda m: m.start())
+        candidates = (_IRRATIONAL.search(text, at), _POWER.search(text, at), group)
+        found = sorted((m for m in candidates if m), key=lambda m: m.start())
         if not found:
             return out
         m = found[0]
@@ -159,7 +163,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             spelling = spelled(value, _spelled(value.coefficient))
             read = True
         elif m.re is _GROUP:
-            at = m.end()  # "(x+1)^2": no value; its numbers are read as they are
+            at = m.end()  # "(x+1)^2", "2(two)": no value; its numbers are read as they are
             continue
         else:
             written = (

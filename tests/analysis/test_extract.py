@@ -251,3 +251,23 @@ def test_sums_of_equal_value_match_and_others_differ() -> None:
     assert number("\\sqrt2 + \\sqrt2") == number("2\\sqrt2") == number("\\sqrt{8}")
     assert number("1+\\sqrt2") not in (number("2.414"), number("\\sqrt2"), number("1"))
     assert number("3^2+4^2") != number("24") and number("3(\\frac12)^2") != number("0.5")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2(3+4)", "14"),  # was "4": a number right before a bracket is its factor
+        ("\\boxed{2\\left(3+4\\right)}", "14"),
+        ("x = 3(2)", "6"),
+        ("2 (3+4)", "4"),  # a space between: no product
+        ("f(3+4)", "4"),
+        ("There are 2 (two) apples", "2"),  # a bracket of no value: its numbers as they are
+    ],
+)
+def test_a_number_before_a_bracket_is_its_factor(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_implicit_products_match_their_value_and_differ_from_their_parts() -> None:
+    assert number("2(3+4)") == number("14") == number("2 \\cdot \\sqrt{49}") == number("\\boxed{2(3+4)}")
+    assert number("2(3+4)") not in (number("2"), number("4"), number("7"), number("9"))
