@@ -100,24 +100,34 @@ def _arguments(call: dict[str, Any]) -> str:
 Position = tuple[int | str | None, dict[int | str, float]]
 
 
-def logprob_positions(events: Sequence[dict[str, Any]]) -> list[Position]:
+def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None) -> list[Position]:
     """Per output position, the token the engine chose (its id, or its text when no id) and the
     top-k {token: logprob} it reported (an entry of another shape, a logprob that isn't a number, is
-    no entry)."""
+    no entry). Ollama's native API (``api`` "ollama-*") sends each object's positions as a list of
+    its own, ``logprobs`` beside ``message`` or ``response`` (api/types.go's ``[]Logprob``)."""
     positions: list[Position] = []
     for event in events:
+        if api is not None and api.startswith("ollama"):
+            positions += _positions(event.get("logprobs"))
+            continue
         for choice in as_list(event.get("choices")):
             if not isinstance(choice, dict) or choice_index(choice) != 0:
                 continue
             logprobs = choice.get("logprobs")
-            if not isinstance(logprobs, dict):
-                continue
-            for item in as_list(logprobs.get("content")):
-                if not isinstance(item, dict):
-                    continue
-                top = item.get("top_logprobs") or [item]
-                top_k = dict(entry for t in as_list(top) if (entry := _logprob(t)) is not None)
-                positions.append((_token(item), top_k))
+            if isinstance(logprobs, dict):
+                positions += _positions(logprobs.get("content"))
+    return positions
+
+
+def _positions(items: Any) -> list[Position]:
+    """A list of chosen-token entries, each with its ``top_logprobs``, as positions."""
+    positions: list[Position] = []
+    for item in as_list(items):
+        if not isinstance(item, dict):
+            continue
+        top = item.get("top_logprobs") or [item]
+        top_k = dict(entry for t in as_list(top) if (entry := _logprob(t)) is not None)
+        positions.append((_token(item), top_k))
     return positions
 
 

@@ -270,14 +270,14 @@ def evaluated(text: str, at: int) -> tuple[Surd, int] | None:
 
 
 def summed(text: str, at: int) -> tuple[Surd | None, int] | None:
-    """The sum or difference of terms written at ``at`` (``3^2+4^2``, ``\\sqrt2 + \\sqrt2``), each
-    a product ``evaluated`` reads or a number, one of them at least an expression (``17 + 25`` is two
-    numbers), and where it ends: its value, or None for unlike radicals (``1+\\sqrt2``), which have
-    no value of this form but are one answer, as written. None where fewer than two terms have a
-    value (``2^3 + x``: the power alone)."""
+    """The sum or difference of terms written at ``at`` (``3^2+4^2``, ``\\sqrt2 + \\sqrt2``, ``2 + 3``),
+    each a product ``evaluated`` reads or a number, and where it ends: its value, or None for unlike
+    radicals (``1+\\sqrt2``), which have no value of this form but are one answer, as written. None
+    where fewer than two terms have a value (``2^3 + x``: the power alone), or where numbers alone
+    are joined by a "-" not spaced on both sides ("3-5" is a range, "1 -1/2" two numbers)."""
     reader = _Reader(text, at)
     total: Surd | None = Surd(Fraction(0))
-    terms, expression, end, sign = 0, False, at, 1
+    terms, expression, loose, end, sign = 0, False, False, at, 1
     while True:
         reader.factors, reader.special = [], False
         term = reader.product(top=True)
@@ -294,9 +294,10 @@ def summed(text: str, at: int) -> tuple[Surd | None, int] | None:
         operator = reader.peek("+", "-")
         if operator is None:
             break
+        loose |= operator == "-" and not (reader.at > after and text[reader.at + 1 : reader.at + 2] in (" ", "\t"))
         reader.at += 1
         sign = -1 if operator == "-" else 1
-    if terms < 2 or not expression:
+    if terms < 2 or (loose and not expression):
         return None
     return total, end
 

@@ -38,6 +38,18 @@ _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE
 # A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
+# A number right before a bracket, nothing between them, is its factor ("2(3+4)" is 14, as
+# math-verify's LaTeX parser multiplies): "2 (two)" and "f(3)" are no products.
+_FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
+# Plain numbers joined by "+", "*", "\\cdot", "\\times" or a "-" spaced on both sides ("x = 2 + 3"),
+# read whole where they have a value (``summed``), as math-verify reads an expression: "3-5" is a
+# range, "1 -1/2" two numbers.
+_ARITHMETIC = re.compile(
+    r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?"
+    r"(?=[ \t]*(?:\+|\*|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))[ \t]*-?[.\d]|[ \t]+-[ \t]+[.\d])"
+)
+# The tail of an operation whose head was no number ("x + 2 + 3"): not read as a sum of its own.
+_AFTER_OPERATOR = re.compile(r"(?:[-+*/^]|\\cdot|\\times)[ \t]*\Z")
 # A command factor right after an expression ("\\pi\\sqrt2", "\\frac{1}{0}\\sqrt2"): the product goes on.
 _NEXT_FACTOR = re.compile(r"[ \t]*(?:\\cdot|\\times)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])")
 # A number times the expression after it ("1.5 \\times 10^3"), read with it.
@@ -135,11 +147,16 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     "\\frac{1}{\\sqrt2}" and "\\frac{\\sqrt2}{2}" are one answer and "2^3" is 8; else spelled
     one way as the MATH graders' ``strip_string`` spells it (``_as_written``), not evaluated."""
     out: list[tuple[int, int, str]] = []
-    groups = [m for m in _GROUP.finditer(text) if _powered(text, m)]
+    groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _FACTOR_BEFORE.search(m.group())]
     at = 0
     while True:
         group = next((m for m in groups if m.start() >= at), None)
-        found = sorted((m for m in (_IRRATIONAL.search(text, at), _POWER.search(text, at), group) if m), key=lambda m: m.start())
+        arithmetic = next(
+            (m for m in _ARITHMETIC.finditer(text, at) if not _AFTER_OPERATOR.search(text[max(0, m.start() - 8) : m.start()])),
+            None,
+        )
+        candidates = (_IRRATIONAL.search(text, at), _POWER.search(text, at), group, arithmetic)
+        found = sorted((m for m in candidates if m), key=lambda m: m.start())
         if not found:
             return out
         m = found[0]
@@ -158,8 +175,8 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             begin = before.start() if before and times else m.start()
             spelling = spelled(value, _spelled(value.coefficient))
             read = True
-        elif m.re is _GROUP:
-            at = m.end()  # "(x+1)^2": no value; its numbers are read as they are
+        elif m.re is _GROUP or m.re is _ARITHMETIC:
+            at = m.end()  # "(x+1)^2", "2 + 3x": no value; their numbers are read as they are
             continue
         else:
             written = (

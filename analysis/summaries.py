@@ -67,7 +67,8 @@ BATCH_ROWS = 5_000
 #: 27: a Responses stream whose response.completed holds output items is that output, where its deltas disagree.
 #: 28: an error status's body no adapter reads kept as its digest (error_body): an error, not an unreadable answer;
 #: 29: so is an exchange the upstream never answered (no status, no byte): a failure, not an unreadable body.
-SUMMARY_VERSION = 29
+#: 30: an Ollama answer's logprobs (top-level ``logprobs`` of each object), as a chat completion's are read.
+SUMMARY_VERSION = 30
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -174,7 +175,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         finish_reason_raw=out.finish_reason_raw,
         done=plain.done if plain is not None else stream_done(decoded_chunks(record) or record.get("chunks") or [], out),
         streamed=out.streamed,
-        logprobs=None if plain is not None else logprob_positions(out.objects) or None,
+        logprobs=None if plain is not None else logprob_positions(out.objects, out.api) or None,
         stop_sequence=out.stop_sequence,
         stop_reason=out.stop_reason,
         matched_stop=out.matched_stop,

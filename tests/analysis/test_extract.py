@@ -131,8 +131,8 @@ def test_an_irrational_expression_is_one_answer_not_its_last_digit(text: str, va
         ("-2 \\frac12", "-2.5"),
         ("The answer is 1 1/2 cups", "1.5"),  # was "1", the first number after the marker
         ("1,000 1/4", "1000.25"),
-        ("2 + 1/2", "0.5"),  # no mixed number: a sum, a list, an improper fraction, a decimal
-        ("x = 5, 1/2", "0.5"),
+        ("2 + 1/2", "2.5"),  # a sum, its value (math-verify's 5/2), not its last number
+        ("x = 5, 1/2", "0.5"),  # no mixed number: a list, an improper fraction, a decimal, a sign
         ("2 3/2", "1.5"),
         ("3.5 1/2", "0.5"),
         ("1 -1/2", "-0.5"),
@@ -251,3 +251,47 @@ def test_sums_of_equal_value_match_and_others_differ() -> None:
     assert number("\\sqrt2 + \\sqrt2") == number("2\\sqrt2") == number("\\sqrt{8}")
     assert number("1+\\sqrt2") not in (number("2.414"), number("\\sqrt2"), number("1"))
     assert number("3^2+4^2") != number("24") and number("3(\\frac12)^2") != number("0.5")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("so x = 2 + 3", "5"),  # was "3", its last term (math-verify's expression: 2 + 3)
+        ("\\boxed{2+3}", "5"),
+        ("The answer is 2 + 3", "5"),  # was "2", the first number after the marker
+        ("x = 10 - 4 + 1", "7"),
+        ("x = -2 + 3", "1"),
+        ("x = 9 * 2", "18"),  # was "2"
+        ("2 \\times 3", "6"),
+        ("17 + 25 = 42", "42"),  # an equation's answer is its right-hand side
+        ("pages 3-5", "5"),  # a range: no difference
+        ("2 + 3-1", "1"),  # a sum whose "-" may be a range's: its numbers as they are
+        ("y = x + 2 + 3", "3"),  # the tail of a sum whose head is no number: no sum of its own
+        ("5 + 2x = 9", "9"),
+    ],
+)
+def test_plain_arithmetic_is_its_value(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2(3+4)", "14"),  # was "4": a number right before a bracket is its factor
+        ("\\boxed{2\\left(3+4\\right)}", "14"),
+        ("x = 3(2)", "6"),
+        ("2 (3+4)", "7"),  # a space between: no product, the bracket alone
+        ("f(3+4)", "7"),
+        ("There are 2 (two) apples", "2"),  # a bracket of no value: its numbers as they are
+    ],
+)
+def test_a_number_before_a_bracket_is_its_factor(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_plain_arithmetic_and_implicit_products_match_their_value_and_differ_from_their_parts() -> None:
+    assert number("so x = 2 + 3") == number("5") == number("\\boxed{2+3}") == number("The answer is 2 + 3")
+    assert number("so x = 2 + 3") not in (number("2"), number("3"), number("6"))
+    assert number("2(3+4)") == number("14") == number("2 \\cdot 7") == number("\\boxed{2(3+4)}")
+    assert number("2(3+4)") not in (number("2"), number("4"), number("7"), number("9"))
+    assert number("x = 3 - 5") == number("-2") != number("x = 3 - 4")

@@ -101,3 +101,71 @@ def test_a_generate_answers_tool_calls_are_read() -> None:
         ("get_weather", '{"city":"Oslo"}'),
     ]
     assert out.finish_reason == "stop" and out.output_tokens == 3 and out.prompt_tokens == 4
+
+
+def _logprob(token: str, top: dict[str, float]) -> dict[str, Any]:
+    """One position as api/types.go's ``Logprob`` sends it: the token chosen, its bytes, its top-k."""
+    alternatives = [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in top.items()]
+    return {"token": token, "logprob": top[token], "bytes": list(token.encode()), "top_logprobs": alternatives}
+
+
+_CAT = [_logprob("The", {"The": -0.1, "A": -2.4}), _logprob(" cat", {" cat": -0.5, " dog": -0.9})]
+_DOG = [_logprob("The", {"The": -0.1, "A": -2.4}), _logprob(" cat", {" cat": -1.2, " dog": -0.4})]
+
+
+def _streamed(path: str, positions: list[dict[str, Any]]) -> list[bytes]:
+    """An NDJSON answer, one line per token, each with its own ``logprobs`` (as routes.go streams them)."""
+    key = "response" if path == "/api/generate" else "message"
+    lines: list[dict[str, Any]] = []
+    for p in positions:
+        said = p["token"] if key == "response" else {"role": "assistant", "content": p["token"]}
+        lines.append({"model": "m", key: said, "done": False, "logprobs": [p]})
+    last = "" if key == "response" else {"role": "assistant", "content": ""}
+    lines.append({"model": "m", key: last, "done": True, "done_reason": "stop", "eval_count": len(positions)})
+    return [json.dumps(line).encode() + b"\n" for line in lines]
+
+
+def _whole(path: str, positions: list[dict[str, Any]]) -> list[bytes]:
+    """A ``"stream": false`` answer: one object, every position in its ``logprobs``."""
+    text = "".join(p["token"] for p in positions)
+    said: Any = text if path == "/api/generate" else {"role": "assistant", "content": text}
+    key = "response" if path == "/api/generate" else "message"
+    return [json.dumps({"model": "m", key: said, "done": True, "done_reason": "stop", "logprobs": positions}).encode()]
+
+
+def _logprob_pairs(b_positions: list[dict[str, Any]]) -> dict[str, Any]:
+    pairs: dict[str, Any] = {}
+    for path, body in (_CHAT[:2], _GENERATE[:2]):
+        ask = {**body, "logprobs": True, "top_logprobs": 2}
+        pairs[f"{path} streamed"] = ((path, ask, _NDJSON), _streamed(path, _CAT), _streamed(path, b_positions))
+        whole = (path, {**ask, "stream": False}, "application/json")
+        pairs[f"{path} whole"] = (whole, _whole(path, _CAT), _whole(path, b_positions))
+    return pairs
+
+
+def test_ollama_logprobs_are_read_a_changed_one_differs_and_the_same_ones_match(tmp_path: Path) -> None:
+    """Ollama's logprobs (v0.12.11+: top-level ``logprobs`` of each object) were not read: compare
+    took no KL of Ollama answers, so a changed distribution behind the same text went unseen."""
+    changed, same = tmp_path / "changed", tmp_path / "same"
+    for folder, positions in ((changed, _DOG), (same, _CAT)):
+        folder.mkdir()
+        a, b = pair_captures(folder, _logprob_pairs(positions))
+        d = compare(a, b, top=4)["divergence"]
+        assert d["exact_match_rate"] == 1, d["counts"]  # the same text: the logprobs alone tell them apart
+        assert d["logprobs"]["pairs"] == 4, d.get("logprobs")
+        if folder is changed:
+            assert d["logprobs"]["kl_mean"] > 0 and d["logprobs"]["top1_agreement"] == 0.5
+        else:
+            assert d["logprobs"]["kl_mean"] == 0 and d["logprobs"]["top1_agreement"] == 1
+
+
+def test_each_ollama_position_is_read_once_streamed_or_whole() -> None:
+    from infertap.analysis.divergence import logprob_positions
+    from infertap.apis import read_response
+
+    for (path, _body, ctype), *chunks in _logprob_pairs(_CAT).values():
+        out = read_response({"path": path, "chunks": chunks[0], "response_headers": [["content-type", ctype]]})
+        assert logprob_positions(out.objects, out.api) == [
+            ("The", {"The": -0.1, "A": -2.4}),
+            (" cat", {" cat": -0.5, " dog": -0.9}),
+        ]
