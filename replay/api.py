@@ -216,6 +216,15 @@ def _telemetry_urls(config: ReplayConfig) -> dict[str, Any]:
     return recorded_urls(config.telemetry, config.telemetry_urls, Redactor(config.redact_headers, config.redact_query).url)
 
 
+def _write_driver_samples(config: ReplayConfig, samples: list[Mapping[str, Any]]) -> None:
+    """The driver's telemetry of a ``--ray`` replay, as a run of its own after the shards'."""
+    if samples:
+        recorder = {"kind": "telemetry", "of": "replay --ray (its driver)", "pid": os.getpid(), **_telemetry_urls(config)}
+        with CaptureWriter(Path(config.out), recorder=recorder, labels=config.labels) as writer:
+            for record in samples:
+                writer.write(record)
+
+
 def _sampled(sample: SessionSample | None) -> dict[str, Any]:
     if sample is None:
         return {}
@@ -341,26 +350,18 @@ def _run_on_ray(
             prepared.probe_headers,
             samples.append,
         )
+        # A shard samples nothing itself: its header says the driver sampled its time (telemetry_by).
+        sharded = {**recorder, "shards": n, **({"telemetry_by": "driver"} if config.telemetry else {})}
         try:
             summary = run_sharded(
-                replace(config, shards=n),
-                prepared.items,
-                prepared.bodies,
-                prepared.headers,
-                {**recorder, "shards": n},
-                progress=progress,
+                replace(config, shards=n), prepared.items, prepared.bodies, prepared.headers, sharded, progress=progress
             )
         finally:
             if sampler is not None:
                 sampler.close()
-    if samples:
-        with CaptureWriter(
-            out,
-            recorder={"kind": "telemetry", "of": "replay --ray (its driver)", "pid": os.getpid(), **_telemetry_urls(config)},
-            labels=config.labels,
-        ) as writer:
-            for record in samples:
-                writer.write(record)
+            # Written beside whatever shards were merged, a lost shard's error or not: it kept them out.
+            if out.exists():
+                _write_driver_samples(config, samples)
     counts = {"enriched": 0}
     if config.probe:
         counts = enrich_capture(

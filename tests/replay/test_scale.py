@@ -427,3 +427,52 @@ def test_a_kill_stops_every_shard_and_keeps_what_they_sent(fake, tmp_path, monke
     assert summary["stopped_early"] and summary["shards"] == 2 and summary["failed_shards"] == {}
     # Both workers stopped sending, cancelled their endless requests after the grace, and were merged.
     assert [x["end"] for x in CaptureReader(tmp_path / "out").exchanges()] == ["cancelled", "cancelled"]
+
+
+def test_a_ray_replays_shards_say_who_sampled_them_and_a_lost_shard_keeps_the_drivers_samples(
+    fake, tmp_path, ray_cluster, monkeypatch
+) -> None:
+    """Each shard's header says what it did: it sampled nothing itself, the driver sampled its time
+    (``telemetry_by``), or, with --no-telemetry, nobody did, and stats reads 'not sampled' only
+    then. A lost shard's error kept the driver's samples out of the capture the surviving shard
+    was merged into: they are written all the same."""
+    from functools import partial
+
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+    from infertap.replay import distributed
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    _, url = fake
+    src = workload(tmp_path)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the crashing subclass travels to the workers
+    crashing = partial(distributed.run_sharded, worker=CrashingWorker)
+    monkeypatch.setattr(distributed, "run_sharded", crashing)
+    with pytest.raises(DistributedReplayError, match="1 of 2 replay workers failed"):
+        run_replay(ReplayConfig(src, url, tmp_path / "lost", probe=False, ray=ray_cluster, shards=2))
+    monkeypatch.undo()
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    run_replay(ReplayConfig(src, url, tmp_path / "off", probe=False, telemetry=False, ray=ray_cluster, shards=2))
+
+    def said(out: Path) -> tuple[list[dict[str, Any]], bool, str]:
+        records = list(CaptureReader(out).records())
+        recorders = [r["recorder"] for r in records if r["type"] == "header"]
+        stats = CliRunner().invoke(cli, ["stats", str(out)], catch_exceptions=False)
+        assert stats.exit_code == 0, stats.output
+        return recorders, any(r["type"] == "telemetry" for r in records), stats.output
+
+    recorders, samples, stats = said(tmp_path / "lost")
+    assert [(r["kind"], r["telemetry"], r.get("telemetry_by")) for r in recorders] == [
+        ("replay", True, "driver"),  # the surviving shard
+        ("telemetry", True, None),  # the driver's samples, kept
+    ]
+    assert samples and "not sampled" not in stats
+    # Must differ: --no-telemetry, no shard sampled nor the driver, and stats says so.
+    recorders, samples, stats = said(tmp_path / "off")
+    assert [(r["kind"], r["telemetry"], r.get("telemetry_by")) for r in recorders] == [("replay", False, None)] * 2
+    assert not samples and "energy: not sampled (recorded with --no-telemetry)" in stats
+    compared = CliRunner().invoke(cli, ["compare", str(tmp_path / "lost"), str(tmp_path / "off")], catch_exceptions=False)
+    assert compared.exit_code == 0, compared.output
+    words = " ".join(compared.output.split())
+    assert "energy B: not sampled (recorded with --no-telemetry)" in words and "energy A: not sampled" not in words

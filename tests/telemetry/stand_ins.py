@@ -86,6 +86,28 @@ def nvidia_smi(
     return exe
 
 
+def traced_smi(folder: Path, trace: list[list[str]]) -> Path:
+    """A stand-in ``nvidia-smi`` whose power changes from round to round: the n-th ``--query-gpu``
+    sampling round answers ``trace[n % len(trace)]`` (one CSV line per GPU, as ``constant_gpus``)."""
+    exe = nvidia_smi(folder, [])
+    rounds = folder / "rounds"
+    rounds.mkdir(exist_ok=True)
+    for k, rows in enumerate(trace):
+        (rounds / str(k)).write_text("".join(row + "\n" for row in rows))
+    counter = shlex.quote(str(folder / "round"))
+    query = f"--query-gpu={SMI_FIELDS} {SMI_FORMAT}"
+    lines = exe.read_text().splitlines()
+    at = lines.index('case "$*" in')
+    lines[at:at] = [
+        f'if [ "$*" = {shlex.quote(query)} ]; then',
+        f"  n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}",
+        f"  cat {shlex.quote(str(rounds))}/$((n % {len(trace)})); exit 0",
+        "fi",
+    ]
+    exe.write_text("\n".join(lines) + "\n")
+    return exe
+
+
 def smi_calls(exe: Path) -> list[str]:
     log = exe.parent / "calls.log"
     return log.read_text().splitlines() if log.exists() else []
