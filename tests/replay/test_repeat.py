@@ -4,6 +4,7 @@ summary counts what it leaves out of the source once per pass, each count alike.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,28 @@ def test_the_summary_counts_what_it_leaves_out_once_per_pass_each_alike(tmp_path
         assert summary["sent"] == 2 * repeat  # what is sent is per pass times the passes
         assert ("in each of the 3 passes" in result.stderr) is (repeat == 3)
     assert seen == {1: (1, 1, 1, "per pass"), 3: (1, 1, 1, "per pass")}
+
+
+def test_a_sweep_point_sends_sessions_of_its_own_through_a_recorder(tmp_path, fake, record):
+    """Each point replayed the source's session ids: behind a session-keyed gateway the points'
+    sessions merged (s0 of 12 turns over two points). Now point P sends and records <id>@P, a
+    repeated pass of it <id>@P#k, the warm-up <id>@warmup: no two runs of a sweep share one."""
+    src = session_capture(tmp_path / "src")
+    _, upstream = fake
+    rec = record(upstream)
+    out = tmp_path / "sweep"
+    args = ["sweep", str(src), "--target", rec.url, "--out", str(out), "--no-probe", "--no-telemetry", "--json"]
+    result = CliRunner().invoke(
+        cli, [*args, "--speeds", "4,8", "--slo", "error_rate<=100%", "--min-requests", "12", "--warmup", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    rec.stop()
+    source = _sessions(src, tmp_path / "c1")
+    names = {f"{s}@speed-{p}{k}": v for s, v in source.items() for p in (4, 8) for k in ("", "#1")}
+    warm = {"s0@warmup": (1, 1), "s1@warmup": (1, 1)}  # the first two requests, one of each session
+    assert _sessions(rec.out, tmp_path / "c2") == {**names, **warm}  # none merged across points or passes
+    for p in (4, 8):
+        point = _sessions(out / f"speed-{p}", tmp_path / f"c{p}")
+        assert point == {n: v for n, v in names.items() if f"@speed-{p}" in n}  # as the point's capture names them
+    sent = [dict(x["request_headers"])["x-session-id"] for x in CaptureReader(rec.out).exchanges()]
+    assert Counter(sent) == {**dict.fromkeys(names, 3), **dict.fromkeys(warm, 1)}
