@@ -138,3 +138,29 @@ def test_a_sweep_point_sends_sessions_of_its_own_through_a_recorder(tmp_path, fa
         assert point == {n: v for n, v in names.items() if f"@speed-{p}" in n}  # as the point's capture names them
     sent = [dict(x["request_headers"])["x-session-id"] for x in CaptureReader(rec.out).exchanges()]
     assert Counter(sent) == {**dict.fromkeys(names, 3), **dict.fromkeys(warm, 1)}
+
+
+def test_a_session_header_given_by_header_is_sent_as_given_and_warned_of(tmp_path, fake):
+    """--header x-session-id=X stands in for every pass's (and point's) own ids, so a gateway keyed
+    by it merges them: sent as the user gave it, with a warning that says so; none where nothing merges."""
+    src = session_capture(tmp_path / "src")
+    _, upstream = fake
+
+    def replay(out: str, *extra: str) -> Any:
+        args = ["replay", str(src), "--target", upstream, "--out", str(tmp_path / out), "--no-probe", "--no-telemetry"]
+        result = CliRunner().invoke(cli, [*args, "--json", *extra])
+        assert result.exit_code == 0, result.output
+        return result
+
+    warned = replay("a", "--header", "X-Session-Id=fixed", "--repeat", "2")
+    assert "warning: --header X-Session-Id is sent as given in each of the 2 passes" in " ".join(warned.stderr.split())
+    sent = {
+        dict((n.lower(), v) for n, v in x["request_headers"])["x-session-id"] for x in CaptureReader(tmp_path / "a").exchanges()
+    }
+    assert sent == {"fixed"}
+    assert "warning" not in replay("b", "--header", "x-session-id=fixed").stderr  # one pass: nothing of its own to merge
+    assert "warning" not in replay("c", "--header", "x-tenant=t1", "--repeat", "2").stderr  # no session header
+    args = ["sweep", str(src), "--target", upstream, "--out", str(tmp_path / "s"), "--no-probe", "--no-telemetry", "--json"]
+    swept = CliRunner().invoke(cli, [*args, "--speeds", "4,8", "--slo", "error_rate<=100%", "--header", "x-session-id=fixed"])
+    assert swept.exit_code == 0, swept.output
+    assert "sent as given in every point and pass of the sweep" in " ".join(swept.stderr.split())
