@@ -66,8 +66,9 @@ BATCH_ROWS = 5_000
 #: 26: an answer the recorder kept only the head of (response_body_size) unread with that reason (compare leaves it out).
 #: 27: a Responses stream whose response.completed holds output items is that output, where its deltas disagree.
 #: 28: an error status's body no adapter reads kept as its digest (error_body): an error, not an unreadable answer;
-#: 29: so is an exchange the upstream never answered (no status, no byte): a failure, not an unreadable body.
-SUMMARY_VERSION = 29
+#: 29: so is an exchange the upstream never answered (no status, no byte): a failure, not an unreadable body;
+#: 30: and one of bytes but no status (no response head): a failure by its ending, its bytes kept as error_body.
+SUMMARY_VERSION = 30
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -194,13 +195,13 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
 
 
 def error_unread(record: dict[str, Any], out: Output) -> bool:
-    """Whether ``out`` is an error status's body that no adapter read, or no answer at all (the upstream
-    failed, or timed out, before a status or a byte): an error as its status or ending says, not an
-    answer infertap failed to read (a 2xx body no adapter reads is that), nor one whose body is unknown."""
+    """Whether ``out`` is an error status's body that no adapter read, or no response head at all (the
+    upstream failed, or timed out, before a status: no byte, or bytes no head came with, as a HAR's
+    failed request keeps them): an error as its status or ending says, not an answer infertap failed
+    to read (a 2xx body no adapter reads is that), nor one whose body is unknown."""
     status = record.get("status")
     failed = isinstance(status, int) and not 200 <= status <= 299
-    unanswered = status is None and not record.get("chunks")
-    return not out.readable and (failed or unanswered) and out.error not in (NOT_IN_FILE, NOT_KEPT, TOO_LARGE)
+    return not out.readable and (failed or status is None) and out.error not in (NOT_IN_FILE, NOT_KEPT, TOO_LARGE)
 
 
 def _digest(data: bytes) -> bytes:
