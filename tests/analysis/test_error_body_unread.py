@@ -139,3 +139,28 @@ def test_bytes_with_no_response_head_are_an_error_body_unread_not_an_unreadable_
     assert same["exact_match_rate"] == 1.0  # the same ending and bytes, and the answer
     unlike = compare(a, other)["divergence"]
     assert unlike["counts"].get("unreadable", 0) == 0 and unlike["exact_match_rate"] == 0.5  # other bytes differ
+
+
+def test_report_carries_the_per_path_notes_compare_prints(tmp_path: Path) -> None:
+    """compare printed per path what its table can't show (pairs not compared and why, unreadable
+    bodies); report's divergence section left them out. Both now say the same lines (divergence_notes)."""
+    import html
+
+    from infertap.analysis.divergence_notes import path_notes
+    from infertap.analysis.report import render
+    from tests.helpers import write_capture
+
+    a, b = _sides(tmp_path)
+    listed = [{"method": "GET", "path": "/v1/models", "body": b"", "chunks": [b'{"object": "list", "data": []}']}]
+    write_capture(tmp_path / "la", listed)
+    write_capture(tmp_path / "lb", listed)
+    for x, y in ((a, b), (tmp_path / "la", tmp_path / "lb")):
+        notes = [text for text, _ in path_notes(compare(x, y)["divergence"])]
+        assert notes  # an unreadable pair, errors with no body an API reads; a model list not compared
+        page, printed = render(x, y), " ".join(_run("compare", str(x), str(y)).split())
+        for text in notes:
+            assert html.escape(text) in page and text in printed
+    assert html.escape("GET /v1/models: 1 pairs not compared (no API's answer") in render(tmp_path / "la", tmp_path / "lb")
+    clean_a = _capture(tmp_path / "ca", "messages", ["fine", "well"], statuses=[200, 200])
+    clean_b = _capture(tmp_path / "cb", "messages", ["fine", "good"], statuses=[200, 200])
+    assert path_notes(compare(clean_a, clean_b)["divergence"]) == [] and "pairs not compared" not in render(clean_a, clean_b)
