@@ -19,6 +19,7 @@ from infertap.errors import ConfigError
 from .capacity import RESULT
 from .compare import compare
 from .compare_traffic import traffic_line
+from .divergence_notes import path_notes
 from .errors import AnalysisError
 from .paired_divergence import exact_share, position_unit
 from .report_claims import claim_cards
@@ -189,9 +190,12 @@ def _divergence(d: dict[str, Any]) -> list[str]:
             ["top-1 agreement", d["logprobs"]["top1_agreement"]],
         ]
     histogram = {f"{k}-{k + 7}": v for k, v in d["first_divergence_histogram"].items()}
+    # What the table can't show, per path, as compare prints it (pairs not compared and why).
+    notes = [('<p class="warn">' if warn else "<p>") + f"{html.escape(text)}</p>" for text, warn in path_notes(d)]
     return [
         "<h2>3. Divergence</h2>",
         _table(["", "A vs B"], rows),
+        *notes,
         f"<h3>Where outputs first diverge</h3>{bars_svg(histogram, f'position of first divergence ({position_unit(d)})')}",
     ]
 

@@ -168,11 +168,12 @@ _TOO_LARGE = "parse_error = '" + TOO_LARGE.replace("'", "''") + "'"
 _NOT_KEPT = "parse_error = '" + NOT_KEPT.replace("'", "''") + "'"
 _UNKNOWN = f"({_UNSAVED} OR {_TOO_LARGE} OR {_NOT_KEPT})"
 #: A body no adapter read under an error status (a 404's FastAPI {"detail": ...}): an error by its
-#: status, not an answer infertap could not read (``unreadable`` is a 2xx body's, or one of no status).
+#: status, not an answer infertap could not read (``unreadable`` is a 2xx body's only).
 _ERROR_STATUS = "(status IS NOT NULL AND status NOT BETWEEN 200 AND 299)"
-#: An exchange the upstream never answered (no status, no byte: refused, reset, timed out): a failure
-#: by its ending, with no body at all, unreadable or not.
-_UNANSWERED = "(status IS NULL AND t_first_byte_ns IS NULL)"
+#: Bytes with no response head (a HAR's failed request, status 0, keeping what came before the
+#: failure): a failure by its ending whose bytes no adapter read, counted with ``error_body_unread``.
+#: With no byte either (refused, reset, timed out) there is no body at all, unreadable or not.
+_NO_HEAD = "(status IS NULL AND t_first_byte_ns IS NOT NULL)"
 
 #: One aspect's rows per group key (see _Query.rows).
 _Rows = dict[tuple[Any, ...], list[Any]]
@@ -290,13 +291,12 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
         ),
         "answers": q.rows(
             "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
-            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND {_ERROR_STATUS} IS NOT TRUE "
-            f"AND NOT {_UNANSWERED}), "
+            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND status BETWEEN 200 AND 299), "
             "count(*) FILTER (WHERE client_wait_ns > 0), "
             f"max(client_wait_ns), count(*) FILTER (WHERE ok AND output_tokens IS NULL), count(*) FILTER (WHERE {_UNSAVED}), "
             f"""count(*) FILTER (WHERE {_UNKNOWN} AND status BETWEEN 200 AND 299 AND "end" = 'complete'), """
             f"count(*) FILTER (WHERE {_TOO_LARGE}), count(*) FILTER (WHERE {_NOT_KEPT}), "
-            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND {_ERROR_STATUS})"
+            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND ({_ERROR_STATUS} OR {_NO_HEAD}))"
         ),
         "work": q.rows(
             # Output tokens of ok answers only, as vLLM's benchmark_serving and GuideLLM count them, and
@@ -370,7 +370,7 @@ def _group(
         # ttft of a body not streamed is the time to all of it: said apart where both kinds are in a group.
         "ttft_kinds": {"streamed": streamed, "whole_body": whole},
         "unreadable": unreadable,
-        "error_body_unread": error_unread,  # errors (in ``errors``) whose body is no API's, apart from ``unreadable``
+        "error_body_unread": error_unread,  # errors (in ``errors``) whose body (or headless bytes) is no API's, apart from ``unreadable``
         # Exchanges whose client was too slow to take the body: their chunk times include its waits.
         "client_wait": {"exchanges": held, "max_ms": held_ns / 1e6 if held_ns is not None else None},
         "finish_reasons": {str(k): int(v) for k, v in (finish or {}).items()},

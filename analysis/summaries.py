@@ -68,7 +68,8 @@ BATCH_ROWS = 5_000
 #: 28: an error status's body no adapter reads kept as its digest (error_body): an error, not an unreadable answer;
 #: 29: so is an exchange the upstream never answered (no status, no byte): a failure, not an unreadable body.
 #: 30: an Ollama answer's logprobs (top-level ``logprobs`` of each object), as a chat completion's are read.
-SUMMARY_VERSION = 30
+#: 31: an exchange of bytes but no status (no response head): a failure by its ending, its bytes kept as error_body.
+SUMMARY_VERSION = 31
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -195,13 +196,13 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
 
 
 def error_unread(record: dict[str, Any], out: Output) -> bool:
-    """Whether ``out`` is an error status's body that no adapter read, or no answer at all (the upstream
-    failed, or timed out, before a status or a byte): an error as its status or ending says, not an
-    answer infertap failed to read (a 2xx body no adapter reads is that), nor one whose body is unknown."""
+    """Whether ``out`` is an error status's body that no adapter read, or no response head at all (the
+    upstream failed, or timed out, before a status: no byte, or bytes no head came with, as a HAR's
+    failed request keeps them): an error as its status or ending says, not an answer infertap failed
+    to read (a 2xx body no adapter reads is that), nor one whose body is unknown."""
     status = record.get("status")
     failed = isinstance(status, int) and not 200 <= status <= 299
-    unanswered = status is None and not record.get("chunks")
-    return not out.readable and (failed or unanswered) and out.error not in (NOT_IN_FILE, NOT_KEPT, TOO_LARGE)
+    return not out.readable and (failed or status is None) and out.error not in (NOT_IN_FILE, NOT_KEPT, TOO_LARGE)
 
 
 def _digest(data: bytes) -> bytes:

@@ -292,7 +292,7 @@ def _print_output(group: dict[str, Any]) -> None:
         )
         + (
             f"; error body unread {group['error_body_unread']} (an error status whose body is no API's, as a 404 "
-            "for a path the engine doesn't serve: counted as errors)"
+            "for a path the engine doesn't serve, or bytes with no response head: counted as errors)"
             if group.get("error_body_unread")
             else ""
         )

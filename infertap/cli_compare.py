@@ -364,54 +364,10 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
     """Section 3: the table, then what it cannot show (unreadable bodies, where outputs first part)."""
     _say(console, "\n3. Divergence", "bold")
     console.print(_divergence_table(d, base), markup=False)
-    for path, read in d.get("readable", {}).items():
-        if read.get("not_compared"):
-            _say(
-                console, f"{path}: {read['not_compared']} pairs not compared (no API's answer: a model list, tokens, embeddings)"
-            )
-        if read.get("not_in_file"):
-            _say(
-                console,
-                f"{path}: {read['not_in_file']} pairs not compared (an answer not in the file it was imported from: "
-                "a HAR saved without content, a body mitmproxy streamed)",
-                "yellow",
-            )
-        if read.get("too_large"):
-            _say(
-                console,
-                f"{path}: {read['too_large']} pairs not compared (an answer whose body decodes past what analysis reads of one: "
-                "a decompression bomb, or a body over 64 MiB decoded)",
-                "yellow",
-            )
-        if read.get("response_not_kept"):
-            _say(
-                console,
-                f"{path}: {read['response_not_kept']} pairs not compared (an answer the recorder kept only the head of: "
-                "over its response limit, --max-response-mb)",
-                "yellow",
-            )
-        if read.get("error_body_unread_a") or read.get("error_body_unread_b"):
-            _say(
-                console,
-                f"{path}: errors with no body an API reads ({read['error_body_unread_a']} in A, "
-                f"{read['error_body_unread_b']} in B: a 404 for a path the engine doesn't serve, or no answer at all): "
-                "counted as errors, by their status or ending; two match where status, ending and body are the same",
-                "yellow",
-            )
-        if read["unreadable_a"] or read["unreadable_b"]:
-            _say(
-                console,
-                f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} unreadable in A, "
-                f"{read['unreadable_b']} in B: no API adapter understood the body; never counted as a match)",
-                "yellow",
-            )
-        if read.get("partly_unreadable"):
-            _say(
-                console,
-                f"{path}: {read['partly_unreadable']} of {read['pairs']} pairs with a payload that is not JSON on a side "
-                "(what it said is unknown: a match only where both sides sent the same bytes)",
-                "yellow",
-            )
+    from infertap.analysis.divergence_notes import path_notes
+
+    for text, warn in path_notes(d):
+        _say(console, text, "yellow" if warn else None)
     if d["first_divergence_histogram"]:
         from infertap.analysis.paired_divergence import position_unit
 

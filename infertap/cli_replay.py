@@ -279,6 +279,8 @@ def replay(
         **options,
     )
     note_if_appending("replay", Path(config.out))
+    if repeat > 1:
+        note_fixed_session(config, f"each of the {repeat} passes")
     summary = _run(config, quiet=as_json)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
@@ -290,6 +292,20 @@ def replay(
         raise click.ClickException(f"{why} ({target}); the replay's capture has every request, as sent")
     if summary["stopped_early"]:  # Ctrl-C: the capture is whole and closed, the run is not (`replay && compare`)
         click.get_current_context().exit(INTERRUPTED)
+
+
+def note_fixed_session(config: ReplayConfig, runs: str) -> None:
+    """Say so where ``--header`` sets a session header beside runs that would send ids of their own:
+    it is sent as given, so a gateway keyed by it (sticky routing, a per-session cache) puts them
+    all in one session. Kept, not refused: the user named it, as AIPerf's and vLLM's --header send it."""
+    name = config.transforms.session_header
+    if name is not None:
+        click.echo(
+            f"warning: --header {name} is sent as given in {runs}, in place of their own session ids "
+            f"(<id>#k, <id>@<point>): a gateway keyed by {name} puts them in one session; leave it out "
+            "to send the recorded ids, each run's apart",
+            err=True,
+        )
 
 
 def _check_usage(schedule_kind: str | None, concurrency: str | None, rate: float | None, poisson: bool) -> None:

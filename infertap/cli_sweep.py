@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli_replay import base_config, workload_options
+from .cli_replay import base_config, note_fixed_session, workload_options
 from .errors import INTERRUPTED, interrupted
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ def sweep(
         min_duration_s=min_duration,
         idle_timeout_s=idle_timeout,
     )
+    note_fixed_session(config.replay, "every point and pass of the sweep")
     if as_json:
         try:
             result = run_sweep(config, parsed)

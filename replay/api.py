@@ -112,6 +112,7 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
         repeat=config.repeat,
         sample=config.sample,
         transforms=transforms,
+        session_tag=config.session_tag,
     )
     probe_headers = {n: v for n, v in transforms.headers.items() if n.lower() == "authorization"}
     target_kind = _target_kind(config, probe_headers) if config.probe else None

@@ -49,6 +49,7 @@ class ReplayConfig:
     sessions: str = "open"  # "open": original times, a turn never before its parent ends; "closed": parent's end + think time
     think_scale: float = 1.0  # with sessions closed: the recorded think time scaled
     sample: SessionSample | None = None  # whole sessions only (--sample-sessions, --limit-sessions)
+    session_tag: str | None = None  # a sweep's point: its sessions sent and recorded as <id>@<tag> (workload._tagged)
     telemetry: bool = True  # the target's /metrics, GPUs and the host, sampled into the replay's capture
     telemetry_urls: tuple[str, ...] = ()  # other Prometheus exporters (a DCGM exporter's /metrics)
     telemetry_interval_s: float = 0.25

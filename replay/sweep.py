@@ -5,7 +5,8 @@ Each point is an ordinary replay into its own capture (``speed-2``, ``concurrenc
 ``speed`` scales the original arrival times (speed 2 = twice the request rate, same shape, lengths,
 prefix reuse and conversation order), ``concurrency`` runs closed loop at N in flight. A point too
 short to judge repeats the workload. Between points the sweep waits for the target to be idle, so
-one point's backlog is not charged to the next.
+one point's backlog is not charged to the next, and each point sends its sessions as ``<id>@<point>``
+(``s1@speed-2``; pass k of it ``s1@speed-2#k``), so a gateway keyed by session keeps them apart too.
 
 What counts as passing is not this module's business: the caller hands in ``evaluate`` (a point's
 capture -> a verdict with ``passed``; infertap.analysis.capacity holds points to SLOs over the
@@ -253,6 +254,7 @@ class Sweep:
             schedule=Load("concurrency", 1).schedule(base.schedule.max_concurrency),
             limit=min(self.config.warmup, base.limit or self.config.warmup),
             labels={**base.labels, "sweep_load": "warmup"},
+            session_tag="warmup",
         )
         summary = run_replay(config, progress=self.progress)
         if summary.get("stopped_early"):
@@ -272,6 +274,7 @@ class Sweep:
             schedule=point_load.schedule(base.schedule.max_concurrency),
             repeat=repeat,
             labels={**base.labels, "sweep_load": point_load.name},
+            session_tag=point_load.name,  # sessions of its own: no point's warm per-session state another's
         )
         self._running = point_load
         if self.on_point_start is not None:

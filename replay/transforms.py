@@ -17,6 +17,7 @@ from urllib.parse import unquote_plus
 
 from infertap.apis import api_for
 from infertap.apis.fastjson import loads
+from infertap.capture.records import SESSION_HEADERS
 from infertap.capture.redact import REDACTED, redacted_url, without_redacted
 from infertap.capture.redact_json import secret_strings
 from infertap.errors import InfertapError
@@ -137,6 +138,12 @@ class Transforms:
         for option, dotted in [*(("--set", k) for k, _ in self.set_values), *(("--unset", k) for k in self.unset)]:
             if "" in dotted.split("."):
                 raise TransformError(f"{option} {dotted!r}: a dotted path of keys, none of them empty")
+
+    @property
+    def session_header(self) -> str | None:
+        """A session header (``x-session-id``) that ``--header`` sets: sent as given to every request,
+        it stands in for the per-pass and per-point ids (``<id>#k``, ``<id>@<point>``)."""
+        return next((n for n in self.headers if n.lower().encode("latin-1") in SESSION_HEADERS), None)
 
     @property
     def touches_body(self) -> bool:

@@ -252,10 +252,12 @@ def load_workload(
     repeat: int = 1,
     sample: SessionSample | None = None,
     transforms: Transforms | None = None,
+    session_tag: str | None = None,
 ) -> Workload:
-    """The workload of the capture at ``path``, in one pass over it (see the module's docstring)."""
+    """The workload of the capture at ``path``, in one pass over it (see the module's docstring);
+    ``session_tag`` (a sweep's point) names its sessions apart, ``_tagged``."""
     with no_cyclic_gc():
-        return _load(path, filters, limit, repeat, sample, transforms)
+        return _load(path, filters, limit, repeat, sample, transforms, session_tag)
 
 
 def _load(
@@ -265,6 +267,7 @@ def _load(
     repeat: int,
     sample: SessionSample | None,
     transforms: Transforms | None,
+    session_tag: str | None = None,
 ) -> Workload:
     sizes = snapshot(path)  # the records read here and by the replies' worker: the same ones
     reader = CaptureReader(path, sizes)
@@ -299,6 +302,8 @@ def _load(
     _count_in_flight(items)
     refused = next(((item, scan.refusals[id(item)]) for item in items if id(item) in scan.refusals), None)
     as_recorded = sum(1 for item in items if id(item) in scan.as_recorded)  # per pass, as not_kept and source_refused
+    if session_tag is not None:
+        _tagged(items, session_tag)
     if repeat > 1:
         items = _repeated(items, repeat)
     source = {"path": str(reader.path), "capture_id": scan.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
@@ -547,11 +552,31 @@ def _repeated(items: list[Item], repeat: int) -> list[Item]:
     return items + copies
 
 
+def _tagged(items: list[Item], tag: str) -> None:
+    """Each item's session, and the session headers it sends, as ``<id>@<tag>``: a sweep's points
+    replay the same sessions, and sent as recorded, a gateway keyed by them (sticky routing, a
+    per-session prefix cache) gave a later point the sessions an earlier one had warmed."""
+    headers: dict[int, list[list[str]]] = {}  # one list per distinct set, as loaded
+    for item in items:
+        if id(item.headers) not in headers:
+            headers[id(item.headers)] = _session_headers(item.headers, f"@{tag}")
+        item.headers = headers[id(item.headers)]
+        if item.session is not None:
+            item.session = f"{item.session}@{tag}"
+
+
 def _pass_headers(headers: list[list[str]], k: int) -> list[list[str]]:
     """``headers`` as pass ``k`` sends them: each session header's id as ``<id>#k``. Sent as
     recorded, a recorder (or gateway) in front of the target put pass k's turns in pass 0's
-    sessions; the replay's capture already named them apart. A header naming none stays as it was."""
+    sessions; the replay's capture already named them apart."""
+    return _session_headers(headers, f"#{k}")
+
+
+def _session_headers(headers: list[list[str]], suffix: str) -> list[list[str]]:
+    """``headers`` with ``suffix`` added to each session header's id; one naming none stays as it was."""
     return [
-        [name, f"{value}#{k}"] if name.lower().encode("latin-1") in SESSION_HEADERS and named_session(value) else [name, value]
+        [name, f"{value}{suffix}"]
+        if name.lower().encode("latin-1") in SESSION_HEADERS and named_session(value)
+        else [name, value]
         for name, value in headers
     ]

@@ -110,3 +110,57 @@ def test_report_names_the_errors_with_no_body_an_api_reads_and_a_clean_pair_none
     clean_a = _capture(tmp_path / "ca", "messages", ["fine", "well"], statuses=[200, 200])
     clean_b = _capture(tmp_path / "cb", "messages", ["fine", "good"], statuses=[200, 200])
     assert "errors with no body an API reads" not in render(clean_a, clean_b)
+
+
+def test_bytes_with_no_response_head_are_an_error_body_unread_not_an_unreadable_answer(tmp_path: Path) -> None:
+    """No status but some bytes (a HAR's failed request, status 0, holding what came before the
+    failure; bytes from an upstream that never sent a valid head): stats called them 'unreadable (no
+    API adapter understood the body)', compare the same. They are a failure by its ending whose bytes
+    are no API's answer: error_body_unread, two alike the same outcome, other bytes not."""
+    from tests.analysis_builders import body, event, exchange, sse
+    from tests.analysis_builders import write_capture as write
+
+    recorder = {"kind": "proxy", "upstream": "http://engine.test", "id": "r"}
+    answered = exchange("ok", sent_ms=9, request=body("q"), chunks=[(5, sse(event("x"), event(finish="stop")))], end_ms=9)
+
+    def run(path: Path, sent: bytes) -> Path:
+        headless = exchange("cut", sent_ms=0, request=body("q"), chunks=[(3, sent)], end="upstream_error", status=None)
+        write(path, [headless, answered], recorder)
+        return path
+
+    a, b, other = run(tmp_path / "a", b"\x00garbled"), run(tmp_path / "b", b"\x00garbled"), run(tmp_path / "c", b"other")
+    (group,) = json.loads(_run("stats", str(a), "--json", "--cache-dir", str(tmp_path / "cache")))["groups"]
+    assert (group["requests"], group["ok"], group["errors"]) == (2, 1, 1)
+    assert (group["unreadable"], group["error_body_unread"]) == (0, 1)
+    text = " ".join(_run("stats", str(a), "--cache-dir", str(tmp_path / "cache")).split())
+    assert "unreadable" not in text and "error body unread 1 (" in text
+    same = compare(a, b)["divergence"]
+    assert same["counts"].get("unreadable", 0) == 0 and same["counts"]["error_body_unread"] == 1
+    assert same["exact_match_rate"] == 1.0  # the same ending and bytes, and the answer
+    unlike = compare(a, other)["divergence"]
+    assert unlike["counts"].get("unreadable", 0) == 0 and unlike["exact_match_rate"] == 0.5  # other bytes differ
+
+
+def test_report_carries_the_per_path_notes_compare_prints(tmp_path: Path) -> None:
+    """compare printed per path what its table can't show (pairs not compared and why, unreadable
+    bodies); report's divergence section left them out. Both now say the same lines (divergence_notes)."""
+    import html
+
+    from infertap.analysis.divergence_notes import path_notes
+    from infertap.analysis.report import render
+    from tests.helpers import write_capture
+
+    a, b = _sides(tmp_path)
+    listed = [{"method": "GET", "path": "/v1/models", "body": b"", "chunks": [b'{"object": "list", "data": []}']}]
+    write_capture(tmp_path / "la", listed)
+    write_capture(tmp_path / "lb", listed)
+    for x, y in ((a, b), (tmp_path / "la", tmp_path / "lb")):
+        notes = [text for text, _ in path_notes(compare(x, y)["divergence"])]
+        assert notes  # an unreadable pair, errors with no body an API reads; a model list not compared
+        page, printed = render(x, y), " ".join(_run("compare", str(x), str(y)).split())
+        for text in notes:
+            assert html.escape(text) in page and text in printed
+    assert html.escape("GET /v1/models: 1 pairs not compared (no API's answer") in render(tmp_path / "la", tmp_path / "lb")
+    clean_a = _capture(tmp_path / "ca", "messages", ["fine", "well"], statuses=[200, 200])
+    clean_b = _capture(tmp_path / "cb", "messages", ["fine", "good"], statuses=[200, 200])
+    assert path_notes(compare(clean_a, clean_b)["divergence"]) == [] and "pairs not compared" not in render(clean_a, clean_b)

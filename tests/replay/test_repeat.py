@@ -4,6 +4,7 @@ summary counts what it leaves out of the source once per pass, each count alike.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,54 @@ def test_the_summary_counts_what_it_leaves_out_once_per_pass_each_alike(tmp_path
         assert summary["sent"] == 2 * repeat  # what is sent is per pass times the passes
         assert ("in each of the 3 passes" in result.stderr) is (repeat == 3)
     assert seen == {1: (1, 1, 1, "per pass"), 3: (1, 1, 1, "per pass")}
+
+
+def test_a_sweep_point_sends_sessions_of_its_own_through_a_recorder(tmp_path, fake, record):
+    """Each point replayed the source's session ids: behind a session-keyed gateway the points'
+    sessions merged (s0 of 12 turns over two points). Now point P sends and records <id>@P, a
+    repeated pass of it <id>@P#k, the warm-up <id>@warmup: no two runs of a sweep share one."""
+    src = session_capture(tmp_path / "src")
+    _, upstream = fake
+    rec = record(upstream)
+    out = tmp_path / "sweep"
+    args = ["sweep", str(src), "--target", rec.url, "--out", str(out), "--no-probe", "--no-telemetry", "--json"]
+    result = CliRunner().invoke(
+        cli, [*args, "--speeds", "4,8", "--slo", "error_rate<=100%", "--min-requests", "12", "--warmup", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    rec.stop()
+    source = _sessions(src, tmp_path / "c1")
+    names = {f"{s}@speed-{p}{k}": v for s, v in source.items() for p in (4, 8) for k in ("", "#1")}
+    warm = {"s0@warmup": (1, 1), "s1@warmup": (1, 1)}  # the first two requests, one of each session
+    assert _sessions(rec.out, tmp_path / "c2") == {**names, **warm}  # none merged across points or passes
+    for p in (4, 8):
+        point = _sessions(out / f"speed-{p}", tmp_path / f"c{p}")
+        assert point == {n: v for n, v in names.items() if f"@speed-{p}" in n}  # as the point's capture names them
+    sent = [dict(x["request_headers"])["x-session-id"] for x in CaptureReader(rec.out).exchanges()]
+    assert Counter(sent) == {**dict.fromkeys(names, 3), **dict.fromkeys(warm, 1)}
+
+
+def test_a_session_header_given_by_header_is_sent_as_given_and_warned_of(tmp_path, fake):
+    """--header x-session-id=X stands in for every pass's (and point's) own ids, so a gateway keyed
+    by it merges them: sent as the user gave it, with a warning that says so; none where nothing merges."""
+    src = session_capture(tmp_path / "src")
+    _, upstream = fake
+
+    def replay(out: str, *extra: str) -> Any:
+        args = ["replay", str(src), "--target", upstream, "--out", str(tmp_path / out), "--no-probe", "--no-telemetry"]
+        result = CliRunner().invoke(cli, [*args, "--json", *extra])
+        assert result.exit_code == 0, result.output
+        return result
+
+    warned = replay("a", "--header", "X-Session-Id=fixed", "--repeat", "2")
+    assert "warning: --header X-Session-Id is sent as given in each of the 2 passes" in " ".join(warned.stderr.split())
+    sent = {
+        dict((n.lower(), v) for n, v in x["request_headers"])["x-session-id"] for x in CaptureReader(tmp_path / "a").exchanges()
+    }
+    assert sent == {"fixed"}
+    assert "warning" not in replay("b", "--header", "x-session-id=fixed").stderr  # one pass: nothing of its own to merge
+    assert "warning" not in replay("c", "--header", "x-tenant=t1", "--repeat", "2").stderr  # no session header
+    args = ["sweep", str(src), "--target", upstream, "--out", str(tmp_path / "s"), "--no-probe", "--no-telemetry", "--json"]
+    swept = CliRunner().invoke(cli, [*args, "--speeds", "4,8", "--slo", "error_rate<=100%", "--header", "x-session-id=fixed"])
+    assert swept.exit_code == 0, swept.output
+    assert "sent as given in every point and pass of the sweep" in " ".join(swept.stderr.split())

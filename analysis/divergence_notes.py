@@ -1,0 +1,66 @@
+"""What the divergence table can't show, per path: pairs not compared and why, errors with no body
+an API reads, unreadable bodies. One wording for ``compare`` (printed) and ``report`` (HTML)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def path_notes(d: dict[str, Any]) -> list[tuple[str, bool]]:
+    """Each note of ``d`` (compare's divergence) as (text, whether it is a warning), path by path."""
+    notes: list[tuple[str, bool]] = []
+    for path, read in d.get("readable", {}).items():
+        if read.get("not_compared"):
+            notes.append(
+                (f"{path}: {read['not_compared']} pairs not compared (no API's answer: a model list, tokens, embeddings)", False)
+            )
+        if read.get("not_in_file"):
+            notes.append(
+                (
+                    f"{path}: {read['not_in_file']} pairs not compared (an answer not in the file it was imported from: "
+                    "a HAR saved without content, a body mitmproxy streamed)",
+                    True,
+                )
+            )
+        if read.get("too_large"):
+            notes.append(
+                (
+                    f"{path}: {read['too_large']} pairs not compared (an answer whose body decodes past what analysis reads "
+                    "of one: a decompression bomb, or a body over 64 MiB decoded)",
+                    True,
+                )
+            )
+        if read.get("response_not_kept"):
+            notes.append(
+                (
+                    f"{path}: {read['response_not_kept']} pairs not compared (an answer the recorder kept only the head of: "
+                    "over its response limit, --max-response-mb)",
+                    True,
+                )
+            )
+        if read.get("error_body_unread_a") or read.get("error_body_unread_b"):
+            notes.append(
+                (
+                    f"{path}: errors with no body an API reads ({read['error_body_unread_a']} in A, "
+                    f"{read['error_body_unread_b']} in B: a 404 for a path the engine doesn't serve, or no answer at all): "
+                    "counted as errors, by their status or ending; two match where status, ending and body are the same",
+                    True,
+                )
+            )
+        if read["unreadable_a"] or read["unreadable_b"]:
+            notes.append(
+                (
+                    f"{path}: {read['read_both']} of {read['pairs']} pairs readable on both sides ({read['unreadable_a']} "
+                    f"unreadable in A, {read['unreadable_b']} in B: no API adapter understood the body; never counted as a match)",
+                    True,
+                )
+            )
+        if read.get("partly_unreadable"):
+            notes.append(
+                (
+                    f"{path}: {read['partly_unreadable']} of {read['pairs']} pairs with a payload that is not JSON on a side "
+                    "(what it said is unknown: a match only where both sides sent the same bytes)",
+                    True,
+                )
+            )
+    return notes
