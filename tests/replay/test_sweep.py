@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
@@ -1126,3 +1127,15 @@ def test_the_command_says_a_load_not_carried_held_its_slos_only_where_they_held(
     output = " ".join(run.output.split())
     assert f"speed 1 did not carry its load: {point['not_carried']}" in output, output
     assert ("though its SLOs held" in output) is held, output
+
+
+def test_docs_capacity_names_every_key_of_sweep_json():
+    """docs/capacity.md is sweep.json's spec: each key a sweep writes (the sets the sweeps above
+    check against real sweeps) is named there; it named none of a point's out, sent, wall_s,
+    span_s, latency_ms, nor an SLO's metric, stat and bound."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "capacity.md").read_text()
+    named = set(re.findall(r"`([a-z_0-9]+)`", doc))
+    slo = parse_slos(["ttft:p99<=2s"])[0].describe()
+    written = SWEEP_KEYS | POINT_KEYS | {"span_s", "not_in_file", "too_large", "response_not_kept"} | set(slo)
+    assert written - named == set()
+    assert {"observed", "met", "missing"} <= named and {"p50", "p90", "p99"} <= named
