@@ -295,3 +295,25 @@ def test_plain_arithmetic_and_implicit_products_match_their_value_and_differ_fro
     assert number("2(3+4)") == number("14") == number("2 \\cdot 7") == number("\\boxed{2(3+4)}")
     assert number("2(3+4)") not in (number("2"), number("4"), number("7"), number("9"))
     assert number("x = 3 - 5") == number("-2") != number("x = 3 - 4")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2\\cdot\\sqrt{2}", "2\\sqrt{2}"),  # was "2": the root right after "\cdot" went unread
+        ("2\\cdot\\sqrt{49}", "14"),  # was "49"
+        ("2\\times\\sqrt2", "2\\sqrt{2}"),
+        ("-2\\cdot\\sqrt{2}", "-2\\sqrt{2}"),
+        ("\\boxed{2\\cdot\\frac{1}{2}}", "1"),  # was "0.5"
+        ("x\\sqrt2", "2"),  # a letter before a root still reads as it did
+    ],
+)
+def test_a_command_right_after_cdot_or_times_is_a_factor(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_product_without_spaces_matches_the_spaced_one_and_differs_from_its_factors() -> None:
+    assert number("2\\cdot\\sqrt{2}") == number("2 \\cdot \\sqrt{2}") == number("\\sqrt{8}") == number("2\\times\\sqrt2")
+    assert number("2\\cdot\\sqrt{49}") == number("14")
+    assert number("2\\cdot\\sqrt{2}") not in (number("2"), number("\\sqrt{2}"), number("2\\sqrt{3}"))
+    assert number("2\\cdot\\sqrt{49}") not in (number("49"), number("2"), number("7"))
