@@ -64,6 +64,10 @@ _PLAIN_PART = re.compile(r"\s*-?\s*(?:" + _PART + r")\s*")
 _BOXED = re.compile(r"\\boxed\s*\{")
 # GSM8K's "#### 72", not a markdown heading "#### Step 1"; "The answer is 72", "Answer: 72".
 _MARKED_NUMBER = (re.compile(r"####(?=[ \t]*\$?-?\.?\d)"), re.compile(r"\b(?i:answer)(?:\s+is\b|\s*:)"))
+# On a marked line, an "=" this near the marker and a number right after it: math-verify's
+# ``answer:(?:.{0,100}=\s*|.{0,50}?)`` reads the answer after the last such "=".
+_EQUALS_WITHIN = 100
+_NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
 def number(text: str) -> str | None:
@@ -73,7 +77,8 @@ def number(text: str) -> str | None:
     is its LaTeX spelled one way, not evaluated.
 
     The last ``\\boxed{...}``'s, else the first after the last "####" (GSM8K's) or else after the
-    last "answer is"/"answer:" on its line, else the last in the text ("17 + 25 = 42" -> "42"):
+    last "answer is"/"answer:" on its line (after its last "=": "Answer: 7 + 1 = 9" -> "9"), else
+    the last in the text ("17 + 25 = 42" -> "42"):
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
     boxes = list(_BOXED.finditer(text))
@@ -84,11 +89,22 @@ def number(text: str) -> str | None:
     for marker in _MARKED_NUMBER:
         marks = list(marker.finditer(text))
         if marks:
-            found = _numbers(text[marks[-1].end() :].split("\n", 1)[0])
-            if found:
-                return found[0]
+            marked = _marked(text[marks[-1].end() :].split("\n", 1)[0])
+            if marked:
+                return marked
     found = _numbers(text)
     return found[-1] if found else None
+
+
+def _marked(line: str) -> str | None:
+    """The number a marked line gives: the first right after its last "=" near the marker
+    (``_EQUALS_WITHIN``), as math-verify reads "Answer: 7 + 1 = 9" (9: the first number, or the
+    sum before the "=", was no answer), else its first."""
+    for equals in reversed([i for i, c in enumerate(line[: _EQUALS_WITHIN + 1]) if c == "="]):
+        if _NUMBER_AHEAD.match(line, equals + 1) and (found := _numbers(line[equals + 1 :])):
+            return found[0]
+    found = _numbers(line)
+    return found[0] if found else None
 
 
 def _numbers(text: str) -> list[str]:

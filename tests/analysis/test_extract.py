@@ -317,3 +317,29 @@ def test_a_product_without_spaces_matches_the_spaced_one_and_differs_from_its_fa
     assert number("2\\cdot\\sqrt{49}") == number("14")
     assert number("2\\cdot\\sqrt{2}") not in (number("2"), number("\\sqrt{2}"), number("2\\sqrt{3}"))
     assert number("2\\cdot\\sqrt{49}") not in (number("49"), number("2"), number("7"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("Answer: 7 + 1 = 9", "9"),  # was "8": the text after the line's last "=", as math-verify reads it
+        ("The answer is 7 + 1 = 9", "9"),
+        ("Final answer: 3 + 4 = 7.", "7"),
+        ("The answer is x = 5", "5"),
+        ("Answer: 2x = 10, so x = 5", "5"),  # was "2", from "2x"
+        ("Answer: 5 (since x = 3)", "3"),  # math-verify's reading too
+        ("Answer: x = \\frac{1}{2}", "0.5"),
+        ("Answer: 9 = 7 + 2", "9"),
+        ("Answer: 7 = seven", "7"),  # no number after the "=": the line's first
+        ("Answer: 5 " + "and so on " * 10 + "x = 3", "5"),  # an "=" past 100 characters is not read
+        ("The answer is 12.\nCheck: 7 + 1 = 8", "12"),  # an "=" on a later line is not the answer's
+    ],
+)
+def test_an_answer_line_gives_the_number_after_its_last_equals(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_an_answer_equation_matches_its_right_hand_side_and_differs_from_its_terms() -> None:
+    assert number("Answer: 7 + 1 = 9") == number("9") == number("The answer is x = 9")
+    assert number("Answer: 7 + 1 = 9") not in (number("8"), number("7"), number("1"))
+    assert number("Answer: 2x = 10, so x = 5") == number("5") != number("Answer: 2x = 10, so x = 6")
