@@ -67,6 +67,11 @@ _MARKED_NUMBER = (re.compile(r"####(?=[ \t]*\$?-?\.?\d)"), re.compile(r"\b(?i:an
 # On a marked line, an "=" this near the marker and a number right after it: math-verify's
 # ``answer:(?:.{0,100}=\s*|.{0,50}?)`` reads the answer after the last such "=".
 _EQUALS_WITHIN = 100
+# Unicode's times, division and minus signs, read as math-verify's LaTeX parser reads them ("3 × 4"
+# is 12, "12 ÷ 4" 3, "−5" -5); a minus between two numbers is no range ("5−2" is 3). Its middle dot
+# ("3 · 4") it reads as no product, and neither does this.
+_UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": "/", "−": "-"})
+_UNICODE_DIFFERENCE = re.compile(r"(?<=[\d)}])[ \t]*−[ \t]*(?=[.\d(\\])")
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
@@ -81,6 +86,7 @@ def number(text: str) -> str | None:
     the last in the text ("17 + 25 = 42" -> "42"):
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
+    text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
     boxes = list(_BOXED.finditer(text))
     if boxes:
         found = _numbers(_braced(text, boxes[-1].end()))

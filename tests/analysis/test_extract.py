@@ -343,3 +343,29 @@ def test_an_answer_equation_matches_its_right_hand_side_and_differs_from_its_ter
     assert number("Answer: 7 + 1 = 9") == number("9") == number("The answer is x = 9")
     assert number("Answer: 7 + 1 = 9") not in (number("8"), number("7"), number("1"))
     assert number("Answer: 2x = 10, so x = 5") == number("5") != number("Answer: 2x = 10, so x = 6")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("3 × 4", "12"),  # was "4": Unicode's times sign, read as math-verify's LaTeX parser reads it
+        ("\\boxed{3×4}", "12"),
+        ("2 × 10^3", "2000"),
+        ("12 ÷ 4", "3"),  # was "4"
+        ("−5", "-5"),  # was "5": Unicode's minus sign
+        ("The answer is −5", "-5"),
+        ("\\boxed{−\\frac{1}{2}}", "-0.5"),
+        ("5 − 2", "3"),
+        ("5−2", "3"),  # a minus sign is no range's dash, as "5-2" is
+        ("3 · 4", "4"),  # a middle dot is no product to math-verify either
+    ],
+)
+def test_unicode_operators_and_minus_read_as_their_ascii_ones(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_unicode_operators_match_their_ascii_spelling_and_differ_from_their_last_number() -> None:
+    assert number("3 × 4") == number("3 * 4") == number("12") and number("3 × 4") != number("4")
+    assert number("12 ÷ 4") == number("12 / 4") != number("4")
+    assert number("−5") == number("-5") != number("5")
+    assert number("5−2") == number("5 - 2") != number("5-2")
