@@ -29,8 +29,9 @@ _LONGEST_FRACTION = 200  # characters of its two parts
 _WHOLE = r"(?:(?<![\w)\]])(-)[ \t]*)?(?<![\w.,^/\\])(\d{1,3}(?:,\d{3})+|\d+)"
 # A LaTeX expression that is no rational number ("\frac{\sqrt{2}}{2}", "2\sqrt3", "\frac{\pi}{2}"):
 # its command, a number before it (a factor) and a sign; read as one answer (``_expressions``).
+# Right after "\cdot" or "\times" ("2\cdot\sqrt{2}") their letters are no word it is part of.
 _IRRATIONAL = re.compile(
-    r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])"
+    r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/\\]))((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])"
 )
 # A power of a number ("2^3", "10^{-3}"), evaluated: "50 cm^2" is no power of a number.
 _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?[ \t]*\^")
@@ -63,6 +64,15 @@ _PLAIN_PART = re.compile(r"\s*-?\s*(?:" + _PART + r")\s*")
 _BOXED = re.compile(r"\\boxed\s*\{")
 # GSM8K's "#### 72", not a markdown heading "#### Step 1"; "The answer is 72", "Answer: 72".
 _MARKED_NUMBER = (re.compile(r"####(?=[ \t]*\$?-?\.?\d)"), re.compile(r"\b(?i:answer)(?:\s+is\b|\s*:)"))
+# On a marked line, an "=" this near the marker and a number right after it: math-verify's
+# ``answer:(?:.{0,100}=\s*|.{0,50}?)`` reads the answer after the last such "=".
+_EQUALS_WITHIN = 100
+# Unicode's times, division and minus signs, read as math-verify's LaTeX parser reads them ("3 × 4"
+# is 12, "12 ÷ 4" 3, "−5" -5); a minus between two numbers is no range ("5−2" is 3). Its middle dot
+# ("3 · 4") it reads as no product, and neither does this.
+_UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": "/", "−": "-"})
+_UNICODE_DIFFERENCE = re.compile(r"(?<=[\d)}])[ \t]*−[ \t]*(?=[.\d(\\])")
+_NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
 def number(text: str) -> str | None:
@@ -72,9 +82,11 @@ def number(text: str) -> str | None:
     is its LaTeX spelled one way, not evaluated.
 
     The last ``\\boxed{...}``'s, else the first after the last "####" (GSM8K's) or else after the
-    last "answer is"/"answer:" on its line, else the last in the text ("17 + 25 = 42" -> "42"):
+    last "answer is"/"answer:" on its line (after its last "=": "Answer: 7 + 1 = 9" -> "9"), else
+    the last in the text ("17 + 25 = 42" -> "42"):
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
+    text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
     boxes = list(_BOXED.finditer(text))
     if boxes:
         found = _numbers(_braced(text, boxes[-1].end()))
@@ -83,11 +95,22 @@ def number(text: str) -> str | None:
     for marker in _MARKED_NUMBER:
         marks = list(marker.finditer(text))
         if marks:
-            found = _numbers(text[marks[-1].end() :].split("\n", 1)[0])
-            if found:
-                return found[0]
+            marked = _marked(text[marks[-1].end() :].split("\n", 1)[0])
+            if marked:
+                return marked
     found = _numbers(text)
     return found[-1] if found else None
+
+
+def _marked(line: str) -> str | None:
+    """The number a marked line gives: the first right after its last "=" near the marker
+    (``_EQUALS_WITHIN``), as math-verify reads "Answer: 7 + 1 = 9" (9: the first number, or the
+    sum before the "=", was no answer), else its first."""
+    for equals in reversed([i for i, c in enumerate(line[: _EQUALS_WITHIN + 1]) if c == "="]):
+        if _NUMBER_AHEAD.match(line, equals + 1) and (found := _numbers(line[equals + 1 :])):
+            return found[0]
+    found = _numbers(line)
+    return found[0] if found else None
 
 
 def _numbers(text: str) -> list[str]:

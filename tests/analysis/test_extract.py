@@ -295,3 +295,77 @@ def test_plain_arithmetic_and_implicit_products_match_their_value_and_differ_fro
     assert number("2(3+4)") == number("14") == number("2 \\cdot 7") == number("\\boxed{2(3+4)}")
     assert number("2(3+4)") not in (number("2"), number("4"), number("7"), number("9"))
     assert number("x = 3 - 5") == number("-2") != number("x = 3 - 4")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2\\cdot\\sqrt{2}", "2\\sqrt{2}"),  # was "2": the root right after "\cdot" went unread
+        ("2\\cdot\\sqrt{49}", "14"),  # was "49"
+        ("2\\times\\sqrt2", "2\\sqrt{2}"),
+        ("-2\\cdot\\sqrt{2}", "-2\\sqrt{2}"),
+        ("\\boxed{2\\cdot\\frac{1}{2}}", "1"),  # was "0.5"
+        ("x\\sqrt2", "2"),  # a letter before a root still reads as it did
+    ],
+)
+def test_a_command_right_after_cdot_or_times_is_a_factor(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_product_without_spaces_matches_the_spaced_one_and_differs_from_its_factors() -> None:
+    assert number("2\\cdot\\sqrt{2}") == number("2 \\cdot \\sqrt{2}") == number("\\sqrt{8}") == number("2\\times\\sqrt2")
+    assert number("2\\cdot\\sqrt{49}") == number("14")
+    assert number("2\\cdot\\sqrt{2}") not in (number("2"), number("\\sqrt{2}"), number("2\\sqrt{3}"))
+    assert number("2\\cdot\\sqrt{49}") not in (number("49"), number("2"), number("7"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("Answer: 7 + 1 = 9", "9"),  # was "8": the text after the line's last "=", as math-verify reads it
+        ("The answer is 7 + 1 = 9", "9"),
+        ("Final answer: 3 + 4 = 7.", "7"),
+        ("The answer is x = 5", "5"),
+        ("Answer: 2x = 10, so x = 5", "5"),  # was "2", from "2x"
+        ("Answer: 5 (since x = 3)", "3"),  # math-verify's reading too
+        ("Answer: x = \\frac{1}{2}", "0.5"),
+        ("Answer: 9 = 7 + 2", "9"),
+        ("Answer: 7 = seven", "7"),  # no number after the "=": the line's first
+        ("Answer: 5 " + "and so on " * 10 + "x = 3", "5"),  # an "=" past 100 characters is not read
+        ("The answer is 12.\nCheck: 7 + 1 = 8", "12"),  # an "=" on a later line is not the answer's
+    ],
+)
+def test_an_answer_line_gives_the_number_after_its_last_equals(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_an_answer_equation_matches_its_right_hand_side_and_differs_from_its_terms() -> None:
+    assert number("Answer: 7 + 1 = 9") == number("9") == number("The answer is x = 9")
+    assert number("Answer: 7 + 1 = 9") not in (number("8"), number("7"), number("1"))
+    assert number("Answer: 2x = 10, so x = 5") == number("5") != number("Answer: 2x = 10, so x = 6")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("3 × 4", "12"),  # was "4": Unicode's times sign, read as math-verify's LaTeX parser reads it
+        ("\\boxed{3×4}", "12"),
+        ("2 × 10^3", "2000"),
+        ("12 ÷ 4", "3"),  # was "4"
+        ("−5", "-5"),  # was "5": Unicode's minus sign
+        ("The answer is −5", "-5"),
+        ("\\boxed{−\\frac{1}{2}}", "-0.5"),
+        ("5 − 2", "3"),
+        ("5−2", "3"),  # a minus sign is no range's dash, as "5-2" is
+        ("3 · 4", "4"),  # a middle dot is no product to math-verify either
+    ],
+)
+def test_unicode_operators_and_minus_read_as_their_ascii_ones(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_unicode_operators_match_their_ascii_spelling_and_differ_from_their_last_number() -> None:
+    assert number("3 × 4") == number("3 * 4") == number("12") and number("3 × 4") != number("4")
+    assert number("12 ÷ 4") == number("12 / 4") != number("4")
+    assert number("−5") == number("-5") != number("5")
+    assert number("5−2") == number("5 - 2") != number("5-2")
