@@ -32,6 +32,7 @@ from infertap.apis import (
     stream_done,
     think_times,
     turns_of,
+    with_tail_usage,
 )
 from infertap.apis.chat_request import ChatRequests
 from infertap.apis.chat_stream import ChatStream, read_chat_stream
@@ -94,8 +95,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 46: an Ollama /api/generate answer's tool calls (top-level tool_calls on its done line) are read;
 #: 47: a cut Responses answer's id read from its kept head (apis.kept_response_id): the turn naming it links to it;
 #: 48: runs.telemetry (whether a run sampled telemetry: --no-telemetry is said apart from no power telemetry);
-#: 49: a cut answer's exchanges.response_id read from its kept head, of every API (a chat chunk's id, message_start).
-DECODE_VERSION = 49
+#: 49: a cut answer's exchanges.response_id read from its kept head, of every API (a chat chunk's id, message_start);
+#: 50: a cut answer's usage and finish reason read from its kept tail (response_tail, apis.tail_usage): its output tokens counted.
+DECODE_VERSION = 50
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -277,7 +279,7 @@ def _hidden_reasoning(parsed: Output) -> int | None:
     """The reasoning tokens an engine counted in its output tokens and sent no text of (OpenAI's
     ``completion_tokens_details`` / ``output_tokens_details``), where the answer carried none of the
     reasoning's own text (at most a summary of it, which is not those tokens)."""
-    if not parsed.usage or (parsed.reasoning and not parsed.reasoning_summarized):
+    if not parsed.usage or not parsed.readable or (parsed.reasoning and not parsed.reasoning_summarized):
         return None
     details = parsed.usage.get("completion_tokens_details") or parsed.usage.get("output_tokens_details")
     return (_int(details.get("reasoning_tokens")) or None) if isinstance(details, dict) else None
@@ -423,6 +425,7 @@ class Decoder:
             parsed = read_response(rec) if unread else Output(request.api, error="no response body")
             if response_not_kept(rec):  # unknown, but its kept head may name its id (only the id is read)
                 parsed.response_id = kept_response_id(rec)
+                with_tail_usage(parsed, rec)  # and its kept tail its usage and finish reason (only those)
             done = stream_done(decoded_chunks(rec) or chunks, parsed)
             tokens = self._event_rows(xid, parsed, token_ns)
         if request.generation:

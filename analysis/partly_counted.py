@@ -23,6 +23,8 @@ FIGURES = {
     "workload.output_per_prompt": OF_COUNTED,
     "energy.joules_per_output_token": OVER_MEAN,
 }
+#: Those that a cut answer of no count leaves out (energy is per ok answer: no cut answer is in it).
+OUTPUT_TOTALS = {key: FIGURES[key] for key in ("throughput.output_tokens_per_s", "workload.output_tokens.total")}
 #: Those that rest on every request's prompt count.
 PROMPT_FIGURES = {"workload.prompt_tokens.total": PROMPT_LOWER_BOUND}
 #: Those that rest on the ok answers' prompt counts only: a failed request's missing count is none of theirs.
@@ -46,6 +48,17 @@ def note(uncounted: int, ok: int) -> str | None:
     )
 
 
+def cut_note(uncounted: int) -> str | None:
+    """What the output token totals leave out, where ``uncounted`` 2xx answers were kept only in part
+    (``response_not_kept``) with no usage in their kept tail; None where there are none."""
+    if not uncounted:
+        return None
+    return (
+        f"{uncounted} answers kept only in part (response_not_kept) have no usage in their kept tail: output tok/s and the "
+        "output token total leave their tokens out (lower bounds)"
+    )
+
+
 def prompt_note(known: int, requests: int) -> str | None:
     """What the prompt token total is over, where ``known`` of ``requests`` came with a count; None
     where all did, or none did (the total is then unknown, not partial)."""
@@ -58,12 +71,14 @@ def partly_counted(group: dict[str, Any]) -> dict[str, Any] | None:
     """A ``stats`` group's note and each of its figures that has a value resting on partly known
     counts (path -> what it is); None where every ok answer's and every prompt's count is known."""
     w = group["workload"]
-    ok_uncounted = (w["prompt_tokens"].get("known_ok") or 0) < group["ok"]  # an ok answer's prompt of no count
+    counted = group["ok"] + (group.get("response_not_kept_counted") or 0)  # the answers whose output tokens are summed
+    ok_uncounted = (w["prompt_tokens"].get("known_ok") or 0) < counted  # an ok answer's prompt of no count
     prompt_figures = PROMPT_FIGURES | (OK_PROMPT_FIGURES if ok_uncounted else {})
     said = [
         (text, figures)
         for text, figures in (
             (note(group["throughput"]["output_tokens_unknown"], group["ok"]), FIGURES),
+            (cut_note(group.get("response_not_kept_uncounted") or 0), OUTPUT_TOTALS),
             (prompt_note(w["prompt_tokens"]["known"], w["requests"]), prompt_figures),
         )
         if text

@@ -167,6 +167,12 @@ _TOO_LARGE = "parse_error = '" + TOO_LARGE.replace("'", "''") + "'"
 #: An answer the recorder kept only the head of, over its response limit (``NOT_KEPT``): unknown too.
 _NOT_KEPT = "parse_error = '" + NOT_KEPT.replace("'", "''") + "'"
 _UNKNOWN = f"({_UNSAVED} OR {_TOO_LARGE} OR {_NOT_KEPT})"
+#: Such an answer, whole to its client, whose kept tail holds the engine's count (apis.tail_usage):
+#: unknown as an answer, yet its tokens are in the output token totals and rates (the longest answers).
+_CUT_2XX = f"""({_NOT_KEPT} AND status BETWEEN 200 AND 299 AND "end" = 'complete')"""
+_TAIL_COUNTED = f"({_CUT_2XX} AND output_tokens IS NOT NULL)"
+#: The answers whose output tokens are counted: the ok ones, and those.
+_OUT = f"(ok OR {_TAIL_COUNTED})"
 #: A body no adapter read under an error status (a 404's FastAPI {"detail": ...}): an error by its
 #: status, not an answer infertap could not read (``unreadable`` is a 2xx body's only).
 _ERROR_STATUS = "(status IS NOT NULL AND status NOT BETWEEN 200 AND 299)"
@@ -274,7 +280,7 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             "count(*), count(*) FILTER (WHERE ok), min(sent_wall_ns), max(end_wall_ns), sum(duration_ns), "
             # tokens_per_chunk: streams of one choice whose token times are known (an imported
             # answer is one coarse chunk, however many events it holds)
-            "sum(output_tokens) FILTER (WHERE ok), sum(output_tokens - hidden_reasoning_tokens) FILTER (WHERE ok AND streamed AND token_chunks > 0 AND choices = 1 AND ttft_ns IS NOT NULL), "
+            f"sum(output_tokens) FILTER (WHERE {_OUT}), sum(output_tokens) FILTER (WHERE ok), sum(output_tokens - hidden_reasoning_tokens) FILTER (WHERE ok AND streamed AND token_chunks > 0 AND choices = 1 AND ttft_ns IS NOT NULL), "
             "sum(token_chunks) FILTER (WHERE ok AND streamed AND token_chunks > 0 AND choices = 1 AND ttft_ns IS NOT NULL), any_value(recorder), "
             "string_agg(DISTINCT server_timings_source, '; '), "
             "count(*) FILTER (WHERE ok AND NOT streamed AND ttft_ns IS NOT NULL), "
@@ -287,7 +293,7 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
         "sources": q.rows(
             "output_tokens_source, count(*), sum(output_tokens)",
             extra_group="output_tokens_source",
-            source=f"(SELECT * FROM {q.m} WHERE ok)",
+            source=f"(SELECT * FROM {q.m} WHERE {_OUT})",
         ),
         "answers": q.rows(
             "histogram(coalesce(finish_reason, 'unknown')), count(*) FILTER (WHERE tool_calls > 0), sum(tool_calls), "
@@ -296,15 +302,17 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             f"max(client_wait_ns), count(*) FILTER (WHERE ok AND output_tokens IS NULL), count(*) FILTER (WHERE {_UNSAVED}), "
             f"""count(*) FILTER (WHERE {_UNKNOWN} AND status BETWEEN 200 AND 299 AND "end" = 'complete'), """
             f"count(*) FILTER (WHERE {_TOO_LARGE}), count(*) FILTER (WHERE {_NOT_KEPT}), "
-            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND ({_ERROR_STATUS} OR {_NO_HEAD}))"
+            f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND ({_ERROR_STATUS} OR {_NO_HEAD})), "
+            f"count(*) FILTER (WHERE {_TAIL_COUNTED}), count(*) FILTER (WHERE {_CUT_2XX} AND output_tokens IS NULL)"
         ),
         "work": q.rows(
             # Output tokens of ok answers only, as vLLM's benchmark_serving and GuideLLM count them, and
-            # as output_tokens_unknown counts the answers of none: a failed request's in neither.
-            "sum(prompt_tokens), count(prompt_tokens), sum(output_tokens) FILTER (WHERE ok), count(output_tokens) FILTER (WHERE ok), "
+            # as output_tokens_unknown counts the answers of none: a failed request's in neither. A cut
+            # answer whose tail holds its count (response_not_kept_counted) is counted with them.
+            f"sum(prompt_tokens), count(prompt_tokens), sum(output_tokens) FILTER (WHERE {_OUT}), count(output_tokens) FILTER (WHERE {_OUT}), "
             "sum(cached_tokens), sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), count(cached_tokens), "
-            "histogram(prompt_tokens_source), histogram(cached_tokens_source), sum(prompt_tokens) FILTER (WHERE ok), "
-            "count(prompt_tokens) FILTER (WHERE ok)"
+            f"histogram(prompt_tokens_source), histogram(cached_tokens_source), sum(prompt_tokens) FILTER (WHERE {_OUT}), "
+            f"count(prompt_tokens) FILTER (WHERE {_OUT})"
         ),
         "session_count": q.rows("count(DISTINCT session_capture || chr(0) || session)"),
         "runs": q.rows(f"capture, run_id, {PART}", extra_group="capture, run_id"),
@@ -331,14 +339,19 @@ def _group(
     q: _Query, key: tuple[Any, ...], row: list[Any], aspects: dict[str, _Rows], telemetry: Telemetry, scraped: _Scraped
 ) -> dict[str, Any]:
     """One group's statistics, from its row of each aspect."""
-    requests, ok, first, last, busy, out_tokens, chunk_tokens, token_chunks, recorder, server_src, whole, streamed = row[:12]
-    values = row[12:]
+    requests, ok, first, last, busy, out_tokens, ok_tokens, chunk_tokens, token_chunks, recorder, server_src, whole, streamed = (
+        row[:13]
+    )
+    values = row[13:]
     span_s = (last - first) / 1e9 if first is not None and last is not None else None
     parts = run_parts(aspects["runs"][key])
     active_s, runs = _active(parts), len(aspects["runs"][key])
     [itl_row] = aspects["itl"].get(key, [[None, None, 0]])
     [answers] = aspects["answers"][key]
-    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown, too_large, cut, error_unread = answers
+    finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown, too_large, cut, error_unread = (
+        answers[:12]
+    )
+    cut_counted, cut_uncounted = answers[12:]
     # A 2xx answer that is not in the file it was imported from, that decodes past what analysis
     # reads, or that the recorder kept only in part, is neither ok nor an error (one that failed otherwise, a request the page aborted, is
     # still an error).
@@ -348,7 +361,8 @@ def _group(
     label = dict(zip(q.names, key, strict=True))
     if "run" in label:
         label["recorder"] = recorder
-    power = _power(telemetry, parts, aspects["session_count"][key][0][0], ok, out_tokens or 0)
+    # Energy per request and token is over the ok answers (their tokens), as energy.py counts them per run.
+    power = _power(telemetry, parts, aspects["session_count"][key][0][0], ok, ok_tokens or 0)
     session = _session(aspects["session"][key][0], span_s, busy, power["energy"]) if "session" in aspects else {}
     return {
         "key": label,
@@ -360,6 +374,10 @@ def _group(
         "not_in_file": unsaved,
         "too_large": too_large,
         "response_not_kept": cut,  # kept only in part, over the recorder's response limit: unknown
+        # Of those (2xx, complete), the ones whose kept tail holds the engine's usage: their output
+        # tokens are in the output token totals and rates, and the ones whose tail holds none.
+        "response_not_kept_counted": cut_counted,
+        "response_not_kept_uncounted": cut_uncounted,
         # Sent with a body not kept (exchanges.request_body_unknown): generation or not unknown, in no figure.
         "request_body_unknown": aspects["body_unknown"].get(key, [[0]])[0][0],
         "span_s": span_s,
@@ -452,10 +470,10 @@ def _workload(requests: int, w: list[Any], by_source: dict[str, int], prefix: li
     """Tokens in and out, cache hits and prefix reuse: what two runs must share before their speeds compare."""
     return {
         "requests": requests,
-        # known_ok: of the ok answers, those with a prompt count (output_per_prompt's prompts)
+        # known_ok: of the answers whose output is counted (ok, and cut ones by their tail), those with a prompt count
         "prompt_tokens": {"total": w[0], "known": w[1], "known_ok": w[10], "source": w[7] or {}},
         "output_tokens": {"total": w[2], "known": w[3], "by_source": by_source},
-        "output_per_prompt": _ratio(w[2], w[9]),  # of the ok answers, as their output total
+        "output_per_prompt": _ratio(w[2], w[9]),  # of the answers counted in the output total
         "cached_tokens": {"total": w[4], "known": w[6], "share": _ratio(w[4], w[5]), "source": w[8] or {}},
         "prefix_reuse": [
             {"unit": unit, "requests": n, "shared": shared, "length": length, "share": _ratio(shared, length), "mean": mean}

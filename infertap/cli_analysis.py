@@ -309,7 +309,12 @@ def _print_output(group: dict[str, Any]) -> None:
         )
         + (
             f"; response not kept {group['response_not_kept']} (over the recorder's response limit, only its head "
-            "kept: unknown, no answers, and no errors where the status was 2xx)"
+            "kept: unknown, no answers, and no errors where the status was 2xx"
+            + (
+                f"; {group['response_not_kept_counted']} counted in the output tokens by the usage in their kept tail)"
+                if group.get("response_not_kept_counted")
+                else ")"
+            )
             if group.get("response_not_kept")
             else ""
         )

@@ -95,6 +95,11 @@ def sse_chunk(tag: str, i: int, text: str) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
 
+def _chat_chunk(tag: str, choices: list[Any], **extra: Any) -> bytes:
+    payload = {"id": f"chatcmpl-{tag}", "object": "chat.completion.chunk", "model": "fake", "choices": choices, **extra}
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
 class FakeUpstream:
     def __init__(self) -> None:
         self.cancelled: list[str] = []  # tags of streams that saw their client go away
@@ -172,6 +177,10 @@ class FakeUpstream:
                 await chunk(sse_chunk(tag, i, f"{tag}:{i} "))
                 if pace:
                     await asyncio.sleep(pace)
+            if (params.get("stream_options") or {}).get("include_usage"):  # OpenAI's last two chunks
+                await chunk(_chat_chunk(tag, [{"index": 0, "delta": {}, "finish_reason": "length"}]))
+                usage = {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
+                await chunk(_chat_chunk(tag, [], usage=usage))
             await chunk(b"data: [DONE]\n\n", more=False)
             self.completed.append(tag)
         elif path == "/v1/responses":  # the Responses API: the answer's id comes first, as OpenAI sends it

@@ -9,7 +9,7 @@ answer. Imports nothing of the rest of infertap: the capture's bytes are all it 
 
 from .body import TOO_LARGE, decoded_chunks, ended_by_marker, header
 from .conversation import Link, Links, links_of
-from .kept import kept_response_id
+from .kept import TailUsage, kept_response_id, tail_usage, with_tail_usage
 from .linking import link, sessions_of, think_times, think_times_from, turns_of
 from .read import (
     APIS,
@@ -63,6 +63,9 @@ __all__ = [
     "one_prompt",
     "read_request",
     "kept_response_id",
+    "tail_usage",
+    "TailUsage",
+    "with_tail_usage",
     "read_response",
     "sampling_fields",
     "stream_done",

@@ -6,16 +6,34 @@ Messages API's ``message_start``, or a JSON body's leading ``"id"``), so the hea
 the analysis's ``exchanges.response_id`` holds it, a later turn that continues it by
 ``previous_response_id`` is linked to it (analysis) and sent with the target's id (replay). Only
 the id is read from the head: the answer itself stays unknown.
+
+Its end is kept too (``response_tail``, the last 64 KiB past the head), and the engine's count of
+what it generated is there: ``tail_usage`` reads its usage and final finish reason, of whole events
+only, so that the longest answers (a runaway stream) still weigh in token counts and throughput.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from .body import decoding, ended_payloads, framing, head_of
-from .read import CHAT, COMPLETIONS, MESSAGES, RESPONSES, _by_path, _loads, api_for, json_body, response_not_kept
+from .body import decoding, encoded, ended_payloads, framing, head_of
+from .read import (
+    _NOTHING,
+    CHAT,
+    COMPLETIONS,
+    MESSAGES,
+    RESPONSES,
+    _by_path,
+    _loads,
+    api_for,
+    fold,
+    json_body,
+    response_not_kept,
+)
+from .shapes import Event, Output
 
 _DECODER = json.JSONDecoder()
 _SPACE = " \t\r\n"
@@ -71,3 +89,59 @@ def _skip(text: str, i: int) -> int:
     while i < len(text) and text[i] in _SPACE:
         i += 1
     return i
+
+
+@dataclass(frozen=True, slots=True)
+class TailUsage:
+    """What the end of a cut answer says of it: the engine's counts and why it stopped, nothing else."""
+
+    usage: dict[str, Any] | None  # as sent, merged over the tail's events
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    output_tokens: int | None
+    finish_reason: str | None  # in the common vocabulary
+    finish_reason_raw: str | None  # the API's own word
+
+
+def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
+    """The usage and final finish reason in a cut (``response_not_kept``) answer's ``response_tail``,
+    of every API its adapter reads: chat's usage chunk and last finish_reason, Messages'
+    message_delta (usage, stop_reason), Responses' response.completed (usage, status). The tail
+    starts mid-event: only the whole events after its first boundary are read. Where the head and
+    the tail together are the whole body (it passed the limit by less than the tail), the body is
+    read whole, a JSON document too; a JSON document's end alone is not read (its usage can't be
+    told from a nested one without its start). None where the tail holds neither."""
+    tail = record.get("response_tail")
+    if not isinstance(tail, bytes) or not tail or not response_not_kept(record) or encoded(record):
+        return None
+    chunks = [c for c in record.get("chunks") or () if isinstance(c, bytes)]
+    how = framing(record, head_of(chunks))
+    if sum(map(len, chunks)) + len(tail) == record.get("response_body_size"):
+        pieces = [*chunks, tail]  # contiguous: nothing between the head and the tail
+    elif how == "json":
+        return None
+    else:
+        sep = b"\n\n" if how == "sse" else b"\n"
+        rest = tail.replace(b"\r\n", b"\n")
+        cut = rest.find(sep)
+        if cut < 0:
+            return None  # not one whole event
+        pieces = [rest[cut + len(sep) :]]
+    api = _by_path(record.get("path")) or api_for(record.get("path"), json_body(record.get("request_body")))
+    payloads, _ = ended_payloads(record, pieces, how)  # a last event cut mid-way is no JSON: skipped
+    out = fold(api, [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads], how)
+    if out.usage is None and out.finish_reason_raw is None:
+        return None
+    return TailUsage(out.usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, out.finish_reason, out.finish_reason_raw)
+
+
+def with_tail_usage(out: Output, record: Mapping[str, Any]) -> Output:
+    """``out`` (a cut answer read as unknown) given its tail's usage and finish reason, in place:
+    still unreadable, its error ``NOT_KEPT``, its text and calls unknown; what the analysis and the
+    enricher count its tokens by."""
+    found = tail_usage(record)
+    if found is not None:
+        out.usage, out.prompt_tokens, out.cached_tokens = found.usage, found.prompt_tokens, found.cached_tokens
+        out.output_tokens, out.finish_reason = found.output_tokens, found.finish_reason
+        out.finish_reason_raw = found.finish_reason_raw
+    return out

@@ -70,6 +70,7 @@ class ExchangeExtras(TypedDict, total=False):
     response_body_size: int  # the body's real size in bytes: its chunks hold only its head (apis.response_not_kept)
     response_body_chunks: int  # how many chunks it came in
     response_last_ns: int  # when its last chunk came, since sent
+    response_tail: bytes  # its last bytes past the head, RESPONSE_TAIL_BYTES at most: its usage (apis.tail_usage)
     closed_after_end: bool  # the client hung up after the stream's end marker, before the upstream's close
     delivered_chunks: int  # the client hung up with only this many chunks written to it: the rest never were
     proxy_generated: bool  # the response was written by infertap (400/401/413/502/503/504), not the upstream
@@ -224,6 +225,9 @@ def request_body_unknown(record: dict[str, Any]) -> bool:
 #: ``infertap_max_response``): past it the response is still relayed whole, its chunks kept only up to it.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 _TAIL_CHUNKS = 8  # the chunks past that limit a ResponseKept holds, for the end marker
+#: The last bytes of such a response kept in its record (``response_tail``): where an answer's usage
+#: and final finish reason are (a chat stream's usage chunk, Messages' message_delta, response.completed).
+RESPONSE_TAIL_BYTES = 64 * 1024
 
 
 class ResponseKept:
@@ -233,9 +237,11 @@ class ResponseKept:
     the body, its first ``limit`` bytes (the chunk that crosses it cut there); ``mark`` says in the
     record that it is no more (``apis.response_not_kept``). The last few chunks past the limit are
     held too (``tail``), for ``last``: whether a client that hung up had the stream's end marker is
-    read from them, as from an uncut stream's chunks."""
+    read from them, as from an uncut stream's chunks. The body's last ``RESPONSE_TAIL_BYTES`` past the
+    head go into the record (``response_tail``), where its usage is, bounded in bytes: one chunk may
+    be 100 MiB, of which only the end is copied."""
 
-    __slots__ = ("chunk_ns", "chunks", "limit", "size", "count", "whole", "last_ns", "tail")
+    __slots__ = ("chunk_ns", "chunks", "limit", "size", "count", "whole", "last_ns", "tail", "end", "end_size")
 
     def __init__(self, chunk_ns: list[int], chunks: list[bytes], limit: int | None) -> None:
         self.chunk_ns = chunk_ns
@@ -248,6 +254,8 @@ class ResponseKept:
         # Bounded: ended_by_marker reads two chunks; the rest leave room for chunks read after the
         # last one a client was handed (a proxy's client gone, the upstream still sending).
         self.tail: deque[bytes] = deque(maxlen=_TAIL_CHUNKS)
+        self.end: deque[bytes] = deque()  # the bytes past the head, RESPONSE_TAIL_BYTES and less than a piece more
+        self.end_size = 0
 
     def add(self, ns: int, chunk: bytes) -> None:
         before = self.size
@@ -266,6 +274,15 @@ class ResponseKept:
             self.chunk_ns.append(ns)
             self.chunks.append(chunk[: self.limit - before])
         self.tail.append(chunk)  # whole, for last(): its end is no part of the head
+        # Past the head, only the last RESPONSE_TAIL_BYTES of the chunk are copied; pieces that the
+        # later ones leave outside the bound go (a deque: O(1) a chunk, however small the chunks).
+        piece = chunk[max(self.limit - before, len(chunk) - RESPONSE_TAIL_BYTES, 0) :]
+        if piece:
+            end = self.end
+            end.append(piece)
+            self.end_size += len(piece)
+            while self.end_size - len(end[0]) >= RESPONSE_TAIL_BYTES:
+                self.end_size -= len(end.popleft())
 
     def last(self, end: int | None = None) -> list[bytes]:
         """The two chunks before chunk number ``end`` (the last two by default), kept or in the tail:
@@ -284,11 +301,20 @@ class ResponseKept:
         return out
 
     def mark(self, record: Exchange) -> None:
-        """The record says its body is cut, with the real size, chunk count and last chunk's time."""
+        """The record says its body is cut, with the real size, chunk count and last chunk's time, and
+        its tail past the head. Not the tail of an encoded body (gzip, br, ...): a compressed stream's
+        end can't be decoded without its start, nor searched for the credentials a response may echo."""
         if self.size > self.limit:
             record["response_body_size"] = self.size
             record["response_body_chunks"] = self.count
             record["response_last_ns"] = self.last_ns
+            if self.end and not _encoded(record.get("response_headers")):
+                record["response_tail"] = b"".join(self.end)[-RESPONSE_TAIL_BYTES:]
+
+
+def _encoded(headers: list[list[str]] | None) -> bool:
+    """Whether response headers name a content-encoding other than identity."""
+    return any(n.lower() == "content-encoding" and v.strip().lower() not in ("", "identity") for n, v in headers or ())
 
 
 def named_session(value: object) -> str | None:

@@ -117,6 +117,16 @@ def _scrubbed(chunks: list[bytes], needles: list[bytes], token: bytes) -> list[b
     return [scrubbed[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
 
 
+def _scrubbed_start(tail: bytes, needles: list[bytes], token: bytes) -> bytes:
+    """``tail`` (a cut body's last bytes) with the end of a needle it starts with replaced: the
+    credential its first byte cut, ``ECHO_MIN // 2`` characters of it or more (fewer are ordinary text)."""
+    for needle in needles:
+        for k in range(1, len(needle) - ECHO_MIN // 2 + 1):
+            if tail.startswith(needle[k:]):
+                return token + tail[len(needle) - k :]
+    return tail
+
+
 def _spans(body: bytes, pattern: re.Pattern[bytes], longest: int, window: int = WINDOW) -> list[tuple[int, int]]:
     """Where ``pattern`` (needles of ``longest`` bytes at most) matches in ``body``, as one scan
     finds them, searched ``window`` bytes at a time in place (``pos``, ``endpos``: no copy).
@@ -316,6 +326,9 @@ class Redactor:
         chunks = record.get("chunks")
         if chunks and not _scrubbed_decoded(record, needles, token):
             record["chunks"] = _scrubbed(chunks, needles, token)
+        tail = record.get("response_tail")  # a cut body's end (never an encoded one's): searched as it came
+        if tail:
+            record["response_tail"] = _scrubbed_start(_scrubbed([tail], needles, token)[0], needles, token)
         headers, trailers = record.get("response_headers"), record.get("response_trailers")
         if headers:
             record["response_headers"] = _scrubbed_pairs(headers, needles, token)

@@ -21,7 +21,17 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from infertap.apis import SAMPLING, Output, Request, api_for, read_request, read_response, sampling_fields
+from infertap.apis import (
+    SAMPLING,
+    Output,
+    Request,
+    api_for,
+    read_request,
+    read_response,
+    response_not_kept,
+    sampling_fields,
+    with_tail_usage,
+)
 from infertap.capture.records import EngineSnapshot, Enrichment
 from infertap.capture.redact import Redactor
 
@@ -30,6 +40,9 @@ from .probe import open_engine, snapshot
 from .trafficgate import TrafficGate
 
 log = logging.getLogger("infertap.enrich")
+#: Where a cut answer's output count came from (``response_not_kept``: its text unknown, never tokenized).
+TAIL_USAGE = "usage (in the response's kept tail: the answer past the response limit)"
+NO_TAIL_USAGE = "unknown (the answer was not kept whole, and its kept tail holds no usage)"
 
 _STOP = object()
 
@@ -67,7 +80,10 @@ def enrichment(
         return None
     path = record["path"]
     parsed = parsed or read_response(record)
-    prompt_tokens, output_tokens = _tokens(engine, path, request.body, parsed)
+    cut = response_not_kept(record)
+    if cut:  # its answer unknown, but its kept tail may hold the engine's count (apis.tail_usage)
+        with_tail_usage(parsed, record)
+    prompt_tokens, output_tokens = _tokens(engine, path, request.body, parsed, cut)
     return {
         "type": "enrichment",
         "exchange_id": record["id"],
@@ -109,22 +125,32 @@ def _server_timings(parsed: Output) -> dict[str, Any] | None:
     return None
 
 
-def _tokens(engine: Engine | None, path: str, body: dict[str, Any], parsed: Output) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Prompt and output tokens, each with its source: the engine's own tokenizer where it has one."""
+def _tokens(
+    engine: Engine | None, path: str, body: dict[str, Any], parsed: Output, cut: bool = False
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Prompt and output tokens, each with its source: the engine's own tokenizer where it has one;
+    of an answer not kept whole (``cut``), whose text is unknown, the usage its kept tail holds."""
+    # A cut answer's text is unknown, never tokenized: the engine's own count, where its tail holds it.
+    output = _tail_count(parsed.output_tokens) if cut else None
     if engine is None:
         reason = "engine unknown (probe failed)"
-        return {"ids": None, "count": None, "source": reason}, {"ids": None, "count": None, "source": reason}
+        return {"ids": None, "count": None, "source": reason}, output or {"ids": None, "count": None, "source": reason}
     prompt = engine.prompt_tokens(path, body).as_dict()
     usage_prompt = parsed.prompt_tokens
     count = prompt["count"]
     prompt["agrees_with_usage"] = (count == usage_prompt) if count is not None and usage_prompt is not None else None
-    if parsed.token_ids:
-        output = {"ids": parsed.token_ids, "count": len(parsed.token_ids), "source": "engine (token ids in the response)"}
-    elif parsed.text:
-        output = engine.output_tokens(parsed.text).as_dict()
-    else:
-        output = {"ids": None, "count": None, "source": "no output text"}
+    if output is None:
+        if parsed.token_ids:
+            output = {"ids": parsed.token_ids, "count": len(parsed.token_ids), "source": "engine (token ids in the response)"}
+        elif parsed.text:
+            output = engine.output_tokens(parsed.text).as_dict()
+        else:
+            output = {"ids": None, "count": None, "source": "no output text"}
     return prompt, output
+
+
+def _tail_count(count: int | None) -> dict[str, Any]:
+    return {"ids": None, "count": count, "source": TAIL_USAGE if count is not None else NO_TAIL_USAGE}
 
 
 class Enricher:

@@ -41,8 +41,33 @@ def test_the_chunk_that_crosses_the_limit_keeps_its_first_bytes_up_to_it() -> No
     assert whole.chunks == [body] and whole.last() == [body]
     record: dict = {}
     cut.mark(record)  # type: ignore[arg-type]
-    assert record == {"response_body_size": len(body), "response_body_chunks": 1, "response_last_ns": 0}
+    assert record == {
+        "response_body_size": len(body),
+        "response_body_chunks": 1,
+        "response_last_ns": 0,
+        "response_tail": body[40:],
+    }
     whole.mark(record := {})  # type: ignore[arg-type]
     assert record == {}
     streamed = _kept([b"a" * 30, b"b" * 30, b"c" * 30], 40)  # the second crosses it: cut; the third not kept
     assert streamed.chunks == [b"a" * 30, b"b" * 10] and streamed.last() == [b"b" * 30, b"c" * 30]
+
+
+def test_the_tail_past_the_head_is_kept_in_the_record_bounded_in_bytes() -> None:
+    """``response_tail``: the body's last bytes past the head, ``RESPONSE_TAIL_BYTES`` at most,
+    however large one chunk (only its end is copied) or however many small ones came."""
+    from infertap.capture.records import RESPONSE_TAIL_BYTES
+
+    huge = bytes(range(256)) * (3 * RESPONSE_TAIL_BYTES // 256)  # one chunk of three bounds
+    record: dict = {}
+    _kept([b"h" * 30, huge], 40).mark(record)  # type: ignore[arg-type]
+    assert record["response_tail"] == huge[-RESPONSE_TAIL_BYTES:]
+    small = [b"data: %d\n\n" % i for i in range(20_000)]
+    _kept(small, 40).mark(record := {})  # type: ignore[arg-type]
+    assert record["response_tail"] == b"".join(small)[-RESPONSE_TAIL_BYTES:]
+    short = [b"a" * 30, b"b" * 30, b"c" * 30]  # past the limit by less than the bound: all of it past the head
+    _kept(short, 40).mark(record := {})  # type: ignore[arg-type]
+    assert record["response_tail"] == b"b" * 20 + b"c" * 30
+    # An encoded body's end can't be read (nor searched for echoed credentials) without its start: none.
+    _kept(short, 40).mark(record := {"response_headers": [["Content-Encoding", "gzip"]]})  # type: ignore[arg-type]
+    assert "response_tail" not in record and record["response_body_size"] == 90

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from infertap.apis import kept_response_id
+from infertap.apis import kept_response_id, tail_usage
 from infertap.cli import cli
 from tests.fake_upstream import raw_upstream
 
@@ -174,6 +174,7 @@ def test_a_response_over_infertap_max_response_is_passed_on_whole_and_kept_cut(s
     got = []
     for tag, n in (("big", 400), ("small", 3)):
         body = {"messages": [{"role": "user", "content": tag}], "stream": True, "tag": tag, "n_chunks": n}
+        body["stream_options"] = {"include_usage": tag == "big"}  # its usage past the head: in its tail
         with httpx.stream("POST", f"{mitm.url}/v1/chat/completions", json=body, timeout=30) as r:
             got.append(r.read())
     # One JSON body past it, sent in one chunk: its first 8k kept (nothing was), its leading id read.
@@ -189,12 +190,14 @@ def test_a_response_over_infertap_max_response_is_passed_on_whole_and_kept_cut(s
     assert cut["response_body_chunks"] > len(cut["chunks"]) and cut["response_last_ns"] >= cut["chunk_ns"][-1]
     head = b"".join(cut["chunks"])
     assert 0 < len(head) <= 8192 and big.startswith(head)
+    assert big.endswith(cut["response_tail"]) and tail_usage(cut).output_tokens == 400  # type: ignore[union-attr]
     assert b"".join(whole["chunks"]) == small and "response_body_size" not in whole
 
     result = CliRunner().invoke(cli, ["stats", str(mitm.out), "--json", "--cache-dir", str(tmp_path / "cache")])
     assert result.exit_code == 0, result.output
     [group] = json.loads(result.stdout)["groups"]
     assert (group["requests"], group["ok"], group["errors"], group["response_not_kept"]) == (3, 1, 0, 2)
+    assert group["response_not_kept_counted"] == 1 and group["workload"]["output_tokens"]["total"] == 403
 
 
 @pytest.mark.parametrize("done", [True, False], ids=["after-done", "before-done"])

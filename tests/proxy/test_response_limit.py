@@ -143,3 +143,47 @@ def test_a_one_chunk_answer_over_the_limit_keeps_its_head_and_the_id_it_names(fa
     assert b"".join(cut["chunks"]) == bodies[0][:LIMIT] and kept_response_id(cut) == json.loads(bodies[0])["id"]
     assert read_response(cut).error is not None and not read_response(cut).readable
     assert b"".join(whole["chunks"]) == bodies[1] and "response_body_size" not in whole and kept_response_id(whole) is None
+
+
+def test_a_cut_answers_usage_is_read_from_its_kept_tail_and_counted_in_stats_not_compare(
+    fake, record, tmp_path, monkeypatch
+) -> None:
+    """A runaway stream's usage chunk comes last, past the kept head: its tail (``response_tail``)
+    keeps it, stats counts its output tokens (the longest answer weighs most on throughput), while
+    its answer stays unknown to compare."""
+    from infertap.apis import tail_usage
+    from infertap.capture.records import RESPONSE_TAIL_BYTES
+
+    _, upstream = fake
+    rec = record(upstream, "--max-response-mb", _MB)
+    usage = {"stream_options": {"include_usage": True}}
+    for tag, n in (("big", 400), ("small", 3)):
+        body = {"model": "m", "messages": [{"role": "user", "content": tag}], "stream": True, "tag": tag, "n_chunks": n, **usage}
+        with httpx.stream("POST", f"{rec.url}/v1/chat/completions", json=body, timeout=30) as r:
+            assert r.status_code == 200
+            got = r.read()
+        if tag == "big":
+            big = got
+    assert rec.stop() == 0
+    cut, whole = rec.exchanges()
+    assert len(big) > 4 * LIMIT and "response_tail" not in whole
+    tail = cut["response_tail"]
+    assert big.endswith(tail) and len(tail) == min(RESPONSE_TAIL_BYTES, len(big) - LIMIT)
+    found = tail_usage(cut)
+    assert found is not None and (found.output_tokens, found.prompt_tokens, found.finish_reason) == (400, 5, "length")
+
+    cache = str(tmp_path / "cache")
+    result = CliRunner().invoke(cli, ["stats", str(rec.out), "--json", "--cache-dir", cache])
+    assert result.exit_code == 0, result.output
+    [group] = json.loads(result.stdout)["groups"]
+    assert (group["ok"], group["response_not_kept"], group["response_not_kept_counted"]) == (1, 1, 1)
+    assert group["workload"]["output_tokens"]["total"] == 403 and group["throughput"]["output_tokens_unknown"] == 0
+    assert group["throughput"]["output_tokens_per_s"] > 0 and group["finish_reasons"] == {"length": 2}
+    text = CliRunner().invoke(cli, ["stats", str(rec.out), "--cache-dir", cache]).output
+    assert "1 counted in the output tokens by the usage in their kept tail" in text
+
+    monkeypatch.setenv("INFERTAP_CACHE", cache)
+    result = CliRunner().invoke(cli, ["compare", str(rec.out), str(rec.out), "--json"])
+    assert result.exit_code == 0, result.output
+    divergence = json.loads(result.stdout)["divergence"]
+    assert divergence["pairs"] == 1 and divergence["counts"]["response_not_kept"] == 1  # still not compared

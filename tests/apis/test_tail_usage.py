@@ -1,0 +1,102 @@
+"""``apis.tail_usage``: the usage and final finish reason in a cut answer's kept tail
+(``response_tail``), of whole events only, per API; the answer itself stays unknown."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from infertap.apis import NOT_KEPT, read_response, tail_usage
+from infertap.capture.redact import REDACTED, Redactor
+from infertap.engines.enrich import TAIL_USAGE, enrichment
+from tests.fake_upstream import sse_chunk
+
+SSE = [["content-type", "text/event-stream"]]
+_BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True}).encode()
+
+
+def _cut(path: str, head: bytes, tail: bytes, size: int = 1 << 20, headers: Any = SSE) -> dict[str, Any]:
+    return {
+        "id": "x",
+        "path": path,
+        "status": 200,
+        "request_body": _BODY,
+        "response_headers": headers,
+        "chunks": [head],
+        "chunk_ns": [1],
+        "response_body_size": size,
+        "response_tail": tail,
+    }
+
+
+def _event(kind: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + json.dumps(data).encode() + b"\n\n"
+
+
+def _chat_end(completion: int) -> bytes:
+    finish = {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+    usage = {"id": "c", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": completion}}
+    return b"data: " + json.dumps(finish).encode() + b"\n\ndata: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n"
+
+
+def test_each_apis_usage_and_finish_reason_are_read_from_the_whole_events_of_the_tail() -> None:
+    words = b"".join(sse_chunk("c", i, "word ") for i in range(5))
+    chat = _cut("/v1/chat/completions", words, words[17:] + _chat_end(4096))  # the tail starts mid-event
+    got = tail_usage(chat)
+    assert got is not None and (got.prompt_tokens, got.output_tokens, got.finish_reason, got.finish_reason_raw) == (
+        7,
+        4096,
+        "length",
+        "length",
+    )
+    delta = _event(
+        "message_delta", {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 900}}
+    )
+    messages = _cut(
+        "/v1/messages", b"event: message_start\n", b'ext": "a"}}\n\n' + delta + _event("message_stop", {"type": "message_stop"})
+    )
+    got = tail_usage(messages)
+    assert got is not None and (got.output_tokens, got.finish_reason_raw, got.finish_reason) == (900, "max_tokens", "length")
+    done = {"id": "r", "status": "completed", "output": [], "usage": {"input_tokens": 3, "output_tokens": 800}}
+    responses = _cut(
+        "/v1/responses",
+        b"event: response.created\n",
+        b'"}\n\n' + _event("response.completed", {"type": "response.completed", "response": done}),
+    )
+    got = tail_usage(responses)
+    assert got is not None and (got.prompt_tokens, got.output_tokens) == (3, 800)
+    # The answer itself stays unknown.
+    assert read_response(chat).error == NOT_KEPT and not read_response(chat).readable
+
+
+def test_a_tail_of_no_whole_event_or_a_json_bodys_end_alone_says_nothing() -> None:
+    end = _chat_end(50)
+    assert tail_usage(_cut("/v1/chat/completions", b"data: {", end[-40:])) is None  # inside its last event
+    assert tail_usage(_cut("/v1/chat/completions", b"data: {", b"")) is None
+    body = json.dumps(
+        {
+            "id": "c",
+            "choices": [{"index": 0, "message": {"content": "a" * 99}, "finish_reason": "stop"}],
+            "usage": {"completion_tokens": 60},
+        }
+    ).encode()
+    json_headers = [["content-type", "application/json"]]
+    # The end of a JSON document: its usage can't be told apart from a nested one's without its start.
+    assert tail_usage(_cut("/v1/chat/completions", body[:40], body[-60:], len(body), json_headers)) is None
+    # Head and tail together the whole body: read exactly.
+    got = tail_usage(_cut("/v1/chat/completions", body[:40], body[40:], len(body), json_headers))
+    assert got is not None and (got.output_tokens, got.finish_reason) == (60, "stop")
+    gzip = [["content-type", "text/event-stream"], ["content-encoding", "gzip"]]
+    assert tail_usage(_cut("/v1/chat/completions", b"data: {", b"}\n\n" + end, headers=gzip)) is None
+
+
+def test_the_enricher_records_a_cut_answers_tail_usage_and_the_redactor_searches_the_tail() -> None:
+    record = _cut("/v1/chat/completions", b"data: {", b"}\n\n" + _chat_end(321))
+    out = enrichment(None, None, record)
+    assert out is not None and out["response"]["usage"] == {"prompt_tokens": 7, "completion_tokens": 321}
+    assert out["response"]["finish_reason"] == "length" and out["response"]["parse_error"] == NOT_KEPT
+    assert out["output_tokens"] == {"ids": None, "count": 321, "source": TAIL_USAGE}
+    key = "sk-secret-0123456789"
+    echoed = _cut("/v1/chat/completions", b"data: {", key[5:].encode() + b" and " + key.encode() + b"\n\n")
+    Redactor().echoes(echoed, {key})  # a credential the tail starts inside, and one whole
+    assert echoed["response_tail"] == (REDACTED + " and " + REDACTED + "\n\n").encode()
