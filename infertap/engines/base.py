@@ -212,7 +212,9 @@ class Engine:
 
     # -- per-exchange ---------------------------------------------------------------------------
 
-    def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
+    def prompt_tokens(self, path: str, request: dict[str, Any], usage: int | None = None) -> Tokens:
+        """The ids of the prompt the engine ran for ``request`` on ``path``; ``usage``: the count the
+        engine's answer gave (``usage.prompt_tokens``), where a choice between renderings needs it."""
         return Tokens(None, f"{self.kind}: no tokenize endpoint known")
 
     def output_tokens(self, text: str) -> Tokens:

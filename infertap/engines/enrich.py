@@ -115,8 +115,8 @@ def _tokens(engine: Engine | None, path: str, body: dict[str, Any], parsed: Outp
     if engine is None:
         reason = "engine unknown (probe failed)"
         return {"ids": None, "count": None, "source": reason}, {"ids": None, "count": None, "source": reason}
-    prompt = engine.prompt_tokens(path, body).as_dict()
     usage_prompt = parsed.prompt_tokens
+    prompt = engine.prompt_tokens(path, body, usage_prompt).as_dict()
     count = prompt["count"]
     prompt["agrees_with_usage"] = (count == usage_prompt) if count is not None and usage_prompt is not None else None
     if parsed.token_ids:
