@@ -202,9 +202,19 @@ class Engine:
         value = self.facts()["defaults"]["value"]
         return {canonical(k): v for k, v in value.items()} if isinstance(value, dict) else None
 
+    def adjusted(
+        self, path: str, settings: dict[str, dict[str, Any]], prompt_tokens: int | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """``settings`` (``enrich.effective_settings``) as the engine changes them after reading the
+        request on ``path`` (SGLang's Responses API cuts the output budget); ``prompt_tokens``:
+        the answer's ``usage`` count, where a change depends on the prompt's length."""
+        return settings
+
     # -- per-exchange ---------------------------------------------------------------------------
 
-    def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
+    def prompt_tokens(self, path: str, request: dict[str, Any], usage: int | None = None) -> Tokens:
+        """The ids of the prompt the engine ran for ``request`` on ``path``; ``usage``: the count the
+        engine's answer gave (``usage.prompt_tokens``), where a choice between renderings needs it."""
         return Tokens(None, f"{self.kind}: no tokenize endpoint known")
 
     def output_tokens(self, text: str) -> Tokens:

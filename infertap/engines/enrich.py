@@ -99,21 +99,22 @@ def enrichment(
             "usage": parsed.usage,
             "parse_error": parsed.error,
         },
-        "settings": _settings(engine, path, request),
+        "settings": _settings(engine, path, request, parsed.prompt_tokens),
         "server_timings": _server_timings(parsed),
         "prompt_tokens": prompt_tokens,
         "output_tokens": output_tokens,
     }
 
 
-def _settings(engine: Engine | None, path: str, request: Request) -> dict[str, dict[str, Any]]:
-    """The effective settings of a request: as the engine reads them, where it is known."""
+def _settings(engine: Engine | None, path: str, request: Request, prompt_tokens: int | None = None) -> dict[str, dict[str, Any]]:
+    """The effective settings of a request: as the engine reads them, and changes them, where it is known."""
     if engine is None:
         return effective_settings(request.sampling, None)
     fields = api_for(path, request.body).sampling(request.body or {})
-    return effective_settings(
+    settings = effective_settings(
         engine.requested(fields, path), engine.defaults_for(path, request.model), engine.ignored(fields, path)
     )
+    return engine.adjusted(path, settings, prompt_tokens)
 
 
 def _server_timings(parsed: Output) -> dict[str, Any] | None:
@@ -135,8 +136,8 @@ def _tokens(
     if engine is None:
         reason = "engine unknown (probe failed)"
         return {"ids": None, "count": None, "source": reason}, output or {"ids": None, "count": None, "source": reason}
-    prompt = engine.prompt_tokens(path, body).as_dict()
     usage_prompt = parsed.prompt_tokens
+    prompt = engine.prompt_tokens(path, body, usage_prompt).as_dict()
     count = prompt["count"]
     prompt["agrees_with_usage"] = (count == usage_prompt) if count is not None and usage_prompt is not None else None
     if output is None:

@@ -286,7 +286,7 @@ class LlamaCppPython(Engine):
         self.last_error = ep.error or f"HTTP {ep.status}"
         return None
 
-    def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
+    def prompt_tokens(self, path: str, request: dict[str, Any], usage: int | None = None) -> Tokens:
         if path in _CHAT_PATHS:
             gguf, how = self.gguf()
             if gguf is None:

@@ -112,7 +112,7 @@ class LlamaServer(Engine):
             return [t if isinstance(t, int) else t.get("id") for t in ep.json["tokens"]]
         return None
 
-    def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
+    def prompt_tokens(self, path: str, request: dict[str, Any], usage: int | None = None) -> Tokens:
         if path in _CHAT_PATHS:
             # The server renders the request with its own template (/apply-template takes the chat
             # request as it is) and tokenizes the result with special tokens parsed.

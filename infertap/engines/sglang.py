@@ -9,13 +9,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .base import Endpoint, Engine, fact
+from .base import Endpoint, Engine, canonical, fact
+
+_RESPONSES = "/v1/responses"
+#: What a Responses request sets where it gives nothing (``ResponsesRequest.to_sampling_params``,
+#: SGLang main at 004c82e): temperature 0.7 (a chat request's is 1.0) and top_p 1.0 from its own
+#: table, both penalties 0.0 from its fields. Set on every request, they hide
+#: --preferred-sampling-params, which fill only keys a request leaves out (``TokenizerManager``).
+RESPONSES_DEFAULTS: dict[str, Any] = {"temperature": 0.7, "top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+#: Tokens it takes off a Responses request's output budget: "headroom for BOS/EOS".
+RESPONSES_HEADROOM = 2
+#: The least budget it gives a Responses request, whatever of the context its prompt leaves.
+RESPONSES_MIN_BUDGET = 512
 
 
 class SGLang(Engine):
     # Its OpenAI requests: repetition_penalty; max_completion_tokens before max_tokens, as vLLM.
     READS = {"repeat_penalty": ("repetition_penalty",), "max_tokens": ("max_completion_tokens", "max_tokens")}
-    # ResponsesRequest has max_output_tokens only, as vLLM's (SGLang main, 2026-12: protocol.py).
+    # ResponsesRequest has max_output_tokens only, as vLLM's (SGLang main, 2026-12: protocol.py);
+    # what it then runs is ``adjusted``.
     PATH_READS = {"/v1/responses": {"max_tokens": ("max_output_tokens",)}}
 
     kind = "sglang"
@@ -25,6 +37,59 @@ class SGLang(Engine):
         info = found.get("/get_server_info")
         model = found.get("/get_model_info")
         return bool((info and info.ok and isinstance(info.json, dict)) or (model and model.ok and "model_path" in model.json))
+
+    def defaults_for(self, path: str, model: str | None = None) -> dict[str, Any] | None:
+        """--preferred-sampling-params, and on /v1/responses what its Responses API sets over them."""
+        preferred = super().defaults_for(path, model)
+        if path != _RESPONSES:
+            return preferred
+        return {**(preferred or {}), **{canonical(k): v for k, v in RESPONSES_DEFAULTS.items()}}
+
+    def adjusted(
+        self, path: str, settings: dict[str, dict[str, Any]], prompt_tokens: int | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """A Responses request's ``max_tokens`` as SGLang runs it: ``max_output_tokens`` (else
+        all the context its prompt leaves, at least 512) capped by that room, less 2."""
+        if path != _RESPONSES:
+            return settings
+        given = settings.get("max_tokens") or {}
+        asked = given.get("value") if given.get("source") == "request" else None
+        context = self._context_length()
+        room = max(context - prompt_tokens, RESPONSES_MIN_BUDGET) if context and prompt_tokens is not None else None
+        rule = (
+            f"SGLang's Responses API generates max_output_tokens (else the context its prompt leaves, at least "
+            f"{RESPONSES_MIN_BUDGET}) capped by that room, less {RESPONSES_HEADROOM} kept for BOS/EOS"
+        )
+        if asked is not None and isinstance(asked, int) and not isinstance(asked, bool):
+            value = (min(asked, room) if room is not None else asked) - RESPONSES_HEADROOM
+            why = (
+                rule
+                if room is not None
+                else f"{rule}; its room unknown (no usage or context length), this assumes the prompt leaves room for it"
+            )
+            out = {"value": value, "source": "engine_adjusted", "requested": asked, "why": why}
+        elif asked is None and room is not None:
+            out = {"value": room - RESPONSES_HEADROOM, "source": "engine_default", "why": rule}
+        else:
+            return settings
+        if given.get("ignored"):
+            out["ignored"] = given["ignored"]
+        return {**settings, "max_tokens": out}
+
+    def _context_length(self) -> int | None:
+        """The context SGLang's model runs with: /v1/models ``max_model_len`` (its
+        ``model_config.context_len``), else /get_server_info ``context_length``."""
+        data = (self.get("/v1/models").json or {}).get("data") or []
+        first = data[0] if data and isinstance(data[0], dict) else {}
+        value = first.get("max_model_len") or (self.get("/get_server_info").json or {}).get("context_length")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def notes(self) -> list[str]:
+        return [
+            "a /v1/responses request runs temperature 0.7 where it gives none (a chat request 1.0), top_p 1.0 and "
+            "both penalties 0 whatever --preferred-sampling-params say, and max_output_tokens less 2 (SGLang main at "
+            "004c82e, ResponsesRequest.to_sampling_params): its effective settings are recorded so"
+        ]
 
     def facts(self) -> dict[str, dict[str, Any]]:
         info: dict[str, Any] = self.get("/get_server_info").json or {}

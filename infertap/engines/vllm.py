@@ -74,19 +74,20 @@ def template_extras(request: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if v is not None and not (isinstance(v, str) and v == "auto")}
 
 
-def _unrendered_by_tokenize(request: dict[str, Any]) -> str | None:
-    """Why /tokenize can't give the prompt vLLM ran for this chat request, or None where it can.
+def _tools_maybe_left_out(request: dict[str, Any]) -> bool:
+    """Whether vLLM may have run this chat request's prompt without its tools.
 
     Started with ``--exclude-tools-when-tool-choice-none``, vLLM renders a ``tool_choice: "none"``
     request without its tools (``OnlineRenderer.render_chat``, v0.32); /tokenize renders them
     always, and no endpoint says whether the flag is set (a frontend argument: not in /version,
     /v1/models, /metrics, nor the dev-mode /server_info's VllmConfig)."""
-    if request.get("tool_choice") == "none" and request.get("tools") is not None:
-        return (
-            'unknown: vLLM leaves a tool_choice "none" request\'s tools out of its prompt when started with '
-            "--exclude-tools-when-tool-choice-none, which its API doesn't say; /tokenize renders them either way"
-        )
-    return None
+    return request.get("tool_choice") == "none" and request.get("tools") is not None
+
+
+_TOOLS_UNKNOWN = (
+    'unknown: vLLM leaves a tool_choice "none" request\'s tools out of its prompt when started with '
+    "--exclude-tools-when-tool-choice-none, which its API doesn't say; /tokenize renders them either way"
+)
 
 
 class VLLM(Engine):
@@ -325,32 +326,20 @@ class VLLM(Engine):
             return ""
         return f"assumes vLLM {CHECKED_VERSION}'s behaviour; /version says {version or 'nothing'}"
 
-    def prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
-        tokens = self._prompt_tokens(path, request)
+    def prompt_tokens(self, path: str, request: dict[str, Any], usage: int | None = None) -> Tokens:
+        tokens = self._prompt_tokens(path, request, usage)
         assumed = self.assumed()
         return Tokens(tokens.ids, f"{tokens.source} ({assumed})", tokens.text) if assumed else tokens
 
-    def _prompt_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
+    def _prompt_tokens(self, path: str, request: dict[str, Any], usage: int | None = None) -> Tokens:
         model = request.get("model")
         if path in _CHAT_PATHS:
-            body = {"model": model, "messages": request.get("messages") or [], "add_generation_prompt": True}
-            for key in _CHAT_TOKENIZE_FIELDS:
-                if key in request:
-                    body[key] = request[key]
-            unknown = self._harmony() or _unrendered_by_tokenize(request)
-            if unknown:
-                return Tokens(None, unknown)
-            extra = template_extras(request)
-            if extra:  # /tokenize has no such fields: given to the template as the chat request gives them
-                given = request.get("chat_template_kwargs")
-                body["chat_template_kwargs"] = {**(given if isinstance(given, dict) else {}), **extra}
-            ids, limit = self._tokenized(body)
-            if ids is None:
-                return Tokens(None, "vLLM /tokenize failed")
-            source = "vLLM /tokenize with messages"
-            if extra:
-                source += f" ({', '.join(sorted(extra))} given to the chat template as vLLM 0.32 gives them)"
-            return self._truncated(ids, source, request, path, limit, body)
+            harmony = self._harmony()
+            if harmony:
+                return Tokens(None, harmony)
+            if _tools_maybe_left_out(request):
+                return self._settled_by_usage(path, request, usage)
+            return self._chat_tokens(path, request)
         if path in _PROMPT_PATHS:
             prompt = one_prompt(request.get("prompt"))  # a list of one is that prompt, as vLLM runs it
             if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
@@ -364,6 +353,48 @@ class VLLM(Engine):
                     return Tokens(None, "vLLM /tokenize failed")
                 return self._truncated(ids, "vLLM /tokenize with prompt", request, path, limit, body)
         return Tokens(None, f"no prompt to tokenize for {path}")
+
+    def _settled_by_usage(self, path: str, request: dict[str, Any], usage: int | None) -> Tokens:
+        """A tool_choice "none" request's prompt, with or without its tools as vLLM ran it: the
+        rendering whose count alone is the answer's ``usage.prompt_tokens``; unknown where neither
+        or both are, or the answer gave no count."""
+        if usage is None:
+            return Tokens(None, f"{_TOOLS_UNKNOWN} (and the answer has no usage.prompt_tokens to tell)")
+        with_tools = self._chat_tokens(path, request)
+        without = self._chat_tokens(path, {k: v for k, v in request.items() if k != "tools"})
+        if with_tools.ids is None or without.ids is None:
+            return Tokens(None, f"{_TOOLS_UNKNOWN}; {with_tools.source if with_tools.ids is None else without.source}")
+        matches = [(t, how) for t, how in ((with_tools, "with"), (without, "without")) if len(t.ids or ()) == usage]
+        if len(matches) != 1:
+            counts = f"{len(with_tools.ids)} with them, {len(without.ids)} without"
+            why = "both" if matches else "neither"
+            return Tokens(None, f"{_TOOLS_UNKNOWN}; usage.prompt_tokens {usage} matches {why} ({counts})")
+        tokens, how = matches[0]
+        flag = "without" if how == "with" else "with"
+        return Tokens(
+            tokens.ids,
+            f'{tokens.source}, rendered {how} the tools of its tool_choice "none": the answer\'s usage.prompt_tokens '
+            f"({usage}) matches that rendering alone (vLLM runs {flag} --exclude-tools-when-tool-choice-none)",
+            tokens.text,
+        )
+
+    def _chat_tokens(self, path: str, request: dict[str, Any]) -> Tokens:
+        """/tokenize's ids of a chat request's prompt, given what vLLM gives its template."""
+        body = {"model": request.get("model"), "messages": request.get("messages") or [], "add_generation_prompt": True}
+        for key in _CHAT_TOKENIZE_FIELDS:
+            if key in request:
+                body[key] = request[key]
+        extra = template_extras(request)
+        if extra:  # /tokenize has no such fields: given to the template as the chat request gives them
+            given = request.get("chat_template_kwargs")
+            body["chat_template_kwargs"] = {**(given if isinstance(given, dict) else {}), **extra}
+        ids, limit = self._tokenized(body)
+        if ids is None:
+            return Tokens(None, "vLLM /tokenize failed")
+        source = "vLLM /tokenize with messages"
+        if extra:
+            source += f" ({', '.join(sorted(extra))} given to the chat template as vLLM 0.32 gives them)"
+        return self._truncated(ids, source, request, path, limit, body)
 
     def _truncated(
         self,

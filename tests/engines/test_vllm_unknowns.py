@@ -91,3 +91,73 @@ def test_facts_from_vllm_0_32s_code_say_they_assume_it_on_another_version(tmp_pa
         assert tokens.ids == list(range(100, 112)) and told in tokens.source
         assert snap["facts"]["defaults"]["value"]["temperature"] == 0.6 and told in snap["facts"]["defaults"]["source"]
         assert any(told in note for note in snap["notes"])
+
+
+def _tools_app(per_tool: int = 30):
+    """vLLM's fake, whose template renders each tool as ``per_tool`` tokens more (0: a template
+    that renders no tools)."""
+    app = vllm_app()
+    plain = app.routes[("POST", "/tokenize")]
+
+    def tokenize(req: dict) -> tuple[int, dict]:
+        status, out = plain(req)
+        extra = per_tool * len(req.get("tools") or ())
+        return status, {**out, "count": out["count"] + extra, "tokens": out["tokens"] + list(range(500, 500 + extra))}
+
+    app.routes[("POST", "/tokenize")] = tokenize
+    return app
+
+
+def _prompt_with_usage(app, request: dict, usage: int | None):
+    with ServerThread(app) as server:
+        engine = open_engine(server.url)
+        try:
+            return engine.prompt_tokens("/v1/chat/completions", request, usage)
+        finally:
+            engine.http.close()
+
+
+def test_a_tool_choice_none_prompt_is_the_rendering_whose_count_alone_is_the_answers_usage():
+    """The answer's usage.prompt_tokens tells whether vLLM ran the tools (12 tokens without them, 42
+    with, in the fake): the one rendering it matches is the prompt; neither, or both (a template
+    that renders no tools), or no usage, leaves it unknown."""
+    request = {**_CHAT, "tools": _TOOLS, "tool_choice": "none"}
+    with_tools = _prompt_with_usage(_tools_app(), request, 42)
+    assert with_tools.ids == [*range(100, 112), *range(500, 530)]
+    assert "rendered with the tools" in with_tools.source and "runs without --exclude-tools" in with_tools.source
+    without = _prompt_with_usage(_tools_app(), request, 12)
+    assert without.ids == list(range(100, 112))
+    assert "rendered without the tools" in without.source and "runs with --exclude-tools" in without.source
+    neither = _prompt_with_usage(_tools_app(), request, 20)
+    assert neither.ids is None and "matches neither (42 with them, 12 without)" in neither.source
+    both = _prompt_with_usage(_tools_app(per_tool=0), request, 12)
+    assert both.ids is None and "matches both" in both.source
+    blind = _prompt_with_usage(_tools_app(), request, None)
+    assert blind.ids is None and "no usage.prompt_tokens" in blind.source
+
+
+def test_the_enrichment_hands_the_answers_usage_to_the_prompt_it_settles():
+    import json
+
+    from infertap.engines.enrich import enrichment
+
+    request = {**_CHAT, "tools": _TOOLS, "tool_choice": "none"}
+    answer = {"object": "chat.completion", "model": _CHAT["model"], "choices": [], "usage": {"prompt_tokens": 12}}
+    record = {
+        "id": "x1",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "status": 200,
+        "end": "complete",
+        "response_headers": [["content-type", "application/json"]],
+        "chunks": [json.dumps(answer).encode()],
+        "request_body": json.dumps(request).encode(),
+    }
+    with ServerThread(_tools_app()) as server:
+        engine = open_engine(server.url)
+        try:
+            out = enrichment(engine, None, record)
+        finally:
+            engine.http.close()
+    assert out is not None
+    assert out["prompt_tokens"]["ids"] == list(range(100, 112)) and out["prompt_tokens"]["agrees_with_usage"] is True
