@@ -366,7 +366,8 @@ class Telemetry:
             "WITH p AS (SELECT unnest(?::VARCHAR[]) AS capture, unnest(?::VARCHAR[]) AS run_id, "
             "unnest(?::BIGINT[]) AS lo, unnest(?::BIGINT[]) AS hi) "
             "SELECT p.capture, p.run_id, count(*) FILTER (WHERE ok), count(*) FILTER (WHERE ok AND known), "
-            "coalesce(sum(output_tokens) FILTER (WHERE ok AND known), 0), list(DISTINCT session) FILTER (WHERE session IS NOT NULL) "
+            "coalesce(sum(output_tokens) FILTER (WHERE ok AND known), 0), "
+            "list(DISTINCT [session_capture, session]) FILTER (WHERE session IS NOT NULL) "
             "FROM p LEFT JOIN _energy_spans e ON e.generation AND e.capture = p.capture AND e.run_id IS NOT DISTINCT FROM p.run_id "
             "AND e.sent_wall_ns >= p.lo AND e.end_wall_ns <= p.hi GROUP BY p.capture, p.run_id",
             [[r.capture for r in runs], [r.run_id for r in runs], [r.first for r in runs], [r.last for r in runs]],
@@ -375,15 +376,16 @@ class Telemetry:
         parts = {}
         for run in runs:
             n, k, t, sessions = counts[(run.capture, run.run_id)]
-            # A session is its capture's (linking is per capture): two gateways' "s-1" are two sessions.
-            parts[(run.capture, run.run_id)] = _Part(run, n, k, int(t), {(run.capture, x) for x in sessions or []})
+            # A session is named within the captures it is linked across (session_capture), as stats
+            # counts them: two gateways' turns of one session are one, two replays' "s-1" two.
+            parts[(run.capture, run.run_id)] = _Part(run, n, k, int(t), {(c, x) for c, x in sessions or []})
         return parts
 
     def _spans(self) -> None:
         """The exchanges' spans and token counts, copied once from the metrics view for every group."""
         if not self._spans_ready:
             self.analysis.sql(
-                "CREATE OR REPLACE TEMP TABLE _energy_spans AS SELECT capture, run_id, session, generation, ok, sent_wall_ns, "
+                "CREATE OR REPLACE TEMP TABLE _energy_spans AS SELECT capture, run_id, session, session_capture, generation, ok, sent_wall_ns, "
                 f"end_wall_ns, output_tokens, {KNOWN_TOKENS} AS known FROM metrics WHERE end_wall_ns IS NOT NULL"
             )
             self._spans_ready = True
