@@ -21,7 +21,7 @@ from infertap.capture.identity import schedule_change, schedule_not_kept, schedu
 from infertap.engines.runtime_digest import runtime_digest
 
 from .partly_counted import note, prompt_note
-from .sampled import no_energy, partly_unsampled
+from .sampled import interpolated, no_energy, partly_unsampled
 from .stats import QUANTILES, live_warnings, speed_stats
 from .store import Analysis
 from .svg import number
@@ -596,7 +596,8 @@ def _energy_line(energy: dict[str, Any] | None, sampled: dict[str, Any] | None =
         ("mean_watts", "W mean"),
     )
     said = ", ".join(f"{short(energy[k])} {unit}" for k, unit in units if energy.get(k) is not None)
-    return f"energy {said} ({energy.get('source')})"
+    bridged = interpolated(energy, short)
+    return f"energy {said} ({energy.get('source')}{'; ' + bridged if bridged else ''})"
 
 
 def value_text(name: str, value: Any) -> str:

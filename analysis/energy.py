@@ -46,6 +46,7 @@ from infertap.telemetry.series import (
     Series,
     Span,
     counter_rates,
+    gaps,
     idle_mean,
     increase,
     integral,
@@ -101,6 +102,8 @@ class _Device:
 
     name: str
     series: list[_Series]
+    device: str = ""  # its own name ("gpu 0") and machine, as printed
+    host: str = ""
 
 
 class Telemetry:
@@ -165,6 +168,7 @@ class Telemetry:
         joules, idle, labels, kinds, devices = 0.0, None, [], [], 0
         measured: set[_Key] = set()
         spans: list[_Span] = []
+        bridged: dict[str, list[_Span]] = {}
         for engine_captures, chosen in machines:
             covered = {k: [d for d in chosen if self._covers(d, p.span)] for k, p in parts.items() if k[0] in engine_captures}
             here = [k for k, ds in covered.items() if ds]
@@ -175,6 +179,9 @@ class Telemetry:
                 own = merged(parts[k].span for k in here if device in covered[k])
                 if own:
                     joules += sum(_joules(device, span) for span in own)
+                    if found := [g for span in own for g in self._gaps(device, span)]:
+                        label = device.device if len(machines) == 1 else f"{device.device} of {device.host or 'its machine'}"
+                        bridged[label] = bridged.get(label, []) + found
                     devices += 1
                     labels += [_SOURCE[device.name][2]] if _SOURCE[device.name][2] not in labels else []
                     kinds += [_KIND[device.name]] if _KIND[device.name] not in kinds else []
@@ -190,7 +197,22 @@ class Telemetry:
             "kinds": kinds,
             "partly_measured": partly,
             "devices": devices,
+            "interpolated": _interpolated(bridged, seconds(merged(spans))),
         }
+
+    def _gaps(self, device: _Device, span: _Span) -> list[_Span]:
+        """The parts of ``span`` a device's power samples leave a gap over (more than two of its
+        sampling intervals between two samples): its energy there a straight line between them. A
+        counter's increase across a gap is measured (the device counted through it): none."""
+        if _SOURCE[device.name][0] != "power":
+            return []
+        found = []
+        for k, (lo, hi) in joined(device.series, *span):
+            samples = device.series[k]
+            if id(samples) not in self.reach:
+                self.reach[id(samples)] = reach(samples)
+            found += gaps(samples, lo, hi, self.reach[id(samples)])
+        return found
 
     def power_series(self, runs: Sequence[RunPart]) -> tuple[str, _Series] | None:
         """The power of the devices ``energy`` counts for one capture's engine over its runs' parts
@@ -304,9 +326,9 @@ class Telemetry:
                 by_device[(host.lower(), device)][name].append(samples)
         for family in FAMILIES:
             chosen = []
-            for sources in by_device.values():
+            for (host, device), sources in by_device.items():
                 for name in family:
-                    found = _Device(name, sources.get(name, []))
+                    found = _Device(name, sources.get(name, []), device, host)
                     if found.series and any(self._covers(found, s) for s in spans):
                         chosen.append(found)
                         break
@@ -344,7 +366,8 @@ class Telemetry:
             "WITH p AS (SELECT unnest(?::VARCHAR[]) AS capture, unnest(?::VARCHAR[]) AS run_id, "
             "unnest(?::BIGINT[]) AS lo, unnest(?::BIGINT[]) AS hi) "
             "SELECT p.capture, p.run_id, count(*) FILTER (WHERE ok), count(*) FILTER (WHERE ok AND known), "
-            "coalesce(sum(output_tokens) FILTER (WHERE ok AND known), 0), list(DISTINCT session) FILTER (WHERE session IS NOT NULL) "
+            "coalesce(sum(output_tokens) FILTER (WHERE ok AND known), 0), "
+            "list(DISTINCT [session_capture, session]) FILTER (WHERE session IS NOT NULL) "
             "FROM p LEFT JOIN _energy_spans e ON e.generation AND e.capture = p.capture AND e.run_id IS NOT DISTINCT FROM p.run_id "
             "AND e.sent_wall_ns >= p.lo AND e.end_wall_ns <= p.hi GROUP BY p.capture, p.run_id",
             [[r.capture for r in runs], [r.run_id for r in runs], [r.first for r in runs], [r.last for r in runs]],
@@ -353,15 +376,16 @@ class Telemetry:
         parts = {}
         for run in runs:
             n, k, t, sessions = counts[(run.capture, run.run_id)]
-            # A session is its capture's (linking is per capture): two gateways' "s-1" are two sessions.
-            parts[(run.capture, run.run_id)] = _Part(run, n, k, int(t), {(run.capture, x) for x in sessions or []})
+            # A session is named within the captures it is linked across (session_capture), as stats
+            # counts them: two gateways' turns of one session are one, two replays' "s-1" two.
+            parts[(run.capture, run.run_id)] = _Part(run, n, k, int(t), {(c, x) for c, x in sessions or []})
         return parts
 
     def _spans(self) -> None:
         """The exchanges' spans and token counts, copied once from the metrics view for every group."""
         if not self._spans_ready:
             self.analysis.sql(
-                "CREATE OR REPLACE TEMP TABLE _energy_spans AS SELECT capture, run_id, session, generation, ok, sent_wall_ns, "
+                "CREATE OR REPLACE TEMP TABLE _energy_spans AS SELECT capture, run_id, session, session_capture, generation, ok, sent_wall_ns, "
                 f"end_wall_ns, output_tokens, {KNOWN_TOKENS} AS known FROM metrics WHERE end_wall_ns IS NOT NULL"
             )
             self._spans_ready = True
@@ -550,6 +574,21 @@ def _unknown(why: str) -> dict[str, Any]:
         "source": f"unknown: {why}",
         "devices": 0,
         "unknown": why,
+        "interpolated": None,
+    }
+
+
+def _interpolated(bridged: dict[str, list[_Span]], measured_s: float) -> dict[str, Any] | None:
+    """How much of the measured time some device's power was bridged across a gap in its samples:
+    ``seconds`` (the union over devices), its ``share`` of the measured time, and each device's
+    seconds; None where no device's samples had a gap."""
+    if not bridged:
+        return None
+    union = seconds(merged(g for found in bridged.values() for g in found))
+    return {
+        "seconds": union,
+        "share": union / measured_s if measured_s > 0 else None,
+        "devices": {label: seconds(merged(found)) for label, found in sorted(bridged.items())},
     }
 
 

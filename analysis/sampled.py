@@ -1,7 +1,9 @@
 """Whether a group's runs sampled telemetry at all (``runs.telemetry``, from each run header's
 ``recorder.telemetry``): energy unknown because its runs were recorded with --no-telemetry is said
-so, apart from a machine that was looked at and had no power telemetry."""
+so, apart from a machine that was looked at and had no power telemetry; and how much of a figure that
+was sampled rests on a straight line across a gap in the samples (``interpolated``)."""
 
+from collections.abc import Callable
 from typing import Any
 
 NO_POWER = "no power telemetry (a GPU through NVML or nvidia-smi, a DCGM exporter, or RAPL)"
@@ -38,3 +40,14 @@ def partly_unsampled(telemetry: dict[str, Any] | None) -> str | None:
         return None
     off = telemetry["not_sampled"]
     return f"not sampled in {len(off)} of {telemetry['runs']} runs (recorded with --no-telemetry): {', '.join(off)}"
+
+
+def interpolated(energy: dict[str, Any] | None, num: Callable[[float], str]) -> str:
+    """The clause an energy figure carries where some device's power samples had a gap in its
+    window (``energy.interpolated``): how many of its seconds were a straight line across it, per
+    device; empty where none had."""
+    bridged = (energy or {}).get("interpolated")
+    if not bridged:
+        return ""
+    each = ", ".join(f"{device} {num(s)} s" for device, s in bridged["devices"].items())
+    return f"{num(bridged['seconds'])} s of it interpolated across a gap in the power samples ({each})"

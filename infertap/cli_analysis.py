@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .analysis.groupings import GROUPINGS
-from .analysis.sampled import no_energy, partly_unsampled
+from .analysis.sampled import interpolated, no_energy, partly_unsampled
 from .capture.jsonable import jsonable
 from .errors import InfertapError
 from .options import ray_option
@@ -364,6 +364,8 @@ def _print_energy(
             f"watt_hours_per_session {_num(energy['watt_hours_per_session'], 4)}, "
             f"mean_watts {_num(energy['mean_watts'], 1)}, idle_watts {_num(energy['idle_watts'], 1)}" + _energy_over(energy)
         )
+        if bridged := interpolated(energy, lambda v: _num(v, 2)):
+            _out(f"  energy: {bridged}")
         part = partly_unsampled(sampled)
         if part:  # the figure is over the runs that sampled telemetry
             _out(f"  energy: {part}")

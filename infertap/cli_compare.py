@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from infertap.analysis.sampled import NOT_SAMPLED, all_unsampled, no_energy, partly_unsampled
+from infertap.analysis.sampled import NOT_SAMPLED, all_unsampled, interpolated, no_energy, partly_unsampled
 from infertap.capture.jsonable import jsonable
 
 if TYPE_CHECKING:
@@ -166,6 +166,8 @@ def _energy_line(x: dict[str, Any], num: Callable[[float | None], str]) -> str:
     measured = x.get("measured") or {}
     if measured.get("between_runs_s"):
         line += f", over {num(measured['seconds'])} s active, the {num(measured['between_runs_s'])} s between its runs left out"
+    if bridged := interpolated(x, num):
+        line += f"; {bridged}"
     return line
 
 

@@ -114,6 +114,20 @@ def reach(samples: Series) -> int:
     return 2 * gaps[len(gaps) // 2] if gaps else 0
 
 
+def gaps(samples: Series, first: int, last: int, reach: int) -> list[Span]:
+    """The parts of [first, last] between two consecutive samples further apart than ``reach`` (two
+    sampling intervals, ``reach``): a source that failed for a while, whose power there an integral
+    can only bridge by a straight line between the samples either side."""
+    i = max(0, bisect.bisect_right(samples, (first, float("inf"))) - 1)
+    j = bisect.bisect_left(samples, (last, float("-inf"))) + 1
+    span = samples[i:j]
+    return [
+        (max(t0, first), min(t1, last))
+        for (t0, _), (t1, _) in zip(span, span[1:], strict=False)
+        if t1 - t0 > reach and min(t1, last) > max(t0, first)
+    ]
+
+
 def counter_rates(samples: Series, scale: float) -> Series:
     """A counter as power: the rate between consecutive samples, placed at their midpoint (a reset is skipped)."""
     return [

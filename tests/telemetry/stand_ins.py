@@ -24,6 +24,8 @@ from tests.fake_upstream import lifespan
 SMI_FIELDS = "index,power.draw,utilization.gpu,memory.used,clocks.sm,temperature.gpu,clocks_event_reasons.active"
 SMI_FIELDS_OLD = SMI_FIELDS.replace("clocks_event_reasons", "clocks_throttle_reasons")  # drivers before 535
 SMI_FORMAT = "--format=csv,noheader,nounits"
+#: What nvidia-smi says when the driver lost its GPUs (a failing round of ``traced_smi``).
+SMI_LOST = "Unable to determine the device handle for GPU0000:01:00.0: Unknown Error"
 #: The start of plain ``nvidia-smi``'s output: the driver and the CUDA version it supports.
 SMI_BANNER = """Thu Jan 30 10:00:00 2025
 +-----------------------------------------------------------------------------------------+
@@ -86,9 +88,10 @@ def nvidia_smi(
     return exe
 
 
-def traced_smi(folder: Path, trace: list[list[str]]) -> Path:
+def traced_smi(folder: Path, trace: list[list[str]], failing: range = range(0)) -> Path:
     """A stand-in ``nvidia-smi`` whose power changes from round to round: the n-th ``--query-gpu``
-    sampling round answers ``trace[n % len(trace)]`` (one CSV line per GPU, as ``constant_gpus``)."""
+    sampling round answers ``trace[n % len(trace)]`` (one CSV line per GPU, as ``constant_gpus``);
+    the rounds in ``failing`` fail as a driver that lost the GPUs does (exit 9), none read."""
     exe = nvidia_smi(folder, [])
     rounds = folder / "rounds"
     rounds.mkdir(exist_ok=True)
@@ -101,6 +104,11 @@ def traced_smi(folder: Path, trace: list[list[str]]) -> Path:
     lines[at:at] = [
         f'if [ "$*" = {shlex.quote(query)} ]; then',
         f"  n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}",
+        *(
+            [f'  if [ "$n" -ge {failing.start} ] && [ "$n" -lt {failing.stop} ]; then echo "{SMI_LOST}"; exit 9; fi']
+            if failing
+            else []
+        ),
         f"  cat {shlex.quote(str(rounds))}/$((n % {len(trace)})); exit 0",
         "fi",
     ]

@@ -574,3 +574,25 @@ def test_watt_hours_per_session_count_sessions_as_captures_read_together_link_th
     paths = [run(tmp_path / name, [(0, 4000)], gpu, session=s) for name, s in zip(("gw-a", "gw-b"), names, strict=True)]
     (g,) = groups(paths, tmp_path, by=("model",))
     assert g["energy"]["watt_hours_per_session"] == pytest.approx(g["energy"]["joules"] / 3600 / sessions)
+
+
+def test_a_session_two_recorders_share_is_one_session_of_a_partly_measured_group(tmp_path: Path) -> None:
+    """Two gateways' turns of session s-1 are one session (linked as one, docs/metrics.md Sessions),
+    also where another machine's run, not measured, makes the group partly measured."""
+    base = time.time() + 5  # one wall clock for every capture
+    gpu = power(GPU0, 300.0)
+    x = run(tmp_path / "gw-a", [(0, 1500)], gpu, session="s-1", base=base)
+    y = run(tmp_path / "gw-b", [(2500, 4000)], gpu, session="s-1", base=base)  # its second turn, on the other gateway
+    dark = run(tmp_path / "host-2", [(0, 4000)], [], host="host-2", base=base)  # another machine, no telemetry
+    # Must match: whole or partly measured, the two turns are one session.
+    (whole,) = groups([x, y], tmp_path, by=("model",))
+    assert whole["energy"]["watt_hours_per_session"] == pytest.approx(whole["energy"]["joules"] / 3600)
+    (g,) = groups([x, y, dark], tmp_path, by=("model",))
+    e = g["energy"]
+    assert e["measured"]["requests"] == 2 and e["measured"]["of"] == 3
+    assert e["watt_hours_per_session"] == pytest.approx(e["joules"] / 3600)
+    # Must differ: two sessions of their own where the turns name none.
+    a = run(tmp_path / "own-a", [(0, 1500)], gpu, base=base)
+    b = run(tmp_path / "own-b", [(2500, 4000)], gpu, base=base)
+    (g,) = groups([a, b, dark], tmp_path, by=("model",))
+    assert g["energy"]["watt_hours_per_session"] == pytest.approx(g["energy"]["joules"] / 3600 / 2)

@@ -52,13 +52,14 @@ def engine() -> Iterator[str]:
         yield server.url
 
 
-def replayed(folder: Path, target: str, trace: list[tuple[float, ...]]) -> Path:
-    """Twelve streamed chats, one every 0.15 s, replayed while the stand-in GPUs draw ``trace``."""
+def replayed(folder: Path, target: str, trace: list[tuple[float, ...]], every: float = 0.15, failing: range = range(0)) -> Path:
+    """Twelve streamed chats, one every ``every`` s, replayed while the stand-in GPUs draw ``trace``
+    (the sampling rounds in ``failing`` fail, none read)."""
     chats = [{"model": "m", "stream": True, "messages": [{"role": "user", "content": f"q{i}"}]} for i in range(12)]
     source = folder / "src"
-    write_capture(source, [{"offset_s": i * 0.15, "body": b} for i, b in enumerate(chats)])
+    write_capture(source, [{"offset_s": i * every, "body": b} for i, b in enumerate(chats)])
     with pytest.MonkeyPatch.context() as mp:
-        gpus_on_path(mp, folder, traced_smi(folder / "bin", [rows(w) for w in trace]))
+        gpus_on_path(mp, folder, traced_smi(folder / "bin", [rows(w) for w in trace], failing))
         summary = run_replay(ReplayConfig(source, target, folder / "out", probe=False))
     assert summary["completed"] == summary["sent"] == 12
     return folder / "out"
@@ -75,23 +76,55 @@ def doubled(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Path:
     return replayed(tmp_path_factory.mktemp("doubled"), engine, [(2 * a, b) for a, b in TRACE])
 
 
-def expected(capture: Path) -> dict[str, float]:
-    """The energy figures from the capture's own records: each GPU's raw power samples, integrated
-    here over the run's first send to its last end, per the documented rule."""
-    power: dict[str, list[tuple[int, float]]] = defaultdict(list)
+@pytest.fixture(scope="module")
+def failing(tmp_path_factory: pytest.TempPathFactory, engine: str) -> Path:
+    """The same workload, slower, while five sampling rounds of nvidia-smi fail mid-run."""
+    return replayed(tmp_path_factory.mktemp("failing"), engine, TRACE, every=0.3, failing=range(4, 9))
+
+
+def power(capture: Path) -> dict[str, list[tuple[int, float]]]:
+    """Each GPU's raw power samples in the capture's own records, (wall ns, W) in time order."""
+    out: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for record in CaptureReader(capture).records():
         if record["type"] == "telemetry" and record["source"] == "gpu":
             for name, labels, value in record["samples"]:
                 if name == "gpu_power_watts":
-                    power[labels["gpu"]].append((round(record["wall"] * 1e9), value))
-    assert sorted(power) == ["0", "1"]
+                    out[labels["gpu"]].append((round(record["wall"] * 1e9), value))
+    assert sorted(out) == ["0", "1"]
+    return {gpu: sorted(samples) for gpu, samples in out.items()}
+
+
+def window(capture: Path) -> tuple[int, int, int, int]:
+    """The run's first send, last end, ok requests and their output tokens."""
     with Analysis([capture]) as a:
         lo, hi, ok, tokens = a.sql(
             "SELECT min(sent_wall_ns), max(end_wall_ns), count(*) FILTER (WHERE ok), sum(output_tokens) FILTER (WHERE ok) "
             "FROM metrics WHERE generation"
         ).fetchall()[0]
+    return lo, hi, ok, tokens
+
+
+def bridged(capture: Path) -> dict[str, float]:
+    """Per GPU, the seconds of the run's window between two consecutive raw power samples more
+    than two sampling intervals (the median gap between its samples) apart: the documented gap."""
+    lo, hi, _, _ = window(capture)
+    out = {}
+    for gpu, samples in power(capture).items():
+        t = [at for at, _ in samples]
+        steps = np.diff(t)
+        limit = 2 * sorted(steps.tolist())[len(steps) // 2]
+        inside = sum(max(0, min(b, hi) - max(a, lo)) for a, b in zip(t, t[1:], strict=False) if b - a > limit) / 1e9
+        if inside:
+            out[f"gpu {gpu}"] = inside
+    return out
+
+
+def expected(capture: Path) -> dict[str, float]:
+    """The energy figures from the capture's own records: each GPU's raw power samples, integrated
+    here over the run's first send to its last end, per the documented rule."""
+    lo, hi, ok, tokens = window(capture)
     joules, end = 0.0, (hi - lo) / 1e9
-    for samples in power.values():
+    for samples in power(capture).values():
         t = np.array([(at - lo) / 1e9 for at, _ in sorted(samples)])  # s from the first send
         w = np.array([v for _, v in sorted(samples)])
         assert len(set(w.tolist())) > 2 and len(t[(t > 0) & (t < end)]) >= 5  # a trace that varies, within the run
@@ -165,3 +198,31 @@ def test_a_changed_power_trace_makes_compare_differ(traced: Path, doubled: Path)
     # Must match: a run against itself.
     itself = compare(traced, traced)["energy"]
     assert itself["ratio_joules_per_output_token"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_gap_in_the_power_samples_is_said_where_the_energy_is(failing: Path, traced: Path) -> None:
+    # Must differ: five failed nvidia-smi rounds mid-run leave each GPU's samples a gap, bridged by
+    # a straight line; every command says how long, as the raw samples do.
+    gaps = bridged(failing)
+    assert sorted(gaps) == ["gpu 0", "gpu 1"]
+    with Analysis([failing]) as a:
+        [group] = speed_stats(a)["groups"]
+    energy = group["energy"]
+    assert {k: energy[k] for k in FIGURES} == pytest.approx(expected(failing), rel=1e-6)  # the line is the estimate
+    said = energy["interpolated"]
+    assert said["devices"] == pytest.approx(gaps, rel=1e-9)
+    assert said["seconds"] == pytest.approx(max(gaps.values()), rel=1e-9)  # the GPUs were read in one round
+    assert said["share"] == pytest.approx(said["seconds"] / energy["measured"]["seconds"], rel=1e-9)
+    s = said["seconds"]
+    assert f"energy: {s:,.2f} s of it interpolated across a gap in the power samples (gpu 0" in invoke("stats", str(failing))
+    assert f"{number(s, 3)} s of it interpolated across a gap in the power samples" in invoke(
+        "compare", str(traced), str(failing)
+    )
+    assert f"; {number(s)} s of it interpolated across a gap in the power samples" in invoke("claim", str(failing))
+    # Must match: the run sampled throughout has no gap, and nothing says one.
+    assert bridged(traced) == {}
+    with Analysis([traced]) as a:
+        [group] = speed_stats(a)["groups"]
+    assert group["energy"]["interpolated"] is None
+    for said_text in (invoke("stats", str(traced)), invoke("compare", str(traced), str(traced)), invoke("claim", str(traced))):
+        assert "interpolated" not in said_text
