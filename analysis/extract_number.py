@@ -44,10 +44,11 @@ _CARET = re.compile(r"[ \t]*\^")
 _FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
 # Plain numbers joined by "+", "*", "\\cdot", "\\times" or a "-" spaced on both sides ("x = 2 + 3"),
 # read whole where they have a value (``summed``), as math-verify reads an expression: "3-5" is a
-# range, "1 -1/2" two numbers.
+# range, "1 -1/2" two numbers. A bracket after the operator is a term ("2 \\cdot (3+4)" is 14).
+_OPERAND = r"(?:[.\d(]|\\left\s*\()"
 _ARITHMETIC = re.compile(
     r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?"
-    r"(?=[ \t]*(?:\+|\*|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))[ \t]*-?[.\d]|[ \t]+-[ \t]+[.\d])"
+    r"(?=[ \t]*(?:\+|\*|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))[ \t]*-?" + _OPERAND + r"|[ \t]+-[ \t]+" + _OPERAND + ")"
 )
 # The tail of an operation whose head was no number ("x + 2 + 3"): not read as a sum of its own.
 _AFTER_OPERATOR = re.compile(r"(?:[-+*/^]|\\cdot|\\times)[ \t]*\Z")

@@ -300,6 +300,27 @@ def test_plain_arithmetic_and_implicit_products_match_their_value_and_differ_fro
 @pytest.mark.parametrize(
     ("text", "value"),
     [
+        ("2\\cdot(3+4)", "14"),  # was "7": a bracket after an operator went unmultiplied
+        ("2 * (3+4)", "14"),
+        ("2 \\cdot (3+4)", "14"),
+        ("2 \\times \\left(3+4\\right)", "14"),
+        ("-2 * (3+4)", "-14"),
+        ("2 - (3+4)", "-5"),
+        ("2 * (x+1)", "1"),  # a bracket of no value: its numbers as they are
+    ],
+)
+def test_a_bracket_after_an_operator_is_its_operand(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_bracket_after_an_operator_matches_the_implicit_product_and_differs_from_the_bracket() -> None:
+    assert number("2\\cdot(3+4)") == number("2 * (3+4)") == number("2(3+4)") == number("14")
+    assert number("2 \\cdot (3+4)") not in (number("(3+4)"), number("7"), number("2"), number("2 (3+4)"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
         ("2\\cdot\\sqrt{2}", "2\\sqrt{2}"),  # was "2": the root right after "\cdot" went unread
         ("2\\cdot\\sqrt{49}", "14"),  # was "49"
         ("2\\times\\sqrt2", "2\\sqrt{2}"),
