@@ -55,7 +55,7 @@ _AFTER_OPERATOR = re.compile(r"(?:[-+*/^]|\\cdot|\\times)[ \t]*\Z")
 # A command factor right after an expression ("\\pi\\sqrt2", "\\frac{1}{0}\\sqrt2"): the product goes on.
 _NEXT_FACTOR = re.compile(r"[ \t]*(?:\\cdot|\\times)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])")
 # A number times the expression after it ("1.5 \\times 10^3"), read with it.
-_TIMES_BEFORE = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*(?:\\cdot|\\times|\*)[ \t]*\Z")
+_TIMES_BEFORE = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(" + _PART + r")[ \t]*(?:\\cdot|\\times|\*)[ \t]*\Z")
 # Numbers added to or taken from the expression after them ("1 + 2^3", "1 - \\sqrt2"), read with it.
 _TERMS_BEFORE = re.compile(
     r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[ \t]*[-+][ \t]*(?:" + _PART + r"))*[ \t]*[-+][ \t]*\Z"
@@ -203,20 +203,27 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             at = m.end()  # "(x+1)^2", "2 + 3x": no value; their numbers are read as they are
             continue
         else:
-            written = (
-                _as_written(text, m.group(1), m.group(2), m.group(3), m.end())
-                if m.re is _IRRATIONAL
-                else _power_as_written(text, m)
-            )
+            begin, written = _no_value(text, m, before)
             if written is None:
                 at = m.end()
                 continue
-            begin, (end, spelling), read = m.start(), written, False
+            (end, spelling), read = written, False
         more, after = _more_factors(text, end)
         if more:  # "\\sqrt2\\pi", "\\frac{1}{0}\\sqrt2": a product with no value, as written
             spelling, end = (_latex(text[begin:end]) if read else spelling) + more, after
         out.append((begin, end, spelling))
         at = end
+
+
+def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None) -> tuple[int, tuple[int, str] | None]:
+    """Where an expression of no value (``_IRRATIONAL``'s or ``_POWER``'s) begins, and its spelling
+    as written (``_as_written``): a number times a command of no sign or factor of its own is its
+    factor ("2 \\cdot \\pi" is "2\\pi", as written without the dot; it was "\\pi", its factor lost)."""
+    if m.re is _POWER:
+        return m.start(), _power_as_written(text, m)
+    if before and not m.group(1) and not m.group(2):
+        return before.start(), _as_written(text, before.group(1), before.group(2), m.group(3), m.end())
+    return m.start(), _as_written(text, m.group(1), m.group(2), m.group(3), m.end())
 
 
 def _powered(text: str, m: re.Match[str]) -> bool:

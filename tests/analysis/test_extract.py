@@ -343,6 +343,27 @@ def test_a_product_without_spaces_matches_the_spaced_one_and_differs_from_its_fa
 @pytest.mark.parametrize(
     ("text", "value"),
     [
+        ("2 \\cdot \\pi", "2\\pi"),  # was "\\pi": the factor of a product of no value was dropped
+        ("2\\cdot\\pi", "2\\pi"),
+        ("2 * \\pi", "2\\pi"),
+        ("-2 \\cdot \\pi", "-2\\pi"),
+        ("1.50 \\times \\pi", "1.5\\pi"),
+        ("2 \\cdot \\sqrt[3]{2}", "2\\sqrt[3]{2}"),
+        ("x \\cdot \\pi", "\\pi"),  # a letter is no factor this reads
+    ],
+)
+def test_a_number_times_an_expression_of_no_value_is_its_factor(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_factor_times_pi_matches_it_written_without_the_dot_and_differs_from_pi() -> None:
+    assert number("2 \\cdot \\pi") == number("2\\cdot\\pi") == number("2\\pi") == number("\\boxed{2\\pi}")
+    assert number("2 \\cdot \\pi") not in (number("\\pi"), number("2"), number("3\\pi"), number("-2\\pi"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
         ("Answer: 7 + 1 = 9", "9"),  # was "8": the text after the line's last "=", as math-verify reads it
         ("The answer is 7 + 1 = 9", "9"),
         ("Final answer: 3 + 4 = 7.", "7"),
