@@ -45,11 +45,15 @@ _FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
 # Plain numbers joined by "+", "*", "\\cdot", "\\times" or a "-" spaced on both sides ("x = 2 + 3"),
 # read whole where they have a value (``summed``), as math-verify reads an expression: "3-5" is a
 # range, "1 -1/2" two numbers. A bracket after the operator is a term ("2 \\cdot (3+4)" is 14).
+# Divisions chained with spaced "/" are one quotient ("12 / 4 / 2" is 1.5, as math-verify divides);
+# "12/4/2024" is a date and "1 1 / 2" a mixed number (``_FRACTION``).
 _OPERAND = r"(?:[.\d(]|\\left\s*\()"
-_ARITHMETIC = re.compile(
-    r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?"
-    r"(?=[ \t]*(?:\+|\*|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))[ \t]*-?" + _OPERAND + r"|[ \t]+-[ \t]+" + _OPERAND + ")"
+_JOINED = (  # what joins the number to the next one: an operator, a spaced "-", a chain of spaced "/"
+    r"[ \t]*(?:\+|\*|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))[ \t]*-?" + _OPERAND,
+    r"[ \t]+-[ \t]+" + _OPERAND,
+    r"[ \t]+/[ \t]+(?:" + _PART + r")[ \t]+/[ \t]+" + _OPERAND,
 )
+_ARITHMETIC = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?(?=" + "|".join(_JOINED) + ")")
 # The tail of an operation whose head was no number ("x + 2 + 3"): not read as a sum of its own.
 _AFTER_OPERATOR = re.compile(r"(?:[-+*/^]|\\cdot|\\times)[ \t]*\Z")
 # A command factor right after an expression ("\\pi\\sqrt2", "\\frac{1}{0}\\sqrt2"): the product goes on.
@@ -69,9 +73,10 @@ _MARKED_NUMBER = (re.compile(r"####(?=[ \t]*\$?-?\.?\d)"), re.compile(r"\b(?i:an
 # ``answer:(?:.{0,100}=\s*|.{0,50}?)`` reads the answer after the last such "=".
 _EQUALS_WITHIN = 100
 # Unicode's times, division and minus signs, read as math-verify's LaTeX parser reads them ("3 × 4"
-# is 12, "12 ÷ 4" 3, "−5" -5); a minus between two numbers is no range ("5−2" is 3). Its middle dot
+# is 12, "12 ÷ 4" 3, "−5" -5); a minus between two numbers is no range ("5−2" is 3), a division
+# sign no date's slash ("12÷4÷2" is 1.5, spaced as "12 / 4 / 2" is). Its middle dot
 # ("3 · 4") it reads as no product, and neither does this.
-_UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": "/", "−": "-"})
+_UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": " / ", "−": "-"})
 _UNICODE_DIFFERENCE = re.compile(r"(?<=[\d)}])[ \t]*−[ \t]*(?=[.\d(\\])")
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 

@@ -411,3 +411,24 @@ def test_unicode_operators_match_their_ascii_spelling_and_differ_from_their_last
     assert number("12 ÷ 4") == number("12 / 4") != number("4")
     assert number("−5") == number("-5") != number("5")
     assert number("5−2") == number("5 - 2") != number("5-2")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("12 ÷ 4 ÷ 2", "1.5"),  # was "2": a chained division read as a date
+        ("12÷4÷2", "1.5"),  # a division sign is no date's slash
+        ("12 / 4 / 2", "1.5"),  # spaced slashes: a chained division, as math-verify divides
+        ("x = 12 / 4 / 2 / 3", "0.5"),
+        ("12/4/2024", "2024"),  # unspaced: a date, no quotient
+        ("12 / 4", "3"),
+        ("1 1 / 2", "1.5"),  # a mixed number still
+    ],
+)
+def test_a_chained_division_is_its_quotient(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_chained_division_matches_its_quotient_and_differs_from_its_last_number() -> None:
+    assert number("12 ÷ 4 ÷ 2") == number("12 / 4 / 2") == number("\\frac{3}{2}") == number("1.5")
+    assert number("12 ÷ 4 ÷ 2") not in (number("2"), number("3"), number("6"), number("12 ÷ 4 ÷ 3"))
