@@ -44,17 +44,22 @@ _CARET = re.compile(r"[ \t]*\^")
 _FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
 # Plain numbers joined by "+", "*", "\\cdot", "\\times" or a "-" spaced on both sides ("x = 2 + 3"),
 # read whole where they have a value (``summed``), as math-verify reads an expression: "3-5" is a
-# range, "1 -1/2" two numbers.
-_ARITHMETIC = re.compile(
-    r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?"
-    r"(?=[ \t]*(?:\+|\*|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))[ \t]*-?[.\d]|[ \t]+-[ \t]+[.\d])"
+# range, "1 -1/2" two numbers. A bracket after the operator is a term ("2 \\cdot (3+4)" is 14).
+# Divisions chained with spaced "/" are one quotient ("12 / 4 / 2" is 1.5, as math-verify divides);
+# "12/4/2024" is a date and "1 1 / 2" a mixed number (``_FRACTION``).
+_OPERAND = r"(?:[.\d(]|\\left\s*\()"
+_JOINED = (  # what joins the number to the next one: an operator, a spaced "-", a chain of spaced "/"
+    r"[ \t]*(?:\+|\*|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))[ \t]*-?" + _OPERAND,
+    r"[ \t]+-[ \t]+" + _OPERAND,
+    r"[ \t]+/[ \t]+(?:" + _PART + r")[ \t]+/[ \t]+" + _OPERAND,
 )
+_ARITHMETIC = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?(?=" + "|".join(_JOINED) + ")")
 # The tail of an operation whose head was no number ("x + 2 + 3"): not read as a sum of its own.
 _AFTER_OPERATOR = re.compile(r"(?:[-+*/^]|\\cdot|\\times)[ \t]*\Z")
 # A command factor right after an expression ("\\pi\\sqrt2", "\\frac{1}{0}\\sqrt2"): the product goes on.
 _NEXT_FACTOR = re.compile(r"[ \t]*(?:\\cdot|\\times)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])")
 # A number times the expression after it ("1.5 \\times 10^3"), read with it.
-_TIMES_BEFORE = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*(?:\\cdot|\\times|\*)[ \t]*\Z")
+_TIMES_BEFORE = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(" + _PART + r")[ \t]*(?:\\cdot|\\times|\*)[ \t]*\Z")
 # Numbers added to or taken from the expression after them ("1 + 2^3", "1 - \\sqrt2"), read with it.
 _TERMS_BEFORE = re.compile(
     r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[ \t]*[-+][ \t]*(?:" + _PART + r"))*[ \t]*[-+][ \t]*\Z"
@@ -68,9 +73,10 @@ _MARKED_NUMBER = (re.compile(r"####(?=[ \t]*\$?-?\.?\d)"), re.compile(r"\b(?i:an
 # ``answer:(?:.{0,100}=\s*|.{0,50}?)`` reads the answer after the last such "=".
 _EQUALS_WITHIN = 100
 # Unicode's times, division and minus signs, read as math-verify's LaTeX parser reads them ("3 × 4"
-# is 12, "12 ÷ 4" 3, "−5" -5); a minus between two numbers is no range ("5−2" is 3). Its middle dot
+# is 12, "12 ÷ 4" 3, "−5" -5); a minus between two numbers is no range ("5−2" is 3), a division
+# sign no date's slash ("12÷4÷2" is 1.5, spaced as "12 / 4 / 2" is). Its middle dot
 # ("3 · 4") it reads as no product, and neither does this.
-_UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": "/", "−": "-"})
+_UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": " / ", "−": "-"})
 _UNICODE_DIFFERENCE = re.compile(r"(?<=[\d)}])[ \t]*−[ \t]*(?=[.\d(\\])")
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
@@ -202,20 +208,27 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             at = m.end()  # "(x+1)^2", "2 + 3x": no value; their numbers are read as they are
             continue
         else:
-            written = (
-                _as_written(text, m.group(1), m.group(2), m.group(3), m.end())
-                if m.re is _IRRATIONAL
-                else _power_as_written(text, m)
-            )
+            begin, written = _no_value(text, m, before)
             if written is None:
                 at = m.end()
                 continue
-            begin, (end, spelling), read = m.start(), written, False
+            (end, spelling), read = written, False
         more, after = _more_factors(text, end)
         if more:  # "\\sqrt2\\pi", "\\frac{1}{0}\\sqrt2": a product with no value, as written
             spelling, end = (_latex(text[begin:end]) if read else spelling) + more, after
         out.append((begin, end, spelling))
         at = end
+
+
+def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None) -> tuple[int, tuple[int, str] | None]:
+    """Where an expression of no value (``_IRRATIONAL``'s or ``_POWER``'s) begins, and its spelling
+    as written (``_as_written``): a number times a command of no sign or factor of its own is its
+    factor ("2 \\cdot \\pi" is "2\\pi", as written without the dot; it was "\\pi", its factor lost)."""
+    if m.re is _POWER:
+        return m.start(), _power_as_written(text, m)
+    if before and not m.group(1) and not m.group(2):
+        return before.start(), _as_written(text, before.group(1), before.group(2), m.group(3), m.end())
+    return m.start(), _as_written(text, m.group(1), m.group(2), m.group(3), m.end())
 
 
 def _powered(text: str, m: re.Match[str]) -> bool:

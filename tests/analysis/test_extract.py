@@ -300,6 +300,27 @@ def test_plain_arithmetic_and_implicit_products_match_their_value_and_differ_fro
 @pytest.mark.parametrize(
     ("text", "value"),
     [
+        ("2\\cdot(3+4)", "14"),  # was "7": a bracket after an operator went unmultiplied
+        ("2 * (3+4)", "14"),
+        ("2 \\cdot (3+4)", "14"),
+        ("2 \\times \\left(3+4\\right)", "14"),
+        ("-2 * (3+4)", "-14"),
+        ("2 - (3+4)", "-5"),
+        ("2 * (x+1)", "1"),  # a bracket of no value: its numbers as they are
+    ],
+)
+def test_a_bracket_after_an_operator_is_its_operand(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_bracket_after_an_operator_matches_the_implicit_product_and_differs_from_the_bracket() -> None:
+    assert number("2\\cdot(3+4)") == number("2 * (3+4)") == number("2(3+4)") == number("14")
+    assert number("2 \\cdot (3+4)") not in (number("(3+4)"), number("7"), number("2"), number("2 (3+4)"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
         ("2\\cdot\\sqrt{2}", "2\\sqrt{2}"),  # was "2": the root right after "\cdot" went unread
         ("2\\cdot\\sqrt{49}", "14"),  # was "49"
         ("2\\times\\sqrt2", "2\\sqrt{2}"),
@@ -317,6 +338,27 @@ def test_a_product_without_spaces_matches_the_spaced_one_and_differs_from_its_fa
     assert number("2\\cdot\\sqrt{49}") == number("14")
     assert number("2\\cdot\\sqrt{2}") not in (number("2"), number("\\sqrt{2}"), number("2\\sqrt{3}"))
     assert number("2\\cdot\\sqrt{49}") not in (number("49"), number("2"), number("7"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2 \\cdot \\pi", "2\\pi"),  # was "\\pi": the factor of a product of no value was dropped
+        ("2\\cdot\\pi", "2\\pi"),
+        ("2 * \\pi", "2\\pi"),
+        ("-2 \\cdot \\pi", "-2\\pi"),
+        ("1.50 \\times \\pi", "1.5\\pi"),
+        ("2 \\cdot \\sqrt[3]{2}", "2\\sqrt[3]{2}"),
+        ("x \\cdot \\pi", "\\pi"),  # a letter is no factor this reads
+    ],
+)
+def test_a_number_times_an_expression_of_no_value_is_its_factor(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_factor_times_pi_matches_it_written_without_the_dot_and_differs_from_pi() -> None:
+    assert number("2 \\cdot \\pi") == number("2\\cdot\\pi") == number("2\\pi") == number("\\boxed{2\\pi}")
+    assert number("2 \\cdot \\pi") not in (number("\\pi"), number("2"), number("3\\pi"), number("-2\\pi"))
 
 
 @pytest.mark.parametrize(
@@ -369,3 +411,24 @@ def test_unicode_operators_match_their_ascii_spelling_and_differ_from_their_last
     assert number("12 ÷ 4") == number("12 / 4") != number("4")
     assert number("−5") == number("-5") != number("5")
     assert number("5−2") == number("5 - 2") != number("5-2")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("12 ÷ 4 ÷ 2", "1.5"),  # was "2": a chained division read as a date
+        ("12÷4÷2", "1.5"),  # a division sign is no date's slash
+        ("12 / 4 / 2", "1.5"),  # spaced slashes: a chained division, as math-verify divides
+        ("x = 12 / 4 / 2 / 3", "0.5"),
+        ("12/4/2024", "2024"),  # unspaced: a date, no quotient
+        ("12 / 4", "3"),
+        ("1 1 / 2", "1.5"),  # a mixed number still
+    ],
+)
+def test_a_chained_division_is_its_quotient(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_chained_division_matches_its_quotient_and_differs_from_its_last_number() -> None:
+    assert number("12 ÷ 4 ÷ 2") == number("12 / 4 / 2") == number("\\frac{3}{2}") == number("1.5")
+    assert number("12 ÷ 4 ÷ 2") not in (number("2"), number("3"), number("6"), number("12 ÷ 4 ÷ 3"))
