@@ -94,8 +94,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 46: an Ollama /api/generate answer's tool calls (top-level tool_calls on its done line) are read;
 #: 47: a cut Responses answer's id read from its kept head (apis.kept_response_id): the turn naming it links to it;
 #: 48: runs.telemetry (whether a run sampled telemetry: --no-telemetry is said apart from no power telemetry);
-#: 49: a cut answer's exchanges.response_id read from its kept head, of every API (a chat chunk's id, message_start).
-DECODE_VERSION = 49
+#: 49: a cut answer's exchanges.response_id read from its kept head, of every API (a chat chunk's id, message_start);
+#: 50: an imported answer the file holds only the head of (body_not_in_file with its head kept) unread, never that head.
+DECODE_VERSION = 50
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

@@ -405,3 +405,45 @@ def test_a_body_mitmproxy_did_not_keep_is_not_in_the_file_never_an_empty_answer(
     assert import_file(tmp_path / "s.har", tmp_path / "harcap")["bodies_not_in_file"] == 1
     xs = list(CaptureReader(tmp_path / "harcap").exchanges())
     assert [x.get("body_not_in_file") for x in xs] == [["response"], None, None, None, None]
+
+
+@pytest.mark.filterwarnings("ignore:tagMap is deprecated", "ignore:typeMap is deprecated")  # ldap3, by mitmproxy.addons
+def test_a_body_a_har_holds_only_the_head_of_is_not_in_the_file_never_a_shorter_answer(tmp_path: Path) -> None:
+    """Firefox keeps at most 1 MiB of a response in a HAR, its ``content.size`` the whole: the head
+    was imported as the answer (a stream cut after its first events read as a shorter reply, a
+    cut request replayed as sent). A text shorter than the size the file gives is not in the file;
+    one as long is, and so is mitmproxy's savehar's, whose size is the encoded body's."""
+    from mitmproxy.addons.savehar import SaveHar
+    from mitmproxy.test import tflow
+
+    def entry(second: int, *, cut_answer: bool = False, cut_request: bool = False) -> dict:
+        e = _entry(f"2025-01-02T10:00:0{second}.000+00:00", {"send": 1, "wait": 50, "receive": 49})
+        request = e["request"]["postData"]["text"]
+        e["request"]["bodySize"] = len(request)
+        e["request"]["postData"]["text"] = request[:20] if cut_request else request
+        e["response"]["content"] = {"size": len(SSE), "mimeType": "text/event-stream", "text": SSE[:200] if cut_answer else SSE}
+        return e
+
+    entries = [entry(0), entry(1, cut_answer=True), entry(2, cut_request=True)]
+    firefox = {"log": {"version": "1.2", "creator": {"name": "Firefox", "version": "140.0"}, "entries": entries}}
+    (tmp_path / "f.har").write_text(json.dumps(firefox))
+    assert import_file(tmp_path / "f.har", tmp_path / "cap")["bodies_not_in_file"] == 2
+    xs = list(CaptureReader(tmp_path / "cap").exchanges())
+    assert [x.get("body_not_in_file") for x in xs] == [None, ["response"], ["request"]]
+    assert xs[1]["chunks"] == [SSE[:200].encode()]  # the head the file holds, kept
+    assert xs[2]["request_body_size"] == entries[2]["request"]["bodySize"]
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as an:
+        (g,) = speed_stats(an)["groups"]
+    # the cut request is no generation request it can read; the cut answer unknown, not a short one
+    assert (g["requests"], g["ok"], g["not_in_file"], g["metrics"]["output_tokens"]["n"]) == (2, 1, 1, 1)
+
+    small = tflow.tflow(resp=True)  # a small gzipped answer: its encoded length is more than its text
+    small.request.method, small.request.path = "POST", "/v1/chat/completions"
+    small.response.headers["content-encoding"] = "gzip"
+    small.response.content = b'{"choices":[]}'
+    saved = SaveHar().make_har([small])
+    assert saved["log"]["entries"][0]["response"]["content"]["size"] > len(b'{"choices":[]}')
+    (tmp_path / "m.har").write_text(json.dumps(saved))
+    assert import_file(tmp_path / "m.har", tmp_path / "mcap")["bodies_not_in_file"] == 0
+    (x,) = CaptureReader(tmp_path / "mcap").exchanges()
+    assert x["chunks"] == [b'{"choices":[]}'] and "body_not_in_file" not in x
