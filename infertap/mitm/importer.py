@@ -54,15 +54,20 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor, creator: Any = None
     def ms(name: str) -> float:  # -1: does not apply (HAR 1.2)
         return max(0.0, float(timings.get(name, 0) or 0))
 
-    # From the send, as a capture counts (blocked, dns and connect came before it): the first byte
-    # after send + wait, the end after receive too. No timings at all: the first byte unknown, the
-    # end the entry's whole time (the only figure there is).
+    # From the send, as a capture counts: the request went after blocked, dns and connect (ssl within
+    # it, HAR 1.2: a browser's queueing for a connection too), its first byte after send + wait, its
+    # end after receive too. mitmproxy's savehar times as its flow file does: send is the client's
+    # upload to it, after which the request went (its upstream connect is in wait). No timings at
+    # all: sent at the start, the first byte unknown, the end the entry's whole time.
+    by_mitmproxy = str(creator).lower() == "mitmproxy"
+    before, sending = (("send",), ()) if by_mitmproxy else (("blocked", "dns", "connect"), ("send",))
+    sent_after_ns = int(sum(map(ms, before)) * 1e6) if timings else 0
     total_ms = float(entry.get("time") or 0)
     status = resp.get("status") or None  # 0: no response came (Chrome's failed requests)
     if status is not None and (not isinstance(status, int) or isinstance(status, bool)):
         raise TypeError(f"response.status is {status!r}, not a number")
-    headers_ns = int((ms("send") + ms("wait")) * 1e6) if timings and status else None
-    end_ns = int((ms("send") + ms("wait") + ms("receive")) * 1e6) if timings else int(total_ms * 1e6)
+    headers_ns = int(sum(map(ms, (*sending, "wait"))) * 1e6) if timings and status else None
+    end_ns = int(sum(map(ms, (*sending, "wait", "receive"))) * 1e6) if timings else int(total_ms * 1e6)
     post = req.get("postData") or {}
     body = base64.b64decode(post["text"]) if post.get("encoding") == "base64" else (post.get("text") or "").encode()
     content = resp.get("content") or {}
@@ -77,7 +82,7 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor, creator: Any = None
     # its content.size the whole. That size is the decoded body's (HAR 1.2), as the text is, so a
     # text shorter than it is cut; mitmproxy's savehar writes the encoded length there (a small
     # gzipped body's is larger than the body) and cuts none, so of its files only emptiness tells.
-    whole = str(creator).lower() != "mitmproxy"
+    whole = not by_mitmproxy
     missing = [
         side
         for side, kept, sizes, decoded in (
@@ -91,6 +96,7 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor, creator: Any = None
     redactor.query(url.query, found)
     x = {
         "wall": started,
+        "sent_after_ns": sent_after_ns,
         "method": str(req.get("method", "GET")),
         "path": url.path or "/",
         "query": url.query,
@@ -179,6 +185,7 @@ def _flow_exchanges(path: Path, redactor: Redactor, unreadable: list[str]) -> It
                 redactor.query(req.path.partition("?")[2], found)
                 x = {
                     "wall": req.timestamp_start,
+                    "sent_after_ns": int((sent - req.timestamp_start) * 1e9),  # read whole, then sent upstream
                     "method": req.method,
                     "path": req.path.partition("?")[0],
                     "query": req.path.partition("?")[2],
@@ -273,6 +280,7 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
                 session=x["session"],
                 wall=x["wall"],
                 start_ns=start_ns,
+                sent_ns=start_ns + x["sent_after_ns"],  # the file's times count from the send, as a capture's
                 method=x["method"],
                 path=x["path"],
                 query=redactor.query(x["query"]),

@@ -447,3 +447,44 @@ def test_a_body_a_har_holds_only_the_head_of_is_not_in_the_file_never_a_shorter_
     assert import_file(tmp_path / "m.har", tmp_path / "mcap")["bodies_not_in_file"] == 0
     (x,) = CaptureReader(tmp_path / "mcap").exchanges()
     assert x["chunks"] == [b'{"choices":[]}'] and "body_not_in_file" not in x
+
+
+@pytest.mark.filterwarnings("ignore:tagMap is deprecated", "ignore:typeMap is deprecated")  # ldap3, by mitmproxy.addons
+def test_an_imported_request_is_sent_when_the_file_says_it_went_not_when_it_was_begun(tmp_path: Path) -> None:
+    """A HAR's ``startedDateTime`` is before its blocked, dns and connect time (a browser queueing a
+    request for one of its 6 connections per host, seconds under load), a flow's request start
+    before its upload was read; the file's other times count from the send. The import sent every
+    exchange at its start, so its end (sent + e2e) came early by that much, concurrency and think
+    times with it. mitmproxy's own HAR of a flow says what its flow file says."""
+    from mitmproxy import io
+    from mitmproxy.addons.savehar import SaveHar
+    from mitmproxy.test import tflow
+
+    queued = {"blocked": 2000, "dns": 100, "connect": 200, "ssl": 150, "send": 1, "wait": 50, "receive": 49}
+    entries = [
+        _entry("2025-01-02T10:00:00.000+00:00", queued),
+        _entry("2025-01-02T10:00:01.000+00:00", {"blocked": -1, "dns": -1, "connect": -1, "send": 1, "wait": 50, "receive": 49}),
+    ]
+    (tmp_path / "c.har").write_text(json.dumps({"log": {"creator": {"name": "WebInspector"}, "entries": entries}}))
+    import_file(tmp_path / "c.har", tmp_path / "cap")
+    xs = list(CaptureReader(tmp_path / "cap").exchanges())
+    assert [x["sent_ns"] - x["start_ns"] for x in xs] == [2_300_000_000, 0]
+    assert [(x["headers_ns"], x["end_ns"]) for x in xs] == [(51_000_000, 100_000_000)] * 2
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        sent = [r[0] for r in a.sql("SELECT sent_wall_ns FROM exchanges ORDER BY seq").fetchall()]
+    at = dt.datetime(2025, 1, 2, 10, tzinfo=dt.UTC).timestamp()
+    assert sent == [round((at + 2.3) * 1e9), round((at + 1) * 1e9)]  # the first went after the second began
+
+    f = tflow.tflow(resp=True)
+    f.request.path, f.request.method = "/v1/chat/completions", "POST"
+    f.request.timestamp_start, f.request.timestamp_end = 1000.0, 1000.25  # a 250 ms upload
+    f.response.timestamp_start, f.response.timestamp_end = 1000.5, 1002.0
+    with open(tmp_path / "flows", "wb") as fh:
+        io.FlowWriter(fh).add(f)
+    (tmp_path / "m.har").write_text(json.dumps(SaveHar().make_har([f])))
+    times = []
+    for name in ("flows", "m.har"):
+        import_file(tmp_path / name, tmp_path / f"cap-{name}")
+        (x,) = CaptureReader(tmp_path / f"cap-{name}").exchanges()
+        times.append((x["sent_ns"] - x["start_ns"], x["headers_ns"], x["end_ns"]))
+    assert times == [(250_000_000, 250_000_000, 1_750_000_000)] * 2
