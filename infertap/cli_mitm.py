@@ -111,7 +111,7 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
     if counts["bodies_not_in_file"]:
         click.echo(
             f"warning: {counts['bodies_not_in_file']} exchanges sent a body that is not in the file (saved without "
-            "content?): kept empty and marked body_not_in_file",
+            "content, or cut short?): kept as the file holds it and marked body_not_in_file",
             err=True,
         )
     if counts["unreadable"] and counts["kind"] == "mitmproxy":

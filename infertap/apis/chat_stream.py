@@ -28,7 +28,7 @@ import msgspec
 from .body import encoded, framing, head_of
 from .fastjson import NOT_JSON, _decode, utf8
 from .openai import _OBJECTS, both_reasoning, choice_index, choice_zero, matched_stop_after, only_zero, stop_reason_json
-from .read import CHAT, _by_path, ended, response_not_kept
+from .read import CHAT, _by_path, ended, not_in_file, response_not_kept
 from .shapes import Output, ToolCallPart, error_of, finish_words
 
 
@@ -62,8 +62,8 @@ def read_plainest_chat_stream(record: Mapping[str, Any]) -> ChatStream | None:
 
 def _sse_body(record: Mapping[str, Any]) -> tuple[list[bytes], bytes, list[int]] | None:
     """A chat exchange's SSE body without ``\\r`` or encoding: its chunks, their bytes, where each ends."""
-    if _by_path(record.get("path")) is not CHAT or encoded(record) or response_not_kept(record):
-        return None
+    if _by_path(record.get("path")) is not CHAT or encoded(record) or response_not_kept(record) or not_in_file(record):
+        return None  # unknown (read_response says why): a head of its events is not its answer
     pieces: list[bytes] = list(record.get("chunks") or ())
     if not pieces or framing(record, head_of(pieces)) != "sse":
         return None

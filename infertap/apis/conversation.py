@@ -28,7 +28,7 @@ from .chat_stream import LOOP_ONLY, _Function
 from .fastjson import NOT_JSON, loads
 from .kept import kept_response_id
 from .openai import _OBJECTS, message_turn
-from .read import CHAT, api_for, read_response, response_not_kept
+from .read import CHAT, api_for, not_in_file, read_response, response_not_kept
 from .shapes import Output, Request, Turn, as_int, canonical_arguments
 
 #: How a request's parent was found.
@@ -260,9 +260,10 @@ def chat_answer(record: Mapping[str, Any]) -> Answer | None:
     (an error event), or None when the response isn't of that usual shape: ``read_response``'s
     reading of it (``Chat.event`` folded by ``fold``) narrowed to what a reply is made of. Run on
     every streamed event of every exchange a replay loads. None for an answer the recorder kept only
-    the head of (``response_not_kept``): a head of whole events reads as a reply the engine never
-    ended with, unknown as ``read_response`` reads it."""
-    if api_for(record.get("path")) is not CHAT or response_not_kept(record):
+    the head of (``response_not_kept``) or that the file it was imported from holds only the head
+    of (``not_in_file``): a head of whole events reads as a reply the engine never ended with,
+    unknown as ``read_response`` reads it."""
+    if api_for(record.get("path")) is not CHAT or response_not_kept(record) or not_in_file(record):
         return None
     if encoded(record):  # an encoded body: read whole
         return None

@@ -140,13 +140,14 @@ def is_generation(record: Mapping[str, Any]) -> bool:
     return body is not None and api_for(record.get("path"), body) is not UNKNOWN and any(key in body for key in _INPUTS)
 
 
-#: Why an answer is unread where the file it was imported from said a body was sent and held none.
-NOT_IN_FILE = "the response body is not in the file it was imported from (saved without content)"
+#: Why an answer is unread where the file it was imported from said a body was sent and held none of it
+#: (or only its head: a text shorter than the size the file gives).
+NOT_IN_FILE = "the response body is not in the file it was imported from (saved without content, or only its head)"
 
 
 def not_in_file(record: Mapping[str, Any]) -> bool:
     """Whether the record's response body was sent and is not in the file it was imported from
-    (``body_not_in_file``): unknown, never the empty answer it is recorded as."""
+    (``body_not_in_file``): unknown, never the empty answer (or the head) it is recorded as."""
     missing = record.get("body_not_in_file")
     return isinstance(missing, list) and "response" in missing
 

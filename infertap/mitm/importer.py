@@ -32,17 +32,20 @@ class ImportError_(InfertapError):
     """A file that is neither a HAR nor a mitmproxy flow file, or is damaged."""
 
 
-def _har_exchanges(entries: list[Any], redactor: Redactor, unreadable: list[str]) -> Iterator[dict[str, Any]]:
+def _har_exchanges(
+    entries: list[Any], redactor: Redactor, unreadable: list[str], creator: Any = None
+) -> Iterator[dict[str, Any]]:
     """Each HAR entry as an exchange; an entry that can't be read as one (a field missing or of
-    another type, a body that isn't the base64 it says) is named in ``unreadable`` and left out."""
+    another type, a body that isn't the base64 it says) is named in ``unreadable`` and left out.
+    ``creator`` is the file's ``log.creator.name``: which tool's sizes these are."""
     for i, entry in enumerate(entries):
         try:
-            yield _har_exchange(entry, redactor)
+            yield _har_exchange(entry, redactor, creator)
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError, binascii.Error) as exc:
             unreadable.append(f"entry {i}: {type(exc).__name__}: {exc}")
 
 
-def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+def _har_exchange(entry: dict[str, Any], redactor: Redactor, creator: Any = None) -> dict[str, Any]:
     req, resp = entry.get("request") or {}, entry.get("response") or {}
     url = urlsplit(req.get("url", ""))
     started = _dt.datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00")).timestamp()
@@ -51,38 +54,49 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     def ms(name: str) -> float:  # -1: does not apply (HAR 1.2)
         return max(0.0, float(timings.get(name, 0) or 0))
 
-    # From the send, as a capture counts (blocked, dns and connect came before it): the first byte
-    # after send + wait, the end after receive too. No timings at all: the first byte unknown, the
-    # end the entry's whole time (the only figure there is).
+    # From the send, as a capture counts: the request went after blocked, dns and connect (ssl within
+    # it, HAR 1.2: a browser's queueing for a connection too), its first byte after send + wait, its
+    # end after receive too. mitmproxy's savehar times as its flow file does: send is the client's
+    # upload to it, after which the request went (its upstream connect is in wait). No timings at
+    # all: sent at the start, the first byte unknown, the end the entry's whole time.
+    by_mitmproxy = str(creator).lower() == "mitmproxy"
+    before, sending = (("send",), ()) if by_mitmproxy else (("blocked", "dns", "connect"), ("send",))
+    sent_after_ns = int(sum(map(ms, before)) * 1e6) if timings else 0
     total_ms = float(entry.get("time") or 0)
     status = resp.get("status") or None  # 0: no response came (Chrome's failed requests)
     if status is not None and (not isinstance(status, int) or isinstance(status, bool)):
         raise TypeError(f"response.status is {status!r}, not a number")
-    headers_ns = int((ms("send") + ms("wait")) * 1e6) if timings and status else None
-    end_ns = int((ms("send") + ms("wait") + ms("receive")) * 1e6) if timings else int(total_ms * 1e6)
+    headers_ns = int(sum(map(ms, (*sending, "wait"))) * 1e6) if timings and status else None
+    end_ns = int(sum(map(ms, (*sending, "wait", "receive"))) * 1e6) if timings else int(total_ms * 1e6)
     post = req.get("postData") or {}
     body = base64.b64decode(post["text"]) if post.get("encoding") == "base64" else (post.get("text") or "").encode()
     content = resp.get("content") or {}
     text = content.get("text") or ""
     out = base64.b64decode(text) if content.get("encoding") == "base64" else text.encode()
     # A HAR saved without content (Chrome's "sanitized" export, a size limit) says a body was sent
-    # and holds none: kept empty and marked, never read as an empty request or answer.
+    # and holds none: kept as the file holds it and marked, never read as an empty request or answer.
     # mitmproxy's savehar writes a body it did not keep (a streamed one) as size 0 and text "": the
     # response's own Content-Length is then all that says one was sent (not of a HEAD or a 204/304).
     sent_length = _content_length(resp.get("headers")) if req.get("method") != "HEAD" and status not in (204, 304) else None
+    # A body held only in part is not in the file either: Firefox keeps at most 1 MiB of a response,
+    # its content.size the whole. That size is the decoded body's (HAR 1.2), as the text is, so a
+    # text shorter than it is cut; mitmproxy's savehar writes the encoded length there (a small
+    # gzipped body's is larger than the body) and cuts none, so of its files only emptiness tells.
+    whole = not by_mitmproxy
     missing = [
         side
-        for side, kept, sizes in (
-            ("request", body, (req.get("bodySize"),)),
-            ("response", out, (content.get("size"), resp.get("bodySize"), sent_length)),
+        for side, kept, sizes, decoded in (
+            ("request", body, (req.get("bodySize"),), req.get("bodySize")),
+            ("response", out, (content.get("size"), resp.get("bodySize"), sent_length), content.get("size")),
         )
-        if not kept and any(isinstance(n, int | float) and n > 0 for n in sizes)
+        if (not kept and any(_count(n) > 0 for n in sizes)) or (whole and _count(decoded) > len(kept))
     ]
     failure = resp.get("_error")  # Chrome's (net::ERR_...) and mitmproxy's savehar's (its own words)
     found = redactor.url_credentials(req.get("url", ""))  # the credentials redacted, looked for in the response
     redactor.query(url.query, found)
     x = {
         "wall": started,
+        "sent_after_ns": sent_after_ns,
         "method": str(req.get("method", "GET")),
         "path": url.path or "/",
         "query": url.query,
@@ -130,6 +144,11 @@ def _end_of_har_error(error: str) -> End:
     return "timeout" if "timed_out" in lowered else "upstream_error"
 
 
+def _count(n: Any) -> float:
+    """A HAR size field as a number: 0 where it is none (absent, -1 for unknown, not a number)."""
+    return n if isinstance(n, int | float) and not isinstance(n, bool) else 0
+
+
 def _content_length(headers: Any) -> int | None:
     """A HAR header list's ``Content-Length``, where it is one number."""
     for h in headers if isinstance(headers, list) else ():
@@ -166,6 +185,7 @@ def _flow_exchanges(path: Path, redactor: Redactor, unreadable: list[str]) -> It
                 redactor.query(req.path.partition("?")[2], found)
                 x = {
                     "wall": req.timestamp_start,
+                    "sent_after_ns": int((sent - req.timestamp_start) * 1e9),  # read whole, then sent upstream
                     "method": req.method,
                     "path": req.path.partition("?")[0],
                     "query": req.path.partition("?")[2],
@@ -227,7 +247,8 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
         log = data.get("log") if isinstance(data, dict) else None
         if not isinstance(log, dict) or not isinstance(log.get("entries"), list):
             raise ImportError_(f"{path}: JSON without a list log.entries is not a HAR file")
-        kind, exchanges = "har", list(_har_exchanges(log["entries"], redactor, unreadable))
+        creator = log["creator"].get("name") if isinstance(log.get("creator"), dict) else None
+        kind, exchanges = "har", list(_har_exchanges(log["entries"], redactor, unreadable, creator))
     else:
         kind, exchanges = "mitmproxy", list(_flow_exchanges(path, redactor, unreadable))
     counts: dict[str, Any] = {
@@ -259,6 +280,7 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
                 session=x["session"],
                 wall=x["wall"],
                 start_ns=start_ns,
+                sent_ns=start_ns + x["sent_after_ns"],  # the file's times count from the send, as a capture's
                 method=x["method"],
                 path=x["path"],
                 query=redactor.query(x["query"]),

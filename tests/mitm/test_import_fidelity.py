@@ -405,3 +405,86 @@ def test_a_body_mitmproxy_did_not_keep_is_not_in_the_file_never_an_empty_answer(
     assert import_file(tmp_path / "s.har", tmp_path / "harcap")["bodies_not_in_file"] == 1
     xs = list(CaptureReader(tmp_path / "harcap").exchanges())
     assert [x.get("body_not_in_file") for x in xs] == [["response"], None, None, None, None]
+
+
+@pytest.mark.filterwarnings("ignore:tagMap is deprecated", "ignore:typeMap is deprecated")  # ldap3, by mitmproxy.addons
+def test_a_body_a_har_holds_only_the_head_of_is_not_in_the_file_never_a_shorter_answer(tmp_path: Path) -> None:
+    """Firefox keeps at most 1 MiB of a response in a HAR, its ``content.size`` the whole: the head
+    was imported as the answer (a stream cut after its first events read as a shorter reply, a
+    cut request replayed as sent). A text shorter than the size the file gives is not in the file;
+    one as long is, and so is mitmproxy's savehar's, whose size is the encoded body's."""
+    from mitmproxy.addons.savehar import SaveHar
+    from mitmproxy.test import tflow
+
+    def entry(second: int, *, cut_answer: bool = False, cut_request: bool = False) -> dict:
+        e = _entry(f"2025-01-02T10:00:0{second}.000+00:00", {"send": 1, "wait": 50, "receive": 49})
+        request = e["request"]["postData"]["text"]
+        e["request"]["bodySize"] = len(request)
+        e["request"]["postData"]["text"] = request[:20] if cut_request else request
+        e["response"]["content"] = {"size": len(SSE), "mimeType": "text/event-stream", "text": SSE[:200] if cut_answer else SSE}
+        return e
+
+    entries = [entry(0), entry(1, cut_answer=True), entry(2, cut_request=True)]
+    firefox = {"log": {"version": "1.2", "creator": {"name": "Firefox", "version": "140.0"}, "entries": entries}}
+    (tmp_path / "f.har").write_text(json.dumps(firefox))
+    assert import_file(tmp_path / "f.har", tmp_path / "cap")["bodies_not_in_file"] == 2
+    xs = list(CaptureReader(tmp_path / "cap").exchanges())
+    assert [x.get("body_not_in_file") for x in xs] == [None, ["response"], ["request"]]
+    assert xs[1]["chunks"] == [SSE[:200].encode()]  # the head the file holds, kept
+    assert xs[2]["request_body_size"] == entries[2]["request"]["bodySize"]
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as an:
+        (g,) = speed_stats(an)["groups"]
+    # the cut request is no generation request it can read; the cut answer unknown, not a short one
+    assert (g["requests"], g["ok"], g["not_in_file"], g["metrics"]["output_tokens"]["n"]) == (2, 1, 1, 1)
+
+    small = tflow.tflow(resp=True)  # a small gzipped answer: its encoded length is more than its text
+    small.request.method, small.request.path = "POST", "/v1/chat/completions"
+    small.response.headers["content-encoding"] = "gzip"
+    small.response.content = b'{"choices":[]}'
+    saved = SaveHar().make_har([small])
+    assert saved["log"]["entries"][0]["response"]["content"]["size"] > len(b'{"choices":[]}')
+    (tmp_path / "m.har").write_text(json.dumps(saved))
+    assert import_file(tmp_path / "m.har", tmp_path / "mcap")["bodies_not_in_file"] == 0
+    (x,) = CaptureReader(tmp_path / "mcap").exchanges()
+    assert x["chunks"] == [b'{"choices":[]}'] and "body_not_in_file" not in x
+
+
+@pytest.mark.filterwarnings("ignore:tagMap is deprecated", "ignore:typeMap is deprecated")  # ldap3, by mitmproxy.addons
+def test_an_imported_request_is_sent_when_the_file_says_it_went_not_when_it_was_begun(tmp_path: Path) -> None:
+    """A HAR's ``startedDateTime`` is before its blocked, dns and connect time (a browser queueing a
+    request for one of its 6 connections per host, seconds under load), a flow's request start
+    before its upload was read; the file's other times count from the send. The import sent every
+    exchange at its start, so its end (sent + e2e) came early by that much, concurrency and think
+    times with it. mitmproxy's own HAR of a flow says what its flow file says."""
+    from mitmproxy import io
+    from mitmproxy.addons.savehar import SaveHar
+    from mitmproxy.test import tflow
+
+    queued = {"blocked": 2000, "dns": 100, "connect": 200, "ssl": 150, "send": 1, "wait": 50, "receive": 49}
+    entries = [
+        _entry("2025-01-02T10:00:00.000+00:00", queued),
+        _entry("2025-01-02T10:00:01.000+00:00", {"blocked": -1, "dns": -1, "connect": -1, "send": 1, "wait": 50, "receive": 49}),
+    ]
+    (tmp_path / "c.har").write_text(json.dumps({"log": {"creator": {"name": "WebInspector"}, "entries": entries}}))
+    import_file(tmp_path / "c.har", tmp_path / "cap")
+    xs = list(CaptureReader(tmp_path / "cap").exchanges())
+    assert [x["sent_ns"] - x["start_ns"] for x in xs] == [2_300_000_000, 0]
+    assert [(x["headers_ns"], x["end_ns"]) for x in xs] == [(51_000_000, 100_000_000)] * 2
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        sent = [r[0] for r in a.sql("SELECT sent_wall_ns FROM exchanges ORDER BY seq").fetchall()]
+    at = dt.datetime(2025, 1, 2, 10, tzinfo=dt.UTC).timestamp()
+    assert sent == [round((at + 2.3) * 1e9), round((at + 1) * 1e9)]  # the first went after the second began
+
+    f = tflow.tflow(resp=True)
+    f.request.path, f.request.method = "/v1/chat/completions", "POST"
+    f.request.timestamp_start, f.request.timestamp_end = 1000.0, 1000.25  # a 250 ms upload
+    f.response.timestamp_start, f.response.timestamp_end = 1000.5, 1002.0
+    with open(tmp_path / "flows", "wb") as fh:
+        io.FlowWriter(fh).add(f)
+    (tmp_path / "m.har").write_text(json.dumps(SaveHar().make_har([f])))
+    times = []
+    for name in ("flows", "m.har"):
+        import_file(tmp_path / name, tmp_path / f"cap-{name}")
+        (x,) = CaptureReader(tmp_path / f"cap-{name}").exchanges()
+        times.append((x["sent_ns"] - x["start_ns"], x["headers_ns"], x["end_ns"]))
+    assert times == [(250_000_000, 250_000_000, 1_750_000_000)] * 2
