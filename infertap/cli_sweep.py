@@ -13,6 +13,8 @@ from .cli_replay import base_config, note_fixed_session, workload_options
 from .errors import INTERRUPTED, interrupted
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from .replay import ReplayStats
     from .replay.sweep import Load, Point
 
@@ -189,43 +191,67 @@ def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
 
 
 def print_sweep(result: dict[str, Any]) -> None:
+    """The points as a table where it fits the terminal unabridged, else a few lines per point (at 80
+    columns eleven columns cut every header to "offe…"); notes and the capacity under either."""
     from rich.console import Console
+    from rich.measure import Measurement
+
+    console = Console()
+    table = _points_table(result)
+    # Markup off: SLOs, notes and the capacity line hold text from the sweep's spec and its captures.
+    if Measurement.get(console, console.options.update_width(10_000), table).maximum <= console.width:  # not a cell cut
+        console.print(table, markup=False)
+    else:
+        for line in _points_lines(result):
+            console.print(line, markup=False, highlight=False)
+    for line in notes(result):
+        console.print(f"note: {line}", markup=False, highlight=False)
+    console.print(capacity_line(result), markup=False, highlight=False)
+
+
+def _points_table(result: dict[str, Any]) -> Table:
     from rich.table import Table
 
     from .analysis.sweep_report import verdict_of
 
     kind = result["kind"]
-    table = Table(
-        kind,
-        "verdict",
-        "offered req/s",
-        "req/s",
-        "goodput req/s",
-        "attainment",
-        "errors",
-        *[s["slo"] for s in result["slo"]],
-        "lag p99 ms",
-    )
+    headers = [kind, "verdict", "offered req/s", "req/s", "goodput req/s", "attainment", "errors"]
+    table = Table(*headers, *[s["slo"] for s in result["slo"]], "lag p99 ms")
     for p in result["points"]:
-        observed = [_observed(s) for s in p["slos"]]
-        lag = (p.get("schedule_lag_ms") or {}).get("p99")
+        f = _figures(p)
         table.add_row(
-            f"{p[kind]:g}",
-            verdict_of(p),
-            _num(p.get("offered_requests_per_s")),
-            _num(p.get("requests_per_s")),
-            _num((p.get("goodput") or {}).get("requests_per_s")),
-            f"{p['attainment']:.0%}",
-            f"{p['error_rate']:.1%}",
-            *observed,
-            _num(lag),
-        )
-    console = Console()
-    # Markup off: SLOs, notes and the capacity line hold text from the sweep's spec and its captures.
-    console.print(table, markup=False)
-    for line in notes(result):
-        console.print(f"note: {line}", markup=False, highlight=False)
-    console.print(capacity_line(result), markup=False, highlight=False)
+            f"{p[kind]:g}", verdict_of(p), f["offered"], f["achieved"], f["goodput"], f["attainment"], f["errors"],
+            *[_observed(s) for s in p["slos"]], f["lag"],
+        )  # fmt: skip
+    return table
+
+
+def _points_lines(result: dict[str, Any]) -> list[str]:
+    """The table's figures, a point at a time, for a terminal too narrow for its columns."""
+    from .analysis.sweep_report import verdict_of
+
+    kind, lines = result["kind"], []
+    for p in result["points"]:
+        f = _figures(p)
+        lines += [
+            f"{kind} {p[kind]:g}: {verdict_of(p)}",
+            f"  req/s offered {f['offered']}, achieved {f['achieved']}, goodput {f['goodput']}",
+            f"  attainment {f['attainment']}, errors {f['errors']}, schedule lag p99 {f['lag']} ms",
+            *(f"  {s['slo']}: {_observed(s)}" for s in p["slos"]),
+        ]
+    return lines
+
+
+def _figures(p: dict[str, Any]) -> dict[str, str]:
+    """A point's figures as printed, in the table or a line at a time."""
+    return {
+        "offered": _num(p.get("offered_requests_per_s")),
+        "achieved": _num(p.get("requests_per_s")),
+        "goodput": _num((p.get("goodput") or {}).get("requests_per_s")),
+        "attainment": f"{p['attainment']:.0%}",
+        "errors": f"{p['error_rate']:.1%}",
+        "lag": _num((p.get("schedule_lag_ms") or {}).get("p99")),
+    }
 
 
 def notes(result: dict[str, Any]) -> list[str]:
