@@ -163,6 +163,8 @@ def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
         progress.update(overall, detail=f"now {point_load.name}; {state['passed']} passed, {state['failed']} failed")
 
     def tick(stats: ReplayStats) -> None:
+        if state["task"] is None:  # the warm-up, before the first point: no bar of its own
+            return
         errors = stats.generation_failed  # not answered 2xx in full (a 2xx error body shows in the point's error rate)
         progress.update(state["task"], completed=stats.completed, detail=f"in flight {stats.in_flight}, errors {errors}")
 

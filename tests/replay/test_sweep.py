@@ -400,6 +400,16 @@ def test_the_points_read_unabridged_at_80_columns_and_as_a_table_when_wide(slot_
     assert all(f in wide for f in figures), (figures, wide)
 
 
+def test_a_warm_up_runs_under_the_progress_bars(slot_engine, tmp_path):
+    """--warmup without --json crashed (KeyError: None): the warm-up's progress reached a bar not made yet."""
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 10, 0.1)
+    args = [str(src), "--target", url, "--no-probe", "--grace", "1", "--speeds", "1", "--slo", "e2e:p90<=1s"]
+    run = sweep_cli(*args, "--warmup", "2", "--out", str(tmp_path / "warm"))
+    assert run.exit_code == 0, repr(run.exception)
+    assert read_sweep(tmp_path / "warm")["warmup"]["sent"] == 2 and "capacity: " in run.output
+
+
 @pytest.mark.parametrize("slot_engine", [(2, 0.05)], indirect=True)
 def test_a_concurrency_sweep_keeps_each_level_and_prints_its_table(slot_engine, tmp_path, monkeypatch):
     """The level under its own key, the achieved concurrency under ``in_flight``: they once shared one."""
