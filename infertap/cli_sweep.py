@@ -258,7 +258,8 @@ def _figures(p: dict[str, Any]) -> dict[str, str]:
 
 def notes(result: dict[str, Any]) -> list[str]:
     """What the table can't say: passes not counted and why, failures that were the load's, SLOs
-    measured on fewer exchanges than the point had, requests the replayer never sent, answers not kept whole."""
+    measured on fewer exchanges than the point had, requests the replayer never sent, answers not kept
+    whole, a first point run with no warm-up."""
     kind, lines = result["kind"], []
     if result.get("inconsistent"):
         loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
@@ -288,6 +289,11 @@ def notes(result: dict[str, Any]) -> list[str]:
                     f"{where}: {s['slo']} could not be measured on {s['missing']} of {p['requests']} exchanges "
                     f"(ok answers without a {s['metric']}: counted over the bound)"
                 )
+    if result["points"] and not result.get("warmup"):  # a fresh llama-server's first prompt: 20x its later ones, measured
+        lines.append(
+            "no warm-up (--warmup 0): the first point met the target as it was, and an engine just started pays its "
+            "cold start there (empty prompt cache, first allocations); --warmup N sends N requests first, unjudged"
+        )
     if any(p["passed"] and p["replayer_behind"] for p in result["points"]):
         lines.append("replay from more hosts (--ray) to measure where the replayer fell behind")
     return lines

@@ -400,6 +400,21 @@ def test_the_points_read_unabridged_at_80_columns_and_as_a_table_when_wide(slot_
     assert all(f in wide for f in figures), (figures, wide)
 
 
+def test_a_sweep_with_no_warm_up_says_its_first_point_met_the_target_cold(slot_engine, tmp_path):
+    """A fresh llama-server's first prompt took 3.5 s against 0.15 s once its prefix was cached (the
+    audit's speed 1 at 8.8 s, speed 2 at 2.1 s): with --warmup 0, the default as AIPerf's and
+    GuideLLM's, the output says so and how to warm up; with a warm-up it says nothing."""
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 10, 0.1)
+    args = [str(src), "--target", url, "--no-probe", "--grace", "1", "--speeds", "1", "--slo", "e2e:p90<=1s"]
+    cold = sweep_cli(*args, "--out", str(tmp_path / "cold"))
+    assert cold.exit_code == 0, cold.output
+    assert "note: no warm-up (--warmup 0): the first point met the target as it was" in " ".join(cold.output.split())
+    warm = sweep_cli(*args, "--warmup", "2", "--out", str(tmp_path / "warm"))
+    assert warm.exit_code == 0, warm.output
+    assert read_sweep(tmp_path / "warm")["warmup"]["sent"] == 2 and "no warm-up" not in warm.output
+
+
 def test_a_warm_up_runs_under_the_progress_bars(slot_engine, tmp_path):
     """--warmup without --json crashed (KeyError: None): the warm-up's progress reached a bar not made yet."""
     engine, url = slot_engine
