@@ -283,7 +283,7 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
     several = cfg.get("several_configurations")
     if several:  # then no row's sameness holds for every exchange of that side
         _say(console, several, "yellow")
-    console.print(_snapshot_table(cfg["snapshots"], last=bool(several)), markup=False)
+    _print_snapshots(console, cfg["snapshots"], last=bool(several))
     # not_compared: a version of another engine kind, shown in the kind row
     one_side = [f for f in cfg["snapshots"] if f.get("one_side") and not f.get("not_compared")]
     if one_side:  # not differences: an unknown may not differ at all
@@ -317,20 +317,35 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
         _say(console, f"  {n} × {why}")
 
 
-def _snapshot_table(snapshots: list[dict[str, Any]], last: bool = False) -> Table:
-    """Only the facts that differ, those known on both sides first (in bold): an unknown may not differ
-    at all. ``last``: a side ran under several engine configurations, and these are its last one's."""
+def _print_snapshots(console: Console, snapshots: list[dict[str, Any]], last: bool = False) -> None:
+    """The facts that differ as a table under a line of its own (a table's title wraps to its width,
+    a narrow column at 80); none differing, one line with how many were compared, not an empty table.
+    ``last``: a side ran under several engine configurations, and these are its last one's."""
+    which = "each side's last engine snapshot" if last else "engine snapshots"
+    known = sum(not f["unknown"] for f in snapshots)
+    differing = [f for f in snapshots if f["differs"]]  # only a fact known on both sides differs
+    if not differing:
+        same = (
+            f"the {known} facts known on both sides are the same" if known != 1 else "the 1 fact known on both sides is the same"
+        )
+        _say(console, f"{which}: {same if known else 'no fact known on both sides to compare'}")
+        return
+    _say(console, f"{which}: what differs ({len(differing)} of the {known} facts known on both sides)")
+    console.print(_snapshot_table(snapshots), markup=False)
+
+
+def _snapshot_table(snapshots: list[dict[str, Any]]) -> Table:
+    """Only the facts that differ (an unknown one never does: it may not differ at all)."""
     from rich.table import Table
 
-    which = "each side's last engine snapshot" if last else "engine snapshots"
-    table = Table("fact", "A", "B", title=f"{which}: what differs (known on both sides)", title_justify="left")
+    table = Table("fact", "A", "B")
     version = next((f for f in snapshots if f["fact"] == "version" and f.get("not_compared")), None)
-    for fact in sorted(snapshots, key=lambda f: f["unknown"]):  # known on both sides first
+    for fact in snapshots:
         if fact["differs"]:
             a, b = _fact_value(fact, 0), _fact_value(fact, 1)
             if fact["fact"] == "kind" and version:  # two engines: each one's version beside its kind
                 a, b = (f"{k} {v}" if v is not None else k for k, v in ((a, version["a"]), (b, version["b"])))
-            table.add_row(fact["fact"], a, b, style=None if fact["unknown"] else "bold")
+            table.add_row(fact["fact"], a, b, style="bold")
     return table
 
 

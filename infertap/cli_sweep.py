@@ -13,6 +13,8 @@ from .cli_replay import base_config, note_fixed_session, workload_options
 from .errors import INTERRUPTED, interrupted
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from .replay import ReplayStats
     from .replay.sweep import Load, Point
 
@@ -161,6 +163,8 @@ def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
         progress.update(overall, detail=f"now {point_load.name}; {state['passed']} passed, {state['failed']} failed")
 
     def tick(stats: ReplayStats) -> None:
+        if state["task"] is None:  # the warm-up, before the first point: no bar of its own
+            return
         errors = stats.generation_failed  # not answered 2xx in full (a 2xx error body shows in the point's error rate)
         progress.update(state["task"], completed=stats.completed, detail=f"in flight {stats.in_flight}, errors {errors}")
 
@@ -189,48 +193,73 @@ def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
 
 
 def print_sweep(result: dict[str, Any]) -> None:
+    """The points as a table where it fits the terminal unabridged, else a few lines per point (at 80
+    columns eleven columns cut every header to "offe…"); notes and the capacity under either."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.measure import Measurement
 
-    from .analysis.sweep_report import verdict_of
-
-    kind = result["kind"]
-    table = Table(
-        kind,
-        "verdict",
-        "offered req/s",
-        "req/s",
-        "goodput req/s",
-        "attainment",
-        "errors",
-        *[s["slo"] for s in result["slo"]],
-        "lag p99 ms",
-    )
-    for p in result["points"]:
-        observed = [_observed(s) for s in p["slos"]]
-        lag = (p.get("schedule_lag_ms") or {}).get("p99")
-        table.add_row(
-            f"{p[kind]:g}",
-            verdict_of(p),
-            _num(p.get("offered_requests_per_s")),
-            _num(p.get("requests_per_s")),
-            _num((p.get("goodput") or {}).get("requests_per_s")),
-            f"{p['attainment']:.0%}",
-            f"{p['error_rate']:.1%}",
-            *observed,
-            _num(lag),
-        )
     console = Console()
+    table = _points_table(result)
     # Markup off: SLOs, notes and the capacity line hold text from the sweep's spec and its captures.
-    console.print(table, markup=False)
+    if Measurement.get(console, console.options.update_width(10_000), table).maximum <= console.width:  # not a cell cut
+        console.print(table, markup=False)
+    else:
+        for line in _points_lines(result):
+            console.print(line, markup=False, highlight=False)
     for line in notes(result):
         console.print(f"note: {line}", markup=False, highlight=False)
     console.print(capacity_line(result), markup=False, highlight=False)
 
 
+def _points_table(result: dict[str, Any]) -> Table:
+    from rich.table import Table
+
+    from .analysis.sweep_report import verdict_of
+
+    kind = result["kind"]
+    headers = [kind, "verdict", "offered req/s", "req/s", "goodput req/s", "attainment", "errors"]
+    table = Table(*headers, *[s["slo"] for s in result["slo"]], "lag p99 ms")
+    for p in result["points"]:
+        f = _figures(p)
+        table.add_row(
+            f"{p[kind]:g}", verdict_of(p), f["offered"], f["achieved"], f["goodput"], f["attainment"], f["errors"],
+            *[_observed(s) for s in p["slos"]], f["lag"],
+        )  # fmt: skip
+    return table
+
+
+def _points_lines(result: dict[str, Any]) -> list[str]:
+    """The table's figures, a point at a time, for a terminal too narrow for its columns."""
+    from .analysis.sweep_report import verdict_of
+
+    kind, lines = result["kind"], []
+    for p in result["points"]:
+        f = _figures(p)
+        lines += [
+            f"{kind} {p[kind]:g}: {verdict_of(p)}",
+            f"  req/s offered {f['offered']}, achieved {f['achieved']}, goodput {f['goodput']}",
+            f"  attainment {f['attainment']}, errors {f['errors']}, schedule lag p99 {f['lag']} ms",
+            *(f"  {s['slo']}: {_observed(s)}" for s in p["slos"]),
+        ]
+    return lines
+
+
+def _figures(p: dict[str, Any]) -> dict[str, str]:
+    """A point's figures as printed, in the table or a line at a time."""
+    return {
+        "offered": _num(p.get("offered_requests_per_s")),
+        "achieved": _num(p.get("requests_per_s")),
+        "goodput": _num((p.get("goodput") or {}).get("requests_per_s")),
+        "attainment": f"{p['attainment']:.0%}",
+        "errors": f"{p['error_rate']:.1%}",
+        "lag": _num((p.get("schedule_lag_ms") or {}).get("p99")),
+    }
+
+
 def notes(result: dict[str, Any]) -> list[str]:
     """What the table can't say: passes not counted and why, failures that were the load's, SLOs
-    measured on fewer exchanges than the point had, requests the replayer never sent, answers not kept whole."""
+    measured on fewer exchanges than the point had, requests the replayer never sent, answers not kept
+    whole, a first point run with no warm-up."""
     kind, lines = result["kind"], []
     if result.get("inconsistent"):
         loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
@@ -260,6 +289,11 @@ def notes(result: dict[str, Any]) -> list[str]:
                     f"{where}: {s['slo']} could not be measured on {s['missing']} of {p['requests']} exchanges "
                     f"(ok answers without a {s['metric']}: counted over the bound)"
                 )
+    if result["points"] and not result.get("warmup"):  # a fresh llama-server's first prompt: 20x its later ones, measured
+        lines.append(
+            "no warm-up (--warmup 0): the first point met the target as it was, and an engine just started pays its "
+            "cold start there (empty prompt cache, first allocations); --warmup N sends N requests first, unjudged"
+        )
     if any(p["passed"] and p["replayer_behind"] for p in result["points"]):
         lines.append("replay from more hosts (--ray) to measure where the replayer fell behind")
     return lines

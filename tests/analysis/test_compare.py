@@ -205,6 +205,30 @@ def test_versions_of_two_engine_kinds_are_shown_not_counted(tmp_path, monkeypatc
     assert cells["kind"] == ["llama-server", "vllm 0.32.0"] and "known on one side only" not in section
 
 
+def test_snapshots_alike_are_one_line_and_a_difference_a_table_at_80_columns(tmp_path, monkeypatch):
+    """Nothing differing printed a header-only table under a title wrapped into its narrow column;
+    now one line says how many facts known on both sides were compared, and a difference is a table."""
+    from infertap.capture.writer import CaptureWriter
+
+    monkeypatch.setenv("COLUMNS", "80")
+
+    def configuration(slots_b: int) -> str:
+        a, b = _runs(tmp_path / str(slots_b), ["x"], ["x"])
+        for path, slots in ((a, 4), (b, slots_b)):
+            with CaptureWriter(path, recorder={"kind": "proxy"}) as w:
+                w.write(_snapshot("fp", slots, 1.8e9))
+        out = CliRunner().invoke(cli, ["compare", str(a), str(b)]).output
+        return out[out.index("1. Configuration") : out.index("effective sampling settings")]  # the snapshots' part
+
+    same = configuration(4)
+    assert "engine snapshots: the 3 facts known on both sides are the same" in same  # kind, version, slots
+    assert "what differs" not in same and "┃" not in same and "│" not in same
+    differs = configuration(1)
+    assert "engine snapshots: what differs (1 of the 3 facts known on both sides)" in differs
+    rows = [[c.strip() for c in line.split("│")][1:-1] for line in differs.splitlines() if "│" in line]
+    assert rows == [["parallel_slots", "4", "1"]]
+
+
 def _snapshot(fingerprint: str, slots: int, wall: float) -> dict:
     facts = {"version": {"value": "b1", "source": "/props"}, "parallel_slots": {"value": slots, "source": "/props"}}
     return {"type": "engine", "url": "http://127.0.0.1:8080", "wall": wall, "kind": "llama-server", "facts": facts,
@@ -238,7 +262,8 @@ def test_a_side_under_two_engine_configurations_is_never_called_one(tmp_path, mo
         "A ran under 2 engine configurations (llama-server at http://127.0.0.1:8080 (fingerprint fp1), llama-server at "
     )
     section = configuration(swapped)
-    assert "A ran under 2 engine configurations" in section and "each side's last engine snapshot: what differs" in section
+    assert "A ran under 2 engine configurations" in section
+    assert "each side's last engine snapshot: the 3 facts known on both sides are the same" in section
     assert "(A ran under 2 engine configurations)" in pair_summary(swapped)
     assert "A ran under 2 engine configurations" in render(a, b)
     # Probed twice, one configuration: nothing to say.
@@ -246,7 +271,7 @@ def test_a_side_under_two_engine_configurations_is_never_called_one(tmp_path, mo
     assert same["config"]["several_configurations"] is None
     assert [len(c) for c in same["config"]["configurations"].values()] == [1, 1]
     section = configuration(same)
-    assert "ran under" not in section and "engine snapshots: what differs" in section
+    assert "ran under" not in section and "engine snapshots: the 3 facts known on both sides are the same" in section
     assert "engine configurations" not in pair_summary(same)
 
 

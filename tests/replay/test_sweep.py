@@ -367,6 +367,65 @@ def test_the_command_prints_the_capacity_or_that_none_was_found(slot_engine, tmp
     assert read_sweep(tmp_path / "unmet")["capacity"] is None
 
 
+def test_the_points_read_unabridged_at_80_columns_and_as_a_table_when_wide(slot_engine, tmp_path, monkeypatch, capsys):
+    """At 80 columns the table's eleven columns were cut to "offe…", "verd…", "ttft…": a narrow
+    terminal now gets each point's figures on lines of their own; a wide one keeps the table."""
+    from infertap.analysis.sweep_report import verdict_of
+    from infertap.cli_sweep import print_sweep
+
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 20, 0.1)
+    slos = ["--slo", "e2e:p90<=200ms", "--slo", "ttft:p99<=150ms", "--slo", "error_rate<=1%"]
+    args = [str(src), "--target", url, "--no-probe", "--grace", "1", "--speeds", "0.5,4", *slos]
+    run = CliRunner().invoke(cli, ["sweep", *args, "--out", str(tmp_path / "s")], env={"COLUMNS": "80"})
+    assert run.exit_code == 0, run.output
+    result = read_sweep(tmp_path / "s")
+    figures = [f"{p['offered_requests_per_s']:.2f}" for p in result["points"]]
+    figures += [f"{p['goodput']['requests_per_s']:.2f}" for p in result["points"]]
+    figures += [f"{s['observed'] / 1e6:.1f} ms" for p in result["points"] for s in p["slos"] if s["metric"] != "error_rate"]
+    narrow = run.output[run.output.index("speed 0.5: ") :]  # after the progress bars
+    assert "…" not in narrow and max(map(len, narrow.splitlines())) <= 80 and "┃" not in narrow
+    assert all(f"speed {p['speed']:g}: {verdict_of(p)}" in narrow for p in result["points"]), narrow
+    assert all(f"{s}: " in narrow for s in ("e2e:p90<=200ms", "ttft:p99<=150ms", "error_rate<=1%")), narrow
+    assert "req/s offered" in narrow and "schedule lag p99" in narrow
+    assert all(f in narrow for f in figures), (figures, narrow)
+    monkeypatch.setenv("COLUMNS", "300")
+    print_sweep(result)
+    wide = capsys.readouterr().out
+    assert "…" not in wide
+    header = next(line for line in wide.splitlines() if "verdict" in line)
+    assert [h.strip() for h in header.split("┃")[1:-1]] == [
+        "speed", "verdict", "offered req/s", "req/s", "goodput req/s", "attainment", "errors",
+        "e2e:p90<=200ms", "ttft:p99<=150ms", "error_rate<=1%", "lag p99 ms",
+    ]  # fmt: skip
+    assert all(f in wide for f in figures), (figures, wide)
+
+
+def test_a_sweep_with_no_warm_up_says_its_first_point_met_the_target_cold(slot_engine, tmp_path):
+    """A fresh llama-server's first prompt took 3.5 s against 0.15 s once its prefix was cached (the
+    audit's speed 1 at 8.8 s, speed 2 at 2.1 s): with --warmup 0, the default as AIPerf's and
+    GuideLLM's, the output says so and how to warm up; with a warm-up it says nothing."""
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 10, 0.1)
+    args = [str(src), "--target", url, "--no-probe", "--grace", "1", "--speeds", "1", "--slo", "e2e:p90<=1s"]
+    cold = sweep_cli(*args, "--out", str(tmp_path / "cold"))
+    assert cold.exit_code == 0, cold.output
+    assert "note: no warm-up (--warmup 0): the first point met the target as it was" in " ".join(cold.output.split())
+    warm = sweep_cli(*args, "--warmup", "2", "--out", str(tmp_path / "warm"))
+    assert warm.exit_code == 0, warm.output
+    assert read_sweep(tmp_path / "warm")["warmup"]["sent"] == 2 and "no warm-up" not in warm.output
+
+
+def test_a_warm_up_runs_under_the_progress_bars(slot_engine, tmp_path):
+    """--warmup without --json crashed (KeyError: None): the warm-up's progress reached a bar not made yet."""
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 10, 0.1)
+    args = [str(src), "--target", url, "--no-probe", "--grace", "1", "--speeds", "1", "--slo", "e2e:p90<=1s"]
+    run = sweep_cli(*args, "--warmup", "2", "--out", str(tmp_path / "warm"))
+    assert run.exit_code == 0, repr(run.exception)
+    assert read_sweep(tmp_path / "warm")["warmup"]["sent"] == 2 and "capacity: " in run.output
+
+
 @pytest.mark.parametrize("slot_engine", [(2, 0.05)], indirect=True)
 def test_a_concurrency_sweep_keeps_each_level_and_prints_its_table(slot_engine, tmp_path, monkeypatch):
     """The level under its own key, the achieved concurrency under ``in_flight``: they once shared one."""
