@@ -133,6 +133,7 @@ def sglang_app() -> JSONRoutes:
                 "max_running_requests": 128,
                 "chat_template": None,
                 "quantization": None,
+                "sampling_defaults": "model",
                 "version": "0.5.9",
             },
             ("GET", "/v1/models"): {

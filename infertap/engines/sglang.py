@@ -12,6 +12,23 @@ from typing import Any
 from .base import Endpoint, Engine, canonical, fact
 
 _RESPONSES = "/v1/responses"
+_CHAT = "/v1/chat/completions"
+_COMPLETIONS = "/v1/completions"
+#: What a chat request runs where it gives none (``ChatCompletionRequest.to_sampling_params``,
+#: SGLang main at 004c82e): the model's generation_config.json value under --sampling-defaults
+#: model (SGLang's default; ``ModelConfig.get_default_sampling_params``), else these.
+CHAT_DEFAULTS: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+#: What a chat request runs from its own field defaults, whatever the model or server says.
+CHAT_FIXED: dict[str, Any] = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "min_tokens": 0, "n": 1}
+#: What a /v1/completions request runs where it gives none: ``CompletionRequest``'s field
+#: defaults, all set on every request (no generation_config there), 16 tokens of output among them.
+COMPLETIONS_FIXED: dict[str, Any] = {**CHAT_DEFAULTS, **CHAT_FIXED, "max_tokens": 16}
+#: The sampling keys (SGLang's names) both OpenAI paths write on every request, None where the
+#: request gives none: --preferred-sampling-params fill only keys a request leaves out
+#: (``TokenizerManager``: ``{**preferred, **sampling_params}``), so never these.
+OPENAI_SETS = frozenset(
+    {*CHAT_DEFAULTS, "presence_penalty", "frequency_penalty", "max_new_tokens", "min_new_tokens", "n", "stop", "sampling_seed"}
+)
 #: What a Responses request sets where it gives nothing (``ResponsesRequest.to_sampling_params``,
 #: SGLang main at 004c82e): temperature 0.7 (a chat request's is 1.0) and top_p 1.0 from its own
 #: table, both penalties 0.0 from its fields. Set on every request, they hide
@@ -39,11 +56,22 @@ class SGLang(Engine):
         return bool((info and info.ok and isinstance(info.json, dict)) or (model and model.ok and "model_path" in model.json))
 
     def defaults_for(self, path: str, model: str | None = None) -> dict[str, Any] | None:
-        """--preferred-sampling-params, and on /v1/responses what its Responses API sets over them."""
+        """--preferred-sampling-params, less what each OpenAI path sets over them: the chat
+        defaults (known only under --sampling-defaults openai), the completions and Responses ones."""
         preferred = super().defaults_for(path, model)
-        if path != _RESPONSES:
+        if path == _RESPONSES:
+            return {**(preferred or {}), **{canonical(k): v for k, v in RESPONSES_DEFAULTS.items()}}
+        if path not in (_CHAT, _COMPLETIONS):
             return preferred
-        return {**(preferred or {}), **{canonical(k): v for k, v in RESPONSES_DEFAULTS.items()}}
+        value = self.facts()["defaults"]["value"]
+        kept = {canonical(k): v for k, v in value.items() if k not in OPENAI_SETS} if isinstance(value, dict) else {}
+        if path == _COMPLETIONS:
+            own = COMPLETIONS_FIXED
+        elif (self.get("/get_server_info").json or {}).get("sampling_defaults") == "openai":
+            own = {**CHAT_DEFAULTS, **CHAT_FIXED}
+        else:  # the model's generation_config.json may set them, which SGLang's API doesn't show
+            own = CHAT_FIXED
+        return {**kept, **{canonical(k): v for k, v in own.items()}}
 
     def adjusted(
         self, path: str, settings: dict[str, dict[str, Any]], prompt_tokens: int | None = None
@@ -86,9 +114,14 @@ class SGLang(Engine):
 
     def notes(self) -> list[str]:
         return [
+            "--preferred-sampling-params never reach a /v1/chat/completions or /v1/completions request's "
+            "temperature, top_p, top_k, min_p, penalties, output budget or seed, which those paths always set "
+            "(SGLang main at 004c82e; issue #39096): a chat request runs the model's generation_config.json "
+            "values (under --sampling-defaults model, SGLang's default, which its API doesn't show: recorded "
+            "unknown) else 1.0, 1.0, -1, 0 and 1.0, and a completions request those, with max_tokens 16",
             "a /v1/responses request runs temperature 0.7 where it gives none (a chat request 1.0), top_p 1.0 and "
             "both penalties 0 whatever --preferred-sampling-params say, and max_output_tokens less 2 (SGLang main at "
-            "004c82e, ResponsesRequest.to_sampling_params): its effective settings are recorded so"
+            "004c82e, ResponsesRequest.to_sampling_params): its effective settings are recorded so",
         ]
 
     def facts(self) -> dict[str, dict[str, Any]]:

@@ -1,7 +1,9 @@
-"""What SGLang runs for a Responses request (ResponsesRequest.to_sampling_params, SGLang main at
-004c82e): temperature 0.7 where it gives none, top_p and both penalties set over
---preferred-sampling-params, and max_output_tokens less 2, capped by what the prompt leaves of the
-context; its chat requests keep the preferred params and the budget they ask for."""
+"""What SGLang runs for its OpenAI requests (SGLang main at 004c82e): a Responses request
+(ResponsesRequest.to_sampling_params) temperature 0.7 where it gives none, top_p and both penalties
+set over --preferred-sampling-params, and max_output_tokens less 2, capped by what the prompt leaves
+of the context; a chat request (ChatCompletionRequest.to_sampling_params) the model's
+generation_config.json or 1.0, and a completions request its field defaults, both over the
+preferred params, which fill only the keys a path leaves out."""
 
 from __future__ import annotations
 
@@ -16,10 +18,16 @@ from tests.fake_upstream import ServerThread
 _MODEL = "qwen/qwen2.5-0.5b-instruct"  # the fake's: /v1/models max_model_len 32768
 
 
-def _settings(path: str, body: dict[str, Any], input_tokens: int | None = 20, preferred: dict | None = None) -> dict:
+def _settings(
+    path: str, body: dict[str, Any], input_tokens: int | None = 20, preferred: dict | None = None, server: dict | None = None
+) -> dict:
     """The enrichment's effective settings of ``body`` sent to the fake SGLang on ``path``, its
-    answer's usage counting ``input_tokens`` (None: no usage)."""
+    answer's usage counting ``input_tokens`` (None: no usage); ``server``: server arguments
+    /get_server_info shows over the fake's."""
     app = sglang_app()
+    if server is not None:
+        key = ("GET", "/get_server_info")
+        app.routes[key] = {**app.routes[key], **server}
     if preferred is not None:
         key = ("GET", "/get_model_info")
         app.routes[key] = {**app.routes[key], "preferred_sampling_params": json.dumps(preferred)}
@@ -27,7 +35,8 @@ def _settings(path: str, body: dict[str, Any], input_tokens: int | None = 20, pr
         answer: dict[str, Any] = {"object": "response", "model": _MODEL, "status": "completed", "output": []}
         usage = {"input_tokens": input_tokens, "output_tokens": 3, "total_tokens": (input_tokens or 0) + 3}
     else:
-        answer = {"object": "chat.completion", "model": _MODEL, "choices": []}
+        kind = "text_completion" if path == "/v1/completions" else "chat.completion"
+        answer = {"object": kind, "model": _MODEL, "choices": []}
         usage = {"prompt_tokens": input_tokens, "completion_tokens": 3, "total_tokens": (input_tokens or 0) + 3}
     if input_tokens is not None:
         answer["usage"] = usage
@@ -55,17 +64,48 @@ _INPUT = {"input": "hi"}
 _CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
 
-def test_a_responses_request_without_temperature_runs_0_7_where_a_chat_request_keeps_the_preferred():
+def test_a_responses_request_without_temperature_runs_0_7_where_a_chat_request_never_runs_the_preferred():
     responses = _settings("/v1/responses", _INPUT, preferred={"temperature": 0.3, "top_k": 20})
     chat = _settings("/v1/chat/completions", _CHAT, preferred={"temperature": 0.3, "top_k": 20})
     assert responses["temperature"] == {"value": 0.7, "source": "engine_default"}
-    assert chat["temperature"] == {"value": 0.3, "source": "engine_default"}
     assert responses["top_p"]["value"] == 1.0 and responses["presence_penalty"]["value"] == 0.0
-    # What a Responses request leaves out (top_k) still falls through to the preferred params, as chat's.
-    assert responses["top_k"] == chat["top_k"] == {"value": 20, "source": "engine_default"}
-    # Without preferred params the chat default stays unknown; the Responses one is SGLang's own.
+    # What a Responses request leaves out (top_k) still falls through to the preferred params.
+    assert responses["top_k"] == {"value": 20, "source": "engine_default"}
+    # A chat request sets both itself: the model's generation_config.json, unseen through the API.
+    assert chat["temperature"] == chat["top_k"] == {"value": None, "source": "unknown"}
     assert _settings("/v1/chat/completions", _CHAT)["temperature"]["source"] == "unknown"
     assert _settings("/v1/responses", _INPUT)["temperature"] == {"value": 0.7, "source": "engine_default"}
+
+
+_PREFERRED = {"temperature": 0.3, "top_k": 20, "presence_penalty": 0.5, "max_new_tokens": 64, "typical_p": 0.9}
+
+
+def test_a_chat_request_runs_its_own_defaults_over_the_preferred_params():
+    chat = _settings("/v1/chat/completions", _CHAT, preferred=_PREFERRED)
+    # SGLang's default --sampling-defaults model: the model's generation_config.json, else 1.0.
+    assert chat["temperature"] == {"value": None, "source": "unknown"}
+    assert chat["presence_penalty"] == {"value": 0.0, "source": "engine_default"}
+    # No budget sent: no cap but the context's, never the preferred 64.
+    assert chat["max_tokens"] == {"value": None, "source": "unknown"}
+    # --sampling-defaults openai: SGLang's own, 1.0 and -1, whatever the preferred params say.
+    openai = _settings("/v1/chat/completions", _CHAT, preferred=_PREFERRED, server={"sampling_defaults": "openai"})
+    assert openai["temperature"] == {"value": 1.0, "source": "engine_default"}
+    assert openai["top_k"] == {"value": -1, "source": "engine_default"}
+    # A key the chat path leaves out the preferred params still fill.
+    assert chat["typical_p"] == openai["typical_p"] == {"value": 0.9, "source": "engine_default"}
+    sent = _settings("/v1/chat/completions", {**_CHAT, "temperature": 0.3}, preferred=_PREFERRED)
+    assert sent["temperature"] == {"value": 0.3, "source": "request"}
+
+
+def test_a_completions_request_runs_its_field_defaults_over_the_preferred_params():
+    done = _settings("/v1/completions", {"prompt": "hi"}, preferred=_PREFERRED)
+    assert done["temperature"] == {"value": 1.0, "source": "engine_default"}
+    assert done["top_k"] == {"value": -1, "source": "engine_default"}
+    assert done["max_tokens"] == {"value": 16, "source": "engine_default"}
+    assert done["presence_penalty"] == {"value": 0.0, "source": "engine_default"}
+    assert done["typical_p"] == {"value": 0.9, "source": "engine_default"}
+    sent = _settings("/v1/completions", {"prompt": "hi", "max_tokens": 100, "top_k": 5}, preferred=_PREFERRED)
+    assert sent["max_tokens"] == {"value": 100, "source": "request"} and sent["top_k"]["value"] == 5
 
 
 def test_a_temperature_sent_is_the_one_run_on_either_path():
