@@ -69,7 +69,8 @@ BATCH_ROWS = 5_000
 #: 29: so is an exchange the upstream never answered (no status, no byte): a failure, not an unreadable body.
 #: 30: an Ollama answer's logprobs (top-level ``logprobs`` of each object), as a chat completion's are read.
 #: 31: an exchange of bytes but no status (no response head): a failure by its ending, its bytes kept as error_body.
-SUMMARY_VERSION = 31
+#: 32: an imported WebSocket (websocket_messages) unread as not in the file, under NOT_IN_FILE's new words.
+SUMMARY_VERSION = 32
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

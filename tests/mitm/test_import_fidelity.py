@@ -488,3 +488,39 @@ def test_an_imported_request_is_sent_when_the_file_says_it_went_not_when_it_was_
         (x,) = CaptureReader(tmp_path / f"cap-{name}").exchanges()
         times.append((x["sent_ns"] - x["start_ns"], x["headers_ns"], x["end_ns"]))
     assert times == [(250_000_000, 250_000_000, 1_750_000_000)] * 2
+
+
+def test_what_an_import_does_not_read_is_counted_and_a_websocket_is_never_an_empty_answer(tmp_path: Path) -> None:
+    """A flow file's tcp, udp and dns flows were dropped unsaid, and a WebSocket (Responses'
+    WebSocket mode, OpenAI's Realtime) became a complete empty 101 that compare matched exactly."""
+    from click.testing import CliRunner
+    from mitmproxy import io
+    from mitmproxy.test import tflow
+
+    from infertap.cli import cli
+
+    ws = tflow.twebsocketflow()  # three messages
+    ws.request.path = "/v1/responses"
+    with open(tmp_path / "a.flows", "wb") as fh:
+        writer = io.FlowWriter(fh)
+        for f in (ws, tflow.ttcpflow(), tflow.tudpflow(), tflow.tdnsflow(), tflow.tdnsflow()):
+            writer.add(f)
+    result = CliRunner().invoke(cli, ["import", str(tmp_path / "a.flows"), "--out", str(tmp_path / "cap")])
+    assert result.exit_code == 0, result.output
+    assert "not imported: 2 dns, 1 tcp, 1 udp, 3 websocket messages" in result.stderr
+    header = next(r for r in CaptureReader(tmp_path / "cap").records() if r["type"] == "header")
+    assert header["recorder"]["not_imported"] == {"dns": 2, "tcp": 1, "udp": 1, "websocket_messages": 3}
+    (x,) = CaptureReader(tmp_path / "cap").exchanges()
+    assert (x["status"], x["websocket_messages"]) == (101, 3)  # the upgrade kept, its messages counted
+    compared = CliRunner().invoke(cli, ["compare", "--json", str(tmp_path / "cap"), str(tmp_path / "cap")])
+    assert compared.exit_code == 0, compared.output
+    divergence = json.loads(compared.stdout)["divergence"]
+    assert divergence["counts"] == {"not_in_file": 1}  # unknown, never an exact match of nothing
+    assert divergence["pairs"] == 0 and divergence["exact_match_rate"] is None
+
+    entry = _entry("2025-01-02T10:00:00.000+00:00", None)
+    entry["_resourceType"], entry["_webSocketMessages"] = "websocket", [{"type": "send", "data": "{}"}] * 2
+    (tmp_path / "a.har").write_text(json.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+    counts = import_file(tmp_path / "a.har", tmp_path / "har")
+    assert counts["not_imported"] == {"websocket_messages": 2} and counts["websockets"] == 1
+    assert next(CaptureReader(tmp_path / "har").exchanges())["websocket_messages"] == 2
