@@ -524,3 +524,38 @@ def test_what_an_import_does_not_read_is_counted_and_a_websocket_is_never_an_emp
     counts = import_file(tmp_path / "a.har", tmp_path / "har")
     assert counts["not_imported"] == {"websocket_messages": 2} and counts["websockets"] == 1
     assert next(CaptureReader(tmp_path / "har").exchanges())["websocket_messages"] == 2
+
+
+def test_a_missing_engine_snapshot_is_said_as_the_run_was_made(tmp_path: Path, fake, record) -> None:
+    """info and compare said an import had "recorded with --no-probe, or the probe failed": an
+    import probes nothing; a record --no-probe run keeps that reason."""
+    import httpx
+    from click.testing import CliRunner
+    from mitmproxy import io
+    from mitmproxy.test import tflow
+
+    from infertap.cli import cli
+
+    _, url = fake
+    rec = record(url, "--no-probe")
+    body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "tag": "x"}
+    httpx.post(f"{rec.url}/v1/chat/completions", json=body, timeout=30).raise_for_status()
+    assert rec.stop() == 0
+    flow = tflow.tflow(resp=True)
+    flow.request.path = "/v1/chat/completions"
+    flow.request.method, flow.request.content = "POST", rec.exchanges()[0]["request_body"]  # the same: compare pairs them
+    with open(tmp_path / "a.flows", "wb") as fh:
+        io.FlowWriter(fh).add(flow)
+    assert CliRunner().invoke(cli, ["import", str(tmp_path / "a.flows"), "--out", str(tmp_path / "imp")]).exit_code == 0
+    imported, probed = "imported from a file: an import probes no engine", "recorded with --no-probe, or the probe failed"
+
+    def said(*args: str) -> str:
+        result = CliRunner().invoke(cli, list(args))
+        assert result.exit_code == 0, result.output
+        return " ".join(result.stdout.split())  # the table's folding undone
+
+    assert f"no snapshot ({imported})" in said("info", str(tmp_path / "imp"))
+    assert f"no snapshot ({probed})" in said("info", str(rec.out))
+    assert f"no engine snapshot in A and B: {imported}" in said("compare", str(tmp_path / "imp"), str(tmp_path / "imp"))
+    assert f"no engine snapshot in A and B: {probed}" in said("compare", str(rec.out), str(rec.out))
+    assert f"no engine snapshot in A: {imported}; in B: {probed}" in said("compare", str(tmp_path / "imp"), str(rec.out))
