@@ -24,6 +24,8 @@ from typing import Any, cast
 import duckdb
 import numpy as np
 
+from infertap.capture.info import no_snapshot_reason
+
 from .accuracy import accuracy
 from .active import COUNTED, PART, run_parts
 from .cache import lookup
@@ -126,6 +128,7 @@ class Run:
         side = cached_side(path, lookup(path), ws.folder / name, last_user=last_user)
         self.exchanges, self.snapshot, self.torn = side.exchanges, side.snapshot, side.torn
         self.configurations = side.configurations
+        self.recorders = side.recorders
         self.repeated = side.repeated
         con.execute(
             f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)}, hive_partitioning = false)"
@@ -381,6 +384,10 @@ def _compare(
         result["config"] = {
             "snapshots": snapshot_diff(a.snapshot, b.snapshot),
             "snapshot_missing": [side for side, run in (("A", a), ("B", b)) if run.snapshot is None],
+            # why, by how each side was recorded: an import or a mitm run probes no engine
+            "snapshot_missing_reason": {
+                side: no_snapshot_reason(run.recorders) for side, run in (("A", a), ("B", b)) if run.snapshot is None
+            },
             # Each side's engine configurations (fingerprints): more than one on a side, and its last
             # snapshot is not the configuration of all its exchanges (several_configurations says so).
             "configurations": {"A": a.configurations, "B": b.configurations},

@@ -18,7 +18,7 @@ def path_notes(d: dict[str, Any]) -> list[tuple[str, bool]]:
             notes.append(
                 (
                     f"{path}: {read['not_in_file']} pairs not compared (an answer not in the file it was imported from: "
-                    "a HAR saved without content or with only its head, a body mitmproxy streamed)",
+                    "a HAR saved without content or with only its head, a body mitmproxy streamed, a WebSocket's messages)",
                     True,
                 )
             )

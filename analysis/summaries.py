@@ -69,7 +69,9 @@ BATCH_ROWS = 5_000
 #: 29: so is an exchange the upstream never answered (no status, no byte): a failure, not an unreadable body.
 #: 30: an Ollama answer's logprobs (top-level ``logprobs`` of each object), as a chat completion's are read.
 #: 31: an exchange of bytes but no status (no response head): a failure by its ending, its bytes kept as error_body.
-SUMMARY_VERSION = 31
+#: 32: an imported WebSocket (websocket_messages) unread as not in the file, under NOT_IN_FILE's new words.
+#: 33: the kinds of the side's recorders (why it may hold no engine snapshot).
+SUMMARY_VERSION = 33
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -273,6 +275,7 @@ class Side:
     # Each engine configuration (fingerprint) its snapshots hold, first seen first: its ``fingerprint``,
     # ``kind`` and ``url``. More than one: the last snapshot is not the configuration of every exchange.
     configurations: list[dict[str, Any]] = field(default_factory=list)
+    recorders: list[str] = field(default_factory=list)  # its runs' recorder kinds: why no snapshot, where none
 
 
 def summarize_capture(path: str | os.PathLike[str], folder: Path, *, last_user: bool = False) -> Side:
@@ -294,6 +297,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
     enrichments = _Rows(folder / "enrichments.parquet", ENRICHMENT_SCHEMA)
     snapshot: dict[str, Any] | None = None
     configurations: dict[Any, dict[str, Any]] = {}
+    recorders: set[str] = set()
     n = e = 0
     try:
         for record in reader.records():
@@ -319,6 +323,8 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
                 disagrees = (record.get("prompt_tokens") or {}).get("agrees_with_usage") is False
                 enrichments.add((e, record["exchange_id"], _dump(settings), _dump(kept), disagrees))
                 e += 1
+            elif kind == "header":
+                recorders.add(str((record.get("recorder") or {}).get("kind", "?")))
             elif kind == "engine":
                 snapshot = record
                 fingerprint = record.get("fingerprint")
@@ -339,6 +345,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
         torn,
         said,
         list(configurations.values()),
+        sorted(recorders),
     )
 
 
@@ -356,7 +363,9 @@ def cached_side(path: str | os.PathLike[str], entry: CachedCapture | None, scrat
     try:
         tmp.mkdir(mode=0o700)  # owner-only, as the cache is: it holds prompts and outputs
         side = summarize_capture(path, tmp, last_user=last_user)
-        (tmp / "side.pickle").write_bytes(_dump((side.exchanges, side.snapshot, side.torn, side.repeated, side.configurations)))
+        (tmp / "side.pickle").write_bytes(
+            _dump((side.exchanges, side.snapshot, side.torn, side.repeated, side.configurations, side.recorders))
+        )
         try:
             os.rename(tmp, folder)
         except OSError:  # another compare put it in place first, or the cache can't take it: this one will do
@@ -372,7 +381,7 @@ def _kept(path: str | os.PathLike[str], folder: Path) -> Side | None:
     if not meta.exists():
         return None
     try:
-        exchanges, snapshot, torn, repeated, configurations = load(meta.read_bytes())
+        exchanges, snapshot, torn, repeated, configurations, recorders = load(meta.read_bytes())
         if pq.read_metadata(folder / "exchanges.parquet").num_rows != exchanges:
             raise ValueError("row count")
         pq.read_metadata(folder / "enrichments.parquet")
@@ -388,4 +397,5 @@ def _kept(path: str | os.PathLike[str], folder: Path) -> Side | None:
         list(torn),
         repeated,
         list(configurations),
+        list(recorders),
     )

@@ -13,7 +13,7 @@ from typing import Any, get_args
 import click
 
 from .capture.identity import describe as describe_workload
-from .capture.info import summarize, unsearched_warning
+from .capture.info import no_snapshot_reason, summarize, unsearched_warning
 from .capture.jsonable import dumps
 from .capture.reader import CaptureReader
 from .capture.records import RecordType
@@ -398,7 +398,7 @@ def _print_info(s: dict[str, Any]) -> None:
         ("time span", f"{when(s['first_wall'])} → {when(s['last_wall'])} ({s['span_s']:.1f} s)"),
         ("upstreams", counts(s["upstreams"])),
         ("telemetry urls", ", ".join(s["telemetry_urls"]) or "-"),
-        ("engines", counts(s["engines"]) if s["engines"] else "no snapshot (recorded with --no-probe, or the probe failed)"),
+        ("engines", counts(s["engines"]) if s["engines"] else f"no snapshot ({no_snapshot_reason(s['recorders'])})"),
         ("server header", counts(s["server_headers"])),
         ("models", counts(s["models"])),
         ("paths", counts(s["paths"])),

@@ -274,12 +274,11 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
     """Section 1, first because a configuration that differs explains what follows."""
     _say(console, "\n1. Configuration", "bold")
     cfg = r["config"]
-    if cfg["snapshot_missing"]:
-        _say(
-            console,
-            f"no engine snapshot in {' and '.join(cfg['snapshot_missing'])}: recorded with --no-probe, or the probe failed",
-            "yellow",
-        )
+    why = cfg.get("snapshot_missing_reason") or {}
+    if why and len(set(why.values())) == 1:
+        _say(console, f"no engine snapshot in {' and '.join(why)}: {next(iter(why.values()))}", "yellow")
+    elif why:
+        _say(console, "no engine snapshot in " + "; in ".join(f"{side}: {reason}" for side, reason in why.items()), "yellow")
     several = cfg.get("several_configurations")
     if several:  # then no row's sameness holds for every exchange of that side
         _say(console, several, "yellow")

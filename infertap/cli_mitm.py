@@ -114,6 +114,14 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
             "content, or cut short?): kept as the file holds it and marked body_not_in_file",
             err=True,
         )
+    if counts["not_imported"]:
+        what = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts["not_imported"].items())
+        ws = (
+            f"; {counts['websockets']} WebSockets kept as their upgrade, marked websocket_messages"
+            if counts["websockets"]
+            else ""
+        )
+        click.echo(f"warning: not imported: {what} (only HTTP requests and responses are){ws}", err=True)
     if counts["unreadable"] and counts["kind"] == "mitmproxy":
         click.echo(f"warning: {source}: {counts['first_unreadable']}; the flows before it were imported", err=True)
     elif counts["unreadable"]:

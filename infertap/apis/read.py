@@ -142,14 +142,18 @@ def is_generation(record: Mapping[str, Any]) -> bool:
 
 #: Why an answer is unread where the file it was imported from said a body was sent and held none of it
 #: (or only its head: a text shorter than the size the file gives).
-NOT_IN_FILE = "the response body is not in the file it was imported from (saved without content, or only its head)"
+NOT_IN_FILE = (
+    "the response body is not in the file it was imported from (saved without content, or only its head; "
+    "or a WebSocket's messages, not imported)"
+)
 
 
 def not_in_file(record: Mapping[str, Any]) -> bool:
     """Whether the record's response body was sent and is not in the file it was imported from
-    (``body_not_in_file``): unknown, never the empty answer (or the head) it is recorded as."""
+    (``body_not_in_file``), or is a WebSocket's messages the import left out (``websocket_messages``):
+    unknown, never the empty answer (or the head) it is recorded as."""
     missing = record.get("body_not_in_file")
-    return isinstance(missing, list) and "response" in missing
+    return (isinstance(missing, list) and "response" in missing) or "websocket_messages" in record
 
 
 #: Why an answer is unread where the recorder kept only the head of its body (over its response limit).

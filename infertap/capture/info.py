@@ -6,6 +6,7 @@ import json
 import os
 import socket
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from infertap.apis import header
@@ -135,6 +136,21 @@ def unsearched_warning(unsearched: dict[str, int]) -> str | None:
         f"for credentials ({unsearched['request']} requests, {unsearched['response']} responses: request_body_unsearched, "
         "response_body_unsearched): a credential may be inside those bytes, unredacted; check them before sharing this capture"
     )
+
+
+#: Why a run holds no engine snapshot, by its recorder's kind: only record and replay probe an engine.
+_NO_SNAPSHOT = {
+    "import": "imported from a file: an import probes no engine",
+    "mitm": "recorded through infertap mitm, which probes no engine",
+    "replay": "replayed with --no-probe, or the probe of its target failed",
+}
+
+
+def no_snapshot_reason(recorders: Iterable[str]) -> str:
+    """Why a capture whose runs were written by ``recorders`` (their kinds) holds no engine snapshot."""
+    default = "recorded with --no-probe, or the probe failed"
+    traffic = sorted(set(recorders) - {"enrich", "telemetry"})  # runs that record no exchange say nothing here
+    return "; ".join(dict.fromkeys(_NO_SNAPSHOT.get(kind, default) for kind in traffic)) or default
 
 
 def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -77,6 +77,7 @@ class ExchangeExtras(TypedDict, total=False):
     refused_head: bytes  # the head its HTTP parser refused, every read of it: its first KiB, credentials redacted
     imported: str  # "har" or "mitmproxy": converted from a file, chunk times coarse
     body_not_in_file: list[str]  # imported: "request", "response": a body sent that the file doesn't hold (kept empty)
+    websocket_messages: int  # imported: a WebSocket's upgrade, kept; how many messages it had, none of them imported
     client_wait_ns: int  # the proxy's wait for its client to take the body: later chunks' times late by up to it
     retried: str  # sent a second time, on a new connection, after the first broke before any response: why
     response_trailers: list[list[str]]  # the trailer fields after a chunked body, as the headers are kept

@@ -14,6 +14,7 @@ import binascii
 import datetime as _dt
 import json
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,9 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor, creator: Any = None
         x["body_not_in_file"] = missing
         if "request" in missing:
             x["request_body_size"] = int(req["bodySize"])
+    messages = entry.get("_webSocketMessages")  # Chrome's and mitmproxy's savehar's
+    if isinstance(messages, list) or entry.get("_resourceType") == "websocket":
+        x["websocket_messages"] = len(messages) if isinstance(messages, list) else 0
     redactor.request(x, found)
     redactor.echoes(x, found)
     return x
@@ -165,10 +169,13 @@ def _pseudo(h: dict[str, Any]) -> bool:
     return str(h["name"]).startswith(":")
 
 
-def _flow_exchanges(path: Path, redactor: Redactor, unreadable: list[str]) -> Iterator[dict[str, Any]]:
-    """Each HTTP flow of a mitmproxy flow file as an exchange. A file damaged after some flows (cut
-    short by a crash or a full disk while mitmdump wrote it) gives those, its tail named in
-    ``unreadable``; one whose first flow can't be read is no flow file."""
+def _flow_exchanges(
+    path: Path, redactor: Redactor, unreadable: list[str], not_imported: Counter[str]
+) -> Iterator[dict[str, Any]]:
+    """Each HTTP flow of a mitmproxy flow file as an exchange; another flow (tcp, udp, dns) is
+    counted by its type in ``not_imported``. A file damaged after some flows (cut short by a crash
+    or a full disk while mitmdump wrote it) gives those, its tail named in ``unreadable``; one whose
+    first flow can't be read is no flow file."""
     from mitmproxy import http, io
     from mitmproxy.exceptions import FlowReadException
 
@@ -178,6 +185,7 @@ def _flow_exchanges(path: Path, redactor: Redactor, unreadable: list[str]) -> It
             for flow in io.FlowReader(f).stream():
                 read += 1
                 if not isinstance(flow, http.HTTPFlow):
+                    not_imported[flow.type] += 1
                     continue
                 req, resp = flow.request, flow.response
                 sent = req.timestamp_end or req.timestamp_start
@@ -213,6 +221,8 @@ def _flow_exchanges(path: Path, redactor: Redactor, unreadable: list[str]) -> It
                     x["body_not_in_file"] = missing
                     if "request" in missing and (size := req.headers.get("content-length", "").strip()).isdigit():
                         x["request_body_size"] = int(size)
+                if flow.websocket is not None:  # the upgrade is the exchange; its messages are not read
+                    x["websocket_messages"] = len(flow.websocket.messages)
                 redactor.request(x, found)
                 redactor.echoes(x, found)
                 yield x
@@ -225,8 +235,10 @@ def _flow_exchanges(path: Path, redactor: Redactor, unreadable: list[str]) -> It
 def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, all_paths: bool = False) -> dict[str, Any]:
     """Convert ``source`` into the capture ``out``; returns its ``kind`` (``har``, ``mitmproxy``) and
     counts of what was kept, skipped (other paths) and unreadable (HAR entries that aren't an
-    exchange, a flow file's damaged tail; with the first one's reason) and bodies_not_in_file
-    (exchanges kept whose file says a body was sent but holds none)."""
+    exchange, a flow file's damaged tail; with the first one's reason), bodies_not_in_file
+    (exchanges kept whose file says a body was sent but holds none) and not_imported (by kind: a
+    flow file's tcp, udp and dns flows, and the messages of the WebSockets kept as their upgrade),
+    which the capture's header keeps too."""
     path = Path(source)
     redactor = Redactor()
     try:
@@ -237,6 +249,7 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
     if not head:  # mitmproxy reads an empty file as a flow file of no flows
         raise ImportError_(f"{path}: an empty file is neither a HAR nor a mitmproxy flow file; nothing imported")
     unreadable: list[str] = []
+    not_imported: Counter[str] = Counter()
     # A HAR saved by an editor or a Windows tool may start with a byte order mark or a blank line
     # (a flow file starts with a tnetstring's length digit, never either).
     if head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1] == b"{":
@@ -250,14 +263,22 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
         creator = log["creator"].get("name") if isinstance(log.get("creator"), dict) else None
         kind, exchanges = "har", list(_har_exchanges(log["entries"], redactor, unreadable, creator))
     else:
-        kind, exchanges = "mitmproxy", list(_flow_exchanges(path, redactor, unreadable))
+        kind, exchanges = "mitmproxy", list(_flow_exchanges(path, redactor, unreadable, not_imported))
+    first = min((x["wall"] for x in exchanges), default=None)
+    numbered = list(enumerate(sorted(exchanges, key=lambda x: x["wall"]), 1))
+    kept = [(seq, x) for seq, x in numbered if all_paths or DEFAULT_PATHS.match(x["path"])]
+    # A WebSocket's messages (OpenAI's Realtime, Responses' WebSocket mode) are no request and answer
+    # of an API that analysis reads: its upgrade is kept, marked, and the messages counted here.
+    not_imported["websocket_messages"] += sum(x.get("websocket_messages", 0) for _, x in kept)
     counts: dict[str, Any] = {
         "kind": kind,
         "kept": 0,
-        "skipped": 0,
+        "skipped": len(numbered) - len(kept),
         "unreadable": len(unreadable),
         "first_unreadable": next(iter(unreadable), None),
         "bodies_not_in_file": 0,
+        "websockets": sum("websocket_messages" in x for _, x in kept),
+        "not_imported": {k: n for k, n in sorted(not_imported.items()) if n},
     }
     recorder = {
         "pid": os.getpid(),  # info tells an import still writing from one that died
@@ -265,14 +286,11 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
         "from": kind,
         "file": str(path),
         "timing": "coarse: one chunk per response, times from the file",
+        "not_imported": counts["not_imported"],
     }
-    first = min((x["wall"] for x in exchanges), default=None)
     with CaptureWriter(out, recorder=recorder, wall=first) as writer:  # the run starts when its traffic did
         first = first or 0.0
-        for seq, x in enumerate(sorted(exchanges, key=lambda x: x["wall"]), 1):
-            if not all_paths and not DEFAULT_PATHS.match(x["path"]):
-                counts["skipped"] += 1
-                continue
+        for seq, x in kept:
             start_ns = int((x["wall"] - first) * 1e9)
             end_ns = x["end_ns"]
             record = new_exchange(
@@ -298,7 +316,13 @@ def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, 
                 upstream=x["upstream"],
                 imported=kind,
             )
-            for key in ("request_body_unsearched", "response_body_unsearched", "request_body_size", "body_not_in_file"):
+            for key in (
+                "request_body_unsearched",
+                "response_body_unsearched",
+                "request_body_size",
+                "body_not_in_file",
+                "websocket_messages",
+            ):
                 if key in x:
                     record[key] = x[key]
             counts["bodies_not_in_file"] += "body_not_in_file" in x

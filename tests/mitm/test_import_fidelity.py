@@ -488,3 +488,74 @@ def test_an_imported_request_is_sent_when_the_file_says_it_went_not_when_it_was_
         (x,) = CaptureReader(tmp_path / f"cap-{name}").exchanges()
         times.append((x["sent_ns"] - x["start_ns"], x["headers_ns"], x["end_ns"]))
     assert times == [(250_000_000, 250_000_000, 1_750_000_000)] * 2
+
+
+def test_what_an_import_does_not_read_is_counted_and_a_websocket_is_never_an_empty_answer(tmp_path: Path) -> None:
+    """A flow file's tcp, udp and dns flows were dropped unsaid, and a WebSocket (Responses'
+    WebSocket mode, OpenAI's Realtime) became a complete empty 101 that compare matched exactly."""
+    from click.testing import CliRunner
+    from mitmproxy import io
+    from mitmproxy.test import tflow
+
+    from infertap.cli import cli
+
+    ws = tflow.twebsocketflow()  # three messages
+    ws.request.path = "/v1/responses"
+    with open(tmp_path / "a.flows", "wb") as fh:
+        writer = io.FlowWriter(fh)
+        for f in (ws, tflow.ttcpflow(), tflow.tudpflow(), tflow.tdnsflow(), tflow.tdnsflow()):
+            writer.add(f)
+    result = CliRunner().invoke(cli, ["import", str(tmp_path / "a.flows"), "--out", str(tmp_path / "cap")])
+    assert result.exit_code == 0, result.output
+    assert "not imported: 2 dns, 1 tcp, 1 udp, 3 websocket messages" in result.stderr
+    header = next(r for r in CaptureReader(tmp_path / "cap").records() if r["type"] == "header")
+    assert header["recorder"]["not_imported"] == {"dns": 2, "tcp": 1, "udp": 1, "websocket_messages": 3}
+    (x,) = CaptureReader(tmp_path / "cap").exchanges()
+    assert (x["status"], x["websocket_messages"]) == (101, 3)  # the upgrade kept, its messages counted
+    compared = CliRunner().invoke(cli, ["compare", "--json", str(tmp_path / "cap"), str(tmp_path / "cap")])
+    assert compared.exit_code == 0, compared.output
+    divergence = json.loads(compared.stdout)["divergence"]
+    assert divergence["counts"] == {"not_in_file": 1}  # unknown, never an exact match of nothing
+    assert divergence["pairs"] == 0 and divergence["exact_match_rate"] is None
+
+    entry = _entry("2025-01-02T10:00:00.000+00:00", None)
+    entry["_resourceType"], entry["_webSocketMessages"] = "websocket", [{"type": "send", "data": "{}"}] * 2
+    (tmp_path / "a.har").write_text(json.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+    counts = import_file(tmp_path / "a.har", tmp_path / "har")
+    assert counts["not_imported"] == {"websocket_messages": 2} and counts["websockets"] == 1
+    assert next(CaptureReader(tmp_path / "har").exchanges())["websocket_messages"] == 2
+
+
+def test_a_missing_engine_snapshot_is_said_as_the_run_was_made(tmp_path: Path, fake, record) -> None:
+    """info and compare said an import had "recorded with --no-probe, or the probe failed": an
+    import probes nothing; a record --no-probe run keeps that reason."""
+    import httpx
+    from click.testing import CliRunner
+    from mitmproxy import io
+    from mitmproxy.test import tflow
+
+    from infertap.cli import cli
+
+    _, url = fake
+    rec = record(url, "--no-probe")
+    body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "tag": "x"}
+    httpx.post(f"{rec.url}/v1/chat/completions", json=body, timeout=30).raise_for_status()
+    assert rec.stop() == 0
+    flow = tflow.tflow(resp=True)
+    flow.request.path = "/v1/chat/completions"
+    flow.request.method, flow.request.content = "POST", rec.exchanges()[0]["request_body"]  # the same: compare pairs them
+    with open(tmp_path / "a.flows", "wb") as fh:
+        io.FlowWriter(fh).add(flow)
+    assert CliRunner().invoke(cli, ["import", str(tmp_path / "a.flows"), "--out", str(tmp_path / "imp")]).exit_code == 0
+    imported, probed = "imported from a file: an import probes no engine", "recorded with --no-probe, or the probe failed"
+
+    def said(*args: str) -> str:
+        result = CliRunner().invoke(cli, list(args))
+        assert result.exit_code == 0, result.output
+        return " ".join(result.stdout.split())  # the table's folding undone
+
+    assert f"no snapshot ({imported})" in said("info", str(tmp_path / "imp"))
+    assert f"no snapshot ({probed})" in said("info", str(rec.out))
+    assert f"no engine snapshot in A and B: {imported}" in said("compare", str(tmp_path / "imp"), str(tmp_path / "imp"))
+    assert f"no engine snapshot in A and B: {probed}" in said("compare", str(rec.out), str(rec.out))
+    assert f"no engine snapshot in A: {imported}; in B: {probed}" in said("compare", str(tmp_path / "imp"), str(rec.out))
