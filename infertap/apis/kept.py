@@ -38,6 +38,7 @@ from .shapes import Event, Output
 _DECODER = json.JSONDecoder()
 _SPACE = " \t\r\n"
 _TOP_LEVEL_ID = (CHAT, COMPLETIONS, MESSAGES, RESPONSES)
+_START_BYTES = 1 << 20  # the most of a Messages head read for its first event
 
 
 def kept_response_id(record: Mapping[str, Any]) -> str | None:
@@ -106,7 +107,8 @@ class TailUsage:
 def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
     """The usage and final finish reason in a cut (``response_not_kept``) answer's ``response_tail``,
     of every API its adapter reads: chat's usage chunk and last finish_reason, Messages'
-    message_delta (usage, stop_reason), Responses' response.completed (usage, status). The tail
+    message_delta (usage, stop_reason) with the prompt's usage of the message_start the head begins
+    with, Responses' response.completed (usage, status). The tail
     starts mid-event: only the whole events after its first boundary are read. Where the head and
     the tail together are the whole body (it passed the limit by less than the tail), the body is
     read whole, a JSON document too; a JSON document's end alone is not read (its usage can't be
@@ -116,7 +118,8 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
         return None
     chunks = [c for c in record.get("chunks") or () if isinstance(c, bytes)]
     how = framing(record, head_of(chunks))
-    if sum(map(len, chunks)) + len(tail) == record.get("response_body_size"):
+    contiguous = sum(map(len, chunks)) + len(tail) == record.get("response_body_size")
+    if contiguous:
         pieces = [*chunks, tail]  # contiguous: nothing between the head and the tail
     elif how == "json":
         return None
@@ -132,7 +135,36 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
     out = fold(api, [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads], how)
     if out.usage is None and out.finish_reason_raw is None:
         return None
-    return TailUsage(out.usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, out.finish_reason, out.finish_reason_raw)
+    usage = out.usage
+    if usage is not None and api is MESSAGES and how == "sse" and not contiguous:
+        # Messages' usage comes in two parts: the prompt's in message_start, the head's first event,
+        # the output's in message_delta; merged as a whole stream's are (fold: later values win).
+        start = _message_start(record, chunks)
+        if start:
+            usage = {**start, **usage}
+            prompt, cached, output = api.counts(usage)
+            return TailUsage(usage, prompt, cached, output, out.finish_reason, out.finish_reason_raw)
+    return TailUsage(usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, out.finish_reason, out.finish_reason_raw)
+
+
+def _message_start(record: Mapping[str, Any], chunks: list[bytes]) -> dict[str, Any] | None:
+    """The usage (its values given) of the message_start a Messages stream's kept head begins with;
+    None where its first event is another, or is cut. Read up to that event's end only."""
+    first = b""
+    for chunk in chunks:
+        first = (first + chunk).replace(b"\r\n", b"\n")
+        if (cut := first.find(b"\n\n")) >= 0:
+            break
+        if len(first) > _START_BYTES:
+            return None  # no message_start (a few hundred bytes): not read on through the head
+    else:
+        return None
+    payloads, _ = ended_payloads(record, [first[: cut + 2]], "sse")
+    obj = _loads(payloads[0].data) if payloads else None
+    if not isinstance(obj, dict) or obj.get("type") != "message_start":
+        return None
+    usage = MESSAGES.event(obj).usage
+    return usage or None
 
 
 def with_tail_usage(out: Output, record: Mapping[str, Any]) -> Output:
