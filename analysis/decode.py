@@ -98,8 +98,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: 49: a cut answer's exchanges.response_id read from its kept head, of every API (a chat chunk's id, message_start);
 #: 50: a cut answer's usage and finish reason read from its kept tail (response_tail, apis.tail_usage): its output tokens counted;
 #: 51: an imported answer the file holds only the head of (body_not_in_file with its head kept) unread, never that head;
-#: 52: an imported WebSocket (websocket_messages, its messages not imported) unread as not in the file, never an empty answer.
-DECODE_VERSION = 52
+#: 52: an imported WebSocket (websocket_messages, its messages not imported) unread as not in the file, never an empty answer;
+#: 53: a cut Messages answer's prompt usage read from the message_start its kept head begins with (the tail has its output's);
+#: 54: a cut Responses answer's usage read back from the end of a response.completed longer than its kept tail.
+DECODE_VERSION = 54
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

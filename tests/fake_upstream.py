@@ -100,6 +100,10 @@ def _chat_chunk(tag: str, choices: list[Any], **extra: Any) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
 
+def _event(kind: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + json.dumps(data).encode() + b"\n\n"
+
+
 class FakeUpstream:
     def __init__(self) -> None:
         self.cancelled: list[str] = []  # tags of streams that saw their client go away
@@ -182,6 +186,25 @@ class FakeUpstream:
                 usage = {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
                 await chunk(_chat_chunk(tag, [], usage=usage))
             await chunk(b"data: [DONE]\n\n", more=False)
+            self.completed.append(tag)
+        elif path == "/v1/messages":  # the Messages API, streamed: the prompt's usage first, the output's last
+            await start()
+            usage = {"input_tokens": 5, "cache_read_input_tokens": 2, "cache_creation_input_tokens": 1, "output_tokens": 1}
+            message = {"id": f"msg_{tag}", "type": "message", "role": "assistant", "content": [], "usage": usage}
+            await chunk(_event("message_start", {"type": "message_start", "message": message}))
+            await chunk(
+                _event(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                )
+            )
+            for i in range(n):
+                delta = {"type": "text_delta", "text": f"{tag}:{i} "}
+                await chunk(_event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}))
+            await chunk(_event("content_block_stop", {"type": "content_block_stop", "index": 0}))
+            end = {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": n}}
+            await chunk(_event("message_delta", end))
+            await chunk(_event("message_stop", {"type": "message_stop"}), more=False)
             self.completed.append(tag)
         elif path == "/v1/responses":  # the Responses API: the answer's id comes first, as OpenAI sends it
             await self._responses(params, tag, n, start, chunk)

@@ -294,6 +294,9 @@ def head_of(pieces: list[bytes]) -> bytes:
     return head
 
 
+#: How far from a stream's end ``ended_by_marker`` looks for the Responses API's end event (a
+#: recorder holds that much of the last chunks past its response limit, ``capture.records.MARKER_BYTES``).
+MARKER_WINDOW = 256 * 1024
 _END_MARKERS = (b"data: [DONE]", b"data:[DONE]", b"event: message_stop", b'"done":true', b'"done": true')
 # The Responses API ends on an event that holds the whole response, so its marker can sit far from
 # the end; quoted this way it can't come from generated text (that would be escaped JSON).
@@ -313,4 +316,4 @@ def ended_by_marker(chunks: list[bytes]) -> bool:
     tail = last[-512:].rstrip()
     if any(marker in tail[-(len(marker) + 200) :] for marker in _END_MARKERS):
         return True
-    return any(marker in last[-262_144:] for marker in _RESPONSES_END)
+    return any(marker in last[-MARKER_WINDOW:] for marker in _RESPONSES_END)

@@ -226,6 +226,9 @@ def request_body_unknown(record: dict[str, Any]) -> bool:
 #: ``infertap_max_response``): past it the response is still relayed whole, its chunks kept only up to it.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 _TAIL_CHUNKS = 8  # the chunks past that limit a ResponseKept holds, for the end marker
+#: The bytes of each of those chunks it holds, their last: as many as ``apis.ended_by_marker`` reads
+#: of the last two chunks together (a Responses stream's marker may sit that far from its end).
+MARKER_BYTES = 256 * 1024
 #: The last bytes of such a response kept in its record (``response_tail``): where an answer's usage
 #: and final finish reason are (a chat stream's usage chunk, Messages' message_delta, response.completed).
 RESPONSE_TAIL_BYTES = 64 * 1024
@@ -238,7 +241,8 @@ class ResponseKept:
     the body, its first ``limit`` bytes (the chunk that crosses it cut there); ``mark`` says in the
     record that it is no more (``apis.response_not_kept``). The last few chunks past the limit are
     held too (``tail``), for ``last``: whether a client that hung up had the stream's end marker is
-    read from them, as from an uncut stream's chunks. The body's last ``RESPONSE_TAIL_BYTES`` past the
+    read from them, as from an uncut stream's chunks; only their last ``MARKER_BYTES``, all that is
+    read, so that a few 100 MiB chunks past the limit aren't held until the exchange ends. The body's last ``RESPONSE_TAIL_BYTES`` past the
     head go into the record (``response_tail``), where its usage is, bounded in bytes: one chunk may
     be 100 MiB, of which only the end is copied."""
 
@@ -274,7 +278,9 @@ class ResponseKept:
             # a view that would hold the whole chunk in the record.
             self.chunk_ns.append(ns)
             self.chunks.append(chunk[: self.limit - before])
-        self.tail.append(chunk)  # whole, for last(): its end is no part of the head
+        # For last(): its end, no part of the head. A chunk up to MARKER_BYTES is held as it is (a
+        # slice of it whole is the chunk itself, no copy), a larger one by a copy of its end alone.
+        self.tail.append(chunk[-MARKER_BYTES:])
         # Past the head, only the last RESPONSE_TAIL_BYTES of the chunk are copied; pieces that the
         # later ones leave outside the bound go (a deque: O(1) a chunk, however small the chunks).
         piece = chunk[max(self.limit - before, len(chunk) - RESPONSE_TAIL_BYTES, 0) :]
@@ -286,8 +292,8 @@ class ResponseKept:
                 self.end_size -= len(end.popleft())
 
     def last(self, end: int | None = None) -> list[bytes]:
-        """The two chunks before chunk number ``end`` (the last two by default), kept or in the tail:
-        what ``apis.ended_by_marker`` reads. Empty where the one just before ``end`` is held by
+        """The two chunks before chunk number ``end`` (the last two by default), kept or in the tail
+        (there, their last ``MARKER_BYTES``): what ``apis.ended_by_marker`` reads. Empty where the one just before ``end`` is held by
         neither (more chunks came after it than the tail holds): no end marker is claimed unseen."""
         end = self.count if end is None else end
         first_in_tail = self.count - len(self.tail)
@@ -295,7 +301,7 @@ class ResponseKept:
         for i in range(max(0, end - 2), end):
             if i < self.whole:
                 out.append(self.chunks[i])
-            elif first_in_tail <= i < self.count:  # the chunk cut at the limit too: whole here
+            elif first_in_tail <= i < self.count:  # the chunk cut at the limit too: its end here
                 out.append(self.tail[i - first_in_tail])
             elif i == end - 1:
                 return []

@@ -100,3 +100,65 @@ def test_the_enricher_records_a_cut_answers_tail_usage_and_the_redactor_searches
     echoed = _cut("/v1/chat/completions", b"data: {", key[5:].encode() + b" and " + key.encode() + b"\n\n")
     Redactor().echoes(echoed, {key})  # a credential the tail starts inside, and one whole
     assert echoed["response_tail"] == (REDACTED + " and " + REDACTED + "\n\n").encode()
+
+
+def _completed(response: dict[str, Any], event_first: bool = True) -> bytes:
+    """A response.completed event: OpenAI writes its type first, vLLM's pydantic its response first."""
+    if event_first:
+        data = {"type": "response.completed", "response": response, "sequence_number": 9}
+    else:
+        data = {"response": response, "sequence_number": 9, "type": "response.completed"}
+    return b"event: response.completed\ndata: " + json.dumps(data).encode() + b"\n\n"
+
+
+def _long_answer(**more: Any) -> dict[str, Any]:
+    """An answer longer than the tail, whose text and an item hold decoy usages."""
+    text = 'x \\" "usage": {"input_tokens": 1, "output_tokens": 2}} \\\\' * 4000  # escaped quotes and backslashes
+    decoy = {"type": "custom", "id": "i", "usage": {"input_tokens": 1, "output_tokens": 2}}
+    message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+    return {"id": "r", "object": "response", "status": "completed", "output": [message, decoy], **more}
+
+
+def test_a_responses_usage_is_read_back_from_the_end_of_a_completed_event_longer_than_the_tail() -> None:
+    """A runaway Responses answer's response.completed restates it whole: longer than the tail, it is
+    no whole event there, but its usage (after its output) is read back from its end, exactly: the
+    usages in the output's text and items are never taken for it."""
+    from infertap.capture.records import RESPONSE_TAIL_BYTES
+
+    usage = {"input_tokens": 30, "input_tokens_details": {"cached_tokens": 10}, "output_tokens": 70000, "total_tokens": 70030}
+    after = {"usage": usage, "user": None, "metadata": {"note": '"usage": {"output_tokens": 3} }'}}  # OpenAI's order
+    for event_first in (True, False):
+        event = _completed(_long_answer(**after), event_first)
+        assert len(event) > 2 * RESPONSE_TAIL_BYTES
+        record = _cut("/v1/responses", b"event: response.created\n", event[-RESPONSE_TAIL_BYTES:])
+        got = tail_usage(record)
+        assert got is not None and (got.usage, got.prompt_tokens, got.cached_tokens, got.output_tokens) == (usage, 30, 10, 70000)
+        assert read_response(record).error == NOT_KEPT
+    # The usage last of all, as vLLM's serializer writes it: read too.
+    event = _completed(_long_answer(usage=usage), False)
+    got = tail_usage(_cut("/v1/responses", b"event: response.created\n", event[-RESPONSE_TAIL_BYTES:]))
+    assert got is not None and got.output_tokens == 70000
+
+
+def test_a_responses_usage_that_cant_be_read_back_exactly_stays_unknown() -> None:
+    from infertap.capture.records import RESPONSE_TAIL_BYTES
+
+    usage = {"input_tokens": 30, "output_tokens": 70000}
+    tails = {
+        "no usage: the last item's own is no usage of the response": _completed(_long_answer()),
+        "the usage before the output": _completed({"id": "r", "usage": usage, **_long_answer()}),
+        "an event of an unknown object member": b"data: "
+        + json.dumps({"type": "response.completed", "response": _long_answer(usage=usage), "extra": {"a": 1}}).encode()
+        + b"\n\n",
+    }
+    for why, event in tails.items():
+        assert tail_usage(_cut("/v1/responses", b"event: response.created\n", event[-RESPONSE_TAIL_BYTES:])) is None, why
+    event = _completed(_long_answer(usage=usage))
+    starts_in_usage = event[-40:]  # the tail begins within the usage object
+    assert b'"usage"' not in starts_in_usage
+    assert tail_usage(_cut("/v1/responses", b"event: response.created\n", starts_in_usage)) is None
+    # A stream not ended whole: its last event may be any (an item done, its object's "usage" its own).
+    item = {"type": "response.output_item.done", "item": _long_answer(usage=usage)}
+    event = b"event: response.output_item.done\ndata: " + json.dumps(item).encode() + b"\n\n"
+    gone = {**_cut("/v1/responses", b"event: response.created\n", event[-RESPONSE_TAIL_BYTES:]), "end": "client_disconnected"}
+    assert tail_usage(gone) is None

@@ -71,3 +71,22 @@ def test_the_tail_past_the_head_is_kept_in_the_record_bounded_in_bytes() -> None
     # An encoded body's end can't be read (nor searched for echoed credentials) without its start: none.
     _kept(short, 40).mark(record := {"response_headers": [["Content-Encoding", "gzip"]]})  # type: ignore[arg-type]
     assert "response_tail" not in record and record["response_body_size"] == 90
+
+
+def test_chunks_past_the_limit_are_held_by_their_end_alone_bounded_in_bytes() -> None:
+    """Eight chunks of 4 MiB past the limit were held whole until the exchange ended (32 MiB, one
+    answer): only the end ``ended_by_marker`` reads of each is held, and the marker is still read."""
+    from infertap.apis.body import MARKER_WINDOW
+    from infertap.capture.records import MARKER_BYTES, RESPONSE_TAIL_BYTES
+
+    assert MARKER_BYTES == MARKER_WINDOW  # what is held is what is read
+    big = 4 << 20
+    ended = b"y" * (big - 200) + b'\nevent: response.completed\ndata: {"type":"response.completed"}\n\n'.rjust(200, b"z")
+    chunks = [b"h" * 30, *(bytes([i]) * big for i in range(7)), ended]
+    kept = _kept(chunks, 40)
+    held = sum(map(len, kept.chunks)) + sum(map(len, kept.tail)) + sum(map(len, kept.end))
+    assert held <= 40 + 8 * MARKER_BYTES + 2 * RESPONSE_TAIL_BYTES < 8 * big // 4
+    assert ended_by_marker(kept.last()) and kept.last()[-1] == ended[-MARKER_BYTES:]
+    small = [b"data: %d\n\n" % i for i in range(12)]
+    kept = _kept(small, 40)
+    assert all(a is b for a, b in zip(kept.tail, small[-8:], strict=True))  # a small chunk held as it is, uncopied

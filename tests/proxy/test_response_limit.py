@@ -187,3 +187,27 @@ def test_a_cut_answers_usage_is_read_from_its_kept_tail_and_counted_in_stats_not
     assert result.exit_code == 0, result.output
     divergence = json.loads(result.stdout)["divergence"]
     assert divergence["pairs"] == 1 and divergence["counts"]["response_not_kept"] == 1  # still not compared
+
+
+def test_a_cut_messages_answers_prompt_tokens_are_read_from_its_heads_message_start(fake, record, tmp_path) -> None:
+    """A Messages stream's usage is in two parts: the output's in message_delta (in the tail), the
+    prompt's in message_start, the first event of the kept head. Both are read for a cut answer:
+    its prompt tokens were unknown, its output tokens known."""
+    _, upstream = fake
+    rec = record(upstream, "--max-response-mb", _MB)
+    body = {"model": "m", "max_tokens": 900, "messages": [{"role": "user", "content": "q"}], "stream": True}
+    with httpx.stream("POST", f"{rec.url}/v1/messages", json={**body, "tag": "big", "n_chunks": 1500}, timeout=30) as r:
+        assert r.status_code == 200 and r.read()
+    assert rec.stop() == 0
+    [cut] = rec.exchanges()
+    # Neither the kept head nor its tail is the whole body: the tail alone holds no message_start.
+    assert len(cut["response_tail"]) + LIMIT < cut["response_body_size"]
+
+    cache = str(tmp_path / "cache")
+    result = CliRunner().invoke(cli, ["stats", str(rec.out), "--json", "--cache-dir", cache])
+    assert result.exit_code == 0, result.output
+    [group] = json.loads(result.stdout)["groups"]
+    assert (group["response_not_kept"], group["response_not_kept_counted"]) == (1, 1)
+    assert group["workload"]["output_tokens"]["total"] == 1500 and group["finish_reasons"] == {"length": 1}
+    assert group["workload"]["prompt_tokens"]["total"] == 8  # 5 fresh, 2 read from the cache, 1 written to it
+    assert group["workload"]["cached_tokens"]["total"] == 2

@@ -54,6 +54,29 @@ def test_a_target_response_over_the_limit_is_kept_cut_and_read_as_unknown(tmp_pa
     assert (group["requests"], group["ok"], group["errors"], group["response_not_kept"]) == (2, 1, 0, 1)
 
 
+def test_a_cut_target_answers_tail_is_kept_and_its_usage_counted(tmp_path: Path) -> None:
+    """Replay keeps a cut answer's end (``response_tail``) as the recorder does: a chat stream's usage
+    chunk and a Messages stream's message_delta are there (its prompt's in the head's message_start),
+    and stats counts their tokens while their answers stay unknown."""
+    usage = {"stream_options": {"include_usage": True}}
+    messages = {"model": "m", "max_tokens": 9000, "messages": [{"role": "user", "content": "q"}], "stream": True}
+    items = [
+        {"body": {**_chat("chat", 1500), **usage}},
+        {"path": "/v1/messages", "body": {**messages, "tag": "messages", "n_chunks": 1500}, "offset_s": 0.01},
+    ]
+    write_capture(tmp_path / "cap", items)
+    with ServerThread(FakeUpstream()) as server:
+        chat, message = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--max-response-mb", str(LIMIT / 2**20))
+        big = httpx.post(f"{server.url}/v1/chat/completions", json={**_chat("chat", 1500), **usage}, timeout=30).content
+    assert big.endswith(chat["response_tail"]) and len(chat["response_tail"]) + LIMIT < chat["response_body_size"]
+    assert b"message_delta" in message["response_tail"] and b"message_start" not in message["response_tail"]
+    group = _stats(tmp_path / "out", tmp_path / "cache")
+    assert (group["requests"], group["ok"], group["response_not_kept"], group["response_not_kept_counted"]) == (2, 0, 2, 2)
+    assert group["workload"]["output_tokens"]["total"] == 3000  # 1500 each, by the usage in their tails
+    assert group["workload"]["prompt_tokens"]["total"] == 5 + 8  # chat's usage chunk; message_start's 5 + 2 + 1
+    assert group["throughput"]["output_tokens_per_s"] > 0
+
+
 def test_target_responses_under_the_default_limit_are_kept_whole(tmp_path: Path) -> None:
     write_capture(tmp_path / "cap", [{"body": _chat("big", 400)}])
     with ServerThread(FakeUpstream()) as server:
