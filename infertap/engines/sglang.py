@@ -30,6 +30,11 @@ _TOP_K_UNSET = (
     "generation_config.json sets no top_k: SGLang then runs transformers' GenerationConfig default, "
     "50 under transformers 4, none (-1) under 5, and its API doesn't say which it has"
 )
+#: Why a Responses request's value from generation_config.json is version dependent.
+_RESPONSES_OLDER = (
+    "; SGLang versions whose Responses API drops the model's generation config "
+    "(OpenAIServingResponses: default_sampling_params = {}) run 0.7, 1.0, or the preferred params' or SGLang's own"
+)
 #: What a chat request runs from its own field defaults, whatever the model or server says.
 CHAT_FIXED: dict[str, Any] = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "min_tokens": 0, "n": 1}
 #: What a /v1/completions request runs where it gives none: ``CompletionRequest``'s field
@@ -95,7 +100,7 @@ class SGLang(Engine):
             return preferred
         generation, _, read = self.generation_config()
         if path == _RESPONSES:
-            return {**(preferred or {}), **{canonical(k): v for k, v in RESPONSES_DEFAULTS.items()}}
+            return self._responses_defaults(preferred or {}, generation, read)
         value = self.facts()["defaults"]["value"]
         kept = {canonical(k): v for k, v in value.items() if k not in OPENAI_SETS} if isinstance(value, dict) else {}
         if path == _COMPLETIONS:
@@ -108,13 +113,28 @@ class SGLang(Engine):
                 del own["top_k"]
         return {**kept, **{canonical(k): v for k, v in own.items()}}
 
+    @staticmethod
+    def _responses_defaults(preferred: dict[str, Any], generation: dict[str, Any] | None, read: bool) -> dict[str, Any]:
+        """A Responses request's defaults (``ResponsesRequest.to_sampling_params``): temperature and
+        top_p from the generation config else 0.7 and 1.0; top_k, min_p and repetition_penalty
+        from it, else the preferred params, else SGLang's own; both penalties 0."""
+        own = {canonical(k): v for k, v in RESPONSES_DEFAULTS.items()}
+        if generation is None:  # unread: any of the five may be the model's
+            rest = {k: v for k, v in preferred.items() if k not in _MODEL_SET}
+            return {**rest, **{k: v for k, v in own.items() if k not in _MODEL_SET}}
+        fallback = {canonical(k): v for k, v in CHAT_DEFAULTS.items() if k not in RESPONSES_DEFAULTS}
+        out = {**fallback, **preferred, **own, **{canonical(k): v for k, v in generation.items()}}
+        if read and "top_k" not in generation:
+            out.pop("top_k", None)
+        return out
+
     def adjusted(
         self, path: str, settings: dict[str, dict[str, Any]], prompt_tokens: int | None = None
     ) -> dict[str, dict[str, Any]]:
         """Why a chat or Responses request's defaults of the model's generation config are what they
         are; and a Responses request's ``max_tokens`` as SGLang runs it: ``max_output_tokens`` (else
         all the context its prompt leaves, at least 512) capped by that room, less 2."""
-        if path == _CHAT:
+        if path in (_CHAT, _RESPONSES):
             settings = self._explained(path, settings)
         if path != _RESPONSES:
             return settings
@@ -155,7 +175,7 @@ class SGLang(Engine):
             if setting.get("source") == "request":
                 continue
             if name in taken:
-                why = source
+                why = source + (_RESPONSES_OLDER if path == _RESPONSES else "")
             elif generation is None and setting.get("source") == "unknown":
                 why = source
             elif name == "top_k" and read:
@@ -178,8 +198,9 @@ class SGLang(Engine):
             "--preferred-sampling-params never reach a /v1/chat/completions or /v1/completions request's "
             "temperature, top_p, top_k, min_p, penalties, output budget or seed, which those paths always set "
             "(SGLang main at 004c82e; issue #39096): a chat request runs the model's generation_config.json "
-            "values (under --sampling-defaults model, SGLang's default, which its API doesn't show: recorded "
-            "unknown) else 1.0, 1.0, -1, 0 and 1.0, and a completions request those, with max_tokens 16",
+            "values (under --sampling-defaults model, SGLang's default, which its API doesn't show: read from the "
+            "model folder where on this host, else unknown) else 1.0, 1.0, -1, 0 and 1.0, and a completions "
+            "request those, with max_tokens 16",
             "a /v1/responses request runs temperature 0.7 where it gives none (a chat request 1.0), top_p 1.0 and "
             "both penalties 0 whatever --preferred-sampling-params say, and max_output_tokens less 2 (SGLang main at "
             "004c82e, ResponsesRequest.to_sampling_params): its effective settings are recorded so",

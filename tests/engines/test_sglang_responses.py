@@ -175,3 +175,23 @@ def test_a_responses_request_without_a_budget_runs_the_room_its_prompt_leaves_le
     # A max_tokens sent there is ignored, and stays beside the budget run.
     ignored = _settings("/v1/responses", {**_INPUT, "max_tokens": 9}, input_tokens=20)
     assert ignored["max_tokens"]["value"] == 32746 and ignored["max_tokens"]["ignored"] == {"max_tokens": 9}
+
+
+def test_a_responses_request_runs_the_generation_config_before_its_own_and_the_preferred(tmp_path):
+    """Under --sampling-defaults model the Responses API takes the model's temperature and top_p
+    before 0.7 and 1.0, and its top_k, min_p and repetition_penalty before the preferred params;
+    older SGLang dropped them, which the value's why says."""
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6, "top_k": 20, "min_p": 0.05}')
+    model = _settings("/v1/responses", _INPUT, preferred={"top_k": 5, "min_p": 0.1}, folder=tmp_path)
+    assert model["temperature"]["value"] == 0.6 and "drops the model's generation config" in model["temperature"]["why"]
+    assert model["top_k"]["value"] == 20 and model["min_p"]["value"] == 0.05
+    # What the file leaves out: SGLang's own, and the preferred params' where they set it.
+    assert model["top_p"] == {"value": 1.0, "source": "engine_default"}
+    assert model["repeat_penalty"] == {"value": 1.0, "source": "engine_default"}
+    openai = _settings("/v1/responses", _INPUT, preferred={"top_k": 5}, folder=tmp_path, server={"sampling_defaults": "openai"})
+    assert openai["temperature"] == {"value": 0.7, "source": "engine_default"}
+    assert openai["top_k"] == {"value": 5, "source": "engine_default"}
+    # The model folder unread: the five may be the model's.
+    unread = _settings("/v1/responses", _INPUT, preferred={"top_k": 5})
+    assert unread["temperature"]["source"] == unread["top_k"]["source"] == "unknown"
+    assert unread["presence_penalty"] == {"value": 0.0, "source": "engine_default"}
