@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from .base import Endpoint, Engine, canonical, fact
+from .model_folder import folder_json, local_folder
 
 _RESPONSES = "/v1/responses"
 _CHAT = "/v1/chat/completions"
@@ -18,6 +19,22 @@ _COMPLETIONS = "/v1/completions"
 #: SGLang main at 004c82e): the model's generation_config.json value under --sampling-defaults
 #: model (SGLang's default; ``ModelConfig.get_default_sampling_params``), else these.
 CHAT_DEFAULTS: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+#: The generation_config.json keys SGLang takes as its defaults under --sampling-defaults model
+#: (``ModelConfig.get_default_sampling_params``): those not None in ``GenerationConfig.to_dict()``.
+GENERATION_KEYS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+#: Those keys under infertap's names.
+_MODEL_SET = frozenset(canonical(k) for k in GENERATION_KEYS)
+#: Why a generation_config.json without top_k leaves it unknown: ``to_dict()`` fills the keys a
+#: file leaves out with transformers' defaults, which agree with SGLang's but for top_k.
+_TOP_K_UNSET = (
+    "generation_config.json sets no top_k: SGLang then runs transformers' GenerationConfig default, "
+    "50 under transformers 4, none (-1) under 5, and its API doesn't say which it has"
+)
+#: Why a Responses request's value from generation_config.json is version dependent.
+_RESPONSES_OLDER = (
+    "; SGLang versions whose Responses API drops the model's generation config "
+    "(OpenAIServingResponses: default_sampling_params = {}) run 0.7, 1.0, or the preferred params' or SGLang's own"
+)
 #: What a chat request runs from its own field defaults, whatever the model or server says.
 CHAT_FIXED: dict[str, Any] = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "min_tokens": 0, "n": 1}
 #: What a /v1/completions request runs where it gives none: ``CompletionRequest``'s field
@@ -55,29 +72,70 @@ class SGLang(Engine):
         model = found.get("/get_model_info")
         return bool((info and info.ok and isinstance(info.json, dict)) or (model and model.ok and "model_path" in model.json))
 
+    def generation_config(self) -> tuple[dict[str, Any] | None, str, bool]:
+        """The settings SGLang takes from the model's generation_config.json, where it comes from and
+        whether a file was read: {} under --sampling-defaults openai or without the file (SGLang's
+        own then apply), None where this host can't read the model folder."""
+        info = self.get("/get_server_info").json or {}
+        if info.get("sampling_defaults") == "openai":
+            return {}, "--sampling-defaults openai", False
+        path = (self.get("/get_model_info").json or {}).get("model_path") or info.get("model_path")
+        folder, why = local_folder(self.base, path, "model_path")
+        if folder is None:
+            return None, f"the model's generation_config.json, unread: {why}", False
+        file = folder / "generation_config.json"
+        if not file.exists():
+            return {}, f"{folder} has no generation_config.json", False
+        config = folder_json(folder, "generation_config.json")
+        if config is None:
+            return None, f"{file} is unreadable", False
+        taken = {k: config[k] for k in GENERATION_KEYS if config.get(k) is not None}
+        return taken, f"{file} (--sampling-defaults model)", True
+
     def defaults_for(self, path: str, model: str | None = None) -> dict[str, Any] | None:
-        """--preferred-sampling-params, less what each OpenAI path sets over them: the chat
-        defaults (known only under --sampling-defaults openai), the completions and Responses ones."""
+        """--preferred-sampling-params, less what each OpenAI path sets over them: the chat ones
+        (the model's generation_config.json where read), the completions and Responses ones."""
         preferred = super().defaults_for(path, model)
-        if path == _RESPONSES:
-            return {**(preferred or {}), **{canonical(k): v for k, v in RESPONSES_DEFAULTS.items()}}
-        if path not in (_CHAT, _COMPLETIONS):
+        if path not in (_CHAT, _COMPLETIONS, _RESPONSES):
             return preferred
+        generation, _, read = self.generation_config()
+        if path == _RESPONSES:
+            return self._responses_defaults(preferred or {}, generation, read)
         value = self.facts()["defaults"]["value"]
         kept = {canonical(k): v for k, v in value.items() if k not in OPENAI_SETS} if isinstance(value, dict) else {}
         if path == _COMPLETIONS:
             own = COMPLETIONS_FIXED
-        elif (self.get("/get_server_info").json or {}).get("sampling_defaults") == "openai":
-            own = {**CHAT_DEFAULTS, **CHAT_FIXED}
-        else:  # the model's generation_config.json may set them, which SGLang's API doesn't show
+        elif generation is None:  # the model's generation_config.json may set them, unread from here
             own = CHAT_FIXED
+        else:
+            own = {**CHAT_DEFAULTS, **generation, **CHAT_FIXED}
+            if read and "top_k" not in generation:
+                del own["top_k"]
         return {**kept, **{canonical(k): v for k, v in own.items()}}
+
+    @staticmethod
+    def _responses_defaults(preferred: dict[str, Any], generation: dict[str, Any] | None, read: bool) -> dict[str, Any]:
+        """A Responses request's defaults (``ResponsesRequest.to_sampling_params``): temperature and
+        top_p from the generation config else 0.7 and 1.0; top_k, min_p and repetition_penalty
+        from it, else the preferred params, else SGLang's own; both penalties 0."""
+        own = {canonical(k): v for k, v in RESPONSES_DEFAULTS.items()}
+        if generation is None:  # unread: any of the five may be the model's
+            rest = {k: v for k, v in preferred.items() if k not in _MODEL_SET}
+            return {**rest, **{k: v for k, v in own.items() if k not in _MODEL_SET}}
+        fallback = {canonical(k): v for k, v in CHAT_DEFAULTS.items() if k not in RESPONSES_DEFAULTS}
+        out = {**fallback, **preferred, **own, **{canonical(k): v for k, v in generation.items()}}
+        if read and "top_k" not in generation:
+            out.pop("top_k", None)
+        return out
 
     def adjusted(
         self, path: str, settings: dict[str, dict[str, Any]], prompt_tokens: int | None = None
     ) -> dict[str, dict[str, Any]]:
-        """A Responses request's ``max_tokens`` as SGLang runs it: ``max_output_tokens`` (else
+        """Why a chat or Responses request's defaults of the model's generation config are what they
+        are; and a Responses request's ``max_tokens`` as SGLang runs it: ``max_output_tokens`` (else
         all the context its prompt leaves, at least 512) capped by that room, less 2."""
+        if path in (_CHAT, _RESPONSES):
+            settings = self._explained(path, settings)
         if path != _RESPONSES:
             return settings
         given = settings.get("max_tokens") or {}
@@ -104,6 +162,29 @@ class SGLang(Engine):
             out["ignored"] = given["ignored"]
         return {**settings, "max_tokens": out}
 
+    def _explained(self, path: str, settings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The five settings SGLang may take from generation_config.json, each not sent with a
+        ``why``: the file it came from, or why it is unknown."""
+        generation, source, read = self.generation_config()
+        if not read and generation is not None:
+            return settings  # SGLang's own defaults: nothing of the model's
+        taken = {canonical(k) for k in generation or ()}
+        out = dict(settings)
+        for name in _MODEL_SET & set(settings):
+            setting = settings[name]
+            if setting.get("source") == "request":
+                continue
+            if name in taken:
+                why = source + (_RESPONSES_OLDER if path == _RESPONSES else "")
+            elif generation is None and setting.get("source") == "unknown":
+                why = source
+            elif name == "top_k" and read:
+                why = _TOP_K_UNSET
+            else:
+                continue
+            out[name] = {**setting, "why": why}
+        return out
+
     def _context_length(self) -> int | None:
         """The context SGLang's model runs with: /v1/models ``max_model_len`` (its
         ``model_config.context_len``), else /get_server_info ``context_length``."""
@@ -117,8 +198,9 @@ class SGLang(Engine):
             "--preferred-sampling-params never reach a /v1/chat/completions or /v1/completions request's "
             "temperature, top_p, top_k, min_p, penalties, output budget or seed, which those paths always set "
             "(SGLang main at 004c82e; issue #39096): a chat request runs the model's generation_config.json "
-            "values (under --sampling-defaults model, SGLang's default, which its API doesn't show: recorded "
-            "unknown) else 1.0, 1.0, -1, 0 and 1.0, and a completions request those, with max_tokens 16",
+            "values (under --sampling-defaults model, SGLang's default, which its API doesn't show: read from the "
+            "model folder where on this host, else unknown) else 1.0, 1.0, -1, 0 and 1.0, and a completions "
+            "request those, with max_tokens 16",
             "a /v1/responses request runs temperature 0.7 where it gives none (a chat request 1.0), top_p 1.0 and "
             "both penalties 0 whatever --preferred-sampling-params say, and max_output_tokens less 2 (SGLang main at "
             "004c82e, ResponsesRequest.to_sampling_params): its effective settings are recorded so",

@@ -12,16 +12,15 @@ each labelled with where it came from.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from infertap.apis import one_prompt
-from infertap.capture.hostfacts import engine_is_local
 
 from .base import Endpoint, Engine, Tokens, fact
+from .model_folder import folder_json, local_folder
 
 _CHAT_PATHS = ("/v1/chat/completions",)
 _PROMPT_PATHS = ("/v1/completions",)
@@ -119,24 +118,11 @@ class VLLM(Engine):
 
     def _folder(self) -> tuple[Path | None, str]:
         """The model folder (``root``) when this host can read it, else None and why not."""
-        root = self._first_model().get("root")
-        if not root:
-            return None, "/v1/models has no root"
-        if not engine_is_local(self.base):
-            return None, f"the model folder {root} is on the engine's host"
-        if not Path(root).is_dir():
-            return None, f"/v1/models root {root} is no folder here (a hub id?)"
-        return Path(root), ""
+        return local_folder(self.base, self._first_model().get("root"), "/v1/models root")
 
     def _folder_json(self, name: str) -> dict[str, Any] | None:
         folder, _ = self._folder()
-        if folder is None:
-            return None
-        try:
-            value = json.loads((folder / name).read_text())
-        except (OSError, ValueError):
-            return None
-        return value if isinstance(value, dict) else None
+        return folder_json(folder, name) if folder is not None else None
 
     def _defaults(self) -> dict[str, Any]:
         folder, why = self._folder()

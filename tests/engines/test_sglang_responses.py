@@ -8,6 +8,7 @@ preferred params, which fill only the keys a path leaves out."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from infertap.engines.enrich import enrichment
@@ -19,12 +20,20 @@ _MODEL = "qwen/qwen2.5-0.5b-instruct"  # the fake's: /v1/models max_model_len 32
 
 
 def _settings(
-    path: str, body: dict[str, Any], input_tokens: int | None = 20, preferred: dict | None = None, server: dict | None = None
+    path: str,
+    body: dict[str, Any],
+    input_tokens: int | None = 20,
+    preferred: dict | None = None,
+    server: dict | None = None,
+    folder: Path | None = None,
 ) -> dict:
     """The enrichment's effective settings of ``body`` sent to the fake SGLang on ``path``, its
     answer's usage counting ``input_tokens`` (None: no usage); ``server``: server arguments
-    /get_server_info shows over the fake's."""
+    /get_server_info shows over the fake's; ``folder``: the model_path it serves (a hub id else)."""
     app = sglang_app()
+    if folder is not None:
+        for key in (("GET", "/get_model_info"), ("GET", "/get_server_info")):
+            app.routes[key] = {**app.routes[key], "model_path": str(folder)}
     if server is not None:
         key = ("GET", "/get_server_info")
         app.routes[key] = {**app.routes[key], **server}
@@ -64,17 +73,45 @@ _INPUT = {"input": "hi"}
 _CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
 
-def test_a_responses_request_without_temperature_runs_0_7_where_a_chat_request_never_runs_the_preferred():
-    responses = _settings("/v1/responses", _INPUT, preferred={"temperature": 0.3, "top_k": 20})
+def test_a_responses_request_without_temperature_runs_0_7_where_a_chat_request_never_runs_the_preferred(tmp_path):
+    # A model folder without generation_config.json: SGLang's own defaults on both paths.
+    responses = _settings("/v1/responses", _INPUT, preferred={"temperature": 0.3, "top_k": 20}, folder=tmp_path)
     chat = _settings("/v1/chat/completions", _CHAT, preferred={"temperature": 0.3, "top_k": 20})
     assert responses["temperature"] == {"value": 0.7, "source": "engine_default"}
     assert responses["top_p"]["value"] == 1.0 and responses["presence_penalty"]["value"] == 0.0
     # What a Responses request leaves out (top_k) still falls through to the preferred params.
     assert responses["top_k"] == {"value": 20, "source": "engine_default"}
-    # A chat request sets both itself: the model's generation_config.json, unseen through the API.
-    assert chat["temperature"] == chat["top_k"] == {"value": None, "source": "unknown"}
-    assert _settings("/v1/chat/completions", _CHAT)["temperature"]["source"] == "unknown"
-    assert _settings("/v1/responses", _INPUT)["temperature"] == {"value": 0.7, "source": "engine_default"}
+    # A chat request sets both itself: the model's generation_config.json, unread from here.
+    assert chat["temperature"]["source"] == chat["top_k"]["source"] == "unknown"
+    assert "hub id" in chat["temperature"]["why"]
+
+
+def test_a_chat_request_runs_the_generation_config_of_a_model_folder_on_this_host(tmp_path):
+    """SGLang's default --sampling-defaults model: a chat request runs the five settings of the
+    model's generation_config.json (ModelConfig.get_default_sampling_params), else its own."""
+    bare = _settings("/v1/chat/completions", _CHAT, folder=tmp_path)
+    assert bare["temperature"] == {"value": 1.0, "source": "engine_default"}
+    assert bare["top_k"] == {"value": -1, "source": "engine_default"}
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6, "top_k": 20, "do_sample": true}')
+    model = _settings("/v1/chat/completions", _CHAT, folder=tmp_path)
+    assert model["temperature"]["value"] == 0.6 and model["temperature"]["source"] == "engine_default"
+    assert str(tmp_path / "generation_config.json") in model["temperature"]["why"]
+    assert model["top_k"]["value"] == 20 and model["top_p"] == {"value": 1.0, "source": "engine_default"}
+    # Sent, it is the request's; --sampling-defaults openai reads no file.
+    assert _settings("/v1/chat/completions", {**_CHAT, "temperature": 0.2}, folder=tmp_path)["temperature"] == {
+        "value": 0.2,
+        "source": "request",
+    }
+    openai = _settings("/v1/chat/completions", _CHAT, folder=tmp_path, server={"sampling_defaults": "openai"})
+    assert openai["temperature"] == {"value": 1.0, "source": "engine_default"}
+    # A file without top_k: transformers 4 fills in its 50, 5 nothing (-1); unknown which.
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6}')
+    unset = _settings("/v1/chat/completions", _CHAT, folder=tmp_path)
+    assert unset["top_k"]["source"] == "unknown" and "transformers" in unset["top_k"]["why"]
+    # A file it can't read: unknown, with the reason.
+    (tmp_path / "generation_config.json").write_text("{not json")
+    unread = _settings("/v1/chat/completions", _CHAT, folder=tmp_path)
+    assert unread["temperature"]["source"] == "unknown" and "unreadable" in unread["temperature"]["why"]
 
 
 _PREFERRED = {"temperature": 0.3, "top_k": 20, "presence_penalty": 0.5, "max_new_tokens": 64, "typical_p": 0.9}
@@ -83,7 +120,7 @@ _PREFERRED = {"temperature": 0.3, "top_k": 20, "presence_penalty": 0.5, "max_new
 def test_a_chat_request_runs_its_own_defaults_over_the_preferred_params():
     chat = _settings("/v1/chat/completions", _CHAT, preferred=_PREFERRED)
     # SGLang's default --sampling-defaults model: the model's generation_config.json, else 1.0.
-    assert chat["temperature"] == {"value": None, "source": "unknown"}
+    assert chat["temperature"]["value"] is None and chat["temperature"]["source"] == "unknown"
     assert chat["presence_penalty"] == {"value": 0.0, "source": "engine_default"}
     # No budget sent: no cap but the context's, never the preferred 64.
     assert chat["max_tokens"] == {"value": None, "source": "unknown"}
@@ -138,3 +175,23 @@ def test_a_responses_request_without_a_budget_runs_the_room_its_prompt_leaves_le
     # A max_tokens sent there is ignored, and stays beside the budget run.
     ignored = _settings("/v1/responses", {**_INPUT, "max_tokens": 9}, input_tokens=20)
     assert ignored["max_tokens"]["value"] == 32746 and ignored["max_tokens"]["ignored"] == {"max_tokens": 9}
+
+
+def test_a_responses_request_runs_the_generation_config_before_its_own_and_the_preferred(tmp_path):
+    """Under --sampling-defaults model the Responses API takes the model's temperature and top_p
+    before 0.7 and 1.0, and its top_k, min_p and repetition_penalty before the preferred params;
+    older SGLang dropped them, which the value's why says."""
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6, "top_k": 20, "min_p": 0.05}')
+    model = _settings("/v1/responses", _INPUT, preferred={"top_k": 5, "min_p": 0.1}, folder=tmp_path)
+    assert model["temperature"]["value"] == 0.6 and "drops the model's generation config" in model["temperature"]["why"]
+    assert model["top_k"]["value"] == 20 and model["min_p"]["value"] == 0.05
+    # What the file leaves out: SGLang's own, and the preferred params' where they set it.
+    assert model["top_p"] == {"value": 1.0, "source": "engine_default"}
+    assert model["repeat_penalty"] == {"value": 1.0, "source": "engine_default"}
+    openai = _settings("/v1/responses", _INPUT, preferred={"top_k": 5}, folder=tmp_path, server={"sampling_defaults": "openai"})
+    assert openai["temperature"] == {"value": 0.7, "source": "engine_default"}
+    assert openai["top_k"] == {"value": 5, "source": "engine_default"}
+    # The model folder unread: the five may be the model's.
+    unread = _settings("/v1/responses", _INPUT, preferred={"top_k": 5})
+    assert unread["temperature"]["source"] == unread["top_k"]["source"] == "unknown"
+    assert unread["presence_penalty"] == {"value": 0.0, "source": "engine_default"}
