@@ -37,7 +37,7 @@ _COLUMNS = (
     "token_chunks, ttft_ns, ttft_content_ns, t_first_byte_ns, tpot_ns, e2e_ns, server_prompt_ms, server_decode_ms, "
     "server_cached_tokens, server_timings_source, prompt_tokens, prompt_tokens_source, cached_tokens, cached_tokens_source, "
     'prefix_unit, prefix_shared, prefix_length, streamed, readable, parse_error, status, "end", finish_reason, tool_calls, session, session_capture, turn, think_ns, '
-    "choices, hidden_reasoning_tokens, client_wait_ns"
+    "choices, hidden_reasoning_tokens, client_wait_ns, unfinished"
 )
 #: Per-exchange metrics summarised as distributions: name printed -> (column, scale to the unit).
 LATENCIES = {
@@ -303,7 +303,8 @@ def _aspects(q: _Query) -> dict[str, _Rows]:
             f"""count(*) FILTER (WHERE {_UNKNOWN} AND status BETWEEN 200 AND 299 AND "end" = 'complete'), """
             f"count(*) FILTER (WHERE {_TOO_LARGE}), count(*) FILTER (WHERE {_NOT_KEPT}), "
             f"count(*) FILTER (WHERE NOT readable AND {_UNKNOWN} IS NOT TRUE AND ({_ERROR_STATUS} OR {_NO_HEAD})), "
-            f"count(*) FILTER (WHERE {_TAIL_COUNTED}), count(*) FILTER (WHERE {_CUT_2XX} AND output_tokens IS NULL)"
+            f"count(*) FILTER (WHERE {_TAIL_COUNTED}), count(*) FILTER (WHERE {_CUT_2XX} AND output_tokens IS NULL), "
+            "count(*) FILTER (WHERE unfinished)"
         ),
         "work": q.rows(
             # Output tokens of ok answers only, as vLLM's benchmark_serving and GuideLLM count them, and
@@ -351,7 +352,7 @@ def _group(
     finish, with_tools, tool_calls, unreadable, held, held_ns, uncounted, unsaved, unknown, too_large, cut, error_unread = (
         answers[:12]
     )
-    cut_counted, cut_uncounted = answers[12:]
+    cut_counted, cut_uncounted, unfinished = answers[12:]
     # A 2xx answer that is not in the file it was imported from, that decodes past what analysis
     # reads, or that the recorder kept only in part, is neither ok nor an error (one that failed otherwise, a request the page aborted, is
     # still an error).
@@ -388,6 +389,8 @@ def _group(
         # ttft of a body not streamed is the time to all of it: said apart where both kinds are in a group.
         "ttft_kinds": {"streamed": streamed, "whole_body": whole},
         "unreadable": unreadable,
+        # 2xx streams whose end marker came with no finish reason: cut by the engine, errors (in ``errors``).
+        "unfinished": unfinished,
         "error_body_unread": error_unread,  # errors (in ``errors``) whose body (or headless bytes) is no API's, apart from ``unreadable``
         # Exchanges whose client was too slow to take the body: their chunk times include its waits.
         "client_wait": {"exchanges": held, "max_ms": held_ns / 1e6 if held_ns is not None else None},

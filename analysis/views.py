@@ -38,6 +38,12 @@ FROM (
 ) WHERE rn = 1
 """
 
+# An OpenAI stream ends its answer with a finish reason, then [DONE]: an end marker with none before
+# it is an answer the engine cut, however cleanly the body ended (llama-cpp-python's interrupt_requests
+# sends [DONE] when the next request waits, after as little as the role chunk): not ok.
+UNFINISHED = """coalesce(x.generation AND x.streamed AND x.api IN ('chat', 'completions') AND x.stream_done
+             AND x.finish_reason IS NULL AND x.status BETWEEN 200 AND 299, false)"""
+
 METRICS = """
 CREATE OR REPLACE VIEW metrics AS
 WITH base AS (
@@ -53,7 +59,8 @@ WITH base AS (
         -- An answer to a request for tokens is one only where its body was read as one: a 200 whose
         -- body reports an error (in-band, as an overloaded server may), or that no adapter reads, is not.
         (x.status BETWEEN 200 AND 299 AND (x."end" = 'complete' OR (x."end" = 'client_disconnected' AND x.stream_done))
-         AND (NOT x.generation OR (x.readable AND x.error_message IS NULL))) AS ok,
+         AND (NOT x.generation OR (x.readable AND x.error_message IS NULL)) AND NOT {UNFINISHED}) AS ok,
+        {UNFINISHED} AS unfinished,
         x.sent_wall_ns, x.sent_wall_ns + x.end_ns AS end_wall_ns, x.end_ns AS duration_ns,
         x.first_token_ns AS ttft_ns,
         x.first_content_ns AS ttft_content_ns,
@@ -102,6 +109,6 @@ SELECT *,
                - CASE WHEN hidden_reasoning_tokens > 0 THEN coalesce(ttft_content_ns, t_first_token_ns) ELSE t_first_token_ns END)
               / (output_tokens - hidden_reasoning_tokens - 1) END AS tpot_ns
 FROM base
-"""
+""".replace("{UNFINISHED}", UNFINISHED)
 
 DERIVED = (TOKEN_CHUNKS, ITL, ENRICHMENT_LATEST, METRICS)

@@ -291,6 +291,12 @@ def _print_output(group: dict[str, Any]) -> None:
             else ""
         )
         + (
+            f"; unfinished {group['unfinished']} (a 200 stream ended by [DONE] with no finish reason: the engine cut "
+            "the answer, as llama-cpp-python's interrupt_requests does when the next request waits: counted as errors)"
+            if group.get("unfinished")
+            else ""
+        )
+        + (
             f"; error body unread {group['error_body_unread']} (an error status whose body is no API's, as a 404 "
             "for a path the engine doesn't serve, or bytes with no response head: counted as errors)"
             if group.get("error_body_unread")

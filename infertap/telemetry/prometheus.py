@@ -34,8 +34,13 @@ class PrometheusSource:
         except httpx.HTTPError as exc:
             raise SourceError(f"{self.shown}: {str(exc).replace(self.url, self.shown)}") from None
         if response.status_code != 200:
-            # The hint is for an engine's own /metrics: an exporter (--telemetry-url) is no llama-server.
-            hint = " (llama-server serves /metrics only with --metrics)" if self.name == "engine" else ""
+            # llama-server started without --metrics answers 501 (ERROR_TYPE_NOT_SUPPORTED); a 404 is
+            # another engine that serves none (llama-cpp-python), and an exporter is no llama-server.
+            hint = (
+                " (llama-server serves /metrics only with --metrics)"
+                if self.name == "engine" and response.status_code == 501
+                else ""
+            )
             raise SourceError(f"{self.shown} answered {response.status_code}{hint}")
         return parse(response.text, self.shown)
 

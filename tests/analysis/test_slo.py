@@ -442,7 +442,10 @@ def test_an_error_rate_exactly_at_a_fractional_percent_bound_passes(load: Load) 
 
 # -- imported answers not in their file ------------------------------------------------------------
 
-_SSE = 'data: {"choices":[{"index":0,"delta":{"content":"t "},"finish_reason":null}]}\n\ndata: [DONE]\n\n'
+_SSE = (
+    'data: {"choices":[{"index":0,"delta":{"content":"t "},"finish_reason":null}]}\n\n'
+    'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+)
 
 
 def _har(path: Path, answers: list[tuple[int, int, bool]]) -> Path:

@@ -138,11 +138,27 @@ def test_prometheus_source_reads_an_exporter_and_says_why_it_cannot():
                 wrong.sample()
             wrong.close()
             engine = PrometheusSource(server.url + "/not-metrics", "engine")
-            with pytest.raises(SourceError, match=r"answered 404 \(llama-server serves /metrics only with --metrics\)"):
+            with pytest.raises(SourceError, match=r"/not-metrics answered 404$"):  # llama-cpp-python's: no such route
                 engine.sample()
             engine.close()
         finally:
             source.close()
+
+
+def test_the_hint_about_llama_servers_flag_is_given_only_for_its_501():
+    """llama-server without --metrics answers 501; llama-cpp-python has no /metrics (404), and a hint
+    naming llama-server's flag sent its users looking for a flag their engine doesn't have."""
+    page = Exposition('{"error":{"code":501,"message":"This server does not support metrics endpoint."}}', status=501)
+    with ServerThread(page) as server:
+        for status, said in ((501, " (llama-server serves /metrics only with --metrics)"), (404, "")):
+            page.status = status
+            engine = PrometheusSource(server.url + "/metrics", "engine")
+            try:
+                with pytest.raises(SourceError) as caught:
+                    engine.sample()
+                assert str(caught.value) == f"{server.url}/metrics answered {status}{said}"
+            finally:
+                engine.close()
 
 
 def test_a_page_that_is_not_prometheus_text_is_an_error_not_samples():

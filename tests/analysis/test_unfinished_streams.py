@@ -1,0 +1,52 @@
+"""A 200 stream that ends with [DONE] and no finish reason is an answer the engine cut, not one it gave."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from infertap.cli import cli
+from tests.analysis_builders import body, event, exchange, sse, write_capture
+
+
+def test_a_stream_ended_by_done_with_no_finish_reason_is_no_ok_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama-cpp-python's interrupt_requests answers a stream in flight with [DONE] when the next
+    request waits, after as little as the role chunk: counted ok, such answers were empty answers in
+    a fast p50, no errors, and goodput that a sweep credited to a target that dropped them."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    role, done = event(role="assistant"), "[DONE]"
+    records = [
+        # Finished: a finish reason, then [DONE]; or a body not streamed; or a stream with no end marker (not said cut).
+        exchange("finished", chunks=[(5, sse(role, event("4"))), (9, sse(event(finish="stop"), done))]),
+        exchange(
+            "whole",
+            request=body(stream=False),
+            chunks=[(5, b'{"choices":[{"index":0,"message":{"role":"assistant","content":"4"},"finish_reason":"stop"}]}')],
+            headers=[["content-type", "application/json"]],
+        ),
+        exchange("no_marker", chunks=[(5, sse(role, event("4")))]),
+        # Cut: [DONE] after the role chunk alone, and after some text.
+        exchange("cut_empty", sent_ms=1, chunks=[(5, sse(role)), (6, sse(done))]),
+        exchange("cut_text", sent_ms=2, chunks=[(5, sse(role, event("The answer"))), (6, sse(done))]),
+    ]
+    cap = write_capture(tmp_path / "cap", records)
+    runner = CliRunner()
+    rows = runner.invoke(cli, ["sql", "SELECT exchange_id, ok, unfinished FROM metrics ORDER BY 1", str(cap), "--json"])
+    assert rows.exit_code == 0, rows.output
+    said = {r["exchange_id"]: (r["ok"], r["unfinished"]) for r in json.loads(rows.output)}
+    assert said == {
+        "finished": (True, False),
+        "whole": (True, False),
+        "no_marker": (True, False),
+        "cut_empty": (False, True),
+        "cut_text": (False, True),
+    }
+    stats = runner.invoke(cli, ["stats", str(cap), "--json"])
+    assert stats.exit_code == 0, stats.output
+    [group] = json.loads(stats.output)["groups"]
+    assert (group["requests"], group["ok"], group["errors"], group["unfinished"]) == (5, 3, 2, 2)
+    text = runner.invoke(cli, ["stats", str(cap)])
+    assert "unfinished 2 (a 200 stream ended by [DONE] with no finish reason" in " ".join(text.output.split())
