@@ -273,8 +273,9 @@ def _configuration(name: str, sweep: dict[str, Any]) -> str:
         interrupted += f"; stopped at {_stopped(sweep)}: what it found so far"
     if _unfinished(sweep):
         interrupted += "; not finished (killed, or still running): what it found so far"
-    if sweep.get("warmup"):
-        interrupted += f"; after a warm-up of {sweep['warmup']['sent']} requests, one at a time (not judged)"
+    if warmup := sweep.get("warmup"):  # a sweep.json of before the warm-up ran at the first point's load names none
+        load = f"at {kind} {warmup[kind]:g}" if warmup.get(kind) is not None else "one at a time"
+        interrupted += f"; after a warm-up of {warmup['sent']} requests, {load} (not judged)"
     return (
         f"<p><b>{name}</b>: a {kind} sweep of {html.escape(str(sweep['source']))} against "
         f"{html.escape(str(sweep.get('target') or 'unknown'))} ({html.escape(str(sweep.get('target_kind') or 'engine kind unknown'))}); "

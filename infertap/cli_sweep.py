@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     "--warmup",
     default=0,
     show_default=True,
-    help="Send the workload's first N requests one at a time before the first point (not judged: a cold engine would fail it).",
+    help="Send the workload's first N requests at the first point's load before it (not judged: a cold engine would fail it).",
 )
 @click.option("--min-duration", default=0.0, show_default=True, help="Repeat the workload until a point lasts this many seconds.")
 @click.option("--max-concurrency", type=int, default=None, help="A cap on requests in flight at every speed.")

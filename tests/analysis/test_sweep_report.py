@@ -347,3 +347,16 @@ def test_passes_above_the_capacity_that_measured_nothing_leave_it_open(tmp_path)
     assert alone.endswith("higher loads passed without measuring the target (speed 4), so how much higher it goes is unknown."), (
         alone
     )
+
+
+def test_a_warm_up_is_named_with_the_load_it_ran_at(tmp_path):
+    """The warm-up runs at the first point's load: the report said "one at a time" of every one,
+    which stays true only of a sweep.json written before (no load in its warm-up)."""
+    a, b = _sweep(tmp_path / "a", 2, kind="concurrency"), _sweep(tmp_path / "b", 2, kind="concurrency")
+    for folder, warmup in ((a, {"sent": 6, "concurrency": 2}), (b, {"sent": 3})):
+        result = json.loads((folder / "sweep.json").read_text())
+        (folder / "sweep.json").write_text(json.dumps({**result, "warmup": {**warmup, "out": "w", "ends": {}}}))
+    code, output, page = _report(a, b, out=tmp_path / "r.html")
+    assert code == 0, output
+    assert "after a warm-up of 6 requests, at concurrency 2 (not judged)" in page
+    assert "after a warm-up of 3 requests, one at a time (not judged)" in page
