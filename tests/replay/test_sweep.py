@@ -424,6 +424,22 @@ def test_the_points_read_unabridged_at_80_columns_and_as_a_table_when_wide(slot_
     assert all(f in wide for f in figures), (figures, wide)
 
 
+def test_the_progress_bars_fit_the_terminal(slot_engine, tmp_path, monkeypatch):
+    """The bars drew on rich's shared console, whose width is the first command's in the process: at
+    COLUMNS=80 after a command at 300 they were 92 characters wide."""
+    import rich
+    from rich.console import Console
+
+    monkeypatch.setattr(rich, "_console", Console(width=300))  # made by an earlier, wider command
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 10, 0.05)
+    args = [str(src), "--target", url, "--no-probe", "--grace", "1", "--concurrency-levels", "1,16", "--warmup", "2"]
+    run = CliRunner().invoke(cli, ["sweep", *args, "--slo", "e2e:p90<=1s", "--out", str(tmp_path / "s")], env={"COLUMNS": "80"})
+    assert run.exit_code == 0, run.output
+    bars = [line for line in run.output.splitlines() if "━" in line]
+    assert len(bars) == 3 and all(len(line) <= 80 for line in bars), bars  # the overall line and each point's
+
+
 def test_a_sweep_with_no_warm_up_says_its_first_point_met_the_target_cold(slot_engine, tmp_path):
     """A fresh llama-server's first prompt took 3.5 s against 0.15 s once its prefix was cached (the
     audit's speed 1 at 8.8 s, speed 2 at 2.1 s): with --warmup 0, the default as AIPerf's and
