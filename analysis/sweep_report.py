@@ -33,6 +33,11 @@ SAME = 0.10
 #: Each sweep shown: its name (A, B), its folder and its sweep.json.
 _Sweeps = list[tuple[str, str, dict[str, Any]]]
 
+#: The points table scrolls sideways in a box of its own and breaks a cell only at a space: at the
+#: page's 1200 px its 15 columns or so (one per SLO) were squeezed, the shared style's
+#: ``overflow-wrap:anywhere`` cutting figures and words mid-way ("0.33|33", "10|0", "unkno|wn").
+POINTS_STYLE = ".points{overflow-x:auto}.points td,.points th{overflow-wrap:normal}.points td{white-space:nowrap}"
+
 _AXIS = {"speed": "speed (× the recorded arrival rate)", "concurrency": "concurrency (requests in flight)"}
 
 
@@ -248,7 +253,7 @@ def render_sweeps(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = 
         for (name, path, _), c in zip(sweeps, COLORS, strict=False)
     )
     out = [
-        f"<!doctype html><html><head><meta charset=utf-8><title>infertap sweep report</title><style>{STYLE}</style></head><body>",
+        f"<!doctype html><html><head><meta charset=utf-8><title>infertap sweep report</title><style>{STYLE}{POINTS_STYLE}</style></head><body>",
         "<h1>infertap sweep report</h1>",
         f'<p class="legend">{legend}</p>',
         "<h2>1. Sweeps</h2>",
@@ -273,8 +278,9 @@ def _configuration(name: str, sweep: dict[str, Any]) -> str:
         interrupted += f"; stopped at {_stopped(sweep)}: what it found so far"
     if _unfinished(sweep):
         interrupted += "; not finished (killed, or still running): what it found so far"
-    if sweep.get("warmup"):
-        interrupted += f"; after a warm-up of {sweep['warmup']['sent']} requests, one at a time (not judged)"
+    if warmup := sweep.get("warmup"):  # a sweep.json of before the warm-up ran at the first point's load names none
+        load = f"at {kind} {warmup[kind]:g}" if warmup.get(kind) is not None else "one at a time"
+        interrupted += f"; after a warm-up of {warmup['sent']} requests, {load} (not judged)"
     return (
         f"<p><b>{name}</b>: a {kind} sweep of {html.escape(str(sweep['source']))} against "
         f"{html.escape(str(sweep.get('target') or 'unknown'))} ({html.escape(str(sweep.get('target_kind') or 'engine kind unknown'))}); "
@@ -366,7 +372,7 @@ def _points_table(sweep: dict[str, Any]) -> str:
                 p.get("wall_s"),
             ]
         )
-    return table(headers, rows, [not p["passed"] for p in sweep["points"]])
+    return f'<div class="points">{table(headers, rows, [not p["passed"] for p in sweep["points"]])}</div>'
 
 
 def _percent(value: float | None, places: int = 0) -> str:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     "--warmup",
     default=0,
     show_default=True,
-    help="Send the workload's first N requests one at a time before the first point (not judged: a cold engine would fail it).",
+    help="Send the workload's first N requests at the first point's load before it (not judged: a cold engine would fail it).",
 )
 @click.option("--min-duration", default=0.0, show_default=True, help="Repeat the workload until a point lasts this many seconds.")
 @click.option("--max-concurrency", type=int, default=None, help="A cap on requests in flight at every speed.")
@@ -142,7 +142,10 @@ def _interrupted(config: Any, exc: BaseException) -> dict[str, Any]:
 
 
 def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
-    """The sweep under one bar per point and an overall line; Ctrl-C between points keeps what was found."""
+    """The sweep under one bar per point and an overall line; Ctrl-C between points keeps what was found.
+    The bars draw on a console of their own, as print_sweep's table does: rich's shared one keeps the
+    width of the first command run in the process (92-character bars at COLUMNS=80 after one at 300)."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .analysis.capacity import run_sweep
@@ -153,6 +156,7 @@ def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
         MofNCompleteColumn(),
         TextColumn("{task.fields[detail]}"),
         TimeElapsedColumn(),
+        console=Console(),
     )
     overall = progress.add_task("[bold]sweep", total=None if config.search else len(config.loads()), detail="")
     state: dict[str, Any] = {"task": None, "passed": 0, "failed": 0}

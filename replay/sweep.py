@@ -81,7 +81,7 @@ class SweepConfig:
     min_requests: int = 0  # repeat the workload until a point has at least this many requests...
     min_duration_s: float = 0.0  # ...and lasts at least this long (speed points; closed loop: estimated)
     idle_timeout_s: float = 120.0  # how long to wait for the target to empty between points
-    warmup: int = 0  # the workload's first requests sent one at a time before the first point, not judged
+    warmup: int = 0  # the workload's first requests sent at the first point's load before it, not judged
 
     def __post_init__(self) -> None:
         modes = sum((bool(self.speeds), bool(self.concurrency_levels), self.search))
@@ -184,7 +184,7 @@ class Sweep:
     points: list[Point] = field(default_factory=list)
     stopped: bool = False
     aborted: dict[str, Any] | None = None  # a point that could not run after others had: its load and the error
-    warmup: dict[str, Any] | None = None  # the warm-up pass, when one ran: sent, out, ends
+    warmup: dict[str, Any] | None = None  # the warm-up pass, when one ran: sent, out, ends, its load
     _items: list[Item] = field(default_factory=list)
     _running: Load | None = None
 
@@ -243,15 +243,19 @@ class Sweep:
     # -- one point -------------------------------------------------------------------------------
 
     def _warm_up(self) -> bool:
-        """The workload's first ``warmup`` requests, one at a time, before the first point: a cold
-        engine (weights paging in, kernels compiling, caches empty) would fail the first point and
-        cap a search below it. Recorded under ``warmup/``, never judged; False after a Ctrl-C."""
+        """The workload's first ``warmup`` requests before the first point, at its load: a cold engine
+        (weights paging in, kernels compiling, caches empty) would fail the first point and cap a
+        search below it. Sent one at a time they warmed one slot's prompt cache of an engine with
+        several (llama-server -np, vLLM's batch), and the first point met the others cold; at the
+        first point's concurrency or speed each is reached, as GuideLLM's and AIPerf's warm-ups run the
+        benchmark's own load. Recorded under ``warmup/``, never judged; False after a Ctrl-C."""
         base = self.config.replay
         out = Path(base.out) / "warmup"
+        first = Load("speed", self.config.start_speed) if self.config.search else self.config.loads()[0]
         config = replace(
             base,
             out=out,
-            schedule=Load("concurrency", 1).schedule(base.schedule.max_concurrency),
+            schedule=first.schedule(base.schedule.max_concurrency),
             limit=min(self.config.warmup, base.limit or self.config.warmup),
             labels={**base.labels, "sweep_load": "warmup"},
             session_tag="warmup",
@@ -260,7 +264,7 @@ class Sweep:
         if summary.get("stopped_early"):
             self.stopped = True
             return False
-        self.warmup = {"sent": summary.get("sent"), "out": str(out), "ends": summary.get("ends")}
+        self.warmup = {"sent": summary.get("sent"), "out": str(out), "ends": summary.get("ends"), first.kind: first.value}
         self._wait_idle(summary.get("target_kind"), False)
         return True
 

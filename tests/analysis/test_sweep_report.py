@@ -347,3 +347,30 @@ def test_passes_above_the_capacity_that_measured_nothing_leave_it_open(tmp_path)
     assert alone.endswith("higher loads passed without measuring the target (speed 4), so how much higher it goes is unknown."), (
         alone
     )
+
+
+def test_a_warm_up_is_named_with_the_load_it_ran_at(tmp_path):
+    """The warm-up runs at the first point's load: the report said "one at a time" of every one,
+    which stays true only of a sweep.json written before (no load in its warm-up)."""
+    a, b = _sweep(tmp_path / "a", 2, kind="concurrency"), _sweep(tmp_path / "b", 2, kind="concurrency")
+    for folder, warmup in ((a, {"sent": 6, "concurrency": 2}), (b, {"sent": 3})):
+        result = json.loads((folder / "sweep.json").read_text())
+        (folder / "sweep.json").write_text(json.dumps({**result, "warmup": {**warmup, "out": "w", "ends": {}}}))
+    code, output, page = _report(a, b, out=tmp_path / "r.html")
+    assert code == 0, output
+    assert "after a warm-up of 6 requests, at concurrency 2 (not judged)" in page
+    assert "after a warm-up of 3 requests, one at a time (not judged)" in page
+
+
+def test_the_points_table_scrolls_sideways_instead_of_cutting_its_cells(tmp_path):
+    """With a column per SLO the table had some 15 columns inside the page's 1200 px, and the shared
+    style's overflow-wrap:anywhere broke figures and words mid-way to fit ("0.33|33", "unkno|wn"):
+    it now scrolls in a box of its own, its cells breaking at spaces only and its figures never."""
+    slos = [E2E, {**E2E, "slo": "e2e:p99<=300ms", "stat": "p99"}, {**E2E, "slo": "e2e:p50<=120ms", "stat": "p50"}, ERRORS]
+    a = _sweep(tmp_path / "a", 2.5, loads=(1 / 3, 1, 2, 2.5, 3, 4, 8), slos=slos)
+    code, output, page = _report(a, out=tmp_path / "r.html")
+    assert code == 0, output
+    rules = dict(re.findall(r"([^{}]+)\{([^{}]*)\}", re.search(r"<style>(.*?)</style>", page, re.S).group(1)))
+    box = re.search(r'<div class="(\w+)"><table><thead><tr><th>speed</th>', page).group(1)
+    assert "overflow-x:auto" in rules[f".{box}"]
+    assert "overflow-wrap:normal" in rules[f".{box} td,.{box} th"] and "white-space:nowrap" in rules[f".{box} td"]

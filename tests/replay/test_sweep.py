@@ -227,7 +227,14 @@ def _points_and_finished(result: dict) -> list:
     return [*(Path(p["out"]).name for p in result["points"]), result["finished"]]
 
 
-def test_a_warm_up_runs_first_one_at_a_time_and_is_never_a_point(slot_engine, tmp_path):
+def most_in_flight(folder: str) -> int:
+    """The most of a capture's requests in flight together, from each one's send and end."""
+    with Analysis([folder]) as a:
+        spans = a.query("SELECT sent_wall_ns, end_wall_ns FROM metrics").rows
+    return max(sum(s <= t < e for s, e in spans) for t, _ in spans)
+
+
+def test_a_warm_up_runs_first_and_is_never_a_point(slot_engine, tmp_path):
     engine, url = slot_engine
     src = workload(tmp_path / "src", 20, 0.05)
     result = run_sweep(
@@ -237,8 +244,6 @@ def test_a_warm_up_runs_first_one_at_a_time_and_is_never_a_point(slot_engine, tm
     assert result["warmup"]["sent"] == 5 and result["warmup"]["ends"] == {"complete": 5}
     assert engine.served == 5 + 20 and [p["concurrency"] for p in result["points"]] == [2]  # the warm-up is no point
     warm = read_sweep(tmp_path / "sweep")["warmup"]["out"]
-    from infertap.capture.reader import CaptureReader
-
     assert len(list(CaptureReader(warm).exchanges())) == 5
     with pytest.raises(SweepError, match="--warmup"):
         SweepConfig(ReplayConfig(src, url, tmp_path / "x"), speeds=(1,), warmup=-1)
@@ -249,6 +254,24 @@ def test_a_warm_up_runs_first_one_at_a_time_and_is_never_a_point(slot_engine, tm
         )["warmup"]
         is None
     )
+
+
+@pytest.mark.parametrize(
+    ("loads", "overlap"),
+    [({"concurrency_levels": (2, 1)}, True), ({"concurrency_levels": (1, 2)}, False), ({"speeds": (1,)}, True)],
+)
+def test_a_warm_up_runs_at_the_first_points_load(slot_engine, tmp_path, loads, overlap):
+    """Sent one at a time, the warm-up filled one slot's prompt cache of a llama-server -np 2, and the
+    first point's second request met the other slot cold: it now runs at the first point's
+    concurrency or speed (requests every 0.05 s, each served 0.1 s: overlapping at speed 1), as
+    GuideLLM's and AIPerf's warm-ups run the benchmark's own load."""
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 10, 0.05)
+    config = ReplayConfig(src, url, tmp_path / "sweep", probe=False, grace_s=1.0)
+    result = run_sweep(SweepConfig(config, warmup=6, **loads), parse_slos(["error_rate<=1%"]))
+    assert result["warmup"]["ends"] == {"complete": 6}
+    assert result["warmup"][result["kind"]] == next(iter(loads.values()))[0]  # the first point given, not the lowest
+    assert (most_in_flight(result["warmup"]["out"]) > 1) == overlap
 
 
 def test_closed_loop_levels_pass_up_to_the_slots_and_fail_beyond(slot_engine, tmp_path):
@@ -399,6 +422,22 @@ def test_the_points_read_unabridged_at_80_columns_and_as_a_table_when_wide(slot_
         "e2e:p90<=200ms", "ttft:p99<=150ms", "error_rate<=1%", "lag p99 ms",
     ]  # fmt: skip
     assert all(f in wide for f in figures), (figures, wide)
+
+
+def test_the_progress_bars_fit_the_terminal(slot_engine, tmp_path, monkeypatch):
+    """The bars drew on rich's shared console, whose width is the first command's in the process: at
+    COLUMNS=80 after a command at 300 they were 92 characters wide."""
+    import rich
+    from rich.console import Console
+
+    monkeypatch.setattr(rich, "_console", Console(width=300))  # made by an earlier, wider command
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 10, 0.05)
+    args = [str(src), "--target", url, "--no-probe", "--grace", "1", "--concurrency-levels", "1,16", "--warmup", "2"]
+    run = CliRunner().invoke(cli, ["sweep", *args, "--slo", "e2e:p90<=1s", "--out", str(tmp_path / "s")], env={"COLUMNS": "80"})
+    assert run.exit_code == 0, run.output
+    bars = [line for line in run.output.splitlines() if "━" in line]
+    assert len(bars) == 3 and all(len(line) <= 80 for line in bars), bars  # the overall line and each point's
 
 
 def test_a_sweep_with_no_warm_up_says_its_first_point_met_the_target_cold(slot_engine, tmp_path):
