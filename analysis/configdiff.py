@@ -13,6 +13,11 @@ from typing import Any
 from .divergence import first_divergence
 
 SNAPSHOT_FACTS = (
+    # First: how many threads and how large a batch explain a speed ratio on the same model file.
+    "threads",
+    "threads_batch",
+    "batch_size",
+    "ubatch_size",
     "version",
     "models",
     "model_sha256",

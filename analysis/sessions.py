@@ -2,8 +2,9 @@
 first differed.
 
 A session's makespan runs from its first request's send to its last request's end, think time
-included (docs/metrics.md, Sessions). Only sessions whose every request is paired are compared: a
-session with a turn missing on B would look faster than it was. The turn at which a session's
+included (docs/metrics.md, Sessions). Only sessions whose every request is paired and answered on
+B are compared, for their makespans and their answers alike: a session with a turn missing or failed
+on B would look faster than it was, and a failed turn is no answer. The turn at which a session's
 answers first differ is where the target's own trajectory would have left the recorded one: later
 turns replay the recorded history, not what the target would have said next.
 
@@ -65,11 +66,13 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     )
     for step in "apb":
         con.execute(f"DROP TABLE {table}_{step}")
-    sessions, multi, identical = con.execute(
-        # Identical: every turn paired and each the same answer; a session B left unfinished whose
-        # paired turns agree is undecided (partial), where one difference already makes it differ.
-        f"SELECT count(*), count(*) FILTER (WHERE turns > 1), count(*) FILTER (WHERE paired >= turns AND first_difference IS NULL) "
-        f"FROM {table}"
+    sessions, multi, multi_compared, identical = con.execute(
+        # Every figure but the counts of A's sessions is over the compared sessions alone (every turn
+        # paired and answered on B), as the makespans are: a turn B failed is no answer to compare,
+        # and counted as the first difference it put every session of a target that refused an API
+        # at turn 0, beside "3 of 10 compared".
+        f"SELECT count(*), count(*) FILTER (WHERE turns > 1), count(*) FILTER (WHERE compared AND turns > 1), "
+        f"count(*) FILTER (WHERE compared AND first_difference IS NULL) FROM {table}"
     ).fetchall()[0]
     if not sessions:
         return None
@@ -95,14 +98,15 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
         ).fetchall()
     }
     firsts = con.execute(
-        f"SELECT first_difference, count(*) FROM {table} WHERE paired > 0 AND first_difference IS NOT NULL "
+        f"SELECT first_difference, count(*) FROM {table} WHERE compared AND first_difference IS NOT NULL "
         "GROUP BY first_difference ORDER BY first_difference"
     ).fetchall()
     return {
         "sessions": sessions,
         "compared": len(va),
         "partial": sessions - len(va),  # a request unpaired, unfinished or failed on B: left out of the ratio
-        "multi_turn": multi,
+        "multi_turn": multi,  # of A's sessions
+        "compared_multi_turn": multi_compared,
         "makespan_s": {"a": da, "b": db},
         "ratio_p50": db["p50"] / da["p50"] if da["p50"] and db["p50"] is not None else None,
         "ratio_ci95": bootstrap_ratio(va, vb),

@@ -236,13 +236,20 @@ def _print_sessions(console: Console, s: dict[str, Any] | None) -> None:
     a, b = s["makespan_s"]["a"], s["makespan_s"]["b"]
     first = s["first_differing_turn"]
     turns = ", ".join(f"turn {t} ×{n}" for t, n in first["by_turn"].items()) or "none"
-    _say(console, f"sessions: {s['compared']} of {s['sessions']} compared ({s['multi_turn']} with more than one turn)")
+    left = f", {s['partial']} left out (a turn unpaired, failed or unfinished on B)" if s["partial"] else ""
     _say(
         console,
-        f"  makespan p50 A {_seconds(a['p50'])}, B {_seconds(b['p50'])}, B/A {_ratio(s['ratio_p50'])} "
+        f"sessions: {s['sessions']} in A ({s['multi_turn']} with more than one turn); {s['compared']} compared, "
+        f"every turn answered on B ({s['compared_multi_turn']} with more than one turn){left}",
+    )
+    # Each line below over the same sessions, the compared ones, as its lead says.
+    over = f"  over the {s['compared']} compared:"
+    _say(
+        console,
+        f"{over} makespan p50 A {_seconds(a['p50'])}, B {_seconds(b['p50'])}, B/A {_ratio(s['ratio_p50'])} "
         f"(95% CI {_interval(s['ratio_ci95'])})",
     )
-    _say(console, f"  answers first differ at: {turns}; identical sessions {first['identical']} ({s['note']})")
+    _say(console, f"{over} answers first differ at: {turns}; identical sessions {first['identical']} ({s['note']})")
 
 
 def _say(console: Console, text: str = "", style: str | None = None) -> None:

@@ -467,9 +467,21 @@ def _not_kept(n: int) -> str:
     )
 
 
+#: What a server answers for a path it doesn't route (llama-cpp-python's /v1/messages is a 404).
+_NOT_SERVED = {"404", "405"}
+
+
+def _path_failures(path: str, p: dict[str, Any]) -> str:
+    """A path's failures; a path every request of which was refused as not found may be an API the target lacks."""
+    said = ", ".join(f"{'no response' if k == 'None' else k} ×{v}" for k, v in p["failures"].items())
+    (only, n), *others = p["failures"].items()
+    hint = ": the target may not serve this API" if not others and only in _NOT_SERVED and n == p["sent"] else ""
+    return f"{said} on {path}{hint}"
+
+
 def _sent_line(s: dict[str, Any]) -> str:
-    """What was sent and how it went: ok (2xx, in full), failed by status or ending, not sent."""
-    failures = ", ".join(f"{'no response' if k == 'None' else k} ×{v}" for k, v in s["failures"].items())
+    """What was sent and how it went: ok (2xx, in full), failed by status or ending (per path), not sent."""
+    failures = "; ".join(_path_failures(path, p) for path, p in s["failures_by_path"].items())
     failed = f"{s['failed']} failed" + (f": {failures}" if failures else "")
     return f"{s['sent']} ({s['ok']} ok, {failed}; {s['not_sent']} not sent)" + (" — stopped early" if s["stopped_early"] else "")
 

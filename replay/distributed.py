@@ -128,6 +128,8 @@ class ShardWorker:
                     "statuses": dict(stats.statuses),
                     "errors": dict(stats.errors),
                     "failures": dict(stats.failures),
+                    "path_failures": [[path, failure, n] for (path, failure), n in stats.path_failures.items()],
+                    "path_sent": dict(stats.path_sent),
                     "lags_ns": stats.lags_ns,
                     "behind_ns": stats.behind_ns,
                     "capped": stats.capped,
@@ -391,6 +393,8 @@ def _merge_summaries(
         merged.behind_ns.extend(s["behind_ns"])
         merged.capped += s["capped"]
         merged.failures.update(s["failures"])
+        merged.path_failures.update({(path, failure): n for path, failure, n in s["path_failures"]})
+        merged.path_sent.update(s["path_sent"])
         merged.queue_ns.extend(s["queue_ns"])
         merged.turn_lags_ns.extend(s["turn_lags_ns"])
         merged.parent_waits_ns.extend(s["parent_waits_ns"])

@@ -84,6 +84,10 @@ class ReplayStats:
     statuses: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)  # each error message (cut short) of what was sent
     failures: Counter[str] = field(default_factory=Counter)  # what was sent and not answered 2xx in full: status or end
+    # the same by path (its query left out), beside what each path sent: a target that serves no
+    # /v1/messages refuses every request there, which a count of 404s alone doesn't say
+    path_failures: Counter[tuple[str, str]] = field(default_factory=Counter)
+    path_sent: Counter[str] = field(default_factory=Counter)
     lags_ns: list[int] = field(default_factory=list)
     queue_ns: list[int] = field(default_factory=list)
     behind_ns: list[int] = field(default_factory=list)  # sent minus due, less the wait for a parent: the cap's wait in
@@ -123,6 +127,15 @@ def _failure(record: Exchange) -> str | None:
     return None if record["end"] == "complete" and status is not None else str(record["end"])
 
 
+def _by_path(stats: ReplayStats) -> dict[str, dict[str, Any]]:
+    """Per path that had a failure: its requests sent and its failures, the most frequent first."""
+    paths: dict[str, dict[str, Any]] = {}
+    for (path, failure), n in stats.path_failures.most_common():
+        entry = paths.setdefault(path, {"sent": stats.path_sent[path], "failures": {}})
+        entry["failures"][failure] = n
+    return paths
+
+
 def _pct(values: list[int], q: float) -> float | None:
     """Milliseconds, by the one percentile definition of docs/metrics.md."""
     return quantile(sorted(values), q) / 1e6 if values else None
@@ -144,6 +157,7 @@ def summarize(stats: ReplayStats, wall_s: float) -> dict[str, Any]:
         "ok": stats.sent - failed,  # answered 2xx, in full
         "failed": failed,
         "failures": dict(stats.failures.most_common()),  # by HTTP status, or by ending where none was an error
+        "failures_by_path": _by_path(stats),
         "not_sent": stats.total - stats.sent,
         "ends": dict(stats.ends),
         "statuses": dict(stats.statuses),
@@ -543,8 +557,12 @@ class Replay:
             if record["error"]:
                 self.stats.errors[str(record["error"])[:_ERROR_CHARS]] += 1
             # a refused turn was never sent: counted in not_sent, not among the failures of those sent
+            path = record["path"].split("?", 1)[0]
+            if record["end"] != "refused":
+                self.stats.path_sent[path] += 1
             if record["end"] != "refused" and (failure := _failure(record)) is not None:
                 self.stats.failures[failure] += 1
+                self.stats.path_failures[path, failure] += 1
                 if item.generation:  # of the generation requests sent, as a sweep's error_rate counts
                     self.stats.generation_failed += 1
         self.stats.completed += 1

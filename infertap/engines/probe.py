@@ -15,6 +15,7 @@ from infertap.errors import check_headers, check_seconds, check_url
 
 from . import Engine, ProbeError, detect
 from .base import canonical_json, sha256_text
+from .launch_args import read_launch_facts
 from .runtime_digest import runtime_digest, snapshot_facts
 
 __all__ = ["ProbeError", "open_engine", "probe", "snapshot"]
@@ -64,6 +65,7 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineS
     )
     # The binary behind the port, when the engine runs here: hashed once per file (probes run off the event loop).
     facts.update(snapshot_facts(runtime_digest(engine.base, engine.kind)))
+    facts.update(read_launch_facts(engine.base, engine.kind))  # threads and batch sizes: no API says them
     _without_credentials(facts, engine.base)
     local = engine_is_local(engine.base)
     host = host_facts()

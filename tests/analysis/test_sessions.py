@@ -162,8 +162,9 @@ def test_a_session_b_left_unfinished_is_not_identical(tmp_path):
     assert whole["first_differing_turn"]["identical"] == 1
     other = [{"session": "s1", "body": {"model": "m", "messages": first}, "chunks": [b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "zz"}}]}']}]  # fmt: skip
     write_capture(tmp_path / "c", other)
-    differs = compare(tmp_path / "a", tmp_path / "c")["sessions"]  # unfinished, but its first turn differs already
-    assert differs["first_differing_turn"] == {"identical": 0, "differing": 1, "by_turn": {"0": 1}}
+    differs = compare(tmp_path / "a", tmp_path / "c")["sessions"]  # unfinished: left out as its makespan is
+    assert differs["first_differing_turn"] == {"identical": 0, "differing": 0, "by_turn": {}}
+    assert compare(tmp_path / "c", tmp_path / "c")["sessions"]["first_differing_turn"]["identical"] == 1
 
 
 def _turns_and_workload(path: Path, cache: Path) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[Any, ...]]]:
@@ -383,6 +384,39 @@ def test_a_session_with_a_turn_b_failed_is_not_compared(tmp_path):
     s = compare(tmp_path / "a", tmp_path / "b")["sessions"]
     assert (s["compared"], s["partial"]) == (0, 1)
     assert compare(tmp_path / "a", tmp_path / "a")["sessions"]["compared"] == 1
+
+
+def test_every_session_line_counts_the_compared_sessions_alone(tmp_path):
+    """B refused one session's first turn (a 404, as llama-cpp-python answers /v1/messages): compare
+    said "2 of 3 compared" above "answers first differ at: turn 0", the failed session counted as
+    differing there. Each line is now over the compared sessions, and says so."""
+
+    def session(name: str, answers: list[str]) -> list[dict[str, Any]]:
+        history: list[str] = []
+        turns = []
+        for t, answer in enumerate(answers):
+            history = [*history, f"{name} q{t}"]
+            turns.append({"id": f"{name}{t}", "session": name, "offset_s": t, "body": _messages(*history), "chunks": [_reply(answer)]})  # fmt: skip
+            history = [*history, answer]
+        return turns
+
+    a = [*session("s1", ["a", "b"]), *session("s2", ["c", "d"]), *session("s3", ["e"])]
+    write_capture(tmp_path / "a", a)
+    refused = {"status": 404, "chunks": [b'{"error": {"message": "Not Found"}}']}
+    write_capture(tmp_path / "b", [{**x, **refused} if x["session"] == "s2" else x for x in a])
+    s = compare(tmp_path / "a", tmp_path / "b")["sessions"]
+    assert (s["sessions"], s["multi_turn"], s["compared"], s["compared_multi_turn"], s["partial"]) == (3, 2, 2, 1, 1)
+    assert s["first_differing_turn"] == {"identical": 2, "differing": 0, "by_turn": {}}
+    said = " ".join(CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "b")]).output.split())
+    assert "sessions: 3 in A (2 with more than one turn); 2 compared, every turn answered on B (1 with more than one turn), 1 left out" in said  # fmt: skip
+    assert "over the 2 compared: makespan" in said and "over the 2 compared: answers first differ at: none; identical sessions 2" in said  # fmt: skip
+    # The same sessions, B answering s3 otherwise: it differs at turn 0, s2 still left out.
+    write_capture(tmp_path / "c", [{**x, **refused} if x["session"] == "s2" else {**x, "chunks": [_reply("z")]} if x["session"] == "s3" else x for x in a])  # fmt: skip
+    other = compare(tmp_path / "a", tmp_path / "c")["sessions"]
+    assert other["compared"] == 2 and other["first_differing_turn"] == {"identical": 1, "differing": 1, "by_turn": {"0": 1}}
+    whole = compare(tmp_path / "a", tmp_path / "a")["sessions"]  # all matching: every session in every line
+    assert (whole["compared"], whole["partial"]) == (3, 0)
+    assert whole["first_differing_turn"] == {"identical": 3, "differing": 0, "by_turn": {}}
 
 
 def test_a_session_of_two_captures_is_one_as_in_one_capture_and_a_replay_stays_apart(fake, tmp_path):
