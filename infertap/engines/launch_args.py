@@ -70,6 +70,13 @@ def _flag(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
 def launch_facts(kind: str, argv: Sequence[str], environ: dict[str, str], pid: int) -> dict[str, dict[str, object]]:
     """The facts of the engine process ``pid`` of ``kind``, started as ``argv`` under ``environ``."""
     facts: dict[str, dict[str, object]] = {}
+    if kind == "llama-cpp-python":  # a config file replaces every flag and default (its __main__.py): not read here
+        config = environ.get("CONFIG_FILE") or _flag(argv, ("--config_file",))
+        if config:
+            return {
+                name: {"value": None, "source": f"set by the config file {config} of process {pid}, not read here"}
+                for name in _FLAGS[kind]
+            }
     defaults = _defaults(kind)
     for name, (flags, variable) in _FLAGS[kind].items():
         given, source = _flag(argv, flags), f"{flags[-1]} on the command line of process {pid}"

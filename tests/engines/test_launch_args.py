@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from infertap.analysis.configdiff import snapshot_diff
-from infertap.engines.launch_args import launch_facts
+from infertap.engines.launch_args import LAUNCH_FACTS, launch_facts
 from infertap.engines.probe import probe
 from infertap.launch import llama_server
 from tests.extras import needs
@@ -57,3 +57,13 @@ def test_llama_cpp_python_s_flags_its_environment_and_its_defaults():
     assert "N_UBATCH in the environment of process 7" in str(facts["ubatch_size"]["source"])
     assert "default" in str(facts["threads_batch"]["source"])
     assert launch_facts("llama-cpp-python", [*argv[:3], "--n_threads", "-1"], {}, 7)["threads"]["value"] == os.cpu_count()
+
+
+def test_a_llama_cpp_python_config_file_leaves_every_fact_unknown_never_its_defaults():
+    """Its config file replaces the flags and defaults alike: they would be facts it didn't run with."""
+    argv = ["python", "-m", "llama_cpp.server", "--config_file", "c.json", "--n_threads", "4"]
+    for given, environ in ((argv, {}), (argv[:3] + argv[5:], {"CONFIG_FILE": "c.yaml"})):
+        facts = launch_facts("llama-cpp-python", given, environ, 7)
+        assert set(facts) == set(LAUNCH_FACTS)
+        assert all(f["value"] is None and "config file" in str(f["source"]) for f in facts.values())
+    assert launch_facts("llama-cpp-python", argv[:3] + argv[5:], {}, 7)["threads"]["value"] == 4  # none: the flag
