@@ -12,6 +12,7 @@ COLORS = ("#1f77b4", "#d62728")
 W, H = 560, 240
 LEFT, RIGHT, TOP, BOTTOM = 64, 24, 10, 42  # room for tick labels like 20,000 and the axis titles
 PLOT_W, PLOT_H = W - LEFT - RIGHT, H - TOP - BOTTOM
+LABEL_H = 12  # a label's height above its baseline, at the 11 px of the style's svg text, with a margin
 
 
 def number(v: float, digits: int = 4, *, trim: bool = True) -> str:
@@ -176,9 +177,12 @@ def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequenc
     ]
     for value, label in hlines:
         y = _y(value, yt)
+        # Its label above the line, or below it where the line is the plot's top (a bound that sets the
+        # axis): above, it fell outside the drawing and was cut.
+        ty = y - 3 if y - 3 - LABEL_H >= 0 else y + LABEL_H
         parts.append(
             f'<g class="hline"><line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" stroke="#777" stroke-dasharray="6 3"/>'
-            f'<text x="{W - RIGHT - 2}" y="{y - 3:.1f}" text-anchor="end">{html.escape(label)}</text></g>'
+            f'<text x="{W - RIGHT - 2}" y="{ty:.1f}" text-anchor="end">{html.escape(label)}</text></g>'
         )
     for line in lines:
         marks = sorted((x, y, i < len(line.hollow) and line.hollow[i]) for i, (x, y) in enumerate(line.points) if y is not None)
