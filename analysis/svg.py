@@ -40,6 +40,13 @@ def ticks(hi: float, *, whole: bool = False) -> list[float]:
     return [i * step for i in range(max(3, math.ceil(hi / step - 1e-9)) + 1)]
 
 
+def width(i: int, n: int) -> float:
+    """The stroke of run ``i`` of ``n`` drawn in turn on one set of axes: each wider than the ones
+    drawn after it, so where two runs coincide (the same run twice, a shared stretch of two curves)
+    the later one leaves the earlier showing as a rim around it, not hidden under it."""
+    return 2.0 + 2.0 * (n - 1 - i)
+
+
 def _esc(value: Any) -> str:
     return html.escape("unknown" if value is None else number(value) if isinstance(value, float) else str(value))
 
@@ -94,13 +101,14 @@ def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
         f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(label)} CDF">',
         _axes(xt, yt, label, "share ≤ x"),
     ]
-    for (name, s), color in zip(series, COLORS, strict=False):
+    for n, ((name, s), color) in enumerate(zip(series, COLORS, strict=False)):
         ordered = sorted(s)
         if not ordered:
             continue
         pts = " ".join(f"{_x(v, xt):.1f},{_y((i + 1) / len(ordered), yt):.1f}" for i, v in enumerate(ordered))
         parts.append(
-            f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{pts}"><title>{html.escape(name)}</title></polyline>'
+            f'<polyline fill="none" stroke="{color}" stroke-width="{width(n, len(series)):g}" points="{pts}">'
+            f"<title>{html.escape(name)}</title></polyline>"
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -116,10 +124,11 @@ def scatter_svg(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], xla
         f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} over time">',
         _axes(xt, yt, xlabel, ylabel),
     ]
-    for (name, s), color in zip(series, COLORS, strict=False):
+    for n, ((name, s), color) in enumerate(zip(series, COLORS, strict=False)):
+        r = 0.5 + width(n, len(series))
         for x, y in s:
             parts.append(
-                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="2.5" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>'
+                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="{r:g}" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>'
             )
     parts.append("</svg>")
     return "".join(parts)
@@ -153,6 +162,7 @@ class Line:
     color: str = COLORS[0]
     dashed: bool = False
     hollow: Sequence[bool] = ()
+    stroke: float = 2.0  # ``width(run, runs)``: an earlier run's wider, seen where a later one lies on it
 
 
 def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequence[tuple[float, str]] = ()) -> str:
@@ -191,11 +201,11 @@ def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequenc
         dash = ' stroke-dasharray="5 3"' if line.dashed else ""
         pts = " ".join(f"{_x(x, xt):.1f},{_y(y, yt):.1f}" for x, y, _ in marks)
         parts.append(
-            f'<polyline fill="none" stroke="{line.color}" stroke-width="2"{dash} points="{pts}"><title>{html.escape(line.name)}</title></polyline>'
+            f'<polyline fill="none" stroke="{line.color}" stroke-width="{line.stroke:g}"{dash} points="{pts}"><title>{html.escape(line.name)}</title></polyline>'
         )
         for x, y, hollow in marks:
             parts.append(
-                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="3.5" stroke="{line.color}" stroke-width="1.5" '
+                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="{line.stroke + 1.5:g}" stroke="{line.color}" stroke-width="1.5" '
                 f'fill="{"#fff" if hollow else line.color}"><title>{html.escape(line.name)}: {number(x)}, {number(y)}</title></circle>'
             )
     parts.append("</svg>")

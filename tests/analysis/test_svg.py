@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 
-from infertap.analysis.svg import LABEL_H, Line, line_svg
+from infertap.analysis.svg import COLORS, LABEL_H, Line, cdf_svg, line_svg, scatter_svg, width
 
 
 def _texts(svg: str) -> dict[str, float]:
@@ -21,3 +21,22 @@ def test_a_bound_at_the_top_of_the_plot_has_its_label_inside_the_drawing():
     lower = line_svg([Line("A", [(1, 10.0), (2, 300.0)])], "speed", "ms", hlines=[(150.0, "SLO e2e:p90<=150ms")])
     line_y = float(re.search(r'<g class="hline"><line x1="\d+" y1="([\d.]+)"', lower).group(1))
     assert _texts(lower)["SLO e2e:p90<=150ms"] < line_y  # where there is room, above its line as before
+
+
+def test_two_runs_that_coincide_both_show():
+    # The same run twice (or two runs alike): B drawn over A at the same width hid A wholly, and the
+    # page read as if A had no values. A is drawn wider, a rim around B wherever they meet.
+    same = [1.0, 2.0, 3.0]
+    cdf = cdf_svg([("A", same), ("B", same)], "ttft ms")
+    widths = [(c, float(w)) for c, w in re.findall(r'<polyline[^>]* stroke="(#\w+)" stroke-width="([\d.]+)"', cdf)]
+    assert [c for c, _ in widths] == list(COLORS) and widths[0][1] > widths[1][1]
+    dots = scatter_svg([("A", [(1.0, 2.0)]), ("B", [(1.0, 2.0)])], "s", "e2e ms")
+    radii = [(c, float(r)) for r, c in re.findall(r'<circle[^>]* r="([\d.]+)" fill="(#\w+)"', dots)]
+    assert [c for c, _ in radii] == list(COLORS) and radii[0][1] > radii[1][1]
+    lines = line_svg(
+        [Line("A", [(1, 2.0)], COLORS[0], stroke=width(0, 2)), Line("B", [(1, 2.0)], COLORS[1], stroke=width(1, 2))], "x", "y"
+    )
+    strokes = [float(w) for w in re.findall(r'<polyline[^>]* stroke-width="([\d.]+)"', lines)]
+    marks = [float(r) for r in re.findall(r'<circle[^>]* r="([\d.]+)"', lines)]
+    assert strokes[0] > strokes[1] and marks[0] > marks[1]
+    assert cdf_svg([("A", same)], "ttft ms").count('stroke-width="2"') == 1  # one run: as thin as before
