@@ -275,7 +275,11 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], highlight: Seq
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+#: The shared style. A value may be cut anywhere (a sha256, a path: long tokens that would widen a
+#: table past the page), but not a heading or a row's name, its first cell: a narrow page squeezed
+#: the claim card's names to fit its long values ("quantizati|on", "measuring|_side").
 STYLE = """body{font:14px system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}h1{font-size:22px}h2{margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;max-width:460px;overflow-wrap:anywhere}
+th,td:first-child{overflow-wrap:normal}
 tr.diff td{background:#fff3cd;font-weight:600}.plots{display:flex;flex-wrap:wrap;gap:1em}.legend span{margin-right:1.5em}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;max-width:1100px}svg text{font-size:11px;fill:#333}p.warn{background:#fff3cd;font-weight:600;padding:.3em}"""

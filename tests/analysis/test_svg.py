@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 
-from infertap.analysis.svg import COLORS, LABEL_H, Line, cdf_svg, line_svg, scatter_svg, width
+from infertap.analysis.svg import COLORS, LABEL_H, STYLE, Line, cdf_svg, line_svg, scatter_svg, width
 
 
 def _texts(svg: str) -> dict[str, float]:
@@ -40,3 +40,11 @@ def test_two_runs_that_coincide_both_show():
     marks = [float(r) for r in re.findall(r'<circle[^>]* r="([\d.]+)"', lines)]
     assert strokes[0] > strokes[1] and marks[0] > marks[1]
     assert cdf_svg([("A", same)], "ttft ms").count('stroke-width="2"') == 1  # one run: as thin as before
+
+
+def test_headings_and_row_names_are_never_cut_mid_word():
+    # At 800 px the claim card's long values squeezed its first column, and overflow-wrap:anywhere cut
+    # the names to fit ("quantizati|on", "measuring|_side"); values may still wrap anywhere.
+    rules = {k.strip(): v for k, v in re.findall(r"([^{}]+)\{([^{}]*)\}", STYLE)}
+    assert "overflow-wrap:normal" in rules["th,td:first-child"]
+    assert "overflow-wrap:anywhere" in rules["td,th"]
