@@ -104,6 +104,16 @@ class _Worst:
         return [item for _, _, item in sorted(self.heap, key=lambda k: (-k[0], -k[1]))]
 
 
+#: The first divergence histogram's last bucket: every position from here on.
+HISTOGRAM_CAP = 256
+
+
+def bucket_label(start: int) -> str:
+    """A histogram bucket's positions, 8 wide: 16-23; the last one open-ended (256+), since it holds
+    every later position: labelled 256-263, a divergence at 1,000 read as one near 260."""
+    return f"{start}+" if start >= HISTOGRAM_CAP else f"{start}-{start + 7}"
+
+
 def exact_share(d: Mapping[str, Any]) -> str:
     """The exact match rate rounded down, with its counts: 1999 of 2000 pairs is no "100.0%"."""
     pairs, exact = d.get("pairs"), d.get("counts", {}).get("exact", 0)
@@ -188,7 +198,7 @@ def divergence(
             # (an error against an answer differs "at 0"), so it is counted apart, not in the median.
             at = item["first_divergence"]["at"] if item["answers_compared"] else None
             if at is not None:
-                histogram[min(at // 8 * 8, 256)] += 1
+                histogram[min(at // 8 * 8, HISTOGRAM_CAP)] += 1
                 units[item["first_divergence"]["unit"]] += 1
             elif not item["exact"] and not item["answers_compared"]:
                 counts["divergence_not_placed"] += 1

@@ -11,7 +11,7 @@ from infertap.engines.load import per_scrape
 from .active import COUNTED, PART, run_parts
 from .energy import KV_CACHE, RUNNING, WAITING, Telemetry
 from .store import Analysis
-from .svg import COLORS, Line, line_svg
+from .svg import COLORS, Line, line_svg, width
 
 _Series = list[tuple[float, float | None]]
 
@@ -27,7 +27,7 @@ def telemetry_plots(runs: Sequence[tuple[str, str, int]]) -> str:
         ("running", "requests running in the engine over time", "requests"),
     ):
         lines = [
-            Line(f"{name}: {label}", points, COLORS[i % len(COLORS)])
+            Line(f"{name}: {label}", points, COLORS[i % len(COLORS)], stroke=width(i, len(series)))
             for i, (name, found) in enumerate(series)
             if key in found
             for label, points in [found[key]]

@@ -12,6 +12,7 @@ COLORS = ("#1f77b4", "#d62728")
 W, H = 560, 240
 LEFT, RIGHT, TOP, BOTTOM = 64, 24, 10, 42  # room for tick labels like 20,000 and the axis titles
 PLOT_W, PLOT_H = W - LEFT - RIGHT, H - TOP - BOTTOM
+LABEL_H = 12  # a label's height above its baseline, at the 11 px of the style's svg text, with a margin
 
 
 def number(v: float, digits: int = 4, *, trim: bool = True) -> str:
@@ -37,6 +38,13 @@ def ticks(hi: float, *, whole: bool = False) -> list[float]:
     step = next(m * scale for m in (1, 2, 5, 10) if hi / (m * scale) <= 5 + 1e-9)
     step = max(step, 1.0) if whole else step
     return [i * step for i in range(max(3, math.ceil(hi / step - 1e-9)) + 1)]
+
+
+def width(i: int, n: int) -> float:
+    """The stroke of run ``i`` of ``n`` drawn in turn on one set of axes: each wider than the ones
+    drawn after it, so where two runs coincide (the same run twice, a shared stretch of two curves)
+    the later one leaves the earlier showing as a rim around it, not hidden under it."""
+    return 2.0 + 2.0 * (n - 1 - i)
 
 
 def _esc(value: Any) -> str:
@@ -93,13 +101,14 @@ def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
         f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(label)} CDF">',
         _axes(xt, yt, label, "share ≤ x"),
     ]
-    for (name, s), color in zip(series, COLORS, strict=False):
+    for n, ((name, s), color) in enumerate(zip(series, COLORS, strict=False)):
         ordered = sorted(s)
         if not ordered:
             continue
         pts = " ".join(f"{_x(v, xt):.1f},{_y((i + 1) / len(ordered), yt):.1f}" for i, v in enumerate(ordered))
         parts.append(
-            f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{pts}"><title>{html.escape(name)}</title></polyline>'
+            f'<polyline fill="none" stroke="{color}" stroke-width="{width(n, len(series)):g}" points="{pts}">'
+            f"<title>{html.escape(name)}</title></polyline>"
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -115,10 +124,11 @@ def scatter_svg(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], xla
         f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} over time">',
         _axes(xt, yt, xlabel, ylabel),
     ]
-    for (name, s), color in zip(series, COLORS, strict=False):
+    for n, ((name, s), color) in enumerate(zip(series, COLORS, strict=False)):
+        r = 0.5 + width(n, len(series))
         for x, y in s:
             parts.append(
-                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="2.5" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>'
+                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="{r:g}" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>'
             )
     parts.append("</svg>")
     return "".join(parts)
@@ -152,6 +162,7 @@ class Line:
     color: str = COLORS[0]
     dashed: bool = False
     hollow: Sequence[bool] = ()
+    stroke: float = 2.0  # ``width(run, runs)``: an earlier run's wider, seen where a later one lies on it
 
 
 def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequence[tuple[float, str]] = ()) -> str:
@@ -176,9 +187,12 @@ def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequenc
     ]
     for value, label in hlines:
         y = _y(value, yt)
+        # Its label above the line, or below it where the line is the plot's top (a bound that sets the
+        # axis): above, it fell outside the drawing and was cut.
+        ty = y - 3 if y - 3 - LABEL_H >= 0 else y + LABEL_H
         parts.append(
             f'<g class="hline"><line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" stroke="#777" stroke-dasharray="6 3"/>'
-            f'<text x="{W - RIGHT - 2}" y="{y - 3:.1f}" text-anchor="end">{html.escape(label)}</text></g>'
+            f'<text x="{W - RIGHT - 2}" y="{ty:.1f}" text-anchor="end">{html.escape(label)}</text></g>'
         )
     for line in lines:
         marks = sorted((x, y, i < len(line.hollow) and line.hollow[i]) for i, (x, y) in enumerate(line.points) if y is not None)
@@ -187,11 +201,11 @@ def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequenc
         dash = ' stroke-dasharray="5 3"' if line.dashed else ""
         pts = " ".join(f"{_x(x, xt):.1f},{_y(y, yt):.1f}" for x, y, _ in marks)
         parts.append(
-            f'<polyline fill="none" stroke="{line.color}" stroke-width="2"{dash} points="{pts}"><title>{html.escape(line.name)}</title></polyline>'
+            f'<polyline fill="none" stroke="{line.color}" stroke-width="{line.stroke:g}"{dash} points="{pts}"><title>{html.escape(line.name)}</title></polyline>'
         )
         for x, y, hollow in marks:
             parts.append(
-                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="3.5" stroke="{line.color}" stroke-width="1.5" '
+                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="{line.stroke + 1.5:g}" stroke="{line.color}" stroke-width="1.5" '
                 f'fill="{"#fff" if hollow else line.color}"><title>{html.escape(line.name)}: {number(x)}, {number(y)}</title></circle>'
             )
     parts.append("</svg>")
@@ -261,7 +275,11 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], highlight: Seq
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+#: The shared style. A value may be cut anywhere (a sha256, a path: long tokens that would widen a
+#: table past the page), but not a heading or a row's name, its first cell: a narrow page squeezed
+#: the claim card's names to fit its long values ("quantizati|on", "measuring|_side").
 STYLE = """body{font:14px system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}h1{font-size:22px}h2{margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;max-width:460px;overflow-wrap:anywhere}
+th,td:first-child{overflow-wrap:normal}
 tr.diff td{background:#fff3cd;font-weight:600}.plots{display:flex;flex-wrap:wrap;gap:1em}.legend span{margin-right:1.5em}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;max-width:1100px}svg text{font-size:11px;fill:#333}p.warn{background:#fff3cd;font-weight:600;padding:.3em}"""

@@ -24,7 +24,7 @@ from infertap.errors import ConfigError
 
 from .capacity import RESULT, read_sweep
 from .report import write_page
-from .svg import COLORS, STYLE, Line, line_svg, number
+from .svg import COLORS, STYLE, Line, line_svg, number, width
 from .svg import _table as table
 
 #: Capacities closer than this (relative) are not called different.
@@ -300,23 +300,25 @@ def _curves(sweeps: _Sweeps) -> str:
     kind = sweeps[0][2]["kind"]
     xlabel = _AXIS.get(kind) or str(kind)
     lines = []
-    for (name, _, sweep), color in zip(sweeps, COLORS, strict=False):
+    for i, ((name, _, sweep), color) in enumerate(zip(sweeps, COLORS, strict=False)):
         points, hollow = sweep["points"], [not p["passed"] for p in sweep["points"]]
         goodput = [(load_of(p, kind), (p.get("goodput") or {}).get("requests_per_s")) for p in points]
         achieved = [(load_of(p, kind), p.get("requests_per_s")) for p in points]
-        lines.append(Line(f"{name} goodput", goodput, color, hollow=hollow))
-        lines.append(Line(f"{name} achieved", achieved, color, dashed=True, hollow=hollow))
+        stroke = width(i, len(sweeps))
+        lines.append(Line(f"{name} goodput", goodput, color, hollow=hollow, stroke=stroke))
+        lines.append(Line(f"{name} achieved", achieved, color, dashed=True, hollow=hollow, stroke=stroke))
     plots = [f"<div><h3>Goodput and achieved requests/s</h3>{line_svg(lines, xlabel, 'requests/s')}</div>"]
     for i, slo in enumerate(sweeps[0][2]["slo"]):
         latency = slo["metric"] != "error_rate"
         scale, unit = (1e6, "ms") if latency else (0.01, "%")
         lines = []
-        for (name, _, sweep), color in zip(sweeps, COLORS, strict=False):
+        for j, ((name, _, sweep), color) in enumerate(zip(sweeps, COLORS, strict=False)):
             observed = [_observed(p, slo) for p in sweep["points"]]
             values = [
                 (load_of(p, kind), None if v is None else v / scale) for p, v in zip(sweep["points"], observed, strict=True)
             ]
-            lines.append(Line(name, values, color, hollow=[not p["passed"] for p in sweep["points"]]))
+            hollow = [not p["passed"] for p in sweep["points"]]
+            lines.append(Line(name, values, color, hollow=hollow, stroke=width(j, len(sweeps))))
         bound = float(slo["bound"]) / scale
         title = f"{slo['stat']} of {slo['metric']} ({unit})" if latency else "error rate (%)"
         svg = line_svg(lines, xlabel, title, hlines=[(bound, f"SLO {slo['slo']}")])

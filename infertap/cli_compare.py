@@ -392,12 +392,12 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
     for text, warn in path_notes(d):
         _say(console, text, "yellow" if warn else None)
     if d["first_divergence_histogram"]:
-        from infertap.analysis.paired_divergence import position_unit
+        from infertap.analysis.paired_divergence import bucket_label, position_unit
 
         _say(
             console,
             f"first divergence positions ({position_unit(d)}): "
-            + ", ".join(f"{k}-{k + 7}: {v}" for k, v in d["first_divergence_histogram"].items()),
+            + ", ".join(f"{bucket_label(k)}: {v}" for k, v in d["first_divergence_histogram"].items()),
         )
 
 

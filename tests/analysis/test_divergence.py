@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import struct
 
 import pytest
@@ -222,3 +224,26 @@ def test_prompt_diff_explanations():
     assert "different templates" in prompt_diff(e([1, 2], "<s>sys hi"), e([1, 3], "<s>hi"))["why"]
     assert prompt_diff(e([1, 2], "same"), e([1, 3], "same"))["why"] == "the same rendered text, tokenized differently"
     assert prompt_diff(e(None), e([1]))["equal"] is None
+
+
+def test_the_last_bucket_of_first_divergence_positions_is_open_ended(tmp_path):
+    """Positions from 256 on share one bucket: the report and compare labelled it 256-263, and a
+    pair parting at character 1,000 read as one parting near 260."""
+    from click.testing import CliRunner
+
+    from infertap.analysis.report import render
+    from infertap.cli import cli
+    from tests.helpers import pair_captures
+
+    def answer(text: str) -> list[bytes]:
+        return [json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()]
+
+    chat = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/json")
+    a, b = pair_captures(
+        tmp_path,
+        {"late": (chat, answer("x" * 1000 + "a"), answer("x" * 1000 + "b")), "early": (chat, answer("ab"), answer("ac"))},
+    )
+    bars = render(a, b).split("Where outputs first diverge", 1)[1].split("</svg>", 1)[0]
+    assert re.findall(r'<text class="tick"[^>]*font-size="10">([^<]*)</text>', bars) == ["0-7", "256+"]
+    said = CliRunner().invoke(cli, ["compare", str(a), str(b)]).output
+    assert "0-7: 1, 256+: 1" in said and "256-263" not in said

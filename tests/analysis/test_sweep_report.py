@@ -374,3 +374,17 @@ def test_the_points_table_scrolls_sideways_instead_of_cutting_its_cells(tmp_path
     box = re.search(r'<div class="(\w+)"><table><thead><tr><th>speed</th>', page).group(1)
     assert "overflow-x:auto" in rules[f".{box}"]
     assert "overflow-wrap:normal" in rules[f".{box} td,.{box} th"] and "white-space:nowrap" in rules[f".{box} td"]
+
+
+def test_two_sweeps_alike_both_show_on_every_curve(tmp_path):
+    """Where B's curve lay on A's (the same capacity, a shared stretch below the knee) it hid A
+    wholly: A's curves are drawn wider, a rim around B's."""
+    a, b = _sweep(tmp_path / "a", 2), _sweep(tmp_path / "b", 2)
+    code, output, page = _report(a, b, out=tmp_path / "r.html")
+    assert code == 0, output
+    for label, svg in _plots(page).items():
+        stroke = {
+            title: float(w) for w, title in re.findall(r'stroke-width="([\d.]+)"[^>]*><title>([^<]*)</title></polyline>', svg)
+        }
+        for name in ("goodput", "achieved") if label.startswith("requests/s") else ("",):
+            assert stroke[f"A {name}".strip()] > stroke[f"B {name}".strip()], label

@@ -485,6 +485,8 @@ def test_the_report_draws_power_over_time_for_each_run_and_says_when_there_is_no
     power = section.split("<h3>power over time</h3>", 1)[1].split("</svg>", 1)[0]
     lines = re.findall(r'<polyline[^>]*stroke="([^"]+)"[^>]*points="([^"]+)"', power)
     assert len(lines) == 2 and lines[0][0] != lines[1][0]  # one line per run, in the runs' colors
+    strokes = [float(w) for w in re.findall(r'<polyline[^>]*stroke-width="([\d.]+)"', power)]
+    assert strokes[0] > strokes[1]  # A's wider: where B's line lies on it, A still shows
     heights = [{float(p.split(",")[1]) for p in pts.split()} for _, pts in lines]
     assert all(len(h) == 1 for h in heights)  # constant power draws a flat line...
     assert heights[0] != heights[1]  # ...at a different height for half the power

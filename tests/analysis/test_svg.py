@@ -1,0 +1,50 @@
+"""The report's drawings as a reader sees them: every label inside its picture."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from infertap.analysis.svg import COLORS, LABEL_H, STYLE, Line, cdf_svg, line_svg, scatter_svg, width
+
+
+def _texts(svg: str) -> dict[str, float]:
+    """Each text's content and its baseline's y."""
+    return {html.unescape(text): float(y) for y, text in re.findall(r'<text[^>]* y="([\d.]+)"[^>]*>([^<]*)</text>', svg)}
+
+
+def test_a_bound_at_the_top_of_the_plot_has_its_label_inside_the_drawing():
+    # error_rate<=1% drawn in %: the bound (1) sets the axis, its line the plot's top edge; the label
+    # above the line had its baseline 7 px from the top, the top of its letters cut off.
+    svg = line_svg([Line("A", [(1, 0.0), (2, 0.0)])], "speed", "error rate (%)", hlines=[(1.0, "SLO error_rate<=1%")])
+    assert _texts(svg)["SLO error_rate<=1%"] >= LABEL_H
+    lower = line_svg([Line("A", [(1, 10.0), (2, 300.0)])], "speed", "ms", hlines=[(150.0, "SLO e2e:p90<=150ms")])
+    line_y = float(re.search(r'<g class="hline"><line x1="\d+" y1="([\d.]+)"', lower).group(1))
+    assert _texts(lower)["SLO e2e:p90<=150ms"] < line_y  # where there is room, above its line as before
+
+
+def test_two_runs_that_coincide_both_show():
+    # The same run twice (or two runs alike): B drawn over A at the same width hid A wholly, and the
+    # page read as if A had no values. A is drawn wider, a rim around B wherever they meet.
+    same = [1.0, 2.0, 3.0]
+    cdf = cdf_svg([("A", same), ("B", same)], "ttft ms")
+    widths = [(c, float(w)) for c, w in re.findall(r'<polyline[^>]* stroke="(#\w+)" stroke-width="([\d.]+)"', cdf)]
+    assert [c for c, _ in widths] == list(COLORS) and widths[0][1] > widths[1][1]
+    dots = scatter_svg([("A", [(1.0, 2.0)]), ("B", [(1.0, 2.0)])], "s", "e2e ms")
+    radii = [(c, float(r)) for r, c in re.findall(r'<circle[^>]* r="([\d.]+)" fill="(#\w+)"', dots)]
+    assert [c for c, _ in radii] == list(COLORS) and radii[0][1] > radii[1][1]
+    lines = line_svg(
+        [Line("A", [(1, 2.0)], COLORS[0], stroke=width(0, 2)), Line("B", [(1, 2.0)], COLORS[1], stroke=width(1, 2))], "x", "y"
+    )
+    strokes = [float(w) for w in re.findall(r'<polyline[^>]* stroke-width="([\d.]+)"', lines)]
+    marks = [float(r) for r in re.findall(r'<circle[^>]* r="([\d.]+)"', lines)]
+    assert strokes[0] > strokes[1] and marks[0] > marks[1]
+    assert cdf_svg([("A", same)], "ttft ms").count('stroke-width="2"') == 1  # one run: as thin as before
+
+
+def test_headings_and_row_names_are_never_cut_mid_word():
+    # At 800 px the claim card's long values squeezed its first column, and overflow-wrap:anywhere cut
+    # the names to fit ("quantizati|on", "measuring|_side"); values may still wrap anywhere.
+    rules = {k.strip(): v for k, v in re.findall(r"([^{}]+)\{([^{}]*)\}", STYLE)}
+    assert "overflow-wrap:normal" in rules["th,td:first-child"]
+    assert "overflow-wrap:anywhere" in rules["td,th"]
