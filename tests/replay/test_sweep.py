@@ -278,7 +278,8 @@ def test_a_warm_up_runs_at_the_first_points_load(slot_engine, tmp_path, loads, o
     assert (most_in_flight(result["warmup"]["out"]) > 1) == overlap
 
 
-def test_closed_loop_levels_pass_up_to_the_slots_and_fail_beyond(slot_engine, tmp_path):
+def test_closed_loop_levels_pass_up_to_the_slots_and_fail_beyond(slot_engine, tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the levels, not the replayer's lag here
     engine, url = slot_engine  # 2 slots of 0.1 s: at 4 in flight each request waits a whole service
     src = workload(tmp_path / "src", 20, 0.5)
     written: list[list[str]] = []  # sweep.json's points as each point ends
@@ -375,7 +376,8 @@ def test_a_point_whose_check_fired_after_everything_was_sent_and_finished_ran_wh
 # -- the command -------------------------------------------------------------------------------------
 
 
-def test_the_command_prints_the_capacity_or_that_none_was_found(slot_engine, tmp_path):
+def test_the_command_prints_the_capacity_or_that_none_was_found(slot_engine, tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the output, not the replayer's lag here
     engine, url = slot_engine
     src = workload(tmp_path / "src", 20, 0.1)
     common = [str(src), "--target", url, "--no-probe", "--grace", "1", "--speeds", "0.5,4"]
