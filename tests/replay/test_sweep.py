@@ -280,27 +280,30 @@ def test_a_warm_up_runs_at_the_first_points_load(slot_engine, tmp_path, loads, o
 
 def test_closed_loop_levels_pass_up_to_the_slots_and_fail_beyond(slot_engine, tmp_path, monkeypatch):
     monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the levels, not the replayer's lag here
-    engine, url = slot_engine  # 2 slots of 0.1 s: at 4 in flight each request waits a whole service
+    # 2 slots of 0.1 s: at 8 in flight each request waits three whole services (0.4 s in all), at 1 or 2
+    # none (0.1 s). The bound lies 0.15 s from either: a loaded 2-core machine took a level of 1 to a
+    # p90 of 0.13 s, over half the way to the 0.15 s bound it had when 4 (0.2 s) was the level to fail.
+    engine, url = slot_engine
     src = workload(tmp_path / "src", 20, 0.5)
     written: list[list[str]] = []  # sweep.json's points as each point ends
 
     result = run_sweep(
-        SweepConfig(ReplayConfig(src, url, tmp_path / "sweep", probe=False, grace_s=1.0), concurrency_levels=(1, 2, 4, 8)),
-        parse_slos([f"e2e:p90<={1.5 * engine.service_s}s"]),
+        SweepConfig(ReplayConfig(src, url, tmp_path / "sweep", probe=False, grace_s=1.0), concurrency_levels=(1, 2, 8, 16)),
+        parse_slos([f"e2e:p90<={2.5 * engine.service_s}s"]),
         on_point=lambda point: written.append(_points_and_finished(read_sweep(tmp_path / "sweep"))),
     )
 
     # sweep.json is rewritten after every point, so a sweep cut short keeps what it found, and says so.
-    assert written == [[f"concurrency-{n}" for n in (1, 2, 4, 8)[:k]] + [False] for k in range(1, 5)]
+    assert written == [[f"concurrency-{n}" for n in (1, 2, 8, 16)[:k]] + [False] for k in range(1, 5)]
     assert result["finished"] is True and read_sweep(tmp_path / "sweep")["finished"] is True
 
     assert result["kind"] == "concurrency"
     points = result["points"]
-    assert [p["concurrency"] for p in points] == [1, 2, 4, 8]
-    assert [Path(p["out"]).name for p in points] == ["concurrency-1", "concurrency-2", "concurrency-4", "concurrency-8"]
-    assert [p["in_flight"]["max"] for p in points] == [1, 2, 4, 8]  # closed loop holds each level, no more
+    assert [p["concurrency"] for p in points] == [1, 2, 8, 16]
+    assert [Path(p["out"]).name for p in points] == ["concurrency-1", "concurrency-2", "concurrency-8", "concurrency-16"]
+    assert [p["in_flight"]["max"] for p in points] == [1, 2, 8, 16]  # closed loop holds each level, no more
     assert [p["passed"] for p in points] == [True, True, False, False], points
-    assert result["capacity"]["concurrency"] == 2 and result["knee"] == {"passed": 2, "failed": 4}
+    assert result["capacity"]["concurrency"] == 2 and result["knee"] == {"passed": 2, "failed": 8}
     assert all(p["offered_requests_per_s"] is None for p in points)  # closed loop offers what it gets
     # By construction: one request at a time is at most 1 / service_s, two at most 2 / service_s.
     assert points[0]["requests_per_s"] <= 1 / engine.service_s * 1.001
