@@ -57,7 +57,9 @@ def test_ctrl_c_ends_the_wait_for_the_last_request_and_sends_nothing_queued(tmp_
         )
         assert took < 15 and summary["ends"] == {"cancelled": 1}  # the grace period, not the read timeout
         app.requests.clear()
-        queued = [{"offset_s": 0, "body": chat(f"q{i}", pace_ms=400)} for i in range(5)] + [
+        # Each answer takes 2 s, in the 3 s grace: a slot freed after Ctrl-C, which must not send the next.
+        # At 0.4 s, a replayer slowed over 0.3 s in handling the signal (a loaded machine) sent q1 before it.
+        queued = [{"offset_s": 0, "body": chat(f"q{i}", pace_ms=2000)} for i in range(5)] + [
             {"offset_s": 100, "body": chat("late")}
         ]
         write_capture(tmp_path / "queued", queued)
