@@ -273,16 +273,20 @@ def _back_string(line: bytes, i: int) -> int:
 def _message_start(record: Mapping[str, Any], chunks: list[bytes]) -> dict[str, Any] | None:
     """The usage (its values given) of the message_start a Messages stream's kept head begins with;
     None where its first event is another, or is cut. Read up to that event's end only."""
-    first = b""
+    first = bytearray()  # grown in place and searched where it grew: a head of tiny chunks stays linear
     for chunk in chunks:
-        first = (first + chunk).replace(b"\r\n", b"\n")
-        if (cut := first.find(b"\n\n")) >= 0:
+        start = max(len(first) - 2, 0)
+        first += chunk
+        # A blank line once CRLFs read as LFs: "\n\n" (of "\r\n\n" too) or "\n\r\n" (of "\r\n\r\n" too).
+        ends = [at + len(mark) for mark in (b"\n\n", b"\n\r\n") if (at := first.find(mark, start)) >= 0]
+        if ends:
             break
         if len(first) > _START_BYTES:
             return None  # no message_start (a few hundred bytes): not read on through the head
     else:
         return None
-    payloads, _ = ended_payloads(record, [first[: cut + 2]], "sse")
+    event = bytes(first[: min(ends)]).replace(b"\r\n", b"\n")
+    payloads, _ = ended_payloads(record, [event], "sse")
     obj = _loads(payloads[0].data) if payloads else None
     if not isinstance(obj, dict) or obj.get("type") != "message_start":
         return None
