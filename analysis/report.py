@@ -144,6 +144,9 @@ def _configuration(result: dict[str, Any]) -> list[str]:
             )
         )
     p = cfg["prompts"]
+    if p.get("not_compared"):
+        out.append(f"<p>Effective prompt tokens: none compared, {html.escape(p['not_compared'])}.</p>")
+        return out
     out.append(
         f"<p>Effective prompt tokens: {p['equal']} of {p['compared']} pairs identical. "
         + " ".join(f"{n} × {html.escape(w)}." for w, n in p["differences"].items())
