@@ -647,6 +647,13 @@ def value_text(name: str, value: Any) -> str:
 
 
 def field_text(name: str, field: dict[str, Any]) -> str:
-    """A field in one line: its value, and what is unknown of it with the reason."""
-    note = f" (unknown: {field['unknown']})" if field.get("unknown") else ""
+    """A field in one line (``claim``, the report's claim cards): its value, and what is unknown of it
+    with the reason, "unknown" said once: a field wholly unknown reads "unknown: no engine snapshot",
+    not "unknown (unknown: no engine snapshot)", and a reason that names what it leaves unknown
+    ("prompt_tokens and output_tokens unknown: ...") stands in its brackets as it is."""
+    why = field.get("unknown")
+    if field["value"] is None and why:
+        return f"unknown: {why}"
+    said = why and "unknown" in why.split(":", 1)[0]
+    note = f" ({why})" if said else f" (unknown: {why})" if why else ""
     return value_text(name, field["value"]) + note

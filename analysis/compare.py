@@ -300,6 +300,29 @@ def _settings(ws: Workspace, a: Run, b: Run, pairs: PairTable) -> list[dict[str,
     return settings_diff(cast("Sequence[tuple[dict[str, Any] | None, dict[str, Any] | None]]", every))
 
 
+def _prompts(ws: Workspace, a: Run, b: Run, pairs: PairTable, why: Counter[str]) -> dict[str, Any]:
+    """Effective prompt tokens over the pairs enriched on both sides; none, ``not_compared`` says
+    why, by the sides without an enrichment: "0 of 0 pairs identical" said nothing of it."""
+    out: dict[str, Any] = {"compared": sum(why.values()), "equal": why.pop("equal", 0), "differences": dict(why.most_common())}
+    if out["compared"]:
+        return out
+    enriched = ws.con.execute(
+        f"SELECT count(ea.enrichment), count(eb.enrichment) FROM {pairs.name} p "
+        f"LEFT JOIN {a.name}_e ea ON ea.exchange_id = p.a_id LEFT JOIN {b.name}_e eb ON eb.exchange_id = p.b_id"
+    ).fetchone() or (0, 0)
+    bare = {side: no_snapshot_reason(run.recorders) for side, run, n in (("A", a, enriched[0]), ("B", b, enriched[1])) if not n}
+    if len(bare) == 2 and len(set(bare.values())) == 1:
+        lacking = f"neither side has one ({bare['A']})"
+    else:
+        lacking = "; ".join(f"{side} has none ({reason})" for side, reason in bare.items())
+    out["not_compared"] = "no pair has an enrichment (the probe's rebuilt prompt tokens) on both sides: " + (
+        f"{lacking}; infertap enrich adds one"
+        if bare
+        else f"A's {enriched[0]} and B's {enriched[1]} enriched pairs are never the same pair"
+    )
+    return out
+
+
 def compare(
     a_path: str | os.PathLike[str],
     b_path: str | os.PathLike[str],
@@ -394,7 +417,7 @@ def _compare(
             "several_configurations": several_configurations(a.configurations, b.configurations),
             "settings": _settings(ws, a, b, pairs),
             "engine_state": engine_state_diff(a.engine_state, b.engine_state),
-            "prompts": {"compared": sum(why.values()), "equal": why.pop("equal", 0), "differences": dict(why.most_common())},
+            "prompts": _prompts(ws, a, b, pairs, why),
         }
         result["speed"] = speed_rows
         result["energy"] = energy(a, b)

@@ -114,6 +114,14 @@ def bucket_label(start: int) -> str:
     return f"{start}+" if start >= HISTOGRAM_CAP else f"{start}-{start + 7}"
 
 
+def histogram_bars(histogram: Mapping[int, int]) -> dict[str, int]:
+    """The histogram as drawn: every bucket from 0 to the last that holds a pair, the empty ones at
+    0, each by its label; with only the buckets holding pairs, 0-7 and 120-127 stood side by side
+    as if they were neighbours."""
+    last = max(histogram, default=-1)
+    return {bucket_label(start): histogram.get(start, 0) for start in range(0, last + 1, 8)}
+
+
 def exact_share(d: Mapping[str, Any]) -> str:
     """The exact match rate rounded down, with its counts: 1999 of 2000 pairs is no "100.0%"."""
     pairs, exact = d.get("pairs"), d.get("counts", {}).get("exact", 0)

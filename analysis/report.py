@@ -21,7 +21,7 @@ from .compare import compare
 from .compare_traffic import traffic_line
 from .divergence_notes import path_notes
 from .errors import AnalysisError
-from .paired_divergence import bucket_label, exact_share, position_unit
+from .paired_divergence import exact_share, histogram_bars, position_unit
 from .report_claims import claim_cards
 from .report_sessions import session_timelines
 from .report_telemetry import telemetry_plots
@@ -144,6 +144,9 @@ def _configuration(result: dict[str, Any]) -> list[str]:
             )
         )
     p = cfg["prompts"]
+    if p.get("not_compared"):
+        out.append(f"<p>Effective prompt tokens: none compared, {html.escape(p['not_compared'])}.</p>")
+        return out
     out.append(
         f"<p>Effective prompt tokens: {p['equal']} of {p['compared']} pairs identical. "
         + " ".join(f"{n} × {html.escape(w)}." for w, n in p["differences"].items())
@@ -189,7 +192,7 @@ def _divergence(d: dict[str, Any]) -> list[str]:
             ["logprob KL over the shared prefix", d["logprobs"]["kl_mean"]],
             ["top-1 agreement", d["logprobs"]["top1_agreement"]],
         ]
-    histogram = {bucket_label(k): v for k, v in d["first_divergence_histogram"].items()}
+    histogram = histogram_bars(d["first_divergence_histogram"])
     # What the table can't show, per path, as compare prints it (pairs not compared and why).
     notes = [('<p class="warn">' if warn else "<p>") + f"{html.escape(text)}</p>" for text, warn in path_notes(d)]
     return [

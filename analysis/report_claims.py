@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .claim import FIELDS, claim, figure_lines, value_text
+from .claim import FIELDS, claim, field_text, figure_lines, value_text
 from .svg import _table
 
 
@@ -32,11 +32,7 @@ def claim_cards(runs: Sequence[tuple[str, str | os.PathLike[str]]]) -> list[str]
     rows, differs = [], []
     for field in FIELDS:
         values = [value_text(field, card[field]["value"]) for _, card in cards]
-        cells = [
-            v + (f" — unknown: {card[field]['unknown']}" if card[field].get("unknown") else "")
-            for v, (_, card) in zip(values, cards, strict=True)
-        ]
-        rows.append([field, *cells])
+        rows.append([field, *(field_text(field, card[field]) for _, card in cards)])  # worded as claim prints it
         differs.append(len({_same(field, card[field]["value"], text) for text, (_, card) in zip(values, cards, strict=True)}) > 1)
     # The headline figures (and what they are over), as ``claim`` prints them; runs' figures always differ.
     lines = [figure_lines(card["figures"]) for _, card in cards]

@@ -318,7 +318,10 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
             "yellow",
         )
     p = cfg["prompts"]
-    _say(console, f"effective prompt tokens: {p['equal']} of {p['compared']} pairs identical")
+    if p.get("not_compared"):
+        _say(console, f"effective prompt tokens: none compared, {p['not_compared']}")
+    else:
+        _say(console, f"effective prompt tokens: {p['equal']} of {p['compared']} pairs identical")
     for why, n in p["differences"].items():
         _say(console, f"  {n} × {why}")
 

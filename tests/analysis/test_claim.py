@@ -219,6 +219,16 @@ def test_claim_card_fields_and_strict(source, tmp_path):
     assert as_json["measuring_side"]["value"]["recorder"] == "proxy"
 
 
+def test_claim_says_a_field_wholly_unknown_once_with_its_reason(source, tmp_path):
+    # The text and markdown cards printed "unknown (unknown: the capture has no engine snapshot)".
+    said = "unknown: the capture has no engine snapshot"
+    for form, line in (((), f"  runtime: {said}"), (("--markdown",), f"| runtime | {said}")):
+        out = CliRunner().invoke(cli, ["claim", str(source), *form, "--cache-dir", str(tmp_path / "cache")]).output
+        assert line in out and "unknown (unknown" not in out
+    # A field known in part keeps its value, and a reason naming what it leaves unknown is not prefixed again.
+    assert "output_tokens unknown (prompt_tokens and output_tokens unknown: " in out
+
+
 def test_claim_warns_of_a_capture_still_being_written_as_stats_does(record, fake, tmp_path):
     app, url = fake
     rec = record(url, "--no-probe", "--no-telemetry", name="live")
@@ -332,8 +342,10 @@ def test_the_report_shows_both_claim_cards_side_by_side(fake, source, tmp_path):
     rows = {row.split("</td>", 1)[0].split("<td>")[1]: row for row in section.split("<tr")[2:]}
     assert set(rows) - {""} == {*FIELDS, "figures"}  # the nine facts, then the headline figures (a row a line)
     assert rows["workload"].count(short) == 3 and "identical to source" in rows["workload"]  # A, B and B's source
-    # Neither run has an engine snapshot: the runtime is unknown on both sides, with the reason.
-    assert rows["runtime"].count("unknown — unknown: the capture has no engine snapshot") == 2
+    # Neither run has an engine snapshot: the runtime is unknown on both sides, with the reason, said
+    # once as claim says it (it read "unknown — unknown: the capture has ...").
+    assert rows["runtime"].count("<td>unknown: the capture has no engine snapshot") == 2
+    assert "unknown — unknown" not in section and "unknown (unknown" not in section
     assert "recorder: replay" in rows["measuring_side"] and "recorder: proxy" in rows["measuring_side"]
     assert rows["measuring_side"].startswith(" class=diff")  # what differs is highlighted; the same workload is not
     assert not rows["workload"].startswith(" class=diff") and not rows["runtime"].startswith(" class=diff")
@@ -560,7 +572,7 @@ def test_unknown_token_totals_say_why_and_strict_names_them(tmp_path):
     assert strict.exit_code != 0 and f"unknown workload: {why}" in strict.output
     assert "workload" in strict.output.splitlines()[-1]
     text = CliRunner().invoke(cli, ["claim", str(tmp_path / "bare"), *cache]).output
-    assert "prompt_tokens unknown, output_tokens unknown" in text and f"(unknown: {why})" in text
+    assert "prompt_tokens unknown, output_tokens unknown" in text and f"output_tokens unknown ({why})" in text
 
 
 def test_a_capture_without_generation_requests_has_a_card_without_figures(tmp_path):

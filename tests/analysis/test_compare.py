@@ -370,7 +370,8 @@ def test_report_numbers_are_plain_and_every_plot_has_tick_labels(tmp_path):
     assert labels["e2e ms CDF"] == ["0", "0.2", "0.4", "0.6", "0.8", "1", "0", "5,000", "10,000", "15,000", "20,000"]  # y, then x
     assert labels["ttft ms CDF"][6:] == ["0", "2,000", "4,000", "6,000", "8,000", "10,000"]
     assert labels["e2e ms over time"] == ["0", "5,000", "10,000", "15,000", "20,000", "0", "1", "2", "3", "4"]
-    assert labels["position of first divergence (characters)"] == ["0", "1", "2", "3", "4", "5", "8-15"]  # pairs, then the bar
+    # pairs, then the bars: the empty 0-7 drawn too, so 8-15 stands where it lies
+    assert labels["position of first divergence (characters)"] == ["0", "1", "2", "3", "4", "5", "0-7", "8-15"]
 
 
 def test_rebuilt_prompts_that_disagree_with_the_engines_count_are_not_the_prompt(tmp_path):
@@ -637,3 +638,26 @@ def test_a_context_size_per_slot_is_said_per_slot_as_probe_says_it(tmp_path, mon
     assert "context_size │ 1024 (per slot) │ 4096" in differs
     same = section(_context(1024, per_slot), _context(1024, per_slot))
     assert "context_size" not in same
+
+
+def test_effective_prompt_tokens_say_why_no_pair_was_compared(tmp_path):
+    """B recorded with no enrichment (no probe): compare and the report said "0 of 0 pairs
+    identical", as if nothing had been asked; they say no pair was compared and which side lacks it."""
+    xs = [{"body": _chat(f"q{i}", i), "chunks": _reply("x")} for i in range(2)]
+    write_capture(tmp_path / "a", xs, enrichments=[_enrich(i, 1.0, [1, 2, 3]) for i in range(2)])
+    write_capture(tmp_path / "b", xs)
+    a, b = tmp_path / "a", tmp_path / "b"
+    prompts = compare(a, b)["config"]["prompts"]
+    assert prompts["compared"] == 0 and "B has none (recorded with --no-probe" in prompts["not_compared"]
+    assert "A has none" not in prompts["not_compared"]
+    assert "neither side has one (recorded with --no-probe" in compare(b, b)["config"]["prompts"]["not_compared"]
+    said = " ".join(CliRunner().invoke(cli, ["compare", str(a), str(b)]).output.split())
+    page = render(a, b)
+    for text in (said, page):
+        assert "0 of 0" not in text
+        assert "effective prompt tokens: none compared, no pair has an enrichment" in text.lower()
+    # Pairs enriched on both sides: the count, as before.
+    a2, b2 = _runs(tmp_path / "both", ["x", "y"], ["x", "y"])
+    said = " ".join(CliRunner().invoke(cli, ["compare", str(a2), str(b2)]).output.split())
+    assert "effective prompt tokens: 2 of 2 pairs identical" in said and "none compared" not in said
+    assert "Effective prompt tokens: 2 of 2 pairs identical." in render(a2, b2)

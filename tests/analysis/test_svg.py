@@ -5,12 +5,39 @@ from __future__ import annotations
 import html
 import re
 
-from infertap.analysis.svg import COLORS, LABEL_H, STYLE, Line, cdf_svg, line_svg, scatter_svg, width
+from infertap.analysis.paired_divergence import histogram_bars
+from infertap.analysis.svg import COLORS, LABEL_H, STYLE, Line, bars_svg, cdf_svg, line_svg, scatter_svg, width
 
 
 def _texts(svg: str) -> dict[str, float]:
     """Each text's content and its baseline's y."""
     return {html.unescape(text): float(y) for y, text in re.findall(r'<text[^>]* y="([\d.]+)"[^>]*>([^<]*)</text>', svg)}
+
+
+def _bar_labels(svg: str) -> list[tuple[str, float]]:
+    """Each bar's label (a text centred under the plot, not the y axis's ticks), with its centre's x."""
+    found = re.findall(r'<text class="tick" x="([\d.]+)" y="[\d.]+" text-anchor="middle">([^<]*)</text>', svg)
+    return [(html.unescape(t), float(x)) for x, t in found]
+
+
+def test_a_histogram_s_bar_labels_never_overlap():
+    # Every bucket 0-7 to 256+: 33 bars ~14 px apart, each labelled with ~45 px of "248-255", the
+    # labels printed over one another. At most 7 px a character at the style's 11 px.
+    svg = bars_svg(histogram_bars({start: 1 for start in range(0, 257, 8)}), "position")
+    labels = _bar_labels(svg)
+    extents = sorted((x - len(t) * 3.5, x + len(t) * 3.5) for t, x in labels)
+    assert all(right < next_left for (_, right), (next_left, _) in zip(extents, extents[1:], strict=False))
+    assert len(labels) >= 5 and labels[0][0] == "0-7" and labels[-1][0] == "256+"  # the open end still said
+    assert svg.count("<rect") == 33  # every bar drawn, and named in its tooltip
+    # Few bars: every one keeps its label.
+    assert [t for t, _ in _bar_labels(bars_svg(histogram_bars({0: 2, 8: 1, 16: 4}), "position"))] == ["0-7", "8-15", "16-23"]
+
+
+def test_a_histogram_s_empty_buckets_are_drawn_so_its_spacing_is_honest():
+    # Pairs parting at 3 and at 125: the buckets between are there, at 0, not 0-7 beside 120-127.
+    bars = histogram_bars({0: 2, 120: 1})
+    assert list(bars) == [f"{s}-{s + 7}" for s in range(0, 121, 8)] and bars["0-7"] == 2 and bars["8-15"] == 0
+    assert list(histogram_bars({256: 1}))[-1] == "256+" and histogram_bars({}) == {}
 
 
 def test_a_bound_at_the_top_of_the_plot_has_its_label_inside_the_drawing():
