@@ -13,7 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.identity import IdentityTally, WorkloadIdentity, rechained_requests, schedule_not_kept, workload_summary
+from infertap.capture.identity import (
+    IdentityTally,
+    WorkloadIdentity,
+    rechained_requests,
+    schedule_change,
+    schedule_not_kept,
+    workload_summary,
+)
 from infertap.capture.reader import CaptureReader
 from infertap.replay.transforms import rechained
 
@@ -69,8 +76,13 @@ def traffic(
     else:
         how = f"{only_a} of A's {na} generation requests are not in B, {only_b} of B's {nb} are not in A"
     for x, y, name in ((wa, wb, "B"), (wb, wa, "A")):
-        if not identical and (y.get("source") or {}).get("workload") == x["workload"]:
-            how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
+        if not identical and (source := y.get("source") or {}).get("workload") == x["workload"]:
+            if y.get("same_requests_as_source") and not y.get("derived_by"):
+                # Its schedule moved them (--sessions closed, a closed loop): no transform did.
+                moved = schedule_change(source, y["schedule"], y.get("schedule_by"), True)
+                how += f"; {name} replays the other's workload unchanged{moved}"
+            else:
+                how += f"; {name} replays the other's workload with {', '.join(y.get('derived_by') or ['no transform recorded'])}"
     rechained = 0 if identical else _rechained_siblings(wa, wb, a_path, b_path)
     if rechained:
         how = (
@@ -124,4 +136,6 @@ def traffic_line(t: dict[str, Any]) -> str:
         if t["identical"]:
             return f"traffic: identical ({ids}; {'; '.join([schedule, *not_kept])})"
         return f"traffic: the same workload ({ids}): {t['how']}; {'; '.join([schedule, *not_kept])}"
+    if not t["only_a"] and not t["only_b"]:  # one multiset of requests, sent in another order
+        return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare the same requests sent in another order"
     return f"traffic: NOT identical ({ids}): {t['how']}; speed ratios below compare different workloads"

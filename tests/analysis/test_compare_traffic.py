@@ -58,3 +58,45 @@ def test_two_replays_of_a_responses_conversation_are_the_same_workload(tmp_path)
     assert line.startswith("traffic: the same workload") and "previous_response_id of 2" in line, line
     changed = compare(tmp_path / "one", tmp_path / "set")["traffic"]
     assert not changed["identical"] and not changed["rechained_only"]
+
+
+def test_a_replay_that_sent_the_same_requests_in_another_order_names_its_schedule(fake, tmp_path):
+    """A closed loop (as --sessions closed) sends the same requests in another order: a new
+    workload identity. compare said "B replays the other's workload with no transform recorded;
+    speed ratios below compare different workloads", where `info` said the same requests, sent in
+    another order on another schedule. A replay that did change its requests is still flagged so."""
+    import json
+
+    from infertap.capture.identity import request_digest
+    from infertap.replay import Transforms
+
+    app, url = fake
+
+    def chat(tag):
+        return {"model": "m", "messages": [{"role": "user", "content": tag}], "stream": False}
+
+    bodies = sorted(
+        (chat(f"tie{i}") for i in range(2)),
+        key=lambda b: request_digest("POST", "/v1/chat/completions", None, json.dumps(b).encode()),
+    )
+    # Written at one time in the reverse of digest order: the closed loop sends them the other way round.
+    write_capture(
+        tmp_path / "src",
+        [{"offset_s": 0.1, "body": bodies[1]}, {"offset_s": 0.1, "body": bodies[0]}, {"offset_s": 0.3, "body": chat("after")}],
+    )
+    loop = Schedule("concurrency", concurrency=1)
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "closed", probe=False, schedule=loop))
+    changed = Transforms(set_values=[("temperature", 0)])
+    run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "set", probe=False, schedule=loop, transforms=changed))
+    env = {"COLUMNS": "400"}
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "src"), str(tmp_path / "closed")], env=env).output
+    line = next(line for line in out.splitlines() if line.startswith("traffic:"))
+    assert "the same requests in a different order; B replays the other's workload unchanged on another schedule" in line
+    assert "(--concurrency 1)" in line and "no transform recorded" not in line, line
+    assert line.endswith("speed ratios below compare the same requests sent in another order"), line
+    assert "different workloads" not in out
+    assert "B/A compares the same requests sent in another order" in out
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "src"), str(tmp_path / "set")], env=env).output
+    line = next(line for line in out.splitlines() if line.startswith("traffic:"))
+    assert "B replays the other's workload with --set temperature" in line, line
+    assert line.endswith("speed ratios below compare different workloads") and "compares different workloads" in out
