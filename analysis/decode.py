@@ -100,8 +100,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 51: an imported answer the file holds only the head of (body_not_in_file with its head kept) unread, never that head;
 #: 52: an imported WebSocket (websocket_messages, its messages not imported) unread as not in the file, never an empty answer;
 #: 53: a cut Messages answer's prompt usage read from the message_start its kept head begins with (the tail has its output's);
-#: 54: a cut Responses answer's usage read back from the end of a response.completed longer than its kept tail.
-DECODE_VERSION = 54
+#: 54: a cut Responses answer's usage read back from the end of a response.completed longer than its kept tail;
+#: 55: runs.telemetry_intervals_s (each source's sampling interval asked for: energy's gaps and reach are judged by it).
+DECODE_VERSION = 55
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -389,6 +390,7 @@ class Decoder:
                     _int(recorder.get("pid")),
                     _dump(recorder.get("telemetry_urls")),
                     recorder.get("telemetry") if isinstance(recorder.get("telemetry"), bool) else None,
+                    _dump(recorder.get("telemetry_intervals_s")),
                 )
             )
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -121,6 +122,9 @@ class Telemetry:
             names,
         ).fetchall()
         runs = _scraped(analysis) if any(row[1] == "engine" for row in rows) else {}
+        asked = _intervals(analysis)
+        # Each series' sampling interval asked for (ns), by id: the longest its capture's runs asked of its source.
+        self.interval: dict[int, int] = {}
         # Engine state: name -> (engine, label set) -> capture -> samples. The engine is the one its
         # run scraped, so that two recorders of one engine are two series of one counter.
         self.series: dict[str, dict[tuple[str, str], dict[str, _Series]]] = defaultdict(
@@ -135,11 +139,15 @@ class Telemetry:
                 key = device_key(source, device, labels, host)
                 if name == "host_rapl_energy_joules" and not is_package(key[2]):
                     continue  # psys, the whole platform with the packages in it (earlier captures have it)
-                self.power[capture][key][name].append((wall_ns, value))
+                samples = self.power[capture][key][name]
+                samples.append((wall_ns, value))
+                self.interval[id(samples)] = asked.get((capture, source), 0)
             else:
                 # An exporter's URL is not recorded: its series are each capture's own.
                 engine = runs.get((capture, run_id)) if source == "engine" else None
-                self.series[name][(engine or f"{source} of {capture}", str(labels))][capture].append((wall_ns, value))
+                samples = self.series[name][(engine or f"{source} of {capture}", str(labels))][capture]
+                samples.append((wall_ns, value))
+                self.interval[id(samples)] = asked.get((capture, source), 0)
         self.reach: dict[int, int] = {}
         self._engines: dict[str, Engine] | None = None
         self._spans_ready = False
@@ -148,7 +156,7 @@ class Telemetry:
         """Whether one capture's series reaches ``span``'s ends, within two of its own sampling
         intervals (the series are the loaded ones, kept for this object's life: ids are stable)."""
         if id(samples) not in self.reach:
-            self.reach[id(samples)] = reach(samples)
+            self.reach[id(samples)] = reach(samples, self.interval.get(id(samples), 0))
         return reaches(samples, span[0], span[1], self.reach[id(samples)])
 
     def _covers(self, device: _Device, span: _Span) -> bool:
@@ -210,7 +218,7 @@ class Telemetry:
         for k, (lo, hi) in joined(device.series, *span):
             samples = device.series[k]
             if id(samples) not in self.reach:
-                self.reach[id(samples)] = reach(samples)
+                self.reach[id(samples)] = reach(samples, self.interval.get(id(samples), 0))
             found += gaps(samples, lo, hi, self.reach[id(samples)])
         return found
 
@@ -548,6 +556,20 @@ class _Part:
     @property
     def span(self) -> _Span:
         return self.run.span
+
+
+def _intervals(analysis: Analysis) -> dict[tuple[str, str], int]:
+    """Each capture's sampling interval asked for of each telemetry source (ns): the longest its runs'
+    headers say (``runs.telemetry_intervals_s``), so that a run sampled every 2 s appended to one
+    sampled every 250 ms has no gap read into each of its intervals; none for captures older than it."""
+    found: dict[tuple[str, str], int] = {}
+    for capture, text in analysis.sql(
+        "SELECT capture, telemetry_intervals_s FROM runs WHERE telemetry_intervals_s IS NOT NULL"
+    ).fetchall():
+        for source, every in json.loads(text).items():
+            if isinstance(every, (int, float)) and every > 0:
+                found[(capture, source)] = max(found.get((capture, source), 0), int(every * 1e9))
+    return found
 
 
 def _scraped(analysis: Analysis) -> dict[tuple[str, str], str | None]:

@@ -57,6 +57,7 @@ RUNS = _schema(
     ("pid", I64),  # the recorder's process, on the host's machine: whether it still writes the run
     ("telemetry_urls", S),  # JSON list of the --telemetry-url exporters it scraped (redacted); null: no telemetry
     ("telemetry", B),  # whether it sampled telemetry (false: --no-telemetry); null: a capture older than the field
+    ("telemetry_intervals_s", S),  # JSON {source: seconds between samples asked for}; null: none, or older
 )
 
 EXCHANGES = _schema(

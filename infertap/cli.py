@@ -13,7 +13,7 @@ from typing import Any, get_args
 import click
 
 from .capture.identity import describe as describe_workload
-from .capture.info import no_snapshot_reason, summarize, unsearched_warning
+from .capture.info import no_snapshot_reason, not_imported_text, summarize, unsearched_warning
 from .capture.jsonable import dumps
 from .capture.reader import CaptureReader
 from .capture.records import RecordType
@@ -417,6 +417,9 @@ def _print_info(s: dict[str, Any]) -> None:
         ("torn tail or missing records", "yes" if s["torn"] else "no"),
         ("bodies not searched", _unsearched(s["unsearched"])),
     ]
+    if "import" in s["recorders"]:  # what of the imported files is in no exchange
+        what = not_imported_text(s["not_imported"])
+        rows.insert(2, ("not imported", f"{what} (only HTTP requests and responses are imported)" if what else "nothing"))
     for key, value in rows:
         table.add_row(key, value)
     console.print(table, markup=False, highlight=False)

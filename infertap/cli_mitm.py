@@ -100,6 +100,7 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
     Chunk times are missing from such files: each response becomes one chunk, and the capture is
     marked as imported.
     """
+    from .capture.info import not_imported_text
     from .mitm.importer import import_file
 
     out = out or Path("captures") / f"import-{_dt.datetime.now():%Y%m%d-%H%M%S}"
@@ -115,7 +116,7 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
             err=True,
         )
     if counts["not_imported"]:
-        what = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts["not_imported"].items())
+        what = not_imported_text(counts["not_imported"])
         ws = (
             f"; {counts['websockets']} WebSockets kept as their upgrade, marked websocket_messages"
             if counts["websockets"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .errors import INTERRUPTED
-from .options import TELEMETRY_OPTIONS, note_if_appending, pairs, ray_option
+from .options import TELEMETRY_OPTIONS, note_if_appending, pairs, progress_bars, ray_option
 
 if TYPE_CHECKING:
     from .replay import ReplayConfig, ReplayStats, Schedule, Transforms
@@ -385,21 +385,13 @@ def _per_pass(s: dict[str, Any]) -> str:
 
 
 def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
-    """The replay, under a live progress bar unless ``quiet``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    """The replay, under a live progress bar unless ``quiet``, on a console of its own
+    (options.progress_bars): rich's shared one keeps the width of the first command in the process."""
     from .replay import run_replay
 
     if quiet:
         return run_replay(config, on_start=_note)
-    progress = Progress(
-        TextColumn("[bold]replay"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-        transient=False,
-    )
+    progress = progress_bars("[bold]replay")
     task = progress.add_task("replay", total=None, detail="")
 
     def on_start(info: dict[str, Any]) -> None:

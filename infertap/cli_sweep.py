@@ -11,6 +11,7 @@ import click
 
 from .cli_replay import base_config, note_fixed_session, workload_options
 from .errors import INTERRUPTED, interrupted
+from .options import progress_bars
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -143,21 +144,10 @@ def _interrupted(config: Any, exc: BaseException) -> dict[str, Any]:
 
 def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
     """The sweep under one bar per point and an overall line; Ctrl-C between points keeps what was found.
-    The bars draw on a console of their own, as print_sweep's table does: rich's shared one keeps the
-    width of the first command run in the process (92-character bars at COLUMNS=80 after one at 300)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    The bars draw on a console of their own (options.progress_bars), as print_sweep's table does."""
     from .analysis.capacity import run_sweep
 
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-        console=Console(),
-    )
+    progress = progress_bars("{task.description}")
     overall = progress.add_task("[bold]sweep", total=None if config.search else len(config.loads()), detail="")
     state: dict[str, Any] = {"task": None, "passed": 0, "failed": 0}
 

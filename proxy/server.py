@@ -23,7 +23,7 @@ from infertap.engines.enrich import Enricher
 from infertap.engines.gguf_check import check_gguf
 from infertap.errors import ConfigError, check_headers, check_seconds, check_url
 from infertap.stopping import stop_signals
-from infertap.telemetry import check_telemetry, recorded_urls, start_telemetry
+from infertap.telemetry import check_telemetry, recorded_telemetry, start_telemetry
 from infertap.version import __version__
 
 from .app import QuietCancelled, RecordingProxy, build_app
@@ -189,7 +189,7 @@ def serve(
             "upstream": redactor.url(config.upstream),
             "listen": listen,
             "pid": os.getpid(),
-            **recorded_urls(config.telemetry, config.telemetry_urls, redactor.url),
+            **recorded_telemetry(config.telemetry, config.telemetry_urls, redactor.url, config.telemetry_interval_s),
         },
         labels=config.labels,
         max_segment_bytes=config.max_segment_bytes,

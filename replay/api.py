@@ -19,7 +19,7 @@ from infertap.engines.probe import open_engine
 from infertap.errors import InfertapError
 from infertap.ray_cluster import ray_cluster
 from infertap.stopping import stop_signals
-from infertap.telemetry import recorded_urls, start_telemetry
+from infertap.telemetry import recorded_telemetry, start_telemetry
 
 from .bodies import Bodies
 from .config import ReplayConfig
@@ -213,8 +213,9 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
 
 
 def _telemetry_urls(config: ReplayConfig) -> dict[str, Any]:
-    """The exporters the replay scrapes, redacted as its target is."""
-    return recorded_urls(config.telemetry, config.telemetry_urls, Redactor(config.redact_headers, config.redact_query).url)
+    """The exporters the replay scrapes, redacted as its target is, and its sampling intervals."""
+    redact = Redactor(config.redact_headers, config.redact_query).url
+    return recorded_telemetry(config.telemetry, config.telemetry_urls, redact, config.telemetry_interval_s)
 
 
 def _write_driver_samples(config: ReplayConfig, samples: list[Mapping[str, Any]]) -> None:

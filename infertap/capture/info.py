@@ -153,6 +153,20 @@ def no_snapshot_reason(recorders: Iterable[str]) -> str:
     return "; ".join(dict.fromkeys(_NO_SNAPSHOT.get(kind, default) for kind in traffic)) or default
 
 
+def _not_imported(tally: _Tally) -> dict[str, int]:
+    """What the capture's imports left out of every exchange (their headers' ``recorder.not_imported``,
+    by kind: tcp, udp, dns flows, websocket_messages), added over its import runs; ``{}`` for none."""
+    total: Counter[str] = Counter()
+    for run in tally.runs.values():
+        total.update((run["recorder"] or {}).get("not_imported") or {})
+    return {kind: n for kind, n in sorted(total.items()) if n}
+
+
+def not_imported_text(not_imported: dict[str, int]) -> str:
+    """``not_imported`` counts as words: "2 dns, 1 tcp, 3 websocket messages"."""
+    return ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in not_imported.items())
+
+
 def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
     reader = CaptureReader(path)
     tally = _Tally()
@@ -190,5 +204,6 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
         # Exchanges with a body kept compressed as sent, that could not be decoded to search it for
         # credentials (request_body_unsearched, response_body_unsearched): one may be inside it on disk.
         "unsearched": {key: tally.unsearched[key] for key in ("exchanges", "request", "response")},
+        "not_imported": _not_imported(tally),
         "workload": workload_summary(identity.identity(), [r["recorder"] for r in tally.runs.values()]),
     }

@@ -33,7 +33,7 @@ from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
 from infertap.mitm.endings import end_of_flow
-from infertap.telemetry import Sampler, recorded_urls, start_telemetry
+from infertap.telemetry import Sampler, recorded_telemetry, start_telemetry
 
 log = logging.getLogger("infertap.mitm")
 
@@ -150,7 +150,12 @@ class InfertapCapture:
                 "mode": mode,
                 "listen": f"{ctx.options.listen_host}:{ctx.options.listen_port}",
                 "pid": os.getpid(),
-                **recorded_urls(ctx.options.infertap_telemetry, ctx.options.infertap_telemetry_urls, self.redactor.url),
+                **recorded_telemetry(
+                    ctx.options.infertap_telemetry,
+                    ctx.options.infertap_telemetry_urls,
+                    self.redactor.url,
+                    self.telemetry_interval,
+                ),
             }
             try:
                 self.writer = CaptureWriter(ctx.options.infertap_out, recorder=recorder, labels=labels).open()

@@ -11,19 +11,33 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .sampler import Sampler, TelemetryConfig, check_telemetry
+from .sampler import PROMETHEUS_INTERVAL_S, Sampler, TelemetryConfig, check_telemetry
 
-__all__ = ["Sampler", "TelemetryConfig", "check_telemetry", "recorded_urls", "start_telemetry"]
+__all__ = ["Sampler", "TelemetryConfig", "check_telemetry", "recorded_telemetry", "start_telemetry"]
 
 
-def recorded_urls(enabled: bool, exporters: Sequence[str], redact: Callable[[str], str]) -> dict[str, Any]:
+def recorded_telemetry(
+    enabled: bool, exporters: Sequence[str], redact: Callable[[str], str], interval_s: float
+) -> dict[str, Any]:
     """What a recorder's header says of its telemetry: whether it sampled at all (``telemetry``: a
-    run recorded with --no-telemetry says so, apart from one that sampled and found no power), and
-    what it scraped (``telemetry_urls``), each URL as ``redact`` records an upstream's (userinfo,
-    query tokens): where its energy and engine figures came from."""
+    run recorded with --no-telemetry says so, apart from one that sampled and found no power), what
+    it scraped (``telemetry_urls``), each URL as ``redact`` records an upstream's (userinfo, query
+    tokens): where its energy and engine figures came from; and each source's sampling interval
+    asked for (``telemetry_intervals_s``: ``interval_s``, --telemetry-interval, for GPUs and the
+    host, the Prometheus one for the engine and exporters), which analysis tells a gap in the
+    samples by (analysis/energy.py)."""
     if not enabled:
         return {"telemetry": False}
-    return {"telemetry": True, "telemetry_urls": [redact(url) for url in exporters]}
+    return {
+        "telemetry": True,
+        "telemetry_urls": [redact(url) for url in exporters],
+        "telemetry_intervals_s": {
+            "gpu": interval_s,
+            "host": interval_s,
+            "engine": PROMETHEUS_INTERVAL_S,
+            "exporter": PROMETHEUS_INTERVAL_S,
+        },
+    }
 
 
 def start_telemetry(

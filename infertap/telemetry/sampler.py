@@ -36,6 +36,10 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
+#: Seconds between scrapes of a Prometheus endpoint (the engine's /metrics, a --telemetry-url exporter).
+PROMETHEUS_INTERVAL_S = 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class TelemetryConfig:
     """What to sample: the engine at ``engine_url`` (its ``/metrics``; its process when it is on
@@ -46,7 +50,7 @@ class TelemetryConfig:
     gpu: bool = True
     host: bool = True
     interval_s: float = 0.25  # GPU and host
-    engine_interval_s: float = 1.0  # Prometheus endpoints
+    engine_interval_s: float = PROMETHEUS_INTERVAL_S  # Prometheus endpoints
     retry_s: float = 30.0
     headers: Mapping[str, str] = field(default_factory=dict)  # for the engine's /metrics (its API key)
 

@@ -107,11 +107,13 @@ def reaches(samples: Series, first: int, last: int, reach: int) -> bool:
     return i < j and samples[i][0] <= first + reach and samples[j - 1][0] >= last - reach
 
 
-def reach(samples: Series) -> int:
+def reach(samples: Series, interval: int = 0) -> int:
     """How far from a span's end a series' sample may be and still tell its value there (ns): two of
-    its usual sampling intervals (the median gap); a lone sample reaches nothing beyond itself."""
+    its sampling intervals, ``interval`` (the one its recorders asked for, ns; 0 where unrecorded)
+    or the median gap between its samples where that is longer (a source slower than asked, its
+    rounds spaced by how long each took); a lone sample reaches nothing beyond itself."""
     gaps = sorted(t1 - t0 for (t0, _), (t1, _) in zip(samples, samples[1:], strict=False))
-    return 2 * gaps[len(gaps) // 2] if gaps else 0
+    return 2 * max(interval, gaps[len(gaps) // 2]) if gaps else 0
 
 
 def gaps(samples: Series, first: int, last: int, reach: int) -> list[Span]:

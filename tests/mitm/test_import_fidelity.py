@@ -526,6 +526,42 @@ def test_what_an_import_does_not_read_is_counted_and_a_websocket_is_never_an_emp
     assert next(CaptureReader(tmp_path / "har").exchanges())["websocket_messages"] == 2
 
 
+def test_info_says_what_an_import_did_not_import(tmp_path: Path) -> None:
+    """The header's recorder.not_imported (a flow file's tcp flows...) was said once, on the import's
+    stderr, and never again: info showed the capture as if the file held its exchanges alone."""
+    from click.testing import CliRunner
+    from mitmproxy import io
+    from mitmproxy.test import tflow
+
+    from infertap.cli import cli
+
+    http = tflow.tflow(resp=True)
+    http.request.path, http.request.method = "/v1/chat/completions", "POST"
+    with open(tmp_path / "a.flows", "wb") as fh:
+        writer = io.FlowWriter(fh)
+        for f in (http, tflow.ttcpflow(), tflow.tdnsflow()):
+            writer.add(f)
+    for _ in range(2):  # a second import appended to the capture: its counts add
+        imported = CliRunner().invoke(cli, ["import", str(tmp_path / "a.flows"), "--out", str(tmp_path / "cap")])
+        assert imported.exit_code == 0, imported.output
+    as_json = CliRunner().invoke(cli, ["info", str(tmp_path / "cap"), "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    summary = json.loads(as_json.stdout)
+    assert summary["exchanges"] == 2 and summary["not_imported"] == {"dns": 2, "tcp": 2}
+    text = CliRunner().invoke(cli, ["info", str(tmp_path / "cap")], env={"COLUMNS": "200"})
+    assert text.exit_code == 0, text.output
+    row = " ".join(next(line for line in text.stdout.splitlines() if line.startswith("not imported")).split())
+    assert row == "not imported 2 dns, 2 tcp (only HTTP requests and responses are imported)", text.stdout
+
+    http.request.path = "/v1/completions"
+    with open(tmp_path / "b.flows", "wb") as fh:
+        io.FlowWriter(fh).add(http)
+    import_file(tmp_path / "b.flows", tmp_path / "whole")
+    assert json.loads(CliRunner().invoke(cli, ["info", str(tmp_path / "whole"), "--json"]).stdout)["not_imported"] == {}
+    rows = [line.split() for line in CliRunner().invoke(cli, ["info", str(tmp_path / "whole")]).stdout.splitlines()]
+    assert ["not", "imported", "nothing"] in rows
+
+
 def test_a_missing_engine_snapshot_is_said_as_the_run_was_made(tmp_path: Path, fake, record) -> None:
     """info and compare said an import had "recorded with --no-probe, or the probe failed": an
     import probes nothing; a record --no-probe run keeps that reason."""

@@ -733,3 +733,19 @@ def test_the_original_concurrency_of_a_replay_counts_what_was_sent_not_what_wait
     )
     assert {i.concurrency for i in load(tmp_path / "src")[0]} == {5}  # the source: all at once
     assert {i.concurrency for i in load(tmp_path / "capped")[0]} == {1}  # the capped replay: one at a time
+
+
+def test_the_progress_bar_fits_the_terminal(fake, tmp_path, monkeypatch):
+    """The bar drew on rich's shared console, whose width is the first command's in the process: at
+    COLUMNS=80 after a command at 300 it was wider than 80."""
+    import rich
+    from rich.console import Console
+
+    monkeypatch.setattr(rich, "_console", Console(width=300))  # made by an earlier, wider command
+    app, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": t, "body": _chat(f"t{i}")} for i, t in enumerate([0, 0.05, 0.1])])
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--no-probe", "--no-telemetry", "--out", str(tmp_path / "out")]
+    run = CliRunner().invoke(cli, args, env={"COLUMNS": "80"})
+    assert run.exit_code == 0, run.output
+    bars = [line for line in run.output.splitlines() if "━" in line]
+    assert bars and all(len(line) <= 80 for line in bars), bars

@@ -237,6 +237,9 @@ def test_the_exporters_scraped_are_recorded_redacted_and_shown_beside_the_figure
     for capture in (rec.out, replayed):
         records = list(CaptureReader(capture).records())
         assert [r["recorder"]["telemetry_urls"] for r in records if r["type"] == "header"] == [[shown]]
+        every = 0.1 if capture == rec.out else 0.25  # --telemetry-interval, else its default: analysis judges gaps by it
+        intervals = [r["recorder"]["telemetry_intervals_s"] for r in records if r["type"] == "header"]
+        assert intervals == [{"gpu": every, "host": every, "engine": 1.0, "exporter": 1.0}]
         assert "s3cr3tpass" not in repr(records) and "t0k3nvalue" not in repr(records)
         assert any(r["type"] == "telemetry" and r["source"] == "exporter" and r["samples"] for r in records)
         assert json.loads(invoke("info", str(capture), "--json"))["telemetry_urls"] == [shown]

@@ -45,12 +45,15 @@ def run(
     host: str | None = None,
     session: str | None = None,
     base: float | None = None,
+    interval_s: float | None = None,
 ) -> Path:
     """One run appended to ``path``: a request for each (start ms, end ms) sent to ``upstream``,
     and the samples; recorded on a machine named ``host`` (this one's name by default). Times are
     ms from the writer's start, or from the wall time ``base`` (s), one clock for several captures."""
     facts = {**host_facts(), **({"hostname": host} if host else {})}
-    with mock.patch("infertap.capture.writer.host_facts", lambda: facts), CaptureWriter(path, recorder={"kind": "test"}) as w:
+    # ``interval_s``: the GPUs' sampling interval the run's header says it asked for (none: older captures').
+    recorder = {"kind": "test", **({"telemetry_intervals_s": {"gpu": interval_s}} if interval_s else {})}
+    with mock.patch("infertap.capture.writer.host_facts", lambda: facts), CaptureWriter(path, recorder=recorder) as w:
         zero = w.started_wall if base is None else base
         shift = (zero - w.started_wall) * 1e3  # ms from the writer's start to ``zero``
         for i, (start, end) in enumerate(busy):
@@ -596,3 +599,31 @@ def test_a_session_two_recorders_share_is_one_session_of_a_partly_measured_group
     b = run(tmp_path / "own-b", [(2500, 4000)], gpu, base=base)
     (g,) = groups([a, b, dark], tmp_path, by=("model",))
     assert g["energy"]["watt_hours_per_session"] == pytest.approx(g["energy"]["joules"] / 3600 / 2)
+
+
+def test_a_gap_is_judged_by_the_sampling_interval_asked_for_never_less_than_the_samples_kept(tmp_path: Path) -> None:
+    """A gap is two samples further apart than two sampling intervals: the interval the run's header
+    says was asked for (the longest of a capture's runs), or the median gap between the samples where
+    that is longer. The median alone held a run sampled every 2 s appended to one sampled every 250 ms
+    to the 250 ms: each of its intervals read as a gap, bridged by a line, and said so."""
+
+    def gpu(times: list[int]) -> list[Sample]:
+        return [(t, "gpu", "gpu_power_watts", GPU0, 100.0) for t in times]
+
+    def interpolated(path: Path) -> Any:
+        (g,) = groups([path], tmp_path / f"{path.name}-cache", by=("model",))
+        return g["energy"]["interpolated"]
+
+    # Asked every 250 ms: a gap just over two intervals (1000 -> 1510 ms) is said, one just under (2000 -> 2490) not.
+    times = [*range(0, 1001, 250), *range(1510, 2001, 245), *range(2490, 4001, 250)]
+    said = interpolated(run(tmp_path / "gap", [(0, 4000)], gpu(times), interval_s=0.25))
+    assert said is not None and said["seconds"] == pytest.approx(0.51)
+
+    # A run asked every 2 s appended to one asked every 250 ms: its 2 s steps are its interval, no gap.
+    both = run(tmp_path / "both", [(0, 8000)], gpu(list(range(0, 8251, 250))), interval_s=0.25)  # a sample past each end
+    run(both, [(500, 8000)], gpu(list(range(0, 10001, 2000))), interval_s=2.0, base=time.time() + 60)
+    assert interpolated(both) is None
+
+    # Asked every 50 ms, sampled every 250 ms throughout (an nvidia-smi slower than that, the sources
+    # sharing one thread): its samples' own spacing is the interval, none of it a gap.
+    assert interpolated(run(tmp_path / "slow", [(0, 4000)], gpu(list(range(0, 4001, 250))), interval_s=0.05)) is None
