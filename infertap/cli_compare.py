@@ -144,12 +144,10 @@ def print_comparison(r: dict[str, Any]) -> None:
 
     if any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in r["speed"]):
         _say(console, f"no interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%")
-    if apart := max((row.get("stream_differs") or 0 for row in r["speed"]), default=0):
-        _say(
-            console,
-            f"ttft left out for {apart} pairs streamed on one side only (the other's is the time to the whole body)",
-            "yellow",
-        )
+    from infertap.analysis.compare import speed_notes
+
+    for note in speed_notes(r["speed"]):
+        _say(console, note, "yellow")
     if r["speed"] and r["speed"][0].get("same_workload") is False:
         if not r["traffic"]["only_a"] and not r["traffic"]["only_b"]:
             what = "the same requests sent in another order (see traffic above): its schedule's doing as much as the engine's"
