@@ -238,7 +238,9 @@ def _print_sessions(console: Console, s: dict[str, Any] | None) -> None:
     a, b = s["makespan_s"]["a"], s["makespan_s"]["b"]
     first = s["first_differing_turn"]
     turns = ", ".join(f"turn {t} ×{n}" for t, n in first["by_turn"].items()) or "none"
-    left = f", {s['partial']} left out (a turn unpaired, failed or unfinished on B)" if s["partial"] else ""
+    why = {"unpaired": "a turn unpaired", "failed": "a turn failed on B", "unfinished": "a turn unfinished on B"}
+    reasons = ", ".join(f"{n} {why[k]}" for k, n in s["partial_by_reason"].items() if n)
+    left = f", {s['partial']} left out ({reasons})" if s["partial"] else ""
     _say(
         console,
         f"sessions: {s['sessions']} in A ({s['multi_turn']} with more than one turn); {s['compared']} compared, "
