@@ -22,7 +22,7 @@ from infertap.engines.runtime_digest import runtime_digest
 
 from .partly_counted import note, prompt_note
 from .sampled import interpolated, no_energy, partly_unsampled
-from .stats import QUANTILES, live_warnings, speed_stats
+from .stats import QUANTILES, live_warnings, speed_stats, ttft_mix
 from .store import Analysis
 from .svg import number
 from .workload_identity import recorders, workload
@@ -570,10 +570,7 @@ def _ttft_kinds(kinds: dict[str, int] | None) -> str:
         return ""
     if not kinds.get("streamed"):
         return " (ttft: no answer streamed, so it is the time to the whole body)"
-    return (
-        f" (ttft mixes {kinds['streamed']} streamed answers (time to the first token) with "
-        f"{kinds['whole_body']} not streamed (time to the whole body))"
-    )
+    return f" ({ttft_mix(kinds['streamed'], kinds['whole_body'])})"
 
 
 def _energy_line(energy: dict[str, Any] | None, sampled: dict[str, Any] | None = None) -> str:

@@ -40,7 +40,7 @@ from .pairing import PairTable, pair_in
 from .ratios import bootstrap_ratio, distribution
 from .sampled import NOT_SAMPLED, all_unsampled
 from .sessions import session_comparison
-from .stats import telemetry_sampled, telemetry_urls
+from .stats import telemetry_sampled, telemetry_urls, ttft_mix
 from .store import MEMORY_ENV, Analysis
 from .summaries import cached_side, load
 
@@ -62,7 +62,7 @@ def memory_limit() -> str:
 
 #: What compare reads of each run's ``metrics`` view.
 _METRICS = (
-    'capture, run_id, exchange_id, generation, "end", session, session_capture, turn, ok, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
+    'capture, run_id, exchange_id, generation, "end", session, session_capture, turn, ok, unfinished, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
     + ", ".join(f"{name}_ns" for name in SPEED_METRICS)
 )
 
@@ -188,6 +188,7 @@ def speed(ws: Workspace, a: Run, b: Run, pairs: PairTable) -> list[dict[str, Any
     values_of = ", ".join(f"ma.{n}_ns AS a_{n}, mb.{n}_ns AS b_{n}" for n in SPEED_METRICS)
     ws.con.execute(
         f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT p.ord, ma.streamed IS NOT DISTINCT FROM mb.streamed AS alike, "
+        "ma.streamed AS a_streamed, "
         f"{values_of} FROM {pairs.name} p "
         f"JOIN {a.name}_m ma ON ma.exchange_id = p.a_id JOIN {b.name}_m mb ON mb.exchange_id = p.b_id "
         "WHERE ma.ok AND mb.ok AND ma.generation AND mb.generation"  # as stats: a GET /v1/models has an e2e, no tokens
@@ -205,9 +206,27 @@ def speed(ws: Workspace, a: Run, b: Run, pairs: PairTable) -> list[dict[str, Any
         row = {"metric": name, "unit": "ms", "a": da, "b": db, "ratio_p50": ratio, "ratio_ci95": bootstrap_ratio(va, vb)}
         if name in _FRAMED:  # streamed on one side only: a first token against a whole body
             row["stream_differs"] = ws.con.execute(f"SELECT count(*) FROM {table} WHERE {both} AND NOT alike").fetchall()[0][0]
+            # Of the pairs compared (answered alike), those streamed (a first token) and not (a whole body): speed_notes.
+            streamed, whole = ws.con.execute(
+                f"SELECT count(*) FILTER (WHERE a_streamed), count(*) FILTER (WHERE NOT a_streamed) FROM {table} WHERE {both} AND alike"
+            ).fetchall()[0]
+            row["streamed"], row["not_streamed"] = int(streamed), int(whole)
         rows.append(row)
     ws.con.execute(f"DROP TABLE {table}")
     return rows
+
+
+def speed_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """What the speed rows' ttft is over, said under the table by ``compare`` and the report alike:
+    the pairs left out as streamed on one side only, and a ttft of streamed pairs and of whole bodies
+    (in stats' and claim's words), whose percentiles would read as a first token's."""
+    notes = []
+    if apart := max((row.get("stream_differs") or 0 for row in rows), default=0):
+        notes.append(f"ttft left out for {apart} pairs streamed on one side only (the other's is the time to the whole body)")
+    ttft = next((row for row in rows if row["metric"] == "ttft"), {})
+    if mixed := ttft_mix(ttft.get("streamed") or 0, ttft.get("not_streamed") or 0, "pairs"):
+        notes.append(f"{mixed}; stats --by stream splits them")
+    return notes
 
 
 def _ms(ns: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

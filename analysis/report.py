@@ -17,7 +17,7 @@ from infertap.capture.segments import SEGMENT_SUFFIX
 from infertap.errors import ConfigError
 
 from .capacity import RESULT
-from .compare import compare
+from .compare import compare, speed_notes
 from .compare_traffic import traffic_line
 from .divergence_notes import path_notes
 from .errors import AnalysisError
@@ -89,6 +89,7 @@ def render(
     out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
     if result is not None:
         out.append(_speed_table(result["speed"]))
+        out += [f"<p>{html.escape(note)}</p>" for note in speed_notes(result["speed"])]
     out.append(_plots(runs))
     out.append(
         "<p>Definitions: docs/metrics.md (ttft: request sent to the first chunk carrying generated text, reasoning or a tool call).</p>"

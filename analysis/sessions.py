@@ -29,7 +29,7 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     """B's sessions against A's: makespans, their B/A ratio with an interval, the first differing turn.
 
     ``a``/``b``: each run's metrics (``exchange_id, ord, generation, session, turn, sent_wall_ns,
-    end_wall_ns``, ``ord`` the exchange's place in its capture); ``pairs``: the pairs (pairing.py's
+    end_wall_ns, ok, unfinished``, ``ord`` the exchange's place in its capture); ``pairs``: the pairs (pairing.py's
     ``pair_in``); ``exact``: ``(ord, exact)`` per pair, whether its answers are equal."""
     table = f"{pairs}_sessions"
     # One step a table: DuckDB runs each aggregate and join within its buffer (spilling beyond it),
@@ -42,7 +42,8 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     )
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE {table}_p AS
-        SELECT ma.session, p.ord, ma.turn, e.exact, mb.session AS b_session, mb.sent_wall_ns, mb.end_wall_ns, mb.ok
+        SELECT ma.session, p.ord, ma.turn, e.exact, mb.session AS b_session, mb.sent_wall_ns, mb.end_wall_ns, mb.ok,
+               mb.unfinished
         FROM {pairs} p JOIN {a} ma ON ma.exchange_id = p.a_id JOIN {b} mb ON mb.exchange_id = p.b_id
         JOIN {exact} e ON e.ord = p.ord
         WHERE ma.generation AND ma.session IS NOT NULL"""
@@ -50,6 +51,7 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE {table}_b AS
         SELECT session, count(*) AS paired, count(*) FILTER (WHERE ok) AS answered,
+               count(*) FILTER (WHERE unfinished) AS unfinished,
                min(sent_wall_ns) AS b_first, max(end_wall_ns) AS b_last,
                min(coalesce(turn, 0)) FILTER (WHERE NOT exact) AS first_difference,
                arg_min(b_session, ord) FILTER (WHERE b_session <> '') AS b_session
@@ -60,6 +62,7 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
         f"""CREATE OR REPLACE TABLE {table} AS
         SELECT sa.first_ord AS i, sa.session, sa.turns, coalesce(sb.paired, 0) AS paired,
                sb.first_difference, sb.b_session, sa.a_first, sa.a_last, sb.b_first, sb.b_last,
+               coalesce(sb.unfinished, 0) AS unfinished,
                (sa.a_first IS NOT NULL AND sa.a_last IS NOT NULL AND sb.b_first IS NOT NULL AND sb.b_last IS NOT NULL
                 AND coalesce(sb.answered, 0) >= sa.turns) AS compared
         FROM {table}_a sa LEFT JOIN {table}_b sb USING (session)"""
@@ -76,6 +79,12 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     ).fetchall()[0]
     if not sessions:
         return None
+    # Why each session left out was: a turn of A's with no pair on B, else one B cut (unfinished:
+    # [DONE] with no finish reason), else one it failed; a session of several such named once, first one.
+    unpaired, unfinished, failed = con.execute(
+        f"SELECT count(*) FILTER (WHERE paired < turns), count(*) FILTER (WHERE paired >= turns AND unfinished > 0), "
+        f"count(*) FILTER (WHERE paired >= turns AND unfinished = 0) FROM {table} WHERE NOT compared"
+    ).fetchall()[0]
     cols = columns(con, f"SELECT i, a_last - a_first AS a, b_last - b_first AS b FROM {table} WHERE compared ORDER BY i")
     index = np.asarray(cols["i"], dtype=np.int64)
     va = np.asarray(cols["a"], dtype=np.int64).astype(np.float64) / 1e9
@@ -105,6 +114,7 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
         "sessions": sessions,
         "compared": len(va),
         "partial": sessions - len(va),  # a request unpaired, unfinished or failed on B: left out of the ratio
+        "partial_by_reason": {"unpaired": unpaired, "failed": failed, "unfinished": unfinished},
         "multi_turn": multi,  # of A's sessions
         "compared_multi_turn": multi_compared,
         "makespan_s": {"a": da, "b": db},

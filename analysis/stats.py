@@ -127,6 +127,15 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+def ttft_mix(streamed: int, whole: int, of: str = "answers") -> str | None:
+    """What a ttft over both kinds is, where both are in it (docs/metrics.md): a body not streamed has
+    no first token apart from its last, so its ttft is the time to all of it. ``stats``, ``claim``,
+    ``compare`` and the report say it in these words; ``of``: what is counted (answers, pairs)."""
+    if not streamed or not whole:
+        return None
+    return f"ttft mixes {streamed} streamed {of} (time to the first token) with {whole} not streamed (time to the whole body)"
+
+
 def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, Any]:
     """Per group: latency distributions, throughput, concurrency, error rate, server timings, workload."""
     q = _Query(analysis, by)

@@ -276,12 +276,10 @@ def _print_output(group: dict[str, Any]) -> None:
         )
     if group.get("partly_counted"):  # the rule claim's card gives (analysis/partly_counted.py)
         _out(f"  note: {group['partly_counted']['note']}")
-    kinds = group["ttft_kinds"]
-    if kinds["whole_body"] and kinds["streamed"]:
-        _out(
-            f"  note: ttft mixes {kinds['streamed']} streamed answers (time to the first token) with "
-            f"{kinds['whole_body']} not streamed (time to the whole body); --by stream splits them"
-        )
+    from .analysis.stats import ttft_mix
+
+    if mixed := ttft_mix(group["ttft_kinds"]["streamed"], group["ttft_kinds"]["whole_body"]):
+        _out(f"  note: {mixed}; --by stream splits them")
     tools = group["tool_calls"]
     _out(
         f"  finish_reason: {_counts(group['finish_reasons'])}; tool calls {tools['calls']} in {tools['exchanges']} exchanges"

@@ -144,12 +144,10 @@ def print_comparison(r: dict[str, Any]) -> None:
 
     if any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in r["speed"]):
         _say(console, f"no interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%")
-    if apart := max((row.get("stream_differs") or 0 for row in r["speed"]), default=0):
-        _say(
-            console,
-            f"ttft left out for {apart} pairs streamed on one side only (the other's is the time to the whole body)",
-            "yellow",
-        )
+    from infertap.analysis.compare import speed_notes
+
+    for note in speed_notes(r["speed"]):
+        _say(console, note, "yellow")
     if r["speed"] and r["speed"][0].get("same_workload") is False:
         if not r["traffic"]["only_a"] and not r["traffic"]["only_b"]:
             what = "the same requests sent in another order (see traffic above): its schedule's doing as much as the engine's"
@@ -240,7 +238,9 @@ def _print_sessions(console: Console, s: dict[str, Any] | None) -> None:
     a, b = s["makespan_s"]["a"], s["makespan_s"]["b"]
     first = s["first_differing_turn"]
     turns = ", ".join(f"turn {t} ×{n}" for t, n in first["by_turn"].items()) or "none"
-    left = f", {s['partial']} left out (a turn unpaired, failed or unfinished on B)" if s["partial"] else ""
+    why = {"unpaired": "a turn unpaired", "failed": "a turn failed on B", "unfinished": "a turn unfinished on B"}
+    reasons = ", ".join(f"{n} {why[k]}" for k, n in s["partial_by_reason"].items() if n)
+    left = f", {s['partial']} left out ({reasons})" if s["partial"] else ""
     _say(
         console,
         f"sessions: {s['sessions']} in A ({s['multi_turn']} with more than one turn); {s['compared']} compared, "

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from click.testing import CliRunner
 
+from infertap.analysis.report import render
 from infertap.cli import cli
 from infertap.replay import ReplayConfig, Schedule, run_replay
 from tests.helpers import write_capture
@@ -100,3 +103,36 @@ def test_a_replay_that_sent_the_same_requests_in_another_order_names_its_schedul
     line = next(line for line in out.splitlines() if line.startswith("traffic:"))
     assert "B replays the other's workload with --set temperature" in line, line
     assert line.endswith("speed ratios below compare different workloads") and "compares different workloads" in out
+
+
+def test_compare_says_when_its_ttft_mixes_streamed_and_whole_answers(fake, tmp_path):
+    """A pair not streamed has a ttft that is the time to its whole body: stats and the claim card
+    said "ttft mixes 1 streamed answers ... with 1 not streamed", compare and the report gave the
+    same percentiles unsaid."""
+    app, url = fake
+
+    def chat(tag, stream):
+        # A stream asked for usage ends with a finish reason, as an engine's does: the fake's other
+        # streams have none before [DONE], an answer the engine cut (unfinished), not ok, in no speed row.
+        usage = {"stream_options": {"include_usage": True}} if stream else {}
+        return {"model": "m", "messages": [{"role": "user", "content": tag}], "stream": stream, **usage}
+
+    write_capture(tmp_path / "mixed", [{"offset_s": 0.1, "body": chat("a", True)}, {"offset_s": 0.2, "body": chat("b", False)}])
+    write_capture(tmp_path / "streams", [{"offset_s": 0.1, "body": chat("a", True)}, {"offset_s": 0.2, "body": chat("b", True)}])
+    for name in ("mixed", "streams"):
+        for side in ("a", "b"):
+            run_replay(ReplayConfig(tmp_path / name, url, tmp_path / f"{name}-{side}", probe=False))
+    env = {"COLUMNS": "400"}
+    note = "ttft mixes 1 streamed pairs (time to the first token) with 1 not streamed (time to the whole body)"
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "mixed-a"), str(tmp_path / "mixed-b")], env=env).output
+    assert note in out, out
+    assert render(tmp_path / "mixed-a", tmp_path / "mixed-b").count(note) == 1
+    data = json.loads(CliRunner().invoke(cli, ["compare", str(tmp_path / "mixed-a"), str(tmp_path / "mixed-b"), "--json"]).output)
+    assert [(r["metric"], r["streamed"], r["not_streamed"], r["a"]["n"]) for r in data["speed"] if "streamed" in r] == [
+        ("ttft", 1, 1, 2),
+        ("ttft_content", 1, 1, 2),
+    ]
+    # All streamed: a ttft of first tokens only, no note.
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "streams-a"), str(tmp_path / "streams-b")], env=env).output
+    assert "2. Speed" in out and "mixes" not in out, out
+    assert "ttft mixes" not in render(tmp_path / "streams-a", tmp_path / "streams-b")

@@ -468,3 +468,38 @@ def test_an_image_sent_to_ollama_is_part_of_its_turn(tmp_path):
         "A1": ("A0", "A0", 1),
     }
     assert {x: plan[x][:3] for x in rows} == {x: (rows[x]["parent_id"], rows[x]["turn"], rows[x]["session"]) for x in rows}
+
+
+def test_the_sessions_left_out_are_counted_by_why(tmp_path):
+    """compare said "0 compared, 6 left out (a turn unpaired, failed or unfinished on B)", not which:
+    one session's second turn missing on B, one failed, one cut ([DONE] with no finish reason)."""
+
+    def sse(*events: str) -> bytes:
+        return b"".join(b"data: " + e.encode() + b"\n\n" for e in events)
+
+    role = json.dumps({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
+    text = json.dumps({"choices": [{"index": 0, "delta": {"content": "b"}, "finish_reason": "stop"}]})
+    streamed = {"content_type": "text/event-stream", "chunks": [sse(role, text, "[DONE]")]}
+    a = []
+    for name in ("s1", "s2", "s3", "s4"):
+        first = {"model": "m", "stream": True, "messages": [{"role": "user", "content": f"{name} q0"}]}
+        second = {**first, "messages": [*first["messages"], {"role": "assistant", "content": "b"}, {"role": "user", "content": "q1"}]}  # fmt: skip
+        a += [{"id": f"{name}t{t}", "session": name, "offset_s": t, "body": body, **streamed} for t, body in enumerate((first, second))]  # fmt: skip
+    write_capture(tmp_path / "a", a)
+    failed = {"status": 500, "content_type": "application/json", "chunks": [b'{"error": {"message": "boom"}}']}
+    cut = {"chunks": [sse(role, "[DONE]")]}
+    b = [x for x in a if x["id"] != "s2t1"]  # s2: its second turn never sent
+    b = [{**x, **failed} if x["id"] == "s3t1" else {**x, **cut} if x["id"] == "s4t1" else x for x in b]
+    write_capture(tmp_path / "b", b)
+    s = compare(tmp_path / "a", tmp_path / "b")["sessions"]
+    assert (s["compared"], s["partial"]) == (1, 3)
+    assert s["partial_by_reason"] == {"unpaired": 1, "failed": 1, "unfinished": 1}
+    said = " ".join(CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "b")]).output.split())
+    assert "1 compared, every turn answered on B (1 with more than one turn), 3 left out (1 a turn unpaired, 1 a turn failed on B, 1 a turn unfinished on B)" in said, said  # fmt: skip
+    # Two left out for one reason, none for the others: those unsaid.
+    write_capture(tmp_path / "c", [{**x, **failed} if x["id"] in ("s3t1", "s4t1") else x for x in a])
+    s = compare(tmp_path / "a", tmp_path / "c")["sessions"]
+    assert s["partial_by_reason"] == {"unpaired": 0, "failed": 2, "unfinished": 0}
+    said = " ".join(CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "c")]).output.split())
+    assert "2 compared, every turn answered on B (2 with more than one turn), 2 left out (2 a turn failed on B)" in said, said  # fmt: skip
+    assert compare(tmp_path / "a", tmp_path / "a")["sessions"]["partial_by_reason"] == {"unpaired": 0, "failed": 0, "unfinished": 0}  # fmt: skip
