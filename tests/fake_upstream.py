@@ -185,6 +185,8 @@ class FakeUpstream:
                 await chunk(_chat_chunk(tag, [{"index": 0, "delta": {}, "finish_reason": "length"}]))
                 usage = {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
                 await chunk(_chat_chunk(tag, [], usage=usage))
+            elif not params.get("no_finish"):  # every engine ends a whole answer with its finish reason
+                await chunk(_chat_chunk(tag, [{"index": 0, "delta": {}, "finish_reason": "stop"}]))
             await chunk(b"data: [DONE]\n\n", more=False)
             self.completed.append(tag)
         elif path == "/v1/messages":  # the Messages API, streamed: the prompt's usage first, the output's last

@@ -201,7 +201,10 @@ def test_incomplete_exchanges_end_at_their_last_byte_and_are_not_ok(load: Load) 
             exchange("gone", end="client_disconnected", end_ms=500, chunks=[(10, sse(event("a"))), (20, sse(event("b")))]),
             # The openai SDK closes on [DONE], sometimes before the engine ends the body: the answer is whole.
             exchange(
-                "done", end="client_disconnected", end_ms=40, chunks=[(10, sse(event("a"))), (30, sse(event("b"), "[DONE]"))]
+                "done",
+                end="client_disconnected",
+                end_ms=40,
+                chunks=[(10, sse(event("a"))), (30, sse(event("b", finish="stop"), "[DONE]"))],
             ),
             exchange("refused", end="upstream_error", status=None, end_ms=3, chunks=[]),
             exchange("http500", status=500, headers=JSON_HEADERS, chunks=[(7, b'{"error": {"message": "boom"}}')]),

@@ -19,6 +19,7 @@ from infertap.mitm.importer import import_file
 from tests.helpers import decompressed_bytes
 
 SSE = 'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"t "}}]}\n\n' * 5
+SSE += 'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
 SSE += "data: [DONE]\n\n"
 
 
