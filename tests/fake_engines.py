@@ -233,3 +233,30 @@ def llama_server_app(on_tokenize: Callable[[], Any] | None = None) -> JSONRoutes
 
 
 __all__ = ["VLLM_METRICS", "JSONRoutes", "llama_server_app", "ollama_app", "sglang_app", "threading", "vllm_app"]
+
+
+def enriched(app: Any, path: str, request: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """The enrichment of a whole JSON ``answer`` to ``request`` on ``path``, probed from the fake
+    engine ``app``: what the enricher records of an exchange it did not see go by."""
+    from infertap.engines.enrich import enrichment
+    from infertap.engines.probe import open_engine
+    from tests.fake_upstream import ServerThread
+
+    record = {
+        "id": "x1",
+        "method": "POST",
+        "path": path,
+        "status": 200,
+        "end": "complete",
+        "response_headers": [["content-type", "application/json"]],
+        "chunks": [json.dumps(answer).encode()],
+        "request_body": json.dumps(request).encode(),
+    }
+    with ServerThread(app) as server:
+        engine = open_engine(server.url)
+        try:
+            out = enrichment(engine, None, record)
+        finally:
+            engine.http.close()
+    assert out is not None
+    return out

@@ -11,10 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infertap.engines.enrich import enrichment
-from infertap.engines.probe import open_engine
-from tests.fake_engines import sglang_app
-from tests.fake_upstream import ServerThread
+from tests.fake_engines import enriched, sglang_app
 
 _MODEL = "qwen/qwen2.5-0.5b-instruct"  # the fake's: /v1/models max_model_len 32768
 
@@ -49,24 +46,7 @@ def _settings(
         usage = {"prompt_tokens": input_tokens, "completion_tokens": 3, "total_tokens": (input_tokens or 0) + 3}
     if input_tokens is not None:
         answer["usage"] = usage
-    record = {
-        "id": "x1",
-        "method": "POST",
-        "path": path,
-        "status": 200,
-        "end": "complete",
-        "response_headers": [["content-type", "application/json"]],
-        "chunks": [json.dumps(answer).encode()],
-        "request_body": json.dumps({"model": _MODEL, **body}).encode(),
-    }
-    with ServerThread(app) as server:
-        engine = open_engine(server.url)
-        try:
-            out = enrichment(engine, None, record)
-        finally:
-            engine.http.close()
-    assert out is not None
-    return out["settings"]
+    return enriched(app, path, {"model": _MODEL, **body}, answer)["settings"]
 
 
 _INPUT = {"input": "hi"}

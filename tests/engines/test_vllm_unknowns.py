@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infertap.engines.probe import open_engine
-from tests.fake_engines import vllm_app
+from tests.fake_engines import enriched, vllm_app
 from tests.fake_upstream import ServerThread
 
 _TOOLS = [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}]
@@ -137,27 +137,7 @@ def test_a_tool_choice_none_prompt_is_the_rendering_whose_count_alone_is_the_ans
 
 
 def test_the_enrichment_hands_the_answers_usage_to_the_prompt_it_settles():
-    import json
-
-    from infertap.engines.enrich import enrichment
-
     request = {**_CHAT, "tools": _TOOLS, "tool_choice": "none"}
     answer = {"object": "chat.completion", "model": _CHAT["model"], "choices": [], "usage": {"prompt_tokens": 12}}
-    record = {
-        "id": "x1",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "status": 200,
-        "end": "complete",
-        "response_headers": [["content-type", "application/json"]],
-        "chunks": [json.dumps(answer).encode()],
-        "request_body": json.dumps(request).encode(),
-    }
-    with ServerThread(_tools_app()) as server:
-        engine = open_engine(server.url)
-        try:
-            out = enrichment(engine, None, record)
-        finally:
-            engine.http.close()
-    assert out is not None
+    out = enriched(_tools_app(), "/v1/chat/completions", request, answer)
     assert out["prompt_tokens"]["ids"] == list(range(100, 112)) and out["prompt_tokens"]["agrees_with_usage"] is True
