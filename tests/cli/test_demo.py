@@ -87,7 +87,7 @@ def test_demo_with_a_third_engine_compares_each_pair_configuration_first(vllm_en
     )
     assert run.returncode == 0, run.stdout + run.stderr
     text = run.stdout
-    assert "left out" not in text and "C: vllm 0.32.0" in text and ", float32," in text
+    assert "engine C (vLLM) left out" not in text and "C: vllm 0.32.0" in text and ", float32," in text
     sections = [text.index(f"===== {pair} ") for pair in ("A vs B", "A vs C", "B vs C")]
     assert sections == sorted(sections)
     b_vs_c = text[sections[2] : text.index("in short:")]
