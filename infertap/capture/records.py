@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from random import getrandbits as _random_bits
 from typing import Any, Literal, NotRequired, TypedDict, Unpack
 
+from infertap.apis.body import encoded
+
 #: Major versions are incompatible; a reader refuses a major it doesn't know. Minor versions
 #: only add keys or record types, which readers pass through.
 FORMAT_MAJOR = 1
@@ -315,13 +317,8 @@ class ResponseKept:
             record["response_body_size"] = self.size
             record["response_body_chunks"] = self.count
             record["response_last_ns"] = self.last_ns
-            if self.end and not _encoded(record.get("response_headers")):
+            if self.end and not encoded(record):
                 record["response_tail"] = b"".join(self.end)[-RESPONSE_TAIL_BYTES:]
-
-
-def _encoded(headers: list[list[str]] | None) -> bool:
-    """Whether response headers name a content-encoding other than identity."""
-    return any(n.lower() == "content-encoding" and v.strip().lower() not in ("", "identity") for n, v in headers or ())
 
 
 def named_session(value: object) -> str | None:
