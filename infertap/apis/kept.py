@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .body import decoding, encoded, ended_payloads, framing, head_of
+from .completed_tail import completed_usage
 from .read import (
     _NOTHING,
     CHAT,
@@ -150,124 +151,6 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
             prompt, cached, output = api.counts(usage)
             return TailUsage(usage, prompt, cached, output, out.finish_reason, out.finish_reason_raw)
     return TailUsage(usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, out.finish_reason, out.finish_reason_raw)
-
-
-def completed_usage(tail: bytes) -> dict[str, Any] | None:
-    """The ``usage`` of the ``response`` in the Responses stream's last event, read back from its end
-    where the tail holds only that end (the event starts before it: the answer restated whole).
-
-    Read backwards, exactly: a string's bounds are its quotes not escaped (an even number of
-    backslashes before them: outside a string JSON has none), a container's its matching bracket, so
-    each value after ``usage`` is skipped whole, whatever text it holds. The event's members after
-    its ``response`` may only be ``sequence_number`` and ``type`` (a terminal one: completed,
-    incomplete, failed, cancelled), as every server writes them; ``response`` is its only object.
-    Within it, its own members are read back to ``"usage"``: one nested in an output item, or in a
-    string, is never reached (each is inside a value skipped whole, or before the usage, the output
-    being written first). Only a stream that ended whole is read so (``end`` complete): its last
-    event is its terminal one. None where anything else is met, or the tail starts first: the usage
-    written before the output (or cut), a tail of another event."""
-    line = tail.rstrip(b" \t\r\n")
-    i = len(line) - 1
-    if i < 0 or line[i] != _CLOSE_OBJECT:
-        return None
-    i -= 1
-    try:
-        while True:  # the event's members after its response, then the response
-            i = _back_space(line, i)
-            if line[i] == _CLOSE_OBJECT:
-                break
-            key, value, i = _back_member(line, i)
-            if key == "type":
-                if json.loads(value) not in _RESPONSE_ENDS:
-                    return None
-            elif key != "sequence_number" or value[:1] in (b"{", b"["):
-                return None
-            if line[i] != _COMMA:
-                return None  # the event began with no response object
-            i -= 1
-        i -= 1
-        while True:  # the response's members, last first
-            i = _back_space(line, i)
-            key, value, i = _back_member(line, i)
-            if key == "usage":
-                usage = json.loads(value)
-                return usage if isinstance(usage, dict) and isinstance(usage.get("output_tokens"), int) else None
-            if line[i] != _COMMA:
-                return None  # the response began: no usage after its output
-            i -= 1
-    except (IndexError, ValueError):  # the tail started first (an index below 0), or no JSON there
-        return None
-
-
-_RESPONSE_ENDS = ("response.completed", "response.incomplete", "response.failed", "response.cancelled")
-_CLOSE_OBJECT, _COMMA, _QUOTE, _BACKSLASH = b"}"[0], b","[0], b'"'[0], b"\\"[0]
-_OPENS, _CLOSES = b"{[", b"}]"
-
-
-def _back_space(line: bytes, i: int) -> int:
-    while i >= 0 and line[i] in b" \t\r\n":
-        i -= 1
-    if i < 0:
-        raise IndexError  # not a negative index: that would read the line's end
-    return i
-
-
-def _back_member(line: bytes, i: int) -> tuple[str, bytes, int]:
-    """The member of an object whose value ends at ``i``: its key, its value's bytes, and where the
-    byte before the key is (a comma, or the object's opening brace)."""
-    start = _back_value(line, i)
-    value = line[start : i + 1]
-    i = _back_space(line, start - 1)
-    if line[i] != b":"[0]:
-        raise ValueError("no member")
-    i = _back_space(line, i - 1)
-    if line[i] != _QUOTE:
-        raise ValueError("no key")
-    opening = _back_string(line, i)
-    key = json.loads(line[opening : i + 1])
-    return key, value, _back_space(line, opening - 1)
-
-
-def _back_value(line: bytes, i: int) -> int:
-    """Where the JSON value that ends at ``i`` starts."""
-    c = line[i]
-    if c == _QUOTE:
-        return _back_string(line, i)
-    if c in _CLOSES:
-        depth = 0
-        while True:
-            c = line[i]
-            if c == _QUOTE:
-                i = _back_string(line, i)
-            elif c in _CLOSES:
-                depth += 1
-            elif c in _OPENS:
-                depth -= 1
-                if depth == 0:
-                    return i
-            i -= 1
-            if i < 0:
-                raise IndexError
-    while i > 0 and line[i - 1] not in b",:[{ \t\r\n":  # a number, true, false or null
-        i -= 1
-    if i == 0:
-        raise IndexError  # it may go on before the tail
-    return i
-
-
-def _back_string(line: bytes, i: int) -> int:
-    """Where the string whose closing quote is at ``i`` opens: the quote before it not escaped."""
-    while True:
-        i = line.rfind(b'"', 0, i)
-        if i < 0:
-            raise IndexError
-        slashes = i
-        while slashes > 0 and line[slashes - 1] == _BACKSLASH:
-            slashes -= 1
-        if slashes == 0:
-            raise IndexError  # the tail starts at the quote or within its backslashes: escaped or not is unknown
-        if (i - slashes) % 2 == 0:
-            return i
 
 
 def _message_start(record: Mapping[str, Any], chunks: list[bytes]) -> dict[str, Any] | None:
