@@ -46,12 +46,17 @@ _FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
 # read whole where they have a value (``summed``), as math-verify reads an expression: "3-5" is a
 # range, "1 -1/2" two numbers. A bracket after the operator is a term ("2 \\cdot (3+4)" is 14).
 # Divisions chained with spaced "/" are one quotient ("12 / 4 / 2" is 1.5, as math-verify divides);
-# "12/4/2024" is a date and "1 1 / 2" a mixed number (``_FRACTION``).
+# "12/4/2024" is a date and "1 1 / 2" a mixed number (``_FRACTION``). A quotient another operator
+# follows is a term ("12 / 4 + 1" is 4, as math-verify reads it; it was 1, the last term).
 _OPERAND = r"(?:[.\d(]|\\left\s*\()"
-_JOINED = (  # what joins the number to the next one: an operator, a spaced "-", a chain of spaced "/"
+_OPERATOR = (  # an operator and its operand, or a "-" spaced on both sides
     r"[ \t]*(?:\+|\*|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))[ \t]*-?" + _OPERAND,
     r"[ \t]+-[ \t]+" + _OPERAND,
+)
+_JOINED = (  # what joins the number to the next one: an operator, a chain of spaced "/", a quotient's
+    *_OPERATOR,
     r"[ \t]+/[ \t]+(?:" + _PART + r")[ \t]+/[ \t]+" + _OPERAND,
+    r"[ \t]*/[ \t]*(?:" + _PART + r")(?![\d/.])(?=" + "|".join(_OPERATOR) + ")",
 )
 _ARITHMETIC = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?(?=" + "|".join(_JOINED) + ")")
 # The tail of an operation whose head was no number ("x + 2 + 3"): not read as a sum of its own.

@@ -432,3 +432,24 @@ def test_a_chained_division_is_its_quotient(text: str, value: str) -> None:
 def test_a_chained_division_matches_its_quotient_and_differs_from_its_last_number() -> None:
     assert number("12 ÷ 4 ÷ 2") == number("12 / 4 / 2") == number("\\frac{3}{2}") == number("1.5")
     assert number("12 ÷ 4 ÷ 2") not in (number("2"), number("3"), number("6"), number("12 ÷ 4 ÷ 3"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("12 / 4 + 1", "4"),  # was "1": a quotient an operator follows is a term, as math-verify reads it
+        ("12/4 + 1", "4"),
+        ("x = 1/2 + 1", "1.5"),  # was "1"
+        ("1/2 \\cdot 3", "1.5"),  # was "3"
+        ("12 / 4 - 1", "2"),
+        ("12/4-1", "1"),  # an unspaced "-" may be a range's: no difference
+        ("12/4/2024 + 1", "1"),  # a date is no quotient
+    ],
+)
+def test_a_quotient_before_another_operator_is_a_term(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_quotient_before_another_operator_matches_its_value_and_differs_from_its_last_term() -> None:
+    assert number("12 / 4 + 1") == number("12/4 + 1") == number("4") == number("\\boxed{3 + 1}")
+    assert number("12 / 4 + 1") not in (number("1"), number("3"), number("12 / 4 + 2"))
