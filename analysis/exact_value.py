@@ -153,11 +153,11 @@ class _Reader:
         while value is not None:
             if any(self.take(op) for op in _TIMES):
                 self.special = True
-                other = self.factor(top)
+                other = self.signed(top)
                 value = value * other if other is not None else None
             elif self.take("/"):
                 self.special = True
-                other = self.factor(top)
+                other = self.signed(top)
                 inverse = other.inverse() if other is not None else None
                 value = value * inverse if inverse is not None else None
             elif self.peek("\\frac", "\\dfrac", "\\tfrac", "\\sqrt", "{", "(") and not self.mixed(top):
@@ -166,6 +166,12 @@ class _Reader:
             else:
                 break
         return value * Surd(Fraction(sign)) if value is not None else None
+
+    def signed(self, top: bool) -> Surd | None:
+        """A factor after an operator, a minus before it its sign ("2 * -3" is -6, as math-verify reads it)."""
+        sign = -1 if self.take("-") else 1
+        value = self.factor(top)
+        return Surd(sign * value.coefficient, value.radicand) if value is not None else None
 
     def sum(self) -> Surd | None:
         value = self.product()

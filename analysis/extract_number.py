@@ -49,14 +49,16 @@ _FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
 # "12/4/2024" is a date and "1 1 / 2" a mixed number (``_FRACTION``). A quotient another operator
 # follows is a term ("12 / 4 + 1" is 4, as math-verify reads it; it was 1, the last term).
 _OPERAND = r"(?:[.\d(]|\\left\s*\()"
-_OPERATOR = (  # an operator and its operand, or a "-" spaced on both sides
-    r"[ \t]*(?:\+|\*|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))[ \t]*-?" + _OPERAND,
-    r"[ \t]+-[ \t]+" + _OPERAND,
+_OPERATOR = (  # an operator and its operand, or a "-" spaced on both sides; a "-" after either is a sign
+    # ("2 * -3" is -6, as math-verify reads it: it was -3)
+    r"[ \t]*(?:\+|\*|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))[ \t]*(?:-[ \t]*)?" + _OPERAND,
+    r"[ \t]+-[ \t]+(?:-[ \t]*)?" + _OPERAND,
 )
 _JOINED = (  # what joins the number to the next one: an operator, a chain of spaced "/", a quotient's
     *_OPERATOR,
     r"[ \t]+/[ \t]+(?:" + _PART + r")[ \t]+/[ \t]+" + _OPERAND,
     r"[ \t]*/[ \t]*(?:" + _PART + r")(?![\d/.])(?=" + "|".join(_OPERATOR) + ")",
+    r"[ \t]*/[ \t]*-[ \t]*" + _OPERAND,  # a signed divisor: no fraction ("6 / -2" is -3)
 )
 _ARITHMETIC = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?(?=" + "|".join(_JOINED) + ")")
 # The tail of an operation whose head was no number ("x + 2 + 3"): not read as a sum of its own.

@@ -453,3 +453,28 @@ def test_a_quotient_before_another_operator_is_a_term(text: str, value: str) -> 
 def test_a_quotient_before_another_operator_matches_its_value_and_differs_from_its_last_term() -> None:
     assert number("12 / 4 + 1") == number("12/4 + 1") == number("4") == number("\\boxed{3 + 1}")
     assert number("12 / 4 + 1") not in (number("1"), number("3"), number("12 / 4 + 2"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2 * -3", "-6"),  # was "-3": a minus after an operator is its operand's sign, as math-verify reads it
+        ("2 \\cdot -3", "-6"),
+        ("x = 2 * - 3", "-6"),
+        ("-2 * -3", "6"),  # was "-3"
+        ("6 / -2", "-3"),  # was "-2"
+        ("6/-2", "-3"),
+        ("2 - -3", "5"),  # was "-3"
+        ("2 + -3", "-1"),
+        ("2 * -\\sqrt{2}", "-2\\sqrt{2}"),
+        ("2--3", "-3"),  # unspaced: a range's dash still, no difference
+    ],
+)
+def test_a_minus_after_an_operator_is_its_operands_sign(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_signed_operand_matches_its_product_and_differs_from_the_unsigned_one() -> None:
+    assert number("2 * -3") == number("2 \\cdot -3") == number("-6") == number("-2 \\cdot 3")
+    assert number("2 * -3") not in (number("-3"), number("6"), number("2 * 3"))
+    assert number("2 - -3") == number("5") != number("2 - 3")
