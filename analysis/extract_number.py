@@ -74,6 +74,9 @@ _TERMS_BEFORE = re.compile(
 _LONGEST_ARGUMENT = 200  # characters of a braced argument, its braces in
 _PLAIN_PART = re.compile(r"\s*-?\s*(?:" + _PART + r")\s*")
 _BOXED = re.compile(r"\\boxed\s*\{")
+# Numbers joined by two or more unspaced "/" in a box: arithmetic, not a date ("\\boxed{12/4/2}" is
+# 1.5, as math-verify divides; it was 2), read as the chained division spaced slashes are.
+_SLASHED = re.compile(r"(?<![\w.,^/\\])(?<!\^\{)(?:" + _PART + r")(?:[ \t]*/[ \t]*(?:" + _PART + r")){2,}(?![\w/.])")
 # GSM8K's "#### 72", not a markdown heading "#### Step 1"; "The answer is 72", "Answer: 72".
 _MARKED_NUMBER = (re.compile(r"####(?=[ \t]*\$?-?\.?\d)"), re.compile(r"\b(?i:answer)(?:\s+is\b|\s*:)"))
 # On a marked line, an "=" this near the marker and a number right after it: math-verify's
@@ -102,7 +105,8 @@ def number(text: str) -> str | None:
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
     boxes = list(_BOXED.finditer(text))
     if boxes:
-        found = _numbers(_braced(text, boxes[-1].end()))
+        boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
+        found = _numbers(boxed)
         if found:
             return found[-1]
     for marker in _MARKED_NUMBER:

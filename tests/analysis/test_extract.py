@@ -478,3 +478,22 @@ def test_a_signed_operand_matches_its_product_and_differs_from_the_unsigned_one(
     assert number("2 * -3") == number("2 \\cdot -3") == number("-6") == number("-2 \\cdot 3")
     assert number("2 * -3") not in (number("-3"), number("6"), number("2 * 3"))
     assert number("2 - -3") == number("5") != number("2 - 3")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("\\boxed{12/4/2}", "1.5"),  # was "2": read as a date; in a box it is arithmetic, as math-verify divides
+        ("So $\\boxed{1/2/2}$.", "0.25"),
+        ("\\boxed{12/4/2 + 1}", "2.5"),
+        ("\\boxed{1/2}", "0.5"),  # one slash: a fraction still
+        ("due 12/4/2", "2"),  # outside a box: a date still
+    ],
+)
+def test_slashes_chained_in_a_box_are_a_quotient(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_boxed_slash_chain_matches_its_quotient_and_differs_from_its_last_number() -> None:
+    assert number("\\boxed{12/4/2}") == number("\\boxed{12 / 4 / 2}") == number("\\frac{3}{2}") == number("1.5")
+    assert number("\\boxed{12/4/2}") not in (number("2"), number("3"), number("\\boxed{12/4/3}"))
