@@ -26,7 +26,9 @@ _EXPONENT = re.compile(r"[eE][-+]?\d+")
 _LONGEST_EXPONENT = 4  # digits: "1e99999" is not computed
 _COMMAND = re.compile(r"\\([a-zA-Z]+)|\\[,;!: ]")
 _TIMES = ("\\cdot", "\\times", "*")
-_WORD_AFTER = re.compile(r"[a-zA-Z_]|\\(?!cdot|times|left|right|[,;!: ])[a-zA-Z]")
+_WORD_AFTER = re.compile(r"[a-zA-Z_]|\\(?!cdot|times|left|right|pi(?![a-zA-Z])|[,;!: ])[a-zA-Z]")
+#: A factor of no value ahead, its operator before it: the product before it is read, and ends there.
+_PI_AHEAD = re.compile(r"[ \t]*(?:\\cdot|\\times|\*)?[ \t]*\\pi(?![a-zA-Z])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +152,7 @@ class _Reader:
     def product(self, top: bool = False) -> Surd | None:
         sign = -1 if self.take("-") else 1
         value = self.factor(top)
-        while value is not None:
+        while value is not None and not _PI_AHEAD.match(self.text, self.at, self.end):
             if any(self.take(op) for op in _TIMES):
                 self.special = True
                 other = self.signed(top)
@@ -270,7 +272,8 @@ def evaluated(text: str, at: int) -> tuple[Surd, int] | None:
     numbers, a mixed number ``2\\frac12``)."""
     reader = _Reader(text, at)
     value = reader.product(top=True)
-    if value is None or not (reader.special or len(reader.factors) > 2 or reader.factors[:1] == ["fraction"] != reader.factors):
+    plain = not (reader.special or len(reader.factors) > 2 or reader.factors[:1] == ["fraction"] != reader.factors)
+    if value is None or (plain and not _PI_AHEAD.match(text, reader.at)):  # "\frac12\pi": the factor of \pi
         return None
     return value, reader.at
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from .exact_value import evaluated, spelled, summed
+from .exact_value import Surd, evaluated, spelled, summed
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -64,7 +64,7 @@ _ARITHMETIC = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(
 # The tail of an operation whose head was no number ("x + 2 + 3"): not read as a sum of its own.
 _AFTER_OPERATOR = re.compile(r"(?:[-+*/^]|\\cdot|\\times)[ \t]*\Z")
 # A command factor right after an expression ("\\pi\\sqrt2", "\\frac{1}{0}\\sqrt2"): the product goes on.
-_NEXT_FACTOR = re.compile(r"[ \t]*(?:\\cdot|\\times)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])")
+_NEXT_FACTOR = re.compile(r"[ \t]*(?:\\cdot|\\times|\*)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])")
 # A number times the expression after it ("1.5 \\times 10^3"), read with it.
 _TIMES_BEFORE = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(" + _PART + r")[ \t]*(?:\\cdot|\\times|\*)[ \t]*\Z")
 # Numbers added to or taken from the expression after them ("1 + 2^3", "1 - \\sqrt2"), read with it.
@@ -203,6 +203,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
         before = _TIMES_BEFORE.search(text, at, m.start())  # "1.5 \\times 10^3", "2 \\cdot \\sqrt2"
         times = evaluated(text, before.start()) if before else None
         exact = times or evaluated(text, m.start())
+        factor = None
         terms = _TERMS_BEFORE.search(text, at, m.start() + len(m.group(1) or ""))
         begin = terms.start() if terms else before.start() if before and times else m.start()
         total = summed(text, begin)
@@ -212,6 +213,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             read = True
         elif exact:
             value, end = exact
+            factor = value  # a product's value: the factors of no value after it are its (``_more_factors``)
             begin = before.start() if before and times else m.start()
             spelling = spelled(value, _spelled(value.coefficient))
             read = True
@@ -225,10 +227,24 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
                 continue
             (end, spelling), read = written, False
         more, after = _more_factors(text, end)
-        if more:  # "\\sqrt2\\pi", "\\frac{1}{0}\\sqrt2": a product with no value, as written
+        if more and factor is not None:  # "2 \\cdot 3\\pi" is "6\\pi": the value's factors of no value
+            spelling, end = _times(factor) + more if factor.coefficient else "0", after
+        elif more:  # "\\sqrt2\\pi", "\\frac{1}{0}\\sqrt2", "1+2\\pi": a product with no value, as written
             spelling, end = (_latex(text[begin:end]) if read else spelling) + more, after
         out.append((begin, end, spelling))
         at = end
+
+
+def _times(value: Surd) -> str:
+    """A value spelled as the factor of a product ("6" of "6\\pi", "-" of "-\\pi", "\\frac{2}{3}" of
+    "\\frac{2}{3}\\pi", not "2/3", which reads as 2 over 3\\pi)."""
+    c = value.coefficient
+    if value.radicand != 1:
+        return spelled(value, "")
+    if abs(c) == 1:
+        return "-" if c < 0 else ""
+    rational = _spelled(c)
+    return rational if "/" not in rational else ("-" if c < 0 else "") + f"\\frac{{{abs(c.numerator)}}}{{{c.denominator}}}"
 
 
 def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None) -> tuple[int, tuple[int, str] | None]:

@@ -497,3 +497,29 @@ def test_slashes_chained_in_a_box_are_a_quotient(text: str, value: str) -> None:
 def test_a_boxed_slash_chain_matches_its_quotient_and_differs_from_its_last_number() -> None:
     assert number("\\boxed{12/4/2}") == number("\\boxed{12 / 4 / 2}") == number("\\frac{3}{2}") == number("1.5")
     assert number("\\boxed{12/4/2}") not in (number("2"), number("3"), number("\\boxed{12/4/3}"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2 \\cdot 3\\pi", "6\\pi"),  # was "2\\cdot3\\pi": the numbers' product, the factor of \pi
+        ("2\\cdot3\\cdot\\pi", "6\\pi"),  # was "\\pi"
+        ("\\frac{1}{2}\\pi", "0.5\\pi"),  # was "\\pi": a fraction before \pi was dropped
+        ("\\frac{2}{3} \\cdot \\pi", "\\frac{2}{3}\\pi"),
+        ("\\frac12 \\cdot 4\\pi", "2\\pi"),
+        ("\\sqrt8\\pi", "2\\sqrt{2}\\pi"),
+        ("0 \\cdot \\pi", "0"),
+        ("2 + 3 \\cdot \\pi", "2+3\\pi"),  # was "3\\pi": a sum is no product, as written
+        ("2 + 3\\pi", "2+3\\pi"),
+    ],
+)
+def test_numbers_before_pi_are_its_factor_by_their_product(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_product_with_pi_matches_its_value_and_differs_from_its_parts() -> None:
+    assert number("2 \\cdot 3\\pi") == number("6\\pi") == number("2 * 3 * \\pi") == number("\\boxed{6 \\pi}")
+    assert number("\\frac{1}{2}\\pi") == number("0.5\\pi") == number("\\frac12 \\cdot \\pi")
+    assert number("2 \\cdot 3\\pi") not in (number("3\\pi"), number("2\\pi"), number("6"), number("5\\pi"))
+    assert number("\\frac{1}{2}\\pi") not in (number("\\pi"), number("0.5"), number("2\\pi"))
+    assert number("2 + 3\\pi") not in (number("5\\pi"), number("3\\pi"), number("5"))
