@@ -33,8 +33,9 @@ _WHOLE = r"(?:(?<![\w)\]])(-)[ \t]*)?(?<![\w.,^/\\])(\d{1,3}(?:,\d{3})+|\d+)"
 _IRRATIONAL = re.compile(
     r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/\\]))((?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])"
 )
-# A power of a number ("2^3", "10^{-3}"), evaluated: "50 cm^2" is no power of a number.
-_POWER = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[eE][-+]?\d+)?[ \t]*\^")
+# A power of a number ("2^3", "10^{-3}"), evaluated: "50 cm^2" is no power of a number; right after
+# "\\cdot" or "\\times" ("3\\times2^x") their letters are no word it is part of.
+_POWER = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/\\]))(?:" + _PART + r")(?:[eE][-+]?\d+)?[ \t]*\^")
 # A bracket whose power follows its closing one ("\\left(\\frac12\\right)^2"): read with its power.
 # A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
@@ -188,7 +189,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     one way as the MATH graders' ``strip_string`` spells it (``_as_written``), not evaluated."""
     out: list[tuple[int, int, str]] = []
     groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _FACTOR_BEFORE.search(m.group())]
-    at = 0
+    at = floor = 0  # floor: where the last expression read ended (``at`` passes arithmetic of no value too)
     while True:
         group = next((m for m in groups if m.start() >= at), None)
         arithmetic = next(
@@ -200,7 +201,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
         if not found:
             return out
         m = found[0]
-        before = _TIMES_BEFORE.search(text, at, m.start())  # "1.5 \\times 10^3", "2 \\cdot \\sqrt2"
+        before = _TIMES_BEFORE.search(text, floor, m.start())  # "1.5 \\times 10^3", "2 \\cdot \\sqrt2", "3 \\cdot 2^x"
         times = evaluated(text, before.start()) if before else None
         exact = times or evaluated(text, m.start())
         factor = None
@@ -232,7 +233,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
         elif more:  # "\\sqrt2\\pi", "\\frac{1}{0}\\sqrt2", "1+2\\pi": a product with no value, as written
             spelling, end = (_latex(text[begin:end]) if read else spelling) + more, after
         out.append((begin, end, spelling))
-        at = end
+        at = floor = end
 
 
 def _times(value: Surd) -> str:
@@ -250,9 +251,14 @@ def _times(value: Surd) -> str:
 def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None) -> tuple[int, tuple[int, str] | None]:
     """Where an expression of no value (``_IRRATIONAL``'s or ``_POWER``'s) begins, and its spelling
     as written (``_as_written``): a number times a command of no sign or factor of its own is its
-    factor ("2 \\cdot \\pi" is "2\\pi", as written without the dot; it was "\\pi", its factor lost)."""
+    factor ("2 \\cdot \\pi" is "2\\pi", as written without the dot; it was "\\pi", its factor lost), and so
+    of a power, spelled with its dot ("3 \\cdot 2^x" is "3\\cdot2^{x}", no "32^{x}"; it was "2^{x}")."""
     if m.re is _POWER:
-        return m.start(), _power_as_written(text, m)
+        power = _power_as_written(text, m)
+        if power is None or before is None or m.group(1):
+            return m.start(), power
+        factor = _canonical("-" if before.group(1) else "", before.group(2), "")
+        return before.start(), (power[0], factor + "\\cdot" + power[1])
     if before and not m.group(1) and not m.group(2):
         return before.start(), _as_written(text, before.group(1), before.group(2), m.group(3), m.end())
     return m.start(), _as_written(text, m.group(1), m.group(2), m.group(3), m.end())

@@ -523,3 +523,23 @@ def test_a_product_with_pi_matches_its_value_and_differs_from_its_parts() -> Non
     assert number("2 \\cdot 3\\pi") not in (number("3\\pi"), number("2\\pi"), number("6"), number("5\\pi"))
     assert number("\\frac{1}{2}\\pi") not in (number("\\pi"), number("0.5"), number("2\\pi"))
     assert number("2 + 3\\pi") not in (number("5\\pi"), number("3\\pi"), number("5"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("3 \\cdot 2^x", "3\\cdot2^{x}"),  # was "2^{x}": a number times a power of no value is its factor
+        ("3 * 2^x", "3\\cdot2^{x}"),
+        ("-3 \\times 2^x", "-3\\cdot2^{x}"),
+        ("3 \\cdot 2^{99999}", "3\\cdot2^{99999}"),  # too large to compute: as written, its factor kept
+        ("32^x", "32^{x}"),  # a base of two digits, no product
+        ("x \\cdot 2^x", "2^{x}"),  # a letter is no factor this reads
+    ],
+)
+def test_a_number_times_a_power_of_no_value_is_its_factor(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_factor_of_a_power_of_no_value_matches_its_spellings_and_differs_from_the_power() -> None:
+    assert number("3 \\cdot 2^x") == number("3\\times2^{x}") == number("\\boxed{3 * 2^x}")
+    assert number("3 \\cdot 2^x") not in (number("2^x"), number("32^x"), number("3 \\cdot 3^x"), number("2"), number("3"))
