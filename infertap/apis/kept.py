@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .body import decoding, encoded, ended_payloads, framing, head_of
-from .completed_tail import completed_usage
+from .completed_tail import CompletedEnd, completed_end
 from .read import (
     _NOTHING,
     CHAT,
@@ -134,11 +134,11 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
     out = fold(api, [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads], how)
     if out.usage is None and api is RESPONSES and how == "sse" and not contiguous and record.get("end", "complete") == "complete":
         # A long answer's response.completed restates it whole: larger than the tail, it is no
-        # whole event there, but its end is, and the usage that ends its response.
-        usage = completed_usage(tail)
-        if usage is not None:
-            prompt, cached, output = api.counts(usage)
-            return TailUsage(usage, prompt, cached, output, None, None)
+        # whole event there, but its end is, and the usage and status that end its response.
+        end = completed_end(tail)
+        if end is not None:
+            prompt, cached, output = api.counts(end.usage)
+            return TailUsage(end.usage, prompt, cached, output, *_completed_finish(end, record))
     if out.usage is None and out.finish_reason_raw is None:
         return None
     usage = out.usage
@@ -151,6 +151,22 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
             prompt, cached, output = api.counts(usage)
             return TailUsage(usage, prompt, cached, output, out.finish_reason, out.finish_reason_raw)
     return TailUsage(usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, out.finish_reason, out.finish_reason_raw)
+
+
+def _completed_finish(end: CompletedEnd, record: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(finish reason, raw word) of a response read back from its end, as ``Responses.finish`` maps
+    its status: a completed one is ``tool_calls`` where its output holds a call, so it is known where
+    the output was read whole, or the request offered no tool (none can be called); an incomplete
+    one's reason must be read too. Unknown (None) else, the raw word kept where known."""
+    if end.status == "incomplete" and not end.details_read:
+        return None, "incomplete"
+    raw = f"incomplete:{end.reason}" if end.status == "incomplete" and end.reason else end.status
+    calls = end.calls
+    if calls is None and isinstance(body := json_body(record.get("request_body")), dict):
+        calls = None if body.get("tools") or body.get("prompt") is not None else False  # a stored prompt may hold tools
+    if raw == "completed" and calls is None:
+        return None, raw
+    return RESPONSES.finish(raw, bool(calls)), raw
 
 
 def _message_start(record: Mapping[str, Any], chunks: list[bytes]) -> dict[str, Any] | None:
