@@ -104,8 +104,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 55: runs.telemetry_intervals_s (each source's sampling interval asked for: energy's gaps and reach are judged by it);
 #: 56: an Ollama answer that calls a tool finishes as tool_calls (finish_reason; its done_reason "stop" is finish_reason_raw);
 #: 57: a cut Responses answer's finish reason read back from the end of its response.completed (status, incomplete reason,
-#: calls), and its usage with a data: [DONE] after that event.
-DECODE_VERSION = 57
+#: calls), and its usage with a data: [DONE] after that event;
+#: 58: a cut Ollama /api/chat answer's "stop" unknown where it was offered tools and its tail holds no call (one may have come before).
+DECODE_VERSION = 58
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

@@ -26,6 +26,7 @@ from .read import (
     CHAT,
     COMPLETIONS,
     MESSAGES,
+    OLLAMA_CHAT,
     RESPONSES,
     _by_path,
     _loads,
@@ -150,7 +151,10 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
             usage = {**start, **usage}
             prompt, cached, output = api.counts(usage)
             return TailUsage(usage, prompt, cached, output, out.finish_reason, out.finish_reason_raw)
-    return TailUsage(usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, out.finish_reason, out.finish_reason_raw)
+    finish = out.finish_reason
+    if api is OLLAMA_CHAT and finish == "stop" and not out.tool_calls and not contiguous and _may_call(record):
+        finish = None  # its calls, if any, came before the tail: stop or tool_calls (OllamaChat.finish)
+    return TailUsage(usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, finish, out.finish_reason_raw)
 
 
 def _completed_finish(end: CompletedEnd, record: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -161,12 +165,17 @@ def _completed_finish(end: CompletedEnd, record: Mapping[str, Any]) -> tuple[str
     if end.status == "incomplete" and not end.details_read:
         return None, "incomplete"
     raw = f"incomplete:{end.reason}" if end.status == "incomplete" and end.reason else end.status
-    calls = end.calls
-    if calls is None and isinstance(body := json_body(record.get("request_body")), dict):
-        calls = None if body.get("tools") or body.get("prompt") is not None else False  # a stored prompt may hold tools
+    calls = False if end.calls is None and not _may_call(record) else end.calls
     if raw == "completed" and calls is None:
         return None, raw
     return RESPONSES.finish(raw, bool(calls)), raw
+
+
+def _may_call(record: Mapping[str, Any]) -> bool:
+    """Whether the answer may call a tool: its request offered one (a Responses stored ``prompt``
+    may hold some), or is unread."""
+    body = json_body(record.get("request_body"))
+    return body is None or bool(body.get("tools")) or body.get("prompt") is not None
 
 
 def _message_start(record: Mapping[str, Any], chunks: list[bytes]) -> dict[str, Any] | None:

@@ -164,12 +164,12 @@ def test_a_responses_usage_that_cant_be_read_back_exactly_stays_unknown() -> Non
     assert tail_usage(gone) is None
 
 
-def _whole_and_cut(path: str, request: dict[str, Any], body: bytes) -> tuple[Any, Any]:
+def _whole_and_cut(path: str, request: dict[str, Any], body: bytes, headers: Any = SSE) -> tuple[Any, Any]:
     """The same stream read whole, and cut as the recorder cuts it (a head, the last
     RESPONSE_TAIL_BYTES, its size): the answer's finish reason and usage read of each."""
     from infertap.capture.records import RESPONSE_TAIL_BYTES
 
-    whole = {**_cut(path, body, b""), "request_body": json.dumps(request).encode()}
+    whole = {**_cut(path, body, b"", headers=headers), "request_body": json.dumps(request).encode()}
     del whole["response_tail"], whole["response_body_size"]
     head, tail = body[:4096], body[-RESPONSE_TAIL_BYTES:]
     assert len(head) + len(tail) < len(body)  # neither holds the whole answer's last event
@@ -283,3 +283,33 @@ def test_a_cut_messages_finish_reason_is_the_whole_answers() -> None:
             )
             got[reason] = cut.finish_reason
     assert got == {"tool_use": "tool_calls", "max_tokens": "length"}
+
+
+def _ollama_chat(text: str, call_arguments: str | None) -> bytes:
+    """An /api/chat NDJSON stream: text lines, a line with its call (as Ollama sends it), the done line."""
+    lines: list[dict[str, Any]] = [{"model": "m", "message": {"role": "assistant", "content": text}, "done": False}] * 400
+    if call_arguments is not None:
+        call = {"function": {"name": "get_weather", "arguments": {"city": call_arguments}}}
+        lines.append({"model": "m", "message": {"role": "assistant", "content": "", "tool_calls": [call]}, "done": False})
+    lines.append({"model": "m", "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop", "eval_count": 900})  # fmt: skip
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+
+def test_a_cut_ollama_chat_answer_finishes_as_its_whole_answer_or_unknown() -> None:
+    """Ollama says "stop" of an answer that calls a tool, and the call comes in a message line of
+    its own: a cut answer whose tail holds no call finished "stop" where the whole one said
+    tool_calls. Where its call may have come before the tail (tools offered), the reason is unknown."""
+    ndjson = [["content-type", "application/x-ndjson"]]
+    ask = {"model": "m", "messages": [{"role": "user", "content": "q"}]}
+    tools = {**ask, "tools": [{"type": "function", "function": {"name": "get_weather"}}]}
+
+    for request, body, reason in (
+        (tools, _ollama_chat("w " * 100, "Paris"), "tool_calls"),
+        (ask, _ollama_chat("w " * 100, None), "stop"),
+    ):
+        whole, cut = _whole_and_cut("/api/chat", request, body, ndjson)
+        assert cut is not None and (cut.finish_reason, cut.finish_reason_raw, cut.output_tokens) == (reason, "stop", 900)
+        assert (whole.finish_reason, whole.finish_reason_raw, whole.output_tokens) == (reason, "stop", 900)
+    whole, cut = _whole_and_cut("/api/chat", tools, _ollama_chat("w " * 100, "P" * 70000), ndjson)  # a call longer than the tail
+    assert whole.finish_reason == "tool_calls"
+    assert cut is not None and (cut.finish_reason, cut.finish_reason_raw, cut.output_tokens) == (None, "stop", 900)
