@@ -101,8 +101,12 @@ from .schema import ENGINE_FACTS, TABLES
 #: 52: an imported WebSocket (websocket_messages, its messages not imported) unread as not in the file, never an empty answer;
 #: 53: a cut Messages answer's prompt usage read from the message_start its kept head begins with (the tail has its output's);
 #: 54: a cut Responses answer's usage read back from the end of a response.completed longer than its kept tail;
-#: 55: runs.telemetry_intervals_s (each source's sampling interval asked for: energy's gaps and reach are judged by it).
-DECODE_VERSION = 55
+#: 55: runs.telemetry_intervals_s (each source's sampling interval asked for: energy's gaps and reach are judged by it);
+#: 56: an Ollama answer that calls a tool finishes as tool_calls (finish_reason; its done_reason "stop" is finish_reason_raw);
+#: 57: a cut Responses answer's finish reason read back from the end of its response.completed (status, incomplete reason,
+#: calls), and its usage with a data: [DONE] after that event;
+#: 58: a cut Ollama /api/chat answer's "stop" unknown where it was offered tools and its tail holds no call (one may have come before).
+DECODE_VERSION = 58
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

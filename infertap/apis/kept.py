@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .body import decoding, encoded, ended_payloads, framing, head_of
-from .completed_tail import completed_usage
+from .completed_tail import CompletedEnd, completed_end
 from .read import (
     _NOTHING,
     CHAT,
     COMPLETIONS,
     MESSAGES,
+    OLLAMA_CHAT,
     RESPONSES,
     _by_path,
     _loads,
@@ -134,11 +135,11 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
     out = fold(api, [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads], how)
     if out.usage is None and api is RESPONSES and how == "sse" and not contiguous and record.get("end", "complete") == "complete":
         # A long answer's response.completed restates it whole: larger than the tail, it is no
-        # whole event there, but its end is, and the usage that ends its response.
-        usage = completed_usage(tail)
-        if usage is not None:
-            prompt, cached, output = api.counts(usage)
-            return TailUsage(usage, prompt, cached, output, None, None)
+        # whole event there, but its end is, and the usage and status that end its response.
+        end = completed_end(tail)
+        if end is not None:
+            prompt, cached, output = api.counts(end.usage)
+            return TailUsage(end.usage, prompt, cached, output, *_completed_finish(end, record))
     if out.usage is None and out.finish_reason_raw is None:
         return None
     usage = out.usage
@@ -150,7 +151,31 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
             usage = {**start, **usage}
             prompt, cached, output = api.counts(usage)
             return TailUsage(usage, prompt, cached, output, out.finish_reason, out.finish_reason_raw)
-    return TailUsage(usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, out.finish_reason, out.finish_reason_raw)
+    finish = out.finish_reason
+    if api is OLLAMA_CHAT and finish == "stop" and not out.tool_calls and not contiguous and _may_call(record):
+        finish = None  # its calls, if any, came before the tail: stop or tool_calls (OllamaChat.finish)
+    return TailUsage(usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, finish, out.finish_reason_raw)
+
+
+def _completed_finish(end: CompletedEnd, record: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(finish reason, raw word) of a response read back from its end, as ``Responses.finish`` maps
+    its status: a completed one is ``tool_calls`` where its output holds a call, so it is known where
+    the output was read whole, or the request offered no tool (none can be called); an incomplete
+    one's reason must be read too. Unknown (None) else, the raw word kept where known."""
+    if end.status == "incomplete" and not end.details_read:
+        return None, "incomplete"
+    raw = f"incomplete:{end.reason}" if end.status == "incomplete" and end.reason else end.status
+    calls = False if end.calls is None and not _may_call(record) else end.calls
+    if raw == "completed" and calls is None:
+        return None, raw
+    return RESPONSES.finish(raw, bool(calls)), raw
+
+
+def _may_call(record: Mapping[str, Any]) -> bool:
+    """Whether the answer may call a tool: its request offered one (a Responses stored ``prompt``
+    may hold some), or is unread."""
+    body = json_body(record.get("request_body"))
+    return body is None or bool(body.get("tools")) or body.get("prompt") is not None
 
 
 def _message_start(record: Mapping[str, Any], chunks: list[bytes]) -> dict[str, Any] | None:

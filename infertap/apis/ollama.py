@@ -33,6 +33,14 @@ class OllamaChat(Api):
     name = "ollama-chat"
     finish_map: ClassVar[dict[str, str]] = {"stop": "stop", "length": "length"}
 
+    def finish(self, raw: str | None, tool_calls: bool) -> str | None:
+        # Ollama says "stop" of an answer that calls a tool (server/routes.go; its /v1 API alone says
+        # "tool_calls"): in the common vocabulary it ended with tool calls, as an OpenAI engine's
+        # answer does, so that counts by finish reason hold the same answer alike. The raw word stays.
+        if raw == "stop" and tool_calls:
+            return "tool_calls"
+        return super().finish(raw, tool_calls)
+
     def event(self, obj: dict[str, Any]) -> Delta:
         message = obj.get("message")
         d = _common(obj, known=isinstance(message, dict) or "done" in obj)

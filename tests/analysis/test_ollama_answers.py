@@ -100,7 +100,8 @@ def test_a_generate_answers_tool_calls_are_read() -> None:
         ("get_weather", '{"city":"Paris"}'),
         ("get_weather", '{"city":"Oslo"}'),
     ]
-    assert out.finish_reason == "stop" and out.output_tokens == 3 and out.prompt_tokens == 4
+    assert (out.finish_reason, out.finish_reason_raw) == ("tool_calls", "stop")
+    assert out.output_tokens == 3 and out.prompt_tokens == 4
 
 
 def _logprob(token: str, top: dict[str, float]) -> dict[str, Any]:
@@ -169,3 +170,44 @@ def test_each_ollama_position_is_read_once_streamed_or_whole() -> None:
             ("The", {"The": -0.1, "A": -2.4}),
             (" cat", {" cat": -0.5, " dog": -0.9}),
         ]
+
+
+def _chat_calls_stream() -> list[bytes]:
+    """The same call as an OpenAI engine (vLLM) streams it: finish_reason tool_calls."""
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+    chunks = [{"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}, {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]  # fmt: skip
+    return [b"".join(b"data: " + json.dumps({"id": "x", **c}).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"]
+
+
+def test_an_ollama_answer_that_calls_a_tool_counts_as_a_tool_call_finish_as_an_openai_engines_does(tmp_path: Path) -> None:
+    """Ollama's done_reason is "stop" on an answer that calls a tool: stats counted it a stop where
+    vLLM's same call counted tool_calls. The raw word is kept; the common one says tool_calls."""
+    from infertap.analysis import Analysis, speed_stats
+    from infertap.apis import read_response
+    from tests.helpers import write_capture
+
+    chat_body = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True}
+    answers = [
+        ("/api/chat", _CHAT[1], _chat(calls=[_RAIN]), _NDJSON),
+        ("/api/generate", _GENERATE[1], _generate(calls=[_RAIN]), _NDJSON),
+        ("/v1/chat/completions", chat_body, _chat_calls_stream(), "text/event-stream"),
+        ("/api/chat", _CHAT[1], _chat("Hi"), _NDJSON),  # no call: a stop it stays
+    ]
+    records = write_capture(
+        tmp_path / "cap",
+        [{"path": p, "body": {**b, "tag": i}, "chunks": c, "content_type": t} for i, (p, b, c, t) in enumerate(answers)],
+    )
+    reads = [read_response(r) for r in records]
+    assert [(o.finish_reason, o.finish_reason_raw) for o in reads] == [
+        ("tool_calls", "stop"),
+        ("tool_calls", "stop"),
+        ("tool_calls", "tool_calls"),
+        ("stop", "stop"),
+    ]
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        (group,) = speed_stats(a)["groups"]
+    assert group["finish_reasons"] == {"tool_calls": 3, "stop": 1}
+    # compare: the same Ollama call matches; a call against a text answer ends otherwise.
+    a, b = pair_captures(tmp_path / "pairs", {"call vs text": (_CHAT, _chat(calls=[_RAIN]), _chat("Hi"))})
+    (item,) = compare(a, b, top=1)["divergence"]["most_divergent"]
+    assert item["finish_reason"] == ["tool_calls", "stop"] and item["finish_reason_raw"] == ["stop", "stop"]

@@ -162,3 +162,154 @@ def test_a_responses_usage_that_cant_be_read_back_exactly_stays_unknown() -> Non
     event = b"event: response.output_item.done\ndata: " + json.dumps(item).encode() + b"\n\n"
     gone = {**_cut("/v1/responses", b"event: response.created\n", event[-RESPONSE_TAIL_BYTES:]), "end": "client_disconnected"}
     assert tail_usage(gone) is None
+
+
+def _whole_and_cut(path: str, request: dict[str, Any], body: bytes, headers: Any = SSE) -> tuple[Any, Any]:
+    """The same stream read whole, and cut as the recorder cuts it (a head, the last
+    RESPONSE_TAIL_BYTES, its size): the answer's finish reason and usage read of each."""
+    from infertap.capture.records import RESPONSE_TAIL_BYTES
+
+    whole = {**_cut(path, body, b"", headers=headers), "request_body": json.dumps(request).encode()}
+    del whole["response_tail"], whole["response_body_size"]
+    head, tail = body[:4096], body[-RESPONSE_TAIL_BYTES:]
+    assert len(head) + len(tail) < len(body)  # neither holds the whole answer's last event
+    cut = {**whole, "chunks": [head], "response_body_size": len(body), "response_tail": tail}
+    return read_response(whole), tail_usage(cut)
+
+
+def _pydantic_response(status: str, output: list[Any], **more: Any) -> dict[str, Any]:
+    """A response in the order vLLM's pydantic model writes it: incomplete_details and instructions
+    before the output, status and usage after it."""
+    usage = {"input_tokens": 30, "output_tokens": 70000}
+    return {
+        "id": "r",
+        "incomplete_details": None,
+        "instructions": None,
+        **more,
+        "output": output,
+        "status": status,
+        "usage": usage,
+    }
+
+
+_LONG_TEXT = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "w " * 50000}]}
+_CALL = {"type": "function_call", "call_id": "c", "name": "get_weather", "arguments": '{"city":"Paris"}'}
+_ASK = {"model": "m", "input": "q", "stream": True}
+_TOOLS = {**_ASK, "tools": [{"type": "function", "name": "get_weather", "parameters": {}}]}
+_LONG_INSTRUCTIONS = "be brief " * 10000  # before the output: the event outgrows the tail, the output does not
+
+
+def test_a_cut_responses_finish_reason_is_read_back_as_the_whole_answers_is() -> None:
+    """Its usage was read back from the end of response.completed, its finish reason left unknown;
+    a data: [DONE] after that event made the usage unknown too. Each cut answer's finish reason and
+    usage now match the same answer read whole, where its end says them."""
+    created = _event("response.created", {"type": "response.created", "response": {"id": "r", "status": "in_progress"}})
+    same = {
+        "completed, no tool offered": (_ASK, _pydantic_response("completed", [_LONG_TEXT])),
+        "completed, its call read whole": (
+            _TOOLS,
+            _pydantic_response("completed", [_CALL], instructions=_LONG_INSTRUCTIONS),
+        ),
+        "cut for its length, its reason read": (  # a server that writes incomplete_details after the output
+            _TOOLS,
+            {
+                "id": "r",
+                "instructions": _LONG_INSTRUCTIONS,
+                "output": [_CALL],
+                "incomplete_details": {"reason": "max_output_tokens"},
+                "status": "incomplete",
+                "usage": {"input_tokens": 30, "output_tokens": 70000},
+            },
+        ),
+    }
+    got = {}
+    for name, (request, response) in same.items():
+        for done in (b"", b"data: [DONE]\n\n"):
+            event = _completed(response, event_first=False)
+            whole, cut = _whole_and_cut("/v1/responses", request, created + event + done)
+            assert cut is not None, name
+            assert (cut.finish_reason, cut.finish_reason_raw, cut.usage) == (
+                whole.finish_reason,
+                whole.finish_reason_raw,
+                whole.usage,
+            ), name
+            got[name] = cut.finish_reason
+    assert got == {"completed, no tool offered": "stop", "completed, its call read whole": "tool_calls", "cut for its length, its reason read": "length"}  # fmt: skip
+
+
+def test_a_cut_responses_finish_reason_its_end_cant_tell_stays_unknown() -> None:
+    """Where the tail holds the usage but not what the finish reason needs, the reason is unknown,
+    never a guess: a completed answer that may hold a call (tools offered, its output longer than
+    the tail: stop or tool_calls), an incomplete one whose reason came before its output, and one
+    whose status came before its output (OpenAI's order)."""
+    created = _event("response.created", {"type": "response.created", "response": {"id": "r", "status": "in_progress"}})
+    cases = {
+        "may hold a call": (_TOOLS, _completed(_pydantic_response("completed", [_LONG_TEXT, _CALL]), False), "completed"),
+        "reason before the output": (
+            _ASK,
+            _completed(_pydantic_response("incomplete", [_LONG_TEXT], incomplete_details={"reason": "max_output_tokens"}), False),
+            "incomplete",
+        ),
+        "status before the output": (_ASK, _completed(_long_answer(usage={"input_tokens": 3, "output_tokens": 9})), None),
+    }
+    for name, (request, event, raw) in cases.items():
+        whole, cut = _whole_and_cut("/v1/responses", request, created + event)
+        assert whole.finish_reason is not None, name
+        assert cut is not None and cut.usage == whole.usage, name
+        assert (cut.finish_reason, cut.finish_reason_raw) == (None, raw), name
+
+
+def test_a_cut_messages_finish_reason_is_the_whole_answers() -> None:
+    """Messages' message_delta (stop_reason, usage) is a small event of the tail: a cut answer's
+    finish reason and output usage match the whole answer's, a [DONE] after message_stop or not;
+    a call's and a length's differ."""
+    start = {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 5, "output_tokens": 1}}}
+    words = b"".join(
+        _event(
+            "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "w " * 50}}
+        )
+        for _ in range(2000)
+    )
+    got = {}
+    for reason in ("tool_use", "max_tokens"):
+        delta = {"type": "message_delta", "delta": {"stop_reason": reason}, "usage": {"output_tokens": 900}}
+        for done in (b"", b"data: [DONE]\n\n"):
+            body = _event("message_start", start) + words + _event("message_delta", delta) + _event("message_stop", {"type": "message_stop"}) + done  # fmt: skip
+            whole, cut = _whole_and_cut("/v1/messages", {"model": "m", "messages": [], "stream": True}, body)
+            assert cut is not None and (cut.finish_reason, cut.finish_reason_raw, cut.output_tokens) == (
+                whole.finish_reason,
+                whole.finish_reason_raw,
+                whole.output_tokens,
+            )
+            got[reason] = cut.finish_reason
+    assert got == {"tool_use": "tool_calls", "max_tokens": "length"}
+
+
+def _ollama_chat(text: str, call_arguments: str | None) -> bytes:
+    """An /api/chat NDJSON stream: text lines, a line with its call (as Ollama sends it), the done line."""
+    lines: list[dict[str, Any]] = [{"model": "m", "message": {"role": "assistant", "content": text}, "done": False}] * 400
+    if call_arguments is not None:
+        call = {"function": {"name": "get_weather", "arguments": {"city": call_arguments}}}
+        lines.append({"model": "m", "message": {"role": "assistant", "content": "", "tool_calls": [call]}, "done": False})
+    lines.append({"model": "m", "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop", "eval_count": 900})  # fmt: skip
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+
+def test_a_cut_ollama_chat_answer_finishes_as_its_whole_answer_or_unknown() -> None:
+    """Ollama says "stop" of an answer that calls a tool, and the call comes in a message line of
+    its own: a cut answer whose tail holds no call finished "stop" where the whole one said
+    tool_calls. Where its call may have come before the tail (tools offered), the reason is unknown."""
+    ndjson = [["content-type", "application/x-ndjson"]]
+    ask = {"model": "m", "messages": [{"role": "user", "content": "q"}]}
+    tools = {**ask, "tools": [{"type": "function", "function": {"name": "get_weather"}}]}
+
+    for request, body, reason in (
+        (tools, _ollama_chat("w " * 100, "Paris"), "tool_calls"),
+        (ask, _ollama_chat("w " * 100, None), "stop"),
+    ):
+        whole, cut = _whole_and_cut("/api/chat", request, body, ndjson)
+        assert cut is not None and (cut.finish_reason, cut.finish_reason_raw, cut.output_tokens) == (reason, "stop", 900)
+        assert (whole.finish_reason, whole.finish_reason_raw, whole.output_tokens) == (reason, "stop", 900)
+    whole, cut = _whole_and_cut("/api/chat", tools, _ollama_chat("w " * 100, "P" * 70000), ndjson)  # a call longer than the tail
+    assert whole.finish_reason == "tool_calls"
+    assert cut is not None and (cut.finish_reason, cut.finish_reason_raw, cut.output_tokens) == (None, "stop", 900)
