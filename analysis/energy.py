@@ -17,9 +17,10 @@ Over what time: the group's active time, as its rates (analysis/active.py): each
 the group (its first send to its last end there), so runs read together a while apart (a replay
 appended an hour after the recording) are each measured over their own time, never over the idle
 time between them, which ``measured.between_runs_s`` says. A device counts for a run where it has
-a sample within two sampling intervals of both ends of its part, each capture's samples by their
+a sample within two sampling intervals of both ends of its part, each run's samples by their
 own interval (a run sampled every 2 s is not held to another's 250 ms): a run recorded without
-telemetry is not given the last run's samples. A run none of whose devices does is unmeasured: the
+telemetry is not given the last run's samples; and not where its power samples cover less than
+half of the part, the rest gaps (``MOSTLY``: a source that lost most of its rounds). A run none of whose devices does is unmeasured: the
 figures per request and token are then of the measured runs' requests alone, and ``measured`` says
 what share that is. Engine state is read over the same time, each stretch of it on its own
 (``engine_state``). A counter that goes down was reset (a driver reload, an engine restart, RAPL's
@@ -78,6 +79,9 @@ FAMILIES = (
     ("host_rapl_energy_joules",),
 )
 _SOURCE = {name: (kind, scale, label) for name, kind, scale, label in SOURCES}
+#: The least share of a run's part a device's power samples must cover (the rest gaps bridged by a
+#: straight line) for its energy to be measured there: below it, the run is not measured.
+MOSTLY = 0.5
 #: What kind of source each family is (``energy.kinds``): two runs measured by different kinds are
 #: not measured alike (an exporter's counter against the machine's own NVML readings, or none).
 KINDS = dict(zip(FAMILIES, ("NVML or nvidia-smi", "DCGM exporter", "RAPL"), strict=True))
@@ -122,32 +126,41 @@ class Telemetry:
             names,
         ).fetchall()
         runs = _scraped(analysis) if any(row[1] == "engine" for row in rows) else {}
-        asked = _intervals(analysis)
-        # Each series' sampling interval asked for (ns), by id: the longest its capture's runs asked of its source.
+        asked, failed = _intervals(analysis), _failures(analysis)
+        by_capture: dict[tuple[str, str], int] = {}  # an engine series is a capture's: the longest its runs asked
+        for (capture, _, source), every in asked.items():
+            by_capture[(capture, source)] = max(by_capture.get((capture, source), 0), every)
+        # Each series' sampling interval asked for (ns), by id: its run's (a power series is one run's
+        # samples); and the times its source failed in that run, which no step of its spacing holds.
         self.interval: dict[int, int] = {}
+        self.failed: dict[int, list[int]] = {}
         # Engine state: name -> (engine, label set) -> capture -> samples. The engine is the one its
         # run scraped, so that two recorders of one engine are two series of one counter.
         self.series: dict[str, dict[tuple[str, str], dict[str, _Series]]] = defaultdict(
             lambda: defaultdict(lambda: defaultdict(list))
         )
-        # Power: capture -> (machine, assumed, device) -> name -> samples; ``assumed``: the machine is the recorder's.
-        self.power: dict[str, dict[tuple[str, bool, str], dict[str, _Series]]] = defaultdict(
-            lambda: defaultdict(lambda: defaultdict(list))
+        # Power: capture -> (machine, assumed, device) -> name -> run -> samples; ``assumed``: the
+        # machine is the recorder's. Each run's samples are a series of their own, judged by the
+        # interval that run asked for: a recorder restarted with another --telemetry-interval, or
+        # a run appended to a capture, is not held to another run's spacing.
+        self.power: dict[str, dict[tuple[str, bool, str], dict[str, dict[str | None, _Series]]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
         )
         for capture, source, name, device, labels, wall_ns, value, host, run_id in rows:
             if name in _SOURCE:
                 key = device_key(source, device, labels, host)
                 if name == "host_rapl_energy_joules" and not is_package(key[2]):
                     continue  # psys, the whole platform with the packages in it (earlier captures have it)
-                samples = self.power[capture][key][name]
+                samples = self.power[capture][key][name][run_id]
                 samples.append((wall_ns, value))
-                self.interval[id(samples)] = asked.get((capture, source), 0)
+                self.interval[id(samples)] = asked.get((capture, run_id, source), 0)
+                self.failed[id(samples)] = failed.get((capture, run_id, source), [])
             else:
                 # An exporter's URL is not recorded: its series are each capture's own.
                 engine = runs.get((capture, run_id)) if source == "engine" else None
                 samples = self.series[name][(engine or f"{source} of {capture}", str(labels))][capture]
                 samples.append((wall_ns, value))
-                self.interval[id(samples)] = asked.get((capture, source), 0)
+                self.interval[id(samples)] = by_capture.get((capture, source), 0)
         self.reach: dict[int, int] = {}
         self._engines: dict[str, Engine] | None = None
         self._spans_ready = False
@@ -155,9 +168,13 @@ class Telemetry:
     def _reaches(self, samples: _Series, span: _Span) -> bool:
         """Whether one capture's series reaches ``span``'s ends, within two of its own sampling
         intervals (the series are the loaded ones, kept for this object's life: ids are stable)."""
+        return reaches(samples, span[0], span[1], self._reach(samples))
+
+    def _reach(self, samples: _Series) -> int:
+        """A loaded series' reach (``series.reach``), by its run's interval and its source's failures."""
         if id(samples) not in self.reach:
-            self.reach[id(samples)] = reach(samples, self.interval.get(id(samples), 0))
-        return reaches(samples, span[0], span[1], self.reach[id(samples)])
+            self.reach[id(samples)] = reach(samples, self.interval.get(id(samples), 0), self.failed.get(id(samples), ()))
+        return self.reach[id(samples)]
 
     def _covers(self, device: _Device, span: _Span) -> bool:
         """Whether some capture's samples of ``device`` are near each end of ``span``, each capture's
@@ -177,8 +194,9 @@ class Telemetry:
         measured: set[_Key] = set()
         spans: list[_Span] = []
         bridged: dict[str, list[_Span]] = {}
+        sparse: list[str] = []  # the runs left unmeasured because a device's samples were mostly gaps there
         for engine_captures, chosen in machines:
-            covered = {k: [d for d in chosen if self._covers(d, p.span)] for k, p in parts.items() if k[0] in engine_captures}
+            covered = {k: self._measuring(chosen, k, p.span, sparse) for k, p in parts.items() if k[0] in engine_captures}
             here = [k for k, ds in covered.items() if ds]
             measured.update(here)
             spans += [parts[k].span for k in here]
@@ -196,6 +214,7 @@ class Telemetry:
                     # Idle: each device's own mean while nothing ran, then summed over devices, as mean_watts is.
                     watts = idle_mean(_watts(device), idle_spans)
                     idle = idle if watts is None else (idle or 0.0) + watts
+        why = "; ".join(filter(None, [why, *sparse])) or None
         if not devices:
             return _unknown(why) if why else None
         partly = _partly(parts, measured, why)
@@ -208,6 +227,22 @@ class Telemetry:
             "interpolated": _interpolated(bridged, seconds(merged(spans))),
         }
 
+    def _measuring(self, chosen: list[_Device], key: _Key, span: _Span, sparse: list[str]) -> list[_Device]:
+        """The devices that measure a run's part: those whose samples reach its ends; none where some
+        such device's power samples cover less than ``MOSTLY`` of it, the rest gaps (a source that
+        lost most of its rounds), whose energy there would be mostly a straight line: the run is then
+        unmeasured, partly measured or unknown saying so in ``sparse``, never a guess given as a figure."""
+        found = [d for d in chosen if self._covers(d, span)]
+        for d in found:
+            length = span[1] - span[0]
+            share = 1 - seconds(merged(self._gaps(d, span))) * 1e9 / length if length > 0 else 1.0
+            if share < MOSTLY:
+                sparse.append(
+                    f"{d.device or d.name}'s power samples cover {share:.0%} of run {key[1]} of {key[0]}, the rest gaps in them"
+                )
+                return []
+        return found
+
     def _gaps(self, device: _Device, span: _Span) -> list[_Span]:
         """The parts of ``span`` a device's power samples leave a gap over (more than two of its
         sampling intervals between two samples): its energy there a straight line between them. A
@@ -217,9 +252,7 @@ class Telemetry:
         found = []
         for k, (lo, hi) in joined(device.series, *span):
             samples = device.series[k]
-            if id(samples) not in self.reach:
-                self.reach[id(samples)] = reach(samples, self.interval.get(id(samples), 0))
-            found += gaps(samples, lo, hi, self.reach[id(samples)])
+            found += gaps(samples, lo, hi, self._reach(samples))
         return found
 
     def power_series(self, runs: Sequence[RunPart]) -> tuple[str, _Series] | None:
@@ -325,13 +358,15 @@ class Telemetry:
                 )
         return out, "; ".join(dict.fromkeys(reasons)) or None
 
-    def _family(self, candidates: list[tuple[tuple[str, bool, str], dict[str, _Series]]], spans: list[_Span]) -> list[_Device]:
+    def _family(
+        self, candidates: list[tuple[tuple[str, bool, str], dict[str, dict[str | None, _Series]]]], spans: list[_Span]
+    ) -> list[_Device]:
         """The first family any of whose devices covers one of ``spans``: each of its devices by the
         first of its sources that does, with the series of every capture that sampled it."""
         by_device: dict[tuple[str, str], dict[str, list[_Series]]] = defaultdict(lambda: defaultdict(list))
         for (host, _, device), names in candidates:
-            for name, samples in names.items():
-                by_device[(host.lower(), device)][name].append(samples)
+            for name, by_run in names.items():
+                by_device[(host.lower(), device)][name].extend(by_run.values())
         for family in FAMILIES:
             chosen = []
             for (host, device), sources in by_device.items():
@@ -558,17 +593,29 @@ class _Part:
         return self.run.span
 
 
-def _intervals(analysis: Analysis) -> dict[tuple[str, str], int]:
-    """Each capture's sampling interval asked for of each telemetry source (ns): the longest its runs'
-    headers say (``runs.telemetry_intervals_s``), so that a run sampled every 2 s appended to one
-    sampled every 250 ms has no gap read into each of its intervals; none for captures older than it."""
-    found: dict[tuple[str, str], int] = {}
-    for capture, text in analysis.sql(
-        "SELECT capture, telemetry_intervals_s FROM runs WHERE telemetry_intervals_s IS NOT NULL"
+def _intervals(analysis: Analysis) -> dict[tuple[str, str | None, str], int]:
+    """Each run's sampling interval asked for of each telemetry source (ns), as its header says
+    (``runs.telemetry_intervals_s``): a run sampled every 2 s appended to one sampled every 250 ms
+    has no gap read into each of its intervals, nor the other's gaps hidden by its 2 s; none for
+    runs older than the field."""
+    found: dict[tuple[str, str | None, str], int] = {}
+    for capture, run_id, text in analysis.sql(
+        "SELECT capture, run_id, telemetry_intervals_s FROM runs WHERE telemetry_intervals_s IS NOT NULL"
     ).fetchall():
         for source, every in json.loads(text).items():
             if isinstance(every, (int, float)) and every > 0:
-                found[(capture, source)] = max(found.get((capture, source), 0), int(every * 1e9))
+                found[(capture, run_id, source)] = int(every * 1e9)
+    return found
+
+
+def _failures(analysis: Analysis) -> dict[tuple[str, str | None, str], list[int]]:
+    """When each run's telemetry sources recorded a failure (a lost round, a source that stopped
+    answering: the sampler records one at its start and again after a clean round), in time order."""
+    found: dict[tuple[str, str | None, str], list[int]] = defaultdict(list)
+    for capture, run_id, source, wall_ns in analysis.sql(
+        "SELECT capture, run_id, source, wall_ns FROM telemetry WHERE unknown IS NOT NULL AND wall_ns IS NOT NULL ORDER BY wall_ns"
+    ).fetchall():
+        found[(capture, run_id, source)].append(wall_ns)
     return found
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import html
 import math
 from collections.abc import Sequence
@@ -91,6 +92,19 @@ def _axes(xticks: Sequence[float] | None, yticks: Sequence[float], xlabel: str, 
     return "".join(parts)
 
 
+def steps(ordered: Sequence[float]) -> list[tuple[float, float]]:
+    """The corners of the empirical CDF of ``ordered`` (sorted values): a step function, flat
+    between values and rising at each by its share, so a line between the corners draws it. A line
+    through the values' own points alone slopes across the flats: a share reached at 80 ms read as
+    partly reached at 50 ms, where no value lies."""
+    n, out, i = len(ordered), [], 0
+    while i < n:
+        j = bisect.bisect_right(ordered, ordered[i], i)  # the values equal to this one rise together
+        out += [(ordered[i], i / n), (ordered[i], j / n)]  # flat up to it at the share below it, then up
+        i = j
+    return out
+
+
 def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
     """Empirical CDFs, one line per series: the whole distribution, tails included. A NaN or
     infinite value has no place on an axis: left out, as unknown, not a broken drawing."""
@@ -107,7 +121,7 @@ def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
         ordered = sorted(s)
         if not ordered:
             continue
-        pts = " ".join(f"{_x(v, xt):.1f},{_y((i + 1) / len(ordered), yt):.1f}" for i, v in enumerate(ordered))
+        pts = " ".join(f"{_x(x, xt):.1f},{_y(y, yt):.1f}" for x, y in steps(ordered))
         parts.append(
             f'<polyline fill="none" stroke="{color}" stroke-width="{width(n, len(series)):g}" points="{pts}">'
             f"<title>{html.escape(name)}</title></polyline>"

@@ -5,6 +5,9 @@ response chunk, timed at the response's end as the file records it, and is marke
 ``imported`` so that analysis doesn't read stream timings into it (its token times, and so ttft
 and tpot, are unknown; its first byte is ``headers_ns``, its end ``end_ns``, both from the send).
 The run's header carries the first exchange's wall time, so the traffic keeps its own dates.
+Request header names are stored lowercase, as ``infertap record`` stores them (its server hands it
+lowercased names), whatever case the file kept; response header names as the file has them, as
+record keeps the upstream's.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor, creator: Any = None
         "http_version": str(req.get("httpVersion", "1.1")).upper().removeprefix("HTTP/"),
         "request_headers": (
             headers := redactor.header_pairs(
-                ((str(h["name"]), str(h["value"])) for h in req.get("headers") or () if not _pseudo(h)), found
+                ((str(h["name"]).lower(), str(h["value"])) for h in req.get("headers") or () if not _pseudo(h)), found
             )
         ),
         "request_body": body,
@@ -198,7 +201,7 @@ def _flow_exchanges(
                     "path": req.path.partition("?")[0],
                     "query": req.path.partition("?")[2],
                     "http_version": req.http_version.removeprefix("HTTP/"),
-                    "request_headers": redactor.headers_from_asgi(req.headers.fields, found),
+                    "request_headers": redactor.headers_from_asgi(((n.lower(), v) for n, v in req.headers.fields), found),
                     "request_body": req.raw_content or b"",
                     "session": session_of(req.headers.fields),
                     "status": resp.status_code if resp else None,

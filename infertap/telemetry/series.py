@@ -107,13 +107,24 @@ def reaches(samples: Series, first: int, last: int, reach: int) -> bool:
     return i < j and samples[i][0] <= first + reach and samples[j - 1][0] >= last - reach
 
 
-def reach(samples: Series, interval: int = 0) -> int:
+def reach(samples: Series, interval: int = 0, failed: Sequence[int] = ()) -> int:
     """How far from a span's end a series' sample may be and still tell its value there (ns): two of
-    its sampling intervals, ``interval`` (the one its recorders asked for, ns; 0 where unrecorded)
-    or the median gap between its samples where that is longer (a source slower than asked, its
-    rounds spaced by how long each took); a lone sample reaches nothing beyond itself."""
-    gaps = sorted(t1 - t0 for (t0, _), (t1, _) in zip(samples, samples[1:], strict=False))
-    return 2 * max(interval, gaps[len(gaps) // 2]) if gaps else 0
+    its sampling intervals, ``interval`` (the one its recorder asked for, ns; 0 where unrecorded)
+    or the median step between its samples where that is longer (a source slower than asked, its
+    rounds spaced by how long each took); a lone sample reaches nothing beyond itself. A step with a
+    failure of the source recorded in it (``failed``: wall ns, in order) lost rounds: it is no
+    spacing of the source's, and a series that is mostly such steps is judged by ``interval``, not
+    held to its own gaps."""
+    every = [(t1 - t0, _holds(failed, t0, t1)) for (t0, _), (t1, _) in zip(samples, samples[1:], strict=False)]
+    # Where no clean step says the spacing and none was asked for (a capture older than the field), all of them.
+    steps = sorted(d for d, lost in every if not lost) or ([] if interval else sorted(d for d, _ in every))
+    return 2 * max(interval, steps[len(steps) // 2] if steps else 0) if every else 0
+
+
+def _holds(times: Sequence[int], lo: int, hi: int) -> bool:
+    """Whether some of ``times`` (in order) is within (lo, hi]."""
+    i = bisect.bisect_right(times, lo)
+    return i < len(times) and times[i] <= hi
 
 
 def gaps(samples: Series, first: int, last: int, reach: int) -> list[Span]:

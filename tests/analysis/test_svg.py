@@ -6,7 +6,23 @@ import html
 import re
 
 from infertap.analysis.paired_divergence import histogram_bars
-from infertap.analysis.svg import COLORS, LABEL_H, STYLE, Line, bars_svg, cdf_svg, line_svg, scatter_svg, width
+from infertap.analysis.svg import (
+    BOTTOM,
+    COLORS,
+    LABEL_H,
+    LEFT,
+    PLOT_H,
+    PLOT_W,
+    STYLE,
+    H,
+    Line,
+    bars_svg,
+    cdf_svg,
+    line_svg,
+    scatter_svg,
+    ticks,
+    width,
+)
 
 
 def _texts(svg: str) -> dict[str, float]:
@@ -75,3 +91,24 @@ def test_headings_and_row_names_are_never_cut_mid_word():
     rules = {k.strip(): v for k, v in re.findall(r"([^{}]+)\{([^{}]*)\}", STYLE)}
     assert "overflow-wrap:normal" in rules["th,td:first-child"]
     assert "overflow-wrap:anywhere" in rules["td,th"]
+
+
+def test_a_cdf_is_drawn_as_steps():
+    # An empirical CDF is a step function: flat between values, rising at each. It was drawn as a
+    # line through (value, share) points, sloping across the flats: 0.5 reached at 40 ms read as
+    # partly reached at 20 ms, where no value lies.
+    svg = cdf_svg([("A", [40.0, 10.0, 40.0, 100.0])], "ttft ms")
+    (points,) = re.findall(r'<polyline[^>]* points="([^"]+)"', svg)
+    xt, yt = ticks(100.0), ticks(1.0)
+    px = lambda v: f"{LEFT + v / xt[-1] * PLOT_W:.1f}"  # noqa: E731
+    py = lambda v: f"{H - BOTTOM - v / yt[-1] * PLOT_H:.1f}"  # noqa: E731
+    corners = [(10, 0), (10, 0.25), (40, 0.25), (40, 0.75), (100, 0.75), (100, 1)]  # ties rise together
+    assert points.split() == [f"{px(x)},{py(y)}" for x, y in corners]
+    # Must differ: each flat is level (one y for two x), each rise upright (one x for two y).
+    xy = [p.split(",") for p in points.split()]
+    assert all(xy[k][0] == xy[k + 1][0] for k in range(0, len(xy), 2))
+    assert all(xy[k][1] == xy[k + 1][1] for k in range(1, len(xy) - 1, 2))
+    # Must match: one value is one rise, from 0 to 1.
+    (one,) = re.findall(r'<polyline[^>]* points="([^"]+)"', cdf_svg([("A", [5.0])], "ttft ms"))
+    xt = ticks(5.0)
+    assert one.split() == [f"{LEFT + 5 / xt[-1] * PLOT_W:.1f},{py(0)}", f"{LEFT + 5 / xt[-1] * PLOT_W:.1f},{py(1)}"]

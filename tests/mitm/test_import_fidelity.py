@@ -158,7 +158,7 @@ def test_a_har_entry_past_latin_1_or_the_clock_is_kept_or_named_never_a_crash(tm
     xs = list(CaptureReader(tmp_path / "cap").exchanges())
     # the session as the proxy reads those bytes on the wire (UTF-8 read as Latin-1)
     assert [x["session"] for x in xs] == ["S1", "café ☕".encode().decode("latin-1"), None]
-    assert ["X-Title", "Café ☕"] in xs[0]["request_headers"]
+    assert ["x-title", "Café ☕"] in xs[0]["request_headers"]  # its name as record stores it
 
 
 def test_a_har_of_http2_keeps_no_credential_of_its_urls_and_no_pseudo_header(tmp_path: Path) -> None:
@@ -596,3 +596,74 @@ def test_a_missing_engine_snapshot_is_said_as_the_run_was_made(tmp_path: Path, f
     assert f"no engine snapshot in A and B: {imported}" in said("compare", str(tmp_path / "imp"), str(tmp_path / "imp"))
     assert f"no engine snapshot in A and B: {probed}" in said("compare", str(rec.out), str(rec.out))
     assert f"no engine snapshot in A: {imported}; in B: {probed}" in said("compare", str(tmp_path / "imp"), str(rec.out))
+
+
+def test_credentials_in_headers_of_any_case_never_reach_the_capture_and_names_are_stored_as_record_stores_them(
+    tmp_path: Path,
+) -> None:
+    """A HAR (Firefox keeps the names as sent) and an HTTP/1 flow file carry names in mixed case:
+    every credential header is redacted whatever its case, its value looked for in the response, and
+    the request's names are stored lowercase, as ``infertap record`` stores them (its server hands
+    it lowercased names), so a capture's headers read alike whichever recorder wrote them; the
+    response's keep the file's case, as record keeps the upstream's."""
+    from click.testing import CliRunner
+    from mitmproxy import io
+    from mitmproxy.test import tflow
+
+    from infertap.cli import cli
+
+    secrets = {
+        "AUTHORIZATION": "Bearer sk-MIXEDCASE-AUTH-111111",
+        "X-Api-Key": "MIXEDCASE-XAPIKEY-222222",
+        "API-KEY": "MIXEDCASE-APIKEY-333333",
+        "Cookie": "session=MIXEDCASE-COOKIE-444444",
+    }
+    sent = [*secrets.items(), ("X-Title", "My App"), ("Content-Type", "application/json")]
+    echo = json.dumps({"error": {"message": "Incorrect API key provided: MIXEDCASE-XAPIKEY-222222"}})
+    answer = [("Content-Type", "application/json"), ("SET-COOKIE", "id=MIXEDCASE-SETCOOKIE-555555"), ("X-Request-Id", "r1")]
+    entry = {
+        "startedDateTime": "2026-01-01T00:00:00.000Z",
+        "time": 100,
+        "request": {
+            "method": "POST",
+            "url": "https://api.example.com/v1/chat/completions",
+            "httpVersion": "HTTP/1.1",
+            "headers": [{"name": n, "value": v} for n, v in sent],
+            "postData": {"mimeType": "application/json", "text": '{"model":"m","messages":[]}'},
+        },
+        "response": {
+            "status": 401,
+            "headers": [{"name": n, "value": v} for n, v in answer],
+            "content": {"mimeType": "application/json", "text": echo},
+        },
+        "timings": {"send": 1, "wait": 50, "receive": 5},
+    }
+    (tmp_path / "a.har").write_text(json.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+    with open(tmp_path / "a.flows", "wb") as fh:
+        f = tflow.tflow(resp=True)
+        f.request.path = "/v1/chat/completions"
+        f.request.headers.clear()
+        for n, v in sent:
+            f.request.headers.add(n, v)
+        f.response.status_code, f.response.content = 401, echo.encode()
+        f.response.headers.clear()
+        for n, v in answer:
+            f.response.headers.add(n, v)
+        io.FlowWriter(fh).add(f)
+    for name in ("a.har", "a.flows"):
+        out = tmp_path / f"cap-{name}"
+        result = CliRunner().invoke(cli, ["import", str(tmp_path / name), "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        data = decompressed_bytes(out)
+        for value in [*secrets.values(), "MIXEDCASE-SETCOOKIE-555555"]:
+            assert value.split("=")[-1].split(" ")[-1].encode() not in data, (name, value)
+        (x,) = CaptureReader(out).exchanges()
+        got = dict(x["request_headers"])
+        # Must match: the request's names as record stores them, the credentials redacted, the scheme kept.
+        assert [n for n, _ in x["request_headers"]] == [n.lower() for n, _ in sent], name
+        assert got["authorization"] == f"Bearer {REDACTED}" and got["x-api-key"] == got["api-key"] == REDACTED
+        assert got["cookie"] == REDACTED
+        # Must differ: what holds no credential is kept as the file has it, the response's names in its case.
+        assert got["x-title"] == "My App"
+        assert x["response_headers"][1:] == [["SET-COOKIE", REDACTED], ["X-Request-Id", "r1"]]
+        assert b"Incorrect API key provided: " + REDACTED.encode() in b"".join(x["chunks"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -25,6 +25,7 @@ from infertap.capture.writer import CaptureWriter
 from infertap.cli import cli
 from infertap.telemetry import Sampler, TelemetryConfig
 from tests.analysis_builders import JSON_HEADERS, body, event, exchange, sse
+from tests.telemetry.stand_ins import SMI_LOST
 
 GPU0, GPU1 = {"gpu": "0"}, {"gpu": "1"}
 ENGINE = {"engine": "0", "model_name": "m"}
@@ -46,10 +47,12 @@ def run(
     session: str | None = None,
     base: float | None = None,
     interval_s: float | None = None,
+    failed: Sequence[float] = (),
 ) -> Path:
     """One run appended to ``path``: a request for each (start ms, end ms) sent to ``upstream``,
     and the samples; recorded on a machine named ``host`` (this one's name by default). Times are
-    ms from the writer's start, or from the wall time ``base`` (s), one clock for several captures."""
+    ms from the writer's start, or from the wall time ``base`` (s), one clock for several captures;
+    ``failed``: when (ms) the GPUs' source recorded a failed round, as the sampler records one."""
     facts = {**host_facts(), **({"hostname": host} if host else {})}
     # ``interval_s``: the GPUs' sampling interval the run's header says it asked for (none: older captures').
     recorder = {"kind": "test", **({"telemetry_intervals_s": {"gpu": interval_s}} if interval_s else {})}
@@ -77,6 +80,8 @@ def run(
             )
         for at, source, name, labels, value in samples:
             w.write(new_telemetry(source, zero + at / 1e3, [[name, labels, value]]))
+        for at in failed:
+            w.write(new_telemetry("gpu", zero + at / 1e3, [], unknown=f"nvidia-smi failed: {SMI_LOST}"))
     return path
 
 
@@ -627,3 +632,57 @@ def test_a_gap_is_judged_by_the_sampling_interval_asked_for_never_less_than_the_
     # Asked every 50 ms, sampled every 250 ms throughout (an nvidia-smi slower than that, the sources
     # sharing one thread): its samples' own spacing is the interval, none of it a gap.
     assert interpolated(run(tmp_path / "slow", [(0, 4000)], gpu(list(range(0, 4001, 250))), interval_s=0.05)) is None
+
+
+def test_a_run_of_a_capture_is_judged_by_its_own_sampling_interval_not_its_capture_longest(tmp_path: Path) -> None:
+    """Each run's samples are judged by the interval that run asked for: a run appended every 2 s
+    (or a recorder restarted with --telemetry-interval 2) held the capture's other run, asked every
+    250 ms, to 2 s, and its 3 s gap (within two 2 s intervals) went unsaid, a straight line."""
+
+    def gpu(times: list[int]) -> list[Sample]:
+        return [(t, "gpu", "gpu_power_watts", GPU0, 100.0) for t in times]
+
+    def interpolated(path: Path) -> Any:
+        (g,) = groups([path], tmp_path / f"{path.name}-cache", by=("model",))
+        return g["energy"]["interpolated"]
+
+    gapped = [*range(0, 2001, 250), *range(5000, 8251, 250)]  # every 250 ms, none from 2 s to 5 s
+    # Must differ: the 3 s gap of the run asked every 250 ms is said, with a 2 s run appended or not.
+    alone = interpolated(run(tmp_path / "alone", [(0, 8000)], gpu(gapped), interval_s=0.25))
+    both = run(tmp_path / "both", [(0, 8000)], gpu(gapped), interval_s=0.25)
+    run(both, [(500, 8000)], gpu(list(range(0, 10001, 2000))), interval_s=2.0, base=time.time() + 60)
+    said = interpolated(both)
+    assert alone is not None and alone["seconds"] == pytest.approx(3.0)
+    assert said is not None and said["seconds"] == pytest.approx(3.0)  # the 2 s run's own steps: no gap
+    # Must match: without the gap, neither run has one.
+    whole = run(tmp_path / "whole", [(0, 8000)], gpu(list(range(0, 8251, 250))), interval_s=0.25)
+    run(whole, [(500, 8000)], gpu(list(range(0, 10001, 2000))), interval_s=2.0, base=time.time() + 60)
+    assert interpolated(whole) is None
+
+
+def test_a_series_mostly_of_lost_rounds_is_said_and_leaves_its_run_unmeasured(tmp_path: Path) -> None:
+    """An nvidia-smi that fails two rounds in three leaves a sample every 750 ms where 250 ms was
+    asked: the median step (750 ms) stood for the interval, so no step was a gap and 6 s of power,
+    mostly a straight line across lost rounds, read as measured. A step with a failure recorded in it
+    is no spacing of the source's: every step is a gap, and a run whose samples cover less than half
+    of it is not measured, its energy unknown, saying why."""
+    kept = list(range(0, 6751, 750))
+    lost = [t + 250 for t in kept[:-1]]  # each step's first failed round, recorded after a clean one
+    gpu = [(t, "gpu", "gpu_power_watts", GPU0, 100.0) for t in kept]
+    (g,) = groups([run(tmp_path / "lossy", [(0, 6000)], gpu, interval_s=0.25, failed=lost)], tmp_path)
+    e = g["energy"]
+    assert e["joules"] is None and e["devices"] == 0
+    assert "gpu 0's power samples cover 0% of run" in e["unknown"] and "the rest gaps in them" in e["unknown"]
+    said = CliRunner().invoke(cli, ["stats", str(tmp_path / "lossy")])
+    assert said.exit_code == 0 and "power samples cover 0% of run" in said.output, said.output
+    # Read with a run measured throughout: the group is partly measured, the lossy run left out.
+    base = time.time() + 5
+    lossy = run(tmp_path / "lossy2", [(0, 6000)], gpu, interval_s=0.25, failed=lost, base=base)
+    dense = [(t, "gpu", "gpu_power_watts", GPU0, 100.0) for t in range(60000, 66001, 250)]
+    fine = run(tmp_path / "fine", [(60000, 66000)], dense, interval_s=0.25, base=base)
+    (g,) = groups([lossy, fine], tmp_path / "two", by=("model",))
+    assert g["energy"]["joules"] == pytest.approx(100.0 * 6) and g["energy"]["measured"]["runs"] == 1
+    assert "cover 0% of run" in g["energy"]["partly_measured"]
+    # Must not be flagged: the same spacing with no failure recorded is a source slower than asked.
+    (g,) = groups([run(tmp_path / "slow", [(0, 6000)], gpu, interval_s=0.25)], tmp_path / "slow-cache")
+    assert g["energy"]["joules"] == pytest.approx(100.0 * 6) and g["energy"]["interpolated"] is None
