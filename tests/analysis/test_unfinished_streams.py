@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from infertap.apis import unfinished
 from infertap.cli import cli
 from tests.analysis_builders import body, event, exchange, sse, write_capture
 
@@ -50,3 +51,29 @@ def test_a_stream_ended_by_done_with_no_finish_reason_is_no_ok_answer(tmp_path: 
     assert (group["requests"], group["ok"], group["errors"], group["unfinished"]) == (5, 3, 2, 2)
     text = runner.invoke(cli, ["stats", str(cap)])
     assert "unfinished 2 (a 200 stream ended by [DONE] with no finish reason" in " ".join(text.output.split())
+
+
+def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``infertap replay`` counts unfinished answers by ``infertap.apis.unfinished`` as it reads them,
+    the analysis by ``views.UNFINISHED`` over decoded columns: one rule, held to the same answers."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    role, done = event(role="assistant"), "[DONE]"
+    records = [
+        exchange("whole_stream", chunks=[(5, sse(role, event("4"))), (9, sse(event(finish="stop"), done))]),
+        exchange("done_no_finish", sent_ms=1, chunks=[(5, sse(role, event("The answer"))), (6, sse(done))]),
+        exchange("no_done", sent_ms=2, chunks=[(5, sse(role, event("4")))]),
+        exchange("error_status", sent_ms=3, status=503, chunks=[(5, sse(role)), (6, sse(done))]),
+        exchange(
+            "not_streamed",
+            sent_ms=4,
+            request=body(stream=False),
+            chunks=[(5, b'{"choices":[{"index":0,"message":{"role":"assistant","content":"4"}}]}')],
+            headers=[["content-type", "application/json"]],
+        ),
+    ]
+    predicate = {r["id"]: unfinished(r) for r in records}
+    cap = write_capture(tmp_path / "cap", records)
+    rows = CliRunner().invoke(cli, ["sql", "SELECT exchange_id, unfinished FROM metrics", str(cap), "--json"])
+    assert rows.exit_code == 0, rows.output
+    assert {r["exchange_id"]: r["unfinished"] for r in json.loads(rows.output)} == predicate
+    assert [k for k, v in predicate.items() if v] == ["done_no_finish"]
