@@ -103,8 +103,8 @@ def certain_miss(slos: Sequence[SLO], total: int) -> Lost:
     ``error_rate`` allows; twice over, so that only a clearly lost point is cut short. Other latency
     SLOs can't be judged on the requests that succeed before the point ends. A failure here is a
     request not answered 2xx in full, or answered by a stream the target ended with no finish reason
-    (``generation_failed``: the unfinished counted as the replay reads each answer on a worker
-    thread, as ``error_rate`` counts them); a 2xx whose body is an error, which ``error_rate`` counts
+    (``generation_failed``: the unfinished counted from each answer's last events as it ends, as
+    ``error_rate`` counts them); a 2xx whose body is an error, which ``error_rate`` counts
     too, is not one here: no check run per exchange reads it."""
     e2e = [(s.bound, allowed) for s in slos if s.metric == "e2e" and (allowed := _allowed(s, total)) is not None]
     failures = [allowed for s in slos if s.latency and (allowed := _allowed(s, total)) is not None]

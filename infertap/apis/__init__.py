@@ -26,7 +26,7 @@ from .read import (
 )
 from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
 from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments, one_prompt
-from .unfinished import FINISHING_APIS, cut_short, unfinished
+from .unfinished import FINISHING_APIS, cut_short, ended_unfinished, unfinished
 
 __all__ = [
     "ALIASES",
@@ -72,5 +72,6 @@ __all__ = [
     "stream_done",
     "FINISHING_APIS",
     "cut_short",
+    "ended_unfinished",
     "unfinished",
 ]
