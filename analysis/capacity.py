@@ -102,8 +102,10 @@ def certain_miss(slos: Sequence[SLO], total: int) -> Lost:
     is over every latency bound, analysis.slo), than a latency percentile allows, or more errors than
     ``error_rate`` allows; twice over, so that only a clearly lost point is cut short. Other latency
     SLOs can't be judged on the requests that succeed before the point ends. A failure here is a
-    request not answered 2xx in full (``generation_failed``): a 2xx whose body is an error, which
-    ``error_rate`` counts, would need every body read, too heavy for a check run per exchange."""
+    request not answered 2xx in full, or answered by a stream the target ended with no finish reason
+    (``generation_failed``: the unfinished counted from each answer's last events as it ends, as
+    ``error_rate`` counts them); a 2xx whose body is an error, which ``error_rate`` counts
+    too, is not one here: no check run per exchange reads it."""
     e2e = [(s.bound, allowed) for s in slos if s.metric == "e2e" and (allowed := _allowed(s, total)) is not None]
     failures = [allowed for s in slos if s.latency and (allowed := _allowed(s, total)) is not None]
     budget = next((s.limit * total for s in slos if s.metric == "error_rate"), None)

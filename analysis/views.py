@@ -6,6 +6,8 @@ All times are ns since the exchange's request was sent upstream (the capture's o
 
 from __future__ import annotations
 
+from infertap.apis import FINISHING_APIS
+
 # Chunks that carried generated output (text, reasoning text or a tool-call delta), with how many
 # such events each held: a chunk may carry several tokens, which is why itl is per chunk.
 TOKEN_CHUNKS = """
@@ -40,9 +42,11 @@ FROM (
 
 # An OpenAI stream ends its answer with a finish reason, then [DONE]: an end marker with none before
 # it is an answer the engine cut, however cleanly the body ended (llama-cpp-python's interrupt_requests
-# sends [DONE] when the next request waits, after as little as the role chunk): not ok.
-UNFINISHED = """coalesce(x.generation AND x.streamed AND x.api IN ('chat', 'completions') AND x.stream_done
-             AND x.finish_reason IS NULL AND x.status BETWEEN 200 AND 299, false)"""
+# sends [DONE] when the next request waits, after as little as the role chunk): not ok. The rule is
+# infertap.apis.cut_short's, which `infertap replay` counts by, over the decoded columns of its
+# arguments' names: a change to one is a change to both (tests/analysis/test_unfinished_streams.py).
+UNFINISHED = f"""coalesce(x.generation AND x.streamed AND x.api IN ({", ".join(f"'{a}'" for a in FINISHING_APIS)})
+             AND x.stream_done AND x.finish_reason IS NULL AND x.status BETWEEN 200 AND 299, false)"""
 
 METRICS = """
 CREATE OR REPLACE VIEW metrics AS

@@ -124,6 +124,7 @@ class ShardWorker:
                     "sent": stats.sent,
                     "completed": stats.completed,
                     "generation_failed": stats.generation_failed,
+                    "unfinished": stats.unfinished,
                     "ends": dict(stats.ends),
                     "statuses": dict(stats.statuses),
                     "errors": dict(stats.errors),
@@ -389,6 +390,7 @@ def _merge_summaries(
         merged.sent += s["sent"]
         merged.completed += s["completed"]
         merged.generation_failed += s["generation_failed"]
+        merged.unfinished += s["unfinished"]
         merged.lags_ns.extend(s["lags_ns"])
         merged.behind_ns.extend(s["behind_ns"])
         merged.capped += s["capped"]

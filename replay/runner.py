@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
-from infertap.apis import kept_response_id, read_response, response_not_kept
+from infertap.apis import ended_unfinished, kept_response_id, read_response, response_not_kept, unfinished
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.scrubbing import Scrubbed
@@ -40,6 +41,8 @@ from .config import ReplayConfig
 from .schedule import Schedule, sessions_timed_by, sleep_until
 from .transforms import TransformError, rechained, sent_query
 from .workload import Item
+
+log = logging.getLogger("infertap.replay")
 
 
 def redacted_names(config: ReplayConfig, items: Sequence[Item]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -96,9 +99,12 @@ class ReplayStats:
     parent_waits_ns: list[int] = field(default_factory=list)  # open sessions: past its time, waiting for its parent
     intervals: list[tuple[int, int]] = field(default_factory=list)  # (sent, end), elapsed ns
     open_ns: dict[int, int] = field(default_factory=dict)  # item index -> sent, elapsed ns, while in flight
-    # generation requests sent that ended other than complete with a 2xx: the live errors (a sweep's
-    # error_rate also counts a 2xx whose body is an error, which only reading the body tells)
+    # generation requests sent that ended other than complete with a 2xx, or unfinished: the live errors
+    # (a sweep's error_rate also counts a 2xx whose body is an error, which only reading the body tells)
     generation_failed: int = 0
+    # answered 2xx in full, by a stream whose [DONE] came with no finish reason (infertap.apis.unfinished:
+    # the target cut it): not ok, not failed. Counted from its last events as each answer ends.
+    unfinished: int = 0
     elapsed_ns: Callable[[], int] = time.monotonic_ns  # the clock of those elapsed ns (the capture's)
     stopped_early: bool = False
 
@@ -154,8 +160,9 @@ def summarize(stats: ReplayStats, wall_s: float) -> dict[str, Any]:
     return {
         "sent": stats.sent,
         "completed": stats.ends.get("complete", 0),  # the response read to its end, whatever its status
-        "ok": stats.sent - failed,  # answered 2xx, in full
+        "ok": stats.sent - failed - stats.unfinished,  # answered 2xx, in full, and finished
         "failed": failed,
+        "unfinished": stats.unfinished,  # answered 2xx in full, by a stream [DONE] ended with no finish reason
         "failures": dict(stats.failures.most_common()),  # by HTTP status, or by ending where none was an error
         "failures_by_path": _by_path(stats),
         "not_sent": stats.total - stats.sent,
@@ -238,6 +245,7 @@ class Replay:
         self.stats = ReplayStats(total=len(items), elapsed_ns=writer.elapsed_ns)
         self._done = [asyncio.Event() for _ in items]
         self._tasks: set[asyncio.Task[None]] = set()
+        self._reads: set[asyncio.Task[None]] = set()  # answers their tail can't judge, read whole
         self._cap = asyncio.Semaphore(schedule.max_concurrency) if schedule.max_concurrency else None
         self._slots = asyncio.Condition()
         self._stopping = False
@@ -311,6 +319,8 @@ class Replay:
                     await asyncio.wait(pending)
         finally:
             await self._scrubbed.drained()  # recorded before the replay's capture closes
+            if self._reads:  # every answer counted before the summary
+                await asyncio.wait(set(self._reads))
             await client.aclose()
             if self._ahead is not None:
                 await asyncio.get_running_loop().run_in_executor(None, self._ahead.close)
@@ -565,6 +575,8 @@ class Replay:
                 self.stats.path_failures[path, failure] += 1
                 if item.generation:  # of the generation requests sent, as a sweep's error_rate counts
                     self.stats.generation_failed += 1
+            elif record["end"] != "refused" and item.generation:
+                self._judge(record)  # answered 2xx in full: was it finished? (before its body is scrubbed)
         self.stats.completed += 1
         if self._closed and not self._stopping:
             self._follow(item)
@@ -582,3 +594,33 @@ class Replay:
         self.writer.write(record)
         if self.on_exchange is not None:
             self.on_exchange(record)
+
+    def _judge(self, record: Exchange) -> None:
+        """Counts a generation request answered 2xx in full unfinished, and among the live errors,
+        when its stream ended with no finish reason: read from its last events here (a few KiB), or,
+        where they can't tell (an encoded body, say), whole on a worker thread."""
+        try:
+            cut = ended_unfinished(record, generation=True)
+        except Exception:  # a reader's bug: the exchange is recorded whole, the analysis reads it again
+            log.exception("exchange %s: its answer could not be read for a finish reason", record["id"])
+            return
+        if cut is None:
+            read = asyncio.ensure_future(self._read_unfinished(dict(record, chunks=list(record["chunks"]))))
+            self._reads.add(read)
+            read.add_done_callback(self._reads.discard)
+        elif cut:
+            self._count_unfinished()
+
+    def _count_unfinished(self) -> None:
+        self.stats.unfinished += 1
+        self.stats.generation_failed += 1  # a generation request (only those are judged)
+
+    async def _read_unfinished(self, record: Mapping[str, Any]) -> None:
+        """``_judge``'s whole read, of a copy of the record taken before its body was scrubbed."""
+        try:
+            cut = await asyncio.get_running_loop().run_in_executor(None, unfinished, record)
+        except Exception:  # a reader's bug: the exchange is recorded whole, the analysis reads it again
+            log.exception("exchange %s: its answer could not be read for a finish reason", record["id"])
+            return
+        if cut:
+            self._count_unfinished()

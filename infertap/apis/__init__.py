@@ -26,6 +26,7 @@ from .read import (
 )
 from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
 from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments, one_prompt
+from .unfinished import FINISHING_APIS, cut_short, ended_unfinished, unfinished
 
 __all__ = [
     "ALIASES",
@@ -69,4 +70,8 @@ __all__ = [
     "read_response",
     "sampling_fields",
     "stream_done",
+    "FINISHING_APIS",
+    "cut_short",
+    "ended_unfinished",
+    "unfinished",
 ]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from infertap.apis import ended_unfinished, unfinished
 from infertap.cli import cli
 from tests.analysis_builders import body, event, exchange, sse, write_capture
 
@@ -50,3 +52,55 @@ def test_a_stream_ended_by_done_with_no_finish_reason_is_no_ok_answer(tmp_path: 
     assert (group["requests"], group["ok"], group["errors"], group["unfinished"]) == (5, 3, 2, 2)
     text = runner.invoke(cli, ["stats", str(cap)])
     assert "unfinished 2 (a 200 stream ended by [DONE] with no finish reason" in " ".join(text.output.split())
+
+
+def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``infertap replay`` counts unfinished answers by ``infertap.apis.ended_unfinished`` as they
+    end, from their last events (``unfinished`` reading whole those it can't tell), the analysis by
+    ``views.UNFINISHED`` over decoded columns: one rule, held to the same answers. The long streams
+    end past the tail read first, and their finish reason is in it or not."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    role, done = event(role="assistant"), "[DONE]"
+    long_text = [(5 + i, sse(event("word " * 40))) for i in range(60)]  # 60 chunks of ~300 bytes: past TAIL_BYTES
+    big_last = sse(event("x" * 30_000, finish="stop"), done)  # a last event longer than the tail: grown to it
+    huge_last = sse(event("x" * 100_000, finish="stop"), done)  # past TAIL_MOST: read whole
+    finished = sse(role, event("4"), event(finish="stop"), done)
+    records = [
+        exchange("whole_stream", chunks=[(5, sse(role, event("4"))), (9, sse(event(finish="stop"), done))]),
+        exchange("done_no_finish", sent_ms=1, chunks=[(5, sse(role, event("The answer"))), (6, sse(done))]),
+        exchange("no_done", sent_ms=2, chunks=[(5, sse(role, event("4")))]),
+        exchange("error_status", sent_ms=3, status=503, chunks=[(5, sse(role)), (6, sse(done))]),
+        exchange(
+            "not_streamed",
+            sent_ms=4,
+            request=body(stream=False),
+            chunks=[(5, b'{"choices":[{"index":0,"message":{"role":"assistant","content":"4"}}]}')],
+            headers=[["content-type", "application/json"]],
+        ),
+        exchange("long_finished", sent_ms=5, chunks=[*long_text, (70, sse(event(finish="stop"), done))]),
+        exchange("long_cut", sent_ms=6, chunks=[*long_text, (70, sse(done))]),
+        exchange("big_last_event", sent_ms=7, chunks=[(5, sse(role)), (6, big_last)]),
+        exchange("huge_last_event", sent_ms=7.5, chunks=[(5, sse(role)), (6, huge_last)]),
+        exchange("crlf_cut", sent_ms=8, chunks=[*long_text, (70, sse(event("4"), done).replace(b"\n", b"\r\n"))]),
+        exchange(
+            "gzip_cut",
+            sent_ms=9,
+            chunks=[(5, gzip.compress(sse(role, event("4"), done)))],
+            headers=[["content-type", "text/event-stream"], ["content-encoding", "gzip"]],
+        ),
+        exchange(
+            "gzip_finished",
+            sent_ms=10,
+            chunks=[(5, gzip.compress(finished))],
+            headers=[["content-type", "text/event-stream"], ["content-encoding", "gzip"]],
+        ),
+    ]
+    predicate = {r["id"]: unfinished(r) for r in records}
+    tails = {r["id"]: ended_unfinished(r, generation=True) for r in records}
+    assert {k for k, v in tails.items() if v is None} == {"gzip_cut", "gzip_finished", "huge_last_event"}  # read whole
+    assert {k: v for k, v in tails.items() if v is not None} == {k: predicate[k] for k, v in tails.items() if v is not None}
+    cap = write_capture(tmp_path / "cap", records)
+    rows = CliRunner().invoke(cli, ["sql", "SELECT exchange_id, unfinished FROM metrics", str(cap), "--json"])
+    assert rows.exit_code == 0, rows.output
+    assert {r["exchange_id"]: r["unfinished"] for r in json.loads(rows.output)} == predicate
+    assert sorted(k for k, v in predicate.items() if v) == ["crlf_cut", "done_no_finish", "gzip_cut", "long_cut"]

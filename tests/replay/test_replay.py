@@ -283,6 +283,29 @@ def test_per_request_failures_are_recorded_and_counted(fake, tmp_path):
     assert reset["end"] == "upstream_error" and b"partial" in b"".join(reset["chunks"])
 
 
+def test_streams_the_target_ended_with_done_and_no_finish_reason_are_counted_unfinished(fake, tmp_path):
+    """llama-cpp-python's interrupt_requests ends a stream in flight with [DONE] alone: the analysis
+    counts such answers unfinished, not ok (since 06e161f), where the replay's own summary said "ok"."""
+    app, url = fake
+    for no_finish, expected in ((False, (3, 0)), (True, (1, 2))):
+        src = tmp_path / f"src-{no_finish}"
+        args = ["replay", str(src), "--target", url, "--no-probe", "--no-telemetry"]
+        chats = [_chat(f"t{i}", stream=True, **({"no_finish": True} if no_finish and i else {})) for i in range(3)]
+        write_capture(src, [{"offset_s": 0.01 * i, "body": b} for i, b in enumerate(chats)])
+        out = tmp_path / f"out-{no_finish}"
+        result = CliRunner().invoke(cli, [*args, "--json", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.stdout)
+        assert (summary["ok"], summary["unfinished"], summary["failed"]) == (*expected, 0)
+        text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / f"text-{no_finish}")])
+        said = " ".join(text.output.split())
+        unfinished = "2 unfinished (a [DONE] with no finish reason: the target ended them early)"
+        assert f"3 ({expected[0]} ok, " in said and (unfinished in said) is no_finish, said
+        stats = CliRunner().invoke(cli, ["stats", str(out), "--json"])
+        [group] = json.loads(stats.output)["groups"]
+        assert (group["ok"], group["unfinished"]) == expected  # the analysis counts as the replay did
+
+
 def test_a_model_map_passes_a_body_that_is_no_json_as_recorded_and_says_so(fake, tmp_path):
     """A multipart upload (/v1/audio/transcriptions) beside chat: --model-map refused the whole
     replay, although a map can't apply to a body that names no model. Transforms that must edit

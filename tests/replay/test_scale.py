@@ -193,6 +193,29 @@ def test_the_live_progress_of_a_sharded_replay_counts_its_errors_as_one_process_
     assert seen["single"][-1] == seen["sharded"][-1] == 4, seen
 
 
+def test_each_shard_s_unfinished_answers_reach_the_merged_summary(fake, tmp_path, ray_cluster) -> None:
+    """A stream the target ended with [DONE] and no finish reason is unfinished, not ok: counted by
+    the shard that sent it and added up by the driver, as one process counts them (summary and live errors)."""
+    _, url = fake
+    chat = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True, "n_chunks": 2}
+    bodies = [{**chat, "tag": f"t{i}", **({"no_finish": True} if i % 3 == 0 else {})} for i in range(12)]
+    write_capture(tmp_path / "src", [{"offset_s": i * 0.02, "body": b} for i, b in enumerate(bodies)])
+    for name, address in (("single", None), ("sharded", ray_cluster)):
+        ticks: list[int] = []
+        config = ReplayConfig(tmp_path / "src", url, tmp_path / name, probe=False, ray=address, shards=2 if address else None)
+        summary = run_replay(config, progress=lambda live, ticks=ticks: ticks.append(live.generation_failed))
+        assert (summary["ok"], summary["unfinished"], summary["failed"]) == (8, 4, 0), name
+        assert ticks[-1] == 4, (name, ticks)
+    # Both shards sent some of the cut ones: the merged 4 is a sum, not one shard's count.
+    run, cut_runs = None, Counter()
+    for r in CaptureReader(tmp_path / "sharded").records():
+        if r["type"] == "header":
+            run = r["run_id"]
+        elif r["type"] == "exchange" and b'"no_finish"' in r["request_body"]:
+            cut_runs[run] += 1
+    assert sum(cut_runs.values()) == 4 and len(cut_runs) == 2, cut_runs
+
+
 def test_sharded_capture_exports_partitioned_parquet_that_round_trips(fake, tmp_path, ray_cluster) -> None:
     app, url = fake
     run_replay(ReplayConfig(workload(tmp_path), url, tmp_path / "sharded", probe=False, ray=ray_cluster, shards=2))

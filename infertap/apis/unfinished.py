@@ -1,0 +1,173 @@
+"""An answer the engine cut: a 2xx chat or completions stream whose end marker came with no finish
+reason on it or before it. Every OpenAI stream that finishes says why; llama-cpp-python's
+``interrupt_requests`` ends a stream in flight with ``[DONE]`` alone when the next request waits,
+after as little as the role chunk, so that a clean-looking 200 holds an empty or cut answer.
+
+``cut_short`` is the rule over an exchange's decoded facts; ``unfinished`` the same of a record read
+whole, as the analysis reads it; ``ended_unfinished`` the same from the last events alone, what
+``infertap replay`` counts by as each answer ends. ``analysis.views.UNFINISHED`` states the rule in
+SQL over the decoded columns of the same names (tests/analysis/test_unfinished_streams.py holds the
+three to the same answers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .body import decoded_chunks, encoded, ended_payloads, framing, head_of
+from .kept import with_tail_usage
+from .read import (
+    CHAT,
+    COMPLETIONS,
+    _by_path,
+    _loads,
+    ended,
+    read_request,
+    read_response,
+    response_not_kept,
+    stream_done,
+)
+from .shapes import Api, error_of
+
+#: The APIs whose streams end with a finish reason before their end marker (``[DONE]``).
+FINISHING_APIS = ("chat", "completions")
+#: How much of a stream's end ``ended_unfinished`` reads first: its last events (the finish chunk,
+#: a usage chunk, ``[DONE]``) are a few hundred bytes.
+TAIL_BYTES = 4 * 1024
+#: The events of that tail it parses, the last: a finish chunk per choice, then a usage chunk.
+LAST_EVENTS = 4
+#: The most it reads, growing the tail while it holds no whole event (a long last event: a tool
+#: call sent whole with its finish reason); past it the answer is left to ``unfinished``.
+TAIL_MOST = 64 * 1024
+
+
+def cut_short(
+    *,
+    status: int | None,
+    generation: bool,
+    streamed: bool,
+    api: str | None,
+    stream_done: bool,
+    finish_reason: str | None,
+) -> bool:
+    """A request for tokens answered 2xx by a chat or completions stream that carried its end marker
+    (``stream_done``) and no finish reason (``finish_reason``: the common word, ``error`` for an
+    in-band error)."""
+    return bool(
+        generation
+        and streamed
+        and api in FINISHING_APIS
+        and finish_reason is None
+        and status is not None
+        and 200 <= status <= 299
+        and stream_done
+    )
+
+
+def unfinished(record: Mapping[str, Any]) -> bool:
+    """``cut_short`` of an exchange record as its client got it (``capture.records.delivered``), its
+    whole response read as the analysis reads it: a worker thread's work, not an event loop's."""
+    status = record.get("status")
+    if not isinstance(status, int) or not 200 <= status <= 299 or not record.get("chunks"):
+        return False  # no 2xx, or no body: no stream to have ended (the analysis reads none either)
+    request = read_request(record)
+    if not request.generation:
+        return False
+    parsed = read_response(record)
+    if response_not_kept(record):
+        with_tail_usage(parsed, record)  # as the analysis reads a body kept in part: its tail's finish reason
+    return cut_short(
+        status=status,
+        generation=True,
+        streamed=parsed.streamed,
+        api=parsed.api,
+        stream_done=stream_done(decoded_chunks(record) or record.get("chunks") or [], parsed),
+        finish_reason=parsed.finish_reason,
+    )
+
+
+def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | None:
+    """``unfinished`` of a 2xx answer read in full, from its last events only (``LAST_EVENTS`` of its
+    last ``TAIL_BYTES``, more bytes while they hold no whole event, at most ``TAIL_MOST``): cheap
+    enough to run on the event loop as each answer ends (tens of µs, whatever the answer's length).
+    None where the tail can't tell (an encoded body, a path that names no API, a body kept in part, a
+    longer last event): ``unfinished`` reads those as the analysis does."""
+    status = record.get("status")
+    chunks = record.get("chunks") or []
+    if not generation or not isinstance(status, int) or not 200 <= status <= 299 or not chunks:
+        return False
+    api = _by_path(record.get("path"))
+    if api is None or encoded(record) or response_not_kept(record):
+        return None  # the API is the request body's to name, the bytes are not the body's text, or not all kept
+    if api is not CHAT and api is not COMPLETIONS:
+        return False  # its own end events say whether it finished: not this rule's
+    if framing(record, head_of(chunks)) != "sse":
+        return False  # a whole answer (JSON): not a stream
+    size = TAIL_BYTES
+    while True:
+        tail, whole = _tail(chunks, size)
+        payloads, _ = ended_payloads(record, [_last_blocks(tail, LAST_EVENTS + 1)], "sse")  # and [DONE]
+        objs = [_loads(p.data) for p in payloads[-LAST_EVENTS:]]
+        if whole or any(isinstance(obj, dict) for obj in objs):
+            break
+        if size >= TAIL_MOST:
+            return None
+        size *= 4
+    finish, readable = _why_ended(api, objs)
+    return cut_short(
+        status=status,
+        generation=True,
+        streamed=True,
+        api=api.name,
+        stream_done=ended([tail], objs[-1] if objs else None),
+        finish_reason=finish,
+    )
+
+
+def _why_ended(api: Api, objs: list[Any]) -> tuple[str | None, bool]:
+    """The finish reason a stream's last events (``objs``, parsed) give, as ``fold`` reads a whole
+    stream's: the last one said (of choice 0), else ``error`` where one reports an error; and whether
+    any has the API's shape. Read from the last back: the first finish reason found ends it."""
+    error = readable = False
+    for obj in reversed(objs):
+        if not isinstance(obj, dict):
+            continue
+        d = api.event(obj)
+        if isinstance(d.finish_reason, str) and d.finish_reason:
+            return d.finish_reason, True
+        message = d.error if d.known else error_of(obj)  # fold: an error object makes an event known
+        readable = readable or d.known or message is not None
+        error = error or message is not None
+    return ("error" if error else None), readable
+
+
+def _tail(chunks: list[bytes], size: int) -> tuple[bytes, bool]:
+    """The body's whole events within its last ``size`` bytes, and whether that is the whole body
+    (a large last chunk is sliced: never more is read). A tail cut mid-event starts after its first
+    blank line."""
+    taken: list[bytes] = []
+    n = 0
+    for chunk in reversed(chunks):
+        taken.append(chunk)
+        n += len(chunk)
+        if n >= size:
+            break
+    tail = b"".join(reversed(taken))
+    if len(taken) == len(chunks) and n <= size:
+        return tail, True
+    tail = tail[-size:]
+    tail = tail.replace(b"\r\n", b"\n") if b"\r" in tail else tail
+    cut = tail.find(b"\n\n")
+    return (tail[cut + 2 :] if cut >= 0 else b""), False
+
+
+def _last_blocks(tail: bytes, n: int) -> bytes:
+    """The last ``n`` blank-line separated blocks of ``tail`` (all of it where it holds fewer): only
+    those are split into events."""
+    at = len(tail.rstrip())
+    for _ in range(n):
+        at = tail.rfind(b"\n\n", 0, at)
+        if at < 0:
+            return tail
+    return tail[at + 2 :]
