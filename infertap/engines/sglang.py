@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from .base import Endpoint, Engine, canonical, fact
-from .model_folder import folder_json, local_folder
+from .model_folder import folder_json, hub_lacks, is_hub_snapshot, local_folder
 
 _RESPONSES = "/v1/responses"
 _CHAT = "/v1/chat/completions"
@@ -80,17 +80,23 @@ class SGLang(Engine):
         if info.get("sampling_defaults") == "openai":
             return {}, "--sampling-defaults openai", False
         path = (self.get("/get_model_info").json or {}).get("model_path") or info.get("model_path")
-        folder, why = local_folder(self.base, path, "model_path")
+        revision = info.get("revision") if isinstance(info.get("revision"), str) else None
+        folder, why = local_folder(self.base, path, "model_path", revision)
         if folder is None:
             return None, f"the model's generation_config.json, unread: {why}", False
         file = folder / "generation_config.json"
+        hub = is_hub_snapshot(folder)
+        # A hub id's files are the Hugging Face cache's: this host's, assumed the engine's too.
+        cached = f" (the Hugging Face cache's {revision or 'main'} of {path})" if hub else ""
         if not file.exists():
-            return {}, f"{folder} has no generation_config.json", False
+            if hub and not hub_lacks(folder, "generation_config.json"):
+                return None, f"the model's generation_config.json, unread: {folder} holds none downloaded", False
+            return {}, f"{folder}{cached} has no generation_config.json", False
         config = folder_json(folder, "generation_config.json")
         if config is None:
             return None, f"{file} is unreadable", False
         taken = {k: config[k] for k in GENERATION_KEYS if config.get(k) is not None}
-        return taken, f"{file} (--sampling-defaults model)", True
+        return taken, f"{file}{cached} (--sampling-defaults model)", True
 
     def defaults_for(self, path: str, model: str | None = None) -> dict[str, Any] | None:
         """--preferred-sampling-params, less what each OpenAI path sets over them: the chat ones

@@ -11,9 +11,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.fake_engines import enriched, sglang_app
 
 _MODEL = "qwen/qwen2.5-0.5b-instruct"  # the fake's: /v1/models max_model_len 32768
+
+
+@pytest.fixture(autouse=True)
+def _empty_hub_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake's hub id is in no Hugging Face cache unless a test puts it there: this host's own
+    cache is no part of a test."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.mktemp("empty-hub")))
 
 
 def _settings(
@@ -175,3 +184,42 @@ def test_a_responses_request_runs_the_generation_config_before_its_own_and_the_p
     unread = _settings("/v1/responses", _INPUT, preferred={"top_k": 5})
     assert unread["temperature"]["source"] == unread["top_k"]["source"] == "unknown"
     assert unread["presence_penalty"] == {"value": 0.0, "source": "engine_default"}
+
+
+def _snapshot(cache: Path, commit: str, config: str | None) -> Path:
+    """The fake model's snapshot ``commit`` in a Hugging Face cache, as huggingface_hub lays it
+    out, its generation_config.json ``config`` (None: not downloaded)."""
+    snapshot = cache / "models--qwen--qwen2.5-0.5b-instruct" / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    if config is not None:
+        (snapshot / "generation_config.json").write_text(config)
+    return snapshot
+
+
+def test_a_chat_request_served_from_a_hub_id_runs_the_generation_config_in_the_hugging_face_cache(tmp_path, monkeypatch):
+    """SGLang serving a hub id reads generation_config.json from the Hugging Face cache: the
+    snapshot refs/main names, or the --revision it was given."""
+    cache = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    old, new = "a" * 40, "b" * 40
+    _snapshot(cache, old, '{"temperature": 0.9}')
+    current = _snapshot(cache, new, '{"temperature": 0.6, "top_k": 20}')
+    # No refs/main yet: which snapshot SGLang runs is unknown.
+    assert _settings("/v1/chat/completions", _CHAT)["temperature"]["source"] == "unknown"
+    (cache / "models--qwen--qwen2.5-0.5b-instruct" / "refs").mkdir()
+    (cache / "models--qwen--qwen2.5-0.5b-instruct" / "refs" / "main").write_text(new)
+    chat = _settings("/v1/chat/completions", _CHAT)
+    assert chat["temperature"]["value"] == 0.6 and chat["temperature"]["source"] == "engine_default"
+    assert chat["top_k"]["value"] == 20
+    assert str(current / "generation_config.json") in chat["temperature"]["why"]
+    assert "Hugging Face cache" in chat["temperature"]["why"]
+    # --revision: that snapshot's file, not main's.
+    pinned = _settings("/v1/chat/completions", _CHAT, server={"revision": old})
+    assert pinned["temperature"]["value"] == 0.9 and pinned["top_k"]["source"] == "unknown"
+    (current / "generation_config.json").unlink()
+    # Not downloaded is no proof the model has none: unknown; the hub's "none" (.no_exist) is.
+    assert _settings("/v1/chat/completions", _CHAT)["temperature"]["source"] == "unknown"
+    lacks = cache / "models--qwen--qwen2.5-0.5b-instruct" / ".no_exist" / new
+    lacks.mkdir(parents=True)
+    (lacks / "generation_config.json").touch()
+    assert _settings("/v1/chat/completions", _CHAT)["temperature"] == {"value": 1.0, "source": "engine_default"}
