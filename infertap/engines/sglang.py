@@ -19,6 +19,11 @@ _COMPLETIONS = "/v1/completions"
 #: SGLang main at 004c82e): the model's generation_config.json value under --sampling-defaults
 #: model (SGLang's default; ``ModelConfig.get_default_sampling_params``), else these.
 CHAT_DEFAULTS: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+#: What a chat request ran before --sampling-defaults (SGLang PR #11304, 2025-10, which set the
+#: above): ``ChatCompletionRequest``'s field defaults, temperature 0.7, no generation config read.
+#: Such an SGLang's /get_server_info (all its server arguments) has no ``sampling_defaults``.
+CHAT_DEFAULTS_BEFORE: dict[str, Any] = {**CHAT_DEFAULTS, "temperature": 0.7}
+_BEFORE = "SGLang before --sampling-defaults (no sampling_defaults in /get_server_info; PR #11304, 2025-10)"
 #: The generation_config.json keys SGLang takes as its defaults under --sampling-defaults model
 #: (``ModelConfig.get_default_sampling_params``): those not None in ``GenerationConfig.to_dict()``.
 GENERATION_KEYS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
@@ -79,6 +84,8 @@ class SGLang(Engine):
         info = self.get("/get_server_info").json or {}
         if info.get("sampling_defaults") == "openai":
             return {}, "--sampling-defaults openai", False
+        if self._before_sampling_defaults():
+            return {}, f"{_BEFORE}: no generation_config.json applied", False
         path = (self.get("/get_model_info").json or {}).get("model_path") or info.get("model_path")
         revision = info.get("revision") if isinstance(info.get("revision"), str) else None
         folder, why = local_folder(self.base, path, "model_path", revision)
@@ -114,7 +121,8 @@ class SGLang(Engine):
         elif generation is None:  # the model's generation_config.json may set them, unread from here
             own = CHAT_FIXED
         else:
-            own = {**CHAT_DEFAULTS, **generation, **CHAT_FIXED}
+            chat = CHAT_DEFAULTS_BEFORE if self._before_sampling_defaults() else CHAT_DEFAULTS
+            own = {**chat, **generation, **CHAT_FIXED}
             if read and "top_k" not in generation:
                 del own["top_k"]
         return {**kept, **{canonical(k): v for k, v in own.items()}}
@@ -168,10 +176,20 @@ class SGLang(Engine):
             out["ignored"] = given["ignored"]
         return {**settings, "max_tokens": out}
 
+    def _before_sampling_defaults(self) -> bool:
+        """Whether the SGLang predates --sampling-defaults: its /get_server_info, which lists every
+        server argument, answered without one."""
+        info = self.get("/get_server_info")
+        return info.ok and isinstance(info.json, dict) and "sampling_defaults" not in info.json
+
     def _explained(self, path: str, settings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The five settings SGLang may take from generation_config.json, each not sent with a
         ``why``: the file it came from, or why it is unknown."""
         generation, source, read = self.generation_config()
+        if path == _CHAT and self._before_sampling_defaults():
+            setting = settings.get("temperature")
+            if setting and setting.get("source") != "request":
+                return {**settings, "temperature": {**setting, "why": f"{_BEFORE}: ChatCompletionRequest's 0.7"}}
         if not read and generation is not None:
             return settings  # SGLang's own defaults: nothing of the model's
         taken = {canonical(k) for k in generation or ()}

@@ -35,14 +35,15 @@ def _settings(
 ) -> dict:
     """The enrichment's effective settings of ``body`` sent to the fake SGLang on ``path``, its
     answer's usage counting ``input_tokens`` (None: no usage); ``server``: server arguments
-    /get_server_info shows over the fake's; ``folder``: the model_path it serves (a hub id else)."""
+    /get_server_info shows over the fake's (None: left out); ``folder``: the model_path it serves (a hub id else)."""
     app = sglang_app()
     if folder is not None:
         for key in (("GET", "/get_model_info"), ("GET", "/get_server_info")):
             app.routes[key] = {**app.routes[key], "model_path": str(folder)}
-    if server is not None:
+    if server is not None:  # a None value: the argument left out, as an SGLang before it shows
         key = ("GET", "/get_server_info")
-        app.routes[key] = {**app.routes[key], **server}
+        merged = {**app.routes[key], **server}
+        app.routes[key] = {k: v for k, v in merged.items() if v is not None}
     if preferred is not None:
         key = ("GET", "/get_model_info")
         app.routes[key] = {**app.routes[key], "preferred_sampling_params": json.dumps(preferred)}
@@ -223,3 +224,19 @@ def test_a_chat_request_served_from_a_hub_id_runs_the_generation_config_in_the_h
     lacks.mkdir(parents=True)
     (lacks / "generation_config.json").touch()
     assert _settings("/v1/chat/completions", _CHAT)["temperature"] == {"value": 1.0, "source": "engine_default"}
+
+
+def test_a_chat_request_to_an_sglang_before_sampling_defaults_runs_0_7_and_no_generation_config(tmp_path):
+    """Before --sampling-defaults (PR #11304), ChatCompletionRequest defaulted temperature to 0.7
+    and read no generation_config.json; its /get_server_info lists no sampling_defaults."""
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6, "top_k": 20}')
+    older = _settings("/v1/chat/completions", _CHAT, folder=tmp_path, server={"sampling_defaults": None, "version": "0.5.3"})
+    assert older["temperature"]["value"] == 0.7 and older["temperature"]["source"] == "engine_default"
+    assert "sampling_defaults" in older["temperature"]["why"]
+    assert older["top_k"] == {"value": -1, "source": "engine_default"}
+    # The same folder under an SGLang with the flag: the model's file.
+    newer = _settings("/v1/chat/completions", _CHAT, folder=tmp_path)
+    assert newer["temperature"]["value"] == 0.6 and newer["top_k"]["value"] == 20
+    # Sent, it is the request's on either.
+    sent = _settings("/v1/chat/completions", {**_CHAT, "temperature": 0.2}, server={"sampling_defaults": None})
+    assert sent["temperature"] == {"value": 0.2, "source": "request"}
