@@ -240,3 +240,30 @@ def test_a_chat_request_to_an_sglang_before_sampling_defaults_runs_0_7_and_no_ge
     # Sent, it is the request's on either.
     sent = _settings("/v1/chat/completions", {**_CHAT, "temperature": 0.2}, server={"sampling_defaults": None})
     assert sent["temperature"] == {"value": 0.2, "source": "request"}
+
+
+def test_an_sglang_without_its_deprecated_get_endpoints_is_probed_on_server_info_and_model_info(tmp_path):
+    """SGLang deprecates /get_server_info and /get_model_info for /server_info and /model_info
+    (same answers; "Endpoint '/get_model_info' is deprecated ... use '/model_info'"): an SGLang
+    that has dropped the old names is still one, its model folder and server arguments read."""
+    from infertap.engines.probe import open_engine
+    from tests.fake_upstream import ServerThread
+
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6}')
+    app = sglang_app()
+    for old in ("/get_server_info", "/get_model_info"):
+        answer = {**app.routes.pop(("GET", old)), "model_path": str(tmp_path)}
+        app.routes[("GET", old.replace("/get_", "/"))] = answer
+    with ServerThread(app) as server:
+        engine = open_engine(server.url)
+        try:
+            facts = engine.facts()
+        finally:
+            engine.http.close()
+    assert engine.kind == "sglang"
+    assert facts["model_path"] == {"value": str(tmp_path), "source": "/model_info model_path"}
+    assert facts["version"] == {"value": "0.5.9", "source": "/server_info version"}
+    chat = enriched(app, "/v1/chat/completions", {"model": _MODEL, **_CHAT}, {"object": "chat.completion", "choices": []})
+    assert chat["settings"]["temperature"]["value"] == 0.6
+    # Where the old names answer, they are read (asked at detection already).
+    assert _settings("/v1/chat/completions", _CHAT, folder=tmp_path)["temperature"]["value"] == 0.6
