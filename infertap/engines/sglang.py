@@ -1,4 +1,5 @@
-"""SGLang: /get_server_info (its server arguments and version) and /get_model_info.
+"""SGLang: /get_server_info (its server arguments and version) and /get_model_info, or where an
+SGLang has dropped those deprecated names, /server_info and /model_info (the same answers).
 
 Follows SGLang's native API docs (docs/basic_usage/native_api.md, 2026-02; server arguments as in
 docs/backend/server_arguments.md).
@@ -10,7 +11,7 @@ import json
 from typing import Any
 
 from .base import Endpoint, Engine, canonical, fact
-from .model_folder import folder_json, local_folder
+from .model_folder import folder_json, hub_lacks, is_hub_snapshot, local_folder
 
 _RESPONSES = "/v1/responses"
 _CHAT = "/v1/chat/completions"
@@ -19,6 +20,11 @@ _COMPLETIONS = "/v1/completions"
 #: SGLang main at 004c82e): the model's generation_config.json value under --sampling-defaults
 #: model (SGLang's default; ``ModelConfig.get_default_sampling_params``), else these.
 CHAT_DEFAULTS: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+#: What a chat request ran before --sampling-defaults (SGLang PR #11304, 2025-10, which set the
+#: above): ``ChatCompletionRequest``'s field defaults, temperature 0.7, no generation config read.
+#: Such an SGLang's /get_server_info (all its server arguments) has no ``sampling_defaults``.
+CHAT_DEFAULTS_BEFORE: dict[str, Any] = {**CHAT_DEFAULTS, "temperature": 0.7}
+_BEFORE = "SGLang before --sampling-defaults (no sampling_defaults in /get_server_info; PR #11304, 2025-10)"
 #: The generation_config.json keys SGLang takes as its defaults under --sampling-defaults model
 #: (``ModelConfig.get_default_sampling_params``): those not None in ``GenerationConfig.to_dict()``.
 GENERATION_KEYS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
@@ -70,27 +76,55 @@ class SGLang(Engine):
     def matches(cls, found: dict[str, Endpoint]) -> bool:
         info = found.get("/get_server_info")
         model = found.get("/get_model_info")
-        return bool((info and info.ok and isinstance(info.json, dict)) or (model and model.ok and "model_path" in model.json))
+        models = found.get("/v1/models")
+        data = models.json.get("data") if models and models.ok and isinstance(models.json, dict) else None
+        sglang = isinstance(data, list) and any(isinstance(m, dict) and m.get("owned_by") == "sglang" for m in data)
+        return bool(
+            (info and info.ok and isinstance(info.json, dict))
+            or (model and model.ok and "model_path" in model.json)
+            or sglang  # an SGLang whose deprecated /get_* names are gone: its ModelCard's owner
+        )
+
+    def _native(self, old: str) -> tuple[dict[str, Any], str]:
+        """What SGLang answers on ``old`` (``/get_server_info``, ``/get_model_info``) and the path
+        that answered: ``old`` while it does (asked at detection, no extra request), else its new
+        name, which SGLang keeps as ``old`` is deprecated and dropped."""
+        for path in (old, old.replace("/get_", "/", 1)):
+            ep = self.get(path)
+            if ep.ok and isinstance(ep.json, dict):
+                return ep.json, path
+        return {}, old
+
+    def _server_info(self) -> dict[str, Any]:
+        return self._native("/get_server_info")[0]
 
     def generation_config(self) -> tuple[dict[str, Any] | None, str, bool]:
         """The settings SGLang takes from the model's generation_config.json, where it comes from and
         whether a file was read: {} under --sampling-defaults openai or without the file (SGLang's
         own then apply), None where this host can't read the model folder."""
-        info = self.get("/get_server_info").json or {}
+        info = self._server_info()
         if info.get("sampling_defaults") == "openai":
             return {}, "--sampling-defaults openai", False
-        path = (self.get("/get_model_info").json or {}).get("model_path") or info.get("model_path")
-        folder, why = local_folder(self.base, path, "model_path")
+        if self._before_sampling_defaults():
+            return {}, f"{_BEFORE}: no generation_config.json applied", False
+        path = self._native("/get_model_info")[0].get("model_path") or info.get("model_path")
+        revision = info.get("revision") if isinstance(info.get("revision"), str) else None
+        folder, why = local_folder(self.base, path, "model_path", revision)
         if folder is None:
             return None, f"the model's generation_config.json, unread: {why}", False
         file = folder / "generation_config.json"
+        hub = is_hub_snapshot(folder)
+        # A hub id's files are the Hugging Face cache's: this host's, assumed the engine's too.
+        cached = f" (the Hugging Face cache's {revision or 'main'} of {path})" if hub else ""
         if not file.exists():
-            return {}, f"{folder} has no generation_config.json", False
+            if hub and not hub_lacks(folder, "generation_config.json"):
+                return None, f"the model's generation_config.json, unread: {folder} holds none downloaded", False
+            return {}, f"{folder}{cached} has no generation_config.json", False
         config = folder_json(folder, "generation_config.json")
         if config is None:
             return None, f"{file} is unreadable", False
         taken = {k: config[k] for k in GENERATION_KEYS if config.get(k) is not None}
-        return taken, f"{file} (--sampling-defaults model)", True
+        return taken, f"{file}{cached} (--sampling-defaults model)", True
 
     def defaults_for(self, path: str, model: str | None = None) -> dict[str, Any] | None:
         """--preferred-sampling-params, less what each OpenAI path sets over them: the chat ones
@@ -108,7 +142,8 @@ class SGLang(Engine):
         elif generation is None:  # the model's generation_config.json may set them, unread from here
             own = CHAT_FIXED
         else:
-            own = {**CHAT_DEFAULTS, **generation, **CHAT_FIXED}
+            chat = CHAT_DEFAULTS_BEFORE if self._before_sampling_defaults() else CHAT_DEFAULTS
+            own = {**chat, **generation, **CHAT_FIXED}
             if read and "top_k" not in generation:
                 del own["top_k"]
         return {**kept, **{canonical(k): v for k, v in own.items()}}
@@ -162,10 +197,20 @@ class SGLang(Engine):
             out["ignored"] = given["ignored"]
         return {**settings, "max_tokens": out}
 
+    def _before_sampling_defaults(self) -> bool:
+        """Whether the SGLang predates --sampling-defaults: its /get_server_info, which lists every
+        server argument, answered without one."""
+        info = self._server_info()
+        return bool(info) and "sampling_defaults" not in info
+
     def _explained(self, path: str, settings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The five settings SGLang may take from generation_config.json, each not sent with a
         ``why``: the file it came from, or why it is unknown."""
         generation, source, read = self.generation_config()
+        if path == _CHAT and self._before_sampling_defaults():
+            setting = settings.get("temperature")
+            if setting and setting.get("source") != "request":
+                return {**settings, "temperature": {**setting, "why": f"{_BEFORE}: ChatCompletionRequest's 0.7"}}
         if not read and generation is not None:
             return settings  # SGLang's own defaults: nothing of the model's
         taken = {canonical(k) for k in generation or ()}
@@ -190,7 +235,7 @@ class SGLang(Engine):
         ``model_config.context_len``), else /get_server_info ``context_length``."""
         data = (self.get("/v1/models").json or {}).get("data") or []
         first = data[0] if data and isinstance(data[0], dict) else {}
-        value = first.get("max_model_len") or (self.get("/get_server_info").json or {}).get("context_length")
+        value = first.get("max_model_len") or self._server_info().get("context_length")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def notes(self) -> list[str]:
@@ -207,8 +252,8 @@ class SGLang(Engine):
         ]
 
     def facts(self) -> dict[str, dict[str, Any]]:
-        info: dict[str, Any] = self.get("/get_server_info").json or {}
-        model: dict[str, Any] = self.get("/get_model_info").json or {}
+        info, at = self._native("/get_server_info")
+        model, model_at = self._native("/get_model_info")
         models = self.model_ids()
         not_exposed = "not exposed by SGLang's API"
         preferred = model.get("preferred_sampling_params") or info.get("preferred_sampling_params")
@@ -220,24 +265,24 @@ class SGLang(Engine):
         path = model.get("model_path") or info.get("model_path")
         slots = info.get("max_running_requests")
         return {
-            "version": fact(info.get("version"), "/get_server_info version") if info.get("version") else fact(None, not_exposed),
+            "version": fact(info.get("version"), f"{at} version") if info.get("version") else fact(None, not_exposed),
             "models": fact(models, "/v1/models") if models else fact(None, "/v1/models did not answer"),
-            "model_path": fact(path, "/get_model_info model_path") if path else fact(None, not_exposed),
+            "model_path": fact(path, f"{model_at} model_path") if path else fact(None, not_exposed),
             "model_sha256": fact(None, not_exposed),
-            "quantization": fact(info.get("quantization"), "/get_server_info quantization")
+            "quantization": fact(info.get("quantization"), f"{at} quantization")
             if info.get("quantization")
-            else fact(None, "none set in /get_server_info"),
-            "dtype": fact(info.get("dtype"), "/get_server_info dtype (the --dtype flag; auto: the checkpoint's)")
+            else fact(None, f"none set in {at}"),
+            "dtype": fact(info.get("dtype"), f"{at} dtype (the --dtype flag; auto: the checkpoint's)")
             if info.get("dtype")
             else fact(None, not_exposed),
-            "context_size": fact(info.get("context_length"), "/get_server_info context_length")
+            "context_size": fact(info.get("context_length"), f"{at} context_length")
             if info.get("context_length")
-            else fact(None, "/get_server_info context_length is unset (the model's own)"),
-            "parallel_slots": fact(slots, "/get_server_info max_running_requests") if slots else fact(None, not_exposed),
-            "defaults": fact(preferred, "/get_model_info preferred_sampling_params")
+            else fact(None, f"{at} context_length is unset (the model's own)"),
+            "parallel_slots": fact(slots, f"{at} max_running_requests") if slots else fact(None, not_exposed),
+            "defaults": fact(preferred, f"{model_at} preferred_sampling_params")
             if isinstance(preferred, dict)
             else fact(None, "no --preferred-sampling-params set; SGLang's defaults apply, not published"),
-            "chat_template": fact(info.get("chat_template"), "/get_server_info chat_template (a name or path)")
+            "chat_template": fact(info.get("chat_template"), f"{at} chat_template (a name or path)")
             if info.get("chat_template")
             else fact(None, not_exposed),
             "bos_token": fact(None, not_exposed),

@@ -11,9 +11,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.fake_engines import enriched, sglang_app
 
 _MODEL = "qwen/qwen2.5-0.5b-instruct"  # the fake's: /v1/models max_model_len 32768
+
+
+@pytest.fixture(autouse=True)
+def _empty_hub_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake's hub id is in no Hugging Face cache unless a test puts it there: this host's own
+    cache is no part of a test."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.mktemp("empty-hub")))
 
 
 def _settings(
@@ -26,14 +35,15 @@ def _settings(
 ) -> dict:
     """The enrichment's effective settings of ``body`` sent to the fake SGLang on ``path``, its
     answer's usage counting ``input_tokens`` (None: no usage); ``server``: server arguments
-    /get_server_info shows over the fake's; ``folder``: the model_path it serves (a hub id else)."""
+    /get_server_info shows over the fake's (None: left out); ``folder``: the model_path it serves (a hub id else)."""
     app = sglang_app()
     if folder is not None:
         for key in (("GET", "/get_model_info"), ("GET", "/get_server_info")):
             app.routes[key] = {**app.routes[key], "model_path": str(folder)}
-    if server is not None:
+    if server is not None:  # a None value: the argument left out, as an SGLang before it shows
         key = ("GET", "/get_server_info")
-        app.routes[key] = {**app.routes[key], **server}
+        merged = {**app.routes[key], **server}
+        app.routes[key] = {k: v for k, v in merged.items() if v is not None}
     if preferred is not None:
         key = ("GET", "/get_model_info")
         app.routes[key] = {**app.routes[key], "preferred_sampling_params": json.dumps(preferred)}
@@ -175,3 +185,85 @@ def test_a_responses_request_runs_the_generation_config_before_its_own_and_the_p
     unread = _settings("/v1/responses", _INPUT, preferred={"top_k": 5})
     assert unread["temperature"]["source"] == unread["top_k"]["source"] == "unknown"
     assert unread["presence_penalty"] == {"value": 0.0, "source": "engine_default"}
+
+
+def _snapshot(cache: Path, commit: str, config: str | None) -> Path:
+    """The fake model's snapshot ``commit`` in a Hugging Face cache, as huggingface_hub lays it
+    out, its generation_config.json ``config`` (None: not downloaded)."""
+    snapshot = cache / "models--qwen--qwen2.5-0.5b-instruct" / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    if config is not None:
+        (snapshot / "generation_config.json").write_text(config)
+    return snapshot
+
+
+def test_a_chat_request_served_from_a_hub_id_runs_the_generation_config_in_the_hugging_face_cache(tmp_path, monkeypatch):
+    """SGLang serving a hub id reads generation_config.json from the Hugging Face cache: the
+    snapshot refs/main names, or the --revision it was given."""
+    cache = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    old, new = "a" * 40, "b" * 40
+    _snapshot(cache, old, '{"temperature": 0.9}')
+    current = _snapshot(cache, new, '{"temperature": 0.6, "top_k": 20}')
+    # No refs/main yet: which snapshot SGLang runs is unknown.
+    assert _settings("/v1/chat/completions", _CHAT)["temperature"]["source"] == "unknown"
+    (cache / "models--qwen--qwen2.5-0.5b-instruct" / "refs").mkdir()
+    (cache / "models--qwen--qwen2.5-0.5b-instruct" / "refs" / "main").write_text(new)
+    chat = _settings("/v1/chat/completions", _CHAT)
+    assert chat["temperature"]["value"] == 0.6 and chat["temperature"]["source"] == "engine_default"
+    assert chat["top_k"]["value"] == 20
+    assert str(current / "generation_config.json") in chat["temperature"]["why"]
+    assert "Hugging Face cache" in chat["temperature"]["why"]
+    # --revision: that snapshot's file, not main's.
+    pinned = _settings("/v1/chat/completions", _CHAT, server={"revision": old})
+    assert pinned["temperature"]["value"] == 0.9 and pinned["top_k"]["source"] == "unknown"
+    (current / "generation_config.json").unlink()
+    # Not downloaded is no proof the model has none: unknown; the hub's "none" (.no_exist) is.
+    assert _settings("/v1/chat/completions", _CHAT)["temperature"]["source"] == "unknown"
+    lacks = cache / "models--qwen--qwen2.5-0.5b-instruct" / ".no_exist" / new
+    lacks.mkdir(parents=True)
+    (lacks / "generation_config.json").touch()
+    assert _settings("/v1/chat/completions", _CHAT)["temperature"] == {"value": 1.0, "source": "engine_default"}
+
+
+def test_a_chat_request_to_an_sglang_before_sampling_defaults_runs_0_7_and_no_generation_config(tmp_path):
+    """Before --sampling-defaults (PR #11304), ChatCompletionRequest defaulted temperature to 0.7
+    and read no generation_config.json; its /get_server_info lists no sampling_defaults."""
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6, "top_k": 20}')
+    older = _settings("/v1/chat/completions", _CHAT, folder=tmp_path, server={"sampling_defaults": None, "version": "0.5.3"})
+    assert older["temperature"]["value"] == 0.7 and older["temperature"]["source"] == "engine_default"
+    assert "sampling_defaults" in older["temperature"]["why"]
+    assert older["top_k"] == {"value": -1, "source": "engine_default"}
+    # The same folder under an SGLang with the flag: the model's file.
+    newer = _settings("/v1/chat/completions", _CHAT, folder=tmp_path)
+    assert newer["temperature"]["value"] == 0.6 and newer["top_k"]["value"] == 20
+    # Sent, it is the request's on either.
+    sent = _settings("/v1/chat/completions", {**_CHAT, "temperature": 0.2}, server={"sampling_defaults": None})
+    assert sent["temperature"] == {"value": 0.2, "source": "request"}
+
+
+def test_an_sglang_without_its_deprecated_get_endpoints_is_probed_on_server_info_and_model_info(tmp_path):
+    """SGLang deprecates /get_server_info and /get_model_info for /server_info and /model_info
+    (same answers; "Endpoint '/get_model_info' is deprecated ... use '/model_info'"): an SGLang
+    that has dropped the old names is still one, its model folder and server arguments read."""
+    from infertap.engines.probe import open_engine
+    from tests.fake_upstream import ServerThread
+
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6}')
+    app = sglang_app()
+    for old in ("/get_server_info", "/get_model_info"):
+        answer = {**app.routes.pop(("GET", old)), "model_path": str(tmp_path)}
+        app.routes[("GET", old.replace("/get_", "/"))] = answer
+    with ServerThread(app) as server:
+        engine = open_engine(server.url)
+        try:
+            facts = engine.facts()
+        finally:
+            engine.http.close()
+    assert engine.kind == "sglang"
+    assert facts["model_path"] == {"value": str(tmp_path), "source": "/model_info model_path"}
+    assert facts["version"] == {"value": "0.5.9", "source": "/server_info version"}
+    chat = enriched(app, "/v1/chat/completions", {"model": _MODEL, **_CHAT}, {"object": "chat.completion", "choices": []})
+    assert chat["settings"]["temperature"]["value"] == 0.6
+    # Where the old names answer, they are read (asked at detection already).
+    assert _settings("/v1/chat/completions", _CHAT, folder=tmp_path)["temperature"]["value"] == 0.6
