@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import multiprocessing
 import os
 import shutil
 import uuid
@@ -27,7 +26,7 @@ from typing import Any
 from infertap.capture.reader import CaptureReader
 from infertap.capture.segments import cache_refusal
 from infertap.errors import InfertapError
-from infertap.spawning import exit_with_parent, workers_can_start
+from infertap.spawning import exit_with_parent, worker_context, workers_can_start
 
 from .decode import DECODE_VERSION
 from .decoding import carried, decode_capture, repeats_warning, table_files, unwrap
@@ -245,8 +244,8 @@ def cached_captures(
             if progress is not None:
                 progress(entries[i])  # type: ignore[arg-type]
         return entries  # type: ignore[return-value]
-    # spawn, not fork: the calling process may have threads (DuckDB's, a writer's)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent) as pool:
+    # not fork: the calling process may have threads (DuckDB's, a writer's); see worker_context
+    with ProcessPoolExecutor(workers, mp_context=worker_context(__name__), initializer=exit_with_parent) as pool:
         futures = {pool.submit(_decode_in_worker, str(paths[i]), str(cache_root(root))): i for i in missing}
         try:
             for future in as_completed(futures):

@@ -14,7 +14,6 @@ process; rows of different parts are not in record order (queries that care say 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import shutil
@@ -31,7 +30,7 @@ from infertap.capture.errors import CaptureCorruptError
 from infertap.capture.reader import CaptureReader, snapshot
 from infertap.collector import no_cyclic_gc
 from infertap.errors import InfertapError
-from infertap.spawning import exit_with_parent, workers_can_start
+from infertap.spawning import exit_with_parent, worker_context, workers_can_start
 
 from .decode import SEQUENTIAL_TABLES, Decoder, Generations, decode_records, table_sink
 from .prefix import PrefixIndex
@@ -136,8 +135,8 @@ def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int]
     out.mkdir(parents=True, exist_ok=True)
     decoder = Decoder(capture, {name: table_sink(out, name, capture) for name in SEQUENTIAL_TABLES})
     try:
-        # spawn, not fork: the calling process may have threads (DuckDB's, a writer's)
-        with ProcessPoolExecutor(k, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent) as pool:
+        # not fork: the calling process may have threads (DuckDB's, a writer's); see worker_context
+        with ProcessPoolExecutor(k, mp_context=worker_context(__name__), initializer=exit_with_parent) as pool:
             futures = [
                 pool.submit(_part, str(path), str(out / f"part-{p}"), capture, (p, k, PART_EXCHANGES), sizes) for p in range(k)
             ]

@@ -315,6 +315,25 @@ def _run(phase: str, *args: str) -> dict[str, Any]:
     return {**json.loads(out.splitlines()[-1]), "wall_s": time.perf_counter() - t0}
 
 
+def _adopt_orphans() -> None:
+    """Become the parent of the command's orphans (Linux): its decode's workers are forked by a
+    ``forkserver`` that outlives it, and their CPU would otherwise be counted by no one."""
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _reap_orphans() -> None:
+    """Wait for every orphan adopted (the forkserver ends with the command), so that
+    ``RUSAGE_CHILDREN`` holds their CPU and their workers'."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
 def _phase_main(phase: str, args: list[str]) -> None:
     if phase == "floor":
         result = _floor(args[0])
@@ -327,7 +346,9 @@ def _phase_main(phase: str, args: list[str]) -> None:
     elif phase == "stats":
         t0 = time.perf_counter()
         cmd = [sys.executable, "-m", "infertap", "stats", args[0], "--cache-dir", args[1], "--json"]
+        _adopt_orphans()
         stats = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        _reap_orphans()
         child = resource.getrusage(resource.RUSAGE_CHILDREN)
         result = {
             "s": time.perf_counter() - t0,

@@ -594,6 +594,18 @@ def test_a_script_without_a_main_guard_decodes_in_its_own_process(tmp_path: Path
     assert out[-1] == "exchanges 5 [True]"
 
 
+def test_workers_fork_from_a_server_where_there_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decode's workers are forked from a forkserver (the modules imported once, not by each),
+    and spawned where the platform has none."""
+    import multiprocessing
+
+    from infertap.spawning import worker_context
+
+    assert worker_context("infertap.analysis.decoding").get_start_method() == "forkserver"
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    assert worker_context("infertap.analysis.decoding").get_start_method() == "spawn"
+
+
 @pytest.mark.parametrize(
     ("source", "guarded"),
     [
