@@ -92,6 +92,7 @@ class InfertapCapture:
             "Default: the LLM API paths infertap reads (OpenAI-compatible, Anthropic, Ollama, llama.cpp, Bedrock, Vertex AI) on any host.",
         )
         loader.add_option("infertap_redact", Sequence[str], [], "More header names whose values are secrets.")
+        loader.add_option("infertap_redact_query", Sequence[str], [], "More query parameter names whose values are secrets.")
         loader.add_option(
             "infertap_max_body",
             str,
@@ -132,9 +133,12 @@ class InfertapCapture:
                 raise exceptions.OptionsError(f"infertap_max_response: {exc}") from exc
         if "infertap_telemetry_interval" in updated:
             self.telemetry_interval = _seconds("infertap_telemetry_interval", ctx.options.infertap_telemetry_interval)
-        if "infertap_match" in updated or "infertap_redact" in updated:
+        if "infertap_match" in updated:
             self.patterns = list(ctx.options.infertap_match)
-            self.redactor = Redactor(ctx.options.infertap_redact)
+        if {"infertap_redact", "infertap_redact_query"} & updated:
+            self.redactor = Redactor(ctx.options.infertap_redact, ctx.options.infertap_redact_query)
+            if self.scrubbed is not None:  # set while recording: the exchanges from now are redacted by it
+                self.scrubbed.redactor = self.redactor
         if "infertap_out" in updated and ctx.options.infertap_out:
             labels = {}
             for item in ctx.options.infertap_labels:
