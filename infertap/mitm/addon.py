@@ -2,12 +2,12 @@
 
 Shaped like mitmproxy's own ``save`` addon: options in ``load``, validation in ``configure``,
 cleanup in ``done``. It holds no capture logic: it builds the same exchange records as the reverse
-proxy (same redaction) and hands them to the same CaptureWriter, whose thread does the msgpack,
-compression and disk work. On mitmproxy's event loop it only appends each streamed chunk and its
-time to two lists; an encoded response that must be searched for the request's credentials is
-decompressed on a worker thread, and a large or compressed request body (a large response) searched
-there, as the proxy's are (``Scrubbed``), and ``done`` waits for those searches before it closes
-the capture.
+proxy (same redaction, request header names lowercase as the proxy's) and hands them to the same
+CaptureWriter, whose thread does the msgpack, compression and disk work. On mitmproxy's event loop
+it only appends each streamed chunk and its time to two lists; an encoded response that must be
+searched for the request's credentials is decompressed on a worker thread, and a large or compressed
+request body (a large response) searched there, as the proxy's are (``Scrubbed``), and ``done``
+waits for those searches before it closes the capture.
 
 Usable directly: ``mitmdump -s infertap/mitm/addon.py --set infertap_out=captures/x``.
 """
@@ -357,7 +357,8 @@ class InfertapCapture:
             path=path,
             query=self.redactor.query(query, found),
             http_version=req.http_version.removeprefix("HTTP/"),
-            request_headers=self.redactor.headers_from_asgi(req.headers.fields, found),
+            # names lowercase, as record's server hands them to it: a capture's headers read alike whoever wrote it
+            request_headers=self.redactor.headers_from_asgi(((n.lower(), v) for n, v in req.headers.fields), found),
             request_body=body,
             status=resp.status_code if resp else None,
             response_headers=self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,
