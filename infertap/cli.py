@@ -19,7 +19,7 @@ from .capture.reader import CaptureReader
 from .capture.records import RecordType
 from .capture.redact import Redactor
 from .errors import InfertapError, interrupted
-from .options import host_port, key_value, telemetry_options
+from .options import host_port, key_value, redact_options, telemetry_options
 from .version import __version__
 
 DEFAULT_CAPTURES = Path("captures")
@@ -86,10 +86,7 @@ def cli() -> None:
 @click.option(
     "--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored in the capture header; repeatable."
 )
-@click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable.")
-@click.option(
-    "--redact-query", multiple=True, metavar="NAME", help="Another query parameter whose value is a secret; repeatable."
-)
+@redact_options
 @click.option("--max-body-mb", default=64.0, show_default=True, help="Larger request bodies get 413 and are recorded as refused.")
 @click.option(
     "--max-response-mb",

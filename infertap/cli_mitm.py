@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .options import host_port, key_value, note_if_appending, telemetry_options
+from .options import host_port, key_value, note_if_appending, redact_options, telemetry_options
 
 
 @click.command()
@@ -25,7 +25,7 @@ from .options import host_port, key_value, note_if_appending, telemetry_options
     help="Host or path pattern to record (fnmatch; with '/' it matches paths). Default: the LLM API paths infertap reads (OpenAI-compatible, Anthropic, Ollama, llama.cpp, Bedrock, Vertex AI) on any host.",
 )
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/mitm-<time>].")
-@click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable.")
+@redact_options
 @click.option(
     "--label", "labels", multiple=True, callback=key_value, metavar="KEY=VALUE", help="Stored in the capture header; repeatable."
 )
@@ -40,6 +40,7 @@ def mitm(
     match: tuple[str, ...],
     out: Path | None,
     redact_header: tuple[str, ...],
+    redact_query: tuple[str, ...],
     labels: dict[str, str],
     set_options: tuple[str, ...],
     confdir: str | None,
@@ -68,6 +69,7 @@ def mitm(
         mode=mode,
         match=match,
         redact_headers=redact_header,
+        redact_query=redact_query,
         labels=label_map,
         set_options=set_options,
         confdir=confdir,
@@ -94,7 +96,10 @@ def mitm(
 @click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Capture directory [default: captures/import-<time>].")
 @click.option("--all-paths", is_flag=True, help="Keep every request, not only LLM API paths.")
-def import_(source: Path, out: Path | None, all_paths: bool) -> None:
+@redact_options
+def import_(
+    source: Path, out: Path | None, all_paths: bool, redact_header: tuple[str, ...], redact_query: tuple[str, ...]
+) -> None:
     """Convert a mitmproxy flow file or a HAR file holding LLM API traffic into a capture.
 
     Chunk times are missing from such files: each response becomes one chunk, and the capture is
@@ -105,7 +110,7 @@ def import_(source: Path, out: Path | None, all_paths: bool) -> None:
 
     out = out or Path("captures") / f"import-{_dt.datetime.now():%Y%m%d-%H%M%S}"
     note_if_appending("import", out)
-    counts = import_file(source, out, all_paths=all_paths)
+    counts = import_file(source, out, all_paths=all_paths, redact_headers=redact_header, redact_query=redact_query)
     click.echo(
         f"imported {counts['kept']} exchanges into {out} ({counts['skipped']} requests to other paths skipped; --all-paths keeps them)"
     )

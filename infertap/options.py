@@ -109,3 +109,20 @@ def telemetry_options(command: Any) -> Any:
     for option in reversed(TELEMETRY_OPTIONS):
         command = option(command)
     return command
+
+
+#: More secrets than the defaults, as every recorder takes them (record, mitm, import): one
+#: ``Redactor(headers, query)`` reads them, by name in any case.
+REDACT_OPTIONS = [
+    click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable."),
+    click.option(
+        "--redact-query", multiple=True, metavar="NAME", help="Another query parameter whose value is a secret; repeatable."
+    ),
+]
+
+
+def redact_options(command: Any) -> Any:
+    """``--redact-header`` and ``--redact-query`` (``redact_header``, ``redact_query``: tuples of names)."""
+    for option in reversed(REDACT_OPTIONS):
+        command = option(command)
+    return command

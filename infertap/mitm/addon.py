@@ -2,12 +2,12 @@
 
 Shaped like mitmproxy's own ``save`` addon: options in ``load``, validation in ``configure``,
 cleanup in ``done``. It holds no capture logic: it builds the same exchange records as the reverse
-proxy (same redaction) and hands them to the same CaptureWriter, whose thread does the msgpack,
-compression and disk work. On mitmproxy's event loop it only appends each streamed chunk and its
-time to two lists; an encoded response that must be searched for the request's credentials is
-decompressed on a worker thread, and a large or compressed request body (a large response) searched
-there, as the proxy's are (``Scrubbed``), and ``done`` waits for those searches before it closes
-the capture.
+proxy (same redaction, request header names lowercase as the proxy's) and hands them to the same
+CaptureWriter, whose thread does the msgpack, compression and disk work. On mitmproxy's event loop
+it only appends each streamed chunk and its time to two lists; an encoded response that must be
+searched for the request's credentials is decompressed on a worker thread, and a large or compressed
+request body (a large response) searched there, as the proxy's are (``Scrubbed``), and ``done``
+waits for those searches before it closes the capture.
 
 Usable directly: ``mitmdump -s infertap/mitm/addon.py --set infertap_out=captures/x``.
 """
@@ -92,6 +92,7 @@ class InfertapCapture:
             "Default: the LLM API paths infertap reads (OpenAI-compatible, Anthropic, Ollama, llama.cpp, Bedrock, Vertex AI) on any host.",
         )
         loader.add_option("infertap_redact", Sequence[str], [], "More header names whose values are secrets.")
+        loader.add_option("infertap_redact_query", Sequence[str], [], "More query parameter names whose values are secrets.")
         loader.add_option(
             "infertap_max_body",
             str,
@@ -132,9 +133,12 @@ class InfertapCapture:
                 raise exceptions.OptionsError(f"infertap_max_response: {exc}") from exc
         if "infertap_telemetry_interval" in updated:
             self.telemetry_interval = _seconds("infertap_telemetry_interval", ctx.options.infertap_telemetry_interval)
-        if "infertap_match" in updated or "infertap_redact" in updated:
+        if "infertap_match" in updated:
             self.patterns = list(ctx.options.infertap_match)
-            self.redactor = Redactor(ctx.options.infertap_redact)
+        if {"infertap_redact", "infertap_redact_query"} & updated:
+            self.redactor = Redactor(ctx.options.infertap_redact, ctx.options.infertap_redact_query)
+            if self.scrubbed is not None:  # set while recording: the exchanges from now are redacted by it
+                self.scrubbed.redactor = self.redactor
         if "infertap_out" in updated and ctx.options.infertap_out:
             labels = {}
             for item in ctx.options.infertap_labels:
@@ -353,7 +357,8 @@ class InfertapCapture:
             path=path,
             query=self.redactor.query(query, found),
             http_version=req.http_version.removeprefix("HTTP/"),
-            request_headers=self.redactor.headers_from_asgi(req.headers.fields, found),
+            # names lowercase, as record's server hands them to it: a capture's headers read alike whoever wrote it
+            request_headers=self.redactor.headers_from_asgi(((n.lower(), v) for n, v in req.headers.fields), found),
             request_body=body,
             status=resp.status_code if resp else None,
             response_headers=self.redactor.headers_from_asgi(resp.headers.fields) if resp else None,

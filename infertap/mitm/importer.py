@@ -18,7 +18,7 @@ import datetime as _dt
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -235,15 +235,24 @@ def _flow_exchanges(
             unreadable.append(f"the file after its flow {read} is damaged: {exc}")
 
 
-def import_file(source: str | os.PathLike[str], out: str | os.PathLike[str], *, all_paths: bool = False) -> dict[str, Any]:
+def import_file(
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    all_paths: bool = False,
+    redact_headers: Iterable[str] = (),
+    redact_query: Iterable[str] = (),
+) -> dict[str, Any]:
     """Convert ``source`` into the capture ``out``; returns its ``kind`` (``har``, ``mitmproxy``) and
     counts of what was kept, skipped (other paths) and unreadable (HAR entries that aren't an
     exchange, a flow file's damaged tail; with the first one's reason), bodies_not_in_file
     (exchanges kept whose file says a body was sent but holds none) and not_imported (by kind: a
     flow file's tcp, udp and dns flows, and the messages of the WebSockets kept as their upgrade),
-    which the capture's header keeps too."""
+    which the capture's header keeps too. ``redact_headers`` and ``redact_query`` name more secrets
+    than the defaults, as ``infertap record``'s ``--redact-header`` and ``--redact-query`` do: a
+    file from a gateway whose key header no name rule knows keeps it out too."""
     path = Path(source)
-    redactor = Redactor()
+    redactor = Redactor(redact_headers, redact_query)
     try:
         with open(path, "rb") as f:
             head = f.read(4096)

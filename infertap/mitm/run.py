@@ -26,6 +26,7 @@ class MitmConfig:
     mode: str = "regular"
     match: Sequence[str] = ()
     redact_headers: Sequence[str] = ()
+    redact_query: Sequence[str] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     set_options: Sequence[str] = ()  # mitmproxy "name=value" options, passed through
     confdir: str | None = None  # where mitmproxy keeps its CA (default ~/.mitmproxy)
@@ -73,6 +74,7 @@ def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], N
             opts.update(
                 infertap_match=list(config.match),
                 infertap_redact=list(config.redact_headers),
+                infertap_redact_query=list(config.redact_query),
                 infertap_labels=[f"{k}={v}" for k, v in config.labels.items()],
                 infertap_telemetry=config.telemetry,
                 infertap_telemetry_urls=list(config.telemetry_urls),

@@ -305,3 +305,20 @@ def test_the_start_line_tells_a_reverse_proxys_clients_its_base_url_not_a_proxy(
     said = reverse.log.read_text()
     assert f"OPENAI_BASE_URL={reverse.url}/v1 ANTHROPIC_BASE_URL={reverse.url}" in said and "HTTPS_PROXY" not in said
     assert f"HTTPS_PROXY={regular.url}" in regular.log.read_text()
+
+
+def test_mitm_stores_request_header_names_lowercase_as_record_does(start_mitm, fake):
+    """mitmproxy hands an HTTP/1 request's names on as the client wrote them; the capture stores them
+    lowercase, as record (and import) store them, so that a capture reads alike whoever recorded it.
+    The response's names are kept as received, as record keeps them."""
+    app, url = fake
+    mitm = start_mitm("--mode", f"reverse:{url}", mitmdump=True)
+    sent = {"X-Title": "My App", "Authorization": f"Bearer {SECRET}", "Content-Type": "application/json"}
+    r = httpx.post(f"{mitm.url}/v1/chat/completions", content=b'{"stream": false}', headers=sent, timeout=10)
+    assert r.status_code == 200
+    mitm.stop()
+    (x,) = mitm.exchanges()
+    names = [n for n, _ in x["request_headers"]]
+    assert {"x-title", "authorization", "content-type"} <= set(names) and names == [n.lower() for n in names]
+    got = dict(x["request_headers"])
+    assert got["x-title"] == "My App" and got["authorization"] == "Bearer [REDACTED]"  # values as sent, redacted
