@@ -40,6 +40,8 @@ _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/
 # A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
+# What before a minus spaced from its bracket makes it a difference's ("x - (2+3)"), no sign.
+_OPERAND_BEFORE = re.compile(r"[\w)\]}][ \t]*\Z")
 # A number right before a bracket, nothing between them, is its factor ("2(3+4)" is 14, as
 # math-verify's LaTeX parser multiplies): "2 (two)" and "f(3)" are no products.
 _FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
@@ -188,7 +190,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     "\\frac{1}{\\sqrt2}" and "\\frac{\\sqrt2}{2}" are one answer and "2^3" is 8; else spelled
     one way as the MATH graders' ``strip_string`` spells it (``_as_written``), not evaluated."""
     out: list[tuple[int, int, str]] = []
-    groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _FACTOR_BEFORE.search(m.group())]
+    groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m)]
     at = floor = 0  # floor: where the last expression read ended (``at`` passes arithmetic of no value too)
     while True:
         group = next((m for m in groups if m.start() >= at), None)
@@ -262,6 +264,13 @@ def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None) -> tupl
     if before and not m.group(1) and not m.group(2):
         return before.start(), _as_written(text, before.group(1), before.group(2), m.group(3), m.end())
     return m.start(), _as_written(text, m.group(1), m.group(2), m.group(3), m.end())
+
+
+def _signed(text: str, m: re.Match[str]) -> bool:
+    """Whether the bracket ``_GROUP`` found has a sign of its own ("-(2+3)" is -5, as math-verify reads
+    it; it was 5, the minus lost); "x - (2+3)", spaced after an operand, is a difference."""
+    sign = m.group(1)
+    return bool(sign) and not (sign != "-" and _OPERAND_BEFORE.search(text, 0, m.start()))
 
 
 def _powered(text: str, m: re.Match[str]) -> bool:

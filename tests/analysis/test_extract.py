@@ -543,3 +543,26 @@ def test_a_number_times_a_power_of_no_value_is_its_factor(text: str, value: str)
 def test_a_factor_of_a_power_of_no_value_matches_its_spellings_and_differs_from_the_power() -> None:
     assert number("3 \\cdot 2^x") == number("3\\times2^{x}") == number("\\boxed{3 * 2^x}")
     assert number("3 \\cdot 2^x") not in (number("2^x"), number("32^x"), number("3 \\cdot 3^x"), number("2"), number("3"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("-(2 * 3)", "-6"),  # was "6": a minus before a bracket is its sign, as math-verify reads it
+        ("-(2+3)", "-5"),  # was "5"
+        ("so -(2)", "-2"),
+        ("(-(2+3))", "-5"),
+        ("-\\left(2+3\\right)", "-5"),
+        ("-(-(2+3))", "5"),
+        ("1 -(2+3)", "-4"),
+        ("x - (2+3)", "5"),  # spaced after an operand: a difference's minus, no sign of the bracket's
+    ],
+)
+def test_a_minus_before_a_bracket_is_its_sign(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_signed_bracket_matches_its_value_and_differs_from_the_unsigned_one() -> None:
+    assert number("-(2 * 3)") == number("-6") == number("-2 \\cdot 3") == number("\\boxed{-(6)}")
+    assert number("-(2 * 3)") not in (number("(2 * 3)"), number("6"), number("-(2 * 4)"))
+    assert number("-(2+3)") == number("-5") != number("2+3")
