@@ -254,13 +254,16 @@ def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None) -> tupl
     """Where an expression of no value (``_IRRATIONAL``'s or ``_POWER``'s) begins, and its spelling
     as written (``_as_written``): a number times a command of no sign or factor of its own is its
     factor ("2 \\cdot \\pi" is "2\\pi", as written without the dot; it was "\\pi", its factor lost), and so
-    of a power, spelled with its dot ("3 \\cdot 2^x" is "3\\cdot2^{x}", no "32^{x}"; it was "2^{x}")."""
+    of a power, spelled with its dot ("3 \\cdot 2^x" is "3\\cdot2^{x}", no "32^{x}"; it was "2^{x}"), its
+    sign the product's."""
     if m.re is _POWER:
         power = _power_as_written(text, m)
-        if power is None or before is None or m.group(1):
+        if power is None or before is None:
             return m.start(), power
-        factor = _canonical("-" if before.group(1) else "", before.group(2), "")
-        return before.start(), (power[0], factor + "\\cdot" + power[1])
+        # the power's own sign is the product's ("2 * -2^x" is -2\cdot2^{x}; it was -2^{x}, its factor lost)
+        negative = bool(before.group(1)) != power[1].startswith("-")
+        factor = _canonical("-" if negative else "", before.group(2), "")
+        return before.start(), (power[0], factor + "\\cdot" + power[1].removeprefix("-"))
     if before and not m.group(1) and not m.group(2):
         return before.start(), _as_written(text, before.group(1), before.group(2), m.group(3), m.end())
     return m.start(), _as_written(text, m.group(1), m.group(2), m.group(3), m.end())

@@ -566,3 +566,21 @@ def test_a_signed_bracket_matches_its_value_and_differs_from_the_unsigned_one() 
     assert number("-(2 * 3)") == number("-6") == number("-2 \\cdot 3") == number("\\boxed{-(6)}")
     assert number("-(2 * 3)") not in (number("(2 * 3)"), number("6"), number("-(2 * 4)"))
     assert number("-(2+3)") == number("-5") != number("2+3")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2 * -2^x", "-2\\cdot2^{x}"),  # was "-2^{x}": the power's own sign dropped the factor before it
+        ("2 \\times -3^{y}", "-2\\cdot3^{y}"),
+        ("-2 * -2^x", "2\\cdot2^{x}"),
+        ("2 * -2^{99999}", "-2\\cdot2^{99999}"),
+    ],
+)
+def test_a_factor_before_a_signed_power_of_no_value_is_kept(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_signed_power_times_a_factor_matches_its_product_and_differs_from_the_power() -> None:
+    assert number("2 * -2^x") == number("-2 \\cdot 2^x") == number("\\boxed{-2\\times2^{x}}")
+    assert number("2 * -2^x") not in (number("-2^x"), number("2 \\cdot 2^x"), number("-2"), number("2 * -3^x"))
