@@ -299,9 +299,9 @@ def _power_as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:
     exponent, end = (digits.group(1), digits.end()) if digits else _argument(text, m.end())
     if exponent is None or not exponent.strip():
         return None
-    base = _NUMBER.match(text, m.start())
+    base = _NUMBER.match(text, m.start() + len(m.group(1) or ""))  # after a sign spaced from it ("- 2^x")
     assert base is not None
-    return end, _canonical(base.group(1) or "", base.group(2), base.group(3)) + "^{" + _latex(exponent) + "}"
+    return end, _canonical("-" if m.group(1) else "", base.group(2), base.group(3)) + "^{" + _latex(exponent) + "}"
 
 
 def _as_written(

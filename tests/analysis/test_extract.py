@@ -584,3 +584,20 @@ def test_a_factor_before_a_signed_power_of_no_value_is_kept(text: str, value: st
 def test_a_signed_power_times_a_factor_matches_its_product_and_differs_from_the_power() -> None:
     assert number("2 * -2^x") == number("-2 \\cdot 2^x") == number("\\boxed{-2\\times2^{x}}")
     assert number("2 * -2^x") not in (number("-2^x"), number("2 \\cdot 2^x"), number("-2"), number("2 * -3^x"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("so - 2^x", "-2^{x}"),  # raised AssertionError: the base was looked for at the sign spaced from it
+        ("2 * - 2^x", "-2\\cdot2^{x}"),
+        ("- 2^{99999}", "-2^{99999}"),
+    ],
+)
+def test_a_sign_spaced_from_a_power_of_no_value_is_its_sign(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_spaced_sign_before_a_power_matches_the_unspaced_one_and_differs_from_the_unsigned() -> None:
+    assert number("so - 2^x") == number("-2^x") == number("\\boxed{-2^{x}}")
+    assert number("so - 2^x") not in (number("2^x"), number("-2"), number("- 3^x"))
