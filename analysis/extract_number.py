@@ -41,6 +41,15 @@ _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
 # What before a minus spaced from its bracket makes it a difference's ("x - (2+3)"), no sign.
+# The terms of a sum around an expression of no value ("1 + 2^x", "2^x - 3 \\cdot y"): a term is
+# numbers, single letters, commands, braces, balanced brackets, joined by products; terms by "+" or "-".
+_ATOM = r"(?:\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|[_^{}]|\([^()]*\))+"  # no word of prose
+_TERM = _ATOM + r"(?:[ \t]*(?:\\cdot|\\times|\*|/)[ \t]*" + _ATOM + r")*"
+_JOINER = re.compile(r"[ \t]*[-+][ \t]*")
+_HEAD = re.compile(r"(?<![\w\\.,])(?:" + _TERM + r"[ \t]*[-+][ \t]*)+\Z")
+_SIGNED_HEAD = re.compile(r"(?<![\w\\.,])" + _TERM + r"(?:[ \t]*[-+][ \t]*" + _TERM + r")*[ \t]*\Z")  # before "- 2^x"
+_SPACED_SIGN = re.compile(r"[-+][ \t]")
+_TAIL = re.compile(r"(?:[ \t]*[-+][ \t]*(?:-[ \t]*)?" + _TERM + r")+")
 _OPERAND_BEFORE = re.compile(r"[\w)\]}][ \t]*\Z")
 # A number right before a bracket, nothing between them, is its factor ("2(3+4)" is 14, as
 # math-verify's LaTeX parser multiplies): "2 (two)" and "f(3)" are no products.
@@ -213,13 +222,13 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
         if total and total[1] > m.start():  # "3^2+4^2" is 25, "1+\\sqrt2" one answer as written
             whole, end = total
             spelling = spelled(whole, _spelled(whole.coefficient)) if whole else _latex(text[begin:end])
-            read = True
+            read, valued = True, whole is not None
         elif exact:
             value, end = exact
             factor = value  # a product's value: the factors of no value after it are its (``_more_factors``)
             begin = before.start() if before and times else m.start()
             spelling = spelled(value, _spelled(value.coefficient))
-            read = True
+            read = valued = True
         elif m.re is _GROUP or m.re is _ARITHMETIC:
             at = m.end()  # "(x+1)^2", "2 + 3x": no value; their numbers are read as they are
             continue
@@ -228,14 +237,38 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             if written is None:
                 at = m.end()
                 continue
-            (end, spelling), read = written, False
+            (end, spelling), read, valued = written, False, False
         more, after = _more_factors(text, end)
         if more and factor is not None:  # "2 \\cdot 3\\pi" is "6\\pi": the value's factors of no value
             spelling, end = _times(factor) + more if factor.coefficient else "0", after
         elif more:  # "\\sqrt2\\pi", "\\frac{1}{0}\\sqrt2", "1+2\\pi": a product with no value, as written
             spelling, end = (_latex(text[begin:end]) if read else spelling) + more, after
+        if not valued or more:
+            begin, end, spelling = _whole_sum(text, out, floor, (begin, end, spelling))
         out.append((begin, end, spelling))
         at = floor = end
+
+
+def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tuple[int, int, str]) -> tuple[int, int, str]:
+    """An expression of no value with the terms of the sum it is one of ("2^x + 1" is "2^{x}+1"; it
+    was 1, the last term, and "1 + \\pi" was "\\pi"): a term alone is another answer. The expression
+    read before it (in ``out``) joins it; other terms are spelled as written (``_sum_as_written``)."""
+    begin, end, spelling = found
+    if out and out[-1][1] == floor and _JOINER.fullmatch(text, floor, begin):
+        head = out.pop()
+        begin, spelling = head[0], head[2] + _sum_as_written(text[floor:begin]) + spelling
+    elif head_terms := (_SIGNED_HEAD if _SPACED_SIGN.match(text, begin) else _HEAD).search(text, floor, begin):
+        begin, spelling = head_terms.start(), _sum_as_written(head_terms.group()) + spelling
+    if tail := _TAIL.match(text, end):
+        end, spelling = tail.end(), spelling + _sum_as_written(tail.group())
+    return begin, end, spelling
+
+
+def _sum_as_written(terms: str) -> str:
+    """Terms of a sum spelled as the extractor spells expressions of no value: no spaces, ``\\cdot``
+    for every product's sign, a power's exponent braced ("2^x" as "2^{x}")."""
+    spelling = re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", _latex(terms))
+    return re.sub(r"\^(-?\d+|[a-zA-Z])", r"^{\1}", spelling)
 
 
 def _times(value: Surd) -> str:

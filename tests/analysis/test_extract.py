@@ -601,3 +601,40 @@ def test_a_sign_spaced_from_a_power_of_no_value_is_its_sign(text: str, value: st
 def test_a_spaced_sign_before_a_power_matches_the_unspaced_one_and_differs_from_the_unsigned() -> None:
     assert number("so - 2^x") == number("-2^x") == number("\\boxed{-2^{x}}")
     assert number("so - 2^x") not in (number("2^x"), number("-2"), number("- 3^x"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("3 \\cdot 2^x + 1", "3\\cdot2^{x}+1"),  # was "1": a sum with a term of no value gave its last number
+        ("2^x + 1", "2^{x}+1"),  # was "1"
+        ("\\boxed{2^x + 1}", "2^{x}+1"),  # was "1"
+        ("1 + 2^x", "1+2^{x}"),  # was "2^{x}"
+        ("1 - 2^x", "1-2^{x}"),
+        ("1 + \\pi", "1+\\pi"),  # was "\\pi"
+        ("\\pi + 1", "\\pi+1"),  # was "1"
+        ("2\\pi + 1", "2\\pi+1"),  # was "1"
+        ("\\frac{\\pi}{2} + 1", "\\frac{\\pi}{2}+1"),  # was "1"
+        ("\\sqrt{x} + 1", "\\sqrt{x}+1"),  # was "1"
+        ("\\sqrt[3]{2} + 1", "\\sqrt[3]{2}+1"),  # was "1"
+        ("9^{99999} + 1", "9^{99999}+1"),  # was "1"
+        ("\\frac{1}{0} + 2", "\\frac{1}{0}+2"),  # was "2"
+        ("\\sqrt2 + 2^x", "\\sqrt{2}+2^{x}"),  # was "2^{x}"
+        ("2^x + y", "2^{x}+y"),  # was "2^{x}"
+        ("2^x + 3 * 4", "2^{x}+3\\cdot4"),  # was "4"
+        ("The answer is 2^x + 1.", "2^{x}+1"),
+        ("so - 2^x", "-2^{x}"),  # a word of prose is no term
+        ("2^x, 3", "3"),  # no sum: a list
+        ("2^{10} + 1", "1025"),  # a sum of values is its value still
+    ],
+)
+def test_a_sum_with_a_term_of_no_value_is_one_expression(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_sum_with_a_term_of_no_value_matches_its_spellings_and_differs_from_its_terms() -> None:
+    assert number("2^x + 1") == number("2^{x}+1") == number("\\boxed{2^x + 1}") != number("1 + 2^x")
+    assert number("3 \\cdot 2^x + 1") == number("3 \\times 2^{x} + 1") == number("3 * 2^x + 1")
+    assert number("2^x + 1") not in (number("1"), number("2^x"), number("2^x + 2"), number("2^x - 1"), number("3"))
+    assert number("3 \\cdot 2^x + 1") not in (number("1"), number("3 \\cdot 2^x"), number("2^x + 1"), number("4"))
+    assert number("1 + \\pi") not in (number("\\pi"), number("1"), number("\\pi + 2"))
