@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from .exact_value import Surd, evaluated, spelled, summed
+from .exact_value import Surd, evaluated, product_at, spelled, summed
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -50,6 +50,11 @@ _HEAD = re.compile(r"(?<![\w\\.,])(?:" + _TERM + r"[ \t]*[-+][ \t]*)+\Z")
 _SIGNED_HEAD = re.compile(r"(?<![\w\\.,])" + _TERM + r"(?:[ \t]*[-+][ \t]*" + _TERM + r")*[ \t]*\Z")  # before "- 2^x"
 _SPACED_SIGN = re.compile(r"[-+][ \t]")
 _TAIL = re.compile(r"(?:[ \t]*[-+][ \t]*(?:-[ \t]*)?" + _TERM + r")+")
+# A rational multiple of \\pi as the extractor spells it, and a product after it ("3\\pi \\cdot 2"), that no
+# factor of no value ("2x", "2^x", "\\sqrt{y}") goes on.
+_PI_MULTIPLE = re.compile(r"(-?)(\d+(?:\.\d+)?)?\\pi")
+_TIMES_AFTER = re.compile(r"[ \t]*(?:\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])|\*)[ \t]*")
+_NO_FACTOR_AFTER = re.compile(r"[ \t]*(?:[\w^({]|\\(?![)\]]))")
 _OPERAND_BEFORE = re.compile(r"[\w)\]}][ \t]*\Z")
 # A number right before a bracket, nothing between them, is its factor ("2(3+4)" is 14, as
 # math-verify's LaTeX parser multiplies): "2 (two)" and "f(3)" are no products.
@@ -243,10 +248,27 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             spelling, end = _times(factor) + more if factor.coefficient else "0", after
         elif more:  # "\\sqrt2\\pi", "\\frac{1}{0}\\sqrt2", "1+2\\pi": a product with no value, as written
             spelling, end = (_latex(text[begin:end]) if read else spelling) + more, after
+        spelling, end = _times_after(text, spelling, end)
         if not valued or more:
             begin, end, spelling = _whole_sum(text, out, floor, (begin, end, spelling))
         out.append((begin, end, spelling))
         at = floor = end
+
+
+def _times_after(text: str, spelling: str, end: int) -> tuple[str, int]:
+    """A multiple of \\pi with the numbers and roots it is multiplied by after it, by their product
+    ("3\\pi \\cdot 2" is "6\\pi", as "6\\pi" is; it was 2, the last number), a product of no value
+    written as it is ("3\\pi \\cdot 2^x" is "3\\pi\\cdot2^{x}"; it was 2^{x})."""
+    pi, times = _PI_MULTIPLE.fullmatch(spelling), _TIMES_AFTER.match(text, end)
+    if pi is None or times is None:
+        return spelling, end
+    after = product_at(text, times.end())
+    if after is None or _NO_FACTOR_AFTER.match(text, after[1]):  # "3\\pi \\cdot 2^x": as written, no 2^{x}
+        term = re.compile(_TERM).match(text, times.end())
+        return (spelling + "\\cdot" + _sum_as_written(term.group()), term.end()) if term else (spelling, end)
+    value, end = after
+    coefficient = Fraction(pi.group(2) or 1) * (-1 if pi.group(1) else 1) * value.coefficient
+    return (_times(Surd(coefficient, value.radicand)) + "\\pi" if coefficient else "0"), end
 
 
 def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tuple[int, int, str]) -> tuple[int, int, str]:

@@ -638,3 +638,28 @@ def test_a_sum_with_a_term_of_no_value_matches_its_spellings_and_differs_from_it
     assert number("2^x + 1") not in (number("1"), number("2^x"), number("2^x + 2"), number("2^x - 1"), number("3"))
     assert number("3 \\cdot 2^x + 1") not in (number("1"), number("3 \\cdot 2^x"), number("2^x + 1"), number("4"))
     assert number("1 + \\pi") not in (number("\\pi"), number("1"), number("\\pi + 2"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("3\\pi \\cdot 2", "6\\pi"),  # was "2": a number after \pi is its factor, as math-verify multiplies
+        ("\\pi \\cdot 2", "2\\pi"),  # was "2"
+        ("-\\pi * 3", "-3\\pi"),
+        ("2 \\cdot \\pi \\cdot 3", "6\\pi"),
+        ("\\frac{1}{2}\\pi \\cdot 4", "2\\pi"),
+        ("3\\pi \\cdot 2 + 1", "6\\pi+1"),
+        ("3\\pi \\cdot 0", "0"),
+        ("3\\pi \\cdot 2^x", "3\\pi\\cdot2^{x}"),  # was "2^{x}": a product of no value, as written
+        ("3\\pi \\cdot 2\\pi", "3\\pi\\cdot2\\pi"),  # was "2\\pi"
+        ("3\\pi \\cdot 2x", "3\\pi\\cdot2x"),  # was "2"
+    ],
+)
+def test_numbers_after_pi_are_its_factor_by_their_product(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_product_after_pi_matches_its_value_and_differs_from_its_parts() -> None:
+    assert number("3\\pi \\cdot 2") == number("6\\pi") == number("2 \\cdot 3\\pi") == number("\\boxed{\\pi \\times 6}")
+    assert number("3\\pi \\cdot 2") not in (number("2"), number("3\\pi"), number("6"), number("3\\pi \\cdot 3"))
+    assert number("3\\pi \\cdot 2^x") not in (number("2^x"), number("3\\pi"), number("6\\pi"))
