@@ -278,6 +278,14 @@ def evaluated(text: str, at: int) -> tuple[Surd, int] | None:
     return value, reader.at
 
 
+def product_at(text: str, at: int) -> tuple[Surd, int] | None:
+    """The value of the product written at ``at``, a plain number too, and where it ends; None where
+    it has none of this form."""
+    reader = _Reader(text, at)
+    value = reader.product()
+    return (value, reader.at) if value is not None else None
+
+
 def summed(text: str, at: int) -> tuple[Surd | None, int] | None:
     """The sum or difference of terms written at ``at`` (``3^2+4^2``, ``\\sqrt2 + \\sqrt2``, ``2 + 3``),
     each a product ``evaluated`` reads or a number, and where it ends: its value, or None for unlike

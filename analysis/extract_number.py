@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from .exact_value import Surd, evaluated, spelled, summed
+from .exact_value import Surd, evaluated, product_at, spelled, summed
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -40,6 +40,22 @@ _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/
 # A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
+# What before a minus spaced from its bracket makes it a difference's ("x - (2+3)"), no sign.
+# The terms of a sum around an expression of no value ("1 + 2^x", "2^x - 3 \\cdot y"): a term is
+# numbers, single letters, commands, braces, balanced brackets, joined by products; terms by "+" or "-".
+_ATOM = r"(?:\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|[_^{}]|\([^()]*\))+"  # no word of prose
+_TERM = _ATOM + r"(?:[ \t]*(?:\\cdot|\\times|\*|/)[ \t]*" + _ATOM + r")*"
+_JOINER = re.compile(r"[ \t]*[-+][ \t]*")
+_HEAD = re.compile(r"(?<![\w\\.,])(?:" + _TERM + r"[ \t]*[-+][ \t]*)+\Z")
+_SIGNED_HEAD = re.compile(r"(?<![\w\\.,])" + _TERM + r"(?:[ \t]*[-+][ \t]*" + _TERM + r")*[ \t]*\Z")  # before "- 2^x"
+_SPACED_SIGN = re.compile(r"[-+][ \t]")
+_TAIL = re.compile(r"(?:[ \t]*[-+][ \t]*(?:-[ \t]*)?" + _TERM + r")+")
+# A rational multiple of \\pi as the extractor spells it, and a product after it ("3\\pi \\cdot 2"), that no
+# factor of no value ("2x", "2^x", "\\sqrt{y}") goes on.
+_PI_MULTIPLE = re.compile(r"(-?)(\d+(?:\.\d+)?)?\\pi")
+_TIMES_AFTER = re.compile(r"[ \t]*(?:\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])|\*)[ \t]*")
+_NO_FACTOR_AFTER = re.compile(r"[ \t]*(?:[\w^({]|\\(?![)\]]))")
+_OPERAND_BEFORE = re.compile(r"[\w)\]}][ \t]*\Z")
 # A number right before a bracket, nothing between them, is its factor ("2(3+4)" is 14, as
 # math-verify's LaTeX parser multiplies): "2 (two)" and "f(3)" are no products.
 _FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
@@ -188,7 +204,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     "\\frac{1}{\\sqrt2}" and "\\frac{\\sqrt2}{2}" are one answer and "2^3" is 8; else spelled
     one way as the MATH graders' ``strip_string`` spells it (``_as_written``), not evaluated."""
     out: list[tuple[int, int, str]] = []
-    groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _FACTOR_BEFORE.search(m.group())]
+    groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m)]
     at = floor = 0  # floor: where the last expression read ended (``at`` passes arithmetic of no value too)
     while True:
         group = next((m for m in groups if m.start() >= at), None)
@@ -211,13 +227,13 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
         if total and total[1] > m.start():  # "3^2+4^2" is 25, "1+\\sqrt2" one answer as written
             whole, end = total
             spelling = spelled(whole, _spelled(whole.coefficient)) if whole else _latex(text[begin:end])
-            read = True
+            read, valued = True, whole is not None
         elif exact:
             value, end = exact
             factor = value  # a product's value: the factors of no value after it are its (``_more_factors``)
             begin = before.start() if before and times else m.start()
             spelling = spelled(value, _spelled(value.coefficient))
-            read = True
+            read = valued = True
         elif m.re is _GROUP or m.re is _ARITHMETIC:
             at = m.end()  # "(x+1)^2", "2 + 3x": no value; their numbers are read as they are
             continue
@@ -226,14 +242,55 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             if written is None:
                 at = m.end()
                 continue
-            (end, spelling), read = written, False
+            (end, spelling), read, valued = written, False, False
         more, after = _more_factors(text, end)
         if more and factor is not None:  # "2 \\cdot 3\\pi" is "6\\pi": the value's factors of no value
             spelling, end = _times(factor) + more if factor.coefficient else "0", after
         elif more:  # "\\sqrt2\\pi", "\\frac{1}{0}\\sqrt2", "1+2\\pi": a product with no value, as written
             spelling, end = (_latex(text[begin:end]) if read else spelling) + more, after
+        spelling, end = _times_after(text, spelling, end)
+        if not valued or more:
+            begin, end, spelling = _whole_sum(text, out, floor, (begin, end, spelling))
         out.append((begin, end, spelling))
         at = floor = end
+
+
+def _times_after(text: str, spelling: str, end: int) -> tuple[str, int]:
+    """A multiple of \\pi with the numbers and roots it is multiplied by after it, by their product
+    ("3\\pi \\cdot 2" is "6\\pi", as "6\\pi" is; it was 2, the last number), a product of no value
+    written as it is ("3\\pi \\cdot 2^x" is "3\\pi\\cdot2^{x}"; it was 2^{x})."""
+    pi, times = _PI_MULTIPLE.fullmatch(spelling), _TIMES_AFTER.match(text, end)
+    if pi is None or times is None:
+        return spelling, end
+    after = product_at(text, times.end())
+    if after is None or _NO_FACTOR_AFTER.match(text, after[1]):  # "3\\pi \\cdot 2^x": as written, no 2^{x}
+        term = re.compile(_TERM).match(text, times.end())
+        return (spelling + "\\cdot" + _sum_as_written(term.group()), term.end()) if term else (spelling, end)
+    value, end = after
+    coefficient = Fraction(pi.group(2) or 1) * (-1 if pi.group(1) else 1) * value.coefficient
+    return (_times(Surd(coefficient, value.radicand)) + "\\pi" if coefficient else "0"), end
+
+
+def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tuple[int, int, str]) -> tuple[int, int, str]:
+    """An expression of no value with the terms of the sum it is one of ("2^x + 1" is "2^{x}+1"; it
+    was 1, the last term, and "1 + \\pi" was "\\pi"): a term alone is another answer. The expression
+    read before it (in ``out``) joins it; other terms are spelled as written (``_sum_as_written``)."""
+    begin, end, spelling = found
+    if out and out[-1][1] == floor and _JOINER.fullmatch(text, floor, begin):
+        head = out.pop()
+        begin, spelling = head[0], head[2] + _sum_as_written(text[floor:begin]) + spelling
+    elif head_terms := (_SIGNED_HEAD if _SPACED_SIGN.match(text, begin) else _HEAD).search(text, floor, begin):
+        begin, spelling = head_terms.start(), _sum_as_written(head_terms.group()) + spelling
+    if tail := _TAIL.match(text, end):
+        end, spelling = tail.end(), spelling + _sum_as_written(tail.group())
+    return begin, end, spelling
+
+
+def _sum_as_written(terms: str) -> str:
+    """Terms of a sum spelled as the extractor spells expressions of no value: no spaces, ``\\cdot``
+    for every product's sign, a power's exponent braced ("2^x" as "2^{x}")."""
+    spelling = re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", _latex(terms))
+    return re.sub(r"\^(-?\d+|[a-zA-Z])", r"^{\1}", spelling)
 
 
 def _times(value: Surd) -> str:
@@ -252,16 +309,26 @@ def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None) -> tupl
     """Where an expression of no value (``_IRRATIONAL``'s or ``_POWER``'s) begins, and its spelling
     as written (``_as_written``): a number times a command of no sign or factor of its own is its
     factor ("2 \\cdot \\pi" is "2\\pi", as written without the dot; it was "\\pi", its factor lost), and so
-    of a power, spelled with its dot ("3 \\cdot 2^x" is "3\\cdot2^{x}", no "32^{x}"; it was "2^{x}")."""
+    of a power, spelled with its dot ("3 \\cdot 2^x" is "3\\cdot2^{x}", no "32^{x}"; it was "2^{x}"), its
+    sign the product's."""
     if m.re is _POWER:
         power = _power_as_written(text, m)
-        if power is None or before is None or m.group(1):
+        if power is None or before is None:
             return m.start(), power
-        factor = _canonical("-" if before.group(1) else "", before.group(2), "")
-        return before.start(), (power[0], factor + "\\cdot" + power[1])
+        # the power's own sign is the product's ("2 * -2^x" is -2\cdot2^{x}; it was -2^{x}, its factor lost)
+        negative = bool(before.group(1)) != power[1].startswith("-")
+        factor = _canonical("-" if negative else "", before.group(2), "")
+        return before.start(), (power[0], factor + "\\cdot" + power[1].removeprefix("-"))
     if before and not m.group(1) and not m.group(2):
         return before.start(), _as_written(text, before.group(1), before.group(2), m.group(3), m.end())
     return m.start(), _as_written(text, m.group(1), m.group(2), m.group(3), m.end())
+
+
+def _signed(text: str, m: re.Match[str]) -> bool:
+    """Whether the bracket ``_GROUP`` found has a sign of its own ("-(2+3)" is -5, as math-verify reads
+    it; it was 5, the minus lost); "x - (2+3)", spaced after an operand, is a difference."""
+    sign = m.group(1)
+    return bool(sign) and not (sign != "-" and _OPERAND_BEFORE.search(text, 0, m.start()))
 
 
 def _powered(text: str, m: re.Match[str]) -> bool:
@@ -287,9 +354,9 @@ def _power_as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:
     exponent, end = (digits.group(1), digits.end()) if digits else _argument(text, m.end())
     if exponent is None or not exponent.strip():
         return None
-    base = _NUMBER.match(text, m.start())
+    base = _NUMBER.match(text, m.start() + len(m.group(1) or ""))  # after a sign spaced from it ("- 2^x")
     assert base is not None
-    return end, _canonical(base.group(1) or "", base.group(2), base.group(3)) + "^{" + _latex(exponent) + "}"
+    return end, _canonical("-" if m.group(1) else "", base.group(2), base.group(3)) + "^{" + _latex(exponent) + "}"
 
 
 def _as_written(

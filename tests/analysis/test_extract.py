@@ -543,3 +543,123 @@ def test_a_number_times_a_power_of_no_value_is_its_factor(text: str, value: str)
 def test_a_factor_of_a_power_of_no_value_matches_its_spellings_and_differs_from_the_power() -> None:
     assert number("3 \\cdot 2^x") == number("3\\times2^{x}") == number("\\boxed{3 * 2^x}")
     assert number("3 \\cdot 2^x") not in (number("2^x"), number("32^x"), number("3 \\cdot 3^x"), number("2"), number("3"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("-(2 * 3)", "-6"),  # was "6": a minus before a bracket is its sign, as math-verify reads it
+        ("-(2+3)", "-5"),  # was "5"
+        ("so -(2)", "-2"),
+        ("(-(2+3))", "-5"),
+        ("-\\left(2+3\\right)", "-5"),
+        ("-(-(2+3))", "5"),
+        ("1 -(2+3)", "-4"),
+        ("x - (2+3)", "5"),  # spaced after an operand: a difference's minus, no sign of the bracket's
+    ],
+)
+def test_a_minus_before_a_bracket_is_its_sign(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_signed_bracket_matches_its_value_and_differs_from_the_unsigned_one() -> None:
+    assert number("-(2 * 3)") == number("-6") == number("-2 \\cdot 3") == number("\\boxed{-(6)}")
+    assert number("-(2 * 3)") not in (number("(2 * 3)"), number("6"), number("-(2 * 4)"))
+    assert number("-(2+3)") == number("-5") != number("2+3")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2 * -2^x", "-2\\cdot2^{x}"),  # was "-2^{x}": the power's own sign dropped the factor before it
+        ("2 \\times -3^{y}", "-2\\cdot3^{y}"),
+        ("-2 * -2^x", "2\\cdot2^{x}"),
+        ("2 * -2^{99999}", "-2\\cdot2^{99999}"),
+    ],
+)
+def test_a_factor_before_a_signed_power_of_no_value_is_kept(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_signed_power_times_a_factor_matches_its_product_and_differs_from_the_power() -> None:
+    assert number("2 * -2^x") == number("-2 \\cdot 2^x") == number("\\boxed{-2\\times2^{x}}")
+    assert number("2 * -2^x") not in (number("-2^x"), number("2 \\cdot 2^x"), number("-2"), number("2 * -3^x"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("so - 2^x", "-2^{x}"),  # raised AssertionError: the base was looked for at the sign spaced from it
+        ("2 * - 2^x", "-2\\cdot2^{x}"),
+        ("- 2^{99999}", "-2^{99999}"),
+    ],
+)
+def test_a_sign_spaced_from_a_power_of_no_value_is_its_sign(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_spaced_sign_before_a_power_matches_the_unspaced_one_and_differs_from_the_unsigned() -> None:
+    assert number("so - 2^x") == number("-2^x") == number("\\boxed{-2^{x}}")
+    assert number("so - 2^x") not in (number("2^x"), number("-2"), number("- 3^x"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("3 \\cdot 2^x + 1", "3\\cdot2^{x}+1"),  # was "1": a sum with a term of no value gave its last number
+        ("2^x + 1", "2^{x}+1"),  # was "1"
+        ("\\boxed{2^x + 1}", "2^{x}+1"),  # was "1"
+        ("1 + 2^x", "1+2^{x}"),  # was "2^{x}"
+        ("1 - 2^x", "1-2^{x}"),
+        ("1 + \\pi", "1+\\pi"),  # was "\\pi"
+        ("\\pi + 1", "\\pi+1"),  # was "1"
+        ("2\\pi + 1", "2\\pi+1"),  # was "1"
+        ("\\frac{\\pi}{2} + 1", "\\frac{\\pi}{2}+1"),  # was "1"
+        ("\\sqrt{x} + 1", "\\sqrt{x}+1"),  # was "1"
+        ("\\sqrt[3]{2} + 1", "\\sqrt[3]{2}+1"),  # was "1"
+        ("9^{99999} + 1", "9^{99999}+1"),  # was "1"
+        ("\\frac{1}{0} + 2", "\\frac{1}{0}+2"),  # was "2"
+        ("\\sqrt2 + 2^x", "\\sqrt{2}+2^{x}"),  # was "2^{x}"
+        ("2^x + y", "2^{x}+y"),  # was "2^{x}"
+        ("2^x + 3 * 4", "2^{x}+3\\cdot4"),  # was "4"
+        ("The answer is 2^x + 1.", "2^{x}+1"),
+        ("so - 2^x", "-2^{x}"),  # a word of prose is no term
+        ("2^x, 3", "3"),  # no sum: a list
+        ("2^{10} + 1", "1025"),  # a sum of values is its value still
+    ],
+)
+def test_a_sum_with_a_term_of_no_value_is_one_expression(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_sum_with_a_term_of_no_value_matches_its_spellings_and_differs_from_its_terms() -> None:
+    assert number("2^x + 1") == number("2^{x}+1") == number("\\boxed{2^x + 1}") != number("1 + 2^x")
+    assert number("3 \\cdot 2^x + 1") == number("3 \\times 2^{x} + 1") == number("3 * 2^x + 1")
+    assert number("2^x + 1") not in (number("1"), number("2^x"), number("2^x + 2"), number("2^x - 1"), number("3"))
+    assert number("3 \\cdot 2^x + 1") not in (number("1"), number("3 \\cdot 2^x"), number("2^x + 1"), number("4"))
+    assert number("1 + \\pi") not in (number("\\pi"), number("1"), number("\\pi + 2"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("3\\pi \\cdot 2", "6\\pi"),  # was "2": a number after \pi is its factor, as math-verify multiplies
+        ("\\pi \\cdot 2", "2\\pi"),  # was "2"
+        ("-\\pi * 3", "-3\\pi"),
+        ("2 \\cdot \\pi \\cdot 3", "6\\pi"),
+        ("\\frac{1}{2}\\pi \\cdot 4", "2\\pi"),
+        ("3\\pi \\cdot 2 + 1", "6\\pi+1"),
+        ("3\\pi \\cdot 0", "0"),
+        ("3\\pi \\cdot 2^x", "3\\pi\\cdot2^{x}"),  # was "2^{x}": a product of no value, as written
+        ("3\\pi \\cdot 2\\pi", "3\\pi\\cdot2\\pi"),  # was "2\\pi"
+        ("3\\pi \\cdot 2x", "3\\pi\\cdot2x"),  # was "2"
+    ],
+)
+def test_numbers_after_pi_are_its_factor_by_their_product(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_product_after_pi_matches_its_value_and_differs_from_its_parts() -> None:
+    assert number("3\\pi \\cdot 2") == number("6\\pi") == number("2 \\cdot 3\\pi") == number("\\boxed{\\pi \\times 6}")
+    assert number("3\\pi \\cdot 2") not in (number("2"), number("3\\pi"), number("6"), number("3\\pi \\cdot 3"))
+    assert number("3\\pi \\cdot 2^x") not in (number("2^x"), number("3\\pi"), number("6\\pi"))
