@@ -103,3 +103,36 @@ def test_compare_shows_a_launch_fact_that_differs_and_none_for_the_same_one_spel
     assert not any(r["differs"] for r in snapshot_diff(a, c))
     d = _snapshot([*SERVE, "--max-num-seqs", "8", "-tp", "2", "--dtype", "half"], {**ENV, "VLLM_CPU_KVCACHE_SPACE": "4"})
     assert [r["fact"] for r in snapshot_diff(a, d) if r["differs"]] == ["cpu_kvcache_space_gib"]
+
+
+def test_the_server_is_read_where_its_forked_engine_core_is_the_listener_found(monkeypatch):
+    """vLLM forks its engine core after binding its port: the child holds the socket too, retitled
+    VLLM::EngineCore, and its parent is the server whose command line has the flags."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from infertap.engines import runtime_digest
+    from infertap.engines.launch_args import read_launch_facts
+
+    spawn = (
+        "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    )
+    server = subprocess.Popen([sys.executable, "-c", spawn, "vllm.entrypoints.openai.api_server", "--max-num-seqs", "5"])
+    try:
+        deadline = time.monotonic() + 20
+        while not psutil.Process(server.pid).children() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        core = psutil.Process(server.pid).children()[0]
+        monkeypatch.setattr(runtime_digest, "_listener", lambda port: core.pid)
+        facts = read_launch_facts("http://127.0.0.1:8000", "vllm")
+        assert facts["parallel_slots"] == {"value": 5, "source": f"--max-num-seqs on the command line of process {server.pid}"}
+        monkeypatch.setattr(runtime_digest, "_listener", lambda port: server.pid)  # the server itself, as usual
+        assert read_launch_facts("http://127.0.0.1:8000", "vllm")["parallel_slots"]["value"] == 5
+    finally:
+        for proc in psutil.Process(server.pid).children():
+            proc.kill()
+        server.kill()
+        server.wait()
