@@ -10,14 +10,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from infertap.engines.launch_args import LAUNCH_FACTS
+
 from .divergence import first_divergence
 
 SNAPSHOT_FACTS = (
-    # First: how many threads and how large a batch explain a speed ratio on the same model file.
-    "threads",
-    "threads_batch",
-    "batch_size",
-    "ubatch_size",
+    # First: how many threads and how large a batch explain a speed ratio on the same model file
+    # (llama.cpp's threads and batch sizes; vLLM's batch sizes, parallelism, dtypes, CPU threads).
+    *LAUNCH_FACTS,
     "version",
     "models",
     "model_sha256",

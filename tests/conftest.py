@@ -58,7 +58,7 @@ def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     Where vLLM can't be built here, its tests skip with the reason scripts/build-vllm gave; where it
     can but wasn't, they skip, except under `make test` (INFERTAP_ALL_EXTRAS), where that's an error.
     INFERTAP_VLLM_URL names one already running (started as infertap.launch.vllm_server starts it,
-    with --trust-request-chat-template), which saves its minute of start-up while working on these
+    with these extra flags), which saves its minute of start-up while working on these
     tests. Requests may bring their own chat template: one that shows what a request gives it
     beside its messages (SmolLM2's own reads no documents nor reasoning_effort).
     """
@@ -73,7 +73,9 @@ def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         if os.environ.get("INFERTAP_ALL_EXTRAS"):
             pytest.fail(f"vLLM is not built ({vllm_python()}): run make vllm")
         pytest.skip("vLLM is not built: run make vllm")
-    with vllm_server(extra_args=["--trust-request-chat-template"], log_dir=tmp_path_factory.mktemp("vllm")) as proc:
+    # Its batch sizes, in two spellings vLLM's parser takes: what the probe reads off its command line.
+    extra = ["--trust-request-chat-template", "--max-num-seqs", "8", "--max_num_batched_tokens=2048"]
+    with vllm_server(extra_args=extra, log_dir=tmp_path_factory.mktemp("vllm")) as proc:
         yield proc
 
 

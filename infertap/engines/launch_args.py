@@ -5,7 +5,8 @@ llama-cpp-python's API say neither, and the same GGUF ran 5x slower per token on
 
 A flag given wins over its environment variable (llama.cpp's arg.cpp, argparse then pydantic's
 settings in llama-cpp-python); neither given, the engine's own default where it is a number known
-here (llama-server's thread count is its count of this host's math cores: unknown).
+here (llama-server's thread count is its count of this host's math cores: unknown). vLLM's, its
+batch sizes, parallelism, dtypes and CPU threads, are read in ``vllm_launch``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from collections.abc import Sequence
 
 from infertap.capture.hostfacts import engine_is_local, url_parts
 
-__all__ = ["LAUNCH_FACTS", "launch_facts", "read_launch_facts"]
+from .vllm_launch import VLLM_FACTS, is_vllm, vllm_facts
 
-#: The facts, in the order compare shows them.
-LAUNCH_FACTS = ("threads", "threads_batch", "batch_size", "ubatch_size")
+__all__ = ["LAUNCH_FACTS", "LLAMA_FACTS", "launch_facts", "read_launch_facts"]
+
+LLAMA_FACTS = ("threads", "threads_batch", "batch_size", "ubatch_size")
+#: The facts, in the order compare shows them (vLLM's --max-num-seqs is the common parallel_slots).
+LAUNCH_FACTS = (*LLAMA_FACTS, *VLLM_FACTS)
 
 # Per engine kind, per fact: its flags, its environment variable.
 _FLAGS: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
@@ -69,6 +73,8 @@ def _flag(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
 
 def launch_facts(kind: str, argv: Sequence[str], environ: dict[str, str], pid: int) -> dict[str, dict[str, object]]:
     """The facts of the engine process ``pid`` of ``kind``, started as ``argv`` under ``environ``."""
+    if kind == "vllm":
+        return vllm_facts(argv, environ, pid)
     facts: dict[str, dict[str, object]] = {}
     if kind == "llama-cpp-python":  # a config file replaces every flag and default (its __main__.py): not read here
         config = environ.get("CONFIG_FILE") or _flag(argv, ("--config_file",))
@@ -99,14 +105,15 @@ def launch_facts(kind: str, argv: Sequence[str], environ: dict[str, str], pid: i
 
 def read_launch_facts(url: str, kind: str) -> dict[str, dict[str, object]]:
     """The engine's launch facts where it listens on this machine, each unknown with why where not."""
-    if kind not in _FLAGS:
+    names = ("parallel_slots", *VLLM_FACTS) if kind == "vllm" else LLAMA_FACTS if kind in _FLAGS else ()
+    if not names:
         return {}
     import psutil
 
     from .runtime_digest import _listener
 
     def unknown(why: str) -> dict[str, dict[str, object]]:
-        return {name: {"value": None, "source": why} for name in LAUNCH_FACTS}
+        return {name: {"value": None, "source": why} for name in names}
 
     if not engine_is_local(url):
         return unknown("the engine is not on this machine: its command line can't be read from here")
@@ -118,6 +125,11 @@ def read_launch_facts(url: str, kind: str) -> dict[str, dict[str, object]]:
             return unknown(f"no process of this user listens on port {port}: its command line can't be read")
         proc = psutil.Process(pid)
         argv = proc.cmdline()
+        parent = proc.parent()
+        # vLLM's engine core, forked after its API server bound the port, holds the socket too under
+        # a title of its own (VLLM::EngineCore): the server that started it is its parent.
+        if not _is_engine(kind, argv) and parent is not None and _is_engine(kind, parent.cmdline()):
+            proc, pid, argv = parent, parent.pid, parent.cmdline()
         try:
             environ = proc.environ()
         except (psutil.Error, OSError):
@@ -130,6 +142,8 @@ def read_launch_facts(url: str, kind: str) -> dict[str, dict[str, object]]:
 
 
 def _is_engine(kind: str, argv: Sequence[str]) -> bool:
+    if kind == "vllm":
+        return is_vllm(argv)
     if kind == "llama-server":
         return bool(argv) and "llama-server" in os.path.basename(argv[0])
     return any(arg.startswith("llama_cpp.server") or "llama_cpp/server" in arg for arg in argv)

@@ -65,7 +65,11 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineS
     )
     # The binary behind the port, when the engine runs here: hashed once per file (probes run off the event loop).
     facts.update(snapshot_facts(runtime_digest(engine.base, engine.kind)))
-    facts.update(read_launch_facts(engine.base, engine.kind))  # threads and batch sizes: no API says them
+    for name, launched in read_launch_facts(engine.base, engine.kind).items():  # threads, batch sizes: no API says them
+        known = facts.get(name)
+        if launched["value"] is None and known is not None:  # vLLM's parallel_slots: what its API said stays, beside why
+            launched = {"value": known["value"], "source": f"{known['source']}; {launched['source']}"}
+        facts[name] = launched
     _without_credentials(facts, engine.base)
     local = engine_is_local(engine.base)
     host = host_facts()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from infertap.analysis.configdiff import snapshot_diff
-from infertap.engines.launch_args import LAUNCH_FACTS, launch_facts
+from infertap.engines.launch_args import LLAMA_FACTS, launch_facts
 from infertap.engines.probe import probe
 from infertap.launch import llama_server
 from tests.extras import needs
@@ -64,6 +64,6 @@ def test_a_llama_cpp_python_config_file_leaves_every_fact_unknown_never_its_defa
     argv = ["python", "-m", "llama_cpp.server", "--config_file", "c.json", "--n_threads", "4"]
     for given, environ in ((argv, {}), (argv[:3] + argv[5:], {"CONFIG_FILE": "c.yaml"})):
         facts = launch_facts("llama-cpp-python", given, environ, 7)
-        assert set(facts) == set(LAUNCH_FACTS)
+        assert set(facts) == set(LLAMA_FACTS)
         assert all(f["value"] is None and "config file" in str(f["source"]) for f in facts.values())
     assert launch_facts("llama-cpp-python", argv[:3] + argv[5:], {}, 7)["threads"]["value"] == 4  # none: the flag

@@ -64,11 +64,20 @@ def test_probe_reads_version_models_context_and_the_model_folder(vllm_engine, gg
     assert facts["quantization"] == "none" and "float32" in snap["facts"]["quantization"]["source"]
     # The checkpoint's dtype, said to be the checkpoint's: the API doesn't publish the served one.
     assert facts["dtype"] == "float32" and "--dtype" in snap["facts"]["dtype"]["source"]
-    # No slot count; the KV cache's limits from /metrics instead.
-    assert facts["parallel_slots"] is None
+    # The KV cache's limits from /metrics.
     cache = snap["raw"]["/metrics cache_config_info"]
     assert int(cache["kv_cache_size_tokens"]) > 2048 and float(cache["kv_cache_max_concurrency"]) > 1
-    assert cache["kv_cache_size_tokens"] in snap["facts"]["parallel_slots"]["source"]
+    # What no API says, read off the command line and environment of the server the fixture started.
+    launched = {k: facts[k] for k in ("parallel_slots", "max_num_batched_tokens", "served_dtype", "cpu_kvcache_space_gib")}
+    assert launched == {
+        "parallel_slots": 8,
+        "max_num_batched_tokens": 2048,
+        "served_dtype": "float32",
+        "cpu_kvcache_space_gib": 1,
+    }
+    assert snap["facts"]["parallel_slots"]["source"].startswith("--max-num-seqs on the command line of process")
+    assert facts["tensor_parallel_size"] == 1 and "vLLM's default" in snap["facts"]["tensor_parallel_size"]["source"]
+    assert facts["prefix_caching"] is None and "not known here" in snap["facts"]["prefix_caching"]["source"]
 
 
 def test_tokenize_with_messages_is_the_prompt_vllm_processed(vllm_engine):
