@@ -105,8 +105,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 56: an Ollama answer that calls a tool finishes as tool_calls (finish_reason; its done_reason "stop" is finish_reason_raw);
 #: 57: a cut Responses answer's finish reason read back from the end of its response.completed (status, incomplete reason,
 #: calls), and its usage with a data: [DONE] after that event;
-#: 58: a cut Ollama /api/chat answer's "stop" unknown where it was offered tools and its tail holds no call (one may have come before).
-DECODE_VERSION = 58
+#: 58: a cut Ollama /api/chat answer's "stop" unknown where it was offered tools and its tail holds no call (one may have come before);
+#: 59: a chat answer that calls a tool and says "stop" finishes as tool_calls (its cut answer's "stop" unknown as Ollama's).
+DECODE_VERSION = 59
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

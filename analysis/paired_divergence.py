@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from infertap.apis.body import TOO_LARGE
 from infertap.apis.read import NOT_IN_FILE, NOT_KEPT, UNKNOWN
+from infertap.apis.shapes import finish_words
 
 from .configdiff import prompt_diff
 from .divergence import (
@@ -447,8 +448,20 @@ def _failed(s: Summary) -> bool:
 
 
 def _finishes(s: Summary) -> tuple[Any, ...]:
-    """How the answer ended as the engine said it: the reason, in its words, and every one it said."""
-    return s.finish_reason, s.finish_reason_raw, s.finish_reasons
+    """How the answer ended as the engine said it: the reason, in its words, and every one it said
+    (``_worded``)."""
+    calls = s.finish_reason == "tool_calls"
+    raw = s.finish_reason_raw and _worded(s.finish_reason_raw, calls)
+    return s.finish_reason, raw, finish_words([_worded(w, calls) for w in s.finish_reasons])
+
+
+def _worded(word: str, calls: bool) -> str:
+    """An engine's word for how its answer ended, its "stop" of an answer that calls a tool read as
+    the "tool_calls" other engines say of the same answer (``Chat.finish``): OpenAI's forced
+    ``tool_choice``, older vLLM, Ollama. The engine's wording, not another ending of the answer;
+    other words one common reason covers (Anthropic's end_turn, stop_sequence) stay apart: those
+    are other endings."""
+    return "tool_calls" if word == "stop" and calls else word
 
 
 def _whole_output(s: Summary) -> str:
@@ -470,15 +483,22 @@ def _whole_output(s: Summary) -> str:
 
 def _same_choices(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
     """Whether the choices other than the first are the same answers, as the first is judged."""
-    keys = ("index", "text", "reasoning", "refusal", "audio", "citations", "tool_results", "finish_reason")
+    keys = ("index", "text", "reasoning", "refusal", "audio", "citations", "tool_results")
     return len(a) == len(b) and all(
         [x[k] for k in keys] == [y[k] for k in keys]
+        and _choice_finish(x) == _choice_finish(y)
         and tool_call_diff(x["tool_calls"], y["tool_calls"])["arguments_equal"]
         and not _stops_differ(x["stop_sequence"], y["stop_sequence"])
         and not _stop_reasons_differ(x["stop_reason"], y["stop_reason"])
         and not _stop_reasons_differ(x["matched_stop"], y["matched_stop"])
         for x, y in zip(a, b, strict=True)
     )
+
+
+def _choice_finish(c: dict[str, Any]) -> str | None:
+    """A choice's finish reason as ``_finishes`` reads the first's (``_worded``)."""
+    word = c["finish_reason"]
+    return _worded(word, bool(c["tool_calls"])) if isinstance(word, str) else word
 
 
 def _stops_differ(a: str | None, b: str | None) -> bool:

@@ -72,7 +72,8 @@ BATCH_ROWS = 5_000
 #: 32: an imported WebSocket (websocket_messages) unread as not in the file, under NOT_IN_FILE's new words.
 #: 33: the kinds of the side's recorders (why it may hold no engine snapshot).
 #: 34: an Ollama answer that calls a tool finishes as tool_calls (its done_reason "stop" the raw word).
-SUMMARY_VERSION = 34
+#: 35: so does a chat answer that calls a tool and says "stop" (its finish_reason the raw word).
+SUMMARY_VERSION = 35
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .errors import INTERRUPTED
-from .options import TELEMETRY_OPTIONS, note_if_appending, pairs, progress_bars, ray_option
+from .options import TELEMETRY_OPTIONS, note_if_appending, pairs, progress_bars, ray_option, redact_option_pair
 
 if TYPE_CHECKING:
     from .replay import ReplayConfig, ReplayStats, Schedule, Transforms
@@ -62,18 +62,10 @@ _WORKLOAD_OPTIONS = [
         "--header", "headers", multiple=True, callback=pairs, metavar="NAME=VALUE", help="Set a request header; repeatable."
     ),
     click.option("--drop-header", multiple=True, metavar="NAME", help="Drop a captured request header; repeatable."),
-    click.option(
-        "--redact-header",
-        multiple=True,
-        metavar="NAME",
-        help="Another header whose value is a secret, redacted in the replay's capture (as record's; those the "
+    *redact_option_pair(
+        "Another header whose value is a secret, redacted in the replay's capture (as record's; those the "
         "source capture redacted are too); repeatable.",
-    ),
-    click.option(
-        "--redact-query",
-        multiple=True,
-        metavar="NAME",
-        help="Another query parameter whose value is a secret, redacted in the replay's capture; repeatable.",
+        "Another query parameter whose value is a secret, redacted in the replay's capture; repeatable.",
     ),
     click.option(
         "--api-key",

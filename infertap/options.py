@@ -111,14 +111,21 @@ def telemetry_options(command: Any) -> Any:
     return command
 
 
-#: More secrets than the defaults, as every recorder takes them (record, mitm, import): one
-#: ``Redactor(headers, query)`` reads them, by name in any case.
-REDACT_OPTIONS = [
-    click.option("--redact-header", multiple=True, metavar="NAME", help="Another header whose value is a secret; repeatable."),
-    click.option(
-        "--redact-query", multiple=True, metavar="NAME", help="Another query parameter whose value is a secret; repeatable."
-    ),
-]
+def redact_option_pair(
+    header_help: str = "Another header whose value is a secret; repeatable.",
+    query_help: str = "Another query parameter whose value is a secret; repeatable.",
+) -> list[Any]:
+    """``--redact-header`` and ``--redact-query`` (``redact_header``, ``redact_query``: tuples of
+    names), as every command that writes a capture takes them; only the help may say more of one."""
+    return [
+        click.option("--redact-header", multiple=True, metavar="NAME", help=header_help),
+        click.option("--redact-query", multiple=True, metavar="NAME", help=query_help),
+    ]
+
+
+#: More secrets than the defaults, as every recorder takes them (record, mitm, import; replay's
+#: with its own help): one ``Redactor(headers, query)`` reads them, by name in any case.
+REDACT_OPTIONS = redact_option_pair()
 
 
 def redact_options(command: Any) -> Any:

@@ -152,8 +152,8 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
             prompt, cached, output = api.counts(usage)
             return TailUsage(usage, prompt, cached, output, out.finish_reason, out.finish_reason_raw)
     finish = out.finish_reason
-    if api is OLLAMA_CHAT and finish == "stop" and not out.tool_calls and not contiguous and _may_call(record):
-        finish = None  # its calls, if any, came before the tail: stop or tool_calls (OllamaChat.finish)
+    if api in (CHAT, OLLAMA_CHAT) and finish == "stop" and not out.tool_calls and not contiguous and _may_call(record):
+        finish = None  # its calls, if any, came before the tail: stop or tool_calls (Chat.finish, OllamaChat.finish)
     return TailUsage(usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, finish, out.finish_reason_raw)
 
 

@@ -152,6 +152,15 @@ class Chat(Api):
         "error": "error",
     }
 
+    def finish(self, raw: str | None, tool_calls: bool) -> str | None:
+        # OpenAI says "stop" of an answer that calls the function a named tool_choice forced, as
+        # older vLLM and Ollama's /v1 say it of any call: in the common vocabulary it ended with
+        # tool calls, as the engines that say "tool_calls" have it (and Ollama's /api/chat), so that
+        # counts by finish reason hold the same answer alike. The raw word stays.
+        if raw == "stop" and tool_calls:
+            return "tool_calls"
+        return super().finish(raw, tool_calls)
+
     def event(self, obj: dict[str, Any]) -> Delta:
         # Run once per streamed chunk of every chat exchange decoded: fields set only when present,
         # the usual one-choice delta read with as few lookups as it takes.

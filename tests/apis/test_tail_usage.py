@@ -313,3 +313,36 @@ def test_a_cut_ollama_chat_answer_finishes_as_its_whole_answer_or_unknown() -> N
     whole, cut = _whole_and_cut("/api/chat", tools, _ollama_chat("w " * 100, "P" * 70000), ndjson)  # a call longer than the tail
     assert whole.finish_reason == "tool_calls"
     assert cut is not None and (cut.finish_reason, cut.finish_reason_raw, cut.output_tokens) == (None, "stop", 900)
+
+
+def _chat_stream(text: str, call_arguments: str | None, finish: str) -> bytes:
+    """A chat stream as OpenAI sends it to a named tool_choice (older vLLM, Ollama's /v1 to any):
+    text chunks, the call's pieces, then finish_reason ``finish`` and the usage chunk."""
+    chunks: list[dict[str, Any]] = [{"index": 0, "delta": {"content": text}}] * 800
+    if call_arguments is not None:
+        call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": call_arguments}}
+        chunks.append({"index": 0, "delta": {"tool_calls": [call]}})
+    chunks.append({"index": 0, "delta": {}, "finish_reason": finish})
+    events = [{"id": "c", "object": "chat.completion.chunk", "choices": [c]} for c in chunks]
+    events.append({"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 900}})  # fmt: skip
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+
+
+def test_a_cut_chat_answer_that_says_stop_of_a_call_finishes_as_its_whole_answer_or_unknown() -> None:
+    """An engine that says "stop" of a call (Chat.finish: tool_calls) sends the call's pieces before
+    its finish chunk: a cut answer whose tail holds none may have called before it where the
+    request offered tools, so its reason is unknown, not the "stop" its whole answer is not."""
+    ask = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True}
+    tools = {**ask, "tools": [{"type": "function", "function": {"name": "get_weather"}}]}
+    for request, body, reason in (
+        (tools, _chat_stream("w ", '{"city":"Paris"}', "stop"), "tool_calls"),  # the call in the tail
+        (ask, _chat_stream("w ", None, "stop"), "stop"),  # no tool offered: none called
+    ):
+        whole, cut = _whole_and_cut("/v1/chat/completions", request, body)
+        assert cut is not None and (cut.finish_reason, cut.finish_reason_raw, cut.output_tokens) == (reason, "stop", 900)
+        assert (whole.finish_reason, whole.finish_reason_raw, whole.output_tokens) == (reason, "stop", 900)
+    whole, cut = _whole_and_cut("/v1/chat/completions", tools, _chat_stream("w ", '"' + "P" * 70000 + '"', "stop"))
+    assert whole.finish_reason == "tool_calls"  # a call longer than the tail: its pieces all before it
+    assert cut is not None and (cut.finish_reason, cut.finish_reason_raw, cut.output_tokens) == (None, "stop", 900)
+    whole, cut = _whole_and_cut("/v1/chat/completions", tools, _chat_stream("w ", '"' + "P" * 70000 + '"', "tool_calls"))
+    assert cut is not None and (cut.finish_reason, whole.finish_reason) == ("tool_calls", "tool_calls")  # said outright
