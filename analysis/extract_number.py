@@ -50,6 +50,18 @@ _HEAD = re.compile(r"(?<![\w\\.,])(?:" + _TERM + r"[ \t]*[-+][ \t]*)+\Z")
 _SIGNED_HEAD = re.compile(r"(?<![\w\\.,])" + _TERM + r"(?:[ \t]*[-+][ \t]*" + _TERM + r")*[ \t]*\Z")  # before "- 2^x"
 _SPACED_SIGN = re.compile(r"[-+][ \t]")
 _TAIL = re.compile(r"(?:[ \t]*[-+][ \t]*(?:-[ \t]*)?" + _TERM + r")+")
+# A sum or difference with a single-letter variable term ("x + 1", "2 + 3x", "x - (2+3)"), a signed or
+# multiplied bracket holding one ("-(x+1)", "2(x+1)"): one expression, as written; its last number
+# was another answer's ("x + 1" read 1). A word of prose is no term ("total + 5" is 5), nor a letter
+# after a number and a space, its unit ("5 m + 3 m").
+_LETTER_SUM = re.compile(
+    r"(?:(?<![\w)\]\\.,])-[ \t]*)?(?<![\w\\.,^_{])" + _TERM + r"((?:[ \t]*[-+][ \t]*(?:-[ \t]*)?" + _TERM + r")*)"
+)
+_COMMANDS = re.compile(r"\\[a-zA-Z]+")
+_LETTER = re.compile(r"(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])")
+_LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
+_UNIT_BEFORE = re.compile(r"\d[ \t]+\Z")
+_EXPONENT = re.compile(r"(\d)[eE][-+]?\d+")
 # A rational multiple of \\pi as the extractor spells it, and a product after it ("3\\pi \\cdot 2"), that no
 # factor of no value ("2x", "2^x", "\\sqrt{y}") goes on.
 _PI_MULTIPLE = re.compile(r"(-?)(\d+(?:\.\d+)?)?\\pi")
@@ -214,6 +226,11 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
         )
         candidates = (_IRRATIONAL.search(text, at), _POWER.search(text, at), group, arithmetic)
         found = sorted((m for m in candidates if m), key=lambda m: m.start())
+        letters = _letter_sum(text, at)
+        if letters and (not found or letters[0] <= found[0].start()):  # "2 + 3x", "2^3 + 4x": no value
+            out.append(letters)
+            at = floor = letters[1]
+            continue
         if not found:
             return out
         m = found[0]
@@ -253,6 +270,18 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             begin, end, spelling = _whole_sum(text, out, floor, (begin, end, spelling))
         out.append((begin, end, spelling))
         at = floor = end
+
+
+def _letter_sum(text: str, at: int) -> tuple[int, int, str] | None:
+    """The first sum or bracket with a single-letter variable term (``_LETTER_SUM``) from ``at``,
+    spelled as written ("x + 1" is "x+1"), as (start, end, spelling)."""
+    for m in _LETTER_SUM.finditer(text, at):
+        bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", m.group()))  # "1e-40" is a number
+        if not _LETTER.search(bare) or re.search(r"[a-zA-Z]{2}", bare) or _UNIT_BEFORE.search(text, 0, m.start()):
+            continue
+        if m.group(1) or _LETTER_BRACKET.search(bare):
+            return m.start(), m.end(), _sum_as_written(m.group())
+    return None
 
 
 def _times_after(text: str, spelling: str, end: int) -> tuple[str, int]:
