@@ -60,6 +60,9 @@ _LETTER_SUM = re.compile(
 _COMMANDS = re.compile(r"\\[a-zA-Z]+")
 _LETTER = re.compile(r"(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])")
 _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
+# A single letter's power, a number before it its factor ("e^2", math-verify's exp(2); "2e^2", "x^2"):
+# one expression too, not nothing nor its factor ("2e^2" read 2); "50 m^2", a unit's, is 50.
+_LETTER_POWER = re.compile(r"(?:-[ \t]*)?(?:\d+(?:\.\d+)?)?[a-zA-Z]\^")
 _UNIT_BEFORE = re.compile(r"\d[ \t]+\Z")
 _EXPONENT = re.compile(r"(\d)[eE][-+]?\d+")
 # A rational multiple of \\pi as the extractor spells it, and a product after it ("3\\pi \\cdot 2"), that no
@@ -274,12 +277,13 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
 
 def _letter_sum(text: str, at: int) -> tuple[int, int, str] | None:
     """The first sum or bracket with a single-letter variable term (``_LETTER_SUM``) from ``at``,
-    spelled as written ("x + 1" is "x+1"), as (start, end, spelling)."""
+    or a letter's power (``_LETTER_POWER``), spelled as written ("x + 1" is "x+1", "e^2" "e^{2}"), as
+    (start, end, spelling)."""
     for m in _LETTER_SUM.finditer(text, at):
         bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", m.group()))  # "1e-40" is a number
         if not _LETTER.search(bare) or re.search(r"[a-zA-Z]{2}", bare) or _UNIT_BEFORE.search(text, 0, m.start()):
             continue
-        if m.group(1) or _LETTER_BRACKET.search(bare):
+        if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()):
             return m.start(), m.end(), _sum_as_written(m.group())
     return None
 

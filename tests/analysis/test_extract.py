@@ -696,3 +696,28 @@ def test_a_sum_with_a_letter_matches_its_spellings_and_differs_from_its_numbers(
     assert number("2 + 3x") not in (number("3"), number("2"), number("5"), number("2 + 3y"))
     assert number("-(x+1)") not in (number("1"), number("-1"), number("(x+1)"))
     assert number("x - (2+3)") not in (number("5"), number("-5"), number("x - (2+4)"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("e^2", "e^{2}"),  # was None (math-verify's exp(2))
+        ("\\boxed{e^{2}}", "e^{2}"),
+        ("2e^2", "2e^{2}"),  # was "2", its factor
+        ("-e^2", "-e^{2}"),
+        ("x^2", "x^{2}"),
+        ("e^x + 1", "e^{x}+1"),  # was "1"
+        ("e^2 = 7.389", "7.389"),  # an equation's right-hand side
+        ("50 m^2", "50"),  # a unit's power after a number
+        ("1e5^2", "10000000000"),  # a number's exponent, no letter
+    ],
+)
+def test_a_letters_power_is_one_expression(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_letters_power_matches_itself_and_differs_from_its_numbers() -> None:
+    assert number("e^2") == number("e^{2}") == number("\\boxed{e^2}") == number("The answer is e^2.")
+    assert number("e^2") not in (number("2"), number("e^3"), number("x^2"), number("-e^2"), None)
+    assert number("2e^2") not in (number("2"), number("e^2"), number("2e^3"))
+    assert number("e^x + 1") not in (number("1"), number("e^x"), number("e^x + 2"))
