@@ -68,6 +68,9 @@ _EXPONENT = re.compile(r"(\d)[eE][-+]?\d+")
 # A rational multiple of \\pi as the extractor spells it, and a product after it ("3\\pi \\cdot 2"), that no
 # factor of no value ("2x", "2^x", "\\sqrt{y}") goes on.
 _PI_MULTIPLE = re.compile(r"(-?)(\d+(?:\.\d+)?)?\\pi")
+# A power of no value as the extractor spells it, its factor before it ("-3\\cdot2^{x}"): a product after
+# it ("2^x \\cdot 3") is its factor too.
+_POWER_MULTIPLE = re.compile(r"(-?)(?:(\d+(?:\.\d+)?)\\cdot)?(\d+(?:\.\d+)?(?:E[-+]\d+)?\^\{.*\})")
 _TIMES_AFTER = re.compile(r"[ \t]*(?:\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])|\*)[ \t]*")
 _NO_FACTOR_AFTER = re.compile(r"[ \t]*(?:[\w^({]|\\(?![)\]]))")
 _OPERAND_BEFORE = re.compile(r"[\w)\]}][ \t]*\Z")
@@ -289,19 +292,30 @@ def _letter_sum(text: str, at: int) -> tuple[int, int, str] | None:
 
 
 def _times_after(text: str, spelling: str, end: int) -> tuple[str, int]:
-    """A multiple of \\pi with the numbers and roots it is multiplied by after it, by their product
-    ("3\\pi \\cdot 2" is "6\\pi", as "6\\pi" is; it was 2, the last number), a product of no value
-    written as it is ("3\\pi \\cdot 2^x" is "3\\pi\\cdot2^{x}"; it was 2^{x})."""
-    pi, times = _PI_MULTIPLE.fullmatch(spelling), _TIMES_AFTER.match(text, end)
-    if pi is None or times is None:
+    """An expression with the product after it ("\\cdot", "\\times" or "*"): a multiple of \\pi or of a
+    power of no value times numbers and roots is their product ("3\\pi \\cdot 2" is "6\\pi", as "6\\pi"
+    is, and "2^x \\cdot 3" "3\\cdot2^{x}", as "3 \\cdot 2^x" is; they were 2 and 3, the last number); any
+    other product is written as it is ("3\\pi \\cdot 2^x" is "3\\pi\\cdot2^{x}" and "\\sqrt{2} \\cdot 2^x"
+    "\\sqrt{2}\\cdot2^{x}"; they were 2^{x}, the factor lost)."""
+    times = _TIMES_AFTER.match(text, end)
+    if times is None:
         return spelling, end
+    pi, power = _PI_MULTIPLE.fullmatch(spelling), _POWER_MULTIPLE.fullmatch(spelling)
     after = product_at(text, times.end())
-    if after is None or _NO_FACTOR_AFTER.match(text, after[1]):  # "3\\pi \\cdot 2^x": as written, no 2^{x}
+    if (pi is None and power is None) or after is None or _NO_FACTOR_AFTER.match(text, after[1]):
         term = re.compile(_TERM).match(text, times.end())
-        return (spelling + "\\cdot" + _sum_as_written(term.group()), term.end()) if term else (spelling, end)
+        return (spelling + _sum_as_written("\\cdot " + term.group()), term.end()) if term else (spelling, end)
     value, end = after
-    coefficient = Fraction(pi.group(2) or 1) * (-1 if pi.group(1) else 1) * value.coefficient
-    return (_times(Surd(coefficient, value.radicand)) + "\\pi" if coefficient else "0"), end
+    multiple = pi or power
+    assert multiple is not None
+    coefficient = Fraction(multiple.group(2) or 1) * (-1 if multiple.group(1) else 1) * value.coefficient
+    if not coefficient:
+        return "0", end
+    if pi or power is None:
+        return _times(Surd(coefficient, value.radicand)) + "\\pi", end
+    factor = spelled(Surd(coefficient, value.radicand), _spelled(coefficient))
+    unit = abs(coefficient) == 1 and value.radicand == 1  # "2^x \\cdot -1" is "-2^{x}"
+    return (factor.removesuffix("1") if unit else factor + "\\cdot") + power.group(3), end
 
 
 def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tuple[int, int, str]) -> tuple[int, int, str]:

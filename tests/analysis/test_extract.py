@@ -721,3 +721,27 @@ def test_a_letters_power_matches_itself_and_differs_from_its_numbers() -> None:
     assert number("e^2") not in (number("2"), number("e^3"), number("x^2"), number("-e^2"), None)
     assert number("2e^2") not in (number("2"), number("e^2"), number("2e^3"))
     assert number("e^x + 1") not in (number("1"), number("e^x"), number("e^x + 2"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2^x \\cdot 3", "3\\cdot2^{x}"),  # was "3": a number after a power of no value is its factor
+        ("-2^x * 3", "-3\\cdot2^{x}"),
+        ("3 \\cdot 2^x \\cdot 2", "6\\cdot2^{x}"),
+        ("2^x \\cdot 0.5", "0.5\\cdot2^{x}"),
+        ("2^x \\times 0", "0"),
+        ("\\sqrt{2} \\cdot 2^x", "\\sqrt{2}\\cdot2^{x}"),  # was "2^{x}": the root's factor lost
+        ("\\sqrt[3]{2} \\cdot 3", "\\sqrt[3]{2}\\cdot3"),  # was "3"
+        ("2^3 \\cdot x", "2^{3}\\cdot x"),  # was "2^{3}"
+    ],
+)
+def test_a_product_after_an_expression_of_no_value_is_part_of_it(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_product_after_a_power_matches_the_one_before_it_and_differs_from_its_parts() -> None:
+    assert number("2^x \\cdot 3") == number("3 \\cdot 2^x") == number("\\boxed{2^{x} * 3}")
+    assert number("2^x \\cdot 3") not in (number("3"), number("2^x"), number("2^x \\cdot 4"), number("6"))
+    assert number("2^x \\cdot 0.5") == number("0.5 \\cdot 2^x") != number("2^x")
+    assert number("\\sqrt{2} \\cdot 2^x") not in (number("2^x"), number("\\sqrt{2}"), number("\\sqrt{3} \\cdot 2^x"))
