@@ -50,9 +50,27 @@ _HEAD = re.compile(r"(?<![\w\\.,])(?:" + _TERM + r"[ \t]*[-+][ \t]*)+\Z")
 _SIGNED_HEAD = re.compile(r"(?<![\w\\.,])" + _TERM + r"(?:[ \t]*[-+][ \t]*" + _TERM + r")*[ \t]*\Z")  # before "- 2^x"
 _SPACED_SIGN = re.compile(r"[-+][ \t]")
 _TAIL = re.compile(r"(?:[ \t]*[-+][ \t]*(?:-[ \t]*)?" + _TERM + r")+")
+# A sum or difference with a single-letter variable term ("x + 1", "2 + 3x", "x - (2+3)"), a signed or
+# multiplied bracket holding one ("-(x+1)", "2(x+1)"): one expression, as written; its last number
+# was another answer's ("x + 1" read 1). A word of prose is no term ("total + 5" is 5), nor a letter
+# after a number and a space, its unit ("5 m + 3 m").
+_LETTER_SUM = re.compile(
+    r"(?:(?<![\w)\]\\.,])-[ \t]*)?(?<![\w\\.,^_{])" + _TERM + r"((?:[ \t]*[-+][ \t]*(?:-[ \t]*)?" + _TERM + r")*)"
+)
+_COMMANDS = re.compile(r"\\[a-zA-Z]+")
+_LETTER = re.compile(r"(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])")
+_LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
+# A single letter's power, a number before it its factor ("e^2", math-verify's exp(2); "2e^2", "x^2"):
+# one expression too, not nothing nor its factor ("2e^2" read 2); "50 m^2", a unit's, is 50.
+_LETTER_POWER = re.compile(r"(?:-[ \t]*)?(?:\d+(?:\.\d+)?)?[a-zA-Z]\^")
+_UNIT_BEFORE = re.compile(r"\d[ \t]+\Z")
+_EXPONENT = re.compile(r"(\d)[eE][-+]?\d+")
 # A rational multiple of \\pi as the extractor spells it, and a product after it ("3\\pi \\cdot 2"), that no
 # factor of no value ("2x", "2^x", "\\sqrt{y}") goes on.
 _PI_MULTIPLE = re.compile(r"(-?)(\d+(?:\.\d+)?)?\\pi")
+# A power of no value as the extractor spells it, its factor before it ("-3\\cdot2^{x}"): a product after
+# it ("2^x \\cdot 3") is its factor too.
+_POWER_MULTIPLE = re.compile(r"(-?)(?:(\d+(?:\.\d+)?)\\cdot)?(\d+(?:\.\d+)?(?:E[-+]\d+)?\^\{.*\})")
 _TIMES_AFTER = re.compile(r"[ \t]*(?:\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])|\*)[ \t]*")
 _NO_FACTOR_AFTER = re.compile(r"[ \t]*(?:[\w^({]|\\(?![)\]]))")
 _OPERAND_BEFORE = re.compile(r"[\w)\]}][ \t]*\Z")
@@ -214,6 +232,11 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
         )
         candidates = (_IRRATIONAL.search(text, at), _POWER.search(text, at), group, arithmetic)
         found = sorted((m for m in candidates if m), key=lambda m: m.start())
+        letters = _letter_sum(text, at)
+        if letters and (not found or letters[0] <= found[0].start()):  # "2 + 3x", "2^3 + 4x": no value
+            out.append(letters)
+            at = floor = letters[1]
+            continue
         if not found:
             return out
         m = found[0]
@@ -255,20 +278,44 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
         at = floor = end
 
 
+def _letter_sum(text: str, at: int) -> tuple[int, int, str] | None:
+    """The first sum or bracket with a single-letter variable term (``_LETTER_SUM``) from ``at``,
+    or a letter's power (``_LETTER_POWER``), spelled as written ("x + 1" is "x+1", "e^2" "e^{2}"), as
+    (start, end, spelling)."""
+    for m in _LETTER_SUM.finditer(text, at):
+        bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", m.group()))  # "1e-40" is a number
+        if not _LETTER.search(bare) or re.search(r"[a-zA-Z]{2}", bare) or _UNIT_BEFORE.search(text, 0, m.start()):
+            continue
+        if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()):
+            return m.start(), m.end(), _sum_as_written(m.group())
+    return None
+
+
 def _times_after(text: str, spelling: str, end: int) -> tuple[str, int]:
-    """A multiple of \\pi with the numbers and roots it is multiplied by after it, by their product
-    ("3\\pi \\cdot 2" is "6\\pi", as "6\\pi" is; it was 2, the last number), a product of no value
-    written as it is ("3\\pi \\cdot 2^x" is "3\\pi\\cdot2^{x}"; it was 2^{x})."""
-    pi, times = _PI_MULTIPLE.fullmatch(spelling), _TIMES_AFTER.match(text, end)
-    if pi is None or times is None:
+    """An expression with the product after it ("\\cdot", "\\times" or "*"): a multiple of \\pi or of a
+    power of no value times numbers and roots is their product ("3\\pi \\cdot 2" is "6\\pi", as "6\\pi"
+    is, and "2^x \\cdot 3" "3\\cdot2^{x}", as "3 \\cdot 2^x" is; they were 2 and 3, the last number); any
+    other product is written as it is ("3\\pi \\cdot 2^x" is "3\\pi\\cdot2^{x}" and "\\sqrt{2} \\cdot 2^x"
+    "\\sqrt{2}\\cdot2^{x}"; they were 2^{x}, the factor lost)."""
+    times = _TIMES_AFTER.match(text, end)
+    if times is None:
         return spelling, end
+    pi, power = _PI_MULTIPLE.fullmatch(spelling), _POWER_MULTIPLE.fullmatch(spelling)
     after = product_at(text, times.end())
-    if after is None or _NO_FACTOR_AFTER.match(text, after[1]):  # "3\\pi \\cdot 2^x": as written, no 2^{x}
+    if (pi is None and power is None) or after is None or _NO_FACTOR_AFTER.match(text, after[1]):
         term = re.compile(_TERM).match(text, times.end())
-        return (spelling + "\\cdot" + _sum_as_written(term.group()), term.end()) if term else (spelling, end)
+        return (spelling + _sum_as_written("\\cdot " + term.group()), term.end()) if term else (spelling, end)
     value, end = after
-    coefficient = Fraction(pi.group(2) or 1) * (-1 if pi.group(1) else 1) * value.coefficient
-    return (_times(Surd(coefficient, value.radicand)) + "\\pi" if coefficient else "0"), end
+    multiple = pi or power
+    assert multiple is not None
+    coefficient = Fraction(multiple.group(2) or 1) * (-1 if multiple.group(1) else 1) * value.coefficient
+    if not coefficient:
+        return "0", end
+    if pi or power is None:
+        return _times(Surd(coefficient, value.radicand)) + "\\pi", end
+    factor = spelled(Surd(coefficient, value.radicand), _spelled(coefficient))
+    unit = abs(coefficient) == 1 and value.radicand == 1  # "2^x \\cdot -1" is "-2^{x}"
+    return (factor.removesuffix("1") if unit else factor + "\\cdot") + power.group(3), end
 
 
 def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tuple[int, int, str]) -> tuple[int, int, str]:

@@ -238,7 +238,7 @@ def test_products_of_no_value_and_powers_of_brackets_differ_from_their_parts() -
         ("1 + \\sqrt{2}", "1+\\sqrt{2}"),  # unlike: one answer, as written (was "\\sqrt{2}")
         ("2(\\frac12)^2", "0.5"),  # was "0.5" by chance: 2 and (1/2) read apart, the power dropped
         ("3(2)^2", "12"),  # was "2"
-        ("2^3 + 4x", "4"),  # 4x is no number: no sum
+        ("2^3 + 4x", "2^{3}+4x"),  # 4x is no number: a sum of no value, as written (was "4")
         ("17 + 25 = 42", "42"),  # numbers alone are no sum to evaluate
     ],
 )
@@ -266,7 +266,7 @@ def test_sums_of_equal_value_match_and_others_differ() -> None:
         ("17 + 25 = 42", "42"),  # an equation's answer is its right-hand side
         ("pages 3-5", "5"),  # a range: no difference
         ("2 + 3-1", "1"),  # a sum whose "-" may be a range's: its numbers as they are
-        ("y = x + 2 + 3", "3"),  # the tail of a sum whose head is no number: no sum of its own
+        ("y = x + 2 + 3", "x+2+3"),  # a sum with a letter: no sum of its numbers, no last term (was "3")
         ("5 + 2x = 9", "9"),
     ],
 )
@@ -306,7 +306,7 @@ def test_plain_arithmetic_and_implicit_products_match_their_value_and_differ_fro
         ("2 \\times \\left(3+4\\right)", "14"),
         ("-2 * (3+4)", "-14"),
         ("2 - (3+4)", "-5"),
-        ("2 * (x+1)", "1"),  # a bracket of no value: its numbers as they are
+        ("2 * (x+1)", "2\\cdot(x+1)"),  # a bracket with a letter: as written (was "1")
     ],
 )
 def test_a_bracket_after_an_operator_is_its_operand(text: str, value: str) -> None:
@@ -555,7 +555,7 @@ def test_a_factor_of_a_power_of_no_value_matches_its_spellings_and_differs_from_
         ("-\\left(2+3\\right)", "-5"),
         ("-(-(2+3))", "5"),
         ("1 -(2+3)", "-4"),
-        ("x - (2+3)", "5"),  # spaced after an operand: a difference's minus, no sign of the bracket's
+        ("x - (2+3)", "x-(2+3)"),  # spaced after an operand: a difference's minus, no sign of the bracket's
     ],
 )
 def test_a_minus_before_a_bracket_is_its_sign(text: str, value: str) -> None:
@@ -663,3 +663,85 @@ def test_a_product_after_pi_matches_its_value_and_differs_from_its_parts() -> No
     assert number("3\\pi \\cdot 2") == number("6\\pi") == number("2 \\cdot 3\\pi") == number("\\boxed{\\pi \\times 6}")
     assert number("3\\pi \\cdot 2") not in (number("2"), number("3\\pi"), number("6"), number("3\\pi \\cdot 3"))
     assert number("3\\pi \\cdot 2^x") not in (number("2^x"), number("3\\pi"), number("6\\pi"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("x + 1", "x+1"),  # was "1": a sum with a single-letter variable gave its last number
+        ("2 + 3x", "2+3x"),  # was "3"
+        ("2^3 + 4x", "2^{3}+4x"),  # was "4"
+        ("x + 2^3", "x+2^{3}"),  # was "8"
+        ("-(x+1)", "-(x+1)"),  # was "1"
+        ("2(x+1)", "2(x+1)"),  # was "1"
+        ("x - (2+3)", "x-(2+3)"),  # was "5"
+        ("y = x + 2 + 3", "x+2+3"),  # was "3"
+        ("The answer is x + 1.", "x+1"),
+        ("\\boxed{x+1}", "x+1"),
+        ("x = 2 + 3", "5"),  # an equation's right-hand side is its answer still
+        ("x + 1 = 5", "5"),
+        ("so 2 + 3", "5"),  # a word of prose is no term
+        ("total + 5", "5"),
+        ("I have 3 apples + 2", "2"),
+        ("1e-40", "1E-40"),  # a number's exponent is no letter
+    ],
+)
+def test_a_sum_with_a_single_letter_variable_is_one_expression(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_sum_with_a_letter_matches_its_spellings_and_differs_from_its_numbers() -> None:
+    assert number("x + 1") == number("x+1") == number("\\boxed{x + 1}") == number("The answer is x + 1")
+    assert number("x + 1") not in (number("1"), number("x + 2"), number("x - 1"), number("y + 1"))
+    assert number("2 + 3x") not in (number("3"), number("2"), number("5"), number("2 + 3y"))
+    assert number("-(x+1)") not in (number("1"), number("-1"), number("(x+1)"))
+    assert number("x - (2+3)") not in (number("5"), number("-5"), number("x - (2+4)"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("e^2", "e^{2}"),  # was None (math-verify's exp(2))
+        ("\\boxed{e^{2}}", "e^{2}"),
+        ("2e^2", "2e^{2}"),  # was "2", its factor
+        ("-e^2", "-e^{2}"),
+        ("x^2", "x^{2}"),
+        ("e^x + 1", "e^{x}+1"),  # was "1"
+        ("e^2 = 7.389", "7.389"),  # an equation's right-hand side
+        ("50 m^2", "50"),  # a unit's power after a number
+        ("1e5^2", "10000000000"),  # a number's exponent, no letter
+    ],
+)
+def test_a_letters_power_is_one_expression(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_letters_power_matches_itself_and_differs_from_its_numbers() -> None:
+    assert number("e^2") == number("e^{2}") == number("\\boxed{e^2}") == number("The answer is e^2.")
+    assert number("e^2") not in (number("2"), number("e^3"), number("x^2"), number("-e^2"), None)
+    assert number("2e^2") not in (number("2"), number("e^2"), number("2e^3"))
+    assert number("e^x + 1") not in (number("1"), number("e^x"), number("e^x + 2"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2^x \\cdot 3", "3\\cdot2^{x}"),  # was "3": a number after a power of no value is its factor
+        ("-2^x * 3", "-3\\cdot2^{x}"),
+        ("3 \\cdot 2^x \\cdot 2", "6\\cdot2^{x}"),
+        ("2^x \\cdot 0.5", "0.5\\cdot2^{x}"),
+        ("2^x \\times 0", "0"),
+        ("\\sqrt{2} \\cdot 2^x", "\\sqrt{2}\\cdot2^{x}"),  # was "2^{x}": the root's factor lost
+        ("\\sqrt[3]{2} \\cdot 3", "\\sqrt[3]{2}\\cdot3"),  # was "3"
+        ("2^3 \\cdot x", "2^{3}\\cdot x"),  # was "2^{3}"
+    ],
+)
+def test_a_product_after_an_expression_of_no_value_is_part_of_it(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_product_after_a_power_matches_the_one_before_it_and_differs_from_its_parts() -> None:
+    assert number("2^x \\cdot 3") == number("3 \\cdot 2^x") == number("\\boxed{2^{x} * 3}")
+    assert number("2^x \\cdot 3") not in (number("3"), number("2^x"), number("2^x \\cdot 4"), number("6"))
+    assert number("2^x \\cdot 0.5") == number("0.5 \\cdot 2^x") != number("2^x")
+    assert number("\\sqrt{2} \\cdot 2^x") not in (number("2^x"), number("\\sqrt{2}"), number("\\sqrt{3} \\cdot 2^x"))
