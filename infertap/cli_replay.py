@@ -482,7 +482,7 @@ def _sent_line(s: dict[str, Any]) -> str:
     )
 
 
-_UNFINISHED = "a [DONE] with no finish reason: the target ended them early"
+_UNFINISHED = "a stream ended with no finish reason: the target ended them early"
 
 
 def _behind_rows(s: dict[str, Any], ms: Any) -> list[tuple[str, str]]:
