@@ -80,7 +80,7 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     if not sessions:
         return None
     # Why each session left out was: a turn of A's with no pair on B, else one B cut (unfinished:
-    # [DONE] with no finish reason), else one it failed; a session of several such named once, first one.
+    # ended with no finish reason), else one it failed; a session of several such named once, first one.
     unpaired, unfinished, failed = con.execute(
         f"SELECT count(*) FILTER (WHERE paired < turns), count(*) FILTER (WHERE paired >= turns AND unfinished > 0), "
         f"count(*) FILTER (WHERE paired >= turns AND unfinished = 0) FROM {table} WHERE NOT compared"

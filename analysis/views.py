@@ -40,13 +40,15 @@ FROM (
 ) WHERE rn = 1
 """
 
-# An OpenAI stream ends its answer with a finish reason, then [DONE]: an end marker with none before
-# it is an answer the engine cut, however cleanly the body ended (llama-cpp-python's interrupt_requests
-# sends [DONE] when the next request waits, after as little as the role chunk): not ok. The rule is
+# An OpenAI stream ends its answer with a finish reason, then [DONE]: a stream that ended cleanly with
+# none is an answer the engine cut, however cleanly the body ended: by [DONE] alone (llama-cpp-python's
+# interrupt_requests sends it when the next request waits, after as little as the role chunk), or by
+# the body's end after some chunks (a server or gateway that drops the request). Not ok. The rule is
 # infertap.apis.cut_short's, which `infertap replay` counts by, over the decoded columns of its
 # arguments' names: a change to one is a change to both (tests/analysis/test_unfinished_streams.py).
 UNFINISHED = f"""coalesce(x.generation AND x.streamed AND x.api IN ({", ".join(f"'{a}'" for a in FINISHING_APIS)})
-             AND x.stream_done AND x.finish_reason IS NULL AND x.status BETWEEN 200 AND 299, false)"""
+             AND x.finish_reason IS NULL AND x.status BETWEEN 200 AND 299
+             AND (x.stream_done OR (x."end" = 'complete' AND x.readable)), false)"""
 
 METRICS = """
 CREATE OR REPLACE VIEW metrics AS

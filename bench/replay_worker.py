@@ -51,6 +51,8 @@ def rate_step(tmp: Path, url: str, rate: float, seconds: float, upstream_pid: in
         "requests": n,
         "achieved_rate": (len(sends) - 1) / span,
         "complete": summary["completed"],
+        "ok": summary["ok"],  # complete and finished: an answer cut short (unfinished) is complete, not ok
+        "unfinished": summary["unfinished"],
         "lag_p50_ms": summary["lag_ms"]["p50"],
         "lag_p99_ms": summary["lag_ms"]["p99"],
         "replay_cpu_pct": 100 * cpu / wall,
@@ -74,6 +76,8 @@ def stream_step(tmp: Path, url: str, streams: int, chunks: int, pace_ms: float, 
         "chunks_per_stream": chunks,
         "pace_ms": pace_ms,
         "complete": summary["completed"],
+        "ok": summary["ok"],
+        "unfinished": summary["unfinished"],
         "max_in_flight": summary["concurrency"]["max"],
         "added_gap_p50_ms": _pct(gaps, 0.5),
         "added_gap_p99_ms": _pct(gaps, 0.99),
@@ -105,7 +109,7 @@ def main() -> None:
                 rates.append(r)
                 print(
                     f"rate {rate:>6g}/s: sent at {r['achieved_rate']:7.0f}/s, lag p50 {r['lag_p50_ms']:.3f} p99 {r['lag_p99_ms']:.3f} ms, "
-                    f"complete {r['complete']}/{r['requests']}; CPU replay {r['replay_cpu_pct']:.0f}%, upstream {r['upstream_cpu_pct']:.0f}%",
+                    f"complete {r['complete']}/{r['requests']} (ok {r['ok']}, unfinished {r['unfinished']}); CPU replay {r['replay_cpu_pct']:.0f}%, upstream {r['upstream_cpu_pct']:.0f}%",
                     flush=True,
                 )
             for n in (int(s) for s in args.streams.split(",")):
@@ -113,7 +117,7 @@ def main() -> None:
                 streams.append(s)
                 print(
                     f"{n:>5} streams x {args.chunks} chunks every {args.pace_ms:g} ms: {s['chunks_per_s']:7.0f} chunks/s, added gap "
-                    f"p50 {s['added_gap_p50_ms']:.2f} p99 {s['added_gap_p99_ms']:.2f} ms, complete {s['complete']}/{n}; CPU replay "
+                    f"p50 {s['added_gap_p50_ms']:.2f} p99 {s['added_gap_p99_ms']:.2f} ms, complete {s['complete']}/{n} (ok {s['ok']}, unfinished {s['unfinished']}); CPU replay "
                     f"{s['replay_cpu_pct']:.0f}% ({s['replay_cpu_us_per_chunk']:.1f} us/chunk), upstream {s['upstream_cpu_pct']:.0f}%",
                     flush=True,
                 )
@@ -121,9 +125,7 @@ def main() -> None:
         upstream.terminate()
         upstream.wait()
     kept = [
-        r["rate"]
-        for r in rates
-        if r["lag_p99_ms"] < 1.0 and r["achieved_rate"] >= 0.99 * r["rate"] and r["complete"] == r["requests"]
+        r["rate"] for r in rates if r["lag_p99_ms"] < 1.0 and r["achieved_rate"] >= 0.99 * r["rate"] and r["ok"] == r["requests"]
     ]
     per_chunk = min(s["replay_cpu_us_per_chunk"] for s in streams)
     bound = {

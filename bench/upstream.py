@@ -2,8 +2,8 @@
 
 ``python -m bench.upstream --port 9100 --chunks 20 --size 16 --pace-ms 0``: every POST to a
 ``*/completions`` path streams ``chunks`` events of about ``size`` content characters, ``pace-ms``
-apart; a request body may override them with ``n_chunks``/``pace_ms``. Other paths answer a small
-JSON object.
+apart, then a finish reason and ``[DONE]``, as an engine ends a whole answer; a request body may
+override them with ``n_chunks``/``pace_ms``. Other paths answer a small JSON object.
 """
 
 from __future__ import annotations
@@ -16,6 +16,13 @@ from typing import Any
 import uvicorn
 
 DONE = b"data: [DONE]\n\n"
+#: How every engine ends a whole answer: a chunk with its finish reason, then [DONE] (sent together,
+#: as one body part: a benchmark's chunk count and gaps are the content's). A stream without it is
+#: an answer the engine cut, and a replay counts it unfinished.
+FINISH = (
+    b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":0,"model":"bench",'
+    b'"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n' + DONE
+)
 
 
 def make_app(chunks: int, size: int, pace_ms: float) -> Any:
@@ -61,7 +68,7 @@ def make_app(chunks: int, size: int, pace_ms: float) -> Any:
             )
             if pace:
                 await asyncio.sleep(pace)
-        await send({"type": "http.response.body", "body": DONE})
+        await send({"type": "http.response.body", "body": FINISH})
 
     return app
 

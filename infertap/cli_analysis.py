@@ -289,7 +289,7 @@ def _print_output(group: dict[str, Any]) -> None:
             else ""
         )
         + (
-            f"; unfinished {group['unfinished']} (a 200 stream ended by [DONE] with no finish reason: the engine cut "
+            f"; unfinished {group['unfinished']} (a 200 stream that ended with no finish reason, by [DONE] or the body's end: the engine cut "
             "the answer, as llama-cpp-python's interrupt_requests does when the next request waits: counted as errors)"
             if group.get("unfinished")
             else ""

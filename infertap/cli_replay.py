@@ -474,7 +474,7 @@ def _sent_line(s: dict[str, Any]) -> str:
     )
 
 
-_UNFINISHED = "a [DONE] with no finish reason: the target ended them early"
+_UNFINISHED = "a stream ended with no finish reason: the target ended them early"
 
 
 def _behind_rows(s: dict[str, Any], ms: Any) -> list[tuple[str, str]]:
@@ -531,6 +531,7 @@ def _print_summary(s: dict[str, Any]) -> None:
             "recorder",
             "sent",
             "complete",
+            "unfinished",
             "req/s",
             "lag ms p50 / p99 / max",
             "clock offset ms",
@@ -545,6 +546,7 @@ def _print_summary(s: dict[str, Any]) -> None:
                 w["recorder_id"],
                 str(w["sent"]),
                 str(w["completed"]),
+                str(w["unfinished"]),
                 rate,
                 ms(w["lag_ms"]),
                 "same host" if w["clock_rtt_ms"] is None else f"{w['clock_offset_ms']:+.2f} (rtt {w['clock_rtt_ms']:.2f})",

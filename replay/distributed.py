@@ -415,6 +415,7 @@ def _merge_summaries(
                 "items": s["total"],
                 "sent": s["sent"],
                 "completed": r["summary"]["completed"],
+                "unfinished": s["unfinished"],  # its streams cut short: which shard's target cut them
                 "lag_ms": r["summary"]["lag_ms"],
                 "requests_per_s": _rate(s["intervals"]),
                 "clock_offset_ms": clocks[k][0] * 1e3,

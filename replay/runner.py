@@ -102,8 +102,8 @@ class ReplayStats:
     # generation requests sent that ended other than complete with a 2xx, or unfinished: the live errors
     # (a sweep's error_rate also counts a 2xx whose body is an error, which only reading the body tells)
     generation_failed: int = 0
-    # answered 2xx in full, by a stream whose [DONE] came with no finish reason (infertap.apis.unfinished:
-    # the target cut it): not ok, not failed. Counted from its last events as each answer ends.
+    # answered 2xx in full, by a stream that ended ([DONE] or the body's end) with no finish reason
+    # (infertap.apis.unfinished: the target cut it): not ok, not failed. Counted from its last events as each answer ends.
     unfinished: int = 0
     elapsed_ns: Callable[[], int] = time.monotonic_ns  # the clock of those elapsed ns (the capture's)
     stopped_early: bool = False
@@ -162,7 +162,7 @@ def summarize(stats: ReplayStats, wall_s: float) -> dict[str, Any]:
         "completed": stats.ends.get("complete", 0),  # the response read to its end, whatever its status
         "ok": stats.sent - failed - stats.unfinished,  # answered 2xx, in full, and finished
         "failed": failed,
-        "unfinished": stats.unfinished,  # answered 2xx in full, by a stream [DONE] ended with no finish reason
+        "unfinished": stats.unfinished,  # answered 2xx in full, by a stream that ended with no finish reason
         "failures": dict(stats.failures.most_common()),  # by HTTP status, or by ending where none was an error
         "failures_by_path": _by_path(stats),
         "not_sent": stats.total - stats.sent,

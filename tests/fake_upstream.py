@@ -187,7 +187,8 @@ class FakeUpstream:
                 await chunk(_chat_chunk(tag, [], usage=usage))
             elif not params.get("no_finish"):  # every engine ends a whole answer with its finish reason
                 await chunk(_chat_chunk(tag, [{"index": 0, "delta": {}, "finish_reason": "stop"}]))
-            await chunk(b"data: [DONE]\n\n", more=False)
+            # no_done: the body closed cleanly with no end marker (a server that dropped the request)
+            await chunk(b"" if params.get("no_done") else b"data: [DONE]\n\n", more=False)
             self.completed.append(tag)
         elif path == "/v1/messages":  # the Messages API, streamed: the prompt's usage first, the output's last
             await start()

@@ -1,7 +1,10 @@
-"""An answer the engine cut: a 2xx chat or completions stream whose end marker came with no finish
-reason on it or before it. Every OpenAI stream that finishes says why; llama-cpp-python's
-``interrupt_requests`` ends a stream in flight with ``[DONE]`` alone when the next request waits,
-after as little as the role chunk, so that a clean-looking 200 holds an empty or cut answer.
+"""An answer the engine cut: a 2xx chat or completions stream that ended with no finish reason.
+
+Every OpenAI stream that finishes says why before it ends. llama-cpp-python's ``interrupt_requests``
+ends a stream in flight with ``[DONE]`` alone when the next request waits, after as little as the
+role chunk; an engine or gateway that drops a request may close the body cleanly after some content
+chunks, with neither a finish reason nor ``[DONE]``. Either way a clean-looking 200 holds an empty
+or cut answer.
 
 ``cut_short`` is the rule over an exchange's decoded facts; ``unfinished`` the same of a record read
 whole, as the analysis reads it; ``ended_unfinished`` the same from the last events alone, what
@@ -50,10 +53,13 @@ def cut_short(
     api: str | None,
     stream_done: bool,
     finish_reason: str | None,
+    end: str | None,
+    readable: bool,
 ) -> bool:
-    """A request for tokens answered 2xx by a chat or completions stream that carried its end marker
-    (``stream_done``) and no finish reason (``finish_reason``: the common word, ``error`` for an
-    in-band error)."""
+    """A request for tokens answered 2xx by a chat or completions stream with no finish reason
+    (``finish_reason``: the common word, ``error`` for an in-band error) that ended cleanly: by its
+    end marker (``stream_done``), or by the body's end (``end`` complete) after events of its API
+    (``readable``). A stream that ended otherwise (timeout, upstream error) is a failure by that."""
     return bool(
         generation
         and streamed
@@ -61,7 +67,7 @@ def cut_short(
         and finish_reason is None
         and status is not None
         and 200 <= status <= 299
-        and stream_done
+        and (stream_done or (end == "complete" and readable))
     )
 
 
@@ -84,6 +90,8 @@ def unfinished(record: Mapping[str, Any]) -> bool:
         api=parsed.api,
         stream_done=stream_done(decoded_chunks(record) or record.get("chunks") or [], parsed),
         finish_reason=parsed.finish_reason,
+        end=record.get("end"),
+        readable=parsed.readable,
     )
 
 
@@ -122,6 +130,8 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
         api=api.name,
         stream_done=ended([tail], objs[-1] if objs else None),
         finish_reason=finish,
+        end=record.get("end"),
+        readable=readable,
     )
 
 

@@ -39,12 +39,16 @@ def cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                 chunks=[
                     (10, sse(event(role="assistant"))),
                     (20, sse(event("x"))),
-                    (40, sse(event("y"), event("z"))),
+                    (40, sse(event("y"), event("z", finish="stop"))),
                     (50, sse(event(choices=False, usage=usage))),
                 ],
             ),
             exchange(
-                "b", sent_ms=30, request=body(model="beta"), end_ms=50, chunks=[(25, sse(event("q"))), (45, sse(event("r")))]
+                "b",
+                sent_ms=30,
+                request=body(model="beta"),
+                end_ms=50,
+                chunks=[(25, sse(event("q"))), (45, sse(event("r", finish="stop")))],
             ),
             exchange("c", sent_ms=100, request=body(model="beta"), end="upstream_error", status=None, chunks=[]),
         ],

@@ -39,7 +39,8 @@ def quantile(values: list[float], q: float) -> float:
 
 def usage_chunks(t_first: float, t_last: float, completion: int, prompt: int = 10, **usage: Any) -> list[tuple[float, bytes]]:
     u = {"prompt_tokens": prompt, "completion_tokens": completion, **usage}
-    return [(t_first, sse(event("a"))), (t_last, sse(event("b"), event(choices=False, usage=u)))]
+    # A whole answer, as every engine ends one: its finish reason, then the usage chunk.
+    return [(t_first, sse(event("a"))), (t_last, sse(event("b", finish="stop"), event(choices=False, usage=u)))]
 
 
 def test_throughput_and_achieved_concurrency(tmp_path: Path) -> None:
@@ -79,7 +80,7 @@ def test_percentiles_error_rate_and_pooled_itl(tmp_path: Path) -> None:
             f"x{i}",
             sent_ms=1000 * i,
             end_ms=t + 40,
-            chunks=[(5, sse(event(role="assistant"))), (t, sse(event("a"))), (t + 10 * (i + 1), sse(event("b")))],
+            chunks=[(5, sse(event(role="assistant"))), (t, sse(event("a"))), (t + 10 * (i + 1), sse(event("b", finish="stop")))],
         )
         for i, t in enumerate(ttfts)
     ]

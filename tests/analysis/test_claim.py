@@ -916,7 +916,7 @@ def test_the_cards_ttft_says_where_it_is_the_time_to_a_whole_body(tmp_path):
     whole = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}]}).encode()
 
     def streamed(xid: str, at: int) -> dict:
-        return exchange(xid, sent_ms=at, chunks=[(10, sse(event("x"))), (20, sse(event("y")))], end_ms=30)
+        return exchange(xid, sent_ms=at, chunks=[(10, sse(event("x"))), (20, sse(event("y", finish="stop")))], end_ms=30)
 
     def not_streamed(xid: str, at: int) -> dict:
         return exchange(xid, sent_ms=at, chunks=[(900, whole)], end_ms=900, request=body(stream=False),

@@ -21,16 +21,17 @@ def test_a_stream_ended_by_done_with_no_finish_reason_is_no_ok_answer(tmp_path: 
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
     role, done = event(role="assistant"), "[DONE]"
     records = [
-        # Finished: a finish reason, then [DONE]; or a body not streamed; or a stream with no end marker (not said cut).
+        # Finished: a finish reason, then [DONE], or then the body's end; or a body not streamed.
         exchange("finished", chunks=[(5, sse(role, event("4"))), (9, sse(event(finish="stop"), done))]),
+        exchange("finished_no_marker", chunks=[(5, sse(role, event("4"))), (9, sse(event(finish="stop")))]),
         exchange(
             "whole",
             request=body(stream=False),
             chunks=[(5, b'{"choices":[{"index":0,"message":{"role":"assistant","content":"4"},"finish_reason":"stop"}]}')],
             headers=[["content-type", "application/json"]],
         ),
+        # Cut: [DONE] after the role chunk alone, and after some text; the body closed after some text.
         exchange("no_marker", chunks=[(5, sse(role, event("4")))]),
-        # Cut: [DONE] after the role chunk alone, and after some text.
         exchange("cut_empty", sent_ms=1, chunks=[(5, sse(role)), (6, sse(done))]),
         exchange("cut_text", sent_ms=2, chunks=[(5, sse(role, event("The answer"))), (6, sse(done))]),
     ]
@@ -41,17 +42,18 @@ def test_a_stream_ended_by_done_with_no_finish_reason_is_no_ok_answer(tmp_path: 
     said = {r["exchange_id"]: (r["ok"], r["unfinished"]) for r in json.loads(rows.output)}
     assert said == {
         "finished": (True, False),
+        "finished_no_marker": (True, False),
         "whole": (True, False),
-        "no_marker": (True, False),
+        "no_marker": (False, True),
         "cut_empty": (False, True),
         "cut_text": (False, True),
     }
     stats = runner.invoke(cli, ["stats", str(cap), "--json"])
     assert stats.exit_code == 0, stats.output
     [group] = json.loads(stats.output)["groups"]
-    assert (group["requests"], group["ok"], group["errors"], group["unfinished"]) == (5, 3, 2, 2)
+    assert (group["requests"], group["ok"], group["errors"], group["unfinished"]) == (6, 3, 3, 3)
     text = runner.invoke(cli, ["stats", str(cap)])
-    assert "unfinished 2 (a 200 stream ended by [DONE] with no finish reason" in " ".join(text.output.split())
+    assert "unfinished 3 (a 200 stream that ended with no finish reason" in " ".join(text.output.split())
 
 
 def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,6 +71,23 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
         exchange("whole_stream", chunks=[(5, sse(role, event("4"))), (9, sse(event(finish="stop"), done))]),
         exchange("done_no_finish", sent_ms=1, chunks=[(5, sse(role, event("The answer"))), (6, sse(done))]),
         exchange("no_done", sent_ms=2, chunks=[(5, sse(role, event("4")))]),
+        exchange("no_done_timeout", sent_ms=2.5, end="timeout", chunks=[(5, sse(role, event("4")))]),
+        {
+            **exchange(
+                "messages_no_stop",  # an Anthropic stream: its own end events, not this rule's
+                sent_ms=2.7,
+                request=json.dumps(
+                    {"model": "m", "max_tokens": 9, "stream": True, "messages": [{"role": "user", "content": "q"}]}
+                ).encode(),
+                chunks=[
+                    (
+                        5,
+                        b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":1}}}\n\n',
+                    )
+                ],
+            ),
+            "path": "/v1/messages",
+        },
         exchange("error_status", sent_ms=3, status=503, chunks=[(5, sse(role)), (6, sse(done))]),
         exchange(
             "not_streamed",
@@ -103,4 +122,4 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
     rows = CliRunner().invoke(cli, ["sql", "SELECT exchange_id, unfinished FROM metrics", str(cap), "--json"])
     assert rows.exit_code == 0, rows.output
     assert {r["exchange_id"]: r["unfinished"] for r in json.loads(rows.output)} == predicate
-    assert sorted(k for k, v in predicate.items() if v) == ["crlf_cut", "done_no_finish", "gzip_cut", "long_cut"]
+    assert sorted(k for k, v in predicate.items() if v) == ["crlf_cut", "done_no_finish", "gzip_cut", "long_cut", "no_done"]

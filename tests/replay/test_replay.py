@@ -283,27 +283,33 @@ def test_per_request_failures_are_recorded_and_counted(fake, tmp_path):
     assert reset["end"] == "upstream_error" and b"partial" in b"".join(reset["chunks"])
 
 
-def test_streams_the_target_ended_with_done_and_no_finish_reason_are_counted_unfinished(fake, tmp_path):
-    """llama-cpp-python's interrupt_requests ends a stream in flight with [DONE] alone: the analysis
-    counts such answers unfinished, not ok (since 06e161f), where the replay's own summary said "ok"."""
+def test_streams_the_target_ended_with_no_finish_reason_are_counted_unfinished(fake, tmp_path):
+    """llama-cpp-python's interrupt_requests ends a stream in flight with [DONE] alone; a server that
+    drops a request may close the body cleanly after some chunks, with no [DONE] either: the replay's
+    summary and the analysis count both unfinished, not ok, where they said "ok". A whole stream, and
+    an answer not streamed, are ok."""
     app, url = fake
-    for no_finish, expected in ((False, (3, 0)), (True, (1, 2))):
-        src = tmp_path / f"src-{no_finish}"
+    cut = ({}, {"no_finish": True}, {"no_finish": True, "no_done": True})
+    for name, flags, expected in (("whole", (cut[0], cut[0]), (4, 0)), ("cut", cut[1:], (2, 2))):
+        src = tmp_path / f"src-{name}"
         args = ["replay", str(src), "--target", url, "--no-probe", "--no-telemetry"]
-        chats = [_chat(f"t{i}", stream=True, **({"no_finish": True} if no_finish and i else {})) for i in range(3)]
+        chats = [_chat(f"t{name}{i}", stream=True, **f) for i, f in enumerate(flags)]
+        chats += [_chat(f"s{name}", stream=True), _chat(f"w{name}", stream=False)]  # finished: a stream, a whole answer
         write_capture(src, [{"offset_s": 0.01 * i, "body": b} for i, b in enumerate(chats)])
-        out = tmp_path / f"out-{no_finish}"
+        out = tmp_path / f"out-{name}"
         result = CliRunner().invoke(cli, [*args, "--json", "--out", str(out)])
         assert result.exit_code == 0, result.output
         summary = json.loads(result.stdout)
         assert (summary["ok"], summary["unfinished"], summary["failed"]) == (*expected, 0)
-        text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / f"text-{no_finish}")])
+        text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / f"text-{name}")])
         said = " ".join(text.output.split())
-        unfinished = "2 unfinished (a [DONE] with no finish reason: the target ended them early)"
-        assert f"3 ({expected[0]} ok, " in said and (unfinished in said) is no_finish, said
+        unfinished = "2 unfinished (a stream ended with no finish reason: the target ended them early)"
+        assert f"4 ({expected[0]} ok, " in said and (unfinished in said) is (name == "cut"), said
         stats = CliRunner().invoke(cli, ["stats", str(out), "--json"])
         [group] = json.loads(stats.output)["groups"]
         assert (group["ok"], group["unfinished"]) == expected  # the analysis counts as the replay did
+    bodies = {x["id"]: b"".join(x["chunks"]) for x in _exchanges(tmp_path / "out-cut")}
+    assert sum(not b.rstrip().endswith(b"[DONE]") and b'finish_reason": "stop' not in b for b in bodies.values()) == 1
 
 
 def test_a_model_map_passes_a_body_that_is_no_json_as_recorded_and_says_so(fake, tmp_path):

@@ -216,6 +216,27 @@ def test_each_shard_s_unfinished_answers_reach_the_merged_summary(fake, tmp_path
     assert sum(cut_runs.values()) == 4 and len(cut_runs) == 2, cut_runs
 
 
+def test_each_shard_s_own_unfinished_count_is_in_its_workers_entry(fake, tmp_path, ray_cluster) -> None:
+    """--json's ``workers`` says how many answers each shard's target cut, not the merged total
+    alone: a shard that got 3 of them says 3, the one that got 1 says 1."""
+    _, url = fake
+    chat = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True, "n_chunks": 2}
+    bodies = [{**chat, "tag": f"t{i}", **({"no_finish": True} if i in (0, 2, 4, 5) else {})} for i in range(8)]
+    write_capture(tmp_path / "src", [{"offset_s": i * 0.02, "body": b} for i, b in enumerate(bodies)])
+    config = ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, ray=ray_cluster, shards=2)
+    summary = json.loads(json.dumps(run_replay(config)))  # as --json prints it
+    assert (summary["ok"], summary["unfinished"]) == (4, 4)
+    run, recorder_of_run, cut = None, {}, Counter()
+    for r in CaptureReader(tmp_path / "out").records():
+        if r["type"] == "header":
+            run = r["run_id"]
+            recorder_of_run[run] = r["recorder"]["id"]
+        elif r["type"] == "exchange" and b'"no_finish"' in r["request_body"]:
+            cut[recorder_of_run[run]] += 1
+    by_worker = {w["recorder_id"]: w["unfinished"] for w in summary["workers"]}
+    assert by_worker == dict(cut) and sorted(by_worker.values()) == [1, 3], (by_worker, cut)
+
+
 def test_sharded_capture_exports_partitioned_parquet_that_round_trips(fake, tmp_path, ray_cluster) -> None:
     app, url = fake
     run_replay(ReplayConfig(workload(tmp_path), url, tmp_path / "sharded", probe=False, ray=ray_cluster, shards=2))
