@@ -20,7 +20,9 @@ time between them, which ``measured.between_runs_s`` says. A device counts for a
 a sample within two sampling intervals of both ends of its part, each run's samples by their
 own interval (a run sampled every 2 s is not held to another's 250 ms): a run recorded without
 telemetry is not given the last run's samples; and not where its power samples cover less than
-half of the part, the rest gaps (``MOSTLY``: a source that lost most of its rounds). A run none of whose devices does is unmeasured: the
+half of the part, the rest gaps (``MOSTLY``: a source that lost most of its rounds); nor where a
+device its capture knows (sampled in it, or listed by its headers) does not reach both ends while
+others do: their energy alone would be a part given as the whole. A run none of whose devices does is unmeasured: the
 figures per request and token are then of the measured runs' requests alone, and ``measured`` says
 what share that is. Engine state is read over the same time, each stretch of it on its own
 (``engine_state``). A counter that goes down was reset (a driver reload, an engine restart, RAPL's
@@ -161,6 +163,11 @@ class Telemetry:
                 samples = self.series[name][(engine or f"{source} of {capture}", str(labels))][capture]
                 samples.append((wall_ns, value))
                 self.interval[id(samples)] = by_capture.get((capture, source), 0)
+        # The GPUs each capture's run headers list (nvidia-smi's, by index), as keys of its machine's own devices.
+        self.listed: dict[str, set[tuple[str, bool, str]]] = defaultdict(set)
+        for capture, host in analysis.sql("SELECT capture, host FROM runs WHERE host IS NOT NULL").fetchall():
+            gpus = _listed(host)
+            self.listed[capture] |= {device_key("gpu", str(i), None, host) for i in range(gpus)}
         self.reach: dict[int, int] = {}
         self._engines: dict[str, Engine] | None = None
         self._spans_ready = False
@@ -195,8 +202,12 @@ class Telemetry:
         spans: list[_Span] = []
         bridged: dict[str, list[_Span]] = {}
         sparse: list[str] = []  # the runs left unmeasured because a device's samples were mostly gaps there
-        for engine_captures, chosen in machines:
-            covered = {k: self._measuring(chosen, k, p.span, sparse) for k, p in parts.items() if k[0] in engine_captures}
+        for engine_captures, chosen, known in machines:
+            covered = {
+                k: self._measuring(chosen, known.get(k[0], []), k, p.span, sparse)
+                for k, p in parts.items()
+                if k[0] in engine_captures
+            }
             here = [k for k, ds in covered.items() if ds]
             measured.update(here)
             spans += [parts[k].span for k in here]
@@ -227,12 +238,23 @@ class Telemetry:
             "interpolated": _interpolated(bridged, seconds(merged(spans))),
         }
 
-    def _measuring(self, chosen: list[_Device], key: _Key, span: _Span, sparse: list[str]) -> list[_Device]:
+    def _measuring(self, chosen: list[_Device], known: list[_Device], key: _Key, span: _Span, sparse: list[str]) -> list[_Device]:
         """The devices that measure a run's part: those whose samples reach its ends; none where some
         such device's power samples cover less than ``MOSTLY`` of it, the rest gaps (a source that
-        lost most of its rounds), whose energy there would be mostly a straight line: the run is then
-        unmeasured, partly measured or unknown saying so in ``sparse``, never a guess given as a figure."""
+        lost most of its rounds), whose energy there would be mostly a straight line; and none where
+        a device its capture knows (``known``: it reported in the capture, or its header lists it)
+        does not reach both ends while others do: the others' energy alone would be a part of the
+        engine's given as the whole. The run is then unmeasured, partly measured or unknown saying
+        so in ``sparse``, never a guess given as a figure."""
         found = [d for d in chosen if self._covers(d, span)]
+        if found and (short := [d for d in known if d not in found and not self._covers(d, span)]):
+            others = ", ".join(f"{d.device}'s" for d in found)
+            for d in short:
+                share = self._coverage(d, span)
+                what = "power samples" if _SOURCE[d.name][0] == "power" else "energy counter's samples"
+                said = f"{d.device} has no {what} in" if share == 0 else f"{d.device}'s {what} cover {share:.0%} of"
+                sparse.append(f"{said} run {key[1]} of {key[0]} ({others} cover it)")
+            return []
         for d in found:
             length = span[1] - span[0]
             share = 1 - seconds(merged(self._gaps(d, span))) * 1e9 / length if length > 0 else 1.0
@@ -242,6 +264,20 @@ class Telemetry:
                 )
                 return []
         return found
+
+    def _coverage(self, device: _Device, span: _Span) -> float:
+        """The share of ``span`` between a device's first and last samples in it, less the gaps
+        between them: how much of a run a device that does not reach its ends measured."""
+        length = span[1] - span[0]
+        if length <= 0:
+            return 0.0
+        inside = merged(
+            (max(s[0][0], span[0]), min(s[-1][0], span[1]))
+            for s in device.series
+            if s and s[0][0] < span[1] and s[-1][0] > span[0]
+        )
+        bridged = merged(g for lo, hi in inside for g in self._gaps(device, (lo, hi)))
+        return max(0.0, seconds(inside) - seconds(bridged)) * 1e9 / length
 
     def _gaps(self, device: _Device, span: _Span) -> list[_Span]:
         """The parts of ``span`` a device's power samples leave a gap over (more than two of its
@@ -263,7 +299,7 @@ class Telemetry:
         parts = self._parts(runs)
         if not parts:
             return None
-        chosen = [d for _, devices in self._machines(parts)[0] for d in devices]
+        chosen = [d for _, devices, _ in self._machines(parts)[0] for d in devices]
         if not chosen:
             return None
         label = "; ".join(dict.fromkeys(_SOURCE[d.name][2] for d in chosen))
@@ -318,9 +354,12 @@ class Telemetry:
 
     # -- where and when -------------------------------------------------------------------------
 
-    def _machines(self, parts: dict[_Key, _Part]) -> tuple[list[tuple[list[str], list[_Device]]], str | None]:
-        """Per engine machine: its captures and its devices (one family, each device by its best
-        source, merged over the captures that sampled it); and why some capture's engine has none."""
+    def _machines(
+        self, parts: dict[_Key, _Part]
+    ) -> tuple[list[tuple[list[str], list[_Device], dict[str, list[_Device]]]], str | None]:
+        """Per engine machine: its captures, its devices (one family, each device by its best
+        source, merged over the captures that sampled it) and each capture's known devices of that
+        family (``_known``); and why some capture's engine has none."""
         engines = self.engines()
         by_machine: dict[str, list[str]] = defaultdict(list)
         reasons = []
@@ -340,9 +379,9 @@ class Telemetry:
                 for key, names in self.power.get(c, {}).items()
                 if any(on_engine(key, engines[x]) for x in here)
             ]
-            chosen = self._family(candidates, [p.span for k, p in parts.items() if k[0] in here])
+            chosen, family = self._family(candidates, [p.span for k, p in parts.items() if k[0] in here])
             if chosen:
-                out.append((here, chosen))
+                out.append((here, chosen, {c: self._known(c, chosen, family, engines) for c in here}))
             elif not candidates:
                 held = sorted(
                     {
@@ -360,24 +399,42 @@ class Telemetry:
 
     def _family(
         self, candidates: list[tuple[tuple[str, bool, str], dict[str, dict[str | None, _Series]]]], spans: list[_Span]
-    ) -> list[_Device]:
+    ) -> tuple[list[_Device], dict[tuple[str, str], _Device]]:
         """The first family any of whose devices covers one of ``spans``: each of its devices by the
-        first of its sources that does, with the series of every capture that sampled it."""
+        first of its sources that does, with the series of every capture that sampled it; and every
+        device of that family sampled, covering or not (by its first source sampled where none
+        covers), by (machine, device)."""
         by_device: dict[tuple[str, str], dict[str, list[_Series]]] = defaultdict(lambda: defaultdict(list))
         for (host, _, device), names in candidates:
             for name, by_run in names.items():
                 by_device[(host.lower(), device)][name].extend(by_run.values())
         for family in FAMILIES:
-            chosen = []
+            chosen, every = [], {}
             for (host, device), sources in by_device.items():
                 for name in family:
                     found = _Device(name, sources.get(name, []), device, host)
                     if found.series and any(self._covers(found, s) for s in spans):
                         chosen.append(found)
+                        every[(host, device)] = found
                         break
+                else:
+                    if name := next((n for n in family if sources.get(n)), ""):
+                        every[(host, device)] = _Device(name, sources[name], device, host)
             if chosen:
-                return chosen
-        return []
+                return chosen, every
+        return [], {}
+
+    def _known(
+        self, capture: str, chosen: list[_Device], family: dict[tuple[str, str], _Device], engines: dict[str, Engine]
+    ) -> list[_Device]:
+        """The devices of the chosen family that ``capture`` says its engine's machine has: those it
+        sampled at some point, and the GPUs its runs' headers list (nvidia-smi's, by index) where the
+        family is the machine's own GPUs; one never sampled has no series (covers nothing)."""
+        engine, names = engines[capture], _names(chosen)
+        keys = {(k[0].lower(), k[2]) for k, by in self.power.get(capture, {}).items() if on_engine(k, engine) and names & set(by)}
+        if chosen[0].name in FAMILIES[0]:
+            keys |= {(k[0].lower(), k[2]) for k in self.listed.get(capture, ()) if on_engine(k, engine)}
+        return [family.get(k) or _Device("gpu_power_watts", [], k[1], k[0]) for k in sorted(keys)]
 
     def engines(self) -> dict[str, Engine]:
         """Each capture's engine: the last engine snapshot's URL (as the claim card reads it), else
@@ -630,6 +687,20 @@ def _scraped(analysis: Analysis) -> dict[tuple[str, str], str | None]:
         "WHERE x.capture = r.capture AND x.run_id = r.run_id)) FROM runs r"
     ).fetchall()
     return {(capture, run_id): scraped(url, hostname(host)) for capture, run_id, host, url in rows}
+
+
+def _names(devices: list[_Device]) -> set[str]:
+    """The source names of the family ``devices`` were chosen from."""
+    return {n for family in FAMILIES if any(d.name in family for d in devices) for n in family}
+
+
+def _listed(host: str) -> int:
+    """How many GPUs a run's host facts list (nvidia-smi's, at its start; none where it was absent)."""
+    try:
+        gpus = json.loads(host).get("gpus")
+    except (ValueError, AttributeError):
+        return 0
+    return len(gpus) if isinstance(gpus, list) else 0
 
 
 def _unknown(why: str) -> dict[str, Any]:

@@ -48,12 +48,18 @@ def run(
     base: float | None = None,
     interval_s: float | None = None,
     failed: Sequence[float] = (),
+    gpus: int | None = None,
 ) -> Path:
     """One run appended to ``path``: a request for each (start ms, end ms) sent to ``upstream``,
     and the samples; recorded on a machine named ``host`` (this one's name by default). Times are
     ms from the writer's start, or from the wall time ``base`` (s), one clock for several captures;
-    ``failed``: when (ms) the GPUs' source recorded a failed round, as the sampler records one."""
+    ``failed``: when (ms) the GPUs' source recorded a failed round, as the sampler records one;
+    ``gpus``: how many GPUs the header lists (host_facts' nvidia-smi list; none listed by default)."""
     facts = {**host_facts(), **({"hostname": host} if host else {})}
+    if gpus is not None:
+        facts["gpus"] = [
+            {"name": "NVIDIA H200", "driver": "570.86.15", "memory_mib": 143771, "vbios": None, "cuda": "12.8"}
+        ] * gpus
     # ``interval_s``: the GPUs' sampling interval the run's header says it asked for (none: older captures').
     recorder = {"kind": "test", **({"telemetry_intervals_s": {"gpu": interval_s}} if interval_s else {})}
     with mock.patch("infertap.capture.writer.host_facts", lambda: facts), CaptureWriter(path, recorder=recorder) as w:
@@ -686,3 +692,49 @@ def test_a_series_mostly_of_lost_rounds_is_said_and_leaves_its_run_unmeasured(tm
     # Must not be flagged: the same spacing with no failure recorded is a source slower than asked.
     (g,) = groups([run(tmp_path / "slow", [(0, 6000)], gpu, interval_s=0.25)], tmp_path / "slow-cache")
     assert g["energy"]["joules"] == pytest.approx(100.0 * 6) and g["energy"]["interpolated"] is None
+
+
+def test_a_gpu_that_does_not_cover_a_run_leaves_it_unmeasured_never_measured_by_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine on two GPUs: a run that one of them does not cover (its samples stop halfway, it
+    has none in that run, or only the header lists it) was measured by the other alone, half its
+    energy presented as the whole. A device the capture says exists and that does not cover a run
+    leaves the run unmeasured, saying which device covered how much of it."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    # Must match: both GPUs cover the run, it is measured whole, both added.
+    (g,) = groups([run(tmp_path / "both", [(0, 4000)], [*power(GPU0, 300.0), *power(GPU1, 200.0)], gpus=2)], tmp_path)
+    e = g["energy"]
+    assert e["joules"] == pytest.approx((300.0 + 200.0) * 4) and e["devices"] == 2 and e["partly_measured"] is None
+    assert e["joules_per_output_token"] == pytest.approx((300.0 + 200.0) * 4 / 5)
+    # Must differ: GPU1's samples stop halfway through the run; not GPU0's 1200 J as the whole.
+    half = run(tmp_path / "half", [(0, 4000)], [*power(GPU0, 300.0), *power(GPU1, 200.0, until_ms=2000)])
+    (g,) = groups([half], tmp_path)
+    e = g["energy"]
+    assert e["joules"] is None and e["joules_per_output_token"] is None and e["devices"] == 0
+    assert "gpu 1's power samples cover 50% of run" in e["unknown"] and str(half) in e["unknown"]
+    said = CliRunner().invoke(cli, ["stats", str(half)])
+    assert said.exit_code == 0, said.output
+    assert "energy: unknown: gpu 1's power samples cover 50% of run" in " ".join(said.output.split())
+    # Must differ: GPU1 reported in the capture's first run, none in the replay appended to it.
+    base = time.time() + 5
+    appended = tmp_path / "appended"
+    run(appended, [(0, 4000)], [*power(GPU0, 300.0), *power(GPU1, 200.0)], base=base)
+    later = [(t + 10000, s, n, labels, w) for t, s, n, labels, w in power(GPU0, 300.0)]
+    run(appended, [(10000, 14000)], later, base=base)
+    first, second = groups([appended], tmp_path)
+    assert first["energy"]["joules"] == pytest.approx(2000.0) and first["energy"]["partly_measured"] is None
+    assert second["energy"]["joules"] is None and "gpu 1 has no power samples in run" in second["energy"]["unknown"]
+    (g,) = groups([appended], tmp_path, by=("model",))  # read together: partly measured, the first run only
+    e = g["energy"]
+    assert e["joules"] == pytest.approx(2000.0) and e["measured"]["runs"] == 1 and e["measured"]["of_runs"] == 2
+    assert "1 of 2 runs, 1 of 2 ok requests" in e["partly_measured"] and "gpu 1 has no power samples" in e["partly_measured"]
+    # compare says it too, on the side whose replay GPU1 missed.
+    result = compare(tmp_path / "both", appended)["energy"]
+    assert result["partly_measured"]["a"] is None and "gpu 1 has no power samples" in result["partly_measured"]["b"]
+    # Must differ: the header lists two GPUs, only GPU0 has samples.
+    (g,) = groups([run(tmp_path / "listed", [(0, 4000)], power(GPU0, 300.0), gpus=2)], tmp_path)
+    assert g["energy"]["joules"] is None and "gpu 1 has no power samples in run" in g["energy"]["unknown"]
+    # Must match: a header listing one GPU, which covers the run.
+    (g,) = groups([run(tmp_path / "one", [(0, 4000)], power(GPU0, 300.0), gpus=1)], tmp_path)
+    assert g["energy"]["joules"] == pytest.approx(1200.0) and g["energy"]["partly_measured"] is None
