@@ -129,17 +129,16 @@ class Telemetry:
         ).fetchall()
         runs = _scraped(analysis) if any(row[1] == "engine" for row in rows) else {}
         asked, failed = _intervals(analysis), _failures(analysis)
-        by_capture: dict[tuple[str, str], int] = {}  # an engine series is a capture's: the longest its runs asked
-        for (capture, _, source), every in asked.items():
-            by_capture[(capture, source)] = max(by_capture.get((capture, source), 0), every)
         # Each series' sampling interval asked for (ns), by id: its run's (a power series is one run's
         # samples); and the times its source failed in that run, which no step of its spacing holds.
         self.interval: dict[int, int] = {}
         self.failed: dict[int, list[int]] = {}
-        # Engine state: name -> (engine, label set) -> capture -> samples. The engine is the one its
-        # run scraped, so that two recorders of one engine are two series of one counter.
-        self.series: dict[str, dict[tuple[str, str], dict[str, _Series]]] = defaultdict(
-            lambda: defaultdict(lambda: defaultdict(list))
+        # Engine state: name -> (engine, label set) -> capture -> run -> samples. The engine is the
+        # one its run scraped, so that two recorders of one engine are two series of one counter;
+        # each run's samples a series of its own, as power's, so that a run is not read from
+        # another's (``_serves``).
+        self.series: dict[str, dict[tuple[str, str], dict[str, dict[str | None, _Series]]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
         )
         # Power: capture -> (machine, assumed, device) -> name -> run -> samples; ``assumed``: the
         # machine is the recorder's. Each run's samples are a series of their own, judged by the
@@ -160,9 +159,10 @@ class Telemetry:
             else:
                 # An exporter's URL is not recorded: its series are each capture's own.
                 engine = runs.get((capture, run_id)) if source == "engine" else None
-                samples = self.series[name][(engine or f"{source} of {capture}", str(labels))][capture]
+                samples = self.series[name][(engine or f"{source} of {capture}", str(labels))][capture][run_id]
                 samples.append((wall_ns, value))
-                self.interval[id(samples)] = by_capture.get((capture, source), 0)
+                self.interval[id(samples)] = asked.get((capture, run_id, source), 0)
+                self.failed[id(samples)] = failed.get((capture, run_id, source), [])
         # The GPUs each capture's run headers list (nvidia-smi's, by index), as keys of its machine's own devices.
         self.listed: dict[str, set[tuple[str, bool, str]]] = defaultdict(set)
         for capture, host in analysis.sql("SELECT capture, host FROM runs WHERE host IS NOT NULL").fetchall():
@@ -538,9 +538,11 @@ class Telemetry:
             return None
         return state | ({"unknown": unknown} if unknown else {})
 
-    def _pick(self, captures: Sequence[str], names: Sequence[str]) -> tuple[str, dict[tuple[str, str], dict[str, _Series]]]:
+    def _pick(
+        self, captures: Sequence[str], names: Sequence[str]
+    ) -> tuple[str, dict[tuple[str, str], dict[str, dict[str | None, _Series]]]]:
         """The first name any of ``captures`` has (one engine family's): per (engine, label set), each
-        capture's series of it."""
+        capture's series of it, one a run."""
         for name in names:
             found = {
                 key: {c: by_capture[c] for c in captures if c in by_capture}
@@ -562,10 +564,9 @@ class Telemetry:
         for stretch in stretches:
             scrapes: dict[tuple[str, str, int], list[float]] = defaultdict(list)
             for (engine, _), by_capture in found.items():
-                for capture, samples in by_capture.items():
-                    if capture in stretch.captures:
-                        for t, v in _within(samples, stretch.span):
-                            scrapes[(engine, capture, t)].append(v)
+                for capture, samples in _serving(by_capture, stretch):
+                    for t, v in _within(samples, stretch.span):
+                        scrapes[(engine, capture, t)].append(v)
             if scrapes:
                 peaks.append(max(load.per_scrape(name, values) for values in scrapes.values()))
             elif found:
@@ -585,7 +586,7 @@ class Telemetry:
         for stretch in stretches:
             read, short = False, False
             for by_capture in found.values():
-                scraped = [s for c, s in by_capture.items() if c in stretch.captures]
+                scraped = [s for _, s in _serving(by_capture, stretch)]
                 series = [s for s in scraped if self._reaches(s, stretch.span)]
                 if series:
                     read = True
@@ -607,6 +608,22 @@ class _Stretch:
     @property
     def captures(self) -> set[str]:
         return {r.capture for r in self.runs}
+
+
+def _serving(by_capture: dict[str, dict[str | None, _Series]], stretch: _Stretch) -> list[tuple[str, _Series]]:
+    """The series that read ``stretch``, with their captures: its own runs', and those of a run of its
+    captures sampled during it with no part in it (telemetry only: a --ray driver's). Another run's
+    samples ending before it or starting after it are not its: a run appended with --no-telemetry
+    read the one before's last scrape held flat, its preemptions 0 where they are unknown."""
+    own = {(r.capture, r.run_id) for r in stretch.runs}
+    lo, hi = stretch.span
+    return [
+        (capture, samples)
+        for capture, by_run in by_capture.items()
+        if capture in stretch.captures
+        for run_id, samples in by_run.items()
+        if (capture, run_id) in own or (samples and samples[0][0] <= hi and samples[-1][0] >= lo)
+    ]
 
 
 def _stretches(runs: Sequence[RunPart]) -> list[_Stretch]:

@@ -738,3 +738,27 @@ def test_a_gpu_that_does_not_cover_a_run_leaves_it_unmeasured_never_measured_by_
     # Must match: a header listing one GPU, which covers the run.
     (g,) = groups([run(tmp_path / "one", [(0, 4000)], power(GPU0, 300.0), gpus=1)], tmp_path)
     assert g["energy"]["joules"] == pytest.approx(1200.0) and g["energy"]["partly_measured"] is None
+
+
+def test_a_run_appended_without_telemetry_is_not_given_the_engine_state_of_the_run_before(tmp_path: Path) -> None:
+    """A replay appended with --no-telemetry a moment after a recorded run: the recorded run's last
+    scrape, within two Prometheus intervals of both its ends, was held flat over it, its preemptions
+    read 0 as measured. Each run's engine series is its own: the appended run's are unknown, saying
+    which run; a run with its own scrapes reads them, never the other's."""
+    base = time.time() + 5
+    dark = tmp_path / "dark"
+    run(dark, [(0, 2000)], _engine_over_a_run(0, 0, 0.6), base=base)
+    run(dark, [(2600, 3400)], [], base=base)
+    recorded, appended = (g["engine_state"] for g in groups([dark], tmp_path))
+    assert recorded["preemptions"] == pytest.approx(2.0) and recorded["kv_cache_usage_max"] == pytest.approx(0.6)
+    # Must differ: not 0 preemptions from the recorded run's samples.
+    assert appended["preemptions"] is None and appended["prefix_cache_hit_rate"] is None
+    assert "in 1 of the 1 stretches" in appended["unknown"]["preemptions"] and str(dark) in appended["unknown"]["preemptions"]
+    # Must match: a run appended with its own scrapes reads its own, the first run's unchanged.
+    lit = tmp_path / "lit"
+    run(lit, [(0, 2000)], _engine_over_a_run(0, 0, 0.6), base=base)
+    run(lit, [(2600, 4600)], _engine_over_a_run(2600, 100, 0.3), base=base)
+    first, second = (g["engine_state"] for g in groups([lit], tmp_path / "lit-cache"))
+    assert first["preemptions"] == pytest.approx(2.0) and first["kv_cache_usage_max"] == pytest.approx(0.6)
+    assert second["preemptions"] == pytest.approx(2.0) and second["kv_cache_usage_max"] == pytest.approx(0.3)
+    assert "unknown" not in first and "unknown" not in second
