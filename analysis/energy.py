@@ -21,8 +21,9 @@ a sample within two sampling intervals of both ends of its part, each run's samp
 own interval (a run sampled every 2 s is not held to another's 250 ms): a run recorded without
 telemetry is not given the last run's samples; and not where its power samples cover less than
 half of the part, the rest gaps (``MOSTLY``: a source that lost most of its rounds); nor where a
-device its capture knows (sampled in it, or listed by its headers) does not reach both ends while
-others do: their energy alone would be a part given as the whole. A run none of whose devices does is unmeasured: the
+device its capture knows (sampled in it, or listed by nvidia-smi in its engine snapshots or headers)
+does not reach both ends while others do: their energy alone would be a part given as the whole;
+the machine's GPUs are known where RAPL measures, so the CPU packages are never its energy alone. A run none of whose devices does is unmeasured: the
 figures per request and token are then of the measured runs' requests alone, and ``measured`` says
 what share that is. Engine state is read over the same time, each stretch of it on its own
 (``engine_state``). A counter that goes down was reset (a driver reload, an engine restart, RAPL's
@@ -163,9 +164,14 @@ class Telemetry:
                 samples.append((wall_ns, value))
                 self.interval[id(samples)] = asked.get((capture, run_id, source), 0)
                 self.failed[id(samples)] = failed.get((capture, run_id, source), [])
-        # The GPUs each capture's run headers list (nvidia-smi's, by index), as keys of its machine's own devices.
+        # The GPUs nvidia-smi lists on each capture's recording machine (by index), as keys of its own
+        # devices: its engine snapshots' host facts hold that list (the probe asks nvidia-smi, on the
+        # recorder), a run header's where one holds it too. Listed, a GPU is known whether or not its
+        # telemetry started.
         self.listed: dict[str, set[tuple[str, bool, str]]] = defaultdict(set)
-        for capture, host in analysis.sql("SELECT capture, host FROM runs WHERE host IS NOT NULL").fetchall():
+        for capture, host in analysis.sql(
+            "SELECT capture, host FROM runs WHERE host IS NOT NULL UNION ALL SELECT capture, host FROM engines WHERE host IS NOT NULL"
+        ).fetchall():
             gpus = _listed(host)
             self.listed[capture] |= {device_key("gpu", str(i), None, host) for i in range(gpus)}
         self.reach: dict[int, int] = {}
@@ -428,13 +434,25 @@ class Telemetry:
         self, capture: str, chosen: list[_Device], family: dict[tuple[str, str], _Device], engines: dict[str, Engine]
     ) -> list[_Device]:
         """The devices of the chosen family that ``capture`` says its engine's machine has: those it
-        sampled at some point, and the GPUs its runs' headers list (nvidia-smi's, by index) where the
-        family is the machine's own GPUs; one never sampled has no series (covers nothing)."""
+        sampled at some point, and the GPUs nvidia-smi lists there (``listed``) where the family is
+        the machine's own GPUs; one never sampled has no series (covers nothing). Where the family
+        is RAPL's, the machine's GPUs are known too, listed or sampled by any GPU source: the CPU
+        packages alone are not the engine's energy on a machine with GPUs (their telemetry failed
+        to start, or read none of this group's runs), so those GPUs, covering none of the runs
+        (else their family would measure), leave them unmeasured."""
         engine, names = engines[capture], _names(chosen)
-        keys = {(k[0].lower(), k[2]) for k, by in self.power.get(capture, {}).items() if on_engine(k, engine) and names & set(by)}
+        power = self.power.get(capture, {})
+        keys = {(k[0].lower(), k[2]) for k, by in power.items() if on_engine(k, engine) and names & set(by)}
+        listed = {(k[0].lower(), k[2]) for k in self.listed.get(capture, ()) if on_engine(k, engine)}
         if chosen[0].name in FAMILIES[0]:
-            keys |= {(k[0].lower(), k[2]) for k in self.listed.get(capture, ()) if on_engine(k, engine)}
-        return [family.get(k) or _Device("gpu_power_watts", [], k[1], k[0]) for k in sorted(keys)]
+            keys |= listed
+        gpus: dict[tuple[str, str], _Device] = {}
+        if chosen[0].name in FAMILIES[-1]:
+            for k, by in power.items():
+                if on_engine(k, engine) and (name := next((n for n in by if n not in names), "")):
+                    gpus[(k[0].lower(), k[2])] = _Device(name, list(by[name].values()), k[2], k[0])
+            keys |= listed | set(gpus)
+        return [family.get(k) or gpus.get(k) or _Device("gpu_power_watts", [], k[1], k[0]) for k in sorted(keys)]
 
     def engines(self) -> dict[str, Engine]:
         """Each capture's engine: the last engine snapshot's URL (as the claim card reads it), else
@@ -712,7 +730,7 @@ def _names(devices: list[_Device]) -> set[str]:
 
 
 def _listed(host: str) -> int:
-    """How many GPUs a run's host facts list (nvidia-smi's, at its start; none where it was absent)."""
+    """How many GPUs host facts list (nvidia-smi's, asked by the probe; none where it was absent)."""
     try:
         gpus = json.loads(host).get("gpus")
     except (ValueError, AttributeError):

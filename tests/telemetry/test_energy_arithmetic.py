@@ -49,21 +49,39 @@ def run(
     interval_s: float | None = None,
     failed: Sequence[float] = (),
     gpus: int | None = None,
+    snapshot_gpus: int | None = None,
 ) -> Path:
     """One run appended to ``path``: a request for each (start ms, end ms) sent to ``upstream``,
     and the samples; recorded on a machine named ``host`` (this one's name by default). Times are
     ms from the writer's start, or from the wall time ``base`` (s), one clock for several captures;
     ``failed``: when (ms) the GPUs' source recorded a failed round, as the sampler records one;
-    ``gpus``: how many GPUs the header lists (host_facts' nvidia-smi list; none listed by default)."""
+    ``gpus``: how many GPUs the header lists (none listed by default); ``snapshot_gpus``: how many
+    the run's engine snapshot lists, where the probe writes nvidia-smi's list (no snapshot by default)."""
     facts = {**host_facts(), **({"hostname": host} if host else {})}
+    listing = {"name": "NVIDIA H200", "driver": "570.86.15", "memory_mib": 143771, "vbios": None, "cuda": "12.8"}
     if gpus is not None:
-        facts["gpus"] = [
-            {"name": "NVIDIA H200", "driver": "570.86.15", "memory_mib": 143771, "vbios": None, "cuda": "12.8"}
-        ] * gpus
+        facts["gpus"] = [listing] * gpus
     # ``interval_s``: the GPUs' sampling interval the run's header says it asked for (none: older captures').
     recorder = {"kind": "test", **({"telemetry_intervals_s": {"gpu": interval_s}} if interval_s else {})}
     with mock.patch("infertap.capture.writer.host_facts", lambda: facts), CaptureWriter(path, recorder=recorder) as w:
         zero = w.started_wall if base is None else base
+        if snapshot_gpus is not None:
+            w.write(
+                {
+                    "type": "engine",
+                    "url": upstream,
+                    "wall": zero,
+                    "kind": "generic",
+                    "facts": {},
+                    "unknown": [],
+                    "notes": [],
+                    "raw": {},
+                    "host": {**facts, "gpus": [listing] * snapshot_gpus},
+                    "host_is_engine_host": True,
+                    "labels": {},
+                    "fingerprint": "0" * 16,
+                }
+            )
         shift = (zero - w.started_wall) * 1e3  # ms from the writer's start to ``zero``
         for i, (start, end) in enumerate(busy):
             events = [
@@ -762,3 +780,35 @@ def test_a_run_appended_without_telemetry_is_not_given_the_engine_state_of_the_r
     assert first["preemptions"] == pytest.approx(2.0) and first["kv_cache_usage_max"] == pytest.approx(0.6)
     assert second["preemptions"] == pytest.approx(2.0) and second["kv_cache_usage_max"] == pytest.approx(0.3)
     assert "unknown" not in first and "unknown" not in second
+
+
+def test_a_machine_whose_gpus_are_listed_is_not_measured_by_its_cpu_packages_alone(tmp_path: Path) -> None:
+    """GPUs nvidia-smi lists on the engine's machine, none of whose power was read (their telemetry
+    failed to start): RAPL's counters alone were the energy, given whole, the GPUs' draw left out
+    unsaid. The run is unmeasured, saying the GPUs have no power samples; with no GPU listed RAPL
+    measures it as before."""
+    rapl = counter("host_rapl_energy_joules", PACKAGE0, (0, 100.0), (2000, 120.0), (4000, 140.0), source="host")
+    # Must match: no GPU listed, the CPU packages measure the run.
+    (g,) = groups([run(tmp_path / "cpu", [(0, 4000)], rapl)], tmp_path)
+    e = g["energy"]
+    assert e["joules"] == pytest.approx(40.0) and e["source"] == "CPU package energy counter (RAPL)"
+    assert e["kinds"] == ["RAPL"] and e["partly_measured"] is None and e["joules_per_output_token"] == pytest.approx(8.0)
+    # Must differ: two GPUs listed, where the probe writes nvidia-smi's list (the engine snapshot) or in the header.
+    for where, listed in (("snapshot", {"snapshot_gpus": 2}), ("header", {"gpus": 2})):
+        captured = run(tmp_path / where, [(0, 4000)], rapl, **listed)
+        (g,) = groups([captured], tmp_path)
+        e = g["energy"]
+        assert e["joules"] is None and e["joules_per_output_token"] is None and e["devices"] == 0, where
+        for gpu in ("gpu 0", "gpu 1"):
+            assert f"{gpu} has no power samples in run" in e["unknown"] and str(captured) in e["unknown"], where
+        said = CliRunner().invoke(cli, ["stats", str(captured)])
+        assert said.exit_code == 0, said.output
+        assert "energy: unknown: gpu 0 has no power samples in run" in " ".join(said.output.split())
+    # Must differ: a GPU sampled in an earlier run of the capture, none in this one: RAPL alone is not its energy.
+    base = time.time() + 5
+    appended = tmp_path / "appended"
+    run(appended, [(0, 4000)], [*power(GPU0, 300.0), *rapl], base=base)
+    run(appended, [(10000, 14000)], [(t + 10000, s, n, labels, v) for t, s, n, labels, v in rapl], base=base)
+    first, second = groups([appended], tmp_path)
+    assert first["energy"]["joules"] == pytest.approx(1200.0) and first["energy"]["kinds"] == ["NVML or nvidia-smi"]
+    assert second["energy"]["joules"] is None and "gpu 0 has no power samples in run" in second["energy"]["unknown"]
