@@ -549,7 +549,11 @@ class Telemetry:
             "kv_cache_usage_max": ("no reading", kv_missing),
             "requests_waiting_max": ("no reading", waiting_missing),
             "preemptions": ("no series reaching both ends", preemptions_missing),
-            "prefix_cache_hit_rate": ("no series reaching both ends", [*hits_missing, *queries_missing]),
+            # A stretch either counter misses, once: both missing one is one stretch unread, not two.
+            "prefix_cache_hit_rate": (
+                "no series reaching both ends",
+                [s for s in stretches if any(s is m for m in (*hits_missing, *queries_missing))],
+            ),
         }
         unknown = {name: _unread(what, gaps, len(stretches)) for name, (what, gaps) in missing.items() if gaps}
         if not unknown and all(v is None for v in state.values()):

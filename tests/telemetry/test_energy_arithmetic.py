@@ -812,3 +812,24 @@ def test_a_machine_whose_gpus_are_listed_is_not_measured_by_its_cpu_packages_alo
     first, second = groups([appended], tmp_path)
     assert first["energy"]["joules"] == pytest.approx(1200.0) and first["energy"]["kinds"] == ["NVML or nvidia-smi"]
     assert second["energy"]["joules"] is None and "gpu 0 has no power samples in run" in second["energy"]["unknown"]
+
+
+def test_a_stretch_neither_prefix_cache_counter_reads_is_counted_once(tmp_path: Path) -> None:
+    """The hit rate's unknown message counts the stretches unread: one that neither the hits nor
+    the queries counter reaches is one stretch, not two ("in 2 of the 2" of a group whose first
+    stretch was read)."""
+    # Must differ: the later run recorded with --no-telemetry, both counters unread there.
+    paths = _an_hour_apart(tmp_path / "none", "captures", [])
+    (g,) = groups(paths, tmp_path / "none", by=("model",))
+    why = g["engine_state"]["unknown"]["prefix_cache_hit_rate"]
+    assert why.startswith("no series reaching both ends of the engine's /metrics in 1 of the 2 stretches"), why
+    assert why.count(f"of {paths[1]})") == 1 and f"of {paths[0]})" not in why
+    # Must match: the later run scraped the hits but not the queries, the same stretch unread once.
+    hits_only = [s for s in _engine_over_a_run(HOUR, 900, 0.6) if s[2] != "vllm:prefix_cache_queries_total"]
+    paths = _an_hour_apart(tmp_path / "hits", "captures", hits_only)
+    (g,) = groups(paths, tmp_path / "hits", by=("model",))
+    state = g["engine_state"]
+    assert state["preemptions"] == pytest.approx(2 + 2) and state["prefix_cache_hit_rate"] is None
+    why = state["unknown"]["prefix_cache_hit_rate"]
+    assert why.startswith("no series reaching both ends of the engine's /metrics in 1 of the 2 stretches"), why
+    assert why.count(f"of {paths[1]})") == 1 and f"of {paths[0]})" not in why
