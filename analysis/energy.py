@@ -20,7 +20,10 @@ time between them, which ``measured.between_runs_s`` says. A device counts for a
 a sample within two sampling intervals of both ends of its part, each run's samples by their
 own interval (a run sampled every 2 s is not held to another's 250 ms): a run recorded without
 telemetry is not given the last run's samples; and not where its power samples cover less than
-half of the part, the rest gaps (``MOSTLY``: a source that lost most of its rounds). A run none of whose devices does is unmeasured: the
+half of the part, the rest gaps (``MOSTLY``: a source that lost most of its rounds); nor where a
+device its capture knows (sampled in it, or listed by nvidia-smi in its engine snapshots or headers)
+does not reach both ends while others do: their energy alone would be a part given as the whole;
+the machine's GPUs are known where RAPL measures, so the CPU packages are never its energy alone. A run none of whose devices does is unmeasured: the
 figures per request and token are then of the measured runs' requests alone, and ``measured`` says
 what share that is. Engine state is read over the same time, each stretch of it on its own
 (``engine_state``). A counter that goes down was reset (a driver reload, an engine restart, RAPL's
@@ -127,17 +130,16 @@ class Telemetry:
         ).fetchall()
         runs = _scraped(analysis) if any(row[1] == "engine" for row in rows) else {}
         asked, failed = _intervals(analysis), _failures(analysis)
-        by_capture: dict[tuple[str, str], int] = {}  # an engine series is a capture's: the longest its runs asked
-        for (capture, _, source), every in asked.items():
-            by_capture[(capture, source)] = max(by_capture.get((capture, source), 0), every)
         # Each series' sampling interval asked for (ns), by id: its run's (a power series is one run's
         # samples); and the times its source failed in that run, which no step of its spacing holds.
         self.interval: dict[int, int] = {}
         self.failed: dict[int, list[int]] = {}
-        # Engine state: name -> (engine, label set) -> capture -> samples. The engine is the one its
-        # run scraped, so that two recorders of one engine are two series of one counter.
-        self.series: dict[str, dict[tuple[str, str], dict[str, _Series]]] = defaultdict(
-            lambda: defaultdict(lambda: defaultdict(list))
+        # Engine state: name -> (engine, label set) -> capture -> run -> samples. The engine is the
+        # one its run scraped, so that two recorders of one engine are two series of one counter;
+        # each run's samples a series of its own, as power's, so that a run is not read from
+        # another's (``_serves``).
+        self.series: dict[str, dict[tuple[str, str], dict[str, dict[str | None, _Series]]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
         )
         # Power: capture -> (machine, assumed, device) -> name -> run -> samples; ``assumed``: the
         # machine is the recorder's. Each run's samples are a series of their own, judged by the
@@ -158,9 +160,20 @@ class Telemetry:
             else:
                 # An exporter's URL is not recorded: its series are each capture's own.
                 engine = runs.get((capture, run_id)) if source == "engine" else None
-                samples = self.series[name][(engine or f"{source} of {capture}", str(labels))][capture]
+                samples = self.series[name][(engine or f"{source} of {capture}", str(labels))][capture][run_id]
                 samples.append((wall_ns, value))
-                self.interval[id(samples)] = by_capture.get((capture, source), 0)
+                self.interval[id(samples)] = asked.get((capture, run_id, source), 0)
+                self.failed[id(samples)] = failed.get((capture, run_id, source), [])
+        # The GPUs nvidia-smi lists on each capture's recording machine (by index), as keys of its own
+        # devices: its engine snapshots' host facts hold that list (the probe asks nvidia-smi, on the
+        # recorder), a run header's where one holds it too. Listed, a GPU is known whether or not its
+        # telemetry started.
+        self.listed: dict[str, set[tuple[str, bool, str]]] = defaultdict(set)
+        for capture, host in analysis.sql(
+            "SELECT capture, host FROM runs WHERE host IS NOT NULL UNION ALL SELECT capture, host FROM engines WHERE host IS NOT NULL"
+        ).fetchall():
+            gpus = _listed(host)
+            self.listed[capture] |= {device_key("gpu", str(i), None, host) for i in range(gpus)}
         self.reach: dict[int, int] = {}
         self._engines: dict[str, Engine] | None = None
         self._spans_ready = False
@@ -195,8 +208,12 @@ class Telemetry:
         spans: list[_Span] = []
         bridged: dict[str, list[_Span]] = {}
         sparse: list[str] = []  # the runs left unmeasured because a device's samples were mostly gaps there
-        for engine_captures, chosen in machines:
-            covered = {k: self._measuring(chosen, k, p.span, sparse) for k, p in parts.items() if k[0] in engine_captures}
+        for engine_captures, chosen, known in machines:
+            covered = {
+                k: self._measuring(chosen, known.get(k[0], []), k, p.span, sparse)
+                for k, p in parts.items()
+                if k[0] in engine_captures
+            }
             here = [k for k, ds in covered.items() if ds]
             measured.update(here)
             spans += [parts[k].span for k in here]
@@ -227,12 +244,23 @@ class Telemetry:
             "interpolated": _interpolated(bridged, seconds(merged(spans))),
         }
 
-    def _measuring(self, chosen: list[_Device], key: _Key, span: _Span, sparse: list[str]) -> list[_Device]:
+    def _measuring(self, chosen: list[_Device], known: list[_Device], key: _Key, span: _Span, sparse: list[str]) -> list[_Device]:
         """The devices that measure a run's part: those whose samples reach its ends; none where some
         such device's power samples cover less than ``MOSTLY`` of it, the rest gaps (a source that
-        lost most of its rounds), whose energy there would be mostly a straight line: the run is then
-        unmeasured, partly measured or unknown saying so in ``sparse``, never a guess given as a figure."""
+        lost most of its rounds), whose energy there would be mostly a straight line; and none where
+        a device its capture knows (``known``: it reported in the capture, or its header lists it)
+        does not reach both ends while others do: the others' energy alone would be a part of the
+        engine's given as the whole. The run is then unmeasured, partly measured or unknown saying
+        so in ``sparse``, never a guess given as a figure."""
         found = [d for d in chosen if self._covers(d, span)]
+        if found and (short := [d for d in known if d not in found and not self._covers(d, span)]):
+            others = ", ".join(f"{d.device}'s" for d in found)
+            for d in short:
+                share = self._coverage(d, span)
+                what = "power samples" if _SOURCE[d.name][0] == "power" else "energy counter's samples"
+                said = f"{d.device} has no {what} in" if share == 0 else f"{d.device}'s {what} cover {share:.0%} of"
+                sparse.append(f"{said} run {key[1]} of {key[0]} ({others} cover it)")
+            return []
         for d in found:
             length = span[1] - span[0]
             share = 1 - seconds(merged(self._gaps(d, span))) * 1e9 / length if length > 0 else 1.0
@@ -242,6 +270,20 @@ class Telemetry:
                 )
                 return []
         return found
+
+    def _coverage(self, device: _Device, span: _Span) -> float:
+        """The share of ``span`` between a device's first and last samples in it, less the gaps
+        between them: how much of a run a device that does not reach its ends measured."""
+        length = span[1] - span[0]
+        if length <= 0:
+            return 0.0
+        inside = merged(
+            (max(s[0][0], span[0]), min(s[-1][0], span[1]))
+            for s in device.series
+            if s and s[0][0] < span[1] and s[-1][0] > span[0]
+        )
+        bridged = merged(g for lo, hi in inside for g in self._gaps(device, (lo, hi)))
+        return max(0.0, seconds(inside) - seconds(bridged)) * 1e9 / length
 
     def _gaps(self, device: _Device, span: _Span) -> list[_Span]:
         """The parts of ``span`` a device's power samples leave a gap over (more than two of its
@@ -263,7 +305,7 @@ class Telemetry:
         parts = self._parts(runs)
         if not parts:
             return None
-        chosen = [d for _, devices in self._machines(parts)[0] for d in devices]
+        chosen = [d for _, devices, _ in self._machines(parts)[0] for d in devices]
         if not chosen:
             return None
         label = "; ".join(dict.fromkeys(_SOURCE[d.name][2] for d in chosen))
@@ -318,9 +360,12 @@ class Telemetry:
 
     # -- where and when -------------------------------------------------------------------------
 
-    def _machines(self, parts: dict[_Key, _Part]) -> tuple[list[tuple[list[str], list[_Device]]], str | None]:
-        """Per engine machine: its captures and its devices (one family, each device by its best
-        source, merged over the captures that sampled it); and why some capture's engine has none."""
+    def _machines(
+        self, parts: dict[_Key, _Part]
+    ) -> tuple[list[tuple[list[str], list[_Device], dict[str, list[_Device]]]], str | None]:
+        """Per engine machine: its captures, its devices (one family, each device by its best
+        source, merged over the captures that sampled it) and each capture's known devices of that
+        family (``_known``); and why some capture's engine has none."""
         engines = self.engines()
         by_machine: dict[str, list[str]] = defaultdict(list)
         reasons = []
@@ -340,9 +385,9 @@ class Telemetry:
                 for key, names in self.power.get(c, {}).items()
                 if any(on_engine(key, engines[x]) for x in here)
             ]
-            chosen = self._family(candidates, [p.span for k, p in parts.items() if k[0] in here])
+            chosen, family = self._family(candidates, [p.span for k, p in parts.items() if k[0] in here])
             if chosen:
-                out.append((here, chosen))
+                out.append((here, chosen, {c: self._known(c, chosen, family, engines) for c in here}))
             elif not candidates:
                 held = sorted(
                     {
@@ -360,24 +405,54 @@ class Telemetry:
 
     def _family(
         self, candidates: list[tuple[tuple[str, bool, str], dict[str, dict[str | None, _Series]]]], spans: list[_Span]
-    ) -> list[_Device]:
+    ) -> tuple[list[_Device], dict[tuple[str, str], _Device]]:
         """The first family any of whose devices covers one of ``spans``: each of its devices by the
-        first of its sources that does, with the series of every capture that sampled it."""
+        first of its sources that does, with the series of every capture that sampled it; and every
+        device of that family sampled, covering or not (by its first source sampled where none
+        covers), by (machine, device)."""
         by_device: dict[tuple[str, str], dict[str, list[_Series]]] = defaultdict(lambda: defaultdict(list))
         for (host, _, device), names in candidates:
             for name, by_run in names.items():
                 by_device[(host.lower(), device)][name].extend(by_run.values())
         for family in FAMILIES:
-            chosen = []
+            chosen, every = [], {}
             for (host, device), sources in by_device.items():
                 for name in family:
                     found = _Device(name, sources.get(name, []), device, host)
                     if found.series and any(self._covers(found, s) for s in spans):
                         chosen.append(found)
+                        every[(host, device)] = found
                         break
+                else:
+                    if name := next((n for n in family if sources.get(n)), ""):
+                        every[(host, device)] = _Device(name, sources[name], device, host)
             if chosen:
-                return chosen
-        return []
+                return chosen, every
+        return [], {}
+
+    def _known(
+        self, capture: str, chosen: list[_Device], family: dict[tuple[str, str], _Device], engines: dict[str, Engine]
+    ) -> list[_Device]:
+        """The devices of the chosen family that ``capture`` says its engine's machine has: those it
+        sampled at some point, and the GPUs nvidia-smi lists there (``listed``) where the family is
+        the machine's own GPUs; one never sampled has no series (covers nothing). Where the family
+        is RAPL's, the machine's GPUs are known too, listed or sampled by any GPU source: the CPU
+        packages alone are not the engine's energy on a machine with GPUs (their telemetry failed
+        to start, or read none of this group's runs), so those GPUs, covering none of the runs
+        (else their family would measure), leave them unmeasured."""
+        engine, names = engines[capture], _names(chosen)
+        power = self.power.get(capture, {})
+        keys = {(k[0].lower(), k[2]) for k, by in power.items() if on_engine(k, engine) and names & set(by)}
+        listed = {(k[0].lower(), k[2]) for k in self.listed.get(capture, ()) if on_engine(k, engine)}
+        if chosen[0].name in FAMILIES[0]:
+            keys |= listed
+        gpus: dict[tuple[str, str], _Device] = {}
+        if chosen[0].name in FAMILIES[-1]:
+            for k, by in power.items():
+                if on_engine(k, engine) and (name := next((n for n in by if n not in names), "")):
+                    gpus[(k[0].lower(), k[2])] = _Device(name, list(by[name].values()), k[2], k[0])
+            keys |= listed | set(gpus)
+        return [family.get(k) or gpus.get(k) or _Device("gpu_power_watts", [], k[1], k[0]) for k in sorted(keys)]
 
     def engines(self) -> dict[str, Engine]:
         """Each capture's engine: the last engine snapshot's URL (as the claim card reads it), else
@@ -474,16 +549,22 @@ class Telemetry:
             "kv_cache_usage_max": ("no reading", kv_missing),
             "requests_waiting_max": ("no reading", waiting_missing),
             "preemptions": ("no series reaching both ends", preemptions_missing),
-            "prefix_cache_hit_rate": ("no series reaching both ends", [*hits_missing, *queries_missing]),
+            # A stretch either counter misses, once: both missing one is one stretch unread, not two.
+            "prefix_cache_hit_rate": (
+                "no series reaching both ends",
+                [s for s in stretches if any(s is m for m in (*hits_missing, *queries_missing))],
+            ),
         }
         unknown = {name: _unread(what, gaps, len(stretches)) for name, (what, gaps) in missing.items() if gaps}
         if not unknown and all(v is None for v in state.values()):
             return None
         return state | ({"unknown": unknown} if unknown else {})
 
-    def _pick(self, captures: Sequence[str], names: Sequence[str]) -> tuple[str, dict[tuple[str, str], dict[str, _Series]]]:
+    def _pick(
+        self, captures: Sequence[str], names: Sequence[str]
+    ) -> tuple[str, dict[tuple[str, str], dict[str, dict[str | None, _Series]]]]:
         """The first name any of ``captures`` has (one engine family's): per (engine, label set), each
-        capture's series of it."""
+        capture's series of it, one a run."""
         for name in names:
             found = {
                 key: {c: by_capture[c] for c in captures if c in by_capture}
@@ -505,10 +586,9 @@ class Telemetry:
         for stretch in stretches:
             scrapes: dict[tuple[str, str, int], list[float]] = defaultdict(list)
             for (engine, _), by_capture in found.items():
-                for capture, samples in by_capture.items():
-                    if capture in stretch.captures:
-                        for t, v in _within(samples, stretch.span):
-                            scrapes[(engine, capture, t)].append(v)
+                for capture, samples in _serving(by_capture, stretch):
+                    for t, v in _within(samples, stretch.span):
+                        scrapes[(engine, capture, t)].append(v)
             if scrapes:
                 peaks.append(max(load.per_scrape(name, values) for values in scrapes.values()))
             elif found:
@@ -528,7 +608,7 @@ class Telemetry:
         for stretch in stretches:
             read, short = False, False
             for by_capture in found.values():
-                scraped = [s for c, s in by_capture.items() if c in stretch.captures]
+                scraped = [s for _, s in _serving(by_capture, stretch)]
                 series = [s for s in scraped if self._reaches(s, stretch.span)]
                 if series:
                     read = True
@@ -550,6 +630,22 @@ class _Stretch:
     @property
     def captures(self) -> set[str]:
         return {r.capture for r in self.runs}
+
+
+def _serving(by_capture: dict[str, dict[str | None, _Series]], stretch: _Stretch) -> list[tuple[str, _Series]]:
+    """The series that read ``stretch``, with their captures: its own runs', and those of a run of its
+    captures sampled during it with no part in it (telemetry only: a --ray driver's). Another run's
+    samples ending before it or starting after it are not its: a run appended with --no-telemetry
+    read the one before's last scrape held flat, its preemptions 0 where they are unknown."""
+    own = {(r.capture, r.run_id) for r in stretch.runs}
+    lo, hi = stretch.span
+    return [
+        (capture, samples)
+        for capture, by_run in by_capture.items()
+        if capture in stretch.captures
+        for run_id, samples in by_run.items()
+        if (capture, run_id) in own or (samples and samples[0][0] <= hi and samples[-1][0] >= lo)
+    ]
 
 
 def _stretches(runs: Sequence[RunPart]) -> list[_Stretch]:
@@ -630,6 +726,20 @@ def _scraped(analysis: Analysis) -> dict[tuple[str, str], str | None]:
         "WHERE x.capture = r.capture AND x.run_id = r.run_id)) FROM runs r"
     ).fetchall()
     return {(capture, run_id): scraped(url, hostname(host)) for capture, run_id, host, url in rows}
+
+
+def _names(devices: list[_Device]) -> set[str]:
+    """The source names of the family ``devices`` were chosen from."""
+    return {n for family in FAMILIES if any(d.name in family for d in devices) for n in family}
+
+
+def _listed(host: str) -> int:
+    """How many GPUs host facts list (nvidia-smi's, asked by the probe; none where it was absent)."""
+    try:
+        gpus = json.loads(host).get("gpus")
+    except (ValueError, AttributeError):
+        return 0
+    return len(gpus) if isinstance(gpus, list) else 0
 
 
 def _unknown(why: str) -> dict[str, Any]:

@@ -314,9 +314,9 @@ def test_sampled_sessions_and_rechained_turns_are_named_in_the_derivation(fake, 
 def test_the_device_names_vbios_and_cuda_from_nvidia_smi(source, tmp_path, monkeypatch):
     from tests.fake_engines import llama_server_app
     from tests.fake_upstream import ServerThread
-    from tests.telemetry.stand_ins import gpus_on_path, nvidia_smi
+    from tests.telemetry.stand_ins import constant_gpus, gpus_on_path, nvidia_smi
 
-    gpus_on_path(monkeypatch, tmp_path, nvidia_smi(tmp_path / "bin", []))
+    gpus_on_path(monkeypatch, tmp_path, nvidia_smi(tmp_path / "bin", constant_gpus(150.0)))
     with ServerThread(llama_server_app()) as server:
         run_replay(ReplayConfig(source, server.url, tmp_path / "out", telemetry=False))
     card = claim(tmp_path / "out", cache_dir=tmp_path / "cache")

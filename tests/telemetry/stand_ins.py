@@ -43,16 +43,22 @@ def nvidia_smi(
     fail_once: str | None = None,
     hang: bool = False,
     reject_on: str = "stdout",
+    gpus: int | None = None,
 ) -> Path:
     """An executable ``folder/nvidia-smi`` answering the documented ``--query-gpu`` with ``rows``
-    (one CSV line per GPU), as a driver of that age would; every call's arguments are appended to
-    ``folder/calls.log``. ``old_driver``: the newer reasons field is refused (exit 2, the message on
+    (one CSV line per GPU), as a driver of that age would, and the probe's query of each GPU's name,
+    driver, memory and VBIOS with a line for each of ``gpus`` (as many as ``rows`` by default);
+    every call's arguments are appended to ``folder/calls.log``. ``old_driver``: the newer reasons field is refused (exit 2, the message on
     ``reject_on``), the older one answered. ``fail``: every call fails with that message (exit 9);
     ``fail_once``: only the first. ``hang``: every call waits on a driver that never answers."""
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "calls.log"
     fields = SMI_FIELDS_OLD if old_driver else SMI_FIELDS
     answer = "".join(row + "\n" for row in rows)
+    # The probe's query (hostfacts.GPU_QUERY), its CSV a line per GPU; drivers refusing vbios_version are asked the rest.
+    listed = len(rows) if gpus is None else gpus
+    names = "".join("NVIDIA H200, 570.86.15, 143771\n" for _ in range(listed))
+    facts = "".join("NVIDIA H200, 570.86.15, 143771, 96.00.74.00.0B\n" for _ in range(listed))
     refuse = ">&2" if reject_on == "stderr" else ""
     lines = [
         "#!/bin/sh",
@@ -76,8 +82,8 @@ def nvidia_smi(
     lines += [
         'case "$*" in',
         f'  "--query-gpu={fields} {SMI_FORMAT}") printf %s {shlex.quote(answer)} ;;',
-        f'  "--query-gpu=name,driver_version,memory.total {SMI_FORMAT}") echo "NVIDIA H200, 570.86.15, 143771" ;;',
-        f'  "--query-gpu=name,driver_version,memory.total,vbios_version {SMI_FORMAT}") echo "NVIDIA H200, 570.86.15, 143771, 96.00.74.00.0B" ;;',
+        f'  "--query-gpu=name,driver_version,memory.total {SMI_FORMAT}") printf %s {shlex.quote(names)} ;;',
+        f'  "--query-gpu=name,driver_version,memory.total,vbios_version {SMI_FORMAT}") printf %s {shlex.quote(facts)} ;;',
         f'  "") printf %s {shlex.quote(SMI_BANNER)} ;;',
         '  *) echo "unknown query: $*" >&2; exit 2 ;;',
         "esac",
@@ -91,8 +97,9 @@ def nvidia_smi(
 def traced_smi(folder: Path, trace: list[list[str]], failing: range = range(0)) -> Path:
     """A stand-in ``nvidia-smi`` whose power changes from round to round: the n-th ``--query-gpu``
     sampling round answers ``trace[n % len(trace)]`` (one CSV line per GPU, as ``constant_gpus``);
-    the rounds in ``failing`` fail as a driver that lost the GPUs does (exit 9), none read."""
-    exe = nvidia_smi(folder, [])
+    the rounds in ``failing`` fail as a driver that lost the GPUs does (exit 9), none read. The
+    probe is told of as many GPUs as the longest round has."""
+    exe = nvidia_smi(folder, [], gpus=max(map(len, trace)))
     rounds = folder / "rounds"
     rounds.mkdir(exist_ok=True)
     for k, rows in enumerate(trace):
@@ -111,6 +118,24 @@ def traced_smi(folder: Path, trace: list[list[str]], failing: range = range(0)) 
         ),
         f"  cat {shlex.quote(str(rounds))}/$((n % {len(trace)})); exit 0",
         "fi",
+    ]
+    exe.write_text("\n".join(lines) + "\n")
+    return exe
+
+
+def switched_smi(folder: Path, before: list[str], after: list[str], switch: Path) -> Path:
+    """A stand-in ``nvidia-smi`` answering the sampling query with ``before`` until the file
+    ``switch`` exists (a test's own event makes it: no clock), then with ``after``; the probe is
+    told of as many GPUs as the longer has. A GPU's power cell ``[N/A]`` is one that stopped
+    answering it, as nvidia-smi prints a reading it can't get."""
+    exe = nvidia_smi(folder, before, gpus=max(len(before), len(after)))
+    later = folder / "after"
+    later.write_text("".join(row + "\n" for row in after))
+    query = f"--query-gpu={SMI_FIELDS} {SMI_FORMAT}"
+    lines = exe.read_text().splitlines()
+    at = lines.index('case "$*" in')
+    lines[at:at] = [
+        f'if [ "$*" = {shlex.quote(query)} ] && [ -e {shlex.quote(str(switch))} ]; then cat {shlex.quote(str(later))}; exit 0; fi'
     ]
     exe.write_text("\n".join(lines) + "\n")
     return exe

@@ -48,16 +48,40 @@ def run(
     base: float | None = None,
     interval_s: float | None = None,
     failed: Sequence[float] = (),
+    gpus: int | None = None,
+    snapshot_gpus: int | None = None,
 ) -> Path:
     """One run appended to ``path``: a request for each (start ms, end ms) sent to ``upstream``,
     and the samples; recorded on a machine named ``host`` (this one's name by default). Times are
     ms from the writer's start, or from the wall time ``base`` (s), one clock for several captures;
-    ``failed``: when (ms) the GPUs' source recorded a failed round, as the sampler records one."""
+    ``failed``: when (ms) the GPUs' source recorded a failed round, as the sampler records one;
+    ``gpus``: how many GPUs the header lists (none listed by default); ``snapshot_gpus``: how many
+    the run's engine snapshot lists, where the probe writes nvidia-smi's list (no snapshot by default)."""
     facts = {**host_facts(), **({"hostname": host} if host else {})}
+    listing = {"name": "NVIDIA H200", "driver": "570.86.15", "memory_mib": 143771, "vbios": None, "cuda": "12.8"}
+    if gpus is not None:
+        facts["gpus"] = [listing] * gpus
     # ``interval_s``: the GPUs' sampling interval the run's header says it asked for (none: older captures').
     recorder = {"kind": "test", **({"telemetry_intervals_s": {"gpu": interval_s}} if interval_s else {})}
     with mock.patch("infertap.capture.writer.host_facts", lambda: facts), CaptureWriter(path, recorder=recorder) as w:
         zero = w.started_wall if base is None else base
+        if snapshot_gpus is not None:
+            w.write(
+                {
+                    "type": "engine",
+                    "url": upstream,
+                    "wall": zero,
+                    "kind": "generic",
+                    "facts": {},
+                    "unknown": [],
+                    "notes": [],
+                    "raw": {},
+                    "host": {**facts, "gpus": [listing] * snapshot_gpus},
+                    "host_is_engine_host": True,
+                    "labels": {},
+                    "fingerprint": "0" * 16,
+                }
+            )
         shift = (zero - w.started_wall) * 1e3  # ms from the writer's start to ``zero``
         for i, (start, end) in enumerate(busy):
             events = [
@@ -686,3 +710,126 @@ def test_a_series_mostly_of_lost_rounds_is_said_and_leaves_its_run_unmeasured(tm
     # Must not be flagged: the same spacing with no failure recorded is a source slower than asked.
     (g,) = groups([run(tmp_path / "slow", [(0, 6000)], gpu, interval_s=0.25)], tmp_path / "slow-cache")
     assert g["energy"]["joules"] == pytest.approx(100.0 * 6) and g["energy"]["interpolated"] is None
+
+
+def test_a_gpu_that_does_not_cover_a_run_leaves_it_unmeasured_never_measured_by_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine on two GPUs: a run that one of them does not cover (its samples stop halfway, it
+    has none in that run, or only the header lists it) was measured by the other alone, half its
+    energy presented as the whole. A device the capture says exists and that does not cover a run
+    leaves the run unmeasured, saying which device covered how much of it."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    # Must match: both GPUs cover the run, it is measured whole, both added.
+    (g,) = groups([run(tmp_path / "both", [(0, 4000)], [*power(GPU0, 300.0), *power(GPU1, 200.0)], gpus=2)], tmp_path)
+    e = g["energy"]
+    assert e["joules"] == pytest.approx((300.0 + 200.0) * 4) and e["devices"] == 2 and e["partly_measured"] is None
+    assert e["joules_per_output_token"] == pytest.approx((300.0 + 200.0) * 4 / 5)
+    # Must differ: GPU1's samples stop halfway through the run; not GPU0's 1200 J as the whole.
+    half = run(tmp_path / "half", [(0, 4000)], [*power(GPU0, 300.0), *power(GPU1, 200.0, until_ms=2000)])
+    (g,) = groups([half], tmp_path)
+    e = g["energy"]
+    assert e["joules"] is None and e["joules_per_output_token"] is None and e["devices"] == 0
+    assert "gpu 1's power samples cover 50% of run" in e["unknown"] and str(half) in e["unknown"]
+    said = CliRunner().invoke(cli, ["stats", str(half)])
+    assert said.exit_code == 0, said.output
+    assert "energy: unknown: gpu 1's power samples cover 50% of run" in " ".join(said.output.split())
+    # Must differ: GPU1 reported in the capture's first run, none in the replay appended to it.
+    base = time.time() + 5
+    appended = tmp_path / "appended"
+    run(appended, [(0, 4000)], [*power(GPU0, 300.0), *power(GPU1, 200.0)], base=base)
+    later = [(t + 10000, s, n, labels, w) for t, s, n, labels, w in power(GPU0, 300.0)]
+    run(appended, [(10000, 14000)], later, base=base)
+    first, second = groups([appended], tmp_path)
+    assert first["energy"]["joules"] == pytest.approx(2000.0) and first["energy"]["partly_measured"] is None
+    assert second["energy"]["joules"] is None and "gpu 1 has no power samples in run" in second["energy"]["unknown"]
+    (g,) = groups([appended], tmp_path, by=("model",))  # read together: partly measured, the first run only
+    e = g["energy"]
+    assert e["joules"] == pytest.approx(2000.0) and e["measured"]["runs"] == 1 and e["measured"]["of_runs"] == 2
+    assert "1 of 2 runs, 1 of 2 ok requests" in e["partly_measured"] and "gpu 1 has no power samples" in e["partly_measured"]
+    # compare says it too, on the side whose replay GPU1 missed.
+    result = compare(tmp_path / "both", appended)["energy"]
+    assert result["partly_measured"]["a"] is None and "gpu 1 has no power samples" in result["partly_measured"]["b"]
+    # Must differ: the header lists two GPUs, only GPU0 has samples.
+    (g,) = groups([run(tmp_path / "listed", [(0, 4000)], power(GPU0, 300.0), gpus=2)], tmp_path)
+    assert g["energy"]["joules"] is None and "gpu 1 has no power samples in run" in g["energy"]["unknown"]
+    # Must match: a header listing one GPU, which covers the run.
+    (g,) = groups([run(tmp_path / "one", [(0, 4000)], power(GPU0, 300.0), gpus=1)], tmp_path)
+    assert g["energy"]["joules"] == pytest.approx(1200.0) and g["energy"]["partly_measured"] is None
+
+
+def test_a_run_appended_without_telemetry_is_not_given_the_engine_state_of_the_run_before(tmp_path: Path) -> None:
+    """A replay appended with --no-telemetry a moment after a recorded run: the recorded run's last
+    scrape, within two Prometheus intervals of both its ends, was held flat over it, its preemptions
+    read 0 as measured. Each run's engine series is its own: the appended run's are unknown, saying
+    which run; a run with its own scrapes reads them, never the other's."""
+    base = time.time() + 5
+    dark = tmp_path / "dark"
+    run(dark, [(0, 2000)], _engine_over_a_run(0, 0, 0.6), base=base)
+    run(dark, [(2600, 3400)], [], base=base)
+    recorded, appended = (g["engine_state"] for g in groups([dark], tmp_path))
+    assert recorded["preemptions"] == pytest.approx(2.0) and recorded["kv_cache_usage_max"] == pytest.approx(0.6)
+    # Must differ: not 0 preemptions from the recorded run's samples.
+    assert appended["preemptions"] is None and appended["prefix_cache_hit_rate"] is None
+    assert "in 1 of the 1 stretches" in appended["unknown"]["preemptions"] and str(dark) in appended["unknown"]["preemptions"]
+    # Must match: a run appended with its own scrapes reads its own, the first run's unchanged.
+    lit = tmp_path / "lit"
+    run(lit, [(0, 2000)], _engine_over_a_run(0, 0, 0.6), base=base)
+    run(lit, [(2600, 4600)], _engine_over_a_run(2600, 100, 0.3), base=base)
+    first, second = (g["engine_state"] for g in groups([lit], tmp_path / "lit-cache"))
+    assert first["preemptions"] == pytest.approx(2.0) and first["kv_cache_usage_max"] == pytest.approx(0.6)
+    assert second["preemptions"] == pytest.approx(2.0) and second["kv_cache_usage_max"] == pytest.approx(0.3)
+    assert "unknown" not in first and "unknown" not in second
+
+
+def test_a_machine_whose_gpus_are_listed_is_not_measured_by_its_cpu_packages_alone(tmp_path: Path) -> None:
+    """GPUs nvidia-smi lists on the engine's machine, none of whose power was read (their telemetry
+    failed to start): RAPL's counters alone were the energy, given whole, the GPUs' draw left out
+    unsaid. The run is unmeasured, saying the GPUs have no power samples; with no GPU listed RAPL
+    measures it as before."""
+    rapl = counter("host_rapl_energy_joules", PACKAGE0, (0, 100.0), (2000, 120.0), (4000, 140.0), source="host")
+    # Must match: no GPU listed, the CPU packages measure the run.
+    (g,) = groups([run(tmp_path / "cpu", [(0, 4000)], rapl)], tmp_path)
+    e = g["energy"]
+    assert e["joules"] == pytest.approx(40.0) and e["source"] == "CPU package energy counter (RAPL)"
+    assert e["kinds"] == ["RAPL"] and e["partly_measured"] is None and e["joules_per_output_token"] == pytest.approx(8.0)
+    # Must differ: two GPUs listed, where the probe writes nvidia-smi's list (the engine snapshot) or in the header.
+    for where, listed in (("snapshot", {"snapshot_gpus": 2}), ("header", {"gpus": 2})):
+        captured = run(tmp_path / where, [(0, 4000)], rapl, **listed)
+        (g,) = groups([captured], tmp_path)
+        e = g["energy"]
+        assert e["joules"] is None and e["joules_per_output_token"] is None and e["devices"] == 0, where
+        for gpu in ("gpu 0", "gpu 1"):
+            assert f"{gpu} has no power samples in run" in e["unknown"] and str(captured) in e["unknown"], where
+        said = CliRunner().invoke(cli, ["stats", str(captured)])
+        assert said.exit_code == 0, said.output
+        assert "energy: unknown: gpu 0 has no power samples in run" in " ".join(said.output.split())
+    # Must differ: a GPU sampled in an earlier run of the capture, none in this one: RAPL alone is not its energy.
+    base = time.time() + 5
+    appended = tmp_path / "appended"
+    run(appended, [(0, 4000)], [*power(GPU0, 300.0), *rapl], base=base)
+    run(appended, [(10000, 14000)], [(t + 10000, s, n, labels, v) for t, s, n, labels, v in rapl], base=base)
+    first, second = groups([appended], tmp_path)
+    assert first["energy"]["joules"] == pytest.approx(1200.0) and first["energy"]["kinds"] == ["NVML or nvidia-smi"]
+    assert second["energy"]["joules"] is None and "gpu 0 has no power samples in run" in second["energy"]["unknown"]
+
+
+def test_a_stretch_neither_prefix_cache_counter_reads_is_counted_once(tmp_path: Path) -> None:
+    """The hit rate's unknown message counts the stretches unread: one that neither the hits nor
+    the queries counter reaches is one stretch, not two ("in 2 of the 2" of a group whose first
+    stretch was read)."""
+    # Must differ: the later run recorded with --no-telemetry, both counters unread there.
+    paths = _an_hour_apart(tmp_path / "none", "captures", [])
+    (g,) = groups(paths, tmp_path / "none", by=("model",))
+    why = g["engine_state"]["unknown"]["prefix_cache_hit_rate"]
+    assert why.startswith("no series reaching both ends of the engine's /metrics in 1 of the 2 stretches"), why
+    assert why.count(f"of {paths[1]})") == 1 and f"of {paths[0]})" not in why
+    # Must match: the later run scraped the hits but not the queries, the same stretch unread once.
+    hits_only = [s for s in _engine_over_a_run(HOUR, 900, 0.6) if s[2] != "vllm:prefix_cache_queries_total"]
+    paths = _an_hour_apart(tmp_path / "hits", "captures", hits_only)
+    (g,) = groups(paths, tmp_path / "hits", by=("model",))
+    state = g["engine_state"]
+    assert state["preemptions"] == pytest.approx(2 + 2) and state["prefix_cache_hit_rate"] is None
+    why = state["unknown"]["prefix_cache_hit_rate"]
+    assert why.startswith("no series reaching both ends of the engine's /metrics in 1 of the 2 stretches"), why
+    assert why.count(f"of {paths[1]})") == 1 and f"of {paths[0]})" not in why

@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ from infertap.replay import ReplayConfig, run_replay
 from tests.fake_upstream import ServerThread
 from tests.helpers import write_capture
 from tests.slot_engine import SlotEngine
-from tests.telemetry.stand_ins import gpus_on_path, traced_smi
+from tests.telemetry.stand_ins import gpus_on_path, switched_smi, traced_smi
 
 #: Each round's power of GPU 0 and GPU 1 (W), cycling: far from constant, so that trapezoids,
 #: rectangles, a window shifted by a sample or one GPU left out all give other figures.
@@ -226,3 +227,62 @@ def test_a_gap_in_the_power_samples_is_said_where_the_energy_is(failing: Path, t
     assert group["energy"]["interpolated"] is None
     for said_text in (invoke("stats", str(traced)), invoke("compare", str(traced), str(traced)), invoke("claim", str(traced))):
         assert "interpolated" not in said_text
+
+
+class Switching:
+    """The engine, making the file ``switch`` when its ``at``-th chat completion arrives: a stand-in
+    GPU told to stop answering there stops at that point of the workload, by its own traffic. It
+    lists its model on /v1/models, so that the probe takes a snapshot (nvidia-smi's list in it)."""
+
+    def __init__(self, app: Any, switch: Path, at: int) -> None:
+        self.app, self.switch, self.at, self.seen = app, switch, at, 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].endswith("/chat/completions"):
+            self.seen += 1
+            if self.seen == self.at:
+                self.switch.touch()
+        if scope["type"] == "http" and scope["path"] == "/v1/models":
+            body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "slots"}]}).encode()
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+@pytest.mark.parametrize(
+    ("at", "said"),
+    [
+        (None, None),  # Must match: both GPUs answer throughout, both measured.
+        (7, "gpu 1's power samples cover"),  # Must differ: GPU 1 stops answering power at the 7th of 12 requests.
+        (0, "gpu 1 has no power samples in run"),  # Must differ: it never answers; only the probe's nvidia-smi list names it.
+    ],
+)
+def test_a_gpu_that_stops_answering_power_leaves_a_real_recording_unmeasured(
+    tmp_path: Path, at: int | None, said: str | None
+) -> None:
+    """Two GPUs through the real sampler, the probe and the analysis: nvidia-smi answering "[N/A]"
+    for GPU 1's power from some point of the workload on. Its energy was GPU 0's alone, given as the
+    whole; the run is unmeasured, naming GPU 1 and how much of the run it covered."""
+    both = rows((300.0, 200.0))
+    gpu0_only = [both[0], "1, [N/A], 50, 1024, 1980, 60, 0x0000000000000000"]
+    switch = tmp_path / "switch"
+    if at == 0:
+        switch.touch()
+    chats = [{"model": "m", "stream": True, "messages": [{"role": "user", "content": f"q{i}"}]} for i in range(12)]
+    source = tmp_path / "src"
+    write_capture(source, [{"offset_s": i * 0.15, "body": b} for i, b in enumerate(chats)])
+    with pytest.MonkeyPatch.context() as mp, ServerThread(Switching(SlotEngine(4, 0.2), switch, at or 0)) as server:
+        gpus_on_path(mp, tmp_path, switched_smi(tmp_path / "bin", both, gpu0_only, switch))
+        summary = run_replay(ReplayConfig(source, server.url, tmp_path / "out"))
+    assert summary["completed"] == summary["sent"] == 12
+    with Analysis([tmp_path / "out"]) as a:
+        [listed] = a.sql("SELECT host FROM engines").fetchall()[0]
+        [group] = speed_stats(a)["groups"]
+    assert len(json.loads(listed)["gpus"]) == 2  # the probe's list, from the stand-in told of two GPUs
+    e = group["energy"]
+    if said is None:
+        assert e["joules"] > 0 and e["devices"] == 2 and e["partly_measured"] is None and "unknown" not in e
+        return
+    assert e["joules"] is None and e["joules_per_output_token"] is None and e["devices"] == 0
+    assert said in e["unknown"] and "(gpu 0's cover it)" in e["unknown"], e["unknown"]
