@@ -518,19 +518,20 @@ def capture_info(analysis: Analysis) -> list[dict[str, Any]]:
     return rows
 
 
-def live_warnings(captures: list[dict[str, Any]]) -> list[str]:
-    """What a capture still being written leaves out of every figure, said per capture."""
+def live_warnings(captures: list[dict[str, Any]], of: str = "these figures") -> list[str]:
+    """What a capture still being written leaves out of every figure (``of``: what was made of it,
+    an export's tables), said per capture."""
     out = []
     for c in captures:
         if c["writing"] is not None:
             out.append(
                 f"{c['capture']} is still being written (its recorder, pid {c['writing']}, runs on this machine): "
-                "these figures are of what it held when read; exchanges in flight then, and later ones, are in none of them"
+                f"{of} are of what it held when read; exchanges in flight then, and later ones, are in none of them"
             )
         elif c["writing_elsewhere"]:
             out.append(
                 f"{c['capture']} is not closed and was recorded on {', '.join(c['writing_elsewhere'])}, not this machine: "
-                "if its recorder still runs there, exchanges in flight when it was read are in none of these figures"
+                f"if its recorder still runs there, exchanges in flight when it was read are in none of {of}"
             )
     return out
 

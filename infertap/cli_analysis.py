@@ -582,8 +582,14 @@ def export(captures: tuple[str, ...], folder: Path, partition_by: str, ray_addre
         from .analysis.store import check_export_folder
 
         check_export_folder(folder)  # a folder the export may not write into: refused before decoding
+        from .analysis.stats import capture_info, live_warnings
+
         with _opened(captures, cache_dir) as analysis:
-            _print_export(folder, analysis.export_parquet(folder, partition_by=key))
+            counts = analysis.export_parquet(folder, partition_by=key)
+            # A live capture's export is a snapshot: said, as stats says it, or the warehouse holds it unmarked.
+            for warning in live_warnings(capture_info(analysis), of="the tables exported"):
+                _warn(warning)
+        _print_export(folder, counts)
         return
     if key is None:
         raise click.UsageError("--ray writes partitions; --partition-by none (one file a table) is written by one process")

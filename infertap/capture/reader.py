@@ -80,7 +80,13 @@ class CaptureReader:
         if self.path.is_dir():
             self.segments = segment_paths(self.path)
             if not self.segments:
-                raise CaptureError(f"{self.path}: not a capture (no *.itap.zst segments in it)")
+                # A folder of shards (captures/ of many recorders) reads as one in stats, sql and export, not here.
+                try:
+                    inner = sorted(str(d) for d in self.path.iterdir() if d.is_dir() and segment_paths(d))
+                except OSError:  # a folder it may not read: said as before
+                    inner = []
+                held = f"; it holds captures, give one of them: {', '.join(inner[:3])}{', ...' if len(inner) > 3 else ''}"
+                raise CaptureError(f"{self.path}: not a capture (no *.itap.zst segments in it{held if inner else ''})")
         elif self.path.is_file():
             if not self.path.name.endswith(SEGMENT_SUFFIX) and not starts_as_segment(self.path):
                 raise CaptureError(

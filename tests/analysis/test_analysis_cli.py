@@ -446,3 +446,28 @@ def test_stats_says_a_capture_is_still_being_written_and_still_gives_its_figures
         result = json.loads(ok(run("stats", str(cap), "--json")).stdout)
         assert result["captures"][0]["closed_cleanly"] is False and result["captures"][0]["writing"] is None
         assert [says in w for w in result["warnings"]] == ([True] if says else []), result["warnings"]
+
+
+def test_an_export_of_a_capture_still_being_written_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Export wrote a live capture's snapshot into the warehouse without a word, where stats warns:
+    the exchanges then in flight, and later ones, are in none of its tables."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    done = exchange("done", chunks=[(10, sse(event("a"), event(finish="stop", usage={"completion_tokens": 1})))])
+    writer = CaptureWriter(tmp_path / "live", recorder={**RECORDER, "pid": os.getpid()}).open()
+    try:
+        writer.write(done)
+        deadline = time.monotonic() + 30  # written within the flush window (5 ms)
+        while json.loads(ok(run("info", str(tmp_path / "live"), "--json")).stdout)["exchanges"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        live = ok(run("export", str(tmp_path / "live"), "--parquet", str(tmp_path / "wh")))
+    finally:
+        writer.close()
+    said = (
+        f"warning: {tmp_path / 'live'} is still being written (its recorder, pid {os.getpid()}, runs on this machine): "
+        "the tables exported are of what it held when read"
+    )
+    assert said in " ".join(live.stderr.split()), live.stderr
+    assert duckdb.sql(f"SELECT count(*) FROM '{tmp_path}/wh/exchanges/*/*.parquet'").fetchall() == [(1,)]
+    closed = ok(run("export", str(tmp_path / "live"), "--parquet", str(tmp_path / "wh")))  # closed: nothing to say
+    assert closed.stderr == "" and "wrote 13 tables" in closed.stdout

@@ -147,3 +147,22 @@ def test_the_export_writes_the_tables_and_columns_the_docs_say(workdir: Path) ->
     exchanges = set(duckdb.sql(f"SELECT * FROM read_parquet('{out}/exchanges/*/*.parquet')").columns)
     new = {"request_body_unknown", "request_body_unsearched", "response_body_unsearched", "undelivered_chunks"}
     assert new <= exchanges and "session_capture" in set(duckdb.sql(f"SELECT * FROM '{out}/turns/*/*.parquet'").columns)
+
+
+def test_every_exported_column_is_documented(workdir: Path) -> None:
+    """A warehouse user reads analysis.md's row of a table for what its columns mean (metrics.md for
+    the metrics view): each column the export writes is named there, in backticks. ``capture``,
+    ``exchange_id`` and ``recorder_id`` are said once for every table, above it and in Export."""
+    from infertap.analysis import EXPORTED
+
+    documented = documented_tables()
+    metrics_md = set(re.findall(r"`(\w+)`", (ROOT / "docs" / "metrics.md").read_text()))
+    out = workdir / "every-column"
+    ok("export", [], run(["export", "captures/run1", "--parquet", str(out)]))
+    missing = {}
+    for name in EXPORTED:
+        files = f"{out}/{name}/{'' if name == 'captures' else '*/'}*.parquet"
+        columns = duckdb.sql(f"SELECT * FROM read_parquet('{files}', hive_partitioning = true)").columns
+        said = set(re.findall(r"`(\w+)`", documented[name])) | (metrics_md if name == "metrics" else set())
+        missing[name] = [c for c in columns if c not in said | {"capture", "exchange_id", "recorder_id"}]
+    assert not any(missing.values()), {name: columns for name, columns in missing.items() if columns}

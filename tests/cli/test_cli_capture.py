@@ -216,6 +216,18 @@ def test_a_directory_without_segments_fails_cleanly(tmp_path: Path, command: str
     assert "not a capture" in stderr_of(result)
 
 
+@pytest.mark.parametrize("command", ["cat", "info"])
+def test_a_folder_of_captures_is_refused_naming_them(tmp_path: Path, command: str) -> None:
+    """stats, sql and export read a folder of shards as one; cat and info read one capture, and
+    said of such a folder only that it held no segments, as of an empty one."""
+    for name in ("gw-a", "gw-b"):
+        make_capture(tmp_path / "shards" / name)
+    result = run(command, str(tmp_path / "shards"))
+    assert_clean_exit(result, 1)
+    said = " ".join(stderr_of(result).split())
+    assert f"it holds captures, give one of them: {tmp_path / 'shards' / 'gw-a'}, {tmp_path / 'shards' / 'gw-b'})" in said
+
+
 def test_cat_on_a_missing_path(tmp_path: Path) -> None:
     result = run("cat", str(tmp_path / "nope"))
     assert_clean_exit(result, 2)  # click's usage error: the path must exist
