@@ -20,6 +20,7 @@ from click.testing import CliRunner, Result
 from infertap.analysis import Analysis
 from infertap.analysis.capacity import RESULT, read_sweep, run_sweep
 from infertap.analysis.slo import parse_slos
+from infertap.analysis.sweep_report import render_sweeps
 from infertap.capture.info import summarize
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
@@ -1246,3 +1247,29 @@ def test_docs_capacity_names_every_key_of_sweep_json():
     written = SWEEP_KEYS | POINT_KEYS | {"span_s", "not_in_file", "too_large", "response_not_kept"} | set(slo)
     assert written - named == set()
     assert {"observed", "met", "missing"} <= named and {"p50", "p90", "p99"} <= named
+
+
+def test_a_workload_whose_requests_failed_when_recorded_says_so(slot_engine, tmp_path):
+    """A capture holding its own failures (two prompts past the context, answered 400 when recorded)
+    replays them as recorded: against llama-server they failed again at every point, and the sweep
+    read "capacity: none (the lowest speed tried, 1, failed)" with nothing saying the failures were
+    the workload's, not the load's. sweep.json, the command and the report now say how many; a
+    workload with none says nothing."""
+    _, url = slot_engine
+    exchanges = [{"offset_s": i * 0.1, "body": chat(i), **({"status": 400} if i in (3, 10) else {})} for i in range(20)]
+    write_capture(tmp_path / "failing", exchanges)
+    clean = workload(tmp_path / "clean", 20, 0.1)
+    said = {}
+    for src in (tmp_path / "failing", clean):
+        out = tmp_path / f"sweep-{src.name}"
+        result = sweep_cli(str(src), "--target", url, "--no-probe", "--speeds", "1", "--slo", "e2e:p90<=1s", "--out", str(out))
+        assert result.exit_code == 0, result.output
+        said[src.name] = (read_sweep(out)["source_failed"], " ".join(result.output.split()), render_sweeps(out))
+    failed, output, page = said["failing"]
+    assert failed == {"400": 2}
+    assert "note: 2 of the workload's requests failed when recorded (400 ×2)" in output
+    assert "--filter status=200 sweeps only those that succeeded" in output
+    assert "2 of the workload&#x27;s requests failed when recorded (400 ×2)" in page
+    failed, output, page = said["clean"]
+    assert failed == {}
+    assert "failed when recorded" not in output and "failed when recorded" not in page
