@@ -381,14 +381,22 @@ def failed_when_recorded(items: Sequence[Item]) -> dict[str, int]:
 
 
 def parse_numbers(text: str, kind: type[float] | type[int], what: str) -> tuple[Any, ...]:
-    """``1,2,4,8`` as numbers; a SweepError naming ``what`` when it isn't."""
-    try:
-        values = tuple(kind(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise SweepError(f"{what}: a comma-separated list of numbers, got {text!r}") from None
+    """``1,2,4,8`` as numbers; a SweepError naming ``what`` and the value that isn't one (a level is a
+    whole number: "1.5" was refused as not being "a number")."""
+    values = []
+    for value in (v.strip() for v in text.split(",")):
+        if not value:
+            continue
+        try:
+            if "_" in value:  # Python's digit separator: "1_0" is not a number a user means as 10
+                raise ValueError(value)
+            values.append(kind(value))
+        except ValueError:
+            expected = "whole numbers" if kind is int else "numbers"
+            raise SweepError(f"{what}: a comma-separated list of {expected}, and {value!r} is not one (in {text!r})") from None
     if not values:
         raise SweepError(f"{what}: at least one value")
-    return values
+    return tuple(values)
 
 
 def capacity_of(points: Sequence[Point]) -> tuple[Point | None, Point | None]:

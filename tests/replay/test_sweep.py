@@ -36,6 +36,7 @@ from infertap.replay.sweep import (
     behind_loads,
     capacity_of,
     inconsistent,
+    parse_numbers,
     unmeasured_passes,
 )
 from tests.fake_engines import JSONRoutes
@@ -513,8 +514,12 @@ def test_a_bad_slo_fails_before_anything_is_sent_naming_the_syntax_and_the_metri
         ([], "give one of --speeds, --concurrency-levels or --search"),
         (["--speeds", "1,2", "--search"], "give one of --speeds, --concurrency-levels or --search"),
         (["--speeds", "1", "--concurrency-levels", "2"], "give one of --speeds, --concurrency-levels or --search"),
-        (["--speeds", "fast"], "--speeds: a comma-separated list of numbers"),
-        (["--concurrency-levels", "1.5"], "--concurrency-levels: a comma-separated list of numbers"),
+        (["--speeds", "1,fast"], "--speeds: a comma-separated list of numbers, and 'fast' is not one (in '1,fast')"),
+        (["--speeds", "1_0"], "--speeds: a comma-separated list of numbers, and '1_0' is not one"),
+        (
+            ["--concurrency-levels", "2,1.5"],
+            "--concurrency-levels: a comma-separated list of whole numbers, and '1.5' is not one",
+        ),
         (["--speeds", "0,1"], "must be > 0"),
         (["--search", "--tolerance", "1"], "--tolerance must be in (0, 1)"),
         (["--speeds", "1", "--min-requests", "-1"], "--min-requests, --min-duration and --idle-timeout are 0 or more"),
@@ -526,6 +531,7 @@ def test_a_bad_slo_fails_before_anything_is_sent_naming_the_syntax_and_the_metri
         "two-loads",
         "speeds-and-levels",
         "bad-speeds",
+        "digit-separator",
         "bad-levels",
         "zero-speed",
         "tolerance",
@@ -593,6 +599,12 @@ def test_an_out_that_already_holds_a_sweep_is_refused_and_left_as_it_was(slot_en
     assert engine.served == served
     after = {p: p.read_bytes() for p in (tmp_path / "sweep").rglob("*") if p.is_file()}
     assert after == before
+
+
+def test_loads_parse_as_written_with_spaces_and_a_trailing_comma():
+    """What must parse does: the refusals above name the value, these read as meant."""
+    assert parse_numbers(" 1, 2.5 ,", float, "--speeds") == (1.0, 2.5)
+    assert parse_numbers("4,16", int, "--concurrency-levels") == (4, 16)
 
 
 def test_sweep_config_needs_exactly_one_kind_of_load(tmp_path):
