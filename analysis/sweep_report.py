@@ -377,7 +377,8 @@ def _points_table(sweep: dict[str, Any]) -> str:
             [
                 number(load_of(p, kind)),
                 verdict_of(p),
-                p.get("offered_requests_per_s"),
+                # A closed loop offers what it gets: no rate was asked for, which "unknown" misread.
+                "closed loop" if kind == "concurrency" else p.get("offered_requests_per_s"),
                 p.get("requests_per_s"),
                 (p.get("goodput") or {}).get("requests_per_s"),
                 _percent(p.get("attainment")),
