@@ -64,7 +64,9 @@ def run_sweep(
 
     def record(point: Point) -> None:
         # Not finished until the last write: a sweep killed between points leaves this said.
-        results.update(_result(config, slos, sweep.points), warmup=sweep.warmup, finished=False)
+        results.update(
+            _result(config, slos, sweep.points), warmup=sweep.warmup, source_failed=sweep.source_failed, finished=False
+        )
         _write(out / RESULT, results)
         if on_point is not None:
             on_point(point)
@@ -83,6 +85,7 @@ def run_sweep(
         stopped_early=sweep.stopped,
         aborted=sweep.aborted,
         warmup=sweep.warmup,
+        source_failed=sweep.source_failed,
         finished=True,
     )
     out.mkdir(parents=True, exist_ok=True)

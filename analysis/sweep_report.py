@@ -271,6 +271,20 @@ def render_sweeps(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = 
     return "\n".join(out)
 
 
+def failed_when_recorded(result: dict[str, Any]) -> str | None:
+    """A sentence on the workload's own failures (``source_failed``), where it holds any: replayed as
+    recorded they fail again at every load, so a point's failures may not be the load's doing."""
+    failed = result.get("source_failed") or {}
+    if not failed:
+        return None
+    statuses = ", ".join(f"{'no answer' if status == 'none' else status} ×{n}" for status, n in failed.items())
+    return (
+        f"{sum(failed.values())} of the workload's requests failed when recorded ({statuses}): replayed as recorded, "
+        "they are likely to fail again at every load, in error_rate and over every latency bound, not for the load; "
+        "--filter status=200 sweeps only those that succeeded"
+    )
+
+
 def _configuration(name: str, sweep: dict[str, Any]) -> str:
     kind = sweep["kind"]
     interrupted = "; interrupted: what it found so far" if sweep.get("stopped_early") else ""
@@ -285,6 +299,7 @@ def _configuration(name: str, sweep: dict[str, Any]) -> str:
         f"<p><b>{name}</b>: a {kind} sweep of {html.escape(str(sweep['source']))} against "
         f"{html.escape(str(sweep.get('target') or 'unknown'))} ({html.escape(str(sweep.get('target_kind') or 'engine kind unknown'))}); "
         f"SLOs: {html.escape(_slo_text(sweep))}; {len(sweep['points'])} points{interrupted}.</p>"
+        + (f"<p>Note: {html.escape(failed)}.</p>" if (failed := failed_when_recorded(sweep)) else "")
     )
 
 
@@ -362,7 +377,8 @@ def _points_table(sweep: dict[str, Any]) -> str:
             [
                 number(load_of(p, kind)),
                 verdict_of(p),
-                p.get("offered_requests_per_s"),
+                # A closed loop offers what it gets: no rate was asked for, which "unknown" misread.
+                "closed loop" if kind == "concurrency" else p.get("offered_requests_per_s"),
                 p.get("requests_per_s"),
                 (p.get("goodput") or {}).get("requests_per_s"),
                 _percent(p.get("attainment")),

@@ -253,7 +253,9 @@ def _figures(p: dict[str, Any]) -> dict[str, str]:
 def notes(result: dict[str, Any]) -> list[str]:
     """What the table can't say: passes not counted and why, failures that were the load's, SLOs
     measured on fewer exchanges than the point had, requests the replayer never sent, answers not kept
-    whole, a first point run with no warm-up."""
+    whole, the workload's own failures, a first point run with no warm-up."""
+    from .analysis.sweep_report import failed_when_recorded
+
     kind, lines = result["kind"], []
     if result.get("inconsistent"):
         loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
@@ -283,6 +285,8 @@ def notes(result: dict[str, Any]) -> list[str]:
                     f"{where}: {s['slo']} could not be measured on {s['missing']} of {p['requests']} exchanges "
                     f"(ok answers without a {s['metric']}: counted over the bound)"
                 )
+    if line := failed_when_recorded(result):
+        lines.append(line)
     if result["points"] and not result.get("warmup"):  # a fresh llama-server's first prompt: 20x its later ones, measured
         lines.append(
             "no warm-up (--warmup 0): the first point met the target as it was, and an engine just started pays its "

@@ -185,6 +185,7 @@ class Sweep:
     stopped: bool = False
     aborted: dict[str, Any] | None = None  # a point that could not run after others had: its load and the error
     warmup: dict[str, Any] | None = None  # the warm-up pass, when one ran: sent, out, ends, its load
+    source_failed: dict[str, int] = field(default_factory=dict)  # the workload's requests that failed when recorded, by status
     _items: list[Item] = field(default_factory=list)
     _running: Load | None = None
 
@@ -197,6 +198,7 @@ class Sweep:
         self._items, _ = load(base.capture, filters=base.filters, limit=base.limit, sample=base.sample)
         if not self._items:
             raise SweepError(f"{base.capture}: no exchanges to replay (after the filters)")
+        self.source_failed = failed_when_recorded(self._items)
         try:
             if self.config.warmup and not self._warm_up():
                 return self.points
@@ -365,15 +367,36 @@ class Sweep:
             time.sleep(0.25)
 
 
+def failed_when_recorded(items: Sequence[Item]) -> dict[str, int]:
+    """The generation requests the source capture holds as failed (no 2xx answer), by status ("none":
+    no answer at all). Replayed as recorded (a prompt past the context, a bad parameter), they are
+    likely to fail at every load, in its error rate and over every latency bound: not the target's
+    capacity, so the sweep says how many there were."""
+    failed: dict[str, int] = {}
+    for item in items:
+        if item.generation and not item.recorder_refused and not (item.status is not None and 200 <= item.status < 300):
+            key = "none" if item.status is None else str(item.status)
+            failed[key] = failed.get(key, 0) + 1
+    return dict(sorted(failed.items()))
+
+
 def parse_numbers(text: str, kind: type[float] | type[int], what: str) -> tuple[Any, ...]:
-    """``1,2,4,8`` as numbers; a SweepError naming ``what`` when it isn't."""
-    try:
-        values = tuple(kind(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise SweepError(f"{what}: a comma-separated list of numbers, got {text!r}") from None
+    """``1,2,4,8`` as numbers; a SweepError naming ``what`` and the value that isn't one (a level is a
+    whole number: "1.5" was refused as not being "a number")."""
+    values = []
+    for value in (v.strip() for v in text.split(",")):
+        if not value:
+            continue
+        try:
+            if "_" in value:  # Python's digit separator: "1_0" is not a number a user means as 10
+                raise ValueError(value)
+            values.append(kind(value))
+        except ValueError:
+            expected = "whole numbers" if kind is int else "numbers"
+            raise SweepError(f"{what}: a comma-separated list of {expected}, and {value!r} is not one (in {text!r})") from None
     if not values:
         raise SweepError(f"{what}: at least one value")
-    return values
+    return tuple(values)
 
 
 def capacity_of(points: Sequence[Point]) -> tuple[Point | None, Point | None]:

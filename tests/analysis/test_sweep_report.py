@@ -324,6 +324,17 @@ def test_a_sweep_json_written_between_points_says_the_sweep_did_not_finish(tmp_p
     assert code == 0 and "not finished (killed, or still running): what it found so far" in page
 
 
+def test_a_closed_loop_point_offers_no_rate_and_is_not_said_to_be_unknown(tmp_path):
+    """A concurrency level asks for no request rate: its offered column read "unknown", as if a figure
+    were lost; a speed point's offered rate is still shown."""
+    _, _, closed = _report(_sweep(tmp_path / "c", 2, loads=(1, 2), kind="concurrency"), out=tmp_path / "c.html")
+    _, _, open_loop = _report(_sweep(tmp_path / "s", 2, loads=(1, 2)), out=tmp_path / "s.html")
+    closed_rows = re.findall(r"<tr><td>[12]</td><td>pass</td><td>([^<]*)</td>", closed)
+    open_rows = re.findall(r"<tr><td>[12]</td><td>pass</td><td>([^<]*)</td>", open_loop)
+    assert closed_rows == ["closed loop", "closed loop"], closed_rows
+    assert open_rows == ["10", "20"], open_rows
+
+
 def test_the_points_table_says_over_and_not_measurable(tmp_path):
     folder = _sweep(tmp_path / "a", 2, loads=(1, 2, 4))
     result = json.loads((folder / "sweep.json").read_text())

@@ -20,6 +20,7 @@ from click.testing import CliRunner, Result
 from infertap.analysis import Analysis
 from infertap.analysis.capacity import RESULT, read_sweep, run_sweep
 from infertap.analysis.slo import parse_slos
+from infertap.analysis.sweep_report import render_sweeps
 from infertap.capture.info import summarize
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
@@ -35,6 +36,7 @@ from infertap.replay.sweep import (
     behind_loads,
     capacity_of,
     inconsistent,
+    parse_numbers,
     unmeasured_passes,
 )
 from tests.fake_engines import JSONRoutes
@@ -512,8 +514,12 @@ def test_a_bad_slo_fails_before_anything_is_sent_naming_the_syntax_and_the_metri
         ([], "give one of --speeds, --concurrency-levels or --search"),
         (["--speeds", "1,2", "--search"], "give one of --speeds, --concurrency-levels or --search"),
         (["--speeds", "1", "--concurrency-levels", "2"], "give one of --speeds, --concurrency-levels or --search"),
-        (["--speeds", "fast"], "--speeds: a comma-separated list of numbers"),
-        (["--concurrency-levels", "1.5"], "--concurrency-levels: a comma-separated list of numbers"),
+        (["--speeds", "1,fast"], "--speeds: a comma-separated list of numbers, and 'fast' is not one (in '1,fast')"),
+        (["--speeds", "1_0"], "--speeds: a comma-separated list of numbers, and '1_0' is not one"),
+        (
+            ["--concurrency-levels", "2,1.5"],
+            "--concurrency-levels: a comma-separated list of whole numbers, and '1.5' is not one",
+        ),
         (["--speeds", "0,1"], "must be > 0"),
         (["--search", "--tolerance", "1"], "--tolerance must be in (0, 1)"),
         (["--speeds", "1", "--min-requests", "-1"], "--min-requests, --min-duration and --idle-timeout are 0 or more"),
@@ -525,6 +531,7 @@ def test_a_bad_slo_fails_before_anything_is_sent_naming_the_syntax_and_the_metri
         "two-loads",
         "speeds-and-levels",
         "bad-speeds",
+        "digit-separator",
         "bad-levels",
         "zero-speed",
         "tolerance",
@@ -592,6 +599,12 @@ def test_an_out_that_already_holds_a_sweep_is_refused_and_left_as_it_was(slot_en
     assert engine.served == served
     after = {p: p.read_bytes() for p in (tmp_path / "sweep").rglob("*") if p.is_file()}
     assert after == before
+
+
+def test_loads_parse_as_written_with_spaces_and_a_trailing_comma():
+    """What must parse does: the refusals above name the value, these read as meant."""
+    assert parse_numbers(" 1, 2.5 ,", float, "--speeds") == (1.0, 2.5)
+    assert parse_numbers("4,16", int, "--concurrency-levels") == (4, 16)
 
 
 def test_sweep_config_needs_exactly_one_kind_of_load(tmp_path):
@@ -1246,3 +1259,29 @@ def test_docs_capacity_names_every_key_of_sweep_json():
     written = SWEEP_KEYS | POINT_KEYS | {"span_s", "not_in_file", "too_large", "response_not_kept"} | set(slo)
     assert written - named == set()
     assert {"observed", "met", "missing"} <= named and {"p50", "p90", "p99"} <= named
+
+
+def test_a_workload_whose_requests_failed_when_recorded_says_so(slot_engine, tmp_path):
+    """A capture holding its own failures (two prompts past the context, answered 400 when recorded)
+    replays them as recorded: against llama-server they failed again at every point, and the sweep
+    read "capacity: none (the lowest speed tried, 1, failed)" with nothing saying the failures were
+    the workload's, not the load's. sweep.json, the command and the report now say how many; a
+    workload with none says nothing."""
+    _, url = slot_engine
+    exchanges = [{"offset_s": i * 0.1, "body": chat(i), **({"status": 400} if i in (3, 10) else {})} for i in range(20)]
+    write_capture(tmp_path / "failing", exchanges)
+    clean = workload(tmp_path / "clean", 20, 0.1)
+    said = {}
+    for src in (tmp_path / "failing", clean):
+        out = tmp_path / f"sweep-{src.name}"
+        result = sweep_cli(str(src), "--target", url, "--no-probe", "--speeds", "1", "--slo", "e2e:p90<=1s", "--out", str(out))
+        assert result.exit_code == 0, result.output
+        said[src.name] = (read_sweep(out)["source_failed"], " ".join(result.output.split()), render_sweeps(out))
+    failed, output, page = said["failing"]
+    assert failed == {"400": 2}
+    assert "note: 2 of the workload's requests failed when recorded (400 ×2)" in output
+    assert "--filter status=200 sweeps only those that succeeded" in output
+    assert "2 of the workload&#x27;s requests failed when recorded (400 ×2)" in page
+    failed, output, page = said["clean"]
+    assert failed == {}
+    assert "failed when recorded" not in output and "failed when recorded" not in page
