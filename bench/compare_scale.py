@@ -13,13 +13,17 @@ worker's peak memory; then, on the cached runs, ``infertap stats`` and ``inferta
 and ``compare`` of the two, each with its own peak memory. Each phase runs in a fresh process, so
 that each peak RSS (``VmHWM``, bench/peak.py) is that phase's own and the sizes can be read side by side:
 compare's peak should stay flat as pairs grow (its DuckDB buffer is bounded, see
-``compare.MEMORY_LIMIT``). Every pair differs in one token, so every divergence path runs.
+``compare.MEMORY_LIMIT``). Every pair differs in one token, so every divergence path runs. Each
+answer ends as an engine's does (a finish reason, then ``[DONE]``), so that every exchange is an ok
+answer; a size whose stats or compare did not count every one it built fails (``check``): an
+empty comparison is fast, and would be timed as if it were one.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import resource
@@ -34,12 +38,14 @@ from bench.peak import peak_rss_mib
 from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
 
+#: How every engine ends a whole answer: a chunk with its finish reason, then ``[DONE]``; a stream
+#: with no finish reason is an answer cut short, not ok, and left out of the speed compare times.
+END = [b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n', b"data: [DONE]\n\n"]
+
 
 def build(path: Path, n: int, text: str) -> None:
     pieces = [text[j : j + 4] for j in range(0, len(text), 4)]
-    chunks = [b'data: {"choices": [{"index": 0, "delta": {"content": "%s"}}]}\n\n' % p.encode() for p in pieces] + [
-        b"data: [DONE]\n\n"
-    ]
+    chunks = [b'data: {"choices": [{"index": 0, "delta": {"content": "%s"}}]}\n\n' % p.encode() for p in pieces] + END
     with CaptureWriter(path, recorder={"kind": "bench"}) as w:
         for i in range(n):
             body = json.dumps({"model": "m", "messages": [{"role": "user", "content": f"q{i}"}], "stream": True}).encode()
@@ -85,17 +91,25 @@ def _phase(phase: str, a: str, b: str) -> dict[str, float | int | None]:
         from infertap.cli import cli
 
         args = ["stats", "--json", a] if phase == "stats" else ["sql", "--json", SQL, a]
-        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
             try:
                 cli(args, standalone_mode=False)
             except SystemExit as exit:  # pragma: no cover: only on a failure, which must show
                 if exit.code:
                     raise
+        if phase == "stats":
+            out["ok"] = sum(g["ok"] for g in json.loads(printed.getvalue())["groups"])
     else:
         from infertap.analysis.compare import compare
 
         r = compare(a, b, extract="number")
-        out = {"pairs": r["pairing"]["pairs"], "answer_changed": r["divergence"]["counts"].get("answer_changed")}
+        out = {
+            "pairs": r["pairing"]["pairs"],
+            "answer_changed": r["divergence"]["counts"].get("answer_changed"),
+            # the pairs ok on both sides, whose times compare compared: the least over its metrics
+            "timed": min(min(m["a"]["n"], m["b"]["n"]) for m in r["speed"]),
+        }
     out["s"] = time.perf_counter() - t
     out["peak_rss_mib"] = peak_rss_mib()
     return out
@@ -103,6 +117,27 @@ def _phase(phase: str, a: str, b: str) -> dict[str, float | int | None]:
 
 #: What the ``sql`` phase asks: a count and a tail percentile over the metrics view (every exchange's row).
 SQL = "SELECT count(*), quantile_cont(ttft_ns, 0.99) / 1e6 AS p99_ttft_ms, avg(tpot_ns) / 1e6 AS mean_tpot_ms FROM metrics"
+
+
+def check(n: int, stats: dict[str, float | int | None], cmp: dict[str, float | int | None]) -> None:
+    """Fails unless the phases counted what ``build`` built: ``n`` ok answers per run, ``n`` pairs
+    compared in speed, each answer changed. A benchmark whose answers the analysis leaves out times
+    an empty comparison, and says so here rather than in a fast number."""
+    wrong = [
+        f"{what} {got}, not {n}"
+        for what, got in (
+            ("stats counted ok", stats["ok"]),
+            ("compare paired", cmp["pairs"]),
+            ("compare timed", cmp["timed"]),
+            ("compare called changed", cmp["answer_changed"]),
+        )
+        if got != n
+    ]
+    if wrong:
+        raise SystemExit(
+            f"{n:,} pairs built, yet {'; '.join(wrong)}: the benchmark measured not what it built "
+            "(runs kept in --workdir from an older build are reused: remove them to build afresh)"
+        )
 
 
 def _in_child(phase: str, a: Path, b: Path, env: dict[str, str]) -> dict[str, float | int | None]:
@@ -134,11 +169,13 @@ def measure(n: int, workdir: Path, keep_cache: bool = False) -> dict[str, float 
     stats = _in_child("stats", folder / "a", folder / "b", env)
     sql = _in_child("sql", folder / "a", folder / "b", env)
     cmp = _in_child("compare", folder / "a", folder / "b", env)
+    check(n, stats, cmp)
     if not keep_cache:
         shutil.rmtree(folder / "cache", ignore_errors=True)
     return {
         "exchanges_total": 2 * n,
         "pairs": cmp["pairs"],
+        "pairs_timed": cmp["timed"],
         "build_s": built if built is not None else float((folder / "built").read_text()),
         "load_s": load["s"],
         "load_peak_rss_mib": load["peak_rss_mib"],

@@ -38,7 +38,8 @@ FINISHING_APIS = ("chat", "completions")
 #: How much of a stream's end ``ended_unfinished`` reads first: its last events (the finish chunk,
 #: a usage chunk, ``[DONE]``) are a few hundred bytes.
 TAIL_BYTES = 4 * 1024
-#: The events of that tail it parses, the last: a finish chunk per choice, then a usage chunk.
+#: The events of that tail it parses, the last: the finish chunk, a usage chunk. An n > 1 stream's
+#: choice 0 may finish long before the others end: where these hold no finish of it, it is read whole.
 LAST_EVENTS = 4
 #: The most it reads, growing the tail while it holds no whole event (a long last event: a tool
 #: call sent whole with its finish reason); past it the answer is left to ``unfinished``.
@@ -100,7 +101,8 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
     last ``TAIL_BYTES``, more bytes while they hold no whole event, at most ``TAIL_MOST``): cheap
     enough to run on the event loop as each answer ends (tens of µs, whatever the answer's length).
     None where the tail can't tell (an encoded body, a path that names no API, a body kept in part, a
-    longer last event): ``unfinished`` reads those as the analysis does."""
+    longer last event, an n > 1 stream whose last events hold no finish of choice 0): ``unfinished``
+    reads those as the analysis does."""
     status = record.get("status")
     chunks = record.get("chunks") or []
     if not generation or not isinstance(status, int) or not 200 <= status <= 299 or not chunks:
@@ -122,7 +124,9 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
         if size >= TAIL_MOST:
             return None
         size *= 4
-    finish, readable = _why_ended(api, objs)
+    finish, readable, others = _why_ended(api, objs)
+    if finish is None and others:
+        return None  # n > 1: choice 0 may have finished before these events, its finish unread here
     return cut_short(
         status=status,
         generation=True,
@@ -135,21 +139,24 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
     )
 
 
-def _why_ended(api: Api, objs: list[Any]) -> tuple[str | None, bool]:
+def _why_ended(api: Api, objs: list[Any]) -> tuple[str | None, bool, bool]:
     """The finish reason a stream's last events (``objs``, parsed) give, as ``fold`` reads a whole
-    stream's: the last one said (of choice 0), else ``error`` where one reports an error; and whether
-    any has the API's shape. Read from the last back: the first finish reason found ends it."""
-    error = readable = False
+    stream's: the last one said (of choice 0), else ``error`` where one reports an error; whether
+    any has the API's shape; and whether any speaks for a choice other than 0 (n > 1: choice 0 may
+    have finished long before the others did, so no finish among them is no sign of a cut answer).
+    Read from the last back: the first finish reason found ends it."""
+    error = readable = others = False
     for obj in reversed(objs):
         if not isinstance(obj, dict):
             continue
         d = api.event(obj)
         if isinstance(d.finish_reason, str) and d.finish_reason:
-            return d.finish_reason, True
+            return d.finish_reason, True, others
         message = d.error if d.known else error_of(obj)  # fold: an error object makes an event known
         readable = readable or d.known or message is not None
         error = error or message is not None
-    return ("error" if error else None), readable
+        others = others or bool(d.choices)
+    return ("error" if error else None), readable, others
 
 
 def _tail(chunks: list[bytes], size: int) -> tuple[bytes, bool]:

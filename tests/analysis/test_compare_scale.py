@@ -349,3 +349,20 @@ def test_the_mean_is_exact_past_the_slices_it_is_summed_in():
     assert distribution(values)["mean"] == exact
     per_slice = math.fsum(math.fsum(sorted(values)[i : i + _SLICE]) for i in range(0, len(values), _SLICE)) / len(values)
     assert per_slice != exact  # this data tells exact summation from a sum of partial sums
+
+
+def test_the_scale_benchmark_compares_every_pair_it_builds_and_fails_where_it_did_not(tmp_path, monkeypatch):
+    """bench.compare_scale's runs end each answer as an engine does, so that stats counts every one
+    ok and compare times every pair; an empty comparison (the answers left out) fails it."""
+    from bench import compare_scale
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    compare_scale.build(a, 5, "The answer is 42.")
+    compare_scale.build(b, 5, "The answer is 41.")
+    stats = compare_scale._phase("stats", str(a), str(b))
+    cmp = compare_scale._phase("compare", str(a), str(b))
+    assert (stats["ok"], cmp["pairs"], cmp["timed"], cmp["answer_changed"]) == (5, 5, 5, 5)
+    compare_scale.check(5, stats, cmp)  # the pairs built, compared
+    with pytest.raises(SystemExit, match="compare timed 0, not 5"):
+        compare_scale.check(5, {**stats, "ok": 0}, {**cmp, "timed": 0})

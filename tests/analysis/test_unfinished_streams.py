@@ -67,6 +67,13 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
     big_last = sse(event("x" * 30_000, finish="stop"), done)  # a last event longer than the tail: grown to it
     huge_last = sse(event("x" * 100_000, finish="stop"), done)  # past TAIL_MOST: read whole
     finished = sse(role, event("4"), event(finish="stop"), done)
+
+    def of(k: int, content: str | None = None, finish: str | None = None) -> dict[str, object]:
+        """A chunk of choice ``k`` alone (n > 1: each choice's deltas come in chunks of their own)."""
+        delta = {"content": content} if content is not None else {}
+        return {"object": "chat.completion.chunk", "choices": [{"index": k, "delta": delta, "finish_reason": finish}]}
+
+    goes_on = [(10 + i, sse(of(1, "word " * 40))) for i in range(60)]  # choice 1's long answer: past TAIL_BYTES
     records = [
         exchange("whole_stream", chunks=[(5, sse(role, event("4"))), (9, sse(event(finish="stop"), done))]),
         exchange("done_no_finish", sent_ms=1, chunks=[(5, sse(role, event("The answer"))), (6, sse(done))]),
@@ -113,13 +120,49 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
             chunks=[(5, gzip.compress(finished))],
             headers=[["content-type", "text/event-stream"], ["content-encoding", "gzip"]],
         ),
+        # n > 1: the answer's finish reason is choice 0's, said however long before the end
+        exchange(
+            "n2_first_ends_early",
+            sent_ms=11,
+            chunks=[(5, sse(of(0, "4", "stop"))), *goes_on, (80, sse(of(1, finish="stop"), done))],
+        ),
+        exchange(
+            "n2_first_ends_last", sent_ms=12, chunks=[(5, sse(of(1, "4", "stop"))), *goes_on, (80, sse(of(0, "4", "stop"), done))]
+        ),
+        exchange(
+            "n2_first_never_ends", sent_ms=13, chunks=[(5, sse(of(0, "4"))), *goes_on, (80, sse(of(1, finish="stop"), done))]
+        ),
+        exchange("n2_other_never_ends", sent_ms=14, chunks=[(5, sse(of(0, "4", "stop"))), *goes_on, (80, sse(done))]),
+        exchange("n2_short_first_never_ends", sent_ms=15, chunks=[(5, sse(of(0, "4"), of(1, "5", "stop"), done))]),
+        exchange(  # the whole body within the tail, choice 0's finish before its last events
+            "n3_short_first_ends_early",
+            sent_ms=16,
+            chunks=[(5, sse(of(0, "4", "stop"), of(1, "5"), of(2, "6"), of(1, finish="stop"), of(2, finish="stop"), done))],
+        ),
     ]
     predicate = {r["id"]: unfinished(r) for r in records}
     tails = {r["id"]: ended_unfinished(r, generation=True) for r in records}
-    assert {k for k, v in tails.items() if v is None} == {"gzip_cut", "gzip_finished", "huge_last_event"}  # read whole
+    assert {k for k, v in tails.items() if v is None} == {  # read whole
+        "gzip_cut",
+        "gzip_finished",
+        "huge_last_event",
+        "n2_first_ends_early",
+        "n2_first_never_ends",
+        "n2_other_never_ends",
+        "n2_short_first_never_ends",
+        "n3_short_first_ends_early",
+    }
     assert {k: v for k, v in tails.items() if v is not None} == {k: predicate[k] for k, v in tails.items() if v is not None}
     cap = write_capture(tmp_path / "cap", records)
     rows = CliRunner().invoke(cli, ["sql", "SELECT exchange_id, unfinished FROM metrics", str(cap), "--json"])
     assert rows.exit_code == 0, rows.output
     assert {r["exchange_id"]: r["unfinished"] for r in json.loads(rows.output)} == predicate
-    assert sorted(k for k, v in predicate.items() if v) == ["crlf_cut", "done_no_finish", "gzip_cut", "long_cut", "no_done"]
+    assert sorted(k for k, v in predicate.items() if v) == [
+        "crlf_cut",
+        "done_no_finish",
+        "gzip_cut",
+        "long_cut",
+        "n2_first_never_ends",
+        "n2_short_first_never_ends",
+        "no_done",
+    ]
