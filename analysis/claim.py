@@ -79,20 +79,23 @@ def card(analysis: Analysis, capture: str) -> dict[str, Any]:
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
     host = _loads(analysis.query("SELECT any_value(host) FROM runs WHERE capture = ?", [capture]).rows[0][0]) or {}
     labels = _labels(analysis, capture)
+    captures = [c for c in stats["captures"] if c["capture"] == capture]
+    torn = [str(t) for c in captures for t in c["torn"]]
     return {
         "capture": capture,
         "device": _also(_device(snap, host, labels), several),
         "runtime": _also(_runtime(snap), several),
         "model": _also(_model(snap, analysis, capture), several),
         "quantization": _also(_quantization(snap), several),
-        "workload": _workload(analysis, capture, whole, _uncounted(groups)),
+        "workload": _also(_workload(analysis, capture, whole, _uncounted(groups)), _torn(torn)),
         "concurrency": _also(_concurrency(recorder, whole, snap, len(groups), several), _several_schedules(traffic)),
         "sampling": _sampling(analysis, capture),
         "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
         "figures": _figures(groups),
-        # stats' check of a recorder still writing, of this capture only (a report loads several)
-        "warnings": live_warnings([c for c in stats["captures"] if c["capture"] == capture]),
+        # stats' check of a recorder still writing, of this capture only (a report loads several),
+        # and its torn tails, as stats warns of them
+        "warnings": live_warnings(captures) + torn,
     }
 
 
@@ -152,6 +155,17 @@ def _several_schedules(runs: list[dict[str, Any]]) -> str | None:
     return (
         f"the capture holds {len(runs)} runs of different schedules ({'; '.join(schedules)}): "
         "the schedule is the first one's, the achieved concurrency is of them all"
+    )
+
+
+def _torn(torn: list[str]) -> str | None:
+    """What a torn tail leaves out of the workload: the records after it are lost, so its identity,
+    requests and token totals are of those read before it, not the workload the clients sent."""
+    if not torn:
+        return None
+    return (
+        f"the capture's tail is torn in {len(torn)} segment(s) (records after the tear are lost): the identity, "
+        "requests and token totals are of the records before it"
     )
 
 

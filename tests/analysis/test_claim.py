@@ -253,6 +253,32 @@ def test_claim_warns_of_a_capture_still_being_written_as_stats_does(record, fake
     assert closed.exit_code == 0 and closed.stderr == "" and json.loads(closed.stdout)["warnings"] == []
 
 
+def test_claim_of_a_torn_capture_warns_and_strict_names_its_workload(source, tmp_path):
+    # A torn tail lost requests: the card gave an identity of the rest as the workload's, and no warning.
+    import shutil
+
+    from infertap.capture.segments import segment_paths
+
+    torn = tmp_path / "torn"
+    shutil.copytree(source, torn)
+    (segment,) = segment_paths(torn)
+    segment.write_bytes(segment.read_bytes()[: segment.stat().st_size * 2 // 3])
+    args = ["--cache-dir", str(tmp_path / "cache")]
+    result = CliRunner().invoke(cli, ["claim", str(torn), "--json", *args])
+    assert result.exit_code == 0 and "torn tail at byte" in result.stderr
+    card = json.loads(result.stdout)
+    assert [w for w in card["warnings"] if "torn tail at byte" in w] and card["workload"]["value"]["requests"] < 4
+    assert "the capture's tail is torn in 1 segment(s)" in card["workload"]["unknown"]
+    strict = CliRunner().invoke(cli, ["claim", str(torn), "--strict", *args])
+    assert strict.exit_code != 0 and "unknown workload: the capture's tail is torn" in strict.output
+    # The intact capture: nothing said of a tear.
+    whole = CliRunner().invoke(cli, ["claim", str(source), "--json", *args])
+    intact = json.loads(whole.stdout)
+    assert (
+        whole.exit_code == 0 and whole.stderr == "" and intact["warnings"] == [] and "torn" not in intact["workload"]["unknown"]
+    )
+
+
 def test_claim_refuses_what_is_not_a_capture(tmp_path):
     (tmp_path / "empty").mkdir()
     for path in (tmp_path / "empty", tmp_path / "missing"):
@@ -737,8 +763,8 @@ def test_the_reports_claim_cards_give_claims_warning_of_a_capture_not_closed(sou
         write_capture(tmp_path / "open", [{"offset_s": 0, "body": _chat("t0")}])
     (seg,) = segment_paths(tmp_path / "open")
     seg.write_bytes(seg.read_bytes()[:-3])  # no footer
-    [warning] = claim(tmp_path / "open", cache_dir=tmp_path / "cache")["warnings"]
-    assert "is not closed and was recorded on gpu-box-7" in warning
+    warning, torn = claim(tmp_path / "open", cache_dir=tmp_path / "cache")["warnings"]  # the footer cut: a torn tail too
+    assert "is not closed and was recorded on gpu-box-7" in warning and "torn tail at byte" in torn
     for a, b, says in ((source, tmp_path / "open", [f"B: warning: {warning}"]), (source, source, [])):
         out = tmp_path / "report.html"
         result = CliRunner().invoke(cli, ["report", str(a), str(b), "-o", str(out)])
