@@ -559,6 +559,8 @@ def figure_lines(fig: dict[str, Any]) -> list[str]:
         return [fig["note"]]
     lines = []
     for h in heads:
+        # A capture of several runs has a line each: named by run (as stats names them), or none could be told apart.
+        whose = f"run {str(h['run'])[:12]}: " if len(heads) > 1 and h.get("run") else ""
         lat = ", ".join(
             f"{m} p50 {short(h[f'{m}_ms']['p50'])} / p99 {short(h[f'{m}_ms']['p99'])} ms"
             + (_ttft_kinds(h.get("ttft_kinds")) if m == "ttft" else "")
@@ -568,7 +570,7 @@ def figure_lines(fig: dict[str, Any]) -> list[str]:
         energy = h.get("energy")
         scraped = f"; telemetry scraped from {', '.join(h['telemetry_urls'])}" if h.get("telemetry_urls") else ""
         lines.append(
-            f"{h['ok']}/{h['requests']} ok; {lat}; {short(t['requests_per_s'])} req/s, "
+            f"{whose}{h['ok']}/{h['requests']} ok; {lat}; {short(t['requests_per_s'])} req/s, "
             f"{short(t['output_tokens_per_s'])} output tok/s; concurrency mean {short(h['concurrency']['mean'])}, "
             f"max {short(h['concurrency']['max'])}" + f"; {_energy_line(energy, h.get('telemetry'))}" + scraped
         )

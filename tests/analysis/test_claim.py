@@ -558,6 +558,26 @@ def test_the_facts_of_a_capture_of_several_runs_are_of_all_of_them(tmp_path):
     assert card["aggregation"]["value"]["n"]["e2e"] == 5 and len(card["figures"]["runs"]) == 2
 
 
+def test_the_figures_of_a_capture_of_several_runs_name_their_run(tmp_path):
+    # Two runs' figures were printed as two bare "figures:" lines: which run each was of, unsaid.
+    path = tmp_path / "runs"
+    write_capture(path, [{"id": f"r1-{i}", "chunks": [_answer(3, 10)]} for i in range(2)])
+    write_capture(path, [{"id": f"r2-{i}", "chunks": [_answer(5, 100)]} for i in range(3)])
+    write_capture(tmp_path / "one", [{"id": "o", "chunks": [_answer(3, 10)]}])
+    args = ["--cache-dir", str(tmp_path / "cache")]
+    runs = [
+        h["run"] for h in json.loads(CliRunner().invoke(cli, ["claim", str(path), "--json", *args]).stdout)["figures"]["runs"]
+    ]
+    for form, prefix in (((), "  figures: "), (("--markdown",), "**Figures**: ")):
+        out = CliRunner().invoke(cli, ["claim", str(path), *form, *args]).output
+        said = [line for line in out.splitlines() if line.startswith(prefix)]
+        assert [line.removeprefix(prefix).split(": ", 1)[0] for line in said] == [f"run {r[:12]}" for r in runs]
+        assert [line.split(": ", 2)[2].split(" ok")[0] for line in said] == ["2/2", "3/3"]
+        # One run: its figures are the card's, no run to name.
+        one = CliRunner().invoke(cli, ["claim", str(tmp_path / "one"), *form, *args]).output
+        assert [line for line in one.splitlines() if line.startswith(prefix)][0].startswith(f"{prefix}1/1 ok")
+
+
 def test_unknown_token_counts_read_unknown_as_the_rest_of_the_card_reads(tmp_path):
     """No usage and no enrichment: the totals are unknown, printed as every other unknown is (JSON: null)."""
     bare = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}]}).encode()
