@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -252,9 +253,13 @@ def _digest(snap: dict[str, Any]) -> tuple[dict[str, Any], str]:
     if "runtime_sha256" in facts:
         sha, found = _fact(facts, "runtime_sha256")
         path, _ = _fact(facts, "runtime_path")
-        return {"sha256": sha, "path": path, "found": found}, "recorded in the engine snapshot"
+        # The snapshot names the files in words only (RuntimeDigest.how): the count of the others is read back.
+        others = re.search(r" and the (\d+) other engine libraries", found or "")
+        files = 1 + int(others.group(1)) if others else 1
+        return {"sha256": sha, "path": path, "files": files, "found": found}, "recorded in the engine snapshot"
     now = runtime_digest(snap["url"] or "", snap["kind"], (snap["host"] or {}).get("hostname"), snap["wall"])
-    value = {"sha256": now.sha256, "path": now.path, "found": now.how if now.sha256 else now.what}
+    files = max(1, len(now.files))
+    value = {"sha256": now.sha256, "path": now.path, "files": files, "found": now.how if now.sha256 else now.what}
     return value, "not in the snapshot (an older infertap): looked up now, through the process on the upstream's port"
 
 
@@ -643,7 +648,14 @@ def value_text(name: str, value: Any) -> str:
         return line
     if name == "runtime":
         d = value["digest"]
-        digest = f"sha256 {d['sha256'][:16]}… of {d['path']}" if d["sha256"] else "digest unknown"
+        # A digest of several files is no file's own sha256: `sha256sum PATH` gives another.
+        others = (d.get("files") or 1) - 1
+        more = (
+            f" and {others} other engine librar{'y' if others == 1 else 'ies'} (of their sorted sha256sum lines)"
+            if others
+            else ""
+        )
+        digest = f"sha256 {d['sha256'][:16]}… of {d['path']}{more}" if d["sha256"] else "digest unknown"
         return f"{value['kind']} {value['version'] or '(version unknown)'}, {digest}, fingerprint {value['fingerprint']}"
     if name == "quantization":
         scheme = "unknown" if value["scheme"] is None else str(value["scheme"])

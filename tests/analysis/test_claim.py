@@ -630,6 +630,25 @@ def test_a_capture_without_generation_requests_has_a_card_without_figures(tmp_pa
         assert "no generation requests in this capture" in run.output
 
 
+def test_the_cards_runtime_digest_of_several_files_says_it_is_no_one_files(tmp_path):
+    # "sha256 9f47… of .../llama-server": a digest of the binary and its 7 libraries read as the binary's own.
+    from infertap.engines.runtime_digest import RuntimeDigest
+
+    libs = ("/lib/libllama.so", "/lib/libggml.so")
+    how = RuntimeDigest("bb" * 32, "/bin/ls", "binary", 7, None, 8080, ("/bin/ls", *libs)).how
+    cases = (
+        (how, " and 2 other engine libraries (of their sorted sha256sum lines), fingerprint"),
+        ("the binary", ", fingerprint"),
+    )
+    for i, (found, after) in enumerate(cases):
+        snapshot = _snapshot(f"fp{i}")
+        snapshot["facts"]["runtime_sha256"]["source"] = found
+        card, path = _card_of_snapshot(tmp_path, f"c{i}", snapshot)
+        assert card["runtime"]["value"]["digest"]["files"] == (3 if i == 0 else 1)
+        text = CliRunner().invoke(cli, ["claim", str(path), "--cache-dir", str(tmp_path / "cache")]).output
+        assert f"sha256 {'bb' * 8}… of /bin/ls{after}" in text
+
+
 def test_several_engine_configurations_are_said_and_not_one_stated_for_all(tmp_path):
     from infertap.capture.writer import CaptureWriter
 
