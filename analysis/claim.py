@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,20 +80,23 @@ def card(analysis: Analysis, capture: str) -> dict[str, Any]:
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
     host = _loads(analysis.query("SELECT any_value(host) FROM runs WHERE capture = ?", [capture]).rows[0][0]) or {}
     labels = _labels(analysis, capture)
+    captures = [c for c in stats["captures"] if c["capture"] == capture]
+    torn = [str(t) for c in captures for t in c["torn"]]
     return {
         "capture": capture,
         "device": _also(_device(snap, host, labels), several),
         "runtime": _also(_runtime(snap), several),
         "model": _also(_model(snap, analysis, capture), several),
         "quantization": _also(_quantization(snap), several),
-        "workload": _workload(analysis, capture, whole, _uncounted(groups)),
+        "workload": _also(_workload(analysis, capture, whole, _uncounted(groups)), _torn(torn)),
         "concurrency": _also(_concurrency(recorder, whole, snap, len(groups), several), _several_schedules(traffic)),
         "sampling": _sampling(analysis, capture),
         "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
         "figures": _figures(groups),
-        # stats' check of a recorder still writing, of this capture only (a report loads several)
-        "warnings": live_warnings([c for c in stats["captures"] if c["capture"] == capture]),
+        # stats' check of a recorder still writing, of this capture only (a report loads several),
+        # and its torn tails, as stats warns of them
+        "warnings": live_warnings(captures) + torn,
     }
 
 
@@ -152,6 +156,17 @@ def _several_schedules(runs: list[dict[str, Any]]) -> str | None:
     return (
         f"the capture holds {len(runs)} runs of different schedules ({'; '.join(schedules)}): "
         "the schedule is the first one's, the achieved concurrency is of them all"
+    )
+
+
+def _torn(torn: list[str]) -> str | None:
+    """What a torn tail leaves out of the workload: the records after it are lost, so its identity,
+    requests and token totals are of those read before it, not the workload the clients sent."""
+    if not torn:
+        return None
+    return (
+        f"the capture's tail is torn in {len(torn)} segment(s) (records after the tear are lost): the identity, "
+        "requests and token totals are of the records before it"
     )
 
 
@@ -238,9 +253,13 @@ def _digest(snap: dict[str, Any]) -> tuple[dict[str, Any], str]:
     if "runtime_sha256" in facts:
         sha, found = _fact(facts, "runtime_sha256")
         path, _ = _fact(facts, "runtime_path")
-        return {"sha256": sha, "path": path, "found": found}, "recorded in the engine snapshot"
+        # The snapshot names the files in words only (RuntimeDigest.how): the count of the others is read back.
+        others = re.search(r" and the (\d+) other engine libraries", found or "")
+        files = 1 + int(others.group(1)) if others else 1
+        return {"sha256": sha, "path": path, "files": files, "found": found}, "recorded in the engine snapshot"
     now = runtime_digest(snap["url"] or "", snap["kind"], (snap["host"] or {}).get("hostname"), snap["wall"])
-    value = {"sha256": now.sha256, "path": now.path, "found": now.how if now.sha256 else now.what}
+    files = max(1, len(now.files))
+    value = {"sha256": now.sha256, "path": now.path, "files": files, "found": now.how if now.sha256 else now.what}
     return value, "not in the snapshot (an older infertap): looked up now, through the process on the upstream's port"
 
 
@@ -545,6 +564,8 @@ def figure_lines(fig: dict[str, Any]) -> list[str]:
         return [fig["note"]]
     lines = []
     for h in heads:
+        # A capture of several runs has a line each: named by run (as stats names them), or none could be told apart.
+        whose = f"run {str(h['run'])[:12]}: " if len(heads) > 1 and h.get("run") else ""
         lat = ", ".join(
             f"{m} p50 {short(h[f'{m}_ms']['p50'])} / p99 {short(h[f'{m}_ms']['p99'])} ms"
             + (_ttft_kinds(h.get("ttft_kinds")) if m == "ttft" else "")
@@ -554,7 +575,7 @@ def figure_lines(fig: dict[str, Any]) -> list[str]:
         energy = h.get("energy")
         scraped = f"; telemetry scraped from {', '.join(h['telemetry_urls'])}" if h.get("telemetry_urls") else ""
         lines.append(
-            f"{h['ok']}/{h['requests']} ok; {lat}; {short(t['requests_per_s'])} req/s, "
+            f"{whose}{h['ok']}/{h['requests']} ok; {lat}; {short(t['requests_per_s'])} req/s, "
             f"{short(t['output_tokens_per_s'])} output tok/s; concurrency mean {short(h['concurrency']['mean'])}, "
             f"max {short(h['concurrency']['max'])}" + f"; {_energy_line(energy, h.get('telemetry'))}" + scraped
         )
@@ -627,7 +648,14 @@ def value_text(name: str, value: Any) -> str:
         return line
     if name == "runtime":
         d = value["digest"]
-        digest = f"sha256 {d['sha256'][:16]}… of {d['path']}" if d["sha256"] else "digest unknown"
+        # A digest of several files is no file's own sha256: `sha256sum PATH` gives another.
+        others = (d.get("files") or 1) - 1
+        more = (
+            f" and {others} other engine librar{'y' if others == 1 else 'ies'} (of their sorted sha256sum lines)"
+            if others
+            else ""
+        )
+        digest = f"sha256 {d['sha256'][:16]}… of {d['path']}{more}" if d["sha256"] else "digest unknown"
         return f"{value['kind']} {value['version'] or '(version unknown)'}, {digest}, fingerprint {value['fingerprint']}"
     if name == "quantization":
         scheme = "unknown" if value["scheme"] is None else str(value["scheme"])

@@ -253,6 +253,32 @@ def test_claim_warns_of_a_capture_still_being_written_as_stats_does(record, fake
     assert closed.exit_code == 0 and closed.stderr == "" and json.loads(closed.stdout)["warnings"] == []
 
 
+def test_claim_of_a_torn_capture_warns_and_strict_names_its_workload(source, tmp_path):
+    # A torn tail lost requests: the card gave an identity of the rest as the workload's, and no warning.
+    import shutil
+
+    from infertap.capture.segments import segment_paths
+
+    torn = tmp_path / "torn"
+    shutil.copytree(source, torn)
+    (segment,) = segment_paths(torn)
+    segment.write_bytes(segment.read_bytes()[: segment.stat().st_size * 2 // 3])
+    args = ["--cache-dir", str(tmp_path / "cache")]
+    result = CliRunner().invoke(cli, ["claim", str(torn), "--json", *args])
+    assert result.exit_code == 0 and "torn tail at byte" in result.stderr
+    card = json.loads(result.stdout)
+    assert [w for w in card["warnings"] if "torn tail at byte" in w] and card["workload"]["value"]["requests"] < 4
+    assert "the capture's tail is torn in 1 segment(s)" in card["workload"]["unknown"]
+    strict = CliRunner().invoke(cli, ["claim", str(torn), "--strict", *args])
+    assert strict.exit_code != 0 and "unknown workload: the capture's tail is torn" in strict.output
+    # The intact capture: nothing said of a tear.
+    whole = CliRunner().invoke(cli, ["claim", str(source), "--json", *args])
+    intact = json.loads(whole.stdout)
+    assert (
+        whole.exit_code == 0 and whole.stderr == "" and intact["warnings"] == [] and "torn" not in intact["workload"]["unknown"]
+    )
+
+
 def test_claim_refuses_what_is_not_a_capture(tmp_path):
     (tmp_path / "empty").mkdir()
     for path in (tmp_path / "empty", tmp_path / "missing"):
@@ -532,6 +558,26 @@ def test_the_facts_of_a_capture_of_several_runs_are_of_all_of_them(tmp_path):
     assert card["aggregation"]["value"]["n"]["e2e"] == 5 and len(card["figures"]["runs"]) == 2
 
 
+def test_the_figures_of_a_capture_of_several_runs_name_their_run(tmp_path):
+    # Two runs' figures were printed as two bare "figures:" lines: which run each was of, unsaid.
+    path = tmp_path / "runs"
+    write_capture(path, [{"id": f"r1-{i}", "chunks": [_answer(3, 10)]} for i in range(2)])
+    write_capture(path, [{"id": f"r2-{i}", "chunks": [_answer(5, 100)]} for i in range(3)])
+    write_capture(tmp_path / "one", [{"id": "o", "chunks": [_answer(3, 10)]}])
+    args = ["--cache-dir", str(tmp_path / "cache")]
+    runs = [
+        h["run"] for h in json.loads(CliRunner().invoke(cli, ["claim", str(path), "--json", *args]).stdout)["figures"]["runs"]
+    ]
+    for form, prefix in (((), "  figures: "), (("--markdown",), "**Figures**: ")):
+        out = CliRunner().invoke(cli, ["claim", str(path), *form, *args]).output
+        said = [line for line in out.splitlines() if line.startswith(prefix)]
+        assert [line.removeprefix(prefix).split(": ", 1)[0] for line in said] == [f"run {r[:12]}" for r in runs]
+        assert [line.split(": ", 2)[2].split(" ok")[0] for line in said] == ["2/2", "3/3"]
+        # One run: its figures are the card's, no run to name.
+        one = CliRunner().invoke(cli, ["claim", str(tmp_path / "one"), *form, *args]).output
+        assert [line for line in one.splitlines() if line.startswith(prefix)][0].startswith(f"{prefix}1/1 ok")
+
+
 def test_unknown_token_counts_read_unknown_as_the_rest_of_the_card_reads(tmp_path):
     """No usage and no enrichment: the totals are unknown, printed as every other unknown is (JSON: null)."""
     bare = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}]}).encode()
@@ -582,6 +628,25 @@ def test_a_capture_without_generation_requests_has_a_card_without_figures(tmp_pa
         run = CliRunner().invoke(cli, args)
         assert run.exit_code == 0, (run.output, run.exception)
         assert "no generation requests in this capture" in run.output
+
+
+def test_the_cards_runtime_digest_of_several_files_says_it_is_no_one_files(tmp_path):
+    # "sha256 9f47… of .../llama-server": a digest of the binary and its 7 libraries read as the binary's own.
+    from infertap.engines.runtime_digest import RuntimeDigest
+
+    libs = ("/lib/libllama.so", "/lib/libggml.so")
+    how = RuntimeDigest("bb" * 32, "/bin/ls", "binary", 7, None, 8080, ("/bin/ls", *libs)).how
+    cases = (
+        (how, " and 2 other engine libraries (of their sorted sha256sum lines), fingerprint"),
+        ("the binary", ", fingerprint"),
+    )
+    for i, (found, after) in enumerate(cases):
+        snapshot = _snapshot(f"fp{i}")
+        snapshot["facts"]["runtime_sha256"]["source"] = found
+        card, path = _card_of_snapshot(tmp_path, f"c{i}", snapshot)
+        assert card["runtime"]["value"]["digest"]["files"] == (3 if i == 0 else 1)
+        text = CliRunner().invoke(cli, ["claim", str(path), "--cache-dir", str(tmp_path / "cache")]).output
+        assert f"sha256 {'bb' * 8}… of /bin/ls{after}" in text
 
 
 def test_several_engine_configurations_are_said_and_not_one_stated_for_all(tmp_path):
@@ -737,8 +802,8 @@ def test_the_reports_claim_cards_give_claims_warning_of_a_capture_not_closed(sou
         write_capture(tmp_path / "open", [{"offset_s": 0, "body": _chat("t0")}])
     (seg,) = segment_paths(tmp_path / "open")
     seg.write_bytes(seg.read_bytes()[:-3])  # no footer
-    [warning] = claim(tmp_path / "open", cache_dir=tmp_path / "cache")["warnings"]
-    assert "is not closed and was recorded on gpu-box-7" in warning
+    warning, torn = claim(tmp_path / "open", cache_dir=tmp_path / "cache")["warnings"]  # the footer cut: a torn tail too
+    assert "is not closed and was recorded on gpu-box-7" in warning and "torn tail at byte" in torn
     for a, b, says in ((source, tmp_path / "open", [f"B: warning: {warning}"]), (source, source, [])):
         out = tmp_path / "report.html"
         result = CliRunner().invoke(cli, ["report", str(a), str(b), "-o", str(out)])
