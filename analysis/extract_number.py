@@ -64,7 +64,9 @@ _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
 # its factors in one order (``_ordered``); its number was another answer's ("2 \\cdot x" read 2).
 _PIECE = re.compile(r"\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|\([^()]*\)")
 _ARGUMENTS = re.compile(r"\^(?:\{[^{}]*\}|\\[a-zA-Z]+|.)|\{[^{}]*\}")  # exponents, commands' arguments
-_APPLIED = re.compile(r"(?<![a-zA-Z\\])[a-zA-Z]\(")  # "f(2)": no product this orders
+# A function's application ("f(2)", "\\sin(2)", "\\log_2(8)"): no number, nor a product this orders.
+_APPLIED = re.compile(r"(?<![a-zA-Z\\])[a-zA-Z]\(")
+_FUNCTION = re.compile(r"\\(?!left|right|cdot|times|sqrt|frac|dfrac|tfrac|pi)[a-zA-Z]+(?:_(?:\{[^{}]*\}|\w))?(?:\\left)?\(")
 # A factor of a product as the extractor spells it, and its rank in the one order: numbers, roots and
 # fractions, \\pi, powers of numbers, letters, brackets; a factor with a sign or of any other form
 # leaves the product as written.
@@ -292,20 +294,18 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
 
 def _letter_sum(text: str, at: int) -> tuple[int, int, str] | None:
     """The first sum or bracket with a single-letter variable term (``_LETTER_SUM``) from ``at``,
-    or a letter's power (``_LETTER_POWER``), spelled as written ("x + 1" is "x+1", "e^2" "e^{2}"), as
-    (start, end, spelling)."""
+    or a letter's power (``_LETTER_POWER``), product (``_PIECE``) or function's application (``_APPLIED``,
+    ``_FUNCTION``: "f(2)^2" read 2, its argument), spelled as written ("x + 1" is "x+1", "e^2" "e^{2}",
+    "f(2)^2" "f(2)^{2}"), as (start, end, spelling)."""
     for m in _LETTER_SUM.finditer(text, at):
         bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", m.group()))  # "1e-40" is a number
-        if not _LETTER.search(bare) or re.search(r"[a-zA-Z]{2}", bare) or _UNIT_BEFORE.search(text, 0, m.start()):
+        applied = _APPLIED.search(m.group()) or _FUNCTION.search(m.group())
+        if not (_LETTER.search(bare) or applied) or re.search(r"[a-zA-Z]{2}", bare) or _UNIT_BEFORE.search(text, 0, m.start()):
             continue
         if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()):
             return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
         factors = _ARGUMENTS.sub(" ", m.group())  # "2^x", "2\\sqrt{x}": the letter no factor
-        if (
-            len(_PIECE.findall(m.group())) > 1
-            and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors)))
-            and not _APPLIED.search(m.group())
-        ):
+        if applied or (len(_PIECE.findall(m.group())) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors)))):
             return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
     return None
 
@@ -327,7 +327,7 @@ def _ordered(spelling: str) -> str:
 
 
 def _ordered_product(term: str) -> str:
-    if "/" in term or _APPLIED.search(term):
+    if "/" in term or _APPLIED.search(term) or _FUNCTION.search(term):
         return term
     factors: list[tuple[int, str]] = []
     at = 0

@@ -281,7 +281,7 @@ def test_plain_arithmetic_is_its_value(text: str, value: str) -> None:
         ("\\boxed{2\\left(3+4\\right)}", "14"),
         ("x = 3(2)", "6"),
         ("2 (3+4)", "7"),  # a space between: no product, the bracket alone
-        ("f(3+4)", "7"),
+        ("f(3+4)", "f(3+4)"),  # a function's application: no product, no number (was "7")
         ("There are 2 (two) apples", "2"),  # a bracket of no value: its numbers as they are
     ],
 )
@@ -777,3 +777,27 @@ def test_a_product_with_a_letter_matches_its_spellings_and_differs_from_its_numb
     assert number("2 \\cdot x \\cdot 3") == number("6x")
     assert number("2 \\cdot x") not in (number("2"), number("x"), number("3x"), number("2y"), number("2 \\cdot x + 1"))
     assert number("x \\cdot 3") not in (number("3"), number("2x"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("f(2)^2", "f(2)^{2}"),  # was "2": a function's application gave its argument
+        ("f(2)", "f(2)"),  # was "2"
+        ("\\boxed{f(2)^2}", "f(2)^{2}"),  # was "2"
+        ("2f(3)", "2f(3)"),  # was "3"
+        ("\\sin(2)", "\\sin(2)"),  # was "2"
+        ("\\sin\\left(2\\right)", "\\sin(2)"),  # was "2"
+        ("\\log_2(8)", "\\log_2(8)"),  # was "8"
+        ("f(2) = 5", "5"),  # an equation's right-hand side
+        ("I have (a) 3", "3"),
+    ],
+)
+def test_a_functions_application_is_no_number(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_functions_application_matches_its_spellings_and_differs_from_its_numbers() -> None:
+    assert number("f(2)^2") == number("f(2)^{2}") == number("\\boxed{f(2)^2}") == number("The answer is f(2)^2.")
+    assert number("f(2)^2") not in (number("2"), number("4"), number("f(2)"), number("f(3)^2"), number("g(2)^2"))
+    assert number("\\sin(2)") not in (number("2"), number("\\cos(2)"), number("\\sin(3)"))
