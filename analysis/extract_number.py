@@ -288,6 +288,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
         spelling, end = _times_after(text, spelling, end)
         if not valued or more:
             begin, end, spelling = _whole_sum(text, out, floor, (begin, end, spelling))
+            spelling = _ordered(spelling)  # "2^x \\cdot \\sqrt{2}" as "\\sqrt{2} \\cdot 2^x"
         out.append((begin, end, spelling))
         at = floor = end
 
@@ -315,11 +316,14 @@ def _ordered(spelling: str) -> str:
     multiplied, so that equal products are one answer: "x \\cdot 3" and "2 \\cdot x \\cdot 3" are "3x"
     and "6x", as "3x" and "6x" are; a dot only before a factor that begins with a digit or ``\\frac``.
     Only factors: a term with a quotient, a function's bracket ("f(2)") or a sign inside is left as
-    written."""
+    written. Brackets around the whole are none ("(x+1)" is "x+1")."""
+    if spelling.startswith("(") and _argument(spelling, 0, "(", ")")[1] == len(spelling):
+        spelling = spelling[1:-1]
     out, term, depth = "", "", 0
     for i, c in enumerate(spelling):
         depth += 1 if c in "{([" else -1 if c in "})]" else 0
-        if depth == 0 and c in "+-" and spelling[i - 1 : i] not in ("^", "_"):  # a term of the top level's sum
+        # a term of the top level's sum; no exponent's sign ("1E+99999", "2^-x")
+        if depth == 0 and c in "+-" and spelling[i - 1 : i] not in ("^", "_") and not re.search(r"\dE\Z", spelling[:i]):
             out, term = out + _ordered_product(term) + c, ""
         else:
             term += c

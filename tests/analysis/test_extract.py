@@ -203,7 +203,7 @@ def test_equal_values_written_otherwise_match_and_other_values_differ() -> None:
         ("1e5^2", "10000000000"),  # was "100000": the exponent's number is the base
         ("1e99999^2", "1E+99999^{2}"),  # too large to compute: as written
         ("\\boxed{\\frac{1}{0}\\sqrt2}", "\\frac{1}{0}\\sqrt{2}"),  # was "\\sqrt{2}": a factor of no value
-        ("\\pi\\sqrt2", "\\pi\\sqrt{2}"),  # was "2"
+        ("\\pi\\sqrt2", "\\sqrt{2}\\pi"),  # was "2"
         ("\\sqrt2\\pi", "\\sqrt{2}\\pi"),  # was "\\pi"
         ("3^2 + 4^2 = 5^2", "25"),  # an equation's right-hand side, its value (lm-eval's Minerva grader's)
     ],
@@ -651,7 +651,7 @@ def test_a_sum_with_a_term_of_no_value_matches_its_spellings_and_differs_from_it
         ("3\\pi \\cdot 2 + 1", "6\\pi+1"),
         ("3\\pi \\cdot 0", "0"),
         ("3\\pi \\cdot 2^x", "3\\pi\\cdot2^{x}"),  # was "2^{x}": a product of no value, as written
-        ("3\\pi \\cdot 2\\pi", "3\\pi\\cdot2\\pi"),  # was "2\\pi"
+        ("3\\pi \\cdot 2\\pi", "6\\pi\\pi"),  # was "2\\pi"
         ("3\\pi \\cdot 2x", "6\\pi x"),  # was "2"
     ],
 )
@@ -732,7 +732,7 @@ def test_a_letters_power_matches_itself_and_differs_from_its_numbers() -> None:
         ("2^x \\cdot 0.5", "0.5\\cdot2^{x}"),
         ("2^x \\times 0", "0"),
         ("\\sqrt{2} \\cdot 2^x", "\\sqrt{2}\\cdot2^{x}"),  # was "2^{x}": the root's factor lost
-        ("\\sqrt[3]{2} \\cdot 3", "\\sqrt[3]{2}\\cdot3"),  # was "3"
+        ("\\sqrt[3]{2} \\cdot 3", "3\\sqrt[3]{2}"),  # was "3"
         ("2^3 \\cdot x", "2^{3}x"),  # was "2^{3}"
     ],
 )
@@ -801,3 +801,35 @@ def test_a_functions_application_matches_its_spellings_and_differs_from_its_numb
     assert number("f(2)^2") == number("f(2)^{2}") == number("\\boxed{f(2)^2}") == number("The answer is f(2)^2.")
     assert number("f(2)^2") not in (number("2"), number("4"), number("f(2)"), number("f(3)^2"), number("g(2)^2"))
     assert number("\\sin(2)") not in (number("2"), number("\\cos(2)"), number("\\sin(3)"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2^x \\cdot \\sqrt{2}", "\\sqrt{2}\\cdot2^{x}"),  # was "2^{x}\\sqrt{2}": its factors in the order written
+        ("\\sqrt{2} \\cdot 2^x", "\\sqrt{2}\\cdot2^{x}"),
+        ("2^x \\cdot 3 + 1", "3\\cdot2^{x}+1"),  # was "2^{x}\\cdot3+1"
+        ("\\pi\\sqrt2", "\\sqrt{2}\\pi"),  # was "\\pi\\sqrt{2}"
+        ("(x+1)", "x+1"),  # was "(x+1)": brackets around the whole answer
+        ("(2^x + 1)", "2^{x}+1"),
+        ("-(x+1)", "-(x+1)"),  # a sign's bracket, no whole's
+        ("(x+1)(x-1)", "(x+1)(x-1)"),
+        ("1e99999^2", "1E+99999^{2}"),  # a number's exponent, no sum's term
+    ],
+)
+def test_a_products_factors_and_a_bracketed_whole_are_written_one_way(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_equal_products_in_another_order_match_and_others_differ() -> None:
+    assert number("2^x \\cdot \\sqrt{2}") == number("\\sqrt{2} \\cdot 2^x") == number("\\boxed{\\sqrt2 \\times 2^x}")
+    assert number("2^x \\cdot 3 + 1") == number("3 \\cdot 2^x + 1")
+    assert number("(x+1)") == number("x+1") == number("\\boxed{(x + 1)}")
+    assert number("2^x \\cdot \\sqrt{2}") not in (
+        number("2^x"),
+        number("\\sqrt{2}"),
+        number("\\sqrt{3} \\cdot 2^x"),
+        number("2^x + \\sqrt{2}"),
+    )
+    assert number("2^x \\cdot 3 + 1") not in (number("3 \\cdot 2^x"), number("2^x \\cdot 3 - 1"), number("1"))
+    assert number("(x+1)") not in (number("-(x+1)"), number("(x+1)^2"), number("x-1"))
