@@ -60,6 +60,20 @@ _LETTER_SUM = re.compile(
 _COMMANDS = re.compile(r"\\[a-zA-Z]+")
 _LETTER = re.compile(r"(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])")
 _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
+# A product with a single-letter variable factor ("2 \\cdot x", "3x", "x \\cdot 3"): one expression too,
+# its factors in one order (``_ordered``); its number was another answer's ("2 \\cdot x" read 2).
+_PIECE = re.compile(r"\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|\([^()]*\)")
+_ARGUMENTS = re.compile(r"\^(?:\{[^{}]*\}|\\[a-zA-Z]+|.)|\{[^{}]*\}")  # exponents, commands' arguments
+# A function's application ("f(2)", "\\sin(2)", "\\log_2(8)"): no number, nor a product this orders.
+_APPLIED = re.compile(r"(?<![a-zA-Z\\])[a-zA-Z]\(")
+_FUNCTION = re.compile(r"\\(?!left|right|cdot|times|sqrt|frac|dfrac|tfrac|pi)[a-zA-Z]+(?:_(?:\{[^{}]*\}|\w))?(?:\\left)?\(")
+# A factor of a product as the extractor spells it, and its rank in the one order: numbers, roots and
+# fractions, \\pi, powers of numbers, letters, brackets; a factor with a sign or of any other form
+# leaves the product as written.
+_FACTOR = re.compile(
+    r"(\d+(?:\.\d+)?(?![\d.^]))|(\\sqrt(?:\[[^\[\]{}]*\])?\{[^{}]*\}|\\frac\{[^{}]*\}\{[^{}]*\})|(\\pi(?![a-zA-Z]))"
+    r"|(\d+(?:\.\d+)?\^\{[^{}]*\})|([a-zA-Z](?:\^\{[^{}]*\})?)|(\([^()]*\)(?:\^\{[^{}]*\})?)"
+)
 # A single letter's power, a number before it its factor ("e^2", math-verify's exp(2); "2e^2", "x^2"):
 # one expression too, not nothing nor its factor ("2e^2" read 2); "50 m^2", a unit's, is 50.
 _LETTER_POWER = re.compile(r"(?:-[ \t]*)?(?:\d+(?:\.\d+)?)?[a-zA-Z]\^")
@@ -274,21 +288,79 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
         spelling, end = _times_after(text, spelling, end)
         if not valued or more:
             begin, end, spelling = _whole_sum(text, out, floor, (begin, end, spelling))
+            spelling = _ordered(spelling)  # "2^x \\cdot \\sqrt{2}" as "\\sqrt{2} \\cdot 2^x"
         out.append((begin, end, spelling))
         at = floor = end
 
 
 def _letter_sum(text: str, at: int) -> tuple[int, int, str] | None:
     """The first sum or bracket with a single-letter variable term (``_LETTER_SUM``) from ``at``,
-    or a letter's power (``_LETTER_POWER``), spelled as written ("x + 1" is "x+1", "e^2" "e^{2}"), as
-    (start, end, spelling)."""
+    or a letter's power (``_LETTER_POWER``), product (``_PIECE``) or function's application (``_APPLIED``,
+    ``_FUNCTION``: "f(2)^2" read 2, its argument), spelled as written ("x + 1" is "x+1", "e^2" "e^{2}",
+    "f(2)^2" "f(2)^{2}"), as (start, end, spelling)."""
     for m in _LETTER_SUM.finditer(text, at):
         bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", m.group()))  # "1e-40" is a number
-        if not _LETTER.search(bare) or re.search(r"[a-zA-Z]{2}", bare) or _UNIT_BEFORE.search(text, 0, m.start()):
+        applied = _APPLIED.search(m.group()) or _FUNCTION.search(m.group())
+        if not (_LETTER.search(bare) or applied) or re.search(r"[a-zA-Z]{2}", bare) or _UNIT_BEFORE.search(text, 0, m.start()):
             continue
         if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()):
-            return m.start(), m.end(), _sum_as_written(m.group())
+            return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
+        factors = _ARGUMENTS.sub(" ", m.group())  # "2^x", "2\\sqrt{x}": the letter no factor
+        if applied or (len(_PIECE.findall(m.group())) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors)))):
+            return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
     return None
+
+
+def _ordered(spelling: str) -> str:
+    """An expression of no value with each product's factors in one order (``_FACTOR``'s), its numbers
+    multiplied, so that equal products are one answer: "x \\cdot 3" and "2 \\cdot x \\cdot 3" are "3x"
+    and "6x", as "3x" and "6x" are; a dot only before a factor that begins with a digit or ``\\frac``.
+    Only factors: a term with a quotient, a function's bracket ("f(2)") or a sign inside is left as
+    written. Brackets around the whole are none ("(x+1)" is "x+1")."""
+    if spelling.startswith("(") and _argument(spelling, 0, "(", ")")[1] == len(spelling):
+        spelling = spelling[1:-1]
+    out, term, depth = "", "", 0
+    for i, c in enumerate(spelling):
+        depth += 1 if c in "{([" else -1 if c in "})]" else 0
+        # a term of the top level's sum; no exponent's sign ("1E+99999", "2^-x")
+        if depth == 0 and c in "+-" and spelling[i - 1 : i] not in ("^", "_") and not re.search(r"\dE\Z", spelling[:i]):
+            out, term = out + _ordered_product(term) + c, ""
+        else:
+            term += c
+    return out + _ordered_product(term)
+
+
+def _ordered_product(term: str) -> str:
+    if "/" in term or _APPLIED.search(term) or _FUNCTION.search(term):
+        return term
+    factors: list[tuple[int, str]] = []
+    at = 0
+    while at < len(term):
+        if factors and (joiner := re.compile(r"\\cdot ?").match(term, at)):
+            at = joiner.end()
+        m = _FACTOR.match(term, at)
+        if m is None:
+            return term
+        factors.append((m.lastindex or 0, m.group()))
+        at = m.end()
+    product = Fraction(1)
+    for rank, factor in factors:
+        product *= Fraction(factor) if rank == 1 else 1
+    others = [(rank, f) for rank, f in factors if rank != 1]
+    if not product:
+        return "0"
+    if others:  # "2 \\cdot x \\cdot 3" is "6x", "x \\cdot 1" "x"
+        factors = ([] if product == 1 else [(1, _spelled(product))]) + others
+    out = ""
+    for _, factor in sorted(factors):
+        if out and (factor[0].isdigit() or factor.startswith("\\frac")):
+            out += "\\cdot"
+        elif re.search(r"\\[a-zA-Z]+\Z", out) and factor[0].isalpha():  # "\\pi x", no command "\\pix"
+            out += " "
+        elif out[-1:].isalpha() and factor[0] == "(":  # "y\\cdot(x+1)", no function "y(x+1)"
+            out += "\\cdot"
+        out += factor
+    return out
 
 
 def _times_after(text: str, spelling: str, end: int) -> tuple[str, int]:

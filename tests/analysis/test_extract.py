@@ -203,7 +203,7 @@ def test_equal_values_written_otherwise_match_and_other_values_differ() -> None:
         ("1e5^2", "10000000000"),  # was "100000": the exponent's number is the base
         ("1e99999^2", "1E+99999^{2}"),  # too large to compute: as written
         ("\\boxed{\\frac{1}{0}\\sqrt2}", "\\frac{1}{0}\\sqrt{2}"),  # was "\\sqrt{2}": a factor of no value
-        ("\\pi\\sqrt2", "\\pi\\sqrt{2}"),  # was "2"
+        ("\\pi\\sqrt2", "\\sqrt{2}\\pi"),  # was "2"
         ("\\sqrt2\\pi", "\\sqrt{2}\\pi"),  # was "\\pi"
         ("3^2 + 4^2 = 5^2", "25"),  # an equation's right-hand side, its value (lm-eval's Minerva grader's)
     ],
@@ -281,7 +281,7 @@ def test_plain_arithmetic_is_its_value(text: str, value: str) -> None:
         ("\\boxed{2\\left(3+4\\right)}", "14"),
         ("x = 3(2)", "6"),
         ("2 (3+4)", "7"),  # a space between: no product, the bracket alone
-        ("f(3+4)", "7"),
+        ("f(3+4)", "f(3+4)"),  # a function's application: no product, no number (was "7")
         ("There are 2 (two) apples", "2"),  # a bracket of no value: its numbers as they are
     ],
 )
@@ -306,7 +306,7 @@ def test_plain_arithmetic_and_implicit_products_match_their_value_and_differ_fro
         ("2 \\times \\left(3+4\\right)", "14"),
         ("-2 * (3+4)", "-14"),
         ("2 - (3+4)", "-5"),
-        ("2 * (x+1)", "2\\cdot(x+1)"),  # a bracket with a letter: as written (was "1")
+        ("2 * (x+1)", "2(x+1)"),  # a bracket with a letter: its product (was "1")
     ],
 )
 def test_a_bracket_after_an_operator_is_its_operand(text: str, value: str) -> None:
@@ -326,7 +326,7 @@ def test_a_bracket_after_an_operator_matches_the_implicit_product_and_differs_fr
         ("2\\times\\sqrt2", "2\\sqrt{2}"),
         ("-2\\cdot\\sqrt{2}", "-2\\sqrt{2}"),
         ("\\boxed{2\\cdot\\frac{1}{2}}", "1"),  # was "0.5"
-        ("x\\sqrt2", "2"),  # a letter before a root still reads as it did
+        ("x\\sqrt2", "\\sqrt{2}x"),  # a letter's product, its factors in one order (was "2")
     ],
 )
 def test_a_command_right_after_cdot_or_times_is_a_factor(text: str, value: str) -> None:
@@ -349,7 +349,7 @@ def test_a_product_without_spaces_matches_the_spaced_one_and_differs_from_its_fa
         ("-2 \\cdot \\pi", "-2\\pi"),
         ("1.50 \\times \\pi", "1.5\\pi"),
         ("2 \\cdot \\sqrt[3]{2}", "2\\sqrt[3]{2}"),
-        ("x \\cdot \\pi", "\\pi"),  # a letter is no factor this reads
+        ("x \\cdot \\pi", "\\pi x"),  # a letter's product (was "\\pi")
     ],
 )
 def test_a_number_times_an_expression_of_no_value_is_its_factor(text: str, value: str) -> None:
@@ -533,7 +533,7 @@ def test_a_product_with_pi_matches_its_value_and_differs_from_its_parts() -> Non
         ("-3 \\times 2^x", "-3\\cdot2^{x}"),
         ("3 \\cdot 2^{99999}", "3\\cdot2^{99999}"),  # too large to compute: as written, its factor kept
         ("32^x", "32^{x}"),  # a base of two digits, no product
-        ("x \\cdot 2^x", "2^{x}"),  # a letter is no factor this reads
+        ("x \\cdot 2^x", "2^{x}x"),  # a letter's product (was "2^{x}")
     ],
 )
 def test_a_number_times_a_power_of_no_value_is_its_factor(text: str, value: str) -> None:
@@ -651,8 +651,8 @@ def test_a_sum_with_a_term_of_no_value_matches_its_spellings_and_differs_from_it
         ("3\\pi \\cdot 2 + 1", "6\\pi+1"),
         ("3\\pi \\cdot 0", "0"),
         ("3\\pi \\cdot 2^x", "3\\pi\\cdot2^{x}"),  # was "2^{x}": a product of no value, as written
-        ("3\\pi \\cdot 2\\pi", "3\\pi\\cdot2\\pi"),  # was "2\\pi"
-        ("3\\pi \\cdot 2x", "3\\pi\\cdot2x"),  # was "2"
+        ("3\\pi \\cdot 2\\pi", "6\\pi\\pi"),  # was "2\\pi"
+        ("3\\pi \\cdot 2x", "6\\pi x"),  # was "2"
     ],
 )
 def test_numbers_after_pi_are_its_factor_by_their_product(text: str, value: str) -> None:
@@ -732,8 +732,8 @@ def test_a_letters_power_matches_itself_and_differs_from_its_numbers() -> None:
         ("2^x \\cdot 0.5", "0.5\\cdot2^{x}"),
         ("2^x \\times 0", "0"),
         ("\\sqrt{2} \\cdot 2^x", "\\sqrt{2}\\cdot2^{x}"),  # was "2^{x}": the root's factor lost
-        ("\\sqrt[3]{2} \\cdot 3", "\\sqrt[3]{2}\\cdot3"),  # was "3"
-        ("2^3 \\cdot x", "2^{3}\\cdot x"),  # was "2^{3}"
+        ("\\sqrt[3]{2} \\cdot 3", "3\\sqrt[3]{2}"),  # was "3"
+        ("2^3 \\cdot x", "2^{3}x"),  # was "2^{3}"
     ],
 )
 def test_a_product_after_an_expression_of_no_value_is_part_of_it(text: str, value: str) -> None:
@@ -745,3 +745,91 @@ def test_a_product_after_a_power_matches_the_one_before_it_and_differs_from_its_
     assert number("2^x \\cdot 3") not in (number("3"), number("2^x"), number("2^x \\cdot 4"), number("6"))
     assert number("2^x \\cdot 0.5") == number("0.5 \\cdot 2^x") != number("2^x")
     assert number("\\sqrt{2} \\cdot 2^x") not in (number("2^x"), number("\\sqrt{2}"), number("\\sqrt{3} \\cdot 2^x"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2 \\cdot x", "2x"),  # was "2": a product with a letter gave its number
+        ("2x", "2x"),  # was "2"
+        ("\\boxed{3x}", "3x"),  # was "3"
+        ("x \\cdot 3", "3x"),  # was "3": its number first
+        ("2 * y", "2y"),  # was "2"
+        ("2 \\times x \\cdot 3", "6x"),  # its numbers multiplied
+        ("-2 \\cdot x", "-2x"),
+        ("x \\cdot y", "xy"),  # was None
+        ("2 \\cdot x + 1", "2x+1"),  # a sum's product too (was "2\\cdot x+1")
+        ("(x+1) \\cdot y", "y\\cdot(x+1)"),  # a dot before a bracket after a letter: no function "y(x+1)"
+        ("x = 3", "3"),  # a letter alone is no product
+        ("5 m", "5"),  # a letter after a number and a space: its unit
+        ("3 apples", "3"),
+        ("5 m \\cdot s", "5"),
+        ("32^x", "32^{x}"),  # a base of two digits, no product
+    ],
+)
+def test_a_product_with_a_single_letter_variable_is_one_expression(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_product_with_a_letter_matches_its_spellings_and_differs_from_its_numbers() -> None:
+    assert number("2 \\cdot x") == number("2x") == number("2*x") == number("\\boxed{2 \\times x}") == number("x \\cdot 2")
+    assert number("x \\cdot 3") == number("3x") == number("3 * x")
+    assert number("2 \\cdot x \\cdot 3") == number("6x")
+    assert number("2 \\cdot x") not in (number("2"), number("x"), number("3x"), number("2y"), number("2 \\cdot x + 1"))
+    assert number("x \\cdot 3") not in (number("3"), number("2x"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("f(2)^2", "f(2)^{2}"),  # was "2": a function's application gave its argument
+        ("f(2)", "f(2)"),  # was "2"
+        ("\\boxed{f(2)^2}", "f(2)^{2}"),  # was "2"
+        ("2f(3)", "2f(3)"),  # was "3"
+        ("\\sin(2)", "\\sin(2)"),  # was "2"
+        ("\\sin\\left(2\\right)", "\\sin(2)"),  # was "2"
+        ("\\log_2(8)", "\\log_2(8)"),  # was "8"
+        ("f(2) = 5", "5"),  # an equation's right-hand side
+        ("I have (a) 3", "3"),
+    ],
+)
+def test_a_functions_application_is_no_number(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_functions_application_matches_its_spellings_and_differs_from_its_numbers() -> None:
+    assert number("f(2)^2") == number("f(2)^{2}") == number("\\boxed{f(2)^2}") == number("The answer is f(2)^2.")
+    assert number("f(2)^2") not in (number("2"), number("4"), number("f(2)"), number("f(3)^2"), number("g(2)^2"))
+    assert number("\\sin(2)") not in (number("2"), number("\\cos(2)"), number("\\sin(3)"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2^x \\cdot \\sqrt{2}", "\\sqrt{2}\\cdot2^{x}"),  # was "2^{x}\\sqrt{2}": its factors in the order written
+        ("\\sqrt{2} \\cdot 2^x", "\\sqrt{2}\\cdot2^{x}"),
+        ("2^x \\cdot 3 + 1", "3\\cdot2^{x}+1"),  # was "2^{x}\\cdot3+1"
+        ("\\pi\\sqrt2", "\\sqrt{2}\\pi"),  # was "\\pi\\sqrt{2}"
+        ("(x+1)", "x+1"),  # was "(x+1)": brackets around the whole answer
+        ("(2^x + 1)", "2^{x}+1"),
+        ("-(x+1)", "-(x+1)"),  # a sign's bracket, no whole's
+        ("(x+1)(x-1)", "(x+1)(x-1)"),
+        ("1e99999^2", "1E+99999^{2}"),  # a number's exponent, no sum's term
+    ],
+)
+def test_a_products_factors_and_a_bracketed_whole_are_written_one_way(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_equal_products_in_another_order_match_and_others_differ() -> None:
+    assert number("2^x \\cdot \\sqrt{2}") == number("\\sqrt{2} \\cdot 2^x") == number("\\boxed{\\sqrt2 \\times 2^x}")
+    assert number("2^x \\cdot 3 + 1") == number("3 \\cdot 2^x + 1")
+    assert number("(x+1)") == number("x+1") == number("\\boxed{(x + 1)}")
+    assert number("2^x \\cdot \\sqrt{2}") not in (
+        number("2^x"),
+        number("\\sqrt{2}"),
+        number("\\sqrt{3} \\cdot 2^x"),
+        number("2^x + \\sqrt{2}"),
+    )
+    assert number("2^x \\cdot 3 + 1") not in (number("3 \\cdot 2^x"), number("2^x \\cdot 3 - 1"), number("1"))
+    assert number("(x+1)") not in (number("-(x+1)"), number("(x+1)^2"), number("x-1"))
