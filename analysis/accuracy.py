@@ -43,6 +43,8 @@ def accuracy(counts: Mapping[str, int], baseline: Mapping[str, int] | None = Non
         "mcnemar_p": mcnemar_exact(rw, wr),
         "mcnemar_test": "exact" if rw + wr <= EXACT_UP_TO else "normal approximation",
         "unanswered": int(counts.get("known_unanswered", 0)),
+        # readings and comparisons the grader gave up on (math-verify's timeout): no answer, not a crash
+        "timed_out": int(counts.get("extract_timed_out", 0)),
     }
     noise = accuracy(baseline) if baseline else None
     if noise is not None:
@@ -128,6 +130,8 @@ def _verdict(acc: dict[str, Any]) -> str:
     )
     if acc["unanswered"]:
         text += f"; {acc['unanswered']} left out, not answered on a side (an error or a failed request)"
+    if acc["timed_out"]:
+        text += f"; {acc['timed_out']} readings or comparisons took too long and were given up: no answer, not the same"
     chance = acc["mcnemar_p"] >= 0.05
     noise = acc.get("noise_floor")
     if noise is not None:

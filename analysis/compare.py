@@ -33,7 +33,7 @@ from .compare_traffic import traffic
 from .configdiff import settings_diff, several_configurations, snapshot_diff
 from .energy import Telemetry
 from .errors import AnalysisError, QueryError
-from .extract import extractor
+from .extract import grader
 from .fetch import columns
 from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
@@ -383,7 +383,7 @@ def _compare(
     references: Mapping[str, str] | None,
     batch: int,
 ) -> dict[str, Any]:
-    extract_fn = extractor(extract) if extract else None
+    extract_fn = grader(extract) if extract else None
     with Workspace() as ws:
         last_user = extract_fn is not None and references is not None
         a, b = Run(a_path, ws, "a", last_user=last_user), Run(b_path, ws, "b")

@@ -5,12 +5,54 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from infertap.errors import ConfigError
 
 from .extract_number import number
 
-__all__ = ["choice", "extractor", "json_value", "number", "regex"]
+__all__ = ["Grader", "Readings", "choice", "extractor", "grader", "json_value", "number", "regex"]
+
+
+class Grader(Protocol):
+    """How ``--extract`` reads answers and tells whether two are one answer: compare asks it this
+    for every pair (A against B) and for every side against its known answer."""
+
+    def read(self, text: str) -> Any:
+        """An answer's reading, what ``same`` takes."""
+
+    def known(self, reference: str) -> Any:
+        """A known answer's reading: a reference is written as an answer, not as a model's output."""
+
+    def shown(self, reading: Any) -> str | None:
+        """The reading as compare shows it; None where nothing was read."""
+
+    def same(self, gold: Any, reading: Any) -> bool:
+        """Whether ``reading`` is the answer ``gold`` is (gold first: a comparison may be one-sided)."""
+
+    def timed_out(self) -> int:
+        """How many readings and comparisons were given up so far (too slow): none for equality."""
+
+
+class Readings:
+    """A grader of readings that are one answer where they are equal strings (``number``,
+    ``choice``, ``json``, ``regex:``); a known answer it reads nothing in is its own text."""
+
+    def __init__(self, read: Callable[[str], str | None]) -> None:
+        self.read = read
+
+    def known(self, reference: str) -> str:
+        return self.read(reference) or reference
+
+    def shown(self, reading: str | None) -> str | None:
+        return reading
+
+    def same(self, gold: str | None, reading: str | None) -> bool:
+        return gold == reading
+
+    def timed_out(self) -> int:
+        return 0
+
 
 # A letter that is marked as the answer: "answer is B", "Answer: (c)", "answer is option **D**".
 # Lowercase counts here only where nothing follows it in the sentence ("the answer is a bit" is no A).
@@ -68,16 +110,29 @@ def regex(pattern: str) -> Callable[[str], str | None]:
 
 
 def extractor(spec: str) -> Callable[[str], str | None]:
-    """``number``, ``choice``, ``json`` or ``regex:PATTERN`` (group 1 if the pattern has one)."""
+    """``number``, ``choice``, ``json`` or ``regex:PATTERN`` (group 1 if the pattern has one); ``math``
+    reads and compares by math-verify, through ``grader`` only."""
     if spec == "number":
         return number
     if spec == "choice":
         return choice
     if spec == "json":
         return json_value
+    if spec == "math":
+        raise ConfigError("math answers are compared by math-verify, not read as strings: grader('math')")
     if spec.startswith("regex:"):
         try:
             return regex(spec[6:])
         except re.error as exc:
             raise ConfigError(f"--extract regex: {exc}") from exc
-    raise ConfigError(f"unknown extractor {spec!r}: number, choice, json or regex:PATTERN")
+    raise ConfigError(f"unknown extractor {spec!r}: number, math, choice, json or regex:PATTERN")
+
+
+def grader(spec: str) -> Grader:
+    """The grader of ``--extract``: ``math`` is math-verify's (the ``math`` extra), any other spec
+    ``extractor``'s readings compared as strings."""
+    if spec == "math":
+        from .extract_math import MathVerify
+
+        return MathVerify()
+    return Readings(extractor(spec))

@@ -19,7 +19,7 @@ import json
 import math
 import shutil
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from .divergence import (
     text_diff,
     tool_call_diff,
 )
+from .extract import Grader
 from .pairing import PairTable
 from .summaries import Summary, load, load_summary
 
@@ -138,7 +139,7 @@ def divergence(
     a: str,
     b: str,
     pairs: PairTable,
-    extract: Callable[[str], str | None] | None,
+    extract: Grader | None,
     top: int,
     references: Mapping[str, str] | None = None,
     *,
@@ -352,7 +353,7 @@ def _pair_divergence(
     eb: dict[str, Any] | None,
     counts: Counter[str],
     readability: dict[str, Counter[str]],
-    extract: Callable[[str], str | None] | None,
+    extract: Grader | None,
     references: Mapping[str, str] | None,
 ) -> dict[str, Any]:
     """One pair's differences; adds to ``counts`` as it goes, since their first-seen order is the output's."""
@@ -648,27 +649,39 @@ def _count_answers(
     counts: Counter[str],
     sa: Summary,
     sb: Summary,
-    extract: Callable[[str], str | None],
+    extract: Grader,
     references: Mapping[str, str] | None,
 ) -> None:
     """Different words can carry the same answer: extracted answers, and flips against a known one.
 
-    The known answer is read by the same extraction ("3.50" is the number 3.5). A turn on which both
+    The known answer is read by the same grader ("3.50" is the number 3.5). A turn on which both
     sides only called tools is a step towards the answer, not one; a side that answered nothing (an
     error, a failed request) gave no wrong answer: such items are counted apart (``known_unanswered``).
+    A reading or comparison the grader gave up on (math-verify's timeout) is no answer, and counted
+    (``extract_timed_out``).
     """
-    ans_a, ans_b = extract(sa.text), extract(sb.text)
-    item["answer"] = [ans_a, ans_b]
-    counts["answer_changed" if ans_a != ans_b else "answer_unchanged"] += 1
+    gave_up = extract.timed_out()
+    read_a, read_b = extract.read(sa.text), extract.read(sb.text)
+    item["answer"] = [extract.shown(read_a), extract.shown(read_b)]
+    counts["answer_unchanged" if _same_answer(extract, read_a, read_b) else "answer_changed"] += 1
     reference = (references or {}).get(sa.last_user or "")
-    if reference is None or (_only_calls(sa) and _only_calls(sb)):
-        return
-    item["reference"] = reference
-    if not (_answered(sa) and _answered(sb)):
-        counts["known_unanswered"] += 1
-        return
-    known = extract(reference) or reference
-    counts[_FLIPS[(ans_a == known, ans_b == known)]] += 1
+    if reference is not None and not (_only_calls(sa) and _only_calls(sb)):
+        item["reference"] = reference
+        if not (_answered(sa) and _answered(sb)):
+            counts["known_unanswered"] += 1
+        else:
+            known = extract.known(reference)
+            counts[_FLIPS[(extract.same(known, read_a), extract.same(known, read_b))]] += 1
+    if extract.timed_out() > gave_up:
+        counts["extract_timed_out"] += extract.timed_out() - gave_up
+
+
+def _same_answer(extract: Grader, a: Any, b: Any) -> bool:
+    """A's answer and B's are one answer (A, the baseline, as the gold); two texts with nothing
+    read in them are unchanged, as two equal readings are."""
+    if extract.shown(a) is None and extract.shown(b) is None:
+        return True
+    return extract.same(a, b)
 
 
 def _only_calls(s: Summary) -> bool:

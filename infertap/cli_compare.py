@@ -53,8 +53,8 @@ def load_references(reference: Path | None, extract: str | None) -> dict[str, st
 @click.option(
     "--extract",
     default=None,
-    metavar="number|choice|json|regex:PATTERN",
-    help="Compare answers extracted from the outputs (flips).",
+    metavar="number|math|choice|json|regex:PATTERN",
+    help="Compare answers extracted from the outputs (flips): math grades them by math-verify (the math extra).",
 )
 @reference_option
 @click.option("--top", default=5, show_default=True, help="How many of the most divergent exchanges to show.")
@@ -67,6 +67,7 @@ def compare(
     \b
     infertap compare captures/run-llamacpp captures/run-vllm
     infertap compare captures/a captures/b --baseline captures/a-again --extract number
+    infertap compare captures/a captures/b --extract math --reference answers.json
     """
     from .analysis.compare import compare as run_compare
 
@@ -502,7 +503,7 @@ def _print_most_divergent(console: Console, items: list[dict[str, Any]]) -> None
 @click.argument("b", type=click.Path(exists=True, path_type=Path), required=False)
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True)
 @click.option(
-    "--extract", default=None, metavar="number|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs."
+    "--extract", default=None, metavar="number|math|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs."
 )
 @reference_option
 def report(a: Path, b: Path | None, out: Path, extract: str | None, reference: Path | None) -> None:

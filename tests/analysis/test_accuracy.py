@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+import threading
 
 import pytest
 from click.testing import CliRunner
 
 from infertap.analysis.accuracy import accuracy, difference_interval, mcnemar_exact
 from infertap.analysis.compare import compare
+from infertap.analysis.extract import grader
 from infertap.analysis.report import render
 from infertap.cli import cli
+from tests.extras import needs
 from tests.helpers import write_capture
 
 
@@ -286,3 +291,89 @@ def test_a_completions_prompt_sent_as_a_list_of_one_is_that_question(tmp_path):
     with Analysis([tmp_path / "a"], cache_dir=tmp_path / "cache") as an:
         questions = [row[0] for row in an.sql("SELECT last_user FROM requests ORDER BY last_user").fetchall()]
     assert questions == ['["what is 4 + 4?", "what is 5 + 5?"]', "[1, 2, 3]", "what is 2 + 2?", "what is 3 + 3?"]
+
+
+# --extract math: math-verify itself grades (the math extra; make test installs it).
+_MATH = {  # question: (reference, A's answer, B's answer)
+    "q1": ("-3x", "So the product is \\boxed{x \\cdot -3}.", "So the product is \\boxed{-3x}."),
+    "q2": ("2", "The answer is \\boxed{2xy}.", "The answer is \\boxed{2}."),
+    "q3": ("0.5", "Halving gives \\boxed{\\frac{1}{2}}.", "Halving gives $\\boxed{0.5}$."),
+    "q4": ("\\sin 2", "It is \\boxed{\\sin 2}.", "It is \\boxed{2}."),
+}
+
+
+def _math_runs(tmp_path):
+    for side, k in (("a", 1), ("b", 2)):
+        write_capture(tmp_path / side, [{"body": _chat(q), "chunks": _reply(v[k])} for q, v in _MATH.items()])
+    return tmp_path / "a", tmp_path / "b", {q: v[0] for q, v in _MATH.items()}
+
+
+def test_math_grades_as_math_verify_does_where_number_misreads(tmp_path):
+    """ "x \\cdot -3" is -3x (number read -3), "2xy" is no 2 (number read 2), "\\sin 2" is no 2."""
+    needs("math_verify", "math")
+    from math_verify import parse, verify
+
+    g = grader("math")
+    for reference, answer, right in [
+        ("-3x", "So \\boxed{x \\cdot -3}", True),  # number: wrong
+        ("2", "\\boxed{2xy}", False),  # number: right
+        ("0.5", "\\boxed{\\frac{1}{2}}", True),  # both right
+        ("\\frac{1}{2}", "The answer is 0.5", True),  # free text: math-verify's plain expressions
+        ("7", "\\boxed{8}", False),  # both wrong
+        ("\\sin 2", "\\boxed{\\sin 2}", True),
+    ]:
+        assert g.same(g.known(reference), g.read(answer)) is right, (reference, answer)
+        assert right is verify(parse(f"${reference}$"), parse(answer))  # what math-verify itself says
+    number = grader("number")
+    assert not number.same(number.known("-3x"), number.read("So \\boxed{x \\cdot -3}"))
+    assert g.shown(g.read("So \\boxed{x \\cdot -3}")) == "x \\cdot -3" and g.shown(g.read("no answer")) is None
+    assert not g.same(g.known("7"), g.read("no answer"))  # nothing read is no answer
+
+    a, b, refs = _math_runs(tmp_path)
+    by_math = compare(a, b, extract="math", references=refs)
+    acc = by_math["accuracy"]
+    assert (acc["a_right"], acc["b_right"], acc["right_to_wrong"], acc["wrong_to_right"]) == (3, 3, 1, 1)
+    counts = by_math["divergence"]["counts"]
+    # A's and B's answers are one in q1 and q3 (-3x, 1/2), differ in q2 and q4
+    assert (counts["answer_unchanged"], counts["answer_changed"]) == (2, 2)
+    by_number = compare(a, b, extract="number", references=refs)["accuracy"]
+    assert (by_number["a_right"], by_number["b_right"]) != (acc["a_right"], acc["b_right"])
+
+
+def test_math_reads_off_the_main_thread_and_a_comparison_too_slow_is_counted(tmp_path, monkeypatch):
+    """math-verify's timeouts are signals: off the main thread they raise, so none is asked for there;
+    a comparison past its timeout is unequal and counted, never a crash."""
+    needs("math_verify", "math")
+    from infertap.analysis import extract_math
+
+    g = grader("math")
+    got: list[bool] = []
+    worker = threading.Thread(target=lambda: got.append(g.same(g.known("-3x"), g.read("\\boxed{x \\cdot -3}"))))
+    worker.start()
+    worker.join()
+    assert got == [True]
+
+    slow = extract_math.MathVerify(timeout_s=1)
+    assert not slow.same(slow.known("(x+1)^{1000}"), slow.read("\\boxed{(x+2)^{1000}}"))
+    assert slow.timed_out() == 1
+    monkeypatch.setattr(extract_math, "TIMEOUT_S", 1)
+    q = "Expand."
+    write_capture(tmp_path / "a", [{"body": _chat(q), "chunks": _reply("\\boxed{(x+2)^{1000}}")}])
+    acc = compare(tmp_path / "a", tmp_path / "a", extract="math", references={q: "(x+1)^{1000}"})["accuracy"]
+    assert acc["timed_out"] >= 1 and acc["a_right"] == acc["b_right"] == 0
+    assert "took too long" in acc["verdict"]
+
+
+def test_math_without_its_extra_names_the_install_command(tmp_path):
+    a, _, refs = _math_runs(tmp_path)
+    (tmp_path / "refs.json").write_text(json.dumps(refs))
+    script = (
+        "import sys; sys.modules['math_verify'] = None\n"
+        "from infertap.cli import main\n"
+        f"sys.argv = ['infertap', 'compare', {str(a)!r}, {str(a)!r}, '--extract', 'math', '--reference', {str(tmp_path / 'refs.json')!r}]\n"
+        "main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "math-verify" in out.stderr and "pip install 'infertap[math]'" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
