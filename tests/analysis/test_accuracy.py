@@ -19,6 +19,9 @@ from infertap.cli import cli
 from tests.extras import needs
 from tests.helpers import write_capture
 
+# math-verify's timeouts are SIGALRM and its alarm(0) would cancel pytest-timeout's signal timer.
+MATH_TIMEOUT = pytest.mark.timeout(300, method="thread")
+
 
 def _counts(rb: int, wb: int, rw: int, wr: int) -> dict[str, int]:
     return {"right_both": rb, "wrong_both": wb, "right_to_wrong": rw, "wrong_to_right": wr}
@@ -308,6 +311,7 @@ def _math_runs(tmp_path):
     return tmp_path / "a", tmp_path / "b", {q: v[0] for q, v in _MATH.items()}
 
 
+@MATH_TIMEOUT
 def test_math_grades_as_math_verify_does_where_number_misreads(tmp_path):
     """ "x \\cdot -3" is -3x (number read -3), "2xy" is no 2 (number read 2), "\\sin 2" is no 2."""
     needs("math_verify", "math")
@@ -340,10 +344,16 @@ def test_math_grades_as_math_verify_does_where_number_misreads(tmp_path):
     assert (by_number["a_right"], by_number["b_right"]) != (acc["a_right"], acc["b_right"])
 
 
+@MATH_TIMEOUT
 def test_math_reads_off_the_main_thread_and_a_comparison_too_slow_is_counted(tmp_path, monkeypatch):
     """math-verify's timeouts are signals: off the main thread they raise, so none is asked for there;
-    a comparison past its timeout is unequal and counted, never a crash."""
+    a comparison past its timeout is unequal and counted, never a crash. The slow comparison is a
+    stand-in that hangs (sympy's time depends on the machine), cut by math-verify's own alarm."""
     needs("math_verify", "math")
+    import time
+
+    import math_verify.grader
+
     from infertap.analysis import extract_math
 
     g = grader("math")
@@ -354,12 +364,14 @@ def test_math_reads_off_the_main_thread_and_a_comparison_too_slow_is_counted(tmp
     assert got == [True]
 
     slow = extract_math.MathVerify(timeout_s=1)
-    assert not slow.same(slow.known("(x+1)^{1000}"), slow.read("\\boxed{(x+2)^{1000}}"))
+    gold, answer = slow.known("(x+1)^{2}"), slow.read("\\boxed{(x+2)^{2}}")
+    monkeypatch.setattr(math_verify.grader, "sympy_expr_eq", lambda *a, **k: time.sleep(60))
+    assert not slow.same(gold, answer)
     assert slow.timed_out() == 1
     monkeypatch.setattr(extract_math, "TIMEOUT_S", 1)
     q = "Expand."
-    write_capture(tmp_path / "a", [{"body": _chat(q), "chunks": _reply("\\boxed{(x+2)^{1000}}")}])
-    acc = compare(tmp_path / "a", tmp_path / "a", extract="math", references={q: "(x+1)^{1000}"})["accuracy"]
+    write_capture(tmp_path / "a", [{"body": _chat(q), "chunks": _reply("\\boxed{(x+2)^{2}}")}])
+    acc = compare(tmp_path / "a", tmp_path / "a", extract="math", references={q: "(x+1)^{2}"})["accuracy"]
     assert acc["timed_out"] >= 1 and acc["a_right"] == acc["b_right"] == 0
     assert "took too long" in acc["verdict"]
 
