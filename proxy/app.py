@@ -291,6 +291,15 @@ class RecordingProxy:
                 record.update({"end": "refused", "error": message, "headers_ns": 0})
                 await self._send_error(send, record, 503, "capture_unavailable", message)
                 return
+            upgrade = extensions.get("infertap.upgrade")
+            if upgrade is not None:  # a switch of protocols the recorder can't relay (wire.py): said, not half-done
+                message = (
+                    f"infertap: this recorder relays HTTP only; a request asking to switch to {upgrade or 'another protocol'!r}"
+                    f"{' with a body' if upgrade.strip().lower() != 'websocket' else ''} is not forwarded"
+                )
+                record.update({"end": "refused", "error": message, "headers_ns": 0})
+                await self._send_error(send, record, 501, "upgrade_not_relayed", message, close=True)
+                return
             body = await self._read_body(scope, receive, send, record, raw_headers)
             if body is None:
                 return
@@ -455,9 +464,12 @@ class RecordingProxy:
                 await response.aclose()
 
     @staticmethod
-    async def _send_error(send: Send, record: Exchange, status: int, kind: str, message: str) -> None:
+    async def _send_error(send: Send, record: Exchange, status: int, kind: str, message: str, close: bool = False) -> None:
+        """``close``: the connection ends with this answer (what follows on it is not HTTP)."""
         body = _error_body(status, kind, message)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if close:
+            headers.append((b"connection", b"close"))
         record["status"] = status
         record["response_headers"] = [[n.decode(), v.decode()] for n, v in headers]
         record["chunk_ns"] = [record["headers_ns"] or 0]
