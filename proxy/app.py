@@ -304,6 +304,9 @@ class RecordingProxy:
             if body is None:
                 return
             record["request_body"] = body
+            trailers = extensions.get("infertap.trailers")  # after a chunked body: recorded, never forwarded (wire.py)
+            if trailers:
+                record["request_trailers"] = self.redactor.headers_from_asgi(trailers, found)
             target = self._prefix + raw_path + (b"?" + query if query else b"")
             named = connection_named(raw_headers)  # the headers Connection names are this hop's too
             headers = [(n, v) for n, v in raw_headers if n not in HOP_REQUEST and n not in named]

@@ -28,6 +28,10 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   the new protocol's bytes: the request was forwarded without its body. The app refuses it (501),
   and every later byte of the connection is dropped. An Upgrade without a body (h2c on a GET) is
   ignored, as RFC 9110 7.8 lets a server: the request is forwarded as HTTP.
+- ``infertap.trailers``: the trailer fields after a chunked request body. uvicorn appends them to
+  the request's headers, which the app had already recorded: they were forwarded to the upstream
+  as headers (an ``Authorization`` among them), and never recorded. Kept apart, never forwarded
+  (RFC 9110 6.5.2: the proxy sends the body with a Content-Length, no trailer section).
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -264,6 +268,14 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             extensions["infertap.full"] = lambda: cycle.flow.write_paused
             if self.scope.get("http_version") == "1.1":
                 extensions["infertap.interim"] = _Interim(cycle)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._left != _CHUNKED:  # the head's
+            super().on_header(name, value)
+            return
+        extensions: dict[str, Any] = self.scope.setdefault("extensions", {})
+        trailers: list[tuple[bytes, bytes]] = extensions.setdefault("infertap.trailers", [])
+        trailers.append((name.lower(), value.rstrip(b" \t")))  # as uvicorn keeps a header
 
     def _unsupported_upgrade_warning(self) -> None:
         pass  # uvicorn's advice to install a WebSocket library: the app answers the request and records it

@@ -241,6 +241,36 @@ def test_an_expect_100_continue_client_gets_its_large_body_forwarded_and_recorde
     assert x["request_body"] == body and ["expect", "100-continue"] in x["request_headers"]
 
 
+def test_a_chunked_requests_trailers_are_recorded_apart_and_never_forwarded_as_headers(raw_upstream, record) -> None:
+    """uvicorn appends a chunked request's trailers to its headers after the app has recorded them:
+    they reached the upstream as headers (a credential among them) and the capture never held them."""
+    seen: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        seen.append(request)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    out = _raw_exchange(
+        rec.url,
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n"
+        b"Connection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n"
+        b"X-Checksum: c0ffee\r\nAuthorization: Bearer sk-in-a-trailer-0123\r\n\r\n",
+    )
+    rec.stop()
+    assert out.endswith(b"\r\n\r\nok")
+    (sent,) = seen
+    assert sent.endswith(b"\r\ncontent-length: 11\r\n\r\nhello world")
+    assert b"c0ffee" not in sent and b"sk-in-a-trailer" not in sent  # trailers are not headers
+    (x,) = rec.exchanges()
+    assert x["request_body"] == b"hello world"
+    assert x["request_trailers"] == [["x-checksum", "c0ffee"], ["authorization", "Bearer [REDACTED]"]]
+    assert not any(n.lower() in ("x-checksum", "authorization") for n, _ in x["request_headers"])
+    assert b"sk-in-a-trailer" not in decompressed_bytes(rec.out)
+
+
 _H2C = b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
 _WEBSOCKET = (
     b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
