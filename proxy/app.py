@@ -291,10 +291,22 @@ class RecordingProxy:
                 record.update({"end": "refused", "error": message, "headers_ns": 0})
                 await self._send_error(send, record, 503, "capture_unavailable", message)
                 return
+            upgrade = extensions.get("infertap.upgrade")
+            if upgrade is not None:  # a switch of protocols the recorder can't relay (wire.py): said, not half-done
+                message = (
+                    f"infertap: this recorder relays HTTP only; a request asking to switch to {upgrade or 'another protocol'!r}"
+                    f"{' with a body' if upgrade.strip().lower() != 'websocket' else ''} is not forwarded"
+                )
+                record.update({"end": "refused", "error": message, "headers_ns": 0})
+                await self._send_error(send, record, 501, "upgrade_not_relayed", message, close=True)
+                return
             body = await self._read_body(scope, receive, send, record, raw_headers)
             if body is None:
                 return
             record["request_body"] = body
+            trailers = extensions.get("infertap.trailers")  # after a chunked body: recorded, never forwarded (wire.py)
+            if trailers:
+                record["request_trailers"] = self.redactor.headers_from_asgi(trailers, found)
             target = self._prefix + raw_path + (b"?" + query if query else b"")
             named = connection_named(raw_headers)  # the headers Connection names are this hop's too
             headers = [(n, v) for n, v in raw_headers if n not in HOP_REQUEST and n not in named]
@@ -455,9 +467,12 @@ class RecordingProxy:
                 await response.aclose()
 
     @staticmethod
-    async def _send_error(send: Send, record: Exchange, status: int, kind: str, message: str) -> None:
+    async def _send_error(send: Send, record: Exchange, status: int, kind: str, message: str, close: bool = False) -> None:
+        """``close``: the connection ends with this answer (what follows on it is not HTTP)."""
         body = _error_body(status, kind, message)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if close:
+            headers.append((b"connection", b"close"))
         record["status"] = status
         record["response_headers"] = [[n.decode(), v.decode()] for n, v in headers]
         record["chunk_ns"] = [record["headers_ns"] or 0]

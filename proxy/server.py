@@ -232,6 +232,7 @@ def serve(
         uv_config = uvicorn.Config(
             build_app(proxy),
             http=protocol(proxy.refused),  # uvicorn's httptools, with raw targets, interim responses, refusals (wire.py)
+            ws="none",  # a WebSocket reaches the proxy as HTTP, which refuses it clearly and records it (wire.py)
             log_level=config.log_level,
             access_log=False,
             server_header=False,  # the client sees the engine's headers, not ours

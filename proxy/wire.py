@@ -22,6 +22,16 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
 - ``infertap.cut``: set on a response still streaming when a request pipelined behind it is
   refused in its head: uvicorn writes that 400 into the connection and closes it, cutting the
   response short (the app records that, not a client gone).
+- ``infertap.upgrade``: the ``Upgrade`` asked for by a request the recorder can't relay as HTTP: a
+  WebSocket (uvicorn is run with no WebSocket support: it answered a bare 500 and nothing was
+  recorded), or any switch asked with a body (curl --http2's h2c POST), which the parser takes for
+  the new protocol's bytes: the request was forwarded without its body. The app refuses it (501),
+  and every later byte of the connection is dropped. An Upgrade without a body (h2c on a GET) is
+  ignored, as RFC 9110 7.8 lets a server: the request is forwarded as HTTP.
+- ``infertap.trailers``: the trailer fields after a chunked request body. uvicorn appends them to
+  the request's headers, which the app had already recorded: they were forwarded to the upstream
+  as headers (an ``Authorization`` among them), and never recorded. Kept apart, never forwarded
+  (RFC 9110 6.5.2: the proxy sends the body with a Content-Length, no trailer section).
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -100,6 +110,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._between = True  # no request begun: the next bytes start a request line
         self._left = _HEAD  # where the parser is in the request begun (see _HEAD)
         self._upgrade = False  # the request asks to switch protocols: the rest of its read isn't HTTP
+        self._switched = False  # a switch refused (infertap.upgrade): nothing more on this connection is HTTP
         self._held = bytearray()  # a request line's start, held until its end arrives
         self._target: bytes | None = None  # the raw target of the request being parsed
         self._refusal: Refusal | None = None  # the parser refused the request: uvicorn has answered it
@@ -108,6 +119,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._head_whole = True  # it begins at a line's start
 
     def data_received(self, data: bytes) -> None:
+        if self._switched:
+            return
         # A body's bytes, known to go on past this read: no request begins in them (nor is refused).
         if not self._between and self._left >= len(data):
             super().data_received(data)
@@ -243,6 +256,11 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 left = int(value)
         self._left = left
         self._upgrade = self.parser.should_upgrade()  # cleared once its read is dropped
+        if self._upgrade and not self._should_upgrade():
+            asked = next((v for n, v in self.headers if n == b"upgrade"), b"")
+            if left != 0 or asked.strip().lower() == b"websocket":  # not to be answered as HTTP: refused
+                extensions["infertap.upgrade"] = asked.decode("latin-1")
+                self._switched = True
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:
@@ -250,6 +268,17 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             extensions["infertap.full"] = lambda: cycle.flow.write_paused
             if self.scope.get("http_version") == "1.1":
                 extensions["infertap.interim"] = _Interim(cycle)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._left != _CHUNKED:  # the head's
+            super().on_header(name, value)
+            return
+        extensions: dict[str, Any] = self.scope.setdefault("extensions", {})
+        trailers: list[tuple[bytes, bytes]] = extensions.setdefault("infertap.trailers", [])
+        trailers.append((name.lower(), value.rstrip(b" \t")))  # as uvicorn keeps a header
+
+    def _unsupported_upgrade_warning(self) -> None:
+        pass  # uvicorn's advice to install a WebSocket library: the app answers the request and records it
 
     def on_body(self, body: bytes) -> None:
         if self._left > 0:

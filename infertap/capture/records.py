@@ -82,6 +82,7 @@ class ExchangeExtras(TypedDict, total=False):
     websocket_messages: int  # imported: a WebSocket's upgrade, kept; how many messages it had, none of them imported
     client_wait_ns: int  # the proxy's wait for its client to take the body: later chunks' times late by up to it
     retried: str  # sent a second time, on a new connection, after the first broke before any response: why
+    request_trailers: list[list[str]]  # the trailer fields after a chunked request body, as the headers are kept
     response_trailers: list[list[str]]  # the trailer fields after a chunked body, as the headers are kept
     interim: list[InterimResponse]  # the interim responses before the response, in order
     # A replayed exchange: its source and its schedule fidelity (replay/runner.py).

@@ -4,6 +4,7 @@ the capture keeps (a raw socket upstream writes the exact bytes)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -238,6 +239,81 @@ def test_an_expect_100_continue_client_gets_its_large_body_forwarded_and_recorde
     assert sent.endswith(b"\r\n\r\n" + body) and b"expect" not in sent.lower().split(b"\r\n\r\n")[0]
     (x,) = rec.exchanges()
     assert x["request_body"] == body and ["expect", "100-continue"] in x["request_headers"]
+
+
+def test_a_chunked_requests_trailers_are_recorded_apart_and_never_forwarded_as_headers(raw_upstream, record) -> None:
+    """uvicorn appends a chunked request's trailers to its headers after the app has recorded them:
+    they reached the upstream as headers (a credential among them) and the capture never held them."""
+    seen: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        seen.append(request)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    out = _raw_exchange(
+        rec.url,
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n"
+        b"Connection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n"
+        b"X-Checksum: c0ffee\r\nAuthorization: Bearer sk-in-a-trailer-0123\r\n\r\n",
+    )
+    rec.stop()
+    assert out.endswith(b"\r\n\r\nok")
+    (sent,) = seen
+    assert sent.endswith(b"\r\ncontent-length: 11\r\n\r\nhello world")
+    assert b"c0ffee" not in sent and b"sk-in-a-trailer" not in sent  # trailers are not headers
+    (x,) = rec.exchanges()
+    assert x["request_body"] == b"hello world"
+    assert x["request_trailers"] == [["x-checksum", "c0ffee"], ["authorization", "Bearer [REDACTED]"]]
+    assert not any(n.lower() in ("x-checksum", "authorization") for n, _ in x["request_headers"])
+    assert b"sk-in-a-trailer" not in decompressed_bytes(rec.out)
+
+
+_H2C = b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+_WEBSOCKET = (
+    b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+)
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [b"GET /v1/realtime HTTP/1.1\r\nHost: x\r\n" + _WEBSOCKET + b"\r\n"],
+        [b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + _H2C + b"Content-Length: 11\r\n\r\n" + b'{"a": "hi"}'],
+        [b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + _H2C + b"Content-Length: 11\r\n\r\n", b'{"a": "hi"}'],
+        [b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + _H2C + b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"],
+    ],
+    ids=["websocket", "h2c-with-a-body", "h2c-body-in-a-later-read", "h2c-chunked"],
+)
+def test_a_switch_of_protocols_the_recorder_cant_relay_is_refused_clearly_and_recorded(raw_upstream, record, pieces) -> None:
+    """A WebSocket got uvicorn's bare 500 and no record; a request asking for h2c with a body (curl
+    --http2's POST) lost its body, which the parser takes for the new protocol's bytes, and went to
+    the upstream without it. Both now get a 501 saying why, are recorded refused, reach no upstream,
+    and the recorder serves the next client; an h2c GET (no body) is forwarded, its Upgrade ignored."""
+    seen: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        seen.append(request)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    rec = record(raw_upstream(handler), "--no-probe", "--no-telemetry")
+    out = _raw_exchange(rec.url, *pieces)  # the refusal closes the connection
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 501 ") and b"connection: close" in head.lower()
+    error = json.loads(body)["error"]
+    assert error["type"] == "upgrade_not_relayed" and "relays HTTP only" in error["message"]
+    h2c_get = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + _H2C + b"Connection: close\r\n\r\n"
+    assert _raw_exchange(rec.url, h2c_get).endswith(b"\r\n\r\nok")  # answered as HTTP, as a server may
+    rec.stop()
+    assert [r.split(b" ")[1] for r in seen] == [b"/v1/models"]
+    refused, answered = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    assert (refused["status"], refused["end"], refused["proxy_generated"]) == (501, "refused", True)
+    assert refused["error"] == error["message"] and refused["path"] in ("/v1/realtime", "/v1/completions")
+    assert (answered["status"], answered["end"]) == (200, "complete")
 
 
 @pytest.mark.parametrize("split", ["whole", "in-two", "after-an-empty-line", "a-byte-at-a-time"])
