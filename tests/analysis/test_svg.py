@@ -15,12 +15,14 @@ from infertap.analysis.svg import (
     PLOT_W,
     STYLE,
     H,
+    Lane,
     Line,
     bars_svg,
     cdf_svg,
     line_svg,
     scatter_svg,
     ticks,
+    timeline_svg,
     width,
 )
 
@@ -112,3 +114,25 @@ def test_a_cdf_is_drawn_as_steps():
     (one,) = re.findall(r'<polyline[^>]* points="([^"]+)"', cdf_svg([("A", [5.0])], "ttft ms"))
     xt = ticks(5.0)
     assert one.split() == [f"{LEFT + 5 / xt[-1] * PLOT_W:.1f},{py(0)}", f"{LEFT + 5 / xt[-1] * PLOT_W:.1f},{py(1)}"]
+
+
+def test_every_drawing_shrinks_whole_in_a_narrow_window():
+    # At 560 px wide with no viewBox, a phone's or a split screen's narrower page ran the plots off its
+    # edge, their right half and x axis title cut. Each drawing now carries its own coordinates and the
+    # style caps its width at the page's: the browser scales it, labels and all.
+    drawings = [
+        cdf_svg([("A", [1.0, 2.0])], "ttft ms"),
+        scatter_svg([("A", [(1.0, 2.0)])], "s", "e2e ms"),
+        bars_svg({"0-7": 1}, "position"),
+        line_svg([Line("A", [(1, 2.0)])], "x", "y"),
+        timeline_svg([Lane("A s1", COLORS[0], [(0.0, 1.0), (2.0, 3.0)])], "s"),
+    ]
+    boxes = []
+    for svg in drawings:
+        tag = re.match(r"<svg [^>]*>", svg).group(0)
+        w, h = float(re.search(r' width="([\d.]+)"', tag).group(1)), float(re.search(r' height="([\d.]+)"', tag).group(1))
+        boxes.append(re.search(r' viewBox="([^"]+)"', tag).group(1).split())
+        assert boxes[-1] == ["0", "0", f"{w:g}", f"{h:g}"], tag  # must match: the drawing's own size
+    assert boxes[-1] != boxes[0]  # must differ: the timeline's box is its own, wider for its lanes' names
+    rules = {k.strip(): v for k, v in re.findall(r"([^{}]+)\{([^{}]*)\}", STYLE)}
+    assert "max-width:100%" in rules["svg"] and "height:auto" in rules["svg"]
