@@ -30,6 +30,7 @@ from .sources import refuse_inside_capture
 from .store import Analysis
 from .svg import (
     COLORS,
+    MARKS,
     STYLE,
     _table,
     bars_svg,
@@ -125,9 +126,11 @@ def render(
 
 
 def _head(runs: _Runs) -> list[str]:
-    """The page's start, with a legend: the plots' colors name the runs."""
+    """The page's start, with a legend: the plots' colors name the runs, and their lines' and dots'
+    shapes where there are two (``MARKS``), for a reader without the colours."""
     legend = "".join(
-        f'<span style="color:{c}">■ {name}: {html.escape(path)}</span>' for (name, path, _), c in zip(runs, COLORS, strict=False)
+        f'<span style="color:{c}">■ {name}: {html.escape(path)}{f" ({m})" if len(runs) > 1 else ""}</span>'
+        for (name, path, _), c, m in zip(runs, COLORS, MARKS, strict=False)
     )
     return [
         f"<!doctype html><html><head><meta charset=utf-8><title>infertap report</title><style>{STYLE}</style></head><body>",

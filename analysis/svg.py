@@ -50,6 +50,16 @@ def width(i: int, n: int) -> float:
     return 2.0 + 2.0 * (n - 1 - i)
 
 
+#: How each run's lines and dots look beyond their colour, A's then B's: a page printed in grey,
+#: or read by one who can't tell the two colours apart, told the runs by the legend's colours alone.
+MARKS = ("solid line, filled dots", "dashed line, hollow dots")
+
+
+def dash(i: int) -> str:
+    """Run ``i``'s line pattern (``MARKS``): the first solid, later ones dashed."""
+    return ' stroke-dasharray="6 3"' if i else ""
+
+
 def _esc(value: Any) -> str:
     return html.escape("unknown" if value is None else number(value) if isinstance(value, float) else str(value))
 
@@ -130,7 +140,7 @@ def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
             continue
         pts = " ".join(f"{_x(x, xt):.1f},{_y(y, yt):.1f}" for x, y in steps(ordered))
         parts.append(
-            f'<polyline fill="none" stroke="{color}" stroke-width="{width(n, len(series)):g}" points="{pts}">'
+            f'<polyline fill="none" stroke="{color}" stroke-width="{width(n, len(series)):g}"{dash(n)} points="{pts}">'
             f"<title>{html.escape(name)}</title></polyline>"
         )
     parts.append("</svg>")
@@ -151,7 +161,8 @@ def scatter_svg(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], xla
         r = 0.5 + width(n, len(series))
         for x, y in s:
             parts.append(
-                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="{r:g}" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>'
+                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="{r:g}" fill="{"none" if n else color}" stroke="{color}" '
+                f'stroke-width="1.5" opacity="0.7"><title>{html.escape(name)}</title></circle>'
             )
     parts.append("</svg>")
     return "".join(parts)
@@ -187,7 +198,8 @@ def bars_svg(counts: dict[Any, int], xlabel: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Line:
-    """One line of ``line_svg``: points joined in x order, each marked (hollow where ``hollow``: a failed point)."""
+    """One line of ``line_svg``: points joined in x order, each marked (hollow where ``hollow``: a sweep's failed
+    point, or every point of the report's run B, ``MARKS``)."""
 
     name: str
     points: Sequence[tuple[float, float | None]]  # (x, y); y None: no value there, left out

@@ -708,3 +708,10 @@ def test_the_report_says_what_its_speed_table_and_its_plots_are_over(tmp_path):
     assert not [p for p in said if p.startswith("No interval")] and any(p.endswith("(12 in A, 12 in B).") for p in said)
     one = _paragraphs(render(a))  # one run: no table, the plots still said
     assert not [p for p in one if p.startswith("Paired")] and any(p.endswith("(3 in A).") for p in one)
+
+
+def test_the_reports_legend_names_each_runs_lines_by_more_than_their_colour(tmp_path):
+    a, b = _runs(tmp_path, ["x"], ["y"])
+    legend = _paragraphs(render(a, b))[0]
+    assert legend == f"■ A: {a} (solid line, filled dots)■ B: {b} (dashed line, hollow dots)"
+    assert _paragraphs(render(a))[0] == f"■ A: {a}"  # must match: one run, nothing to tell apart
