@@ -22,6 +22,7 @@ from .compare_traffic import traffic_line
 from .divergence_notes import path_notes
 from .errors import AnalysisError
 from .paired_divergence import exact_share, histogram_bars, position_unit
+from .ratios import MIN_INTERVAL_PAIRS
 from .report_claims import claim_cards
 from .report_sessions import session_timelines
 from .report_telemetry import telemetry_plots
@@ -29,6 +30,7 @@ from .sources import refuse_inside_capture
 from .store import Analysis
 from .svg import (
     COLORS,
+    MARKS,
     STYLE,
     _table,
     bars_svg,
@@ -65,6 +67,25 @@ def _speed_table(speed: Sequence[dict[str, Any]]) -> str:
     return _table(["metric", "A p50 ms", "A p99 ms", "B p50 ms", "B p99 ms", "B/A p50", "95% CI", "pairs"], rows)
 
 
+def _speed(speed: Sequence[dict[str, Any]]) -> list[str]:
+    """The table with what it is over and what ``compare`` says under it: its B p50 is over the pairs,
+    not B's every answer, and read beside the claim card's B p50 of the same run it looked wrong."""
+    out = [
+        "<p>Paired exchanges that succeeded on both sides; B/A: B's p50 over A's (95% CI).</p>",
+        _speed_table(speed),
+    ]
+    if any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in speed):  # a "-" in the CI column, said why
+        out.append(f"<p>No interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%.</p>")
+    return out + [f"<p>{html.escape(note)}</p>" for note in speed_notes(speed)]
+
+
+def _plotted(runs: _Runs) -> str:
+    """What the plots are over: each run's every ok generation request, as ``stats`` and the claim
+    cards count them, not the table's pairs."""
+    counts = ", ".join(f"{len(rows)} in {name}" for name, _, rows in runs)
+    return f"The plots: every successful generation request of each run, as stats and the claim cards count them ({counts})."
+
+
 #: Each run shown: its name (A, B), its path and the metrics of its ok generation requests.
 _Runs = list[tuple[str, str, list[dict[str, Any]]]]
 
@@ -88,8 +109,8 @@ def render(
         out += _configuration(result)
     out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
     if result is not None:
-        out.append(_speed_table(result["speed"]))
-        out += [f"<p>{html.escape(note)}</p>" for note in speed_notes(result["speed"])]
+        out += _speed(result["speed"])
+    out.append(f"<p>{html.escape(_plotted(runs))}</p>")
     out.append(_plots(runs))
     out.append(
         "<p>Definitions: docs/metrics.md (ttft: request sent to the first chunk carrying generated text, reasoning or a tool call).</p>"
@@ -105,9 +126,11 @@ def render(
 
 
 def _head(runs: _Runs) -> list[str]:
-    """The page's start, with a legend: the plots' colors name the runs."""
+    """The page's start, with a legend: the plots' colors name the runs, and their lines' and dots'
+    shapes where there are two (``MARKS``), for a reader without the colours."""
     legend = "".join(
-        f'<span style="color:{c}">■ {name}: {html.escape(path)}</span>' for (name, path, _), c in zip(runs, COLORS, strict=False)
+        f'<span style="color:{c}">■ {name}: {html.escape(path)}{f" ({m})" if len(runs) > 1 else ""}</span>'
+        for (name, path, _), c, m in zip(runs, COLORS, MARKS, strict=False)
     )
     return [
         f"<!doctype html><html><head><meta charset=utf-8><title>infertap report</title><style>{STYLE}</style></head><body>",

@@ -27,7 +27,14 @@ def telemetry_plots(runs: Sequence[tuple[str, str, int]]) -> str:
         ("running", "requests running in the engine over time", "requests"),
     ):
         lines = [
-            Line(f"{name}: {label}", points, COLORS[i % len(COLORS)], stroke=width(i, len(series)))
+            Line(
+                f"{name}: {label}",
+                points,
+                COLORS[i % len(COLORS)],
+                dashed=i > 0,
+                hollow=[i > 0] * len(points),
+                stroke=width(i, len(series)),
+            )
             for i, (name, found) in enumerate(series)
             if key in found
             for label, points in [found[key]]

@@ -50,8 +50,25 @@ def width(i: int, n: int) -> float:
     return 2.0 + 2.0 * (n - 1 - i)
 
 
+#: How each run's lines and dots look beyond their colour, A's then B's: a page printed in grey,
+#: or read by one who can't tell the two colours apart, told the runs by the legend's colours alone.
+MARKS = ("solid line, filled dots", "dashed line, hollow dots")
+
+
+def dash(i: int) -> str:
+    """Run ``i``'s line pattern (``MARKS``): the first solid, later ones dashed."""
+    return ' stroke-dasharray="6 3"' if i else ""
+
+
 def _esc(value: Any) -> str:
     return html.escape("unknown" if value is None else number(value) if isinstance(value, float) else str(value))
+
+
+def _svg_open(w: float, h: float, label: str) -> str:
+    """A drawing's opening tag, its own coordinates in a viewBox: the style's ``svg{max-width:100%}``
+    then shrinks it whole in a window narrower than ``w``, where a fixed width ran off the page's edge
+    and cut the plot and its labels."""
+    return f'<svg width="{w:g}" height="{h:g}" viewBox="0 0 {w:g} {h:g}" role="img" aria-label="{html.escape(label)}">'
 
 
 def _x(v: float, ticks: Sequence[float]) -> float:
@@ -114,7 +131,7 @@ def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
         return f"<p>no {html.escape(label)} values</p>"
     xt, yt = ticks(max(values)), ticks(1.0)
     parts = [
-        f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(label)} CDF">',
+        _svg_open(W, H, f"{label} CDF"),
         _axes(xt, yt, label, "share ≤ x"),
     ]
     for n, ((name, s), color) in enumerate(zip(series, COLORS, strict=False)):
@@ -123,7 +140,7 @@ def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
             continue
         pts = " ".join(f"{_x(x, xt):.1f},{_y(y, yt):.1f}" for x, y in steps(ordered))
         parts.append(
-            f'<polyline fill="none" stroke="{color}" stroke-width="{width(n, len(series)):g}" points="{pts}">'
+            f'<polyline fill="none" stroke="{color}" stroke-width="{width(n, len(series)):g}"{dash(n)} points="{pts}">'
             f"<title>{html.escape(name)}</title></polyline>"
         )
     parts.append("</svg>")
@@ -137,14 +154,15 @@ def scatter_svg(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], xla
         return "<p>no points</p>"
     xt, yt = ticks(max(x for x, _ in points)), ticks(max(y for _, y in points))
     parts = [
-        f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} over time">',
+        _svg_open(W, H, f"{ylabel} over time"),
         _axes(xt, yt, xlabel, ylabel),
     ]
     for n, ((name, s), color) in enumerate(zip(series, COLORS, strict=False)):
         r = 0.5 + width(n, len(series))
         for x, y in s:
             parts.append(
-                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="{r:g}" fill="{color}" opacity="0.7"><title>{html.escape(name)}</title></circle>'
+                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="{r:g}" fill="{"none" if n else color}" stroke="{color}" '
+                f'stroke-width="1.5" opacity="0.7"><title>{html.escape(name)}</title></circle>'
             )
     parts.append("</svg>")
     return "".join(parts)
@@ -163,7 +181,7 @@ def bars_svg(counts: dict[Any, int], xlabel: str) -> str:
     # printed every one of them over its neighbours.
     room = max(len(str(k)) for k in keys) * CHAR_W + LABEL_GAP
     every = math.ceil(room / bw - 1e-9)
-    parts = [f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(xlabel)}">', _axes(None, yt, xlabel, "pairs")]
+    parts = [_svg_open(W, H, xlabel), _axes(None, yt, xlabel, "pairs")]
     for i, k in enumerate(keys):
         top = _y(counts[k], yt)
         parts.append(
@@ -180,7 +198,8 @@ def bars_svg(counts: dict[Any, int], xlabel: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Line:
-    """One line of ``line_svg``: points joined in x order, each marked (hollow where ``hollow``: a failed point)."""
+    """One line of ``line_svg``: points joined in x order, each marked (hollow where ``hollow``: a sweep's failed
+    point, or every point of the report's run B, ``MARKS``)."""
 
     name: str
     points: Sequence[tuple[float, float | None]]  # (x, y); y None: no value there, left out
@@ -207,7 +226,7 @@ def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequenc
     xt = ticks(max(x for x, _ in known))
     yt = ticks(max([y for _, y in known] + [v for v, _ in hlines]))
     parts = [
-        f'<svg width="{W}" height="{H}" role="img" aria-label="{html.escape(ylabel)} against {html.escape(xlabel)}">',
+        _svg_open(W, H, f"{ylabel} against {xlabel}"),
         _axes(xt, yt, xlabel, ylabel),
     ]
     for value, label in hlines:
@@ -263,7 +282,7 @@ def timeline_svg(lanes: Sequence[Lane], xlabel: str) -> str:
     def x(v: float) -> float:
         return label_w + v / xt[-1] * (width - label_w)
 
-    parts = [f'<svg width="{width + RIGHT}" height="{height}" role="img" aria-label="session timeline">']
+    parts = [_svg_open(width + RIGHT, height, "session timeline")]
     for t in xt:
         parts.append(
             f'<line x1="{x(t):.1f}" y1="{TOP}" x2="{x(t):.1f}" y2="{height - BOTTOM}" stroke="#eee"/>'
@@ -302,9 +321,10 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], highlight: Seq
 
 #: The shared style. A value may be cut anywhere (a sha256, a path: long tokens that would widen a
 #: table past the page), but not a heading or a row's name, its first cell: a narrow page squeezed
-#: the claim card's names to fit its long values ("quantizati|on", "measuring|_side").
+#: the claim card's names to fit its long values ("quantizati|on", "measuring|_side"). A drawing is
+#: never wider than the page: it shrinks whole (``_svg_open``'s viewBox).
 STYLE = """body{font:14px system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}h1{font-size:22px}h2{margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;max-width:460px;overflow-wrap:anywhere}
 th,td:first-child{overflow-wrap:normal}
 tr.diff td{background:#fff3cd;font-weight:600}.plots{display:flex;flex-wrap:wrap;gap:1em}.legend span{margin-right:1.5em}
-pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;max-width:1100px}svg text{font-size:11px;fill:#333}p.warn{background:#fff3cd;font-weight:600;padding:.3em}"""
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;max-width:1100px}svg{max-width:100%;height:auto}.plots>div{min-width:0}svg text{font-size:11px;fill:#333}p.warn{background:#fff3cd;font-weight:600;padding:.3em}"""

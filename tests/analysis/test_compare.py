@@ -661,3 +661,57 @@ def test_effective_prompt_tokens_say_why_no_pair_was_compared(tmp_path):
     said = " ".join(CliRunner().invoke(cli, ["compare", str(a2), str(b2)]).output.split())
     assert "effective prompt tokens: 2 of 2 pairs identical" in said and "none compared" not in said
     assert "Effective prompt tokens: 2 of 2 pairs identical." in render(a2, b2)
+
+
+def _paragraphs(page: str) -> list[str]:
+    """The page's paragraphs' text, as a reader reads them."""
+    from html.parser import HTMLParser
+
+    class Reader(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[str] = []
+            self.text: str | None = None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "p":
+                self.text = ""
+
+        def handle_endtag(self, tag):
+            if tag == "p" and self.text is not None:
+                self.found.append(self.text)
+                self.text = None
+
+        def handle_data(self, data):
+            if self.text is not None:
+                self.text += data
+
+    reader = Reader()
+    reader.feed(page)
+    return reader.found
+
+
+def test_the_report_says_what_its_speed_table_and_its_plots_are_over(tmp_path):
+    """The table's B p50 is over the pairs, the plots' and the claim card's over B's every answer: the
+    report said neither, and two B p50s of one run read as one wrong. Its "-" for an interval was unsaid
+    too, where compare prints why."""
+    a, b = _runs(tmp_path, ["x", "y", "z"], ["x", "y", "z", "w"])  # B's fourth request has no counterpart
+    said = _paragraphs(render(a, b))
+    assert "Paired exchanges that succeeded on both sides; B/A: B's p50 over A's (95% CI)." in said
+    assert "No interval below 10 pairs: a resampled one would be narrower than 95%." in said
+    assert (
+        "The plots: every successful generation request of each run, as stats and the claim cards count them "
+        "(3 in A, 4 in B)." in said
+    )
+    many = [f"{i}" for i in range(12)]  # must differ: 12 pairs have their interval, nothing to explain
+    said = _paragraphs(render(*_runs(tmp_path / "many", many, many)))
+    assert not [p for p in said if p.startswith("No interval")] and any(p.endswith("(12 in A, 12 in B).") for p in said)
+    one = _paragraphs(render(a))  # one run: no table, the plots still said
+    assert not [p for p in one if p.startswith("Paired")] and any(p.endswith("(3 in A).") for p in one)
+
+
+def test_the_reports_legend_names_each_runs_lines_by_more_than_their_colour(tmp_path):
+    a, b = _runs(tmp_path, ["x"], ["y"])
+    legend = _paragraphs(render(a, b))[0]
+    assert legend == f"■ A: {a} (solid line, filled dots)■ B: {b} (dashed line, hollow dots)"
+    assert _paragraphs(render(a))[0] == f"■ A: {a}"  # must match: one run, nothing to tell apart

@@ -11,16 +11,19 @@ from infertap.analysis.svg import (
     COLORS,
     LABEL_H,
     LEFT,
+    MARKS,
     PLOT_H,
     PLOT_W,
     STYLE,
     H,
+    Lane,
     Line,
     bars_svg,
     cdf_svg,
     line_svg,
     scatter_svg,
     ticks,
+    timeline_svg,
     width,
 )
 
@@ -74,7 +77,7 @@ def test_two_runs_that_coincide_both_show():
     widths = [(c, float(w)) for c, w in re.findall(r'<polyline[^>]* stroke="(#\w+)" stroke-width="([\d.]+)"', cdf)]
     assert [c for c, _ in widths] == list(COLORS) and widths[0][1] > widths[1][1]
     dots = scatter_svg([("A", [(1.0, 2.0)]), ("B", [(1.0, 2.0)])], "s", "e2e ms")
-    radii = [(c, float(r)) for r, c in re.findall(r'<circle[^>]* r="([\d.]+)" fill="(#\w+)"', dots)]
+    radii = [(c, float(r)) for r, c in re.findall(r'<circle[^>]* r="([\d.]+)" fill="[^"]+" stroke="(#\w+)"', dots)]
     assert [c for c, _ in radii] == list(COLORS) and radii[0][1] > radii[1][1]
     lines = line_svg(
         [Line("A", [(1, 2.0)], COLORS[0], stroke=width(0, 2)), Line("B", [(1, 2.0)], COLORS[1], stroke=width(1, 2))], "x", "y"
@@ -112,3 +115,39 @@ def test_a_cdf_is_drawn_as_steps():
     (one,) = re.findall(r'<polyline[^>]* points="([^"]+)"', cdf_svg([("A", [5.0])], "ttft ms"))
     xt = ticks(5.0)
     assert one.split() == [f"{LEFT + 5 / xt[-1] * PLOT_W:.1f},{py(0)}", f"{LEFT + 5 / xt[-1] * PLOT_W:.1f},{py(1)}"]
+
+
+def test_every_drawing_shrinks_whole_in_a_narrow_window():
+    # At 560 px wide with no viewBox, a phone's or a split screen's narrower page ran the plots off its
+    # edge, their right half and x axis title cut. Each drawing now carries its own coordinates and the
+    # style caps its width at the page's: the browser scales it, labels and all.
+    drawings = [
+        cdf_svg([("A", [1.0, 2.0])], "ttft ms"),
+        scatter_svg([("A", [(1.0, 2.0)])], "s", "e2e ms"),
+        bars_svg({"0-7": 1}, "position"),
+        line_svg([Line("A", [(1, 2.0)])], "x", "y"),
+        timeline_svg([Lane("A s1", COLORS[0], [(0.0, 1.0), (2.0, 3.0)])], "s"),
+    ]
+    boxes = []
+    for svg in drawings:
+        tag = re.match(r"<svg [^>]*>", svg).group(0)
+        w, h = float(re.search(r' width="([\d.]+)"', tag).group(1)), float(re.search(r' height="([\d.]+)"', tag).group(1))
+        boxes.append(re.search(r' viewBox="([^"]+)"', tag).group(1).split())
+        assert boxes[-1] == ["0", "0", f"{w:g}", f"{h:g}"], tag  # must match: the drawing's own size
+    assert boxes[-1] != boxes[0]  # must differ: the timeline's box is its own, wider for its lanes' names
+    rules = {k.strip(): v for k, v in re.findall(r"([^{}]+)\{([^{}]*)\}", STYLE)}
+    assert "max-width:100%" in rules["svg"] and "height:auto" in rules["svg"]
+
+
+def test_the_two_runs_are_told_apart_without_their_colours():
+    # A and B differed by colour (and a stroke's width) alone, and the legend named only the colour:
+    # printed in grey, or read by one who can't tell blue from red, which line was B's was a guess.
+    cdf = cdf_svg([("A", [1.0, 2.0]), ("B", [1.0, 3.0])], "ttft ms")
+    dashes = re.findall(r"<polyline([^>]*)>", cdf)
+    assert "stroke-dasharray" not in dashes[0] and 'stroke-dasharray="6 3"' in dashes[1]  # must differ
+    dots = scatter_svg([("A", [(1.0, 2.0)]), ("B", [(1.0, 2.0)])], "s", "e2e ms")
+    fills = re.findall(r'<circle[^>]* fill="([^"]+)" stroke="(#\w+)"', dots)
+    assert fills == [(COLORS[0], COLORS[0]), ("none", COLORS[1])]  # A filled, B hollow
+    assert MARKS == ("solid line, filled dots", "dashed line, hollow dots")
+    alone = cdf_svg([("A", [1.0])], "ttft ms")  # must match: one run is drawn as A is, solid
+    assert "stroke-dasharray" not in alone
