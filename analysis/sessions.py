@@ -6,7 +6,10 @@ included (docs/metrics.md, Sessions). Only sessions whose every request is paire
 B are compared, for their makespans and their answers alike: a session with a turn missing or failed
 on B would look faster than it was, and a failed turn is no answer. The turn at which a session's
 answers first differ is where the target's own trajectory would have left the recorded one: later
-turns replay the recorded history, not what the target would have said next.
+turns replay the recorded history, not what the target would have said next. Except where a turn
+names its previous response (``previous_response_id``): the target continues its own stored answer
+there (a replay sends the id the target gave it), with the recorded turn's new input after it (a
+tool's output for A's call, which B may not have made); such sessions are counted apart.
 
 Computed in DuckDB (compare.py's workspace), one row per session, so that a million single-request
 sessions are summed there; only the makespans come back, as arrays, and the slowest ten.
@@ -37,7 +40,8 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     # then failed in 64 MB, and pass like this).
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE {table}_a AS
-        SELECT session, min(ord) AS first_ord, count(*) AS turns, min(sent_wall_ns) AS a_first, max(end_wall_ns) AS a_last
+        SELECT session, min(ord) AS first_ord, count(*) AS turns, min(sent_wall_ns) AS a_first, max(end_wall_ns) AS a_last,
+               coalesce(bool_or(link = 'previous_response_id'), false) AS chained
         FROM {a} WHERE generation AND session IS NOT NULL GROUP BY session"""
     )
     con.execute(
@@ -62,20 +66,21 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
         f"""CREATE OR REPLACE TABLE {table} AS
         SELECT sa.first_ord AS i, sa.session, sa.turns, coalesce(sb.paired, 0) AS paired,
                sb.first_difference, sb.b_session, sa.a_first, sa.a_last, sb.b_first, sb.b_last,
-               coalesce(sb.unfinished, 0) AS unfinished,
+               coalesce(sb.unfinished, 0) AS unfinished, sa.chained,
                (sa.a_first IS NOT NULL AND sa.a_last IS NOT NULL AND sb.b_first IS NOT NULL AND sb.b_last IS NOT NULL
                 AND coalesce(sb.answered, 0) >= sa.turns) AS compared
         FROM {table}_a sa LEFT JOIN {table}_b sb USING (session)"""
     )
     for step in "apb":
         con.execute(f"DROP TABLE {table}_{step}")
-    sessions, multi, multi_compared, identical = con.execute(
+    sessions, multi, multi_compared, identical, chained = con.execute(
         # Every figure but the counts of A's sessions is over the compared sessions alone (every turn
         # paired and answered on B), as the makespans are: a turn B failed is no answer to compare,
         # and counted as the first difference it put every session of a target that refused an API
         # at turn 0, beside "3 of 10 compared".
         f"SELECT count(*), count(*) FILTER (WHERE turns > 1), count(*) FILTER (WHERE compared AND turns > 1), "
-        f"count(*) FILTER (WHERE compared AND first_difference IS NULL) FROM {table}"
+        f"count(*) FILTER (WHERE compared AND first_difference IS NULL), "
+        f"count(*) FILTER (WHERE compared AND turns > 1 AND chained) FROM {table}"
     ).fetchall()[0]
     if not sessions:
         return None
@@ -89,11 +94,20 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     index = np.asarray(cols["i"], dtype=np.int64)
     va = np.asarray(cols["a"], dtype=np.int64).astype(np.float64) / 1e9
     vb = np.asarray(cols["b"], dtype=np.int64).astype(np.float64) / 1e9
-    note = (
-        "a later turn replays the recorded history, not what the target would have answered before it"
-        if multi
-        else "every request is its own session here (no turn continues another)"
-    )
+    if not multi:
+        note = "every request is its own session here (no turn continues another)"
+    elif not chained or chained < multi_compared:
+        note = "a later turn replays the recorded history, not what the target would have answered before it"
+        if chained:
+            note += (
+                f"; in {chained} of them, chained by previous_response_id, a turn continues the target's own stored "
+                "answer, with the recorded new input after it"
+            )
+    else:  # every compared session of several turns is chained: no turn replays A's answers to B
+        note = (
+            "a later turn continues the target's own stored answer (chained by previous_response_id), "
+            "with the recorded new input after it (a tool's output for A's call, which B may not have made)"
+        )
     da, db = distribution(va), distribution(vb)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(va != 0, vb / np.where(va != 0, va, 1.0), 0.0)
@@ -117,6 +131,8 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
         "partial_by_reason": {"unpaired": unpaired, "failed": failed, "unfinished": unfinished},
         "multi_turn": multi,  # of A's sessions
         "compared_multi_turn": multi_compared,
+        # of those, sessions a turn of which names its previous response: B continued its own answer there
+        "compared_chained": chained,
         "makespan_s": {"a": da, "b": db},
         "ratio_p50": db["p50"] / da["p50"] if da["p50"] and db["p50"] is not None else None,
         "ratio_ci95": bootstrap_ratio(va, vb),

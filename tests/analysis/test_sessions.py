@@ -503,3 +503,41 @@ def test_the_sessions_left_out_are_counted_by_why(tmp_path):
     said = " ".join(CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "c")]).output.split())
     assert "2 compared, every turn answered on B (2 with more than one turn), 2 left out (2 a turn failed on B)" in said, said  # fmt: skip
     assert compare(tmp_path / "a", tmp_path / "a")["sessions"]["partial_by_reason"] == {"unpaired": 0, "failed": 0, "unfinished": 0}  # fmt: skip
+
+
+def test_compare_says_a_chained_responses_turn_continues_the_targets_own_answer(fake, tmp_path):
+    """A Responses turn naming its previous response is replayed with the id the target gave it: the
+    target continues its own stored answer there, not A's, and compare said every later turn
+    "replays the recorded history". It counts such sessions apart and says what they carried."""
+
+    def answer(rid: str, text: str) -> bytes:
+        message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+        return json.dumps({"id": rid, "object": "response", "status": "completed", "output": [message]}).encode()
+
+    chain = [
+        {
+            "id": f"r{t}",
+            "offset_s": t * 0.2,
+            "path": "/v1/responses",
+            "body": {"model": "m", "input": f"tool output {t}", **({"previous_response_id": f"resp_{t - 1}"} if t else {})},
+            "chunks": [answer(f"resp_{t}", f"recorded answer {t}")],
+            "duration_ns": 50_000_000,
+        }
+        for t in range(3)
+    ]
+    write_capture(tmp_path / "chain", chain)
+    _, url = fake
+    run_replay(ReplayConfig(tmp_path / "chain", url, tmp_path / "chain-b", probe=False, sessions="closed", telemetry=False))
+    sent = [json.loads(r["body"]) for r in fake[0].requests if r["path"] == "/v1/responses"]
+    assert [b.get("previous_response_id") for b in sent] == [None, "resp_x_1", "resp_x_2"]  # the target's ids
+    chained = compare(tmp_path / "chain", tmp_path / "chain-b")["sessions"]
+    assert (chained["compared_multi_turn"], chained["compared_chained"]) == (1, 1)
+    assert "continues the target's own stored answer" in chained["note"] and "replays the recorded history" not in chained["note"]
+    said = " ".join(CliRunner().invoke(cli, ["compare", str(tmp_path / "chain"), str(tmp_path / "chain-b")]).output.split())
+    assert "continues the target's own stored answer (chained by previous_response_id)" in said, said
+    # Chat conversations replay A's answers: none is chained, and the note says the history is A's.
+    src = conversations(tmp_path / "src")
+    run_replay(ReplayConfig(src, url, tmp_path / "src-b", probe=False, sessions="closed", telemetry=False))
+    plain = compare(src, tmp_path / "src-b")["sessions"]
+    assert (plain["compared_multi_turn"], plain["compared_chained"]) == (2, 0)
+    assert plain["note"] == "a later turn replays the recorded history, not what the target would have answered before it"
