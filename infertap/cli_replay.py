@@ -102,7 +102,12 @@ _WORKLOAD_OPTIONS = [
     ),
     click.option("--no-probe", is_flag=True, help="Don't probe the target (no snapshot, no enrichment)."),
     click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings."),
-    click.option("--grace", default=5.0, show_default=True, help="On Ctrl-C, seconds in-flight requests may finish."),
+    click.option(
+        "--grace",
+        default=5.0,
+        show_default=True,
+        help="On Ctrl-C, seconds in-flight requests may finish (a second Ctrl-C: none).",
+    ),
     click.option("--connect-timeout", default=10.0, show_default=True, help="Seconds to connect to the target."),
     click.option(
         "--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the target between bytes (0: forever)."

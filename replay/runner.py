@@ -277,12 +277,17 @@ class Replay:
         self._response_ids: dict[int, str | None] = {}
         self._finished = asyncio.Event()  # every item settled
         self._stop_requested = asyncio.Event()  # Ctrl-C: ends the wait for the last requests, whenever it comes
+        self._cut_short = asyncio.Event()  # a second Ctrl-C: ends the grace period
         self._ahead: ReadAhead | None = None  # bodies read from the capture, a window ahead
         self.failure: BodyError | None = None  # why the run stopped early, when a body couldn't be read
 
     def stop(self) -> None:
-        """Stop sending (Ctrl-C); in-flight requests get the grace period, then are cancelled."""
-        if not self._stopping:
+        """Stop sending (Ctrl-C); in-flight requests get the grace period, then are cancelled. A
+        second stop ends the grace period now, as a second Ctrl-C ends record's: with a long
+        ``--grace`` (for long answers) only a kill was left, and a kill loses the capture's end."""
+        if self._stopping:
+            self._cut_short.set()
+        else:
             self._stopping = True
             self._stop_requested.set()
             self.stats.stopped_early = True
@@ -312,7 +317,13 @@ class Replay:
                 await asyncio.wait({*self._tasks, stopped}, return_when=asyncio.FIRST_COMPLETED)
                 stopped.cancel()
             if self._tasks:  # stopped: the grace period, then the rest are cancelled
-                done, pending = await asyncio.wait(set(self._tasks), timeout=self.grace_s)
+                tasks = set(self._tasks)
+                graced = asyncio.ensure_future(asyncio.wait(tasks))
+                cut = asyncio.ensure_future(self._cut_short.wait())
+                await asyncio.wait({graced, cut}, timeout=self.grace_s, return_when=asyncio.FIRST_COMPLETED)
+                graced.cancel()  # the wait only: its requests are cancelled below
+                cut.cancel()
+                pending = {task for task in tasks if not task.done()}
                 for task in pending:
                     task.cancel()
                 if pending:
