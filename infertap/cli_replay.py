@@ -498,6 +498,14 @@ def _behind_rows(s: dict[str, Any], ms: Any) -> list[tuple[str, str]]:
     return rows
 
 
+def _rate_line(rate: dict[str, float | None]) -> str:
+    """The request rate achieved beside the one scheduled, first send to last."""
+    if rate["sent"] is None:
+        return "- (fewer than two requests sent)"
+    asked = "closed loop, none scheduled" if rate["scheduled"] is None else f"{rate['scheduled']:.2f}/s scheduled"
+    return f"{rate['sent']:.2f}/s sent, {asked}  (from the first send to the last)"
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -520,6 +528,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("schedule lag ms", f"{ms(s['lag_ms'])}  (p50 / p99 / max; the dispatcher's own)"),
         *_behind_rows(s, ms),
         ("cap wait ms", f"{ms(s['queue_wait_ms'])}  (p50 / p99 / max)"),
+        ("request rate", _rate_line(s["request_rate"])),
         ("concurrency", f"{s['concurrency']['mean']:.2f} mean, {s['concurrency']['max']} max"),
         *_session_rows(s.get("sessions"), ms),
         ("wall time", f"{s['wall_s']:.1f} s"),
