@@ -449,6 +449,15 @@ def _source_refused(n: int) -> str:
     return f"{n} exchanges not replayed: the recorder refused them (end refused), so the engine never saw them"
 
 
+def _source_failed(failed: dict[str, int]) -> str:
+    """The workload's own failures, beside the replay's: a prompt past the context fails on any target."""
+    statuses = ", ".join(f"{'no answer' if status == 'none' else status} ×{n}" for status, n in failed.items())
+    return (
+        f"{sum(failed.values())} of these requests ({statuses}): replayed as recorded, they are likely to fail "
+        "again, not for the target; --filter status=200 replays only those that succeeded"
+    )
+
+
 def _not_kept(n: int) -> str:
     return (
         f"{n} exchanges left out, not sent: their request bodies were not kept by the recorder "
@@ -520,6 +529,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("replay", s["out"]),
         ("target", f"{s['target']} ({s['target_kind'] or 'kind unknown'})"),
         ("sent", _sent_line(s)),
+        *([("failed when recorded", _source_failed(s["source_failed"]) + _per_pass(s))] if s.get("source_failed") else []),
         *([("left out", _not_kept(s["not_kept"]) + _per_pass(s))] if s.get("not_kept") else []),
         *([("not replayed", _source_refused(s["source_refused"]) + _per_pass(s))] if s.get("source_refused") else []),
         ("endings", ", ".join(f"{k} ×{v}" for k, v in s["ends"].items()) or "-"),

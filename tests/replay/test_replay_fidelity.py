@@ -277,6 +277,34 @@ def test_http_errors_are_failures_not_completions(fake, tmp_path):
     assert "may not serve" not in said  # failures, but none a path's 404 for every request
 
 
+def test_the_summary_says_which_failures_the_workload_had_when_recorded(fake, tmp_path):
+    """A prompt past the context fails on any target: "2 failed: 400" alone blamed the target for
+    the workload's own failures (a sweep said so since 6a7199d, a replay didn't). Counted per pass."""
+    app, url = fake
+    write_capture(
+        tmp_path / "src",
+        [
+            {"offset_s": 0, "status": 400, "body": _chat("too long")},
+            {"offset_s": 0.01, "status": 503, "body": _chat("busy")},
+            {"offset_s": 0.02, "body": _chat("ok")},
+        ],
+    )
+    write_capture(tmp_path / "clean", [{"offset_s": 0, "body": _chat("ok")}])
+    summary = run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, repeat=2))
+    assert summary["source_failed"] == {"400": 1, "503": 1} and summary["sent"] == 6
+    clean = run_replay(ReplayConfig(tmp_path / "clean", url, tmp_path / "out-clean", probe=False))
+    assert clean["source_failed"] == {}
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--no-probe", "--no-telemetry", "--repeat", "2"]
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "cli")], env={"COLUMNS": "250"})
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "failed when recorded 2 of these requests (400 ×1, 503 ×1): replayed as recorded" in said
+    assert "(in each of the 2 passes)" in said
+    args = ["replay", str(tmp_path / "clean"), "--target", url, "--no-probe", "--no-telemetry"]
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "cli-clean")], env={"COLUMNS": "250"})
+    assert result.exit_code == 0 and "failed when recorded" not in result.output
+
+
 def test_a_path_the_target_does_not_serve_is_named(fake, tmp_path):
     """llama-cpp-python has no /v1/messages: the summary said "3 failed: 404 ×3" and not on which API."""
     app, url = fake
