@@ -102,7 +102,12 @@ _WORKLOAD_OPTIONS = [
     ),
     click.option("--no-probe", is_flag=True, help="Don't probe the target (no snapshot, no enrichment)."),
     click.option("--no-enrich", is_flag=True, help="No per-exchange effective tokens and settings."),
-    click.option("--grace", default=5.0, show_default=True, help="On Ctrl-C, seconds in-flight requests may finish."),
+    click.option(
+        "--grace",
+        default=5.0,
+        show_default=True,
+        help="On Ctrl-C, seconds in-flight requests may finish (a second Ctrl-C: none).",
+    ),
     click.option("--connect-timeout", default=10.0, show_default=True, help="Seconds to connect to the target."),
     click.option(
         "--read-timeout", default=600.0, show_default=True, help="Seconds to wait for the target between bytes (0: forever)."
@@ -444,6 +449,15 @@ def _source_refused(n: int) -> str:
     return f"{n} exchanges not replayed: the recorder refused them (end refused), so the engine never saw them"
 
 
+def _source_failed(failed: dict[str, int]) -> str:
+    """The workload's own failures, beside the replay's: a prompt past the context fails on any target."""
+    statuses = ", ".join(f"{'no answer' if status == 'none' else status} ×{n}" for status, n in failed.items())
+    return (
+        f"{sum(failed.values())} of these requests ({statuses}): replayed as recorded, they are likely to fail "
+        "again, not for the target; --filter status=200 replays only those that succeeded"
+    )
+
+
 def _not_kept(n: int) -> str:
     return (
         f"{n} exchanges left out, not sent: their request bodies were not kept by the recorder "
@@ -493,6 +507,14 @@ def _behind_rows(s: dict[str, Any], ms: Any) -> list[tuple[str, str]]:
     return rows
 
 
+def _rate_line(rate: dict[str, float | None]) -> str:
+    """The request rate achieved beside the one scheduled, first send to last."""
+    if rate["sent"] is None:
+        return "- (fewer than two requests sent)"
+    asked = "closed loop, none scheduled" if rate["scheduled"] is None else f"{rate['scheduled']:.2f}/s scheduled"
+    return f"{rate['sent']:.2f}/s sent, {asked}  (from the first send to the last)"
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -507,6 +529,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("replay", s["out"]),
         ("target", f"{s['target']} ({s['target_kind'] or 'kind unknown'})"),
         ("sent", _sent_line(s)),
+        *([("failed when recorded", _source_failed(s["source_failed"]) + _per_pass(s))] if s.get("source_failed") else []),
         *([("left out", _not_kept(s["not_kept"]) + _per_pass(s))] if s.get("not_kept") else []),
         *([("not replayed", _source_refused(s["source_refused"]) + _per_pass(s))] if s.get("source_refused") else []),
         ("endings", ", ".join(f"{k} ×{v}" for k, v in s["ends"].items()) or "-"),
@@ -515,6 +538,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("schedule lag ms", f"{ms(s['lag_ms'])}  (p50 / p99 / max; the dispatcher's own)"),
         *_behind_rows(s, ms),
         ("cap wait ms", f"{ms(s['queue_wait_ms'])}  (p50 / p99 / max)"),
+        ("request rate", _rate_line(s["request_rate"])),
         ("concurrency", f"{s['concurrency']['mean']:.2f} mean, {s['concurrency']['max']} max"),
         *_session_rows(s.get("sessions"), ms),
         ("wall time", f"{s['wall_s']:.1f} s"),

@@ -25,7 +25,7 @@ from .bodies import Bodies
 from .config import ReplayConfig
 from .runner import Replay, ReplayStats
 from .transforms import Pin, TransformError, Transforms, pinned_settings
-from .workload import Item, SessionSample, Workload, load_workload
+from .workload import Item, SessionSample, Workload, failed_when_recorded, load_workload
 
 Progress = Callable[[ReplayStats], None]
 OnStart = Callable[[dict[str, Any]], None]
@@ -57,7 +57,9 @@ class _Prepared:
         """Where from, against what, and what of the source is left out or sent as recorded (``counted``
         per pass of ``--repeat``, the source's exchanges, each count alike): told ``on_start``, and in the summary."""
         facts = {"source": self.source, "target": self.shown, "target_kind": self.target_kind, "not_kept": self.not_kept}
-        left = {"source_refused": self.source_refused, "as_recorded": self.as_recorded}
+        left: dict[str, Any] = {"source_refused": self.source_refused, "as_recorded": self.as_recorded}
+        # what failed when recorded, replayed as recorded: likely to fail again, whatever the target
+        left["source_failed"] = failed_when_recorded([item for item in self.items if item.repeat == 0])
         return {**facts, **left, "repeat": self.repeat, "counted": "per pass"}
 
     def start_info(self, out: Path, **extra: Any) -> dict[str, Any]:

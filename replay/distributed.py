@@ -138,6 +138,7 @@ class ShardWorker:
                     "turn_lags_ns": stats.turn_lags_ns,
                     "parent_waits_ns": stats.parent_waits_ns,
                     "intervals": stats.intervals,
+                    "sends": stats.sends,
                     "stopped_early": stats.stopped_early,
                 },
                 "segments": [(p.name, p.read_bytes()) for p in segment_paths(folder / "capture")],
@@ -406,6 +407,7 @@ def _merge_summaries(
         merged.errors.update(s["errors"])
         anchor = round((r["started_wall"] - clocks[k][0]) * 1e9)
         merged.intervals.extend((anchor + a, anchor + b) for a, b in s["intervals"])
+        merged.sends.extend((anchor + a, anchor + b) for a, b in s["sends"])
         workers.append(
             {
                 "shard": k,
@@ -424,7 +426,7 @@ def _merge_summaries(
         )
     merged.ends, merged.statuses = ends, statuses
     span = (max(e for _, e in merged.intervals) - min(s for s, _ in merged.intervals)) / 1e9 if merged.intervals else 0.0
-    summary = summarize(merged, span)
+    summary = summarize(merged, span, open_loop=config.schedule.open_loop)
     summary["sessions"] = session_summary(merged, config.sessions, config.think_scale, config.schedule)
     summary["workers"] = workers
     return summary

@@ -98,6 +98,7 @@ class ReplayStats:
     turn_lags_ns: list[int] = field(default_factory=list)  # the lags of turns that continue another
     parent_waits_ns: list[int] = field(default_factory=list)  # open sessions: past its time, waiting for its parent
     intervals: list[tuple[int, int]] = field(default_factory=list)  # (sent, end), elapsed ns
+    sends: list[tuple[int, int]] = field(default_factory=list)  # (due, sent), elapsed ns: the request rates
     open_ns: dict[int, int] = field(default_factory=dict)  # item index -> sent, elapsed ns, while in flight
     # generation requests sent that ended other than complete with a 2xx, or unfinished: the live errors
     # (a sweep's error_rate also counts a 2xx whose body is an error, which only reading the body tells)
@@ -147,7 +148,23 @@ def _pct(values: list[int], q: float) -> float | None:
     return quantile(sorted(values), q) / 1e6 if values else None
 
 
-def summarize(stats: ReplayStats, wall_s: float) -> dict[str, Any]:
+def request_rate(sends: Sequence[tuple[int, int]], open_loop: bool) -> dict[str, float | None]:
+    """Requests per second from the first send to the last, as sent and as scheduled (open loop;
+    a closed loop asks for no rate): (n - 1) over the span, so that ``--rate R`` schedules R exactly.
+    Lag percentiles can be small while the rate falls short (a cap's waits, turns held back for
+    their parents): a load generator's first check is the rate it achieved against the one asked."""
+    rate: dict[str, float | None] = {"sent": None, "scheduled": None}
+    if len(sends) < 2:
+        return rate
+    due, sent = [d for d, _ in sends], [t for _, t in sends]
+    if span := max(sent) - min(sent):
+        rate["sent"] = (len(sends) - 1) * 1e9 / span
+    if open_loop and (span := max(due) - min(due)):
+        rate["scheduled"] = (len(sends) - 1) * 1e9 / span
+    return rate
+
+
+def summarize(stats: ReplayStats, wall_s: float, *, open_loop: bool = True) -> dict[str, Any]:
     """The end-of-run summary: what was sent, how it ended, how faithful the schedule was."""
     span = (max(e for _, e in stats.intervals) - min(s for s, _ in stats.intervals)) if stats.intervals else 0
     busy = sum(e - s for s, e in stats.intervals)
@@ -174,6 +191,7 @@ def summarize(stats: ReplayStats, wall_s: float) -> dict[str, Any]:
         "behind_ms": {"p50": _pct(stats.behind_ns, 0.5), "p99": _pct(stats.behind_ns, 0.99), "max": _pct(stats.behind_ns, 1.0)},
         "capped": stats.capped,
         "schedule_kept": not stats.capped,
+        "request_rate": request_rate(stats.sends, open_loop),
         "concurrency": {"mean": busy / span if span else float(bool(stats.intervals)), "max": peak},
         "wall_s": wall_s,
         "stopped_early": stats.stopped_early,
@@ -277,12 +295,17 @@ class Replay:
         self._response_ids: dict[int, str | None] = {}
         self._finished = asyncio.Event()  # every item settled
         self._stop_requested = asyncio.Event()  # Ctrl-C: ends the wait for the last requests, whenever it comes
+        self._cut_short = asyncio.Event()  # a second Ctrl-C: ends the grace period
         self._ahead: ReadAhead | None = None  # bodies read from the capture, a window ahead
         self.failure: BodyError | None = None  # why the run stopped early, when a body couldn't be read
 
     def stop(self) -> None:
-        """Stop sending (Ctrl-C); in-flight requests get the grace period, then are cancelled."""
-        if not self._stopping:
+        """Stop sending (Ctrl-C); in-flight requests get the grace period, then are cancelled. A
+        second stop ends the grace period now, as a second Ctrl-C ends record's: with a long
+        ``--grace`` (for long answers) only a kill was left, and a kill loses the capture's end."""
+        if self._stopping:
+            self._cut_short.set()
+        else:
             self._stopping = True
             self._stop_requested.set()
             self.stats.stopped_early = True
@@ -312,7 +335,13 @@ class Replay:
                 await asyncio.wait({*self._tasks, stopped}, return_when=asyncio.FIRST_COMPLETED)
                 stopped.cancel()
             if self._tasks:  # stopped: the grace period, then the rest are cancelled
-                done, pending = await asyncio.wait(set(self._tasks), timeout=self.grace_s)
+                tasks = set(self._tasks)
+                graced = asyncio.ensure_future(asyncio.wait(tasks))
+                cut = asyncio.ensure_future(self._cut_short.wait())
+                await asyncio.wait({graced, cut}, timeout=self.grace_s, return_when=asyncio.FIRST_COMPLETED)
+                graced.cancel()  # the wait only: its requests are cancelled below
+                cut.cancel()
+                pending = {task for task in tasks if not task.done()}
                 for task in pending:
                     task.cancel()
                 if pending:
@@ -324,7 +353,7 @@ class Replay:
             await client.aclose()
             if self._ahead is not None:
                 await asyncio.get_running_loop().run_in_executor(None, self._ahead.close)
-        summary = summarize(self.stats, time.monotonic() - started)
+        summary = summarize(self.stats, time.monotonic() - started, open_loop=self.schedule.open_loop)
         summary["capped_at"] = self.schedule.max_concurrency
         summary["sessions"] = session_summary(self.stats, self.config.sessions, self.config.think_scale, self.config.schedule)
         return summary
@@ -531,6 +560,7 @@ class Replay:
         self.stats.open_ns[self._seq] = record["sent_ns"]
         self.stats.lags_ns.append(lag)
         self.stats.behind_ns.append(behind)
+        self.stats.sends.append((scheduled_ns, record["sent_ns"]))
         if self._cap is not None:
             self.stats.queue_ns.append(queue_wait)
             self.stats.capped += queue_wait > 0

@@ -33,7 +33,7 @@ from .api import run_replay
 from .config import ReplayConfig
 from .runner import ReplayStats
 from .schedule import FASTEST, MOST_IN_FLIGHT, SLOWEST, Schedule
-from .workload import Item, load
+from .workload import Item, failed_when_recorded, load
 
 
 class SweepError(InfertapError):
@@ -365,19 +365,6 @@ class Sweep:
             if inside == 0:
                 return
             time.sleep(0.25)
-
-
-def failed_when_recorded(items: Sequence[Item]) -> dict[str, int]:
-    """The generation requests the source capture holds as failed (no 2xx answer), by status ("none":
-    no answer at all). Replayed as recorded (a prompt past the context, a bad parameter), they are
-    likely to fail at every load, in its error rate and over every latency bound: not the target's
-    capacity, so the sweep says how many there were."""
-    failed: dict[str, int] = {}
-    for item in items:
-        if item.generation and not item.recorder_refused and not (item.status is not None and 200 <= item.status < 300):
-            key = "none" if item.status is None else str(item.status)
-            failed[key] = failed.get(key, 0) + 1
-    return dict(sorted(failed.items()))
 
 
 def parse_numbers(text: str, kind: type[float] | type[int], what: str) -> tuple[Any, ...]:

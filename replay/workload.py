@@ -23,7 +23,7 @@ import hashlib
 import math
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -521,6 +521,19 @@ def _count_in_flight(items: list[Item]) -> None:
     for item in items:
         sent = item.offset_ns + item.handoff_ns
         item.concurrency = bisect.bisect_right(sends, sent) - bisect.bisect_right(ends, sent) or 1
+
+
+def failed_when_recorded(items: Sequence[Item]) -> dict[str, int]:
+    """The generation requests the source capture holds as failed (no 2xx answer), by status ("none":
+    no answer at all). Replayed as recorded (a prompt past the context, a bad parameter), they are
+    likely to fail at every load, in its error rate and over every latency bound: not the target's
+    capacity, so the sweep says how many there were, and a replay beside its own failures."""
+    failed: dict[str, int] = {}
+    for item in items:
+        if item.generation and not item.recorder_refused and not (item.status is not None and 200 <= item.status < 300):
+            key = "none" if item.status is None else str(item.status)
+            failed[key] = failed.get(key, 0) + 1
+    return dict(sorted(failed.items()))
 
 
 def _repeated(items: list[Item], repeat: int) -> list[Item]:

@@ -70,6 +70,39 @@ def test_ctrl_c_ends_the_wait_for_the_last_request_and_sends_nothing_queued(tmp_
         assert summary["sent"] == len(list(CaptureReader(tmp_path / "o2").exchanges())) == sum(summary["ends"].values())
 
 
+def test_a_second_ctrl_c_ends_the_grace_period_and_keeps_the_capture_whole(tmp_path: Path) -> None:
+    """A long --grace (for long answers) left only a kill, which loses the capture's end: a second
+    Ctrl-C cancels what is in flight now, the capture closed, as a second Ctrl-C ends record's."""
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        write_capture(tmp_path / "hang", [{"path": "/hang-headers", "body": chat("h")}])
+        args = [sys.executable, "-m", "infertap", "replay", str(tmp_path / "hang"), "--target", server.url]
+        proc = subprocess.Popen(
+            [*args, "--out", str(tmp_path / "out"), "--no-probe", "--no-telemetry", "--json", "--grace", "3600"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not app.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # handled apart: two signals pending at once are one
+        proc.send_signal(signal.SIGINT)
+        try:
+            stdout, stderr = proc.communicate(timeout=120)  # well inside the grace period asked for
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    assert proc.returncode == 130, stderr
+    summary = json.loads(stdout)
+    assert summary["stopped_early"] and summary["ends"] == {"cancelled": 1}
+    reader = CaptureReader(tmp_path / "out")
+    assert [r["end"] for r in reader.exchanges()] == ["cancelled"]
+    assert reader.closed_cleanly
+
+
 def test_body_transforms_leave_what_they_dont_change_as_recorded(tmp_path: Path) -> None:
     app = FakeUpstream()
     raw = b'{"model": "other", "messages": [{"role": "user", "content": "caf\\u00e9"}], "stream": false, "tag": "o", "seed": 1E3}'

@@ -5,6 +5,7 @@ slots, failures counted as such, and secrets kept out of the replay's capture.""
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 import pytest
@@ -68,6 +69,40 @@ def test_the_printed_summary_says_how_far_behind_the_schedule_requests_left(fake
     assert result.exit_code == 0, result.output
     assert "sent behind the schedule ms" in result.output
     assert "not kept: capped at 1 (--max-concurrency), 2 requests waited" in result.output
+
+
+def _rate(path, key: str) -> float:
+    """Requests per second from the first to the last of the capture's ``key`` times: (n - 1) over the span."""
+    times = [r[key] for r in CaptureReader(path).exchanges()]
+    return (len(times) - 1) * 1e9 / (max(times) - min(times))
+
+
+def test_the_summary_gives_the_request_rate_sent_beside_the_one_scheduled(fake, tmp_path):
+    """A load generator's first check: the rate it achieved against the one asked. Due 50 ms apart
+    (20/s), each 150 ms on the target: uncapped it sends at 20/s; one at a time, a send every 150 ms
+    at most, under the 20/s still scheduled. A closed loop schedules no rate."""
+    app, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": i * 0.05, "body": _chat(f"q{i}", pace_ms=150)} for i in range(5)])
+    rates = {}
+    for name, schedule in [
+        ("free", Schedule("rate", rate=20)),
+        ("capped", Schedule("rate", rate=20, max_concurrency=1)),
+        ("original", Schedule("original")),
+        ("closed", Schedule("concurrency", concurrency=2)),
+    ]:
+        rates[name] = run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / name, probe=False, schedule=schedule))[
+            "request_rate"
+        ]
+        assert rates[name]["sent"] == pytest.approx(_rate(tmp_path / name, "sent_ns"))
+    assert rates["free"]["scheduled"] == rates["capped"]["scheduled"] == pytest.approx(20)
+    assert rates["capped"]["sent"] < 1e9 / 150e6 < rates["capped"]["scheduled"]  # the cap's waits: not the rate asked
+    assert rates["original"]["scheduled"] == pytest.approx(_rate(tmp_path / "src", "start_ns"))  # the recorded pace
+    assert rates["closed"]["scheduled"] is None
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--out", str(tmp_path / "cli"), "--no-probe", "--no-telemetry"]
+    result = CliRunner().invoke(cli, [*args, "--rate", "20", "--max-concurrency", "1"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    sent = _rate(tmp_path / "cli", "sent_ns")
+    assert re.search(rf"request rate +{sent:.2f}/s sent, 20\.00/s scheduled", result.output), result.output
 
 
 def test_redacted_query_credentials_are_dropped_and_the_targets_own_sent(fake, tmp_path):
@@ -240,6 +275,34 @@ def test_http_errors_are_failures_not_completions(fake, tmp_path):
     said = " ".join(result.output.split())
     assert "sent 5 (2 ok, 3 failed: 500 ×2 on /status/500; upstream_error ×1 on /reset; 0 not sent)" in said
     assert "may not serve" not in said  # failures, but none a path's 404 for every request
+
+
+def test_the_summary_says_which_failures_the_workload_had_when_recorded(fake, tmp_path):
+    """A prompt past the context fails on any target: "2 failed: 400" alone blamed the target for
+    the workload's own failures (a sweep said so since 6a7199d, a replay didn't). Counted per pass."""
+    app, url = fake
+    write_capture(
+        tmp_path / "src",
+        [
+            {"offset_s": 0, "status": 400, "body": _chat("too long")},
+            {"offset_s": 0.01, "status": 503, "body": _chat("busy")},
+            {"offset_s": 0.02, "body": _chat("ok")},
+        ],
+    )
+    write_capture(tmp_path / "clean", [{"offset_s": 0, "body": _chat("ok")}])
+    summary = run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, repeat=2))
+    assert summary["source_failed"] == {"400": 1, "503": 1} and summary["sent"] == 6
+    clean = run_replay(ReplayConfig(tmp_path / "clean", url, tmp_path / "out-clean", probe=False))
+    assert clean["source_failed"] == {}
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--no-probe", "--no-telemetry", "--repeat", "2"]
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "cli")], env={"COLUMNS": "250"})
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "failed when recorded 2 of these requests (400 ×1, 503 ×1): replayed as recorded" in said
+    assert "(in each of the 2 passes)" in said
+    args = ["replay", str(tmp_path / "clean"), "--target", url, "--no-probe", "--no-telemetry"]
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "cli-clean")], env={"COLUMNS": "250"})
+    assert result.exit_code == 0 and "failed when recorded" not in result.output
 
 
 def test_a_path_the_target_does_not_serve_is_named(fake, tmp_path):

@@ -149,6 +149,8 @@ def test_sharded_replay_sends_what_a_single_process_sends_at_the_same_times(fake
     # The lag is what infertap measured, recorded for every exchange; how small it is is this host's.
     assert all(isinstance(x["lag_ns"], int) and x["lag_ns"] >= 0 for x in [*alone.values(), *together.values()])
     assert all(w["lag_ms"]["p99"] is not None for w in sharded["workers"]) and sharded["lag_ms"]["max"] is not None
+    # The shards' one schedule, on the driver's clock: the rate it asked is the single process's.
+    assert sharded["request_rate"]["scheduled"] == pytest.approx(single["request_rate"]["scheduled"], rel=1e-3)
 
     reader = CaptureReader(tmp_path / "sharded")
     records = list(reader.records())
