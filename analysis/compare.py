@@ -29,6 +29,7 @@ from infertap.capture.info import no_snapshot_reason
 from .accuracy import accuracy
 from .active import COUNTED, PART, run_parts
 from .cache import lookup
+from .compare_outcomes import outcomes
 from .compare_traffic import traffic
 from .configdiff import settings_diff, several_configurations, snapshot_diff
 from .energy import Telemetry
@@ -62,7 +63,7 @@ def memory_limit() -> str:
 
 #: What compare reads of each run's ``metrics`` view.
 _METRICS = (
-    'capture, run_id, exchange_id, generation, "end", session, session_capture, turn, ok, unfinished, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
+    'capture, run_id, exchange_id, generation, status, "end", readable, session, session_capture, turn, ok, unfinished, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
     + ", ".join(f"{name}_ns" for name in SPEED_METRICS)
 )
 
@@ -407,6 +408,8 @@ def _compare(
                 "explain": pairs.explain(),
             },
         }
+        # Before the speed: how each side answered, and over which pairs the speed is.
+        result["outcomes"] = outcomes(ws.con, a.name, b.name, pairs.name)
         speed_rows = speed(ws, a, b, pairs)
         exact = f"{pairs.name}_exact"  # each pair's answers equal: sessions are judged on it
         diverged = divergence(

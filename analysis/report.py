@@ -18,6 +18,7 @@ from infertap.errors import ConfigError
 
 from .capacity import RESULT
 from .compare import compare, speed_notes
+from .compare_outcomes import side_line
 from .compare_traffic import traffic_line
 from .divergence_notes import path_notes
 from .errors import AnalysisError
@@ -88,6 +89,7 @@ def render(
         out += _configuration(result)
     out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
     if result is not None:
+        out += _outcomes(result.get("outcomes"))
         out.append(_speed_table(result["speed"]))
         out += [f"<p>{html.escape(note)}</p>" for note in speed_notes(result["speed"])]
     out.append(_plots(runs))
@@ -154,6 +156,16 @@ def _configuration(result: dict[str, Any]) -> list[str]:
         + "</p>"
     )
     return out
+
+
+def _outcomes(o: dict[str, Any] | None) -> list[str]:
+    """Before the speed table, as ``infertap compare`` says it: each side's answers and failures,
+    and the pairs its speed figures leave out."""
+    if not o:
+        return []
+    warn = ' class="warn"'
+    out = [f"<p{warn if o[side]['failed'] else ''}>Answers {html.escape(side_line(side.upper(), o[side]))}</p>" for side in "ab"]
+    return out + ([f'<p class="warn">{html.escape(o["note"])}</p>'] if o["note"] else [])
 
 
 def _plots(runs: _Runs) -> str:

@@ -138,6 +138,7 @@ def print_comparison(r: dict[str, Any]) -> None:
     _print_runs(console, r)
     _print_configuration(console, r)
     _say(console, "\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
+    _print_outcomes(console, r.get("outcomes"))
     console.print(_speed_table(r["speed"]), markup=False)
     _say(console, "times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
     from infertap.analysis.ratios import MIN_INTERVAL_PAIRS
@@ -159,6 +160,18 @@ def print_comparison(r: dict[str, Any]) -> None:
     _print_divergence(console, r["divergence"], (r.get("baseline") or {}).get("divergence"))
     _print_accuracy(console, r.get("accuracy"))
     _print_most_divergent(console, r["divergence"]["most_divergent"])
+
+
+def _print_outcomes(console: Console, o: dict[str, Any] | None) -> None:
+    """Before the table: each side's answers and failures, and the pairs the speed leaves out."""
+    if not o:
+        return
+    from infertap.analysis.compare_outcomes import side_line
+
+    for side in ("a", "b"):
+        _say(console, "answers " + side_line(side.upper(), o[side]), "yellow" if o[side]["failed"] else None)
+    if o["note"]:
+        _say(console, o["note"], "yellow")
 
 
 def _energy_line(x: dict[str, Any], num: Callable[[float | None], str]) -> str:
