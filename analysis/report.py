@@ -18,6 +18,7 @@ from infertap.errors import ConfigError
 
 from .capacity import RESULT
 from .compare import compare, speed_notes
+from .compare_load import concurrency_line
 from .compare_outcomes import side_line
 from .compare_traffic import traffic_line
 from .divergence_notes import path_notes
@@ -91,7 +92,9 @@ def render(
     if result is not None:
         out += _outcomes(result.get("outcomes"))
         out.append(_speed_table(result["speed"]))
-        out += [f"<p>{html.escape(note)}</p>" for note in speed_notes(result["speed"])]
+        if result.get("concurrency"):
+            out.append(f"<p>{html.escape(concurrency_line(result['concurrency']))}</p>")
+        out += [f"<p>{html.escape(note)}</p>" for note in speed_notes(result["speed"], result.get("concurrency"))]
     out.append(_plots(runs))
     out.append(
         "<p>Definitions: docs/metrics.md (ttft: request sent to the first chunk carrying generated text, reasoning or a tool call).</p>"

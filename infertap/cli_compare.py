@@ -146,8 +146,11 @@ def print_comparison(r: dict[str, Any]) -> None:
     if any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in r["speed"]):
         _say(console, f"no interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%")
     from infertap.analysis.compare import speed_notes
+    from infertap.analysis.compare_load import concurrency_line
 
-    for note in speed_notes(r["speed"]):
+    if r.get("concurrency"):
+        _say(console, concurrency_line(r["concurrency"]))
+    for note in speed_notes(r["speed"], r.get("concurrency")):
         _say(console, note, "yellow")
     if r["speed"] and r["speed"][0].get("same_workload") is False:
         if not r["traffic"]["only_a"] and not r["traffic"]["only_b"]:
