@@ -8,6 +8,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from infertap.analysis.compare import compare
 from infertap.analysis.report import render
 from infertap.cli import cli
 from tests.analysis_builders import body, event, exchange, sse, write_capture
@@ -84,3 +85,16 @@ def test_compare_of_two_clean_runs_says_no_failure(tmp_path):
     assert "answers B: 20 requests, 20 ok\n" in text
     assert "failed (" not in text and "speed over" not in text, text
     assert "speed over" not in render(a, b)
+
+
+def test_an_unfinished_answer_is_unanswered_not_wrong(tmp_path):
+    """A stream the engine cut (a role chunk and [DONE]) is not ok in stats and compare's speed, yet
+    with known answers it was scored as a wrong answer: an item a side didn't answer is left out."""
+    a = write_capture(tmp_path / "a", [_answer(i, i * 1000, 400) for i in range(20)])
+    b = write_capture(tmp_path / "b", [_answer(i, i * 1000, 200, cut=i % 4 == 0) for i in range(20)])
+    refs = {f"q{i}": "answer" for i in range(20)}
+    acc = compare(a, b, extract="regex:(answer)", references=refs)["accuracy"]
+    assert (acc["items"], acc["a_right"], acc["b_right"], acc["unanswered"]) == (15, 15, 15, 5)
+    clean = write_capture(tmp_path / "c", [_answer(i, i * 1000, 200) for i in range(20)])
+    acc = compare(a, clean, extract="regex:(answer)", references=refs)["accuracy"]
+    assert (acc["items"], acc["b_right"], acc["unanswered"]) == (20, 20, 0)
