@@ -29,6 +29,8 @@ from infertap.capture.info import no_snapshot_reason
 from .accuracy import accuracy
 from .active import COUNTED, PART, run_parts
 from .cache import lookup
+from .compare_load import concurrency, concurrency_note
+from .compare_outcomes import outcomes
 from .compare_traffic import traffic
 from .configdiff import settings_diff, several_configurations, snapshot_diff
 from .energy import Telemetry
@@ -62,7 +64,7 @@ def memory_limit() -> str:
 
 #: What compare reads of each run's ``metrics`` view.
 _METRICS = (
-    'capture, run_id, exchange_id, generation, "end", session, session_capture, turn, link, ok, unfinished, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
+    'capture, run_id, exchange_id, generation, status, "end", readable, session, session_capture, turn, link, ok, unfinished, streamed, sent_wall_ns, end_wall_ns, output_tokens, '
     + ", ".join(f"{name}_ns" for name in SPEED_METRICS)
 )
 
@@ -216,11 +218,14 @@ def speed(ws: Workspace, a: Run, b: Run, pairs: PairTable) -> list[dict[str, Any
     return rows
 
 
-def speed_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
+def speed_notes(rows: Sequence[dict[str, Any]], load: dict[str, Any] | None = None) -> list[str]:
     """What the speed rows' ttft is over, said under the table by ``compare`` and the report alike:
     the pairs left out as streamed on one side only, and a ttft of streamed pairs and of whole bodies
-    (in stats' and claim's words), whose percentiles would read as a first token's."""
+    (in stats' and claim's words), whose percentiles would read as a first token's; and, with ``load``
+    (compare's ``concurrency``), a side that ran at a much higher concurrency, its latencies queued."""
     notes = []
+    if piled := concurrency_note(load):
+        notes.append(piled)
     if apart := max((row.get("stream_differs") or 0 for row in rows), default=0):
         notes.append(f"ttft left out for {apart} pairs streamed on one side only (the other's is the time to the whole body)")
     ttft = next((row for row in rows if row["metric"] == "ttft"), {})
@@ -407,7 +412,10 @@ def _compare(
                 "explain": pairs.explain(),
             },
         }
+        # Before the speed: how each side answered, and over which pairs the speed is.
+        result["outcomes"] = outcomes(ws.con, a.name, b.name, pairs.name)
         speed_rows = speed(ws, a, b, pairs)
+        result["concurrency"] = concurrency(ws.con, a.name, b.name)  # the load each side ran under, beside its speed
         exact = f"{pairs.name}_exact"  # each pair's answers equal: sessions are judged on it
         diverged = divergence(
             ws.con,

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from infertap.apis.body import TOO_LARGE
 from infertap.apis.read import NOT_IN_FILE, NOT_KEPT, UNKNOWN
 from infertap.apis.shapes import finish_words
+from infertap.apis.unfinished import cut_short
 
 from .configdiff import prompt_diff
 from .divergence import (
@@ -700,7 +701,18 @@ def _answered(s: Summary) -> bool:
     (a client gone after the stream's end marker got the whole answer, as ``ok`` has it)."""
     ok_status = isinstance(s.status, int) and 200 <= s.status < 300
     ended = s.end in (None, "complete") or (s.end == "client_disconnected" and s.done)  # as the metrics' ok
-    return s.readable and s.error_message is None and ok_status and ended
+    # A stream that said no finish reason is an answer the engine cut (the metrics' unfinished): not ok.
+    unfinished = cut_short(
+        status=s.status if isinstance(s.status, int) else None,
+        generation=True,  # an API that says a finish reason (chat, completions) is asked for tokens
+        streamed=s.streamed,
+        api=s.api,
+        stream_done=s.done,
+        finish_reason=s.finish_reason,
+        end=s.end,
+        readable=s.readable,
+    )
+    return s.readable and s.error_message is None and ok_status and ended and not unfinished
 
 
 def _logprob_kl(sa: Summary, sb: Summary, at: int | None, unit: str) -> dict[str, Any] | None:

@@ -18,6 +18,8 @@ from infertap.errors import ConfigError
 
 from .capacity import RESULT
 from .compare import compare, speed_notes
+from .compare_load import concurrency_line
+from .compare_outcomes import side_line
 from .compare_traffic import traffic_line
 from .divergence_notes import path_notes
 from .errors import AnalysisError
@@ -67,7 +69,7 @@ def _speed_table(speed: Sequence[dict[str, Any]]) -> str:
     return _table(["metric", "A p50 ms", "A p99 ms", "B p50 ms", "B p99 ms", "B/A p50", "95% CI", "pairs"], rows)
 
 
-def _speed(speed: Sequence[dict[str, Any]]) -> list[str]:
+def _speed(speed: Sequence[dict[str, Any]], load: dict[str, Any] | None = None) -> list[str]:
     """The table with what it is over and what ``compare`` says under it: its B p50 is over the pairs,
     not B's every answer, and read beside the claim card's B p50 of the same run it looked wrong."""
     out = [
@@ -76,7 +78,9 @@ def _speed(speed: Sequence[dict[str, Any]]) -> list[str]:
     ]
     if any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in speed):  # a "-" in the CI column, said why
         out.append(f"<p>No interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%.</p>")
-    return out + [f"<p>{html.escape(note)}</p>" for note in speed_notes(speed)]
+    if load:
+        out.append(f"<p>{html.escape(concurrency_line(load))}</p>")
+    return out + [f"<p>{html.escape(note)}</p>" for note in speed_notes(speed, load)]
 
 
 def _plotted(runs: _Runs) -> str:
@@ -109,7 +113,8 @@ def render(
         out += _configuration(result)
     out.append(f"<h2>{'2. ' if result else ''}Speed</h2>")
     if result is not None:
-        out += _speed(result["speed"])
+        out += _outcomes(result.get("outcomes"))
+        out += _speed(result["speed"], result.get("concurrency"))
     out.append(f"<p>{html.escape(_plotted(runs))}</p>")
     out.append(_plots(runs))
     out.append(
@@ -177,6 +182,16 @@ def _configuration(result: dict[str, Any]) -> list[str]:
         + "</p>"
     )
     return out
+
+
+def _outcomes(o: dict[str, Any] | None) -> list[str]:
+    """Before the speed table, as ``infertap compare`` says it: each side's answers and failures,
+    and the pairs its speed figures leave out."""
+    if not o:
+        return []
+    warn = ' class="warn"'
+    out = [f"<p{warn if o[side]['failed'] else ''}>Answers {html.escape(side_line(side.upper(), o[side]))}</p>" for side in "ab"]
+    return out + ([f'<p class="warn">{html.escape(o["note"])}</p>'] if o["note"] else [])
 
 
 def _plots(runs: _Runs) -> str:

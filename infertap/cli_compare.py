@@ -139,6 +139,7 @@ def print_comparison(r: dict[str, Any]) -> None:
     _print_runs(console, r)
     _print_configuration(console, r)
     _say(console, "\n2. Speed (paired exchanges that succeeded on both sides)", "bold")
+    _print_outcomes(console, r.get("outcomes"))
     console.print(_speed_table(r["speed"]), markup=False)
     _say(console, "times in ms; B/A: B's p50 over A's (95% CI); metric definitions: docs/metrics.md")
     from infertap.analysis.ratios import MIN_INTERVAL_PAIRS
@@ -146,8 +147,11 @@ def print_comparison(r: dict[str, Any]) -> None:
     if any(0 < row["a"]["n"] < MIN_INTERVAL_PAIRS for row in r["speed"]):
         _say(console, f"no interval below {MIN_INTERVAL_PAIRS} pairs: a resampled one would be narrower than 95%")
     from infertap.analysis.compare import speed_notes
+    from infertap.analysis.compare_load import concurrency_line
 
-    for note in speed_notes(r["speed"]):
+    if r.get("concurrency"):
+        _say(console, concurrency_line(r["concurrency"]))
+    for note in speed_notes(r["speed"], r.get("concurrency")):
         _say(console, note, "yellow")
     if r["speed"] and r["speed"][0].get("same_workload") is False:
         if not r["traffic"]["only_a"] and not r["traffic"]["only_b"]:
@@ -160,6 +164,18 @@ def print_comparison(r: dict[str, Any]) -> None:
     _print_divergence(console, r["divergence"], (r.get("baseline") or {}).get("divergence"))
     _print_accuracy(console, r.get("accuracy"))
     _print_most_divergent(console, r["divergence"]["most_divergent"])
+
+
+def _print_outcomes(console: Console, o: dict[str, Any] | None) -> None:
+    """Before the table: each side's answers and failures, and the pairs the speed leaves out."""
+    if not o:
+        return
+    from infertap.analysis.compare_outcomes import side_line
+
+    for side in ("a", "b"):
+        _say(console, "answers " + side_line(side.upper(), o[side]), "yellow" if o[side]["failed"] else None)
+    if o["note"]:
+        _say(console, o["note"], "yellow")
 
 
 def _energy_line(x: dict[str, Any], num: Callable[[float | None], str]) -> str:
