@@ -32,6 +32,10 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   the request's headers, which the app had already recorded: they were forwarded to the upstream
   as headers (an ``Authorization`` among them), and never recorded. Kept apart, never forwarded
   (RFC 9110 6.5.2: the proxy sends the body with a Content-Length, no trailer section).
+- An HTTP/1.0 client is never sent ``transfer-encoding: chunked`` (RFC 9112 7), which uvicorn sends
+  any response without a Content-Length: it read the chunk-size lines as its body. Its response of
+  no known length goes unframed and is ended by the connection's close, as nginx sends it
+  (``_UnframedCycle``).
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -92,6 +96,22 @@ class _Interim:
         head += [n + b": " + v + b"\r\n" for n, v in headers if n.lower() not in HOP_RESPONSE]
         cycle.transport.write(b"".join(head) + b"\r\n")
         return True
+
+
+class _UnframedCycle(RequestResponseCycle):
+    """An HTTP/1.0 request's cycle: a response with no Content-Length is written as it comes, not
+    chunked, and ended by closing the connection (uvicorn never keeps an HTTP/1.0 one alive)."""
+
+    unframed = False
+
+    async def send(self, message: Any) -> None:
+        if message["type"] == "http.response.start" and not self.response_started:
+            framed = (b"content-length", b"transfer-encoding")
+            if not any(name.lower() in framed for name, _ in message.get("headers", ())):
+                self.unframed, self.chunked_encoding = True, False  # uvicorn then adds no transfer-encoding
+        elif self.unframed:  # uvicorn writes a body of "known length" as it is: each piece is its own length
+            self.expected_content_length = len(message.get("body", b""))
+        await super().send(message)
 
 
 def protocol(on_refused: Callable[[Refusal], None]) -> type[ProxyHttpProtocol]:
@@ -263,6 +283,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 self._switched = True
         super().on_headers_complete()
         cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope and self.scope.get("http_version") == "1.0":
+            cycle.__class__ = _UnframedCycle  # its app task has not run yet: its send is looked up when it does
         if cycle is not None and cycle.scope is self.scope:
             extensions["infertap.gone"] = lambda: cycle.disconnected
             extensions["infertap.full"] = lambda: cycle.flow.write_paused

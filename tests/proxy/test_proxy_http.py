@@ -509,3 +509,29 @@ def test_a_stream_cut_by_a_refused_pipelined_request_is_not_taken_for_a_hang_up(
     else:
         assert stream["end"] == "proxy_error" and "pipelined" in stream["error"] and "Invalid header token" in stream["error"]
         assert (xs[1]["method"], xs[1]["status"], xs[1]["end"]) == ("GET", 400, "refused")
+
+
+def _stream_request(version: bytes, extra: bytes = b"") -> bytes:
+    body = json.dumps({"stream": True, "n_chunks": 5, "tag": "t", "pace_ms": 20}).encode()
+    head = b"POST /v1/chat/completions HTTP/%s\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n" % (version, extra, len(body))
+    return head + body
+
+
+def test_an_http10_client_gets_a_stream_unframed_ended_by_the_close(fake, record) -> None:
+    """RFC 9112 7 forbids chunked to an HTTP/1.0 client, which read the chunk-size lines as its body:
+    a stream of no known length is sent as it comes and ended by closing the connection (as nginx
+    does), and recorded as any exchange; an HTTP/1.1 client still gets it chunked."""
+    _, url = fake
+    rec = record(url, "--no-probe", "--no-telemetry")
+    old = _raw_exchange(rec.url, _stream_request(b"1.0"))  # returns once the proxy closes the connection
+    new = _raw_exchange(rec.url, _stream_request(b"1.1", b"Connection: close\r\n"))
+    rec.stop()
+    x, y = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    head, _, body = old.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and b"transfer-encoding" not in head.lower()
+    assert b"content-length" not in head.lower() and b"connection: close" in head.lower()
+    assert body == b"".join(x["chunks"]) and body.startswith(b"data: ") and body.endswith(b"data: [DONE]\n\n")
+    assert (x["http_version"], x["status"], x["end"]) == ("1.0", 200, "complete")
+    new_head, _, new_body = new.partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in new_head.lower() and new_body.endswith(b"0\r\n\r\n")
+    assert (y["http_version"], y["status"], y["end"]) == ("1.1", 200, "complete") and b"".join(y["chunks"]) == body
