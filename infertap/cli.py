@@ -101,6 +101,15 @@ def cli() -> None:
 )
 @click.option("--graceful-timeout", default=5.0, show_default=True, help="On SIGTERM, seconds to let in-flight exchanges finish.")
 @click.option(
+    "--header-timeout",
+    default=30.0,
+    show_default=True,
+    help="Seconds for a client's request head to arrive whole; past it 408, recorded as refused (0: forever).",
+)
+@click.option(
+    "--max-header-kb", default=64.0, show_default=True, help="Larger request heads get 431 and are recorded as refused."
+)
+@click.option(
     "--model-file",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
@@ -143,6 +152,8 @@ def record(
     connect_timeout: float,
     read_timeout: float,
     graceful_timeout: float,
+    header_timeout: float,
+    max_header_kb: float,
     model_file: str | None,
     probe_interval: float,
     no_probe: bool,
@@ -170,6 +181,8 @@ def record(
     ):
         if not math.isfinite(mb) or mb > 1 << 20:  # before int(): NaN has none; the rest RecordConfig checks
             raise click.ClickException(f"{option}: a size above 0 and finite, at most 1 TiB ({mb} MB)")
+    if not math.isfinite(max_header_kb) or max_header_kb > 1 << 20:
+        raise click.ClickException(f"--max-header-kb: a size above 0 and finite, at most 1 GiB ({max_header_kb} KB)")
     config = RecordConfig(
         upstream=upstream,
         out=out or _default_out(),
@@ -184,6 +197,8 @@ def record(
         read_timeout=read_timeout or None,
         max_segment_bytes=int(max_segment_mb * 1024 * 1024),
         graceful_timeout=graceful_timeout,
+        header_timeout=header_timeout or None,
+        max_header_bytes=int(max_header_kb * 1024),
         log_level=log_level,
         probe=not no_probe,
         enrich=not no_enrich,

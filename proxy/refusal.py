@@ -1,5 +1,6 @@
 """A request the recorder's HTTP parser refused (a malformed request line, an invalid header, a bad
 chunk size): uvicorn answers it a bare 400 and closes the connection, and the app never hears why.
+Or one whose head the server gave up on (wire.py): not whole in time (408), or too large (431).
 The server (wire.py) hands the refusal on, and the app records it as the exchange it was: ``refused``
 with that 400, ``proxy_generated``, the parser's reason in its error.
 
@@ -26,10 +27,12 @@ _URL_QUERY = re.compile(rb"(?<=\?)[^ \t\r#]*")  # a target's query, in a request
 
 @dataclass(slots=True)
 class Refusal:
-    """What the parser refused, and the 400 the client got for it (as uvicorn wrote it)."""
+    """What the parser refused, and the 400 the client got for it (as uvicorn wrote it); or a head
+    the server gave up on: too slow (408) or too large (431)."""
 
-    reason: str  # the parser's own words ("Invalid header token")
-    answer: bytes  # the 400's body
+    reason: str  # the parser's own words ("Invalid header token"), or the server's
+    answer: bytes  # the answer's body
+    status: int = 400
     # Known only for a request refused in its head, which the app never saw (the parser's reading so far):
     method: str = ""
     target: bytes = b""
@@ -41,11 +44,12 @@ class Refusal:
 
     @property
     def error(self) -> str:
-        return f"the recorder's HTTP parser refused the request ({self.reason}); the client was answered 400"
+        by = "the recorder's HTTP parser" if self.status == 400 else "the recorder"
+        return f"{by} refused the request ({self.reason}); the client was answered {self.status}"
 
     def answered(self, record: Exchange) -> None:
-        """``record`` as refused with the 400 the client got."""
-        record.update({"end": "refused", "error": self.error, "status": 400, "headers_ns": 0, "proxy_generated": True})
+        """``record`` as refused with the answer the client got."""
+        record.update({"end": "refused", "error": self.error, "status": self.status, "headers_ns": 0, "proxy_generated": True})
         record["response_headers"] = [
             ["content-type", "text/plain; charset=utf-8"],
             ["content-length", str(len(self.answer))],

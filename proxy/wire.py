@@ -32,6 +32,16 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   the request's headers, which the app had already recorded: they were forwarded to the upstream
   as headers (an ``Authorization`` among them), and never recorded. Kept apart, never forwarded
   (RFC 9110 6.5.2: the proxy sends the body with a Content-Length, no trailer section).
+- An HTTP/1.0 client is never sent ``transfer-encoding: chunked`` (RFC 9112 7), which uvicorn sends
+  any response without a Content-Length: it read the chunk-size lines as its body. Its response of
+  no known length goes unframed and is ended by the connection's close, as nginx sends it
+  (``_UnframedCycle``).
+- A request's head has ``head_timeout`` seconds to arrive whole, from the connection's start or the
+  next request's first byte, and at most ``max_head`` bytes: uvicorn has no limit on either (its
+  keep-alive timeout runs only between requests), so a client sending a byte now and then held its
+  connection forever, and a head that never ended grew without bound. Answered 408 or 431 and
+  closed, recorded ``refused`` as the parser's refusals are; a connection that sent nothing of a
+  request is closed without a word (none was made).
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -42,6 +52,7 @@ from __future__ import annotations
 
 import re
 import sys
+from asyncio import TimerHandle
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -58,6 +69,9 @@ _PHRASES = {s.value: s.phrase.encode() for s in HTTPStatus if s.value < 200}
 _MAX_LINE = 65536  # a request line held this long without its end is passed to the parser as it is
 _CRLFS = re.compile(rb"[\r\n]+")
 _CHUNKED_END = re.compile(rb"\r\n\r\n(?=[!#$%&'*+\-.^_`|~0-9A-Za-z])")  # a last chunk's end, a method after it
+
+HEAD_TIMEOUT = 30.0  # seconds for a request's head to arrive whole (nginx's client_header_timeout: 60)
+MAX_HEAD = 64 * 1024  # bytes of a request's head (nginx's 4 x 8 KiB; an LLM client's is under 2 KiB)
 
 # Where the parser is within a request, between requests aside (a count >= 0: body bytes to come).
 _HEAD = -1  # its request line or headers: they end at CRLF CRLF
@@ -94,16 +108,37 @@ class _Interim:
         return True
 
 
-def protocol(on_refused: Callable[[Refusal], None]) -> type[ProxyHttpProtocol]:
+class _UnframedCycle(RequestResponseCycle):
+    """An HTTP/1.0 request's cycle: a response with no Content-Length is written as it comes, not
+    chunked, and ended by closing the connection (uvicorn never keeps an HTTP/1.0 one alive)."""
+
+    unframed = False
+
+    async def send(self, message: Any) -> None:
+        if message["type"] == "http.response.start" and not self.response_started:
+            framed = (b"content-length", b"transfer-encoding")
+            if not any(name.lower() in framed for name, _ in message.get("headers", ())):
+                self.unframed, self.chunked_encoding = True, False  # uvicorn then adds no transfer-encoding
+        elif self.unframed:  # uvicorn writes a body of "known length" as it is: each piece is its own length
+            self.expected_content_length = len(message.get("body", b""))
+        await super().send(message)
+
+
+def protocol(
+    on_refused: Callable[[Refusal], None], *, head_timeout: float | None = HEAD_TIMEOUT, max_head: int = MAX_HEAD
+) -> type[ProxyHttpProtocol]:
     """The protocol for ``uvicorn.Config(http=...)``, handing ``on_refused`` the requests its parser
     refuses in their head (uvicorn builds one per connection, from the class)."""
-    return type("RecordingHttpProtocol", (ProxyHttpProtocol,), {"on_refused": staticmethod(on_refused)})
+    attrs = {"on_refused": staticmethod(on_refused), "head_timeout": head_timeout, "max_head": max_head}
+    return type("RecordingHttpProtocol", (ProxyHttpProtocol,), attrs)
 
 
 class ProxyHttpProtocol(HttpToolsProtocol):
     """uvicorn's ``httptools`` protocol, which the recorder serves with (``uvicorn.Config(http=...)``)."""
 
     on_refused: Callable[[Refusal], None] | None = None  # where a request refused in its head goes
+    head_timeout: float | None = HEAD_TIMEOUT  # None: no limit
+    max_head: int = MAX_HEAD
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -117,6 +152,17 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._head: list[bytes | memoryview] = []  # the request's head as fed so far, its first HEAD_BYTES
         self._head_size = 0
         self._head_whole = True  # it begins at a line's start
+        self._head_timer: TimerHandle | None = None  # the head's deadline (head_timeout), while it arrives
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self._arm_head_timer()  # a connection that never sends a whole head is held no longer
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self._switched:
@@ -125,6 +171,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if not self._between and self._left >= len(data):
             super().data_received(data)
             return
+        if self._between and self._head_timer is None:  # the next request's first bytes: its head's clock starts
+            self._arm_head_timer()
         view, pos, end = memoryview(data), 0, len(data)
         while pos < end:
             piece: bytes | memoryview | None
@@ -150,14 +198,56 @@ class ProxyHttpProtocol(HttpToolsProtocol):
 
     def _feed(self, piece: bytes | memoryview, whole: bool) -> None:
         """``whole``: the piece begins at a line's start."""
+        head = self._between or self._left == _HEAD
         if self._between:  # a request's head (or the empty lines before one) begins here
-            self._head, self._head_size, self._head_whole = [piece], len(piece), whole
-        elif self._left == _HEAD and self._head_size <= HEAD_BYTES:  # a head cut across reads goes on
-            self._head.append(piece)  # a reference to the read, no copy: bytes that stay as they are
+            self._head, self._head_size, self._head_whole = [], 0, whole
+        over = self._head_size + len(piece) - self.max_head if head else 0
+        if over > 0:  # the parser reads the head up to its limit (its request line, its headers so far)
+            piece = piece[: len(piece) - over]
+        if head:
+            if self._head_size <= HEAD_BYTES:  # a head cut across reads goes on
+                self._head.append(piece)  # a reference to the read, no copy: bytes that stay as they are
             self._head_size += len(piece)
         super().data_received(piece)  # type: ignore[arg-type]  # the parser takes a memoryview: no copy
         if self._refusal is not None:
             self._refused(self._refusal)
+        elif over > 0 and not self.transport.is_closing():
+            self._refuse_head(431, f"its head is over {self.max_head} bytes")
+
+    def _arm_head_timer(self) -> None:
+        if self.head_timeout is not None:
+            self._head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:  # a response is still going: the head waits its turn
+            self._arm_head_timer()
+        elif self._between and not self._held:  # no request begun: an idle connection, closed
+            self.transport.close()
+        else:
+            self._refuse_head(408, f"its head not whole after {self.head_timeout:g} s")
+
+    def _refuse_head(self, status: int, reason: str) -> None:
+        """Answers a head the server gives up on, closes the connection and hands the refusal on."""
+        phrase = HTTPStatus(status).phrase
+        answer = f"{phrase}: {reason}.".encode("ascii")
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (status, phrase.encode("ascii"), len(answer), answer)
+        )
+        self.transport.close()
+        refusal = Refusal(reason, answer, status)
+        if not self._between:  # the parser has begun the request: what it read is recorded
+            self._refused(refusal)
+        elif self.on_refused is not None:  # its request line still arriving, held (_request_line)
+            if self.client:
+                refusal.client = f"{self.client[0]}:{self.client[1]}"
+            refusal.head = bytes(self._held[:HEAD_BYTES])
+            self._held = bytearray()
+            self.on_refused(refusal)
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this from its ``except HttpParserError``, the error at hand, its reason dropped.
@@ -222,7 +312,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         each read's own bytes are searched for its end: a line sent a byte at a time costs no more
         than one sent whole)."""
         nl = data.find(b"\n", pos)
-        if nl < 0 and len(self._held) + len(data) - pos < _MAX_LINE:
+        if nl < 0 and len(self._held) + len(data) - pos < min(_MAX_LINE, self.max_head):
             self._held += view[pos:]
             return len(data), None
         cut = len(data) if nl < 0 else nl + 1
@@ -241,9 +331,14 @@ class ProxyHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         self._between, self._left = False, _HEAD
+        if self._head_timer is None:  # a request begun in the read that ended the one before it
+            self._arm_head_timer()
         super().on_message_begin()
 
     def on_headers_complete(self) -> None:
+        if self._head_timer is not None:  # the head is whole: its body has no deadline here
+            self._head_timer.cancel()
+            self._head_timer = None
         extensions: dict[str, Any] = self.scope.setdefault("extensions", {})  # uvicorn's own kept, if any
         if self._target is not None:
             extensions["infertap.target"], self._target = self._target, None
@@ -263,6 +358,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 self._switched = True
         super().on_headers_complete()
         cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope and self.scope.get("http_version") == "1.0":
+            cycle.__class__ = _UnframedCycle  # its app task has not run yet: its send is looked up when it does
         if cycle is not None and cycle.scope is self.scope:
             extensions["infertap.gone"] = lambda: cycle.disconnected
             extensions["infertap.full"] = lambda: cycle.flow.write_paused

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import select
 import socket
 import threading
 import time
@@ -509,3 +510,115 @@ def test_a_stream_cut_by_a_refused_pipelined_request_is_not_taken_for_a_hang_up(
     else:
         assert stream["end"] == "proxy_error" and "pipelined" in stream["error"] and "Invalid header token" in stream["error"]
         assert (xs[1]["method"], xs[1]["status"], xs[1]["end"]) == ("GET", 400, "refused")
+
+
+def _stream_request(version: bytes, extra: bytes = b"") -> bytes:
+    body = json.dumps({"stream": True, "n_chunks": 5, "tag": "t", "pace_ms": 20}).encode()
+    head = b"POST /v1/chat/completions HTTP/%s\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n" % (version, extra, len(body))
+    return head + body
+
+
+def test_an_http10_client_gets_a_stream_unframed_ended_by_the_close(fake, record) -> None:
+    """RFC 9112 7 forbids chunked to an HTTP/1.0 client, which read the chunk-size lines as its body:
+    a stream of no known length is sent as it comes and ended by closing the connection (as nginx
+    does), and recorded as any exchange; an HTTP/1.1 client still gets it chunked."""
+    _, url = fake
+    rec = record(url, "--no-probe", "--no-telemetry")
+    old = _raw_exchange(rec.url, _stream_request(b"1.0"))  # returns once the proxy closes the connection
+    new = _raw_exchange(rec.url, _stream_request(b"1.1", b"Connection: close\r\n"))
+    rec.stop()
+    x, y = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    head, _, body = old.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and b"transfer-encoding" not in head.lower()
+    assert b"content-length" not in head.lower() and b"connection: close" in head.lower()
+    assert body == b"".join(x["chunks"]) and body.startswith(b"data: ") and body.endswith(b"data: [DONE]\n\n")
+    assert (x["http_version"], x["status"], x["end"]) == ("1.0", 200, "complete")
+    new_head, _, new_body = new.partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in new_head.lower() and new_body.endswith(b"0\r\n\r\n")
+    assert (y["http_version"], y["status"], y["end"]) == ("1.1", 200, "complete") and b"".join(y["chunks"]) == body
+
+
+@pytest.mark.parametrize("begun", ["in-its-headers", "in-its-request-line"])
+def test_a_head_sent_a_byte_at_a_time_gets_408_and_is_recorded_refused(raw_upstream, record, begun) -> None:
+    """Slow-loris: uvicorn has no deadline for a request's head (its keep-alive timeout runs between
+    requests only), so a client sending a byte every so often held its connection forever. Past
+    --header-timeout the client is answered 408, the connection closed, the request recorded refused
+    with what came of it (a credential redacted); the next client is served."""
+    rec = record(raw_upstream(_models), "--no-probe", "--no-telemetry", "--header-timeout", "0.5")
+    host, port = rec.url.removeprefix("http://").split(":")
+    start = b"POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer sk-slow\r\nX-Slow: "
+    if begun == "in-its-request-line":
+        start = b"POST /v1/chat/comp"
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(start)
+        answer = b""
+        try:
+            for _ in range(100):  # a byte every 0.2 s, as long as the proxy listens (20 s: it never stops)
+                time.sleep(0.2)
+                s.sendall(b"a")
+                s.setblocking(False)
+                try:
+                    chunk = s.recv(65536)
+                except BlockingIOError:
+                    chunk = None
+                finally:
+                    s.setblocking(True)
+                if chunk == b"":
+                    break
+                answer += chunk or b""
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    good = _raw_exchange(rec.url, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    rec.stop()
+
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n") and b"connection: close" in answer
+    assert good.startswith(b"HTTP/1.1 200 ")
+    x, ok = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    assert (x["status"], x["end"], x["proxy_generated"]) == (408, "refused", True)
+    assert "its head not whole after 0.5 s" in x["error"] and x["chunks"] == [answer.partition(b"\r\n\r\n")[2]]
+    assert x["refused_head"].startswith(start.replace(b"sk-slow", b"[REDACTED]"))
+    if begun == "in-its-headers":
+        assert (x["method"], x["path"]) == ("POST", "/v1/chat/completions")
+    assert b"sk-slow" not in decompressed_bytes(rec.out)
+    assert (ok["status"], ok["end"]) == (200, "complete")
+
+
+def test_a_connection_that_sends_nothing_is_closed_past_the_header_timeout(raw_upstream, record) -> None:
+    """No request, no record: the connection is closed without an answer."""
+    rec = record(raw_upstream(_models), "--no-probe", "--no-telemetry", "--header-timeout", "0.5")
+    host, port = rec.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        assert s.recv(65536) == b""  # closed by the proxy (a hang would be a timeout error here)
+    rec.stop()
+    assert rec.exchanges() == []
+
+
+@pytest.mark.parametrize("pieces", [1, 5])
+def test_a_head_past_max_header_kb_gets_431_and_is_recorded_refused(raw_upstream, record, pieces) -> None:
+    """A head that never ends grew without bound in the parser: past --max-header-kb the client is
+    answered 431, the connection closed, the request recorded refused with what the parser read."""
+    rec = record(raw_upstream(_models), "--no-probe", "--no-telemetry", "--max-header-kb", "2")
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-big\r\n"
+    head += b"".join(b"X-Filler-%d: %s\r\n" % (i, b"f" * 60) for i in range(100)) + b"\r\n"
+    size = len(head) // pieces + 1
+    host, port = rec.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        for i in range(0, len(head), size):  # a piece a read, until the proxy answers
+            if select.select([s], [], [], 0.05)[0]:
+                break
+            s.sendall(head[i : i + size])
+        refused = b""
+        while chunk := s.recv(65536):
+            refused += chunk
+    fits = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + b"X-Fits: " + b"f" * 1900 + b"\r\nConnection: close\r\n\r\n"
+    good = _raw_exchange(rec.url, fits)
+    rec.stop()
+
+    assert refused.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+    assert refused.endswith(b"its head is over 2048 bytes.")
+    assert good.startswith(b"HTTP/1.1 200 ")
+    x, ok = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    assert (x["status"], x["end"], x["method"], x["path"]) == (431, "refused", "POST", "/v1/chat/completions")
+    assert ["authorization", "Bearer [REDACTED]"] in x["request_headers"] and len(x["request_headers"]) < 40
+    assert b"sk-big" not in decompressed_bytes(rec.out)
+    assert (ok["status"], ok["end"]) == (200, "complete")

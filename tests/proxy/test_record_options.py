@@ -24,6 +24,9 @@ from infertap.proxy.server import RecordConfig
         (["--read-timeout", "-1"], "--read-timeout -1.0: seconds, above 0"),
         (["--graceful-timeout", "-1"], "--graceful-timeout -1.0: seconds, 0 or more"),
         (["--probe-interval", "0"], "--probe-interval 0.0: seconds, above 0"),
+        (["--header-timeout", "-1"], "--header-timeout -1.0: seconds, above 0"),
+        (["--max-header-kb", "0"], "--max-header-kb: a size above 0"),
+        (["--max-header-kb", "nan"], "--max-header-kb: a size above 0 and finite"),
     ],
 )
 def test_meaningless_options_are_refused_before_anything_starts(tmp_path: Path, option: list[str], message: str) -> None:
@@ -35,7 +38,7 @@ def test_meaningless_options_are_refused_before_anything_starts(tmp_path: Path, 
 
 def test_the_library_refuses_them_too(tmp_path: Path) -> None:
     RecordConfig("http://127.0.0.1:9", tmp_path, port=0, read_timeout=None, graceful_timeout=0)  # any port; no limit; at once
-    for bad in ({"port": 65536}, {"max_body_bytes": 0}, {"connect_timeout": -1.0}, {"enrich_queue": 0}):
+    for bad in ({"port": 65536}, {"max_body_bytes": 0}, {"connect_timeout": -1.0}, {"enrich_queue": 0}, {"max_header_bytes": 0}):
         with pytest.raises(ConfigError):
             RecordConfig("http://127.0.0.1:9", tmp_path, **bad)  # type: ignore[arg-type]
 
