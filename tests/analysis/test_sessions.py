@@ -503,3 +503,48 @@ def test_the_sessions_left_out_are_counted_by_why(tmp_path):
     said = " ".join(CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "c")]).output.split())
     assert "2 compared, every turn answered on B (2 with more than one turn), 2 left out (2 a turn failed on B)" in said, said  # fmt: skip
     assert compare(tmp_path / "a", tmp_path / "a")["sessions"]["partial_by_reason"] == {"unpaired": 0, "failed": 0, "unfinished": 0}  # fmt: skip
+
+
+def _one_chain_among_lone(path: Path, lone_ns: int, chain_ns: int) -> Path:
+    """One session of three turns and twelve single requests, each request lasting the given ns."""
+    chain = [{"role": "user", "content": "q"}]
+    exchanges = []
+    for t in range(3):
+        exchanges.append(
+            {
+                "id": f"c{t}",
+                "session": "chain",
+                "offset_s": t * 0.5,
+                "duration_ns": chain_ns,
+                "body": {"model": "m", "messages": chain},
+            }
+        )
+        chain = [*chain, {"role": "assistant", "content": f"a{t}"}, {"role": "user", "content": f"again {t}"}]
+    exchanges += [{"id": f"lone{i}", "offset_s": 0.1 + i * 0.1, "duration_ns": lone_ns} for i in range(12)]
+    write_capture(path, sorted(exchanges, key=lambda x: x["offset_s"]))
+    return path
+
+
+def test_the_report_draws_a_session_of_several_turns_however_many_single_requests_grew_more(tmp_path):
+    # The timeline drew those of compare's ten slowest sessions with several turns: where single
+    # requests grew more on B than the one chain, they filled the ten, and nothing was drawn or said.
+    a = _one_chain_among_lone(tmp_path / "a", lone_ns=3_000_000, chain_ns=3_000_000)
+    b = _one_chain_among_lone(tmp_path / "b", lone_ns=30_000_000, chain_ns=4_000_000)
+    sessions = compare(a, b)["sessions"]
+    assert all(x["turns"] == 1 for x in sessions["slowest"])  # the chain is not among the slowest ten
+    assert [x["session"] for x in sessions["slowest_multi_turn"]] == ["chain"]
+    section = render(a, b).split("Sessions that grew most on B")[1].split("</svg>")[0]
+    assert section.count("<rect") == 2 * 3  # the chain, on A and on B, three turns each
+    # Must match: where the chain is among the slowest too, it is drawn the same.
+    slow = _one_chain_among_lone(tmp_path / "slow", lone_ns=3_000_000, chain_ns=30_000_000)
+    assert render(a, slow).split("Sessions that grew most on B")[1].split("</svg>")[0].count("<rect") == 2 * 3
+
+
+def test_the_report_says_why_no_session_is_drawn(tmp_path):
+    a = _one_chain_among_lone(tmp_path / "a", lone_ns=3_000_000, chain_ns=3_000_000)
+    b = tmp_path / "b"
+    write_capture(b, [{"id": f"lone{i}", "offset_s": 0.1 + i * 0.1} for i in range(12)])  # no chain on B
+    page = render(a, b)
+    section = page.split("Sessions that grew most on B")[1].split("<h")[0]
+    assert "None drawn" in section and "<svg" not in section
+    assert "None drawn" not in render(a, _one_chain_among_lone(tmp_path / "same", 3_000_000, 3_000_000))  # must differ
