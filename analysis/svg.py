@@ -7,7 +7,7 @@ import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 COLORS = ("#1f77b4", "#d62728")
 W, H = 560, 240
@@ -196,6 +196,15 @@ def bars_svg(counts: dict[Any, int], xlabel: str) -> str:
     return "".join(parts)
 
 
+#: A point's shape on a ``Line``.
+Marker = Literal["circle", "square"]
+
+#: How each sweep's points look beyond their colour, A's then B's: there, dashed already means achieved
+#: requests/s and hollow a failed point, so the runs are told apart by the points' shape.
+SWEEP_MARKERS: tuple[Marker, Marker] = ("circle", "square")
+SWEEP_MARKS = ("circles", "squares")
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     """One line of ``line_svg``: points joined in x order, each marked (hollow where ``hollow``: a sweep's failed
@@ -207,6 +216,7 @@ class Line:
     dashed: bool = False
     hollow: Sequence[bool] = ()
     stroke: float = 2.0  # ``width(run, runs)``: an earlier run's wider, seen where a later one lies on it
+    marker: Marker = "circle"  # the sweep report's second cue for its runs (``SWEEP_MARKS``)
 
 
 def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequence[tuple[float, str]] = ()) -> str:
@@ -247,10 +257,17 @@ def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequenc
         parts.append(
             f'<polyline fill="none" stroke="{line.color}" stroke-width="{line.stroke:g}"{dash} points="{pts}"><title>{html.escape(line.name)}</title></polyline>'
         )
+        r = line.stroke + 1.5
         for x, y, hollow in marks:
+            cx, cy = _x(x, xt), _y(y, yt)
+            shape = (
+                f'<rect x="{cx - r:.1f}" y="{cy - r:.1f}" width="{2 * r:g}" height="{2 * r:g}"'
+                if line.marker == "square"
+                else f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r:g}"'
+            )
             parts.append(
-                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="{line.stroke + 1.5:g}" stroke="{line.color}" stroke-width="1.5" '
-                f'fill="{"#fff" if hollow else line.color}"><title>{html.escape(line.name)}: {number(x)}, {number(y)}</title></circle>'
+                f'{shape} stroke="{line.color}" stroke-width="1.5" fill="{"#fff" if hollow else line.color}">'
+                f"<title>{html.escape(line.name)}: {number(x)}, {number(y)}</title>{'</rect>' if line.marker == 'square' else '</circle>'}"
             )
     parts.append("</svg>")
     return "".join(parts)
