@@ -18,6 +18,7 @@ from infertap.errors import ConfigError
 
 from .capacity import RESULT
 from .compare import compare, speed_notes
+from .compare_lines import Said, energy_lines, session_lines
 from .compare_load import concurrency_line
 from .compare_outcomes import side_line
 from .compare_traffic import traffic_line
@@ -120,6 +121,9 @@ def render(
     out.append(
         "<p>Definitions: docs/metrics.md (ttft: request sent to the first chunk carrying generated text, reasoning or a tool call).</p>"
     )
+    if result is not None:  # compare's own lines, as it prints them (``compare_lines``)
+        out += _said("Energy and the engines' state", energy_lines(result["energy"]))
+        out += _said("Sessions", [(line, False) for line in session_lines(result["sessions"])])
     out += session_timelines(a, b, result["sessions"] if result is not None else None)
     if result is not None:
         out += _divergence(result["divergence"])
@@ -128,6 +132,16 @@ def render(
     out += claim_cards([(name, path) for name, path, _ in runs])
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _said(title: str, lines: Sequence[Said]) -> list[str]:
+    """Lines ``compare`` prints, under a heading, a warning highlighted as it is yellow there."""
+    if not lines:
+        return []
+    return [
+        f"<h3>{html.escape(title)}</h3>",
+        *(f"<p{' class="warn"' if warn else ''}>{html.escape(text.strip())}</p>" for text, warn in lines),
+    ]
 
 
 def _head(runs: _Runs) -> list[str]:

@@ -90,7 +90,7 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
         f"SELECT count(*) FILTER (WHERE paired < turns), count(*) FILTER (WHERE paired >= turns AND unfinished > 0), "
         f"count(*) FILTER (WHERE paired >= turns AND unfinished = 0) FROM {table} WHERE NOT compared"
     ).fetchall()[0]
-    cols = columns(con, f"SELECT i, a_last - a_first AS a, b_last - b_first AS b FROM {table} WHERE compared ORDER BY i")
+    cols = columns(con, f"SELECT i, turns, a_last - a_first AS a, b_last - b_first AS b FROM {table} WHERE compared ORDER BY i")
     index = np.asarray(cols["i"], dtype=np.int64)
     va = np.asarray(cols["a"], dtype=np.int64).astype(np.float64) / 1e9
     vb = np.asarray(cols["b"], dtype=np.int64).astype(np.float64) / 1e9
@@ -112,7 +112,11 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(va != 0, vb / np.where(va != 0, va, 1.0), 0.0)
     order = np.argsort(-ratios, kind="stable")[:SHOWN]  # the slowest first; ties in A's order
-    shown = [int(index[k]) for k in order]
+    # The slowest of the sessions of several turns, apart: a timeline draws only those, and where
+    # single requests filled the slowest ten, a session worth drawing was in neither list.
+    multi_k = np.flatnonzero(np.asarray(cols["turns"], dtype=np.int64) > 1)
+    order_multi = multi_k[np.argsort(-ratios[multi_k], kind="stable")[:SHOWN]]
+    shown = sorted({int(index[k]) for k in (*order, *order_multi)})
     rows = {
         r[0]: r[1:]
         for r in con.execute(
@@ -120,6 +124,18 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
             [shown],
         ).fetchall()
     }
+
+    def listed(k: int) -> dict[str, Any]:
+        session, turns, first_difference, b_session = rows[int(index[k])]
+        return {
+            "session": session,
+            "turns": turns,
+            "a_s": float(va[k]),
+            "b_s": float(vb[k]),
+            "first_differing_turn": first_difference,
+            "b_session": b_session,
+        }
+
     firsts = con.execute(
         f"SELECT first_difference, count(*) FROM {table} WHERE compared AND first_difference IS NOT NULL "
         "GROUP BY first_difference ORDER BY first_difference"
@@ -141,16 +157,7 @@ def session_comparison(con: Any, a: str, b: str, pairs: str, exact: str) -> dict
             "differing": sum(n for _, n in firsts),
             "by_turn": {str(t): n for t, n in firsts},
         },
-        "slowest": [
-            {
-                "session": rows[i][0],
-                "turns": rows[i][1],
-                "a_s": float(va[k]),
-                "b_s": float(vb[k]),
-                "first_differing_turn": rows[i][2],
-                "b_session": rows[i][3],
-            }
-            for k, i in zip(order, shown, strict=True)
-        ],
+        "slowest": [listed(int(k)) for k in order],
+        "slowest_multi_turn": [listed(int(k)) for k in order_multi],
         "note": note,
     }

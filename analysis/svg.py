@@ -5,9 +5,9 @@ from __future__ import annotations
 import bisect
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 COLORS = ("#1f77b4", "#d62728")
 W, H = 560, 240
@@ -79,8 +79,19 @@ def _y(v: float, ticks: Sequence[float]) -> float:
     return H - BOTTOM - v / ticks[-1] * PLOT_H
 
 
-def _axes(xticks: Sequence[float] | None, yticks: Sequence[float], xlabel: str, ylabel: str) -> str:
-    """Both axes, each tick labelled, with faint grid lines; ``xticks`` None: the caller labels x (categories)."""
+def _axes(
+    xticks: Sequence[float] | None,
+    yticks: Sequence[float],
+    xlabel: str,
+    ylabel: str,
+    *,
+    xpos: Callable[[float], float] | None = None,
+    labelled: Callable[[float], bool] = lambda _: True,
+) -> str:
+    """Both axes, each tick labelled, with faint grid lines; ``xticks`` None: the caller labels x (categories).
+
+    ``xpos``: where a value lies on x (a log axis's, ``LogAxis``), linear from 0 when None;
+    ``labelled``: which x ticks carry their number (a log axis's where they'd crowd: decades only)."""
     parts = [
         f'<line x1="{LEFT}" y1="{_y(t, yticks):.1f}" x2="{W - RIGHT}" y2="{_y(t, yticks):.1f}" stroke="#eee"/>'
         for t in yticks[1:]
@@ -96,11 +107,10 @@ def _axes(xticks: Sequence[float] | None, yticks: Sequence[float], xlabel: str, 
             f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{number(t)}</text>'
         )
     for t in xticks or ():
-        x = _x(t, xticks or ())
-        parts.append(
-            f'<line x1="{x:.1f}" y1="{H - BOTTOM}" x2="{x:.1f}" y2="{H - BOTTOM + 4}" stroke="#444"/>'
-            f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{number(t)}</text>'
-        )
+        x = xpos(t) if xpos is not None else _x(t, xticks or ())
+        parts.append(f'<line x1="{x:.1f}" y1="{H - BOTTOM}" x2="{x:.1f}" y2="{H - BOTTOM + 4}" stroke="#444"/>')
+        if labelled(t):
+            parts.append(f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{number(t)}</text>')
     mid = TOP + PLOT_H / 2
     parts.append(
         f'<text x="{LEFT + PLOT_W / 2}" y="{H - 6}" text-anchor="middle">{html.escape(xlabel)}</text>'
@@ -122,23 +132,79 @@ def steps(ordered: Sequence[float]) -> list[tuple[float, float]]:
     return out
 
 
+#: A spread beyond which a linear axis squashes a run: two runs' largest values this far apart, or a
+#: run's largest this far above its median (a run of 2 s answers beside one of 150 s drew the first in
+#: its axis's first 7 px).
+LOG_SPREAD = 20.0
+
+
+def wants_log(series: Sequence[Sequence[float]]) -> bool:
+    """Whether these runs' values are drawn on a log axis (``LOG_SPREAD``): only where every value is
+    above 0, which a log axis can place."""
+    runs = [sorted(s) for s in series if s]
+    if not runs or runs[0][0] <= 0 or any(s[0] <= 0 for s in runs):
+        return False
+    tops = [s[-1] for s in runs]
+    return max(tops) / min(tops) > LOG_SPREAD or any(s[-1] / s[(len(s) - 1) // 2] > LOG_SPREAD for s in runs)
+
+
+@dataclass(frozen=True, slots=True)
+class LogAxis:
+    """An x axis from ``lo`` to ``hi`` by log10, ticks at 1, 2 and 5 of each decade between them."""
+
+    lo: float
+    hi: float
+
+    @classmethod
+    def over(cls, lo: float, hi: float) -> LogAxis:
+        """The 1-2-5 ticks around ``lo`` and ``hi`` (both above 0), so the ends are round numbers."""
+        k = math.floor(math.log10(lo))
+        start = max(m * 10.0**k for m in (1, 2, 5) if m * 10.0**k <= lo * (1 + 1e-9))
+        k = math.floor(math.log10(hi))
+        end = min(m * 10.0**k for m in (1, 2, 5, 10) if m * 10.0**k >= hi * (1 - 1e-9))
+        return cls(start, end if end > start else start * 2)
+
+    def ticks(self) -> list[float]:
+        k, out = math.floor(math.log10(self.lo)), []
+        while 10.0**k <= self.hi * (1 + 1e-9):
+            out += [m * 10.0**k for m in (1, 2, 5) if self.lo * (1 - 1e-9) <= m * 10.0**k <= self.hi * (1 + 1e-9)]
+            k += 1
+        return out
+
+    def x(self, v: float) -> float:
+        return LEFT + (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo)) * PLOT_W
+
+    def labelled(self, t: float) -> bool:
+        """Every tick's number where they fit apart (2 to 5 is the narrowest step), else each decade's."""
+        room = max(len(number(v)) for v in self.ticks()) * CHAR_W + LABEL_GAP
+        if math.log10(2) / math.log10(self.hi / self.lo) * PLOT_W >= room:
+            return True
+        return abs(math.log10(t) - round(math.log10(t))) < 1e-9
+
+
 def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
     """Empirical CDFs, one line per series: the whole distribution, tails included. A NaN or
-    infinite value has no place on an axis: left out, as unknown, not a broken drawing."""
+    infinite value has no place on an axis: left out, as unknown, not a broken drawing. Runs far
+    apart, or a run with a long tail (``wants_log``), are drawn on a log x axis, its title saying so."""
     series = [(name, [v for v in s if math.isfinite(v)]) for name, s in series]
     values = [v for _, s in series for v in s]
     if not values:
         return f"<p>no {html.escape(label)} values</p>"
     xt, yt = ticks(max(values)), ticks(1.0)
+    log = LogAxis.over(min(values), max(values)) if wants_log([s for _, s in series]) else None
+    if log is not None:
+        xt = log.ticks()
     parts = [
         _svg_open(W, H, f"{label} CDF"),
-        _axes(xt, yt, label, "share ≤ x"),
+        _axes(xt, yt, label, "share ≤ x")
+        if log is None
+        else _axes(xt, yt, f"{label} (log scale)", "share ≤ x", xpos=log.x, labelled=log.labelled),
     ]
     for n, ((name, s), color) in enumerate(zip(series, COLORS, strict=False)):
         ordered = sorted(s)
         if not ordered:
             continue
-        pts = " ".join(f"{_x(x, xt):.1f},{_y(y, yt):.1f}" for x, y in steps(ordered))
+        pts = " ".join(f"{log.x(x) if log else _x(x, xt):.1f},{_y(y, yt):.1f}" for x, y in steps(ordered))
         parts.append(
             f'<polyline fill="none" stroke="{color}" stroke-width="{width(n, len(series)):g}"{dash(n)} points="{pts}">'
             f"<title>{html.escape(name)}</title></polyline>"
@@ -196,6 +262,15 @@ def bars_svg(counts: dict[Any, int], xlabel: str) -> str:
     return "".join(parts)
 
 
+#: A point's shape on a ``Line``.
+Marker = Literal["circle", "square"]
+
+#: How each sweep's points look beyond their colour, A's then B's: there, dashed already means achieved
+#: requests/s and hollow a failed point, so the runs are told apart by the points' shape.
+SWEEP_MARKERS: tuple[Marker, Marker] = ("circle", "square")
+SWEEP_MARKS = ("circles", "squares")
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     """One line of ``line_svg``: points joined in x order, each marked (hollow where ``hollow``: a sweep's failed
@@ -207,6 +282,7 @@ class Line:
     dashed: bool = False
     hollow: Sequence[bool] = ()
     stroke: float = 2.0  # ``width(run, runs)``: an earlier run's wider, seen where a later one lies on it
+    marker: Marker = "circle"  # the sweep report's second cue for its runs (``SWEEP_MARKS``)
 
 
 def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequence[tuple[float, str]] = ()) -> str:
@@ -247,10 +323,17 @@ def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequenc
         parts.append(
             f'<polyline fill="none" stroke="{line.color}" stroke-width="{line.stroke:g}"{dash} points="{pts}"><title>{html.escape(line.name)}</title></polyline>'
         )
+        r = line.stroke + 1.5
         for x, y, hollow in marks:
+            cx, cy = _x(x, xt), _y(y, yt)
+            shape = (
+                f'<rect x="{cx - r:.1f}" y="{cy - r:.1f}" width="{2 * r:g}" height="{2 * r:g}"'
+                if line.marker == "square"
+                else f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r:g}"'
+            )
             parts.append(
-                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="{line.stroke + 1.5:g}" stroke="{line.color}" stroke-width="1.5" '
-                f'fill="{"#fff" if hollow else line.color}"><title>{html.escape(line.name)}: {number(x)}, {number(y)}</title></circle>'
+                f'{shape} stroke="{line.color}" stroke-width="1.5" fill="{"#fff" if hollow else line.color}">'
+                f"<title>{html.escape(line.name)}: {number(x)}, {number(y)}</title>{'</rect>' if line.marker == 'square' else '</circle>'}"
             )
     parts.append("</svg>")
     return "".join(parts)

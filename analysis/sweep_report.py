@@ -24,7 +24,7 @@ from infertap.errors import ConfigError
 
 from .capacity import RESULT, read_sweep
 from .report import write_page
-from .svg import COLORS, STYLE, Line, line_svg, number, width
+from .svg import COLORS, STYLE, SWEEP_MARKERS, SWEEP_MARKS, Line, line_svg, number, width
 from .svg import _table as table
 
 #: Capacities closer than this (relative) are not called different.
@@ -248,9 +248,11 @@ def _knee(passed: float, failed: float) -> str:
 def render_sweeps(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = None) -> str:
     """The report of one sweep, or of B's compared with A's."""
     sweeps = load_sweeps(a, b)
+    # The runs' colours, and their points' shapes where there are two: a page printed in grey, or read
+    # without telling blue from red, told A from B by nothing else (dashed and hollow say other things).
     legend = "".join(
-        f'<span style="color:{c}">■ {name}: {html.escape(path)}</span>'
-        for (name, path, _), c in zip(sweeps, COLORS, strict=False)
+        f'<span style="color:{c}">■ {name}: {html.escape(path)}{f" ({m})" if len(sweeps) > 1 else ""}</span>'
+        for (name, path, _), c, m in zip(sweeps, COLORS, SWEEP_MARKS, strict=False)
     )
     out = [
         f"<!doctype html><html><head><meta charset=utf-8><title>infertap sweep report</title><style>{STYLE}{POINTS_STYLE}</style></head><body>",
@@ -263,7 +265,9 @@ def render_sweeps(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = 
         f'<p class="verdict"><b>{html.escape(capacity_sentence(sweeps))}</b></p>',
         _curves(sweeps),
         "<p>Solid: goodput (requests/s that met every SLO); dashed: achieved requests/s (ok answers); hollow marks: "
-        "points that failed the SLOs; grey dashed: an SLO's bound. Definitions: docs/metrics.md.</p>",
+        "points that failed the SLOs; grey dashed: an SLO's bound"
+        + ("; A's points are circles, B's squares" if len(sweeps) > 1 else "")
+        + ". Definitions: docs/metrics.md.</p>",
         "<h2>3. Points</h2>",
         *(f"<h3>{name}</h3>{_points_table(sweep)}" for name, _, sweep in sweeps),
         "</body></html>",
@@ -320,8 +324,9 @@ def _curves(sweeps: _Sweeps) -> str:
         goodput = [(load_of(p, kind), (p.get("goodput") or {}).get("requests_per_s")) for p in points]
         achieved = [(load_of(p, kind), p.get("requests_per_s")) for p in points]
         stroke = width(i, len(sweeps))
-        lines.append(Line(f"{name} goodput", goodput, color, hollow=hollow, stroke=stroke))
-        lines.append(Line(f"{name} achieved", achieved, color, dashed=True, hollow=hollow, stroke=stroke))
+        marker = SWEEP_MARKERS[i % len(SWEEP_MARKERS)]
+        lines.append(Line(f"{name} goodput", goodput, color, hollow=hollow, stroke=stroke, marker=marker))
+        lines.append(Line(f"{name} achieved", achieved, color, dashed=True, hollow=hollow, stroke=stroke, marker=marker))
     plots = [f"<div><h3>Goodput and achieved requests/s</h3>{line_svg(lines, xlabel, 'requests/s')}</div>"]
     for i, slo in enumerate(sweeps[0][2]["slo"]):
         latency = slo["metric"] != "error_rate"
@@ -333,7 +338,8 @@ def _curves(sweeps: _Sweeps) -> str:
                 (load_of(p, kind), None if v is None else v / scale) for p, v in zip(sweep["points"], observed, strict=True)
             ]
             hollow = [not p["passed"] for p in sweep["points"]]
-            lines.append(Line(name, values, color, hollow=hollow, stroke=width(j, len(sweeps))))
+            marker = SWEEP_MARKERS[j % len(SWEEP_MARKERS)]
+            lines.append(Line(name, values, color, hollow=hollow, stroke=width(j, len(sweeps)), marker=marker))
         bound = float(slo["bound"]) / scale
         title = f"{slo['stat']} of {slo['metric']} ({unit})" if latency else "error rate (%)"
         svg = line_svg(lines, xlabel, title, hlines=[(bound, f"SLO {slo['slo']}")])

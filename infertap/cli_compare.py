@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from infertap.analysis.sampled import NOT_SAMPLED, all_unsampled, interpolated, no_energy, partly_unsampled
 from infertap.capture.jsonable import jsonable
 
 if TYPE_CHECKING:
@@ -178,99 +177,20 @@ def _print_outcomes(console: Console, o: dict[str, Any] | None) -> None:
         _say(console, o["note"], "yellow")
 
 
-def _energy_line(x: dict[str, Any], num: Callable[[float | None], str]) -> str:
-    """One run's energy; where its runs were a while apart, the active time it is over."""
-    line = f"{num(x['joules_per_output_token'])} J per output token, {num(x['joules_per_request'])} J per request, "
-    line += f"{num(x['mean_watts'])} W mean ({x['source']})"
-    measured = x.get("measured") or {}
-    if measured.get("between_runs_s"):
-        line += f", over {num(measured['seconds'])} s active, the {num(measured['between_runs_s'])} s between its runs left out"
-    if bridged := interpolated(x, num):
-        line += f"; {bridged}"
-    return line
-
-
 def _print_energy(console: Console, e: dict[str, Any]) -> None:
-    """Energy beside speed: per output token and per request, B over A, and the engine's state on each side."""
+    """Energy beside speed, and the engine's state on each side (worded once: ``compare_lines``, as the report shows them)."""
+    from infertap.analysis.compare_lines import energy_lines
 
-    def _num(v: float | None) -> str:
-        return "unknown" if v is None else _number(v, 3)
-
-    sampled = e.get("telemetry") or {}
-    off = {side: all_unsampled(sampled.get(side)) for side in ("a", "b")}
-    if not e["a"] and not e["b"] and not any(off.values()):
-        _say(
-            console,
-            "energy: neither run measured energy: no power telemetry in either run (a GPU through NVML or nvidia-smi, "
-            "a DCGM exporter, or RAPL)",
-        )
-    elif not e["a"] and not e["b"] and all(off.values()):
-        _say(console, f"energy: neither run measured energy: {NOT_SAMPLED} in either run")
-    else:
-        for side in ("a", "b"):
-            x = e[side]
-            _say(
-                console,
-                f"energy {side.upper()}: " + (_energy_line(x, _num) if x else no_energy(sampled.get(side), "no power telemetry")),
-            )
-            part = partly_unsampled(sampled.get(side))
-            if x and part:  # its figure is over the runs that sampled telemetry
-                _say(console, f"energy {side.upper()}: {part}")
-            if e["telemetry_urls"][side]:  # where an exporter's figures came from, as stats names them
-                _say(
-                    console, f"energy {side.upper()}: telemetry scraped (--telemetry-url): {', '.join(e['telemetry_urls'][side])}"
-                )
-        if e["measured"] == "neither":
-            _say(console, "energy: neither run measured energy: nothing to compare")
-        if e["unlike"]:
-            _say(console, f"energy: {e['unlike']}", "yellow")
-        if e["ratio_joules_per_output_token"] is not None:
-            partly = [side.upper() for side in ("a", "b") if e["partly_measured"][side]]
-            note = "" if e["same_source"] else " (measured by different sources: compare with care)"
-            if partly:  # over the measured runs' requests only (energy.measured), which the line above gives
-                note += (
-                    f" ({' and '.join(partly)} partly measured: over {'their' if len(partly) > 1 else 'its'} measured runs only)"
-                )
-            _say(
-                console,
-                f"energy B/A: {_num(e['ratio_joules_per_output_token'])}x per output token, {_num(e['ratio_joules_per_request'])}x per request{note}",
-            )
-    for side in ("a", "b"):
-        state = e["engine_state"][side]
-        if state:
-            shown = ", ".join(f"{k} {_num(v)}" for k, v in state.items() if v is not None and k != "unknown")
-            _say(console, f"engine state {side.upper()}: {shown}")
-            for name, why in state.get("unknown", {}).items():
-                _say(console, f"engine state {side.upper()}: {name} unknown: {why}")
-
-
-def _seconds(v: float | None) -> str:
-    return "-" if v is None else f"{_number(v, 2)} s"
+    for text, warn in energy_lines(e):
+        _say(console, text, "yellow" if warn else None)
 
 
 def _print_sessions(console: Console, s: dict[str, Any] | None) -> None:
     """Sessions as units of work: makespan B/A, and the turn at which answers first differ."""
-    if not s or not s["multi_turn"]:
-        return
-    a, b = s["makespan_s"]["a"], s["makespan_s"]["b"]
-    first = s["first_differing_turn"]
-    turns = ", ".join(f"turn {t} ×{n}" for t, n in first["by_turn"].items()) or "none"
-    why = {"unpaired": "a turn unpaired", "failed": "a turn failed on B", "unfinished": "a turn unfinished on B"}
-    reasons = ", ".join(f"{n} {why[k]}" for k, n in s["partial_by_reason"].items() if n)
-    left = f", {s['partial']} left out ({reasons})" if s["partial"] else ""
-    _say(
-        console,
-        f"sessions: {s['sessions']} in A ({s['multi_turn']} with more than one turn); {s['compared']} compared, "
-        f"every turn answered on B ({s['compared_multi_turn']} with more than one turn){left}",
-    )
-    # Each line below over the same sessions, the compared ones, as its lead says.
-    over = f"  over the {s['compared']} compared:"
-    _say(
-        console,
-        f"{over} makespan p50 A {_seconds(a['p50'])}, B {_seconds(b['p50'])}, B/A {_ratio(s['ratio_p50'])} "
-        f"(95% CI {_interval(s['ratio_ci95'])})",
-    )
-    _say(console, f"{over} answers first differ at: {turns}; identical sessions {first['identical']} ({s['note']})")
+    from infertap.analysis.compare_lines import session_lines
+
+    for text in session_lines(s):
+        _say(console, text)
 
 
 def _say(console: Console, text: str = "", style: str | None = None) -> None:

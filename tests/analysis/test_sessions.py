@@ -4,7 +4,9 @@ time; compare gives B's session makespans over A's and the turn at which answers
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -541,3 +543,86 @@ def test_compare_says_a_chained_responses_turn_continues_the_targets_own_answer(
     plain = compare(src, tmp_path / "src-b")["sessions"]
     assert (plain["compared_multi_turn"], plain["compared_chained"]) == (2, 0)
     assert plain["note"] == "a later turn replays the recorded history, not what the target would have answered before it"
+
+
+def _one_chain_among_lone(path: Path, lone_ns: int, chain_ns: int, chunks: list[bytes] | None = None) -> Path:
+    """One session of three turns and twelve single requests, each request lasting the given ns
+    (answering ``chunks`` where given)."""
+    chain = [{"role": "user", "content": "q"}]
+    exchanges = []
+    for t in range(3):
+        exchanges.append(
+            {
+                "id": f"c{t}",
+                "session": "chain",
+                "offset_s": t * 0.5,
+                "duration_ns": chain_ns,
+                "body": {"model": "m", "messages": chain},
+            }
+        )
+        chain = [*chain, {"role": "assistant", "content": f"a{t}"}, {"role": "user", "content": f"again {t}"}]
+    exchanges += [{"id": f"lone{i}", "offset_s": 0.1 + i * 0.1, "duration_ns": lone_ns} for i in range(12)]
+    if chunks is not None:
+        exchanges = [{**x, "chunks": chunks} for x in exchanges]
+    write_capture(path, sorted(exchanges, key=lambda x: x["offset_s"]))
+    return path
+
+
+def test_the_report_draws_a_session_of_several_turns_however_many_single_requests_grew_more(tmp_path):
+    # The timeline drew those of compare's ten slowest sessions with several turns: where single
+    # requests grew more on B than the one chain, they filled the ten, and nothing was drawn or said.
+    a = _one_chain_among_lone(tmp_path / "a", lone_ns=3_000_000, chain_ns=3_000_000)
+    b = _one_chain_among_lone(tmp_path / "b", lone_ns=30_000_000, chain_ns=4_000_000)
+    sessions = compare(a, b)["sessions"]
+    assert all(x["turns"] == 1 for x in sessions["slowest"])  # the chain is not among the slowest ten
+    assert [x["session"] for x in sessions["slowest_multi_turn"]] == ["chain"]
+    section = render(a, b).split("Sessions that grew most on B")[1].split("</svg>")[0]
+    assert section.count("<rect") == 2 * 3  # the chain, on A and on B, three turns each
+    # Must match: where the chain is among the slowest too, it is drawn the same.
+    slow = _one_chain_among_lone(tmp_path / "slow", lone_ns=3_000_000, chain_ns=30_000_000)
+    assert render(a, slow).split("Sessions that grew most on B")[1].split("</svg>")[0].count("<rect") == 2 * 3
+
+
+def test_the_report_says_why_no_session_is_drawn(tmp_path):
+    a = _one_chain_among_lone(tmp_path / "a", lone_ns=3_000_000, chain_ns=3_000_000)
+    b = tmp_path / "b"
+    write_capture(b, [{"id": f"lone{i}", "offset_s": 0.1 + i * 0.1} for i in range(12)])  # no chain on B
+    page = render(a, b)
+    section = page.split("Sessions that grew most on B")[1].split("<h")[0]
+    assert "None drawn" in section and "<svg" not in section
+    assert "None drawn" not in render(a, _one_chain_among_lone(tmp_path / "same", 3_000_000, 3_000_000))  # must differ
+
+
+def _section(page: str, heading: str) -> list[str]:
+    section = page.split(f"<h3>{heading}</h3>")[1].split("<h3>")[0]
+    return [html.unescape(p) for p in re.findall(r"<p[^>]*>(.*?)</p>", section)]
+
+
+def test_the_report_gives_compares_sessions_and_engine_state_lines(tmp_path):
+    # The A/B report drew the sessions that grew but never gave compare's sessions summary (makespan
+    # p50 on each side, B/A with its interval), nor the engines' state (B's cached prompt share).
+    cached = [json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}, "finish_reason": "stop"}],
+                          "usage": {"prompt_tokens": 10, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 6}}}).encode()]  # fmt: skip
+    a = _one_chain_among_lone(tmp_path / "a", lone_ns=3_000_000, chain_ns=3_000_000)
+    b = _one_chain_among_lone(tmp_path / "b", lone_ns=30_000_000, chain_ns=4_000_000, chunks=cached)
+    as_json = json.loads(CliRunner().invoke(cli, ["compare", str(a), str(b), "--json"]).output)
+    page = render(a, b)
+    s = as_json["sessions"]
+    lines = _section(page, "Sessions")
+    assert lines[0].startswith(f"sessions: {s['sessions']} in A ({s['multi_turn']} with more than one turn)")
+    makespan = lines[1]
+    assert float(makespan.split("makespan p50 A ")[1].split(" s,")[0]) == pytest.approx(s["makespan_s"]["a"]["p50"], rel=5e-3)
+    assert float(makespan.split(", B ")[1].split(" s,")[0]) == pytest.approx(s["makespan_s"]["b"]["p50"], rel=5e-3)
+    assert float(makespan.split("B/A ")[1].split(" ")[0]) == pytest.approx(s["ratio_p50"], rel=5e-3)
+    lo, hi = makespan.split("95% CI ")[1].rstrip(")").split("–")
+    assert (float(lo), float(hi)) == pytest.approx(tuple(s["ratio_ci95"]), rel=5e-3)
+    assert s["ratio_p50"] > 2  # must differ: B's single requests ten times as long
+    state = _section(page, "Energy and the engines&#x27; state")
+    share = as_json["energy"]["engine_state"]["b"]["cached_prompt_share"]
+    assert share == pytest.approx(0.6) and f"engine state B: cached_prompt_share {share:.3g}" in state
+    assert not any(x.startswith("engine state A") for x in state)  # A's answers say nothing of a cache
+    printed = " ".join(CliRunner().invoke(cli, ["compare", str(a), str(b)]).output.split())
+    assert all(" ".join(x.split()) in printed for x in lines + state)  # compare's own words, each of them
+    # Must match: one run alone has no comparison to give.
+    alone = render(a)
+    assert "<h3>Sessions</h3>" not in alone and "engines&#x27; state" not in alone

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import html
+import math
 import re
+
+import pytest
 
 from infertap.analysis.paired_divergence import histogram_bars
 from infertap.analysis.svg import (
@@ -151,3 +154,40 @@ def test_the_two_runs_are_told_apart_without_their_colours():
     assert MARKS == ("solid line, filled dots", "dashed line, hollow dots")
     alone = cdf_svg([("A", [1.0])], "ttft ms")  # must match: one run is drawn as A is, solid
     assert "stroke-dasharray" not in alone
+
+
+def _ticks_x(svg: str) -> dict[float, float]:
+    """Each labelled x tick's value and its x."""
+    found = re.findall(r'<text class="tick" x="([\d.]+)" y="([\d.]+)" text-anchor="middle">([^<]*)</text>', svg)
+    return {float(t.replace(",", "")): float(x) for x, _, t in found}
+
+
+def test_runs_far_apart_are_drawn_on_a_log_axis_where_each_value_lies(tmp_path):
+    # B's ttft ran to 150,000 ms and A's to 2,400: on a linear axis A's whole curve sat in its first
+    # 7 px. Far apart, the x axis is log10 (ticks at 1, 2 and 5 of each decade), and says so.
+    fast, slow = [300.0, 800.0, 2400.0], [20_000.0, 90_000.0, 150_000.0]
+    svg = cdf_svg([("A", fast), ("B", slow)], "ttft ms")
+    assert "ttft ms (log scale)" in _texts(svg)
+    labelled = _ticks_x(svg)
+    assert {1000.0, 10_000.0, 100_000.0} <= set(labelled)
+    # A decade is one width wherever it lies: the x of a value is proportional to its log10.
+    decade = labelled[10_000.0] - labelled[1000.0]
+    assert labelled[100_000.0] - labelled[10_000.0] == pytest.approx(decade, abs=0.15)
+    a_line, b_line = re.findall(r'<polyline[^>]* points="([^"]+)"', svg)
+    a_xs = sorted({float(p.split(",")[0]) for p in a_line.split()})
+    for v, x in zip(fast, a_xs, strict=True):
+        assert x == pytest.approx(labelled[1000.0] + math.log10(v / 1000) * decade, abs=0.15), v
+    assert a_xs[-1] - a_xs[0] > 0.85 * decade  # A's 300 to 2,400 ms: 0.9 of a decade's width, not 7 px
+    b_xs = sorted({float(p.split(",")[0]) for p in b_line.split()})
+    assert b_xs[-1] == pytest.approx(labelled[100_000.0] + math.log10(1.5) * decade, abs=0.15)
+    # Every tick mark, labelled or not, at 1, 2 or 5 of a decade.
+    marks = re.findall(rf'<line x1="([\d.]+)" y1="{H - BOTTOM}" x2="[\d.]+" y2="{H - BOTTOM + 4}"', svg)
+    for x in marks:
+        mantissa = round(10 ** ((float(x) - labelled[1000.0]) / decade % 1), 1)
+        assert mantissa in (1.0, 2.0, 5.0, 10.0), x
+    # Must match: runs alike stay on the linear axis from 0, as before.
+    alike = cdf_svg([("A", fast), ("B", [400.0, 900.0, 3000.0])], "ttft ms")
+    assert "log scale" not in alike and _ticks_x(alike)[0.0] == LEFT
+    # A run's own long tail (its largest far above its median) is log too; a value of 0 can't be: linear.
+    assert "log scale" in cdf_svg([("A", [10.0, 11.0, 12.0, 5000.0])], "e2e ms")
+    assert "log scale" not in cdf_svg([("A", [0.0, 11.0, 12.0, 5000.0])], "e2e ms")

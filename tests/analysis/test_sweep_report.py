@@ -399,3 +399,26 @@ def test_two_sweeps_alike_both_show_on_every_curve(tmp_path):
         }
         for name in ("goodput", "achieved") if label.startswith("requests/s") else ("",):
             assert stroke[f"A {name}".strip()] > stroke[f"B {name}".strip()], label
+
+
+def test_the_two_sweeps_are_told_apart_without_their_colours(tmp_path):
+    """A and B differed by colour and width alone, and dashed already means achieved, hollow failed:
+    A's points are circles and B's squares on every curve, and the legend and caption say so."""
+    a, b = _sweep(tmp_path / "a", 2), _sweep(tmp_path / "b", 4)
+    code, output, page = _report(a, b, out=tmp_path / "r.html")
+    assert code == 0, output
+    for label, svg in _plots(page).items():
+        circles = set(re.findall(r"<circle[^>]*><title>(\w+)[ :]", svg))
+        squares = set(re.findall(r"<rect[^>]*><title>(\w+)[ :]", svg))
+        assert circles == {"A"} and squares == {"B"}, label  # must differ: one shape a run
+        if label.startswith("requests/s"):  # dashed still achieved, on both runs alike
+            dashed = set(re.findall(r'stroke-dasharray="5 3"[^>]*><title>([^<]*)</title>', svg))
+            assert dashed == {"A achieved", "B achieved"}
+    legend = re.search(r'<p class="legend">(.*?)</p>', page).group(1)
+    assert "A: " in legend and "(circles)" in legend.split("B: ")[0] and "(squares)" in legend.split("B: ")[1]
+    assert "A's points are circles, B's squares" in page
+    # Must match: one sweep alone is drawn as A is, with circles, and no legend of shapes.
+    code, output, alone = _report(a, out=tmp_path / "a.html")
+    assert code == 0, output
+    assert all("<rect" not in svg and "<circle" in svg for svg in _plots(alone).values())
+    assert "circles" not in alone

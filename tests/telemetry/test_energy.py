@@ -9,6 +9,7 @@ constant power P the GPU drew P x span joules over the run, whatever the timing 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -542,3 +543,39 @@ def test_idle_watts_are_the_samples_taken_while_nothing_was_in_flight(tmp_path):
     result = compare(gap, covered)["energy"]
     assert result["a"]["idle_watts"] == pytest.approx(idle)
     assert result["b"]["idle_watts"] is None
+
+
+def _report_lines(tmp_path: Path, a: Path, b: Path, heading: str) -> list[str]:
+    """The paragraphs of the report's section under ``heading``, as text."""
+    out = tmp_path / f"{a.parent.name}-{b.parent.name}.html"
+    invoke("report", str(a), str(b), "-o", str(out))
+    section = out.read_text().split(f"<h3>{heading}</h3>")[1].split("<h3>")[0]
+    return [html.unescape(p) for p in re.findall(r"<p[^>]*>(.*?)</p>", section)]
+
+
+def _figure(line: str, before: str, after: str) -> float:
+    return float(line.split(before)[1].split(after)[0].replace(",", ""))
+
+
+def test_the_report_gives_compares_energy_lines_with_its_figures(full, half, dark, tmp_path):
+    # The A/B report had no energy at all beside its speed: compare printed energy A and B and B/A,
+    # or why neither run measured any. The report shows compare's own lines, from the same result.
+    as_json = json.loads(invoke("compare", str(full), str(half), "--json"))["energy"]
+    lines = _report_lines(tmp_path, full, half, "Energy and the engines&#x27; state")
+    for side in ("a", "b"):
+        line = next(x for x in lines if x.startswith(f"energy {side.upper()}: "))
+        assert _figure(line, ": ", " J per output token") == pytest.approx(as_json[side]["joules_per_output_token"], rel=5e-3)
+        assert _figure(line, "token, ", " J per request") == pytest.approx(as_json[side]["joules_per_request"], rel=5e-3)
+        assert _figure(line, "request, ", " W mean") == pytest.approx(as_json[side]["mean_watts"], rel=5e-3)
+    ratio = next(x for x in lines if x.startswith("energy B/A: "))
+    assert _figure(ratio, "B/A: ", "x per output token") == pytest.approx(as_json["ratio_joules_per_output_token"], rel=5e-3)
+    assert _figure(ratio, "token, ", "x per request") == pytest.approx(as_json["ratio_joules_per_request"], rel=5e-3)
+    assert as_json["ratio_joules_per_output_token"] == pytest.approx(0.5, rel=0.05)  # must differ: half the power
+    # Must match: compare's words where neither run measured energy, and why.
+    neither = _report_lines(tmp_path, dark, dark, "Energy and the engines&#x27; state")
+    assert neither[0] == (
+        "energy: neither run measured energy: no power telemetry in either run (a GPU through NVML or nvidia-smi, "
+        "a DCGM exporter, or RAPL)"
+    )
+    printed = " ".join(invoke("compare", str(dark), str(dark)).split())
+    assert neither[0] in printed

@@ -1,0 +1,126 @@
+"""The lines ``compare`` prints on energy, the engines' state and sessions, worded once: the CLI
+prints them and the HTML report shows them, from the same comparison, so the two never give a
+figure differently."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .sampled import NOT_SAMPLED, all_unsampled, interpolated, no_energy, partly_unsampled
+from .svg import number
+
+#: A line and whether it warns (yellow in the terminal, highlighted in the report).
+Said = tuple[str, bool]
+
+
+def _num(v: float | None) -> str:
+    return "unknown" if v is None else number(v, 3)
+
+
+def ratio_text(v: float | None) -> str:
+    """A B/A ratio to three significant digits, zeros kept (1.00, 0.987), "-" where unknown."""
+    return "-" if v is None else number(v, 3, trim=False)
+
+
+def interval_text(ci: Sequence[float] | None) -> str:
+    return f"{ratio_text(ci[0])}–{ratio_text(ci[1])}" if ci else "-"
+
+
+def _energy_line(x: dict[str, Any], num: Callable[[float | None], str]) -> str:
+    """One run's energy; where its runs were a while apart, the active time it is over."""
+    line = f"{num(x['joules_per_output_token'])} J per output token, {num(x['joules_per_request'])} J per request, "
+    line += f"{num(x['mean_watts'])} W mean ({x['source']})"
+    measured = x.get("measured") or {}
+    if measured.get("between_runs_s"):
+        line += f", over {num(measured['seconds'])} s active, the {num(measured['between_runs_s'])} s between its runs left out"
+    if bridged := interpolated(x, num):
+        line += f"; {bridged}"
+    return line
+
+
+def energy_lines(e: dict[str, Any]) -> list[Said]:
+    """Energy beside speed (compare's ``energy``): per output token and per request, B over A, or why
+    neither run measured any; then the engine's state on each side."""
+    out: list[Said] = []
+    sampled = e.get("telemetry") or {}
+    off = {side: all_unsampled(sampled.get(side)) for side in ("a", "b")}
+    if not e["a"] and not e["b"] and not any(off.values()):
+        out.append(
+            (
+                "energy: neither run measured energy: no power telemetry in either run (a GPU through NVML or nvidia-smi, "
+                "a DCGM exporter, or RAPL)",
+                False,
+            )
+        )
+    elif not e["a"] and not e["b"] and all(off.values()):
+        out.append((f"energy: neither run measured energy: {NOT_SAMPLED} in either run", False))
+    else:
+        for side in ("a", "b"):
+            x = e[side]
+            out.append(
+                (
+                    f"energy {side.upper()}: "
+                    + (_energy_line(x, _num) if x else no_energy(sampled.get(side), "no power telemetry")),
+                    False,
+                )
+            )
+            part = partly_unsampled(sampled.get(side))
+            if x and part:  # its figure is over the runs that sampled telemetry
+                out.append((f"energy {side.upper()}: {part}", False))
+            if e["telemetry_urls"][side]:  # where an exporter's figures came from, as stats names them
+                out.append(
+                    (f"energy {side.upper()}: telemetry scraped (--telemetry-url): {', '.join(e['telemetry_urls'][side])}", False)
+                )
+        if e["measured"] == "neither":
+            out.append(("energy: neither run measured energy: nothing to compare", False))
+        if e["unlike"]:
+            out.append((f"energy: {e['unlike']}", True))
+        if e["ratio_joules_per_output_token"] is not None:
+            partly = [side.upper() for side in ("a", "b") if e["partly_measured"][side]]
+            note = "" if e["same_source"] else " (measured by different sources: compare with care)"
+            if partly:  # over the measured runs' requests only (energy.measured), which the line above gives
+                note += (
+                    f" ({' and '.join(partly)} partly measured: over {'their' if len(partly) > 1 else 'its'} measured runs only)"
+                )
+            out.append(
+                (
+                    f"energy B/A: {_num(e['ratio_joules_per_output_token'])}x per output token, "
+                    f"{_num(e['ratio_joules_per_request'])}x per request{note}",
+                    False,
+                )
+            )
+    for side in ("a", "b"):
+        state = e["engine_state"][side]
+        if state:
+            shown = ", ".join(f"{k} {_num(v)}" for k, v in state.items() if v is not None and k != "unknown")
+            out.append((f"engine state {side.upper()}: {shown}", False))
+            for name, why in state.get("unknown", {}).items():
+                out.append((f"engine state {side.upper()}: {name} unknown: {why}", False))
+    return out
+
+
+def _seconds(v: float | None) -> str:
+    return "-" if v is None else f"{number(v, 2)} s"
+
+
+def session_lines(s: dict[str, Any] | None) -> list[str]:
+    """Sessions as units of work (compare's ``sessions``): makespan B/A, and the turn at which answers
+    first differ; none where no session has more than one turn."""
+    if not s or not s["multi_turn"]:
+        return []
+    a, b = s["makespan_s"]["a"], s["makespan_s"]["b"]
+    first = s["first_differing_turn"]
+    turns = ", ".join(f"turn {t} ×{n}" for t, n in first["by_turn"].items()) or "none"
+    why = {"unpaired": "a turn unpaired", "failed": "a turn failed on B", "unfinished": "a turn unfinished on B"}
+    reasons = ", ".join(f"{n} {why[k]}" for k, n in s["partial_by_reason"].items() if n)
+    left = f", {s['partial']} left out ({reasons})" if s["partial"] else ""
+    # Each line after the first over the same sessions, the compared ones, as its lead says.
+    over = f"  over the {s['compared']} compared:"
+    return [
+        f"sessions: {s['sessions']} in A ({s['multi_turn']} with more than one turn); {s['compared']} compared, "
+        f"every turn answered on B ({s['compared_multi_turn']} with more than one turn){left}",
+        f"{over} makespan p50 A {_seconds(a['p50'])}, B {_seconds(b['p50'])}, B/A {ratio_text(s['ratio_p50'])} "
+        f"(95% CI {interval_text(s['ratio_ci95'])})",
+        f"{over} answers first differ at: {turns}; identical sessions {first['identical']} ({s['note']})",
+    ]
