@@ -71,7 +71,8 @@ _WORKLOAD_OPTIONS = [
         "--api-key",
         envvar="INFERTAP_TARGET_API_KEY",
         default=None,
-        help="The target's key, sent as 'Authorization: Bearer ...' (env INFERTAP_TARGET_API_KEY). Captured credentials are never replayed.",
+        help="The target's key, in the header each request's API reads: 'x-api-key' for Anthropic's /v1/messages, "
+        "'Authorization: Bearer ...' for the others (env INFERTAP_TARGET_API_KEY). Captured credentials are never replayed.",
     ),
     click.option(
         "--pin-defaults",
@@ -342,14 +343,14 @@ def _transforms(
     api_key: str | None,
     pin_defaults: bool,
 ) -> Transforms:
-    """What changes in each request; --api-key becomes the Authorization header."""
+    """What changes in each request; --api-key goes in the header of each request's API (Transforms.key_header)."""
     from .replay import Transforms, parse_value
 
     header_map = dict(headers)
     if api_key:
-        if any(name.lower() == "authorization" for name in header_map):
-            raise click.UsageError("--api-key (or INFERTAP_TARGET_API_KEY) and --header Authorization=...: give one of them")
-        header_map["Authorization"] = f"Bearer {api_key}"
+        for name in header_map:
+            if name.lower() in ("authorization", "x-api-key"):
+                raise click.UsageError(f"--api-key (or INFERTAP_TARGET_API_KEY) and --header {name}=...: give one of them")
     return Transforms(
         model_map=dict(model_map),
         model=model,
@@ -358,6 +359,7 @@ def _transforms(
         headers=header_map,
         drop_headers=set(drop_header),
         pin_defaults=pin_defaults,
+        api_key=api_key or None,
     )
 
 
