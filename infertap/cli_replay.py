@@ -241,6 +241,14 @@ def base_config(
     help="A cap on requests in flight, on any schedule (waits are recorded apart from latency).",
 )
 @click.option("--repeat", type=int, default=1, show_default=True, help="Replay the workload N times, back to back.")
+@click.option(
+    "--warmup",
+    type=click.IntRange(0, 1_000_000),
+    default=0,
+    show_default=True,
+    help="Send the workload's first N requests on the same schedule first, recorded apart in OUT/warmup "
+    "(not in the replay's capture, so no stats count them): a cold engine's start-up lands there.",
+)
 @workload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
 def replay(
@@ -255,6 +263,7 @@ def replay(
     seed: int,
     max_concurrency: int | None,
     repeat: int,
+    warmup: int,
     as_json: bool,
     **options: Any,
 ) -> None:
@@ -279,7 +288,15 @@ def replay(
     note_if_appending("replay", Path(config.out))
     if repeat > 1:
         note_fixed_session(config, f"each of the {repeat} passes")
+    warm = _warm_up(config, warmup, quiet=as_json) if warmup else None
+    if warm is not None and warm["stopped_early"]:  # Ctrl-C in the warm-up: nothing measured
+        click.echo(f"stopped in the warm-up ({warm['sent']} sent, recorded in {warm['out']}); nothing measured", err=True)
+        click.get_current_context().exit(INTERRUPTED)
     summary = _run(config, quiet=as_json)
+    if warm is not None:
+        from .replay.warmup import warmup_facts
+
+        summary["warmup"] = warmup_facts(warm)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     else:
@@ -381,6 +398,16 @@ def _note(info: dict[str, Any]) -> None:
 def _per_pass(s: dict[str, Any]) -> str:
     """What the counts of the source's exchanges left out (or sent as recorded) are of, with --repeat."""
     return f" (in each of the {s['repeat']} passes)" if s.get("repeat", 1) > 1 else ""
+
+
+def _warm_up(config: ReplayConfig, n: int, *, quiet: bool) -> dict[str, Any]:
+    """The warm-up (replay.warmup), into OUT/warmup: the measured capture holds none of it."""
+    from .replay.warmup import warm_up
+
+    out = Path(config.out) / "warmup"
+    if not quiet:
+        click.echo(f"warming up: the workload's first {n} requests, recorded apart in {out}", err=True)
+    return warm_up(config, n, out)
 
 
 def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
@@ -517,6 +544,11 @@ def _rate_line(rate: dict[str, float | None]) -> str:
     return f"{rate['sent']:.2f}/s sent, {asked}  (from the first send to the last)"
 
 
+def _warmup_line(w: dict[str, Any]) -> str:
+    ends = ", ".join(f"{k} ×{v}" for k, v in (w["ends"] or {}).items()) or "-"
+    return f"{w['sent']} sent first ({ends}), recorded apart in {w['out']}: not in this capture, nor its stats"
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -531,6 +563,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("replay", s["out"]),
         ("target", f"{s['target']} ({s['target_kind'] or 'kind unknown'})"),
         ("sent", _sent_line(s)),
+        *([("warm-up", _warmup_line(s["warmup"]))] if s.get("warmup") else []),
         *([("failed when recorded", _source_failed(s["source_failed"]) + _per_pass(s))] if s.get("source_failed") else []),
         *([("left out", _not_kept(s["not_kept"]) + _per_pass(s))] if s.get("not_kept") else []),
         *([("not replayed", _source_refused(s["source_refused"]) + _per_pass(s))] if s.get("source_refused") else []),
