@@ -549,6 +549,15 @@ def _warmup_line(w: dict[str, Any]) -> str:
     return f"{w['sent']} sent first ({ends}), recorded apart in {w['out']}: not in this capture, nor its stats"
 
 
+def _throughput_line(s: dict[str, Any]) -> str:
+    """Ok requests/s over the replay's span (sends to ends); the output tokens' rate is stats' to read."""
+    tp = s["throughput"]
+    tokens = f"output tokens/s: infertap stats {s['out']}"
+    if tp["ok_per_s"] is None:
+        return f"- (no request ended); {tokens}"
+    return f"{tp['ok_per_s']:.2f} ok requests/s  (from the first send to the last end, {tp['span_s']:.2f} s); {tokens}"
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -574,6 +583,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         *_behind_rows(s, ms),
         ("cap wait ms", f"{ms(s['queue_wait_ms'])}  (p50 / p99 / max)"),
         ("request rate", _rate_line(s["request_rate"])),
+        ("throughput", _throughput_line(s)),
         ("concurrency", f"{s['concurrency']['mean']:.2f} mean, {s['concurrency']['max']} max"),
         *_session_rows(s.get("sessions"), ms),
         ("wall time", f"{s['wall_s']:.1f} s"),
@@ -591,14 +601,14 @@ def _print_summary(s: dict[str, Any]) -> None:
             "sent",
             "complete",
             "unfinished",
-            "req/s",
+            "ended/s",
             "lag ms p50 / p99 / max",
             "clock offset ms",
             title="replay workers (Ray)",
             title_justify="left",
         )
         for w in s["workers"]:
-            rate = "-" if w["requests_per_s"] is None else f"{w['requests_per_s']:.1f}"
+            rate = "-" if w["ended_per_s"] is None else f"{w['ended_per_s']:.1f}"
             workers.add_row(
                 str(w["shard"]),
                 w["host"],

@@ -432,3 +432,23 @@ def test_a_warm_up_is_sent_first_and_recorded_apart_from_the_measured_replay(fak
     assert json.loads(stats.output)["groups"][0]["requests"] == 5
     as_json = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "j"), "--warmup", "1", "--json"])
     assert json.loads(as_json.output)["warmup"] == {"sent": 1, "out": str(tmp_path / "j" / "warmup"), "ends": {"complete": 1}}
+
+
+def test_the_summary_gives_the_ok_requests_per_second_over_the_span_from_the_first_send_to_the_last_end(fake, tmp_path):
+    """Completed requests/s, as GuideLLM's and AIPerf's summaries give it: the ok ones over the first
+    send to the last end, not request_rate's sends; output tokens/s is left to stats, which reads usage."""
+    app, url = fake
+    ok = [{"offset_s": i * 0.02, "body": _chat(f"q{i}", pace_ms=100)} for i in range(3)]
+    write_capture(tmp_path / "src", [*ok, {"offset_s": 0.06, "path": "/status/500", "body": _chat("bad")}])
+    out = tmp_path / "out"
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--out", str(out), "--no-probe", "--no-telemetry"]
+    as_json = CliRunner().invoke(cli, [*args, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    summary = json.loads(as_json.output)
+    exchanges = list(CaptureReader(out).exchanges())
+    span = (max(e["sent_ns"] + e["end_ns"] for e in exchanges) - min(e["sent_ns"] for e in exchanges)) / 1e9
+    assert summary["ok"] == 3 and summary["throughput"]["span_s"] == pytest.approx(span)
+    assert summary["throughput"]["ok_per_s"] == pytest.approx(3 / span)
+    text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "text")], env={"COLUMNS": "250"})
+    assert re.search(r"throughput +\d+\.\d\d ok requests/s +\(from the first send to the last end", text.output), text.output
+    assert f"output tokens/s: infertap stats {tmp_path / 'text'}" in " ".join(text.output.split())
