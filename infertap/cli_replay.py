@@ -71,7 +71,8 @@ _WORKLOAD_OPTIONS = [
         "--api-key",
         envvar="INFERTAP_TARGET_API_KEY",
         default=None,
-        help="The target's key, sent as 'Authorization: Bearer ...' (env INFERTAP_TARGET_API_KEY). Captured credentials are never replayed.",
+        help="The target's key, in the header each request's API reads: 'x-api-key' for Anthropic's /v1/messages, "
+        "'Authorization: Bearer ...' for the others (env INFERTAP_TARGET_API_KEY). Captured credentials are never replayed.",
     ),
     click.option(
         "--pin-defaults",
@@ -240,6 +241,14 @@ def base_config(
     help="A cap on requests in flight, on any schedule (waits are recorded apart from latency).",
 )
 @click.option("--repeat", type=int, default=1, show_default=True, help="Replay the workload N times, back to back.")
+@click.option(
+    "--warmup",
+    type=click.IntRange(0, 1_000_000),
+    default=0,
+    show_default=True,
+    help="Send the workload's first N requests on the same schedule first, recorded apart in OUT/warmup "
+    "(not in the replay's capture, so no stats count them): a cold engine's start-up lands there.",
+)
 @workload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
 def replay(
@@ -254,6 +263,7 @@ def replay(
     seed: int,
     max_concurrency: int | None,
     repeat: int,
+    warmup: int,
     as_json: bool,
     **options: Any,
 ) -> None:
@@ -278,7 +288,15 @@ def replay(
     note_if_appending("replay", Path(config.out))
     if repeat > 1:
         note_fixed_session(config, f"each of the {repeat} passes")
+    warm = _warm_up(config, warmup, quiet=as_json) if warmup else None
+    if warm is not None and warm["stopped_early"]:  # Ctrl-C in the warm-up: nothing measured
+        click.echo(f"stopped in the warm-up ({warm['sent']} sent, recorded in {warm['out']}); nothing measured", err=True)
+        click.get_current_context().exit(INTERRUPTED)
     summary = _run(config, quiet=as_json)
+    if warm is not None:
+        from .replay.warmup import warmup_facts
+
+        summary["warmup"] = warmup_facts(warm)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     else:
@@ -342,14 +360,14 @@ def _transforms(
     api_key: str | None,
     pin_defaults: bool,
 ) -> Transforms:
-    """What changes in each request; --api-key becomes the Authorization header."""
+    """What changes in each request; --api-key goes in the header of each request's API (Transforms.key_header)."""
     from .replay import Transforms, parse_value
 
     header_map = dict(headers)
     if api_key:
-        if any(name.lower() == "authorization" for name in header_map):
-            raise click.UsageError("--api-key (or INFERTAP_TARGET_API_KEY) and --header Authorization=...: give one of them")
-        header_map["Authorization"] = f"Bearer {api_key}"
+        for name in header_map:
+            if name.lower() in ("authorization", "x-api-key"):
+                raise click.UsageError(f"--api-key (or INFERTAP_TARGET_API_KEY) and --header {name}=...: give one of them")
     return Transforms(
         model_map=dict(model_map),
         model=model,
@@ -358,6 +376,7 @@ def _transforms(
         headers=header_map,
         drop_headers=set(drop_header),
         pin_defaults=pin_defaults,
+        api_key=api_key or None,
     )
 
 
@@ -379,6 +398,16 @@ def _note(info: dict[str, Any]) -> None:
 def _per_pass(s: dict[str, Any]) -> str:
     """What the counts of the source's exchanges left out (or sent as recorded) are of, with --repeat."""
     return f" (in each of the {s['repeat']} passes)" if s.get("repeat", 1) > 1 else ""
+
+
+def _warm_up(config: ReplayConfig, n: int, *, quiet: bool) -> dict[str, Any]:
+    """The warm-up (replay.warmup), into OUT/warmup: the measured capture holds none of it."""
+    from .replay.warmup import warm_up
+
+    out = Path(config.out) / "warmup"
+    if not quiet:
+        click.echo(f"warming up: the workload's first {n} requests, recorded apart in {out}", err=True)
+    return warm_up(config, n, out)
 
 
 def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
@@ -515,6 +544,20 @@ def _rate_line(rate: dict[str, float | None]) -> str:
     return f"{rate['sent']:.2f}/s sent, {asked}  (from the first send to the last)"
 
 
+def _warmup_line(w: dict[str, Any]) -> str:
+    ends = ", ".join(f"{k} ×{v}" for k, v in (w["ends"] or {}).items()) or "-"
+    return f"{w['sent']} sent first ({ends}), recorded apart in {w['out']}: not in this capture, nor its stats"
+
+
+def _throughput_line(s: dict[str, Any]) -> str:
+    """Ok requests/s over the replay's span (sends to ends); the output tokens' rate is stats' to read."""
+    tp = s["throughput"]
+    tokens = f"output tokens/s: infertap stats {s['out']}"
+    if tp["ok_per_s"] is None:
+        return f"- (no request ended); {tokens}"
+    return f"{tp['ok_per_s']:.2f} ok requests/s  (from the first send to the last end, {tp['span_s']:.2f} s); {tokens}"
+
+
 def _print_summary(s: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -529,6 +572,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("replay", s["out"]),
         ("target", f"{s['target']} ({s['target_kind'] or 'kind unknown'})"),
         ("sent", _sent_line(s)),
+        *([("warm-up", _warmup_line(s["warmup"]))] if s.get("warmup") else []),
         *([("failed when recorded", _source_failed(s["source_failed"]) + _per_pass(s))] if s.get("source_failed") else []),
         *([("left out", _not_kept(s["not_kept"]) + _per_pass(s))] if s.get("not_kept") else []),
         *([("not replayed", _source_refused(s["source_refused"]) + _per_pass(s))] if s.get("source_refused") else []),
@@ -539,6 +583,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         *_behind_rows(s, ms),
         ("cap wait ms", f"{ms(s['queue_wait_ms'])}  (p50 / p99 / max)"),
         ("request rate", _rate_line(s["request_rate"])),
+        ("throughput", _throughput_line(s)),
         ("concurrency", f"{s['concurrency']['mean']:.2f} mean, {s['concurrency']['max']} max"),
         *_session_rows(s.get("sessions"), ms),
         ("wall time", f"{s['wall_s']:.1f} s"),
@@ -556,14 +601,14 @@ def _print_summary(s: dict[str, Any]) -> None:
             "sent",
             "complete",
             "unfinished",
-            "req/s",
+            "ended/s",
             "lag ms p50 / p99 / max",
             "clock offset ms",
             title="replay workers (Ray)",
             title_justify="left",
         )
         for w in s["workers"]:
-            rate = "-" if w["requests_per_s"] is None else f"{w['requests_per_s']:.1f}"
+            rate = "-" if w["ended_per_s"] is None else f"{w['ended_per_s']:.1f}"
             workers.add_row(
                 str(w["shard"]),
                 w["host"],

@@ -117,6 +117,8 @@ def _prepare(config: ReplayConfig, shown: str) -> _Prepared:
         session_tag=config.session_tag,
     )
     probe_headers = {n: v for n, v in transforms.headers.items() if n.lower() == "authorization"}
+    if (key := transforms.key_header("/v1/models")) is not None:  # an engine's own endpoints take a bearer token
+        probe_headers[key[0]] = key[1]
     target_kind = _target_kind(config, probe_headers) if config.probe else None
     bodies, headers = _transform(workload, transforms, target_kind)
     return _Prepared(
@@ -168,12 +170,14 @@ def _transform(workload: Workload, transforms: Transforms, target_kind: str | No
                 transforms.body(item.body, pinned=_pinned(item), target_kind=target_kind, path=item.path)
             except TransformError as exc:
                 raise ReplayError(f"exchange {item.source_id} ({item.method} {item.path}): {exc}") from exc
-    done: dict[int, list[tuple[str, str]]] = {}  # by the captured list: items share one per header set
+    # By the captured list and the key's header (its path's API): items share one per header set.
+    done: dict[tuple[int, tuple[str, str] | None], list[tuple[str, str]]] = {}
     headers = []
     for item in items:
-        sent = done.get(id(item.headers))
+        shared = (id(item.headers), transforms.key_header(item.path))
+        sent = done.get(shared)
         if sent is None:
-            sent = done[id(item.headers)] = transforms.request_headers(item.headers)
+            sent = done[shared] = transforms.request_headers(item.headers, item.path)
         headers.append(sent)
     return bodies, headers
 
@@ -199,6 +203,7 @@ def _recorder(config: ReplayConfig, prepared: _Prepared) -> dict[str, Any]:
             "headers": sorted(transforms.headers),
             "drop_headers": sorted(transforms.drop_headers),
             "pin_defaults": transforms.pin_defaults,
+            "api_key": bool(transforms.api_key),  # whether one was given, never its value
             "as_recorded": prepared.as_recorded,  # bodies no JSON object: --model-map can't apply, sent as recorded
         },
         "limit": config.limit,

@@ -419,7 +419,7 @@ def _merge_summaries(
                 "completed": r["summary"]["completed"],
                 "unfinished": s["unfinished"],  # its streams cut short: which shard's target cut them
                 "lag_ms": r["summary"]["lag_ms"],
-                "requests_per_s": _rate(s["intervals"]),
+                "ended_per_s": _rate(s["intervals"]),  # requests ended, first send to last end (not request_rate's sends)
                 "clock_offset_ms": clocks[k][0] * 1e3,
                 "clock_rtt_ms": None if (rtt := clocks[k][1]) is None else rtt * 1e3,
             }
@@ -433,6 +433,7 @@ def _merge_summaries(
 
 
 def _rate(intervals: list[tuple[int, int]]) -> float | None:
-    """Requests per second over the span from the first send to the last end."""
+    """Requests ended (answered or not) per second over the span from the first send to the last end:
+    how fast a worker got through its shard, where the summary's ``request_rate`` is of sends alone."""
     span = (max(e for _, e in intervals) - min(s for s, _ in intervals)) / 1e9 if intervals else 0
     return len(intervals) / span if span else None

@@ -164,6 +164,15 @@ def request_rate(sends: Sequence[tuple[int, int]], open_loop: bool) -> dict[str,
     return rate
 
 
+def throughput(ok: int, intervals: Sequence[tuple[int, int]]) -> dict[str, float | None]:
+    """The ``ok`` requests (answered 2xx, in full, finished) per second over the replay's span, from
+    the first send to the last end, as GuideLLM's and AIPerf's summaries give completed requests/s;
+    ``request_rate`` is of sends, first to last. Output tokens/s needs each answer's usage, which the
+    replay doesn't parse on its loop: ``infertap stats`` reads it (``throughput.output_tokens_per_s``)."""
+    span = (max(e for _, e in intervals) - min(s for s, _ in intervals)) / 1e9 if intervals else 0.0
+    return {"span_s": span or None, "ok_per_s": ok / span if span else None}
+
+
 def summarize(stats: ReplayStats, wall_s: float, *, open_loop: bool = True) -> dict[str, Any]:
     """The end-of-run summary: what was sent, how it ended, how faithful the schedule was."""
     span = (max(e for _, e in stats.intervals) - min(s for s, _ in stats.intervals)) if stats.intervals else 0
@@ -174,10 +183,11 @@ def summarize(stats: ReplayStats, wall_s: float, *, open_loop: bool = True) -> d
         level += step
         peak = max(peak, level)
     failed = sum(stats.failures.values())
+    ok = stats.sent - failed - stats.unfinished
     return {
         "sent": stats.sent,
         "completed": stats.ends.get("complete", 0),  # the response read to its end, whatever its status
-        "ok": stats.sent - failed - stats.unfinished,  # answered 2xx, in full, and finished
+        "ok": ok,  # answered 2xx, in full, and finished
         "failed": failed,
         "unfinished": stats.unfinished,  # answered 2xx in full, by a stream that ended with no finish reason
         "failures": dict(stats.failures.most_common()),  # by HTTP status, or by ending where none was an error
@@ -192,6 +202,7 @@ def summarize(stats: ReplayStats, wall_s: float, *, open_loop: bool = True) -> d
         "capped": stats.capped,
         "schedule_kept": not stats.capped,
         "request_rate": request_rate(stats.sends, open_loop),
+        "throughput": throughput(ok, stats.intervals),
         "concurrency": {"mean": busy / span if span else float(bool(stats.intervals)), "max": peak},
         "wall_s": wall_s,
         "stopped_early": stats.stopped_early,

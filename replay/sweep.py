@@ -33,6 +33,7 @@ from .api import run_replay
 from .config import ReplayConfig
 from .runner import ReplayStats
 from .schedule import FASTEST, MOST_IN_FLIGHT, SLOWEST, Schedule
+from .warmup import MOST_WARMUP, warm_up, warmup_facts
 from .workload import Item, failed_when_recorded, load
 
 
@@ -111,8 +112,8 @@ class SweepConfig:
                 "a turn is still never sent before the turn it continues ends, or run `infertap replay "
                 "--sessions closed` at one load"
             )
-        if not 0 <= self.warmup <= 1_000_000:
-            raise SweepError("--warmup is a number of requests, 0 to 1,000,000")
+        if not 0 <= self.warmup <= MOST_WARMUP:
+            raise SweepError(f"--warmup is a number of requests, 0 to {MOST_WARMUP:,}")
         if not (0 <= self.min_requests <= 10_000_000) or not all(
             math.isfinite(v) and v >= 0 for v in (self.min_duration_s, self.idle_timeout_s)
         ):
@@ -252,21 +253,17 @@ class Sweep:
         first point's concurrency or speed each is reached, as GuideLLM's and AIPerf's warm-ups run the
         benchmark's own load. Recorded under ``warmup/``, never judged; False after a Ctrl-C."""
         base = self.config.replay
-        out = Path(base.out) / "warmup"
         first = Load("speed", self.config.start_speed) if self.config.search else self.config.loads()[0]
         config = replace(
             base,
-            out=out,
             schedule=first.schedule(base.schedule.max_concurrency),
-            limit=min(self.config.warmup, base.limit or self.config.warmup),
             labels={**base.labels, "sweep_load": "warmup"},
-            session_tag="warmup",
         )
-        summary = run_replay(config, progress=self.progress)
+        summary = warm_up(config, self.config.warmup, Path(base.out) / "warmup", progress=self.progress)
         if summary.get("stopped_early"):
             self.stopped = True
             return False
-        self.warmup = {"sent": summary.get("sent"), "out": str(out), "ends": summary.get("ends"), first.kind: first.value}
+        self.warmup = {**warmup_facts(summary), first.kind: first.value}
         self._wait_idle(summary.get("target_kind"), False)
         return True
 

@@ -133,6 +133,7 @@ class Transforms:
     headers: dict[str, str] = field(default_factory=dict)
     drop_headers: set[str] = field(default_factory=set)
     pin_defaults: bool = False
+    api_key: str | None = None  # the target's key, in the header each request's API reads (``key_header``)
 
     def __post_init__(self) -> None:
         for option, dotted in [*(("--set", k) for k, _ in self.set_values), *(("--unset", k) for k in self.unset)]:
@@ -262,16 +263,31 @@ class Transforms:
         names = set(PINNABLE) | {n for renames in _TARGET_NAMES.values() for n in renames.values()}
         return self.pin_defaults and any("." in dotted and dotted.split(".", 1)[0] in names for dotted, _ in self.set_values)
 
-    def request_headers(self, captured: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
+    def key_header(self, path: str) -> tuple[str, str] | None:
+        """``api_key`` as the API at ``path`` reads it: Anthropic's Messages (``/v1/messages``) take
+        ``x-api-key`` and answer a bearer token 401, every other API ``Authorization: Bearer``."""
+        if not self.api_key:
+            return None
+        if api_for(path).name == "messages":
+            return "x-api-key", self.api_key
+        return "Authorization", f"Bearer {self.api_key}"
+
+    def request_headers(self, captured: Sequence[Sequence[str]], path: str = "") -> list[tuple[str, str]]:
         """Captured headers minus what belongs to the old connection (the proxy's rule: hop-by-hop
-        headers and those a ``Connection`` header names), redacted values and drops."""
+        headers and those a ``Connection`` header names), redacted values and drops; ``api_key`` in
+        the header of ``path``'s API (``key_header``)."""
+        key = self.key_header(path)
         drop = {h.lower() for h in self.drop_headers} | {h.lower() for h in self.headers} | _HOP_REQUEST
+        if key is not None:
+            drop.add(key[0].lower())
         named = connection_named(
             (b"connection", v.encode("latin-1", "replace")) for n, v in captured if n.lower() == "connection"
         )
         drop |= {n.decode("latin-1") for n in named}
         out = [(n, v) for n, v in captured if n.lower() not in drop and REDACTED not in v]
         out.extend(self.headers.items())
+        if key is not None:
+            out.append(key)
         return out
 
 

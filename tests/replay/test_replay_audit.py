@@ -245,3 +245,39 @@ def test_a_replay_or_an_import_into_an_existing_capture_says_it_adds_a_run(fake,
     har.write_text(json.dumps({"log": {"entries": []}}))
     run = CliRunner().invoke(cli, ["import", str(har), "--out", str(tmp_path / "B")])
     assert "already holds a capture; this import is added to it as another run" in run.stderr, run.output
+
+
+def test_the_api_key_goes_in_the_header_each_path_s_api_reads_and_never_reaches_the_capture(tmp_path: Path) -> None:
+    """Anthropic's /v1/messages reads x-api-key (a bearer token is a 401 there), the OpenAI paths
+    Authorization: Bearer; the recorded anthropic-version is sent as recorded, and the key is redacted."""
+    key = "sk-ant-TARGETKEY-1234567890"
+    messages = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}], "stream": True, "tag": "a"}
+    anthropic = [["content-type", "application/json"], ["x-api-key", "[REDACTED]"], ["anthropic-version", "2023-06-01"]]
+    write_capture(
+        tmp_path / "src",
+        [{"body": chat("c")}, {"path": "/v1/messages", "body": messages, "headers": anthropic, "offset_s": 0.01}],
+    )
+    app = FakeUpstream()
+    with ServerThread(app) as server:
+        run = CliRunner().invoke(
+            cli,
+            [
+                "replay",
+                str(tmp_path / "src"),
+                "--target",
+                server.url,
+                "--out",
+                str(tmp_path / "o"),
+                "--no-probe",
+                "--api-key",
+                key,
+            ],
+        )
+    assert run.exit_code == 0, run.output
+    sent = {r["path"]: {n.decode().lower(): v.decode() for n, v in r["headers"]} for r in app.requests}
+    assert sent["/v1/messages"]["x-api-key"] == key and "authorization" not in sent["/v1/messages"]
+    assert sent["/v1/messages"]["anthropic-version"] == "2023-06-01"
+    assert sent["/v1/chat/completions"]["authorization"] == f"Bearer {key}" and "x-api-key" not in sent["/v1/chat/completions"]
+    assert key.encode() not in b"".join(p.read_bytes() for p in (tmp_path / "o").rglob("*") if p.is_file())
+    recorded = {r["path"]: dict(r["request_headers"]) for r in CaptureReader(tmp_path / "o") if r.get("type") == "exchange"}
+    assert recorded["/v1/messages"]["x-api-key"] == "[REDACTED]"

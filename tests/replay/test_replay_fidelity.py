@@ -411,3 +411,44 @@ def test_headers_a_connection_header_names_are_not_replayed(fake, tmp_path):
     names = [n for n, _ in sent["headers"]]
     assert b"x-hop" not in names and (b"x-keep", b"1") in sent["headers"]
     assert Transforms().request_headers(headers) == [("content-type", "application/json"), ("x-keep", "1")]
+
+
+def test_a_warm_up_is_sent_first_and_recorded_apart_from_the_measured_replay(fake, tmp_path):
+    """--warmup 2: the workload's first two requests go out before the measured replay, into
+    OUT/warmup; the replay's capture holds exactly the workload's five, and stats counts only those."""
+    app, url = fake
+    write_capture(tmp_path / "src", [{"offset_s": i * 0.01, "body": _chat(f"q{i}")} for i in range(5)])
+    out = tmp_path / "out"
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--out", str(out), "--no-probe", "--no-telemetry"]
+    run = CliRunner().invoke(cli, [*args, "--warmup", "2"], env={"COLUMNS": "250"})
+    assert run.exit_code == 0, run.output
+    tags = [json.loads(r["body"])["tag"] for r in _sent(app)]
+    assert tags == ["q0", "q1", "q0", "q1", "q2", "q3", "q4"]  # the warm-up's two first
+    assert sorted(json.loads(e["request_body"])["tag"] for e in CaptureReader(out).exchanges()) == [f"q{i}" for i in range(5)]
+    assert len(list(CaptureReader(out / "warmup").exchanges())) == 2
+    assert "warm-up" in run.output and "2 sent first (complete ×2)" in " ".join(run.output.split())
+    stats = CliRunner().invoke(cli, ["stats", str(out), "--json", "--cache-dir", str(tmp_path / "cache")])
+    assert stats.exit_code == 0, stats.output
+    assert json.loads(stats.output)["groups"][0]["requests"] == 5
+    as_json = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "j"), "--warmup", "1", "--json"])
+    assert json.loads(as_json.output)["warmup"] == {"sent": 1, "out": str(tmp_path / "j" / "warmup"), "ends": {"complete": 1}}
+
+
+def test_the_summary_gives_the_ok_requests_per_second_over_the_span_from_the_first_send_to_the_last_end(fake, tmp_path):
+    """Completed requests/s, as GuideLLM's and AIPerf's summaries give it: the ok ones over the first
+    send to the last end, not request_rate's sends; output tokens/s is left to stats, which reads usage."""
+    app, url = fake
+    ok = [{"offset_s": i * 0.02, "body": _chat(f"q{i}", pace_ms=100)} for i in range(3)]
+    write_capture(tmp_path / "src", [*ok, {"offset_s": 0.06, "path": "/status/500", "body": _chat("bad")}])
+    out = tmp_path / "out"
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--out", str(out), "--no-probe", "--no-telemetry"]
+    as_json = CliRunner().invoke(cli, [*args, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    summary = json.loads(as_json.output)
+    exchanges = list(CaptureReader(out).exchanges())
+    span = (max(e["sent_ns"] + e["end_ns"] for e in exchanges) - min(e["sent_ns"] for e in exchanges)) / 1e9
+    assert summary["ok"] == 3 and summary["throughput"]["span_s"] == pytest.approx(span)
+    assert summary["throughput"]["ok_per_s"] == pytest.approx(3 / span)
+    text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "text")], env={"COLUMNS": "250"})
+    assert re.search(r"throughput +\d+\.\d\d ok requests/s +\(from the first send to the last end", text.output), text.output
+    assert f"output tokens/s: infertap stats {tmp_path / 'text'}" in " ".join(text.output.split())
