@@ -12,6 +12,7 @@ import click
 
 from .errors import INTERRUPTED
 from .options import TELEMETRY_OPTIONS, note_if_appending, pairs, progress_bars, ray_option, redact_option_pair
+from .wording import counted
 
 if TYPE_CHECKING:
     from .replay import ReplayConfig, ReplayStats, Schedule, Transforms
@@ -389,7 +390,7 @@ def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
     def on_start(info: dict[str, Any]) -> None:
         progress.update(task, total=info["items"])
         progress.console.print(
-            f"replaying {info['items']} exchanges from {config.capture} against {info['target']} "
+            f"replaying {counted(info['items'], 'exchange')} from {config.capture} against {info['target']} "
             f"({info['target_kind'] or 'unknown kind'}) into {info['out']}"
             + (f" in {info['shards']} Ray shards" if "shards" in info else ""),
             markup=False,
@@ -417,14 +418,14 @@ def _session_rows(sessions: dict[str, Any] | None, ms: Any) -> list[tuple[str, s
     if sessions["mode"] == "closed":
         rule = f"closed: each sent its think time ×{sessions['think_scale']:g} after the turn it continues ended"
         return [
-            ("sessions", f"{sessions['turns']} turns {rule}"),
+            ("sessions", f"{counted(sessions['turns'], 'turn')} {rule}"),
             ("turn lag ms", f"{ms(sessions['turn_lag_ms'])}  (p50 / p99 / max)"),
         ]
     waited = sessions["waited_for_parent"]
     schedule = sessions.get("schedule", "original")
     if schedule == "original":
         return [
-            ("sessions", f"open: {sessions['turns']} turns at their recorded times, {waited} held back by the target"),
+            ("sessions", f"open: {counted(sessions['turns'], 'turn')} at their recorded times, {waited} held back by the target"),
             (
                 "parent wait ms",
                 f"{ms(sessions['parent_wait_ms'])}  (p50 / p99 / max; the target's turn ended later than recorded)",
@@ -434,19 +435,19 @@ def _session_rows(sessions: dict[str, Any] | None, ms: Any) -> list[tuple[str, s
     return [
         (
             "sessions",
-            f"open: {sessions['turns']} turns sent {when}, none before the turn it continues ended; {waited} waited for it",
+            f"open: {counted(sessions['turns'], 'turn')} sent {when}, none before the turn it continues ended; {waited} waited for it",
         ),
         ("parent wait ms", f"{ms(sessions['parent_wait_ms'])}  (p50 / p99 / max; due, and waiting for the turn it continues)"),
     ]
 
 
 def _source_refused(n: int) -> str:
-    return f"{n} exchanges not replayed: the recorder refused them (end refused), so the engine never saw them"
+    return f"{counted(n, 'exchange')} not replayed: the recorder refused them (end refused), so the engine never saw them"
 
 
 def _not_kept(n: int) -> str:
     return (
-        f"{n} exchanges left out, not sent: their request bodies were not kept by the recorder "
+        f"{counted(n, 'exchange')} left out, not sent: their request bodies were not kept by the recorder "
         "(request_body_size: over its body limit, or not searchable for credentials), and an empty body is another request"
     )
 
@@ -486,7 +487,7 @@ def _behind_rows(s: dict[str, Any], ms: Any) -> list[tuple[str, str]]:
         rows.append(
             (
                 "schedule",
-                f"not kept: capped at {s.get('capped_at') or 'a limit'} (--max-concurrency), {s['capped']} requests waited, "
+                f"not kept: capped at {s.get('capped_at') or 'a limit'} (--max-concurrency), {counted(s['capped'], 'request')} waited, "
                 f"p99 {p99:.1f} ms behind",
             )
         )
@@ -518,7 +519,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("concurrency", f"{s['concurrency']['mean']:.2f} mean, {s['concurrency']['max']} max"),
         *_session_rows(s.get("sessions"), ms),
         ("wall time", f"{s['wall_s']:.1f} s"),
-        ("snapshots", f"{s['snapshots']} of the target, {s['enriched']} exchanges enriched"),
+        ("snapshots", f"{s['snapshots']} of the target, {counted(s['enriched'], 'exchange')} enriched"),
     ]
     for key, value in rows:
         table.add_row(key, value)
