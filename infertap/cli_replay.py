@@ -131,7 +131,7 @@ def workload_options(command: Any) -> Any:
 
 
 def base_config(
-    capture: Path,
+    capture: Path | tuple[Path, ...],
     target: str,
     out: Path,
     schedule: Schedule,
@@ -208,7 +208,7 @@ def base_config(
 
 
 @click.command()
-@click.argument("capture", type=click.Path(exists=True, path_type=Path))
+@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path), metavar="CAPTURE...")
 @click.option("--target", required=True, metavar="URL", help="The engine to replay against.")
 @click.option(
     "--out", type=click.Path(path_type=Path), default=None, help="Capture of the replay [default: captures/replay-<time>]."
@@ -239,7 +239,7 @@ def base_config(
 @workload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
 def replay(
-    capture: Path,
+    captures: tuple[Path, ...],
     target: str,
     out: Path | None,
     schedule_kind: str | None,
@@ -255,15 +255,19 @@ def replay(
 ) -> None:
     """Re-issue a captured workload against TARGET, at the original timing by default, recording it as a capture.
 
+    Several captures (or a folder of them: one per recorder) are replayed as one workload, in one
+    order of sending on their wall clocks, a session whose turns two recorders took linked as one.
+
     \b
     infertap replay captures/run1 --target http://127.0.0.1:8080
+    infertap replay captures/gw-a captures/gw-b --target http://127.0.0.1:8080
     infertap replay captures/run1 --target http://127.0.0.1:8000 --concurrency 8 --model-map smol=Qwen/Qwen3-8B
     infertap replay captures/run1 --target http://127.0.0.1:8080 --rate 20 --poisson --set temperature=0 --pin-defaults
     infertap replay captures/agents --target http://gpu-node:8000 --ray ray://head:10001 --shards 16
     """
     _check_usage(schedule_kind, concurrency, rate, poisson)
     config = base_config(
-        capture,
+        _captures(captures),
         target,
         out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}",
         _schedule(speed, concurrency, rate, poisson, seed, max_concurrency),
@@ -285,6 +289,19 @@ def replay(
         raise click.ClickException(f"{why} ({target}); the replay's capture has every request, as sent")
     if summary["stopped_early"]:  # Ctrl-C: the capture is whole and closed, the run is not (`replay && compare`)
         click.get_current_context().exit(INTERRUPTED)
+
+
+def _captures(given: tuple[Path, ...]) -> Path | tuple[Path, ...]:
+    """The capture given, or the captures that the arguments name (a folder of captures, several
+    arguments, globs), found as ``stats`` finds them: several are one workload."""
+    from .analysis.errors import NoCapturesError
+    from .analysis.sources import find_captures
+
+    try:
+        found = find_captures(given)
+    except NoCapturesError as exc:
+        raise click.ClickException(str(exc)) from None
+    return found[0] if len(found) == 1 else tuple(found)
 
 
 def note_fixed_session(config: ReplayConfig, runs: str) -> None:
@@ -390,7 +407,7 @@ def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
     def on_start(info: dict[str, Any]) -> None:
         progress.update(task, total=info["items"])
         progress.console.print(
-            f"replaying {counted(info['items'], 'exchange')} from {config.capture} against {info['target']} "
+            f"replaying {counted(info['items'], 'exchange')} from {', '.join(map(str, config.captures))} against {info['target']} "
             f"({info['target_kind'] or 'unknown kind'}) into {info['out']}"
             + (f" in {info['shards']} Ray shards" if "shards" in info else ""),
             markup=False,
