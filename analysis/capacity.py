@@ -175,7 +175,7 @@ def _result(config: SweepConfig, slos: Sequence[SLO], points: Sequence[Point]) -
         }
     return {
         "kind": kind,
-        "source": os.fspath(config.replay.capture),
+        "source": ", ".join(str(c) for c in config.replay.captures),
         "target": points[0].summary.get("target") if points else Redactor().url(config.replay.target),
         "target_kind": points[0].summary.get("target_kind") if points else None,
         "slo": [s.describe() for s in slos],

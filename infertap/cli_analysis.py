@@ -22,6 +22,7 @@ from .analysis.sampled import interpolated, no_energy, partly_unsampled
 from .capture.jsonable import jsonable
 from .errors import InfertapError
 from .options import ray_option
+from .wording import counted
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -153,7 +154,7 @@ def _print_stats(result: dict[str, Any]) -> None:
         shown = {id(g) for g in longest}
         console.print(_sessions_table([g for g in groups if id(g) in shown]), markup=False)
         if len(groups) > len(longest):
-            _out(f"  the {len(longest)} longest of {len(groups)} sessions; --json for every one")
+            _out(f"  the {len(longest)} longest of {counted(len(groups), 'session')}; --json for every one")
         return
     for group in result["groups"]:
         console.print(_stats_table(group), markup=False)
@@ -282,7 +283,7 @@ def _print_output(group: dict[str, Any]) -> None:
         _out(f"  note: {mixed}; --by stream splits them")
     tools = group["tool_calls"]
     _out(
-        f"  finish_reason: {_counts(group['finish_reasons'])}; tool calls {tools['calls']} in {tools['exchanges']} exchanges"
+        f"  finish_reason: {_counts(group['finish_reasons'])}; tool calls {tools['calls']} in {counted(tools['exchanges'], 'exchange')}"
         + (
             f"; unreadable {group['unreadable']} (no API adapter understood the body: not counted as answers)"
             if group["unreadable"]
@@ -332,7 +333,7 @@ def _print_output(group: dict[str, Any]) -> None:
     held = group["client_wait"]
     if held["exchanges"]:
         _out(
-            f"  note: {held['exchanges']} exchanges waited for their client to take the body (up to {_num(held['max_ms'], 1)} ms): "
+            f"  note: {counted(held['exchanges'], 'exchange')} waited for their client to take the body (up to {_num(held['max_ms'], 1)} ms): "
             "the proxy reads the next chunk only once the last is handed on, so their token times include the client's slowness"
         )
 
@@ -397,7 +398,7 @@ def _print_workload(w: dict[str, Any], partly: Callable[[str], str] = lambda fig
     if w.get("identity"):
         ident = w["identity"]  # analysis/workload_identity.py
         _out(
-            f"  workload_identity: {ident['short']} ({ident['requests']} requests), "
+            f"  workload_identity: {ident['short']} ({counted(ident['requests'], 'request')}), "
             f"schedule {ident['schedule_short']} (send times at {ident['resolution_ms']:g} ms)"
         )
     pt, ot, ct = w["prompt_tokens"], w["output_tokens"], w["cached_tokens"]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from infertap.capture.jsonable import jsonable
+from infertap.wording import counted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -201,7 +202,8 @@ def _say(console: Console, text: str = "", style: str | None = None) -> None:
 def _print_runs(console: Console, r: dict[str, Any]) -> None:
     """Which two runs, how they were paired, and any torn tail (its data counts, but the reader should know)."""
     _say(
-        console, f"A: {r['a']['path']} ({r['a']['exchanges']} exchanges)   B: {r['b']['path']} ({r['b']['exchanges']} exchanges)"
+        console,
+        f"A: {r['a']['path']} ({counted(r['a']['exchanges'], 'exchange')})   B: {r['b']['path']} ({counted(r['b']['exchanges'], 'exchange')})",
     )
     _say(console, f"paired: {r['pairing']['explain']}")
     _print_traffic(console, r.get("traffic"))
@@ -246,7 +248,9 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
         _say(
             console,
             "settings known on one side only: "
-            + "; ".join(f"{row['setting']} (A: {row['a']}, B: {row['b']}, {row['exchanges']} exchanges)" for row in one),
+            + "; ".join(
+                f"{row['setting']} (A: {row['a']}, B: {row['b']}, {counted(row['exchanges'], 'exchange')})" for row in one
+            ),
         )
     if not cfg["settings"]:
         _say(

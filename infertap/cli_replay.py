@@ -12,6 +12,7 @@ import click
 
 from .errors import INTERRUPTED
 from .options import TELEMETRY_OPTIONS, note_if_appending, pairs, progress_bars, ray_option, redact_option_pair
+from .wording import counted
 
 if TYPE_CHECKING:
     from .replay import ReplayConfig, ReplayStats, Schedule, Transforms
@@ -136,7 +137,7 @@ def workload_options(command: Any) -> Any:
 
 
 def base_config(
-    capture: Path,
+    capture: Path | tuple[Path, ...],
     target: str,
     out: Path,
     schedule: Schedule,
@@ -213,7 +214,7 @@ def base_config(
 
 
 @click.command()
-@click.argument("capture", type=click.Path(exists=True, path_type=Path))
+@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path), metavar="CAPTURE...")
 @click.option("--target", required=True, metavar="URL", help="The engine to replay against.")
 @click.option(
     "--out", type=click.Path(path_type=Path), default=None, help="Capture of the replay [default: captures/replay-<time>]."
@@ -252,7 +253,7 @@ def base_config(
 @workload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
 def replay(
-    capture: Path,
+    captures: tuple[Path, ...],
     target: str,
     out: Path | None,
     schedule_kind: str | None,
@@ -269,15 +270,19 @@ def replay(
 ) -> None:
     """Re-issue a captured workload against TARGET, at the original timing by default, recording it as a capture.
 
+    Several captures (or a folder of them: one per recorder) are replayed as one workload, in one
+    order of sending on their wall clocks, a session whose turns two recorders took linked as one.
+
     \b
     infertap replay captures/run1 --target http://127.0.0.1:8080
+    infertap replay captures/gw-a captures/gw-b --target http://127.0.0.1:8080
     infertap replay captures/run1 --target http://127.0.0.1:8000 --concurrency 8 --model-map smol=Qwen/Qwen3-8B
     infertap replay captures/run1 --target http://127.0.0.1:8080 --rate 20 --poisson --set temperature=0 --pin-defaults
     infertap replay captures/agents --target http://gpu-node:8000 --ray ray://head:10001 --shards 16
     """
     _check_usage(schedule_kind, concurrency, rate, poisson)
     config = base_config(
-        capture,
+        _captures(captures),
         target,
         out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}",
         _schedule(speed, concurrency, rate, poisson, seed, max_concurrency),
@@ -307,6 +312,19 @@ def replay(
         raise click.ClickException(f"{why} ({target}); the replay's capture has every request, as sent")
     if summary["stopped_early"]:  # Ctrl-C: the capture is whole and closed, the run is not (`replay && compare`)
         click.get_current_context().exit(INTERRUPTED)
+
+
+def _captures(given: tuple[Path, ...]) -> Path | tuple[Path, ...]:
+    """The capture given, or the captures that the arguments name (a folder of captures, several
+    arguments, globs), found as ``stats`` finds them: several are one workload."""
+    from .analysis.errors import NoCapturesError
+    from .analysis.sources import find_captures
+
+    try:
+        found = find_captures(given)
+    except NoCapturesError as exc:
+        raise click.ClickException(str(exc)) from None
+    return found[0] if len(found) == 1 else tuple(found)
 
 
 def note_fixed_session(config: ReplayConfig, runs: str) -> None:
@@ -423,7 +441,7 @@ def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
     def on_start(info: dict[str, Any]) -> None:
         progress.update(task, total=info["items"])
         progress.console.print(
-            f"replaying {info['items']} exchanges from {config.capture} against {info['target']} "
+            f"replaying {counted(info['items'], 'exchange')} from {', '.join(map(str, config.captures))} against {info['target']} "
             f"({info['target_kind'] or 'unknown kind'}) into {info['out']}"
             + (f" in {info['shards']} Ray shards" if "shards" in info else ""),
             markup=False,
@@ -451,14 +469,14 @@ def _session_rows(sessions: dict[str, Any] | None, ms: Any) -> list[tuple[str, s
     if sessions["mode"] == "closed":
         rule = f"closed: each sent its think time ×{sessions['think_scale']:g} after the turn it continues ended"
         return [
-            ("sessions", f"{sessions['turns']} turns {rule}"),
+            ("sessions", f"{counted(sessions['turns'], 'turn')} {rule}"),
             ("turn lag ms", f"{ms(sessions['turn_lag_ms'])}  (p50 / p99 / max)"),
         ]
     waited = sessions["waited_for_parent"]
     schedule = sessions.get("schedule", "original")
     if schedule == "original":
         return [
-            ("sessions", f"open: {sessions['turns']} turns at their recorded times, {waited} held back by the target"),
+            ("sessions", f"open: {counted(sessions['turns'], 'turn')} at their recorded times, {waited} held back by the target"),
             (
                 "parent wait ms",
                 f"{ms(sessions['parent_wait_ms'])}  (p50 / p99 / max; the target's turn ended later than recorded)",
@@ -468,14 +486,14 @@ def _session_rows(sessions: dict[str, Any] | None, ms: Any) -> list[tuple[str, s
     return [
         (
             "sessions",
-            f"open: {sessions['turns']} turns sent {when}, none before the turn it continues ended; {waited} waited for it",
+            f"open: {counted(sessions['turns'], 'turn')} sent {when}, none before the turn it continues ended; {waited} waited for it",
         ),
         ("parent wait ms", f"{ms(sessions['parent_wait_ms'])}  (p50 / p99 / max; due, and waiting for the turn it continues)"),
     ]
 
 
 def _source_refused(n: int) -> str:
-    return f"{n} exchanges not replayed: the recorder refused them (end refused), so the engine never saw them"
+    return f"{counted(n, 'exchange')} not replayed: the recorder refused them (end refused), so the engine never saw them"
 
 
 def _source_failed(failed: dict[str, int]) -> str:
@@ -489,7 +507,7 @@ def _source_failed(failed: dict[str, int]) -> str:
 
 def _not_kept(n: int) -> str:
     return (
-        f"{n} exchanges left out, not sent: their request bodies were not kept by the recorder "
+        f"{counted(n, 'exchange')} left out, not sent: their request bodies were not kept by the recorder "
         "(request_body_size: over its body limit, or not searchable for credentials), and an empty body is another request"
     )
 
@@ -529,7 +547,7 @@ def _behind_rows(s: dict[str, Any], ms: Any) -> list[tuple[str, str]]:
         rows.append(
             (
                 "schedule",
-                f"not kept: capped at {s.get('capped_at') or 'a limit'} (--max-concurrency), {s['capped']} requests waited, "
+                f"not kept: capped at {s.get('capped_at') or 'a limit'} (--max-concurrency), {counted(s['capped'], 'request')} waited, "
                 f"p99 {p99:.1f} ms behind",
             )
         )
@@ -587,7 +605,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("concurrency", f"{s['concurrency']['mean']:.2f} mean, {s['concurrency']['max']} max"),
         *_session_rows(s.get("sessions"), ms),
         ("wall time", f"{s['wall_s']:.1f} s"),
-        ("snapshots", f"{s['snapshots']} of the target, {s['enriched']} exchanges enriched"),
+        ("snapshots", f"{s['snapshots']} of the target, {counted(s['enriched'], 'exchange')} enriched"),
     ]
     for key, value in rows:
         table.add_row(key, value)

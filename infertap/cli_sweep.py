@@ -12,6 +12,7 @@ import click
 from .cli_replay import base_config, note_fixed_session, workload_options
 from .errors import INTERRUPTED, interrupted
 from .options import progress_bars
+from .wording import counted
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -271,7 +272,7 @@ def notes(result: dict[str, Any]) -> list[str]:
             lines.append(f"{where} did not carry its load: {p['not_carried']}{held}")
         if p.get("not_sent"):
             lines.append(
-                f"{where}: {p['not_sent']} requests not sent (refused by the replayer, such as a turn continuing "
+                f"{where}: {counted(p['not_sent'], 'request')} not sent (refused by the replayer, such as a turn continuing "
                 "a response outside the replay: each says why in the point's capture), left out of its figures"
             )
         if p.get("response_not_kept"):

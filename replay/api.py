@@ -20,6 +20,7 @@ from infertap.errors import InfertapError
 from infertap.ray_cluster import ray_cluster
 from infertap.stopping import stop_signals
 from infertap.telemetry import recorded_telemetry, start_telemetry
+from infertap.wording import counted
 
 from .bodies import Bodies
 from .config import ReplayConfig
@@ -299,7 +300,7 @@ def _run_here(
         raise ReplayError(f"the replay's capture could not be written: {writer.error}")
     if replay.failure is not None:
         raise ReplayError(
-            f"the replay stopped: {replay.failure}. The {summary['sent']} exchanges sent before are recorded in {writer.path}"
+            f"the replay stopped: {replay.failure}. The {counted(summary['sent'], 'exchange')} sent before are recorded in {writer.path}"
         )
     return summary
 

@@ -24,11 +24,11 @@ from .workload import Filters, SessionSample
 
 @dataclass(frozen=True, slots=True)
 class ReplayConfig:
-    """What to replay (``capture``, narrowed by ``filters``, ``limit``, ``repeat``), where
+    """What to replay (``capture``, or several captures as one workload, narrowed by ``filters``, ``limit``, ``repeat``), where
     (``target``), into which capture (``out``), how (``schedule``, ``transforms``) and how the
     target is described (``probe``, ``enrich``, ``model_file``)."""
 
-    capture: str | os.PathLike[str]
+    capture: str | os.PathLike[str] | tuple[str | os.PathLike[str], ...]
     target: str
     out: str | os.PathLike[str]
     schedule: Schedule = Schedule()  # original timing
@@ -59,11 +59,14 @@ class ReplayConfig:
     def __post_init__(self) -> None:
         check_telemetry(self.telemetry_urls, self.telemetry_interval_s)
         check_url("--target", self.target)
-        source, out = Path(self.capture).resolve(), Path(self.out).resolve()
-        if out == source or source in out.parents:
-            raise ConfigError(
-                f"--out {self.out}: the source capture itself, or inside it (its runs would be mixed): give another folder"
-            )
+        out = Path(self.out).resolve()
+        for capture in self.captures:
+            source = Path(capture).resolve()
+            if out == source or source in out.parents:
+                raise ConfigError(
+                    f"--out {self.out}: the source capture {capture} itself, or inside it (its runs would be mixed): "
+                    "give another folder"
+                )
         check_headers("--header", self.transforms.headers)
         if self.model_file is not None:
             from infertap.engines.gguf_check import check_gguf
@@ -85,6 +88,11 @@ class ReplayConfig:
             raise ConfigError(
                 "--sessions closed paces turns by their think time: use an open-loop schedule (original timing, --rate)"
             )
+
+    @property
+    def captures(self) -> tuple[str | os.PathLike[str], ...]:
+        """The captures replayed, as one workload where there are several."""
+        return self.capture if isinstance(self.capture, tuple) else (self.capture,)
 
     @property
     def engine_url(self) -> str:

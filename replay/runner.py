@@ -35,6 +35,7 @@ from infertap.errors import UpstreamError
 from infertap.proxy.exchange import UpstreamCall
 from infertap.proxy.upstream import UpstreamClient, UpstreamResponse
 from infertap.quantiles import quantile
+from infertap.wording import counted
 
 from .bodies import BodyError, ReadAhead
 from .config import ReplayConfig
@@ -122,7 +123,7 @@ def no_response(summary: dict[str, Any]) -> str | None:
         return None  # answered, or stopped by Ctrl-C (what was in flight was cancelled, not refused)
     errors = summary.get("errors") or {}
     reason = f": {next(iter(errors))}" if errors else ""
-    return f"none of the {summary['sent']} requests sent got a response from the target{reason}"
+    return f"none of the {counted(summary['sent'], 'request')} sent got a response from the target{reason}"
 
 
 def _failure(record: Exchange) -> str | None:

@@ -13,6 +13,13 @@ that the body transforms apply; its response is read only for the reply a later 
 (by a second process on a large capture, ``replies.Replies``, while this one reads the requests).
 Request bodies are not kept: an item keeps where its body lies in the capture (``bodies.BodyStore``)
 and the body is read again when it is sent.
+
+Several captures of recorded traffic (one per recorder: two gateways in front of one fleet) are one
+workload, as the analysis reads them together (analysis/joined_sessions.py): each exchange on the
+wall clock the analysis puts it on (its run's header wall time plus its monotonic offset, else its
+own wall time less that offset), all of them in one order of sending (ties in the order the captures
+were given), linked as one, so that a session whose turns went to two recorders is one session with
+the think times one recorder would have seen.
 """
 
 from __future__ import annotations
@@ -215,8 +222,11 @@ def _link(items: list[Item], links: list[Links]) -> None:
             items[i].think_ns, items[i].think_from = found[0], turns[found[1]]
 
 
+Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
 def load(
-    path: str | os.PathLike[str],
+    path: Paths,
     *,
     filters: Filters | None = None,
     limit: int | None = None,
@@ -245,7 +255,7 @@ class Workload:
 
 
 def load_workload(
-    path: str | os.PathLike[str],
+    path: Paths,
     *,
     filters: Filters | None = None,
     limit: int | None = None,
@@ -254,14 +264,14 @@ def load_workload(
     transforms: Transforms | None = None,
     session_tag: str | None = None,
 ) -> Workload:
-    """The workload of the capture at ``path``, in one pass over it (see the module's docstring);
-    ``session_tag`` (a sweep's point) names its sessions apart, ``_tagged``."""
+    """The workload of the capture at ``path`` (or of the captures, a sequence of paths, as one), in
+    one pass over it (see the module's docstring); ``session_tag`` (a sweep's point) names its sessions apart, ``_tagged``."""
     with no_cyclic_gc():
         return _load(path, filters, limit, repeat, sample, transforms, session_tag)
 
 
 def _load(
-    path: str | os.PathLike[str],
+    path: Paths,
     filters: Filters | None,
     limit: int | None,
     repeat: int,
@@ -269,18 +279,30 @@ def _load(
     transforms: Transforms | None,
     session_tag: str | None = None,
 ) -> Workload:
-    sizes = snapshot(path)  # the records read here and by the replies' worker: the same ones
-    reader = CaptureReader(path, sizes)
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    if not paths:
+        raise WorkloadError("no capture to replay")
     # Without filters or a limit every exchange is replayed, and a request's conversation links
     # can be narrowed as they are read (_Scan.prune).
     every = limit is None and (filters is None or filters == Filters())
-    replies = Replies(str(reader.path), sizes)
-    try:
-        scan = _Scan(BodyStore(reader), transforms, replies, prune=every)
-        for record, ref, payload, start in reader.located():
-            scan.add(record, ref, payload, start)
-    finally:
-        replies.close()
+    scan: _Scan | None = None
+    readers = []
+    for one in paths:
+        sizes = snapshot(one)  # the records read here and by the replies' worker: the same ones
+        reader = CaptureReader(one, sizes)
+        readers.append(reader)
+        replies = Replies(str(reader.path), sizes)
+        try:
+            if scan is None:
+                scan = _Scan(BodyStore(reader), transforms, replies, prune=every, several=len(paths) > 1)
+            else:
+                scan.next_capture(BodyStore(reader), replies)
+            for record, ref, payload, start in reader.located():
+                scan.add(record, ref, payload, start)
+        finally:
+            replies.close()
+    assert scan is not None
+    path = paths[0] if len(paths) == 1 else ", ".join(map(str, (r.path for r in readers)))
     if not scan.exchanges:
         raise WorkloadError(f"{path}: the capture holds no exchanges to replay")
     items, links = scan.select(filters, limit)
@@ -306,7 +328,11 @@ def _load(
         _tagged(items, session_tag)
     if repeat > 1:
         items = _repeated(items, repeat)
-    source = {"path": str(reader.path), "capture_id": scan.header.get("capture_id"), "torn": [str(t) for t in reader.torn]}
+    first = readers[0]
+    source: dict[str, Any] = {"path": str(first.path), "capture_id": scan.header.get("capture_id")}
+    source["torn"] = [str(t) for r in readers for t in r.torn]
+    if len(readers) > 1:  # one workload of several captures: each named, the first also as the source's path
+        source["captures"] = [{"path": str(r.path), "capture_id": c} for r, c in zip(readers, scan.ids, strict=True)]
     return Workload(items, source, scan.tally.identity(), refused, as_recorded, scan.not_kept, source_refused)
 
 
@@ -347,7 +373,9 @@ class _Scan:
     first that an exchange started before it made and had ended by its send (linking stops there
     whatever comes later; one still running is passed for the shorter ones, as linking passes it)."""
 
-    def __init__(self, store: BodyStore, transforms: Transforms | None, replies: Replies, *, prune: bool) -> None:
+    def __init__(
+        self, store: BodyStore, transforms: Transforms | None, replies: Replies, *, prune: bool, several: bool = False
+    ) -> None:
         self.store = store
         self.replies = replies
         self.check = transforms if transforms is not None and transforms.touches_body else None
@@ -366,30 +394,78 @@ class _Scan:
         self.unknown: set[int] = set()  # id(item) of requests sent with a body not kept (request_body_unknown)
         self.not_kept = 0  # of those, how many select() chose: left out
         self.chat = ChatPrefixes()
-        self._anchor = 0
+        self._anchor: int | None = None if several else 0  # None: this capture's run start not read yet
+        self.several = several  # one of several captures read as one workload (next_capture)
+        self.capture = 0  # which of them is being read
+        self.ids: list[str | None] = [None]  # each capture's capture_id
         self._reach = Reach()  # which candidates linking can still reach (prune)
         self._headers: dict[tuple[tuple[str, ...], ...], list[list[str]]] = {}  # one list per distinct set
+
+    def next_capture(self, store: BodyStore, replies: Replies) -> None:
+        """Go on with the next of several captures: its bodies and replies, and no run's clock yet."""
+        self.store, self.replies = store, replies
+        self.capture += 1
+        self.ids.append(None)
+        self._anchor = None
 
     def add(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
         rtype = r["type"]
         if rtype == "exchange":
             self._exchange(r, ref, payload, start)
         elif rtype == "header":
+            if self.several:
+                self._joinable(r)
             self.header = self.header or r
             self._anchor = round(r["wall"] * 1e9)  # the run's start; exact monotonic offsets within it
             self.tally.add(r)
         elif rtype == "enrichment":
             self.settings[r["exchange_id"]] = r["settings"]
 
+    def _joinable(self, header: dict[str, Any]) -> None:
+        """Refuses a capture that is no part of one workload with the others: a replay's (its sessions
+        are its source's, linked within it, as the analysis leaves them), or a copy of another (the
+        same ``capture_id``: its requests sent twice). Its run's start must be known, or its exchanges
+        can't be put on the others' clock."""
+        capture_id = header.get("capture_id")
+        if (header.get("recorder") or {}).get("kind") == "replay":
+            raise WorkloadError(
+                f"capture {self.capture + 1} of those given is a replay's: its sessions are its source's, linked "
+                "within it, not with recorded traffic; replay it alone"
+            )
+        if capture_id is not None and capture_id in self.ids[: self.capture]:
+            raise WorkloadError(
+                f"capture {self.capture + 1} of those given is a copy of capture {self.ids.index(capture_id) + 1} "
+                f"(capture_id {capture_id}): its requests would be sent twice; give one of them"
+            )
+        self.ids[self.capture] = self.ids[self.capture] or capture_id
+        wall = header.get("wall")
+        if not isinstance(wall, (int, float)) or isinstance(wall, bool) or not math.isfinite(wall) or wall <= 0:
+            raise WorkloadError(
+                f"capture {self.capture + 1} of those given has a run with no start time (its header's wall "
+                f"{wall!r}): its exchanges can't be put on one clock with the others'; replay it alone"
+            )
+
+    def _own_anchor(self, r: dict[str, Any]) -> int:
+        """Where no run header of this capture came before its exchange (a torn head), its run's start
+        as the analysis takes it: the exchange's own wall time less its monotonic offset."""
+        wall, offset = r.get("wall"), r.get("start_ns")
+        if not isinstance(wall, (int, float)) or not math.isfinite(wall) or wall <= 0 or not isinstance(offset, int):
+            raise WorkloadError(
+                f"capture {self.capture + 1} of those given: exchange {r.get('id')} has no run header before it and no "
+                "wall time of its own: it can't be put on one clock with the others'; replay that capture alone"
+            )
+        return round(wall * 1e9) - offset
+
     def _exchange(self, r: dict[str, Any], ref: BlockRef, payload: bytes, start: int) -> None:
         self.exchanges += 1
+        anchor = self._anchor if self._anchor is not None else self._own_anchor(r)
         answer, digest = self.replies.of(r.get("id"))  # asked for every exchange, in record order, as the worker sends them
         r["session"] = named_session(r.get("session"))  # recorded blank by earlier versions
         # When it was due: a replay's capture records its schedule, free of the dispatcher's jitter
         # (its start), so that a replay of a replay keeps the original's offsets.
         scheduled = r.get("scheduled_ns")
         due = scheduled if isinstance(scheduled, int) else r["start_ns"]
-        started = self._anchor + due
+        started = anchor + due
         self.first = started if self.first is None or started < self.first else self.first
         raw = r.get("request_body")
         path = r.get("path")
@@ -462,7 +538,7 @@ class _Scan:
         elif self.check is not None and not refused and not is_object and raw and not self.check.edits_every_body:
             self.as_recorded.add(id(item))
         self.items.append(item)
-        self.seqs.append(r["seq"])
+        self.seqs.append(r["seq"] | self.capture << 48)  # ties in the order the captures were given
         self.links.append(links)
 
     def _refusal(self, raw: Any, body: dict[str, Any] | None, is_object: bool, path: str | None) -> str | None:

@@ -364,9 +364,10 @@ def test_bad_input_fails_before_anything_is_sent(fake, tmp_path):
         run_replay(ReplayConfig(tmp_path / "src", dead, tmp_path / "out"))
     assert not (tmp_path / "out").exists()
     runner = CliRunner()
+    (tmp_path / "nothing").mkdir()
     for args, message in [
         (["replay", str(tmp_path / "src"), "--target", dead], "refuses connections"),
-        (["replay", str(tmp_path), "--target", url], "not a capture"),
+        (["replay", str(tmp_path / "nothing"), "--target", url], "not a capture, and no capture in it"),
         (["replay", str(tmp_path / "src"), "--target", url, "--filter", "color=red"], "unknown --filter key"),
         (["replay", str(tmp_path / "src"), "--target", url, "--concurrency", "many"], "expected a number or 'original'"),
         (["replay", str(tmp_path / "src"), "--target", url, "--concurrency", "²"], "expected a number or 'original'"),

@@ -549,7 +549,7 @@ def test_a_replay_says_how_many_exchanges_the_recorder_refused_and_sends_none(tm
             assert summary["source_refused"] == told and summary["sent"] == 3 - told
             header = next(r for r in CaptureReader(out).records() if r["type"] == "header")
             assert header["recorder"]["source_refused"] == told
-            assert ("1 exchanges not replayed: the recorder refused them" in result.stderr) is bool(told)
+            assert ("1 exchange not replayed: the recorder refused them" in result.stderr) is bool(told)
     # Only the turn that was sent and failed reached the target again; the refused one never did.
     assert sum(b"blocked" in r["body"] for r in app.requests) == 1
 
@@ -677,7 +677,7 @@ def test_sampled_sessions_are_the_analysis_sessions_and_say_only_their_own_refus
             assert result.exit_code == 0, result.output
             summary = json.loads(result.stdout)
             assert (summary["sent"], summary["source_refused"]) == (sent, refused)
-            assert ("1 exchanges not replayed" in result.stderr) is bool(refused)
+            assert ("1 exchange not replayed" in result.stderr) is bool(refused)
             header = next(r for r in CaptureReader(out).records() if r["type"] == "header")
             assert header["recorder"]["source_refused"] == refused
             stats = CliRunner().invoke(cli, ["stats", str(out), "--by", "session", "--json", "--cache-dir", str(tmp_path / "c")])
@@ -702,3 +702,19 @@ def test_sampled_sessions_are_the_analysis_sessions_and_say_only_their_own_refus
     assert not any(b"blocked-turn" in r["body"] for r in app.requests)  # the refused turn never went out
     with pytest.raises(WorkloadError, match="keeps none of the 3 sessions"):
         load(src, sample=SessionSample(1e-12, 0))
+
+
+def test_the_summary_counts_one_turn_as_one_turn(tmp_path):
+    """A session of two turns replayed closed printed "1 turns closed"."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    exchanges = [{"offset_s": t * 0.2, "session": "s0", "duration_ns": 10_000_000, "body": {**body, "n": t}} for t in range(2)]
+    src = tmp_path / "src"
+    write_capture(src, exchanges)
+    with ServerThread(FakeUpstream()) as server:
+        said = CliRunner().invoke(
+            cli,
+            ["replay", str(src), "--target", server.url, "--out", str(tmp_path / "out"), "--no-probe", "--no-telemetry"]
+            + ["--sessions", "closed"],
+        )
+    assert said.exit_code == 0, said.output
+    assert "1 turn closed" in said.output and "1 turns" not in said.output, said.output
