@@ -67,8 +67,13 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineS
     facts.update(snapshot_facts(runtime_digest(engine.base, engine.kind)))
     for name, launched in read_launch_facts(engine.base, engine.kind).items():  # threads, batch sizes: no API says them
         known = facts.get(name)
-        if launched["value"] is None and known is not None:  # vLLM's parallel_slots: what its API said stays, beside why
-            launched = {"value": known["value"], "source": f"{known['source']}; {launched['source']}"}
+        if launched["value"] is None and known is not None:
+            # What the API said stays: a value it gave (vLLM's resolved prefix caching) whole, an
+            # unknown (vLLM's parallel_slots) beside why the command line doesn't say it either.
+            if known["value"] is None:
+                launched = {"value": None, "source": f"{known['source']}; {launched['source']}"}
+            else:
+                launched = known
         facts[name] = launched
     _without_credentials(facts, engine.base)
     local = engine_is_local(engine.base)

@@ -220,6 +220,15 @@ class VLLM(Engine):
             self.found["/metrics cache_config_info"] = Endpoint(200 if labels else None, labels)
         return self.found["/metrics cache_config_info"].json
 
+    def _prefix_caching(self, cache: dict[str, str] | None) -> dict[str, Any]:
+        """Whether vLLM caches prompt prefixes, as it resolved it at start: its default is the
+        model's (``is_prefix_caching_supported``), which no flag on its command line says, while
+        ``vllm:cache_config_info`` carries the resolved ``enable_prefix_caching``."""
+        given = (cache or {}).get("enable_prefix_caching")
+        if given in ("True", "False"):
+            return fact(given == "True", "/metrics vllm:cache_config_info enable_prefix_caching")
+        return fact(None, "not exposed by vLLM's API (/metrics vllm:cache_config_info has no enable_prefix_caching)")
+
     # -- snapshot ----------------------------------------------------------------------------------
 
     def facts(self) -> dict[str, dict[str, Any]]:
@@ -246,6 +255,7 @@ class VLLM(Engine):
             if first.get("max_model_len")
             else fact(None, not_exposed),
             "parallel_slots": fact(None, slots),
+            "prefix_caching": self._prefix_caching(cache),
             "defaults": self._defaults(),
             "chat_template": self._chat_template(),
             "bos_token": self._special("bos_token"),

@@ -77,7 +77,9 @@ def test_probe_reads_version_models_context_and_the_model_folder(vllm_engine, gg
     }
     assert snap["facts"]["parallel_slots"]["source"].startswith("--max-num-seqs on the command line of process")
     assert facts["tensor_parallel_size"] == 1 and "vLLM's default" in snap["facts"]["tensor_parallel_size"]["source"]
-    assert facts["prefix_caching"] is None and "not known here" in snap["facts"]["prefix_caching"]["source"]
+    # No switch on its command line: what vLLM resolved (on for this model) is in /metrics, and said so.
+    assert facts["prefix_caching"] is True
+    assert snap["facts"]["prefix_caching"]["source"] == "/metrics vllm:cache_config_info enable_prefix_caching"
 
 
 def test_tokenize_with_messages_is_the_prompt_vllm_processed(vllm_engine):
