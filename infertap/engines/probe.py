@@ -74,6 +74,10 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineS
                 launched = {"value": None, "source": f"{known['source']}; {launched['source']}"}
             else:
                 launched = known
+        elif known is not None and known["value"] is None:
+            # The command line settles what the API left unknown, and what the API said of it stays
+            # (vLLM's KV cache: how many requests of max_model_len it holds beside --max-num-seqs).
+            launched = {**launched, "source": f"{launched['source']}; {known['source']}"}
         facts[name] = launched
     _without_credentials(facts, engine.base)
     local = engine_is_local(engine.base)

@@ -76,6 +76,7 @@ def test_probe_reads_version_models_context_and_the_model_folder(vllm_engine, gg
         "cpu_kvcache_space_gib": 1,
     }
     assert snap["facts"]["parallel_slots"]["source"].startswith("--max-num-seqs on the command line of process")
+    assert "its KV cache holds" in snap["facts"]["parallel_slots"]["source"]  # /metrics' figure kept beside it
     assert facts["tensor_parallel_size"] == 1 and "vLLM's default" in snap["facts"]["tensor_parallel_size"]["source"]
     # No switch on its command line: what vLLM resolved (on for this model) is in /metrics, and said so.
     assert facts["prefix_caching"] is True
