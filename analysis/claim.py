@@ -90,7 +90,7 @@ def card(analysis: Analysis, capture: str) -> dict[str, Any]:
         "quantization": _also(_quantization(snap), several),
         "workload": _also(_workload(analysis, capture, whole, _uncounted(groups)), _torn(torn)),
         "concurrency": _also(_concurrency(recorder, whole, snap, len(groups), several), _several_schedules(traffic)),
-        "sampling": _sampling(analysis, capture),
+        "sampling": _sampling(analysis, capture, snap),
         "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
         "figures": _figures(groups),
@@ -430,18 +430,16 @@ def _concurrency(
     return _field(value, f"{schedule_source}; achieved in flight {over} (docs/metrics.md); slots: {slots_source}", missing)
 
 
-def _sampling(analysis: Analysis, capture: str) -> dict[str, Any]:
-    """Each effective setting's values and where each came from, counted over the enriched exchanges."""
+def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None) -> dict[str, Any]:
+    """Each effective setting's values and where each came from, counted over the enriched exchanges;
+    with no enrichment, what the requests set themselves (``_sent_sampling``)."""
     rows = analysis.query(
         "SELECT e.settings FROM enrichment_latest e JOIN exchanges x USING (capture, exchange_id) "
         "WHERE e.capture = ? AND x.generation AND e.settings IS NOT NULL",
         [capture],
     ).rows
     if not rows:
-        return _unknown(
-            "no enrichment records: effective settings unknown (record with probing on, or run `infertap enrich CAPTURE --engine URL`)",
-            "enrichments",
-        )
+        return _sent_sampling(analysis, capture, snap)
     tally: dict[str, dict[tuple[str, str], int]] = {}
     for (text,) in rows:
         for name, s in (_loads(text) or {}).items():
@@ -464,6 +462,53 @@ def _sampling(analysis: Analysis, capture: str) -> dict[str, Any]:
         f"enrichments: each setting from the request, else the engine's default as it reports it ({len(rows)} requests)",
         "; ".join(missing) or None,
     )
+
+
+def _sent_sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None) -> dict[str, Any]:
+    """The settings the requests set themselves, counted over the generation requests: a setting a
+    request sends is the one the engine used (``temperature=0`` needs no engine to be known), so only
+    what the requests left to the engine's defaults is unknown without an enrichment."""
+    rows = analysis.query(
+        "SELECT r.sampling FROM requests r JOIN exchanges x USING (capture, exchange_id) WHERE r.capture = ? AND x.generation",
+        [capture],
+    ).rows
+    n = len(rows)
+    tally: dict[str, dict[str, int]] = {}
+    for (text,) in rows:
+        for name, v in (_loads(text) or {}).items():
+            counts = tally.setdefault(name, {})
+            key = json.dumps(_as_set(v))
+            counts[key] = counts.get(key, 0) + 1
+    value: dict[str, list[dict[str, Any]]] = {}
+    for name, counts in sorted(tally.items()):
+        values = sorted(((json.loads(v), c) for v, c in counts.items()), key=lambda vc: _order(vc[0]))
+        value[name] = [{"value": v, "source": "request", "requests": c} for v, c in values]
+        if (unsent := n - sum(counts.values())) > 0:  # the rest left it to the engine
+            value[name].append({"value": None, "source": "not sent", "requests": unsent})
+    why = "no enrichment records them " + (
+        f"and {_NO_SNAPSHOT}" if snap is None else "(record with probing on, or run `infertap enrich CAPTURE --engine URL`)"
+    )
+    if not value:
+        return _unknown(f"no request set a sampling setting: each is the engine's default, and {why}", "request bodies")
+    never = [name for name in DECISIVE if name not in value]
+    left = [f"{', '.join(never)} not set by any request"] if never else []
+    left += [
+        f"{name} not set by {value[name][-1]['requests']} of {n} requests"
+        for name in DECISIVE
+        if name in value and value[name][-1]["source"] == "not sent"
+    ]
+    return _field(
+        value,
+        f"the requests' own settings (request bodies, {n} generation requests); no enrichment",
+        f"{'; '.join(left)}: the engine's defaults, and {why}" if left else None,
+    )
+
+
+def _order(value: Any) -> tuple[int, Any]:
+    """Numbers in numeric order (64 before 104), then anything else by its JSON."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value)
+    return (1, json.dumps(value))
 
 
 def _as_set(value: Any) -> Any:
@@ -665,10 +710,22 @@ def value_text(name: str, value: Any) -> str:
             return f"{scheme} (tensor types: {value['dtype']})"
         return f"{scheme}, {value['dtype']} ({value['dtype_of']})"
     if name == "sampling":
-        return "; ".join(
-            f"{k}={'/'.join(f'{short(v["value"])} ({v["source"]}, {v["requests"]})' for v in vs)}" for k, vs in value.items()
-        )
+        return "; ".join(f"{k}={_setting_text(vs)}" for k, vs in value.items())
     return short(value)
+
+
+def _setting_text(values: list[dict[str, Any]]) -> str:
+    """One setting's values, each with its source and count; more than two numbers of one source as
+    their range (max_tokens 64-256 over 20 requests, not 20 values)."""
+    parts = []
+    for source in dict.fromkeys(v["source"] for v in values):
+        of = [v for v in values if v["source"] == source]
+        numbers = [v["value"] for v in of if _order(v["value"])[0] == 0]
+        if len(of) > 2 and len(numbers) == len(of):
+            parts.append(f"{short(min(numbers))}-{short(max(numbers))} ({source}, {sum(v['requests'] for v in of)})")
+        else:
+            parts += [f"{short(v['value'])} ({source}, {v['requests']})" for v in of]
+    return "/".join(parts)
 
 
 def field_text(name: str, field: dict[str, Any]) -> str:
