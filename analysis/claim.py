@@ -611,22 +611,47 @@ def figure_lines(fig: dict[str, Any]) -> list[str]:
     for h in heads:
         # A capture of several runs has a line each: named by run (as stats names them), or none could be told apart.
         whose = f"run {str(h['run'])[:12]}: " if len(heads) > 1 and h.get("run") else ""
-        lat = ", ".join(
-            f"{m} p50 {short(h[f'{m}_ms']['p50'])} / p99 {short(h[f'{m}_ms']['p99'])} ms"
-            + (_ttft_kinds(h.get("ttft_kinds")) if m == "ttft" else "")
-            for m in ("ttft", "tpot", "e2e")
-        )
+        lat = ", ".join(_latency(h, m) for m in ("ttft", "tpot", "e2e"))
         t = h["throughput"]
         energy = h.get("energy")
         scraped = f"; telemetry scraped from {', '.join(h['telemetry_urls'])}" if h.get("telemetry_urls") else ""
+        rates = (
+            _rate(t["requests_per_s"], "req/s", "no span to measure it over"),
+            _rate(t["output_tokens_per_s"], "output tok/s", "no output token count"),
+        )
         lines.append(
-            f"{whose}{h['ok']}/{h['requests']} ok; {lat}; {short(t['requests_per_s'])} req/s, "
-            f"{short(t['output_tokens_per_s'])} output tok/s; concurrency mean {short(h['concurrency']['mean'])}, "
+            f"{whose}{h['ok']}/{h['requests']} ok; {lat}; {', '.join(rates)}; concurrency mean {short(h['concurrency']['mean'])}, "
             f"max {short(h['concurrency']['max'])}" + f"; {_energy_line(energy, h.get('telemetry'))}" + scraped
         )
     if fig.get("unknown"):  # per-token figures over some answers only, or none
         lines.append(f"unknown: {fig['unknown']}")
     return lines
+
+
+def _latency(h: dict[str, Any], m: str) -> str:
+    """A latency's p50 and p99 in ms, or, where no answer measured it, why, once: "tpot p50 unknown /
+    p99 unknown ms" put a unit after no number and said nothing of the cause."""
+    ms = h[f"{m}_ms"]
+    if ms["p50"] is None:
+        return f"{m}: {_unmeasured(h, m)}"
+    return f"{m} p50 {short(ms['p50'])} / p99 {short(ms['p99'])} ms" + (_ttft_kinds(h.get("ttft_kinds")) if m == "ttft" else "")
+
+
+def _unmeasured(h: dict[str, Any], m: str) -> str:
+    """Why no answer gave latency ``m`` (docs/metrics.md's definitions)."""
+    if not h["ok"]:
+        return "no ok answer"
+    if m != "tpot":
+        return "no answer measured it"
+    if not (h.get("ttft_kinds") or {}).get("streamed"):
+        return "no streamed answer"  # a body in one piece: no spacing between its tokens was observed
+    if not h["output_tokens"].get("n"):
+        return "no output token count"
+    return "no answer of 2 tokens or more in 2 chunks or more (of one choice)"
+
+
+def _rate(value: float | None, unit: str, why: str) -> str:
+    return f"{unit}: {why}" if value is None else f"{short(value)} {unit}"
 
 
 def _ttft_kinds(kinds: dict[str, int] | None) -> str:

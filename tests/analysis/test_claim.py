@@ -1038,3 +1038,42 @@ def test_sampling_without_enrichment_states_what_the_requests_set(tmp_path):
     # The defaults the requests left to the engine are still unknown: --strict names them.
     strict = CliRunner().invoke(cli, ["claim", str(tmp_path / "set"), "--strict", "--cache-dir", str(tmp_path / "cache")])
     assert strict.exit_code != 0 and "sampling" in strict.output.splitlines()[-1]
+
+
+def test_the_cards_figures_say_why_a_latency_or_rate_is_unknown_once(tmp_path):
+    """No answer streamed: the figures line read "tpot p50 unknown / p99 unknown ms" (a unit after
+    no number, no cause); it says "tpot: no streamed answer", output tok/s with no count the same,
+    and a run of no ok answer says so of each latency. Streamed answers with usage: measured (must match)."""
+    from infertap.analysis.svg import number
+    from tests.analysis_builders import body, event, exchange, sse
+    from tests.analysis_builders import write_capture as write_records
+
+    usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+    whole = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}]}).encode()
+
+    def streamed(xid: str, at: int) -> dict:
+        events = [(10, sse(event("x"))), (20, sse(event("y"))), (30, sse(event(finish="stop", usage=usage), "[DONE]"))]
+        return exchange(xid, sent_ms=at, chunks=events, end_ms=30)
+
+    def not_streamed(xid: str, at: int, status: int = 200) -> dict:
+        return exchange(xid, sent_ms=at, chunks=[(900, whole)], end_ms=900, request=body(stream=False), status=status,
+                        headers=[["content-type", "application/json"]])  # fmt: skip
+
+    runs = {
+        "streamed": [streamed("s0", 0), streamed("s1", 100)],
+        "whole": [not_streamed("w0", 0), not_streamed("w1", 1000)],
+        "failed": [not_streamed("f0", 0, 500), not_streamed("f1", 1000, 500)],
+    }
+    said = {}
+    for name, records in runs.items():
+        write_records(tmp_path / name, records)
+        result = CliRunner().invoke(cli, ["claim", str(tmp_path / name), "--cache-dir", str(tmp_path / "cache")])
+        assert result.exit_code == 0, result.output
+        said[name] = " ".join(line for line in result.output.splitlines() if line.strip().startswith("figures:"))
+    tpot = claim(tmp_path / "streamed", cache_dir=tmp_path / "cache")["figures"]["tpot_ms"]
+    assert f"tpot p50 {number(tpot['p50'])} / p99 {number(tpot['p99'])} ms" in said["streamed"]
+    assert "output tok/s:" not in said["streamed"] and " output tok/s" in said["streamed"]
+    assert ", tpot: no streamed answer, e2e p50 " in said["whole"] and "output tok/s: no output token count" in said["whole"]
+    assert "ttft: no ok answer, tpot: no ok answer, e2e: no ok answer" in said["failed"]
+    for line in said.values():
+        assert "unknown ms" not in line and "unknown output tok/s" not in line and "unknown req/s" not in line
