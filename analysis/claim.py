@@ -90,7 +90,7 @@ def card(analysis: Analysis, capture: str) -> dict[str, Any]:
         "quantization": _also(_quantization(snap), several),
         "workload": _also(_workload(analysis, capture, whole, _uncounted(groups)), _torn(torn)),
         "concurrency": _also(_concurrency(recorder, whole, snap, len(groups), several), _several_schedules(traffic)),
-        "sampling": _sampling(analysis, capture),
+        "sampling": _sampling(analysis, capture, snap),
         "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
         "figures": _figures(groups),
@@ -430,18 +430,16 @@ def _concurrency(
     return _field(value, f"{schedule_source}; achieved in flight {over} (docs/metrics.md); slots: {slots_source}", missing)
 
 
-def _sampling(analysis: Analysis, capture: str) -> dict[str, Any]:
-    """Each effective setting's values and where each came from, counted over the enriched exchanges."""
+def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None) -> dict[str, Any]:
+    """Each effective setting's values and where each came from, counted over the enriched exchanges;
+    with no enrichment, what the requests set themselves (``_sent_sampling``)."""
     rows = analysis.query(
         "SELECT e.settings FROM enrichment_latest e JOIN exchanges x USING (capture, exchange_id) "
         "WHERE e.capture = ? AND x.generation AND e.settings IS NOT NULL",
         [capture],
     ).rows
     if not rows:
-        return _unknown(
-            "no enrichment records: effective settings unknown (record with probing on, or run `infertap enrich CAPTURE --engine URL`)",
-            "enrichments",
-        )
+        return _sent_sampling(analysis, capture, snap)
     tally: dict[str, dict[tuple[str, str], int]] = {}
     for (text,) in rows:
         for name, s in (_loads(text) or {}).items():
@@ -464,6 +462,53 @@ def _sampling(analysis: Analysis, capture: str) -> dict[str, Any]:
         f"enrichments: each setting from the request, else the engine's default as it reports it ({len(rows)} requests)",
         "; ".join(missing) or None,
     )
+
+
+def _sent_sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None) -> dict[str, Any]:
+    """The settings the requests set themselves, counted over the generation requests: a setting a
+    request sends is the one the engine used (``temperature=0`` needs no engine to be known), so only
+    what the requests left to the engine's defaults is unknown without an enrichment."""
+    rows = analysis.query(
+        "SELECT r.sampling FROM requests r JOIN exchanges x USING (capture, exchange_id) WHERE r.capture = ? AND x.generation",
+        [capture],
+    ).rows
+    n = len(rows)
+    tally: dict[str, dict[str, int]] = {}
+    for (text,) in rows:
+        for name, v in (_loads(text) or {}).items():
+            counts = tally.setdefault(name, {})
+            key = json.dumps(_as_set(v))
+            counts[key] = counts.get(key, 0) + 1
+    value: dict[str, list[dict[str, Any]]] = {}
+    for name, counts in sorted(tally.items()):
+        values = sorted(((json.loads(v), c) for v, c in counts.items()), key=lambda vc: _order(vc[0]))
+        value[name] = [{"value": v, "source": "request", "requests": c} for v, c in values]
+        if (unsent := n - sum(counts.values())) > 0:  # the rest left it to the engine
+            value[name].append({"value": None, "source": "not sent", "requests": unsent})
+    why = "no enrichment records them " + (
+        f"and {_NO_SNAPSHOT}" if snap is None else "(record with probing on, or run `infertap enrich CAPTURE --engine URL`)"
+    )
+    if not value:
+        return _unknown(f"no request set a sampling setting: each is the engine's default, and {why}", "request bodies")
+    never = [name for name in DECISIVE if name not in value]
+    left = [f"{', '.join(never)} not set by any request"] if never else []
+    left += [
+        f"{name} not set by {value[name][-1]['requests']} of {n} requests"
+        for name in DECISIVE
+        if name in value and value[name][-1]["source"] == "not sent"
+    ]
+    return _field(
+        value,
+        f"the requests' own settings (request bodies, {n} generation requests); no enrichment",
+        f"{'; '.join(left)}: the engine's defaults, and {why}" if left else None,
+    )
+
+
+def _order(value: Any) -> tuple[int, Any]:
+    """Numbers in numeric order (64 before 104), then anything else by its JSON."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value)
+    return (1, json.dumps(value))
 
 
 def _as_set(value: Any) -> Any:
@@ -566,22 +611,47 @@ def figure_lines(fig: dict[str, Any]) -> list[str]:
     for h in heads:
         # A capture of several runs has a line each: named by run (as stats names them), or none could be told apart.
         whose = f"run {str(h['run'])[:12]}: " if len(heads) > 1 and h.get("run") else ""
-        lat = ", ".join(
-            f"{m} p50 {short(h[f'{m}_ms']['p50'])} / p99 {short(h[f'{m}_ms']['p99'])} ms"
-            + (_ttft_kinds(h.get("ttft_kinds")) if m == "ttft" else "")
-            for m in ("ttft", "tpot", "e2e")
-        )
+        lat = ", ".join(_latency(h, m) for m in ("ttft", "tpot", "e2e"))
         t = h["throughput"]
         energy = h.get("energy")
         scraped = f"; telemetry scraped from {', '.join(h['telemetry_urls'])}" if h.get("telemetry_urls") else ""
+        rates = (
+            _rate(t["requests_per_s"], "req/s", "no span to measure it over"),
+            _rate(t["output_tokens_per_s"], "output tok/s", "no output token count"),
+        )
         lines.append(
-            f"{whose}{h['ok']}/{h['requests']} ok; {lat}; {short(t['requests_per_s'])} req/s, "
-            f"{short(t['output_tokens_per_s'])} output tok/s; concurrency mean {short(h['concurrency']['mean'])}, "
+            f"{whose}{h['ok']}/{h['requests']} ok; {lat}; {', '.join(rates)}; concurrency mean {short(h['concurrency']['mean'])}, "
             f"max {short(h['concurrency']['max'])}" + f"; {_energy_line(energy, h.get('telemetry'))}" + scraped
         )
     if fig.get("unknown"):  # per-token figures over some answers only, or none
         lines.append(f"unknown: {fig['unknown']}")
     return lines
+
+
+def _latency(h: dict[str, Any], m: str) -> str:
+    """A latency's p50 and p99 in ms, or, where no answer measured it, why, once: "tpot p50 unknown /
+    p99 unknown ms" put a unit after no number and said nothing of the cause."""
+    ms = h[f"{m}_ms"]
+    if ms["p50"] is None:
+        return f"{m}: {_unmeasured(h, m)}"
+    return f"{m} p50 {short(ms['p50'])} / p99 {short(ms['p99'])} ms" + (_ttft_kinds(h.get("ttft_kinds")) if m == "ttft" else "")
+
+
+def _unmeasured(h: dict[str, Any], m: str) -> str:
+    """Why no answer gave latency ``m`` (docs/metrics.md's definitions)."""
+    if not h["ok"]:
+        return "no ok answer"
+    if m != "tpot":
+        return "no answer measured it"
+    if not (h.get("ttft_kinds") or {}).get("streamed"):
+        return "no streamed answer"  # a body in one piece: no spacing between its tokens was observed
+    if not h["output_tokens"].get("n"):
+        return "no output token count"
+    return "no answer of 2 tokens or more in 2 chunks or more (of one choice)"
+
+
+def _rate(value: float | None, unit: str, why: str) -> str:
+    return f"{unit}: {why}" if value is None else f"{short(value)} {unit}"
 
 
 def _ttft_kinds(kinds: dict[str, int] | None) -> str:
@@ -665,10 +735,22 @@ def value_text(name: str, value: Any) -> str:
             return f"{scheme} (tensor types: {value['dtype']})"
         return f"{scheme}, {value['dtype']} ({value['dtype_of']})"
     if name == "sampling":
-        return "; ".join(
-            f"{k}={'/'.join(f'{short(v["value"])} ({v["source"]}, {v["requests"]})' for v in vs)}" for k, vs in value.items()
-        )
+        return "; ".join(f"{k}={_setting_text(vs)}" for k, vs in value.items())
     return short(value)
+
+
+def _setting_text(values: list[dict[str, Any]]) -> str:
+    """One setting's values, each with its source and count; more than two numbers of one source as
+    their range (max_tokens 64-256 over 20 requests, not 20 values)."""
+    parts = []
+    for source in dict.fromkeys(v["source"] for v in values):
+        of = [v for v in values if v["source"] == source]
+        numbers = [v["value"] for v in of if _order(v["value"])[0] == 0]
+        if len(of) > 2 and len(numbers) == len(of):
+            parts.append(f"{short(min(numbers))}-{short(max(numbers))} ({source}, {sum(v['requests'] for v in of)})")
+        else:
+            parts += [f"{short(v['value'])} ({source}, {v['requests']})" for v in of]
+    return "/".join(parts)
 
 
 def field_text(name: str, field: dict[str, Any]) -> str:

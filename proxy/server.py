@@ -197,6 +197,7 @@ def serve(
         },
         labels=config.labels,
         max_segment_bytes=config.max_segment_bytes,
+        list_gpus=True,
     ).open()
     enricher: Enricher | None = None
     sampler = start_telemetry(

@@ -162,7 +162,7 @@ class InfertapCapture:
                 ),
             }
             try:
-                self.writer = CaptureWriter(ctx.options.infertap_out, recorder=recorder, labels=labels).open()
+                self.writer = CaptureWriter(ctx.options.infertap_out, recorder=recorder, labels=labels, list_gpus=True).open()
             except Exception as exc:  # a capture that can't be written must stop the start, loudly
                 raise exceptions.OptionsError(f"infertap: {exc}") from exc
             self.scrubbed = Scrubbed(self.redactor, self.writer.write)

@@ -1003,3 +1003,77 @@ def test_the_cards_ttft_says_where_it_is_the_time_to_a_whole_body(tmp_path):
     assert "ttft mixes 2 streamed answers (time to the first token) with 1 not streamed (time to the whole body)" in said["mixed"]
     assert "ttft: no answer streamed, so it is the time to the whole body" in said["whole"]
     assert "time to the whole body" not in said["streamed"]  # must match: every answer streamed, ttft as named
+
+
+def test_sampling_without_enrichment_states_what_the_requests_set(tmp_path):
+    """No enrichment and no snapshot: the card called all sampling unknown though every request set
+    temperature 0 and its max_tokens. What the requests sent is stated; only the settings they left
+    to the engine are unknown, with why. Requests that set nothing: wholly unknown (must differ)."""
+
+    def chat(i: int, **settings) -> dict:
+        return {"model": "m", "stream": False, "messages": [{"role": "user", "content": f"q{i}"}], **settings}
+
+    captures = {
+        "set": [chat(i, temperature=0, max_tokens=m) for i, m in enumerate([64, 256, 128, 100])],
+        "some": [chat(0, temperature=0.7), chat(1, temperature=0.7), chat(2)],
+        "unset": [chat(i) for i in range(3)],
+    }
+    said, cards = {}, {}
+    for name, bodies in captures.items():
+        write_capture(tmp_path / name, [{"id": f"x{i}", "body": b} for i, b in enumerate(bodies)])
+        result = CliRunner().invoke(cli, ["claim", str(tmp_path / name), "--cache-dir", str(tmp_path / "cache")])
+        assert result.exit_code == 0, result.output
+        said[name] = next(line.strip() for line in result.output.splitlines() if line.strip().startswith("sampling:"))
+        cards[name] = claim(tmp_path / name, cache_dir=tmp_path / "cache")["sampling"]
+    sent = cards["set"]
+    assert sent["value"]["temperature"] == [{"value": 0, "source": "request", "requests": 4}]
+    assert [v["value"] for v in sent["value"]["max_tokens"]] == [64, 100, 128, 256]
+    assert said["set"].startswith("sampling: max_tokens=64-256 (request, 4); temperature=0 (request, 4) (unknown: ")
+    assert "top_p, top_k, min_p, repeat_penalty, presence_penalty, frequency_penalty not set by any request" in sent["unknown"]
+    assert "temperature" not in sent["unknown"] and "no engine snapshot" in sent["unknown"]
+    assert cards["some"]["value"]["temperature"][-1] == {"value": None, "source": "not sent", "requests": 1}
+    assert "temperature not set by 1 of 3 requests" in cards["some"]["unknown"]
+    assert "temperature=0.7 (request, 2)/unknown (not sent, 1)" in said["some"]
+    assert cards["unset"]["value"] is None and said["unset"].startswith("sampling: unknown: no request set a sampling setting")
+    # The defaults the requests left to the engine are still unknown: --strict names them.
+    strict = CliRunner().invoke(cli, ["claim", str(tmp_path / "set"), "--strict", "--cache-dir", str(tmp_path / "cache")])
+    assert strict.exit_code != 0 and "sampling" in strict.output.splitlines()[-1]
+
+
+def test_the_cards_figures_say_why_a_latency_or_rate_is_unknown_once(tmp_path):
+    """No answer streamed: the figures line read "tpot p50 unknown / p99 unknown ms" (a unit after
+    no number, no cause); it says "tpot: no streamed answer", output tok/s with no count the same,
+    and a run of no ok answer says so of each latency. Streamed answers with usage: measured (must match)."""
+    from infertap.analysis.svg import number
+    from tests.analysis_builders import body, event, exchange, sse
+    from tests.analysis_builders import write_capture as write_records
+
+    usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+    whole = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}]}).encode()
+
+    def streamed(xid: str, at: int) -> dict:
+        events = [(10, sse(event("x"))), (20, sse(event("y"))), (30, sse(event(finish="stop", usage=usage), "[DONE]"))]
+        return exchange(xid, sent_ms=at, chunks=events, end_ms=30)
+
+    def not_streamed(xid: str, at: int, status: int = 200) -> dict:
+        return exchange(xid, sent_ms=at, chunks=[(900, whole)], end_ms=900, request=body(stream=False), status=status,
+                        headers=[["content-type", "application/json"]])  # fmt: skip
+
+    runs = {
+        "streamed": [streamed("s0", 0), streamed("s1", 100)],
+        "whole": [not_streamed("w0", 0), not_streamed("w1", 1000)],
+        "failed": [not_streamed("f0", 0, 500), not_streamed("f1", 1000, 500)],
+    }
+    said = {}
+    for name, records in runs.items():
+        write_records(tmp_path / name, records)
+        result = CliRunner().invoke(cli, ["claim", str(tmp_path / name), "--cache-dir", str(tmp_path / "cache")])
+        assert result.exit_code == 0, result.output
+        said[name] = " ".join(line for line in result.output.splitlines() if line.strip().startswith("figures:"))
+    tpot = claim(tmp_path / "streamed", cache_dir=tmp_path / "cache")["figures"]["tpot_ms"]
+    assert f"tpot p50 {number(tpot['p50'])} / p99 {number(tpot['p99'])} ms" in said["streamed"]
+    assert "output tok/s:" not in said["streamed"] and " output tok/s" in said["streamed"]
+    assert ", tpot: no streamed answer, e2e p50 " in said["whole"] and "output tok/s: no output token count" in said["whole"]
+    assert "ttft: no ok answer, tpot: no ok answer, e2e: no ok answer" in said["failed"]
+    for line in said.values():
+        assert "unknown ms" not in line and "unknown output tok/s" not in line and "unknown req/s" not in line

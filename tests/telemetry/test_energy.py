@@ -579,3 +579,44 @@ def test_the_report_gives_compares_energy_lines_with_its_figures(full, half, dar
     )
     printed = " ".join(invoke("compare", str(dark), str(dark)).split())
     assert neither[0] in printed
+
+
+def test_the_recorder_lists_the_machines_gpus_so_rapl_alone_never_measures_them(record, fake, tmp_path, monkeypatch):
+    """--no-probe and GPU telemetry that failed: nothing listed the machine's GPUs, and the CPU
+    packages' RAPL counters alone were the run's energy, far too low. The recorder lists them in
+    its run header (nvidia-smi, once at start): the run is unmeasured. No nvidia-smi: RAPL measures (must match)."""
+    from unittest import mock
+
+    from infertap.capture.writer import CaptureWriter
+    from tests.telemetry.test_energy_arithmetic import PACKAGE0, counter, groups, run
+
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has an nvidia-smi: the must-match case needs none")
+    app, url = fake
+    hosts = {}
+    for name in ("none", "listed"):
+        if name == "listed":  # two GPUs whose power query answers nothing: no GPU sample
+            exe = nvidia_smi(tmp_path / "bin", [], gpus=2)
+            monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
+        rec = record(url, "--no-probe", "--telemetry-interval", "0.1", name=name)
+        assert httpx.post(f"{rec.url}/v1/chat/completions", json={"model": "m", "messages": []}, timeout=10).status_code == 200
+        rec.stop()
+        records = rec.records()
+        assert not [r for r in records if r["type"] == "engine"]
+        assert not [s for r in records if r["type"] == "telemetry" and r["source"] == "gpu" for s in r["samples"]]
+        hosts[name] = next(r for r in records if r["type"] == "header")["host"]
+    assert hosts["none"]["gpus"] is None
+    assert [g["name"] for g in hosts["listed"]["gpus"]] == ["NVIDIA H200", "NVIDIA H200"]
+    # The same run with RAPL read, each header as its recorder wrote it, through decode and energy.
+    rapl = counter("host_rapl_energy_joules", PACKAGE0, (0, 100.0), (2000, 120.0), (4000, 140.0), source="host")
+    energy = {}
+    for name, host in hosts.items():
+        with mock.patch("infertap.capture.writer.host_facts", lambda host=host: {k: v for k, v in host.items() if k != "gpus"}):
+            with mock.patch("infertap.capture.writer.gpu_facts", lambda timeout, host=host: host["gpus"]):
+                with mock.patch(
+                    "tests.telemetry.test_energy_arithmetic.CaptureWriter", lambda *a, **k: CaptureWriter(*a, **k, list_gpus=True)
+                ):
+                    (g,) = groups([run(tmp_path / f"rapl-{name}", [(0, 4000)], rapl)], tmp_path / f"cache-{name}")
+        energy[name] = g["energy"]
+    assert energy["none"]["joules"] == pytest.approx(40.0) and energy["none"]["kinds"] == ["RAPL"]
+    assert energy["listed"]["joules"] is None and "gpu 1 has no power samples in run" in energy["listed"]["unknown"]
