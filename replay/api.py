@@ -230,7 +230,7 @@ def _write_driver_samples(config: ReplayConfig, samples: list[Mapping[str, Any]]
     """The driver's telemetry of a ``--ray`` replay, as a run of its own after the shards'."""
     if samples:
         recorder = {"kind": "telemetry", "of": "replay --ray (its driver)", "pid": os.getpid(), **_telemetry_urls(config)}
-        with CaptureWriter(Path(config.out), recorder=recorder, labels=config.labels) as writer:
+        with CaptureWriter(Path(config.out), recorder=recorder, labels=config.labels, list_gpus=True) as writer:
             for record in samples:
                 writer.write(record)
 
@@ -250,7 +250,9 @@ def _run_here(
     stop_when: StopWhen | None = None,
 ) -> dict[str, Any]:
     """Replay in this process, the target probed and the exchanges enriched as they complete."""
-    writer = CaptureWriter(Path(config.out), recorder=recorder, labels=config.labels).open()
+    # The machine's GPUs in the run's header, as the recorder lists them: with --no-probe and GPU
+    # telemetry that failed, RAPL alone would otherwise measure a machine whose GPUs drew the power.
+    writer = CaptureWriter(Path(config.out), recorder=recorder, labels=config.labels, list_gpus=True).open()
     enricher: Enricher | None = None
     replay: Replay | None = None
     sampler = start_telemetry(

@@ -581,6 +581,23 @@ def test_the_report_gives_compares_energy_lines_with_its_figures(full, half, dar
     assert neither[0] in printed
 
 
+def test_a_replay_lists_the_machines_gpus_as_the_recorder_does(source, slot_engine, tmp_path, monkeypatch):
+    """A replay's run header lists this machine's GPUs, as record's does (the RAPL rule reads it):
+    none where there is no nvidia-smi (must match), the stand-in's two where there is one."""
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has an nvidia-smi: the must-match case needs none")
+    hosts = {}
+    for name in ("none", "listed"):
+        if name == "listed":  # two GPUs whose power query answers nothing: no GPU sample
+            exe = nvidia_smi(tmp_path / "bin", [], gpus=2)
+            monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
+        out = tmp_path / name
+        run_replay(ReplayConfig(source, slot_engine[1], out, probe=False, limit=2, telemetry_interval_s=0.1))
+        hosts[name] = next(r for r in CaptureReader(out).records() if r["type"] == "header")["host"]
+    assert hosts["none"]["gpus"] is None
+    assert [g["name"] for g in hosts["listed"]["gpus"]] == ["NVIDIA H200", "NVIDIA H200"]
+
+
 def test_the_recorder_lists_the_machines_gpus_so_rapl_alone_never_measures_them(record, fake, tmp_path, monkeypatch):
     """--no-probe and GPU telemetry that failed: nothing listed the machine's GPUs, and the CPU
     packages' RAPL counters alone were the run's energy, far too low. The recorder lists them in
