@@ -61,6 +61,7 @@ SWEEP_KEYS = {
     "aborted",
     "finished",
     "warmup",
+    "source_failed",
 }
 POINT_KEYS = {
     "passed",
