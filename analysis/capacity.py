@@ -159,7 +159,9 @@ def _check_workload(config: SweepConfig) -> None:
     base = config.replay
     items, _ = load(base.capture, filters=base.filters, limit=base.limit)
     if not any(read_request({"path": i.path, "request_body": i.body}).generation for i in items):
-        raise ConfigError(f"{base.capture}: no generation requests to replay: a sweep would measure nothing")
+        raise ConfigError(
+            f"{', '.join(map(str, base.captures))}: no generation requests to replay: a sweep would measure nothing"
+        )
 
 
 def _result(config: SweepConfig, slos: Sequence[SLO], points: Sequence[Point]) -> dict[str, Any]:

@@ -213,8 +213,15 @@ def base_config(
     )
 
 
+#: The CAPTURE... argument that replay and sweep share: one capture, several, or a folder of them,
+#: resolved by ``given_captures``.
+captures_argument = click.argument(
+    "captures", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path), metavar="CAPTURE..."
+)
+
+
 @click.command()
-@click.argument("captures", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path), metavar="CAPTURE...")
+@captures_argument
 @click.option("--target", required=True, metavar="URL", help="The engine to replay against.")
 @click.option(
     "--out", type=click.Path(path_type=Path), default=None, help="Capture of the replay [default: captures/replay-<time>]."
@@ -282,7 +289,7 @@ def replay(
     """
     _check_usage(schedule_kind, concurrency, rate, poisson)
     config = base_config(
-        _captures(captures),
+        given_captures(captures),
         target,
         out or Path("captures") / f"replay-{_dt.datetime.now():%Y%m%d-%H%M%S}",
         _schedule(speed, concurrency, rate, poisson, seed, max_concurrency),
@@ -314,9 +321,9 @@ def replay(
         click.get_current_context().exit(INTERRUPTED)
 
 
-def _captures(given: tuple[Path, ...]) -> Path | tuple[Path, ...]:
+def given_captures(given: tuple[Path, ...]) -> Path | tuple[Path, ...]:
     """The capture given, or the captures that the arguments name (a folder of captures, several
-    arguments, globs), found as ``stats`` finds them: several are one workload."""
+    arguments, globs), found as ``stats`` finds them: several are one workload, to replay or sweep."""
     from .analysis.errors import NoCapturesError
     from .analysis.sources import find_captures
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli_replay import base_config, note_fixed_session, workload_options
+from .cli_replay import base_config, captures_argument, given_captures, note_fixed_session, workload_options
 from .errors import INTERRUPTED, interrupted
 from .options import progress_bars
 from .wording import counted
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("capture", type=click.Path(exists=True, path_type=Path))
+@captures_argument
 @click.option("--target", required=True, metavar="URL", help="The engine to sweep.")
 @click.option(
     "--out",
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 @workload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress bars).")
 def sweep(
-    capture: Path,
+    captures: tuple[Path, ...],
     target: str,
     out: Path | None,
     slos: tuple[str, ...],
@@ -81,8 +81,12 @@ def sweep(
     rising load (its shape, lengths, prefix reuse and conversation order intact), one capture per
     point under --out, with sweep.json holding every point, the capacity and the knee.
 
+    Several captures (or a folder of them: one per recorder) are one workload, as replay takes them:
+    every point sends the requests of all of them.
+
     \b
     infertap sweep captures/run1 --target http://127.0.0.1:8080 --slo 'ttft:p99<=2s' --slo 'error_rate<=1%' --search
+    infertap sweep captures/gw-a captures/gw-b --target http://gpu:8000 --slo 'e2e:p90<=30s' --speeds 1,2,4
     infertap sweep captures/run1 --target http://gpu:8000 --slo 'e2e:p90<=30s' --speeds 1,2,4,8 --min-requests 500
     infertap sweep captures/run1 --target http://gpu:8000 --slo 'tpot:p50<=50ms' --concurrency-levels 1,4,16,64
     """
@@ -94,7 +98,7 @@ def sweep(
     parsed = parse_slos(slos)
     config = SweepConfig(
         replay=base_config(
-            capture,
+            given_captures(captures),
             target,
             out or Path("captures") / f"sweep-{_dt.datetime.now():%Y%m%d-%H%M%S}",
             Schedule(max_concurrency=max_concurrency),

@@ -198,7 +198,7 @@ class Sweep:
         # The workload each point replays: its offered rate and repeats are of these (sampled) items.
         self._items, _ = load(base.capture, filters=base.filters, limit=base.limit, sample=base.sample)
         if not self._items:
-            raise SweepError(f"{base.capture}: no exchanges to replay (after the filters)")
+            raise SweepError(f"{', '.join(map(str, base.captures))}: no exchanges to replay (after the filters)")
         self.source_failed = failed_when_recorded(self._items)
         try:
             if self.config.warmup and not self._warm_up():

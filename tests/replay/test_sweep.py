@@ -61,6 +61,7 @@ SWEEP_KEYS = {
     "aborted",
     "finished",
     "warmup",
+    "source_failed",
 }
 POINT_KEYS = {
     "passed",
@@ -582,6 +583,55 @@ def test_a_capture_without_generation_requests_is_refused(slot_engine, tmp_path)
             SweepConfig(ReplayConfig(src, url, tmp_path / "sweep", probe=False, grace_s=1.0), speeds=(1,)),
             parse_slos(["e2e:p99<=1s"]),
         )
+
+
+def _questions_sent(result: dict[str, Any]) -> dict[str, list[str]]:
+    """Each point's requests as its capture recorded them sent: their questions, by folder name."""
+    return {
+        Path(p["out"]).name: sorted(
+            json.loads(x["request_body"])["messages"][-1]["content"] for x in CaptureReader(p["out"]).exchanges()
+        )
+        for p in result["points"]
+    }
+
+
+@pytest.mark.parametrize("slot_engine", [(4, 0.02)], indirect=True)
+def test_a_folder_of_captures_is_one_workload_at_each_point_and_one_capture_is_itself(slot_engine, tmp_path):
+    """Sweep takes CAPTURE... as replay does (a folder of captures, one per recorder, is one workload):
+    it took one capture only, so two gateways' traffic could be swept one gateway at a time."""
+    engine, url = slot_engine
+    for name, first in (("gw-a", 0), ("gw-b", 10)):
+        write_capture(tmp_path / "gws" / name, [{"offset_s": i * 0.05, "body": chat(first + i)} for i in range(3)])
+    common = ["--target", url, "--no-probe", "--grace", "1", "--slo", "e2e:p90<=10s", "--speeds", "1,4", "--json"]
+    both = sorted(f"question {i}" for i in (0, 1, 2, 10, 11, 12))
+
+    run = sweep_cli(str(tmp_path / "gws"), *common, "--out", str(tmp_path / "folder"))
+    assert run.exit_code == 0, run.output
+    result = json.loads(run.stdout)
+    assert _questions_sent(result) == {"speed-1": both, "speed-4": both}
+    assert result["source"] == f"{tmp_path / 'gws' / 'gw-a'}, {tmp_path / 'gws' / 'gw-b'}"
+
+    run = sweep_cli(str(tmp_path / "gws" / "gw-a"), str(tmp_path / "gws" / "gw-b"), *common, "--out", str(tmp_path / "two"))
+    assert run.exit_code == 0, run.output
+    assert _questions_sent(json.loads(run.stdout)) == {"speed-1": both, "speed-4": both}
+
+    run = sweep_cli(str(tmp_path / "gws" / "gw-a"), *common, "--out", str(tmp_path / "one"))  # as before
+    assert run.exit_code == 0, run.output
+    result = json.loads(run.stdout)
+    one = [f"question {i}" for i in (0, 1, 2)]
+    assert _questions_sent(result) == {"speed-1": one, "speed-4": one}
+    assert result["source"] == str(tmp_path / "gws" / "gw-a")
+
+    (tmp_path / "empty").mkdir()
+    served = engine.served
+    run = sweep_cli(str(tmp_path / "empty"), *common, "--out", str(tmp_path / "none"))
+    assert run.exit_code == 1 and "not a capture, and no capture in it" in run.output, run.output
+    assert engine.served == served and not (tmp_path / "none").exists()
+    for name in ("gw-a", "gw-b"):  # a refusal names the captures, not a tuple's repr
+        write_capture(tmp_path / "models" / name, [{"method": "GET", "path": "/v1/models", "body": b""}])
+    run = sweep_cli(str(tmp_path / "models"), *common, "--out", str(tmp_path / "none"))
+    gws = f"{tmp_path / 'models' / 'gw-a'}, {tmp_path / 'models' / 'gw-b'}"
+    assert run.exit_code == 1 and f"{gws}: no generation requests" in run.output, run.output
 
 
 def test_an_out_that_already_holds_a_sweep_is_refused_and_left_as_it_was(slot_engine, tmp_path):
