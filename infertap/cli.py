@@ -110,7 +110,7 @@ def cli() -> None:
     "--max-header-kb",
     default=64.0,
     show_default=True,
-    help="Larger request heads get 431 and are recorded as refused.",
+    help="Larger request heads (or a chunked body's trailer sections) get 431 and are recorded as refused.",
 )
 @click.option(
     "--body-timeout",

@@ -43,9 +43,10 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   closed, recorded ``refused`` as the parser's refusals are; a connection that sent nothing of a
   request is closed without a word (none was made).
 - A request's body, once its head is in, may go ``body_timeout`` seconds between two reads (not in
-  all: a large upload on a slow link passes while bytes keep coming): uvicorn has no deadline, so a
-  client trickling a body held its connection, and the recorder's slot, forever. Answered 408 and
-  closed, recorded ``refused`` with the body that came. Each read costs one
+  all: a large upload on a slow link passes while bytes keep coming), its chunked trailer section
+  (or a chunk-size line) at most ``max_head`` bytes: uvicorn has neither, so a client trickling a
+  body, or a trailer section that never ended, held its connection, and the recorder's slot, forever.
+  Answered 408 or 431 and closed, recorded ``refused`` with the body that came. Each read costs one
   clock reading; the timer looks at it when it fires, and waits on while the proxy itself stopped
   reading (its flow control) or an earlier response on the connection is still going.
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
@@ -172,6 +173,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._head_timer: TimerHandle | None = None  # the head's deadline (head_timeout), while it arrives
         self._body_timer: TimerHandle | None = None  # the body's idle deadline (body_timeout), while it arrives
         self._read_at = 0.0  # the loop's time of the last read
+        self._framing = 0  # a chunked body's bytes fed since its last data: a chunk-size line, its trailers
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -223,6 +225,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._between:  # a request's head (or the empty lines before one) begins here
             self._head, self._head_size, self._head_whole = [], 0, whole
         over = self._head_size + len(piece) - self.max_head if head else 0
+        framing = self._left == _CHUNKED
+        if framing:
+            self._framing += len(piece)  # on_body sets it back to 0 where the piece carries data
         if over > 0:  # the parser reads the head up to its limit (its request line, its headers so far)
             piece = piece[: len(piece) - over]
         if head:
@@ -234,6 +239,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._refused(self._refusal)
         elif over > 0 and not self.transport.is_closing():
             self._refuse(431, f"its head is over {self.max_head} bytes")
+        elif framing and self._framing > self.max_head and not self._between and not self.transport.is_closing():
+            self._refuse_body(431, f"its chunked body's trailer section is over {self.max_head} bytes")
 
     def _arm_head_timer(self) -> None:
         if self.head_timeout is not None:
@@ -400,7 +407,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 break
             if name == b"content-length" and value.isdigit():
                 left = int(value)
-        self._left = left
+        self._left, self._framing = left, 0
         if left != 0 and self.body_timeout is not None and self._body_timer is None:
             self._body_timer = self.loop.call_later(self.body_timeout, self._body_timed_out)
         self._upgrade = self.parser.should_upgrade()  # cleared once its read is dropped
@@ -433,6 +440,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def on_body(self, body: bytes) -> None:
         if self._left > 0:
             self._left -= len(body)
+        else:
+            self._framing = 0
         super().on_body(body)
 
     def on_message_complete(self) -> None:

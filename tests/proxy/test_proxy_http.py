@@ -683,3 +683,32 @@ def test_a_request_body_that_keeps_coming_passes_however_long_it_takes(raw_upstr
     assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"data":[]}')
     (x,) = rec.exchanges()
     assert (x["status"], x["end"], x["request_body"]) == (200, "complete", b"".join(parts))
+
+
+def test_a_chunked_bodys_trailer_section_past_max_header_kb_gets_431_and_is_recorded(raw_upstream, record) -> None:
+    """A trailer section that never ended grew without bound in the parser (the head's limit ends
+    with the head): past --max-header-kb it is answered 431, closed, and recorded refused with the
+    body that came; the next client is served."""
+    rec = record(raw_upstream(_models), "--no-probe", "--no-telemetry", "--max-header-kb", "2")
+    trailers = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"f" * 60) for i in range(100))
+    pieces = [_CHUNKED_HEAD + b"5\r\nhello\r\n0\r\n"] + [trailers[i : i + 500] for i in range(0, len(trailers), 500)]
+    host, port = rec.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        for piece in pieces:  # a piece a read, until the proxy answers
+            if select.select([s], [], [], 0.05)[0]:
+                break
+            s.sendall(piece)
+        refused = b""
+        while chunk := s.recv(65536):
+            refused += chunk
+    good = _raw_exchange(rec.url, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    rec.stop()
+
+    assert refused.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+    assert refused.endswith(b"its chunked body's trailer section is over 2048 bytes.")
+    assert good.startswith(b"HTTP/1.1 200 ")
+    x, ok = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    assert (x["status"], x["end"], x["proxy_generated"]) == (431, "refused", True)
+    assert (x["method"], x["path"], x["request_body"]) == ("POST", "/v1/chat/completions", b"hello")
+    assert "request_trailers" not in x
+    assert (ok["status"], ok["end"]) == (200, "complete")
