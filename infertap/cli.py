@@ -107,7 +107,16 @@ def cli() -> None:
     help="Seconds for a client's request head to arrive whole; past it 408, recorded as refused (0: forever).",
 )
 @click.option(
-    "--max-header-kb", default=64.0, show_default=True, help="Larger request heads get 431 and are recorded as refused."
+    "--max-header-kb",
+    default=64.0,
+    show_default=True,
+    help="Larger request heads (or a chunked body's trailer sections) get 431 and are recorded as refused.",
+)
+@click.option(
+    "--body-timeout",
+    default=60.0,
+    show_default=True,
+    help="Seconds a client's request body may go without a byte; past it 408, recorded as refused (0: forever).",
 )
 @click.option(
     "--model-file",
@@ -154,6 +163,7 @@ def record(
     graceful_timeout: float,
     header_timeout: float,
     max_header_kb: float,
+    body_timeout: float,
     model_file: str | None,
     probe_interval: float,
     no_probe: bool,
@@ -199,6 +209,7 @@ def record(
         graceful_timeout=graceful_timeout,
         header_timeout=header_timeout or None,
         max_header_bytes=int(max_header_kb * 1024),
+        body_timeout=body_timeout or None,
         log_level=log_level,
         probe=not no_probe,
         enrich=not no_enrich,

@@ -380,7 +380,7 @@ class RecordingProxy:
             if message["type"] == "http.disconnect":
                 record["request_body"] = b"".join(parts)
                 refusal = (scope.get("extensions") or {}).get("infertap.refused")
-                if refusal is not None:  # the server's parser refused the body, and answered 400 (wire.py)
+                if refusal is not None:  # the server refused the body (400, 408, 431) and answered it (wire.py)
                     refusal.answered(record)
                     return None
                 record["end"] = "client_disconnected"

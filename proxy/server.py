@@ -27,7 +27,7 @@ from infertap.telemetry import check_telemetry, recorded_telemetry, start_teleme
 from infertap.version import __version__
 
 from .app import QuietCancelled, RecordingProxy, build_app
-from .wire import HEAD_TIMEOUT, MAX_HEAD, protocol
+from .wire import BODY_TIMEOUT, HEAD_TIMEOUT, MAX_HEAD, protocol
 
 log = logging.getLogger("infertap.proxy")
 
@@ -48,7 +48,8 @@ class RecordConfig:
     max_segment_bytes: int = DEFAULT_MAX_SEGMENT_BYTES
     graceful_timeout: float = 5.0
     header_timeout: float | None = HEAD_TIMEOUT  # for a request's head to arrive whole; past it 408
-    max_header_bytes: int = MAX_HEAD  # of a request's head; past it 431
+    max_header_bytes: int = MAX_HEAD  # of a request's head, and of a chunked body's trailers; past it 431
+    body_timeout: float | None = BODY_TIMEOUT  # between two reads of a request's body; past it 408
     log_level: str = "warning"
     probe: bool = True  # engine snapshots at start, periodically and on change
     enrich: bool = True  # per-exchange effective tokens and settings
@@ -86,6 +87,7 @@ class RecordConfig:
         check_seconds("--read-timeout", self.read_timeout)  # None: no limit (0 on the command line)
         check_seconds("--graceful-timeout", self.graceful_timeout, zero=True)
         check_seconds("--header-timeout", self.header_timeout)  # None: no limit (0 on the command line)
+        check_seconds("--body-timeout", self.body_timeout)  # None: no limit (0 on the command line)
         check_seconds("--probe-interval", self.probe_interval)
         if self.model_file is not None:
             check_gguf(self.model_file)  # before the capture is opened
@@ -237,7 +239,12 @@ def serve(
         uv_config = uvicorn.Config(
             build_app(proxy),
             # uvicorn's httptools, with raw targets, interim responses, refusals, a head's limits (wire.py)
-            http=protocol(proxy.refused, head_timeout=config.header_timeout, max_head=config.max_header_bytes),
+            http=protocol(
+                proxy.refused,
+                head_timeout=config.header_timeout,
+                max_head=config.max_header_bytes,
+                body_timeout=config.body_timeout,
+            ),
             ws="none",  # a WebSocket reaches the proxy as HTTP, which refuses it clearly and records it (wire.py)
             log_level=config.log_level,
             access_log=False,

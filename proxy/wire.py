@@ -42,6 +42,13 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   connection forever, and a head that never ended grew without bound. Answered 408 or 431 and
   closed, recorded ``refused`` as the parser's refusals are; a connection that sent nothing of a
   request is closed without a word (none was made).
+- A request's body, once its head is in, may go ``body_timeout`` seconds between two reads (not in
+  all: a large upload on a slow link passes while bytes keep coming), its chunked trailer section
+  (or a chunk-size line) at most ``max_head`` bytes: uvicorn has neither, so a client trickling a
+  body, or a trailer section that never ended, held its connection, and the recorder's slot, forever.
+  Answered 408 or 431 and closed, recorded ``refused`` with the body that came. Each read costs one
+  clock reading; the timer looks at it when it fires, and waits on while the proxy itself stopped
+  reading (its flow control) or an earlier response on the connection is still going.
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -71,6 +78,7 @@ _CRLFS = re.compile(rb"[\r\n]+")
 _CHUNKED_END = re.compile(rb"\r\n\r\n(?=[!#$%&'*+\-.^_`|~0-9A-Za-z])")  # a last chunk's end, a method after it
 
 HEAD_TIMEOUT = 30.0  # seconds for a request's head to arrive whole (nginx's client_header_timeout: 60)
+BODY_TIMEOUT = 60.0  # seconds between two reads of a request's body (nginx's client_body_timeout)
 MAX_HEAD = 64 * 1024  # bytes of a request's head (nginx's 4 x 8 KiB; an LLM client's is under 2 KiB)
 
 # Where the parser is within a request, between requests aside (a count >= 0: body bytes to come).
@@ -125,11 +133,20 @@ class _UnframedCycle(RequestResponseCycle):
 
 
 def protocol(
-    on_refused: Callable[[Refusal], None], *, head_timeout: float | None = HEAD_TIMEOUT, max_head: int = MAX_HEAD
+    on_refused: Callable[[Refusal], None],
+    *,
+    head_timeout: float | None = HEAD_TIMEOUT,
+    max_head: int = MAX_HEAD,
+    body_timeout: float | None = BODY_TIMEOUT,
 ) -> type[ProxyHttpProtocol]:
     """The protocol for ``uvicorn.Config(http=...)``, handing ``on_refused`` the requests its parser
     refuses in their head (uvicorn builds one per connection, from the class)."""
-    attrs = {"on_refused": staticmethod(on_refused), "head_timeout": head_timeout, "max_head": max_head}
+    attrs = {
+        "on_refused": staticmethod(on_refused),
+        "head_timeout": head_timeout,
+        "max_head": max_head,
+        "body_timeout": body_timeout,
+    }
     return type("RecordingHttpProtocol", (ProxyHttpProtocol,), attrs)
 
 
@@ -139,6 +156,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     on_refused: Callable[[Refusal], None] | None = None  # where a request refused in its head goes
     head_timeout: float | None = HEAD_TIMEOUT  # None: no limit
     max_head: int = MAX_HEAD
+    body_timeout: float | None = BODY_TIMEOUT  # between two reads of a body; None: no limit
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -153,6 +171,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._head_size = 0
         self._head_whole = True  # it begins at a line's start
         self._head_timer: TimerHandle | None = None  # the head's deadline (head_timeout), while it arrives
+        self._body_timer: TimerHandle | None = None  # the body's idle deadline (body_timeout), while it arrives
+        self._read_at = 0.0  # the loop's time of the last read
+        self._framing = 0  # a chunked body's bytes fed since its last data: a chunk-size line, its trailers
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -162,9 +183,11 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+        self._stop_body_timer()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        self._read_at = self.loop.time()
         if self._switched:
             return
         # A body's bytes, known to go on past this read: no request begins in them (nor is refused).
@@ -202,6 +225,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._between:  # a request's head (or the empty lines before one) begins here
             self._head, self._head_size, self._head_whole = [], 0, whole
         over = self._head_size + len(piece) - self.max_head if head else 0
+        framing = self._left == _CHUNKED
+        if framing:
+            self._framing += len(piece)  # on_body sets it back to 0 where the piece carries data
         if over > 0:  # the parser reads the head up to its limit (its request line, its headers so far)
             piece = piece[: len(piece) - over]
         if head:
@@ -212,7 +238,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._refusal is not None:
             self._refused(self._refusal)
         elif over > 0 and not self.transport.is_closing():
-            self._refuse_head(431, f"its head is over {self.max_head} bytes")
+            self._refuse(431, f"its head is over {self.max_head} bytes")
+        elif framing and self._framing > self.max_head and not self._between and not self.transport.is_closing():
+            self._refuse_body(431, f"its chunked body's trailer section is over {self.max_head} bytes")
 
     def _arm_head_timer(self) -> None:
         if self.head_timeout is not None:
@@ -228,10 +256,40 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         elif self._between and not self._held:  # no request begun: an idle connection, closed
             self.transport.close()
         else:
-            self._refuse_head(408, f"its head not whole after {self.head_timeout:g} s")
+            self._refuse(408, f"its head not whole after {self.head_timeout:g} s")
 
-    def _refuse_head(self, status: int, reason: str) -> None:
-        """Answers a head the server gives up on, closes the connection and hands the refusal on."""
+    def _stop_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_timed_out(self) -> None:
+        self._body_timer = None
+        timeout = self.body_timeout
+        if timeout is None or self._between or self.transport.is_closing():
+            return
+        now, cycle = self.loop.time(), self.cycle
+        if self.flow.read_paused or any(queued is cycle for queued, _ in self.pipeline):
+            self._read_at = now  # the proxy isn't reading, or the request waits its turn: not the client's doing
+        idle = now - self._read_at
+        if idle < timeout:
+            self._body_timer = self.loop.call_later(timeout - idle, self._body_timed_out)
+        else:
+            self._refuse_body(408, f"its body idle for {timeout:g} s")
+
+    def _refuse_body(self, status: int, reason: str) -> None:
+        """Gives up on a request's body: answered and recorded (``_refuse``), unless the app has
+        answered it already (a 413, a 401, before its body ended): then the connection is closed."""
+        self._stop_body_timer()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope and cycle.response_started:
+            self.transport.close()
+        else:
+            self._refuse(status, reason)
+
+    def _refuse(self, status: int, reason: str) -> None:
+        """Answers a request the server gives up on (its head, its body), closes the connection and
+        hands the refusal on."""
         phrase = HTTPStatus(status).phrase
         answer = f"{phrase}: {reason}.".encode("ascii")
         self.transport.write(
@@ -336,7 +394,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         super().on_message_begin()
 
     def on_headers_complete(self) -> None:
-        if self._head_timer is not None:  # the head is whole: its body has no deadline here
+        if self._head_timer is not None:  # the head is whole: its body's deadline is body_timeout's
             self._head_timer.cancel()
             self._head_timer = None
         extensions: dict[str, Any] = self.scope.setdefault("extensions", {})  # uvicorn's own kept, if any
@@ -349,7 +407,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 break
             if name == b"content-length" and value.isdigit():
                 left = int(value)
-        self._left = left
+        self._left, self._framing = left, 0
+        if left != 0 and self.body_timeout is not None and self._body_timer is None:
+            self._body_timer = self.loop.call_later(self.body_timeout, self._body_timed_out)
         self._upgrade = self.parser.should_upgrade()  # cleared once its read is dropped
         if self._upgrade and not self._should_upgrade():
             asked = next((v for n, v in self.headers if n == b"upgrade"), b"")
@@ -380,8 +440,11 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def on_body(self, body: bytes) -> None:
         if self._left > 0:
             self._left -= len(body)
+        else:
+            self._framing = 0
         super().on_body(body)
 
     def on_message_complete(self) -> None:
         self._between = True
+        self._stop_body_timer()
         super().on_message_complete()

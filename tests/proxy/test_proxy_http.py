@@ -622,3 +622,93 @@ def test_a_head_past_max_header_kb_gets_431_and_is_recorded_refused(raw_upstream
     assert ["authorization", "Bearer [REDACTED]"] in x["request_headers"] and len(x["request_headers"]) < 40
     assert b"sk-big" not in decompressed_bytes(rec.out)
     assert (ok["status"], ok["end"]) == (200, "complete")
+
+
+def _answer_after(url: str, *pieces: bytes, gap: float = 0.0) -> bytes:
+    """What the proxy answers a client sending ``pieces`` ``gap`` seconds apart, then nothing more."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        for piece in pieces:
+            s.sendall(piece)
+            time.sleep(gap)
+        answer = b""
+        while chunk := s.recv(65536):  # the proxy closes it (a hang would be a timeout error here)
+            answer += chunk
+    return answer
+
+
+_CHUNKED_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize("stalls", ["content-length", "chunked", "in-its-trailers"])
+def test_a_request_body_that_stalls_gets_408_and_is_recorded_with_what_came(raw_upstream, record, stalls) -> None:
+    """Once the head was in, uvicorn set a body no deadline: a client that stopped sending its body
+    (of known length, chunked, or in its trailer section) held its connection and its recorder slot
+    forever. Past --body-timeout without a byte it is answered 408, closed, and recorded refused
+    with the body that came; the next client is served."""
+    rec = record(raw_upstream(_models), "--no-probe", "--no-telemetry", "--body-timeout", "0.5")
+    pieces = {
+        "content-length": (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhel", b"lo"),
+        "chunked": (_CHUNKED_HEAD + b"3\r\nhel\r\n", b"2\r\nlo\r\n"),
+        "in-its-trailers": (_CHUNKED_HEAD + b"3\r\nhel\r\n", b"2\r\nlo\r\n0\r\nX-Trailer: 1\r\n"),
+    }[stalls]
+    refused = _answer_after(rec.url, *pieces, gap=0.2)
+    good = _raw_exchange(rec.url, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    rec.stop()
+
+    assert refused.startswith(b"HTTP/1.1 408 Request Timeout\r\n") and b"connection: close" in refused
+    assert refused.endswith(b"its body idle for 0.5 s.") and good.startswith(b"HTTP/1.1 200 ")
+    x, ok = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    assert (x["status"], x["end"], x["proxy_generated"]) == (408, "refused", True)
+    assert (x["method"], x["path"], x["request_body"]) == ("POST", "/v1/chat/completions", b"hello")
+    assert "its body idle for 0.5 s" in x["error"] and x["chunks"] == [refused.partition(b"\r\n\r\n")[2]]
+    assert (ok["status"], ok["end"]) == (200, "complete")
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_request_body_that_keeps_coming_passes_however_long_it_takes(raw_upstream, record, framing) -> None:
+    """--body-timeout is a deadline between two reads, not for the whole body: a body that trickles
+    in for three times as long, a piece every 0.1 s, is forwarded and recorded whole."""
+    rec = record(raw_upstream(_models), "--no-probe", "--no-telemetry", "--body-timeout", "0.5")
+    parts = [b"%02d" % i for i in range(15)]
+    if framing == "content-length":
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 30\r\n\r\n"
+        pieces = [head, *parts]
+    else:
+        head = _CHUNKED_HEAD.replace(b"Host: x\r\n", b"Host: x\r\nConnection: close\r\n")
+        pieces = [head, *(b"2\r\n" + p + b"\r\n" for p in parts), b"0\r\n", b"X-Trailer: 1\r\n", b"\r\n"]
+    answer = _answer_after(rec.url, *pieces, gap=0.1)
+    rec.stop()
+
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"data":[]}')
+    (x,) = rec.exchanges()
+    assert (x["status"], x["end"], x["request_body"]) == (200, "complete", b"".join(parts))
+
+
+def test_a_chunked_bodys_trailer_section_past_max_header_kb_gets_431_and_is_recorded(raw_upstream, record) -> None:
+    """A trailer section that never ended grew without bound in the parser (the head's limit ends
+    with the head): past --max-header-kb it is answered 431, closed, and recorded refused with the
+    body that came; the next client is served."""
+    rec = record(raw_upstream(_models), "--no-probe", "--no-telemetry", "--max-header-kb", "2")
+    trailers = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"f" * 60) for i in range(100))
+    pieces = [_CHUNKED_HEAD + b"5\r\nhello\r\n0\r\n"] + [trailers[i : i + 500] for i in range(0, len(trailers), 500)]
+    host, port = rec.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        for piece in pieces:  # a piece a read, until the proxy answers
+            if select.select([s], [], [], 0.05)[0]:
+                break
+            s.sendall(piece)
+        refused = b""
+        while chunk := s.recv(65536):
+            refused += chunk
+    good = _raw_exchange(rec.url, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    rec.stop()
+
+    assert refused.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+    assert refused.endswith(b"its chunked body's trailer section is over 2048 bytes.")
+    assert good.startswith(b"HTTP/1.1 200 ")
+    x, ok = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    assert (x["status"], x["end"], x["proxy_generated"]) == (431, "refused", True)
+    assert (x["method"], x["path"], x["request_body"]) == ("POST", "/v1/chat/completions", b"hello")
+    assert "request_trailers" not in x
+    assert (ok["status"], ok["end"]) == (200, "complete")
