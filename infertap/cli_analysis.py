@@ -332,9 +332,10 @@ def _print_output(group: dict[str, Any]) -> None:
     )
     held = group["client_wait"]
     if held["exchanges"]:
+        its = "its" if held["exchanges"] == 1 else "their"
         _out(
-            f"  note: {counted(held['exchanges'], 'exchange')} waited for their client to take the body (up to {_num(held['max_ms'], 1)} ms): "
-            "the proxy reads the next chunk only once the last is handed on, so their token times include the client's slowness"
+            f"  note: {counted(held['exchanges'], 'exchange')} waited for {its} client to take the body (up to {_num(held['max_ms'], 1)} ms): "
+            f"the proxy reads the next chunk only once the last is handed on, so {its} token times include the client's slowness"
         )
 
 

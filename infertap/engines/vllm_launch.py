@@ -116,23 +116,27 @@ def vllm_facts(argv: Sequence[str], environ: dict[str, str], pid: int) -> dict[s
     number("tensor_parallel_size", "--tensor-parallel-size", 1, "vLLM's default (config/parallel.py)")
     number("pipeline_parallel_size", "--pipeline-parallel-size", 1, "vLLM's default (config/parallel.py)")
 
-    dtype = _last(args, "--dtype")
-    auto = "the checkpoint's dtype, or for a float32 one the platform's 16-bit type, resolved at start: not known here"
-    if dtype is None:
-        facts["served_dtype"] = absent("--dtype", None, f"vLLM's default --dtype auto: {auto}")
-    elif dtype == "auto":
-        facts["served_dtype"] = {"value": None, "source": f"--dtype auto {on_line}: {auto}"}
-    else:
-        facts["served_dtype"] = {"value": _DTYPES.get(dtype, dtype), "source": f"--dtype {on_line}"}
+    def resolved(name: str, flag: str, auto: str, spelled: dict[str, str] | None = None) -> None:
+        """A flag whose default, ``auto``, vLLM resolves at start: known only where given otherwise."""
+        given = _last(args, flag)
+        if given is None:
+            facts[name] = absent(flag, None, f"vLLM's default {flag} auto: {auto}")
+        elif given == "auto":
+            facts[name] = {"value": None, "source": f"{flag} auto {on_line}: {auto}"}
+        else:
+            facts[name] = {"value": (spelled or {}).get(given, given), "source": f"{flag} {on_line}"}
 
-    kv = _last(args, "--kv-cache-dtype")
-    kv_auto = "the model's dtype, or the checkpoint's KV cache quantization, resolved at start: not known here"
-    if kv is None:
-        facts["kv_cache_dtype"] = absent("--kv-cache-dtype", None, f"vLLM's default --kv-cache-dtype auto: {kv_auto}")
-    elif kv == "auto":
-        facts["kv_cache_dtype"] = {"value": None, "source": f"--kv-cache-dtype auto {on_line}: {kv_auto}"}
-    else:
-        facts["kv_cache_dtype"] = {"value": kv, "source": f"--kv-cache-dtype {on_line}"}
+    resolved(
+        "served_dtype",
+        "--dtype",
+        "the checkpoint's dtype, or for a float32 one the platform's 16-bit type, resolved at start: not known here",
+        _DTYPES,
+    )
+    resolved(
+        "kv_cache_dtype",
+        "--kv-cache-dtype",
+        "the model's dtype, or the checkpoint's KV cache quantization, resolved at start: not known here",
+    )
 
     # A BooleanOptionalAction: --enable-prefix-caching or --no-enable-prefix-caching, the last one given.
     switches = [a for a in args if a in ("--enable-prefix-caching", "--no-enable-prefix-caching")]
