@@ -233,14 +233,34 @@ def known_answers(comparisons: list[dict[str, Any]], study: dict[str, Any]) -> l
         return []
     noise = acc.get("noise_floor") or {}
     rows: list[dict[str, Any]] = [
-        {"run": "A, its own defaults (repeat_penalty 1.1)", "right": acc["a_right"], "of": acc["items"], "against_a": None},
+        {
+            "run": "A, its own defaults (repeat_penalty 1.1)",
+            "right": acc["a_right"],
+            "of": acc["items"],
+            "against_a": None,
+            "left_out": acc.get("unanswered", 0),
+        },
         {"run": "A again, unchanged: the noise floor", "right": None, "of": noise.get("items"), "flips": noise.get("flips")},
-        {"run": "A with --set repeat_penalty=1.0", "right": acc["b_right"], "of": acc["items"], "against_a": acc},
+        {
+            "run": "A with --set repeat_penalty=1.0",
+            "right": acc["b_right"],
+            "of": acc["items"],
+            "against_a": acc,
+            "left_out": acc.get("unanswered", 0),
+        },
     ]
     for each in comparisons:
         x, y = each["pair"].split(" vs ")
         if x == "A" and (other := each["result"].get("accuracy")) is not None:
-            rows.append({"run": y, "right": other["b_right"], "of": other["items"], "against_a": other})
+            rows.append(
+                {
+                    "run": y,
+                    "right": other["b_right"],
+                    "of": other["items"],
+                    "against_a": other,
+                    "left_out": other.get("unanswered", 0),
+                }
+            )
     return rows
 
 
@@ -275,6 +295,8 @@ def known_answers_lines(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(f"  {row['run']:<{width}}  {row['flips']:>3} of {row['of']} answers flipped between right and wrong")
             continue
         text = f"  {row['run']:<{width}}  {row['right']:>3} of {row['of']} right"
+        if row.get("left_out"):  # an answer a side didn't give (a failed or unfinished one) is no wrong answer
+            text += f" ({row['left_out']} left out: not answered on a side)"
         if (acc := row.get("against_a")) is not None:
             ci = acc["difference_ci95_points"]
             text += (
