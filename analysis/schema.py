@@ -230,7 +230,7 @@ PREFIXES = _schema(
 TURNS = _schema(
     ("capture", S),
     ("exchange_id", S),
-    ("session", S),  # its explicit session (x-session-id; a replay's own), else its first turn's exchange id
+    ("session", S),  # its explicit session (a session header; a replay's own), else its first turn's exchange id
     ("turn", I32),  # 0: a session's first request
     ("parent_id", S),  # the exchange it continues
     ("link", S),  # how that was found: recorded (replays), session, previous_response_id, conversation

@@ -3,7 +3,7 @@
 A request continues, in this order of evidence, the exchange recorded as its parent (a replay knows
 which of its own exchanges a turn continued), the exchange whose response it names (the Responses
 API's ``previous_response_id``: the server continues that one, whatever else the session sent), a
-request of its explicit session (an ``x-session-id`` header): the one whose conversation plus reply
+request of its explicit session (a session header, ``SESSION_HEADERS``): the one whose conversation plus reply
 its own conversation starts with, else the one that ended last before it was sent (a title or
 summary request the client sent beside the conversation is no turn of it); else an exchange that
 had answered when it was sent and whose conversation plus reply its own conversation starts with

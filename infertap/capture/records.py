@@ -179,18 +179,34 @@ class Footer(TypedDict):
 Record = Header | Exchange | EngineSnapshot | Enrichment | Telemetry | Footer
 
 
-#: The request headers a client names its session by (``Exchange.session``).
-SESSION_HEADERS = (b"x-infertap-session", b"x-session-id")
+#: The request headers a client names its session by (``Exchange.session``), in order of
+#: precedence: the user's own for infertap, the generic one, then those agent clients send of
+#: themselves (docs/capture-format.md says which client sends which, read from its source).
+SESSION_HEADERS = (
+    b"x-infertap-session",
+    b"x-session-id",  # opencode (to any provider but its own), and what session routers key on
+    b"x-claude-code-session-id",  # Claude Code, from 2.1.86
+    b"session_id",  # OpenAI Codex CLI, on the Responses and chat wire APIs alike
+    b"x-opencode-session",  # opencode, to its own providers (OpenCode Zen)
+)
+_PRECEDENCE = {name: rank for rank, name in enumerate(SESSION_HEADERS)}
 
 
 def session_of(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """A request's session: the last session header in its own order (mitmproxy's ``get`` would
-    join repeats with commas), any casing; what every recorder (proxy, mitm, import) reads."""
-    session = None
+    """A request's session: that of the first of ``SESSION_HEADERS`` it names one by, whatever
+    their order on the wire, so that an ``x-infertap-session`` the user adds wins over the id the
+    client sends of itself; of repeats of one name, the last (mitmproxy's ``get`` would join them
+    with commas). Any casing; what every recorder (proxy, mitm, import) reads."""
+    sent: dict[int, bytes] = {}
     for name, value in headers:
-        if name.lower() in SESSION_HEADERS:
-            session = named_session(value.decode("latin-1"))
-    return session
+        rank = _PRECEDENCE.get(name.lower())
+        if rank is not None:
+            sent[rank] = value
+    for rank in sorted(sent):
+        session = named_session(sent[rank].decode("latin-1"))
+        if session is not None:
+            return session
+    return None
 
 
 def apart(xid: str, k: int) -> str:

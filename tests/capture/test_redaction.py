@@ -134,7 +134,11 @@ def test_a_header_whose_name_says_it_holds_a_credential_is_redacted(name: str) -
 
 
 @pytest.mark.parametrize(
-    "name", ["x-session-id", "x-infertap-session", "Keep-Alive", "content-type", "x-request-id", "x-stainless-os", "tokens-left"]
+    "name",
+    [
+        *("x-session-id", "x-infertap-session", "X-Claude-Code-Session-Id", "session_id", "x-opencode-session"),
+        *("Keep-Alive", "content-type", "x-request-id", "x-stainless-os", "tokens-left"),
+    ],
 )
 def test_a_header_whose_name_only_looks_like_one_is_kept(name: str) -> None:
     assert Redactor().header_pairs([(name, "value")]) == [[name, "value"]]
