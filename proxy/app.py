@@ -22,7 +22,7 @@ from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
 from infertap.apis import ended_by_marker
-from infertap.capture.records import MAX_RESPONSE_BYTES, Exchange, ResponseKept, new_exchange, session_of
+from infertap.capture.records import MAX_RESPONSE_BYTES, Exchange, ResponseKept, new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
@@ -265,7 +265,7 @@ class RecordingProxy:
             query = scope.get("query_string", b"")
             raw_path = scope.get("raw_path") or scope["path"].encode()
         client = scope.get("client")
-        session = session_of(raw_headers)
+        session = self.redactor.session(raw_headers)
         found = set(self._url_credentials)  # the credentials redacted below, looked for in the response too
         record = new_exchange(
             seq=self._seq,
@@ -326,7 +326,7 @@ class RecordingProxy:
         path, query = split_target(refusal.target) if refusal.target else (b"", b"")
         record = new_exchange(
             seq=self._seq,
-            session=session_of(refusal.headers),
+            session=self.redactor.session(refusal.headers),
             wall=time.time(),
             start_ns=self.writer.elapsed_ns(),
             client=refusal.client,

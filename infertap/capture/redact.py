@@ -19,7 +19,7 @@ from infertap.apis import body as _body
 from infertap.apis.body import encoded, header
 
 from .encoding import decoded
-from .records import Exchange
+from .records import Exchange, session_of
 from .redact_json import REDACTED, WINDOW, hinted, secret_strings, spliced, sub_secrets
 from .redact_names import (
     DEFAULT_BODY_KEYS,
@@ -226,6 +226,12 @@ class Redactor:
             if len(self._secret_header) < 4096:  # header names repeat: remembered, within bounds
                 self._secret_header[raw] = found
         return found
+
+    def session(self, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+        """The session a request's headers name (``session_of``), read from those this redactor
+        keeps only: one redacted (``--redact-header x-session-id``) reached the capture in clear as
+        the exchange's ``session``, or, read once redacted, put every request in one session."""
+        return session_of((name, value) for name, value in headers if not self.secret_header(name))
 
     def headers_from_asgi(self, raw: Iterable[tuple[bytes, bytes]], found: set[str] | None = None) -> list[list[str]]:
         """Bytes header pairs (ASGI scope, httpx raw, mitmproxy fields; any casing) -> redacted [name, value]

@@ -28,7 +28,7 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.utils import human
 
 from infertap.apis import ended_by_marker
-from infertap.capture.records import MAX_RESPONSE_BYTES, End, ExchangeExtras, ResponseKept, new_exchange, session_of
+from infertap.capture.records import MAX_RESPONSE_BYTES, End, ExchangeExtras, ResponseKept, new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
@@ -348,7 +348,7 @@ class InfertapCapture:
         found: set[str] = set()  # the credentials redacted below, looked for in the response too
         record = new_exchange(
             seq=self._seq,
-            session=session_of(req.headers.fields),
+            session=self.redactor.session(req.headers.fields),
             wall=state["wall"],
             start_ns=state["start_ns"],
             sent_ns=state.get("sent_ns", state["start_ns"]),

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from infertap.capture.records import End, new_exchange, session_of
+from infertap.capture.records import End, new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
 from infertap.errors import InfertapError
@@ -112,7 +112,7 @@ def _har_exchange(entry: dict[str, Any], redactor: Redactor, creator: Any = None
         ),
         "request_body": body,
         # a HAR keeps header values as text: as UTF-8 on the wire, read as the proxy reads those bytes
-        "session": session_of((n.encode(), v.encode()) for n, v in headers),
+        "session": redactor.session((n.encode(), v.encode()) for n, v in headers),
         "status": status,
         # HAR keeps the body decoded (HAR 1.2: "decompressed and unchunked") beside the header that
         # says how it was sent: the header is left out, or analysis would undo an encoding twice.
@@ -203,7 +203,7 @@ def _flow_exchanges(
                     "http_version": req.http_version.removeprefix("HTTP/"),
                     "request_headers": redactor.headers_from_asgi(((n.lower(), v) for n, v in req.headers.fields), found),
                     "request_body": req.raw_content or b"",
-                    "session": session_of(req.headers.fields),
+                    "session": redactor.session(req.headers.fields),
                     "status": resp.status_code if resp else None,
                     "response_headers": redactor.headers_from_asgi(resp.headers.fields) if resp else None,
                     "headers_ns": int((resp.timestamp_start - sent) * 1e9) if resp else None,

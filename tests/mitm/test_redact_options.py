@@ -17,6 +17,7 @@ from tests.helpers import decompressed_bytes
 NAMED = "GWSIG-named-by-the-option-9191"  # X-Gateway-Sig, and ?gwsig= in the URL
 QUERY = "GWQ-named-by-the-option-8282"
 KEPT = "TENANT-not-named-7373"  # X-Tenant-Sig: named by no option, kept
+SESSION = "SESSION-named-by-the-option-6464"  # X-Session-Id, a session header the user redacts
 
 
 def _files(tmp_path: Path) -> list[Path]:
@@ -25,7 +26,7 @@ def _files(tmp_path: Path) -> list[Path]:
     from mitmproxy import io
     from mitmproxy.test import tflow
 
-    sent = [("X-Gateway-Sig", NAMED), ("X-Tenant-Sig", KEPT), ("Content-Type", "application/json")]
+    sent = [("X-Gateway-Sig", NAMED), ("X-Tenant-Sig", KEPT), ("X-Session-Id", SESSION), ("Content-Type", "application/json")]
     answer = [("Content-Type", "application/json"), ("X-Echo-Sig", NAMED)]
     body = json.dumps({"error": {"message": f"bad signature {NAMED}"}})
     har = {
@@ -71,13 +72,18 @@ def test_import_redacts_the_headers_and_query_parameters_it_is_told_in_any_case(
 
     source = next(p for p in _files(tmp_path) if p.suffix == f".{kind}")
     told, untold = tmp_path / "told", tmp_path / "untold"
-    options = ["--redact-header", "x-GATEWAY-sig", "--redact-query", "GWSIG"]
+    options = ["--redact-header", "x-GATEWAY-sig", "--redact-query", "GWSIG", "--redact-header", "X-session-ID"]
     for out, extra in ((told, options), (untold, [])):
         result = CliRunner().invoke(cli, ["import", str(source), "--out", str(out), *extra])
         assert result.exit_code == 0, result.output
     data = decompressed_bytes(told)
     assert NAMED.encode() not in data and QUERY.encode() not in data
+    # A redacted session header names no session: its id reached the capture in clear as the
+    # exchange's session (a flow file), or every request was in session "[REDACTED]" (a HAR).
+    assert SESSION.encode() not in data
     (x,) = CaptureReader(told).exchanges()
+    assert x["session"] is None and ["x-session-id", "[REDACTED]"] in x["request_headers"]
+    assert next(CaptureReader(untold).exchanges())["session"] == SESSION
     assert ["x-gateway-sig", "[REDACTED]"] in x["request_headers"] and x["query"] == "gwsig=[REDACTED]"
     assert ["X-Echo-Sig", "[REDACTED]"] in x["response_headers"]
     # Must differ: a header no option names is kept, and without the options so is the named one.
@@ -89,8 +95,18 @@ def test_import_redacts_the_headers_and_query_parameters_it_is_told_in_any_case(
 @pytest.mark.parametrize(
     ("mitmdump", "options"),
     [
-        (False, ["--redact-header", "x-GATEWAY-sig", "--redact-query", "GWSIG"]),
-        (True, ["--set", "infertap_redact=x-GATEWAY-sig", "--set", "infertap_redact_query=GWSIG"]),
+        (False, ["--redact-header", "x-GATEWAY-sig", "--redact-query", "GWSIG", "--redact-header", "X-session-ID"]),
+        (
+            True,
+            [
+                "--set",
+                "infertap_redact=x-GATEWAY-sig",
+                "--set",
+                "infertap_redact=X-session-ID",
+                "--set",
+                "infertap_redact_query=GWSIG",
+            ],
+        ),
     ],
     ids=["infertap-mitm", "mitmdump"],
 )
@@ -102,14 +118,15 @@ def test_mitm_redacts_the_headers_and_query_parameters_it_is_told_in_any_case(st
     r = httpx.post(
         f"{mitm.url}/echo?gwsig={QUERY}",
         content=b"{}",
-        headers={"X-Gateway-Sig": NAMED, "X-Tenant-Sig": KEPT},
+        headers={"X-Gateway-Sig": NAMED, "X-Tenant-Sig": KEPT, "X-Session-Id": SESSION},
         timeout=10,
     )
     assert r.status_code == 200 and NAMED in r.text  # the client got the echo as sent
     mitm.stop()
     data = decompressed_bytes(mitm.out)
-    assert NAMED.encode() not in data and QUERY.encode() not in data
+    assert NAMED.encode() not in data and QUERY.encode() not in data and SESSION.encode() not in data
     (x,) = mitm.exchanges()
+    assert x["session"] is None  # a redacted session header names none
     assert {n.lower(): v for n, v in x["request_headers"]}["x-gateway-sig"] == "[REDACTED]"
     assert x["query"] == "gwsig=[REDACTED]"
     assert KEPT.encode() in data  # must differ: a header no option names is kept

@@ -18,6 +18,7 @@ from openai import OpenAI
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import session_of
 from infertap.cli import cli
+from tests.helpers import decompressed_bytes
 
 # Two sessions per client, each of a main turn and a side request (a title, a summary) whose
 # conversation continues nothing: only the session header can put them together.
@@ -161,3 +162,22 @@ def test_a_replay_sends_each_pass_and_point_under_ids_of_its_own_in_the_client_s
         assert sent[own[x["session"].split("-")[0]]] == x["session"]
         if "codex" in x["session"]:  # a name no session is read from is sent as recorded
             assert sent["conversation_id"] == x["session"].split("#")[0].split("@")[0]
+
+
+def test_a_session_header_the_user_redacts_names_no_session_and_reaches_no_byte(tmp_path, fake, record):
+    """`record --redact-header X-Claude-Code-Session-Id`: the header was redacted, but its id was
+    recorded in clear as the exchange's session. Now a redacted header names none (the next one
+    sent counts), and the id is in no byte of the capture; told nothing, the same request keeps it."""
+    _, upstream = fake
+    told = record(upstream, "--redact-header", "x-CLAUDE-code-session-id", name="told")
+    untold = record(upstream, name="untold")
+    for rec in (told, untold):
+        client = OpenAI(base_url=f"{rec.url}/v1", api_key="sk-test", max_retries=0)
+        for extra in ({}, {"session_id": "codex-9"}):
+            headers = {"X-Claude-Code-Session-Id": "claude-private-4242", **extra}
+            assert list(client.chat.completions.create(model="m", messages=[], stream=True, extra_headers=headers))
+        assert rec.stop() == 0
+    assert [x["session"] for x in told.exchanges()] == [None, "codex-9"]
+    assert b"claude-private-4242" not in decompressed_bytes(told.out)
+    assert [x["session"] for x in untold.exchanges()] == ["claude-private-4242"] * 2
+    assert b"claude-private-4242" in decompressed_bytes(untold.out)
