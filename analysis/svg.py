@@ -314,12 +314,21 @@ LANE_H = 26
 
 def timeline_svg(lanes: Sequence[Lane], xlabel: str) -> str:
     """Sessions as lanes on a shared time axis: each turn a bar, the agent's think time between
-    turns a dashed line, so where a session's time went shows at a glance."""
+    turns a dashed line, so where a session's time went shows at a glance.
+
+    The axis stays linear, whatever the spread (``wants_log`` is for values): a bar's length is its
+    turn's duration and a gap its think time only where a second is one width all along, and a
+    session's first send, at 0, has no place on a log axis. So each lane's name says its makespan:
+    a session 50x faster than the one below it is a few px of bars, its time still read."""
     ends = [end for lane in lanes for _, end in lane.turns]
     if not ends:
         return "<p>no sessions</p>"
     xt = ticks(max(ends))
-    label_w = LEFT + 96  # the lanes' names sit left of the plot
+    names = [
+        f"{lane.label} ({number(max(e for _, e in lane.turns) - min(s for s, _ in lane.turns))} s)" if lane.turns else lane.label
+        for lane in lanes
+    ]
+    label_w = max(LEFT + 96, 12 + max(map(len, names)) * CHAR_W)  # the lanes' names sit left of the plot
     width = PLOT_W + label_w - LEFT
     height = TOP + LANE_H * len(lanes) + BOTTOM
 
@@ -334,7 +343,7 @@ def timeline_svg(lanes: Sequence[Lane], xlabel: str) -> str:
         )
     for i, lane in enumerate(lanes):
         mid = TOP + LANE_H * i + LANE_H / 2
-        parts.append(f'<text x="{label_w - 6}" y="{mid + 4:.1f}" text-anchor="end">{html.escape(lane.label)}</text>')
+        parts.append(f'<text x="{label_w - 6}" y="{mid + 4:.1f}" text-anchor="end">{html.escape(names[i])}</text>')
         ordered = sorted(lane.turns)
         for (_, prev_end), (start, _) in zip(ordered, ordered[1:], strict=False):
             if start > prev_end:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from infertap.analysis.svg import CHAR_W, COLORS, LEFT
+from infertap.analysis.svg import CHAR_W, COLORS, LEFT, number
 from infertap.cli import cli
 from tests.analysis_builders import body, event, exchange, sse, write_capture
 
@@ -174,3 +174,24 @@ def test_long_tick_labels_stay_inside_the_drawing_and_clear_of_the_axis_title(tm
     # Must match: short labels keep the drawing as it was, 560 px from 0, the title at 14.
     alone = drawing(report(tmp_path, fast), "e2e over time")
     assert box(alone) == (0.0, 560.0) and 'transform="rotate(-90 14 ' in alone
+
+
+def test_each_session_lane_says_its_makespan(tmp_path):
+    # The timeline's time axis stays linear (a bar's length is its turn's time); with B 50x slower,
+    # A's sessions were a few pixels of bars and nothing said how long they took.
+    fast, slow = tmp_path / "fast", tmp_path / "slow"
+    spans_a, spans_b = run(fast, 1), run(slow, 50)
+    page = report(tmp_path, fast, slow)
+    svg = re.search(r"<h3>Sessions that grew most on B[^<]*</h3>\s*(<svg.*?</svg>)", page, re.S).group(1)
+    lanes = {t: x for t, x, _, anchor in texts(svg) if anchor == "end"}
+    for session in spans_a:
+        assert f"A {session} ({number(spans_a[session])} s)" in lanes
+        assert f"B {session} ({number(spans_b[session])} s)" in lanes
+        assert number(spans_a[session]) != number(spans_b[session])  # must differ: 50x
+    left, _ = box(svg)
+    assert all(x - len(t) * CHAR_W >= left for t, x in lanes.items())  # each name inside the drawing
+    assert "(log scale)" not in svg
+    assert "In brackets: each session's makespan" in html.unescape(page)  # the caption says what the figure is
+    # Must match: one run's lanes say theirs too.
+    one = re.search(r"<h3>Longest sessions</h3>\s*(<svg.*?</svg>)", report(tmp_path, fast), re.S).group(1)
+    assert {t for t, _, _, anchor in texts(one) if anchor == "end"} == {f"A {s} ({number(v)} s)" for s, v in spans_a.items()}
