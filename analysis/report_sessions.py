@@ -66,5 +66,6 @@ def session_timelines(a: str | os.PathLike[str], b: str | os.PathLike[str] | Non
         f"<h3>{html.escape(title)}</h3>",
         timeline_svg(lanes, "s since the session's first request"),
         "<p>Bars: turns, from send to last byte. Dashed: the agent's own time between a turn's end and the next send "
-        "(docs/metrics.md, Sessions).</p>",
+        "(docs/metrics.md, Sessions). In brackets: each session's makespan, its first send to its last byte; the time "
+        "axis is linear, so a session far faster than the others is a few pixels wide, its makespan still said.</p>",
     ]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import bisect
 import html
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
+
+from .axes import LogAxis, ticks, wants_log
 
 COLORS = ("#1f77b4", "#d62728")
 W, H = 560, 240
@@ -28,19 +30,6 @@ def number(v: float, digits: int = 4, *, trim: bool = True) -> str:
     places = max(0, digits - 1 - math.floor(math.log10(rounded))) if rounded and math.isfinite(rounded) else 0
     text = f"{v:,.{places}f}"
     return text.rstrip("0").rstrip(".") if trim and "." in text else text
-
-
-def ticks(hi: float, *, whole: bool = False) -> list[float]:
-    """4 to 6 ticks from 0 to at least ``hi``, 1, 2 or 5 × 10^k apart, so every label is a round number.
-
-    ``whole``: for counts, whose ticks stay whole (0, 1, 2, 3 when the most is 1).
-    """
-    hi = hi if hi > 0 and math.isfinite(hi) else 1.0
-    scale = 10.0 ** math.floor(math.log10(hi / 5))
-    # The smallest step giving at most 5 intervals; the one before it gave more, so this one gives at least 3.
-    step = next(m * scale for m in (1, 2, 5, 10) if hi / (m * scale) <= 5 + 1e-9)
-    step = max(step, 1.0) if whole else step
-    return [i * step for i in range(max(3, math.ceil(hi / step - 1e-9)) + 1)]
 
 
 def width(i: int, n: int) -> float:
@@ -64,11 +53,12 @@ def _esc(value: Any) -> str:
     return html.escape("unknown" if value is None else number(value) if isinstance(value, float) else str(value))
 
 
-def _svg_open(w: float, h: float, label: str) -> str:
+def _svg_open(w: float, h: float, label: str, left: float = 0.0) -> str:
     """A drawing's opening tag, its own coordinates in a viewBox: the style's ``svg{max-width:100%}``
     then shrinks it whole in a window narrower than ``w``, where a fixed width ran off the page's edge
-    and cut the plot and its labels."""
-    return f'<svg width="{w:g}" height="{h:g}" viewBox="0 0 {w:g} {h:g}" role="img" aria-label="{html.escape(label)}">'
+    and cut the plot and its labels. ``left``: px drawn left of x 0 (``w`` includes them)."""
+    box = f"{-left if left else 0:g} 0 {w:g} {h:g}"
+    return f'<svg width="{w:g}" height="{h:g}" viewBox="{box}" role="img" aria-label="{html.escape(label)}">'
 
 
 def _x(v: float, ticks: Sequence[float]) -> float:
@@ -79,21 +69,38 @@ def _y(v: float, ticks: Sequence[float]) -> float:
     return H - BOTTOM - v / ticks[-1] * PLOT_H
 
 
+#: Where the y axis's title stands (the baseline of its letters, turned upright), and the px its
+#: letters reach right of it, with a margin: the y tick labels start no further left than that.
+TITLE_X, TITLE_REACH = 14, 6
+
+
 def _axes(
+    label: str,
     xticks: Sequence[float] | None,
     yticks: Sequence[float],
     xlabel: str,
     ylabel: str,
     *,
-    xpos: Callable[[float], float] | None = None,
-    labelled: Callable[[float], bool] = lambda _: True,
+    xlog: LogAxis | None = None,
+    ylog: LogAxis | None = None,
 ) -> str:
-    """Both axes, each tick labelled, with faint grid lines; ``xticks`` None: the caller labels x (categories).
+    """The drawing's opening tag (``label``: what it shows, for a screen reader) and both axes with
+    faint grid lines; ``xticks`` None: the caller labels x (categories).
 
-    ``xpos``: where a value lies on x (a log axis's, ``LogAxis``), linear from 0 when None;
-    ``labelled``: which x ticks carry their number (a log axis's where they'd crowd: decades only)."""
-    parts = [
-        f'<line x1="{LEFT}" y1="{_y(t, yticks):.1f}" x2="{W - RIGHT}" y2="{_y(t, yticks):.1f}" stroke="#eee"/>'
+    ``xlog``, ``ylog``: that axis by log10 from its ticks' ends (``xticks`` or ``yticks`` its ticks),
+    its title saying "log scale", every tick labelled where they fit apart, else its ends and decades
+    (``LogAxis.labelled``); linear from 0 when None, every tick labelled. The drawing widens past
+    ``W`` where labels need it: y labels like 200,000 ms (a slow run's e2e) reached over the y title,
+    and the last x label past the right edge."""
+    ylabels = set(ylog.labelled(PLOT_H, lambda _: LABEL_H) if ylog else yticks)
+    xlabels = set(xlog.labelled(PLOT_W, lambda t: len(number(t)) * CHAR_W + LABEL_GAP) if xlog else xticks or ())
+    widest = max(len(number(t)) * CHAR_W for t in ylabels)
+    left = max(0.0, widest - (LEFT - 6 - TITLE_X - TITLE_REACH))
+    last = max(xlabels, default=None)
+    right = 0.0 if last is None else max(0.0, _xpos(last, xticks or (), xlog) + len(number(last)) * CHAR_W / 2 - W)
+    parts = [_svg_open(W + left + right, H, label, left)]
+    parts += [
+        f'<line x1="{LEFT}" y1="{_ypos(t, yticks, ylog):.1f}" x2="{W - RIGHT}" y2="{_ypos(t, yticks, ylog):.1f}" stroke="#eee"/>'
         for t in yticks[1:]
     ]
     parts += [
@@ -101,22 +108,30 @@ def _axes(
         f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="#444"/>',
     ]
     for t in yticks:
-        y = _y(t, yticks)
-        parts.append(
-            f'<line x1="{LEFT - 4}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="#444"/>'
-            f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{number(t)}</text>'
-        )
+        y = _ypos(t, yticks, ylog)
+        parts.append(f'<line x1="{LEFT - 4}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="#444"/>')
+        if t in ylabels:
+            parts.append(f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{number(t)}</text>')
     for t in xticks or ():
-        x = xpos(t) if xpos is not None else _x(t, xticks or ())
+        x = _xpos(t, xticks or (), xlog)
         parts.append(f'<line x1="{x:.1f}" y1="{H - BOTTOM}" x2="{x:.1f}" y2="{H - BOTTOM + 4}" stroke="#444"/>')
-        if labelled(t):
+        if t in xlabels:
             parts.append(f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{number(t)}</text>')
-    mid = TOP + PLOT_H / 2
+    mid, tx = TOP + PLOT_H / 2, TITLE_X - left
+    xlabel, ylabel = (f"{title} (log scale)" if log else title for title, log in ((xlabel, xlog), (ylabel, ylog)))
     parts.append(
         f'<text x="{LEFT + PLOT_W / 2}" y="{H - 6}" text-anchor="middle">{html.escape(xlabel)}</text>'
-        f'<text x="14" y="{mid}" transform="rotate(-90 14 {mid})" text-anchor="middle">{html.escape(ylabel)}</text>'
+        f'<text x="{tx:g}" y="{mid}" transform="rotate(-90 {tx:g} {mid})" text-anchor="middle">{html.escape(ylabel)}</text>'
     )
     return "".join(parts)
+
+
+def _xpos(v: float, ticks: Sequence[float], log: LogAxis | None) -> float:
+    return LEFT + log.share(v) * PLOT_W if log else _x(v, ticks)
+
+
+def _ypos(v: float, ticks: Sequence[float], log: LogAxis | None) -> float:
+    return H - BOTTOM - log.share(v) * PLOT_H if log else _y(v, ticks)
 
 
 def steps(ordered: Sequence[float]) -> list[tuple[float, float]]:
@@ -132,56 +147,6 @@ def steps(ordered: Sequence[float]) -> list[tuple[float, float]]:
     return out
 
 
-#: A spread beyond which a linear axis squashes a run: two runs' largest values this far apart, or a
-#: run's largest this far above its median (a run of 2 s answers beside one of 150 s drew the first in
-#: its axis's first 7 px).
-LOG_SPREAD = 20.0
-
-
-def wants_log(series: Sequence[Sequence[float]]) -> bool:
-    """Whether these runs' values are drawn on a log axis (``LOG_SPREAD``): only where every value is
-    above 0, which a log axis can place."""
-    runs = [sorted(s) for s in series if s]
-    if not runs or runs[0][0] <= 0 or any(s[0] <= 0 for s in runs):
-        return False
-    tops = [s[-1] for s in runs]
-    return max(tops) / min(tops) > LOG_SPREAD or any(s[-1] / s[(len(s) - 1) // 2] > LOG_SPREAD for s in runs)
-
-
-@dataclass(frozen=True, slots=True)
-class LogAxis:
-    """An x axis from ``lo`` to ``hi`` by log10, ticks at 1, 2 and 5 of each decade between them."""
-
-    lo: float
-    hi: float
-
-    @classmethod
-    def over(cls, lo: float, hi: float) -> LogAxis:
-        """The 1-2-5 ticks around ``lo`` and ``hi`` (both above 0), so the ends are round numbers."""
-        k = math.floor(math.log10(lo))
-        start = max(m * 10.0**k for m in (1, 2, 5) if m * 10.0**k <= lo * (1 + 1e-9))
-        k = math.floor(math.log10(hi))
-        end = min(m * 10.0**k for m in (1, 2, 5, 10) if m * 10.0**k >= hi * (1 - 1e-9))
-        return cls(start, end if end > start else start * 2)
-
-    def ticks(self) -> list[float]:
-        k, out = math.floor(math.log10(self.lo)), []
-        while 10.0**k <= self.hi * (1 + 1e-9):
-            out += [m * 10.0**k for m in (1, 2, 5) if self.lo * (1 - 1e-9) <= m * 10.0**k <= self.hi * (1 + 1e-9)]
-            k += 1
-        return out
-
-    def x(self, v: float) -> float:
-        return LEFT + (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo)) * PLOT_W
-
-    def labelled(self, t: float) -> bool:
-        """Every tick's number where they fit apart (2 to 5 is the narrowest step), else each decade's."""
-        room = max(len(number(v)) for v in self.ticks()) * CHAR_W + LABEL_GAP
-        if math.log10(2) / math.log10(self.hi / self.lo) * PLOT_W >= room:
-            return True
-        return abs(math.log10(t) - round(math.log10(t))) < 1e-9
-
-
 def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
     """Empirical CDFs, one line per series: the whole distribution, tails included. A NaN or
     infinite value has no place on an axis: left out, as unknown, not a broken drawing. Runs far
@@ -190,21 +155,14 @@ def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
     values = [v for _, s in series for v in s]
     if not values:
         return f"<p>no {html.escape(label)} values</p>"
-    xt, yt = ticks(max(values)), ticks(1.0)
     log = LogAxis.over(min(values), max(values)) if wants_log([s for _, s in series]) else None
-    if log is not None:
-        xt = log.ticks()
-    parts = [
-        _svg_open(W, H, f"{label} CDF"),
-        _axes(xt, yt, label, "share ≤ x")
-        if log is None
-        else _axes(xt, yt, f"{label} (log scale)", "share ≤ x", xpos=log.x, labelled=log.labelled),
-    ]
+    xt, yt = log.ticks() if log else ticks(max(values)), ticks(1.0)
+    parts = [_axes(f"{label} CDF", xt, yt, label, "share ≤ x", xlog=log)]
     for n, ((name, s), color) in enumerate(zip(series, COLORS, strict=False)):
         ordered = sorted(s)
         if not ordered:
             continue
-        pts = " ".join(f"{log.x(x) if log else _x(x, xt):.1f},{_y(y, yt):.1f}" for x, y in steps(ordered))
+        pts = " ".join(f"{_xpos(x, xt, log):.1f},{_y(y, yt):.1f}" for x, y in steps(ordered))
         parts.append(
             f'<polyline fill="none" stroke="{color}" stroke-width="{width(n, len(series)):g}"{dash(n)} points="{pts}">'
             f"<title>{html.escape(name)}</title></polyline>"
@@ -214,21 +172,25 @@ def cdf_svg(series: Sequence[tuple[str, Sequence[float]]], label: str) -> str:
 
 
 def scatter_svg(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], xlabel: str, ylabel: str) -> str:
+    """Each run's points, on one set of axes. The value axis (y) follows the CDFs' rule
+    (``wants_log``): runs 10-100x apart in e2e drew the faster one as a line along the x axis. The
+    time axis (x) stays linear from 0: a run's first request is at 0, which a log axis can't place,
+    and the telemetry plots below share that axis; a run much shorter than the other stays in its
+    left part, as it was in time."""
     series = [(name, [(x, y) for x, y in s if math.isfinite(x) and math.isfinite(y)]) for name, s in series]
     points = [p for _, s in series for p in s]
     if not points:
         return "<p>no points</p>"
-    xt, yt = ticks(max(x for x, _ in points)), ticks(max(y for _, y in points))
-    parts = [
-        _svg_open(W, H, f"{ylabel} over time"),
-        _axes(xt, yt, xlabel, ylabel),
-    ]
+    ys = [y for _, y in points]
+    log = LogAxis.over(min(ys), max(ys)) if wants_log([[y for _, y in s] for _, s in series]) else None
+    xt, yt = ticks(max(x for x, _ in points)), log.ticks() if log else ticks(max(ys))
+    parts = [_axes(f"{ylabel} over time", xt, yt, xlabel, ylabel, ylog=log)]
     for n, ((name, s), color) in enumerate(zip(series, COLORS, strict=False)):
         r = 0.5 + width(n, len(series))
         for x, y in s:
             parts.append(
-                f'<circle cx="{_x(x, xt):.1f}" cy="{_y(y, yt):.1f}" r="{r:g}" fill="{"none" if n else color}" stroke="{color}" '
-                f'stroke-width="1.5" opacity="0.7"><title>{html.escape(name)}</title></circle>'
+                f'<circle cx="{_x(x, xt):.1f}" cy="{_ypos(y, yt, log):.1f}" r="{r:g}" fill="{"none" if n else color}" stroke="{color}" '
+                f'stroke-width="1.5" opacity="0.7"><title>{html.escape(name)}: {number(x)}, {number(y)}</title></circle>'
             )
     parts.append("</svg>")
     return "".join(parts)
@@ -247,7 +209,7 @@ def bars_svg(counts: dict[Any, int], xlabel: str) -> str:
     # printed every one of them over its neighbours.
     room = max(len(str(k)) for k in keys) * CHAR_W + LABEL_GAP
     every = math.ceil(room / bw - 1e-9)
-    parts = [_svg_open(W, H, xlabel), _axes(None, yt, xlabel, "pairs")]
+    parts = [_axes(xlabel, None, yt, xlabel, "pairs")]
     for i, k in enumerate(keys):
         top = _y(counts[k], yt)
         parts.append(
@@ -302,8 +264,7 @@ def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequenc
     xt = ticks(max(x for x, _ in known))
     yt = ticks(max([y for _, y in known] + [v for v, _ in hlines]))
     parts = [
-        _svg_open(W, H, f"{ylabel} against {xlabel}"),
-        _axes(xt, yt, xlabel, ylabel),
+        _axes(f"{ylabel} against {xlabel}", xt, yt, xlabel, ylabel),
     ]
     for value, label in hlines:
         y = _y(value, yt)
@@ -353,12 +314,21 @@ LANE_H = 26
 
 def timeline_svg(lanes: Sequence[Lane], xlabel: str) -> str:
     """Sessions as lanes on a shared time axis: each turn a bar, the agent's think time between
-    turns a dashed line, so where a session's time went shows at a glance."""
+    turns a dashed line, so where a session's time went shows at a glance.
+
+    The axis stays linear, whatever the spread (``wants_log`` is for values): a bar's length is its
+    turn's duration and a gap its think time only where a second is one width all along, and a
+    session's first send, at 0, has no place on a log axis. So each lane's name says its makespan:
+    a session 50x faster than the one below it is a few px of bars, its time still read."""
     ends = [end for lane in lanes for _, end in lane.turns]
     if not ends:
         return "<p>no sessions</p>"
     xt = ticks(max(ends))
-    label_w = LEFT + 96  # the lanes' names sit left of the plot
+    names = [
+        f"{lane.label} ({number(max(e for _, e in lane.turns) - min(s for s, _ in lane.turns))} s)" if lane.turns else lane.label
+        for lane in lanes
+    ]
+    label_w = max(LEFT + 96, 12 + max(map(len, names)) * CHAR_W)  # the lanes' names sit left of the plot
     width = PLOT_W + label_w - LEFT
     height = TOP + LANE_H * len(lanes) + BOTTOM
 
@@ -373,7 +343,7 @@ def timeline_svg(lanes: Sequence[Lane], xlabel: str) -> str:
         )
     for i, lane in enumerate(lanes):
         mid = TOP + LANE_H * i + LANE_H / 2
-        parts.append(f'<text x="{label_w - 6}" y="{mid + 4:.1f}" text-anchor="end">{html.escape(lane.label)}</text>')
+        parts.append(f'<text x="{label_w - 6}" y="{mid + 4:.1f}" text-anchor="end">{html.escape(names[i])}</text>')
         ordered = sorted(lane.turns)
         for (_, prev_end), (start, _) in zip(ordered, ordered[1:], strict=False):
             if start > prev_end:

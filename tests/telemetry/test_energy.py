@@ -581,6 +581,43 @@ def test_the_report_gives_compares_energy_lines_with_its_figures(full, half, dar
     assert neither[0] in printed
 
 
+def _report_energy(tmp_path: Path, run: Path) -> str:
+    """The energy clause of the claim card's figures in the one-run report of ``run``, as text."""
+    out = tmp_path / f"{run.parent.name}.html"
+    invoke("report", str(run), "-o", str(out))
+    [figures] = re.findall(r"<td>figures</td><td>([^<]*)</td>", out.read_text())
+    return html.unescape(figures).split("; energy", 1)[1]
+
+
+def _stats_energy(run: Path) -> str:
+    [line] = [x for x in invoke("stats", str(run)).splitlines() if x.strip().startswith("energy")]
+    return line.strip()
+
+
+def test_a_one_run_report_states_the_energy_stats_states(full, half, dark, tmp_path):
+    # A one-run report gives its energy in the claim card's figures only, worded by claim, and nothing
+    # held it to stats' own figures for the same capture and the same stand-in GPU.
+    said = {}
+    for run in (full, half):
+        report, stats_line = _report_energy(tmp_path, run), _stats_energy(run)
+        figures = {
+            "joules": _figure(report, " ", " J,"),
+            "joules_per_request": _figure(report, "J, ", " J/request"),
+            "joules_per_output_token": _figure(report, "J/request, ", " J/output token"),
+            "mean_watts": _figure(report, "J/output token, ", " W mean"),
+        }
+        for key, value in figures.items():  # the report's 4 significant digits against stats' decimals
+            assert value == pytest.approx(_figure(stats_line, f"{key} ", ","), rel=1e-3), (key, report, stats_line)
+            assert value == pytest.approx(stats(run)["energy"][key], rel=1e-3), key
+        assert f"({SMI_SOURCE})" in report and f"({SMI_SOURCE}, 1 device(s))" in stats_line
+        said[run] = figures
+    # Must differ: half the power, half the energy per token, in the report as in stats.
+    assert said[half]["joules_per_output_token"] / said[full]["joules_per_output_token"] == pytest.approx(0.5, rel=0.05)
+    # Must match: neither measured any energy, and both say why in the same words.
+    assert _report_energy(tmp_path, dark) == ": no power telemetry"
+    assert _stats_energy(dark).startswith("energy: no power telemetry (")
+
+
 def test_a_replay_lists_the_machines_gpus_as_the_recorder_does(source, slot_engine, tmp_path, monkeypatch):
     """A replay's run header lists this machine's GPUs, as record's does (the RAPL rule reads it):
     none where there is no nvidia-smi (must match), the stand-in's two where there is one."""
