@@ -37,6 +37,7 @@ from .cache import cache_root
 from .distributed_sessions import join_parts, keep_links
 from .errors import AnalysisError
 from .sources import find_captures, refuse_inside_capture
+from .stats import live_warnings, liveness, unclosed_runs
 from .store import EXPORTED, MANIFEST, Analysis, check_export_folder, claim_export_folder
 
 _STAGING = ".infertap-export-"  # the workers' folders, inside the export's so that a rename moves them
@@ -58,7 +59,8 @@ def export_on_ray(
     cluster at ``ray`` ("": ``RAY_ADDRESS``, else a new local cluster); returns the manifest.
 
     ``cache_dir``: where workers keep decoded captures (default: each worker's ``$INFERTAP_CACHE``
-    or ``~/.cache/infertap``). Torn tails are in the manifest's ``warnings``, as a load's are.
+    or ``~/.cache/infertap``). Torn tails and captures still being written are in the manifest's
+    ``warnings``, as a local export warns of them.
     """
     if partition_by not in ("recorder_id", "run_id"):
         raise AnalysisError(f"a distributed export partitions by recorder_id or run_id, not {partition_by!r}")
@@ -81,6 +83,10 @@ def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cac
         task = ray.remote(export_capture).options(num_cpus=1)
         refs = {task.remote(str(p), str(staging / str(k)), partition_by, cache_dir): k for k, p in enumerate(paths)}
         parts = _gather(ray, refs, paths)
+        # Whether a capture is still being written is judged here, as a local export judges it: a
+        # worker on another machine can't see the recorder's process.
+        captures = [{"capture": part["capture"], **liveness(part.pop("open_runs"))} for part in parts]
+        live = live_warnings(captures, of="the tables exported")
         tables = {name: sum(part["rows"][name] for part in parts) for name in EXPORTED}
         try:  # all in the staging folder: a failure leaves the export already in ``out`` as it was
             joined = join_parts([staging / str(k) for k in range(len(paths))], partition_by)
@@ -97,7 +103,7 @@ def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cac
             "captures": parts,
             "hosts": dict(Counter(part["host"] for part in parts)),
             "sessions_joined": joined,  # the recordings whose sessions were linked as one (as stats reads them)
-            "warnings": [w for part in parts for w in part["warnings"]],
+            "warnings": [w for part in parts for w in part["warnings"]] + live,
             "seconds": round(time.perf_counter() - started, 3),
         }
         _write_json(out / MANIFEST, manifest)
@@ -132,6 +138,7 @@ def export_capture(capture: str, part: str, partition_by: str, cache_dir: str | 
             "pid": os.getpid(),
             "decoded": bool(analysis.decoded),  # False: from the worker's cache
             "warnings": analysis.warnings,
+            "open_runs": [run for runs in unclosed_runs(analysis).values() for run in runs],
             "rows": rows,
             "seconds": round(time.perf_counter() - started, 3),
         }

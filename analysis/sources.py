@@ -29,6 +29,35 @@ def _captures_under(folder: Path) -> list[Path]:
     return found
 
 
+def expand(spec: str | os.PathLike[str]) -> list[Path]:
+    """The paths ``spec`` names: itself when it exists or holds no glob characters, else what it
+    matches, in name order. Expanded here because a quoted glob reaches us as the shell left it.
+
+    Raises NoCapturesError when a glob matches nothing.
+    """
+    text = os.fspath(spec)
+    if Path(text).exists() or not glob.has_magic(text):  # a literal ``run-[1]`` that exists is taken as it is
+        return [Path(text)]
+    matches = [Path(m) for m in sorted(glob.glob(text))]
+    if not matches:
+        raise NoCapturesError(f"{text}: no file or directory matches")
+    return matches
+
+
+def one_path(spec: str | os.PathLike[str]) -> Path:
+    """The one path ``spec`` names (a glob matching one), for an argument that takes one capture or sweep.
+
+    Raises NoCapturesError when it names no existing path or several.
+    """
+    matches = expand(spec)
+    if len(matches) > 1:
+        shown = ", ".join(os.fspath(m) for m in matches[:3]) + (", ..." if len(matches) > 3 else "")
+        raise NoCapturesError(f"{os.fspath(spec)}: matches {len(matches)} paths ({shown}); name one")
+    if not matches[0].exists():
+        raise NoCapturesError(f"{matches[0]}: no such capture")
+    return matches[0]
+
+
 def find_captures(specs: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Resolve paths, globs and folders of captures into capture paths, each once, in the order given.
 
@@ -37,11 +66,7 @@ def find_captures(specs: Iterable[str | os.PathLike[str]]) -> list[Path]:
     out: list[Path] = []
     seen: set[Path] = set()
     for spec in specs:
-        text = os.fspath(spec)
-        matches = [Path(text)] if Path(text).exists() or not glob.has_magic(text) else [Path(m) for m in sorted(glob.glob(text))]
-        if not matches:
-            raise NoCapturesError(f"{text}: no file or directory matches")
-        for match in matches:
+        for match in expand(spec):
             if not match.exists():
                 raise NoCapturesError(f"{match}: no such capture")
             if match.is_file():

@@ -500,22 +500,39 @@ def capture_info(analysis: Analysis) -> list[dict[str, Any]]:
     runs that still runs on this machine, else ``writing_elsewhere``, the machines that recorded
     its other unclosed runs (whether those still write can't be told from here)."""
     rows = analysis.query(
-        "SELECT capture, capture_id, segments, records, closed_cleanly, torn, open_runs FROM captures ORDER BY capture"
+        "SELECT capture, capture_id, segments, records, closed_cleanly, torn FROM captures ORDER BY capture"
     ).records()
-    runs: dict[str, list[tuple[Any, ...]]] = {}
+    unclosed = unclosed_runs(analysis)
+    for row in rows:
+        row["torn"] = json.loads(row["torn"] or "[]")
+        row.update(liveness(unclosed.get(row["capture"], [])))
+    return rows
+
+
+def unclosed_runs(analysis: Analysis) -> dict[str, list[list[Any]]]:
+    """Each capture's runs not closed, ``[pid, host name, wall]`` in start order: the facts
+    ``liveness`` judges, apart so that an export's Ray workers can hand them to the machine that asked."""
+    unclosed = {
+        capture: set(json.loads(runs or "[]")) for capture, runs in analysis.query("SELECT capture, open_runs FROM captures").rows
+    }
+    out: dict[str, list[list[Any]]] = {}
     for capture, run_id, pid, host, wall in analysis.query(
         "SELECT capture, run_id, pid, host, wall FROM runs ORDER BY wall"
     ).rows:
-        runs.setdefault(capture, []).append((run_id, pid, hostname(host), wall))
+        if str(run_id) in unclosed.get(capture, ()):
+            out.setdefault(capture, []).append([pid, hostname(host), wall])
+    return out
+
+
+def liveness(open_runs: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    """``writing`` and ``writing_elsewhere`` of a capture whose unclosed runs are ``open_runs``
+    (``unclosed_runs``), judged on this machine: the one whose processes can be looked at."""
+    alive = [pid for pid, host, wall in open_runs if recorder_running(pid, host, wall) is not None]
     here = socket.gethostname()
-    for row in rows:
-        row["torn"] = json.loads(row["torn"] or "[]")
-        unclosed = set(json.loads(row.pop("open_runs") or "[]"))
-        open_runs = [r for r in runs.get(row["capture"], []) if str(r[0]) in unclosed]
-        alive = [pid for _, pid, host, wall in open_runs if recorder_running(pid, host, wall) is not None]
-        row["writing"] = alive[-1] if alive else None
-        row["writing_elsewhere"] = sorted({host for _, _, host, _ in open_runs if host and host != here}) if not alive else []
-    return rows
+    return {
+        "writing": alive[-1] if alive else None,
+        "writing_elsewhere": sorted({host for _, host, _ in open_runs if host and host != here}) if not alive else [],
+    }
 
 
 def live_warnings(captures: list[dict[str, Any]], of: str = "these figures") -> list[str]:

@@ -19,7 +19,7 @@ from .capture.reader import CaptureReader
 from .capture.records import RecordType
 from .capture.redact import Redactor
 from .errors import InfertapError, interrupted
-from .options import host_port, key_value, redact_options, telemetry_options
+from .options import OnePath, host_port, key_value, redact_options, telemetry_options
 from .version import __version__
 
 DEFAULT_CAPTURES = Path("captures")
@@ -40,7 +40,7 @@ def _default_out() -> Path:
 
 
 def _capture_arg(f: Any) -> Any:
-    return click.argument("capture", type=click.Path(exists=True, path_type=Path))(f)
+    return click.argument("capture", type=OnePath())(f)
 
 
 class _Commands(click.Group):

@@ -10,7 +10,7 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -422,11 +422,14 @@ def _print_workload(w: dict[str, Any], partly: Callable[[str], str] = lambda fig
 @click.command()
 @click.argument("args", nargs=-1, required=True, metavar="[QUERY] CAPTURE...")
 @click.option("-q", "--query", default=None, help="The query (else the first argument, when it starts with SELECT, WITH, ...).")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of objects.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV: one table, so one statement.")
+@click.option("--json", "as_json", is_flag=True, help="Print each result as a JSON array of objects, on a line of its own.")
 @_cache_dir
 def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, cache_dir: Path | None) -> None:
     """Run SQL (DuckDB) over captures; with no query, read queries from stdin, each ended by ';'.
+
+    Several statements answer each in turn: as tables, each under its own header; with --json, one
+    array a line (JSON Lines); --csv, which holds one table, refuses them.
 
     The first (or last) argument is the query when it starts with a SQL keyword (SELECT, WITH, FROM,
     DESCRIBE, SHOW, SUMMARIZE, ...) and is not a path. Views: captures, runs, exchanges, requests, chunks,
@@ -451,7 +454,10 @@ def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, c
     fmt = "csv" if as_csv else "json" if as_json else "table"
     with _opened(args, cache_dir) as analysis:
         if query is not None:
-            for statement in analysis.statements(query):
+            statements = analysis.statements(query)
+            if (refused := _several_tables(len(statements), fmt)) is not None:
+                raise click.UsageError(refused)
+            for statement in statements:
                 _print_result(analysis.query(statement), fmt)
         else:
             _repl(analysis, fmt)
@@ -489,6 +495,25 @@ def _statements(stream: Any, interactive: bool) -> Iterator[str]:
         yield "".join(pending)
 
 
+def _several_tables(statements: int, fmt: str) -> str | None:
+    """Why ``statements`` can't be printed in ``fmt``: CSV has no way to say where one table ends
+    and the next begins (its header would read as a row), so it holds one; None when they can."""
+    if fmt != "csv" or statements <= 1:
+        return None
+    return f"--csv prints one table, and {statements} statements were given: run one a command, or use --json (one result a line)"
+
+
+def _count(analysis: Analysis, texts: list[str]) -> int:
+    """How many statements ``texts`` hold; one that doesn't parse counts as one (its error comes when it runs)."""
+    n = 0
+    for text in texts:
+        try:
+            n += len(analysis.statements(text))
+        except InfertapError:
+            n += 1
+    return n
+
+
 def _repl(analysis: Analysis, fmt: str) -> None:
     stdin = sys.stdin
     interactive = stdin.isatty()
@@ -496,14 +521,22 @@ def _repl(analysis: Analysis, fmt: str) -> None:
         from .analysis import VIEWS
 
         click.echo(f"infertap sql: views {', '.join(VIEWS)}; end each query with ';', Ctrl-D to quit", err=True)
+    texts: Iterable[str] = _statements(stdin, interactive)
+    if fmt == "csv" and not interactive:  # a script of several queries into one CSV: refused before any runs
+        texts = [t for t in texts if t.strip().rstrip(";").strip()]
+        if (refused := _several_tables(_count(analysis, texts), fmt)) is not None:
+            raise click.UsageError(refused)
     failed = 0
-    for text in _statements(stdin, interactive):
+    for text in texts:
         if not text.strip().rstrip(";").strip():
             continue
         try:
-            for statement in analysis.statements(text):  # several on one line: each answers
+            statements = analysis.statements(text)  # several on one line: each answers
+            if (refused := _several_tables(len(statements), fmt)) is not None:  # typed at the prompt: that line
+                raise click.UsageError(refused)
+            for statement in statements:
                 _print_result(analysis.query(statement), fmt)
-        except InfertapError as exc:  # one bad query doesn't end the session
+        except (InfertapError, click.UsageError) as exc:  # one bad query doesn't end the session
             failed += 1
             click.secho(f"error: {exc}", fg="red", err=True)
     if failed and not interactive:  # a script of queries that failed fails, as psql -v ON_ERROR_STOP would say
@@ -512,8 +545,9 @@ def _repl(analysis: Analysis, fmt: str) -> None:
 
 def _print_result(result: QueryResult, fmt: str) -> None:
     if fmt == "json":
-        # jsonable: `select 1/0` is an infinity, which JSON has no form for: null
-        click.echo(json.dumps(jsonable(result.records()), indent=1, default=str, ensure_ascii=False, allow_nan=False))
+        # jsonable: `select 1/0` is an infinity, which JSON has no form for: null. One line a result,
+        # so that several statements' results are told apart by any JSON Lines reader.
+        click.echo(json.dumps(jsonable(result.records()), default=str, ensure_ascii=False, allow_nan=False))
     elif fmt == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(result.columns)

@@ -9,10 +9,11 @@ from typing import Any
 import click
 
 from .capture.jsonable import jsonable
+from .options import OnePath
 
 
 @click.command()
-@click.argument("run", type=click.Path(path_type=Path))
+@click.argument("run", type=OnePath())
 @click.option("--json", "as_json", is_flag=True, help="Print the card as one JSON object.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the card as Markdown, for a README or an issue.")
 @click.option("--strict", is_flag=True, help="Exit non-zero, naming each field that is not fully known.")

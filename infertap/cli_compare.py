@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from infertap.capture.jsonable import jsonable
+from infertap.options import OnePath
 from infertap.wording import counted
 
 if TYPE_CHECKING:
@@ -42,11 +43,11 @@ def load_references(reference: Path | None, extract: str | None) -> dict[str, st
 
 
 @click.command()
-@click.argument("a", type=click.Path(exists=True, path_type=Path))
-@click.argument("b", type=click.Path(exists=True, path_type=Path))
+@click.argument("a", type=OnePath())
+@click.argument("b", type=OnePath())
 @click.option(
     "--baseline",
-    type=click.Path(exists=True, path_type=Path),
+    type=OnePath(),
     default=None,
     help="A second run of A's own configuration: B's divergence is shown next to A's divergence from itself.",
 )
@@ -439,8 +440,8 @@ def _print_most_divergent(console: Console, items: list[dict[str, Any]]) -> None
 
 
 @click.command()
-@click.argument("a", type=click.Path(exists=True, path_type=Path))
-@click.argument("b", type=click.Path(exists=True, path_type=Path), required=False)
+@click.argument("a", type=OnePath())
+@click.argument("b", type=OnePath(), required=False)
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True)
 @click.option(
     "--extract", default=None, metavar="number|math|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs."

@@ -214,10 +214,8 @@ def base_config(
 
 
 #: The CAPTURE... argument that replay and sweep share: one capture, several, or a folder of them,
-#: resolved by ``given_captures``.
-captures_argument = click.argument(
-    "captures", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path), metavar="CAPTURE..."
-)
+#: resolved by ``given_captures`` (globs too: a quoted one reaches us unexpanded).
+captures_argument = click.argument("captures", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="CAPTURE...")
 
 
 @click.command()

@@ -47,6 +47,22 @@ def progress_bars(label: str) -> Progress:
     )
 
 
+class OnePath(click.ParamType):
+    """A capture (or sweep) argument that takes one path: a glob the shell left quoted is expanded
+    here, as stats expands its CAPTURE..., and must match exactly one path."""
+
+    name = "path"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        from .analysis.errors import NoCapturesError
+        from .analysis.sources import one_path
+
+        try:
+            return one_path(value)
+        except NoCapturesError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 def pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[tuple[str, str]]:
     """KEY=VALUE options, in order, repeats kept."""
     out = []

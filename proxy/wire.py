@@ -49,6 +49,11 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   Answered 408 or 431 and closed, recorded ``refused`` with the body that came. Each read costs one
   clock reading; the timer looks at it when it fires, and waits on while the proxy itself stopped
   reading (its flow control) or an earlier response on the connection is still going.
+- A request's body ends by its length (RFC 9112 6.3): one sent with neither Content-Length nor
+  chunked encoding, its end marked only by the client closing its side, leaves bytes that begin no
+  request line. At that close they are answered 400, saying so, and recorded ``refused``: the
+  parser had dropped them without a word after an HTTP/1.0 request, and refused them after an
+  HTTP/1.1 one as an "Invalid method".
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -174,6 +179,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._body_timer: TimerHandle | None = None  # the body's idle deadline (body_timeout), while it arrives
         self._read_at = 0.0  # the loop's time of the last read
         self._framing = 0  # a chunked body's bytes fed since its last data: a chunk-size line, its trailers
+        self._begun = 0  # requests the parser has begun: a line that began one (and ended it, bodiless) is told apart
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -185,6 +191,18 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._head_timer = None
         self._stop_body_timer()
         super().connection_lost(exc)
+
+    def eof_received(self) -> None:
+        # A request can't be ended by its client closing its side (RFC 9112 6.3: a request with
+        # neither Content-Length nor chunked encoding has no body), so bytes held as a request
+        # line's start when it does are a body sent so: answered and recorded, not dropped unsaid.
+        if self._held and not self._switched and not self.transport.is_closing():
+            self._refuse(
+                400,
+                "the client closed its side after bytes that begin no request line, as a body sent with neither "
+                "Content-Length nor chunked encoding leaves them: a request's body ends by its length, not by a close",
+            )
+        super().eof_received()
 
     def data_received(self, data: bytes) -> None:
         self._read_at = self.loop.time()
@@ -210,11 +228,12 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             else:
                 cut = self._cut(data, pos)
                 piece = view[pos:cut]
+            begun = self._begun
             self._feed(piece, line or (pos > 0 and data[pos - 1] == 10))
             if self.transport.is_closing() or self._upgrade:
                 self._upgrade = False
                 return  # answered (a 400), or switched away from HTTP: uvicorn drops the rest
-            if line and self._between:  # a line that began no request: the parser skips what follows
+            if line and self._between and self._begun == begun:  # a line that began no request: the parser skips what follows
                 self._feed(view[cut:], data[cut - 1] == 10)
                 return
             pos = cut
@@ -389,6 +408,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         self._between, self._left = False, _HEAD
+        self._begun += 1
         if self._head_timer is None:  # a request begun in the read that ended the one before it
             self._arm_head_timer()
         super().on_message_begin()

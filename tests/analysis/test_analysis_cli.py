@@ -260,10 +260,10 @@ def test_sql_reads_queries_from_stdin_and_survives_a_bad_one(cap: Path) -> None:
     result = run(
         "sql",
         str(cap),
-        "--csv",
+        "--json",
         input="SELECT count(*) AS n FROM chunks;\nSELECT nope FROM\n  metrics;\nSELECT 42\n  AS answer",
     )
-    assert result.stdout.splitlines() == ["n", "6", "answer", "42"]  # the queries after the bad one ran
+    assert result.stdout.splitlines() == ['[{"n": 6}]', '[{"answer": 42}]']  # the queries after the bad one ran
     assert "error:" in result.stderr and "nope" in result.stderr
     assert result.exit_code == 1 and "1 query failed" in result.stderr  # and a script of them says it failed
 

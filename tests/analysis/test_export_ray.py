@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -16,6 +18,7 @@ from click.testing import CliRunner, Result
 from infertap.analysis import EXPORTED, MANIFEST, DistributedExportError, export_on_ray
 from infertap.analysis.distributed_export import export_capture
 from infertap.capture.segments import segment_paths
+from infertap.capture.writer import CaptureWriter
 from infertap.cli import cli
 from tests.analysis.test_joined_sessions import _WALL, _sessions, _traffic
 from tests.analysis_builders import body, enrichment, event, exchange, sse, write_capture
@@ -191,6 +194,35 @@ def test_torn_and_corrupt_captures_are_reported_as_a_local_export_reports_them(
     assert spread.stderr == local.stderr and "Traceback" not in spread.output
     assert files(tmp_path / "ray") == before  # the earlier export is untouched; nothing half-written
     assert not list((tmp_path / "ray").glob(".infertap-export-*"))
+
+
+def test_a_capture_still_being_written_is_said_as_a_local_export_says_it(fleet: Path, tmp_path: Path, ray_cluster: str) -> None:
+    """export --ray wrote a live capture's snapshot into the warehouse without a word, where the
+    local export warns: its exchanges in flight, and later ones, are in none of the tables."""
+    writer = CaptureWriter(tmp_path / "live", recorder={**recorder("gw-live"), "pid": os.getpid()}).open()
+    try:
+        writer.write(streamed("l1", 0, "live"))
+        deadline = time.monotonic() + 30  # written within the flush window (5 ms)
+        while json.loads(ok(run("info", str(tmp_path / "live"), "--json")).stdout)["exchanges"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        captures = [fleet / "gw-b", tmp_path / "live"]
+        local = ok(export(captures, tmp_path / "local", tmp_path / "cache"))
+        spread = ok(export(captures, tmp_path / "ray", tmp_path / "cache-ray", "--ray"))
+    finally:
+        writer.close()
+    said = (
+        f"warning: {tmp_path / 'live'} is still being written (its recorder, pid {os.getpid()}, runs on this machine): "
+        "the tables exported are of what it held when read"
+    )
+    assert said in " ".join(spread.stderr.split()) and spread.stderr == local.stderr, spread.stderr
+    manifest = json.loads((tmp_path / "ray" / MANIFEST).read_text())
+    assert [said.removeprefix("warning: ") in w for w in manifest["warnings"]] == [True]
+    assert "open_runs" not in manifest["captures"][1]
+    assert tables(tmp_path / "ray") == tables(tmp_path / "local")
+    # Closed: nothing to say, on either.
+    closed = ok(export(captures, tmp_path / "ray", tmp_path / "cache-ray", "--ray"))
+    assert closed.stderr == "" and json.loads((tmp_path / "ray" / MANIFEST).read_text())["warnings"] == []
 
 
 def test_export_ray_from_the_command_line_joins_a_cluster_by_its_address(fleet: Path, tmp_path: Path, ray_cluster: str) -> None:

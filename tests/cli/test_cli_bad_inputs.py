@@ -3,6 +3,7 @@ lost data: each must end in a one-line error naming what is wrong, and leave the
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -318,9 +319,54 @@ def test_a_query_after_the_captures_is_the_query(capture: Path, tmp_path: Path) 
 def test_several_queries_on_one_line_each_answer(capture: Path, tmp_path: Path) -> None:
     """`SELECT ...; SELECT ...;` on one line printed only the second answer (the first was dropped)."""
     env = {"INFERTAP_CACHE": str(tmp_path / "cache")}
-    piped = invoke("sql", str(capture), "--csv", stdin="SELECT count(*) AS a FROM exchanges; SELECT ';' AS b;\n", env=env)
-    assert piped.exit_code == 0 and piped.output.split() == ["a", "2", "b", ";"], piped.output
-    given = invoke("sql", str(capture), "--csv", "-q", "SELECT 1 AS x; SELECT 2 AS y", env=env)
-    assert given.exit_code == 0 and given.output.split() == ["x", "1", "y", "2"], given.output
+    piped = invoke("sql", str(capture), "--json", stdin="SELECT count(*) AS a FROM exchanges; SELECT ';' AS b;\n", env=env)
+    assert piped.exit_code == 0 and [json.loads(line) for line in piped.output.splitlines()] == [[{"a": 2}], [{"b": ";"}]]
+    given = invoke("sql", str(capture), "--json", "-q", "SELECT 1 AS x; SELECT 2 AS y", env=env)
+    assert given.exit_code == 0 and [json.loads(line) for line in given.output.splitlines()] == [[{"x": 1}], [{"y": 2}]]
     one = invoke("sql", str(capture), "--csv", "-q", "SELECT 3 AS z", env=env)
     assert one.exit_code == 0 and one.output.split() == ["z", "3"]
+
+
+def test_several_results_are_told_apart_in_every_format(capture: Path, tmp_path: Path) -> None:
+    """Two results printed as CSV ran together ("x 1 y 2" read as one table whose second row is its
+    header), and as JSON were two indented arrays one after the other, which no JSON reader takes."""
+    env = {"INFERTAP_CACHE": str(tmp_path / "cache")}
+    two = "SELECT 1 AS x, 'a\nb' AS t; SELECT 2 AS y"
+    lines = invoke("sql", str(capture), "--json", "-q", two, env=env).output.splitlines()
+    assert [json.loads(line) for line in lines] == [[{"x": 1, "t": "a\nb"}], [{"y": 2}]]  # one result a line
+    one = invoke("sql", str(capture), "--json", "-q", "SELECT 1 AS x, 2 AS y", env=env).output
+    assert one.splitlines() == ['[{"x": 1, "y": 2}]']  # one statement: one line, one array
+    # A table each, under its own header, with its own row count.
+    table = invoke("sql", str(capture), "-q", "SELECT 1 AS first_col; SELECT 2 AS second_col", env=env).output
+    assert table.count("1 row(s)") == 2
+    assert table.index("first_col") < table.index("1 row(s)") < table.index("second_col") < table.rindex("1 row(s)")
+    # CSV holds one table: several statements are refused before any runs, from -q and from a script alike.
+    for args, stdin in ((("-q", two), None), ((), "SELECT 1 AS x;\nSELECT 2 AS y;\n"), ((), "SELECT 1 AS x;\nSELEC 2;\n")):
+        refused(invoke("sql", str(capture), "--csv", *args, stdin=stdin, env=env), "--csv prints one table", "2 statements")
+        assert "x" not in invoke("sql", str(capture), "--csv", *args, stdin=stdin, env=env).stdout
+    piped = invoke("sql", str(capture), "--csv", stdin="SELECT 3 AS z;\n", env=env)
+    assert piped.exit_code == 0 and piped.output.split() == ["z", "3"]
+
+
+def test_several_statements_typed_at_the_prompt_with_csv_are_refused_and_the_session_goes_on(
+    capture: Path, tmp_path: Path
+) -> None:
+    """At an interactive prompt (a terminal on stdin) a line of two statements is refused as a bad
+    query is, and the next line still answers."""
+    primary, secondary = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "infertap", "sql", str(capture), "--csv"],
+            stdin=secondary,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "INFERTAP_CACHE": str(tmp_path / "cache")},
+        )
+        os.close(secondary)
+        os.write(primary, b"SELECT 1 AS x; SELECT 2 AS y;\nSELECT 3 AS z;\n\x04")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(primary)
+    assert proc.returncode == 0, err
+    assert out.decode().split() == ["z", "3"]
+    assert "error: --csv prints one table, and 2 statements were given" in err.decode()

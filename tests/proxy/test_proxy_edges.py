@@ -8,6 +8,7 @@ import socket
 import time
 
 import httpx
+import pytest
 
 from infertap.apis import read_response
 
@@ -87,6 +88,33 @@ def test_http10_and_pipelined_clients(fake, record):
         ("/status/202", 202, "1.1"),
     ]
     assert all(json.loads(b"".join(x["chunks"]))["error"]["code"] == x["status"] for x in xs)
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1"])
+def test_a_body_ended_only_by_the_client_closing_its_side_is_refused_clearly_and_kept(fake, record, version):
+    """A request's body ends by its length (RFC 9112 6.3): one sent with neither Content-Length nor
+    chunked encoding, its end marked by the client shutting its side, was dropped without a word
+    (HTTP/1.0: the request recorded with an empty body) or refused as "Invalid method"."""
+    app, url = fake
+    rec = record(url, "--no-probe")
+    port = int(rec.url.rsplit(":", 1)[1])
+    body = b'{"model": "m", "tag": "close-only"}'
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(f"POST /echo-body HTTP/{version}\r\nHost: x\r\n\r\n".encode() + body)
+        s.shutdown(socket.SHUT_WR)  # the only mark of the body's end
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400") and b"a request's body ends by its length, not by a close" in answer
+    # The same body with its length: forwarded, the engine's answer (which quotes it) relayed, recorded whole.
+    head = f"POST /echo-body HTTP/{version}\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+    framed = _raw_http(port, head.encode() + body)
+    assert b"bad request: " + body in framed and b"ends by its length" not in framed
+    rec.stop()
+    refused = [x for x in rec.exchanges() if x["end"] == "refused"]
+    assert [(x["status"], x["refused_head"]) for x in refused] == [(400, body)]  # its bytes kept, not lost
+    assert "a request's body ends by its length" in refused[0]["error"]
+    assert [x["request_body"] for x in rec.exchanges() if x["end"] == "complete"] == [body]
 
 
 def test_a_slow_reader_slows_the_upstream_through_the_proxy(fake, record):

@@ -27,6 +27,10 @@ from infertap.proxy.server import RecordConfig
         (["--header-timeout", "-1"], "--header-timeout -1.0: seconds, above 0"),
         (["--max-header-kb", "0"], "--max-header-kb: a size above 0"),
         (["--max-header-kb", "nan"], "--max-header-kb: a size above 0 and finite"),
+        (["--body-timeout", "-1"], "--body-timeout -1.0: seconds, above 0"),
+        (["--body-timeout", "nan"], "--body-timeout nan: seconds, above 0"),
+        (["--body-timeout", "inf"], "--body-timeout inf: seconds, above 0"),
+        (["--body-timeout", "soon"], "Invalid value for '--body-timeout': 'soon' is not a valid float"),
     ],
 )
 def test_meaningless_options_are_refused_before_anything_starts(tmp_path: Path, option: list[str], message: str) -> None:
@@ -53,3 +57,17 @@ def test_the_recorder_launcher_takes_any_path_like_out(fake, tmp_path):
     with recorder(upstream, out) as proc:
         assert proc.url.startswith("http://127.0.0.1:")
     assert [r["type"] for r in CaptureReader(out).records()][0] == "header"
+
+
+def test_a_body_timeout_of_0_is_no_limit(fake, record):
+    """0 on the command line is no limit (as --read-timeout's and --header-timeout's), not a refusal."""
+    import httpx
+
+    _, upstream = fake
+    rec = record(upstream, "--no-probe", "--body-timeout", "0")
+    assert httpx.post(f"{rec.url}/status/200", content=b'{"tag": "t"}', timeout=10).status_code == 200
+    assert rec.stop() == 0
+    (x,) = rec.exchanges()
+    assert (x["status"], x["end"], x["request_body"]) == (200, "complete", b'{"tag": "t"}')
+    with pytest.raises(ConfigError, match="--body-timeout 0: seconds, above 0"):
+        RecordConfig("http://127.0.0.1:9", Path("unused"), body_timeout=0)  # the library's "no limit" is None

@@ -1,0 +1,115 @@
+"""A glob the shell left quoted (`infertap stats 'captures/run-*'`) reaches infertap unexpanded: every
+argument that takes captures expands it itself, as the shell would have."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from infertap.cli import cli
+from tests.helpers import write_capture
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), env={"COLUMNS": "300"})
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result
+
+
+def refused(result: Result, *words: str) -> None:
+    assert result.exit_code != 0 and "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    for word in words:
+        assert word in result.output, (word, result.output)
+
+
+@pytest.fixture
+def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """run-a (2 exchanges), run-b (3), and run-[ab] (1): a capture whose name is itself a glob of the other two."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    for name, n in (("run-a", 2), ("run-b", 3), ("run-[ab]", 1)):
+        write_capture(tmp_path / name, [{"offset_s": i * 0.01} for i in range(n)])
+    return tmp_path
+
+
+def requests(stats: Result) -> dict[str, int]:
+    """Generation requests per capture (by folder name) in `stats --json` output."""
+    out = json.loads(stats.stdout)
+    return {Path(g["key"]["capture"]).name: g["requests"] for g in out["groups"]}
+
+
+def test_captures_arguments_expand_a_quoted_glob(runs: Path) -> None:
+    assert requests(ok(invoke("stats", "run-?", "--json"))) == {"run-a": 2, "run-b": 3}
+    assert requests(ok(invoke("stats", "run-b*", "--json"))) == {"run-b": 3}
+    rows = json.loads(ok(invoke("sql", "-q", "SELECT count(*) AS n FROM exchanges", "run-?", "--json")).stdout)
+    assert rows == [{"n": 5}]
+    ok(invoke("export", "run-?", "--parquet", "wh"))
+    assert "exchanges (5 rows)" in ok(invoke("export", "run-?", "--parquet", "wh2")).output
+
+
+def test_a_literal_path_that_exists_is_taken_as_it_is_not_as_a_glob(runs: Path) -> None:
+    # 'run-[ab]' as a pattern matches run-a and run-b; the capture of that very name is what is meant.
+    assert requests(ok(invoke("stats", "run-[ab]", "--json"))) == {"run-[ab]": 1}
+    card = json.loads(ok(invoke("claim", "run-[ab]", "--json")).stdout)
+    assert Path(card["capture"]).name == "run-[ab]"
+    assert json.loads(ok(invoke("info", "run-[ab]", "--json")).stdout)["exchanges"] == 1
+
+
+def test_one_capture_arguments_take_a_glob_that_matches_one(runs: Path) -> None:
+    assert Path(json.loads(ok(invoke("claim", "run-b*", "--json")).stdout)["capture"]).name == "run-b"
+    assert json.loads(ok(invoke("info", "run-b*", "--json")).stdout)["exchanges"] == 3
+    compared = json.loads(ok(invoke("compare", "run-a*", "run-b*", "--baseline", "run-a*", "--json")).stdout)
+    assert (Path(compared["a"]["path"]).name, Path(compared["b"]["path"]).name) == ("run-a", "run-b")
+    ok(invoke("report", "run-a*", "run-b*", "-o", "r.html"))
+    assert (runs / "r.html").is_file()
+
+
+def test_a_glob_that_matches_nothing_or_too_much_is_refused_by_name(runs: Path) -> None:
+    for args in (
+        ("stats", "nothing-*"),
+        ("sql", "-q", "SELECT 1", "nothing-*"),
+        ("export", "nothing-*", "--parquet", "wh"),
+        ("claim", "nothing-*"),
+        ("info", "nothing-*"),
+        ("compare", "run-a", "nothing-*"),
+        ("compare", "run-a", "run-b", "--baseline", "nothing-*"),
+        ("report", "nothing-*"),
+        ("replay", "nothing-*", "--target", "http://127.0.0.1:9", "--out", "o"),
+        ("sweep", "nothing-*", "--target", "http://127.0.0.1:9", "--out", "s", "--slo", "e2e:p90<=1s", "--speeds", "1"),
+    ):
+        refused(invoke(*args), "nothing-*: no file or directory matches")
+    assert not (runs / "wh").exists() and not (runs / "o").exists() and not (runs / "s").exists()
+    # One capture on a side: a glob matching two is not guessed at.
+    for args in (("claim", "run-?"), ("compare", "run-?", "run-b"), ("report", "run-a", "run-?"), ("cat", "run-?")):
+        refused(invoke(*args), "run-?: matches 2 paths (run-a, run-b); name one")
+    refused(invoke("claim", "nothing"), "nothing: no such capture")
+
+
+def test_replay_and_sweep_expand_a_quoted_glob(runs: Path, fake: tuple[object, str]) -> None:
+    _, url = fake
+    summary = json.loads(ok(invoke("replay", "run-?", "--target", url, "--no-probe", "--out", "rp", "--json")).stdout)
+    assert summary["sent"] == 5
+    swept = invoke(
+        "sweep",
+        "run-b*",
+        "--target",
+        url,
+        "--no-probe",
+        "--grace",
+        "1",
+        "--slo",
+        "e2e:p90<=10s",
+        "--speeds",
+        "1",
+        "--out",
+        "sw",
+        "--json",
+    )
+    assert [p["sent"] for p in json.loads(ok(swept).stdout)["points"]] == [3]
