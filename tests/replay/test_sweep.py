@@ -1058,6 +1058,28 @@ def test_a_target_that_keeps_up_carries_its_load_though_a_few_answers_are_long(t
     assert point["passed"] and result["capacity"]["speed"] == 1.0
 
 
+def test_requests_the_replayer_gave_up_on_are_no_answers_and_the_load_was_not_carried(tmp_path, monkeypatch):
+    """40 requests/s to a target that sends its headers and then nothing for a second: the replayer
+    gives up on each at its 0.3 s read timeout. Those were counted as answers that came back, at the
+    offered rate: the point 'carried' its load. They are none: no answer came back, and the command
+    says the load was not carried; against a target that answers, the same point carried it."""
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the replayer taken as on time, as above
+    src = workload(tmp_path / "src", 40, 0.025)
+    points = {}
+    for name, slow in (("stalled", (1, 5.0)), ("answering", None)):
+        with ServerThread(SlotEngine(100, 0.05, slow=slow)) as server:
+            args = [str(src), "--target", server.url, "--no-probe", "--grace", "1", "--read-timeout", "0.3"]
+            run = sweep_cli(*args, "--slo", "e2e:p90<=1s", "--speeds", "1", "--out", str(tmp_path / name))
+        assert run.exit_code == 0, run.output
+        [points[name]] = read_sweep(tmp_path / name)["points"]
+        points[name]["output"] = " ".join(run.output.split())
+    stalled, answering = points["stalled"], points["answering"]
+    assert stalled["ok"] == 0 and stalled["answered_per_s"] == 0.0, stalled
+    assert "speed 1 did not carry its load: answers came back at 0 requests/s, under half the 40 offered" in stalled["output"]
+    assert answering["ok"] == 40 and answering["answered_per_s"] >= 0.5 * answering["offered_requests_per_s"]
+    assert answering["not_carried"] is None and "did not carry" not in answering["output"], answering
+
+
 def test_requests_the_replayer_never_sent_are_left_out_of_a_points_slos(tmp_path):
     """Every tenth turn continues a response from before the recording: the replayer refuses it, never
     sent. They counted as failed requests (error_rate, +inf latencies) and in the live early-stop
