@@ -3,7 +3,7 @@ points are judged by the metrics of docs/metrics.md (infertap.analysis.slo).
 
 ``run_sweep`` writes each point's capture under the sweep's folder and, after every point,
 ``sweep.json`` there: the SLOs, every point's figures, the capacity (the highest passing load with
-its achieved request rate and output tokens per second) and the knee (between the last passing and
+its achieved request rate, goodput and output tokens per second) and the knee (between the last passing and
 the first failing load). A sweep cut short keeps what it found.
 """
 

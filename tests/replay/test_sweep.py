@@ -20,6 +20,7 @@ from click.testing import CliRunner, Result
 from infertap.analysis import Analysis
 from infertap.analysis.capacity import RESULT, read_sweep, run_sweep
 from infertap.analysis.slo import parse_slos
+from infertap.analysis.svg import number
 from infertap.analysis.sweep_report import render_sweeps
 from infertap.capture.info import summarize
 from infertap.capture.reader import CaptureReader
@@ -400,6 +401,29 @@ def test_the_command_prints_the_capacity_or_that_none_was_found(slot_engine, tmp
     text = " ".join(run.output.split())
     assert "capacity: none (the lowest speed tried, 0.5, failed)" in text, text
     assert read_sweep(tmp_path / "unmet")["capacity"] is None
+
+
+def test_the_capacity_says_the_goodput_there_beside_the_achieved_requests_per_s(tmp_path, monkeypatch):
+    """Every twentieth answer takes 0.5 s against a 200 ms e2e:p90 bound: the point passes with two of
+    its 40 answers over the bound. The capacity line said the achieved requests/s alone (all 40), read
+    as what the target carries under the SLOs; it says the goodput there too (the 38 that met them),
+    and so does the report's sentence."""
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the output, not the replayer's lag here
+    src = workload(tmp_path / "src", 40, 0.025)
+    with ServerThread(SlotEngine(100, 0.05, slow=(20, 0.5))) as server:
+        args = [str(src), "--target", server.url, "--no-probe", "--grace", "1", "--speeds", "1"]
+        run = sweep_cli(*args, "--slo", "e2e:p90<=200ms", "--out", str(tmp_path / "s"))
+    assert run.exit_code == 0, run.output
+    cap = read_sweep(tmp_path / "s")["capacity"]
+    achieved, goodput, tokens = cap["requests_per_s"], cap["goodput"]["requests_per_s"], cap["output_tokens_per_s"]
+    assert goodput == pytest.approx(achieved * 38 / 40), cap
+    text = " ".join(run.output.split())
+    line = f"capacity: speed 1, {achieved:.2f} requests/s, of which {goodput:.2f}/s met every SLO (goodput), {tokens:.2f} output tokens/s"
+    assert line in text, text
+    report = CliRunner().invoke(cli, ["report", str(tmp_path / "s"), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "r.html").read_text()
+    assert f"{number(achieved, 3)} requests/s, of which {number(goodput, 3)}/s met every SLO (goodput)" in page, page
 
 
 def test_the_points_read_unabridged_at_80_columns_and_as_a_table_when_wide(slot_engine, tmp_path, monkeypatch, capsys):
