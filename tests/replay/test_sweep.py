@@ -574,6 +574,31 @@ def test_bad_load_options_fail_before_anything_is_sent(slot_engine, tmp_path, ar
     assert engine.served == 0 and not (tmp_path / "sweep").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--speeds", "nan"], "--speeds: 'nan' is not a finite number (in 'nan')"),
+        (["--speeds", "1,nan"], "--speeds: 'nan' is not a finite number (in '1,nan')"),
+        (["--speeds", "inf"], "--speeds: 'inf' is not a finite number (in 'inf')"),
+        (["--speeds", "-inf,2"], "--speeds: '-inf' is not a finite number (in '-inf,2')"),
+        (["--search", "--start-speed", "nan"], "--start-speed nan: not a finite number"),
+        (["--search", "--tolerance", "inf"], "--tolerance inf: not a finite number"),
+        (["--speeds", "1", "--min-duration", "inf"], "--min-duration inf: not a finite number"),
+        (["--speeds", "1", "--idle-timeout", "nan"], "--idle-timeout nan: not a finite number"),
+        (["--speeds", "1", "--grace", "nan"], "--grace nan: not a finite number of seconds"),
+        (["--speeds", "1", "--read-timeout", "inf"], "--read-timeout inf: not a finite number of seconds"),
+    ],
+)
+def test_a_load_that_is_no_finite_number_is_said_to_be_none(slot_engine, tmp_path, args, message):
+    """float() reads "nan" and "inf": --speeds nan was refused as "must be > 0", which it is not
+    either; said now to be no finite number, before anything is sent. Zero is still "must be > 0"."""
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 5, 0.1)
+    run = sweep_cli(str(src), "--target", url, "--no-probe", "--slo", "e2e:p99<=1s", "--out", str(tmp_path / "sweep"), *args)
+    assert run.exit_code == 1 and message in run.output and "> 0" not in run.output, run.output
+    assert engine.served == 0 and not (tmp_path / "sweep").exists()
+
+
 def test_no_slo_at_all_is_a_usage_error(slot_engine, tmp_path):
     engine, url = slot_engine
     run = sweep_cli(str(workload(tmp_path / "src", 5, 0.1)), "--target", url, "--speeds", "1", "--out", str(tmp_path / "sweep"))
