@@ -315,15 +315,23 @@ def _configuration(name: str, sweep: dict[str, Any]) -> str:
         load = f"at {kind} {warmup[kind]:g}" if warmup.get(kind) is not None else "one at a time"
         interrupted += f"; after a warm-up of {warmup['sent']} requests, {load} (not judged)"
     return (
-        f"<p><b>{name}</b>: a {kind} sweep of {html.escape(str(sweep['source']))} against "
+        f"<p><b>{name}</b>: a {kind} sweep of {_sources(sweep)} against "
         f"{html.escape(str(sweep.get('target') or 'unknown'))} ({html.escape(str(sweep.get('target_kind') or 'engine kind unknown'))}); "
         f"SLOs: {html.escape(_slo_text(sweep))}; {len(sweep['points'])} points{interrupted}.</p>"
         + (f"<p>Note: {html.escape(failed)}.</p>" if (failed := failed_when_recorded(sweep)) else "")
     )
 
 
+def _sources(sweep: dict[str, Any]) -> str:
+    """The captures a sweep replayed, each its own path: several are one workload."""
+    paths = [f"<code>{html.escape(str(p))}</code>" for p in sweep.get("source") or ()]
+    if len(paths) == 1:
+        return paths[0]
+    return f"{len(paths)} captures as one workload ({', '.join(paths)})" if paths else "unknown captures"
+
+
 def _same_source(sweeps: _Sweeps) -> list[str]:
-    sources = {os.path.normpath(str(s["source"])) for _, _, s in sweeps}
+    sources = {tuple(sorted(os.path.normpath(str(p)) for p in s.get("source") or ())) for _, _, s in sweeps}
     if len(sources) < 2:
         return []
     return ["<p>Note: A and B replayed different captures; they compare only if those hold the same workload.</p>"]

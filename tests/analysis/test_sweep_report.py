@@ -189,6 +189,31 @@ def test_the_capacity_sentence_says_the_goodput_at_capacity_beside_the_achieved_
     )
 
 
+def _with_source(folder: Path, source: object) -> Path:
+    result = json.loads((folder / "sweep.json").read_text())
+    result["source"] = source
+    (folder / "sweep.json").write_text(json.dumps(result))
+    return folder
+
+
+def test_the_captures_a_sweep_replayed_are_a_list_and_an_older_string_is_read_as_one(tmp_path):
+    """sweep.json's ``source`` was the captures joined by ", " (a path holding ", " could not be told
+    from two); it is a list, each shown on its own. A sweep.json written before, its ``source`` a
+    string, is read as a list of that one entry; A and B are the same workload in any order."""
+    a = _with_source(_sweep(tmp_path / "a", 2), ["gw/a, b", "gw/c"])
+    b = _with_source(_sweep(tmp_path / "b", 2), ["gw/c", "gw/a, b"])
+    old = _sweep(tmp_path / "old", 2)  # written with "source": "captures/run1"
+    assert json.loads((old / "sweep.json").read_text())["source"] == "captures/run1"
+    assert load_sweeps(old)[0][2]["source"] == ["captures/run1"]
+    code, output, page = _report(a, b, out=tmp_path / "ab.html")
+    assert code == 0, output
+    assert "a speed sweep of 2 captures as one workload (<code>gw/a, b</code>, <code>gw/c</code>) against" in page
+    assert "replayed different captures" not in page
+    code, output, page = _report(a, old, out=tmp_path / "old.html")
+    assert code == 0, output
+    assert "a speed sweep of <code>captures/run1</code> against" in page and "replayed different captures" in page
+
+
 def test_equal_capacities_name_no_winner(tmp_path):
     a, b = _sweep(tmp_path / "a", 2), _sweep(tmp_path / "b", 3)  # both pass 2 and fail 4: the knees overlap
     code, output, page = _report(a, b, out=tmp_path / "r.html")

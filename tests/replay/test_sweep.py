@@ -215,7 +215,7 @@ def test_fixed_speeds_pass_below_the_capacity_and_fail_above_it(slot_engine, tmp
     assert result["capacity"]["speed"] == speeds[1] and result["knee"] == {"passed": speeds[1], "failed": speeds[2]}
     assert result["inconsistent"] == []
     assert result["capacity"]["requests_per_s"] == result["points"][1]["requests_per_s"]
-    assert result["source"] == str(src) and result["target"] == url and result["target_kind"] is None
+    assert result["source"] == [str(src)] and result["target"] == url and result["target_kind"] is None
     assert result["slo"] == [{"slo": "e2e:p90<=200ms", "metric": "e2e", "stat": "p90", "bound": 200e6}]
     for p in result["points"]:
         assert POINT_KEYS | {"speed"} <= set(p), set(p) ^ POINT_KEYS
@@ -658,7 +658,12 @@ def test_a_folder_of_captures_is_one_workload_at_each_point_and_one_capture_is_i
     assert run.exit_code == 0, run.output
     result = json.loads(run.stdout)
     assert _questions_sent(result) == {"speed-1": both, "speed-4": both}
-    assert result["source"] == f"{tmp_path / 'gws' / 'gw-a'}, {tmp_path / 'gws' / 'gw-b'}"
+    # Each capture its own entry (comma-joined, a path holding ", " could not be told from two), and
+    # the report names each.
+    gws = [str(tmp_path / "gws" / "gw-a"), str(tmp_path / "gws" / "gw-b")]
+    assert result["source"] == gws and read_sweep(tmp_path / "folder")["source"] == gws
+    page = render_sweeps(tmp_path / "folder")
+    assert f"a speed sweep of 2 captures as one workload (<code>{gws[0]}</code>, <code>{gws[1]}</code>) against" in page
 
     run = sweep_cli(str(tmp_path / "gws" / "gw-a"), str(tmp_path / "gws" / "gw-b"), *common, "--out", str(tmp_path / "two"))
     assert run.exit_code == 0, run.output
@@ -669,7 +674,8 @@ def test_a_folder_of_captures_is_one_workload_at_each_point_and_one_capture_is_i
     result = json.loads(run.stdout)
     one = [f"question {i}" for i in (0, 1, 2)]
     assert _questions_sent(result) == {"speed-1": one, "speed-4": one}
-    assert result["source"] == str(tmp_path / "gws" / "gw-a")
+    assert result["source"] == [str(tmp_path / "gws" / "gw-a")]
+    assert f"a speed sweep of <code>{tmp_path / 'gws' / 'gw-a'}</code> against" in render_sweeps(tmp_path / "one")
 
     (tmp_path / "empty").mkdir()
     served = engine.served
