@@ -3,7 +3,7 @@ points are judged by the metrics of docs/metrics.md (infertap.analysis.slo).
 
 ``run_sweep`` writes each point's capture under the sweep's folder and, after every point,
 ``sweep.json`` there: the SLOs, every point's figures, the capacity (the highest passing load with
-its achieved request rate and output tokens per second) and the knee (between the last passing and
+its achieved request rate, goodput and output tokens per second) and the knee (between the last passing and
 the first failing load). A sweep cut short keeps what it found.
 """
 
@@ -177,7 +177,7 @@ def _result(config: SweepConfig, slos: Sequence[SLO], points: Sequence[Point]) -
         }
     return {
         "kind": kind,
-        "source": ", ".join(str(c) for c in config.replay.captures),
+        "source": [str(c) for c in config.replay.captures],  # a list: a path may hold a comma
         "target": points[0].summary.get("target") if points else Redactor().url(config.replay.target),
         "target_kind": points[0].summary.get("target_kind") if points else None,
         "slo": [s.describe() for s in slos],
@@ -203,7 +203,7 @@ def _write(path: Path, result: dict[str, Any]) -> None:
 
 
 def read_sweep(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """A sweep's results, as ``run_sweep`` wrote them."""
+    """A sweep's results, as ``run_sweep`` wrote them; ``source`` a list, from older files too."""
     path = Path(folder) / RESULT
     try:
         result = json.loads(path.read_text())
@@ -213,4 +213,8 @@ def read_sweep(folder: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{path}: not a sweep's result (not JSON: {exc})") from None
     if not isinstance(result, dict) or not {"kind", "points", "capacity"} <= set(result):
         raise ConfigError(f"{path}: not a sweep's result (no kind, points and capacity in it)")
+    if isinstance(result.get("source"), str):
+        # Written before ``source`` was a list: one capture, or several joined by ", " (kept as one
+        # entry: a path may hold ", " itself, so the join can't be undone).
+        result["source"] = [result["source"]]
     return result

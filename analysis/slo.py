@@ -136,7 +136,7 @@ _TOO_LARGE = "(m.parse_error = '" + TOO_LARGE.replace("'", "''") + "') IS TRUE"
 #: One the recorder kept only the head of, over its response limit (``NOT_KEPT``): unknown as well.
 _NOT_KEPT = "(m.parse_error = '" + NOT_KEPT.replace("'", "''") + "') IS TRUE"
 _ROWS = f"""
-SELECT m.exchange_id, m.ok, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
+SELECT m.exchange_id, m.ok, (m."end" = 'complete') IS TRUE, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
        m.ttft_ns, m.ttft_content_ns, m.t_first_byte_ns, m.tpot_ns, m.e2e_ns, g.itl_max_ns,
        {_UNSAVED}, {_TOO_LARGE}, {_NOT_KEPT}, ({_UNSAVED} OR {_TOO_LARGE} OR {_NOT_KEPT}) AND m.status BETWEEN 200 AND 299 AND m."end" = 'complete'
 FROM metrics m
@@ -222,18 +222,24 @@ def _unknown(sent: list[dict[str, Any]]) -> list[tuple[int, str]]:
 
 
 def _answered_per_s(rows: list[dict[str, Any]]) -> float | None:
-    """The rate answers (ok or not) came back at, over a window as long as the sends' span, shifted
-    by the median e2e: where a typical answer to them lands. A target that keeps up answers nearly
-    every request there, however far its slowest answers trail (the span of all the ends grows by
-    the spread of the latencies, so a few long answers would halve a rate the target keeps up with);
-    one that serves ``r`` requests a second ends at most about ``r`` x span in any window that long,
-    however long its queue makes the median. ``n`` answers make ``n - 1`` gaps, as the offered rate
-    counts arrivals."""
+    """The rate answers came back at: responses read to their end, ok or an error the target sent
+    (a request the replayer cancelled, at a stop or the grace period's end, or gave up on at its
+    read timeout, is none: it would count a target that answered nothing as carrying the load).
+    Over a window as long as the sends' span, shifted by the answers' median e2e: where a typical
+    answer to them lands. A target that keeps up answers nearly every request there, however far
+    its slowest answers trail (the span of all the ends grows by the spread of the latencies, so a
+    few long answers would halve a rate the target keeps up with); one that serves ``r`` requests a
+    second ends at most about ``r`` x span in any window that long, however long its queue makes
+    the median. ``n`` answers make ``n - 1`` gaps, as the offered rate counts arrivals."""
     first, last = min(r["sent_wall_ns"] for r in rows), max(r["sent_wall_ns"] for r in rows)
     if last <= first:
         return None
-    shift = statistics.median(r["end_wall_ns"] - r["sent_wall_ns"] for r in rows)
-    answered = sum(1 for r in rows if first + shift <= r["end_wall_ns"] <= last + shift)
+    answers = [r for r in rows if r["answered"]]
+    if not answers:
+        return 0.0
+    # whole ns: a float's 256 ns steps at wall-clock ns moved the window's edges off the answers on them
+    shift = round(statistics.median(r["end_wall_ns"] - r["sent_wall_ns"] for r in answers))
+    answered = sum(1 for r in answers if first + shift <= r["end_wall_ns"] <= last + shift)
     return max(answered - 1, 0) / ((last - first) / 1e9)
 
 
@@ -267,6 +273,7 @@ def _held(slo: SLO, rows: list[dict[str, Any]], ok: list[dict[str, Any]], gaps: 
 _COLUMNS = (
     "exchange_id",
     "ok",
+    "answered",  # the target's response read to its end, whatever its status: an answer that came back
     "sent_wall_ns",
     "end_wall_ns",
     "output_tokens",

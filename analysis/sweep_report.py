@@ -95,6 +95,20 @@ def _rate(value: float | None) -> str:
     return "unknown" if value is None else number(value, 3)
 
 
+def _goodput(cap: dict[str, Any]) -> float | None:
+    """The requests/s at the capacity that met every SLO (DistServe's goodput), where achieved
+    requests/s count every ``ok`` answer, some of them over a bound the percentile allowed."""
+    return (cap.get("goodput") or {}).get("requests_per_s")
+
+
+def _of_which(*caps: dict[str, Any]) -> str:
+    """``of which 1.8/s met every SLO (goodput)`` (``1.8 vs 3.6/s`` for two), said beside achieved requests/s."""
+    rates = [_goodput(c) for c in caps]
+    if all(r is None for r in rates):
+        return "goodput (requests/s that met every SLO) unknown"
+    return f"of which {' vs '.join(_rate(r) for r in rates)}/s met every SLO (goodput)"
+
+
 def _ratio(hi: float | None, lo: float | None) -> float | None:
     return hi / lo if hi is not None and lo else None
 
@@ -112,7 +126,8 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
         return f"Neither target met the SLOs at any load tried (lowest {kind}: {', '.join(lows) or 'no point ran'})."
     if ca is None or cb is None:
         (nw, sw), (nl, sl) = ((nb, sb), (na, sa)) if ca is None else ((na, sa), (nb, sb))
-        up_to = f"up to {_load(kind, sw['capacity'][kind])}, {_rate(sw['capacity']['requests_per_s'])} requests/s"
+        cw = sw["capacity"]
+        up_to = f"up to {_load(kind, cw[kind])}, {_rate(cw['requests_per_s'])} requests/s, {_of_which(cw)}"
         if sl["points"] and sl["points"][0].get("passed"):  # it met them too, where no pass counted
             return f"Only {nw}'s capacity is stated ({up_to}); {nl}'s is not: {_unstated(sl)}."
         low = number(load_of(sl["points"][0], kind)) if sl["points"] else "none"
@@ -150,7 +165,7 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
     )
     return (
         f"{name} carries this workload up to {_load(kind, cap[kind])} under the SLOs "
-        f"({_rate(cap['requests_per_s'])} requests/s, {_rate(cap['output_tokens_per_s'])} output tokens/s); {where}."
+        f"({_rate(cap['requests_per_s'])} requests/s, {_of_which(cap)}, {_rate(cap['output_tokens_per_s'])} output tokens/s); {where}."
     )
 
 
@@ -202,14 +217,14 @@ def _pair(kind: str, a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]
                 return (
                     f"{nw} carries {at_least}{number(rates if rates is not None else loads, 3)}x as much of this workload "
                     f"as {nl}: {_rate(cw['requests_per_s'])} vs {_rate(cl['requests_per_s'])} requests/s within the SLOs, "
-                    f"at {kind} {number(cw[kind])} vs {number(cl[kind])} ({number(loads, 3)}x)."
+                    f"{_of_which(cw, cl)}, at {kind} {number(cw[kind])} vs {number(cl[kind])} ({number(loads, 3)}x)."
                 )
             # The higher load held its SLOs with fewer requests/s (slower answers, within the bounds): the
             # load is what it carries more of, and the requests/s are said for what they are, never "0.8x as much".
             return (
                 f"{nw} carries {at_least}{number(loads, 3)}x the {kind} of {nl} within the SLOs ({kind} {number(cw[kind])} "
                 f"vs {number(cl[kind])}), though at fewer requests/s: {_rate(cw['requests_per_s'])} vs "
-                f"{_rate(cl['requests_per_s'])} (its answers took longer, within the bounds)."
+                f"{_rate(cl['requests_per_s'])}, {_of_which(cw, cl)} (its answers took longer, within the bounds)."
             )
     if math.isinf(hi_a) and math.isinf(hi_b):
         return (
@@ -234,7 +249,7 @@ def _pair(kind: str, a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]
     return (
         f"{a[0]} and {b[0]} carry this workload about equally, within the sweeps' resolution ({a[0]}'s knee at {kind} "
         f"{_knee(lo_a, hi_a)}, {b[0]}'s {_knee(lo_b, hi_b)}): {_rate(ca['requests_per_s'])} vs {_rate(cb['requests_per_s'])} "
-        "requests/s at capacity."
+        f"requests/s at capacity, {_of_which(ca, cb)}."
     )
 
 
@@ -300,15 +315,23 @@ def _configuration(name: str, sweep: dict[str, Any]) -> str:
         load = f"at {kind} {warmup[kind]:g}" if warmup.get(kind) is not None else "one at a time"
         interrupted += f"; after a warm-up of {warmup['sent']} requests, {load} (not judged)"
     return (
-        f"<p><b>{name}</b>: a {kind} sweep of {html.escape(str(sweep['source']))} against "
+        f"<p><b>{name}</b>: a {kind} sweep of {_sources(sweep)} against "
         f"{html.escape(str(sweep.get('target') or 'unknown'))} ({html.escape(str(sweep.get('target_kind') or 'engine kind unknown'))}); "
         f"SLOs: {html.escape(_slo_text(sweep))}; {len(sweep['points'])} points{interrupted}.</p>"
         + (f"<p>Note: {html.escape(failed)}.</p>" if (failed := failed_when_recorded(sweep)) else "")
     )
 
 
+def _sources(sweep: dict[str, Any]) -> str:
+    """The captures a sweep replayed, each its own path: several are one workload."""
+    paths = [f"<code>{html.escape(str(p))}</code>" for p in sweep.get("source") or ()]
+    if len(paths) == 1:
+        return paths[0]
+    return f"{len(paths)} captures as one workload ({', '.join(paths)})" if paths else "unknown captures"
+
+
 def _same_source(sweeps: _Sweeps) -> list[str]:
-    sources = {os.path.normpath(str(s["source"])) for _, _, s in sweeps}
+    sources = {tuple(sorted(os.path.normpath(str(p)) for p in s.get("source") or ())) for _, _, s in sweeps}
     if len(sources) < 2:
         return []
     return ["<p>Note: A and B replayed different captures; they compare only if those hold the same workload.</p>"]

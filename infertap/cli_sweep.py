@@ -323,7 +323,12 @@ def capacity_line(result: dict[str, Any]) -> str:
             if above
             else "; no failing point above it"
         )
-    return f"capacity: {kind} {cap[kind]:g}, {_num(cap['requests_per_s'])} requests/s, {_num(cap['output_tokens_per_s'])} output tokens/s{where}"
+    goodput = (cap.get("goodput") or {}).get("requests_per_s")
+    good = "goodput unknown" if goodput is None else f"of which {goodput:.2f}/s met every SLO (goodput)"
+    return (
+        f"capacity: {kind} {cap[kind]:g}, {_num(cap['requests_per_s'])} requests/s, {good}, "
+        f"{_num(cap['output_tokens_per_s'])} output tokens/s{where}"
+    )
 
 
 def _aborted(result: dict[str, Any]) -> str:

@@ -49,6 +49,8 @@ def interrupted(exc: BaseException) -> bool:
 
 def check_seconds(option: str, seconds: float | None, *, zero: bool = False) -> None:
     """A duration option: above 0 (``zero``: 0 or more), and finite; None, where allowed, is no limit."""
+    if isinstance(seconds, float) and not math.isfinite(seconds):  # "nan" and "inf" parse as floats
+        raise ConfigError(f"{option} {seconds}: not a finite number of seconds")
     if seconds is not None and not (
         isinstance(seconds, (int, float)) and math.isfinite(seconds) and (seconds >= 0 if zero else seconds > 0)
     ):

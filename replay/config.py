@@ -7,6 +7,7 @@ re-listed by every layer they pass through. Frozen, so a layer can't change what
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -82,7 +83,9 @@ class ReplayConfig:
         check_seconds("--read-timeout", self.read_timeout)  # None: no limit (0 on the command line)
         if self.sessions not in ("open", "closed"):
             raise ConfigError(f"--sessions {self.sessions!r}: open or closed")
-        if not (isinstance(self.think_scale, (int, float)) and self.think_scale > 0 and self.think_scale != float("inf")):
+        if isinstance(self.think_scale, float) and not math.isfinite(self.think_scale):
+            raise ConfigError(f"--think-scale {self.think_scale}: not a finite number")
+        if not (isinstance(self.think_scale, (int, float)) and self.think_scale > 0):
             raise ConfigError(f"--think-scale {self.think_scale}: a positive number")
         if self.sessions == "closed" and not self.schedule.open_loop:
             raise ConfigError(

@@ -125,6 +125,9 @@ class ShardWorker:
                     "completed": stats.completed,
                     "generation_failed": stats.generation_failed,
                     "unfinished": stats.unfinished,
+                    "output_tokens": stats.output_tokens,
+                    "tokens_counted": stats.tokens_counted,
+                    "tokens_unknown": stats.tokens_unknown,
                     "ends": dict(stats.ends),
                     "statuses": dict(stats.statuses),
                     "errors": dict(stats.errors),
@@ -392,6 +395,9 @@ def _merge_summaries(
         merged.completed += s["completed"]
         merged.generation_failed += s["generation_failed"]
         merged.unfinished += s["unfinished"]
+        merged.output_tokens += s["output_tokens"]  # over the merged span: the shards' answers' tokens, summed
+        merged.tokens_counted += s["tokens_counted"]
+        merged.tokens_unknown += s["tokens_unknown"]
         merged.lags_ns.extend(s["lags_ns"])
         merged.behind_ns.extend(s["behind_ns"])
         merged.capped += s["capped"]

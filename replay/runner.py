@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
-from infertap.apis import ended_unfinished, kept_response_id, read_response, response_not_kept, unfinished
+from infertap.apis import ended_output_tokens, ended_unfinished, kept_response_id, read_response, response_not_kept, unfinished
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.scrubbing import Scrubbed
@@ -107,6 +107,10 @@ class ReplayStats:
     # answered 2xx in full, by a stream that ended ([DONE] or the body's end) with no finish reason
     # (infertap.apis.unfinished: the target cut it): not ok, not failed. Counted from its last events as each answer ends.
     unfinished: int = 0
+    # of the ok generation answers: the output tokens their usage gave, how many gave one, how many none
+    output_tokens: int = 0
+    tokens_counted: int = 0
+    tokens_unknown: int = 0
     elapsed_ns: Callable[[], int] = time.monotonic_ns  # the clock of those elapsed ns (the capture's)
     stopped_early: bool = False
 
@@ -165,13 +169,17 @@ def request_rate(sends: Sequence[tuple[int, int]], open_loop: bool) -> dict[str,
     return rate
 
 
-def throughput(ok: int, intervals: Sequence[tuple[int, int]]) -> dict[str, float | None]:
+def throughput(ok: int, intervals: Sequence[tuple[int, int]], output_tokens: int | None = None) -> dict[str, float | None]:
     """The ``ok`` requests (answered 2xx, in full, finished) per second over the replay's span, from
-    the first send to the last end, as GuideLLM's and AIPerf's summaries give completed requests/s;
-    ``request_rate`` is of sends, first to last. Output tokens/s needs each answer's usage, which the
-    replay doesn't parse on its loop: ``infertap stats`` reads it (``throughput.output_tokens_per_s``)."""
+    the first send to the last end, as GuideLLM's and AIPerf's summaries give completed requests/s,
+    and their output tokens (the engine's usage, where it reported any: None else) over the same
+    span, as a sweep's points have them; ``request_rate`` is of sends, first to last."""
     span = (max(e for _, e in intervals) - min(s for s, _ in intervals)) / 1e9 if intervals else 0.0
-    return {"span_s": span or None, "ok_per_s": ok / span if span else None}
+    return {
+        "span_s": span or None,
+        "ok_per_s": ok / span if span else None,
+        "output_tokens_per_s": output_tokens / span if span and output_tokens is not None else None,
+    }
 
 
 def summarize(stats: ReplayStats, wall_s: float, *, open_loop: bool = True) -> dict[str, Any]:
@@ -203,7 +211,9 @@ def summarize(stats: ReplayStats, wall_s: float, *, open_loop: bool = True) -> d
         "capped": stats.capped,
         "schedule_kept": not stats.capped,
         "request_rate": request_rate(stats.sends, open_loop),
-        "throughput": throughput(ok, stats.intervals),
+        "throughput": throughput(ok, stats.intervals, stats.output_tokens if stats.tokens_counted else None),
+        # the ok generation answers' output tokens, by their usage: counted of how many, and how many reported none
+        "output_tokens": {"total": stats.output_tokens, "counted": stats.tokens_counted, "unknown": stats.tokens_unknown},
         "concurrency": {"mean": busy / span if span else float(bool(stats.intervals)), "max": peak},
         "wall_s": wall_s,
         "stopped_early": stats.stopped_early,
@@ -643,26 +653,47 @@ class Replay:
         where they can't tell (an encoded body, say), whole on a worker thread."""
         try:
             cut = ended_unfinished(record, generation=True)
+            told, tokens = (False, None) if cut else ended_output_tokens(record)
         except Exception:  # a reader's bug: the exchange is recorded whole, the analysis reads it again
             log.exception("exchange %s: its answer could not be read for a finish reason", record["id"])
             return
-        if cut is None:
-            read = asyncio.ensure_future(self._read_unfinished(dict(record, chunks=list(record["chunks"]))))
+        if cut is None or (not cut and not told):
+            read = asyncio.ensure_future(self._read_whole(dict(record, chunks=list(record["chunks"])), cut is None))
             self._reads.add(read)
             read.add_done_callback(self._reads.discard)
         elif cut:
             self._count_unfinished()
+        else:
+            self._count_tokens(tokens)
+
+    def _count_tokens(self, tokens: int | None) -> None:
+        """An ok answer's output tokens, by its usage; None: it reported none."""
+        if tokens is None:
+            self.stats.tokens_unknown += 1
+        else:
+            self.stats.output_tokens += tokens
+            self.stats.tokens_counted += 1
 
     def _count_unfinished(self) -> None:
         self.stats.unfinished += 1
         self.stats.generation_failed += 1  # a generation request (only those are judged)
 
-    async def _read_unfinished(self, record: Mapping[str, Any]) -> None:
-        """``_judge``'s whole read, of a copy of the record taken before its body was scrubbed."""
+    async def _read_whole(self, record: Mapping[str, Any], judge: bool) -> None:
+        """``_judge``'s whole read, of a copy of the record taken before its body was scrubbed: whether
+        it was cut (``judge``: its tail couldn't tell), and if not, its output tokens."""
         try:
-            cut = await asyncio.get_running_loop().run_in_executor(None, unfinished, record)
+            cut, tokens = await asyncio.get_running_loop().run_in_executor(None, _cut_and_tokens, record, judge)
         except Exception:  # a reader's bug: the exchange is recorded whole, the analysis reads it again
             log.exception("exchange %s: its answer could not be read for a finish reason", record["id"])
             return
         if cut:
             self._count_unfinished()
+        else:
+            self._count_tokens(tokens)
+
+
+def _cut_and_tokens(record: Mapping[str, Any], judge: bool) -> tuple[bool, int | None]:
+    """Whether an answer was cut (read whole, where ``judge``), and else its output tokens by its usage."""
+    if judge and unfinished(record):
+        return True, None
+    return False, read_response(record).output_tokens

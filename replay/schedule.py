@@ -39,6 +39,9 @@ class Schedule:
         if self.kind not in ("original", "rate", "poisson", "concurrency", "concurrency-original"):
             raise ScheduleError(f"unknown schedule {self.kind!r}")
         # Finite and within reach: a speed of 1e-300 or NaN made offsets no number can hold.
+        for name, value in (("--speed", self.speed), ("--rate", self.rate)):
+            if value is not None and not math.isfinite(value):
+                raise ScheduleError(f"{name} {value}: not a finite number")
         if not (math.isfinite(self.speed) and SLOWEST <= self.speed <= FASTEST):
             raise ScheduleError(f"--speed {self.speed}: must be > 0 (from {SLOWEST:g} to {FASTEST:g})")
         if self.kind in ("rate", "poisson") and not (self.rate and math.isfinite(self.rate) and 1e-6 <= self.rate <= 1e9):

@@ -88,6 +88,11 @@ class SweepConfig:
         modes = sum((bool(self.speeds), bool(self.concurrency_levels), self.search))
         if modes != 1:
             raise SweepError("give one of --speeds, --concurrency-levels or --search")
+        numbers = [("--start-speed", self.start_speed), ("--tolerance", self.tolerance)]
+        numbers += [("--min-duration", self.min_duration_s), ("--idle-timeout", self.idle_timeout_s)]
+        for name, value in [*(("--speeds", s) for s in self.speeds), *numbers]:
+            if not math.isfinite(value):  # "nan" and "inf" parse as floats: said so, not "must be > 0"
+                raise SweepError(f"{name} {value}: not a finite number")
         if not all(math.isfinite(s) and SLOWEST <= s <= FASTEST for s in self.speeds) or not all(
             0 < c <= MOST_IN_FLIGHT for c in self.concurrency_levels
         ):
@@ -118,7 +123,7 @@ class SweepConfig:
             math.isfinite(v) and v >= 0 for v in (self.min_duration_s, self.idle_timeout_s)
         ):
             raise SweepError(
-                "--min-requests, --min-duration and --idle-timeout are 0 or more (finite; --min-requests at most 10,000,000)"
+                "--min-requests, --min-duration and --idle-timeout are 0 or more (--min-requests at most 10,000,000)"
             )
 
     def loads(self) -> list[Load]:
@@ -378,6 +383,8 @@ def parse_numbers(text: str, kind: type[float] | type[int], what: str) -> tuple[
         except ValueError:
             expected = "whole numbers" if kind is int else "numbers"
             raise SweepError(f"{what}: a comma-separated list of {expected}, and {value!r} is not one (in {text!r})") from None
+        if not math.isfinite(values[-1]):  # float() reads "nan" and "inf", which no load is: not "must be > 0"
+            raise SweepError(f"{what}: {value!r} is not a finite number (in {text!r})")
     if not values:
         raise SweepError(f"{what}: at least one value")
     return tuple(values)

@@ -91,8 +91,8 @@ def unmeasured(point_load: Load, summary: dict[str, Any], verdict: dict[str, Any
 
 
 def not_carried(point_load: Load, summary: dict[str, Any], verdict: dict[str, Any]) -> str | None:
-    """Why the target did not carry the offered load (speed points): its answers, ok or not, came
-    back at under ``NOT_CARRIED`` of the rate the requests were offered at (``answered_per_s``: over
+    """Why the target did not carry the offered load (speed points): its answers, ok or not (a
+    request cancelled or timed out is none), came back at under ``NOT_CARRIED`` of the rate the requests were offered at (``answered_per_s``: over
     a window as long as the sends' span, shifted by the median e2e, so a queue shows and a spread of
     answer lengths doesn't), the replayer on its schedule (when it held them, ``behind``, the target
     was never offered that rate)."""

@@ -139,6 +139,34 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
     )
 
 
+def ended_output_tokens(record: Mapping[str, Any]) -> tuple[bool, int | None]:
+    """The output tokens a chat or completions stream's engine counted, from its last events (its
+    usage chunk, before ``[DONE]``), as ``ended_unfinished`` reads them: (True, the count), or (True,
+    None) where the stream reported no usage (``stream_options.include_usage`` not asked for).
+    (False, None) where the tail can't tell (another API, a JSON body, an encoded body, one kept
+    in part): ``read_response`` reads those whole."""
+    chunks = record.get("chunks") or []
+    api = _by_path(record.get("path"))
+    if api not in (CHAT, COMPLETIONS) or not chunks or encoded(record) or response_not_kept(record):
+        return False, None
+    if framing(record, head_of(chunks)) != "sse":
+        return False, None
+    size = TAIL_BYTES
+    while True:  # as ended_unfinished grows it: until the tail holds a whole event
+        tail, whole = _tail(chunks, size)
+        payloads, _ = ended_payloads(record, [_last_blocks(tail, LAST_EVENTS + 1)], "sse")
+        objs = [_loads(p.data) for p in payloads[-LAST_EVENTS:]]
+        if whole or any(isinstance(obj, dict) for obj in objs):
+            break
+        if size >= TAIL_MOST:
+            return False, None
+        size *= 4
+    for obj in reversed(objs):
+        if isinstance(obj, dict) and isinstance(usage := obj.get("usage"), dict):
+            return True, api.counts(usage)[2]
+    return True, None
+
+
 def _why_ended(api: Api, objs: list[Any]) -> tuple[str | None, bool, bool]:
     """The finish reason a stream's last events (``objs``, parsed) give, as ``fold`` reads a whole
     stream's: the last one said (of choice 0), else ``error`` where one reports an error; whether

@@ -559,3 +559,30 @@ def test_a_run_whose_answers_were_all_cut_is_refused_saying_so(tmp_path: Path) -
     with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
         with pytest.raises(ConfigError, match=r"2 answered 2xx, kept only in part \(past the recorder's --max-response-mb\)\)$"):
             evaluate(a, [parse_slo("error_rate<=1%")])
+
+
+def _every_other(xid: str, sent_ms: float, kind: str) -> dict[str, Any]:
+    """The odd requests of ``test_answered_per_s_counts_the_answers_that_came_back_only``, by ``kind``."""
+    if kind == "error answer":  # a 503 the target sent back: an answer, not ok
+        return failed(xid, sent_ms=sent_ms, status=503)
+    if kind == "cancelled before headers":  # the replayer stopped while it waited: no status, no byte
+        return exchange(xid, sent_ms=sent_ms, status=None, end_ms=71, end="cancelled")
+    return streamed(xid, sent_ms=sent_ms, end=kind)  # cut mid-stream, ending where an answer would
+
+
+@pytest.mark.parametrize(
+    ("kind", "rate"),
+    [("complete", 10.0), ("error answer", 10.0), ("cancelled", 5.0), ("timeout", 5.0), ("cancelled before headers", 5.0)],
+)
+def test_answered_per_s_counts_the_answers_that_came_back_only(load: Load, kind: str, rate: float) -> None:
+    """Eleven requests a tenth of a second apart, each ending 71 ms after it was sent: answered, the
+    rate is 10/s. A request the replayer cancelled (a stop, the grace period's end) or gave up on at
+    its read timeout got no answer: with every other one so, 6 answers are 5 gaps in the second, 5/s.
+    They were counted as answers, and a target that answered nothing 'carried' its load."""
+    records = [streamed(f"r{i}", sent_ms=i * 100) if i % 2 == 0 else _every_other(f"r{i}", i * 100, kind) for i in range(11)]
+    assert evaluate(load(records), [parse_slo("error_rate<=100%")])["answered_per_s"] == pytest.approx(rate)
+
+
+def test_answered_per_s_is_zero_where_nothing_came_back(load: Load) -> None:
+    records = [streamed(f"r{i}", sent_ms=i * 100, end="timeout") for i in range(11)]
+    assert evaluate(load(records), [parse_slo("error_rate<=100%")])["answered_per_s"] == 0.0

@@ -3,6 +3,7 @@ tiny sweep against the simulated engine of known capacity (tests/slot_engine.py)
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -134,6 +135,85 @@ def test_a_target_carrying_twice_the_other_is_named_with_the_ratio(tmp_path):
     assert "300 ms ✗" in page and "100 ms" in page
 
 
+def _goodput_at_capacity(folder: Path, goodput: float | None) -> Path:
+    """The sweep with its capacity's goodput set (None: a sweep.json whose capacity holds none)."""
+    result = json.loads((folder / "sweep.json").read_text())
+    if goodput is None:
+        del result["capacity"]["goodput"]
+    else:
+        result["capacity"]["goodput"]["requests_per_s"] = goodput
+    (folder / "sweep.json").write_text(json.dumps(result))
+    return folder
+
+
+def _sentence(*sweeps: Path, out: Path) -> str:
+    code, output, page = _report(*sweeps, out=out)
+    assert code == 0, output
+    return html.unescape(re.search(r'<p class="verdict"><b>(.*?)</b>', page).group(1))
+
+
+def test_the_capacity_sentence_says_the_goodput_at_capacity_beside_the_achieved_requests_per_s(tmp_path):
+    """The sentence said only the achieved requests/s at capacity, every ok answer, some of them over a
+    bound the percentile allowed: read as what the target carries under the SLOs. It says the
+    goodput (the requests/s that met every SLO) beside it, for one sweep and for two."""
+    a = _goodput_at_capacity(_sweep(tmp_path / "a", 2), 18.0)
+    assert _sentence(a, out=tmp_path / "a.html") == (
+        "A carries this workload up to speed 2 under the SLOs (20 requests/s, of which 18/s met every SLO (goodput), "
+        "100 output tokens/s); the knee lies between 2 and 4."
+    )
+    b = _goodput_at_capacity(_sweep(tmp_path / "b", 4), 35.0)
+    assert _sentence(a, b, out=tmp_path / "ab.html") == (
+        "B carries 2x as much of this workload as A: 40 vs 20 requests/s within the SLOs, "
+        "of which 35 vs 18/s met every SLO (goodput), at speed 4 vs 2 (2x)."
+    )
+    c = _goodput_at_capacity(_sweep(tmp_path / "c", 2), 19.0)
+    assert _sentence(a, c, out=tmp_path / "ac.html").endswith(
+        ": 20 vs 20 requests/s at capacity, of which 18 vs 19/s met every SLO (goodput)."
+    )
+    # More load at fewer requests/s: the goodput beside them too.
+    d = _sweep(tmp_path / "d", 8, loads=(1, 2, 4, 8, 16))
+    result = json.loads((d / "sweep.json").read_text())
+    result["capacity"]["requests_per_s"], result["capacity"]["goodput"]["requests_per_s"] = 15.0, 14.0
+    (d / "sweep.json").write_text(json.dumps(result))
+    assert "fewer requests/s: 15 vs 20, of which 14 vs 18/s met every SLO (goodput) (its answers" in _sentence(
+        a, d, out=tmp_path / "ad.html"
+    )
+    # Only one met them: its goodput said; a capacity that holds no goodput says it is unknown.
+    low = _sweep(tmp_path / "low", 0.5)
+    assert _sentence(low, a, out=tmp_path / "la.html").startswith(
+        "Only B met the SLOs (up to speed 2, 20 requests/s, of which 18/s met every SLO (goodput)); "
+    )
+    old = _goodput_at_capacity(_sweep(tmp_path / "old", 2), None)
+    assert "(20 requests/s, goodput (requests/s that met every SLO) unknown, 100 output tokens/s)" in _sentence(
+        old, out=tmp_path / "old.html"
+    )
+
+
+def _with_source(folder: Path, source: object) -> Path:
+    result = json.loads((folder / "sweep.json").read_text())
+    result["source"] = source
+    (folder / "sweep.json").write_text(json.dumps(result))
+    return folder
+
+
+def test_the_captures_a_sweep_replayed_are_a_list_and_an_older_string_is_read_as_one(tmp_path):
+    """sweep.json's ``source`` was the captures joined by ", " (a path holding ", " could not be told
+    from two); it is a list, each shown on its own. A sweep.json written before, its ``source`` a
+    string, is read as a list of that one entry; A and B are the same workload in any order."""
+    a = _with_source(_sweep(tmp_path / "a", 2), ["gw/a, b", "gw/c"])
+    b = _with_source(_sweep(tmp_path / "b", 2), ["gw/c", "gw/a, b"])
+    old = _sweep(tmp_path / "old", 2)  # written with "source": "captures/run1"
+    assert json.loads((old / "sweep.json").read_text())["source"] == "captures/run1"
+    assert load_sweeps(old)[0][2]["source"] == ["captures/run1"]
+    code, output, page = _report(a, b, out=tmp_path / "ab.html")
+    assert code == 0, output
+    assert "a speed sweep of 2 captures as one workload (<code>gw/a, b</code>, <code>gw/c</code>) against" in page
+    assert "replayed different captures" not in page
+    code, output, page = _report(a, old, out=tmp_path / "old.html")
+    assert code == 0, output
+    assert "a speed sweep of <code>captures/run1</code> against" in page and "replayed different captures" in page
+
+
 def test_equal_capacities_name_no_winner(tmp_path):
     a, b = _sweep(tmp_path / "a", 2), _sweep(tmp_path / "b", 3)  # both pass 2 and fail 4: the knees overlap
     code, output, page = _report(a, b, out=tmp_path / "r.html")
@@ -149,14 +229,17 @@ def test_equal_capacities_name_no_winner(tmp_path):
 
 def test_one_side_never_passing_and_both_never_failing(tmp_path):
     a, b = _sweep(tmp_path / "a", 0.5), _sweep(tmp_path / "b", 2)
-    assert capacity_sentence(load_sweeps(a, b)).startswith("Only B met the SLOs (up to speed 2, 20 requests/s); A met them at no")
+    assert capacity_sentence(load_sweeps(a, b)).startswith(
+        "Only B met the SLOs (up to speed 2, 20 requests/s, of which 20/s met every SLO (goodput)); A met them at no"
+    )
     assert capacity_sentence(load_sweeps(a, _sweep(tmp_path / "c", 0.1))).startswith("Neither target met the SLOs")
     high = _sweep(tmp_path / "d", 100), _sweep(tmp_path / "e", 100)
     assert "sweep higher" in capacity_sentence(load_sweeps(*high))
     assert capacity_sentence(load_sweeps(b, high[0])).startswith("B carries at least 4x as much of this workload as A: 80 vs 20")
     alone = capacity_sentence(load_sweeps(b))
     assert alone == (
-        "A carries this workload up to speed 2 under the SLOs (20 requests/s, 100 output tokens/s); "
+        "A carries this workload up to speed 2 under the SLOs (20 requests/s, of which 20/s met every SLO (goodput), "
+        "100 output tokens/s); "
         "the knee lies between 2 and 4."
     )
 
@@ -174,7 +257,7 @@ def test_a_pass_with_the_replayer_behind_states_no_capacity(tmp_path):
     assert alone == "A: no capacity is stated: it met the SLOs only where the replayer fell behind its schedule (speed 1, 2)."
     b = _sweep(tmp_path / "b", 2)
     assert capacity_sentence(load_sweeps(folder, b)) == (
-        "Only B's capacity is stated (up to speed 2, 20 requests/s); A's is not: "
+        "Only B's capacity is stated (up to speed 2, 20 requests/s, of which 20/s met every SLO (goodput)); A's is not: "
         "it met the SLOs only where the replayer fell behind its schedule (speed 1, 2)."
     )
     both = capacity_sentence(load_sweeps(folder, _sweep(tmp_path / "c", 0.1)))
@@ -192,7 +275,8 @@ def test_a_pass_not_counted_for_another_reason_is_named_beside_the_other_sweep(t
     (folder / "sweep.json").write_text(json.dumps(result))
     sentence = capacity_sentence(load_sweeps(folder, _sweep(tmp_path / "b", 4, loads=(4, 8))))
     assert sentence == (
-        "Only B's capacity is stated (up to speed 4, 40 requests/s); A's is not: no pass measured the target "
+        "Only B's capacity is stated (up to speed 4, 40 requests/s, of which 40/s met every SLO (goodput)); A's is not: "
+        "no pass measured the target "
         f"at its load (speed 1: {why[0]})."
     )
     assert (

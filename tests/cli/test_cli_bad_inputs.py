@@ -195,7 +195,7 @@ def test_record_and_probe_refuse_what_they_cannot_use(tmp_path: Path, args: list
     ("args", "words"),
     [
         (["--speeds", "nan"], ["speeds"]),
-        (["--search", "--start-speed", "nan"], ["start speed"]),
+        (["--search", "--start-speed", "nan"], ["--start-speed"]),
         (["--speeds", "1", "--min-duration", "inf"], ["--min-duration"]),
         (["--speeds", "1", "--min-requests", "1000000000000"], ["--min-requests"]),
         (["--concurrency-levels", "99999999999999999999"], ["concurrency levels"]),

@@ -387,6 +387,30 @@ def test_bad_input_fails_before_anything_is_sent(fake, tmp_path):
     assert app.requests == []
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--speed", "nan"], "--speed nan: not a finite number"),
+        (["--speed", "-inf"], "--speed -inf: not a finite number"),
+        (["--rate", "inf"], "--rate inf: not a finite number"),
+        (["--rate", "nan", "--poisson"], "--rate nan: not a finite number"),
+        (["--grace", "inf"], "--grace inf: not a finite number of seconds"),
+        (["--think-scale", "inf", "--sessions", "closed"], "--think-scale inf: not a finite number"),
+    ],
+)
+def test_a_speed_or_rate_that_is_no_finite_number_is_said_to_be_none(fake, tmp_path, args, message):
+    """``--speed nan`` was refused as "must be > 0"; it is no finite number, and says so. A speed
+    of 0 is still one that must be above 0."""
+    app, url = fake
+    write_capture(tmp_path / "src", [{"body": _chat("a")}])
+    base = ["replay", str(tmp_path / "src"), "--target", url, "--no-probe", "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(cli, [*base, *args])
+    assert result.exit_code == 1 and message in result.output and "> 0" not in result.output, result.output
+    zero = CliRunner().invoke(cli, [*base, "--speed", "0"])
+    assert zero.exit_code == 1 and "--speed 0.0: must be > 0" in zero.output, zero.output
+    assert app.requests == [] and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
 def test_ctrl_c_mid_run_leaves_a_clean_capture(fake, tmp_path, sig):
     """Ctrl-C, or the terminal closing (SIGHUP killed it, the exchanges in flight lost, no footer)."""

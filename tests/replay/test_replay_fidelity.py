@@ -436,7 +436,7 @@ def test_a_warm_up_is_sent_first_and_recorded_apart_from_the_measured_replay(fak
 
 def test_the_summary_gives_the_ok_requests_per_second_over_the_span_from_the_first_send_to_the_last_end(fake, tmp_path):
     """Completed requests/s, as GuideLLM's and AIPerf's summaries give it: the ok ones over the first
-    send to the last end, not request_rate's sends; output tokens/s is left to stats, which reads usage."""
+    send to the last end, not request_rate's sends."""
     app, url = fake
     ok = [{"offset_s": i * 0.02, "body": _chat(f"q{i}", pace_ms=100)} for i in range(3)]
     write_capture(tmp_path / "src", [*ok, {"offset_s": 0.06, "path": "/status/500", "body": _chat("bad")}])
@@ -450,5 +450,40 @@ def test_the_summary_gives_the_ok_requests_per_second_over_the_span_from_the_fir
     assert summary["ok"] == 3 and summary["throughput"]["span_s"] == pytest.approx(span)
     assert summary["throughput"]["ok_per_s"] == pytest.approx(3 / span)
     text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "text")], env={"COLUMNS": "250"})
-    assert re.search(r"throughput +\d+\.\d\d ok requests/s +\(from the first send to the last end", text.output), text.output
-    assert f"output tokens/s: infertap stats {tmp_path / 'text'}" in " ".join(text.output.split())
+    assert re.search(r"throughput +\d+\.\d\d ok requests/s, ", text.output), text.output
+    assert "(from the first send to the last end" in text.output
+
+
+def test_the_summary_gives_the_output_tokens_per_second_by_the_answers_usage(fake, tmp_path):
+    """The summary gave no output tokens/s ("infertap stats OUT" for it), where a sweep's points have
+    one. It reads each ok answer's usage: a stream's from its last events, a whole body's, a Messages
+    stream's; an answer that reported none (a chat stream without include_usage) is counted apart,
+    the rate then a lower bound, and unknown where none reported any."""
+    app, url = fake
+    usage = {"stream": True, "stream_options": {"include_usage": True}, "n_chunks": 7}
+    messages = {"model": "m", "max_tokens": 9, "n_chunks": 4, "messages": [{"role": "user", "content": "m"}], "stream": True}
+    bodies = [_chat("whole-1"), _chat("whole-2"), _chat("s1", **usage), _chat("s2", **usage), _chat("bare", stream=True)]
+    records = [{"offset_s": i * 0.01, "body": b} for i, b in enumerate(bodies)]
+    write_capture(tmp_path / "src", [*records, {"offset_s": 0.05, "path": "/v1/messages", "body": messages}])
+    args = ["replay", str(tmp_path / "src"), "--target", url, "--no-probe", "--no-telemetry"]
+    as_json = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "j"), "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    summary = json.loads(as_json.output)
+    total = 3 + 3 + 7 + 7 + 4  # two whole bodies' usage, two streams', the Messages stream's
+    assert summary["ok"] == 6 and summary["output_tokens"] == {"total": total, "counted": 5, "unknown": 1}, summary
+    tp = summary["throughput"]
+    assert tp["output_tokens_per_s"] == pytest.approx(total / tp["span_s"])
+    text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "t")], env={"COLUMNS": "250"})
+    assert text.exit_code == 0, text.output
+    said = " ".join(text.output.split())
+    assert re.search(r"ok requests/s, \d+\.\d\d output tokens/s \(of 5 answers' usage; 1 reported none: a lower bound\)", said), (
+        said
+    )
+    # None reported any: unknown, not 0.
+    write_capture(tmp_path / "bare", [{"offset_s": i * 0.01, "body": _chat(f"b{i}", stream=True)} for i in range(3)])
+    bare = ["replay", str(tmp_path / "bare"), "--target", url, "--no-probe", "--no-telemetry"]
+    as_json = CliRunner().invoke(cli, [*bare, "--out", str(tmp_path / "bj"), "--json"])
+    summary = json.loads(as_json.output)
+    assert summary["throughput"]["output_tokens_per_s"] is None and summary["output_tokens"]["unknown"] == 3, summary
+    text = CliRunner().invoke(cli, [*bare, "--out", str(tmp_path / "bt")], env={"COLUMNS": "250"})
+    assert "output tokens/s unknown (no answer reported its usage)" in " ".join(text.output.split()), text.output

@@ -218,6 +218,22 @@ def test_each_shard_s_unfinished_answers_reach_the_merged_summary(fake, tmp_path
     assert sum(cut_runs.values()) == 4 and len(cut_runs) == 2, cut_runs
 
 
+def test_each_shard_s_output_tokens_reach_the_merged_summary(fake, tmp_path, ray_cluster) -> None:
+    """Output tokens/s over the merged span, of every shard's answers' usage: the same as one process
+    gives, not one shard's (each counts its answers' tokens, the driver adds them up)."""
+    _, url = fake
+    chat = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True, "n_chunks": 3}
+    usage = {"stream_options": {"include_usage": True}}
+    bodies = [{**chat, "tag": f"t{i}", **(usage if i % 4 else {})} for i in range(12)]  # every fourth reports none
+    write_capture(tmp_path / "src", [{"offset_s": i * 0.02, "body": b} for i, b in enumerate(bodies)])
+    for name, address in (("single", None), ("sharded", ray_cluster)):
+        config = ReplayConfig(tmp_path / "src", url, tmp_path / name, probe=False, ray=address, shards=2 if address else None)
+        summary = run_replay(config)
+        assert summary["output_tokens"] == {"total": 9 * 3, "counted": 9, "unknown": 3}, (name, summary["output_tokens"])
+        tp = summary["throughput"]
+        assert tp["output_tokens_per_s"] == pytest.approx(27 / tp["span_s"]), name
+
+
 def test_each_shard_s_own_unfinished_count_is_in_its_workers_entry(fake, tmp_path, ray_cluster) -> None:
     """--json's ``workers`` says how many answers each shard's target cut, not the merged total
     alone: a shard that got 3 of them says 3, the one that got 1 says 1."""

@@ -20,6 +20,7 @@ from click.testing import CliRunner, Result
 from infertap.analysis import Analysis
 from infertap.analysis.capacity import RESULT, read_sweep, run_sweep
 from infertap.analysis.slo import parse_slos
+from infertap.analysis.svg import number
 from infertap.analysis.sweep_report import render_sweeps
 from infertap.capture.info import summarize
 from infertap.capture.reader import CaptureReader
@@ -214,7 +215,7 @@ def test_fixed_speeds_pass_below_the_capacity_and_fail_above_it(slot_engine, tmp
     assert result["capacity"]["speed"] == speeds[1] and result["knee"] == {"passed": speeds[1], "failed": speeds[2]}
     assert result["inconsistent"] == []
     assert result["capacity"]["requests_per_s"] == result["points"][1]["requests_per_s"]
-    assert result["source"] == str(src) and result["target"] == url and result["target_kind"] is None
+    assert result["source"] == [str(src)] and result["target"] == url and result["target_kind"] is None
     assert result["slo"] == [{"slo": "e2e:p90<=200ms", "metric": "e2e", "stat": "p90", "bound": 200e6}]
     for p in result["points"]:
         assert POINT_KEYS | {"speed"} <= set(p), set(p) ^ POINT_KEYS
@@ -402,6 +403,29 @@ def test_the_command_prints_the_capacity_or_that_none_was_found(slot_engine, tmp
     assert read_sweep(tmp_path / "unmet")["capacity"] is None
 
 
+def test_the_capacity_says_the_goodput_there_beside_the_achieved_requests_per_s(tmp_path, monkeypatch):
+    """Every twentieth answer takes 0.5 s against a 200 ms e2e:p90 bound: the point passes with two of
+    its 40 answers over the bound. The capacity line said the achieved requests/s alone (all 40), read
+    as what the target carries under the SLOs; it says the goodput there too (the 38 that met them),
+    and so does the report's sentence."""
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the output, not the replayer's lag here
+    src = workload(tmp_path / "src", 40, 0.025)
+    with ServerThread(SlotEngine(100, 0.05, slow=(20, 0.5))) as server:
+        args = [str(src), "--target", server.url, "--no-probe", "--grace", "1", "--speeds", "1"]
+        run = sweep_cli(*args, "--slo", "e2e:p90<=200ms", "--out", str(tmp_path / "s"))
+    assert run.exit_code == 0, run.output
+    cap = read_sweep(tmp_path / "s")["capacity"]
+    achieved, goodput, tokens = cap["requests_per_s"], cap["goodput"]["requests_per_s"], cap["output_tokens_per_s"]
+    assert goodput == pytest.approx(achieved * 38 / 40), cap
+    text = " ".join(run.output.split())
+    line = f"capacity: speed 1, {achieved:.2f} requests/s, of which {goodput:.2f}/s met every SLO (goodput), {tokens:.2f} output tokens/s"
+    assert line in text, text
+    report = CliRunner().invoke(cli, ["report", str(tmp_path / "s"), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "r.html").read_text()
+    assert f"{number(achieved, 3)} requests/s, of which {number(goodput, 3)}/s met every SLO (goodput)" in page, page
+
+
 def test_the_points_read_unabridged_at_80_columns_and_as_a_table_when_wide(slot_engine, tmp_path, monkeypatch, capsys):
     """At 80 columns the table's eleven columns were cut to "offe…", "verd…", "ttft…": a narrow
     terminal now gets each point's figures on lines of their own; a wide one keeps the table."""
@@ -550,6 +574,31 @@ def test_bad_load_options_fail_before_anything_is_sent(slot_engine, tmp_path, ar
     assert engine.served == 0 and not (tmp_path / "sweep").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--speeds", "nan"], "--speeds: 'nan' is not a finite number (in 'nan')"),
+        (["--speeds", "1,nan"], "--speeds: 'nan' is not a finite number (in '1,nan')"),
+        (["--speeds", "inf"], "--speeds: 'inf' is not a finite number (in 'inf')"),
+        (["--speeds", "-inf,2"], "--speeds: '-inf' is not a finite number (in '-inf,2')"),
+        (["--search", "--start-speed", "nan"], "--start-speed nan: not a finite number"),
+        (["--search", "--tolerance", "inf"], "--tolerance inf: not a finite number"),
+        (["--speeds", "1", "--min-duration", "inf"], "--min-duration inf: not a finite number"),
+        (["--speeds", "1", "--idle-timeout", "nan"], "--idle-timeout nan: not a finite number"),
+        (["--speeds", "1", "--grace", "nan"], "--grace nan: not a finite number of seconds"),
+        (["--speeds", "1", "--read-timeout", "inf"], "--read-timeout inf: not a finite number of seconds"),
+    ],
+)
+def test_a_load_that_is_no_finite_number_is_said_to_be_none(slot_engine, tmp_path, args, message):
+    """float() reads "nan" and "inf": --speeds nan was refused as "must be > 0", which it is not
+    either; said now to be no finite number, before anything is sent. Zero is still "must be > 0"."""
+    engine, url = slot_engine
+    src = workload(tmp_path / "src", 5, 0.1)
+    run = sweep_cli(str(src), "--target", url, "--no-probe", "--slo", "e2e:p99<=1s", "--out", str(tmp_path / "sweep"), *args)
+    assert run.exit_code == 1 and message in run.output and "> 0" not in run.output, run.output
+    assert engine.served == 0 and not (tmp_path / "sweep").exists()
+
+
 def test_no_slo_at_all_is_a_usage_error(slot_engine, tmp_path):
     engine, url = slot_engine
     run = sweep_cli(str(workload(tmp_path / "src", 5, 0.1)), "--target", url, "--speeds", "1", "--out", str(tmp_path / "sweep"))
@@ -609,7 +658,12 @@ def test_a_folder_of_captures_is_one_workload_at_each_point_and_one_capture_is_i
     assert run.exit_code == 0, run.output
     result = json.loads(run.stdout)
     assert _questions_sent(result) == {"speed-1": both, "speed-4": both}
-    assert result["source"] == f"{tmp_path / 'gws' / 'gw-a'}, {tmp_path / 'gws' / 'gw-b'}"
+    # Each capture its own entry (comma-joined, a path holding ", " could not be told from two), and
+    # the report names each.
+    gws = [str(tmp_path / "gws" / "gw-a"), str(tmp_path / "gws" / "gw-b")]
+    assert result["source"] == gws and read_sweep(tmp_path / "folder")["source"] == gws
+    page = render_sweeps(tmp_path / "folder")
+    assert f"a speed sweep of 2 captures as one workload (<code>{gws[0]}</code>, <code>{gws[1]}</code>) against" in page
 
     run = sweep_cli(str(tmp_path / "gws" / "gw-a"), str(tmp_path / "gws" / "gw-b"), *common, "--out", str(tmp_path / "two"))
     assert run.exit_code == 0, run.output
@@ -620,7 +674,8 @@ def test_a_folder_of_captures_is_one_workload_at_each_point_and_one_capture_is_i
     result = json.loads(run.stdout)
     one = [f"question {i}" for i in (0, 1, 2)]
     assert _questions_sent(result) == {"speed-1": one, "speed-4": one}
-    assert result["source"] == str(tmp_path / "gws" / "gw-a")
+    assert result["source"] == [str(tmp_path / "gws" / "gw-a")]
+    assert f"a speed sweep of <code>{tmp_path / 'gws' / 'gw-a'}</code> against" in render_sweeps(tmp_path / "one")
 
     (tmp_path / "empty").mkdir()
     served = engine.served
@@ -1056,6 +1111,28 @@ def test_a_target_that_keeps_up_carries_its_load_though_a_few_answers_are_long(t
     assert point["in_flight"]["max"] < 40 and point["latency_ms"]["e2e"]["p50"] < 1000  # it kept up
     assert point["not_carried"] is None and point["answered_per_s"] >= 20, point
     assert point["passed"] and result["capacity"]["speed"] == 1.0
+
+
+def test_requests_the_replayer_gave_up_on_are_no_answers_and_the_load_was_not_carried(tmp_path, monkeypatch):
+    """40 requests/s to a target that sends its headers and then nothing for a second: the replayer
+    gives up on each at its 0.3 s read timeout. Those were counted as answers that came back, at the
+    offered rate: the point 'carried' its load. They are none: no answer came back, and the command
+    says the load was not carried; against a target that answers, the same point carried it."""
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the replayer taken as on time, as above
+    src = workload(tmp_path / "src", 40, 0.025)
+    points = {}
+    for name, slow in (("stalled", (1, 5.0)), ("answering", None)):
+        with ServerThread(SlotEngine(100, 0.05, slow=slow)) as server:
+            args = [str(src), "--target", server.url, "--no-probe", "--grace", "1", "--read-timeout", "0.3"]
+            run = sweep_cli(*args, "--slo", "e2e:p90<=1s", "--speeds", "1", "--out", str(tmp_path / name))
+        assert run.exit_code == 0, run.output
+        [points[name]] = read_sweep(tmp_path / name)["points"]
+        points[name]["output"] = " ".join(run.output.split())
+    stalled, answering = points["stalled"], points["answering"]
+    assert stalled["ok"] == 0 and stalled["answered_per_s"] == 0.0, stalled
+    assert "speed 1 did not carry its load: answers came back at 0 requests/s, under half the 40 offered" in stalled["output"]
+    assert answering["ok"] == 40 and answering["answered_per_s"] >= 0.5 * answering["offered_requests_per_s"]
+    assert answering["not_carried"] is None and "did not carry" not in answering["output"], answering
 
 
 def test_requests_the_replayer_never_sent_are_left_out_of_a_points_slos(tmp_path):
