@@ -25,7 +25,8 @@ device its capture knows (sampled in it, or listed by nvidia-smi in its engine s
 does not reach both ends while others do: their energy alone would be a part given as the whole;
 the machine's GPUs are known where RAPL measures, so the CPU packages are never its energy alone,
 nor where its capture gives no GPU set of the machine (no list: a header older than the list, an
-nvidia-smi that did not answer), which is unknown, not none. A run none of whose devices does is unmeasured: the
+nvidia-smi that did not answer), which is unknown, not none; and an imported run is measured by no
+telemetry (its traffic ran elsewhere). A run none of whose devices does is unmeasured: the
 figures per request and token are then of the measured runs' requests alone, and ``measured`` says
 what share that is. Engine state is read over the same time, each stretch of it on its own
 (``engine_state``). A counter that goes down was reset (a driver reload, an engine restart, RAPL's
@@ -187,6 +188,8 @@ class Telemetry:
                 self.gpus_known[capture].add(machine)
             else:
                 self.gpus_unknown[capture][machine][why] = None
+        # Imported runs: their traffic was not recorded here, so no telemetry of the capture measured it.
+        self.imported: set[_Key] = set(analysis.sql("SELECT capture, run_id FROM runs WHERE recorder = 'import'").fetchall())
         self.reach: dict[int, int] = {}
         self._engines: dict[str, Engine] | None = None
         self._spans_ready = False
@@ -288,9 +291,12 @@ class Telemetry:
         return found
 
     def _unmeasurable(self, key: _Key, found: list[_Device]) -> str | None:
-        """Why devices that cover a run's part do not measure it: they are the CPU packages' RAPL
-        counters of a machine whose GPUs are unknown (no list in its capture: one written before the
-        list, an nvidia-smi that did not answer), which may have drawn most of the power."""
+        """Why devices that cover a run's part do not measure it: the run is an import (its traffic
+        ran elsewhere, or here at another time), or they are the CPU packages' RAPL counters of a
+        machine whose GPUs are unknown (no list in its capture: one written before the list, an
+        nvidia-smi that did not answer), which may have drawn most of the power."""
+        if key in self.imported:
+            return f"run {key[1]} of {key[0]} is an import: its traffic was not recorded on this machine, whose telemetry is no measure of it"
         if found[0].name not in FAMILIES[-1]:
             return None
         unknown = sorted({d.host for d in found} - self.gpus_known[key[0]])
