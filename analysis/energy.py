@@ -23,7 +23,10 @@ telemetry is not given the last run's samples; and not where its power samples c
 half of the part, the rest gaps (``MOSTLY``: a source that lost most of its rounds); nor where a
 device its capture knows (sampled in it, or listed by nvidia-smi in its engine snapshots or headers)
 does not reach both ends while others do: their energy alone would be a part given as the whole;
-the machine's GPUs are known where RAPL measures, so the CPU packages are never its energy alone. A run none of whose devices does is unmeasured: the
+the machine's GPUs are known where RAPL measures, so the CPU packages are never its energy alone,
+nor where its capture gives no GPU set of the machine (no list: a header older than the list, an
+nvidia-smi that did not answer), which is unknown, not none; and an imported run is measured by no
+telemetry (its traffic ran elsewhere). A run none of whose devices does is unmeasured: the
 figures per request and token are then of the measured runs' requests alone, and ``measured`` says
 what share that is. Engine state is read over the same time, each stretch of it on its own
 (``engine_state``). A counter that goes down was reset (a driver reload, an engine restart, RAPL's
@@ -169,11 +172,24 @@ class Telemetry:
         # recorder), a run header's where one holds it too. Listed, a GPU is known whether or not its
         # telemetry started.
         self.listed: dict[str, set[tuple[str, bool, str]]] = defaultdict(set)
-        for capture, host in analysis.sql(
-            "SELECT capture, host FROM runs WHERE host IS NOT NULL UNION ALL SELECT capture, host FROM engines WHERE host IS NOT NULL"
+        # Each capture's machines whose GPU set is known (a list, or no nvidia-smi there), by name;
+        # and why it is not for the others (a header older than the list, an nvidia-smi that did not answer).
+        self.gpus_known: dict[str, set[str]] = defaultdict(set)
+        self.gpus_unknown: dict[str, dict[str, dict[str, None]]] = defaultdict(lambda: defaultdict(dict))
+        for capture, host, what in analysis.sql(
+            "SELECT capture, host, 'run header' FROM runs WHERE host IS NOT NULL "
+            "UNION ALL SELECT capture, host, 'engine snapshot' FROM engines WHERE host IS NOT NULL ORDER BY 3 DESC"
         ).fetchall():
             gpus = _listed(host)
             self.listed[capture] |= {device_key("gpu", str(i), None, host) for i in range(gpus)}
+            machine = (hostname(host) or "").lower()
+            why = _gpus_unknown(host, what)
+            if why is None:
+                self.gpus_known[capture].add(machine)
+            else:
+                self.gpus_unknown[capture][machine][why] = None
+        # Imported runs: their traffic was not recorded here, so no telemetry of the capture measured it.
+        self.imported: set[_Key] = set(analysis.sql("SELECT capture, run_id FROM runs WHERE recorder = 'import'").fetchall())
         self.reach: dict[int, int] = {}
         self._engines: dict[str, Engine] | None = None
         self._spans_ready = False
@@ -253,6 +269,9 @@ class Telemetry:
         engine's given as the whole. The run is then unmeasured, partly measured or unknown saying
         so in ``sparse``, never a guess given as a figure."""
         found = [d for d in chosen if self._covers(d, span)]
+        if found and (why := self._unmeasurable(key, found)):
+            sparse.append(why)
+            return []
         if found and (short := [d for d in known if d not in found and not self._covers(d, span)]):
             others = ", ".join(f"{d.device}'s" for d in found)
             for d in short:
@@ -270,6 +289,25 @@ class Telemetry:
                 )
                 return []
         return found
+
+    def _unmeasurable(self, key: _Key, found: list[_Device]) -> str | None:
+        """Why devices that cover a run's part do not measure it: the run is an import (its traffic
+        ran elsewhere, or here at another time), or they are the CPU packages' RAPL counters of a
+        machine whose GPUs are unknown (no list in its capture: one written before the list, an
+        nvidia-smi that did not answer), which may have drawn most of the power."""
+        if key in self.imported:
+            return f"run {key[1]} of {key[0]} is an import: its traffic was not recorded on this machine, whose telemetry is no measure of it"
+        if found[0].name not in FAMILIES[-1]:
+            return None
+        unknown = sorted({d.host for d in found} - self.gpus_known[key[0]])
+        if not unknown:
+            return None
+        why = "; ".join(dict.fromkeys(w for h in unknown for w in self.gpus_unknown[key[0]][h])) or "no GPU list"
+        machines = ", ".join(h or "the recording machine" for h in unknown)
+        return (
+            f"the GPUs of {machines} are unknown ({why}), so its CPU packages' RAPL counters alone do not measure "
+            f"run {key[1]} of {key[0]}"
+        )
 
     def _coverage(self, device: _Device, span: _Span) -> float:
         """The share of ``span`` between a device's first and last samples in it, less the gaps
@@ -740,6 +778,19 @@ def _listed(host: str) -> int:
     except (ValueError, AttributeError):
         return 0
     return len(gpus) if isinstance(gpus, list) else 0
+
+
+def _gpus_unknown(host: str, what: str) -> str | None:
+    """Why a run header's or engine snapshot's host facts (``what``) leave the machine's GPU set
+    unknown, or None where they give it: a list (of none too) or null (no nvidia-smi there). No list
+    (written before headers held one) is unknown, as is a list nvidia-smi did not give (``gpus_unknown``)."""
+    try:
+        facts = json.loads(host)
+    except ValueError:
+        facts = None
+    if not isinstance(facts, dict) or not ("gpus" in facts and (facts["gpus"] is None or isinstance(facts["gpus"], list))):
+        return f"its {what} has no GPU list: written before infertap listed a machine's GPUs"
+    return f"its {what}: {facts['gpus_unknown']}" if facts.get("gpus_unknown") else None
 
 
 def _unknown(why: str) -> dict[str, Any]:

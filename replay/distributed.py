@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from infertap.capture.hostfacts import list_gpus
 from infertap.capture.reader import capture_id_of
 from infertap.capture.segments import next_segment_index, segment_name, segment_paths
 from infertap.capture.writer import CaptureWriter
@@ -70,6 +71,9 @@ class ShardWorker:
         self.recorder_id = f"{socket.gethostname()}-{os.getpid()}-shard{shard.index}"
         self.recorder = {**recorder, "id": self.recorder_id, "shard": shard.index}
         self.capture_id = capture_id
+        # The GPUs of the host this shard runs on, asked now, not in the 1 s lead to the shared start:
+        # its run's header lists them, as a replay's in one process does (the driver's are another machine's).
+        self.gpus = list_gpus()
         self._replay: Replay | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
@@ -97,7 +101,7 @@ class ShardWorker:
         folder = Path(tempfile.mkdtemp(prefix="infertap-shard-"))
         try:
             writer = CaptureWriter(
-                folder / "capture", recorder=self.recorder, labels=self.config.labels, capture_id=self.capture_id
+                folder / "capture", recorder=self.recorder, labels=self.config.labels, capture_id=self.capture_id, gpus=self.gpus
             ).open()
             try:
                 start_ns = time.monotonic_ns() + int((start_wall - time.time()) * 1e9)

@@ -26,7 +26,7 @@ from infertap.version import __version__
 
 from .errors import CaptureWriteError
 from .framing import block_head
-from .hostfacts import gpu_facts, host_facts
+from .hostfacts import GpuList, host_facts, list_gpus
 from .reader import capture_id_of
 from .records import DICTIONARY_KIND, FORMAT_MAJOR, FORMAT_MINOR, new_footer, new_header
 from .segments import next_segment_index, segment_name
@@ -64,12 +64,15 @@ class CaptureWriter:
         dictionary: bool = True,
         wall: float | None = None,
         list_gpus: bool = False,
+        gpus: GpuList | None = None,
     ) -> None:
         """``wall``: when the run began, where that is not now (an import of traffic recorded
         elsewhere: its exchanges' ``start_ns`` count from it). ``list_gpus``: the headers' host facts
-        list the machine's GPUs (nvidia-smi, asked once at ``open``), so that a run's GPUs are known
-        with no engine snapshot and no GPU sample (--no-probe, GPU telemetry that failed): its
-        energy is then never the CPU packages' alone (analysis/energy.py)."""
+        list the machine's GPUs (nvidia-smi, asked once at ``open`` and waited for 2 s at most, else
+        said unknown), so that a run's GPUs are known with no engine snapshot and no GPU sample
+        (--no-probe, GPU telemetry that failed): its energy is then never the CPU packages' alone
+        (analysis/energy.py). ``gpus``: that list as given, asked before (a --ray shard, ahead of its
+        start) or unknown (an import: not this machine's run)."""
         self.path = Path(path)
         self.max_segment_bytes = max_segment_bytes
         self.flush_interval = flush_interval  # the longest a record waits for company before it is written
@@ -79,8 +82,8 @@ class CaptureWriter:
         self.started_ns = time.monotonic_ns()
         self._recorder = {"id": default_recorder_id(), **recorder}
         self._labels = dict(labels or {})
-        self._list_gpus = list_gpus
-        self._gpus: list[dict[str, Any]] | None = None
+        self._list_gpus = list_gpus and gpus is None
+        self._gpus = gpus
         self._level = level
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -113,7 +116,7 @@ class CaptureWriter:
                 os.chmod(self.path, 0o700)
             self.capture_id = self.capture_id or capture_id_of(self.path) or uuid.uuid4().hex
             if self._list_gpus:  # once: no nvidia-smi costs nothing, one answers in tens of ms, a hung one 2 s at most
-                self._gpus = gpu_facts(timeout=2.0)
+                self._gpus = list_gpus()
             self._open_next(next_segment_index(self.path))
         except OSError as exc:
             raise CaptureWriteError(f"cannot write capture at {self.path}: {exc}") from exc
@@ -298,7 +301,7 @@ class CaptureWriter:
             wall=self.started_wall,
             tool_version=__version__,
             recorder=self._recorder,
-            host={**host_facts(), "gpus": self._gpus} if self._list_gpus else host_facts(),
+            host={**host_facts(), **self._gpus.facts()} if self._gpus is not None else host_facts(),
             labels=self._labels,
         )
         # The header goes straight to disk, in its own frame, before any exchange can; then the

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from infertap.capture.hostfacts import engine_is_local, gpu_facts, host_facts
+from infertap.capture.hostfacts import engine_is_local, host_facts, list_gpus
 from infertap.capture.records import EngineSnapshot
 from infertap.capture.redact import Redactor
 from infertap.errors import check_headers, check_seconds, check_url
@@ -81,8 +81,9 @@ def snapshot(engine: Engine, labels: Mapping[str, str] | None = None) -> EngineS
         facts[name] = launched
     _without_credentials(facts, engine.base)
     local = engine_is_local(engine.base)
-    host = host_facts()
-    host["gpus"] = gpu_facts()
+    # A recorder's first probe holds its start: nvidia-smi is waited for 2 s at most, a list it
+    # did not give in time said unknown (not "no nvidia-smi", which no GPU would be).
+    host = {**host_facts(), **list_gpus().facts()}
     identity = {k: v["value"] for k, v in facts.items()}
     identity["kind"] = engine.kind
     return {

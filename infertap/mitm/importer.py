@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from infertap.capture.hostfacts import GpuList
 from infertap.capture.records import End, new_exchange
 from infertap.capture.redact import Redactor
 from infertap.capture.writer import CaptureWriter
@@ -300,7 +301,9 @@ def import_file(
         "timing": "coarse: one chunk per response, times from the file",
         "not_imported": counts["not_imported"],
     }
-    with CaptureWriter(out, recorder=recorder, wall=first) as writer:  # the run starts when its traffic did
+    # The traffic ran elsewhere, or here at another time: this machine's GPUs are not its machine's.
+    gpus = GpuList(None, f"not listed: an import of a {kind} file, its traffic not recorded on this machine")
+    with CaptureWriter(out, recorder=recorder, wall=first, gpus=gpus) as writer:  # the run starts when its traffic did
         first = first or 0.0
         for seq, x in kept:
             start_ns = int((x["wall"] - first) * 1e9)

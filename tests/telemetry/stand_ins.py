@@ -141,6 +141,28 @@ def switched_smi(folder: Path, before: list[str], after: list[str], switch: Path
     return exe
 
 
+def hung_listing(folder: Path) -> Path:
+    """A stand-in ``nvidia-smi`` whose sampling query answers at once with no GPU row, but whose
+    listing of the GPUs (a writer's and the probe's ``--query-gpu=name,...``, its plain banner)
+    waits on a driver that never answers."""
+    exe = nvidia_smi(folder, [], gpus=2)
+    lines = exe.read_text().splitlines()
+    at = lines.index('case "$*" in')
+    lines[at:at] = ['case "$*" in --query-gpu=name*|"") exec sleep 600 ;; esac']  # exec: the process a timeout kills
+    exe.write_text("\n".join(lines) + "\n")
+    return exe
+
+
+def rapl_zone(folder: Path, microjoules: int = 5_000_000) -> Path:
+    """A powercap tree holding one CPU package's RAPL zone whose counter reads ``microjoules``, as
+    ``/sys/class/powercap`` holds it where it is readable (``infertap.telemetry.host._RAPL``)."""
+    zone = folder / "intel-rapl:0"
+    zone.mkdir(parents=True, exist_ok=True)
+    (zone / "name").write_text("package-0\n")
+    (zone / "energy_uj").write_text(f"{microjoules}\n")
+    return folder
+
+
 def smi_calls(exe: Path) -> list[str]:
     log = exe.parent / "calls.log"
     return log.read_text().splitlines() if log.exists() else []

@@ -641,6 +641,7 @@ def test_the_recorder_lists_the_machines_gpus_so_rapl_alone_never_measures_them(
     its run header (nvidia-smi, once at start): the run is unmeasured. No nvidia-smi: RAPL measures (must match)."""
     from unittest import mock
 
+    from infertap.capture.hostfacts import GpuList
     from infertap.capture.writer import CaptureWriter
     from tests.telemetry.test_energy_arithmetic import PACKAGE0, counter, groups, run
 
@@ -666,7 +667,7 @@ def test_the_recorder_lists_the_machines_gpus_so_rapl_alone_never_measures_them(
     energy = {}
     for name, host in hosts.items():
         with mock.patch("infertap.capture.writer.host_facts", lambda host=host: {k: v for k, v in host.items() if k != "gpus"}):
-            with mock.patch("infertap.capture.writer.gpu_facts", lambda timeout, host=host: host["gpus"]):
+            with mock.patch("infertap.capture.writer.list_gpus", lambda host=host: GpuList(host["gpus"])):
                 with mock.patch(
                     "tests.telemetry.test_energy_arithmetic.CaptureWriter", lambda *a, **k: CaptureWriter(*a, **k, list_gpus=True)
                 ):

@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from unittest import mock
 
 import pytest
@@ -48,19 +48,20 @@ def run(
     base: float | None = None,
     interval_s: float | None = None,
     failed: Sequence[float] = (),
-    gpus: int | None = None,
+    gpus: int | None | Literal["unlisted"] = None,
     snapshot_gpus: int | None = None,
 ) -> Path:
     """One run appended to ``path``: a request for each (start ms, end ms) sent to ``upstream``,
     and the samples; recorded on a machine named ``host`` (this one's name by default). Times are
     ms from the writer's start, or from the wall time ``base`` (s), one clock for several captures;
     ``failed``: when (ms) the GPUs' source recorded a failed round, as the sampler records one;
-    ``gpus``: how many GPUs the header lists (none listed by default); ``snapshot_gpus``: how many
+    ``gpus``: how many GPUs the header lists (by default null, as a recorder writes it where there
+    is no nvidia-smi; "unlisted": no list, as headers written before it); ``snapshot_gpus``: how many
     the run's engine snapshot lists, where the probe writes nvidia-smi's list (no snapshot by default)."""
     facts = {**host_facts(), **({"hostname": host} if host else {})}
     listing = {"name": "NVIDIA H200", "driver": "570.86.15", "memory_mib": 143771, "vbios": None, "cuda": "12.8"}
-    if gpus is not None:
-        facts["gpus"] = [listing] * gpus
+    if gpus != "unlisted":
+        facts["gpus"] = None if gpus is None else [listing] * gpus
     # ``interval_s``: the GPUs' sampling interval the run's header says it asked for (none: older captures').
     recorder = {"kind": "test", **({"telemetry_intervals_s": {"gpu": interval_s}} if interval_s else {})}
     with mock.patch("infertap.capture.writer.host_facts", lambda: facts), CaptureWriter(path, recorder=recorder) as w:
@@ -812,6 +813,43 @@ def test_a_machine_whose_gpus_are_listed_is_not_measured_by_its_cpu_packages_alo
     first, second = groups([appended], tmp_path)
     assert first["energy"]["joules"] == pytest.approx(1200.0) and first["energy"]["kinds"] == ["NVML or nvidia-smi"]
     assert second["energy"]["joules"] is None and "gpu 0 has no power samples in run" in second["energy"]["unknown"]
+
+
+def stats_energy(capture: Path) -> dict[str, Any]:
+    """The group's energy as `infertap stats --json` prints it."""
+    said = CliRunner().invoke(cli, ["stats", str(capture), "--json"])
+    assert said.exit_code == 0, said.output
+    [group] = json.loads(said.output)["groups"]
+    return group["energy"]
+
+
+def test_a_capture_older_than_the_gpu_list_is_not_measured_by_its_cpu_packages_alone(tmp_path: Path) -> None:
+    """A capture written before headers listed the machine's GPUs has no list: read as no GPU, its
+    CPU packages' RAPL counters alone were the run's energy, though its GPUs may have drawn most of
+    it. Its GPU set is unknown: RAPL alone measures nothing there, saying why; GPUs it sampled still
+    measure it, as the coverage rule allows."""
+    rapl = counter("host_rapl_energy_joules", PACKAGE0, (0, 100.0), (2000, 120.0), (4000, 140.0), source="host")
+    old = run(tmp_path / "old", [(0, 4000)], rapl, gpus="unlisted", host="old-box")
+    e = stats_energy(old)
+    assert e["joules"] is None and e["joules_per_output_token"] is None and e["devices"] == 0
+    assert e["unknown"] == (
+        "the GPUs of old-box are unknown (its run header has no GPU list: written before infertap listed a machine's "
+        f"GPUs), so its CPU packages' RAPL counters alone do not measure run {_run_id(old)} of {old}"
+    )
+    # Must match: a header saying there is no nvidia-smi (a list of none), or an engine snapshot of
+    # the old capture listing none (the probe asked nvidia-smi), and RAPL measures the run.
+    for name, listed in (("none", {"gpus": None}), ("snapshot", {"gpus": "unlisted", "snapshot_gpus": 0})):
+        e = stats_energy(run(tmp_path / name, [(0, 4000)], rapl, **listed))  # type: ignore[arg-type]
+        assert e["joules"] == pytest.approx(40.0) and e["kinds"] == ["RAPL"] and e.get("unknown") is None, name
+    # Must match: an old capture whose GPU sampled it is measured by it (the GPU set unknown, the coverage rule holds).
+    e = stats_energy(run(tmp_path / "sampled", [(0, 4000)], [*power(GPU0, 300.0), *rapl], gpus="unlisted"))
+    assert e["joules"] == pytest.approx(1200.0) and e["kinds"] == ["NVML or nvidia-smi"]
+
+
+def _run_id(capture: Path) -> str:
+    with Analysis([str(capture)], cache_dir=capture.parent / "ids") as a:
+        [(run_id,)] = a.sql("SELECT run_id FROM runs").fetchall()
+    return str(run_id)
 
 
 def test_a_stretch_neither_prefix_cache_counter_reads_is_counted_once(tmp_path: Path) -> None:
