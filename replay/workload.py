@@ -44,7 +44,7 @@ from infertap.apis.linking import Reach
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader, snapshot
-from infertap.capture.records import SESSION_HEADERS, apart, named_session, request_body_unknown
+from infertap.capture.records import SESSION_HEADERS, apart, named_session, recorded_session, request_body_unknown
 from infertap.collector import no_cyclic_gc
 from infertap.errors import ConfigError, InfertapError
 
@@ -460,7 +460,7 @@ class _Scan:
         self.exchanges += 1
         anchor = self._anchor if self._anchor is not None else self._own_anchor(r)
         answer, digest = self.replies.of(r.get("id"))  # asked for every exchange, in record order, as the worker sends them
-        r["session"] = named_session(r.get("session"))  # recorded blank by earlier versions
+        r["session"] = recorded_session(r)  # blank, or read from its headers (older recorders)
         # When it was due: a replay's capture records its schedule, free of the dispatcher's jitter
         # (its start), so that a replay of a replay keeps the original's offsets.
         scheduled = r.get("scheduled_ns")
