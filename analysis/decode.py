@@ -107,7 +107,8 @@ from .schema import ENGINE_FACTS, TABLES
 #: calls), and its usage with a data: [DONE] after that event;
 #: 58: a cut Ollama /api/chat answer's "stop" unknown where it was offered tools and its tail holds no call (one may have come before);
 #: 59: a chat answer that calls a tool and says "stop" finishes as tool_calls (its cut answer's "stop" unknown as Ollama's);
-#: 60: an exchange recorded with no session takes the one its kept request headers name (a client's own, read since).
+#: 60: an exchange recorded with no session takes the one its kept request headers name (a client's own, read since);
+#: a request of a header session never continues another header session's turn by its conversation.
 DECODE_VERSION = 60
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
