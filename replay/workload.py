@@ -661,11 +661,22 @@ def _pass_headers(headers: list[list[str]], k: int) -> list[list[str]]:
     return _session_headers(headers, f"#{k}")
 
 
+#: Headers no session is read from that clients send their session's id in too, beside a session
+#: header: Codex CLI's ``conversation_id`` (before codex-api, the value of its ``session_id``),
+#: opencode's ``x-session-affinity`` (with its ``x-session-id``). A gateway may key on them as well.
+SESSION_KEYED_HEADERS = (b"conversation_id", b"x-session-affinity")
+
+
 def _session_headers(headers: list[list[str]], suffix: str) -> list[list[str]]:
-    """``headers`` with ``suffix`` added to each session header's id; one naming none stays as it was."""
+    """``headers`` with ``suffix`` added to each session header's id, and to a header of
+    ``SESSION_KEYED_HEADERS`` that holds one of those ids: sent as recorded, it kept the copies (and
+    points) in one conversation for whatever keys on it. One naming none stays as it was, and so
+    does such a header holding something else (what the client shared across sessions, they share)."""
+    named = [name.lower().encode("latin-1") in SESSION_HEADERS and named_session(value) is not None for name, value in headers]
+    ids = {value for (_, value), session in zip(headers, named, strict=True) if session}
     return [
         [name, f"{value}{suffix}"]
-        if name.lower().encode("latin-1") in SESSION_HEADERS and named_session(value)
+        if session or (value in ids and name.lower().encode("latin-1") in SESSION_KEYED_HEADERS)
         else [name, value]
-        for name, value in headers
+        for (name, value), session in zip(headers, named, strict=True)
     ]

@@ -161,8 +161,9 @@ def test_a_replay_sends_each_pass_and_point_under_ids_of_its_own_in_the_client_s
     for x in CaptureReader(behind.out).exchanges():
         sent = {n.lower(): v for n, v in x["request_headers"]}
         assert sent[own[x["session"].split("-")[0]]] == x["session"]
-        if "codex" in x["session"]:  # a name no session is read from is sent as recorded
-            assert sent["conversation_id"] == x["session"].split("#")[0].split("@")[0]
+        if "codex" in x["session"]:  # its conversation_id, the same id: apart with it; its cache key as recorded
+            assert sent["conversation_id"] == x["session"]
+            assert json.loads(x["request_body"])["prompt_cache_key"] == x["session"].split("#")[0].split("@")[0]
 
 
 def test_a_session_header_the_user_redacts_names_no_session_and_reaches_no_byte(tmp_path, fake, record):
