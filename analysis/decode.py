@@ -39,7 +39,7 @@ from infertap.apis.chat_stream import ChatStream, read_chat_stream
 from infertap.capture.identity import exchange_digest
 from infertap.capture.jsonable import jsonable
 from infertap.capture.reader import CaptureReader
-from infertap.capture.records import apart, delivered, named_session, request_body_unknown
+from infertap.capture.records import apart, delivered, recorded_session, request_body_unknown
 from infertap.collector import no_cyclic_gc
 
 from .prefix import PrefixIndex
@@ -106,8 +106,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: 57: a cut Responses answer's finish reason read back from the end of its response.completed (status, incomplete reason,
 #: calls), and its usage with a data: [DONE] after that event;
 #: 58: a cut Ollama /api/chat answer's "stop" unknown where it was offered tools and its tail holds no call (one may have come before);
-#: 59: a chat answer that calls a tool and says "stop" finishes as tool_calls (its cut answer's "stop" unknown as Ollama's).
-DECODE_VERSION = 59
+#: 59: a chat answer that calls a tool and says "stop" finishes as tool_calls (its cut answer's "stop" unknown as Ollama's);
+#: 60: an exchange recorded with no session takes the one its kept request headers name (a client's own, read since);
+#: a request of a header session never continues another header session's turn by its conversation.
+DECODE_VERSION = 60
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -404,7 +406,7 @@ class Decoder:
         self.exchange_number += 1
         if self.part is not None and (number // self.part[2]) % self.part[1] != self.part[0]:
             return
-        rec["session"] = named_session(rec.get("session"))  # recorded blank by earlier versions
+        rec["session"] = recorded_session(rec)  # blank, or read from its headers (older recorders)
         if self.repeated:
             name_apart(rec, self.repeated, self.seen)
         xid = rec.get("id")

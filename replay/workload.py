@@ -44,7 +44,7 @@ from infertap.apis.linking import Reach
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
 from infertap.capture.reader import BlockRef, CaptureReader, snapshot
-from infertap.capture.records import SESSION_HEADERS, apart, named_session, request_body_unknown
+from infertap.capture.records import SESSION_HEADERS, apart, named_session, recorded_session, request_body_unknown
 from infertap.collector import no_cyclic_gc
 from infertap.errors import ConfigError, InfertapError
 
@@ -460,7 +460,7 @@ class _Scan:
         self.exchanges += 1
         anchor = self._anchor if self._anchor is not None else self._own_anchor(r)
         answer, digest = self.replies.of(r.get("id"))  # asked for every exchange, in record order, as the worker sends them
-        r["session"] = named_session(r.get("session"))  # recorded blank by earlier versions
+        r["session"] = recorded_session(r)  # blank, or read from its headers (older recorders)
         # When it was due: a replay's capture records its schedule, free of the dispatcher's jitter
         # (its start), so that a replay of a replay keeps the original's offsets.
         scheduled = r.get("scheduled_ns")
@@ -661,11 +661,22 @@ def _pass_headers(headers: list[list[str]], k: int) -> list[list[str]]:
     return _session_headers(headers, f"#{k}")
 
 
+#: Headers no session is read from that clients send their session's id in too, beside a session
+#: header: Codex CLI's ``conversation_id`` (before codex-api, the value of its ``session_id``),
+#: opencode's ``x-session-affinity`` (with its ``x-session-id``). A gateway may key on them as well.
+SESSION_KEYED_HEADERS = (b"conversation_id", b"x-session-affinity")
+
+
 def _session_headers(headers: list[list[str]], suffix: str) -> list[list[str]]:
-    """``headers`` with ``suffix`` added to each session header's id; one naming none stays as it was."""
+    """``headers`` with ``suffix`` added to each session header's id, and to a header of
+    ``SESSION_KEYED_HEADERS`` that holds one of those ids: sent as recorded, it kept the copies (and
+    points) in one conversation for whatever keys on it. One naming none stays as it was, and so
+    does such a header holding something else (what the client shared across sessions, they share)."""
+    named = [name.lower().encode("latin-1") in SESSION_HEADERS and named_session(value) is not None for name, value in headers]
+    ids = {value for (_, value), session in zip(headers, named, strict=True) if session}
     return [
         [name, f"{value}{suffix}"]
-        if name.lower().encode("latin-1") in SESSION_HEADERS and named_session(value)
+        if session or (value in ids and name.lower().encode("latin-1") in SESSION_KEYED_HEADERS)
         else [name, value]
-        for name, value in headers
+        for (name, value), session in zip(headers, named, strict=True)
     ]

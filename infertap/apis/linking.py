@@ -8,7 +8,13 @@ its own conversation starts with, else the one that ended last before it was sen
 summary request the client sent beside the conversation is no turn of it); else an exchange that
 had answered when it was sent and whose conversation plus reply its own conversation starts with
 (``Links`` holds those as digests): of identical ones (two agents that began alike), the first to
-end that no turn continues yet, else the latest. A turn can only continue an answer that existed
+end that no turn continues yet, else the latest. A request of a header session continues so only a
+request of no other header session, in a tree of turns of none other (``_Trees``): two sessions
+that began alike (or one forked or resumed from another's conversation under an id of its own) are
+two, as their client said; a request of no session may still be its first turn (a client that
+sends its header from the second turn on). It is looked for among the makers of the longest
+conversation that had answered, as without a session, so that ``Reach`` holds: where none of
+those may be continued, it starts its own. A turn can only continue an answer that existed
 when it was sent: a request still in flight is no parent (two turns an agent sends side by side
 continue the same earlier one, and an identical conversation of another agent, still being
 answered, is not this one's past).
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .conversation import Link, Links
 
@@ -81,12 +87,17 @@ class _Made:
     def claim(self, index: int) -> None:
         self.claimed[index] = 1
 
-    def continuing(self, digest: bytes, t: int) -> int | None:
+    def continuing(self, digest: bytes, t: int, allowed: Callable[[int], bool] | None = None) -> int | None:
         """The maker of ``digest`` that a turn sent at ``t`` continues: of those that had ended, the
-        first to end that no turn continues yet, else the latest sent; None when none had ended."""
+        first to end that no turn continues yet, else the latest sent; None when none had ended.
+        ``allowed``: only among those it allows (a scan of the digest's makers, a few at most)."""
         makers = self.makers.get(digest)
         if not makers:
             return None
+        if allowed is not None:
+            ended = [j for j in makers if self.ended[j] <= t and allowed(j)]
+            free = [j for j in ended if not self.claimed[j]]
+            return min(free, key=lambda j: (self.ended[j], j)) if free else (ended[-1] if ended else None)
         copies = self.copies.get(digest)
         if copies is not None:
             while copies and self.claimed[copies[0][1]]:
@@ -111,6 +122,30 @@ class _Made:
             if digest in self.makers:
                 return None  # made, by another or not ended: no later than ``Reach`` prunes
         return None
+
+
+class _Trees:
+    """The explicit session each tree of turns is named by so far (``sessions_of``'s rule, in order
+    of sending), so that a request of one header session continues no turn of another's tree."""
+
+    __slots__ = ("named", "own", "roots")
+
+    def __init__(self) -> None:
+        self.roots: list[int] = []
+        self.own: list[str | None] = []  # each request's own explicit session
+        self.named: dict[int, str] = {}  # root -> the tree's explicit session
+
+    def add(self, index: int, parent: int | None, session: str | None, refused: bool) -> None:
+        root = index if parent is None else self.roots[parent]
+        self.roots.append(root)
+        self.own.append(session)
+        if session is not None and root not in self.named and (root == index or not refused):
+            self.named[root] = session
+
+    def open_to(self, index: int, session: str) -> bool:
+        """Whether a request of ``session`` may continue request ``index``: neither it nor its tree
+        is of another explicit session."""
+        return self.own[index] in (None, session) and self.named.get(self.roots[index], session) == session
 
 
 class Reach:
@@ -153,6 +188,7 @@ def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> l
     sessions: dict[str, _Ended] = {}
     by_response: dict[str, int] = {}
     made = _Made(ended)
+    trees = _Trees()
     out: list[tuple[int, Link] | None] = []
     for i, x in enumerate(links):
         t = sent[i]
@@ -173,9 +209,14 @@ def link(links: Sequence[Links], sent: Sequence[int], ended: Sequence[int]) -> l
             for digest in x.candidates:
                 parent = made.continuing(digest, t)
                 if parent is not None:
-                    found = (parent, "conversation")
+                    if (own := x.session) is not None and not trees.open_to(parent, own):
+                        # The client named its session: another header session's turns are not its past.
+                        parent = made.continuing(digest, t, lambda j: trees.open_to(j, own))
+                    if parent is not None:
+                        found = (parent, "conversation")
                     break
         out.append(found)
+        trees.add(i, None if found is None else found[0], x.session, x.refused)
         if x.refused:
             continue  # never sent: it continues a turn, but nothing it did is any other request's past
         if x.id is not None:
@@ -203,8 +244,8 @@ def sessions_of(
     """Each exchange's session: that of the first turn, its own or after it in the tree of turns it
     belongs to, that was sent with an explicit one; else the first turn's id. A session is then a
     whole tree of turns, so every turn's parent is in its session, however a client sent the header
-    (only from the second turn on, or a new one on every request). A ``refused`` turn (never sent)
-    names only a session it starts."""
+    (only from the second turn on; ``link`` joins no two header sessions by their conversations). A
+    ``refused`` turn (never sent) names only a session it starts."""
     roots: list[int] = []
     for i, parent in enumerate(parents):
         roots.append(i if parent is None else roots[parent])

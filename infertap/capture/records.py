@@ -15,6 +15,8 @@ from typing import Any, Literal, NotRequired, TypedDict, Unpack
 
 from infertap.apis.body import encoded
 
+from .redact_json import REDACTED
+
 #: Major versions are incompatible; a reader refuses a major it doesn't know. Minor versions
 #: only add keys or record types, which readers pass through.
 FORMAT_MAJOR = 1
@@ -197,16 +199,39 @@ def session_of(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     their order on the wire, so that an ``x-infertap-session`` the user adds wins over the id the
     client sends of itself; of repeats of one name, the last (mitmproxy's ``get`` would join them
     with commas). Any casing; what every recorder (proxy, mitm, import) reads."""
-    sent: dict[int, bytes] = {}
+    sent: dict[int, str] = {}
     for name, value in headers:
         rank = _PRECEDENCE.get(name.lower())
         if rank is not None:
-            sent[rank] = value
+            sent[rank] = value.decode("latin-1")
+    return _first_named(sent)
+
+
+def _first_named(sent: dict[int, str]) -> str | None:
     for rank in sorted(sent):
-        session = named_session(sent[rank].decode("latin-1"))
+        session = named_session(sent[rank])
         if session is not None:
             return session
     return None
+
+
+def recorded_session(record: dict[str, Any]) -> str | None:
+    """An exchange's session as its capture says: its ``session``, else the one its kept request
+    headers name by ``session_of``'s rule, so that a capture recorded before a client's own header
+    was read (Claude Code's, Codex's, opencode's) has its sessions as a new one. A redacted header
+    names none (its id never reached the capture, and ``[REDACTED]`` would put every request in one
+    session), as ``Redactor.session`` reads it when recording. What analysis and replay both read."""
+    session = named_session(record.get("session"))
+    headers = record.get("request_headers")
+    if session is not None or not isinstance(headers, list):
+        return session
+    sent: dict[int, str] = {}
+    for pair in headers:
+        if isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], str):
+            rank = _PRECEDENCE.get(pair[0].lower().encode("latin-1", "replace"))
+            if rank is not None and REDACTED not in pair[1]:
+                sent[rank] = pair[1]
+    return _first_named(sent)
 
 
 def apart(xid: str, k: int) -> str:

@@ -280,9 +280,10 @@ def test_a_side_request_in_a_header_session_is_no_step_of_its_conversation(tmp_p
 
 
 def test_a_session_is_a_whole_tree_of_turns_and_a_blank_header_names_none(tmp_path):
-    """A client that sends its session header from the second turn on (or a new one every request)
-    split one conversation in two sessions (depth 3 for 2 turns; replay's --sample-sessions crashed on
-    the parent in the other session); a header sent empty put unrelated requests in one session."""
+    """A client that sends its session header from the second turn on split one conversation in two
+    sessions (depth 3 for 2 turns; replay's --sample-sessions crashed on the parent in the other
+    session); a header sent empty put unrelated requests in one session. A turn under another
+    header session (t2) is that session's, as its client said, not a turn of agent-7's tree."""
     from infertap.capture.records import session_of
 
     assert session_of([(b"x-session-id", b"")]) is None and session_of([(b"X-Session-Id", b"  ")]) is None
@@ -295,7 +296,8 @@ def test_a_session_is_a_whole_tree_of_turns_and_a_blank_header_names_none(tmp_pa
     ]
     write_capture(tmp_path / "cap", exchanges)
     rows, plan = _turns_and_workload(tmp_path / "cap", tmp_path / "cache")
-    assert [rows[x]["session"] for x in ("t0", "t1", "t2")] == ["agent-7"] * 3
+    assert [rows[x]["session"] for x in ("t0", "t1", "t2")] == ["agent-7", "agent-7", "other"]
+    assert (rows["t1"]["parent_id"], rows["t2"]["parent_id"], rows["t2"]["turn"]) == ("t0", None, 0)
     assert [rows[f"u{i}"]["session"] for i in range(3)] == ["u0", "u1", "u2"] and plan["u2"][:2] == (None, 0)
     from infertap.replay.workload import SessionSample, load_workload
 
@@ -306,6 +308,60 @@ def test_a_session_is_a_whole_tree_of_turns_and_a_blank_header_names_none(tmp_pa
             assert "keeps none" in str(e)
             continue
         assert all(i.parent is None or kept[i.parent].session == i.session for i in kept)
+
+
+def test_two_header_sessions_that_began_alike_are_two_trees_each_its_own_root(tmp_path):
+    """A header session whose first turn extended another header session's conversation (two
+    Claude Code sessions begun alike, a conversation resumed under a new id) became a turn of that
+    session: its parent, turns, think time and depth were the other's. Now a request of a header
+    session continues no request of another, in analysis and replay alike; a session's own second
+    turn, and requests of no session, link as before."""
+    second = 1_000_000_000
+    exchanges = [
+        {
+            "id": "A0",
+            "session": "A",
+            "offset_s": 0.0,
+            "body": _messages("fix bug"),
+            "chunks": [_reply("look")],
+            "duration_ns": second,
+        },
+        {"id": "A1", "session": "A", "offset_s": 1.5, "body": _messages("fix bug", "look", "ra"), "duration_ns": second},
+        # B resumes A's first turn under an id of its own, after A's turn ended.
+        {
+            "id": "B0",
+            "session": "B",
+            "offset_s": 2.0,
+            "body": _messages("fix bug", "look", "rb"),
+            "chunks": [_reply("b0")],
+            "duration_ns": second,
+        },
+        {"id": "B1", "session": "B", "offset_s": 3.5, "body": _messages("fix bug", "look", "rb", "b0", "more")},
+        # Of no session: linked by conversation, as before; C names the tree its second turn joins.
+        {"id": "n0", "offset_s": 4.0, "body": _messages("q"), "chunks": [_reply("a")], "duration_ns": second},
+        {"id": "n1", "offset_s": 5.5, "body": _messages("q", "a", "go"), "chunks": [_reply("b")], "duration_ns": second},
+        {"id": "C1", "session": "C", "offset_s": 7.0, "body": _messages("q", "a", "go", "b", "on"), "duration_ns": second},
+        # D's first turn extends that tree too, now C's: D's own.
+        {"id": "D0", "session": "D", "offset_s": 9.0, "body": _messages("q", "a", "go", "b", "off")},
+    ]
+    write_capture(tmp_path / "cap", exchanges)
+    rows, plan = _turns_and_workload(tmp_path / "cap", tmp_path / "cache")
+    assert {x: (r["parent_id"], r["session"], r["turn"], r["link"]) for x, r in rows.items()} == {
+        "A0": (None, "A", 0, None),
+        "A1": ("A0", "A", 1, "session"),
+        "B0": (None, "B", 0, None),  # was ("A0", "A", 1, "conversation")
+        "B1": ("B0", "B", 1, "session"),
+        "n0": (None, "C", 0, None),
+        "n1": ("n0", "C", 1, "conversation"),
+        "C1": ("n1", "C", 2, "conversation"),
+        "D0": (None, "D", 0, None),
+    }
+    assert rows["B0"]["think_ns"] is None
+    assert {x: plan[x][:3] for x in rows} == {x: (rows[x]["parent_id"], rows[x]["turn"], rows[x]["session"]) for x in rows}
+    assert {x: plan[x][3] for x in rows} == {x: rows[x]["think_ns"] for x in rows}
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        groups = {g["key"]["session"]: g["session"] for g in speed_stats(a, ["session"])["groups"]}
+    assert {k: (g["turns"], g["depth"]) for k, g in groups.items()} == {"A": (2, 2), "B": (2, 2), "C": (3, 3), "D": (1, 1)}
 
 
 def test_think_time_runs_from_the_last_end_in_the_session(tmp_path):

@@ -114,6 +114,35 @@ def test_a_session_turn_without_its_past_in_the_session_takes_the_latest_end() -
     assert got["s4"] == ("s3", "session")  # o0 made it, in session O: the header decides
 
 
+def test_a_header_session_continues_no_turn_of_another_header_session() -> None:
+    """A request of a header session with no turn of its own ended continued another header
+    session's request by its conversation. Now only a request of no other session, in a tree of
+    none other: of copies, an allowed one; and where the longest conversation answered was
+    another session's alone, none (a shorter one is no closer past, and ``Reach`` drops it)."""
+    got = parents(
+        [
+            turn("A0", 0.0, makes=b"q+a", session="A"),
+            turn("N0", 0.2, makes=b"q+a"),  # the same conversation, of no session: ends after A0
+            turn("B0", 1.5, starts=(b"q+a",), session="B"),  # A0 ended first: B takes N0
+            turn("M0", 2.0, makes=b"m"),
+            turn("A1", 2.0, starts=(b"q+a",), makes=b"A1", session="A"),
+            turn("C0", 3.5, starts=(b"A1", b"m"), session="C"),  # A1 answered it: C starts its own
+            turn("N1", 3.5, starts=(b"A1", b"m")),  # of no session: A's, as before
+            turn("A2", 3.6, starts=(b"q+a",), session="A"),  # its own session's, as before
+        ]
+    )
+    assert got == {
+        "A0": None,
+        "N0": None,
+        "B0": ("N0", "conversation"),  # was A0
+        "M0": None,
+        "A1": ("A0", "session"),
+        "C0": None,  # was A1
+        "N1": ("A1", "conversation"),
+        "A2": ("A0", "session"),
+    }
+
+
 def test_a_candidate_is_enough_only_where_link_stops_at_it() -> None:
     """``Reach`` tells a replay which of a turn's candidates ``link`` can pass (the rest it drops):
     one whose maker started before the turn and had ended by its send stops ``link``; one whose

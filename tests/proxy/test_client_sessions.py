@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from openai import OpenAI
 
 from infertap.capture.reader import CaptureReader
-from infertap.capture.records import session_of
+from infertap.capture.records import recorded_session, session_of
+from infertap.capture.writer import CaptureWriter
 from infertap.cli import cli
 from tests.helpers import decompressed_bytes
 
@@ -160,8 +161,9 @@ def test_a_replay_sends_each_pass_and_point_under_ids_of_its_own_in_the_client_s
     for x in CaptureReader(behind.out).exchanges():
         sent = {n.lower(): v for n, v in x["request_headers"]}
         assert sent[own[x["session"].split("-")[0]]] == x["session"]
-        if "codex" in x["session"]:  # a name no session is read from is sent as recorded
-            assert sent["conversation_id"] == x["session"].split("#")[0].split("@")[0]
+        if "codex" in x["session"]:  # its conversation_id, the same id: apart with it; its cache key as recorded
+            assert sent["conversation_id"] == x["session"]
+            assert json.loads(x["request_body"])["prompt_cache_key"] == x["session"].split("#")[0].split("@")[0]
 
 
 def test_a_session_header_the_user_redacts_names_no_session_and_reaches_no_byte(tmp_path, fake, record):
@@ -181,3 +183,45 @@ def test_a_session_header_the_user_redacts_names_no_session_and_reaches_no_byte(
     assert b"claude-private-4242" not in decompressed_bytes(told.out)
     assert [x["session"] for x in untold.exchanges()] == ["claude-private-4242"] * 2
     assert b"claude-private-4242" in decompressed_bytes(untold.out)
+
+
+def _as_recorded_before(src: Path, out: Path, redacted: str) -> Path:
+    """``src`` as a recorder before the clients' own headers were read wrote it: no ``session``, the
+    headers as sent; the session ``redacted``'s header redacted (``record --redact-header``)."""
+    header = next(r for r in CaptureReader(src).records() if r["type"] == "header")
+    with CaptureWriter(out, recorder=header["recorder"], wall=header["wall"]) as writer:
+        for x in CaptureReader(src).exchanges():
+            if x["session"] == redacted:
+                x["request_headers"] = [[n, "[REDACTED]" if v == redacted else v] for n, v in x["request_headers"]]
+            writer.write({**x, "session": None})
+    return out
+
+
+def test_a_capture_recorded_before_the_client_headers_were_read_has_their_sessions(tmp_path, fake, record):
+    """A capture recorded before Claude Code's, Codex's and opencode's headers were read kept no
+    session: each request was one of its own (12 for 6) in stats and in replay. Now the headers it
+    kept name them, by the recorder's rule (a redacted one names none), in analysis and in replay,
+    whose passes send and record them apart as for a new capture."""
+    assert recorded_session({"session": "", "request_headers": [["Session_Id", "k"], ["x-session-id", "s"]]}) == "s"
+    assert recorded_session({"session": "r", "request_headers": [["x-session-id", "s"]]}) == "r"  # as recorded
+    assert recorded_session({"session": None, "request_headers": [["x-session-id", "[REDACTED]"], ["session_id", "k"]]}) == "k"
+    assert recorded_session({"session": None, "request_headers": [["x-session-id", "[REDACTED]"]]}) is None
+    assert recorded_session({"session": None, "request_headers": [["x-session-id", " "], ["conversation_id", "c"]]}) is None
+    _, upstream = fake
+    old = _as_recorded_before(_record_agents(record, upstream), tmp_path / "old", redacted="claude-b")
+    assert {x["session"] for x in CaptureReader(old).exchanges()} == {None}
+    named = {f"{name}-{s}": (2, 2) for name in CLIENTS for s in SESSIONS if f"{name}-{s}" != "claude-b"}
+    found = _sessions(old, tmp_path / "c0")
+    assert {k: v for k, v in found.items() if k in named} == named
+    assert sorted(v for k, v in found.items() if k not in named) == [(1, 1), (1, 1)]  # claude-b's: redacted, none
+    behind = record(upstream, name="behind")
+    out = tmp_path / "replay"
+    args = ["replay", str(old), "--target", behind.url, "--out", str(out), "--no-probe", "--no-telemetry", "--json"]
+    result = CliRunner().invoke(cli, [*args, "--repeat", "2"])
+    assert result.exit_code == 0, result.output
+    assert behind.stop() == 0
+    twice = {**named, **{f"{s}#1": v for s, v in named.items()}}
+    replayed = _sessions(out, tmp_path / "c1")
+    assert {k: v for k, v in replayed.items() if k in twice} == twice and len(replayed) == len(twice) + 4
+    seen = _sessions(behind.out, tmp_path / "c2")  # the ids sent, as a recorder in front of the target reads them
+    assert {k: v for k, v in seen.items() if k in twice} == twice and len(seen) == len(twice) + 4

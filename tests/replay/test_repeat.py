@@ -73,6 +73,41 @@ def test_a_repeated_pass_sends_sessions_of_its_own_through_a_recorder(tmp_path, 
     assert sorted(got.values()) == sorted(["s0", "s1", "s0#1", "s1#1"] * 3)
 
 
+def test_a_repeated_pass_sends_the_ids_its_client_keyed_its_session_by_apart(tmp_path, fake):
+    """Codex's conversation_id and opencode's x-session-affinity (each the session's id, beside its
+    session header) went out as recorded in pass k, so a gateway keyed by them kept pass k in pass
+    0's conversation. Now they are sent as <id>#k where they hold the session's id, and as recorded
+    where they hold anything else; a body's prompt_cache_key, part of the workload, as recorded."""
+    keyed = [["session_id", "c1"], ["conversation_id", "c1"], ["x-session-affinity", "c1"]]
+    other = [["x-session-id", "o1"], ["conversation_id", "shared"], ["x-session-affinity", "o2"]]
+    cached = {"model": "m", "input": "hi", "prompt_cache_key": "c1"}
+    plain = {"model": "m", "input": "yo"}
+    write_capture(
+        tmp_path / "src",
+        [
+            {"id": "c", "session": "c1", "headers": keyed, "body": cached},
+            {"id": "o", "session": "o1", "headers": other, "body": plain, "offset_s": 0.1},
+        ],
+    )
+    app, upstream = fake
+    args = ["replay", str(tmp_path / "src"), "--target", upstream, "--out", str(tmp_path / "out"), "--no-probe"]
+    result = CliRunner().invoke(cli, [*args, "--no-telemetry", "--json", "--repeat", "2"])
+    assert result.exit_code == 0, result.output
+    names = {n for n, _ in keyed + other}
+    sent = [
+        (json.loads(r["body"]), [[n.decode(), v.decode()] for n, v in r["headers"] if n.decode() in names]) for r in app.requests
+    ]
+    assert sorted(sent, key=repr) == sorted(
+        [
+            (cached, keyed),  # pass 0: as recorded
+            (cached, [["session_id", "c1#1"], ["conversation_id", "c1#1"], ["x-session-affinity", "c1#1"]]),
+            (plain, other),
+            (plain, [["x-session-id", "o1#1"], ["conversation_id", "shared"], ["x-session-affinity", "o2"]]),  # not its id
+        ],
+        key=repr,
+    )
+
+
 def _left_out_capture(path: Path) -> Path:
     """One of each the summary counts apart: a multipart body (as_recorded under --model-map), one
     whose body was not kept (not_kept), one the recorder refused (source_refused); and a plain one."""
