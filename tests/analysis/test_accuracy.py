@@ -376,6 +376,39 @@ def test_math_reads_off_the_main_thread_and_a_comparison_too_slow_is_counted(tmp
     assert "took too long" in acc["verdict"]
 
 
+@MATH_TIMEOUT
+def test_math_off_the_main_thread_is_bounded_too(tmp_path, monkeypatch):
+    """Off the main thread math-verify's alarm can't fire: a comparison that hangs there ran unbounded
+    (the 60 s stand-in's None read as unequal, nothing counted). Now it is given up at the timeout,
+    counted, and compare run in a worker thread says so; a reading that is quick still reads."""
+    needs("math_verify", "math")
+    import time
+
+    import math_verify.grader
+
+    from infertap.analysis import extract_math
+
+    monkeypatch.setattr(extract_math, "TIMEOUT_S", 1)
+    q = "Expand."
+    write_capture(tmp_path / "a", [{"body": _chat(q), "chunks": _reply("\\boxed{(x+2)^{2}}")}])
+    g = extract_math.MathVerify()
+    gold, answer = g.known("(x+1)^{2}"), g.read("\\boxed{(x+2)^{2}}")
+    monkeypatch.setattr(math_verify.grader, "sympy_expr_eq", lambda *a, **k: time.sleep(60))
+    got: list[object] = []
+
+    def grade() -> None:
+        got.append((g.same(gold, answer), g.timed_out(), g.shown(g.read("\\boxed{7}"))))
+        got.append(compare(tmp_path / "a", tmp_path / "a", extract="math", references={q: "(x+1)^{2}"})["accuracy"])
+
+    worker = threading.Thread(target=grade)
+    worker.start()
+    worker.join()
+    assert got[0] == (False, 1, "7")
+    acc = got[1]
+    assert isinstance(acc, dict) and acc["timed_out"] >= 1 and acc["a_right"] == acc["b_right"] == 0
+    assert "took too long" in acc["verdict"]
+
+
 def test_math_without_its_extra_names_the_install_command(tmp_path):
     a, _, refs = _math_runs(tmp_path)
     (tmp_path / "refs.json").write_text(json.dumps(refs))
