@@ -44,7 +44,7 @@ _CARET = re.compile(r"[ \t]*\^")
 # The terms of a sum around an expression of no value ("1 + 2^x", "2^x - 3 \\cdot y"): a term is
 # numbers, single letters, commands, braces, balanced brackets, joined by products; terms by "+" or "-".
 _ATOM = r"(?:\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|[_^{}]|\([^()]*\))+"  # no word of prose
-_TERM = _ATOM + r"(?:[ \t]*(?:\\cdot|\\times|\*|/)[ \t]*" + _ATOM + r")*"
+_TERM = _ATOM + r"(?:[ \t]*(?:\\cdot|\\times|\*|/)[ \t]*(?:-[ \t]*)?" + _ATOM + r")*"  # "x \\cdot -3": a factor's sign
 _JOINER = re.compile(r"[ \t]*[-+][ \t]*")
 _HEAD = re.compile(r"(?<![\w\\.,])(?:" + _TERM + r"[ \t]*[-+][ \t]*)+\Z")
 _SIGNED_HEAD = re.compile(r"(?<![\w\\.,])" + _TERM + r"(?:[ \t]*[-+][ \t]*" + _TERM + r")*[ \t]*\Z")  # before "- 2^x"
@@ -58,6 +58,7 @@ _LETTER_SUM = re.compile(
     r"(?:(?<![\w)\]\\.,])-[ \t]*)?(?<![\w\\.,^_{])" + _TERM + r"((?:[ \t]*[-+][ \t]*(?:-[ \t]*)?" + _TERM + r")*)"
 )
 _COMMANDS = re.compile(r"\\[a-zA-Z]+")
+_NO_TERM_SIGN = re.compile(r"(?:\dE|\\cdot|/)\Z")  # "1E+99999", "x \\cdot -3": no sum's sign
 _LETTER = re.compile(r"(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])")
 _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
 # A product with a single-letter variable factor ("2 \\cdot x", "3x", "x \\cdot 3"): one expression too,
@@ -323,21 +324,30 @@ def _ordered(spelling: str) -> str:
     for i, c in enumerate(spelling):
         depth += 1 if c in "{([" else -1 if c in "})]" else 0
         # a term of the top level's sum; no exponent's sign ("1E+99999", "2^-x")
-        if depth == 0 and c in "+-" and spelling[i - 1 : i] not in ("^", "_") and not re.search(r"\dE\Z", spelling[:i]):
-            out, term = out + _ordered_product(term) + c, ""
+        if depth == 0 and c in "+-" and spelling[i - 1 : i] not in ("^", "_") and not _NO_TERM_SIGN.search(spelling, 0, i):
+            out, term = _signed_term(out, _ordered_product(term)) + c, ""
         else:
             term += c
-    return out + _ordered_product(term)
+    return _signed_term(out, _ordered_product(term))
+
+
+def _signed_term(out: str, product: str) -> str:
+    """A sum's spelling so far with its next term, a product's own sign joined to the sum's ("x - y
+    \\cdot -3" is "x+3y", "x \\cdot -3" "-3x")."""
+    if product.startswith("-") and out[-1:] in ("+", "-") and out:
+        out, product = out[:-1] + ("+" if out[-1] == "-" else "-"), product[1:]
+        return ("" if out == "+" else out) + product
+    return out + product
 
 
 def _ordered_product(term: str) -> str:
     if "/" in term or _APPLIED.search(term) or _FUNCTION.search(term):
         return term
     factors: list[tuple[int, str]] = []
-    at = 0
+    at, negative = 0, False
     while at < len(term):
-        if factors and (joiner := re.compile(r"\\cdot ?").match(term, at)):
-            at = joiner.end()
+        if factors and (joiner := re.compile(r"\\cdot ?(-?)").match(term, at)):
+            at, negative = joiner.end(), negative != bool(joiner.group(1))  # "x \\cdot -3": the product's sign
         m = _FACTOR.match(term, at)
         if m is None:
             return term
@@ -360,7 +370,7 @@ def _ordered_product(term: str) -> str:
         elif out[-1:].isalpha() and factor[0] == "(":  # "y\\cdot(x+1)", no function "y(x+1)"
             out += "\\cdot"
         out += factor
-    return out
+    return ("-" if negative else "") + out
 
 
 def _times_after(text: str, spelling: str, end: int) -> tuple[str, int]:

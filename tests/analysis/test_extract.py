@@ -765,6 +765,11 @@ def test_a_product_after_a_power_matches_the_one_before_it_and_differs_from_its_
         ("3 apples", "3"),
         ("5 m \\cdot s", "5"),
         ("32^x", "32^{x}"),  # a base of two digits, no product
+        ("x \\cdot -3", "-3x"),  # was "-3": a minus after the operator is its factor's sign, as in "2 * -3"
+        ("\\boxed{x * -3}", "-3x"),
+        ("x \\cdot -1", "-x"),
+        ("-x \\cdot -3", "3x"),
+        ("2 - x \\cdot -3", "2+3x"),  # the product's sign joins the sum's
     ],
 )
 def test_a_product_with_a_single_letter_variable_is_one_expression(text: str, value: str) -> None:
@@ -777,6 +782,12 @@ def test_a_product_with_a_letter_matches_its_spellings_and_differs_from_its_numb
     assert number("2 \\cdot x \\cdot 3") == number("6x")
     assert number("2 \\cdot x") not in (number("2"), number("x"), number("3x"), number("2y"), number("2 \\cdot x + 1"))
     assert number("x \\cdot 3") not in (number("3"), number("2x"))
+
+
+def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_from_its_parts() -> None:
+    assert number("x \\cdot -3") == number("-3x") == number("-3 \\cdot x") == number("\\boxed{x \\times -3}")
+    assert number("x \\cdot -3") not in (number("-3"), number("3x"), number("x \\cdot 3"), number("x \\cdot -2"))
+    assert number("2 - x \\cdot -3") == number("2 + 3x") != number("2 - 3x")
 
 
 @pytest.mark.parametrize(
