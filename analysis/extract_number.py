@@ -138,6 +138,18 @@ _EQUALS_WITHIN = 100
 # ("3 · 4") it reads as no product, and neither does this.
 _UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": " / ", "−": "-"})
 _UNICODE_DIFFERENCE = re.compile(r"(?<=[\d)}])[ \t]*−[ \t]*(?=[.\d(\\])")
+# A unit written right after its number ("10s", "5kg", "3cm", "2nd"), read as a unit after a space is
+# ("10 s" is 10): "10s" was the product 10s. Only where no operator follows it ("2s + 3t" is a sum), as
+# math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
+# litre, other letters are a product's ("2x"). Words of four letters or more are prose already.
+_PREFIXED = r"[pnuμmcdkMGT](?:m|g|s|l|L|W|J|V|A|N|B|b|Hz|Pa|eV|Wh|Ah|cal|mol)"
+_UNIT_WORD = (
+    r"s|m|g|h|l|L|" + _PREFIXED + r"|Hz|Pa|eV|Wh|mol|cal|min|mins|hr|hrs|sec|secs|ft|in|mi|yd|lb|lbs|oz|mph|kph|kmh|mpg"
+    r"|yr|yrs|wk|wks|deg|rad|px|pt|dB|am|pm|AM|PM|st|nd|rd|th"
+)
+_ATTACHED_UNIT = re.compile(
+    r"(?<=\d)(?=(?:" + _UNIT_WORD + r")(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
+)
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
@@ -153,6 +165,7 @@ def number(text: str) -> str | None:
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
+    text = _ATTACHED_UNIT.sub(" ", text)
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))

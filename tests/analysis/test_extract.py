@@ -784,6 +784,32 @@ def test_a_product_with_a_letter_matches_its_spellings_and_differs_from_its_numb
     assert number("x \\cdot 3") not in (number("3"), number("2x"))
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("10s", "10"),  # was "10s": a unit right after its number read as a product
+        ("10 s", "10"),
+        ("10 seconds", "10"),
+        ("\\boxed{10s}", "10"),
+        ("The answer is 10s.", "10"),
+        ("5kg", "5"),
+        ("3.5cm", "3.5"),
+        ("x = 10m", "10"),
+        ("2s + 3t", "2s+3t"),  # an operator after it: a sum's term, no unit
+        ("10s \\cdot 2", "20s"),
+        ("3t", "3t"),  # no unit's letter: a product
+    ],
+)
+def test_a_unit_right_after_its_number_is_its_unit(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_unit_written_either_way_matches_the_number_and_differs_from_other_numbers() -> None:
+    assert number("10s") == number("10 s") == number("10 seconds") == number("10") == number("\\boxed{10s}")
+    assert number("10s") not in (number("11s"), number("10x"), number("1"), number("100"))
+    assert number("2s + 3t") not in (number("2"), number("3t"), number("2s + 3u"))
+
+
 def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_from_its_parts() -> None:
     assert number("x \\cdot -3") == number("-3x") == number("-3 \\cdot x") == number("\\boxed{x \\times -3}")
     assert number("x \\cdot -3") not in (number("-3"), number("3x"), number("x \\cdot 3"), number("x \\cdot -2"))
