@@ -40,10 +40,30 @@ _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/
 # A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
+# A unit written right after its number ("10s", "5kg", "3cm", "2nd"), read as a unit after a space is
+# ("10 s" is 10): "10s" was the product 10s. Only where no operator follows it ("2s + 3t" is a sum), as
+# math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
+# litre, other letters are a product's ("2x"). Words of four letters or more are prose already.
+_PREFIXED = r"[pnuμmcdkMGT](?:m|g|s|l|L|W|J|V|A|N|B|b|Hz|Pa|eV|Wh|Ah|cal|mol)"
+_UNIT_WORD = (
+    r"s|m|g|h|l|L|" + _PREFIXED + r"|Hz|Pa|eV|Wh|mol|cal|min|mins|hr|hrs|sec|secs|ft|in|mi|yd|lb|lbs|oz|mph|kph|kmh|mpg"
+    r"|yr|yrs|wk|wks|deg|rad|px|pt|dB|am|pm|AM|PM|st|nd|rd|th"
+)
+_ATTACHED_UNIT = re.compile(
+    r"(?<=\d)(?=(?:" + _UNIT_WORD + r")(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
+)
 # What before a minus spaced from its bracket makes it a difference's ("x - (2+3)"), no sign.
 # The terms of a sum around an expression of no value ("1 + 2^x", "2^x - 3 \\cdot y"): a term is
 # numbers, single letters, commands, braces, balanced brackets, joined by products; terms by "+" or "-".
-_ATOM = r"(?:\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|[_^{}]|\([^()]*\))+"  # no word of prose
+# A space after \\pi, \\cdot, \\times or a closing brace before a letter is no gap ("\\pi x", "\\sqrt{2} x"; it
+# was "\\pi", the letter lost): LaTeX ignores it. Two or three letters right after a number that are no
+# unit are a product's ("2xy"; it was 2).
+_LATEX_SPACE = r"(?:[ \t]+(?=[a-zA-Z](?![a-zA-Z])))?"
+_ATTACHED_LETTERS = r"(?<=\d)(?!(?:" + _UNIT_WORD + r")(?![a-zA-Z]))[a-zA-Z]{2,3}(?![a-zA-Z])"
+_ATOM = (  # no word of prose
+    r"(?:\\(?:pi|cdot|times)(?![a-zA-Z])" + _LATEX_SPACE + r"|\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])"
+    r"|" + _ATTACHED_LETTERS + r"|[_^{]|\}" + _LATEX_SPACE + r"|\([^()]*\))+"
+)
 _TERM = _ATOM + r"(?:[ \t]*(?:\\cdot|\\times|\*|/)[ \t]*(?:-[ \t]*)?" + _ATOM + r")*"  # "x \\cdot -3": a factor's sign
 _JOINER = re.compile(r"[ \t]*[-+][ \t]*")
 _HEAD = re.compile(r"(?<![\w\\.,])(?:" + _TERM + r"[ \t]*[-+][ \t]*)+\Z")
@@ -58,6 +78,7 @@ _LETTER_SUM = re.compile(
     r"(?:(?<![\w)\]\\.,])-[ \t]*)?(?<![\w\\.,^_{])" + _TERM + r"((?:[ \t]*[-+][ \t]*(?:-[ \t]*)?" + _TERM + r")*)"
 )
 _COMMANDS = re.compile(r"\\[a-zA-Z]+")
+_LETTERS_OF = re.compile(_ATTACHED_LETTERS)
 _NO_TERM_SIGN = re.compile(r"(?:\dE|\\cdot|/)\Z")  # "1E+99999", "x \\cdot -3": no sum's sign
 _LETTER = re.compile(r"(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])")
 _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
@@ -138,18 +159,6 @@ _EQUALS_WITHIN = 100
 # ("3 · 4") it reads as no product, and neither does this.
 _UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": " / ", "−": "-"})
 _UNICODE_DIFFERENCE = re.compile(r"(?<=[\d)}])[ \t]*−[ \t]*(?=[.\d(\\])")
-# A unit written right after its number ("10s", "5kg", "3cm", "2nd"), read as a unit after a space is
-# ("10 s" is 10): "10s" was the product 10s. Only where no operator follows it ("2s + 3t" is a sum), as
-# math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
-# litre, other letters are a product's ("2x"). Words of four letters or more are prose already.
-_PREFIXED = r"[pnuμmcdkMGT](?:m|g|s|l|L|W|J|V|A|N|B|b|Hz|Pa|eV|Wh|Ah|cal|mol)"
-_UNIT_WORD = (
-    r"s|m|g|h|l|L|" + _PREFIXED + r"|Hz|Pa|eV|Wh|mol|cal|min|mins|hr|hrs|sec|secs|ft|in|mi|yd|lb|lbs|oz|mph|kph|kmh|mpg"
-    r"|yr|yrs|wk|wks|deg|rad|px|pt|dB|am|pm|AM|PM|st|nd|rd|th"
-)
-_ATTACHED_UNIT = re.compile(
-    r"(?<=\d)(?=(?:" + _UNIT_WORD + r")(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
-)
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
@@ -313,14 +322,15 @@ def _letter_sum(text: str, at: int) -> tuple[int, int, str] | None:
     ``_FUNCTION``: "f(2)^2" read 2, its argument), spelled as written ("x + 1" is "x+1", "e^2" "e^{2}",
     "f(2)^2" "f(2)^{2}"), as (start, end, spelling)."""
     for m in _LETTER_SUM.finditer(text, at):
-        bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", m.group()))  # "1e-40" is a number
+        split = _LETTERS_OF.sub(lambda r: " ".join(r.group()), m.group())  # "2xy": its letters apart
+        bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", split))  # "1e-40" is a number
         applied = _APPLIED.search(m.group()) or _FUNCTION.search(m.group())
         if not (_LETTER.search(bare) or applied) or re.search(r"[a-zA-Z]{2}", bare) or _UNIT_BEFORE.search(text, 0, m.start()):
             continue
         if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()):
             return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
-        factors = _ARGUMENTS.sub(" ", m.group())  # "2^x", "2\\sqrt{x}": the letter no factor
-        if applied or (len(_PIECE.findall(m.group())) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors)))):
+        factors = _ARGUMENTS.sub(" ", split)  # "2^x", "2\\sqrt{x}": the letter no factor
+        if applied or (len(_PIECE.findall(split)) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors)))):
             return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
     return None
 
@@ -359,7 +369,7 @@ def _ordered_product(term: str) -> str:
     factors: list[tuple[int, str]] = []
     at, negative = 0, False
     while at < len(term):
-        if factors and (joiner := re.compile(r"\\cdot ?(-?)").match(term, at)):
+        if factors and (joiner := re.compile(r"\\cdot ?(-?)| ").match(term, at)):  # "\\pi x": LaTeX's space
             at, negative = joiner.end(), negative != bool(joiner.group(1))  # "x \\cdot -3": the product's sign
         m = _FACTOR.match(term, at)
         if m is None:

@@ -787,6 +787,37 @@ def test_a_product_with_a_letter_matches_its_spellings_and_differs_from_its_numb
 @pytest.mark.parametrize(
     ("text", "value"),
     [
+        ("2xy", "2xy"),  # was "2": letters after a number that are no unit are a product's
+        ("\\boxed{2yx}", "2xy"),  # its factors in the one order
+        ("x2y", "2xy"),
+        ("3xy^2", "3xy^{2}"),
+        ("2xy + 1", "2xy+1"),
+        ("v2", "2v"),  # a letter before its number: the product still, numbers first
+        ("\\pi x", "\\pi x"),  # was "\\pi": LaTeX's space after a command is no gap
+        ("2\\pi x", "2\\pi x"),
+        ("\\sqrt{2} x", "\\sqrt{2}x"),  # was "\\sqrt{2}"
+        ("2\\cdot x", "2x"),  # was "2"
+        ("10km", "10"),  # a unit: no product
+        ("the 2nd", "2"),
+        ("I have 5apples", "5"),  # a word of four letters or more is prose
+    ],
+)
+def test_a_product_of_letters_is_read_whole(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_product_of_letters_matches_its_other_orders_and_differs_from_its_prefix() -> None:
+    assert number("2xy") == number("2yx") == number("x2y") == number("2 \\cdot x \\cdot y") == number("\\boxed{2xy}")
+    assert number("2xy") not in (number("2"), number("2x"), number("2xz"), number("3xy"), number("xy"))
+    assert number("\\pi x") == number("x\\pi") == number("x \\cdot \\pi") != number("\\pi")
+    assert number("\\pi x") not in (number("\\pi y"), number("2\\pi x"), number("x"))
+    assert number("v2") == number("2v") == number("2 \\cdot v") != number("2")
+    assert number("v2") not in (number("v3"), number("2u"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
         ("10s", "10"),  # was "10s": a unit right after its number read as a product
         ("10 s", "10"),
         ("10 seconds", "10"),
