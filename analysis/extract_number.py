@@ -159,6 +159,15 @@ _EQUALS_WITHIN = 100
 # ("3 · 4") it reads as no product, and neither does this.
 _UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": " / ", "−": "-"})
 _UNICODE_DIFFERENCE = re.compile(r"(?<=[\d)}])[ \t]*−[ \t]*(?=[.\d(\\])")
+# A function applied to a number without its bracket ("\\sin 2", "\\log_2 8", "\\ln{2}") or written as a
+# word ("sin(2)"): its application, spelled "\\sin(2)" (``_FUNCTION``): each read 2, its argument.
+_FUNCTION_NAMES = r"(?:arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|lg|exp)"
+_SUBSCRIPT = r"(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?"
+_FUNCTION_WORD = re.compile(r"(?<![a-zA-Z\\])\\?(" + _FUNCTION_NAMES + _SUBSCRIPT + r")[ \t]*(?=\(|\\left(?![a-zA-Z]))")
+_FUNCTION_ARGUMENT = re.compile(
+    r"\\(" + _FUNCTION_NAMES + r")(?![a-zA-Z])(" + _SUBSCRIPT + r")[ \t]*"
+    r"(?:\{([^{}]+)\}|(-?(?:\d+(?:\.\d+)?(?:\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))?|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))))"
+)
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
@@ -175,6 +184,9 @@ def number(text: str) -> str | None:
     """
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
     text = _ATTACHED_UNIT.sub(" ", text)
+    text = _FUNCTION_WORD.sub(r"\\\1", text)
+    text = _FUNCTION_ARGUMENT.sub(lambda m: f"\\{m.group(1)}{m.group(2)}({m.group(3) or m.group(4)})", text)
+    text = re.sub(r"(\\" + _FUNCTION_NAMES + r")_\{(\w)\}", r"\1_\2", text)  # "\\log_{2}" as "\\log_2"
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))

@@ -859,6 +859,13 @@ def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_fro
         ("\\log_2(8)", "\\log_2(8)"),  # was "8"
         ("f(2) = 5", "5"),  # an equation's right-hand side
         ("I have (a) 3", "3"),
+        ("\\sin 2", "\\sin(2)"),  # was "2": a function's name without its bracket
+        ("\\boxed{\\sin2}", "\\sin(2)"),  # was "2"
+        ("sin(2)", "\\sin(2)"),  # was "2": its name as a word
+        ("\\ln{2}", "\\ln(2)"),
+        ("\\log_{2} 8", "\\log_2(8)"),  # was "8"
+        ("\\sin 2x + 1", "\\sin(2x)+1"),
+        ("basin(2)", "2"),  # a word that is no function's name
     ],
 )
 def test_a_functions_application_is_no_number(text: str, value: str) -> None:
@@ -869,6 +876,9 @@ def test_a_functions_application_matches_its_spellings_and_differs_from_its_numb
     assert number("f(2)^2") == number("f(2)^{2}") == number("\\boxed{f(2)^2}") == number("The answer is f(2)^2.")
     assert number("f(2)^2") not in (number("2"), number("4"), number("f(2)"), number("f(3)^2"), number("g(2)^2"))
     assert number("\\sin(2)") not in (number("2"), number("\\cos(2)"), number("\\sin(3)"))
+    assert number("\\sin 2") == number("sin(2)") == number("\\sin(2)") == number("\\sin{2}") == number("\\sin (2)")
+    assert number("\\sin 2") not in (number("2"), number("\\cos 2"), number("\\sin 3"), number("sin(3)"), number("\\sin 2x"))
+    assert number("\\log_2 8") == number("\\log_2(8)") not in (number("8"), number("3"), number("\\log_3 8"))
 
 
 @pytest.mark.parametrize(
