@@ -353,8 +353,7 @@ def _ordered(spelling: str) -> str:
     and "6x", as "3x" and "6x" are; a dot only before a factor that begins with a digit or ``\\frac``.
     Only factors: a term with a quotient, a function's bracket ("f(2)") or a sign inside is left as
     written. Brackets around the whole are none ("(x+1)" is "x+1")."""
-    if spelling.startswith("(") and _argument(spelling, 0, "(", ")")[1] == len(spelling):
-        spelling = spelling[1:-1]
+    spelling = _unbracketed(spelling)
     out, term, depth = "", "", 0
     for i, c in enumerate(spelling):
         depth += 1 if c in "{([" else -1 if c in "})]" else 0
@@ -376,8 +375,10 @@ def _signed_term(out: str, product: str) -> str:
 
 
 def _ordered_product(term: str) -> str:
-    if "/" in term or _APPLIED.search(term) or _FUNCTION.search(term):
+    if _APPLIED.search(term) or _FUNCTION.search(term):
         return term
+    if "/" in term:
+        return _quotient(term)
     factors: list[tuple[int, str]] = []
     at, negative = 0, False
     while at < len(term):
@@ -406,6 +407,23 @@ def _ordered_product(term: str) -> str:
             out += "\\cdot"
         out += factor
     return ("-" if negative else "") + out
+
+
+def _quotient(term: str) -> str:
+    """A quotient of no value spelled as its ``\\frac`` is ("x/2" as "\\frac{x}{2}"; they were two
+    answers), a bracket around either part none ("(x+1)/2" is "\\frac{x+1}{2}"). The divisor is all
+    after the "/", a product written without a sign too ("x/2y" is x over 2y, as math-verify reads
+    it); a quotient with a product's dot after the "/" ("x/2 \\cdot 3", 3x/2), another "/", or a sign,
+    is left as written."""
+    top, _, bottom = term.partition("/")
+    if not top or not bottom or "/" in bottom or "\\cdot" in bottom or bottom[0] in "+-":
+        return term
+    return "\\frac{" + _unbracketed(top) + "}{" + _unbracketed(bottom) + "}"
+
+
+def _unbracketed(part: str) -> str:
+    whole = part.startswith("(") and _argument(part, 0, "(", ")")[1] == len(part)
+    return part[1:-1] if whole else part
 
 
 def _times_after(text: str, spelling: str, end: int) -> tuple[str, int]:
@@ -453,7 +471,10 @@ def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tu
 def _sum_as_written(terms: str) -> str:
     """Terms of a sum spelled as the extractor spells expressions of no value: no spaces, ``\\cdot``
     for every product's sign, a power's exponent braced ("2^x" as "2^{x}")."""
-    spelling = re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", _latex(terms))
+    return _powers_braced(re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", _latex(terms)))
+
+
+def _powers_braced(spelling: str) -> str:
     return re.sub(r"\^(-?\d+|[a-zA-Z])", r"^{\1}", spelling)
 
 
@@ -547,7 +568,7 @@ def _as_written(
             return None
         if not within and _PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom) and Fraction(_digits(bottom)):
             return None
-        body = "\\frac{" + _latex(top) + "}{" + _latex(bottom) + "}"
+        body = "\\frac{" + _powers_braced(_latex(top)) + "}{" + _powers_braced(_latex(bottom)) + "}"
     if command in ("sqrt", "pi"):
         over = re.compile(r"\s*/\s*(\d+)(?![\d/.])").match(text, end)
         if over:

@@ -818,6 +818,30 @@ def test_a_product_of_letters_matches_its_other_orders_and_differs_from_its_pref
 @pytest.mark.parametrize(
     ("text", "value"),
     [
+        ("x/2", "\\frac{x}{2}"),  # was "x/2", another answer than "\\frac{x}{2}"
+        ("\\boxed{x / 2}", "\\frac{x}{2}"),
+        ("1/x", "\\frac{1}{x}"),
+        ("(x+1)/2", "\\frac{x+1}{2}"),  # a bracket around a part is none
+        ("2x/3 + 1", "\\frac{2x}{3}+1"),
+        ("x/2y", "\\frac{x}{2y}"),  # the divisor all after the "/", as math-verify reads it
+        ("x^2/2", "\\frac{x^{2}}{2}"),
+        ("x/2 \\cdot 3", "x/2\\cdot3"),  # 3x/2: as written, never x over 6
+    ],
+)
+def test_a_quotient_with_a_letter_is_spelled_as_its_fraction(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_quotient_matches_its_fraction_and_differs_from_other_quotients() -> None:
+    assert number("x/2") == number("\\frac{x}{2}") == number("\\dfrac{x}{2}") == number("The answer is x / 2.")
+    assert number("x/2") not in (number("x/3"), number("\\frac{x}{3}"), number("2/x"), number("x"), number("2"))
+    assert number("(x+1)/2") == number("\\frac{x+1}{2}") != number("\\frac{x+2}{2}")
+    assert number("x^2/2") == number("\\frac{x^2}{2}") != number("\\frac{x^3}{2}")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
         ("10s", "10"),  # was "10s": a unit right after its number read as a product
         ("10 s", "10"),
         ("10 seconds", "10"),
