@@ -163,7 +163,10 @@ _UNICODE_DIFFERENCE = re.compile(r"(?<=[\d)}])[ \t]*−[ \t]*(?=[.\d(\\])")
 # word ("sin(2)"): its application, spelled "\\sin(2)" (``_FUNCTION``): each read 2, its argument.
 _FUNCTION_NAMES = r"(?:arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|lg|exp)"
 _SUBSCRIPT = r"(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?"
-_FUNCTION_WORD = re.compile(r"(?<![a-zA-Z\\])\\?(" + _FUNCTION_NAMES + _SUBSCRIPT + r")[ \t]*(?=\(|\\left(?![a-zA-Z]))")
+_FUNCTION_WORD = re.compile(  # a word only right before its bracket: "I log (2) items" is prose
+    r"(?<![a-zA-Z\\])(?:\\(" + _FUNCTION_NAMES + _SUBSCRIPT + r")[ \t]*|(" + _FUNCTION_NAMES + _SUBSCRIPT + r"))"
+    r"(?=\(|\\left(?![a-zA-Z]))"
+)
 _FUNCTION_ARGUMENT = re.compile(
     r"\\(" + _FUNCTION_NAMES + r")(?![a-zA-Z])(" + _SUBSCRIPT + r")[ \t]*"
     r"(?:\{([^{}]+)\}|(-?(?:\d+(?:\.\d+)?(?:\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))?|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))))"
@@ -184,7 +187,7 @@ def number(text: str) -> str | None:
     """
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
     text = _ATTACHED_UNIT.sub(" ", text)
-    text = _FUNCTION_WORD.sub(r"\\\1", text)
+    text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
     text = _FUNCTION_ARGUMENT.sub(lambda m: f"\\{m.group(1)}{m.group(2)}({m.group(3) or m.group(4)})", text)
     text = re.sub(r"(\\" + _FUNCTION_NAMES + r")_\{(\w)\}", r"\1_\2", text)  # "\\log_{2}" as "\\log_2"
     boxes = list(_BOXED.finditer(text))
@@ -351,8 +354,9 @@ def _ordered(spelling: str) -> str:
     """An expression of no value with each product's factors in one order (``_FACTOR``'s), its numbers
     multiplied, so that equal products are one answer: "x \\cdot 3" and "2 \\cdot x \\cdot 3" are "3x"
     and "6x", as "3x" and "6x" are; a dot only before a factor that begins with a digit or ``\\frac``.
-    Only factors: a term with a quotient, a function's bracket ("f(2)") or a sign inside is left as
-    written. Brackets around the whole are none ("(x+1)" is "x+1")."""
+    Only factors, a sign after a product's dot its factor's ("x \\cdot -3" is "-3x"): a term with a
+    function's bracket ("f(2)") is left as written, a quotient spelled as its ``\\frac`` (``_quotient``).
+    Brackets around the whole are none ("(x+1)" is "x+1")."""
     spelling = _unbracketed(spelling)
     out, term, depth = "", "", 0
     for i, c in enumerate(spelling):

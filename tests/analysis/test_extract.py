@@ -890,6 +890,7 @@ def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_fro
         ("\\log_{2} 8", "\\log_2(8)"),  # was "8"
         ("\\sin 2x + 1", "\\sin(2x)+1"),
         ("basin(2)", "2"),  # a word that is no function's name
+        ("I log (2) items", "2"),  # a word spaced from its bracket: prose, no logarithm
     ],
 )
 def test_a_functions_application_is_no_number(text: str, value: str) -> None:
