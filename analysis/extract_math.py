@@ -2,17 +2,21 @@
 open-r1 (``parse``, then ``verify(gold, answer)``), so that a score here is the score they give.
 
 math-verify is the ``math`` extra. Its timeouts are ``signal.alarm``: they work in the main thread
-only (elsewhere its ``parse`` and ``verify`` raise), so off the main thread nothing bounds sympy and
-no timeout is asked for. A reading or comparison it gives up on is no answer, and counted.
+only (elsewhere its ``parse`` and ``verify`` raise), so off the main thread (a program that runs
+``compare`` in a worker thread) each call runs in a thread of its own that is given up at the same
+timeout (``_bounded``). A reading or comparison given up is no answer, and counted.
 """
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from itertools import product
-from typing import Any
+from typing import Any, cast
 
 from infertap.errors import ConfigError
 
@@ -49,15 +53,19 @@ class MathVerify:
         self._cache: OrderedDict[str, MathReading] = OrderedDict()
         self._timed_out = 0
 
-    def _timeout(self) -> int | None:
-        """Signals are the main thread's: elsewhere a timeout would make math-verify raise."""
-        return self._timeout_s if threading.current_thread() is threading.main_thread() else None
+    def _bounded[T](self, call: Callable[[int | None], T]) -> T:
+        """``call(timeout)`` bounded at the timeout: in the main thread by math-verify's own alarm;
+        elsewhere, where signals can't reach and a timeout would make math-verify raise, in a thread
+        of its own (no timeout asked), given up when the timeout passes, as the alarm would."""
+        if threading.current_thread() is threading.main_thread():
+            return call(self._timeout_s)
+        return _within(self._timeout_s, lambda: call(None), self._timeout_exc)
 
     def read(self, text: str) -> MathReading:
         reading = self._cache.get(text)
         if reading is None:
             try:
-                parsed = self._mv.parse(text, parsing_timeout=self._timeout(), raise_on_error=True)
+                parsed = self._bounded(lambda t: self._mv.parse(text, parsing_timeout=t, raise_on_error=True))
                 reading = MathReading(tuple(parsed))
             except self._timeout_exc:
                 reading = MathReading((), timed_out=True)
@@ -90,7 +98,7 @@ class MathVerify:
         and the others are still tried."""
         for g, t in product(gold.parsed, reading.parsed):
             try:
-                if self._mv.verify(g, t, timeout_seconds=self._timeout(), raise_on_error=True):
+                if self._bounded(partial(self._verify, g, t)):
                     return True
             except self._timeout_exc:
                 self._timed_out += 1
@@ -98,5 +106,34 @@ class MathVerify:
                 continue
         return False
 
+    def _verify(self, gold: Any, answer: Any, timeout_s: int | None) -> bool:
+        return bool(self._mv.verify(gold, answer, timeout_seconds=timeout_s, raise_on_error=True))
+
     def timed_out(self) -> int:
         return self._timed_out
+
+
+def _within[T](seconds: int, call: Callable[[], T], timeout_exc: type[BaseException]) -> T:
+    """``call()`` in a daemon thread, its result or exception handed back; after ``seconds`` it is
+    given up (``timeout_exc`` raised here) and the thread is sent ``timeout_exc`` too, which stops it
+    at its next Python instruction, as math-verify's alarm stops the main thread (sympy is Python;
+    a C call such as a sleep ends first). Without that it would run on, holding a core."""
+    done: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            done.append((True, call()))
+        except BaseException as exc:  # the caller's to handle, the timeout sent to this thread among them
+            done.append((False, exc))
+
+    worker = threading.Thread(target=run, name="infertap-math-verify", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if not done:
+        assert worker.ident is not None
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(timeout_exc))
+        raise timeout_exc(f"gave up after {seconds} s")
+    ok, value = done[0]
+    if ok:
+        return cast(T, value)
+    raise value

@@ -40,11 +40,31 @@ _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/
 # A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
+# A unit written right after its number ("10s", "5kg", "3cm", "2nd"), read as a unit after a space is
+# ("10 s" is 10): "10s" was the product 10s. Only where no operator follows it ("2s + 3t" is a sum), as
+# math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
+# litre, other letters are a product's ("2x"). Words of four letters or more are prose already.
+_PREFIXED = r"[pnuμmcdkMGT](?:m|g|s|l|L|W|J|V|A|N|B|b|Hz|Pa|eV|Wh|Ah|cal|mol)"
+_UNIT_WORD = (
+    r"s|m|g|h|l|L|" + _PREFIXED + r"|Hz|Pa|eV|Wh|mol|cal|min|mins|hr|hrs|sec|secs|ft|in|mi|yd|lb|lbs|oz|mph|kph|kmh|mpg"
+    r"|yr|yrs|wk|wks|deg|rad|px|pt|dB|am|pm|AM|PM|st|nd|rd|th"
+)
+_ATTACHED_UNIT = re.compile(
+    r"(?<=\d)(?=(?:" + _UNIT_WORD + r")(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
+)
 # What before a minus spaced from its bracket makes it a difference's ("x - (2+3)"), no sign.
 # The terms of a sum around an expression of no value ("1 + 2^x", "2^x - 3 \\cdot y"): a term is
 # numbers, single letters, commands, braces, balanced brackets, joined by products; terms by "+" or "-".
-_ATOM = r"(?:\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|[_^{}]|\([^()]*\))+"  # no word of prose
-_TERM = _ATOM + r"(?:[ \t]*(?:\\cdot|\\times|\*|/)[ \t]*" + _ATOM + r")*"
+# A space after \\pi, \\cdot, \\times or a closing brace before a letter is no gap ("\\pi x", "\\sqrt{2} x"; it
+# was "\\pi", the letter lost): LaTeX ignores it. Two or three letters right after a number that are no
+# unit are a product's ("2xy"; it was 2).
+_LATEX_SPACE = r"(?:[ \t]+(?=[a-zA-Z](?![a-zA-Z])))?"
+_ATTACHED_LETTERS = r"(?<=\d)(?!(?:" + _UNIT_WORD + r")(?![a-zA-Z]))[a-zA-Z]{2,3}(?![a-zA-Z])"
+_ATOM = (  # no word of prose
+    r"(?:\\(?:pi|cdot|times)(?![a-zA-Z])" + _LATEX_SPACE + r"|\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])"
+    r"|" + _ATTACHED_LETTERS + r"|[_^{]|\}" + _LATEX_SPACE + r"|\([^()]*\))+"
+)
+_TERM = _ATOM + r"(?:[ \t]*(?:\\cdot|\\times|\*|/)[ \t]*(?:-[ \t]*)?" + _ATOM + r")*"  # "x \\cdot -3": a factor's sign
 _JOINER = re.compile(r"[ \t]*[-+][ \t]*")
 _HEAD = re.compile(r"(?<![\w\\.,])(?:" + _TERM + r"[ \t]*[-+][ \t]*)+\Z")
 _SIGNED_HEAD = re.compile(r"(?<![\w\\.,])" + _TERM + r"(?:[ \t]*[-+][ \t]*" + _TERM + r")*[ \t]*\Z")  # before "- 2^x"
@@ -58,6 +78,8 @@ _LETTER_SUM = re.compile(
     r"(?:(?<![\w)\]\\.,])-[ \t]*)?(?<![\w\\.,^_{])" + _TERM + r"((?:[ \t]*[-+][ \t]*(?:-[ \t]*)?" + _TERM + r")*)"
 )
 _COMMANDS = re.compile(r"\\[a-zA-Z]+")
+_LETTERS_OF = re.compile(_ATTACHED_LETTERS)
+_NO_TERM_SIGN = re.compile(r"(?:\dE|\\cdot|/)\Z")  # "1E+99999", "x \\cdot -3": no sum's sign
 _LETTER = re.compile(r"(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])")
 _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
 # A product with a single-letter variable factor ("2 \\cdot x", "3x", "x \\cdot 3"): one expression too,
@@ -137,6 +159,18 @@ _EQUALS_WITHIN = 100
 # ("3 · 4") it reads as no product, and neither does this.
 _UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": " / ", "−": "-"})
 _UNICODE_DIFFERENCE = re.compile(r"(?<=[\d)}])[ \t]*−[ \t]*(?=[.\d(\\])")
+# A function applied to a number without its bracket ("\\sin 2", "\\log_2 8", "\\ln{2}") or written as a
+# word ("sin(2)"): its application, spelled "\\sin(2)" (``_FUNCTION``): each read 2, its argument.
+_FUNCTION_NAMES = r"(?:arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|lg|exp)"
+_SUBSCRIPT = r"(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?"
+_FUNCTION_WORD = re.compile(  # a word only right before its bracket: "I log (2) items" is prose
+    r"(?<![a-zA-Z\\])(?:\\(" + _FUNCTION_NAMES + _SUBSCRIPT + r")[ \t]*|(" + _FUNCTION_NAMES + _SUBSCRIPT + r"))"
+    r"(?=\(|\\left(?![a-zA-Z]))"
+)
+_FUNCTION_ARGUMENT = re.compile(
+    r"\\(" + _FUNCTION_NAMES + r")(?![a-zA-Z])(" + _SUBSCRIPT + r")[ \t]*"
+    r"(?:\{([^{}]+)\}|(-?(?:\d+(?:\.\d+)?(?:\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))?|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))))"
+)
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
@@ -152,6 +186,10 @@ def number(text: str) -> str | None:
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
+    text = _ATTACHED_UNIT.sub(" ", text)
+    text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
+    text = _FUNCTION_ARGUMENT.sub(lambda m: f"\\{m.group(1)}{m.group(2)}({m.group(3) or m.group(4)})", text)
+    text = re.sub(r"(\\" + _FUNCTION_NAMES + r")_\{(\w)\}", r"\1_\2", text)  # "\\log_{2}" as "\\log_2"
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
@@ -299,14 +337,15 @@ def _letter_sum(text: str, at: int) -> tuple[int, int, str] | None:
     ``_FUNCTION``: "f(2)^2" read 2, its argument), spelled as written ("x + 1" is "x+1", "e^2" "e^{2}",
     "f(2)^2" "f(2)^{2}"), as (start, end, spelling)."""
     for m in _LETTER_SUM.finditer(text, at):
-        bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", m.group()))  # "1e-40" is a number
+        split = _LETTERS_OF.sub(lambda r: " ".join(r.group()), m.group())  # "2xy": its letters apart
+        bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", split))  # "1e-40" is a number
         applied = _APPLIED.search(m.group()) or _FUNCTION.search(m.group())
         if not (_LETTER.search(bare) or applied) or re.search(r"[a-zA-Z]{2}", bare) or _UNIT_BEFORE.search(text, 0, m.start()):
             continue
         if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()):
             return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
-        factors = _ARGUMENTS.sub(" ", m.group())  # "2^x", "2\\sqrt{x}": the letter no factor
-        if applied or (len(_PIECE.findall(m.group())) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors)))):
+        factors = _ARGUMENTS.sub(" ", split)  # "2^x", "2\\sqrt{x}": the letter no factor
+        if applied or (len(_PIECE.findall(split)) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors)))):
             return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
     return None
 
@@ -315,29 +354,40 @@ def _ordered(spelling: str) -> str:
     """An expression of no value with each product's factors in one order (``_FACTOR``'s), its numbers
     multiplied, so that equal products are one answer: "x \\cdot 3" and "2 \\cdot x \\cdot 3" are "3x"
     and "6x", as "3x" and "6x" are; a dot only before a factor that begins with a digit or ``\\frac``.
-    Only factors: a term with a quotient, a function's bracket ("f(2)") or a sign inside is left as
-    written. Brackets around the whole are none ("(x+1)" is "x+1")."""
-    if spelling.startswith("(") and _argument(spelling, 0, "(", ")")[1] == len(spelling):
-        spelling = spelling[1:-1]
+    Only factors, a sign after a product's dot its factor's ("x \\cdot -3" is "-3x"): a term with a
+    function's bracket ("f(2)") is left as written, a quotient spelled as its ``\\frac`` (``_quotient``).
+    Brackets around the whole are none ("(x+1)" is "x+1")."""
+    spelling = _unbracketed(spelling)
     out, term, depth = "", "", 0
     for i, c in enumerate(spelling):
         depth += 1 if c in "{([" else -1 if c in "})]" else 0
         # a term of the top level's sum; no exponent's sign ("1E+99999", "2^-x")
-        if depth == 0 and c in "+-" and spelling[i - 1 : i] not in ("^", "_") and not re.search(r"\dE\Z", spelling[:i]):
-            out, term = out + _ordered_product(term) + c, ""
+        if depth == 0 and c in "+-" and spelling[i - 1 : i] not in ("^", "_") and not _NO_TERM_SIGN.search(spelling, 0, i):
+            out, term = _signed_term(out, _ordered_product(term)) + c, ""
         else:
             term += c
-    return out + _ordered_product(term)
+    return _signed_term(out, _ordered_product(term))
+
+
+def _signed_term(out: str, product: str) -> str:
+    """A sum's spelling so far with its next term, a product's own sign joined to the sum's ("x - y
+    \\cdot -3" is "x+3y", "x \\cdot -3" "-3x")."""
+    if product.startswith("-") and out[-1:] in ("+", "-") and out:
+        out, product = out[:-1] + ("+" if out[-1] == "-" else "-"), product[1:]
+        return ("" if out == "+" else out) + product
+    return out + product
 
 
 def _ordered_product(term: str) -> str:
-    if "/" in term or _APPLIED.search(term) or _FUNCTION.search(term):
+    if _APPLIED.search(term) or _FUNCTION.search(term):
         return term
+    if "/" in term:
+        return _quotient(term)
     factors: list[tuple[int, str]] = []
-    at = 0
+    at, negative = 0, False
     while at < len(term):
-        if factors and (joiner := re.compile(r"\\cdot ?").match(term, at)):
-            at = joiner.end()
+        if factors and (joiner := re.compile(r"\\cdot ?(-?)| ").match(term, at)):  # "\\pi x": LaTeX's space
+            at, negative = joiner.end(), negative != bool(joiner.group(1))  # "x \\cdot -3": the product's sign
         m = _FACTOR.match(term, at)
         if m is None:
             return term
@@ -360,7 +410,24 @@ def _ordered_product(term: str) -> str:
         elif out[-1:].isalpha() and factor[0] == "(":  # "y\\cdot(x+1)", no function "y(x+1)"
             out += "\\cdot"
         out += factor
-    return out
+    return ("-" if negative else "") + out
+
+
+def _quotient(term: str) -> str:
+    """A quotient of no value spelled as its ``\\frac`` is ("x/2" as "\\frac{x}{2}"; they were two
+    answers), a bracket around either part none ("(x+1)/2" is "\\frac{x+1}{2}"). The divisor is all
+    after the "/", a product written without a sign too ("x/2y" is x over 2y, as math-verify reads
+    it); a quotient with a product's dot after the "/" ("x/2 \\cdot 3", 3x/2), another "/", or a sign,
+    is left as written."""
+    top, _, bottom = term.partition("/")
+    if not top or not bottom or "/" in bottom or "\\cdot" in bottom or bottom[0] in "+-":
+        return term
+    return "\\frac{" + _unbracketed(top) + "}{" + _unbracketed(bottom) + "}"
+
+
+def _unbracketed(part: str) -> str:
+    whole = part.startswith("(") and _argument(part, 0, "(", ")")[1] == len(part)
+    return part[1:-1] if whole else part
 
 
 def _times_after(text: str, spelling: str, end: int) -> tuple[str, int]:
@@ -408,7 +475,10 @@ def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tu
 def _sum_as_written(terms: str) -> str:
     """Terms of a sum spelled as the extractor spells expressions of no value: no spaces, ``\\cdot``
     for every product's sign, a power's exponent braced ("2^x" as "2^{x}")."""
-    spelling = re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", _latex(terms))
+    return _powers_braced(re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", _latex(terms)))
+
+
+def _powers_braced(spelling: str) -> str:
     return re.sub(r"\^(-?\d+|[a-zA-Z])", r"^{\1}", spelling)
 
 
@@ -502,7 +572,7 @@ def _as_written(
             return None
         if not within and _PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom) and Fraction(_digits(bottom)):
             return None
-        body = "\\frac{" + _latex(top) + "}{" + _latex(bottom) + "}"
+        body = "\\frac{" + _powers_braced(_latex(top)) + "}{" + _powers_braced(_latex(bottom)) + "}"
     if command in ("sqrt", "pi"):
         over = re.compile(r"\s*/\s*(\d+)(?![\d/.])").match(text, end)
         if over:

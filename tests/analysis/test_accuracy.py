@@ -312,24 +312,28 @@ def _math_runs(tmp_path):
 
 
 @MATH_TIMEOUT
-def test_math_grades_as_math_verify_does_where_number_misreads(tmp_path):
-    """ "x \\cdot -3" is -3x (number read -3), "2xy" is no 2 (number read 2), "\\sin 2" is no 2."""
+def test_math_grades_as_math_verify_does_and_number_agrees_on_these(tmp_path):
+    """ "x \\cdot -3" is -3x, "2xy" is no 2, "\\sin 2" is no 2, "x/2" is \\frac{x}{2}, "10s" is 10: math-verify's
+    readings, and number's since it read -3, 2, 2, another answer and 10s."""
     needs("math_verify", "math")
     from math_verify import parse, verify
 
-    g = grader("math")
+    g, number = grader("math"), grader("number")
     for reference, answer, right in [
-        ("-3x", "So \\boxed{x \\cdot -3}", True),  # number: wrong
-        ("2", "\\boxed{2xy}", False),  # number: right
-        ("0.5", "\\boxed{\\frac{1}{2}}", True),  # both right
+        ("-3x", "So \\boxed{x \\cdot -3}", True),
+        ("2", "\\boxed{2xy}", False),
+        ("0.5", "\\boxed{\\frac{1}{2}}", True),
         ("\\frac{1}{2}", "The answer is 0.5", True),  # free text: math-verify's plain expressions
-        ("7", "\\boxed{8}", False),  # both wrong
+        ("7", "\\boxed{8}", False),
         ("\\sin 2", "\\boxed{\\sin 2}", True),
+        ("2", "\\boxed{\\sin 2}", False),
+        ("\\frac{x}{2}", "\\boxed{x/2}", True),
+        ("\\frac{x}{3}", "\\boxed{x/2}", False),
+        ("10", "\\boxed{10s}", True),
     ]:
         assert g.same(g.known(reference), g.read(answer)) is right, (reference, answer)
         assert right is verify(parse(f"${reference}$"), parse(answer))  # what math-verify itself says
-    number = grader("number")
-    assert not number.same(number.known("-3x"), number.read("So \\boxed{x \\cdot -3}"))
+        assert number.same(number.known(reference), number.read(answer)) is right, (reference, answer)
     assert g.shown(g.read("So \\boxed{x \\cdot -3}")) == "x \\cdot -3" and g.shown(g.read("no answer")) is None
     assert not g.same(g.known("7"), g.read("no answer"))  # nothing read is no answer
 
@@ -341,7 +345,8 @@ def test_math_grades_as_math_verify_does_where_number_misreads(tmp_path):
     # A's and B's answers are one in q1 and q3 (-3x, 1/2), differ in q2 and q4
     assert (counts["answer_unchanged"], counts["answer_changed"]) == (2, 2)
     by_number = compare(a, b, extract="number", references=refs)["accuracy"]
-    assert (by_number["a_right"], by_number["b_right"]) != (acc["a_right"], acc["b_right"])
+    flips = ("a_right", "b_right", "right_to_wrong", "wrong_to_right")
+    assert [by_number[k] for k in flips] == [acc[k] for k in flips]  # number read A's q1, q2, q4 otherwise
 
 
 @MATH_TIMEOUT
@@ -373,6 +378,39 @@ def test_math_reads_off_the_main_thread_and_a_comparison_too_slow_is_counted(tmp
     write_capture(tmp_path / "a", [{"body": _chat(q), "chunks": _reply("\\boxed{(x+2)^{2}}")}])
     acc = compare(tmp_path / "a", tmp_path / "a", extract="math", references={q: "(x+1)^{2}"})["accuracy"]
     assert acc["timed_out"] >= 1 and acc["a_right"] == acc["b_right"] == 0
+    assert "took too long" in acc["verdict"]
+
+
+@MATH_TIMEOUT
+def test_math_off_the_main_thread_is_bounded_too(tmp_path, monkeypatch):
+    """Off the main thread math-verify's alarm can't fire: a comparison that hangs there ran unbounded
+    (the 60 s stand-in's None read as unequal, nothing counted). Now it is given up at the timeout,
+    counted, and compare run in a worker thread says so; a reading that is quick still reads."""
+    needs("math_verify", "math")
+    import time
+
+    import math_verify.grader
+
+    from infertap.analysis import extract_math
+
+    monkeypatch.setattr(extract_math, "TIMEOUT_S", 1)
+    q = "Expand."
+    write_capture(tmp_path / "a", [{"body": _chat(q), "chunks": _reply("\\boxed{(x+2)^{2}}")}])
+    g = extract_math.MathVerify()
+    gold, answer = g.known("(x+1)^{2}"), g.read("\\boxed{(x+2)^{2}}")
+    monkeypatch.setattr(math_verify.grader, "sympy_expr_eq", lambda *a, **k: time.sleep(60))
+    got: list[object] = []
+
+    def grade() -> None:
+        got.append((g.same(gold, answer), g.timed_out(), g.shown(g.read("\\boxed{7}"))))
+        got.append(compare(tmp_path / "a", tmp_path / "a", extract="math", references={q: "(x+1)^{2}"})["accuracy"])
+
+    worker = threading.Thread(target=grade)
+    worker.start()
+    worker.join()
+    assert got[0] == (False, 1, "7")
+    acc = got[1]
+    assert isinstance(acc, dict) and acc["timed_out"] >= 1 and acc["a_right"] == acc["b_right"] == 0
     assert "took too long" in acc["verdict"]
 
 

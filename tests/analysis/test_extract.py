@@ -765,6 +765,11 @@ def test_a_product_after_a_power_matches_the_one_before_it_and_differs_from_its_
         ("3 apples", "3"),
         ("5 m \\cdot s", "5"),
         ("32^x", "32^{x}"),  # a base of two digits, no product
+        ("x \\cdot -3", "-3x"),  # was "-3": a minus after the operator is its factor's sign, as in "2 * -3"
+        ("\\boxed{x * -3}", "-3x"),
+        ("x \\cdot -1", "-x"),
+        ("-x \\cdot -3", "3x"),
+        ("2 - x \\cdot -3", "2+3x"),  # the product's sign joins the sum's
     ],
 )
 def test_a_product_with_a_single_letter_variable_is_one_expression(text: str, value: str) -> None:
@@ -782,6 +787,93 @@ def test_a_product_with_a_letter_matches_its_spellings_and_differs_from_its_numb
 @pytest.mark.parametrize(
     ("text", "value"),
     [
+        ("2xy", "2xy"),  # was "2": letters after a number that are no unit are a product's
+        ("\\boxed{2yx}", "2xy"),  # its factors in the one order
+        ("x2y", "2xy"),
+        ("3xy^2", "3xy^{2}"),
+        ("2xy + 1", "2xy+1"),
+        ("v2", "2v"),  # a letter before its number: the product still, numbers first
+        ("\\pi x", "\\pi x"),  # was "\\pi": LaTeX's space after a command is no gap
+        ("2\\pi x", "2\\pi x"),
+        ("\\sqrt{2} x", "\\sqrt{2}x"),  # was "\\sqrt{2}"
+        ("2\\cdot x", "2x"),  # was "2"
+        ("10km", "10"),  # a unit: no product
+        ("the 2nd", "2"),
+        ("I have 5apples", "5"),  # a word of four letters or more is prose
+    ],
+)
+def test_a_product_of_letters_is_read_whole(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_product_of_letters_matches_its_other_orders_and_differs_from_its_prefix() -> None:
+    assert number("2xy") == number("2yx") == number("x2y") == number("2 \\cdot x \\cdot y") == number("\\boxed{2xy}")
+    assert number("2xy") not in (number("2"), number("2x"), number("2xz"), number("3xy"), number("xy"))
+    assert number("\\pi x") == number("x\\pi") == number("x \\cdot \\pi") != number("\\pi")
+    assert number("\\pi x") not in (number("\\pi y"), number("2\\pi x"), number("x"))
+    assert number("v2") == number("2v") == number("2 \\cdot v") != number("2")
+    assert number("v2") not in (number("v3"), number("2u"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("x/2", "\\frac{x}{2}"),  # was "x/2", another answer than "\\frac{x}{2}"
+        ("\\boxed{x / 2}", "\\frac{x}{2}"),
+        ("1/x", "\\frac{1}{x}"),
+        ("(x+1)/2", "\\frac{x+1}{2}"),  # a bracket around a part is none
+        ("2x/3 + 1", "\\frac{2x}{3}+1"),
+        ("x/2y", "\\frac{x}{2y}"),  # the divisor all after the "/", as math-verify reads it
+        ("x^2/2", "\\frac{x^{2}}{2}"),
+        ("x/2 \\cdot 3", "x/2\\cdot3"),  # 3x/2: as written, never x over 6
+    ],
+)
+def test_a_quotient_with_a_letter_is_spelled_as_its_fraction(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_quotient_matches_its_fraction_and_differs_from_other_quotients() -> None:
+    assert number("x/2") == number("\\frac{x}{2}") == number("\\dfrac{x}{2}") == number("The answer is x / 2.")
+    assert number("x/2") not in (number("x/3"), number("\\frac{x}{3}"), number("2/x"), number("x"), number("2"))
+    assert number("(x+1)/2") == number("\\frac{x+1}{2}") != number("\\frac{x+2}{2}")
+    assert number("x^2/2") == number("\\frac{x^2}{2}") != number("\\frac{x^3}{2}")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("10s", "10"),  # was "10s": a unit right after its number read as a product
+        ("10 s", "10"),
+        ("10 seconds", "10"),
+        ("\\boxed{10s}", "10"),
+        ("The answer is 10s.", "10"),
+        ("5kg", "5"),
+        ("3.5cm", "3.5"),
+        ("x = 10m", "10"),
+        ("2s + 3t", "2s+3t"),  # an operator after it: a sum's term, no unit
+        ("10s \\cdot 2", "20s"),
+        ("3t", "3t"),  # no unit's letter: a product
+    ],
+)
+def test_a_unit_right_after_its_number_is_its_unit(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_unit_written_either_way_matches_the_number_and_differs_from_other_numbers() -> None:
+    assert number("10s") == number("10 s") == number("10 seconds") == number("10") == number("\\boxed{10s}")
+    assert number("10s") not in (number("11s"), number("10x"), number("1"), number("100"))
+    assert number("2s + 3t") not in (number("2"), number("3t"), number("2s + 3u"))
+
+
+def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_from_its_parts() -> None:
+    assert number("x \\cdot -3") == number("-3x") == number("-3 \\cdot x") == number("\\boxed{x \\times -3}")
+    assert number("x \\cdot -3") not in (number("-3"), number("3x"), number("x \\cdot 3"), number("x \\cdot -2"))
+    assert number("2 - x \\cdot -3") == number("2 + 3x") != number("2 - 3x")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
         ("f(2)^2", "f(2)^{2}"),  # was "2": a function's application gave its argument
         ("f(2)", "f(2)"),  # was "2"
         ("\\boxed{f(2)^2}", "f(2)^{2}"),  # was "2"
@@ -791,6 +883,14 @@ def test_a_product_with_a_letter_matches_its_spellings_and_differs_from_its_numb
         ("\\log_2(8)", "\\log_2(8)"),  # was "8"
         ("f(2) = 5", "5"),  # an equation's right-hand side
         ("I have (a) 3", "3"),
+        ("\\sin 2", "\\sin(2)"),  # was "2": a function's name without its bracket
+        ("\\boxed{\\sin2}", "\\sin(2)"),  # was "2"
+        ("sin(2)", "\\sin(2)"),  # was "2": its name as a word
+        ("\\ln{2}", "\\ln(2)"),
+        ("\\log_{2} 8", "\\log_2(8)"),  # was "8"
+        ("\\sin 2x + 1", "\\sin(2x)+1"),
+        ("basin(2)", "2"),  # a word that is no function's name
+        ("I log (2) items", "2"),  # a word spaced from its bracket: prose, no logarithm
     ],
 )
 def test_a_functions_application_is_no_number(text: str, value: str) -> None:
@@ -801,6 +901,9 @@ def test_a_functions_application_matches_its_spellings_and_differs_from_its_numb
     assert number("f(2)^2") == number("f(2)^{2}") == number("\\boxed{f(2)^2}") == number("The answer is f(2)^2.")
     assert number("f(2)^2") not in (number("2"), number("4"), number("f(2)"), number("f(3)^2"), number("g(2)^2"))
     assert number("\\sin(2)") not in (number("2"), number("\\cos(2)"), number("\\sin(3)"))
+    assert number("\\sin 2") == number("sin(2)") == number("\\sin(2)") == number("\\sin{2}") == number("\\sin (2)")
+    assert number("\\sin 2") not in (number("2"), number("\\cos 2"), number("\\sin 3"), number("sin(3)"), number("\\sin 2x"))
+    assert number("\\log_2 8") == number("\\log_2(8)") not in (number("8"), number("3"), number("\\log_3 8"))
 
 
 @pytest.mark.parametrize(
