@@ -1,5 +1,6 @@
-"""What the divergence table can't show, per path: pairs not compared and why, errors with no body
-an API reads, unreadable bodies. One wording for ``compare`` (printed) and ``report`` (HTML)."""
+"""What the divergence table can't show: the pairs a side failed, then per path the pairs not
+compared and why, errors with no body an API reads, unreadable bodies. One wording for ``compare``
+(printed) and ``report`` (HTML)."""
 
 from __future__ import annotations
 
@@ -64,3 +65,21 @@ def path_notes(d: dict[str, Any]) -> list[tuple[str, bool]]:
                 )
             )
     return notes
+
+
+def failed_note(d: dict[str, Any]) -> str | None:
+    """The pairs left out of every figure of the outputs because a side failed, by side, and what
+    those figures are over: a side that fails more often is less reliable, not another answerer.
+    None where no side failed."""
+    failed = d.get("failed") or {}
+    if not failed.get("pairs"):
+        return None
+    both = f"both {failed['both']}"
+    if failed["both"]:
+        both += f" ({failed['both_same']} the same failure, an exact match; {failed['both_differ']} different failures)"
+    return (
+        f"{failed['pairs']} pairs not compared for output, a side failed (an error status or body, no response, "
+        f"a stream cut short or unfinished): A only {failed['a_only']}, B only {failed['b_only']}, {both}; "
+        f"similarity, first divergence and what changed are over the {d['outputs_compared']} pairs with no side "
+        f"failed, exact match over all {d['pairs']}"
+    )

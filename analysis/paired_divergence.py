@@ -134,6 +134,16 @@ def exact_share(d: Mapping[str, Any]) -> str:
     return f"{tenths // 10}.{tenths % 10}% ({exact} of {pairs})"
 
 
+def compared_share(d: Mapping[str, Any]) -> str:
+    """``1988 of 2000``: the pairs whose outputs were compared (no side failed), of every pair."""
+    return "-" if d.get("outputs_compared") is None or not d.get("pairs") else f"{d['outputs_compared']} of {d['pairs']}"
+
+
+def differ_share(d: Mapping[str, Any]) -> str:
+    """``12 of 1988``: the pairs compared whose outputs differ (no exact match), of those compared."""
+    return "-" if not d.get("outputs_compared") else f"{d['outputs_differ']} of {d['outputs_compared']}"
+
+
 def divergence(
     con: Any,
     folder: Path,
@@ -165,7 +175,8 @@ def divergence(
     results = f"{pairs.name}_results"
     con.execute(f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT)")
     writer = con.cursor()
-    n = 0
+    n = compared = differ = 0
+    failed = dict.fromkeys(FAILED_KEYS, 0)
     for chunk in _in_order(con, folder, a, b, pairs, batch):
         ords: list[int] = []
         exacts: list[bool | None] = []
@@ -204,20 +215,28 @@ def divergence(
                 continue
             item = _pair_divergence(sa, sb, ea, eb, counts, readability, extract, references)
             n += 1
-            similarity_sum.add(item["similarity"])
-            # Where two answers part: a pair whose side failed or can't be read has no such place
-            # (an error against an answer differs "at 0"), so it is counted apart, not in the median.
-            at = item["first_divergence"]["at"] if item["answers_compared"] else None
-            if at is not None:
-                histogram[min(at // 8 * 8, HISTOGRAM_CAP)] += 1
-                units[item["first_divergence"]["unit"]] += 1
-            elif not item["exact"] and not item["answers_compared"]:
-                counts["divergence_not_placed"] += 1
-            if "kl" in item:
-                kl_sum.add(item["kl"]["kl_mean"])
-                top1_sum.add(item["kl"]["top1_agreement"])
-            if not item["exact"]:
-                worst.offer(ord_, item)
+            at = None
+            if "failed" in item:
+                # A side failed: a difference of reliability, which outcomes says, not of output.
+                # Counted apart, in no figure of the outputs; the same failure on both is still exact.
+                _count_failed(failed, item)
+            else:
+                compared += 1
+                differ += not item["exact"]
+                similarity_sum.add(item["similarity"])
+                # Where two answers part: a pair whose side can't be read has no such place (nothing
+                # read against an answer differs "at 0"), so it is counted apart, not in the median.
+                at = item["first_divergence"]["at"] if item["answers_compared"] else None
+                if at is not None:
+                    histogram[min(at // 8 * 8, HISTOGRAM_CAP)] += 1
+                    units[item["first_divergence"]["unit"]] += 1
+                elif not item["exact"] and not item["answers_compared"]:
+                    counts["divergence_not_placed"] += 1
+                if "kl" in item:
+                    kl_sum.add(item["kl"]["kl_mean"])
+                    top1_sum.add(item["kl"]["top1_agreement"])
+                if not item["exact"]:
+                    worst.offer(ord_, item)
             ords.append(ord_)
             exacts.append(bool(item["exact"]))
             ats.append(at)
@@ -230,8 +249,13 @@ def divergence(
     writer.close()
     summary: dict[str, Any] = {
         "pairs": n,
+        # Over every pair: the same answer, or the same failure (status, ending, error and bytes), on both sides.
         "exact_match_rate": counts["exact"] / n if n else None,
-        "similarity_mean": similarity_sum.mean() if n else None,
+        # The pairs whose outputs are compared, no side failed: what every figure of the outputs is over.
+        "outputs_compared": compared,
+        "outputs_differ": differ,
+        "failed": failed,
+        "similarity_mean": similarity_sum.mean() if similarity_sum.n else None,
         "first_divergence_median": _median(con, results),
         "first_divergence_histogram": dict(sorted(histogram.items())),
         "first_divergence_units": dict(units),  # of the positions above: by token (whose ids) or character
@@ -418,15 +442,22 @@ def _pair_divergence(
         and same_bytes
     )
     counts["exact"] += item["exact"]
+    failed = [_failed(sa), _failed(sb)]
+    if any(failed):
+        # No answer on a side to compare with the other's (an error, no response, a stream cut):
+        # exact where both failed alike, else no divergence of the outputs, but counted apart.
+        item["failed"] = failed
+        if extract is not None and (reference := _known(sa, sb, references)) is not None:
+            item["reference"] = reference
+            counts["known_unanswered"] += 1  # no wrong answer either
+        return item
     # The whole output, tool calls, a reported error and other choices included: what differs there is a divergence too.
     oa, ob = _whole_output(sa), _whole_output(sb)
     at, unit = _first_divergence(sa, sb, ea, eb, oa, ob)
     item["first_divergence"] = {"at": at, "unit": unit}
-    # Similarity of outputs needs two outputs: an unreadable side, or an error against an answer, scores 0.
-    both = not _unreadable(sa) and not _unreadable(sb) and _failed(sa) == _failed(sb)
-    unread_errors = sa.error_body is not None or sb.error_body is not None
-    item["similarity"] = float(sa.error_body == sb.error_body) if both and unread_errors else similarity(oa, ob) if both else 0.0
-    item["answers_compared"] = sa.readable and sb.readable and not _failed(sa) and not _failed(sb)
+    # Similarity of outputs needs two outputs: an unreadable side scores 0.
+    item["answers_compared"] = sa.readable and sb.readable
+    item["similarity"] = similarity(oa, ob) if item["answers_compared"] else 0.0
     _count_changes(item, counts, sa, sb, tools)
     if extract is not None:
         _count_answers(item, counts, sa, sb, extract, references)
@@ -445,8 +476,25 @@ def _unreadable(s: Summary) -> bool:
 
 
 def _failed(s: Summary) -> bool:
-    """The side reported an error: in a body its adapter read, or by an error status whose body none reads."""
-    return s.error_message is not None or s.error_body is not None
+    """The side gave no answer, as speed and known answers judge it (``_answered``, the metrics' ok):
+    an error status, an error its body reports, no response at all, a stream cut short or unfinished.
+    A body no adapter read is no failure: its answer is unknown (``_unreadable``, counted as such)."""
+    return not _answered(s) and not _unreadable(s)
+
+
+#: How the pairs that a side failed are counted (``failed`` of the divergence): A's side alone, B's
+#: alone, both; of those, both failed alike (an exact match) or otherwise.
+FAILED_KEYS = ("pairs", "a_only", "b_only", "both", "both_same", "both_differ")
+
+
+def _count_failed(failed: dict[str, int], item: dict[str, Any]) -> None:
+    fa, fb = item["failed"]
+    failed["pairs"] += 1
+    if fa and fb:
+        failed["both"] += 1
+        failed["both_same" if item["exact"] else "both_differ"] += 1
+    else:
+        failed["a_only" if fa else "b_only"] += 1
 
 
 def _finishes(s: Summary) -> tuple[Any, ...]:
@@ -665,8 +713,8 @@ def _count_answers(
     read_a, read_b = extract.read(sa.text), extract.read(sb.text)
     item["answer"] = [extract.shown(read_a), extract.shown(read_b)]
     counts["answer_unchanged" if _same_answer(extract, read_a, read_b) else "answer_changed"] += 1
-    reference = (references or {}).get(sa.last_user or "")
-    if reference is not None and not (_only_calls(sa) and _only_calls(sb)):
+    reference = _known(sa, sb, references)
+    if reference is not None:
         item["reference"] = reference
         if not (_answered(sa) and _answered(sb)):
             counts["known_unanswered"] += 1
@@ -675,6 +723,12 @@ def _count_answers(
             counts[_FLIPS[(extract.same(known, read_a), extract.same(known, read_b))]] += 1
     if extract.timed_out() > gave_up:
         counts["extract_timed_out"] += extract.timed_out() - gave_up
+
+
+def _known(sa: Summary, sb: Summary, references: Mapping[str, str] | None) -> str | None:
+    """The pair's known answer, where it is scored: none on a turn where both sides only called tools."""
+    reference = (references or {}).get(sa.last_user or "")
+    return None if reference is None or (_only_calls(sa) and _only_calls(sb)) else reference
 
 
 def _same_answer(extract: Grader, a: Any, b: Any) -> bool:

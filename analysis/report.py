@@ -22,9 +22,9 @@ from .compare_lines import Said, energy_lines, session_lines
 from .compare_load import concurrency_line
 from .compare_outcomes import side_line
 from .compare_traffic import traffic_line
-from .divergence_notes import path_notes
+from .divergence_notes import failed_note, path_notes
 from .errors import AnalysisError
-from .paired_divergence import exact_share, histogram_bars, position_unit
+from .paired_divergence import compared_share, differ_share, exact_share, histogram_bars, position_unit
 from .ratios import MIN_INTERVAL_PAIRS
 from .report_claims import claim_cards
 from .report_sessions import session_timelines
@@ -228,6 +228,8 @@ def _divergence(d: dict[str, Any]) -> list[str]:
     """Section 3: how often and where the outputs differ, in the rows ``infertap compare`` prints."""
     rows = [
         ["exact match", exact_share(d)],
+        ["outputs compared (no side failed)", compared_share(d)],
+        ["outputs that differ", differ_share(d)],
         ["similarity (mean)", d["similarity_mean"]],
         [f"first divergence (median position, {position_unit(d)})", d["first_divergence_median"]],
         *[[k.replace("_", " "), v] for k, v in d["counts"].items() if k not in ("exact", "error_body_unread")],
@@ -247,7 +249,9 @@ def _divergence(d: dict[str, Any]) -> list[str]:
         ]
     histogram = histogram_bars(d["first_divergence_histogram"])
     # What the table can't show, per path, as compare prints it (pairs not compared and why).
-    notes = [('<p class="warn">' if warn else "<p>") + f"{html.escape(text)}</p>" for text, warn in path_notes(d)]
+    failed = failed_note(d)  # the pairs a side failed: in no figure above but exact match
+    notes = [f'<p class="warn">{html.escape(failed)}</p>'] if failed else []
+    notes += [('<p class="warn">' if warn else "<p>") + f"{html.escape(text)}</p>" for text, warn in path_notes(d)]
     return [
         "<h2>3. Divergence</h2>",
         _table(["", "A vs B"], rows),

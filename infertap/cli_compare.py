@@ -336,8 +336,11 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
     """Section 3: the table, then what it cannot show (unreadable bodies, where outputs first part)."""
     _say(console, "\n3. Divergence", "bold")
     console.print(_divergence_table(d, base), markup=False)
-    from infertap.analysis.divergence_notes import path_notes
+    from infertap.analysis.divergence_notes import failed_note, path_notes
 
+    for lead, side in (("", d), ("baseline: ", base or {})):
+        if note := failed_note(side):
+            _say(console, lead + note, "yellow")
     for text, warn in path_notes(d):
         _say(console, text, "yellow" if warn else None)
     if d["first_divergence_histogram"]:
@@ -367,10 +370,17 @@ def _divergence_table(d: dict[str, Any], base: dict[str, Any] | None) -> Table:
     """A vs B beside A vs its baseline, when run: a difference within the noise floor is no finding."""
     from rich.table import Table
 
-    from infertap.analysis.paired_divergence import exact_share
+    from infertap.analysis.paired_divergence import compared_share, differ_share, exact_share
 
     table = Table("", "A vs B", *(["A vs baseline (noise floor)"] if base else []))
-    table.add_row("exact match", exact_share(d), *([exact_share(base)] if base else []))
+    # exact match over every pair; what follows over the pairs whose outputs were compared
+    shares = (
+        ("exact match", exact_share),
+        ("outputs compared (no side failed)", compared_share),
+        ("outputs that differ", differ_share),
+    )
+    for label, share in shares:
+        table.add_row(label, share(d), *([share(base)] if base else []))
     for label, key, fmt in _RATES:
         sides = [d] + ([base] if base else [])
         table.add_row(label, *("-" if s.get(key) is None else fmt.format(s[key]) + _unit_of(key, s) for s in sides))

@@ -277,6 +277,9 @@ def pair_summary(result: dict[str, Any]) -> str:
             f"right->wrong {counts.get('right_to_wrong', 0)}, wrong->right {counts.get('wrong_to_right', 0)}"
         )
     status = f"; status or ending differs in {counts['status_or_end_differs']}" if counts.get("status_or_end_differs") else ""
+    # A side that failed (an error, no response, a stream cut): counted apart from the outputs.
+    if failed := (d.get("failed") or {}).get("pairs"):
+        status += f"; a side failed in {failed} (not compared for output)"
     # A side that ran under several engine configurations: its last snapshot's sameness is not all of it.
     several = [f"{side} ran under {len(c)}" for side, c in (result["config"].get("configurations") or {}).items() if len(c) > 1]
     configs = f" ({' and '.join(several)} engine configurations)" if several else ""

@@ -96,11 +96,13 @@ def test_different_answers_differ_and_equal_ones_match(tmp_path, api):
     assert same["exact_match_rate"] == 1.0 and same["similarity_mean"] == 1.0
 
 
-def test_an_answer_against_an_error_is_not_similar(tmp_path):
+def test_an_answer_against_an_error_is_no_match_and_no_output_compared(tmp_path):
+    """B failed: not the same outcome, and no output of B's to be similar or not to A's (it scored 0)."""
     a = _capture(tmp_path / "a", "responses", ["42"])
     b = _capture(tmp_path / "b", "responses", [b'{"error": {"message": "File Not Found", "code": 404}}'], statuses=[404])
     d = compare(a, b)["divergence"]
-    assert d["exact_match_rate"] == 0.0 and d["similarity_mean"] == 0.0 and d["counts"]["status_or_end_differs"] == 1
+    assert d["exact_match_rate"] == 0.0 and d["similarity_mean"] is None and d["outputs_compared"] == 0
+    assert d["failed"] == {"pairs": 1, "a_only": 0, "b_only": 1, "both": 0, "both_same": 0, "both_differ": 0}
 
 
 def test_two_bodies_no_adapter_reads_are_never_an_exact_match(tmp_path):

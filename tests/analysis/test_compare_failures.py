@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -9,8 +10,10 @@ from typing import Any
 from click.testing import CliRunner
 
 from infertap.analysis.compare import compare
+from infertap.analysis.divergence import similarity
 from infertap.analysis.report import render
 from infertap.cli import cli
+from infertap.demo import pair_summary
 from tests.analysis_builders import body, event, exchange, sse, write_capture
 
 
@@ -98,3 +101,87 @@ def test_an_unfinished_answer_is_unanswered_not_wrong(tmp_path):
     clean = write_capture(tmp_path / "c", [_answer(i, i * 1000, 200) for i in range(20)])
     acc = compare(a, clean, extract="regex:(answer)", references=refs)["accuracy"]
     assert (acc["items"], acc["b_right"], acc["unanswered"]) == (20, 20, 0)
+
+
+def _said(
+    i: int, text: str | None = None, *, error: str | None = None, status: int = 500, unfinished: bool = False
+) -> dict[str, Any]:
+    """Question ``q{i}`` answered ``text``; ``error``: a 500 (or ``status``) whose body says it; neither: no
+    response at all (the upstream failed before a status); ``unfinished``: a role chunk then [DONE]."""
+    request = body(f"q{i}")
+    if error is not None:
+        chunks = [(5.0, json.dumps({"error": {"message": error}}).encode())]
+        return exchange(f"x{i}", sent_ms=i * 100, chunks=chunks, request=request, status=status, headers=[["content-type", "application/json"]])  # fmt: skip
+    if text is None and not unfinished:
+        return exchange(f"x{i}", sent_ms=i * 100, request=request, status=None, end="upstream_error")
+    events: list[Any] = [event(role="assistant")] + ([] if unfinished else [event(text), event(finish="stop")])
+    return exchange(f"x{i}", sent_ms=i * 100, chunks=[(k + 1.0, sse(e)) for k, e in enumerate([*events, "[DONE]"])], request=request)  # fmt: skip
+
+
+#: Each question's answer on A and on B: two the same, two different, then a side failed on each.
+SAID = [
+    (_said(0, "Paris"), _said(0, "Paris")),  # the same answer: an exact match
+    (_said(1, "Paris"), _said(1, "Lyon")),  # different answers: a divergence of the outputs
+    (_said(2, "Paris"), _said(2, error="boom")),  # B: a 500 with its error
+    (_said(3, "Paris"), _said(3)),  # B: no response at all
+    (_said(4, error="boom"), _said(4, "Paris")),  # A: a 500
+    (_said(5, error="boom"), _said(5, error="boom")),  # both, the same error: an exact match still
+    (_said(6, error="boom"), _said(6, error="overloaded", status=503)),  # both, other errors
+    (_said(7, "Paris"), _said(7, unfinished=True)),  # B: a stream the engine cut before any word
+]
+
+
+def test_a_pair_a_side_failed_is_counted_apart_from_the_outputs_that_differ(tmp_path):
+    """A 500, no response or an unfinished stream against "Paris" counted as outputs that differ, at
+    similarity 0: B, failing more often, read as answering differently. Those pairs are now counted
+    apart, by side; what the outputs' figures are over is said; two answers still differ or match."""
+    a = write_capture(tmp_path / "a", [x for x, _ in SAID])
+    b = write_capture(tmp_path / "b", [y for _, y in SAID])
+    text, data = _compare(a, b)
+    d = data["divergence"]
+    assert (d["pairs"], d["counts"]["exact"], d["outputs_compared"], d["outputs_differ"]) == (8, 2, 2, 1)
+    assert d["failed"] == {"pairs": 6, "a_only": 1, "b_only": 3, "both": 2, "both_same": 1, "both_differ": 1}
+    assert d["similarity_mean"] == (1 + similarity("Paris", "Lyon")) / 2  # the two compared, no failure at 0
+    assert [item["a_id"] for item in d["most_divergent"]] == ["x1"]
+    assert d["first_divergence_histogram"] == {"0": 1}  # "Paris" against "Lyon" only (JSON keys)
+    for change in ("finish_reason_changed", "status_or_end_differs", "divergence_not_placed", "end_marker_differs"):
+        assert change not in d["counts"], d["counts"]
+    note = (
+        "6 pairs not compared for output, a side failed (an error status or body, no response, a stream cut short "
+        "or unfinished): A only 1, B only 3, both 2 (1 the same failure, an exact match; 1 different failures); "
+        "similarity, first divergence and what changed are over the 2 pairs with no side failed, exact match over all 8"
+    )
+    flat = " ".join(text.split())
+    assert note in flat and "outputs compared (no side failed) │ 2 of 8" in flat and "outputs that differ │ 1 of 2" in flat
+    assert html.escape(note) in render(a, b)
+    assert pair_summary(data).endswith("outputs identical in 2 of 8; a side failed in 6 (not compared for output)")
+    _, swapped = _compare(b, a)  # each side's failures said as that side's
+    assert swapped["divergence"]["failed"] == {"pairs": 6, "a_only": 3, "b_only": 1, "both": 2, "both_same": 1, "both_differ": 1}
+
+
+def test_two_runs_that_answered_everything_have_no_failed_pairs(tmp_path):
+    """The must-match and must-differ sides: every pair compared, none left out, no note."""
+    a = write_capture(tmp_path / "a", [x for x, _ in SAID[:2]])
+    b = write_capture(tmp_path / "b", [y for _, y in SAID[:2]])
+    text, data = _compare(a, b)
+    d = data["divergence"]
+    assert (d["outputs_compared"], d["outputs_differ"], d["failed"]["pairs"]) == (2, 1, 0)
+    assert "not compared for output" not in text
+    same, _ = _compare(a, write_capture(tmp_path / "a2", [x for x, _ in SAID[:2]]))
+    assert "outputs that differ │ 0 of 2" in " ".join(same.split())
+
+
+def test_a_failed_side_is_an_unanswered_item_not_a_changed_answer(tmp_path):
+    """With --extract, an error against "Paris" counted as an answer changed; it is left out as unanswered."""
+    a = write_capture(tmp_path / "a", [x for x, _ in SAID])
+    b = write_capture(tmp_path / "b", [y for _, y in SAID])
+    refs = {f"q{i}": "Paris" for i in range(len(SAID))}
+    r = compare(a, b, extract="regex:(Paris|Lyon)", references=refs)
+    counts = r["divergence"]["counts"]
+    assert (counts["answer_unchanged"], counts["answer_changed"], counts["known_unanswered"]) == (1, 1, 6)
+    assert (r["accuracy"]["items"], r["accuracy"]["a_right"], r["accuracy"]["b_right"], r["accuracy"]["unanswered"]) == (
+        2,
+        2,
+        1,
+        6,
+    )

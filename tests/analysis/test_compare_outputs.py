@@ -101,11 +101,12 @@ def test_a_change_outside_the_text_is_a_divergence(tmp_path: Path) -> None:
     d = result["divergence"]
     assert d["counts"].get("exact", 0) == 0  # not one of them is the same answer
     assert d["counts"]["tool_calls_differ"] == 4
+    # Two other errors, and a stream cut short after the same text: no exact match, yet no output
+    # to compare on a failed side; counted apart from the outputs that differ (its status with them).
+    assert d["failed"] == {"pairs": 3, "a_only": 0, "b_only": 1, "both": 2, "both_same": 0, "both_differ": 2}
+    assert "status_or_end_differs" not in d["counts"]
     items = _by_question(result, PAIRS)
-    assert set(items) == set(PAIRS)
-    assert d["counts"]["status_or_end_differs"] == 1  # the stream cut short
-    cut = items.pop("cut short")  # the same text so far: similar, but not the same answer
-    assert not cut["exact"] and cut["similarity"] == 1 and cut["status"] == [[200, "complete", None], [200, "reset", None]]
+    assert set(items) == set(PAIRS) - {"errors", "errors quoting their requests", "cut short"}
     for name, item in items.items():
         assert not item["exact"] and item["similarity"] < 1, name
         assert item["first_divergence"]["at"] is not None, name
@@ -355,11 +356,10 @@ def _vllm_error_after(text: str, message: str) -> list[bytes]:
 
 
 REFUSALS["functions API call"] = (_CHAT_WHOLE, _legacy_call('{"a": 1}'), _legacy_call('{"a": 2}'))
-REFUSALS["vllm error mid-stream"] = (
-    _CHAT,
-    _vllm_error_after("Hello", "engine died"),
-    _vllm_error_after("Hello", "out of memory"),
-)
+#: Two errors that each side's stream reported after the same text: other failures, not other outputs.
+ERRORS_MID_STREAM = {
+    "vllm error mid-stream": (_CHAT, _vllm_error_after("Hello", "engine died"), _vllm_error_after("Hello", "out of memory"))
+}
 REFUSALS_SAME = {
     "chat refusal": (_CHAT_WHOLE, _chat_refusal("No."), _chat_refusal("No.")),
     "chat refusal streamed": (_CHAT, _chat_refusal_sse("No."), _chat_refusal_sse("No.")),
@@ -380,6 +380,15 @@ def test_refusals_and_other_calls_are_part_of_the_answer(tmp_path: Path) -> None
         assert not item["exact"] and item["first_divergence"]["at"] is not None, name
     assert items["responses refusal vs text"]["text"] == ["", "I can't help."]
     _all_match(tmp_path, REFUSALS_SAME)
+
+
+def test_an_error_mid_stream_is_read_as_the_sides_failure(tmp_path: Path) -> None:
+    """vLLM's error shape mid-stream was not read: two streams that died of other errors after the
+    same text matched. Read, each side failed; other errors are no exact match, the same error is."""
+    d = compare(*pair_captures(tmp_path, ERRORS_MID_STREAM))["divergence"]
+    assert d["failed"] == {"pairs": 1, "a_only": 0, "b_only": 0, "both": 1, "both_same": 0, "both_differ": 1}
+    assert d["counts"].get("exact", 0) == 0 and d["most_divergent"] == []
+    _all_match(tmp_path, _twins(ERRORS_MID_STREAM))
 
 
 def test_a_refusal_is_read_apart_from_the_text() -> None:

@@ -37,7 +37,8 @@ def test_compare_counts_an_unread_error_body_as_an_error_and_matches_only_the_sa
     assert d["counts"]["unreadable"] == 1  # the 2xx body alone
     assert d["counts"]["error_body_unread"] == 3
     assert d["counts"]["exact"] == 1 and d["exact_match_rate"] == 0.25  # the same 404, status and body
-    assert d["counts"]["status_or_end_differs"] == 1
+    # A 404 against an answer, and two 404s with other bodies: failures, counted apart from the outputs.
+    assert d["failed"] == {"pairs": 3, "a_only": 1, "b_only": 0, "both": 2, "both_same": 1, "both_differ": 1}
     assert d["readable"]["POST /v1/messages"] == {
         "pairs": 4,
         "read_both": 0,
@@ -51,9 +52,8 @@ def test_compare_counts_an_unread_error_body_as_an_error_and_matches_only_the_sa
         "response_not_kept": 0,
         "partly_unreadable": 0,
     }
-    by_pair = {item["a_id"]: item for item in d["most_divergent"]}
-    assert by_pair["src-3"]["similarity"] == 0.0 and "unreadable" not in by_pair["src-3"]  # 404s with other bodies
-    assert by_pair["src-2"]["unreadable"][0] is not None  # the 2xx one is unreadable
+    (unread,) = d["most_divergent"]  # the 2xx ones, unreadable: the only pair whose outputs were compared
+    assert unread["a_id"] == "src-2" and unread["unreadable"][0] is not None and d["outputs_compared"] == 1
     out = _run("compare", str(a), str(b))
     assert "1 unreadable in A, 1 in B" in " ".join(out.split())
     assert "errors with no body an API reads (3 in A, 2 in B" in " ".join(out.split())
@@ -98,7 +98,7 @@ def test_an_exchange_the_upstream_never_answered_is_a_failure_not_an_unreadable_
     assert same["counts"].get("unreadable", 0) == 0 and same["exact_match_rate"] == 1.0  # the same failure, and the answer
     unlike = compare(a, other)["divergence"]
     assert unlike["counts"].get("unreadable", 0) == 0 and unlike["exact_match_rate"] == 0.5  # a failure and a timeout differ
-    assert unlike["counts"]["status_or_end_differs"] == 1
+    assert unlike["failed"]["both_differ"] == 1 and same["failed"]["both_same"] == 1
 
 
 def test_report_names_the_errors_with_no_body_an_api_reads_and_a_clean_pair_none(tmp_path: Path) -> None:
