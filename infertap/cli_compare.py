@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from infertap.capture.jsonable import jsonable
-from infertap.options import OnePath
+from infertap.options import OneCapture, OnePath
 from infertap.wording import counted
 
 if TYPE_CHECKING:
@@ -43,11 +43,11 @@ def load_references(reference: Path | None, extract: str | None) -> dict[str, st
 
 
 @click.command()
-@click.argument("a", type=OnePath())
-@click.argument("b", type=OnePath())
+@click.argument("a", type=OneCapture())
+@click.argument("b", type=OneCapture())
 @click.option(
     "--baseline",
-    type=OnePath(),
+    type=OneCapture(),
     default=None,
     help="A second run of A's own configuration: B's divergence is shown next to A's divergence from itself.",
 )
@@ -64,6 +64,8 @@ def compare(
     a: Path, b: Path, baseline: Path | None, extract: str | None, reference: Path | None, top: int, as_json: bool
 ) -> None:
     """Compare run B with run A of the same workload (a replay, or the same requests).
+
+    A, B and --baseline are one capture each: a folder holding several (shards) is refused.
 
     \b
     infertap compare captures/run-llamacpp captures/run-vllm

@@ -63,6 +63,31 @@ class OnePath(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class OneCapture(OnePath):
+    """A run of ``compare``: one capture. A folder holding one capture is that capture (as replay
+    finds it); one holding several is refused here, naming them, before any is read: a run on a
+    side is one capture, its speed, snapshots and traffic identity each of one recorder."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        from .analysis.errors import NoCapturesError
+        from .analysis.sources import find_captures
+
+        path = super().convert(value, param, ctx)
+        try:
+            found = find_captures([path])
+        except NoCapturesError as exc:
+            self.fail(str(exc), param, ctx)
+        if len(found) > 1:
+            shown = ", ".join(str(c) for c in found[:3]) + (", ..." if len(found) > 3 else "")
+            self.fail(
+                f"{value}: holds {len(found)} captures ({shown}), and compare takes one capture a side: name one "
+                "(replay and sweep take such a folder as one workload, and their run is one capture to compare)",
+                param,
+                ctx,
+            )
+        return found[0]
+
+
 def pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[tuple[str, str]]:
     """KEY=VALUE options, in order, repeats kept."""
     out = []

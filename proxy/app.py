@@ -48,8 +48,8 @@ def _error_body(status: int, kind: str, message: str) -> bytes:
 
 # uvicorn answers a request it refuses at once, into the connection, and closes it (wire.py's infertap.cut).
 _CUT = (
-    "the recorder's HTTP server cut this response short to answer a request pipelined behind it, which its "
-    "parser refused ({reason}), with a 400 on the same connection; the client did not hang up; upstream request cancelled"
+    "the recorder's HTTP server cut this response short to answer a request pipelined behind it, which {by} "
+    "refused ({reason}), with a {status} on the same connection; the client did not hang up; upstream request cancelled"
 )
 
 #: A hand-off to a client whose connection was full that took longer than this waited for it: the
@@ -340,6 +340,8 @@ class RecordingProxy:
         )
         if refusal.head:
             record["refused_head"] = redacted_head(refusal.head, self.redactor)
+        if refusal.body_size is not None:
+            record["request_body_size"] = refusal.body_size
         refusal.answered(record)
         self._scrubbed.record(record, found, request=True)
 
@@ -451,7 +453,7 @@ class RecordingProxy:
             elif not hangup.disconnected:
                 record.update({"end": "cancelled", "error": "proxy shut down while the exchange was in flight"})
             elif (cut := (scope.get("extensions") or {}).get("infertap.cut")) is not None:
-                record.update({"end": "proxy_error", "error": _CUT.format(reason=cut.reason)})
+                record.update({"end": "proxy_error", "error": _CUT.format(by=cut.by, reason=cut.reason, status=cut.status)})
             else:
                 record.update({"end": "client_disconnected", "error": "client disconnected; upstream request cancelled"})
             if not hangup.disconnected:  # the proxy's shutdown: its cancellation goes on

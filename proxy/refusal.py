@@ -1,8 +1,9 @@
 """A request the recorder's HTTP parser refused (a malformed request line, an invalid header, a bad
 chunk size): uvicorn answers it a bare 400 and closes the connection, and the app never hears why.
-Or one whose head the server gave up on (wire.py): not whole in time (408), or too large (431).
+Or one the server gave up on itself (wire.py): its head or body not whole in time (408), too large
+(431), a body sent with neither Content-Length nor chunked encoding (400, or 413 past the limit).
 The server (wire.py) hands the refusal on, and the app records it as the exchange it was: ``refused``
-with that 400, ``proxy_generated``, the parser's reason in its error.
+with that answer, ``proxy_generated``, who refused it and why in its error, the client's HTTP version.
 
 A request refused in its body is with the app already: the app records it when its body stops
 (``infertap.refused`` in the scope's extensions). One refused in its head never reached the app:
@@ -36,16 +37,17 @@ class Refusal:
     # Known only for a request refused in its head, which the app never saw (the parser's reading so far):
     method: str = ""
     target: bytes = b""
-    http_version: str = "1.1"
+    http_version: str = ""  # "": its request line not read, on a connection with no request read before
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     client: str | None = None
     head: bytes = b""  # the head's bytes read (every read), from a line's start, at most HEAD_BYTES: unredacted
     body: bytes = b""  # the body that came, where the head was read whole
+    body_size: int | None = None  # where that body was not kept (over the limit): its size
+    by: str = "the recorder"  # who refused it: the recorder (wire.py), or its HTTP parser (llhttp)
 
     @property
     def error(self) -> str:
-        by = "the recorder's HTTP parser" if self.status == 400 else "the recorder"
-        return f"{by} refused the request ({self.reason}); the client was answered {self.status}"
+        return f"{self.by} refused the request ({self.reason}); the client was answered {self.status}"
 
     def answered(self, record: Exchange) -> None:
         """``record`` as refused with the answer the client got."""

@@ -244,6 +244,7 @@ def serve(
                 head_timeout=config.header_timeout,
                 max_head=config.max_header_bytes,
                 body_timeout=config.body_timeout,
+                max_body=config.max_body_bytes,
             ),
             ws="none",  # a WebSocket reaches the proxy as HTTP, which refuses it clearly and records it (wire.py)
             log_level=config.log_level,

@@ -50,10 +50,16 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   clock reading; the timer looks at it when it fires, and waits on while the proxy itself stopped
   reading (its flow control) or an earlier response on the connection is still going.
 - A request's body ends by its length (RFC 9112 6.3): one sent with neither Content-Length nor
-  chunked encoding, its end marked only by the client closing its side, leaves bytes that begin no
-  request line. At that close they are answered 400, saying so, and recorded ``refused``: the
-  parser had dropped them without a word after an HTTP/1.0 request, and refused them after an
-  HTTP/1.1 one as an "Invalid method".
+  chunked encoding, its end marked only by the client closing its side, is judged where its head
+  ends, before the app has the request: bytes behind the head, in the read that ended it, that
+  begin no request line are such a body. The app never has that request (it would forward it
+  bodiless: an engine would run a request the client never sent whole); every byte that follows is
+  kept, to the client's close (answered 400, saying so), ``body_timeout`` without one (408) or
+  ``max_body`` bytes (413), and recorded ``refused`` with the head as read and the bytes as its
+  body. A body that comes in a later read than its head's end can't be told from the next request:
+  its request has gone bodiless, as RFC 9112 reads it, and its bytes, which begin no request line,
+  are answered 400 at the close and recorded ``refused`` (the parser had dropped them without a word
+  after an HTTP/1.0 request, and refused them after an HTTP/1.1 one as an "Invalid method").
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -81,9 +87,13 @@ _PHRASES = {s.value: s.phrase.encode() for s in HTTPStatus if s.value < 200}
 _MAX_LINE = 65536  # a request line held this long without its end is passed to the parser as it is
 _CRLFS = re.compile(rb"[\r\n]+")
 _CHUNKED_END = re.compile(rb"\r\n\r\n(?=[!#$%&'*+\-.^_`|~0-9A-Za-z])")  # a last chunk's end, a method after it
+_LINE_START = re.compile(rb"[\r\n]*(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+(?: |\Z)|\Z)")  # a request line's start, or none yet
+_HELD_VERSION = re.compile(rb"[^ \r\n]+ [^ \r\n]+ HTTP/(\d\.\d)\r?\Z")  # a whole request line but its LF
+_UNFRAMED = "its body came with neither Content-Length nor chunked encoding"
 
 HEAD_TIMEOUT = 30.0  # seconds for a request's head to arrive whole (nginx's client_header_timeout: 60)
 BODY_TIMEOUT = 60.0  # seconds between two reads of a request's body (nginx's client_body_timeout)
+MAX_BODY = 64 * 1024 * 1024  # bytes of a body sent unframed, kept until the client's close (the app's limit)
 MAX_HEAD = 64 * 1024  # bytes of a request's head (nginx's 4 x 8 KiB; an LLM client's is under 2 KiB)
 
 # Where the parser is within a request, between requests aside (a count >= 0: body bytes to come).
@@ -143,6 +153,7 @@ def protocol(
     head_timeout: float | None = HEAD_TIMEOUT,
     max_head: int = MAX_HEAD,
     body_timeout: float | None = BODY_TIMEOUT,
+    max_body: int = MAX_BODY,
 ) -> type[ProxyHttpProtocol]:
     """The protocol for ``uvicorn.Config(http=...)``, handing ``on_refused`` the requests its parser
     refuses in their head (uvicorn builds one per connection, from the class)."""
@@ -151,6 +162,7 @@ def protocol(
         "head_timeout": head_timeout,
         "max_head": max_head,
         "body_timeout": body_timeout,
+        "max_body": max_body,
     }
     return type("RecordingHttpProtocol", (ProxyHttpProtocol,), attrs)
 
@@ -162,6 +174,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     head_timeout: float | None = HEAD_TIMEOUT  # None: no limit
     max_head: int = MAX_HEAD
     body_timeout: float | None = BODY_TIMEOUT  # between two reads of a body; None: no limit
+    max_body: int = MAX_BODY  # of a body sent unframed, kept until the client's close
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -180,6 +193,11 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._read_at = 0.0  # the loop's time of the last read
         self._framing = 0  # a chunked body's bytes fed since its last data: a chunk-size line, its trailers
         self._begun = 0  # requests the parser has begun: a line that began one (and ended it, bodiless) is told apart
+        self._read: bytes = b""  # the read being fed, and where the piece fed ends in it: what follows a head
+        self._read_end = 0
+        self._unframed: bytearray | None = None  # a body sent unframed, after a head the app never had
+        self._unframed_size: int | None = None  # its size, where it went past max_body and is not kept
+        self._version = ""  # the HTTP version of the connection's last request: a refusal with none read says it
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -194,9 +212,15 @@ class ProxyHttpProtocol(HttpToolsProtocol):
 
     def eof_received(self) -> None:
         # A request can't be ended by its client closing its side (RFC 9112 6.3: a request with
-        # neither Content-Length nor chunked encoding has no body), so bytes held as a request
-        # line's start when it does are a body sent so: answered and recorded, not dropped unsaid.
-        if self._held and not self._switched and not self.transport.is_closing():
+        # neither Content-Length nor chunked encoding has no body), so bytes kept behind such a head
+        # (_unframed), or held as a request line's start, when it does are a body sent so: answered
+        # and recorded, not dropped unsaid.
+        if self._unframed is not None and not self.transport.is_closing():
+            self._refuse(
+                400,
+                f"{_UNFRAMED}, its end marked only by the client closing its side: a request's body ends by its length, not by a close",
+            )
+        elif self._held and not self._switched and not self.transport.is_closing():
             self._refuse(
                 400,
                 "the client closed its side after bytes that begin no request line, as a body sent with neither "
@@ -207,6 +231,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         self._read_at = self.loop.time()
         if self._switched:
+            return
+        if self._unframed is not None:  # a body sent unframed: kept, never parsed, to the client's close
+            self._keep_unframed(data)
             return
         # A body's bytes, known to go on past this read: no request begins in them (nor is refused).
         if not self._between and self._left >= len(data):
@@ -229,7 +256,12 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 cut = self._cut(data, pos)
                 piece = view[pos:cut]
             begun = self._begun
+            self._read, self._read_end = data, cut  # what follows a head that ends this piece (on_headers_complete)
             self._feed(piece, line or (pos > 0 and data[pos - 1] == 10))
+            self._read = b""
+            if self._unframed is not None:  # the piece ended a head with a body sent unframed behind it
+                self._keep_unframed(view[cut:])
+                return
             if self.transport.is_closing() or self._upgrade:
                 self._upgrade = False
                 return  # answered (a 400), or switched away from HTTP: uvicorn drops the rest
@@ -237,6 +269,18 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 self._feed(view[cut:], data[cut - 1] == 10)
                 return
             pos = cut
+
+    def _keep_unframed(self, data: bytes | memoryview) -> None:
+        kept = self._unframed
+        assert kept is not None
+        if self.transport.is_closing():
+            return
+        size = len(kept) + len(data)
+        if size <= self.max_body:
+            kept += data
+        else:  # not kept whole: none of it (its size said), as the app refuses a body over its limit
+            self._unframed, self._unframed_size = bytearray(), size
+            self._refuse(413, f"{_UNFRAMED}, and is over {self.max_body} bytes")
 
     def _feed(self, piece: bytes | memoryview, whole: bool) -> None:
         """``whole``: the piece begins at a line's start."""
@@ -322,6 +366,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         elif self.on_refused is not None:  # its request line still arriving, held (_request_line)
             if self.client:
                 refusal.client = f"{self.client[0]}:{self.client[1]}"
+            held = _HELD_VERSION.match(self._held)  # a line whole but its end says its version; else the connection's
+            refusal.http_version = held[1].decode("ascii") if held else self._version
             refusal.head = bytes(self._held[:HEAD_BYTES])
             self._held = bytearray()
             self.on_refused(refusal)
@@ -330,7 +376,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         # uvicorn calls this from its ``except HttpParserError``, the error at hand, its reason dropped.
         error = sys.exc_info()[1]
         super().send_400_response(msg)
-        self._refusal = Refusal(str(error) if error is not None else msg, msg.encode("ascii"))
+        reason = str(error) if error is not None else msg
+        self._refusal = Refusal(reason, msg.encode("ascii"), by="the recorder's HTTP parser")
 
     def _refused(self, refusal: Refusal) -> None:
         """The refused request handed to whoever records it: the app, where it has the request, else
@@ -354,11 +401,16 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             refusal.method = self.parser.get_method().decode("latin-1")
             refusal.target = url
             version = self.parser.get_http_version()
-            refusal.http_version = version if version != "0.0" else refusal.http_version  # 0.0: not read
+            refusal.http_version = version if version != "0.0" else self._version  # 0.0: not read: the connection's
+        else:
+            refusal.http_version = self._version  # none read of this request's line: the connection's
         refusal.headers = list(self.headers or ())
         if self.client:
             refusal.client = f"{self.client[0]}:{self.client[1]}"
-        if cycle is not None and cycle.scope is scope:  # read whole, queued behind a request: its body refused
+        if self._unframed is not None:  # its head read whole, the app never had it: its body sent unframed
+            refusal.body, refusal.body_size = bytes(self._unframed), self._unframed_size
+            self._unframed = None
+        elif cycle is not None and cycle.scope is scope:  # read whole, queued behind a request: its body refused
             refusal.body = bytes(cycle.body)
         else:  # the head as read so far, every read of it, not the refused one alone
             head = b"".join(self._head)[: HEAD_BYTES + 4]
@@ -417,17 +469,25 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._head_timer is not None:  # the head is whole: its body's deadline is body_timeout's
             self._head_timer.cancel()
             self._head_timer = None
+        self._version = self.parser.get_http_version()
+        left, framed = 0, False  # left 0 where framed: the parser refused a request whose length it could not tell
+        for name, value in self.headers:
+            if name == b"transfer-encoding":
+                left, framed = _CHUNKED, True
+                break
+            if name == b"content-length":
+                left, framed = int(value) if value.isdigit() else 0, True
+        self._left, self._framing = left, 0
+        if not framed and self._read and not self.parser.should_upgrade() and not _LINE_START.match(self._read, self._read_end):
+            # Bytes behind a head of no body that begin no request line: a body sent unframed, judged
+            # before the app has the request, which is never forwarded (_keep_unframed).
+            self._unframed = bytearray()
+            if self.body_timeout is not None:
+                self._body_timer = self.loop.call_later(self.body_timeout, self._body_timed_out)
+            return
         extensions: dict[str, Any] = self.scope.setdefault("extensions", {})  # uvicorn's own kept, if any
         if self._target is not None:
             extensions["infertap.target"], self._target = self._target, None
-        left = 0  # the parser refused a request whose length it could not tell
-        for name, value in self.headers:
-            if name == b"transfer-encoding":
-                left = _CHUNKED
-                break
-            if name == b"content-length" and value.isdigit():
-                left = int(value)
-        self._left, self._framing = left, 0
         if left != 0 and self.body_timeout is not None and self._body_timer is None:
             self._body_timer = self.loop.call_later(self.body_timeout, self._body_timed_out)
         self._upgrade = self.parser.should_upgrade()  # cleared once its read is dropped
@@ -465,6 +525,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         super().on_body(body)
 
     def on_message_complete(self) -> None:
+        if self._unframed is not None:  # a request the app never had: its body is kept till the close
+            return
         self._between = True
         self._stop_body_timer()
         super().on_message_complete()

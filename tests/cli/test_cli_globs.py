@@ -113,3 +113,20 @@ def test_replay_and_sweep_expand_a_quoted_glob(runs: Path, fake: tuple[object, s
         "--json",
     )
     assert [p["sent"] for p in json.loads(ok(swept).stdout)["points"]] == [3]
+
+
+def test_compare_refuses_a_folder_of_several_captures_naming_them_before_reading_any(runs: Path) -> None:
+    """A folder of shards on a side was decoded whole (A's, then B's) before the capture reader said it
+    held several: refused now at the argument, each side and the baseline, naming the captures, the
+    cache untouched. A folder of one capture is that capture, as replay takes it."""
+    (runs / "shards").mkdir()
+    for name in ("run-a", "run-b"):
+        (runs / name).rename(runs / "shards" / name)
+    said = "shards: holds 2 captures (shards/run-a, shards/run-b), and compare takes one capture a side: name one"
+    for args in (("shards", "run-[ab]"), ("run-[ab]", "shards"), ("run-[ab]", "run-[ab]", "--baseline", "shards")):
+        refused(invoke("compare", *args), said, "replay and sweep take such a folder as one workload")
+    assert not (runs / "cache").exists()  # nothing was read
+    (runs / "one").mkdir()
+    (runs / "shards" / "run-b").rename(runs / "one" / "run-b")
+    compared = json.loads(ok(invoke("compare", "one", "shards", "--json")).stdout)
+    assert (compared["a"]["path"], compared["b"]["path"]) == ("one/run-b", "shards/run-a")

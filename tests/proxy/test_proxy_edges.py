@@ -90,15 +90,23 @@ def test_http10_and_pipelined_clients(fake, record):
     assert all(json.loads(b"".join(x["chunks"]))["error"]["code"] == x["status"] for x in xs)
 
 
+_ONE_LINE = b'{"model": "m", "tag": "close-only"}'
+_PRETTY = json.dumps(
+    {"model": "m", "tag": "close-only", "messages": [{"role": "user", "content": "x" * 4000}]}, indent=2
+).encode()
+
+
+@pytest.mark.parametrize("body", [_ONE_LINE, _PRETTY], ids=["one-line", "4-kib-over-lines"])
 @pytest.mark.parametrize("version", ["1.0", "1.1"])
-def test_a_body_ended_only_by_the_client_closing_its_side_is_refused_clearly_and_kept(fake, record, version):
+def test_a_body_ended_only_by_the_client_closing_its_side_is_refused_before_the_upstream_sees_it(fake, record, version, body):
     """A request's body ends by its length (RFC 9112 6.3): one sent with neither Content-Length nor
-    chunked encoding, its end marked by the client shutting its side, was dropped without a word
-    (HTTP/1.0: the request recorded with an empty body) or refused as "Invalid method"."""
+    chunked encoding, its end marked by the client shutting its side, went to the upstream without
+    its body (an engine ran a request the client never sent whole, recorded 'client disconnected')
+    before its bytes were refused. It is now judged where its head ends: the upstream gets nothing,
+    and one record keeps the request as sent, every byte of its body."""
     app, url = fake
     rec = record(url, "--no-probe")
     port = int(rec.url.rsplit(":", 1)[1])
-    body = b'{"model": "m", "tag": "close-only"}'
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(f"POST /echo-body HTTP/{version}\r\nHost: x\r\n\r\n".encode() + body)
         s.shutdown(socket.SHUT_WR)  # the only mark of the body's end
@@ -106,15 +114,49 @@ def test_a_body_ended_only_by_the_client_closing_its_side_is_refused_clearly_and
         while chunk := s.recv(65536):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 400") and b"a request's body ends by its length, not by a close" in answer
-    # The same body with its length: forwarded, the engine's answer (which quotes it) relayed, recorded whole.
+    assert [r for r in app.requests if r["path"] == "/echo-body"] == []  # the engine saw nothing of it
+    # The same body with its length: forwarded whole, the engine's answer (which quotes it) relayed, recorded whole.
     head = f"POST /echo-body HTTP/{version}\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n"
     framed = _raw_http(port, head.encode() + body)
     assert b"bad request: " + body in framed and b"ends by its length" not in framed
+    assert [r["body"] for r in app.requests if r["path"] == "/echo-body"] == [body]
     rec.stop()
-    refused = [x for x in rec.exchanges() if x["end"] == "refused"]
-    assert [(x["status"], x["refused_head"]) for x in refused] == [(400, body)]  # its bytes kept, not lost
-    assert "a request's body ends by its length" in refused[0]["error"]
-    assert [x["request_body"] for x in rec.exchanges() if x["end"] == "complete"] == [body]
+    refused, complete = rec.exchanges()  # one record each: no bodiless forward recorded 'client disconnected'
+    assert (refused["end"], refused["status"], refused["method"], refused["path"]) == ("refused", 400, "POST", "/echo-body")
+    assert (refused["request_body"], refused["http_version"]) == (body, version)  # every byte, the client's version
+    assert "refused_head" not in refused and ["host", "x"] in refused["request_headers"]
+    assert refused["error"].startswith("the recorder refused the request (its body came with neither Content-Length")
+    assert (complete["end"], complete["request_body"], complete["http_version"]) == ("complete", body, version)
+
+
+def test_a_body_sent_unframed_is_kept_to_the_body_limit_and_refused_past_it_or_the_body_timeout(fake, record):
+    """Kept only while it comes: a body of --max-body-mb is kept whole to the close, one a byte past
+    it gets 413, its size recorded, not its bytes; a client that neither closes nor sends more gets
+    --body-timeout's 408. None reaches the upstream."""
+    app, url = fake
+    rec = record(url, "--no-probe", "--body-timeout", "0.5", "--max-body-mb", "1")
+    port = int(rec.url.rsplit(":", 1)[1])
+    head = b"POST /echo-body HTTP/1.1\r\nHost: x\r\n\r\n"
+    answers = []
+    for size in (1024 * 1024, 1024 * 1024 + 1):  # the limit, and a byte past it (the proxy reads it all: no reset)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(head + b"{" + b"x" * (size - 1))
+            s.shutdown(socket.SHUT_WR)
+            answers.append(b"")
+            while chunk := s.recv(65536):
+                answers[-1] += chunk
+    stalled = _raw_http(port, head + b'{"tag": "stalls"')  # never closes its side
+    rec.stop()
+    assert answers[0].startswith(b"HTTP/1.1 400") and answers[1].startswith(b"HTTP/1.1 413")
+    assert answers[1].endswith(b"is over 1048576 bytes.")
+    assert stalled.startswith(b"HTTP/1.1 408") and stalled.endswith(b"its body idle for 0.5 s.")
+    assert app.requests == []
+    kept, too_large, timed_out = rec.exchanges()
+    assert (kept["end"], kept["status"], kept["request_body"]) == ("refused", 400, b"{" + b"x" * (1024 * 1024 - 1))
+    assert "request_body_size" not in kept
+    assert (too_large["end"], too_large["status"], too_large["request_body"]) == ("refused", 413, b"")
+    assert too_large["request_body_size"] == 1024 * 1024 + 1
+    assert (timed_out["end"], timed_out["status"], timed_out["request_body"]) == ("refused", 408, b'{"tag": "stalls"')
 
 
 def test_a_slow_reader_slows_the_upstream_through_the_proxy(fake, record):

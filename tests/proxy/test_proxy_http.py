@@ -475,11 +475,12 @@ def test_a_request_line_refused_is_recorded_with_its_bytes(raw_upstream, record)
     assert b"k-hush" not in decompressed_bytes(rec.out)
 
 
-@pytest.mark.parametrize("then", ["refused-request", "hang-up"])
+@pytest.mark.parametrize("then", ["refused-request", "oversized-request", "hang-up"])
 def test_a_stream_cut_by_a_refused_pipelined_request_is_not_taken_for_a_hang_up(record, then) -> None:
     """uvicorn answers a malformed request pipelined behind a stream at once: its 400 goes into the
     stream, and the connection closes. The stream was recorded client_disconnected, though the
-    client stayed: it is recorded as the server's cut (proxy_error, saying so), the refused one
+    client stayed: it is recorded as the server's cut (proxy_error, saying who refused what, with
+    which answer: a head too large is the recorder's 431, not its parser's 400), the refused one
     refused; a client that does hang up is still client_disconnected."""
     from tests.fake_upstream import ServerThread, sse_upstream
 
@@ -488,7 +489,7 @@ def test_a_stream_cut_by_a_refused_pipelined_request_is_not_taken_for_a_hang_up(
 
     events = [b'data: {"choices": [{"index": 0, "delta": {"content": "%d"}}]}\n\n' % i for i in range(3)]
     with ServerThread(sse_upstream(events, held)) as up:
-        rec = record(up.url, "--no-probe", "--no-telemetry")
+        rec = record(up.url, "--no-probe", "--no-telemetry", "--max-header-kb", "2")
         host, port = rec.url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=10) as s:
             s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
@@ -496,11 +497,12 @@ def test_a_stream_cut_by_a_refused_pipelined_request_is_not_taken_for_a_hang_up(
             if then == "hang-up":
                 s.close()
             else:
-                s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nBad Header: x\r\n\r\n")
+                bad = b"Bad Header: x\r\n" if then == "refused-request" else b"X-Filler: " + b"f" * 3000 + b"\r\n"
+                s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n")
                 out = b""
                 while chunk := s.recv(65536):
                     out += chunk
-                assert out.endswith(b"Invalid HTTP request received.")
+                assert out.endswith(b"Invalid HTTP request received." if then == "refused-request" else b"over 2048 bytes.")
         rec.stop()
     xs = sorted(rec.exchanges(), key=lambda x: x["seq"])
     stream = xs[0]
@@ -508,8 +510,11 @@ def test_a_stream_cut_by_a_refused_pipelined_request_is_not_taken_for_a_hang_up(
     if then == "hang-up":
         assert len(xs) == 1 and stream["end"] == "client_disconnected"
     else:
-        assert stream["end"] == "proxy_error" and "pipelined" in stream["error"] and "Invalid header token" in stream["error"]
-        assert (xs[1]["method"], xs[1]["status"], xs[1]["end"]) == ("GET", 400, "refused")
+        by, status = ("the recorder's HTTP parser", 400) if then == "refused-request" else ("the recorder", 431)
+        why = "Invalid header token" if then == "refused-request" else "its head is over 2048 bytes"
+        assert stream["end"] == "proxy_error" and "pipelined" in stream["error"]
+        assert f"which {by} refused ({why}), with a {status} on the same connection" in stream["error"]
+        assert (xs[1]["method"], xs[1]["status"], xs[1]["end"]) == ("GET", status, "refused")
 
 
 def _stream_request(version: bytes, extra: bytes = b"") -> bytes:
@@ -712,3 +717,42 @@ def test_a_chunked_bodys_trailer_section_past_max_header_kb_gets_431_and_is_reco
     assert (x["method"], x["path"], x["request_body"]) == ("POST", "/v1/chat/completions", b"hello")
     assert "request_trailers" not in x
     assert (ok["status"], ok["end"]) == (200, "complete")
+
+
+def test_every_refusal_records_the_clients_http_version_and_who_refused_it(raw_upstream, record) -> None:
+    """A refused request was recorded HTTP/1.1 where the recorder had not read its version (a request
+    line whole but its end, past --header-timeout), and a body sent with neither Content-Length nor
+    chunked encoding as refused by "the recorder's HTTP parser", which the recorder itself refused.
+    Each kind of refusal, from an HTTP/1.0 and an HTTP/1.1 client: the record says the version the
+    client sent and who refused it, why."""
+    rec = record(
+        raw_upstream(_models), "--no-probe", "--no-telemetry", "--header-timeout", "0.5", "--body-timeout", "0.5",
+        "--max-header-kb", "2",
+    )  # fmt: skip
+    kinds = {  # what the client sends, then nothing more; the answer's status; who refused it
+        "line-408": (b"GET /v1/models HTTP/{v}", 408, "the recorder refused the request (its head not whole"),
+        "head-408": (b"POST /v1/chat/completions HTTP/{v}\r\nHost: x\r\nX-Slow: a", 408, "the recorder refused"),
+        "body-408": (b"POST /v1/chat/completions HTTP/{v}\r\nContent-Length: 9\r\n\r\n{", 408, "the recorder refused"),
+        "431": (b"GET /v1/models HTTP/{v}\r\nX-Filler: " + b"f" * 3000 + b"\r\n\r\n", 431, "the recorder refused"),
+        "501": (b"GET /v1/realtime HTTP/{v}\r\nHost: x\r\n" + _WEBSOCKET + b"\r\n", 501, "infertap: this recorder relays"),
+        "parser-400": (b"GET /v1/models HTTP/{v}\r\nBad Header: x\r\n\r\n", 400, "the recorder's HTTP parser refused"),
+        "unframed-400": (b"POST /v1/chat/completions HTTP/{v}\r\n\r\n{}", 400, "the recorder refused the request (its body"),
+    }
+    host, port = rec.url.removeprefix("http://").split(":")
+    for version in ("1.0", "1.1"):
+        for sent, status, _ in kinds.values():
+            with socket.create_connection((host, int(port)), timeout=10) as s:
+                s.sendall(sent.replace(b"{v}", version.encode()))
+                if sent.endswith(b"{}"):
+                    s.shutdown(socket.SHUT_WR)  # the unframed body's only end
+                answer = b""
+                while chunk := s.recv(65536):
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.1 %d " % status)
+    rec.stop()
+    xs = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    expected = [(v, status, "refused", by) for v in ("1.0", "1.1") for _, status, by in kinds.values()]
+    assert len(xs) == len(expected)  # one record a refusal, no other
+    assert [
+        (x["http_version"], x["status"], x["end"], x["error"][: len(by)]) for x, (*_, by) in zip(xs, expected, strict=True)
+    ] == expected
