@@ -106,8 +106,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 57: a cut Responses answer's finish reason read back from the end of its response.completed (status, incomplete reason,
 #: calls), and its usage with a data: [DONE] after that event;
 #: 58: a cut Ollama /api/chat answer's "stop" unknown where it was offered tools and its tail holds no call (one may have come before);
-#: 59: a chat answer that calls a tool and says "stop" finishes as tool_calls (its cut answer's "stop" unknown as Ollama's).
-DECODE_VERSION = 59
+#: 59: a chat answer that calls a tool and says "stop" finishes as tool_calls (its cut answer's "stop" unknown as Ollama's);
+#: 60: exchanges.choices_unfinished (an n > 1 stream whose other choice said no finish reason is unfinished).
+DECODE_VERSION = 60
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -590,6 +591,7 @@ class Decoder:
                 _int(parsed.cached_tokens),
                 _hidden_reasoning(parsed),
                 1 + len(parsed.choices),
+                parsed.choices_unfinished,
                 *_server_timings(parsed),
                 rec.get("source_id"),
                 _int(rec.get("repeat")),

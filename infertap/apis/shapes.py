@@ -178,6 +178,12 @@ class Output:
     others: list[str] = field(default_factory=list)
 
     @property
+    def choices_unfinished(self) -> int:
+        """Choices other than the first (n > 1) that said no finish reason: in a stream, answers it
+        cut short, as a choice 0 with none is (``apis.unfinished.cut_short``)."""
+        return sum(c.get("finish_reason") is None for c in self.choices)
+
+    @property
     def objects(self) -> list[dict[str, Any]]:
         """The events that parsed as JSON objects, in order."""
         return [e.obj for e in self.events if isinstance(e.obj, dict)]
