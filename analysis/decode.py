@@ -107,8 +107,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: calls), and its usage with a data: [DONE] after that event;
 #: 58: a cut Ollama /api/chat answer's "stop" unknown where it was offered tools and its tail holds no call (one may have come before);
 #: 59: a chat answer that calls a tool and says "stop" finishes as tool_calls (its cut answer's "stop" unknown as Ollama's);
-#: 60: exchanges.choices_unfinished (an n > 1 stream whose other choice said no finish reason is unfinished).
-DECODE_VERSION = 60
+#: 60: exchanges.choices_unfinished (an n > 1 stream whose other choice said no finish reason is unfinished);
+#: 61: a Responses answer finishes as tool_calls only where its output holds a call its client makes (a web search then a
+#: message is stop), read whole, streamed or from a cut answer's tail.
+DECODE_VERSION = 61
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
