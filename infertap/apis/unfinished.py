@@ -16,6 +16,7 @@ three to the same answers).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,6 +44,8 @@ TAIL_BYTES = 4 * 1024
 #: The events of that tail it parses, the last: the finish chunk, a usage chunk. An n > 1 stream's
 #: choices each finish in their own event, any of them long before the end: such a stream is read whole.
 LAST_EVENTS = 4
+#: A completions request's prompt sent as a list: several prompts (a batch), or one of token ids.
+_LISTED_PROMPT = re.compile(rb'"prompt"\s*:\s*\[')
 #: The most it reads, growing the tail while it holds no whole event (a long last event: a tool
 #: call sent whole with its finish reason); past it the answer is left to ``unfinished``.
 TAIL_MOST = 64 * 1024
@@ -176,10 +179,10 @@ def _why_ended(api: Api, objs: list[Any]) -> tuple[str | None, bool, bool]:
 def _several_answers(record: Mapping[str, Any], api: Api) -> bool:
     """Whether the request may ask for several answers, each a choice of its own (``n`` > 1; a
     completions batch of prompts): their finish reasons may all come long before the stream's last
-    events. Read only where the body names ``n`` or asks for completions (small bodies): an agent's
-    chat request is not parsed on the event loop. A body not kept asks for one, as far as is known."""
+    events. Parsed only where its bytes name ``n`` or a completions prompt that is a list: an agent's
+    long request is not parsed on the event loop. A body not kept asks for one, as far as is known."""
     raw = record.get("request_body")
-    if not isinstance(raw, bytes) or (api is not COMPLETIONS and b'"n"' not in raw):
+    if not isinstance(raw, bytes) or (b'"n"' not in raw and not (api is COMPLETIONS and _LISTED_PROMPT.search(raw))):
         return False
     body = json_body(raw)
     if body is None:

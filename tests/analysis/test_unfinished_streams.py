@@ -291,11 +291,18 @@ def test_a_choice_other_than_the_first_with_no_finish_reason_makes_the_answer_un
         _completion(  # two prompts, one choice each: the second's never finished
             "completions_batch_cut", 5, [_choice(0, text="4", finish="stop"), _choice(1, text="5")], prompt=["2+2=", "2+3="]
         ),
+        _completion(  # the same, the first's long answer after it: the last events are the first's alone
+            "completions_batch_cut_far_back",
+            6,
+            [_choice(1, text="5"), *[_choice(0, text="word " * 40) for _ in range(60)], _choice(0, text="", finish="stop")],
+            prompt=["2+2=", "2+3="],
+        ),
     ]
     said = {r["id"]: unfinished(r) for r in records}
     tails = {r["id"]: ended_unfinished(r, generation=True) for r in records}  # replay's, as each ends
     assert {k: said[k] if v is None else v for k, v in tails.items()} == said  # none read whole decides otherwise
-    cut = {"chat_second_cut", "completions_second_cut", "completions_batch_cut"}
+    assert tails["completions_batch_cut_far_back"] is None  # asked for two answers: read whole
+    cut = {"chat_second_cut", "completions_second_cut", "completions_batch_cut", "completions_batch_cut_far_back"}
     assert {k for k, v in said.items() if v} == cut
     cap = write_capture(tmp_path / "cap", records)
     rows = CliRunner().invoke(
@@ -316,12 +323,13 @@ def test_a_choice_other_than_the_first_with_no_finish_reason_makes_the_answer_un
         "completions_both": (True, False, 0),
         "completions_second_cut": (False, True, 1),
         "completions_batch_cut": (False, True, 1),
+        "completions_batch_cut_far_back": (False, True, 1),
     }
     stats = CliRunner().invoke(cli, ["stats", str(cap), "--json"])
     assert stats.exit_code == 0, stats.output
     groups = json.loads(stats.output)["groups"]
-    assert sum(g["requests"] for g in groups) == 6
-    assert (sum(g["ok"] for g in groups), sum(g["unfinished"] for g in groups)) == (3, 3)
+    assert sum(g["requests"] for g in groups) == 7
+    assert (sum(g["ok"] for g in groups), sum(g["unfinished"] for g in groups)) == (3, 4)
 
 
 def test_compare_leaves_out_an_answer_whose_other_choice_was_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
