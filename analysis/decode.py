@@ -109,7 +109,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: 59: a chat answer that calls a tool and says "stop" finishes as tool_calls (its cut answer's "stop" unknown as Ollama's);
 #: 60: an exchange recorded with no session takes the one its kept request headers name (a client's own, read since);
 #: a request of a header session never continues another header session's turn by its conversation.
-DECODE_VERSION = 60
+#: 61: exchanges.choices_unfinished (an n > 1 stream whose other choice said no finish reason is unfinished);
+#: 62: a Responses answer finishes as tool_calls only where its output holds a call its client makes (a web search then a
+#: message is stop), read whole, streamed or from a cut answer's tail.
+DECODE_VERSION = 62
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -592,6 +595,7 @@ class Decoder:
                 _int(parsed.cached_tokens),
                 _hidden_reasoning(parsed),
                 1 + len(parsed.choices),
+                parsed.choices_unfinished,
                 *_server_timings(parsed),
                 rec.get("source_id"),
                 _int(rec.get("repeat")),

@@ -763,6 +763,7 @@ def _answered(s: Summary) -> bool:
         api=s.api,
         stream_done=s.done,
         finish_reason=s.finish_reason,
+        choices_unfinished=sum(c.get("finish_reason") is None for c in s.choices),
         end=s.end,
         readable=s.readable,
     )

@@ -73,7 +73,9 @@ BATCH_ROWS = 5_000
 #: 33: the kinds of the side's recorders (why it may hold no engine snapshot).
 #: 34: an Ollama answer that calls a tool finishes as tool_calls (its done_reason "stop" the raw word).
 #: 35: so does a chat answer that calls a tool and says "stop" (its finish_reason the raw word).
-SUMMARY_VERSION = 35
+#: 36: a Responses answer finishes as tool_calls only where its output holds a call its client makes, not the API's
+#: built-in tools' alone (those calls marked "server").
+SUMMARY_VERSION = 36
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -85,12 +85,12 @@ async def read_body(receive: Any) -> bytes:
             return body
 
 
-def sse_chunk(tag: str, i: int, text: str) -> bytes:
+def sse_chunk(tag: str, i: int, text: str, choice: int = 0) -> bytes:
     payload = {
         "id": f"chatcmpl-{tag}",
         "object": "chat.completion.chunk",
         "model": "fake",
-        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+        "choices": [{"index": choice, "delta": {"content": text}, "finish_reason": None}],
     }
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
@@ -177,8 +177,10 @@ class FakeUpstream:
             self.completed.append(tag)
         elif path == "/v1/chat/completions":
             await start()
+            answers = max(int(params.get("n", 1)), 1)  # n > 1: each choice's deltas in chunks of their own, in turn
             for i in range(n):
-                await chunk(sse_chunk(tag, i, f"{tag}:{i} "))
+                for k in range(answers):
+                    await chunk(sse_chunk(tag, i, f"{tag}:{i} ", k))
                 if pace:
                     await asyncio.sleep(pace)
             if (params.get("stream_options") or {}).get("include_usage"):  # OpenAI's last two chunks
@@ -186,7 +188,9 @@ class FakeUpstream:
                 usage = {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
                 await chunk(_chat_chunk(tag, [], usage=usage))
             elif not params.get("no_finish"):  # every engine ends a whole answer with its finish reason
-                await chunk(_chat_chunk(tag, [{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+                for k in range(answers):
+                    if k != params.get("cut_choice"):  # that choice left with none: an engine that dropped it
+                        await chunk(_chat_chunk(tag, [{"index": k, "delta": {}, "finish_reason": "stop"}]))
             # no_done: the body closed cleanly with no end marker (a server that dropped the request)
             await chunk(b"" if params.get("no_done") else b"data: [DONE]\n\n", more=False)
             self.completed.append(tag)

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .responses import is_call
+from .responses import client_acts
 
 __all__ = ["CompletedEnd", "completed_end"]
 
@@ -25,7 +25,7 @@ class CompletedEnd:
     status: str | None  # the response's status, else the event type's (response.incomplete: incomplete)
     reason: str | None  # incomplete_details.reason, where ``details_read``
     details_read: bool  # incomplete_details was in the tail (null or not)
-    calls: bool | None  # whether the output holds a call of a tool, where the output was read whole
+    calls: bool | None  # whether the output holds a call its client must make (client_acts), where read whole
 
 
 def completed_end(tail: bytes) -> CompletedEnd | None:
@@ -94,7 +94,7 @@ def _response_end(line: bytes, i: int, status: str | None) -> CompletedEnd | Non
                 details = json.loads(value)
                 reason, details_read = details.get("reason") if isinstance(details, dict) else None, True
             elif key == "output" and isinstance(items := json.loads(value), list):
-                calls = any(isinstance(item, dict) and is_call(item.get("type")) for item in items)
+                calls = any(isinstance(item, dict) and client_acts(item) for item in items)
             if line[i] != _COMMA:
                 break  # the response began
             i -= 1

@@ -35,6 +35,7 @@ from .read import (
     json_body,
     response_not_kept,
 )
+from .responses import offers_client_tool
 from .shapes import Event, Output
 
 _DECODER = json.JSONDecoder()
@@ -159,23 +160,26 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
 
 def _completed_finish(end: CompletedEnd, record: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """(finish reason, raw word) of a response read back from its end, as ``Responses.finish`` maps
-    its status: a completed one is ``tool_calls`` where its output holds a call, so it is known where
-    the output was read whole, or the request offered no tool (none can be called); an incomplete
-    one's reason must be read too. Unknown (None) else, the raw word kept where known."""
+    its status: a completed one is ``tool_calls`` where its output holds a call its client must make,
+    so it is known where the output was read whole, or the request offered no tool but the API's own
+    (none of the client's can be called); an incomplete one's reason must be read too. Unknown (None)
+    else, the raw word kept where known."""
     if end.status == "incomplete" and not end.details_read:
         return None, "incomplete"
     raw = f"incomplete:{end.reason}" if end.status == "incomplete" and end.reason else end.status
-    calls = False if end.calls is None and not _may_call(record) else end.calls
+    calls = False if end.calls is None and not _may_call(record, client=True) else end.calls
     if raw == "completed" and calls is None:
         return None, raw
     return RESPONSES.finish(raw, bool(calls)), raw
 
 
-def _may_call(record: Mapping[str, Any]) -> bool:
+def _may_call(record: Mapping[str, Any], *, client: bool = False) -> bool:
     """Whether the answer may call a tool: its request offered one (a Responses stored ``prompt``
-    may hold some), or is unread."""
+    may hold some), or is unread. ``client``: a tool its client runs (Responses' ``offers_client_tool``)."""
     body = json_body(record.get("request_body"))
-    return body is None or bool(body.get("tools")) or body.get("prompt") is not None
+    if body is None or body.get("prompt") is not None:
+        return True
+    return offers_client_tool(body.get("tools")) if client else bool(body.get("tools"))
 
 
 def _message_start(record: Mapping[str, Any], chunks: list[bytes]) -> dict[str, Any] | None:

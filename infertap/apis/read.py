@@ -353,7 +353,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.tool_calls = [calls[k] for k in sorted(calls)]
     out.finish_reasons = finish_words(finishes)
     out.finish_reason_raw = finish
-    out.finish_reason = api.finish(finish, bool(out.tool_calls))
+    out.finish_reason = api.finish(finish, out.client_calls)
     if out.error_message is not None and out.finish_reason is None:
         out.finish_reason = "error"
     out.usage = usage or None
@@ -426,6 +426,10 @@ def add_call(calls: dict[int, dict[str, Any]], part: ToolCallPart) -> None:
     slot["id"] = part.id or slot["id"]
     if part.free:
         slot["free"] = True  # a custom tool's input: compared as the text it is
+    if part.server:
+        slot["server"] = True  # run by the API itself: no call for the client to make
+    elif part.whole:
+        slot.pop("server", None)  # the call as it ended says whose it is
     if part.whole:
         slot["name"], slot["arguments"] = part.name or slot["name"], part.arguments or slot["arguments"]
     else:

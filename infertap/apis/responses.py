@@ -2,7 +2,10 @@
 
 A streamed response ends with ``response.completed`` (or ``.incomplete``, ``.failed``), which holds
 the whole response again: where its output holds items, that output is the answer (the openai SDK's
-``stream.get_final_response()`` is that response, whatever the deltas said), else the deltas are. There is no finish reason; the status (and ``incomplete_details.reason``) stands for it.
+``stream.get_final_response()`` is that response, whatever the deltas said), else the deltas are.
+There is no finish reason; the status (and ``incomplete_details.reason``) stands for it: a completed
+response ended to call a tool where its output holds a call its client must make (``client_acts``),
+not where it holds only the built-in tools the API ran itself before it answered.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class Responses(Api):
     }
 
     def finish(self, raw: str | None, tool_calls: bool) -> str | None:
+        # ``tool_calls``: calls the client must make (``Output.client_calls``), not the API's own tools.
         if raw == "completed" and tool_calls:
             return "tool_calls"
         return super().finish(raw, tool_calls)
@@ -67,7 +71,7 @@ class Responses(Api):
             d.reasoning = as_text(delta)
             d.summarized = kind == "response.reasoning_summary_text.delta"
         elif kind in _CALL_DELTAS and as_text(delta):
-            d.tool_calls = [ToolCallPart(index, arguments=as_text(delta))]
+            d.tool_calls = [ToolCallPart(index, arguments=as_text(delta), server=kind == _MCP_DELTA)]
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = obj.get("item") or {}
             if kind.endswith(".added") and isinstance(item, dict):
@@ -82,7 +86,15 @@ class Responses(Api):
                     d.results = [result]
                 args = _arguments(item) if done else ""
                 d.tool_calls = [
-                    ToolCallPart(index, item.get("call_id") or item.get("id"), _name(item), args, whole=done, free=_free(item))
+                    ToolCallPart(
+                        index,
+                        item.get("call_id") or item.get("id"),
+                        _name(item),
+                        args,
+                        whole=done,
+                        free=_free(item),
+                        server=not client_acts(item),
+                    )
                 ]
         elif kind in _ENDS or kind in ("response.created", "response.in_progress", "response.queued"):
             response = as_dict(obj.get("response"))
@@ -154,11 +166,8 @@ _ARGUMENTS = {
     "mcp_call": "arguments",
     "mcp_approval_request": "arguments",
 }
-_CALL_DELTAS = (
-    "response.function_call_arguments.delta",
-    "response.custom_tool_call_input.delta",
-    "response.mcp_call_arguments.delta",
-)
+_MCP_DELTA = "response.mcp_call_arguments.delta"  # an MCP call the API makes itself
+_CALL_DELTAS = ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta", _MCP_DELTA)
 # Which item it is and how far it got, and what the server's tool gave back (a code interpreter's
 # outputs and its container, made anew per request, a search's results, a generated image, an MCP
 # server's tool list), not
@@ -189,6 +198,43 @@ def _read(kind: Any) -> bool:
 def is_call(kind: Any) -> bool:
     """Whether an output (or input) item of type ``kind`` is a call of a tool."""
     return isinstance(kind, str) and (kind in _ARGUMENTS or kind.endswith("_call") or kind == "mcp_list_tools")
+
+
+#: Output items the client must act on before the answer goes on: its functions' and custom tools'
+#: calls, the local shell's, the computer's and apply patch's (the client runs them, and sends back
+#: their ``*_output`` by ``call_id``), and an MCP call the API waits for the client to approve. The
+#: other calls (web and file search, code interpreter, image generation, an MCP call or tool listing)
+#: the API ran itself, their results in the response: an answer that holds only those is finished.
+_CLIENT_ITEMS = frozenset(
+    ("function_call", "custom_tool_call", "local_shell_call", "computer_call", "apply_patch_call", "mcp_approval_request")
+)
+
+
+def client_acts(item: dict[str, Any]) -> bool:
+    """Whether the output item is a call its client must make (``_CLIENT_ITEMS``); the shell's where
+    it runs in the client's environment (``local``, or none said: a container is the API's), a tool
+    search where the client runs it (``execution`` client). An item type not known here is the API's."""
+    kind = item.get("type")
+    if kind == "shell_call":
+        environment = item.get("environment")
+        return not isinstance(environment, dict) or environment.get("type") in (None, "local")
+    if kind == "tool_search_call":
+        return item.get("execution") == "client"
+    return kind in _CLIENT_ITEMS
+
+
+#: Tools the API runs itself (their dated versions too: ``web_search_preview_2025_03_11``): offered
+#: alone, no answer can end to call a tool of the client's.
+_BUILT_IN_TOOLS = ("web_search", "file_search", "code_interpreter", "image_generation")
+
+
+def offers_client_tool(tools: Any) -> bool:
+    """Whether a request's ``tools`` offer one that an answer may end calling on its client (any but
+    ``_BUILT_IN_TOOLS``: a function, a local shell, an MCP server whose calls may ask for approval)."""
+    return any(
+        not (isinstance(kind := tool.get("type") if isinstance(tool, dict) else None, str) and kind.startswith(_BUILT_IN_TOOLS))
+        for tool in as_list(tools)
+    )
 
 
 def _name(item: dict[str, Any]) -> str:
@@ -277,7 +323,14 @@ def _whole(response: dict[str, Any]) -> Delta:
             raw = raw or any(isinstance(p, dict) and as_text(p.get("text")) for p in as_list(item.get("content")))
         elif is_call(kind):
             calls.append(
-                ToolCallPart(index, item.get("call_id") or item.get("id"), _name(item), _arguments(item), free=_free(item))
+                ToolCallPart(
+                    index,
+                    item.get("call_id") or item.get("id"),
+                    _name(item),
+                    _arguments(item),
+                    free=_free(item),
+                    server=not client_acts(item),
+                )
             )
             if result := _result(item):
                 results.append(result)

@@ -39,6 +39,7 @@ class ToolCallPart:
     arguments: str = ""
     whole: bool = False  # the complete call restated (e.g. Responses' output_item.done): replaces the pieces
     free: bool = False  # a custom tool's free-form input, not JSON: compared as the text it is
+    server: bool = False  # a built-in tool the API ran itself (Responses' web search): no call for the client to make
 
 
 @dataclass(slots=True)
@@ -129,7 +130,8 @@ class Output:
     refusal: str = ""  # the model declined: its words, apart from any answer text
     audio: str = ""  # an audio answer's transcript: its words, apart from the text (not in the reply)
     citations: list[str] = field(default_factory=list)  # sources the text cites, each as canonical JSON
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "arguments"} (and "free": True)
+    # {"id", "name", "arguments"} (and "free": True; "server": True of a call the API ran itself, ``ToolCallPart.server``)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
     # What a server's tool gave back (a search's results, code's output) and images generated, each as
     # canonical JSON (``canonical_result``): what the client received, though not the model's words.
     tool_results: list[str] = field(default_factory=list)
@@ -176,6 +178,18 @@ class Output:
     # Blocks or items of a type the adapter does not read, each as canonical JSON (``canonical_result``),
     # compared whole: an answer of a kind added to an API after this reader never reads as nothing.
     others: list[str] = field(default_factory=list)
+
+    @property
+    def client_calls(self) -> bool:
+        """Whether the answer ended asking its client to call a tool: a call of its own, not only the
+        built-in tools the API ran itself (a web search followed by a message is a finished answer)."""
+        return any(not c.get("server") for c in self.tool_calls)
+
+    @property
+    def choices_unfinished(self) -> int:
+        """Choices other than the first (n > 1) that said no finish reason: in a stream, answers it
+        cut short, as a choice 0 with none is (``apis.unfinished.cut_short``)."""
+        return sum(c.get("finish_reason") is None for c in self.choices)
 
     @property
     def objects(self) -> list[dict[str, Any]]:

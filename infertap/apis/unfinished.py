@@ -1,10 +1,11 @@
 """An answer the engine cut: a 2xx chat or completions stream that ended with no finish reason.
 
-Every OpenAI stream that finishes says why before it ends. llama-cpp-python's ``interrupt_requests``
-ends a stream in flight with ``[DONE]`` alone when the next request waits, after as little as the
-role chunk; an engine or gateway that drops a request may close the body cleanly after some content
-chunks, with neither a finish reason nor ``[DONE]``. Either way a clean-looking 200 holds an empty
-or cut answer.
+Every OpenAI stream that finishes says why before it ends, of each choice it streams (``n`` > 1: a
+choice other than 0 that said none was cut as a choice 0 would be). llama-cpp-python's
+``interrupt_requests`` ends a stream in flight with ``[DONE]`` alone when the next request waits,
+after as little as the role chunk; an engine or gateway that drops a request may close the body
+cleanly after some content chunks, with neither a finish reason nor ``[DONE]``. Either way a
+clean-looking 200 holds an empty or cut answer.
 
 ``cut_short`` is the rule over an exchange's decoded facts; ``unfinished`` the same of a record read
 whole, as the analysis reads it; ``ended_unfinished`` the same from the last events alone, what
@@ -15,6 +16,7 @@ three to the same answers).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,12 +28,13 @@ from .read import (
     _by_path,
     _loads,
     ended,
+    json_body,
     read_request,
     read_response,
     response_not_kept,
     stream_done,
 )
-from .shapes import Api, error_of
+from .shapes import Api, error_of, one_prompt
 
 #: The APIs whose streams end with a finish reason before their end marker (``[DONE]``).
 FINISHING_APIS = ("chat", "completions")
@@ -39,8 +42,10 @@ FINISHING_APIS = ("chat", "completions")
 #: a usage chunk, ``[DONE]``) are a few hundred bytes.
 TAIL_BYTES = 4 * 1024
 #: The events of that tail it parses, the last: the finish chunk, a usage chunk. An n > 1 stream's
-#: choice 0 may finish long before the others end: where these hold no finish of it, it is read whole.
+#: choices each finish in their own event, any of them long before the end: such a stream is read whole.
 LAST_EVENTS = 4
+#: A completions request's prompt sent as a list: several prompts (a batch), or one of token ids.
+_LISTED_PROMPT = re.compile(rb'"prompt"\s*:\s*\[')
 #: The most it reads, growing the tail while it holds no whole event (a long last event: a tool
 #: call sent whole with its finish reason); past it the answer is left to ``unfinished``.
 TAIL_MOST = 64 * 1024
@@ -54,18 +59,21 @@ def cut_short(
     api: str | None,
     stream_done: bool,
     finish_reason: str | None,
+    choices_unfinished: int,
     end: str | None,
     readable: bool,
 ) -> bool:
     """A request for tokens answered 2xx by a chat or completions stream with no finish reason
-    (``finish_reason``: the common word, ``error`` for an in-band error) that ended cleanly: by its
-    end marker (``stream_done``), or by the body's end (``end`` complete) after events of its API
-    (``readable``). A stream that ended otherwise (timeout, upstream error) is a failure by that."""
+    (``finish_reason``: choice 0's common word, ``error`` for an in-band error), or one of whose
+    other choices (n > 1) said none (``choices_unfinished``, where no error ended it), that ended
+    cleanly: by its end marker (``stream_done``), or by the body's end (``end`` complete) after
+    events of its API (``readable``). A stream that ended otherwise (timeout, upstream error) is a
+    failure by that; an answer sent whole (JSON) says its finish reasons as they are, null too."""
     return bool(
         generation
         and streamed
         and api in FINISHING_APIS
-        and finish_reason is None
+        and (finish_reason is None or (choices_unfinished > 0 and finish_reason != "error"))
         and status is not None
         and 200 <= status <= 299
         and (stream_done or (end == "complete" and readable))
@@ -91,6 +99,7 @@ def unfinished(record: Mapping[str, Any]) -> bool:
         api=parsed.api,
         stream_done=stream_done(decoded_chunks(record) or record.get("chunks") or [], parsed),
         finish_reason=parsed.finish_reason,
+        choices_unfinished=parsed.choices_unfinished,
         end=record.get("end"),
         readable=parsed.readable,
     )
@@ -101,8 +110,9 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
     last ``TAIL_BYTES``, more bytes while they hold no whole event, at most ``TAIL_MOST``): cheap
     enough to run on the event loop as each answer ends (tens of µs, whatever the answer's length).
     None where the tail can't tell (an encoded body, a path that names no API, a body kept in part, a
-    longer last event, an n > 1 stream whose last events hold no finish of choice 0): ``unfinished``
-    reads those as the analysis does."""
+    longer last event, a request for several answers or last events of a choice other than 0: each
+    choice says its own finish reason, any of them long before the end): ``unfinished`` reads those
+    as the analysis does."""
     status = record.get("status")
     chunks = record.get("chunks") or []
     if not generation or not isinstance(status, int) or not 200 <= status <= 299 or not chunks:
@@ -114,6 +124,8 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
         return False  # its own end events say whether it finished: not this rule's
     if framing(record, head_of(chunks)) != "sse":
         return False  # a whole answer (JSON): not a stream
+    if _several_answers(record, api):
+        return None
     size = TAIL_BYTES
     while True:
         tail, whole = _tail(chunks, size)
@@ -125,8 +137,8 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
             return None
         size *= 4
     finish, readable, others = _why_ended(api, objs)
-    if finish is None and others:
-        return None  # n > 1: choice 0 may have finished before these events, its finish unread here
+    if others:
+        return None  # n > 1 (not asked in the request's words): each choice's finish may be before these events
     return cut_short(
         status=status,
         generation=True,
@@ -134,6 +146,7 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
         api=api.name,
         stream_done=ended([tail], objs[-1] if objs else None),
         finish_reason=finish,
+        choices_unfinished=0,
         end=record.get("end"),
         readable=readable,
     )
@@ -170,21 +183,42 @@ def ended_output_tokens(record: Mapping[str, Any]) -> tuple[bool, int | None]:
 def _why_ended(api: Api, objs: list[Any]) -> tuple[str | None, bool, bool]:
     """The finish reason a stream's last events (``objs``, parsed) give, as ``fold`` reads a whole
     stream's: the last one said (of choice 0), else ``error`` where one reports an error; whether
-    any has the API's shape; and whether any speaks for a choice other than 0 (n > 1: choice 0 may
-    have finished long before the others did, so no finish among them is no sign of a cut answer).
-    Read from the last back: the first finish reason found ends it."""
+    any has the API's shape; and whether any speaks for a choice other than 0 (n > 1: each choice
+    finishes in its own event, any of them long before the end, so these can't tell whether every
+    one did). Read from the last back: the first finish reason found is the answer's."""
     error = readable = others = False
+    finish: str | None = None
     for obj in reversed(objs):
         if not isinstance(obj, dict):
             continue
         d = api.event(obj)
+        others = others or bool(d.choices)
+        if finish is not None:
+            continue  # said: only other choices are looked for before it
         if isinstance(d.finish_reason, str) and d.finish_reason:
-            return d.finish_reason, True, others
+            finish, readable = d.finish_reason, True
+            continue
         message = d.error if d.known else error_of(obj)  # fold: an error object makes an event known
         readable = readable or d.known or message is not None
         error = error or message is not None
-        others = others or bool(d.choices)
-    return ("error" if error else None), readable, others
+    return (finish or ("error" if error else None)), readable, others
+
+
+def _several_answers(record: Mapping[str, Any], api: Api) -> bool:
+    """Whether the request may ask for several answers, each a choice of its own (``n`` > 1; a
+    completions batch of prompts): their finish reasons may all come long before the stream's last
+    events. Parsed only where its bytes name ``n`` or a completions prompt that is a list: an agent's
+    long request is not parsed on the event loop. A body not kept asks for one, as far as is known."""
+    raw = record.get("request_body")
+    if not isinstance(raw, bytes) or (b'"n"' not in raw and not (api is COMPLETIONS and _LISTED_PROMPT.search(raw))):
+        return False
+    body = json_body(raw)
+    if body is None:
+        return False
+    n = body.get("n")
+    prompt = one_prompt(body.get("prompt")) if api is COMPLETIONS else None
+    batch = isinstance(prompt, list) and not all(type(t) is int for t in prompt)  # several prompts, not one of token ids
+    return (isinstance(n, int) and n > 1) or batch
 
 
 def _tail(chunks: list[bytes], size: int) -> tuple[bytes, bool]:

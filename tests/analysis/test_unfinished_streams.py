@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from infertap.analysis.compare import compare
 from infertap.apis import ended_unfinished, unfinished
 from infertap.cli import cli
 from tests.analysis_builders import body, event, exchange, sse, write_capture
@@ -74,6 +75,8 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
         return {"object": "chat.completion.chunk", "choices": [{"index": k, "delta": delta, "finish_reason": finish}]}
 
     goes_on = [(10 + i, sse(of(1, "word " * 40))) for i in range(60)]  # choice 1's long answer: past TAIL_BYTES
+    first_goes_on = [(10 + i, sse(of(0, "word " * 40))) for i in range(60)]  # choice 0's
+    n2, n3 = body(n=2), body(n=3)
     records = [
         exchange("whole_stream", chunks=[(5, sse(role, event("4"))), (9, sse(event(finish="stop"), done))]),
         exchange("done_no_finish", sent_ms=1, chunks=[(5, sse(role, event("The answer"))), (6, sse(done))]),
@@ -120,24 +123,75 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
             chunks=[(5, gzip.compress(finished))],
             headers=[["content-type", "text/event-stream"], ["content-encoding", "gzip"]],
         ),
-        # n > 1: the answer's finish reason is choice 0's, said however long before the end
+        # n > 1: each choice ends on its finish reason, said however long before the end
         exchange(
             "n2_first_ends_early",
             sent_ms=11,
+            request=n2,
             chunks=[(5, sse(of(0, "4", "stop"))), *goes_on, (80, sse(of(1, finish="stop"), done))],
         ),
         exchange(
-            "n2_first_ends_last", sent_ms=12, chunks=[(5, sse(of(1, "4", "stop"))), *goes_on, (80, sse(of(0, "4", "stop"), done))]
+            "n2_first_ends_last",
+            sent_ms=12,
+            request=n2,
+            chunks=[(5, sse(of(1, "4", "stop"))), *goes_on, (80, sse(of(0, "4", "stop"), done))],
+        ),
+        exchange(  # choice 1's finish long before the end: the last events are choice 0's alone
+            "n2_other_ends_far_back",
+            sent_ms=12.5,
+            request=n2,
+            chunks=[(5, sse(of(1, "5", "stop"))), *first_goes_on, (80, sse(of(0, finish="stop"), done))],
         ),
         exchange(
-            "n2_first_never_ends", sent_ms=13, chunks=[(5, sse(of(0, "4"))), *goes_on, (80, sse(of(1, finish="stop"), done))]
+            "n2_first_never_ends",
+            sent_ms=13,
+            request=n2,
+            chunks=[(5, sse(of(0, "4"))), *goes_on, (80, sse(of(1, finish="stop"), done))],
         ),
-        exchange("n2_other_never_ends", sent_ms=14, chunks=[(5, sse(of(0, "4", "stop"))), *goes_on, (80, sse(done))]),
-        exchange("n2_short_first_never_ends", sent_ms=15, chunks=[(5, sse(of(0, "4"), of(1, "5", "stop"), done))]),
+        exchange("n2_other_never_ends", sent_ms=14, request=n2, chunks=[(5, sse(of(0, "4", "stop"))), *goes_on, (80, sse(done))]),
+        exchange(  # choice 1 cut long before the end, choice 0 finished last: its last events are choice 0's alone
+            "n2_other_cut_far_back",
+            sent_ms=14.5,
+            request=n2,
+            chunks=[(5, sse(of(1, "5"))), *first_goes_on, (80, sse(of(0, finish="stop"), done))],
+        ),
+        exchange(  # the same answer, its body closed with no [DONE]
+            "n2_other_cut_no_marker",
+            sent_ms=14.7,
+            request=n2,
+            chunks=[(5, sse(of(0, "4"), of(1, "5"), of(0, finish="stop")))],
+        ),
+        exchange(  # an in-band error ended it: a failure by that, not an answer cut
+            "n2_error",
+            sent_ms=14.9,
+            request=n2,
+            chunks=[(5, sse(of(0, "4"), of(1, "5"), {**of(0, finish="error"), "error": {"message": "overloaded"}}, done))],
+        ),
+        exchange("n2_short_first_never_ends", sent_ms=15, request=n2, chunks=[(5, sse(of(0, "4"), of(1, "5", "stop"), done))]),
         exchange(  # the whole body within the tail, choice 0's finish before its last events
             "n3_short_first_ends_early",
             sent_ms=16,
+            request=n3,
             chunks=[(5, sse(of(0, "4", "stop"), of(1, "5"), of(2, "6"), of(1, finish="stop"), of(2, finish="stop"), done))],
+        ),
+        exchange(  # one of three choices never ends, within the tail
+            "n3_short_middle_never_ends",
+            sent_ms=17,
+            request=n3,
+            chunks=[(5, sse(of(0, "4", "stop"), of(1, "5"), of(2, "6"), of(2, finish="stop"), done))],
+        ),
+        exchange(  # two choices sent whole (JSON), one with a null finish reason: said as it is, as a single choice's
+            "n2_whole_null_finish",
+            sent_ms=18,
+            request=body(stream=False, n=2),
+            chunks=[
+                (
+                    5,
+                    b'{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"4"},'
+                    b'"finish_reason":"stop"},{"index":1,"message":{"role":"assistant","content":"5"},"finish_reason":null}]}',
+                )
+            ],
+            headers=[["content-type", "application/json"]],
         ),
     ]
     predicate = {r["id"]: unfinished(r) for r in records}
@@ -146,11 +200,7 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
         "gzip_cut",
         "gzip_finished",
         "huge_last_event",
-        "n2_first_ends_early",
-        "n2_first_never_ends",
-        "n2_other_never_ends",
-        "n2_short_first_never_ends",
-        "n3_short_first_ends_early",
+        *(k for k in predicate if k.startswith(("n2_", "n3_")) and k != "n2_whole_null_finish"),  # asked for several
     }
     assert {k: v for k, v in tails.items() if v is not None} == {k: predicate[k] for k, v in tails.items() if v is not None}
     cap = write_capture(tmp_path / "cap", records)
@@ -163,6 +213,139 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
         "gzip_cut",
         "long_cut",
         "n2_first_never_ends",
+        "n2_other_cut_far_back",
+        "n2_other_cut_no_marker",
+        "n2_other_never_ends",
         "n2_short_first_never_ends",
+        "n3_short_middle_never_ends",
         "no_done",
     ]
+
+
+def _choice(k: int, *, text: str | None = None, content: str | None = None, finish: str | None = None) -> dict[str, object]:
+    """A stream chunk of choice ``k`` alone: a completion's (``text``) or a chat delta's (``content``)."""
+    if text is not None:
+        return {"object": "text_completion", "choices": [{"index": k, "text": text, "finish_reason": finish}]}
+    delta = {"content": content} if content is not None else {}
+    return {"object": "chat.completion.chunk", "choices": [{"index": k, "delta": delta, "finish_reason": finish}]}
+
+
+def _completion(xid: str, sent_ms: float, events: list[dict[str, object]], **request: object) -> dict[str, object]:
+    prompt = {"model": "m", "prompt": "2+2=", "stream": True, **request}
+    return {
+        **exchange(xid, sent_ms=sent_ms, request=json.dumps(prompt).encode(), chunks=[(5, sse(*events, "[DONE]"))]),
+        "path": "/v1/completions",
+    }
+
+
+def test_a_choice_other_than_the_first_with_no_finish_reason_makes_the_answer_unfinished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``n`` = 2 (or a completions batch of prompts) streams several answers, each ending on its own
+    finish reason: one whose choice 1 never said one (choice 0 did, then [DONE]) was counted ok by
+    stats, and by replay's summary, as if whole. Cut short as a choice 0 with none is; a stream that
+    finished every choice, and two choices sent whole (JSON, a null said as it is), stay ok."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    done = "[DONE]"
+    chat_n2 = body(n=2)
+    records = [
+        exchange(
+            "chat_both",
+            request=chat_n2,
+            chunks=[
+                (
+                    5,
+                    sse(
+                        _choice(0, content="4"),
+                        _choice(1, content="5"),
+                        _choice(0, finish="stop"),
+                        _choice(1, finish="stop"),
+                        done,
+                    ),
+                )
+            ],
+        ),
+        exchange(
+            "chat_second_cut",
+            sent_ms=1,
+            request=chat_n2,
+            chunks=[(5, sse(_choice(0, content="4"), _choice(1, content="5"), _choice(0, finish="stop"), done))],
+        ),
+        exchange(
+            "chat_whole_null",
+            sent_ms=2,
+            request=body(stream=False, n=2),
+            chunks=[
+                (
+                    5,
+                    b'{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"4"},'
+                    b'"finish_reason":"stop"},{"index":1,"message":{"role":"assistant","content":"5"},"finish_reason":null}]}',
+                )
+            ],
+            headers=[["content-type", "application/json"]],
+        ),
+        _completion("completions_both", 3, [_choice(0, text="4", finish="stop"), _choice(1, text="5", finish="length")], n=2),
+        _completion(
+            "completions_second_cut", 4, [_choice(0, text="4"), _choice(1, text="5"), _choice(0, text="", finish="stop")], n=2
+        ),
+        _completion(  # two prompts, one choice each: the second's never finished
+            "completions_batch_cut", 5, [_choice(0, text="4", finish="stop"), _choice(1, text="5")], prompt=["2+2=", "2+3="]
+        ),
+        _completion(  # the same, the first's long answer after it: the last events are the first's alone
+            "completions_batch_cut_far_back",
+            6,
+            [_choice(1, text="5"), *[_choice(0, text="word " * 40) for _ in range(60)], _choice(0, text="", finish="stop")],
+            prompt=["2+2=", "2+3="],
+        ),
+    ]
+    said = {r["id"]: unfinished(r) for r in records}
+    tails = {r["id"]: ended_unfinished(r, generation=True) for r in records}  # replay's, as each ends
+    assert {k: said[k] if v is None else v for k, v in tails.items()} == said  # none read whole decides otherwise
+    assert tails["completions_batch_cut_far_back"] is None  # asked for two answers: read whole
+    cut = {"chat_second_cut", "completions_second_cut", "completions_batch_cut", "completions_batch_cut_far_back"}
+    assert {k for k, v in said.items() if v} == cut
+    cap = write_capture(tmp_path / "cap", records)
+    rows = CliRunner().invoke(
+        cli,
+        [
+            "sql",
+            "SELECT exchange_id, ok, unfinished, choices_unfinished FROM metrics JOIN exchanges USING (capture, exchange_id)",
+            str(cap),
+            "--json",
+        ],
+    )
+    assert rows.exit_code == 0, rows.output
+    table = {r["exchange_id"]: (r["ok"], r["unfinished"], r["choices_unfinished"]) for r in json.loads(rows.output)}
+    assert table == {
+        "chat_both": (True, False, 0),
+        "chat_second_cut": (False, True, 1),
+        "chat_whole_null": (True, False, 1),  # said null, sent whole: as a single choice's null is read
+        "completions_both": (True, False, 0),
+        "completions_second_cut": (False, True, 1),
+        "completions_batch_cut": (False, True, 1),
+        "completions_batch_cut_far_back": (False, True, 1),
+    }
+    stats = CliRunner().invoke(cli, ["stats", str(cap), "--json"])
+    assert stats.exit_code == 0, stats.output
+    groups = json.loads(stats.output)["groups"]
+    assert sum(g["requests"] for g in groups) == 7
+    assert (sum(g["ok"] for g in groups), sum(g["unfinished"] for g in groups)) == (3, 4)
+
+
+def test_compare_leaves_out_an_answer_whose_other_choice_was_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare scores known answers over the answers each side gave: an n = 2 stream whose choice 1
+    said no finish reason was cut (unfinished), no answer to score, where it was scored as given."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+
+    def answer(i: int, cut: bool) -> dict[str, object]:
+        events = [_choice(0, content="answer"), _choice(1, content="answer"), _choice(0, finish="stop")]
+        events += [] if cut else [_choice(1, finish="stop")]
+        return exchange(f"x{i}", sent_ms=i * 10, request=body(f"q{i}", n=2), chunks=[(5, sse(*events, "[DONE]"))])
+
+    a = write_capture(tmp_path / "a", [answer(i, cut=False) for i in range(4)])
+    b = write_capture(tmp_path / "b", [answer(i, cut=i == 0) for i in range(4)])
+    refs = {f"q{i}": "answer" for i in range(4)}
+    acc = compare(a, b, extract="regex:(answer)", references=refs)["accuracy"]
+    assert (acc["items"], acc["a_right"], acc["b_right"], acc["unanswered"]) == (3, 3, 3, 1)
+    acc = compare(a, a, extract="regex:(answer)", references=refs)["accuracy"]
+    assert (acc["items"], acc["unanswered"]) == (4, 0)

@@ -312,6 +312,33 @@ def test_streams_the_target_ended_with_no_finish_reason_are_counted_unfinished(f
     assert sum(not b.rstrip().endswith(b"[DONE]") and b'finish_reason": "stop' not in b for b in bodies.values()) == 1
 
 
+def test_a_stream_that_left_a_choice_other_than_the_first_with_no_finish_reason_is_unfinished(fake, tmp_path):
+    """``n`` = 2 asks for two answers, each ending on its own finish reason: a stream whose choice 1
+    never said one (choice 0 did, then [DONE]) was cut short as a cut choice 0 is, where the replay's
+    summary and the analysis counted it ok. A stream that finished both stays ok, however long."""
+    app, url = fake
+    chats = [
+        _chat("both", stream=True, n=2),
+        _chat("both_long", stream=True, n=2, n_chunks=60),  # its end past the last events read first
+        _chat("cut", stream=True, n=2, cut_choice=1),
+        _chat("cut_long", stream=True, n=2, cut_choice=1, n_chunks=60),
+    ]
+    write_capture(tmp_path / "src", [{"offset_s": 0.01 * i, "body": b} for i, b in enumerate(chats)])
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["replay", str(tmp_path / "src"), "--target", url, "--no-probe", "--no-telemetry", "--json", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["ok"], summary["unfinished"], summary["failed"]) == (2, 2, 0), summary
+    stats = CliRunner().invoke(cli, ["stats", str(out), "--json"])
+    [group] = json.loads(stats.output)["groups"]
+    assert (group["ok"], group["unfinished"]) == (2, 2)  # the analysis counts as the replay did
+    bodies = {json.loads(x["request_body"])["tag"]: b"".join(x["chunks"]) for x in _exchanges(out)}
+    finishes = {tag: b.count(b'"finish_reason": "stop"') for tag, b in bodies.items()}
+    assert finishes == {"both": 2, "both_long": 2, "cut": 1, "cut_long": 1}  # as the fake sent them
+
+
 def test_a_model_map_passes_a_body_that_is_no_json_as_recorded_and_says_so(fake, tmp_path):
     """A multipart upload (/v1/audio/transcriptions) beside chat: --model-map refused the whole
     replay, although a map can't apply to a body that names no model. Transforms that must edit
