@@ -36,12 +36,15 @@ def named(text: str) -> set[str]:
 
 
 def exchange_rows() -> dict[str, str]:
-    """Each key of the exchange table, with its row's meaning."""
-    rows = {}
+    """Each key of the exchange table (the section's first table: later ones, such as the session
+    headers', name headers, not keys), with its row's meaning."""
+    rows: dict[str, str] = {}
     for line in section("exchange").splitlines():
         if line.startswith("| `"):
             _, keys, meaning = line.split("|", 3)[:3]
             rows.update(dict.fromkeys(re.findall(r"`([a-z_0-9]+)`", keys), meaning.strip()))
+        elif rows and not line.startswith("|"):
+            break
     return rows
 
 
