@@ -68,9 +68,10 @@ def claim(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | N
         return card(analysis, str(Path(path).resolve()))
 
 
-def card(analysis: Analysis, capture: str) -> dict[str, Any]:
-    """The claim card of one loaded capture (its ``capture`` column value)."""
-    stats = speed_stats(analysis, ("run",))
+def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The claim card of one loaded capture (its ``capture`` column value); ``stats``: its
+    ``speed_stats`` by run where the caller has it (the report states its energy too)."""
+    stats = stats if stats is not None else speed_stats(analysis, ("run",))
     groups = [g for g in stats["groups"] if g["key"].get("capture") == capture]
     whole = _whole(groups)  # the facts describe what the identity does, the whole capture; the figures are per run
     snap = _last_snapshot(analysis, capture)

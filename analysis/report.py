@@ -17,6 +17,7 @@ from infertap.capture.segments import SEGMENT_SUFFIX
 from infertap.errors import ConfigError
 
 from .capacity import RESULT
+from .claim import card
 from .compare import compare, speed_notes
 from .compare_lines import Said, energy_lines, session_lines
 from .compare_load import concurrency_line
@@ -27,9 +28,11 @@ from .errors import AnalysisError
 from .paired_divergence import compared_share, differ_share, exact_share, histogram_bars, position_unit
 from .ratios import MIN_INTERVAL_PAIRS
 from .report_claims import claim_cards
+from .report_energy import compared_energy, stated_energy
 from .report_sessions import session_timelines
 from .report_telemetry import telemetry_plots
 from .sources import refuse_inside_capture
+from .stats import speed_stats
 from .store import Analysis
 from .svg import (
     COLORS,
@@ -121,25 +124,38 @@ def render(
     out.append(
         "<p>Definitions: docs/metrics.md (ttft: request sent to the first chunk carrying generated text, reasoning or a tool call).</p>"
     )
-    if result is not None:  # compare's own lines, as it prints them (``compare_lines``)
-        out += _said("Energy and the engines' state", energy_lines(result["energy"]))
+    one = _stated(a) if result is None else None
+    if result is not None:  # compare's own lines, as it prints them (``compare_lines``), each side's figures first
+        out += _said("Energy and the engines' state", energy_lines(result["energy"]), compared_energy(result["energy"]))
         out += _said("Sessions", [(line, False) for line in session_lines(result["sessions"])])
+    elif one is not None:
+        out += stated_energy(one[0], f"A: {os.path.basename(str(a))}")
     out += session_timelines(a, b, result["sessions"] if result is not None else None)
     if result is not None:
         out += _divergence(result["divergence"])
         out += _accuracy(result.get("accuracy"))
         out += _most_divergent(result["divergence"]["most_divergent"])
-    out += claim_cards([(name, path) for name, path, _ in runs])
+    out += claim_cards([(name, path) for name, path, _ in runs], [one[1]] if one is not None else None)
     out.append("</body></html>")
     return "\n".join(out)
 
 
-def _said(title: str, lines: Sequence[Said]) -> list[str]:
-    """Lines ``compare`` prints, under a heading, a warning highlighted as it is yellow there."""
+def _stated(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One run's ``stats`` (by run, as the command prints it) and its claim card, whose figures are
+    those stats: read once for the energy section and the card."""
+    with Analysis([path]) as analysis:
+        stats = speed_stats(analysis, ("run",))
+        return stats, card(analysis, str(Path(path).resolve()), stats)
+
+
+def _said(title: str, lines: Sequence[Said], before: Sequence[str] = ()) -> list[str]:
+    """Lines ``compare`` prints, under a heading, a warning highlighted as it is yellow there
+    (``before``: what the section shows above them)."""
     if not lines:
         return []
     return [
         f"<h3>{html.escape(title)}</h3>",
+        *before,
         *(f"<p{' class="warn"' if warn else ''}>{html.escape(text.strip())}</p>" for text, warn in lines),
     ]
 

@@ -26,9 +26,14 @@ def _same(field: str, value: Any, text: str) -> str:
     return text
 
 
-def claim_cards(runs: Sequence[tuple[str, str | os.PathLike[str]]]) -> list[str]:
-    """The section for ``runs`` (name, capture path): a table of their claim cards."""
-    cards = [(name, claim(path)) for name, path in runs]
+def claim_cards(runs: Sequence[tuple[str, str | os.PathLike[str]]], made: Sequence[dict[str, Any]] | None = None) -> list[str]:
+    """The section for ``runs`` (name, capture path): a table of their claim cards (``made``: the
+    cards where the caller has them, in the runs' order)."""
+    cards = (
+        [(name, card) for (name, _), card in zip(runs, made, strict=True)]
+        if made
+        else [(name, claim(path)) for name, path in runs]
+    )
     rows, differs = [], []
     for field in FIELDS:
         values = [value_text(field, card[field]["value"]) for _, card in cards]

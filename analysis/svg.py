@@ -335,11 +335,15 @@ def timeline_svg(lanes: Sequence[Lane], xlabel: str) -> str:
     def x(v: float) -> float:
         return label_w + v / xt[-1] * (width - label_w)
 
-    parts = [_svg_open(width + RIGHT, height, "session timeline")]
-    for t in xt:
+    # The last label, centred on the axis's end, may reach past the margin (12,500 s): the drawing widens for it.
+    right = max(float(RIGHT), len(number(xt[-1])) * CHAR_W / 2)
+    axis = height - BOTTOM
+    parts = [_svg_open(width + right, height, "session timeline")]
+    for t in xt:  # a grid line, a tick mark below the axis and its label, as the other plots' x axes
         parts.append(
-            f'<line x1="{x(t):.1f}" y1="{TOP}" x2="{x(t):.1f}" y2="{height - BOTTOM}" stroke="#eee"/>'
-            f'<text class="tick" x="{x(t):.1f}" y="{height - BOTTOM + 16}" text-anchor="middle">{number(t)}</text>'
+            f'<line x1="{x(t):.1f}" y1="{TOP}" x2="{x(t):.1f}" y2="{axis}" stroke="#eee"/>'
+            f'<line x1="{x(t):.1f}" y1="{axis}" x2="{x(t):.1f}" y2="{axis + 4}" stroke="#444"/>'
+            f'<text class="tick" x="{x(t):.1f}" y="{axis + 16}" text-anchor="middle">{number(t)}</text>'
         )
     for i, lane in enumerate(lanes):
         mid = TOP + LANE_H * i + LANE_H / 2

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .analysis.groupings import GROUPINGS
-from .analysis.sampled import interpolated, no_energy, partly_unsampled
+from .analysis.stats_energy import figures_line, measured_by, not_measured, notes
 from .capture.jsonable import jsonable
 from .errors import InfertapError
 from .options import ray_option
@@ -358,23 +358,13 @@ def _print_energy(
     """Energy over the group's span (attributed by time) and the engine's state, when telemetry had
     them; ``per_token``: what J per output token is over, where some answers' tokens are unknown;
     ``sampled``: the group's ``telemetry`` (which runs were recorded with --no-telemetry)."""
-    if energy is None:
-        _out(f"  energy: {no_energy(sampled)}")
-    elif energy.get("unknown") and energy["joules"] is None:
-        _out(f"  energy: unknown: {energy['unknown']}")
+    why = not_measured(energy, sampled)
+    if why is not None or energy is None:
+        _out(f"  energy: {why}")
     else:
-        _out(
-            f"  energy ({energy['source']}, {energy['devices']} device(s)): joules {_num(energy['joules'], 1)}, "
-            f"joules_per_request {_num(energy['joules_per_request'], 3)}, "
-            f"joules_per_output_token {_num(energy['joules_per_output_token'], 4)}{per_token}, "
-            f"watt_hours_per_session {_num(energy['watt_hours_per_session'], 4)}, "
-            f"mean_watts {_num(energy['mean_watts'], 1)}, idle_watts {_num(energy['idle_watts'], 1)}" + _energy_over(energy)
-        )
-        if bridged := interpolated(energy, lambda v: _num(v, 2)):
-            _out(f"  energy: {bridged}")
-        part = partly_unsampled(sampled)
-        if part:  # the figure is over the runs that sampled telemetry
-            _out(f"  energy: {part}")
+        _out(f"  energy ({measured_by(energy)}): {figures_line(energy, per_token)}")
+        for note in notes(energy, sampled):  # interpolated; the runs that did not sample (the figure is over the others)
+            _out(f"  energy: {note}")
     if state is not None:
         _out(
             f"  engine: kv_cache_usage_max {_num(state['kv_cache_usage_max'], 3)}, "
@@ -383,14 +373,6 @@ def _print_energy(
         )
         for name, why in state.get("unknown", {}).items():
             _out(f"  engine: {name} unknown: {why}")
-
-
-def _energy_over(energy: dict[str, Any]) -> str:
-    """The time the energy is over, where the group's runs were a while apart: their active time only."""
-    measured = energy.get("measured") or {}
-    if not measured.get("between_runs_s"):
-        return ""
-    return f"; over {_num(measured['seconds'], 2)} s active, the {_num(measured['between_runs_s'], 2)} s between runs left out"
 
 
 def _print_workload(w: dict[str, Any], partly: Callable[[str], str] = lambda figure: "") -> None:

@@ -195,3 +195,36 @@ def test_each_session_lane_says_its_makespan(tmp_path):
     # Must match: one run's lanes say theirs too.
     one = re.search(r"<h3>Longest sessions</h3>\s*(<svg.*?</svg>)", report(tmp_path, fast), re.S).group(1)
     assert {t for t, _, _, anchor in texts(one) if anchor == "end"} == {f"A {s} ({number(v)} s)" for s, v in spans_a.items()}
+
+
+def test_the_session_timeline_marks_and_labels_its_time_axis(tmp_path):
+    # The timeline's time axis had grid lines and numbers floating under them, but no tick on the
+    # axis itself, unlike every other plot's: where a second falls on the axis was the reader's guess.
+    fast, slow = tmp_path / "fast", tmp_path / "slow"
+    spans = {"fast": run(fast, 1), "slow": run(slow, 50)}
+    ends = {}
+    for name, path in (("fast", fast), ("slow", slow)):
+        svg = re.search(r"<h3>Longest sessions</h3>\s*(<svg.*?</svg>)", report(tmp_path, path), re.S).group(1)
+        axis_y, x0, x1 = next(
+            (float(y), float(a), float(b))
+            for a, y, b, y2 in re.findall(r'<line x1="([\d.]+)" y1="([\d.]+)" x2="([\d.]+)" y2="([\d.]+)" stroke="#444"/>', svg)
+            if y == y2
+        )
+        labelled = x_ticks(svg)
+        marks = {
+            float(x): float(y2) - float(y1)
+            for x, y1, x2, y2 in re.findall(r'<line x1="([\d.]+)" y1="([\d.]+)" x2="([\d.]+)" y2="([\d.]+)" stroke="#444"/>', svg)
+            if x == x2 and float(y1) == axis_y
+        }
+        assert len(labelled) >= 4  # 0 and at least 3 round numbers past it
+        assert all(marks.get(x) == 4 for x in labelled.values()), (labelled, marks)  # each label's tick on the axis
+        assert min(labelled.items()) == (0.0, x0) and max(labelled.items())[1] == x1  # from the axis's start to its end
+        # The ticks place the seconds: the longest session's last bar ends at its makespan on that scale.
+        top, at = max(labelled.items())
+        longest = max(spans[name].values())
+        bar_ends = [float(x) + float(w) for x, w in re.findall(r'<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', svg)]
+        assert max(bar_ends) == pytest.approx(x0 + longest / top * (at - x0), abs=0.2)
+        left, right = box(svg)
+        assert all(x + len(number(t)) * CHAR_W / 2 <= right for t, x in labelled.items())  # every label inside the drawing
+        ends[name] = top
+    assert ends["slow"] == pytest.approx(50 * ends["fast"])  # must differ: a 50x slower run, an axis 50x longer

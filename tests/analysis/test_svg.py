@@ -11,6 +11,7 @@ import pytest
 from infertap.analysis.paired_divergence import histogram_bars
 from infertap.analysis.svg import (
     BOTTOM,
+    CHAR_W,
     COLORS,
     LABEL_H,
     LEFT,
@@ -191,3 +192,18 @@ def test_runs_far_apart_are_drawn_on_a_log_axis_where_each_value_lies(tmp_path):
     # A run's own long tail (its largest far above its median) is log too; a value of 0 can't be: linear.
     assert "log scale" in cdf_svg([("A", [10.0, 11.0, 12.0, 5000.0])], "e2e ms")
     assert "log scale" not in cdf_svg([("A", [0.0, 11.0, 12.0, 5000.0])], "e2e ms")
+
+
+def test_the_timelines_last_time_label_stays_inside_the_drawing():
+    # A session of 150,000 s: the axis's last label, centred on its end, ran past the drawing's right
+    # edge (its 24 px margin), cut where the page shrinks the drawing to its box.
+    def right_edges(svg: str) -> tuple[float, float]:
+        _, _, w, _ = map(float, re.search(r'viewBox="([^"]+)"', svg).group(1).split())
+        last, x = max(_ticks_x(svg).items())
+        return x + len(f"{last:,.0f}") * CHAR_W / 2, w
+
+    reach, edge = right_edges(timeline_svg([Lane("A s1", COLORS[0], [(0.0, 100_000.0), (120_000.0, 150_000.0)])], "s"))
+    assert reach <= edge
+    # Must match: short labels keep the drawing as it was.
+    short = timeline_svg([Lane("A s1", COLORS[0], [(0.0, 1.0), (2.0, 3.0)])], "s")
+    assert re.search(r'viewBox="0 0 ([\d.]+) ', short).group(1) == "592"

@@ -675,3 +675,94 @@ def test_the_recorder_lists_the_machines_gpus_so_rapl_alone_never_measures_them(
         energy[name] = g["energy"]
     assert energy["none"]["joules"] == pytest.approx(40.0) and energy["none"]["kinds"] == ["RAPL"]
     assert energy["listed"]["joules"] is None and "gpu 1 has no power samples in run" in energy["listed"]["unknown"]
+
+
+#: The figures the report's energy table gives, as stats prints them (its decimals): idle W and Wh per
+#: session among them, which the one-run report never stated and the two-run report's lines left out.
+STATS_FIGURES = {
+    "joules": 1,
+    "joules_per_request": 3,
+    "joules_per_output_token": 4,
+    "watt_hours_per_session": 4,
+    "mean_watts": 1,
+    "idle_watts": 1,
+}
+
+
+def _energy_section(tmp_path: Path, *runs: Path) -> str:
+    """The report's energy section (one run's "Energy", two runs' "Energy and the engines' state"), as HTML."""
+    out = tmp_path / f"{'-'.join(r.parent.name for r in runs)}.html"
+    invoke("report", *map(str, runs), "-o", str(out))
+    heading = "<h3>Energy</h3>" if len(runs) == 1 else "<h3>Energy and the engines&#x27; state</h3>"
+    assert heading in out.read_text()
+    return re.split(r"<h[23]>", out.read_text().split(heading)[1])[0]
+
+
+def _energy_rows(section: str) -> dict[str, list[str]]:
+    """The energy table's rows: each figure's name -> its cells after the unit, one per run."""
+    assert "<tbody>" in section, section  # a table, not only lines
+    rows = re.findall(r"<tr>(.*?)</tr>", section.split("<tbody>")[1])
+    cells = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)] for row in rows]
+    return {row[0]: row[2:] for row in cells}
+
+
+def _stats_figures(run: Path) -> dict[str, str]:
+    """Each figure as ``infertap stats`` prints it on its energy line."""
+    line = _stats_energy(run)
+    return {key: re.search(rf"\b{key} (-|\d[\d,]*(?:\.\d+)?)", line).group(1) for key in STATS_FIGURES}
+
+
+def test_a_one_run_report_has_an_energy_section_stating_what_stats_states(full, half, dark, tmp_path):
+    # The one-run report gave energy only as a clause of the claim card's figures: no idle W, no Wh
+    # per session, nothing on what measured it. Its Energy section states each figure stats prints.
+    said = {}
+    for run in (full, half):
+        rows, printed, energy = _energy_rows(_energy_section(tmp_path, run)), _stats_figures(run), stats(run)["energy"]
+        for key, digits in STATS_FIGURES.items():
+            [cell] = rows[key]
+            assert cell == printed[key], (key, cell, printed[key])  # as stats prints it, to the digit
+            if energy[key] is None:
+                assert cell == "-"
+            else:
+                assert float(cell.replace(",", "")) == pytest.approx(energy[key], abs=0.51 * 10**-digits), key
+        assert rows["measured by"] == [f"{SMI_SOURCE}, 1 device(s)"]
+        assert f"({rows['measured by'][0]})" in _stats_energy(run)
+        m = energy["measured"]
+        assert rows["measured"] == [f"{m['requests']} of {m['of']} ok requests, 1 of 1 runs, over {m['seconds']:,.2f} s active"]
+        said[run] = float(rows["joules_per_output_token"][0])
+    # Must differ: half the power, half the energy per output token.
+    assert said[half] / said[full] == pytest.approx(0.5, rel=0.05)
+    # A run with no power telemetry states stats' reason, in its words, and no table of dashes.
+    dark_section = _energy_section(tmp_path, dark)
+    assert "<table>" not in dark_section
+    [reason] = [html.unescape(p) for p in re.findall(r"<p>(energy: .*?)</p>", dark_section)]
+    assert reason == _stats_energy(dark)
+    assert reason.startswith("energy: no power telemetry (")
+
+
+def test_the_reports_idle_watts_are_stats_idle_watts(tmp_path):
+    # Idle power: 300 W while the two requests ran, 50 and 70 W in the 2 s between them.
+    samples = [(500, 300.0), (2000, 50.0), (2500, 70.0), (3500, 300.0), (4000, 300.0)]
+    gap = _spans_and_power(tmp_path / "gap" / "out", [(0, 1000), (3000, 4000)], samples)
+    covered = _spans_and_power(tmp_path / "covered" / "out", [(0, 4000)], samples)
+    idle = (50.0 * 1000 + 70.0 * 750) / 1750  # each gap sample for the time it stands for
+    assert stats(gap)["energy"]["idle_watts"] == pytest.approx(idle)
+    one = _energy_rows(_energy_section(tmp_path, gap))
+    assert one["idle_watts"] == [_stats_figures(gap)["idle_watts"]] == [f"{idle:.1f}"]
+    assert one["watt_hours_per_session"] == [_stats_figures(gap)["watt_hours_per_session"]]
+    # Must match: a run busy all along has no idle sample, "-" as stats prints it.
+    assert _energy_rows(_energy_section(tmp_path, covered))["idle_watts"] == ["-"] == [_stats_figures(covered)["idle_watts"]]
+    # The two-run report: each side's idle W and Wh per session, which compare's lines leave out, as stats states them.
+    both = _energy_rows(_energy_section(tmp_path, gap, covered))
+    for key in ("idle_watts", "watt_hours_per_session", "joules_per_output_token", "mean_watts"):
+        assert both[key] == [_stats_figures(gap)[key], _stats_figures(covered)[key]], key
+    assert both["idle_watts"][0] != both["idle_watts"][1]  # must differ: idle between the requests on A only
+
+
+def test_a_report_of_no_generation_request_says_so_where_its_energy_would_be(tmp_path):
+    # No group to state energy for: the section says what stats says, not an empty table.
+    models = tmp_path / "models" / "out"
+    write_capture(models, [{"method": "GET", "path": "/v1/models", "body": b""}])
+    section = _energy_section(tmp_path, models)
+    assert "<table>" not in section and "<p>no generation requests in these captures</p>" in section
+    assert "no generation requests in these captures" in invoke("stats", str(models))
