@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
-from infertap.apis import ended_output_tokens, ended_unfinished, kept_response_id, read_response, response_not_kept, unfinished
+from infertap.apis import ended_answer, kept_response_id, read_response, response_not_kept, unfinished
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.scrubbing import Scrubbed
@@ -652,8 +652,7 @@ class Replay:
         when its stream ended with no finish reason: read from its last events here (a few KiB), or,
         where they can't tell (an encoded body, say), whole on a worker thread."""
         try:
-            cut = ended_unfinished(record, generation=True)
-            told, tokens = (False, None) if cut else ended_output_tokens(record)
+            cut, told, tokens = ended_answer(record, generation=True)
         except Exception:  # a reader's bug: the exchange is recorded whole, the analysis reads it again
             log.exception("exchange %s: its answer could not be read for a finish reason", record["id"])
             return

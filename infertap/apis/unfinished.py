@@ -113,33 +113,36 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
     longer last event, a request for several answers or last events of a choice other than 0: each
     choice says its own finish reason, any of them long before the end): ``unfinished`` reads those
     as the analysis does."""
+    return ended_answer(record, generation=generation)[0]
+
+
+def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool | None, bool, int | None]:
+    """``ended_unfinished``, and the output tokens a chat or completions stream's engine counted (its
+    usage chunk, before ``[DONE]``), from one reading of its last events: replay asks both of every
+    answer as it ends, on its event loop. (unfinished, told, tokens): ``told`` False where the tail
+    can't tell (another API, a JSON body, an encoded body, one kept in part, an unfinished
+    answer's, or ``unfinished`` None) and ``read_response`` reads them whole; ``tokens`` None where a stream that the tail
+    tells of reported no usage (``stream_options.include_usage`` not asked for)."""
     status = record.get("status")
     chunks = record.get("chunks") or []
     if not generation or not isinstance(status, int) or not 200 <= status <= 299 or not chunks:
-        return False
+        return False, False, None
     api = _by_path(record.get("path"))
     if api is None or encoded(record) or response_not_kept(record):
-        return None  # the API is the request body's to name, the bytes are not the body's text, or not all kept
+        return None, False, None  # the API is the request body's to name, the bytes are not the body's text, or not all kept
     if api is not CHAT and api is not COMPLETIONS:
-        return False  # its own end events say whether it finished: not this rule's
+        return False, False, None  # its own end events say whether it finished: not this rule's
     if framing(record, head_of(chunks)) != "sse":
-        return False  # a whole answer (JSON): not a stream
-    if _several_answers(record, api):
-        return None
-    size = TAIL_BYTES
-    while True:
-        tail, whole = _tail(chunks, size)
-        payloads, _ = ended_payloads(record, [_last_blocks(tail, LAST_EVENTS + 1)], "sse")  # and [DONE]
-        objs = [_loads(p.data) for p in payloads[-LAST_EVENTS:]]
-        if whole or any(isinstance(obj, dict) for obj in objs):
-            break
-        if size >= TAIL_MOST:
-            return None
-        size *= 4
+        return False, False, None  # a whole answer (JSON): not a stream
+    if _several_answers(record, api) or (last := _last_events(record, chunks)) is None:
+        return None, False, None
+    tail, objs = last
     finish, readable, others = _why_ended(api, objs)
     if others:
-        return None  # n > 1 (not asked in the request's words): each choice's finish may be before these events
-    return cut_short(
+        return None, False, None  # n > 1 (not asked in the request's words): each choice's finish may be before these events
+    usages = (obj["usage"] for obj in reversed(objs) if isinstance(obj, dict) and isinstance(obj.get("usage"), dict))
+    tokens = next((api.counts(usage)[2] for usage in usages), None)
+    cut = cut_short(
         status=status,
         generation=True,
         streamed=True,
@@ -150,34 +153,22 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
         end=record.get("end"),
         readable=readable,
     )
+    return cut, not cut, None if cut else tokens
 
 
-def ended_output_tokens(record: Mapping[str, Any]) -> tuple[bool, int | None]:
-    """The output tokens a chat or completions stream's engine counted, from its last events (its
-    usage chunk, before ``[DONE]``), as ``ended_unfinished`` reads them: (True, the count), or (True,
-    None) where the stream reported no usage (``stream_options.include_usage`` not asked for).
-    (False, None) where the tail can't tell (another API, a JSON body, an encoded body, one kept
-    in part): ``read_response`` reads those whole."""
-    chunks = record.get("chunks") or []
-    api = _by_path(record.get("path"))
-    if api not in (CHAT, COMPLETIONS) or not chunks or encoded(record) or response_not_kept(record):
-        return False, None
-    if framing(record, head_of(chunks)) != "sse":
-        return False, None
+def _last_events(record: Mapping[str, Any], chunks: list[bytes]) -> tuple[bytes, list[Any]] | None:
+    """A stream's tail and its last events parsed (``LAST_EVENTS``), the tail grown from
+    ``TAIL_BYTES`` while it holds no whole event; None past ``TAIL_MOST`` (a longer last event)."""
     size = TAIL_BYTES
-    while True:  # as ended_unfinished grows it: until the tail holds a whole event
+    while True:
         tail, whole = _tail(chunks, size)
-        payloads, _ = ended_payloads(record, [_last_blocks(tail, LAST_EVENTS + 1)], "sse")
+        payloads, _ = ended_payloads(record, [_last_blocks(tail, LAST_EVENTS + 1)], "sse")  # and [DONE]
         objs = [_loads(p.data) for p in payloads[-LAST_EVENTS:]]
         if whole or any(isinstance(obj, dict) for obj in objs):
-            break
+            return tail, objs
         if size >= TAIL_MOST:
-            return False, None
+            return None
         size *= 4
-    for obj in reversed(objs):
-        if isinstance(obj, dict) and isinstance(usage := obj.get("usage"), dict):
-            return True, api.counts(usage)[2]
-    return True, None
 
 
 def _why_ended(api: Api, objs: list[Any]) -> tuple[str | None, bool, bool]:
