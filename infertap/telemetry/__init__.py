@@ -3,8 +3,9 @@ capture as ``telemetry`` records (docs/capture-format.md), beside the exchanges 
 
 Sources (``sources``): the engine's Prometheus ``/metrics`` and any other exporter
 (``prometheus``), GPUs through NVML or ``nvidia-smi`` (``gpu``), the host's CPU, the engine
-process and RAPL package energy (``host``). ``Sampler`` runs them on a thread of its own at their
-intervals; a failing source is recorded once as unknown, with its reason, and never touches traffic.
+process and RAPL package energy (``host``). ``Sampler`` runs each on a thread of its own at its
+interval, so a source that hangs holds no other's rounds; a failing source is recorded once as
+unknown, with its reason, and never touches traffic.
 """
 
 import time

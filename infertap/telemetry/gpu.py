@@ -128,8 +128,8 @@ class SmiSource:
                 timeout=self.timeout,
             )
         except subprocess.TimeoutExpired as exc:
-            # Not a passing loss: asked again next round, a hung driver would hold the sampling thread
-            # (the engine's and the host's rounds too) for the timeout every round. It waits out retry_s.
+            # Not a passing loss: asked again next round, a hung driver would hold a new process (and
+            # the GPU's sampling thread) for the timeout every round. It waits out retry_s.
             raise SourceError(f"nvidia-smi did not answer within {self.timeout:g} s") from exc
         except (OSError, subprocess.SubprocessError) as exc:  # it can't be run at all: the sampler retries later
             raise SourceError(f"nvidia-smi: {exc}") from exc

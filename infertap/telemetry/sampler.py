@@ -1,11 +1,20 @@
-"""The sampling thread: every source at its interval, each round of one source written as one
-``telemetry`` record. It never runs on an event loop and never blocks one: the capture writer's
-``write`` only queues. A source that fails is recorded once as unknown with its reason, retried
-every ``retry_s``, and recorded again when it comes back. A round that loses some or all of its
-readings for a passing reason (``PartialRound``: one GPU's reading timed out, an nvidia-smi run
-failed) keeps the others, is recorded the same way (once per reason, again after a clean round),
-and the source stays on its interval: the lost readings are asked again next round, not after
-``retry_s``, and at close, when every source not waiting out ``retry_s`` is read once more.
+"""The sampling threads: each source on a thread of its own at its interval, each round of one
+source written as one ``telemetry`` record stamped when it was read. A source that hangs (an
+nvidia-smi stuck in the driver, an NVML call that never returns) thus holds only its own rounds:
+the host's RAPL counter and the engine's ``/metrics`` go on being read, so their series have no
+gap the GPU caused. None of it runs on an event loop or blocks one: the capture writer's
+``write`` only queues.
+
+A source that fails is recorded once as unknown with its reason, retried every ``retry_s``, and
+recorded again when it comes back. A round that loses some or all of its readings for a passing
+reason (``PartialRound``: one GPU's reading timed out, an nvidia-smi run failed) keeps the others,
+is recorded the same way (once per reason, again after a clean round), and the source stays on its
+interval: the lost readings are asked again next round, not after ``retry_s``.
+
+Closing, every source not waiting out ``retry_s`` is read once more, so that a run's energy
+reaches its end, and ``close`` returns within ``close_s`` whatever a source does: a source still
+in a call by then is abandoned on its daemon thread, and recorded as having stopped answering when
+that call began, so analysis reads the time since as a gap in its samples, not as samples held.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -52,11 +62,14 @@ class TelemetryConfig:
     interval_s: float = 0.25  # GPU and host
     engine_interval_s: float = PROMETHEUS_INTERVAL_S  # Prometheus endpoints
     retry_s: float = 30.0
+    # The longest close() waits for the sources' last rounds: a round begun before close and the
+    # last one, each within a source's own timeout (nvidia-smi's 5 s, a scrape's 2 s).
+    close_s: float = 10.0
     headers: Mapping[str, str] = field(default_factory=dict)  # for the engine's /metrics (its API key)
 
     def __post_init__(self) -> None:
         check_telemetry(self.exporters, self.interval_s)
-        if not (self.engine_interval_s > 0 and self.retry_s > 0):
+        if not (self.engine_interval_s > 0 and self.retry_s > 0 and self.close_s > 0):
             raise ConfigError("telemetry intervals must be > 0 seconds")
 
 
@@ -81,27 +94,35 @@ class Sampler:
         self._write = write
         self._clock = clock  # a sample's wall time: the capture writer's ``wall_now``, on its exchanges' clock
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="infertap-telemetry", daemon=True)
+        self._lock = threading.Lock()  # the sources' threads write one at a time, and none after close
+        self._closed = False
         self.records = 0
         self._slots: list[_Slot] = []
 
     def start(self) -> Sampler:
         self._slots = self._open()
-        self._thread.start()
+        for slot in self._slots:
+            slot.thread = threading.Thread(target=self._run, args=(slot,), name=f"infertap-telemetry-{slot.name}", daemon=True)
+            slot.thread.start()
         return self
 
     def close(self) -> None:
-        """Stop, after one last round of every working source, so a run's energy reaches its end."""
+        """Stop, after one last round of every working source, within ``close_s``: a source still
+        in a call then is left to its daemon thread and recorded as stopped answering."""
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
-            now = time.monotonic()
-            for slot in self._slots:
-                if slot.source is not None and not slot.resting:
-                    self._sample(slot, now)
+        deadline = time.monotonic() + self.config.close_s
         for slot in self._slots:
-            if slot.source is not None:
-                slot.source.close()
+            if slot.thread is not None:
+                slot.thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            for slot in self._slots:
+                asked = slot.asked
+                if slot.thread is not None and slot.thread.is_alive() and asked is not None:
+                    when = datetime.fromtimestamp(asked, UTC).isoformat(timespec="milliseconds")
+                    why = f"stopped answering at {when}: asked then, it had not answered when sampling stopped"
+                    log.warning("telemetry source %s %s", slot.name, why)
+                    self._record(new_telemetry(slot.name, asked, [], unknown=why))
+            self._closed = True  # an abandoned source that answers later writes nothing
 
     def __enter__(self) -> Sampler:
         return self.start()
@@ -130,23 +151,32 @@ class Sampler:
             slot.open(self._unknown)
         return slots
 
-    def _run(self) -> None:
+    def _run(self, slot: _Slot) -> None:
+        """One source's rounds until close, then its last one (one begun after close was asked,
+        so that it reaches the run's end), unless it waits out ``retry_s`` or was abandoned."""
         while not self._stop.is_set():
-            now = time.monotonic()
-            for slot in self._slots:
-                if now >= slot.due:
-                    self._sample(slot, now)
-            wake = min((slot.due for slot in self._slots), default=now + 1.0)
-            self._stop.wait(max(0.0, wake - time.monotonic()))
+            self._sample(slot)
+            self._stop.wait(max(0.0, slot.due - time.monotonic()))
+        if slot.source is not None and not slot.resting and not self._closed:
+            self._sample(slot)
+        if slot.source is not None:
+            slot.source.close()
 
-    def _sample(self, slot: _Slot, now: float) -> None:
+    def _sample(self, slot: _Slot) -> None:
+        now = time.monotonic()
+        slot.asked = self._clock()  # also the wall time of its samples: when the source was read
+        try:
+            self._read(slot, now, slot.asked)
+        finally:
+            slot.asked = None
+
+    def _read(self, slot: _Slot, now: float, wall: float) -> None:
         if slot.source is None:
             slot.due = now + self.config.retry_s
             slot.open(self._unknown)
             return
         slot.due = now + slot.interval_s
         slot.resting = False
-        wall = self._clock()
         try:
             samples = slot.source.sample()
         except PartialRound as exc:
@@ -157,7 +187,7 @@ class Sampler:
             slot.failed(str(exc), self._unknown)
             slot.due, slot.resting = now + self.config.retry_s, True
             return
-        except Exception as exc:  # a source's bug must not end the sampling of the others
+        except Exception as exc:  # a source's bug must not end its sampling for good
             log.warning("telemetry source %s failed: %r", slot.name, exc)
             slot.failed(repr(exc), self._unknown)
             slot.due, slot.resting = now + self.config.retry_s, True
@@ -167,12 +197,18 @@ class Sampler:
 
     def _samples(self, slot: _Slot, wall: float, samples: list[Sample]) -> None:
         if samples:
-            self._write(new_telemetry(slot.name, wall, [[s.name, s.labels, s.value] for s in samples]))
-            self.records += 1
+            with self._lock:
+                self._record(new_telemetry(slot.name, wall, [[s.name, s.labels, s.value] for s in samples]))
 
     def _unknown(self, source: str, reason: str) -> None:
-        self._write(new_telemetry(source, self._clock(), [], unknown=reason))
-        self.records += 1
+        with self._lock:
+            self._record(new_telemetry(source, self._clock(), [], unknown=reason))
+
+    def _record(self, record: Mapping[str, Any]) -> None:
+        """Write one record (the caller holds ``_lock``); nothing once closed."""
+        if not self._closed:
+            self._write(record)
+            self.records += 1
 
 
 @dataclass
@@ -184,6 +220,8 @@ class _Slot:
     due: float = 0.0
     reported: str | None = None  # the unknown reason last recorded, so it is recorded once
     resting: bool = False  # it failed outright and waits ``retry_s``: not read at close either
+    thread: threading.Thread | None = None
+    asked: float | None = None  # the wall time of the call it is in (a read, a retried open), if any
 
     def open(self, unknown: Callable[[str, str], None]) -> None:
         try:

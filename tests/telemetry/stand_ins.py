@@ -10,6 +10,7 @@ import shlex
 import socket
 import stat
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -153,6 +154,72 @@ def hung_listing(folder: Path) -> Path:
     return exe
 
 
+def hung_after(folder: Path, rows: list[str], rounds: int) -> Path:
+    """A stand-in ``nvidia-smi`` whose driver hangs mid-run: its first ``rounds`` sampling queries
+    answer ``rows``, every later one waits on a driver that never answers; the probe's and a
+    writer's listing of the GPUs is answered throughout (the GPUs are known)."""
+    exe = nvidia_smi(folder, rows)
+    counter = shlex.quote(str(folder / "round"))
+    query = f"--query-gpu={SMI_FIELDS} {SMI_FORMAT}"
+    lines = exe.read_text().splitlines()
+    at = lines.index('case "$*" in')
+    lines[at:at] = [
+        f'if [ "$*" = {shlex.quote(query)} ]; then',
+        f"  n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}",
+        f'  if [ "$n" -ge {rounds} ]; then exec sleep 600; fi',  # exec: the process a timeout kills
+        "fi",
+    ]
+    exe.write_text("\n".join(lines) + "\n")
+    return exe
+
+
+def hung_nvml(folder: Path) -> Path:
+    """A folder holding a stand-in ``pynvml`` (nvidia-ml-py) for a process of its own (put it first
+    on PYTHONPATH): one GPU whose driver never answers a reading, as NVML hangs on a GPU fallen off
+    the bus, its caller's thread stuck in the call for good (no timeout, no kill ends it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pynvml.py").write_text(
+        '''"""Stand-in nvidia-ml-py: one GPU whose every reading never returns (tests/telemetry/stand_ins.py)."""
+import threading
+
+NVML_CLOCK_SM = 1
+NVML_TEMPERATURE_GPU = 0
+
+
+class NVMLError(Exception):
+    def __init__(self, value):
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+
+def nvmlInit():
+    pass
+
+
+def nvmlShutdown():
+    pass
+
+
+def nvmlDeviceGetCount():
+    return 1
+
+
+def nvmlDeviceGetHandleByIndex(index):
+    return index
+
+
+def _hung(*args):
+    threading.Event().wait()
+
+
+nvmlDeviceGetPowerUsage = nvmlDeviceGetTotalEnergyConsumption = nvmlDeviceGetUtilizationRates = _hung
+nvmlDeviceGetMemoryInfo = nvmlDeviceGetClockInfo = nvmlDeviceGetTemperature = _hung
+nvmlDeviceGetCurrentClocksEventReasons = nvmlDeviceGetCurrentClocksThrottleReasons = _hung
+'''
+    )
+    return folder
+
+
 def rapl_zone(folder: Path, microjoules: int = 5_000_000) -> Path:
     """A powercap tree holding one CPU package's RAPL zone whose counter reads ``microjoules``, as
     ``/sys/class/powercap`` holds it where it is readable (``infertap.telemetry.host._RAPL``)."""
@@ -207,9 +274,27 @@ NVML_ERROR_FUNCTION_NOT_FOUND = 13
 MISSING = object()  # a reading whose function the driver's library lacks
 
 
+class Hung:
+    """A reading whose call hangs in the driver until ``release()``, then answers ``value``:
+    ``entered`` is set once a call is in it."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.entered = threading.Event()
+        self._released = threading.Event()
+
+    def wait(self) -> Any:
+        self.entered.set()
+        self._released.wait()
+        return self.value
+
+    def release(self) -> None:
+        self._released.set()
+
+
 def fake_nvml(devices: list[dict[str, Any]], *, init_error: int | None = None) -> ModuleType:
     """A module shaped like ``pynvml``: ``devices[i]`` maps a reading to its raw NVML value (mW,
-    mJ, bytes, ...), or to an NVML error code it raises. Readings: power, energy, utilization,
+    mJ, bytes, ...), to an NVML error code it raises, or to a ``Hung`` call. Readings: power, energy, utilization,
     memory, sm_clock, temperature, event_reasons, throttle_reasons (``MISSING``: the driver's library
     lacks the function, and nvidia-ml-py raises FUNCTION_NOT_FOUND). ``module.calls``
     counts the calls per function."""
@@ -245,6 +330,8 @@ def fake_nvml(devices: list[dict[str, Any]], *, init_error: int | None = None) -
             if not state["init"]:
                 raise NVMLError(1)  # NVML_ERROR_UNINITIALIZED
             value = devices[h].get(reading, MISSING)
+            if isinstance(value, Hung):
+                value = value.wait()
             if value is MISSING:
                 raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
             if isinstance(value, NVMLError):

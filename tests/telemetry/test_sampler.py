@@ -1,5 +1,6 @@
-"""The sampling thread (infertap.telemetry.Sampler): rounds at their interval, a source that can't
-be read recorded once per reason, exporters and the engine told apart, close() that stops it.
+"""The sampling threads (infertap.telemetry.Sampler), one per source: rounds at their interval, a
+source that can't be read recorded once per reason, exporters and the engine told apart, one that
+hangs holding no other, close() that stops them whatever a source does.
 Sources are real (Prometheus endpoints on loopback, the host) or stand-ins for a GPU."""
 
 from __future__ import annotations
@@ -13,7 +14,20 @@ from typing import Any
 
 from infertap.telemetry import Sampler, TelemetryConfig, start_telemetry
 from tests.fake_upstream import ServerThread
-from tests.telemetry.stand_ins import DcgmExporter, Exposition, constant_gpus, gpus_on_path, no_gpu, nvidia_smi, smi_calls
+from tests.telemetry.stand_ins import (
+    DcgmExporter,
+    Exposition,
+    Hung,
+    constant_gpus,
+    fake_nvml,
+    gpus_on_path,
+    hung_after,
+    no_gpu,
+    nvidia_smi,
+    nvml_device,
+    rapl_zone,
+    smi_calls,
+)
 
 LLAMA = "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 2\n"
 
@@ -45,7 +59,12 @@ def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
 
 
 def telemetry_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "infertap-telemetry"]
+    """Every sampler's threads, one per source."""
+    return [t for t in threading.enumerate() if t.name.startswith("infertap-telemetry-")]
+
+
+def walls(records: list[dict[str, Any]], after: float, before: float) -> list[float]:
+    return [r["wall"] for r in records if after < r["wall"] < before]
 
 
 def test_rounds_come_at_roughly_their_interval(tmp_path, monkeypatch):
@@ -160,11 +179,12 @@ def test_close_stops_the_thread_and_nothing_is_written_after(tmp_path, monkeypat
         sampler = start_telemetry(True, server.url, (), 0.05, {}, records)
         assert sampler is not None
         wait_for(lambda: len(records.sampled("gpu")) >= 3 and len(records.sampled("engine")) >= 1)
-        [mine] = set(telemetry_threads()) - before
+        mine = set(telemetry_threads()) - before
+        assert {t.name for t in mine} == {"infertap-telemetry-engine", "infertap-telemetry-gpu", "infertap-telemetry-host"}
         started = time.monotonic()
         sampler.close()
         assert time.monotonic() - started < 5.0
-        assert not mine.is_alive()
+        assert not any(t.is_alive() for t in mine)
         written, asked = len(records.items), page.asked["/metrics"]
         time.sleep(0.5)
         assert len(records.items) == written and page.asked["/metrics"] == asked
@@ -183,6 +203,7 @@ def test_close_does_not_wait_out_a_long_interval(tmp_path, monkeypatch):
     sampler.close()
     assert time.monotonic() - started < 5.0, "close() must wake the thread, not wait for the next round"
     assert not mine.is_alive()
+    assert len(records.sampled("host")) == 2, "and read the host once more"
 
 
 def test_nvidia_smi_is_run_once_per_round_for_every_gpu(tmp_path, monkeypatch):
@@ -247,3 +268,86 @@ def test_a_hung_nvidia_smi_waits_out_retry_s_and_holds_no_other_source(tmp_path,
             wait_for(lambda: len(records.sampled("engine")) >= seen + 10)  # the engine's rounds go on
     assert records.unknown("gpu") == ["nvidia-smi did not answer within 0.3 s"]
     assert len(smi_calls(exe)) == 1  # not asked again every round, nor at close
+
+
+def rounds_while_the_gpu_hangs(records: Records, hang: float | None) -> tuple[float, float]:
+    """The stretch from the GPU's third answer (after which ``hung_after(..., rounds=3)`` hangs) to
+    its failure, the time out (``hang`` None), or ``hang`` seconds long, once both sources read past it."""
+    wait_for(lambda: len(records.sampled("gpu")) >= 3)
+    start = records.sampled("gpu")[2]["wall"]
+    if hang is None:
+        wait_for(lambda: bool(records.unknown("gpu")))
+        [end] = [r["wall"] for r in records.of("gpu") if "unknown" in r]
+        return start, end
+    wait_for(lambda: min(records.sampled("host")[-1]["wall"], records.sampled("gpu")[-1]["wall"]) > start + hang)
+    return start, start + hang
+
+
+def test_the_host_and_rapl_are_read_on_through_a_gpu_hang(tmp_path, monkeypatch):
+    """All sources shared one thread: while nvidia-smi hung (up to its timeout), the host's CPU and
+    RAPL rounds stopped too, a gap in the CPU side's energy that the GPU caused. Each source has its
+    own thread now: the host is read as often through the GPU's hang as beside an nvidia-smi that
+    answers (must match), and the GPU's own rounds are what stop (must differ)."""
+    from infertap.telemetry import gpu
+
+    monkeypatch.setattr(gpu.SmiSource.__init__, "__defaults__", (1.0,))  # its timeout, 5 s in use
+    config = TelemetryConfig(interval_s=0.05, retry_s=3600)
+    host, gpus, hang = {}, {}, None
+    for name, exe in (
+        ("hung", hung_after(tmp_path / "hung", constant_gpus(100.0), rounds=3)),
+        ("answering", nvidia_smi(tmp_path / "ok", constant_gpus(100.0))),  # over as long a stretch
+    ):
+        gpus_on_path(monkeypatch, tmp_path, exe)
+        monkeypatch.setattr("infertap.telemetry.host._RAPL", rapl_zone(tmp_path / "powercap"))
+        records = Records()
+        with Sampler(config, records):
+            start, end = rounds_while_the_gpu_hangs(records, hang)
+        hang = end - start
+        host[name] = walls(records.sampled("host"), start, end)
+        gpus[name] = walls(records.sampled("gpu"), start, end)
+        assert records.sampled("host") and all(
+            ["host_rapl_energy_joules", {"zone": "intel-rapl:0:package-0"}, 5.0] in r["samples"] for r in records.sampled("host")
+        )
+        assert records.unknown("gpu") == (["nvidia-smi did not answer within 1 s"] if name == "hung" else [])
+    assert len(host["answering"]) >= 5, host  # about 20 in the second
+    assert len(host["hung"]) >= len(host["answering"]) / 2, host  # as many: one round where the thread was shared
+    assert gpus["hung"] == [] and len(gpus["answering"]) >= 5, gpus
+
+
+def test_close_is_bounded_by_a_stuck_source_and_says_when_it_stopped_answering(tmp_path, monkeypatch):
+    """A GPU whose driver never returns a reading (NVML stuck on a GPU fallen off the bus) held the
+    one sampling thread for good, and close() waited 10 s on it, then read it once more on the
+    caller's thread and was stuck there too: the recorder never exited. close() returns within
+    close_s, the stuck source left to its daemon thread and recorded as having stopped answering
+    when its reading was asked; the host is read to the end; and when the call returns at last,
+    nothing more is written."""
+    from datetime import UTC, datetime
+
+    stuck = Hung(150_000)  # mW
+    nvml = fake_nvml([nvml_device(power=stuck)])
+    no_gpu(monkeypatch, tmp_path)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr("infertap.telemetry.host._RAPL", rapl_zone(tmp_path / "powercap"))
+    records = Records()
+    before = set(telemetry_threads())
+    sampler = Sampler(TelemetryConfig(interval_s=0.05, close_s=0.5), records).start()
+    try:
+        assert stuck.entered.wait(15)
+        seen = len(records.sampled("host"))
+        wait_for(lambda: len(records.sampled("host")) >= seen + 5)  # read on meanwhile
+        closing = threading.Thread(target=sampler.close)
+        closing.start()
+        closing.join(60)
+        assert not closing.is_alive(), "close() waits on a source stuck for good"
+        written = list(records.items)
+    finally:
+        stuck.release()
+    [stopped] = [r for r in records.of("gpu") if "unknown" in r]
+    when = datetime.fromtimestamp(stopped["wall"], UTC).isoformat(timespec="milliseconds")
+    assert stopped["unknown"] == f"stopped answering at {when}: asked then, it had not answered when sampling stopped"
+    assert not records.sampled("gpu")
+    assert stopped["wall"] < records.sampled("host")[-5]["wall"], "stamped when it was asked, not at close"
+    mine = [t for t in set(telemetry_threads()) - before if t.name == "infertap-telemetry-gpu"]
+    wait_for(lambda: not any(t.is_alive() for t in mine))  # its call returned at last: its thread ends
+    assert records.items == written, "nothing written after close"
+    assert nvml.calls["nvmlShutdown"] == 1, "its source closed by its own thread once it returned"
