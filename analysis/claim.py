@@ -209,7 +209,11 @@ def _device(snap: dict[str, Any] | None, run_host: dict[str, Any], labels: dict[
     }
     source = "engine snapshot's host facts (/proc/cpuinfo, sysconf; GPUs from nvidia-smi)"
     missing = []
-    if gpus is None:
+    if gpus is None and host.get("gpus_unknown"):  # nvidia-smi hung or failed: the machine may well have GPUs
+        missing.append(
+            f"GPU model, count, driver, VBIOS and CUDA: the GPUs of the engine's machine are unknown, not none ({host['gpus_unknown']})"
+        )
+    elif gpus is None:
         missing.append(
             "GPU model, count, driver, VBIOS and CUDA: no nvidia-smi on the engine's machine (no NVIDIA GPU, or its tools are not installed)"
         )
