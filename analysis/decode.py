@@ -108,8 +108,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 58: a cut Ollama /api/chat answer's "stop" unknown where it was offered tools and its tail holds no call (one may have come before);
 #: 59: a chat answer that calls a tool and says "stop" finishes as tool_calls (its cut answer's "stop" unknown as Ollama's);
 #: 60: an exchange recorded with no session takes the one its kept request headers name (a client's own, read since);
-#: a request of a header session never continues another header session's turn by its conversation.
-DECODE_VERSION = 60
+#: a request of a header session never continues another header session's turn by its conversation;
+#: 61: runs.importer (an import's machine and time, apart from its header's host: not its traffic's machine).
+DECODE_VERSION = 61
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -398,6 +399,7 @@ class Decoder:
                     _dump(recorder.get("telemetry_urls")),
                     recorder.get("telemetry") if isinstance(recorder.get("telemetry"), bool) else None,
                     _dump(recorder.get("telemetry_intervals_s")),
+                    _dump(recorder.get("importer")),
                 )
             )
 
