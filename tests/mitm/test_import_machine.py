@@ -136,3 +136,18 @@ def test_an_import_appended_to_a_recording_does_not_move_its_engine(tmp_path, up
     groups = json.loads(invoke("stats", str(capture), "--by", "run", "--json"))["groups"]
     recorded = next(g["energy"] for g in groups if not g["telemetry"]["imported"])
     assert recorded["joules"] == pytest.approx(40.0) and recorded["kinds"] == ["RAPL"]
+
+
+def test_an_import_still_writing_is_told_by_its_importer_not_its_traffics_machine(tmp_path):
+    """Whether an import still writes was judged by its header's machine and start: the traffic's
+    first request, always before the importer started, so no import ever read as writing. It is
+    judged by its importer: this process, imported in it (a recorder's header judged as before)."""
+    from infertap.capture.info import recorder_running, writer_of
+    from infertap.mitm.importer import import_file
+
+    import_file(har(tmp_path / "a.har", LOCAL, time.time() - 60), tmp_path / "cap")
+    facts = header(tmp_path / "cap")
+    assert recorder_running(*writer_of(facts["recorder"], facts["host"], facts["wall"])) == os.getpid()
+    recorded = {**facts, "recorder": {k: v for k, v in facts["recorder"].items() if k != "importer"}}
+    assert recorder_running(*writer_of(recorded["recorder"], {"hostname": HERE}, time.time())) == os.getpid()
+    assert recorder_running(*writer_of(recorded["recorder"], {"hostname": HERE}, facts["wall"])) is None  # started after it
