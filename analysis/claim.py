@@ -79,13 +79,12 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     runs = recorders(capture)
     traffic = traffic_runs(runs)
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
-    host = _loads(analysis.query("SELECT any_value(host) FROM runs WHERE capture = ?", [capture]).rows[0][0]) or {}
     labels = _labels(analysis, capture)
     captures = [c for c in stats["captures"] if c["capture"] == capture]
     torn = [str(t) for c in captures for t in c["torn"]]
     return {
         "capture": capture,
-        "device": _also(_device(snap, host, labels), several),
+        "device": _also(_device(snap, labels, traffic), several),
         "runtime": _also(_runtime(snap), several),
         "model": _also(_model(snap, analysis, capture), several),
         "quantization": _also(_quantization(snap), several),
@@ -188,16 +187,25 @@ def _labels(analysis: Analysis, capture: str) -> dict[str, str]:
 _NO_SNAPSHOT = "the capture has no engine snapshot (recorded with --no-probe, or the probe failed): run `infertap enrich CAPTURE --engine URL`"
 
 
-def _device(snap: dict[str, Any] | None, run_host: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
-    """GPU and CPU of the engine's machine: the snapshot's host facts when the engine was local, else labels."""
+def _device(snap: dict[str, Any] | None, labels: dict[str, str], traffic: list[dict[str, Any]]) -> dict[str, Any]:
+    """GPU and CPU of the engine's machine: the snapshot's host facts when the engine was local, else
+    labels. An import's traffic ran on a machine its file does not name: a snapshot taken here
+    (``enrich``) is of this machine, not that one."""
     label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
+    imported = [r.get("from") or "HAR or flow" for r in traffic if r.get("kind") == "import"]
+    if imported and len(imported) == len(traffic):  # import takes no --label: nothing here describes that machine
+        if label_gpu:
+            return _field(
+                {"labels": label_gpu}, "user labels (--label)", f"{_imported(imported)}: only the labels describe its device"
+            )
+        return _unknown(_imported(imported))
     local = snap is not None and engine_is_local(snap["url"] or "")
     if not local:
         reason = _NO_SNAPSHOT if snap is None else f"the engine at {snap['url']} is not on the recording machine"
         if label_gpu:
             return _field({"labels": label_gpu}, "user labels (--label)", f"{reason}: only the labels describe its device")
         return _unknown(f"{reason}; describe its device with --label gpu=... --label driver=...")
-    host = snap["host"] if snap else run_host
+    host = snap["host"] if snap else {}
     gpus = host.get("gpus")
     value: dict[str, Any] = {
         "cpu": host.get("cpu"),
@@ -210,7 +218,11 @@ def _device(snap: dict[str, Any] | None, run_host: dict[str, Any], labels: dict[
     }
     source = "engine snapshot's host facts (/proc/cpuinfo, sysconf; GPUs from nvidia-smi)"
     missing = []
-    if gpus is None:
+    if gpus is None and host.get("gpus_unknown"):  # nvidia-smi hung or failed: the machine may well have GPUs
+        missing.append(
+            f"GPU model, count, driver, VBIOS and CUDA: the GPUs of the engine's machine are unknown, not none ({host['gpus_unknown']})"
+        )
+    elif gpus is None:
         missing.append(
             "GPU model, count, driver, VBIOS and CUDA: no nvidia-smi on the engine's machine (no NVIDIA GPU, or its tools are not installed)"
         )
@@ -221,7 +233,15 @@ def _device(snap: dict[str, Any] | None, run_host: dict[str, Any], labels: dict[
             if all("vbios" in g for g in gpus):
                 why = "nvidia-smi did not give it (an older driver, or [N/A])"
             missing.append(f"{' and '.join(absent)}: {why}")
+    if imported:  # appended to a recording: the snapshot's machine is the recorded runs' only
+        missing.append(f"the {len(imported)} imported run(s): {_imported(imported)}")
     return _field(value, source, "; ".join(missing) or None)
+
+
+def _imported(files: list[str]) -> str:
+    """Why an imported run's machine is unknown, as the card says it."""
+    kinds = " and ".join(f"{k} file" for k in dict.fromkeys(files))
+    return f"the traffic was imported from a {kinds}, which does not say the machine it ran on: the recording machine is unknown"
 
 
 def _runtime(snap: dict[str, Any] | None) -> dict[str, Any]:
@@ -671,6 +691,8 @@ def _energy_line(energy: dict[str, Any] | None, sampled: dict[str, Any] | None =
     --no-telemetry, said apart from no power telemetry."""
     part = partly_unsampled(sampled)
     if not energy:
+        if sampled and sampled.get("imported") and len(sampled["imported"]) == sampled["runs"]:
+            return f"energy: {no_energy(sampled)}"
         if sampled is None or sampled["unsaid"] == sampled["runs"]:  # runs (or a card) older than the field
             return "energy: no telemetry"
         return f"energy: {no_energy(sampled, 'no power telemetry')}"

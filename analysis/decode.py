@@ -112,7 +112,8 @@ from .schema import ENGINE_FACTS, TABLES
 #: 61: exchanges.choices_unfinished (an n > 1 stream whose other choice said no finish reason is unfinished);
 #: 62: a Responses answer finishes as tool_calls only where its output holds a call its client makes (a web search then a
 #: message is stop), read whole, streamed or from a cut answer's tail.
-DECODE_VERSION = 62
+#: 63: runs.importer (an import's machine and time, apart from its header's host: not its traffic's machine).
+DECODE_VERSION = 63
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -401,6 +402,7 @@ class Decoder:
                     _dump(recorder.get("telemetry_urls")),
                     recorder.get("telemetry") if isinstance(recorder.get("telemetry"), bool) else None,
                     _dump(recorder.get("telemetry_intervals_s")),
+                    _dump(recorder.get("importer")),
                 )
             )
 

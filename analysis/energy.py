@@ -502,16 +502,24 @@ class Telemetry:
                     "SELECT capture, arg_max(url, coalesce(wall, -1e300)) FROM engines WHERE url IS NOT NULL GROUP BY capture"
                 ).fetchall()
             )
-            upstreams = dict(
-                a.sql(
-                    "SELECT capture, list(DISTINCT upstream) FROM exchanges WHERE upstream IS NOT NULL GROUP BY capture"
-                ).fetchall()
-            )
+            # An import's upstreams and host facts are of a machine its file does not name, never this one.
+            upstreams: dict[str, list[str]] = {}
+            imported: set[str] = set()
+            for capture, urls, only in a.sql(
+                "SELECT capture, list(DISTINCT upstream) FILTER (WHERE recorder IS DISTINCT FROM 'import'), "
+                "bool_and(recorder = 'import') FROM exchanges WHERE upstream IS NOT NULL GROUP BY capture"
+            ).fetchall():
+                upstreams[capture] = urls or []
+                if only:
+                    imported.add(capture)
             hosts: dict[str, set[str]] = defaultdict(set)
-            for capture, host in a.sql("SELECT capture, host FROM runs").fetchall():
+            for capture, host in a.sql("SELECT capture, host FROM runs WHERE recorder IS DISTINCT FROM 'import'").fetchall():
                 if name := hostname(host):
                     hosts[capture].add(name)
-            self._engines = {c: engine_of(snap.get(c), upstreams.get(c) or [], hosts[c]) for c in {*snap, *upstreams, *hosts}}
+            self._engines = {
+                c: engine_of(snap.get(c), upstreams.get(c) or [], hosts[c], imported=c in imported)
+                for c in {*snap, *upstreams, *hosts}
+            }
         return self._engines
 
     def _parts(self, runs: Sequence[RunPart]) -> dict[_Key, _Part]:

@@ -2,7 +2,8 @@
 engine that ran there (analysis/energy.py): an engine is on the recording machine when its URL is a
 loopback one (``engine_is_local``, the claim card's rule), else on the machine its URL names; a
 local source's device is on the recording machine; an exporter's (DCGM) on the machine its
-``Hostname`` label names.
+``Hostname`` label names. An import's traffic ran on a machine its file does not name: its upstreams
+and header say nothing of where, so they are none of these.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from infertap.capture.hostfacts import engine_is_local, url_parts
+
+#: Why an imported capture's engine machine is unknown.
+IMPORTED = "its traffic was imported from a file, which does not say the machine it ran on: the recording machine, and its engine's, are unknown"
 
 
 @dataclass
@@ -48,7 +52,13 @@ def on_engine(key: tuple[str, bool, str], engine: Engine) -> bool:
     return any(_same_host(host, h) for h in engine.hosts)
 
 
-def engine_of(snapshot: str | None, upstreams: list[str], recorders: set[str]) -> Engine:
+def engine_of(snapshot: str | None, upstreams: list[str], recorders: set[str], *, imported: bool = False) -> Engine:
+    """Where a capture's engine ran, from its last snapshot's URL, else its recorded upstreams, and
+    the recording machine's names (``recorders``). ``imported``: all its traffic was imported, and a
+    file names no machine it ran on: a loopback upstream there, or a snapshot an ``enrich`` took
+    here, says nothing of it."""
+    if imported:
+        return Engine(why=IMPORTED)
     urls = [snapshot] if snapshot else upstreams
     if not urls:
         return Engine(why="where its engine ran is unknown (no engine snapshot, no upstream recorded)")
@@ -115,4 +125,4 @@ def _loads(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-__all__ = ["Engine", "device_key", "engine_of", "hostname", "on_engine", "scraped"]
+__all__ = ["IMPORTED", "Engine", "device_key", "engine_of", "hostname", "on_engine", "scraped"]

@@ -8,16 +8,23 @@ from typing import Any
 
 NO_POWER = "no power telemetry (a GPU through NVML or nvidia-smi, a DCGM exporter, or RAPL)"
 NOT_SAMPLED = "not sampled (recorded with --no-telemetry)"
+IMPORTED = (
+    "not measured: imported from a file, which does not say the machine its traffic ran on (the recording machine is unknown)"
+)
 
 
-def sampled(runs: list[tuple[str, str]], said: dict[tuple[str, str], bool | None]) -> dict[str, Any]:
-    """A group's ``telemetry``: its runs, the ids of those recorded with --no-telemetry, and how
-    many say neither (captures older than ``recorder.telemetry``)."""
+def sampled(
+    runs: list[tuple[str, str]], said: dict[tuple[str, str], bool | None], imported: set[tuple[str, str]] | None = None
+) -> dict[str, Any]:
+    """A group's ``telemetry``: its runs, the ids of those recorded with --no-telemetry, how many
+    say neither (captures older than ``recorder.telemetry``), and the ids of the imported ones,
+    whose machine no telemetry here was of."""
     keys = list(dict.fromkeys(runs))
     return {
         "runs": len(keys),
         "not_sampled": [r for c, r in keys if said.get((c, r)) is False],
-        "unsaid": sum(said.get(k) is None for k in keys),
+        "unsaid": sum(said.get(k) is None and k not in (imported or ()) for k in keys),
+        "imported": [r for c, r in keys if (c, r) in (imported or ())],
     }
 
 
@@ -26,11 +33,22 @@ def all_unsampled(telemetry: dict[str, Any] | None) -> bool:
 
 
 def no_energy(telemetry: dict[str, Any] | None, no_power: str = NO_POWER) -> str:
-    """Why a group has no energy figure: not sampled, no power telemetry, or each in some of its runs."""
+    """Why a group has no energy figure: not sampled, imported, no power telemetry, or each in some of its runs."""
     if all_unsampled(telemetry):
         return NOT_SAMPLED
-    part = partly_unsampled(telemetry)
+    imported = (telemetry or {}).get("imported") or []
+    if telemetry and imported and len(imported) == telemetry["runs"]:
+        return IMPORTED
+    part = "; ".join(filter(None, (partly_unsampled(telemetry), partly_imported(telemetry))))
     return f"{no_power} in its other runs; {part}" if part else no_power
+
+
+def partly_imported(telemetry: dict[str, Any] | None) -> str | None:
+    """Which of a group's runs were imported, where only some were; None where all or none were."""
+    imported = (telemetry or {}).get("imported") or []
+    if not telemetry or not imported or len(imported) == telemetry["runs"]:
+        return None
+    return f"{len(imported)} of {telemetry['runs']} runs imported from a file (their machine unknown): {', '.join(imported)}"
 
 
 def partly_unsampled(telemetry: dict[str, Any] | None) -> str | None:

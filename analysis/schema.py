@@ -58,6 +58,7 @@ RUNS = _schema(
     ("telemetry_urls", S),  # JSON list of the --telemetry-url exporters it scraped (redacted); null: no telemetry
     ("telemetry", B),  # whether it sampled telemetry (false: --no-telemetry); null: a capture older than the field
     ("telemetry_intervals_s", S),  # JSON {source: seconds between samples asked for}; null: none, or older
+    ("importer", S),  # JSON {hostname, wall}: the machine an import was written on and when; null: not an import, or older
 )
 
 EXCHANGES = _schema(

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE
-from infertap.capture.info import recorder_running, unsearched_warning
+from infertap.capture.info import recorder_running, unsearched_warning, writer_of
 
 from .active import COUNTED, PART, RunPart, active, run_parts, seconds
 from .energy import Telemetry
@@ -200,12 +200,12 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
     telemetry = Telemetry(q.a)
     scraped = _scraped(q.a)
     unread = _unread(q.a)
-    said = _said(q.a)
+    said, imported = _said(q.a), _imported(q.a)
     groups = [
         _group(q, key, row, aspects, telemetry, scraped)
         | {"telemetry_unread": _telemetry_unread(aspects["runs"][key], unread, scraped)}
         # Which runs were recorded with --no-telemetry: their energy is not sampled, not absent.
-        | {"telemetry": sampled([(c, r) for c, r, *_ in aspects["runs"][key]], said)}
+        | {"telemetry": sampled([(c, r) for c, r, *_ in aspects["runs"][key]], said, imported)}
         for key, [row] in aspects["main"].items()
     ]
     for group in groups:  # its figures over the counted answers only, each flagged (None: every count known)
@@ -227,9 +227,14 @@ def _said(analysis: Analysis) -> dict[tuple[str, str], bool | None]:
     return {(c, r): on for c, r, on in analysis.query("SELECT capture, run_id, telemetry FROM runs").rows}
 
 
+def _imported(analysis: Analysis) -> set[tuple[str, str]]:
+    """The imported runs, by (capture, run_id): recorded on a machine their file does not name."""
+    return {(c, r) for c, r in analysis.query("SELECT capture, run_id FROM runs WHERE recorder = 'import'").rows}
+
+
 def telemetry_sampled(analysis: Analysis, runs: list[list[Any]]) -> dict[str, Any]:
     """Whether the runs (rows starting capture, run id) sampled telemetry, as a group's ``telemetry``."""
-    return sampled([(c, r) for c, r, *_ in runs], _said(analysis))
+    return sampled([(c, r) for c, r, *_ in runs], _said(analysis), _imported(analysis))
 
 
 def telemetry_urls(analysis: Analysis, runs: list[list[Any]]) -> list[str]:
@@ -516,11 +521,13 @@ def unclosed_runs(analysis: Analysis) -> dict[str, list[list[Any]]]:
         capture: set(json.loads(runs or "[]")) for capture, runs in analysis.query("SELECT capture, open_runs FROM captures").rows
     }
     out: dict[str, list[list[Any]]] = {}
-    for capture, run_id, pid, host, wall in analysis.query(
-        "SELECT capture, run_id, pid, host, wall FROM runs ORDER BY wall"
+    for capture, run_id, pid, host, wall, importer in analysis.query(
+        "SELECT capture, run_id, pid, host, wall, importer FROM runs ORDER BY wall"
     ).rows:
         if str(run_id) in unclosed.get(capture, ()):
-            out.setdefault(capture, []).append([pid, hostname(host), wall])
+            # An import's writer is its importer, not its traffic's (unknown) machine at its traffic's start.
+            _, name, since = writer_of({"importer": json.loads(importer)} if importer else {}, {"hostname": hostname(host)}, wall)
+            out.setdefault(capture, []).append([pid, name, since])
     return out
 
 

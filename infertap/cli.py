@@ -311,6 +311,8 @@ def _print_snapshot(snap: Mapping[str, Any]) -> None:
     gpu_text = (
         "; ".join(f"{g['name']} (driver {g['driver']}, {g['memory_mib']} MiB)" for g in gpus)
         if gpus
+        else f"unknown: {host['gpus_unknown']}"  # nvidia-smi hung or failed: not a machine without one
+        if gpus is None and host.get("gpus_unknown")
         else "none found (no nvidia-smi)"
         if gpus is None
         else "none"

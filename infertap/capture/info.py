@@ -6,7 +6,7 @@ import json
 import os
 import socket
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infertap.apis import header
@@ -105,7 +105,17 @@ def _writer_alive(tally: _Tally) -> int | None:
 
 
 def _alive(run: dict[str, Any]) -> int | None:
-    return recorder_running((run["recorder"] or {}).get("pid"), run["host"].get("hostname"), run["wall"])
+    return recorder_running(*writer_of(run["recorder"] or {}, run["host"], run["wall"]))
+
+
+def writer_of(recorder: Mapping[str, Any], host: Mapping[str, Any], wall: Any) -> tuple[Any, Any, Any]:
+    """The pid, machine and start of the process that wrote a run, for ``recorder_running``: its
+    recorder's, on its header's machine since the run's start; an import's importer's (the header's
+    machine is its traffic's, unknown, and its start the traffic's first request, before the import)."""
+    importer = recorder.get("importer")
+    if isinstance(importer, Mapping):
+        return recorder.get("pid"), importer.get("hostname"), importer.get("wall")
+    return recorder.get("pid"), host.get("hostname"), wall
 
 
 def recorder_running(pid: Any, hostname: Any, wall: Any) -> int | None:

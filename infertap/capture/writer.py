@@ -65,6 +65,7 @@ class CaptureWriter:
         wall: float | None = None,
         list_gpus: bool = False,
         gpus: GpuList | None = None,
+        host: Mapping[str, Any] | None = None,
     ) -> None:
         """``wall``: when the run began, where that is not now (an import of traffic recorded
         elsewhere: its exchanges' ``start_ns`` count from it). ``list_gpus``: the headers' host facts
@@ -72,7 +73,8 @@ class CaptureWriter:
         said unknown), so that a run's GPUs are known with no engine snapshot and no GPU sample
         (--no-probe, GPU telemetry that failed): its energy is then never the CPU packages' alone
         (analysis/energy.py). ``gpus``: that list as given, asked before (a --ray shard, ahead of its
-        start) or unknown (an import: not this machine's run)."""
+        start) or unknown. ``host``: the recording machine's facts as given, where they are not this
+        machine's (an import of traffic recorded elsewhere: unknown); its GPUs are then its own."""
         self.path = Path(path)
         self.max_segment_bytes = max_segment_bytes
         self.flush_interval = flush_interval  # the longest a record waits for company before it is written
@@ -82,8 +84,9 @@ class CaptureWriter:
         self.started_ns = time.monotonic_ns()
         self._recorder = {"id": default_recorder_id(), **recorder}
         self._labels = dict(labels or {})
-        self._list_gpus = list_gpus and gpus is None
+        self._list_gpus = list_gpus and gpus is None and host is None
         self._gpus = gpus
+        self._host = dict(host) if host is not None else None
         self._level = level
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -301,7 +304,7 @@ class CaptureWriter:
             wall=self.started_wall,
             tool_version=__version__,
             recorder=self._recorder,
-            host={**host_facts(), **self._gpus.facts()} if self._gpus is not None else host_facts(),
+            host=self._host_facts(),
             labels=self._labels,
         )
         # The header goes straight to disk, in its own frame, before any exchange can; then the
@@ -309,6 +312,11 @@ class CaptureWriter:
         self._write_frame(self._plain, msgpack.packb(header, use_bin_type=True), 1, 0)
         if self._dictionary is not None:
             self._write_frame(self._plain, self._dictionary, 0, 0)
+
+    def _host_facts(self) -> dict[str, Any]:
+        if self._host is not None:
+            return dict(self._host)
+        return {**host_facts(), **self._gpus.facts()} if self._gpus is not None else host_facts()
 
     def _footer(self, *, final: bool) -> dict[str, Any]:
         footer: dict[str, Any] = dict(

@@ -17,6 +17,8 @@ import binascii
 import datetime as _dt
 import json
 import os
+import socket
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -31,6 +33,15 @@ from infertap.errors import InfertapError
 
 from .addon import DEFAULT_PATHS
 from .endings import end_of_error, end_of_flow
+
+
+def recorded_on(kind: str) -> dict[str, Any]:
+    """An import's header's host facts: the traffic ran elsewhere, or here at another time, and the
+    file does not say on what machine, so none of this machine's facts (nor its GPUs) is its machine's."""
+    return {
+        "unknown": f"not recorded here: an import of a {kind} file, which does not say the machine its traffic ran on",
+        **GpuList(None, f"not listed: an import of a {kind} file, its traffic not recorded on this machine").facts(),
+    }
 
 
 class ImportError_(InfertapError):
@@ -300,10 +311,10 @@ def import_file(
         "file": str(path),
         "timing": "coarse: one chunk per response, times from the file",
         "not_imported": counts["not_imported"],
+        # Who wrote the run, apart from its traffic's machine: info and stats tell an import still writing by it.
+        "importer": {"hostname": socket.gethostname(), "wall": time.time()},
     }
-    # The traffic ran elsewhere, or here at another time: this machine's GPUs are not its machine's.
-    gpus = GpuList(None, f"not listed: an import of a {kind} file, its traffic not recorded on this machine")
-    with CaptureWriter(out, recorder=recorder, wall=first, gpus=gpus) as writer:  # the run starts when its traffic did
+    with CaptureWriter(out, recorder=recorder, wall=first, host=recorded_on(kind)) as writer:  # its traffic's start
         first = first or 0.0
         for seq, x in kept:
             start_ns = int((x["wall"] - first) * 1e9)

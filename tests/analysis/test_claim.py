@@ -356,6 +356,36 @@ def test_the_device_names_vbios_and_cuda_from_nvidia_smi(source, tmp_path, monke
     assert "knows no native library of 'llama-server'" in card["runtime"]["unknown"]
 
 
+def test_gpus_nvidia_smi_did_not_list_are_unknown_on_the_card_and_the_probe_not_absent(source, tmp_path, monkeypatch):
+    """The card's device and `infertap probe`'s gpus row said "no nvidia-smi" (no NVIDIA GPU) of a
+    machine whose nvidia-smi hung: its GPUs are unknown, said with the reason. Where there is no
+    nvidia-smi at all they still say so (must match)."""
+    from tests.fake_engines import llama_server_app
+    from tests.fake_upstream import ServerThread
+    from tests.telemetry.stand_ins import gpus_on_path, hung_listing, no_gpu
+
+    hung, absent = "nvidia-smi did not answer within 2 s", "no nvidia-smi on the engine's machine"
+    monkeypatch.setenv("COLUMNS", "400")  # the probe's table (rich) unfolded: a row a line
+    said = {}
+    for name in ("hung", "none"):
+        if name == "hung":
+            gpus_on_path(monkeypatch, tmp_path, hung_listing(tmp_path / "bin"))
+        else:
+            no_gpu(monkeypatch, tmp_path)
+        with ServerThread(llama_server_app()) as server:
+            run_replay(ReplayConfig(source, server.url, tmp_path / name, telemetry=False))
+            table = CliRunner().invoke(cli, ["probe", server.url], terminal_width=300)
+        assert table.exit_code == 0, table.output
+        [row] = [line for line in table.output.splitlines() if line.split("│")[1:2] and line.split("│")[1].strip() == "gpus"]
+        device = claim(tmp_path / name, cache_dir=tmp_path / "cache")["device"]
+        assert device["value"]["gpus"] is None and device["value"]["hostname"]  # the engine's machine is still named
+        said[name] = (device["unknown"], row)
+    assert hung in said["hung"][0] and "unknown, not none" in said["hung"][0] and absent not in said["hung"][0]
+    assert f"unknown: {hung}" in said["hung"][1] and "no nvidia-smi" not in said["hung"][1]
+    assert absent in said["none"][0] and hung not in said["none"][0]
+    assert "none found (no nvidia-smi)" in said["none"][1]
+
+
 def test_the_report_shows_both_claim_cards_side_by_side(fake, source, tmp_path):
     from infertap.analysis.report import render
 
