@@ -19,6 +19,7 @@ from typing import Any
 
 from infertap.capture.hostfacts import engine_is_local
 from infertap.capture.identity import schedule_change, schedule_not_kept, schedule_words, traffic_runs
+from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
 from .partly_counted import note, prompt_note
@@ -80,17 +81,18 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     traffic = traffic_runs(runs)
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
     labels = _labels(analysis, capture)
+    no_snap = _no_snapshot(runs)
     captures = [c for c in stats["captures"] if c["capture"] == capture]
     torn = [str(t) for c in captures for t in c["torn"]]
     return {
         "capture": capture,
-        "device": _also(_device(snap, labels, traffic), several),
-        "runtime": _also(_runtime(snap), several),
-        "model": _also(_model(snap, analysis, capture), several),
-        "quantization": _also(_quantization(snap), several),
+        "device": _also(_device(snap, labels, traffic, no_snap), several),
+        "runtime": _also(_runtime(snap, no_snap), several),
+        "model": _also(_model(snap, analysis, capture, no_snap), several),
+        "quantization": _also(_quantization(snap, no_snap), several),
         "workload": _also(_workload(analysis, capture, whole, _uncounted(groups)), _torn(torn)),
-        "concurrency": _also(_concurrency(recorder, whole, snap, len(groups), several), _several_schedules(traffic)),
-        "sampling": _sampling(analysis, capture, snap),
+        "concurrency": _also(_concurrency(recorder, whole, snap, len(groups), several, no_snap), _several_schedules(traffic)),
+        "sampling": _sampling(analysis, capture, snap, no_snap),
         "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
         "figures": _figures(groups),
@@ -184,10 +186,14 @@ def _labels(analysis: Analysis, capture: str) -> dict[str, str]:
     return out
 
 
-_NO_SNAPSHOT = "the capture has no engine snapshot (recorded with --no-probe, or the probe failed): run `infertap enrich CAPTURE --engine URL`"
+def _no_snapshot(runs: list[dict[str, Any]]) -> str:
+    """Why the card has no engine snapshot to read, as ``info`` says it by the runs' recorders (an
+    import, a mitm recording probe none; a recording or a replay was run with --no-probe)."""
+    reason = no_snapshot_reason(str(r.get("kind") or "") for r in runs)
+    return f"the capture has no engine snapshot ({reason}): run `infertap enrich CAPTURE --engine URL`"
 
 
-def _device(snap: dict[str, Any] | None, labels: dict[str, str], traffic: list[dict[str, Any]]) -> dict[str, Any]:
+def _device(snap: dict[str, Any] | None, labels: dict[str, str], traffic: list[dict[str, Any]], no_snap: str) -> dict[str, Any]:
     """GPU and CPU of the engine's machine: the snapshot's host facts when the engine was local, else
     labels. An import's traffic ran on a machine its file does not name: a snapshot taken here
     (``enrich``) is of this machine, not that one."""
@@ -201,7 +207,7 @@ def _device(snap: dict[str, Any] | None, labels: dict[str, str], traffic: list[d
         return _unknown(_imported(imported))
     local = snap is not None and engine_is_local(snap["url"] or "")
     if not local:
-        reason = _NO_SNAPSHOT if snap is None else f"the engine at {snap['url']} is not on the recording machine"
+        reason = no_snap if snap is None else f"the engine at {snap['url']} is not on the recording machine"
         if label_gpu:
             return _field({"labels": label_gpu}, "user labels (--label)", f"{reason}: only the labels describe its device")
         return _unknown(f"{reason}; describe its device with --label gpu=... --label driver=...")
@@ -244,9 +250,9 @@ def _imported(files: list[str]) -> str:
     return f"the traffic was imported from a {kinds}, which does not say the machine it ran on: the recording machine is unknown"
 
 
-def _runtime(snap: dict[str, Any] | None) -> dict[str, Any]:
+def _runtime(snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
     if snap is None:
-        return _unknown(_NO_SNAPSHOT)
+        return _unknown(no_snap)
     facts = snap["facts"]
     version, version_source = _fact(facts, "version")
     digest, digest_source = _digest(snap)
@@ -284,7 +290,7 @@ def _digest(snap: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return value, "not in the snapshot (an older infertap): looked up now, through the process on the upstream's port"
 
 
-def _model(snap: dict[str, Any] | None, analysis: Analysis, capture: str) -> dict[str, Any]:
+def _model(snap: dict[str, Any] | None, analysis: Analysis, capture: str, no_snap: str) -> dict[str, Any]:
     served = [
         r[0]
         for r in analysis.query(
@@ -297,9 +303,9 @@ def _model(snap: dict[str, Any] | None, analysis: Analysis, capture: str) -> dic
             return _field(
                 {"served": served, "path": None, "sha256": None},
                 "request and response bodies",
-                f"artifact and sha256: {_NO_SNAPSHOT}",
+                f"artifact and sha256: {no_snap}",
             )
-        return _unknown(_NO_SNAPSHOT)
+        return _unknown(no_snap)
     facts = snap["facts"]
     models, _ = _fact(facts, "models")
     path, path_source = _fact(facts, "model_path")
@@ -313,11 +319,11 @@ def _model(snap: dict[str, Any] | None, analysis: Analysis, capture: str) -> dic
     return _field(value, f"exchanges' model names; engine snapshot ({sha_source or path_source})", "; ".join(missing) or None)
 
 
-def _quantization(snap: dict[str, Any] | None) -> dict[str, Any]:
+def _quantization(snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
     """The quantization scheme and the weights' dtype, each from its snapshot fact, as the snapshot
     labels them: a GGUF's tensor types by share of the weights, a checkpoint's ``torch_dtype``."""
     if snap is None:
-        return _unknown(_NO_SNAPSHOT)
+        return _unknown(no_snap)
     facts = snap["facts"]
     scheme, scheme_source = _fact(facts, "quantization")
     scheme_source = scheme_source or "the engine does not say (give the GGUF with --model-file)"
@@ -433,7 +439,12 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None, un
 
 
 def _concurrency(
-    recorder: dict[str, Any], group: dict[str, Any] | None, snap: dict[str, Any] | None, runs: int, several: str | None
+    recorder: dict[str, Any],
+    group: dict[str, Any] | None,
+    snap: dict[str, Any] | None,
+    runs: int,
+    several: str | None,
+    no_snap: str,
 ) -> dict[str, Any]:
     if recorder.get("kind") == "replay":
         schedule: Any = recorder.get("schedule") or {}
@@ -441,7 +452,7 @@ def _concurrency(
     else:
         schedule = "as recorded: the clients' own timing and concurrency"
         schedule_source = f"recorded by {recorder.get('kind') or 'an unknown recorder'}"
-    slots, slots_source = _fact(snap["facts"], "parallel_slots") if snap else (None, _NO_SNAPSHOT)
+    slots, slots_source = _fact(snap["facts"], "parallel_slots") if snap else (None, no_snap)
     c = (group or {}).get("concurrency") or {}
     value = {"schedule": schedule, "achieved_mean": c.get("mean"), "achieved_max": c.get("max"), "engine_slots": slots}
     missing = None if slots is not None else f"engine slots: {slots_source or 'not exposed'}"
@@ -451,7 +462,7 @@ def _concurrency(
     return _field(value, f"{schedule_source}; achieved in flight {over} (docs/metrics.md); slots: {slots_source}", missing)
 
 
-def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None) -> dict[str, Any]:
+def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
     """Each effective setting's values and where each came from, counted over the enriched exchanges;
     with no enrichment, what the requests set themselves (``_sent_sampling``)."""
     rows = analysis.query(
@@ -460,7 +471,7 @@ def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None) -> 
         [capture],
     ).rows
     if not rows:
-        return _sent_sampling(analysis, capture, snap)
+        return _sent_sampling(analysis, capture, snap, no_snap)
     tally: dict[str, dict[tuple[str, str], int]] = {}
     for (text,) in rows:
         for name, s in (_loads(text) or {}).items():
@@ -485,7 +496,7 @@ def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None) -> 
     )
 
 
-def _sent_sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None) -> dict[str, Any]:
+def _sent_sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
     """The settings the requests set themselves, counted over the generation requests: a setting a
     request sends is the one the engine used (``temperature=0`` needs no engine to be known), so only
     what the requests left to the engine's defaults is unknown without an enrichment."""
@@ -507,7 +518,7 @@ def _sent_sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None
         if (unsent := n - sum(counts.values())) > 0:  # the rest left it to the engine
             value[name].append({"value": None, "source": "not sent", "requests": unsent})
     why = "no enrichment records them " + (
-        f"and {_NO_SNAPSHOT}" if snap is None else "(record with probing on, or run `infertap enrich CAPTURE --engine URL`)"
+        f"and {no_snap}" if snap is None else "(record with probing on, or run `infertap enrich CAPTURE --engine URL`)"
     )
     if not value:
         return _unknown(f"no request set a sampling setting: each is the engine's default, and {why}", "request bodies")

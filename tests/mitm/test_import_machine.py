@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -145,9 +146,33 @@ def test_an_import_still_writing_is_told_by_its_importer_not_its_traffics_machin
     from infertap.capture.info import recorder_running, writer_of
     from infertap.mitm.importer import import_file
 
-    import_file(har(tmp_path / "a.har", LOCAL, time.time() - 60), tmp_path / "cap")
+    # its traffic before this process started (however long the test session has run), as an import's is
+    import_file(har(tmp_path / "a.har", LOCAL, psutil.Process().create_time() - 60), tmp_path / "cap")
     facts = header(tmp_path / "cap")
     assert recorder_running(*writer_of(facts["recorder"], facts["host"], facts["wall"])) == os.getpid()
     recorded = {**facts, "recorder": {k: v for k, v in facts["recorder"].items() if k != "importer"}}
     assert recorder_running(*writer_of(recorded["recorder"], {"hostname": HERE}, time.time())) == os.getpid()
     assert recorder_running(*writer_of(recorded["recorder"], {"hostname": HERE}, facts["wall"])) is None  # started after it
+
+
+def test_an_imports_card_says_it_probed_no_engine_not_that_it_was_recorded_with_no_probe(record, tmp_path):
+    """The card's engine fields of an import said its capture had no snapshot because it was
+    "recorded with --no-probe, or the probe failed": an import probes no engine at all, as `info`
+    says. Each field of the card that needs the snapshot now says so of an import; a recording made
+    with --no-probe still says --no-probe (must differ), in the same words for every field."""
+    with ServerThread(llama_server_app()) as server:
+        rec = record(server.url, "--no-telemetry", "--no-probe")
+        httpx.post(f"{rec.url}/v1/chat/completions", json=CHAT, timeout=30).raise_for_status()
+        assert rec.stop() == 0
+    imported = tmp_path / "har"
+    invoke("import", str(har(tmp_path / "a.har", LOCAL, time.time() - 60)), "--out", str(imported))
+    fields = ("runtime", "model", "quantization", "concurrency", "sampling")
+    for capture, said, unsaid in (
+        (imported, "imported from a file: an import probes no engine", "--no-probe"),
+        (rec.out, "recorded with --no-probe, or the probe failed", "import"),
+    ):
+        card = json.loads(invoke("claim", str(capture), "--json", "--cache-dir", str(tmp_path / "cache")))
+        for field in fields:
+            unknown = card[field]["unknown"] or ""
+            assert said in unknown and unknown.count("no engine snapshot (") == 1, (field, unknown)
+            assert unsaid not in unknown, (field, unknown)
