@@ -345,6 +345,8 @@ def _letter_sum(text: str, at: int) -> tuple[int, int, str] | None:
         if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()):
             return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
         factors = _ARGUMENTS.sub(" ", split)  # "2^x", "2\\sqrt{x}": the letter no factor
+        if "/" in factors:  # a quotient with a letter in an exponent ("2^x/2": it read 2, its divisor)
+            return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
         if applied or (len(_PIECE.findall(split)) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors)))):
             return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
     return None
@@ -381,7 +383,7 @@ def _signed_term(out: str, product: str) -> str:
 def _ordered_product(term: str) -> str:
     if _APPLIED.search(term) or _FUNCTION.search(term):
         return term
-    if "/" in term:
+    if _top_slash(term) >= 0:
         return _quotient(term)
     factors: list[tuple[int, str]] = []
     at, negative = 0, False
@@ -419,10 +421,22 @@ def _quotient(term: str) -> str:
     after the "/", a product written without a sign too ("x/2y" is x over 2y, as math-verify reads
     it); a quotient with a product's dot after the "/" ("x/2 \\cdot 3", 3x/2), another "/", or a sign,
     is left as written."""
-    top, _, bottom = term.partition("/")
+    slash = _top_slash(term)
+    top, bottom = term[:slash], term[slash + 1 :]
     if not top or not bottom or "/" in bottom or "\\cdot" in bottom or bottom[0] in "+-":
         return term
     return "\\frac{" + _unbracketed(top) + "}{" + _unbracketed(bottom) + "}"
+
+
+def _top_slash(term: str) -> int:
+    """Where the term's first "/" outside braces and brackets is, -1 where none is: an exponent's
+    ("x^{1/2}") is no quotient's (it read "\\frac{x^{1}{2}}")."""
+    depth = 0
+    for i, c in enumerate(term):
+        depth += 1 if c in "{([" else -1 if c in "})]" else 0
+        if c == "/" and depth == 0:
+            return i
+    return -1
 
 
 def _unbracketed(part: str) -> str:

@@ -331,6 +331,8 @@ def test_math_grades_as_math_verify_does_and_number_agrees_on_these(tmp_path):
         ("\\frac{x}{2}", "\\boxed{x/2}", True),
         ("\\frac{x}{3}", "\\boxed{x/2}", False),
         ("10", "\\boxed{10s}", True),
+        ("\\frac{2^x}{2}", "\\boxed{2^x/2}", True),
+        ("2", "\\boxed{2^x/2}", False),
     ]:
         assert g.same(g.known(reference), g.read(answer)) is right, (reference, answer)
         assert right is verify(parse(f"${reference}$"), parse(answer))  # what math-verify itself says

@@ -826,6 +826,10 @@ def test_a_product_of_letters_matches_its_other_orders_and_differs_from_its_pref
         ("x/2y", "\\frac{x}{2y}"),  # the divisor all after the "/", as math-verify reads it
         ("x^2/2", "\\frac{x^{2}}{2}"),
         ("x/2 \\cdot 3", "x/2\\cdot3"),  # 3x/2: as written, never x over 6
+        ("2^x/2", "\\frac{2^{x}}{2}"),  # was "2", its divisor: the letter only in an exponent
+        ("\\boxed{2^{x} / 3}", "\\frac{2^{x}}{3}"),  # was "3"
+        ("x^{1/2}", "x^{1/2}"),  # was "\\frac{x^{1}{2}}": an exponent's slash is no quotient's
+        ("2^{x/2} + 1", "2^{x/2}+1"),
     ],
 )
 def test_a_quotient_with_a_letter_is_spelled_as_its_fraction(text: str, value: str) -> None:
@@ -837,6 +841,9 @@ def test_a_quotient_matches_its_fraction_and_differs_from_other_quotients() -> N
     assert number("x/2") not in (number("x/3"), number("\\frac{x}{3}"), number("2/x"), number("x"), number("2"))
     assert number("(x+1)/2") == number("\\frac{x+1}{2}") != number("\\frac{x+2}{2}")
     assert number("x^2/2") == number("\\frac{x^2}{2}") != number("\\frac{x^3}{2}")
+    assert number("2^x/2") == number("\\frac{2^x}{2}") == number("2^x / 2") == number("\\boxed{2^{x}/2}")
+    assert number("2^x/2") not in (number("2"), number("2^x"), number("2^x/3"), number("\\frac{2^y}{2}"))
+    assert number("x^{1/2}") == number("x^{1/2}.") not in (number("x^{1/3}"), number("\\frac{x}{2}"), number("2"))
 
 
 @pytest.mark.parametrize(
