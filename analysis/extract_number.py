@@ -356,6 +356,8 @@ def _ordered(spelling: str) -> str:
     """An expression of no value with each product's factors in one order (``_FACTOR``'s), its numbers
     multiplied, so that equal products are one answer: "x \\cdot 3" and "2 \\cdot x \\cdot 3" are "3x"
     and "6x", as "3x" and "6x" are; a dot only before a factor that begins with a digit or ``\\frac``.
+    With a letter, a rational's denominator is the product's: "0.5x" and "\\frac{1}{2}x" are
+    "\\frac{x}{2}", as "x/2" is (they were three answers).
     Only factors, a sign after a product's dot its factor's ("x \\cdot -3" is "-3x"): a term with a
     function's bracket ("f(2)") is left as written, a quotient spelled as its ``\\frac`` (``_quotient``).
     Brackets around the whole are none ("(x+1)" is "x+1")."""
@@ -384,27 +386,61 @@ def _ordered_product(term: str) -> str:
     if _APPLIED.search(term) or _FUNCTION.search(term):
         return term
     if _top_slash(term) >= 0:
-        return _quotient(term)
+        quotient = _quotient(term)
+        return term if quotient == term else _ordered_product(quotient)
+    read = _product(term, True)
+    letters = read is not None and any(rank == 5 or (rank == 6 and _LETTER.search(f)) for rank, f in read[2])
+    if not letters:  # no letter: "\\frac{2}{3}\\pi", "0.5 \\cdot 2^x" as written
+        read = _product(term, False)
+    if read is None:
+        return term
+    negative, coefficient, factors = read
+    others = sorted(f for f in factors if f[0] != 1)
+    if not coefficient:
+        return "0"
+    if not others:
+        return ("-" if negative else "") + _joined(sorted(factors))
+    if coefficient.denominator != 1 and letters:  # "0.5x", "\\frac{1}{2}x" as "x/2" is: "\\frac{x}{2}"
+        top = _joined(([] if coefficient.numerator == 1 else [(1, str(coefficient.numerator))]) + others)
+        top = top[1:-1] if len(others) == 1 and others[0][0] == 6 and coefficient.numerator == 1 else top
+        return ("-" if negative else "") + "\\frac{" + top + "}{" + str(coefficient.denominator) + "}"
+    # "2 \\cdot x \\cdot 3" is "6x", "x \\cdot 1" "x"
+    return ("-" if negative else "") + _joined(([] if coefficient == 1 else [(1, _spelled(coefficient))]) + others)
+
+
+def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int, str]]] | None:
+    """A product's sign, the product of its numbers and its factors (``_FACTOR``'s rank, spelling);
+    with ``fractions``, a ``\\frac`` over a whole number of a product ("\\frac{1}{2}", "\\frac{3x}{2}")
+    is its factors and a number, so that "\\frac{1}{2}x" and "\\frac{x}{2}" are one product. None
+    where a factor is of no form it orders."""
     factors: list[tuple[int, str]] = []
-    at, negative = 0, False
+    at, negative, coefficient = 0, False, Fraction(1)
     while at < len(term):
         if factors and (joiner := re.compile(r"\\cdot ?(-?)| ").match(term, at)):  # "\\pi x": LaTeX's space
             at, negative = joiner.end(), negative != bool(joiner.group(1))  # "x \\cdot -3": the product's sign
+        if fractions and term.startswith("\\frac{", at):
+            top, after = _argument(term, at + 5)
+            bottom, after = _argument(term, after)
+            over = _product(top, True) if top is not None and bottom is not None and re.fullmatch(r"\d+", bottom) else None
+            if over is not None and int(bottom or 0):
+                negative, coefficient = negative != over[0], coefficient * over[1] / int(bottom or 0)
+                factors += [f for f in over[2] if f[0] != 1]
+                at = after
+                continue
         m = _FACTOR.match(term, at)
         if m is None:
-            return term
+            return None
         factors.append((m.lastindex or 0, m.group()))
+        coefficient *= Fraction(m.group()) if m.lastindex == 1 else 1
         at = m.end()
-    product = Fraction(1)
-    for rank, factor in factors:
-        product *= Fraction(factor) if rank == 1 else 1
-    others = [(rank, f) for rank, f in factors if rank != 1]
-    if not product:
-        return "0"
-    if others:  # "2 \\cdot x \\cdot 3" is "6x", "x \\cdot 1" "x"
-        factors = ([] if product == 1 else [(1, _spelled(product))]) + others
+    return negative, coefficient, factors
+
+
+def _joined(factors: list[tuple[int, str]]) -> str:
+    """Factors in their order spelled as one product: a dot only before a factor that begins with a
+    digit or ``\\frac``, or a bracket after a letter."""
     out = ""
-    for _, factor in sorted(factors):
+    for _, factor in factors:
         if out and (factor[0].isdigit() or factor.startswith("\\frac")):
             out += "\\cdot"
         elif re.search(r"\\[a-zA-Z]+\Z", out) and factor[0].isalpha():  # "\\pi x", no command "\\pix"
@@ -412,7 +448,7 @@ def _ordered_product(term: str) -> str:
         elif out[-1:].isalpha() and factor[0] == "(":  # "y\\cdot(x+1)", no function "y(x+1)"
             out += "\\cdot"
         out += factor
-    return ("-" if negative else "") + out
+    return out
 
 
 def _quotient(term: str) -> str:

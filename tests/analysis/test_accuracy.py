@@ -333,6 +333,10 @@ def test_math_grades_as_math_verify_does_and_number_agrees_on_these(tmp_path):
         ("10", "\\boxed{10s}", True),
         ("\\frac{2^x}{2}", "\\boxed{2^x/2}", True),
         ("2", "\\boxed{2^x/2}", False),
+        ("\\frac{x}{2}", "\\boxed{0.5x}", True),
+        ("\\frac{1}{2}x", "\\boxed{x/2}", True),
+        ("\\frac{x}{3}", "\\boxed{0.5x}", False),
+        ("0.5y", "\\boxed{\\frac{1}{2}x}", False),
     ]:
         assert g.same(g.known(reference), g.read(answer)) is right, (reference, answer)
         assert right is verify(parse(f"${reference}$"), parse(answer))  # what math-verify itself says

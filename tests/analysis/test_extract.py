@@ -849,6 +849,35 @@ def test_a_quotient_matches_its_fraction_and_differs_from_other_quotients() -> N
 @pytest.mark.parametrize(
     ("text", "value"),
     [
+        ("0.5x", "\\frac{x}{2}"),  # was "0.5x", another answer than "x/2"
+        ("\\frac{1}{2}x", "\\frac{x}{2}"),  # was "\\frac{1}{2}x"
+        ("x \\cdot 0.5", "\\frac{x}{2}"),
+        ("-0.5x", "-\\frac{x}{2}"),
+        ("1.5x", "\\frac{3x}{2}"),
+        ("\\frac{3}{2}x", "\\frac{3x}{2}"),
+        ("\\frac{6x}{4}", "\\frac{3x}{2}"),  # reduced
+        ("2x/4", "\\frac{x}{2}"),
+        ("0.5x^2", "\\frac{x^{2}}{2}"),
+        ("0.5(x+1)", "\\frac{x+1}{2}"),  # as "(x+1)/2" is
+        ("\\frac{1}{2}x + 1", "\\frac{x}{2}+1"),
+        ("\\frac{x}{2y}", "\\frac{x}{2y}"),  # a letter in the divisor: as written
+        ("1.5\\pi", "1.5\\pi"),  # no letter: a multiple of \\pi as before
+    ],
+)
+def test_a_rational_times_letters_is_one_fraction(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_rational_times_letters_matches_its_quotient_and_differs_from_other_multiples() -> None:
+    assert number("\\frac{1}{2}x") == number("0.5x") == number("x/2") == number("\\frac{x}{2}") == number("x \\cdot 0.5")
+    assert number("0.5x") not in (number("x/3"), number("0.5y"), number("x"), number("0.5"), number("2x"), number("-0.5x"))
+    assert number("1.5x") == number("\\frac{3x}{2}") == number("3x/2") != number("\\frac{3x}{4}")
+    assert number("0.5(x+1)") == number("(x+1)/2") != number("0.5(x+2)")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
         ("10s", "10"),  # was "10s": a unit right after its number read as a product
         ("10 s", "10"),
         ("10 seconds", "10"),
