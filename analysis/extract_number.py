@@ -59,7 +59,9 @@ _ATTACHED_UNIT = re.compile(
 # was "\\pi", the letter lost): LaTeX ignores it. Two or three letters right after a number that are no
 # unit are a product's ("2xy"; it was 2).
 _LATEX_SPACE = r"(?:[ \t]+(?=[a-zA-Z](?![a-zA-Z])))?"
-_ATTACHED_LETTERS = r"(?<=\d)(?!(?:" + _UNIT_WORD + r")(?![a-zA-Z]))[a-zA-Z]{2,3}(?![a-zA-Z])"
+# Four or more are a word where they hold a vowel ("5apples" is 5), else a product too ("2xyzw").
+_CONSONANTS = r"[b-df-hj-np-tv-zB-DF-HJ-NP-TV-Z]"
+_ATTACHED_LETTERS = r"(?<=\d)(?!(?:" + _UNIT_WORD + r")(?![a-zA-Z]))(?:[a-zA-Z]{2,3}|" + _CONSONANTS + r"{4,})(?![a-zA-Z])"
 _ATOM = (  # no word of prose
     r"(?:\\(?:pi|cdot|times)(?![a-zA-Z])" + _LATEX_SPACE + r"|\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])"
     r"|" + _ATTACHED_LETTERS + r"|[_^{]|\}" + _LATEX_SPACE + r"|\([^()]*\))+"

@@ -337,6 +337,8 @@ def test_math_grades_as_math_verify_does_and_number_agrees_on_these(tmp_path):
         ("\\frac{1}{2}x", "\\boxed{x/2}", True),
         ("\\frac{x}{3}", "\\boxed{0.5x}", False),
         ("0.5y", "\\boxed{\\frac{1}{2}x}", False),
+        ("2", "\\boxed{2xyzw}", False),
+        ("2wxyz", "\\boxed{2xyzw}", True),
     ]:
         assert g.same(g.known(reference), g.read(answer)) is right, (reference, answer)
         assert right is verify(parse(f"${reference}$"), parse(answer))  # what math-verify itself says

@@ -800,6 +800,10 @@ def test_a_product_with_a_letter_matches_its_spellings_and_differs_from_its_numb
         ("10km", "10"),  # a unit: no product
         ("the 2nd", "2"),
         ("I have 5apples", "5"),  # a word of four letters or more is prose
+        ("5pears", "5"),
+        ("I have 5 apples", "5"),
+        ("2xyzw", "2wxyz"),  # was "2": four letters with no vowel are no word but a product
+        ("\\boxed{3bcdf}", "3bcdf"),  # was "3"
     ],
 )
 def test_a_product_of_letters_is_read_whole(text: str, value: str) -> None:
@@ -813,6 +817,9 @@ def test_a_product_of_letters_matches_its_other_orders_and_differs_from_its_pref
     assert number("\\pi x") not in (number("\\pi y"), number("2\\pi x"), number("x"))
     assert number("v2") == number("2v") == number("2 \\cdot v") != number("2")
     assert number("v2") not in (number("v3"), number("2u"))
+    assert number("2xyzw") == number("2wxyz") == number("2 \\cdot x \\cdot y \\cdot z \\cdot w")
+    assert number("2xyzw") not in (number("2"), number("2xyz"), number("3xyzw"), number("2xyzv"))
+    assert number("5apples") == number("5 apples") == number("5") != number("6apples")
 
 
 @pytest.mark.parametrize(
