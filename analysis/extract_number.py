@@ -56,12 +56,17 @@ _ATTACHED_UNIT = re.compile(
 # The terms of a sum around an expression of no value ("1 + 2^x", "2^x - 3 \\cdot y"): a term is
 # numbers, single letters, commands, braces, balanced brackets, joined by products; terms by "+" or "-".
 # A space after \\pi, \\cdot, \\times or a closing brace before a letter is no gap ("\\pi x", "\\sqrt{2} x"; it
-# was "\\pi", the letter lost): LaTeX ignores it. Two or three letters right after a number that are no
-# unit are a product's ("2xy"; it was 2).
+# was "\\pi", the letter lost): LaTeX ignores it. Two or three letters right after a number or a closing
+# brace that are no unit are a product's ("2xy"; it was 2).
 _LATEX_SPACE = r"(?:[ \t]+(?=[a-zA-Z](?![a-zA-Z])))?"
 # Four or more are a word where they hold a vowel ("5apples" is 5), else a product too ("2xyzw").
 _CONSONANTS = r"[b-df-hj-np-tv-zB-DF-HJ-NP-TV-Z]"
-_ATTACHED_LETTERS = r"(?<=\d)(?!(?:" + _UNIT_WORD + r")(?![a-zA-Z]))(?:[a-zA-Z]{2,3}|" + _CONSONANTS + r"{4,})(?![a-zA-Z])"
+_LETTER_RUN = r"(?!(?:" + _UNIT_WORD + r")(?![a-zA-Z]))(?:[a-zA-Z]{2,3}|" + _CONSONANTS + r"{4,})(?![a-zA-Z])"
+_ATTACHED_LETTERS = r"(?<=[\d}])" + _LETTER_RUN  # "\\frac{1}{2}xy" too: it read 0.5
+# Such letters as the whole answer ("xy", "\\boxed{xy}", "$xy$"): their product, as "x \\cdot y" is (they
+# read nothing), single letters spaced as LaTeX writes them too ("\\boxed{y x}" read "\\boxed{y");
+# anywhere else a word of two or three letters is prose ("so 2 + 3").
+_LETTERS_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _LETTER_RUN + r"|[a-zA-Z](?:[ \t]+[a-zA-Z])+(?![a-zA-Z]))[\s$.]*")
 _ATOM = (  # no word of prose
     r"(?:\\(?:pi|cdot|times)(?![a-zA-Z])" + _LATEX_SPACE + r"|\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])"
     r"|" + _ATTACHED_LETTERS + r"|[_^{]|\}" + _LATEX_SPACE + r"|\([^()]*\))+"
@@ -195,7 +200,7 @@ def number(text: str) -> str | None:
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
-        found = _numbers(boxed)
+        found = _numbers(boxed) or _alone(boxed)
         if found:
             return found[-1]
     for marker in _MARKED_NUMBER:
@@ -204,8 +209,14 @@ def number(text: str) -> str | None:
             marked = _marked(text[marks[-1].end() :].split("\n", 1)[0])
             if marked:
                 return marked
-    found = _numbers(text)
+    found = _numbers(text) or _alone(text)
     return found[-1] if found else None
+
+
+def _alone(text: str) -> list[str]:
+    """A product of letters that is all the text gives (``_LETTERS_ALONE``), in its order; [] else."""
+    m = _LETTERS_ALONE.fullmatch(text)
+    return [m.group(1) + _ordered_product("\\cdot".join(re.sub(r"\s", "", m.group(2))))] if m else []
 
 
 def _marked(line: str) -> str | None:
@@ -215,7 +226,7 @@ def _marked(line: str) -> str | None:
     for equals in reversed([i for i, c in enumerate(line[: _EQUALS_WITHIN + 1]) if c == "="]):
         if _NUMBER_AHEAD.match(line, equals + 1) and (found := _numbers(line[equals + 1 :])):
             return found[0]
-    found = _numbers(line)
+    found = _numbers(line) or _alone(line)
     return found[0] if found else None
 
 

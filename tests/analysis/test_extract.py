@@ -825,6 +825,33 @@ def test_a_product_of_letters_matches_its_other_orders_and_differs_from_its_pref
 @pytest.mark.parametrize(
     ("text", "value"),
     [
+        ("xy", "xy"),  # was None, while "x \\cdot y" read xy
+        ("\\boxed{yx}", "xy"),  # was None
+        ("$xy$", "xy"),
+        ("\\boxed{y x}", "xy"),  # was "\\boxed{y", a broken spelling
+        ("-xy", "-xy"),
+        ("The answer is xy.", "xy"),  # was None
+        ("xyzw", "wxyz"),  # no vowel: no word
+        ("\\frac{1}{2}xy", "\\frac{xy}{2}"),  # was "0.5", a part
+        ("km", None),  # a unit alone
+        ("word", None),  # a word of prose
+        ("so 2 + 3", "5"),  # letters that are not all the answer are prose
+        ("The answer is 5 and xy", "5"),
+    ],
+)
+def test_letters_that_are_the_whole_answer_are_their_product(text: str, value: str | None) -> None:
+    assert number(text) == value
+
+
+def test_a_product_of_letters_alone_matches_it_written_with_a_dot_and_differs_from_others() -> None:
+    assert number("xy") == number("x \\cdot y") == number("\\boxed{y x}") == number("\\boxed{yx}") == number("x*y")
+    assert number("xy") not in (number("xz"), number("x"), number("2xy"), number("-xy"), None)
+    assert number("\\frac{1}{2}xy") == number("\\frac{xy}{2}") == number("0.5xy") != number("\\frac{xy}{3}")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
         ("x/2", "\\frac{x}{2}"),  # was "x/2", another answer than "\\frac{x}{2}"
         ("\\boxed{x / 2}", "\\frac{x}{2}"),
         ("1/x", "\\frac{1}{x}"),
