@@ -174,10 +174,28 @@ _FUNCTION_WORD = re.compile(  # a word only right before its bracket: "I log (2)
     r"(?<![a-zA-Z\\])(?:\\(" + _FUNCTION_NAMES + _SUBSCRIPT + r")[ \t]*|(" + _FUNCTION_NAMES + _SUBSCRIPT + r"))"
     r"(?=\(|\\left(?![a-zA-Z]))"
 )
+# A power of a function's value written on its name ("\\sin^2 x", "\\sin^2(x)"): as on its bracket,
+# "\\sin(x)^{2}" ("\\sin^2 x" read nothing, "\\sin^2(x)" another answer than "\\sin(x)^2"); a
+# negative one ("\\sin^{-1}") is an inverse, left alone.
 _FUNCTION_ARGUMENT = re.compile(
-    r"\\(" + _FUNCTION_NAMES + r")(?![a-zA-Z])(" + _SUBSCRIPT + r")[ \t]*"
-    r"(?:\{([^{}]+)\}|(-?(?:\d+(?:\.\d+)?(?:\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))?|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))))"
+    r"\\(" + _FUNCTION_NAMES + r")(?![a-zA-Z])(" + _SUBSCRIPT + r")(?:\^(?:\{(\d+)\}|(\d)))?[ \t]*"
+    r"(?:\{([^{}]+)\}|(-?(?:\d+(?:\.\d+)?(?:\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))?|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z])))"
+    r"|\(([^()]+)\))"
 )
+# Its name as a plain word before its argument, no bracket ("sin 2", "cos x"; it read 2): a name that
+# is no English word before a number ("log 2 items", "sec 2", "exp 5" are prose, as is "I log (2)").
+_FUNCTION_PLAIN = re.compile(
+    r"(?<![a-zA-Z\\])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|csc|ln)"
+    r"(?=(?:\^(?:\{\d+\}|\d))?[ \t]*(?:-?\d|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z])))"
+)
+
+
+def _applied(m: re.Match[str]) -> str:
+    """A function's application ``_FUNCTION_ARGUMENT`` found, spelled "\\sin(2)", its power after it."""
+    name, sub, power = m.group(1), m.group(2), m.group(3) or m.group(4)
+    return f"\\{name}{sub}({m.group(5) or m.group(6) or m.group(7)})" + (f"^{{{power}}}" if power else "")
+
+
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
@@ -195,7 +213,8 @@ def number(text: str) -> str | None:
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
     text = _ATTACHED_UNIT.sub(" ", text)
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
-    text = _FUNCTION_ARGUMENT.sub(lambda m: f"\\{m.group(1)}{m.group(2)}({m.group(3) or m.group(4)})", text)
+    text = _FUNCTION_PLAIN.sub(r"\\\1", text)
+    text = _FUNCTION_ARGUMENT.sub(_applied, text)
     text = re.sub(r"(\\" + _FUNCTION_NAMES + r")_\{(\w)\}", r"\1_\2", text)  # "\\log_{2}" as "\\log_2"
     boxes = list(_BOXED.finditer(text))
     if boxes:

@@ -341,6 +341,8 @@ def test_math_grades_as_math_verify_does_and_number_agrees_on_these(tmp_path):
         ("2wxyz", "\\boxed{2xyzw}", True),
         ("x \\cdot y", "\\boxed{yx}", True),
         ("xz", "\\boxed{xy}", False),
+        ("\\sin(x)^2", "\\boxed{\\sin^2 x}", True),
+        ("\\cos(x)^2", "\\boxed{\\sin^2 x}", False),
     ]:
         assert g.same(g.known(reference), g.read(answer)) is right, (reference, answer)
         assert right is verify(parse(f"${reference}$"), parse(answer))  # what math-verify itself says

@@ -961,6 +961,13 @@ def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_fro
         ("\\sin 2x + 1", "\\sin(2x)+1"),
         ("basin(2)", "2"),  # a word that is no function's name
         ("I log (2) items", "2"),  # a word spaced from its bracket: prose, no logarithm
+        ("sin 2", "\\sin(2)"),  # was "2": a name that is no English word, before its argument
+        ("cos x", "\\cos(x)"),
+        ("I log 2 items", "2"),  # "log", "sec": words of prose before a number
+        ("see sec 2", "2"),
+        ("\\sin^2 x", "\\sin(x)^{2}"),  # was None: the power on its name is its value's
+        ("\\sin^2(x)", "\\sin(x)^{2}"),  # was "\\sin^{2}(x)", another answer than "\\sin(x)^2"
+        ("\\sin^{-1} x", "\\sin^{-1}x"),  # an inverse, no power
     ],
 )
 def test_a_functions_application_is_no_number(text: str, value: str) -> None:
@@ -974,6 +981,9 @@ def test_a_functions_application_matches_its_spellings_and_differs_from_its_numb
     assert number("\\sin 2") == number("sin(2)") == number("\\sin(2)") == number("\\sin{2}") == number("\\sin (2)")
     assert number("\\sin 2") not in (number("2"), number("\\cos 2"), number("\\sin 3"), number("sin(3)"), number("\\sin 2x"))
     assert number("\\log_2 8") == number("\\log_2(8)") not in (number("8"), number("3"), number("\\log_3 8"))
+    assert number("sin 2") == number("\\sin 2") not in (number("2"), number("cos 2"), number("sin 3"), number("sin 2x"))
+    assert number("\\sin^2 x") == number("\\sin(x)^2") == number("\\sin^2(x)") == number("\\boxed{\\sin^{2} x}")
+    assert number("\\sin^2 x") not in (number("\\sin x"), number("\\sin^3 x"), number("\\cos^2 x"), number("2"), None)
 
 
 @pytest.mark.parametrize(
