@@ -923,6 +923,11 @@ def test_a_rational_times_letters_matches_its_quotient_and_differs_from_other_mu
         ("2s + 3t", "2s+3t"),  # an operator after it: a sum's term, no unit
         ("10s \\cdot 2", "20s"),
         ("3t", "3t"),  # no unit's letter: a product
+        ("50m^2", "50"),  # was "50m^{2}", while "50 m^2" read 50: a unit's power is the unit's
+        ("\\boxed{5cm^{3}}", "5"),
+        ("50 m^2", "50"),
+        ("3x^2", "3x^{2}"),  # no unit's letter: a product still
+        ("2m^2 + 1", "2m^{2}+1"),  # an operator after it: a sum's term
     ],
 )
 def test_a_unit_right_after_its_number_is_its_unit(text: str, value: str) -> None:
@@ -933,6 +938,8 @@ def test_a_unit_written_either_way_matches_the_number_and_differs_from_other_num
     assert number("10s") == number("10 s") == number("10 seconds") == number("10") == number("\\boxed{10s}")
     assert number("10s") not in (number("11s"), number("10x"), number("1"), number("100"))
     assert number("2s + 3t") not in (number("2"), number("3t"), number("2s + 3u"))
+    assert number("50m^2") == number("50 m^2") == number("50") == number("50m") != number("50x^2")
+    assert number("50m^2") not in (number("5"), number("2"), number("51 m^2"))
 
 
 def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_from_its_parts() -> None:
