@@ -4,12 +4,14 @@ open-r1 (``parse``, then ``verify(gold, answer)``), so that a score here is the 
 math-verify is the ``math`` extra. Its timeouts are ``signal.alarm``: they work in the main thread
 only (elsewhere its ``parse`` and ``verify`` raise), so off the main thread (a program that runs
 ``compare`` in a worker thread) each call runs in a thread of its own that is given up at the same
-timeout (``_bounded``). A reading or comparison given up is no answer, and counted.
+timeout (``_bounded``). A reading or comparison given up is no answer, and counted. math-verify's
+warning that such a call has no timeout is dropped (``_not_ours``): ours has.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -25,6 +27,15 @@ TIMEOUT_S = 5
 #: Distinct texts whose parse is kept: the two sides' answers are often the same text.
 CACHE = 4096
 _DELIMITED = ("$", "\\(", "\\[", "\\boxed")
+_WORKER = "infertap-math-verify"  # the thread ``_within`` runs a call in
+_WARNING_LOGGERS = ("math_verify.parser", "math_verify.grader")
+
+
+def _not_ours(record: logging.LogRecord) -> bool:
+    """Drops math-verify's warning that a call asked for no timeout has none, where the call is
+    ours in ``_within``'s thread, which bounds it: it reached stderr of every program that compares
+    off the main thread, as a fault it does not have. Any other call's warning is kept."""
+    return not (record.threadName == _WORKER and record.getMessage().startswith("Timeout is disabled"))
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,9 @@ class MathVerify:
         from math_verify.errors import TimeoutException
 
         self._mv = math_verify
+        for name in _WARNING_LOGGERS:
+            if _not_ours not in logging.getLogger(name).filters:
+                logging.getLogger(name).addFilter(_not_ours)
         self._timeout_exc = TimeoutException
         self._timeout_s = TIMEOUT_S if timeout_s is None else timeout_s
         self._cache: OrderedDict[str, MathReading] = OrderedDict()
@@ -126,7 +140,7 @@ def _within[T](seconds: int, call: Callable[[], T], timeout_exc: type[BaseExcept
         except BaseException as exc:  # the caller's to handle, the timeout sent to this thread among them
             done.append((False, exc))
 
-    worker = threading.Thread(target=run, name="infertap-math-verify", daemon=True)
+    worker = threading.Thread(target=run, name=_WORKER, daemon=True)
     worker.start()
     worker.join(seconds)
     if not done:

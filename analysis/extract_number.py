@@ -43,23 +43,33 @@ _CARET = re.compile(r"[ \t]*\^")
 # A unit written right after its number ("10s", "5kg", "3cm", "2nd"), read as a unit after a space is
 # ("10 s" is 10): "10s" was the product 10s. Only where no operator follows it ("2s + 3t" is a sum), as
 # math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
-# litre, other letters are a product's ("2x"). Words of four letters or more are prose already.
+# litre, other letters are a product's ("2x"). Words of four letters or more are prose already. Squared
+# or cubed ("50m^2", a power of one digit) it is still the unit, as "50 m^2" is (it read the product 50m^{2}).
 _PREFIXED = r"[pnuμmcdkMGT](?:m|g|s|l|L|W|J|V|A|N|B|b|Hz|Pa|eV|Wh|Ah|cal|mol)"
 _UNIT_WORD = (
     r"s|m|g|h|l|L|" + _PREFIXED + r"|Hz|Pa|eV|Wh|mol|cal|min|mins|hr|hrs|sec|secs|ft|in|mi|yd|lb|lbs|oz|mph|kph|kmh|mpg"
     r"|yr|yrs|wk|wks|deg|rad|px|pt|dB|am|pm|AM|PM|st|nd|rd|th"
 )
 _ATTACHED_UNIT = re.compile(
-    r"(?<=\d)(?=(?:" + _UNIT_WORD + r")(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
+    r"(?<=\d)(?=(?:"
+    + _UNIT_WORD
+    + r")(?:\^(?:\{\d+\}|\d+))?(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
 )
 # What before a minus spaced from its bracket makes it a difference's ("x - (2+3)"), no sign.
 # The terms of a sum around an expression of no value ("1 + 2^x", "2^x - 3 \\cdot y"): a term is
 # numbers, single letters, commands, braces, balanced brackets, joined by products; terms by "+" or "-".
 # A space after \\pi, \\cdot, \\times or a closing brace before a letter is no gap ("\\pi x", "\\sqrt{2} x"; it
-# was "\\pi", the letter lost): LaTeX ignores it. Two or three letters right after a number that are no
-# unit are a product's ("2xy"; it was 2).
+# was "\\pi", the letter lost): LaTeX ignores it. Two or three letters right after a number or a closing
+# brace that are no unit are a product's ("2xy"; it was 2).
 _LATEX_SPACE = r"(?:[ \t]+(?=[a-zA-Z](?![a-zA-Z])))?"
-_ATTACHED_LETTERS = r"(?<=\d)(?!(?:" + _UNIT_WORD + r")(?![a-zA-Z]))[a-zA-Z]{2,3}(?![a-zA-Z])"
+# Four or more are a word where they hold a vowel ("5apples" is 5), else a product too ("2xyzw").
+_CONSONANTS = r"[b-df-hj-np-tv-zB-DF-HJ-NP-TV-Z]"
+_LETTER_RUN = r"(?!(?:" + _UNIT_WORD + r")(?![a-zA-Z]))(?:[a-zA-Z]{2,3}|" + _CONSONANTS + r"{4,})(?![a-zA-Z])"
+_ATTACHED_LETTERS = r"(?<=[\d}])" + _LETTER_RUN  # "\\frac{1}{2}xy" too: it read 0.5
+# Such letters as the whole answer ("xy", "\\boxed{xy}", "$xy$"): their product, as "x \\cdot y" is (they
+# read nothing), single letters spaced as LaTeX writes them too ("\\boxed{y x}" read "\\boxed{y");
+# anywhere else a word of two or three letters is prose ("so 2 + 3").
+_LETTERS_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _LETTER_RUN + r"|[a-zA-Z](?:[ \t]+[a-zA-Z])+(?![a-zA-Z]))[\s$.]*")
 _ATOM = (  # no word of prose
     r"(?:\\(?:pi|cdot|times)(?![a-zA-Z])" + _LATEX_SPACE + r"|\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])"
     r"|" + _ATTACHED_LETTERS + r"|[_^{]|\}" + _LATEX_SPACE + r"|\([^()]*\))+"
@@ -167,10 +177,28 @@ _FUNCTION_WORD = re.compile(  # a word only right before its bracket: "I log (2)
     r"(?<![a-zA-Z\\])(?:\\(" + _FUNCTION_NAMES + _SUBSCRIPT + r")[ \t]*|(" + _FUNCTION_NAMES + _SUBSCRIPT + r"))"
     r"(?=\(|\\left(?![a-zA-Z]))"
 )
+# A power of a function's value written on its name ("\\sin^2 x", "\\sin^2(x)"): as on its bracket,
+# "\\sin(x)^{2}" ("\\sin^2 x" read nothing, "\\sin^2(x)" another answer than "\\sin(x)^2"); a
+# negative one ("\\sin^{-1}") is an inverse, left alone.
 _FUNCTION_ARGUMENT = re.compile(
-    r"\\(" + _FUNCTION_NAMES + r")(?![a-zA-Z])(" + _SUBSCRIPT + r")[ \t]*"
-    r"(?:\{([^{}]+)\}|(-?(?:\d+(?:\.\d+)?(?:\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))?|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))))"
+    r"\\(" + _FUNCTION_NAMES + r")(?![a-zA-Z])(" + _SUBSCRIPT + r")(?:\^(?:\{(\d+)\}|(\d)))?[ \t]*"
+    r"(?:\{([^{}]+)\}|(-?(?:\d+(?:\.\d+)?(?:\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))?|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z])))"
+    r"|\(([^()]+)\))"
 )
+# Its name as a plain word before its argument, no bracket ("sin 2", "cos x"; it read 2): a name that
+# is no English word before a number ("log 2 items", "sec 2", "exp 5" are prose, as is "I log (2)").
+_FUNCTION_PLAIN = re.compile(
+    r"(?<![a-zA-Z\\])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|csc|ln)"
+    r"(?=(?:\^(?:\{\d+\}|\d))?[ \t]*(?:-?\d|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z])))"
+)
+
+
+def _applied(m: re.Match[str]) -> str:
+    """A function's application ``_FUNCTION_ARGUMENT`` found, spelled "\\sin(2)", its power after it."""
+    name, sub, power = m.group(1), m.group(2), m.group(3) or m.group(4)
+    return f"\\{name}{sub}({m.group(5) or m.group(6) or m.group(7)})" + (f"^{{{power}}}" if power else "")
+
+
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
@@ -188,12 +216,13 @@ def number(text: str) -> str | None:
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
     text = _ATTACHED_UNIT.sub(" ", text)
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
-    text = _FUNCTION_ARGUMENT.sub(lambda m: f"\\{m.group(1)}{m.group(2)}({m.group(3) or m.group(4)})", text)
+    text = _FUNCTION_PLAIN.sub(r"\\\1", text)
+    text = _FUNCTION_ARGUMENT.sub(_applied, text)
     text = re.sub(r"(\\" + _FUNCTION_NAMES + r")_\{(\w)\}", r"\1_\2", text)  # "\\log_{2}" as "\\log_2"
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
-        found = _numbers(boxed)
+        found = _numbers(boxed) or _alone(boxed)
         if found:
             return found[-1]
     for marker in _MARKED_NUMBER:
@@ -202,8 +231,14 @@ def number(text: str) -> str | None:
             marked = _marked(text[marks[-1].end() :].split("\n", 1)[0])
             if marked:
                 return marked
-    found = _numbers(text)
+    found = _numbers(text) or _alone(text)
     return found[-1] if found else None
+
+
+def _alone(text: str) -> list[str]:
+    """A product of letters that is all the text gives (``_LETTERS_ALONE``), in its order; [] else."""
+    m = _LETTERS_ALONE.fullmatch(text)
+    return [m.group(1) + _ordered_product("\\cdot".join(re.sub(r"\s", "", m.group(2))))] if m else []
 
 
 def _marked(line: str) -> str | None:
@@ -213,7 +248,7 @@ def _marked(line: str) -> str | None:
     for equals in reversed([i for i, c in enumerate(line[: _EQUALS_WITHIN + 1]) if c == "="]):
         if _NUMBER_AHEAD.match(line, equals + 1) and (found := _numbers(line[equals + 1 :])):
             return found[0]
-    found = _numbers(line)
+    found = _numbers(line) or _alone(line)
     return found[0] if found else None
 
 
@@ -345,6 +380,8 @@ def _letter_sum(text: str, at: int) -> tuple[int, int, str] | None:
         if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()):
             return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
         factors = _ARGUMENTS.sub(" ", split)  # "2^x", "2\\sqrt{x}": the letter no factor
+        if "/" in factors:  # a quotient with a letter in an exponent ("2^x/2": it read 2, its divisor)
+            return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
         if applied or (len(_PIECE.findall(split)) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors)))):
             return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
     return None
@@ -354,6 +391,8 @@ def _ordered(spelling: str) -> str:
     """An expression of no value with each product's factors in one order (``_FACTOR``'s), its numbers
     multiplied, so that equal products are one answer: "x \\cdot 3" and "2 \\cdot x \\cdot 3" are "3x"
     and "6x", as "3x" and "6x" are; a dot only before a factor that begins with a digit or ``\\frac``.
+    With a letter, a rational's denominator is the product's: "0.5x" and "\\frac{1}{2}x" are
+    "\\frac{x}{2}", as "x/2" is (they were three answers).
     Only factors, a sign after a product's dot its factor's ("x \\cdot -3" is "-3x"): a term with a
     function's bracket ("f(2)") is left as written, a quotient spelled as its ``\\frac`` (``_quotient``).
     Brackets around the whole are none ("(x+1)" is "x+1")."""
@@ -381,28 +420,62 @@ def _signed_term(out: str, product: str) -> str:
 def _ordered_product(term: str) -> str:
     if _APPLIED.search(term) or _FUNCTION.search(term):
         return term
-    if "/" in term:
-        return _quotient(term)
+    if _top_slash(term) >= 0:
+        quotient = _quotient(term)
+        return term if quotient == term else _ordered_product(quotient)
+    read = _product(term, True)
+    letters = read is not None and any(rank == 5 or (rank == 6 and _LETTER.search(f)) for rank, f in read[2])
+    if not letters:  # no letter: "\\frac{2}{3}\\pi", "0.5 \\cdot 2^x" as written
+        read = _product(term, False)
+    if read is None:
+        return term
+    negative, coefficient, factors = read
+    others = sorted(f for f in factors if f[0] != 1)
+    if not coefficient:
+        return "0"
+    if not others:
+        return ("-" if negative else "") + _joined(sorted(factors))
+    if coefficient.denominator != 1 and letters:  # "0.5x", "\\frac{1}{2}x" as "x/2" is: "\\frac{x}{2}"
+        top = _joined(([] if coefficient.numerator == 1 else [(1, str(coefficient.numerator))]) + others)
+        top = top[1:-1] if len(others) == 1 and others[0][0] == 6 and coefficient.numerator == 1 else top
+        return ("-" if negative else "") + "\\frac{" + top + "}{" + str(coefficient.denominator) + "}"
+    # "2 \\cdot x \\cdot 3" is "6x", "x \\cdot 1" "x"
+    return ("-" if negative else "") + _joined(([] if coefficient == 1 else [(1, _spelled(coefficient))]) + others)
+
+
+def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int, str]]] | None:
+    """A product's sign, the product of its numbers and its factors (``_FACTOR``'s rank, spelling);
+    with ``fractions``, a ``\\frac`` over a whole number of a product ("\\frac{1}{2}", "\\frac{3x}{2}")
+    is its factors and a number, so that "\\frac{1}{2}x" and "\\frac{x}{2}" are one product. None
+    where a factor is of no form it orders."""
     factors: list[tuple[int, str]] = []
-    at, negative = 0, False
+    at, negative, coefficient = 0, False, Fraction(1)
     while at < len(term):
         if factors and (joiner := re.compile(r"\\cdot ?(-?)| ").match(term, at)):  # "\\pi x": LaTeX's space
             at, negative = joiner.end(), negative != bool(joiner.group(1))  # "x \\cdot -3": the product's sign
+        if fractions and term.startswith("\\frac{", at):
+            top, after = _argument(term, at + 5)
+            bottom, after = _argument(term, after)
+            over = _product(top, True) if top is not None and bottom is not None and re.fullmatch(r"\d+", bottom) else None
+            if over is not None and int(bottom or 0):
+                negative, coefficient = negative != over[0], coefficient * over[1] / int(bottom or 0)
+                factors += [f for f in over[2] if f[0] != 1]
+                at = after
+                continue
         m = _FACTOR.match(term, at)
         if m is None:
-            return term
+            return None
         factors.append((m.lastindex or 0, m.group()))
+        coefficient *= Fraction(m.group()) if m.lastindex == 1 else 1
         at = m.end()
-    product = Fraction(1)
-    for rank, factor in factors:
-        product *= Fraction(factor) if rank == 1 else 1
-    others = [(rank, f) for rank, f in factors if rank != 1]
-    if not product:
-        return "0"
-    if others:  # "2 \\cdot x \\cdot 3" is "6x", "x \\cdot 1" "x"
-        factors = ([] if product == 1 else [(1, _spelled(product))]) + others
+    return negative, coefficient, factors
+
+
+def _joined(factors: list[tuple[int, str]]) -> str:
+    """Factors in their order spelled as one product: a dot only before a factor that begins with a
+    digit or ``\\frac``, or a bracket after a letter."""
     out = ""
-    for _, factor in sorted(factors):
+    for _, factor in factors:
         if out and (factor[0].isdigit() or factor.startswith("\\frac")):
             out += "\\cdot"
         elif re.search(r"\\[a-zA-Z]+\Z", out) and factor[0].isalpha():  # "\\pi x", no command "\\pix"
@@ -410,7 +483,7 @@ def _ordered_product(term: str) -> str:
         elif out[-1:].isalpha() and factor[0] == "(":  # "y\\cdot(x+1)", no function "y(x+1)"
             out += "\\cdot"
         out += factor
-    return ("-" if negative else "") + out
+    return out
 
 
 def _quotient(term: str) -> str:
@@ -419,10 +492,22 @@ def _quotient(term: str) -> str:
     after the "/", a product written without a sign too ("x/2y" is x over 2y, as math-verify reads
     it); a quotient with a product's dot after the "/" ("x/2 \\cdot 3", 3x/2), another "/", or a sign,
     is left as written."""
-    top, _, bottom = term.partition("/")
+    slash = _top_slash(term)
+    top, bottom = term[:slash], term[slash + 1 :]
     if not top or not bottom or "/" in bottom or "\\cdot" in bottom or bottom[0] in "+-":
         return term
     return "\\frac{" + _unbracketed(top) + "}{" + _unbracketed(bottom) + "}"
+
+
+def _top_slash(term: str) -> int:
+    """Where the term's first "/" outside braces and brackets is, -1 where none is: an exponent's
+    ("x^{1/2}") is no quotient's (it read "\\frac{x^{1}{2}}")."""
+    depth = 0
+    for i, c in enumerate(term):
+        depth += 1 if c in "{([" else -1 if c in "})]" else 0
+        if c == "/" and depth == 0:
+            return i
+    return -1
 
 
 def _unbracketed(part: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import subprocess
 import sys
@@ -330,6 +331,18 @@ def test_math_grades_as_math_verify_does_and_number_agrees_on_these(tmp_path):
         ("\\frac{x}{2}", "\\boxed{x/2}", True),
         ("\\frac{x}{3}", "\\boxed{x/2}", False),
         ("10", "\\boxed{10s}", True),
+        ("\\frac{2^x}{2}", "\\boxed{2^x/2}", True),
+        ("2", "\\boxed{2^x/2}", False),
+        ("\\frac{x}{2}", "\\boxed{0.5x}", True),
+        ("\\frac{1}{2}x", "\\boxed{x/2}", True),
+        ("\\frac{x}{3}", "\\boxed{0.5x}", False),
+        ("0.5y", "\\boxed{\\frac{1}{2}x}", False),
+        ("2", "\\boxed{2xyzw}", False),
+        ("2wxyz", "\\boxed{2xyzw}", True),
+        ("x \\cdot y", "\\boxed{yx}", True),
+        ("xz", "\\boxed{xy}", False),
+        ("\\sin(x)^2", "\\boxed{\\sin^2 x}", True),
+        ("\\cos(x)^2", "\\boxed{\\sin^2 x}", False),
     ]:
         assert g.same(g.known(reference), g.read(answer)) is right, (reference, answer)
         assert right is verify(parse(f"${reference}$"), parse(answer))  # what math-verify itself says
@@ -412,6 +425,44 @@ def test_math_off_the_main_thread_is_bounded_too(tmp_path, monkeypatch):
     acc = got[1]
     assert isinstance(acc, dict) and acc["timed_out"] >= 1 and acc["a_right"] == acc["b_right"] == 0
     assert "took too long" in acc["verdict"]
+
+
+@MATH_TIMEOUT
+def test_math_off_the_main_thread_says_nothing_of_timeouts_it_has(tmp_path):
+    """math-verify warns "Timeout is disabled" when asked for none, which is how each call off the main
+    thread asks (its own bound is ``_within``'s): compare run in a worker thread printed it to stderr.
+    Now that warning is dropped there, and the grading still said."""
+    needs("math_verify", "math")
+    a, b, refs = _math_runs(tmp_path)
+    (tmp_path / "refs.json").write_text(json.dumps(refs))
+    argv = ["infertap", "compare", str(a), str(b), "--extract", "math", "--reference", str(tmp_path / "refs.json")]
+    script = (
+        "import sys, threading\n"
+        "from infertap.cli import main\n"
+        f"sys.argv = {argv!r}\n"
+        "worker = threading.Thread(target=main)\n"
+        "worker.start(); worker.join()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    assert "right->wrong" in out.stdout  # it graded
+    assert "Timeout is disabled" not in out.stderr, out.stderr
+
+
+def test_math_warns_of_a_missing_timeout_where_the_call_is_not_ours(caplog):
+    """Only our bounded calls' warning is dropped: math-verify called without a timeout elsewhere still warns."""
+    needs("math_verify", "math")
+    import math_verify.parser
+
+    from infertap.analysis import extract_math
+
+    extract_math.MathVerify()  # its filter in place
+    for thread in (extract_math._WORKER, "someone-else"):
+        record = logging.LogRecord("math_verify.parser", logging.WARNING, __file__, 0, "Timeout is disabled as x", None, None)
+        record.threadName = thread
+        caplog.clear()
+        math_verify.parser.logger.handle(record)
+        assert [r.threadName for r in caplog.records] == ([] if thread == extract_math._WORKER else [thread])
 
 
 def test_math_without_its_extra_names_the_install_command(tmp_path):

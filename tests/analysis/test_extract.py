@@ -800,6 +800,10 @@ def test_a_product_with_a_letter_matches_its_spellings_and_differs_from_its_numb
         ("10km", "10"),  # a unit: no product
         ("the 2nd", "2"),
         ("I have 5apples", "5"),  # a word of four letters or more is prose
+        ("5pears", "5"),
+        ("I have 5 apples", "5"),
+        ("2xyzw", "2wxyz"),  # was "2": four letters with no vowel are no word but a product
+        ("\\boxed{3bcdf}", "3bcdf"),  # was "3"
     ],
 )
 def test_a_product_of_letters_is_read_whole(text: str, value: str) -> None:
@@ -813,6 +817,36 @@ def test_a_product_of_letters_matches_its_other_orders_and_differs_from_its_pref
     assert number("\\pi x") not in (number("\\pi y"), number("2\\pi x"), number("x"))
     assert number("v2") == number("2v") == number("2 \\cdot v") != number("2")
     assert number("v2") not in (number("v3"), number("2u"))
+    assert number("2xyzw") == number("2wxyz") == number("2 \\cdot x \\cdot y \\cdot z \\cdot w")
+    assert number("2xyzw") not in (number("2"), number("2xyz"), number("3xyzw"), number("2xyzv"))
+    assert number("5apples") == number("5 apples") == number("5") != number("6apples")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("xy", "xy"),  # was None, while "x \\cdot y" read xy
+        ("\\boxed{yx}", "xy"),  # was None
+        ("$xy$", "xy"),
+        ("\\boxed{y x}", "xy"),  # was "\\boxed{y", a broken spelling
+        ("-xy", "-xy"),
+        ("The answer is xy.", "xy"),  # was None
+        ("xyzw", "wxyz"),  # no vowel: no word
+        ("\\frac{1}{2}xy", "\\frac{xy}{2}"),  # was "0.5", a part
+        ("km", None),  # a unit alone
+        ("word", None),  # a word of prose
+        ("so 2 + 3", "5"),  # letters that are not all the answer are prose
+        ("The answer is 5 and xy", "5"),
+    ],
+)
+def test_letters_that_are_the_whole_answer_are_their_product(text: str, value: str | None) -> None:
+    assert number(text) == value
+
+
+def test_a_product_of_letters_alone_matches_it_written_with_a_dot_and_differs_from_others() -> None:
+    assert number("xy") == number("x \\cdot y") == number("\\boxed{y x}") == number("\\boxed{yx}") == number("x*y")
+    assert number("xy") not in (number("xz"), number("x"), number("2xy"), number("-xy"), None)
+    assert number("\\frac{1}{2}xy") == number("\\frac{xy}{2}") == number("0.5xy") != number("\\frac{xy}{3}")
 
 
 @pytest.mark.parametrize(
@@ -826,6 +860,10 @@ def test_a_product_of_letters_matches_its_other_orders_and_differs_from_its_pref
         ("x/2y", "\\frac{x}{2y}"),  # the divisor all after the "/", as math-verify reads it
         ("x^2/2", "\\frac{x^{2}}{2}"),
         ("x/2 \\cdot 3", "x/2\\cdot3"),  # 3x/2: as written, never x over 6
+        ("2^x/2", "\\frac{2^{x}}{2}"),  # was "2", its divisor: the letter only in an exponent
+        ("\\boxed{2^{x} / 3}", "\\frac{2^{x}}{3}"),  # was "3"
+        ("x^{1/2}", "x^{1/2}"),  # was "\\frac{x^{1}{2}}": an exponent's slash is no quotient's
+        ("2^{x/2} + 1", "2^{x/2}+1"),
     ],
 )
 def test_a_quotient_with_a_letter_is_spelled_as_its_fraction(text: str, value: str) -> None:
@@ -837,6 +875,38 @@ def test_a_quotient_matches_its_fraction_and_differs_from_other_quotients() -> N
     assert number("x/2") not in (number("x/3"), number("\\frac{x}{3}"), number("2/x"), number("x"), number("2"))
     assert number("(x+1)/2") == number("\\frac{x+1}{2}") != number("\\frac{x+2}{2}")
     assert number("x^2/2") == number("\\frac{x^2}{2}") != number("\\frac{x^3}{2}")
+    assert number("2^x/2") == number("\\frac{2^x}{2}") == number("2^x / 2") == number("\\boxed{2^{x}/2}")
+    assert number("2^x/2") not in (number("2"), number("2^x"), number("2^x/3"), number("\\frac{2^y}{2}"))
+    assert number("x^{1/2}") == number("x^{1/2}.") not in (number("x^{1/3}"), number("\\frac{x}{2}"), number("2"))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("0.5x", "\\frac{x}{2}"),  # was "0.5x", another answer than "x/2"
+        ("\\frac{1}{2}x", "\\frac{x}{2}"),  # was "\\frac{1}{2}x"
+        ("x \\cdot 0.5", "\\frac{x}{2}"),
+        ("-0.5x", "-\\frac{x}{2}"),
+        ("1.5x", "\\frac{3x}{2}"),
+        ("\\frac{3}{2}x", "\\frac{3x}{2}"),
+        ("\\frac{6x}{4}", "\\frac{3x}{2}"),  # reduced
+        ("2x/4", "\\frac{x}{2}"),
+        ("0.5x^2", "\\frac{x^{2}}{2}"),
+        ("0.5(x+1)", "\\frac{x+1}{2}"),  # as "(x+1)/2" is
+        ("\\frac{1}{2}x + 1", "\\frac{x}{2}+1"),
+        ("\\frac{x}{2y}", "\\frac{x}{2y}"),  # a letter in the divisor: as written
+        ("1.5\\pi", "1.5\\pi"),  # no letter: a multiple of \\pi as before
+    ],
+)
+def test_a_rational_times_letters_is_one_fraction(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_rational_times_letters_matches_its_quotient_and_differs_from_other_multiples() -> None:
+    assert number("\\frac{1}{2}x") == number("0.5x") == number("x/2") == number("\\frac{x}{2}") == number("x \\cdot 0.5")
+    assert number("0.5x") not in (number("x/3"), number("0.5y"), number("x"), number("0.5"), number("2x"), number("-0.5x"))
+    assert number("1.5x") == number("\\frac{3x}{2}") == number("3x/2") != number("\\frac{3x}{4}")
+    assert number("0.5(x+1)") == number("(x+1)/2") != number("0.5(x+2)")
 
 
 @pytest.mark.parametrize(
@@ -853,6 +923,11 @@ def test_a_quotient_matches_its_fraction_and_differs_from_other_quotients() -> N
         ("2s + 3t", "2s+3t"),  # an operator after it: a sum's term, no unit
         ("10s \\cdot 2", "20s"),
         ("3t", "3t"),  # no unit's letter: a product
+        ("50m^2", "50"),  # was "50m^{2}", while "50 m^2" read 50: a unit's power is the unit's
+        ("\\boxed{5cm^{3}}", "5"),
+        ("50 m^2", "50"),
+        ("3x^2", "3x^{2}"),  # no unit's letter: a product still
+        ("2m^2 + 1", "2m^{2}+1"),  # an operator after it: a sum's term
     ],
 )
 def test_a_unit_right_after_its_number_is_its_unit(text: str, value: str) -> None:
@@ -863,6 +938,8 @@ def test_a_unit_written_either_way_matches_the_number_and_differs_from_other_num
     assert number("10s") == number("10 s") == number("10 seconds") == number("10") == number("\\boxed{10s}")
     assert number("10s") not in (number("11s"), number("10x"), number("1"), number("100"))
     assert number("2s + 3t") not in (number("2"), number("3t"), number("2s + 3u"))
+    assert number("50m^2") == number("50 m^2") == number("50") == number("50m") != number("50x^2")
+    assert number("50m^2") not in (number("5"), number("2"), number("51 m^2"))
 
 
 def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_from_its_parts() -> None:
@@ -891,6 +968,13 @@ def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_fro
         ("\\sin 2x + 1", "\\sin(2x)+1"),
         ("basin(2)", "2"),  # a word that is no function's name
         ("I log (2) items", "2"),  # a word spaced from its bracket: prose, no logarithm
+        ("sin 2", "\\sin(2)"),  # was "2": a name that is no English word, before its argument
+        ("cos x", "\\cos(x)"),
+        ("I log 2 items", "2"),  # "log", "sec": words of prose before a number
+        ("see sec 2", "2"),
+        ("\\sin^2 x", "\\sin(x)^{2}"),  # was None: the power on its name is its value's
+        ("\\sin^2(x)", "\\sin(x)^{2}"),  # was "\\sin^{2}(x)", another answer than "\\sin(x)^2"
+        ("\\sin^{-1} x", "\\sin^{-1}x"),  # an inverse, no power
     ],
 )
 def test_a_functions_application_is_no_number(text: str, value: str) -> None:
@@ -904,6 +988,9 @@ def test_a_functions_application_matches_its_spellings_and_differs_from_its_numb
     assert number("\\sin 2") == number("sin(2)") == number("\\sin(2)") == number("\\sin{2}") == number("\\sin (2)")
     assert number("\\sin 2") not in (number("2"), number("\\cos 2"), number("\\sin 3"), number("sin(3)"), number("\\sin 2x"))
     assert number("\\log_2 8") == number("\\log_2(8)") not in (number("8"), number("3"), number("\\log_3 8"))
+    assert number("sin 2") == number("\\sin 2") not in (number("2"), number("cos 2"), number("sin 3"), number("sin 2x"))
+    assert number("\\sin^2 x") == number("\\sin(x)^2") == number("\\sin^2(x)") == number("\\boxed{\\sin^{2} x}")
+    assert number("\\sin^2 x") not in (number("\\sin x"), number("\\sin^3 x"), number("\\cos^2 x"), number("2"), None)
 
 
 @pytest.mark.parametrize(
