@@ -28,8 +28,8 @@ from infertap.proxy.server import RecordConfig
         (["--max-header-kb", "0"], "--max-header-kb: a size above 0"),
         (["--max-header-kb", "nan"], "--max-header-kb: a size above 0 and finite"),
         (["--body-timeout", "-1"], "--body-timeout -1.0: seconds, above 0"),
-        (["--body-timeout", "nan"], "--body-timeout nan: seconds, above 0"),
-        (["--body-timeout", "inf"], "--body-timeout inf: seconds, above 0"),
+        (["--body-timeout", "nan"], "--body-timeout nan: not a finite number of seconds"),
+        (["--body-timeout", "inf"], "--body-timeout inf: not a finite number of seconds"),
         (["--body-timeout", "soon"], "Invalid value for '--body-timeout': 'soon' is not a valid float"),
     ],
 )
