@@ -19,6 +19,7 @@ import click
 
 from .analysis.groupings import GROUPINGS
 from .analysis.stats_energy import figures_line, measured_by, not_measured, notes
+from .analysis.stats_energy import fixed as _num  # a figure as stats prints it, the energy line's too
 from .capture.jsonable import jsonable
 from .errors import InfertapError
 from .options import ray_option
@@ -96,14 +97,6 @@ def stats(captures: tuple[str, ...], as_json: bool, by: tuple[str, ...], cache_d
         click.echo(json.dumps(jsonable(result), indent=2, default=str, allow_nan=False))
     else:
         _print_stats(result)
-
-
-def _num(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return f"{value:,}"
 
 
 def _pct(value: float | None) -> str:

@@ -105,23 +105,9 @@ def traced_smi(folder: Path, trace: list[list[str]], failing: range = range(0)) 
     rounds.mkdir(exist_ok=True)
     for k, rows in enumerate(trace):
         (rounds / str(k)).write_text("".join(row + "\n" for row in rows))
-    counter = shlex.quote(str(folder / "round"))
-    query = f"--query-gpu={SMI_FIELDS} {SMI_FORMAT}"
-    lines = exe.read_text().splitlines()
-    at = lines.index('case "$*" in')
-    lines[at:at] = [
-        f'if [ "$*" = {shlex.quote(query)} ]; then',
-        f"  n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}",
-        *(
-            [f'  if [ "$n" -ge {failing.start} ] && [ "$n" -lt {failing.stop} ]; then echo "{SMI_LOST}"; exit 9; fi']
-            if failing
-            else []
-        ),
-        f"  cat {shlex.quote(str(rounds))}/$((n % {len(trace)})); exit 0",
-        "fi",
-    ]
-    exe.write_text("\n".join(lines) + "\n")
-    return exe
+    failed = [f'  if [ "$n" -ge {failing.start} ] && [ "$n" -lt {failing.stop} ]; then echo "{SMI_LOST}"; exit 9; fi']
+    answer = f"  cat {shlex.quote(str(rounds))}/$((n % {len(trace)})); exit 0"
+    return _answered_first(exe, _each_round(folder, [*(failed if failing else []), answer]))
 
 
 def switched_smi(folder: Path, before: list[str], after: list[str], switch: Path) -> Path:
@@ -133,13 +119,10 @@ def switched_smi(folder: Path, before: list[str], after: list[str], switch: Path
     later = folder / "after"
     later.write_text("".join(row + "\n" for row in after))
     query = f"--query-gpu={SMI_FIELDS} {SMI_FORMAT}"
-    lines = exe.read_text().splitlines()
-    at = lines.index('case "$*" in')
-    lines[at:at] = [
+    switched = (
         f'if [ "$*" = {shlex.quote(query)} ] && [ -e {shlex.quote(str(switch))} ]; then cat {shlex.quote(str(later))}; exit 0; fi'
-    ]
-    exe.write_text("\n".join(lines) + "\n")
-    return exe
+    )
+    return _answered_first(exe, [switched])
 
 
 def hung_listing(folder: Path) -> Path:
@@ -147,11 +130,9 @@ def hung_listing(folder: Path) -> Path:
     listing of the GPUs (a writer's and the probe's ``--query-gpu=name,...``, its plain banner)
     waits on a driver that never answers."""
     exe = nvidia_smi(folder, [], gpus=2)
-    lines = exe.read_text().splitlines()
-    at = lines.index('case "$*" in')
-    lines[at:at] = ['case "$*" in --query-gpu=name*|"") exec sleep 600 ;; esac']  # exec: the process a timeout kills
-    exe.write_text("\n".join(lines) + "\n")
-    return exe
+    return _answered_first(
+        exe, ['case "$*" in --query-gpu=name*|"") exec sleep 600 ;; esac']
+    )  # exec: the process a timeout kills
 
 
 def hung_after(folder: Path, rows: list[str], rounds: int) -> Path:
@@ -159,16 +140,23 @@ def hung_after(folder: Path, rows: list[str], rounds: int) -> Path:
     answer ``rows``, every later one waits on a driver that never answers; the probe's and a
     writer's listing of the GPUs is answered throughout (the GPUs are known)."""
     exe = nvidia_smi(folder, rows)
+    hang = f'  if [ "$n" -ge {rounds} ]; then exec sleep 600; fi'  # exec: the process a timeout kills
+    return _answered_first(exe, _each_round(folder, [hang]))
+
+
+def _each_round(folder: Path, then: list[str]) -> list[str]:
+    """Shell lines answering the sampling query: the round's number, from 0, in ``$n``, then ``then``."""
     counter = shlex.quote(str(folder / "round"))
     query = f"--query-gpu={SMI_FIELDS} {SMI_FORMAT}"
+    count = f"  n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}"
+    return [f'if [ "$*" = {shlex.quote(query)} ]; then', count, *then, "fi"]
+
+
+def _answered_first(exe: Path, shell: list[str]) -> Path:
+    """The stand-in ``exe`` with ``shell`` run before its own answers (its ``case "$*" in``)."""
     lines = exe.read_text().splitlines()
     at = lines.index('case "$*" in')
-    lines[at:at] = [
-        f'if [ "$*" = {shlex.quote(query)} ]; then',
-        f"  n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}",
-        f'  if [ "$n" -ge {rounds} ]; then exec sleep 600; fi',  # exec: the process a timeout kills
-        "fi",
-    ]
+    lines[at:at] = shell
     exe.write_text("\n".join(lines) + "\n")
     return exe
 
