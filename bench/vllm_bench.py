@@ -43,6 +43,7 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -209,6 +210,8 @@ def run_vllm_bench(
     drift = _wall_minus_monotonic() - offset
     log = done.stdout + done.stderr
     (work / "vllm-bench.log").write_text(log)
+    if done.returncode == -signal.SIGILL:  # the CPU lacks an instruction vLLM's build uses: this machine can't run it
+        raise CpuUnsupported(f"vllm bench serve died of SIGILL on this CPU (log: {work / 'vllm-bench.log'})")
     if done.returncode != 0 or not result_file.exists():
         raise RuntimeError(f"vllm bench serve exited with {done.returncode} (log: {work / 'vllm-bench.log'}):\n{log[-3000:]}")
     data = json.loads(result_file.read_text())
@@ -469,6 +472,10 @@ def problems(c: dict[str, Any], *, tolerance: float = 0.5, tolerance_ms: float =
 
 
 # -- one run -------------------------------------------------------------------------------------
+
+
+class CpuUnsupported(RuntimeError):
+    """vLLM's bench died of an illegal instruction: its build needs CPU features this machine lacks."""
 
 
 def record(engine_url: str, root: Path, *, requests: int = 8, concurrency: int = 2, max_tokens: int = 32) -> dict[str, Any]:
