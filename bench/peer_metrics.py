@@ -661,7 +661,7 @@ def main() -> None:
                 "version": engine_version,
                 "model": str(gguf),
                 "slots": props.get("total_slots"),
-                "args": list(engine.popen.args[1:]),
+                "args": list(engine.argv[1:]),
             }
             print(
                 f"llama-server ({engine_version}) at {engine.url}, {props.get('total_slots')} slot(s), threads {args.threads or 'default'}, "

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 
+from . import tethered
 from .capture.segments import cache_refusal
 
 SMOLLM2_ALIAS = "SmolLM2-135M-Instruct"
@@ -68,11 +69,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @dataclass
 class Process:
-    """A started server: its URL, process, and the file its output goes to."""
+    """A started server: its URL, process, the file its output goes to, and its command line
+    (``popen.args`` begins with ``infertap.tethered``'s, which makes it end with the process that
+    started it, even one SIGKILLed)."""
 
     url: str
     popen: subprocess.Popen[bytes]
     log_path: Path
+    argv: Sequence[str] = ()
 
     def log_tail(self, n: int = 4000) -> str:
         try:
@@ -81,19 +85,13 @@ class Process:
             return ""
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
-        if self.popen.poll() is None:
-            self.popen.send_signal(sig)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        return self.popen.returncode
+        """``sig``, then SIGKILL past ``timeout``; what the server started (vLLM's engine core) goes too."""
+        return tethered.end(self.popen, sig, timeout)
 
 
 def _program(proc: Process) -> str:
     """The program a process runs, for messages."""
-    args = proc.popen.args
+    args = proc.argv or proc.popen.args
     first = args[0] if isinstance(args, (list, tuple)) and args else args
     return os.fsdecode(first) if isinstance(first, (str, bytes, os.PathLike)) else str(first)
 
@@ -127,8 +125,8 @@ def _start(
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="infertap-"))
     log_path = log_dir / f"{name}.log"
     with open(log_path, "wb") as log:
-        popen = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env or None)
-    return Process(url, popen, log_path)
+        popen = tethered.start(argv, output=log, env=env or None)
+    return Process(url, popen, log_path, list(argv))
 
 
 @contextlib.contextmanager
