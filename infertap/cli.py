@@ -18,8 +18,9 @@ from .capture.jsonable import dumps
 from .capture.reader import CaptureReader
 from .capture.records import RecordType
 from .capture.redact import Redactor
-from .errors import InfertapError, interrupted
+from .errors import INTERRUPTED, InfertapError, interrupted
 from .options import OnePath, host_port, key_value, redact_options, telemetry_options
+from .stopping import interrupting
 from .version import __version__
 
 DEFAULT_CAPTURES = Path("captures")
@@ -528,11 +529,22 @@ def demo(out: Path | None, engine_a: str | None, engine_b: str | None, engine_c:
             pass
 
     try:
-        result = run_demo(
-            out, say=click.echo, engine_a=engine_a, engine_b=engine_b, engine_c=engine_c, quick=quick, keep=hold if keep else None
-        )
-    except (InfertapError, OSError, RuntimeError) as exc:
-        raise click.ClickException(f"demo failed: {exc}") from exc
+        # SIGTERM and SIGHUP end it as Ctrl-C does: the engines it started are stopped on the way out.
+        with interrupting():
+            result = run_demo(
+                out,
+                say=click.echo,
+                engine_a=engine_a,
+                engine_b=engine_b,
+                engine_c=engine_c,
+                quick=quick,
+                keep=hold if keep else None,
+            )
+    except (KeyboardInterrupt, InfertapError, OSError, RuntimeError) as exc:
+        if not interrupted(exc):  # a DuckDB query the signal landed in raises a RuntimeError instead
+            raise click.ClickException(f"demo failed: {exc}") from exc
+        click.echo(f"\nstopped: the engines it started are stopped, the captures made so far closed in {out}", err=True)
+        click.get_current_context().exit(INTERRUPTED)
     if not keep:
         show(result)
 

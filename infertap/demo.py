@@ -180,7 +180,10 @@ AGAIN, PINNED = "a-again", "a-repeat-penalty-1.0"
 
 
 def _said(say: Callable[[str], None], summary: dict[str, Any]) -> None:
+    """A replay's line; one a stop signal cut short (it keeps its capture) stops the demo there too."""
     say(f"  sent {summary['sent']}, endings {summary['ends']}, schedule lag p99 {summary['lag_ms']['p99']:.2f} ms")
+    if summary["stopped_early"]:
+        raise KeyboardInterrupt("the replay was stopped")
 
 
 def _results(

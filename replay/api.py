@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -311,6 +312,9 @@ async def _main(replay: Replay, progress: Progress | None, stop_when: StopWhen |
     loop = asyncio.get_running_loop()
     in_main = threading.current_thread() is threading.main_thread()
     signals = stop_signals() if in_main else ()
+    # The loop's handlers, once removed, leave the signals at their defaults: a caller's own (the
+    # demo's, which stop its engines) are put back.
+    previous = {sig: signal.getsignal(sig) for sig in signals}
     for sig in signals:
         loop.add_signal_handler(sig, replay.stop)
     ticker = asyncio.create_task(_tick(replay, progress, stop_when)) if progress or stop_when else None
@@ -323,6 +327,8 @@ async def _main(replay: Replay, progress: Progress | None, stop_when: StopWhen |
             progress(replay.stats)
         for sig in signals:
             loop.remove_signal_handler(sig)
+            if (handler := previous[sig]) is not None:
+                signal.signal(sig, handler)
 
 
 async def _tick(replay: Replay, progress: Progress | None, stop_when: StopWhen | None) -> None:

@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from infertap.capture.info import summarize
@@ -47,6 +48,12 @@ def test_demo_records_replays_and_names_the_configuration_difference(tmp_path):
     )
     assert (out / "report-a-vs-b.html").read_text().count("<svg") >= 3
     _known_answers_are_a_number(text, out)
+    # Finished, it stopped the engines it started.
+    urls = re.findall(r"^  [AB]: .* at (http://\S+),", text, re.MULTILINE)
+    assert len(urls) == 2, text
+    for url in urls:
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(url + "/v1/models", timeout=5)
 
 
 def _known_answers_are_a_number(text: str, out) -> None:
