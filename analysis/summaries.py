@@ -75,7 +75,8 @@ BATCH_ROWS = 5_000
 #: 35: so does a chat answer that calls a tool and says "stop" (its finish_reason the raw word).
 #: 36: a Responses answer finishes as tool_calls only where its output holds a call its client makes, not the API's
 #: built-in tools' alone (those calls marked "server").
-SUMMARY_VERSION = 36
+#: 37: Anthropic's server and MCP tool calls (server_tool_use, mcp_tool_use) marked "server", as the Responses built-in calls are.
+SUMMARY_VERSION = 37
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

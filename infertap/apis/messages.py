@@ -4,6 +4,10 @@ Usage differs from OpenAI's: ``input_tokens`` leaves out the prompt tokens read 
 the cache (``cache_read_input_tokens``, ``cache_creation_input_tokens``), so the prompt is their
 sum. A stream's usage comes in two parts: ``message_start`` (input) and ``message_delta`` (output,
 cumulative).
+
+The finish reason is the ``stop_reason`` Anthropic says: ``tool_use`` where the answer ends in calls
+its client must make, not where it holds only the calls Anthropic's servers ran themselves (a web
+search, then the text that answers: ``end_turn``). Those calls are read as calls, marked ``server``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ from .shapes import (
 #: Blocks that call a tool: the client's (``tool_use``), a server tool (web search, code execution,
 #: web fetch) and an MCP server's; each streams its input as ``input_json_delta``.
 _CALLS = ("tool_use", "server_tool_use", "mcp_tool_use")
+#: Of those, the calls Anthropic makes itself, their results in the answer (``*_tool_result``): a
+#: server tool's and the MCP connector's. Marked ``server`` (``ToolCallPart.server``), as the
+#: Responses API's built-in calls are: only a ``tool_use`` is a call its client must make.
+_SERVER_CALLS = ("server_tool_use", "mcp_tool_use")
 #: Blocks of the model's words and what its deltas carry: what else comes is kept whole (``Delta.unread``).
 _WORDS = ("text", "thinking", "redacted_thinking")
 _DELTAS = ("text_delta", "thinking_delta", "signature_delta", "input_json_delta", "citations_delta")
@@ -55,6 +63,8 @@ class Messages(Api):
         "model_context_window_exceeded": "length",
         "tool_use": "tool_calls",
         "refusal": "content_filter",
+        # Anthropic paused its own server tools' loop (web search, code execution): the turn is not
+        # over, its client sends the answer back to go on. No stop, nor a call for the client to make.
         "pause_turn": "other",
     }
 
@@ -79,7 +89,8 @@ class Messages(Api):
                         d.reasoning += thought
                     d.encrypted += int(kind == "redacted_thinking")
                     if kind in _CALLS:
-                        calls.append(ToolCallPart(index, block.get("id"), _tool(block), _json(block.get("input"))))
+                        given = _json(block.get("input"))
+                        calls.append(ToolCallPart(index, block.get("id"), _tool(block), given, server=kind in _SERVER_CALLS))
                     if _is_result(block):
                         d.results = [*d.results, block]
                     if not _read(kind):
@@ -104,7 +115,8 @@ class Messages(Api):
                 # Anthropic starts a call with "input": {} and streams it as input_json_delta; a block
                 # that starts whole (a proxy's, a recorded replay's) carries its input here.
                 given = _json(block.get("input")) if block.get("input") else ""
-                d.tool_calls = [ToolCallPart(position(obj.get("index"), 0), block.get("id"), _tool(block), given)]
+                at, server = position(obj.get("index"), 0), opened in _SERVER_CALLS
+                d.tool_calls = [ToolCallPart(at, block.get("id"), _tool(block), given, server=server)]
             return d
         if kind == "content_block_delta":
             inner = as_dict(obj.get("delta"))

@@ -39,7 +39,8 @@ class ToolCallPart:
     arguments: str = ""
     whole: bool = False  # the complete call restated (e.g. Responses' output_item.done): replaces the pieces
     free: bool = False  # a custom tool's free-form input, not JSON: compared as the text it is
-    server: bool = False  # a built-in tool the API ran itself (Responses' web search): no call for the client to make
+    # A tool the API ran itself (Responses' web search, Anthropic's server_tool_use): no call for the client to make.
+    server: bool = False
 
 
 @dataclass(slots=True)

@@ -1,0 +1,183 @@
+"""Anthropic's server tools (web search, code execution: ``server_tool_use``) and its MCP connector
+(``mcp_tool_use``) run on Anthropic's servers, their results in the answer: their calls are read as
+calls marked ``server``, as the Responses API's built-in calls are, and only a ``tool_use`` is a
+call its client must make. The finish reason stays Anthropic's ``stop_reason``; ``pause_turn`` (its
+server tools' loop paused: the client sends the answer back to go on) is ``other``, never a stop.
+The same whole, streamed and from a cut answer's tail.
+
+The bodies are built with the anthropic SDK's own types, each stream checked to be what the SDK's
+accumulator reads as the whole message."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2
+from anthropic.lib.streaming._beta_messages import accumulate_event
+from anthropic.types.beta import (
+    BetaCodeExecutionResultBlock,
+    BetaCodeExecutionToolResultBlock,
+    BetaInputJSONDelta,
+    BetaMCPToolResultBlock,
+    BetaMCPToolUseBlock,
+    BetaMessage,
+    BetaMessageDeltaUsage,
+    BetaRawContentBlockDeltaEvent,
+    BetaRawContentBlockStartEvent,
+    BetaRawContentBlockStopEvent,
+    BetaRawMessageDeltaEvent,
+    BetaRawMessageStartEvent,
+    BetaRawMessageStopEvent,
+    BetaServerToolUseBlock,
+    BetaTextBlock,
+    BetaTextDelta,
+    BetaToolUseBlock,
+    BetaUsage,
+    BetaWebSearchResultBlock,
+    BetaWebSearchToolResultBlock,
+)
+from anthropic.types.beta.beta_raw_message_delta_event import Delta as MessageDelta
+
+from infertap.apis import read_response, tail_usage
+from infertap.capture.records import RESPONSE_TAIL_BYTES
+
+_SSE, _JSON = "text/event-stream", "application/json"
+_REQUEST = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 1024,
+    "messages": [{"role": "user", "content": "Weather in Paris?"}],
+    "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}],
+}
+_QUERY = {"query": "weather Paris"}
+
+_SEARCH = BetaServerToolUseBlock(type="server_tool_use", id="srvtoolu_1", name="web_search", input=_QUERY)
+_FOUND = BetaWebSearchToolResultBlock(
+    type="web_search_tool_result",
+    tool_use_id="srvtoolu_1",
+    content=[BetaWebSearchResultBlock(type="web_search_result", url="https://meteo.fr", title="Paris", encrypted_content="e1")],
+)
+_CODE = BetaServerToolUseBlock(type="server_tool_use", id="srvtoolu_2", name="code_execution", input={"code": "print(6*7)"})
+_RAN = BetaCodeExecutionToolResultBlock(
+    type="code_execution_tool_result",
+    tool_use_id="srvtoolu_2",
+    content=BetaCodeExecutionResultBlock(type="code_execution_result", stdout="42\n", stderr="", return_code=0, content=[]),
+)
+_MCP = BetaMCPToolUseBlock(type="mcp_tool_use", id="mcptoolu_1", name="forecast", server_name="weather", input={"city": "Paris"})
+_MCP_GOT = BetaMCPToolResultBlock(
+    type="mcp_tool_result", tool_use_id="mcptoolu_1", is_error=False, content=[BetaTextBlock(type="text", text="sunny")]
+)
+_CLIENT_SEARCH = BetaToolUseBlock(type="tool_use", id="toolu_1", name="web_search", input=_QUERY)
+_CLIENT_WEATHER = BetaToolUseBlock(type="tool_use", id="toolu_2", name="get_weather", input={"city": "Paris"})
+
+
+def _text(text: str) -> BetaTextBlock:
+    return BetaTextBlock(type="text", text=text)
+
+
+#: name -> (the answer's blocks, its stop_reason, (tool name, run by the server) of each call, finish reason)
+ANSWERS: dict[str, tuple[list[Any], str, list[tuple[str, bool]], str]] = {
+    "a web search, then its answer": ([_SEARCH, _FOUND, _text("Sunny.")], "end_turn", [("web_search", True)], "stop"),
+    "code run, then its answer": ([_CODE, _RAN, _text("42")], "end_turn", [("code_execution", True)], "stop"),
+    "an MCP server's tool, then its answer": (
+        [_MCP, _MCP_GOT, _text("Sunny.")],
+        "end_turn",
+        [("weather/forecast", True)],
+        "stop",
+    ),
+    "the client's own search": ([_text("Let me check."), _CLIENT_SEARCH], "tool_use", [("web_search", False)], "tool_calls"),
+    "a web search, then the client's call": (
+        [_SEARCH, _FOUND, _CLIENT_WEATHER],
+        "tool_use",
+        [("web_search", True), ("get_weather", False)],
+        "tool_calls",
+    ),
+    "paused before its search ran": ([_text("Searching."), _SEARCH], "pause_turn", [("web_search", True)], "other"),
+}
+
+
+def _message(blocks: list[Any], stop: str) -> BetaMessage:
+    return BetaMessage(
+        id="msg_1",
+        type="message",
+        role="assistant",
+        model="claude-sonnet-4-5",
+        content=blocks,
+        stop_reason=stop,  # type: ignore[arg-type]
+        stop_sequence=None,
+        stop_details=None,
+        usage=BetaUsage(input_tokens=30, output_tokens=9),
+    )
+
+
+def _whole(blocks: list[Any], stop: str) -> list[bytes]:
+    return [_message(blocks, stop).to_json(indent=None).encode()]
+
+
+def _events(blocks: list[Any], stop: str) -> list[Any]:
+    """The answer as Anthropic streams it: each call started with an empty input then its JSON in
+    pieces, each text block empty then its text, a server tool's result whole at its start."""
+    head = _message([], stop).model_copy(update={"stop_reason": None, "usage": BetaUsage(input_tokens=30, output_tokens=1)})
+    events: list[Any] = [BetaRawMessageStartEvent(type="message_start", message=head)]
+    for i, block in enumerate(blocks):
+        start, deltas = block, []
+        if block.type in ("server_tool_use", "mcp_tool_use", "tool_use"):
+            start = block.model_copy(update={"input": {}})
+            given = json.dumps(block.input)
+            deltas = [BetaInputJSONDelta(type="input_json_delta", partial_json=p) for p in (given[:5], given[5:])]
+        elif block.type == "text":
+            start = block.model_copy(update={"text": ""})
+            deltas = [BetaTextDelta(type="text_delta", text=block.text)]
+        events.append(BetaRawContentBlockStartEvent(type="content_block_start", index=i, content_block=start))
+        events += [BetaRawContentBlockDeltaEvent(type="content_block_delta", index=i, delta=d) for d in deltas]
+        events.append(BetaRawContentBlockStopEvent(type="content_block_stop", index=i))
+    events.append(
+        BetaRawMessageDeltaEvent(
+            type="message_delta",
+            delta=MessageDelta(stop_reason=stop, stop_sequence=None, stop_details=None),  # type: ignore[arg-type]
+            usage=BetaMessageDeltaUsage(output_tokens=9),
+        )
+    )
+    events.append(BetaRawMessageStopEvent(type="message_stop"))
+    return events
+
+
+def _stream(blocks: list[Any], stop: str) -> list[bytes]:
+    events = _events(blocks, stop)
+    snapshot, pieces = None, {}
+    for event in events:  # what the SDK's client makes of the stream: the whole message, no less
+        snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=pieces, request_headers=httpx2.Headers())
+    assert snapshot is not None and snapshot.to_dict() == _message(blocks, stop).to_dict()
+    return [f"event: {e.type}\ndata: {e.to_json(indent=None)}\n\n".encode() for e in events]
+
+
+def _record(chunks: list[bytes], ctype: str) -> dict[str, Any]:
+    return {
+        "path": "/v1/messages",
+        "status": 200,
+        "end": "complete",
+        "request_body": json.dumps({**_REQUEST, "stream": ctype == _SSE}).encode(),
+        "response_headers": [["content-type", ctype]],
+        "chunks": chunks,
+    }
+
+
+def test_calls_anthropic_runs_itself_are_marked_server_and_the_client_s_are_not() -> None:
+    for name, (blocks, stop, calls, finish) in ANSWERS.items():
+        for how, record in (("whole", _record(_whole(blocks, stop), _JSON)), ("streamed", _record(_stream(blocks, stop), _SSE))):
+            out = read_response(record)
+            assert [(c["name"], bool(c.get("server"))) for c in out.tool_calls] == calls, (name, how)
+            assert out.client_calls == any(not server for _, server in calls), (name, how)
+            assert (out.finish_reason, out.finish_reason_raw) == (finish, stop), (name, how)
+
+
+def test_a_paused_answer_cut_past_the_response_limit_reads_its_pause_from_the_tail() -> None:
+    """A turn Anthropic paused is not finished, whether read whole or from a cut answer's kept tail."""
+    blocks = [_text("Searching. " * 10000), _SEARCH]
+    body = b"".join(_stream(blocks, "pause_turn"))
+    head, tail = body[:1024], body[-RESPONSE_TAIL_BYTES:]
+    assert len(head) + len(tail) < len(body)
+    cut = {**_record([head], _SSE), "response_body_size": len(body), "response_tail": tail}
+    got = tail_usage(cut)
+    assert got is not None and (got.finish_reason, got.finish_reason_raw) == ("other", "pause_turn")
+    assert read_response(_record([body], _SSE)).finish_reason == "other"
