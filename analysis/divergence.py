@@ -69,10 +69,11 @@ def output_text(
 ) -> str:
     """An output as one string, in the order it is generated: its reasoning, its text, a refusal
     (``refused: ...``), an audio answer's transcript (``said: ...``), each source cited (``cited:
-    ...``, canonical JSON), each tool call as ``name(arguments)`` (canonical JSON), what each server
-    tool gave back (``result: ...``, canonical JSON), each block or item of a type not read (``item:
-    ...``) and the error it reports, ``PART`` between them. Just the text when there is nothing
-    else, so that a character position is most often one in the text."""
+    ...``, canonical JSON), each tool call as ``name(arguments)`` (canonical JSON; ``server:
+    name(arguments)`` of one the API ran itself), what each server tool gave back (``result: ...``,
+    canonical JSON), each block or item of a type not read (``item: ...``) and the error it reports,
+    ``PART`` between them. Just the text when there is nothing else, so that a character position
+    is most often one in the text."""
     parts = [reasoning] if reasoning else []
     parts.append(text)
     if refusal:
@@ -80,7 +81,7 @@ def output_text(
     if audio:
         parts.append(f"said: {audio}")
     parts += (f"cited: {c}" for c in citations)
-    parts += (f"{c.get('name') or ''}({_arguments(c)})" for c in tool_calls)
+    parts += (f"{'server: ' if c.get('server') else ''}{c.get('name') or ''}({_arguments(c)})" for c in tool_calls)
     parts += (f"result: {r}" for r in results)
     parts += (f"item: {o}" for o in others)
     if error is not None:
@@ -198,12 +199,21 @@ def kl_shared_prefix(
 
 def tool_call_diff(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Names and arguments (canonical JSON, as ``output_text`` writes them) of the tool calls on each
-    side, and whether they agree."""
+    side, and whether they agree; ``equal`` also whether each is run by the same party: a call the
+    API ran itself (``"server"``: Anthropic's web search, its result in the answer) is not its
+    client's call of a tool of the same name, which the answer leaves for the client to make.
+    ``server``: the indexes of each side's server calls, where either side has one."""
     na = [(c.get("name") or "", _arguments(c), bool(c.get("free"))) for c in a]
     nb = [(c.get("name") or "", _arguments(c), bool(c.get("free"))) for c in b]
-    return {
+    ran_a = [i for i, c in enumerate(a) if c.get("server")]
+    ran_b = [i for i, c in enumerate(b) if c.get("server")]
+    diff: dict[str, Any] = {
         "a": [n for n, _, _ in na],
         "b": [n for n, _, _ in nb],
         "names_equal": [n for n, _, _ in na] == [n for n, _, _ in nb],
         "arguments_equal": na == nb,
+        "equal": na == nb and ran_a == ran_b,
     }
+    if ran_a or ran_b:
+        diff["server"] = [ran_a, ran_b]
+    return diff

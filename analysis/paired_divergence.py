@@ -433,13 +433,7 @@ def _pair_divergence(
         and sa.error_body == sb.error_body
     )
     item["exact"] = (
-        not _unreadable(sa)
-        and not _unreadable(sb)
-        and same_text
-        and tools["arguments_equal"]
-        and same_ending
-        and same_rest
-        and same_bytes
+        not _unreadable(sa) and not _unreadable(sb) and same_text and tools["equal"] and same_ending and same_rest and same_bytes
     )
     counts["exact"] += item["exact"]
     failed = [_failed(sa), _failed(sb)]
@@ -537,7 +531,7 @@ def _same_choices(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
     return len(a) == len(b) and all(
         [x[k] for k in keys] == [y[k] for k in keys]
         and _choice_finish(x) == _choice_finish(y)
-        and tool_call_diff(x["tool_calls"], y["tool_calls"])["arguments_equal"]
+        and tool_call_diff(x["tool_calls"], y["tool_calls"])["equal"]
         and not _stops_differ(x["stop_sequence"], y["stop_sequence"])
         and not _stop_reasons_differ(x["stop_reason"], y["stop_reason"])
         and not _stop_reasons_differ(x["matched_stop"], y["matched_stop"])
@@ -620,7 +614,7 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
             item["finish_reasons"] = [sa.finish_reasons, sb.finish_reasons]
     if sa.tool_calls or sb.tool_calls:
         counts["with_tool_calls"] += 1
-        counts["tool_calls_differ"] += not tools["arguments_equal"]
+        counts["tool_calls_differ"] += not tools["equal"]
         item["tool_calls"] = tools
     landed_a = "reasoning" if sa.reasoning and not sa.text else "content"
     landed_b = "reasoning" if sb.reasoning and not sb.text else "content"

@@ -3,14 +3,15 @@
 calls marked ``server``, as the Responses API's built-in calls are, and only a ``tool_use`` is a
 call its client must make. The finish reason stays Anthropic's ``stop_reason``; ``pause_turn`` (its
 server tools' loop paused: the client sends the answer back to go on) is ``other``, never a stop.
-The same whole, streamed and from a cut answer's tail.
+The same whole, streamed and from a cut answer's tail, and in ``compare``.
 
 The bodies are built with the anthropic SDK's own types, each stream checked to be what the SDK's
-accumulator reads as the whole message."""
+accumulator reads as the whole message; compare's through the project's capture writer."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -39,8 +40,10 @@ from anthropic.types.beta import (
 )
 from anthropic.types.beta.beta_raw_message_delta_event import Delta as MessageDelta
 
+from infertap.analysis.compare import compare
 from infertap.apis import read_response, tail_usage
 from infertap.capture.records import RESPONSE_TAIL_BYTES
+from tests.helpers import pair_captures
 
 _SSE, _JSON = "text/event-stream", "application/json"
 _REQUEST = {
@@ -181,3 +184,51 @@ def test_a_paused_answer_cut_past_the_response_limit_reads_its_pause_from_the_ta
     got = tail_usage(cut)
     assert got is not None and (got.finish_reason, got.finish_reason_raw) == ("other", "pause_turn")
     assert read_response(_record([body], _SSE)).finish_reason == "other"
+
+
+def _compared(tmp_path: Path, a: list[bytes], b: list[bytes], ctype: str = _SSE) -> dict[str, Any]:
+    """A's and B's answers to the same request compared: the divergence."""
+    request = ("/v1/messages", {**_REQUEST, "stream": ctype == _SSE}, ctype)
+    first, second = pair_captures(tmp_path, {"pair": (request, a, b)})
+    return compare(first, second, top=1)["divergence"]
+
+
+def test_compare_tells_a_search_anthropic_ran_from_the_client_s_search_of_the_same_name(tmp_path: Path) -> None:
+    """The same text, then a call of ``web_search`` with the same input: Anthropic's own search on
+    one side (paused before it ran), on the other the client's tool of that name (a replay on an
+    engine that runs no server tools). Compare called the calls equal and the outputs identical."""
+    paused = _stream([_text("Searching."), _SEARCH], "pause_turn")
+    client = _stream([_text("Searching."), _CLIENT_SEARCH], "tool_use")
+    d = _compared(tmp_path / "differ", paused, client)
+    assert d["counts"]["tool_calls_differ"] == 1 and d["exact_match_rate"] == 0, d["counts"]
+    (item,) = d["most_divergent"]
+    calls = item["tool_calls"]
+    assert (calls["a"], calls["b"], calls["names_equal"], calls["arguments_equal"]) == (
+        ["web_search"],
+        ["web_search"],
+        True,
+        True,
+    )
+    assert not calls["equal"] and calls["server"] == [[0], []]
+    assert item["similarity"] < 1 and item["first_divergence"]["at"] is not None
+    assert item["diff"] == 'Searching.\n[-server: -]web_search({"query":"weather Paris"})'  # the mark is what differs
+    assert item["finish_reason_raw"] == ["pause_turn", "tool_use"]
+
+
+def test_compare_tells_a_paused_turn_from_the_finished_one(tmp_path: Path) -> None:
+    """The same blocks, paused (the client must send them back) or ended: not the same answer."""
+    blocks = [_SEARCH, _FOUND, _text("Sunny.")]
+    d = _compared(tmp_path / "paused", _stream(blocks, "end_turn"), _stream(blocks, "pause_turn"))
+    assert d["counts"]["finish_reason_changed"] == 1 and d["exact_match_rate"] == 0, d["counts"]
+    (item,) = d["most_divergent"]
+    assert (item["finish_reason"], item["finish_reason_raw"]) == (["stop", "other"], ["end_turn", "pause_turn"])
+    assert item["tool_calls"]["equal"]  # the calls themselves agree
+
+
+def test_compare_matches_the_same_server_calls(tmp_path: Path) -> None:
+    names = ("a web search, then its answer", "an MCP server's tool, then its answer", "paused before its search ran")
+    for i, name in enumerate(names):
+        blocks, stop, _, _ = ANSWERS[name]
+        for how, ctype, answer in (("streamed", _SSE, _stream), ("whole", _JSON, _whole)):
+            d = _compared(tmp_path / f"{i}-{how}", answer(blocks, stop), answer(blocks, stop), ctype)
+            assert d["exact_match_rate"] == 1 and not d["counts"].get("tool_calls_differ"), (name, how, d["counts"])

@@ -92,8 +92,13 @@ def test_logprob_positions_from_events():
 def test_tool_call_diff():
     a = [{"name": "get_weather", "arguments": '{"city": "Paris", "unit": "C"}'}]
     b = [{"name": "get_weather", "arguments": '{"unit": "C", "city": "Paris"}'}]
-    assert tool_call_diff(a, b) == {"a": ["get_weather"], "b": ["get_weather"], "names_equal": True, "arguments_equal": True}
+    same = {"a": ["get_weather"], "b": ["get_weather"], "names_equal": True, "arguments_equal": True, "equal": True}
+    assert tool_call_diff(a, b) == same
     assert not tool_call_diff(a, [{"name": "get_weather", "arguments": '{"city": "Lyon"}'}])["arguments_equal"]
+    # The API's own call (its result in the answer) against the client's call of the same tool name.
+    ran = [{**b[0], "server": True}]
+    assert tool_call_diff(ran, b) == {**same, "equal": False, "server": [[0], []]}
+    assert tool_call_diff(ran, [{**a[0], "server": True}]) == {**same, "server": [[0], [0]]}
 
 
 def test_extractors():
