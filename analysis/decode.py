@@ -113,7 +113,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: 62: a Responses answer finishes as tool_calls only where its output holds a call its client makes (a web search then a
 #: message is stop), read whole, streamed or from a cut answer's tail.
 #: 63: runs.importer (an import's machine and time, apart from its header's host: not its traffic's machine).
-DECODE_VERSION = 63
+#: 64: a chat or completions answer whose choice other than 0 (n > 1) reports an error (its error object, or
+#: finish_reason "error"), or whose choice 0 says finish_reason "error" with no error object, has that
+#: error as exchanges.error_message (not ok: a failure, not unfinished).
+DECODE_VERSION = 64
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
