@@ -113,7 +113,13 @@ from .schema import ENGINE_FACTS, TABLES
 #: 62: a Responses answer finishes as tool_calls only where its output holds a call its client makes (a web search then a
 #: message is stop), read whole, streamed or from a cut answer's tail.
 #: 63: runs.importer (an import's machine and time, apart from its header's host: not its traffic's machine).
-DECODE_VERSION = 63
+#: 64: a chat or completions answer whose choice other than 0 (n > 1) reports an error (its error object, or
+#: finish_reason "error"), or whose choice 0 says finish_reason "error" with no error object, has that
+#: error as exchanges.error_message (not ok: a failure, not unfinished).
+#: 65: an n > 1 answer kept in part has each choice's end read from its kept head and tail (apis.kept_choices):
+#: exchanges.choices and choices_unfinished as a whole read's where they tell, choices_unfinished null where
+#: not; its finish_reason from the head where choice 0 ended there.
+DECODE_VERSION = 65
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")
@@ -596,7 +602,7 @@ class Decoder:
                 _int(parsed.output_tokens),
                 _int(parsed.cached_tokens),
                 _hidden_reasoning(parsed),
-                1 + len(parsed.choices),
+                parsed.choice_count,
                 parsed.choices_unfinished,
                 *_server_timings(parsed),
                 rec.get("source_id"),

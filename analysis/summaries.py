@@ -76,7 +76,9 @@ BATCH_ROWS = 5_000
 #: 36: a Responses answer finishes as tool_calls only where its output holds a call its client makes, not the API's
 #: built-in tools' alone (those calls marked "server").
 #: 37: Anthropic's server and MCP tool calls (server_tool_use, mcp_tool_use) marked "server", as the Responses built-in calls are.
-SUMMARY_VERSION = 37
+#: 38: an error of a choice other than 0 (n > 1), or a finish_reason "error" of any choice, is the answer's
+#: error_message (each choice its "error"): a failed answer, not an ok one.
+SUMMARY_VERSION = 38
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -27,7 +27,16 @@ import msgspec
 
 from .body import encoded, framing, head_of
 from .fastjson import NOT_JSON, _decode, utf8
-from .openai import _OBJECTS, both_reasoning, choice_index, choice_zero, matched_stop_after, only_zero, stop_reason_json
+from .openai import (
+    _OBJECTS,
+    FINISHED_IN_ERROR,
+    both_reasoning,
+    choice_index,
+    choice_zero,
+    matched_stop_after,
+    only_zero,
+    stop_reason_json,
+)
 from .read import CHAT, _by_path, ended, not_in_file, response_not_kept
 from .shapes import Output, ToolCallPart, error_of, finish_words
 
@@ -181,6 +190,8 @@ def _looped(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | N
     out.finish_reason_raw = finish
     out.finish_reasons = finish_words([f for f in finishes if f])
     out.finish_reason = CHAT.finish(finish, bool(out.tool_calls))
+    if error_message is None and out.finish_reason == "error":
+        out.error_message = FINISHED_IN_ERROR  # as fold reads it (choices_error)
     if error_message is not None and out.finish_reason is None:
         out.finish_reason = "error"
     out.usage = merged or None
@@ -339,6 +350,8 @@ def _typed(pieces: list[bytes], body: bytes, ends: list[int]) -> ChatStream | No
     out.finish_reason_raw = finish
     out.finish_reasons = finish_words([f for f in finishes if f])
     out.finish_reason = CHAT.finish(finish, bool(out.tool_calls))
+    if out.finish_reason == "error":
+        out.error_message = FINISHED_IN_ERROR  # as fold reads it (choices_error)
     out.usage = merged or None
     if merged:
         out.prompt_tokens, out.cached_tokens, out.output_tokens = CHAT.counts(merged)

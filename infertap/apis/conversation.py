@@ -237,6 +237,7 @@ class _Choice(msgspec.Struct):
     delta: _Delta | None = None  # an empty delta and one without content read alike: see chat_answer
     message: Any = None
     text: Any = None
+    finish_reason: Any = None
 
 
 class _Chunk(msgspec.Struct):
@@ -303,6 +304,8 @@ def chat_answer(record: Mapping[str, Any]) -> Answer | None:
             continue
         readable = True
         for choice in choices or ():
+            if choice.finish_reason == "error":
+                return _NOT_ANSWERED  # a choice, any, that ended in an error: read_response's error_message
             if choice.index != 0 and as_int(choice.index) is not None:
                 continue  # another choice's (an index that is no integer is choice 0's, as Chat.event reads it)
             if choice.message is not None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from .body import decoding, encoded, ended_payloads, framing, head_of
 from .completed_tail import CompletedEnd, completed_end
+from .kept_choices import asked_choices, kept_choices
 from .read import (
     _NOTHING,
     CHAT,
@@ -36,7 +37,7 @@ from .read import (
     response_not_kept,
 )
 from .responses import offers_client_tool
-from .shapes import Event, Output
+from .shapes import Api, Event, Output
 
 _DECODER = json.JSONDecoder()
 _SPACE = " \t\r\n"
@@ -105,6 +106,9 @@ class TailUsage:
     output_tokens: int | None
     finish_reason: str | None  # in the common vocabulary
     finish_reason_raw: str | None  # the API's own word
+    # An n > 1 chat or completions answer's (choices, unfinished after the first), as far as its kept
+    # head and tail tell (``apis.kept_choices``; unfinished None: unknown); None of one answer.
+    choices: tuple[int, int | None] | None = None
 
 
 def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
@@ -133,7 +137,17 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
         cut = rest.find(sep)
         pieces = [rest[cut + len(sep) :]] if cut >= 0 else []  # none: not one whole event
     payloads, _ = ended_payloads(record, pieces, how) if pieces else ([], b"")  # a last event cut mid-way: skipped
-    out = fold(api, [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads], how)
+    events = [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads]
+    out = fold(api, events, how)
+    choices: tuple[int, int | None] | None = None
+    if api in (CHAT, COMPLETIONS) and how == "sse" and ((asked := asked_choices(record, api)) > 1 or out.choices):
+        if contiguous:  # the whole body: read as a whole answer is
+            choices = out.choice_count, out.choices_unfinished
+        else:  # each choice read from both ends; choice 0's finish from its head where the tail has none
+            first = _head(api, record, chunks, how)
+            choices = kept_choices(first.events, events, asked)
+            if out.finish_reason_raw is None and first.finish_reason_raw is not None and out.error_message is None:
+                return TailUsage(out.usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, first.finish_reason, first.finish_reason_raw, choices)  # fmt: skip
     if out.usage is None and api is RESPONSES and how == "sse" and not contiguous and record.get("end", "complete") == "complete":
         # A long answer's response.completed restates it whole: larger than the tail, it is no
         # whole event there, but its end is, and the usage and status that end its response.
@@ -141,7 +155,7 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
         if end is not None:
             prompt, cached, output = api.counts(end.usage)
             return TailUsage(end.usage, prompt, cached, output, *_completed_finish(end, record))
-    if out.usage is None and out.finish_reason_raw is None:
+    if out.usage is None and out.finish_reason_raw is None and choices is None:
         return None
     usage = out.usage
     if usage is not None and api is MESSAGES and how == "sse" and not contiguous:
@@ -155,7 +169,14 @@ def tail_usage(record: Mapping[str, Any]) -> TailUsage | None:
     finish = out.finish_reason
     if api in (CHAT, OLLAMA_CHAT) and finish == "stop" and not out.tool_calls and not contiguous and _may_call(record):
         finish = None  # its calls, if any, came before the tail: stop or tool_calls (Chat.finish, OllamaChat.finish)
-    return TailUsage(usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, finish, out.finish_reason_raw)
+    return TailUsage(usage, out.prompt_tokens, out.cached_tokens, out.output_tokens, finish, out.finish_reason_raw, choices)
+
+
+def _head(api: Api, record: Mapping[str, Any], chunks: list[bytes], how: str) -> Output:
+    """The kept head's whole events, folded: a choice whose finish reason is there ended there, all
+    of it (its calls too) before. Read only of an answer asked for several choices."""
+    payloads, _ = ended_payloads(record, chunks, how)
+    return fold(api, [Event(p.chunk, p.data, _NOTHING, _loads(p.data)) for p in payloads], how)
 
 
 def _completed_finish(end: CompletedEnd, record: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -215,4 +236,5 @@ def with_tail_usage(out: Output, record: Mapping[str, Any]) -> Output:
         out.usage, out.prompt_tokens, out.cached_tokens = found.usage, found.prompt_tokens, found.cached_tokens
         out.output_tokens, out.finish_reason = found.output_tokens, found.finish_reason
         out.finish_reason_raw = found.finish_reason_raw
+        out.kept_choices = found.choices
     return out

@@ -126,6 +126,26 @@ def matched_stop_after(before: str | None, said: str | None) -> str | None:
     return before if said is None or said == "null" and before is not None else said
 
 
+#: The error an answer reports where a choice ended with the finish reason ``error`` and no error
+#: object said why (choice 0's; another's is prefixed ``choice k: ``, as its error object's message is).
+FINISHED_IN_ERROR = 'finish_reason "error"'
+
+
+def choices_error(finish_reason: str | None, choices: list[dict[str, Any]]) -> str | None:
+    """The error an n > 1 answer reports in one of its choices where no error object of choice 0
+    (nor beside the choices) did: each choice is an answer, and one that failed fails the exchange,
+    as choice 0's failure does. ``finish_reason``: choice 0's common word (``error`` said with no
+    error object); ``choices``: the others (``read.other_choice``), by index. None: none failed."""
+    if finish_reason == "error":
+        return FINISHED_IN_ERROR
+    for c in choices:
+        if c.get("error") is not None:
+            return f"choice {c['index']}: {c['error']}"
+        if c.get("finish_reason") == "error":
+            return f"choice {c['index']}: {FINISHED_IN_ERROR}"
+    return None
+
+
 def only_zero(choices: list[Any]) -> bool:
     """Whether no choice but the first is in ``choices`` (the usual: one choice, index 0)."""
     return all(not isinstance(c, dict) or choice_index(c) == 0 for c in choices)

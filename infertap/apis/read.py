@@ -18,7 +18,7 @@ from .fastjson import loads, loads_exact
 from .llamacpp import LlamaCpp
 from .messages import Messages
 from .ollama import OllamaChat, OllamaGenerate
-from .openai import Chat, Completions, matched_stop_after
+from .openai import Chat, Completions, choices_error, matched_stop_after
 from .responses import Responses
 from .sampling import sampling_fields
 from .shapes import (
@@ -354,6 +354,9 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.finish_reasons = finish_words(finishes)
     out.finish_reason_raw = finish
     out.finish_reason = api.finish(finish, out.client_calls)
+    out.choices = [other_choice(k, deltas) for k, deltas in sorted(others.items())]
+    if out.error_message is None and (api is CHAT or api is COMPLETIONS):
+        out.error_message = choices_error(out.finish_reason, out.choices)  # a choice that ended in an error
     if out.error_message is not None and out.finish_reason is None:
         out.finish_reason = "error"
     out.usage = usage or None
@@ -362,7 +365,6 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     out.token_ids = ids or None
     out.stop_sequence, out.stop_reason, out.stop_details, out.encrypted_reasoning = stop, stop_reason, stop_details, encrypted
     out.matched_stop = matched
-    out.choices = [other_choice(k, deltas) for k, deltas in sorted(others.items())]
     if not events and out.error is None:
         out.error = "empty body"
     elif not out.readable and out.error is None:
@@ -438,11 +440,14 @@ def add_call(calls: dict[int, dict[str, Any]], part: ToolCallPart) -> None:
 
 
 def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:
-    """A choice other than the first (n > 1), folded from its pieces: what compare compares of it."""
+    """A choice other than the first (n > 1), folded from its pieces: what compare compares of it.
+    One whose error object said no finish reason finished ``error``, as choice 0's does (``fold``)."""
     calls: dict[int, dict[str, Any]] = {}
     for d in deltas:
         for part in d.tool_calls:
             add_call(calls, part)
+    error = next((d.error for d in reversed(deltas) if d.error is not None), None)
+    finish = next((d.finish_reason for d in reversed(deltas) if d.finish_reason), None)
     return {
         "index": index,
         "text": "".join(d.content for d in deltas),
@@ -452,7 +457,8 @@ def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:
         "citations": [canonical_arguments(c) for d in deltas for c in d.citations],
         "tool_results": [canonical_result(r) for d in deltas for r in d.results],
         "tool_calls": [calls[k] for k in sorted(calls)],
-        "finish_reason": next((d.finish_reason for d in reversed(deltas) if d.finish_reason), None),
+        "finish_reason": "error" if finish is None and error is not None else finish,
+        "error": error,  # an error object of this choice alone (its message)
         "stop_sequence": next((d.stop_sequence for d in reversed(deltas) if d.stop_sequence is not None), None),
         "stop_reason": next((d.stop_reason for d in reversed(deltas) if d.stop_reason is not None), None),
         "matched_stop": functools.reduce(matched_stop_after, (d.matched_stop for d in deltas), None),

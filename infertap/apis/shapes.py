@@ -172,6 +172,9 @@ class Output:
         0  # blocks of reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): only counted
     )
     choices: list[dict[str, Any]] = field(default_factory=list)  # choices other than the first (n > 1): see read.py
+    # A cut answer's (apis.kept): (its choices, of those after the first how many said no finish
+    # reason, None where the kept head and tail can't tell); a whole answer's are its ``choices``'.
+    kept_choices: tuple[int, int | None] | None = None
     # The answer's blocks (Anthropic) or output items (Responses) in order, each a ``layout_entry``:
     # the same words in other blocks, or a source cited by another block, is another message to the
     # client (and in the conversation that restates it). Empty for APIs of one message.
@@ -187,10 +190,18 @@ class Output:
         return any(not c.get("server") for c in self.tool_calls)
 
     @property
-    def choices_unfinished(self) -> int:
+    def choices_unfinished(self) -> int | None:
         """Choices other than the first (n > 1) that said no finish reason: in a stream, answers it
-        cut short, as a choice 0 with none is (``apis.unfinished.cut_short``)."""
+        cut short, as a choice 0 with none is (``apis.unfinished.cut_short``). None: unknown (a cut
+        answer's, where its kept ends don't tell, ``kept_choices``)."""
+        if self.kept_choices is not None:
+            return self.kept_choices[1]
         return sum(c.get("finish_reason") is None for c in self.choices)
+
+    @property
+    def choice_count(self) -> int:
+        """The answers in the body (n > 1 asks for several): a cut answer's as ``kept_choices`` says."""
+        return self.kept_choices[0] if self.kept_choices is not None else 1 + len(self.choices)
 
     @property
     def objects(self) -> list[dict[str, Any]]:

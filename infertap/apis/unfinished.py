@@ -59,13 +59,14 @@ def cut_short(
     api: str | None,
     stream_done: bool,
     finish_reason: str | None,
-    choices_unfinished: int,
+    choices_unfinished: int | None,
     end: str | None,
     readable: bool,
 ) -> bool:
     """A request for tokens answered 2xx by a chat or completions stream with no finish reason
     (``finish_reason``: choice 0's common word, ``error`` for an in-band error), or one of whose
-    other choices (n > 1) said none (``choices_unfinished``, where no error ended it), that ended
+    other choices (n > 1) said none (``choices_unfinished``, None unknown: no evidence of a cut;
+    where no error ended it), that ended
     cleanly: by its end marker (``stream_done``), or by the body's end (``end`` complete) after
     events of its API (``readable``). A stream that ended otherwise (timeout, upstream error) is a
     failure by that; an answer sent whole (JSON) says its finish reasons as they are, null too."""
@@ -73,7 +74,7 @@ def cut_short(
         generation
         and streamed
         and api in FINISHING_APIS
-        and (finish_reason is None or (choices_unfinished > 0 and finish_reason != "error"))
+        and (finish_reason is None or ((choices_unfinished or 0) > 0 and finish_reason != "error"))
         and status is not None
         and 200 <= status <= 299
         and (stream_done or (end == "complete" and readable))

@@ -280,6 +280,7 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
             "tool_results": [],
             "tool_calls": [{"id": None, "name": "f", "arguments": "{}"}],
             "finish_reason": "length",
+            "error": None,
             "stop_sequence": None,
             "stop_reason": "null",  # said: an end of sequence or the length
             "matched_stop": None,
@@ -294,6 +295,7 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
             "tool_results": [],
             "tool_calls": [],
             "finish_reason": "stop",
+            "error": None,
             "stop_sequence": "###",
             "stop_reason": '"###"',
             "matched_stop": None,
