@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .sampled import NOT_SAMPLED, all_unsampled, interpolated, no_energy, partly_unsampled
+from .stats_energy import measured_by, not_measured
 from .svg import number
 
 #: A line and whether it warns (yellow in the terminal, highlighted in the report).
@@ -27,10 +28,17 @@ def interval_text(ci: Sequence[float] | None) -> str:
     return f"{ratio_text(ci[0])}–{ratio_text(ci[1])}" if ci else "-"
 
 
+#: Where a run has no idle power: as ``stats`` prints "idle_watts -", said why.
+NO_IDLE = "idle W unknown (no power sample while nothing was in flight)"
+
+
 def _energy_line(x: dict[str, Any], num: Callable[[float | None], str]) -> str:
-    """One run's energy; where its runs were a while apart, the active time it is over."""
+    """One run's energy, each figure ``stats`` prints for it (docs/metrics.md) and what measured it,
+    as ``stats`` says that; where its runs were a while apart, the active time it is over."""
+    idle = NO_IDLE if x.get("idle_watts") is None else f"{num(x['idle_watts'])} W idle"
     line = f"{num(x['joules_per_output_token'])} J per output token, {num(x['joules_per_request'])} J per request, "
-    line += f"{num(x['mean_watts'])} W mean ({x['source']})"
+    line += f"{num(x['mean_watts'])} W mean, {idle}, {num(x.get('watt_hours_per_session'))} Wh per session, "
+    line += f"{num(x['joules'])} J in all ({measured_by(x)})"
     measured = x.get("measured") or {}
     if measured.get("between_runs_s"):
         line += f", over {num(measured['seconds'])} s active, the {num(measured['between_runs_s'])} s between its runs left out"
@@ -58,13 +66,8 @@ def energy_lines(e: dict[str, Any]) -> list[Said]:
     else:
         for side in ("a", "b"):
             x = e[side]
-            out.append(
-                (
-                    f"energy {side.upper()}: "
-                    + (_energy_line(x, _num) if x else no_energy(sampled.get(side), "no power telemetry")),
-                    False,
-                )
-            )
+            why = no_energy(sampled.get(side), "no power telemetry") if not x else not_measured(x, sampled.get(side))
+            out.append((f"energy {side.upper()}: " + (_energy_line(x, _num) if why is None else why), False))
             part = partly_unsampled(sampled.get(side))
             if x and part:  # its figure is over the runs that sampled telemetry
                 out.append((f"energy {side.upper()}: {part}", False))

@@ -83,3 +83,28 @@ def failed_note(d: dict[str, Any]) -> str | None:
         f"similarity, first divergence and what changed are over the {d['outputs_compared']} pairs with no side "
         f"failed, exact match over all {d['pairs']}"
     )
+
+
+#: How many of the pairs a side failed the terminal and the report name; ``--json`` lists ``--top``.
+FAILED_NAMED = 3
+
+
+def failed_ids_note(d: dict[str, Any]) -> str | None:
+    """A few of the pairs a side failed, by id as section 4 names pairs, with each failed side's
+    failure: ``failed pairs: A 3f2a9b1c / B 9b1c3f2a (B status 500); ...; 4 more (compare --json
+    lists them by --top)``. None where no side failed."""
+    listed = d.get("failed_pairs") or []
+    total = (d.get("failed") or {}).get("pairs") or 0
+    if not total:
+        return None
+    named = [
+        f"A {p['a_id'][:8]} / B {p['b_id'][:8]} ("
+        + ", ".join(f"{side.upper()} {p[side]}" for side in ("a", "b") if p[side] is not None)
+        + ")"
+        for p in listed[:FAILED_NAMED]
+    ]
+    more = total - len(named)
+    if not named:
+        return f"failed pairs: {total}, none listed (compare --json lists the first --top of them)"
+    tail = f"; {more} more (compare --json lists the first --top of them)" if more else ""
+    return "failed pairs: " + "; ".join(named) + tail

@@ -162,7 +162,8 @@ def divergence(
     """How the paired outputs differ, exchange by exchange and in total, over pairs read ``batch`` at a
     time in A's order. ``a``, ``b``: the runs' names in ``con`` (tables ``<name>_x`` of summarized
     exchanges and ``<name>_e`` of enrichments, compare.py's ``Run``); ``folder``: an empty place for
-    the pairs' files, removed after. Each pair's exactness goes to
+    the pairs' files, removed after; ``top``: how many of the most divergent pairs, and of the pairs
+    a side failed (the first, by id), are listed. Each pair's exactness goes to
     table ``exact`` (``ord, exact``) when named (sessions are judged on it); each pair's prompt
     comparison is counted in ``prompts`` when given (``distrusted``: whether each side's rebuilt
     prompts disagreed with its engine's own counts, configdiff.prompt_diff)."""
@@ -177,6 +178,7 @@ def divergence(
     writer = con.cursor()
     n = compared = differ = 0
     failed = dict.fromkeys(FAILED_KEYS, 0)
+    failed_pairs: list[dict[str, Any]] = []
     for chunk in _in_order(con, folder, a, b, pairs, batch):
         ords: list[int] = []
         exacts: list[bool | None] = []
@@ -220,6 +222,10 @@ def divergence(
                 # A side failed: a difference of reliability, which outcomes says, not of output.
                 # Counted apart, in no figure of the outputs; the same failure on both is still exact.
                 _count_failed(failed, item)
+                if len(failed_pairs) < top:  # the first, in A's order: by id, to be found in the captures
+                    failed_pairs.append(
+                        {"a_id": sa.id, "b_id": sb.id, "path": item["path"], "a": failure_of(sa), "b": failure_of(sb)}
+                    )
             else:
                 compared += 1
                 differ += not item["exact"]
@@ -255,6 +261,9 @@ def divergence(
         "outputs_compared": compared,
         "outputs_differ": differ,
         "failed": failed,
+        # The first ``top`` of those pairs by id, each side's failure or null, and how many more there are.
+        "failed_pairs": failed_pairs,
+        "failed_pairs_left_out": failed["pairs"] - len(failed_pairs),
         "similarity_mean": similarity_sum.mean() if similarity_sum.n else None,
         "first_divergence_median": _median(con, results),
         "first_divergence_histogram": dict(sorted(histogram.items())),
@@ -744,13 +753,18 @@ def _whole(s: Summary) -> bool:
     return s.done or not s.streamed
 
 
-def _answered(s: Summary) -> bool:
-    """Whether the engine gave an answer at all: a body read, no error, a success status, not cut short
-    (a client gone after the stream's end marker got the whole answer, as ``ok`` has it)."""
-    ok_status = isinstance(s.status, int) and 200 <= s.status < 300
-    ended = s.end in (None, "complete") or (s.end == "client_disconnected" and s.done)  # as the metrics' ok
-    # A stream that said no finish reason is an answer the engine cut (the metrics' unfinished): not ok.
-    unfinished = cut_short(
+def _ok_status(s: Summary) -> bool:
+    return isinstance(s.status, int) and 200 <= s.status < 300
+
+
+def _ended(s: Summary) -> bool:
+    """Not cut short: a client gone after the stream's end marker got the whole answer, as ``ok`` has it."""
+    return s.end in (None, "complete") or (s.end == "client_disconnected" and s.done)
+
+
+def _unfinished(s: Summary) -> bool:
+    """A stream that said no finish reason: an answer the engine cut (the metrics' unfinished)."""
+    return cut_short(
         status=s.status if isinstance(s.status, int) else None,
         generation=True,  # an API that says a finish reason (chat, completions) is asked for tokens
         streamed=s.streamed,
@@ -761,7 +775,27 @@ def _answered(s: Summary) -> bool:
         end=s.end,
         readable=s.readable,
     )
-    return s.readable and s.error_message is None and ok_status and ended and not unfinished
+
+
+def _answered(s: Summary) -> bool:
+    """Whether the engine gave an answer at all: a body read, no error, a success status, not cut short."""
+    return s.readable and s.error_message is None and _ok_status(s) and _ended(s) and not _unfinished(s)
+
+
+def failure_of(s: Summary) -> str | None:
+    """Why a side failed, in compare_outcomes.failure's words (``status 500``, ``unfinished``), so a
+    failed pair listed by id says what outcomes counted it as; None where it did not fail."""
+    if not _failed(s):
+        return None
+    if s.status is None:
+        return f"no response ({s.end or 'unknown'})"
+    if not _ok_status(s):
+        return f"status {s.status}"
+    if not _ended(s):
+        return f"cut short ({s.end})"
+    if s.error_message is not None:
+        return f"an error in a {s.status} body"
+    return "unfinished"
 
 
 def _logprob_kl(sa: Summary, sb: Summary, at: int | None, unit: str) -> dict[str, Any] | None:

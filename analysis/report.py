@@ -23,7 +23,7 @@ from .compare_lines import Said, energy_lines, session_lines
 from .compare_load import concurrency_line
 from .compare_outcomes import side_line
 from .compare_traffic import traffic_line
-from .divergence_notes import failed_note, path_notes
+from .divergence_notes import failed_ids_note, failed_note, path_notes
 from .errors import AnalysisError
 from .paired_divergence import compared_share, differ_share, exact_share, histogram_bars, position_unit
 from .ratios import MIN_INTERVAL_PAIRS
@@ -266,7 +266,7 @@ def _divergence(d: dict[str, Any]) -> list[str]:
     histogram = histogram_bars(d["first_divergence_histogram"])
     # What the table can't show, per path, as compare prints it (pairs not compared and why).
     failed = failed_note(d)  # the pairs a side failed: in no figure above but exact match
-    notes = [f'<p class="warn">{html.escape(failed)}</p>'] if failed else []
+    notes = [f'<p class="warn">{html.escape(said)}</p>' for said in (failed, failed_ids_note(d)) if said]
     notes += [('<p class="warn">' if warn else "<p>") + f"{html.escape(text)}</p>" for text, warn in path_notes(d)]
     return [
         "<h2>3. Divergence</h2>",

@@ -58,7 +58,12 @@ def load_references(reference: Path | None, extract: str | None) -> dict[str, st
     help="Compare answers extracted from the outputs (flips): math grades them by math-verify (the math extra).",
 )
 @reference_option
-@click.option("--top", default=5, show_default=True, help="How many of the most divergent exchanges to show.")
+@click.option(
+    "--top",
+    default=5,
+    show_default=True,
+    help="How many of the most divergent exchanges to show, and of the pairs a side failed to list by id in --json.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
 def compare(
     a: Path, b: Path, baseline: Path | None, extract: str | None, reference: Path | None, top: int, as_json: bool
@@ -338,11 +343,13 @@ def _print_divergence(console: Console, d: dict[str, Any], base: dict[str, Any] 
     """Section 3: the table, then what it cannot show (unreadable bodies, where outputs first part)."""
     _say(console, "\n3. Divergence", "bold")
     console.print(_divergence_table(d, base), markup=False)
-    from infertap.analysis.divergence_notes import failed_note, path_notes
+    from infertap.analysis.divergence_notes import failed_ids_note, failed_note, path_notes
 
     for lead, side in (("", d), ("baseline: ", base or {})):
         if note := failed_note(side):
             _say(console, lead + note, "yellow")
+        if not lead and (ids := failed_ids_note(side)):  # which they are (the baseline lists none: no --top there)
+            _say(console, ids, "yellow")
     for text, warn in path_notes(d):
         _say(console, text, "yellow" if warn else None)
     if d["first_divergence_histogram"]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
-from infertap.apis import ended_answer, kept_response_id, read_response, response_not_kept, unfinished
+from infertap.apis import ended_answer, kept_response_id, read_response, response_not_kept, tail_usage, unfinished
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.scrubbing import Scrubbed
@@ -692,7 +692,12 @@ class Replay:
 
 
 def _cut_and_tokens(record: Mapping[str, Any], judge: bool) -> tuple[bool, int | None]:
-    """Whether an answer was cut (read whole, where ``judge``), and else its output tokens by its usage."""
+    """Whether an answer was cut (read whole, where ``judge``), and else its output tokens by its usage:
+    of an answer kept only in part, the usage in its kept tail (``tail_usage``, as the analysis counts
+    it): the longest answers, a runaway stream, weigh most in output tokens/s."""
     if judge and unfinished(record):
         return True, None
+    if response_not_kept(record):
+        kept = tail_usage(record)
+        return False, kept.output_tokens if kept is not None else None
     return False, read_response(record).output_tokens

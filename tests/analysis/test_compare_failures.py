@@ -159,6 +159,42 @@ def test_a_pair_a_side_failed_is_counted_apart_from_the_outputs_that_differ(tmp_
     assert swapped["divergence"]["failed"] == {"pairs": 6, "a_only": 3, "b_only": 1, "both": 2, "both_same": 1, "both_differ": 1}
 
 
+def test_the_pairs_a_side_failed_are_listed_by_id_with_each_sides_failure(tmp_path):
+    """compare counted the failed pairs (A only, B only, both) but named none: a user could not find
+    which exchanges failed. --json lists the first --top of them by id, with each side's failure in
+    outcomes' words, and how many more; the terminal and the report name a few."""
+    a = write_capture(tmp_path / "a", [x for x, _ in SAID])
+    b = write_capture(tmp_path / "b", [y for _, y in SAID])
+    text, data = _compare(a, b)
+    d = data["divergence"]
+    path = "/v1/chat/completions"
+    assert d["failed_pairs"] == [  # the first 5 (--top's default) in A's order; x7 (B unfinished) left out
+        {"a_id": "x2", "b_id": "x2", "path": path, "a": None, "b": "status 500"},
+        {"a_id": "x3", "b_id": "x3", "path": path, "a": None, "b": "no response (upstream_error)"},
+        {"a_id": "x4", "b_id": "x4", "path": path, "a": "status 500", "b": None},
+        {"a_id": "x5", "b_id": "x5", "path": path, "a": "status 500", "b": "status 500"},
+        {"a_id": "x6", "b_id": "x6", "path": path, "a": "status 500", "b": "status 503"},
+    ]
+    assert d["failed_pairs_left_out"] == 1
+    # Each side's failures are the ones outcomes counted, in its words.
+    every = compare(a, b, top=10)["divergence"]
+    assert every["failed_pairs_left_out"] == 0 and len(every["failed_pairs"]) == d["failed"]["pairs"] == 6
+    assert every["failed_pairs"][-1] == {"a_id": "x7", "b_id": "x7", "path": path, "a": None, "b": "unfinished"}
+    said_b = [p["b"] for p in every["failed_pairs"] if p["b"] is not None]
+    assert sorted(said_b) == sorted(why for why, n in data["outcomes"]["pairs"]["failed_b"].items() for _ in range(n))
+    line = (
+        "failed pairs: A x2 / B x2 (B status 500); A x3 / B x3 (B no response (upstream_error)); "
+        "A x4 / B x4 (A status 500); 3 more (compare --json lists the first --top of them)"
+    )
+    assert line in " ".join(text.split()), text
+    assert html.escape(line) in render(a, b)
+    # --top bounds the list: none listed, every one said left out, and the terminal says so.
+    none = json.loads(CliRunner().invoke(cli, ["compare", str(a), str(b), "--json", "--top", "0"]).output)["divergence"]
+    assert (none["failed_pairs"], none["failed_pairs_left_out"]) == ([], 6)
+    said = CliRunner().invoke(cli, ["compare", str(a), str(b), "--top", "0"], env={"COLUMNS": "300"}).output
+    assert "failed pairs: 6, none listed (compare --json lists the first --top of them)" in said
+
+
 def test_two_runs_that_answered_everything_have_no_failed_pairs(tmp_path):
     """The must-match and must-differ sides: every pair compared, none left out, no note."""
     a = write_capture(tmp_path / "a", [x for x, _ in SAID[:2]])
@@ -166,7 +202,8 @@ def test_two_runs_that_answered_everything_have_no_failed_pairs(tmp_path):
     text, data = _compare(a, b)
     d = data["divergence"]
     assert (d["outputs_compared"], d["outputs_differ"], d["failed"]["pairs"]) == (2, 1, 0)
-    assert "not compared for output" not in text
+    assert (d["failed_pairs"], d["failed_pairs_left_out"]) == ([], 0)
+    assert "not compared for output" not in text and "failed pairs" not in text
     same, _ = _compare(a, write_capture(tmp_path / "a2", [x for x, _ in SAID[:2]]))
     assert "outputs that differ │ 0 of 2" in " ".join(same.split())
 

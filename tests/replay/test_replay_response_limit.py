@@ -26,11 +26,16 @@ def _chat(tag: str, n: int) -> dict[str, Any]:
 
 
 def _replay(capture: Path, url: str, out: Path, *extra: str) -> list[dict[str, Any]]:
+    return _replayed(capture, url, out, *extra)[0]
+
+
+def _replayed(capture: Path, url: str, out: Path, *extra: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The replay's exchanges, by tag, and its summary (``--json``)."""
     args = ["replay", str(capture), "--target", url, "--out", str(out), "--no-probe", "--no-telemetry"]
     done = CliRunner().invoke(cli, [*args, "--concurrency", "1", "--json", *extra])
     assert done.exit_code == 0, done.output
     xs = [r for r in CaptureReader(out).records() if r["type"] == "exchange"]
-    return sorted(xs, key=lambda x: json.loads(x["request_body"])["tag"])
+    return sorted(xs, key=lambda x: json.loads(x["request_body"])["tag"]), json.loads(done.stdout)
 
 
 def _stats(out: Path, cache: Path) -> dict[str, Any]:
@@ -66,7 +71,9 @@ def test_a_cut_target_answers_tail_is_kept_and_its_usage_counted(tmp_path: Path)
     ]
     write_capture(tmp_path / "cap", items)
     with ServerThread(FakeUpstream()) as server:
-        chat, message = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--max-response-mb", str(LIMIT / 2**20))
+        (chat, message), summary = _replayed(
+            tmp_path / "cap", server.url, tmp_path / "out", "--max-response-mb", str(LIMIT / 2**20)
+        )
         big = httpx.post(f"{server.url}/v1/chat/completions", json={**_chat("chat", 1500), **usage}, timeout=30).content
     assert big.endswith(chat["response_tail"]) and len(chat["response_tail"]) + LIMIT < chat["response_body_size"]
     assert b"message_delta" in message["response_tail"] and b"message_start" not in message["response_tail"]
@@ -75,6 +82,22 @@ def test_a_cut_target_answers_tail_is_kept_and_its_usage_counted(tmp_path: Path)
     assert group["workload"]["output_tokens"]["total"] == 3000  # 1500 each, by the usage in their tails
     assert group["workload"]["prompt_tokens"]["total"] == 5 + 8  # chat's usage chunk; message_start's 5 + 2 + 1
     assert group["throughput"]["output_tokens_per_s"] > 0
+    # The replay's own summary counts them as stats does: it counted their output tokens as unknown
+    # (reported no usage), and its output tokens/s was unknown for the longest answers.
+    assert summary["output_tokens"] == {"total": 3000, "counted": 2, "unknown": 0}
+    span = summary["throughput"]["span_s"]
+    assert summary["throughput"]["output_tokens_per_s"] == pytest.approx(3000 / span)
+
+
+def test_a_cut_answer_with_no_usage_in_its_tail_counts_as_unknown_in_the_replays_summary(tmp_path: Path) -> None:
+    """Must differ: a cut chat stream that asked for no usage has none in its tail; its tokens stay
+    unknown, the whole one's usage counted (a lower bound, as the summary line says)."""
+    usage = {"stream_options": {"include_usage": True}}
+    items = [{"body": _chat("big", 1500)}, {"body": {**_chat("small", 3), **usage}, "offset_s": 0.01}]
+    write_capture(tmp_path / "cap", items)
+    with ServerThread(FakeUpstream()) as server:
+        _, summary = _replayed(tmp_path / "cap", server.url, tmp_path / "out", "--max-response-mb", str(LIMIT / 2**20))
+    assert summary["output_tokens"] == {"total": 3, "counted": 1, "unknown": 1}
 
 
 def test_target_responses_under_the_default_limit_are_kept_whole(tmp_path: Path) -> None:

@@ -263,6 +263,32 @@ def test_bad_sampling_is_refused_before_anything_is_sent(tmp_path):
         ReplayConfig(src, "http://127.0.0.1:1", tmp_path / "o", sessions="closed", think_scale=float("nan"))
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", "-1", "0", "1.5"])
+@pytest.mark.parametrize("command", ["replay", "sweep"])
+def test_a_sample_fraction_that_is_no_fraction_is_one_line_naming_the_option(tmp_path, command, value):
+    """nan and inf parse as floats: each, like a fraction out of (0, 1], ends in one line naming
+    --sample-sessions and the value, as the other nan and inf options do, before anything is sent."""
+    src = agent_capture(tmp_path / "src")
+    args = [command, str(src), "--target", "http://127.0.0.1:1", "--out", str(tmp_path / "o"), f"--sample-sessions={value}"]
+    said = CliRunner().invoke(cli, [*args, *(["--slo", "e2e:p90<=30s", "--speeds", "1"] if command == "sweep" else [])])
+    shown = "inf" if value == "1e400" else str(float(value))  # as it parsed
+    assert (
+        said.exit_code == 1
+        and said.output == f"Error: --sample-sessions {shown}: a fraction of the sessions, above 0 and at most 1\n"
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_sample_of_every_session_replays_them_all(tmp_path):
+    """Must match: 1, the whole fraction, is a fraction; every session is replayed."""
+    src = agent_capture(tmp_path / "src")
+    with ServerThread(SlotEngine(slots=4, service_s=0.01)) as server:
+        args = ["replay", str(src), "--target", server.url, "--out", str(tmp_path / "o"), "--no-probe", "--json"]
+        said = CliRunner().invoke(cli, [*args, "--no-telemetry", "--sample-sessions", "1"])
+    assert said.exit_code == 0, said.output
+    assert json.loads(said.stdout)["sent"] == SESSIONS * TURNS
+
+
 def test_closed_sessions_on_requests_that_continue_nothing_keep_their_times(tmp_path):
     src = lone_capture(tmp_path / "src")
     with ServerThread(SlotEngine(slots=4, service_s=0.01)) as server:

@@ -24,6 +24,8 @@ from click.testing import CliRunner
 
 from infertap.analysis import Analysis, speed_stats
 from infertap.analysis.compare import compare
+from infertap.analysis.compare_lines import NO_IDLE
+from infertap.analysis.stats_energy import figure, measured_by
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
 from infertap.errors import ConfigError
@@ -192,7 +194,7 @@ def test_compare_prints_energy_beside_speed(full, half):
     output = " ".join(invoke("compare", str(full), str(half)).split())  # rich wraps at the terminal's width
     per_token_a = float(output.split("energy A: ")[1].split(" J per output token")[0])
     assert per_token_a == pytest.approx(stats(full)["energy"]["joules_per_output_token"], rel=0.01)
-    assert f"240 W mean ({SMI_SOURCE})" in output and f"120 W mean ({SMI_SOURCE})" in output
+    assert "240 W mean, " in output and "120 W mean, " in output and output.count(f"({SMI_SOURCE}, 1 device(s))") == 2
     ratio = float(output.split("energy B/A: ")[1].split("x per output token")[0])
     assert ratio == pytest.approx(0.5, rel=0.05)
     assert "different sources" not in output
@@ -262,7 +264,7 @@ def test_runs_measured_by_different_sources_are_flagged(full, dcgm_power):
     assert result["ratio_mean_watts"] == pytest.approx(180.0 / WATTS, rel=0.02)
     output = " ".join(invoke("compare", str(full), str(dcgm_power)).split())
     assert "(measured by different sources: compare with care)" in output
-    assert "180 W mean (GPU power samples, integrated (DCGM exporter))" in output
+    assert "180 W mean, " in output and "J in all (GPU power samples, integrated (DCGM exporter), 1 device(s))" in output
 
 
 def test_compare_names_each_sides_exporters_and_says_when_the_kinds_of_source_differ(full, half, dcgm_power, dark, tmp_path):
@@ -545,6 +547,52 @@ def test_idle_watts_are_the_samples_taken_while_nothing_was_in_flight(tmp_path):
     assert result["b"]["idle_watts"] is None
 
 
+#: compare's words for each figure stats prints on its energy line: (stats' key, what follows the number).
+COMPARED_FIGURES = (
+    ("joules_per_output_token", " J per output token"),
+    ("joules_per_request", " J per request"),
+    ("mean_watts", " W mean"),
+    ("idle_watts", " W idle"),
+    ("watt_hours_per_session", " Wh per session"),
+    ("joules", " J in all"),
+)
+
+
+def _compared_figures(line: str) -> dict[str, float | None]:
+    """compare's energy line of one side, figure by figure (None: "unknown", or idle power unknown)."""
+    said: dict[str, float | None] = {}
+    for key, unit in COMPARED_FIGURES:
+        found = re.search(rf"(?:^|, )(unknown|\d[\d,]*(?:\.\d+)?){re.escape(unit)}", line)
+        said[key] = None if found is None or found.group(1) == "unknown" else float(found.group(1).replace(",", ""))
+    return said
+
+
+def test_compares_energy_lines_carry_each_figure_stats_energy_line_carries(tmp_path, full, half):
+    # compare's energy line gave J per output token, J per request and mean W: no idle W, no Wh per
+    # session, no joules nor device count, which stats prints on its line for the same capture.
+    samples = [(500, 300.0), (2000, 50.0), (2500, 70.0), (3500, 300.0), (4000, 300.0)]
+    gap = _spans_and_power(tmp_path / "gap", [(0, 1000), (3000, 4000)], samples)
+    covered = _spans_and_power(tmp_path / "covered", [(0, 4000)], samples)
+    for a, b in ((gap, covered), (full, half)):
+        printed = " ".join(invoke("compare", str(a), str(b)).split())  # rich wraps at the terminal's width
+        for side, run in (("A", a), ("B", b)):
+            line = printed.split(f"energy {side}: ")[1].split(" energy ")[0]
+            energy, stated = stats(run)["energy"], _stats_energy(run)
+            assert f"({measured_by(energy)})" in line and f"({measured_by(energy)})" in stated  # source, 1 device(s)
+            said = _compared_figures(line)
+            for key, _ in COMPARED_FIGURES:  # compare's 3 significant digits, stats' own figure
+                assert said[key] == (None if energy[key] is None else pytest.approx(energy[key], rel=5e-3)), (key, line)
+                assert f"{key} -" in stated if energy[key] is None else f"{key} {figure(energy, key)}" in stated
+    # Must differ: idle power between A's two requests, none on B, busy all along (stats' "-").
+    line = " ".join(invoke("compare", str(gap), str(covered)).split())
+    idle = (50.0 * 1000 + 70.0 * 750) / 1750
+    assert f"energy A: unknown J per output token, unknown J per request, 194 W mean, {idle:.1f} W idle, 0.108 Wh" in line
+    assert f"{NO_IDLE}, 0.216 Wh per session" in line.split("energy B: ")[1]
+    # Must match: the same capture on both sides states the same figures.
+    itself = " ".join(invoke("compare", str(full), str(full)).split())
+    assert itself.split("energy A: ")[1].split(" energy ")[0] == itself.split("energy B: ")[1].split(" energy ")[0]
+
+
 def _report_lines(tmp_path: Path, a: Path, b: Path, heading: str) -> list[str]:
     """The paragraphs of the report's section under ``heading``, as text."""
     out = tmp_path / f"{a.parent.name}-{b.parent.name}.html"
@@ -752,7 +800,7 @@ def test_the_reports_idle_watts_are_stats_idle_watts(tmp_path):
     assert one["watt_hours_per_session"] == [_stats_figures(gap)["watt_hours_per_session"]]
     # Must match: a run busy all along has no idle sample, "-" as stats prints it.
     assert _energy_rows(_energy_section(tmp_path, covered))["idle_watts"] == ["-"] == [_stats_figures(covered)["idle_watts"]]
-    # The two-run report: each side's idle W and Wh per session, which compare's lines leave out, as stats states them.
+    # The two-run report: each side's idle W and Wh per session in its table too, as stats states them.
     both = _energy_rows(_energy_section(tmp_path, gap, covered))
     for key in ("idle_watts", "watt_hours_per_session", "joules_per_output_token", "mean_watts"):
         assert both[key] == [_stats_figures(gap)[key], _stats_figures(covered)[key]], key
