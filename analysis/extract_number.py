@@ -44,16 +44,20 @@ _CARET = re.compile(r"[ \t]*\^")
 # ("10 s" is 10): "10s" was the product 10s. Only where no operator follows it ("2s + 3t" is a sum), as
 # math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
 # litre, other letters are a product's ("2x"). Words of four letters or more are prose already. Squared
-# or cubed ("50m^2", a power of one digit) it is still the unit, as "50 m^2" is (it read the product 50m^{2}).
+# or cubed ("50m^2", a power of one digit) it is still the unit, as "50 m^2" is (it read the product 50m^{2}),
+# and so is a unit per unit ("5m/s", "9.8m/s^2", as "5 m/s" is; it read the quotient \frac{5m}{s}).
 _PREFIXED = r"[pnuμmcdkMGT](?:m|g|s|l|L|W|J|V|A|N|B|b|Hz|Pa|eV|Wh|Ah|cal|mol)"
 _UNIT_WORD = (
     r"s|m|g|h|l|L|" + _PREFIXED + r"|Hz|Pa|eV|Wh|mol|cal|min|mins|hr|hrs|sec|secs|ft|in|mi|yd|lb|lbs|oz|mph|kph|kmh|mpg"
     r"|yr|yrs|wk|wks|deg|rad|px|pt|dB|am|pm|AM|PM|st|nd|rd|th"
 )
+_UNIT_POWER = r"(?:" + _UNIT_WORD + r")(?:\^(?:\{\d+\}|\d+))?"
 _ATTACHED_UNIT = re.compile(
-    r"(?<=\d)(?=(?:"
-    + _UNIT_WORD
-    + r")(?:\^(?:\{\d+\}|\d+))?(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
+    r"(?<=\d)(?="
+    + _UNIT_POWER
+    + r"(?:/"
+    + _UNIT_POWER
+    + r")?(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
 )
 # What before a minus spaced from its bracket makes it a difference's ("x - (2+3)"), no sign.
 # The terms of a sum around an expression of no value ("1 + 2^x", "2^x - 3 \\cdot y"): a term is

@@ -928,6 +928,14 @@ def test_a_rational_times_letters_matches_its_quotient_and_differs_from_other_mu
         ("50 m^2", "50"),
         ("3x^2", "3x^{2}"),  # no unit's letter: a product still
         ("2m^2 + 1", "2m^{2}+1"),  # an operator after it: a sum's term
+        ("5m/s", "5"),  # was "\\frac{5m}{s}", while "5 m/s" read 5: a unit per unit is the unit's
+        ("9.8m/s^2", "9.8"),
+        ("$5m/s$", "5"),  # in math too, as "\\boxed{5 m/s}" and "\\boxed{50m^2}" are
+        ("\\boxed{5m/s}", "5"),
+        ("60mi/h", "60"),
+        ("5m/2", "\\frac{5m}{2}"),  # no unit after the "/": a quotient still
+        ("5m/x", "\\frac{5m}{x}"),
+        ("5m/s + 1", "\\frac{5m}{s}+1"),  # an operator after it: a sum's term
     ],
 )
 def test_a_unit_right_after_its_number_is_its_unit(text: str, value: str) -> None:
@@ -940,6 +948,8 @@ def test_a_unit_written_either_way_matches_the_number_and_differs_from_other_num
     assert number("2s + 3t") not in (number("2"), number("3t"), number("2s + 3u"))
     assert number("50m^2") == number("50 m^2") == number("50") == number("50m") != number("50x^2")
     assert number("50m^2") not in (number("5"), number("2"), number("51 m^2"))
+    assert number("5m/s") == number("5 m/s") == number("\\boxed{5m/s}") == number("$5 m/s$") == number("5")
+    assert number("5m/s") not in (number("6m/s"), number("\\frac{5m}{x}"), number("5m/2"), number("s"))
 
 
 def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_from_its_parts() -> None:
