@@ -8,6 +8,7 @@ import re
 from fractions import Fraction
 
 from .exact_value import Surd, evaluated, product_at, spelled, summed
+from .math_letters import multiplied
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -223,6 +224,7 @@ def number(text: str) -> str | None:
     text = _FUNCTION_PLAIN.sub(r"\\\1", text)
     text = _FUNCTION_ARGUMENT.sub(_applied, text)
     text = re.sub(r"(\\" + _FUNCTION_NAMES + r")_\{(\w)\}", r"\1_\2", text)  # "\\log_{2}" as "\\log_2"
+    text = multiplied(text)  # "\\boxed{xy + 1}" as "\\boxed{x \\cdot y + 1}": inside math, letters are variables
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infertap.analysis.extract import choice, number
+from infertap.analysis.math_letters import multiplied
 
 
 @pytest.mark.parametrize(
@@ -847,6 +848,70 @@ def test_a_product_of_letters_alone_matches_it_written_with_a_dot_and_differs_fr
     assert number("xy") == number("x \\cdot y") == number("\\boxed{y x}") == number("\\boxed{yx}") == number("x*y")
     assert number("xy") not in (number("xz"), number("x"), number("2xy"), number("-xy"), None)
     assert number("\\frac{1}{2}xy") == number("\\frac{xy}{2}") == number("0.5xy") != number("\\frac{xy}{3}")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("\\boxed{xy + 1}", "xy+1"),  # was "1": inside math, letters are variables, no word of prose
+        ("$xy + 1$", "xy+1"),
+        ("\\(xy+1\\)", "xy+1"),
+        ("\\[xy+1\\]", "xy+1"),
+        ("$$xy + 1$$", "xy+1"),
+        ("The answer is $xy + 1$.", "xy+1"),
+        ("$1 + xy$", "1+xy"),
+        ("$x y + 1$", "xy+1"),  # was "y+1": LaTeX ignores the space
+        ("\\boxed{yx + 1}", "xy+1"),
+        ("\\boxed{2abcd}", "2abcd"),  # was "2": after a number, four letters with a vowel are no word in math
+        ("\\boxed{abcd + 1}", "abcd+1"),
+        ("xy + 1", "1"),  # outside math, prose: as math-verify reads the text
+        ("so 2 + 3", "5"),
+        ("total + 5", "5"),
+        ("5apples", "5"),
+        ("It costs $5 and so is $6", "6"),  # money, no math: a closing dollar has no space before it
+        ("\\boxed{5\\text{ apples}}", "5"),  # text is no product
+        ("\\boxed{5 apples}", "5"),  # a unit after a number and a space, in math too
+        ("\\boxed{The answer is 5}", "5"),  # words spaced are prose written without \\text
+    ],
+)
+def test_letters_inside_math_are_a_product(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "spelled"),
+    [
+        ("so $xy$ and xy", "so $x \\cdot y$ and xy"),  # math only
+        (
+            "\\boxed{abc} \\(pq\\) \\[x y\\] $$uv$$",
+            "\\boxed{a \\cdot b \\cdot c} \\(p \\cdot q\\) \\[x \\cdot y\\] $$u \\cdot v$$",
+        ),
+        ("it costs $5 and so is $6", "it costs $5 and so is $6"),  # money: no math between the dollars
+        ("$5$ and $6$ so xy", "$5$ and $6$ so xy"),
+        (
+            "\\boxed{2\\text{ cm} + a_{ij} + \\sqrt{x}}",
+            "\\boxed{2\\text{ cm} + a_{ij} + \\sqrt{x}}",
+        ),  # text, subscripts, commands
+        ("$a__b + x_$", "$a__b + x_$"),  # a "_" of no subscript: as written (it failed an assertion)
+        ("$5 km$, $2km$", "$5 km$, $2k \\cdot m$"),  # a unit after a space; attached, ``number`` reads it first
+        ("\\boxed{The answer is 5}", "\\boxed{The answer is 5}"),  # words spaced: prose
+    ],
+)
+def test_only_letters_inside_math_are_spelled_as_products(text: str, spelled: str) -> None:
+    assert multiplied(text) == spelled
+
+
+def test_letters_inside_math_match_their_product_and_differ_from_the_terms_without_them() -> None:
+    assert number("\\boxed{xy + 1}") == number("\\boxed{x \\cdot y + 1}") == number("$x y + 1$") == number("\\(yx+1\\)")
+    assert number("\\boxed{xy+1}") not in (
+        number("\\boxed{1}"),
+        number("\\boxed{xz + 1}"),
+        number("\\boxed{xy + 2}"),
+        number("\\boxed{xy}"),
+    )
+    assert number("\\boxed{2abcd}") == number("\\boxed{2 \\cdot a \\cdot b \\cdot c \\cdot d}") == number("$2dcba$")
+    assert number("\\boxed{2abcd}") not in (number("\\boxed{2}"), number("\\boxed{2abc}"), number("\\boxed{3abcd}"))
+    assert number("xy + 1") == number("1") != number("$xy + 1$")  # outside math, prose is no term
 
 
 @pytest.mark.parametrize(
