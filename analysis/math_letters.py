@@ -31,6 +31,17 @@ _AHEAD = re.compile(r"[\\_a-zA-Z]")  # where a command, a subscript or letters m
 _LONGEST_ARGUMENT = 2000  # characters searched for a brace that closes
 
 
+#: What marks math in a text: a known answer with none of them is LaTeX written bare.
+DELIMITERS = ("$", "\\(", "\\[", "\\boxed")
+
+
+def as_math(reference: str) -> str:
+    """A known answer written bare ("xy + 1", as MATH's are) between ``$``, as lighteval writes them
+    and ``--extract math`` reads them: its letters are variables, as an answer's in a box are (bare,
+    "xy + 1" read 1). One already delimited is as written."""
+    return reference if any(d in reference for d in DELIMITERS) else f"${reference.strip()}$"
+
+
 def multiplied(text: str) -> str:
     """The text with each run of letters inside math spelled as their product ("\\boxed{xy + 1}" as
     "\\boxed{x \\cdot y + 1}", "$2abcd$" as "$2a \\cdot b \\cdot c \\cdot d$", "$x y$" as

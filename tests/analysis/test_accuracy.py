@@ -346,6 +346,8 @@ def test_math_grades_as_math_verify_does_and_number_agrees_on_these(tmp_path):
         ("x \\cdot y + 1", "\\boxed{xy + 1}", True),
         ("1", "\\boxed{xy + 1}", False),
         ("x \\cdot y + 1", "So $x y + 1$.", True),
+        ("xy + 1", "\\boxed{xy + 1}", True),  # a known answer written bare is LaTeX, as MATH's are
+        ("xy + 1", "\\boxed{1}", False),
         ("$2bacd$", "\\boxed{2abcd}", True),
         ("2", "\\boxed{2abcd}", False),
         ("5", "The speed is 5m/s.", True),  # a unit per unit: the number, as "5 m/s" is

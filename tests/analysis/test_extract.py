@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infertap.analysis.extract import choice, number
+from infertap.analysis.extract import choice, grader, number
 from infertap.analysis.math_letters import multiplied
 
 
@@ -876,6 +876,17 @@ def test_a_product_of_letters_alone_matches_it_written_with_a_dot_and_differs_fr
 )
 def test_letters_inside_math_are_a_product(text: str, value: str) -> None:
     assert number(text) == value
+
+
+def test_a_known_answer_written_bare_is_read_as_math() -> None:
+    """A reference "xy + 1" read 1, as prose: "\\boxed{1}" scored right against it, "\\boxed{xy+1}" wrong."""
+    g = grader("number")
+    assert g.known("xy + 1") == g.read("\\boxed{xy + 1}") == g.known("$x y + 1$") == "xy+1"
+    assert g.known("xy + 1") not in (g.read("\\boxed{1}"), g.read("xy + 1"), g.known("xz + 1"))
+    assert g.known("2abcd") == g.read("\\boxed{2abcd}") != g.known("2")
+    assert g.known(" 72 ") == g.read("#### 72") == g.known("72 apples") == "72" != g.known("73")
+    assert g.known("costs $5 and so is $6") == "6"  # delimited already (money): read as written
+    assert g.known("no number") == "no number" and grader("regex:(x+)").known("xx + 1") == "xx"  # no math for others
 
 
 @pytest.mark.parametrize(
