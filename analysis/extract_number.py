@@ -204,6 +204,9 @@ def _applied(m: re.Match[str]) -> str:
     return f"\\{name}{sub}({m.group(5) or m.group(6) or m.group(7)})" + (f"^{{{power}}}" if power else "")
 
 
+# Words in ``\\text{...}`` (no digit in them: "\\boxed{10\\text{ m/s}}", "\\text{ cm}^2") are prose, a unit after
+# a number with its power: read as a space, as math-verify strips them ("m/s}" read the quotient "\\frac{m}{s}}").
+_TEXT_WORDS = re.compile(r"\\(?:text(?:rm|bf|it|sf|tt|normal)?|mbox)\s*\{[^{}\d]*\}(?:\^(?:\{\d+\}|\d))?")
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
@@ -219,7 +222,7 @@ def number(text: str) -> str | None:
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
-    text = _ATTACHED_UNIT.sub(" ", text)
+    text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", text))
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
     text = _FUNCTION_PLAIN.sub(r"\\\1", text)
     text = _FUNCTION_ARGUMENT.sub(_applied, text)

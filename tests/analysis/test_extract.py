@@ -1012,6 +1012,10 @@ def test_a_rational_times_letters_matches_its_quotient_and_differs_from_other_mu
         ("5m/2", "\\frac{5m}{2}"),  # no unit after the "/": a quotient still
         ("5m/x", "\\frac{5m}{x}"),
         ("5m/s + 1", "\\frac{5m}{s}+1"),  # an operator after it: a sum's term
+        ("\\boxed{10\\text{ m/s}}", "10"),  # was "\\frac{m}{s}}": words in \\text are prose, its unit here
+        ("\\boxed{10\\text{ m/s}^2}", "10"),  # its power too: never 100
+        ("$50 \\text{ cm}^{2}$", "50"),
+        ("\\boxed{\\textbf{5}}", "5"),  # a number in \\text is read
     ],
 )
 def test_a_unit_right_after_its_number_is_its_unit(text: str, value: str) -> None:
@@ -1026,6 +1030,8 @@ def test_a_unit_written_either_way_matches_the_number_and_differs_from_other_num
     assert number("50m^2") not in (number("5"), number("2"), number("51 m^2"))
     assert number("5m/s") == number("5 m/s") == number("\\boxed{5m/s}") == number("$5 m/s$") == number("5")
     assert number("5m/s") not in (number("6m/s"), number("\\frac{5m}{x}"), number("5m/2"), number("s"))
+    assert number("\\boxed{10\\text{ m/s}}") == number("\\boxed{10 \\text{ m/s}^2}") == number("10 m/s") == number("10")
+    assert number("\\boxed{10\\text{ m/s}}") not in (number("\\boxed{11\\text{ m/s}}"), number("\\frac{m}{s}"), number("100"))
 
 
 def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_from_its_parts() -> None:
