@@ -632,13 +632,15 @@ def _more_factors(text: str, at: int) -> tuple[str, int]:
 
 def _power_as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:
     """A power ``_POWER`` found that has no value here ("9^99999", "2^x"), spelled as written
-    ("9^{99999}"): its base alone is another answer. None where the caret has no exponent."""
+    ("9^{99999}"): its base alone is another answer. None where the caret has no exponent, or its
+    base is an exponent's, in a brace never closed (an answer cut short, "2^{2^x": it failed an assertion)."""
     digits = re.compile(r"[ \t]*(-?\d+)").match(text, m.end())
     exponent, end = (digits.group(1), digits.end()) if digits else _argument(text, m.end())
     if exponent is None or not exponent.strip():
         return None
     base = _NUMBER.match(text, m.start() + len(m.group(1) or ""))  # after a sign spaced from it ("- 2^x")
-    assert base is not None
+    if base is None:
+        return None
     return end, _canonical("-" if m.group(1) else "", base.group(2), base.group(3)) + "^{" + _latex(exponent) + "}"
 
 

@@ -1115,3 +1115,10 @@ def test_equal_products_in_another_order_match_and_others_differ() -> None:
     )
     assert number("2^x \\cdot 3 + 1") not in (number("3 \\cdot 2^x"), number("2^x \\cdot 3 - 1"), number("1"))
     assert number("(x+1)") not in (number("-(x+1)"), number("(x+1)^2"), number("x-1"))
+
+
+def test_an_answer_cut_short_inside_an_exponent_is_read_without_failing() -> None:
+    """ "2^{2^x" (a stream stopped at its token limit) failed an assertion: compare stopped on it."""
+    assert number("The answer is 2^{2^x") == number("\\boxed{2^{2^x") == "2"  # the number written, no power
+    assert number("The answer is 2^{2^x}") == "2^{2^x}" != number("The answer is 2^{2^x")
+    assert number("^{10^^") is None
