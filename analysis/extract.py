@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from infertap.errors import ConfigError
 
 from .extract_number import number
+from .math_letters import as_math
 
 __all__ = ["Grader", "Readings", "choice", "extractor", "grader", "json_value", "number", "regex"]
 
@@ -38,11 +39,12 @@ class Readings:
     """A grader of readings that are one answer where they are equal strings (``number``,
     ``choice``, ``json``, ``regex:``); a known answer it reads nothing in is its own text."""
 
-    def __init__(self, read: Callable[[str], str | None]) -> None:
+    def __init__(self, read: Callable[[str], str | None], math_references: bool = False) -> None:
         self.read = read
+        self.math_references = math_references  # ``number``'s: a known answer is LaTeX (``as_math``)
 
     def known(self, reference: str) -> str:
-        return self.read(reference) or reference
+        return self.read(as_math(reference) if self.math_references else reference) or reference
 
     def shown(self, reading: str | None) -> str | None:
         return reading
@@ -135,4 +137,4 @@ def grader(spec: str) -> Grader:
         from .extract_math import MathVerify
 
         return MathVerify()
-    return Readings(extractor(spec))
+    return Readings(extractor(spec), math_references=spec == "number")

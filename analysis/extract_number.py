@@ -8,6 +8,7 @@ import re
 from fractions import Fraction
 
 from .exact_value import Surd, evaluated, product_at, spelled, summed
+from .math_letters import multiplied
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -44,16 +45,20 @@ _CARET = re.compile(r"[ \t]*\^")
 # ("10 s" is 10): "10s" was the product 10s. Only where no operator follows it ("2s + 3t" is a sum), as
 # math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
 # litre, other letters are a product's ("2x"). Words of four letters or more are prose already. Squared
-# or cubed ("50m^2", a power of one digit) it is still the unit, as "50 m^2" is (it read the product 50m^{2}).
+# or cubed ("50m^2", a power of one digit) it is still the unit, as "50 m^2" is (it read the product 50m^{2}),
+# and so is a unit per unit ("5m/s", "9.8m/s^2", as "5 m/s" is; it read the quotient \frac{5m}{s}).
 _PREFIXED = r"[pnuμmcdkMGT](?:m|g|s|l|L|W|J|V|A|N|B|b|Hz|Pa|eV|Wh|Ah|cal|mol)"
 _UNIT_WORD = (
     r"s|m|g|h|l|L|" + _PREFIXED + r"|Hz|Pa|eV|Wh|mol|cal|min|mins|hr|hrs|sec|secs|ft|in|mi|yd|lb|lbs|oz|mph|kph|kmh|mpg"
     r"|yr|yrs|wk|wks|deg|rad|px|pt|dB|am|pm|AM|PM|st|nd|rd|th"
 )
+_UNIT_POWER = r"(?:" + _UNIT_WORD + r")(?:\^(?:\{\d+\}|\d+))?"
 _ATTACHED_UNIT = re.compile(
-    r"(?<=\d)(?=(?:"
-    + _UNIT_WORD
-    + r")(?:\^(?:\{\d+\}|\d+))?(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
+    r"(?<=\d)(?="
+    + _UNIT_POWER
+    + r"(?:/"
+    + _UNIT_POWER
+    + r")?(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
 )
 # What before a minus spaced from its bracket makes it a difference's ("x - (2+3)"), no sign.
 # The terms of a sum around an expression of no value ("1 + 2^x", "2^x - 3 \\cdot y"): a term is
@@ -199,6 +204,9 @@ def _applied(m: re.Match[str]) -> str:
     return f"\\{name}{sub}({m.group(5) or m.group(6) or m.group(7)})" + (f"^{{{power}}}" if power else "")
 
 
+# Words in ``\\text{...}`` (no digit in them: "\\boxed{10\\text{ m/s}}", "\\text{ cm}^2") are prose, a unit after
+# a number with its power: read as a space, as math-verify strips them ("m/s}" read the quotient "\\frac{m}{s}}").
+_TEXT_WORDS = re.compile(r"\\(?:text(?:rm|bf|it|sf|tt|normal)?|mbox)\s*\{[^{}\d]*\}(?:\^(?:\{\d+\}|\d))?")
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
@@ -214,11 +222,12 @@ def number(text: str) -> str | None:
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
-    text = _ATTACHED_UNIT.sub(" ", text)
+    text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", text))
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
     text = _FUNCTION_PLAIN.sub(r"\\\1", text)
     text = _FUNCTION_ARGUMENT.sub(_applied, text)
     text = re.sub(r"(\\" + _FUNCTION_NAMES + r")_\{(\w)\}", r"\1_\2", text)  # "\\log_{2}" as "\\log_2"
+    text = multiplied(text)  # "\\boxed{xy + 1}" as "\\boxed{x \\cdot y + 1}": inside math, letters are variables
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
@@ -623,13 +632,15 @@ def _more_factors(text: str, at: int) -> tuple[str, int]:
 
 def _power_as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:
     """A power ``_POWER`` found that has no value here ("9^99999", "2^x"), spelled as written
-    ("9^{99999}"): its base alone is another answer. None where the caret has no exponent."""
+    ("9^{99999}"): its base alone is another answer. None where the caret has no exponent, or its
+    base is an exponent's, in a brace never closed (an answer cut short, "2^{2^x": it failed an assertion)."""
     digits = re.compile(r"[ \t]*(-?\d+)").match(text, m.end())
     exponent, end = (digits.group(1), digits.end()) if digits else _argument(text, m.end())
     if exponent is None or not exponent.strip():
         return None
     base = _NUMBER.match(text, m.start() + len(m.group(1) or ""))  # after a sign spaced from it ("- 2^x")
-    assert base is not None
+    if base is None:
+        return None
     return end, _canonical("-" if m.group(1) else "", base.group(2), base.group(3)) + "^{" + _latex(exponent) + "}"
 
 

@@ -343,6 +343,17 @@ def test_math_grades_as_math_verify_does_and_number_agrees_on_these(tmp_path):
         ("xz", "\\boxed{xy}", False),
         ("\\sin(x)^2", "\\boxed{\\sin^2 x}", True),
         ("\\cos(x)^2", "\\boxed{\\sin^2 x}", False),
+        ("x \\cdot y + 1", "\\boxed{xy + 1}", True),
+        ("1", "\\boxed{xy + 1}", False),
+        ("x \\cdot y + 1", "So $x y + 1$.", True),
+        ("xy + 1", "\\boxed{xy + 1}", True),  # a known answer written bare is LaTeX, as MATH's are
+        ("xy + 1", "\\boxed{1}", False),
+        ("$2bacd$", "\\boxed{2abcd}", True),
+        ("2", "\\boxed{2abcd}", False),
+        ("5", "The speed is 5m/s.", True),  # a unit per unit: the number, as "5 m/s" is
+        ("6", "The speed is 5m/s.", False),
+        ("10", "\\boxed{10\\text{ m/s}}", True),  # words in \\text: a unit, not the quotient m/s
+        ("11", "\\boxed{10\\text{ m/s}}", False),
     ]:
         assert g.same(g.known(reference), g.read(answer)) is right, (reference, answer)
         assert right is verify(parse(f"${reference}$"), parse(answer))  # what math-verify itself says

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infertap.analysis.extract import choice, number
+from infertap.analysis.extract import choice, grader, number
+from infertap.analysis.math_letters import multiplied
 
 
 @pytest.mark.parametrize(
@@ -852,6 +853,81 @@ def test_a_product_of_letters_alone_matches_it_written_with_a_dot_and_differs_fr
 @pytest.mark.parametrize(
     ("text", "value"),
     [
+        ("\\boxed{xy + 1}", "xy+1"),  # was "1": inside math, letters are variables, no word of prose
+        ("$xy + 1$", "xy+1"),
+        ("\\(xy+1\\)", "xy+1"),
+        ("\\[xy+1\\]", "xy+1"),
+        ("$$xy + 1$$", "xy+1"),
+        ("The answer is $xy + 1$.", "xy+1"),
+        ("$1 + xy$", "1+xy"),
+        ("$x y + 1$", "xy+1"),  # was "y+1": LaTeX ignores the space
+        ("\\boxed{yx + 1}", "xy+1"),
+        ("\\boxed{2abcd}", "2abcd"),  # was "2": after a number, four letters with a vowel are no word in math
+        ("\\boxed{abcd + 1}", "abcd+1"),
+        ("xy + 1", "1"),  # outside math, prose: as math-verify reads the text
+        ("so 2 + 3", "5"),
+        ("total + 5", "5"),
+        ("5apples", "5"),
+        ("It costs $5 and so is $6", "6"),  # money, no math: a closing dollar has no space before it
+        ("\\boxed{5\\text{ apples}}", "5"),  # text is no product
+        ("\\boxed{5 apples}", "5"),  # a unit after a number and a space, in math too
+        ("\\boxed{The answer is 5}", "5"),  # words spaced are prose written without \\text
+    ],
+)
+def test_letters_inside_math_are_a_product(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_known_answer_written_bare_is_read_as_math() -> None:
+    """A reference "xy + 1" read 1, as prose: "\\boxed{1}" scored right against it, "\\boxed{xy+1}" wrong."""
+    g = grader("number")
+    assert g.known("xy + 1") == g.read("\\boxed{xy + 1}") == g.known("$x y + 1$") == "xy+1"
+    assert g.known("xy + 1") not in (g.read("\\boxed{1}"), g.read("xy + 1"), g.known("xz + 1"))
+    assert g.known("2abcd") == g.read("\\boxed{2abcd}") != g.known("2")
+    assert g.known(" 72 ") == g.read("#### 72") == g.known("72 apples") == "72" != g.known("73")
+    assert g.known("costs $5 and so is $6") == "6"  # delimited already (money): read as written
+    assert g.known("no number") == "no number" and grader("regex:(x+)").known("xx + 1") == "xx"  # no math for others
+
+
+@pytest.mark.parametrize(
+    ("text", "spelled"),
+    [
+        ("so $xy$ and xy", "so $x \\cdot y$ and xy"),  # math only
+        (
+            "\\boxed{abc} \\(pq\\) \\[x y\\] $$uv$$",
+            "\\boxed{a \\cdot b \\cdot c} \\(p \\cdot q\\) \\[x \\cdot y\\] $$u \\cdot v$$",
+        ),
+        ("it costs $5 and so is $6", "it costs $5 and so is $6"),  # money: no math between the dollars
+        ("$5$ and $6$ so xy", "$5$ and $6$ so xy"),
+        (
+            "\\boxed{2\\text{ cm} + a_{ij} + \\sqrt{x}}",
+            "\\boxed{2\\text{ cm} + a_{ij} + \\sqrt{x}}",
+        ),  # text, subscripts, commands
+        ("$a__b + x_$", "$a__b + x_$"),  # a "_" of no subscript: as written (it failed an assertion)
+        ("$5 km$, $2km$", "$5 km$, $2k \\cdot m$"),  # a unit after a space; attached, ``number`` reads it first
+        ("\\boxed{The answer is 5}", "\\boxed{The answer is 5}"),  # words spaced: prose
+    ],
+)
+def test_only_letters_inside_math_are_spelled_as_products(text: str, spelled: str) -> None:
+    assert multiplied(text) == spelled
+
+
+def test_letters_inside_math_match_their_product_and_differ_from_the_terms_without_them() -> None:
+    assert number("\\boxed{xy + 1}") == number("\\boxed{x \\cdot y + 1}") == number("$x y + 1$") == number("\\(yx+1\\)")
+    assert number("\\boxed{xy+1}") not in (
+        number("\\boxed{1}"),
+        number("\\boxed{xz + 1}"),
+        number("\\boxed{xy + 2}"),
+        number("\\boxed{xy}"),
+    )
+    assert number("\\boxed{2abcd}") == number("\\boxed{2 \\cdot a \\cdot b \\cdot c \\cdot d}") == number("$2dcba$")
+    assert number("\\boxed{2abcd}") not in (number("\\boxed{2}"), number("\\boxed{2abc}"), number("\\boxed{3abcd}"))
+    assert number("xy + 1") == number("1") != number("$xy + 1$")  # outside math, prose is no term
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
         ("x/2", "\\frac{x}{2}"),  # was "x/2", another answer than "\\frac{x}{2}"
         ("\\boxed{x / 2}", "\\frac{x}{2}"),
         ("1/x", "\\frac{1}{x}"),
@@ -928,6 +1004,18 @@ def test_a_rational_times_letters_matches_its_quotient_and_differs_from_other_mu
         ("50 m^2", "50"),
         ("3x^2", "3x^{2}"),  # no unit's letter: a product still
         ("2m^2 + 1", "2m^{2}+1"),  # an operator after it: a sum's term
+        ("5m/s", "5"),  # was "\\frac{5m}{s}", while "5 m/s" read 5: a unit per unit is the unit's
+        ("9.8m/s^2", "9.8"),
+        ("$5m/s$", "5"),  # in math too, as "\\boxed{5 m/s}" and "\\boxed{50m^2}" are
+        ("\\boxed{5m/s}", "5"),
+        ("60mi/h", "60"),
+        ("5m/2", "\\frac{5m}{2}"),  # no unit after the "/": a quotient still
+        ("5m/x", "\\frac{5m}{x}"),
+        ("5m/s + 1", "\\frac{5m}{s}+1"),  # an operator after it: a sum's term
+        ("\\boxed{10\\text{ m/s}}", "10"),  # was "\\frac{m}{s}}": words in \\text are prose, its unit here
+        ("\\boxed{10\\text{ m/s}^2}", "10"),  # its power too: never 100
+        ("$50 \\text{ cm}^{2}$", "50"),
+        ("\\boxed{\\textbf{5}}", "5"),  # a number in \\text is read
     ],
 )
 def test_a_unit_right_after_its_number_is_its_unit(text: str, value: str) -> None:
@@ -940,6 +1028,10 @@ def test_a_unit_written_either_way_matches_the_number_and_differs_from_other_num
     assert number("2s + 3t") not in (number("2"), number("3t"), number("2s + 3u"))
     assert number("50m^2") == number("50 m^2") == number("50") == number("50m") != number("50x^2")
     assert number("50m^2") not in (number("5"), number("2"), number("51 m^2"))
+    assert number("5m/s") == number("5 m/s") == number("\\boxed{5m/s}") == number("$5 m/s$") == number("5")
+    assert number("5m/s") not in (number("6m/s"), number("\\frac{5m}{x}"), number("5m/2"), number("s"))
+    assert number("\\boxed{10\\text{ m/s}}") == number("\\boxed{10 \\text{ m/s}^2}") == number("10 m/s") == number("10")
+    assert number("\\boxed{10\\text{ m/s}}") not in (number("\\boxed{11\\text{ m/s}}"), number("\\frac{m}{s}"), number("100"))
 
 
 def test_a_signed_factor_of_a_product_matches_the_signed_product_and_differs_from_its_parts() -> None:
@@ -1023,3 +1115,10 @@ def test_equal_products_in_another_order_match_and_others_differ() -> None:
     )
     assert number("2^x \\cdot 3 + 1") not in (number("3 \\cdot 2^x"), number("2^x \\cdot 3 - 1"), number("1"))
     assert number("(x+1)") not in (number("-(x+1)"), number("(x+1)^2"), number("x-1"))
+
+
+def test_an_answer_cut_short_inside_an_exponent_is_read_without_failing() -> None:
+    """ "2^{2^x" (a stream stopped at its token limit) failed an assertion: compare stopped on it."""
+    assert number("The answer is 2^{2^x") == number("\\boxed{2^{2^x") == "2"  # the number written, no power
+    assert number("The answer is 2^{2^x}") == "2^{2^x}" != number("The answer is 2^{2^x")
+    assert number("^{10^^") is None

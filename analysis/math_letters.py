@@ -1,0 +1,110 @@
+"""Letters inside LaTeX math read as LaTeX sets them: each letter a variable, a run of them their
+product ("$xy + 1$" is x times y plus 1), where the same letters in prose are a word ("so 2 + 3",
+"5apples"). The ``number`` extractor reads a run of two letters or more as prose, so this spells each
+run inside math as its product ("x \\cdot y") before it reads: "\\boxed{xy + 1}" read 1, another
+answer than "\\boxed{x \\cdot y + 1}", as math-verify reads it (x*y + 1)."""
+
+from __future__ import annotations
+
+import re
+
+# Where math is: a box's argument, "$$...$$", "\\(...\\)", "\\[...\\]", and "$...$" as pandoc reads a
+# dollar: no space after the opening one, none before the closing one, no digit after it, one line
+# ("it costs $5 and so is $6": money, no math).
+_BOXED = re.compile(r"\\boxed\s*\{")
+_DELIMITED = re.compile(  # a display's content at most _LONGEST_ARGUMENT long: one unclosed is searched no further
+    r"(?<!\\)\$\$(.{1,2000}?)(?<!\\)\$\$|\\\((.{1,2000}?)\\\)|\\\[(.{1,2000}?)\\\]"
+    r"|(?<![\\$])\$(?=[^\s$])([^$\n]*?[^\s\\$])\$(?![\d$])",
+    re.DOTALL,
+)
+# What inside math is no letter of a product: text ("\\text{ apples}", "\\operatorname{lcm}"), an
+# environment's name, a command's name, a subscript's letters ("a_{ij}").
+_TEXT = re.compile(r"\\(?:text[a-z]*|math(?:rm|sf|tt|bf|it|cal|bb|frak)|operatorname\*?|[mh]box|begin|end)\s*\{")
+_COMMAND = re.compile(r"\\(?:[a-zA-Z]+|.)")
+_SUBSCRIPT = re.compile(r"_[ \t]*(?:\{|[a-zA-Z\d])")
+# Letters, spaced or not: a run ("xy", "abcd") or single letters spaced, as LaTeX ignores the space
+# ("x y"), is a product; one letter is read as it is, and words spaced ("The answer is 5") are prose
+# written without ``\text``, as they were.
+_LETTERS = re.compile(r"[a-zA-Z]+(?:[ \t]+[a-zA-Z]+)*(?![a-zA-Z])")
+_PRODUCT = re.compile(r"[a-zA-Z]{2,}|[a-zA-Z](?:[ \t]+[a-zA-Z])+")
+_AHEAD = re.compile(r"[\\_a-zA-Z]")  # where a command, a subscript or letters may begin
+_LONGEST_ARGUMENT = 2000  # characters searched for a brace that closes
+
+
+#: What marks math in a text: a known answer with none of them is LaTeX written bare.
+DELIMITERS = ("$", "\\(", "\\[", "\\boxed")
+
+
+def as_math(reference: str) -> str:
+    """A known answer written bare ("xy + 1", as MATH's are) between ``$``, as lighteval writes them
+    and ``--extract math`` reads them: its letters are variables, as an answer's in a box are (bare,
+    "xy + 1" read 1). One already delimited is as written."""
+    return reference if any(d in reference for d in DELIMITERS) else f"${reference.strip()}$"
+
+
+def multiplied(text: str) -> str:
+    """The text with each run of letters inside math spelled as their product ("\\boxed{xy + 1}" as
+    "\\boxed{x \\cdot y + 1}", "$2abcd$" as "$2a \\cdot b \\cdot c \\cdot d$", "$x y$" as
+    "$x \\cdot y$"); text outside math, a unit after a number and a space, and text commands' words
+    as they are."""
+    out, at = [], 0
+    for start, end in _spans(text):
+        out += [text[at:start], _products(text[start:end])]
+        at = end
+    return "".join(out) + text[at:]
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    """Where math is in the text, as (start, end) of what its delimiters hold, merged where they overlap."""
+    found = [(m.end(), _closing(text, m.end())) for m in _BOXED.finditer(text)]
+    for m in _DELIMITED.finditer(text):
+        group = next(g for g in range(1, 5) if m.group(g) is not None)
+        found.append((m.start(group), m.end(group)))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(found):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _closing(text: str, start: int) -> int:
+    """Where the brace that closes the one before ``start`` is; the end of what is searched where none is."""
+    depth = 1
+    for i in range(start, min(len(text), start + _LONGEST_ARGUMENT)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    return min(len(text), start + _LONGEST_ARGUMENT)
+
+
+def _products(math: str) -> str:
+    """Math's runs of letters as products, what is no variable skipped (``_TEXT``, ``_COMMAND``, ``_SUBSCRIPT``)."""
+    out, at = [], 0
+    while (found := _AHEAD.search(math, at)) is not None:
+        out.append(math[at : found.start()])
+        at = found.start()
+        if skipped := _TEXT.match(math, at) or _SUBSCRIPT.match(math, at):
+            end = _closing(math, skipped.end()) + 1 if skipped.group().endswith("{") else skipped.end()
+        elif command := _COMMAND.match(math, at):
+            end = command.end()
+        elif (letters := _LETTERS.match(math, at)) is None:  # a "_" of no subscript ("__", "_}")
+            end = at + 1
+        else:
+            end = letters.end()
+            if _PRODUCT.fullmatch(letters.group()) and not _unit(math, at):
+                out.append(" \\cdot ".join(re.sub(r"[ \t]", "", letters.group())))
+                at = end
+                continue
+        out.append(math[at:end])
+        at = end
+    return "".join(out) + math[at:]
+
+
+def _unit(math: str, at: int) -> bool:
+    """Whether the letters at ``at`` follow a number and a space: its unit ("$5 m/s$", "\\boxed{10 s}"), as outside math."""
+    begin = at
+    while begin and math[begin - 1] in " \t":
+        begin -= 1
+    return begin < at and math[begin - 1 : begin].isdigit()
