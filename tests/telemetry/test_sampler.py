@@ -185,10 +185,10 @@ def test_close_stops_the_thread_and_nothing_is_written_after(tmp_path, monkeypat
         wait_for(lambda: len(records.sampled("gpu")) >= 3 and len(records.sampled("engine")) >= 1)
         mine = set(telemetry_threads()) - before
         assert {t.name for t in mine} == {"infertap-telemetry-engine", "infertap-telemetry-gpu", "infertap-telemetry-host"}
-        started = time.monotonic()
         sampler.close()
-        assert time.monotonic() - started < 5.0
+        # Every thread joined within close_s, none left behind stuck: nothing said to have stopped answering.
         assert not any(t.is_alive() for t in mine)
+        assert not [why for source in ("engine", "gpu", "host") for why in records.unknown(source)]
         written, asked = len(records.items), page.asked["/metrics"]
         time.sleep(0.5)
         assert len(records.items) == written and page.asked["/metrics"] == asked
@@ -197,16 +197,16 @@ def test_close_stops_the_thread_and_nothing_is_written_after(tmp_path, monkeypat
 
 
 def test_close_does_not_wait_out_a_long_interval(tmp_path, monkeypatch):
+    """The next round an hour away, past close_s: a close that did not wake the thread would leave
+    it waiting (alive) and read the host no more."""
     no_gpu(monkeypatch, tmp_path)
     records = Records()
     before = set(telemetry_threads())
-    sampler = Sampler(TelemetryConfig(gpu=False, interval_s=60.0), records).start()
+    sampler = Sampler(TelemetryConfig(gpu=False, interval_s=3600.0, close_s=1.0), records).start()
     wait_for(lambda: len(records.sampled("host")) == 1)
     [mine] = set(telemetry_threads()) - before
-    started = time.monotonic()
     sampler.close()
-    assert time.monotonic() - started < 5.0, "close() must wake the thread, not wait for the next round"
-    assert not mine.is_alive()
+    assert not mine.is_alive(), "close() must wake the thread, not wait for the next round"
     assert len(records.sampled("host")) == 2, "and read the host once more"
 
 
