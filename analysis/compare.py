@@ -37,6 +37,7 @@ from .energy import Telemetry
 from .errors import AnalysisError, QueryError
 from .extract import grader
 from .fetch import columns
+from .machines import IMPORTED, imported_only
 from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
 from .ratios import bootstrap_ratio, distribution
@@ -432,7 +433,12 @@ def _compare(
             batch=batch,
         )
         result["config"] = {
-            "snapshots": snapshot_diff(a.snapshot, b.snapshot),
+            # An import's engine machine is unknown, whatever host an enrich's snapshot (of this machine) names.
+            "snapshots": snapshot_diff(
+                a.snapshot,
+                b.snapshot,
+                (IMPORTED if imported_only(a.recorders) else None, IMPORTED if imported_only(b.recorders) else None),
+            ),
             "snapshot_missing": [side for side, run in (("A", a), ("B", b)) if run.snapshot is None],
             # why, by how each side was recorded: an import or a mitm run probes no engine
             "snapshot_missing_reason": {

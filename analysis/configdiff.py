@@ -56,11 +56,16 @@ def _per_slot(snapshot: dict[str, Any] | None, name: str) -> bool:
     return isinstance(source, str) and source.endswith("(per slot)")
 
 
-def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
+def snapshot_diff(
+    a: dict[str, Any] | None, b: dict[str, Any] | None, hosts_unknown: tuple[str | None, str | None] = (None, None)
+) -> list[dict[str, Any]]:
     """One row per fact: both values, whether they differ (both known) and whether only one side knows it.
 
     The ``version`` row of two different engine kinds never differs: it carries ``not_compared``
-    (why) instead, and its values stay for display beside the kind."""
+    (why) instead, and its values stay for display beside the kind. ``hosts_unknown``: per side,
+    why its snapshot's host facts are not its engine machine's whatever the snapshot says (an
+    import's traffic ran on a machine its file does not name; an ``enrich`` probed this one):
+    that side's host rows are unknown, ``why_unknown`` saying so."""
     rows: list[dict[str, Any]] = [{"fact": "kind", "a": a.get("kind") if a else None, "b": b.get("kind") if b else None}]
     rows += [{"fact": name, "a": _value(a, name), "b": _value(b, name)} for name in SNAPSHOT_FACTS]
     for row in rows[1:]:  # a value per slot is said so, as probe says it: 1024 per slot is not a context of 1024
@@ -75,16 +80,20 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
         rows.append({"fact": f"default {name}", "a": ca.get(name), "b": cb.get(name)})
     # The recording machine is the engine's only where the engine runs on it: another client
     # machine in front of the same remote engine is no difference of the engine's.
-    host_a = ((a or {}).get("host") or {}) if (a or {}).get("host_is_engine_host") else {}
-    host_b = ((b or {}).get("host") or {}) if (b or {}).get("host_is_engine_host") else {}
-    rows.append({"fact": "host cpu", "a": host_a.get("cpu"), "b": host_b.get("cpu")})
-    rows.append(
+    host_a, host_b = (
+        ((snap or {}).get("host") or {}) if (snap or {}).get("host_is_engine_host") and not unknown else {}
+        for snap, unknown in zip((a, b), hosts_unknown, strict=True)
+    )
+    why = {side: reason for side, reason in zip("AB", hosts_unknown, strict=True) if reason}
+    hosts = [
+        {"fact": "host cpu", "a": host_a.get("cpu"), "b": host_b.get("cpu")},
         {
             "fact": "host gpus",
             "a": [g["name"] for g in host_a.get("gpus") or ()] or None,
             "b": [g["name"] for g in host_b.get("gpus") or ()] or None,
-        }
-    )
+        },
+    ]
+    rows += [{**row, "why_unknown": why} if why else row for row in hosts]
     for row in rows:
         known = (row["a"] is not None) + (row["b"] is not None)
         # An unknown beside a known value is not a difference: it may not differ at all.
@@ -103,6 +112,16 @@ def snapshot_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[di
         row["model_path"]["differs"] = False
         row["model_path"]["not_compared"] = "the same file (model_sha256) at another path"
     return rows
+
+
+def why_unknown_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """What ``snapshot_diff``'s ``why_unknown`` says, a line per side and reason, as compare and
+    the report print it: ``host cpu and host gpus of A unknown: <why>``."""
+    facts: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        for side, why in (row.get("why_unknown") or {}).items():
+            facts.setdefault((side, why), []).append(row["fact"])
+    return [f"{' and '.join(names)} of {side} unknown: {why}" for (side, why), names in facts.items()]
 
 
 def several_configurations(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,13 @@ from infertap.capture.hostfacts import engine_is_local, url_parts
 
 #: Why an imported capture's engine machine is unknown.
 IMPORTED = "its traffic was imported from a file, which does not say the machine it ran on: the recording machine, and its engine's, are unknown"
+
+
+def imported_only(recorders: Iterable[str]) -> bool:
+    """Whether all of a capture's traffic was imported (its runs' recorder kinds: an ``enrich`` or
+    a telemetry run carries no traffic): then no fact of this machine is its engine machine's."""
+    traffic = set(recorders) - {"enrich", "telemetry"}
+    return traffic == {"import"}
 
 
 @dataclass

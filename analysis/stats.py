@@ -502,8 +502,9 @@ def _workload(requests: int, w: list[Any], by_source: dict[str, int], prefix: li
 def capture_info(analysis: Analysis) -> list[dict[str, Any]]:
     """Each loaded capture: id, segments, clean close and torn tails (their data is used), and
     whether it is still being written: ``writing``, the pid of a recorder of one of its unclosed
-    runs that still runs on this machine, else ``writing_elsewhere``, the machines that recorded
-    its other unclosed runs (whether those still write can't be told from here)."""
+    runs that still runs on this machine, else ``writing_elsewhere``, the machines that wrote
+    its other unclosed runs (whether those still write can't be told from here), of which
+    ``imported_elsewhere`` those that wrote an import (not its traffic's machine: that is unknown)."""
     rows = analysis.query(
         "SELECT capture, capture_id, segments, records, closed_cleanly, torn FROM captures ORDER BY capture"
     ).records()
@@ -515,8 +516,9 @@ def capture_info(analysis: Analysis) -> list[dict[str, Any]]:
 
 
 def unclosed_runs(analysis: Analysis) -> dict[str, list[list[Any]]]:
-    """Each capture's runs not closed, ``[pid, host name, wall]`` in start order: the facts
-    ``liveness`` judges, apart so that an export's Ray workers can hand them to the machine that asked."""
+    """Each capture's runs not closed, ``[pid, host name, wall, imported]`` in start order: the facts
+    ``liveness`` judges, apart so that an export's Ray workers can hand them to the machine that
+    asked. An import's are its importer's (``imported`` true): its traffic's machine is unknown."""
     unclosed = {
         capture: set(json.loads(runs or "[]")) for capture, runs in analysis.query("SELECT capture, open_runs FROM captures").rows
     }
@@ -527,18 +529,21 @@ def unclosed_runs(analysis: Analysis) -> dict[str, list[list[Any]]]:
         if str(run_id) in unclosed.get(capture, ()):
             # An import's writer is its importer, not its traffic's (unknown) machine at its traffic's start.
             _, name, since = writer_of({"importer": json.loads(importer)} if importer else {}, {"hostname": hostname(host)}, wall)
-            out.setdefault(capture, []).append([pid, name, since])
+            out.setdefault(capture, []).append([pid, name, since, bool(importer)])
     return out
 
 
 def liveness(open_runs: Sequence[Sequence[Any]]) -> dict[str, Any]:
-    """``writing`` and ``writing_elsewhere`` of a capture whose unclosed runs are ``open_runs``
-    (``unclosed_runs``), judged on this machine: the one whose processes can be looked at."""
-    alive = [pid for pid, host, wall in open_runs if recorder_running(pid, host, wall) is not None]
+    """``writing``, ``writing_elsewhere`` and ``imported_elsewhere`` of a capture whose unclosed
+    runs are ``open_runs`` (``unclosed_runs``), judged on this machine: the one whose processes can
+    be looked at."""
+    alive = [pid for pid, host, wall, *_ in open_runs if recorder_running(pid, host, wall) is not None]
     here = socket.gethostname()
+    elsewhere = [(host, bool(rest and rest[0])) for _, host, _, *rest in open_runs if host and host != here] if not alive else []
     return {
         "writing": alive[-1] if alive else None,
-        "writing_elsewhere": sorted({host for _, host, _ in open_runs if host and host != here}) if not alive else [],
+        "writing_elsewhere": sorted({host for host, _ in elsewhere}),
+        "imported_elsewhere": sorted({host for host, imported in elsewhere if imported}),
     }
 
 
@@ -553,11 +558,25 @@ def live_warnings(captures: list[dict[str, Any]], of: str = "these figures") -> 
                 f"{of} are of what it held when read; exchanges in flight then, and later ones, are in none of them"
             )
         elif c["writing_elsewhere"]:
-            out.append(
-                f"{c['capture']} is not closed and was recorded on {', '.join(c['writing_elsewhere'])}, not this machine: "
-                f"if its recorder still runs there, exchanges in flight when it was read are in none of {of}"
-            )
+            out.append(f"{c['capture']} is not closed and {_written_elsewhere(c, of)}")
     return out
+
+
+def _written_elsewhere(c: dict[str, Any], of: str) -> str:
+    """Where a capture's unclosed runs were written, not here: an import's machine is its importer's,
+    not the one its traffic ran on (the file does not say which), and is named so."""
+    hosts, imported = c["writing_elsewhere"], c.get("imported_elsewhere") or []
+    if not imported:
+        return (
+            f"was recorded on {', '.join(hosts)}, not this machine: "
+            f"if its recorder still runs there, exchanges in flight when it was read are in none of {of}"
+        )
+    recorded = [host for host in hosts if host not in imported]
+    where = f"was recorded on {', '.join(recorded)} and imported on" if recorded else "was imported on"
+    return (
+        f"{where} {', '.join(imported)}, not this machine (the machine its imported traffic ran on is unknown): "
+        f"if a writer of it still runs there, exchanges not yet written when it was read are in none of {of}"
+    )
 
 
 def engines(analysis: Analysis) -> list[dict[str, Any]]:

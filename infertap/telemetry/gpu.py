@@ -13,7 +13,8 @@ NOT_SUPPORTED, a value it reports as N/A) is not asked again; any other error (a
 busy for a moment) loses that reading for one round only: the round's other samples are kept, the
 reason is recorded (``PartialRound``), and the reading is asked again next round, so that one
 hiccup never silences a GPU's power for the rest of a run. nvidia-smi reads every GPU in one
-process, so a run of it that fails or times out loses that whole round, and only that round.
+process, so a run of it that fails loses that whole round, and only that round; one that times out
+is asked again after a rest that grows while it keeps timing out (sampler.py).
 """
 
 from __future__ import annotations
@@ -128,8 +129,9 @@ class SmiSource:
                 timeout=self.timeout,
             )
         except subprocess.TimeoutExpired as exc:
-            # Not a passing loss: asked again next round, a hung driver would hold a new process (and
-            # the GPU's sampling thread) for the timeout every round. It waits out retry_s.
+            # Not a passing loss: asked again every round, a hung driver would hold a new process (and
+            # the GPU's sampling thread) for the timeout each time. The sampler backs off instead,
+            # from its interval: one slow call costs a round or two, a hung driver ever fewer calls.
             raise SourceError(f"nvidia-smi did not answer within {self.timeout:g} s") from exc
         except (OSError, subprocess.SubprocessError) as exc:  # it can't be run at all: the sampler retries later
             raise SourceError(f"nvidia-smi: {exc}") from exc

@@ -5,16 +5,25 @@ the host's RAPL counter and the engine's ``/metrics`` go on being read, so their
 gap the GPU caused. None of it runs on an event loop or blocks one: the capture writer's
 ``write`` only queues.
 
-A source that fails is recorded once as unknown with its reason, retried every ``retry_s``, and
-recorded again when it comes back. A round that loses some or all of its readings for a passing
-reason (``PartialRound``: one GPU's reading timed out, an nvidia-smi run failed) keeps the others,
-is recorded the same way (once per reason, again after a clean round), and the source stays on its
-interval: the lost readings are asked again next round, not after ``retry_s``.
+Each source is opened on its own thread too, not the caller's. ``start`` waits for the openings,
+so that the first rounds come before the traffic, but at most ``open_s``: a source whose opening
+hangs (an NVML init stuck in the driver) holds neither the recorder's start beyond that nor any
+other source, is recorded as unknown then, as a source that failed is, and is read if it opens.
 
-Closing, every source not waiting out ``retry_s`` is read once more, so that a run's energy
+A source that fails outright (it can't be opened, nvidia-smi did not answer within its timeout, an
+endpoint answered 404) is recorded once as unknown with its reason and asked again after its
+interval, then after twice as long for each failure in a row, at most ``retry_s``: one slow call
+costs a round or two, not ``retry_s`` of samples (a run shorter than that lost all of its GPU's),
+while a source that stays down is asked ever more rarely. It is recorded again when it comes back.
+A round that loses some or all of its readings for a passing reason (``PartialRound``: one GPU's
+reading timed out, an nvidia-smi run failed) keeps the others, is recorded the same way (once per
+reason, again after a clean round), and the source stays on its interval.
+
+Closing, every source not resting after a failure is read once more, so that a run's energy
 reaches its end, and ``close`` returns within ``close_s`` whatever a source does: a source still
-in a call by then is abandoned on its daemon thread, and recorded as having stopped answering when
-that call began, so analysis reads the time since as a gap in its samples, not as samples held.
+in a call by then (a read, or its opening) is abandoned on its daemon thread, and recorded as
+having stopped answering when that call began, so analysis reads the time since as a gap in its
+samples, not as samples held.
 """
 
 from __future__ import annotations
@@ -61,7 +70,10 @@ class TelemetryConfig:
     host: bool = True
     interval_s: float = 0.25  # GPU and host
     engine_interval_s: float = PROMETHEUS_INTERVAL_S  # Prometheus endpoints
-    retry_s: float = 30.0
+    retry_s: float = 30.0  # the longest a source that fails outright rests before it is asked again
+    # The longest start() waits for the sources to open (NVML's init takes seconds on a GPU machine
+    # without persistence mode); one not open by then is recorded as unknown and the run goes on.
+    open_s: float = 5.0
     # The longest close() waits for the sources' last rounds: a round begun before close and the
     # last one, each within a source's own timeout (nvidia-smi's 5 s, a scrape's 2 s).
     close_s: float = 10.0
@@ -69,7 +81,7 @@ class TelemetryConfig:
 
     def __post_init__(self) -> None:
         check_telemetry(self.exporters, self.interval_s)
-        if not (self.engine_interval_s > 0 and self.retry_s > 0 and self.close_s > 0):
+        if not (self.engine_interval_s > 0 and self.retry_s > 0 and self.close_s > 0 and self.open_s > 0):
             raise ConfigError("telemetry intervals must be > 0 seconds")
 
 
@@ -100,10 +112,17 @@ class Sampler:
         self._slots: list[_Slot] = []
 
     def start(self) -> Sampler:
-        self._slots = self._open()
+        """Start every source's thread, which opens it, and wait for the openings, at most ``open_s``."""
+        self._slots = self._sources()
         for slot in self._slots:
             slot.thread = threading.Thread(target=self._run, args=(slot,), name=f"infertap-telemetry-{slot.name}", daemon=True)
             slot.thread.start()
+        deadline = time.monotonic() + self.config.open_s
+        for slot in self._slots:
+            if not slot.opened.wait(max(0.0, deadline - time.monotonic())):
+                why = f"did not open within {self.config.open_s:g} s: sampling went on without it, and reads it if it opens"
+                log.warning("telemetry source %s %s", slot.name, why)
+                slot.failed(why, self._unknown)
         return self
 
     def close(self) -> None:
@@ -119,7 +138,8 @@ class Sampler:
                 asked = slot.asked
                 if slot.thread is not None and slot.thread.is_alive() and asked is not None:
                     when = datetime.fromtimestamp(asked, UTC).isoformat(timespec="milliseconds")
-                    why = f"stopped answering at {when}: asked then, it had not answered when sampling stopped"
+                    what = "asked then" if slot.source is not None else "asked to open then"
+                    why = f"stopped answering at {when}: {what}, it had not answered when sampling stopped"
                     log.warning("telemetry source %s %s", slot.name, why)
                     self._record(new_telemetry(slot.name, asked, [], unknown=why))
             self._closed = True  # an abandoned source that answers later writes nothing
@@ -130,8 +150,8 @@ class Sampler:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _open(self) -> list[_Slot]:
-        """Every source asked for, opened now (before traffic); those that can't be are unknown."""
+    def _sources(self) -> list[_Slot]:
+        """Every source asked for, each opened by its own thread (``_read``)."""
         from .gpu import gpu_source
         from .host import HostSource
         from .prometheus import PrometheusSource
@@ -147,13 +167,12 @@ class Sampler:
             slots.append(_Slot("gpu", gpu_source, c.interval_s))
         if c.host:
             slots.append(_Slot("host", lambda: HostSource(_local_port(c.engine_url)), c.interval_s))
-        for slot in slots:
-            slot.open(self._unknown)
         return slots
 
     def _run(self, slot: _Slot) -> None:
-        """One source's rounds until close, then its last one (one begun after close was asked,
-        so that it reaches the run's end), unless it waits out ``retry_s`` or was abandoned."""
+        """One source's rounds, the first opening it, until close, then its last one (one begun
+        after close was asked, so that it reaches the run's end), unless it rests after a failure
+        or was abandoned."""
         while not self._stop.is_set():
             self._sample(slot)
             self._stop.wait(max(0.0, slot.due - time.monotonic()))
@@ -171,29 +190,42 @@ class Sampler:
             slot.asked = None
 
     def _read(self, slot: _Slot, now: float, wall: float) -> None:
-        if slot.source is None:
-            slot.due = now + self.config.retry_s
-            slot.open(self._unknown)
-            return
         slot.due = now + slot.interval_s
         slot.resting = False
         try:
+            if slot.source is None:
+                try:
+                    slot.source = slot.make()  # opened, then read in the same round
+                finally:
+                    slot.opened.set()
+                if self._closed:  # it opened only after close gave up on it: nothing to read it for
+                    return
+                # Its samples are stamped when read, not when its opening was asked (an httpx
+                # client takes tens of ms to make, an NVML init seconds): a counter's rate holds.
+                wall = slot.asked = self._clock()
             samples = slot.source.sample()
         except PartialRound as exc:
             slot.failed(str(exc), self._unknown)
+            slot.failures = 0
             self._samples(slot, wall, exc.samples)
             return
         except SourceError as exc:
-            slot.failed(str(exc), self._unknown)
-            slot.due, slot.resting = now + self.config.retry_s, True
+            self._rest(slot, str(exc))
             return
-        except Exception as exc:  # a source's bug must not end its sampling for good
+        except Exception as exc:  # a source's bug must not end its sampling for good, nor reach the caller
             log.warning("telemetry source %s failed: %r", slot.name, exc)
-            slot.failed(repr(exc), self._unknown)
-            slot.due, slot.resting = now + self.config.retry_s, True
+            self._rest(slot, repr(exc))
             return
-        slot.reported = None
+        slot.reported, slot.failures = None, 0
         self._samples(slot, wall, samples)
+
+    def _rest(self, slot: _Slot, reason: str) -> None:
+        """A source that failed outright: recorded, then asked again after ``backoff``, counted
+        from when it failed (a call that timed out took its timeout already)."""
+        slot.failed(reason, self._unknown)
+        slot.failures += 1
+        slot.due = time.monotonic() + backoff(slot.interval_s, slot.failures, self.config.retry_s)
+        slot.resting = True
 
     def _samples(self, slot: _Slot, wall: float, samples: list[Sample]) -> None:
         if samples:
@@ -219,20 +251,22 @@ class _Slot:
     source: Source | None = None
     due: float = 0.0
     reported: str | None = None  # the unknown reason last recorded, so it is recorded once
-    resting: bool = False  # it failed outright and waits ``retry_s``: not read at close either
+    failures: int = 0  # outright failures in a row: how long it rests (``backoff``)
+    resting: bool = False  # it failed outright and rests: not read at close either
     thread: threading.Thread | None = None
-    asked: float | None = None  # the wall time of the call it is in (a read, a retried open), if any
-
-    def open(self, unknown: Callable[[str, str], None]) -> None:
-        try:
-            self.source = self.make()
-        except SourceError as exc:
-            self.failed(str(exc), unknown)
+    opened: threading.Event = field(default_factory=threading.Event)  # its first opening returned or failed
+    asked: float | None = None  # the wall time of the call it is in (a read, its opening), if any
 
     def failed(self, reason: str, unknown: Callable[[str, str], None]) -> None:
         if reason != self.reported:
             unknown(self.name, reason)
             self.reported = reason
+
+
+def backoff(interval_s: float, failures: int, retry_s: float) -> float:
+    """How long a source rests after ``failures`` outright failures in a row: its interval, doubled
+    for each failure after the first, at most ``retry_s``."""
+    return min(retry_s, interval_s * 2.0 ** min(failures - 1, 64))
 
 
 def _local_port(url: str | None) -> int | None:

@@ -37,6 +37,13 @@ def invoke(*args: str) -> str:
     return result.output
 
 
+def stdout(*args: str) -> str:
+    """What a command printed on stdout (its JSON), its warnings on stderr left out."""
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
 def har(path: Path, url: str, started: float, n: int = 1) -> Path:
     """A HAR of ``n`` chat requests to ``url``, one a second from ``started`` (wall s)."""
     from datetime import UTC, datetime
@@ -176,3 +183,85 @@ def test_an_imports_card_says_it_probed_no_engine_not_that_it_was_recorded_with_
             unknown = card[field]["unknown"] or ""
             assert said in unknown and unknown.count("no engine snapshot (") == 1, (field, unknown)
             assert unsaid not in unknown, (field, unknown)
+
+
+def test_an_enrich_snapshot_of_this_machine_is_no_host_fact_of_an_import(record, tmp_path):
+    """`enrich` of an import probes the engine from this machine, and its snapshot says the engine
+    runs here (host_is_engine_host): compare took this machine's CPU and GPUs as the import's engine
+    machine's, the same as a recording's made here, where the traffic ran on a machine the file
+    does not name. The import's host rows are unknown, saying why; two recordings made here compare
+    their host facts as before (must match)."""
+    from infertap.analysis.machines import IMPORTED
+
+    with ServerThread(llama_server_app()) as server:
+        recs = []
+        for name in ("rec-a", "rec-b"):
+            rec = record(server.url, "--no-telemetry", name=name)
+            sent = json.dumps(CHAT).encode()  # the bytes the HAR holds: the two pair as one request
+            answer = httpx.post(
+                f"{rec.url}/v1/chat/completions", content=sent, headers={"content-type": "application/json"}, timeout=30
+            )
+            answer.raise_for_status()
+            assert rec.stop() == 0
+            recs.append(rec.out)
+        imported = tmp_path / "imported"
+        invoke("import", str(har(tmp_path / "a.har", LOCAL, time.time() - 60)), "--out", str(imported))
+        invoke("enrich", str(imported), "--engine", server.url)
+    [snapshot] = [r for r in CaptureReader(imported).records() if r["type"] == "engine"]
+    assert snapshot["host_is_engine_host"] and snapshot["host"]["hostname"] == HERE  # what the snapshot itself says
+
+    def hosts(a: Path, b: Path) -> dict[str, dict[str, Any]]:
+        rows = json.loads(invoke("compare", str(a), str(b), "--json"))["config"]["snapshots"]
+        return {r["fact"]: r for r in rows if r["fact"].startswith("host ")}
+
+    rows = hosts(imported, recs[0])
+    for fact in ("host cpu", "host gpus"):
+        assert rows[fact]["a"] is None and rows[fact]["why_unknown"] == {"A": IMPORTED}, rows[fact]
+        assert rows[fact]["unknown"] and not rows[fact]["differs"]
+    assert rows["host cpu"]["b"] is not None and rows["host cpu"]["one_side"]
+    text = " ".join(invoke("compare", str(imported), str(recs[0])).split())
+    assert f"host cpu and host gpus of A unknown: {IMPORTED}" in text
+    invoke("report", str(imported), str(recs[0]), "-o", str(tmp_path / "r.html"))
+    assert f"host cpu and host gpus of A unknown: {IMPORTED}" in html.unescape((tmp_path / "r.html").read_text())
+    same = hosts(recs[0], recs[1])
+    assert same["host cpu"]["a"] == same["host cpu"]["b"] is not None and not same["host cpu"]["unknown"]
+    assert "why_unknown" not in same["host cpu"]
+    assert "of A unknown" not in " ".join(invoke("compare", str(recs[0]), str(recs[1])).split())
+
+
+def test_an_import_left_unclosed_on_another_machine_is_said_imported_there_not_recorded(tmp_path, monkeypatch):
+    """An import killed before its footer, on a laptop: stats and claim warned the capture "was
+    recorded on" the laptop, the importer's machine, where its traffic ran on one the file does not
+    name. They say it was imported there and that its traffic's machine is unknown; a recording
+    left unclosed on another machine is still said recorded there (must differ)."""
+    from unittest import mock
+
+    from infertap.capture.hostfacts import host_facts
+    from infertap.capture.segments import segment_paths
+    from infertap.mitm.importer import import_file
+    from tests.helpers import write_capture
+
+    with monkeypatch.context() as m:
+        m.setattr(socket, "gethostname", lambda: "laptop-3")  # the importing machine, not this one
+        import_file(har(tmp_path / "a.har", LOCAL, time.time() - 60), tmp_path / "imported")
+    facts = {**host_facts(), "hostname": "gpu-box-7"}
+    with mock.patch("infertap.capture.writer.host_facts", lambda: facts):
+        write_capture(tmp_path / "recorded", [{"offset_s": 0, "body": CHAT}])
+    for name in ("imported", "recorded"):
+        (seg,) = segment_paths(tmp_path / name)
+        seg.write_bytes(seg.read_bytes()[:-3])  # no footer: killed
+
+    imported = json.loads(stdout("stats", str(tmp_path / "imported"), "--json"))
+    [warning] = imported["warnings"]
+    assert warning == (
+        f"{tmp_path / 'imported'} is not closed and was imported on laptop-3, not this machine "
+        "(the machine its imported traffic ran on is unknown): if a writer of it still runs there, "
+        "exchanges not yet written when it was read are in none of these figures"
+    )
+    assert imported["captures"][0]["imported_elsewhere"] == ["laptop-3"] == imported["captures"][0]["writing_elsewhere"]
+    card = json.loads(stdout("claim", str(tmp_path / "imported"), "--json", "--cache-dir", str(tmp_path / "cache")))
+    assert warning in card["warnings"]
+    recorded = json.loads(stdout("stats", str(tmp_path / "recorded"), "--json"))
+    [warning] = recorded["warnings"]
+    assert "is not closed and was recorded on gpu-box-7, not this machine" in warning and "imported" not in warning
+    assert recorded["captures"][0]["imported_elsewhere"] == []

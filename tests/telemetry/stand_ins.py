@@ -144,6 +144,14 @@ def hung_after(folder: Path, rows: list[str], rounds: int) -> Path:
     return _answered_first(exe, _each_round(folder, [hang]))
 
 
+def slow_once(folder: Path, rows: list[str]) -> Path:
+    """A stand-in ``nvidia-smi`` whose first sampling query waits on a driver busy past any timeout
+    (until killed), every later one answering ``rows`` at once: one slow call in a run."""
+    exe = nvidia_smi(folder, rows)
+    hang = '  if [ "$n" -eq 0 ]; then exec sleep 600; fi'  # exec: the process a timeout kills
+    return _answered_first(exe, _each_round(folder, [hang]))
+
+
 def _each_round(folder: Path, then: list[str]) -> list[str]:
     """Shell lines answering the sampling query: the round's number, from 0, in ``$n``, then ``then``."""
     counter = shlex.quote(str(folder / "round"))
@@ -280,12 +288,12 @@ class Hung:
         self._released.set()
 
 
-def fake_nvml(devices: list[dict[str, Any]], *, init_error: int | None = None) -> ModuleType:
+def fake_nvml(devices: list[dict[str, Any]], *, init_error: int | None = None, init_hung: Hung | None = None) -> ModuleType:
     """A module shaped like ``pynvml``: ``devices[i]`` maps a reading to its raw NVML value (mW,
     mJ, bytes, ...), to an NVML error code it raises, or to a ``Hung`` call. Readings: power, energy, utilization,
     memory, sm_clock, temperature, event_reasons, throttle_reasons (``MISSING``: the driver's library
-    lacks the function, and nvidia-ml-py raises FUNCTION_NOT_FOUND). ``module.calls``
-    counts the calls per function."""
+    lacks the function, and nvidia-ml-py raises FUNCTION_NOT_FOUND). ``init_hung``: ``nvmlInit``
+    hangs in the driver until it is released. ``module.calls`` counts the calls per function."""
     nvml = ModuleType("pynvml")
     calls: Counter[str] = Counter()
     nvml.calls = calls  # type: ignore[attr-defined]
@@ -296,6 +304,8 @@ def fake_nvml(devices: list[dict[str, Any]], *, init_error: int | None = None) -
 
     def init() -> None:
         calls["nvmlInit"] += 1
+        if init_hung is not None:
+            init_hung.wait()
         if init_error is not None:
             raise NVMLError(init_error)
         state["init"] = True
