@@ -119,7 +119,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: 65: an n > 1 answer kept in part has each choice's end read from its kept head and tail (apis.kept_choices):
 #: exchanges.choices and choices_unfinished as a whole read's where they tell, choices_unfinished null where
 #: not; its finish_reason from the head where choice 0 ended there.
-DECODE_VERSION = 65
+#: 66: a Responses answer whose status is failed or cancelled with no error object has error_message
+#: "response failed" ("response cancelled"): it read as ok.
+DECODE_VERSION = 66
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

@@ -766,7 +766,7 @@ def _unfinished(s: Summary) -> bool:
     """A stream that said no finish reason: an answer the engine cut (the metrics' unfinished)."""
     return cut_short(
         status=s.status if isinstance(s.status, int) else None,
-        generation=True,  # an API that says a finish reason (chat, completions) is asked for tokens
+        generation=True,  # an API that says a finish reason (FINISHING_APIS) is asked for tokens
         streamed=s.streamed,
         api=s.api,
         stream_done=s.done,

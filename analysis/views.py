@@ -40,7 +40,8 @@ FROM (
 ) WHERE rn = 1
 """
 
-# An OpenAI stream ends its answer with a finish reason, then [DONE]: a stream that ended cleanly with
+# An OpenAI stream ends its answer with a finish reason, then [DONE] (Messages with its stop reason,
+# then message_stop; Responses with response.completed): a stream that ended cleanly with
 # none is an answer the engine cut, however cleanly the body ended: by [DONE] alone (llama-cpp-python's
 # interrupt_requests sends it when the next request waits, after as little as the role chunk), or by
 # the body's end after some chunks (a server or gateway that drops the request). Not ok. The rule is

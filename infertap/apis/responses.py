@@ -103,7 +103,7 @@ class Responses(Api):
                 d.restated = _whole(response)  # read where no delta said anything (a stream of whole items)
                 d.finish_reason = _status(response)
                 d.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
-                d.error = error_of(response) if response.get("error") else None
+                d.error = _failed(response)
         return d
 
     def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
@@ -293,12 +293,21 @@ def _arguments(item: dict[str, Any]) -> str:
     return as_text(value)
 
 
+def _failed(response: dict[str, Any]) -> str | None:
+    """Why a response failed: its error's message, else its status where that is ``failed`` or
+    ``cancelled`` (a failed response sent with no error object read as an ok answer)."""
+    if response.get("error"):
+        return error_of(response)
+    status = response.get("status")
+    return f"response {status}" if status in ("failed", "cancelled") else None
+
+
 def _whole(response: dict[str, Any]) -> Delta:
     """A non-streamed response: its output items read in order."""
     d = Delta(known=True, finish_reason=_status(response))
     _head(d, response)
     d.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
-    d.error = error_of(response) if response.get("error") else None
+    d.error = _failed(response)
     calls = []
     cited: list[Any] = []
     results: list[Any] = []

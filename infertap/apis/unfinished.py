@@ -1,7 +1,10 @@
-"""An answer the engine cut: a 2xx chat or completions stream that ended with no finish reason.
+"""An answer the engine cut: a 2xx chat, completions, Messages or Responses stream that ended with no
+finish reason.
 
 Every OpenAI stream that finishes says why before it ends, of each choice it streams (``n`` > 1: a
-choice other than 0 that said none was cut as a choice 0 would be). llama-cpp-python's
+choice other than 0 that said none was cut as a choice 0 would be); an Anthropic Messages stream
+says its ``stop_reason`` in ``message_delta`` before ``message_stop``, and a Responses stream ends
+with ``response.completed`` (``.incomplete``, ``.failed``), whose status is its finish reason. llama-cpp-python's
 ``interrupt_requests`` ends a stream in flight with ``[DONE]`` alone when the next request waits,
 after as little as the role chunk; an engine or gateway that drops a request may close the body
 cleanly after some content chunks, with neither a finish reason nor ``[DONE]``. Either way a
@@ -36,8 +39,12 @@ from .read import (
 )
 from .shapes import Api, error_of, one_prompt
 
-#: The APIs whose streams end with a finish reason before their end marker (``[DONE]``).
-FINISHING_APIS = ("chat", "completions")
+#: The APIs whose streams end with a finish reason before their end marker (``[DONE]``,
+#: ``message_stop``) or as it (``response.completed``): one that ended cleanly without it was cut (an
+#: agent's cut answer read as ok before: a Messages stream closed after some text, or a Responses
+#: stream with no final event). Ollama's and llama.cpp's own APIs say it on their end marker, and
+#: older Ollama not at all: not these.
+FINISHING_APIS = ("chat", "completions", "messages", "responses")
 #: How much of a stream's end ``ended_unfinished`` reads first: its last events (the finish chunk,
 #: a usage chunk, ``[DONE]``) are a few hundred bytes.
 TAIL_BYTES = 4 * 1024
@@ -63,7 +70,7 @@ def cut_short(
     end: str | None,
     readable: bool,
 ) -> bool:
-    """A request for tokens answered 2xx by a chat or completions stream with no finish reason
+    """A request for tokens answered 2xx by a stream of a ``FINISHING_APIS`` API with no finish reason
     (``finish_reason``: choice 0's common word, ``error`` for an in-band error), or one of whose
     other choices (n > 1) said none (``choices_unfinished``, None unknown: no evidence of a cut;
     where no error ended it), that ended
@@ -131,8 +138,8 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
     api = _by_path(record.get("path"))
     if api is None or encoded(record) or response_not_kept(record):
         return None, False, None  # the API is the request body's to name, the bytes are not the body's text, or not all kept
-    if api is not CHAT and api is not COMPLETIONS:
-        return False, False, None  # its own end events say whether it finished: not this rule's
+    if api.name not in FINISHING_APIS:
+        return False, False, None  # its end marker is its finish (Ollama's, llama.cpp's): not this rule's
     if framing(record, head_of(chunks)) != "sse":
         return False, False, None  # a whole answer (JSON): not a stream
     if _several_answers(record, api) or (last := _last_events(record, chunks)) is None:
@@ -141,7 +148,7 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
     finish, readable, others = _why_ended(api, objs)
     if others:
         return None, False, None  # n > 1 (not asked in the request's words): each choice's finish may be before these events
-    usages = (obj["usage"] for obj in reversed(objs) if isinstance(obj, dict) and isinstance(obj.get("usage"), dict))
+    usages = (usage for obj in reversed(objs) if (usage := _usage(api, obj)) is not None)
     tokens = next((api.counts(usage)[2] for usage in usages), None)
     cut = cut_short(
         status=status,
@@ -194,6 +201,16 @@ def _why_ended(api: Api, objs: list[Any]) -> tuple[str | None, bool, bool]:
         readable = readable or d.known or message is not None
         error = error or message is not None
     return (finish or ("error" if error else None)), readable, others
+
+
+def _usage(api: Api, obj: Any) -> dict[str, Any] | None:
+    """The engine's token counts one last event carries: a chat or completions usage chunk's, or
+    what the API's own event says (Messages' ``message_delta``, the Responses final event's
+    ``response.usage``)."""
+    if not isinstance(obj, dict):
+        return None
+    usage = obj.get("usage") if api is CHAT or api is COMPLETIONS else api.event(obj).usage
+    return usage if isinstance(usage, dict) else None
 
 
 def _several_answers(record: Mapping[str, Any], api: Api) -> bool:

@@ -568,7 +568,9 @@ def _streamed_or_whole(api: str, text: str, *, stream: bool, cut: bool = False) 
 def test_an_answer_streamed_on_one_side_and_sent_whole_on_the_other_is_the_same_answer(tmp_path):
     """A JSON body carries no stream end marker: the same answer streamed (to its [DONE],
     message_stop, response.completed) against it was never an exact match (end_marker_differs).
-    A stream cut short before its marker is still not the whole answer, nor is other text."""
+    A stream cut short before its marker is still not the whole answer, nor is other text; one cut
+    before it said its finish reason (a Responses stream with no response.completed) is no answer
+    at all: the streamed side failed, unfinished."""
     match = [(api, "Hello there.", "Hello there.", False) for api in ("chat", "messages", "responses")]
     differ = [(api, "Hello there.", "Hello there.", True) for api in ("chat", "messages", "responses")]
     differ += [(api, "Hello there.", "Goodbye now.", False) for api in ("chat", "messages", "responses")]
@@ -583,10 +585,14 @@ def test_an_answer_streamed_on_one_side_and_sent_whole_on_the_other_is_the_same_
         out = CliRunner().invoke(cli, args)
         assert out.exit_code == 0, out.output
         d = json.loads(out.output)["divergence"]
-        assert {int(item["a_id"][1:]) for item in d["most_divergent"]} == set(range(len(match), len(cases))), d["counts"]
-        assert d["counts"]["exact"] == len(match) and d["counts"]["end_marker_differs"] == 3, d["counts"]
+        unfinished = cases.index(("responses", "Hello there.", "Hello there.", True))
+        differing = set(range(len(match), len(cases))) - {unfinished}
+        assert {int(item["a_id"][1:]) for item in d["most_divergent"]} == differing, d["counts"]
+        assert d["counts"]["exact"] == len(match) and d["counts"]["end_marker_differs"] == 2, d["counts"]
+        [failed] = d["failed_pairs"]
+        assert int(failed["a_id"][1:]) == unfinished and (failed["a"], failed["b"])[streamed] == "unfinished", failed
         marked = [item["stream_done"] for item in d["most_divergent"] if "stream_done" in item]
-        assert marked == [[False, None] if streamed == 0 else [None, False]] * 3, marked  # None: a body sent whole
+        assert marked == [[False, None] if streamed == 0 else [None, False]] * 2, marked  # None: a body sent whole
 
 
 def test_the_first_divergence_positions_say_what_they_count(tmp_path):

@@ -164,8 +164,8 @@ def _responses_stream(text: str, *, completed: bool) -> list[bytes]:
 
 def test_a_responses_stream_cut_before_completed_is_not_the_complete_answer(tmp_path):
     """The client got the deltas, then the connection ended before response.completed: as a chat
-    stream cut before [DONE], it is not the answer it began (end_marker_differs), however alike its
-    text; two streams cut alike are the same answer."""
+    stream cut before its finish reason, it is no answer (unfinished: B failed), not an answer that
+    differs however alike its text; two streams cut alike are the same failure."""
 
     def capture(name: str, completed: bool):
         x = {"path": "/v1/responses", "body": {"model": "m", "input": "q", "stream": True}, "content_type": "text/event-stream"}
@@ -173,12 +173,13 @@ def test_a_responses_stream_cut_before_completed_is_not_the_complete_answer(tmp_
         return tmp_path / name
 
     whole, cut, cut_too = capture("whole", True), capture("cut", False), capture("cut_too", False)
-    d = compare(whole, cut)["divergence"]
-    assert d["exact_match_rate"] == 0.0 and d["counts"]["end_marker_differs"] == 1
-    (item,) = d["most_divergent"]
-    assert item["text"] == ["Paris", "Paris"] and item["stream_done"] == [True, False]
+    result = compare(whole, cut)
+    d = result["divergence"]
+    assert (d["exact_match_rate"], d["outputs_compared"], d["outputs_differ"]) == (0.0, 0, 0)
+    assert (d["failed"]["b_only"], d["failed"]["a_only"]) == (1, 0)
+    assert result["outcomes"]["b"]["unfinished"] == 1 and result["outcomes"]["a"]["unfinished"] == 0
     same = compare(cut, cut_too)["divergence"]
-    assert same["exact_match_rate"] == 1.0 and "end_marker_differs" not in same["counts"]
+    assert same["exact_match_rate"] == 1.0 and same["failed"]["both_same"] == 1
 
 
 def _thinking(thought: str, signature: str, redacted: str) -> list[bytes]:

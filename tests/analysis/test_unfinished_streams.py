@@ -84,7 +84,7 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
         exchange("no_done_timeout", sent_ms=2.5, end="timeout", chunks=[(5, sse(role, event("4")))]),
         {
             **exchange(
-                "messages_no_stop",  # an Anthropic stream: its own end events, not this rule's
+                "messages_no_stop",  # an Anthropic stream closed after its head: no stop reason, cut
                 sent_ms=2.7,
                 request=json.dumps(
                     {"model": "m", "max_tokens": 9, "stream": True, "messages": [{"role": "user", "content": "q"}]}
@@ -212,6 +212,7 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
         "done_no_finish",
         "gzip_cut",
         "long_cut",
+        "messages_no_stop",
         "n2_first_never_ends",
         "n2_other_cut_far_back",
         "n2_other_cut_no_marker",
