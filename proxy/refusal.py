@@ -1,7 +1,8 @@
 """A request the recorder's HTTP parser refused (a malformed request line, an invalid header, a bad
 chunk size): uvicorn answers it a bare 400 and closes the connection, and the app never hears why.
 Or one the server gave up on itself (wire.py): its head or body not whole in time (408), too large
-(431), a body sent with neither Content-Length nor chunked encoding (400, or 413 past the limit).
+(431), a body sent with neither Content-Length nor chunked encoding (400, or 413 past the limit; none
+where its client reset the connection first: ``lost``, recorded unanswered).
 The server (wire.py) hands the refusal on, and the app records it as the exchange it was: ``refused``
 with that answer, ``proxy_generated``, who refused it and why in its error, the client's HTTP version.
 
@@ -44,13 +45,19 @@ class Refusal:
     body: bytes = b""  # the body that came, where the head was read whole
     body_size: int | None = None  # where that body was not kept (over the limit): its size
     by: str = "the recorder"  # who refused it: the recorder (wire.py), or its HTTP parser (llhttp)
+    lost: bool = False  # the client's connection was gone (a reset) before it could be answered: no answer
 
     @property
     def error(self) -> str:
+        if self.lost:
+            return f"{self.by} refused the request ({self.reason}); the client was never answered"
         return f"{self.by} refused the request ({self.reason}); the client was answered {self.status}"
 
     def answered(self, record: Exchange) -> None:
-        """``record`` as refused with the answer the client got."""
+        """``record`` as refused with the answer the client got (none, where its connection was lost)."""
+        if self.lost:
+            record.update({"end": "refused", "error": self.error})
+            return
         record.update({"end": "refused", "error": self.error, "status": self.status, "headers_ns": 0, "proxy_generated": True})
         record["response_headers"] = [
             ["content-type", "text/plain; charset=utf-8"],

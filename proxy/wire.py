@@ -56,10 +56,15 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   bodiless: an engine would run a request the client never sent whole); every byte that follows is
   kept, to the client's close (answered 400, saying so), ``body_timeout`` without one (408) or
   ``max_body`` bytes (413), and recorded ``refused`` with the head as read and the bytes as its
-  body. A body that comes in a later read than its head's end can't be told from the next request:
-  its request has gone bodiless, as RFC 9112 reads it, and its bytes, which begin no request line,
-  are answered 400 at the close and recorded ``refused`` (the parser had dropped them without a word
-  after an HTTP/1.0 request, and refused them after an HTTP/1.1 one as an "Invalid method").
+  body. A client that resets the connection before the body's end leaves that record too, with no
+  answer (none could be written); a shutdown answers it 503. A POST, PUT or PATCH head of no length
+  that ends its read is held, unforwarded, for the next read, the client's close or ``body_wait``
+  seconds: a client may write its head and body apart. Bytes that begin no request line are its
+  body, sent so (one refusal, as above); a request line, a close or the wait's end send it on
+  bodiless, as RFC 9112 reads it (a POST with no length and no body, ``curl -X POST``, waits so).
+  Past the wait, bytes that begin no request line can't be told from the next request: answered
+  400 at the close and recorded ``refused`` apart (the parser had dropped them without a word after
+  an HTTP/1.0 request, and refused them after an HTTP/1.1 one as an "Invalid method").
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -94,6 +99,8 @@ _UNFRAMED = "its body came with neither Content-Length nor chunked encoding"
 HEAD_TIMEOUT = 30.0  # seconds for a request's head to arrive whole (nginx's client_header_timeout: 60)
 BODY_TIMEOUT = 60.0  # seconds between two reads of a request's body (nginx's client_body_timeout)
 MAX_BODY = 64 * 1024 * 1024  # bytes of a body sent unframed, kept until the client's close (the app's limit)
+BODY_WAIT = 0.5  # seconds a head of no length that ended its read waits for a body sent unframed in the next
+_CONTENT_METHODS = (b"POST", b"PUT", b"PATCH")  # those whose content has a meaning (RFC 9110 8.6): a body may follow
 MAX_HEAD = 64 * 1024  # bytes of a request's head (nginx's 4 x 8 KiB; an LLM client's is under 2 KiB)
 
 # Where the parser is within a request, between requests aside (a count >= 0: body bytes to come).
@@ -154,6 +161,7 @@ def protocol(
     max_head: int = MAX_HEAD,
     body_timeout: float | None = BODY_TIMEOUT,
     max_body: int = MAX_BODY,
+    body_wait: float = BODY_WAIT,
 ) -> type[ProxyHttpProtocol]:
     """The protocol for ``uvicorn.Config(http=...)``, handing ``on_refused`` the requests its parser
     refuses in their head (uvicorn builds one per connection, from the class)."""
@@ -163,6 +171,7 @@ def protocol(
         "max_head": max_head,
         "body_timeout": body_timeout,
         "max_body": max_body,
+        "body_wait": body_wait,
     }
     return type("RecordingHttpProtocol", (ProxyHttpProtocol,), attrs)
 
@@ -175,6 +184,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     max_head: int = MAX_HEAD
     body_timeout: float | None = BODY_TIMEOUT  # between two reads of a body; None: no limit
     max_body: int = MAX_BODY  # of a body sent unframed, kept until the client's close
+    body_wait: float = BODY_WAIT  # for a body sent unframed after a head that ended its read; 0: none
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -198,6 +208,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._unframed: bytearray | None = None  # a body sent unframed, after a head the app never had
         self._unframed_size: int | None = None  # its size, where it went past max_body and is not kept
         self._version = ""  # the HTTP version of the connection's last request: a refusal with none read says it
+        self._waiting: TimerHandle | None = None  # a head of no length held: does a body sent unframed follow?
+        self._keep_alive = True  # the held request's, read before the parser forgets it (at its message's end)
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -208,18 +220,35 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._head_timer.cancel()
             self._head_timer = None
         self._stop_body_timer()
+        if self._unframed is not None:  # a body sent unframed, the connection gone before its end (a reset)
+            how = f"the connection was lost before its end ({exc})" if exc is not None else "the connection closed before its end"
+            self._refused(Refusal(f"{_UNFRAMED}, and {how}", b"", lost=True))
+        elif self._waiting is not None:  # gone before a body or not followed: the app records it, unforwarded
+            self._release()
         super().connection_lost(exc)
+
+    def shutdown(self) -> None:
+        # uvicorn's graceful shutdown: a request held is served as it came (the connection closed
+        # after it, as uvicorn ends one in flight); a body sent unframed won't end now: answered.
+        if self._waiting is not None:
+            self._release()
+        elif self._unframed is not None and not self.transport.is_closing():
+            self._refuse(503, f"{_UNFRAMED}, and the recorder shut down before its end")
+            return
+        super().shutdown()
 
     def eof_received(self) -> None:
         # A request can't be ended by its client closing its side (RFC 9112 6.3: a request with
         # neither Content-Length nor chunked encoding has no body), so bytes kept behind such a head
         # (_unframed), or held as a request line's start, when it does are a body sent so: answered
-        # and recorded, not dropped unsaid.
+        # and recorded, not dropped unsaid. A head held with nothing after it had no body: served.
         if self._unframed is not None and not self.transport.is_closing():
             self._refuse(
                 400,
                 f"{_UNFRAMED}, its end marked only by the client closing its side: a request's body ends by its length, not by a close",
             )
+        elif self._waiting is not None:
+            self._release()
         elif self._held and not self._switched and not self.transport.is_closing():
             self._refuse(
                 400,
@@ -235,6 +264,13 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._unframed is not None:  # a body sent unframed: kept, never parsed, to the client's close
             self._keep_unframed(data)
             return
+        if self._waiting is not None:  # a head of no length held: this read says whether a body follows it
+            if _LINE_START.match(data):  # the next request: the one held had no body (RFC 9112 6.3)
+                self._release()
+            else:  # its body, sent unframed, in a later read than its head
+                self._unframe()
+                self._keep_unframed(data)
+                return
         # A body's bytes, known to go on past this read: no request begins in them (nor is refused).
         if not self._between and self._left >= len(data):
             super().data_received(data)
@@ -269,6 +305,27 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 self._feed(view[cut:], data[cut - 1] == 10)
                 return
             pos = cut
+
+    def _unframe(self) -> None:
+        """The request whose head was read last has a body sent unframed: the app never has it."""
+        self._stop_waiting()
+        self._unframed = bytearray()
+        if self.body_timeout is not None:
+            self._body_timer = self.loop.call_later(self.body_timeout, self._body_timed_out)
+
+    def _stop_waiting(self) -> None:
+        if self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None
+
+    def _release(self) -> None:
+        """The request held goes to the app as it came: bodiless, as RFC 9112 6.3 reads it."""
+        self._stop_waiting()
+        self._dispatch()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:  # the parser forgot its Connection: close at its end
+            cycle.keep_alive = cycle.keep_alive and self._keep_alive
+        self.on_message_complete()
 
     def _keep_unframed(self, data: bytes | memoryview) -> None:
         kept = self._unframed
@@ -389,7 +446,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 extensions: dict[str, Any] = scope.setdefault("extensions", {})
                 extensions["infertap.refused"] = refusal
             return
-        if cycle is not None and cycle.scope is not scope and not cycle.response_complete:
+        if cycle is not None and cycle.scope is not scope and not cycle.response_complete and not refusal.lost:
             # a request pipelined behind one still answering: uvicorn writes its 400 into that
             # response and closes the connection, cutting it short; the client did not hang up
             cut: dict[str, Any] = cycle.scope.setdefault("extensions", {})
@@ -478,13 +535,24 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             if name == b"content-length":
                 left, framed = int(value) if value.isdigit() else 0, True
         self._left, self._framing = left, 0
-        if not framed and self._read and not self.parser.should_upgrade() and not _LINE_START.match(self._read, self._read_end):
-            # Bytes behind a head of no body that begin no request line: a body sent unframed, judged
-            # before the app has the request, which is never forwarded (_keep_unframed).
-            self._unframed = bytearray()
-            if self.body_timeout is not None:
-                self._body_timer = self.loop.call_later(self.body_timeout, self._body_timed_out)
-            return
+        if not framed and self._read and not self.parser.should_upgrade():
+            if not _LINE_START.match(self._read, self._read_end):
+                # Bytes behind a head of no body that begin no request line: a body sent unframed, judged
+                # before the app has the request, which is never forwarded (_keep_unframed).
+                self._unframe()
+                return
+            if self._read_end == len(self._read) and self.body_wait > 0 and self.parser.get_method() in _CONTENT_METHODS:
+                # Its head ended the read: a body sent unframed may come in the next (a client writing
+                # head and body apart). Held, unforwarded, until that read, the client's close or
+                # body_wait: a POST sent with no length and no body (curl -X POST) waits that long.
+                self._keep_alive = self.parser.should_keep_alive()
+                self._waiting = self.loop.call_later(self.body_wait, self._release)
+                return
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """The request whose head was read goes to the app (uvicorn's cycle), with the extensions."""
+        left = self._left
         extensions: dict[str, Any] = self.scope.setdefault("extensions", {})  # uvicorn's own kept, if any
         if self._target is not None:
             extensions["infertap.target"], self._target = self._target, None
@@ -525,7 +593,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         super().on_body(body)
 
     def on_message_complete(self) -> None:
-        if self._unframed is not None:  # a request the app never had: its body is kept till the close
+        if self._unframed is not None or self._waiting is not None:  # a request the app hasn't (yet): see its head's end
             return
         self._between = True
         self._stop_body_timer()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,7 +51,9 @@ def ca_cert_path(confdir: str | None) -> Path:
 
 
 def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], None] | None = None) -> None:
-    """Serve until SIGINT, SIGTERM or SIGHUP (``stop_signals``); the capture is closed by the addon's ``done``."""
+    """Serve until SIGINT, SIGTERM or SIGHUP (``stop_signals``); the capture is closed by the addon's ``done``.
+    The caller's handlers of those signals are theirs again after (asyncio's loop leaves them at
+    their defaults: a SIGTERM would then end the caller at once, its own cleanup skipped)."""
     from mitmproxy import exceptions, options
     from mitmproxy.tools.dump import DumpMaster
 
@@ -86,11 +89,17 @@ def run_mitm(config: MitmConfig, *, on_ready: Callable[[list[str], str, Path], N
         except exceptions.OptionsError as exc:
             raise MitmError(str(exc)) from exc
         loop = asyncio.get_running_loop()
-        for sig in stop_signals():
+        for sig in signals:
             loop.add_signal_handler(sig, master.shutdown)
         await master.run()
 
-    asyncio.run(main())
+    signals = stop_signals()
+    previous = {sig: signal.getsignal(sig) for sig in signals}
+    try:
+        asyncio.run(main())
+    finally:
+        for sig, handler in previous.items():  # None: set outside Python, its default the nearest
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def _check_listen(config: MitmConfig) -> None:

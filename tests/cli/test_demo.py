@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -13,6 +18,45 @@ from infertap.capture.info import summarize
 from infertap.demo import load_workload, references
 
 pytestmark = pytest.mark.engine
+
+DEADLINE = 900.0  # seconds for a demo's run: 390 s seen on a loaded 2-core machine; only a hang reaches it
+# A demo's test: its engines' start (vLLM's, a minute or more, with --engine-c), the run to DEADLINE
+# and its stop, past pytest's 300 s, which would cut a slow run short as a failure.
+DEMO_TIMEOUT = pytest.mark.timeout(1800)
+
+
+@contextlib.contextmanager
+def demo(*args: str, stderr: int = subprocess.PIPE) -> Iterator[subprocess.Popen[str]]:
+    """`infertap demo *args`, stopped however the test ends (a hang past DEADLINE or pytest's timeout,
+    a failed assertion): SIGTERM first, which stops its engines with it, as a CI job's cancel does;
+    killed past a minute (its engines, tethered to it, end with it). Left running, a `--keep` demo
+    held its engines until the machine's next reboot."""
+    argv = [sys.executable, "-m", "infertap", "demo", *args]
+    env = {**os.environ, "COLUMNS": "160"}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
+def run_demo(*args: str) -> tuple[int, str, str]:
+    """The demo run to its end: its exit status, stdout and stderr; past DEADLINE a failure that
+    says where it was (SIGTERM: it says what it stops)."""
+    with demo(*args) as proc:
+        try:
+            out, err = proc.communicate(timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=120)
+            pytest.fail(f"the demo took over {DEADLINE:g} s (stopped):\n{out}{err}")
+    return proc.returncode, out, err
 
 
 def test_the_bundled_workload_is_data_with_known_answers():
@@ -23,17 +67,11 @@ def test_the_bundled_workload_is_data_with_known_answers():
     assert references(full)["What is 17 + 25?"] == "42"
 
 
+@DEMO_TIMEOUT
 def test_demo_records_replays_and_names_the_configuration_difference(tmp_path):
     out = tmp_path / "demo"
-    run = subprocess.run(
-        [sys.executable, "-m", "infertap", "demo", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**__import__("os").environ, "COLUMNS": "160"},
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    text = run.stdout
+    code, text, err = run_demo("--quick", "--out", str(out))
+    assert code == 0, text + err
     # Configuration first, and the difference it was built to expose.
     comparison = text[text.index("1. Configuration") :]
     assert comparison.index("repeat_penalty") < comparison.index("2. Speed") < comparison.index("3. Divergence")
@@ -86,18 +124,12 @@ def test_vllm_is_left_out_by_quick_and_where_it_cant_be_built(tmp_path, monkeypa
     assert vllm_left_out(quick=False) == "vLLM can't be built on this machine (no Python 3.11 here)"
 
 
+@DEMO_TIMEOUT
 def test_demo_with_a_third_engine_compares_each_pair_configuration_first(vllm_engine, tmp_path):
     """--quick leaves the embedded vLLM out; --engine-c brings any engine in (here the real vLLM)."""
     out = tmp_path / "demo"
-    run = subprocess.run(
-        [sys.executable, "-m", "infertap", "demo", "--quick", "--engine-c", vllm_engine.url, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**__import__("os").environ, "COLUMNS": "160"},
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    text = run.stdout
+    code, text, err = run_demo("--quick", "--engine-c", vllm_engine.url, "--out", str(out))
+    assert code == 0, text + err
     assert "engine C (vLLM) left out" not in text and "C: vllm 0.32.0" in text and ", float32," in text
     sections = [text.index(f"===== {pair} ") for pair in ("A vs B", "A vs C", "B vs C")]
     assert sections == sorted(sections)
@@ -111,31 +143,24 @@ def test_demo_with_a_third_engine_compares_each_pair_configuration_first(vllm_en
     assert summarize(out / "c-vllm")["exchanges"] == steps
 
 
+@DEMO_TIMEOUT
 def test_keep_leaves_the_engines_running_until_ctrl_c(tmp_path):
-    import re
-    import signal
-    import time
-
-    import httpx
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "infertap", "demo", "--quick", "--keep", "--out", str(tmp_path / "d")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    seen = ""
-    deadline = time.monotonic() + 600
-    while "engines kept running" not in seen and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        assert line or proc.poll() is None, seen
-        seen += line
-    urls = re.search(r"engines kept running: A (\S+)  B (\S+)", seen).groups()
-    assert seen.index("1. Configuration") < seen.index("engines kept running")  # results first, then the engines stay
-    for url in urls:
-        assert httpx.get(url + "/v1/models", timeout=10).status_code == 200
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
+    with demo("--quick", "--keep", "--out", str(tmp_path / "d"), stderr=subprocess.STDOUT) as proc:
+        seen = ""
+        deadline = time.monotonic() + DEADLINE
+        while "engines kept running" not in seen:
+            assert time.monotonic() < deadline, seen
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+            assert line, f"the demo ended first ({proc.wait()}):\n{seen}"
+            seen += line
+        kept = re.search(r"engines kept running: A (\S+)  B (\S+)", seen)
+        assert kept is not None, seen
+        urls = kept.groups()
+        assert seen.index("1. Configuration") < seen.index("engines kept running")  # results first, then the engines stay
+        for url in urls:
+            assert httpx.get(url + "/v1/models", timeout=10).status_code == 200
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
     assert proc.returncode == 0
     for url in urls:
         with pytest.raises(httpx.ConnectError):

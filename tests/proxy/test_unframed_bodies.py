@@ -1,0 +1,191 @@
+"""A request body sent with no length (neither Content-Length nor chunked encoding), as an
+HTTP/1.0-style client sends one, ended by the client's close or cut by its reset.
+
+The recorder runs in-process here: its own protocol, app and capture writer on uvicorn and a real
+socket, its server saying each read it takes, so that a test can send a request's body only once
+the head has been read: the two reads apart, as a client writing them apart makes them."""
+
+from __future__ import annotations
+
+import queue
+import socket
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infertap.capture.reader import CaptureReader
+from infertap.capture.writer import CaptureWriter
+from infertap.proxy.app import RecordingProxy, build_app
+from infertap.proxy.wire import protocol
+from tests.fake_upstream import ServerThread
+
+BODY = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+
+
+class InProcessRecorder:
+    """The recording proxy served from a thread; ``reads`` gets each read its server takes, whole."""
+
+    def __init__(self, upstream: str, out: Path, **limits: Any) -> None:
+        self.out = out
+        self.writer = CaptureWriter(out, recorder={"kind": "proxy"}).open()
+        proxy = RecordingProxy(upstream, self.writer)
+        self.reads: queue.Queue[bytes] = queue.Queue()
+        reads = self.reads
+
+        class Reading(protocol(proxy.refused, **limits)):  # type: ignore[misc]
+            def data_received(self, data: bytes) -> None:
+                super().data_received(data)
+                reads.put(bytes(data))
+
+        self.server = ServerThread(build_app(proxy), http=Reading)
+        self.port = int(self.server.url.rsplit(":", 1)[1])
+
+    def read(self) -> bytes:
+        return self.reads.get(timeout=10)
+
+    def connect(self) -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each sendall its own segment
+        return s
+
+    def stop(self) -> list[dict[str, Any]]:
+        """Stops as `infertap record` does on SIGTERM (what is in flight ends and is recorded), and
+        gives the capture's exchanges."""
+        self.server.server.should_exit = True
+        self.server.thread.join(30)
+        self.server.__exit__(None, None, None)
+        self.writer.close()
+        return list(CaptureReader(self.out).exchanges())
+
+
+@pytest.fixture
+def in_process(fake: Any, tmp_path: Path) -> Iterator[Any]:
+    """Factory: ``in_process(**limits)`` starts the recorder before the fake engine (``fake``)."""
+    started: list[InProcessRecorder] = []
+
+    def start(**limits: Any) -> InProcessRecorder:
+        started.append(InProcessRecorder(fake[1], tmp_path / f"cap{len(started)}", **limits))
+        started[-1].server.__enter__()
+        return started[-1]
+
+    yield start
+    for rec in started:
+        if rec.server.thread.is_alive():
+            rec.server.__exit__(None, None, None)
+            rec.writer.close()
+
+
+def _answer(s: socket.socket) -> bytes:
+    out = b""
+    while chunk := s.recv(65536):
+        out += chunk
+    return out
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1"])
+def test_a_body_sent_with_no_length_in_a_later_read_than_its_head_is_one_refusal_never_forwarded(fake, in_process, version):
+    """Its head ended the read; its body came in the next. The request went to the engine bodiless,
+    and the body's bytes were refused apart, a second record of no method nor path (after an HTTP/1.1
+    head; after an HTTP/1.0 one, whose bodiless answer closed the connection, they were lost). Now
+    the body is told as the head's own: the engine gets nothing, one record keeps the request whole,
+    refused by the recorder, with the client's version, as when head and body come in one read."""
+    app, _ = fake
+    rec = in_process(body_wait=30)  # longer than any pause between the test's two sends
+    head = f"POST /echo-body HTTP/{version}\r\nHost: x\r\n\r\n".encode()
+    with rec.connect() as s:
+        s.sendall(head)
+        assert rec.read() == head  # the server has read the head, alone
+        s.sendall(BODY)
+        assert rec.read() == BODY
+        s.shutdown(socket.SHUT_WR)  # the only mark of the body's end
+        answer = _answer(s)
+    assert answer.startswith(b"HTTP/1.1 400") and answer.endswith(b"a request's body ends by its length, not by a close.")
+    (refused,) = rec.stop()
+    assert app.requests == []
+    assert (refused["end"], refused["status"], refused["method"], refused["path"]) == ("refused", 400, "POST", "/echo-body")
+    assert (refused["request_body"], refused["http_version"]) == (BODY, version)
+    assert refused["error"].startswith("the recorder refused the request (its body came with neither Content-Length")
+    assert "refused_head" not in refused and ["host", "x"] in refused["request_headers"]
+
+
+@pytest.mark.parametrize("then", ["nothing", "the next request", "its close"])
+def test_a_head_of_no_length_followed_by_no_body_is_forwarded_bodiless(fake, in_process, then):
+    """RFC 9112 6.3: a request with neither Content-Length nor chunked encoding has no body. A POST
+    so (curl -X POST) is held only until the next read shows no body follows (a request line), the
+    client's close, or the wait's end: then forwarded as it came, and recorded so, never refused."""
+    app, _ = fake
+    rec = in_process(body_wait=0.2 if then == "nothing" else 30)
+    head = b"POST /status/201 HTTP/1.1\r\nHost: x\r\n\r\n"
+    with rec.connect() as s:
+        s.sendall(head)
+        assert rec.read() == head
+        if then == "its close":
+            s.shutdown(socket.SHUT_WR)  # the client closes its side, waiting for no answer
+            _answer(s)
+        else:
+            if then == "the next request":
+                s.sendall(b"GET /status/202 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while b'"fake 201"' not in answer or (then == "the next request" and b'"fake 202"' not in answer):
+                answer += s.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 201")
+    xs = rec.stop()
+    assert [(x["method"], x["path"], x["request_body"]) for x in xs] == [
+        ("POST", "/status/201", b""),
+        *([("GET", "/status/202", b"")] if then == "the next request" else []),
+    ]
+    assert not any(x["end"] == "refused" for x in xs)
+    if then != "its close":  # a client gone at once may have been answered, or not
+        assert [x["status"] for x in xs] == [201, 202][: len(xs)]
+        assert [(r["path"], r["body"]) for r in app.requests] == [(x["path"], b"") for x in xs]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-read", "head-then-body"])
+def test_a_body_sent_with_no_length_then_a_reset_is_recorded_refused_unanswered(fake, in_process, split):
+    """The client sends its body with no length and resets the connection (SO_LINGER 0) instead of
+    closing its side: nothing was recorded (the body kept for the close was dropped with the
+    connection). It is now recorded refused, its body whole, never answered, never forwarded."""
+    app, _ = fake
+    rec = in_process(body_wait=30)
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n"
+    s = rec.connect()
+    if split:
+        s.sendall(head)
+        assert rec.read() == head
+        s.sendall(BODY)
+        assert rec.read() == BODY
+    else:
+        s.sendall(head + BODY)
+        assert rec.read() == head + BODY
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()  # an RST, not a FIN
+    (refused,) = rec.stop()
+    assert app.requests == []
+    assert (refused["end"], refused["method"], refused["path"], refused["request_body"]) == (
+        "refused",
+        "POST",
+        "/v1/chat/completions",
+        BODY,
+    )
+    assert refused["status"] is None and refused["chunks"] == [] and "proxy_generated" not in refused
+    assert "the connection was lost before its end" in refused["error"]
+    assert refused["error"].endswith("the client was never answered")
+
+
+def test_a_body_sent_with_no_length_is_answered_503_and_recorded_when_the_recorder_stops(fake, in_process):
+    """Its end would come only with the client's close; the recorder stopping first answers it and
+    records it, body and all, not a connection closed without a word."""
+    app, _ = fake
+    rec = in_process()
+    s = rec.connect()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n" + BODY)
+    rec.read()
+    (refused,) = rec.stop()
+    answer = _answer(s)
+    s.close()
+    assert answer.startswith(b"HTTP/1.1 503") and answer.endswith(b"the recorder shut down before its end.")
+    assert app.requests == []
+    assert (refused["end"], refused["status"], refused["request_body"]) == ("refused", 503, BODY)
