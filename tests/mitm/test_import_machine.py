@@ -265,3 +265,46 @@ def test_an_import_left_unclosed_on_another_machine_is_said_imported_there_not_r
     [warning] = recorded["warnings"]
     assert "is not closed and was recorded on gpu-box-7, not this machine" in warning and "imported" not in warning
     assert recorded["captures"][0]["imported_elsewhere"] == []
+
+
+@pytest.mark.parametrize(
+    ("recorded_on", "said"),
+    [
+        ("laptop-3", "was recorded and imported on laptop-3, not this machine"),
+        ("gpu-box-7", "was recorded on gpu-box-7 and imported on laptop-3, not this machine"),  # must match
+    ],
+)
+def test_a_recording_and_an_import_left_unclosed_by_one_machine_are_both_named(tmp_path, monkeypatch, recorded_on, said):
+    """A capture recorded on a laptop, a HAR then imported into it there, both killed before their
+    footers: stats said only that it "was imported on" the laptop, as if nothing had been recorded
+    there. It names the recording too; on two machines, each as before."""
+    from unittest import mock
+
+    from infertap.capture.hostfacts import host_facts
+    from infertap.capture.segments import segment_paths
+    from infertap.mitm.importer import import_file
+    from tests.helpers import write_capture
+
+    capture = tmp_path / "cap"
+    facts = {**host_facts(), "hostname": recorded_on}
+    with mock.patch("infertap.capture.writer.host_facts", lambda: facts):
+        write_capture(capture, [{"offset_s": 0, "body": CHAT}])
+    with monkeypatch.context() as m:
+        m.setattr(socket, "gethostname", lambda: "laptop-3")  # the importing machine, not this one
+        import_file(har(tmp_path / "a.har", LOCAL, time.time() - 60), capture)
+    segments = segment_paths(capture)
+    assert len(segments) == 2
+    for seg in segments:
+        seg.write_bytes(seg.read_bytes()[:-3])  # no footer: killed
+
+    out = json.loads(stdout("stats", str(capture), "--json"))
+    [warning] = out["warnings"]
+    assert warning == (
+        f"{capture} is not closed and {said} (the machine its imported traffic ran on is unknown): if a writer of it "
+        "still runs there, exchanges not yet written when it was read are in none of these figures"
+    )
+    [info] = out["captures"]
+    assert info["recorded_elsewhere"] == [recorded_on] and info["imported_elsewhere"] == ["laptop-3"]
+    assert info["writing_elsewhere"] == sorted({recorded_on, "laptop-3"})
+    card = json.loads(stdout("claim", str(capture), "--json", "--cache-dir", str(tmp_path / "cache")))
+    assert warning in card["warnings"]
