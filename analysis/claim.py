@@ -22,6 +22,7 @@ from infertap.capture.identity import schedule_change, schedule_not_kept, schedu
 from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
+from .machines import imported_only
 from .partly_counted import note, prompt_note
 from .sampled import interpolated, no_energy, partly_unsampled
 from .stats import QUANTILES, live_warnings, speed_stats, ttft_mix
@@ -199,7 +200,7 @@ def _device(snap: dict[str, Any] | None, labels: dict[str, str], traffic: list[d
     (``enrich``) is of this machine, not that one."""
     label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
     imported = [r.get("from") or "HAR or flow" for r in traffic if r.get("kind") == "import"]
-    if imported and len(imported) == len(traffic):  # import takes no --label: nothing here describes that machine
+    if imported_only(str(r.get("kind") or "") for r in traffic):  # import takes no --label: nothing here describes that machine
         if label_gpu:
             return _field(
                 {"labels": label_gpu}, "user labels (--label)", f"{_imported(imported)}: only the labels describe its device"
