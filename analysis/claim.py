@@ -22,6 +22,7 @@ from infertap.capture.identity import schedule_change, schedule_not_kept, schedu
 from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
+from .machines import imported_only, probed_after_import
 from .partly_counted import note, prompt_note
 from .sampled import interpolated, no_energy, partly_unsampled
 from .stats import QUANTILES, live_warnings, speed_stats, ttft_mix
@@ -84,15 +85,22 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     no_snap = _no_snapshot(runs)
     captures = [c for c in stats["captures"] if c["capture"] == capture]
     torn = [str(t) for c in captures for t in c["torn"]]
+    # All its traffic imported: the snapshot is enrich's, of the engine then, kept and said so.
+    probed = probed_after_import(snap["wall"]) if snap and imported_only(str(r.get("kind") or "") for r in traffic) else None
+    concurrency = _concurrency(recorder, whole, snap, len(groups), several, no_snap)
+    sampling = _sampling(analysis, capture, snap, no_snap)
     return {
         "capture": capture,
         "device": _also(_device(snap, labels, traffic, no_snap), several),
-        "runtime": _also(_runtime(snap, no_snap), several),
-        "model": _also(_model(snap, analysis, capture, no_snap), several),
-        "quantization": _also(_quantization(snap, no_snap), several),
+        "runtime": _also(_also(_runtime(snap, no_snap), several), _said("the engine's kind, version and digest", probed)),
+        "model": _also(_also(_model(snap, analysis, capture, no_snap), several), _said("the engine's models and file", probed)),
+        "quantization": _also(_also(_quantization(snap, no_snap), several), _said("the quantization", probed)),
         "workload": _also(_workload(analysis, capture, whole, _uncounted(groups)), _torn(torn)),
-        "concurrency": _also(_concurrency(recorder, whole, snap, len(groups), several, no_snap), _several_schedules(traffic)),
-        "sampling": _sampling(analysis, capture, snap, no_snap),
+        "concurrency": _also(
+            _also(concurrency, _several_schedules(traffic)),
+            _said("the engine slots", probed if (concurrency["value"] or {}).get("engine_slots") is not None else None),
+        ),
+        "sampling": _also(sampling, _said("the engine defaults", probed if _engine_defaults(sampling) else None)),
         "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
         "figures": _figures(groups),
@@ -161,6 +169,19 @@ def _several_schedules(runs: list[dict[str, Any]]) -> str | None:
     )
 
 
+def _said(what: str, probed: str | None) -> str | None:
+    """``what`` of an import's snapshot, ``probed`` after its traffic (``probed_after_import``); None where not."""
+    return f"{what} {probed}" if probed else None
+
+
+def _engine_defaults(sampling: dict[str, Any]) -> bool:
+    """Whether some setting of the card's ``sampling`` is the engine's default, as the engine reported it."""
+    value = sampling["value"] if isinstance(sampling["value"], dict) else {}
+    return any(
+        isinstance(v, dict) and v.get("source") == "engine_default" for vs in value.values() if isinstance(vs, list) for v in vs
+    )
+
+
 def _torn(torn: list[str]) -> str | None:
     """What a torn tail leaves out of the workload: the records after it are lost, so its identity,
     requests and token totals are of those read before it, not the workload the clients sent."""
@@ -199,7 +220,7 @@ def _device(snap: dict[str, Any] | None, labels: dict[str, str], traffic: list[d
     (``enrich``) is of this machine, not that one."""
     label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
     imported = [r.get("from") or "HAR or flow" for r in traffic if r.get("kind") == "import"]
-    if imported and len(imported) == len(traffic):  # import takes no --label: nothing here describes that machine
+    if imported_only(str(r.get("kind") or "") for r in traffic):  # import takes no --label: nothing here describes that machine
         if label_gpu:
             return _field(
                 {"labels": label_gpu}, "user labels (--label)", f"{_imported(imported)}: only the labels describe its device"

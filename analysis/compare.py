@@ -37,7 +37,7 @@ from .energy import Telemetry
 from .errors import AnalysisError, QueryError
 from .extract import grader
 from .fetch import columns
-from .machines import IMPORTED, imported_only
+from .machines import IMPORTED, imported_only, probed_after_import
 from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
 from .ratios import bootstrap_ratio, distribution
@@ -309,6 +309,14 @@ def engine_state_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> lis
     ]
 
 
+def _probed_after(run: Run) -> str | None:
+    """Why a side's snapshot is not its traffic's engine: all its traffic was imported, and the
+    snapshot is the one ``enrich`` probed afterwards; None otherwise."""
+    if run.snapshot is None or not imported_only(run.recorders):
+        return None
+    return probed_after_import(run.snapshot.get("wall"))
+
+
 def _ratio_of(b: float | None, a: float | None) -> float | None:
     return b / a if a and b is not None else None
 
@@ -434,10 +442,12 @@ def _compare(
         )
         result["config"] = {
             # An import's engine machine is unknown, whatever host an enrich's snapshot (of this machine) names.
+            # Its engine facts are enrich's, probed after the import: kept, and said so.
             "snapshots": snapshot_diff(
                 a.snapshot,
                 b.snapshot,
                 (IMPORTED if imported_only(a.recorders) else None, IMPORTED if imported_only(b.recorders) else None),
+                (_probed_after(a), _probed_after(b)),
             ),
             "snapshot_missing": [side for side, run in (("A", a), ("B", b)) if run.snapshot is None],
             # why, by how each side was recorded: an import or a mitm run probes no engine

@@ -57,7 +57,10 @@ def _per_slot(snapshot: dict[str, Any] | None, name: str) -> bool:
 
 
 def snapshot_diff(
-    a: dict[str, Any] | None, b: dict[str, Any] | None, hosts_unknown: tuple[str | None, str | None] = (None, None)
+    a: dict[str, Any] | None,
+    b: dict[str, Any] | None,
+    hosts_unknown: tuple[str | None, str | None] = (None, None),
+    probed: tuple[str | None, str | None] = (None, None),
 ) -> list[dict[str, Any]]:
     """One row per fact: both values, whether they differ (both known) and whether only one side knows it.
 
@@ -65,7 +68,9 @@ def snapshot_diff(
     (why) instead, and its values stay for display beside the kind. ``hosts_unknown``: per side,
     why its snapshot's host facts are not its engine machine's whatever the snapshot says (an
     import's traffic ran on a machine its file does not name; an ``enrich`` probed this one):
-    that side's host rows are unknown, ``why_unknown`` saying so."""
+    that side's host rows are unknown, ``why_unknown`` saying so. ``probed``: per side, why its
+    snapshot's engine facts may not be its traffic's (an import's ``enrich`` probed the engine
+    afterwards): each row that side knows keeps its value, ``probed`` (``{"A": why}``) saying so."""
     rows: list[dict[str, Any]] = [{"fact": "kind", "a": a.get("kind") if a else None, "b": b.get("kind") if b else None}]
     rows += [{"fact": name, "a": _value(a, name), "b": _value(b, name)} for name in SNAPSHOT_FACTS]
     for row in rows[1:]:  # a value per slot is said so, as probe says it: 1024 per slot is not a context of 1024
@@ -93,6 +98,12 @@ def snapshot_diff(
             "b": [g["name"] for g in host_b.get("gpus") or ()] or None,
         },
     ]
+    for row in rows:
+        after = {
+            side: note for side, note, value in zip("AB", probed, (row["a"], row["b"]), strict=True) if note and value is not None
+        }
+        if after:
+            row["probed"] = after
     rows += [{**row, "why_unknown": why} if why else row for row in hosts]
     for row in rows:
         known = (row["a"] is not None) + (row["b"] is not None)
@@ -122,6 +133,20 @@ def why_unknown_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         for side, why in (row.get("why_unknown") or {}).items():
             facts.setdefault((side, why), []).append(row["fact"])
     return [f"{' and '.join(names)} of {side} unknown: {why}" for (side, why), names in facts.items()]
+
+
+def probed_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """What ``snapshot_diff``'s ``probed`` says, a line per side, as compare and the report print
+    it: ``kind, version and models of A probed by `infertap enrich` at <time>, after ...``."""
+    facts: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        for side, why in (row.get("probed") or {}).items():
+            facts.setdefault((side, why), []).append(row["fact"])
+    return [f"{_and(names)} of {side} {why}" for (side, why), names in facts.items()]
+
+
+def _and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def several_configurations(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> str | None:

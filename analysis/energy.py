@@ -66,7 +66,7 @@ from infertap.telemetry.series import (
 )
 
 from .active import RunPart, active, seconds
-from .machines import Engine, device_key, engine_of, hostname, on_engine, scraped
+from .machines import Engine, device_key, engine_of, hostname, imported_only, on_engine, scraped
 from .store import Analysis
 
 #: Energy sources, best first: (telemetry name, kind, scale to joules or watts, what the result says).
@@ -505,12 +505,12 @@ class Telemetry:
             # An import's upstreams and host facts are of a machine its file does not name, never this one.
             upstreams: dict[str, list[str]] = {}
             imported: set[str] = set()
-            for capture, urls, only in a.sql(
+            for capture, urls, kinds in a.sql(
                 "SELECT capture, list(DISTINCT upstream) FILTER (WHERE recorder IS DISTINCT FROM 'import'), "
-                "bool_and(recorder = 'import') FROM exchanges WHERE upstream IS NOT NULL GROUP BY capture"
+                "list(DISTINCT recorder) FILTER (WHERE recorder IS NOT NULL) FROM exchanges WHERE upstream IS NOT NULL GROUP BY capture"
             ).fetchall():
                 upstreams[capture] = urls or []
-                if only:
+                if imported_only(kinds or []):
                     imported.add(capture)
             hosts: dict[str, set[str]] = defaultdict(set)
             for capture, host in a.sql("SELECT capture, host FROM runs WHERE recorder IS DISTINCT FROM 'import'").fetchall():

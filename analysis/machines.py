@@ -12,12 +12,24 @@ import ipaddress
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from infertap.capture.hostfacts import engine_is_local, url_parts
 
 #: Why an imported capture's engine machine is unknown.
 IMPORTED = "its traffic was imported from a file, which does not say the machine it ran on: the recording machine, and its engine's, are unknown"
+
+
+def probed_after_import(wall: float | None) -> str:
+    """Why the engine facts of an import's snapshot (``enrich``'s, taken at ``wall``) are not known
+    to be its traffic's: they are of the engine enrich probed, after the import, and the imported
+    file names no engine, version or settings. Said beside the facts, which are kept."""
+    when = datetime.fromtimestamp(wall, UTC).isoformat(timespec="seconds") if wall else "an unknown time"
+    return (
+        f"probed by `infertap enrich` at {when}, after the traffic was imported: "
+        "the engine then, which the imported file does not say served that traffic"
+    )
 
 
 def imported_only(recorders: Iterable[str]) -> bool:
@@ -133,4 +145,14 @@ def _loads(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-__all__ = ["IMPORTED", "Engine", "device_key", "engine_of", "hostname", "on_engine", "scraped"]
+__all__ = [
+    "IMPORTED",
+    "Engine",
+    "device_key",
+    "engine_of",
+    "hostname",
+    "imported_only",
+    "on_engine",
+    "probed_after_import",
+    "scraped",
+]

@@ -23,7 +23,7 @@ from .compare_lines import Said, energy_lines, session_lines
 from .compare_load import concurrency_line
 from .compare_outcomes import side_line
 from .compare_traffic import traffic_line
-from .configdiff import why_unknown_lines
+from .configdiff import probed_lines, why_unknown_lines
 from .divergence_notes import failed_ids_note, failed_note, path_notes
 from .errors import AnalysisError
 from .paired_divergence import compared_share, differ_share, exact_share, histogram_bars, position_unit
@@ -195,6 +195,7 @@ def _configuration(result: dict[str, Any]) -> list[str]:
             ["fact", "A", "B"], [[r["fact"], r["a"], r["b"]] for r in rows], [r["differs"] and not r["unknown"] for r in rows]
         ),
         *(f'<p class="warn">{html.escape(line)}</p>' for line in why_unknown_lines(cfg["snapshots"])),
+        *(f'<p class="warn">{html.escape(line)}</p>' for line in probed_lines(cfg["snapshots"])),
     ]
     if cfg["settings"]:
         out.append("<h3>Effective sampling settings that differ</h3>")

@@ -534,15 +534,16 @@ def unclosed_runs(analysis: Analysis) -> dict[str, list[list[Any]]]:
 
 
 def liveness(open_runs: Sequence[Sequence[Any]]) -> dict[str, Any]:
-    """``writing``, ``writing_elsewhere`` and ``imported_elsewhere`` of a capture whose unclosed
-    runs are ``open_runs`` (``unclosed_runs``), judged on this machine: the one whose processes can
-    be looked at."""
+    """``writing``, ``writing_elsewhere`` and, of those machines, ``recorded_elsewhere`` and
+    ``imported_elsewhere`` (one machine may be in both) of a capture whose unclosed runs are
+    ``open_runs`` (``unclosed_runs``), judged on this machine: the one whose processes can be looked at."""
     alive = [pid for pid, host, wall, *_ in open_runs if recorder_running(pid, host, wall) is not None]
     here = socket.gethostname()
     elsewhere = [(host, bool(rest and rest[0])) for _, host, _, *rest in open_runs if host and host != here] if not alive else []
     return {
         "writing": alive[-1] if alive else None,
         "writing_elsewhere": sorted({host for host, _ in elsewhere}),
+        "recorded_elsewhere": sorted({host for host, imported in elsewhere if not imported}),
         "imported_elsewhere": sorted({host for host, imported in elsewhere if imported}),
     }
 
@@ -571,8 +572,14 @@ def _written_elsewhere(c: dict[str, Any], of: str) -> str:
             f"was recorded on {', '.join(hosts)}, not this machine: "
             f"if its recorder still runs there, exchanges in flight when it was read are in none of {of}"
         )
-    recorded = [host for host in hosts if host not in imported]
-    where = f"was recorded on {', '.join(recorded)} and imported on" if recorded else "was imported on"
+    # A machine may have left both a recording and an import unclosed: it is named for each.
+    recorded = c.get("recorded_elsewhere") or []
+    if recorded == imported:
+        where = "was recorded and imported on"
+    elif recorded:
+        where = f"was recorded on {', '.join(recorded)} and imported on"
+    else:
+        where = "was imported on"
     return (
         f"{where} {', '.join(imported)}, not this machine (the machine its imported traffic ran on is unknown): "
         f"if a writer of it still runs there, exchanges not yet written when it was read are in none of {of}"

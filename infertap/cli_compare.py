@@ -249,9 +249,11 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
             for f in one_side
         )
         _say(console, f"known on one side only: {known}")
-    from infertap.analysis.configdiff import why_unknown_lines
+    from infertap.analysis.configdiff import probed_lines, why_unknown_lines
 
     for line in why_unknown_lines(cfg["snapshots"]):  # facts a side's snapshot holds that are not its engine's
+        _say(console, line, "yellow")
+    for line in probed_lines(cfg["snapshots"]):  # an import's engine facts, probed after it by enrich
         _say(console, line, "yellow")
     both = [row for row in cfg["settings"] if not _one_sided(row)]
     if both:

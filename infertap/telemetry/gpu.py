@@ -43,6 +43,8 @@ _NVML_REFUSED = frozenset({3, 13})
 _AMD_REFUSED = frozenset({2, 3})
 _AMD_REFUSED_NAMES = ("NOT_SUPPORTED", "NOT_YET_IMPLEMENTED")
 _AGAIN = "this round lost, asked again next round"
+#: The longest a run of nvidia-smi that timed out is waited for once killed.
+KILL_WAIT_S = 1.0
 
 
 def gpu_source() -> NvmlSource | AmdSource | SmiSource:
@@ -118,23 +120,28 @@ class SmiSource:
         self.exe = exe
         self.timeout = timeout
         self.fields = list(_SMI_FIELDS)
+        self.stuck: list[subprocess.Popen[str]] = []  # runs killed after their timeout that had not exited yet
 
     def sample(self) -> list[Sample]:
+        self._reap()
         query = ",".join(["index", *(field for field, _, _ in self.fields)])
         try:
-            done = subprocess.run(
+            proc = subprocess.Popen(
                 [self.exe, f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
-                timeout=self.timeout,
             )
+        except (OSError, subprocess.SubprocessError) as exc:  # it can't be run at all: the sampler retries later
+            raise SourceError(f"nvidia-smi: {exc}") from exc
+        try:
+            stdout, stderr = proc.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired as exc:
             # Not a passing loss: asked again every round, a hung driver would hold a new process (and
             # the GPU's sampling thread) for the timeout each time. The sampler backs off instead,
             # from its interval: one slow call costs a round or two, a hung driver ever fewer calls.
-            raise SourceError(f"nvidia-smi did not answer within {self.timeout:g} s") from exc
-        except (OSError, subprocess.SubprocessError) as exc:  # it can't be run at all: the sampler retries later
-            raise SourceError(f"nvidia-smi: {exc}") from exc
+            raise SourceError(f"nvidia-smi did not answer within {self.timeout:g} s{self._end(proc)}") from exc
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
         if done.returncode != 0:
             if self.fields[-1][0] == "clocks_event_reasons.active" and "clocks_event_reasons" in done.stdout + done.stderr:
                 self.fields[-1] = ("clocks_throttle_reasons.active", "gpu_clock_event_reasons", 1.0)  # a driver before 535
@@ -142,6 +149,26 @@ class SmiSource:
             said = (done.stdout + done.stderr).strip()[:200]
             raise PartialRound(f"nvidia-smi exited {done.returncode}: {said}; {_AGAIN}", [])
         return list(self._parse(done.stdout))
+
+    def _end(self, proc: subprocess.Popen[str]) -> str:
+        """Kill a run of nvidia-smi that did not answer, waiting ``KILL_WAIT_S`` at most for it to
+        exit: one stuck in the driver (uninterruptible) does not until its call returns, and
+        ``subprocess.run``'s unbounded wait held the GPU's thread for as long, past its timeout.
+        Such a run is kept in ``stuck``, reaped once it exits; what to add to the reason."""
+        proc.kill()
+        for pipe in (proc.stdout, proc.stderr):  # not read again; a process of its own still holding them gets EPIPE
+            if pipe is not None:
+                pipe.close()
+        try:
+            proc.wait(KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.stuck.append(proc)
+            return f", nor exited within {KILL_WAIT_S:g} s of being killed (stuck in the driver): left to exit on its own"
+        return ""
+
+    def _reap(self) -> None:
+        """Reap the runs left stuck that have exited since, so that none stays a zombie."""
+        self.stuck = [proc for proc in self.stuck if proc.poll() is None]
 
     def _parse(self, text: str) -> list[Sample]:
         """One line per GPU: its index and a cell per field. A line that is not that (a cell neither a
@@ -166,7 +193,7 @@ class SmiSource:
         return samples
 
     def close(self) -> None:
-        pass
+        self._reap()  # one still stuck is reaped by subprocess when this process next starts one
 
 
 def _number(text: str) -> float | None:

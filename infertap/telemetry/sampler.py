@@ -100,11 +100,21 @@ class Sampler:
     """``Sampler(config, writer.write).start()`` ... ``close()``; a context manager too."""
 
     def __init__(
-        self, config: TelemetryConfig, write: Callable[[Mapping[str, Any]], None], clock: Callable[[], float] = time.time
+        self,
+        config: TelemetryConfig,
+        write: Callable[[Mapping[str, Any]], None],
+        clock: Callable[[], float] = time.time,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        wait: Callable[[threading.Event, float], object] = threading.Event.wait,
     ) -> None:
         self.config = config
         self._write = write
         self._clock = clock  # a sample's wall time: the capture writer's ``wall_now``, on its exchanges' clock
+        # What schedules the rounds: a clock and a wait for the next one (or the stop, which ends it);
+        # a test's own make a round's schedule exact. Start's and close's bounds keep the real ones.
+        self._monotonic = monotonic
+        self._wait = wait
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the sources' threads write one at a time, and none after close
         self._closed = False
@@ -175,14 +185,14 @@ class Sampler:
         or was abandoned."""
         while not self._stop.is_set():
             self._sample(slot)
-            self._stop.wait(max(0.0, slot.due - time.monotonic()))
+            self._wait(self._stop, max(0.0, slot.due - self._monotonic()))
         if slot.source is not None and not slot.resting and not self._closed:
             self._sample(slot)
         if slot.source is not None:
             slot.source.close()
 
     def _sample(self, slot: _Slot) -> None:
-        now = time.monotonic()
+        now = self._monotonic()  # the round's due time counts from its start: a slow read does not delay the next
         slot.asked = self._clock()  # also the wall time of its samples: when the source was read
         try:
             self._read(slot, now, slot.asked)
@@ -224,7 +234,7 @@ class Sampler:
         from when it failed (a call that timed out took its timeout already)."""
         slot.failed(reason, self._unknown)
         slot.failures += 1
-        slot.due = time.monotonic() + backoff(slot.interval_s, slot.failures, self.config.retry_s)
+        slot.due = self._monotonic() + backoff(slot.interval_s, slot.failures, self.config.retry_s)
         slot.resting = True
 
     def _samples(self, slot: _Slot, wall: float, samples: list[Sample]) -> None:

@@ -265,3 +265,110 @@ def test_an_import_left_unclosed_on_another_machine_is_said_imported_there_not_r
     [warning] = recorded["warnings"]
     assert "is not closed and was recorded on gpu-box-7, not this machine" in warning and "imported" not in warning
     assert recorded["captures"][0]["imported_elsewhere"] == []
+
+
+@pytest.mark.parametrize(
+    ("recorded_on", "said"),
+    [
+        ("laptop-3", "was recorded and imported on laptop-3, not this machine"),
+        ("gpu-box-7", "was recorded on gpu-box-7 and imported on laptop-3, not this machine"),  # must match
+    ],
+)
+def test_a_recording_and_an_import_left_unclosed_by_one_machine_are_both_named(tmp_path, monkeypatch, recorded_on, said):
+    """A capture recorded on a laptop, a HAR then imported into it there, both killed before their
+    footers: stats said only that it "was imported on" the laptop, as if nothing had been recorded
+    there. It names the recording too; on two machines, each as before."""
+    from unittest import mock
+
+    from infertap.capture.hostfacts import host_facts
+    from infertap.capture.segments import segment_paths
+    from infertap.mitm.importer import import_file
+    from tests.helpers import write_capture
+
+    capture = tmp_path / "cap"
+    facts = {**host_facts(), "hostname": recorded_on}
+    with mock.patch("infertap.capture.writer.host_facts", lambda: facts):
+        write_capture(capture, [{"offset_s": 0, "body": CHAT}])
+    with monkeypatch.context() as m:
+        m.setattr(socket, "gethostname", lambda: "laptop-3")  # the importing machine, not this one
+        import_file(har(tmp_path / "a.har", LOCAL, time.time() - 60), capture)
+    segments = segment_paths(capture)
+    assert len(segments) == 2
+    for seg in segments:
+        seg.write_bytes(seg.read_bytes()[:-3])  # no footer: killed
+
+    out = json.loads(stdout("stats", str(capture), "--json"))
+    [warning] = out["warnings"]
+    assert warning == (
+        f"{capture} is not closed and {said} (the machine its imported traffic ran on is unknown): if a writer of it "
+        "still runs there, exchanges not yet written when it was read are in none of these figures"
+    )
+    [info] = out["captures"]
+    assert info["recorded_elsewhere"] == [recorded_on] and info["imported_elsewhere"] == ["laptop-3"]
+    assert info["writing_elsewhere"] == sorted({recorded_on, "laptop-3"})
+    card = json.loads(stdout("claim", str(capture), "--json", "--cache-dir", str(tmp_path / "cache")))
+    assert warning in card["warnings"]
+
+
+def test_an_imports_engine_facts_are_said_to_be_enrichs_probed_after_it(record, tmp_path):
+    """`enrich` of an import probes the engine as it is then: compare's configuration rows and the
+    claim card showed its version, models, slots and defaults as those of the engine that served
+    the imported traffic, which the file does not name. They are kept, each said to be probed by
+    enrich at its time, after the import; a recording's own probe is not (must differ), and the
+    facts themselves compare as before (must match)."""
+    from datetime import UTC, datetime
+
+    with ServerThread(llama_server_app()) as server:
+        rec = record(server.url, "--no-telemetry")
+        sent = json.dumps(CHAT).encode()  # the bytes the HAR holds: the two pair as one request
+        httpx.post(
+            f"{rec.url}/v1/chat/completions", content=sent, headers={"content-type": "application/json"}, timeout=30
+        ).raise_for_status()
+        assert rec.stop() == 0
+        imported = tmp_path / "imported"
+        invoke("import", str(har(tmp_path / "a.har", LOCAL, time.time() - 60)), "--out", str(imported))
+        invoke("enrich", str(imported), "--engine", server.url)
+    [snapshot] = [r for r in CaptureReader(imported).records() if r["type"] == "engine"]
+    when = datetime.fromtimestamp(snapshot["wall"], UTC).isoformat(timespec="seconds")
+    probed = (
+        f"probed by `infertap enrich` at {when}, after the traffic was imported: "
+        "the engine then, which the imported file does not say served that traffic"
+    )
+
+    cards = {
+        name: json.loads(invoke("claim", str(c), "--json", "--cache-dir", str(tmp_path / "cache")))
+        for name, c in (("import", imported), ("record", rec.out))
+    }
+    card = cards["import"]
+    assert card["runtime"]["value"]["version"] == cards["record"]["runtime"]["value"]["version"] is not None, "kept"
+    assert card["concurrency"]["value"]["engine_slots"] == 4
+    for field, what in (
+        ("runtime", "the engine's kind, version and digest"),
+        ("model", "the engine's models and file"),
+        ("concurrency", "the engine slots"),
+        ("sampling", "the engine defaults"),
+    ):
+        assert f"{what} {probed}" in card[field]["unknown"], (field, card[field])
+        assert "infertap enrich" not in (cards["record"][field].get("unknown") or ""), (field, cards["record"][field])
+    assert {"value": 0.8, "source": "engine_default", "requests": 1} in card["sampling"]["value"]["temperature"]
+    assert card["quantization"]["value"] is None and "infertap enrich" not in card["quantization"]["unknown"], "nothing shown"
+
+    def config(a: Path, b: Path) -> dict[str, dict[str, Any]]:
+        rows = json.loads(stdout("compare", str(a), str(b), "--json"))["config"]["snapshots"]
+        return {r["fact"]: r for r in rows}
+
+    rows = config(imported, rec.out)
+    for fact in ("kind", "version", "models", "parallel_slots", "default temperature"):
+        assert rows[fact]["probed"] == {"A": probed}, rows[fact]
+        assert rows[fact]["a"] == rows[fact]["b"] is not None and not rows[fact]["differs"], rows[fact]
+    assert not any("probed" in r for r in rows.values() if r["a"] is None), "a fact A does not know is not said probed"
+    assert all("probed" not in r for r in config(rec.out, rec.out).values())
+    line = (
+        "kind, version, models, context_size, parallel_slots, chat_template_sha256, bos_token, eos_token, model_path, "
+        f"default repeat_penalty and default temperature of A {probed}"
+    )
+    text = " ".join(invoke("compare", str(imported), str(rec.out)).split())
+    assert " ".join(line.split()) in text, text
+    assert "infertap enrich" not in " ".join(invoke("compare", str(rec.out), str(rec.out)).split())
+    invoke("report", str(imported), str(rec.out), "-o", str(tmp_path / "r.html"))
+    assert line in html.unescape((tmp_path / "r.html").read_text())

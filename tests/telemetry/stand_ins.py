@@ -152,6 +152,16 @@ def slow_once(folder: Path, rows: list[str]) -> Path:
     return _answered_first(exe, _each_round(folder, [hang]))
 
 
+def holding_output(folder: Path, rows: list[str]) -> Path:
+    """A stand-in ``nvidia-smi`` whose sampling query starts a process of its own that inherits its
+    output (the pipes its caller reads) and hangs, and then hangs itself: killed, it exits, while
+    the other keeps the pipes open. That one's pid is written to ``folder/holder.pid``."""
+    exe = nvidia_smi(folder, rows)
+    holder = shlex.quote(str(folder / "holder.pid"))
+    hang = [f"  sleep 600 & echo $! > {holder}", "  exec sleep 600"]  # exec: the process a timeout kills
+    return _answered_first(exe, _each_round(folder, hang))
+
+
 def _each_round(folder: Path, then: list[str]) -> list[str]:
     """Shell lines answering the sampling query: the round's number, from 0, in ``$n``, then ``then``."""
     counter = shlex.quote(str(folder / "round"))

@@ -9,7 +9,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from statistics import median
 from typing import Any
 
 import pytest
@@ -71,27 +70,62 @@ def walls(records: list[dict[str, Any]], after: float, before: float) -> list[fl
     return [r["wall"] for r in records if after < r["wall"] < before]
 
 
-def test_rounds_come_at_roughly_their_interval(tmp_path, monkeypatch):
+class Schedule:
+    """The clock and the wait a sampler schedules its rounds by, moved on by hand: a wait moves the
+    clock on by what it was asked, a read of the GPU (``took``) by its duration; the ``rounds``-th
+    wait is for the sampler's stop, as a real one past the run's end is. ``waits``: each asked."""
+
+    def __init__(self, rounds: int, took: float) -> None:
+        self.now = 1_000.0
+        self.rounds = rounds
+        self.took = took
+        self.waits: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        self.waits.append(seconds)
+        if len(self.waits) >= self.rounds:
+            return stop.wait()
+        self.now += seconds
+        return stop.is_set()
+
+
+def test_each_round_is_due_its_interval_after_the_last_began(tmp_path, monkeypatch):
+    """A round is due its interval after the one before it began, the read's own time counted in:
+    a read of 30 ms at 0.1 s waits 70 ms, so rounds are stamped 0.1 s apart (at 0.5 s, 0.5 s apart:
+    must differ); a read longer than the interval is followed by the next at once, never by a
+    negative wait or a whole interval more. Then the round at close."""
+    from infertap.telemetry import gpu
+
     gpus_on_path(monkeypatch, tmp_path, nvidia_smi(tmp_path / "bin", constant_gpus(150.0)))
-    fast, slow = Records(), Records()
-    with (
-        Sampler(TelemetryConfig(host=False, interval_s=0.1), fast),
-        Sampler(TelemetryConfig(host=False, interval_s=0.5), slow),
-    ):
-        time.sleep(2.0)
-    rounds = fast.sampled("gpu")
-    assert 6 <= len(rounds) <= 30, len(rounds)  # 2 s at 0.1 s: about 20
-    gaps = [b["wall"] - a["wall"] for a, b in zip(rounds, rounds[1:], strict=False)]
-    assert all(g > 0 for g in gaps), "rounds in time order"
-    assert 0.05 <= median(gaps) <= 0.4, gaps
-    assert 2 <= len(slow.sampled("gpu")) <= 8  # 2 s at 0.5 s: about 5
-    assert len(rounds) >= 2 * len(slow.sampled("gpu")), "a shorter interval samples more often"
-    # Each round: one source's samples, [name, labels, value], the same names every time.
-    first = rounds[0]
-    assert first["type"] == "telemetry"
-    assert ["gpu_power_watts", {"gpu": "0"}, 150.0] in first["samples"]
-    assert all({s[0] for s in r["samples"]} == {s[0] for s in first["samples"]} for r in rounds)
-    assert not fast.of("host") and not fast.of("engine"), "only what was asked for"
+    read = gpu.SmiSource.sample
+    found = {}
+    for interval, took in ((0.1, 0.03), (0.5, 0.03), (0.1, 0.15)):
+        schedule = Schedule(rounds=5, took=took)
+
+        def timed(self: gpu.SmiSource, schedule: Schedule = schedule) -> list[Any]:
+            samples = read(self)
+            schedule.now += schedule.took  # the read took that long
+            return samples
+
+        monkeypatch.setattr(gpu.SmiSource, "sample", timed)
+        records = Records()
+        config = TelemetryConfig(host=False, interval_s=interval)
+        with Sampler(config, records, schedule.monotonic, monotonic=schedule.monotonic, wait=schedule.wait):
+            wait_for(lambda schedule=schedule: len(schedule.waits) >= schedule.rounds)
+        rounds = records.sampled("gpu")
+        assert len(rounds) == 5 + 1, "five rounds, then one at close"
+        gaps = [b["wall"] - a["wall"] for a, b in zip(rounds[:5], rounds[1:5], strict=False)]
+        found[interval, took] = (schedule.waits, gaps)
+        # Each round: one source's samples, [name, labels, value], the same names every time.
+        assert rounds[0]["type"] == "telemetry" and ["gpu_power_watts", {"gpu": "0"}, 150.0] in rounds[0]["samples"]
+        assert all({s[0] for s in r["samples"]} == {s[0] for s in rounds[0]["samples"]} for r in rounds)
+        assert not records.of("host") and not records.of("engine"), "only what was asked for"
+    assert found[0.1, 0.03] == (pytest.approx([0.07] * 5), pytest.approx([0.1] * 4))
+    assert found[0.5, 0.03] == (pytest.approx([0.47] * 5), pytest.approx([0.5] * 4))
+    assert found[0.1, 0.15] == ([0.0] * 5, pytest.approx([0.15] * 4)), "late: the next round at once"
 
 
 def test_a_source_that_cannot_be_read_is_recorded_once_per_reason(tmp_path, monkeypatch):
@@ -189,9 +223,6 @@ def test_close_stops_the_thread_and_nothing_is_written_after(tmp_path, monkeypat
         # Every thread joined within close_s, none left behind stuck: nothing said to have stopped answering.
         assert not any(t.is_alive() for t in mine)
         assert not [why for source in ("engine", "gpu", "host") for why in records.unknown(source)]
-        written, asked = len(records.items), page.asked["/metrics"]
-        time.sleep(0.5)
-        assert len(records.items) == written and page.asked["/metrics"] == asked
     assert start_telemetry(False, "http://127.0.0.1:9", (), 0.25, {}, records) is None
     assert set(telemetry_threads()) <= before
 

@@ -4,7 +4,12 @@ nvidia-smi answering the documented CSV, a pynvml-shaped module); the rest is re
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import threading
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -26,11 +31,13 @@ from tests.telemetry.stand_ins import (
     constant_gpus,
     fake_nvml,
     gpus_on_path,
+    holding_output,
     no_gpu,
     nvidia_smi,
     nvml_device,
     smi_calls,
 )
+from tests.telemetry.test_sampler import wait_for
 
 # vLLM's exposition (prometheus_client's text format), abridged: gauges, a counter, a histogram.
 VLLM = """\
@@ -273,6 +280,68 @@ def test_nvidia_smi_that_does_not_answer_in_time_fails_the_source(tmp_path):
     exe = nvidia_smi(tmp_path / "bin", constant_gpus(100.0), hang=True)
     with pytest.raises(SourceError, match=r"nvidia-smi did not answer within 0.5 s"):
         SmiSource(str(exe), timeout=0.5).sample()
+
+
+def test_an_nvidia_smi_that_does_not_exit_when_killed_holds_the_gpus_thread_no_longer_than_a_second(tmp_path, monkeypatch):
+    """An nvidia-smi stuck in the driver (uninterruptible) exits only once its call returns, kill or
+    not, and subprocess.run waited for it after its kill without end: the GPU's sampling thread was
+    held for as long, past the timeout. The wait after the kill is bounded: the round fails saying
+    so, the run is kept in ``stuck`` and reaped once it exits. This machine can't make a process
+    that outlives SIGKILL: the stand-in's kill is made to reach nothing, as the driver's hold does."""
+    exe = nvidia_smi(tmp_path / "bin", constant_gpus(100.0), hang=True)
+    source = SmiSource(str(exe), timeout=0.3)
+    killed: list[int] = []
+    failed: list[str] = []
+
+    def sample() -> None:
+        try:
+            source.sample()
+        except SourceError as exc:
+            failed.append(str(exc))
+
+    with monkeypatch.context() as m:
+        m.setattr(subprocess.Popen, "kill", lambda self: killed.append(self.pid))
+        thread = threading.Thread(target=sample, daemon=True)
+        thread.start()
+        try:
+            thread.join(30)
+            assert not thread.is_alive(), "the GPU's thread waits on an nvidia-smi that does not exit when killed"
+            assert failed == [
+                "nvidia-smi did not answer within 0.3 s, nor exited within 1 s of being killed (stuck in the driver): "
+                "left to exit on its own"
+            ]
+            [stuck] = source.stuck
+            assert [stuck.pid] == killed and stuck.poll() is None, "it still runs"
+        finally:
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)  # its call returns at last
+            thread.join(30)
+    wait_for(lambda: _state(killed[0]) == "Z")  # exited, not yet reaped
+    source.close()
+    assert source.stuck == [] and _state(killed[0]) is None, "reaped once it exited: no zombie left"
+
+
+def test_an_nvidia_smi_whose_child_holds_its_output_is_only_timed_out(tmp_path):
+    """A run of nvidia-smi that exits when killed while a process it started holds its output open
+    is no stuck one (must match a plain timeout): the pipes are not waited on after the kill."""
+    exe = holding_output(tmp_path / "bin", constant_gpus(100.0))
+    source = SmiSource(str(exe), timeout=0.3)
+    try:
+        with pytest.raises(SourceError) as timed_out:
+            source.sample()
+    finally:
+        holder = tmp_path / "bin" / "holder.pid"
+        if holder.exists():
+            os.kill(int(holder.read_text()), signal.SIGKILL)
+    assert str(timed_out.value) == "nvidia-smi did not answer within 0.3 s" and source.stuck == []
+
+
+def _state(pid: int) -> str | None:
+    """A process's state letter (``Z``: a zombie, exited and not reaped), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
+    except FileNotFoundError:
+        return None
 
 
 @pytest.mark.parametrize(
