@@ -19,6 +19,7 @@ from anthropic.lib.streaming._beta_messages import accumulate_event
 from anthropic.types.beta import (
     BetaCodeExecutionResultBlock,
     BetaCodeExecutionToolResultBlock,
+    BetaDirectCaller,
     BetaInputJSONDelta,
     BetaMCPToolResultBlock,
     BetaMCPToolUseBlock,
@@ -30,6 +31,7 @@ from anthropic.types.beta import (
     BetaRawMessageDeltaEvent,
     BetaRawMessageStartEvent,
     BetaRawMessageStopEvent,
+    BetaServerToolCaller,
     BetaServerToolUseBlock,
     BetaTextBlock,
     BetaTextDelta,
@@ -232,3 +234,88 @@ def test_compare_matches_the_same_server_calls(tmp_path: Path) -> None:
         for how, ctype, answer in (("streamed", _SSE, _stream), ("whole", _JSON, _whole)):
             d = _compared(tmp_path / f"{i}-{how}", answer(blocks, stop), answer(blocks, stop), ctype)
             assert d["exact_match_rate"] == 1 and not d["counts"].get("tool_calls_differ"), (name, how, d["counts"])
+
+
+# -- programmatic tool calling: a client tool called by the model's code ---------------------------------
+
+_RUN_CODE = BetaServerToolUseBlock(
+    type="server_tool_use", id="srvtoolu_3", name="code_execution", input={"code": "await get_weather(city='Paris')"}
+)
+
+
+def _from_code(tool_id: str = "srvtoolu_3", call_id: str = "toolu_3") -> BetaToolUseBlock:
+    """The client's get_weather called by the code of ``tool_id`` (Anthropic's programmatic tool calling)."""
+    caller = BetaServerToolCaller(type="code_execution_20250825", tool_id=tool_id)
+    return BetaToolUseBlock(type="tool_use", id=call_id, name="get_weather", input={"city": "Paris"}, caller=caller)
+
+
+def _direct(call_id: str = "toolu_3") -> BetaToolUseBlock:
+    """The same call made by the model itself, saying so (``caller: {"type": "direct"}``)."""
+    return BetaToolUseBlock(
+        type="tool_use", id=call_id, name="get_weather", input={"city": "Paris"}, caller=BetaDirectCaller(type="direct")
+    )
+
+
+def test_a_call_made_by_code_keeps_its_caller_and_is_still_the_client_s() -> None:
+    """The client runs a call its code made (its result goes back to the code): a client call, with its caller."""
+    blocks = [_RUN_CODE, _from_code()]
+    for how, record in (
+        ("whole", _record(_whole(blocks, "tool_use"), _JSON)),
+        ("streamed", _record(_stream(blocks, "tool_use"), _SSE)),
+    ):
+        out = read_response(record)
+        assert [(c["name"], bool(c.get("server")), c.get("caller")) for c in out.tool_calls] == [
+            ("code_execution", True, None),
+            ("get_weather", False, {"type": "code_execution_20250825", "tool_id": "srvtoolu_3"}),
+        ], how
+        assert out.client_calls and out.finish_reason == "tool_calls", how
+    # The model's own call, saying "direct" or nothing: no caller.
+    for block in (_direct(), _CLIENT_WEATHER):
+        assert "caller" not in read_response(_record(_whole([block], "tool_use"), _JSON)).tool_calls[0]
+
+
+def test_compare_tells_a_call_made_by_code_from_the_model_s_own(tmp_path: Path) -> None:
+    """The same code run, then get_weather of the same input: made by that code on A, by the model
+    on B. Compare called the calls equal and the answers identical."""
+    by_code = _stream([_RUN_CODE, _from_code()], "tool_use")
+    by_model = _stream([_RUN_CODE, _direct()], "tool_use")
+    d = _compared(tmp_path / "differ", by_code, by_model)
+    assert d["counts"]["tool_calls_differ"] == 1 and d["exact_match_rate"] == 0, d["counts"]
+    (item,) = d["most_divergent"]
+    calls = item["tool_calls"]
+    assert calls["names_equal"] and calls["arguments_equal"] and not calls["equal"]
+    assert calls["callers"] == [[None, "code_execution_20250825 (call 0)"], [None, None]]
+    assert item["diff"].endswith('get_weather({"city":"Paris"})[- from code_execution_20250825 (call 0)-]'), item["diff"]
+    # Must differ: made by the code of another call of the answer (the second code run, not the first).
+    second = BetaServerToolUseBlock(type="server_tool_use", id="srvtoolu_4", name="code_execution", input={"code": "pass"})
+    first_run = _stream([_RUN_CODE, second, _from_code("srvtoolu_3")], "tool_use")
+    second_run = _stream([_RUN_CODE, second, _from_code("srvtoolu_4")], "tool_use")
+    d = _compared(tmp_path / "other-code", first_run, second_run)
+    assert d["counts"]["tool_calls_differ"] == 1, d["counts"]
+
+
+def test_compare_matches_calls_made_by_the_same_code(tmp_path: Path) -> None:
+    """Must match: the same code's call on both sides, though each answer's ids are its own (a replay's
+    are new); the model's call saying "direct" against one saying nothing; and a call of code an
+    earlier answer started (its id in the request), the same id on both sides."""
+    a = _stream([_RUN_CODE, _from_code()], "tool_use")
+    renamed = _RUN_CODE.model_copy(update={"id": "srvtoolu_9"})
+    b = _stream([renamed, _from_code("srvtoolu_9", "toolu_9")], "tool_use")
+    cases = {
+        "same code, new ids": (a, b),
+        "direct or unsaid": (_stream([_direct()], "tool_use"), _stream([_CLIENT_WEATHER], "tool_use")),
+        "code of an earlier answer": (
+            _stream([_from_code("srvtoolu_0")], "tool_use"),
+            _stream([_from_code("srvtoolu_0", "toolu_8")], "tool_use"),
+        ),
+    }
+    for i, (name, (x, y)) in enumerate(cases.items()):
+        d = _compared(tmp_path / str(i), x, y)
+        assert d["exact_match_rate"] == 1 and not d["counts"].get("tool_calls_differ"), (name, d["counts"])
+    # Must differ: code of an earlier answer, another one on B.
+    d = _compared(
+        tmp_path / "earlier", _stream([_from_code("srvtoolu_0")], "tool_use"), _stream([_from_code("srvtoolu_7")], "tool_use")
+    )
+    assert d["counts"]["tool_calls_differ"] == 1, d["counts"]
+    (item,) = d["most_divergent"]
+    assert item["tool_calls"]["callers"] == [["code_execution_20250825 (srvtoolu_0)"], ["code_execution_20250825 (srvtoolu_7)"]]
