@@ -80,6 +80,10 @@ class Messages(Api):
         # Anthropic paused its own server tools' loop (web search, code execution): the turn is not
         # over, its client sends the answer back to go on. No stop, nor a call for the client to make.
         "pause_turn": "other",
+        # Context management (beta) compacted the context and paused there (``pause_after_compaction``):
+        # the answer is the summary (a ``compaction`` block, kept whole), not the turn's; its client
+        # sends it back to go on. Not finished, as pause_turn.
+        "compaction": "other",
     }
 
     def event(self, obj: dict[str, Any]) -> Delta:

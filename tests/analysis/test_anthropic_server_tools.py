@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx2
 from anthropic.lib.streaming._beta_messages import accumulate_event
 from anthropic.types.beta import (
     BetaCodeExecutionResultBlock,
     BetaCodeExecutionToolResultBlock,
+    BetaCompactionBlock,
+    BetaCompactionContentBlockDelta,
     BetaDirectCaller,
     BetaInputJSONDelta,
     BetaMCPToolResultBlock,
@@ -33,6 +35,7 @@ from anthropic.types.beta import (
     BetaRawMessageStopEvent,
     BetaServerToolCaller,
     BetaServerToolUseBlock,
+    BetaStopReason,
     BetaTextBlock,
     BetaTextDelta,
     BetaToolUseBlock,
@@ -44,6 +47,7 @@ from anthropic.types.beta.beta_raw_message_delta_event import Delta as MessageDe
 
 from infertap.analysis.compare import compare
 from infertap.apis import read_response, tail_usage
+from infertap.apis.messages import Messages
 from infertap.capture.records import RESPONSE_TAIL_BYTES
 from tests.helpers import pair_captures
 
@@ -133,6 +137,13 @@ def _events(blocks: list[Any], stop: str) -> list[Any]:
         elif block.type == "text":
             start = block.model_copy(update={"text": ""})
             deltas = [BetaTextDelta(type="text_delta", text=block.text)]
+        elif block.type == "compaction":  # its summary in one delta
+            start = block.model_copy(update={"content": None, "encrypted_content": None})
+            deltas = [
+                BetaCompactionContentBlockDelta(
+                    type="compaction_delta", content=block.content, encrypted_content=block.encrypted_content
+                )
+            ]
         events.append(BetaRawContentBlockStartEvent(type="content_block_start", index=i, content_block=start))
         events += [BetaRawContentBlockDeltaEvent(type="content_block_delta", index=i, delta=d) for d in deltas]
         events.append(BetaRawContentBlockStopEvent(type="content_block_stop", index=i))
@@ -319,3 +330,37 @@ def test_compare_matches_calls_made_by_the_same_code(tmp_path: Path) -> None:
     assert d["counts"]["tool_calls_differ"] == 1, d["counts"]
     (item,) = d["most_divergent"]
     assert item["tool_calls"]["callers"] == [["code_execution_20250825 (srvtoolu_0)"], ["code_execution_20250825 (srvtoolu_7)"]]
+
+
+# -- context management: paused after compacting the context -------------------------------------------
+
+_COMPACTED = BetaCompactionBlock(type="compaction", content="The user asked about the weather in Paris.", encrypted_content="e2")
+
+
+def test_every_stop_reason_anthropic_says_has_its_common_word() -> None:
+    """Each stop_reason of the SDK's (beta) Messages: "compaction" fell through to "other" unlisted."""
+    assert set(get_args(BetaStopReason)) <= Messages.finish_map.keys()
+    assert Messages().finish("compaction", False) == "other"  # the turn is not over: never a stop
+
+
+def test_an_answer_paused_after_compaction_is_unfinished_and_keeps_its_summary(tmp_path: Path) -> None:
+    """Anthropic compacted the context and paused (pause_after_compaction): the answer is the summary,
+    its client sends it back to go on. Other, not stop, whole, streamed and from a cut answer's tail;
+    the compaction block kept whole (what the client sends back)."""
+    whole = read_response(_record(_whole([_COMPACTED], "compaction"), _JSON))
+    streamed = read_response(_record(_stream([_COMPACTED], "compaction"), _SSE))
+    for out in (whole, streamed):
+        assert (out.finish_reason, out.finish_reason_raw) == ("other", "compaction")
+        assert not out.tool_calls and out.text == ""
+        assert len(out.others) == 1 and "The user asked about the weather in Paris." in out.others[0]
+    assert whole.others == streamed.others
+    body = b"".join(_stream([_text("Noted. " * 10000), _COMPACTED], "compaction"))
+    cut = {**_record([body[:1024]], _SSE), "response_body_size": len(body), "response_tail": body[-RESPONSE_TAIL_BYTES:]}
+    got = tail_usage(cut)
+    assert got is not None and (got.finish_reason, got.finish_reason_raw) == ("other", "compaction")
+    # Must differ: the same summary, paused on one side, the turn ended on the other.
+    d = _compared(tmp_path / "paused", _stream([_COMPACTED], "end_turn"), _stream([_COMPACTED], "compaction"))
+    assert d["counts"]["finish_reason_changed"] == 1, d["counts"]
+    # Must match: paused after the same compaction on both sides.
+    d = _compared(tmp_path / "same", _stream([_COMPACTED], "compaction"), _stream([_COMPACTED], "compaction"))
+    assert d["exact_match_rate"] == 1, d["counts"]
