@@ -51,9 +51,11 @@ def _energy_line(x: dict[str, Any], num: Callable[[float | None], str], counted:
     return line
 
 
-def energy_lines(e: dict[str, Any]) -> list[Said]:
+def energy_lines(e: dict[str, Any], tabled: bool = False) -> list[Said]:
     """Energy beside speed (compare's ``energy``): per output token and per request, B over A, or why
-    neither run measured any; then the engine's state on each side."""
+    neither run measured any; then the engine's state on each side. ``tabled``: each side's figures
+    (or why it has none) and the notes on them are tabulated above (the report's, report_energy):
+    not said again here, only what the table does not hold."""
     out: list[Said] = []
     sampled = e.get("telemetry") or {}
     off = {side: all_unsampled(sampled.get(side)) for side in ("a", "b")}
@@ -72,11 +74,14 @@ def energy_lines(e: dict[str, Any]) -> list[Said]:
         for side in ("a", "b"):
             x = e[side]
             why = no_energy(sampled.get(side), "no power telemetry") if not x else not_measured(x, sampled.get(side))
-            out.append((f"energy {side.upper()}: " + (_energy_line(x, _num, counted.get(side)) if why is None else why), False))
+            if not tabled:
+                out.append(
+                    (f"energy {side.upper()}: " + (_energy_line(x, _num, counted.get(side)) if why is None else why), False)
+                )
             if why is None and counted.get(side):  # as stats says it under its figures
                 out.append((f"energy {side.upper()}: note: {counted[side]}", False))
             part = partly_unsampled(sampled.get(side))
-            if x and part:  # its figure is over the runs that sampled telemetry
+            if x and part and not (tabled and why is None):  # its figure is over the runs that sampled telemetry
                 out.append((f"energy {side.upper()}: {part}", False))
             if e["telemetry_urls"][side]:  # where an exporter's figures came from, as stats names them
                 out.append(

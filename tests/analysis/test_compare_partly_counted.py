@@ -115,3 +115,23 @@ def test_compare_says_nothing_where_every_ok_answer_is_counted(tmp_path: Path) -
     text, as_json = _printed(counted, cut)
     assert as_json["partly_counted"] == {"a": None, "b": None}
     assert OVER_MEAN not in text and "note:" not in text.split("energy A: ")[1].split("engine state")[0]
+
+
+def test_the_reports_energy_table_flags_the_side_over_its_counted_answers(tmp_path: Path) -> None:
+    """The two-run report states each side's figures once, in its table: B's J per output token
+    flagged as stats flags it, its note said once; A's, every answer counted, not."""
+    import html
+    import re
+
+    counted, part = _run(tmp_path / "counted"), _run(tmp_path / "part", uncounted=1)
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(cli, ["report", str(counted), str(part), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    section = html.unescape(out.read_text().split("<h3>Energy and the engines&#x27; state</h3>")[1].split("<h3>")[0])
+    [row] = re.findall(r"<tr><td>joules_per_output_token</td>(.*?)</tr>", section)
+    _, a_cell, b_cell = re.findall(r"<td>(.*?)</td>", row)
+    assert b_cell.endswith(f" ({OVER_MEAN})") and OVER_MEAN not in a_cell, row
+    e = compare(counted, part, top=1)["energy"]
+    assert b_cell == f"{e['b']['joules_per_output_token']:,.4f} ({OVER_MEAN})"
+    assert section.count(f"energy B: note: {note(1, 4)}") == 1 and "energy A: note" not in section
+    assert section.count(OVER_MEAN) == 2  # the table's cell and the B/A line's clause, nowhere else
