@@ -40,6 +40,7 @@ from .fetch import columns
 from .machines import IMPORTED, imported_only, probed_after_import
 from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
+from .partly_counted import note as partly_counted_note
 from .ratios import bootstrap_ratio, distribution
 from .sampled import NOT_SAMPLED, all_unsampled
 from .sessions import session_comparison
@@ -111,6 +112,8 @@ class Run:
         self.engine_state: dict[str, Any] | None = None
         self.telemetry_urls: list[str] = []  # the exporters its energy and engine state may come from
         self.telemetry: dict[str, Any] | None = None  # its runs, and those recorded with --no-telemetry
+        # What J per output token is over where some ok answers have no output token count (stats' rule, partly_counted.note).
+        self.partly_counted: str | None = None
         con = ws.con
         if metrics:  # decoded (or found in the cache) first: a corrupt capture fails there, as before
             target = ws.folder / name / "metrics.parquet"
@@ -122,6 +125,7 @@ class Run:
                 analysis.con.execute(f"COPY (SELECT {_METRICS} FROM metrics) TO {_lit(target)} (FORMAT parquet)")
                 copy = f"read_parquet({_lit(target)}, hive_partitioning = false)"
                 self.energy, self.engine_state = _power(analysis, copy)
+                self.partly_counted = _partly_counted(analysis, copy) if self.energy else None
                 runs = analysis.sql(f"SELECT capture, run_id FROM {copy} WHERE {COUNTED} GROUP BY ALL").fetchall()
                 self.telemetry_urls = telemetry_urls(analysis, [list(r) for r in runs])
                 self.telemetry = telemetry_sampled(analysis, [list(r) for r in runs])
@@ -170,6 +174,16 @@ def _power(analysis: Analysis, metrics: str) -> tuple[dict[str, Any] | None, dic
         return None, None
     telemetry = Telemetry(analysis)
     return telemetry.energy(parts, ok, tokens, sessions), telemetry.engine_state(parts)
+
+
+def _partly_counted(analysis: Analysis, metrics: str) -> str | None:
+    """stats' note on the run's ok answers of no output token count (``partly_counted.note``): its J
+    per output token is then per request over the counted answers' mean; None where all are counted.
+    Energy is per ok answer: an answer kept only in part is in none of its figures."""
+    ok, uncounted = analysis.sql(
+        f"SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE ok AND output_tokens IS NULL) FROM {metrics} WHERE {COUNTED}"
+    ).fetchall()[0]
+    return partly_counted_note(uncounted, ok)
 
 
 def _cached_share(analysis: Analysis) -> float | None:
@@ -260,6 +274,9 @@ def energy(a: Run, b: Run) -> dict[str, Any]:
         # measured. Null where neither side measured energy: no sources to be alike or not.
         "same_source": set(ka) == set(kb) if ka or kb else None,
         "partly_measured": {"a": ea.get("partly_measured"), "b": eb.get("partly_measured")},
+        # stats' note where some of a side's ok answers have no output token count: its J per output
+        # token is per request over the counted answers' mean (analysis/partly_counted.py); None where all are counted.
+        "partly_counted": {"a": a.partly_counted, "b": b.partly_counted},
         "telemetry_urls": {"a": a.telemetry_urls, "b": b.telemetry_urls},
         # Each side's runs and those recorded with --no-telemetry (stats' ``telemetry``).
         "telemetry": {"a": a.telemetry, "b": b.telemetry},

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .partly_counted import OVER_MEAN
 from .sampled import NOT_SAMPLED, all_unsampled, interpolated, no_energy, partly_unsampled
 from .stats_energy import measured_by, not_measured
 from .svg import number
@@ -32,11 +33,14 @@ def interval_text(ci: Sequence[float] | None) -> str:
 NO_IDLE = "idle W unknown (no power sample while nothing was in flight)"
 
 
-def _energy_line(x: dict[str, Any], num: Callable[[float | None], str]) -> str:
+def _energy_line(x: dict[str, Any], num: Callable[[float | None], str], counted: str | None = None) -> str:
     """One run's energy, each figure ``stats`` prints for it (docs/metrics.md) and what measured it,
-    as ``stats`` says that; where its runs were a while apart, the active time it is over."""
+    as ``stats`` says that; where its runs were a while apart, the active time it is over; where
+    some answers' output tokens are unknown (``counted``: stats' note), what J per output token is
+    over, beside it as stats gives it."""
     idle = NO_IDLE if x.get("idle_watts") is None else f"{num(x['idle_watts'])} W idle"
-    line = f"{num(x['joules_per_output_token'])} J per output token, {num(x['joules_per_request'])} J per request, "
+    per_token = f" ({OVER_MEAN})" if counted and x["joules_per_output_token"] is not None else ""
+    line = f"{num(x['joules_per_output_token'])} J per output token{per_token}, {num(x['joules_per_request'])} J per request, "
     line += f"{num(x['mean_watts'])} W mean, {idle}, {num(x.get('watt_hours_per_session'))} Wh per session, "
     line += f"{num(x['joules'])} J in all ({measured_by(x)})"
     measured = x.get("measured") or {}
@@ -47,9 +51,11 @@ def _energy_line(x: dict[str, Any], num: Callable[[float | None], str]) -> str:
     return line
 
 
-def energy_lines(e: dict[str, Any]) -> list[Said]:
+def energy_lines(e: dict[str, Any], tabled: bool = False) -> list[Said]:
     """Energy beside speed (compare's ``energy``): per output token and per request, B over A, or why
-    neither run measured any; then the engine's state on each side."""
+    neither run measured any; then the engine's state on each side. ``tabled``: each side's figures
+    (or why it has none) and the notes on them are tabulated above (the report's, report_energy):
+    not said again here, only what the table does not hold."""
     out: list[Said] = []
     sampled = e.get("telemetry") or {}
     off = {side: all_unsampled(sampled.get(side)) for side in ("a", "b")}
@@ -64,12 +70,18 @@ def energy_lines(e: dict[str, Any]) -> list[Said]:
     elif not e["a"] and not e["b"] and all(off.values()):
         out.append((f"energy: neither run measured energy: {NOT_SAMPLED} in either run", False))
     else:
+        counted = e.get("partly_counted") or {}
         for side in ("a", "b"):
             x = e[side]
             why = no_energy(sampled.get(side), "no power telemetry") if not x else not_measured(x, sampled.get(side))
-            out.append((f"energy {side.upper()}: " + (_energy_line(x, _num) if why is None else why), False))
+            if not tabled:
+                out.append(
+                    (f"energy {side.upper()}: " + (_energy_line(x, _num, counted.get(side)) if why is None else why), False)
+                )
+            if why is None and counted.get(side):  # as stats says it under its figures
+                out.append((f"energy {side.upper()}: note: {counted[side]}", False))
             part = partly_unsampled(sampled.get(side))
-            if x and part:  # its figure is over the runs that sampled telemetry
+            if x and part and not (tabled and why is None):  # its figure is over the runs that sampled telemetry
                 out.append((f"energy {side.upper()}: {part}", False))
             if e["telemetry_urls"][side]:  # where an exporter's figures came from, as stats names them
                 out.append(
@@ -86,6 +98,8 @@ def energy_lines(e: dict[str, Any]) -> list[Said]:
                 note += (
                     f" ({' and '.join(partly)} partly measured: over {'their' if len(partly) > 1 else 'its'} measured runs only)"
                 )
+            if uncounted := [side.upper() for side in ("a", "b") if counted.get(side)]:
+                note += f" ({' and '.join(uncounted)}: J per output token {OVER_MEAN})"
             out.append(
                 (
                     f"energy B/A: {_num(e['ratio_joules_per_output_token'])}x per output token, "

@@ -707,7 +707,7 @@ def _count_answers(
     """Different words can carry the same answer: extracted answers, and flips against a known one.
 
     The known answer is read by the same grader ("3.50" is the number 3.5). A turn on which both
-    sides only called tools is a step towards the answer, not one; a side that answered nothing (an
+    sides only called tools their clients run is a step towards the answer, not one; a side that answered nothing (an
     error, a failed request) gave no wrong answer: such items are counted apart (``known_unanswered``).
     A reading or comparison the grader gave up on (math-verify's timeout) is no answer, and counted
     (``extract_timed_out``).
@@ -729,7 +729,8 @@ def _count_answers(
 
 
 def _known(sa: Summary, sb: Summary, references: Mapping[str, str] | None) -> str | None:
-    """The pair's known answer, where it is scored: none on a turn where both sides only called tools."""
+    """The pair's known answer, where it is scored: none on a turn where both sides only called
+    tools their clients run (``_only_calls``)."""
     reference = (references or {}).get(sa.last_user or "")
     return None if reference is None or (_only_calls(sa) and _only_calls(sb)) else reference
 
@@ -743,7 +744,10 @@ def _same_answer(extract: Grader, a: Any, b: Any) -> bool:
 
 
 def _only_calls(s: Summary) -> bool:
-    return bool(s.tool_calls) and not s.text.strip()
+    """Whether the answer is a step towards one: calls its client must make, and no text. Calls the
+    API ran itself (``"server"``: Responses' built-in tools, Anthropic's search before its turn
+    paused) are no step of the client's: an answer of only those is graded as it stands."""
+    return any(not c.get("server") for c in s.tool_calls) and not s.text.strip()
 
 
 def _whole(s: Summary) -> bool:

@@ -127,7 +127,10 @@ def render(
     )
     one = _stated(a) if result is None else None
     if result is not None:  # compare's own lines, as it prints them (``compare_lines``), each side's figures first
-        out += _said("Energy and the engines' state", energy_lines(result["energy"]), compared_energy(result["energy"]))
+        # Each side's figures once: in the table, as stats states them, where either side has any;
+        # else compare's lines, which say why neither has.
+        table = compared_energy(result["energy"])
+        out += _said("Energy and the engines' state", energy_lines(result["energy"], tabled=bool(table)), table)
         out += _said("Sessions", [(line, False) for line in session_lines(result["sessions"])])
     elif one is not None:
         out += stated_energy(one[0], f"A: {os.path.basename(str(a))}")
@@ -152,7 +155,7 @@ def _stated(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any
 def _said(title: str, lines: Sequence[Said], before: Sequence[str] = ()) -> list[str]:
     """Lines ``compare`` prints, under a heading, a warning highlighted as it is yellow there
     (``before``: what the section shows above them)."""
-    if not lines:
+    if not lines and not before:
         return []
     return [
         f"<h3>{html.escape(title)}</h3>",

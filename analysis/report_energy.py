@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .partly_counted import OVER_MEAN
 from .stats_energy import FIGURES, figure, fixed, measured_by, not_measured, notes
 from .svg import _table
 
@@ -52,10 +53,15 @@ def stated_energy(stats: dict[str, Any], name: str) -> list[str]:
 
 def compared_energy(energy: dict[str, Any]) -> list[str]:
     """Each side of a comparison (``compare``'s ``energy``, each over its whole capture) as
-    ``stats`` states it, where either side has figures (compare's lines say why where neither has)."""
+    ``stats`` states it, where either side has figures (compare's lines say why where neither has):
+    the report's only statement of each side's figures (compare's lines give the rest, ``tabled``)."""
     if not any(energy[side] and energy[side].get("joules") is not None for side in ("a", "b")):
         return []
-    columns = [Column(side.upper(), energy[side], (energy.get("telemetry") or {}).get(side)) for side in ("a", "b")]
+    counted = energy.get("partly_counted") or {}
+    columns = [
+        Column(side.upper(), energy[side], (energy.get("telemetry") or {}).get(side), OVER_MEAN if counted.get(side) else None)
+        for side in ("a", "b")
+    ]
     return [
         "<p>Each side's energy as <code>infertap stats</code> states it (docs/metrics.md, energy):</p>",
         *energy_table(columns),

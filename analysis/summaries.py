@@ -79,7 +79,8 @@ BATCH_ROWS = 5_000
 #: 38: an error of a choice other than 0 (n > 1), or a finish_reason "error" of any choice, is the answer's
 #: error_message (each choice its "error"): a failed answer, not an ok one.
 #: 39: so does a Responses answer failed or cancelled with no error object (its error_message "response failed").
-SUMMARY_VERSION = 39
+#: 40: an Anthropic call made by code run in its code execution (programmatic tool calling) keeps its "caller".
+SUMMARY_VERSION = 40
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -8,6 +8,8 @@ cumulative).
 The finish reason is the ``stop_reason`` Anthropic says: ``tool_use`` where the answer ends in calls
 its client must make, not where it holds only the calls Anthropic's servers ran themselves (a web
 search, then the text that answers: ``end_turn``). Those calls are read as calls, marked ``server``.
+A call the model's code made in Anthropic's code execution (programmatic tool calling) keeps its
+``caller``: the client still runs it, but its result goes back to that code.
 """
 
 from __future__ import annotations
@@ -54,6 +56,18 @@ def _tool(block: dict[str, Any]) -> str:
     return f"{server}/{name}" if server else name
 
 
+def _caller(block: dict[str, Any]) -> dict[str, Any] | None:
+    """Who made a call where not the model itself: code it wrote, run in Anthropic's code execution
+    (programmatic tool calling: ``{"type": "code_execution_20250825", "tool_id": ...}``, the
+    ``tool_id`` that code execution's own call). A call made from code is another call than the
+    model's of the same tool and input: its result goes back to the code, not to the model. None
+    where the model made it (``{"type": "direct"}``, or no ``caller``, as before the field)."""
+    said = block.get("caller")
+    if not isinstance(said, dict) or said.get("type") in (None, "direct"):
+        return None
+    return said
+
+
 class Messages(Api):
     name = "messages"
     finish_map: ClassVar[dict[str, str]] = {
@@ -66,6 +80,10 @@ class Messages(Api):
         # Anthropic paused its own server tools' loop (web search, code execution): the turn is not
         # over, its client sends the answer back to go on. No stop, nor a call for the client to make.
         "pause_turn": "other",
+        # Context management (beta) compacted the context and paused there (``pause_after_compaction``):
+        # the answer is the summary (a ``compaction`` block, kept whole), not the turn's; its client
+        # sends it back to go on. Not finished, as pause_turn.
+        "compaction": "other",
     }
 
     def event(self, obj: dict[str, Any]) -> Delta:
@@ -90,7 +108,10 @@ class Messages(Api):
                     d.encrypted += int(kind == "redacted_thinking")
                     if kind in _CALLS:
                         given = _json(block.get("input"))
-                        calls.append(ToolCallPart(index, block.get("id"), _tool(block), given, server=kind in _SERVER_CALLS))
+                        server = kind in _SERVER_CALLS
+                        calls.append(
+                            ToolCallPart(index, block.get("id"), _tool(block), given, server=server, caller=_caller(block))
+                        )
                     if _is_result(block):
                         d.results = [*d.results, block]
                     if not _read(kind):
@@ -116,7 +137,7 @@ class Messages(Api):
                 # that starts whole (a proxy's, a recorded replay's) carries its input here.
                 given = _json(block.get("input")) if block.get("input") else ""
                 at, server = position(obj.get("index"), 0), opened in _SERVER_CALLS
-                d.tool_calls = [ToolCallPart(at, block.get("id"), _tool(block), given, server=server)]
+                d.tool_calls = [ToolCallPart(at, block.get("id"), _tool(block), given, server=server, caller=_caller(block))]
             return d
         if kind == "content_block_delta":
             inner = as_dict(obj.get("delta"))

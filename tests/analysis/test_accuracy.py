@@ -224,6 +224,46 @@ def test_known_answers_are_read_by_the_extraction_and_only_answers_are_scored(tm
     assert (acc["items"], acc["a_right"]) == (1, 1)
 
 
+def _responses(*items: dict) -> list[bytes]:
+    """A Responses answer of these output items, completed."""
+    return [json.dumps({"id": "resp_1", "object": "response", "status": "completed", "output": list(items)}).encode()]
+
+
+def _messages(stop: str, *blocks: dict) -> list[bytes]:
+    """An Anthropic Messages answer of these blocks, ended ``stop``."""
+    usage = {"input_tokens": 10, "output_tokens": 5}
+    body = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": list(blocks), "stop_reason": stop, "usage": usage}  # fmt: skip
+    return [json.dumps(body).encode()]
+
+
+def test_an_answer_of_server_tool_calls_only_is_graded_one_of_client_calls_only_is_not(tmp_path):
+    """Only a call its client must make is a step towards the answer: an answer holding only calls the
+    API ran itself (Responses' web search with no message; Anthropic's search, its turn paused) was
+    left ungraded as "only called tools", though no step of the client's follows it."""
+    search = {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "2 + 2"}}
+    function = {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "add", "arguments": "{}"}
+    server_use = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "2 + 2"}}
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {}}
+    responses = ("/v1/responses", {"model": "m", "input": "What is 2 + 2?"}, "application/json")
+    messages = ("/v1/messages", {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "What is 2 + 2?"}]}, "application/json")  # fmt: skip
+    cases = {
+        # name: (request, answer, graded)
+        "responses, built-in calls only": (responses, _responses(search), True),
+        "anthropic, paused after its search": (messages, _messages("pause_turn", server_use), True),
+        "responses, the client's call": (responses, _responses(search, function), False),
+        "anthropic, the client's call": (messages, _messages("tool_use", server_use, tool_use), False),
+    }
+    for i, (name, ((path, body, ctype), answer, graded)) in enumerate(cases.items()):
+        for side in ("a", "b"):
+            write_capture(tmp_path / str(i) / side, [{"path": path, "body": body, "chunks": answer, "content_type": ctype}])
+        acc = compare(tmp_path / str(i) / "a", tmp_path / str(i) / "b", extract="number", references={"What is 2 + 2?": "4"})
+        acc = acc["accuracy"]
+        if graded:  # no answer on either side: graded, and wrong
+            assert (acc["items"], acc["a_right"], acc["b_right"]) == (1, 0, 0), (name, acc)
+        else:  # a step: the client runs its call, the answer comes after
+            assert acc is None, (name, acc)
+
+
 def test_an_answer_whose_client_left_after_its_end_marker_is_answered(tmp_path):
     """A stream the client closed after [DONE] holds the whole answer (stats counts it ok): it was
     left out as 'not answered'; one cut before its end marker is left out still."""

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx2
 from anthropic.lib.streaming._beta_messages import accumulate_event
 from anthropic.types.beta import (
     BetaCodeExecutionResultBlock,
     BetaCodeExecutionToolResultBlock,
+    BetaCompactionBlock,
+    BetaCompactionContentBlockDelta,
+    BetaDirectCaller,
     BetaInputJSONDelta,
     BetaMCPToolResultBlock,
     BetaMCPToolUseBlock,
@@ -30,7 +33,9 @@ from anthropic.types.beta import (
     BetaRawMessageDeltaEvent,
     BetaRawMessageStartEvent,
     BetaRawMessageStopEvent,
+    BetaServerToolCaller,
     BetaServerToolUseBlock,
+    BetaStopReason,
     BetaTextBlock,
     BetaTextDelta,
     BetaToolUseBlock,
@@ -42,6 +47,7 @@ from anthropic.types.beta.beta_raw_message_delta_event import Delta as MessageDe
 
 from infertap.analysis.compare import compare
 from infertap.apis import read_response, tail_usage
+from infertap.apis.messages import Messages
 from infertap.capture.records import RESPONSE_TAIL_BYTES
 from tests.helpers import pair_captures
 
@@ -131,6 +137,13 @@ def _events(blocks: list[Any], stop: str) -> list[Any]:
         elif block.type == "text":
             start = block.model_copy(update={"text": ""})
             deltas = [BetaTextDelta(type="text_delta", text=block.text)]
+        elif block.type == "compaction":  # its summary in one delta
+            start = block.model_copy(update={"content": None, "encrypted_content": None})
+            deltas = [
+                BetaCompactionContentBlockDelta(
+                    type="compaction_delta", content=block.content, encrypted_content=block.encrypted_content
+                )
+            ]
         events.append(BetaRawContentBlockStartEvent(type="content_block_start", index=i, content_block=start))
         events += [BetaRawContentBlockDeltaEvent(type="content_block_delta", index=i, delta=d) for d in deltas]
         events.append(BetaRawContentBlockStopEvent(type="content_block_stop", index=i))
@@ -232,3 +245,122 @@ def test_compare_matches_the_same_server_calls(tmp_path: Path) -> None:
         for how, ctype, answer in (("streamed", _SSE, _stream), ("whole", _JSON, _whole)):
             d = _compared(tmp_path / f"{i}-{how}", answer(blocks, stop), answer(blocks, stop), ctype)
             assert d["exact_match_rate"] == 1 and not d["counts"].get("tool_calls_differ"), (name, how, d["counts"])
+
+
+# -- programmatic tool calling: a client tool called by the model's code ---------------------------------
+
+_RUN_CODE = BetaServerToolUseBlock(
+    type="server_tool_use", id="srvtoolu_3", name="code_execution", input={"code": "await get_weather(city='Paris')"}
+)
+
+
+def _from_code(tool_id: str = "srvtoolu_3", call_id: str = "toolu_3") -> BetaToolUseBlock:
+    """The client's get_weather called by the code of ``tool_id`` (Anthropic's programmatic tool calling)."""
+    caller = BetaServerToolCaller(type="code_execution_20250825", tool_id=tool_id)
+    return BetaToolUseBlock(type="tool_use", id=call_id, name="get_weather", input={"city": "Paris"}, caller=caller)
+
+
+def _direct(call_id: str = "toolu_3") -> BetaToolUseBlock:
+    """The same call made by the model itself, saying so (``caller: {"type": "direct"}``)."""
+    return BetaToolUseBlock(
+        type="tool_use", id=call_id, name="get_weather", input={"city": "Paris"}, caller=BetaDirectCaller(type="direct")
+    )
+
+
+def test_a_call_made_by_code_keeps_its_caller_and_is_still_the_client_s() -> None:
+    """The client runs a call its code made (its result goes back to the code): a client call, with its caller."""
+    blocks = [_RUN_CODE, _from_code()]
+    for how, record in (
+        ("whole", _record(_whole(blocks, "tool_use"), _JSON)),
+        ("streamed", _record(_stream(blocks, "tool_use"), _SSE)),
+    ):
+        out = read_response(record)
+        assert [(c["name"], bool(c.get("server")), c.get("caller")) for c in out.tool_calls] == [
+            ("code_execution", True, None),
+            ("get_weather", False, {"type": "code_execution_20250825", "tool_id": "srvtoolu_3"}),
+        ], how
+        assert out.client_calls and out.finish_reason == "tool_calls", how
+    # The model's own call, saying "direct" or nothing: no caller.
+    for block in (_direct(), _CLIENT_WEATHER):
+        assert "caller" not in read_response(_record(_whole([block], "tool_use"), _JSON)).tool_calls[0]
+
+
+def test_compare_tells_a_call_made_by_code_from_the_model_s_own(tmp_path: Path) -> None:
+    """The same code run, then get_weather of the same input: made by that code on A, by the model
+    on B. Compare called the calls equal and the answers identical."""
+    by_code = _stream([_RUN_CODE, _from_code()], "tool_use")
+    by_model = _stream([_RUN_CODE, _direct()], "tool_use")
+    d = _compared(tmp_path / "differ", by_code, by_model)
+    assert d["counts"]["tool_calls_differ"] == 1 and d["exact_match_rate"] == 0, d["counts"]
+    (item,) = d["most_divergent"]
+    calls = item["tool_calls"]
+    assert calls["names_equal"] and calls["arguments_equal"] and not calls["equal"]
+    assert calls["callers"] == [[None, "code_execution_20250825 (call 0)"], [None, None]]
+    assert item["diff"].endswith('get_weather({"city":"Paris"})[- from code_execution_20250825 (call 0)-]'), item["diff"]
+    # Must differ: made by the code of another call of the answer (the second code run, not the first).
+    second = BetaServerToolUseBlock(type="server_tool_use", id="srvtoolu_4", name="code_execution", input={"code": "pass"})
+    first_run = _stream([_RUN_CODE, second, _from_code("srvtoolu_3")], "tool_use")
+    second_run = _stream([_RUN_CODE, second, _from_code("srvtoolu_4")], "tool_use")
+    d = _compared(tmp_path / "other-code", first_run, second_run)
+    assert d["counts"]["tool_calls_differ"] == 1, d["counts"]
+
+
+def test_compare_matches_calls_made_by_the_same_code(tmp_path: Path) -> None:
+    """Must match: the same code's call on both sides, though each answer's ids are its own (a replay's
+    are new); the model's call saying "direct" against one saying nothing; and a call of code an
+    earlier answer started (its id in the request), the same id on both sides."""
+    a = _stream([_RUN_CODE, _from_code()], "tool_use")
+    renamed = _RUN_CODE.model_copy(update={"id": "srvtoolu_9"})
+    b = _stream([renamed, _from_code("srvtoolu_9", "toolu_9")], "tool_use")
+    cases = {
+        "same code, new ids": (a, b),
+        "direct or unsaid": (_stream([_direct()], "tool_use"), _stream([_CLIENT_WEATHER], "tool_use")),
+        "code of an earlier answer": (
+            _stream([_from_code("srvtoolu_0")], "tool_use"),
+            _stream([_from_code("srvtoolu_0", "toolu_8")], "tool_use"),
+        ),
+    }
+    for i, (name, (x, y)) in enumerate(cases.items()):
+        d = _compared(tmp_path / str(i), x, y)
+        assert d["exact_match_rate"] == 1 and not d["counts"].get("tool_calls_differ"), (name, d["counts"])
+    # Must differ: code of an earlier answer, another one on B.
+    d = _compared(
+        tmp_path / "earlier", _stream([_from_code("srvtoolu_0")], "tool_use"), _stream([_from_code("srvtoolu_7")], "tool_use")
+    )
+    assert d["counts"]["tool_calls_differ"] == 1, d["counts"]
+    (item,) = d["most_divergent"]
+    assert item["tool_calls"]["callers"] == [["code_execution_20250825 (srvtoolu_0)"], ["code_execution_20250825 (srvtoolu_7)"]]
+
+
+# -- context management: paused after compacting the context -------------------------------------------
+
+_COMPACTED = BetaCompactionBlock(type="compaction", content="The user asked about the weather in Paris.", encrypted_content="e2")
+
+
+def test_every_stop_reason_anthropic_says_has_its_common_word() -> None:
+    """Each stop_reason of the SDK's (beta) Messages: "compaction" fell through to "other" unlisted."""
+    assert set(get_args(BetaStopReason)) <= Messages.finish_map.keys()
+    assert Messages().finish("compaction", False) == "other"  # the turn is not over: never a stop
+
+
+def test_an_answer_paused_after_compaction_is_unfinished_and_keeps_its_summary(tmp_path: Path) -> None:
+    """Anthropic compacted the context and paused (pause_after_compaction): the answer is the summary,
+    its client sends it back to go on. Other, not stop, whole, streamed and from a cut answer's tail;
+    the compaction block kept whole (what the client sends back)."""
+    whole = read_response(_record(_whole([_COMPACTED], "compaction"), _JSON))
+    streamed = read_response(_record(_stream([_COMPACTED], "compaction"), _SSE))
+    for out in (whole, streamed):
+        assert (out.finish_reason, out.finish_reason_raw) == ("other", "compaction")
+        assert not out.tool_calls and out.text == ""
+        assert len(out.others) == 1 and "The user asked about the weather in Paris." in out.others[0]
+    assert whole.others == streamed.others
+    body = b"".join(_stream([_text("Noted. " * 10000), _COMPACTED], "compaction"))
+    cut = {**_record([body[:1024]], _SSE), "response_body_size": len(body), "response_tail": body[-RESPONSE_TAIL_BYTES:]}
+    got = tail_usage(cut)
+    assert got is not None and (got.finish_reason, got.finish_reason_raw) == ("other", "compaction")
+    # Must differ: the same summary, paused on one side, the turn ended on the other.
+    d = _compared(tmp_path / "paused", _stream([_COMPACTED], "end_turn"), _stream([_COMPACTED], "compaction"))
+    assert d["counts"]["finish_reason_changed"] == 1, d["counts"]
+    # Must match: paused after the same compaction on both sides.
+    d = _compared(tmp_path / "same", _stream([_COMPACTED], "compaction"), _stream([_COMPACTED], "compaction"))
+    assert d["exact_match_rate"] == 1, d["counts"]

@@ -605,22 +605,41 @@ def _figure(line: str, before: str, after: str) -> float:
     return float(line.split(before)[1].split(after)[0].replace(",", ""))
 
 
-def test_the_report_gives_compares_energy_lines_with_its_figures(full, half, dark, tmp_path):
-    # The A/B report had no energy at all beside its speed: compare printed energy A and B and B/A,
-    # or why neither run measured any. The report shows compare's own lines, from the same result.
+def test_the_report_gives_each_sides_energy_once_in_its_table_and_compares_other_lines(full, half, dark, tmp_path):
+    # The A/B report gave each side's figures twice: compare's "energy A: ..." lines, then the table
+    # of the same figures under them. Once now, in the table (as stats states them), no figure of
+    # compare's lines lost; compare's B/A line, and why neither run measured any, stay as it prints them.
     as_json = json.loads(invoke("compare", str(full), str(half), "--json"))["energy"]
-    lines = _report_lines(tmp_path, full, half, "Energy and the engines&#x27; state")
-    for side in ("a", "b"):
-        line = next(x for x in lines if x.startswith(f"energy {side.upper()}: "))
-        assert _figure(line, ": ", " J per output token") == pytest.approx(as_json[side]["joules_per_output_token"], rel=5e-3)
-        assert _figure(line, "token, ", " J per request") == pytest.approx(as_json[side]["joules_per_request"], rel=5e-3)
-        assert _figure(line, "request, ", " W mean") == pytest.approx(as_json[side]["mean_watts"], rel=5e-3)
+    printed = " ".join(invoke("compare", str(full), str(half)).split())  # rich wraps at the terminal's width
+    section = _energy_section(tmp_path, full, half)
+    rows = _energy_rows(section)
+    lines = [html.unescape(p) for p in re.findall(r"<p[^>]*>(.*?)</p>", section)]
+    for i, (side, run) in enumerate((("a", full), ("b", half))):
+        said = _compared_figures(printed.split(f"energy {side.upper()}: ")[1].split(" energy ")[0])
+        for key, _ in COMPARED_FIGURES:  # each figure of compare's line, in the table to stats' decimals
+            cell = rows[key][i]
+            assert cell == _stats_figures(run)[key], (key, cell)
+            if said[key] is None:
+                assert cell == "-", key
+            else:
+                assert float(cell.replace(",", "")) == pytest.approx(said[key], rel=5e-3, abs=0.51 * 10 ** -STATS_FIGURES[key]), (
+                    key
+                )
+        assert rows["measured by"][i] == measured_by(as_json[side]) and f"({measured_by(as_json[side])})" in printed
+        assert not [x for x in lines if x.startswith(f"energy {side.upper()}: ")], lines  # not in a line as well
     ratio = next(x for x in lines if x.startswith("energy B/A: "))
     assert _figure(ratio, "B/A: ", "x per output token") == pytest.approx(as_json["ratio_joules_per_output_token"], rel=5e-3)
     assert _figure(ratio, "token, ", "x per request") == pytest.approx(as_json["ratio_joules_per_request"], rel=5e-3)
+    assert ratio in printed
     assert as_json["ratio_joules_per_output_token"] == pytest.approx(0.5, rel=0.05)  # must differ: half the power
-    # Must match: compare's words where neither run measured energy, and why.
+    # One side measured: its figures in the table, the other's reason in its column, each once.
+    one = _energy_section(tmp_path, full, dark)
+    rows = _energy_rows(one)
+    assert rows["joules"][1] == "-" and rows["measured by"][1].startswith("energy: no power telemetry (")
+    assert not re.findall(r"<p[^>]*>energy [AB]: ", one)
+    # Must match: compare's words where neither run measured energy, and why; no table.
     neither = _report_lines(tmp_path, dark, dark, "Energy and the engines&#x27; state")
+    assert "<table>" not in _energy_section(tmp_path, dark, dark)
     assert neither[0] == (
         "energy: neither run measured energy: no power telemetry in either run (a GPU through NVML or nvidia-smi, "
         "a DCGM exporter, or RAPL)"
