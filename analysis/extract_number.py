@@ -5,10 +5,13 @@ and a LaTeX expression that is no rational number as one answer, by its spelling
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from fractions import Fraction
 
 from .exact_value import Surd, evaluated, product_at, spelled, summed
 from .math_letters import multiplied
+from .scan import Scan
+from .sum_terms import ordered_sum
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -75,9 +78,14 @@ _ATTACHED_LETTERS = r"(?<=[\d}])" + _LETTER_RUN  # "\\frac{1}{2}xy" too: it read
 # read nothing), single letters spaced as LaTeX writes them too ("\\boxed{y x}" read "\\boxed{y");
 # anywhere else a word of two or three letters is prose ("so 2 + 3").
 _LETTERS_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _LETTER_RUN + r"|[a-zA-Z](?:[ \t]+[a-zA-Z])+(?![a-zA-Z]))[\s$.]*")
+# A box that holds one letter, a subscript after it too ("\\boxed{x}", "\\boxed{a_{ij}}"): that variable is the
+# answer, as math-verify reads it (it read nothing, or the broken "\\boxed{x" where a space was in the box).
+_SUBSCRIPTED = r"[a-zA-Z](?![a-zA-Z])(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?"
+_VARIABLE_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _SUBSCRIPTED + r")[\s$.]*")
+_BRACED_SUBSCRIPT = re.compile(r"_\{([a-zA-Z\d])\}")  # "x_{1}" as "x_1", one variable
 _ATOM = (  # no word of prose
     r"(?:\\(?:pi|cdot|times)(?![a-zA-Z])" + _LATEX_SPACE + r"|\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])"
-    r"|" + _ATTACHED_LETTERS + r"|[_^{]|\}" + _LATEX_SPACE + r"|\([^()]*\))+"
+    r"|" + _ATTACHED_LETTERS + r"|_\{[^{}]*\}|[_^{]|\}" + _LATEX_SPACE + r"|\([^()]*\))+"
 )
 _TERM = _ATOM + r"(?:[ \t]*(?:\\cdot|\\times|\*|/)[ \t]*(?:-[ \t]*)?" + _ATOM + r")*"  # "x \\cdot -3": a factor's sign
 _JOINER = re.compile(r"[ \t]*[-+][ \t]*")
@@ -96,6 +104,8 @@ _COMMANDS = re.compile(r"\\[a-zA-Z]+")
 _LETTERS_OF = re.compile(_ATTACHED_LETTERS)
 _NO_TERM_SIGN = re.compile(r"(?:\dE|\\cdot|/)\Z")  # "1E+99999", "x \\cdot -3": no sum's sign
 _LETTER = re.compile(r"(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])")
+# A variable's subscript ("a_{ij}", "x_1"): part of its name, no word of prose nor a factor ("a_{ij} + 1" read 1).
+_SUBSCRIPT_OF = re.compile(r"((?<![a-zA-Z\\])[a-zA-Z])_(?:\{[^{}]*\}|[a-zA-Z\d])")  # no command's ("\\log_2")
 _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
 # A product with a single-letter variable factor ("2 \\cdot x", "3x", "x \\cdot 3"): one expression too,
 # its factors in one order (``_ordered``); its number was another answer's ("2 \\cdot x" read 2).
@@ -109,12 +119,11 @@ _FUNCTION = re.compile(r"\\(?!left|right|cdot|times|sqrt|frac|dfrac|tfrac|pi)[a-
 # leaves the product as written.
 _FACTOR = re.compile(
     r"(\d+(?:\.\d+)?(?![\d.^]))|(\\sqrt(?:\[[^\[\]{}]*\])?\{[^{}]*\}|\\frac\{[^{}]*\}\{[^{}]*\})|(\\pi(?![a-zA-Z]))"
-    r"|(\d+(?:\.\d+)?\^\{[^{}]*\})|([a-zA-Z](?:\^\{[^{}]*\})?)|(\([^()]*\)(?:\^\{[^{}]*\})?)"
+    r"|(\d+(?:\.\d+)?\^\{[^{}]*\})|([a-zA-Z](?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?(?:\^\{[^{}]*\})?)|(\([^()]*\)(?:\^\{[^{}]*\})?)"
 )
 # A single letter's power, a number before it its factor ("e^2", math-verify's exp(2); "2e^2", "x^2"):
 # one expression too, not nothing nor its factor ("2e^2" read 2); "50 m^2", a unit's, is 50.
 _LETTER_POWER = re.compile(r"(?:-[ \t]*)?(?:\d+(?:\.\d+)?)?[a-zA-Z]\^")
-_UNIT_BEFORE = re.compile(r"\d[ \t]+\Z")
 _EXPONENT = re.compile(r"(\d)[eE][-+]?\d+")
 # A rational multiple of \\pi as the extractor spells it, and a product after it ("3\\pi \\cdot 2"), that no
 # factor of no value ("2x", "2^x", "\\sqrt{y}") goes on.
@@ -231,7 +240,7 @@ def number(text: str) -> str | None:
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
-        found = _numbers(boxed) or _alone(boxed)
+        found = _numbers(boxed) or _alone(boxed) or _variable(boxed)
         if found:
             return found[-1]
     for marker in _MARKED_NUMBER:
@@ -248,6 +257,12 @@ def _alone(text: str) -> list[str]:
     """A product of letters that is all the text gives (``_LETTERS_ALONE``), in its order; [] else."""
     m = _LETTERS_ALONE.fullmatch(text)
     return [m.group(1) + _ordered_product("\\cdot".join(re.sub(r"\s", "", m.group(2))))] if m else []
+
+
+def _variable(boxed: str) -> list[str]:
+    """A box's one variable (``_VARIABLE_ALONE``), its sign with it; [] else."""
+    m = _VARIABLE_ALONE.fullmatch(boxed)
+    return [m.group(1) + _BRACED_SUBSCRIPT.sub(r"_\1", m.group(2))] if m else []
 
 
 def _marked(line: str) -> str | None:
@@ -319,16 +334,21 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     one way as the MATH graders' ``strip_string`` spells it (``_as_written``), not evaluated."""
     out: list[tuple[int, int, str]] = []
     groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m)]
+    starts = [m.start() for m in groups]
+    # each pattern searched forward once (``Scan``), not again to the text's end after each expression
+    scans = [
+        Scan(_IRRATIONAL, text, lambda m: m),
+        Scan(_POWER, text, lambda m: m),
+        Scan(_ARITHMETIC, text, lambda m: None if _AFTER_OPERATOR.search(text, max(0, m.start() - 8), m.start()) else m),
+    ]
+    letter_sums = Scan(_LETTER_SUM, text, lambda m: _letter_term(text, m))
     at = floor = 0  # floor: where the last expression read ended (``at`` passes arithmetic of no value too)
     while True:
-        group = next((m for m in groups if m.start() >= at), None)
-        arithmetic = next(
-            (m for m in _ARITHMETIC.finditer(text, at) if not _AFTER_OPERATOR.search(text[max(0, m.start() - 8) : m.start()])),
-            None,
-        )
-        candidates = (_IRRATIONAL.search(text, at), _POWER.search(text, at), group, arithmetic)
+        index = bisect_left(starts, at)
+        group = groups[index] if index < len(groups) else None
+        candidates = [group, *(first[0] if (first := scan.first(at)) else None for scan in scans)]
         found = sorted((m for m in candidates if m), key=lambda m: m.start())
-        letters = _letter_sum(text, at)
+        letters = letter_sum[1] if (letter_sum := letter_sums.first(at)) else None
         if letters and (not found or letters[0] <= found[0].start()):  # "2 + 3x", "2^3 + 4x": no value
             out.append(letters)
             at = floor = letters[1]
@@ -369,31 +389,53 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             spelling, end = (_latex(text[begin:end]) if read else spelling) + more, after
         spelling, end = _times_after(text, spelling, end)
         if not valued or more:
-            begin, end, spelling = _whole_sum(text, out, floor, (begin, end, spelling))
+            count, kept, alone = len(out), out[-1:], (begin, end, spelling)
+            begin, end, spelling = _whole_sum(text, out, floor, alone)
+            if not _balanced(spelling):  # its sum's terms are no terms ("1}+2^x"): the expression alone
+                if len(out) < count:  # the expression before it, which the sum took, is its own again
+                    out += kept
+                begin, end, spelling = alone
             spelling = _ordered(spelling)  # "2^x \\cdot \\sqrt{2}" as "\\sqrt{2} \\cdot 2^x"
+        if not _balanced(spelling):
+            at = m.end()
+            continue
         out.append((begin, end, spelling))
         at = floor = end
 
 
-def _letter_sum(text: str, at: int) -> tuple[int, int, str] | None:
-    """The first sum or bracket with a single-letter variable term (``_LETTER_SUM``) from ``at``,
+def _letter_term(text: str, m: re.Match[str]) -> tuple[int, int, str] | None:
+    """A match of ``_LETTER_SUM`` where it is a sum or bracket with a single-letter variable term,
     or a letter's power (``_LETTER_POWER``), product (``_PIECE``) or function's application (``_APPLIED``,
     ``_FUNCTION``: "f(2)^2" read 2, its argument), spelled as written ("x + 1" is "x+1", "e^2" "e^{2}",
     "f(2)^2" "f(2)^{2}"), as (start, end, spelling)."""
-    for m in _LETTER_SUM.finditer(text, at):
-        split = _LETTERS_OF.sub(lambda r: " ".join(r.group()), m.group())  # "2xy": its letters apart
-        bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", split))  # "1e-40" is a number
-        applied = _APPLIED.search(m.group()) or _FUNCTION.search(m.group())
-        if not (_LETTER.search(bare) or applied) or re.search(r"[a-zA-Z]{2}", bare) or _UNIT_BEFORE.search(text, 0, m.start()):
-            continue
-        if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()):
-            return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
-        factors = _ARGUMENTS.sub(" ", split)  # "2^x", "2\\sqrt{x}": the letter no factor
-        if "/" in factors:  # a quotient with a letter in an exponent ("2^x/2": it read 2, its divisor)
-            return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
-        if applied or (len(_PIECE.findall(split)) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors)))):
-            return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
+    if not _balanced(m.group()):  # "\\boxed{x", "a_{": its terms' braces unclosed, no expression
+        return None
+    named = _SUBSCRIPT_OF.sub(r"\1 ", m.group())  # "a_{ij}" is one variable, a
+    split = _LETTERS_OF.sub(lambda r: " ".join(r.group()), named)  # "2xy": its letters apart
+    bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", split))  # "1e-40" is a number
+    applied = _APPLIED.search(named) or _FUNCTION.search(named)
+    if not (_LETTER.search(bare) or applied) or re.search(r"[a-zA-Z]{2}", bare) or _unit_before(text, m.start()):
+        return None
+    if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()):
+        return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
+    factors = _ARGUMENTS.sub(" ", split)  # "2^x", "2\\sqrt{x}": the letter no factor
+    if "/" in factors:  # a quotient with a letter in an exponent ("2^x/2": it read 2, its divisor)
+        return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
+    if (
+        applied
+        or named != m.group()
+        or (len(_PIECE.findall(split)) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors))))
+    ):
+        return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
     return None
+
+
+def _unit_before(text: str, at: int) -> bool:
+    """Whether a number and a space come before ``at``: the letters there are its unit ("5 m + 3 m")."""
+    begin = at
+    while begin and text[begin - 1] in " \t":
+        begin -= 1
+    return begin < at and text[begin - 1 : begin].isdigit()
 
 
 def _ordered(spelling: str) -> str:
@@ -404,17 +446,23 @@ def _ordered(spelling: str) -> str:
     "\\frac{x}{2}", as "x/2" is (they were three answers).
     Only factors, a sign after a product's dot its factor's ("x \\cdot -3" is "-3x"): a term with a
     function's bracket ("f(2)") is left as written, a quotient spelled as its ``\\frac`` (``_quotient``).
-    Brackets around the whole are none ("(x+1)" is "x+1")."""
+    Brackets around the whole are none ("(x+1)" is "x+1"), and the sum's terms are in one order
+    (``ordered_sum``: "1 + xy" is "xy+1", as "xy + 1" is)."""
     spelling = _unbracketed(spelling)
     out, term, depth = "", "", 0
     for i, c in enumerate(spelling):
         depth += 1 if c in "{([" else -1 if c in "})]" else 0
         # a term of the top level's sum; no exponent's sign ("1E+99999", "2^-x")
-        if depth == 0 and c in "+-" and spelling[i - 1 : i] not in ("^", "_") and not _NO_TERM_SIGN.search(spelling, 0, i):
+        if (
+            depth == 0
+            and c in "+-"
+            and spelling[i - 1 : i] not in ("^", "_")
+            and not _NO_TERM_SIGN.search(spelling, max(0, i - 6), i)
+        ):
             out, term = _signed_term(out, _ordered_product(term)) + c, ""
         else:
             term += c
-    return _signed_term(out, _ordered_product(term))
+    return ordered_sum(_signed_term(out, _ordered_product(term)))
 
 
 def _signed_term(out: str, product: str) -> str:
@@ -474,7 +522,10 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
         m = _FACTOR.match(term, at)
         if m is None:
             return None
-        factors.append((m.lastindex or 0, m.group()))
+        bracket = m.lastindex == 6 and re.match(r"\(([^()]*)\)", m.group())  # "(1+x)" as "(x+1)"
+        factors.append(
+            (m.lastindex or 0, "(" + ordered_sum(bracket.group(1)) + m.group()[bracket.end() - 1 :] if bracket else m.group())
+        )
         coefficient *= Fraction(m.group()) if m.lastindex == 1 else 1
         at = m.end()
     return negative, coefficient, factors
@@ -569,7 +620,7 @@ def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tu
 def _sum_as_written(terms: str) -> str:
     """Terms of a sum spelled as the extractor spells expressions of no value: no spaces, ``\\cdot``
     for every product's sign, a power's exponent braced ("2^x" as "2^{x}")."""
-    return _powers_braced(re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", _latex(terms)))
+    return _BRACED_SUBSCRIPT.sub(r"_\1", _powers_braced(re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", _latex(terms))))
 
 
 def _powers_braced(spelling: str) -> str:
@@ -682,6 +733,23 @@ def _digits(part: str) -> str:
     return re.sub(r"[\s,]", "", part)
 
 
+# An unbraced argument: a letter, a digit or a command ("\\frac12", "\\sqrt\\pi"); never a bracket, a brace or a
+# backslash alone (garbage "\\frac\\)" read "\\frac{\\}{)}", a spelling no brace closes).
+_ONE_TOKEN = re.compile(r"\\[a-zA-Z]+|[a-zA-Z\d]")
+
+
+def _balanced(spelling: str) -> bool:
+    """Whether each brace and bracket of a spelling is closed, in order: no reading is a broken
+    spelling ("\\boxed{x" read from "\\boxed{x }"); one that would be is not read as one expression."""
+    stack: list[str] = []
+    for c in spelling:
+        if c in "{([":
+            stack.append(c)
+        elif c in "})]" and (not stack or stack.pop() != "{(["["})]".index(c)]):
+            return False
+    return not stack
+
+
 def _argument(text: str, at: int, opening: str = "{", closing: str = "}") -> tuple[str | None, int]:
     """A LaTeX command's argument at ``at`` (spaces before it skipped): a braced group, or, for a
     ``{`` argument, one character or command; (None, at) where there is none, or its group is
@@ -698,11 +766,8 @@ def _argument(text: str, at: int, opening: str = "{", closing: str = "}") -> tup
             if depth == 0:
                 return text[i + 1 : j], j + 1
         return None, at
-    if opening != "{" or text[i] in "}]":
-        return None, at
-    command = re.compile(r"\\[a-zA-Z]+|.").match(text, i)
-    assert command is not None
-    return command.group(), command.end()
+    command = _ONE_TOKEN.match(text, i) if opening == "{" else None
+    return (command.group(), command.end()) if command else (None, at)
 
 
 def _latex(text: str) -> str:

@@ -56,7 +56,8 @@ def multiplied(text: str) -> str:
 
 def _spans(text: str) -> list[tuple[int, int]]:
     """Where math is in the text, as (start, end) of what its delimiters hold, merged where they overlap."""
-    found = [(m.end(), _closing(text, m.end())) for m in _BOXED.finditer(text)]
+    pairs = _pairs(text)
+    found = [(m.end(), _closing(text, m.end(), pairs)) for m in _BOXED.finditer(text)]
     for m in _DELIMITED.finditer(text):
         group = next(g for g in range(1, 5) if m.group(g) is not None)
         found.append((m.start(group), m.end(group)))
@@ -69,24 +70,33 @@ def _spans(text: str) -> list[tuple[int, int]]:
     return merged
 
 
-def _closing(text: str, start: int) -> int:
-    """Where the brace that closes the one before ``start`` is; the end of what is searched where none is."""
-    depth = 1
-    for i in range(start, min(len(text), start + _LONGEST_ARGUMENT)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            return i
-    return min(len(text), start + _LONGEST_ARGUMENT)
+def _pairs(text: str) -> dict[int, int]:
+    """Where the brace that closes each opening one is, found in one pass: searched from each box
+    instead, 2,000 characters each, a text of many unclosed boxes took seconds."""
+    pairs, opened = {}, []
+    for m in re.finditer(r"[{}]", text):
+        if m.group() == "{":
+            opened.append(m.start())
+        elif opened:
+            pairs[opened.pop()] = m.start()
+    return pairs
+
+
+def _closing(text: str, start: int, pairs: dict[int, int]) -> int:
+    """Where the brace that closes the one before ``start`` is (``pairs``); the end of what is searched
+    (``_LONGEST_ARGUMENT``) where none is that near."""
+    close = pairs.get(start - 1)
+    return close if close is not None and close < start + _LONGEST_ARGUMENT else min(len(text), start + _LONGEST_ARGUMENT)
 
 
 def _products(math: str) -> str:
     """Math's runs of letters as products, what is no variable skipped (``_TEXT``, ``_COMMAND``, ``_SUBSCRIPT``)."""
-    out, at = [], 0
+    out, at, pairs = [], 0, _pairs(math)
     while (found := _AHEAD.search(math, at)) is not None:
         out.append(math[at : found.start()])
         at = found.start()
         if skipped := _TEXT.match(math, at) or _SUBSCRIPT.match(math, at):
-            end = _closing(math, skipped.end()) + 1 if skipped.group().endswith("{") else skipped.end()
+            end = _closing(math, skipped.end(), pairs) + 1 if skipped.group().endswith("{") else skipped.end()
         elif command := _COMMAND.match(math, at):
             end = command.end()
         elif (letters := _LETTERS.match(math, at)) is None:  # a "_" of no subscript ("__", "_}")

@@ -6,6 +6,7 @@ import pytest
 
 from infertap.analysis.extract import choice, grader, number
 from infertap.analysis.math_letters import multiplied
+from infertap.analysis.sum_terms import ordered_sum
 
 
 @pytest.mark.parametrize(
@@ -236,10 +237,10 @@ def test_products_of_no_value_and_powers_of_brackets_differ_from_their_parts() -
         ("\\boxed{3^2+4^2}", "25"),
         ("1 - 2^3", "-7"),
         ("\\sqrt2 + \\sqrt2", "2\\sqrt{2}"),  # like radicals
-        ("1 + \\sqrt{2}", "1+\\sqrt{2}"),  # unlike: one answer, as written (was "\\sqrt{2}")
+        ("1 + \\sqrt{2}", "\\sqrt{2}+1"),  # unlike: one answer, as written (was "\\sqrt{2}")
         ("2(\\frac12)^2", "0.5"),  # was "0.5" by chance: 2 and (1/2) read apart, the power dropped
         ("3(2)^2", "12"),  # was "2"
-        ("2^3 + 4x", "2^{3}+4x"),  # 4x is no number: a sum of no value, as written (was "4")
+        ("2^3 + 4x", "4x+2^{3}"),  # 4x is no number: a sum of no value, as written (was "4")
         ("17 + 25 = 42", "42"),  # numbers alone are no sum to evaluate
     ],
 )
@@ -510,8 +511,8 @@ def test_a_boxed_slash_chain_matches_its_quotient_and_differs_from_its_last_numb
         ("\\frac12 \\cdot 4\\pi", "2\\pi"),
         ("\\sqrt8\\pi", "2\\sqrt{2}\\pi"),
         ("0 \\cdot \\pi", "0"),
-        ("2 + 3 \\cdot \\pi", "2+3\\pi"),  # was "3\\pi": a sum is no product, as written
-        ("2 + 3\\pi", "2+3\\pi"),
+        ("2 + 3 \\cdot \\pi", "3\\pi+2"),  # was "3\\pi": a sum is no product, as written
+        ("2 + 3\\pi", "3\\pi+2"),
     ],
 )
 def test_numbers_before_pi_are_its_factor_by_their_product(text: str, value: str) -> None:
@@ -610,9 +611,9 @@ def test_a_spaced_sign_before_a_power_matches_the_unspaced_one_and_differs_from_
         ("3 \\cdot 2^x + 1", "3\\cdot2^{x}+1"),  # was "1": a sum with a term of no value gave its last number
         ("2^x + 1", "2^{x}+1"),  # was "1"
         ("\\boxed{2^x + 1}", "2^{x}+1"),  # was "1"
-        ("1 + 2^x", "1+2^{x}"),  # was "2^{x}"
-        ("1 - 2^x", "1-2^{x}"),
-        ("1 + \\pi", "1+\\pi"),  # was "\\pi"
+        ("1 + 2^x", "2^{x}+1"),  # was "2^{x}"
+        ("1 - 2^x", "-2^{x}+1"),
+        ("1 + \\pi", "\\pi+1"),  # was "\\pi"
         ("\\pi + 1", "\\pi+1"),  # was "1"
         ("2\\pi + 1", "2\\pi+1"),  # was "1"
         ("\\frac{\\pi}{2} + 1", "\\frac{\\pi}{2}+1"),  # was "1"
@@ -620,7 +621,7 @@ def test_a_spaced_sign_before_a_power_matches_the_unspaced_one_and_differs_from_
         ("\\sqrt[3]{2} + 1", "\\sqrt[3]{2}+1"),  # was "1"
         ("9^{99999} + 1", "9^{99999}+1"),  # was "1"
         ("\\frac{1}{0} + 2", "\\frac{1}{0}+2"),  # was "2"
-        ("\\sqrt2 + 2^x", "\\sqrt{2}+2^{x}"),  # was "2^{x}"
+        ("\\sqrt2 + 2^x", "2^{x}+\\sqrt{2}"),  # was "2^{x}"
         ("2^x + y", "2^{x}+y"),  # was "2^{x}"
         ("2^x + 3 * 4", "2^{x}+3\\cdot4"),  # was "4"
         ("The answer is 2^x + 1.", "2^{x}+1"),
@@ -634,7 +635,7 @@ def test_a_sum_with_a_term_of_no_value_is_one_expression(text: str, value: str) 
 
 
 def test_a_sum_with_a_term_of_no_value_matches_its_spellings_and_differs_from_its_terms() -> None:
-    assert number("2^x + 1") == number("2^{x}+1") == number("\\boxed{2^x + 1}") != number("1 + 2^x")
+    assert number("2^x + 1") == number("2^{x}+1") == number("\\boxed{2^x + 1}") == number("1 + 2^x")
     assert number("3 \\cdot 2^x + 1") == number("3 \\times 2^{x} + 1") == number("3 * 2^x + 1")
     assert number("2^x + 1") not in (number("1"), number("2^x"), number("2^x + 2"), number("2^x - 1"), number("3"))
     assert number("3 \\cdot 2^x + 1") not in (number("1"), number("3 \\cdot 2^x"), number("2^x + 1"), number("4"))
@@ -670,8 +671,8 @@ def test_a_product_after_pi_matches_its_value_and_differs_from_its_parts() -> No
     ("text", "value"),
     [
         ("x + 1", "x+1"),  # was "1": a sum with a single-letter variable gave its last number
-        ("2 + 3x", "2+3x"),  # was "3"
-        ("2^3 + 4x", "2^{3}+4x"),  # was "4"
+        ("2 + 3x", "3x+2"),  # was "3"
+        ("2^3 + 4x", "4x+2^{3}"),  # was "4"
         ("x + 2^3", "x+2^{3}"),  # was "8"
         ("-(x+1)", "-(x+1)"),  # was "1"
         ("2(x+1)", "2(x+1)"),  # was "1"
@@ -770,7 +771,7 @@ def test_a_product_after_a_power_matches_the_one_before_it_and_differs_from_its_
         ("\\boxed{x * -3}", "-3x"),
         ("x \\cdot -1", "-x"),
         ("-x \\cdot -3", "3x"),
-        ("2 - x \\cdot -3", "2+3x"),  # the product's sign joins the sum's
+        ("2 - x \\cdot -3", "3x+2"),  # the product's sign joins the sum's
     ],
 )
 def test_a_product_with_a_single_letter_variable_is_one_expression(text: str, value: str) -> None:
@@ -859,7 +860,7 @@ def test_a_product_of_letters_alone_matches_it_written_with_a_dot_and_differs_fr
         ("\\[xy+1\\]", "xy+1"),
         ("$$xy + 1$$", "xy+1"),
         ("The answer is $xy + 1$.", "xy+1"),
-        ("$1 + xy$", "1+xy"),
+        ("$1 + xy$", "xy+1"),  # the terms in one order, as "$xy + 1$" is
         ("$x y + 1$", "xy+1"),  # was "y+1": LaTeX ignores the space
         ("\\boxed{yx + 1}", "xy+1"),
         ("\\boxed{2abcd}", "2abcd"),  # was "2": after a number, four letters with a vowel are no word in math
@@ -1122,3 +1123,61 @@ def test_an_answer_cut_short_inside_an_exponent_is_read_without_failing() -> Non
     assert number("The answer is 2^{2^x") == number("\\boxed{2^{2^x") == "2"  # the number written, no power
     assert number("The answer is 2^{2^x}") == "2^{2^x}" != number("The answer is 2^{2^x")
     assert number("^{10^^") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("\\boxed{x}", "x"),  # was None: a box's one letter is its answer, as math-verify reads it
+        ("\\boxed{x }", "x"),  # was "\\boxed{x", a broken spelling
+        ("\\boxed{ -x }", "-x"),
+        ("\\boxed{x \\text{ m/s}}", "x"),  # was "\\boxed{x": the unit in \\text after a letter
+        ("\\boxed{a_{ij}}", "a_{ij}"),  # was "\\boxed{a_{"
+        ("\\boxed{a_{ij} + 1}", "a_{ij}+1"),  # was "1"
+        ("\\boxed{a_{1}}", "a_1"),  # one variable however its subscript is braced
+        ("\\boxed{a_{ij} \\cdot 2}", "2a_{ij}"),  # a subscripted factor in the product's order
+        ("\\log_2(8)", "\\log_2(8)"),  # a command's subscript is no variable's
+    ],
+)
+def test_a_boxed_letter_and_a_subscripted_variable_are_read_whole(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_a_boxed_letter_matches_its_spellings_and_differs_from_other_letters() -> None:
+    assert number("\\boxed{x}") == number("\\boxed{ x }") == number("\\boxed{x \\text{ m/s}}") == number("$x$ is \\boxed{x}")
+    assert number("\\boxed{x}") not in (number("\\boxed{y}"), number("\\boxed{-x}"), number("\\boxed{X}"), None)
+    assert number("\\boxed{a_{ij}+1}") == number("\\boxed{a_{ij} + 1}") == number("\\boxed{1 + a_{ij}}")
+    assert number("\\boxed{a_{ij}+1}") not in (number("\\boxed{1}"), number("\\boxed{a_{ji}+1}"), number("\\boxed{a_{ij}}"))
+    assert number("\\boxed{a_1}") == number("\\boxed{a_{1}}") != number("\\boxed{a_2}")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("$1 + xy$", "xy+1"),  # was "1+xy", another answer than "$xy + 1$"
+        ("-1 + x", "x-1"),
+        ("1 - x", "-x+1"),  # each term keeps its sign
+        ("$2 + x^2 - x$", "-x+x^{2}+2"),
+        ("\\boxed{y + x}", "x+y"),
+        ("\\boxed{2(1+x)}", "2(x+1)"),  # a bracket's sum too
+        ("1 + 2^x", "2^{x}+1"),
+    ],
+)
+def test_the_terms_of_a_sum_are_in_one_order(text: str, value: str) -> None:
+    assert number(text) == value
+
+
+def test_sums_in_another_order_match_and_other_sums_differ() -> None:
+    assert number("x - 1") == number("-1 + x") == number("\\boxed{-1+x}") != number("1 - x")
+    assert number("$1 + xy$") == number("$xy + 1$") != number("$xy - 1$")
+    assert number("\\boxed{x + y}") == number("\\boxed{y + x}") != number("\\boxed{x - y}")
+    assert number("\\boxed{2(1+x)}") == number("\\boxed{2(x+1)}") != number("\\boxed{2(x-1)}")
+    assert number("1 - x") == number("-x + 1") != number("-1 - x")
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["1+x\\le2", "|x-1|+2", "x\\pm1+2", "1+{x", "x+-1", "x"],  # a relation, an absolute value, no sum
+)
+def test_a_sum_is_reordered_only_where_its_terms_are_a_sums(spelling: str) -> None:
+    assert ordered_sum(spelling) == spelling
