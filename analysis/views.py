@@ -6,7 +6,7 @@ All times are ns since the exchange's request was sent upstream (the capture's o
 
 from __future__ import annotations
 
-from infertap.apis import FINISHING_APIS
+from infertap.apis import FINISHING_APIS, MARKER_APIS
 
 # Chunks that carried generated output (text, reasoning text or a tool-call delta), with how many
 # such events each held: a chunk may carry several tokens, which is why itl is per chunk.
@@ -42,15 +42,19 @@ FROM (
 
 # An OpenAI stream ends its answer with a finish reason, then [DONE] (Messages with its stop reason,
 # then message_stop; Responses with response.completed): a stream that ended cleanly with
-# none is an answer the engine cut, however cleanly the body ended: by [DONE] alone (llama-cpp-python's
+# none is an answer the engine cut (so is an Ollama or llama.cpp /completion stream that ended cleanly
+# with no end marker: theirs is their finish), however cleanly the body ended: by [DONE] alone (llama-cpp-python's
 # interrupt_requests sends it when the next request waits, after as little as the role chunk), or by
 # the body's end after some chunks (a server or gateway that drops the request). Not ok. The rule is
 # infertap.apis.cut_short's, which `infertap replay` counts by, over the decoded columns of its
 # arguments' names: a change to one is a change to both (tests/analysis/test_unfinished_streams.py).
-UNFINISHED = f"""coalesce(x.generation AND x.streamed AND x.api IN ({", ".join(f"'{a}'" for a in FINISHING_APIS)})
-             AND (x.finish_reason IS NULL OR (x.choices_unfinished > 0 AND x.finish_reason <> 'error'))
-             AND x.status BETWEEN 200 AND 299
-             AND (x.stream_done OR (x."end" = 'complete' AND x.readable)), false)"""
+UNFINISHED = f"""coalesce(x.generation AND x.streamed AND x.status BETWEEN 200 AND 299 AND (
+             (x.api IN ({", ".join(f"'{a}'" for a in FINISHING_APIS)})
+              AND (x.finish_reason IS NULL OR (x.choices_unfinished > 0 AND x.finish_reason <> 'error'))
+              AND (x.stream_done OR (x."end" = 'complete' AND x.readable)))
+             OR (x.api IN ({", ".join(f"'{a}'" for a in MARKER_APIS)})
+              AND NOT x.stream_done AND x."end" = 'complete' AND x.readable
+              AND x.finish_reason IS DISTINCT FROM 'error')), false)"""
 
 METRICS = """
 CREATE OR REPLACE VIEW metrics AS

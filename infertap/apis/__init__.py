@@ -26,7 +26,7 @@ from .read import (
 )
 from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
 from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments, one_prompt
-from .unfinished import FINISHING_APIS, cut_short, ended_answer, ended_unfinished, unfinished
+from .unfinished import FINISHING_APIS, MARKER_APIS, cut_short, ended_answer, ended_unfinished, unfinished
 
 __all__ = [
     "ALIASES",
@@ -71,6 +71,7 @@ __all__ = [
     "sampling_fields",
     "stream_done",
     "FINISHING_APIS",
+    "MARKER_APIS",
     "cut_short",
     "ended_answer",
     "ended_unfinished",

@@ -45,6 +45,11 @@ from .shapes import Api, error_of, one_prompt
 #: stream with no final event). Ollama's and llama.cpp's own APIs say it on their end marker, and
 #: older Ollama not at all: not these.
 FINISHING_APIS = ("chat", "completions", "messages", "responses")
+#: The APIs whose end marker is their finish: Ollama's last line (``"done": true``, with its
+#: ``done_reason`` where it says one: older Ollama does not) and llama.cpp ``/completion``'s last
+#: event (``"stop": true``, with its ``stop_type``). A stream of theirs that ended cleanly without it
+#: was cut (a server or gateway that dropped the request): read as ok before.
+MARKER_APIS = ("ollama-chat", "ollama-generate", "llamacpp")
 #: How much of a stream's end ``ended_unfinished`` reads first: its last events (the finish chunk,
 #: a usage chunk, ``[DONE]``) are a few hundred bytes.
 TAIL_BYTES = 4 * 1024
@@ -75,15 +80,17 @@ def cut_short(
     other choices (n > 1) said none (``choices_unfinished``, None unknown: no evidence of a cut;
     where no error ended it), that ended
     cleanly: by its end marker (``stream_done``), or by the body's end (``end`` complete) after
-    events of its API (``readable``). A stream that ended otherwise (timeout, upstream error) is a
-    failure by that; an answer sent whole (JSON) says its finish reasons as they are, null too."""
+    events of its API (``readable``); or by a ``MARKER_APIS`` stream that ended by the body's end
+    after events of its API with no end marker and no error. A stream that ended otherwise (timeout,
+    upstream error) is a failure by that; an answer sent whole (JSON) says its finish reasons as
+    they are, null too."""
+    if not (generation and streamed and status is not None and 200 <= status <= 299):
+        return False
+    if api in MARKER_APIS:
+        return not stream_done and end == "complete" and readable and finish_reason != "error"
     return bool(
-        generation
-        and streamed
-        and api in FINISHING_APIS
+        api in FINISHING_APIS
         and (finish_reason is None or ((choices_unfinished or 0) > 0 and finish_reason != "error"))
-        and status is not None
-        and 200 <= status <= 299
         and (stream_done or (end == "complete" and readable))
     )
 
@@ -138,8 +145,10 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
     api = _by_path(record.get("path"))
     if api is None or encoded(record) or response_not_kept(record):
         return None, False, None  # the API is the request body's to name, the bytes are not the body's text, or not all kept
+    if api.name in MARKER_APIS:
+        return None, False, None  # its end marker is its finish (Ollama's, llama.cpp's): read whole
     if api.name not in FINISHING_APIS:
-        return False, False, None  # its end marker is its finish (Ollama's, llama.cpp's): not this rule's
+        return False, False, None
     if framing(record, head_of(chunks)) != "sse":
         return False, False, None  # a whole answer (JSON): not a stream
     if _several_answers(record, api) or (last := _last_events(record, chunks)) is None:
