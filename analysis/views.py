@@ -48,7 +48,7 @@ FROM (
 # infertap.apis.cut_short's, which `infertap replay` counts by, over the decoded columns of its
 # arguments' names: a change to one is a change to both (tests/analysis/test_unfinished_streams.py).
 UNFINISHED = f"""coalesce(x.generation AND x.streamed AND x.api IN ({", ".join(f"'{a}'" for a in FINISHING_APIS)})
-             AND (x.finish_reason IS NULL OR (x.choices_unfinished > 0 AND x.finish_reason <> 'error'))
+             AND (x.finish_reason IS NULL OR (x.choices_unfinished > 0 AND x.error_message IS NULL))
              AND x.status BETWEEN 200 AND 299
              AND (x.stream_done OR (x."end" = 'complete' AND x.readable)), false)"""
 

@@ -69,11 +69,13 @@ def cut_short(
     choices_unfinished: int | None,
     end: str | None,
     readable: bool,
+    error_message: str | None,
 ) -> bool:
     """A request for tokens answered 2xx by a stream of a ``FINISHING_APIS`` API with no finish reason
     (``finish_reason``: choice 0's common word, ``error`` for an in-band error), or one of whose
     other choices (n > 1) said none (``choices_unfinished``, None unknown: no evidence of a cut;
-    where no error ended it), that ended
+    where the body reported no error, ``error_message``, of any choice: an answer one of whose
+    choices failed is an error, however another ended), that ended
     cleanly: by its end marker (``stream_done``), or by the body's end (``end`` complete) after
     events of its API (``readable``). A stream that ended otherwise (timeout, upstream error) is a
     failure by that; an answer sent whole (JSON) says its finish reasons as they are, null too."""
@@ -81,7 +83,7 @@ def cut_short(
         generation
         and streamed
         and api in FINISHING_APIS
-        and (finish_reason is None or ((choices_unfinished or 0) > 0 and finish_reason != "error"))
+        and (finish_reason is None or ((choices_unfinished or 0) > 0 and error_message is None))
         and status is not None
         and 200 <= status <= 299
         and (stream_done or (end == "complete" and readable))
@@ -110,6 +112,7 @@ def unfinished(record: Mapping[str, Any]) -> bool:
         choices_unfinished=parsed.choices_unfinished,
         end=record.get("end"),
         readable=parsed.readable,
+        error_message=parsed.error_message,
     )
 
 
@@ -160,6 +163,7 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
         choices_unfinished=0,
         end=record.get("end"),
         readable=readable,
+        error_message=None,  # no other choice to weigh (n > 1 is read whole above)
     )
     return cut, not cut, None if cut else tokens
 
