@@ -455,7 +455,7 @@ def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
         _note(info)
 
     def tick(stats: ReplayStats) -> None:
-        errors = stats.generation_failed  # generation requests not answered 2xx in full, or unfinished
+        errors = stats.generation_failed  # generation requests not answered 2xx in full, unfinished, or a 2xx error body
         lag = f", lag {stats.lags_ns[-1] / 1e6:.2f} ms" if stats.lags_ns else ""
         progress.update(task, completed=stats.completed, detail=f"in flight {stats.in_flight}, errors {errors}{lag}")
 
