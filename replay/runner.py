@@ -107,6 +107,9 @@ class ReplayStats:
     # answered 2xx in full, by a stream that ended ([DONE] or the body's end) with no finish reason
     # (infertap.apis.unfinished: the target cut it): not ok, not failed. Counted from its last events as each answer ends.
     unfinished: int = 0
+    # generation requests answered 2xx in full, and kept only in part (past --max-response-mb): the
+    # answer unknown, neither ok nor failed, as stats counts it (response_not_kept)
+    response_not_kept: int = 0
     # of the ok generation answers: the output tokens their usage gave, how many gave one, how many none
     output_tokens: int = 0
     tokens_counted: int = 0
@@ -192,13 +195,14 @@ def summarize(stats: ReplayStats, wall_s: float, *, open_loop: bool = True) -> d
         level += step
         peak = max(peak, level)
     failed = sum(stats.failures.values())
-    ok = stats.sent - failed - stats.unfinished
+    ok = stats.sent - failed - stats.unfinished - stats.response_not_kept
     return {
         "sent": stats.sent,
         "completed": stats.ends.get("complete", 0),  # the response read to its end, whatever its status
-        "ok": ok,  # answered 2xx, in full, finished, with no error in the body
+        "ok": ok,  # answered 2xx, in full, finished, with no error in the body, and kept whole
         "failed": failed,
         "unfinished": stats.unfinished,  # answered 2xx in full, by a stream that ended with no finish reason
+        "response_not_kept": stats.response_not_kept,  # answered 2xx in full, kept only in part: unknown
         # by HTTP status, by ending where none was an error, or by what a 2xx body said ("an error in a 200 body")
         "failures": dict(stats.failures.most_common()),
         "failures_by_path": _by_path(stats),
@@ -626,6 +630,8 @@ class Replay:
             if record["end"] != "refused" and (failure := _failure(record)) is not None:
                 self._count_failure(path, failure, item.generation)
             elif record["end"] != "refused" and item.generation:
+                if response_not_kept(record):  # its answer unknown: neither ok nor failed, as stats counts it
+                    self.stats.response_not_kept += 1
                 self._judge(record)  # answered 2xx in full: finished, with no error? (before its body is scrubbed)
         self.stats.completed += 1
         if self._closed and not self._stopping:
