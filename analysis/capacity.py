@@ -104,11 +104,12 @@ def certain_miss(slos: Sequence[SLO], total: int) -> Lost:
     requests already past an ``e2e`` bound (finished, or still in flight), or failed (a failed request
     is over every latency bound, analysis.slo), than a latency percentile allows, or more errors than
     ``error_rate`` allows; twice over, so that only a clearly lost point is cut short. Other latency
-    SLOs can't be judged on the requests that succeed before the point ends. A failure here is a
-    request not answered 2xx in full, or answered by a stream the target ended with no finish reason
-    (``generation_failed``: the unfinished counted from each answer's last events as it ends, as
-    ``error_rate`` counts them); a 2xx whose body is an error, which ``error_rate`` counts
-    too, is not one here: no check run per exchange reads it."""
+    SLOs can't be judged on the requests that succeed before the point ends. A failure here is what
+    ``error_rate`` counts: a request not answered 2xx in full, answered by a stream the target ended
+    with no finish reason, or by a 2xx whose body reports an error or is none an adapter reads
+    (``generation_failed``: read from each answer's last events as it ends, or whole on a worker
+    thread, as vLLM's bench and GuideLLM count an in-band error errored). A 2xx answer kept only in
+    part (``--max-response-mb``) is unknown, in neither."""
     e2e = [(s.bound, allowed) for s in slos if s.metric == "e2e" and (allowed := _allowed(s, total)) is not None]
     failures = [allowed for s in slos if s.latency and (allowed := _allowed(s, total)) is not None]
     budget = next((s.limit * total for s in slos if s.metric == "error_rate"), None)

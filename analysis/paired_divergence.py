@@ -778,6 +778,7 @@ def _unfinished(s: Summary) -> bool:
         choices_unfinished=sum(c.get("finish_reason") is None for c in s.choices),
         end=s.end,
         readable=s.readable,
+        error_message=s.error_message,
     )
 
 

@@ -50,11 +50,11 @@ FROM (
 # arguments' names: a change to one is a change to both (tests/analysis/test_unfinished_streams.py).
 UNFINISHED = f"""coalesce(x.generation AND x.streamed AND x.status BETWEEN 200 AND 299 AND (
              (x.api IN ({", ".join(f"'{a}'" for a in FINISHING_APIS)})
-              AND (x.finish_reason IS NULL OR (x.choices_unfinished > 0 AND x.finish_reason <> 'error'))
+              AND (x.finish_reason IS NULL OR (x.choices_unfinished > 0 AND x.error_message IS NULL))
               AND (x.stream_done OR (x."end" = 'complete' AND x.readable)))
              OR (x.api IN ({", ".join(f"'{a}'" for a in MARKER_APIS)})
               AND NOT x.stream_done AND x."end" = 'complete' AND x.readable
-              AND x.finish_reason IS DISTINCT FROM 'error')), false)"""
+              AND x.error_message IS NULL)), false)"""
 
 METRICS = """
 CREATE OR REPLACE VIEW metrics AS

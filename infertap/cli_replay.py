@@ -455,7 +455,7 @@ def _run(config: ReplayConfig, *, quiet: bool) -> dict[str, Any]:
         _note(info)
 
     def tick(stats: ReplayStats) -> None:
-        errors = stats.generation_failed  # generation requests not answered 2xx in full, or unfinished
+        errors = stats.generation_failed  # generation requests not answered 2xx in full, unfinished, or a 2xx error body
         lag = f", lag {stats.lags_ns[-1] / 1e6:.2f} ms" if stats.lags_ns else ""
         progress.update(task, completed=stats.completed, detail=f"in flight {stats.in_flight}, errors {errors}{lag}")
 
@@ -530,17 +530,20 @@ def _path_failures(path: str, p: dict[str, Any]) -> str:
 
 
 def _sent_line(s: dict[str, Any]) -> str:
-    """What was sent and how it went: ok (2xx, in full, finished), unfinished (cut by the target), failed
-    by status or ending (per path), not sent."""
+    """What was sent and how it went: ok (2xx, in full, finished, no error in the body), unfinished (cut
+    by the target), kept only in part (unknown), failed by status, ending or a 2xx body's error (per
+    path), not sent."""
     failures = "; ".join(_path_failures(path, p) for path, p in s["failures_by_path"].items())
     failed = f"{s['failed']} failed" + (f": {failures}" if failures else "")
     cut = f"{n} unfinished ({_UNFINISHED}), " if (n := s.get("unfinished")) else ""
+    cut += f"{n} response not kept ({_NOT_KEPT}), " if (n := s.get("response_not_kept")) else ""
     return f"{s['sent']} ({s['ok']} ok, {cut}{failed}; {s['not_sent']} not sent)" + (
         " — stopped early" if s["stopped_early"] else ""
     )
 
 
 _UNFINISHED = "a stream ended with no finish reason: the target ended them early"
+_NOT_KEPT = "answered in full past --max-response-mb, only its head kept: unknown, neither ok nor failed"
 
 
 def _behind_rows(s: dict[str, Any], ms: Any) -> list[tuple[str, str]]:

@@ -164,7 +164,7 @@ def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
     def tick(stats: ReplayStats) -> None:
         if state["task"] is None:  # the warm-up, before the first point: no bar of its own
             return
-        errors = stats.generation_failed  # not answered 2xx in full (a 2xx error body shows in the point's error rate)
+        errors = stats.generation_failed  # not answered 2xx in full, unfinished, or a 2xx error body
         progress.update(state["task"], completed=stats.completed, detail=f"in flight {stats.in_flight}, errors {errors}")
 
     def done(point: Point) -> None:

@@ -129,6 +129,7 @@ class ShardWorker:
                     "completed": stats.completed,
                     "generation_failed": stats.generation_failed,
                     "unfinished": stats.unfinished,
+                    "response_not_kept": stats.response_not_kept,
                     "output_tokens": stats.output_tokens,
                     "tokens_counted": stats.tokens_counted,
                     "tokens_unknown": stats.tokens_unknown,
@@ -399,6 +400,7 @@ def _merge_summaries(
         merged.completed += s["completed"]
         merged.generation_failed += s["generation_failed"]
         merged.unfinished += s["unfinished"]
+        merged.response_not_kept += s["response_not_kept"]
         merged.output_tokens += s["output_tokens"]  # over the merged span: the shards' answers' tokens, summed
         merged.tokens_counted += s["tokens_counted"]
         merged.tokens_unknown += s["tokens_unknown"]

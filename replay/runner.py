@@ -86,7 +86,7 @@ class ReplayStats:
     in_flight: int = 0
     ends: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
-    errors: Counter[str] = field(default_factory=Counter)  # each error message (cut short) of what was sent
+    errors: Counter[str] = field(default_factory=Counter)  # each error message (cut short) of what was sent, a 2xx body's too
     failures: Counter[str] = field(default_factory=Counter)  # what was sent and not answered 2xx in full: status or end
     # the same by path (its query left out), beside what each path sent: a target that serves no
     # /v1/messages refuses every request there, which a count of 404s alone doesn't say
@@ -101,12 +101,15 @@ class ReplayStats:
     intervals: list[tuple[int, int]] = field(default_factory=list)  # (sent, end), elapsed ns
     sends: list[tuple[int, int]] = field(default_factory=list)  # (due, sent), elapsed ns: the request rates
     open_ns: dict[int, int] = field(default_factory=dict)  # item index -> sent, elapsed ns, while in flight
-    # generation requests sent that ended other than complete with a 2xx, or unfinished: the live errors
-    # (a sweep's error_rate also counts a 2xx whose body is an error, which only reading the body tells)
+    # generation requests sent that ended other than complete with a 2xx, were unfinished, or answered
+    # 2xx with an error in the body (or one no adapter reads): the live errors, as a sweep's error_rate counts them
     generation_failed: int = 0
     # answered 2xx in full, by a stream that ended ([DONE] or the body's end) with no finish reason
     # (infertap.apis.unfinished: the target cut it): not ok, not failed. Counted from its last events as each answer ends.
     unfinished: int = 0
+    # generation requests answered 2xx in full, and kept only in part (past --max-response-mb): the
+    # answer unknown, neither ok nor failed, as stats counts it (response_not_kept)
+    response_not_kept: int = 0
     # of the ok generation answers: the output tokens their usage gave, how many gave one, how many none
     output_tokens: int = 0
     tokens_counted: int = 0
@@ -192,14 +195,16 @@ def summarize(stats: ReplayStats, wall_s: float, *, open_loop: bool = True) -> d
         level += step
         peak = max(peak, level)
     failed = sum(stats.failures.values())
-    ok = stats.sent - failed - stats.unfinished
+    ok = stats.sent - failed - stats.unfinished - stats.response_not_kept
     return {
         "sent": stats.sent,
         "completed": stats.ends.get("complete", 0),  # the response read to its end, whatever its status
-        "ok": ok,  # answered 2xx, in full, and finished
+        "ok": ok,  # answered 2xx, in full, finished, with no error in the body, and kept whole
         "failed": failed,
         "unfinished": stats.unfinished,  # answered 2xx in full, by a stream that ended with no finish reason
-        "failures": dict(stats.failures.most_common()),  # by HTTP status, or by ending where none was an error
+        "response_not_kept": stats.response_not_kept,  # answered 2xx in full, kept only in part: unknown
+        # by HTTP status, by ending where none was an error, or by what a 2xx body said ("an error in a 200 body")
+        "failures": dict(stats.failures.most_common()),
         "failures_by_path": _by_path(stats),
         "not_sent": stats.total - stats.sent,
         "ends": dict(stats.ends),
@@ -623,12 +628,11 @@ class Replay:
             if record["end"] != "refused":
                 self.stats.path_sent[path] += 1
             if record["end"] != "refused" and (failure := _failure(record)) is not None:
-                self.stats.failures[failure] += 1
-                self.stats.path_failures[path, failure] += 1
-                if item.generation:  # of the generation requests sent, as a sweep's error_rate counts
-                    self.stats.generation_failed += 1
+                self._count_failure(path, failure, item.generation)
             elif record["end"] != "refused" and item.generation:
-                self._judge(record)  # answered 2xx in full: was it finished? (before its body is scrubbed)
+                if response_not_kept(record):  # its answer unknown: neither ok nor failed, as stats counts it
+                    self.stats.response_not_kept += 1
+                self._judge(record)  # answered 2xx in full: finished, with no error? (before its body is scrubbed)
         self.stats.completed += 1
         if self._closed and not self._stopping:
             self._follow(item)
@@ -648,11 +652,13 @@ class Replay:
             self.on_exchange(record)
 
     def _judge(self, record: Exchange) -> None:
-        """Counts a generation request answered 2xx in full unfinished, and among the live errors,
-        when its stream ended with no finish reason: read from its last events here (a few KiB), or,
-        where they can't tell (an encoded body, say), whole on a worker thread."""
+        """Judges a generation request answered 2xx in full as ``stats`` does: unfinished when its
+        stream ended with no finish reason, failed when its body reports an error (or is no answer an
+        adapter reads), and each among the live errors; else its output tokens counted. Read from its
+        last events here (a few KiB), or, where they can't tell (an encoded body, a body sent whole,
+        say), whole on a worker thread."""
         try:
-            cut, told, tokens = ended_answer(record, generation=True)
+            cut, told, tokens, error = ended_answer(record, generation=True)
         except Exception:  # a reader's bug: the exchange is recorded whole, the analysis reads it again
             log.exception("exchange %s: its answer could not be read for a finish reason", record["id"])
             return
@@ -660,10 +666,24 @@ class Replay:
             read = asyncio.ensure_future(self._read_whole(dict(record, chunks=list(record["chunks"])), cut is None))
             self._reads.add(read)
             read.add_done_callback(self._reads.discard)
-        elif cut:
+        else:
+            self._count_answer(record, cut, error, True, tokens)
+
+    def _count_answer(self, record: Mapping[str, Any], cut: bool, error: str | None, readable: bool, tokens: int | None) -> None:
+        """One judged answer: unfinished, failed by its body (``_in_band``), or its output tokens."""
+        if cut:
             self._count_unfinished()
+        elif (failure := _in_band(record["status"], error, readable)) is not None:
+            self._count_failure(record["path"].split("?", 1)[0], failure, True)
+            self.stats.errors[(error or failure)[:_ERROR_CHARS]] += 1
         else:
             self._count_tokens(tokens)
+
+    def _count_failure(self, path: str, failure: str, generation: bool) -> None:
+        self.stats.failures[failure] += 1
+        self.stats.path_failures[path, failure] += 1
+        if generation:  # of the generation requests sent, as a sweep's error_rate counts
+            self.stats.generation_failed += 1
 
     def _count_tokens(self, tokens: int | None) -> None:
         """An ok answer's output tokens, by its usage; None: it reported none."""
@@ -679,25 +699,35 @@ class Replay:
 
     async def _read_whole(self, record: Mapping[str, Any], judge: bool) -> None:
         """``_judge``'s whole read, of a copy of the record taken before its body was scrubbed: whether
-        it was cut (``judge``: its tail couldn't tell), and if not, its output tokens."""
+        it was cut (``judge``: its tail couldn't tell), and if not, its error and output tokens."""
         try:
-            cut, tokens = await asyncio.get_running_loop().run_in_executor(None, _cut_and_tokens, record, judge)
+            judged = await asyncio.get_running_loop().run_in_executor(None, _read_answer, record, judge)
         except Exception:  # a reader's bug: the exchange is recorded whole, the analysis reads it again
             log.exception("exchange %s: its answer could not be read for a finish reason", record["id"])
             return
-        if cut:
-            self._count_unfinished()
-        else:
-            self._count_tokens(tokens)
+        self._count_answer(record, *judged)
 
 
-def _cut_and_tokens(record: Mapping[str, Any], judge: bool) -> tuple[bool, int | None]:
-    """Whether an answer was cut (read whole, where ``judge``), and else its output tokens by its usage:
-    of an answer kept only in part, the usage in its kept tail (``tail_usage``, as the analysis counts
-    it): the longest answers, a runaway stream, weigh most in output tokens/s."""
-    if judge and unfinished(record):
-        return True, None
+def _read_answer(record: Mapping[str, Any], judge: bool) -> tuple[bool, str | None, bool, int | None]:
+    """(cut, error, readable, tokens) of an answer read whole: whether it was cut (where ``judge``), the
+    error its body reports (``error_message``), whether an adapter read it, and its output tokens by
+    its usage. An answer kept only in part is unknown (none of those), its tokens the usage in its kept
+    tail (``tail_usage``, as the analysis counts it): the longest answers, a runaway stream, weigh
+    most in output tokens/s."""
     if response_not_kept(record):
         kept = tail_usage(record)
-        return False, kept.output_tokens if kept is not None else None
-    return False, read_response(record).output_tokens
+        return False, None, True, kept.output_tokens if kept is not None else None
+    if judge and unfinished(record):
+        return True, None, True, None
+    parsed = read_response(record)
+    return False, parsed.error_message, parsed.readable, parsed.output_tokens
+
+
+def _in_band(status: int, error: str | None, readable: bool) -> str | None:
+    """Why a 2xx answer read in full failed, in compare's words (analysis.compare_outcomes): its body
+    reports an error (an error object or event, a finish reason ``error``, a failed Responses status:
+    an overloaded or failing engine's in-band error), or no adapter reads it; stats counts neither
+    ok. None: an answer."""
+    if error is not None:
+        return f"an error in a {status} body"
+    return None if readable else f"a {status} body not read"

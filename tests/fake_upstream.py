@@ -161,6 +161,12 @@ class FakeUpstream:
             }
             await start(200, b"application/json", [(b"set-cookie", b"session=upstream-secret-cookie")])
             await chunk(json.dumps(out).encode(), more=False)
+        elif path == "/v1/chat/completions" and params.get("html"):  # a gateway's page, 200: no answer at all
+            await start(200, b"text/html")
+            await chunk(b"<html><body>Service temporarily overloaded</body></html>", more=False)
+        elif path == "/v1/chat/completions" and not params.get("stream", True) and params.get("error_body"):
+            await start(200, b"application/json")  # an error object answered 200, as an overloaded gateway may
+            await chunk(json.dumps({"error": {"message": f"fake overloaded {tag}", "type": "server_error"}}).encode(), more=False)
         elif path == "/v1/chat/completions" and not params.get("stream", True):
             await asyncio.sleep(pace)
             reply = {
@@ -187,10 +193,18 @@ class FakeUpstream:
                 await chunk(_chat_chunk(tag, [{"index": 0, "delta": {}, "finish_reason": "length"}]))
                 usage = {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
                 await chunk(_chat_chunk(tag, [], usage=usage))
+            elif params.get("error_chunk"):  # vLLM's in-band error: an error object in place of the finish, then [DONE]
+                await chunk(
+                    b"data: " + json.dumps({"error": {"message": f"fake engine error {tag}", "code": 500}}).encode() + b"\n\n"
+                )
             elif not params.get("no_finish"):  # every engine ends a whole answer with its finish reason
                 for k in range(answers):
-                    if k != params.get("cut_choice"):  # that choice left with none: an engine that dropped it
-                        await chunk(_chat_chunk(tag, [{"index": k, "delta": {}, "finish_reason": "stop"}]))
+                    if k == params.get("error_choice"):  # that choice failed: its finish reason error, and why
+                        error = {"message": f"fake choice error {tag}"}
+                        await chunk(_chat_chunk(tag, [{"index": k, "delta": {}, "finish_reason": "error", "error": error}]))
+                    elif k != params.get("cut_choice"):  # that choice left with none: an engine that dropped it
+                        finish = params.get("finish", "stop")
+                        await chunk(_chat_chunk(tag, [{"index": k, "delta": {}, "finish_reason": finish}]))
             # no_done: the body closed cleanly with no end marker (a server that dropped the request)
             await chunk(b"" if params.get("no_done") else b"data: [DONE]\n\n", more=False)
             self.completed.append(tag)
@@ -208,6 +222,11 @@ class FakeUpstream:
             for i in range(n):
                 delta = {"type": "text_delta", "text": f"{tag}:{i} "}
                 await chunk(_event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}))
+            if params.get("error_event"):  # Anthropic's in-band error (overloaded mid-stream): the stream's last event
+                error = {"type": "error", "error": {"type": "overloaded_error", "message": f"Overloaded {tag}"}}
+                await chunk(_event("error", error), more=False)
+                self.completed.append(tag)
+                return
             await chunk(_event("content_block_stop", {"type": "content_block_stop", "index": 0}))
             end = {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": n}}
             await chunk(_event("message_delta", end))
@@ -278,6 +297,12 @@ class FakeUpstream:
         text = "".join(f"{tag}:{i} " for i in range(n))
         message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
         done = {"id": rid, "object": "response", "status": "completed", "output": [message]}
+        final = "response.completed"
+        if params.get("status") == "failed":  # a failed response: streamed with why, sent whole with no error object
+            done = {**done, "status": "failed", "output": []}
+            final = "response.failed"
+            if params.get("stream"):
+                done["error"] = {"code": "server_error", "message": f"fake failure {tag}"}
         if params.get("stream"):
             await start()
             created = {"type": "response.created", "response": {"id": rid, "object": "response", "status": "in_progress"}}
@@ -285,8 +310,8 @@ class FakeUpstream:
             for i in range(n):
                 delta = {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": f"{tag}:{i} "}
                 await chunk(b"event: response.output_text.delta\ndata: " + json.dumps(delta).encode() + b"\n\n")
-            completed = {"type": "response.completed", "response": done}
-            await chunk(b"event: response.completed\ndata: " + json.dumps(completed).encode() + b"\n\n", more=False)
+            completed = {"type": final, "response": done}
+            await chunk(b"event: " + final.encode() + b"\ndata: " + json.dumps(completed).encode() + b"\n\n", more=False)
         else:
             data = json.dumps(done).encode()
             piece = int(params.get("piece_bytes", len(data)))

@@ -25,6 +25,7 @@ from typing import Any
 
 from .body import decoded_chunks, encoded, ended_payloads, framing, head_of
 from .kept import with_tail_usage
+from .openai import FINISHED_IN_ERROR
 from .read import (
     CHAT,
     COMPLETIONS,
@@ -74,23 +75,25 @@ def cut_short(
     choices_unfinished: int | None,
     end: str | None,
     readable: bool,
+    error_message: str | None,
 ) -> bool:
     """A request for tokens answered 2xx by a stream of a ``FINISHING_APIS`` API with no finish reason
     (``finish_reason``: choice 0's common word, ``error`` for an in-band error), or one of whose
     other choices (n > 1) said none (``choices_unfinished``, None unknown: no evidence of a cut;
-    where no error ended it), that ended
+    where the body reported no error, ``error_message``, of any choice: an answer one of whose
+    choices failed is an error, however another ended), that ended
     cleanly: by its end marker (``stream_done``), or by the body's end (``end`` complete) after
     events of its API (``readable``); or by a ``MARKER_APIS`` stream that ended by the body's end
-    after events of its API with no end marker and no error. A stream that ended otherwise (timeout,
+    after events of its API with no end marker and no error reported. A stream that ended otherwise (timeout,
     upstream error) is a failure by that; an answer sent whole (JSON) says its finish reasons as
     they are, null too."""
     if not (generation and streamed and status is not None and 200 <= status <= 299):
         return False
     if api in MARKER_APIS:
-        return not stream_done and end == "complete" and readable and finish_reason != "error"
+        return not stream_done and end == "complete" and readable and error_message is None
     return bool(
         api in FINISHING_APIS
-        and (finish_reason is None or ((choices_unfinished or 0) > 0 and finish_reason != "error"))
+        and (finish_reason is None or ((choices_unfinished or 0) > 0 and error_message is None))
         and (stream_done or (end == "complete" and readable))
     )
 
@@ -117,6 +120,7 @@ def unfinished(record: Mapping[str, Any]) -> bool:
         choices_unfinished=parsed.choices_unfinished,
         end=record.get("end"),
         readable=parsed.readable,
+        error_message=parsed.error_message,
     )
 
 
@@ -131,32 +135,43 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
     return ended_answer(record, generation=generation)[0]
 
 
-def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool | None, bool, int | None]:
-    """``ended_unfinished``, and the output tokens a chat or completions stream's engine counted (its
-    usage chunk, before ``[DONE]``), from one reading of its last events: replay asks both of every
-    answer as it ends, on its event loop. (unfinished, told, tokens): ``told`` False where the tail
-    can't tell (another API, a JSON body, an encoded body, one kept in part, an unfinished
-    answer's, or ``unfinished`` None) and ``read_response`` reads them whole; ``tokens`` None where a stream that the tail
-    tells of reported no usage (``stream_options.include_usage`` not asked for)."""
+def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool | None, bool, int | None, str | None]:
+    """``ended_unfinished``, the output tokens a chat or completions stream's engine counted (its
+    usage chunk, before ``[DONE]``), and the error its last events report, from one reading of them:
+    replay asks all three of every answer as it ends, on its event loop. (unfinished, told, tokens,
+    error): ``told`` False where the tail can't tell (another API, a JSON body, an encoded body, one
+    kept in part, an unfinished answer's, last events of no shape of its API, or ``unfinished``
+    None) and ``read_response`` reads them whole; ``tokens`` None where a stream that the tail tells
+    of reported no usage (``stream_options.include_usage`` not asked for); ``error`` the message of an
+    in-band error (an error object or event, a finish reason ``error``, a failed Responses status), as
+    ``read_response``'s ``error_message``: an engine's in-band error ends its stream (vLLM's error
+    chunk comes before ``[DONE]``, Anthropic's ``error`` event and ``response.failed`` last), so its
+    last events hold it."""
     status = record.get("status")
     chunks = record.get("chunks") or []
     if not generation or not isinstance(status, int) or not 200 <= status <= 299 or not chunks:
-        return False, False, None
+        return False, False, None, None
     api = _by_path(record.get("path"))
     if api is None or encoded(record) or response_not_kept(record):
-        return None, False, None  # the API is the request body's to name, the bytes are not the body's text, or not all kept
+        return (
+            None,
+            False,
+            None,
+            None,
+        )  # the API is the request body's to name, the bytes are not the body's text, or not all kept
     if api.name in MARKER_APIS:
-        return None, False, None  # its end marker is its finish (Ollama's, llama.cpp's): read whole
+        return None, False, None, None  # its end marker is its finish (Ollama's, llama.cpp's): read whole
     if api.name not in FINISHING_APIS:
-        return False, False, None
+        return False, False, None, None
     if framing(record, head_of(chunks)) != "sse":
-        return False, False, None  # a whole answer (JSON): not a stream
+        return False, False, None, None  # a whole answer (JSON): not a stream
     if _several_answers(record, api) or (last := _last_events(record, chunks)) is None:
-        return None, False, None
+        return None, False, None, None
     tail, objs = last
-    finish, readable, others = _why_ended(api, objs)
+    finish, readable, others, error = _why_ended(api, objs)
     if others:
-        return None, False, None  # n > 1 (not asked in the request's words): each choice's finish may be before these events
+        # n > 1 (not asked in the request's words): each choice's finish may be before these events
+        return None, False, None, None
     usages = (usage for obj in reversed(objs) if (usage := _usage(api, obj)) is not None)
     tokens = next((api.counts(usage)[2] for usage in usages), None)
     cut = cut_short(
@@ -169,8 +184,9 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
         choices_unfinished=0,
         end=record.get("end"),
         readable=readable,
+        error_message=error,
     )
-    return cut, not cut, None if cut else tokens
+    return cut, not cut and readable, None if cut else tokens, None if cut else error
 
 
 def _last_events(record: Mapping[str, Any], chunks: list[bytes]) -> tuple[bytes, list[Any]] | None:
@@ -188,28 +204,29 @@ def _last_events(record: Mapping[str, Any], chunks: list[bytes]) -> tuple[bytes,
         size *= 4
 
 
-def _why_ended(api: Api, objs: list[Any]) -> tuple[str | None, bool, bool]:
+def _why_ended(api: Api, objs: list[Any]) -> tuple[str | None, bool, bool, str | None]:
     """The finish reason a stream's last events (``objs``, parsed) give, as ``fold`` reads a whole
     stream's: the last one said (of choice 0), else ``error`` where one reports an error; whether
-    any has the API's shape; and whether any speaks for a choice other than 0 (n > 1: each choice
+    any has the API's shape; whether any speaks for a choice other than 0 (n > 1: each choice
     finishes in its own event, any of them long before the end, so these can't tell whether every
-    one did). Read from the last back: the first finish reason found is the answer's."""
-    error = readable = others = False
-    finish: str | None = None
+    one did); and the error they report (``fold``'s ``error_message``: the last error said, else a
+    chat or completions finish reason ``error``). Read from the last back: the first finish reason
+    found is the answer's."""
+    readable = others = False
+    finish = error = None
     for obj in reversed(objs):
         if not isinstance(obj, dict):
             continue
         d = api.event(obj)
         others = others or bool(d.choices)
-        if finish is not None:
-            continue  # said: only other choices are looked for before it
-        if isinstance(d.finish_reason, str) and d.finish_reason:
-            finish, readable = d.finish_reason, True
-            continue
         message = d.error if d.known else error_of(obj)  # fold: an error object makes an event known
+        error = error or message
         readable = readable or d.known or message is not None
-        error = error or message is not None
-    return (finish or ("error" if error else None)), readable, others
+        if finish is None and isinstance(d.finish_reason, str) and d.finish_reason:
+            finish, readable = d.finish_reason, True
+    if error is None and finish == "error" and (api is CHAT or api is COMPLETIONS):
+        error = FINISHED_IN_ERROR  # as fold says it (choices_error)
+    return (finish or ("error" if error else None)), readable, others, error
 
 
 def _usage(api: Api, obj: Any) -> dict[str, Any] | None:

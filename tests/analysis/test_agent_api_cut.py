@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from infertap.apis import ended_answer, unfinished
+from infertap.apis import ended_answer, read_response, unfinished
 from infertap.cli import cli
 from tests.analysis_builders import exchange, write_capture
 
@@ -143,16 +143,20 @@ def test_stats_and_sql_call_a_cut_agent_stream_unfinished(tmp_path: Path, monkey
 
 def test_replay_s_reading_of_each_ending_agrees_with_the_analysis() -> None:
     """Replay counts an answer unfinished as it ends from its last events (``ended_answer``), the
-    analysis over the decoded columns: the same answer for the agent APIs, and the output tokens
-    their final events report (Messages' ``message_delta``, the Responses' ``response.usage``)."""
+    analysis over the decoded columns: the same answer for the agent APIs, the output tokens
+    their final events report (Messages' ``message_delta``, the Responses' ``response.usage``), and
+    the error they report (an ``error`` event, a failed response), which replay counted ok before."""
     for record in _records():
         xid = record["id"]
         _, _, ok, cut = _CASES[xid]
         assert unfinished(record) is cut, xid
-        tail_cut, told, tokens = ended_answer(record, generation=True)
+        tail_cut, told, tokens, error = ended_answer(record, generation=True)
         assert tail_cut is cut, xid
         if ok:
             assert told and tokens == (7 if xid.startswith("m_") else 9), (xid, told, tokens)
+        if not cut:  # an answer, or an error said in its body: the tail tells which, as the whole read does
+            assert told and error == read_response(record).error_message, (xid, error)
+            assert (error is None) is ok, xid
 
 
 def test_compare_counts_a_cut_agent_answer_as_failed_not_as_a_different_output(

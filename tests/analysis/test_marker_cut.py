@@ -87,4 +87,4 @@ def test_replay_judges_them_as_the_analysis_does() -> None:
     for record in _records():
         cut = _CASES[record["id"]][2]
         assert unfinished(record) is cut, record["id"]
-        assert ended_answer(record, generation=True) == (None, False, None), record["id"]
+        assert ended_answer(record, generation=True) == (None, False, None, None), record["id"]

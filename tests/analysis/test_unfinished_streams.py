@@ -350,3 +350,45 @@ def test_compare_leaves_out_an_answer_whose_other_choice_was_cut(tmp_path: Path,
     assert (acc["items"], acc["a_right"], acc["b_right"], acc["unanswered"]) == (3, 3, 3, 1)
     acc = compare(a, a, extract="regex:(answer)", references=refs)["accuracy"]
     assert (acc["items"], acc["unanswered"]) == (4, 0)
+
+
+def test_an_answer_one_of_whose_choices_failed_and_another_was_cut_is_an_error_not_unfinished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """n = 3, choice 0 "stop", choice 1 an error (its finish reason ``error``, or an error object),
+    choice 2 cut: the rule's exception was keyed on choice 0's finish reason, so this was called
+    unfinished where one choice's error alone is an error ("an error in a 200 body"). Keyed on the
+    exchange's error now, in the SQL and in ``cut_short`` alike; with no choice failed, the cut
+    choice still makes it unfinished, and with every choice finished it is ok."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    failed = {"message": "CUDA error: an illegal memory access"}
+    n3 = body(n=3)
+    first, cut = _choice(0, content="4", finish="stop"), _choice(2, content="6")
+
+    def streamed(xid: str, sent_ms: float, *events: dict[str, object]) -> dict[str, object]:
+        return exchange(xid, sent_ms=sent_ms, request=n3, chunks=[(5, sse(first, *events, "[DONE]"))])
+
+    erred = {"object": "chat.completion.chunk", "choices": [{"index": 1, "delta": {}, "finish_reason": None, "error": failed}]}
+    records = [
+        streamed("finish_error_and_cut", 0, _choice(1, content="5", finish="error"), cut),
+        streamed("error_object_and_cut", 1, _choice(1, content="5"), erred, cut),
+        streamed("stop_and_cut", 2, _choice(1, content="5", finish="stop"), cut),  # must differ: unfinished
+        streamed("all_finished", 3, _choice(1, content="5", finish="stop"), cut, _choice(2, finish="length")),
+    ]
+    said = {r["id"]: unfinished(r) for r in records}
+    assert {r["id"]: ended_unfinished(r, generation=True) for r in records} == dict.fromkeys(said)  # n > 1: read whole
+    cap = write_capture(tmp_path / "cap", records)
+    sql = "SELECT exchange_id, ok, unfinished, error_message FROM metrics JOIN exchanges USING (capture, exchange_id)"
+    rows = CliRunner().invoke(cli, ["sql", sql, str(cap), "--json"])
+    assert rows.exit_code == 0, rows.output
+    table = {r["exchange_id"]: (r["ok"], r["unfinished"], r["error_message"]) for r in json.loads(rows.output)}
+    assert table == {
+        "finish_error_and_cut": (False, False, 'choice 1: finish_reason "error"'),
+        "error_object_and_cut": (False, False, "choice 1: CUDA error: an illegal memory access"),
+        "stop_and_cut": (False, True, None),
+        "all_finished": (True, False, None),
+    }
+    assert said == {xid: cut for xid, (_, cut, _) in table.items()}  # the predicate replay reads by, as the SQL
+    stats = CliRunner().invoke(cli, ["stats", str(cap), "--json"])
+    [group] = json.loads(stats.output)["groups"]
+    assert (group["ok"], group["unfinished"], group["errors"]) == (1, 1, 3)

@@ -47,9 +47,12 @@ def _stats(out: Path, cache: Path) -> dict[str, Any]:
 
 def test_a_target_response_over_the_limit_is_kept_cut_and_read_as_unknown(tmp_path: Path) -> None:
     write_capture(tmp_path / "cap", [{"body": _chat("big", 400)}, {"body": _chat("small", 3), "offset_s": 0.01}])
+    limit = ("--max-response-mb", str(LIMIT / 2**20))
     with ServerThread(FakeUpstream()) as server:
-        cut, whole = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--max-response-mb", str(LIMIT / 2**20))
+        (cut, whole), summary = _replayed(tmp_path / "cap", server.url, tmp_path / "out", *limit)
         big = httpx.post(f"{server.url}/v1/chat/completions", json=_chat("big", 400), timeout=30).content
+        args = ["replay", str(tmp_path / "cap"), "--target", server.url, "--no-probe", "--no-telemetry", *limit]
+        text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "text")])
     assert cut["end"] == "complete" and cut["response_body_size"] == len(big) > 4 * LIMIT
     assert cut["response_body_chunks"] > len(cut["chunks"]) and cut["response_last_ns"] >= cut["chunk_ns"][-1]
     head = b"".join(cut["chunks"])
@@ -57,6 +60,12 @@ def test_a_target_response_over_the_limit_is_kept_cut_and_read_as_unknown(tmp_pa
     assert b"".join(whole["chunks"]).endswith(b"data: [DONE]\n\n") and "response_body_size" not in whole
     group = _stats(tmp_path / "out", tmp_path / "cache")
     assert (group["requests"], group["ok"], group["errors"], group["response_not_kept"]) == (2, 1, 0, 1)
+    # The replay's summary says it as stats does: unknown, neither ok (where it said 2 ok) nor failed.
+    assert (summary["sent"], summary["ok"], summary["failed"], summary["response_not_kept"]) == (2, 1, 0, 1)
+    assert summary["throughput"]["ok_per_s"] == pytest.approx(1 / summary["throughput"]["span_s"])
+    assert text.exit_code == 0 and "2 (1 ok, 1 response not kept (answered in full past --max-response-mb" in " ".join(
+        text.output.split()
+    )
 
 
 def test_a_cut_target_answers_tail_is_kept_and_its_usage_counted(tmp_path: Path) -> None:
@@ -79,6 +88,7 @@ def test_a_cut_target_answers_tail_is_kept_and_its_usage_counted(tmp_path: Path)
     assert b"message_delta" in message["response_tail"] and b"message_start" not in message["response_tail"]
     group = _stats(tmp_path / "out", tmp_path / "cache")
     assert (group["requests"], group["ok"], group["response_not_kept"], group["response_not_kept_counted"]) == (2, 0, 2, 2)
+    assert (summary["ok"], summary["response_not_kept"], summary["failed"]) == (0, 2, 0)  # as stats: unknown
     assert group["workload"]["output_tokens"]["total"] == 3000  # 1500 each, by the usage in their tails
     assert group["workload"]["prompt_tokens"]["total"] == 5 + 8  # chat's usage chunk; message_start's 5 + 2 + 1
     assert group["throughput"]["output_tokens_per_s"] > 0
@@ -103,11 +113,12 @@ def test_a_cut_answer_with_no_usage_in_its_tail_counts_as_unknown_in_the_replays
 def test_target_responses_under_the_default_limit_are_kept_whole(tmp_path: Path) -> None:
     write_capture(tmp_path / "cap", [{"body": _chat("big", 400)}])
     with ServerThread(FakeUpstream()) as server:
-        [x] = _replay(tmp_path / "cap", server.url, tmp_path / "out")
+        [x], summary = _replayed(tmp_path / "cap", server.url, tmp_path / "out")
         big = httpx.post(f"{server.url}/v1/chat/completions", json=_chat("big", 400), timeout=30).content
     assert b"".join(x["chunks"]) == big and "response_body_size" not in x
     group = _stats(tmp_path / "out", tmp_path / "cache")
     assert (group["requests"], group["ok"], group["response_not_kept"]) == (1, 1, 0)
+    assert (summary["ok"], summary["response_not_kept"]) == (1, 0)
 
 
 def test_a_response_limit_that_is_no_size_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
