@@ -173,3 +173,16 @@ def assert_token_times_match_events(a: Analysis) -> int:
     ).fetchall()
     assert kept == a.sql(TOKEN_TIMES_FROM_EVENTS).fetchall()
     return len(kept)
+
+
+def outcomes(cap: Path) -> dict[str, dict[str, Any]]:
+    """Each exchange's ``ok``, ``unfinished`` (the metrics view) and ``error_message`` (its decoded
+    row), by id, as ``infertap sql --json`` prints them: what the tests of failed answers assert."""
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    query = "SELECT m.exchange_id, ok, unfinished, x.error_message FROM metrics m JOIN exchanges x USING (capture, exchange_id)"
+    rows = CliRunner().invoke(cli, ["sql", query, str(cap), "--json"])
+    assert rows.exit_code == 0, rows.output
+    return {r["exchange_id"]: r for r in json.loads(rows.output)}

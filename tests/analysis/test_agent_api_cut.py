@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from infertap.apis import ended_answer, read_response, unfinished
 from infertap.cli import cli
-from tests.analysis_builders import exchange, write_capture
+from tests.analysis_builders import exchange, outcomes, write_capture
 
 _MESSAGES_REQUEST = json.dumps(
     {"model": "claude-x", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "q"}]}
@@ -119,21 +119,14 @@ def _records() -> list[dict[str, Any]]:
 def test_stats_and_sql_call_a_cut_agent_stream_unfinished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
     cap = write_capture(tmp_path / "cap", _records())
-    runner = CliRunner()
-    rows = runner.invoke(
-        cli,
-        [
-            "sql",
-            "SELECT m.exchange_id, ok, unfinished, x.error_message FROM metrics m JOIN exchanges x USING (capture, exchange_id)",
-            str(cap),
-            "--json",
-        ],
+    rows = outcomes(cap)
+    assert {xid: (r["ok"], r["unfinished"]) for xid, r in rows.items()} == {
+        xid: (ok, cut) for xid, (_, _, ok, cut) in _CASES.items()
+    }
+    assert (
+        rows["r_failed_no_error"]["error_message"] == "response failed" and rows["r_failed_with_error"]["error_message"] == "boom"
     )
-    assert rows.exit_code == 0, rows.output
-    said = {r["exchange_id"]: (r["ok"], r["unfinished"]) for r in json.loads(rows.output)}
-    assert said == {xid: (ok, cut) for xid, (_, _, ok, cut) in _CASES.items()}
-    messages = {r["exchange_id"]: r["error_message"] for r in json.loads(rows.output)}
-    assert messages["r_failed_no_error"] == "response failed" and messages["r_failed_with_error"] == "boom"
+    runner = CliRunner()
     stats = runner.invoke(cli, ["stats", str(cap), "--json"])
     assert stats.exit_code == 0, stats.output
     groups = json.loads(stats.output)["groups"]

@@ -13,7 +13,7 @@ from infertap.analysis.compare import compare
 from infertap.apis import read_request, read_response
 from infertap.apis.conversation import Prefixes, chat_answer, read_links
 from infertap.cli import cli
-from tests.analysis_builders import JSON_HEADERS, body, exchange, sse, write_capture
+from tests.analysis_builders import JSON_HEADERS, body, exchange, outcomes, sse, write_capture
 
 
 def _chat(k: int, content: str | None = None, finish: str | None = None, **more: Any) -> dict[str, Any]:
@@ -82,21 +82,11 @@ def test_an_error_in_another_choice_fails_the_answer_in_stats(tmp_path: Path, mo
         "whole_both": None,
     }
     cap = write_capture(tmp_path / "cap", FAILED + FINISHED)
-    runner = CliRunner()
-    rows = runner.invoke(
-        cli,
-        [
-            "sql",
-            "SELECT m.exchange_id, ok, unfinished, x.error_message FROM metrics m JOIN exchanges x USING (capture, exchange_id)",
-            str(cap),
-            "--json",
-        ],  # fmt: skip
-    )
-    assert rows.exit_code == 0, rows.output
-    table = {r["exchange_id"]: (r["ok"], r["unfinished"], r["error_message"]) for r in json.loads(rows.output)}
+    table = {xid: (r["ok"], r["unfinished"], r["error_message"]) for xid, r in outcomes(cap).items()}
     assert table == {r["id"]: (False, False, messages[r["id"]]) for r in FAILED} | {
         r["id"]: (True, False, None) for r in FINISHED
     }
+    runner = CliRunner()
     stats = runner.invoke(cli, ["stats", str(cap), "--json"])
     assert stats.exit_code == 0, stats.output
     groups = json.loads(stats.output)["groups"]
