@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bench.vllm_bench import CpuUnsupported, compare_vllm, problems, record, unavailable
+from bench.vllm_bench import compare_vllm, problems, record, unavailable
 
 pytestmark = pytest.mark.engine
 
@@ -27,10 +27,7 @@ def bench(vllm_engine, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     reason = unavailable()  # the bench runs in vLLM's venv, even against a server named by INFERTAP_VLLM_URL
     if reason:
         pytest.skip(reason)
-    try:
-        return record(vllm_engine.url, tmp_path_factory.mktemp("vllm-bench"), requests=REQUESTS, concurrency=2, max_tokens=24)
-    except CpuUnsupported as exc:  # as scripts/build-vllm's reasons: this machine can't run it, said by name
-        pytest.skip(str(exc))
+    return record(vllm_engine.url, tmp_path_factory.mktemp("vllm-bench"), requests=REQUESTS, concurrency=2, max_tokens=24)
 
 
 @pytest.mark.timeout(600)  # vLLM's start (when not reused) and the bench's import of vLLM on a shared CPU
