@@ -243,7 +243,9 @@ def test_an_answer_that_ended_otherwise_is_no_exact_match(tmp_path: Path) -> Non
         assert ("stream_done" in item) == ("without" in name), (name, item)
         assert "finish_reason" in item or "without" in name, (name, item)  # a stream cut short may say no reason
     assert d["counts"]["end_marker_differs"] == 2
-    assert d["failed"]["b_only"] == len(cut) and [(p["a"], p["b"]) for p in d["failed_pairs"]] == [(None, "unfinished")] * len(cut)
+    assert d["failed"]["b_only"] == len(cut) and [(p["a"], p["b"]) for p in d["failed_pairs"]] == [(None, "unfinished")] * len(
+        cut
+    )
 
 
 def test_the_same_answer_in_other_chunks_still_matches(tmp_path: Path) -> None:
