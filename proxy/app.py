@@ -445,6 +445,12 @@ class RecordingProxy:
             if hangup.after_end():  # the upstream's end came within the grace, after the client had gone
                 record["closed_after_end"] = True
                 ended_at = hangup.hung_up_ns
+            elif hangup.hung_up_ns is not None:
+                # A send found the client gone before it was handed the end (its watcher had not yet
+                # cancelled this task, and won't now): gone before the end, as the watcher would say.
+                record.update(
+                    {"end": "client_disconnected", "error": "client disconnected before it was handed the response's end"}
+                )
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             if hangup.after_end():  # the client hung up after the stream's end marker: it had everything
