@@ -717,9 +717,9 @@ def _read_answer(record: Mapping[str, Any], judge: bool) -> tuple[bool, str | No
     if response_not_kept(record):
         kept = tail_usage(record)
         return False, None, True, kept.output_tokens if kept is not None else None
-    if judge and unfinished(record):
+    parsed = read_response(record)  # once: the judgement and the counts read the same reading
+    if judge and unfinished(record, parsed):
         return True, None, True, None
-    parsed = read_response(record)
     return False, parsed.error_message, parsed.readable, parsed.output_tokens
 
 

@@ -38,7 +38,7 @@ from .read import (
     response_not_kept,
     stream_done,
 )
-from .shapes import Api, error_of, one_prompt
+from .shapes import Api, Output, error_of, one_prompt
 
 #: The APIs whose streams end with a finish reason before their end marker (``[DONE]``,
 #: ``message_stop``) or as it (``response.completed``): one that ended cleanly without it was cut (an
@@ -98,16 +98,17 @@ def cut_short(
     )
 
 
-def unfinished(record: Mapping[str, Any]) -> bool:
+def unfinished(record: Mapping[str, Any], parsed: Output | None = None) -> bool:
     """``cut_short`` of an exchange record as its client got it (``capture.records.delivered``), its
-    whole response read as the analysis reads it: a worker thread's work, not an event loop's."""
+    whole response read as the analysis reads it: a worker thread's work, not an event loop's.
+    ``parsed``: that reading, already made by a caller that knows the request asked for tokens."""
     status = record.get("status")
     if not isinstance(status, int) or not 200 <= status <= 299 or not record.get("chunks"):
         return False  # no 2xx, or no body: no stream to have ended (the analysis reads none either)
-    request = read_request(record)
-    if not request.generation:
-        return False
-    parsed = read_response(record)
+    if parsed is None:
+        if not read_request(record).generation:
+            return False
+        parsed = read_response(record)
     if response_not_kept(record):
         with_tail_usage(parsed, record)  # as the analysis reads a body kept in part: its tail's finish reason
     return cut_short(
