@@ -11,7 +11,7 @@ from fractions import Fraction
 from .exact_value import Surd, evaluated, product_at, spelled, summed
 from .math_letters import multiplied
 from .scan import Scan
-from .sum_terms import ordered_sum
+from .sum_terms import GREEK, ordered_sum
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -69,7 +69,11 @@ _ATTACHED_UNIT = re.compile(
 # A space after \\pi, \\cdot, \\times or a closing brace before a letter is no gap ("\\pi x", "\\sqrt{2} x"; it
 # was "\\pi", the letter lost): LaTeX ignores it. Two or three letters right after a number or a closing
 # brace that are no unit are a product's ("2xy"; it was 2).
-_LATEX_SPACE = r"(?:[ \t]+(?=[a-zA-Z](?![a-zA-Z])))?"
+# A Greek letter ("\\alpha", "\\Gamma") is a variable as a latin letter is ("\\alpha + 1" read 1, its
+# letter no term); "\\pi" is the constant. ``_as_letter`` stands it for a latin one where letters are counted.
+_GREEK = r"\\(?:" + "|".join(sorted(GREEK, key=len, reverse=True)) + r")(?![a-zA-Z])"
+_GREEK_LETTER = re.compile(_GREEK)
+_LATEX_SPACE = r"(?:[ \t]+(?=[a-zA-Z](?![a-zA-Z])|" + _GREEK + r"))?"
 # Four or more are a word where they hold a vowel ("5apples" is 5), else a product too ("2xyzw").
 _CONSONANTS = r"[b-df-hj-np-tv-zB-DF-HJ-NP-TV-Z]"
 _LETTER_RUN = r"(?!(?:" + _UNIT_WORD + r")(?![a-zA-Z]))(?:[a-zA-Z]{2,3}|" + _CONSONANTS + r"{4,})(?![a-zA-Z])"
@@ -80,11 +84,15 @@ _ATTACHED_LETTERS = r"(?<=[\d}])" + _LETTER_RUN  # "\\frac{1}{2}xy" too: it read
 _LETTERS_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _LETTER_RUN + r"|[a-zA-Z](?:[ \t]+[a-zA-Z])+(?![a-zA-Z]))[\s$.]*")
 # A box that holds one letter, a subscript after it too ("\\boxed{x}", "\\boxed{a_{ij}}"): that variable is the
 # answer, as math-verify reads it (it read nothing, or the broken "\\boxed{x" where a space was in the box).
-_SUBSCRIPTED = r"[a-zA-Z](?![a-zA-Z])(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?"
+_SUBSCRIPTED = r"(?:[a-zA-Z](?![a-zA-Z])|" + _GREEK + r")(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?"
 _VARIABLE_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _SUBSCRIPTED + r")[\s$.]*")
 _BRACED_SUBSCRIPT = re.compile(r"_\{([a-zA-Z\d])\}")  # "x_{1}" as "x_1", one variable
 _ATOM = (  # no word of prose
-    r"(?:\\(?:pi|cdot|times)(?![a-zA-Z])" + _LATEX_SPACE + r"|\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])"
+    r"(?:(?:\\(?:pi|cdot|times)(?![a-zA-Z])|"
+    + _GREEK
+    + r")"
+    + _LATEX_SPACE
+    + r"|\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])"
     r"|" + _ATTACHED_LETTERS + r"|_\{[^{}]*\}|[_^{]|\}" + _LATEX_SPACE + r"|\([^()]*\))+"
 )
 _TERM = _ATOM + r"(?:[ \t]*(?:\\cdot|\\times|\*|/)[ \t]*(?:-[ \t]*)?" + _ATOM + r")*"  # "x \\cdot -3": a factor's sign
@@ -119,7 +127,9 @@ _FUNCTION = re.compile(r"\\(?!left|right|cdot|times|sqrt|frac|dfrac|tfrac|pi)[a-
 # leaves the product as written.
 _FACTOR = re.compile(
     r"(\d+(?:\.\d+)?(?![\d.^]))|(\\sqrt(?:\[[^\[\]{}]*\])?\{[^{}]*\}|\\frac\{[^{}]*\}\{[^{}]*\})|(\\pi(?![a-zA-Z]))"
-    r"|(\d+(?:\.\d+)?\^\{[^{}]*\})|([a-zA-Z](?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?(?:\^\{[^{}]*\})?)|(\([^()]*\)(?:\^\{[^{}]*\})?)"
+    r"|(\d+(?:\.\d+)?\^\{[^{}]*\})|((?:[a-zA-Z]|"
+    + _GREEK
+    + r")(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?(?:\^\{[^{}]*\})?)|(\([^()]*\)(?:\^\{[^{}]*\})?)"
 )
 # A single letter's power, a number before it its factor ("e^2", math-verify's exp(2); "2e^2", "x^2"):
 # one expression too, not nothing nor its factor ("2e^2" read 2); "50 m^2", a unit's, is 50.
@@ -196,14 +206,18 @@ _FUNCTION_WORD = re.compile(  # a word only right before its bracket: "I log (2)
 # negative one ("\\sin^{-1}") is an inverse, left alone.
 _FUNCTION_ARGUMENT = re.compile(
     r"\\(" + _FUNCTION_NAMES + r")(?![a-zA-Z])(" + _SUBSCRIPT + r")(?:\^(?:\{(\d+)\}|(\d)))?[ \t]*"
-    r"(?:\{([^{}]+)\}|(-?(?:\d+(?:\.\d+)?(?:\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z]))?|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z])))"
+    r"(?:\{([^{}]+)\}|(-?(?:\d+(?:\.\d+)?(?:\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z])|"
+    + _GREEK
+    + r")?|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z])|"
+    + _GREEK
+    + r"))"
     r"|\(([^()]+)\))"
 )
 # Its name as a plain word before its argument, no bracket ("sin 2", "cos x"; it read 2): a name that
 # is no English word before a number ("log 2 items", "sec 2", "exp 5" are prose, as is "I log (2)").
 _FUNCTION_PLAIN = re.compile(
     r"(?<![a-zA-Z\\])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|csc|ln)"
-    r"(?=(?:\^(?:\{\d+\}|\d))?[ \t]*(?:-?\d|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z])))"
+    r"(?=(?:\^(?:\{\d+\}|\d))?[ \t]*(?:-?\d|\\pi(?![a-zA-Z])|[a-zA-Z](?![a-zA-Z])|" + _GREEK + r"))"
 )
 
 
@@ -412,7 +426,7 @@ def _letter_term(text: str, m: re.Match[str]) -> tuple[int, int, str] | None:
         return None
     named = _SUBSCRIPT_OF.sub(r"\1 ", m.group())  # "a_{ij}" is one variable, a
     split = _LETTERS_OF.sub(lambda r: " ".join(r.group()), named)  # "2xy": its letters apart
-    bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", split))  # "1e-40" is a number
+    bare = _EXPONENT.sub(r"\1", _COMMANDS.sub(" ", _as_letter(split)))  # "1e-40" is a number
     applied = _APPLIED.search(named) or _FUNCTION.search(named)
     if not (_LETTER.search(bare) or applied) or re.search(r"[a-zA-Z]{2}", bare) or _unit_before(text, m.start()):
         return None
@@ -424,10 +438,15 @@ def _letter_term(text: str, m: re.Match[str]) -> tuple[int, int, str] | None:
     if (
         applied
         or named != m.group()
-        or (len(_PIECE.findall(split)) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", factors))))
+        or (len(_PIECE.findall(split)) > 1 and _LETTER.search(_EXPONENT.sub(r"\1", _COMMANDS.sub(" ", _as_letter(factors)))))
     ):
         return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
     return None
+
+
+def _as_letter(spelling: str) -> str:
+    """The spelling with each Greek letter as a latin one, where letters are counted ("2\\alpha" is a product)."""
+    return _GREEK_LETTER.sub(" v ", spelling)
 
 
 def _unit_before(text: str, at: int) -> bool:

@@ -15,7 +15,7 @@ _COMMAND = re.compile(r"\\([a-zA-Z]+)")
 _OPERATIONS = frozenset(
     "cdot frac sqrt pi infty arcsin arccos arctan sinh cosh tanh sin cos tan cot sec csc log ln lg exp".split()
 )
-_GREEK = frozenset(  # variables, as a letter is
+GREEK = frozenset(  # variables, as a letter is (\\pi is the constant)
     "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi rho varrho "
     "sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi Omega".split()
 )
@@ -41,7 +41,7 @@ def ordered_sum(spelling: str) -> str:
 def _terms(spelling: str) -> list[tuple[bool, str]] | None:
     """Each top-level term as (negative, its spelling without sign); None where one is empty or
     the spelling holds what may bind across a sign."""
-    if not _CHARACTERS.fullmatch(spelling) or any(c not in _OPERATIONS | _GREEK for c in _COMMAND.findall(spelling)):
+    if not _CHARACTERS.fullmatch(spelling) or any(c not in _OPERATIONS | GREEK for c in _COMMAND.findall(spelling)):
         return None
     terms: list[tuple[bool, str]] = []
     negative, body, depth = False, "", 0
@@ -71,7 +71,7 @@ def _rank(term: tuple[bool, str]) -> tuple[int, str, str, bool]:
     """Where a term goes: terms with a variable (a letter, a Greek one) first, then other expressions
     ("\\pi", "\\sqrt{2}"), then numbers; within each by what follows its number ("x" before "2y")."""
     negative, body = term
-    variable = _LETTER.search(_COMMAND.sub("", body)) or any(c in _GREEK for c in _COMMAND.findall(body))
+    variable = _LETTER.search(_COMMAND.sub("", body)) or any(c in GREEK for c in _COMMAND.findall(body))
     kind = 0 if variable else 2 if _NUMBER.fullmatch(body) else 1
     coefficient = _COEFFICIENT.match(body)
     return kind, body[coefficient.end() :] if coefficient else body, body, negative

@@ -1,0 +1,44 @@
+"""``number``'s readings against math-verify's, the oracle: two answers are one reading where math-verify
+parses and verifies them as one, and two readings where it tells them apart. Each pair was read wrong
+(different answers as one, or one answer as two)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infertap.analysis.extract_number import number
+from tests.extras import needs
+
+math_verify = needs("math_verify", "math")
+
+
+def _oracle_same(a: str, b: str) -> bool:
+    return bool(math_verify.verify(math_verify.parse(a), math_verify.parse(b)))
+
+
+def _assert_read_as_the_oracle_reads(a: str, b: str, same: bool) -> None:
+    assert _oracle_same(a, b) is same, (a, b)  # the case is what it says it is
+    assert number(a) is not None and number(b) is not None, (a, number(a), b, number(b))
+    assert (number(a) == number(b)) is same, (a, number(a), b, number(b))
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\alpha + 1}", "\\boxed{1}", False),  # was 1 and 1: the Greek letter no term
+        ("\\boxed{\\alpha + 1}", "\\boxed{\\beta + 1}", False),
+        ("\\boxed{\\alpha + 1}", "$1 + \\alpha$", True),
+        ("\\boxed{\\alpha}", "\\boxed{\\beta}", False),  # was None and None
+        ("\\boxed{-\\theta_1}", "\\boxed{-\\theta_{1}}", True),
+        ("\\boxed{2\\alpha}", "\\boxed{2}", False),  # was 2
+        ("\\boxed{2\\alpha}", "\\boxed{\\alpha \\cdot 2}", True),
+        ("\\boxed{\\alpha\\beta}", "\\boxed{\\beta \\alpha}", True),
+        ("\\boxed{\\alpha x}", "\\boxed{x\\alpha}", True),
+        ("\\boxed{\\alpha x}", "\\boxed{\\alpha}", False),
+        ("\\boxed{\\sin \\theta}", "\\boxed{\\sin \\phi}", False),  # was None and None
+        ("\\boxed{\\sin \\theta}", "\\boxed{\\sin(\\theta)}", True),
+        ("\\boxed{\\pi + 1}", "\\boxed{1 + \\pi}", True),  # \\pi the constant, as it was
+    ],
+)
+def test_a_greek_letter_is_a_variable_as_a_latin_one_is(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
