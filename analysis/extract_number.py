@@ -481,7 +481,14 @@ def _ordered(spelling: str) -> str:
             out, term = _signed_term(out, _ordered_product(term)) + c, ""
         else:
             term += c
-    return ordered_sum(_signed_term(out, _ordered_product(term)))
+    return ordered_sum(_signed_term(out, _ordered_product(term)), _constant)
+
+
+def _constant(value: Fraction) -> str:
+    """A sum's rational term as the extractor spells a rational, its decimal where it has one, else
+    its ``\\frac`` ("1/3" would read as a quotient of the term before it)."""
+    rational = _spelled(value)
+    return rational if "/" not in rational else f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
 def _signed_term(out: str, product: str) -> str:
@@ -543,7 +550,10 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
             return None
         bracket = m.lastindex == 6 and re.match(r"\(([^()]*)\)", m.group())  # "(1+x)" as "(x+1)"
         factors.append(
-            (m.lastindex or 0, "(" + ordered_sum(bracket.group(1)) + m.group()[bracket.end() - 1 :] if bracket else m.group())
+            (
+                m.lastindex or 0,
+                "(" + ordered_sum(bracket.group(1), _constant) + m.group()[bracket.end() - 1 :] if bracket else m.group(),
+            )
         )
         coefficient *= Fraction(m.group()) if m.lastindex == 1 else 1
         at = m.end()

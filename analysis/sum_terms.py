@@ -7,6 +7,10 @@ absolute value's "|", an unbalanced brace) is left as written: there the terms a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from fractions import Fraction
+
+from .exact_value import product_at
 
 # What a sum's spelling may hold to be reordered: letters, numbers, groups, powers, subscripts,
 # products, quotients, and only commands that are a factor or a function, never a relation.
@@ -26,13 +30,18 @@ _COEFFICIENT = re.compile(r"\d+(?:\.\d+)?(?![\d.^])(?:\\cdot)?")
 _LETTER = re.compile(r"[a-zA-Z]")
 
 
-def ordered_sum(spelling: str) -> str:
+def ordered_sum(spelling: str, spell: Callable[[Fraction], str] | None = None) -> str:
     """The sum's top-level terms sorted (terms with a variable first, then other expressions, then
     numbers; within each by what follows the number before them), each keeping its sign; the
-    spelling as it is where it is one term or may not be reordered."""
+    spelling as it is where it is one term or may not be reordered. With ``spell`` (how a positive
+    rational is written), its rational terms are one term, their exact sum (``_folded``)."""
     terms = _terms(spelling)
     if terms is None or len(terms) < 2:
         return spelling
+    if spell is not None:
+        terms = _folded(terms, spell)
+        if len(terms) == 1:
+            return ("-" if terms[0][0] else "") + terms[0][1]
     ordered = sorted(terms, key=_rank)
     out = "".join(("-" if negative else "+") + body for negative, body in ordered)
     return out[1:] if out.startswith("+") else out
@@ -65,6 +74,26 @@ def _terms(spelling: str) -> list[tuple[bool, str]] | None:
     if not body or depth:
         return None
     return [*terms, (negative, body)]
+
+
+def _folded(terms: list[tuple[bool, str]], spell: Callable[[Fraction], str]) -> list[tuple[bool, str]]:
+    """The terms with those of a rational value (numbers, fractions, powers of numbers: "2", "0.5",
+    "\\frac{1}{3}", "2^{3}") added up, exactly, as one term, none where they add up to zero: "x+2+3"
+    is "x+5" and "4x+2^{3}" "4x+8", as math-verify reads them (they were other answers than "x+5" and
+    "4x+8"). ``Fraction`` alone, no float: 0.1 + 0.2 is 0.3, never a value near it."""
+    kept, total, constants = [], Fraction(0), 0
+    for negative, body in terms:
+        read = product_at(body, 0) if not _LETTER.search(_COMMAND.sub("", body)) else None
+        if read is None or read[1] != len(body) or read[0].radicand != 1:
+            kept.append((negative, body))
+            continue
+        total += -read[0].coefficient if negative else read[0].coefficient
+        constants += 1
+    if not constants:
+        return terms
+    if total or not kept:
+        kept.append((total < 0, spell(abs(total))))
+    return kept
 
 
 def _rank(term: tuple[bool, str]) -> tuple[int, str, str, bool]:

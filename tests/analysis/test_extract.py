@@ -240,7 +240,7 @@ def test_products_of_no_value_and_powers_of_brackets_differ_from_their_parts() -
         ("1 + \\sqrt{2}", "\\sqrt{2}+1"),  # unlike: one answer, as written (was "\\sqrt{2}")
         ("2(\\frac12)^2", "0.5"),  # was "0.5" by chance: 2 and (1/2) read apart, the power dropped
         ("3(2)^2", "12"),  # was "2"
-        ("2^3 + 4x", "4x+2^{3}"),  # 4x is no number: a sum of no value, as written (was "4")
+        ("2^3 + 4x", "4x+8"),  # 4x is no number: a sum of no value, its constant terms added (was "4")
         ("17 + 25 = 42", "42"),  # numbers alone are no sum to evaluate
     ],
 )
@@ -268,7 +268,7 @@ def test_sums_of_equal_value_match_and_others_differ() -> None:
         ("17 + 25 = 42", "42"),  # an equation's answer is its right-hand side
         ("pages 3-5", "5"),  # a range: no difference
         ("2 + 3-1", "1"),  # a sum whose "-" may be a range's: its numbers as they are
-        ("y = x + 2 + 3", "x+2+3"),  # a sum with a letter: no sum of its numbers, no last term (was "3")
+        ("y = x + 2 + 3", "x+5"),  # a sum with a letter: its numbers added, no last term (was "3")
         ("5 + 2x = 9", "9"),
     ],
 )
@@ -557,7 +557,7 @@ def test_a_factor_of_a_power_of_no_value_matches_its_spellings_and_differs_from_
         ("-\\left(2+3\\right)", "-5"),
         ("-(-(2+3))", "5"),
         ("1 -(2+3)", "-4"),
-        ("x - (2+3)", "x-(2+3)"),  # spaced after an operand: a difference's minus, no sign of the bracket's
+        ("x - (2+3)", "x-5"),  # spaced after an operand: a difference's minus, no sign of the bracket's
     ],
 )
 def test_a_minus_before_a_bracket_is_its_sign(text: str, value: str) -> None:
@@ -623,7 +623,7 @@ def test_a_spaced_sign_before_a_power_matches_the_unspaced_one_and_differs_from_
         ("\\frac{1}{0} + 2", "\\frac{1}{0}+2"),  # was "2"
         ("\\sqrt2 + 2^x", "2^{x}+\\sqrt{2}"),  # was "2^{x}"
         ("2^x + y", "2^{x}+y"),  # was "2^{x}"
-        ("2^x + 3 * 4", "2^{x}+3\\cdot4"),  # was "4"
+        ("2^x + 3 * 4", "2^{x}+12"),  # was "4"
         ("The answer is 2^x + 1.", "2^{x}+1"),
         ("so - 2^x", "-2^{x}"),  # a word of prose is no term
         ("2^x, 3", "3"),  # no sum: a list
@@ -672,12 +672,12 @@ def test_a_product_after_pi_matches_its_value_and_differs_from_its_parts() -> No
     [
         ("x + 1", "x+1"),  # was "1": a sum with a single-letter variable gave its last number
         ("2 + 3x", "3x+2"),  # was "3"
-        ("2^3 + 4x", "4x+2^{3}"),  # was "4"
-        ("x + 2^3", "x+2^{3}"),  # was "8"
+        ("2^3 + 4x", "4x+8"),  # was "4"
+        ("x + 2^3", "x+8"),  # was "8"
         ("-(x+1)", "-(x+1)"),  # was "1"
         ("2(x+1)", "2(x+1)"),  # was "1"
-        ("x - (2+3)", "x-(2+3)"),  # was "5"
-        ("y = x + 2 + 3", "x+2+3"),  # was "3"
+        ("x - (2+3)", "x-5"),  # was "5"
+        ("y = x + 2 + 3", "x+5"),  # was "3"
         ("The answer is x + 1.", "x+1"),
         ("\\boxed{x+1}", "x+1"),
         ("x = 2 + 3", "5"),  # an equation's right-hand side is its answer still

@@ -42,3 +42,31 @@ def _assert_read_as_the_oracle_reads(a: str, b: str, same: bool) -> None:
 )
 def test_a_greek_letter_is_a_variable_as_a_latin_one_is(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{x + 2 + 3}", "\\boxed{x + 5}", True),  # was "x+2+3" and "x+5"
+        ("\\boxed{x + 2 + 3}", "\\boxed{x + 6}", False),
+        ("\\boxed{2^3 + 4x}", "\\boxed{4x + 8}", True),  # was "4x+2^{3}" and "4x+8"
+        ("\\boxed{2^3 + 4x}", "\\boxed{4x + 9}", False),
+        ("\\boxed{x - 2 - 3}", "\\boxed{x - 5}", True),
+        ("\\boxed{x - 2 - 3}", "\\boxed{x + 5}", False),
+        ("\\boxed{x + 2 - 1}", "\\boxed{x + 1}", True),
+        ("\\boxed{x - \\frac{1}{2}}", "\\boxed{x - 0.5}", True),
+        ("\\boxed{x + \\frac{1}{3} + \\frac{1}{3}}", "\\boxed{x + \\frac{2}{3}}", True),
+        ("\\boxed{(x + 2 + 3)^2}", "\\boxed{(x + 5)^2}", True),
+        ("\\boxed{2 + \\pi + 3}", "\\boxed{\\pi + 5}", True),
+    ],
+)
+def test_the_constant_terms_of_a_sum_are_added(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_constant_terms_are_added_exactly() -> None:
+    """No float: terms that a float's rounding makes one sum are two answers (math-verify's own
+    comparison is numeric, so this is no oracle's case)."""
+    assert number("\\boxed{x + 0.1 + 0.2}") == number("\\boxed{x + 0.3}") == "x+0.3"
+    assert number("\\boxed{x + 10^{20} + 1}") == "x+100000000000000000001" != number("\\boxed{x + 10^{20}}")
+    assert number("\\boxed{x + \\frac{1}{3}}") == "x+\\frac{1}{3}" != number("\\boxed{x + 0.333333333333333333}")
