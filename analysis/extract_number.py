@@ -87,13 +87,30 @@ _LETTERS_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _LETTER_RUN + r"|[a-zA-Z](?:[
 _SUBSCRIPTED = r"(?:[a-zA-Z](?![a-zA-Z])|" + _GREEK + r")(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?"
 _VARIABLE_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _SUBSCRIPTED + r")[\s$.]*")
 _BRACED_SUBSCRIPT = re.compile(r"_\{([a-zA-Z\d])\}")  # "x_{1}" as "x_1", one variable
+# A space after a bracket that holds a letter, or after the exponent of a letter's or a bracket's power, before
+# a letter or a bracket that holds one is LaTeX's too, a product's ("(1+x)^2 y", "(1+x) y", "x^2 y", "(x+1) (x-1)";
+# they were "(x+1)^{2}", "x+1", "x^{2}" and "x-1", a factor lost); after a number's power it is its unit's ("10^3 m").
+_POWER_OF_VARIABLE = r"(?<=[a-zA-Z)])\^(?:\d+(?![\d.])|[a-zA-Z](?![a-zA-Z]))"
+_VARIABLE_INSIDE = r"(?=[^()]*[a-zA-Z])(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})"  # a letter, no word ("(see above)")
+_VARIABLE_BRACKET = r"\(" + _VARIABLE_INSIDE + r"[^()]*\)"
+_FACTOR_SPACE = r"(?:[ \t]+(?=[a-zA-Z](?![a-zA-Z])|" + _GREEK + r"|\(" + _VARIABLE_INSIDE + r"))?"
 _ATOM = (  # no word of prose
     r"(?:(?:\\(?:pi|cdot|times)(?![a-zA-Z])|"
     + _GREEK
     + r")"
     + _LATEX_SPACE
     + r"|\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])"
-    r"|" + _ATTACHED_LETTERS + r"|_\{[^{}]*\}|[_^{]|\}" + _LATEX_SPACE + r"|\([^()]*\))+"
+    r"|"
+    + _ATTACHED_LETTERS
+    + r"|_\{[^{}]*\}|"
+    + _POWER_OF_VARIABLE
+    + _FACTOR_SPACE
+    + r"|[_^{]|\}"
+    + _FACTOR_SPACE
+    + r"|"
+    + _VARIABLE_BRACKET
+    + _FACTOR_SPACE
+    + r"|\([^()]*\))+"
 )
 _TERM = _ATOM + r"(?:[ \t]*(?:\\cdot|\\times|\*|/)[ \t]*(?:-[ \t]*)?" + _ATOM + r")*"  # "x \\cdot -3": a factor's sign
 _JOINER = re.compile(r"[ \t]*[-+][ \t]*")

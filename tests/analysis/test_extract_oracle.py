@@ -70,3 +70,32 @@ def test_constant_terms_are_added_exactly() -> None:
     assert number("\\boxed{x + 0.1 + 0.2}") == number("\\boxed{x + 0.3}") == "x+0.3"
     assert number("\\boxed{x + 10^{20} + 1}") == "x+100000000000000000001" != number("\\boxed{x + 10^{20}}")
     assert number("\\boxed{x + \\frac{1}{3}}") == "x+\\frac{1}{3}" != number("\\boxed{x + 0.333333333333333333}")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{(1+x)^2 y}", "\\boxed{(1+x)^2}", False),  # was "(x+1)^{2}" both: y lost
+        ("\\boxed{(1+x)^2 y}", "\\boxed{(1+x)^2 z}", False),
+        ("\\boxed{(1+x)^2 y}", "\\boxed{y \\cdot (x+1)^2}", True),
+        ("\\boxed{(1+x)^2 y}", "\\boxed{(1+x)^2y}", True),
+        ("\\boxed{(1+x)^{2} y}", "\\boxed{(1+x)^2 \\cdot y}", True),
+        ("\\boxed{(1+x) y}", "\\boxed{1+x}", False),  # was "x+1" both
+        ("\\boxed{(1+x) y}", "\\boxed{y \\cdot (x+1)}", True),
+        ("\\boxed{x^2 y}", "\\boxed{x^2}", False),  # was "x^{2}" both
+        ("\\boxed{x^2 y}", "\\boxed{x^2y}", True),
+        ("\\boxed{(x+1) (x-1)}", "\\boxed{x-1}", False),  # was "x-1" both
+        ("\\boxed{(x+1) (x-1)}", "\\boxed{(x-1)(x+1)}", True),
+        ("\\boxed{(x+1)^2 (x-1)}", "\\boxed{1}", False),  # was "1" both
+        ("\\boxed{(x+1)^{2} (x-1)}", "\\boxed{(x-1)(x+1)^2}", True),
+        ("\\boxed{\\sqrt{2} (x+1)}", "\\boxed{\\sqrt{2}(x+1)}", True),
+    ],
+)
+def test_a_product_after_a_bracket_or_a_power_keeps_every_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_space_after_a_numbers_power_or_before_a_word_is_no_product() -> None:
+    """A number's power and a letter after a space is the number and its unit, a bracket of words prose."""
+    assert number("10^3 m") == number("1000") != number("10^4 m")
+    assert number("(x+1) (see above)") == number("(x+1)") == "x+1"
