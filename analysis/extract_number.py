@@ -55,7 +55,17 @@ _UNIT_WORD = (
     r"s|m|g|h|l|L|" + _PREFIXED + r"|Hz|Pa|eV|Wh|mol|cal|min|mins|hr|hrs|sec|secs|ft|in|mi|yd|lb|lbs|oz|mph|kph|kmh|mpg"
     r"|yr|yrs|wk|wks|deg|rad|px|pt|dB|am|pm|AM|PM|st|nd|rd|th"
 )
-_UNIT_POWER = r"(?:" + _UNIT_WORD + r")(?:\^(?:\{\d+\}|\d+))?"
+#: The words math-verify strips as a unit after a number (latex2sympy2_extended's ``units``, its plurals too:
+#: "\\boxed{5apples}" is 5 there), of three letters or more: a shorter one ("ab", "bc", "t", "d") is a
+#: product's letters or a variable here ("5ab" is 5ab), as a reader reads it, never a unit that makes
+#: "5ab" and "5" one answer.
+UNIT_WORDS = frozenset(
+    "Surface acre apple are cent coin cube cubic day decrease deg degree digit east edge excess feet gain gal "
+    "gallon hectare hour inch inches increase kmh kmph less liter litre loss man mark meal men meter metre mile "
+    "min minute minw monkey month more mph mtr multiple noon number ohm per pie pound prime profit pure ratio "
+    "rise rounds rupee sec second soldier square student sue tile toy unit way west woman women yard year".split()
+)
+_UNIT_POWER = r"(?:" + _UNIT_WORD + r"|(?:" + "|".join(sorted(UNIT_WORDS)) + r")(?:s|es)?)(?:\^(?:\{\d+\}|\d+))?"
 _ATTACHED_UNIT = re.compile(
     r"(?<=\d)(?="
     + _UNIT_POWER

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from infertap.analysis import extract_number
 from infertap.analysis.extract_number import number
 from tests.extras import needs
 
@@ -99,3 +100,41 @@ def test_a_space_after_a_numbers_power_or_before_a_word_is_no_product() -> None:
     """A number's power and a letter after a space is the number and its unit, a bracket of words prose."""
     assert number("10^3 m") == number("1000") != number("10^4 m")
     assert number("(x+1) (see above)") == number("(x+1)") == "x+1"
+
+
+def test_the_unit_words_are_math_verifys() -> None:
+    """The words of three letters or more that math-verify strips as a unit are the ones read as a unit here."""
+    from latex2sympy2_extended.math_normalization import units
+
+    theirs = {u for u in units if u.isalpha() and len(u) >= 3} - {"integerpoint"}  # its "integer" "point", run together
+    assert theirs == extract_number.UNIT_WORDS
+
+
+@pytest.mark.parametrize("word", sorted(extract_number.UNIT_WORDS))
+def test_a_unit_word_right_after_a_number_in_math_is_its_unit(word: str) -> None:
+    for spelled in (word, word + "s"):  # "\\boxed{5apples}" was the product 5aelpps
+        _assert_read_as_the_oracle_reads(f"\\boxed{{5{spelled}}}", "\\boxed{5}", True)
+        _assert_read_as_the_oracle_reads(f"\\boxed{{5{spelled}}}", "\\boxed{6}", False)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{5apples}", "\\boxed{5}", True),  # was the product 5aelpps: "apple" is math-verify's unit word
+        ("\\boxed{5apples}", "\\boxed{6}", False),
+        ("$5hours$", "\\boxed{5}", True),
+        ("\\boxed{5cats}", "\\boxed{5}", False),  # no unit of its: a product, as math-verify reads it
+        ("\\boxed{5cats}", "\\boxed{5tsac}", True),
+        ("\\boxed{5apples + 1}", "\\boxed{6}", False),  # a unit only at the end
+        ("\\boxed{apples}", "\\boxed{sppale}", True),  # the whole answer: its letters in any order
+        ("\\boxed{apples}", "\\boxed{5}", False),
+    ],
+)
+def test_letters_after_a_number_are_its_unit_or_a_product_as_math_verify_reads_them(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_word_of_one_or_two_letters_is_no_unit_where_math_verify_strips_it() -> None:
+    """math-verify strips "ab", "t" and others as units ("\\\\boxed{5ab}" is 5 there): two answers made one."""
+    assert number("\\boxed{5ab}") == number("\\boxed{5 \\cdot b \\cdot a}") == "5ab" != number("\\boxed{5}")
+    assert number("\\boxed{2s + 3t}") == "2s+3t" != number("\\boxed{2s + 3}")
