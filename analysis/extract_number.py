@@ -575,6 +575,12 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
         m = _FACTOR.match(term, at)
         if m is None:
             return None
+        power = product_at(m.group(), 0) if m.lastindex == 4 else None  # "2^{3}x" is "8x", as "8x" is
+        if power is not None and power[1] == len(m.group()) and power[0].radicand == 1:
+            coefficient *= power[0].coefficient
+            factors.append((1, _spelled(power[0].coefficient)))
+            at = m.end()
+            continue
         bracket = m.lastindex == 6 and re.match(r"\(([^()]*)\)", m.group())  # "(1+x)" as "(x+1)"
         factors.append(
             (

@@ -735,7 +735,7 @@ def test_a_letters_power_matches_itself_and_differs_from_its_numbers() -> None:
         ("2^x \\times 0", "0"),
         ("\\sqrt{2} \\cdot 2^x", "\\sqrt{2}\\cdot2^{x}"),  # was "2^{x}": the root's factor lost
         ("\\sqrt[3]{2} \\cdot 3", "3\\sqrt[3]{2}"),  # was "3"
-        ("2^3 \\cdot x", "2^{3}x"),  # was "2^{3}"
+        ("2^3 \\cdot x", "8x"),  # was "2^{3}": a power of a number is its value, as "8x" is
     ],
 )
 def test_a_product_after_an_expression_of_no_value_is_part_of_it(text: str, value: str) -> None:

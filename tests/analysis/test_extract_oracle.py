@@ -138,3 +138,17 @@ def test_a_word_of_one_or_two_letters_is_no_unit_where_math_verify_strips_it() -
     """math-verify strips "ab", "t" and others as units ("\\\\boxed{5ab}" is 5 there): two answers made one."""
     assert number("\\boxed{5ab}") == number("\\boxed{5 \\cdot b \\cdot a}") == "5ab" != number("\\boxed{5}")
     assert number("\\boxed{2s + 3t}") == "2s+3t" != number("\\boxed{2s + 3}")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{2^3 \\cdot x}", "\\boxed{8x}", True),  # was "2^{3}x" and "8x"
+        ("\\boxed{2^3 \\cdot x}", "\\boxed{6x}", False),
+        ("\\boxed{x \\cdot 2^{3} \\cdot 3}", "\\boxed{24x}", True),
+        ("\\boxed{2^{-1} x}", "\\boxed{\\frac{x}{2}}", True),
+        ("\\boxed{0.5 \\cdot 2^x}", "\\boxed{2^x}", False),  # a power of no value stays a factor
+    ],
+)
+def test_a_power_of_a_number_in_a_product_is_its_value(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
