@@ -65,6 +65,12 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   Past the wait, bytes that begin no request line can't be told from the next request: answered
   400 at the close and recorded ``refused`` apart (the parser had dropped them without a word after
   an HTTP/1.0 request, and refused them after an HTTP/1.1 one as an "Invalid method").
+- A client that closes its side (``shutdown(SHUT_WR)``) once its requests are whole, the last one
+  ending the connection (``Connection: close``, or HTTP/1.0's default), is answered: the transport
+  is kept open to write (``eof_received``) and uvicorn closes it after that response. uvicorn (its
+  h11 protocol too) closed the connection at any close of the client's side, and such a client was
+  never answered (``client_disconnected``). A keep-alive client's close is still its hang-up: a
+  shutdown can't be told from a close until a write fails, and a hang-up cancels the upstream request.
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -237,7 +243,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             return
         super().shutdown()
 
-    def eof_received(self) -> None:
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio reads True: keep the transport open to write
         # A request can't be ended by its client closing its side (RFC 9112 6.3: a request with
         # neither Content-Length nor chunked encoding has no body), so bytes kept behind such a head
         # (_unframed), or held as a request line's start, when it does are a body sent so: answered
@@ -255,7 +261,22 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 "the client closed its side after bytes that begin no request line, as a body sent with neither "
                 "Content-Length nor chunked encoding leaves them: a request's body ends by its length, not by a close",
             )
+        if self._half_closed():
+            return True  # the transport stays open to write: uvicorn closes it after that last response
         super().eof_received()
+        return None
+
+    def _half_closed(self) -> bool:
+        """Whether the client's close of its side (after its requests whole, the last one saying it
+        ends the connection: ``Connection: close``, or HTTP/1.0's default) only ends its sending, so
+        its answers are still written. uvicorn closed the connection at any close, and such a client
+        was never answered (recorded ``client_disconnected``). A keep-alive client's close is taken
+        for its hang-up, as before: a shutdown of its side can't be told from its close (a timeout's,
+        an SDK's at ``[DONE]``) until a write fails, and the hang-up cancels the upstream request."""
+        if not self._between or self._held or self._switched or self.transport.is_closing():
+            return False
+        last = self.pipeline[0][0] if self.pipeline else self.cycle  # the newest request (uvicorn's appendleft)
+        return last is not None and not last.response_complete and not last.keep_alive
 
     def data_received(self, data: bytes) -> None:
         self._read_at = self.loop.time()

@@ -756,3 +756,47 @@ def test_every_refusal_records_the_clients_http_version_and_who_refused_it(raw_u
     assert [
         (x["http_version"], x["status"], x["end"], x["error"][: len(by)]) for x, (*_, by) in zip(xs, expected, strict=True)
     ] == expected
+
+
+async def _slow_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+    await asyncio.sleep(0.3)  # the client's close of its side reaches the recorder first
+    body = b"seen: " + request.partition(b"\r\n\r\n")[2]
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+    await writer.drain()
+    return True
+
+
+_WHOLE = {
+    "content-length": b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+    "chunked": b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"2\r\n{}\r\n0\r\n\r\n",
+    "http10": b"POST /v1/chat/completions HTTP/1.0\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+    "keep-alive": b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+}
+
+
+@pytest.mark.parametrize("request_", list(_WHOLE))
+def test_a_client_that_closes_its_side_after_a_whole_request_that_ends_the_connection_is_answered(
+    raw_upstream, record, request_
+) -> None:
+    """A client that shuts its side (shutdown(SHUT_WR)) once its request is whole, as a script piping
+    into netcat does: uvicorn closed the connection at that close, the client was never answered and
+    the exchange was recorded client_disconnected. One whose request ends the connection
+    (Connection: close, HTTP/1.0) is answered and recorded complete; a keep-alive client's close is
+    its hang-up still (a close can't be told from a shutdown), its upstream request cancelled."""
+    rec = record(raw_upstream(_slow_answer), "--no-probe", "--no-telemetry")
+    host, port = rec.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(_WHOLE[request_])
+        s.shutdown(socket.SHUT_WR)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert x["request_body"] == b"{}"
+    if request_ == "keep-alive":
+        assert out == b"" and x["end"] == "client_disconnected"
+    else:
+        assert out.startswith(b"HTTP/1.1 200 OK\r\n") and out.endswith(b"\r\n\r\nseen: {}")
+        assert (x["end"], x["status"], b"".join(x["chunks"])) == ("complete", 200, b"seen: {}")
