@@ -19,9 +19,10 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
 - ``infertap.full``: whether the client's connection is full (the transport's writing paused): only
   then does ``send`` wait for the client, so only then is a slow hand-off the client's doing and not
   the machine's (a busy host can take the proxy off the CPU for milliseconds in any ``send``).
-- ``infertap.cut``: set on a response still streaming when a request pipelined behind it is
-  refused in its head: uvicorn writes that 400 into the connection and closes it, cutting the
-  response short (the app records that, not a client gone).
+- A request refused (by the parser or the recorder) while a response to a request before it
+  (pipelined) is still going is answered after that response ends, the connection closed then,
+  every later byte of it dropped: uvicorn wrote its 400 into the response still streaming and
+  closed the connection, cutting that response short with the 400's bytes inside it.
 - ``infertap.upgrade``: the ``Upgrade`` asked for by a request the recorder can't relay as HTTP: a
   WebSocket (uvicorn is run with no WebSocket support: it answered a bare 500 and nothing was
   recorded), or any switch asked with a body (curl --http2's h2c POST), which the parser takes for
@@ -82,6 +83,7 @@ from __future__ import annotations
 import re
 import sys
 from asyncio import TimerHandle
+from collections import deque
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -216,6 +218,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._version = ""  # the HTTP version of the connection's last request: a refusal with none read says it
         self._waiting: TimerHandle | None = None  # a head of no length held: does a body sent unframed follow?
         self._keep_alive = True  # the held request's, read before the parser forgets it (at its message's end)
+        self._answer: bytes | None = None  # a refusal's answer, held until the responses before it have ended
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -238,7 +241,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         # after it, as uvicorn ends one in flight); a body sent unframed won't end now: answered.
         if self._waiting is not None:
             self._release()
-        elif self._unframed is not None and not self.transport.is_closing():
+        elif self._unframed is not None and not self._over():
             self._refuse(503, f"{_UNFRAMED}, and the recorder shut down before its end")
             return
         super().shutdown()
@@ -248,23 +251,29 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         # neither Content-Length nor chunked encoding has no body), so bytes kept behind such a head
         # (_unframed), or held as a request line's start, when it does are a body sent so: answered
         # and recorded, not dropped unsaid. A head held with nothing after it had no body: served.
-        if self._unframed is not None and not self.transport.is_closing():
+        if self._unframed is not None and not self._over():
             self._refuse(
                 400,
                 f"{_UNFRAMED}, its end marked only by the client closing its side: a request's body ends by its length, not by a close",
             )
         elif self._waiting is not None:
             self._release()
-        elif self._held and not self._switched and not self.transport.is_closing():
+        elif self._held and not self._switched and not self._over():
             self._refuse(
                 400,
                 "the client closed its side after bytes that begin no request line, as a body sent with neither "
                 "Content-Length nor chunked encoding leaves them: a request's body ends by its length, not by a close",
             )
+        if self._answer is not None and not self.transport.is_closing():
+            return True  # a request refused behind a response still going: that response, then its answer
         if self._half_closed():
             return True  # the transport stays open to write: uvicorn closes it after that last response
         super().eof_received()
         return None
+
+    def _over(self) -> bool:
+        """Whether the connection is answered for good: closing, or a refusal's answer held (``_answer``)."""
+        return self._answer is not None or self.transport.is_closing()
 
     def _half_closed(self) -> bool:
         """Whether the client's close of its side (after its requests whole, the last one saying it
@@ -273,7 +282,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         was never answered (recorded ``client_disconnected``). A keep-alive client's close is taken
         for its hang-up, as before: a shutdown of its side can't be told from its close (a timeout's,
         an SDK's at ``[DONE]``) until a write fails, and the hang-up cancels the upstream request."""
-        if not self._between or self._held or self._switched or self.transport.is_closing():
+        if not self._between or self._held or self._switched or self._over():
             return False
         last = self.pipeline[0][0] if self.pipeline else self.cycle  # the newest request (uvicorn's appendleft)
         return last is not None and not last.response_complete and not last.keep_alive
@@ -319,7 +328,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             if self._unframed is not None:  # the piece ended a head with a body sent unframed behind it
                 self._keep_unframed(view[cut:])
                 return
-            if self.transport.is_closing() or self._upgrade:
+            if self._over() or self._upgrade:
                 self._upgrade = False
                 return  # answered (a 400), or switched away from HTTP: uvicorn drops the rest
             if line and self._between and self._begun == begun:  # a line that began no request: the parser skips what follows
@@ -351,7 +360,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def _keep_unframed(self, data: bytes | memoryview) -> None:
         kept = self._unframed
         assert kept is not None
-        if self.transport.is_closing():
+        if self._over():
             return
         size = len(kept) + len(data)
         if size <= self.max_body:
@@ -378,9 +387,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         super().data_received(piece)  # type: ignore[arg-type]  # the parser takes a memoryview: no copy
         if self._refusal is not None:
             self._refused(self._refusal)
-        elif over > 0 and not self.transport.is_closing():
+        elif over > 0 and not self._over():
             self._refuse(431, f"its head is over {self.max_head} bytes")
-        elif framing and self._framing > self.max_head and not self._between and not self.transport.is_closing():
+        elif framing and self._framing > self.max_head and not self._between and not self._over():
             self._refuse_body(431, f"its chunked body's trailer section is over {self.max_head} bytes")
 
     def _arm_head_timer(self) -> None:
@@ -389,7 +398,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self.transport.is_closing():
+        if self._over():
             return
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:  # a response is still going: the head waits its turn
@@ -407,7 +416,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def _body_timed_out(self) -> None:
         self._body_timer = None
         timeout = self.body_timeout
-        if timeout is None or self._between or self.transport.is_closing():
+        if timeout is None or self._between or self._over():
             return
         now, cycle = self.loop.time(), self.cycle
         if self.flow.read_paused or any(queued is cycle for queued, _ in self.pipeline):
@@ -431,13 +440,14 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def _refuse(self, status: int, reason: str) -> None:
         """Answers a request the server gives up on (its head, its body), closes the connection and
         hands the refusal on."""
+        if self._answer is not None:  # one refusal per connection: every later byte was dropped
+            return
         phrase = HTTPStatus(status).phrase
         answer = f"{phrase}: {reason}.".encode("ascii")
-        self.transport.write(
+        self._close_with(
             b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
             b"connection: close\r\n\r\n%s" % (status, phrase.encode("ascii"), len(answer), answer)
         )
-        self.transport.close()
         refusal = Refusal(reason, answer, status)
         if not self._between:  # the parser has begun the request: what it read is recorded
             self._refused(refusal)
@@ -453,9 +463,43 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this from its ``except HttpParserError``, the error at hand, its reason dropped.
         error = sys.exc_info()[1]
-        super().send_400_response(msg)
+        head = [b"HTTP/1.1 400 Bad Request\r\n"] + [n + b": " + v + b"\r\n" for n, v in self.server_state.default_headers]
+        self._close_with(
+            b"".join(head) + b"content-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (len(msg), msg.encode("ascii"))
+        )  # uvicorn's answer, as it writes it
         reason = str(error) if error is not None else msg
         self._refusal = Refusal(reason, msg.encode("ascii"), by="the recorder's HTTP parser")
+
+    def _close_with(self, answer: bytes) -> None:
+        """Writes a refusal's answer and closes the connection; after the responses still going on it,
+        to requests before the refused one (pipelined): uvicorn wrote its 400 into a response still
+        streaming and closed the connection, cutting that response short with the 400's bytes inside
+        it. Every later byte of the connection is dropped, as the close dropped them."""
+        cycle = self.cycle
+        own = not self._between and cycle is not None and cycle.scope is self.scope  # the refused request's cycle
+        queued = own and any(queued is cycle for queued, _ in self.pipeline)
+        if cycle is not None and not cycle.response_complete and (queued or not own):
+            if queued:  # never run: refused, recorded by on_refused (_refused)
+                self.pipeline = deque(entry for entry in self.pipeline if entry[0] is not cycle)
+            self._answer, self._switched = answer, True
+            self._stop_body_timer()
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+        elif own and cycle is not None and cycle.response_started:  # the app answered it before its body ended
+            self.transport.close()
+        else:
+            self.transport.write(answer)
+            self.transport.close()
+
+    def on_response_complete(self) -> None:
+        last = not self.pipeline  # no response to come before a refusal's answer held
+        super().on_response_complete()
+        if self._answer is not None and last and not self.transport.is_closing():
+            self._unset_keepalive_if_required()
+            self.transport.write(self._answer)
+            self.transport.close()
 
     def _refused(self, refusal: Refusal) -> None:
         """The refused request handed to whoever records it: the app, where it has the request, else
@@ -467,11 +511,6 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 extensions: dict[str, Any] = scope.setdefault("extensions", {})
                 extensions["infertap.refused"] = refusal
             return
-        if cycle is not None and cycle.scope is not scope and not cycle.response_complete and not refusal.lost:
-            # a request pipelined behind one still answering: uvicorn writes its 400 into that
-            # response and closes the connection, cutting it short; the client did not hang up
-            cut: dict[str, Any] = cycle.scope.setdefault("extensions", {})
-            cut["infertap.cut"] = refusal
         if self.on_refused is None:
             return
         url = self._target if self._target is not None else getattr(self, "url", b"")  # none before a message began
