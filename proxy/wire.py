@@ -63,9 +63,12 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   seconds: a client may write its head and body apart. Bytes that begin no request line are its
   body, sent so (one refusal, as above); a request line, a close or the wait's end send it on
   bodiless, as RFC 9112 reads it (a POST with no length and no body, ``curl -X POST``, waits so).
-  Past the wait, bytes that begin no request line can't be told from the next request: answered
-  400 at the close and recorded ``refused`` apart (the parser had dropped them without a word after
-  an HTTP/1.0 request, and refused them after an HTTP/1.1 one as an "Invalid method").
+  After the wait (``body_wait`` 0: not held), bytes of the next read that begin no request line
+  are that request's body all the same, late: kept as above (``_late``), one refusal of that
+  request (its method, target, headers) with every byte, answered 400 at the close after its
+  bodiless answer; the bodiless request stays recorded as the upstream answered it. They were
+  refused apart, a record of no method nor path keeping their first KiB (the parser had dropped
+  them without a word after an HTTP/1.0 request, refused them as an "Invalid method" after 1.1).
 - A client that closes its side (``shutdown(SHUT_WR)``) once its requests are whole, the last one
   ending the connection (``Connection: close``, or HTTP/1.0's default), is answered: the transport
   is kept open to write (``eof_received``) and uvicorn closes it after that response. uvicorn (its
@@ -219,6 +222,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._waiting: TimerHandle | None = None  # a head of no length held: does a body sent unframed follow?
         self._keep_alive = True  # the held request's, read before the parser forgets it (at its message's end)
         self._answer: bytes | None = None  # a refusal's answer, held until the responses before it have ended
+        self._late = False  # the held head went on bodiless at body_wait's end: is the next read its body, late?
+        self._why = _UNFRAMED  # what a body sent unframed is, in its refusal's reason
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -231,7 +236,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._stop_body_timer()
         if self._unframed is not None:  # a body sent unframed, the connection gone before its end (a reset)
             how = f"the connection was lost before its end ({exc})" if exc is not None else "the connection closed before its end"
-            self._refused(Refusal(f"{_UNFRAMED}, and {how}", b"", lost=True))
+            self._refused(Refusal(f"{self._why}, and {how}", b"", lost=True))
         elif self._waiting is not None:  # gone before a body or not followed: the app records it, unforwarded
             self._release()
         super().connection_lost(exc)
@@ -242,7 +247,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._waiting is not None:
             self._release()
         elif self._unframed is not None and not self._over():
-            self._refuse(503, f"{_UNFRAMED}, and the recorder shut down before its end")
+            self._refuse(503, f"{self._why}, and the recorder shut down before its end")
             return
         super().shutdown()
 
@@ -254,7 +259,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._unframed is not None and not self._over():
             self._refuse(
                 400,
-                f"{_UNFRAMED}, its end marked only by the client closing its side: a request's body ends by its length, not by a close",
+                f"{self._why}, its end marked only by the client closing its side: a request's body ends by its length, not by a close",
             )
         elif self._waiting is not None:
             self._release()
@@ -294,6 +299,13 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._unframed is not None:  # a body sent unframed: kept, never parsed, to the client's close
             self._keep_unframed(data)
             return
+        if self._late:  # the first read after a head held went on bodiless at the wait's end
+            self._late = False
+            if self._between and not self._held and not _LINE_START.match(data):  # its body, late: kept as one
+                self._unframe()
+                self._why = f"{_UNFRAMED}, and came after its head had waited {self.body_wait:g} s for it and gone to the upstream bodiless"
+                self._keep_unframed(data)
+                return
         if self._waiting is not None:  # a head of no length held: this read says whether a body follows it
             if _LINE_START.match(data):  # the next request: the one held had no body (RFC 9112 6.3)
                 self._release()
@@ -348,6 +360,12 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._waiting.cancel()
             self._waiting = None
 
+    def _waited(self) -> None:
+        """No read came in ``body_wait``: the head goes on bodiless; bytes of the next read that begin
+        no request line are its body all the same, late (one refusal, of that request, all its bytes)."""
+        self._release()
+        self._late = True
+
     def _release(self) -> None:
         """The request held goes to the app as it came: bodiless, as RFC 9112 6.3 reads it."""
         self._stop_waiting()
@@ -367,7 +385,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             kept += data
         else:  # not kept whole: none of it (its size said), as the app refuses a body over its limit
             self._unframed, self._unframed_size = bytearray(), size
-            self._refuse(413, f"{_UNFRAMED}, and is over {self.max_body} bytes")
+            self._refuse(413, f"{self._why}, and is over {self.max_body} bytes")
 
     def _feed(self, piece: bytes | memoryview, whole: bool) -> None:
         """``whole``: the piece begins at a line's start."""
@@ -416,7 +434,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def _body_timed_out(self) -> None:
         self._body_timer = None
         timeout = self.body_timeout
-        if timeout is None or self._between or self._over():
+        if timeout is None or (self._between and self._unframed is None) or self._over():
             return
         now, cycle = self.loop.time(), self.cycle
         if self.flow.read_paused or any(queued is cycle for queued, _ in self.pipeline):
@@ -432,7 +450,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         answered it already (a 413, a 401, before its body ended): then the connection is closed."""
         self._stop_body_timer()
         cycle = self.cycle
-        if cycle is not None and cycle.scope is self.scope and cycle.response_started:
+        if self._unframed is None and cycle is not None and cycle.scope is self.scope and cycle.response_started:
             self.transport.close()
         else:
             self._refuse(status, reason)
@@ -449,7 +467,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             b"connection: close\r\n\r\n%s" % (status, phrase.encode("ascii"), len(answer), answer)
         )
         refusal = Refusal(reason, answer, status)
-        if not self._between:  # the parser has begun the request: what it read is recorded
+        if not self._between or self._unframed is not None:  # the parser has read the request: recorded so
             self._refused(refusal)
         elif self.on_refused is not None:  # its request line still arriving, held (_request_line)
             if self.client:
@@ -496,6 +514,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         last = not self.pipeline  # no response to come before a refusal's answer held
         super().on_response_complete()
+        if self._unframed is not None:  # a body sent unframed still coming: its deadline is body_timeout's
+            self._unset_keepalive_if_required()
         if self._answer is not None and last and not self.transport.is_closing():
             self._unset_keepalive_if_required()
             self.transport.write(self._answer)
@@ -506,7 +526,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         ``on_refused`` (with what the parser read of it, and the head's bytes: every read of it)."""
         self._refusal = None
         cycle, scope = self.cycle, self.scope
-        if cycle is not None and cycle.scope is scope and all(queued is not cycle for queued, _ in self.pipeline):
+        own = self._unframed is None and cycle is not None and cycle.scope is scope  # not a late body's (_waited)
+        if own and cycle is not None and all(queued is not cycle for queued, _ in self.pipeline):
             if not cycle.response_complete:  # its body stops: the app records it so (app.py's _read_body)
                 extensions: dict[str, Any] = scope.setdefault("extensions", {})
                 extensions["infertap.refused"] = refusal
@@ -601,13 +622,15 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 # before the app has the request, which is never forwarded (_keep_unframed).
                 self._unframe()
                 return
-            if self._read_end == len(self._read) and self.body_wait > 0 and self.parser.get_method() in _CONTENT_METHODS:
+            if self._read_end == len(self._read) and self.parser.get_method() in _CONTENT_METHODS:
                 # Its head ended the read: a body sent unframed may come in the next (a client writing
                 # head and body apart). Held, unforwarded, until that read, the client's close or
                 # body_wait: a POST sent with no length and no body (curl -X POST) waits that long.
-                self._keep_alive = self.parser.should_keep_alive()
-                self._waiting = self.loop.call_later(self.body_wait, self._release)
-                return
+                if self.body_wait > 0:
+                    self._keep_alive = self.parser.should_keep_alive()
+                    self._waiting = self.loop.call_later(self.body_wait, self._waited)
+                    return
+                self._late = True  # not held: a body in the next read is still its own, late (_waited)
         self._dispatch()
 
     def _dispatch(self) -> None:
