@@ -475,14 +475,15 @@ def test_a_request_line_refused_is_recorded_with_its_bytes(raw_upstream, record)
     assert b"k-hush" not in decompressed_bytes(rec.out)
 
 
-@pytest.mark.parametrize("then", ["refused-request", "oversized-request", "good-then-refused", "hang-up"])
+@pytest.mark.parametrize("then", ["refused-request", "oversized-request", "good-then-refused", "refused-then-shut", "hang-up"])
 def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(record, then) -> None:
     """A request pipelined behind a stream and refused in its head (by the parser: 400; by the
     recorder's limit: 431): uvicorn wrote its answer into the stream still going and closed the
     connection, the 400's bytes inside the stream, cut short. The stream now ends whole, any request
     queued before the refused one is answered, and then the refusal's answer, the connection closed;
-    each recorded (the stream and the good one complete, the refused one refused). A client that does
-    hang up is still client_disconnected."""
+    each recorded (the stream and the good one complete, the refused one refused), a client that
+    closes its side after the refused request too. A client that does hang up is still
+    client_disconnected."""
     from tests.fake_upstream import ServerThread, sse_upstream
 
     async def held() -> None:
@@ -502,6 +503,8 @@ def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(rec
                 bad = b"X-Filler: " + b"f" * 3000 + b"\r\n" if then == "oversized-request" else b"Bad Header: x\r\n"
                 good = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n" if then == "good-then-refused" else b""
                 s.sendall(good + b"GET /v1/bad HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n")
+                if then == "refused-then-shut":
+                    s.shutdown(socket.SHUT_WR)  # its last request sent, refused: it waits for the answers
                 out = b""
                 while chunk := s.recv(65536):
                     out += chunk

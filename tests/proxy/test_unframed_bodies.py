@@ -223,3 +223,26 @@ def test_a_body_sent_with_no_length_after_the_wait_is_one_refusal_of_that_reques
     assert (refused["end"], refused["status"], refused["method"], refused["path"]) == ("refused", 400, "POST", "/echo-body")
     assert refused["request_body"] == body and "refused_head" not in refused
     assert f"came after its head had waited {wait:g} s for it and gone to the upstream bodiless" in refused["error"]
+
+
+def test_a_late_body_that_stalls_gets_the_body_timeouts_408_with_its_bytes(fake, in_process):
+    """A body after the wait that stops coming, its client neither closing nor sending more: the
+    body's deadline ran only while a request was begun, and the keep-alive timer then cut the
+    connection unanswered. It gets --body-timeout's 408, recorded with the bytes that came."""
+    rec = in_process(body_wait=0, body_timeout=0.5)
+    with rec.connect() as s:
+        s.sendall(b"POST /status/201 HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while b'"fake 201"' not in answer:  # the bodiless request answered
+            answer += s.recv(65536)
+        s.sendall(b'{"tag": "stalls"')  # and no more
+        refusal = _answer(s)
+    assert refusal.startswith(b"HTTP/1.1 408") and refusal.endswith(b"its body idle for 0.5 s.")
+    forwarded, refused = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert (forwarded["status"], forwarded["request_body"]) == (201, b"")
+    assert (refused["end"], refused["status"], refused["path"], refused["request_body"]) == (
+        "refused",
+        408,
+        "/status/201",
+        b'{"tag": "stalls"',
+    )
