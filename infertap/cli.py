@@ -120,6 +120,13 @@ def cli() -> None:
     help="Seconds a client's request body may go without a byte; past it 408, recorded as refused (0: forever).",
 )
 @click.option(
+    "--body-wait",
+    default=0.5,
+    show_default=True,
+    help="Seconds a POST, PUT or PATCH head with neither Content-Length nor chunked encoding, sent alone, waits "
+    "for a body sent so (refused, recorded) before it goes on bodiless (0: at once).",
+)
+@click.option(
     "--model-file",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
@@ -165,6 +172,7 @@ def record(
     header_timeout: float,
     max_header_kb: float,
     body_timeout: float,
+    body_wait: float,
     model_file: str | None,
     probe_interval: float,
     no_probe: bool,
@@ -211,6 +219,7 @@ def record(
         header_timeout=header_timeout or None,
         max_header_bytes=int(max_header_kb * 1024),
         body_timeout=body_timeout or None,
+        body_wait=body_wait,
         log_level=log_level,
         probe=not no_probe,
         enrich=not no_enrich,

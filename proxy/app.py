@@ -46,12 +46,6 @@ def _error_body(status: int, kind: str, message: str) -> bytes:
     return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
 
 
-# uvicorn answers a request it refuses at once, into the connection, and closes it (wire.py's infertap.cut).
-_CUT = (
-    "the recorder's HTTP server cut this response short to answer a request pipelined behind it, which {by} "
-    "refused ({reason}), with a {status} on the same connection; the client did not hang up; upstream request cancelled"
-)
-
 #: A hand-off to a client whose connection was full that took longer than this waited for it: the
 #: time is kept (``client_wait_ns``), as every later chunk's time is late by it.
 HELD_NS = 1_000_000
@@ -458,8 +452,6 @@ class RecordingProxy:
                 ended_at = hangup.hung_up_ns  # its end, not the grace's (nor a shutdown's within it)
             elif not hangup.disconnected:
                 record.update({"end": "cancelled", "error": "proxy shut down while the exchange was in flight"})
-            elif (cut := (scope.get("extensions") or {}).get("infertap.cut")) is not None:
-                record.update({"end": "proxy_error", "error": _CUT.format(by=cut.by, reason=cut.reason, status=cut.status)})
             else:
                 record.update({"end": "client_disconnected", "error": "client disconnected; upstream request cancelled"})
             if not hangup.disconnected:  # the proxy's shutdown: its cancellation goes on

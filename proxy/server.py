@@ -27,7 +27,7 @@ from infertap.telemetry import check_telemetry, recorded_telemetry, start_teleme
 from infertap.version import __version__
 
 from .app import QuietCancelled, RecordingProxy, build_app
-from .wire import BODY_TIMEOUT, HEAD_TIMEOUT, MAX_HEAD, protocol
+from .wire import BODY_TIMEOUT, BODY_WAIT, HEAD_TIMEOUT, MAX_HEAD, protocol
 
 log = logging.getLogger("infertap.proxy")
 
@@ -50,6 +50,7 @@ class RecordConfig:
     header_timeout: float | None = HEAD_TIMEOUT  # for a request's head to arrive whole; past it 408
     max_header_bytes: int = MAX_HEAD  # of a request's head, and of a chunked body's trailers; past it 431
     body_timeout: float | None = BODY_TIMEOUT  # between two reads of a request's body; past it 408
+    body_wait: float = BODY_WAIT  # a POST, PUT or PATCH head of no length, its read's last bytes, held for a body; 0: not held
     log_level: str = "warning"
     probe: bool = True  # engine snapshots at start, periodically and on change
     enrich: bool = True  # per-exchange effective tokens and settings
@@ -88,6 +89,7 @@ class RecordConfig:
         check_seconds("--graceful-timeout", self.graceful_timeout, zero=True)
         check_seconds("--header-timeout", self.header_timeout)  # None: no limit (0 on the command line)
         check_seconds("--body-timeout", self.body_timeout)  # None: no limit (0 on the command line)
+        check_seconds("--body-wait", self.body_wait, zero=True)
         check_seconds("--probe-interval", self.probe_interval)
         if self.model_file is not None:
             check_gguf(self.model_file)  # before the capture is opened
@@ -245,6 +247,7 @@ def serve(
                 max_head=config.max_header_bytes,
                 body_timeout=config.body_timeout,
                 max_body=config.max_body_bytes,
+                body_wait=config.body_wait,
             ),
             ws="none",  # a WebSocket reaches the proxy as HTTP, which refuses it clearly and records it (wire.py)
             log_level=config.log_level,

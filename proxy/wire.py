@@ -19,9 +19,10 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
 - ``infertap.full``: whether the client's connection is full (the transport's writing paused): only
   then does ``send`` wait for the client, so only then is a slow hand-off the client's doing and not
   the machine's (a busy host can take the proxy off the CPU for milliseconds in any ``send``).
-- ``infertap.cut``: set on a response still streaming when a request pipelined behind it is
-  refused in its head: uvicorn writes that 400 into the connection and closes it, cutting the
-  response short (the app records that, not a client gone).
+- A request refused (by the parser or the recorder) while a response to a request before it
+  (pipelined) is still going is answered after that response ends, the connection closed then,
+  every later byte of it dropped: uvicorn wrote its 400 into the response still streaming and
+  closed the connection, cutting that response short with the 400's bytes inside it.
 - ``infertap.upgrade``: the ``Upgrade`` asked for by a request the recorder can't relay as HTTP: a
   WebSocket (uvicorn is run with no WebSocket support: it answered a bare 500 and nothing was
   recorded), or any switch asked with a body (curl --http2's h2c POST), which the parser takes for
@@ -62,9 +63,18 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   seconds: a client may write its head and body apart. Bytes that begin no request line are its
   body, sent so (one refusal, as above); a request line, a close or the wait's end send it on
   bodiless, as RFC 9112 reads it (a POST with no length and no body, ``curl -X POST``, waits so).
-  Past the wait, bytes that begin no request line can't be told from the next request: answered
-  400 at the close and recorded ``refused`` apart (the parser had dropped them without a word after
-  an HTTP/1.0 request, and refused them after an HTTP/1.1 one as an "Invalid method").
+  After the wait (``body_wait`` 0: not held), bytes of the next read that begin no request line
+  are that request's body all the same, late: kept as above (``_late``), one refusal of that
+  request (its method, target, headers) with every byte, answered 400 at the close after its
+  bodiless answer; the bodiless request stays recorded as the upstream answered it. They were
+  refused apart, a record of no method nor path keeping their first KiB (the parser had dropped
+  them without a word after an HTTP/1.0 request, refused them as an "Invalid method" after 1.1).
+- A client that closes its side (``shutdown(SHUT_WR)``) once its requests are whole, the last one
+  ending the connection (``Connection: close``, or HTTP/1.0's default), is answered: the transport
+  is kept open to write (``eof_received``) and uvicorn closes it after that response. uvicorn (its
+  h11 protocol too) closed the connection at any close of the client's side, and such a client was
+  never answered (``client_disconnected``). A keep-alive client's close is still its hang-up: a
+  shutdown can't be told from a close until a write fails, and a hang-up cancels the upstream request.
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -76,6 +86,7 @@ from __future__ import annotations
 import re
 import sys
 from asyncio import TimerHandle
+from collections import deque
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -210,6 +221,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._version = ""  # the HTTP version of the connection's last request: a refusal with none read says it
         self._waiting: TimerHandle | None = None  # a head of no length held: does a body sent unframed follow?
         self._keep_alive = True  # the held request's, read before the parser forgets it (at its message's end)
+        self._answer: bytes | None = None  # a refusal's answer, held until the responses before it have ended
+        self._late = False  # the held head went on bodiless at body_wait's end: is the next read its body, late?
+        self._why = _UNFRAMED  # what a body sent unframed is, in its refusal's reason
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -222,7 +236,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._stop_body_timer()
         if self._unframed is not None:  # a body sent unframed, the connection gone before its end (a reset)
             how = f"the connection was lost before its end ({exc})" if exc is not None else "the connection closed before its end"
-            self._refused(Refusal(f"{_UNFRAMED}, and {how}", b"", lost=True))
+            self._refused(Refusal(f"{self._why}, and {how}", b"", lost=True))
         elif self._waiting is not None:  # gone before a body or not followed: the app records it, unforwarded
             self._release()
         super().connection_lost(exc)
@@ -232,30 +246,51 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         # after it, as uvicorn ends one in flight); a body sent unframed won't end now: answered.
         if self._waiting is not None:
             self._release()
-        elif self._unframed is not None and not self.transport.is_closing():
-            self._refuse(503, f"{_UNFRAMED}, and the recorder shut down before its end")
+        elif self._unframed is not None and not self._over():
+            self._refuse(503, f"{self._why}, and the recorder shut down before its end")
             return
         super().shutdown()
 
-    def eof_received(self) -> None:
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio reads True: keep the transport open to write
         # A request can't be ended by its client closing its side (RFC 9112 6.3: a request with
         # neither Content-Length nor chunked encoding has no body), so bytes kept behind such a head
         # (_unframed), or held as a request line's start, when it does are a body sent so: answered
         # and recorded, not dropped unsaid. A head held with nothing after it had no body: served.
-        if self._unframed is not None and not self.transport.is_closing():
+        if self._unframed is not None and not self._over():
             self._refuse(
                 400,
-                f"{_UNFRAMED}, its end marked only by the client closing its side: a request's body ends by its length, not by a close",
+                f"{self._why}, its end marked only by the client closing its side: a request's body ends by its length, not by a close",
             )
         elif self._waiting is not None:
             self._release()
-        elif self._held and not self._switched and not self.transport.is_closing():
+        elif self._held and not self._switched and not self._over():
             self._refuse(
                 400,
                 "the client closed its side after bytes that begin no request line, as a body sent with neither "
                 "Content-Length nor chunked encoding leaves them: a request's body ends by its length, not by a close",
             )
+        if self._answer is not None and not self.transport.is_closing():
+            return True  # a request refused behind a response still going: that response, then its answer
+        if self._half_closed():
+            return True  # the transport stays open to write: uvicorn closes it after that last response
         super().eof_received()
+        return None
+
+    def _over(self) -> bool:
+        """Whether the connection is answered for good: closing, or a refusal's answer held (``_answer``)."""
+        return self._answer is not None or self.transport.is_closing()
+
+    def _half_closed(self) -> bool:
+        """Whether the client's close of its side (after its requests whole, the last one saying it
+        ends the connection: ``Connection: close``, or HTTP/1.0's default) only ends its sending, so
+        its answers are still written. uvicorn closed the connection at any close, and such a client
+        was never answered (recorded ``client_disconnected``). A keep-alive client's close is taken
+        for its hang-up, as before: a shutdown of its side can't be told from its close (a timeout's,
+        an SDK's at ``[DONE]``) until a write fails, and the hang-up cancels the upstream request."""
+        if not self._between or self._held or self._switched or self._over():
+            return False
+        last = self.pipeline[0][0] if self.pipeline else self.cycle  # the newest request (uvicorn's appendleft)
+        return last is not None and not last.response_complete and not last.keep_alive
 
     def data_received(self, data: bytes) -> None:
         self._read_at = self.loop.time()
@@ -264,6 +299,13 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._unframed is not None:  # a body sent unframed: kept, never parsed, to the client's close
             self._keep_unframed(data)
             return
+        if self._late:  # the first read after a head held went on bodiless at the wait's end
+            self._late = False
+            if self._between and not self._held and not _LINE_START.match(data):  # its body, late: kept as one
+                self._unframe()
+                self._why = f"{_UNFRAMED}, and came after its head had waited {self.body_wait:g} s for it and gone to the upstream bodiless"
+                self._keep_unframed(data)
+                return
         if self._waiting is not None:  # a head of no length held: this read says whether a body follows it
             if _LINE_START.match(data):  # the next request: the one held had no body (RFC 9112 6.3)
                 self._release()
@@ -298,7 +340,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             if self._unframed is not None:  # the piece ended a head with a body sent unframed behind it
                 self._keep_unframed(view[cut:])
                 return
-            if self.transport.is_closing() or self._upgrade:
+            if self._over() or self._upgrade:
                 self._upgrade = False
                 return  # answered (a 400), or switched away from HTTP: uvicorn drops the rest
             if line and self._between and self._begun == begun:  # a line that began no request: the parser skips what follows
@@ -318,6 +360,12 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._waiting.cancel()
             self._waiting = None
 
+    def _waited(self) -> None:
+        """No read came in ``body_wait``: the head goes on bodiless; bytes of the next read that begin
+        no request line are its body all the same, late (one refusal, of that request, all its bytes)."""
+        self._release()
+        self._late = True
+
     def _release(self) -> None:
         """The request held goes to the app as it came: bodiless, as RFC 9112 6.3 reads it."""
         self._stop_waiting()
@@ -330,14 +378,14 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def _keep_unframed(self, data: bytes | memoryview) -> None:
         kept = self._unframed
         assert kept is not None
-        if self.transport.is_closing():
+        if self._over():
             return
         size = len(kept) + len(data)
         if size <= self.max_body:
             kept += data
         else:  # not kept whole: none of it (its size said), as the app refuses a body over its limit
             self._unframed, self._unframed_size = bytearray(), size
-            self._refuse(413, f"{_UNFRAMED}, and is over {self.max_body} bytes")
+            self._refuse(413, f"{self._why}, and is over {self.max_body} bytes")
 
     def _feed(self, piece: bytes | memoryview, whole: bool) -> None:
         """``whole``: the piece begins at a line's start."""
@@ -357,9 +405,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         super().data_received(piece)  # type: ignore[arg-type]  # the parser takes a memoryview: no copy
         if self._refusal is not None:
             self._refused(self._refusal)
-        elif over > 0 and not self.transport.is_closing():
+        elif over > 0 and not self._over():
             self._refuse(431, f"its head is over {self.max_head} bytes")
-        elif framing and self._framing > self.max_head and not self._between and not self.transport.is_closing():
+        elif framing and self._framing > self.max_head and not self._between and not self._over():
             self._refuse_body(431, f"its chunked body's trailer section is over {self.max_head} bytes")
 
     def _arm_head_timer(self) -> None:
@@ -368,7 +416,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self.transport.is_closing():
+        if self._over():
             return
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:  # a response is still going: the head waits its turn
@@ -386,7 +434,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def _body_timed_out(self) -> None:
         self._body_timer = None
         timeout = self.body_timeout
-        if timeout is None or self._between or self.transport.is_closing():
+        if timeout is None or (self._between and self._unframed is None) or self._over():
             return
         now, cycle = self.loop.time(), self.cycle
         if self.flow.read_paused or any(queued is cycle for queued, _ in self.pipeline):
@@ -402,7 +450,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         answered it already (a 413, a 401, before its body ended): then the connection is closed."""
         self._stop_body_timer()
         cycle = self.cycle
-        if cycle is not None and cycle.scope is self.scope and cycle.response_started:
+        if self._unframed is None and cycle is not None and cycle.scope is self.scope and cycle.response_started:
             self.transport.close()
         else:
             self._refuse(status, reason)
@@ -410,15 +458,16 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def _refuse(self, status: int, reason: str) -> None:
         """Answers a request the server gives up on (its head, its body), closes the connection and
         hands the refusal on."""
+        if self._answer is not None:  # one refusal per connection: every later byte was dropped
+            return
         phrase = HTTPStatus(status).phrase
         answer = f"{phrase}: {reason}.".encode("ascii")
-        self.transport.write(
+        self._close_with(
             b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
             b"connection: close\r\n\r\n%s" % (status, phrase.encode("ascii"), len(answer), answer)
         )
-        self.transport.close()
         refusal = Refusal(reason, answer, status)
-        if not self._between:  # the parser has begun the request: what it read is recorded
+        if not self._between or self._unframed is not None:  # the parser has read the request: recorded so
             self._refused(refusal)
         elif self.on_refused is not None:  # its request line still arriving, held (_request_line)
             if self.client:
@@ -432,25 +481,57 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this from its ``except HttpParserError``, the error at hand, its reason dropped.
         error = sys.exc_info()[1]
-        super().send_400_response(msg)
+        head = [b"HTTP/1.1 400 Bad Request\r\n"] + [n + b": " + v + b"\r\n" for n, v in self.server_state.default_headers]
+        self._close_with(
+            b"".join(head) + b"content-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (len(msg), msg.encode("ascii"))
+        )  # uvicorn's answer, as it writes it
         reason = str(error) if error is not None else msg
         self._refusal = Refusal(reason, msg.encode("ascii"), by="the recorder's HTTP parser")
+
+    def _close_with(self, answer: bytes) -> None:
+        """Writes a refusal's answer and closes the connection; after the responses still going on it,
+        to requests before the refused one (pipelined): uvicorn wrote its 400 into a response still
+        streaming and closed the connection, cutting that response short with the 400's bytes inside
+        it. Every later byte of the connection is dropped, as the close dropped them."""
+        cycle = self.cycle
+        own = not self._between and cycle is not None and cycle.scope is self.scope  # the refused request's cycle
+        queued = own and any(queued is cycle for queued, _ in self.pipeline)
+        if cycle is not None and not cycle.response_complete and (queued or not own):
+            if queued:  # never run: refused, recorded by on_refused (_refused)
+                self.pipeline = deque(entry for entry in self.pipeline if entry[0] is not cycle)
+            self._answer, self._switched = answer, True
+            self._stop_body_timer()
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+        elif own and cycle is not None and cycle.response_started:  # the app answered it before its body ended
+            self.transport.close()
+        else:
+            self.transport.write(answer)
+            self.transport.close()
+
+    def on_response_complete(self) -> None:
+        last = not self.pipeline  # no response to come before a refusal's answer held
+        super().on_response_complete()
+        if self._unframed is not None:  # a body sent unframed still coming: its deadline is body_timeout's
+            self._unset_keepalive_if_required()
+        if self._answer is not None and last and not self.transport.is_closing():
+            self._unset_keepalive_if_required()
+            self.transport.write(self._answer)
+            self.transport.close()
 
     def _refused(self, refusal: Refusal) -> None:
         """The refused request handed to whoever records it: the app, where it has the request, else
         ``on_refused`` (with what the parser read of it, and the head's bytes: every read of it)."""
         self._refusal = None
         cycle, scope = self.cycle, self.scope
-        if cycle is not None and cycle.scope is scope and all(queued is not cycle for queued, _ in self.pipeline):
+        own = self._unframed is None and cycle is not None and cycle.scope is scope  # not a late body's (_waited)
+        if own and cycle is not None and all(queued is not cycle for queued, _ in self.pipeline):
             if not cycle.response_complete:  # its body stops: the app records it so (app.py's _read_body)
                 extensions: dict[str, Any] = scope.setdefault("extensions", {})
                 extensions["infertap.refused"] = refusal
             return
-        if cycle is not None and cycle.scope is not scope and not cycle.response_complete and not refusal.lost:
-            # a request pipelined behind one still answering: uvicorn writes its 400 into that
-            # response and closes the connection, cutting it short; the client did not hang up
-            cut: dict[str, Any] = cycle.scope.setdefault("extensions", {})
-            cut["infertap.cut"] = refusal
         if self.on_refused is None:
             return
         url = self._target if self._target is not None else getattr(self, "url", b"")  # none before a message began
@@ -541,13 +622,15 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 # before the app has the request, which is never forwarded (_keep_unframed).
                 self._unframe()
                 return
-            if self._read_end == len(self._read) and self.body_wait > 0 and self.parser.get_method() in _CONTENT_METHODS:
+            if self._read_end == len(self._read) and self.parser.get_method() in _CONTENT_METHODS:
                 # Its head ended the read: a body sent unframed may come in the next (a client writing
                 # head and body apart). Held, unforwarded, until that read, the client's close or
                 # body_wait: a POST sent with no length and no body (curl -X POST) waits that long.
-                self._keep_alive = self.parser.should_keep_alive()
-                self._waiting = self.loop.call_later(self.body_wait, self._release)
-                return
+                if self.body_wait > 0:
+                    self._keep_alive = self.parser.should_keep_alive()
+                    self._waiting = self.loop.call_later(self.body_wait, self._waited)
+                    return
+                self._late = True  # not held: a body in the next read is still its own, late (_waited)
         self._dispatch()
 
     def _dispatch(self) -> None:

@@ -151,7 +151,9 @@ def test_a_body_sent_unframed_is_kept_to_the_body_limit_and_refused_past_it_or_t
     assert answers[1].endswith(b"is over 1048576 bytes.")
     assert stalled.startswith(b"HTTP/1.1 408") and stalled.endswith(b"its body idle for 0.5 s.")
     assert app.requests == []
-    kept, too_large, timed_out = rec.exchanges()
+    kept, too_large, timed_out = sorted(
+        rec.exchanges(), key=lambda x: x["seq"]
+    )  # a 1 MiB body is scrubbed off the loop: written late
     assert (kept["end"], kept["status"], kept["request_body"]) == ("refused", 400, b"{" + b"x" * (1024 * 1024 - 1))
     assert "request_body_size" not in kept
     assert (too_large["end"], too_large["status"], too_large["request_body"]) == ("refused", 413, b"")

@@ -475,19 +475,22 @@ def test_a_request_line_refused_is_recorded_with_its_bytes(raw_upstream, record)
     assert b"k-hush" not in decompressed_bytes(rec.out)
 
 
-@pytest.mark.parametrize("then", ["refused-request", "oversized-request", "hang-up"])
-def test_a_stream_cut_by_a_refused_pipelined_request_is_not_taken_for_a_hang_up(record, then) -> None:
-    """uvicorn answers a malformed request pipelined behind a stream at once: its 400 goes into the
-    stream, and the connection closes. The stream was recorded client_disconnected, though the
-    client stayed: it is recorded as the server's cut (proxy_error, saying who refused what, with
-    which answer: a head too large is the recorder's 431, not its parser's 400), the refused one
-    refused; a client that does hang up is still client_disconnected."""
+@pytest.mark.parametrize("then", ["refused-request", "oversized-request", "good-then-refused", "refused-then-shut", "hang-up"])
+def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(record, then) -> None:
+    """A request pipelined behind a stream and refused in its head (by the parser: 400; by the
+    recorder's limit: 431): uvicorn wrote its answer into the stream still going and closed the
+    connection, the 400's bytes inside the stream, cut short. The stream now ends whole, any request
+    queued before the refused one is answered, and then the refusal's answer, the connection closed;
+    each recorded (the stream and the good one complete, the refused one refused), a client that
+    closes its side after the refused request too. A client that does hang up is still
+    client_disconnected."""
     from tests.fake_upstream import ServerThread, sse_upstream
 
     async def held() -> None:
         await asyncio.sleep(0.5)
 
     events = [b'data: {"choices": [{"index": 0, "delta": {"content": "%d"}}]}\n\n' % i for i in range(3)]
+    stream = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"  # as the client gets it
     with ServerThread(sse_upstream(events, held)) as up:
         rec = record(up.url, "--no-probe", "--no-telemetry", "--max-header-kb", "2")
         host, port = rec.url.removeprefix("http://").split(":")
@@ -497,24 +500,30 @@ def test_a_stream_cut_by_a_refused_pipelined_request_is_not_taken_for_a_hang_up(
             if then == "hang-up":
                 s.close()
             else:
-                bad = b"Bad Header: x\r\n" if then == "refused-request" else b"X-Filler: " + b"f" * 3000 + b"\r\n"
-                s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n")
+                bad = b"X-Filler: " + b"f" * 3000 + b"\r\n" if then == "oversized-request" else b"Bad Header: x\r\n"
+                good = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n" if then == "good-then-refused" else b""
+                s.sendall(good + b"GET /v1/bad HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n")
+                if then == "refused-then-shut":
+                    s.shutdown(socket.SHUT_WR)  # its last request sent, refused: it waits for the answers
                 out = b""
                 while chunk := s.recv(65536):
                     out += chunk
-                assert out.endswith(b"Invalid HTTP request received." if then == "refused-request" else b"over 2048 bytes.")
         rec.stop()
     xs = sorted(rec.exchanges(), key=lambda x: x["seq"])
-    stream = xs[0]
-    assert (stream["method"], stream["status"]) == ("POST", 200)
+    first = xs[0]
+    assert (first["method"], first["status"]) == ("POST", 200)
     if then == "hang-up":
-        assert len(xs) == 1 and stream["end"] == "client_disconnected"
-    else:
-        by, status = ("the recorder's HTTP parser", 400) if then == "refused-request" else ("the recorder", 431)
-        why = "Invalid header token" if then == "refused-request" else "its head is over 2048 bytes"
-        assert stream["end"] == "proxy_error" and "pipelined" in stream["error"]
-        assert f"which {by} refused ({why}), with a {status} on the same connection" in stream["error"]
-        assert (xs[1]["method"], xs[1]["status"], xs[1]["end"]) == ("GET", status, "refused")
+        assert len(xs) == 1 and first["end"] == "client_disconnected"
+        return
+    status, answer = (431, b"over 2048 bytes.") if then == "oversized-request" else (400, b"Invalid HTTP request received.")
+    answers = out.split(b"HTTP/1.1 ")[1:]
+    assert len(answers) == (3 if good else 2) and all(a.endswith(stream) for a in answers[:-1])  # each whole
+    assert answers[-1].startswith(b"%d " % status) and answers[-1].endswith(answer)
+    (refused,) = [x for x in xs if x["path"] == "/v1/bad"]  # recorded at its refusal, before the answers ahead of it
+    assert (refused["method"], refused["status"], refused["end"]) == ("GET", status, "refused")
+    answered = [x for x in xs if x is not refused]
+    assert [x["path"] for x in answered] == ["/v1/chat/completions", *(["/v1/models"] if good else [])]
+    assert all((x["end"], b"".join(x["chunks"])) == ("complete", b"".join(events)) for x in answered)
 
 
 def _stream_request(version: bytes, extra: bytes = b"") -> bytes:
@@ -756,3 +765,47 @@ def test_every_refusal_records_the_clients_http_version_and_who_refused_it(raw_u
     assert [
         (x["http_version"], x["status"], x["end"], x["error"][: len(by)]) for x, (*_, by) in zip(xs, expected, strict=True)
     ] == expected
+
+
+async def _slow_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+    await asyncio.sleep(0.3)  # the client's close of its side reaches the recorder first
+    body = b"seen: " + request.partition(b"\r\n\r\n")[2]
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+    await writer.drain()
+    return True
+
+
+_WHOLE = {
+    "content-length": b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+    "chunked": b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"2\r\n{}\r\n0\r\n\r\n",
+    "http10": b"POST /v1/chat/completions HTTP/1.0\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+    "keep-alive": b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+}
+
+
+@pytest.mark.parametrize("request_", list(_WHOLE))
+def test_a_client_that_closes_its_side_after_a_whole_request_that_ends_the_connection_is_answered(
+    raw_upstream, record, request_
+) -> None:
+    """A client that shuts its side (shutdown(SHUT_WR)) once its request is whole, as a script piping
+    into netcat does: uvicorn closed the connection at that close, the client was never answered and
+    the exchange was recorded client_disconnected. One whose request ends the connection
+    (Connection: close, HTTP/1.0) is answered and recorded complete; a keep-alive client's close is
+    its hang-up still (a close can't be told from a shutdown), its upstream request cancelled."""
+    rec = record(raw_upstream(_slow_answer), "--no-probe", "--no-telemetry")
+    host, port = rec.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(_WHOLE[request_])
+        s.shutdown(socket.SHUT_WR)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert x["request_body"] == b"{}"
+    if request_ == "keep-alive":
+        assert out == b"" and x["end"] == "client_disconnected"
+    else:
+        assert out.startswith(b"HTTP/1.1 200 OK\r\n") and out.endswith(b"\r\n\r\nseen: {}")
+        assert (x["end"], x["status"], b"".join(x["chunks"])) == ("complete", 200, b"seen: {}")

@@ -31,6 +31,8 @@ from infertap.proxy.server import RecordConfig
         (["--body-timeout", "nan"], "--body-timeout nan: not a finite number of seconds"),
         (["--body-timeout", "inf"], "--body-timeout inf: not a finite number of seconds"),
         (["--body-timeout", "soon"], "Invalid value for '--body-timeout': 'soon' is not a valid float"),
+        (["--body-wait", "-1"], "--body-wait -1.0: seconds, 0 or more"),
+        (["--body-wait", "nan"], "--body-wait nan: not a finite number of seconds"),
     ],
 )
 def test_meaningless_options_are_refused_before_anything_starts(tmp_path: Path, option: list[str], message: str) -> None:
@@ -71,3 +73,35 @@ def test_a_body_timeout_of_0_is_no_limit(fake, record):
     assert (x["status"], x["end"], x["request_body"]) == (200, "complete", b'{"tag": "t"}')
     with pytest.raises(ConfigError, match="--body-timeout 0: seconds, above 0"):
         RecordConfig("http://127.0.0.1:9", Path("unused"), body_timeout=0)  # the library's "no limit" is None
+
+
+@pytest.mark.parametrize("wait", ["0", "30"])
+def test_body_wait_sets_how_long_a_head_of_no_length_waits_for_its_body(fake, record, wait):
+    """A POST head with neither Content-Length nor chunked encoding, sent alone, waited 0.5 s for a
+    body sent so, whatever the command line said: --body-wait sets it. 0: forwarded at once, bodiless
+    (its answer read before anything more is sent); 30: a body sent a second later is still its own,
+    one refusal with every byte, and nothing reaches the upstream."""
+    import socket
+    import time
+
+    app, upstream = fake
+    rec = record(upstream, "--no-probe", "--no-telemetry", "--body-wait", wait)
+    host, port = rec.url.removeprefix("http://").split(":")
+    body = b'{"tag": "late"}'
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"POST /status/201 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        if wait == "30":
+            time.sleep(1)  # past the default wait, well within this one
+            s.sendall(body)
+            s.shutdown(socket.SHUT_WR)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    assert rec.stop() == 0
+    (x,) = rec.exchanges()
+    if wait == "0":
+        assert out.startswith(b"HTTP/1.1 201") and [r["body"] for r in app.requests] == [b""]
+        assert (x["end"], x["status"], x["request_body"]) == ("complete", 201, b"")
+    else:
+        assert out.startswith(b"HTTP/1.1 400") and app.requests == []
+        assert (x["end"], x["status"], x["method"], x["request_body"]) == ("refused", 400, "POST", body)

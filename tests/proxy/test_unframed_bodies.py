@@ -7,6 +7,7 @@ the head has been read: the two reads apart, as a client writing them apart make
 
 from __future__ import annotations
 
+import json
 import queue
 import socket
 import struct
@@ -189,3 +190,59 @@ def test_a_body_sent_with_no_length_is_answered_503_and_recorded_when_the_record
     assert answer.startswith(b"HTTP/1.1 503") and answer.endswith(b"the recorder shut down before its end.")
     assert app.requests == []
     assert (refused["end"], refused["status"], refused["request_body"]) == ("refused", 503, BODY)
+
+
+@pytest.mark.parametrize("wait", [0.2, 0], ids=["past-the-wait", "no-wait"])
+def test_a_body_sent_with_no_length_after_the_wait_is_one_refusal_of_that_request_all_its_bytes(fake, in_process, wait):
+    """Its head waited body_wait for it and went to the engine bodiless (RFC 9112 6.3 reads it so);
+    the body came later. Its bytes were refused apart at the close, a record of no method nor path
+    keeping their first KiB (a body of lines: the parser's "Invalid method" for its first). They are
+    now that request's body, late: one refusal of that POST with every byte, answered 400 at the
+    close. The bodiless request stays recorded as what the engine answered: it was forwarded."""
+    app, _ = fake
+    rec = in_process(body_wait=wait)
+    head = b"POST /echo-body HTTP/1.1\r\nHost: x\r\n\r\n"
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 4000}]}, indent=2).encode()
+    with rec.connect() as s:
+        s.sendall(head)
+        assert rec.read() == head
+        answer = b""
+        while not answer.endswith(b"0\r\n\r\n"):  # the bodiless request answered: the wait is over
+            answer += s.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 400 ") and b"bad request: \r\n" in answer
+        s.sendall(body)
+        got = b""
+        while len(got) < len(body):
+            got += rec.read()
+        s.shutdown(socket.SHUT_WR)
+        refusal = _answer(s)
+    assert refusal.startswith(b"HTTP/1.1 400") and refusal.endswith(b"a request's body ends by its length, not by a close.")
+    forwarded, refused = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert [(r["path"], r["body"]) for r in app.requests] == [("/echo-body", b"")]
+    assert (forwarded["end"], forwarded["status"], forwarded["request_body"]) == ("complete", 400, b"")
+    assert (refused["end"], refused["status"], refused["method"], refused["path"]) == ("refused", 400, "POST", "/echo-body")
+    assert refused["request_body"] == body and "refused_head" not in refused
+    assert f"came after its head had waited {wait:g} s for it and gone to the upstream bodiless" in refused["error"]
+
+
+def test_a_late_body_that_stalls_gets_the_body_timeouts_408_with_its_bytes(fake, in_process):
+    """A body after the wait that stops coming, its client neither closing nor sending more: the
+    body's deadline ran only while a request was begun, and the keep-alive timer then cut the
+    connection unanswered. It gets --body-timeout's 408, recorded with the bytes that came."""
+    rec = in_process(body_wait=0, body_timeout=0.5)
+    with rec.connect() as s:
+        s.sendall(b"POST /status/201 HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while b'"fake 201"' not in answer:  # the bodiless request answered
+            answer += s.recv(65536)
+        s.sendall(b'{"tag": "stalls"')  # and no more
+        refusal = _answer(s)
+    assert refusal.startswith(b"HTTP/1.1 408") and refusal.endswith(b"its body idle for 0.5 s.")
+    forwarded, refused = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert (forwarded["status"], forwarded["request_body"]) == (201, b"")
+    assert (refused["end"], refused["status"], refused["path"], refused["request_body"]) == (
+        "refused",
+        408,
+        "/status/201",
+        b'{"tag": "stalls"',
+    )
