@@ -158,8 +158,10 @@ def test_a_stream_with_no_finish_after_an_error_said_early_is_that_error_not_unf
 def test_a_sweep_point_of_in_band_errors_is_lost_early(tmp_path: Path) -> None:
     """A target answering 200 with an error chunk fails every request; the live check counts those
     errors now (vLLM's bench and GuideLLM count such a request errored), so a point over its
-    ``error_rate`` ends early, where it ran its whole length before. Answers that finish pass."""
-    for name, how in (("errors", {"error_chunk": True}), ("finished", {})):
+    ``error_rate`` ends early, where it ran its whole length before; so does one whose answers say
+    their error early and then finish normally (read ok from their last events before). Answers
+    that finish pass."""
+    for name, how in (("errors", {"error_chunk": True}), ("early", {"error_at": 0, "n_chunks": 8}), ("finished", {})):
         src = tmp_path / f"src-{name}"
         write_capture(src, [{"offset_s": 0.025 * i, "body": _chat(f"t{i}", **how)} for i in range(80)])
         with ServerThread(FakeUpstream()) as server:
