@@ -104,6 +104,27 @@ def _event(kind: str, data: dict[str, Any]) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + json.dumps(data).encode() + b"\n\n"
 
 
+def _texts(params: dict[str, Any], tag: str, n: int) -> list[str]:
+    """An answer's pieces of text: ``texts`` where the request names them, else ``n`` of its own."""
+    texts = params.get("texts")
+    return [str(t) for t in texts] if isinstance(texts, list) else [f"{tag}:{i} " for i in range(n)]
+
+
+def _error_data(tag: str) -> bytes:
+    """vLLM's (and llama.cpp's) in-band error: an SSE event holding an error object."""
+    return b"data: " + json.dumps({"error": {"message": f"fake engine error {tag}", "code": 500}}).encode() + b"\n\n"
+
+
+def _completion_chunk(tag: str, text: str, finish: str | None) -> bytes:
+    payload = {"id": f"cmpl-{tag}", "object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": finish}]}
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def _ollama_line(path: str, text: str, extra: dict[str, Any]) -> bytes:
+    said = {"message": {"role": "assistant", "content": text}} if path == "/api/chat" else {"response": text}
+    return json.dumps({"model": "fake", "created_at": "2026-01-01T00:00:00Z", **said, **extra}).encode() + b"\n"
+
+
 class FakeUpstream:
     def __init__(self) -> None:
         self.cancelled: list[str] = []  # tags of streams that saw their client go away
@@ -184,9 +205,11 @@ class FakeUpstream:
         elif path == "/v1/chat/completions":
             await start()
             answers = max(int(params.get("n", 1)), 1)  # n > 1: each choice's deltas in chunks of their own, in turn
-            for i in range(n):
+            for i, text in enumerate(_texts(params, tag, n)):
                 for k in range(answers):
-                    await chunk(sse_chunk(tag, i, f"{tag}:{i} ", k))
+                    await chunk(sse_chunk(tag, i, text, k))
+                if i == params.get("error_at"):  # an error chunk mid-stream, the answer going on after it
+                    await chunk(_error_data(tag))
                 if pace:
                     await asyncio.sleep(pace)
             if (params.get("stream_options") or {}).get("include_usage"):  # OpenAI's last two chunks
@@ -194,9 +217,7 @@ class FakeUpstream:
                 usage = {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
                 await chunk(_chat_chunk(tag, [], usage=usage))
             elif params.get("error_chunk"):  # vLLM's in-band error: an error object in place of the finish, then [DONE]
-                await chunk(
-                    b"data: " + json.dumps({"error": {"message": f"fake engine error {tag}", "code": 500}}).encode() + b"\n\n"
-                )
+                await chunk(_error_data(tag))
             elif not params.get("no_finish"):  # every engine ends a whole answer with its finish reason
                 for k in range(answers):
                     if k == params.get("error_choice"):  # that choice failed: its finish reason error, and why
@@ -219,9 +240,12 @@ class FakeUpstream:
                     {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
                 )
             )
-            for i in range(n):
-                delta = {"type": "text_delta", "text": f"{tag}:{i} "}
+            for i, text in enumerate(_texts(params, tag, n)):
+                delta = {"type": "text_delta", "text": text}
                 await chunk(_event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}))
+                if i == params.get("error_at"):  # an error event mid-stream, the answer going on after it
+                    error = {"type": "error", "error": {"type": "overloaded_error", "message": f"Overloaded {tag}"}}
+                    await chunk(_event("error", error))
             if params.get("error_event"):  # Anthropic's in-band error (overloaded mid-stream): the stream's last event
                 error = {"type": "error", "error": {"type": "overloaded_error", "message": f"Overloaded {tag}"}}
                 await chunk(_event("error", error), more=False)
@@ -231,6 +255,33 @@ class FakeUpstream:
             end = {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": n}}
             await chunk(_event("message_delta", end))
             await chunk(_event("message_stop", {"type": "message_stop"}), more=False)
+            self.completed.append(tag)
+        elif path == "/v1/completions":  # the completions API, streamed: text per choice, the finish, [DONE]
+            await start()
+            for i, text in enumerate(_texts(params, tag, n)):
+                await chunk(_completion_chunk(tag, text, None))
+                if i == params.get("error_at"):
+                    await chunk(_error_data(tag))
+            await chunk(_completion_chunk(tag, "", "stop"))
+            await chunk(b"data: [DONE]\n\n", more=False)
+            self.completed.append(tag)
+        elif path in ("/api/chat", "/api/generate"):  # Ollama's own API: NDJSON lines, the last one done
+            await start(200, b"application/x-ndjson")
+            for i, text in enumerate(_texts(params, tag, n)):
+                await chunk(_ollama_line(path, text, {"done": False}))
+                if i == params.get("error_at"):  # Ollama's in-band error: a line of its own
+                    await chunk(json.dumps({"error": f"fake ollama error {tag}"}).encode() + b"\n")
+            end = {"done": True, "done_reason": "stop", "prompt_eval_count": 5, "eval_count": n}
+            await chunk(_ollama_line(path, "", end), more=False)
+            self.completed.append(tag)
+        elif path == "/completion":  # llama.cpp's own route: content per event, the last one stop
+            await start()
+            for i, text in enumerate(_texts(params, tag, n)):
+                await chunk(b"data: " + json.dumps({"content": text, "stop": False}).encode() + b"\n\n")
+                if i == params.get("error_at"):
+                    await chunk(_error_data(tag))
+            end = {"content": "", "stop": True, "stop_type": "eos", "tokens_evaluated": 5, "tokens_predicted": n}
+            await chunk(b"data: " + json.dumps(end).encode() + b"\n\n", more=False)
             self.completed.append(tag)
         elif path == "/v1/responses":  # the Responses API: the answer's id comes first, as OpenAI sends it
             await self._responses(params, tag, n, start, chunk)
@@ -294,7 +345,7 @@ class FakeUpstream:
         """A Responses API answer of ``n`` pieces of text, id ``resp_<tag>_<k>`` (the k-th request):
         streamed (``response.created`` first), or one JSON body sent in pieces of ``piece_bytes``."""
         rid = f"resp_{tag}_{len(self.requests)}"
-        text = "".join(f"{tag}:{i} " for i in range(n))
+        text = "".join(_texts(params, tag, n))
         message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
         done = {"id": rid, "object": "response", "status": "completed", "output": [message]}
         final = "response.completed"
@@ -307,9 +358,15 @@ class FakeUpstream:
             await start()
             created = {"type": "response.created", "response": {"id": rid, "object": "response", "status": "in_progress"}}
             await chunk(b"event: response.created\ndata: " + json.dumps(created).encode() + b"\n\n")
-            for i in range(n):
-                delta = {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": f"{tag}:{i} "}
+            for i, piece in enumerate(_texts(params, tag, n)):
+                delta = {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": piece}
                 await chunk(b"event: response.output_text.delta\ndata: " + json.dumps(delta).encode() + b"\n\n")
+                if i == params.get("error_at"):  # an error event mid-stream, the answer going on after it
+                    error = {"type": "error", "code": "server_error", "message": f"fake error {tag}"}
+                    await chunk(_event("error", error))
+                if i == params.get("failed_at"):  # a failed response mid-stream, a completed one after it
+                    failed = {**done, "status": "failed", "output": [], "error": {"message": f"fake failure {tag}"}}
+                    await chunk(_event("response.failed", {"type": "response.failed", "response": failed}))
             completed = {"type": final, "response": done}
             await chunk(b"event: " + final.encode() + b"\ndata: " + json.dumps(completed).encode() + b"\n\n", more=False)
         else:

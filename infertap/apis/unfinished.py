@@ -59,6 +59,17 @@ TAIL_BYTES = 4 * 1024
 LAST_EVENTS = 4
 #: A completions request's prompt sent as a list: several prompts (a batch), or one of token ids.
 _LISTED_PROMPT = re.compile(rb'"prompt"\s*:\s*\[')
+#: What every in-band error of an API's stream holds in its bytes, as its servers write JSON: an
+#: error object's key or an error event's type (``"error"``: OpenAI's, vLLM's ``"object": "error"``,
+#: a finish reason ``error``, Anthropic's and the Responses API's ``error`` event), and a Responses
+#: answer that failed or was cancelled (its status, its final event's type). An error said before
+#: the last events (an answer that went on after it) fails the answer as ``fold`` reads it whole.
+ERROR_MARKS: dict[str, tuple[bytes, ...]] = {
+    "chat": (b'"error"',),
+    "completions": (b'"error"',),
+    "messages": (b'"error"',),
+    "responses": (b'"error"', b'"failed"', b'.failed"', b'"cancelled"', b'.cancelled"'),
+}
 #: The most it reads, growing the tail while it holds no whole event (a long last event: a tool
 #: call sent whole with its finish reason); past it the answer is left to ``unfinished``.
 TAIL_MOST = 64 * 1024
@@ -128,10 +139,11 @@ def unfinished(record: Mapping[str, Any], parsed: Output | None = None) -> bool:
 def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | None:
     """``unfinished`` of a 2xx answer read in full, from its last events only (``LAST_EVENTS`` of its
     last ``TAIL_BYTES``, more bytes while they hold no whole event, at most ``TAIL_MOST``): cheap
-    enough to run on the event loop as each answer ends (tens of µs, whatever the answer's length).
+    enough to run on the event loop as each answer ends (tens of µs, and a byte search of the body).
     None where the tail can't tell (an encoded body, a path that names no API, a body kept in part, a
     longer last event, a request for several answers or last events of a choice other than 0: each
-    choice says its own finish reason, any of them long before the end): ``unfinished`` reads those
+    choice says its own finish reason, any of them long before the end; bytes that may hold an
+    error said before the last events, ``ERROR_MARKS``): ``unfinished`` reads those
     as the analysis does."""
     return ended_answer(record, generation=generation)[0]
 
@@ -145,9 +157,11 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
     None) and ``read_response`` reads them whole; ``tokens`` None where a stream that the tail tells
     of reported no usage (``stream_options.include_usage`` not asked for); ``error`` the message of an
     in-band error (an error object or event, a finish reason ``error``, a failed Responses status), as
-    ``read_response``'s ``error_message``: an engine's in-band error ends its stream (vLLM's error
-    chunk comes before ``[DONE]``, Anthropic's ``error`` event and ``response.failed`` last), so its
-    last events hold it."""
+    ``read_response``'s ``error_message``: an engine's in-band error mostly ends its stream (vLLM's
+    error chunk comes before ``[DONE]``, Anthropic's ``error`` event and ``response.failed`` last),
+    so its last events hold it; one said earlier, the answer going on after it, still fails it in
+    ``stats``: where the last events report none but the body's bytes hold an error's mark
+    (``ERROR_MARKS``), ``unfinished`` is None and the answer is read whole."""
     status = record.get("status")
     chunks = record.get("chunks") or []
     if not generation or not isinstance(status, int) or not 200 <= status <= 299 or not chunks:
@@ -187,7 +201,26 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
         readable=readable,
         error_message=error,
     )
+    if error is None and (cut or readable) and _may_report_error(api, chunks):
+        # an error said before the last events (an answer that went on after it): read whole, as stats
+        return None, False, None, None
     return cut, not cut and readable, None if cut else tokens, None if cut else error
+
+
+def _may_report_error(api: Api, chunks: list[bytes]) -> bool:
+    """Whether a stream's bytes may hold an in-band error anywhere (``ERROR_MARKS``): searched, not
+    parsed, so every answer is checked on the event loop at the cost of a byte search; the few that
+    hold a mark (the word as a whole delta's text too) are read whole, as ``fold`` reads them."""
+    body = b"".join(chunks)  # one copy: a mark may straddle two chunks
+    for mark in ERROR_MARKS[api.name]:
+        at = body.find(mark)
+        while at >= 0:
+            at += len(mark)
+            after = body[at : at + 24].lstrip()
+            if not (after[:1] == b":" and after[1:].lstrip().startswith(b"null")):
+                return True
+            at = body.find(mark, at)  # a member that is null (every Responses answer's ``"error": null``): none
+    return False
 
 
 def _last_events(record: Mapping[str, Any], chunks: list[bytes]) -> tuple[bytes, list[Any]] | None:

@@ -92,11 +92,76 @@ def test_a_2xx_answer_whose_body_is_an_error_fails_in_the_summary_as_stats_count
     assert f"3 (2 ok, 1 failed: {failure} ×1 on {path}" in " ".join(text.output.split())
 
 
+def _prompt(tag: str, **how: Any) -> dict[str, Any]:
+    return {"model": "m", "prompt": tag, "stream": True, "tag": tag, "n_chunks": 8, **how}
+
+
+def _ollama(tag: str, **how: Any) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": tag}], "tag": tag, "n_chunks": 8, **how}
+
+
+#: Each API's stream with an error said early (``error_at`` 1 of 8 pieces), the answer going on after
+#: it to a normal finish: its path, its request, and the error message ``stats`` reads of it.
+EARLY = {
+    "chat": (CHAT, _chat("a", n_chunks=8), "fake engine error a"),
+    "completions": ("/v1/completions", _prompt("b"), "fake engine error b"),
+    "messages": (MESSAGES, _messages("c", n_chunks=8), "Overloaded c"),
+    "responses_error_event": (RESPONSES, _responses("d", True, n_chunks=8), "fake error d"),
+    "responses_failed": (RESPONSES, _responses("e", True, n_chunks=8), "fake failure e"),
+    "ollama_chat": ("/api/chat", _ollama("f"), "fake ollama error f"),
+    "ollama_generate": ("/api/generate", {"model": "m", "prompt": "g", "tag": "g", "n_chunks": 8}, "fake ollama error g"),
+    "llamacpp": ("/completion", {"prompt": "h", "stream": True, "tag": "h", "n_chunks": 8}, "fake engine error h"),
+}
+#: Text an answer says that holds each API's error marks (a whole piece "error", "failed"): no error.
+_WORDS = ["error", "failed", "cancelled", ' "error" ', "done"]
+
+
+@pytest.mark.parametrize("api", EARLY)
+def test_an_error_said_before_an_answer_finished_fails_it_in_the_summary_as_stats_counts_it(tmp_path: Path, api: str) -> None:
+    """An error event mid-stream, then more text and a normal finish: replay read only the last
+    events and counted it ok, where ``stats`` reads the whole body and counts it an error. The same
+    answer with the word "error" as its text (its bytes hold the mark) stays ok."""
+    path, request, message = EARLY[api]
+    early = {"failed_at" if api == "responses_failed" else "error_at": 1}
+    exchanges = [
+        {"path": path, "body": request | early, "offset_s": 0.0},
+        {"path": path, "body": request | {"tag": "ok", "texts": _WORDS}, "offset_s": 0.01},  # must stay ok
+        {"path": path, "body": request | {"tag": "ok2"}, "offset_s": 0.02},
+    ]
+    write_capture(tmp_path / "cap", exchanges)
+    with ServerThread(FakeUpstream()) as server:
+        done = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--json")
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.stdout)
+    assert (summary["sent"], summary["ok"], summary["failed"], summary["unfinished"]) == (3, 2, 1, 0), summary
+    assert summary["failures"] == {ERROR: 1} and summary["errors"] == {message: 1}, summary
+    assert _stats(tmp_path / "out", tmp_path / "cache") == {"requests": 3, "ok": 2, "errors": 1, "unfinished": 0}
+
+
+def test_a_stream_with_no_finish_after_an_error_said_early_is_that_error_not_unfinished(tmp_path: Path) -> None:
+    """No finish reason at its end, an error said before: ``stats`` reads its finish as ``error`` (a
+    failure by that error), where replay's last events called it cut. With no error it is cut."""
+    exchanges = [
+        {"body": _chat("a", n_chunks=8, no_finish=True, error_at=1), "offset_s": 0.0},
+        {"body": _chat("b", n_chunks=8, no_finish=True), "offset_s": 0.01},  # must stay unfinished
+    ]
+    write_capture(tmp_path / "cap", exchanges)
+    with ServerThread(FakeUpstream()) as server:
+        done = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--json")
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.stdout)
+    assert (summary["sent"], summary["ok"], summary["failed"], summary["unfinished"]) == (2, 0, 1, 1), summary
+    assert summary["failures"] == {ERROR: 1} and summary["errors"] == {"fake engine error a": 1}, summary
+    assert _stats(tmp_path / "out", tmp_path / "cache") == {"requests": 2, "ok": 0, "errors": 2, "unfinished": 1}
+
+
 def test_a_sweep_point_of_in_band_errors_is_lost_early(tmp_path: Path) -> None:
     """A target answering 200 with an error chunk fails every request; the live check counts those
     errors now (vLLM's bench and GuideLLM count such a request errored), so a point over its
-    ``error_rate`` ends early, where it ran its whole length before. Answers that finish pass."""
-    for name, how in (("errors", {"error_chunk": True}), ("finished", {})):
+    ``error_rate`` ends early, where it ran its whole length before; so does one whose answers say
+    their error early and then finish normally (read ok from their last events before). Answers
+    that finish pass."""
+    for name, how in (("errors", {"error_chunk": True}), ("early", {"error_at": 0, "n_chunks": 8}), ("finished", {})):
         src = tmp_path / f"src-{name}"
         write_capture(src, [{"offset_s": 0.025 * i, "body": _chat(f"t{i}", **how)} for i in range(80)])
         with ServerThread(FakeUpstream()) as server:
