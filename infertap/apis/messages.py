@@ -9,7 +9,8 @@ The finish reason is the ``stop_reason`` Anthropic says: ``tool_use`` where the 
 its client must make, not where it holds only the calls Anthropic's servers ran themselves (a web
 search, then the text that answers: ``end_turn``). Those calls are read as calls, marked ``server``.
 A call the model's code made in Anthropic's code execution (programmatic tool calling) keeps its
-``caller``: the client still runs it, but its result goes back to that code.
+``caller``: the client still runs it, but its result goes back to that code. A call of a toolset's
+tool (the ``browser`` and ``computer`` toolsets' ``tool_use`` blocks) keeps its ``toolset_name``.
 """
 
 from __future__ import annotations
@@ -68,6 +69,21 @@ def _caller(block: dict[str, Any]) -> dict[str, Any] | None:
     return said
 
 
+def _toolset(block: dict[str, Any]) -> str | None:
+    """The toolset a call's tool belongs to (``toolset_name``: Anthropic's ``browser`` and ``computer``
+    toolsets both have a ``left_click``): a click in the browser is not a click on the screen. None
+    where the block names none."""
+    said = block.get("toolset_name")
+    return said if isinstance(said, str) and said else None
+
+
+def _call(index: int, block: dict[str, Any], given: str, *, server: bool) -> ToolCallPart:
+    """A call block as the call it makes: its tool, input, who made it and its tool's toolset."""
+    return ToolCallPart(
+        index, block.get("id"), _tool(block), given, server=server, caller=_caller(block), toolset=_toolset(block)
+    )
+
+
 class Messages(Api):
     name = "messages"
     finish_map: ClassVar[dict[str, str]] = {
@@ -109,9 +125,7 @@ class Messages(Api):
                     if kind in _CALLS:
                         given = _json(block.get("input"))
                         server = kind in _SERVER_CALLS
-                        calls.append(
-                            ToolCallPart(index, block.get("id"), _tool(block), given, server=server, caller=_caller(block))
-                        )
+                        calls.append(_call(index, block, given, server=server))
                     if _is_result(block):
                         d.results = [*d.results, block]
                     if not _read(kind):
@@ -137,7 +151,7 @@ class Messages(Api):
                 # that starts whole (a proxy's, a recorded replay's) carries its input here.
                 given = _json(block.get("input")) if block.get("input") else ""
                 at, server = position(obj.get("index"), 0), opened in _SERVER_CALLS
-                d.tool_calls = [ToolCallPart(at, block.get("id"), _tool(block), given, server=server, caller=_caller(block))]
+                d.tool_calls = [_call(at, block, given, server=server)]
             return d
         if kind == "content_block_delta":
             inner = as_dict(obj.get("delta"))
