@@ -3,7 +3,10 @@
 Usage differs from OpenAI's: ``input_tokens`` leaves out the prompt tokens read from or written to
 the cache (``cache_read_input_tokens``, ``cache_creation_input_tokens``), so the prompt is their
 sum. A stream's usage comes in two parts: ``message_start`` (input) and ``message_delta`` (output,
-cumulative).
+cumulative). Where ``usage.iterations`` breaks a request down by sampling iteration (a server tool
+loop's turns, an advisor's, a fallback model's, a compaction of the context), the counts are their
+sums: the top level leaves out what a compaction read and wrote (the summary in the answer's
+``compaction`` block), though the request spent those tokens, and its time.
 
 The finish reason is the ``stop_reason`` Anthropic says: ``tool_use`` where the answer ends in calls
 its client must make, not where it holds only the calls Anthropic's servers ran themselves (a web
@@ -181,10 +184,16 @@ class Messages(Api):
         return Delta()
 
     def counts(self, usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
-        fresh = as_int(usage.get("input_tokens"))
-        read, written = as_int(usage.get("cache_read_input_tokens")), as_int(usage.get("cache_creation_input_tokens"))
-        prompt = None if fresh is None else fresh + (read or 0) + (written or 0)
-        return prompt, read, as_int(usage.get("output_tokens"))
+        top = _counts(usage)
+        each = [_counts(i) if isinstance(i, dict) else (None, None, None) for i in as_list(usage.get("iterations"))]
+        if not each or any(None in c for c in each):
+            return top
+        # Every sampling iteration of the request, where they account for at least the top level's
+        # counts (an iteration list cut short, or counts it leaves out, would make them fewer).
+        whole = (sum(c[0] or 0 for c in each), sum(c[1] or 0 for c in each), sum(c[2] or 0 for c in each))
+        if all(t is None or w >= t for t, w in zip(top, whole, strict=True)):
+            return whole
+        return top
 
     def turns(self, body: dict[str, Any]) -> tuple[tuple[Turn, ...], int | None, str | None]:
         system = content_text(body.get("system")) or None
@@ -217,6 +226,14 @@ class Messages(Api):
 
     def tools(self, body: dict[str, Any]) -> tuple[str, ...]:
         return tuple(str(t.get("name") or t.get("type") or "?") for t in as_list(body.get("tools")) if isinstance(t, dict))
+
+
+def _counts(usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
+    """(prompt, read from the cache, output) of one usage object (the top level's or an iteration's)."""
+    fresh = as_int(usage.get("input_tokens"))
+    read, written = as_int(usage.get("cache_read_input_tokens")), as_int(usage.get("cache_creation_input_tokens"))
+    prompt = None if fresh is None else fresh + (read or 0) + (written or 0)
+    return prompt, read, as_int(usage.get("output_tokens"))
 
 
 def _is_result(block: dict[str, Any]) -> bool:
