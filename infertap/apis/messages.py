@@ -48,6 +48,57 @@ _SERVER_CALLS = ("server_tool_use", "mcp_tool_use")
 _WORDS = ("text", "thinking", "redacted_thinking")
 _DELTAS = ("text_delta", "thinking_delta", "signature_delta", "input_json_delta", "citations_delta")
 
+# What every block, delta and event of the SDK's (beta) Messages is to this adapter, so that a test
+# finds a type or field added to the API since (tests/apis/test_messages_classified.py): a block
+# unknown here is kept whole and compared whole (``Output.others``), never read as nothing, but a
+# field of a block read apart (a call's) that no one classified is compared by no one.
+
+#: What a server's tool gave back (read as ``*_tool_result``: one added since is read alike), whole.
+RESULTS = (
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "advisor_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "mcp_tool_result",
+)
+#: Blocks kept whole and compared whole, each field but ids and encrypted blobs (``canonical_result``):
+#: a file a container made (``container_upload``), the context's summary (``compaction``, its
+#: ``compaction_delta`` merged in), the model falling back to another (``fallback``: from, to, why),
+#: an MCP server's tool listing (``mcp_tool_listing``).
+KEPT_WHOLE = ("container_upload", "compaction", "fallback", "mcp_tool_listing")
+#: Deltas of a block kept whole, merged into it as the SDK accumulates them (``merge_unread``).
+KEPT_DELTAS = ("compaction_delta",)
+#: The fields of each block and delta read apart: those compared (the words, a call's tool, input,
+#: caller and toolset, a source cited), and those left out on purpose: ids (new on every answer),
+#: signatures and encrypted thinking (opaque, new on every answer: a redacted block is counted),
+#: a thinking delta's ``estimated_tokens`` (a running estimate, as usage is not compared).
+FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "text": (("text", "citations"), ()),
+    "thinking": (("thinking",), ("signature",)),
+    "redacted_thinking": ((), ("data",)),
+    "tool_use": (("name", "input", "caller", "toolset_name"), ("id",)),
+    "server_tool_use": (("name", "input", "caller"), ("id",)),
+    "mcp_tool_use": (("name", "input", "server_name"), ("id",)),
+    "text_delta": (("text",), ()),
+    "thinking_delta": (("thinking",), ("estimated_tokens",)),
+    "signature_delta": ((), ("signature",)),
+    "input_json_delta": (("partial_json",), ()),
+    "citations_delta": (("citation",), ()),
+}
+#: The fields of a message (whole, or ``message_start``'s and ``message_delta``'s), compared or
+#: counted, and those not: what the request's container was (its id and expiry, new per request),
+#: what the API did to the request's input before the model read it (``context_management``'s
+#: edits, ``input_transformations``: thinking blocks dropped), and prompt-cache ``diagnostics``.
+MESSAGE_FIELDS = (
+    ("id", "model", "role", "content", "stop_reason", "stop_sequence", "stop_details", "usage"),
+    ("container", "context_management", "input_transformations", "diagnostics"),
+)
+#: Stream events read (``ping`` and ``error`` besides).
+EVENTS = ("message_start", "message_delta", "message_stop", "content_block_start", "content_block_delta", "content_block_stop")
+
 
 def _read(kind: Any) -> bool:
     """Whether a block of type ``kind`` is one this adapter reads (words, a call, a server tool's result)."""

@@ -23,8 +23,12 @@ from anthropic.types.beta import (
     BetaCompactionBlock,
     BetaCompactionContentBlockDelta,
     BetaComputerTypeToolUseBlock,
+    BetaContainerUploadBlock,
     BetaDirectCaller,
+    BetaFallbackBlock,
     BetaInputJSONDelta,
+    BetaMCPTool,
+    BetaMCPToolListingBlock,
     BetaMCPToolResultBlock,
     BetaMCPToolUseBlock,
     BetaMessage,
@@ -411,3 +415,53 @@ def test_compare_matches_calls_of_the_same_toolset_s_tool(tmp_path: Path) -> Non
             a, b = answer([_typed(toolset)], "tool_use"), answer([_typed(toolset, "toolu_9")], "tool_use")
             d = _compared(tmp_path / f"{how}-{toolset}", a, b, ctype)
             assert d["exact_match_rate"] == 1 and not d["counts"].get("tool_calls_differ"), (how, toolset, d["counts"])
+
+
+# -- blocks kept whole: the model falling back to another, an MCP server's tool listing, a file made --------
+
+
+def _fell_back(declined: str, category: str = "cyber") -> BetaFallbackBlock:
+    """The model ``declined`` (``category``), and the answer's model wrote what follows (the SDK's
+    accumulator makes the fallback's ``to`` the message's model)."""
+    hop = {"from": {"model": declined}, "to": {"model": "claude-sonnet-4-5"}}
+    return BetaFallbackBlock.model_validate({"type": "fallback", **hop, "trigger": {"type": "refusal", "category": category}})
+
+
+def _listed(tool: str) -> BetaMCPToolListingBlock:
+    return BetaMCPToolListingBlock(
+        type="mcp_tool_listing", mcp_server_name="weather", tools=[BetaMCPTool(name=tool, input_schema={"type": "object"})]
+    )
+
+
+#: name -> (a block kept whole, another of its type: the answers' only difference)
+_KEPT = {
+    "fallback, from another model": (_fell_back("claude-opus-4-7"), _fell_back("claude-opus-4-6")),
+    "fallback, for another reason": (_fell_back("claude-opus-4-7"), _fell_back("claude-opus-4-7", "bio")),
+    "an MCP server's tools": (_listed("forecast"), _listed("alerts")),
+    "a file its container made": (
+        BetaContainerUploadBlock(type="container_upload", file_id="file_1"),
+        BetaContainerUploadBlock(type="container_upload", file_id="file_2"),
+    ),
+}
+
+
+def test_a_block_kept_whole_is_read_alike_whole_and_streamed() -> None:
+    for name, (block, _) in _KEPT.items():
+        blocks = [block, _text("Sunny.")]
+        whole = read_response(_record(_whole(blocks, "end_turn"), _JSON))
+        streamed = read_response(_record(_stream(blocks, "end_turn"), _SSE))
+        assert whole.others == streamed.others and len(whole.others) == 1, name
+        assert json.loads(whole.others[0])["type"] == block.type and whole.text == streamed.text == "Sunny.", name
+
+
+def test_compare_tells_answers_apart_by_a_block_kept_whole(tmp_path: Path) -> None:
+    """The same text after a fallback from another model (or for another reason), another MCP server's
+    tools, another file: not the same answer. Must match: the same block on both sides."""
+    for i, (name, (block, other)) in enumerate(_KEPT.items()):
+        for how, answer, ctype in (("streamed", _stream, _SSE), ("whole", _whole, _JSON)):
+            a, b = answer([block, _text("Sunny.")], "end_turn"), answer([other, _text("Sunny.")], "end_turn")
+            d = _compared(tmp_path / f"{i}-{how}-differ", a, b, ctype)
+            assert d["exact_match_rate"] == 0 and d["most_divergent"][0]["similarity"] < 1, (name, how, d["counts"])
+            same = answer([block, _text("Sunny.")], "end_turn")
+            d = _compared(tmp_path / f"{i}-{how}-same", a, same, ctype)
+            assert d["exact_match_rate"] == 1, (name, how, d["counts"])
