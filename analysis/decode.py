@@ -123,7 +123,8 @@ from .schema import ENGINE_FACTS, TABLES
 #: "response failed" ("response cancelled"): it read as ok.
 #: 67: an Anthropic answer's prompt, cached and output tokens are its usage.iterations' sums (a compaction's
 #: tokens counted: the top level leaves them out).
-DECODE_VERSION = 67
+#: 68: a Responses ``program`` item (programmatic tool calling) is a call of the API's (``tool_calls`` counts it).
+DECODE_VERSION = 68
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

@@ -95,7 +95,8 @@ def output_text(
 
 def callers(calls: Sequence[dict[str, Any]]) -> list[str | None]:
     """Who made each call, where not the model itself (``"caller"``: Anthropic's programmatic calls,
-    made by code run in its code execution): the caller's type and the call of this answer that
+    made by code run in its code execution; Responses', made by a ``program`` item's code,
+    ``caller_id`` its call id): the caller's type and the call of this answer that
     ran that code (``code_execution_20250825 (call 0)``), or its id as sent where this answer
     holds no such call (code started by an earlier answer, its id in the request: the same on both
     sides of a pair). By place, not id: ids are new on every answer. None: the model's own call."""
@@ -106,7 +107,7 @@ def callers(calls: Sequence[dict[str, Any]]) -> list[str | None]:
         if not isinstance(caller, dict):
             out.append(None)
             continue
-        tool = caller.get("tool_id")
+        tool = caller.get("tool_id", caller.get("caller_id"))  # Anthropic's; Responses' (a program's call id)
         where = f"call {at[tool]}" if isinstance(tool, str) and tool in at else str(tool)
         out.append(f"{caller.get('type')} ({where})")
     return out
@@ -233,8 +234,8 @@ def tool_call_diff(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> 
     client's call of a tool of the same name, which the answer leaves for the client to make; and
     whether each is made by the same caller: a call made by code run in Anthropic's code execution
     (programmatic tool calling, its result back to that code) is not the model's own call.
-    And whether each calls a tool of the same toolset (Anthropic's ``toolset_name``): the browser's
-    ``left_click`` is not the computer's. ``server``: the indexes of each side's server calls, where
+    And whether each calls a tool of the same toolset (Anthropic's ``toolset_name``, Responses'
+    ``namespace``): the browser's ``left_click`` is not the computer's. ``server``: the indexes of each side's server calls, where
     either side has one; ``callers``: each side's callers (``callers``, None the model's own), where
     either side has one; ``toolsets``: each side's toolsets (None: no toolset's), where either side has one."""
     na = [(c.get("name") or "", _arguments(c), bool(c.get("free"))) for c in a]

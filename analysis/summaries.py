@@ -81,7 +81,9 @@ BATCH_ROWS = 5_000
 #: 39: so does a Responses answer failed or cancelled with no error object (its error_message "response failed").
 #: 40: an Anthropic call made by code run in its code execution (programmatic tool calling) keeps its "caller".
 #: 41: an Anthropic call of a toolset's tool (browser, computer) keeps its "toolset" (``toolset_name``).
-SUMMARY_VERSION = 41
+#: 42: a Responses call keeps its namespace ("toolset") and caller (a program's), a program item is a call, and a
+#: message's phase is in the layout (``message(commentary)``).
+SUMMARY_VERSION = 42
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

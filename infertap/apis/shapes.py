@@ -42,10 +42,12 @@ class ToolCallPart:
     # A tool the API ran itself (Responses' web search, Anthropic's server_tool_use): no call for the client to make.
     server: bool = False
     # Who made the call where not the model itself: Anthropic's ``caller`` of a call made from its code
-    # execution (programmatic tool calling), as sent; None where absent or ``{"type": "direct"}``.
+    # execution, Responses' of one a ``program`` item made (programmatic tool calling), as sent; None
+    # where absent or ``{"type": "direct"}``.
     caller: dict[str, Any] | None = None
-    # The toolset its tool belongs to (Anthropic's ``toolset_name``: ``browser``, ``computer``): two
-    # toolsets' tools of one name (``left_click``) are two tools. None where the block says none.
+    # The toolset its tool belongs to (Anthropic's ``toolset_name``: ``browser``, ``computer``;
+    # Responses' ``namespace``): two toolsets' tools of one name (``left_click``) are two tools. None
+    # where the block says none.
     toolset: str | None = None
 
 
