@@ -121,7 +121,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: not; its finish_reason from the head where choice 0 ended there.
 #: 66: a Responses answer whose status is failed or cancelled with no error object has error_message
 #: "response failed" ("response cancelled"): it read as ok.
-DECODE_VERSION = 66
+#: 67: an Anthropic answer's prompt, cached and output tokens are its usage.iterations' sums (a compaction's
+#: tokens counted: the top level leaves them out).
+#: 68: a Responses ``program`` item (programmatic tool calling) is a call of the API's (``tool_calls`` counts it).
+DECODE_VERSION = 68
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

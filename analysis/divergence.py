@@ -71,7 +71,7 @@ def output_text(
     (``refused: ...``), an audio answer's transcript (``said: ...``), each source cited (``cited:
     ...``, canonical JSON), each tool call as ``name(arguments)`` (canonical JSON; ``server:
     name(arguments)`` of one the API ran itself; ``name(arguments) from CALLER`` of one its code made,
-    ``callers``), what each server tool gave back (``result: ...``,
+    ``callers``; ``TOOLSET/name(arguments)`` of one of a toolset's tools), what each server tool gave back (``result: ...``,
     canonical JSON), each block or item of a type not read (``item: ...``) and the error it reports,
     ``PART`` between them. Just the text when there is nothing else, so that a character position
     is most often one in the text."""
@@ -83,7 +83,7 @@ def output_text(
         parts.append(f"said: {audio}")
     parts += (f"cited: {c}" for c in citations)
     parts += (
-        f"{'server: ' if c.get('server') else ''}{c.get('name') or ''}({_arguments(c)}){f' from {by}' if by else ''}"
+        f"{'server: ' if c.get('server') else ''}{_toolset(c)}{c.get('name') or ''}({_arguments(c)}){f' from {by}' if by else ''}"
         for c, by in zip(tool_calls, callers(tool_calls), strict=True)
     )
     parts += (f"result: {r}" for r in results)
@@ -95,7 +95,8 @@ def output_text(
 
 def callers(calls: Sequence[dict[str, Any]]) -> list[str | None]:
     """Who made each call, where not the model itself (``"caller"``: Anthropic's programmatic calls,
-    made by code run in its code execution): the caller's type and the call of this answer that
+    made by code run in its code execution; Responses', made by a ``program`` item's code,
+    ``caller_id`` its call id): the caller's type and the call of this answer that
     ran that code (``code_execution_20250825 (call 0)``), or its id as sent where this answer
     holds no such call (code started by an earlier answer, its id in the request: the same on both
     sides of a pair). By place, not id: ids are new on every answer. None: the model's own call."""
@@ -106,10 +107,16 @@ def callers(calls: Sequence[dict[str, Any]]) -> list[str | None]:
         if not isinstance(caller, dict):
             out.append(None)
             continue
-        tool = caller.get("tool_id")
+        tool = caller.get("tool_id", caller.get("caller_id"))  # Anthropic's; Responses' (a program's call id)
         where = f"call {at[tool]}" if isinstance(tool, str) and tool in at else str(tool)
         out.append(f"{caller.get('type')} ({where})")
     return out
+
+
+def _toolset(call: dict[str, Any]) -> str:
+    """``TOOLSET/`` of a call of a toolset's tool (Anthropic's ``toolset_name``), else nothing."""
+    toolset = call.get("toolset")
+    return f"{toolset}/" if isinstance(toolset, str) and toolset else ""
 
 
 def _arguments(call: dict[str, Any]) -> str:
@@ -227,22 +234,27 @@ def tool_call_diff(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> 
     client's call of a tool of the same name, which the answer leaves for the client to make; and
     whether each is made by the same caller: a call made by code run in Anthropic's code execution
     (programmatic tool calling, its result back to that code) is not the model's own call.
-    ``server``: the indexes of each side's server calls, where either side has one; ``callers``:
-    each side's callers (``callers``, None the model's own), where either side has one."""
+    And whether each calls a tool of the same toolset (Anthropic's ``toolset_name``, Responses'
+    ``namespace``): the browser's ``left_click`` is not the computer's. ``server``: the indexes of each side's server calls, where
+    either side has one; ``callers``: each side's callers (``callers``, None the model's own), where
+    either side has one; ``toolsets``: each side's toolsets (None: no toolset's), where either side has one."""
     na = [(c.get("name") or "", _arguments(c), bool(c.get("free"))) for c in a]
     nb = [(c.get("name") or "", _arguments(c), bool(c.get("free"))) for c in b]
     ran_a = [i for i, c in enumerate(a) if c.get("server")]
     ran_b = [i for i, c in enumerate(b) if c.get("server")]
     by_a, by_b = callers(a), callers(b)
+    set_a, set_b = [c.get("toolset") for c in a], [c.get("toolset") for c in b]
     diff: dict[str, Any] = {
         "a": [n for n, _, _ in na],
         "b": [n for n, _, _ in nb],
         "names_equal": [n for n, _, _ in na] == [n for n, _, _ in nb],
         "arguments_equal": na == nb,
-        "equal": na == nb and ran_a == ran_b and by_a == by_b,
+        "equal": na == nb and ran_a == ran_b and by_a == by_b and set_a == set_b,
     }
     if ran_a or ran_b:
         diff["server"] = [ran_a, ran_b]
     if any(by_a) or any(by_b):
         diff["callers"] = [by_a, by_b]
+    if any(set_a) or any(set_b):
+        diff["toolsets"] = [set_a, set_b]
     return diff

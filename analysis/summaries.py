@@ -80,7 +80,10 @@ BATCH_ROWS = 5_000
 #: error_message (each choice its "error"): a failed answer, not an ok one.
 #: 39: so does a Responses answer failed or cancelled with no error object (its error_message "response failed").
 #: 40: an Anthropic call made by code run in its code execution (programmatic tool calling) keeps its "caller".
-SUMMARY_VERSION = 40
+#: 41: an Anthropic call of a toolset's tool (browser, computer) keeps its "toolset" (``toolset_name``).
+#: 42: a Responses call keeps its namespace ("toolset") and caller (a program's), a program item is a call, and a
+#: message's phase is in the layout (``message(commentary)``).
+SUMMARY_VERSION = 42
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -434,6 +434,8 @@ def add_call(calls: dict[int, dict[str, Any]], part: ToolCallPart) -> None:
         slot.pop("server", None)  # the call as it ended says whose it is
     if part.caller is not None:
         slot["caller"] = part.caller  # made by code the API ran (Anthropic's programmatic calls), not the model
+    if part.toolset is not None:
+        slot["toolset"] = part.toolset  # the toolset its tool belongs to (Anthropic's browser, computer)
     if part.whole:
         slot["name"], slot["arguments"] = part.name or slot["name"], part.arguments or slot["arguments"]
     else:

@@ -6,6 +6,10 @@ the whole response again: where its output holds items, that output is the answe
 There is no finish reason; the status (and ``incomplete_details.reason``) stands for it: a completed
 response ended to call a tool where its output holds a call its client must make (``client_acts``),
 not where it holds only the built-in tools the API ran itself before it answered.
+
+A function's or custom tool's call keeps its ``namespace`` (``ToolCallPart.toolset``) and, where a
+``program`` item's code made it (programmatic tool calling), its ``caller``; a program is a call the
+API runs itself. A message's ``phase`` (commentary or the final answer) is in the answer's layout.
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ class Responses(Api):
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = obj.get("item") or {}
             if kind.endswith(".added") and isinstance(item, dict):
-                d.opened = str(item.get("type") or "message")
+                d.opened = _kind(item)
             if kind.endswith(".done") and isinstance(item, dict) and not _read(item.get("type")):
                 d.others = [item]
             if kind.endswith(".done") and isinstance(item, dict) and item.get("type") == "reasoning":
@@ -84,18 +88,7 @@ class Responses(Api):
                 done = kind.endswith(".done")
                 if done and (result := _result(item)):
                     d.results = [result]
-                args = _arguments(item) if done else ""
-                d.tool_calls = [
-                    ToolCallPart(
-                        index,
-                        item.get("call_id") or item.get("id"),
-                        _name(item),
-                        args,
-                        whole=done,
-                        free=_free(item),
-                        server=not client_acts(item),
-                    )
-                ]
+                d.tool_calls = [_call(index, item, _arguments(item) if done else "", whole=done)]
         elif kind in _ENDS or kind in ("response.created", "response.in_progress", "response.queued"):
             response = as_dict(obj.get("response"))
             _head(d, response)
@@ -186,7 +179,63 @@ _NOT_ASKED = frozenset(
         "error",
         "pending_safety_checks",
         "tools",
+        "caller",  # read apart (``_caller``): its id is new on every answer
+        "fingerprint",  # a program's, opaque ("must be round-tripped")
     )
+)
+
+
+# What every output item of the SDK's Responses is to this adapter, so that a test finds a type or
+# field added to the API since (tests/apis/test_responses_classified.py): an item unknown here is
+# kept whole and compared whole (``Output.others``), never read as nothing, but a field of an item
+# read apart (a function call's) that no one classified is compared by no one.
+
+#: The fields of each item read apart, and of a message's parts: those compared (the words, a
+#: call's tool, namespace, arguments and caller, what an MCP tool gave back, a message's ``phase``),
+#: and those left out on purpose: ids (new on every answer), a status the response's own stands for
+#: (the model's own calls, a message; a built-in call's is compared), the role (the assistant's), a
+#: call's ``async`` (its tool's, as the request defined it), an MCP call's ``approval_request_id``,
+#: an output text's ``logprobs`` (not read).
+FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "message": (("content", "phase"), ("id", "role", "status")),
+    "output_text": (("text", "annotations"), ("logprobs",)),
+    "refusal": (("refusal",), ()),
+    "reasoning": (("content", "summary", "encrypted_content"), ("id", "status")),
+    "function_call": (("name", "arguments", "namespace", "caller"), ("id", "call_id", "status", "async")),
+    "custom_tool_call": (("name", "input", "namespace", "caller"), ("id", "call_id", "async")),
+    "mcp_call": (("name", "arguments", "server_label", "output", "error", "status"), ("id", "approval_request_id")),
+    "mcp_approval_request": (("name", "arguments", "server_label"), ("id",)),
+}
+#: The built-in tools' calls, read whole as what they ask (every field but ``_NOT_ASKED``), what they
+#: gave back apart (``_RESULTS``); a ``program``'s code (programmatic tool calling) among them.
+BUILT_IN_CALLS = (
+    "file_search_call",
+    "web_search_call",
+    "computer_call",
+    "image_generation_call",
+    "code_interpreter_call",
+    "local_shell_call",
+    "shell_call",
+    "apply_patch_call",
+    "tool_search_call",
+    "mcp_list_tools",
+    "program",
+)
+#: Items kept whole and compared whole, each field but ids and encrypted blobs (``canonical_result``):
+#: the outputs of calls made before (a function's, a shell's, a program's...), an MCP approval, a
+#: tool search's tools, the compacted context.
+KEPT_WHOLE = (
+    "function_call_output",
+    "custom_tool_call_output",
+    "computer_call_output",
+    "local_shell_call_output",
+    "shell_call_output",
+    "apply_patch_call_output",
+    "program_output",
+    "tool_search_output",
+    "additional_tools",
+    "mcp_approval_response",
+    "compaction",
 )
 
 
@@ -197,7 +246,7 @@ def _read(kind: Any) -> bool:
 
 def is_call(kind: Any) -> bool:
     """Whether an output (or input) item of type ``kind`` is a call of a tool."""
-    return isinstance(kind, str) and (kind in _ARGUMENTS or kind.endswith("_call") or kind == "mcp_list_tools")
+    return isinstance(kind, str) and (kind in _ARGUMENTS or kind.endswith("_call") or kind in ("mcp_list_tools", "program"))
 
 
 #: Output items the client must act on before the answer goes on: its functions' and custom tools'
@@ -271,6 +320,46 @@ def _result(item: dict[str, Any]) -> dict[str, Any] | None:
     return {"type": item.get("type"), **got} if got else None
 
 
+def _call(index: int, item: dict[str, Any], arguments: str, *, whole: bool = False) -> ToolCallPart:
+    """A call item as the call it makes: its tool, who made it and its tool's namespace (``ToolCallPart.toolset``)."""
+    return ToolCallPart(
+        index,
+        item.get("call_id") or item.get("id"),
+        _name(item),
+        arguments,
+        whole=whole,
+        free=_free(item),
+        server=not client_acts(item),
+        caller=_caller(item),
+        toolset=_namespace(item),
+    )
+
+
+def _caller(item: dict[str, Any]) -> dict[str, Any] | None:
+    """Who made a call where not the model itself: a ``program`` item's code (programmatic tool
+    calling: ``{"type": "program", "caller_id": ...}``, that program's ``call_id``), whose result
+    goes back to the code. None where the model made it (``direct``, or no ``caller``)."""
+    said = item.get("caller")
+    if not isinstance(said, dict) or said.get("type") in (None, "direct"):
+        return None
+    return said
+
+
+def _namespace(item: dict[str, Any]) -> str | None:
+    """The namespace a function's or custom tool's tool belongs to (``namespace``: a ``namespace``
+    tool groups tools under a name, ``crm``): two namespaces' tools of one name are two tools."""
+    said = item.get("namespace")
+    return said if isinstance(said, str) and said else None
+
+
+def _kind(item: dict[str, Any]) -> str:
+    """An item's type in the answer's layout; a message's with its ``phase`` (``message(commentary)``,
+    ``message(final_answer)``): the same words as commentary or as the final answer are two messages."""
+    kind = as_text(item.get("type")) or "message"
+    phase = item.get("phase")
+    return f"{kind}({phase})" if kind == "message" and isinstance(phase, str) and phase else kind
+
+
 def _free(item: dict[str, Any]) -> bool:
     """Whether the call's input is free-form text (a custom tool's), not JSON."""
     return item.get("type") == "custom_tool_call"
@@ -331,22 +420,13 @@ def _whole(response: dict[str, Any]) -> Delta:
                     d.reasoning += as_text(part.get("text"))
             raw = raw or any(isinstance(p, dict) and as_text(p.get("text")) for p in as_list(item.get("content")))
         elif is_call(kind):
-            calls.append(
-                ToolCallPart(
-                    index,
-                    item.get("call_id") or item.get("id"),
-                    _name(item),
-                    _arguments(item),
-                    free=_free(item),
-                    server=not client_acts(item),
-                )
-            )
+            calls.append(_call(index, item, _arguments(item)))
             if result := _result(item):
                 results.append(result)
         else:
             others.append(item)
         said = len(d.content) + len(d.refusal) + len(d.reasoning) - said
-        d.layout.append(layout_entry(kind or "message", said, len(cited) - sources))
+        d.layout.append(layout_entry(_kind(item), said, len(cited) - sources))
     d.tool_calls, d.citations, d.results, d.others = calls, cited, results, others
     d.summarized = bool(d.reasoning) and not raw  # a summary of the reasoning only: its tokens unseen
     return d

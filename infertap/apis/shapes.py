@@ -42,8 +42,13 @@ class ToolCallPart:
     # A tool the API ran itself (Responses' web search, Anthropic's server_tool_use): no call for the client to make.
     server: bool = False
     # Who made the call where not the model itself: Anthropic's ``caller`` of a call made from its code
-    # execution (programmatic tool calling), as sent; None where absent or ``{"type": "direct"}``.
+    # execution, Responses' of one a ``program`` item made (programmatic tool calling), as sent; None
+    # where absent or ``{"type": "direct"}``.
     caller: dict[str, Any] | None = None
+    # The toolset its tool belongs to (Anthropic's ``toolset_name``: ``browser``, ``computer``;
+    # Responses' ``namespace``): two toolsets' tools of one name (``left_click``) are two tools. None
+    # where the block says none.
+    toolset: str | None = None
 
 
 @dataclass(slots=True)
@@ -135,7 +140,8 @@ class Output:
     audio: str = ""  # an audio answer's transcript: its words, apart from the text (not in the reply)
     citations: list[str] = field(default_factory=list)  # sources the text cites, each as canonical JSON
     # {"id", "name", "arguments"} (and "free": True; "server": True of a call the API ran itself, ``ToolCallPart.server``;
-    # "caller": who made it, where not the model itself, ``ToolCallPart.caller``)
+    # "caller": who made it, where not the model itself, ``ToolCallPart.caller``; "toolset": its tool's
+    # toolset, ``ToolCallPart.toolset``)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     # What a server's tool gave back (a search's results, code's output) and images generated, each as
     # canonical JSON (``canonical_result``): what the client received, though not the model's words.

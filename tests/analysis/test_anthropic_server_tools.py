@@ -17,12 +17,18 @@ from typing import Any, get_args
 import httpx2
 from anthropic.lib.streaming._beta_messages import accumulate_event
 from anthropic.types.beta import (
+    BetaBrowserTypeToolUseBlock,
     BetaCodeExecutionResultBlock,
     BetaCodeExecutionToolResultBlock,
     BetaCompactionBlock,
     BetaCompactionContentBlockDelta,
+    BetaComputerTypeToolUseBlock,
+    BetaContainerUploadBlock,
     BetaDirectCaller,
+    BetaFallbackBlock,
     BetaInputJSONDelta,
+    BetaMCPTool,
+    BetaMCPToolListingBlock,
     BetaMCPToolResultBlock,
     BetaMCPToolUseBlock,
     BetaMessage,
@@ -364,3 +370,98 @@ def test_an_answer_paused_after_compaction_is_unfinished_and_keeps_its_summary(t
     # Must match: paused after the same compaction on both sides.
     d = _compared(tmp_path / "same", _stream([_COMPACTED], "compaction"), _stream([_COMPACTED], "compaction"))
     assert d["exact_match_rate"] == 1, d["counts"]
+
+
+# -- toolsets: two toolsets' tools of one name ---------------------------------------------------------
+
+
+def _typed(toolset: str | None, call_id: str = "toolu_5") -> BetaToolUseBlock:
+    """A ``type`` of "hello": in the browser toolset's, the computer toolset's, or a client tool of that name (None)."""
+    block = BetaToolUseBlock(type="tool_use", id=call_id, name="type", input={"text": "hello"}, toolset_name=toolset)
+    member = {"browser": BetaBrowserTypeToolUseBlock, "computer": BetaComputerTypeToolUseBlock}.get(toolset or "")
+    if member is not None:  # the shape the SDK gives that toolset's member, no other
+        assert member.model_validate(block.to_dict()).to_dict() == block.to_dict()
+    return block
+
+
+def test_a_call_of_a_toolset_s_tool_keeps_its_toolset() -> None:
+    """The browser's ``type`` keeps ``toolset_name`` with the call, whole and streamed; a tool of no toolset has none."""
+    for how, answer, ctype in (("whole", _whole, _JSON), ("streamed", _stream, _SSE)):
+        out = read_response(_record(answer([_typed("browser"), _typed(None, "toolu_6")], "tool_use"), ctype))
+        assert [(c["name"], c.get("toolset")) for c in out.tool_calls] == [("type", "browser"), ("type", None)], how
+        assert "toolset" not in out.tool_calls[1] and out.finish_reason == "tool_calls", how
+
+
+def test_compare_tells_the_browser_s_tool_from_the_computer_s_of_the_same_name(tmp_path: Path) -> None:
+    """``type`` "hello" in the browser on A, on the computer's screen on B (or a client tool named
+    ``type`` on B): two calls. Compare called them equal and the answers identical."""
+    for how, answer, ctype in (("streamed", _stream, _SSE), ("whole", _whole, _JSON)):
+        for other in ("computer", None):
+            a, b = answer([_typed("browser")], "tool_use"), answer([_typed(other)], "tool_use")
+            d = _compared(tmp_path / f"{how}-{other}", a, b, ctype)
+            assert d["counts"]["tool_calls_differ"] == 1 and d["exact_match_rate"] == 0, (how, other, d["counts"])
+            (item,) = d["most_divergent"]
+            calls = item["tool_calls"]
+            assert calls["names_equal"] and calls["arguments_equal"] and not calls["equal"], (how, other)
+            assert calls["toolsets"] == [["browser"], [other]], (how, other)
+            mark = "[-browser/-]" if other is None else "[-browser-]{+computer+}/"  # the toolset is what differs
+            assert item["diff"] == f'\n{mark}type({{"text":"hello"}})', item["diff"]
+
+
+def test_compare_matches_calls_of_the_same_toolset_s_tool(tmp_path: Path) -> None:
+    """Must match: the browser's ``type`` on both sides, each answer's id its own; a client tool on both."""
+    for how, answer, ctype in (("streamed", _stream, _SSE), ("whole", _whole, _JSON)):
+        for toolset in ("browser", None):
+            a, b = answer([_typed(toolset)], "tool_use"), answer([_typed(toolset, "toolu_9")], "tool_use")
+            d = _compared(tmp_path / f"{how}-{toolset}", a, b, ctype)
+            assert d["exact_match_rate"] == 1 and not d["counts"].get("tool_calls_differ"), (how, toolset, d["counts"])
+
+
+# -- blocks kept whole: the model falling back to another, an MCP server's tool listing, a file made --------
+
+
+def _fell_back(declined: str, category: str = "cyber") -> BetaFallbackBlock:
+    """The model ``declined`` (``category``), and the answer's model wrote what follows (the SDK's
+    accumulator makes the fallback's ``to`` the message's model)."""
+    hop = {"from": {"model": declined}, "to": {"model": "claude-sonnet-4-5"}}
+    return BetaFallbackBlock.model_validate({"type": "fallback", **hop, "trigger": {"type": "refusal", "category": category}})
+
+
+def _listed(tool: str) -> BetaMCPToolListingBlock:
+    return BetaMCPToolListingBlock(
+        type="mcp_tool_listing", mcp_server_name="weather", tools=[BetaMCPTool(name=tool, input_schema={"type": "object"})]
+    )
+
+
+#: name -> (a block kept whole, another of its type: the answers' only difference)
+_KEPT = {
+    "fallback, from another model": (_fell_back("claude-opus-4-7"), _fell_back("claude-opus-4-6")),
+    "fallback, for another reason": (_fell_back("claude-opus-4-7"), _fell_back("claude-opus-4-7", "bio")),
+    "an MCP server's tools": (_listed("forecast"), _listed("alerts")),
+    "a file its container made": (
+        BetaContainerUploadBlock(type="container_upload", file_id="file_1"),
+        BetaContainerUploadBlock(type="container_upload", file_id="file_2"),
+    ),
+}
+
+
+def test_a_block_kept_whole_is_read_alike_whole_and_streamed() -> None:
+    for name, (block, _) in _KEPT.items():
+        blocks = [block, _text("Sunny.")]
+        whole = read_response(_record(_whole(blocks, "end_turn"), _JSON))
+        streamed = read_response(_record(_stream(blocks, "end_turn"), _SSE))
+        assert whole.others == streamed.others and len(whole.others) == 1, name
+        assert json.loads(whole.others[0])["type"] == block.type and whole.text == streamed.text == "Sunny.", name
+
+
+def test_compare_tells_answers_apart_by_a_block_kept_whole(tmp_path: Path) -> None:
+    """The same text after a fallback from another model (or for another reason), another MCP server's
+    tools, another file: not the same answer. Must match: the same block on both sides."""
+    for i, (name, (block, other)) in enumerate(_KEPT.items()):
+        for how, answer, ctype in (("streamed", _stream, _SSE), ("whole", _whole, _JSON)):
+            a, b = answer([block, _text("Sunny.")], "end_turn"), answer([other, _text("Sunny.")], "end_turn")
+            d = _compared(tmp_path / f"{i}-{how}-differ", a, b, ctype)
+            assert d["exact_match_rate"] == 0 and d["most_divergent"][0]["similarity"] < 1, (name, how, d["counts"])
+            same = answer([block, _text("Sunny.")], "end_turn")
+            d = _compared(tmp_path / f"{i}-{how}-same", a, same, ctype)
+            assert d["exact_match_rate"] == 1, (name, how, d["counts"])

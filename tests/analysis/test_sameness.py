@@ -547,8 +547,12 @@ def _message_item(text: str, url: str | None = None) -> dict[str, Any]:
 _FUNCTION = {"type": "function_call", "id": "fc1", "call_id": "c1", "name": "f", "arguments": "{}", "status": "completed"}
 
 
-def _program(code: str) -> list[dict[str, Any]]:
-    return [{"type": "program", "id": "p1", "call_id": "c1", "code": code}, _message_item("Done.")]
+def _program_output(result: str) -> list[dict[str, Any]]:
+    """What the model's program returned (``program_output``, an item kept whole), then its message."""
+    return [
+        {"type": "program_output", "id": "po1", "call_id": "c1", "result": result, "status": "completed"},
+        _message_item("Done."),
+    ]
 
 
 def _responses_sse(items: list[dict[str, Any]], deltas: bool = True) -> list[bytes]:
@@ -615,15 +619,15 @@ STRUCTURE = {
         _responses(_message_item("ok"), _FUNCTION),
         _responses(_FUNCTION, _message_item("ok")),
     ),  # fmt: skip
-    "responses: an item of a type not read (program)": (
+    "responses: an item of a type not read (program_output)": (
         RESPONSES,
-        _responses(*_program("await tools.delete_all()")),
-        _responses(*_program("await tools.list()")),
+        _responses(*_program_output("deleted 42 rows")),
+        _responses(*_program_output("listed 42 rows")),
     ),  # fmt: skip
     "responses streamed: an item of a type not read": (
         RESPONSES_SSE,
-        _responses_sse(_program("await tools.delete_all()")),
-        _responses_sse(_program("await tools.list()")),
+        _responses_sse(_program_output("deleted 42 rows")),
+        _responses_sse(_program_output("listed 42 rows")),
     ),  # fmt: skip
     "responses streamed: sources only in the final items": (
         RESPONSES_SSE,
@@ -649,7 +653,7 @@ ERRORS_BESIDE = {
 def test_an_answer_made_of_blocks_is_compared_as_its_blocks(tmp_path: Path) -> None:
     """Anthropic's blocks and Responses' items were folded into one text and one list of sources: the
     same words in other blocks, a source moved to another sentence, an item of a kind the reader
-    didn't know (code the model wrote), sources only the final event restates, and a gateway's error
+    didn't know (what the model's program returned), sources only the final event restates, and a gateway's error
     beside a chat choice all read as the same answer."""
     d = _all_differ(tmp_path, STRUCTURE)
     items = d["items"]
@@ -672,7 +676,7 @@ def test_an_answer_streamed_reads_as_the_same_answer_whole() -> None:
     """Blocks and items read from a stream are laid out, kept and cited as the same answer sent whole."""
     pairs = [
         (MESSAGES_SSE, _compaction_sse("a summary"), MESSAGES, _anthropic(_compaction("a summary"))),
-        (RESPONSES_SSE, _responses_sse(_program("run()")), RESPONSES, _responses(*_program("run()"))),
+        (RESPONSES_SSE, _responses_sse(_program_output("run()")), RESPONSES, _responses(*_program_output("run()"))),
         (
             RESPONSES_SSE,
             _responses_sse([_message_item("See docs.", "https://a")]),
