@@ -308,18 +308,18 @@ def test_the_summary_says_which_failures_the_workload_had_when_recorded(fake, tm
 def test_a_path_the_target_does_not_serve_is_named(fake, tmp_path):
     """llama-cpp-python has no /v1/messages: the summary said "3 failed: 404 ×3" and not on which API."""
     app, url = fake
-    exchanges = [{"offset_s": i * 0.01, "path": "/v1/completions?x=1", "body": {"model": "m", "prompt": "p"}} for i in range(3)]  # fmt: skip
+    exchanges = [{"offset_s": i * 0.01, "path": "/v1/embeddings?x=1", "body": {"model": "m", "input": "p"}} for i in range(3)]  # fmt: skip
     exchanges += [{"offset_s": 0.05, "body": _chat("ok")}, {"offset_s": 0.06, "path": "/status/500", "body": _chat("e")}]
     write_capture(tmp_path / "src", exchanges)
     args = ["replay", str(tmp_path / "src"), "--target", url, "--out", str(tmp_path / "out"), "--no-probe", "--no-telemetry"]
     result = CliRunner().invoke(cli, [*args, "--json"])
     summary = json.loads(result.output)
     assert summary["failures_by_path"] == {
-        "/v1/completions": {"sent": 3, "failures": {"404": 3}},
+        "/v1/embeddings": {"sent": 3, "failures": {"404": 3}},
         "/status/500": {"sent": 1, "failures": {"500": 1}},
     }
     said = " ".join(CliRunner().invoke(cli, [*args[:-3], str(tmp_path / "out2"), "--no-probe", "--no-telemetry"], env={"COLUMNS": "250"}).output.split())  # fmt: skip
-    assert "5 (1 ok, 4 failed: 404 ×3 on /v1/completions: the target may not serve this API; 500 ×1 on /status/500; 0 not sent)" in said  # fmt: skip
+    assert "5 (1 ok, 4 failed: 404 ×3 on /v1/embeddings: the target may not serve this API; 500 ×1 on /status/500; 0 not sent)" in said  # fmt: skip
 
 
 def test_a_header_redacted_when_recorded_or_named_secret_is_redacted_in_the_replay(fake, tmp_path):
