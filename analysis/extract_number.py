@@ -681,8 +681,15 @@ def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tu
 
 def _sum_as_written(terms: str) -> str:
     """Terms of a sum spelled as the extractor spells expressions of no value: no spaces, ``\\cdot``
-    for every product's sign, a power's exponent braced ("2^x" as "2^{x}")."""
-    return _BRACED_SUBSCRIPT.sub(r"_\1", _powers_braced(re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", _latex(terms))))
+    for every product's sign, a power's exponent braced ("2^x" as "2^{x}"), a number in scientific
+    notation as the number (``_SCIENTIFIC``)."""
+    spelling = _SCIENTIFIC.sub(lambda m: _canonical("", m.group(1), m.group(2)), _latex(terms))
+    return _BRACED_SUBSCRIPT.sub(r"_\1", _powers_braced(re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", spelling)))
+
+
+# A number in scientific notation among a sum's terms ("x+1e5", "x+1E+40"): one number, spelled as a number
+# is ("x+100000"; it read "5e+x", the product of 1, e and 5), no product of its "e" and digits.
+_SCIENTIFIC = re.compile(r"(?<![\w.^{])(\d+(?:\.\d+)?)([eE][-+]?\d+)(?![\w.])")
 
 
 def _powers_braced(spelling: str) -> str:

@@ -152,3 +152,29 @@ def test_a_word_of_one_or_two_letters_is_no_unit_where_math_verify_strips_it() -
 )
 def test_a_power_of_a_number_in_a_product_is_its_value(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{x+1E+40}", "\\boxed{x+10^{40}}", True),  # was "1E+40+x" and "x+1E+40": its E a variable
+        ("\\boxed{x+1E+40}", "\\boxed{x+10^{41}}", False),
+        ("\\boxed{x+1E+5+1}", "\\boxed{x+100001}", True),  # was "1E+5+x+1": no number to add
+        ("\\boxed{x+1E+5+1}", "\\boxed{x+100000}", False),
+        ("\\boxed{x+1E5}", "\\boxed{x+100000}", True),  # was "5E+x", a product of 1, E and 5
+        ("\\boxed{x+1E5}", "\\boxed{x+5E}", False),
+        ("\\boxed{x+2.5E-3}", "\\boxed{0.0025+x}", True),
+    ],
+)
+def test_scientific_notation_in_a_sum_is_a_number(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_lowercase_e_exponent_in_a_sum_is_a_number_as_alone() -> None:
+    """math-verify reads "1e5" in a box as 5 times Euler's e, alone too ("\\\\boxed{1e5}"); the extractor
+    reads it alone as 100000, so in a sum as well: "x+1e5" read "5e+x", another answer than "x+100000"
+    (no oracle's case: here the oracle reads its own "e" as a constant)."""
+    assert number("\\boxed{1e5}") == "100000"
+    assert number("\\boxed{x+1e5}") == number("\\boxed{1e5 + x}") == number("\\boxed{x+100000}") == "x+100000"
+    assert number("\\boxed{x+1e5}") not in (number("\\boxed{x+5e}"), number("\\boxed{x+1e6}"), number("\\boxed{x+5}"))
+    assert number("\\boxed{x + 1.5e3}") == "x+1500"
