@@ -178,3 +178,23 @@ def test_a_lowercase_e_exponent_in_a_sum_is_a_number_as_alone() -> None:
     assert number("\\boxed{x+1e5}") == number("\\boxed{1e5 + x}") == number("\\boxed{x+100000}") == "x+100000"
     assert number("\\boxed{x+1e5}") not in (number("\\boxed{x+5e}"), number("\\boxed{x+1e6}"), number("\\boxed{x+5}"))
     assert number("\\boxed{x + 1.5e3}") == "x+1500"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{2 (x-1)}", "\\boxed{1}", False),  # was 1 and 1: the factor lost after a space
+        ("\\boxed{2 (x-1)}", "\\boxed{2(x-1)}", True),
+        ("\\boxed{2 (x-1)}", "\\boxed{2 (x+1)}", False),
+        ("\\boxed{2 \\left(x-1\\right)}", "\\boxed{(x-1) \\cdot 2}", True),
+        ("\\boxed{2 (x-1) + 3}", "\\boxed{3}", False),  # was 3 and 3
+        ("\\boxed{2 (x-1) + 3}", "\\boxed{3 + 2(x-1)}", True),
+        ("$2 (x-1)$", "$2(x-1)$", True),
+        ("\\boxed{2 (3+4)}", "\\boxed{14}", True),  # was 7
+        ("\\boxed{2 (3+4)}", "\\boxed{7}", False),
+        ("\\boxed{2 (-1)}", "\\boxed{-2}", True),  # was -1
+        ("There are 2 (two) apples", "2", True),  # prose in the bracket: no product
+    ],
+)
+def test_a_number_spaced_before_a_bracket_of_math_is_its_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
