@@ -12,6 +12,7 @@ from .exact_value import Surd, evaluated, product_at, spelled, summed
 from .math_letters import multiplied
 from .scan import Scan
 from .sum_terms import GREEK, ordered_sum
+from .unit_words import SHORT_UNIT, UNIT
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -49,23 +50,8 @@ _CARET = re.compile(r"[ \t]*\^")
 # math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
 # litre, other letters are a product's ("2x"). Words of four letters or more are prose already. Squared
 # or cubed ("50m^2", a power of one digit) it is still the unit, as "50 m^2" is (it read the product 50m^{2}),
-# and so is a unit per unit ("5m/s", "9.8m/s^2", as "5 m/s" is; it read the quotient \frac{5m}{s}).
-_PREFIXED = r"[pnuμmcdkMGT](?:m|g|s|l|L|W|J|V|A|N|B|b|Hz|Pa|eV|Wh|Ah|cal|mol)"
-_UNIT_WORD = (
-    r"s|m|g|h|l|L|" + _PREFIXED + r"|Hz|Pa|eV|Wh|mol|cal|min|mins|hr|hrs|sec|secs|ft|in|mi|yd|lb|lbs|oz|mph|kph|kmh|mpg"
-    r"|yr|yrs|wk|wks|deg|rad|px|pt|dB|am|pm|AM|PM|st|nd|rd|th"
-)
-#: The words math-verify strips as a unit after a number (latex2sympy2_extended's ``units``, its plurals too:
-#: "\\boxed{5apples}" is 5 there), of three letters or more: a shorter one ("ab", "bc", "t", "d") is a
-#: product's letters or a variable here ("5ab" is 5ab), as a reader reads it, never a unit that makes
-#: "5ab" and "5" one answer.
-UNIT_WORDS = frozenset(
-    "Surface acre apple are cent coin cube cubic day decrease deg degree digit east edge excess feet gain gal "
-    "gallon hectare hour inch inches increase kmh kmph less liter litre loss man mark meal men meter metre mile "
-    "min minute minw monkey month more mph mtr multiple noon number ohm per pie pound prime profit pure ratio "
-    "rise rounds rupee sec second soldier square student sue tile toy unit way west woman women yard year".split()
-)
-_UNIT_POWER = r"(?:" + _UNIT_WORD + r"|(?:" + "|".join(sorted(UNIT_WORDS)) + r")(?:s|es)?)(?:\^(?:\{\d+\}|\d+))?"
+# and so is a unit per unit ("5m/s", "9.8m/s^2", as "5 m/s" is; it read the quotient \frac{5m}{s}). The units: ``unit_words``.
+_UNIT_POWER = r"(?:" + UNIT + r")(?:\^(?:\{\d+\}|\d+))?"
 _ATTACHED_UNIT = re.compile(
     r"(?<=\d)(?="
     + _UNIT_POWER
@@ -86,7 +72,7 @@ _GREEK_LETTER = re.compile(_GREEK)
 _LATEX_SPACE = r"(?:[ \t]+(?=[a-zA-Z](?![a-zA-Z])|" + _GREEK + r"))?"
 # Four or more are a word where they hold a vowel ("5apples" is 5), else a product too ("2xyzw").
 _CONSONANTS = r"[b-df-hj-np-tv-zB-DF-HJ-NP-TV-Z]"
-_LETTER_RUN = r"(?!(?:" + _UNIT_WORD + r")(?![a-zA-Z]))(?:[a-zA-Z]{2,3}|" + _CONSONANTS + r"{4,})(?![a-zA-Z])"
+_LETTER_RUN = r"(?!(?:" + SHORT_UNIT + r")(?![a-zA-Z]))(?:[a-zA-Z]{2,3}|" + _CONSONANTS + r"{4,})(?![a-zA-Z])"
 _ATTACHED_LETTERS = r"(?<=[\d}])" + _LETTER_RUN  # "\\frac{1}{2}xy" too: it read 0.5
 # Such letters as the whole answer ("xy", "\\boxed{xy}", "$xy$"): their product, as "x \\cdot y" is (they
 # read nothing), single letters spaced as LaTeX writes them too ("\\boxed{y x}" read "\\boxed{y");

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from .unit_words import is_unit
+
 # Where math is: a box's argument, "$$...$$", "\\(...\\)", "\\[...\\]", and "$...$" as pandoc reads a
 # dollar: no space after the opening one, none before the closing one, no digit after it, one line
 # ("it costs $5 and so is $6": money, no math).
@@ -45,8 +47,8 @@ def as_math(reference: str) -> str:
 def multiplied(text: str) -> str:
     """The text with each run of letters inside math spelled as their product ("\\boxed{xy + 1}" as
     "\\boxed{x \\cdot y + 1}", "$2abcd$" as "$2a \\cdot b \\cdot c \\cdot d$", "$x y$" as
-    "$x \\cdot y$"); text outside math, a unit after a number and a space, and text commands' words
-    as they are."""
+    "$x \\cdot y$", "$5 xy$" as "$5x \\cdot y$"); text outside math, a unit after a number and a space
+    (``unit_words``: "$5 km$"), and text commands' words as they are."""
     out, at = [], 0
     for start, end in _spans(text):
         out += [text[at:start], _products(text[start:end])]
@@ -103,7 +105,10 @@ def _products(math: str) -> str:
             end = at + 1
         else:
             end = letters.end()
-            if _PRODUCT.fullmatch(letters.group()) and not _unit(math, at):
+            spaced = _after_number(math, at)
+            if _PRODUCT.fullmatch(letters.group()) and not (spaced and is_unit(letters.group())):
+                if spaced:  # "5 xy" as "5xy": no unit, the number's factor ("5 x" is read as "5 m" is)
+                    out[-1] = out[-1].rstrip(" \t")
                 out.append(" \\cdot ".join(re.sub(r"[ \t]", "", letters.group())))
                 at = end
                 continue
@@ -112,8 +117,9 @@ def _products(math: str) -> str:
     return "".join(out) + math[at:]
 
 
-def _unit(math: str, at: int) -> bool:
-    """Whether the letters at ``at`` follow a number and a space: its unit ("$5 m/s$", "\\boxed{10 s}"), as outside math."""
+def _after_number(math: str, at: int) -> bool:
+    """Whether the letters at ``at`` follow a number and a space: its unit where they are one's ("$5 km$",
+    "\\boxed{10 mins}", as outside math), else its factors ("\\boxed{5 xy}", as math-verify reads it)."""
     begin = at
     while begin and math[begin - 1] in " \t":
         begin -= 1

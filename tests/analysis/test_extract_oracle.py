@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infertap.analysis import extract_number
+from infertap.analysis import unit_words
 from infertap.analysis.extract_number import number
 from tests.extras import needs
 
@@ -107,10 +107,10 @@ def test_the_unit_words_are_math_verifys() -> None:
     from latex2sympy2_extended.math_normalization import units
 
     theirs = {u for u in units if u.isalpha() and len(u) >= 3} - {"integerpoint"}  # its "integer" "point", run together
-    assert theirs == extract_number.UNIT_WORDS
+    assert theirs == unit_words.UNIT_WORDS
 
 
-@pytest.mark.parametrize("word", sorted(extract_number.UNIT_WORDS))
+@pytest.mark.parametrize("word", sorted(unit_words.UNIT_WORDS))
 def test_a_unit_word_right_after_a_number_in_math_is_its_unit(word: str) -> None:
     for spelled in (word, word + "s"):  # "\\boxed{5apples}" was the product 5aelpps
         _assert_read_as_the_oracle_reads(f"\\boxed{{5{spelled}}}", "\\boxed{5}", True)
@@ -197,4 +197,25 @@ def test_a_lowercase_e_exponent_in_a_sum_is_a_number_as_alone() -> None:
     ],
 )
 def test_a_number_spaced_before_a_bracket_of_math_is_its_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{5 xy}", "\\boxed{5}", False),  # was 5 and 5: its letters taken for a unit
+        ("\\boxed{5 xy}", "\\boxed{5xy}", True),
+        ("\\boxed{5 xy}", "\\boxed{5 yx}", True),
+        ("\\boxed{5 xy}", "\\boxed{5 xyz}", False),
+        ("\\boxed{5 x y}", "\\boxed{5xy}", True),  # was 5
+        ("$5 xy$", "\\boxed{5 \\cdot x \\cdot y}", True),  # was 5
+        ("\\boxed{5 xy + 1}", "\\boxed{1}", False),  # was 1 and 1
+        ("\\boxed{5 xy + 1}", "\\boxed{1 + 5xy}", True),
+        ("\\boxed{5 cats}", "\\boxed{5}", False),  # no unit: a product, as without the space
+        ("\\boxed{5 km}", "\\boxed{5}", True),  # a unit still
+        ("\\boxed{5 apples}", "\\boxed{5}", True),
+        ("\\boxed{10 mins}", "\\boxed{10}", True),
+    ],
+)
+def test_letters_spaced_after_a_number_in_math_are_its_unit_or_a_product(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
