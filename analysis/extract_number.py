@@ -139,7 +139,11 @@ _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
 _PIECE = re.compile(r"\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|\([^()]*\)")
 _ARGUMENTS = re.compile(r"\^(?:\{[^{}]*\}|\\[a-zA-Z]+|.)|\{[^{}]*\}")  # exponents, commands' arguments
 # A function's application ("f(2)", "\\sin(2)", "\\log_2(8)"): no number, nor a product this orders.
-_APPLIED = re.compile(r"(?<![a-zA-Z\\])[a-zA-Z]\(")
+# A letter before a bracket that holds a variable and an operator is its factor, as math-verify reads
+# it ("y(1+x)^2" is y(x+1)^2, as "(1+x)^2 y" is; it was read as y applied to 1+x, another answer).
+_APPLIED = re.compile(
+    r"(?<![a-zA-Z\\])[a-zA-Z]\((?![^()]*[a-zA-Z][^()]*(?:[-+*/^]|\\cdot|\\times)|[^()]*(?:[-+*/^]|\\cdot|\\times)[^()]*[a-zA-Z])"
+)
 _FUNCTION = re.compile(r"\\(?!left|right|cdot|times|sqrt|frac|dfrac|tfrac|pi)[a-zA-Z]+(?:_(?:\{[^{}]*\}|\w))?(?:\\left)?\(")
 # A factor of a product as the extractor spells it, and its rank in the one order: numbers, roots and
 # fractions, \\pi, powers of numbers, letters, brackets; a factor with a sign or of any other form

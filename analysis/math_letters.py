@@ -29,6 +29,7 @@ _SUBSCRIPT = re.compile(r"_[ \t]*(?:\{|[a-zA-Z\d])")
 # written without ``\text``, as they were.
 _LETTERS = re.compile(r"[a-zA-Z]+(?:[ \t]+[a-zA-Z]+)*(?![a-zA-Z])")
 _PRODUCT = re.compile(r"[a-zA-Z]{2,}|[a-zA-Z](?:[ \t]+[a-zA-Z])+")
+_BEFORE_BRACKET = re.compile(r"[ \t]+(?=\(|\\left(?![a-zA-Z]))")  # a letter's space before its bracket
 _AHEAD = re.compile(r"[\\_a-zA-Z]")  # where a command, a subscript or letters may begin
 _LONGEST_ARGUMENT = 2000  # characters searched for a brace that closes
 
@@ -110,6 +111,11 @@ def _products(math: str) -> str:
                 if spaced:  # "5 xy" as "5xy": no unit, the number's factor ("5 x" is read as "5 m" is)
                     out[-1] = out[-1].rstrip(" \t")
                 out.append(" \\cdot ".join(re.sub(r"[ \t]", "", letters.group())))
+                at = end
+                continue
+            if len(letters.group()) == 1 and (gap := _BEFORE_BRACKET.match(math, end)):
+                end = gap.end()  # "y (x+1)" as "y(x+1)": the space is LaTeX's (y was lost, "x+1" read)
+                out.append(letters.group())
                 at = end
                 continue
         out.append(math[at:end])

@@ -219,3 +219,23 @@ def test_a_number_spaced_before_a_bracket_of_math_is_its_factor(a: str, b: str, 
 )
 def test_letters_spaced_after_a_number_in_math_are_its_unit_or_a_product(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{y(1+x)^2}", "\\boxed{(1+x)^2 y}", True),  # was "y(1+x)^{2}" (y applied) and "y\\cdot(x+1)^{2}"
+        ("\\boxed{y(1+x)^2}", "\\boxed{(1+x)^2}", False),
+        ("\\boxed{y(1+x)^2}", "\\boxed{z(1+x)^2}", False),
+        ("\\boxed{y(x+1)}", "\\boxed{(x+1)y}", True),  # was "y(x+1)" and "y\\cdot(x+1)"
+        ("\\boxed{x(x+1)}", "\\boxed{(x+1) \\cdot x}", True),
+        ("\\boxed{2y(x+1)}", "\\boxed{2(x+1)y}", True),
+        ("\\boxed{y (x+1)}", "\\boxed{x+1}", False),  # was "x+1" both: y lost after its space
+        ("\\boxed{y (x+1)}", "\\boxed{y(x+1)}", True),
+        ("\\boxed{y (1+x)^2}", "\\boxed{(1+x)^2 y}", True),
+        ("\\boxed{f(x)}", "\\boxed{xf}", False),  # a bracket of one variable: the function applied
+        ("\\boxed{f(2)^2}", "\\boxed{4f}", False),
+    ],
+)
+def test_a_letter_before_a_bracket_of_a_sum_is_its_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
