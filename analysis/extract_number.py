@@ -259,6 +259,19 @@ _TEXT_WORDS = re.compile(r"\\(?:text(?:rm|bf|it|sf|tt|normal)?|mbox)\s*\{[^{}\d]
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
+# LaTeX's spacing commands ("\\,", "\\;", "\\:", "\\ ", "\\quad"; "\\!" a negative one) are spaces, as math-verify
+# reads them: "\\boxed{2\\,(x+1)}" read x+1 and "\\boxed{5\\,xy}" "\\cdot y". Between groups of three digits a thin
+# space is a thousands separator ("5\\,000" is 5000, as "5,000" is; it read 0, where math-verify reads 5*0).
+_SPACING = re.compile(r"(?<!\\)\\(?:[,;: ]|q?quad(?![a-zA-Z]))|(?<!\\)\\!")
+_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:\\[,;: ]\d{3})+(?![\d,])")
+
+
+def _spaced(text: str) -> str:
+    """The text with LaTeX's spacing commands as spaces (``_SPACING``), a thousands separator as a comma."""
+    text = _THOUSANDS.sub(lambda m: re.sub(r"\\.", ",", m.group()), text)
+    return _SPACING.sub(lambda m: "" if m.group() == "\\!" else " ", text)
+
+
 def number(text: str) -> str | None:
     """The number the text gives as its answer, written so that equal values are equal strings
     ("3.50", "3.5" and "35e-1" are "3.5"; "-0.0" is "0"; "\\frac{1}{2}" and "1/2" are "0.5"; the
@@ -270,6 +283,7 @@ def number(text: str) -> str | None:
     the last in the text ("17 + 25 = 42" -> "42"):
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
+    text = _spaced(text)
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
     text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", text))
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)

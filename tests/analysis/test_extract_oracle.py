@@ -239,3 +239,26 @@ def test_letters_spaced_after_a_number_in_math_are_its_unit_or_a_product(a: str,
 )
 def test_a_letter_before_a_bracket_of_a_sum_is_its_factor(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{2\\,(x+1)}", "\\boxed{x+1}", False),  # was "x+1" both: the thin space no space
+        ("\\boxed{2\\,(x+1)}", "\\boxed{2(x+1)}", True),
+        ("\\boxed{5\\,xy}", "\\boxed{5xy}", True),  # was "\\cdot y", a broken spelling
+        ("\\boxed{5\\;xy}", "\\boxed{5}", False),  # was "xy"
+        ("\\boxed{5\\!xy}", "\\boxed{5yx}", True),
+        ("\\boxed{x\\,y}", "\\boxed{y \\cdot x}", True),  # was nothing
+        ("\\boxed{10\\,\\text{m}}", "\\boxed{10}", True),
+    ],
+)
+def test_latex_spacing_commands_are_spaces(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_thin_space_between_groups_of_three_digits_separates_thousands() -> None:
+    """ "5\\\\,000" is 5000, as "5,000" is (math-verify reads 5*0, and "1\\\\,234\\\\,567" as 802: no oracle's case)."""
+    assert number("\\boxed{5\\,000}") == number("5,000") == "5000" != number("\\boxed{0}")
+    assert number("\\boxed{1\\,234\\,567}") == "1234567" != number("\\boxed{567}")
+    assert number("\\boxed{5\\,000.5}") == "5000.5"
