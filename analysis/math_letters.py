@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from .sum_terms import GREEK
 from .unit_words import is_unit
 
 # Where math is: a box's argument, "$$...$$", "\\(...\\)", "\\[...\\]", and "$...$" as pandoc reads a
@@ -102,17 +103,21 @@ def _products(math: str) -> str:
             end = _closing(math, skipped.end(), pairs) + 1 if skipped.group().endswith("{") else skipped.end()
         elif command := _COMMAND.match(math, at):
             end = command.end()
+            if command.group()[1:] in GREEK and _after_number(math, at):  # "5 \\alpha" as "5\\alpha", its factor
+                out[-1] = out[-1].rstrip(" \t")
         elif (letters := _LETTERS.match(math, at)) is None:  # a "_" of no subscript ("__", "_}")
             end = at + 1
         else:
             end = letters.end()
             spaced = _after_number(math, at)
             if _PRODUCT.fullmatch(letters.group()) and not (spaced and is_unit(letters.group())):
-                if spaced:  # "5 xy" as "5xy": no unit, the number's factor ("5 x" is read as "5 m" is)
+                if spaced:  # "5 xy" as "5xy": no unit, the number's factor
                     out[-1] = out[-1].rstrip(" \t")
                 out.append(" \\cdot ".join(re.sub(r"[ \t]", "", letters.group())))
                 at = end
                 continue
+            if len(letters.group()) == 1 and spaced and not is_unit(letters.group()):
+                out[-1] = out[-1].rstrip(" \t")  # "5 x" as "5x": a letter of no unit is the number's factor
             if len(letters.group()) == 1 and (gap := _BEFORE_BRACKET.match(math, end)):
                 end = gap.end()  # "y (x+1)" as "y(x+1)": the space is LaTeX's (y was lost, "x+1" read)
                 out.append(letters.group())

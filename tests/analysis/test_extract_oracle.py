@@ -262,3 +262,22 @@ def test_a_thin_space_between_groups_of_three_digits_separates_thousands() -> No
     assert number("\\boxed{5\\,000}") == number("5,000") == "5000" != number("\\boxed{0}")
     assert number("\\boxed{1\\,234\\,567}") == "1234567" != number("\\boxed{567}")
     assert number("\\boxed{5\\,000.5}") == "5000.5"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{5 x}", "\\boxed{5}", False),  # was 5 and 5: the letter taken for a unit
+        ("\\boxed{5 x}", "\\boxed{5x}", True),
+        ("\\boxed{5 y + 1}", "\\boxed{1}", False),  # was 1 and 1
+        ("\\boxed{5 y + 1}", "\\boxed{1 + 5y}", True),
+        ("\\boxed{5 x^2}", "\\boxed{5x^2}", True),  # was 5
+        ("$5 a$", "\\boxed{5 \\cdot a}", True),
+        ("\\boxed{5 \\alpha}", "\\boxed{5}", False),  # was 5 and 5
+        ("\\boxed{5 \\alpha}", "\\boxed{\\alpha \\cdot 5}", True),
+        ("\\boxed{5 m}", "\\boxed{5}", True),  # a unit's letter: a unit still
+        ("\\boxed{5 s}", "\\boxed{6}", False),
+    ],
+)
+def test_a_letter_spaced_after_a_number_in_math_is_its_factor_unless_a_unit(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
