@@ -90,18 +90,12 @@ _POWER_OF_VARIABLE = r"(?<=[a-zA-Z)])\^(?:\d+(?![\d.])|[a-zA-Z](?![a-zA-Z]))"
 _VARIABLE_INSIDE = r"(?=[^()]*[a-zA-Z])(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})"  # a letter, no word ("(see above)")
 _VARIABLE_BRACKET = r"\(" + _VARIABLE_INSIDE + r"[^()]*\)"
 _FACTOR_SPACE = r"(?:[ \t]+(?=[a-zA-Z](?![a-zA-Z])|" + _GREEK + r"|\(" + _VARIABLE_INSIDE + r"))?"
-# A space after a number before a bracket that holds math, an operator and no word, is a product's too
-# ("\\boxed{2 (x-1)}" is 2(x-1), as math-verify reads it; it read 1, another answer's): "2 (two)" is prose.
-_MATH_INSIDE = r"(?=[^()]*(?:[-+*/^]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])))(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})"
-_SPACED_FACTOR = r"(?:[ \t]+(?=(?:\\left\s*)?\(" + _MATH_INSIDE + r"[^()]*\)))?"
 _ATOM = (  # no word of prose
     r"(?:(?:\\(?:pi|cdot|times)(?![a-zA-Z])|"
     + _GREEK
     + r")"
     + _LATEX_SPACE
-    + r"|\\[a-zA-Z]+|\d+(?:\.\d+)?"
-    + _SPACED_FACTOR
-    + r"|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])"
+    + r"|\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])"
     r"|"
     + _ATTACHED_LETTERS
     + r"|_\{[^{}]*\}|"
@@ -168,11 +162,9 @@ _TIMES_AFTER = re.compile(r"[ \t]*(?:\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])|\*)[
 _NO_FACTOR_AFTER = re.compile(r"[ \t]*(?:[\w^({]|\\(?![)\]]))")
 _OPERAND_BEFORE = re.compile(r"[\w)\]}][ \t]*\Z")
 # A number right before a bracket, nothing between them, is its factor ("2(3+4)" is 14, as
-# math-verify's LaTeX parser multiplies): "2 (two)" and "f(3)" are no products.
+# math-verify's LaTeX parser multiplies): "2 (two)", "12 (3*4)" and "f(3)" are no products (in math a space
+# before a bracket of math is none: ``math_letters``).
 _FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
-# Or a space between them where the bracket holds math ("2 (3+4)" is 14; "2 (two)" and "2 (see step 3)" are prose).
-_SPACED_BEFORE = re.compile(r"\d[ \t]+(?:\\left\s*)?\(\Z")
-_MATH_BRACKET = re.compile(r"\(" + _MATH_INSIDE + r"[^()]*\)")
 # Plain numbers joined by "+", "*", "\\cdot", "\\times" or a "-" spaced on both sides ("x = 2 + 3"),
 # read whole where they have a value (``summed``), as math-verify reads an expression: "3-5" is a
 # range, "1 -1/2" two numbers. A bracket after the operator is a term ("2 \\cdot (3+4)" is 14).
@@ -387,7 +379,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     "\\frac{1}{\\sqrt2}" and "\\frac{\\sqrt2}{2}" are one answer and "2^3" is 8; else spelled
     one way as the MATH graders' ``strip_string`` spells it (``_as_written``), not evaluated."""
     out: list[tuple[int, int, str]] = []
-    groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _factor_before(text, m) or _signed(text, m)]
+    groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m)]
     starts = [m.start() for m in groups]
     # each pattern searched forward once (``Scan``), not again to the text's end after each expression
     scans = [
@@ -745,13 +737,6 @@ def _signed(text: str, m: re.Match[str]) -> bool:
     it; it was 5, the minus lost); "x - (2+3)", spaced after an operand, is a difference."""
     sign = m.group(1)
     return bool(sign) and not (sign != "-" and _OPERAND_BEFORE.search(text, 0, m.start()))
-
-
-def _factor_before(text: str, m: re.Match[str]) -> bool:
-    """Whether the bracket ``_GROUP`` found has a number before it that is its factor (``_FACTOR_BEFORE``,
-    ``_SPACED_BEFORE``)."""
-    spaced = _SPACED_BEFORE.search(m.group()) and _MATH_BRACKET.match(text, m.end() - 1)
-    return bool(_FACTOR_BEFORE.search(m.group()) or spaced)
 
 
 def _powered(text: str, m: re.Match[str]) -> bool:

@@ -30,6 +30,13 @@ _SUBSCRIPT = re.compile(r"_[ \t]*(?:\{|[a-zA-Z\d])")
 # written without ``\text``, as they were.
 _LETTERS = re.compile(r"[a-zA-Z]+(?:[ \t]+[a-zA-Z]+)*(?![a-zA-Z])")
 _PRODUCT = re.compile(r"[a-zA-Z]{2,}|[a-zA-Z](?:[ \t]+[a-zA-Z])+")
+# A space between a number and a bracket that holds math (an operator, no word) is LaTeX's: the number is its
+# factor ("\\boxed{2 (x-1)}" is 2(x-1), as math-verify reads it; it read 1, another answer's). Outside math
+# such a bracket is a reason given in prose ("we get 12 (3*4)" is 12), and so is a bracket of words in math.
+_SPACED_FACTOR = re.compile(
+    r"(?<=\d)[ \t]+(?=(?:\\left\s*)?\((?=[^()]*(?:[-+*/^]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])))"
+    r"(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})[^()]*\))"
+)
 _BEFORE_BRACKET = re.compile(r"[ \t]+(?=\(|\\left(?![a-zA-Z]))")  # a letter's space before its bracket
 _AHEAD = re.compile(r"[\\_a-zA-Z]")  # where a command, a subscript or letters may begin
 _LONGEST_ARGUMENT = 2000  # characters searched for a brace that closes
@@ -49,7 +56,7 @@ def as_math(reference: str) -> str:
 def multiplied(text: str) -> str:
     """The text with each run of letters inside math spelled as their product ("\\boxed{xy + 1}" as
     "\\boxed{x \\cdot y + 1}", "$2abcd$" as "$2a \\cdot b \\cdot c \\cdot d$", "$x y$" as
-    "$x \\cdot y$", "$5 xy$" as "$5x \\cdot y$"); text outside math, a unit after a number and a space
+    "$x \\cdot y$", "$5 xy$" as "$5x \\cdot y$", "$2 (x-1)$" as "$2(x-1)$"); text outside math, a unit after a number and a space
     (``unit_words``: "$5 km$"), and text commands' words as they are."""
     out, at = [], 0
     for start, end in _spans(text):
@@ -95,6 +102,7 @@ def _closing(text: str, start: int, pairs: dict[int, int]) -> int:
 
 def _products(math: str) -> str:
     """Math's runs of letters as products, what is no variable skipped (``_TEXT``, ``_COMMAND``, ``_SUBSCRIPT``)."""
+    math = _SPACED_FACTOR.sub("", math)  # before its letters are products: "(two)" is no bracket of math
     out, at, pairs = [], 0, _pairs(math)
     while (found := _AHEAD.search(math, at)) is not None:
         out.append(math[at : found.start()])

@@ -194,6 +194,8 @@ def test_a_lowercase_e_exponent_in_a_sum_is_a_number_as_alone() -> None:
         ("\\boxed{2 (3+4)}", "\\boxed{7}", False),
         ("\\boxed{2 (-1)}", "\\boxed{-2}", True),  # was -1
         ("There are 2 (two) apples", "2", True),  # prose in the bracket: no product
+        ("So we get 12 (3*4).", "12", True),  # outside math a reason given in prose (no 144)
+        ("So we get 12 (3*4).", "144", False),
     ],
 )
 def test_a_number_spaced_before_a_bracket_of_math_is_its_factor(a: str, b: str, same: bool) -> None:
