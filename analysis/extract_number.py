@@ -587,6 +587,10 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
             at = m.end()
             continue
         bracket = m.lastindex == 6 and re.match(r"\(([^()]*)\)", m.group())  # "(1+x)" as "(x+1)"
+        if bracket and _LETTER.fullmatch(bracket.group(1)):  # "2(x)" as "2x", as math-verify reads it
+            factors.append((5, bracket.group(1) + m.group()[bracket.end() :]))
+            at = m.end()
+            continue
         factors.append(
             (
                 m.lastindex or 0,

@@ -283,3 +283,19 @@ def test_a_thin_space_between_groups_of_three_digits_separates_thousands() -> No
 )
 def test_a_letter_spaced_after_a_number_in_math_is_its_factor_unless_a_unit(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{2 (x)}", "\\boxed{2}", False),  # was 2 and 2: the bracket after a space lost
+        ("\\boxed{2 (x)}", "\\boxed{2x}", True),
+        ("\\boxed{2(x)}", "\\boxed{2x}", True),  # was "2(x)" and "2x"
+        ("\\boxed{2(x)^2}", "\\boxed{2x^2}", True),
+        ("\\boxed{2(x)^2}", "\\boxed{2x}", False),
+        ("\\boxed{3(x) + 1}", "\\boxed{1 + 3x}", True),
+        ("\\boxed{y(x)}", "\\boxed{xy}", False),  # a letter before it: the function applied
+    ],
+)
+def test_a_bracket_of_one_letter_after_a_number_is_that_letter_its_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
