@@ -12,6 +12,7 @@ from .exact_value import Surd, evaluated, product_at, spelled, summed
 from .math_letters import multiplied
 from .scan import Scan
 from .sum_terms import GREEK, ordered_sum
+from .unit_words import SHORT_UNIT, UNIT
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -49,23 +50,8 @@ _CARET = re.compile(r"[ \t]*\^")
 # math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
 # litre, other letters are a product's ("2x"). Words of four letters or more are prose already. Squared
 # or cubed ("50m^2", a power of one digit) it is still the unit, as "50 m^2" is (it read the product 50m^{2}),
-# and so is a unit per unit ("5m/s", "9.8m/s^2", as "5 m/s" is; it read the quotient \frac{5m}{s}).
-_PREFIXED = r"[pnuμmcdkMGT](?:m|g|s|l|L|W|J|V|A|N|B|b|Hz|Pa|eV|Wh|Ah|cal|mol)"
-_UNIT_WORD = (
-    r"s|m|g|h|l|L|" + _PREFIXED + r"|Hz|Pa|eV|Wh|mol|cal|min|mins|hr|hrs|sec|secs|ft|in|mi|yd|lb|lbs|oz|mph|kph|kmh|mpg"
-    r"|yr|yrs|wk|wks|deg|rad|px|pt|dB|am|pm|AM|PM|st|nd|rd|th"
-)
-#: The words math-verify strips as a unit after a number (latex2sympy2_extended's ``units``, its plurals too:
-#: "\\boxed{5apples}" is 5 there), of three letters or more: a shorter one ("ab", "bc", "t", "d") is a
-#: product's letters or a variable here ("5ab" is 5ab), as a reader reads it, never a unit that makes
-#: "5ab" and "5" one answer.
-UNIT_WORDS = frozenset(
-    "Surface acre apple are cent coin cube cubic day decrease deg degree digit east edge excess feet gain gal "
-    "gallon hectare hour inch inches increase kmh kmph less liter litre loss man mark meal men meter metre mile "
-    "min minute minw monkey month more mph mtr multiple noon number ohm per pie pound prime profit pure ratio "
-    "rise rounds rupee sec second soldier square student sue tile toy unit way west woman women yard year".split()
-)
-_UNIT_POWER = r"(?:" + _UNIT_WORD + r"|(?:" + "|".join(sorted(UNIT_WORDS)) + r")(?:s|es)?)(?:\^(?:\{\d+\}|\d+))?"
+# and so is a unit per unit ("5m/s", "9.8m/s^2", as "5 m/s" is; it read the quotient \frac{5m}{s}). The units: ``unit_words``.
+_UNIT_POWER = r"(?:" + UNIT + r")(?:\^(?:\{\d+\}|\d+))?"
 _ATTACHED_UNIT = re.compile(
     r"(?<=\d)(?="
     + _UNIT_POWER
@@ -86,7 +72,7 @@ _GREEK_LETTER = re.compile(_GREEK)
 _LATEX_SPACE = r"(?:[ \t]+(?=[a-zA-Z](?![a-zA-Z])|" + _GREEK + r"))?"
 # Four or more are a word where they hold a vowel ("5apples" is 5), else a product too ("2xyzw").
 _CONSONANTS = r"[b-df-hj-np-tv-zB-DF-HJ-NP-TV-Z]"
-_LETTER_RUN = r"(?!(?:" + _UNIT_WORD + r")(?![a-zA-Z]))(?:[a-zA-Z]{2,3}|" + _CONSONANTS + r"{4,})(?![a-zA-Z])"
+_LETTER_RUN = r"(?!(?:" + SHORT_UNIT + r")(?![a-zA-Z]))(?:[a-zA-Z]{2,3}|" + _CONSONANTS + r"{4,})(?![a-zA-Z])"
 _ATTACHED_LETTERS = r"(?<=[\d}])" + _LETTER_RUN  # "\\frac{1}{2}xy" too: it read 0.5
 # Such letters as the whole answer ("xy", "\\boxed{xy}", "$xy$"): their product, as "x \\cdot y" is (they
 # read nothing), single letters spaced as LaTeX writes them too ("\\boxed{y x}" read "\\boxed{y");
@@ -147,7 +133,11 @@ _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
 _PIECE = re.compile(r"\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|\([^()]*\)")
 _ARGUMENTS = re.compile(r"\^(?:\{[^{}]*\}|\\[a-zA-Z]+|.)|\{[^{}]*\}")  # exponents, commands' arguments
 # A function's application ("f(2)", "\\sin(2)", "\\log_2(8)"): no number, nor a product this orders.
-_APPLIED = re.compile(r"(?<![a-zA-Z\\])[a-zA-Z]\(")
+# A letter before a bracket that holds a variable and an operator is its factor, as math-verify reads
+# it ("y(1+x)^2" is y(x+1)^2, as "(1+x)^2 y" is; it was read as y applied to 1+x, another answer).
+_APPLIED = re.compile(
+    r"(?<![a-zA-Z\\])[a-zA-Z]\((?![^()]*[a-zA-Z][^()]*(?:[-+*/^]|\\cdot|\\times)|[^()]*(?:[-+*/^]|\\cdot|\\times)[^()]*[a-zA-Z])"
+)
 _FUNCTION = re.compile(r"\\(?!left|right|cdot|times|sqrt|frac|dfrac|tfrac|pi)[a-zA-Z]+(?:_(?:\{[^{}]*\}|\w))?(?:\\left)?\(")
 # A factor of a product as the extractor spells it, and its rank in the one order: numbers, roots and
 # fractions, \\pi, powers of numbers, letters, brackets; a factor with a sign or of any other form
@@ -172,7 +162,8 @@ _TIMES_AFTER = re.compile(r"[ \t]*(?:\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])|\*)[
 _NO_FACTOR_AFTER = re.compile(r"[ \t]*(?:[\w^({]|\\(?![)\]]))")
 _OPERAND_BEFORE = re.compile(r"[\w)\]}][ \t]*\Z")
 # A number right before a bracket, nothing between them, is its factor ("2(3+4)" is 14, as
-# math-verify's LaTeX parser multiplies): "2 (two)" and "f(3)" are no products.
+# math-verify's LaTeX parser multiplies): "2 (two)", "12 (3*4)" and "f(3)" are no products (in math a space
+# before a bracket of math is none: ``math_letters``).
 _FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
 # Plain numbers joined by "+", "*", "\\cdot", "\\times" or a "-" spaced on both sides ("x = 2 + 3"),
 # read whole where they have a value (``summed``), as math-verify reads an expression: "3-5" is a
@@ -260,6 +251,19 @@ _TEXT_WORDS = re.compile(r"\\(?:text(?:rm|bf|it|sf|tt|normal)?|mbox)\s*\{[^{}\d]
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
+# LaTeX's spacing commands ("\\,", "\\;", "\\:", "\\ ", "\\quad"; "\\!" a negative one) are spaces, as math-verify
+# reads them: "\\boxed{2\\,(x+1)}" read x+1 and "\\boxed{5\\,xy}" "\\cdot y". Between groups of three digits a thin
+# space is a thousands separator ("5\\,000" is 5000, as "5,000" is; it read 0, where math-verify reads 5*0).
+_SPACING = re.compile(r"(?<!\\)\\(?:[,;: ]|q?quad(?![a-zA-Z]))|(?<!\\)\\!")
+_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:\\[,;: ]\d{3})+(?![\d,])")
+
+
+def _spaced(text: str) -> str:
+    """The text with LaTeX's spacing commands as spaces (``_SPACING``), a thousands separator as a comma."""
+    text = _THOUSANDS.sub(lambda m: re.sub(r"\\.", ",", m.group()), text)
+    return _SPACING.sub(lambda m: "" if m.group() == "\\!" else " ", text)
+
+
 def number(text: str) -> str | None:
     """The number the text gives as its answer, written so that equal values are equal strings
     ("3.50", "3.5" and "35e-1" are "3.5"; "-0.0" is "0"; "\\frac{1}{2}" and "1/2" are "0.5"; the
@@ -271,6 +275,7 @@ def number(text: str) -> str | None:
     the last in the text ("17 + 25 = 42" -> "42"):
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
+    text = _spaced(text)
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
     text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", text))
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
@@ -582,6 +587,10 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
             at = m.end()
             continue
         bracket = m.lastindex == 6 and re.match(r"\(([^()]*)\)", m.group())  # "(1+x)" as "(x+1)"
+        if bracket and _LETTER.fullmatch(bracket.group(1)):  # "2(x)" as "2x", as math-verify reads it
+            factors.append((5, bracket.group(1) + m.group()[bracket.end() :]))
+            at = m.end()
+            continue
         factors.append(
             (
                 m.lastindex or 0,
@@ -681,8 +690,15 @@ def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tu
 
 def _sum_as_written(terms: str) -> str:
     """Terms of a sum spelled as the extractor spells expressions of no value: no spaces, ``\\cdot``
-    for every product's sign, a power's exponent braced ("2^x" as "2^{x}")."""
-    return _BRACED_SUBSCRIPT.sub(r"_\1", _powers_braced(re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", _latex(terms))))
+    for every product's sign, a power's exponent braced ("2^x" as "2^{x}"), a number in scientific
+    notation as the number (``_SCIENTIFIC``)."""
+    spelling = _SCIENTIFIC.sub(lambda m: _canonical("", m.group(1), m.group(2)), _latex(terms))
+    return _BRACED_SUBSCRIPT.sub(r"_\1", _powers_braced(re.sub(r"\\times(?![a-zA-Z])|\*", r"\\cdot", spelling)))
+
+
+# A number in scientific notation among a sum's terms ("x+1e5", "x+1E+40"): one number, spelled as a number
+# is ("x+100000"; it read "5e+x", the product of 1, e and 5), no product of its "e" and digits.
+_SCIENTIFIC = re.compile(r"(?<![\w.^{])(\d+(?:\.\d+)?)([eE][-+]?\d+)(?![\w.])")
 
 
 def _powers_braced(spelling: str) -> str:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import re
 
+from .sum_terms import GREEK
+from .unit_words import is_unit
+
 # Where math is: a box's argument, "$$...$$", "\\(...\\)", "\\[...\\]", and "$...$" as pandoc reads a
 # dollar: no space after the opening one, none before the closing one, no digit after it, one line
 # ("it costs $5 and so is $6": money, no math).
@@ -27,6 +30,14 @@ _SUBSCRIPT = re.compile(r"_[ \t]*(?:\{|[a-zA-Z\d])")
 # written without ``\text``, as they were.
 _LETTERS = re.compile(r"[a-zA-Z]+(?:[ \t]+[a-zA-Z]+)*(?![a-zA-Z])")
 _PRODUCT = re.compile(r"[a-zA-Z]{2,}|[a-zA-Z](?:[ \t]+[a-zA-Z])+")
+# A space between a number and a bracket that holds math (an operator, no word) is LaTeX's: the number is its
+# factor ("\\boxed{2 (x-1)}" is 2(x-1), "\\boxed{2 (x)}" 2x, as math-verify reads them; they read 1 and 2). Outside math
+# such a bracket is a reason given in prose ("we get 12 (3*4)" is 12), and so is a bracket of words in math.
+_SPACED_FACTOR = re.compile(
+    r"(?<=\d)[ \t]+(?=(?:\\left\s*)?\((?:(?=[^()]*(?:[-+*/^]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])))"
+    r"(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})[^()]*|[ \t]*[a-zA-Z][ \t]*)(?:\\right\s*)?\))"
+)
+_BEFORE_BRACKET = re.compile(r"[ \t]+(?=\(|\\left(?![a-zA-Z]))")  # a letter's space before its bracket
 _AHEAD = re.compile(r"[\\_a-zA-Z]")  # where a command, a subscript or letters may begin
 _LONGEST_ARGUMENT = 2000  # characters searched for a brace that closes
 
@@ -45,8 +56,8 @@ def as_math(reference: str) -> str:
 def multiplied(text: str) -> str:
     """The text with each run of letters inside math spelled as their product ("\\boxed{xy + 1}" as
     "\\boxed{x \\cdot y + 1}", "$2abcd$" as "$2a \\cdot b \\cdot c \\cdot d$", "$x y$" as
-    "$x \\cdot y$"); text outside math, a unit after a number and a space, and text commands' words
-    as they are."""
+    "$x \\cdot y$", "$5 xy$" as "$5x \\cdot y$", "$2 (x-1)$" as "$2(x-1)$"); text outside math, a unit after a number and a space
+    (``unit_words``: "$5 km$"), and text commands' words as they are."""
     out, at = [], 0
     for start, end in _spans(text):
         out += [text[at:start], _products(text[start:end])]
@@ -91,6 +102,7 @@ def _closing(text: str, start: int, pairs: dict[int, int]) -> int:
 
 def _products(math: str) -> str:
     """Math's runs of letters as products, what is no variable skipped (``_TEXT``, ``_COMMAND``, ``_SUBSCRIPT``)."""
+    math = _SPACED_FACTOR.sub("", math)  # before its letters are products: "(two)" is no bracket of math
     out, at, pairs = [], 0, _pairs(math)
     while (found := _AHEAD.search(math, at)) is not None:
         out.append(math[at : found.start()])
@@ -99,12 +111,24 @@ def _products(math: str) -> str:
             end = _closing(math, skipped.end(), pairs) + 1 if skipped.group().endswith("{") else skipped.end()
         elif command := _COMMAND.match(math, at):
             end = command.end()
+            if command.group()[1:] in GREEK and _after_number(math, at):  # "5 \\alpha" as "5\\alpha", its factor
+                out[-1] = out[-1].rstrip(" \t")
         elif (letters := _LETTERS.match(math, at)) is None:  # a "_" of no subscript ("__", "_}")
             end = at + 1
         else:
             end = letters.end()
-            if _PRODUCT.fullmatch(letters.group()) and not _unit(math, at):
+            spaced = _after_number(math, at)
+            if _PRODUCT.fullmatch(letters.group()) and not (spaced and is_unit(letters.group())):
+                if spaced:  # "5 xy" as "5xy": no unit, the number's factor
+                    out[-1] = out[-1].rstrip(" \t")
                 out.append(" \\cdot ".join(re.sub(r"[ \t]", "", letters.group())))
+                at = end
+                continue
+            if len(letters.group()) == 1 and spaced and not is_unit(letters.group()):
+                out[-1] = out[-1].rstrip(" \t")  # "5 x" as "5x": a letter of no unit is the number's factor
+            if len(letters.group()) == 1 and (gap := _BEFORE_BRACKET.match(math, end)):
+                end = gap.end()  # "y (x+1)" as "y(x+1)": the space is LaTeX's (y was lost, "x+1" read)
+                out.append(letters.group())
                 at = end
                 continue
         out.append(math[at:end])
@@ -112,8 +136,9 @@ def _products(math: str) -> str:
     return "".join(out) + math[at:]
 
 
-def _unit(math: str, at: int) -> bool:
-    """Whether the letters at ``at`` follow a number and a space: its unit ("$5 m/s$", "\\boxed{10 s}"), as outside math."""
+def _after_number(math: str, at: int) -> bool:
+    """Whether the letters at ``at`` follow a number and a space: its unit where they are one's ("$5 km$",
+    "\\boxed{10 mins}", as outside math), else its factors ("\\boxed{5 xy}", as math-verify reads it)."""
     begin = at
     while begin and math[begin - 1] in " \t":
         begin -= 1

@@ -25,7 +25,8 @@ GREEK = frozenset(  # variables, as a letter is (\\pi is the constant)
 )
 # A sign that is no sum's: a number's exponent ("1E+5"), after a product's dot or a "/" ("x \\cdot -3", "x/-2").
 _NO_TERM_SIGN = re.compile(r"(?:\dE|\\cdot|/)\Z")
-_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:E[-+]\d+)?")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:E([-+]\d+))?")
+_LARGEST_EXPONENT = 1000  # a number past it ("1E+99999") stays as written: its digits are past any answer's
 _COEFFICIENT = re.compile(r"\d+(?:\.\d+)?(?![\d.^])(?:\\cdot)?")
 _LETTER = re.compile(r"[a-zA-Z]")
 
@@ -83,6 +84,11 @@ def _folded(terms: list[tuple[bool, str]], spell: Callable[[Fraction], str]) -> 
     "4x+8"). ``Fraction`` alone, no float: 0.1 + 0.2 is 0.3, never a value near it."""
     kept, total, constants = [], Fraction(0), 0
     for negative, body in terms:
+        if (number := _NUMBER.fullmatch(body)) and abs(int(number.group(1) or 0)) <= _LARGEST_EXPONENT:
+            # "1E+40": scientific notation is a number, its "E" no variable
+            total += -Fraction(body) if negative else Fraction(body)
+            constants += 1
+            continue
         read = product_at(body, 0) if not _LETTER.search(_COMMAND.sub("", body)) else None
         if read is None or read[1] != len(body) or read[0].radicand != 1:
             kept.append((negative, body))
@@ -100,7 +106,7 @@ def _rank(term: tuple[bool, str]) -> tuple[int, str, str, bool]:
     """Where a term goes: terms with a variable (a letter, a Greek one) first, then other expressions
     ("\\pi", "\\sqrt{2}"), then numbers; within each by what follows its number ("x" before "2y")."""
     negative, body = term
-    variable = _LETTER.search(_COMMAND.sub("", body)) or any(c in GREEK for c in _COMMAND.findall(body))
+    variable = _LETTER.search(_NUMBER.sub("", _COMMAND.sub("", body))) or any(c in GREEK for c in _COMMAND.findall(body))
     kind = 0 if variable else 2 if _NUMBER.fullmatch(body) else 1
     coefficient = _COEFFICIENT.match(body)
     return kind, body[coefficient.end() :] if coefficient else body, body, negative

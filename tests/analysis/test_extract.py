@@ -282,7 +282,11 @@ def test_plain_arithmetic_is_its_value(text: str, value: str) -> None:
         ("2(3+4)", "14"),  # was "4": a number right before a bracket is its factor
         ("\\boxed{2\\left(3+4\\right)}", "14"),
         ("x = 3(2)", "6"),
-        ("2 (3+4)", "7"),  # a space between: no product, the bracket alone
+        ("2 (3+4)", "7"),  # a space between, outside math: no product, the bracket alone
+        ("So we get 12 (3*4).", "12"),  # a reason in prose, as math-verify reads it (no 144)
+        ("Answer: 4 (2+2)", "4"),
+        ("\\boxed{2 (3+4)}", "14"),  # in math the space is LaTeX's: a product
+        ("we get 2 (see step 3)", "3"),  # a bracket of words: prose, no product
         ("f(3+4)", "f(3+4)"),  # a function's application: no product, no number (was "7")
         ("There are 2 (two) apples", "2"),  # a bracket of no value: its numbers as they are
     ],

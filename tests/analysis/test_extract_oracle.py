@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infertap.analysis import extract_number
+from infertap.analysis import unit_words
 from infertap.analysis.extract_number import number
 from tests.extras import needs
 
@@ -107,10 +107,10 @@ def test_the_unit_words_are_math_verifys() -> None:
     from latex2sympy2_extended.math_normalization import units
 
     theirs = {u for u in units if u.isalpha() and len(u) >= 3} - {"integerpoint"}  # its "integer" "point", run together
-    assert theirs == extract_number.UNIT_WORDS
+    assert theirs == unit_words.UNIT_WORDS
 
 
-@pytest.mark.parametrize("word", sorted(extract_number.UNIT_WORDS))
+@pytest.mark.parametrize("word", sorted(unit_words.UNIT_WORDS))
 def test_a_unit_word_right_after_a_number_in_math_is_its_unit(word: str) -> None:
     for spelled in (word, word + "s"):  # "\\boxed{5apples}" was the product 5aelpps
         _assert_read_as_the_oracle_reads(f"\\boxed{{5{spelled}}}", "\\boxed{5}", True)
@@ -151,4 +151,151 @@ def test_a_word_of_one_or_two_letters_is_no_unit_where_math_verify_strips_it() -
     ],
 )
 def test_a_power_of_a_number_in_a_product_is_its_value(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{x+1E+40}", "\\boxed{x+10^{40}}", True),  # was "1E+40+x" and "x+1E+40": its E a variable
+        ("\\boxed{x+1E+40}", "\\boxed{x+10^{41}}", False),
+        ("\\boxed{x+1E+5+1}", "\\boxed{x+100001}", True),  # was "1E+5+x+1": no number to add
+        ("\\boxed{x+1E+5+1}", "\\boxed{x+100000}", False),
+        ("\\boxed{x+1E5}", "\\boxed{x+100000}", True),  # was "5E+x", a product of 1, E and 5
+        ("\\boxed{x+1E5}", "\\boxed{x+5E}", False),
+        ("\\boxed{x+2.5E-3}", "\\boxed{0.0025+x}", True),
+    ],
+)
+def test_scientific_notation_in_a_sum_is_a_number(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_lowercase_e_exponent_in_a_sum_is_a_number_as_alone() -> None:
+    """math-verify reads "1e5" in a box as 5 times Euler's e, alone too ("\\\\boxed{1e5}"); the extractor
+    reads it alone as 100000, so in a sum as well: "x+1e5" read "5e+x", another answer than "x+100000"
+    (no oracle's case: here the oracle reads its own "e" as a constant)."""
+    assert number("\\boxed{1e5}") == "100000"
+    assert number("\\boxed{x+1e5}") == number("\\boxed{1e5 + x}") == number("\\boxed{x+100000}") == "x+100000"
+    assert number("\\boxed{x+1e5}") not in (number("\\boxed{x+5e}"), number("\\boxed{x+1e6}"), number("\\boxed{x+5}"))
+    assert number("\\boxed{x + 1.5e3}") == "x+1500"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{2 (x-1)}", "\\boxed{1}", False),  # was 1 and 1: the factor lost after a space
+        ("\\boxed{2 (x-1)}", "\\boxed{2(x-1)}", True),
+        ("\\boxed{2 (x-1)}", "\\boxed{2 (x+1)}", False),
+        ("\\boxed{2 \\left(x-1\\right)}", "\\boxed{(x-1) \\cdot 2}", True),
+        ("\\boxed{2 (x-1) + 3}", "\\boxed{3}", False),  # was 3 and 3
+        ("\\boxed{2 (x-1) + 3}", "\\boxed{3 + 2(x-1)}", True),
+        ("$2 (x-1)$", "$2(x-1)$", True),
+        ("\\boxed{2 (3+4)}", "\\boxed{14}", True),  # was 7
+        ("\\boxed{2 (3+4)}", "\\boxed{7}", False),
+        ("\\boxed{2 (-1)}", "\\boxed{-2}", True),  # was -1
+        ("There are 2 (two) apples", "2", True),  # prose in the bracket: no product
+        ("So we get 12 (3*4).", "12", True),  # outside math a reason given in prose (no 144)
+        ("So we get 12 (3*4).", "144", False),
+    ],
+)
+def test_a_number_spaced_before_a_bracket_of_math_is_its_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{5 xy}", "\\boxed{5}", False),  # was 5 and 5: its letters taken for a unit
+        ("\\boxed{5 xy}", "\\boxed{5xy}", True),
+        ("\\boxed{5 xy}", "\\boxed{5 yx}", True),
+        ("\\boxed{5 xy}", "\\boxed{5 xyz}", False),
+        ("\\boxed{5 x y}", "\\boxed{5xy}", True),  # was 5
+        ("$5 xy$", "\\boxed{5 \\cdot x \\cdot y}", True),  # was 5
+        ("\\boxed{5 xy + 1}", "\\boxed{1}", False),  # was 1 and 1
+        ("\\boxed{5 xy + 1}", "\\boxed{1 + 5xy}", True),
+        ("\\boxed{5 cats}", "\\boxed{5}", False),  # no unit: a product, as without the space
+        ("\\boxed{5 km}", "\\boxed{5}", True),  # a unit still
+        ("\\boxed{5 apples}", "\\boxed{5}", True),
+        ("\\boxed{10 mins}", "\\boxed{10}", True),
+    ],
+)
+def test_letters_spaced_after_a_number_in_math_are_its_unit_or_a_product(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{y(1+x)^2}", "\\boxed{(1+x)^2 y}", True),  # was "y(1+x)^{2}" (y applied) and "y\\cdot(x+1)^{2}"
+        ("\\boxed{y(1+x)^2}", "\\boxed{(1+x)^2}", False),
+        ("\\boxed{y(1+x)^2}", "\\boxed{z(1+x)^2}", False),
+        ("\\boxed{y(x+1)}", "\\boxed{(x+1)y}", True),  # was "y(x+1)" and "y\\cdot(x+1)"
+        ("\\boxed{x(x+1)}", "\\boxed{(x+1) \\cdot x}", True),
+        ("\\boxed{2y(x+1)}", "\\boxed{2(x+1)y}", True),
+        ("\\boxed{y (x+1)}", "\\boxed{x+1}", False),  # was "x+1" both: y lost after its space
+        ("\\boxed{y (x+1)}", "\\boxed{y(x+1)}", True),
+        ("\\boxed{y (1+x)^2}", "\\boxed{(1+x)^2 y}", True),
+        ("\\boxed{f(x)}", "\\boxed{xf}", False),  # a bracket of one variable: the function applied
+        ("\\boxed{f(2)^2}", "\\boxed{4f}", False),
+    ],
+)
+def test_a_letter_before_a_bracket_of_a_sum_is_its_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{2\\,(x+1)}", "\\boxed{x+1}", False),  # was "x+1" both: the thin space no space
+        ("\\boxed{2\\,(x+1)}", "\\boxed{2(x+1)}", True),
+        ("\\boxed{5\\,xy}", "\\boxed{5xy}", True),  # was "\\cdot y", a broken spelling
+        ("\\boxed{5\\;xy}", "\\boxed{5}", False),  # was "xy"
+        ("\\boxed{5\\!xy}", "\\boxed{5yx}", True),
+        ("\\boxed{x\\,y}", "\\boxed{y \\cdot x}", True),  # was nothing
+        ("\\boxed{10\\,\\text{m}}", "\\boxed{10}", True),
+    ],
+)
+def test_latex_spacing_commands_are_spaces(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_thin_space_between_groups_of_three_digits_separates_thousands() -> None:
+    """ "5\\\\,000" is 5000, as "5,000" is (math-verify reads 5*0, and "1\\\\,234\\\\,567" as 802: no oracle's case)."""
+    assert number("\\boxed{5\\,000}") == number("5,000") == "5000" != number("\\boxed{0}")
+    assert number("\\boxed{1\\,234\\,567}") == "1234567" != number("\\boxed{567}")
+    assert number("\\boxed{5\\,000.5}") == "5000.5"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{5 x}", "\\boxed{5}", False),  # was 5 and 5: the letter taken for a unit
+        ("\\boxed{5 x}", "\\boxed{5x}", True),
+        ("\\boxed{5 y + 1}", "\\boxed{1}", False),  # was 1 and 1
+        ("\\boxed{5 y + 1}", "\\boxed{1 + 5y}", True),
+        ("\\boxed{5 x^2}", "\\boxed{5x^2}", True),  # was 5
+        ("$5 a$", "\\boxed{5 \\cdot a}", True),
+        ("\\boxed{5 \\alpha}", "\\boxed{5}", False),  # was 5 and 5
+        ("\\boxed{5 \\alpha}", "\\boxed{\\alpha \\cdot 5}", True),
+        ("\\boxed{5 m}", "\\boxed{5}", True),  # a unit's letter: a unit still
+        ("\\boxed{5 s}", "\\boxed{6}", False),
+    ],
+)
+def test_a_letter_spaced_after_a_number_in_math_is_its_factor_unless_a_unit(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{2 (x)}", "\\boxed{2}", False),  # was 2 and 2: the bracket after a space lost
+        ("\\boxed{2 (x)}", "\\boxed{2x}", True),
+        ("\\boxed{2(x)}", "\\boxed{2x}", True),  # was "2(x)" and "2x"
+        ("\\boxed{2(x)^2}", "\\boxed{2x^2}", True),
+        ("\\boxed{2(x)^2}", "\\boxed{2x}", False),
+        ("\\boxed{3(x) + 1}", "\\boxed{1 + 3x}", True),
+        ("\\boxed{y(x)}", "\\boxed{xy}", False),  # a letter before it: the function applied
+    ],
+)
+def test_a_bracket_of_one_letter_after_a_number_is_that_letter_its_factor(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)

@@ -1,0 +1,33 @@
+"""The units a number may be written with ("10s", "5 km", "\\boxed{5apples}"), so that the ``number``
+extractor reads a unit after a number as no factor of it, and any other letters there, inside math,
+as a product's ("\\boxed{5 xy}" is 5xy, as math-verify reads it; the letters were taken for a unit,
+so that it read 5, another answer's)."""
+
+from __future__ import annotations
+
+import re
+
+_PREFIXED = r"[pnuμmcdkMGT](?:m|g|s|l|L|W|J|V|A|N|B|b|Hz|Pa|eV|Wh|Ah|cal|mol)"
+#: Units of SI and common abbreviations, an ordinal's suffix ("2nd") too, as a regex's alternatives.
+SHORT_UNIT = (
+    r"s|m|g|h|l|L|" + _PREFIXED + r"|Hz|Pa|eV|Wh|mol|cal|min|mins|hr|hrs|sec|secs|ft|in|mi|yd|lb|lbs|oz|mph|kph|kmh|mpg"
+    r"|yr|yrs|wk|wks|deg|rad|px|pt|dB|am|pm|AM|PM|st|nd|rd|th"
+)
+#: The words math-verify strips as a unit after a number (latex2sympy2_extended's ``units``, its plurals too:
+#: "\\boxed{5apples}" is 5 there), of three letters or more: a shorter one ("ab", "bc", "t", "d") is a
+#: product's letters or a variable here ("5ab" is 5ab), as a reader reads it, never a unit that makes
+#: "5ab" and "5" one answer.
+UNIT_WORDS = frozenset(
+    "Surface acre apple are cent coin cube cubic day decrease deg degree digit east edge excess feet gain gal "
+    "gallon hectare hour inch inches increase kmh kmph less liter litre loss man mark meal men meter metre mile "
+    "min minute minw monkey month more mph mtr multiple noon number ohm per pie pound prime profit pure ratio "
+    "rise rounds rupee sec second soldier square student sue tile toy unit way west woman women yard year".split()
+)
+#: Any unit, as a regex's alternatives: a short one, or a unit word, in the plural too.
+UNIT = SHORT_UNIT + r"|(?:" + "|".join(sorted(UNIT_WORDS)) + r")(?:s|es)?"
+_UNIT = re.compile(UNIT)
+
+
+def is_unit(letters: str) -> bool:
+    """Whether the letters are a unit's, whole ("km", "apples"; not "xy", "cats")."""
+    return _UNIT.fullmatch(letters) is not None
