@@ -19,11 +19,11 @@ from infertap.capture.reader import CaptureReader
 from infertap.capture.records import new_telemetry
 from infertap.capture.writer import CaptureWriter
 from infertap.mitm.importer import recorded_on
-from tests.analysis_builders import JSON_HEADERS, exchange
+from tests.analysis_builders import JSON_HEADERS, body, exchange
 from tests.fake_engines import llama_server_app
 from tests.fake_upstream import ServerThread
 from tests.mitm.test_import_machine import CHAT, har, invoke, stdout
-from tests.telemetry.test_energy_arithmetic import LOCAL, PACKAGE0, run
+from tests.telemetry.test_energy_arithmetic import LOCAL, PACKAGE0, counter, run
 
 HAR_DEVICE = (
     "the traffic was imported from a har file, which does not say the machine it ran on: the recording machine is unknown"
@@ -159,3 +159,28 @@ def test_an_import_whose_exchanges_name_no_upstream_is_still_imported(tmp_path):
         found[name] = group["energy"]
     assert found["no-upstream"] == found["upstream"]
     assert found["no-upstream"]["joules"] is None and found["no-upstream"]["unknown"] == IMPORTED
+
+
+def test_compare_says_an_imported_sides_energy_is_from_no_source_because_it_was_imported(tmp_path):
+    """A run measured here compared with an import: compare said the import's energy was from "none
+    (no power telemetry of its engine)", as if its machine had been looked at. It says the import's
+    traffic ran on a machine its file does not name; a run recorded here with no power telemetry
+    is still said to have none (must differ)."""
+    base = time.time() - 60
+    rapl = counter("host_rapl_energy_joules", PACKAGE0, (0, 100.0), (2000, 120.0), (4000, 140.0), source="host")
+    measured = run(tmp_path / "measured", [(0, 4000)], rapl, base=base)
+    dark = run(tmp_path / "dark", [(0, 4000)], [], base=base)
+    imported, file = tmp_path / "imported", har(tmp_path / "a.har", LOCAL, base)
+    log = json.loads(file.read_text())
+    log["log"]["entries"][0]["request"]["postData"]["text"] = body(model="m").decode()  # the recorded request: a pair
+    file.write_text(json.dumps(log))
+    invoke("import", str(file), "--out", str(imported))
+    unlike = {
+        name: json.loads(stdout("compare", str(measured), str(other), "--json"))["energy"]["unlike"]
+        for name, other in (("imported", imported), ("dark", dark))
+    }
+    assert unlike["imported"] == (
+        "A's energy is from RAPL, B's from none (imported from a file, which does not say the machine its traffic ran on): "
+        "not measured alike, so their energy figures are not like for like"
+    )
+    assert "B's from none (no power telemetry of its engine)" in unlike["dark"]
