@@ -118,6 +118,7 @@ def test_a_recording_with_an_import_appended_says_whose_engine_was_probed(record
 
     rows = {r["fact"]: r for r in json.loads(stdout("compare", str(alone), str(mixed), "--json"))["config"]["snapshots"]}
     assert rows["version"]["probed"] == {"B": probed} and not rows["version"]["differs"]
+    assert rows["host cpu"]["probed"] == {"B": probed} and rows["host cpu"]["b"] is not None, "the recording's machine"
     assert f"of B {probed}" in words("compare", str(alone), str(mixed))
     assert "probed by" not in words("compare", str(alone), str(alone))
 
