@@ -80,15 +80,16 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     several = _several_engines(analysis, capture)
     by_run = recorders_by_run(capture)
     runs = list(by_run.values())
-    traffic = traffic_runs(runs)
+    # The runs that hold its exchanges: an import among them ran on an engine its file does not
+    # name, so the snapshot (another run's, or enrich's afterwards) is said to be whose it is; and
+    # a run that carried none (a recording stopped before any request) is not its measuring side.
+    carried = {r: str(by_run.get(r, {}).get("kind") or kind or "") for r, kind in _carried(analysis, capture)}
+    traffic = traffic_runs([r for run_id, r in by_run.items() if run_id in carried]) or traffic_runs(runs)
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
     labels = _labels(analysis, capture)
     no_snap = _no_snapshot(runs)
     captures = [c for c in stats["captures"] if c["capture"] == capture]
     torn = [str(t) for c in captures for t in c["torn"]]
-    # The runs that hold its exchanges: an import among them ran on an engine its file does not
-    # name, so the snapshot (another run's, or enrich's afterwards) is said to be whose it is.
-    carried = {r: str(by_run.get(r, {}).get("kind") or kind or "") for r, kind in _carried(analysis, capture)}
     imported = [r for r, kind in carried.items() if kind == "import"]
     only = imported_only(carried.values())
     probed = probed_by(snap["recorder"], snap["run_id"], snap["wall"], imported, only=only) if snap else None

@@ -73,6 +73,10 @@ def test_an_import_beside_a_recording_that_carried_no_traffic_is_all_imported(re
     )
     assert f"the engine's kind, version and digest {probed}" in cards["empty"]["runtime"]["unknown"]
     assert cards["full"]["device"]["value"]["hostname"] is not None, "a recording's own machine, kept"
+    side = {name: c["measuring_side"] for name, c in cards.items()}
+    assert side["empty"]["value"]["recorder"] == "import" and "unknown" not in side["empty"], "the run that carried it"
+    assert side["empty"]["value"]["clock"] == "coarse: one chunk per response, times from the file"
+    assert side["full"]["value"]["recorder"] == "proxy" and "different recorders (proxy, import)" in side["full"]["unknown"]
 
     rows = {r["fact"]: r for r in json.loads(stdout("compare", str(empty.out), str(full.out), "--json"))["config"]["snapshots"]}
     assert rows["host cpu"]["a"] is None and rows["host cpu"]["why_unknown"] == {"A": IMPORTED}
