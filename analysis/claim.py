@@ -22,13 +22,13 @@ from infertap.capture.identity import schedule_change, schedule_not_kept, schedu
 from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
-from .machines import imported_only, probed_after_import
+from .machines import imported_only, probed_by
 from .partly_counted import note, prompt_note
-from .sampled import interpolated, no_energy, partly_unsampled
+from .sampled import all_imported, interpolated, no_energy, partly_unsampled
 from .stats import QUANTILES, live_warnings, speed_stats, ttft_mix
 from .store import Analysis
 from .svg import number
-from .workload_identity import recorders, workload
+from .workload_identity import recorders_by_run, workload
 
 FIELDS = (
     "device",
@@ -78,20 +78,27 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     whole = _whole(groups)  # the facts describe what the identity does, the whole capture; the figures are per run
     snap = _last_snapshot(analysis, capture)
     several = _several_engines(analysis, capture)
-    runs = recorders(capture)
-    traffic = traffic_runs(runs)
+    by_run = recorders_by_run(capture)
+    runs = list(by_run.values())
+    # The runs that hold its exchanges: an import among them ran on an engine its file does not
+    # name, so the snapshot (another run's, or enrich's afterwards) is said to be whose it is; and
+    # a run that carried none (a recording stopped before any request) is not its measuring side.
+    carried = {r: str(by_run.get(r, {}).get("kind") or kind or "") for r, kind in _carried(analysis, capture)}
+    traffic = traffic_runs([r for run_id, r in by_run.items() if run_id in carried]) or traffic_runs(runs)
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
     labels = _labels(analysis, capture)
     no_snap = _no_snapshot(runs)
     captures = [c for c in stats["captures"] if c["capture"] == capture]
     torn = [str(t) for c in captures for t in c["torn"]]
-    # All its traffic imported: the snapshot is enrich's, of the engine then, kept and said so.
-    probed = probed_after_import(snap["wall"]) if snap and imported_only(str(r.get("kind") or "") for r in traffic) else None
+    imported = [r for r, kind in carried.items() if kind == "import"]
+    only = imported_only(carried.values())
+    probed = probed_by(snap["recorder"], snap["run_id"], snap["wall"], imported, only=only) if snap else None
     concurrency = _concurrency(recorder, whole, snap, len(groups), several, no_snap)
     sampling = _sampling(analysis, capture, snap, no_snap)
+    files = [str(by_run.get(r, {}).get("from") or "HAR or flow") for r in imported]
     return {
         "capture": capture,
-        "device": _also(_device(snap, labels, traffic, no_snap), several),
+        "device": _also(_also(_device(snap, labels, files, only, no_snap), several), _said("the machine's facts", probed)),
         "runtime": _also(_also(_runtime(snap, no_snap), several), _said("the engine's kind, version and digest", probed)),
         "model": _also(_also(_model(snap, analysis, capture, no_snap), several), _said("the engine's models and file", probed)),
         "quantization": _also(_also(_quantization(snap, no_snap), several), _said("the quantization", probed)),
@@ -120,8 +127,11 @@ def unknown_fields(card: dict[str, Any]) -> dict[str, str]:
 
 
 def _last_snapshot(analysis: Analysis, capture: str) -> dict[str, Any] | None:
+    """The capture's last engine snapshot, with the run that took it and that run's recorder kind."""
     rows = analysis.query(
-        "SELECT kind, url, wall, fingerprint, facts, host, labels FROM engines WHERE capture = ? ORDER BY wall DESC NULLS LAST LIMIT 1",
+        "SELECT e.kind, e.url, e.wall, e.fingerprint, e.facts, e.host, e.labels, e.run_id, r.recorder FROM engines e "
+        "LEFT JOIN runs r ON r.capture = e.capture AND r.run_id = e.run_id "
+        "WHERE e.capture = ? ORDER BY e.wall DESC NULLS LAST LIMIT 1",
         [capture],
     ).records()
     if not rows:
@@ -131,6 +141,15 @@ def _last_snapshot(analysis: Analysis, capture: str) -> dict[str, Any] | None:
     snap["host"] = _loads(snap["host"]) or {}
     snap["labels"] = _loads(snap["labels"]) or {}
     return snap
+
+
+def _carried(analysis: Analysis, capture: str) -> list[tuple[str, str | None]]:
+    """The runs that hold the capture's exchanges, with their recorder kinds, in order."""
+    rows = analysis.query(
+        "SELECT run_id, any_value(recorder) FROM exchanges WHERE capture = ? GROUP BY run_id ORDER BY min(sent_wall_ns)",
+        [capture],
+    ).rows
+    return [(str(r), k) for r, k in rows]
 
 
 def _several_engines(analysis: Analysis, capture: str) -> str | None:
@@ -170,7 +189,7 @@ def _several_schedules(runs: list[dict[str, Any]]) -> str | None:
 
 
 def _said(what: str, probed: str | None) -> str | None:
-    """``what`` of an import's snapshot, ``probed`` after its traffic (``probed_after_import``); None where not."""
+    """``what`` of a snapshot that is not (or not only) its traffic's engine, where some was imported (``probed_by``); None where not."""
     return f"{what} {probed}" if probed else None
 
 
@@ -214,13 +233,13 @@ def _no_snapshot(runs: list[dict[str, Any]]) -> str:
     return f"the capture has no engine snapshot ({reason}): run `infertap enrich CAPTURE --engine URL`"
 
 
-def _device(snap: dict[str, Any] | None, labels: dict[str, str], traffic: list[dict[str, Any]], no_snap: str) -> dict[str, Any]:
+def _device(snap: dict[str, Any] | None, labels: dict[str, str], imported: list[str], only: bool, no_snap: str) -> dict[str, Any]:
     """GPU and CPU of the engine's machine: the snapshot's host facts when the engine was local, else
     labels. An import's traffic ran on a machine its file does not name: a snapshot taken here
-    (``enrich``) is of this machine, not that one."""
+    (``enrich``) is of this machine, not that one. ``imported``: the file kind of each imported run
+    that holds exchanges; ``only``: all the traffic is theirs (``imported_only``)."""
     label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
-    imported = [r.get("from") or "HAR or flow" for r in traffic if r.get("kind") == "import"]
-    if imported_only(str(r.get("kind") or "") for r in traffic):  # import takes no --label: nothing here describes that machine
+    if only:  # import takes no --label: nothing here describes that machine
         if label_gpu:
             return _field(
                 {"labels": label_gpu}, "user labels (--label)", f"{_imported(imported)}: only the labels describe its device"
@@ -723,7 +742,7 @@ def _energy_line(energy: dict[str, Any] | None, sampled: dict[str, Any] | None =
     --no-telemetry, said apart from no power telemetry."""
     part = partly_unsampled(sampled)
     if not energy:
-        if sampled and sampled.get("imported") and len(sampled["imported"]) == sampled["runs"]:
+        if all_imported(sampled):
             return f"energy: {no_energy(sampled)}"
         if sampled is None or sampled["unsaid"] == sampled["runs"]:  # runs (or a card) older than the field
             return "energy: no telemetry"

@@ -37,12 +37,12 @@ from .energy import Telemetry
 from .errors import AnalysisError, QueryError
 from .extract import grader
 from .fetch import columns
-from .machines import IMPORTED, imported_only, probed_after_import
+from .machines import IMPORTED, imported_only, probed_by
 from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
 from .partly_counted import note as partly_counted_note
 from .ratios import bootstrap_ratio, distribution
-from .sampled import NOT_SAMPLED, all_unsampled
+from .sampled import NOT_SAMPLED, all_imported, all_unsampled
 from .sessions import session_comparison
 from .stats import telemetry_sampled, telemetry_urls, ttft_mix
 from .store import MEMORY_ENV, Analysis
@@ -136,6 +136,7 @@ class Run:
         self.exchanges, self.snapshot, self.torn = side.exchanges, side.snapshot, side.torn
         self.configurations = side.configurations
         self.recorders = side.recorders
+        self.carried, self.snapshot_run = side.carried, side.snapshot_run
         self.repeated = side.repeated
         con.execute(
             f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)}, hive_partitioning = false)"
@@ -303,7 +304,11 @@ def _unlike(a: Run, b: Run) -> str | None:
         scraped = f" ({', '.join(run.telemetry_urls)})" if run.telemetry_urls and "DCGM exporter" in kinds else ""
         if kinds:
             return " and ".join(kinds) + scraped
-        return f"none ({NOT_SAMPLED})" if all_unsampled(run.telemetry) else "none (no power telemetry of its engine)"
+        if all_unsampled(run.telemetry):
+            return f"none ({NOT_SAMPLED})"
+        if all_imported(run.telemetry):  # no telemetry here is of its machine
+            return "none (imported from a file, which does not say the machine its traffic ran on)"
+        return "none (no power telemetry of its engine)"
 
     return (
         f"A's energy is from {said(ka, a)}, B's from {said(kb, b)}: "
@@ -326,12 +331,19 @@ def engine_state_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> lis
     ]
 
 
+def _imported_only(run: Run) -> bool:
+    """Whether all of a side's traffic was imported, judged by the runs that hold its exchanges."""
+    return imported_only(run.carried.values())
+
+
 def _probed_after(run: Run) -> str | None:
-    """Why a side's snapshot is not its traffic's engine: all its traffic was imported, and the
-    snapshot is the one ``enrich`` probed afterwards; None otherwise."""
-    if run.snapshot is None or not imported_only(run.recorders):
+    """Whose engine a side's snapshot is, where some of its traffic was imported (``probed_by``):
+    enrich's afterwards, or another run's, never the import's; None otherwise."""
+    if run.snapshot is None:
         return None
-    return probed_after_import(run.snapshot.get("wall"))
+    kind, run_id = (run.snapshot_run[1], run.snapshot_run[0]) if run.snapshot_run else (None, None)
+    imported = [r for r, k in run.carried.items() if k == "import"]
+    return probed_by(kind, run_id, run.snapshot.get("wall"), imported, only=_imported_only(run))
 
 
 def _ratio_of(b: float | None, a: float | None) -> float | None:
@@ -463,7 +475,7 @@ def _compare(
             "snapshots": snapshot_diff(
                 a.snapshot,
                 b.snapshot,
-                (IMPORTED if imported_only(a.recorders) else None, IMPORTED if imported_only(b.recorders) else None),
+                (IMPORTED if _imported_only(a) else None, IMPORTED if _imported_only(b) else None),
                 (_probed_after(a), _probed_after(b)),
             ),
             "snapshot_missing": [side for side, run in (("A", a), ("B", b)) if run.snapshot is None],

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .partly_counted import OVER_MEAN
-from .sampled import NOT_SAMPLED, all_unsampled, interpolated, no_energy, partly_unsampled
+from .sampled import IMPORTED, NO_POWER, NOT_SAMPLED, interpolated, no_energy, partly_unsampled
 from .stats_energy import measured_by, not_measured
 from .svg import number
 
@@ -58,8 +58,9 @@ def energy_lines(e: dict[str, Any], tabled: bool = False) -> list[Said]:
     not said again here, only what the table does not hold."""
     out: list[Said] = []
     sampled = e.get("telemetry") or {}
-    off = {side: all_unsampled(sampled.get(side)) for side in ("a", "b")}
-    if not e["a"] and not e["b"] and not any(off.values()):
+    # Why each side has none, as stats says it: the same on both sides is said once.
+    why = {side: no_energy(sampled.get(side)) for side in ("a", "b")}
+    if not e["a"] and not e["b"] and why["a"] == why["b"] == NO_POWER:
         out.append(
             (
                 "energy: neither run measured energy: no power telemetry in either run (a GPU through NVML or nvidia-smi, "
@@ -67,21 +68,23 @@ def energy_lines(e: dict[str, Any], tabled: bool = False) -> list[Said]:
                 False,
             )
         )
-    elif not e["a"] and not e["b"] and all(off.values()):
+    elif not e["a"] and not e["b"] and why["a"] == why["b"] == NOT_SAMPLED:
         out.append((f"energy: neither run measured energy: {NOT_SAMPLED} in either run", False))
+    elif not e["a"] and not e["b"] and why["a"] == why["b"] == IMPORTED:
+        out.append((f"energy: neither run measured energy: both {IMPORTED}", False))
     else:
         counted = e.get("partly_counted") or {}
         for side in ("a", "b"):
             x = e[side]
-            why = no_energy(sampled.get(side), "no power telemetry") if not x else not_measured(x, sampled.get(side))
+            said = no_energy(sampled.get(side), "no power telemetry") if not x else not_measured(x, sampled.get(side))
             if not tabled:
                 out.append(
-                    (f"energy {side.upper()}: " + (_energy_line(x, _num, counted.get(side)) if why is None else why), False)
+                    (f"energy {side.upper()}: " + (_energy_line(x, _num, counted.get(side)) if said is None else said), False)
                 )
-            if why is None and counted.get(side):  # as stats says it under its figures
+            if said is None and counted.get(side):  # as stats says it under its figures
                 out.append((f"energy {side.upper()}: note: {counted[side]}", False))
             part = partly_unsampled(sampled.get(side))
-            if x and part and not (tabled and why is None):  # its figure is over the runs that sampled telemetry
+            if x and part and not (tabled and said is None):  # its figure is over the runs that sampled telemetry
                 out.append((f"energy {side.upper()}: {part}", False))
             if e["telemetry_urls"][side]:  # where an exporter's figures came from, as stats names them
                 out.append(

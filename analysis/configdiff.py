@@ -98,13 +98,13 @@ def snapshot_diff(
             "b": [g["name"] for g in host_b.get("gpus") or ()] or None,
         },
     ]
-    for row in rows:
+    rows += [{**row, "why_unknown": why} if why else row for row in hosts]
+    for row in rows:  # the host rows too: a recording's machine beside an import's is the recording's engine's only
         after = {
             side: note for side, note, value in zip("AB", probed, (row["a"], row["b"]), strict=True) if note and value is not None
         }
         if after:
             row["probed"] = after
-    rows += [{**row, "why_unknown": why} if why else row for row in hosts]
     for row in rows:
         known = (row["a"] is not None) + (row["b"] is not None)
         # An unknown beside a known value is not a difference: it may not differ at all.

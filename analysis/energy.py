@@ -505,9 +505,11 @@ class Telemetry:
             # An import's upstreams and host facts are of a machine its file does not name, never this one.
             upstreams: dict[str, list[str]] = {}
             imported: set[str] = set()
+            # Whether all of it was imported is judged by every run that holds exchanges, whether or
+            # not they name an upstream (an import's may name none).
             for capture, urls, kinds in a.sql(
-                "SELECT capture, list(DISTINCT upstream) FILTER (WHERE recorder IS DISTINCT FROM 'import'), "
-                "list(DISTINCT recorder) FILTER (WHERE recorder IS NOT NULL) FROM exchanges WHERE upstream IS NOT NULL GROUP BY capture"
+                "SELECT capture, list(DISTINCT upstream) FILTER (WHERE recorder IS DISTINCT FROM 'import' AND upstream IS NOT NULL), "
+                "list(DISTINCT recorder) FILTER (WHERE recorder IS NOT NULL) FROM exchanges GROUP BY capture"
             ).fetchall():
                 upstreams[capture] = urls or []
                 if imported_only(kinds or []):

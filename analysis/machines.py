@@ -33,10 +33,33 @@ def probed_after_import(wall: float | None) -> str:
 
 
 def imported_only(recorders: Iterable[str]) -> bool:
-    """Whether all of a capture's traffic was imported (its runs' recorder kinds: an ``enrich`` or
-    a telemetry run carries no traffic): then no fact of this machine is its engine machine's."""
+    """Whether all of a capture's (or a group's) traffic was imported: then no fact of this machine
+    is its engine machine's. The one rule for stats, claim, compare and energy alike: ``recorders``
+    are the kinds of the runs that hold its exchanges, so that a run that carried none (a recording
+    stopped before any request, an ``enrich``, a telemetry run) makes no import a recording."""
     traffic = set(recorders) - {"enrich", "telemetry"}
     return traffic == {"import"}
+
+
+def probed_by(kind: str | None, run_id: str | None, wall: float | None, imported: Iterable[str], *, only: bool) -> str | None:
+    """Whose engine a capture's snapshot (taken by run ``run_id`` of recorder ``kind`` at ``wall``)
+    is, where some of its traffic was imported (``imported``: those runs' ids; ``only``: all of it,
+    ``imported_only``): an imported file names no engine, so the snapshot is another run's, or
+    enrich's afterwards, never the import's. None where no traffic was imported."""
+    runs = list(imported)
+    if not runs:
+        return None
+    if kind == "enrich":
+        probed = probed_after_import(wall)
+    else:
+        when = datetime.fromtimestamp(wall, UTC).isoformat(timespec="seconds") if wall else "an unknown time"
+        probed = f"probed by run {run_id or 'unknown'} ({kind or 'unknown recorder'}) at {when}"
+        if only:
+            return f"{probed}, which carried none of the traffic: the imported file does not say which engine served it"
+        probed += ": the engine of that run's traffic"
+    if only:
+        return probed
+    return f"{probed}; the engine of the imported run(s) {', '.join(runs)} is unknown (the imported file does not say it)"
 
 
 @dataclass
@@ -154,5 +177,6 @@ __all__ = [
     "imported_only",
     "on_engine",
     "probed_after_import",
+    "probed_by",
     "scraped",
 ]

@@ -6,6 +6,8 @@ was sampled rests on a straight line across a gap in the samples (``interpolated
 from collections.abc import Callable
 from typing import Any
 
+from .machines import imported_only
+
 NO_POWER = "no power telemetry (a GPU through NVML or nvidia-smi, a DCGM exporter, or RAPL)"
 NOT_SAMPLED = "not sampled (recorded with --no-telemetry)"
 IMPORTED = (
@@ -14,17 +16,20 @@ IMPORTED = (
 
 
 def sampled(
-    runs: list[tuple[str, str]], said: dict[tuple[str, str], bool | None], imported: set[tuple[str, str]] | None = None
+    runs: list[tuple[str, str]], said: dict[tuple[str, str], bool | None], kinds: dict[tuple[str, str], str]
 ) -> dict[str, Any]:
     """A group's ``telemetry``: its runs, the ids of those recorded with --no-telemetry, how many
-    say neither (captures older than ``recorder.telemetry``), and the ids of the imported ones,
-    whose machine no telemetry here was of."""
+    say neither (captures older than ``recorder.telemetry``), the ids of the imported ones, whose
+    machine no telemetry here was of, and whether all of its traffic was (``imported_only``, by
+    ``kinds``: each run's recorder kind)."""
     keys = list(dict.fromkeys(runs))
+    imported = {k for k in keys if kinds.get(k) == "import"}
     return {
         "runs": len(keys),
         "not_sampled": [r for c, r in keys if said.get((c, r)) is False],
-        "unsaid": sum(said.get(k) is None and k not in (imported or ()) for k in keys),
-        "imported": [r for c, r in keys if (c, r) in (imported or ())],
+        "unsaid": sum(said.get(k) is None and k not in imported for k in keys),
+        "imported": [r for c, r in keys if (c, r) in imported],
+        "all_imported": imported_only(kinds.get(k) or "" for k in keys),
     }
 
 
@@ -32,21 +37,28 @@ def all_unsampled(telemetry: dict[str, Any] | None) -> bool:
     return bool(telemetry and telemetry["not_sampled"] and len(telemetry["not_sampled"]) == telemetry["runs"])
 
 
+def all_imported(telemetry: dict[str, Any] | None) -> bool:
+    """Whether all of a group's traffic was imported (``machines.imported_only``, as ``sampled`` judged it)."""
+    return bool(telemetry and telemetry.get("all_imported"))
+
+
 def no_energy(telemetry: dict[str, Any] | None, no_power: str = NO_POWER) -> str:
-    """Why a group has no energy figure: not sampled, imported, no power telemetry, or each in some of its runs."""
+    """Why a group has no energy figure: not sampled, imported, no power telemetry, or each in some
+    of its runs (and no power telemetry only where some run was sampled and not imported)."""
     if all_unsampled(telemetry):
         return NOT_SAMPLED
-    imported = (telemetry or {}).get("imported") or []
-    if telemetry and imported and len(imported) == telemetry["runs"]:
+    if all_imported(telemetry):
         return IMPORTED
     part = "; ".join(filter(None, (partly_unsampled(telemetry), partly_imported(telemetry))))
+    if part and telemetry and len({*telemetry["not_sampled"], *telemetry["imported"]}) >= telemetry["runs"]:
+        return part  # every run either not sampled or imported: none was looked at for power telemetry
     return f"{no_power} in its other runs; {part}" if part else no_power
 
 
 def partly_imported(telemetry: dict[str, Any] | None) -> str | None:
     """Which of a group's runs were imported, where only some were; None where all or none were."""
     imported = (telemetry or {}).get("imported") or []
-    if not telemetry or not imported or len(imported) == telemetry["runs"]:
+    if not telemetry or not imported or all_imported(telemetry):
         return None
     return f"{len(imported)} of {telemetry['runs']} runs imported from a file (their machine unknown): {', '.join(imported)}"
 

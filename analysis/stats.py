@@ -200,12 +200,12 @@ def _groups(q: _Query) -> list[dict[str, Any]]:
     telemetry = Telemetry(q.a)
     scraped = _scraped(q.a)
     unread = _unread(q.a)
-    said, imported = _said(q.a), _imported(q.a)
+    said, kinds = _said(q.a), _kinds(q.a)
     groups = [
         _group(q, key, row, aspects, telemetry, scraped)
         | {"telemetry_unread": _telemetry_unread(aspects["runs"][key], unread, scraped)}
         # Which runs were recorded with --no-telemetry: their energy is not sampled, not absent.
-        | {"telemetry": sampled([(c, r) for c, r, *_ in aspects["runs"][key]], said, imported)}
+        | {"telemetry": sampled([(c, r) for c, r, *_ in aspects["runs"][key]], said, kinds)}
         for key, [row] in aspects["main"].items()
     ]
     for group in groups:  # its figures over the counted answers only, each flagged (None: every count known)
@@ -227,14 +227,14 @@ def _said(analysis: Analysis) -> dict[tuple[str, str], bool | None]:
     return {(c, r): on for c, r, on in analysis.query("SELECT capture, run_id, telemetry FROM runs").rows}
 
 
-def _imported(analysis: Analysis) -> set[tuple[str, str]]:
-    """The imported runs, by (capture, run_id): recorded on a machine their file does not name."""
-    return {(c, r) for c, r in analysis.query("SELECT capture, run_id FROM runs WHERE recorder = 'import'").rows}
+def _kinds(analysis: Analysis) -> dict[tuple[str, str], str]:
+    """Each run's recorder kind, by (capture, run_id): an import's traffic ran on a machine its file does not name."""
+    return {(c, r): kind for c, r, kind in analysis.query("SELECT capture, run_id, recorder FROM runs").rows}
 
 
 def telemetry_sampled(analysis: Analysis, runs: list[list[Any]]) -> dict[str, Any]:
     """Whether the runs (rows starting capture, run id) sampled telemetry, as a group's ``telemetry``."""
-    return sampled([(c, r) for c, r, *_ in runs], _said(analysis), _imported(analysis))
+    return sampled([(c, r) for c, r, *_ in runs], _said(analysis), _kinds(analysis))
 
 
 def telemetry_urls(analysis: Analysis, runs: list[list[Any]]) -> list[str]:

@@ -83,7 +83,8 @@ BATCH_ROWS = 5_000
 #: 41: an Anthropic call of a toolset's tool (browser, computer) keeps its "toolset" (``toolset_name``).
 #: 42: a Responses call keeps its namespace ("toolset") and caller (a program's), a program item is a call, and a
 #: message's phase is in the layout (``message(commentary)``).
-SUMMARY_VERSION = 42
+#: 43: the runs that hold the side's exchanges (an import among them) and the run that took its last snapshot.
+SUMMARY_VERSION = 43
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -288,6 +289,10 @@ class Side:
     # ``kind`` and ``url``. More than one: the last snapshot is not the configuration of every exchange.
     configurations: list[dict[str, Any]] = field(default_factory=list)
     recorders: list[str] = field(default_factory=list)  # its runs' recorder kinds: why no snapshot, where none
+    # The runs that hold its exchanges (id -> recorder kind), in order: whether its traffic was all
+    # imported (``machines.imported_only``); and the (run id, recorder kind) that took its last snapshot.
+    carried: dict[str, str] = field(default_factory=dict)
+    snapshot_run: tuple[str, str] | None = None
 
 
 def summarize_capture(path: str | os.PathLike[str], folder: Path, *, last_user: bool = False) -> Side:
@@ -310,6 +315,9 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
     snapshot: dict[str, Any] | None = None
     configurations: dict[Any, dict[str, Any]] = {}
     recorders: set[str] = set()
+    carried: dict[str, str] = {}
+    run: tuple[str, str] = ("", "")  # the run whose records these are: its header's
+    snapshot_run: tuple[str, str] | None = None
     n = e = 0
     try:
         for record in reader.records():
@@ -329,6 +337,7 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
                     )
                 )
                 n += 1
+                carried.setdefault(*run)
             elif kind == "enrichment":
                 settings = record.get("settings")
                 kept = {k: record.get(k) for k in ("prompt_tokens", "output_tokens", "settings")}  # truthy, as the record is
@@ -337,8 +346,9 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
                 e += 1
             elif kind == "header":
                 recorders.add(str((record.get("recorder") or {}).get("kind", "?")))
+                run = (str(record.get("run_id")), str((record.get("recorder") or {}).get("kind", "?")))
             elif kind == "engine":
-                snapshot = record
+                snapshot, snapshot_run = record, run
                 fingerprint = record.get("fingerprint")
                 configurations.setdefault(
                     fingerprint, {"fingerprint": fingerprint, "kind": record.get("kind"), "url": record.get("url")}
@@ -358,6 +368,8 @@ def _summarize(path: str | os.PathLike[str], folder: Path, last_user: bool, repe
         said,
         list(configurations.values()),
         sorted(recorders),
+        carried,
+        snapshot_run,
     )
 
 
@@ -376,7 +388,18 @@ def cached_side(path: str | os.PathLike[str], entry: CachedCapture | None, scrat
         tmp.mkdir(mode=0o700)  # owner-only, as the cache is: it holds prompts and outputs
         side = summarize_capture(path, tmp, last_user=last_user)
         (tmp / "side.pickle").write_bytes(
-            _dump((side.exchanges, side.snapshot, side.torn, side.repeated, side.configurations, side.recorders))
+            _dump(
+                (
+                    side.exchanges,
+                    side.snapshot,
+                    side.torn,
+                    side.repeated,
+                    side.configurations,
+                    side.recorders,
+                    side.carried,
+                    side.snapshot_run,
+                )
+            )
         )
         try:
             os.rename(tmp, folder)
@@ -393,7 +416,7 @@ def _kept(path: str | os.PathLike[str], folder: Path) -> Side | None:
     if not meta.exists():
         return None
     try:
-        exchanges, snapshot, torn, repeated, configurations, recorders = load(meta.read_bytes())
+        exchanges, snapshot, torn, repeated, configurations, recorders, carried, snapshot_run = load(meta.read_bytes())
         if pq.read_metadata(folder / "exchanges.parquet").num_rows != exchanges:
             raise ValueError("row count")
         pq.read_metadata(folder / "enrichments.parquet")
@@ -410,4 +433,6 @@ def _kept(path: str | os.PathLike[str], folder: Path) -> Side | None:
         repeated,
         list(configurations),
         list(recorders),
+        dict(carried),
+        tuple(snapshot_run) if snapshot_run else None,
     )

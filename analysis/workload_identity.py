@@ -119,6 +119,11 @@ def with_capped(analysis: Analysis, capture: str, identity: WorkloadIdentity) ->
 def recorders(capture: str | Path) -> list[dict[str, Any]]:
     """The ``recorder`` of each run of a capture, from its segments' headers (each segment starts
     with one): what a replay recorded of its source and transforms, which the tables don't keep."""
+    return list(recorders_by_run(capture).values())
+
+
+def recorders_by_run(capture: str | Path) -> dict[str, dict[str, Any]]:
+    """``recorders``, by run id, in the order of the runs' first segments."""
     path = Path(capture)
     out: dict[str, dict[str, Any]] = {}
     for segment in segment_paths(path) if path.is_dir() else [path]:
@@ -126,7 +131,7 @@ def recorders(capture: str | Path) -> list[dict[str, Any]]:
             if record.get("type") == "header":
                 out.setdefault(str(record.get("run_id")), record.get("recorder") or {})
             break
-    return list(out.values())
+    return out
 
 
 def workload(analysis: Analysis, capture: str) -> dict[str, Any]:

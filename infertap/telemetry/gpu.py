@@ -14,7 +14,8 @@ busy for a moment) loses that reading for one round only: the round's other samp
 reason is recorded (``PartialRound``), and the reading is asked again next round, so that one
 hiccup never silences a GPU's power for the rest of a run. nvidia-smi reads every GPU in one
 process, so a run of it that fails loses that whole round, and only that round; one that times out
-is asked again after a rest that grows while it keeps timing out (sampler.py).
+is asked again after a rest that grows while it keeps timing out (sampler.py), and not while a run
+killed for it is still stuck in the driver: each retry would leave one more process stuck there.
 """
 
 from __future__ import annotations
@@ -124,6 +125,13 @@ class SmiSource:
 
     def sample(self) -> list[Sample]:
         self._reap()
+        if self.stuck:
+            # Another run would stick behind it in the same driver call: one more process each retry.
+            pids = ", ".join(str(proc.pid) for proc in self.stuck)
+            raise SourceError(
+                f"nvidia-smi not run again: its last run (pid {pids}) is still stuck in the driver since it was killed; "
+                "run again once it exits"
+            )
         query = ",".join(["index", *(field for field, _, _ in self.fields)])
         try:
             proc = subprocess.Popen(

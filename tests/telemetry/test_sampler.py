@@ -307,6 +307,58 @@ def test_a_hung_nvidia_smi_is_recorded_once_asked_again_and_holds_no_other_sourc
     assert not records.sampled("gpu")
 
 
+@pytest.mark.parametrize("dies_on_kill", [False, True])
+def test_an_nvidia_smi_stuck_after_its_kill_is_not_joined_by_another_each_retry(tmp_path, monkeypatch, dies_on_kill):
+    """An nvidia-smi stuck in the driver does not exit when killed, and every retry of the GPU
+    started another, stuck behind it: one more process stuck per retry. While one is stuck none
+    is started, and the GPU's state says why; one that exits when killed is run again at each
+    retry as before (must differ). The rounds are scheduled by a hand-moved clock and wait; this
+    machine can't make a process that outlives SIGKILL: the stand-in's kill reaches nothing."""
+    import os
+    import signal
+    import subprocess
+
+    from infertap.telemetry import gpu
+
+    exe = nvidia_smi(tmp_path / "bin", constant_gpus(100.0), hang=True)
+    gpus_on_path(monkeypatch, tmp_path, exe)
+    monkeypatch.setattr(gpu.SmiSource.__init__, "__defaults__", (0.3,))  # its timeout, 5 s in use
+    monkeypatch.setattr(gpu, "KILL_WAIT_S", 0.2)
+    made: list[gpu.SmiSource] = []
+    monkeypatch.setattr(gpu, "gpu_source", lambda: made.append(gpu.SmiSource(str(exe))) or made[-1])
+    killed: list[subprocess.Popen[str]] = []
+    kill = subprocess.Popen.kill
+    if not dies_on_kill:
+        monkeypatch.setattr(subprocess.Popen, "kill", lambda self: killed.append(self))
+    schedule = Schedule(rounds=4, took=0.0)  # four rounds, the last wait for the stop
+    records = Records()
+    try:
+        with Sampler(TelemetryConfig(host=False, interval_s=0.1), records, monotonic=schedule.monotonic, wait=schedule.wait):
+            wait_for(lambda: len(schedule.waits) >= schedule.rounds)
+        calls = [c for c in smi_calls(exe) if c.startswith("--query-gpu=index")]
+        [source] = made
+        if dies_on_kill:
+            assert len(calls) == 4 and source.stuck == []
+            assert records.unknown("gpu") == ["nvidia-smi did not answer within 0.3 s"]
+            return
+        assert len(calls) == 1, "no second run while the first is stuck"
+        assert [p.pid for p in source.stuck] == [p.pid for p in killed] and len(killed) == 1
+        assert records.unknown("gpu") == [
+            "nvidia-smi did not answer within 0.3 s, nor exited within 0.2 s of being killed (stuck in the driver): "
+            "left to exit on its own",
+            f"nvidia-smi not run again: its last run (pid {killed[0].pid}) is still stuck in the driver since it was killed; "
+            "run again once it exits",
+        ]
+    finally:
+        for proc in killed:
+            os.kill(proc.pid, signal.SIGKILL)  # its call returns at last
+            proc.wait(30)
+    monkeypatch.setattr(subprocess.Popen, "kill", kill)
+    with pytest.raises(gpu.SourceError, match="did not answer within 0.3 s$"):
+        source.sample()  # exited: it is run again (and times out, as the driver still hangs)
+    assert len([c for c in smi_calls(exe) if c.startswith("--query-gpu=index")]) == 2
+
+
 def test_one_nvidia_smi_call_that_times_out_costs_a_round_not_retry_s(tmp_path, monkeypatch):
     """After one nvidia-smi call timed out, the GPU rested retry_s (30 s) before it was asked again:
     a replay shorter than that lost all of its GPU samples to one slow call. It is asked again after
