@@ -22,7 +22,7 @@ from .capture.redact import Redactor
 from .errors import INTERRUPTED, InfertapError, interrupted
 from .options import OnePath, host_port, key_value, redact_options, telemetry_options
 from .stopping import interrupting
-from .version import __version__
+from .version import installed_version
 
 DEFAULT_CAPTURES = Path("captures")
 
@@ -35,6 +35,13 @@ _probe_header = click.option(
     metavar="NAME=VALUE",
     help="A header for infertap's own requests to the engine (e.g. its API key); never stored. Repeatable.",
 )
+
+
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``, as click's ``version_option`` prints it, the version read only when asked for."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"infertap, version {installed_version()}")
+        ctx.exit()
 
 
 def _default_out() -> Path:
@@ -96,7 +103,9 @@ class _Commands(click.Group):
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="infertap")
+@click.option(
+    "--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version, help="Show the version and exit."
+)
 def cli() -> None:
     """Record, replay and diff LLM inference traffic.
 

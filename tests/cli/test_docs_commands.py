@@ -88,3 +88,14 @@ def test_a_misnamed_option_is_caught() -> None:
     assert name == "stats" and [f for f in given if f not in options(_command(name))] == ["--jsn"]
     name, given = flags("infertap claim RUN [--json | --markdown] [--strict]")
     assert [f for f in given if f not in options(_command(name))] == []
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    from click.testing import CliRunner
+
+    done = CliRunner().invoke(cli, ["--version"])
+    assert done.exit_code == 0, done.output
+    assert done.output == f"infertap, version {version('infertap')}\n"
+    assert done.output != "infertap, version 0.0.0+unknown\n"
