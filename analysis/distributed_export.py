@@ -31,7 +31,7 @@ import duckdb
 
 from infertap.errors import InfertapError
 from infertap.ray_cluster import ray_cluster
-from infertap.version import __version__
+from infertap.version import installed_version
 
 from .cache import cache_root
 from .distributed_sessions import join_parts, keep_links
@@ -97,7 +97,7 @@ def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cac
             ) from exc
         _replace(out, staging)
         manifest = {
-            "infertap": __version__,
+            "infertap": installed_version(),
             "partition_by": partition_by,
             "tables": tables,
             "captures": parts,

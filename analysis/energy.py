@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from infertap.engines import load
+from infertap.telemetry import gauges
 from infertap.telemetry.host import is_package
 from infertap.telemetry.series import (
     Series,
@@ -93,9 +93,9 @@ MOSTLY = 0.5
 KINDS = dict(zip(FAMILIES, ("NVML or nvidia-smi", "DCGM exporter", "RAPL"), strict=True))
 _KIND = {name: kind for family, kind in KINDS.items() for name in family}
 #: Engine state: gauges whose peak matters, per engine family (vLLM, SGLang, llama-server --metrics).
-KV_CACHE = load.KV_CACHE
-WAITING = tuple(load.WAITING.values())
-RUNNING = tuple(load.RUNNING.values())
+KV_CACHE = gauges.KV_CACHE
+WAITING = tuple(gauges.WAITING.values())
+RUNNING = tuple(gauges.RUNNING.values())
 PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
 PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
 PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
@@ -627,7 +627,7 @@ class Telemetry:
         self, stretches: list[_Stretch], captures: Sequence[str], names: Sequence[str]
     ) -> tuple[float | None, list[_Stretch]]:
         """The highest reading over the stretches, each scrape's series read as one
-        (``load.per_scrape``), each stretch from its own runs' captures; and the stretches with no
+        (``gauges.per_scrape``), each stretch from its own runs' captures; and the stretches with no
         reading (the figure is then unknown)."""
         name, found = self._pick(captures, names)
         peaks, missing = [], []
@@ -638,7 +638,7 @@ class Telemetry:
                     for t, v in _within(samples, stretch.span):
                         scrapes[(engine, capture, t)].append(v)
             if scrapes:
-                peaks.append(max(load.per_scrape(name, values) for values in scrapes.values()))
+                peaks.append(max(gauges.per_scrape(name, values) for values in scrapes.values()))
             elif found:
                 missing.append(stretch)
         return (max(peaks) if peaks and not missing else None), missing

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from infertap.engines.load import per_scrape
+from infertap.telemetry.gauges import per_scrape
 
 from .active import COUNTED, PART, run_parts
 from .energy import KV_CACHE, RUNNING, WAITING, Telemetry
@@ -50,7 +50,7 @@ def _series(path: str | os.PathLike[str], t0: int) -> dict[str, tuple[str, _Seri
     """Each quantity in seconds from t0: the power of the devices ``stats`` counts the engine's
     energy on (``Telemetry.power_series``: a remote engine's is not the recording machine's own
     GPUs), summed over them; the engine's state read per scrape as ``stats`` reads it
-    (``load.per_scrape``), each from its first available source."""
+    (``gauges.per_scrape``), each from its first available source."""
     with Analysis([path]) as analysis:
         rows = analysis.sql(
             "SELECT name, wall_ns, list(value) FROM telemetry WHERE name IS NOT NULL AND value IS NOT NULL "

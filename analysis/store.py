@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 
 from infertap.capture.segments import SEGMENT_SUFFIX
-from infertap.version import __version__
+from infertap.version import installed_version
 
 from .cache import CachedCapture, Gone, cached_capture, cached_captures, hold, release
 from .errors import AnalysisError, QueryError
@@ -234,7 +234,7 @@ class Analysis:
                 counts[name] = self.count(name)
             for name in EXPORTED:  # renames only, once every table is written
                 _replace_table(out, staging, name)
-            _write_json(out / LEDGER, {"infertap": __version__, "written": sorted(_written(partition_by))})
+            _write_json(out / LEDGER, {"infertap": installed_version(), "written": sorted(_written(partition_by))})
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return counts
@@ -386,7 +386,7 @@ def claim_export_folder(out: Path, partition_by: str | None) -> None:
     writing it: an export cut short is still known as one, and replaced by the next."""
     claimed = check_export_folder(out)
     out.mkdir(parents=True, exist_ok=True)
-    _write_json(out / LEDGER, {"infertap": __version__, "written": sorted(claimed | _written(partition_by))})
+    _write_json(out / LEDGER, {"infertap": installed_version(), "written": sorted(claimed | _written(partition_by))})
 
 
 def _replace_table(out: Path, staging: Path, name: str) -> None:

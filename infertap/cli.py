@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import errno
+import importlib
 import json
 import math
 from collections.abc import Mapping
@@ -21,7 +22,7 @@ from .capture.redact import Redactor
 from .errors import INTERRUPTED, InfertapError, interrupted
 from .options import OnePath, host_port, key_value, redact_options, telemetry_options
 from .stopping import interrupting
-from .version import __version__
+from .version import installed_version
 
 DEFAULT_CAPTURES = Path("captures")
 
@@ -36,6 +37,13 @@ _probe_header = click.option(
 )
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``, as click's ``version_option`` prints it, the version read only when asked for."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"infertap, version {installed_version()}")
+        ctx.exit()
+
+
 def _default_out() -> Path:
     return DEFAULT_CAPTURES / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
 
@@ -44,11 +52,39 @@ def _capture_arg(f: Any) -> Any:
     return click.argument("capture", type=OnePath())(f)
 
 
+#: The commands kept in modules of their own, by name: a module is imported when one of its commands
+#: runs or is listed (``--help``), so that ``infertap stats`` doesn't import replay's, compare's,
+#: the sweep's and mitm's command modules (a tenth of a warm ``stats``'s imports, compiled anew
+#: where Python keeps no bytecode).
+_ELSEWHERE = {
+    "claim": "cli_claim",
+    "compare": "cli_compare",
+    "export": "cli_analysis",
+    "import": "cli_mitm",
+    "mitm": "cli_mitm",
+    "replay": "cli_replay",
+    "report": "cli_compare",
+    "sql": "cli_analysis",
+    "stats": "cli_analysis",
+    "sweep": "cli_sweep",
+}
+
+
 class _Commands(click.Group):
     """Every library error (``InfertapError``, see infertap/errors.py) becomes a one-line CLI error
     here, once for all commands; commands catch only what they add words to. So does a file the
     system refuses (a cache folder that is a file, a folder not writable, a full disk), and a
-    DuckDB query that Ctrl-C interrupted is the abort it is."""
+    DuckDB query that Ctrl-C interrupted is the abort it is. The commands of ``_ELSEWHERE`` are
+    added by their module's ``register`` when first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *_ELSEWHERE})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in _ELSEWHERE:
+            module = importlib.import_module(f"{__package__}.{_ELSEWHERE[cmd_name]}")
+            module.register(self)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -67,7 +103,9 @@ class _Commands(click.Group):
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="infertap")
+@click.option(
+    "--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version, help="Show the version and exit."
+)
 def cli() -> None:
     """Record, replay and diff LLM inference traffic.
 
@@ -556,32 +594,6 @@ def demo(out: Path | None, engine_a: str | None, engine_b: str | None, engine_c:
         click.get_current_context().exit(INTERRUPTED)
     if not keep:
         show(result)
-
-
-from .cli_replay import register as _register_replay  # noqa: E402
-
-_register_replay(cli)
-
-from .cli_mitm import register as _register_mitm  # noqa: E402
-
-_register_mitm(cli)
-
-from .cli_analysis import register as _register_analysis  # noqa: E402
-
-_register_analysis(cli)
-
-
-from .cli_compare import register as _register_compare  # noqa: E402
-
-_register_compare(cli)
-
-from .cli_sweep import register as _register_sweep  # noqa: E402
-
-_register_sweep(cli)
-
-from .cli_claim import register as _register_claim  # noqa: E402
-
-_register_claim(cli)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ pointing one way (capture <- engines <- proxy, mitm <- replay <- analysis <- CLI
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 import tomllib
@@ -158,3 +159,32 @@ def test_the_public_api_loads_each_name_on_use(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_stats_on_a_cached_capture_imports_no_http_client_nor_engine_adapters(tmp_path):
+    """``infertap stats`` reads recorded gauges only and runs no event loop: httpx (with its CLI's
+    rich and pygments), the engines' adapters, psutil, asyncio, the other commands' modules and the
+    lookup of infertap's own version were a quarter of a warm command's imports."""
+    from tests.analysis_builders import exchange, sse, write_capture
+
+    answer = sse({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}, "[DONE]")
+    capture = write_capture(tmp_path / "run", [exchange("x1", chunks=[(5.0, answer)])])
+    others = [f"infertap.cli_{name}" for name in ("claim", "compare", "mitm", "replay", "sweep")]  # other commands
+    code = (
+        "import json, sys\n"
+        "from click.testing import CliRunner\n"
+        "from infertap.cli import cli\n"
+        f"done = CliRunner().invoke(cli, ['stats', {str(capture)!r}, '--cache-dir', {str(tmp_path / 'cache')!r}, '--json'])\n"
+        "assert done.exit_code == 0, done.output\n"
+        "v = sys.modules.get('infertap.version')\n"
+        "looked_up = v is not None and (not hasattr(v, 'installed_version') or v.installed_version.cache_info().currsize > 0)\n"
+        "print(json.dumps([json.loads(done.stdout)['groups'][0]['requests'], looked_up, "
+        f"sorted(m for m in sys.modules if m.split('.')[0] in ('asyncio', 'httpx', 'psutil', 'rich') or m.startswith('infertap.engines') or m in {others!r})]))"
+    )
+    for _ in range(2):  # decoded, then read from the cache
+        done = _run(code, tmp_path)
+        assert done.returncode == 0, done.stderr
+        requests, looked_up, heavy = json.loads(done.stdout)
+        assert requests == 1
+        assert heavy == []
+        assert looked_up is False  # infertap's version: read from its metadata only where written or printed

@@ -7,10 +7,10 @@ userinfo may hold a credential (an MCP ``server_url`` with ``?api_key=``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -174,6 +174,11 @@ def _pause() -> None:
 
 
 def _on_loop() -> bool:
+    # No loop runs in a process that never imported asyncio; importing it here would cost every
+    # command that reads a capture (``stats`` on a cached one among them) 30-50 ms for nothing.
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return False
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -22,7 +22,7 @@ from typing import Any
 import msgpack
 import zstandard
 
-from infertap.version import __version__
+from infertap.version import installed_version
 
 from .errors import CaptureWriteError
 from .framing import block_head
@@ -302,7 +302,7 @@ class CaptureWriter:
             run_id=self.run_id,
             segment=index,
             wall=self.started_wall,
-            tool_version=__version__,
+            tool_version=installed_version(),
             recorder=self._recorder,
             host=self._host_facts(),
             labels=self._labels,

@@ -11,10 +11,12 @@ sums the zones.
 from __future__ import annotations
 
 from pathlib import Path
-
-import psutil
+from typing import TYPE_CHECKING
 
 from .samples import Sample
+
+if TYPE_CHECKING:
+    import psutil
 
 _RAPL = Path("/sys/class/powercap")
 
@@ -23,6 +25,8 @@ class HostSource:
     name = "host"
 
     def __init__(self, engine_port: int | None = None) -> None:
+        import psutil  # here: the analysis imports this module for is_package alone
+
         psutil.cpu_percent(interval=None)  # the first reading is meaningless; this starts the clock
         self.process = _listener(engine_port) if engine_port else None
         if self.process is not None:
@@ -30,6 +34,8 @@ class HostSource:
         self.zones = _rapl_zones()
 
     def sample(self) -> list[Sample]:
+        import psutil
+
         samples = [Sample("host_cpu_percent", {}, psutil.cpu_percent(interval=None))]
         if self.process is not None:
             try:
@@ -52,6 +58,8 @@ class HostSource:
 
 def _listener(port: int) -> psutil.Process | None:
     """The process listening on ``port`` on this machine, when we may see it."""
+    import psutil
+
     try:
         for conn in psutil.net_connections(kind="tcp"):
             if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:

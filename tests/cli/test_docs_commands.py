@@ -62,6 +62,11 @@ def flags(line: str) -> tuple[str, list[str]]:
 LINES = list(command_lines())
 
 
+def _command(name: str) -> click.Command | None:
+    """A command as the CLI finds it (a command module is imported on first use: infertap/cli.py)."""
+    return cli.get_command(click.Context(cli), name)
+
+
 def test_the_docs_give_command_lines() -> None:
     assert len(LINES) > 50  # the extraction still finds them
 
@@ -72,13 +77,25 @@ def test_a_documented_command_line_names_what_infertap_takes(where: str, line: s
     if name.startswith("-"):  # infertap --version, --help
         assert name in options(cli), line
         return
-    assert name in cli.commands, f"{where}: no command {name!r}: {line}"
-    unknown = [flag for flag in given if flag not in options(cli.commands[name])]
+    command = _command(name)
+    assert command is not None, f"{where}: no command {name!r}: {line}"
+    unknown = [flag for flag in given if flag not in options(command)]
     assert not unknown, f"{where}: `infertap {name}` has no {unknown}: {line}"
 
 
 def test_a_misnamed_option_is_caught() -> None:
     name, given = flags("infertap stats captures/run1 --by model --jsn")
-    assert name == "stats" and [f for f in given if f not in options(cli.commands[name])] == ["--jsn"]
+    assert name == "stats" and [f for f in given if f not in options(_command(name))] == ["--jsn"]
     name, given = flags("infertap claim RUN [--json | --markdown] [--strict]")
-    assert [f for f in given if f not in options(cli.commands[name])] == []
+    assert [f for f in given if f not in options(_command(name))] == []
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    from click.testing import CliRunner
+
+    done = CliRunner().invoke(cli, ["--version"])
+    assert done.exit_code == 0, done.output
+    assert done.output == f"infertap, version {version('infertap')}\n"
+    assert done.output != "infertap, version 0.0.0+unknown\n"
