@@ -253,14 +253,19 @@ _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 # LaTeX's spacing commands ("\\,", "\\;", "\\:", "\\ ", "\\quad"; "\\!" a negative one) are spaces, as math-verify
 # reads them: "\\boxed{2\\,(x+1)}" read x+1 and "\\boxed{5\\,xy}" "\\cdot y". Between groups of three digits a thin
-# space is a thousands separator ("5\\,000" is 5000, as "5,000" is; it read 0, where math-verify reads 5*0).
+# space is a thousands separator ("5\\,000" is 5000, as "5,000" is; it read 0, where math-verify reads 5*0), and
+# after a decimal point it groups the decimals, the last group three digits or fewer ("0.123\\,456" is 0.123456;
+# it read 456, where math-verify reads 0.123*456).
 _SPACING = re.compile(r"(?<!\\)\\(?:[,;: ]|q?quad(?![a-zA-Z]))|(?<!\\)\\!")
 _THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:\\[,;: ]\d{3})+(?![\d,])")
+_DECIMALS = re.compile(r"(?<=\d\.)\d{3}(?:\\[,;: ]\d{3})*\\[,;: ]\d{1,3}(?![\d,])")
 
 
 def _spaced(text: str) -> str:
-    """The text with LaTeX's spacing commands as spaces (``_SPACING``), a thousands separator as a comma."""
+    """The text with LaTeX's spacing commands as spaces (``_SPACING``), a thousands separator as a comma,
+    the spaces between groups of decimals as none."""
     text = _THOUSANDS.sub(lambda m: re.sub(r"\\.", ",", m.group()), text)
+    text = _DECIMALS.sub(lambda m: re.sub(r"\\.", "", m.group()), text)
     return _SPACING.sub(lambda m: "" if m.group() == "\\!" else " ", text)
 
 

@@ -269,6 +269,28 @@ def test_a_thin_space_between_groups_of_three_digits_separates_thousands() -> No
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
+        ("\\boxed{0.123\\,456}", "\\boxed{456}", False),  # was 456 both: the decimals' groups apart
+        ("\\boxed{0.123\\,456}", "\\boxed{0.123}", False),
+        ("\\boxed{3.141\\,592\\,65}", "\\boxed{65}", False),
+    ],
+)
+def test_a_thin_space_between_groups_of_decimals_is_no_product_of_its_groups(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_thin_space_between_groups_of_decimals_joins_them() -> None:
+    """ "0.123\\,456" is 0.123456, as the decimals' groups are set (math-verify reads 0.123*456: no oracle's case);
+    a first group of other than three decimals, or a last of more, is no such grouping ("1.5\\,2")."""
+    assert number("\\boxed{0.123\\,456}") == number("0.123456") == "0.123456" != number("\\boxed{0.123456\\,1}")
+    assert number("\\boxed{3.141\\,592\\,65}") == "3.14159265"
+    assert number("\\boxed{1\\,234.567\\,8}") == number("1234.5678") != number("1234.567")
+    assert number("\\boxed{1.5\\,2}") != number("1.52")
+    assert number("\\boxed{0.123\\,4567}") != number("0.1234567")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
         ("\\boxed{5 x}", "\\boxed{5}", False),  # was 5 and 5: the letter taken for a unit
         ("\\boxed{5 x}", "\\boxed{5x}", True),
         ("\\boxed{5 y + 1}", "\\boxed{1}", False),  # was 1 and 1
