@@ -9,7 +9,7 @@ from bisect import bisect_left
 from fractions import Fraction
 
 from .exact_value import Surd, evaluated, product_at, spelled, summed
-from .math_letters import multiplied
+from .math_letters import MATH_BRACKET, multiplied
 from .scan import Scan
 from .sum_terms import GREEK, ordered_sum
 from .unit_words import SHORT_UNIT, UNIT
@@ -165,6 +165,11 @@ _OPERAND_BEFORE = re.compile(r"[\w)\]}][ \t]*\Z")
 # math-verify's LaTeX parser multiplies): "2 (two)", "12 (3*4)" and "f(3)" are no products (in math a space
 # before a bracket of math is none: ``math_letters``).
 _FACTOR_BEFORE = re.compile(r"\d(?:\\left\s*)?\(\Z")
+# Outside math such a bracket spaced after a number, its power too, is an aside in prose, none of its numbers the
+# answer: "2 (x-1)" and "2 (3+4)" are 2, as math-verify reads them (they read 1, its last number, and 7). Inside
+# math the space is LaTeX's, the number the bracket's factor (``math_letters`` joins them first). A power's
+# exponent is no such number ("(x+1)^2 (x+1)^2" is a product).
+_ASIDE = re.compile(r"((?<![\w.,^{])(?:" + _PART + r"))[ \t]+" + MATH_BRACKET + r"(?:\^(?:\{[^{}]*\}|\w))?")
 # Plain numbers joined by "+", "*", "\\cdot", "\\times" or a "-" spaced on both sides ("x = 2 + 3"),
 # read whole where they have a value (``summed``), as math-verify reads an expression: "3-5" is a
 # range, "1 -1/2" two numbers. A bracket after the operator is a term ("2 \\cdot (3+4)" is 14).
@@ -288,6 +293,7 @@ def number(text: str) -> str | None:
     text = _FUNCTION_ARGUMENT.sub(_applied, text)
     text = re.sub(r"(\\" + _FUNCTION_NAMES + r")_\{(\w)\}", r"\1_\2", text)  # "\\log_{2}" as "\\log_2"
     text = multiplied(text)  # "\\boxed{xy + 1}" as "\\boxed{x \\cdot y + 1}": inside math, letters are variables
+    text = _ASIDE.sub(r"\1", text)
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))

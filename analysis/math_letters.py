@@ -33,10 +33,12 @@ _PRODUCT = re.compile(r"[a-zA-Z]{2,}|[a-zA-Z](?:[ \t]+[a-zA-Z])+")
 # A space between a number and a bracket that holds math (an operator, no word) is LaTeX's: the number is its
 # factor ("\\boxed{2 (x-1)}" is 2(x-1), "\\boxed{2 (x)}" 2x, as math-verify reads them; they read 1 and 2). Outside math
 # such a bracket is a reason given in prose ("we get 12 (3*4)" is 12), and so is a bracket of words in math.
-_SPACED_FACTOR = re.compile(
-    r"(?<=\d)[ \t]+(?=(?:\\left\s*)?\((?:(?=[^()]*(?:[-+*/^]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])))"
-    r"(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})[^()]*|[ \t]*[a-zA-Z][ \t]*)(?:\\right\s*)?\))"
+#: A bracket that holds math: an operator and no word, or one letter ("(x-1)", "(3*4)", "(x)"; no "(two)").
+MATH_BRACKET = (
+    r"(?:\\left\s*)?\((?:(?=[^()]*(?:[-+*/^]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])))"
+    r"(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})[^()]*|[ \t]*[a-zA-Z][ \t]*)(?:\\right\s*)?\)"
 )
+_SPACED_FACTOR = re.compile(r"(?<=\d)[ \t]+(?=" + MATH_BRACKET + ")")
 _BEFORE_BRACKET = re.compile(r"[ \t]+(?=\(|\\left(?![a-zA-Z]))")  # a letter's space before its bracket
 _AHEAD = re.compile(r"[\\_a-zA-Z]")  # where a command, a subscript or letters may begin
 _LONGEST_ARGUMENT = 2000  # characters searched for a brace that closes

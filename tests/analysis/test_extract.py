@@ -282,7 +282,7 @@ def test_plain_arithmetic_is_its_value(text: str, value: str) -> None:
         ("2(3+4)", "14"),  # was "4": a number right before a bracket is its factor
         ("\\boxed{2\\left(3+4\\right)}", "14"),
         ("x = 3(2)", "6"),
-        ("2 (3+4)", "7"),  # a space between, outside math: no product, the bracket alone
+        ("2 (3+4)", "2"),  # a space between, outside math: an aside in prose, as math-verify reads it (was 7)
         ("So we get 12 (3*4).", "12"),  # a reason in prose, as math-verify reads it (no 144)
         ("Answer: 4 (2+2)", "4"),
         ("\\boxed{2 (3+4)}", "14"),  # in math the space is LaTeX's: a product

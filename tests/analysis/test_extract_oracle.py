@@ -205,6 +205,24 @@ def test_a_number_spaced_before_a_bracket_of_math_is_its_factor(a: str, b: str, 
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
+        ("2 (x-1)", "2", True),  # was 1, the bracket's last number
+        ("2 (x-1)", "1", False),
+        ("2 (x-1)", "3 (x-1)", False),
+        ("2 (x+1)", "2 (x-1)", True),  # the aside is no part of the answer
+        ("We get 2 (x-1)^2 here", "2", True),  # was "x-1"
+        ("2 (3+4)", "2", True),  # was 7
+        ("2 (3+4)", "7", False),
+        ("2 (3-1)", "2", True),  # was 1
+        ("2 (x-1)", "$2 (x-1)$", False),  # in math the number is the bracket's factor
+    ],
+)
+def test_outside_math_a_bracket_of_math_spaced_after_a_number_is_an_aside(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
         ("\\boxed{5 xy}", "\\boxed{5}", False),  # was 5 and 5: its letters taken for a unit
         ("\\boxed{5 xy}", "\\boxed{5xy}", True),
         ("\\boxed{5 xy}", "\\boxed{5 yx}", True),
