@@ -133,11 +133,9 @@ _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
 _PIECE = re.compile(r"\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|\([^()]*\)")
 _ARGUMENTS = re.compile(r"\^(?:\{[^{}]*\}|\\[a-zA-Z]+|.)|\{[^{}]*\}")  # exponents, commands' arguments
 # A function's application ("f(2)", "\\sin(2)", "\\log_2(8)"): no number, nor a product this orders.
-# A letter before a bracket that holds a variable and an operator is its factor, as math-verify reads
-# it ("y(1+x)^2" is y(x+1)^2, as "(1+x)^2 y" is; it was read as y applied to 1+x, another answer).
-_APPLIED = re.compile(
-    r"(?<![a-zA-Z\\])[a-zA-Z]\((?![^()]*[a-zA-Z][^()]*(?:[-+*/^]|\\cdot|\\times)|[^()]*(?:[-+*/^]|\\cdot|\\times)[^()]*[a-zA-Z])"
-)
+# A letter before a bracket that holds an operator, a sign too, is its factor, as math-verify reads it ("y(1+x)^2"
+# is y(x+1)^2, as "(1+x)^2 y" is, "f(3+4)" 7f, "f(-2)" -2f; they were read as y or f applied, other answers).
+_APPLIED = re.compile(r"(?<![a-zA-Z\\])[a-zA-Z]\((?![^()]*(?:[-+*/^]|\\cdot|\\times))")
 _FUNCTION = re.compile(r"\\(?!left|right|cdot|times|sqrt|frac|dfrac|tfrac|pi)[a-zA-Z]+(?:_(?:\{[^{}]*\}|\w))?(?:\\left)?\(")
 # A factor of a product as the extractor spells it, and its rank in the one order: numbers, roots and
 # fractions, \\pi, powers of numbers, letters, brackets; a factor with a sign or of any other form
@@ -591,7 +589,8 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
         m = _FACTOR.match(term, at)
         if m is None:
             return None
-        power = product_at(m.group(), 0) if m.lastindex == 4 else None  # "2^{3}x" is "8x", as "8x" is
+        # "2^{3}x" is "8x", as "8x" is; "(3/4)x" and "(3+4)^{2}x" "\\frac{3x}{4}" and "49x", a bracket of a value its value
+        power = product_at(m.group(), 0) if m.lastindex in (4, 6) else None
         if power is not None and power[1] == len(m.group()) and power[0].radicand == 1:
             coefficient *= power[0].coefficient
             factors.append((1, _spelled(power[0].coefficient)))
@@ -600,6 +599,11 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
         bracket = m.lastindex == 6 and re.match(r"\(([^()]*)\)", m.group())  # "(1+x)" as "(x+1)"
         if bracket and _LETTER.fullmatch(bracket.group(1)):  # "2(x)" as "2x", as math-verify reads it
             factors.append((5, bracket.group(1) + m.group()[bracket.end() :]))
+            at = m.end()
+            continue
+        if bracket and bracket.end() == len(m.group()) and (inner := _bracketed_product(bracket.group(1), fractions)):
+            negative, coefficient = negative != inner[0], coefficient * inner[1]
+            factors += inner[2]
             at = m.end()
             continue
         factors.append(
@@ -611,6 +615,17 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
         coefficient *= Fraction(m.group()) if m.lastindex == 1 else 1
         at = m.end()
     return negative, coefficient, factors
+
+
+def _bracketed_product(inside: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int, str]]] | None:
+    """A bracket's product, its sign and its constants' sum in (``_product``'s), where it holds one and no
+    sum: its factors are the outer product's ("y(-x)" is "-xy", "(3+4)x" "7x", as math-verify reads them;
+    they were "y\\cdot(-x)" and "x\\cdot(7)", other answers). None for a sum ("(x+1)") or nothing."""
+    spelling = ordered_sum(inside, _constant)
+    negative = spelling.startswith("-")
+    rest = spelling[1:] if negative else spelling
+    read = _product(rest, fractions) if rest else None
+    return (negative != read[0], read[1], read[2]) if read else None
 
 
 def _joined(factors: list[tuple[int, str]]) -> str:

@@ -287,7 +287,8 @@ def test_plain_arithmetic_is_its_value(text: str, value: str) -> None:
         ("Answer: 4 (2+2)", "4"),
         ("\\boxed{2 (3+4)}", "14"),  # in math the space is LaTeX's: a product
         ("we get 2 (see step 3)", "3"),  # a bracket of words: prose, no product
-        ("f(3+4)", "f(3+4)"),  # a function's application: no product, no number (was "7")
+        ("f(3+4)", "7f"),  # a letter before a bracket of an operator: its factor, as math-verify reads it (no 7)
+        ("f(3)", "f(3)"),  # a function's application: no product, no number
         ("There are 2 (two) apples", "2"),  # a bracket of no value: its numbers as they are
     ],
 )

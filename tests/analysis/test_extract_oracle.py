@@ -339,3 +339,41 @@ def test_a_letter_spaced_after_a_number_in_math_is_its_factor_unless_a_unit(a: s
 )
 def test_a_bracket_of_one_letter_after_a_number_is_that_letter_its_factor(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{y(-x)}", "\\boxed{-xy}", True),  # was "y\\cdot(-x)" and "-xy"
+        ("\\boxed{y(-x)}", "\\boxed{xy}", False),
+        ("\\boxed{(-x)y}", "\\boxed{-yx}", True),
+        ("\\boxed{(-x)(-y)}", "\\boxed{xy}", True),  # was "(-x)(-y)"
+        ("\\boxed{(-x)(-y)}", "\\boxed{-xy}", False),
+        ("\\boxed{y(-2x)}", "\\boxed{-2xy}", True),
+        ("\\boxed{(3+4)x}", "\\boxed{7x}", True),  # was "x\\cdot(7)"
+        ("\\boxed{(-2)x}", "\\boxed{-2x}", True),  # was "x\\cdot(-2)"
+        ("\\boxed{(-2)x}", "\\boxed{2x}", False),
+        ("\\boxed{(3/4)^2 x}", "\\boxed{\\frac{9x}{16}}", True),
+        ("\\boxed{x(1-y)}", "\\boxed{x-y}", False),  # a bracket of a sum stays one
+    ],
+)
+def test_a_bracket_of_a_signed_term_or_a_value_in_a_product_is_its_factors(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{f(3+4)}", "\\boxed{7f}", True),  # was "f(3+4)", f applied
+        ("\\boxed{f(3+4)}", "\\boxed{f(7)}", False),
+        ("\\boxed{f(3+4)}", "\\boxed{7}", False),
+        ("\\boxed{f(-2)}", "\\boxed{-2f}", True),  # was "f(-2)"
+        ("\\boxed{f(3+4)^2}", "\\boxed{49f}", True),
+        ("\\boxed{f(3/4)}", "\\boxed{\\frac{3f}{4}}", True),
+        ("\\boxed{f(3 \\cdot 4)}", "\\boxed{12f}", True),
+        ("\\boxed{f(3+4) + 1}", "\\boxed{1 + 7f}", True),
+        ("\\boxed{f(2)}", "\\boxed{2f}", False),  # a bracket of one number: the function applied
+    ],
+)
+def test_a_letter_before_a_bracket_with_an_operator_is_its_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
