@@ -82,6 +82,7 @@ _LETTERS_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _LETTER_RUN + r"|[a-zA-Z](?:[
 # answer, as math-verify reads it (it read nothing, or the broken "\\boxed{x" where a space was in the box).
 _SUBSCRIPTED = r"(?:[a-zA-Z](?![a-zA-Z])|" + _GREEK + r")(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?"
 _VARIABLE_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _SUBSCRIPTED + r")[\s$.]*")
+_WHOLE_BRACKET = re.compile(r"\s*(?:\\left\s*)?\((.*?)(?:\\right\s*)?\)\s*", re.DOTALL)  # "(x)", "\\left(x\\right)"
 _BRACED_SUBSCRIPT = re.compile(r"_\{([a-zA-Z\d])\}")  # "x_{1}" as "x_1", one variable
 # A space after a bracket that holds a letter, or after the exponent of a letter's or a bracket's power, before
 # a letter or a bracket that holds one is LaTeX's too, a product's ("(1+x)^2 y", "(1+x) y", "x^2 y", "(x+1) (x-1)";
@@ -295,6 +296,7 @@ def number(text: str) -> str | None:
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
+        boxed = _inside_brackets(boxed)
         found = _numbers(boxed) or _alone(boxed) or _variable(boxed)
         if found:
             return found[-1]
@@ -306,6 +308,14 @@ def number(text: str) -> str | None:
                 return marked
     found = _numbers(text) or _alone(text)
     return found[-1] if found else None
+
+
+def _inside_brackets(boxed: str) -> str:
+    """A box's answer without the brackets around all of it ("\\boxed{(x)}", "\\boxed{((xy))}" are x and xy, as
+    math-verify reads them; they read nothing); "(x)(y)" is no such bracket."""
+    while (m := _WHOLE_BRACKET.fullmatch(boxed)) and _balanced(m.group(1)):
+        boxed = m.group(1)
+    return boxed
 
 
 def _alone(text: str) -> list[str]:

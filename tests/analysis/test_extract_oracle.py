@@ -377,3 +377,21 @@ def test_a_bracket_of_a_signed_term_or_a_value_in_a_product_is_its_factors(a: st
 )
 def test_a_letter_before_a_bracket_with_an_operator_is_its_factor(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{(x)}", "\\boxed{x}", True),  # was nothing
+        ("\\boxed{(x)}", "\\boxed{y}", False),
+        ("\\boxed{((x))}", "\\boxed{x}", True),
+        ("\\boxed{( x )}", "\\boxed{x}", True),
+        ("\\boxed{(\\alpha)}", "\\boxed{\\alpha}", True),
+        ("\\boxed{(xy)}", "\\boxed{yx}", True),
+        ("\\boxed{(xy)}", "\\boxed{x}", False),
+        ("\\boxed{\\left(x\\right)}", "\\boxed{(x)}", True),
+        ("\\boxed{(x)(y)}", "\\boxed{xy}", True),  # two brackets, no one around the whole
+    ],
+)
+def test_a_bracket_around_the_whole_boxed_answer_is_none(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
