@@ -128,6 +128,8 @@ _NO_TERM_SIGN = re.compile(r"(?:\dE|\\cdot|/)\Z")  # "1E+99999", "x \\cdot -3": 
 _LETTER = re.compile(r"(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])")
 # A variable's subscript ("a_{ij}", "x_1"): part of its name, no word of prose nor a factor ("a_{ij} + 1" read 1).
 _SUBSCRIPT_OF = re.compile(r"((?<![a-zA-Z\\])[a-zA-Z])_(?:\{[^{}]*\}|[a-zA-Z\d])")  # no command's ("\\log_2")
+# A minus before a bracket of a product ("-(2x)", "-(x)"): the product's sign, read with it (it read 2x, the sign lost).
+_SIGNED_BRACKET = re.compile(r"-[ \t]*\(")
 _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
 # A product with a single-letter variable factor ("2 \\cdot x", "3x", "x \\cdot 3"): one expression too,
 # its factors in one order (``_ordered``); its number was another answer's ("2 \\cdot x" read 2).
@@ -481,7 +483,7 @@ def _letter_term(text: str, m: re.Match[str]) -> tuple[int, int, str] | None:
     applied = _APPLIED.search(named) or _FUNCTION.search(named)
     if not (_LETTER.search(bare) or applied) or re.search(r"[a-zA-Z]{2}", bare) or _unit_before(text, m.start()):
         return None
-    if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()):
+    if m.group(1) or _LETTER_BRACKET.search(bare) or _LETTER_POWER.match(m.group()) or _SIGNED_BRACKET.match(m.group()):
         return m.start(), m.end(), _ordered(_sum_as_written(m.group()))
     factors = _ARGUMENTS.sub(" ", split)  # "2^x", "2\\sqrt{x}": the letter no factor
     if "/" in factors:  # a quotient with a letter in an exponent ("2^x/2": it read 2, its divisor)

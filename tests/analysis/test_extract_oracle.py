@@ -395,3 +395,19 @@ def test_a_letter_before_a_bracket_with_an_operator_is_its_factor(a: str, b: str
 )
 def test_a_bracket_around_the_whole_boxed_answer_is_none(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{-(2x)}", "\\boxed{-2x}", True),  # was "2x": the sign lost
+        ("\\boxed{-(2x)}", "\\boxed{2x}", False),
+        ("\\boxed{-(xy)}", "\\boxed{-yx}", True),  # was "xy"
+        ("\\boxed{-(x)}", "\\boxed{-x}", True),  # was the broken "\\boxed{-(x)}"
+        ("\\boxed{-(\\alpha)}", "\\boxed{\\alpha}", False),
+        ("\\boxed{-(x^2)}", "\\boxed{-x^2}", True),  # was "x^{2}"
+        ("\\boxed{3-(2x)}", "\\boxed{3 - 2x}", True),
+    ],
+)
+def test_a_minus_before_a_bracket_of_a_product_is_its_sign(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
