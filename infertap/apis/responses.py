@@ -181,6 +181,7 @@ _NOT_ASKED = frozenset(
         "tools",
         "caller",  # read apart (``_caller``): its id is new on every answer
         "fingerprint",  # a program's, opaque ("must be round-tripped")
+        "created_by",  # "the ID of the entity that created this tool call": an id, as ``call_id`` is
     )
 )
 
