@@ -125,7 +125,9 @@ from .schema import ENGINE_FACTS, TABLES
 #: tokens counted: the top level leaves them out).
 #: 68: a Responses ``program`` item (programmatic tool calling) is a call of the API's (``tool_calls`` counts it).
 #: 69: a Responses shell, apply patch or tool search call's arguments leave out its ``created_by`` (an id).
-DECODE_VERSION = 69
+#: 70: a Responses audio answer's transcript (``response.audio.transcript.delta``) is read (token events);
+#: an MCP server's tool list (``mcp_list_tools``' ``tools``) is what its tool gave back.
+DECODE_VERSION = 70
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

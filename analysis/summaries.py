@@ -85,7 +85,8 @@ BATCH_ROWS = 5_000
 #: message's phase is in the layout (``message(commentary)``).
 #: 43: the runs that hold the side's exchanges (an import among them) and the run that took its last snapshot.
 #: 44: a Responses shell, apply patch or tool search call's arguments leave out its ``created_by`` (an id).
-SUMMARY_VERSION = 44
+#: 45: a Responses audio answer's transcript is read.
+SUMMARY_VERSION = 45
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
