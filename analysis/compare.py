@@ -32,7 +32,7 @@ from .cache import lookup
 from .compare_load import concurrency, concurrency_note
 from .compare_outcomes import outcomes
 from .compare_traffic import traffic
-from .configdiff import settings_diff, several_configurations, snapshot_diff
+from .configdiff import input_changes, settings_diff, several_configurations, snapshot_diff
 from .energy import Telemetry
 from .errors import AnalysisError, QueryError
 from .extract import grader
@@ -490,6 +490,7 @@ def _compare(
             "settings": _settings(ws, a, b, pairs),
             "engine_state": engine_state_diff(a.engine_state, b.engine_state),
             "prompts": _prompts(ws, a, b, pairs, why),
+            "input_changes": input_changes(diverged["counts"]),
         }
         result["speed"] = speed_rows
         result["energy"] = energy(a, b)

@@ -1,4 +1,5 @@
-"""Configuration differences between two runs: engine snapshots, effective settings, effective prompts.
+"""Configuration differences between two runs: engine snapshots, effective settings, effective prompts,
+what the API did to the input before the model read it.
 
 These come first in a comparison because they are what explains the rest.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infertap.engines.launch_args import LAUNCH_FACTS
@@ -244,3 +245,12 @@ def prompt_diff(
     else:
         out["why"] = f"the token ids differ from position {at}"
     return out
+
+
+def input_changes(counts: Mapping[str, int]) -> dict[str, int] | None:
+    """How many exchanges of each side had their input changed by the API before the model read it
+    (Anthropic's context edits applied, thinking blocks dropped), and in how many pairs the changes
+    differ (one side only, or other changes), from the divergence's counts; None where no side's
+    input was changed: the same request is then the same effective input on both sides."""
+    a, b, differ = (counts.get(k, 0) for k in ("input_changed_a", "input_changed_b", "input_changes_differ"))
+    return {"a": a, "b": b, "pairs_differ": differ} if a or b else None

@@ -124,7 +124,10 @@ from .schema import ENGINE_FACTS, TABLES
 #: 67: an Anthropic answer's prompt, cached and output tokens are its usage.iterations' sums (a compaction's
 #: tokens counted: the top level leaves them out).
 #: 68: a Responses ``program`` item (programmatic tool calling) is a call of the API's (``tool_calls`` counts it).
-DECODE_VERSION = 68
+#: 69: a Responses shell, apply patch or tool search call's arguments leave out its ``created_by`` (an id).
+#: 70: a Responses audio answer's transcript (``response.audio.transcript.delta``) is read (token events);
+#: an MCP server's tool list (``mcp_list_tools``' ``tools``) is what its tool gave back.
+DECODE_VERSION = 70
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

@@ -648,6 +648,14 @@ def _count_changes(item: dict[str, Any], counts: Counter[str], sa: Summary, sb: 
     if sa.stop_details != sb.stop_details:
         counts["stop_details_differ"] += 1  # a refusal's category (Anthropic's), or details on one side only
         item["stop_details"] = [sa.stop_details, sb.stop_details]
+    # What the API did to the input before the model read it: the effective input, not the answer.
+    if sa.input_changes is not None:
+        counts["input_changed_a"] += 1
+    if sb.input_changes is not None:
+        counts["input_changed_b"] += 1
+    if sa.input_changes != sb.input_changes:
+        counts["input_changes_differ"] += 1
+        item["input_changes"] = [sa.input_changes, sb.input_changes]
     if sa.citations != sb.citations:
         counts["citations_differ"] += 1
     if sa.tool_results or sb.tool_results:

@@ -84,7 +84,11 @@ BATCH_ROWS = 5_000
 #: 42: a Responses call keeps its namespace ("toolset") and caller (a program's), a program item is a call, and a
 #: message's phase is in the layout (``message(commentary)``).
 #: 43: the runs that hold the side's exchanges (an import among them) and the run that took its last snapshot.
-SUMMARY_VERSION = 43
+#: 44: a Responses shell, apply patch or tool search call's arguments leave out its ``created_by`` (an id).
+#: 45: a Responses audio answer's transcript is read.
+#: 46: what Anthropic did to the input before the model read it (context edits applied, thinking
+#: blocks dropped), "input_changes".
+SUMMARY_VERSION = 46
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -145,6 +149,7 @@ class Summary:
     stop_reason: str | None  # vLLM's stop_reason as JSON where the answer carried it (Output.stop_reason)
     matched_stop: str | None  # SGLang's matched_stop as JSON where the answer carried it (Output.matched_stop)
     stop_details: str | None  # Anthropic's stop_details: a refusal's category (Output.stop_details)
+    input_changes: str | None  # what Anthropic did to the input before the model read it (Output.input_changes)
     encrypted_reasoning: int  # blocks of encrypted reasoning (Output.encrypted_reasoning)
     choices: list[dict[str, Any]]  # choices other than the first (n > 1), as Output.choices
     last_user: str | None  # the request's last user message (only read when references are given)
@@ -196,6 +201,7 @@ def summarize(record: dict[str, Any], *, last_user: bool = False) -> Summary:
         stop_reason=out.stop_reason,
         matched_stop=out.matched_stop,
         stop_details=out.stop_details,
+        input_changes=out.input_changes,
         encrypted_reasoning=out.encrypted_reasoning,
         choices=out.choices,
         last_user=read_request(record).last_user if last_user else None,

@@ -283,6 +283,14 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
         _say(console, f"effective prompt tokens: {p['equal']} of {p['compared']} pairs identical")
     for why, n in p["differences"].items():
         _say(console, f"  {n} × {why}")
+    if changed := cfg.get("input_changes"):
+        _say(
+            console,
+            f"input changed by the API before the model read it (context edits, thinking dropped): "
+            f"A {counted(changed['a'], 'exchange')}, B {counted(changed['b'], 'exchange')}; "
+            f"differs in {counted(changed['pairs_differ'], 'pair')}",
+            "yellow" if changed["pairs_differ"] else None,
+        )
 
 
 def _print_snapshots(console: Console, snapshots: list[dict[str, Any]], last: bool = False) -> None:
@@ -434,6 +442,7 @@ _BESIDES = (
     ("stop_reason", "stop reason (vLLM)"),
     ("matched_stop", "matched stop (SGLang)"),
     ("stop_details", "stop details"),
+    ("input_changes", "input changed by the API"),
     ("stream_done", "end marker"),
     ("encrypted_reasoning", "encrypted reasoning blocks"),
     ("choices", "choices"),

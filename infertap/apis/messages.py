@@ -89,12 +89,23 @@ FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "citations_delta": (("citation",), ()),
 }
 #: The fields of a message (whole, or ``message_start``'s and ``message_delta``'s), compared or
-#: counted, and those not: what the request's container was (its id and expiry, new per request),
-#: what the API did to the request's input before the model read it (``context_management``'s
-#: edits, ``input_transformations``: thinking blocks dropped), and prompt-cache ``diagnostics``.
+#: counted (what the API did to the request's input before the model read it, ``context_management``'s
+#: edits and ``input_transformations``, as the effective input, ``input_changes``), and those not:
+#: what the request's container was (its id and expiry, new per request), prompt-cache ``diagnostics``.
 MESSAGE_FIELDS = (
-    ("id", "model", "role", "content", "stop_reason", "stop_sequence", "stop_details", "usage"),
-    ("container", "context_management", "input_transformations", "diagnostics"),
+    (
+        "id",
+        "model",
+        "role",
+        "content",
+        "stop_reason",
+        "stop_sequence",
+        "stop_details",
+        "usage",
+        "context_management",
+        "input_transformations",
+    ),  # fmt: skip
+    ("container", "diagnostics"),
 )
 #: Stream events read (``ping`` and ``error`` besides).
 EVENTS = ("message_start", "message_delta", "message_stop", "content_block_start", "content_block_delta", "content_block_stop")
@@ -162,6 +173,7 @@ class Messages(Api):
             d = _message_head(obj)
             d.finish_reason = obj.get("stop_reason")
             d.stop_sequence, d.stop_details = _stop(obj), _stop_details(obj)
+            d.input_changes = input_changes(obj)
             calls = []
             cited: list[Any] = []
             others: list[Any] = []
@@ -188,7 +200,10 @@ class Messages(Api):
             d.tool_calls, d.citations, d.others = calls, cited, others
             return d
         if kind == "message_start":
-            return _message_head(as_dict(obj.get("message")))
+            message = as_dict(obj.get("message"))
+            d = _message_head(message)
+            d.input_changes = input_changes(message)
+            return d
         if kind == "content_block_start":
             block = as_dict(obj.get("content_block"))
             opened = block.get("type")
@@ -227,6 +242,7 @@ class Messages(Api):
                 usage=usage if isinstance(usage, dict) else None,
                 stop_sequence=_stop(inner),
                 stop_details=_stop_details(inner),
+                input_changes=input_changes(obj),
             )
         if kind in ("content_block_stop", "message_stop", "ping"):
             return Delta(known=True)
@@ -330,6 +346,18 @@ def _stop_details(obj: dict[str, Any]) -> str | None:
     if said is None:
         return None
     return canonical_result({k: v for k, v in said.items() if k not in _NOT_WHY} if isinstance(said, dict) else said)
+
+
+def input_changes(obj: dict[str, Any]) -> str | None:
+    """What the API did to the request's input before the model read it, as canonical JSON: the
+    context edits applied (``context_management.applied_edits``: tool uses or thinking turns cleared)
+    and ``input_transformations`` (thinking blocks dropped, or let through though they failed a
+    check); None where it said it changed nothing (null, empty lists) or said nothing."""
+    edits = as_list(as_dict(obj.get("context_management")).get("applied_edits"))
+    transformed = as_list(obj.get("input_transformations"))
+    if not edits and not transformed:
+        return None
+    return canonical_result({"applied_edits": edits, "input_transformations": transformed})
 
 
 def _json(value: Any) -> str:

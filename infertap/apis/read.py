@@ -308,6 +308,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         matched = matched_stop_after(matched, d.matched_stop)
         if d.stop_details is not None:
             stop_details = d.stop_details
+        if d.input_changes is not None:
+            out.input_changes = d.input_changes
         if d.choices:
             for k, other in d.choices.items():
                 others.setdefault(k, []).append(other)

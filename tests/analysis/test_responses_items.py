@@ -54,6 +54,17 @@ def _shell(call_id: str, program: str) -> dict[str, Any]:
     )
 
 
+def _built_in(kind: str, created_by: str, asked: str) -> dict[str, Any]:
+    """A shell's, apply patch's or tool search's call asking ``asked``, made by ``created_by``."""
+    ids = {"id": f"it_{created_by}", "call_id": f"call_{created_by}", "created_by": created_by, "status": "completed"}
+    if kind == "shell_call":
+        action = {"commands": [asked], "max_output_length": None, "timeout_ms": None}
+        return _item(type=kind, action=action, **ids)
+    if kind == "apply_patch_call":
+        return _item(type=kind, operation={"type": "create_file", "path": asked, "diff": "+hi"}, **ids)
+    return _item(type=kind, arguments={"query": asked}, execution="server", **ids)
+
+
 def _message(text: str, phase: str | None) -> dict[str, Any]:
     more = {"phase": phase} if phase else {}
     content = [{"type": "output_text", "text": text, "annotations": []}]
@@ -164,3 +175,16 @@ def test_compare_tells_commentary_from_the_final_answer(tmp_path: Path) -> None:
         same = answer([_message(said, "commentary")])
         d = _compared(tmp_path / f"{how}-same", same, answer([_message(said, "commentary")]), ctype)
         assert d["exact_match_rate"] == 1, (how, d["counts"])
+
+
+def test_compare_leaves_out_who_created_a_built_in_call(tmp_path: Path) -> None:
+    """``created_by`` is an id (of the entity that made the call), new per answer as a call id is."""
+    for kind in ("shell_call", "apply_patch_call", "tool_search_call"):
+        for how, answer, ctype in _WAYS:
+            # Must match: the same call, each answer's ids (its creator's too) its own.
+            a = answer([_built_in(kind, "ent_1", "ls")])
+            d = _compared(tmp_path / f"{kind}-{how}-same", a, answer([_built_in(kind, "ent_2", "ls")]), ctype)
+            assert d["exact_match_rate"] == 1, (kind, how, d["counts"])
+            # Must differ: the same creator, another thing asked.
+            d = _compared(tmp_path / f"{kind}-{how}-differ", a, answer([_built_in(kind, "ent_1", "pwd")]), ctype)
+            assert d["counts"]["tool_calls_differ"] == 1 and d["exact_match_rate"] == 0, (kind, how, d["counts"])
