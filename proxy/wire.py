@@ -22,7 +22,9 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
 - A request refused (by the parser or the recorder) while a response to a request before it
   (pipelined) is still going is answered after that response ends, the connection closed then,
   every later byte of it dropped: uvicorn wrote its 400 into the response still streaming and
-  closed the connection, cutting that response short with the 400's bytes inside it.
+  closed the connection, cutting that response short with the 400's bytes inside it. It is handed
+  on (recorded) once that answer is written, or, where the connection closes first (the client
+  gone, a shutdown, a request ahead ending the connection), as never answered, saying why.
 - ``infertap.upgrade``: the ``Upgrade`` asked for by a request the recorder can't relay as HTTP: a
   WebSocket (uvicorn is run with no WebSocket support: it answered a bare 500 and nothing was
   recorded), or any switch asked with a body (curl --http2's h2c POST), which the parser takes for
@@ -222,6 +224,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._waiting: TimerHandle | None = None  # a head of no length held: does a body sent unframed follow?
         self._keep_alive = True  # the held request's, read before the parser forgets it (at its message's end)
         self._answer: bytes | None = None  # a refusal's answer, held until the responses before it have ended
+        self._pending: Refusal | None = None  # its refusal: recorded once that answer is written, or can't be
+        self._stopping = False  # the recorder is shutting down (shutdown): a held answer may never be written
         self._late = False  # the held head went on bodiless at body_wait's end: is the next read its body, late?
         self._why = _UNFRAMED  # what a body sent unframed is, in its refusal's reason
 
@@ -239,11 +243,19 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._refused(Refusal(f"{self._why}, and {how}", b"", lost=True))
         elif self._waiting is not None:  # gone before a body or not followed: the app records it, unforwarded
             self._release()
+        if self._pending is not None:  # a refusal's answer held, never written: the connection went first
+            if self._stopping:
+                self._unwritten("the recorder shut down before the responses ahead of it ended")
+            elif exc is not None:
+                self._unwritten(f"the client's connection was lost ({exc}) before the responses ahead of it ended")
+            else:
+                self._unwritten("the connection closed before the responses ahead of it ended")
         super().connection_lost(exc)
 
     def shutdown(self) -> None:
         # uvicorn's graceful shutdown: a request held is served as it came (the connection closed
         # after it, as uvicorn ends one in flight); a body sent unframed won't end now: answered.
+        self._stopping = True
         if self._waiting is not None:
             self._release()
         elif self._unframed is not None and not self._over():
@@ -476,7 +488,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             refusal.http_version = held[1].decode("ascii") if held else self._version
             refusal.head = bytes(self._held[:HEAD_BYTES])
             self._held = bytearray()
-            self.on_refused(refusal)
+            self._hand_on(refusal)
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this from its ``except HttpParserError``, the error at hand, its reason dropped.
@@ -516,10 +528,39 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         super().on_response_complete()
         if self._unframed is not None:  # a body sent unframed still coming: its deadline is body_timeout's
             self._unset_keepalive_if_required()
-        if self._answer is not None and last and not self.transport.is_closing():
+        if self._answer is None:
+            return
+        if self.transport.is_closing():  # closed after that response: it ended the connection, or a shutdown did
+            if self._pending is not None:
+                self._unwritten(
+                    "the recorder shut down and closed the connection after the response ahead of it"
+                    if self._stopping
+                    else "the request ahead of it ended the connection (Connection: close, or HTTP/1.0's default), "
+                    "which was closed after its response"
+                )
+        elif last:
             self._unset_keepalive_if_required()
             self.transport.write(self._answer)
             self.transport.close()
+            self._hand_on(None)
+
+    def _hand_on(self, refusal: Refusal | None) -> None:
+        """A refusal to ``on_refused``; one whose answer is held behind the responses ahead of it
+        (``_answer``) once that answer is written, or can't be (``_unwritten``): recorded at once as
+        answered, it claimed an answer the client never got where the connection closed first. Its
+        record (and its ``seq``) so comes after those of the requests ahead of it."""
+        if refusal is not None and self._answer is not None:
+            self._pending = refusal
+            return
+        refusal, self._pending = refusal or self._pending, None
+        if refusal is not None and self.on_refused is not None:
+            self.on_refused(refusal)
+
+    def _unwritten(self, why: str) -> None:
+        """The refusal held is recorded unanswered: ``why`` its answer was never written."""
+        assert self._pending is not None
+        self._pending.lost, self._pending.unsent = True, why
+        self._hand_on(None)
 
     def _refused(self, refusal: Refusal) -> None:
         """The refused request handed to whoever records it: the app, where it has the request, else
@@ -556,7 +597,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 head = head[head.find(b"\n") + 1 :] if b"\n" in head else b""
             refusal.head = head.partition(b"\r\n\r\n")[0][:HEAD_BYTES]  # the head's bytes only
         self._head, self._head_size = [], 0
-        self.on_refused(refusal)
+        self._hand_on(refusal)
 
     def _cut(self, data: bytes, pos: int) -> int:
         """Where the piece fed from ``pos`` ends: at the latest, where the request may end."""

@@ -7,6 +7,7 @@ import asyncio
 import json
 import select
 import socket
+import struct
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -475,15 +476,26 @@ def test_a_request_line_refused_is_recorded_with_its_bytes(raw_upstream, record)
     assert b"k-hush" not in decompressed_bytes(rec.out)
 
 
-@pytest.mark.parametrize("then", ["refused-request", "oversized-request", "good-then-refused", "refused-then-shut", "hang-up"])
+_UNSENT = {
+    "refused-then-hang-up": "the client's connection was lost (",
+    "refused-then-stop": "the recorder shut down and closed the connection after the response ahead of it",
+}
+
+
+@pytest.mark.parametrize(
+    "then", ["refused-request", "oversized-request", "good-then-refused", "refused-then-shut", "hang-up", *_UNSENT]
+)
 def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(record, then) -> None:
     """A request pipelined behind a stream and refused in its head (by the parser: 400; by the
     recorder's limit: 431): uvicorn wrote its answer into the stream still going and closed the
     connection, the 400's bytes inside the stream, cut short. The stream now ends whole, any request
     queued before the refused one is answered, and then the refusal's answer, the connection closed;
     each recorded (the stream and the good one complete, the refused one refused), a client that
-    closes its side after the refused request too. A client that does hang up is still
-    client_disconnected."""
+    closes its side after the refused request too; its record follows theirs (seq). A client that
+    does hang up is still client_disconnected. An answer never written (the client gone, the
+    recorder stopped, before the stream ended) was recorded answered
+    all the same, before it: the refusal is now recorded unanswered (no status), saying why, every
+    byte of its head kept."""
     from tests.fake_upstream import ServerThread, sse_upstream
 
     async def held() -> None:
@@ -505,8 +517,15 @@ def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(rec
                 s.sendall(good + b"GET /v1/bad HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n")
                 if then == "refused-then-shut":
                     s.shutdown(socket.SHUT_WR)  # its last request sent, refused: it waits for the answers
+                elif then == "refused-then-hang-up":
+                    time.sleep(0.1)  # the refusal read
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    s.close()  # gone before the stream's end
+                elif then == "refused-then-stop":
+                    time.sleep(0.1)  # the refusal read
+                    rec.stop()  # the stream ends, then the connection closes
                 out = b""
-                while chunk := s.recv(65536):
+                while then != "refused-then-hang-up" and (chunk := s.recv(65536)):
                     out += chunk
         rec.stop()
     xs = sorted(rec.exchanges(), key=lambda x: x["seq"])
@@ -515,13 +534,22 @@ def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(rec
     if then == "hang-up":
         assert len(xs) == 1 and first["end"] == "client_disconnected"
         return
+    if then in _UNSENT:
+        assert b"HTTP/1.1 400" not in out
+        assert [x["path"] for x in xs] == ["/v1/chat/completions", "/v1/bad"]  # in the order they happened
+        refused = xs[1]
+        assert (refused["method"], refused["status"], refused["end"], refused["chunks"]) == ("GET", None, "refused", [])
+        assert refused["refused_head"] == b"GET /v1/bad HTTP/1.1\r\nHost: x\r\nBad Header: x"
+        assert "was never written: " + _UNSENT[then] in refused["error"]
+        assert refused["error"].endswith("the client was never answered")
+        assert first["end"] == ("client_disconnected" if then == "refused-then-hang-up" else "complete")
+        return
     status, answer = (431, b"over 2048 bytes.") if then == "oversized-request" else (400, b"Invalid HTTP request received.")
     answers = out.split(b"HTTP/1.1 ")[1:]
     assert len(answers) == (3 if good else 2) and all(a.endswith(stream) for a in answers[:-1])  # each whole
     assert answers[-1].startswith(b"%d " % status) and answers[-1].endswith(answer)
-    (refused,) = [x for x in xs if x["path"] == "/v1/bad"]  # recorded at its refusal, before the answers ahead of it
-    assert (refused["method"], refused["status"], refused["end"]) == ("GET", status, "refused")
-    answered = [x for x in xs if x is not refused]
+    *answered, refused = xs  # recorded once answered: after the requests ahead of it
+    assert (refused["method"], refused["path"], refused["status"], refused["end"]) == ("GET", "/v1/bad", status, "refused")
     assert [x["path"] for x in answered] == ["/v1/chat/completions", *(["/v1/models"] if good else [])]
     assert all((x["end"], b"".join(x["chunks"])) == ("complete", b"".join(events)) for x in answered)
 
