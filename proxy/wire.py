@@ -68,7 +68,9 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   After the wait (``body_wait`` 0: not held), bytes of the next read that begin no request line
   are that request's body all the same, late: kept as above (``_late``), one refusal of that
   request (its method, target, headers) with every byte, answered 400 at the close after its
-  bodiless answer; the bodiless request stays recorded as the upstream answered it. They were
+  bodiless answer (never, where that request ended the connection: uvicorn closes it after the
+  bodiless answer, and the refusal is recorded unanswered); the bodiless request stays recorded as
+  the upstream answered it. They were
   refused apart, a record of no method nor path keeping their first KiB (the parser had dropped
   them without a word after an HTTP/1.0 request, refused them as an "Invalid method" after 1.1).
 - A client that closes its side (``shutdown(SHUT_WR)``) once its requests are whole, the last one
@@ -108,6 +110,7 @@ _CHUNKED_END = re.compile(rb"\r\n\r\n(?=[!#$%&'*+\-.^_`|~0-9A-Za-z])")  # a last
 _LINE_START = re.compile(rb"[\r\n]*(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+(?: |\Z)|\Z)")  # a request line's start, or none yet
 _HELD_VERSION = re.compile(rb"[^ \r\n]+ [^ \r\n]+ HTTP/(\d\.\d)\r?\Z")  # a whole request line but its LF
 _UNFRAMED = "its body came with neither Content-Length nor chunked encoding"
+_ENDED = "the request ahead of it ended the connection (Connection: close, or HTTP/1.0's default), closed after its response"
 
 HEAD_TIMEOUT = 30.0  # seconds for a request's head to arrive whole (nginx's client_header_timeout: 60)
 BODY_TIMEOUT = 60.0  # seconds between two reads of a request's body (nginx's client_body_timeout)
@@ -315,7 +318,10 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._late = False
             if self._between and not self._held and not _LINE_START.match(data):  # its body, late: kept as one
                 self._unframe()
-                self._why = f"{_UNFRAMED}, and came after its head had waited {self.body_wait:g} s for it and gone to the upstream bodiless"
+                waited = (
+                    f"had waited {self.body_wait:g} s for it" if self.body_wait > 0 else "was not held for it (a body wait of 0)"
+                )
+                self._why = f"{_UNFRAMED}, and came after its head {waited} and had gone to the upstream bodiless"
                 self._keep_unframed(data)
                 return
         if self._waiting is not None:  # a head of no length held: this read says whether a body follows it
@@ -526,19 +532,19 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         last = not self.pipeline  # no response to come before a refusal's answer held
         super().on_response_complete()
-        if self._unframed is not None:  # a body sent unframed still coming: its deadline is body_timeout's
+        cycle = self.cycle  # uvicorn closed the connection after that response, which ended it (or a shutdown did)
+        ended = self.transport.is_closing() and cycle is not None and not cycle.keep_alive
+        why = "the recorder shut down and closed the connection after the response ahead of it" if self._stopping else _ENDED
+        if self._unframed is not None and ended:  # a late body (_late): its own request ended the connection
+            self._refused(Refusal(f"{self._why}, and {why}", b"", lost=True))
+        elif self._unframed is not None:  # a body sent unframed still coming: its deadline is body_timeout's
             self._unset_keepalive_if_required()
         if self._answer is None:
             return
-        if self.transport.is_closing():  # closed after that response: it ended the connection, or a shutdown did
+        if ended:
             if self._pending is not None:
-                self._unwritten(
-                    "the recorder shut down and closed the connection after the response ahead of it"
-                    if self._stopping
-                    else "the request ahead of it ended the connection (Connection: close, or HTTP/1.0's default), "
-                    "which was closed after its response"
-                )
-        elif last:
+                self._unwritten(why)
+        elif last and not self.transport.is_closing():
             self._unset_keepalive_if_required()
             self.transport.write(self._answer)
             self.transport.close()
