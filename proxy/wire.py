@@ -15,7 +15,9 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
 - ``infertap.gone``: whether the client's connection is lost, as the server knows it (its cycle's
   ``disconnected``). uvicorn's ``send`` returns without writing once it is, and may do so before the
   app's ``receive`` has said ``http.disconnect``: the recorder counts a chunk as delivered only
-  where the connection was still there after its ``send``.
+  where the connection was still there after its ``send``. A write that fails (a client that closed
+  its connection, kept open as a half-close: its reset) closes the transport at once but loses the
+  connection a loop turn later: closing counts as gone, or that chunk was counted delivered.
 - ``infertap.full``: whether the client's connection is full (the transport's writing paused): only
   then does ``send`` wait for the client, so only then is a slow hand-off the client's doing and not
   the machine's (a busy host can take the proxy off the CPU for milliseconds in any ``send``).
@@ -699,7 +701,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.scope is self.scope and self.scope.get("http_version") == "1.0":
             cycle.__class__ = _UnframedCycle  # its app task has not run yet: its send is looked up when it does
         if cycle is not None and cycle.scope is self.scope:
-            extensions["infertap.gone"] = lambda: cycle.disconnected
+            extensions["infertap.gone"] = lambda: cycle.disconnected or cycle.transport.is_closing()  # a write failed: closing
             extensions["infertap.full"] = lambda: cycle.flow.write_paused
             if self.scope.get("http_version") == "1.1":
                 extensions["infertap.interim"] = _Interim(cycle)

@@ -837,3 +837,37 @@ def test_a_client_that_closes_its_side_after_a_whole_request_that_ends_the_conne
     else:
         assert out.startswith(b"HTTP/1.1 200 OK\r\n") and out.endswith(b"\r\n\r\nseen: {}")
         assert (x["end"], x["status"], b"".join(x["chunks"])) == ("complete", 200, b"seen: {}")
+
+
+async def _slow_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+    await asyncio.sleep(0.3)  # the client's close reaches the recorder first
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+    for i in range(3):
+        await asyncio.sleep(0.1)  # the client's reset of the headers' write reaches the recorder first
+        event = b"data: %d\n\n" % i
+        writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+        await writer.drain()
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    return True
+
+
+@pytest.mark.parametrize("answer", ["stream", "whole"])
+def test_a_client_that_closes_before_an_answer_that_ends_the_connection_is_not_counted_as_handed_it(
+    raw_upstream, record, answer
+) -> None:
+    """A Connection: close client that closes its connection (not only its side) once its request is
+    sent can't be told from one that half-closes: the transport is kept open and the answer written.
+    Its first write (the headers) reaches the client's kernel, which answers with a reset; the next
+    fails. That failing write's chunk was counted delivered (the connection's loss is heard a loop
+    turn later): a whole answer was recorded complete, a stream one chunk more delivered than the
+    client had. Both are now client_disconnected, no chunk delivered."""
+    rec = record(raw_upstream(_slow_stream if answer == "stream" else _slow_answer), "--no-probe", "--no-telemetry")
+    host, port = rec.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}")
+    time.sleep(1)  # the answer's time
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert (x["end"], x["status"], x["request_body"]) == ("client_disconnected", 200, b"{}")
+    assert x["delivered_chunks"] == 0 and len(x["chunks"]) == 1
