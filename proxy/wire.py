@@ -229,6 +229,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._waiting: TimerHandle | None = None  # a head of no length held: does a body sent unframed follow?
         self._keep_alive = True  # the held request's, read before the parser forgets it (at its message's end)
         self._answer: bytes | None = None  # a refusal's answer, held until the responses before it have ended
+        self._dropped: RequestResponseCycle | None = None  # a queued request refused: taken out, never run
         self._pending: Refusal | None = None  # its refusal: recorded once that answer is written, or can't be
         self._stopping = False  # the recorder is shutting down (shutdown): a held answer may never be written
         self._late = False  # the held head went on bodiless at body_wait's end: is the next read its body, late?
@@ -520,6 +521,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if cycle is not None and not cycle.response_complete and (queued or not own):
             if queued:  # never run: refused, recorded by on_refused (_refused)
                 self.pipeline = deque(entry for entry in self.pipeline if entry[0] is not cycle)
+                self._dropped = cycle
             self._answer, self._switched = answer, True
             self._stop_body_timer()
             if self._head_timer is not None:
@@ -575,7 +577,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         ``on_refused`` (with what the parser read of it, and the head's bytes: every read of it)."""
         self._refusal = None
         cycle, scope = self.cycle, self.scope
-        own = self._unframed is None and cycle is not None and cycle.scope is scope  # not a late body's (_waited)
+        # Not a late body's (_waited), nor a queued request's, taken out of the pipeline (_close_with).
+        own = self._unframed is None and cycle is not None and cycle.scope is scope and cycle is not self._dropped
         if own and cycle is not None and all(queued is not cycle for queued, _ in self.pipeline):
             if not cycle.response_complete:  # its body stops: the app records it so (app.py's _read_body)
                 extensions: dict[str, Any] = scope.setdefault("extensions", {})

@@ -483,7 +483,16 @@ _UNSENT = {
 
 
 @pytest.mark.parametrize(
-    "then", ["refused-request", "oversized-request", "good-then-refused", "refused-then-shut", "hang-up", *_UNSENT]
+    "then",
+    [
+        "refused-request",
+        "oversized-request",
+        "refused-in-its-body",
+        "good-then-refused",
+        "refused-then-shut",
+        "hang-up",
+        *_UNSENT,
+    ],
 )
 def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(record, then) -> None:
     """A request pipelined behind a stream and refused in its head (by the parser: 400; by the
@@ -514,7 +523,10 @@ def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(rec
             else:
                 bad = b"X-Filler: " + b"f" * 3000 + b"\r\n" if then == "oversized-request" else b"Bad Header: x\r\n"
                 good = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n" if then == "good-then-refused" else b""
-                s.sendall(good + b"GET /v1/bad HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n")
+                bad_request = b"GET /v1/bad HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n"
+                if then == "refused-in-its-body":  # its head read whole, queued: a bad chunk size
+                    bad_request = b"GET /v1/bad HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nzz\r\n"
+                s.sendall(good + bad_request)
                 if then == "refused-then-shut":
                     s.shutdown(socket.SHUT_WR)  # its last request sent, refused: it waits for the answers
                 elif then == "refused-then-hang-up":
@@ -552,6 +564,8 @@ def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(rec
     assert (refused["method"], refused["path"], refused["status"], refused["end"]) == ("GET", "/v1/bad", status, "refused")
     assert [x["path"] for x in answered] == ["/v1/chat/completions", *(["/v1/models"] if good else [])]
     assert all((x["end"], b"".join(x["chunks"])) == ("complete", b"".join(events)) for x in answered)
+    if then == "refused-in-its-body":  # queued when refused: never recorded
+        assert refused["request_body"] == b"{}" and "Invalid character in chunk size" in refused["error"]
 
 
 def _stream_request(version: bytes, extra: bytes = b"") -> bytes:
