@@ -46,11 +46,13 @@ class Refusal:
     body_size: int | None = None  # where that body was not kept (over the limit): its size
     by: str = "the recorder"  # who refused it: the recorder (wire.py), or its HTTP parser (llhttp)
     lost: bool = False  # the client's connection was gone (a reset) before it could be answered: no answer
+    unsent: str = ""  # where its answer, held behind the responses ahead of it, was never written: why
 
     @property
     def error(self) -> str:
         if self.lost:
-            return f"{self.by} refused the request ({self.reason}); the client was never answered"
+            unsent = f"; its answer ({self.status}) waited for the responses ahead of it and was never written: {self.unsent}"
+            return f"{self.by} refused the request ({self.reason}){unsent if self.unsent else ''}; the client was never answered"
         return f"{self.by} refused the request ({self.reason}); the client was answered {self.status}"
 
     def answered(self, record: Exchange) -> None:

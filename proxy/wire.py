@@ -15,14 +15,18 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
 - ``infertap.gone``: whether the client's connection is lost, as the server knows it (its cycle's
   ``disconnected``). uvicorn's ``send`` returns without writing once it is, and may do so before the
   app's ``receive`` has said ``http.disconnect``: the recorder counts a chunk as delivered only
-  where the connection was still there after its ``send``.
+  where the connection was still there after its ``send``. A write that fails (a client that closed
+  its connection, kept open as a half-close: its reset) closes the transport at once but loses the
+  connection a loop turn later: closing counts as gone, or that chunk was counted delivered.
 - ``infertap.full``: whether the client's connection is full (the transport's writing paused): only
   then does ``send`` wait for the client, so only then is a slow hand-off the client's doing and not
   the machine's (a busy host can take the proxy off the CPU for milliseconds in any ``send``).
 - A request refused (by the parser or the recorder) while a response to a request before it
   (pipelined) is still going is answered after that response ends, the connection closed then,
   every later byte of it dropped: uvicorn wrote its 400 into the response still streaming and
-  closed the connection, cutting that response short with the 400's bytes inside it.
+  closed the connection, cutting that response short with the 400's bytes inside it. It is handed
+  on (recorded) once that answer is written, or, where the connection closes first (the client
+  gone, a shutdown, a request ahead ending the connection), as never answered, saying why.
 - ``infertap.upgrade``: the ``Upgrade`` asked for by a request the recorder can't relay as HTTP: a
   WebSocket (uvicorn is run with no WebSocket support: it answered a bare 500 and nothing was
   recorded), or any switch asked with a body (curl --http2's h2c POST), which the parser takes for
@@ -66,7 +70,9 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   After the wait (``body_wait`` 0: not held), bytes of the next read that begin no request line
   are that request's body all the same, late: kept as above (``_late``), one refusal of that
   request (its method, target, headers) with every byte, answered 400 at the close after its
-  bodiless answer; the bodiless request stays recorded as the upstream answered it. They were
+  bodiless answer (never, where that request ended the connection: uvicorn closes it after the
+  bodiless answer, and the refusal is recorded unanswered); the bodiless request stays recorded as
+  the upstream answered it. They were
   refused apart, a record of no method nor path keeping their first KiB (the parser had dropped
   them without a word after an HTTP/1.0 request, refused them as an "Invalid method" after 1.1).
 - A client that closes its side (``shutdown(SHUT_WR)``) once its requests are whole, the last one
@@ -106,6 +112,7 @@ _CHUNKED_END = re.compile(rb"\r\n\r\n(?=[!#$%&'*+\-.^_`|~0-9A-Za-z])")  # a last
 _LINE_START = re.compile(rb"[\r\n]*(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+(?: |\Z)|\Z)")  # a request line's start, or none yet
 _HELD_VERSION = re.compile(rb"[^ \r\n]+ [^ \r\n]+ HTTP/(\d\.\d)\r?\Z")  # a whole request line but its LF
 _UNFRAMED = "its body came with neither Content-Length nor chunked encoding"
+_ENDED = "the request ahead of it ended the connection (Connection: close, or HTTP/1.0's default), closed after its response"
 
 HEAD_TIMEOUT = 30.0  # seconds for a request's head to arrive whole (nginx's client_header_timeout: 60)
 BODY_TIMEOUT = 60.0  # seconds between two reads of a request's body (nginx's client_body_timeout)
@@ -222,6 +229,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._waiting: TimerHandle | None = None  # a head of no length held: does a body sent unframed follow?
         self._keep_alive = True  # the held request's, read before the parser forgets it (at its message's end)
         self._answer: bytes | None = None  # a refusal's answer, held until the responses before it have ended
+        self._dropped: RequestResponseCycle | None = None  # a queued request refused: taken out, never run
+        self._pending: Refusal | None = None  # its refusal: recorded once that answer is written, or can't be
+        self._stopping = False  # the recorder is shutting down (shutdown): a held answer may never be written
         self._late = False  # the held head went on bodiless at body_wait's end: is the next read its body, late?
         self._why = _UNFRAMED  # what a body sent unframed is, in its refusal's reason
 
@@ -239,11 +249,19 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._refused(Refusal(f"{self._why}, and {how}", b"", lost=True))
         elif self._waiting is not None:  # gone before a body or not followed: the app records it, unforwarded
             self._release()
+        if self._pending is not None:  # a refusal's answer held, never written: the connection went first
+            if self._stopping:
+                self._unwritten("the recorder shut down before the responses ahead of it ended")
+            elif exc is not None:
+                self._unwritten(f"the client's connection was lost ({exc}) before the responses ahead of it ended")
+            else:
+                self._unwritten("the connection closed before the responses ahead of it ended")
         super().connection_lost(exc)
 
     def shutdown(self) -> None:
         # uvicorn's graceful shutdown: a request held is served as it came (the connection closed
         # after it, as uvicorn ends one in flight); a body sent unframed won't end now: answered.
+        self._stopping = True
         if self._waiting is not None:
             self._release()
         elif self._unframed is not None and not self._over():
@@ -303,7 +321,10 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._late = False
             if self._between and not self._held and not _LINE_START.match(data):  # its body, late: kept as one
                 self._unframe()
-                self._why = f"{_UNFRAMED}, and came after its head had waited {self.body_wait:g} s for it and gone to the upstream bodiless"
+                waited = (
+                    f"had waited {self.body_wait:g} s for it" if self.body_wait > 0 else "was not held for it (a body wait of 0)"
+                )
+                self._why = f"{_UNFRAMED}, and came after its head {waited} and had gone to the upstream bodiless"
                 self._keep_unframed(data)
                 return
         if self._waiting is not None:  # a head of no length held: this read says whether a body follows it
@@ -476,7 +497,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             refusal.http_version = held[1].decode("ascii") if held else self._version
             refusal.head = bytes(self._held[:HEAD_BYTES])
             self._held = bytearray()
-            self.on_refused(refusal)
+            self._hand_on(refusal)
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this from its ``except HttpParserError``, the error at hand, its reason dropped.
@@ -500,6 +521,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if cycle is not None and not cycle.response_complete and (queued or not own):
             if queued:  # never run: refused, recorded by on_refused (_refused)
                 self.pipeline = deque(entry for entry in self.pipeline if entry[0] is not cycle)
+                self._dropped = cycle
             self._answer, self._switched = answer, True
             self._stop_body_timer()
             if self._head_timer is not None:
@@ -514,19 +536,49 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         last = not self.pipeline  # no response to come before a refusal's answer held
         super().on_response_complete()
-        if self._unframed is not None:  # a body sent unframed still coming: its deadline is body_timeout's
+        cycle = self.cycle  # uvicorn closed the connection after that response, which ended it (or a shutdown did)
+        ended = self.transport.is_closing() and cycle is not None and not cycle.keep_alive
+        why = "the recorder shut down and closed the connection after the response ahead of it" if self._stopping else _ENDED
+        if self._unframed is not None and ended:  # a late body (_late): its own request ended the connection
+            self._refused(Refusal(f"{self._why}, and {why}", b"", lost=True))
+        elif self._unframed is not None:  # a body sent unframed still coming: its deadline is body_timeout's
             self._unset_keepalive_if_required()
-        if self._answer is not None and last and not self.transport.is_closing():
+        if self._answer is None:
+            return
+        if ended:
+            if self._pending is not None:
+                self._unwritten(why)
+        elif last and not self.transport.is_closing():
             self._unset_keepalive_if_required()
             self.transport.write(self._answer)
             self.transport.close()
+            self._hand_on(None)
+
+    def _hand_on(self, refusal: Refusal | None) -> None:
+        """A refusal to ``on_refused``; one whose answer is held behind the responses ahead of it
+        (``_answer``) once that answer is written, or can't be (``_unwritten``): recorded at once as
+        answered, it claimed an answer the client never got where the connection closed first. Its
+        record (and its ``seq``) so comes after those of the requests ahead of it."""
+        if refusal is not None and self._answer is not None:
+            self._pending = refusal
+            return
+        refusal, self._pending = refusal or self._pending, None
+        if refusal is not None and self.on_refused is not None:
+            self.on_refused(refusal)
+
+    def _unwritten(self, why: str) -> None:
+        """The refusal held is recorded unanswered: ``why`` its answer was never written."""
+        assert self._pending is not None
+        self._pending.lost, self._pending.unsent = True, why
+        self._hand_on(None)
 
     def _refused(self, refusal: Refusal) -> None:
         """The refused request handed to whoever records it: the app, where it has the request, else
         ``on_refused`` (with what the parser read of it, and the head's bytes: every read of it)."""
         self._refusal = None
         cycle, scope = self.cycle, self.scope
-        own = self._unframed is None and cycle is not None and cycle.scope is scope  # not a late body's (_waited)
+        # Not a late body's (_waited), nor a queued request's, taken out of the pipeline (_close_with).
+        own = self._unframed is None and cycle is not None and cycle.scope is scope and cycle is not self._dropped
         if own and cycle is not None and all(queued is not cycle for queued, _ in self.pipeline):
             if not cycle.response_complete:  # its body stops: the app records it so (app.py's _read_body)
                 extensions: dict[str, Any] = scope.setdefault("extensions", {})
@@ -556,7 +608,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 head = head[head.find(b"\n") + 1 :] if b"\n" in head else b""
             refusal.head = head.partition(b"\r\n\r\n")[0][:HEAD_BYTES]  # the head's bytes only
         self._head, self._head_size = [], 0
-        self.on_refused(refusal)
+        self._hand_on(refusal)
 
     def _cut(self, data: bytes, pos: int) -> int:
         """Where the piece fed from ``pos`` ends: at the latest, where the request may end."""
@@ -652,7 +704,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.scope is self.scope and self.scope.get("http_version") == "1.0":
             cycle.__class__ = _UnframedCycle  # its app task has not run yet: its send is looked up when it does
         if cycle is not None and cycle.scope is self.scope:
-            extensions["infertap.gone"] = lambda: cycle.disconnected
+            extensions["infertap.gone"] = lambda: cycle.disconnected or cycle.transport.is_closing()  # a write failed: closing
             extensions["infertap.full"] = lambda: cycle.flow.write_paused
             if self.scope.get("http_version") == "1.1":
                 extensions["infertap.interim"] = _Interim(cycle)

@@ -7,6 +7,7 @@ import asyncio
 import json
 import select
 import socket
+import struct
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -475,15 +476,35 @@ def test_a_request_line_refused_is_recorded_with_its_bytes(raw_upstream, record)
     assert b"k-hush" not in decompressed_bytes(rec.out)
 
 
-@pytest.mark.parametrize("then", ["refused-request", "oversized-request", "good-then-refused", "refused-then-shut", "hang-up"])
+_UNSENT = {
+    "refused-then-hang-up": "the client's connection was lost (",
+    "refused-then-stop": "the recorder shut down and closed the connection after the response ahead of it",
+}
+
+
+@pytest.mark.parametrize(
+    "then",
+    [
+        "refused-request",
+        "oversized-request",
+        "refused-in-its-body",
+        "good-then-refused",
+        "refused-then-shut",
+        "hang-up",
+        *_UNSENT,
+    ],
+)
 def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(record, then) -> None:
     """A request pipelined behind a stream and refused in its head (by the parser: 400; by the
     recorder's limit: 431): uvicorn wrote its answer into the stream still going and closed the
     connection, the 400's bytes inside the stream, cut short. The stream now ends whole, any request
     queued before the refused one is answered, and then the refusal's answer, the connection closed;
     each recorded (the stream and the good one complete, the refused one refused), a client that
-    closes its side after the refused request too. A client that does hang up is still
-    client_disconnected."""
+    closes its side after the refused request too; its record follows theirs (seq). A client that
+    does hang up is still client_disconnected. An answer never written (the client gone, the
+    recorder stopped, before the stream ended) was recorded answered
+    all the same, before it: the refusal is now recorded unanswered (no status), saying why, every
+    byte of its head kept."""
     from tests.fake_upstream import ServerThread, sse_upstream
 
     async def held() -> None:
@@ -502,11 +523,21 @@ def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(rec
             else:
                 bad = b"X-Filler: " + b"f" * 3000 + b"\r\n" if then == "oversized-request" else b"Bad Header: x\r\n"
                 good = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n" if then == "good-then-refused" else b""
-                s.sendall(good + b"GET /v1/bad HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n")
+                bad_request = b"GET /v1/bad HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n"
+                if then == "refused-in-its-body":  # its head read whole, queued: a bad chunk size
+                    bad_request = b"GET /v1/bad HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nzz\r\n"
+                s.sendall(good + bad_request)
                 if then == "refused-then-shut":
                     s.shutdown(socket.SHUT_WR)  # its last request sent, refused: it waits for the answers
+                elif then == "refused-then-hang-up":
+                    time.sleep(0.1)  # the refusal read
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    s.close()  # gone before the stream's end
+                elif then == "refused-then-stop":
+                    time.sleep(0.1)  # the refusal read
+                    rec.stop()  # the stream ends, then the connection closes
                 out = b""
-                while chunk := s.recv(65536):
+                while then != "refused-then-hang-up" and (chunk := s.recv(65536)):
                     out += chunk
         rec.stop()
     xs = sorted(rec.exchanges(), key=lambda x: x["seq"])
@@ -515,15 +546,26 @@ def test_a_request_refused_behind_a_stream_is_answered_after_the_stream_ends(rec
     if then == "hang-up":
         assert len(xs) == 1 and first["end"] == "client_disconnected"
         return
+    if then in _UNSENT:
+        assert b"HTTP/1.1 400" not in out
+        assert [x["path"] for x in xs] == ["/v1/chat/completions", "/v1/bad"]  # in the order they happened
+        refused = xs[1]
+        assert (refused["method"], refused["status"], refused["end"], refused["chunks"]) == ("GET", None, "refused", [])
+        assert refused["refused_head"] == b"GET /v1/bad HTTP/1.1\r\nHost: x\r\nBad Header: x"
+        assert "was never written: " + _UNSENT[then] in refused["error"]
+        assert refused["error"].endswith("the client was never answered")
+        assert first["end"] == ("client_disconnected" if then == "refused-then-hang-up" else "complete")
+        return
     status, answer = (431, b"over 2048 bytes.") if then == "oversized-request" else (400, b"Invalid HTTP request received.")
     answers = out.split(b"HTTP/1.1 ")[1:]
     assert len(answers) == (3 if good else 2) and all(a.endswith(stream) for a in answers[:-1])  # each whole
     assert answers[-1].startswith(b"%d " % status) and answers[-1].endswith(answer)
-    (refused,) = [x for x in xs if x["path"] == "/v1/bad"]  # recorded at its refusal, before the answers ahead of it
-    assert (refused["method"], refused["status"], refused["end"]) == ("GET", status, "refused")
-    answered = [x for x in xs if x is not refused]
+    *answered, refused = xs  # recorded once answered: after the requests ahead of it
+    assert (refused["method"], refused["path"], refused["status"], refused["end"]) == ("GET", "/v1/bad", status, "refused")
     assert [x["path"] for x in answered] == ["/v1/chat/completions", *(["/v1/models"] if good else [])]
     assert all((x["end"], b"".join(x["chunks"])) == ("complete", b"".join(events)) for x in answered)
+    if then == "refused-in-its-body":  # queued when refused: never recorded
+        assert refused["request_body"] == b"{}" and "Invalid character in chunk size" in refused["error"]
 
 
 def _stream_request(version: bytes, extra: bytes = b"") -> bytes:
@@ -809,3 +851,37 @@ def test_a_client_that_closes_its_side_after_a_whole_request_that_ends_the_conne
     else:
         assert out.startswith(b"HTTP/1.1 200 OK\r\n") and out.endswith(b"\r\n\r\nseen: {}")
         assert (x["end"], x["status"], b"".join(x["chunks"])) == ("complete", 200, b"seen: {}")
+
+
+async def _slow_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+    await asyncio.sleep(0.3)  # the client's close reaches the recorder first
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+    for i in range(3):
+        await asyncio.sleep(0.1)  # the client's reset of the headers' write reaches the recorder first
+        event = b"data: %d\n\n" % i
+        writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+        await writer.drain()
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    return True
+
+
+@pytest.mark.parametrize("answer", ["stream", "whole"])
+def test_a_client_that_closes_before_an_answer_that_ends_the_connection_is_not_counted_as_handed_it(
+    raw_upstream, record, answer
+) -> None:
+    """A Connection: close client that closes its connection (not only its side) once its request is
+    sent can't be told from one that half-closes: the transport is kept open and the answer written.
+    Its first write (the headers) reaches the client's kernel, which answers with a reset; the next
+    fails. That failing write's chunk was counted delivered (the connection's loss is heard a loop
+    turn later): a whole answer was recorded complete, a stream one chunk more delivered than the
+    client had. Both are now client_disconnected, no chunk delivered."""
+    rec = record(raw_upstream(_slow_stream if answer == "stream" else _slow_answer), "--no-probe", "--no-telemetry")
+    host, port = rec.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}")
+    time.sleep(1)  # the answer's time
+    rec.stop()
+    (x,) = rec.exchanges()
+    assert (x["end"], x["status"], x["request_body"]) == ("client_disconnected", 200, b"{}")
+    assert x["delivered_chunks"] == 0 and len(x["chunks"]) == 1

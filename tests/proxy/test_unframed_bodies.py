@@ -222,7 +222,50 @@ def test_a_body_sent_with_no_length_after_the_wait_is_one_refusal_of_that_reques
     assert (forwarded["end"], forwarded["status"], forwarded["request_body"]) == ("complete", 400, b"")
     assert (refused["end"], refused["status"], refused["method"], refused["path"]) == ("refused", 400, "POST", "/echo-body")
     assert refused["request_body"] == body and "refused_head" not in refused
-    assert f"came after its head had waited {wait:g} s for it and gone to the upstream bodiless" in refused["error"]
+    waited = f"had waited {wait:g} s for it" if wait else "was not held for it (a body wait of 0)"
+    assert f"came after its head {waited} and had gone to the upstream bodiless" in refused["error"]
+
+
+@pytest.mark.parametrize("then", ["closes-its-side", "waits"])
+@pytest.mark.parametrize("ends", ["http10", "connection-close"])
+def test_a_late_body_after_a_request_that_ends_the_connection_is_recorded_never_answered(fake, tmp_path, ends, then):
+    """A head of no length that ends the connection (HTTP/1.0, Connection: close) went to the engine
+    bodiless; its body came late, while the engine answered. uvicorn closes the connection after that
+    answer, so the body's 400 (held behind it, written at the client's close) is never written: it
+    was recorded answered 400 all the same. It is now recorded refused, unanswered (no status),
+    saying why, with every byte of the body; a client that waits without closing its side, the same."""
+    import asyncio
+
+    from tests.fake_upstream import sse_upstream
+
+    async def held() -> None:
+        await asyncio.sleep(0.5)  # the body and the client's close come before the answer's end
+
+    version, extra = (b"1.0", b"") if ends == "http10" else (b"1.1", b"Connection: close\r\n")
+    head = b"POST /v1/chat/completions HTTP/%s\r\nHost: x\r\n%s\r\n" % (version, extra)
+    with ServerThread(sse_upstream([b"data: 1\n\n"], held)) as up:
+        rec = InProcessRecorder(up.url, tmp_path / "cap", body_wait=0)
+        rec.server.__enter__()
+        with rec.connect() as s:
+            s.sendall(head)
+            assert rec.read() == head
+            s.sendall(BODY)
+            assert rec.read() == BODY
+            if then == "closes-its-side":
+                s.shutdown(socket.SHUT_WR)
+            answer = _answer(s)
+            forwarded, refused = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"data: 1\n\n" if ends == "http10" else b"0\r\n\r\n")
+    assert b"HTTP/1.1 400" not in answer
+    assert (forwarded["end"], forwarded["status"], forwarded["request_body"]) == ("complete", 200, b"")
+    assert (refused["end"], refused["status"], refused["method"], refused["path"]) == (
+        "refused",
+        None,
+        "POST",
+        "/v1/chat/completions",
+    )
+    assert refused["request_body"] == BODY and refused["error"].endswith("; the client was never answered")
+    assert "the request ahead of it ended the connection (Connection: close, or HTTP/1.0's default)" in refused["error"]
 
 
 def test_a_late_body_that_stalls_gets_the_body_timeouts_408_with_its_bytes(fake, in_process):
