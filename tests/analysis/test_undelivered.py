@@ -55,7 +55,7 @@ def _recorded(out: Path) -> None:
                 port = int(server.url.rsplit(":", 1)[1])
                 for path in ("/v1/chat/completions", "/abandoned/v1/chat/completions"):
                     with socket.create_connection(("127.0.0.1", port)) as client:
-                        head = f"POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(BODY)}\r\n\r\n"
+                        head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(BODY)}\r\n\r\n"  # keep-alive: its close is its hang-up
                         client.sendall(head.encode() + BODY)
                         got = b""
                         while DONE not in got and HI not in got if path.startswith("/abandoned") else DONE not in got:
