@@ -371,6 +371,11 @@ class Decoder:
         self.sinks = sinks
         self.repeated = repeated  # ids that more than one exchange carries: the second is named "<id>~2", ...
         self.seen: dict[str, int] = {}
+        # The capture's ids (``id_seen``; a part sees only its own), so that those carried twice are
+        # known without a query over the exchanges table after the decode; ``twice`` is None once an
+        # id is not a string (the table's text of it is what the query would compare).
+        self.ids: set[str] = set()
+        self.twice: set[str] | None = set()
         self.part = part
         self.lead = part is None or part[0] == 0  # writes the capture-wide tables
         self.exchange_number = 0
@@ -426,6 +431,8 @@ class Decoder:
         if self.repeated:
             name_apart(rec, self.repeated, self.seen)
         xid = rec.get("id")
+        if self.part is None and not self.repeated:
+            self.id_seen(xid)
         wire: list[bytes] = rec.get("chunks") or []
         wire_ns: list[int] = rec.get("chunk_ns") or []
         # The answer is what the client got: chunks the engine sent after it hung up (or that waited
@@ -467,6 +474,18 @@ class Decoder:
                 self.numbers.append(number)
         self._chunk_rows(xid, wire, wire_ns)
         self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, token_ns, done, tokens, len(wire) - len(chunks))
+
+    def id_seen(self, xid: Any) -> None:
+        """Counts an exchange's id (every exchange of the capture, in record order) into ``twice``."""
+        if self.twice is None:
+            return
+        if isinstance(xid, str):
+            if xid in self.ids:
+                self.twice.add(xid)
+            else:
+                self.ids.add(xid)
+        elif xid is not None:
+            self.twice = None
 
     def _event_rows(self, xid: str | None, parsed: Output, chunk_ns: list[int]) -> _Tokens:
         """One row per event the adapter read, at its chunk's arrival: each column extended at once."""
