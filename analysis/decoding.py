@@ -21,10 +21,9 @@ from array import array
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import numpy as np
 
 from infertap.capture.errors import CaptureCorruptError
 from infertap.capture.reader import CaptureReader, snapshot
@@ -35,6 +34,9 @@ from infertap.spawning import exit_with_parent, worker_context, workers_can_star
 from .decode import SEQUENTIAL_TABLES, Decoder, Generations, decode_records, table_sink
 from .prefix import PrefixIndex
 from .schema import TABLES
+
+if TYPE_CHECKING:  # imported where parts are merged: reading the cache needs no numpy
+    import numpy as np
 
 #: Exchanges dealt to a part at a time: part p of k decodes the p-th, (p+k)-th ... run of this many.
 PART_EXCHANGES = 4_096
@@ -135,6 +137,8 @@ def repeated_ids(files: list[Path], column: str) -> frozenset[str]:
 def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int] | None) -> tuple[dict[str, Any], Decoder]:
     """The capture decoded by ``k`` processes, then the pass over the whole (see the module's docstring);
     its meta and the decoder of that pass (every exchange's id seen)."""
+    import numpy as np
+
     out.mkdir(parents=True, exist_ok=True)
     decoder = Decoder(capture, {name: table_sink(out, name, capture) for name in SEQUENTIAL_TABLES})
     try:
@@ -234,6 +238,8 @@ def unwrap[T](result: T | tuple[Any, ...]) -> T:
 
 def _merged(out: Path, k: int) -> tuple[Generations, np.ndarray[Any, Any]]:
     """Every part's generation requests in record order (by exchange number), and those numbers."""
+    import numpy as np
+
     sent, seq, end, numbers = array("q"), array("q"), array("q"), array("q")
     ids: list[str] = []
     links: list[Any] = []
