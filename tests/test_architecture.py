@@ -180,7 +180,7 @@ def test_stats_on_a_cached_capture_imports_no_http_client_nor_engine_adapters(tm
         "v = sys.modules.get('infertap.version')\n"
         "looked_up = v is not None and (not hasattr(v, 'installed_version') or v.installed_version.cache_info().currsize > 0)\n"
         "print(json.dumps([json.loads(done.stdout)['groups'][0]['requests'], looked_up, "
-        f"sorted(m for m in sys.modules if m.split('.')[0] in ('asyncio', 'httpx', 'numpy', 'psutil', 'pyarrow', 'rich') or m.startswith('infertap.engines') or m in {others!r})]))"
+        f"sorted(m for m in sys.modules if m.split('.')[0] in ('asyncio', 'httpx', 'numpy', 'psutil', 'pyarrow', 'rich') or m.startswith('infertap.engines') or m in {[*others, 'infertap.capture.info']!r})]))"
     )
     for decoded in (True, False):  # decoded, then read from the cache
         done = _run(code, tmp_path)
