@@ -10,11 +10,7 @@ import re
 from array import array
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from infertap.apis import (
     Links,
@@ -43,7 +39,11 @@ from infertap.capture.records import apart, delivered, recorded_session, request
 from infertap.collector import no_cyclic_gc
 
 from .prefix import PrefixIndex
-from .schema import ENGINE_FACTS, TABLES
+from .schema import ENGINE_FACTS, TABLES, arrow_schema
+
+if TYPE_CHECKING:  # numpy and pyarrow are imported where a decode needs them: reading the cache needs neither
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 #: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt. 4: the
 #: telemetry table; 5: sessions and turns; 6: engines.dtype; 7: requests.digest, token times;
@@ -146,6 +146,8 @@ _PLAIN = ("body", "bytes", "data")  # nearly all distinct: no dictionary
 def parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
     """How the cache's tables are written. Columns whose values are nearly all distinct (bodies,
     chunk bytes, event payloads) skip the dictionary Parquet would try, then drop, for each of them."""
+    import pyarrow.parquet as pq
+
     plain = {name for name in schema.names if name in _PLAIN}
     return pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=[n for n in schema.names if n not in plain])
 
@@ -167,6 +169,8 @@ class _Sink:
             self.flush()
 
     def flush(self) -> None:
+        import pyarrow as pa
+
         if self.rows:
             columns = [
                 pa.array(col, type=pa.binary()).view(pa.string()) if field.name in _UTF8_BYTES else _array(col, field.type)
@@ -177,6 +181,8 @@ class _Sink:
             self.size = 0
 
     def _write(self, columns: list[pa.Array], n: int) -> None:
+        import pyarrow as pa
+
         self.writer.write_table(pa.Table.from_arrays(columns, schema=self.schema))
         self.count += n
 
@@ -201,6 +207,8 @@ class _ColumnSink(_Sink):
         return len(self.columns[0])
 
     def flush(self) -> None:
+        import pyarrow as pa
+
         n = self.pending()
         if n:
             arrays = [pa.repeat(pa.scalar(self.capture, pa.string()), n)]
@@ -217,6 +225,8 @@ def _array(values: Sequence[Any], dtype: pa.DataType) -> pa.Array:
     UTF-8 (hence Arrow) has no bytes for: such a text is kept with U+FFFD in its place, as a
     lenient UTF-8 decode keeps bytes it can't read, instead of failing the capture's decode. An
     integer the column's type can't hold (JSON has no bound) is unknown, for the same reason."""
+    import pyarrow as pa
+
     try:
         return pa.array(values, type=dtype)
     except UnicodeEncodeError:
@@ -227,6 +237,9 @@ def _array(values: Sequence[Any], dtype: pa.DataType) -> pa.Array:
 
 def _within(value: Any, dtype: pa.DataType) -> Any:
     """``value`` with each integer the Arrow type ``dtype`` can't hold as None."""
+    import numpy as np
+    import pyarrow as pa
+
     if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
         return value if not isinstance(value, (list, tuple)) else [_within(v, dtype.value_type) for v in value]
     if isinstance(value, int) and not isinstance(value, bool) and pa.types.is_integer(dtype):
@@ -374,6 +387,11 @@ class Decoder:
         self.sinks = sinks
         self.repeated = repeated  # ids that more than one exchange carries: the second is named "<id>~2", ...
         self.seen: dict[str, int] = {}
+        # The capture's ids (``id_seen``; a part sees only its own), so that those carried twice are
+        # known without a query over the exchanges table after the decode; ``twice`` is None once an
+        # id is not a string (the table's text of it is what the query would compare).
+        self.ids: set[str] = set()
+        self.twice: set[str] | None = set()
         self.part = part
         self.lead = part is None or part[0] == 0  # writes the capture-wide tables
         self.exchange_number = 0
@@ -429,6 +447,8 @@ class Decoder:
         if self.repeated:
             name_apart(rec, self.repeated, self.seen)
         xid = rec.get("id")
+        if self.part is None and not self.repeated:
+            self.id_seen(xid)
         wire: list[bytes] = rec.get("chunks") or []
         wire_ns: list[int] = rec.get("chunk_ns") or []
         # The answer is what the client got: chunks the engine sent after it hung up (or that waited
@@ -470,6 +490,18 @@ class Decoder:
                 self.numbers.append(number)
         self._chunk_rows(xid, wire, wire_ns)
         self._exchange_row(rec, request, parsed, sent_wall_ns, body, chunks, token_ns, done, tokens, len(wire) - len(chunks))
+
+    def id_seen(self, xid: Any) -> None:
+        """Counts an exchange's id (every exchange of the capture, in record order) into ``twice``."""
+        if self.twice is None:
+            return
+        if isinstance(xid, str):
+            if xid in self.ids:
+                self.twice.add(xid)
+            else:
+                self.ids.add(xid)
+        elif xid is not None:
+            self.twice = None
 
     def _event_rows(self, xid: str | None, parsed: Output, chunk_ns: list[int]) -> _Tokens:
         """One row per event the adapter read, at its chunk's arrival: each column extended at once."""
@@ -821,6 +853,8 @@ class Generations:
 
     def order(self) -> list[int]:
         """Indexes in order of sending (ties by seq, then as recorded)."""
+        import numpy as np
+
         if not self.ids:
             return []
         return np.lexsort((np.frombuffer(self.seq, np.int64), np.frombuffer(self.sent, np.int64))).tolist()
@@ -828,7 +862,7 @@ class Generations:
 
 def table_sink(out: Path, name: str, capture: str) -> _Sink:
     """Where the rows of table ``name`` go: ``out/<name>.parquet``."""
-    schema = TABLES[name]
+    schema = arrow_schema(name)
     return _ColumnSink(out / f"{name}.parquet", schema, capture) if name in _COLUMNAR else _Sink(out / f"{name}.parquet", schema)
 
 

@@ -21,10 +21,9 @@ from array import array
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import numpy as np
 
 from infertap.capture.errors import CaptureCorruptError
 from infertap.capture.reader import CaptureReader, snapshot
@@ -35,6 +34,9 @@ from infertap.spawning import exit_with_parent, worker_context, workers_can_star
 from .decode import SEQUENTIAL_TABLES, Decoder, Generations, decode_records, table_sink
 from .prefix import PrefixIndex
 from .schema import TABLES
+
+if TYPE_CHECKING:  # imported where parts are merged: reading the cache needs no numpy
+    import numpy as np
 
 #: Exchanges dealt to a part at a time: part p of k decodes the p-th, (p+k)-th ... run of this many.
 PART_EXCHANGES = 4_096
@@ -72,15 +74,17 @@ def decode_capture(path: Path, out: Path, capture: str | None = None, workers: i
     size = sum(sizes.values()) if sizes else 0
     large = size >= PARALLEL_BYTES and workers > 1 and workers_can_start()
     parts = min(workers, os.cpu_count() or 1, MAX_PARTS, size // max(1, PARALLEL_BYTES // 2)) if large else 1
+    whole: Decoder | None = None  # the decoder that saw every exchange's id
     meta: dict[str, Any] | None = None
     if parts > 1:
         try:
-            meta = _in_parts(path, out, capture, parts, sizes)
+            meta, whole = _in_parts(path, out, capture, parts, sizes)
         except BrokenProcessPool:  # a worker could not start or was killed
             _empty(out)
-    if meta is None:
-        meta = decode_records(path, out, capture, sizes=sizes)[0]
-    repeated = repeated_ids(table_files(out, "exchanges"), "exchange_id")
+    if meta is None or whole is None:
+        meta, whole = decode_records(path, out, capture, sizes=sizes)
+    twice = whole.twice
+    repeated = frozenset(twice) if twice is not None else repeated_ids(table_files(out, "exchanges"), "exchange_id")
     if not repeated:
         return meta
     _empty(out)
@@ -130,8 +134,11 @@ def repeated_ids(files: list[Path], column: str) -> frozenset[str]:
     return frozenset(r[0] for r in rows)
 
 
-def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int] | None) -> dict[str, Any]:
-    """The capture decoded by ``k`` processes, then the pass over the whole (see the module's docstring)."""
+def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int] | None) -> tuple[dict[str, Any], Decoder]:
+    """The capture decoded by ``k`` processes, then the pass over the whole (see the module's docstring);
+    its meta and the decoder of that pass (every exchange's id seen)."""
+    import numpy as np
+
     out.mkdir(parents=True, exist_ok=True)
     decoder = Decoder(capture, {name: table_sink(out, name, capture) for name in SEQUENTIAL_TABLES})
     try:
@@ -160,14 +167,15 @@ def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int]
     for result in results:
         for name, n in result["rows"].items():
             rows[name] = rows.get(name, 0) + n
-    return {**results[0], "torn": torn, "closed_cleanly": reader.closed_cleanly, "rows": {n: rows[n] for n in TABLES}}
+    meta = {**results[0], "torn": torn, "closed_cleanly": reader.closed_cleanly, "rows": {n: rows[n] for n in TABLES}}
+    return meta, decoder
 
 
 def _whole(path: Path, decoder: Decoder, sizes: dict[str, int] | None) -> tuple[CaptureReader, PrefixIndex, array[int]]:
     """What the pass over the whole reads of every record, in this process while the parts decode:
     every exchange's request body into the prefix index (which of them are generation requests the
     parts tell later; the others' items are never asked for), numbered by exchange; the enrichments'
-    prompt token ids; the capture's id and record count (into ``decoder``)."""
+    prompt token ids; the capture's id, record count and exchange ids (into ``decoder``)."""
     reader = CaptureReader(path, sizes)
     bodies, items = PrefixIndex(), array("q")
     with no_cyclic_gc():
@@ -176,6 +184,7 @@ def _whole(path: Path, decoder: Decoder, sizes: dict[str, int] | None) -> tuple[
             kind = record["type"]
             if kind == "exchange":
                 items.append(bodies.add(record.get("request_body") or b""))
+                decoder.id_seen(record.get("id"))
             elif kind == "header":
                 decoder.capture_id = decoder.capture_id or record.get("capture_id")
             elif kind == "enrichment":
@@ -229,6 +238,8 @@ def unwrap[T](result: T | tuple[Any, ...]) -> T:
 
 def _merged(out: Path, k: int) -> tuple[Generations, np.ndarray[Any, Any]]:
     """Every part's generation requests in record order (by exchange number), and those numbers."""
+    import numpy as np
+
     sent, seq, end, numbers = array("q"), array("q"), array("q"), array("q")
     ids: list[str] = []
     links: list[Any] = []

@@ -18,28 +18,15 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from infertap.apis import Links, link, sessions_of, think_times, turns_of
 
+if TYPE_CHECKING:  # imported where a join is written: a load that reads a kept join needs no pyarrow
+    import pyarrow as pa
+
 #: The temporary table of the joined captures' turns (``turns``'s columns and ``session_capture``).
 JOINED = "_joined_turns"
-
-_TURNS = pa.schema(
-    [
-        ("capture", pa.string()),
-        ("exchange_id", pa.string()),
-        ("session", pa.string()),
-        ("turn", pa.int32()),
-        ("parent_id", pa.string()),
-        ("link", pa.string()),
-        ("think_ns", pa.int64()),
-        ("session_capture", pa.string()),
-    ]
-)
 
 
 def joined_captures(con: Any, loaded: list[str]) -> list[str]:
@@ -89,6 +76,8 @@ def joined_turns(con: Any, captures: list[str], entries: list[Path]) -> Path | N
 def _keep(home: Path, key: str, table: pa.Table, entries: list[Path]) -> None:
     """Write the join under ``home/key`` (through a temporary folder renamed into place, owner-only
     as the entries are), and remove the joins of entries that are gone (a capture decoded anew)."""
+    import pyarrow.parquet as pq
+
     home.mkdir(mode=0o700, exist_ok=True)
     for old in home.iterdir():
         try:
@@ -114,6 +103,8 @@ def join_sessions(con: Any, captures: list[str]) -> pa.Table:
     the captures were loaded, then each capture's own order). ``session_capture``: the capture of
     the first request of each session's name, so that a session is one group however many captures
     hold its turns."""
+    import pyarrow as pa
+
     rows = con.execute(
         "SELECT capture, exchange_id, sent_wall_ns, end_wall_ns, link_id, parent_id, session, candidates, continuation, "
         "response_id, previous_response_id, refused FROM links WHERE capture IN (SELECT unnest(?::VARCHAR[])) "
@@ -142,6 +133,17 @@ def join_sessions(con: Any, captures: list[str]) -> pa.Table:
             "think_ns": thinks,
             "session_capture": [first[s] for s in sessions],
         },
-        schema=_TURNS,
+        schema=pa.schema(
+            [
+                ("capture", pa.string()),
+                ("exchange_id", pa.string()),
+                ("session", pa.string()),
+                ("turn", pa.int32()),
+                ("parent_id", pa.string()),
+                ("link", pa.string()),
+                ("think_ns", pa.int64()),
+                ("session_capture", pa.string()),
+            ]
+        ),
     )
     return table

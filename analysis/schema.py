@@ -1,4 +1,4 @@
-"""The decoded tables, as Arrow schemas: one place that says what each column holds.
+"""The decoded tables' columns and their Arrow types: one place that says what each column holds.
 
 Every table carries ``capture`` (the capture's path as loaded) so that rows of many captures can be
 joined on ``(capture, exchange_id)`` even when two captures are copies of each other. Times named
@@ -8,9 +8,18 @@ joined on ``(capture, exchange_id)`` even when two captures are copies of each o
 
 from __future__ import annotations
 
-import pyarrow as pa
+import functools
+from typing import TYPE_CHECKING
 
-S, I32, I64, F64, B = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# Types by the name of their pyarrow factory (``list<t>``: a list of t), so that a command that only
+# reads the cache (DuckDB reads the Parquet itself) never imports pyarrow: ``arrow_schema`` builds them.
+S, I32, I64, F64, B, BIN = "string", "int32", "int64", "float64", "bool_", "binary"
+
+#: A table's columns: (name, type) in order.
+Columns = tuple[tuple[str, str], ...]
 
 #: Engine facts given a column of their own in ``engines`` (all of them are also in ``facts``).
 ENGINE_FACTS = (
@@ -29,8 +38,8 @@ ENGINE_FACTS = (
 )
 
 
-def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
-    return pa.schema([pa.field(name, dtype) for name, dtype in fields])
+def _schema(*fields: tuple[str, str]) -> Columns:
+    return fields
 
 
 CAPTURES = _schema(
@@ -152,7 +161,7 @@ CHUNKS = _schema(
     ("index", I32),
     ("t_ns", I64),
     ("size", I32),
-    ("bytes", pa.binary()),
+    ("bytes", BIN),
 )
 
 EVENTS = _schema(
@@ -181,7 +190,7 @@ REQUESTS = _schema(
     ("items", I32),  # messages (or Responses input items) as sent
     ("system", S),
     ("last_user", S),
-    ("tools", pa.list_(S)),  # names of the tools offered
+    ("tools", f"list<{S}>"),  # names of the tools offered
     ("tool_choice", S),  # JSON
     ("max_tokens", I64),
     ("temperature", F64),
@@ -191,13 +200,13 @@ REQUESTS = _schema(
     ("sampling", S),  # JSON: every sampling setting sent, under its canonical name
     ("previous_response_id", S),
     # A generation request's digest (capture/identity.py's request_digest of its exact bytes), for workload identities.
-    ("digest", pa.binary()),
+    ("digest", BIN),
 )
 
-ENGINES = pa.schema(
-    [pa.field(n, t) for n, t in (("capture", S), ("run_id", S), ("wall", F64), ("url", S), ("kind", S), ("fingerprint", S))]
-    + [pa.field(name, S) for name in ENGINE_FACTS]
-    + [pa.field(n, S) for n in ("facts", "unknown", "labels", "host")]  # JSON
+ENGINES = _schema(
+    *(("capture", S), ("run_id", S), ("wall", F64), ("url", S), ("kind", S), ("fingerprint", S)),
+    *((name, S) for name in ENGINE_FACTS),
+    *((n, S) for n in ("facts", "unknown", "labels", "host")),  # JSON
 )
 
 ENRICHMENTS = _schema(
@@ -208,12 +217,12 @@ ENRICHMENTS = _schema(
     ("engine", S),
     ("kind", S),
     ("prompt_tokens", I64),
-    ("prompt_ids", pa.list_(I64)),
+    ("prompt_ids", f"list<{I64}>"),
     ("prompt_source", S),
     ("prompt_rendered", S),
     ("agrees_with_usage", B),
     ("output_tokens", I64),
-    ("output_ids", pa.list_(I64)),
+    ("output_ids", f"list<{I64}>"),
     ("output_source", S),
     ("settings", S),
     ("server_timings", S),
@@ -251,11 +260,11 @@ LINKS = _schema(
     ("link_id", S),  # the id a recorded parent_id names (the exchange's id before repeats were named apart)
     ("parent_id", S),  # recorded by a replay
     ("session", S),  # the explicit session it was sent in
-    ("candidates", pa.list_(pa.binary())),  # its conversation's prefixes ending on an assistant turn, longest first
-    ("continuation", pa.binary()),  # its conversation plus its reply
+    ("candidates", f"list<{BIN}>"),  # its conversation's prefixes ending on an assistant turn, longest first
+    ("continuation", BIN),  # its conversation plus its reply
     ("response_id", S),
     ("previous_response_id", S),
-    ("refused", pa.bool_()),  # refused by infertap, never sent: a leaf of its session (infertap.apis.linking)
+    ("refused", B),  # refused by infertap, never sent: a leaf of its session (infertap.apis.linking)
 )
 
 # One row per telemetry sample (infertap.telemetry): joinable with exchanges on wall time. A source
@@ -272,7 +281,7 @@ TELEMETRY = _schema(
     ("unknown", S),
 )
 
-TABLES: dict[str, pa.Schema] = {
+TABLES: dict[str, Columns] = {
     "captures": CAPTURES,
     "runs": RUNS,
     "exchanges": EXCHANGES,
@@ -286,3 +295,20 @@ TABLES: dict[str, pa.Schema] = {
     "links": LINKS,
     "telemetry": TELEMETRY,
 }
+
+
+@functools.cache
+def arrow_schema(name: str) -> pa.Schema:
+    """Table ``name``'s Arrow schema, as the decode writes it."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(column, _arrow_type(t)) for column, t in TABLES[name]])
+
+
+def _arrow_type(name: str) -> pa.DataType:
+    import pyarrow as pa
+
+    if name.startswith("list<"):
+        return pa.list_(_arrow_type(name[5:-1]))
+    factory = getattr(pa, name)
+    return factory()

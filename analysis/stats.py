@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE
-from infertap.capture.info import recorder_running, unsearched_warning, writer_of
+from infertap.recorders import recorder_running, unsearched_warning, writer_of
 
 from .active import COUNTED, PART, RunPart, active, run_parts, seconds
 from .energy import Telemetry

@@ -51,10 +51,12 @@ def identities(analysis: Analysis, sql: str, keys: int = 0) -> dict[tuple[Any, .
         f"FROM ({sql}) q ORDER BY {groups}q.t, q.digest"
     )
     found: dict[tuple[Any, ...], tuple[OrderedHashes, list[int]]] = {}  # per group: its hashes, its bodies' bytes
-    for batch in analysis.sql(ordered).to_arrow_reader(_ROWS):
-        group = list(zip(*(batch.column(i).to_pylist() for i in range(keys)), strict=True)) if keys else [()] * batch.num_rows
-        digests, sizes, times, wide = (batch.column(keys + i).to_pylist() for i in range(4))
-        times = [t if w is None else int(w) for t, w in zip(times, wide, strict=True)]
+    result = analysis.con.execute(ordered)  # rows, not Arrow batches: reading the cache imports no pyarrow
+    while rows := result.fetchmany(_ROWS):
+        group = [row[:keys] for row in rows]
+        digests = [row[keys] for row in rows]
+        sizes = [row[keys + 1] for row in rows]
+        times = [t if w is None else int(w) for *_, t, w in rows]
         start = 0
         for key, run in itertools.groupby(group):  # each group's rows in this batch, hashed as one
             end = start + sum(1 for _ in run)

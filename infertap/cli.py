@@ -14,7 +14,6 @@ from typing import Any, get_args
 import click
 
 from .capture.identity import describe as describe_workload
-from .capture.info import no_snapshot_reason, not_imported_text, summarize, unsearched_warning
 from .capture.jsonable import dumps
 from .capture.reader import CaptureReader
 from .capture.records import RecordType
@@ -434,6 +433,9 @@ def cat(capture: Path, types: tuple[str, ...]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def info(capture: Path, as_json: bool) -> None:
     """Counts, time span, engines seen, paths, status codes, and whether the capture closed cleanly."""
+    from .capture.info import summarize
+    from .recorders import unsearched_warning
+
     summary = summarize(capture)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
@@ -448,6 +450,8 @@ def info(capture: Path, as_json: bool) -> None:
 def _print_info(s: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from .capture.info import no_snapshot_reason, not_imported_text
 
     console = Console()
 

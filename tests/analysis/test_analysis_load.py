@@ -383,6 +383,35 @@ def test_exchanges_that_repeat_an_id_are_named_apart_and_said(tmp_path: Path) ->
     assert said.exit_code == 0 and "carry the id of an earlier one" in said.output
 
 
+def test_a_decode_finds_repeated_ids_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decode counts the ids it reads (in one process, or in the pass over the whole of a decode
+    in parts), so that no query over its exchanges table (a DuckDB connection and a scan of every
+    id) runs after it; the repeats are said as before."""
+    from infertap.analysis import decoding
+
+    queried: list[list[Path]] = []
+    query = decoding.repeated_ids
+
+    def counted(files: list[Path], column: str) -> frozenset[str]:
+        queried.append(files)
+        return query(files, column)
+
+    monkeypatch.setattr(decoding, "repeated_ids", counted)
+    unique = write_capture(tmp_path / "unique", [exchange(f"x{i}", sent_ms=i, request=body(f"q{i}")) for i in range(4)])
+    assert "repeated_ids" not in decoding.decode_capture(unique, tmp_path / "u", str(unique))
+    copies = [exchange(x, sent_ms=i, request=body(f"q{i}")) for i, x in enumerate(["a", "b", "a", "c", "b", "a"])]
+    cap = write_capture(tmp_path / "copies", copies)
+    meta = decoding.decode_capture(cap, tmp_path / "c", str(cap))
+    assert meta["repeated_ids"] == {"ids": 2, "exchanges": 3, "example": "a"}
+    monkeypatch.setattr(decoding, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(decoding, "PART_EXCHANGES", 1)
+    assert decoding.decode_capture(cap, tmp_path / "p", str(cap), workers=2)["repeated_ids"] == meta["repeated_ids"]
+    assert (tmp_path / "p" / "part-1").exists() is False  # named apart in one process, after the parts
+    assert "repeated_ids" not in decoding.decode_capture(unique, tmp_path / "up", str(unique), workers=2)
+    assert (tmp_path / "up" / "part-1" / "exchanges.parquet").exists()
+    assert queried == []
+
+
 def test_export_round_trips_through_duckdb(tmp_path: Path) -> None:
     cap = write_capture(
         tmp_path / "cap",

@@ -150,8 +150,8 @@ def test_an_import_still_writing_is_told_by_its_importer_not_its_traffics_machin
     """Whether an import still writes was judged by its header's machine and start: the traffic's
     first request, always before the importer started, so no import ever read as writing. It is
     judged by its importer: this process, imported in it (a recorder's header judged as before)."""
-    from infertap.capture.info import recorder_running, writer_of
     from infertap.mitm.importer import import_file
+    from infertap.recorders import recorder_running, writer_of
 
     # its traffic before this process started (however long the test session has run), as an import's is
     import_file(har(tmp_path / "a.har", LOCAL, psutil.Process().create_time() - 60), tmp_path / "cap")
