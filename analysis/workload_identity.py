@@ -10,7 +10,8 @@ capture package's ``OrderedHashes``: the same hashes ``IdentityTally`` computes,
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,12 +52,7 @@ def identities(analysis: Analysis, sql: str, keys: int = 0) -> dict[tuple[Any, .
         f"FROM ({sql}) q ORDER BY {groups}q.t, q.digest"
     )
     found: dict[tuple[Any, ...], tuple[OrderedHashes, list[int]]] = {}  # per group: its hashes, its bodies' bytes
-    result = analysis.con.execute(ordered)  # rows, not Arrow batches: reading the cache imports no pyarrow
-    while rows := result.fetchmany(_ROWS):
-        group = [row[:keys] for row in rows]
-        digests = [row[keys] for row in rows]
-        sizes = [row[keys + 1] for row in rows]
-        times = [t if w is None else int(w) for *_, t, w in rows]
+    for group, digests, sizes, times in _columns(analysis, ordered, keys):
         start = 0
         for key, run in itertools.groupby(group):  # each group's rows in this batch, hashed as one
             end = start + sum(1 for _ in run)
@@ -65,6 +61,31 @@ def identities(analysis: Analysis, sql: str, keys: int = 0) -> dict[tuple[Any, .
             size[0] += sum(sizes[start:end])
             start = end
     return {key: hashes.identity(hashes.requests, size) for key, (hashes, [size]) in found.items()}
+
+
+def _columns(analysis: Analysis, sql: str, keys: int) -> Iterator[tuple[list[Any], list[Any], list[Any], list[Any]]]:
+    """``sql``'s rows a batch at a time, as their group keys, digests, sizes and send times. The first
+    batch comes as rows (a capture of fewer requests then reads no Arrow: a warm ``stats`` imports no
+    pyarrow); the rest as Arrow batches, which turn into Python lists in half the CPU of rows (1M
+    requests here: 0.9-1.0 s against 1.6-2.1 s)."""
+    result = analysis.con.execute(sql)
+    rows = result.fetchmany(_ROWS)
+    yield (
+        [row[:keys] for row in rows],
+        [row[keys] for row in rows],
+        [row[keys + 1] for row in rows],
+        [t if w is None else int(w) for *_, t, w in rows],
+    )
+    if len(rows) < _ROWS:
+        return
+    with warnings.catch_warnings():  # "an extra copy of the rows": of the rest only, and still the faster
+        warnings.simplefilter("ignore", UserWarning)
+        reader = result.to_arrow_reader(_ROWS)
+    assert reader is not None  # duckdb's stubs say it may be None
+    for batch in reader:
+        group = list(zip(*(batch.column(i).to_pylist() for i in range(keys)), strict=True)) if keys else [()] * batch.num_rows
+        digests, sizes, times, wide = (batch.column(keys + i).to_pylist() for i in range(4))
+        yield group, digests, sizes, [t if w is None else int(w) for t, w in zip(times, wide, strict=True)]
 
 
 def group_identities(analysis: Analysis, table: str, keys: Sequence[str]) -> dict[tuple[Any, ...], dict[str, Any]]:

@@ -780,3 +780,28 @@ def test_an_export_of_the_other_form_into_the_same_folder_leaves_no_stale_files(
     with Analysis([cap], cache_dir=tmp_path / "cache") as a:
         a.export_parquet(tmp_path / "out")
     assert not (tmp_path / "out" / "exchanges.parquet").exists()
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 65_536])
+def test_workload_identities_read_in_batches_of_any_size_are_the_capture_packages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int
+) -> None:
+    """The first batch of digests comes back as rows, the rest as Arrow batches: a group that spans
+    the two, or many batches, hashes as the capture package does, and a changed request must differ."""
+    from infertap.analysis import workload_identity as wi
+    from infertap.capture.identity import workload_identity
+
+    monkeypatch.setattr(wi, "_ROWS", rows)
+    models = ["a", "b", "a", "a", "b", "a", "b"]
+    records = [exchange(f"x{i}", sent_ms=10 * i, request=body(f"q{i}", model=m)) for i, m in enumerate(models)]
+    cap = write_capture(tmp_path / "cap", records)
+    changed = write_capture(tmp_path / "changed", [*records[:-1], exchange("x6", sent_ms=60, request=body("other", model="b"))])
+    with Analysis([cap, changed], cache_dir=tmp_path / "cache") as a:
+        assert wi.capture_identity(a, str(cap)) == workload_identity(cap)
+        assert wi.capture_identity(a, str(changed)) == workload_identity(changed)
+        assert wi.capture_identity(a, str(cap)).workload != wi.capture_identity(a, str(changed)).workload
+        by_model = wi.group_identities(a, f"(SELECT * FROM metrics WHERE capture = '{cap}')", ["model"])
+    assert {key: ident["requests"] for key, ident in by_model.items()} == {("a",): 4, ("b",): 3}
+    monkeypatch.setattr(wi, "_ROWS", 65_536)
+    with Analysis([cap], cache_dir=tmp_path / "cache") as a:
+        assert wi.group_identities(a, f"(SELECT * FROM metrics WHERE capture = '{cap}')", ["model"]) == by_model
