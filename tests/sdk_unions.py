@@ -31,3 +31,16 @@ def type_of(model: type[BaseModel]) -> str:
 def fields(model: type[BaseModel]) -> set[str]:
     """A model's fields as sent (by alias: ``from``, ``async``)."""
     return {info.alias or name for name, info in model.model_fields.items()}
+
+
+def unclassified_fields(models: Any, classified: dict[str, tuple[Any, Any]]) -> dict[str, set[str]]:
+    """The fields of ``models`` whose type an adapter reads apart (``classified``: type -> its fields
+    compared, its fields left out) that it neither compares nor leaves out on purpose."""
+    found: dict[str, set[str]] = {}
+    for model in models:
+        kind = type_of(model)
+        if kind in classified:
+            compared, left_out = classified[kind]
+            if extra := fields(model) - {"type", *compared, *left_out}:
+                found.setdefault(kind, set()).update(extra)
+    return found

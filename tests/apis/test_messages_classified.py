@@ -21,7 +21,7 @@ from anthropic.types.beta import (
 from anthropic.types.beta.beta_raw_message_delta_event import Delta as MessageDelta
 
 from infertap.apis import messages
-from tests.sdk_unions import fields, members, type_of
+from tests.sdk_unions import fields, members, type_of, unclassified_fields
 
 _BLOCKS = [*members(BetaContentBlock), *members(ContentBlock)]
 _DELTAS = [*members(BetaRawContentBlockDelta), *members(RawContentBlockDelta)]
@@ -42,14 +42,7 @@ def test_every_stream_event_type_is_read() -> None:
 
 
 def test_every_field_of_a_block_read_apart_is_compared_or_left_out_on_purpose() -> None:
-    unclassified: dict[str, set[str]] = {}
-    for model in (*_BLOCKS, *_DELTAS):
-        kind = type_of(model)
-        if kind in messages.FIELDS:
-            compared, left_out = messages.FIELDS[kind]
-            if extra := fields(model) - {"type", *compared, *left_out}:
-                unclassified.setdefault(kind, set()).update(extra)
-    assert unclassified == {}
+    assert unclassified_fields((*_BLOCKS, *_DELTAS), messages.FIELDS) == {}
 
 
 def test_every_field_of_a_message_is_classified() -> None:

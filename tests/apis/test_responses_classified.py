@@ -14,7 +14,7 @@ import typing
 from openai.types.responses import ResponseOutputItem, ResponseOutputMessage, ResponseStreamEvent
 
 from infertap.apis import responses
-from tests.sdk_unions import fields, members, type_of
+from tests.sdk_unions import members, type_of, unclassified_fields
 
 _ITEMS = members(ResponseOutputItem)
 (_CONTENT,) = typing.get_args(ResponseOutputMessage.model_fields["content"].annotation)  # List[Content]
@@ -28,14 +28,7 @@ def test_every_output_item_type_is_read_or_kept_whole() -> None:
 
 
 def test_every_field_of_an_item_read_apart_is_compared_or_left_out_on_purpose() -> None:
-    unclassified: dict[str, set[str]] = {}
-    for model in (*_ITEMS, *_PARTS):
-        kind = type_of(model)
-        if kind in responses.FIELDS:
-            compared, left_out = responses.FIELDS[kind]
-            if extra := fields(model) - {"type", *compared, *left_out}:
-                unclassified.setdefault(kind, set()).update(extra)
-    assert unclassified == {}
+    assert unclassified_fields((*_ITEMS, *_PARTS), responses.FIELDS) == {}
 
 
 def test_the_adapter_reads_each_item_as_classified() -> None:
