@@ -1,89 +1,21 @@
 """A request body sent with no length (neither Content-Length nor chunked encoding), as an
 HTTP/1.0-style client sends one, ended by the client's close or cut by its reset.
 
-The recorder runs in-process here: its own protocol, app and capture writer on uvicorn and a real
-socket, its server saying each read it takes, so that a test can send a request's body only once
-the head has been read: the two reads apart, as a client writing them apart makes them."""
+The recorder runs in-process here (``in_process``), so that a test can send a request's body only
+once the head has been read: the two reads apart, as a client writing them apart makes them."""
 
 from __future__ import annotations
 
 import json
-import queue
 import socket
 import struct
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from infertap.capture.reader import CaptureReader
-from infertap.capture.writer import CaptureWriter
-from infertap.proxy.app import RecordingProxy, build_app
-from infertap.proxy.wire import protocol
 from tests.fake_upstream import ServerThread
+from tests.proxy.in_process import InProcessRecorder, read_all
 
 BODY = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
-
-
-class InProcessRecorder:
-    """The recording proxy served from a thread; ``reads`` gets each read its server takes, whole."""
-
-    def __init__(self, upstream: str, out: Path, **limits: Any) -> None:
-        self.out = out
-        self.writer = CaptureWriter(out, recorder={"kind": "proxy"}).open()
-        proxy = RecordingProxy(upstream, self.writer)
-        self.reads: queue.Queue[bytes] = queue.Queue()
-        reads = self.reads
-
-        class Reading(protocol(proxy.refused, **limits)):  # type: ignore[misc]
-            def data_received(self, data: bytes) -> None:
-                super().data_received(data)
-                reads.put(bytes(data))
-
-        self.server = ServerThread(build_app(proxy), http=Reading)
-        self.port = int(self.server.url.rsplit(":", 1)[1])
-
-    def read(self) -> bytes:
-        return self.reads.get(timeout=10)
-
-    def connect(self) -> socket.socket:
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each sendall its own segment
-        return s
-
-    def stop(self) -> list[dict[str, Any]]:
-        """Stops as `infertap record` does on SIGTERM (what is in flight ends and is recorded), and
-        gives the capture's exchanges."""
-        self.server.server.should_exit = True
-        self.server.thread.join(30)
-        self.server.__exit__(None, None, None)
-        self.writer.close()
-        return list(CaptureReader(self.out).exchanges())
-
-
-@pytest.fixture
-def in_process(fake: Any, tmp_path: Path) -> Iterator[Any]:
-    """Factory: ``in_process(**limits)`` starts the recorder before the fake engine (``fake``)."""
-    started: list[InProcessRecorder] = []
-
-    def start(**limits: Any) -> InProcessRecorder:
-        started.append(InProcessRecorder(fake[1], tmp_path / f"cap{len(started)}", **limits))
-        started[-1].server.__enter__()
-        return started[-1]
-
-    yield start
-    for rec in started:
-        if rec.server.thread.is_alive():
-            rec.server.__exit__(None, None, None)
-            rec.writer.close()
-
-
-def _answer(s: socket.socket) -> bytes:
-    out = b""
-    while chunk := s.recv(65536):
-        out += chunk
-    return out
 
 
 @pytest.mark.parametrize("version", ["1.0", "1.1"])
@@ -102,7 +34,7 @@ def test_a_body_sent_with_no_length_in_a_later_read_than_its_head_is_one_refusal
         s.sendall(BODY)
         assert rec.read() == BODY
         s.shutdown(socket.SHUT_WR)  # the only mark of the body's end
-        answer = _answer(s)
+        answer = read_all(s)
     assert answer.startswith(b"HTTP/1.1 400") and answer.endswith(b"a request's body ends by its length, not by a close.")
     (refused,) = rec.stop()
     assert app.requests == []
@@ -125,7 +57,7 @@ def test_a_head_of_no_length_followed_by_no_body_is_forwarded_bodiless(fake, in_
         assert rec.read() == head
         if then == "its close":
             s.shutdown(socket.SHUT_WR)  # the client closes its side, waiting for no answer
-            _answer(s)
+            read_all(s)
         else:
             if then == "the next request":
                 s.sendall(b"GET /status/202 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -185,7 +117,7 @@ def test_a_body_sent_with_no_length_is_answered_503_and_recorded_when_the_record
     s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n" + BODY)
     rec.read()
     (refused,) = rec.stop()
-    answer = _answer(s)
+    answer = read_all(s)
     s.close()
     assert answer.startswith(b"HTTP/1.1 503") and answer.endswith(b"the recorder shut down before its end.")
     assert app.requests == []
@@ -215,7 +147,7 @@ def test_a_body_sent_with_no_length_after_the_wait_is_one_refusal_of_that_reques
         while len(got) < len(body):
             got += rec.read()
         s.shutdown(socket.SHUT_WR)
-        refusal = _answer(s)
+        refusal = read_all(s)
     assert refusal.startswith(b"HTTP/1.1 400") and refusal.endswith(b"a request's body ends by its length, not by a close.")
     forwarded, refused = sorted(rec.stop(), key=lambda x: x["seq"])
     assert [(r["path"], r["body"]) for r in app.requests] == [("/echo-body", b"")]
@@ -253,7 +185,7 @@ def test_a_late_body_after_a_request_that_ends_the_connection_is_recorded_never_
             assert rec.read() == BODY
             if then == "closes-its-side":
                 s.shutdown(socket.SHUT_WR)
-            answer = _answer(s)
+            answer = read_all(s)
             forwarded, refused = sorted(rec.stop(), key=lambda x: x["seq"])
     assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"data: 1\n\n" if ends == "http10" else b"0\r\n\r\n")
     assert b"HTTP/1.1 400" not in answer
@@ -279,7 +211,7 @@ def test_a_late_body_that_stalls_gets_the_body_timeouts_408_with_its_bytes(fake,
         while b'"fake 201"' not in answer:  # the bodiless request answered
             answer += s.recv(65536)
         s.sendall(b'{"tag": "stalls"')  # and no more
-        refusal = _answer(s)
+        refusal = read_all(s)
     assert refusal.startswith(b"HTTP/1.1 408") and refusal.endswith(b"its body idle for 0.5 s.")
     forwarded, refused = sorted(rec.stop(), key=lambda x: x["seq"])
     assert (forwarded["status"], forwarded["request_body"]) == (201, b"")
