@@ -314,15 +314,19 @@ class RecordingProxy:
 
     def refused(self, refusal: Refusal) -> None:
         """A request the server's parser refused before the app had it (wire.py's ``on_refused``),
-        recorded as what was read of it, redacted as every request is, with the 400 it was answered."""
+        recorded as what was read of it, redacted as every request is, with the 400 it was answered.
+        Its start is when its bytes came, its answer's time now: one held behind a stream still going
+        is handed on once that stream has ended and its answer is written."""
         self._seq += 1
         found: set[str] = set()
         path, query = split_target(refusal.target) if refusal.target else (b"", b"")
+        now = time.monotonic_ns()
+        waited = now - refusal.arrived_ns if 0 < refusal.arrived_ns <= now else 0
         record = new_exchange(
             seq=self._seq,
             session=self.redactor.session(refusal.headers),
-            wall=time.time(),
-            start_ns=self.writer.elapsed_ns(),
+            wall=time.time() - waited / 1e9,
+            start_ns=now - waited - self.writer.started_ns,
             client=refusal.client,
             method=refusal.method,
             path=path.decode("latin-1"),
@@ -336,7 +340,7 @@ class RecordingProxy:
             record["refused_head"] = redacted_head(refusal.head, self.redactor)
         if refusal.body_size is not None:
             record["request_body_size"] = refusal.body_size
-        refusal.answered(record)
+        refusal.answered(record, waited)
         self._scrubbed.record(record, found, request=True)
 
     def _written(self, record: Exchange) -> None:
@@ -376,8 +380,8 @@ class RecordingProxy:
             if message["type"] == "http.disconnect":
                 record["request_body"] = b"".join(parts)
                 refusal = (scope.get("extensions") or {}).get("infertap.refused")
-                if refusal is not None:  # the server refused the body (400, 408, 431) and answered it (wire.py)
-                    refusal.answered(record)
+                if refusal is not None:  # the server refused the body (400, 408, 431) and answered it (wire.py): now
+                    refusal.answered(record, self.writer.elapsed_ns() - record["start_ns"])
                     return None
                 record["end"] = "client_disconnected"
                 record["error"] = "client disconnected while sending the request body"

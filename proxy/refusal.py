@@ -47,6 +47,7 @@ class Refusal:
     by: str = "the recorder"  # who refused it: the recorder (wire.py), or its HTTP parser (llhttp)
     lost: bool = False  # the client's connection was gone (a reset) before it could be answered: no answer
     unsent: str = ""  # where its answer, held behind the responses ahead of it, was never written: why
+    arrived_ns: int = 0  # when its first bytes came (time.monotonic_ns()); 0: when handed on
 
     @property
     def error(self) -> str:
@@ -55,18 +56,21 @@ class Refusal:
             return f"{self.by} refused the request ({self.reason}){unsent if self.unsent else ''}; the client was never answered"
         return f"{self.by} refused the request ({self.reason}); the client was answered {self.status}"
 
-    def answered(self, record: Exchange) -> None:
-        """``record`` as refused with the answer the client got (none, where its connection was lost)."""
+    def answered(self, record: Exchange, at_ns: int = 0) -> None:
+        """``record`` as refused with the answer the client got (none, where its connection was lost),
+        written, or known lost, ``at_ns`` after the record's start."""
         if self.lost:
-            record.update({"end": "refused", "error": self.error})
+            record.update({"end": "refused", "error": self.error, "end_ns": at_ns})
             return
-        record.update({"end": "refused", "error": self.error, "status": self.status, "headers_ns": 0, "proxy_generated": True})
+        record.update(
+            {"end": "refused", "error": self.error, "status": self.status, "headers_ns": at_ns, "proxy_generated": True}
+        )
         record["response_headers"] = [
             ["content-type", "text/plain; charset=utf-8"],
             ["content-length", str(len(self.answer))],
             ["connection", "close"],
         ]
-        record["chunks"], record["chunk_ns"] = [self.answer], [0]
+        record["chunks"], record["chunk_ns"], record["end_ns"] = [self.answer], [at_ns], at_ns
 
 
 def redacted_head(raw: bytes, redactor: Redactor) -> bytes:

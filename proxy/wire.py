@@ -91,6 +91,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from asyncio import TimerHandle
 from collections import deque
 from collections.abc import Callable
@@ -234,6 +235,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._stopping = False  # the recorder is shutting down (shutdown): a held answer may never be written
         self._late = False  # the held head went on bodiless at body_wait's end: is the next read its body, late?
         self._why = _UNFRAMED  # what a body sent unframed is, in its refusal's reason
+        self._begun_ns = 0  # when the request being read began to arrive (monotonic ns): a refusal's start
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -348,6 +350,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 cut, line = _CRLFS.match(data, pos).end(), False  # type: ignore[union-attr]
                 piece = view[pos:cut]
             elif line:
+                if not self._held:  # a request line's first bytes (once per request, not per read)
+                    self._begun_ns = time.monotonic_ns()
                 cut, piece = self._request_line(data, view, pos)
                 if piece is None:
                     return  # the line's start, held
@@ -559,6 +563,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         (``_answer``) once that answer is written, or can't be (``_unwritten``): recorded at once as
         answered, it claimed an answer the client never got where the connection closed first. Its
         record (and its ``seq``) so comes after those of the requests ahead of it."""
+        if refusal is not None and not refusal.arrived_ns:  # its start: when its bytes came, not when recorded
+            refusal.arrived_ns = self._begun_ns
         if refusal is not None and self._answer is not None:
             self._pending = refusal
             return

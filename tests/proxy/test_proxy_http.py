@@ -718,6 +718,7 @@ def test_a_request_body_that_stalls_gets_408_and_is_recorded_with_what_came(raw_
     assert (x["status"], x["end"], x["proxy_generated"]) == (408, "refused", True)
     assert (x["method"], x["path"], x["request_body"]) == ("POST", "/v1/chat/completions", b"hello")
     assert "its body idle for 0.5 s" in x["error"] and x["chunks"] == [refused.partition(b"\r\n\r\n")[2]]
+    assert x["headers_ns"] == x["chunk_ns"][0] == x["end_ns"] > 0  # answered when it timed out, not at its start
     assert (ok["status"], ok["end"]) == (200, "complete")
 
 
