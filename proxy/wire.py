@@ -81,6 +81,12 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   h11 protocol too) closed the connection at any close of the client's side, and such a client was
   never answered (``client_disconnected``). A keep-alive client's close is still its hang-up: a
   shutdown can't be told from a close until a write fails, and a hang-up cancels the upstream request.
+- Bytes after a request that ends the connection (``Connection: close``, HTTP/1.0's default), in
+  its read or a later one, before the close: RFC 9112 9.6 lets a server ignore them, and the parser
+  did (uvicorn's ``lenient_data_after_close``) without a word, though a client pipelining its next
+  request sent one. Their first KiB and their count are kept (``_keep_after``, nothing parsed) and
+  handed on at the close as one refusal never answered, of the request they begin; empty lines
+  alone are nothing sent (RFC 9112 2.2).
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -112,6 +118,7 @@ _CRLFS = re.compile(rb"[\r\n]+")
 _CHUNKED_END = re.compile(rb"\r\n\r\n(?=[!#$%&'*+\-.^_`|~0-9A-Za-z])")  # a last chunk's end, a method after it
 _LINE_START = re.compile(rb"[\r\n]*(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+(?: |\Z)|\Z)")  # a request line's start, or none yet
 _HELD_VERSION = re.compile(rb"[^ \r\n]+ [^ \r\n]+ HTTP/(\d\.\d)\r?\Z")  # a whole request line but its LF
+_WHOLE_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([^ \r\n]+) HTTP/(\d\.\d)\r?\n")  # method, target, version
 _UNFRAMED = "its body came with neither Content-Length nor chunked encoding"
 _ENDED = "the request ahead of it ended the connection (Connection: close, or HTTP/1.0's default), closed after its response"
 
@@ -236,6 +243,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._late = False  # the held head went on bodiless at body_wait's end: is the next read its body, late?
         self._why = _UNFRAMED  # what a body sent unframed is, in its refusal's reason
         self._begun_ns = 0  # when the request being read began to arrive (monotonic ns): a refusal's start
+        self._after: bytearray | None = None  # after a request that ended the connection: the first bytes that followed
+        self._after_size = 0  # and how many came
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -258,6 +267,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 self._unwritten(f"the client's connection was lost ({exc}) before the responses ahead of it ended")
             else:
                 self._unwritten("the connection closed before the responses ahead of it ended")
+        if self._after_size and self.on_refused is not None:  # recorded after the request that ended the connection
+            self.on_refused(self._after_refusal())
         super().connection_lost(exc)
 
     def shutdown(self) -> None:
@@ -336,6 +347,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 self._unframe()
                 self._keep_unframed(data)
                 return
+        if self._after is not None:  # behind a request that ended the connection: the parser drops them
+            self._keep_after(data)
+            return
         # A body's bytes, known to go on past this read: no request begins in them (nor is refused).
         if not self._between and self._left >= len(data):
             super().data_received(data)
@@ -364,6 +378,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._read = b""
             if self._unframed is not None:  # the piece ended a head with a body sent unframed behind it
                 self._keep_unframed(view[cut:])
+                return
+            if self._after is not None:  # the piece ended a request that ends the connection
+                self._keep_after(view[cut:])
                 return
             if self._over() or self._upgrade:
                 self._upgrade = False
@@ -738,4 +755,47 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             return
         self._between = True
         self._stop_body_timer()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope and not cycle.keep_alive:
+            self._after = bytearray()  # the connection ends with its response: later bytes are never parsed
         super().on_message_complete()
+
+    def _keep_after(self, data: bytes | memoryview) -> None:
+        """Bytes after a request that ends the connection (``Connection: close``, HTTP/1.0's default):
+        RFC 9112 9.6 lets a server ignore them, and the parser does (uvicorn's
+        ``lenient_data_after_close``), but each was something the client sent: their first KiB and
+        their count are kept for one record, written when the connection closes (``_after_refusal``).
+        Empty lines alone (RFC 9112 2.2, some clients end a body so) are nothing sent."""
+        kept = self._after
+        assert kept is not None
+        if not self._after_size:
+            start = _CRLFS.match(data)
+            data = data[start.end() :] if start else data
+            if not data:
+                return
+            self._begun_ns = time.monotonic_ns()
+        self._after_size += len(data)
+        room = HEAD_BYTES + 4 - len(kept)
+        if room > 0:
+            kept += data[:room]
+
+    def _after_refusal(self) -> Refusal:
+        """The bytes after a request that ended the connection, as a refusal never answered: the
+        request they begin (its method, target and version where its request line is whole)."""
+        assert self._after is not None
+        size, kept = self._after_size, bytes(self._after)
+        reason = (
+            f"{size} bytes came after a request that ended the connection (Connection: close, or HTTP/1.0's default), "
+            "which a server may ignore (RFC 9112 9.6): never read"
+        )
+        refusal = Refusal(reason, b"", lost=True, arrived_ns=self._begun_ns)
+        line = _WHOLE_LINE.match(kept)
+        if line is not None:
+            refusal.method, refusal.target, refusal.http_version = line[1].decode("ascii"), line[2], line[3].decode("ascii")
+        else:
+            refusal.http_version = self._version
+        refusal.head = kept.partition(b"\r\n\r\n")[0][:HEAD_BYTES]
+        if self.client:
+            refusal.client = f"{self.client[0]}:{self.client[1]}"
+        self._after, self._after_size = None, 0
+        return refusal

@@ -4,12 +4,70 @@ came, what they were and when (the recorder in-process: ``in_process``, its cloc
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
+import struct
 import time
 
 import pytest
 
 from tests.fake_upstream import ServerThread, sse_upstream
 from tests.proxy.in_process import InProcessRecorder, read_all
+
+_STREAM = json.dumps({"stream": True, "n_chunks": 5, "tag": "t", "pace_ms": 100}).encode()  # half a second
+_AFTER = (
+    b"GET /v1/models?key=sk-query HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-secret\r\n\r\n"
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+)
+
+
+def _reset(s: socket.socket) -> None:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()  # an RST, not a FIN
+
+
+@pytest.mark.parametrize("after", [_AFTER, b"\r\n"], ids=["two-requests", "an-empty-line"])
+@pytest.mark.parametrize("read", ["in-its-read", "in-a-later-read"])
+@pytest.mark.parametrize("ends", ["connection-close", "http10"])
+def test_bytes_after_a_request_that_ends_the_connection_are_recorded_never_answered(fake, in_process, ends, read, after):
+    """RFC 9112 9.6 lets a server ignore what follows a request that ends the connection, and the
+    parser did (uvicorn's lenient_data_after_close): the requests pipelined behind it were dropped
+    without a record. They are now one record, refused, never answered, with the request they
+    begin (method, path, its first KiB of head, credentials redacted) and how many bytes came;
+    nothing reaches the engine. Empty lines after a body (RFC 9112 2.2) are nothing sent."""
+    app, _ = fake
+    rec = in_process()
+    version, extra = (b"1.0", b"") if ends == "http10" else (b"1.1", b"Connection: close\r\n")
+    first = b"POST /v1/chat/completions HTTP/%s\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n%s" % (
+        version,
+        extra,
+        len(_STREAM),
+        _STREAM,
+    )
+    with rec.connect() as s:
+        if read == "in-its-read":
+            s.sendall(first + after)
+            rec.read()
+        else:
+            s.sendall(first)
+            rec.read()
+            s.sendall(after)  # while the stream goes on
+            rec.read()
+        answer = read_all(s)
+    xs = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert answer.count(b"HTTP/1.1 ") == 1 and b"[DONE]" in answer  # the stream whole, nothing else
+    assert [r["path"] for r in app.requests] == ["/v1/chat/completions"]
+    assert (xs[0]["end"], xs[0]["status"], xs[0]["request_body"]) == ("complete", 200, _STREAM)
+    if after == b"\r\n":
+        assert len(xs) == 1
+        return
+    (refused,) = xs[1:]
+    assert (refused["end"], refused["status"], refused["chunks"], refused["request_body"]) == ("refused", None, [], b"")
+    assert (refused["method"], refused["path"], refused["http_version"]) == ("GET", "/v1/models", "1.1")
+    assert "sk-query" not in refused["query"]
+    assert refused["refused_head"] == b"GET /v1/models?key=[REDACTED] HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer [REDACTED]"
+    assert f"{len(after)} bytes came after a request that ended the connection" in refused["error"]
+    assert refused["error"].endswith("the client was never answered")
 
 
 @pytest.mark.parametrize("behind", ["a-stream", "nothing"])
