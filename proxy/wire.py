@@ -46,7 +46,10 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   keep-alive timeout runs only between requests), so a client sending a byte now and then held its
   connection forever, and a head that never ended grew without bound. Answered 408 or 431 and
   closed, recorded ``refused`` as the parser's refusals are; a connection that sent nothing of a
-  request is closed without a word (none was made).
+  request is closed without a word (none was made). A request line's start held behind a request
+  in the same read had no deadline, and one after a request the keep-alive timeout's, which closed
+  it unsaid: both have the head's now. One whose connection closes or resets first is recorded
+  ``refused``, never answered, with the bytes that came of it.
 - A request's body, once its head is in, may go ``body_timeout`` seconds between two reads (not in
   all: a large upload on a slow link passes while bytes keep coming), its chunked trailer section
   (or a chunk-size line) at most ``max_head`` bytes: uvicorn has neither, so a client trickling a
@@ -260,6 +263,10 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._refused(Refusal(f"{self._why}, and {how}", b"", lost=True))
         elif self._waiting is not None:  # gone before a body or not followed: the app records it, unforwarded
             self._release()
+        elif self._held and not self._switched and self._answer is None:  # a request line's start, never ended
+            how = f"the connection was lost ({exc})" if exc is not None else "the connection closed"
+            how = "the recorder shut down and closed the connection" if self._stopping else how
+            self._refused_held(Refusal(f"{how} before its request line ended", b"", lost=True))
         if self._pending is not None:  # a refusal's answer held, never written: the connection went first
             if self._stopping:
                 self._unwritten("the recorder shut down before the responses ahead of it ended")
@@ -511,14 +518,18 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         refusal = Refusal(reason, answer, status)
         if not self._between or self._unframed is not None:  # the parser has read the request: recorded so
             self._refused(refusal)
-        elif self.on_refused is not None:  # its request line still arriving, held (_request_line)
-            if self.client:
-                refusal.client = f"{self.client[0]}:{self.client[1]}"
-            held = _HELD_VERSION.match(self._held)  # a line whole but its end says its version; else the connection's
-            refusal.http_version = held[1].decode("ascii") if held else self._version
-            refusal.head = bytes(self._held[:HEAD_BYTES])
-            self._held = bytearray()
-            self._hand_on(refusal)
+        else:  # its request line still arriving, held (_request_line)
+            self._refused_held(refusal)
+
+    def _refused_held(self, refusal: Refusal) -> None:
+        """A refusal of the request line held (``_request_line``), with the bytes that came of it."""
+        if self.client:
+            refusal.client = f"{self.client[0]}:{self.client[1]}"
+        held = _HELD_VERSION.match(self._held)  # a line whole but its end says its version; else the connection's
+        refusal.http_version = held[1].decode("ascii") if held else self._version
+        refusal.head = bytes(self._held[:HEAD_BYTES])
+        self._held = bytearray()
+        self._hand_on(refusal)
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this from its ``except HttpParserError``, the error at hand, its reason dropped.
@@ -562,8 +573,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         why = "the recorder shut down and closed the connection after the response ahead of it" if self._stopping else _ENDED
         if self._unframed is not None and ended:  # a late body (_late): its own request ended the connection
             self._refused(Refusal(f"{self._why}, and {why}", b"", lost=True))
-        elif self._unframed is not None:  # a body sent unframed still coming: its deadline is body_timeout's
-            self._unset_keepalive_if_required()
+        elif self._unframed is not None or self._held:  # a body sent unframed, a request line, still coming:
+            self._unset_keepalive_if_required()  # their deadlines are body_timeout's and head_timeout's
         if self._answer is None:
             return
         if ended:
@@ -655,6 +666,10 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         than one sent whole)."""
         nl = data.find(b"\n", pos)
         if nl < 0 and len(self._held) + len(data) - pos < min(_MAX_LINE, self.max_head):
+            if not self._held:  # a request begun: its head's deadline runs (behind a request in this read too)
+                if self._head_timer is None:
+                    self._arm_head_timer()
+                self._unset_keepalive_if_required()  # not the keep-alive timeout's, which closes unsaid
             self._held += view[pos:]
             return len(data), None
         cut = len(data) if nl < 0 else nl + 1

@@ -70,6 +70,44 @@ def test_bytes_after_a_request_that_ends_the_connection_are_recorded_never_answe
     assert refused["error"].endswith("the client was never answered")
 
 
+@pytest.mark.parametrize("then", ["waits", "resets"])
+@pytest.mark.parametrize("where", ["alone", "behind-a-request-in-its-read", "in-a-read-after-a-request"])
+def test_a_request_line_that_never_ends_is_recorded_with_its_bytes(fake, in_process, where, then):
+    """A request line still arriving is held until its end. Behind a request in the same read it had
+    no deadline, and after a request the keep-alive timeout (shorter than the head's) closed the
+    connection: either way it went without a word or a record, as did one whose client reset the
+    connection. It now gets the head's 408, or a record never answered where the client reset,
+    each keeping the bytes that came, redacted as a head is."""
+    rec = in_process(head_timeout=1.0)
+    rec.server.server.config.timeout_keep_alive = 0.3  # read by each connection as it starts
+    line = b"GET /v1/chat/completions?key=sk-query"  # no space, no end: still arriving
+    good = b"GET /status/201 HTTP/1.1\r\nHost: x\r\n\r\n"
+    with rec.connect() as s:
+        if where == "in-a-read-after-a-request":
+            s.sendall(good)
+            rec.read()
+            answer = b""
+            while not answer.endswith(b"0\r\n\r\n"):  # answered: the keep-alive timeout runs
+                answer += s.recv(65536)
+            s.sendall(line)
+        else:
+            s.sendall((good if where == "behind-a-request-in-its-read" else b"") + line)
+        rec.read()
+        if then == "resets":
+            _reset(s)
+        else:
+            answer = read_all(s)
+            assert answer.endswith(b"Request Timeout: its head not whole after 1 s.")
+    refused = sorted(rec.stop(), key=lambda x: x["seq"])[-1]
+    assert (refused["end"], refused["method"], refused["path"]) == ("refused", "", "")
+    assert refused["refused_head"] == b"GET /v1/chat/completions?key=[REDACTED]"
+    if then == "resets":
+        assert refused["status"] is None and "the connection was lost" in refused["error"]
+        assert refused["error"].endswith("before its request line ended); the client was never answered")
+    else:
+        assert refused["status"] == 408
+
+
 @pytest.mark.parametrize("behind", ["a-stream", "nothing"])
 def test_a_refusals_times_are_when_its_bytes_came_and_when_its_answer_was_written(tmp_path, behind):
     """A refusal held behind a stream still going (its answer written once the stream ends) took
