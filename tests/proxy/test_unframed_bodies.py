@@ -221,3 +221,51 @@ def test_a_late_body_that_stalls_gets_the_body_timeouts_408_with_its_bytes(fake,
         "/status/201",
         b'{"tag": "stalls"',
     )
+
+
+@pytest.mark.parametrize("then", ["closes-its-side", "over-the-limit", "resets", "stalls-with-a-length"])
+def test_a_body_refused_behind_a_stream_is_answered_after_the_stream_ends(fake, tmp_path, then):
+    """A request pipelined behind a stream still going, refused by the recorder itself in its body:
+    sent with no length (400 at the client's close, 413 past the limit), or one of known length that
+    stalls (408). Its answer waits for the stream's end, whole, and is recorded after it; a client
+    that resets instead leaves the body's record, refused, never answered (as uvicorn's own 400 once
+    was, these were never written into the stream)."""
+    import asyncio
+
+    from tests.fake_upstream import sse_upstream
+
+    async def held() -> None:
+        await asyncio.sleep(0.5)
+
+    bodies = {"over-the-limit": BODY + b"x" * 64, "stalls-with-a-length": b"{"}
+    head = b"POST /v1/refused HTTP/1.1\r\nHost: x\r\n%s\r\n" % (
+        b"Content-Length: 10\r\n" if then == "stalls-with-a-length" else b""
+    )
+    body = bodies.get(then, BODY)
+    with ServerThread(sse_upstream([b"data: 1\n\n"], held)) as up:
+        rec = InProcessRecorder(up.url, tmp_path / "cap", body_timeout=0.3, max_body=len(BODY))
+        rec.server.__enter__()
+        s = rec.connect()
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        rec.read()
+        s.sendall(head + body)
+        rec.read()
+        if then == "resets":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+        else:
+            if then == "closes-its-side":
+                s.shutdown(socket.SHUT_WR)
+            answer = read_all(s)
+            s.close()
+        stream, refused = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert (refused["end"], refused["method"], refused["path"]) == ("refused", "POST", "/v1/refused")
+    if then == "resets":
+        assert stream["end"] == "client_disconnected" and refused["status"] is None and refused["request_body"] == BODY
+        assert refused["error"].endswith("the client was never answered")
+        return
+    status = {"closes-its-side": 400, "over-the-limit": 413, "stalls-with-a-length": 408}[then]
+    streamed, refusal = answer.split(b"HTTP/1.1 ")[1:]
+    assert streamed.startswith(b"200 ") and streamed.endswith(b"data: 1\n\n\r\n0\r\n\r\n")  # whole, nothing inside
+    assert refusal.startswith(b"%d " % status) and refused["status"] == status and stream["end"] == "complete"
+    assert refused["request_body"] == (b"" if then == "over-the-limit" else body)
