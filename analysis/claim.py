@@ -237,7 +237,8 @@ def _device(snap: dict[str, Any] | None, labels: dict[str, str], imported: list[
     """GPU and CPU of the engine's machine: the snapshot's host facts when the engine was local, else
     labels. An import's traffic ran on a machine its file does not name: a snapshot taken here
     (``enrich``) is of this machine, not that one. ``imported``: the file kind of each imported run
-    that holds exchanges; ``only``: all the traffic is theirs (``imported_only``)."""
+    that holds exchanges; ``only``: all the traffic is theirs (``imported_only``). Where only some
+    is, the card's ``probed_by`` note says the imported runs' engine is unknown."""
     label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
     if only:  # import takes no --label: nothing here describes that machine
         if label_gpu:
@@ -279,8 +280,8 @@ def _device(snap: dict[str, Any] | None, labels: dict[str, str], imported: list[
             if all("vbios" in g for g in gpus):
                 why = "nvidia-smi did not give it (an older driver, or [N/A])"
             missing.append(f"{' and '.join(absent)}: {why}")
-    if imported:  # appended to a recording: the snapshot's machine is the recorded runs' only
-        missing.append(f"the {len(imported)} imported run(s): {_imported(imported)}")
+    # Imports appended to a recording: that the snapshot's machine is the recorded runs' only is the
+    # card's note of whose snapshot it is (``probed_by``, added to the field), said once, not here too.
     return _field(value, source, "; ".join(missing) or None)
 
 
