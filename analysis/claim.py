@@ -23,7 +23,7 @@ from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
 from .machines import imported_only, probed_by
-from .partly_counted import note, prompt_note
+from .partly_counted import ADVICE, Origin, note, prompt_note
 from .sampled import all_imported, interpolated, no_energy, partly_unsampled
 from .stats import QUANTILES, live_warnings, speed_stats, ttft_mix
 from .store import Analysis
@@ -92,6 +92,7 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     torn = [str(t) for c in captures for t in c["torn"]]
     imported = [r for r, kind in carried.items() if kind == "import"]
     only = imported_only(carried.values())
+    origin: Origin = "imported" if only else "mixed" if imported else "recorded"  # how its missing counts can be had
     probed = probed_by(snap["recorder"], snap["run_id"], snap["wall"], imported, only=only) if snap else None
     concurrency = _concurrency(recorder, whole, snap, len(groups), several, no_snap)
     sampling = _sampling(analysis, capture, snap, no_snap)
@@ -102,7 +103,7 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
         "runtime": _also(_also(_runtime(snap, no_snap), several), _said("the engine's kind, version and digest", probed)),
         "model": _also(_also(_model(snap, analysis, capture, no_snap), several), _said("the engine's models and file", probed)),
         "quantization": _also(_also(_quantization(snap, no_snap), several), _said("the quantization", probed)),
-        "workload": _also(_workload(analysis, capture, whole, _uncounted(groups)), _torn(torn)),
+        "workload": _also(_workload(analysis, capture, whole, _uncounted(groups), origin), _torn(torn)),
         "concurrency": _also(
             _also(concurrency, _several_schedules(traffic)),
             _said("the engine slots", probed if (concurrency["value"] or {}).get("engine_slots") is not None else None),
@@ -110,7 +111,7 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
         "sampling": _also(sampling, _said("the engine defaults", probed if _engine_defaults(sampling) else None)),
         "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
-        "figures": _figures(groups),
+        "figures": _figures(groups, origin),
         # stats' check of a recorder still writing, of this capture only (a report loads several),
         # and its torn tails, as stats warns of them
         "warnings": live_warnings(captures) + torn,
@@ -433,7 +434,9 @@ def _uncounted(groups: list[dict[str, Any]]) -> tuple[int, int]:
     return sum(g["throughput"]["output_tokens_unknown"] for g in groups), sum(g["ok"] for g in groups)
 
 
-def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None, uncounted_ok: tuple[int, int]) -> dict[str, Any]:
+def _workload(
+    analysis: Analysis, capture: str, group: dict[str, Any] | None, uncounted_ok: tuple[int, int], origin: Origin = "recorded"
+) -> dict[str, Any]:
     w = workload(analysis, capture)
     profile: dict[str, Any] = group["workload"] if group else {}
     value: dict[str, Any] = {
@@ -461,10 +464,12 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None, un
         "schedule_not_kept": schedule_not_kept(w),
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
-    why = (
-        f"{uncounted} unknown: no request's count came with its answer (usage) or from an enrichment (ask the engine "
-        "for usage, e.g. stream_options.include_usage, or run `infertap enrich CAPTURE --engine URL`)"
+    advice = (
+        "ask the engine for usage, e.g. stream_options.include_usage, or run `infertap enrich CAPTURE --engine URL`"
+        if origin == "recorded"
+        else ADVICE[origin]  # an imported file can't be recorded again with usage
     )
+    why = f"{uncounted} unknown: no request's count came with its answer (usage) or from an enrichment ({advice})"
     missing = [why] if uncounted else []
     unknown_ok, ok = uncounted_ok
     if unknown_ok and value["output_tokens"] is not None:  # a total of some answers only: said, not passed off as all
@@ -625,12 +630,12 @@ def _aggregation(group: dict[str, Any] | None) -> dict[str, Any]:
     return _field(value, "analysis/stats.py; docs/metrics.md")
 
 
-def _figures(groups: list[dict[str, Any]]) -> dict[str, Any]:
+def _figures(groups: list[dict[str, Any]], origin: Origin = "recorded") -> dict[str, Any]:
     heads = [_headline(g) for g in groups]
     if not heads:
         return {"runs": [], "note": "no generation requests in this capture: no figures"}
     figures = heads[0] if len(heads) == 1 else {"runs": heads, "note": f"{len(heads)} runs in this capture: figures per run"}
-    said = note(sum(h["output_tokens_unknown"] for h in heads), sum(h["ok"] for h in heads))
+    said = note(sum(h["output_tokens_unknown"] for h in heads), sum(h["ok"] for h in heads), origin)
     if said:  # stats' rule (analysis/partly_counted.py), over the capture's runs
         figures["unknown"] = said
     return figures

@@ -40,6 +40,7 @@ from .fetch import columns
 from .machines import IMPORTED, imported_only, probed_by
 from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
+from .partly_counted import Origin, origin
 from .partly_counted import note as partly_counted_note
 from .ratios import bootstrap_ratio, distribution
 from .sampled import NOT_SAMPLED, all_imported, all_unsampled
@@ -125,10 +126,10 @@ class Run:
                 analysis.con.execute(f"COPY (SELECT {_METRICS} FROM metrics) TO {_lit(target)} (FORMAT parquet)")
                 copy = f"read_parquet({_lit(target)}, hive_partitioning = false)"
                 self.energy, self.engine_state = _power(analysis, copy)
-                self.partly_counted = _partly_counted(analysis, copy) if self.energy else None
                 runs = analysis.sql(f"SELECT capture, run_id FROM {copy} WHERE {COUNTED} GROUP BY ALL").fetchall()
                 self.telemetry_urls = telemetry_urls(analysis, [list(r) for r in runs])
                 self.telemetry = telemetry_sampled(analysis, [list(r) for r in runs])
+                self.partly_counted = _partly_counted(analysis, copy, origin(self.telemetry)) if self.energy else None
                 cached = _cached_share(analysis)
                 if cached is not None:  # the engine's own prompt cache, from usage: a cause of ttft any engine reports
                     self.engine_state = {**(self.engine_state or {}), "cached_prompt_share": cached}
@@ -177,14 +178,14 @@ def _power(analysis: Analysis, metrics: str) -> tuple[dict[str, Any] | None, dic
     return telemetry.energy(parts, ok, tokens, sessions), telemetry.engine_state(parts)
 
 
-def _partly_counted(analysis: Analysis, metrics: str) -> str | None:
+def _partly_counted(analysis: Analysis, metrics: str, where: Origin = "recorded") -> str | None:
     """stats' note on the run's ok answers of no output token count (``partly_counted.note``): its J
     per output token is then per request over the counted answers' mean; None where all are counted.
     Energy is per ok answer: an answer kept only in part is in none of its figures."""
     ok, uncounted = analysis.sql(
         f"SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE ok AND output_tokens IS NULL) FROM {metrics} WHERE {COUNTED}"
     ).fetchall()[0]
-    return partly_counted_note(uncounted, ok)
+    return partly_counted_note(uncounted, ok, where)
 
 
 def _cached_share(analysis: Analysis) -> float | None:
