@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     traffic = traffic_runs([r for run_id, r in by_run.items() if run_id in carried]) or traffic_runs(runs)
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
     labels = _labels(analysis, capture)
-    no_snap = _no_snapshot(runs)
+    no_snap = _no_snapshot(carried.values())
     captures = [c for c in stats["captures"] if c["capture"] == capture]
     torn = [str(t) for c in captures for t in c["torn"]]
     imported = [r for r, kind in carried.items() if kind == "import"]
@@ -227,10 +228,11 @@ def _labels(analysis: Analysis, capture: str) -> dict[str, str]:
     return out
 
 
-def _no_snapshot(runs: list[dict[str, Any]]) -> str:
-    """Why the card has no engine snapshot to read, as ``info`` says it by the runs' recorders (an
-    import, a mitm recording probe none; a recording or a replay was run with --no-probe)."""
-    reason = no_snapshot_reason(str(r.get("kind") or "") for r in runs)
+def _no_snapshot(carried: Iterable[str]) -> str:
+    """Why the card has no engine snapshot to read, as ``info`` says it by the recorders of the runs
+    that hold its exchanges (an import, a mitm recording probe none; a recording or a replay was run
+    with --no-probe; a run that carried no traffic needed none)."""
+    reason = no_snapshot_reason(carried)
     return f"the capture has no engine snapshot ({reason}): run `infertap enrich CAPTURE --engine URL`"
 
 
