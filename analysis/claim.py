@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
 from .machines import imported_only, probed_by
-from .partly_counted import note, prompt_note
+from .partly_counted import ADVICE, Origin, note, prompt_note
 from .sampled import all_imported, interpolated, no_energy, partly_unsampled
 from .stats import QUANTILES, live_warnings, speed_stats, ttft_mix
 from .store import Analysis
@@ -87,11 +88,12 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     traffic = traffic_runs([r for run_id, r in by_run.items() if run_id in carried]) or traffic_runs(runs)
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
     labels = _labels(analysis, capture)
-    no_snap = _no_snapshot(runs)
+    no_snap = _no_snapshot(carried.values())
     captures = [c for c in stats["captures"] if c["capture"] == capture]
     torn = [str(t) for c in captures for t in c["torn"]]
     imported = [r for r, kind in carried.items() if kind == "import"]
     only = imported_only(carried.values())
+    origin: Origin = "imported" if only else "mixed" if imported else "recorded"  # how its missing counts can be had
     probed = probed_by(snap["recorder"], snap["run_id"], snap["wall"], imported, only=only) if snap else None
     concurrency = _concurrency(recorder, whole, snap, len(groups), several, no_snap)
     sampling = _sampling(analysis, capture, snap, no_snap)
@@ -102,7 +104,7 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
         "runtime": _also(_also(_runtime(snap, no_snap), several), _said("the engine's kind, version and digest", probed)),
         "model": _also(_also(_model(snap, analysis, capture, no_snap), several), _said("the engine's models and file", probed)),
         "quantization": _also(_also(_quantization(snap, no_snap), several), _said("the quantization", probed)),
-        "workload": _also(_workload(analysis, capture, whole, _uncounted(groups)), _torn(torn)),
+        "workload": _also(_workload(analysis, capture, whole, _uncounted(groups), origin), _torn(torn)),
         "concurrency": _also(
             _also(concurrency, _several_schedules(traffic)),
             _said("the engine slots", probed if (concurrency["value"] or {}).get("engine_slots") is not None else None),
@@ -110,7 +112,7 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
         "sampling": _also(sampling, _said("the engine defaults", probed if _engine_defaults(sampling) else None)),
         "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
-        "figures": _figures(groups),
+        "figures": _figures(groups, origin),
         # stats' check of a recorder still writing, of this capture only (a report loads several),
         # and its torn tails, as stats warns of them
         "warnings": live_warnings(captures) + torn,
@@ -226,10 +228,11 @@ def _labels(analysis: Analysis, capture: str) -> dict[str, str]:
     return out
 
 
-def _no_snapshot(runs: list[dict[str, Any]]) -> str:
-    """Why the card has no engine snapshot to read, as ``info`` says it by the runs' recorders (an
-    import, a mitm recording probe none; a recording or a replay was run with --no-probe)."""
-    reason = no_snapshot_reason(str(r.get("kind") or "") for r in runs)
+def _no_snapshot(carried: Iterable[str]) -> str:
+    """Why the card has no engine snapshot to read, as ``info`` says it by the recorders of the runs
+    that hold its exchanges (an import, a mitm recording probe none; a recording or a replay was run
+    with --no-probe; a run that carried no traffic needed none)."""
+    reason = no_snapshot_reason(carried)
     return f"the capture has no engine snapshot ({reason}): run `infertap enrich CAPTURE --engine URL`"
 
 
@@ -237,7 +240,8 @@ def _device(snap: dict[str, Any] | None, labels: dict[str, str], imported: list[
     """GPU and CPU of the engine's machine: the snapshot's host facts when the engine was local, else
     labels. An import's traffic ran on a machine its file does not name: a snapshot taken here
     (``enrich``) is of this machine, not that one. ``imported``: the file kind of each imported run
-    that holds exchanges; ``only``: all the traffic is theirs (``imported_only``)."""
+    that holds exchanges; ``only``: all the traffic is theirs (``imported_only``). Where only some
+    is, the card's ``probed_by`` note says the imported runs' engine is unknown."""
     label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
     if only:  # import takes no --label: nothing here describes that machine
         if label_gpu:
@@ -279,8 +283,8 @@ def _device(snap: dict[str, Any] | None, labels: dict[str, str], imported: list[
             if all("vbios" in g for g in gpus):
                 why = "nvidia-smi did not give it (an older driver, or [N/A])"
             missing.append(f"{' and '.join(absent)}: {why}")
-    if imported:  # appended to a recording: the snapshot's machine is the recorded runs' only
-        missing.append(f"the {len(imported)} imported run(s): {_imported(imported)}")
+    # Imports appended to a recording: that the snapshot's machine is the recorded runs' only is the
+    # card's note of whose snapshot it is (``probed_by``, added to the field), said once, not here too.
     return _field(value, source, "; ".join(missing) or None)
 
 
@@ -432,7 +436,9 @@ def _uncounted(groups: list[dict[str, Any]]) -> tuple[int, int]:
     return sum(g["throughput"]["output_tokens_unknown"] for g in groups), sum(g["ok"] for g in groups)
 
 
-def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None, uncounted_ok: tuple[int, int]) -> dict[str, Any]:
+def _workload(
+    analysis: Analysis, capture: str, group: dict[str, Any] | None, uncounted_ok: tuple[int, int], origin: Origin = "recorded"
+) -> dict[str, Any]:
     w = workload(analysis, capture)
     profile: dict[str, Any] = group["workload"] if group else {}
     value: dict[str, Any] = {
@@ -460,10 +466,12 @@ def _workload(analysis: Analysis, capture: str, group: dict[str, Any] | None, un
         "schedule_not_kept": schedule_not_kept(w),
     }
     uncounted = " and ".join(name for name in _TOKENS if value["requests"] and value[name] is None)
-    why = (
-        f"{uncounted} unknown: no request's count came with its answer (usage) or from an enrichment (ask the engine "
-        "for usage, e.g. stream_options.include_usage, or run `infertap enrich CAPTURE --engine URL`)"
+    advice = (
+        "ask the engine for usage, e.g. stream_options.include_usage, or run `infertap enrich CAPTURE --engine URL`"
+        if origin == "recorded"
+        else ADVICE[origin]  # an imported file can't be recorded again with usage
     )
+    why = f"{uncounted} unknown: no request's count came with its answer (usage) or from an enrichment ({advice})"
     missing = [why] if uncounted else []
     unknown_ok, ok = uncounted_ok
     if unknown_ok and value["output_tokens"] is not None:  # a total of some answers only: said, not passed off as all
@@ -624,12 +632,12 @@ def _aggregation(group: dict[str, Any] | None) -> dict[str, Any]:
     return _field(value, "analysis/stats.py; docs/metrics.md")
 
 
-def _figures(groups: list[dict[str, Any]]) -> dict[str, Any]:
+def _figures(groups: list[dict[str, Any]], origin: Origin = "recorded") -> dict[str, Any]:
     heads = [_headline(g) for g in groups]
     if not heads:
         return {"runs": [], "note": "no generation requests in this capture: no figures"}
     figures = heads[0] if len(heads) == 1 else {"runs": heads, "note": f"{len(heads)} runs in this capture: figures per run"}
-    said = note(sum(h["output_tokens_unknown"] for h in heads), sum(h["ok"] for h in heads))
+    said = note(sum(h["output_tokens_unknown"] for h in heads), sum(h["ok"] for h in heads), origin)
     if said:  # stats' rule (analysis/partly_counted.py), over the capture's runs
         figures["unknown"] = said
     return figures

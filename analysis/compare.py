@@ -40,6 +40,7 @@ from .fetch import columns
 from .machines import IMPORTED, imported_only, probed_by
 from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
+from .partly_counted import Origin, origin
 from .partly_counted import note as partly_counted_note
 from .ratios import bootstrap_ratio, distribution
 from .sampled import NOT_SAMPLED, all_imported, all_unsampled
@@ -115,6 +116,7 @@ class Run:
         # What J per output token is over where some ok answers have no output token count (stats' rule, partly_counted.note).
         self.partly_counted: str | None = None
         con = ws.con
+        counted: set[str] = set()  # the runs its figures (speed, energy) are over
         if metrics:  # decoded (or found in the cache) first: a corrupt capture fails there, as before
             target = ws.folder / name / "metrics.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -125,18 +127,22 @@ class Run:
                 analysis.con.execute(f"COPY (SELECT {_METRICS} FROM metrics) TO {_lit(target)} (FORMAT parquet)")
                 copy = f"read_parquet({_lit(target)}, hive_partitioning = false)"
                 self.energy, self.engine_state = _power(analysis, copy)
-                self.partly_counted = _partly_counted(analysis, copy) if self.energy else None
                 runs = analysis.sql(f"SELECT capture, run_id FROM {copy} WHERE {COUNTED} GROUP BY ALL").fetchall()
+                counted = {str(run_id) for _, run_id in runs}
                 self.telemetry_urls = telemetry_urls(analysis, [list(r) for r in runs])
                 self.telemetry = telemetry_sampled(analysis, [list(r) for r in runs])
+                self.partly_counted = _partly_counted(analysis, copy, origin(self.telemetry)) if self.energy else None
                 cached = _cached_share(analysis)
                 if cached is not None:  # the engine's own prompt cache, from usage: a cause of ttft any engine reports
                     self.engine_state = {**(self.engine_state or {}), "cached_prompt_share": cached}
         side = cached_side(path, lookup(path), ws.folder / name, last_user=last_user)
         self.exchanges, self.snapshot, self.torn = side.exchanges, side.snapshot, side.torn
         self.configurations = side.configurations
-        self.recorders = side.recorders
-        self.carried, self.snapshot_run = side.carried, side.snapshot_run
+        self.snapshot_run = side.snapshot_run
+        # The runs its configuration describes (imported or not, why no snapshot): those its figures
+        # are over, as the energy's telemetry is, not a run that carried no generation request (a
+        # GET /v1/models alone, refused requests); all that hold exchanges where none is counted.
+        self.carried = {r: kind for r, kind in side.carried.items() if r in counted} or side.carried
         self.repeated = side.repeated
         con.execute(
             f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)}, hive_partitioning = false)"
@@ -177,14 +183,14 @@ def _power(analysis: Analysis, metrics: str) -> tuple[dict[str, Any] | None, dic
     return telemetry.energy(parts, ok, tokens, sessions), telemetry.engine_state(parts)
 
 
-def _partly_counted(analysis: Analysis, metrics: str) -> str | None:
+def _partly_counted(analysis: Analysis, metrics: str, where: Origin = "recorded") -> str | None:
     """stats' note on the run's ok answers of no output token count (``partly_counted.note``): its J
     per output token is then per request over the counted answers' mean; None where all are counted.
     Energy is per ok answer: an answer kept only in part is in none of its figures."""
     ok, uncounted = analysis.sql(
         f"SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE ok AND output_tokens IS NULL) FROM {metrics} WHERE {COUNTED}"
     ).fetchall()[0]
-    return partly_counted_note(uncounted, ok)
+    return partly_counted_note(uncounted, ok, where)
 
 
 def _cached_share(analysis: Analysis) -> float | None:
@@ -332,7 +338,7 @@ def engine_state_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> lis
 
 
 def _imported_only(run: Run) -> bool:
-    """Whether all of a side's traffic was imported, judged by the runs that hold its exchanges."""
+    """Whether all of a side's traffic was imported, judged by the runs its figures are over (``Run.carried``)."""
     return imported_only(run.carried.values())
 
 
@@ -372,7 +378,9 @@ def _prompts(ws: Workspace, a: Run, b: Run, pairs: PairTable, why: Counter[str])
         f"SELECT count(ea.enrichment), count(eb.enrichment) FROM {pairs.name} p "
         f"LEFT JOIN {a.name}_e ea ON ea.exchange_id = p.a_id LEFT JOIN {b.name}_e eb ON eb.exchange_id = p.b_id"
     ).fetchone() or (0, 0)
-    bare = {side: no_snapshot_reason(run.recorders) for side, run, n in (("A", a, enriched[0]), ("B", b, enriched[1])) if not n}
+    bare = {
+        side: no_snapshot_reason(run.carried.values()) for side, run, n in (("A", a, enriched[0]), ("B", b, enriched[1])) if not n
+    }
     if len(bare) == 2 and len(set(bare.values())) == 1:
         lacking = f"neither side has one ({bare['A']})"
     else:
@@ -479,9 +487,9 @@ def _compare(
                 (_probed_after(a), _probed_after(b)),
             ),
             "snapshot_missing": [side for side, run in (("A", a), ("B", b)) if run.snapshot is None],
-            # why, by how each side was recorded: an import or a mitm run probes no engine
+            # why, by how each side's counted runs were recorded: an import or a mitm run probes no engine
             "snapshot_missing_reason": {
-                side: no_snapshot_reason(run.recorders) for side, run in (("A", a), ("B", b)) if run.snapshot is None
+                side: no_snapshot_reason(run.carried.values()) for side, run in (("A", a), ("B", b)) if run.snapshot is None
             },
             # Each side's engine configurations (fingerprints): more than one on a side, and its last
             # snapshot is not the configuration of all its exchanges (several_configurations says so).

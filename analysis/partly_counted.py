@@ -10,7 +10,7 @@ prompt token total a lower bound as well; output per prompt rests on both totals
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 LOWER_BOUND = "a lower bound: the counted answers' tokens only"
 OVER_MEAN = "per request over the counted answers' mean output tokens"
@@ -29,20 +29,29 @@ OUTPUT_TOTALS = {key: FIGURES[key] for key in ("throughput.output_tokens_per_s",
 PROMPT_FIGURES = {"workload.prompt_tokens.total": PROMPT_LOWER_BOUND}
 #: Those that rest on the ok answers' prompt counts only: a failed request's missing count is none of theirs.
 OK_PROMPT_FIGURES = {"workload.output_per_prompt": OF_COUNTED}
-_WHY = (
-    "no usage in the answer, not streamed, no enrichment: ask the engine for usage, or run `infertap enrich CAPTURE --engine URL`"
-)
+#: Where a group's exchanges came from (``sampled.origin``): recorded here, all imported from a
+#: file, or some of each. The advice differs: an imported file can't be recorded again with usage.
+Origin = Literal["recorded", "imported", "mixed"]
+#: How to get the counts, by where the exchanges came from.
+ADVICE: dict[Origin, str] = {
+    "recorded": "ask the engine for usage, or run `infertap enrich CAPTURE --engine URL`",
+    "imported": "the file can't be recorded again with usage: run `infertap enrich CAPTURE --engine URL` "
+    "against an engine serving the same model to count them",
+    "mixed": "ask the engine for usage in recordings to come (the imported runs' file can't be recorded again), "
+    "or run `infertap enrich CAPTURE --engine URL`",
+}
 
 
-def note(uncounted: int, ok: int) -> str | None:
+def note(uncounted: int, ok: int, origin: Origin = "recorded") -> str | None:
     """What the per-token figures are over, where ``uncounted`` of ``ok`` answers have no output
-    token count; None where every one has."""
+    token count, and how to count them for exchanges of that ``origin``; None where every one has."""
     if not uncounted:
         return None
+    why = f"no usage in the answer, not streamed, no enrichment: {ADVICE[origin]}"
     if uncounted >= ok:
-        return f"output tokens unknown for all {ok} ok answers ({_WHY}): no output tok/s nor J per output token"
+        return f"output tokens unknown for all {ok} ok answers ({why}): no output tok/s nor J per output token"
     return (
-        f"output tokens unknown for {uncounted} of {ok} ok answers ({_WHY}): output tok/s and the output token total "
+        f"output tokens unknown for {uncounted} of {ok} ok answers ({why}): output tok/s and the output token total "
         f"count the other {ok - uncounted} answers' tokens only (lower bounds), J per output token is per request "
         "over their mean"
     )
@@ -77,7 +86,7 @@ def partly_counted(group: dict[str, Any]) -> dict[str, Any] | None:
     said = [
         (text, figures)
         for text, figures in (
-            (note(group["throughput"]["output_tokens_unknown"], group["ok"]), FIGURES),
+            (note(group["throughput"]["output_tokens_unknown"], group["ok"], origin(group.get("telemetry"))), FIGURES),
             (cut_note(group.get("response_not_kept_uncounted") or 0), OUTPUT_TOTALS),
             (prompt_note(w["prompt_tokens"]["known"], w["requests"]), prompt_figures),
         )
@@ -87,6 +96,14 @@ def partly_counted(group: dict[str, Any]) -> dict[str, Any] | None:
         return None
     rests = {path: how for _, figures in said for path, how in figures.items() if _at(group, path) is not None}
     return {"note": "; ".join(text for text, _ in said), "figures": rests}
+
+
+def origin(telemetry: dict[str, Any] | None) -> Origin:
+    """Where a group's exchanges came from, by its ``telemetry`` (``sampled.sampled``): all imported
+    (``machines.imported_only``, as it judged it), some, or none."""
+    if telemetry and telemetry.get("all_imported"):
+        return "imported"
+    return "mixed" if telemetry and telemetry.get("imported") else "recorded"
 
 
 def _at(group: dict[str, Any], path: str) -> Any:

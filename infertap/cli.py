@@ -475,7 +475,7 @@ def _print_info(s: dict[str, Any]) -> None:
         ("time span", f"{when(s['first_wall'])} → {when(s['last_wall'])} ({s['span_s']:.1f} s)"),
         ("upstreams", counts(s["upstreams"])),
         ("telemetry urls", ", ".join(s["telemetry_urls"]) or "-"),
-        ("engines", counts(s["engines"]) if s["engines"] else f"no snapshot ({no_snapshot_reason(s['recorders'])})"),
+        ("engines", counts(s["engines"]) if s["engines"] else f"no snapshot ({no_snapshot_reason(s['traffic_recorders'])})"),
         ("server header", counts(s["server_headers"])),
         ("models", counts(s["models"])),
         ("paths", counts(s["paths"])),

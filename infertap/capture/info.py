@@ -64,7 +64,13 @@ class _Tally:
         self.current = record["run_id"]
         run = self.runs.setdefault(
             self.current,
-            {"recorder": record.get("recorder", {}), "host": record.get("host") or {}, "wall": record.get("wall"), "segments": 0},
+            {
+                "recorder": record.get("recorder", {}),
+                "host": record.get("host") or {},
+                "wall": record.get("wall"),
+                "segments": 0,
+                "exchanges": 0,
+            },
         )
         run["segments"] += 1
         self.labels.update(record.get("labels") or {})
@@ -74,6 +80,8 @@ class _Tally:
 
     def exchange(self, record: dict[str, Any]) -> None:
         """What was asked of whom, how it ended, and the span: from the first send to the last end."""
+        if self.current in self.runs:  # a run whose header was read (a torn head leaves none)
+            self.runs[self.current]["exchanges"] += 1
         self.paths[f"{record['method']} {record['path']}"] += 1
         self.statuses[str(record.get("status"))] += 1
         self.ends[record.get("end", "?")] += 1
@@ -116,11 +124,17 @@ _NO_SNAPSHOT = {
 }
 
 
+#: Why a capture none of whose runs holds an exchange has no engine snapshot: none was needed.
+NO_TRAFFIC = "no run carried any traffic: no engine served a request to describe"
+
+
 def no_snapshot_reason(recorders: Iterable[str]) -> str:
-    """Why a capture whose runs were written by ``recorders`` (their kinds) holds no engine snapshot."""
+    """Why a capture holds no engine snapshot, by ``recorders``: the kinds of the runs that hold its
+    exchanges (as ``machines.imported_only`` takes them). A run that carried none (a recording
+    stopped before any request) needed no snapshot, so it is not blamed for lacking one."""
     default = "recorded with --no-probe, or the probe failed"
-    traffic = sorted(set(recorders) - {"enrich", "telemetry"})  # runs that record no exchange say nothing here
-    return "; ".join(dict.fromkeys(_NO_SNAPSHOT.get(kind, default) for kind in traffic)) or default
+    traffic = sorted(set(recorders) - {"enrich", "telemetry"})  # an enrich or telemetry run records no exchange
+    return "; ".join(dict.fromkeys(_NO_SNAPSHOT.get(kind, default) for kind in traffic)) or NO_TRAFFIC
 
 
 def _not_imported(tally: _Tally) -> dict[str, int]:
@@ -154,6 +168,8 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
         "exchanges": tally.types.get("exchange", 0),
         "runs": len(tally.runs),
         "recorders": sorted({r["recorder"].get("kind", "?") for r in tally.runs.values()}),
+        # The kinds of the runs that hold its exchanges: why it has no engine snapshot, where it has none.
+        "traffic_recorders": sorted({r["recorder"].get("kind", "?") for r in tally.runs.values() if r["exchanges"]}),
         "upstreams": dict(tally.upstreams),
         # The exporters its runs scraped (--telemetry-url, redacted as recorded): its energy's and engine state's sources.
         "telemetry_urls": list(dict.fromkeys(u for r in tally.runs.values() for u in r["recorder"].get("telemetry_urls") or ())),

@@ -92,7 +92,8 @@ def test_an_import_beside_a_recording_that_carried_no_traffic_is_all_imported(re
 def test_a_recording_with_an_import_appended_says_whose_engine_was_probed(record, tmp_path):
     """A HAR imported into a capture recorded here: the card and compare showed the recording's engine
     snapshot as the engine of every run, the import's too, which its file does not name. They say the
-    snapshot is the recording's run's, and the import's engine unknown; a recording alone says neither
+    snapshot is the recording's run's, and the import's engine unknown (the card's device once: it said
+    the imported runs' machine unknown twice); a recording alone says neither
     (must differ), its facts the same (must match). stats said a group of such a recording, made with
     --no-telemetry, and the import had "no power telemetry in its other runs" where it had no other
     run: it says each run's reason alone, and "no power telemetry" where a run was looked at (must differ)."""
@@ -119,6 +120,9 @@ def test_a_recording_with_an_import_appended_says_whose_engine_was_probed(record
         assert "probed by" not in (cards["alone"][field].get("unknown") or "")
     assert cards["mixed"]["runtime"]["value"]["version"] == cards["alone"]["runtime"]["value"]["version"] is not None
     assert f"the machine's facts {probed}" in cards["mixed"]["device"]["unknown"]
+    # Said once: the device also said "the 1 imported run(s): the traffic was imported from a har file, ...".
+    assert cards["mixed"]["device"]["unknown"].count("imported run(s)") == 1, cards["mixed"]["device"]
+    assert HAR_DEVICE not in cards["mixed"]["device"]["unknown"]
 
     rows = {r["fact"]: r for r in json.loads(stdout("compare", str(alone), str(mixed), "--json"))["config"]["snapshots"]}
     assert rows["version"]["probed"] == {"B": probed} and not rows["version"]["differs"]

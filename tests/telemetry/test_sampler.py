@@ -548,3 +548,25 @@ def test_a_source_that_breaks_as_it_opens_is_recorded_and_the_others_sampled(tmp
         wait_for(lambda: len(records.sampled("gpu")) >= 3)
     assert records.unknown("host") == ["RuntimeError('psutil exploded')"]
     assert not records.sampled("host")
+
+
+def test_start_does_not_wait_on_an_nvidia_smi_that_hangs(tmp_path, monkeypatch):
+    """An nvidia-smi stuck in the driver from its first call (the stand-in never answers): start()
+    returns with nothing said of the GPU, its hang not yet timed out (5 s) nor waited out (open_s);
+    the host is read meanwhile; close records the GPU as having stopped answering when it was asked."""
+    exe = nvidia_smi(tmp_path / "bin", constant_gpus(150.0), hang=True)
+    gpus_on_path(monkeypatch, tmp_path, exe)
+    monkeypatch.setattr("infertap.telemetry.host._RAPL", rapl_zone(tmp_path / "powercap"))
+    records = Records()
+    sampler = Sampler(TelemetryConfig(interval_s=0.05, close_s=0.5), records).start()
+    try:
+        assert records.unknown("gpu") == [], "start() waited on the hung nvidia-smi"
+        wait_for(lambda: any(call.startswith("--query-gpu=") for call in smi_calls(exe)))  # it is asked, and hangs
+        wait_for(lambda: len(records.sampled("host")) >= 3)
+        assert not records.of("gpu"), "still hung: no round of it"
+    finally:
+        sampler.close()
+    [stopped] = records.unknown("gpu")
+    assert stopped.startswith("stopped answering at ") and stopped.endswith(
+        ": asked then, it had not answered when sampling stopped"
+    )

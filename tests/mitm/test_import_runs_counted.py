@@ -1,0 +1,105 @@
+"""Which runs a capture's configuration describes, where one of its runs carried no generation
+request: a recording that only listed the models (GET /v1/models) or carried nothing at all, and a
+HAR imported into its capture with `infertap import`. `compare` reads its energy over the runs of
+generation requests and its configuration (all imported or not, why no snapshot) now over the same
+ones; `info` and the claim card say why there is no engine snapshot by the runs that carried traffic.
+Captures written by the project's own writer and its importer."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from infertap.analysis.machines import IMPORTED
+from infertap.capture.hostfacts import host_facts
+from infertap.capture.writer import CaptureWriter
+from tests.analysis_builders import JSON_HEADERS, body, exchange
+from tests.mitm.test_import_machine import har, invoke, stdout
+from tests.telemetry.test_energy_arithmetic import LOCAL, run
+
+IMPORT = "imported from a file: an import probes no engine"
+NO_PROBE = "recorded with --no-probe, or the probe failed"
+
+
+def snapshot(wall: float) -> dict[str, Any]:
+    """An engine snapshot as the recorder's probe writes it, of a local engine on this machine."""
+    return {
+        "type": "engine", "url": LOCAL, "wall": wall, "kind": "generic", "facts": {}, "unknown": [], "notes": [], "raw": {},
+        "host": host_facts(), "host_is_engine_host": True, "labels": {}, "fingerprint": "0" * 16,
+    }  # fmt: skip
+
+
+def recording(path: Path, *, probed: bool, generation: bool | None) -> Path:
+    """A recording (its engine probed or not) that carried a chat request (``generation``), only a
+    GET /v1/models (False), or nothing (None); then a HAR of one chat request imported into it."""
+    wall = time.time() - 120
+    with CaptureWriter(path, recorder={"kind": "proxy", "upstream": LOCAL}, wall=wall) as w:
+        if probed:
+            w.write(snapshot(wall))
+        if generation:
+            w.write(exchange("chat", request=body(content="other"), headers=JSON_HEADERS, upstream=LOCAL))
+        elif generation is False:
+            listed = [(5.0, b'{"object": "list", "data": []}')]
+            w.write(exchange("models", method="GET", path="/v1/models", request=b"", chunks=listed, headers=JSON_HEADERS))
+    file = har(path.parent / f"{path.name}.har", LOCAL, time.time() - 60)
+    log = json.loads(file.read_text())
+    log["log"]["entries"][0]["request"]["postData"]["text"] = body(model="m").decode()  # as B's request: a pair
+    file.write_text(json.dumps(log))
+    invoke("import", str(file), "--out", str(path))
+    return path
+
+
+def compared(a: Path, b: Path) -> dict[str, Any]:
+    return json.loads(stdout("compare", str(a), str(b), "--json"))
+
+
+def test_compare_describes_the_configuration_of_the_runs_its_figures_are_over(tmp_path):
+    """A's figures are its import's only (the recording listed the models, no generation request):
+    its energy said "imported", while its configuration counted the recording as traffic and showed
+    this machine's CPU as the imported traffic's. The configuration is the counted runs' now: the
+    host unknown, as imported. A recording that carried a chat request keeps its machine (must differ)."""
+    b = run(tmp_path / "b", [(0, 1000)], [])
+    found = {
+        name: compared(recording(tmp_path / name, probed=True, generation=generation), b)
+        for name, generation in (("listed", False), ("chatted", True))
+    }
+    listed, chatted = found["listed"], found["chatted"]
+    assert listed["energy"]["telemetry"]["a"]["all_imported"], "the figures: the import's only"
+    rows = {r["fact"]: r for r in listed["config"]["snapshots"]}
+    assert rows["host cpu"]["a"] is None and rows["host cpu"]["why_unknown"] == {"A": IMPORTED}, rows["host cpu"]
+    assert not chatted["energy"]["telemetry"]["a"]["all_imported"]
+    rows = {r["fact"]: r for r in chatted["config"]["snapshots"]}
+    assert rows["host cpu"]["a"] == host_facts()["cpu"] and "A" not in (rows["host cpu"].get("why_unknown") or {})
+
+
+def test_no_snapshot_is_blamed_on_a_run_that_carried_no_traffic(tmp_path):
+    """A recording with no engine snapshot that carried no chat request, a HAR imported beside it:
+    compare, the card and `info` said the capture had none because it was "imported ...; recorded
+    with --no-probe, or the probe failed", blaming a run that needed none. They say the import's
+    reason alone; a recording that carried traffic is still named (must differ); a capture of no
+    traffic says so."""
+    b = run(tmp_path / "b", [(0, 1000)], [])
+    listed = recording(tmp_path / "listed", probed=False, generation=False)
+    empty = recording(tmp_path / "empty", probed=False, generation=None)
+    chatted = recording(tmp_path / "chatted", probed=False, generation=True)
+    assert compared(listed, b)["config"]["snapshot_missing_reason"]["A"] == IMPORT
+    assert compared(chatted, b)["config"]["snapshot_missing_reason"]["A"] == f"{IMPORT}; {NO_PROBE}"
+
+    def card(capture: Path) -> str:
+        said = json.loads(stdout("claim", str(capture), "--json", "--cache-dir", str(tmp_path / "cache")))
+        return said["runtime"]["unknown"]
+
+    assert card(empty) == f"the capture has no engine snapshot ({IMPORT}): run `infertap enrich CAPTURE --engine URL`"
+    assert f"({IMPORT}; {NO_PROBE})" in card(chatted)
+
+    def info(capture: Path) -> str:
+        return " ".join(invoke("info", str(capture)).split())
+
+    assert f"no snapshot ({IMPORT}) server header" in info(empty)
+    assert f"no snapshot ({IMPORT}; {NO_PROBE})" in info(chatted)
+    nothing = tmp_path / "nothing"
+    with CaptureWriter(nothing, recorder={"kind": "proxy", "upstream": LOCAL}):
+        pass
+    assert "no snapshot (no run carried any traffic: no engine served a request to describe)" in info(nothing)
