@@ -70,6 +70,10 @@ ERROR_MARKS: dict[str, tuple[bytes, ...]] = {
     "messages": (b'"error"',),
     "responses": (b'"error"', b'"failed"', b'.failed"', b'"cancelled"', b'.cancelled"'),
 }
+#: The bytes after a mark read for a member that is null (``"error": null``): none.
+_AFTER = 24
+#: How many bytes of a stream ``ErrorMarkScan`` searches at once as they arrive (tens of µs).
+SCAN_BYTES = 64 * 1024
 #: The most it reads, growing the tail while it holds no whole event (a long last event: a tool
 #: call sent whole with its finish reason); past it the answer is left to ``unfinished``.
 TAIL_MOST = 64 * 1024
@@ -139,7 +143,8 @@ def unfinished(record: Mapping[str, Any], parsed: Output | None = None) -> bool:
 def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | None:
     """``unfinished`` of a 2xx answer read in full, from its last events only (``LAST_EVENTS`` of its
     last ``TAIL_BYTES``, more bytes while they hold no whole event, at most ``TAIL_MOST``): cheap
-    enough to run on the event loop as each answer ends (tens of µs, and a byte search of the body).
+    enough to run on the event loop as each answer ends (tens of µs, where its error marks were
+    searched as its bytes arrived: ``ErrorMarkScan``).
     None where the tail can't tell (an encoded body, a path that names no API, a body kept in part, a
     longer last event, a request for several answers or last events of a choice other than 0: each
     choice says its own finish reason, any of them long before the end; bytes that may hold an
@@ -148,7 +153,9 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
     return ended_answer(record, generation=generation)[0]
 
 
-def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool | None, bool, int | None, str | None]:
+def ended_answer(
+    record: Mapping[str, Any], *, generation: bool, marked: bool | None = None
+) -> tuple[bool | None, bool, int | None, str | None]:
     """``ended_unfinished``, the output tokens a chat or completions stream's engine counted (its
     usage chunk, before ``[DONE]``), and the error its last events report, from one reading of them:
     replay asks all three of every answer as it ends, on its event loop. (unfinished, told, tokens,
@@ -161,7 +168,8 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
     error chunk comes before ``[DONE]``, Anthropic's ``error`` event and ``response.failed`` last),
     so its last events hold it; one said earlier, the answer going on after it, still fails it in
     ``stats``: where the last events report none but the body's bytes hold an error's mark
-    (``ERROR_MARKS``), ``unfinished`` is None and the answer is read whole."""
+    (``ERROR_MARKS``), ``unfinished`` is None and the answer is read whole. ``marked``: whether they
+    do, as an ``ErrorMarkScan`` found as the bytes arrived (None: searched here, the whole body at once)."""
     status = record.get("status")
     chunks = record.get("chunks") or []
     if not generation or not isinstance(status, int) or not 200 <= status <= 299 or not chunks:
@@ -201,7 +209,7 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
         readable=readable,
         error_message=error,
     )
-    if error is None and (cut or readable) and _may_report_error(api, chunks):
+    if error is None and (cut or readable) and (_may_report_error(api, chunks) if marked is None else marked):
         # an error said before the last events (an answer that went on after it): read whole, as stats
         return None, False, None, None
     return cut, not cut and readable, None if cut else tokens, None if cut else error
@@ -209,18 +217,76 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
 
 def _may_report_error(api: Api, chunks: list[bytes]) -> bool:
     """Whether a stream's bytes may hold an in-band error anywhere (``ERROR_MARKS``): searched, not
-    parsed, so every answer is checked on the event loop at the cost of a byte search; the few that
-    hold a mark (the word as a whole delta's text too) are read whole, as ``fold`` reads them."""
-    body = b"".join(chunks)  # one copy: a mark may straddle two chunks
-    for mark in ERROR_MARKS[api.name]:
-        at = body.find(mark)
+    parsed, so every answer is checked at the cost of a byte search (replay's, as the bytes arrive:
+    ``ErrorMarkScan``); the few that hold a mark (the word as a whole delta's text too) are read
+    whole, as ``fold`` reads them."""
+    return _marked(b"".join(chunks), ERROR_MARKS[api.name], True)  # one copy: a mark may straddle two chunks
+
+
+def _marked(data: bytes, marks: tuple[bytes, ...], ended: bool) -> bool:
+    """Whether ``data`` holds one of ``marks`` that is not a null member (every Responses answer's
+    ``"error": null``); where not ``ended``, a mark whose next ``_AFTER`` bytes are still to come
+    is left to the next search (``ErrorMarkScan``), not decided on part of them."""
+    for mark in marks:
+        at = data.find(mark)
         while at >= 0:
             at += len(mark)
-            after = body[at : at + 24].lstrip()
+            if not ended and at + _AFTER > len(data):
+                break  # its later occurrences are later still: all left to the bytes to come
+            after = data[at : at + _AFTER].lstrip()
             if not (after[:1] == b":" and after[1:].lstrip().startswith(b"null")):
                 return True
-            at = body.find(mark, at)  # a member that is null (every Responses answer's ``"error": null``): none
+            at = data.find(mark, at)
     return False
+
+
+class ErrorMarkScan:
+    """``_may_report_error`` of a stream searched as its chunks arrive, so that no answer's end costs
+    the event loop a search of its whole body (about 1 ms per 1.4 MiB: every other request's send
+    and timing waits that long). The chunks are searched a batch at a time (``SCAN_BYTES``: a
+    search per small SSE chunk cost the loop more in all than the one search at the end), each batch
+    with the bytes before it that a mark and the bytes read after it may span (``_keep``); the
+    answer is the whole body's search, where the chunks fed are the record's (``ended_answer``'s
+    ``marked``)."""
+
+    __slots__ = ("_marks", "_keep", "_carry", "_pending", "_size", "_marked")
+
+    def __init__(self, marks: tuple[bytes, ...]) -> None:
+        self._marks = marks
+        self._keep = max(len(m) for m in marks) + _AFTER - 1  # a mark starting there may be undecided
+        self._carry = b""
+        self._pending: list[bytes] = []
+        self._size = 0
+        self._marked = False
+
+    @classmethod
+    def of_path(cls, path: str | None) -> ErrorMarkScan | None:
+        """The scan for a request to ``path``: None where its API has no ``ERROR_MARKS`` (its answer is
+        read whole, or its marker is its finish)."""
+        api = _by_path(path)
+        marks = ERROR_MARKS.get(api.name) if api is not None else None
+        return cls(marks) if marks else None
+
+    def feed(self, chunk: bytes) -> None:
+        """The next chunk of the body, as it arrived."""
+        if not self._marked:
+            self._pending.append(chunk)
+            self._size += len(chunk)
+            if self._size >= SCAN_BYTES:
+                self._search(False)
+
+    def ended(self) -> bool:
+        """Whether the body held a mark: the bytes at its end decided with what follows them, none."""
+        if not self._marked and (self._pending or self._carry):
+            self._search(True)
+        return self._marked
+
+    def _search(self, ended: bool) -> None:
+        data = b"".join([self._carry, *self._pending])
+        self._pending.clear()
+        self._size = 0
+        self._marked = _marked(data, self._marks, ended)
+        self._carry = b"" if ended else data[-self._keep :]
 
 
 def _last_events(record: Mapping[str, Any], chunks: list[bytes]) -> tuple[bytes, list[Any]] | None:
