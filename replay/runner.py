@@ -528,10 +528,13 @@ class Replay:
 
     async def _unreadable(self, item: Item, exc: Exception) -> None:
         """The item's body can't be read: nothing is sent, and the run stops, as on Ctrl-C, with
-        every exchange sent so far recorded."""
+        every exchange sent so far recorded. Stopped once: the next body that can't be read (a
+        capture's whole segment gone) is no second Ctrl-C, which would cancel the requests in flight
+        instead of giving them the grace period."""
         if self.failure is None:
             self.failure = exc if isinstance(exc, BodyError) else BodyError(f"exchange {item.source_id}: {exc!r}")
-        self.stop()
+        if not self._stopping:
+            self.stop()
         self._done[item.index].set()
         self.stats.completed += 1
         await asyncio.shield(self._release())
