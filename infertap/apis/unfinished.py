@@ -46,7 +46,7 @@ from .shapes import Api, Output, error_of, one_prompt
 #: stream with no final event). Ollama's and llama.cpp's own APIs say it on their end marker, and
 #: older Ollama not at all: not these.
 FINISHING_APIS = ("chat", "completions", "messages", "responses")
-#: The APIs whose end marker is their finish: Ollama's last line (``"done": true``, with its
+#: The APIs whose end marker is their finish (replay reads it from the tail, as the others'): Ollama's last line (``"done": true``, with its
 #: ``done_reason`` where it says one: older Ollama does not) and llama.cpp ``/completion``'s last
 #: event (``"stop": true``, with its ``stop_type``). A stream of theirs that ended cleanly without it
 #: was cut (a server or gateway that dropped the request): read as ok before.
@@ -69,6 +69,10 @@ ERROR_MARKS: dict[str, tuple[bytes, ...]] = {
     "completions": (b'"error"',),
     "messages": (b'"error"',),
     "responses": (b'"error"', b'"failed"', b'.failed"', b'"cancelled"', b'.cancelled"'),
+    # Ollama's in-band error is a line of its own, ``{"error": ...}``; llama.cpp's an event holding an error object
+    "ollama-chat": (b'"error"',),
+    "ollama-generate": (b'"error"',),
+    "llamacpp": (b'"error"',),
 }
 #: The bytes after a mark read for a member that is null (``"error": null``): none.
 _AFTER = 24
@@ -156,8 +160,9 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
 def ended_answer(
     record: Mapping[str, Any], *, generation: bool, marked: bool | None = None
 ) -> tuple[bool | None, bool, int | None, str | None]:
-    """``ended_unfinished``, the output tokens a chat or completions stream's engine counted (its
-    usage chunk, before ``[DONE]``), and the error its last events report, from one reading of them:
+    """``ended_unfinished``, the output tokens a stream's engine counted (a chat or completions usage
+    chunk, before ``[DONE]``; Ollama's ``eval_count`` and llama.cpp's ``tokens_predicted`` on their
+    end marker, an SSE event or an NDJSON line), and the error its last events report, from one reading of them:
     replay asks all three of every answer as it ends, on its event loop. (unfinished, told, tokens,
     error): ``told`` False where the tail can't tell (another API, a JSON body, an encoded body, one
     kept in part, an unfinished answer's, last events of no shape of its API, or ``unfinished``
@@ -182,13 +187,17 @@ def ended_answer(
             None,
             None,
         )  # the API is the request body's to name, the bytes are not the body's text, or not all kept
+    how = framing(record, head_of(chunks))
     if api.name in MARKER_APIS:
-        return None, False, None, None  # its end marker is its finish (Ollama's, llama.cpp's): read whole
-    if api.name not in FINISHING_APIS:
+        # its end marker is its finish (Ollama's last line, llama.cpp's last event), read from the tail
+        # as a chat stream's is: read whole, a 1,000-line answer held the GIL for 8-15 ms
+        if how not in ("sse", "ndjson"):
+            return None, False, None, None  # a whole answer (JSON), or lines of no named framing: read whole
+    elif api.name not in FINISHING_APIS:
         return False, False, None, None
-    if framing(record, head_of(chunks)) != "sse":
+    elif how != "sse":
         return False, False, None, None  # a whole answer (JSON): not a stream
-    if _several_answers(record, api) or (last := _last_events(record, chunks)) is None:
+    if _several_answers(record, api) or (last := _last_events(record, chunks, how)) is None:
         return None, False, None, None
     tail, objs = last
     finish, readable, others, error = _why_ended(api, objs)
@@ -289,13 +298,15 @@ class ErrorMarkScan:
         self._carry = b"" if ended else data[-self._keep :]
 
 
-def _last_events(record: Mapping[str, Any], chunks: list[bytes]) -> tuple[bytes, list[Any]] | None:
-    """A stream's tail and its last events parsed (``LAST_EVENTS``), the tail grown from
-    ``TAIL_BYTES`` while it holds no whole event; None past ``TAIL_MOST`` (a longer last event)."""
+def _last_events(record: Mapping[str, Any], chunks: list[bytes], how: str = "sse") -> tuple[bytes, list[Any]] | None:
+    """A stream's tail and its last events parsed (``LAST_EVENTS``; ``how``: its framing, SSE or
+    NDJSON), the tail grown from ``TAIL_BYTES`` while it holds no whole event; None past ``TAIL_MOST``
+    (a longer last event)."""
+    sep = b"\n\n" if how == "sse" else b"\n"
     size = TAIL_BYTES
     while True:
-        tail, whole = _tail(chunks, size)
-        payloads, _ = ended_payloads(record, [_last_blocks(tail, LAST_EVENTS + 1)], "sse")  # and [DONE]
+        tail, whole = _tail(chunks, size, sep)
+        payloads, _ = ended_payloads(record, [_last_blocks(tail, LAST_EVENTS + 1, sep)], how)  # and [DONE]
         objs = [_loads(p.data) for p in payloads[-LAST_EVENTS:]]
         if whole or any(isinstance(obj, dict) for obj in objs):
             return tail, objs
@@ -356,10 +367,10 @@ def _several_answers(record: Mapping[str, Any], api: Api) -> bool:
     return (isinstance(n, int) and n > 1) or batch
 
 
-def _tail(chunks: list[bytes], size: int) -> tuple[bytes, bool]:
+def _tail(chunks: list[bytes], size: int, sep: bytes = b"\n\n") -> tuple[bytes, bool]:
     """The body's whole events within its last ``size`` bytes, and whether that is the whole body
     (a large last chunk is sliced: never more is read). A tail cut mid-event starts after its first
-    blank line."""
+    ``sep`` (a blank line; a line's end, for NDJSON)."""
     taken: list[bytes] = []
     n = 0
     for chunk in reversed(chunks):
@@ -372,16 +383,16 @@ def _tail(chunks: list[bytes], size: int) -> tuple[bytes, bool]:
         return tail, True
     tail = tail[-size:]
     tail = tail.replace(b"\r\n", b"\n") if b"\r" in tail else tail
-    cut = tail.find(b"\n\n")
-    return (tail[cut + 2 :] if cut >= 0 else b""), False
+    cut = tail.find(sep)
+    return (tail[cut + len(sep) :] if cut >= 0 else b""), False
 
 
-def _last_blocks(tail: bytes, n: int) -> bytes:
-    """The last ``n`` blank-line separated blocks of ``tail`` (all of it where it holds fewer): only
-    those are split into events."""
+def _last_blocks(tail: bytes, n: int, sep: bytes = b"\n\n") -> bytes:
+    """The last ``n`` blocks of ``tail`` that ``sep`` separates (all of it where it holds fewer):
+    only those are split into events."""
     at = len(tail.rstrip())
     for _ in range(n):
-        at = tail.rfind(b"\n\n", 0, at)
+        at = tail.rfind(sep, 0, at)
         if at < 0:
             return tail
-    return tail[at + 2 :]
+    return tail[at + len(sep) :]

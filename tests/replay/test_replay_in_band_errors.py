@@ -237,3 +237,33 @@ def test_replay_never_searches_a_whole_answer_for_error_marks_as_it_ends(tmp_pat
     summary = json.loads(done.stdout)
     assert (summary["sent"], summary["ok"], summary["failed"]) == (3, 2, 1) and summary["errors"] == {message: 1}, summary
     assert whole == []
+
+
+@pytest.mark.parametrize("api", ["ollama_chat", "ollama_generate", "llamacpp"])
+def test_ollama_and_llamacpp_answers_are_judged_from_their_last_events(tmp_path: Path, monkeypatch, api: str) -> None:
+    """Ollama's and llama.cpp ``/completion``'s streams were read whole on a worker thread as each
+    ended (8-15 ms of the GIL per 1,000 lines), where a chat stream's last events tell: they are
+    judged from theirs now, their end marker the finish and its count the output tokens, and read
+    whole only where their bytes hold an error's mark (an error said early, the word as text), with
+    the same summary as ``stats``."""
+    runner = importlib.import_module("infertap.replay.runner")
+    whole: list[str] = []
+    read = runner._read_answer
+    monkeypatch.setattr(
+        runner, "_read_answer", lambda r, judge: whole.append(json.loads(r["request_body"])["tag"]) or read(r, judge)
+    )
+    path, request, message = EARLY[api]
+    exchanges = [
+        {"path": path, "body": request | {"error_at": 1}, "offset_s": 0.0},
+        {"path": path, "body": request | {"tag": "words", "texts": _WORDS}, "offset_s": 0.01},  # marked: read whole, ok
+        *({"path": path, "body": request | {"tag": f"ok{i}"}, "offset_s": 0.02 + i * 0.01} for i in range(3)),
+    ]
+    write_capture(tmp_path / "cap", exchanges)
+    with ServerThread(FakeUpstream()) as server:
+        done = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--json")
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.stdout)
+    assert (summary["sent"], summary["ok"], summary["failed"], summary["unfinished"]) == (5, 4, 1, 0), summary
+    assert summary["errors"] == {message: 1} and summary["output_tokens"]["unknown"] == 0, summary
+    assert sorted(whole) == sorted([request["tag"], "words"])  # the three plain answers told by their tails
+    assert _stats(tmp_path / "out", tmp_path / "cache") == {"requests": 5, "ok": 4, "errors": 1, "unfinished": 0}
