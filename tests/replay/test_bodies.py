@@ -63,7 +63,9 @@ def agent_capture(
     convs = [[{"role": "system", "content": "You are an agent. " * 50}, _message(rng, "user")] for _ in range(sessions)]
     left = [rng.randrange(1, turns + 1) for _ in range(sessions)]
     records = []
-    extra = {} if max_segment_bytes is None else {"max_segment_bytes": max_segment_bytes}
+    # with max_segment_bytes, a frame each (no flush window to gather records in), so that segments
+    # rotate at the same records whatever this machine's load
+    extra = {} if max_segment_bytes is None else {"max_segment_bytes": max_segment_bytes, "flush_interval": 0.0}
     with CaptureWriter(path, recorder={"kind": "proxy"}, **extra) as writer:
         t = 0
         while any(left):
@@ -87,8 +89,8 @@ def agent_capture(
             )  # fmt: skip
             writer.write(record)
             records.append(record)
-            if max_segment_bytes is not None:
-                time.sleep(0.001)  # a frame each, so that segments rotate
+            while max_segment_bytes is not None and writer.exchanges < len(records) and writer.error is None:
+                time.sleep(0.0002)  # written, in a frame of its own, before the next is queued
             left[s] -= 1
             message: dict = {"role": "assistant", "content": "".join(w + " " for w in reply.split())}
             if call:
