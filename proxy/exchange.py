@@ -79,12 +79,18 @@ class UpstreamCall:
         record["response_headers"] = self.redactor.headers_from_asgi(response.headers)
         return response
 
-    async def relay(self, response: UpstreamResponse, deliver: Callable[[bytes, int], Awaitable[int]] | None = None) -> bool:
+    async def relay(
+        self,
+        response: UpstreamResponse,
+        deliver: Callable[[bytes, int], Awaitable[int]] | None = None,
+        seen: Callable[[bytes], None] | None = None,
+    ) -> bool:
         """Record the body chunk by chunk as it arrives, handing each to ``deliver`` (the proxy's
         client) with its arrival (monotonic ns), which says how long it waited for the client to
         take it (ns, 0 for no wait); False when the upstream failed mid-response (recorded as the
         exchange's end). Past ``max_response_bytes`` every chunk is still handed on, but no longer
-        kept (``ResponseKept``)."""
+        kept (``ResponseKept``). With no ``deliver`` (replay: no client), ``seen`` is shown each chunk
+        as it arrives (its search for error marks: a little per chunk, not the whole body at its end)."""
         t0 = self.t0
         kept = self.kept
         held = 0
@@ -92,6 +98,8 @@ class UpstreamCall:
             if deliver is None:
                 async for chunk in response.aiter_raw():
                     kept.add(time.monotonic_ns() - t0, chunk)
+                    if seen is not None:
+                        seen(chunk)
             else:
                 async for chunk in response.aiter_raw():
                     arrived = time.monotonic_ns()

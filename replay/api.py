@@ -303,7 +303,8 @@ def _run_here(
         raise ReplayError(f"the replay's capture could not be written: {writer.error}")
     if replay.failure is not None:
         raise ReplayError(
-            f"the replay stopped: {replay.failure}. The {counted(summary['sent'], 'exchange')} sent before are recorded in {writer.path}"
+            f"the replay stopped: {replay.failure}. The {counted(summary['sent'], 'exchange')} sent before "
+            f"{'is' if summary['sent'] == 1 else 'are'} recorded in {writer.path}"
         )
     return summary
 

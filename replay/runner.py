@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
-from infertap.apis import ended_answer, kept_response_id, read_response, response_not_kept, tail_usage, unfinished
+from infertap.apis import ErrorMarkScan, ended_answer, kept_response_id, read_response, response_not_kept, tail_usage, unfinished
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.scrubbing import Scrubbed
@@ -473,6 +473,8 @@ class Replay:
         if think_ns is not None:
             record["think_ns"] = think_ns
         call = UpstreamCall(record, self.redactor, self.writer.elapsed_ns, "target", self.config.max_response_bytes)
+        # its error marks searched as its bytes arrive, not all at once on the loop as it ends
+        scan = ErrorMarkScan.of_path(item.path) if item.generation else None
         acquired = False
         response: UpstreamResponse | None = None
         try:
@@ -492,7 +494,7 @@ class Replay:
             call.sent()
             self._count_sent(record, scheduled_ns, dep_wait, queue_wait, item)
             response = await call.open(self._client, item.method, target, headers, sent)
-            await call.relay(response)
+            await call.relay(response, seen=None if scan is None else scan.feed)
         except UpstreamError as exc:
             call.failed(exc)
         except asyncio.CancelledError:
@@ -505,7 +507,7 @@ class Replay:
                 await response.aclose()
             if acquired:
                 self._cap.release()  # type: ignore[union-attr]
-            self._settle(item, record, found)
+            self._settle(item, record, found, scan)
             await asyncio.shield(self._release())
 
     async def _wait_turn(self, item: Item) -> tuple[int, int, bool]:
@@ -526,10 +528,13 @@ class Replay:
 
     async def _unreadable(self, item: Item, exc: Exception) -> None:
         """The item's body can't be read: nothing is sent, and the run stops, as on Ctrl-C, with
-        every exchange sent so far recorded."""
+        every exchange sent so far recorded. Stopped once: the next body that can't be read (a
+        capture's whole segment gone) is no second Ctrl-C, which would cancel the requests in flight
+        instead of giving them the grace period."""
         if self.failure is None:
             self.failure = exc if isinstance(exc, BodyError) else BodyError(f"exchange {item.source_id}: {exc!r}")
-        self.stop()
+        if not self._stopping:
+            self.stop()
         self._done[item.index].set()
         self.stats.completed += 1
         await asyncio.shield(self._release())
@@ -608,7 +613,7 @@ class Replay:
             think = round((child.think_ns or 0) * self.config.think_scale)
             self._later[child.index] = loop.call_later(think / 1e9, self._spawn, child, ended + think, think)
 
-    def _settle(self, item: Item, record: Exchange, found: set[str]) -> None:
+    def _settle(self, item: Item, record: Exchange, found: set[str], scan: ErrorMarkScan | None = None) -> None:
         """The request is over: release its conversation, count it, and record it if it was sent (or refused)."""
         if record["sent_ns"]:
             self._ids[item.index] = record["id"]
@@ -632,7 +637,7 @@ class Replay:
             elif record["end"] != "refused" and item.generation:
                 if response_not_kept(record):  # its answer unknown: neither ok nor failed, as stats counts it
                     self.stats.response_not_kept += 1
-                self._judge(record)  # answered 2xx in full: finished, with no error? (before its body is scrubbed)
+                self._judge(record, scan)  # answered 2xx in full: finished, with no error? (before its body is scrubbed)
         self.stats.completed += 1
         if self._closed and not self._stopping:
             self._follow(item)
@@ -651,14 +656,15 @@ class Replay:
         if self.on_exchange is not None:
             self.on_exchange(record)
 
-    def _judge(self, record: Exchange) -> None:
+    def _judge(self, record: Exchange, scan: ErrorMarkScan | None = None) -> None:
         """Judges a generation request answered 2xx in full as ``stats`` does: unfinished when its
         stream ended with no finish reason, failed when its body reports an error (or is no answer an
         adapter reads), and each among the live errors; else its output tokens counted. Read from its
         last events here (a few KiB), or, where they can't tell (an encoded body, a body sent whole,
-        say), whole on a worker thread."""
+        say), whole on a worker thread. ``scan``: its error marks, searched as its bytes arrived."""
         try:
-            cut, told, tokens, error = ended_answer(record, generation=True)
+            marked = None if scan is None else scan.ended()
+            cut, told, tokens, error = ended_answer(record, generation=True, marked=marked)
         except Exception:  # a reader's bug: the exchange is recorded whole, the analysis reads it again
             log.exception("exchange %s: its answer could not be read for a finish reason", record["id"])
             return

@@ -104,6 +104,8 @@ class SessionSample:
     limit: int | None = None
 
     def __post_init__(self) -> None:
+        if self.fraction is not None and not math.isfinite(self.fraction):  # "nan" parses as a float: not "a fraction..."
+            raise ConfigError(f"--sample-sessions {self.fraction}: not a finite number")
         if self.fraction is not None and not 0 < self.fraction <= 1:
             raise ConfigError(f"--sample-sessions {self.fraction}: a fraction of the sessions, above 0 and at most 1")
         if self.limit is not None and not 1 <= self.limit <= 1 << 40:

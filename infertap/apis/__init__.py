@@ -26,7 +26,7 @@ from .read import (
 )
 from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
 from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments, one_prompt
-from .unfinished import FINISHING_APIS, MARKER_APIS, cut_short, ended_answer, ended_unfinished, unfinished
+from .unfinished import FINISHING_APIS, MARKER_APIS, ErrorMarkScan, cut_short, ended_answer, ended_unfinished, unfinished
 
 __all__ = [
     "ALIASES",
@@ -73,6 +73,7 @@ __all__ = [
     "FINISHING_APIS",
     "MARKER_APIS",
     "cut_short",
+    "ErrorMarkScan",
     "ended_answer",
     "ended_unfinished",
     "unfinished",

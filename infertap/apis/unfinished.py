@@ -46,7 +46,7 @@ from .shapes import Api, Output, error_of, one_prompt
 #: stream with no final event). Ollama's and llama.cpp's own APIs say it on their end marker, and
 #: older Ollama not at all: not these.
 FINISHING_APIS = ("chat", "completions", "messages", "responses")
-#: The APIs whose end marker is their finish: Ollama's last line (``"done": true``, with its
+#: The APIs whose end marker is their finish (replay reads it from the tail, as the others'): Ollama's last line (``"done": true``, with its
 #: ``done_reason`` where it says one: older Ollama does not) and llama.cpp ``/completion``'s last
 #: event (``"stop": true``, with its ``stop_type``). A stream of theirs that ended cleanly without it
 #: was cut (a server or gateway that dropped the request): read as ok before.
@@ -69,7 +69,15 @@ ERROR_MARKS: dict[str, tuple[bytes, ...]] = {
     "completions": (b'"error"',),
     "messages": (b'"error"',),
     "responses": (b'"error"', b'"failed"', b'.failed"', b'"cancelled"', b'.cancelled"'),
+    # Ollama's in-band error is a line of its own, ``{"error": ...}``; llama.cpp's an event holding an error object
+    "ollama-chat": (b'"error"',),
+    "ollama-generate": (b'"error"',),
+    "llamacpp": (b'"error"',),
 }
+#: The bytes after a mark read for a member that is null (``"error": null``): none.
+_AFTER = 24
+#: How many bytes of a stream ``ErrorMarkScan`` searches at once as they arrive (tens of µs).
+SCAN_BYTES = 64 * 1024
 #: The most it reads, growing the tail while it holds no whole event (a long last event: a tool
 #: call sent whole with its finish reason); past it the answer is left to ``unfinished``.
 TAIL_MOST = 64 * 1024
@@ -139,7 +147,8 @@ def unfinished(record: Mapping[str, Any], parsed: Output | None = None) -> bool:
 def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | None:
     """``unfinished`` of a 2xx answer read in full, from its last events only (``LAST_EVENTS`` of its
     last ``TAIL_BYTES``, more bytes while they hold no whole event, at most ``TAIL_MOST``): cheap
-    enough to run on the event loop as each answer ends (tens of µs, and a byte search of the body).
+    enough to run on the event loop as each answer ends (tens of µs, where its error marks were
+    searched as its bytes arrived: ``ErrorMarkScan``).
     None where the tail can't tell (an encoded body, a path that names no API, a body kept in part, a
     longer last event, a request for several answers or last events of a choice other than 0: each
     choice says its own finish reason, any of them long before the end; bytes that may hold an
@@ -148,9 +157,12 @@ def ended_unfinished(record: Mapping[str, Any], *, generation: bool) -> bool | N
     return ended_answer(record, generation=generation)[0]
 
 
-def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool | None, bool, int | None, str | None]:
-    """``ended_unfinished``, the output tokens a chat or completions stream's engine counted (its
-    usage chunk, before ``[DONE]``), and the error its last events report, from one reading of them:
+def ended_answer(
+    record: Mapping[str, Any], *, generation: bool, marked: bool | None = None
+) -> tuple[bool | None, bool, int | None, str | None]:
+    """``ended_unfinished``, the output tokens a stream's engine counted (a chat or completions usage
+    chunk, before ``[DONE]``; Ollama's ``eval_count`` and llama.cpp's ``tokens_predicted`` on their
+    end marker, an SSE event or an NDJSON line), and the error its last events report, from one reading of them:
     replay asks all three of every answer as it ends, on its event loop. (unfinished, told, tokens,
     error): ``told`` False where the tail can't tell (another API, a JSON body, an encoded body, one
     kept in part, an unfinished answer's, last events of no shape of its API, or ``unfinished``
@@ -161,7 +173,8 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
     error chunk comes before ``[DONE]``, Anthropic's ``error`` event and ``response.failed`` last),
     so its last events hold it; one said earlier, the answer going on after it, still fails it in
     ``stats``: where the last events report none but the body's bytes hold an error's mark
-    (``ERROR_MARKS``), ``unfinished`` is None and the answer is read whole."""
+    (``ERROR_MARKS``), ``unfinished`` is None and the answer is read whole. ``marked``: whether they
+    do, as an ``ErrorMarkScan`` found as the bytes arrived (None: searched here, the whole body at once)."""
     status = record.get("status")
     chunks = record.get("chunks") or []
     if not generation or not isinstance(status, int) or not 200 <= status <= 299 or not chunks:
@@ -174,13 +187,17 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
             None,
             None,
         )  # the API is the request body's to name, the bytes are not the body's text, or not all kept
+    how = framing(record, head_of(chunks))
     if api.name in MARKER_APIS:
-        return None, False, None, None  # its end marker is its finish (Ollama's, llama.cpp's): read whole
-    if api.name not in FINISHING_APIS:
+        # its end marker is its finish (Ollama's last line, llama.cpp's last event), read from the tail
+        # as a chat stream's is: read whole, a 1,000-line answer held the GIL for 8-15 ms
+        if how not in ("sse", "ndjson"):
+            return None, False, None, None  # a whole answer (JSON), or lines of no named framing: read whole
+    elif api.name not in FINISHING_APIS:
         return False, False, None, None
-    if framing(record, head_of(chunks)) != "sse":
+    elif how != "sse":
         return False, False, None, None  # a whole answer (JSON): not a stream
-    if _several_answers(record, api) or (last := _last_events(record, chunks)) is None:
+    if _several_answers(record, api) or (last := _last_events(record, chunks, how)) is None:
         return None, False, None, None
     tail, objs = last
     finish, readable, others, error = _why_ended(api, objs)
@@ -201,7 +218,7 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
         readable=readable,
         error_message=error,
     )
-    if error is None and (cut or readable) and _may_report_error(api, chunks):
+    if error is None and (cut or readable) and (_may_report_error(api, chunks) if marked is None else marked):
         # an error said before the last events (an answer that went on after it): read whole, as stats
         return None, False, None, None
     return cut, not cut and readable, None if cut else tokens, None if cut else error
@@ -209,27 +226,87 @@ def ended_answer(record: Mapping[str, Any], *, generation: bool) -> tuple[bool |
 
 def _may_report_error(api: Api, chunks: list[bytes]) -> bool:
     """Whether a stream's bytes may hold an in-band error anywhere (``ERROR_MARKS``): searched, not
-    parsed, so every answer is checked on the event loop at the cost of a byte search; the few that
-    hold a mark (the word as a whole delta's text too) are read whole, as ``fold`` reads them."""
-    body = b"".join(chunks)  # one copy: a mark may straddle two chunks
-    for mark in ERROR_MARKS[api.name]:
-        at = body.find(mark)
+    parsed, so every answer is checked at the cost of a byte search (replay's, as the bytes arrive:
+    ``ErrorMarkScan``); the few that hold a mark (the word as a whole delta's text too) are read
+    whole, as ``fold`` reads them."""
+    return _marked(b"".join(chunks), ERROR_MARKS[api.name], True)  # one copy: a mark may straddle two chunks
+
+
+def _marked(data: bytes, marks: tuple[bytes, ...], ended: bool) -> bool:
+    """Whether ``data`` holds one of ``marks`` that is not a null member (every Responses answer's
+    ``"error": null``); where not ``ended``, a mark whose next ``_AFTER`` bytes are still to come
+    is left to the next search (``ErrorMarkScan``), not decided on part of them."""
+    for mark in marks:
+        at = data.find(mark)
         while at >= 0:
             at += len(mark)
-            after = body[at : at + 24].lstrip()
+            if not ended and at + _AFTER > len(data):
+                break  # its later occurrences are later still: all left to the bytes to come
+            after = data[at : at + _AFTER].lstrip()
             if not (after[:1] == b":" and after[1:].lstrip().startswith(b"null")):
                 return True
-            at = body.find(mark, at)  # a member that is null (every Responses answer's ``"error": null``): none
+            at = data.find(mark, at)
     return False
 
 
-def _last_events(record: Mapping[str, Any], chunks: list[bytes]) -> tuple[bytes, list[Any]] | None:
-    """A stream's tail and its last events parsed (``LAST_EVENTS``), the tail grown from
-    ``TAIL_BYTES`` while it holds no whole event; None past ``TAIL_MOST`` (a longer last event)."""
+class ErrorMarkScan:
+    """``_may_report_error`` of a stream searched as its chunks arrive, so that no answer's end costs
+    the event loop a search of its whole body (about 1 ms per 1.4 MiB: every other request's send
+    and timing waits that long). The chunks are searched a batch at a time (``SCAN_BYTES``: a
+    search per small SSE chunk cost the loop more in all than the one search at the end), each batch
+    with the bytes before it that a mark and the bytes read after it may span (``_keep``); the
+    answer is the whole body's search, where the chunks fed are the record's (``ended_answer``'s
+    ``marked``)."""
+
+    __slots__ = ("_marks", "_keep", "_carry", "_pending", "_size", "_marked")
+
+    def __init__(self, marks: tuple[bytes, ...]) -> None:
+        self._marks = marks
+        self._keep = max(len(m) for m in marks) + _AFTER - 1  # a mark starting there may be undecided
+        self._carry = b""
+        self._pending: list[bytes] = []
+        self._size = 0
+        self._marked = False
+
+    @classmethod
+    def of_path(cls, path: str | None) -> ErrorMarkScan | None:
+        """The scan for a request to ``path``: None where its API has no ``ERROR_MARKS`` (its answer is
+        read whole, or its marker is its finish)."""
+        api = _by_path(path)
+        marks = ERROR_MARKS.get(api.name) if api is not None else None
+        return cls(marks) if marks else None
+
+    def feed(self, chunk: bytes) -> None:
+        """The next chunk of the body, as it arrived."""
+        if not self._marked:
+            self._pending.append(chunk)
+            self._size += len(chunk)
+            if self._size >= SCAN_BYTES:
+                self._search(False)
+
+    def ended(self) -> bool:
+        """Whether the body held a mark: the bytes at its end decided with what follows them, none."""
+        if not self._marked and (self._pending or self._carry):
+            self._search(True)
+        return self._marked
+
+    def _search(self, ended: bool) -> None:
+        data = b"".join([self._carry, *self._pending])
+        self._pending.clear()
+        self._size = 0
+        self._marked = _marked(data, self._marks, ended)
+        self._carry = b"" if ended else data[-self._keep :]
+
+
+def _last_events(record: Mapping[str, Any], chunks: list[bytes], how: str = "sse") -> tuple[bytes, list[Any]] | None:
+    """A stream's tail and its last events parsed (``LAST_EVENTS``; ``how``: its framing, SSE or
+    NDJSON), the tail grown from ``TAIL_BYTES`` while it holds no whole event; None past ``TAIL_MOST``
+    (a longer last event)."""
+    sep = b"\n\n" if how == "sse" else b"\n"
     size = TAIL_BYTES
     while True:
-        tail, whole = _tail(chunks, size)
-        payloads, _ = ended_payloads(record, [_last_blocks(tail, LAST_EVENTS + 1)], "sse")  # and [DONE]
+        tail, whole = _tail(chunks, size, sep)
+        payloads, _ = ended_payloads(record, [_last_blocks(tail, LAST_EVENTS + 1, sep)], how)  # and [DONE]
         objs = [_loads(p.data) for p in payloads[-LAST_EVENTS:]]
         if whole or any(isinstance(obj, dict) for obj in objs):
             return tail, objs
@@ -290,10 +367,10 @@ def _several_answers(record: Mapping[str, Any], api: Api) -> bool:
     return (isinstance(n, int) and n > 1) or batch
 
 
-def _tail(chunks: list[bytes], size: int) -> tuple[bytes, bool]:
+def _tail(chunks: list[bytes], size: int, sep: bytes = b"\n\n") -> tuple[bytes, bool]:
     """The body's whole events within its last ``size`` bytes, and whether that is the whole body
     (a large last chunk is sliced: never more is read). A tail cut mid-event starts after its first
-    blank line."""
+    ``sep`` (a blank line; a line's end, for NDJSON)."""
     taken: list[bytes] = []
     n = 0
     for chunk in reversed(chunks):
@@ -306,16 +383,16 @@ def _tail(chunks: list[bytes], size: int) -> tuple[bytes, bool]:
         return tail, True
     tail = tail[-size:]
     tail = tail.replace(b"\r\n", b"\n") if b"\r" in tail else tail
-    cut = tail.find(b"\n\n")
-    return (tail[cut + 2 :] if cut >= 0 else b""), False
+    cut = tail.find(sep)
+    return (tail[cut + len(sep) :] if cut >= 0 else b""), False
 
 
-def _last_blocks(tail: bytes, n: int) -> bytes:
-    """The last ``n`` blank-line separated blocks of ``tail`` (all of it where it holds fewer): only
-    those are split into events."""
+def _last_blocks(tail: bytes, n: int, sep: bytes = b"\n\n") -> bytes:
+    """The last ``n`` blocks of ``tail`` that ``sep`` separates (all of it where it holds fewer):
+    only those are split into events."""
     at = len(tail.rstrip())
     for _ in range(n):
-        at = tail.rfind(b"\n\n", 0, at)
+        at = tail.rfind(sep, 0, at)
         if at < 0:
             return tail
-    return tail[at + 2 :]
+    return tail[at + len(sep) :]

@@ -82,9 +82,15 @@ def test_a_native_stream_cut_before_its_end_marker_is_unfinished(tmp_path: Path,
 
 
 def test_replay_judges_them_as_the_analysis_does() -> None:
-    """Replay reads these whole on a worker thread (``ended_answer`` None: their last events are no
-    finish reason of the rule's), and ``unfinished`` says what the analysis says."""
+    """Replay read these whole on a worker thread as each ended (a 1,000-line answer held the GIL
+    8-15 ms); it reads their last events now, as a chat stream's (``ended_answer``), and says what
+    the whole reading says (``unfinished``, the analysis's rule): cut, or told, with the engine's
+    output token count (``eval_count``, ``tokens_predicted``) and no error."""
+    from infertap.apis import read_response
+
     for record in _records():
         cut = _CASES[record["id"]][2]
         assert unfinished(record) is cut, record["id"]
-        assert ended_answer(record, generation=True) == (None, False, None, None), record["id"]
+        tokens = None if cut else read_response(record).output_tokens
+        assert tokens is None or tokens > 0
+        assert ended_answer(record, generation=True) == (cut, not cut, tokens, None), record["id"]

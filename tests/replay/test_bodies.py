@@ -19,9 +19,10 @@ from infertap.capture.identity import workload_identity
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
-from infertap.replay import ReplayConfig, ReplayError, Transforms, run_replay
+from infertap.replay import ReplayConfig, ReplayError, Schedule, Transforms, run_replay
 from infertap.replay.bodies import Bodies, BodyError, BodyStore, ReadAhead
 from infertap.replay.workload import load, load_workload
+from tests.fake_upstream import ServerThread, sse_upstream
 from tests.helpers import write_capture
 
 WORDS = "the file function test error value return import class module path line check build".split()
@@ -62,7 +63,9 @@ def agent_capture(
     convs = [[{"role": "system", "content": "You are an agent. " * 50}, _message(rng, "user")] for _ in range(sessions)]
     left = [rng.randrange(1, turns + 1) for _ in range(sessions)]
     records = []
-    extra = {} if max_segment_bytes is None else {"max_segment_bytes": max_segment_bytes}
+    # with max_segment_bytes, a frame each (no flush window to gather records in), so that segments
+    # rotate at the same records whatever this machine's load
+    extra = {} if max_segment_bytes is None else {"max_segment_bytes": max_segment_bytes, "flush_interval": 0.0}
     with CaptureWriter(path, recorder={"kind": "proxy"}, **extra) as writer:
         t = 0
         while any(left):
@@ -86,8 +89,8 @@ def agent_capture(
             )  # fmt: skip
             writer.write(record)
             records.append(record)
-            if max_segment_bytes is not None:
-                time.sleep(0.001)  # a frame each, so that segments rotate
+            while max_segment_bytes is not None and writer.exchanges < len(records) and writer.error is None:
+                time.sleep(0.0002)  # written, in a frame of its own, before the next is queued
             left[s] -= 1
             message: dict = {"role": "assistant", "content": "".join(w + " " for w in reply.split())}
             if call:
@@ -167,7 +170,9 @@ def test_a_capture_changed_before_sending_stops_the_replay_and_keeps_what_was_se
             victim.write_bytes(bytes(data))
 
     with pytest.raises(ReplayError, match=rf"the replay stopped: .*{victim.name}.* The \d+ exchanges sent before are recorded"):
-        run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False), on_start=harm)
+        # each body of the damaged segment that the dispatcher reached before it stopped stops it
+        # again: once, so the requests in flight end in their grace period, however slow this machine
+        run_replay(ReplayConfig(tmp_path / "src", url, tmp_path / "out", probe=False, grace_s=60.0), on_start=harm)
     reader = CaptureReader(tmp_path / "out")
     kept = list(reader.exchanges())
     assert reader.closed_cleanly and reader.torn == []
@@ -377,3 +382,36 @@ def test_chat_prefixes_read_messages_as_chat_turns_does() -> None:
         raw = [json.dumps(m).encode() for m in conversation]
         turns, _, _ = Chat().turns({"messages": conversation})
         assert cache.of(raw) == Prefixes.of("chat", turns)
+
+
+def test_bodies_that_cant_be_read_stop_the_replay_once_and_the_request_in_flight_gets_its_grace(tmp_path: Path) -> None:
+    """Every body that couldn't be read stopped the replay again, and a second stop is a second
+    Ctrl-C: it ended the grace period, and the requests in flight were cancelled (their answers
+    lost) whenever two bodies failed before they ended, as many do when a segment is gone. The
+    answer in flight is held until both failures are counted: it ends complete, within its grace."""
+    write_capture(tmp_path / "a", [{"offset_s": 0.0, "body": {"model": "m", "stream": True, "messages": []}}])
+    write_capture(tmp_path / "b", [{"offset_s": 0.0, "id": f"b{i}"} for i in range(2)])
+    stats: list = []
+
+    async def held() -> None:  # the answer's end, once both unreadable bodies are counted
+        for _ in range(3000):
+            if stats and stats[0].completed >= 2:
+                return
+            await asyncio.sleep(0.01)
+
+    chunk = b'data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+    with ServerThread(sse_upstream([chunk], held)) as server:
+        config = ReplayConfig(
+            (tmp_path / "a", tmp_path / "b"), server.url, tmp_path / "out", Schedule("concurrency", concurrency=3),
+            probe=False, telemetry=False, grace_s=60.0,
+        )  # fmt: skip
+        with pytest.raises(
+            ReplayError, match=r"the replay stopped: .*/b/000000.itap.zst: cannot read.* The 1 exchange sent before is recorded"
+        ):
+            run_replay(
+                config,
+                progress=lambda s: stats.append(s) if not stats else None,
+                on_start=lambda _: [p.unlink() for p in CaptureReader(tmp_path / "b").segments],
+            )
+    [kept] = CaptureReader(tmp_path / "out").exchanges()
+    assert (kept["end"], kept["status"], kept["source_id"]) == ("complete", 200, "src-0"), kept["error"]

@@ -454,6 +454,46 @@ def test_the_summary_gives_the_ok_requests_per_second_over_the_span_from_the_fir
     assert "(from the first send to the last end" in text.output
 
 
+def test_the_summary_output_tokens_per_second_is_stats_of_the_replayed_capture(fake, tmp_path):
+    """The summary's output tokens/s counts as ``infertap stats`` does: the engine's count of each ok
+    answer (a chat stream's usage, a whole body's, a Messages stream's, Ollama's ``eval_count``,
+    llama.cpp's ``tokens_predicted``), none of a failed one, over the run's span: the two match.
+    They differ by design where a stream reported no count: stats counts its token-bearing events
+    (``chunks``), the summary counts it apart as unknown (its rate a lower bound), as it says."""
+    _, url = fake
+    usage = {"stream": True, "stream_options": {"include_usage": True}, "n_chunks": 7}
+    messages = {"model": "m", "max_tokens": 9, "n_chunks": 4, "messages": [{"role": "user", "content": "m"}], "stream": True}
+    ollama = {"model": "m", "messages": [{"role": "user", "content": "o"}], "tag": "o", "n_chunks": 5}
+    counted = [
+        {"body": _chat("whole")},
+        {"body": _chat("s1", **usage)},
+        {"body": _chat("failed", **usage, error_at=2)},  # an error said mid-stream, then its usage: its tokens in neither
+        {"path": "/v1/messages", "body": messages},
+        {"path": "/api/chat", "body": ollama},
+        {"path": "/completion", "body": {"prompt": "h", "stream": True, "tag": "h", "n_chunks": 6}},
+    ]
+    bare = {"body": _chat("bare", stream=True, n_chunks=9)}
+    rates = {}
+    for name, exchanges in (("counted", counted), ("bare", [*counted, bare])):
+        write_capture(tmp_path / f"src-{name}", [{"offset_s": i * 0.01, **x} for i, x in enumerate(exchanges)])
+        args = ["replay", str(tmp_path / f"src-{name}"), "--target", url, "--no-probe", "--no-telemetry", "--json"]
+        done = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / name)])
+        assert done.exit_code == 0, done.output
+        summary = json.loads(done.stdout)
+        stats = CliRunner().invoke(cli, ["stats", str(tmp_path / name), "--json", "--cache-dir", str(tmp_path / "cache")])
+        assert stats.exit_code == 0, stats.output
+        [group] = json.loads(stats.stdout)["groups"]
+        assert summary["failed"] == 1 and summary["ok"] == group["ok"] == len(exchanges) - 1, summary
+        assert summary["throughput"]["span_s"] == pytest.approx(group["active_s"], rel=1e-6)
+        rates[name] = (summary["throughput"]["output_tokens_per_s"], group["throughput"]["output_tokens_per_s"], summary, group)
+    replayed, by_stats, summary, group = rates["counted"]
+    assert summary["output_tokens"] == {"total": group["workload"]["output_tokens"]["total"], "counted": 5, "unknown": 0}
+    assert replayed == pytest.approx(by_stats, rel=1e-6), (summary, group)  # must match
+    replayed, by_stats, summary, group = rates["bare"]
+    assert summary["output_tokens"]["unknown"] == 1 and group["output_tokens_source"] == {"usage": 5, "chunks": 1}, group
+    assert replayed < by_stats  # must differ: stats counted the bare stream's 9 token events, the summary none
+
+
 def test_the_summary_gives_the_output_tokens_per_second_by_the_answers_usage(fake, tmp_path):
     """The summary gave no output tokens/s ("infertap stats OUT" for it), where a sweep's points have
     one. It reads each ok answer's usage: a stream's from its last events, a whole body's, a Messages

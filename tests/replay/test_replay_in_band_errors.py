@@ -9,6 +9,7 @@ with an in-band error on demand."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,96 @@ def test_a_sweep_point_of_in_band_errors_is_lost_early(tmp_path: Path) -> None:
             assert point["error_rate"] == 1.0
         else:
             assert not point["lost_early"] and point["passed"] and point["sent"] == 80, point
+
+
+#: Bodies against each API's marks, each with whether it holds an error's mark: a null member (every
+#: Responses answer's ``"error": null``, spaced or not) is none; an error object, a failed status or
+#: the word as a whole piece of text is one.
+_MARKED = [
+    ("chat", b'data: {"choices":[{"delta":{"content":"hi"}}],"error": null}\n\ndata: [DONE]\n\n', False),
+    ("chat", b'data: {"choices":[],"error" :\n   null}\n\n', False),
+    ("chat", b'data: {"error": {"message": "boom"}}\n\ndata: [DONE]\n\n', True),
+    ("chat", b'data: {"choices":[{"delta":{"content":"error"}}]}\n\n', True),
+    ("chat", b'data: {"error":                         null}\n\n', True),  # null past the bytes read after it
+    ("chat", b'data: {"x":"error"', True),  # at the body's very end: decided on what follows, nothing
+    ("responses", b'data: {"type":"response.created","response":{"status":"in_progress","error":null}}\n\n', False),
+    ("responses", b'data: {"type":"response.failed","response":{"status":"failed","error":null}}\n\n', True),
+    ("responses", b'data: {"type":"response.completed","response":{"status":"completed","error":null}}\n\n', False),
+    ("messages", b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error"}}\n\n', True),
+]
+
+
+@pytest.mark.parametrize("batch", [1, 5, 64 * 1024])
+@pytest.mark.parametrize(("api", "body", "marked"), _MARKED)
+def test_error_marks_searched_as_the_bytes_arrive_find_what_the_whole_body_holds(
+    monkeypatch, api: str, body: bytes, marked: bool, batch: int
+) -> None:
+    """Replay searches an answer's bytes for error marks a batch of chunks at a time as they arrive
+    (``SCAN_BYTES``), not all at once as it ends (a 1.4 MiB body held the event loop about 1 ms):
+    split anywhere, into two chunks or one byte each, searched every byte, every few or at the end
+    (a mark, or the bytes after it, across searches), the answer is the whole body's search."""
+    module = importlib.import_module("infertap.apis.unfinished")  # the package's name is its function's
+    monkeypatch.setattr(module, "SCAN_BYTES", batch)
+    path = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES}[api]
+    assert module._may_report_error(module._by_path(path), [body]) is marked
+    splits = [[body[:i], body[i:]] for i in range(len(body) + 1)] + [[body[i : i + 1] for i in range(len(body))]]
+    for chunks in splits:
+        scan = module.ErrorMarkScan.of_path(path)
+        assert scan is not None
+        for chunk in chunks:
+            scan.feed(chunk)
+        assert scan.ended() is marked, chunks
+
+
+def test_replay_never_searches_a_whole_answer_for_error_marks_as_it_ends(tmp_path: Path, monkeypatch) -> None:
+    """The search of every answer's whole body at its end ran on the replay's event loop, delaying
+    every other request's send and timing; replay searches as the bytes arrive now, with the same
+    answers: an error said early fails its answer, the word "error" as text doesn't."""
+    module = importlib.import_module("infertap.apis.unfinished")  # the package's name is its function's
+
+    whole: list[str] = []
+    searched = module._may_report_error
+    monkeypatch.setattr(module, "_may_report_error", lambda api, chunks: whole.append(api.name) or searched(api, chunks))
+    path, request, message = EARLY["chat"]
+    exchanges = [
+        {"path": path, "body": request | {"error_at": 1}, "offset_s": 0.0},
+        {"path": path, "body": request | {"tag": "ok", "texts": _WORDS}, "offset_s": 0.01},  # must stay ok
+        {"path": path, "body": request | {"tag": "ok2", "n_chunks": 400}, "offset_s": 0.02},
+    ]
+    write_capture(tmp_path / "cap", exchanges)
+    with ServerThread(FakeUpstream()) as server:
+        done = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--json")
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.stdout)
+    assert (summary["sent"], summary["ok"], summary["failed"]) == (3, 2, 1) and summary["errors"] == {message: 1}, summary
+    assert whole == []
+
+
+@pytest.mark.parametrize("api", ["ollama_chat", "ollama_generate", "llamacpp"])
+def test_ollama_and_llamacpp_answers_are_judged_from_their_last_events(tmp_path: Path, monkeypatch, api: str) -> None:
+    """Ollama's and llama.cpp ``/completion``'s streams were read whole on a worker thread as each
+    ended (8-15 ms of the GIL per 1,000 lines), where a chat stream's last events tell: they are
+    judged from theirs now, their end marker the finish and its count the output tokens, and read
+    whole only where their bytes hold an error's mark (an error said early, the word as text), with
+    the same summary as ``stats``."""
+    runner = importlib.import_module("infertap.replay.runner")
+    whole: list[str] = []
+    read = runner._read_answer
+    monkeypatch.setattr(
+        runner, "_read_answer", lambda r, judge: whole.append(json.loads(r["request_body"])["tag"]) or read(r, judge)
+    )
+    path, request, message = EARLY[api]
+    exchanges = [
+        {"path": path, "body": request | {"error_at": 1}, "offset_s": 0.0},
+        {"path": path, "body": request | {"tag": "words", "texts": _WORDS}, "offset_s": 0.01},  # marked: read whole, ok
+        *({"path": path, "body": request | {"tag": f"ok{i}"}, "offset_s": 0.02 + i * 0.01} for i in range(3)),
+    ]
+    write_capture(tmp_path / "cap", exchanges)
+    with ServerThread(FakeUpstream()) as server:
+        done = _replay(tmp_path / "cap", server.url, tmp_path / "out", "--json")
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.stdout)
+    assert (summary["sent"], summary["ok"], summary["failed"], summary["unfinished"]) == (5, 4, 1, 0), summary
+    assert summary["errors"] == {message: 1} and summary["output_tokens"]["unknown"] == 0, summary
+    assert sorted(whole) == sorted([request["tag"], "words"])  # the three plain answers told by their tails
+    assert _stats(tmp_path / "out", tmp_path / "cache") == {"requests": 5, "ok": 4, "errors": 1, "unfinished": 0}

@@ -266,16 +266,17 @@ def test_bad_sampling_is_refused_before_anything_is_sent(tmp_path):
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", "-1", "0", "1.5"])
 @pytest.mark.parametrize("command", ["replay", "sweep"])
 def test_a_sample_fraction_that_is_no_fraction_is_one_line_naming_the_option(tmp_path, command, value):
-    """nan and inf parse as floats: each, like a fraction out of (0, 1], ends in one line naming
-    --sample-sessions and the value, as the other nan and inf options do, before anything is sent."""
+    """nan and inf parse as floats: each ends in one line naming --sample-sessions and the value, as
+    the other nan and inf options do ("not a finite number", not "a fraction": nan is no number at
+    all), and a number out of (0, 1] in one that asks for a fraction, before anything is sent."""
     src = agent_capture(tmp_path / "src")
     args = [command, str(src), "--target", "http://127.0.0.1:1", "--out", str(tmp_path / "o"), f"--sample-sessions={value}"]
     said = CliRunner().invoke(cli, [*args, *(["--slo", "e2e:p90<=30s", "--speeds", "1"] if command == "sweep" else [])])
     shown = "inf" if value == "1e400" else str(float(value))  # as it parsed
-    assert (
-        said.exit_code == 1
-        and said.output == f"Error: --sample-sessions {shown}: a fraction of the sessions, above 0 and at most 1\n"
+    why = (
+        "not a finite number" if value in ("nan", "inf", "-inf", "1e400") else "a fraction of the sessions, above 0 and at most 1"
     )
+    assert said.exit_code == 1 and said.output == f"Error: --sample-sessions {shown}: {why}\n", said.output
     assert not (tmp_path / "o").exists()
 
 
