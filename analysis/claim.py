@@ -23,7 +23,8 @@ from infertap.capture.identity import schedule_change, schedule_not_kept, schedu
 from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
-from .machines import imported_only, probed_by
+from .active import COUNTED
+from .machines import counted_runs, imported_only, probed_by
 from .partly_counted import ADVICE, Origin, note, prompt_note
 from .sampled import all_imported, interpolated, no_energy, partly_unsampled
 from .stats import QUANTILES, live_warnings, speed_stats, ttft_mix
@@ -81,10 +82,11 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     several = _several_engines(analysis, capture)
     by_run = recorders_by_run(capture)
     runs = list(by_run.values())
-    # The runs that hold its exchanges: an import among them ran on an engine its file does not
-    # name, so the snapshot (another run's, or enrich's afterwards) is said to be whose it is; and
-    # a run that carried none (a recording stopped before any request) is not its measuring side.
-    carried = {r: str(by_run.get(r, {}).get("kind") or kind or "") for r, kind in _carried(analysis, capture)}
+    # The runs its figures are over (``counted_runs``): an import among them ran on an engine its
+    # file does not name, so the snapshot (another run's, or enrich's afterwards) is said to be whose
+    # it is; and a run that carried no generation request (a recording stopped before any request,
+    # or that only listed the models) is not its measuring side, nor its device's.
+    carried = _carried(analysis, capture, by_run)
     traffic = traffic_runs([r for run_id, r in by_run.items() if run_id in carried]) or traffic_runs(runs)
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
     labels = _labels(analysis, capture)
@@ -145,13 +147,16 @@ def _last_snapshot(analysis: Analysis, capture: str) -> dict[str, Any] | None:
     return snap
 
 
-def _carried(analysis: Analysis, capture: str) -> list[tuple[str, str | None]]:
-    """The runs that hold the capture's exchanges, with their recorder kinds, in order."""
+def _carried(analysis: Analysis, capture: str, by_run: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The runs the card's facts describe, with their recorder kinds (``by_run``'s, else the
+    exchanges'), in order: those of its counted generation requests, as compare's (``counted_runs``)."""
     rows = analysis.query(
-        "SELECT run_id, any_value(recorder) FROM exchanges WHERE capture = ? GROUP BY run_id ORDER BY min(sent_wall_ns)",
+        f"SELECT run_id, any_value(recorder), bool_or({COUNTED}) FROM exchanges WHERE capture = ? "
+        "GROUP BY run_id ORDER BY min(sent_wall_ns)",
         [capture],
     ).rows
-    return [(str(r), k) for r, k in rows]
+    carried = {str(r): str(by_run.get(str(r), {}).get("kind") or kind or "") for r, kind, _ in rows}
+    return counted_runs(carried, (str(r) for r, _, counted in rows if counted))
 
 
 def _several_engines(analysis: Analysis, capture: str) -> str | None:
@@ -229,9 +234,9 @@ def _labels(analysis: Analysis, capture: str) -> dict[str, str]:
 
 
 def _no_snapshot(carried: Iterable[str]) -> str:
-    """Why the card has no engine snapshot to read, as ``info`` says it by the recorders of the runs
-    that hold its exchanges (an import, a mitm recording probe none; a recording or a replay was run
-    with --no-probe; a run that carried no traffic needed none)."""
+    """Why the card has no engine snapshot to read, by the recorders of the runs its figures are over
+    (``_carried``; an import, a mitm recording probe none; a recording or a replay was run with
+    --no-probe; a run that carried no generation request needed none)."""
     reason = no_snapshot_reason(carried)
     return f"the capture has no engine snapshot ({reason}): run `infertap enrich CAPTURE --engine URL`"
 
@@ -240,7 +245,7 @@ def _device(snap: dict[str, Any] | None, labels: dict[str, str], imported: list[
     """GPU and CPU of the engine's machine: the snapshot's host facts when the engine was local, else
     labels. An import's traffic ran on a machine its file does not name: a snapshot taken here
     (``enrich``) is of this machine, not that one. ``imported``: the file kind of each imported run
-    that holds exchanges; ``only``: all the traffic is theirs (``imported_only``). Where only some
+    its figures are over; ``only``: all the traffic is theirs (``imported_only``). Where only some
     is, the card's ``probed_by`` note says the imported runs' engine is unknown."""
     label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
     if only:  # import takes no --label: nothing here describes that machine

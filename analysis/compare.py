@@ -37,7 +37,7 @@ from .energy import Telemetry
 from .errors import AnalysisError, QueryError
 from .extract import grader
 from .fetch import columns
-from .machines import IMPORTED, imported_only, probed_by
+from .machines import IMPORTED, counted_runs, imported_only, probed_by
 from .paired_divergence import BATCH_PAIRS, divergence
 from .pairing import PairTable, pair_in
 from .partly_counted import Origin, origin
@@ -140,9 +140,8 @@ class Run:
         self.configurations = side.configurations
         self.snapshot_run = side.snapshot_run
         # The runs its configuration describes (imported or not, why no snapshot): those its figures
-        # are over, as the energy's telemetry is, not a run that carried no generation request (a
-        # GET /v1/models alone, refused requests); all that hold exchanges where none is counted.
-        self.carried = {r: kind for r, kind in side.carried.items() if r in counted} or side.carried
+        # are over, as the energy's telemetry is (the claim card's rule too).
+        self.carried = counted_runs(side.carried, counted)
         self.repeated = side.repeated
         con.execute(
             f"CREATE OR REPLACE VIEW {name}_x AS SELECT * FROM read_parquet({_lit(side.exchanges_file)}, hive_partitioning = false)"

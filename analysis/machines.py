@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -35,10 +35,22 @@ def probed_after_import(wall: float | None) -> str:
 def imported_only(recorders: Iterable[str]) -> bool:
     """Whether all of a capture's (or a group's) traffic was imported: then no fact of this machine
     is its engine machine's. The one rule for stats, claim, compare and energy alike: ``recorders``
-    are the kinds of the runs that hold its exchanges, so that a run that carried none (a recording
-    stopped before any request, an ``enrich``, a telemetry run) makes no import a recording."""
+    are the kinds of the runs its figures are over (``counted_runs``), so that a run that carried no
+    generation request (a recording stopped before any request or that only listed the models, an
+    ``enrich``, a telemetry run) makes no import a recording."""
     traffic = set(recorders) - {"enrich", "telemetry"}
     return traffic == {"import"}
+
+
+def counted_runs(carried: Mapping[str, str], counted: Iterable[str]) -> dict[str, str]:
+    """The runs a capture's configuration describes (all imported or not, why no snapshot, its
+    recorder), for ``compare`` and the claim card alike: of ``carried`` (the runs that hold its
+    exchanges, id -> recorder kind, in order), those in ``counted`` (the runs of its counted
+    generation requests, ``active.COUNTED``), the runs its speed and energy figures are over. A run
+    that carried no generation request (a GET /v1/models alone, refused requests) is none of them;
+    where no run is counted (no figures), all of ``carried``."""
+    kept = set(counted)
+    return {run: kind for run, kind in carried.items() if run in kept} or dict(carried)
 
 
 def probed_by(kind: str | None, run_id: str | None, wall: float | None, imported: Iterable[str], *, only: bool) -> str | None:
@@ -171,6 +183,7 @@ def _loads(text: str | None) -> dict[str, Any]:
 __all__ = [
     "IMPORTED",
     "Engine",
+    "counted_runs",
     "device_key",
     "engine_of",
     "hostname",

@@ -17,6 +17,7 @@ from infertap.capture.hostfacts import host_facts
 from infertap.capture.writer import CaptureWriter
 from tests.analysis_builders import JSON_HEADERS, body, exchange
 from tests.mitm.test_import_machine import har, invoke, stdout
+from tests.mitm.test_import_mixed import HAR_DEVICE
 from tests.telemetry.test_energy_arithmetic import LOCAL, run
 
 IMPORT = "imported from a file: an import probes no engine"
@@ -31,18 +32,21 @@ def snapshot(wall: float) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def recording(path: Path, *, probed: bool, generation: bool | None) -> Path:
+def recording(path: Path, *, probed: bool, generation: bool | None, imported: bool = True) -> Path:
     """A recording (its engine probed or not) that carried a chat request (``generation``), only a
-    GET /v1/models (False), or nothing (None); then a HAR of one chat request imported into it."""
+    GET /v1/models (False), or nothing (None); then (``imported``) a HAR of one chat request imported into it."""
     wall = time.time() - 120
     with CaptureWriter(path, recorder={"kind": "proxy", "upstream": LOCAL}, wall=wall) as w:
         if probed:
             w.write(snapshot(wall))
         if generation:
-            w.write(exchange("chat", request=body(content="other"), headers=JSON_HEADERS, upstream=LOCAL))
+            sent = body(content="other") if imported else body(model="m")  # alone, as B's request: a pair
+            w.write(exchange("chat", request=sent, headers=JSON_HEADERS, upstream=LOCAL))
         elif generation is False:
             listed = [(5.0, b'{"object": "list", "data": []}')]
             w.write(exchange("models", method="GET", path="/v1/models", request=b"", chunks=listed, headers=JSON_HEADERS))
+    if not imported:
+        return path
     file = har(path.parent / f"{path.name}.har", LOCAL, time.time() - 60)
     log = json.loads(file.read_text())
     log["log"]["entries"][0]["request"]["postData"]["text"] = body(model="m").decode()  # as B's request: a pair
@@ -103,3 +107,43 @@ def test_no_snapshot_is_blamed_on_a_run_that_carried_no_traffic(tmp_path):
     with CaptureWriter(nothing, recorder={"kind": "proxy", "upstream": LOCAL}):
         pass
     assert "no snapshot (no run carried any traffic: no engine served a request to describe)" in info(nothing)
+
+
+def test_the_card_describes_the_runs_its_figures_are_over(tmp_path):
+    """A recording that only listed the models (GET /v1/models), a HAR of a chat request imported
+    into its capture: the card's figures and energy were the import's alone ("imported"), while its
+    device named this machine's CPU, its measuring side the recording's proxy (of "2 runs of different
+    recorders") and its snapshot "the engine of that run's traffic", counting the recording as traffic.
+    The card now judges by the runs of its counted generation requests, as compare does: all imported,
+    the device unknown, the import the measuring side, the snapshot's run said to carry none of the
+    traffic (must differ). A recording that generated, with an import and alone, keeps its machine and
+    its proxy (must match); each card says all imported exactly where compare does."""
+    b = run(tmp_path / "b", [(0, 1000)], [])
+    captures = {
+        "listed": recording(tmp_path / "listed", probed=True, generation=False),
+        "chatted": recording(tmp_path / "chatted", probed=True, generation=True),
+        "alone": recording(tmp_path / "alone", probed=True, generation=True, imported=False),
+    }
+    cards = {name: card(capture, tmp_path) for name, capture in captures.items()}
+    for name, capture in captures.items():  # one rule: compare's config and the card agree
+        rows = {r["fact"]: r for r in compared(capture, b)["config"]["snapshots"]}
+        assert (rows["host cpu"]["a"] is None) == (cards[name]["device"]["value"] is None), name
+    listed, chatted, alone = cards["listed"], cards["chatted"], cards["alone"]
+    assert listed["figures"]["telemetry"]["all_imported"], "the figures: the import's only"
+    assert listed["device"] == {"value": None, "source": "none", "unknown": HAR_DEVICE}
+    assert listed["measuring_side"]["value"]["recorder"] == "import" and "unknown" not in listed["measuring_side"]
+    assert "different schedules" not in listed["concurrency"].get("unknown", "")
+    assert "which carried none of the traffic" in listed["runtime"]["unknown"], listed["runtime"]
+
+    assert not chatted["figures"]["runs"][0]["telemetry"]["all_imported"]
+    assert chatted["device"]["value"]["cpu"] == host_facts()["cpu"]
+    assert chatted["measuring_side"]["value"]["recorder"] == "proxy"
+    assert "different recorders (proxy, import)" in chatted["measuring_side"]["unknown"]
+    assert "the engine of that run's traffic; the engine of the imported run(s)" in chatted["runtime"]["unknown"]
+    assert alone["device"]["value"]["cpu"] == host_facts()["cpu"]
+    assert alone["measuring_side"]["value"]["recorder"] == "proxy" and "unknown" not in alone["measuring_side"]
+    assert "probed by" not in (alone["runtime"].get("unknown") or "")
+
+
+def card(capture: Path, tmp_path: Path) -> dict[str, Any]:
+    return json.loads(stdout("claim", str(capture), "--json", "--cache-dir", str(tmp_path / "cache")))
