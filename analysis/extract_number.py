@@ -9,6 +9,7 @@ from bisect import bisect_left
 from fractions import Fraction
 
 from .exact_value import Surd, evaluated, product_at, spelled, summed
+from .greek_letters import as_commands
 from .math_letters import MATH_BRACKET, multiplied
 from .scan import Scan
 from .sum_terms import GREEK, ordered_sum
@@ -286,7 +287,7 @@ def number(text: str) -> str | None:
     the last in the text ("17 + 25 = 42" -> "42"):
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
-    text = _spaced(text)
+    text = as_commands(_spaced(text))  # "α" as "\\alpha"
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
     text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", text))
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)

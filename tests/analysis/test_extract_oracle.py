@@ -411,3 +411,33 @@ def test_a_bracket_around_the_whole_boxed_answer_is_none(a: str, b: str, same: b
 )
 def test_a_minus_before_a_bracket_of_a_product_is_its_sign(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{α + 1}", "\\boxed{1}", False),  # was 1 and 1: the Unicode letter no term
+        ("\\boxed{α + 1}", "\\boxed{\\alpha + 1}", True),
+        ("\\boxed{α + 1}", "\\boxed{β + 1}", False),
+        ("\\boxed{α}", "\\boxed{\\alpha}", True),  # was None and "\\alpha"
+        ("\\boxed{2πr}", "\\boxed{2}", False),  # was 2 and 2
+        ("\\boxed{2πr}", "\\boxed{2\\pi r}", True),
+        ("\\boxed{αx}", "\\boxed{x\\alpha}", True),
+        ("\\boxed{ϵ}", "\\boxed{\\varepsilon}", True),  # the variant forms as math-verify maps them
+        ("\\boxed{ϕ}", "\\boxed{\\phi}", False),
+        ("5μm", "5", True),  # a unit's prefix, no letter
+    ],
+)
+def test_a_unicode_greek_letter_is_its_latex_command(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_greek_capitals_and_small_letters_are_two_variables() -> None:
+    """math-verify names "\\Delta" and "\\delta" one symbol, delta (no oracle here): in LaTeX they are two
+    letters, as "X" and "x" are, and stay two answers, typed as Unicode or as commands."""
+    assert number("\\boxed{Δ}") == number("\\boxed{\\Delta}") != number("\\boxed{δ}") == number("\\boxed{\\delta}")
+    assert number("\\boxed{Δx}") == "\\Delta x" != number("\\boxed{δx}")
+
+
+def test_a_greek_word_is_prose() -> None:
+    assert number("Η απάντηση είναι 5") == "5"
