@@ -10,7 +10,7 @@ from fractions import Fraction
 
 from .exact_value import Surd, evaluated, product_at, spelled, summed
 from .greek_letters import as_commands
-from .math_letters import MATH_BRACKET, multiplied
+from .math_letters import MATH_BRACKET, last_math, multiplied
 from .scan import Scan
 from .sum_terms import GREEK, ordered_sum
 from .unit_words import SHORT_UNIT, UNIT
@@ -83,7 +83,8 @@ _LETTERS_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _LETTER_RUN + r"|[a-zA-Z](?:[
 # answer, as math-verify reads it (it read nothing, or the broken "\\boxed{x" where a space was in the box).
 _SUBSCRIPTED = r"(?:[a-zA-Z](?![a-zA-Z])|" + _GREEK + r")(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?"
 _VARIABLE_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _SUBSCRIPTED + r")[\s$.]*")
-_WHOLE_BRACKET = re.compile(r"\s*(?:\\left\s*)?\((.*?)(?:\\right\s*)?\)\s*", re.DOTALL)  # "(x)", "\\left(x\\right)"
+# "(x)", "\\left(x\\right)", "[x]" (math-verify's x: "\\boxed{[x]}" read nothing)
+_WHOLE_BRACKET = re.compile(r"\s*(?:\\left\s*)?(?:\((.*?)(?:\\right\s*)?\)|\[(.*?)(?:\\right\s*)?\])\s*", re.DOTALL)
 _BRACED_SUBSCRIPT = re.compile(r"_\{([a-zA-Z\d])\}")  # "x_{1}" as "x_1", one variable
 # A space after a bracket that holds a letter, or after the exponent of a letter's or a bracket's power, before
 # a letter or a bracket that holds one is LaTeX's too, a product's ("(1+x)^2 y", "(1+x) y", "x^2 y", "(x+1) (x-1)";
@@ -287,6 +288,7 @@ def number(text: str) -> str | None:
     the last in the text ("17 + 25 = 42" -> "42"):
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
+    written = text
     text = as_commands(_spaced(text))  # "α" as "\\alpha"
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
     text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", text))
@@ -303,6 +305,8 @@ def number(text: str) -> str | None:
         found = _numbers(boxed) or _alone(boxed) or _variable(boxed)
         if found:
             return found[-1]
+        if literal := _box_as_written(written):
+            return literal
     for marker in _MARKED_NUMBER:
         marks = list(marker.finditer(text))
         if marks:
@@ -310,14 +314,40 @@ def number(text: str) -> str | None:
             if marked:
                 return marked
     found = _numbers(text) or _alone(text)
+    if not found and (math := last_math(text)) is not None:  # "$x$", "$(x)$": that variable (they read nothing)
+        inside = _inside_brackets(math)
+        found = _alone(inside) or _variable(inside)
+    if not found and (literal := _literal(last_math(written) or "")):  # "$\\text{no}$", as a box's
+        return literal
     return found[-1] if found else None
+
+
+def _box_as_written(text: str) -> str | None:
+    """The last box's text as written, spelled one way (``_latex``), where nothing in it is read
+    ("\\boxed{\\text{no}}", "\\boxed{[x, y]}"): the answer it boxes, no number elsewhere ("so 5.
+    \\boxed{\\text{no}}" read 5), and two such boxes one answer only where they are written alike (they
+    were one, nothing read in either). None for an empty box, or one never closed (an answer cut short)."""
+    last = next(reversed(list(_BOXED.finditer(text))), None)
+    if last is None:
+        return None
+    inside = _braced(text, last.end())
+    return _literal(inside) if text.startswith("}", last.end() + len(inside)) else None
+
+
+def _literal(math: str) -> str | None:
+    """Math as written, spelled one way: no ``\\left``/``\\right``, a space only between two words ("[x, y]" as
+    "[x,y]", "\\text{ no }" as "\\text{no}", "no number" as written); None where it is empty or a brace or
+    bracket in it is left open."""
+    literal = re.sub(r"\s+", " ", re.sub(r"\\(?:left|right)(?![a-zA-Z])", "", math)).strip()
+    literal = re.sub(r"(?<!\w) | (?!\w)", "", literal)
+    return literal if literal and _balanced(literal) else None
 
 
 def _inside_brackets(boxed: str) -> str:
     """A box's answer without the brackets around all of it ("\\boxed{(x)}", "\\boxed{((xy))}" are x and xy, as
     math-verify reads them; they read nothing); "(x)(y)" is no such bracket."""
-    while (m := _WHOLE_BRACKET.fullmatch(boxed)) and _balanced(m.group(1)):
-        boxed = m.group(1)
+    while (m := _WHOLE_BRACKET.fullmatch(boxed)) and _balanced(inside := m.group(1) or m.group(2) or ""):
+        boxed = inside
     return boxed
 
 

@@ -55,6 +55,12 @@ def as_math(reference: str) -> str:
     return reference if any(d in reference for d in DELIMITERS) else f"${reference.strip()}$"
 
 
+def last_math(text: str) -> str | None:
+    """What the text's last ``$...$``, ``$$...$$``, ``\\(...\\)`` or ``\\[...\\]`` holds; None where it has none."""
+    last = next(reversed(list(_DELIMITED.finditer(text))), None)
+    return next(g for g in last.groups() if g is not None) if last else None
+
+
 def multiplied(text: str) -> str:
     """The text with each run of letters inside math spelled as their product ("\\boxed{xy + 1}" as
     "\\boxed{x \\cdot y + 1}", "$2abcd$" as "$2a \\cdot b \\cdot c \\cdot d$", "$x y$" as

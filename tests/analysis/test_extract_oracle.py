@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from infertap.analysis import unit_words
+from infertap.analysis.extract import grader
 from infertap.analysis.extract_number import number
 from tests.extras import needs
 
@@ -441,3 +442,49 @@ def test_greek_capitals_and_small_letters_are_two_variables() -> None:
 
 def test_a_greek_word_is_prose() -> None:
     assert number("Η απάντηση είναι 5") == "5"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("$x$", "$y$", False),  # was None and None: one answer
+        ("$x$", "\\boxed{x}", True),
+        ("$(x)$", "$(y)$", False),  # was None and None
+        ("$(x)$", "\\boxed{x}", True),
+        ("\\(-(y)\\)", "\\boxed{-y}", True),
+        ("Let $x$ be the answer.", "$x$", True),
+        ("\\boxed{[x]}", "\\boxed{[y]}", False),  # was None and None
+        ("\\boxed{[x]}", "\\boxed{x}", True),  # was None and x
+        ("\\boxed{\\left[x\\right]}", "\\boxed{[x]}", True),
+    ],
+)
+def test_a_variable_alone_in_math_or_in_a_bracket_is_that_variable(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\text{yes}}", "\\boxed{\\text{no}}", False),  # was None and None: one answer
+        ("\\boxed{\\text{yes}}", "\\boxed{\\text{ yes }}", True),
+        ("So 5 of them. \\boxed{\\text{no}}", "\\boxed{5}", False),  # was 5, a number outside the box
+        ("\\boxed{[x, y]}", "\\boxed{[x,y]}", True),
+        ("\\boxed{[x, y]}", "\\boxed{[y, x]}", False),
+        ("$\\text{no}$", "\\boxed{\\text{no}}", True),
+    ],
+)
+def test_a_box_nothing_is_read_in_is_its_text_as_written(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_box_read_as_written_is_one_with_its_known_answer() -> None:
+    """A known answer written bare is read as math (``as_math``): one a box holds is the box's reading."""
+    g = grader("number")
+    assert g.known("[x, y]") == g.read("\\boxed{[x,y]}") == "[x,y]" != g.known("[y, x]")
+    assert g.known("\\text{no}") == g.read("\\boxed{\\text{ no}}") != g.read("\\boxed{\\text{yes}}")
+    assert g.known("no number") == "no number"  # words keep their space
+
+
+def test_a_box_left_open_or_empty_is_no_answer_as_written() -> None:
+    assert number("\\boxed{\\text{no}") is None and number("\\boxed{[x}") is None
+    assert number("so 5 \\boxed{ }") == "5"
