@@ -550,9 +550,10 @@ def _ordered(spelling: str) -> str:
     Only factors, a sign after a product's dot its factor's ("x \\cdot -3" is "-3x"): a term with a
     function's bracket ("f(2)") is left as written, a quotient spelled as its ``\\frac`` (``_quotient``).
     Brackets around the whole are none ("(x+1)" is "x+1"), and the sum's terms are in one order
-    (``ordered_sum``: "1 + xy" is "xy+1", as "xy + 1" is)."""
+    (``ordered_sum``: "1 + xy" is "xy+1", as "xy + 1" is), like terms one (``_like_terms``)."""
     spelling = _unbracketed(spelling)
-    out, term, depth = "", "", 0
+    terms: list[tuple[str, str]] = []  # (its sign, the term)
+    sign, term, depth = "", "", 0
     for i, c in enumerate(spelling):
         depth += 1 if c in "{([" else -1 if c in "})]" else 0
         # a term of the top level's sum; no exponent's sign ("1E+99999", "2^-x")
@@ -562,10 +563,47 @@ def _ordered(spelling: str) -> str:
             and spelling[i - 1 : i] not in ("^", "_")
             and not _NO_TERM_SIGN.search(spelling, max(0, i - 6), i)
         ):
-            out, term = _signed_term(out, _ordered_product(term)) + c, ""
+            terms.append((sign, term))
+            sign, term = c, ""
         else:
             term += c
-    return ordered_sum(_signed_term(out, _ordered_product(term)), _constant)
+    terms.append((sign, term))
+    out = ""
+    for joiner, product in _like_terms(terms):
+        out = _signed_term(out + joiner, product)
+    out = out.removeprefix("+") or "0"
+    if _unbracketed(out) != out:  # "2(x+1) - (x+1)" is "(x+1)": "x+1"
+        return _ordered(out)
+    return ordered_sum(out, _constant)
+
+
+def _like_terms(terms: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A sum's terms, each as its product is spelled (``_ordered_product``), those that are one product
+    but for their numbers one term, their numbers' exact sum its factor ("2x + 3x" is "5x", "x - (2x)" "-x",
+    as math-verify reads them; they were other answers than "5x" and "-x"), none where it is zero."""
+    reads = [_read_product(term) for _, term in terms]
+    totals: dict[tuple[bool, tuple[tuple[int, str], ...]], Fraction] = {}
+    for (sign, _), read in zip(terms, reads, strict=True):
+        if not isinstance(read, str) and (key := _like(read)) is not None:
+            totals[key] = totals.get(key, Fraction(0)) + (-read[0] if sign == "-" else read[0])
+    out: list[tuple[str, str]] = []
+    for (sign, _), read in zip(terms, reads, strict=True):
+        key = None if isinstance(read, str) else _like(read)
+        if key is None:
+            out.append((sign, read if isinstance(read, str) else _spelled_product(*read)))
+            continue
+        if key not in totals:  # one of like terms the first stood for
+            continue
+        total = totals.pop(key)  # the first of its like terms stands for them all
+        if total:
+            out.append(("-" if total < 0 else "+" if sign else "", _spelled_product(abs(total), list(key[1]), key[0])))
+    return out
+
+
+def _like(read: tuple[Fraction, list[tuple[int, str]], bool]) -> tuple[bool, tuple[tuple[int, str], ...]] | None:
+    """What makes two products like terms: their factors but numbers; None for a number alone."""
+    others = tuple(sorted(f for f in read[1] if f[0] != 1))
+    return (read[2], others) if others else None
 
 
 def _constant(value: Fraction) -> str:
@@ -585,11 +623,18 @@ def _signed_term(out: str, product: str) -> str:
 
 
 def _ordered_product(term: str) -> str:
+    read = _read_product(term)
+    return read if isinstance(read, str) else _spelled_product(*read)
+
+
+def _read_product(term: str) -> str | tuple[Fraction, list[tuple[int, str]], bool]:
+    """A product's signed number, its factors (``_product``) and whether a letter is one of them; the term
+    as written where it is no product this orders."""
     if _APPLIED.search(term) or _FUNCTION.search(term):
         return term
     if _top_slash(term) >= 0:
         quotient = _quotient(term)
-        return term if quotient == term else _ordered_product(quotient)
+        return term if quotient == term else _read_product(quotient)
     read = _product(term, True)
     letters = read is not None and any(rank == 5 or (rank == 6 and _LETTER.search(f)) for rank, f in read[2])
     if not letters:  # no letter: "\\frac{2}{3}\\pi", "0.5 \\cdot 2^x" as written
@@ -597,6 +642,11 @@ def _ordered_product(term: str) -> str:
     if read is None:
         return term
     negative, coefficient, factors = read
+    return (-coefficient if negative else coefficient), factors, letters
+
+
+def _spelled_product(signed: Fraction, factors: list[tuple[int, str]], letters: bool) -> str:
+    negative, coefficient = signed < 0, abs(signed)
     others = sorted(f for f in factors if f[0] != 1)
     if not coefficient:
         return "0"

@@ -488,3 +488,33 @@ def test_a_box_read_as_written_is_one_with_its_known_answer() -> None:
 def test_a_box_left_open_or_empty_is_no_answer_as_written() -> None:
     assert number("\\boxed{\\text{no}") is None and number("\\boxed{[x}") is None
     assert number("so 5 \\boxed{ }") == "5"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{2x + 3x}", "\\boxed{5x}", True),  # was "2x+3x", as written
+        ("\\boxed{2x + 3x}", "\\boxed{6x}", False),
+        ("\\boxed{x-(2x)}", "\\boxed{-x}", True),  # was "-2x+x"
+        ("\\boxed{x-(2x)}", "\\boxed{x}", False),
+        ("\\boxed{x - x + 1}", "\\boxed{1}", True),
+        ("\\boxed{x - x + 1}", "\\boxed{2}", False),
+        ("\\boxed{2x + 3y - x}", "\\boxed{3y + x}", True),
+        ("\\boxed{2x + 3y - x}", "\\boxed{3y + 2x}", False),
+        ("\\boxed{xy + yx}", "\\boxed{2xy}", True),
+        ("\\boxed{x^2 + 2x^2}", "\\boxed{3x^2}", True),
+        ("\\boxed{x^2 + 2x^2}", "\\boxed{3x}", False),
+        ("\\boxed{\\pi + \\pi}", "\\boxed{2\\pi}", True),
+        ("\\boxed{2(x+1) - (x+1)}", "\\boxed{x+1}", True),
+        ("\\boxed{(x+1) + (x+1)}", "\\boxed{2(x+1)}", True),
+        # (math-verify tells a lone letter from any expression: "x" is no "2x - x" there, a multiple choice's letter)
+        ("\\boxed{\\frac{x}{2} + \\frac{x}{2} + 1}", "\\boxed{x + 1}", True),
+        ("\\boxed{x + y}", "\\boxed{2x}", False),  # unlike terms stay apart
+    ],
+)
+def test_like_terms_of_a_sum_are_one_term(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_like_terms_that_cancel_leave_zero() -> None:
+    assert number("\\boxed{x - x}") == number("\\boxed{0}") == "0" != number("\\boxed{x}")
