@@ -138,9 +138,15 @@ _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
 _PIECE = re.compile(r"\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|\([^()]*\)")
 _ARGUMENTS = re.compile(r"\^(?:\{[^{}]*\}|\\[a-zA-Z]+|.)|\{[^{}]*\}")  # exponents, commands' arguments
 # A function's application ("f(2)", "\\sin(2)", "\\log_2(8)"): no number, nor a product this orders.
-# A letter before a bracket that holds an operator, a sign too, is its factor, as math-verify reads it ("y(1+x)^2"
-# is y(x+1)^2, as "(1+x)^2 y" is, "f(3+4)" 7f, "f(-2)" -2f; they were read as y or f applied, other answers).
-_APPLIED = re.compile(r"(?<![a-zA-Z\\])[a-zA-Z]\((?![^()]*(?:[-+*/^]|\\cdot|\\times))")
+# A letter is applied only to one number, or one letter with its subscript or power ("f(2)", "f(x^2)", "f(\\alpha)",
+# "f(x, y)"), as math-verify reads it; before a bracket of anything else it is its factor: an operator, a sign
+# ("y(1+x)^2" is y(x+1)^2, as "(1+x)^2 y" is, "f(3+4)" 7f, "f(-2)" -2f), or a product ("f(2x)" is 2fx, "y(\\frac12)"
+# y/2; they were read as f or y applied, other answers).
+_ARGUMENT_ATOM = (
+    r"[ \t]*(?:\d+(?:\.\d+)?|(?:(?!e\^)[a-zA-Z]|\\pi(?![a-zA-Z])|" + _GREEK + r")"
+    r"(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?(?:\^(?:\{[^{}]*\}|[a-zA-Z\d]))?)[ \t]*(?:,[^()]*)?\)"
+)
+_APPLIED = re.compile(r"(?<![a-zA-Z\\])[a-zA-Z]\((?=" + _ARGUMENT_ATOM + ")")
 _FUNCTION = re.compile(r"\\(?!left|right|cdot|times|sqrt|frac|dfrac|tfrac|pi)[a-zA-Z]+(?:_(?:\{[^{}]*\}|\w))?(?:\\left)?\(")
 # A factor of a product as the extractor spells it, and its rank in the one order: numbers, roots and
 # fractions, \\pi, powers of numbers, letters, brackets; a factor with a sign or of any other form

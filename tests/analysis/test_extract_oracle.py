@@ -518,3 +518,25 @@ def test_like_terms_of_a_sum_are_one_term(a: str, b: str, same: bool) -> None:
 
 def test_like_terms_that_cancel_leave_zero() -> None:
     assert number("\\boxed{x - x}") == number("\\boxed{0}") == "0" != number("\\boxed{x}")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{f(2x)}", "\\boxed{2fx}", True),  # was "f(2x)" (f applied) and "2fx"
+        ("\\boxed{f(2x)}", "\\boxed{f(2y)}", False),
+        ("\\boxed{f(2x)}", "\\boxed{2x}", False),
+        ("\\boxed{y(\\frac12)}", "\\boxed{\\frac{y}{2}}", True),  # was "y(\\frac{1}{2})"
+        ("\\boxed{y(\\frac12)}", "\\boxed{y}", False),
+        ("\\boxed{f(\\sqrt{2})}", "\\boxed{\\sqrt{2} f}", True),
+        ("\\boxed{3f(2x)}", "\\boxed{6xf}", True),
+        ("\\boxed{f(x^2)}", "\\boxed{x^2 f}", False),  # was "fx^{2}" both: applied to one letter's power
+        ("\\boxed{f(x^2)}", "\\boxed{f(x^{2})}", True),
+        ("\\boxed{f(x_1)}", "\\boxed{x_1 f}", False),
+        ("\\boxed{f(\\pi)}", "\\boxed{\\pi f}", False),
+        ("\\boxed{f(2.5)}", "\\boxed{2.5f}", False),
+        ("\\boxed{f(x, y)}", "\\boxed{f(x,y)}", True),
+    ],
+)
+def test_a_letter_is_applied_to_one_number_or_letter_and_a_factor_of_a_product(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
