@@ -204,6 +204,8 @@ _AFTER_OPERATOR = re.compile(r"(?:[-+*/^]|\\cdot|\\times)[ \t]*\Z")
 _NEXT_FACTOR = re.compile(r"[ \t]*(?:\\cdot|\\times|\*)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])")
 # A number times the expression after it ("1.5 \\times 10^3"), read with it.
 _TIMES_BEFORE = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(" + _PART + r")[ \t]*(?:\\cdot|\\times|\*)[ \t]*\Z")
+# A fraction times the expression after it ("\\frac{1}{2} \\cdot 2^x"), read with it.
+_FRACTION_TIMES = re.compile(r"(?:" + _LATEX_FRACTION + r")[ \t]*(?:\\cdot|\\times|\*)?[ \t]*\Z")
 # Numbers added to or taken from the expression after them ("1 + 2^3", "1 - \\sqrt2"), read with it.
 _TERMS_BEFORE = re.compile(
     r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[ \t]*[-+][ \t]*(?:" + _PART + r"))*[ \t]*[-+][ \t]*\Z"
@@ -481,7 +483,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             at = m.end()  # "(x+1)^2", "2 + 3x": no value; their numbers are read as they are
             continue
         else:
-            begin, written = _no_value(text, m, before)
+            begin, written = _no_value(text, m, before, floor)
             if written is None:
                 at = m.end()
                 continue
@@ -643,12 +645,15 @@ def _read_product(term: str) -> str | tuple[Fraction, list[tuple[int, str]], boo
         return term if quotient == term else _read_product(quotient)
     read = _product(term, True)
     letters = read is not None and any(rank == 5 or (rank == 6 and _LETTER.search(f)) for rank, f in read[2])
-    if not letters:  # no letter: "\\frac{2}{3}\\pi", "0.5 \\cdot 2^x" as written
+    # A rational multiple of \\pi or of one power of no value is spelled as a letter's is ("\\frac{1}{2}\\pi" and
+    # "0.5 \\cdot 2^x" as "\\frac{\\pi}{2}" and "\\frac{2^{x}}{2}"; they were other answers than those).
+    multiple = read is not None and [rank for rank, _ in read[2] if rank != 1] in ([3], [4])
+    if not letters and not multiple:  # "\\sqrt{2}\\pi" as written
         read = _product(term, False)
     if read is None:
         return term
     negative, coefficient, factors = read
-    return (-coefficient if negative else coefficient), factors, letters
+    return (-coefficient if negative else coefficient), factors, letters or multiple
 
 
 def _spelled_product(signed: Fraction, factors: list[tuple[int, str]], letters: bool) -> str:
@@ -674,7 +679,7 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
     factors: list[tuple[int, str]] = []
     at, negative, coefficient = 0, False, Fraction(1)
     while at < len(term):
-        if factors and (joiner := re.compile(r"\\cdot ?(-?)| ").match(term, at)):  # "\\pi x": LaTeX's space
+        if at and (joiner := re.compile(r"\\cdot ?(-?)| ").match(term, at)):  # "\\pi x": LaTeX's space
             at, negative = joiner.end(), negative != bool(joiner.group(1))  # "x \\cdot -3": the product's sign
         if fractions and term.startswith("\\frac{", at):
             top, after = _argument(term, at + 5)
@@ -842,7 +847,7 @@ def _times(value: Surd) -> str:
     return rational if "/" not in rational else ("-" if c < 0 else "") + f"\\frac{{{abs(c.numerator)}}}{{{c.denominator}}}"
 
 
-def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None) -> tuple[int, tuple[int, str] | None]:
+def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None, floor: int) -> tuple[int, tuple[int, str] | None]:
     """Where an expression of no value (``_IRRATIONAL``'s or ``_POWER``'s) begins, and its spelling
     as written (``_as_written``): a number times a command of no sign or factor of its own is its
     factor ("2 \\cdot \\pi" is "2\\pi", as written without the dot; it was "\\pi", its factor lost), and so
@@ -850,6 +855,12 @@ def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None) -> tupl
     sign the product's."""
     if m.re is _POWER:
         power = _power_as_written(text, m)
+        if power is not None and before is None and (over := _FRACTION_TIMES.search(text, floor, m.start())):
+            # "\\frac{1}{2} \\cdot 2^x" is "\\frac{1}{2}\\cdot2^{x}" (it was 2^{x}, its factor lost)
+            value = _fraction(_FRACTION.match(text, over.start()) or over)
+            if value is not None:
+                factor = _constant(-value if power[1].startswith("-") else value)
+                return over.start(), (power[0], factor + "\\cdot" + power[1].removeprefix("-"))
         if power is None or before is None:
             return m.start(), power
         # the power's own sign is the product's ("2 * -2^x" is -2\cdot2^{x}; it was -2^{x}, its factor lost)

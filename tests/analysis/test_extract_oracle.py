@@ -540,3 +540,37 @@ def test_like_terms_that_cancel_leave_zero() -> None:
 )
 def test_a_letter_is_applied_to_one_number_or_letter_and_a_factor_of_a_product(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\frac{1}{2} \\cdot 2^x}", "\\boxed{2^x}", False),  # was 2^{x} and 2^{x}: its factor lost
+        ("\\boxed{\\frac{1}{2} \\cdot 2^x}", "\\boxed{2^x/2}", True),
+        ("\\boxed{\\frac{3}{2} \\times 2^x}", "\\boxed{3 \\cdot 2^x}", False),
+        ("\\boxed{\\frac{1}{3} \\cdot 2^x}", "\\boxed{\\frac{2^x}{3}}", True),
+        ("\\boxed{1 + \\frac{1}{2} \\cdot 2^x}", "\\boxed{1}", False),
+        ("\\boxed{1 + \\frac{1}{2} \\cdot 2^x}", "\\boxed{\\frac{2^x}{2} + 1}", True),
+    ],
+)
+def test_a_fraction_times_a_power_of_no_value_is_its_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\frac{1}{2}\\pi}", "\\boxed{\\frac{\\pi}{2}}", True),  # was "0.5\\pi" and "\\frac{\\pi}{2}"
+        ("\\boxed{\\frac{1}{2}\\pi}", "\\boxed{\\frac{\\pi}{3}}", False),
+        ("\\boxed{0.5\\pi}", "\\boxed{\\pi/2}", True),
+        ("\\boxed{\\frac{2}{3}\\pi}", "\\boxed{\\frac{2\\pi}{3}}", True),  # was "\\frac{2}{3}\\pi" and as written
+        ("\\boxed{2\\pi/3}", "\\boxed{\\frac{2\\pi}{3}}", True),  # was "2\\cdot\\frac{\\pi}{3}"
+        ("\\boxed{2\\pi/3}", "\\boxed{\\frac{3\\pi}{2}}", False),
+        ("\\boxed{0.5 \\cdot 2^x}", "\\boxed{2^x/2}", True),  # was "0.5\\cdot2^{x}" and "\\frac{2^{x}}{2}"
+        ("\\boxed{0.5 \\cdot 2^x}", "\\boxed{2^x/3}", False),
+        ("\\boxed{0.75 \\cdot 2^x}", "\\boxed{\\frac{3 \\cdot 2^x}{4}}", True),
+        ("\\boxed{32^x}", "\\boxed{3 \\cdot 2^x}", False),
+    ],
+)
+def test_a_rational_multiple_of_pi_or_a_power_has_one_spelling(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
