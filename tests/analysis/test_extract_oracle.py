@@ -574,3 +574,20 @@ def test_a_fraction_times_a_power_of_no_value_is_its_factor(a: str, b: str, same
 )
 def test_a_rational_multiple_of_pi_or_a_power_has_one_spelling(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{x \\pi}", "\\boxed{\\pi}", False),  # was \\pi and \\pi: the letter lost before its space
+        ("\\boxed{x \\pi}", "\\boxed{\\pi x}", True),
+        ("\\boxed{x \\sqrt{2}}", "\\boxed{\\sqrt{2}}", False),  # was \\sqrt{2} both
+        ("\\boxed{x \\sqrt{2}}", "\\boxed{x\\sqrt{2}}", True),
+        ("\\boxed{x \\alpha + 1}", "\\boxed{\\alpha + 1}", False),  # was \\alpha+1 both
+        ("\\boxed{x \\alpha + 1}", "\\boxed{1 + \\alpha x}", True),
+        ("\\boxed{x \\alpha}", "\\boxed{\\alpha x}", True),  # was nothing, then "x\\alpha" as written
+        ("$x \\frac{1}{2}$", "\\boxed{\\frac{x}{2}}", True),
+    ],
+)
+def test_a_space_between_a_letter_and_a_factors_command_in_math_is_latexs(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
