@@ -221,6 +221,15 @@ def test_outside_math_a_bracket_of_math_spaced_after_a_number_is_an_aside(a: str
     _assert_read_as_the_oracle_reads(a, b, same)
 
 
+def test_an_aside_is_read_alike_however_its_operator_is_spaced() -> None:
+    """math-verify reads "2 (x-1)" as 2 but "2 (x - 1)" as 1 and "2 (3 + 4)" as 4, its last number (its number
+    pattern takes no number right after a letter): one answer written with more spaces. Here the spaces inside the
+    aside change nothing."""
+    assert _oracle_same("2 (x - 1)", "1") and _oracle_same("2 (x-1)", "2")  # the oracle's own split
+    assert number("2 (x - 1)") == number("2 (x-1)") == number("2 (x -1)") == "2" != number("1")
+    assert number("2 (3 + 4)") == number("2 (3+4)") == "2" not in (number("4"), number("7"))
+
+
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
