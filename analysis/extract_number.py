@@ -8,6 +8,7 @@ import re
 from bisect import bisect_left
 from fractions import Fraction
 
+from .answer_lists import listed
 from .exact_value import Surd, evaluated, product_at, spelled, summed
 from .greek_letters import as_commands
 from .math_letters import MATH_BRACKET, last_math, multiplied
@@ -309,6 +310,8 @@ def number(text: str) -> str | None:
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
+        if items := _items(boxed):  # "\\boxed{(1, 2)}": a tuple (it read 2)
+            return items
         boxed = _inside_brackets(boxed)
         found = _numbers(boxed) or _alone(boxed) or _variable(boxed)
         if found:
@@ -321,6 +324,8 @@ def number(text: str) -> str | None:
             marked = _marked(text[marks[-1].end() :].split("\n", 1)[0])
             if marked:
                 return marked
+    if (display := _ONE_DISPLAY.fullmatch(text)) and (items := _items(display.group(1))):
+        return items  # "$(1, 2)$", as a known answer "(1, 2)" is read: as its box is
     found = _numbers(text) or _alone(text)
     if not found and (math := last_math(text)) is not None:  # "$x$", "$(x)$": that variable (they read nothing)
         inside = _inside_brackets(math)
@@ -328,6 +333,24 @@ def number(text: str) -> str | None:
     if not found and (literal := _literal(last_math(written) or "")):  # "$\\text{no}$", as a box's
         return literal
     return found[-1] if found else None
+
+
+_ONE_DISPLAY = re.compile(r"\s*(?:\$\$?|\\\(|\\\[)([^$]*?)(?:\$\$?|\\\)|\\\])\s*")  # a text that is one "$...$"
+
+
+def _items(boxed: str) -> str | None:
+    """A box's list (``answer_lists``) with each item read as a box's one answer is ("\\boxed{(1, \\frac12)}" is
+    "(1,0.5)"), its text as written where it reads none or more than one; a set's or an unbracketed list's items
+    sorted. None where the box lists nothing."""
+    found = listed(boxed)
+    if found is None:
+        return None
+    items = []
+    for item in found.items:
+        inside = _inside_brackets(item)
+        read = _numbers(inside) or _alone(inside) or _variable(inside)
+        items.append(read[0] if len(read) == 1 else _literal(item) or item.strip())
+    return found.opening + ",".join(items if found.ordered else sorted(items)) + found.closing
 
 
 def _box_as_written(text: str) -> str | None:

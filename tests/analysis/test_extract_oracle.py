@@ -600,3 +600,36 @@ def test_a_rational_multiple_of_pi_or_a_power_has_one_spelling(a: str, b: str, s
 )
 def test_a_space_between_a_letter_and_a_factors_command_in_math_is_latexs(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{(1, 2)}", "\\boxed{2}", False),  # was 2 and 2: a tuple read as its last number
+        ("\\boxed{(1, 2)}", "\\boxed{(2, 1)}", False),  # a tuple's order counts
+        ("\\boxed{(1, 2)}", "\\boxed{\\left(1,2\\right)}", True),
+        ("\\boxed{(1, \\frac12)}", "\\boxed{(1, 0.5)}", True),  # each item read
+        ("\\boxed{1, 2}", "\\boxed{2}", False),  # was 2 and 2
+        ("\\boxed{1, 2}", "\\boxed{2, 1}", True),  # a list of no bracket has no order
+        ("\\boxed{\\{1, 2\\}}", "\\boxed{\\{2, 1\\}}", True),  # nor a set
+        ("\\boxed{\\{1, 2\\}}", "\\boxed{2}", False),
+        ("\\boxed{[1, 2]}", "\\boxed{[1, 2.0]}", True),
+        ("\\boxed{[x, y]}", "\\boxed{[y, x]}", False),
+        ("\\boxed{(x+1, 2y)}", "\\boxed{(1+x, y \\cdot 2)}", True),
+        ("\\boxed{1,234}", "\\boxed{1234}", True),  # thousands, no list
+        ("\\boxed{1,234}", "\\boxed{1, 234}", False),
+        ("\\boxed{[0, 1)}", "\\boxed{[0,1)}", True),  # was 1: a half-open interval
+        ("\\boxed{[0, 1)}", "\\boxed{[0, 1]}", False),
+        ("\\boxed{(0, 1]}", "\\boxed{1}", False),
+        ("$(1, 2)$", "\\boxed{(1,2)}", True),  # was 2 and 2: a text that is one "$...$" as a box
+    ],
+)
+def test_a_box_that_lists_values_is_one_answer_of_each_read(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_known_answer_that_lists_values_is_its_boxs_reading() -> None:
+    g = grader("number")
+    assert g.known("(1, 2)") == g.read("\\boxed{(1,2)}") == "(1,2)" != g.read("\\boxed{2}")
+    assert g.known("1, 2") == g.read("\\boxed{2, 1}") != g.known("2")
+    assert g.known("[0, 1)") == g.read("\\boxed{[0,1)}") != g.known("[0, 1]")
