@@ -12,6 +12,7 @@ from .answer_lists import listed
 from .exact_value import Surd, evaluated, product_at, spelled, summed
 from .greek_letters import as_commands
 from .math_letters import MATH_BRACKET, last_math, multiplied
+from .relations import related
 from .scan import Scan
 from .sum_terms import GREEK, ordered_sum
 from .unit_words import SHORT_UNIT, UNIT
@@ -310,7 +311,7 @@ def number(text: str) -> str | None:
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
-        if items := _items(boxed):  # "\\boxed{(1, 2)}": a tuple (it read 2)
+        if items := _relation(_inside_brackets(boxed)) or _items(boxed):  # "\\boxed{(1, 2)}": a tuple (it read 2)
             return items
         boxed = _inside_brackets(boxed)
         found = _numbers(boxed) or _alone(boxed) or _variable(boxed)
@@ -324,7 +325,8 @@ def number(text: str) -> str | None:
             marked = _marked(text[marks[-1].end() :].split("\n", 1)[0])
             if marked:
                 return marked
-    if (display := _ONE_DISPLAY.fullmatch(text)) and (items := _items(display.group(1))):
+    display = _ONE_DISPLAY.fullmatch(text)
+    if display and (items := _relation(_inside_brackets(display.group(1))) or _items(display.group(1))):
         return items  # "$(1, 2)$", as a known answer "(1, 2)" is read: as its box is
     found = _numbers(text) or _alone(text)
     if not found and (math := last_math(text)) is not None:  # "$x$", "$(x)$": that variable (they read nothing)
@@ -338,6 +340,29 @@ def number(text: str) -> str | None:
 _ONE_DISPLAY = re.compile(r"\s*(?:\$\$?|\\\(|\\\[)([^$]*?)(?:\$\$?|\\\)|\\\])\s*")  # a text that is one "$...$"
 
 
+def _relation(math: str) -> str | None:
+    """An inequality (``relations``) with each side read as a box's one answer ("\\boxed{x \\geq 1.50}" is
+    "x\\ge1.5"); None where the math is none, or it lists values (its relations are its items')."""
+    found = related(math) if listed(math) is None else None
+    if found is None:
+        return None
+    sides, relations = found
+    read = [_one(side) for side in sides]
+    # a space after a command's relation: "x\\le y", no command "\\ley"
+    return "".join(
+        side + relation + " " * relation.startswith("\\") for side, relation in zip(read, [*relations, ""], strict=True)
+    )
+
+
+def _one(math: str) -> str:
+    """Math read as a box's one answer; as written where it reads none or more than one."""
+    inside = _inside_brackets(math)
+    if relation := _relation(inside):  # a list's item "0 < x"
+        return relation
+    read = _numbers(inside) or _alone(inside) or _variable(inside)
+    return read[0] if len(read) == 1 else _literal(math) or math.strip()
+
+
 def _items(boxed: str) -> str | None:
     """A box's list (``answer_lists``) with each item read as a box's one answer is ("\\boxed{(1, \\frac12)}" is
     "(1,0.5)"), its text as written where it reads none or more than one; a set's or an unbracketed list's items
@@ -345,11 +370,7 @@ def _items(boxed: str) -> str | None:
     found = listed(boxed)
     if found is None:
         return None
-    items = []
-    for item in found.items:
-        inside = _inside_brackets(item)
-        read = _numbers(inside) or _alone(inside) or _variable(inside)
-        items.append(read[0] if len(read) == 1 else _literal(item) or item.strip())
+    items = [_one(item) for item in found.items]
     return found.opening + ",".join(items if found.ordered else sorted(items)) + found.closing
 
 

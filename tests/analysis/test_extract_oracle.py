@@ -633,3 +633,31 @@ def test_a_known_answer_that_lists_values_is_its_boxs_reading() -> None:
     assert g.known("(1, 2)") == g.read("\\boxed{(1,2)}") == "(1,2)" != g.read("\\boxed{2}")
     assert g.known("1, 2") == g.read("\\boxed{2, 1}") != g.known("2")
     assert g.known("[0, 1)") == g.read("\\boxed{[0,1)}") != g.known("[0, 1]")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{x < 3}", "\\boxed{x > 3}", False),  # was 3 and 3: an inequality read as its last number
+        ("\\boxed{x \\le 3}", "\\boxed{3}", False),
+        ("\\boxed{x \\neq 3}", "\\boxed{x = 3}", False),
+        ("$x < 3$", "$x > 3$", False),
+        ("\\boxed{1 < x < 3}", "\\boxed{x < 3}", False),
+        ("\\boxed{x \\le 3}", "\\boxed{x \\leq 3}", True),  # one spelling per relation
+        ("\\boxed{x \\le 3}", "\\boxed{3 \\ge x}", True),  # a falling relation written rising
+        ("\\boxed{x \\le 3}", "\\boxed{x < 3}", False),
+        ("\\boxed{x \\geq 1.50}", "\\boxed{x \\ge \\frac32}", True),  # each side read
+        ("\\boxed{\\left(x < 3\\right)}", "\\boxed{x<3}", True),
+        ("\\boxed{0 < x, y < 1}", "\\boxed{y < 1, 0 < x}", True),
+        ("\\boxed{0 < x, y < 1}", "\\boxed{0 < x, y < 2}", False),
+        ("so x < 3", "so x > 3", True),  # outside math the last number, as math-verify reads it
+    ],
+)
+def test_an_inequality_in_math_is_one_answer_of_its_sides_and_relations(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_falling_chain_of_inequalities_is_written_rising() -> None:
+    """math-verify tells "3 > x > 1" from "1 < x < 3" (no oracle here): one set of x, read as one answer."""
+    assert number("\\boxed{3 > x > 1}") == number("\\boxed{1 < x < 3}") == "1<x<3" != number("\\boxed{1 < x < 4}")
+    assert number("\\boxed{x \\ge y}") == "y\\le x" != number("\\boxed{x \\le y}")
