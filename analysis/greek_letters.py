@@ -25,13 +25,14 @@ _NAMES = {
     "ϱ": "varrho",
 }
 _WORD = "\u0370-\u03ff\u1f00-\u1fff"  # Greek and its extended block: letters of a Greek word
+_ANY = re.compile("[\u0370-\u03ff]")
 _LETTER = re.compile(r"(?<![" + _WORD + r"])(?:[" + "".join(_NAMES) + r"])(?![" + _WORD + r"])(?!(?<=μ)[a-zA-Z])([a-zA-Z]?)")
 
 
 def as_commands(text: str) -> str:
     """The text with each Greek letter that stands alone spelled as its command, a space after it
     before a latin letter ("αx" as "\\alpha x", no command "\\alphax")."""
-    if not any("\u0370" <= c <= "\u03ff" for c in text):  # most answers: no search
+    if not _ANY.search(text):  # most answers: nothing to spell
         return text
     return _LETTER.sub(_command, text)
 
