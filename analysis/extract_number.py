@@ -266,6 +266,9 @@ def _applied(m: re.Match[str]) -> str:
 # Words in ``\\text{...}`` (no digit in them: "\\boxed{10\\text{ m/s}}", "\\text{ cm}^2") are prose, a unit after
 # a number with its power: read as a space, as math-verify strips them ("m/s}" read the quotient "\\frac{m}{s}}").
 _TEXT_WORDS = re.compile(r"\\(?:text(?:rm|bf|it|sf|tt|normal)?|mbox)\s*\{[^{}\d]*\}(?:\^(?:\{\d+\}|\d))?")
+# "and" or "or" as such text joins a list's items, as a comma does ("\\boxed{1 \\text{ and } 2}" is "\\boxed{1, 2}",
+# as math-verify reads it; it read 2, one answer with "\\boxed{2}").
+_TEXT_AND = re.compile(r"[ \t]*,?[ \t]*\\(?:text(?:rm|bf|it|sf|tt|normal)?|mbox)\s*\{\s*(?:and|or)\s*\}")
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
@@ -301,7 +304,7 @@ def number(text: str) -> str | None:
     written = text
     text = as_commands(_spaced(text))  # "α" as "\\alpha"
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
-    text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", text))
+    text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", _TEXT_AND.sub(", ", text)))
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
     text = _FUNCTION_PLAIN.sub(r"\\\1", text)
     text = _FUNCTION_ARGUMENT.sub(_applied, text)

@@ -661,3 +661,18 @@ def test_a_falling_chain_of_inequalities_is_written_rising() -> None:
     """math-verify tells "3 > x > 1" from "1 < x < 3" (no oracle here): one set of x, read as one answer."""
     assert number("\\boxed{3 > x > 1}") == number("\\boxed{1 < x < 3}") == "1<x<3" != number("\\boxed{1 < x < 4}")
     assert number("\\boxed{x \\ge y}") == "y\\le x" != number("\\boxed{x \\le y}")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{1 \\text{ and } 2}", "\\boxed{2}", False),  # was 2 and 2: the words as a space, the last number read
+        ("\\boxed{3 \\text{ and } 4}", "\\boxed{4}", False),
+        ("\\boxed{1 \\text{ and } 2}", "\\boxed{1, 2}", True),
+        ("\\boxed{1 \\text{ or } 2}", "\\boxed{2, 1}", True),
+        ("\\boxed{1, 2, \\text{and } 3}", "\\boxed{3,2,1}", True),
+        ("\\boxed{1, 2, \\text{and } 3}", "\\boxed{1, 2}", False),
+    ],
+)
+def test_and_or_in_text_between_values_joins_a_list(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
