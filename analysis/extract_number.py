@@ -8,8 +8,11 @@ import re
 from bisect import bisect_left
 from fractions import Fraction
 
+from .answer_lists import listed
 from .exact_value import Surd, evaluated, product_at, spelled, summed
-from .math_letters import MATH_BRACKET, multiplied
+from .greek_letters import as_commands
+from .math_letters import MATH_BRACKET, last_math, multiplied
+from .relations import related
 from .scan import Scan
 from .sum_terms import GREEK, ordered_sum
 from .unit_words import SHORT_UNIT, UNIT
@@ -82,7 +85,8 @@ _LETTERS_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _LETTER_RUN + r"|[a-zA-Z](?:[
 # answer, as math-verify reads it (it read nothing, or the broken "\\boxed{x" where a space was in the box).
 _SUBSCRIPTED = r"(?:[a-zA-Z](?![a-zA-Z])|" + _GREEK + r")(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?"
 _VARIABLE_ALONE = re.compile(r"[\s$]*(-?)[ \t]*(" + _SUBSCRIPTED + r")[\s$.]*")
-_WHOLE_BRACKET = re.compile(r"\s*(?:\\left\s*)?\((.*?)(?:\\right\s*)?\)\s*", re.DOTALL)  # "(x)", "\\left(x\\right)"
+# "(x)", "\\left(x\\right)", "[x]" (math-verify's x: "\\boxed{[x]}" read nothing)
+_WHOLE_BRACKET = re.compile(r"\s*(?:\\left\s*)?(?:\((.*?)(?:\\right\s*)?\)|\[(.*?)(?:\\right\s*)?\])\s*", re.DOTALL)
 _BRACED_SUBSCRIPT = re.compile(r"_\{([a-zA-Z\d])\}")  # "x_{1}" as "x_1", one variable
 # A space after a bracket that holds a letter, or after the exponent of a letter's or a bracket's power, before
 # a letter or a bracket that holds one is LaTeX's too, a product's ("(1+x)^2 y", "(1+x) y", "x^2 y", "(x+1) (x-1)";
@@ -136,9 +140,15 @@ _LETTER_BRACKET = re.compile(r"\((?=[^()]*[a-zA-Z])(?=[^()]*[-+*/])[^()]*\)")
 _PIECE = re.compile(r"\\[a-zA-Z]+|\d+(?:\.\d+)?|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|\([^()]*\)")
 _ARGUMENTS = re.compile(r"\^(?:\{[^{}]*\}|\\[a-zA-Z]+|.)|\{[^{}]*\}")  # exponents, commands' arguments
 # A function's application ("f(2)", "\\sin(2)", "\\log_2(8)"): no number, nor a product this orders.
-# A letter before a bracket that holds an operator, a sign too, is its factor, as math-verify reads it ("y(1+x)^2"
-# is y(x+1)^2, as "(1+x)^2 y" is, "f(3+4)" 7f, "f(-2)" -2f; they were read as y or f applied, other answers).
-_APPLIED = re.compile(r"(?<![a-zA-Z\\])[a-zA-Z]\((?![^()]*(?:[-+*/^]|\\cdot|\\times))")
+# A letter is applied only to one number, or one letter with its subscript or power ("f(2)", "f(x^2)", "f(\\alpha)",
+# "f(x, y)"), as math-verify reads it; before a bracket of anything else it is its factor: an operator, a sign
+# ("y(1+x)^2" is y(x+1)^2, as "(1+x)^2 y" is, "f(3+4)" 7f, "f(-2)" -2f), or a product ("f(2x)" is 2fx, "y(\\frac12)"
+# y/2; they were read as f or y applied, other answers).
+_ARGUMENT_ATOM = (
+    r"[ \t]*(?:\d+(?:\.\d+)?|(?:(?!e\^)[a-zA-Z]|\\pi(?![a-zA-Z])|" + _GREEK + r")"
+    r"(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?(?:\^(?:\{[^{}]*\}|[a-zA-Z\d]))?)[ \t]*(?:,[^()]*)?\)"
+)
+_APPLIED = re.compile(r"(?<![a-zA-Z\\])[a-zA-Z]\((?=" + _ARGUMENT_ATOM + ")")
 _FUNCTION = re.compile(r"\\(?!left|right|cdot|times|sqrt|frac|dfrac|tfrac|pi)[a-zA-Z]+(?:_(?:\{[^{}]*\}|\w))?(?:\\left)?\(")
 # A factor of a product as the extractor spells it, and its rank in the one order: numbers, roots and
 # fractions, \\pi, powers of numbers, letters, brackets; a factor with a sign or of any other form
@@ -196,6 +206,8 @@ _AFTER_OPERATOR = re.compile(r"(?:[-+*/^]|\\cdot|\\times)[ \t]*\Z")
 _NEXT_FACTOR = re.compile(r"[ \t]*(?:\\cdot|\\times|\*)?[ \t]*\\(sqrt|[dt]?frac|pi)(?![a-zA-Z])")
 # A number times the expression after it ("1.5 \\times 10^3"), read with it.
 _TIMES_BEFORE = re.compile(r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(" + _PART + r")[ \t]*(?:\\cdot|\\times|\*)[ \t]*\Z")
+# A fraction times the expression after it ("\\frac{1}{2} \\cdot 2^x"), read with it.
+_FRACTION_TIMES = re.compile(r"(?:" + _LATEX_FRACTION + r")[ \t]*(?:\\cdot|\\times|\*)?[ \t]*\Z")
 # Numbers added to or taken from the expression after them ("1 + 2^3", "1 - \\sqrt2"), read with it.
 _TERMS_BEFORE = re.compile(
     r"((?<![\w)\]])-\s*)?(?<![\w.,^/\\])(?:" + _PART + r")(?:[ \t]*[-+][ \t]*(?:" + _PART + r"))*[ \t]*[-+][ \t]*\Z"
@@ -254,6 +266,9 @@ def _applied(m: re.Match[str]) -> str:
 # Words in ``\\text{...}`` (no digit in them: "\\boxed{10\\text{ m/s}}", "\\text{ cm}^2") are prose, a unit after
 # a number with its power: read as a space, as math-verify strips them ("m/s}" read the quotient "\\frac{m}{s}}").
 _TEXT_WORDS = re.compile(r"\\(?:text(?:rm|bf|it|sf|tt|normal)?|mbox)\s*\{[^{}\d]*\}(?:\^(?:\{\d+\}|\d))?")
+# "and" or "or" as such text joins a list's items, as a comma does ("\\boxed{1 \\text{ and } 2}" is "\\boxed{1, 2}",
+# as math-verify reads it; it read 2, one answer with "\\boxed{2}").
+_TEXT_AND = re.compile(r"[ \t]*,?[ \t]*\\(?:text(?:rm|bf|it|sf|tt|normal)?|mbox)\s*\{\s*(?:and|or)\s*\}")
 _NUMBER_AHEAD = re.compile(r"[ \t]*\$?[ \t]*-?[ \t]*(?:\.?\d|\\[a-zA-Z]|\()")
 
 
@@ -286,9 +301,10 @@ def number(text: str) -> str | None:
     the last in the text ("17 + 25 = 42" -> "42"):
     a check after the answer ("\\boxed{42}. Check: 42 = 6*7") is not the answer.
     """
-    text = _spaced(text)
+    written = text
+    text = as_commands(_spaced(text))  # "α" as "\\alpha"
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
-    text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", text))
+    text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", _TEXT_AND.sub(", ", text)))
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
     text = _FUNCTION_PLAIN.sub(r"\\\1", text)
     text = _FUNCTION_ARGUMENT.sub(_applied, text)
@@ -298,25 +314,95 @@ def number(text: str) -> str | None:
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
+        if items := _relation(_inside_brackets(boxed)) or _items(boxed):  # "\\boxed{(1, 2)}": a tuple (it read 2)
+            return items
         boxed = _inside_brackets(boxed)
         found = _numbers(boxed) or _alone(boxed) or _variable(boxed)
         if found:
             return found[-1]
+        if literal := _box_as_written(written):
+            return literal
     for marker in _MARKED_NUMBER:
         marks = list(marker.finditer(text))
         if marks:
             marked = _marked(text[marks[-1].end() :].split("\n", 1)[0])
             if marked:
                 return marked
+    display = _ONE_DISPLAY.fullmatch(text)
+    if display and (items := _relation(_inside_brackets(display.group(1))) or _items(display.group(1))):
+        return items  # "$(1, 2)$", as a known answer "(1, 2)" is read: as its box is
     found = _numbers(text) or _alone(text)
+    if not found and (math := last_math(text)) is not None:  # "$x$", "$(x)$": that variable (they read nothing)
+        inside = _inside_brackets(math)
+        found = _alone(inside) or _variable(inside)
+    if not found and (literal := _literal(last_math(written) or "")):  # "$\\text{no}$", as a box's
+        return literal
     return found[-1] if found else None
+
+
+_ONE_DISPLAY = re.compile(r"\s*(?:\$\$?|\\\(|\\\[)([^$]*?)(?:\$\$?|\\\)|\\\])\s*")  # a text that is one "$...$"
+
+
+def _relation(math: str) -> str | None:
+    """An inequality (``relations``) with each side read as a box's one answer ("\\boxed{x \\geq 1.50}" is
+    "x\\ge1.5"); None where the math is none, or it lists values (its relations are its items')."""
+    found = related(math) if listed(math) is None else None
+    if found is None:
+        return None
+    sides, relations = found
+    read = [_one(side) for side in sides]
+    # a space after a command's relation: "x\\le y", no command "\\ley"
+    return "".join(
+        side + relation + " " * relation.startswith("\\") for side, relation in zip(read, [*relations, ""], strict=True)
+    )
+
+
+def _one(math: str) -> str:
+    """Math read as a box's one answer; as written where it reads none or more than one."""
+    inside = _inside_brackets(math)
+    if relation := _relation(inside):  # a list's item "0 < x"
+        return relation
+    read = _numbers(inside) or _alone(inside) or _variable(inside)
+    return read[0] if len(read) == 1 else _literal(math) or math.strip()
+
+
+def _items(boxed: str) -> str | None:
+    """A box's list (``answer_lists``) with each item read as a box's one answer is ("\\boxed{(1, \\frac12)}" is
+    "(1,0.5)"), its text as written where it reads none or more than one; a set's or an unbracketed list's items
+    sorted. None where the box lists nothing."""
+    found = listed(boxed)
+    if found is None:
+        return None
+    items = [_one(item) for item in found.items]
+    return found.opening + ",".join(items if found.ordered else sorted(items)) + found.closing
+
+
+def _box_as_written(text: str) -> str | None:
+    """The last box's text as written, spelled one way (``_latex``), where nothing in it is read
+    ("\\boxed{\\text{no}}", "\\boxed{[x, y]}"): the answer it boxes, no number elsewhere ("so 5.
+    \\boxed{\\text{no}}" read 5), and two such boxes one answer only where they are written alike (they
+    were one, nothing read in either). None for an empty box, or one never closed (an answer cut short)."""
+    last = next(reversed(list(_BOXED.finditer(text))), None)
+    if last is None:
+        return None
+    inside = _braced(text, last.end())
+    return _literal(inside) if text.startswith("}", last.end() + len(inside)) else None
+
+
+def _literal(math: str) -> str | None:
+    """Math as written, spelled one way: no ``\\left``/``\\right``, a space only between two words ("[x, y]" as
+    "[x,y]", "\\text{ no }" as "\\text{no}", "no number" as written); None where it is empty or a brace or
+    bracket in it is left open."""
+    literal = re.sub(r"\s+", " ", re.sub(r"\\(?:left|right)(?![a-zA-Z])", "", math)).strip()
+    literal = re.sub(r"(?<!\w) | (?!\w)", "", literal)
+    return literal if literal and _balanced(literal) else None
 
 
 def _inside_brackets(boxed: str) -> str:
     """A box's answer without the brackets around all of it ("\\boxed{(x)}", "\\boxed{((xy))}" are x and xy, as
     math-verify reads them; they read nothing); "(x)(y)" is no such bracket."""
-    while (m := _WHOLE_BRACKET.fullmatch(boxed)) and _balanced(m.group(1)):
-        boxed = m.group(1)
+    while (m := _WHOLE_BRACKET.fullmatch(boxed)) and _balanced(inside := m.group(1) or m.group(2) or ""):
+        boxed = inside
     return boxed
 
 
@@ -444,7 +530,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             at = m.end()  # "(x+1)^2", "2 + 3x": no value; their numbers are read as they are
             continue
         else:
-            begin, written = _no_value(text, m, before)
+            begin, written = _no_value(text, m, before, floor)
             if written is None:
                 at = m.end()
                 continue
@@ -519,9 +605,10 @@ def _ordered(spelling: str) -> str:
     Only factors, a sign after a product's dot its factor's ("x \\cdot -3" is "-3x"): a term with a
     function's bracket ("f(2)") is left as written, a quotient spelled as its ``\\frac`` (``_quotient``).
     Brackets around the whole are none ("(x+1)" is "x+1"), and the sum's terms are in one order
-    (``ordered_sum``: "1 + xy" is "xy+1", as "xy + 1" is)."""
+    (``ordered_sum``: "1 + xy" is "xy+1", as "xy + 1" is), like terms one (``_like_terms``)."""
     spelling = _unbracketed(spelling)
-    out, term, depth = "", "", 0
+    terms: list[tuple[str, str]] = []  # (its sign, the term)
+    sign, term, depth = "", "", 0
     for i, c in enumerate(spelling):
         depth += 1 if c in "{([" else -1 if c in "})]" else 0
         # a term of the top level's sum; no exponent's sign ("1E+99999", "2^-x")
@@ -531,10 +618,47 @@ def _ordered(spelling: str) -> str:
             and spelling[i - 1 : i] not in ("^", "_")
             and not _NO_TERM_SIGN.search(spelling, max(0, i - 6), i)
         ):
-            out, term = _signed_term(out, _ordered_product(term)) + c, ""
+            terms.append((sign, term))
+            sign, term = c, ""
         else:
             term += c
-    return ordered_sum(_signed_term(out, _ordered_product(term)), _constant)
+    terms.append((sign, term))
+    out = ""
+    for joiner, product in _like_terms(terms):
+        out = _signed_term(out + joiner, product)
+    out = out.removeprefix("+") or "0"
+    if _unbracketed(out) != out:  # "2(x+1) - (x+1)" is "(x+1)": "x+1"
+        return _ordered(out)
+    return ordered_sum(out, _constant)
+
+
+def _like_terms(terms: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A sum's terms, each as its product is spelled (``_ordered_product``), those that are one product
+    but for their numbers one term, their numbers' exact sum its factor ("2x + 3x" is "5x", "x - (2x)" "-x",
+    as math-verify reads them; they were other answers than "5x" and "-x"), none where it is zero."""
+    reads = [_read_product(term) for _, term in terms]
+    totals: dict[tuple[bool, tuple[tuple[int, str], ...]], Fraction] = {}
+    for (sign, _), read in zip(terms, reads, strict=True):
+        if not isinstance(read, str) and (key := _like(read)) is not None:
+            totals[key] = totals.get(key, Fraction(0)) + (-read[0] if sign == "-" else read[0])
+    out: list[tuple[str, str]] = []
+    for (sign, _), read in zip(terms, reads, strict=True):
+        key = None if isinstance(read, str) else _like(read)
+        if key is None:
+            out.append((sign, read if isinstance(read, str) else _spelled_product(*read)))
+            continue
+        if key not in totals:  # one of like terms the first stood for
+            continue
+        total = totals.pop(key)  # the first of its like terms stands for them all
+        if total:
+            out.append(("-" if total < 0 else "+" if sign else "", _spelled_product(abs(total), list(key[1]), key[0])))
+    return out
+
+
+def _like(read: tuple[Fraction, list[tuple[int, str]], bool]) -> tuple[bool, tuple[tuple[int, str], ...]] | None:
+    """What makes two products like terms: their factors but numbers; None for a number alone."""
+    others = tuple(sorted(f for f in read[1] if f[0] != 1))
+    return (read[2], others) if others else None
 
 
 def _constant(value: Fraction) -> str:
@@ -554,18 +678,33 @@ def _signed_term(out: str, product: str) -> str:
 
 
 def _ordered_product(term: str) -> str:
+    read = _read_product(term)
+    return read if isinstance(read, str) else _spelled_product(*read)
+
+
+def _read_product(term: str) -> str | tuple[Fraction, list[tuple[int, str]], bool]:
+    """A product's signed number, its factors (``_product``) and whether a letter is one of them; the term
+    as written where it is no product this orders."""
     if _APPLIED.search(term) or _FUNCTION.search(term):
         return term
     if _top_slash(term) >= 0:
         quotient = _quotient(term)
-        return term if quotient == term else _ordered_product(quotient)
+        return term if quotient == term else _read_product(quotient)
     read = _product(term, True)
     letters = read is not None and any(rank == 5 or (rank == 6 and _LETTER.search(f)) for rank, f in read[2])
-    if not letters:  # no letter: "\\frac{2}{3}\\pi", "0.5 \\cdot 2^x" as written
+    # A rational multiple of \\pi or of one power of no value is spelled as a letter's is ("\\frac{1}{2}\\pi" and
+    # "0.5 \\cdot 2^x" as "\\frac{\\pi}{2}" and "\\frac{2^{x}}{2}"; they were other answers than those).
+    multiple = read is not None and [rank for rank, _ in read[2] if rank != 1] in ([3], [4])
+    if not letters and not multiple:  # "\\sqrt{2}\\pi" as written
         read = _product(term, False)
     if read is None:
         return term
     negative, coefficient, factors = read
+    return (-coefficient if negative else coefficient), factors, letters or multiple
+
+
+def _spelled_product(signed: Fraction, factors: list[tuple[int, str]], letters: bool) -> str:
+    negative, coefficient = signed < 0, abs(signed)
     others = sorted(f for f in factors if f[0] != 1)
     if not coefficient:
         return "0"
@@ -587,7 +726,7 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
     factors: list[tuple[int, str]] = []
     at, negative, coefficient = 0, False, Fraction(1)
     while at < len(term):
-        if factors and (joiner := re.compile(r"\\cdot ?(-?)| ").match(term, at)):  # "\\pi x": LaTeX's space
+        if at and (joiner := re.compile(r"\\cdot ?(-?)| ").match(term, at)):  # "\\pi x": LaTeX's space
             at, negative = joiner.end(), negative != bool(joiner.group(1))  # "x \\cdot -3": the product's sign
         if fractions and term.startswith("\\frac{", at):
             top, after = _argument(term, at + 5)
@@ -755,7 +894,7 @@ def _times(value: Surd) -> str:
     return rational if "/" not in rational else ("-" if c < 0 else "") + f"\\frac{{{abs(c.numerator)}}}{{{c.denominator}}}"
 
 
-def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None) -> tuple[int, tuple[int, str] | None]:
+def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None, floor: int) -> tuple[int, tuple[int, str] | None]:
     """Where an expression of no value (``_IRRATIONAL``'s or ``_POWER``'s) begins, and its spelling
     as written (``_as_written``): a number times a command of no sign or factor of its own is its
     factor ("2 \\cdot \\pi" is "2\\pi", as written without the dot; it was "\\pi", its factor lost), and so
@@ -763,6 +902,12 @@ def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None) -> tupl
     sign the product's."""
     if m.re is _POWER:
         power = _power_as_written(text, m)
+        if power is not None and before is None and (over := _FRACTION_TIMES.search(text, floor, m.start())):
+            # "\\frac{1}{2} \\cdot 2^x" is "\\frac{1}{2}\\cdot2^{x}" (it was 2^{x}, its factor lost)
+            value = _fraction(_FRACTION.match(text, over.start()) or over)
+            if value is not None:
+                factor = _constant(-value if power[1].startswith("-") else value)
+                return over.start(), (power[0], factor + "\\cdot" + power[1].removeprefix("-"))
         if power is None or before is None:
             return m.start(), power
         # the power's own sign is the product's ("2 * -2^x" is -2\cdot2^{x}; it was -2^{x}, its factor lost)

@@ -40,6 +40,11 @@ MATH_BRACKET = (
 )
 _SPACED_FACTOR = re.compile(r"(?<=\d)[ \t]+(?=" + MATH_BRACKET + ")")
 _BEFORE_BRACKET = re.compile(r"[ \t]+(?=\(|\\left(?![a-zA-Z]))")  # a letter's space before its bracket
+# A letter's space before a factor's command ("x \\pi", "x \\sqrt{2}", "x \\alpha"): LaTeX's, the product's (the
+# letter was lost: "\\boxed{x \\pi}" read \\pi, one answer with "\\boxed{\\pi}").
+_BEFORE_COMMAND = re.compile(
+    r"[ \t]+(?=\\(?:pi|sqrt|[dt]?frac|" + "|".join(sorted(GREEK, key=len, reverse=True)) + r")(?![a-zA-Z]))"
+)
 _AHEAD = re.compile(r"[\\_a-zA-Z]")  # where a command, a subscript or letters may begin
 _LONGEST_ARGUMENT = 2000  # characters searched for a brace that closes
 
@@ -53,6 +58,12 @@ def as_math(reference: str) -> str:
     and ``--extract math`` reads them: its letters are variables, as an answer's in a box are (bare,
     "xy + 1" read 1). One already delimited is as written."""
     return reference if any(d in reference for d in DELIMITERS) else f"${reference.strip()}$"
+
+
+def last_math(text: str) -> str | None:
+    """What the text's last ``$...$``, ``$$...$$``, ``\\(...\\)`` or ``\\[...\\]`` holds; None where it has none."""
+    last = next(reversed(list(_DELIMITED.finditer(text))), None)
+    return next(g for g in last.groups() if g is not None) if last else None
 
 
 def multiplied(text: str) -> str:
@@ -128,7 +139,7 @@ def _products(math: str) -> str:
                 continue
             if len(letters.group()) == 1 and spaced and not is_unit(letters.group()):
                 out[-1] = out[-1].rstrip(" \t")  # "5 x" as "5x": a letter of no unit is the number's factor
-            if len(letters.group()) == 1 and (gap := _BEFORE_BRACKET.match(math, end)):
+            if len(letters.group()) == 1 and (gap := _BEFORE_BRACKET.match(math, end) or _BEFORE_COMMAND.match(math, end)):
                 end = gap.end()  # "y (x+1)" as "y(x+1)": the space is LaTeX's (y was lost, "x+1" read)
                 out.append(letters.group())
                 at = end

@@ -354,7 +354,7 @@ def test_a_product_without_spaces_matches_the_spaced_one_and_differs_from_its_fa
         ("2\\cdot\\pi", "2\\pi"),
         ("2 * \\pi", "2\\pi"),
         ("-2 \\cdot \\pi", "-2\\pi"),
-        ("1.50 \\times \\pi", "1.5\\pi"),
+        ("1.50 \\times \\pi", "\\frac{3\\pi}{2}"),
         ("2 \\cdot \\sqrt[3]{2}", "2\\sqrt[3]{2}"),
         ("x \\cdot \\pi", "\\pi x"),  # a letter's product (was "\\pi")
     ],
@@ -511,8 +511,8 @@ def test_a_boxed_slash_chain_matches_its_quotient_and_differs_from_its_last_numb
     [
         ("2 \\cdot 3\\pi", "6\\pi"),  # was "2\\cdot3\\pi": the numbers' product, the factor of \pi
         ("2\\cdot3\\cdot\\pi", "6\\pi"),  # was "\\pi"
-        ("\\frac{1}{2}\\pi", "0.5\\pi"),  # was "\\pi": a fraction before \pi was dropped
-        ("\\frac{2}{3} \\cdot \\pi", "\\frac{2}{3}\\pi"),
+        ("\\frac{1}{2}\\pi", "\\frac{\\pi}{2}"),  # was "\\pi": a fraction before \pi was dropped
+        ("\\frac{2}{3} \\cdot \\pi", "\\frac{2\\pi}{3}"),
         ("\\frac12 \\cdot 4\\pi", "2\\pi"),
         ("\\sqrt8\\pi", "2\\sqrt{2}\\pi"),
         ("0 \\cdot \\pi", "0"),
@@ -526,7 +526,7 @@ def test_numbers_before_pi_are_its_factor_by_their_product(text: str, value: str
 
 def test_a_product_with_pi_matches_its_value_and_differs_from_its_parts() -> None:
     assert number("2 \\cdot 3\\pi") == number("6\\pi") == number("2 * 3 * \\pi") == number("\\boxed{6 \\pi}")
-    assert number("\\frac{1}{2}\\pi") == number("0.5\\pi") == number("\\frac12 \\cdot \\pi")
+    assert number("\\frac{1}{2}\\pi") == number("0.5\\pi") == number("\\frac12 \\cdot \\pi") == number("\\pi/2")
     assert number("2 \\cdot 3\\pi") not in (number("3\\pi"), number("2\\pi"), number("6"), number("5\\pi"))
     assert number("\\frac{1}{2}\\pi") not in (number("\\pi"), number("0.5"), number("2\\pi"))
     assert number("2 + 3\\pi") not in (number("5\\pi"), number("3\\pi"), number("5"))
@@ -736,7 +736,7 @@ def test_a_letters_power_matches_itself_and_differs_from_its_numbers() -> None:
         ("2^x \\cdot 3", "3\\cdot2^{x}"),  # was "3": a number after a power of no value is its factor
         ("-2^x * 3", "-3\\cdot2^{x}"),
         ("3 \\cdot 2^x \\cdot 2", "6\\cdot2^{x}"),
-        ("2^x \\cdot 0.5", "0.5\\cdot2^{x}"),
+        ("2^x \\cdot 0.5", "\\frac{2^{x}}{2}"),
         ("2^x \\times 0", "0"),
         ("\\sqrt{2} \\cdot 2^x", "\\sqrt{2}\\cdot2^{x}"),  # was "2^{x}": the root's factor lost
         ("\\sqrt[3]{2} \\cdot 3", "3\\sqrt[3]{2}"),  # was "3"
@@ -977,7 +977,7 @@ def test_a_quotient_matches_its_fraction_and_differs_from_other_quotients() -> N
         ("0.5(x+1)", "\\frac{x+1}{2}"),  # as "(x+1)/2" is
         ("\\frac{1}{2}x + 1", "\\frac{x}{2}+1"),
         ("\\frac{x}{2y}", "\\frac{x}{2y}"),  # a letter in the divisor: as written
-        ("1.5\\pi", "1.5\\pi"),  # no letter: a multiple of \\pi as before
+        ("1.5\\pi", "\\frac{3\\pi}{2}"),  # a multiple of \\pi as a letter's
     ],
 )
 def test_a_rational_times_letters_is_one_fraction(text: str, value: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from infertap.analysis import unit_words
+from infertap.analysis.extract import grader
 from infertap.analysis.extract_number import number
 from tests.extras import needs
 
@@ -220,6 +221,15 @@ def test_outside_math_a_bracket_of_math_spaced_after_a_number_is_an_aside(a: str
     _assert_read_as_the_oracle_reads(a, b, same)
 
 
+def test_an_aside_is_read_alike_however_its_operator_is_spaced() -> None:
+    """math-verify reads "2 (x-1)" as 2 but "2 (x - 1)" as 1 and "2 (3 + 4)" as 4, its last number (its number
+    pattern takes no number right after a letter): one answer written with more spaces. Here the spaces inside the
+    aside change nothing."""
+    assert _oracle_same("2 (x - 1)", "1") and _oracle_same("2 (x-1)", "2")  # the oracle's own split
+    assert number("2 (x - 1)") == number("2 (x-1)") == number("2 (x -1)") == "2" != number("1")
+    assert number("2 (3 + 4)") == number("2 (3+4)") == "2" not in (number("4"), number("7"))
+
+
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
@@ -410,4 +420,259 @@ def test_a_bracket_around_the_whole_boxed_answer_is_none(a: str, b: str, same: b
     ],
 )
 def test_a_minus_before_a_bracket_of_a_product_is_its_sign(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{α + 1}", "\\boxed{1}", False),  # was 1 and 1: the Unicode letter no term
+        ("\\boxed{α + 1}", "\\boxed{\\alpha + 1}", True),
+        ("\\boxed{α + 1}", "\\boxed{β + 1}", False),
+        ("\\boxed{α}", "\\boxed{\\alpha}", True),  # was None and "\\alpha"
+        ("\\boxed{2πr}", "\\boxed{2}", False),  # was 2 and 2
+        ("\\boxed{2πr}", "\\boxed{2\\pi r}", True),
+        ("\\boxed{αx}", "\\boxed{x\\alpha}", True),
+        ("\\boxed{ϵ}", "\\boxed{\\varepsilon}", True),  # the variant forms as math-verify maps them
+        ("\\boxed{ϕ}", "\\boxed{\\phi}", False),
+        ("5μm", "5", True),  # a unit's prefix, no letter
+    ],
+)
+def test_a_unicode_greek_letter_is_its_latex_command(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_greek_capitals_and_small_letters_are_two_variables() -> None:
+    """math-verify names "\\Delta" and "\\delta" one symbol, delta (no oracle here): in LaTeX they are two
+    letters, as "X" and "x" are, and stay two answers, typed as Unicode or as commands."""
+    assert number("\\boxed{Δ}") == number("\\boxed{\\Delta}") != number("\\boxed{δ}") == number("\\boxed{\\delta}")
+    assert number("\\boxed{Δx}") == "\\Delta x" != number("\\boxed{δx}")
+
+
+def test_a_greek_word_is_prose() -> None:
+    assert number("Η απάντηση είναι 5") == "5"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("$x$", "$y$", False),  # was None and None: one answer
+        ("$x$", "\\boxed{x}", True),
+        ("$(x)$", "$(y)$", False),  # was None and None
+        ("$(x)$", "\\boxed{x}", True),
+        ("\\(-(y)\\)", "\\boxed{-y}", True),
+        ("Let $x$ be the answer.", "$x$", True),
+        ("\\boxed{[x]}", "\\boxed{[y]}", False),  # was None and None
+        ("\\boxed{[x]}", "\\boxed{x}", True),  # was None and x
+        ("\\boxed{\\left[x\\right]}", "\\boxed{[x]}", True),
+    ],
+)
+def test_a_variable_alone_in_math_or_in_a_bracket_is_that_variable(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\text{yes}}", "\\boxed{\\text{no}}", False),  # was None and None: one answer
+        ("\\boxed{\\text{yes}}", "\\boxed{\\text{ yes }}", True),
+        ("So 5 of them. \\boxed{\\text{no}}", "\\boxed{5}", False),  # was 5, a number outside the box
+        ("\\boxed{[x, y]}", "\\boxed{[x,y]}", True),
+        ("\\boxed{[x, y]}", "\\boxed{[y, x]}", False),
+        ("$\\text{no}$", "\\boxed{\\text{no}}", True),
+    ],
+)
+def test_a_box_nothing_is_read_in_is_its_text_as_written(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_box_read_as_written_is_one_with_its_known_answer() -> None:
+    """A known answer written bare is read as math (``as_math``): one a box holds is the box's reading."""
+    g = grader("number")
+    assert g.known("[x, y]") == g.read("\\boxed{[x,y]}") == "[x,y]" != g.known("[y, x]")
+    assert g.known("\\text{no}") == g.read("\\boxed{\\text{ no}}") != g.read("\\boxed{\\text{yes}}")
+    assert g.known("no number") == "no number"  # words keep their space
+
+
+def test_a_box_left_open_or_empty_is_no_answer_as_written() -> None:
+    assert number("\\boxed{\\text{no}") is None and number("\\boxed{[x}") is None
+    assert number("so 5 \\boxed{ }") == "5"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{2x + 3x}", "\\boxed{5x}", True),  # was "2x+3x", as written
+        ("\\boxed{2x + 3x}", "\\boxed{6x}", False),
+        ("\\boxed{x-(2x)}", "\\boxed{-x}", True),  # was "-2x+x"
+        ("\\boxed{x-(2x)}", "\\boxed{x}", False),
+        ("\\boxed{x - x + 1}", "\\boxed{1}", True),
+        ("\\boxed{x - x + 1}", "\\boxed{2}", False),
+        ("\\boxed{2x + 3y - x}", "\\boxed{3y + x}", True),
+        ("\\boxed{2x + 3y - x}", "\\boxed{3y + 2x}", False),
+        ("\\boxed{xy + yx}", "\\boxed{2xy}", True),
+        ("\\boxed{x^2 + 2x^2}", "\\boxed{3x^2}", True),
+        ("\\boxed{x^2 + 2x^2}", "\\boxed{3x}", False),
+        ("\\boxed{\\pi + \\pi}", "\\boxed{2\\pi}", True),
+        ("\\boxed{2(x+1) - (x+1)}", "\\boxed{x+1}", True),
+        ("\\boxed{(x+1) + (x+1)}", "\\boxed{2(x+1)}", True),
+        # (math-verify tells a lone letter from any expression: "x" is no "2x - x" there, a multiple choice's letter)
+        ("\\boxed{\\frac{x}{2} + \\frac{x}{2} + 1}", "\\boxed{x + 1}", True),
+        ("\\boxed{x + y}", "\\boxed{2x}", False),  # unlike terms stay apart
+    ],
+)
+def test_like_terms_of_a_sum_are_one_term(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_like_terms_that_cancel_leave_zero() -> None:
+    assert number("\\boxed{x - x}") == number("\\boxed{0}") == "0" != number("\\boxed{x}")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{f(2x)}", "\\boxed{2fx}", True),  # was "f(2x)" (f applied) and "2fx"
+        ("\\boxed{f(2x)}", "\\boxed{f(2y)}", False),
+        ("\\boxed{f(2x)}", "\\boxed{2x}", False),
+        ("\\boxed{y(\\frac12)}", "\\boxed{\\frac{y}{2}}", True),  # was "y(\\frac{1}{2})"
+        ("\\boxed{y(\\frac12)}", "\\boxed{y}", False),
+        ("\\boxed{f(\\sqrt{2})}", "\\boxed{\\sqrt{2} f}", True),
+        ("\\boxed{3f(2x)}", "\\boxed{6xf}", True),
+        ("\\boxed{f(x^2)}", "\\boxed{x^2 f}", False),  # was "fx^{2}" both: applied to one letter's power
+        ("\\boxed{f(x^2)}", "\\boxed{f(x^{2})}", True),
+        ("\\boxed{f(x_1)}", "\\boxed{x_1 f}", False),
+        ("\\boxed{f(\\pi)}", "\\boxed{\\pi f}", False),
+        ("\\boxed{f(2.5)}", "\\boxed{2.5f}", False),
+        ("\\boxed{f(x, y)}", "\\boxed{f(x,y)}", True),
+    ],
+)
+def test_a_letter_is_applied_to_one_number_or_letter_and_a_factor_of_a_product(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\frac{1}{2} \\cdot 2^x}", "\\boxed{2^x}", False),  # was 2^{x} and 2^{x}: its factor lost
+        ("\\boxed{\\frac{1}{2} \\cdot 2^x}", "\\boxed{2^x/2}", True),
+        ("\\boxed{\\frac{3}{2} \\times 2^x}", "\\boxed{3 \\cdot 2^x}", False),
+        ("\\boxed{\\frac{1}{3} \\cdot 2^x}", "\\boxed{\\frac{2^x}{3}}", True),
+        ("\\boxed{1 + \\frac{1}{2} \\cdot 2^x}", "\\boxed{1}", False),
+        ("\\boxed{1 + \\frac{1}{2} \\cdot 2^x}", "\\boxed{\\frac{2^x}{2} + 1}", True),
+    ],
+)
+def test_a_fraction_times_a_power_of_no_value_is_its_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\frac{1}{2}\\pi}", "\\boxed{\\frac{\\pi}{2}}", True),  # was "0.5\\pi" and "\\frac{\\pi}{2}"
+        ("\\boxed{\\frac{1}{2}\\pi}", "\\boxed{\\frac{\\pi}{3}}", False),
+        ("\\boxed{0.5\\pi}", "\\boxed{\\pi/2}", True),
+        ("\\boxed{\\frac{2}{3}\\pi}", "\\boxed{\\frac{2\\pi}{3}}", True),  # was "\\frac{2}{3}\\pi" and as written
+        ("\\boxed{2\\pi/3}", "\\boxed{\\frac{2\\pi}{3}}", True),  # was "2\\cdot\\frac{\\pi}{3}"
+        ("\\boxed{2\\pi/3}", "\\boxed{\\frac{3\\pi}{2}}", False),
+        ("\\boxed{0.5 \\cdot 2^x}", "\\boxed{2^x/2}", True),  # was "0.5\\cdot2^{x}" and "\\frac{2^{x}}{2}"
+        ("\\boxed{0.5 \\cdot 2^x}", "\\boxed{2^x/3}", False),
+        ("\\boxed{0.75 \\cdot 2^x}", "\\boxed{\\frac{3 \\cdot 2^x}{4}}", True),
+        ("\\boxed{32^x}", "\\boxed{3 \\cdot 2^x}", False),
+    ],
+)
+def test_a_rational_multiple_of_pi_or_a_power_has_one_spelling(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{x \\pi}", "\\boxed{\\pi}", False),  # was \\pi and \\pi: the letter lost before its space
+        ("\\boxed{x \\pi}", "\\boxed{\\pi x}", True),
+        ("\\boxed{x \\sqrt{2}}", "\\boxed{\\sqrt{2}}", False),  # was \\sqrt{2} both
+        ("\\boxed{x \\sqrt{2}}", "\\boxed{x\\sqrt{2}}", True),
+        ("\\boxed{x \\alpha + 1}", "\\boxed{\\alpha + 1}", False),  # was \\alpha+1 both
+        ("\\boxed{x \\alpha + 1}", "\\boxed{1 + \\alpha x}", True),
+        ("\\boxed{x \\alpha}", "\\boxed{\\alpha x}", True),  # was nothing, then "x\\alpha" as written
+        ("$x \\frac{1}{2}$", "\\boxed{\\frac{x}{2}}", True),
+    ],
+)
+def test_a_space_between_a_letter_and_a_factors_command_in_math_is_latexs(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{(1, 2)}", "\\boxed{2}", False),  # was 2 and 2: a tuple read as its last number
+        ("\\boxed{(1, 2)}", "\\boxed{(2, 1)}", False),  # a tuple's order counts
+        ("\\boxed{(1, 2)}", "\\boxed{\\left(1,2\\right)}", True),
+        ("\\boxed{(1, \\frac12)}", "\\boxed{(1, 0.5)}", True),  # each item read
+        ("\\boxed{1, 2}", "\\boxed{2}", False),  # was 2 and 2
+        ("\\boxed{1, 2}", "\\boxed{2, 1}", True),  # a list of no bracket has no order
+        ("\\boxed{\\{1, 2\\}}", "\\boxed{\\{2, 1\\}}", True),  # nor a set
+        ("\\boxed{\\{1, 2\\}}", "\\boxed{2}", False),
+        ("\\boxed{[1, 2]}", "\\boxed{[1, 2.0]}", True),
+        ("\\boxed{[x, y]}", "\\boxed{[y, x]}", False),
+        ("\\boxed{(x+1, 2y)}", "\\boxed{(1+x, y \\cdot 2)}", True),
+        ("\\boxed{1,234}", "\\boxed{1234}", True),  # thousands, no list
+        ("\\boxed{1,234}", "\\boxed{1, 234}", False),
+        ("\\boxed{[0, 1)}", "\\boxed{[0,1)}", True),  # was 1: a half-open interval
+        ("\\boxed{[0, 1)}", "\\boxed{[0, 1]}", False),
+        ("\\boxed{(0, 1]}", "\\boxed{1}", False),
+        ("$(1, 2)$", "\\boxed{(1,2)}", True),  # was 2 and 2: a text that is one "$...$" as a box
+    ],
+)
+def test_a_box_that_lists_values_is_one_answer_of_each_read(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_known_answer_that_lists_values_is_its_boxs_reading() -> None:
+    g = grader("number")
+    assert g.known("(1, 2)") == g.read("\\boxed{(1,2)}") == "(1,2)" != g.read("\\boxed{2}")
+    assert g.known("1, 2") == g.read("\\boxed{2, 1}") != g.known("2")
+    assert g.known("[0, 1)") == g.read("\\boxed{[0,1)}") != g.known("[0, 1]")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{x < 3}", "\\boxed{x > 3}", False),  # was 3 and 3: an inequality read as its last number
+        ("\\boxed{x \\le 3}", "\\boxed{3}", False),
+        ("\\boxed{x \\neq 3}", "\\boxed{x = 3}", False),
+        ("$x < 3$", "$x > 3$", False),
+        ("\\boxed{1 < x < 3}", "\\boxed{x < 3}", False),
+        ("\\boxed{x \\le 3}", "\\boxed{x \\leq 3}", True),  # one spelling per relation
+        ("\\boxed{x \\le 3}", "\\boxed{3 \\ge x}", True),  # a falling relation written rising
+        ("\\boxed{x \\le 3}", "\\boxed{x < 3}", False),
+        ("\\boxed{x \\geq 1.50}", "\\boxed{x \\ge \\frac32}", True),  # each side read
+        ("\\boxed{\\left(x < 3\\right)}", "\\boxed{x<3}", True),
+        ("\\boxed{0 < x, y < 1}", "\\boxed{y < 1, 0 < x}", True),
+        ("\\boxed{0 < x, y < 1}", "\\boxed{0 < x, y < 2}", False),
+        ("so x < 3", "so x > 3", True),  # outside math the last number, as math-verify reads it
+    ],
+)
+def test_an_inequality_in_math_is_one_answer_of_its_sides_and_relations(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_falling_chain_of_inequalities_is_written_rising() -> None:
+    """math-verify tells "3 > x > 1" from "1 < x < 3" (no oracle here): one set of x, read as one answer."""
+    assert number("\\boxed{3 > x > 1}") == number("\\boxed{1 < x < 3}") == "1<x<3" != number("\\boxed{1 < x < 4}")
+    assert number("\\boxed{x \\ge y}") == "y\\le x" != number("\\boxed{x \\le y}")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{1 \\text{ and } 2}", "\\boxed{2}", False),  # was 2 and 2: the words as a space, the last number read
+        ("\\boxed{3 \\text{ and } 4}", "\\boxed{4}", False),
+        ("\\boxed{1 \\text{ and } 2}", "\\boxed{1, 2}", True),
+        ("\\boxed{1 \\text{ or } 2}", "\\boxed{2, 1}", True),
+        ("\\boxed{1, 2, \\text{and } 3}", "\\boxed{3,2,1}", True),
+        ("\\boxed{1, 2, \\text{and } 3}", "\\boxed{1, 2}", False),
+    ],
+)
+def test_and_or_in_text_between_values_joins_a_list(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
