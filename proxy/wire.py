@@ -28,6 +28,10 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   closed the connection, cutting that response short with the 400's bytes inside it. It is handed
   on (recorded) once that answer is written, or, where the connection closes first (the client
   gone, a shutdown, a request ahead ending the connection), as never answered, saying why.
+- Requests queued behind a response (pipelined) are dropped by uvicorn with the connection where it
+  closes before they run: that response cut short (its upstream reset), a shutdown, the client
+  gone. Each is handed on at the close as a refusal never answered, with its head and body as they
+  came (``_unrun``); the time its bytes came is kept for it while it is queued (one per request).
 - ``infertap.upgrade``: the ``Upgrade`` asked for by a request the recorder can't relay as HTTP: a
   WebSocket (uvicorn is run with no WebSocket support: it answered a bare 500 and nothing was
   recorded), or any switch asked with a body (curl --http2's h2c POST), which the parser takes for
@@ -276,6 +280,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             how = f"the connection was lost ({exc})" if exc is not None else "the connection closed"
             how = "the recorder shut down and closed the connection" if self._stopping else how
             self._refused_held(Refusal(f"{how} before its request line ended", b"", lost=True))
+        if self.pipeline and self.on_refused is not None:  # requests queued behind a response, never run
+            self._unrun(exc)
         if self._pending is not None:  # a refusal's answer held, never written: the connection went first
             if self._stopping:
                 self._unwritten("the recorder shut down before the responses ahead of it ended")
@@ -757,6 +763,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope and self.scope.get("http_version") == "1.0":
             cycle.__class__ = _UnframedCycle  # its app task has not run yet: its send is looked up when it does
+        if self.pipeline and self.pipeline[0][0] is cycle:  # queued behind a response: when it came, if never run
+            extensions["infertap.queued_ns"] = self._begun_ns
         if cycle is not None and cycle.scope is self.scope:
             extensions["infertap.gone"] = lambda: cycle.disconnected or cycle.transport.is_closing()  # a write failed: closing
             extensions["infertap.full"] = lambda: cycle.flow.write_paused
@@ -812,6 +820,33 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         room = HEAD_BYTES + 4 - len(kept)
         if room > 0:
             kept += data[:room]
+
+    def _unrun(self, exc: Exception | None) -> None:
+        """The requests queued behind a response (pipelined) that the connection's close left never
+        run: a response ahead cut short (its upstream reset), the recorder's shutdown, the client
+        gone. uvicorn drops them with the connection, and they went without a record: each is handed
+        on as a refusal never answered, with its head and the body that came, oldest first."""
+        assert self.on_refused is not None
+        if exc is not None:
+            how = f"the client's connection was lost ({exc}) before it was run"
+        elif self._stopping:
+            how = "the recorder shut down and closed the connection before it was run"
+        else:
+            how = "the connection closed before it was run (a response ahead of it cut short, or ending the connection)"
+        client = f"{self.client[0]}:{self.client[1]}" if self.client else None
+        while self.pipeline:
+            cycle, _ = self.pipeline.pop()  # the oldest (uvicorn's appendleft)
+            scope: dict[str, Any] = cycle.scope  # type: ignore[assignment]
+            extensions = scope.get("extensions") or {}
+            target = extensions.get("infertap.target")
+            if target is None:
+                query = scope["query_string"]
+                target = scope["raw_path"] + (b"?" + query if query else b"")
+            refusal = Refusal(f"it was queued behind a response on its connection, and {how}", b"", lost=True)
+            refusal.method, refusal.target, refusal.http_version = scope["method"], target, scope["http_version"]
+            refusal.headers, refusal.client, refusal.body = list(scope["headers"]), client, bytes(cycle.body)
+            refusal.arrived_ns = extensions.get("infertap.queued_ns", 0)
+            self.on_refused(refusal)
 
     def _ends_with_refusal(self) -> None:
         """A refusal's answer ends the connection: the bytes that follow it are kept (``_keep_after``)

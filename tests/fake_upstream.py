@@ -166,6 +166,8 @@ class FakeUpstream:
 
         async def start(status: int = 200, ctype: bytes = b"text/event-stream", extra: list | None = None) -> None:
             headers = [(b"content-type", ctype), (b"cache-control", b"no-cache")] + (extra or [])
+            if params.get("close"):  # the upstream ends its connection after this answer
+                headers.append((b"connection", b"close"))
             await send({"type": "http.response.start", "status": status, "headers": headers})
 
         async def chunk(data: bytes, more: bool = True) -> None:
