@@ -23,15 +23,21 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   the machine's (a busy host can take the proxy off the CPU for milliseconds in any ``send``).
 - A request refused (by the parser or the recorder) while a response to a request before it
   (pipelined) is still going is answered after that response ends, the connection closed then,
-  every later byte of it dropped: uvicorn wrote its 400 into the response still streaming and
+  every later byte of it kept as bytes after a request that ends the connection are (below):
+  uvicorn wrote its 400 into the response still streaming and
   closed the connection, cutting that response short with the 400's bytes inside it. It is handed
   on (recorded) once that answer is written, or, where the connection closes first (the client
   gone, a shutdown, a request ahead ending the connection), as never answered, saying why.
+- Requests queued behind a response (pipelined) are dropped by uvicorn with the connection where it
+  closes before they run: that response cut short (its upstream reset), a shutdown, the client
+  gone. Each is handed on at the close as a refusal never answered, with its head and body as they
+  came (``_unrun``); the time its bytes came is kept for it while it is queued (one per request).
 - ``infertap.upgrade``: the ``Upgrade`` asked for by a request the recorder can't relay as HTTP: a
   WebSocket (uvicorn is run with no WebSocket support: it answered a bare 500 and nothing was
   recorded), or any switch asked with a body (curl --http2's h2c POST), which the parser takes for
   the new protocol's bytes: the request was forwarded without its body. The app refuses it (501),
-  and every later byte of the connection is dropped. An Upgrade without a body (h2c on a GET) is
+  and every later byte of the connection (past its body of known length) is kept as bytes after a
+  request that ends the connection are (below); they were dropped without a record. An Upgrade without a body (h2c on a GET) is
   ignored, as RFC 9110 7.8 lets a server: the request is forwarded as HTTP.
 - ``infertap.trailers``: the trailer fields after a chunked request body. uvicorn appends them to
   the request's headers, which the app had already recorded: they were forwarded to the upstream
@@ -89,7 +95,8 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   did (uvicorn's ``lenient_data_after_close``) without a word, though a client pipelining its next
   request sent one. Their first KiB and their count are kept (``_keep_after``, nothing parsed) and
   handed on at the close as one refusal never answered, of the request they begin; empty lines
-  alone are nothing sent (RFC 9112 2.2).
+  alone are nothing sent (RFC 9112 2.2). So are those after a refusal that ends the connection
+  (``_ends_with_refusal``), which were dropped unsaid.
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -123,6 +130,10 @@ _LINE_START = re.compile(rb"[\r\n]*(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+(?: |\Z)|\Z)")
 _HELD_VERSION = re.compile(rb"[^ \r\n]+ [^ \r\n]+ HTTP/(\d\.\d)\r?\Z")  # a whole request line but its LF
 _WHOLE_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([^ \r\n]+) HTTP/(\d\.\d)\r?\n")  # method, target, version
 _UNFRAMED = "its body came with neither Content-Length nor chunked encoding"
+_AFTER_CLOSE = (
+    "a request that ended the connection (Connection: close, or HTTP/1.0's default), which a server may ignore (RFC 9112 9.6)"
+)
+_AFTER_REFUSAL = "a request the recorder refused, whose answer ends the connection"
 _ENDED = "the request ahead of it ended the connection (Connection: close, or HTTP/1.0's default), closed after its response"
 
 HEAD_TIMEOUT = 30.0  # seconds for a request's head to arrive whole (nginx's client_header_timeout: 60)
@@ -248,6 +259,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._begun_ns = 0  # when the request being read began to arrive (monotonic ns): a refusal's start
         self._after: bytearray | None = None  # after a request that ended the connection: the first bytes that followed
         self._after_size = 0  # and how many came
+        self._after_why = _AFTER_CLOSE  # what they came after, in their refusal's reason
+        self._after_skip = 0  # a refused Upgrade's body of known length, still to come: its own, not after it
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -267,6 +280,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             how = f"the connection was lost ({exc})" if exc is not None else "the connection closed"
             how = "the recorder shut down and closed the connection" if self._stopping else how
             self._refused_held(Refusal(f"{how} before its request line ended", b"", lost=True))
+        if self.pipeline and self.on_refused is not None:  # requests queued behind a response, never run
+            self._unrun(exc)
         if self._pending is not None:  # a refusal's answer held, never written: the connection went first
             if self._stopping:
                 self._unwritten("the recorder shut down before the responses ahead of it ended")
@@ -332,7 +347,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         self._read_at = self.loop.time()
-        if self._switched:
+        if self._switched:  # a refusal answered (or its answer held): nothing more is HTTP, kept as sent
+            self._keep_after(data)
             return
         if self._unframed is not None:  # a body sent unframed: kept, never parsed, to the client's close
             self._keep_unframed(data)
@@ -507,7 +523,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def _refuse(self, status: int, reason: str) -> None:
         """Answers a request the server gives up on (its head, its body), closes the connection and
         hands the refusal on."""
-        if self._answer is not None:  # one refusal per connection: every later byte was dropped
+        if self._answer is not None:  # one refusal per connection: every later byte is kept after it
             return
         phrase = HTTPStatus(status).phrase
         answer = f"{phrase}: {reason}.".encode("ascii")
@@ -546,7 +562,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         """Writes a refusal's answer and closes the connection; after the responses still going on it,
         to requests before the refused one (pipelined): uvicorn wrote its 400 into a response still
         streaming and closed the connection, cutting that response short with the 400's bytes inside
-        it. Every later byte of the connection is dropped, as the close dropped them."""
+        it. Every later byte of the connection is kept for one record (``_ends_with_refusal``)."""
         cycle = self.cycle
         own = not self._between and cycle is not None and cycle.scope is self.scope  # the refused request's cycle
         queued = own and any(queued is cycle for queued, _ in self.pipeline)
@@ -555,6 +571,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 self.pipeline = deque(entry for entry in self.pipeline if entry[0] is not cycle)
                 self._dropped = cycle
             self._answer, self._switched = answer, True
+            self._ends_with_refusal()
             self._stop_body_timer()
             if self._head_timer is not None:
                 self._head_timer.cancel()
@@ -737,10 +754,17 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             if left != 0 or asked.strip().lower() == b"websocket":  # not to be answered as HTTP: refused
                 extensions["infertap.upgrade"] = asked.decode("latin-1")
                 self._switched = True
+                self._ends_with_refusal()
+                if left > 0:  # its own body, not after it
+                    self._after_skip = left
+                elif left == _CHUNKED:  # its end unknown unparsed: kept with what follows, said so
+                    self._after_why += " (its chunked body among them)"
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope and self.scope.get("http_version") == "1.0":
             cycle.__class__ = _UnframedCycle  # its app task has not run yet: its send is looked up when it does
+        if self.pipeline and self.pipeline[0][0] is cycle:  # queued behind a response: when it came, if never run
+            extensions["infertap.queued_ns"] = self._begun_ns
         if cycle is not None and cycle.scope is self.scope:
             extensions["infertap.gone"] = lambda: cycle.disconnected or cycle.transport.is_closing()  # a write failed: closing
             extensions["infertap.full"] = lambda: cycle.flow.write_paused
@@ -783,6 +807,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         Empty lines alone (RFC 9112 2.2, some clients end a body so) are nothing sent."""
         kept = self._after
         assert kept is not None
+        if self._after_skip:  # a refused Upgrade's own body
+            skip = min(self._after_skip, len(data))
+            data, self._after_skip = data[skip:], self._after_skip - skip
         if not self._after_size:
             start = _CRLFS.match(data)
             data = data[start.end() :] if start else data
@@ -794,15 +821,45 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if room > 0:
             kept += data[:room]
 
+    def _unrun(self, exc: Exception | None) -> None:
+        """The requests queued behind a response (pipelined) that the connection's close left never
+        run: a response ahead cut short (its upstream reset), the recorder's shutdown, the client
+        gone. uvicorn drops them with the connection, and they went without a record: each is handed
+        on as a refusal never answered, with its head and the body that came, oldest first."""
+        assert self.on_refused is not None
+        if exc is not None:
+            how = f"the client's connection was lost ({exc}) before it was run"
+        elif self._stopping:
+            how = "the recorder shut down and closed the connection before it was run"
+        else:
+            how = "the connection closed before it was run (a response ahead of it cut short, or ending the connection)"
+        client = f"{self.client[0]}:{self.client[1]}" if self.client else None
+        while self.pipeline:
+            cycle, _ = self.pipeline.pop()  # the oldest (uvicorn's appendleft)
+            scope: dict[str, Any] = cycle.scope  # type: ignore[assignment]
+            extensions = scope.get("extensions") or {}
+            target = extensions.get("infertap.target")
+            if target is None:
+                query = scope["query_string"]
+                target = scope["raw_path"] + (b"?" + query if query else b"")
+            refusal = Refusal(f"it was queued behind a response on its connection, and {how}", b"", lost=True)
+            refusal.method, refusal.target, refusal.http_version = scope["method"], target, scope["http_version"]
+            refusal.headers, refusal.client, refusal.body = list(scope["headers"]), client, bytes(cycle.body)
+            refusal.arrived_ns = extensions.get("infertap.queued_ns", 0)
+            self.on_refused(refusal)
+
+    def _ends_with_refusal(self) -> None:
+        """A refusal's answer ends the connection: the bytes that follow it are kept (``_keep_after``)
+        for one record at the close, as after a request that ends the connection."""
+        if self._after is None:  # not already after such a request
+            self._after, self._after_why = bytearray(), _AFTER_REFUSAL
+
     def _after_refusal(self) -> Refusal:
         """The bytes after a request that ended the connection, as a refusal never answered: the
         request they begin (its method, target and version where its request line is whole)."""
         assert self._after is not None
         size, kept = self._after_size, bytes(self._after)
-        reason = (
-            f"{size} bytes came after a request that ended the connection (Connection: close, or HTTP/1.0's default), "
-            "which a server may ignore (RFC 9112 9.6): never read"
-        )
+        reason = f"{size} bytes came after {self._after_why}: never read"
         refusal = Refusal(reason, b"", lost=True, arrived_ns=self._begun_ns)
         line = _WHOLE_LINE.match(kept)
         if line is not None:

@@ -166,6 +166,8 @@ class FakeUpstream:
 
         async def start(status: int = 200, ctype: bytes = b"text/event-stream", extra: list | None = None) -> None:
             headers = [(b"content-type", ctype), (b"cache-control", b"no-cache")] + (extra or [])
+            if params.get("close"):  # the upstream ends its connection after this answer
+                headers.append((b"connection", b"close"))
             await send({"type": "http.response.start", "status": status, "headers": headers})
 
         async def chunk(data: bytes, more: bool = True) -> None:
@@ -402,11 +404,15 @@ async def _disconnected(receive: Any) -> bool:
 class ServerThread:
     """uvicorn serving an ASGI app from a thread, on a real loopback socket."""
 
-    def __init__(self, app: Any, *, certfile: str | None = None, keyfile: str | None = None, http: Any = "auto") -> None:
+    def __init__(
+        self, app: Any, *, certfile: str | None = None, keyfile: str | None = None, http: Any = "auto", ws: str = "auto"
+    ) -> None:
         self.sock = bind("127.0.0.1", 0)
         scheme = "https" if certfile else "http"
         self.url = f"{scheme}://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="critical", lifespan="on", ssl_certfile=certfile, ssl_keyfile=keyfile, http=http)
+        config = uvicorn.Config(
+            app, log_level="critical", lifespan="on", ssl_certfile=certfile, ssl_keyfile=keyfile, http=http, ws=ws
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 

@@ -32,7 +32,7 @@ class InProcessRecorder:
                 super().data_received(data)
                 reads.put(bytes(data))
 
-        self.server = ServerThread(build_app(proxy), http=Reading)
+        self.server = ServerThread(build_app(proxy), http=Reading, ws="none")  # as `infertap record` serves
         self.port = int(self.server.url.rsplit(":", 1)[1])
 
     def read(self) -> bytes:

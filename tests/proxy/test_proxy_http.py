@@ -312,7 +312,12 @@ def test_a_switch_of_protocols_the_recorder_cant_relay_is_refused_clearly_and_re
     assert _raw_exchange(rec.url, h2c_get).endswith(b"\r\n\r\nok")  # answered as HTTP, as a server may
     rec.stop()
     assert [r.split(b" ")[1] for r in seen] == [b"/v1/models"]
-    refused, answered = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    xs = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    if b"chunked" in pieces[0]:  # its body's end can't be known unparsed: kept as bytes after the refusal
+        kept = xs.pop(1)
+        assert (kept["end"], kept["status"], kept["refused_head"]) == ("refused", None, b"3\r\nabc\r\n0")
+        assert "(its chunked body among them)" in kept["error"]
+    refused, answered = xs
     assert (refused["status"], refused["end"], refused["proxy_generated"]) == (501, "refused", True)
     assert refused["error"] == error["message"] and refused["path"] in ("/v1/realtime", "/v1/completions")
     assert (answered["status"], answered["end"]) == (200, "complete")

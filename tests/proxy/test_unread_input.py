@@ -146,3 +146,90 @@ def test_a_refusals_times_are_when_its_bytes_came_and_when_its_answer_was_writte
     assert written <= answered[0]
     if behind == "a-stream":
         assert xs[0]["end"] == "complete" and ended[0] <= written
+
+
+_BAD = b"GET /v1/models HTTP/1.1\r\nBad Header: x\r\n\r\n"  # the parser refuses it (400)
+_WEBSOCKET = b"GET /v1/realtime HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+
+
+@pytest.mark.parametrize("after", [_AFTER, b"\r\n"], ids=["two-requests", "an-empty-line"])
+@pytest.mark.parametrize("refused", ["behind-a-stream", "an-upgrade"])
+def test_bytes_after_a_refusal_that_ends_the_connection_are_recorded_never_answered(fake, in_process, refused, after):
+    """A refusal ends its connection: its answer (a 400 held behind a stream still going, a 501 to
+    an Upgrade) is the last thing written. Bytes the client sent after it, in a later read (behind
+    the stream) or in the Upgrade's own read, were dropped without a record; they are now one record,
+    refused, never answered, as bytes after a request that ends the connection are."""
+    app, _ = fake
+    rec = in_process()
+    stream = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(_STREAM), _STREAM)
+    with rec.connect() as s:
+        if refused == "behind-a-stream":
+            s.sendall(stream + _BAD)
+            rec.read()
+            s.sendall(after)  # while the stream goes on, its refusal's answer held behind it
+            rec.read()
+        else:
+            s.sendall(_WEBSOCKET + after)
+            rec.read()
+        answer = read_all(s)
+    xs = sorted(rec.stop(), key=lambda x: x["seq"])
+    status = 400 if refused == "behind-a-stream" else 501
+    assert answer.count(b"HTTP/1.1 ") == (2 if refused == "behind-a-stream" else 1)
+    assert b"HTTP/1.1 %d " % status in answer and b"/v1/models" not in answer
+    assert [r["path"] for r in app.requests] == (["/v1/chat/completions"] if refused == "behind-a-stream" else [])
+    ahead = 1 if refused == "behind-a-stream" else 0  # the stream's record
+    assert (xs[ahead]["status"], xs[ahead]["end"], xs[ahead]["proxy_generated"]) == (status, "refused", True)
+    if after == b"\r\n":  # nothing sent (RFC 9112 2.2)
+        assert len(xs) == ahead + 1
+        return
+    assert len(xs) == ahead + 2
+    kept = xs[-1]
+    assert (kept["end"], kept["status"], kept["chunks"], kept["request_body"]) == ("refused", None, [], b"")
+    assert (kept["method"], kept["path"], kept["http_version"]) == ("GET", "/v1/models", "1.1")
+    assert kept["refused_head"] == b"GET /v1/models?key=[REDACTED] HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer [REDACTED]"
+    assert f"{len(after)} bytes came after a request the recorder refused" in kept["error"]
+    assert kept["error"].endswith("the client was never answered")
+
+
+_ASK = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+
+
+@pytest.mark.parametrize("upstream", ["closes", "keeps-alive", "resets"])
+def test_requests_pipelined_behind_an_answer_that_ends_upstream_are_run_or_recorded_never_run(fake, in_process, upstream):
+    """An upstream's Connection: close is its own connection's (hop-by-hop): the recorder does not
+    pass it on, so the requests queued behind that answer run and are recorded, as behind any. An
+    answer cut short (its upstream reset mid-stream) ends the client's connection: uvicorn dropped
+    the requests queued behind it, never run and never recorded. Each is now a record, refused,
+    never answered, with its head and body, saying why."""
+    app, _ = fake
+    rec = in_process()
+    first = json.dumps({"stream": False, "tag": "a", "pace_ms": 200, "close": upstream == "closes"}).encode()
+    second = json.dumps({"stream": False, "tag": "b"}).encode()
+    ahead = (
+        b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" if upstream == "resets" else _ASK % (len(first), first)
+    )
+    closing = b"GET /v1/models?key=sk-query HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-secret\r\nConnection: close\r\n\r\n"
+    with rec.connect() as s:
+        s.sendall(ahead + _ASK % (len(second), second) + closing)
+        answer = read_all(s)
+    xs = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert [(x["method"], x["path"]) for x in xs] == [
+        ("POST", "/reset" if upstream == "resets" else "/v1/chat/completions"),
+        ("POST", "/v1/chat/completions"),
+        ("GET", "/v1/models"),
+    ]
+    if upstream != "resets":
+        assert answer.count(b"HTTP/1.1 200 ") == 2 and app.completed == ["a", "b"]
+        assert b"connection: close" not in answer.split(b"reply to a")[0].lower()  # the upstream's, not passed on
+        assert [(x["status"], x["end"]) for x in xs[:2]] == [(200, "complete")] * 2
+        return
+    assert answer.count(b"HTTP/1.1 ") == 1 and app.completed == []  # the stream cut short, nothing else
+    assert [r["path"] for r in app.requests] == ["/reset"]
+    assert xs[0]["end"] == "upstream_error"
+    queued, last = xs[1:]
+    assert (queued["end"], queued["status"], queued["chunks"], queued["request_body"]) == ("refused", None, [], second)
+    assert (last["end"], last["status"], last["request_body"], last["http_version"]) == ("refused", None, b"", "1.1")
+    assert "sk-query" not in last["query"] and ["authorization", "Bearer [REDACTED]"] in last["request_headers"]
+    assert "it was queued behind a response on its connection, and the connection closed before it was run" in queued["error"]
+    assert queued["error"].endswith("the client was never answered")
+    assert 0 < queued["start_ns"] < xs[0]["start_ns"] + xs[0]["end_ns"]  # when it came, not when the connection closed
