@@ -88,7 +88,8 @@ BATCH_ROWS = 5_000
 #: 45: a Responses audio answer's transcript is read.
 #: 46: what Anthropic did to the input before the model read it (context edits applied, thinking
 #: blocks dropped), "input_changes".
-SUMMARY_VERSION = 46
+#: 47: a Responses built-in call cut before its item's end keeps the code or commands streamed into it.
+SUMMARY_VERSION = 47
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

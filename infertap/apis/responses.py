@@ -78,6 +78,8 @@ class Responses(Api):
             d.summarized = kind == "response.reasoning_summary_text.delta"
         elif kind in _CALL_DELTAS and as_text(delta):
             d.tool_calls = [ToolCallPart(index, arguments=as_text(delta), server=kind == _MCP_DELTA)]
+        elif kind in _INPUT_DELTAS and (said := as_text(obj.get(_INPUT_DELTAS[kind][1]))):
+            d.tool_calls = [ToolCallPart(index, streamed=(_input_path(kind, obj), said))]
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = obj.get("item") or {}
             if kind.endswith(".added") and isinstance(item, dict):
@@ -91,6 +93,8 @@ class Responses(Api):
                 if done and (result := _result(item)):
                     d.results = [result]
                 d.tool_calls = [_call(index, item, _arguments(item) if done else "", whole=done)]
+                if not done and _built_in(item):
+                    d.tool_calls[0].item = item  # what streams into it is its input (``_INPUT_DELTAS``)
         elif kind in _ENDS or kind in ("response.created", "response.in_progress", "response.queued"):
             response = as_dict(obj.get("response"))
             _head(d, response)
@@ -128,6 +132,10 @@ class Responses(Api):
     def tools(self, body: dict[str, Any]) -> tuple[str, ...]:
         return tuple(str(t.get("name") or t.get("type") or "?") for t in as_list(body.get("tools")) if isinstance(t, dict))
 
+    def open_call(self, item: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        # As a whole body's item reads: its status (``in_progress``) in what it gave back marks it cut.
+        return _arguments(item), _result(item)
+
 
 def _assistant(turns: list[Turn], text: str, calls: tuple[tuple[str, str], ...]) -> None:
     """Add to the conversation's assistant turn: a reply's message and calls are items of their own,
@@ -163,6 +171,27 @@ _ARGUMENTS = {
 }
 _MCP_DELTA = "response.mcp_call_arguments.delta"  # an MCP call the API makes itself
 _CALL_DELTAS = ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta", _MCP_DELTA)
+#: What a built-in call's input streams as, before its ``output_item.done`` restates it: the event
+#: and its text's field, added to the call's item at a path (``_input_path``). A stream cut before the
+#: item's end holds the code or commands only there.
+_INPUT_DELTAS = {
+    "response.code_interpreter_call_code.delta": (("code",), "delta"),
+    "response.shell_call_command.added": (("action", "commands"), "command"),
+    "response.shell_call_command.delta": (("action", "commands"), "delta"),
+}
+
+
+def _input_path(kind: str, obj: dict[str, Any]) -> tuple[str | int, ...]:
+    """Where an ``_INPUT_DELTAS`` event's text goes in its item: a shell's command at its ``command_index``."""
+    path = _INPUT_DELTAS[kind][0]
+    return (*path, position(obj.get("command_index"), 0)) if path[-1] == "commands" else path
+
+
+def _built_in(item: dict[str, Any]) -> bool:
+    """Whether a call item is a built-in tool's, read whole as what it asks (``BUILT_IN_CALLS``, any ``*_call``)."""
+    return as_text(item.get("type")) not in _ARGUMENTS
+
+
 # Which item it is and how far it got, and what the server's tool gave back (a code interpreter's
 # outputs and its container, made anew per request, a search's results, a generated image, an MCP
 # server's tool list), not
@@ -244,8 +273,9 @@ KEPT_WHOLE = (
 
 #: What every stream event of the SDK's Responses is to this adapter (tests/apis/test_responses_classified.py
 #: finds one added since). Read: the deltas of what the answer says (text, refusal, reasoning, an audio
-#: answer's transcript, a call's arguments or input), a cited source, each item as it starts and ends,
-#: the response's head and end (the end restates the whole answer), an error.
+#: answer's transcript, a call's arguments or input, a built-in call's code or commands), a cited
+#: source, each item as it starts and ends, the response's head and end (the end restates the whole
+#: answer), an error.
 STREAM_EVENTS_READ = (
     "response.output_text.delta",
     "response.refusal.delta",
@@ -256,6 +286,9 @@ STREAM_EVENTS_READ = (
     "response.function_call_arguments.delta",
     "response.custom_tool_call_input.delta",
     "response.mcp_call_arguments.delta",
+    "response.code_interpreter_call_code.delta",
+    "response.shell_call_command.added",
+    "response.shell_call_command.delta",
     "response.output_item.added",
     "response.output_item.done",
     "response.created",
@@ -285,11 +318,8 @@ STREAM_EVENTS_LEFT_OUT: dict[str, str] = {
     "response.reasoning_summary_part.done": _RESTATES_DELTAS,
     "response.audio.delta": "the audio's bytes: its transcript stands for what it says",
     "response.audio.done": "the audio's end",
-    "response.code_interpreter_call_code.delta": _RESTATED_BY_ITEM,
-    "response.code_interpreter_call_code.done": _RESTATED_BY_ITEM,
-    "response.shell_call_command.added": _RESTATED_BY_ITEM,
-    "response.shell_call_command.delta": _RESTATED_BY_ITEM,
-    "response.shell_call_command.done": _RESTATED_BY_ITEM,
+    "response.code_interpreter_call_code.done": _RESTATES_DELTAS,
+    "response.shell_call_command.done": _RESTATES_DELTAS,
     "response.shell_call_output_content.delta": _RESTATED_BY_ITEM,
     "response.shell_call_output_content.done": _RESTATED_BY_ITEM,
     "response.image_generation_call.partial_image": "a preview: the item's result is the image",

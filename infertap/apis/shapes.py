@@ -49,6 +49,13 @@ class ToolCallPart:
     # Responses' ``namespace``): two toolsets' tools of one name (``left_click``) are two tools. None
     # where the block says none.
     toolset: str | None = None
+    # A built-in call's item as it opened (Responses' ``output_item.added``): what streams into it
+    # (``streamed``) is added to it, and where its ``output_item.done`` never comes (a cut stream) the
+    # call is that item as it stood, read by ``Api.open_call``.
+    item: dict[str, Any] | None = None
+    # Text streamed into one field of that item: (the field's path, the text): a code interpreter's
+    # ``code``, a shell's ``("action", "commands", 2)``.
+    streamed: tuple[tuple[str | int, ...], str] | None = None
 
 
 @dataclass(slots=True)
@@ -294,6 +301,11 @@ class Api:
 
     def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
         return dict(body)
+
+    def open_call(self, item: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        """A call whose item opened (``ToolCallPart.item``) and never ended, as the item stood: (its
+        arguments, what its tool gave back and how far it got), as a whole body's item is read."""
+        return "", None
 
 
 def finish_words(words: Sequence[str]) -> list[str]:
