@@ -89,7 +89,9 @@ BATCH_ROWS = 5_000
 #: 46: what Anthropic did to the input before the model read it (context edits applied, thinking
 #: blocks dropped), "input_changes".
 #: 47: a Responses built-in call cut before its item's end keeps the code or commands streamed into it.
-SUMMARY_VERSION = 47
+#: 48: an item kept whole, and what a server's tool gave back, leave out ``created_by``, a caller's
+#: ``caller_id`` and ``approval_request_id`` (ids new per request).
+SUMMARY_VERSION = 48
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -408,8 +408,24 @@ def _string(key: Any) -> str:
 
 #: A string longer than this (a generated image, a file in base64) is kept in a result as its digest.
 _LONGEST_KEPT = 1024
-#: Fields of a server tool's result made anew on every request, whatever it found: not compared.
-_VOLATILE = frozenset(("id", "call_id", "tool_use_id", "container_id", "encrypted_content", "encrypted_index"))
+#: Fields of a server tool's result or an item kept whole made anew on every request, whatever it
+#: found: not compared. Ids of the item, its call and container; who created it (``created_by``, "the
+#: ID of the entity that created" it, as a built-in call's arguments leave it out); the program whose
+#: code made it (a caller's ``caller_id``: that program's call id, its ``type`` kept); the approval
+#: request an MCP approval answers (``approval_request_id``, as an MCP call's is left out).
+_VOLATILE = frozenset(
+    (
+        "id",
+        "call_id",
+        "tool_use_id",
+        "container_id",
+        "encrypted_content",
+        "encrypted_index",
+        "created_by",
+        "caller_id",
+        "approval_request_id",
+    )
+)
 
 
 def layout_entry(kind: Any, chars: int = 0, cited: int = 0) -> str:
