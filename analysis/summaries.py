@@ -91,7 +91,8 @@ BATCH_ROWS = 5_000
 #: 47: a Responses built-in call cut before its item's end keeps the code or commands streamed into it.
 #: 48: an item kept whole, and what a server's tool gave back, leave out ``created_by``, a caller's
 #: ``caller_id`` and ``approval_request_id`` (ids new per request).
-SUMMARY_VERSION = 48
+#: 49: a Responses answer's logprobs (its text deltas', its output_text parts') are its logprob positions.
+SUMMARY_VERSION = 49
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

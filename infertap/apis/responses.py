@@ -227,7 +227,7 @@ _NOT_ASKED = frozenset(
 #: and those left out on purpose: ids (new on every answer), a status the response's own stands for
 #: (the model's own calls, a message; a built-in call's is compared), the role (the assistant's), a
 #: call's ``async`` (its tool's, as the request defined it), an MCP call's ``approval_request_id``,
-#: an output text's ``logprobs`` (not read).
+#: an output text's ``logprobs`` (read apart, for compare's KL, as chat's: ``logprob_positions``).
 FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "message": (("content", "phase"), ("id", "role", "status")),
     "output_text": (("text", "annotations"), ("logprobs",)),
