@@ -10,6 +10,8 @@ not where it holds only the built-in tools the API ran itself before it answered
 A function's or custom tool's call keeps its ``namespace`` (``ToolCallPart.toolset``) and, where a
 ``program`` item's code made it (programmatic tool calling), its ``caller``; a program is a call the
 API runs itself. A message's ``phase`` (commentary or the final answer) is in the answer's layout.
+The tools an MCP server listed (``mcp_list_tools``' ``tools``) are what the model read, not what it
+said: the API's change of its input (``Output.input_changes``), compared as configuration.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .shapes import (
     as_list,
     as_text,
     canonical_arguments,
+    canonical_result,
     content_text,
     error_of,
     layout_entry,
@@ -88,6 +91,8 @@ class Responses(Api):
                 d.others = [item]
             if kind.endswith(".done") and isinstance(item, dict) and item.get("type") == "reasoning":
                 d.encrypted = _encrypted(item)
+            if kind.endswith(".done") and isinstance(item, dict):
+                d.input_changes = _listed([item])  # where the final event's output lists none (a gateway's)
             if isinstance(item, dict) and is_call(item.get("type")):
                 done = kind.endswith(".done")
                 if done and (result := _result(item)):
@@ -100,6 +105,7 @@ class Responses(Api):
             _head(d, response)
             if kind in _ENDS:
                 d.restated = _whole(response)  # read where no delta said anything (a stream of whole items)
+                d.input_changes = d.restated.input_changes
                 d.finish_reason = _status(response)
                 d.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
                 d.error = _failed(response)
@@ -535,4 +541,19 @@ def _whole(response: dict[str, Any]) -> Delta:
         d.layout.append(layout_entry(_kind(item), said, len(cited) - sources))
     d.tool_calls, d.citations, d.results, d.others = calls, cited, results, others
     d.summarized = bool(d.reasoning) and not raw  # a summary of the reasoning only: its tokens unseen
+    d.input_changes = _listed(as_list(response.get("output")))
     return d
+
+
+def _listed(items: list[Any]) -> str | None:
+    """The tools each MCP server listed (``mcp_list_tools`` items: its ``server_label`` and ``tools``),
+    as canonical JSON less ids; None where no server listed any. The API puts them before the model
+    as the tools it may call: what the model read, as the request's own ``tools`` are, not what it
+    said. A server that lists other tools on a later run (its tools changed, or the request's
+    ``allowed_tools``) is another input, reported as the API's change of the input (``Output.input_changes``)."""
+    listed = [
+        {"server_label": item.get("server_label"), "tools": item.get("tools")}
+        for item in items
+        if isinstance(item, dict) and item.get("type") == "mcp_list_tools"
+    ]
+    return canonical_result({"mcp_tools": listed}) if listed else None

@@ -81,7 +81,7 @@ class Delta:
     stop_reason: str | None = None  # vLLM's ``stop_reason`` as JSON where the choice carries it (``Output.stop_reason``)
     matched_stop: str | None = None  # SGLang's ``matched_stop`` as JSON where the choice carries it (``Output.matched_stop``)
     stop_details: str | None = None  # Anthropic's ``stop_details`` (``Output.stop_details``)
-    input_changes: str | None = None  # what Anthropic did to the input before the model read it (``Output.input_changes``)
+    input_changes: str | None = None  # what the API did to the input before the model read it (``Output.input_changes``)
     encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
     audio: str = ""  # an audio answer's transcript (chat with modalities: audio)
@@ -186,9 +186,10 @@ class Output:
     # Anthropic's ``stop_details``, why it stopped beyond the stop reason (a refusal's category), as
     # canonical JSON without what is new per request; None where null or missing.
     stop_details: str | None = None
-    # What Anthropic did to the request's input before the model read it (context management's
-    # ``applied_edits``, ``input_transformations``: thinking blocks dropped), as canonical JSON;
-    # None where it changed nothing: the same request is not the same effective input.
+    # What the API did to the request's input before the model read it (Anthropic's context
+    # management ``applied_edits``, ``input_transformations``: thinking blocks dropped; the tools an
+    # MCP server listed to the Responses API, ``mcp_list_tools``), as canonical JSON; None where it
+    # changed nothing: the same request is not the same effective input.
     input_changes: str | None = None
     encrypted_reasoning: int = (
         0  # blocks of reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): only counted
