@@ -428,6 +428,8 @@ def _place(blocks: dict[int, list[Any]], unread: dict[int, dict[str, Any]], inde
 def add_call(calls: dict[int, dict[str, Any]], part: ToolCallPart) -> None:
     """A tool call's piece added to the calls so far (by index; a whole call replaces its pieces)."""
     index = part.index if part.index != NEXT else max(calls, default=-1) + 1
+    if part.streamed is not None and "item" not in calls.get(index, {}):
+        return  # input for an item that never opened (or has ended): no call of its own
     slot = calls.setdefault(index, {"id": None, "name": "", "arguments": ""})
     slot["id"] = part.id or slot["id"]
     if part.free:

@@ -138,3 +138,10 @@ def test_the_item_s_end_replaces_what_streamed_into_it() -> None:
     )
     out = _read(body)
     assert [c["arguments"] for c in out.tool_calls] == ['{"code":"print(1)"}'] and out.tool_results == []
+
+
+def test_code_streamed_into_no_opened_item_makes_no_call() -> None:
+    """Code deltas at an output index no item opened (a gateway that dropped the item's start) are
+    no call: a call of no tool asking nothing was read before it."""
+    body = _head("1") + _event("response.code_interpreter_call_code.delta", output_index=0, item_id="ci_1", delta="print(1)")
+    assert _read(body).tool_calls == []
