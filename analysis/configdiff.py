@@ -249,7 +249,8 @@ def prompt_diff(
 
 def input_changes(counts: Mapping[str, int]) -> dict[str, int] | None:
     """How many exchanges of each side had their input changed by the API before the model read it
-    (Anthropic's context edits applied, thinking blocks dropped), and in how many pairs the changes
+    (Anthropic's context edits applied, thinking blocks dropped; the tools an MCP server listed to the
+    Responses API, which the model reads as it reads the request's tools), and in how many pairs the changes
     differ (one side only, or other changes), from the divergence's counts; None where no side's
     input was changed: the same request is then the same effective input on both sides."""
     a, b, differ = (counts.get(k, 0) for k in ("input_changed_a", "input_changed_b", "input_changes_differ"))

@@ -127,7 +127,9 @@ if TYPE_CHECKING:  # numpy and pyarrow are imported where a decode needs them: r
 #: 69: a Responses shell, apply patch or tool search call's arguments leave out its ``created_by`` (an id).
 #: 70: a Responses audio answer's transcript (``response.audio.transcript.delta``) is read (token events);
 #: an MCP server's tool list (``mcp_list_tools``' ``tools``) is what its tool gave back.
-DECODE_VERSION = 70
+#: 71: a Responses code interpreter's code and shell's commands streamed as deltas are read (token
+#: events), and a call cut before its item's end is that item as it stood.
+DECODE_VERSION = 71
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

@@ -135,7 +135,12 @@ def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None) 
     """Per output position, the token the engine chose (its id, or its text when no id) and the
     top-k {token: logprob} it reported (an entry of another shape, a logprob that isn't a number, is
     no entry). Ollama's native API (``api`` "ollama-*") sends each object's positions as a list of
-    its own, ``logprobs`` beside ``message`` or ``response`` (api/types.go's ``[]Logprob``)."""
+    its own, ``logprobs`` beside ``message`` or ``response`` (api/types.go's ``[]Logprob``). The
+    Responses API (``api`` "responses") sends them on each ``response.output_text.delta`` and on each
+    ``output_text`` part of the whole response (``include: ["message.output_text.logprobs"]``), which
+    a stream's final event restates: those of the response where it holds any, as its text is read."""
+    if api == "responses":
+        return _responses_positions(events)
     positions: list[Position] = []
     for event in events:
         if api is not None and api.startswith("ollama"):
@@ -148,6 +153,33 @@ def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None) 
             if isinstance(logprobs, dict):
                 positions += _positions(logprobs.get("content"))
     return positions
+
+
+def _responses_positions(events: Sequence[dict[str, Any]]) -> list[Position]:
+    """A Responses answer's positions: its whole response's (a body sent whole, a stream's final
+    event) where that holds any, else its text deltas'."""
+    streamed: list[Position] = []
+    whole: list[Position] = []
+    for event in events:
+        kind = event.get("type")
+        if kind == "response.output_text.delta":
+            streamed += _positions(event.get("logprobs"))
+        response = event if kind is None and event.get("object") == "response" else event.get("response")
+        if isinstance(response, dict) and (said := _output_positions(response)):
+            whole = said
+    return whole or streamed
+
+
+def _output_positions(response: dict[str, Any]) -> list[Position]:
+    """The positions of a response's ``output_text`` parts, in order (its messages' text)."""
+    return [
+        position
+        for item in as_list(response.get("output"))
+        if isinstance(item, dict) and item.get("type") == "message"
+        for part in as_list(item.get("content"))
+        if isinstance(part, dict) and part.get("type") == "output_text"
+        for position in _positions(part.get("logprobs"))
+    ]
 
 
 def _positions(items: Any) -> list[Position]:

@@ -88,7 +88,12 @@ BATCH_ROWS = 5_000
 #: 45: a Responses audio answer's transcript is read.
 #: 46: what Anthropic did to the input before the model read it (context edits applied, thinking
 #: blocks dropped), "input_changes".
-SUMMARY_VERSION = 46
+#: 47: a Responses built-in call cut before its item's end keeps the code or commands streamed into it.
+#: 48: an item kept whole, and what a server's tool gave back, leave out ``created_by``, a caller's
+#: ``caller_id`` and ``approval_request_id`` (ids new per request).
+#: 49: a Responses answer's logprobs (its text deltas', its output_text parts') are its logprob positions.
+#: 50: the tools an MCP server listed to the Responses API (``mcp_list_tools``) are "input_changes".
+SUMMARY_VERSION = 50
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
@@ -149,7 +154,7 @@ class Summary:
     stop_reason: str | None  # vLLM's stop_reason as JSON where the answer carried it (Output.stop_reason)
     matched_stop: str | None  # SGLang's matched_stop as JSON where the answer carried it (Output.matched_stop)
     stop_details: str | None  # Anthropic's stop_details: a refusal's category (Output.stop_details)
-    input_changes: str | None  # what Anthropic did to the input before the model read it (Output.input_changes)
+    input_changes: str | None  # what the API did to the input before the model read it (Output.input_changes)
     encrypted_reasoning: int  # blocks of encrypted reasoning (Output.encrypted_reasoning)
     choices: list[dict[str, Any]]  # choices other than the first (n > 1), as Output.choices
     last_user: str | None  # the request's last user message (only read when references are given)

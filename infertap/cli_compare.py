@@ -286,7 +286,7 @@ def _print_configuration(console: Console, r: dict[str, Any]) -> None:
     if changed := cfg.get("input_changes"):
         _say(
             console,
-            f"input changed by the API before the model read it (context edits, thinking dropped): "
+            f"input changed by the API before the model read it (context edits, thinking dropped, MCP tools listed): "
             f"A {counted(changed['a'], 'exchange')}, B {counted(changed['b'], 'exchange')}; "
             f"differs in {counted(changed['pairs_differ'], 'pair')}",
             "yellow" if changed["pairs_differ"] else None,

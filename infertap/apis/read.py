@@ -9,6 +9,7 @@ tried once more with the adapter its first event looks like (llama-server answer
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Mapping
 from typing import Any
@@ -352,6 +353,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             # times of their own.
             encrypted = max(encrypted, restated.encrypted)
         _add_restated(calls, restated, out)
+    close_open_calls(api, calls, out.tool_results)
     out.tool_calls = [calls[k] for k in sorted(calls)]
     out.finish_reasons = finish_words(finishes)
     out.finish_reason_raw = finish
@@ -426,6 +428,8 @@ def _place(blocks: dict[int, list[Any]], unread: dict[int, dict[str, Any]], inde
 def add_call(calls: dict[int, dict[str, Any]], part: ToolCallPart) -> None:
     """A tool call's piece added to the calls so far (by index; a whole call replaces its pieces)."""
     index = part.index if part.index != NEXT else max(calls, default=-1) + 1
+    if part.streamed is not None and "item" not in calls.get(index, {}):
+        return  # input for an item that never opened (or has ended): no call of its own
     slot = calls.setdefault(index, {"id": None, "name": "", "arguments": ""})
     slot["id"] = part.id or slot["id"]
     if part.free:
@@ -440,9 +444,50 @@ def add_call(calls: dict[int, dict[str, Any]], part: ToolCallPart) -> None:
         slot["toolset"] = part.toolset  # the toolset its tool belongs to (Anthropic's browser, computer)
     if part.whole:
         slot["name"], slot["arguments"] = part.name or slot["name"], part.arguments or slot["arguments"]
+        slot.pop("item", None)  # the call as it ended replaces what streamed into it
     else:
         slot["name"] += part.name
         slot["arguments"] += part.arguments
+        if part.item is not None:
+            slot["item"] = copy.deepcopy(part.item)
+        if part.streamed is not None and isinstance(slot.get("item"), dict):
+            _stream_into(slot["item"], *part.streamed)
+
+
+def _stream_into(item: dict[str, Any], path: tuple[str | int, ...], text: str) -> None:
+    """``text`` added to the field of an opened item at ``path`` (a code interpreter's ``code``, a
+    shell's ``("action", "commands", 1)``), as the item ends holding it: missing levels made (a list
+    grown to the index), anything else there replaced."""
+    at: Any = item
+    for key, below in zip(path, path[1:], strict=False):
+        at = _child(at, key, [] if isinstance(below, int) else {})
+    had = _child(at, path[-1], "")
+    if had is not None:
+        at[path[-1]] = had + text
+
+
+def _child(at: Any, key: str | int, fresh: Any) -> Any:
+    """``at[key]``, made ``fresh`` where missing or of another type; None where ``at`` can't hold ``key``."""
+    holder: Any = at  # a list by an index, or an object by a name
+    if isinstance(key, int) and key >= 0 and isinstance(at, list):
+        at.extend(None for _ in range(key + 1 - len(at)))
+    elif not (isinstance(key, str) and isinstance(at, dict)):
+        return None
+    if not isinstance(holder[key], type(fresh)) if isinstance(at, list) else not isinstance(at.get(key), type(fresh)):
+        holder[key] = fresh
+    return holder[key]
+
+
+def close_open_calls(api: Api, calls: dict[int, dict[str, Any]], results: list[str]) -> None:
+    """Calls whose item opened and never ended (a cut stream) read as the item stood, what streamed
+    into it included (``Api.open_call``): a code interpreter's partial code is what the answer said."""
+    for slot in calls.values():
+        item = slot.pop("item", None)
+        if isinstance(item, dict):
+            arguments, result = api.open_call(item)
+            slot["arguments"] = arguments or slot["arguments"]
+            if result is not None:
+                results.append(canonical_result(result))
 
 
 def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:

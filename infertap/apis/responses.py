@@ -10,6 +10,8 @@ not where it holds only the built-in tools the API ran itself before it answered
 A function's or custom tool's call keeps its ``namespace`` (``ToolCallPart.toolset``) and, where a
 ``program`` item's code made it (programmatic tool calling), its ``caller``; a program is a call the
 API runs itself. A message's ``phase`` (commentary or the final answer) is in the answer's layout.
+The tools an MCP server listed (``mcp_list_tools``' ``tools``) are what the model read, not what it
+said: the API's change of its input (``Output.input_changes``), compared as configuration.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .shapes import (
     as_list,
     as_text,
     canonical_arguments,
+    canonical_result,
     content_text,
     error_of,
     layout_entry,
@@ -78,6 +81,8 @@ class Responses(Api):
             d.summarized = kind == "response.reasoning_summary_text.delta"
         elif kind in _CALL_DELTAS and as_text(delta):
             d.tool_calls = [ToolCallPart(index, arguments=as_text(delta), server=kind == _MCP_DELTA)]
+        elif kind in _INPUT_DELTAS and (said := as_text(obj.get(_INPUT_DELTAS[kind][1]))):
+            d.tool_calls = [ToolCallPart(index, streamed=(_input_path(kind, obj), said))]
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = obj.get("item") or {}
             if kind.endswith(".added") and isinstance(item, dict):
@@ -86,16 +91,21 @@ class Responses(Api):
                 d.others = [item]
             if kind.endswith(".done") and isinstance(item, dict) and item.get("type") == "reasoning":
                 d.encrypted = _encrypted(item)
+            if kind.endswith(".done") and isinstance(item, dict):
+                d.input_changes = _listed([item])  # where the final event's output lists none (a gateway's)
             if isinstance(item, dict) and is_call(item.get("type")):
                 done = kind.endswith(".done")
                 if done and (result := _result(item)):
                     d.results = [result]
                 d.tool_calls = [_call(index, item, _arguments(item) if done else "", whole=done)]
+                if not done and _built_in(item):
+                    d.tool_calls[0].item = item  # what streams into it is its input (``_INPUT_DELTAS``)
         elif kind in _ENDS or kind in ("response.created", "response.in_progress", "response.queued"):
             response = as_dict(obj.get("response"))
             _head(d, response)
             if kind in _ENDS:
                 d.restated = _whole(response)  # read where no delta said anything (a stream of whole items)
+                d.input_changes = d.restated.input_changes
                 d.finish_reason = _status(response)
                 d.usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
                 d.error = _failed(response)
@@ -127,6 +137,10 @@ class Responses(Api):
 
     def tools(self, body: dict[str, Any]) -> tuple[str, ...]:
         return tuple(str(t.get("name") or t.get("type") or "?") for t in as_list(body.get("tools")) if isinstance(t, dict))
+
+    def open_call(self, item: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        # As a whole body's item reads: its status (``in_progress``) in what it gave back marks it cut.
+        return _arguments(item), _result(item)
 
 
 def _assistant(turns: list[Turn], text: str, calls: tuple[tuple[str, str], ...]) -> None:
@@ -163,6 +177,27 @@ _ARGUMENTS = {
 }
 _MCP_DELTA = "response.mcp_call_arguments.delta"  # an MCP call the API makes itself
 _CALL_DELTAS = ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta", _MCP_DELTA)
+#: What a built-in call's input streams as, before its ``output_item.done`` restates it: the event
+#: and its text's field, added to the call's item at a path (``_input_path``). A stream cut before the
+#: item's end holds the code or commands only there.
+_INPUT_DELTAS = {
+    "response.code_interpreter_call_code.delta": (("code",), "delta"),
+    "response.shell_call_command.added": (("action", "commands"), "command"),
+    "response.shell_call_command.delta": (("action", "commands"), "delta"),
+}
+
+
+def _input_path(kind: str, obj: dict[str, Any]) -> tuple[str | int, ...]:
+    """Where an ``_INPUT_DELTAS`` event's text goes in its item: a shell's command at its ``command_index``."""
+    path = _INPUT_DELTAS[kind][0]
+    return (*path, position(obj.get("command_index"), 0)) if path[-1] == "commands" else path
+
+
+def _built_in(item: dict[str, Any]) -> bool:
+    """Whether a call item is a built-in tool's, read whole as what it asks (``BUILT_IN_CALLS``, any ``*_call``)."""
+    return as_text(item.get("type")) not in _ARGUMENTS
+
+
 # Which item it is and how far it got, and what the server's tool gave back (a code interpreter's
 # outputs and its container, made anew per request, a search's results, a generated image, an MCP
 # server's tool list), not
@@ -198,7 +233,7 @@ _NOT_ASKED = frozenset(
 #: and those left out on purpose: ids (new on every answer), a status the response's own stands for
 #: (the model's own calls, a message; a built-in call's is compared), the role (the assistant's), a
 #: call's ``async`` (its tool's, as the request defined it), an MCP call's ``approval_request_id``,
-#: an output text's ``logprobs`` (not read).
+#: an output text's ``logprobs`` (read apart, for compare's KL, as chat's: ``logprob_positions``).
 FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "message": (("content", "phase"), ("id", "role", "status")),
     "output_text": (("text", "annotations"), ("logprobs",)),
@@ -244,8 +279,9 @@ KEPT_WHOLE = (
 
 #: What every stream event of the SDK's Responses is to this adapter (tests/apis/test_responses_classified.py
 #: finds one added since). Read: the deltas of what the answer says (text, refusal, reasoning, an audio
-#: answer's transcript, a call's arguments or input), a cited source, each item as it starts and ends,
-#: the response's head and end (the end restates the whole answer), an error.
+#: answer's transcript, a call's arguments or input, a built-in call's code or commands), a cited
+#: source, each item as it starts and ends, the response's head and end (the end restates the whole
+#: answer), an error.
 STREAM_EVENTS_READ = (
     "response.output_text.delta",
     "response.refusal.delta",
@@ -256,6 +292,9 @@ STREAM_EVENTS_READ = (
     "response.function_call_arguments.delta",
     "response.custom_tool_call_input.delta",
     "response.mcp_call_arguments.delta",
+    "response.code_interpreter_call_code.delta",
+    "response.shell_call_command.added",
+    "response.shell_call_command.delta",
     "response.output_item.added",
     "response.output_item.done",
     "response.created",
@@ -285,11 +324,8 @@ STREAM_EVENTS_LEFT_OUT: dict[str, str] = {
     "response.reasoning_summary_part.done": _RESTATES_DELTAS,
     "response.audio.delta": "the audio's bytes: its transcript stands for what it says",
     "response.audio.done": "the audio's end",
-    "response.code_interpreter_call_code.delta": _RESTATED_BY_ITEM,
-    "response.code_interpreter_call_code.done": _RESTATED_BY_ITEM,
-    "response.shell_call_command.added": _RESTATED_BY_ITEM,
-    "response.shell_call_command.delta": _RESTATED_BY_ITEM,
-    "response.shell_call_command.done": _RESTATED_BY_ITEM,
+    "response.code_interpreter_call_code.done": _RESTATES_DELTAS,
+    "response.shell_call_command.done": _RESTATES_DELTAS,
     "response.shell_call_output_content.delta": _RESTATED_BY_ITEM,
     "response.shell_call_output_content.done": _RESTATED_BY_ITEM,
     "response.image_generation_call.partial_image": "a preview: the item's result is the image",
@@ -505,4 +541,19 @@ def _whole(response: dict[str, Any]) -> Delta:
         d.layout.append(layout_entry(_kind(item), said, len(cited) - sources))
     d.tool_calls, d.citations, d.results, d.others = calls, cited, results, others
     d.summarized = bool(d.reasoning) and not raw  # a summary of the reasoning only: its tokens unseen
+    d.input_changes = _listed(as_list(response.get("output")))
     return d
+
+
+def _listed(items: list[Any]) -> str | None:
+    """The tools each MCP server listed (``mcp_list_tools`` items: its ``server_label`` and ``tools``),
+    as canonical JSON less ids; None where no server listed any. The API puts them before the model
+    as the tools it may call: what the model read, as the request's own ``tools`` are, not what it
+    said. A server that lists other tools on a later run (its tools changed, or the request's
+    ``allowed_tools``) is another input, reported as the API's change of the input (``Output.input_changes``)."""
+    listed = [
+        {"server_label": item.get("server_label"), "tools": item.get("tools")}
+        for item in items
+        if isinstance(item, dict) and item.get("type") == "mcp_list_tools"
+    ]
+    return canonical_result({"mcp_tools": listed}) if listed else None

@@ -49,6 +49,13 @@ class ToolCallPart:
     # Responses' ``namespace``): two toolsets' tools of one name (``left_click``) are two tools. None
     # where the block says none.
     toolset: str | None = None
+    # A built-in call's item as it opened (Responses' ``output_item.added``): what streams into it
+    # (``streamed``) is added to it, and where its ``output_item.done`` never comes (a cut stream) the
+    # call is that item as it stood, read by ``Api.open_call``.
+    item: dict[str, Any] | None = None
+    # Text streamed into one field of that item: (the field's path, the text): a code interpreter's
+    # ``code``, a shell's ``("action", "commands", 2)``.
+    streamed: tuple[tuple[str | int, ...], str] | None = None
 
 
 @dataclass(slots=True)
@@ -74,7 +81,7 @@ class Delta:
     stop_reason: str | None = None  # vLLM's ``stop_reason`` as JSON where the choice carries it (``Output.stop_reason``)
     matched_stop: str | None = None  # SGLang's ``matched_stop`` as JSON where the choice carries it (``Output.matched_stop``)
     stop_details: str | None = None  # Anthropic's ``stop_details`` (``Output.stop_details``)
-    input_changes: str | None = None  # what Anthropic did to the input before the model read it (``Output.input_changes``)
+    input_changes: str | None = None  # what the API did to the input before the model read it (``Output.input_changes``)
     encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
     audio: str = ""  # an audio answer's transcript (chat with modalities: audio)
@@ -179,9 +186,10 @@ class Output:
     # Anthropic's ``stop_details``, why it stopped beyond the stop reason (a refusal's category), as
     # canonical JSON without what is new per request; None where null or missing.
     stop_details: str | None = None
-    # What Anthropic did to the request's input before the model read it (context management's
-    # ``applied_edits``, ``input_transformations``: thinking blocks dropped), as canonical JSON;
-    # None where it changed nothing: the same request is not the same effective input.
+    # What the API did to the request's input before the model read it (Anthropic's context
+    # management ``applied_edits``, ``input_transformations``: thinking blocks dropped; the tools an
+    # MCP server listed to the Responses API, ``mcp_list_tools``), as canonical JSON; None where it
+    # changed nothing: the same request is not the same effective input.
     input_changes: str | None = None
     encrypted_reasoning: int = (
         0  # blocks of reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): only counted
@@ -295,6 +303,11 @@ class Api:
     def sampling(self, body: dict[str, Any]) -> dict[str, Any]:
         return dict(body)
 
+    def open_call(self, item: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        """A call whose item opened (``ToolCallPart.item``) and never ended, as the item stood: (its
+        arguments, what its tool gave back and how far it got), as a whole body's item is read."""
+        return "", None
+
 
 def finish_words(words: Sequence[str]) -> list[str]:
     """Finish reasons in the order said, each repeat in a row once (a usage chunk that says it again)."""
@@ -396,8 +409,24 @@ def _string(key: Any) -> str:
 
 #: A string longer than this (a generated image, a file in base64) is kept in a result as its digest.
 _LONGEST_KEPT = 1024
-#: Fields of a server tool's result made anew on every request, whatever it found: not compared.
-_VOLATILE = frozenset(("id", "call_id", "tool_use_id", "container_id", "encrypted_content", "encrypted_index"))
+#: Fields of a server tool's result or an item kept whole made anew on every request, whatever it
+#: found: not compared. Ids of the item, its call and container; who created it (``created_by``, "the
+#: ID of the entity that created" it, as a built-in call's arguments leave it out); the program whose
+#: code made it (a caller's ``caller_id``: that program's call id, its ``type`` kept); the approval
+#: request an MCP approval answers (``approval_request_id``, as an MCP call's is left out).
+_VOLATILE = frozenset(
+    (
+        "id",
+        "call_id",
+        "tool_use_id",
+        "container_id",
+        "encrypted_content",
+        "encrypted_index",
+        "created_by",
+        "caller_id",
+        "approval_request_id",
+    )
+)
 
 
 def layout_entry(kind: Any, chars: int = 0, cited: int = 0) -> str:

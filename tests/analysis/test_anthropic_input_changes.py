@@ -116,5 +116,5 @@ def test_compare_s_configuration_prints_the_input_changes(tmp_path: Path) -> Non
     _compared(tmp_path, {"dropped": (DROPPED, {}), "same": (CLEARED, CLEARED)})
     out = CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "b")], env={"COLUMNS": "300"})
     assert out.exit_code == 0, out.output
-    said = "input changed by the API before the model read it (context edits, thinking dropped): A 4 exchanges, B 2 exchanges; differs in 2 pairs"
+    said = "input changed by the API before the model read it (context edits, thinking dropped, MCP tools listed): A 4 exchanges, B 2 exchanges; differs in 2 pairs"
     assert said in out.output, out.output

@@ -827,6 +827,9 @@ BUILT_IN_SAME = {
             }
         ),  # fmt: skip
     ),
+    # The tools an MCP server listed are what the model read (the API's change of its input, compared
+    # as configuration: config.input_changes, tests/analysis/test_responses_mcp_tools.py), not what it
+    # said: the same listing asked of the same server is the same answer.
     "mcp tools listed, other lists": (
         _RESPONSES,
         _responses({"type": "mcp_list_tools", "id": "l1", "server_label": "s", "tools": [{"name": "a"}]}),

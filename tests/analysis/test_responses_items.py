@@ -188,3 +188,35 @@ def test_compare_leaves_out_who_created_a_built_in_call(tmp_path: Path) -> None:
             # Must differ: the same creator, another thing asked.
             d = _compared(tmp_path / f"{kind}-{how}-differ", a, answer([_built_in(kind, "ent_1", "pwd")]), ctype)
             assert d["counts"]["tool_calls_differ"] == 1 and d["exact_match_rate"] == 0, (kind, how, d["counts"])
+
+
+def _kept_whole(kind: str, ids: str, said: str) -> dict[str, Any]:
+    """An item kept whole and compared whole, saying ``said``, its ids (its creator's, its program's
+    call, the approval request it answers) all ``ids``' own."""
+    if kind == "shell_call_output":
+        out = {"stdout": said, "stderr": "", "outcome": {"type": "exit", "exit_code": 0}, "created_by": f"ent_{ids}"}
+        caller = {"type": "program", "caller_id": f"call_p{ids}"}
+        return _item(type=kind, id=f"sho_{ids}", call_id=f"call_{ids}", status="completed", output=[out],
+                     caller=caller, created_by=f"ent_{ids}")  # fmt: skip
+    if kind == "mcp_approval_response":
+        return _item(type=kind, id=f"mcpr_{ids}", approval_request_id=f"mcpa_{ids}", approve=said == "yes", reason=said)
+    return _item(type=kind, id=f"cmp_{ids}", encrypted_content=f"enc_{ids}", created_by=f"ent_{ids}")
+
+
+def test_compare_leaves_out_the_ids_of_an_item_kept_whole(tmp_path: Path) -> None:
+    """An item kept whole (a shell's output, an MCP approval, a compaction) is compared field by
+    field but its ids: who created it, the program that made its call, the approval request it
+    answers are new per answer, as its own id is. They were compared: the same answer replayed differed."""
+    for kind in ("shell_call_output", "mcp_approval_response", "compaction"):
+        for how, answer, ctype in _WAYS:
+            a = answer([_kept_whole(kind, "1", "yes"), _message("Done.", None)])
+            # Must match: the same item, each answer's ids its own.
+            same = answer([_kept_whole(kind, "2", "yes"), _message("Done.", None)])
+            d = _compared(tmp_path / f"{kind}-{how}-same", a, same, ctype)
+            assert d["exact_match_rate"] == 1, (kind, how, d["counts"])
+            if kind == "compaction":
+                continue  # nothing in it but ids and its encrypted summary: none is compared
+            # Must differ: the same ids, another thing said (another output, another decision).
+            b = answer([_kept_whole(kind, "1", "no"), _message("Done.", None)])
+            d = _compared(tmp_path / f"{kind}-{how}-differ", a, b, ctype)
+            assert d["exact_match_rate"] == 0, (kind, how, d["counts"])

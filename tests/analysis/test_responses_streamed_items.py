@@ -240,7 +240,7 @@ _ITEMS: dict[str, Callable[[str], tuple[dict[str, Any], list[dict[str, Any]]]]] 
         lambda say: {
             "type": "mcp_list_tools",
             "id": "ml_1",
-            "server_label": say,  # its tools, what the server listed, are no part of the answer
+            "server_label": say,  # its tools, what the server listed, are the model's input (input_changes), not the answer
             "tools": [{"name": "lookup", "input_schema": {"type": "object"}}],
         },  # fmt: skip
         "in_progress",

@@ -1,0 +1,107 @@
+"""The tools an MCP server listed to the Responses API (an ``mcp_list_tools`` item) are what the model
+read, not what it said: the API puts them before the model as the tools it may call, as a request's
+own ``tools`` are. A server that lists other tools on another run (its tools changed, another
+``allowed_tools``) is another input, so compare reports it in its configuration, as the API's change
+of the input (``config.input_changes``, beside the effective prompt tokens), and the same answer
+stays an exact match. They were compared by no one: a changed tool list was invisible. Every item
+is checked against the openai SDK's own types."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from openai.types.responses import Response, ResponseOutputItem
+from pydantic import TypeAdapter
+
+from infertap.analysis.compare import compare
+from infertap.apis import read_response
+from infertap.cli import cli
+from tests.helpers import write_capture
+
+_SSE, _JSON = "text/event-stream", "application/json"
+_TOOL = {"type": "mcp", "server_label": "crm", "server_url": "https://crm.example/mcp", "require_approval": "never"}
+_REQUEST = {"model": "gpt-5.3-codex", "input": "Look up ACME.", "tools": [_TOOL]}
+_ITEMS: TypeAdapter[Any] = TypeAdapter(ResponseOutputItem)
+_LOOKUP = {"name": "lookup", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}, "description": "Find."}
+_DELETE = {"name": "delete", "input_schema": {"type": "object"}, "description": "Delete."}
+
+
+def _output(tools: list[dict[str, Any]], ids: str) -> list[dict[str, Any]]:
+    listed = {"type": "mcp_list_tools", "id": f"mcpl_{ids}", "server_label": "crm", "tools": tools}
+    content = [{"type": "output_text", "text": "ACME is a customer.", "annotations": []}]
+    message = {"type": "message", "id": f"msg_{ids}", "role": "assistant", "status": "completed", "content": content}
+    for item in (listed, message):
+        assert not _ITEMS.validate_python(item).model_extra, item
+    return [listed, message]
+
+
+def _response(output: list[dict[str, Any]], ids: str) -> dict[str, Any]:
+    body = {"id": f"resp_{ids}", "object": "response", "created_at": 1.0, "model": "gpt-5.3-codex", "output": output,
+            "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}  # fmt: skip
+    Response.model_validate(body)
+    return body
+
+
+def _whole(tools: list[dict[str, Any]], ids: str) -> bytes:
+    return json.dumps(_response(_output(tools, ids), ids)).encode()
+
+
+def _stream(tools: list[dict[str, Any]], ids: str) -> bytes:
+    """Each item added then done, then the whole response."""
+
+    def sse(kind: str, **data: Any) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+    output = _output(tools, ids)
+    out = sse("response.created", response={**_response([], ids), "status": "in_progress"})
+    for i, item in enumerate(output):
+        out += sse("response.output_item.added", output_index=i, item={**item, "tools": []} if i == 0 else item)
+        out += sse("response.output_item.done", output_index=i, item=item)
+    return out + sse("response.completed", response=_response(output, ids))
+
+
+_WAYS = (("whole", _whole, _JSON), ("streamed", _stream, _SSE))
+
+
+def _compared(tmp_path: Path, pairs: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]) -> dict[str, Any]:
+    sides: list[list[dict[str, Any]]] = [[], []]
+    for name, lists in pairs.items():
+        for how, answer, ctype in _WAYS:
+            body = {**_REQUEST, "stream": ctype == _SSE, "tag": f"{name}/{how}"}
+            for side in (0, 1):
+                chunks = [answer(lists[side], "ab"[side])]  # each side's ids its own
+                sides[side].append({"path": "/v1/responses", "body": body, "chunks": chunks, "content_type": ctype})
+    write_capture(tmp_path / "a", sides[0])
+    write_capture(tmp_path / "b", sides[1])
+    return compare(tmp_path / "a", tmp_path / "b", top=10)
+
+
+def test_the_tools_a_server_listed_are_read_as_the_model_s_input() -> None:
+    for how, answer, ctype in _WAYS:
+        request = json.dumps({**_REQUEST, "stream": ctype == _SSE}).encode()
+        record = {"path": "/v1/responses", "status": 200, "end": "complete", "request_body": request,
+                  "response_headers": [["content-type", ctype]], "chunks": [answer([_LOOKUP], "a")]}  # fmt: skip
+        out = read_response(record)
+        assert json.loads(out.input_changes) == {"mcp_tools": [{"server_label": "crm", "tools": [_LOOKUP]}]}, how
+        assert out.text == "ACME is a customer." and [c["name"] for c in out.tool_calls] == ["mcp_list_tools"], how
+
+
+def test_compare_reports_another_tool_list_as_another_input_not_another_answer(tmp_path: Path) -> None:
+    # Must differ: the server listed another tool, one more, or none, on B.
+    pairs = {"other": ([_LOOKUP], [_DELETE]), "more": ([_LOOKUP], [_LOOKUP, _DELETE]), "none": ([_LOOKUP], [])}
+    r = _compared(tmp_path / "differ", pairs)
+    assert r["config"]["input_changes"] == {"a": 6, "b": 6, "pairs_differ": 6}
+    # The answers are the same answer: what differs is what the model was offered.
+    assert r["divergence"]["exact_match_rate"] == 1
+    # Must match: the same tools listed, each side's ids its own.
+    r = _compared(tmp_path / "same", {"same": ([_LOOKUP, _DELETE], [_LOOKUP, _DELETE])})
+    assert r["config"]["input_changes"] == {"a": 2, "b": 2, "pairs_differ": 0}
+    out = CliRunner().invoke(
+        cli, ["compare", str(tmp_path / "differ" / "a"), str(tmp_path / "differ" / "b")], env={"COLUMNS": "300"}
+    )
+    assert out.exit_code == 0, out.output
+    said = "input changed by the API before the model read it (context edits, thinking dropped, MCP tools listed): A 6 exchanges, B 6 exchanges; differs in 6 pairs"
+    assert said in out.output, out.output
