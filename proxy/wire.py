@@ -96,7 +96,7 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   request sent one. Their first KiB and their count are kept (``_keep_after``, nothing parsed) and
   handed on at the close as one refusal never answered, of the request they begin; empty lines
   alone are nothing sent (RFC 9112 2.2). So are those after a refusal that ends the connection
-  (``_ends_with_refusal``), which were dropped unsaid.
+  (``_ends_with_refusal``), answered at once or held behind a response, which were dropped unsaid.
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -407,7 +407,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 return
             if self._over() or self._upgrade:
                 self._upgrade = False
-                return  # answered (a 400), or switched away from HTTP: uvicorn drops the rest
+                return  # switched away from HTTP (an Upgrade served as such): uvicorn drops the rest
             if line and self._between and self._begun == begun:  # a line that began no request: the parser skips what follows
                 self._feed(view[cut:], data[cut - 1] == 10)
                 return
@@ -516,6 +516,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._stop_body_timer()
         cycle = self.cycle
         if self._unframed is None and cycle is not None and cycle.scope is self.scope and cycle.response_started:
+            self._ends_with_refusal()
             self.transport.close()
         else:
             self._refuse(status, reason)
@@ -563,6 +564,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         to requests before the refused one (pipelined): uvicorn wrote its 400 into a response still
         streaming and closed the connection, cutting that response short with the 400's bytes inside
         it. Every later byte of the connection is kept for one record (``_ends_with_refusal``)."""
+        self._ends_with_refusal()  # answered now or held: the rest of this read, and any later, kept so
+        if not self._between and self._left == _HEAD and self._after_why == _AFTER_REFUSAL:
+            self._after_why += ", in its head (its own body, if it had one, among them: its length was never read)"
         cycle = self.cycle
         own = not self._between and cycle is not None and cycle.scope is self.scope  # the refused request's cycle
         queued = own and any(queued is cycle for queued, _ in self.pipeline)
@@ -571,7 +575,6 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 self.pipeline = deque(entry for entry in self.pipeline if entry[0] is not cycle)
                 self._dropped = cycle
             self._answer, self._switched = answer, True
-            self._ends_with_refusal()
             self._stop_body_timer()
             if self._head_timer is not None:
                 self._head_timer.cancel()

@@ -153,12 +153,13 @@ _WEBSOCKET = b"GET /v1/realtime HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUp
 
 
 @pytest.mark.parametrize("after", [_AFTER, b"\r\n"], ids=["two-requests", "an-empty-line"])
-@pytest.mark.parametrize("refused", ["behind-a-stream", "an-upgrade"])
+@pytest.mark.parametrize("refused", ["behind-a-stream", "an-upgrade", "at-once"])
 def test_bytes_after_a_refusal_that_ends_the_connection_are_recorded_never_answered(fake, in_process, refused, after):
     """A refusal ends its connection: its answer (a 400 held behind a stream still going, a 501 to
-    an Upgrade) is the last thing written. Bytes the client sent after it, in a later read (behind
-    the stream) or in the Upgrade's own read, were dropped without a record; they are now one record,
-    refused, never answered, as bytes after a request that ends the connection are."""
+    an Upgrade, a 400 written at once) is the last thing written. Bytes the client sent after it, in
+    a later read (behind the stream) or in the refused request's own read, were dropped without a
+    record; they are now one record, refused, never answered, as bytes after a request that ends the
+    connection are."""
     app, _ = fake
     rec = in_process()
     stream = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(_STREAM), _STREAM)
@@ -169,11 +170,11 @@ def test_bytes_after_a_refusal_that_ends_the_connection_are_recorded_never_answe
             s.sendall(after)  # while the stream goes on, its refusal's answer held behind it
             rec.read()
         else:
-            s.sendall(_WEBSOCKET + after)
+            s.sendall((_WEBSOCKET if refused == "an-upgrade" else _BAD) + after)
             rec.read()
         answer = read_all(s)
     xs = sorted(rec.stop(), key=lambda x: x["seq"])
-    status = 400 if refused == "behind-a-stream" else 501
+    status = 501 if refused == "an-upgrade" else 400
     assert answer.count(b"HTTP/1.1 ") == (2 if refused == "behind-a-stream" else 1)
     assert b"HTTP/1.1 %d " % status in answer and b"/v1/models" not in answer
     assert [r["path"] for r in app.requests] == (["/v1/chat/completions"] if refused == "behind-a-stream" else [])
