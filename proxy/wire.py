@@ -828,7 +828,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         """The requests queued behind a response (pipelined) that the connection's close left never
         run: a response ahead cut short (its upstream reset), the recorder's shutdown, the client
         gone. uvicorn drops them with the connection, and they went without a record: each is handed
-        on as a refusal never answered, with its head and the body that came, oldest first."""
+        on as a refusal never answered, with its head and the body that came, oldest first; a body
+        still arriving is said to be cut short, its bytes kept as a part, not the request's whole body."""
         assert self.on_refused is not None
         if exc is not None:
             how = f"the client's connection was lost ({exc}) before it was run"
@@ -845,9 +846,14 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             if target is None:
                 query = scope["query_string"]
                 target = scope["raw_path"] + (b"?" + query if query else b"")
-            refusal = Refusal(f"it was queued behind a response on its connection, and {how}", b"", lost=True)
+            body = bytes(cycle.body)
+            cut = ""
+            if cycle.more_body:  # its body still arriving (uvicorn's flag, cleared at its message's end): a part
+                length = next((v.decode("latin-1") for n, v in scope["headers"] if n == b"content-length"), "")
+                cut = f"; its body cut short: {len(body)}{f' of {length}' if length else ''} bytes came before the close"
+            refusal = Refusal(f"it was queued behind a response on its connection, and {how}{cut}", b"", lost=True)
             refusal.method, refusal.target, refusal.http_version = scope["method"], target, scope["http_version"]
-            refusal.headers, refusal.client, refusal.body = list(scope["headers"]), client, bytes(cycle.body)
+            refusal.headers, refusal.client, refusal.body = list(scope["headers"]), client, body
             refusal.arrived_ns = extensions.get("infertap.queued_ns", 0)
             self.on_refused(refusal)
 

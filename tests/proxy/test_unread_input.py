@@ -234,3 +234,26 @@ def test_requests_pipelined_behind_an_answer_that_ends_upstream_are_run_or_recor
     assert "it was queued behind a response on its connection, and the connection closed before it was run" in queued["error"]
     assert queued["error"].endswith("the client was never answered")
     assert 0 < queued["start_ns"] < xs[0]["start_ns"] + xs[0]["end_ns"]  # when it came, not when the connection closed
+
+
+@pytest.mark.parametrize("body", ["whole", "cut-short"])
+def test_a_request_never_run_says_whether_its_body_came_whole(fake, in_process, body):
+    """A request queued behind a response the connection closed on is recorded never run, with the
+    body that came: one still arriving was recorded as though it were the request's whole body.
+    Its error now says the body was cut short, and how much of it came."""
+    rec = in_process()
+    sent = json.dumps({"stream": False, "tag": "b"}).encode()
+    length = len(sent) + (10 if body == "cut-short" else 0)
+    queued = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (length, sent)
+    with rec.connect() as s:
+        s.sendall(b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" + queued)
+        read_all(s)
+    xs = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert [(x["path"], x["end"], x["status"]) for x in xs] == [
+        ("/reset", "upstream_error", 200),
+        ("/v1/chat/completions", "refused", None),
+    ]
+    assert xs[1]["request_body"] == sent
+    cut = f"its body cut short: {len(sent)} of {length} bytes came before the close"
+    assert (cut in xs[1]["error"]) == (body == "cut-short")
+    assert xs[1]["error"].endswith("the client was never answered")
