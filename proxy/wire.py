@@ -832,11 +832,11 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         still arriving is said to be cut short, its bytes kept as a part, not the request's whole body."""
         assert self.on_refused is not None
         if exc is not None:
-            how = f"the client's connection was lost ({exc}) before it was run"
+            how = f"the client's connection was lost ({exc}) before its turn"
         elif self._stopping:
-            how = "the recorder shut down and closed the connection before it was run"
+            how = "the recorder shut down and closed the connection before its turn"
         else:
-            how = "the connection closed before it was run (a response ahead of it cut short, or ending the connection)"
+            how = "the connection closed before its turn (a response ahead of it cut short, or ending the connection)"
         client = f"{self.client[0]}:{self.client[1]}" if self.client else None
         while self.pipeline:
             cycle, _ = self.pipeline.pop()  # the oldest (uvicorn's appendleft)
@@ -851,7 +851,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             if cycle.more_body:  # its body still arriving (uvicorn's flag, cleared at its message's end): a part
                 length = next((v.decode("latin-1") for n, v in scope["headers"] if n == b"content-length"), "")
                 cut = f"; its body cut short: {len(body)}{f' of {length}' if length else ''} bytes came before the close"
-            refusal = Refusal(f"it was queued behind a response on its connection, and {how}{cut}", b"", lost=True)
+            refusal = Refusal(
+                f"it was queued behind a response on its connection, and {how}{cut}", b"", lost=True, never_run=True
+            )
             refusal.method, refusal.target, refusal.http_version = scope["method"], target, scope["http_version"]
             refusal.headers, refusal.client, refusal.body = list(scope["headers"]), client, body
             refusal.arrived_ns = extensions.get("infertap.queued_ns", 0)

@@ -231,7 +231,10 @@ def test_requests_pipelined_behind_an_answer_that_ends_upstream_are_run_or_recor
     assert (queued["end"], queued["status"], queued["chunks"], queued["request_body"]) == ("refused", None, [], second)
     assert (last["end"], last["status"], last["request_body"], last["http_version"]) == ("refused", None, b"", "1.1")
     assert "sk-query" not in last["query"] and ["authorization", "Bearer [REDACTED]"] in last["request_headers"]
-    assert "it was queued behind a response on its connection, and the connection closed before it was run" in queued["error"]
+    never_run = (
+        "the request was never run: it was queued behind a response on its connection, and the connection closed before its turn"
+    )
+    assert queued["error"].startswith(never_run) and "refused" not in queued["error"]
     assert queued["error"].endswith("the client was never answered")
     assert 0 < queued["start_ns"] < xs[0]["start_ns"] + xs[0]["end_ns"]  # when it came, not when the connection closed
 
@@ -257,3 +260,32 @@ def test_a_request_never_run_says_whether_its_body_came_whole(fake, in_process, 
     cut = f"its body cut short: {len(sent)} of {length} bytes came before the close"
     assert (cut in xs[1]["error"]) == (body == "cut-short")
     assert xs[1]["error"].endswith("the client was never answered")
+
+
+@pytest.mark.parametrize("ahead", ["answered", "cut-short"])
+def test_stats_counts_a_request_never_run_as_never_sent_not_ok(fake, in_process, tmp_path, monkeypatch, ahead):
+    """A generation request queued behind a response the connection closed on was never run: the
+    engine never saw it. ``stats`` counts it with the requests infertap never sent (``refused``), in
+    no figure, never as an answer; behind a response that ends whole, the same request runs and is ok."""
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    rec = in_process()
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "b"}).encode()
+    first = b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" if ahead == "cut-short" else b""
+    with rec.connect() as s:  # one answered on a connection of its own: its group is there either way
+        s.sendall(_ASK[:-4] % len(ask) + b"Connection: close\r\n\r\n" + ask)
+        read_all(s)
+    with rec.connect() as s:
+        s.sendall(first + _ASK % (len(ask), ask) + b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        read_all(s)
+    xs = rec.stop()
+    ends = ["complete", "refused" if ahead == "cut-short" else "complete"]
+    assert [x["end"] for x in sorted(xs, key=lambda x: x["seq"]) if x["path"] == "/v1/chat/completions"] == ends
+    result = CliRunner().invoke(cli, ["stats", str(rec.out), "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    groups = json.loads(result.stdout)["groups"]
+    counts = [(g["requests"], g["ok"], g["refused"]) for g in groups]
+    assert counts == ([(1, 1, 1)] if ahead == "cut-short" else [(2, 2, 0)])
