@@ -48,9 +48,12 @@ class Refusal:
     lost: bool = False  # the client's connection was gone (a reset) before it could be answered: no answer
     unsent: str = ""  # where its answer, held behind the responses ahead of it, was never written: why
     arrived_ns: int = 0  # when its first bytes came (time.monotonic_ns()); 0: when handed on
+    never_run: bool = False  # not refused: queued behind a response, dropped with the connection before its turn
 
     @property
     def error(self) -> str:
+        if self.never_run:
+            return f"the request was never run: {self.reason}; the client was never answered"
         if self.lost:
             unsent = f"; its answer ({self.status}) waited for the responses ahead of it and was never written: {self.unsent}"
             return f"{self.by} refused the request ({self.reason}){unsent if self.unsent else ''}; the client was never answered"

@@ -96,7 +96,7 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   request sent one. Their first KiB and their count are kept (``_keep_after``, nothing parsed) and
   handed on at the close as one refusal never answered, of the request they begin; empty lines
   alone are nothing sent (RFC 9112 2.2). So are those after a refusal that ends the connection
-  (``_ends_with_refusal``), which were dropped unsaid.
+  (``_ends_with_refusal``), answered at once or held behind a response, which were dropped unsaid.
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
   uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
@@ -407,7 +407,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 return
             if self._over() or self._upgrade:
                 self._upgrade = False
-                return  # answered (a 400), or switched away from HTTP: uvicorn drops the rest
+                return  # switched away from HTTP (an Upgrade served as such): uvicorn drops the rest
             if line and self._between and self._begun == begun:  # a line that began no request: the parser skips what follows
                 self._feed(view[cut:], data[cut - 1] == 10)
                 return
@@ -516,6 +516,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._stop_body_timer()
         cycle = self.cycle
         if self._unframed is None and cycle is not None and cycle.scope is self.scope and cycle.response_started:
+            self._ends_with_refusal()
             self.transport.close()
         else:
             self._refuse(status, reason)
@@ -563,6 +564,9 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         to requests before the refused one (pipelined): uvicorn wrote its 400 into a response still
         streaming and closed the connection, cutting that response short with the 400's bytes inside
         it. Every later byte of the connection is kept for one record (``_ends_with_refusal``)."""
+        self._ends_with_refusal()  # answered now or held: the rest of this read, and any later, kept so
+        if not self._between and self._left == _HEAD and self._after_why == _AFTER_REFUSAL:
+            self._after_why += ", in its head (its own body, if it had one, among them: its length was never read)"
         cycle = self.cycle
         own = not self._between and cycle is not None and cycle.scope is self.scope  # the refused request's cycle
         queued = own and any(queued is cycle for queued, _ in self.pipeline)
@@ -571,7 +575,6 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 self.pipeline = deque(entry for entry in self.pipeline if entry[0] is not cycle)
                 self._dropped = cycle
             self._answer, self._switched = answer, True
-            self._ends_with_refusal()
             self._stop_body_timer()
             if self._head_timer is not None:
                 self._head_timer.cancel()
@@ -825,14 +828,15 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         """The requests queued behind a response (pipelined) that the connection's close left never
         run: a response ahead cut short (its upstream reset), the recorder's shutdown, the client
         gone. uvicorn drops them with the connection, and they went without a record: each is handed
-        on as a refusal never answered, with its head and the body that came, oldest first."""
+        on as a refusal never answered, with its head and the body that came, oldest first; a body
+        still arriving is said to be cut short, its bytes kept as a part, not the request's whole body."""
         assert self.on_refused is not None
         if exc is not None:
-            how = f"the client's connection was lost ({exc}) before it was run"
+            how = f"the client's connection was lost ({exc}) before its turn"
         elif self._stopping:
-            how = "the recorder shut down and closed the connection before it was run"
+            how = "the recorder shut down and closed the connection before its turn"
         else:
-            how = "the connection closed before it was run (a response ahead of it cut short, or ending the connection)"
+            how = "the connection closed before its turn (a response ahead of it cut short, or ending the connection)"
         client = f"{self.client[0]}:{self.client[1]}" if self.client else None
         while self.pipeline:
             cycle, _ = self.pipeline.pop()  # the oldest (uvicorn's appendleft)
@@ -842,9 +846,16 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             if target is None:
                 query = scope["query_string"]
                 target = scope["raw_path"] + (b"?" + query if query else b"")
-            refusal = Refusal(f"it was queued behind a response on its connection, and {how}", b"", lost=True)
+            body = bytes(cycle.body)
+            cut = ""
+            if cycle.more_body:  # its body still arriving (uvicorn's flag, cleared at its message's end): a part
+                length = next((v.decode("latin-1") for n, v in scope["headers"] if n == b"content-length"), "")
+                cut = f"; its body cut short: {len(body)}{f' of {length}' if length else ''} bytes came before the close"
+            refusal = Refusal(
+                f"it was queued behind a response on its connection, and {how}{cut}", b"", lost=True, never_run=True
+            )
             refusal.method, refusal.target, refusal.http_version = scope["method"], target, scope["http_version"]
-            refusal.headers, refusal.client, refusal.body = list(scope["headers"]), client, bytes(cycle.body)
+            refusal.headers, refusal.client, refusal.body = list(scope["headers"]), client, body
             refusal.arrived_ns = extensions.get("infertap.queued_ns", 0)
             self.on_refused(refusal)
 

@@ -412,9 +412,12 @@ def test_a_request_refused_in_its_headers_is_recorded_as_answered_its_credential
 
     assert refused.startswith(b"HTTP/1.1 400 ") and refused.endswith(b"Invalid HTTP request received.")
     assert good.startswith(b"HTTP/1.1 200 ") and good.endswith(b'{"data":[]}')
-    x, ok = sorted(rec.exchanges(), key=lambda x: x["seq"])
+    x, body, ok = sorted(rec.exchanges(), key=lambda x: x["seq"])
     assert (x["status"], x["end"], x["proxy_generated"]) == (400, "refused", True)
     assert "Invalid header token" in x["error"]
+    # the bytes after the refused head (its body) were dropped unsaid: a record of them, never answered
+    assert (body["end"], body["status"], body["refused_head"]) == ("refused", None, b"{}")
+    assert "2 bytes came after a request the recorder refused, whose answer ends the connection, in its head" in body["error"]
     assert (x["method"], x["path"], x["query"]) == ("POST", "/v1/chat/completions", "api_key=[REDACTED]")
     assert x["chunks"] == [b"Invalid HTTP request received."] and x["request_body"] == b""
     # the whole head, however many reads it came in (the refused one held only its end), redacted as one

@@ -153,12 +153,13 @@ _WEBSOCKET = b"GET /v1/realtime HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUp
 
 
 @pytest.mark.parametrize("after", [_AFTER, b"\r\n"], ids=["two-requests", "an-empty-line"])
-@pytest.mark.parametrize("refused", ["behind-a-stream", "an-upgrade"])
+@pytest.mark.parametrize("refused", ["behind-a-stream", "an-upgrade", "at-once"])
 def test_bytes_after_a_refusal_that_ends_the_connection_are_recorded_never_answered(fake, in_process, refused, after):
     """A refusal ends its connection: its answer (a 400 held behind a stream still going, a 501 to
-    an Upgrade) is the last thing written. Bytes the client sent after it, in a later read (behind
-    the stream) or in the Upgrade's own read, were dropped without a record; they are now one record,
-    refused, never answered, as bytes after a request that ends the connection are."""
+    an Upgrade, a 400 written at once) is the last thing written. Bytes the client sent after it, in
+    a later read (behind the stream) or in the refused request's own read, were dropped without a
+    record; they are now one record, refused, never answered, as bytes after a request that ends the
+    connection are."""
     app, _ = fake
     rec = in_process()
     stream = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(_STREAM), _STREAM)
@@ -169,11 +170,11 @@ def test_bytes_after_a_refusal_that_ends_the_connection_are_recorded_never_answe
             s.sendall(after)  # while the stream goes on, its refusal's answer held behind it
             rec.read()
         else:
-            s.sendall(_WEBSOCKET + after)
+            s.sendall((_WEBSOCKET if refused == "an-upgrade" else _BAD) + after)
             rec.read()
         answer = read_all(s)
     xs = sorted(rec.stop(), key=lambda x: x["seq"])
-    status = 400 if refused == "behind-a-stream" else 501
+    status = 501 if refused == "an-upgrade" else 400
     assert answer.count(b"HTTP/1.1 ") == (2 if refused == "behind-a-stream" else 1)
     assert b"HTTP/1.1 %d " % status in answer and b"/v1/models" not in answer
     assert [r["path"] for r in app.requests] == (["/v1/chat/completions"] if refused == "behind-a-stream" else [])
@@ -230,6 +231,61 @@ def test_requests_pipelined_behind_an_answer_that_ends_upstream_are_run_or_recor
     assert (queued["end"], queued["status"], queued["chunks"], queued["request_body"]) == ("refused", None, [], second)
     assert (last["end"], last["status"], last["request_body"], last["http_version"]) == ("refused", None, b"", "1.1")
     assert "sk-query" not in last["query"] and ["authorization", "Bearer [REDACTED]"] in last["request_headers"]
-    assert "it was queued behind a response on its connection, and the connection closed before it was run" in queued["error"]
+    never_run = (
+        "the request was never run: it was queued behind a response on its connection, and the connection closed before its turn"
+    )
+    assert queued["error"].startswith(never_run) and "refused" not in queued["error"]
     assert queued["error"].endswith("the client was never answered")
     assert 0 < queued["start_ns"] < xs[0]["start_ns"] + xs[0]["end_ns"]  # when it came, not when the connection closed
+
+
+@pytest.mark.parametrize("body", ["whole", "cut-short"])
+def test_a_request_never_run_says_whether_its_body_came_whole(fake, in_process, body):
+    """A request queued behind a response the connection closed on is recorded never run, with the
+    body that came: one still arriving was recorded as though it were the request's whole body.
+    Its error now says the body was cut short, and how much of it came."""
+    rec = in_process()
+    sent = json.dumps({"stream": False, "tag": "b"}).encode()
+    length = len(sent) + (10 if body == "cut-short" else 0)
+    queued = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (length, sent)
+    with rec.connect() as s:
+        s.sendall(b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" + queued)
+        read_all(s)
+    xs = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert [(x["path"], x["end"], x["status"]) for x in xs] == [
+        ("/reset", "upstream_error", 200),
+        ("/v1/chat/completions", "refused", None),
+    ]
+    assert xs[1]["request_body"] == sent
+    cut = f"its body cut short: {len(sent)} of {length} bytes came before the close"
+    assert (cut in xs[1]["error"]) == (body == "cut-short")
+    assert xs[1]["error"].endswith("the client was never answered")
+
+
+@pytest.mark.parametrize("ahead", ["answered", "cut-short"])
+def test_stats_counts_a_request_never_run_as_never_sent_not_ok(fake, in_process, tmp_path, monkeypatch, ahead):
+    """A generation request queued behind a response the connection closed on was never run: the
+    engine never saw it. ``stats`` counts it with the requests infertap never sent (``refused``), in
+    no figure, never as an answer; behind a response that ends whole, the same request runs and is ok."""
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    rec = in_process()
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "b"}).encode()
+    first = b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" if ahead == "cut-short" else b""
+    with rec.connect() as s:  # one answered on a connection of its own: its group is there either way
+        s.sendall(_ASK[:-4] % len(ask) + b"Connection: close\r\n\r\n" + ask)
+        read_all(s)
+    with rec.connect() as s:
+        s.sendall(first + _ASK % (len(ask), ask) + b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        read_all(s)
+    xs = rec.stop()
+    ends = ["complete", "refused" if ahead == "cut-short" else "complete"]
+    assert [x["end"] for x in sorted(xs, key=lambda x: x["seq"]) if x["path"] == "/v1/chat/completions"] == ends
+    result = CliRunner().invoke(cli, ["stats", str(rec.out), "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    groups = json.loads(result.stdout)["groups"]
+    counts = [(g["requests"], g["ok"], g["refused"]) for g in groups]
+    assert counts == ([(1, 1, 1)] if ahead == "cut-short" else [(2, 2, 0)])
