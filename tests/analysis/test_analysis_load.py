@@ -673,7 +673,8 @@ def test_decode_workers_end_when_their_caller_is_killed(tmp_path: Path) -> None:
         "decoding.PARALLEL_BYTES = 0\n"
         "if __name__ == '__mp_main__':  # in each worker: say so, then take long over its part\n"
         f"    open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
-        "    decoding.decode_records = lambda *a, **k: time.sleep(600)\n"
+        "    import infertap.analysis.decode as decode  # the parts' decoder, looked up when a part starts\n"
+        "    decode.decode_records = lambda *a, **k: time.sleep(600)\n"
         "if __name__ == '__main__':\n"
         f"    Analysis([{str(cap)!r}], cache_dir={str(tmp_path / 'cache')!r}, workers=2)\n"
     )
