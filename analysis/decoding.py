@@ -40,8 +40,9 @@ if TYPE_CHECKING:  # imported where parts are merged: reading the cache needs no
     # Imported where a decode runs: a warm `stats` reads the cache's tables without the decoder.
     from .decode import Decoder, Generations
 
-#: The decoder's module, imported once by the server the decode's workers are forked from.
-DECODER = f"{__package__}.decode"
+#: What the decode's workers import, imported once by the server they are forked from: the decoder,
+#: and Arrow's Parquet writer (with numpy: 0.2 s CPU that each worker paid again at its first batch).
+DECODER = (f"{__package__}.decode", "pyarrow.parquet")
 
 #: Exchanges dealt to a part at a time: part p of k decodes the p-th, (p+k)-th ... run of this many.
 PART_EXCHANGES = 4_096
@@ -100,6 +101,12 @@ def decode_capture(path: Path, out: Path, capture: str | None = None, workers: i
     return meta
 
 
+def decode_pool(workers: int, module: str) -> ProcessPoolExecutor:
+    """Processes for a decode's work (the functions of ``module``), forked from a server that
+    imported the decoder and Arrow once, each ending with its caller (see ``worker_context``)."""
+    return ProcessPoolExecutor(workers, mp_context=worker_context(module, *DECODER), initializer=exit_with_parent)
+
+
 def _empty(folder: Path) -> None:
     for item in folder.iterdir():
         shutil.rmtree(item) if item.is_dir() else item.unlink()
@@ -152,7 +159,7 @@ def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int]
     decoder = Decoder(capture, {name: table_sink(out, name, capture) for name in SEQUENTIAL_TABLES})
     try:
         # not fork: the calling process may have threads (DuckDB's, a writer's); see worker_context
-        with ProcessPoolExecutor(k, mp_context=worker_context(__name__, DECODER), initializer=exit_with_parent) as pool:
+        with decode_pool(k, __name__) as pool:
             futures = [
                 pool.submit(_part, str(path), str(out / f"part-{p}"), capture, (p, k, PART_EXCHANGES), sizes) for p in range(k)
             ]
