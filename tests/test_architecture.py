@@ -161,6 +161,22 @@ def test_the_public_api_loads_each_name_on_use(tmp_path):
     assert done.stdout.strip() == "[]"
 
 
+def test_the_apis_package_loads_each_name_on_use_and_keeps_its_functions(tmp_path):
+    """``infertap.apis`` loads its readers when a name is asked for; a module named as one of its
+    functions (``unfinished``), imported first by another module, doesn't take the function's place."""
+    done = _run(
+        "import sys\n"
+        "import infertap.apis.body\n"
+        "assert 'infertap.apis.read' not in sys.modules, sorted(sys.modules)\n"
+        "from infertap.apis.unfinished import cut_short\n"
+        "from infertap.apis import unfinished, read_request\n"
+        "print(type(unfinished).__name__, callable(read_request))",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["function", "True"]
+
+
 #: What only a decode needs: the decoder, the API readers it runs (msgspec's, in the decoded case with
 #: numpy and pyarrow), linking. A warm ``stats`` imported them all for the decode's version, a few
 #: constants and ``infertap.apis``'s every name (the first import of its package): a third of its imports.

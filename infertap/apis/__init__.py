@@ -13,6 +13,8 @@ a warm ``infertap stats`` never runs.
 
 from __future__ import annotations
 
+import sys
+import types
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -145,3 +147,18 @@ def __getattr__(name: str) -> Any:
     value = getattr(import_module(_HOME[name], __name__), name)
     globals()[name] = value
     return value
+
+
+class _Package(types.ModuleType):
+    """The package, whose function ``unfinished`` shares its module's name: importing that module
+    sets the package's attribute to it (the import system does), which would hide the function from
+    ``from infertap.apis import unfinished``. The function is bound instead, as the package bound it
+    when it imported every module at once."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _HOME.get(name) == f".{name}":
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
