@@ -18,7 +18,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +26,10 @@ from typing import Any
 from infertap.capture.reader import CaptureReader
 from infertap.capture.segments import cache_refusal
 from infertap.errors import InfertapError
-from infertap.spawning import exit_with_parent, worker_context, workers_can_start
+from infertap.spawning import workers_can_start
 
-from .decode import DECODE_VERSION
-from .decoding import carried, decode_capture, repeats_warning, table_files, unwrap
+from .decode_version import DECODE_VERSION
+from .decoding import carried, decode_capture, decode_pool, repeats_warning, table_files, unwrap
 from .errors import AnalysisError
 
 ENV = "INFERTAP_CACHE"
@@ -245,7 +245,7 @@ def cached_captures(
                 progress(entries[i])  # type: ignore[arg-type]
         return entries  # type: ignore[return-value]
     # not fork: the calling process may have threads (DuckDB's, a writer's); see worker_context
-    with ProcessPoolExecutor(workers, mp_context=worker_context(__name__), initializer=exit_with_parent) as pool:
+    with decode_pool(workers, __name__) as pool:
         futures = {pool.submit(_decode_in_worker, str(paths[i]), str(cache_root(root))): i for i in missing}
         try:
             for future in as_completed(futures):

@@ -38,6 +38,7 @@ from infertap.capture.reader import CaptureReader
 from infertap.capture.records import apart, delivered, recorded_session, request_body_unknown
 from infertap.collector import no_cyclic_gc
 
+from .decode_version import DECODE_VERSION
 from .prefix import PrefixIndex
 from .schema import ENGINE_FACTS, TABLES, arrow_schema
 
@@ -45,91 +46,6 @@ if TYPE_CHECKING:  # numpy and pyarrow are imported where a decode needs them: r
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-#: Bumped whenever decoding changes what a table holds, so that older caches are rebuilt. 4: the
-#: telemetry table; 5: sessions and turns; 6: engines.dtype; 7: requests.digest, token times;
-#: 8: repeated exchange ids named apart; 9: values of another type read as none (a tool call's index
-#: that is not an integer is its place in the list); 10: an imported exchange's token times unknown;
-#: 11: llama.cpp's "stop": true ends its stream (stream_done); 12: a refusal's events are token events,
-#: Responses' custom tool calls and the functions API's function_call are tool calls, vLLM's
-#: {"object": "error"} an error, Ollama's calls without an index calls of their own; 13: the Responses
-#: API's built-in tool calls (local shell, web search, ...), Anthropic's server and MCP tool calls and
-#: chat's custom tool calls are tool calls, and link turns; chat content as parts (Mistral's) read,
-#: an audio answer's transcript is its events' text; exchanges.usage_hidden_reasoning_tokens, choices;
-#: a Responses stream that sent no delta read from its final event; llama.cpp's answers to several
-#: prompts apart; 14: an MCP tool named with its server; 15: a turn continues only what had ended
-#: when it was sent, a session is a whole tree of turns, think time from the last end in the session;
-#: 16: captures.closed_cleanly only when every run closed; 17: a Responses reasoning summary leaves the
-#: reasoning tokens hidden; 18: a stream read up to its first [DONE], a choice whose index is no
-#: integer as choice 0, both reasoning fields where they differ, a Responses call only its final event
-#: restates, tool-call arguments canonical only where nothing is lost (turns link by them); 19: a
-#: request's digest leaves out query parameters the capture redacted; 20: arguments sent as an
-#: object keep digits past a double; 21: exchanges.client_wait_ns; 22: an error beside a chat choice
-#: (a gateway's mid-stream error) is the answer's, a Responses message sent whole beside streamed
-#: calls is read, an Anthropic request to Vertex AI or Bedrock is read as Messages; 23: of identical
-#: conversations (two agents that began alike), a turn continues the first to end that none continues yet;
-#: 24: a turn of a header session continues the session's request its conversation extends, not the latest end;
-#: 25: a request holding one value msgspec refuses (a lone surrogate, 1e400) reads its other numbers
-#: rounded as any other request's (its turns link); 26: a setting sent under two names (max_tokens and
-#: max_completion_tokens) read by a fixed precedence, not the body's key order; 27: an image or
-#: document block's cache_control is no part of its turn (a moved cache breakpoint still links);
-#: 28: an integer beyond int64 (a seed of 2**64-1, a usage count of 10**20) read as unknown instead of
-#: failing the decode; 29: a NaN or infinite number (server timings, a sampling setting, a telemetry
-#: sample) unknown; 30: runs.pid and captures.open_runs (stats says a capture is still being written);
-#: 31: a completion's prompt that is no string (token ids) read as its JSON, not as its texts alone;
-#: 32: the images an Ollama message or prompt sends are part of its turn (conversations differing in an image link apart);
-#: 33: an imported answer whose body is not in the file (body_not_in_file) unread with that reason;
-#: 34: a zstd or br response read decoded, as gzip and deflate are (it was read as its compressed bytes);
-#: 35: an answer read from the chunks its client was handed (delivered_chunks), exchanges.undelivered_chunks;
-#: 36: a response decoded past apis.body.DECODED_LIMIT (a decompression bomb) unread, its answer unknown (TOO_LARGE);
-#: 37: runs.telemetry_urls (the exporters a run scraped, where its energy and engine figures came from);
-#: 38: a completion's prompt sent as a list of one (["ab"]) is that prompt's turn, as "ab" is (a batch of one);
-#: 39: exchanges.request_body_unknown (sent with a body not kept: stats counts it unknown, not as no generation);
-#: 40: a body infertap mitm marks request_body_not_kept (mitmproxy streamed it unseen) is request_body_unknown too;
-#: 41: exchanges.request_body_unsearched, response_body_unsearched (stats warns of bodies not searched for credentials);
-#: 42: a response the recorder kept only the head of (response_body_size) unread, its answer unknown (NOT_KEPT),
-#: its response_bytes, n_chunks and last_chunk_ns the real ones;
-#: 43: the links table (each generation request's link digests: captures read together are linked as one);
-#: 44: a generation request infertap refused (never sent) is a leaf of its session: no turn continues
-#: it and its end starts no think time (the links table's refused), as replay links them;
-#: 45: a Responses stream whose response.completed holds output items is read from them (the answer the client ends with);
-#: 46: an Ollama /api/generate answer's tool calls (top-level tool_calls on its done line) are read;
-#: 47: a cut Responses answer's id read from its kept head (apis.kept_response_id): the turn naming it links to it;
-#: 48: runs.telemetry (whether a run sampled telemetry: --no-telemetry is said apart from no power telemetry);
-#: 49: a cut answer's exchanges.response_id read from its kept head, of every API (a chat chunk's id, message_start);
-#: 50: a cut answer's usage and finish reason read from its kept tail (response_tail, apis.tail_usage): its output tokens counted;
-#: 51: an imported answer the file holds only the head of (body_not_in_file with its head kept) unread, never that head;
-#: 52: an imported WebSocket (websocket_messages, its messages not imported) unread as not in the file, never an empty answer;
-#: 53: a cut Messages answer's prompt usage read from the message_start its kept head begins with (the tail has its output's);
-#: 54: a cut Responses answer's usage read back from the end of a response.completed longer than its kept tail;
-#: 55: runs.telemetry_intervals_s (each source's sampling interval asked for: energy's gaps and reach are judged by it);
-#: 56: an Ollama answer that calls a tool finishes as tool_calls (finish_reason; its done_reason "stop" is finish_reason_raw);
-#: 57: a cut Responses answer's finish reason read back from the end of its response.completed (status, incomplete reason,
-#: calls), and its usage with a data: [DONE] after that event;
-#: 58: a cut Ollama /api/chat answer's "stop" unknown where it was offered tools and its tail holds no call (one may have come before);
-#: 59: a chat answer that calls a tool and says "stop" finishes as tool_calls (its cut answer's "stop" unknown as Ollama's);
-#: 60: an exchange recorded with no session takes the one its kept request headers name (a client's own, read since);
-#: a request of a header session never continues another header session's turn by its conversation.
-#: 61: exchanges.choices_unfinished (an n > 1 stream whose other choice said no finish reason is unfinished);
-#: 62: a Responses answer finishes as tool_calls only where its output holds a call its client makes (a web search then a
-#: message is stop), read whole, streamed or from a cut answer's tail.
-#: 63: runs.importer (an import's machine and time, apart from its header's host: not its traffic's machine).
-#: 64: a chat or completions answer whose choice other than 0 (n > 1) reports an error (its error object, or
-#: finish_reason "error"), or whose choice 0 says finish_reason "error" with no error object, has that
-#: error as exchanges.error_message (not ok: a failure, not unfinished).
-#: 65: an n > 1 answer kept in part has each choice's end read from its kept head and tail (apis.kept_choices):
-#: exchanges.choices and choices_unfinished as a whole read's where they tell, choices_unfinished null where
-#: not; its finish_reason from the head where choice 0 ended there.
-#: 66: a Responses answer whose status is failed or cancelled with no error object has error_message
-#: "response failed" ("response cancelled"): it read as ok.
-#: 67: an Anthropic answer's prompt, cached and output tokens are its usage.iterations' sums (a compaction's
-#: tokens counted: the top level leaves them out).
-#: 68: a Responses ``program`` item (programmatic tool calling) is a call of the API's (``tool_calls`` counts it).
-#: 69: a Responses shell, apply patch or tool search call's arguments leave out its ``created_by`` (an id).
-#: 70: a Responses audio answer's transcript (``response.audio.transcript.delta``) is read (token events);
-#: an MCP server's tool list (``mcp_list_tools``' ``tools``) is what its tool gave back.
-#: 71: a Responses code interpreter's code and shell's commands streamed as deltas are read (token
-#: events), and a call cut before its item's end is that item as it stood.
-DECODE_VERSION = 71
 
 #: What a part leaves to the pass over the whole capture: these need every generation request, in order.
 SEQUENTIAL_TABLES = ("prefixes", "turns", "links", "captures")

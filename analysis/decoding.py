@@ -31,12 +31,18 @@ from infertap.collector import no_cyclic_gc
 from infertap.errors import InfertapError
 from infertap.spawning import exit_with_parent, worker_context, workers_can_start
 
-from .decode import SEQUENTIAL_TABLES, Decoder, Generations, decode_records, table_sink
 from .prefix import PrefixIndex
 from .schema import TABLES
 
 if TYPE_CHECKING:  # imported where parts are merged: reading the cache needs no numpy
     import numpy as np
+
+    # Imported where a decode runs: a warm `stats` reads the cache's tables without the decoder.
+    from .decode import Decoder, Generations
+
+#: What the decode's workers import, imported once by the server they are forked from: the decoder,
+#: and Arrow's Parquet writer (with numpy: 0.2 s CPU that each worker paid again at its first batch).
+DECODER = (f"{__package__}.decode", "pyarrow.parquet")
 
 #: Exchanges dealt to a part at a time: part p of k decodes the p-th, (p+k)-th ... run of this many.
 PART_EXCHANGES = 4_096
@@ -64,6 +70,8 @@ def decode_capture(path: Path, out: Path, capture: str | None = None, workers: i
     ``<id>~2``, ``<id>~3`` (an enrichment naming the id stays with the first), and the meta says so
     (``repeated_ids``).
     """
+    from .decode import decode_records
+
     capture = capture or str(path)
     # Every reader below reads the segments as they are now, up to these sizes: a recorder still
     # writing to the capture adds records that the parts and the pass over the whole would not agree on.
@@ -91,6 +99,12 @@ def decode_capture(path: Path, out: Path, capture: str | None = None, workers: i
     meta, decoder = decode_records(path, out, capture, repeated, sizes=sizes)
     meta["repeated_ids"] = repeats(repeated, sum(k - 1 for k in decoder.seen.values()))
     return meta
+
+
+def decode_pool(workers: int, module: str) -> ProcessPoolExecutor:
+    """Processes for a decode's work (the functions of ``module``), forked from a server that
+    imported the decoder and Arrow once, each ending with its caller (see ``worker_context``)."""
+    return ProcessPoolExecutor(workers, mp_context=worker_context(module, *DECODER), initializer=exit_with_parent)
 
 
 def _empty(folder: Path) -> None:
@@ -139,11 +153,13 @@ def _in_parts(path: Path, out: Path, capture: str, k: int, sizes: dict[str, int]
     its meta and the decoder of that pass (every exchange's id seen)."""
     import numpy as np
 
+    from .decode import SEQUENTIAL_TABLES, Decoder, table_sink
+
     out.mkdir(parents=True, exist_ok=True)
     decoder = Decoder(capture, {name: table_sink(out, name, capture) for name in SEQUENTIAL_TABLES})
     try:
         # not fork: the calling process may have threads (DuckDB's, a writer's); see worker_context
-        with ProcessPoolExecutor(k, mp_context=worker_context(__name__), initializer=exit_with_parent) as pool:
+        with decode_pool(k, __name__) as pool:
             futures = [
                 pool.submit(_part, str(path), str(out / f"part-{p}"), capture, (p, k, PART_EXCHANGES), sizes) for p in range(k)
             ]
@@ -196,6 +212,8 @@ def _part(
     path: str, folder: str, capture: str, part: tuple[int, int, int], sizes: dict[str, int] | None
 ) -> dict[str, Any] | tuple[Any, ...]:
     """One part of the capture (``Decoder``'s ``part``), in a worker process; errors travel back as plain data."""
+    from .decode import decode_records
+
     try:
         meta, decoder = decode_records(Path(path), Path(folder), capture, part=part, sizes=sizes)
         g = decoder.generations
@@ -239,6 +257,8 @@ def unwrap[T](result: T | tuple[Any, ...]) -> T:
 def _merged(out: Path, k: int) -> tuple[Generations, np.ndarray[Any, Any]]:
     """Every part's generation requests in record order (by exchange number), and those numbers."""
     import numpy as np
+
+    from .decode import Generations
 
     sent, seq, end, numbers = array("q"), array("q"), array("q"), array("q")
     ids: list[str] = []

@@ -20,8 +20,6 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infertap.apis import Links, link, sessions_of, think_times, turns_of
-
 if TYPE_CHECKING:  # imported where a join is written: a load that reads a kept join needs no pyarrow
     import pyarrow as pa
 
@@ -104,6 +102,9 @@ def join_sessions(con: Any, captures: list[str]) -> pa.Table:
     the first request of each session's name, so that a session is one group however many captures
     hold its turns."""
     import pyarrow as pa
+
+    from infertap.apis.conversation import Links
+    from infertap.apis.linking import link, sessions_of, think_times, turns_of
 
     rows = con.execute(
         "SELECT capture, exchange_id, sent_wall_ns, end_wall_ns, link_id, parent_id, session, candidates, continuation, "

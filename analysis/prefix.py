@@ -94,20 +94,29 @@ class PrefixIndex:
         self._parents = array("I", [0])  # node -> its parent
         self._paths: list[bytes] = []  # string -> its nodes, packed as array("I")
         self._tails: list[bytes] = []
+        # node -> the child a string last went on to (0: none yet). An agent's next request goes on
+        # as its previous one did, so the next block is compared with that child's bytes (memcmp)
+        # before the trie is asked (a hash of the block): the same node either way, as a node's
+        # children have different bytes.
+        self._last = array("I", [0])
 
     def add(self, data: bytes) -> int:
         """Keep ``data``; returns its number."""
-        size, nodes, parent = self.block, self._nodes, 0
+        size, nodes, blocks, last, parent = self.block, self._nodes, self._blocks, self._last, 0
         full = len(data) - len(data) % size
         path = array("I")
         for start in range(0, full, size):
-            piece = data[start : start + size]
-            key = (parent, piece)
-            node = nodes.get(key)
-            if node is None:
-                node = nodes[key] = len(self._blocks)
-                self._blocks.append(piece)
-                self._parents.append(parent)
+            node = last[parent]
+            if not (node and data.startswith(blocks[node], start)):  # a block is ``size`` bytes: startswith compares all of them
+                piece = data[start : start + size]
+                key = (parent, piece)
+                found = nodes.get(key)
+                if found is None:
+                    found = nodes[key] = len(blocks)
+                    blocks.append(piece)
+                    self._parents.append(parent)
+                    last.append(0)
+                node = last[parent] = found
             path.append(node)
             parent = node
         self._paths.append(path.tobytes())

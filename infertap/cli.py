@@ -13,11 +13,7 @@ from typing import Any, get_args
 
 import click
 
-from .capture.identity import describe as describe_workload
-from .capture.jsonable import dumps
-from .capture.reader import CaptureReader
 from .capture.records import RecordType
-from .capture.redact import Redactor
 from .errors import INTERRUPTED, InfertapError, interrupted
 from .options import OnePath, host_port, key_value, redact_options, telemetry_options
 from .stopping import interrupting
@@ -272,6 +268,8 @@ def record(
     sock = _listen(host, port)
 
     def ready(url: str, writer: Any) -> None:
+        from .capture.redact import Redactor
+
         click.echo(f"infertap record: listening on {url}, forwarding to {Redactor().url(upstream)}, capturing to {writer.path}")
 
     result = serve(config, sock=sock, on_ready=ready)
@@ -420,6 +418,9 @@ def cat(capture: Path, types: tuple[str, ...]) -> None:
     Bytes are shown as text when they are valid UTF-8, else as {"base64": "..."}; a number JSON
     has no form for (NaN, an infinity) as null.
     """
+    from .capture.jsonable import dumps
+    from .capture.reader import CaptureReader
+
     reader = CaptureReader(capture)
     for record in reader.records():
         if not types or record.get("type") in types:
@@ -451,6 +452,7 @@ def _print_info(s: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from .capture.identity import describe as describe_workload
     from .capture.info import no_snapshot_reason, not_imported_text
 
     console = Console()

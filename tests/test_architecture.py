@@ -161,6 +161,36 @@ def test_the_public_api_loads_each_name_on_use(tmp_path):
     assert done.stdout.strip() == "[]"
 
 
+def test_the_apis_package_loads_each_name_on_use_and_keeps_its_functions(tmp_path):
+    """``infertap.apis`` loads its readers when a name is asked for; a module named as one of its
+    functions (``unfinished``), imported first by another module, doesn't take the function's place."""
+    done = _run(
+        "import sys\n"
+        "import infertap.apis.body\n"
+        "assert 'infertap.apis.read' not in sys.modules, sorted(sys.modules)\n"
+        "from infertap.apis.unfinished import cut_short\n"
+        "from infertap.apis import unfinished, read_request\n"
+        "print(type(unfinished).__name__, callable(read_request))",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["function", "True"]
+
+
+#: What only a decode needs: the decoder, the API readers it runs (msgspec's, in the decoded case with
+#: numpy and pyarrow), linking. A warm ``stats`` imported them all for the decode's version, a few
+#: constants and ``infertap.apis``'s every name (the first import of its package): a third of its imports.
+DECODER_ONLY = [
+    "infertap.analysis.decode",
+    "infertap.apis.chat_request",
+    "infertap.apis.chat_stream",
+    "infertap.apis.conversation",
+    "infertap.apis.linking",
+    "infertap.apis.read",
+]
+NEVER_IN_STATS = ["infertap.capture.info", "infertap.capture.writer"]  # the capture's summary, the recorder's writer
+
+
 def test_stats_on_a_cached_capture_imports_no_http_client_nor_engine_adapters(tmp_path):
     """``infertap stats`` reads recorded gauges only and runs no event loop: httpx (with its CLI's
     rich and pygments), the engines' adapters, psutil, asyncio, the other commands' modules and the
@@ -180,14 +210,16 @@ def test_stats_on_a_cached_capture_imports_no_http_client_nor_engine_adapters(tm
         "v = sys.modules.get('infertap.version')\n"
         "looked_up = v is not None and (not hasattr(v, 'installed_version') or v.installed_version.cache_info().currsize > 0)\n"
         "print(json.dumps([json.loads(done.stdout)['groups'][0]['requests'], looked_up, "
-        f"sorted(m for m in sys.modules if m.split('.')[0] in ('asyncio', 'httpx', 'numpy', 'psutil', 'pyarrow', 'rich') or m.startswith('infertap.engines') or m in {[*others, 'infertap.capture.info']!r})]))"
+        f"sorted(m for m in sys.modules if m.split('.')[0] in ('asyncio', 'httpx', 'msgspec', 'numpy', 'psutil', 'pyarrow', 'rich') or m.startswith('infertap.engines') or m in {[*others, *DECODER_ONLY, *NEVER_IN_STATS]!r})]))"
     )
     for decoded in (True, False):  # decoded, then read from the cache
         done = _run(code, tmp_path)
         assert done.returncode == 0, done.stderr
         requests, looked_up, heavy = json.loads(done.stdout)
         assert requests == 1
-        arrays = {m.split(".")[0] for m in heavy} & {"numpy", "pyarrow"}
-        assert arrays == ({"numpy", "pyarrow"} if decoded else set())  # the decode writes Parquet with them
-        assert [m for m in heavy if m.split(".")[0] not in arrays] == []
+        # The decode writes Parquet with numpy and pyarrow, and reads the answers with every API's
+        # reader (msgspec); a warm command reads the cache's columns with none of them.
+        used = {m for m in heavy if m in DECODER_ONLY or m.split(".")[0] in ("numpy", "pyarrow", "msgspec")}
+        assert {m.split(".")[0] for m in used} == ({"infertap", "numpy", "pyarrow", "msgspec"} if decoded else set())
+        assert [m for m in heavy if m not in used] == []
         assert looked_up is False  # infertap's version: read from its metadata only where written or printed

@@ -5,28 +5,91 @@ sampling settings); ``read_response(record)`` what its response said (text, reas
 finish reason in a common vocabulary with the API's own word kept, token counts, each event with
 the chunk that completed it). A body no adapter understands is ``readable=False``, never an empty
 answer. Imports nothing of the rest of infertap: the capture's bytes are all it needs.
+
+Names are loaded on first use (PEP 562), as ``infertap.analysis``'s are: importing one module of
+this package (``infertap.capture`` reads ``body``'s marks) doesn't load every API's reader, which
+a warm ``infertap stats`` never runs.
 """
 
-from .body import TOO_LARGE, decoded_chunks, ended_by_marker, header
-from .conversation import Link, Links, links_of
-from .kept import TailUsage, kept_response_id, tail_usage, with_tail_usage
-from .linking import link, sessions_of, think_times, think_times_from, turns_of
-from .read import (
-    APIS,
-    NOT_IN_FILE,
-    NOT_KEPT,
-    api_for,
-    is_generation,
-    json_body,
-    not_in_file,
-    read_request,
-    read_response,
-    response_not_kept,
-    stream_done,
-)
-from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
-from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments, one_prompt
-from .unfinished import FINISHING_APIS, MARKER_APIS, ErrorMarkScan, cut_short, ended_answer, ended_unfinished, unfinished
+from __future__ import annotations
+
+import sys
+import types
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the type checker sees; at run time each name is imported when first asked for
+    from .body import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, decoded_chunks, ended_by_marker, header
+    from .conversation import Link, Links, links_of
+    from .finishing import FINISHING_APIS, MARKER_APIS
+    from .kept import TailUsage, kept_response_id, tail_usage, with_tail_usage
+    from .linking import link, sessions_of, think_times, think_times_from, turns_of
+    from .read import (
+        APIS,
+        api_for,
+        is_generation,
+        json_body,
+        not_in_file,
+        read_request,
+        read_response,
+        response_not_kept,
+        stream_done,
+    )
+    from .sampling import ALIASES, SAMPLING, canonical, sampling_fields
+    from .shapes import FINISH_REASONS, Api, Delta, Event, Output, Request, ToolCallPart, Turn, canonical_arguments, one_prompt
+    from .unfinished import ErrorMarkScan, cut_short, ended_answer, ended_unfinished, unfinished
+
+#: Where each public name lives.
+_HOME = {
+    "ALIASES": ".sampling",
+    "Link": ".conversation",
+    "Links": ".conversation",
+    "link": ".linking",
+    "links_of": ".conversation",
+    "sessions_of": ".linking",
+    "think_times": ".linking",
+    "think_times_from": ".linking",
+    "turns_of": ".linking",
+    "APIS": ".read",
+    "FINISH_REASONS": ".shapes",
+    "NOT_IN_FILE": ".body",
+    "NOT_KEPT": ".body",
+    "TOO_LARGE": ".body",
+    "SAMPLING": ".sampling",
+    "Api": ".shapes",
+    "Delta": ".shapes",
+    "Event": ".shapes",
+    "Output": ".shapes",
+    "Request": ".shapes",
+    "ToolCallPart": ".shapes",
+    "Turn": ".shapes",
+    "api_for": ".read",
+    "canonical": ".sampling",
+    "canonical_arguments": ".shapes",
+    "decoded_chunks": ".body",
+    "ended_by_marker": ".body",
+    "header": ".body",
+    "is_generation": ".read",
+    "json_body": ".read",
+    "not_in_file": ".read",
+    "response_not_kept": ".read",
+    "one_prompt": ".shapes",
+    "read_request": ".read",
+    "kept_response_id": ".kept",
+    "tail_usage": ".kept",
+    "TailUsage": ".kept",
+    "with_tail_usage": ".kept",
+    "read_response": ".read",
+    "sampling_fields": ".sampling",
+    "stream_done": ".read",
+    "FINISHING_APIS": ".finishing",
+    "MARKER_APIS": ".finishing",
+    "ErrorMarkScan": ".unfinished",
+    "cut_short": ".unfinished",
+    "ended_answer": ".unfinished",
+    "ended_unfinished": ".unfinished",
+    "unfinished": ".unfinished",
+}
 
 __all__ = [
     "ALIASES",
@@ -78,3 +141,26 @@ __all__ = [
     "ended_unfinished",
     "unfinished",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_HOME[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+class _Package(types.ModuleType):
+    """The package, whose function ``unfinished`` shares its module's name: importing that module
+    sets the package's attribute to it (the import system does), which would hide the function from
+    ``from infertap.apis import unfinished``. The function is bound instead, as the package bound it
+    when it imported every module at once."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _HOME.get(name) == f".{name}":
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

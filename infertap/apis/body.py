@@ -50,6 +50,14 @@ UNDONE = ("gzip", "x-gzip", "deflate", "zstd", "br")
 
 #: Why an answer is unread where its body decodes to more than ``DECODED_LIMIT``.
 TOO_LARGE = "the response body decodes to more than analysis reads of one answer (apis.body.DECODED_LIMIT, 64 MiB)"
+#: Why an answer is unread where the file it was imported from said a body was sent and held none of it
+#: (or only its head: a text shorter than the size the file gives).
+NOT_IN_FILE = (
+    "the response body is not in the file it was imported from (saved without content, or only its head; "
+    "or a WebSocket's messages, not imported)"
+)
+#: Why an answer is unread where the recorder kept only the head of its body (over its response limit).
+NOT_KEPT = "the response body was not kept whole (over the recorder's response limit, --max-response-mb: response_body_size)"
 
 
 class TooLarge(Exception):

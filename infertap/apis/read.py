@@ -14,7 +14,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .body import decoding, ended_payloads, framing, head_of, invalid_utf8
+from .body import NOT_IN_FILE, NOT_KEPT, decoding, ended_payloads, framing, head_of, invalid_utf8
 from .fastjson import loads, loads_exact
 from .llamacpp import LlamaCpp
 from .messages import Messages
@@ -141,24 +141,12 @@ def is_generation(record: Mapping[str, Any]) -> bool:
     return body is not None and api_for(record.get("path"), body) is not UNKNOWN and any(key in body for key in _INPUTS)
 
 
-#: Why an answer is unread where the file it was imported from said a body was sent and held none of it
-#: (or only its head: a text shorter than the size the file gives).
-NOT_IN_FILE = (
-    "the response body is not in the file it was imported from (saved without content, or only its head; "
-    "or a WebSocket's messages, not imported)"
-)
-
-
 def not_in_file(record: Mapping[str, Any]) -> bool:
     """Whether the record's response body was sent and is not in the file it was imported from
     (``body_not_in_file``), or is a WebSocket's messages the import left out (``websocket_messages``):
     unknown, never the empty answer (or the head) it is recorded as."""
     missing = record.get("body_not_in_file")
     return (isinstance(missing, list) and "response" in missing) or "websocket_messages" in record
-
-
-#: Why an answer is unread where the recorder kept only the head of its body (over its response limit).
-NOT_KEPT = "the response body was not kept whole (over the recorder's response limit, --max-response-mb: response_body_size)"
 
 
 def response_not_kept(record: Mapping[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .body import decoded_chunks, encoded, ended_payloads, framing, head_of
+from .finishing import FINISHING_APIS, MARKER_APIS
 from .kept import with_tail_usage
 from .openai import FINISHED_IN_ERROR
 from .read import (
@@ -40,17 +41,6 @@ from .read import (
 )
 from .shapes import Api, Output, error_of, one_prompt
 
-#: The APIs whose streams end with a finish reason before their end marker (``[DONE]``,
-#: ``message_stop``) or as it (``response.completed``): one that ended cleanly without it was cut (an
-#: agent's cut answer read as ok before: a Messages stream closed after some text, or a Responses
-#: stream with no final event). Ollama's and llama.cpp's own APIs say it on their end marker, and
-#: older Ollama not at all: not these.
-FINISHING_APIS = ("chat", "completions", "messages", "responses")
-#: The APIs whose end marker is their finish (replay reads it from the tail, as the others'): Ollama's last line (``"done": true``, with its
-#: ``done_reason`` where it says one: older Ollama does not) and llama.cpp ``/completion``'s last
-#: event (``"stop": true``, with its ``stop_type``). A stream of theirs that ended cleanly without it
-#: was cut (a server or gateway that dropped the request): read as ok before.
-MARKER_APIS = ("ollama-chat", "ollama-generate", "llamacpp")
 #: How much of a stream's end ``ended_unfinished`` reads first: its last events (the finish chunk,
 #: a usage chunk, ``[DONE]``) are a few hundred bytes.
 TAIL_BYTES = 4 * 1024

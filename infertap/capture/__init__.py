@@ -12,11 +12,44 @@ so a capture can be read with this package alone::
 The format itself is specified in docs/capture-format.md.
 """
 
-from .errors import CaptureCorruptError, CaptureError, CaptureWriteError, UnsupportedFormatError
-from .reader import CaptureReader, Gap, TornTail, read_records
-from .records import END_REASONS, FORMAT_MAJOR, FORMAT_MINOR
-from .redact import Redactor
-from .writer import CaptureWriter
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the type checker sees; at run time each name is imported when first asked for
+    from .errors import CaptureCorruptError, CaptureError, CaptureWriteError, UnsupportedFormatError
+    from .reader import CaptureReader, Gap, TornTail, read_records
+    from .records import END_REASONS, FORMAT_MAJOR, FORMAT_MINOR
+    from .redact import Redactor
+    from .writer import CaptureWriter
+
+#: Where each public name lives: importing one module of the package (``records``, ``segments``)
+#: doesn't import the writer (its host facts, sockets, logging), which reading a capture never needs.
+_HOME = {
+    "CaptureCorruptError": ".errors",
+    "CaptureError": ".errors",
+    "CaptureWriteError": ".errors",
+    "UnsupportedFormatError": ".errors",
+    "CaptureReader": ".reader",
+    "Gap": ".reader",
+    "TornTail": ".reader",
+    "read_records": ".reader",
+    "END_REASONS": ".records",
+    "FORMAT_MAJOR": ".records",
+    "FORMAT_MINOR": ".records",
+    "Redactor": ".redact",
+    "CaptureWriter": ".writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_HOME[name], __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "END_REASONS",

@@ -37,8 +37,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
-from infertap.apis import is_generation
-
 from .reader import CaptureReader
 from .redact import without_redacted
 
@@ -128,6 +126,14 @@ def sent_time(anchor_ns: int, record: dict[str, Any]) -> int:
 def in_workload(record: dict[str, Any]) -> bool:
     """Whether an exchange is part of the workload: a generation request the engine was sent."""
     return record.get("end") != "refused" and is_generation(record)
+
+
+def is_generation(record: dict[str, Any]) -> bool:
+    """``infertap.apis.is_generation``, its readers imported on the first request read: a warm
+    ``infertap stats`` takes the identity from the cache's columns and never reads one."""
+    from infertap.apis.read import is_generation as read
+
+    return read(record)
 
 
 # A request's place in send order as bytes that sort as (time, digest) do: the time offset into a

@@ -635,6 +635,28 @@ def test_workers_fork_from_a_server_where_there_is_one(monkeypatch: pytest.Monke
     assert worker_context("infertap.analysis.decoding").get_start_method() == "spawn"
 
 
+def test_decode_workers_start_with_the_decoder_and_arrow_imported(tmp_path: Path) -> None:
+    """Every part's worker wrote Parquet with Arrow and numpy, which each imported again (0.2 s CPU
+    a worker) after its fork: the server they are forked from imports them once."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "pool.py"
+    script.write_text(
+        "import sys\n"
+        "from infertap.analysis.decoding import decode_pool\n"
+        "def imported():\n"
+        "    return [m in sys.modules for m in ('infertap.analysis.decode', 'pyarrow.parquet', 'numpy')]\n"
+        "if __name__ == '__main__':\n"
+        "    print('arrow here', 'pyarrow' in sys.modules)\n"
+        "    with decode_pool(2, 'infertap.analysis.decoding') as pool:\n"
+        "        print([pool.submit(imported).result() for _ in range(2)])\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["arrow here False", str([[True, True, True]] * 2)]
+
+
 @pytest.mark.parametrize(
     ("source", "guarded"),
     [
@@ -673,7 +695,8 @@ def test_decode_workers_end_when_their_caller_is_killed(tmp_path: Path) -> None:
         "decoding.PARALLEL_BYTES = 0\n"
         "if __name__ == '__mp_main__':  # in each worker: say so, then take long over its part\n"
         f"    open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
-        "    decoding.decode_records = lambda *a, **k: time.sleep(600)\n"
+        "    import infertap.analysis.decode as decode  # the parts' decoder, looked up when a part starts\n"
+        "    decode.decode_records = lambda *a, **k: time.sleep(600)\n"
         "if __name__ == '__main__':\n"
         f"    Analysis([{str(cap)!r}], cache_dir={str(tmp_path / 'cache')!r}, workers=2)\n"
     )

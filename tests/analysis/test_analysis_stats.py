@@ -166,6 +166,27 @@ def test_prefix_reuse_in_bytes_against_any_earlier_request(tmp_path: Path) -> No
     assert reuse["share"] == pytest.approx((3 * n + 9) / total)
 
 
+def test_prefix_reuse_of_interleaved_agents_is_the_bodies_own(tmp_path: Path) -> None:
+    """Agents sharing a long system prompt, their turns interleaved (the prefix index's blocks are
+    512 bytes: each conversation goes on from where its own last request went, another's went last
+    from the shared part): each request's reuse is what its body shares with any earlier body."""
+    rng = random.Random(5)
+    system = "".join(rng.choices("abcdefgh ", k=1500))
+    conversations = [[{"role": "system", "content": system}] for _ in range(3)]
+    bodies: list[bytes] = []
+    for turn in range(5):
+        for c in conversations:
+            c.append({"role": "user" if turn % 2 == 0 else "assistant", "content": "".join(rng.choices("xyz ", k=700))})
+            bodies.append(json.dumps({"model": "m", "messages": c}).encode())
+    records = [exchange(f"a{i}", sent_ms=10 * i, request=body, chunks=usage_chunks(1, 2, 2)) for i, body in enumerate(bodies)]
+    path = write_capture(tmp_path / "cap", records)
+    with Analysis([path], cache_dir=tmp_path / "cache") as a:
+        rows = dict(a.query("SELECT exchange_id, prefix_shared FROM metrics WHERE prefix_unit = 'bytes'").rows)
+    expected = longest_earlier_prefixes(bodies)
+    assert rows == {f"a{i}": shared for i, shared in enumerate(expected)}
+    assert len(set(expected)) > 5 and expected[1] > 1500  # shared in many lengths, the system prompt's at least
+
+
 def test_prefix_reuse_in_tokens_where_enrichment_has_ids(tmp_path: Path) -> None:
     ids = {"t0": [1, 2, 3, 4], "t1": [1, 2, 3, 9], "t2": [1, 2, 3, 4, 5], "t3": [7]}
     records = [exchange(x, sent_ms=10 * i, chunks=usage_chunks(1, 2, 2)) for i, x in enumerate(ids)]
@@ -224,6 +245,38 @@ def test_the_prefix_index_keeps_a_shared_conversation_once() -> None:
     assert sum(map(len, requests)) > 50 * kept and kept < 2 * len(requests[-1])  # ~77x less here
     with pytest.raises(ValueError, match="at least 1"):
         PrefixIndex(0)
+
+
+class _CountedGets(dict[Any, Any]):
+    """A trie's dict that counts its lookups."""
+
+    gets = 0
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.gets += 1
+        return super().get(key, default)
+
+
+def test_the_prefix_index_hashes_a_block_only_where_a_request_leaves_its_last_path() -> None:
+    """Agents interleaved, each request its conversation so far: a block that continues the path the
+    last request through its node took is compared, not looked up in the trie (a hash of the block),
+    and the answers are the strings' own."""
+    rng = random.Random(3)
+    system = rng.randbytes(256)  # shared by every session: four blocks
+    sessions = [[system + rng.randbytes(64)] for _ in range(3)]
+    requests = []
+    for _ in range(6):
+        for s in sessions:
+            s.append(s[-1] + rng.randbytes(64))
+            requests.append(s[-1])
+    index = PrefixIndex(64)
+    index._nodes = nodes = _CountedGets()
+    order = [index.add(r) for r in requests]
+    assert index.longest_earlier(order) == longest_earlier_prefixes(requests)
+    assert sum(len(r) // 64 for r in requests) == 153  # a lookup each before
+    # Looked up: the first request's six blocks; then, of each request, its session's first block
+    # of its own (another session went last from the system prompt) and the block it adds.
+    assert nodes.gets == 6 + 2 * (len(requests) - 1)
 
 
 def test_common_prefix_of_long_sequences() -> None:
