@@ -89,7 +89,7 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     carried = _carried(analysis, capture, by_run)
     traffic = traffic_runs([r for run_id, r in by_run.items() if run_id in carried]) or traffic_runs(runs)
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
-    labels = _labels(analysis, capture)
+    labels = _labels(analysis, capture, carried)
     no_snap = _no_snapshot(carried.values())
     captures = [c for c in stats["captures"] if c["capture"] == capture]
     torn = [str(t) for c in captures for t in c["torn"]]
@@ -226,9 +226,16 @@ def _also(field: dict[str, Any], why: str | None) -> dict[str, Any]:
     return {**field, "unknown": "; ".join(filter(None, (field.get("unknown"), why)))}
 
 
-def _labels(analysis: Analysis, capture: str) -> dict[str, str]:
+def _labels(analysis: Analysis, capture: str, carried: Iterable[str]) -> dict[str, str]:
+    """The ``--label``s of the runs the card describes (``_carried``), in order: another run's (a
+    recording that only listed the models, an ``enrich``) describe the machine it ran on, which an
+    import's traffic, say, did not."""
     out: dict[str, str] = {}
-    for (text,) in analysis.query("SELECT labels FROM runs WHERE capture = ?", [capture]).rows:
+    rows = analysis.query(
+        "SELECT labels FROM runs WHERE capture = ? AND list_contains(?::VARCHAR[], run_id) ORDER BY wall",
+        [capture, list(carried)],
+    ).rows
+    for (text,) in rows:
         out.update(_loads(text) or {})
     return out
 
@@ -243,16 +250,12 @@ def _no_snapshot(carried: Iterable[str]) -> str:
 
 def _device(snap: dict[str, Any] | None, labels: dict[str, str], imported: list[str], only: bool, no_snap: str) -> dict[str, Any]:
     """GPU and CPU of the engine's machine: the snapshot's host facts when the engine was local, else
-    labels. An import's traffic ran on a machine its file does not name: a snapshot taken here
+    the ``--label``s of the runs the card describes (``_labels``). An import's traffic ran on a machine its file does not name: a snapshot taken here
     (``enrich``) is of this machine, not that one. ``imported``: the file kind of each imported run
     its figures are over; ``only``: all the traffic is theirs (``imported_only``). Where only some
     is, the card's ``probed_by`` note says the imported runs' engine is unknown."""
     label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
-    if only:  # import takes no --label: nothing here describes that machine
-        if label_gpu:
-            return _field(
-                {"labels": label_gpu}, "user labels (--label)", f"{_imported(imported)}: only the labels describe its device"
-            )
+    if only:  # import takes no --label (``labels`` are its runs'): nothing here describes that machine
         return _unknown(_imported(imported))
     local = snap is not None and engine_is_local(snap["url"] or "")
     if not local:

@@ -33,13 +33,21 @@ def snapshot(wall: float) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def recording(path: Path, *, probed: bool, generation: bool | None, imported: bool = True, sampled: bool = False) -> Path:
+def recording(
+    path: Path,
+    *,
+    probed: bool,
+    generation: bool | None,
+    imported: bool = True,
+    sampled: bool = False,
+    labels: dict[str, str] | None = None,
+) -> Path:
     """A recording (its engine probed or not) that carried a chat request (``generation``), only a
     GET /v1/models (False), or nothing (None), both of the local engine; its GPU's power sampled
-    (``sampled``) from its start to the import's time; then (``imported``) a HAR of one chat request
-    imported into it."""
+    (``sampled``) from its start to the import's time, its header holding ``labels`` (``--label``);
+    then (``imported``) a HAR of one chat request imported into it."""
     wall = time.time() - 120
-    with CaptureWriter(path, recorder={"kind": "proxy", "upstream": LOCAL}, wall=wall) as w:
+    with CaptureWriter(path, recorder={"kind": "proxy", "upstream": LOCAL}, wall=wall, labels=labels) as w:
         if probed:
             w.write(snapshot(wall))
         for s in range(0, 121 if sampled else 0):
@@ -173,3 +181,17 @@ def test_energy_judges_all_imported_by_the_runs_its_figures_are_over(tmp_path):
     assert recorded["energy"]["devices"] == 1 and recorded["energy"]["joules"] is not None, recorded["energy"]
     assert imported["energy"]["joules"] is None and "is an import" in imported["energy"]["unknown"], imported["energy"]
     assert card(listed, tmp_path)["figures"]["telemetry"]["all_imported"]
+
+
+def test_the_cards_labels_are_those_of_the_runs_it_describes(tmp_path):
+    """A recording run with `--label gpu=...` that only listed the models, a HAR imported into its
+    capture: the card is all imported, yet its device showed the recording's label as the device's
+    ("only the labels describe its device"), which describes the recording machine, not the one the
+    imported traffic ran on. The labels are read from the runs the card describes: the device is
+    unknown (must differ); a recording that generated keeps its label beside its machine's facts (must match)."""
+    gpu = {"gpu": "NVIDIA H200"}
+    listed = card(recording(tmp_path / "listed", probed=True, generation=False, labels=gpu), tmp_path)
+    chatted = card(recording(tmp_path / "chatted", probed=True, generation=True, labels=gpu), tmp_path)
+    assert listed["figures"]["telemetry"]["all_imported"]
+    assert listed["device"] == {"value": None, "source": "none", "unknown": HAR_DEVICE}, listed["device"]
+    assert chatted["device"]["value"]["labels"] == gpu and chatted["device"]["value"]["cpu"] == host_facts()["cpu"]
