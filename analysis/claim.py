@@ -342,11 +342,18 @@ def _digest(snap: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return value, "not in the snapshot (an older infertap): looked up now, through the process on the upstream's port"
 
 
+#: The exchanges the card's figures count (``active.COUNTED``): a request infertap refused was never
+#: sent, so neither its model nor its settings are any the engine served.
+_COUNTED_IDS = f"SELECT capture, exchange_id FROM exchanges WHERE {COUNTED}"
+
+
 def _model(snap: dict[str, Any] | None, analysis: Analysis, capture: str, no_snap: str) -> dict[str, Any]:
+    """The models the counted exchanges were served (``_COUNTED_IDS``), beside the snapshot's."""
     served = [
         r[0]
         for r in analysis.query(
-            "SELECT DISTINCT coalesce(response_model, model) FROM exchanges WHERE capture = ? AND generation AND coalesce(response_model, model) IS NOT NULL ORDER BY 1",
+            f"SELECT DISTINCT coalesce(response_model, model) FROM exchanges WHERE capture = ? AND {COUNTED} "
+            "AND coalesce(response_model, model) IS NOT NULL ORDER BY 1",
             [capture],
         ).rows
     ]
@@ -519,11 +526,12 @@ def _concurrency(
 
 
 def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
-    """Each effective setting's values and where each came from, counted over the enriched exchanges;
-    with no enrichment, what the requests set themselves (``_sent_sampling``)."""
+    """Each effective setting's values and where each came from, counted over the enriched exchanges
+    the figures count (``_COUNTED_IDS``); with no enrichment, what the requests set themselves
+    (``_sent_sampling``)."""
     rows = analysis.query(
-        "SELECT e.settings FROM enrichment_latest e JOIN exchanges x USING (capture, exchange_id) "
-        "WHERE e.capture = ? AND x.generation AND e.settings IS NOT NULL",
+        f"SELECT e.settings FROM enrichment_latest e JOIN ({_COUNTED_IDS}) x USING (capture, exchange_id) "
+        "WHERE e.capture = ? AND e.settings IS NOT NULL",
         [capture],
     ).rows
     if not rows:
@@ -540,7 +548,7 @@ def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_
     }
     unknown = sorted(name for name, vs in value.items() if name in DECISIVE and any(v["source"] == "unknown" for v in vs))
     missing = [f"no value known for {', '.join(unknown)} (neither sent nor reported by the engine)"] if unknown else []
-    generation = analysis.query("SELECT count(*) FROM exchanges WHERE capture = ? AND generation", [capture]).rows[0][0]
+    generation = analysis.query(f"SELECT count(*) FROM exchanges WHERE capture = ? AND {COUNTED}", [capture]).rows[0][0]
     if len(rows) < generation:
         missing.append(
             f"effective settings known for {len(rows)} of {generation} generation requests (the others were not enriched)"
@@ -553,11 +561,12 @@ def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_
 
 
 def _sent_sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
-    """The settings the requests set themselves, counted over the generation requests: a setting a
-    request sends is the one the engine used (``temperature=0`` needs no engine to be known), so only
-    what the requests left to the engine's defaults is unknown without an enrichment."""
+    """The settings the requests set themselves, counted over the generation requests the figures
+    count (``_COUNTED_IDS``, refused ones not): a setting a request sends is the one the engine used
+    (``temperature=0`` needs no engine to be known), so only what the requests left to the engine's
+    defaults is unknown without an enrichment."""
     rows = analysis.query(
-        "SELECT r.sampling FROM requests r JOIN exchanges x USING (capture, exchange_id) WHERE r.capture = ? AND x.generation",
+        f"SELECT r.sampling FROM requests r JOIN ({_COUNTED_IDS}) x USING (capture, exchange_id) WHERE r.capture = ?",
         [capture],
     ).rows
     n = len(rows)
