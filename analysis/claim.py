@@ -89,7 +89,7 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     carried = _carried(analysis, capture, by_run)
     traffic = traffic_runs([r for run_id, r in by_run.items() if run_id in carried]) or traffic_runs(runs)
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
-    labels = _labels(analysis, capture)
+    labels = _labels(analysis, capture, carried)
     no_snap = _no_snapshot(carried.values())
     captures = [c for c in stats["captures"] if c["capture"] == capture]
     torn = [str(t) for c in captures for t in c["torn"]]
@@ -226,9 +226,16 @@ def _also(field: dict[str, Any], why: str | None) -> dict[str, Any]:
     return {**field, "unknown": "; ".join(filter(None, (field.get("unknown"), why)))}
 
 
-def _labels(analysis: Analysis, capture: str) -> dict[str, str]:
+def _labels(analysis: Analysis, capture: str, carried: Iterable[str]) -> dict[str, str]:
+    """The ``--label``s of the runs the card describes (``_carried``), in order: another run's (a
+    recording that only listed the models, an ``enrich``) describe the machine it ran on, which an
+    import's traffic, say, did not."""
     out: dict[str, str] = {}
-    for (text,) in analysis.query("SELECT labels FROM runs WHERE capture = ?", [capture]).rows:
+    rows = analysis.query(
+        "SELECT labels FROM runs WHERE capture = ? AND list_contains(?::VARCHAR[], run_id) ORDER BY wall",
+        [capture, list(carried)],
+    ).rows
+    for (text,) in rows:
         out.update(_loads(text) or {})
     return out
 
@@ -243,16 +250,12 @@ def _no_snapshot(carried: Iterable[str]) -> str:
 
 def _device(snap: dict[str, Any] | None, labels: dict[str, str], imported: list[str], only: bool, no_snap: str) -> dict[str, Any]:
     """GPU and CPU of the engine's machine: the snapshot's host facts when the engine was local, else
-    labels. An import's traffic ran on a machine its file does not name: a snapshot taken here
+    the ``--label``s of the runs the card describes (``_labels``). An import's traffic ran on a machine its file does not name: a snapshot taken here
     (``enrich``) is of this machine, not that one. ``imported``: the file kind of each imported run
     its figures are over; ``only``: all the traffic is theirs (``imported_only``). Where only some
     is, the card's ``probed_by`` note says the imported runs' engine is unknown."""
     label_gpu = {k: v for k, v in labels.items() if k in ("gpu", "gpus", "driver", "vbios", "firmware", "cuda", "device")}
-    if only:  # import takes no --label: nothing here describes that machine
-        if label_gpu:
-            return _field(
-                {"labels": label_gpu}, "user labels (--label)", f"{_imported(imported)}: only the labels describe its device"
-            )
+    if only:  # import takes no --label (``labels`` are its runs'): nothing here describes that machine
         return _unknown(_imported(imported))
     local = snap is not None and engine_is_local(snap["url"] or "")
     if not local:
@@ -339,11 +342,18 @@ def _digest(snap: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return value, "not in the snapshot (an older infertap): looked up now, through the process on the upstream's port"
 
 
+#: The exchanges the card's figures count (``active.COUNTED``): a request infertap refused was never
+#: sent, so neither its model nor its settings are any the engine served.
+_COUNTED_IDS = f"SELECT capture, exchange_id FROM exchanges WHERE {COUNTED}"
+
+
 def _model(snap: dict[str, Any] | None, analysis: Analysis, capture: str, no_snap: str) -> dict[str, Any]:
+    """The models the counted exchanges were served (``_COUNTED_IDS``), beside the snapshot's."""
     served = [
         r[0]
         for r in analysis.query(
-            "SELECT DISTINCT coalesce(response_model, model) FROM exchanges WHERE capture = ? AND generation AND coalesce(response_model, model) IS NOT NULL ORDER BY 1",
+            f"SELECT DISTINCT coalesce(response_model, model) FROM exchanges WHERE capture = ? AND {COUNTED} "
+            "AND coalesce(response_model, model) IS NOT NULL ORDER BY 1",
             [capture],
         ).rows
     ]
@@ -516,11 +526,12 @@ def _concurrency(
 
 
 def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
-    """Each effective setting's values and where each came from, counted over the enriched exchanges;
-    with no enrichment, what the requests set themselves (``_sent_sampling``)."""
+    """Each effective setting's values and where each came from, counted over the enriched exchanges
+    the figures count (``_COUNTED_IDS``); with no enrichment, what the requests set themselves
+    (``_sent_sampling``)."""
     rows = analysis.query(
-        "SELECT e.settings FROM enrichment_latest e JOIN exchanges x USING (capture, exchange_id) "
-        "WHERE e.capture = ? AND x.generation AND e.settings IS NOT NULL",
+        f"SELECT e.settings FROM enrichment_latest e JOIN ({_COUNTED_IDS}) x USING (capture, exchange_id) "
+        "WHERE e.capture = ? AND e.settings IS NOT NULL",
         [capture],
     ).rows
     if not rows:
@@ -537,7 +548,7 @@ def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_
     }
     unknown = sorted(name for name, vs in value.items() if name in DECISIVE and any(v["source"] == "unknown" for v in vs))
     missing = [f"no value known for {', '.join(unknown)} (neither sent nor reported by the engine)"] if unknown else []
-    generation = analysis.query("SELECT count(*) FROM exchanges WHERE capture = ? AND generation", [capture]).rows[0][0]
+    generation = analysis.query(f"SELECT count(*) FROM exchanges WHERE capture = ? AND {COUNTED}", [capture]).rows[0][0]
     if len(rows) < generation:
         missing.append(
             f"effective settings known for {len(rows)} of {generation} generation requests (the others were not enriched)"
@@ -550,11 +561,12 @@ def _sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_
 
 
 def _sent_sampling(analysis: Analysis, capture: str, snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
-    """The settings the requests set themselves, counted over the generation requests: a setting a
-    request sends is the one the engine used (``temperature=0`` needs no engine to be known), so only
-    what the requests left to the engine's defaults is unknown without an enrichment."""
+    """The settings the requests set themselves, counted over the generation requests the figures
+    count (``_COUNTED_IDS``, refused ones not): a setting a request sends is the one the engine used
+    (``temperature=0`` needs no engine to be known), so only what the requests left to the engine's
+    defaults is unknown without an enrichment."""
     rows = analysis.query(
-        "SELECT r.sampling FROM requests r JOIN exchanges x USING (capture, exchange_id) WHERE r.capture = ? AND x.generation",
+        f"SELECT r.sampling FROM requests r JOIN ({_COUNTED_IDS}) x USING (capture, exchange_id) WHERE r.capture = ?",
         [capture],
     ).rows
     n = len(rows)

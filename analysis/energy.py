@@ -65,8 +65,8 @@ from infertap.telemetry.series import (
     summed,
 )
 
-from .active import RunPart, active, seconds
-from .machines import Engine, device_key, engine_of, hostname, imported_only, on_engine, scraped
+from .active import COUNTED, RunPart, active, seconds
+from .machines import Engine, counted_runs, device_key, engine_of, hostname, imported_only, on_engine, scraped
 from .store import Analysis
 
 #: Energy sources, best first: (telemetry name, kind, scale to joules or watts, what the result says).
@@ -503,17 +503,21 @@ class Telemetry:
                 ).fetchall()
             )
             # An import's upstreams and host facts are of a machine its file does not name, never this one.
-            upstreams: dict[str, list[str]] = {}
-            imported: set[str] = set()
-            # Whether all of it was imported is judged by every run that holds exchanges, whether or
-            # not they name an upstream (an import's may name none).
-            for capture, urls, kinds in a.sql(
-                "SELECT capture, list(DISTINCT upstream) FILTER (WHERE recorder IS DISTINCT FROM 'import' AND upstream IS NOT NULL), "
-                "list(DISTINCT recorder) FILTER (WHERE recorder IS NOT NULL) FROM exchanges GROUP BY capture"
+            upstreams: dict[str, list[str]] = defaultdict(list)
+            carried: dict[str, dict[str, str]] = defaultdict(dict)
+            counted: dict[str, list[str]] = defaultdict(list)
+            # Whether all of it was imported is judged by the runs its figures are over, as the card
+            # and compare judge it (``counted_runs``): a recording that only listed the models holds
+            # exchanges, and its loopback upstream, but none of the traffic measured.
+            for capture, run_id, urls, kind, used in a.sql(
+                "SELECT capture, run_id, list(DISTINCT upstream) FILTER (WHERE recorder IS DISTINCT FROM 'import' AND upstream IS NOT NULL), "
+                f"any_value(recorder), bool_or({COUNTED}) FROM exchanges GROUP BY capture, run_id ORDER BY capture, min(sent_wall_ns)"
             ).fetchall():
-                upstreams[capture] = urls or []
-                if imported_only(kinds or []):
-                    imported.add(capture)
+                upstreams[capture] += [u for u in urls or [] if u not in upstreams[capture]]
+                carried[capture][str(run_id)] = str(kind or "")
+                if used:
+                    counted[capture].append(str(run_id))
+            imported = {c for c, runs in carried.items() if imported_only(counted_runs(runs, counted[c]).values())}
             hosts: dict[str, set[str]] = defaultdict(set)
             for capture, host in a.sql("SELECT capture, host FROM runs WHERE recorder IS DISTINCT FROM 'import'").fetchall():
                 if name := hostname(host):

@@ -14,11 +14,12 @@ from typing import Any
 
 from infertap.analysis.machines import IMPORTED
 from infertap.capture.hostfacts import host_facts
+from infertap.capture.records import new_telemetry
 from infertap.capture.writer import CaptureWriter
 from tests.analysis_builders import JSON_HEADERS, body, exchange
 from tests.mitm.test_import_machine import har, invoke, stdout
 from tests.mitm.test_import_mixed import HAR_DEVICE
-from tests.telemetry.test_energy_arithmetic import LOCAL, run
+from tests.telemetry.test_energy_arithmetic import LOCAL, groups, run
 
 IMPORT = "imported from a file: an import probes no engine"
 NO_PROBE = "recorded with --no-probe, or the probe failed"
@@ -32,19 +33,35 @@ def snapshot(wall: float) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def recording(path: Path, *, probed: bool, generation: bool | None, imported: bool = True) -> Path:
+def recording(
+    path: Path,
+    *,
+    probed: bool,
+    generation: bool | None,
+    imported: bool = True,
+    sampled: bool = False,
+    labels: dict[str, str] | None = None,
+) -> Path:
     """A recording (its engine probed or not) that carried a chat request (``generation``), only a
-    GET /v1/models (False), or nothing (None); then (``imported``) a HAR of one chat request imported into it."""
+    GET /v1/models (False), or nothing (None), both of the local engine; its GPU's power sampled
+    (``sampled``) from its start to the import's time, its header holding ``labels`` (``--label``);
+    then (``imported``) a HAR of one chat request imported into it."""
     wall = time.time() - 120
-    with CaptureWriter(path, recorder={"kind": "proxy", "upstream": LOCAL}, wall=wall) as w:
+    with CaptureWriter(path, recorder={"kind": "proxy", "upstream": LOCAL}, wall=wall, labels=labels) as w:
         if probed:
             w.write(snapshot(wall))
+        for s in range(0, 121 if sampled else 0):
+            w.write(new_telemetry("gpu", wall + s, [["gpu_power_watts", {"gpu": "0"}, 100.0]]))
         if generation:
             sent = body(content="other") if imported else body(model="m")  # alone, as B's request: a pair
             w.write(exchange("chat", request=sent, headers=JSON_HEADERS, upstream=LOCAL))
         elif generation is False:
             listed = [(5.0, b'{"object": "list", "data": []}')]
-            w.write(exchange("models", method="GET", path="/v1/models", request=b"", chunks=listed, headers=JSON_HEADERS))
+            w.write(
+                exchange(
+                    "models", method="GET", path="/v1/models", request=b"", chunks=listed, headers=JSON_HEADERS, upstream=LOCAL
+                )
+            )
     if not imported:
         return path
     file = har(path.parent / f"{path.name}.har", LOCAL, time.time() - 60)
@@ -147,3 +164,34 @@ def test_the_card_describes_the_runs_its_figures_are_over(tmp_path):
 
 def card(capture: Path, tmp_path: Path) -> dict[str, Any]:
     return json.loads(stdout("claim", str(capture), "--json", "--cache-dir", str(tmp_path / "cache")))
+
+
+def test_energy_judges_all_imported_by_the_runs_its_figures_are_over(tmp_path):
+    """A recording that only listed the models of its local engine, its GPU sampled, and a HAR
+    imported into its capture: energy judged "all imported" over every run holding exchanges, so the
+    recording's loopback upstream made the engine local, and the import's energy unknown only as
+    "an import" measured here, not as traffic of an unknown machine, as the card and compare say it.
+    It judges by the counted runs now (must differ); a recording that generated keeps its engine on
+    this machine, its own run measured by the GPU and the import's still unmeasured (must match)."""
+    listed = recording(tmp_path / "listed", probed=False, generation=False, sampled=True)
+    chatted = recording(tmp_path / "chatted", probed=False, generation=True, sampled=True)
+    (imported,) = groups([listed], tmp_path)
+    assert imported["energy"]["joules"] is None and imported["energy"]["unknown"] == IMPORTED, imported["energy"]
+    recorded, imported = sorted(groups([chatted], tmp_path), key=lambda g: g["key"]["recorder"] != "proxy")
+    assert recorded["energy"]["devices"] == 1 and recorded["energy"]["joules"] is not None, recorded["energy"]
+    assert imported["energy"]["joules"] is None and "is an import" in imported["energy"]["unknown"], imported["energy"]
+    assert card(listed, tmp_path)["figures"]["telemetry"]["all_imported"]
+
+
+def test_the_cards_labels_are_those_of_the_runs_it_describes(tmp_path):
+    """A recording run with `--label gpu=...` that only listed the models, a HAR imported into its
+    capture: the card is all imported, yet its device showed the recording's label as the device's
+    ("only the labels describe its device"), which describes the recording machine, not the one the
+    imported traffic ran on. The labels are read from the runs the card describes: the device is
+    unknown (must differ); a recording that generated keeps its label beside its machine's facts (must match)."""
+    gpu = {"gpu": "NVIDIA H200"}
+    listed = card(recording(tmp_path / "listed", probed=True, generation=False, labels=gpu), tmp_path)
+    chatted = card(recording(tmp_path / "chatted", probed=True, generation=True, labels=gpu), tmp_path)
+    assert listed["figures"]["telemetry"]["all_imported"]
+    assert listed["device"] == {"value": None, "source": "none", "unknown": HAR_DEVICE}, listed["device"]
+    assert chatted["device"]["value"]["labels"] == gpu and chatted["device"]["value"]["cpu"] == host_facts()["cpu"]
