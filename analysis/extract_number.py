@@ -15,7 +15,7 @@ from .math_letters import MATH_BRACKET, last_math, multiplied
 from .relations import related
 from .scan import Scan
 from .sum_terms import GREEK, ordered_sum
-from .unit_words import SHORT_UNIT, UNIT
+from .unit_words import MORE_MATH, SHORT_UNIT, UNIT
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -60,7 +60,9 @@ _ATTACHED_UNIT = re.compile(
     + _UNIT_POWER
     + r"(?:/"
     + _UNIT_POWER
-    + r")?(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
+    + r")?(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])))(?!"
+    + MORE_MATH
+    + r"))"
 )
 # What before a minus spaced from its bracket makes it a difference's ("x - (2+3)"), no sign.
 # The terms of a sum around an expression of no value ("1 + 2^x", "2^x - 3 \\cdot y"): a term is

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .sum_terms import GREEK
-from .unit_words import is_unit
+from .unit_words import before_more_math, is_unit
 
 # Where math is: a box's argument, "$$...$$", "\\(...\\)", "\\[...\\]", and "$...$" as pandoc reads a
 # dollar: no space after the opening one, none before the closing one, no digit after it, one line
@@ -131,13 +131,14 @@ def _products(math: str) -> str:
         else:
             end = letters.end()
             spaced = _after_number(math, at)
-            if _PRODUCT.fullmatch(letters.group()) and not (spaced and is_unit(letters.group())):
+            unit = spaced and is_unit(letters.group()) and not before_more_math(math, end)  # "5 m \\pi" is 5πm
+            if _PRODUCT.fullmatch(letters.group()) and not unit:
                 if spaced:  # "5 xy" as "5xy": no unit, the number's factor
                     out[-1] = out[-1].rstrip(" \t")
                 out.append(" \\cdot ".join(re.sub(r"[ \t]", "", letters.group())))
-                at = end
+                at = gap.end() if (gap := _BEFORE_COMMAND.match(math, end)) else end  # "5 xy \\pi" read \\pi
                 continue
-            if len(letters.group()) == 1 and spaced and not is_unit(letters.group()):
+            if len(letters.group()) == 1 and spaced and not unit:
                 out[-1] = out[-1].rstrip(" \t")  # "5 x" as "5x": a letter of no unit is the number's factor
             if len(letters.group()) == 1 and (gap := _BEFORE_BRACKET.match(math, end) or _BEFORE_COMMAND.match(math, end)):
                 end = gap.end()  # "y (x+1)" as "y(x+1)": the space is LaTeX's (y was lost, "x+1" read)

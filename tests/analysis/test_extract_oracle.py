@@ -245,6 +245,17 @@ def test_an_aside_is_read_alike_however_its_operator_is_spaced() -> None:
         ("\\boxed{5 km}", "\\boxed{5}", True),  # a unit still
         ("\\boxed{5 apples}", "\\boxed{5}", True),
         ("\\boxed{10 mins}", "\\boxed{10}", True),
+        ("\\boxed{5 m \\pi}", "\\boxed{5}", False),  # was 5: a unit only at the end, not before more math
+        ("\\boxed{5 m \\pi}", "\\boxed{m \\cdot 5\\pi}", True),
+        ("\\boxed{5 m \\pi}", "\\boxed{5\\pi}", False),
+        ("\\boxed{5m\\pi}", "\\boxed{5}", False),  # was 5
+        ("\\boxed{5m\\pi}", "\\boxed{m \\cdot 5\\pi}", True),
+        ("\\boxed{5 m \\sqrt{2}}", "\\boxed{5\\sqrt{2}}", False),
+        ("\\boxed{5 km \\pi}", "\\boxed{\\pi}", False),  # was \\pi: the number lost
+        ("\\boxed{5 km \\pi}", "\\boxed{5 k m \\pi}", True),
+        ("\\boxed{5 xy \\pi}", "\\boxed{5\\pi xy}", True),  # was \\pi
+        ("\\boxed{5 m}", "\\boxed{5}", True),  # at the end, a unit still
+        ("\\boxed{5m}", "\\boxed{5}", True),
     ],
 )
 def test_letters_spaced_after_a_number_in_math_are_its_unit_or_a_product(a: str, b: str, same: bool) -> None:
