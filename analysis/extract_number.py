@@ -859,12 +859,20 @@ def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tu
     begin, end, spelling = found
     if out and out[-1][1] == floor and _JOINER.fullmatch(text, floor, begin):
         head = out.pop()
-        begin, spelling = head[0], head[2] + _sum_as_written(text[floor:begin]) + spelling
+        begin, spelling = head[0], _signs_joined(head[2] + _sum_as_written(text[floor:begin]), spelling)
     elif head_terms := (_SIGNED_HEAD if _SPACED_SIGN.match(text, begin) else _HEAD).search(text, floor, begin):
-        begin, spelling = head_terms.start(), _sum_as_written(head_terms.group()) + spelling
+        begin, spelling = head_terms.start(), _signs_joined(_sum_as_written(head_terms.group()), spelling)
     if tail := _TAIL.match(text, end):
         end, spelling = tail.end(), spelling + _sum_as_written(tail.group())
     return begin, end, spelling
+
+
+def _signs_joined(head: str, term: str) -> str:
+    """A sum's head and a term of its own sign, one sign between them ("1+" and "-\\frac{\\pi}{2}", of
+    "1+\\frac{-\\pi}{2}", are "1-\\frac{\\pi}{2}", no "1+-\\frac{\\pi}{2}")."""
+    if term.startswith("-") and head.endswith(("+", "-")):
+        return head[:-1] + ("+" if head.endswith("-") else "-") + term[1:]
+    return head + term
 
 
 def _sum_as_written(terms: str) -> str:
@@ -982,13 +990,22 @@ def _as_written(
             return None
         if not within and _PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom) and Fraction(_digits(bottom)):
             return None
-        body = "\\frac{" + _powers_braced(_latex(top)) + "}{" + _powers_braced(_latex(bottom)) + "}"
+        parts = [_powers_braced(_latex(top)), _powers_braced(_latex(bottom))]
+        for i, part in enumerate(parts):
+            if _NEGATED_TERM.fullmatch(part):  # the fraction's sign: one spelling of a negated fraction
+                parts[i], sign = part[1:], None if sign else "-"
+        body = "\\frac{" + parts[0] + "}{" + parts[1] + "}"
     if command in ("sqrt", "pi"):
         over = re.compile(r"\s*/\s*(\d+)(?![\d/.])").match(text, end)
         if over:
             body, end = "\\frac{" + body + "}{" + over.group(1) + "}", over.end()
     factor = _canonical("", factor, "") if factor else ""
     return end, ("-" if sign else "") + factor + body
+
+
+# A fraction's part that is one negated term ("-\\pi", not "-\\pi+1"): its minus is the fraction's, so that
+# "\\frac{-\\pi}{2}", "\\frac{\\pi}{-2}" and "-\\frac{\\pi}{2}" are one answer (they were three).
+_NEGATED_TERM = re.compile(r"-[^-+]+")
 
 
 def _digits(part: str) -> str:

@@ -599,6 +599,26 @@ def test_a_rational_multiple_of_pi_or_a_power_has_one_spelling(a: str, b: str, s
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
+        ("\\boxed{\\frac{-\\pi}{2}}", "\\boxed{-\\frac{\\pi}{2}}", True),  # were two spellings
+        ("\\boxed{\\frac{\\pi}{-2}}", "\\boxed{-\\frac{\\pi}{2}}", True),
+        ("\\boxed{\\frac{-\\pi}{2}}", "\\boxed{\\frac{\\pi}{2}}", False),
+        ("\\boxed{\\frac{-\\pi}{-2}}", "\\boxed{\\frac{\\pi}{2}}", True),
+        ("\\boxed{-\\frac{-\\pi}{2}}", "\\boxed{\\frac{\\pi}{2}}", True),
+        ("\\boxed{\\frac{-\\sqrt{2}}{2}}", "\\boxed{-\\frac{\\sqrt{2}}{2}}", True),
+        ("\\boxed{\\frac{-\\pi + 1}{2}}", "\\boxed{-\\frac{\\pi + 1}{2}}", False),  # a sum's minus is its term's
+        ("\\boxed{2\\frac{-\\pi}{3}}", "\\boxed{-\\frac{2\\pi}{3}}", True),
+        ("\\boxed{1+\\frac{-\\pi}{2}}", "\\boxed{1-\\frac{\\pi}{2}}", True),  # no "1+-\\frac{\\pi}{2}"
+        ("\\boxed{1-\\frac{-\\pi}{2}}", "\\boxed{1+\\frac{\\pi}{2}}", True),
+        ("\\boxed{1-\\frac{-\\pi}{2}}", "\\boxed{1-\\frac{\\pi}{2}}", False),
+    ],
+)
+def test_a_negated_fraction_has_one_spelling(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
         ("\\boxed{x \\pi}", "\\boxed{\\pi}", False),  # was \\pi and \\pi: the letter lost before its space
         ("\\boxed{x \\pi}", "\\boxed{\\pi x}", True),
         ("\\boxed{x \\sqrt{2}}", "\\boxed{\\sqrt{2}}", False),  # was \\sqrt{2} both
