@@ -48,6 +48,7 @@ _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/
 # A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
+_BRACKET_AFTER = re.compile(r"(?:[ \t]*(?:\\cdot|\\times|\*)[ \t]*)?(?:\\left\s*)?\(")  # no space alone: "(1) (2)" is a list
 # A unit written right after its number ("10s", "5kg", "3cm", "2nd"), read as a unit after a space is
 # ("10 s" is 10): "10s" was the product 10s. Only where no operator follows it ("2s + 3t" is a sum), as
 # math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
@@ -488,7 +489,11 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     "\\frac{1}{\\sqrt2}" and "\\frac{\\sqrt2}{2}" are one answer and "2^3" is 8; else spelled
     one way as the MATH graders' ``strip_string`` spells it (``_as_written``), not evaluated."""
     out: list[tuple[int, int, str]] = []
-    groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m)]
+    groups = [
+        m
+        for m in _GROUP.finditer(text)
+        if _powered_or_multiplied(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m)
+    ]
     starts = [m.start() for m in groups]
     # each pattern searched forward once (``Scan``), not again to the text's end after each expression
     scans = [
@@ -936,10 +941,11 @@ def _signed(text: str, m: re.Match[str]) -> bool:
     return bool(sign) and not (sign != "-" and _OPERAND_BEFORE.search(text, 0, m.start()))
 
 
-def _powered(text: str, m: re.Match[str]) -> bool:
-    """Whether the bracket ``_GROUP`` found closes (``\\right)`` too) with a power after it."""
+def _powered_or_multiplied(text: str, m: re.Match[str]) -> bool:
+    """Whether the bracket ``_GROUP`` found closes (``\\right)`` too) with a power after it, or with another
+    bracket, its factor ("(2)(3)" and "(2) \\cdot (3)" are 6, as "2(3)" is; they read 3, the last number)."""
     _, end = _argument(text, m.end() - 1, "(", ")")
-    return end != m.end() - 1 and _CARET.match(text, end) is not None
+    return end != m.end() - 1 and (_CARET.match(text, end) or _BRACKET_AFTER.match(text, end)) is not None
 
 
 def _more_factors(text: str, at: int) -> tuple[str, int]:

@@ -619,6 +619,21 @@ def test_a_negated_fraction_has_one_spelling(a: str, b: str, same: bool) -> None
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
+        ("\\boxed{(1+1)(3)}", "\\boxed{6}", True),  # was 3, the last bracket's number
+        ("\\boxed{(1+1)(3)}", "\\boxed{3}", False),
+        ("\\boxed{(2) \\cdot (3)}", "\\boxed{6}", True),  # was 3
+        ("\\boxed{(2) \\cdot (3)}", "\\boxed{3}", False),
+        ("\\boxed{(2)\\times(4)}", "\\boxed{8}", True),
+        ("\\boxed{(2)(3)}", "\\boxed{3}", False),  # was 3 (math-verify's 5: ``test_extract``)
+    ],
+)
+def test_a_product_of_brackets_of_numbers_is_its_value(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
         ("\\boxed{x \\pi}", "\\boxed{\\pi}", False),  # was \\pi and \\pi: the letter lost before its space
         ("\\boxed{x \\pi}", "\\boxed{\\pi x}", True),
         ("\\boxed{x \\sqrt{2}}", "\\boxed{\\sqrt{2}}", False),  # was \\sqrt{2} both
