@@ -45,6 +45,9 @@ _BEFORE_BRACKET = re.compile(r"[ \t]+(?=\(|\\left(?![a-zA-Z]))")  # a letter's s
 _BEFORE_COMMAND = re.compile(
     r"[ \t]+(?=\\(?:pi|sqrt|[dt]?frac|" + "|".join(sorted(GREEK, key=len, reverse=True)) + r")(?![a-zA-Z]))"
 )
+# Commands whose space after a number is LaTeX's, the number their factor ("5 \\alpha", "5 \\pi x", "5 \\sqrt{2}x":
+# the letters after them were lost, "5 \\pi x" read 5\\pi, one answer with "5\\pi").
+_FACTOR_COMMANDS = GREEK | {"pi", "sqrt", "frac", "dfrac", "tfrac"}
 _AHEAD = re.compile(r"[\\_a-zA-Z]")  # where a command, a subscript or letters may begin
 _LONGEST_ARGUMENT = 2000  # characters searched for a brace that closes
 
@@ -124,7 +127,7 @@ def _products(math: str) -> str:
             end = _closing(math, skipped.end(), pairs) + 1 if skipped.group().endswith("{") else skipped.end()
         elif command := _COMMAND.match(math, at):
             end = command.end()
-            if command.group()[1:] in GREEK and _after_number(math, at):  # "5 \\alpha" as "5\\alpha", its factor
+            if command.group()[1:] in _FACTOR_COMMANDS and _after_number(math, at):  # "5 \\pi x" as "5\\pi x"
                 out[-1] = out[-1].rstrip(" \t")
         elif (letters := _LETTERS.match(math, at)) is None:  # a "_" of no subscript ("__", "_}")
             end = at + 1

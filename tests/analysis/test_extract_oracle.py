@@ -634,6 +634,25 @@ def test_a_product_of_brackets_of_numbers_is_its_value(a: str, b: str, same: boo
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
+        ("\\boxed{5 \\pi x}", "\\boxed{5\\pi}", False),  # was 5\\pi: x lost after the space
+        ("\\boxed{5 \\pi x}", "\\boxed{5x\\pi}", True),
+        ("\\boxed{5 \\pi x y}", "\\boxed{xy}", False),  # was xy: 5 and \\pi lost
+        ("\\boxed{5 \\pi x y}", "\\boxed{5\\pi xy}", True),
+        ("\\boxed{5 \\sqrt{2}x}", "\\boxed{5\\sqrt{2}}", False),  # was 5\\sqrt{2}
+        ("\\boxed{5 \\sqrt{2}x}", "\\boxed{5x\\sqrt{2}}", True),
+        ("\\boxed{5 \\frac{\\pi}{2} x}", "\\boxed{\\frac{5\\pi}{2}}", False),  # was \\frac{5\\pi}{2}
+        ("\\boxed{5 \\frac{\\pi}{2} x}", "\\boxed{\\frac{5\\pi x}{2}}", True),
+        ("\\boxed{5 \\pi}", "\\boxed{5\\pi}", True),
+        ("\\boxed{5 \\frac{1}{2}}", "\\boxed{5.5}", True),  # a mixed number still
+    ],
+)
+def test_a_number_spaced_before_pi_a_root_or_a_fraction_is_its_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
         ("\\boxed{x \\pi}", "\\boxed{\\pi}", False),  # was \\pi and \\pi: the letter lost before its space
         ("\\boxed{x \\pi}", "\\boxed{\\pi x}", True),
         ("\\boxed{x \\sqrt{2}}", "\\boxed{\\sqrt{2}}", False),  # was \\sqrt{2} both
