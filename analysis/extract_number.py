@@ -15,7 +15,7 @@ from .math_letters import MATH_BRACKET, last_math, multiplied
 from .relations import related
 from .scan import Scan
 from .sum_terms import GREEK, ordered_sum
-from .unit_words import SHORT_UNIT, UNIT
+from .unit_words import MORE_MATH, SHORT_UNIT, UNIT
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -48,6 +48,7 @@ _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/
 # A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
+_BRACKET_AFTER = re.compile(r"(?:[ \t]*(?:\\cdot|\\times|\*)[ \t]*)?(?:\\left\s*)?\(")  # no space alone: "(1) (2)" is a list
 # A unit written right after its number ("10s", "5kg", "3cm", "2nd"), read as a unit after a space is
 # ("10 s" is 10): "10s" was the product 10s. Only where no operator follows it ("2s + 3t" is a sum), as
 # math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
@@ -60,7 +61,9 @@ _ATTACHED_UNIT = re.compile(
     + _UNIT_POWER
     + r"(?:/"
     + _UNIT_POWER
-    + r")?(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z]))))"
+    + r")?(?![\w{^])(?![ \t]*(?:[-+*/^(]|\\cdot(?![a-zA-Z])|\\times(?![a-zA-Z])))(?!"
+    + MORE_MATH
+    + r"))"
 )
 # What before a minus spaced from its bracket makes it a difference's ("x - (2+3)"), no sign.
 # The terms of a sum around an expression of no value ("1 + 2^x", "2^x - 3 \\cdot y"): a term is
@@ -486,7 +489,11 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     "\\frac{1}{\\sqrt2}" and "\\frac{\\sqrt2}{2}" are one answer and "2^3" is 8; else spelled
     one way as the MATH graders' ``strip_string`` spells it (``_as_written``), not evaluated."""
     out: list[tuple[int, int, str]] = []
-    groups = [m for m in _GROUP.finditer(text) if _powered(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m)]
+    groups = [
+        m
+        for m in _GROUP.finditer(text)
+        if _powered_or_multiplied(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m)
+    ]
     starts = [m.start() for m in groups]
     # each pattern searched forward once (``Scan``), not again to the text's end after each expression
     scans = [
@@ -857,12 +864,20 @@ def _whole_sum(text: str, out: list[tuple[int, int, str]], floor: int, found: tu
     begin, end, spelling = found
     if out and out[-1][1] == floor and _JOINER.fullmatch(text, floor, begin):
         head = out.pop()
-        begin, spelling = head[0], head[2] + _sum_as_written(text[floor:begin]) + spelling
+        begin, spelling = head[0], _signs_joined(head[2] + _sum_as_written(text[floor:begin]), spelling)
     elif head_terms := (_SIGNED_HEAD if _SPACED_SIGN.match(text, begin) else _HEAD).search(text, floor, begin):
-        begin, spelling = head_terms.start(), _sum_as_written(head_terms.group()) + spelling
+        begin, spelling = head_terms.start(), _signs_joined(_sum_as_written(head_terms.group()), spelling)
     if tail := _TAIL.match(text, end):
         end, spelling = tail.end(), spelling + _sum_as_written(tail.group())
     return begin, end, spelling
+
+
+def _signs_joined(head: str, term: str) -> str:
+    """A sum's head and a term of its own sign, one sign between them ("1+" and "-\\frac{\\pi}{2}", of
+    "1+\\frac{-\\pi}{2}", are "1-\\frac{\\pi}{2}", no "1+-\\frac{\\pi}{2}")."""
+    if term.startswith("-") and head.endswith(("+", "-")):
+        return head[:-1] + ("+" if head.endswith("-") else "-") + term[1:]
+    return head + term
 
 
 def _sum_as_written(terms: str) -> str:
@@ -926,10 +941,11 @@ def _signed(text: str, m: re.Match[str]) -> bool:
     return bool(sign) and not (sign != "-" and _OPERAND_BEFORE.search(text, 0, m.start()))
 
 
-def _powered(text: str, m: re.Match[str]) -> bool:
-    """Whether the bracket ``_GROUP`` found closes (``\\right)`` too) with a power after it."""
+def _powered_or_multiplied(text: str, m: re.Match[str]) -> bool:
+    """Whether the bracket ``_GROUP`` found closes (``\\right)`` too) with a power after it, or with another
+    bracket, its factor ("(2)(3)" and "(2) \\cdot (3)" are 6, as "2(3)" is; they read 3, the last number)."""
     _, end = _argument(text, m.end() - 1, "(", ")")
-    return end != m.end() - 1 and _CARET.match(text, end) is not None
+    return end != m.end() - 1 and (_CARET.match(text, end) or _BRACKET_AFTER.match(text, end)) is not None
 
 
 def _more_factors(text: str, at: int) -> tuple[str, int]:
@@ -980,13 +996,22 @@ def _as_written(
             return None
         if not within and _PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom) and Fraction(_digits(bottom)):
             return None
-        body = "\\frac{" + _powers_braced(_latex(top)) + "}{" + _powers_braced(_latex(bottom)) + "}"
+        parts = [_powers_braced(_latex(top)), _powers_braced(_latex(bottom))]
+        for i, part in enumerate(parts):
+            if _NEGATED_TERM.fullmatch(part):  # the fraction's sign: one spelling of a negated fraction
+                parts[i], sign = part[1:], None if sign else "-"
+        body = "\\frac{" + parts[0] + "}{" + parts[1] + "}"
     if command in ("sqrt", "pi"):
         over = re.compile(r"\s*/\s*(\d+)(?![\d/.])").match(text, end)
         if over:
             body, end = "\\frac{" + body + "}{" + over.group(1) + "}", over.end()
     factor = _canonical("", factor, "") if factor else ""
     return end, ("-" if sign else "") + factor + body
+
+
+# A fraction's part that is one negated term ("-\\pi", not "-\\pi+1"): its minus is the fraction's, so that
+# "\\frac{-\\pi}{2}", "\\frac{\\pi}{-2}" and "-\\frac{\\pi}{2}" are one answer (they were three).
+_NEGATED_TERM = re.compile(r"-[^-+]+")
 
 
 def _digits(part: str) -> str:

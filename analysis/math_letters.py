@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .sum_terms import GREEK
-from .unit_words import is_unit
+from .unit_words import before_more_math, is_unit
 
 # Where math is: a box's argument, "$$...$$", "\\(...\\)", "\\[...\\]", and "$...$" as pandoc reads a
 # dollar: no space after the opening one, none before the closing one, no digit after it, one line
@@ -45,6 +45,9 @@ _BEFORE_BRACKET = re.compile(r"[ \t]+(?=\(|\\left(?![a-zA-Z]))")  # a letter's s
 _BEFORE_COMMAND = re.compile(
     r"[ \t]+(?=\\(?:pi|sqrt|[dt]?frac|" + "|".join(sorted(GREEK, key=len, reverse=True)) + r")(?![a-zA-Z]))"
 )
+# Commands whose space after a number is LaTeX's, the number their factor ("5 \\alpha", "5 \\pi x", "5 \\sqrt{2}x":
+# the letters after them were lost, "5 \\pi x" read 5\\pi, one answer with "5\\pi").
+_FACTOR_COMMANDS = GREEK | {"pi", "sqrt", "frac", "dfrac", "tfrac"}
 _AHEAD = re.compile(r"[\\_a-zA-Z]")  # where a command, a subscript or letters may begin
 _LONGEST_ARGUMENT = 2000  # characters searched for a brace that closes
 
@@ -124,20 +127,21 @@ def _products(math: str) -> str:
             end = _closing(math, skipped.end(), pairs) + 1 if skipped.group().endswith("{") else skipped.end()
         elif command := _COMMAND.match(math, at):
             end = command.end()
-            if command.group()[1:] in GREEK and _after_number(math, at):  # "5 \\alpha" as "5\\alpha", its factor
+            if command.group()[1:] in _FACTOR_COMMANDS and _after_number(math, at):  # "5 \\pi x" as "5\\pi x"
                 out[-1] = out[-1].rstrip(" \t")
         elif (letters := _LETTERS.match(math, at)) is None:  # a "_" of no subscript ("__", "_}")
             end = at + 1
         else:
             end = letters.end()
             spaced = _after_number(math, at)
-            if _PRODUCT.fullmatch(letters.group()) and not (spaced and is_unit(letters.group())):
+            unit = spaced and is_unit(letters.group()) and not before_more_math(math, end)  # "5 m \\pi" is 5πm
+            if _PRODUCT.fullmatch(letters.group()) and not unit:
                 if spaced:  # "5 xy" as "5xy": no unit, the number's factor
                     out[-1] = out[-1].rstrip(" \t")
                 out.append(" \\cdot ".join(re.sub(r"[ \t]", "", letters.group())))
-                at = end
+                at = gap.end() if (gap := _BEFORE_COMMAND.match(math, end)) else end  # "5 xy \\pi" read \\pi
                 continue
-            if len(letters.group()) == 1 and spaced and not is_unit(letters.group()):
+            if len(letters.group()) == 1 and spaced and not unit:
                 out[-1] = out[-1].rstrip(" \t")  # "5 x" as "5x": a letter of no unit is the number's factor
             if len(letters.group()) == 1 and (gap := _BEFORE_BRACKET.match(math, end) or _BEFORE_COMMAND.match(math, end)):
                 end = gap.end()  # "y (x+1)" as "y(x+1)": the space is LaTeX's (y was lost, "x+1" read)

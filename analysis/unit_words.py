@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from .sum_terms import GREEK
+
 _PREFIXED = r"[pnuμmcdkMGT](?:m|g|s|l|L|W|J|V|A|N|B|b|Hz|Pa|eV|Wh|Ah|cal|mol)"
 #: Units of SI and common abbreviations, an ordinal's suffix ("2nd") too, as a regex's alternatives.
 SHORT_UNIT = (
@@ -26,8 +28,17 @@ UNIT_WORDS = frozenset(
 #: Any unit, as a regex's alternatives: a short one, or a unit word, in the plural too.
 UNIT = SHORT_UNIT + r"|(?:" + "|".join(sorted(UNIT_WORDS)) + r")(?:s|es)?"
 _UNIT = re.compile(UNIT)
+#: What after a unit word makes it a factor of the math that follows, no unit: a unit is one only at the
+#: end of the answer ("\\boxed{5 m \\pi}" is 5πm, as math-verify reads it; it read 5, another answer's).
+MORE_MATH = r"[ \t]*\\(?:pi|sqrt|[dt]?frac|" + "|".join(sorted(GREEK, key=len, reverse=True)) + r")(?![a-zA-Z])"
+_MORE_MATH = re.compile(MORE_MATH)
 
 
 def is_unit(letters: str) -> bool:
     """Whether the letters are a unit's, whole ("km", "apples"; not "xy", "cats")."""
     return _UNIT.fullmatch(letters) is not None
+
+
+def before_more_math(text: str, at: int) -> bool:
+    """Whether more math follows ``at``, the end of a unit's letters: then they are a product's factors."""
+    return _MORE_MATH.match(text, at) is not None

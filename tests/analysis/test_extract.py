@@ -320,6 +320,29 @@ def test_a_bracket_after_an_operator_is_its_operand(text: str, value: str) -> No
     assert number(text) == value
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("\\boxed{(2)(3)}", "6"),  # was "3", the last bracket's number: a product of brackets, as "2(3)" is
+        ("\\boxed{(1)(2)}", "2"),
+        ("\\boxed{(-2)(3)}", "-6"),  # was "3"
+        ("\\boxed{(2)(3)(4)}", "24"),
+        ("\\boxed{\\left(2\\right)\\left(3\\right)}", "6"),
+        ("(2)(3)", "6"),
+        ("(1) (2)", "2"),  # spaced in prose: a list's labels, no product
+    ],
+)
+def test_brackets_of_numbers_side_by_side_are_their_product(text: str, value: str) -> None:
+    """math-verify reads "(2)(3)" as 5 (latex2sympy adds brackets of one number side by side, as a mixed
+    number, though it multiplies "(1+1)(3)" and "(2) \\cdot (3)": the oracle's tests); LaTeX's is the product."""
+    assert number(text) == value
+
+
+def test_brackets_of_numbers_side_by_side_match_their_product_and_differ_from_their_sum() -> None:
+    assert number("\\boxed{(2)(3)}") == number("\\boxed{6}") == number("\\boxed{2(3)}") == number("\\boxed{(2) \\cdot (3)}")
+    assert number("\\boxed{(2)(3)}") not in (number("\\boxed{3}"), number("\\boxed{5}"))
+
+
 def test_a_bracket_after_an_operator_matches_the_implicit_product_and_differs_from_the_bracket() -> None:
     assert number("2\\cdot(3+4)") == number("2 * (3+4)") == number("2(3+4)") == number("14")
     assert number("2 \\cdot (3+4)") not in (number("(3+4)"), number("7"), number("2"), number("2 (3+4)"))

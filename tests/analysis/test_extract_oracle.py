@@ -245,6 +245,17 @@ def test_an_aside_is_read_alike_however_its_operator_is_spaced() -> None:
         ("\\boxed{5 km}", "\\boxed{5}", True),  # a unit still
         ("\\boxed{5 apples}", "\\boxed{5}", True),
         ("\\boxed{10 mins}", "\\boxed{10}", True),
+        ("\\boxed{5 m \\pi}", "\\boxed{5}", False),  # was 5: a unit only at the end, not before more math
+        ("\\boxed{5 m \\pi}", "\\boxed{m \\cdot 5\\pi}", True),
+        ("\\boxed{5 m \\pi}", "\\boxed{5\\pi}", False),
+        ("\\boxed{5m\\pi}", "\\boxed{5}", False),  # was 5
+        ("\\boxed{5m\\pi}", "\\boxed{m \\cdot 5\\pi}", True),
+        ("\\boxed{5 m \\sqrt{2}}", "\\boxed{5\\sqrt{2}}", False),
+        ("\\boxed{5 km \\pi}", "\\boxed{\\pi}", False),  # was \\pi: the number lost
+        ("\\boxed{5 km \\pi}", "\\boxed{5 k m \\pi}", True),
+        ("\\boxed{5 xy \\pi}", "\\boxed{5\\pi xy}", True),  # was \\pi
+        ("\\boxed{5 m}", "\\boxed{5}", True),  # at the end, a unit still
+        ("\\boxed{5m}", "\\boxed{5}", True),
     ],
 )
 def test_letters_spaced_after_a_number_in_math_are_its_unit_or_a_product(a: str, b: str, same: bool) -> None:
@@ -582,6 +593,60 @@ def test_a_fraction_times_a_power_of_no_value_is_its_factor(a: str, b: str, same
     ],
 )
 def test_a_rational_multiple_of_pi_or_a_power_has_one_spelling(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\frac{-\\pi}{2}}", "\\boxed{-\\frac{\\pi}{2}}", True),  # were two spellings
+        ("\\boxed{\\frac{\\pi}{-2}}", "\\boxed{-\\frac{\\pi}{2}}", True),
+        ("\\boxed{\\frac{-\\pi}{2}}", "\\boxed{\\frac{\\pi}{2}}", False),
+        ("\\boxed{\\frac{-\\pi}{-2}}", "\\boxed{\\frac{\\pi}{2}}", True),
+        ("\\boxed{-\\frac{-\\pi}{2}}", "\\boxed{\\frac{\\pi}{2}}", True),
+        ("\\boxed{\\frac{-\\sqrt{2}}{2}}", "\\boxed{-\\frac{\\sqrt{2}}{2}}", True),
+        ("\\boxed{\\frac{-\\pi + 1}{2}}", "\\boxed{-\\frac{\\pi + 1}{2}}", False),  # a sum's minus is its term's
+        ("\\boxed{2\\frac{-\\pi}{3}}", "\\boxed{-\\frac{2\\pi}{3}}", True),
+        ("\\boxed{1+\\frac{-\\pi}{2}}", "\\boxed{1-\\frac{\\pi}{2}}", True),  # no "1+-\\frac{\\pi}{2}"
+        ("\\boxed{1-\\frac{-\\pi}{2}}", "\\boxed{1+\\frac{\\pi}{2}}", True),
+        ("\\boxed{1-\\frac{-\\pi}{2}}", "\\boxed{1-\\frac{\\pi}{2}}", False),
+    ],
+)
+def test_a_negated_fraction_has_one_spelling(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{(1+1)(3)}", "\\boxed{6}", True),  # was 3, the last bracket's number
+        ("\\boxed{(1+1)(3)}", "\\boxed{3}", False),
+        ("\\boxed{(2) \\cdot (3)}", "\\boxed{6}", True),  # was 3
+        ("\\boxed{(2) \\cdot (3)}", "\\boxed{3}", False),
+        ("\\boxed{(2)\\times(4)}", "\\boxed{8}", True),
+        ("\\boxed{(2)(3)}", "\\boxed{3}", False),  # was 3 (math-verify's 5: ``test_extract``)
+    ],
+)
+def test_a_product_of_brackets_of_numbers_is_its_value(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{5 \\pi x}", "\\boxed{5\\pi}", False),  # was 5\\pi: x lost after the space
+        ("\\boxed{5 \\pi x}", "\\boxed{5x\\pi}", True),
+        ("\\boxed{5 \\pi x y}", "\\boxed{xy}", False),  # was xy: 5 and \\pi lost
+        ("\\boxed{5 \\pi x y}", "\\boxed{5\\pi xy}", True),
+        ("\\boxed{5 \\sqrt{2}x}", "\\boxed{5\\sqrt{2}}", False),  # was 5\\sqrt{2}
+        ("\\boxed{5 \\sqrt{2}x}", "\\boxed{5x\\sqrt{2}}", True),
+        ("\\boxed{5 \\frac{\\pi}{2} x}", "\\boxed{\\frac{5\\pi}{2}}", False),  # was \\frac{5\\pi}{2}
+        ("\\boxed{5 \\frac{\\pi}{2} x}", "\\boxed{\\frac{5\\pi x}{2}}", True),
+        ("\\boxed{5 \\pi}", "\\boxed{5\\pi}", True),
+        ("\\boxed{5 \\frac{1}{2}}", "\\boxed{5.5}", True),  # a mixed number still
+    ],
+)
+def test_a_number_spaced_before_pi_a_root_or_a_fraction_is_its_factor(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
 
 
