@@ -32,7 +32,7 @@ from .shapes import (
     ToolCallPart,
     Turn,
     as_int,
-    canonical_arguments,
+    canonical_citation,
     canonical_result,
     error_of,
     finish_words,
@@ -297,7 +297,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if d.audio:
             spoken.append(d.audio)
         if d.citations:
-            cited.extend(map(canonical_arguments, d.citations))
+            cited.extend(map(canonical_citation, d.citations))
         if d.results:
             results.extend(map(canonical_result, d.results))
         for part in d.tool_calls:
@@ -402,7 +402,7 @@ def _add_restated(calls: dict[int, dict[str, Any]], restated: Delta, out: Output
     if not out.reasoning:
         out.reasoning, out.reasoning_summarized = restated.reasoning, restated.summarized
     if not out.citations:
-        out.citations = [canonical_arguments(c) for c in restated.citations]
+        out.citations = [canonical_citation(c) for c in restated.citations]
     if not out.others:
         out.others = [canonical_result(o) for o in restated.others]
     out.layout = restated.layout or out.layout
@@ -505,7 +505,7 @@ def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:
         "reasoning": "".join(d.reasoning for d in deltas),
         "refusal": "".join(d.refusal for d in deltas),
         "audio": "".join(d.audio for d in deltas),
-        "citations": [canonical_arguments(c) for d in deltas for c in d.citations],
+        "citations": [canonical_citation(c) for d in deltas for c in d.citations],
         "tool_results": [canonical_result(r) for d in deltas for r in d.results],
         "tool_calls": [calls[k] for k in sorted(calls)],
         "finish_reason": "error" if finish is None and error is not None else finish,
