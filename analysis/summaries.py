@@ -95,7 +95,8 @@ BATCH_ROWS = 5_000
 #: 50: the tools an MCP server listed to the Responses API (``mcp_list_tools``) are "input_changes".
 #: 51: citations leave out the ids new per request (``container_id``, a container file's ``file_id``,
 #: ``encrypted_index``).
-SUMMARY_VERSION = 51
+#: 52: every MCP server's tool list is kept where a Responses stream's final event restates no output.
+SUMMARY_VERSION = 52
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -20,7 +20,7 @@ from .llamacpp import LlamaCpp
 from .messages import Messages
 from .ollama import OllamaChat, OllamaGenerate
 from .openai import Chat, Completions, choices_error, matched_stop_after
-from .responses import Responses
+from .responses import Responses, listed_tools
 from .sampling import sampling_fields
 from .shapes import (
     NEXT,
@@ -257,6 +257,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     spoken: list[str] = []
     cited: list[str] = []
     results: list[str] = []
+    listed: list[Any] = []  # MCP servers' tool listings, each item's as it ended
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] = {}
     ids: list[int] = []
@@ -311,6 +312,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             stop_details = d.stop_details
         if d.input_changes is not None:
             out.input_changes = d.input_changes
+        if d.listed:
+            listed.extend(d.listed)
         if d.choices:
             for k, other in d.choices.items():
                 others.setdefault(k, []).append(other)
@@ -337,6 +340,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if d.token_ids:
             ids.extend(d.token_ids)
     out.readable = readable
+    if out.input_changes is None and listed:
+        out.input_changes = listed_tools(listed)  # the final event's output listed none (a gateway's)
     out.model, out.response_id, out.system_fingerprint, out.error_message = model, response_id, fingerprint, error_message
     out.timings, out.durations = timings, durations
     out.events = events
