@@ -96,7 +96,8 @@ BATCH_ROWS = 5_000
 #: 51: citations leave out the ids new per request (``container_id``, a container file's ``file_id``,
 #: ``encrypted_index``).
 #: 52: every MCP server's tool list is kept where a Responses stream's final event restates no output.
-SUMMARY_VERSION = 52
+#: 53: a failed MCP listing's ``error`` is in "input_changes", not among what a tool gave back.
+SUMMARY_VERSION = 53
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

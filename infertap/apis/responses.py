@@ -10,7 +10,7 @@ not where it holds only the built-in tools the API ran itself before it answered
 A function's or custom tool's call keeps its ``namespace`` (``ToolCallPart.toolset``) and, where a
 ``program`` item's code made it (programmatic tool calling), its ``caller``; a program is a call the
 API runs itself. A message's ``phase`` (commentary or the final answer) is in the answer's layout.
-The tools an MCP server listed (``mcp_list_tools``' ``tools``) are what the model read, not what it
+The tools an MCP server listed (``mcp_list_tools``' ``tools``, a failed listing's ``error``) are what the model read, not what it
 said: the API's change of its input (``Output.input_changes``), compared as configuration.
 """
 
@@ -423,7 +423,9 @@ def _result(item: dict[str, Any]) -> dict[str, Any] | None:
     """What the server's tool gave back, with the item's type; a web search's sources too; how a
     built-in call ended where it did not complete (``failed``, ``incomplete``): a search that
     failed is no search that completed, though both asked the same. None: nothing."""
-    got = {k: item[k] for k in _RESULTS if item.get(k) is not None}
+    # a listing's error is what the model was given (no tools from that server): ``_listing``
+    given = _RESULTS if item.get("type") != "mcp_list_tools" else ()
+    got = {k: item[k] for k in given if item.get(k) is not None}
     status = item.get("status")
     if status is not None and status != "completed" and item.get("type") not in _CLIENT_CALLS:
         got["status"] = status
@@ -547,10 +549,14 @@ def _whole(response: dict[str, Any]) -> Delta:
 
 
 def _listing(item: Any) -> dict[str, Any] | None:
-    """What an ``mcp_list_tools`` item put before the model: its ``server_label`` and ``tools``. None: another item."""
+    """What an ``mcp_list_tools`` item put before the model: its ``server_label``, ``tools`` and, where
+    the listing failed, its ``error`` (the model saw no tools from that server). None: another item."""
     if not isinstance(item, dict) or item.get("type") != "mcp_list_tools":
         return None
-    return {"server_label": item.get("server_label"), "tools": item.get("tools")}
+    listing = {"server_label": item.get("server_label"), "tools": item.get("tools")}
+    if item.get("error") is not None:
+        listing["error"] = item["error"]
+    return listing
 
 
 def listed_tools(listings: Sequence[dict[str, Any]]) -> str | None:
@@ -558,7 +564,7 @@ def listed_tools(listings: Sequence[dict[str, Any]]) -> str | None:
     order the servers first listed), as canonical JSON less ids; None where no server listed any. The
     API puts them before the model as the tools it may call: what the model read, as the request's
     own ``tools`` are, not what it said. A server that lists other tools on a later run (its tools
-    changed, or the request's ``allowed_tools``) is another input, reported as
+    changed, the request's ``allowed_tools``, a listing that failed) is another input, reported as
     the API's change of the input (``Output.input_changes``)."""
     by_server: dict[str, dict[str, Any]] = {}
     for listing in listings:
