@@ -93,7 +93,11 @@ BATCH_ROWS = 5_000
 #: ``caller_id`` and ``approval_request_id`` (ids new per request).
 #: 49: a Responses answer's logprobs (its text deltas', its output_text parts') are its logprob positions.
 #: 50: the tools an MCP server listed to the Responses API (``mcp_list_tools``) are "input_changes".
-SUMMARY_VERSION = 50
+#: 51: citations leave out the ids new per request (``container_id``, a container file's ``file_id``,
+#: ``encrypted_index``).
+#: 52: every MCP server's tool list is kept where a Responses stream's final event restates no output.
+#: 53: a failed MCP listing's ``error`` is in "input_changes", not among what a tool gave back.
+SUMMARY_VERSION = 53
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

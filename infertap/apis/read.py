@@ -20,7 +20,7 @@ from .llamacpp import LlamaCpp
 from .messages import Messages
 from .ollama import OllamaChat, OllamaGenerate
 from .openai import Chat, Completions, choices_error, matched_stop_after
-from .responses import Responses
+from .responses import Responses, listed_tools
 from .sampling import sampling_fields
 from .shapes import (
     NEXT,
@@ -32,7 +32,7 @@ from .shapes import (
     ToolCallPart,
     Turn,
     as_int,
-    canonical_arguments,
+    canonical_citation,
     canonical_result,
     error_of,
     finish_words,
@@ -245,6 +245,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     spoken: list[str] = []
     cited: list[str] = []
     results: list[str] = []
+    listed: list[Any] = []  # MCP servers' tool listings, each item's as it ended
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] = {}
     ids: list[int] = []
@@ -285,7 +286,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if d.audio:
             spoken.append(d.audio)
         if d.citations:
-            cited.extend(map(canonical_arguments, d.citations))
+            cited.extend(map(canonical_citation, d.citations))
         if d.results:
             results.extend(map(canonical_result, d.results))
         for part in d.tool_calls:
@@ -299,6 +300,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
             stop_details = d.stop_details
         if d.input_changes is not None:
             out.input_changes = d.input_changes
+        if d.listed:
+            listed.extend(d.listed)
         if d.choices:
             for k, other in d.choices.items():
                 others.setdefault(k, []).append(other)
@@ -325,6 +328,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if d.token_ids:
             ids.extend(d.token_ids)
     out.readable = readable
+    if out.input_changes is None and listed:
+        out.input_changes = listed_tools(listed)  # the final event's output listed none (a gateway's)
     out.model, out.response_id, out.system_fingerprint, out.error_message = model, response_id, fingerprint, error_message
     out.timings, out.durations = timings, durations
     out.events = events
@@ -390,7 +395,7 @@ def _add_restated(calls: dict[int, dict[str, Any]], restated: Delta, out: Output
     if not out.reasoning:
         out.reasoning, out.reasoning_summarized = restated.reasoning, restated.summarized
     if not out.citations:
-        out.citations = [canonical_arguments(c) for c in restated.citations]
+        out.citations = [canonical_citation(c) for c in restated.citations]
     if not out.others:
         out.others = [canonical_result(o) for o in restated.others]
     out.layout = restated.layout or out.layout
@@ -493,7 +498,7 @@ def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:
         "reasoning": "".join(d.reasoning for d in deltas),
         "refusal": "".join(d.refusal for d in deltas),
         "audio": "".join(d.audio for d in deltas),
-        "citations": [canonical_arguments(c) for d in deltas for c in d.citations],
+        "citations": [canonical_citation(c) for d in deltas for c in d.citations],
         "tool_results": [canonical_result(r) for d in deltas for r in d.results],
         "tool_calls": [calls[k] for k in sorted(calls)],
         "finish_reason": "error" if finish is None and error is not None else finish,

@@ -10,12 +10,13 @@ not where it holds only the built-in tools the API ran itself before it answered
 A function's or custom tool's call keeps its ``namespace`` (``ToolCallPart.toolset``) and, where a
 ``program`` item's code made it (programmatic tool calling), its ``caller``; a program is a call the
 API runs itself. A message's ``phase`` (commentary or the final answer) is in the answer's layout.
-The tools an MCP server listed (``mcp_list_tools``' ``tools``) are what the model read, not what it
+The tools an MCP server listed (``mcp_list_tools``' ``tools``, a failed listing's ``error``) are what the model read, not what it
 said: the API's change of its input (``Output.input_changes``), compared as configuration.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from .shapes import (
@@ -91,8 +92,8 @@ class Responses(Api):
                 d.others = [item]
             if kind.endswith(".done") and isinstance(item, dict) and item.get("type") == "reasoning":
                 d.encrypted = _encrypted(item)
-            if kind.endswith(".done") and isinstance(item, dict):
-                d.input_changes = _listed([item])  # where the final event's output lists none (a gateway's)
+            if kind.endswith(".done") and isinstance(item, dict) and (listing := _listing(item)) is not None:
+                d.listed = [listing]  # merged, where the final event's output lists none (a gateway's)
             if isinstance(item, dict) and is_call(item.get("type")):
                 done = kind.endswith(".done")
                 if done and (result := _result(item)):
@@ -422,7 +423,9 @@ def _result(item: dict[str, Any]) -> dict[str, Any] | None:
     """What the server's tool gave back, with the item's type; a web search's sources too; how a
     built-in call ended where it did not complete (``failed``, ``incomplete``): a search that
     failed is no search that completed, though both asked the same. None: nothing."""
-    got = {k: item[k] for k in _RESULTS if item.get(k) is not None}
+    # a listing's error is what the model was given (no tools from that server): ``_listing``
+    given = _RESULTS if item.get("type") != "mcp_list_tools" else ()
+    got = {k: item[k] for k in given if item.get(k) is not None}
     status = item.get("status")
     if status is not None and status != "completed" and item.get("type") not in _CLIENT_CALLS:
         got["status"] = status
@@ -541,19 +544,29 @@ def _whole(response: dict[str, Any]) -> Delta:
         d.layout.append(layout_entry(_kind(item), said, len(cited) - sources))
     d.tool_calls, d.citations, d.results, d.others = calls, cited, results, others
     d.summarized = bool(d.reasoning) and not raw  # a summary of the reasoning only: its tokens unseen
-    d.input_changes = _listed(as_list(response.get("output")))
+    d.input_changes = listed_tools([x for x in map(_listing, as_list(response.get("output"))) if x is not None])
     return d
 
 
-def _listed(items: list[Any]) -> str | None:
-    """The tools each MCP server listed (``mcp_list_tools`` items: its ``server_label`` and ``tools``),
-    as canonical JSON less ids; None where no server listed any. The API puts them before the model
-    as the tools it may call: what the model read, as the request's own ``tools`` are, not what it
-    said. A server that lists other tools on a later run (its tools changed, or the request's
-    ``allowed_tools``) is another input, reported as the API's change of the input (``Output.input_changes``)."""
-    listed = [
-        {"server_label": item.get("server_label"), "tools": item.get("tools")}
-        for item in items
-        if isinstance(item, dict) and item.get("type") == "mcp_list_tools"
-    ]
-    return canonical_result({"mcp_tools": listed}) if listed else None
+def _listing(item: Any) -> dict[str, Any] | None:
+    """What an ``mcp_list_tools`` item put before the model: its ``server_label``, ``tools`` and, where
+    the listing failed, its ``error`` (the model saw no tools from that server). None: another item."""
+    if not isinstance(item, dict) or item.get("type") != "mcp_list_tools":
+        return None
+    listing = {"server_label": item.get("server_label"), "tools": item.get("tools")}
+    if item.get("error") is not None:
+        listing["error"] = item["error"]
+    return listing
+
+
+def listed_tools(listings: Sequence[dict[str, Any]]) -> str | None:
+    """The tools each MCP server listed (``_listing``), one list per ``server_label`` (its last, in the
+    order the servers first listed), as canonical JSON less ids; None where no server listed any. The
+    API puts them before the model as the tools it may call: what the model read, as the request's
+    own ``tools`` are, not what it said. A server that lists other tools on a later run (its tools
+    changed, the request's ``allowed_tools``, a listing that failed) is another input, reported as
+    the API's change of the input (``Output.input_changes``)."""
+    by_server: dict[str, dict[str, Any]] = {}
+    for listing in listings:
+        by_server[canonical_arguments(listing.get("server_label"))] = listing
+    return canonical_result({"mcp_tools": list(by_server.values())}) if by_server else None

@@ -82,6 +82,7 @@ class Delta:
     matched_stop: str | None = None  # SGLang's ``matched_stop`` as JSON where the choice carries it (``Output.matched_stop``)
     stop_details: str | None = None  # Anthropic's ``stop_details`` (``Output.stop_details``)
     input_changes: str | None = None  # what the API did to the input before the model read it (``Output.input_changes``)
+    listed: Sequence[Any] = ()  # the tools an MCP server listed, each item's as it ended (Responses' ``mcp_list_tools``)
     encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
     audio: str = ""  # an audio answer's transcript (chat with modalities: audio)
@@ -146,7 +147,9 @@ class Output:
     reasoning_summarized: bool = False
     refusal: str = ""  # the model declined: its words, apart from any answer text
     audio: str = ""  # an audio answer's transcript: its words, apart from the text (not in the reply)
-    citations: list[str] = field(default_factory=list)  # sources the text cites, each as canonical JSON
+    citations: list[str] = field(
+        default_factory=list
+    )  # sources the text cites, each as canonical JSON less per-request ids (``canonical_citation``)
     # {"id", "name", "arguments"} (and "free": True; "server": True of a call the API ran itself, ``ToolCallPart.server``;
     # "caller": who made it, where not the model itself, ``ToolCallPart.caller``; "toolset": its tool's
     # toolset, ``ToolCallPart.toolset``)
@@ -465,6 +468,20 @@ def _kept(value: Any) -> Any:
         digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
         return f"<{len(value)} characters, blake2b {digest}>"
     return value
+
+
+#: Citations whose ``file_id`` names a file made anew on every request (one the code interpreter's
+#: container wrote), not the user's own (a ``file_citation``'s file they uploaded stays compared).
+_MADE_FILES = frozenset(("container_file_citation",))
+
+
+def canonical_citation(value: Any) -> str:
+    """A source the text cites as canonical JSON, less the ids made anew on every request (as
+    ``canonical_result`` leaves them out: a container's ``container_id`` and the file it made,
+    Anthropic's ``encrypted_index``): the same source cited on a replay is the same citation."""
+    if isinstance(value, dict) and value.get("type") in _MADE_FILES:
+        value = {k: v for k, v in value.items() if k != "file_id"}
+    return canonical_result(value)
 
 
 def content_text(content: Any) -> str:

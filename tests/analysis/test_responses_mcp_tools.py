@@ -105,3 +105,95 @@ def test_compare_reports_another_tool_list_as_another_input_not_another_answer(t
     assert out.exit_code == 0, out.output
     said = "input changed by the API before the model read it (context edits, thinking dropped, MCP tools listed): A 6 exchanges, B 6 exchanges; differs in 6 pairs"
     assert said in out.output, out.output
+
+
+def _gateway_stream(lists: dict[str, list[dict[str, Any]]], ids: str) -> bytes:
+    """Each server's listing, then a message, each item done; the final event's output empty (a gateway's)."""
+
+    def sse(kind: str, **data: Any) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+    items: list[dict[str, Any]] = [
+        {"type": "mcp_list_tools", "id": f"mcpl_{ids}{i}", "server_label": label, "tools": tools}
+        for i, (label, tools) in enumerate(lists.items())
+    ]
+    content = [{"type": "output_text", "text": "ACME is a customer.", "annotations": []}]
+    items.append({"type": "message", "id": f"msg_{ids}", "role": "assistant", "status": "completed", "content": content})
+    out = sse("response.created", response={**_response([], ids), "status": "in_progress"})
+    for i, item in enumerate(items):
+        assert not _ITEMS.validate_python(item).model_extra, item
+        out += sse("response.output_item.done", output_index=i, item=item)
+    return out + sse("response.completed", response=_response([], ids))
+
+
+def _record(chunks: bytes) -> dict[str, Any]:
+    request = json.dumps({**_REQUEST, "stream": True}).encode()
+    return {"path": "/v1/responses", "status": 200, "end": "complete", "request_body": request,
+            "response_headers": [["content-type", _SSE]], "chunks": [chunks]}  # fmt: skip
+
+
+def test_every_server_s_listing_is_kept_where_the_final_event_restates_none(tmp_path: Path) -> None:
+    # Several servers listed in one stream, its final output empty: only the last listing was kept.
+    out = read_response(_record(_gateway_stream({"crm": [_LOOKUP], "files": [_DELETE]}, "a")))
+    assert json.loads(out.input_changes) == {
+        "mcp_tools": [{"server_label": "crm", "tools": [_LOOKUP]}, {"server_label": "files", "tools": [_DELETE]}]
+    }
+    sides: list[list[dict[str, Any]]] = [[], []]
+    cases = {  # name: (A's lists, B's lists)
+        "first differs": ({"crm": [_LOOKUP], "files": [_DELETE]}, {"crm": [_LOOKUP, _DELETE], "files": [_DELETE]}),
+        "same": ({"crm": [_LOOKUP], "files": [_DELETE]}, {"crm": [_LOOKUP], "files": [_DELETE]}),
+    }
+    for name, lists in cases.items():
+        for side in (0, 1):
+            chunks = [_gateway_stream(lists[side], "ab"[side])]  # each side's ids its own
+            body = {**_REQUEST, "stream": True, "tag": name}
+            sides[side].append({"path": "/v1/responses", "body": body, "chunks": chunks, "content_type": _SSE})
+    write_capture(tmp_path / "a", sides[0])
+    write_capture(tmp_path / "b", sides[1])
+    r = compare(tmp_path / "a", tmp_path / "b", top=10)
+    # Must differ: the first server listed another tool on B; must match: the same lists.
+    assert r["config"]["input_changes"] == {"a": 2, "b": 2, "pairs_differ": 1}
+    assert r["divergence"]["exact_match_rate"] == 1
+
+
+def _failed_listing(error: str | None, ids: str, *, stream: bool) -> bytes:
+    """A server's listing that failed (``error``, no tools; None: it listed ``_LOOKUP``), then the message."""
+    listed, message = _output([] if error else [_LOOKUP], ids)
+    if error is not None:
+        listed["error"] = error
+    assert not _ITEMS.validate_python(listed).model_extra, listed
+    if not stream:
+        return json.dumps(_response([listed, message], ids)).encode()
+
+    def sse(kind: str, **data: Any) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+    out = b"".join(sse("response.output_item.done", output_index=i, item=x) for i, x in enumerate((listed, message)))
+    return out + sse("response.completed", response=_response([listed, message], ids))
+
+
+def test_a_failed_listing_is_the_model_s_input_not_a_tool_result(tmp_path: Path) -> None:
+    # The model saw no tools from a server whose listing failed: its error was compared as what a
+    # tool gave back (another answer), though the model read it, as it reads the tools listed.
+    out = read_response(_record(_failed_listing("401 Unauthorized", "a", stream=True)))
+    assert json.loads(out.input_changes) == {"mcp_tools": [{"server_label": "crm", "tools": [], "error": "401 Unauthorized"}]}
+    assert out.tool_results == []
+    sides: list[list[dict[str, Any]]] = [[], []]
+    cases = {  # name: (A's error, B's error)
+        "other error": ("401 Unauthorized", "503 Service Unavailable"),
+        "failed on B only": (None, "503 Service Unavailable"),
+        "same error": ("401 Unauthorized", "401 Unauthorized"),
+    }
+    for name, errors in cases.items():
+        for how, ctype in (("whole", _JSON), ("streamed", _SSE)):
+            for side in (0, 1):
+                chunks = [_failed_listing(errors[side], "ab"[side], stream=how == "streamed")]
+                body = {**_REQUEST, "stream": how == "streamed", "tag": f"{name}/{how}"}
+                sides[side].append({"path": "/v1/responses", "body": body, "chunks": chunks, "content_type": ctype})
+    write_capture(tmp_path / "a", sides[0])
+    write_capture(tmp_path / "b", sides[1])
+    r = compare(tmp_path / "a", tmp_path / "b", top=10)
+    # Must differ: another error, or a failure on B only (4 pairs); must match: the same error (2).
+    assert r["config"]["input_changes"] == {"a": 6, "b": 6, "pairs_differ": 4}
+    d = r["divergence"]
+    assert d["exact_match_rate"] == 1 and "tool_results_differ" not in d["counts"], d["counts"]
