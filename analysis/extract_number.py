@@ -738,9 +738,13 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
         if fractions and term.startswith("\\frac{", at):
             top, after = _argument(term, at + 5)
             bottom, after = _argument(term, after)
-            over = _product(top, True) if top is not None and bottom is not None and re.fullmatch(r"\d+", bottom) else None
+            # a part's own minus is the fraction's ("\\frac{-x}{2}" is "-\\frac{x}{2}", as math-verify reads it)
+            flips = sum(part is not None and part.startswith("-") for part in (top, bottom))
+            top, bottom = (part[1:] if part is not None and part.startswith("-") else part for part in (top, bottom))
+            over = _product(top, True) if top and bottom is not None and re.fullmatch(r"\d+", bottom) else None
             if over is not None and int(bottom or 0):
-                negative, coefficient = negative != over[0], coefficient * over[1] / int(bottom or 0)
+                negative = (negative != over[0]) != bool(flips % 2)
+                coefficient = coefficient * over[1] / int(bottom or 0)
                 factors += [f for f in over[2] if f[0] != 1]
                 at = after
                 continue

@@ -619,6 +619,26 @@ def test_a_negated_fraction_has_one_spelling(a: str, b: str, same: bool) -> None
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
+        ("\\boxed{\\frac{-x}{2}}", "\\boxed{-\\frac{x}{2}}", True),  # were two spellings
+        ("\\boxed{\\frac{x}{-2}}", "\\boxed{-\\frac{x}{2}}", True),
+        ("\\boxed{\\frac{-x}{-2}}", "\\boxed{\\frac{x}{2}}", True),
+        ("\\boxed{\\frac{-x}{2}}", "\\boxed{\\frac{x}{2}}", False),
+        ("\\boxed{\\frac{-\\pi x}{2}}", "\\boxed{-\\frac{\\pi x}{2}}", True),
+        ("\\boxed{x+\\frac{-\\pi}{2}}", "\\boxed{x-\\frac{\\pi}{2}}", True),
+        ("\\boxed{x+\\frac{-\\pi}{2}}", "\\boxed{x+\\frac{\\pi}{2}}", False),
+        ("\\boxed{1+\\frac{-x}{2}}", "\\boxed{1-\\frac{x}{2}}", True),
+        ("\\boxed{x \\cdot \\frac{-\\pi}{2}}", "\\boxed{-\\frac{\\pi x}{2}}", True),
+        ("\\boxed{x \\cdot \\frac{-\\pi}{2}}", "\\boxed{\\frac{\\pi x}{2}}", False),
+        ("\\boxed{\\frac{-\\pi}{2} x}", "\\boxed{-\\frac{x\\pi}{2}}", True),
+    ],
+)
+def test_a_negated_fraction_with_a_letter_has_one_spelling(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
         ("\\boxed{(1+1)(3)}", "\\boxed{6}", True),  # was 3, the last bracket's number
         ("\\boxed{(1+1)(3)}", "\\boxed{3}", False),
         ("\\boxed{(2) \\cdot (3)}", "\\boxed{6}", True),  # was 3
