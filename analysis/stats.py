@@ -144,6 +144,7 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
         identities = group_identities(analysis, q.m, q.keys)  # analysis/workload_identity.py
         for group in groups:
             group["workload"]["identity"] = identities.get(tuple(group["key"][n] for n in q.names))
+        apart = _in_no_group(q, groups)
     finally:
         q.close()
     captures = capture_info(analysis)
@@ -152,8 +153,20 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
         "captures": captures,
         "engines": engines(analysis),
         "groups": groups,
+        "in_no_group": apart,
         "unsearched": (unsearched := unsearched_bodies(analysis)),
         "warnings": [*live_warnings(captures), *filter(None, [unsearched_warning(unsearched)])],
+    }
+
+
+def _in_no_group(q: _Query, groups: list[dict[str, Any]]) -> dict[str, int]:
+    """The requests counted apart (``refused``, ``request_body_unknown``) whose key has no counted
+    request, so no group to be counted in: a capture whose only generation requests infertap refused
+    has no group at all, and its refusals would otherwise show nowhere."""
+    keys = {tuple(group["key"][n] for n in q.names) for group in groups}
+    return {
+        name: sum(n for key, [[n]] in q.rows("count(*)", source=source).items() if key not in keys)
+        for name, source in (("refused", q.refused), ("request_body_unknown", q.body_unknown))
     }
 
 

@@ -138,8 +138,11 @@ def _print_stats(result: dict[str, Any]) -> None:
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     _print_engines(result["engines"])
+    apart = _in_no_group(result["in_no_group"])
     if not result["groups"]:
-        _out("no generation requests in these captures")
+        _out(
+            f"no counted generation requests in these captures: {apart}" if apart else "no generation requests in these captures"
+        )
         return
     if "session" in result["by"]:
         groups = result["groups"]
@@ -148,6 +151,8 @@ def _print_stats(result: dict[str, Any]) -> None:
         console.print(_sessions_table([g for g in groups if id(g) in shown]), markup=False)
         if len(groups) > len(longest):
             _out(f"  the {len(longest)} longest of {counted(len(groups), 'session')}; --json for every one")
+        if apart:
+            _out(f"in no session above (no request of their session was counted): {apart}")
         return
     for group in result["groups"]:
         console.print(_stats_table(group), markup=False)
@@ -162,6 +167,20 @@ def _print_stats(result: dict[str, Any]) -> None:
         for why in group["telemetry_unread"]:  # what the recorder could not sample, and why
             _out(f"  telemetry unread: {why}")
         _print_workload(group["workload"], functools.partial(_partly, group))
+    if apart:
+        _out(f"in no group above (no request of their key was counted): {apart}")
+
+
+def _in_no_group(apart: dict[str, int]) -> str:
+    """The requests counted apart that no group holds, in words: never sent, or of unknown kind."""
+    said = []
+    if apart.get("refused"):
+        said.append(f"{apart['refused']} refused by infertap, never sent (counted in no figure)")
+    if apart.get("request_body_unknown"):
+        said.append(
+            f"{apart['request_body_unknown']} sent with a body not kept (generation or not unknown: counted in no figure)"
+        )
+    return "; ".join(said)
 
 
 #: Sessions printed by `stats --by session` (the longest, in order of their first request).

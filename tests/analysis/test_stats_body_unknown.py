@@ -20,9 +20,20 @@ def _stats(capture: Path, *extra: str) -> str:
 
 def test_a_request_body_not_kept_is_counted_unknown_and_said(tmp_path: Path) -> None:
     write_capture(tmp_path / "cap", [{}, {"body": b"", "fields": {"request_body_size": 9000}}])
-    [group] = json.loads(_stats(tmp_path / "cap", "--json"))["groups"]
+    out = json.loads(_stats(tmp_path / "cap", "--json"))
+    [group] = out["groups"]
     assert (group["requests"], group["request_body_unknown"]) == (1, 1)
+    assert out["in_no_group"] == {"refused": 0, "request_body_unknown": 0}  # its group holds it
     assert "request body unknown 1" in _stats(tmp_path / "cap")
+
+
+def test_requests_of_unknown_body_alone_are_said_with_no_group(tmp_path: Path) -> None:
+    """With no counted request beside them there is no group to count them in: ``stats`` said no
+    generation requests and nothing of them. They are said apart (``in_no_group``)."""
+    write_capture(tmp_path / "cap", [{"body": b"", "fields": {"request_body_size": 9000}}])
+    out = json.loads(_stats(tmp_path / "cap", "--json"))
+    assert (out["groups"], out["in_no_group"]) == ([], {"refused": 0, "request_body_unknown": 1})
+    assert "no counted generation requests in these captures: 1 sent with a body not kept" in _stats(tmp_path / "cap")
 
 
 def test_every_body_kept_says_nothing_of_unknown_bodies(tmp_path: Path) -> None:
@@ -41,3 +52,19 @@ def test_a_body_refused_over_the_limit_counts_as_refused_not_as_unknown(tmp_path
     [group] = json.loads(_stats(tmp_path / "cap", "--json"))["groups"]
     assert (group["requests"], group["refused"], group["request_body_unknown"]) == (1, 1, 0)
     assert "request body unknown" not in _stats(tmp_path / "cap")
+
+
+def test_a_refusal_of_a_key_no_group_has_is_said_below_the_groups(tmp_path: Path) -> None:
+    """By model, a refused body (none kept: no model) has no group of its own beside the answered
+    request's: said after the groups rather than dropped; by run, the run's group holds it."""
+    refused = {"body": b"", "status": 413, "end": "refused", "chunks": [b'{"error": "too large"}'],
+               "fields": {"request_body_size": 9000, "proxy_generated": True}}  # fmt: skip
+    write_capture(tmp_path / "cap", [{}, refused])
+    by_model = json.loads(_stats(tmp_path / "cap", "--json", "--by", "model"))
+    assert ([g["refused"] for g in by_model["groups"]], by_model["in_no_group"]["refused"]) == ([0], 1)
+    assert "in no group above (no request of their key was counted): 1 refused by infertap" in _stats(
+        tmp_path / "cap", "--by", "model"
+    )
+    by_run = json.loads(_stats(tmp_path / "cap", "--json"))
+    assert ([g["refused"] for g in by_run["groups"]], by_run["in_no_group"]["refused"]) == ([1], 0)
+    assert "in no group above" not in _stats(tmp_path / "cap")

@@ -289,3 +289,44 @@ def test_stats_counts_a_request_never_run_as_never_sent_not_ok(fake, in_process,
     groups = json.loads(result.stdout)["groups"]
     counts = [(g["requests"], g["ok"], g["refused"]) for g in groups]
     assert counts == ([(1, 1, 1)] if ahead == "cut-short" else [(2, 2, 0)])
+
+
+@pytest.mark.parametrize("answered", [False, True], ids=["only-refused", "one-answered"])
+def test_stats_says_refused_requests_that_no_group_holds(fake, in_process, tmp_path, monkeypatch, answered):
+    """A capture whose only generation request was never run has no counted request, so no group:
+    ``stats`` printed nothing of it, as though nothing happened. Its refusal is now said apart
+    (``in_no_group``, and a line of the table); one answered beside it keeps its group, as before,
+    and holds the refusal itself, so nothing is left apart."""
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    rec = in_process()
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "b"}).encode()
+    if answered:
+        with rec.connect() as s:
+            s.sendall(_ASK[:-4] % len(ask) + b"Connection: close\r\n\r\n" + ask)
+            read_all(s)
+    with rec.connect() as s:  # behind a response the connection closes on: never run
+        s.sendall(b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" + _ASK % (len(ask), ask))
+        read_all(s)
+    xs = rec.stop()
+    assert [x["end"] for x in sorted(xs, key=lambda x: x["seq"]) if x["path"] == "/v1/chat/completions"] == [
+        *(["complete"] if answered else []),
+        "refused",
+    ]
+    result = CliRunner().invoke(cli, ["stats", str(rec.out), "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    counts = [(g["requests"], g["ok"], g["refused"]) for g in out["groups"]]
+    assert (counts, out["in_no_group"]) == (
+        ([(1, 1, 1)], {"refused": 0, "request_body_unknown": 0}) if answered else ([], {"refused": 1, "request_body_unknown": 0})
+    )
+    table = CliRunner().invoke(cli, ["stats", str(rec.out)], catch_exceptions=False)
+    assert table.exit_code == 0, table.output
+    said = "1 refused by infertap, never sent"
+    if answered:
+        assert "1 more refused by infertap, never sent" in table.stdout and "in no group" not in table.stdout
+    else:
+        assert f"no counted generation requests in these captures: {said}" in table.stdout
