@@ -215,7 +215,15 @@ def read_sweep(folder: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(result, dict) or not {"kind", "points", "capacity"} <= set(result):
         raise ConfigError(f"{path}: not a sweep's result (no kind, points and capacity in it)")
     if isinstance(result.get("source"), str):
-        # Written before ``source`` was a list: one capture, or several joined by ", " (kept as one
-        # entry: a path may hold ", " itself, so the join can't be undone).
-        result["source"] = [result["source"]]
+        result["source"] = _joined_source(result["source"])
     return result
+
+
+def _joined_source(text: str) -> list[str]:
+    """An older sweep.json's ``source``, one string: one capture, or several joined by ", ". A path
+    may hold ", " itself, so the string alone can't tell; the disk can: split where the whole names
+    no path and every part names one, else kept as one entry (a capture moved since can't be told)."""
+    parts = text.split(", ")
+    if len(parts) > 1 and not os.path.exists(text) and all(os.path.exists(p) for p in parts):
+        return parts
+    return [text]

@@ -415,14 +415,20 @@ def _print_workload(w: dict[str, Any], partly: Callable[[str], str] = lambda fig
 
 @click.command()
 @click.argument("args", nargs=-1, required=True, metavar="[QUERY] CAPTURE...")
-@click.option("-q", "--query", default=None, help="The query (else the first argument, when it starts with SELECT, WITH, ...).")
+@click.option(
+    "-q",
+    "--query",
+    "queries",
+    multiple=True,
+    help="The query (else the first argument, when it starts with SELECT, WITH, ...); repeated: each in turn.",
+)
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV: one table, so one statement.")
 @click.option("--json", "as_json", is_flag=True, help="Print each result as a JSON array of objects, on a line of its own.")
 @_cache_dir
-def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, cache_dir: Path | None) -> None:
+def sql(args: tuple[str, ...], queries: tuple[str, ...], as_csv: bool, as_json: bool, cache_dir: Path | None) -> None:
     """Run SQL (DuckDB) over captures; with no query, read queries from stdin, each ended by ';'.
 
-    Several statements answer each in turn: as tables, each under its own header; with --json, one
+    Several statements (';'-separated, or several -q) answer each in turn: as tables, each under its own header; with --json, one
     array a line (JSON Lines); --csv, which holds one table, refuses them.
 
     The first (or last) argument is the query when it starts with a SQL keyword (SELECT, WITH, FROM,
@@ -436,6 +442,7 @@ def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, c
     """
     if as_csv and as_json:
         raise click.UsageError("choose one of --csv and --json")
+    query = queries[0] if queries else None
     if query is None and _SQL_START.match(args[0]) and not _is_path(args[0]):
         query, args = args[0], args[1:]
     elif query is None and len(args) > 1 and _SQL_START.match(args[-1]) and not _is_path(args[-1]):
@@ -448,7 +455,9 @@ def sql(args: tuple[str, ...], query: str | None, as_csv: bool, as_json: bool, c
     fmt = "csv" if as_csv else "json" if as_json else "table"
     with _opened(args, cache_dir) as analysis:
         if query is not None:
-            statements = analysis.statements(query)
+            # Every -q, in order, each parsed alone (a -- comment ends with its own text): click's
+            # single -q kept only the last of several, dropping the others unsaid.
+            statements = [statement for text in queries or (query,) for statement in analysis.statements(text)]
             if (refused := _several_tables(len(statements), fmt)) is not None:
                 raise click.UsageError(refused)
             for statement in statements:

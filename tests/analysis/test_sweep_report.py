@@ -214,6 +214,34 @@ def test_the_captures_a_sweep_replayed_are_a_list_and_an_older_string_is_read_as
     assert "a speed sweep of <code>captures/run1</code> against" in page and "replayed different captures" in page
 
 
+def test_an_older_joined_source_is_read_back_as_its_captures_where_the_disk_tells_them(tmp_path, monkeypatch):
+    """An older sweep.json of several captures joined them by ", ": read back as each capture where
+    each names one and the joined string names none; a capture whose own name holds ", ", or parts
+    that name nothing (moved since), stay one entry, as nothing tells them apart."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("gw-a", "gw-b", "gw-c, d"):
+        write_capture(tmp_path / name, [{"offset_s": 0.0}])
+
+    def read(source: str) -> list[str]:
+        folder = _with_source(_sweep(tmp_path / f"s{len(list(tmp_path.iterdir()))}", 2), source)
+        return load_sweeps(folder)[0][2]["source"]
+
+    assert read("gw-a, gw-b") == ["gw-a", "gw-b"]
+    assert read("gw-c, d") == ["gw-c, d"]
+    assert read("gw-a, gone") == ["gw-a, gone"]
+    assert read("gone, gw-b") == ["gone, gw-b"]
+    old = _with_source(_sweep(tmp_path / "old", 2), "gw-a, gw-b")
+    new = _with_source(_sweep(tmp_path / "new", 2), ["gw-b", "gw-a"])
+    code, output, page = _report(old, new, out=tmp_path / "same.html")
+    assert code == 0, output
+    assert "2 captures as one workload (<code>gw-a</code>, <code>gw-b</code>)" in page
+    assert "replayed different captures" not in page
+    other = _with_source(_sweep(tmp_path / "other", 2), ["gw-a", "gw-c, d"])
+    code, output, page = _report(old, other, out=tmp_path / "other.html")
+    assert code == 0, output
+    assert "replayed different captures" in page
+
+
 def test_equal_capacities_name_no_winner(tmp_path):
     a, b = _sweep(tmp_path / "a", 2), _sweep(tmp_path / "b", 3)  # both pass 2 and fail 4: the knees overlap
     code, output, page = _report(a, b, out=tmp_path / "r.html")

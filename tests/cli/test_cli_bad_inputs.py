@@ -327,6 +327,20 @@ def test_several_queries_on_one_line_each_answer(capture: Path, tmp_path: Path) 
     assert one.exit_code == 0 and one.output.split() == ["z", "3"]
 
 
+def test_every_repeated_q_answers_in_turn(capture: Path, tmp_path: Path) -> None:
+    """`-q A -q B` ran only B (click kept the last), dropping A unsaid; each -q is parsed alone, so a
+    trailing -- comment in one does not swallow the next, and --csv refuses two as it refuses `A; B`."""
+    env = {"INFERTAP_CACHE": str(tmp_path / "cache")}
+    given = invoke("sql", str(capture), "--json", "-q", "SELECT 1 AS x -- one", "-q", "SELECT 2 AS y", env=env)
+    assert given.exit_code == 0, given.output
+    assert [json.loads(line) for line in given.output.splitlines()] == [[{"x": 1}], [{"y": 2}]]
+    one = invoke("sql", str(capture), "--json", "-q", "SELECT 2 AS y", env=env)
+    assert [json.loads(line) for line in one.output.splitlines()] == [[{"y": 2}]]
+    twice = invoke("sql", str(capture), "--csv", "-q", "SELECT 1 AS x", "-q", "SELECT 2 AS y", env=env)
+    refused(twice, "--csv prints one table", "2 statements")
+    assert "x" not in twice.stdout
+
+
 def test_several_results_are_told_apart_in_every_format(capture: Path, tmp_path: Path) -> None:
     """Two results printed as CSV ran together ("x 1 y 2" read as one table whose second row is its
     header), and as JSON were two indented arrays one after the other, which no JSON reader takes."""
