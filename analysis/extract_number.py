@@ -48,7 +48,9 @@ _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/
 # A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
-_BRACKET_AFTER = re.compile(r"(?:[ \t]*(?:\\cdot|\\times|\*)[ \t]*)?(?:\\left\s*)?\(")  # no space alone: "(1) (2)" is a list
+# What after a bracket's closing one makes it a product's factor: another bracket, or a number right after it ("(2)3"
+# is 6, as "2(3)" is; it read 3). No space alone: in prose "(1) (2)" is a list (in math it is LaTeX's: ``math_letters``).
+_BRACKET_AFTER = re.compile(r"(?:[ \t]*(?:\\cdot|\\times|\*)[ \t]*)?(?:\\left\s*)?\(|\d")
 # A unit written right after its number ("10s", "5kg", "3cm", "2nd"), read as a unit after a space is
 # ("10 s" is 10): "10s" was the product 10s. Only where no operator follows it ("2s + 3t" is a sum), as
 # math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or

@@ -39,6 +39,9 @@ MATH_BRACKET = (
     r"(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})[^()]*|[ \t]*[a-zA-Z][ \t]*)(?:\\right\s*)?\)"
 )
 _SPACED_FACTOR = re.compile(r"(?<=\d)[ \t]+(?=" + MATH_BRACKET + ")")
+# A space between a bracket and a bracket or a number after it is LaTeX's too: they are one product, as side by side
+# ("\\boxed{(2) (3)}" is 6, as "(2)(3)" is; it read 3, the last number). A bracket with a comma is a tuple's, left alone.
+_SPACED_BRACKETS = re.compile(r"(\((?:[^(),]|\\right)*\))[ \t]+(?=(?:\\left\s*)?\(|\d)")
 _BEFORE_BRACKET = re.compile(r"[ \t]+(?=\(|\\left(?![a-zA-Z]))")  # a letter's space before its bracket
 # A letter's space before a factor's command ("x \\pi", "x \\sqrt{2}", "x \\alpha"): LaTeX's, the product's (the
 # letter was lost: "\\boxed{x \\pi}" read \\pi, one answer with "\\boxed{\\pi}").
@@ -118,7 +121,9 @@ def _closing(text: str, start: int, pairs: dict[int, int]) -> int:
 
 def _products(math: str) -> str:
     """Math's runs of letters as products, what is no variable skipped (``_TEXT``, ``_COMMAND``, ``_SUBSCRIPT``)."""
-    math = _SPACED_FACTOR.sub("", math)  # before its letters are products: "(two)" is no bracket of math
+    math = _SPACED_BRACKETS.sub(
+        r"\1", _SPACED_FACTOR.sub("", math)
+    )  # before its letters are products: "(two)" is no bracket of math
     out, at, pairs = [], 0, _pairs(math)
     while (found := _AHEAD.search(math, at)) is not None:
         out.append(math[at : found.start()])

@@ -761,3 +761,21 @@ def test_a_falling_chain_of_inequalities_is_written_rising() -> None:
 )
 def test_and_or_in_text_between_values_joins_a_list(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{(1+1)3}", "\\boxed{6}", True),  # was 3: a number right after a bracket is its factor
+        ("\\boxed{(1+1)3}", "\\boxed{3}", False),
+        ("\\boxed{(1+1) 3}", "\\boxed{6}", True),  # was 3: spaced in math, one rule with side by side
+        ("\\boxed{(x+1) 3}", "\\boxed{3(x+1)}", True),  # was 3
+        ("\\boxed{(x+1) 3}", "\\boxed{x+1}", False),
+        ("\\boxed{(1+1) (1+2)}", "\\boxed{6}", True),  # was 3
+        ("\\boxed{(1+1) (1+2)}", "\\boxed{3}", False),
+    ],
+)
+def test_brackets_side_by_side_in_math_are_a_product(a: str, b: str, same: bool) -> None:
+    """math-verify reads "(2)3" and "(2) (3)" as 5 (brackets of one number side by side as a mixed number); here they
+    are 6, LaTeX's product, as "(1+1)3" is there too (``test_extract``'s cases)."""
+    _assert_read_as_the_oracle_reads(a, b, same)
