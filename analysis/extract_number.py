@@ -614,8 +614,9 @@ def _ordered(spelling: str) -> str:
     Only factors, a sign after a product's dot its factor's ("x \\cdot -3" is "-3x"): a term with a
     function's bracket ("f(2)") is left as written, a quotient spelled as its ``\\frac`` (``_quotient``).
     Brackets around the whole are none ("(x+1)" is "x+1"), and the sum's terms are in one order
-    (``ordered_sum``: "1 + xy" is "xy+1", as "xy + 1" is), like terms one (``_like_terms``)."""
-    spelling = _unbracketed(spelling)
+    (``ordered_sum``: "1 + xy" is "xy+1", as "xy + 1" is), like terms one (``_like_terms``), and so are
+    those of a ``\\frac``'s parts (``_parts_ordered``)."""
+    spelling = _parts_ordered(_unbracketed(spelling))
     terms: list[tuple[str, str]] = []  # (its sign, the term)
     sign, term, depth = "", "", 0
     for i, c in enumerate(spelling):
@@ -639,6 +640,24 @@ def _ordered(spelling: str) -> str:
     if _unbracketed(out) != out:  # "2(x+1) - (x+1)" is "(x+1)": "x+1"
         return _ordered(out)
     return ordered_sum(out, _constant)
+
+
+def _parts_ordered(spelling: str) -> str:
+    """The spelling with a sum in each ``\\frac``'s part in one order, as a sum's elsewhere (``ordered_sum``):
+    "\\frac{-x+1}{2}" and "\\frac{1-x}{2}", "\\frac{2}{1+x}" and "\\frac{2}{x+1}" are one answer each, as
+    math-verify reads them (they were two)."""
+    out, at = [], 0
+    for m in re.finditer(r"\\frac(?![a-zA-Z])", spelling):
+        if m.start() < at:
+            continue
+        top, after = _argument(spelling, m.end())
+        bottom, end = _argument(spelling, after)
+        if top is None or bottom is None:
+            continue
+        parts = [ordered_sum(_parts_ordered(part), _constant) for part in (top, bottom)]
+        out.append(spelling[at : m.end()] + "{" + parts[0] + "}{" + parts[1] + "}")
+        at = end
+    return "".join(out) + spelling[at:]
 
 
 def _like_terms(terms: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -817,7 +836,7 @@ def _quotient(term: str) -> str:
     top, bottom = term[:slash], term[slash + 1 :]
     if not top or not bottom or "/" in bottom or "\\cdot" in bottom or bottom[0] in "+-":
         return term
-    return "\\frac{" + _unbracketed(top) + "}{" + _unbracketed(bottom) + "}"
+    return _parts_ordered("\\frac{" + _unbracketed(top) + "}{" + _unbracketed(bottom) + "}")
 
 
 def _top_slash(term: str) -> int:
@@ -1002,7 +1021,7 @@ def _as_written(
             return None
         if not within and _PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom) and Fraction(_digits(bottom)):
             return None
-        parts = [_powers_braced(_latex(top)), _powers_braced(_latex(bottom))]
+        parts = [ordered_sum(_parts_ordered(_powers_braced(_latex(part))), _constant) for part in (top, bottom)]
         for i, part in enumerate(parts):
             if _NEGATED_TERM.fullmatch(part):  # the fraction's sign: one spelling of a negated fraction
                 parts[i], sign = part[1:], None if sign else "-"

@@ -171,7 +171,7 @@ def test_expressions_and_mixed_numbers_match_their_spellings_and_differ_from_oth
         ("9^99999", "9^{99999}"),  # too large to compute: as written, never its base
         ("2^x", "2^{x}"),
         ("\\sqrt[3]{2}", "\\sqrt[3]{2}"),  # no square root: as written
-        ("\\frac{1+\\sqrt2}{2}", "\\frac{1+\\sqrt{2}}{2}"),
+        ("\\frac{1+\\sqrt2}{2}", "\\frac{\\sqrt{2}+1}{2}"),  # a part's sum in one order, as "\\frac{\\sqrt2+1}{2}" is
     ],
 )
 def test_an_expression_is_its_exact_value_where_it_has_one(text: str, value: str) -> None:

@@ -779,3 +779,26 @@ def test_brackets_side_by_side_in_math_are_a_product(a: str, b: str, same: bool)
     """math-verify reads "(2)3" and "(2) (3)" as 5 (brackets of one number side by side as a mixed number); here they
     are 6, LaTeX's product, as "(1+1)3" is there too (``test_extract``'s cases)."""
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\frac{-x+1}{2}}", "\\boxed{\\frac{1-x}{2}}", True),  # were two spellings
+        ("\\boxed{\\frac{-x+1}{2}}", "\\boxed{\\frac{x-1}{2}}", False),
+        ("\\boxed{\\frac{1+x}{2}}", "\\boxed{\\frac{x+1}{2}}", True),
+        ("\\boxed{\\frac{1+x}{2}}", "\\boxed{\\frac{x+2}{2}}", False),
+        ("\\boxed{\\frac{2}{1+x}}", "\\boxed{\\frac{2}{x+1}}", True),  # a divisor's sum too
+        ("\\boxed{\\frac{2}{1+x}}", "\\boxed{\\frac{2}{x-1}}", False),
+        ("\\boxed{(1-x)/2}", "\\boxed{\\frac{-x+1}{2}}", True),  # a quotient spelled as its \\frac
+        ("\\boxed{\\frac{1-x^2}{2}}", "\\boxed{\\frac{-x^{2}+1}{2}}", True),  # a part with braces
+        ("\\boxed{\\frac{1-x^2}{2}}", "\\boxed{\\frac{x^{2}-1}{2}}", False),
+        ("\\boxed{\\frac{1+2+x}{2}}", "\\boxed{\\frac{x+3}{2}}", True),  # its numbers one, as a sum's
+        ("\\boxed{\\frac{1-\\pi}{2}}", "\\boxed{\\frac{-\\pi+1}{2}}", True),
+        ("\\boxed{\\frac{1-\\pi}{2}}", "\\boxed{\\frac{\\pi-1}{2}}", False),
+        ("\\boxed{y+\\frac{1-x}{2}}", "\\boxed{\\frac{-x+1}{2}+y}", True),
+        ("\\boxed{\\frac{1}{1+\\frac{1-x}{2}}}", "\\boxed{\\frac{1}{\\frac{-x+1}{2}+1}}", True),  # nested
+    ],
+)
+def test_a_fraction_part_that_is_a_sum_has_its_terms_in_one_order(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
