@@ -802,3 +802,32 @@ def test_brackets_side_by_side_in_math_are_a_product(a: str, b: str, same: bool)
 )
 def test_a_fraction_part_that_is_a_sum_has_its_terms_in_one_order(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{5\\pi m}", "\\boxed{5\\pi}", True),  # was "5\\pi m": a unit at the end, after a value of constants
+        ("\\boxed{5\\pi m}", "\\boxed{5}", False),
+        ("\\boxed{5 \\pi m}", "\\boxed{5\\pi}", True),
+        ("\\boxed{\\pi m}", "\\boxed{\\pi}", True),
+        ("\\boxed{5\\pi meters}", "\\boxed{5\\pi}", True),  # was 5πeemrst
+        ("\\boxed{\\sqrt{5} km}", "\\boxed{\\sqrt{5}}", True),
+        ("\\boxed{3\\sqrt{2} inches}", "\\boxed{3\\sqrt{2}}", True),
+        ("\\boxed{3\\sqrt{2} inches}", "\\boxed{3}", False),
+        ("\\boxed{5\\pi m + 1}", "\\boxed{5\\pi + 1}", False),  # not at the end: a factor
+        ("\\boxed{5\\pi x}", "\\boxed{5\\pi}", False),  # no unit: a factor
+        ("\\boxed{5\\pi cats}", "\\boxed{5\\pi}", False),
+    ],
+)
+def test_a_unit_at_the_end_after_a_constant_value_is_no_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_letters_after_a_variable_stay_factors_though_math_verify_strips_them_as_a_unit() -> None:
+    """math-verify reads "2 \\pi r h" as 2πr ("h" an hour) and "x m" as x: the cylinder's side 2πrh one answer with
+    2πr, a false match. After a variable the letters are a product's here, as before any other math."""
+    assert _oracle_same("\\boxed{2 \\pi r h}", "\\boxed{2\\pi r}")  # the oracle's reading, which we differ from
+    assert number("\\boxed{2 \\pi r h}") == number("\\boxed{2\\pi rh}") == number("\\boxed{h \\cdot 2\\pi r}")
+    assert number("\\boxed{2 \\pi r h}") != number("\\boxed{2\\pi r}")
+    assert number("\\boxed{x m}") == number("\\boxed{mx}") != number("\\boxed{x}")
