@@ -159,7 +159,7 @@ _FUNCTION = re.compile(r"\\(?!left|right|cdot|times|sqrt|frac|dfrac|tfrac|pi)[a-
 # fractions, \\pi, powers of numbers, letters, brackets; a factor with a sign or of any other form
 # leaves the product as written.
 _FACTOR = re.compile(
-    r"(\d+(?:\.\d+)?(?![\d.^]))|(\\sqrt(?:\[[^\[\]{}]*\])?\{[^{}]*\}|\\frac\{[^{}]*\}\{[^{}]*\})|(\\pi(?![a-zA-Z]))"
+    r"(\d+(?:\.\d+)?(?![\d.^]))|(\\sqrt(?:\[[^\[\]{}]*\])?\{[^{}]*\}|\\frac\{[^{}]*\}\{[^{}]*\})|(\\pi(?![a-zA-Z])(?:\^\{[^{}]*\})?)"
     r"|(\d+(?:\.\d+)?\^\{[^{}]*\})|((?:[a-zA-Z]|"
     + _GREEK
     + r")(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?(?:\^\{[^{}]*\})?)|(\([^()]*\)(?:\^\{[^{}]*\})?)"
@@ -1008,6 +1008,11 @@ def _as_written(
     fraction spelled."""
     if command == "pi":
         body = "\\pi"
+        if caret := _CARET.match(text, end):  # "\\pi^2" is π², no π (it read \\pi, one answer with "\\pi")
+            digits = re.compile(r"[ \t]*(-?\d+)").match(text, caret.end())
+            exponent, after = (digits.group(1), digits.end()) if digits else _argument(text, caret.end())
+            if exponent is not None and exponent.strip():
+                body, end = body + "^{" + _powers_braced(_latex(exponent)) + "}", after
     elif command == "sqrt":
         index, end = _argument(text, end, "[", "]")
         root, end = _argument(text, end)

@@ -831,3 +831,22 @@ def test_letters_after_a_variable_stay_factors_though_math_verify_strips_them_as
     assert number("\\boxed{2 \\pi r h}") == number("\\boxed{2\\pi rh}") == number("\\boxed{h \\cdot 2\\pi r}")
     assert number("\\boxed{2 \\pi r h}") != number("\\boxed{2\\pi r}")
     assert number("\\boxed{x m}") == number("\\boxed{mx}") != number("\\boxed{x}")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\pi^2}", "\\boxed{\\pi}", False),  # was \\pi and \\pi: the power lost
+        ("\\boxed{\\pi^2}", "\\boxed{\\pi^{2}}", True),
+        ("\\boxed{5\\pi^2}", "\\boxed{5\\pi}", False),  # was 5\\pi
+        ("\\boxed{\\pi^{-1}}", "\\boxed{\\pi}", False),
+        ("\\boxed{\\pi^2 + 1}", "\\boxed{1 + \\pi^2}", True),
+        ("\\boxed{\\pi^2 + 1}", "\\boxed{\\pi + 1}", False),
+        ("\\boxed{\\frac{\\pi^2}{6}}", "\\boxed{\\frac{\\pi}{6}}", False),
+        ("\\boxed{x\\pi^2}", "\\boxed{\\pi^2 x}", True),  # a factor ordered as \\pi is
+        ("\\boxed{2\\pi^2 \\cdot 3}", "\\boxed{6\\pi^2}", True),
+        ("\\boxed{2\\pi^2 \\cdot 3}", "\\boxed{6\\pi}", False),
+    ],
+)
+def test_a_power_of_pi_keeps_its_exponent(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
