@@ -165,6 +165,10 @@ class _Reader:
             elif self.peek("\\frac", "\\dfrac", "\\tfrac", "\\sqrt", "{", "(") and not self.mixed(top):
                 other = self.factor(top)  # "\frac12\sqrt2", "2\sqrt3"
                 value = value * other if other is not None else None
+            elif self.text[self.at - 1] == ")" and _PART.match(self.text, self.at, self.end):
+                self.special = True  # a number right after a bracket is its factor ("(2)3" is 6, as "2(3)" is)
+                other = self.factor(top)
+                value = value * other if other is not None else None
             else:
                 break
         return value * Surd(Fraction(sign)) if value is not None else None

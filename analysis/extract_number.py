@@ -48,7 +48,9 @@ _POWER = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<=\\cdot)|(?<=\\times)|(?<![\w.,^/
 # A number right before it is its factor ("2(\\frac12)^2" is 0.5); "f(2)^2" is no power of 2.
 _GROUP = re.compile(r"((?<![\w)\]])-\s*)?(?:(?<![\w.,^/\\])(?:" + _PART + r")[ \t]*|(?<![\w)\]}]))(?:\\left\s*)?\(")
 _CARET = re.compile(r"[ \t]*\^")
-_BRACKET_AFTER = re.compile(r"(?:[ \t]*(?:\\cdot|\\times|\*)[ \t]*)?(?:\\left\s*)?\(")  # no space alone: "(1) (2)" is a list
+# What after a bracket's closing one makes it a product's factor: another bracket, or a number right after it ("(2)3"
+# is 6, as "2(3)" is; it read 3). No space alone: in prose "(1) (2)" is a list (in math it is LaTeX's: ``math_letters``).
+_BRACKET_AFTER = re.compile(r"(?:[ \t]*(?:\\cdot|\\times|\*)[ \t]*)?(?:\\left\s*)?\(|\d")
 # A unit written right after its number ("10s", "5kg", "3cm", "2nd"), read as a unit after a space is
 # ("10 s" is 10): "10s" was the product 10s. Only where no operator follows it ("2s + 3t" is a sum), as
 # math-verify strips a unit only at the end; a single letter only of a second, metre, gram, hour or
@@ -157,7 +159,7 @@ _FUNCTION = re.compile(r"\\(?!left|right|cdot|times|sqrt|frac|dfrac|tfrac|pi)[a-
 # fractions, \\pi, powers of numbers, letters, brackets; a factor with a sign or of any other form
 # leaves the product as written.
 _FACTOR = re.compile(
-    r"(\d+(?:\.\d+)?(?![\d.^]))|(\\sqrt(?:\[[^\[\]{}]*\])?\{[^{}]*\}|\\frac\{[^{}]*\}\{[^{}]*\})|(\\pi(?![a-zA-Z]))"
+    r"(\d+(?:\.\d+)?(?![\d.^]))|(\\sqrt(?:\[[^\[\]{}]*\])?\{[^{}]*\}|\\frac\{[^{}]*\}\{[^{}]*\})|(\\pi(?![a-zA-Z])(?:\^\{[^{}]*\})?)"
     r"|(\d+(?:\.\d+)?\^\{[^{}]*\})|((?:[a-zA-Z]|"
     + _GREEK
     + r")(?:_(?:\{[^{}]*\}|[a-zA-Z\d]))?(?:\^\{[^{}]*\})?)|(\([^()]*\)(?:\^\{[^{}]*\})?)"
@@ -612,8 +614,9 @@ def _ordered(spelling: str) -> str:
     Only factors, a sign after a product's dot its factor's ("x \\cdot -3" is "-3x"): a term with a
     function's bracket ("f(2)") is left as written, a quotient spelled as its ``\\frac`` (``_quotient``).
     Brackets around the whole are none ("(x+1)" is "x+1"), and the sum's terms are in one order
-    (``ordered_sum``: "1 + xy" is "xy+1", as "xy + 1" is), like terms one (``_like_terms``)."""
-    spelling = _unbracketed(spelling)
+    (``ordered_sum``: "1 + xy" is "xy+1", as "xy + 1" is), like terms one (``_like_terms``), and so are
+    those of a ``\\frac``'s parts (``_parts_ordered``)."""
+    spelling = _parts_ordered(_unbracketed(spelling))
     terms: list[tuple[str, str]] = []  # (its sign, the term)
     sign, term, depth = "", "", 0
     for i, c in enumerate(spelling):
@@ -637,6 +640,24 @@ def _ordered(spelling: str) -> str:
     if _unbracketed(out) != out:  # "2(x+1) - (x+1)" is "(x+1)": "x+1"
         return _ordered(out)
     return ordered_sum(out, _constant)
+
+
+def _parts_ordered(spelling: str) -> str:
+    """The spelling with a sum in each ``\\frac``'s part in one order, as a sum's elsewhere (``ordered_sum``):
+    "\\frac{-x+1}{2}" and "\\frac{1-x}{2}", "\\frac{2}{1+x}" and "\\frac{2}{x+1}" are one answer each, as
+    math-verify reads them (they were two)."""
+    out, at = [], 0
+    for m in re.finditer(r"\\frac(?![a-zA-Z])", spelling):
+        if m.start() < at:
+            continue
+        top, after = _argument(spelling, m.end())
+        bottom, end = _argument(spelling, after)
+        if top is None or bottom is None:
+            continue
+        parts = [ordered_sum(_parts_ordered(part), _constant) for part in (top, bottom)]
+        out.append(spelling[at : m.end()] + "{" + parts[0] + "}{" + parts[1] + "}")
+        at = end
+    return "".join(out) + spelling[at:]
 
 
 def _like_terms(terms: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -815,7 +836,7 @@ def _quotient(term: str) -> str:
     top, bottom = term[:slash], term[slash + 1 :]
     if not top or not bottom or "/" in bottom or "\\cdot" in bottom or bottom[0] in "+-":
         return term
-    return "\\frac{" + _unbracketed(top) + "}{" + _unbracketed(bottom) + "}"
+    return _parts_ordered("\\frac{" + _unbracketed(top) + "}{" + _unbracketed(bottom) + "}")
 
 
 def _top_slash(term: str) -> int:
@@ -987,6 +1008,11 @@ def _as_written(
     fraction spelled."""
     if command == "pi":
         body = "\\pi"
+        if caret := _CARET.match(text, end):  # "\\pi^2" is π², no π (it read \\pi, one answer with "\\pi")
+            digits = re.compile(r"[ \t]*(-?\d+)").match(text, caret.end())
+            exponent, after = (digits.group(1), digits.end()) if digits else _argument(text, caret.end())
+            if exponent is not None and exponent.strip():
+                body, end = body + "^{" + _powers_braced(_latex(exponent)) + "}", after
     elif command == "sqrt":
         index, end = _argument(text, end, "[", "]")
         root, end = _argument(text, end)
@@ -1000,7 +1026,7 @@ def _as_written(
             return None
         if not within and _PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom) and Fraction(_digits(bottom)):
             return None
-        parts = [_powers_braced(_latex(top)), _powers_braced(_latex(bottom))]
+        parts = [ordered_sum(_parts_ordered(_powers_braced(_latex(part))), _constant) for part in (top, bottom)]
         for i, part in enumerate(parts):
             if _NEGATED_TERM.fullmatch(part):  # the fraction's sign: one spelling of a negated fraction
                 parts[i], sign = part[1:], None if sign else "-"

@@ -39,6 +39,9 @@ MATH_BRACKET = (
     r"(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})[^()]*|[ \t]*[a-zA-Z][ \t]*)(?:\\right\s*)?\)"
 )
 _SPACED_FACTOR = re.compile(r"(?<=\d)[ \t]+(?=" + MATH_BRACKET + ")")
+# A space between a bracket and a bracket or a number after it is LaTeX's too: they are one product, as side by side
+# ("\\boxed{(2) (3)}" is 6, as "(2)(3)" is; it read 3, the last number). A bracket with a comma is a tuple's, left alone.
+_SPACED_BRACKETS = re.compile(r"(\((?:[^(),]|\\right)*\))[ \t]+(?=(?:\\left\s*)?\(|\d)")
 _BEFORE_BRACKET = re.compile(r"[ \t]+(?=\(|\\left(?![a-zA-Z]))")  # a letter's space before its bracket
 # A letter's space before a factor's command ("x \\pi", "x \\sqrt{2}", "x \\alpha"): LaTeX's, the product's (the
 # letter was lost: "\\boxed{x \\pi}" read \\pi, one answer with "\\boxed{\\pi}").
@@ -118,7 +121,9 @@ def _closing(text: str, start: int, pairs: dict[int, int]) -> int:
 
 def _products(math: str) -> str:
     """Math's runs of letters as products, what is no variable skipped (``_TEXT``, ``_COMMAND``, ``_SUBSCRIPT``)."""
-    math = _SPACED_FACTOR.sub("", math)  # before its letters are products: "(two)" is no bracket of math
+    math = _SPACED_BRACKETS.sub(
+        r"\1", _SPACED_FACTOR.sub("", math)
+    )  # before its letters are products: "(two)" is no bracket of math
     out, at, pairs = [], 0, _pairs(math)
     while (found := _AHEAD.search(math, at)) is not None:
         out.append(math[at : found.start()])
@@ -135,6 +140,10 @@ def _products(math: str) -> str:
             end = letters.end()
             spaced = _after_number(math, at)
             unit = spaced and is_unit(letters.group()) and not before_more_math(math, end)  # "5 m \\pi" is 5πm
+            if is_unit(letters.group()) and _END.match(math, end) and _after_value(math, at):  # "5\\pi m" is 5π
+                out[-1] = out[-1].rstrip(" \t")
+                at = end
+                continue
             if _PRODUCT.fullmatch(letters.group()) and not unit:
                 if spaced:  # "5 xy" as "5xy": no unit, the number's factor
                     out[-1] = out[-1].rstrip(" \t")
@@ -151,6 +160,20 @@ def _products(math: str) -> str:
         out.append(math[at:end])
         at = end
     return "".join(out) + math[at:]
+
+
+# What may come before a unit at the end of math for it to be the unit of a value: numbers, operators and the
+# commands of constants, no letter of a variable ("5\\pi m" is 5π, "\\sqrt{2} cm" √2, as math-verify strips them).
+_VALUE_BEFORE = re.compile(r"(?:[\d.,+\-*/^{}()\[\] \t]|\\(?:pi|sqrt|[dt]?frac|cdot|times|left|right)(?![a-zA-Z]))*")
+_CONSTANT_END = re.compile(r"(?:\\pi|\})[ \t]*\Z")
+_END = re.compile(r"\s*\Z")
+
+
+def _after_value(math: str, at: int) -> bool:
+    """Whether the letters at ``at`` follow an expression of constants ending in ``\\pi`` or a brace (``\\sqrt{2}``,
+    ``\\frac{1}{2}``): there a unit at the end is the value's, as after a number. After a variable they are a
+    product's factors: "2\\pi r h" is 2πrh, where math-verify strips "h" as hours and reads 2πr, another answer."""
+    return _CONSTANT_END.search(math, 0, at) is not None and _VALUE_BEFORE.fullmatch(math, 0, at) is not None
 
 
 def _after_number(math: str, at: int) -> bool:

@@ -171,7 +171,7 @@ def test_expressions_and_mixed_numbers_match_their_spellings_and_differ_from_oth
         ("9^99999", "9^{99999}"),  # too large to compute: as written, never its base
         ("2^x", "2^{x}"),
         ("\\sqrt[3]{2}", "\\sqrt[3]{2}"),  # no square root: as written
-        ("\\frac{1+\\sqrt2}{2}", "\\frac{1+\\sqrt{2}}{2}"),
+        ("\\frac{1+\\sqrt2}{2}", "\\frac{\\sqrt{2}+1}{2}"),  # a part's sum in one order, as "\\frac{\\sqrt2+1}{2}" is
     ],
 )
 def test_an_expression_is_its_exact_value_where_it_has_one(text: str, value: str) -> None:
@@ -330,6 +330,16 @@ def test_a_bracket_after_an_operator_is_its_operand(text: str, value: str) -> No
         ("\\boxed{\\left(2\\right)\\left(3\\right)}", "6"),
         ("(2)(3)", "6"),
         ("(1) (2)", "2"),  # spaced in prose: a list's labels, no product
+        ("(2) (3)", "3"),
+        ("\\boxed{(2) (3)}", "6"),  # was "3": in math the space is LaTeX's, one rule with "(2)(3)"
+        ("$(2) (3)$", "6"),
+        ("\\boxed{\\left(2\\right) \\left(3\\right)}", "6"),
+        ("\\boxed{(2)(3) (4)}", "24"),
+        ("\\boxed{(2)3}", "6"),  # was "3": a number right after a bracket is its factor, as "2(3)" is
+        ("\\boxed{(2) 3}", "6"),
+        ("\\boxed{(-2) 3}", "-6"),
+        ("\\boxed{(2)3.5}", "7"),
+        ("(2)3", "6"),
     ],
 )
 def test_brackets_of_numbers_side_by_side_are_their_product(text: str, value: str) -> None:
@@ -341,6 +351,8 @@ def test_brackets_of_numbers_side_by_side_are_their_product(text: str, value: st
 def test_brackets_of_numbers_side_by_side_match_their_product_and_differ_from_their_sum() -> None:
     assert number("\\boxed{(2)(3)}") == number("\\boxed{6}") == number("\\boxed{2(3)}") == number("\\boxed{(2) \\cdot (3)}")
     assert number("\\boxed{(2)(3)}") not in (number("\\boxed{3}"), number("\\boxed{5}"))
+    assert number("\\boxed{(2) (3)}") == number("\\boxed{(2)3}") == number("\\boxed{(2)(3)}")
+    assert number("\\boxed{(2)3}") not in (number("\\boxed{3}"), number("\\boxed{5}"), number("\\boxed{23}"))
 
 
 def test_a_bracket_after_an_operator_matches_the_implicit_product_and_differs_from_the_bracket() -> None:

@@ -761,3 +761,92 @@ def test_a_falling_chain_of_inequalities_is_written_rising() -> None:
 )
 def test_and_or_in_text_between_values_joins_a_list(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{(1+1)3}", "\\boxed{6}", True),  # was 3: a number right after a bracket is its factor
+        ("\\boxed{(1+1)3}", "\\boxed{3}", False),
+        ("\\boxed{(1+1) 3}", "\\boxed{6}", True),  # was 3: spaced in math, one rule with side by side
+        ("\\boxed{(x+1) 3}", "\\boxed{3(x+1)}", True),  # was 3
+        ("\\boxed{(x+1) 3}", "\\boxed{x+1}", False),
+        ("\\boxed{(1+1) (1+2)}", "\\boxed{6}", True),  # was 3
+        ("\\boxed{(1+1) (1+2)}", "\\boxed{3}", False),
+    ],
+)
+def test_brackets_side_by_side_in_math_are_a_product(a: str, b: str, same: bool) -> None:
+    """math-verify reads "(2)3" and "(2) (3)" as 5 (brackets of one number side by side as a mixed number); here they
+    are 6, LaTeX's product, as "(1+1)3" is there too (``test_extract``'s cases)."""
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\frac{-x+1}{2}}", "\\boxed{\\frac{1-x}{2}}", True),  # were two spellings
+        ("\\boxed{\\frac{-x+1}{2}}", "\\boxed{\\frac{x-1}{2}}", False),
+        ("\\boxed{\\frac{1+x}{2}}", "\\boxed{\\frac{x+1}{2}}", True),
+        ("\\boxed{\\frac{1+x}{2}}", "\\boxed{\\frac{x+2}{2}}", False),
+        ("\\boxed{\\frac{2}{1+x}}", "\\boxed{\\frac{2}{x+1}}", True),  # a divisor's sum too
+        ("\\boxed{\\frac{2}{1+x}}", "\\boxed{\\frac{2}{x-1}}", False),
+        ("\\boxed{(1-x)/2}", "\\boxed{\\frac{-x+1}{2}}", True),  # a quotient spelled as its \\frac
+        ("\\boxed{\\frac{1-x^2}{2}}", "\\boxed{\\frac{-x^{2}+1}{2}}", True),  # a part with braces
+        ("\\boxed{\\frac{1-x^2}{2}}", "\\boxed{\\frac{x^{2}-1}{2}}", False),
+        ("\\boxed{\\frac{1+2+x}{2}}", "\\boxed{\\frac{x+3}{2}}", True),  # its numbers one, as a sum's
+        ("\\boxed{\\frac{1-\\pi}{2}}", "\\boxed{\\frac{-\\pi+1}{2}}", True),
+        ("\\boxed{\\frac{1-\\pi}{2}}", "\\boxed{\\frac{\\pi-1}{2}}", False),
+        ("\\boxed{y+\\frac{1-x}{2}}", "\\boxed{\\frac{-x+1}{2}+y}", True),
+        ("\\boxed{\\frac{1}{1+\\frac{1-x}{2}}}", "\\boxed{\\frac{1}{\\frac{-x+1}{2}+1}}", True),  # nested
+    ],
+)
+def test_a_fraction_part_that_is_a_sum_has_its_terms_in_one_order(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{5\\pi m}", "\\boxed{5\\pi}", True),  # was "5\\pi m": a unit at the end, after a value of constants
+        ("\\boxed{5\\pi m}", "\\boxed{5}", False),
+        ("\\boxed{5 \\pi m}", "\\boxed{5\\pi}", True),
+        ("\\boxed{\\pi m}", "\\boxed{\\pi}", True),
+        ("\\boxed{5\\pi meters}", "\\boxed{5\\pi}", True),  # was 5πeemrst
+        ("\\boxed{\\sqrt{5} km}", "\\boxed{\\sqrt{5}}", True),
+        ("\\boxed{3\\sqrt{2} inches}", "\\boxed{3\\sqrt{2}}", True),
+        ("\\boxed{3\\sqrt{2} inches}", "\\boxed{3}", False),
+        ("\\boxed{5\\pi m + 1}", "\\boxed{5\\pi + 1}", False),  # not at the end: a factor
+        ("\\boxed{5\\pi x}", "\\boxed{5\\pi}", False),  # no unit: a factor
+        ("\\boxed{5\\pi cats}", "\\boxed{5\\pi}", False),
+    ],
+)
+def test_a_unit_at_the_end_after_a_constant_value_is_no_factor(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_letters_after_a_variable_stay_factors_though_math_verify_strips_them_as_a_unit() -> None:
+    """math-verify reads "2 \\pi r h" as 2πr ("h" an hour) and "x m" as x: the cylinder's side 2πrh one answer with
+    2πr, a false match. After a variable the letters are a product's here, as before any other math."""
+    assert _oracle_same("\\boxed{2 \\pi r h}", "\\boxed{2\\pi r}")  # the oracle's reading, which we differ from
+    assert number("\\boxed{2 \\pi r h}") == number("\\boxed{2\\pi rh}") == number("\\boxed{h \\cdot 2\\pi r}")
+    assert number("\\boxed{2 \\pi r h}") != number("\\boxed{2\\pi r}")
+    assert number("\\boxed{x m}") == number("\\boxed{mx}") != number("\\boxed{x}")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\pi^2}", "\\boxed{\\pi}", False),  # was \\pi and \\pi: the power lost
+        ("\\boxed{\\pi^2}", "\\boxed{\\pi^{2}}", True),
+        ("\\boxed{5\\pi^2}", "\\boxed{5\\pi}", False),  # was 5\\pi
+        ("\\boxed{\\pi^{-1}}", "\\boxed{\\pi}", False),
+        ("\\boxed{\\pi^2 + 1}", "\\boxed{1 + \\pi^2}", True),
+        ("\\boxed{\\pi^2 + 1}", "\\boxed{\\pi + 1}", False),
+        ("\\boxed{\\frac{\\pi^2}{6}}", "\\boxed{\\frac{\\pi}{6}}", False),
+        ("\\boxed{x\\pi^2}", "\\boxed{\\pi^2 x}", True),  # a factor ordered as \\pi is
+        ("\\boxed{2\\pi^2 \\cdot 3}", "\\boxed{6\\pi^2}", True),
+        ("\\boxed{2\\pi^2 \\cdot 3}", "\\boxed{6\\pi}", False),
+    ],
+)
+def test_a_power_of_pi_keeps_its_exponent(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
