@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infertap.capture.reader import CaptureReader
-from infertap.capture.segments import cache_refusal
+from infertap.capture.segments import cache_refusal, capture_segments
 from infertap.errors import InfertapError
 from infertap.spawning import workers_can_start
 
@@ -72,7 +71,7 @@ def signature(capture: Path) -> str:
     """What the cache entry of a capture is keyed on: its segments' names, sizes, mtimes, inodes
     and ctimes (a segment rewritten at the same size with its mtime put back still has a new ctime)."""
     parts: list[Any] = [DECODE_VERSION]
-    for segment in CaptureReader(capture).segments:
+    for segment in capture_segments(capture):
         st = segment.stat()
         parts.append([segment.name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns])
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:20]

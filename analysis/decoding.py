@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from infertap.capture.errors import CaptureCorruptError
-from infertap.capture.reader import CaptureReader, snapshot
+from infertap.capture.segments import snapshot
 from infertap.collector import no_cyclic_gc
 from infertap.errors import InfertapError
 from infertap.spawning import exit_with_parent, worker_context, workers_can_start
@@ -36,6 +36,10 @@ from .schema import TABLES
 
 if TYPE_CHECKING:  # imported where parts are merged: reading the cache needs no numpy
     import numpy as np
+
+    # Imported where a capture is read: a warm `stats` lists its segments (the cache's key) without
+    # the reader's zstandard and msgpack.
+    from infertap.capture.reader import CaptureReader
 
     # Imported where a decode runs: a warm `stats` reads the cache's tables without the decoder.
     from .decode import Decoder, Generations
@@ -192,6 +196,8 @@ def _whole(path: Path, decoder: Decoder, sizes: dict[str, int] | None) -> tuple[
     every exchange's request body into the prefix index (which of them are generation requests the
     parts tell later; the others' items are never asked for), numbered by exchange; the enrichments'
     prompt token ids; the capture's id, record count and exchange ids (into ``decoder``)."""
+    from infertap.capture.reader import CaptureReader
+
     reader = CaptureReader(path, sizes)
     bodies, items = PrefixIndex(), array("q")
     with no_cyclic_gc():

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from infertap.capture.identity import OrderedHashes, RequestSet, WorkloadIdentity, rechained_requests, workload_summary
-from infertap.capture.reader import CaptureReader
 from infertap.capture.segments import segment_paths
 
 from .store import Analysis
@@ -147,6 +146,8 @@ def recorders(capture: str | Path) -> list[dict[str, Any]]:
 
 def recorders_by_run(capture: str | Path) -> dict[str, dict[str, Any]]:
     """``recorders``, by run id, in the order of the runs' first segments."""
+    from infertap.capture.reader import CaptureReader  # here: a warm `stats` reads no segment
+
     path = Path(capture)
     out: dict[str, dict[str, Any]] = {}
     for segment in segment_paths(path) if path.is_dir() else [path]:

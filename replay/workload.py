@@ -43,8 +43,9 @@ from infertap.apis.fastjson import NOT_JSON, utf8
 from infertap.apis.linking import Reach
 from infertap.apis.read import CHAT, UNKNOWN
 from infertap.capture.identity import IdentityTally, WorkloadIdentity
-from infertap.capture.reader import BlockRef, CaptureReader, snapshot
+from infertap.capture.reader import BlockRef, CaptureReader
 from infertap.capture.records import SESSION_HEADERS, apart, named_session, recorded_session, request_body_unknown
+from infertap.capture.segments import snapshot
 from infertap.collector import no_cyclic_gc
 from infertap.errors import ConfigError, InfertapError
 

@@ -188,6 +188,7 @@ DECODER_ONLY = [
     "infertap.apis.linking",
     "infertap.apis.read",
 ]
+DECODE_PACKAGES = {"msgpack", "msgspec", "numpy", "pyarrow", "zstandard"}
 NEVER_IN_STATS = ["infertap.capture.info", "infertap.capture.writer"]  # the capture's summary, the recorder's writer
 
 
@@ -210,16 +211,17 @@ def test_stats_on_a_cached_capture_imports_no_http_client_nor_engine_adapters(tm
         "v = sys.modules.get('infertap.version')\n"
         "looked_up = v is not None and (not hasattr(v, 'installed_version') or v.installed_version.cache_info().currsize > 0)\n"
         "print(json.dumps([json.loads(done.stdout)['groups'][0]['requests'], looked_up, "
-        f"sorted(m for m in sys.modules if m.split('.')[0] in ('asyncio', 'httpx', 'msgspec', 'numpy', 'psutil', 'pyarrow', 'rich') or m.startswith('infertap.engines') or m in {[*others, *DECODER_ONLY, *NEVER_IN_STATS]!r})]))"
+        f"sorted(m for m in sys.modules if m.split('.')[0] in ('asyncio', 'httpx', 'msgpack', 'msgspec', 'numpy', 'psutil', 'pyarrow', 'rich', 'zstandard') or m.startswith('infertap.engines') or m in {[*others, *DECODER_ONLY, *NEVER_IN_STATS]!r})]))"
     )
     for decoded in (True, False):  # decoded, then read from the cache
         done = _run(code, tmp_path)
         assert done.returncode == 0, done.stderr
         requests, looked_up, heavy = json.loads(done.stdout)
         assert requests == 1
-        # The decode writes Parquet with numpy and pyarrow, and reads the answers with every API's
-        # reader (msgspec); a warm command reads the cache's columns with none of them.
-        used = {m for m in heavy if m in DECODER_ONLY or m.split(".")[0] in ("numpy", "pyarrow", "msgspec")}
-        assert {m.split(".")[0] for m in used} == ({"infertap", "numpy", "pyarrow", "msgspec"} if decoded else set())
+        # The decode reads the segments (zstandard, msgpack), writes Parquet with numpy and pyarrow and
+        # reads the answers with every API's reader (msgspec); a warm command reads the cache's
+        # columns with none of them, and lists the segments for the cache key without the reader.
+        used = {m for m in heavy if m in DECODER_ONLY or m.split(".")[0] in DECODE_PACKAGES}
+        assert {m.split(".")[0] for m in used} == ({"infertap", *DECODE_PACKAGES} if decoded else set())
         assert [m for m in heavy if m not in used] == []
         assert looked_up is False  # infertap's version: read from its metadata only where written or printed

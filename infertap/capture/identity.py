@@ -37,7 +37,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
-from .reader import CaptureReader
 from .redact import without_redacted
 
 #: The schedule identity's resolution: send times are rounded to whole milliseconds.
@@ -261,6 +260,8 @@ class OrderedHashes:
 
 def workload_identity(path: str | os.PathLike[str]) -> WorkloadIdentity:
     """The workload identity of the capture at ``path``, in one streaming pass."""
+    from .reader import CaptureReader  # here: a warm `stats` hashes cached rows, no capture read
+
     tally = IdentityTally()
     for record in CaptureReader(path).records():
         tally.add(record)
@@ -270,6 +271,8 @@ def workload_identity(path: str | os.PathLike[str]) -> WorkloadIdentity:
 def rechained_requests(path: str | os.PathLike[str]) -> int:
     """How many of a capture's workload requests a replay sent with ``previous_response_id``
     rewritten to the target's ids (its exchanges carry ``rechained_from``), in one streaming pass."""
+    from .reader import CaptureReader
+
     return sum(1 for r in CaptureReader(path).exchanges() if "rechained_from" in r and in_workload(r))
 
 

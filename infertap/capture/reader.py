@@ -13,9 +13,9 @@ import msgpack
 import zstandard
 
 from .errors import CaptureCorruptError, CaptureError, UnsupportedFormatError
-from .framing import SEGMENT_START, Block, iter_blocks
+from .framing import Block, iter_blocks
 from .records import DICTIONARY_KIND, FORMAT_MAJOR, FORMAT_MINOR
-from .segments import SEGMENT_SUFFIX, segment_name, segment_paths
+from .segments import capture_segments, segment_name, segment_paths
 
 _MAX_FRAME = 1 << 31
 
@@ -55,15 +55,6 @@ class Gap(TornTail):
         return f"{self.path}: records missing at byte {self.offset} ({self.reason}); the records read are intact"
 
 
-def starts_as_segment(path: Path) -> bool:
-    """Whether the file's first bytes can begin a segment: empty (just created), or the start of a
-    block head's zstd magic (a head cut short is a torn tail; anything else is some other file,
-    unless it is named as a segment: then it is a damaged one, CaptureCorruptError at byte 0)."""
-    with open(path, "rb") as f:
-        first = f.read(len(SEGMENT_START))
-    return SEGMENT_START.startswith(first)
-
-
 class CaptureReader:
     """Streams the records of a capture in write order.
 
@@ -77,24 +68,7 @@ class CaptureReader:
         snapshot of a capture a recorder is still writing, ``snapshot(path)``): readers that must
         agree on the records, in several processes, read the same ones."""
         self.path = Path(path)
-        if self.path.is_dir():
-            self.segments = segment_paths(self.path)
-            if not self.segments:
-                # A folder of shards (captures/ of many recorders) reads as one in stats, sql and export, not here.
-                try:
-                    inner = sorted(str(d) for d in self.path.iterdir() if d.is_dir() and segment_paths(d))
-                except OSError:  # a folder it may not read: said as before
-                    inner = []
-                held = f"; it holds captures, give one of them: {', '.join(inner[:3])}{', ...' if len(inner) > 3 else ''}"
-                raise CaptureError(f"{self.path}: not a capture (no *.itap.zst segments in it{held if inner else ''})")
-        elif self.path.is_file():
-            if not self.path.name.endswith(SEGMENT_SUFFIX) and not starts_as_segment(self.path):
-                raise CaptureError(
-                    f"{self.path}: not a capture (a segment starts with an infertap block head; this file doesn't)"
-                )
-            self.segments = [self.path]
-        else:
-            raise CaptureError(f"{self.path}: no such capture")
+        self.segments = capture_segments(self.path)
         self.sizes = dict(sizes) if sizes is not None else None
         if self.sizes is not None:
             self.segments = [s for s in self.segments if str(s) in self.sizes]
@@ -244,11 +218,6 @@ def _with_dictionary(name: str, offset: int, record: dict[str, Any]) -> zstandar
     return zstandard.ZstdDecompressor(
         dict_data=zstandard.ZstdCompressionDict(record["data"], dict_type=zstandard.DICT_TYPE_RAWCONTENT)
     )
-
-
-def snapshot(path: str | os.PathLike[str]) -> dict[str, int]:
-    """Each segment of the capture at ``path`` and its size now: ``CaptureReader``'s ``sizes``."""
-    return {str(s): os.path.getsize(s) for s in CaptureReader(path).segments}
 
 
 def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

@@ -750,7 +750,7 @@ def test_a_capture_still_written_is_decoded_as_it_was_when_the_decode_began(
     gave them different records (an IndexError, or exchanges left out). Every reader now reads the
     segments up to their sizes when the decode began."""
     from infertap.analysis import decoding
-    from infertap.capture.reader import snapshot
+    from infertap.capture.segments import snapshot
 
     cap = simple(tmp_path / "live", n=40)
     sizes = snapshot(cap)

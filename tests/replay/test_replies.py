@@ -13,7 +13,8 @@ import infertap.capture.identity as identity
 from infertap.apis.conversation import UNREAD, chat_answer
 from infertap.capture.errors import CaptureCorruptError
 from infertap.capture.identity import exchange_digest
-from infertap.capture.reader import CaptureReader, snapshot
+from infertap.capture.reader import CaptureReader
+from infertap.capture.segments import snapshot
 from infertap.replay import replies
 from infertap.replay.replies import Replies
 from infertap.replay.workload import load_workload
