@@ -553,6 +553,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             b"connection: close\r\n\r\n%s" % (status, phrase.encode("ascii"), len(answer), answer)
         )
         refusal = Refusal(reason, answer, status)
+        refusal.body_cut = not self._between and self._left != _HEAD and self._unframed is None  # its body not whole
         if not self._between or self._unframed is not None:  # the parser has read the request: recorded so
             self._refused(refusal)
         else:  # its request line still arriving, held (_request_line)

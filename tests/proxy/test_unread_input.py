@@ -361,3 +361,26 @@ def test_a_chunked_body_refused_in_a_read_keeps_that_reads_bytes(fake, in_proces
     (group,) = _stats(rec.out)
     counts = (group["requests"], group["ok"], group["refused"], group["request_body_unknown"])
     assert counts == ((2, 2, 0, 0) if split == "good" else (1, 1, 1, 0))
+
+
+@pytest.mark.parametrize("body", ["idle", "whole"])
+def test_stats_counts_a_request_refused_in_an_idle_body_as_refused(fake, in_process, tmp_path, monkeypatch, body):
+    """A generation request whose body went idle past body_timeout is answered 408 and recorded
+    refused with the part that came: that part read as no generation, and ``stats`` counted it
+    nowhere. It is now marked cut short (``request_body_cut``) and counted refused; its body
+    whole, the same request is answered and ok."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    rec = in_process(body_timeout=0.3)
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "b"}).encode()
+    with rec.connect() as s:  # one answered on a connection of its own: its group is there either way
+        s.sendall(_ASK[:-4] % len(ask) + b"Connection: close\r\n\r\n" + ask)
+        read_all(s)
+    with rec.connect() as s:
+        s.sendall(_ASK % (len(ask), ask[:10] if body == "idle" else ask))
+        answer = s.recv(65536)
+    xs = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert answer.startswith(b"HTTP/1.1 408 " if body == "idle" else b"HTTP/1.1 200 ")
+    assert xs[1].get("request_body_cut", False) == (body == "idle")
+    (group,) = _stats(rec.out)
+    counts = (group["requests"], group["ok"], group["refused"], group["request_body_unknown"])
+    assert counts == ((1, 1, 1, 0) if body == "idle" else (2, 2, 0, 0))
