@@ -86,4 +86,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: an MCP server's tool list (``mcp_list_tools``' ``tools``) is what its tool gave back.
 #: 71: a Responses code interpreter's code and shell's commands streamed as deltas are read (token
 #: events), and a call cut before its item's end is that item as it stood.
-DECODE_VERSION = 71
+#: 72: a request body cut short (request_body_cut: a request never run, or refused in its chunked body) is
+#: request_body_unknown: its part is not the request (stats counts it refused where it ended so).
+DECODE_VERSION = 72

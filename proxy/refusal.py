@@ -49,19 +49,31 @@ class Refusal:
     unsent: str = ""  # where its answer, held behind the responses ahead of it, was never written: why
     arrived_ns: int = 0  # when its first bytes came (time.monotonic_ns()); 0: when handed on
     never_run: bool = False  # not refused: queued behind a response, dropped with the connection before its turn
+    body_cut: bool = False  # its body is not whole: cut short by the refusal or the close (``request_body_cut``)
+    # A chunked body refused in a read: that read's bytes from the last data the parser passed on (the
+    # refused chunk-size line and what followed it), at most HEAD_BYTES, and how many there were.
+    unread: bytes = b""
+    unread_size: int = 0
 
     @property
     def error(self) -> str:
         if self.never_run:
             return f"the request was never run: {self.reason}; the client was never answered"
+        reason = self.reason
+        if self.unread_size:
+            reason += f"; {self.unread_size} bytes of its body's read, from the end of the last data passed on, never read as body (refused_body)"
         if self.lost:
             unsent = f"; its answer ({self.status}) waited for the responses ahead of it and was never written: {self.unsent}"
-            return f"{self.by} refused the request ({self.reason}){unsent if self.unsent else ''}; the client was never answered"
-        return f"{self.by} refused the request ({self.reason}); the client was answered {self.status}"
+            return f"{self.by} refused the request ({reason}){unsent if self.unsent else ''}; the client was never answered"
+        return f"{self.by} refused the request ({reason}); the client was answered {self.status}"
 
     def answered(self, record: Exchange, at_ns: int = 0) -> None:
         """``record`` as refused with the answer the client got (none, where its connection was lost),
         written, or known lost, ``at_ns`` after the record's start."""
+        if self.body_cut:
+            record["request_body_cut"] = True
+        if self.unread_size:
+            record["refused_body"] = self.unread
         if self.lost:
             record.update({"end": "refused", "error": self.error, "end_ns": at_ns})
             return

@@ -98,7 +98,9 @@ needs that ASGI has no message for. The app finds them in ``scope["extensions"]`
   alone are nothing sent (RFC 9112 2.2). So are those after a refusal that ends the connection
   (``_ends_with_refusal``), answered at once or held behind a response, which were dropped unsaid.
 - ``infertap.refused``: set when the parser refused the request's body (a bad chunk size), which
-  uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py). A request
+  uvicorn answers a bare 400: the app, whose body then stops, records that (refusal.py), with the
+  rest of the refused read from the end of the last data passed on, which the parser dropped
+  (``_keep_unread``: its body had only the data before the error). A request
   refused in its head never reaches the app: it goes to ``on_refused``, the recorder's (``protocol``).
   uvicorn drops the parser's reason: it is read where uvicorn answers (``send_400_response``).
 """
@@ -242,6 +244,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._body_timer: TimerHandle | None = None  # the body's idle deadline (body_timeout), while it arrives
         self._read_at = 0.0  # the loop's time of the last read
         self._framing = 0  # a chunked body's bytes fed since its last data: a chunk-size line, its trailers
+        self._passed: list[bytes] = []  # the data the parser passed on from the chunked piece being fed
         self._begun = 0  # requests the parser has begun: a line that began one (and ended it, bodiless) is told apart
         self._read: bytes = b""  # the read being fed, and where the piece fed ends in it: what follows a head
         self._read_end = 0
@@ -461,6 +464,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         framing = self._left == _CHUNKED
         if framing:
             self._framing += len(piece)  # on_body sets it back to 0 where the piece carries data
+            self._passed = []
         if over > 0:  # the parser reads the head up to its limit (its request line, its headers so far)
             piece = piece[: len(piece) - over]
         if head:
@@ -469,11 +473,27 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._head_size += len(piece)
         super().data_received(piece)  # type: ignore[arg-type]  # the parser takes a memoryview: no copy
         if self._refusal is not None:
+            if framing:  # refused in its chunked body: the rest of the piece was never body (nor parsed on)
+                self._keep_unread(self._refusal, piece)
             self._refused(self._refusal)
         elif over > 0 and not self._over():
             self._refuse(431, f"its head is over {self.max_head} bytes")
         elif framing and self._framing > self.max_head and not self._between and not self._over():
             self._refuse_body(431, f"its chunked body's trailer section is over {self.max_head} bytes")
+
+    def _keep_unread(self, refusal: Refusal, piece: bytes | memoryview) -> None:
+        """The refused piece's bytes from the end of the last data the parser passed on: the error
+        lies in them (llhttp doesn't say where), and the parser dropped them. That data is found by
+        searching forward, so a match inside a chunk-size line ends it early: a few bytes more kept,
+        never fewer."""
+        raw, end = bytes(piece), 0
+        for data in self._passed:
+            at = raw.find(data, end)
+            if at < 0:  # not in this piece (none should be): kept from the last found
+                break
+            end = at + len(data)
+        self._passed = []
+        refusal.body_cut, refusal.unread, refusal.unread_size = True, raw[end : end + HEAD_BYTES], len(raw) - end
 
     def _arm_head_timer(self) -> None:
         if self.head_timeout is not None:
@@ -533,6 +553,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             b"connection: close\r\n\r\n%s" % (status, phrase.encode("ascii"), len(answer), answer)
         )
         refusal = Refusal(reason, answer, status)
+        refusal.body_cut = not self._between and self._left != _HEAD and self._unframed is None  # its body not whole
         if not self._between or self._unframed is not None:  # the parser has read the request: recorded so
             self._refused(refusal)
         else:  # its request line still arriving, held (_request_line)
@@ -790,6 +811,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self._left -= len(body)
         else:
             self._framing = 0
+            self._passed.append(body)
         super().on_body(body)
 
     def on_message_complete(self) -> None:
@@ -856,6 +878,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             )
             refusal.method, refusal.target, refusal.http_version = scope["method"], target, scope["http_version"]
             refusal.headers, refusal.client, refusal.body = list(scope["headers"]), client, body
+            refusal.body_cut = bool(cut)
             refusal.arrived_ns = extensions.get("infertap.queued_ns", 0)
             self.on_refused(refusal)
 

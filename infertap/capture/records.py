@@ -67,6 +67,7 @@ class ExchangeExtras(TypedDict, total=False):
     """The keys only some exchanges have."""
 
     request_body_size: int  # set when the body was not kept (request_body_unknown)
+    request_body_cut: bool  # its body not whole: cut short by a refusal or a close (request_body_unknown)
     request_body_not_kept: str  # why a body sent was not kept, its size unknown (mitmproxy streamed it unseen)
     request_body_unsearched: str  # why a body sent encoded was not searched for credentials (see Redactor.request)
     response_body_unsearched: str  # why a response sent encoded was not searched decoded for its request's credentials
@@ -79,6 +80,7 @@ class ExchangeExtras(TypedDict, total=False):
     delivered_chunks: int  # the client hung up with only this many chunks written to it: the rest never were
     proxy_generated: bool  # the response was written by infertap (400/401/413/502/503/504), not the upstream
     refused_head: bytes  # the head its HTTP parser refused, every read of it: its first KiB, credentials redacted
+    refused_body: bytes  # a chunked body its HTTP parser refused: the refused read's bytes past the data, its first KiB
     imported: str  # "har" or "mitmproxy": converted from a file, chunk times coarse
     body_not_in_file: list[str]  # imported: "request", "response": a body sent that the file doesn't hold (kept empty)
     websocket_messages: int  # imported: a WebSocket's upgrade, kept; how many messages it had, none of them imported
@@ -257,8 +259,9 @@ def request_body_unknown(record: dict[str, Any]) -> bool:
     ``--max-body-mb``, its search for credentials failed, over ``infertap_max_body``;
     ``request_body_not_kept``: mitmproxy streamed it unseen; an imported file's ``body_not_in_file``). Its empty ``request_body`` is then unknown: an empty body is another
     request, never to be sent, hashed or paired in its place. ``request_body_not_kept`` says so
-    whatever the body holds: a body it marks is not the one sent."""
-    if record.get("request_body_not_kept"):
+    whatever the body holds: a body it marks is not the one sent, and so does ``request_body_cut``
+    (a body cut short: the part that came is not the request)."""
+    if record.get("request_body_not_kept") or record.get("request_body_cut"):
         return True
     if record.get("request_body"):
         return False

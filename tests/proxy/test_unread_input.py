@@ -8,6 +8,7 @@ import json
 import socket
 import struct
 import time
+from typing import Any
 
 import pytest
 
@@ -289,6 +290,100 @@ def test_stats_counts_a_request_never_run_as_never_sent_not_ok(fake, in_process,
     groups = json.loads(result.stdout)["groups"]
     counts = [(g["requests"], g["ok"], g["refused"]) for g in groups]
     assert counts == ([(1, 1, 1)] if ahead == "cut-short" else [(2, 2, 0)])
+
+
+def _stats(out: Any) -> list[dict[str, Any]]:
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
+
+    result = CliRunner().invoke(cli, ["stats", str(out), "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["groups"]
+
+
+@pytest.mark.parametrize("body", ["whole", "cut-short"])
+def test_stats_counts_a_request_never_run_with_its_body_cut_short_as_refused(fake, in_process, tmp_path, monkeypatch, body):
+    """A generation request never run whose body was cut short by the close holds a part of its
+    JSON: it read as no generation, and ``stats`` counted it nowhere, neither refused nor of unknown
+    body. Its record now says its body is cut short (``request_body_cut``): a body not the request,
+    unknown, and it counts as refused (never sent) as it does with its body whole."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    rec = in_process()
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "b"}).encode()
+    length = len(ask) + (10 if body == "cut-short" else 0)
+    with rec.connect() as s:  # one answered on a connection of its own: its group is there either way
+        s.sendall(_ASK[:-4] % len(ask) + b"Connection: close\r\n\r\n" + ask)
+        read_all(s)
+    with rec.connect() as s:
+        s.sendall(b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" + _ASK % (length, ask))
+        read_all(s)
+    xs = sorted(rec.stop(), key=lambda x: x["seq"])
+    never_run = [x for x in xs if x["end"] == "refused"]
+    assert [(x["path"], x["request_body"]) for x in never_run] == [("/v1/chat/completions", ask)]
+    assert never_run[0].get("request_body_cut", False) == (body == "cut-short")
+    (group,) = _stats(rec.out)
+    assert (group["requests"], group["ok"], group["refused"], group["request_body_unknown"]) == (1, 1, 1, 0)
+
+
+@pytest.mark.parametrize("split", ["in-one-read", "bad-chunk-in-a-later-read", "good"])
+def test_a_chunked_body_refused_in_a_read_keeps_that_reads_bytes(fake, in_process, tmp_path, monkeypatch, split):
+    """The parser refusing a chunked body's bad chunk size passes on only the data before it: the
+    rest of that read (the bad line, what followed it) was in no record. It is now kept as the
+    record's ``refused_body``, the error saying how many bytes, the body marked cut short: counted
+    refused by ``stats``. A body whose chunks are good is recorded whole, with neither."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    rec = in_process()
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "b"}).encode()
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    first = b"%x\r\n%s\r\n" % (len(ask) - 5, ask[:-5])
+    rest = (b"5" if split == "good" else b"zz") + b"\r\n" + ask[-5:] + b"\r\n0\r\n\r\n"
+    with rec.connect() as s:
+        if split == "bad-chunk-in-a-later-read":
+            s.sendall(head + first)
+            rec.read()
+            s.sendall(rest)
+        else:
+            s.sendall(head + first + rest)
+        read_all(s)
+    with rec.connect() as s:  # one answered on a connection of its own: its group is there either way
+        s.sendall(_ASK[:-4] % len(ask) + b"Connection: close\r\n\r\n" + ask)
+        read_all(s)
+    x, _ = sorted(rec.stop(), key=lambda x: x["seq"])
+    if split == "good":
+        assert (x["end"], x["request_body"]) == ("complete", ask)
+        assert "refused_body" not in x and "request_body_cut" not in x
+    else:
+        unread = rest if split == "bad-chunk-in-a-later-read" else b"\r\n" + rest
+        assert (x["end"], x["status"], x["request_body"]) == ("refused", 400, ask[:-5])
+        assert (x["refused_body"], x["request_body_cut"]) == (unread, True)
+        assert f"; {len(unread)} bytes of its body's read" in x["error"]
+    (group,) = _stats(rec.out)
+    counts = (group["requests"], group["ok"], group["refused"], group["request_body_unknown"])
+    assert counts == ((2, 2, 0, 0) if split == "good" else (1, 1, 1, 0))
+
+
+@pytest.mark.parametrize("body", ["idle", "whole"])
+def test_stats_counts_a_request_refused_in_an_idle_body_as_refused(fake, in_process, tmp_path, monkeypatch, body):
+    """A generation request whose body went idle past body_timeout is answered 408 and recorded
+    refused with the part that came: that part read as no generation, and ``stats`` counted it
+    nowhere. It is now marked cut short (``request_body_cut``) and counted refused; its body
+    whole, the same request is answered and ok."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    rec = in_process(body_timeout=0.3)
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "b"}).encode()
+    with rec.connect() as s:  # one answered on a connection of its own: its group is there either way
+        s.sendall(_ASK[:-4] % len(ask) + b"Connection: close\r\n\r\n" + ask)
+        read_all(s)
+    with rec.connect() as s:
+        s.sendall(_ASK % (len(ask), ask[:10] if body == "idle" else ask))
+        answer = s.recv(65536)
+    xs = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert answer.startswith(b"HTTP/1.1 408 " if body == "idle" else b"HTTP/1.1 200 ")
+    assert xs[1].get("request_body_cut", False) == (body == "idle")
+    (group,) = _stats(rec.out)
+    counts = (group["requests"], group["ok"], group["refused"], group["request_body_unknown"])
+    assert counts == ((1, 1, 1, 0) if body == "idle" else (2, 2, 0, 0))
 
 
 @pytest.mark.parametrize("answered", [False, True], ids=["only-refused", "one-answered"])
