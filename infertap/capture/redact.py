@@ -92,6 +92,11 @@ def _subprotocols(value: str, found: set[str] | None) -> str:
     return ",".join(parts)
 
 
+def _needles(found: set[str]) -> list[bytes]:
+    """The credentials taken out (``found``) long enough to look for elsewhere, longest first."""
+    return sorted({s.encode("utf-8", "surrogateescape") for s in found if len(s) >= ECHO_MIN}, key=len, reverse=True)
+
+
 def _scrubbed(chunks: list[bytes], needles: list[bytes], token: bytes) -> list[bytes]:
     """``chunks`` with each needle replaced by ``token``, one that spans chunks too; each chunk keeps
     its place (a needle cut by a chunk's end goes, whole, to the chunk it began in). The usual case,
@@ -325,7 +330,7 @@ class Redactor:
         more are looked for, so that other text is not taken for one. An encoded response is
         searched decoded (see ``_scrubbed_decoded``; one too large to decode is searched as it came
         and said unsearched): ``decodes`` says when, work to keep off an event loop."""
-        needles = sorted({s.encode("utf-8", "surrogateescape") for s in found if len(s) >= ECHO_MIN}, key=len, reverse=True)
+        needles = _needles(found)
         if not needles:
             return
         token = REDACTED.encode()
@@ -413,6 +418,9 @@ class Redactor:
         exact bytes stay. One that can't be decoded keeps its bytes and says why it was not
         searched (``request_body_unsearched``)."""
         headers = record.get("request_headers") or []
+        refused = record.get("refused_body")
+        if refused:
+            record["refused_body"] = self._refused_body(refused, headers, found)
         raw = record.get("request_body") or b""
         encoding = (header(headers, "content-encoding") or "").strip().lower()
         if not raw or encoding in ("", "identity"):
@@ -429,6 +437,15 @@ class Redactor:
         record["request_headers"] = [
             [n, str(len(clean)) if n.lower() == "content-length" else v] for n, v in headers if n.lower() != "content-encoding"
         ]
+
+    def _refused_body(self, raw: bytes, headers: Iterable[Sequence[str]], found: set[str] | None) -> bytes:
+        """A chunked body's bytes its parser refused (``refused_body``: chunk-size lines among body
+        bytes, never a whole JSON value): its secret fields redacted as a torn body's are, and every
+        credential its request's headers and query carried (``found``) taken out wherever it stands,
+        as a response that repeats one: the client may have sent the key again in what was refused."""
+        clean = self.body(raw, headers, found)
+        needles = _needles(found or set())
+        return _scrubbed([clean], needles, REDACTED.encode())[0] if needles else clean
 
     def body(self, raw: bytes, headers: Iterable[Sequence[str]] = (), found: set[str] | None = None) -> bytes:
         """A JSON body with the string values of secret fields (``api_key``, ``auth_token``,

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from infertap.capture.redact import REDACTED
 from tests.fake_upstream import ServerThread, sse_upstream
 from tests.proxy.in_process import InProcessRecorder, read_all
 
@@ -425,3 +426,27 @@ def test_stats_says_refused_requests_that_no_group_holds(fake, in_process, tmp_p
         assert "1 more refused by infertap, never sent" in table.stdout and "in no group" not in table.stdout
     else:
         assert f"no counted generation requests in these captures: {said}" in table.stdout
+
+
+@pytest.mark.parametrize("sent", ["key-again", "no-key"])
+def test_a_refused_chunked_reads_bytes_keep_no_credential(fake, in_process, sent):
+    """``refused_body`` keeps the bytes of a chunked body's read its parser refused, raw: a client
+    that sent its API key again in them (a secret field of the body, or the header's key) had it
+    written to disk. Both are taken out now; bytes holding no credential are kept as they came."""
+    key = "sk-proj-refusedbody0123456789abcdef"
+    rec = in_process()
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    tail = b'"api_key": "%s", "echo": "%s"}' % (key.encode(), key.encode()) if sent == "key-again" else b'"n": 1}'
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+    first = b"%x\r\n%s\r\n" % (len(ask) - 1, ask[:-1])
+    rest = b"zz\r\n, " + tail + b"\r\n0\r\n\r\n"
+    with rec.connect() as s:
+        s.sendall(head % key.encode() + first + rest)
+        read_all(s)
+    (x,) = rec.stop()
+    assert x["end"] == "refused" and x["refused_body"].endswith(b"0\r\n\r\n")
+    assert key.encode() not in x["refused_body"] and key.encode() not in b"".join(v.encode() for _, v in x["request_headers"])
+    if sent == "key-again":
+        assert x["refused_body"].count(REDACTED.encode()) == 2
+    else:
+        assert x["refused_body"] == b"\r\n" + rest
