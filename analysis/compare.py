@@ -475,6 +475,7 @@ def _compare(
             prompts=why,
             distrusted=(a.prompts_distrusted, b.prompts_distrusted),
             batch=batch,
+            metrics=(f"{a.name}_m", f"{b.name}_m"),
         )
         result["config"] = {
             # An import's engine machine is unknown, whatever host an enrich's snapshot (of this machine) names.

@@ -81,7 +81,18 @@ def failed_note(d: dict[str, Any]) -> str | None:
         f"{failed['pairs']} pairs not compared for output, a side failed (an error status or body, no response, "
         f"a stream cut short or unfinished): A only {failed['a_only']}, B only {failed['b_only']}, {both}; "
         f"similarity, first divergence and what changed are over the {d['outputs_compared']} pairs with no side "
-        f"failed, exact match over all {d['pairs']}"
+        f"failed, exact match over all {d['pairs']}" + _not_generation(failed.get("not_generation"))
+    )
+
+
+def _not_generation(n: int | None) -> str:
+    """Where some failed pairs are of no generation request: the answers and speed lines count
+    generation requests only, so their failures would not add up to these without it."""
+    if not n:
+        return ""
+    return (
+        f"; {n} of the failed pairs {'is' if n == 1 else 'are'} of no generation request (no messages, input or prompt), "
+        "in none of the answers and speed lines, which count generation requests only"
     )
 
 

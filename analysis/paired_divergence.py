@@ -158,6 +158,7 @@ def divergence(
     prompts: Counter[str] | None = None,
     distrusted: tuple[bool, bool] = (False, False),
     batch: int = BATCH_PAIRS,
+    metrics: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """How the paired outputs differ, exchange by exchange and in total, over pairs read ``batch`` at a
     time in A's order. ``a``, ``b``: the runs' names in ``con`` (tables ``<name>_x`` of summarized
@@ -166,7 +167,9 @@ def divergence(
     a side failed (the first, by id), are listed. Each pair's exactness goes to
     table ``exact`` (``ord, exact``) when named (sessions are judged on it); each pair's prompt
     comparison is counted in ``prompts`` when given (``distrusted``: whether each side's rebuilt
-    prompts disagreed with its engine's own counts, configdiff.prompt_diff)."""
+    prompts disagreed with its engine's own counts, configdiff.prompt_diff); ``metrics``: each side's
+    metrics table (compare's ``<name>_m``), where known: then ``failed`` says how many of its pairs are
+    of no generation request on a side, which outcomes and speed leave out (compare_outcomes)."""
     counts: Counter[str] = Counter()
     readability: dict[str, Counter[str]] = {}
     similarity_sum, kl_sum, top1_sum = _ExactSum(), _ExactSum(), _ExactSum()
@@ -174,7 +177,7 @@ def divergence(
     units: Counter[str] = Counter()  # what the placed positions count: tokens of one kind or characters
     worst = _Worst(top)
     results = f"{pairs.name}_results"
-    con.execute(f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT)")
+    con.execute(f"CREATE OR REPLACE TABLE {results} (ord BIGINT, exact BOOLEAN, position BIGINT, failed BOOLEAN)")
     writer = con.cursor()
     n = compared = differ = 0
     failed = dict.fromkeys(FAILED_KEYS, 0)
@@ -183,6 +186,7 @@ def divergence(
         ords: list[int] = []
         exacts: list[bool | None] = []
         ats: list[int | None] = []
+        fails: list[bool] = []
         columns = [chunk.column(i).to_pylist() for i in range(5)]
         for ord_, blob_a, blob_b, blob_ea, blob_eb in zip(*columns, strict=True):
             sa, sb = load_summary(blob_a), load_summary(blob_b)
@@ -214,6 +218,7 @@ def divergence(
                 ords.append(ord_)
                 exacts.append(None)
                 ats.append(None)
+                fails.append(False)
                 continue
             item = _pair_divergence(sa, sb, ea, eb, counts, readability, extract, references)
             n += 1
@@ -246,8 +251,14 @@ def divergence(
             ords.append(ord_)
             exacts.append(bool(item["exact"]))
             ats.append(at)
+            fails.append("failed" in item)
         done = pa.table(
-            {"ord": pa.array(ords, pa.int64()), "exact": pa.array(exacts, pa.bool_()), "position": pa.array(ats, pa.int64())}
+            {
+                "ord": pa.array(ords, pa.int64()),
+                "exact": pa.array(exacts, pa.bool_()),
+                "position": pa.array(ats, pa.int64()),
+                "failed": pa.array(fails, pa.bool_()),
+            }
         )
         writer.register("done_batch", done)
         writer.execute(f"INSERT INTO {results} SELECT * FROM done_batch")
@@ -293,6 +304,8 @@ def divergence(
     if kl_sum.n:
         summary["logprobs"] = {"pairs": kl_sum.n, "kl_mean": kl_sum.mean(), "top1_agreement": top1_sum.mean()}
     summary["most_divergent"] = _most_divergent(worst.items())
+    if metrics is not None:
+        failed["not_generation"] = _not_generation(con, results, pairs.name, *metrics)
     if exact is not None:
         con.execute(f"CREATE OR REPLACE VIEW {exact} AS SELECT ord, exact FROM {results}")
     return summary
@@ -364,6 +377,18 @@ def position_unit(d: dict[str, Any]) -> str:
             next(iter(units)), "characters"
         )
     return "mixed units: " + ", ".join(f"{unit} ×{n}" for unit, n in units.items()) if units else "no pair placed"
+
+
+def _not_generation(con: Any, results: str, pairs: str, ma: str, mb: str) -> int:
+    """How many pairs a side failed are of no generation request on a side (a chat request with no
+    messages): counted in ``failed``, which is over every pair an API reads, and in none of
+    outcomes' pairs, which are speed's, the generation requests."""
+    (n,) = con.execute(
+        f"SELECT count(*) FROM {results} r JOIN {pairs} p ON p.ord = r.ord "
+        f"JOIN {ma} ma ON ma.exchange_id = p.a_id JOIN {mb} mb ON mb.exchange_id = p.b_id "
+        "WHERE r.failed AND NOT (coalesce(ma.generation, false) AND coalesce(mb.generation, false))"
+    ).fetchall()[0]
+    return int(n)
 
 
 def _median(con: Any, results: str) -> float | int | None:

@@ -102,7 +102,7 @@ def test_an_answer_against_an_error_is_no_match_and_no_output_compared(tmp_path)
     b = _capture(tmp_path / "b", "responses", [b'{"error": {"message": "File Not Found", "code": 404}}'], statuses=[404])
     d = compare(a, b)["divergence"]
     assert d["exact_match_rate"] == 0.0 and d["similarity_mean"] is None and d["outputs_compared"] == 0
-    assert d["failed"] == {"pairs": 1, "a_only": 0, "b_only": 1, "both": 0, "both_same": 0, "both_differ": 0}
+    assert d["failed"] == {"pairs": 1, "a_only": 0, "b_only": 1, "both": 0, "both_same": 0, "both_differ": 0, "not_generation": 0}
 
 
 def test_two_bodies_no_adapter_reads_are_never_an_exact_match(tmp_path):

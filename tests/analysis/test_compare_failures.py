@@ -14,7 +14,7 @@ from infertap.analysis.divergence import similarity
 from infertap.analysis.report import render
 from infertap.cli import cli
 from infertap.demo import pair_summary
-from tests.analysis_builders import body, event, exchange, sse, write_capture
+from tests.analysis_builders import JSON_HEADERS, body, event, exchange, sse, write_capture
 
 
 def _answer(i: int, sent_ms: float, took_ms: float, *, cut: bool = False, status: int = 200) -> dict[str, Any]:
@@ -140,7 +140,7 @@ def test_a_pair_a_side_failed_is_counted_apart_from_the_outputs_that_differ(tmp_
     text, data = _compare(a, b)
     d = data["divergence"]
     assert (d["pairs"], d["counts"]["exact"], d["outputs_compared"], d["outputs_differ"]) == (8, 2, 2, 1)
-    assert d["failed"] == {"pairs": 6, "a_only": 1, "b_only": 3, "both": 2, "both_same": 1, "both_differ": 1}
+    assert d["failed"] == {"pairs": 6, "a_only": 1, "b_only": 3, "both": 2, "both_same": 1, "both_differ": 1, "not_generation": 0}
     assert d["similarity_mean"] == (1 + similarity("Paris", "Lyon")) / 2  # the two compared, no failure at 0
     assert [item["a_id"] for item in d["most_divergent"]] == ["x1"]
     assert d["first_divergence_histogram"] == {"0": 1}  # "Paris" against "Lyon" only (JSON keys)
@@ -156,7 +156,15 @@ def test_a_pair_a_side_failed_is_counted_apart_from_the_outputs_that_differ(tmp_
     assert html.escape(note) in render(a, b)
     assert pair_summary(data).endswith("outputs identical in 2 of 8; a side failed in 6 (not compared for output)")
     _, swapped = _compare(b, a)  # each side's failures said as that side's
-    assert swapped["divergence"]["failed"] == {"pairs": 6, "a_only": 3, "b_only": 1, "both": 2, "both_same": 1, "both_differ": 1}
+    assert swapped["divergence"]["failed"] == {
+        "pairs": 6,
+        "a_only": 3,
+        "b_only": 1,
+        "both": 2,
+        "both_same": 1,
+        "both_differ": 1,
+        "not_generation": 0,
+    }
 
 
 def test_the_pairs_a_side_failed_are_listed_by_id_with_each_sides_failure(tmp_path):
@@ -222,3 +230,32 @@ def test_a_failed_side_is_an_unanswered_item_not_a_changed_answer(tmp_path):
         1,
         6,
     )
+
+
+def _no_messages(i: int, status: int) -> dict[str, Any]:
+    """A chat request with no messages (an API reads it; no generation request): refused with ``status``."""
+    chunks = [(50.0, json.dumps({"error": {"message": "messages is required"}}).encode())]
+    request = json.dumps({"model": "m", "stream": True}).encode()
+    return exchange(f"n{i}", sent_ms=i * 1000, chunks=chunks, request=request, status=status, headers=JSON_HEADERS)
+
+
+def test_failed_pairs_of_no_generation_request_are_told_apart_from_the_answers_counts(tmp_path):
+    """B's answers line said "4 requests, 4 ok" while divergence said "2 pairs not compared for
+    output, a side failed": its failed pairs count every pair an API reads, the answers line and
+    the speed generation requests only, and nothing said so. ``failed.not_generation`` counts the
+    failed pairs of no generation request, and the note says they are in no answers line (must
+    differ); runs whose failed pairs are all generation requests say nothing of it (must match)."""
+    answers = [_answer(i, i * 1000, 300) for i in range(4)]
+    a = _run(tmp_path / "a", [*answers, _no_messages(5, 400), _no_messages(6, 200)])
+    b = _run(tmp_path / "b", [*answers, _no_messages(5, 400), _no_messages(6, 400)])
+    text, data = _compare(a, b)
+    o, d = data["outcomes"], data["divergence"]
+    assert (o["b"]["requests"], o["b"]["failed"], o["pairs"]["pairs"], o["note"]) == (4, 0, 4, None)
+    assert (d["failed"]["pairs"], d["failed"]["not_generation"]) == (2, 2)
+    said = "2 of the failed pairs are of no generation request (no messages, input or prompt), in none of the answers"
+    assert said in " ".join(text.split()) and said in html.unescape(render(a, b))
+    generation = _run(tmp_path / "g", [_answer(i, i * 1000, 300, status=500 if i == 2 else 200) for i in range(4)])
+    text, data = _compare(a.parent / "a", generation)
+    assert (data["divergence"]["failed"]["pairs"], data["divergence"]["failed"]["not_generation"]) == (1, 0)
+    assert data["outcomes"]["pairs"]["failed_b"] == {"status 500": 1}
+    assert "no generation request" not in text

@@ -103,7 +103,7 @@ def test_a_change_outside_the_text_is_a_divergence(tmp_path: Path) -> None:
     assert d["counts"]["tool_calls_differ"] == 4
     # Two other errors, and a stream cut short after the same text: no exact match, yet no output
     # to compare on a failed side; counted apart from the outputs that differ (its status with them).
-    assert d["failed"] == {"pairs": 3, "a_only": 0, "b_only": 1, "both": 2, "both_same": 0, "both_differ": 2}
+    assert d["failed"] == {"pairs": 3, "a_only": 0, "b_only": 1, "both": 2, "both_same": 0, "both_differ": 2, "not_generation": 0}
     assert "status_or_end_differs" not in d["counts"]
     items = _by_question(result, PAIRS)
     assert set(items) == set(PAIRS) - {"errors", "errors quoting their requests", "cut short"}
@@ -392,7 +392,7 @@ def test_an_error_mid_stream_is_read_as_the_sides_failure(tmp_path: Path) -> Non
     """vLLM's error shape mid-stream was not read: two streams that died of other errors after the
     same text matched. Read, each side failed; other errors are no exact match, the same error is."""
     d = compare(*pair_captures(tmp_path, ERRORS_MID_STREAM))["divergence"]
-    assert d["failed"] == {"pairs": 1, "a_only": 0, "b_only": 0, "both": 1, "both_same": 0, "both_differ": 1}
+    assert d["failed"] == {"pairs": 1, "a_only": 0, "b_only": 0, "both": 1, "both_same": 0, "both_differ": 1, "not_generation": 0}
     assert d["counts"].get("exact", 0) == 0 and d["most_divergent"] == []
     _all_match(tmp_path, _twins(ERRORS_MID_STREAM))
 

@@ -38,7 +38,7 @@ def test_compare_counts_an_unread_error_body_as_an_error_and_matches_only_the_sa
     assert d["counts"]["error_body_unread"] == 3
     assert d["counts"]["exact"] == 1 and d["exact_match_rate"] == 0.25  # the same 404, status and body
     # A 404 against an answer, and two 404s with other bodies: failures, counted apart from the outputs.
-    assert d["failed"] == {"pairs": 3, "a_only": 1, "b_only": 0, "both": 2, "both_same": 1, "both_differ": 1}
+    assert d["failed"] == {"pairs": 3, "a_only": 1, "b_only": 0, "both": 2, "both_same": 1, "both_differ": 1, "not_generation": 0}
     assert d["readable"]["POST /v1/messages"] == {
         "pairs": 4,
         "read_both": 0,

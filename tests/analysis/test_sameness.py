@@ -38,7 +38,15 @@ def _all_fail_apart(tmp_path: Path, pairs: dict[str, Any]) -> dict[str, Any]:
     """Every pair failed on both sides, each by another failure: no exact match, and no output compared."""
     d = compare(*pair_captures(tmp_path / "failed", pairs), top=len(pairs))["divergence"]
     n = len(pairs)
-    assert d["failed"] == {"pairs": n, "a_only": 0, "b_only": 0, "both": n, "both_same": 0, "both_differ": n}, d["failed"]
+    assert d["failed"] == {
+        "pairs": n,
+        "a_only": 0,
+        "b_only": 0,
+        "both": n,
+        "both_same": 0,
+        "both_differ": n,
+        "not_generation": 0,
+    }, d["failed"]
     assert d["counts"].get("exact", 0) == 0 and d["outputs_compared"] == 0 and d["most_divergent"] == []
     return d
 
