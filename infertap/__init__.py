@@ -13,8 +13,9 @@ Names load on first use (PEP 562): importing infertap, or one part of it, loads 
 others, so reading a capture never pulls in the proxy's server or DuckDB.
 """
 
-from importlib import import_module
 from typing import Any
+
+from .lazy_names import lazy_attribute
 
 #: Where each public name lives.
 _HOME = {
@@ -62,11 +63,7 @@ __all__ = list(_HOME)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module 'infertap' has no attribute {name!r}")
-    value = getattr(import_module(_HOME[name], __name__), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _HOME, globals(), name)
 
 
 def __dir__() -> list[str]:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import sys
 import types
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from ..lazy_names import lazy_attribute
 
 if TYPE_CHECKING:  # what the type checker sees; at run time each name is imported when first asked for
     from .body import NOT_IN_FILE, NOT_KEPT, TOO_LARGE, decoded_chunks, ended_by_marker, header
@@ -144,11 +145,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_HOME[name], __name__), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _HOME, globals(), name)
 
 
 class _Package(types.ModuleType):

@@ -14,8 +14,9 @@ The format itself is specified in docs/capture-format.md.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from ..lazy_names import lazy_attribute
 
 if TYPE_CHECKING:  # what the type checker sees; at run time each name is imported when first asked for
     from .errors import CaptureCorruptError, CaptureError, CaptureWriteError, UnsupportedFormatError
@@ -44,11 +45,7 @@ _HOME = {
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_HOME[name], __name__), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _HOME, globals(), name)
 
 
 __all__ = [
