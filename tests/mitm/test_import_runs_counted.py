@@ -219,3 +219,23 @@ def test_energy_places_the_engine_by_the_runs_its_figures_are_over(tmp_path):
     assert [e["joules"] for e in energy(alone)] == [pytest.approx(400.0 * 4)]
     assert [e["joules"] for e in energy(both)] == [None, None]
     assert all("engines on several machines" in e["unknown"] for e in energy(both)), energy(both)
+
+
+def test_the_card_counts_the_engines_of_the_runs_it_describes(tmp_path):
+    """A recording that only listed the models, its engine probed, then a run of chat requests to an
+    engine of another configuration (another fingerprint): the card said "the capture holds 2 engine
+    configurations", counting the snapshot of a run that carried none of its figures. It counts the
+    snapshots of the runs it describes now: one engine (must differ); where both runs generated,
+    two (must match the old sentence)."""
+
+    def chats(path: Path) -> Path:
+        with CaptureWriter(path, recorder={"kind": "proxy", "upstream": LOCAL}) as w:
+            w.write({**snapshot(w.started_wall), "fingerprint": "1" * 16})
+            w.write(exchange("chat", request=body(model="m"), headers=JSON_HEADERS, upstream=LOCAL))
+        return path
+
+    listed = chats(recording(tmp_path / "listed", probed=True, generation=False, imported=False))
+    chatted = chats(recording(tmp_path / "chatted", probed=True, generation=True, imported=False))
+    several = "the capture holds 2 engine configurations"
+    assert several not in (card(listed, tmp_path)["runtime"].get("unknown") or ""), card(listed, tmp_path)["runtime"]
+    assert several in card(chatted, tmp_path)["runtime"]["unknown"]
