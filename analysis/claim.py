@@ -161,17 +161,19 @@ def _carried(analysis: Analysis, capture: str, by_run: dict[str, dict[str, Any]]
 
 def _several_engines(analysis: Analysis, capture: str, runs: Iterable[str], shown: dict[str, Any] | None) -> str | None:
     """Why the last snapshot (``shown``) doesn't describe every figure: it and the snapshots of the
-    runs the card describes (``runs``, ``_carried``) hold more than one engine configuration (a model
-    swapped mid-run, a mitm capture of two engines); else None. A run that carried none of its counted
-    traffic (one that only listed the models) probed no engine of its figures."""
+    runs the card describes (``runs``, ``_carried``) and of runs that hold no exchange (``enrich``'s,
+    a probe alone) hold more than one engine configuration (a model swapped mid-run, a mitm capture
+    of two engines); else None. A run whose exchanges are none of its counted traffic (one that only
+    listed the models) probed no engine of its figures."""
     described = set(runs)
+    held = {str(r) for (r,) in analysis.query("SELECT DISTINCT run_id FROM exchanges WHERE capture = ?", [capture]).rows}
     rows = analysis.query(
         "SELECT fingerprint, kind, url, run_id, wall FROM engines WHERE capture = ? ORDER BY wall NULLS LAST", [capture]
     ).rows
     last = (shown["fingerprint"], shown["run_id"], shown["wall"]) if shown else None
     seen: dict[str, tuple[Any, Any]] = {}
     for fp, kind, url, run_id, wall in rows:
-        if str(run_id) in described or (fp, run_id, wall) == last:
+        if str(run_id) in described or str(run_id) not in held or (fp, run_id, wall) == last:
             seen.setdefault(fp, (kind, url))
     if len(seen) < 2:
         return None
