@@ -79,14 +79,14 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     groups = [g for g in stats["groups"] if g["key"].get("capture") == capture]
     whole = _whole(groups)  # the facts describe what the identity does, the whole capture; the figures are per run
     snap = _last_snapshot(analysis, capture)
-    several = _several_engines(analysis, capture)
     by_run = recorders_by_run(capture)
     runs = list(by_run.values())
     # The runs its figures are over (``counted_runs``): an import among them ran on an engine its
     # file does not name, so the snapshot (another run's, or enrich's afterwards) is said to be whose
     # it is; and a run that carried no generation request (a recording stopped before any request,
-    # or that only listed the models) is not its measuring side, nor its device's.
+    # or that only listed the models) is not its measuring side, nor its device's, nor its engines'.
     carried = _carried(analysis, capture, by_run)
+    several = _several_engines(analysis, capture, carried, snap)
     traffic = traffic_runs([r for run_id, r in by_run.items() if run_id in carried]) or traffic_runs(runs)
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
     labels = _labels(analysis, capture, carried)
@@ -159,19 +159,26 @@ def _carried(analysis: Analysis, capture: str, by_run: dict[str, dict[str, Any]]
     return counted_runs(carried, (str(r) for r, _, counted in rows if counted))
 
 
-def _several_engines(analysis: Analysis, capture: str) -> str | None:
-    """Why the last snapshot doesn't describe every figure: the capture holds snapshots of more than
-    one engine configuration (a model swapped mid-run, a mitm capture of two engines); else None."""
+def _several_engines(analysis: Analysis, capture: str, runs: Iterable[str], shown: dict[str, Any] | None) -> str | None:
+    """Why the last snapshot (``shown``) doesn't describe every figure: it and the snapshots of the
+    runs the card describes (``runs``, ``_carried``) and of runs that hold no exchange (``enrich``'s,
+    a probe alone) hold more than one engine configuration (a model swapped mid-run, a mitm capture
+    of two engines); else None. A run whose exchanges are none of its counted traffic (one that only
+    listed the models) probed no engine of its figures."""
+    described = set(runs)
+    held = {str(r) for (r,) in analysis.query("SELECT DISTINCT run_id FROM exchanges WHERE capture = ?", [capture]).rows}
     rows = analysis.query(
-        "SELECT fingerprint, any_value(kind), any_value(url), count(*) FROM engines WHERE capture = ? GROUP BY fingerprint ORDER BY min(wall)",
-        [capture],
+        "SELECT fingerprint, kind, url, run_id, wall FROM engines WHERE capture = ? ORDER BY wall NULLS LAST", [capture]
     ).rows
-    if len(rows) < 2:
+    last = (shown["fingerprint"], shown["run_id"], shown["wall"]) if shown else None
+    seen: dict[str, tuple[Any, Any]] = {}
+    for fp, kind, url, run_id, wall in rows:
+        if str(run_id) in described or str(run_id) not in held or (fp, run_id, wall) == last:
+            seen.setdefault(fp, (kind, url))
+    if len(seen) < 2:
         return None
-    seen = ", ".join(f"{kind} at {url} (fingerprint {fp})" for fp, kind, url, _ in rows)
-    return (
-        f"the capture holds {len(rows)} engine configurations ({seen}): this field is the last one's, the figures are of them all"
-    )
+    named = ", ".join(f"{kind} at {url} (fingerprint {fp})" for fp, (kind, url) in seen.items())
+    return f"the capture holds {len(seen)} engine configurations ({named}): this field is the last one's, the figures are of them all"
 
 
 def _several_recorders(runs: list[dict[str, Any]]) -> str | None:

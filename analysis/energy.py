@@ -503,21 +503,29 @@ class Telemetry:
                 ).fetchall()
             )
             # An import's upstreams and host facts are of a machine its file does not name, never this one.
-            upstreams: dict[str, list[str]] = defaultdict(list)
             carried: dict[str, dict[str, str]] = defaultdict(dict)
             counted: dict[str, list[str]] = defaultdict(list)
-            # Whether all of it was imported is judged by the runs its figures are over, as the card
-            # and compare judge it (``counted_runs``): a recording that only listed the models holds
-            # exchanges, and its loopback upstream, but none of the traffic measured.
+            sent: dict[tuple[str, str], list[str]] = {}
+            # Whether all of it was imported, and where its engine is, are judged by the runs its
+            # figures are over, as the card and compare judge them (``counted_runs``): a recording
+            # that only listed the models holds exchanges, and its (loopback) upstream, but none of
+            # the traffic measured.
             for capture, run_id, urls, kind, used in a.sql(
                 "SELECT capture, run_id, list(DISTINCT upstream) FILTER (WHERE recorder IS DISTINCT FROM 'import' AND upstream IS NOT NULL), "
                 f"any_value(recorder), bool_or({COUNTED}) FROM exchanges GROUP BY capture, run_id ORDER BY capture, min(sent_wall_ns)"
             ).fetchall():
-                upstreams[capture] += [u for u in urls or [] if u not in upstreams[capture]]
                 carried[capture][str(run_id)] = str(kind or "")
+                sent[(capture, str(run_id))] = sorted(urls or [])
                 if used:
                     counted[capture].append(str(run_id))
-            imported = {c for c, runs in carried.items() if imported_only(counted_runs(runs, counted[c]).values())}
+            upstreams: dict[str, list[str]] = defaultdict(list)
+            imported = set()
+            for capture, runs in carried.items():
+                described = counted_runs(runs, counted[capture])
+                if imported_only(described.values()):
+                    imported.add(capture)
+                for run_id in described:
+                    upstreams[capture] += [u for u in sent[(capture, run_id)] if u not in upstreams[capture]]
             hosts: dict[str, set[str]] = defaultdict(set)
             for capture, host in a.sql("SELECT capture, host FROM runs WHERE recorder IS DISTINCT FROM 'import'").fetchall():
                 if name := hostname(host):

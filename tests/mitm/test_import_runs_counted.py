@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from infertap.analysis.machines import IMPORTED
 from infertap.capture.hostfacts import host_facts
 from infertap.capture.records import new_telemetry
@@ -19,7 +21,7 @@ from infertap.capture.writer import CaptureWriter
 from tests.analysis_builders import JSON_HEADERS, body, exchange
 from tests.mitm.test_import_machine import har, invoke, stdout
 from tests.mitm.test_import_mixed import HAR_DEVICE
-from tests.telemetry.test_energy_arithmetic import LOCAL, groups, run
+from tests.telemetry.test_energy_arithmetic import DCGM, LOCAL, groups, power, run
 
 IMPORT = "imported from a file: an import probes no engine"
 NO_PROBE = "recorded with --no-probe, or the probe failed"
@@ -195,3 +197,45 @@ def test_the_cards_labels_are_those_of_the_runs_it_describes(tmp_path):
     assert listed["figures"]["telemetry"]["all_imported"]
     assert listed["device"] == {"value": None, "source": "none", "unknown": HAR_DEVICE}, listed["device"]
     assert chatted["device"]["value"]["labels"] == gpu and chatted["device"]["value"]["cpu"] == host_facts()["cpu"]
+
+
+def test_energy_places_the_engine_by_the_runs_its_figures_are_over(tmp_path):
+    """A recording that only listed the models of a loopback engine, then a run of chat requests
+    to a remote engine whose DCGM exporter was scraped: energy took the upstreams of every run, so
+    the engine was "on several machines" and its energy unknown. It reads them from the counted runs
+    now: the remote engine's exporter measures it, as it does the run alone (must match); a capture
+    whose generating runs went to both machines is still on several (must differ)."""
+    dcgm = power(DCGM, 400.0, source="exporter", name="DCGM_FI_DEV_POWER_USAGE")
+    remote = "http://gpu-node:8000"
+    listed = recording(tmp_path / "listed", probed=False, generation=False, imported=False)
+    run(listed, [(0, 4000)], dcgm, upstream=remote)
+    alone = run(tmp_path / "alone", [(0, 4000)], dcgm, upstream=remote)
+    both = run(run(tmp_path / "both", [(0, 4000)], []), [(0, 4000)], dcgm, upstream=remote)
+
+    def energy(capture: Path) -> list[dict[str, Any]]:
+        return [g["energy"] for g in groups([capture], tmp_path / f"{capture.name}-cache") if g["requests"]]
+
+    assert [e["joules"] for e in energy(listed)] == [pytest.approx(400.0 * 4)], energy(listed)
+    assert [e["joules"] for e in energy(alone)] == [pytest.approx(400.0 * 4)]
+    assert [e["joules"] for e in energy(both)] == [None, None]
+    assert all("engines on several machines" in e["unknown"] for e in energy(both)), energy(both)
+
+
+def test_the_card_counts_the_engines_of_the_runs_it_describes(tmp_path):
+    """A recording that only listed the models, its engine probed, then a run of chat requests to an
+    engine of another configuration (another fingerprint): the card said "the capture holds 2 engine
+    configurations", counting the snapshot of a run that carried none of its figures. It counts the
+    snapshots of the runs it describes now: one engine (must differ); where both runs generated,
+    two (must match the old sentence)."""
+
+    def chats(path: Path) -> Path:
+        with CaptureWriter(path, recorder={"kind": "proxy", "upstream": LOCAL}) as w:
+            w.write({**snapshot(w.started_wall), "fingerprint": "1" * 16})
+            w.write(exchange("chat", request=body(model="m"), headers=JSON_HEADERS, upstream=LOCAL))
+        return path
+
+    listed = chats(recording(tmp_path / "listed", probed=True, generation=False, imported=False))
+    chatted = chats(recording(tmp_path / "chatted", probed=True, generation=True, imported=False))
+    several = "the capture holds 2 engine configurations"
+    assert several not in (card(listed, tmp_path)["runtime"].get("unknown") or ""), card(listed, tmp_path)["runtime"]
+    assert several in card(chatted, tmp_path)["runtime"]["unknown"]
