@@ -471,8 +471,10 @@ def _kept(value: Any) -> Any:
 
 
 #: Citations whose ``file_id`` names a file made anew on every request (one the code interpreter's
-#: container wrote), not the user's own (a ``file_citation``'s file they uploaded stays compared).
-_MADE_FILES = frozenset(("container_file_citation",))
+#: container wrote; a ``file_path``'s, "the file that was generated" when the code interpreter made
+#: one, as the Assistants API that brought it in says), not the user's own (a ``file_citation``'s
+#: file they uploaded stays compared).
+_MADE_FILES = frozenset(("container_file_citation", "file_path"))
 
 
 def canonical_citation(value: Any) -> str:
