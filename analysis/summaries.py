@@ -98,7 +98,9 @@ BATCH_ROWS = 5_000
 #: 52: every MCP server's tool list is kept where a Responses stream's final event restates no output.
 #: 53: a failed MCP listing's ``error`` is in "input_changes", not among what a tool gave back.
 #: 54: a ``file_path`` citation leaves out its ``file_id`` (a file the code interpreter generated).
-SUMMARY_VERSION = 54
+#: 55: "input_changes" keeps each MCP listing (two from one server are two) and merges a stream's
+#: listings with its final event's.
+SUMMARY_VERSION = 55
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -328,8 +328,8 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if d.token_ids:
             ids.extend(d.token_ids)
     out.readable = readable
-    if out.input_changes is None and listed:
-        out.input_changes = listed_tools(listed)  # the final event's output listed none (a gateway's)
+    if listed:  # the final event's output may list only some servers' tools, or none (a gateway's)
+        out.input_changes = listed_tools(listed, restated.listed if restated is not None else ())
     out.model, out.response_id, out.system_fingerprint, out.error_message = model, response_id, fingerprint, error_message
     out.timings, out.durations = timings, durations
     out.events = events

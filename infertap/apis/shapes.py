@@ -82,7 +82,7 @@ class Delta:
     matched_stop: str | None = None  # SGLang's ``matched_stop`` as JSON where the choice carries it (``Output.matched_stop``)
     stop_details: str | None = None  # Anthropic's ``stop_details`` (``Output.stop_details``)
     input_changes: str | None = None  # what the API did to the input before the model read it (``Output.input_changes``)
-    listed: Sequence[Any] = ()  # the tools an MCP server listed, each item's as it ended (Responses' ``mcp_list_tools``)
+    listed: Sequence[Any] = ()  # MCP servers' tool listings (Responses): (item key, output index, listing)
     encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
     audio: str = ""  # an audio answer's transcript (chat with modalities: audio)
