@@ -100,7 +100,8 @@ BATCH_ROWS = 5_000
 #: 54: a ``file_path`` citation leaves out its ``file_id`` (a file the code interpreter generated).
 #: 55: "input_changes" keeps each MCP listing (two from one server are two) and merges a stream's
 #: listings with its final event's.
-SUMMARY_VERSION = 55
+#: 56: a caller's ``caller_id`` in an item kept whole or a tool's result is its program's place (``call N``).
+SUMMARY_VERSION = 56
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.
