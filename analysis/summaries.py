@@ -97,7 +97,11 @@ BATCH_ROWS = 5_000
 #: ``encrypted_index``).
 #: 52: every MCP server's tool list is kept where a Responses stream's final event restates no output.
 #: 53: a failed MCP listing's ``error`` is in "input_changes", not among what a tool gave back.
-SUMMARY_VERSION = 53
+#: 54: a ``file_path`` citation leaves out its ``file_id`` (a file the code interpreter generated).
+#: 55: "input_changes" keeps each MCP listing (two from one server are two) and merges a stream's
+#: listings with its final event's.
+#: 56: a caller's ``caller_id`` in an item kept whole or a tool's result is its program's place (``call N``).
+SUMMARY_VERSION = 56
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -32,6 +32,7 @@ from .shapes import (
     ToolCallPart,
     Turn,
     as_int,
+    call_places,
     canonical_citation,
     canonical_result,
     error_of,
@@ -244,7 +245,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     refusal: list[str] = []
     spoken: list[str] = []
     cited: list[str] = []
-    results: list[str] = []
+    results: list[Any] = []  # what server tools gave back, as sent: canonical once the calls are known
     listed: list[Any] = []  # MCP servers' tool listings, each item's as it ended
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] = {}
@@ -288,7 +289,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if d.citations:
             cited.extend(map(canonical_citation, d.citations))
         if d.results:
-            results.extend(map(canonical_result, d.results))
+            results.extend(d.results)
         for part in d.tool_calls:
             add_call(calls, part)
         if d.stop_sequence is not None:
@@ -328,26 +329,28 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
         if d.token_ids:
             ids.extend(d.token_ids)
     out.readable = readable
-    if out.input_changes is None and listed:
-        out.input_changes = listed_tools(listed)  # the final event's output listed none (a gateway's)
+    if listed:  # the final event's output may list only some servers' tools, or none (a gateway's)
+        out.input_changes = listed_tools(listed, restated.listed if restated is not None else ())
     out.model, out.response_id, out.system_fingerprint, out.error_message = model, response_id, fingerprint, error_message
     out.timings, out.durations = timings, durations
     out.events = events
     out.text, out.reasoning, out.refusal = "".join(text), "".join(reasoning), "".join(refusal)
     out.reasoning_summarized = bool(reasoning) and not raw
-    out.audio, out.citations, out.tool_results = "".join(spoken), cited, results
+    out.audio, out.citations = "".join(spoken), cited
     out.layout = layout if layout is not None else [layout_entry(*blocks[k]) for k in sorted(blocks)]
     kept.extend(unread[k] for k in sorted(unread))
-    out.others = [canonical_result(o) for o in kept]
     if restated is not None:
         if not (text or reasoning or refusal or calls or spoken or cited or results or kept):
             # Nothing came as deltas, yet the final event holds the answer (a server or gateway that
             # sends whole items only): it is what was answered, read whole below. Its tokens have no
             # times of their own.
             encrypted = max(encrypted, restated.encrypted)
-        _add_restated(calls, restated, out)
-    close_open_calls(api, calls, out.tool_results)
+        _add_restated(calls, restated, out, results, kept)
+    close_open_calls(api, calls, results)
     out.tool_calls = [calls[k] for k in sorted(calls)]
+    places = call_places(out.tool_calls)  # ids new on every answer: a caller by its place
+    out.tool_results = [canonical_result(r, places) for r in results]
+    out.others = [canonical_result(o, places) for o in kept]
     out.finish_reasons = finish_words(finishes)
     out.finish_reason_raw = finish
     out.finish_reason = api.finish(finish, out.client_calls)
@@ -369,7 +372,7 @@ def fold(api: Api, events: list[Event], how: str) -> Output:
     return out
 
 
-def _add_restated(calls: dict[int, dict[str, Any]], restated: Delta, out: Output) -> None:
+def _add_restated(calls: dict[int, dict[str, Any]], restated: Delta, out: Output, results: list[Any], kept: list[Any]) -> None:
     """The final event's output, where it holds items; else what it restates that no delta said: a call in an output slot no event filled
     (nor of an id already read); the text, refusal, reasoning, what the server's tools gave back,
     the sources cited and items of a type not read, each when no event said it (deltas may leave out a message's annotations, as the
@@ -380,14 +383,15 @@ def _add_restated(calls: dict[int, dict[str, Any]], restated: Delta, out: Output
         # ``stream.get_final_response()`` is the final event's response, its deltas only shown on
         # the way), so where the deltas disagree with it, it is the answer.
         calls.clear()
-        out.text, out.refusal, out.citations = "", "", []
-        out.reasoning, out.tool_results, out.others = "", [], []
+        out.text, out.refusal, out.citations, out.reasoning = "", "", [], ""
+        results.clear()
+        kept.clear()
     ids = {c["id"] for c in calls.values() if isinstance(c["id"], str)}
     for part in restated.tool_calls:
         if part.index not in calls and not (isinstance(part.id, str) and part.id in ids):
             add_call(calls, part)
-    if not out.tool_results:
-        out.tool_results = [canonical_result(r) for r in restated.results]
+    if not results:
+        results.extend(restated.results)
     if not out.text:
         out.text = restated.content  # a message sent whole beside calls that streamed
     if not out.refusal:
@@ -396,8 +400,8 @@ def _add_restated(calls: dict[int, dict[str, Any]], restated: Delta, out: Output
         out.reasoning, out.reasoning_summarized = restated.reasoning, restated.summarized
     if not out.citations:
         out.citations = [canonical_citation(c) for c in restated.citations]
-    if not out.others:
-        out.others = [canonical_result(o) for o in restated.others]
+    if not kept:
+        kept.extend(restated.others)
     out.layout = restated.layout or out.layout
 
 
@@ -471,7 +475,7 @@ def _child(at: Any, key: str | int, fresh: Any) -> Any:
     return holder[key]
 
 
-def close_open_calls(api: Api, calls: dict[int, dict[str, Any]], results: list[str]) -> None:
+def close_open_calls(api: Api, calls: dict[int, dict[str, Any]], results: list[Any]) -> None:
     """Calls whose item opened and never ended (a cut stream) read as the item stood, what streamed
     into it included (``Api.open_call``): a code interpreter's partial code is what the answer said."""
     for slot in calls.values():
@@ -480,7 +484,7 @@ def close_open_calls(api: Api, calls: dict[int, dict[str, Any]], results: list[s
             arguments, result = api.open_call(item)
             slot["arguments"] = arguments or slot["arguments"]
             if result is not None:
-                results.append(canonical_result(result))
+                results.append(result)
 
 
 def other_choice(index: int, deltas: list[Delta]) -> dict[str, Any]:

@@ -93,7 +93,7 @@ class Responses(Api):
             if kind.endswith(".done") and isinstance(item, dict) and item.get("type") == "reasoning":
                 d.encrypted = _encrypted(item)
             if kind.endswith(".done") and isinstance(item, dict) and (listing := _listing(item)) is not None:
-                d.listed = [listing]  # merged, where the final event's output lists none (a gateway's)
+                d.listed = [(_item_key(item, index), index, listing)]  # merged with the final event's
             if isinstance(item, dict) and is_call(item.get("type")):
                 done = kind.endswith(".done")
                 if done and (result := _result(item)):
@@ -544,8 +544,18 @@ def _whole(response: dict[str, Any]) -> Delta:
         d.layout.append(layout_entry(_kind(item), said, len(cited) - sources))
     d.tool_calls, d.citations, d.results, d.others = calls, cited, results, others
     d.summarized = bool(d.reasoning) and not raw  # a summary of the reasoning only: its tokens unseen
-    d.input_changes = listed_tools([x for x in map(_listing, as_list(response.get("output"))) if x is not None])
+    d.listed = [
+        (_item_key(item, index), index, listing)
+        for index, item in enumerate(as_list(response.get("output")))
+        if (listing := _listing(item)) is not None
+    ]
+    d.input_changes = listed_tools(d.listed)
     return d
+
+
+def _item_key(item: dict[str, Any], index: int) -> Any:
+    """Which output item a listing is, to merge one streamed with the same restated: its id, else its place."""
+    return item["id"] if isinstance(item.get("id"), str) else index
 
 
 def _listing(item: Any) -> dict[str, Any] | None:
@@ -559,14 +569,18 @@ def _listing(item: Any) -> dict[str, Any] | None:
     return listing
 
 
-def listed_tools(listings: Sequence[dict[str, Any]]) -> str | None:
-    """The tools each MCP server listed (``_listing``), one list per ``server_label`` (its last, in the
-    order the servers first listed), as canonical JSON less ids; None where no server listed any. The
+def listed_tools(streamed: Sequence[Any], restated: Sequence[Any] = ()) -> str | None:
+    """The tools each MCP server listed (``_listing``), each listing in the order of the output (two
+    listings from one server are two), as canonical JSON less ids; None where no server listed any.
+    ``streamed`` and ``restated``: ``(item key, output index, listing)`` of the items streamed and of
+    the final event's output, merged by item: the final event's version of an item streamed, each
+    item either lists (a final event that lists only some servers' tools leaves the others'). The
     API puts them before the model as the tools it may call: what the model read, as the request's
     own ``tools`` are, not what it said. A server that lists other tools on a later run (its tools
     changed, the request's ``allowed_tools``, a listing that failed) is another input, reported as
     the API's change of the input (``Output.input_changes``)."""
-    by_server: dict[str, dict[str, Any]] = {}
-    for listing in listings:
-        by_server[canonical_arguments(listing.get("server_label"))] = listing
-    return canonical_result({"mcp_tools": list(by_server.values())}) if by_server else None
+    by_item: dict[Any, tuple[int, dict[str, Any]]] = {key: (index, listing) for key, index, listing in streamed}
+    for key, index, listing in restated:
+        by_item[key] = (by_item[key][0] if key in by_item else index, listing)
+    listings = [listing for _, listing in sorted(by_item.values(), key=lambda x: x[0])]
+    return canonical_result({"mcp_tools": listings}) if listings else None

@@ -14,7 +14,7 @@ import functools
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -82,7 +82,7 @@ class Delta:
     matched_stop: str | None = None  # SGLang's ``matched_stop`` as JSON where the choice carries it (``Output.matched_stop``)
     stop_details: str | None = None  # Anthropic's ``stop_details`` (``Output.stop_details``)
     input_changes: str | None = None  # what the API did to the input before the model read it (``Output.input_changes``)
-    listed: Sequence[Any] = ()  # the tools an MCP server listed, each item's as it ended (Responses' ``mcp_list_tools``)
+    listed: Sequence[Any] = ()  # MCP servers' tool listings (Responses): (item key, output index, listing)
     encrypted: int = 0  # reasoning sent encrypted (Anthropic redacted_thinking, Responses encrypted_content): counted
     choices: dict[int, Delta] | None = None  # what choices other than the first say (n > 1), by index
     audio: str = ""  # an audio answer's transcript (chat with modalities: audio)
@@ -414,9 +414,9 @@ def _string(key: Any) -> str:
 _LONGEST_KEPT = 1024
 #: Fields of a server tool's result or an item kept whole made anew on every request, whatever it
 #: found: not compared. Ids of the item, its call and container; who created it (``created_by``, "the
-#: ID of the entity that created" it, as a built-in call's arguments leave it out); the program whose
-#: code made it (a caller's ``caller_id``: that program's call id, its ``type`` kept); the approval
-#: request an MCP approval answers (``approval_request_id``, as an MCP call's is left out).
+#: ID of the entity that created" it, as a built-in call's arguments leave it out); the approval
+#: request an MCP approval answers (``approval_request_id``, as an MCP call's is left out). The
+#: program whose code made it (a caller's ``caller_id``) is compared by place (``canonical_result``).
 _VOLATILE = frozenset(
     (
         "id",
@@ -426,7 +426,6 @@ _VOLATILE = frozenset(
         "encrypted_content",
         "encrypted_index",
         "created_by",
-        "caller_id",
         "approval_request_id",
     )
 )
@@ -453,26 +452,41 @@ def merge_unread(block: dict[str, Any], delta: dict[str, Any]) -> None:
             block[key] = value
 
 
-def canonical_result(value: Any) -> str:
+def canonical_result(value: Any, places: Mapping[str, int] | None = None) -> str:
     """What a server's tool gave back (or an image generated) as canonical JSON: its ids and
-    encrypted blobs left out, each long string (base64) as its digest and length."""
-    return canonical_arguments(_kept(value))
+    encrypted blobs left out, each long string (base64) as its digest and length. A caller's
+    ``caller_id`` (the program whose code made it) as ``call N``, that program's place among the
+    answer's calls (``places``, ``call_places``), as ``divergence.callers`` reads a call's: the same
+    program with a new id is the same, another program another; the id as sent where the answer
+    holds no such call (code started earlier, its id in the request: the same on both sides)."""
+    return canonical_arguments(_kept(value, places or {}))
 
 
-def _kept(value: Any) -> Any:
+def call_places(calls: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Each call's id to its place among the answer's calls."""
+    return {c["id"]: i for i, c in enumerate(calls) if isinstance(c.get("id"), str)}
+
+
+def _kept(value: Any, places: Mapping[str, int]) -> Any:
     if isinstance(value, dict):
-        return {k: _kept(v) for k, v in value.items() if k not in _VOLATILE}
+        return {k: _caller(v, places) if k == "caller_id" else _kept(v, places) for k, v in value.items() if k not in _VOLATILE}
     if isinstance(value, list):
-        return [_kept(v) for v in value]
+        return [_kept(v, places) for v in value]
     if isinstance(value, str) and len(value) > _LONGEST_KEPT:
         digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
         return f"<{len(value)} characters, blake2b {digest}>"
     return value
 
 
+def _caller(said: Any, places: Mapping[str, int]) -> Any:
+    return f"call {places[said]}" if isinstance(said, str) and said in places else said
+
+
 #: Citations whose ``file_id`` names a file made anew on every request (one the code interpreter's
-#: container wrote), not the user's own (a ``file_citation``'s file they uploaded stays compared).
-_MADE_FILES = frozenset(("container_file_citation",))
+#: container wrote; a ``file_path``'s, "the file that was generated" when the code interpreter made
+#: one, as the Assistants API that brought it in says), not the user's own (a ``file_citation``'s
+#: file they uploaded stays compared).
+_MADE_FILES = frozenset(("container_file_citation", "file_path"))
 
 
 def canonical_citation(value: Any) -> str:

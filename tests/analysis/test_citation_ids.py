@@ -1,7 +1,7 @@
 """A citation is compared less the ids made anew on every request, as an item kept whole is: a
 Responses ``container_file_citation``'s ``container_id`` and ``file_id`` (a file the code
-interpreter's container wrote) and an Anthropic ``web_search_result_location``'s ``encrypted_index``.
-They were compared as sent, so the same cited answer replayed was another answer. The user's own
+interpreter's container wrote), a ``file_path``'s ``file_id`` (a file the code interpreter generated)
+and an Anthropic ``web_search_result_location``'s ``encrypted_index``. They were compared as sent, so the same cited answer replayed was another answer. The user's own
 file (a ``file_citation``'s ``file_id``, one they uploaded) is still compared. Every body is checked
 against the SDKs' own types."""
 
@@ -30,6 +30,11 @@ def _sse(events: list[dict[str, Any]]) -> list[bytes]:
 def _container(run: str, filename: str = "plot.png") -> dict[str, Any]:
     return {"type": "container_file_citation", "container_id": f"cntr_{run}", "file_id": f"cfile_{run}",
             "filename": filename, "start_index": 0, "end_index": 5}  # fmt: skip
+
+
+def _made(run: str, index: int = 5) -> dict[str, Any]:
+    """A ``file_path``: a file the code interpreter generated, its id new on every request."""
+    return {"type": "file_path", "file_id": f"cfile_{run}", "index": index}
 
 
 def _uploaded(file_id: str) -> dict[str, Any]:
@@ -93,6 +98,7 @@ def _divergence(tmp_path: Path, pairs: dict[str, Any]) -> dict[str, Any]:
 def test_the_same_source_cited_with_other_per_request_ids_is_the_same_answer(tmp_path: Path) -> None:
     same = {
         **_pairs(_container("a"), _container("b"), "responses"),
+        **{f"made {k}": v for k, v in _pairs(_made("a"), _made("b"), "responses").items()},
         **_pairs(_web("a"), _web("b"), "messages"),
     }
     d = _divergence(tmp_path / "same", same)
@@ -102,6 +108,7 @@ def test_the_same_source_cited_with_other_per_request_ids_is_the_same_answer(tmp
 def test_another_source_cited_is_another_answer(tmp_path: Path) -> None:
     other = {
         **_pairs(_container("a"), _container("b", "table.csv"), "responses"),  # another file made
+        **{f"made {k}": v for k, v in _pairs(_made("a"), _made("b", 0), "responses").items()},  # cited elsewhere
         **{f"uploaded {k}": v for k, v in _pairs(_uploaded("file_a"), _uploaded("file_b"), "responses").items()},
         **_pairs(_web("a"), _web("b", "https://b.example"), "messages"),
     }

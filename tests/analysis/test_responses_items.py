@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from openai.types.responses import ResponseOutputItem
+from openai.types.responses import Response, ResponseOutputItem
 from pydantic import TypeAdapter
 
 from infertap.analysis.compare import compare
@@ -209,14 +209,48 @@ def test_compare_leaves_out_the_ids_of_an_item_kept_whole(tmp_path: Path) -> Non
     answers are new per answer, as its own id is. They were compared: the same answer replayed differed."""
     for kind in ("shell_call_output", "mcp_approval_response", "compaction"):
         for how, answer, ctype in _WAYS:
-            a = answer([_kept_whole(kind, "1", "yes"), _message("Done.", None)])
-            # Must match: the same item, each answer's ids its own.
-            same = answer([_kept_whole(kind, "2", "yes"), _message("Done.", None)])
+            a = answer([_program("call_p1"), _kept_whole(kind, "1", "yes"), _message("Done.", None)])
+            # Must match: the same item, each answer's ids its own (its program's too).
+            same = answer([_program("call_p2"), _kept_whole(kind, "2", "yes"), _message("Done.", None)])
             d = _compared(tmp_path / f"{kind}-{how}-same", a, same, ctype)
             assert d["exact_match_rate"] == 1, (kind, how, d["counts"])
             if kind == "compaction":
                 continue  # nothing in it but ids and its encrypted summary: none is compared
             # Must differ: the same ids, another thing said (another output, another decision).
-            b = answer([_kept_whole(kind, "1", "no"), _message("Done.", None)])
+            b = answer([_program("call_p1"), _kept_whole(kind, "1", "no"), _message("Done.", None)])
             d = _compared(tmp_path / f"{kind}-{how}-differ", a, b, ctype)
             assert d["exact_match_rate"] == 0, (kind, how, d["counts"])
+
+
+def _shell_output(call_id: str, program: str) -> dict[str, Any]:
+    """The shell's output for ``call_id``, its call made by the code of ``program``."""
+    out = {"stdout": "a.txt", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}
+    caller = {"type": "program", "caller_id": program}
+    return _item(type="shell_call_output", id=f"sho_{call_id}", call_id=call_id, status="completed", output=[out], caller=caller)
+
+
+def _two_programs(ids: str, by: int) -> list[dict[str, Any]]:
+    """Two programs (each answer's ids its own), then a shell's output whose call the ``by``-th made."""
+    output = [_program(f"call_p{ids}0"), _program(f"call_p{ids}1"), _shell_output(f"call_s{ids}", f"call_p{ids}{by}")]
+    usage = {
+        **_response(output)["usage"],
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    whole = {**_response(output), "created_at": 1.0, "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+    Response.model_validate({**whole, "usage": usage})  # the SDK's details beside the counts the test reads
+    return output
+
+
+def test_compare_reads_the_program_an_item_kept_whole_belongs_to_by_its_place(tmp_path: Path) -> None:
+    """An item kept whole names the program whose code made its call by that program's call id, new
+    on every answer: it was left out, so an output of the first program and the same output of the
+    second compared equal. It is read by the program's place among the answer's calls."""
+    for how, answer, ctype in _WAYS:
+        a = answer(_two_programs("a", 0))
+        # Must match: the same program (the first), each answer's ids its own.
+        d = _compared(tmp_path / f"{how}-same", a, answer(_two_programs("b", 0)), ctype)
+        assert d["exact_match_rate"] == 1, (how, d["counts"])
+        # Must differ: the same output, made by the second program on B.
+        d = _compared(tmp_path / f"{how}-differ", a, answer(_two_programs("b", 1)), ctype)
+        assert d["exact_match_rate"] == 0 and d["counts"]["other_items_differ"] == 1, (how, d["counts"])

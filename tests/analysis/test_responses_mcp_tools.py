@@ -197,3 +197,81 @@ def test_a_failed_listing_is_the_model_s_input_not_a_tool_result(tmp_path: Path)
     assert r["config"]["input_changes"] == {"a": 6, "b": 6, "pairs_differ": 4}
     d = r["divergence"]
     assert d["exact_match_rate"] == 1 and "tool_results_differ" not in d["counts"], d["counts"]
+
+
+def _listings(lists: list[tuple[str, list[dict[str, Any]]]], ids: str, *, stream: bool, restate: int | None = None) -> bytes:
+    """Each ``(server_label, tools)`` listed in order, then the message; streamed, each item done, the
+    final event's output restating only the first ``restate`` listings (None: every item)."""
+    items: list[dict[str, Any]] = [
+        {"type": "mcp_list_tools", "id": f"mcpl_{ids}{i}", "server_label": label, "tools": tools}
+        for i, (label, tools) in enumerate(lists)
+    ]
+    content = [{"type": "output_text", "text": "ACME is a customer.", "annotations": []}]
+    message = {"type": "message", "id": f"msg_{ids}", "role": "assistant", "status": "completed", "content": content}
+    items.append(message)
+    for item in items:
+        assert not _ITEMS.validate_python(item).model_extra, item
+    if not stream:
+        return json.dumps(_response(items, ids)).encode()
+
+    def sse(kind: str, **data: Any) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+    out = b"".join(sse("response.output_item.done", output_index=i, item=x) for i, x in enumerate(items))
+    final = items if restate is None else [*items[:restate], message]
+    return out + sse("response.completed", response=_response(final, ids))
+
+
+def _listings_compared(
+    tmp_path: Path, cases: dict[str, Any], ways: tuple[bool, ...], restate: int | None = None
+) -> dict[str, Any]:
+    sides: list[list[dict[str, Any]]] = [[], []]
+    for name, lists in cases.items():
+        for stream in ways:
+            for side in (0, 1):
+                chunks = [_listings(lists[side], "ab"[side], stream=stream, restate=restate)]
+                body = {**_REQUEST, "stream": stream, "tag": f"{name}/{stream}"}
+                ctype = _SSE if stream else _JSON
+                sides[side].append({"path": "/v1/responses", "body": body, "chunks": chunks, "content_type": ctype})
+    write_capture(tmp_path / "a", sides[0])
+    write_capture(tmp_path / "b", sides[1])
+    return compare(tmp_path / "a", tmp_path / "b", top=10)
+
+
+def test_two_listings_from_one_server_are_two(tmp_path: Path) -> None:
+    # One server listed twice in one response: only its last listing was kept, so a first listing
+    # that differed (or was not there) was no change.
+    twice = [("crm", [_LOOKUP]), ("crm", [_DELETE])]
+    for stream in (False, True):
+        record = {**_record(_listings(twice, "a", stream=stream))}
+        if not stream:
+            record["response_headers"] = [["content-type", _JSON]]
+        assert json.loads(read_response(record).input_changes) == {
+            "mcp_tools": [{"server_label": "crm", "tools": [_LOOKUP]}, {"server_label": "crm", "tools": [_DELETE]}]
+        }, stream
+    cases = {  # name: (A's listings, B's listings)
+        "first differs": (twice, [("crm", [_LOOKUP, _DELETE]), ("crm", [_DELETE])]),
+        "same": (twice, twice),
+    }
+    r = _listings_compared(tmp_path, cases, (False, True))
+    # Must differ: another first listing, its last the same (2 pairs); must match: the same two (2).
+    assert r["config"]["input_changes"] == {"a": 4, "b": 4, "pairs_differ": 2}
+    assert r["divergence"]["exact_match_rate"] == 1
+
+
+def test_a_final_event_listing_some_servers_is_merged_with_the_items_streamed(tmp_path: Path) -> None:
+    # The final event restated only the first server's listing: it replaced the listings streamed,
+    # so what the second server listed was lost.
+    both = [("crm", [_LOOKUP]), ("files", [_DELETE])]
+    out = read_response(_record(_listings(both, "a", stream=True, restate=1)))
+    assert json.loads(out.input_changes) == {
+        "mcp_tools": [{"server_label": "crm", "tools": [_LOOKUP]}, {"server_label": "files", "tools": [_DELETE]}]
+    }
+    cases = {  # name: (A's listings, B's listings)
+        "second differs": (both, [("crm", [_LOOKUP]), ("files", [_LOOKUP, _DELETE])]),
+        "same": (both, both),
+    }
+    r = _listings_compared(tmp_path, cases, (True,), restate=1)
+    # Must differ: the server the final event did not restate listed another tool on B; must match: the same.
+    assert r["config"]["input_changes"] == {"a": 2, "b": 2, "pairs_differ": 1}
+    assert r["divergence"]["exact_match_rate"] == 1
