@@ -71,27 +71,30 @@ def _message(text: str, phase: str | None) -> dict[str, Any]:
     return _item(type="message", id="msg_1", role="assistant", status="completed", content=content, **more)
 
 
-def _response(output: list[dict[str, Any]]) -> dict[str, Any]:
-    usage = {"input_tokens": 30, "output_tokens": 9, "total_tokens": 39}
-    return {
-        "id": "resp_1",
-        "object": "response",
-        "model": "gpt-5.3-codex",
-        "output": output,
-        "status": "completed",
-        "usage": usage,
-    }
+def _response(output: list[dict[str, Any]], status: str = "completed") -> dict[str, Any]:
+    """The whole response holding ``output``, as the SDK reads one (checked: every field it requires)."""
+    usage = {"input_tokens": 30, "output_tokens": 9, "total_tokens": 39,
+             "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+    body = {"id": "resp_1", "object": "response", "created_at": 1.0, "model": "gpt-5.3-codex", "output": output,
+            "status": status, "usage": usage, "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}  # fmt: skip
+    assert not Response.model_validate(body).model_extra, body
+    return body
 
 
 def _sse(kind: str, data: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
 
 
+def _opened(item: dict[str, Any]) -> dict[str, Any]:
+    """An item as ``response.output_item.added`` sends it: a message with no content yet, any other item as it ends."""
+    return _item(**{**item, "content": []}) if item["type"] == "message" else item
+
+
 def _stream(output: list[dict[str, Any]]) -> bytes:
     """Each item added (a message empty, then its text as a delta), each done, then the whole response."""
-    events = [_sse("response.created", {"response": {**_response([]), "status": "in_progress"}})]
+    events = [_sse("response.created", {"response": _response([], "in_progress")})]
     for i, item in enumerate(output):
-        events.append(_sse("response.output_item.added", {"output_index": i, "item": {**item, "content": []}}))
+        events.append(_sse("response.output_item.added", {"output_index": i, "item": _opened(item)}))
         for part in item.get("content", []) if item["type"] == "message" else []:
             events.append(_sse("response.output_text.delta", {"output_index": i, "content_index": 0, "delta": part["text"]}))
         events.append(_sse("response.output_item.done", {"output_index": i, "item": item}))
@@ -231,15 +234,7 @@ def _shell_output(call_id: str, program: str) -> dict[str, Any]:
 
 def _two_programs(ids: str, by: int) -> list[dict[str, Any]]:
     """Two programs (each answer's ids its own), then a shell's output whose call the ``by``-th made."""
-    output = [_program(f"call_p{ids}0"), _program(f"call_p{ids}1"), _shell_output(f"call_s{ids}", f"call_p{ids}{by}")]
-    usage = {
-        **_response(output)["usage"],
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-        "output_tokens_details": {"reasoning_tokens": 0},
-    }
-    whole = {**_response(output), "created_at": 1.0, "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
-    Response.model_validate({**whole, "usage": usage})  # the SDK's details beside the counts the test reads
-    return output
+    return [_program(f"call_p{ids}0"), _program(f"call_p{ids}1"), _shell_output(f"call_s{ids}", f"call_p{ids}{by}")]
 
 
 def test_compare_reads_the_program_an_item_kept_whole_belongs_to_by_its_place(tmp_path: Path) -> None:
