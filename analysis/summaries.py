@@ -101,7 +101,8 @@ BATCH_ROWS = 5_000
 #: 55: "input_changes" keeps each MCP listing (two from one server are two) and merges a stream's
 #: listings with its final event's.
 #: 56: a caller's ``caller_id`` in an item kept whole or a tool's result is its program's place (``call N``).
-SUMMARY_VERSION = 56
+#: 57: "input_changes" keeps each MCP listing of an id another listing shares (a server that reuses ids).
+SUMMARY_VERSION = 57
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -574,13 +574,22 @@ def listed_tools(streamed: Sequence[Any], restated: Sequence[Any] = ()) -> str |
     listings from one server are two), as canonical JSON less ids; None where no server listed any.
     ``streamed`` and ``restated``: ``(item key, output index, listing)`` of the items streamed and of
     the final event's output, merged by item: the final event's version of an item streamed, each
-    item either lists (a final event that lists only some servers' tools leaves the others'). The
-    API puts them before the model as the tools it may call: what the model read, as the request's
-    own ``tools`` are, not what it said. A server that lists other tools on a later run (its tools
-    changed, the request's ``allowed_tools``, a listing that failed) is another input, reported as
-    the API's change of the input (``Output.input_changes``)."""
-    by_item: dict[Any, tuple[int, dict[str, Any]]] = {key: (index, listing) for key, index, listing in streamed}
+    item either lists (a final event that lists only some servers' tools leaves the others'). Items
+    of one key (a server that reuses an id) are paired in order, the k-th restated with the k-th
+    streamed: merged into one, the first listing was lost. The API puts them before the model as
+    the tools it may call: what the model read, as the request's own ``tools`` are, not what it
+    said. A server that lists other tools on a later run (its tools changed, the request's
+    ``allowed_tools``, a listing that failed) is another input, reported as the API's change of
+    the input (``Output.input_changes``)."""
+    merged: list[tuple[int, dict[str, Any]]] = [(index, listing) for _, index, listing in streamed]
+    unmatched: dict[Any, list[int]] = {}  # key: the places in ``merged`` of its items not yet restated
+    for at, (key, _, _) in enumerate(streamed):
+        unmatched.setdefault(key, []).append(at)
     for key, index, listing in restated:
-        by_item[key] = (by_item[key][0] if key in by_item else index, listing)
-    listings = [listing for _, listing in sorted(by_item.values(), key=lambda x: x[0])]
+        if places := unmatched.get(key):
+            at = places.pop(0)
+            merged[at] = (merged[at][0], listing)
+        else:
+            merged.append((index, listing))
+    listings = [listing for _, listing in sorted(merged, key=lambda x: x[0])]  # stable: equal places keep their order
     return canonical_result({"mcp_tools": listings}) if listings else None

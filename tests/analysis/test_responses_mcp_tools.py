@@ -199,11 +199,15 @@ def test_a_failed_listing_is_the_model_s_input_not_a_tool_result(tmp_path: Path)
     assert d["exact_match_rate"] == 1 and "tool_results_differ" not in d["counts"], d["counts"]
 
 
-def _listings(lists: list[tuple[str, list[dict[str, Any]]]], ids: str, *, stream: bool, restate: int | None = None) -> bytes:
+def _listings(
+    lists: list[tuple[str, list[dict[str, Any]]]], ids: str, *, stream: bool, restate: int | None = None, id_of: str = "own"
+) -> bytes:
     """Each ``(server_label, tools)`` listed in order, then the message; streamed, each item done, the
-    final event's output restating only the first ``restate`` listings (None: every item)."""
+    final event's output restating only the first ``restate`` listings (None: every item). ``id_of``:
+    each listing's id its own ("own"), one id for all ("shared": a server that reuses ids), or none
+    ("none": a gateway's, which the SDK refuses: the API gives every item an id)."""
     items: list[dict[str, Any]] = [
-        {"type": "mcp_list_tools", "id": f"mcpl_{ids}{i}", "server_label": label, "tools": tools}
+        {"type": "mcp_list_tools", "id": f"mcpl_{ids}{i if id_of == 'own' else ''}", "server_label": label, "tools": tools}
         for i, (label, tools) in enumerate(lists)
     ]
     content = [{"type": "output_text", "text": "ACME is a customer.", "annotations": []}]
@@ -212,24 +216,30 @@ def _listings(lists: list[tuple[str, list[dict[str, Any]]]], ids: str, *, stream
     for item in items:
         assert not _ITEMS.validate_python(item).model_extra, item
     if not stream:
-        return json.dumps(_response(items, ids)).encode()
+        out = json.dumps(_response(items, ids)).encode()
+    else:
 
-    def sse(kind: str, **data: Any) -> bytes:
-        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+        def sse(kind: str, **data: Any) -> bytes:
+            return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
 
-    out = b"".join(sse("response.output_item.done", output_index=i, item=x) for i, x in enumerate(items))
-    final = items if restate is None else [*items[:restate], message]
-    return out + sse("response.completed", response=_response(final, ids))
+        out = b"".join(sse("response.output_item.done", output_index=i, item=x) for i, x in enumerate(items))
+        final = items if restate is None else [*items[:restate], message]
+        out += sse("response.completed", response=_response(final, ids))
+    # Built valid, then the listings' one id taken out: the SDK checks all else.
+    if id_of == "none":
+        out = out.replace(f'"id": "mcpl_{ids}", '.encode(), b"")
+        assert b"mcpl_" not in out, out
+    return out
 
 
 def _listings_compared(
-    tmp_path: Path, cases: dict[str, Any], ways: tuple[bool, ...], restate: int | None = None
+    tmp_path: Path, cases: dict[str, Any], ways: tuple[bool, ...], restate: int | None = None, id_of: str = "own"
 ) -> dict[str, Any]:
     sides: list[list[dict[str, Any]]] = [[], []]
     for name, lists in cases.items():
         for stream in ways:
             for side in (0, 1):
-                chunks = [_listings(lists[side], "ab"[side], stream=stream, restate=restate)]
+                chunks = [_listings(lists[side], "ab"[side], stream=stream, restate=restate, id_of=id_of)]
                 body = {**_REQUEST, "stream": stream, "tag": f"{name}/{stream}"}
                 ctype = _SSE if stream else _JSON
                 sides[side].append({"path": "/v1/responses", "body": body, "chunks": chunks, "content_type": ctype})
@@ -274,4 +284,48 @@ def test_a_final_event_listing_some_servers_is_merged_with_the_items_streamed(tm
     r = _listings_compared(tmp_path, cases, (True,), restate=1)
     # Must differ: the server the final event did not restate listed another tool on B; must match: the same.
     assert r["config"]["input_changes"] == {"a": 2, "b": 2, "pairs_differ": 1}
+    assert r["divergence"]["exact_match_rate"] == 1
+
+
+def _read_listings(lists: list[tuple[str, list[dict[str, Any]]]], stream: bool, **how: Any) -> Any:
+    record = _record(_listings(lists, "a", stream=stream, **how))
+    if not stream:
+        record["response_headers"] = [["content-type", _JSON]]
+    return json.loads(read_response(record).input_changes)
+
+
+def test_listings_that_share_an_id_are_each_kept_in_order(tmp_path: Path) -> None:
+    # Two listings of one id (a server that reuses ids) were merged by it into one: the first was
+    # lost, whole and streamed, so a first listing that differed was no change.
+    twice = [("crm", [_LOOKUP]), ("crm", [_DELETE])]
+    both = {"mcp_tools": [{"server_label": "crm", "tools": [_LOOKUP]}, {"server_label": "crm", "tools": [_DELETE]}]}
+    for stream in (False, True):
+        assert _read_listings(twice, stream, id_of="shared") == both, stream
+    # Streamed, the final event restating only the first: it is paired with the first streamed of its id.
+    assert _read_listings(twice, True, id_of="shared", restate=1) == both
+    cases = {  # name: (A's listings, B's listings)
+        "first differs": (twice, [("crm", [_LOOKUP, _DELETE]), ("crm", [_DELETE])]),
+        "same": (twice, twice),
+    }
+    r = _listings_compared(tmp_path / "shared", cases, (False, True), id_of="shared")
+    # Must differ: another first listing, its last the same (2 pairs); must match: the same two (2).
+    assert r["config"]["input_changes"] == {"a": 4, "b": 4, "pairs_differ": 2}
+    assert r["divergence"]["exact_match_rate"] == 1
+
+
+def test_listings_without_an_id_are_merged_by_their_place(tmp_path: Path) -> None:
+    # The API gives every item an id (the SDK's McpListTools requires one); a gateway's listing
+    # without one is its output's place: each kept, the final event's restating the one streamed there.
+    both = [("crm", [_LOOKUP]), ("files", [_DELETE])]
+    said = {"mcp_tools": [{"server_label": "crm", "tools": [_LOOKUP]}, {"server_label": "files", "tools": [_DELETE]}]}
+    for stream in (False, True):
+        assert _read_listings(both, stream, id_of="none") == said, stream
+    assert _read_listings(both, True, id_of="none", restate=1) == said
+    cases = {  # name: (A's listings, B's listings)
+        "second differs": (both, [("crm", [_LOOKUP]), ("files", [_LOOKUP, _DELETE])]),
+        "same": (both, both),
+    }
+    r = _listings_compared(tmp_path / "none", cases, (False, True), id_of="none")
+    # Must differ: the second server listed another tool on B (2 pairs); must match: the same (2).
+    assert r["config"]["input_changes"] == {"a": 4, "b": 4, "pairs_differ": 2}
     assert r["divergence"]["exact_match_rate"] == 1
