@@ -26,6 +26,7 @@ from .compare_traffic import traffic_line
 from .configdiff import probed_lines, why_unknown_lines
 from .divergence_notes import failed_ids_note, failed_note, path_notes
 from .errors import AnalysisError
+from .extract import grader
 from .paired_divergence import compared_share, differ_share, exact_share, histogram_bars, position_unit
 from .ratios import MIN_INTERVAL_PAIRS
 from .report_claims import claim_cards
@@ -111,6 +112,8 @@ def render(
     for path in (a, b):
         if path is not None and os.path.isfile(os.path.join(path, "sweep.json")):
             raise ConfigError(f"{path} is a sweep, not a capture: render it with infertap.analysis.sweep_report.render_sweeps")
+    if extract is not None:
+        grader(extract)  # an extractor it doesn't know is refused before either run is decoded, not after
     runs = [("A", str(a), _metrics(a))] + ([("B", str(b), _metrics(b))] if b is not None else [])
     out = _head(runs)
     result = compare(a, b, extract=extract, references=references) if b is not None else None

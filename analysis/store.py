@@ -80,6 +80,19 @@ class QueryResult:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
+def split_statements(text: str) -> list[str]:
+    """``text`` split into its SQL statements, as DuckDB parses them (a ';' inside a string or a
+    comment ends none), on a connection of its own: parsed before any capture is loaded, what a
+    command refuses (several statements to one CSV, a query that doesn't parse) costs no decode."""
+    con = duckdb.connect()
+    try:
+        return [st.query for st in con.extract_statements(text)]
+    except duckdb.Error as exc:
+        raise QueryError(str(exc)) from exc
+    finally:
+        con.close()
+
+
 class Analysis:
     """Loaded captures and the DuckDB connection over them.
 
@@ -185,12 +198,9 @@ class Analysis:
             raise QueryError(str(exc)) from exc
 
     def statements(self, text: str) -> list[str]:
-        """``text`` split into its SQL statements, as DuckDB parses them (a ';' inside a string or a
-        comment ends none): each is run and answers on its own, where ``query`` would answer only the last."""
-        try:
-            return [st.query for st in self.con.extract_statements(text)]
-        except duckdb.Error as exc:
-            raise QueryError(str(exc)) from exc
+        """``text`` split into its SQL statements (``split_statements``): each is run and answers on
+        its own, where ``query`` would answer only the last."""
+        return split_statements(text)
 
     def table(self, name: str) -> duckdb.DuckDBPyRelation:
         """A loaded table or view by name."""

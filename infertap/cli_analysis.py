@@ -453,17 +453,28 @@ def sql(args: tuple[str, ...], queries: tuple[str, ...], as_csv: bool, as_json: 
         # A query that begins with no keyword sql knows ("SELEC 1", "(SELECT ...) UNION ...") read as a capture.
         raise click.UsageError(f"{mistaken!r} is no capture: if it is a query, give it with -q")
     fmt = "csv" if as_csv else "json" if as_json else "table"
+    from .analysis.store import split_statements
+
+    # What is refused (several statements to one CSV, a query that doesn't parse) is refused here,
+    # before any capture is decoded: a decode of large captures ended in a refusal it didn't need.
+    statements: list[str] | None = None
+    script: list[str] | None = None
+    if query is not None:
+        # Every -q, in order, each parsed alone (a -- comment ends with its own text): click's
+        # single -q kept only the last of several, dropping the others unsaid.
+        statements = [statement for text in queries or (query,) for statement in split_statements(text)]
+        if (refused := _several_tables(len(statements), fmt)) is not None:
+            raise click.UsageError(refused)
+    elif fmt == "csv" and not sys.stdin.isatty():  # a script of several queries into one CSV: refused before any runs
+        script = [t for t in _statements(sys.stdin, False) if t.strip().rstrip(";").strip()]
+        if (refused := _several_tables(_count(script), fmt)) is not None:
+            raise click.UsageError(refused)
     with _opened(args, cache_dir) as analysis:
-        if query is not None:
-            # Every -q, in order, each parsed alone (a -- comment ends with its own text): click's
-            # single -q kept only the last of several, dropping the others unsaid.
-            statements = [statement for text in queries or (query,) for statement in analysis.statements(text)]
-            if (refused := _several_tables(len(statements), fmt)) is not None:
-                raise click.UsageError(refused)
+        if statements is not None:
             for statement in statements:
                 _print_result(analysis.query(statement), fmt)
         else:
-            _repl(analysis, fmt)
+            _repl(analysis, fmt, script)
 
 
 def _names_any(arg: str) -> bool:
@@ -506,29 +517,28 @@ def _several_tables(statements: int, fmt: str) -> str | None:
     return f"--csv prints one table, and {statements} statements were given: run one a command, or use --json (one result a line)"
 
 
-def _count(analysis: Analysis, texts: list[str]) -> int:
+def _count(texts: list[str]) -> int:
     """How many statements ``texts`` hold; one that doesn't parse counts as one (its error comes when it runs)."""
+    from .analysis.store import split_statements
+
     n = 0
     for text in texts:
         try:
-            n += len(analysis.statements(text))
+            n += len(split_statements(text))
         except InfertapError:
             n += 1
     return n
 
 
-def _repl(analysis: Analysis, fmt: str) -> None:
+def _repl(analysis: Analysis, fmt: str, script: list[str] | None) -> None:
+    """Queries read from stdin (``script``: already read, where a CSV's were counted before the decode)."""
     stdin = sys.stdin
     interactive = stdin.isatty()
     if interactive:
         from .analysis import VIEWS
 
         click.echo(f"infertap sql: views {', '.join(VIEWS)}; end each query with ';', Ctrl-D to quit", err=True)
-    texts: Iterable[str] = _statements(stdin, interactive)
-    if fmt == "csv" and not interactive:  # a script of several queries into one CSV: refused before any runs
-        texts = [t for t in texts if t.strip().rstrip(";").strip()]
-        if (refused := _several_tables(_count(analysis, texts), fmt)) is not None:
-            raise click.UsageError(refused)
+    texts: Iterable[str] = script if script is not None else _statements(stdin, interactive)
     failed = 0
     for text in texts:
         if not text.strip().rstrip(";").strip():

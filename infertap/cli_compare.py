@@ -61,6 +61,7 @@ def load_references(reference: Path | None, extract: str | None) -> dict[str, st
 @click.option(
     "--top",
     default=5,
+    type=click.IntRange(min=0),
     show_default=True,
     help="How many of the most divergent exchanges to show, and of the pairs a side failed to list by id in --json.",
 )
@@ -494,6 +495,8 @@ def report(a: Path, b: Path | None, out: Path, extract: str | None, reference: P
         if extract is not None or reference is not None:
             raise click.UsageError("--extract compares the answers of two captures; a sweep report has none to compare")
         write_sweep_report(out, a, b)
+    elif b is None and (extract is not None or reference is not None):  # refused before A is decoded, never ignored
+        raise click.UsageError("--extract compares the answers of two captures; a report of one run has none to compare")
     else:
         write_report(out, a, b, extract=extract, references=load_references(reference, extract))
     click.echo(f"report written to {out}")

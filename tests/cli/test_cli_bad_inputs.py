@@ -384,3 +384,32 @@ def test_several_statements_typed_at_the_prompt_with_csv_are_refused_and_the_ses
     assert proc.returncode == 0, err
     assert out.decode().split() == ["z", "3"]
     assert "error: --csv prints one table, and 2 statements were given" in err.decode()
+
+
+def test_a_refused_combination_is_refused_before_any_capture_is_decoded(capture: Path, tmp_path: Path) -> None:
+    """`sql --csv` with several -q decoded every capture (minutes for large ones) before refusing,
+    as a query that doesn't parse did, and `report A B --extract bogus` decoded both runs first:
+    each is refused now before the cache is touched. Must differ: the same commands, allowed, decode."""
+    write_capture(tmp_path / "other", [{}, {}])
+    a, b = str(capture), str(tmp_path / "other")
+    cases = (
+        (("sql", a, "--csv", "-q", "SELECT 1", "-q", "SELECT 2"), "--csv prints one table, and 2 statements"),
+        (("sql", a, "--csv", "-q", "SELECT 1; SELECT 2"), "--csv prints one table, and 2 statements"),
+        (("sql", a, "-q", "SELEC 1"), "syntax error"),
+        (("sql", a, "--csv", "--json", "-q", "SELECT 1"), "choose one of --csv and --json"),
+        (("compare", a, b, "--extract", "bogus"), "unknown extractor 'bogus'"),
+        (("compare", a, b, "--top", "-1"), "--top"),
+        (("report", a, b, "--extract", "bogus", "-o", str(tmp_path / "r.html")), "unknown extractor 'bogus'"),
+        (("report", a, "--extract", "number", "-o", str(tmp_path / "r.html")), "a report of one run has none to compare"),
+    )
+    for i, (args, said) in enumerate(cases):
+        cache = tmp_path / f"cache{i}"
+        refused(invoke(*args, env={"INFERTAP_CACHE": str(cache)}), said)
+        assert not cache.exists(), args
+    script = invoke("sql", a, "--csv", stdin="SELECT 1;\nSELECT 2;\n", env={"INFERTAP_CACHE": str(tmp_path / "piped")})
+    refused(script, "--csv prints one table, and 2 statements")
+    assert not (tmp_path / "piped").exists() and not (tmp_path / "r.html").exists()
+    for args in (("sql", a, "--csv", "-q", "SELECT 1"), ("compare", a, b, "--top", "0", "--json")):
+        cache = tmp_path / f"allowed-{args[0]}"
+        done = invoke(*args, env={"INFERTAP_CACHE": str(cache)})
+        assert done.exit_code == 0 and cache.is_dir(), (args, done.output)
