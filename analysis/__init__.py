@@ -27,6 +27,7 @@ _HOME = {
     "cache_root": ".cache",
     "cached_capture": ".cache",
     "find_captures": ".sources",
+    "locate_captures": ".sources",
     "export_on_ray": ".distributed_export",
     "DistributedExportError": ".distributed_export",
     "MANIFEST": ".store",

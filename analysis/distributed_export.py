@@ -23,7 +23,7 @@ import socket
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from infertap.version import installed_version
 from .cache import cache_root
 from .distributed_sessions import join_parts, keep_links
 from .errors import AnalysisError
-from .sources import find_captures, refuse_inside_capture
+from .sources import locate_captures, refuse_inside_capture
 from .stats import live_warnings, liveness, unclosed_runs
 from .store import EXPORTED, MANIFEST, Analysis, check_export_folder, claim_export_folder
 
@@ -59,22 +59,27 @@ def export_on_ray(
     cluster at ``ray`` ("": ``RAY_ADDRESS``, else a new local cluster); returns the manifest.
 
     ``cache_dir``: where workers keep decoded captures (default: each worker's ``$INFERTAP_CACHE``
-    or ``~/.cache/infertap``). Torn tails and captures still being written are in the manifest's
-    ``warnings``, as a local export warns of them.
+    or ``~/.cache/infertap``). A glob's matches left out (no capture in them), torn tails and
+    captures still being written are in the ``warnings`` returned, as a local export warns of them.
     """
     if partition_by not in ("recorder_id", "run_id"):
         raise AnalysisError(f"a distributed export partitions by recorder_id or run_id, not {partition_by!r}")
     refuse_inside_capture(Path(folder), "the export")
-    paths = [p.resolve() for p in find_captures(captures)]  # absolute: a worker's working folder is its own
+    found = locate_captures(captures)
+    paths = [p.resolve() for p in found.captures]  # absolute: a worker's working folder is its own
     check_export_folder(Path(folder))  # it replaces only what exports wrote: checked before the cluster starts
     cache_root(cache_dir)  # one inside a capture is refused here too (a local cluster's workers share this one)
     cache = None if cache_dir is None else str(Path(cache_dir).resolve())
     with ray_cluster(ray, command="export --ray", untouched="nothing was written", error=DistributedExportError) as r:
-        return run_export(r, paths, Path(folder).resolve(), partition_by=partition_by, cache_dir=cache)
+        left_out = [str(x) for x in found.left_out]  # a glob's matches left out, as a local export warns of them
+        return run_export(r, paths, Path(folder).resolve(), partition_by=partition_by, cache_dir=cache, left_out=left_out)
 
 
-def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cache_dir: str | None) -> dict[str, Any]:
-    """The export of ``paths`` into ``out`` on the connected cluster (``ray``: the module)."""
+def run_export(
+    ray: Any, paths: list[Path], out: Path, *, partition_by: str, cache_dir: str | None, left_out: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The export of ``paths`` into ``out`` on the connected cluster (``ray``: the module); ``left_out``:
+    what the arguments matched but held no capture, the manifest's first warnings."""
     started = time.perf_counter()
     claim_export_folder(out, partition_by)
     staging = out / f"{_STAGING}{uuid.uuid4().hex[:12]}"
@@ -103,7 +108,7 @@ def run_export(ray: Any, paths: list[Path], out: Path, *, partition_by: str, cac
             "captures": parts,
             "hosts": dict(Counter(part["host"] for part in parts)),
             "sessions_joined": joined,  # the recordings whose sessions were linked as one (as stats reads them)
-            "warnings": [w for part in parts for w in part["warnings"]] + live,
+            "warnings": [*left_out, *(w for part in parts for w in part["warnings"]), *live],
             "seconds": round(time.perf_counter() - started, 3),
         }
         _write_json(out / MANIFEST, manifest)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from infertap.capture.segments import SEGMENT_SUFFIX, capture_holding, segment_paths
+from infertap.capture.errors import CaptureError
+from infertap.capture.segments import SEGMENT_SUFFIX, capture_holding, capture_segments, segment_paths
 
 from .errors import AnalysisError, NoCapturesError
 
@@ -36,12 +38,17 @@ def expand(spec: str | os.PathLike[str]) -> list[Path]:
     Raises NoCapturesError when a glob matches nothing.
     """
     text = os.fspath(spec)
-    if Path(text).exists() or not glob.has_magic(text):  # a literal ``run-[1]`` that exists is taken as it is
+    if not _is_glob(text):
         return [Path(text)]
     matches = [Path(m) for m in sorted(glob.glob(text))]
     if not matches:
         raise NoCapturesError(f"{text}: no file or directory matches")
     return matches
+
+
+def _is_glob(text: str) -> bool:
+    """Whether ``text`` is a pattern to expand: a literal ``run-[1]`` that exists is taken as it is."""
+    return glob.has_magic(text) and not Path(text).exists()
 
 
 def one_path(spec: str | os.PathLike[str]) -> Path:
@@ -58,34 +65,90 @@ def one_path(spec: str | os.PathLike[str]) -> Path:
     return matches[0]
 
 
-def find_captures(specs: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Resolve paths, globs and folders of captures into capture paths, each once, in the order given.
+@dataclass(frozen=True)
+class LeftOut:
+    """A path a glob matched that holds no capture (notes beside the runs, an empty folder): left
+    out of the captures the glob names, and said, rather than the whole command refused for it."""
 
-    Raises NoCapturesError naming the argument that matched nothing.
+    pattern: str
+    path: Path
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.pattern}: left out {self.path}: {self.why}"
+
+
+@dataclass
+class Found:
+    """The captures some arguments name, and the matches of their globs that were left out."""
+
+    captures: list[Path] = field(default_factory=list)
+    left_out: list[LeftOut] = field(default_factory=list)
+
+
+def find_captures(specs: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Resolve paths, globs and folders of captures into capture paths, each once, in the order
+    given; a glob's matches that hold no capture are left out (``locate_captures`` says which).
+
+    Raises NoCapturesError naming the argument that named no capture.
     """
-    out: list[Path] = []
+    return locate_captures(specs).captures
+
+
+def locate_captures(specs: Iterable[str | os.PathLike[str]]) -> Found:
+    """The captures ``specs`` name (as ``find_captures``), and each match of a glob left out with why.
+
+    A path named as it is must be a capture, or a folder holding some; a glob takes the captures it
+    matches and leaves out the rest (a ``run-notes.txt`` beside ``run-*``), but not all of them.
+    Raises NoCapturesError naming the argument that named no capture.
+    """
+    found = Found()
     seen: set[Path] = set()
     for spec in specs:
-        for match in expand(spec):
+        matches, globbed = expand(spec), _is_glob(os.fspath(spec))
+        left: list[LeftOut] = []
+        for match in matches:
             if not match.exists():
                 raise NoCapturesError(f"{match}: no such capture")
-            if match.is_file():
-                captures = [match]
-            elif _is_capture_dir(match):
-                captures = [match]
-            else:
-                captures = _captures_under(match)
-                if not captures:
-                    raise NoCapturesError(f"{match}: not a capture, and no capture in it (no *{SEGMENT_SUFFIX} segments)")
+            captures, why = _captures_at(match, globbed)
+            if why is not None:
+                if not globbed:
+                    raise NoCapturesError(why)
+                left.append(LeftOut(os.fspath(spec), match, why.removeprefix(f"{match}: ")))
+                continue
             for capture in captures:
                 _text_path(capture)
                 key = capture.resolve()
                 if key not in seen:
                     seen.add(key)
-                    out.append(capture)
-    if not out:
+                    found.captures.append(capture)
+        if left and len(left) == len(matches):
+            said = "; ".join(f"{x.path}: {x.why}" for x in left[:3]) + ("; ..." if len(left) > 3 else "")
+            raise NoCapturesError(f"{os.fspath(spec)}: matches no capture ({said})")
+        found.left_out.extend(left)
+    if not found.captures:
         raise NoCapturesError("no capture given")
-    return out
+    return found
+
+
+def _captures_at(path: Path, globbed: bool) -> tuple[list[Path], str | None]:
+    """The captures at ``path`` (itself, or those in a folder of them), or why it holds none. A file
+    is one where the reader reads it as one; a glob's match also not where it is empty and not named
+    as a segment (an empty ``run-notes.txt`` is no capture, though a segment just created is empty)."""
+    if path.is_dir():
+        if segment_paths(path):
+            return [path], None
+        inner = _captures_under(path)
+        return inner, None if inner else f"{path}: not a capture, and no capture in it (no *{SEGMENT_SUFFIX} segments)"
+    try:
+        capture_segments(path)
+        if globbed and not path.name.endswith(SEGMENT_SUFFIX) and path.stat().st_size == 0:
+            return [], f"{path}: not a capture (an empty file not named *{SEGMENT_SUFFIX})"
+    except CaptureError as exc:
+        return [], str(exc)
+    except OSError as exc:  # it can't be read: one named as a segment is kept, for the reader to say so
+        return [], f"{path}: not a capture (can't be read: {exc.strerror or exc})"
+    return [path], None
 
 
 def _text_path(capture: Path) -> None:

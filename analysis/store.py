@@ -24,7 +24,7 @@ from .cache import CachedCapture, Gone, cached_capture, cached_captures, hold, r
 from .errors import AnalysisError, QueryError
 from .joined_sessions import JOINED, joined_captures, joined_turns
 from .schema import TABLES
-from .sources import find_captures, refuse_inside_capture
+from .sources import locate_captures, refuse_inside_capture
 from .views import DERIVED
 
 #: DuckDB's buffer for an analysis (e.g. ``4GB``); unset: DuckDB's default, 80% of the machine's memory.
@@ -113,7 +113,9 @@ class Analysis:
         up to ``workers`` processes (default: one per CPU). DuckDB keeps ``memory_limit`` (default
         ``$INFERTAP_DUCKDB_MEMORY``, else its own default) and spills the rest to a private
         temporary folder, never to the working directory (DuckDB's ``.tmp``)."""
-        self.captures = cached_captures(find_captures(captures), cache_dir, workers=workers, progress=progress)
+        found = locate_captures(captures)
+        self.left_out = found.left_out  # a glob's matches that hold no capture: said in ``warnings``
+        self.captures = cached_captures(found.captures, cache_dir, workers=workers, progress=progress)
         self._held: list[tuple[CachedCapture, Path | None]] = []
         for i in range(len(self.captures)):
             marker = self._hold(i, cache_dir)  # may fetch the entry again
@@ -174,9 +176,9 @@ class Analysis:
 
     @property
     def warnings(self) -> list[str]:
-        """Torn tails (their data is used: this says where each capture was cut short), and exchanges
-        that repeat another's id (renamed in the tables)."""
-        return [t for c in self.captures for t in (*c.torn, *filter(None, [c.repeated]))]
+        """A glob's matches left out (no capture in them), torn tails (their data is used: this says
+        where each capture was cut short), and exchanges that repeat another's id (renamed in the tables)."""
+        return [*map(str, self.left_out), *(t for c in self.captures for t in (*c.torn, *filter(None, [c.repeated])))]
 
     # -- queries ---------------------------------------------------------------------------------
 

@@ -321,15 +321,18 @@ def replay(
 
 def given_captures(given: tuple[Path, ...]) -> Path | tuple[Path, ...]:
     """The capture given, or the captures that the arguments name (a folder of captures, several
-    arguments, globs), found as ``stats`` finds them: several are one workload, to replay or sweep."""
+    arguments, globs), found as ``stats`` finds them: several are one workload, to replay or sweep;
+    a glob's matches that hold no capture are left out, each said."""
     from .analysis.errors import NoCapturesError
-    from .analysis.sources import find_captures
+    from .analysis.sources import locate_captures
 
     try:
-        found = find_captures(given)
+        found = locate_captures(given)
     except NoCapturesError as exc:
         raise click.ClickException(str(exc)) from None
-    return found[0] if len(found) == 1 else tuple(found)
+    for left in found.left_out:
+        click.secho(f"warning: {left}", fg="yellow", err=True)
+    return found.captures[0] if len(found.captures) == 1 else tuple(found.captures)
 
 
 def note_fixed_session(config: ReplayConfig, runs: str) -> None:

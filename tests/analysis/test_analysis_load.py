@@ -14,7 +14,7 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from infertap.analysis import EXPORTED, Analysis, NoCapturesError, find_captures
+from infertap.analysis import EXPORTED, Analysis, NoCapturesError, find_captures, locate_captures
 from infertap.analysis.errors import AnalysisError
 from infertap.capture.errors import CaptureCorruptError, UnsupportedFormatError
 from infertap.capture.framing import Block, iter_blocks
@@ -161,6 +161,21 @@ def test_arguments_that_name_no_capture(tmp_path: Path) -> None:
         find_captures([str(tmp_path / "nothing-*")])
     with pytest.raises(NoCapturesError, match=f"{tmp_path / 'empty'}: not a capture"):
         find_captures([tmp_path / "empty"])
+
+
+def test_a_glob_leaves_out_its_matches_that_hold_no_capture_and_says_so(tmp_path: Path) -> None:
+    run = simple(tmp_path / "run-1", n=1)
+    (tmp_path / "run-notes.txt").write_text("not a capture")
+    found = locate_captures([str(tmp_path / "run-*")])
+    assert found.captures == find_captures([str(tmp_path / "run-*")]) == [run]
+    assert [(x.pattern, x.path.name) for x in found.left_out] == [(str(tmp_path / "run-*"), "run-notes.txt")]
+    assert locate_captures([run]).left_out == []  # must match: nothing left out of a capture named as it is
+    with Analysis([str(tmp_path / "run-*")], cache_dir=tmp_path / "cache") as a:
+        assert a.query("SELECT count(*) FROM exchanges").rows == [(1,)]
+        assert [w for w in a.warnings if "left out" in w] == [f"{tmp_path / 'run-*'}: left out {tmp_path / 'run-notes.txt'}: "
+                                                            "not a capture (a segment starts with an infertap block head; this file doesn't)"]  # fmt: skip
+    with pytest.raises(NoCapturesError, match="run-notes.txt: not a capture"):
+        find_captures([run, tmp_path / "run-notes.txt"])
 
 
 def _entries(cache: Path) -> list[Path]:

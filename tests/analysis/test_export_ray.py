@@ -178,10 +178,13 @@ def test_torn_and_corrupt_captures_are_reported_as_a_local_export_reports_them(
     (seg,) = segment_paths(cap)
     data = seg.read_bytes()
     seg.write_bytes(data[:-5])  # cut inside the footer's block: a torn tail
-    captures = [fleet / "gw-b", cap]
+    (tmp_path / "cap-notes.txt").write_text("cut on purpose\n")  # matched by the glob, and left out, said
+    captures = [fleet / "gw-b", tmp_path / "cap*"]
     local = ok(export(captures, tmp_path / "local", tmp_path / "cache"))
     spread = ok(export(captures, tmp_path / "ray", tmp_path / "cache-ray", "--ray"))
     assert "torn tail" in local.stderr and str(seg) in local.stderr and spread.stderr == local.stderr
+    assert f"cap*: left out {tmp_path / 'cap-notes.txt'}: not a capture" in spread.stderr
+    assert json.loads((tmp_path / "ray" / MANIFEST).read_text())["warnings"][0].startswith(f"{tmp_path / 'cap*'}: left out")
     assert tables(tmp_path / "ray") == tables(tmp_path / "local")
 
     before = files(tmp_path / "ray")

@@ -130,3 +130,44 @@ def test_compare_refuses_a_folder_of_several_captures_naming_them_before_reading
     (runs / "shards" / "run-b").rename(runs / "one" / "run-b")
     compared = json.loads(ok(invoke("compare", "one", "shards", "--json")).stdout)
     assert (compared["a"]["path"], compared["b"]["path"]) == ("one/run-b", "shards/run-a")
+
+
+def test_a_glob_takes_the_captures_it_matches_and_says_what_it_left_out(runs: Path, fake: tuple[object, str]) -> None:
+    """`stats 'run-*'` refused everything for a `run-notes.txt` beside the captures: a glob now takes
+    the captures it matches and says which matches it left out, and why; a path named as it is
+    must still be a capture, and a glob must still match one."""
+    (runs / "run-notes.txt").write_text("the GPU was throttled on run-b\n")
+    (runs / "run-empty.txt").touch()  # empty, as a segment just created is, but not named as one
+    (runs / "run-folder").mkdir()
+    left = [
+        "run-*: left out run-empty.txt: not a capture (an empty file not named *.itap.zst)",
+        "run-*: left out run-folder: not a capture, and no capture in it (no *.itap.zst segments)",
+        "run-*: left out run-notes.txt: not a capture (a segment starts with an infertap block head; this file doesn't)",
+    ]
+    stats = ok(invoke("stats", "run-*", "--json"))
+    assert requests(stats) == {"run-[ab]": 1, "run-a": 2, "run-b": 3}
+    assert [line.removeprefix("warning: ") for line in stats.stderr.splitlines() if "left out" in line] == left
+    rows = json.loads(ok(invoke("sql", "-q", "SELECT count(*) AS n FROM exchanges", "run-*", "--json")).stdout)
+    assert rows == [{"n": 6}]
+    exported = ok(invoke("export", "run-*", "--parquet", "wh"))
+    assert "exchanges (6 rows)" in exported.stdout and all(line in exported.stderr for line in left)
+    _, url = fake
+    replayed = ok(invoke("replay", "run-*", "--target", url, "--no-probe", "--out", "rp", "--json"))
+    assert json.loads(replayed.stdout)["sent"] == 6 and all(line in replayed.stderr for line in left)
+    # Must match: a glob of captures only leaves nothing out, and says nothing of it.
+    assert "left out" not in ok(invoke("stats", "run-?", "--json")).stderr
+    # Named as they are, they are refused; a glob matching no capture is refused, naming what it matched.
+    for args in (
+        ("stats", "run-a", "run-notes.txt"),
+        ("sql", "-q", "SELECT 1", "run-notes.txt"),
+        ("export", "run-notes.txt", "--parquet", "w2"),
+    ):
+        refused(invoke(*args), "run-notes.txt: not a capture (a segment starts with an infertap block head")
+    refused(invoke("stats", "run-folder"), "run-folder: not a capture, and no capture in it")
+    refused(
+        invoke("stats", "run-*.txt"),
+        "run-*.txt: matches no capture (run-empty.txt: not a capture",
+        "run-notes.txt: not a capture",
+    )
+    refused(invoke("replay", "run-*.txt", "--target", url, "--out", "o"), "run-*.txt: matches no capture")
+    assert not (runs / "w2").exists() and not (runs / "o").exists()
