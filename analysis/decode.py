@@ -16,7 +16,10 @@ from infertap.apis import (
     Links,
     Output,
     Request,
+    answer_tokens,
+    carries_token,
     decoded_chunks,
+    event_text,
     kept_response_id,
     link,
     links_of,
@@ -27,6 +30,7 @@ from infertap.apis import (
     sessions_of,
     stream_done,
     think_times,
+    tool_deltas,
     turns_of,
     with_tail_usage,
 )
@@ -273,7 +277,7 @@ def _token_times(
     with SQL's NULLs: an event carries a token when its text or reasoning is not empty or it holds
     tool-call deltas; times are the chunk's arrival, None beyond the recorded ones."""
     finish = [t for t, f in zip(times, finishes, strict=True) if f is not None and t is not None]
-    token = [i for i, (c, r, k) in enumerate(zip(content, reasoning, tools, strict=True)) if c or r or (k or 0) > 0]
+    token = [i for i, (c, r, k) in enumerate(zip(content, reasoning, tools, strict=True)) if carries_token(c, r, k)]
     if not token:
         return (None, None, None, None, None, min(finish) if finish else None)
     at = [t for i in token if (t := times[i]) is not None]
@@ -435,9 +439,9 @@ class Decoder:
         times = [chunk_ns[c] if c < n_times else None for c in at]
         # A refusal (an audio answer's transcript) is generated text too: its events are token events,
         # as the chat stream reader keeps them.
-        texts = [d.content + d.refusal + d.audio if d.refusal or d.audio else d.content for d in deltas]
+        texts = [event_text(d) for d in deltas]
         thoughts = [d.reasoning for d in deltas]
-        calls, finishes = [d.tool_deltas if d.tool_calls else 0 for d in deltas], [d.finish_reason for d in deltas]
+        calls, finishes = [tool_deltas(d) for d in deltas], [d.finish_reason for d in deltas]
         ids.extend([xid] * n)
         index.extend(range(n))
         chunk.extend(at)
@@ -568,6 +572,10 @@ class Decoder:
                 *(_int(rec.get(k)) for k in ("scheduled_ns", "lag_ns", "queue_ns", "dep_wait_ns", "client_wait_ns")),
                 undelivered or None,
                 *tokens,
+                # its output tokens as the answer counts them (apis.answer_tokens, replay's rule too)
+                *answer_tokens(
+                    _int(parsed.output_tokens), streamed_generation=request.generation and parsed.streamed, token_events=tokens[4]
+                ),
             )
         )
 

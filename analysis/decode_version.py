@@ -88,4 +88,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: events), and a call cut before its item's end is that item as it stood.
 #: 72: a request body cut short (request_body_cut: a request never run, or refused in its chunked body) is
 #: request_body_unknown: its part is not the request (stats counts it refused where it ended so).
-DECODE_VERSION = 72
+#: 73: exchanges.answer_tokens and answer_tokens_source: an answer's own output count (infertap.apis.answer_tokens),
+#: which the metrics view reads and replay's summary counts by.
+DECODE_VERSION = 73

@@ -153,6 +153,10 @@ EXCHANGES = _schema(
     ("token_chunk_count", I64),
     ("token_event_count", I64),
     ("finish_ns", I64),  # the first event with a finish reason
+    # Its output tokens as the answer counts them (infertap.apis.answer_tokens: usage, else a streamed
+    # generation answer's token events), and how ("usage", "chunks"): replay's summary counts by the same rule.
+    ("answer_tokens", I64),
+    ("answer_tokens_source", S),
 )
 
 CHUNKS = _schema(

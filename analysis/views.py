@@ -79,12 +79,14 @@ WITH base AS (
         x.first_chunk_ns AS t_first_byte_ns,
         CASE WHEN x."end" = 'complete' THEN x.end_ns ELSE x.last_chunk_ns END AS e2e_ns,
         x.first_token_ns AS t_first_token_ns, x.last_token_ns AS t_last_token_ns, x.finish_ns AS t_finish_ns,
-        CASE WHEN x.usage_completion_tokens IS NOT NULL THEN x.usage_completion_tokens
+        -- The answer's own count (infertap.apis.answer_tokens, decoded: its usage, else a streamed
+        -- answer's token events, the rule replay's summary counts by), an enrichment's between the two.
+        CASE WHEN x.answer_tokens_source = 'usage' THEN x.answer_tokens
              WHEN e.output_tokens IS NOT NULL THEN e.output_tokens
-             WHEN x.generation AND x.streamed THEN coalesce(x.token_event_count, 0) END AS output_tokens,
-        CASE WHEN x.usage_completion_tokens IS NOT NULL THEN 'usage'
+             ELSE x.answer_tokens END AS output_tokens,
+        CASE WHEN x.answer_tokens_source = 'usage' THEN 'usage'
              WHEN e.output_tokens IS NOT NULL THEN 'tokenize'
-             WHEN x.generation AND x.streamed THEN 'chunks' END AS output_tokens_source,
+             ELSE x.answer_tokens_source END AS output_tokens_source,
         CASE WHEN x.usage_completion_tokens IS NULL AND e.output_tokens IS NOT NULL
              THEN e.output_source END AS output_tokens_detail,  -- how the enrichment counted them
         CASE WHEN x.usage_completion_tokens IS NOT NULL THEN coalesce(x.usage_hidden_reasoning_tokens, 0) ELSE 0 END

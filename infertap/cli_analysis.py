@@ -178,7 +178,7 @@ def _in_no_group(apart: dict[str, int]) -> str:
         said.append(f"{apart['refused']} refused by infertap, never sent (counted in no figure)")
     if apart.get("request_body_unknown"):
         said.append(
-            f"{apart['request_body_unknown']} sent with a body not kept (generation or not unknown: counted in no figure)"
+            f"{apart['request_body_unknown']} sent with a body not kept or cut short (generation or not unknown: counted in no figure)"
         )
     return "; ".join(said)
 
@@ -336,7 +336,7 @@ def _print_output(group: dict[str, Any]) -> None:
             else ""
         )
         + (
-            f"; request body unknown {group['request_body_unknown']} (sent with a body that was not kept: "
+            f"; request body unknown {group['request_body_unknown']} (sent with a body that was not kept or came cut short: "
             "whether each asked for a generation is unknown, so none is in any figure, not even requests)"
             if group.get("request_body_unknown")
             else ""

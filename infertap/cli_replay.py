@@ -579,17 +579,22 @@ def _warmup_line(w: dict[str, Any]) -> str:
 
 
 def _throughput_line(s: dict[str, Any]) -> str:
-    """Ok requests/s and output tokens/s over the replay's span (sends to ends): the tokens by the
-    answers' usage, over those that reported one (how many did not, said), unknown where none did."""
+    """Ok requests/s and output tokens/s over the replay's span (sends to ends): the tokens as stats
+    counts them (usage, else a stream's token events), over the answers counted (how many had no
+    count, said), unknown where none was."""
     tp, counts = s["throughput"], s["output_tokens"]
     if tp["ok_per_s"] is None:
         return "- (no request ended)"
     if tp["output_tokens_per_s"] is None:
-        tokens = "output tokens/s unknown (no answer reported its usage)" if counts["unknown"] else "0 answers to count"
+        tokens = (
+            "output tokens/s unknown (no answer was streamed or reported its usage)"
+            if counts["unknown"]
+            else "0 answers to count"
+        )
     else:
         tokens = f"{tp['output_tokens_per_s']:.2f} output tokens/s"
         if counts["unknown"]:
-            tokens += f" (of {counts['counted']} answers' usage; {counts['unknown']} reported none: a lower bound)"
+            tokens += f" (of {counts['counted']} answers; {counts['unknown']} not streamed reported no usage: a lower bound)"
     return f"{tp['ok_per_s']:.2f} ok requests/s, {tokens}  (from the first send to the last end, {tp['span_s']:.2f} s)"
 
 

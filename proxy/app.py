@@ -374,17 +374,19 @@ class RecordingProxy:
             try:
                 message = await receive()
             except asyncio.CancelledError:  # shut down while the body arrived: what came is kept, and said
-                record.update({"end": "cancelled", "error": "proxy shut down while the request body was arriving"})
-                record["request_body"] = b"".join(parts)
+                came = _came(size, raw_headers)
+                record.update({"end": "cancelled", "error": f"proxy shut down while the request body was arriving ({came})"})
+                _cut(record, parts)
                 raise
             if message["type"] == "http.disconnect":
-                record["request_body"] = b"".join(parts)
                 refusal = (scope.get("extensions") or {}).get("infertap.refused")
                 if refusal is not None:  # the server refused the body (400, 408, 431) and answered it (wire.py): now
+                    record["request_body"] = b"".join(parts)
                     refusal.answered(record, self.writer.elapsed_ns() - record["start_ns"])
                     return None
                 record["end"] = "client_disconnected"
-                record["error"] = "client disconnected while sending the request body"
+                record["error"] = f"client disconnected while sending the request body ({_came(size, raw_headers)})"
+                _cut(record, parts)
                 return None
             chunk = message.get("body", b"")
             size += len(chunk)
@@ -484,6 +486,19 @@ class RecordingProxy:
         record["proxy_generated"] = True
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _cut(record: Exchange, parts: list[bytes]) -> None:
+    """A body that stopped before its end (its client gone, the proxy shut down): the part that came
+    is kept, marked not the request (``request_body_cut``: ``stats`` counts it of unknown body)."""
+    record["request_body"] = b"".join(parts)
+    record["request_body_cut"] = True
+
+
+def _came(size: int, raw_headers: list[tuple[bytes, bytes]]) -> str:
+    """How much of a body cut short came: of its Content-Length where it named one."""
+    length = next((v.decode() for n, v in raw_headers if n == b"content-length" and v.isdigit()), None)
+    return f"{size}{f' of {length}' if length else ''} bytes came"
 
 
 class QuietCancelled(logging.Filter):

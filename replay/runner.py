@@ -26,7 +26,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
-from infertap.apis import ErrorMarkScan, ended_answer, kept_response_id, read_response, response_not_kept, tail_usage, unfinished
+from infertap.apis import (
+    ErrorMarkScan,
+    answer_tokens,
+    ended_answer,
+    kept_response_id,
+    read_counted,
+    read_response,
+    response_not_kept,
+    tail_usage,
+    unfinished,
+)
 from infertap.capture.records import Exchange, new_exchange
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.capture.scrubbing import Scrubbed
@@ -110,7 +120,8 @@ class ReplayStats:
     # generation requests answered 2xx in full, and kept only in part (past --max-response-mb): the
     # answer unknown, neither ok nor failed, as stats counts it (response_not_kept)
     response_not_kept: int = 0
-    # of the ok generation answers: the output tokens their usage gave, how many gave one, how many none
+    # of the ok generation answers: their output tokens as stats counts them (apis.answer_tokens: usage,
+    # else a stream's token events), how many answers were counted, how many had no count (a whole body with no usage)
     output_tokens: int = 0
     tokens_counted: int = 0
     tokens_unknown: int = 0
@@ -175,7 +186,7 @@ def request_rate(sends: Sequence[tuple[int, int]], open_loop: bool) -> dict[str,
 def throughput(ok: int, intervals: Sequence[tuple[int, int]], output_tokens: int | None = None) -> dict[str, float | None]:
     """The ``ok`` requests (answered 2xx, in full, finished) per second over the replay's span, from
     the first send to the last end, as GuideLLM's and AIPerf's summaries give completed requests/s,
-    and their output tokens (the engine's usage, where it reported any: None else) over the same
+    and their output tokens (as stats counts them, ``apis.answer_tokens``, where any was counted: None else) over the same
     span, as a sweep's points have them; ``request_rate`` is of sends, first to last."""
     span = (max(e for _, e in intervals) - min(s for s, _ in intervals)) / 1e9 if intervals else 0.0
     return {
@@ -217,7 +228,7 @@ def summarize(stats: ReplayStats, wall_s: float, *, open_loop: bool = True) -> d
         "schedule_kept": not stats.capped,
         "request_rate": request_rate(stats.sends, open_loop),
         "throughput": throughput(ok, stats.intervals, stats.output_tokens if stats.tokens_counted else None),
-        # the ok generation answers' output tokens, by their usage: counted of how many, and how many reported none
+        # the ok generation answers' output tokens (apis.answer_tokens): counted of how many, and how many had no count
         "output_tokens": {"total": stats.output_tokens, "counted": stats.tokens_counted, "unknown": stats.tokens_unknown},
         "concurrency": {"mean": busy / span if span else float(bool(stats.intervals)), "max": peak},
         "wall_s": wall_s,
@@ -661,14 +672,15 @@ class Replay:
         stream ended with no finish reason, failed when its body reports an error (or is no answer an
         adapter reads), and each among the live errors; else its output tokens counted. Read from its
         last events here (a few KiB), or, where they can't tell (an encoded body, a body sent whole,
-        say), whole on a worker thread. ``scan``: its error marks, searched as its bytes arrived."""
+        say) or report no usage (a stream counted by its token events, ``apis.answer_tokens``), whole
+        on a worker thread. ``scan``: its error marks, searched as its bytes arrived."""
         try:
             marked = None if scan is None else scan.ended()
             cut, told, tokens, error = ended_answer(record, generation=True, marked=marked)
         except Exception:  # a reader's bug: the exchange is recorded whole, the analysis reads it again
             log.exception("exchange %s: its answer could not be read for a finish reason", record["id"])
             return
-        if cut is None or (not cut and not told):
+        if cut is None or (not cut and (not told or tokens is None)):
             read = asyncio.ensure_future(self._read_whole(dict(record, chunks=list(record["chunks"])), cut is None))
             self._reads.add(read)
             read.add_done_callback(self._reads.discard)
@@ -692,7 +704,7 @@ class Replay:
             self.stats.generation_failed += 1
 
     def _count_tokens(self, tokens: int | None) -> None:
-        """An ok answer's output tokens, by its usage; None: it reported none."""
+        """An ok answer's output tokens (``apis.answer_tokens``, as stats counts them); None: unknown."""
         if tokens is None:
             self.stats.tokens_unknown += 1
         else:
@@ -716,17 +728,18 @@ class Replay:
 
 def _read_answer(record: Mapping[str, Any], judge: bool) -> tuple[bool, str | None, bool, int | None]:
     """(cut, error, readable, tokens) of an answer read whole: whether it was cut (where ``judge``), the
-    error its body reports (``error_message``), whether an adapter read it, and its output tokens by
-    its usage. An answer kept only in part is unknown (none of those), its tokens the usage in its kept
-    tail (``tail_usage``, as the analysis counts it): the longest answers, a runaway stream, weigh
-    most in output tokens/s."""
+    error its body reports (``error_message``), whether an adapter read it, and its output tokens as
+    ``stats`` counts them (``answer_tokens``: its usage, else a stream's token events). An answer kept
+    only in part is unknown (none of those), its tokens the usage in its kept tail (``tail_usage``, as
+    the analysis counts it): the longest answers, a runaway stream, weigh most in output tokens/s."""
     if response_not_kept(record):
         kept = tail_usage(record)
         return False, None, True, kept.output_tokens if kept is not None else None
-    parsed = read_response(record)  # once: the judgement and the counts read the same reading
+    parsed, events = read_counted(record)  # once: the judgement and the counts read the same reading
     if judge and unfinished(record, parsed):
         return True, None, True, None
-    return False, parsed.error_message, parsed.readable, parsed.output_tokens
+    tokens, _ = answer_tokens(parsed.output_tokens, streamed_generation=bool(parsed.streamed), token_events=events)
+    return False, parsed.error_message, parsed.readable, tokens
 
 
 def _in_band(status: int, error: str | None, readable: bool) -> str | None:

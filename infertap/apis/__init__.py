@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # what the type checker sees; at run time each name is import
     from .finishing import FINISHING_APIS, MARKER_APIS
     from .kept import TailUsage, kept_response_id, tail_usage, with_tail_usage
     from .linking import link, sessions_of, think_times, think_times_from, turns_of
+    from .output_count import answer_tokens, carries_token, event_text, read_counted, tool_deltas
     from .read import (
         APIS,
         api_for,
@@ -90,6 +91,11 @@ _HOME = {
     "ended_answer": ".unfinished",
     "ended_unfinished": ".unfinished",
     "unfinished": ".unfinished",
+    "answer_tokens": ".output_count",
+    "carries_token": ".output_count",
+    "event_text": ".output_count",
+    "read_counted": ".output_count",
+    "tool_deltas": ".output_count",
 }
 
 __all__ = [
@@ -138,6 +144,11 @@ __all__ = [
     "MARKER_APIS",
     "cut_short",
     "ErrorMarkScan",
+    "answer_tokens",
+    "carries_token",
+    "event_text",
+    "read_counted",
+    "tool_deltas",
     "ended_answer",
     "ended_unfinished",
     "unfinished",

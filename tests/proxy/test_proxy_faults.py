@@ -492,11 +492,18 @@ def test_headers_named_in_connection_are_not_forwarded_either_way(record):
     assert "x-upstream-hop" not in r.headers and r.headers["x-kept"] == "1"
 
 
-def test_a_shutdown_while_the_request_body_arrives_records_it_cancelled_with_what_came(record):
+def test_a_shutdown_while_the_request_body_arrives_records_it_cancelled_with_what_came(record, tmp_path, monkeypatch):
+    """What came of the body is kept, marked cut short (``request_body_cut``): it was recorded as
+    though it were the request, read as no generation, and ``stats`` counted it nowhere; it now
+    counts it of unknown body (in no group here: no request of its key was counted)."""
     import socket
 
+    from click.testing import CliRunner
+
+    from infertap.cli import cli
     from tests.fake_upstream import FakeUpstream, ServerThread
 
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
     with ServerThread(FakeUpstream()) as server:
         rec = record(server.url, "--no-probe", "--graceful-timeout", "0.5")
         host, port = rec.url.removeprefix("http://").split(":")
@@ -505,7 +512,14 @@ def test_a_shutdown_while_the_request_body_arrives_records_it_cancelled_with_wha
             time.sleep(0.5)
             rec.stop()  # SIGTERM with the body a sixth of the way in
     (x,) = rec.exchanges()
-    assert x["end"] == "cancelled" and "request body" in x["error"] and x["request_body"] == b'{"model": "m", '
+    assert (x["end"], x["request_body"], x.get("request_body_cut")) == ("cancelled", b'{"model": "m", ', True)
+    assert x["error"] == "proxy shut down while the request body was arriving (15 of 100 bytes came)"
+    result = CliRunner().invoke(cli, ["stats", str(rec.out), "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["groups"], out["in_no_group"]) == ([], {"refused": 0, "request_body_unknown": 1})
+    table = CliRunner().invoke(cli, ["stats", str(rec.out)], catch_exceptions=False)
+    assert "1 sent with a body not kept or cut short" in table.stdout, table.stdout
 
 
 def test_a_chunks_hand_off_is_timed_from_its_arrival_with_one_clock_read(monkeypatch):

@@ -450,3 +450,42 @@ def test_a_refused_chunked_reads_bytes_keep_no_credential(fake, in_process, sent
         assert x["refused_body"].count(REDACTED.encode()) == 2
     else:
         assert x["refused_body"] == b"\r\n" + rest
+
+
+@pytest.mark.parametrize("close", ["fin", "reset"])
+@pytest.mark.parametrize("came", ["part", "none", "whole"])
+def test_a_body_its_client_hung_up_on_is_kept_cut_short_and_counted(fake, in_process, tmp_path, monkeypatch, came, close):
+    """A client that closed its connection while sending a request's body left a record of the part
+    that came with nothing saying it was not the request: it read as no generation, and ``stats``
+    counted it nowhere. It is now marked cut short (``request_body_cut``), its error saying how much
+    came, the part kept with its credentials taken out, and ``stats`` counts it of unknown body;
+    the same request sent whole is answered and ok."""
+    monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
+    key = "sk-proj-cutbody0123456789abcdef"
+    rec = in_process()
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tag": "b", "api_key": key}).encode()
+    with rec.connect() as s:  # one answered on a connection of its own: its group is there either way
+        s.sendall(_ASK[:-4] % len(ask) + b"Connection: close\r\n\r\n" + ask)
+        read_all(s)
+    sent = {"part": ask[: ask.index(key.encode()) + len(key)], "none": b"", "whole": ask}[came]
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n"
+    s = rec.connect()
+    s.sendall(head % (key.encode(), len(ask)) + sent)
+    while b"\r\n\r\n" not in rec.read():  # the recorder had the head (and what came of the body) before the close
+        pass
+    if came == "whole":
+        read_all(s)
+    _reset(s) if close == "reset" else s.close()
+    xs = sorted(rec.stop(), key=lambda x: x["seq"])
+    assert [x["path"] for x in xs] == ["/v1/chat/completions"] * 2
+    x = xs[1]
+    assert key.encode() not in x["request_body"] + b"".join(v.encode() for _, v in x["request_headers"])
+    if came == "whole":
+        assert (x["end"], x["status"], "request_body_cut" in x) == ("complete", 200, False)
+    else:
+        assert (x["end"], x["status"], x.get("request_body_cut")) == ("client_disconnected", None, True)
+        assert x["request_body"] == sent.replace(key.encode(), REDACTED.encode())
+        assert x["error"] == f"client disconnected while sending the request body ({len(sent)} of {len(ask)} bytes came)"
+    (group,) = _stats(rec.out)
+    counts = (group["requests"], group["ok"], group["refused"], group["request_body_unknown"])
+    assert counts == ((2, 2, 0, 0) if came == "whole" else (1, 1, 0, 1))

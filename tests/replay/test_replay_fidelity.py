@@ -455,11 +455,13 @@ def test_the_summary_gives_the_ok_requests_per_second_over_the_span_from_the_fir
 
 
 def test_the_summary_output_tokens_per_second_is_stats_of_the_replayed_capture(fake, tmp_path):
-    """The summary's output tokens/s counts as ``infertap stats`` does: the engine's count of each ok
-    answer (a chat stream's usage, a whole body's, a Messages stream's, Ollama's ``eval_count``,
-    llama.cpp's ``tokens_predicted``), none of a failed one, over the run's span: the two match.
-    They differ by design where a stream reported no count: stats counts its token-bearing events
-    (``chunks``), the summary counts it apart as unknown (its rate a lower bound), as it says."""
+    """The summary's output tokens/s counts as ``infertap stats`` does (``apis.answer_tokens``): the
+    engine's count of each ok answer (a chat stream's usage, a whole body's, a Messages stream's,
+    Ollama's ``eval_count``, llama.cpp's ``tokens_predicted``), none of a failed one, over the run's
+    span. A stream that reported no count (a chat stream without ``include_usage``, a Responses
+    stream) was counted apart as unknown by the summary while stats counted its token-bearing
+    events (``chunks``): the summary now counts them too, and the two match. A whole body with no
+    usage (a Responses JSON answer) has no count in either."""
     _, url = fake
     usage = {"stream": True, "stream_options": {"include_usage": True}, "n_chunks": 7}
     messages = {"model": "m", "max_tokens": 9, "n_chunks": 4, "messages": [{"role": "user", "content": "m"}], "stream": True}
@@ -472,9 +474,13 @@ def test_the_summary_output_tokens_per_second_is_stats_of_the_replayed_capture(f
         {"path": "/api/chat", "body": ollama},
         {"path": "/completion", "body": {"prompt": "h", "stream": True, "tag": "h", "n_chunks": 6}},
     ]
-    bare = {"body": _chat("bare", stream=True, n_chunks=9)}
+    bare = [
+        {"body": _chat("bare", stream=True, n_chunks=9)},
+        {"path": "/v1/responses", "body": {"model": "m", "input": "r", "tag": "r", "stream": True, "n_chunks": 4}},
+        {"path": "/v1/responses", "body": {"model": "m", "input": "w", "tag": "w", "stream": False}},  # no count
+    ]
     rates = {}
-    for name, exchanges in (("counted", counted), ("bare", [*counted, bare])):
+    for name, exchanges in (("counted", counted), ("bare", [*counted, *bare])):
         write_capture(tmp_path / f"src-{name}", [{"offset_s": i * 0.01, **x} for i, x in enumerate(exchanges)])
         args = ["replay", str(tmp_path / f"src-{name}"), "--target", url, "--no-probe", "--no-telemetry", "--json"]
         done = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / name)])
@@ -485,45 +491,56 @@ def test_the_summary_output_tokens_per_second_is_stats_of_the_replayed_capture(f
         [group] = json.loads(stats.stdout)["groups"]
         assert summary["failed"] == 1 and summary["ok"] == group["ok"] == len(exchanges) - 1, summary
         assert summary["throughput"]["span_s"] == pytest.approx(group["active_s"], rel=1e-6)
-        rates[name] = (summary["throughput"]["output_tokens_per_s"], group["throughput"]["output_tokens_per_s"], summary, group)
-    replayed, by_stats, summary, group = rates["counted"]
+        assert summary["output_tokens"]["total"] == group["workload"]["output_tokens"]["total"], (summary, group)
+        assert summary["throughput"]["output_tokens_per_s"] == pytest.approx(group["throughput"]["output_tokens_per_s"], rel=1e-6)
+        rates[name] = summary, group
+    summary, group = rates["counted"]
     assert summary["output_tokens"] == {"total": group["workload"]["output_tokens"]["total"], "counted": 5, "unknown": 0}
-    assert replayed == pytest.approx(by_stats, rel=1e-6), (summary, group)  # must match
-    replayed, by_stats, summary, group = rates["bare"]
-    assert summary["output_tokens"]["unknown"] == 1 and group["output_tokens_source"] == {"usage": 5, "chunks": 1}, group
-    assert replayed < by_stats  # must differ: stats counted the bare stream's 9 token events, the summary none
+    more, group = rates["bare"]
+    assert more["output_tokens"]["counted"] == 7 and more["output_tokens"]["unknown"] == 1, more
+    assert group["output_tokens_source"] == {"usage": 5, "chunks": 2}, group
+    # must differ: the two streams' token events (9 and 4) are in the second run's count
+    assert more["output_tokens"]["total"] - summary["output_tokens"]["total"] == 9 + 4
 
 
 def test_the_summary_gives_the_output_tokens_per_second_by_the_answers_usage(fake, tmp_path):
     """The summary gave no output tokens/s ("infertap stats OUT" for it), where a sweep's points have
     one. It reads each ok answer's usage: a stream's from its last events, a whole body's, a Messages
-    stream's; an answer that reported none (a chat stream without include_usage) is counted apart,
-    the rate then a lower bound, and unknown where none reported any."""
+    stream's; a stream that reported none (a chat stream without include_usage) by its token events,
+    as stats does; an answer of no count (a whole body with no usage) is counted apart, the rate then
+    a lower bound, and unknown where no answer had a count."""
     app, url = fake
     usage = {"stream": True, "stream_options": {"include_usage": True}, "n_chunks": 7}
     messages = {"model": "m", "max_tokens": 9, "n_chunks": 4, "messages": [{"role": "user", "content": "m"}], "stream": True}
-    bodies = [_chat("whole-1"), _chat("whole-2"), _chat("s1", **usage), _chat("s2", **usage), _chat("bare", stream=True)]
+    whole = {"path": "/v1/responses", "body": {"model": "m", "input": "w", "tag": "w", "stream": False}}
+    bodies = [
+        _chat("whole-1"),
+        _chat("whole-2"),
+        _chat("s1", **usage),
+        _chat("s2", **usage),
+        _chat("bare", stream=True, n_chunks=6),
+    ]
     records = [{"offset_s": i * 0.01, "body": b} for i, b in enumerate(bodies)]
-    write_capture(tmp_path / "src", [*records, {"offset_s": 0.05, "path": "/v1/messages", "body": messages}])
+    records += [{"offset_s": 0.05, "path": "/v1/messages", "body": messages}, {"offset_s": 0.06, **whole}]
+    write_capture(tmp_path / "src", records)
     args = ["replay", str(tmp_path / "src"), "--target", url, "--no-probe", "--no-telemetry"]
     as_json = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "j"), "--json"])
     assert as_json.exit_code == 0, as_json.output
     summary = json.loads(as_json.output)
-    total = 3 + 3 + 7 + 7 + 4  # two whole bodies' usage, two streams', the Messages stream's
-    assert summary["ok"] == 6 and summary["output_tokens"] == {"total": total, "counted": 5, "unknown": 1}, summary
+    total = 3 + 3 + 7 + 7 + 6 + 4  # two whole bodies' usage, two streams', the bare stream's events, the Messages stream's
+    assert summary["ok"] == 7 and summary["output_tokens"] == {"total": total, "counted": 6, "unknown": 1}, summary
     tp = summary["throughput"]
     assert tp["output_tokens_per_s"] == pytest.approx(total / tp["span_s"])
     text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "t")], env={"COLUMNS": "250"})
     assert text.exit_code == 0, text.output
     said = " ".join(text.output.split())
-    assert re.search(r"ok requests/s, \d+\.\d\d output tokens/s \(of 5 answers' usage; 1 reported none: a lower bound\)", said), (
-        said
-    )
-    # None reported any: unknown, not 0.
-    write_capture(tmp_path / "bare", [{"offset_s": i * 0.01, "body": _chat(f"b{i}", stream=True)} for i in range(3)])
+    lower = r"ok requests/s, \d+\.\d\d output tokens/s \(of 6 answers; 1 not streamed reported no usage: a lower bound\)"
+    assert re.search(lower, said), said
+    # None had a count: unknown, not 0.
+    write_capture(tmp_path / "bare", [{"offset_s": i * 0.01, **whole} for i in range(3)])
     bare = ["replay", str(tmp_path / "bare"), "--target", url, "--no-probe", "--no-telemetry"]
     as_json = CliRunner().invoke(cli, [*bare, "--out", str(tmp_path / "bj"), "--json"])
     summary = json.loads(as_json.output)
     assert summary["throughput"]["output_tokens_per_s"] is None and summary["output_tokens"]["unknown"] == 3, summary
     text = CliRunner().invoke(cli, [*bare, "--out", str(tmp_path / "bt")], env={"COLUMNS": "250"})
-    assert "output tokens/s unknown (no answer reported its usage)" in " ".join(text.output.split()), text.output
+    assert "output tokens/s unknown (no answer was streamed or reported its usage)" in " ".join(text.output.split()), text.output

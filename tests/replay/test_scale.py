@@ -219,13 +219,14 @@ def test_each_shard_s_unfinished_answers_reach_the_merged_summary(fake, tmp_path
 
 
 def test_each_shard_s_output_tokens_reach_the_merged_summary(fake, tmp_path, ray_cluster) -> None:
-    """Output tokens/s over the merged span, of every shard's answers' usage: the same as one process
+    """Output tokens/s over the merged span, of every shard's answers' counts: the same as one process
     gives, not one shard's (each counts its answers' tokens, the driver adds them up)."""
     _, url = fake
     chat = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream": True, "n_chunks": 3}
     usage = {"stream_options": {"include_usage": True}}
-    bodies = [{**chat, "tag": f"t{i}", **(usage if i % 4 else {})} for i in range(12)]  # every fourth reports none
-    write_capture(tmp_path / "src", [{"offset_s": i * 0.02, "body": b} for i, b in enumerate(bodies)])
+    whole = {"path": "/v1/responses", "body": {"model": "m", "input": "q", "stream": False}}  # a body of no count
+    records = [{"body": {**chat, "tag": f"t{i}", **usage}} if i % 4 else whole for i in range(12)]  # every fourth has none
+    write_capture(tmp_path / "src", [{"offset_s": i * 0.02, **r} for i, r in enumerate(records)])
     for name, address in (("single", None), ("sharded", ray_cluster)):
         config = ReplayConfig(tmp_path / "src", url, tmp_path / name, probe=False, ray=address, shards=2 if address else None)
         summary = run_replay(config)
