@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -200,14 +200,24 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
         "span_s": span_s,
         "requests_per_s": per_s(len(ok)),
         "answered_per_s": _answered_per_s(rows),
-        "output_tokens_per_s": per_s(sum(r["output_tokens"] or 0 for r in ok)),
-        "goodput": {"requests_per_s": per_s(len(good)), "output_tokens_per_s": per_s(sum(r["output_tokens"] or 0 for r in good))},
+        "output_tokens_per_s": _tokens_per_s(ok, per_s),
+        # ok answers of no count (a body not streamed, with no usage): the tokens/s are of the others
+        "output_tokens_unknown": sum(1 for r in ok if r["output_tokens"] is None),
+        "goodput": {"requests_per_s": per_s(len(good)), "output_tokens_per_s": _tokens_per_s(good, per_s)},
         "latency_ms": {
             name: {s: (None if v is None else v / 1e6) for s, v in _spread([r[col] for r in ok if r[col] is not None]).items()}
             for name, col in LATENCY.items()
             if name != "itl"
         },
     }
+
+
+def _tokens_per_s(rows: list[dict[str, Any]], per_s: Callable[[int], float | None]) -> float | None:
+    """Output tokens per second of ``rows``, over those whose count is known, as ``stats`` has it:
+    unknown (None) where answers came and none was counted (bodies not streamed, with no usage),
+    which 0 tokens/s would misread as answers of nothing; 0 where no answer came."""
+    counted = [r["output_tokens"] for r in rows if r["output_tokens"] is not None]
+    return per_s(sum(counted)) if counted or not rows else None
 
 
 def _unknown(sent: list[dict[str, Any]]) -> list[tuple[int, str]]:

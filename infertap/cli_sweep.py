@@ -279,6 +279,11 @@ def notes(result: dict[str, Any]) -> list[str]:
                 f"{where}: {counted(p['not_sent'], 'request')} not sent (refused by the replayer, such as a turn continuing "
                 "a response outside the replay: each says why in the point's capture), left out of its figures"
             )
+        if uncounted := p.get("output_tokens_unknown"):
+            of = "none counted" if p.get("output_tokens_per_s") is None else "output tokens/s counts the others"
+            lines.append(
+                f"{where}: {uncounted} of {p['ok']} ok answers have no output token count (sent whole, with no usage): {of}"
+            )
         if p.get("response_not_kept"):
             lines.append(
                 f"{where}: {p['response_not_kept']} answers kept only in part (past --max-response-mb): "
@@ -324,10 +329,11 @@ def capacity_line(result: dict[str, Any]) -> str:
             else "; no failing point above it"
         )
     goodput = (cap.get("goodput") or {}).get("requests_per_s")
-    good = "goodput unknown" if goodput is None else f"of which {goodput:.2f}/s met every SLO (goodput)"
+    good = "goodput unknown" if goodput is None else f"of which {_num(goodput)}/s met every SLO (goodput)"
+    tokens = cap["output_tokens_per_s"]  # unknown where no answer's tokens were counted: not 0
     return (
         f"capacity: {kind} {cap[kind]:g}, {_num(cap['requests_per_s'])} requests/s, {good}, "
-        f"{_num(cap['output_tokens_per_s'])} output tokens/s{where}"
+        f"{'output tokens/s unknown' if tokens is None else f'{_num(tokens)} output tokens/s'}{where}"
     )
 
 

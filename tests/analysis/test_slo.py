@@ -235,6 +235,39 @@ def test_goodput_counts_only_ok_exchanges_that_meet_every_per_request_bound(load
     assert loose["attainment"] == pytest.approx(ok / generation)
 
 
+def whole(xid: str, *, sent_ms: float = 0.0, usage: int | None = None) -> dict[str, Any]:
+    """A chat answer sent whole 80 ms after its request, with the engine's usage or none."""
+    answer: dict[str, Any] = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]
+    }
+    if usage is not None:
+        answer["usage"] = {"prompt_tokens": 7, "completion_tokens": usage}
+    chunk = json.dumps(answer).encode()
+    return exchange(xid, sent_ms=sent_ms, chunks=[(80, chunk)], end_ms=81, headers=JSON_HEADERS, request=body(stream=False))
+
+
+def test_output_tokens_per_s_of_answers_of_no_count_is_unknown_not_zero(load: Load) -> None:
+    """Answers sent whole with no usage have no output token count: the sweep said 0.00 output
+    tokens/s at its capacity (and in goodput), where ``stats`` on the same point says unknown."""
+    e2e = slo("e2e:p90", 1_000 * MS)
+    uncounted = evaluate(load([whole("a"), whole("b", sent_ms=100)]), [e2e])
+    assert uncounted["ok"] == 2 and uncounted["requests_per_s"] > 0
+    assert uncounted["output_tokens_per_s"] is None and uncounted["goodput"]["output_tokens_per_s"] is None
+    assert uncounted["output_tokens_unknown"] == 2
+
+    # Some counted: the rate is of those, and the others are said; every one counted: none unknown.
+    mixed = evaluate(load([whole("a", usage=6), whole("b", sent_ms=100)]), [e2e])
+    assert mixed["output_tokens_per_s"] == pytest.approx(6 / mixed["span_s"]) and mixed["output_tokens_unknown"] == 1
+    assert mixed["goodput"]["output_tokens_per_s"] == pytest.approx(6 / mixed["span_s"])
+    counted = evaluate(load([whole("a", usage=6), whole("b", sent_ms=100, usage=4)]), [e2e])
+    assert counted["output_tokens_per_s"] == pytest.approx(10 / counted["span_s"]) and counted["output_tokens_unknown"] == 0
+
+    # No ok answer at all: nothing was served, 0 tokens/s, known.
+    none_ok = evaluate(load([failed("e0"), failed("e1", sent_ms=10)]), [e2e])
+    assert none_ok["output_tokens_per_s"] == 0.0 and none_ok["goodput"]["output_tokens_per_s"] == 0.0
+    assert none_ok["output_tokens_unknown"] == 0
+
+
 def test_latency_statistics_are_over_the_ok_exchanges_with_each_failure_over_the_bound(load: Load) -> None:
     """A failed request's own latency (a fast 429, a long cut stream) is no measurement: it enters the
     statistic as +infinity, never as its time."""

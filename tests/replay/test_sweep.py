@@ -86,6 +86,7 @@ POINT_KEYS = {
     "attainment",
     "requests_per_s",
     "output_tokens_per_s",
+    "output_tokens_unknown",
     "goodput",
     "latency_ms",
 }
@@ -432,6 +433,25 @@ def test_the_capacity_says_the_goodput_there_beside_the_achieved_requests_per_s(
     assert report.exit_code == 0, report.output
     page = (tmp_path / "r.html").read_text()
     assert f"{number(achieved, 3)} requests/s, of which {number(goodput, 3)}/s met every SLO (goodput)" in page, page
+
+
+def test_a_capacity_whose_answers_have_no_token_count_says_its_output_tokens_per_s_are_unknown(tmp_path, monkeypatch):
+    """A target answering whole, with no usage: no output token count anywhere. The capacity line
+    said "0.00 output tokens/s", read as answers of nothing; it says unknown, and why, as stats does."""
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the output, not the replayer's lag here
+    answer = {"id": "c", "object": "chat.completion", "model": "m"}
+    answer["choices"] = [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]
+    src = tmp_path / "src"
+    write_capture(src, [{"offset_s": i * 0.05, "body": {**chat(i), "stream": False}} for i in range(20)])
+    with ServerThread(JSONRoutes({("POST", "/v1/chat/completions"): answer})) as server:
+        args = [str(src), "--target", server.url, "--no-probe", "--grace", "1", "--speeds", "1", "--slo", "e2e:p90<=2s"]
+        run = sweep_cli(*args, "--out", str(tmp_path / "s"))
+    assert run.exit_code == 0, run.output
+    text = " ".join(run.output.split())
+    cap = read_sweep(tmp_path / "s")["capacity"]
+    assert cap["requests_per_s"] > 0 and cap["output_tokens_per_s"] is None, cap
+    assert "output tokens/s unknown; no failing point above it" in text and "0.00 output tokens/s" not in text, text
+    assert "speed 1: 20 of 20 ok answers have no output token count (sent whole, with no usage): none counted" in text, text
 
 
 def test_the_points_read_unabridged_at_80_columns_and_as_a_table_when_wide(slot_engine, tmp_path, monkeypatch, capsys):
