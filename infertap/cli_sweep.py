@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -245,12 +246,14 @@ def _points_lines(result: dict[str, Any]) -> list[str]:
 
 def _figures(p: dict[str, Any]) -> dict[str, str]:
     """A point's figures as printed, in the table or a line at a time."""
+    from .analysis.sweep_report import share_text
+
     return {
         "offered": _num(p.get("offered_requests_per_s")),
         "achieved": _num(p.get("requests_per_s")),
         "goodput": _num((p.get("goodput") or {}).get("requests_per_s")),
-        "attainment": f"{p['attainment']:.0%}",
-        "errors": f"{p['error_rate']:.1%}",
+        "attainment": share_text(p["attainment"], 0),
+        "errors": share_text(p["error_rate"], 1),
         "lag": _num((p.get("schedule_lag_ms") or {}).get("p99")),
     }
 
@@ -343,17 +346,23 @@ def _aborted(result: dict[str, Any]) -> str:
 
 
 def _observed(slo: dict[str, Any]) -> str:
+    from .analysis.sweep_report import observed_text
+
     if slo["met"] is None:
         return "not measurable"
     value = slo["observed"]
     if value is None:
         return "over ✗"  # the statistic falls on a request that failed, or lacked the metric
-    text = f"{value:.1%}" if slo["metric"] == "error_rate" else f"{value / 1e6:.1f} ms"
-    return text + ("" if slo["met"] else " ✗")
+    return observed_text(slo, value, slo["met"]) + ("" if slo["met"] else " ✗")
 
 
 def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+    """Two decimals, or as many as show two significant digits: a recorded agent workload's 0.004
+    requests/s (one every four minutes) read "0.00", as if nothing were served."""
+    if value is None:
+        return "-"
+    places = 2 if not value or not math.isfinite(value) else max(2, 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{places}f}"
 
 
 def register(cli: click.Group) -> None:

@@ -1355,6 +1355,53 @@ def test_the_command_prints_what_could_not_be_measured(capsys, monkeypatch):
     assert "capacity: none measured" in text
 
 
+def test_the_command_prints_each_figure_on_the_side_of_its_bound_and_small_ones_unrounded_to_zero(capsys, monkeypatch):
+    """Rounded for show, an e2e of 150.04 ms over its 150 ms bound read "150.0 ms ✗", an error rate
+    of 1/96 over 1% "1.0% ✗", a ttft of 120 µs over 100 µs "0.1 ms ✗"; one error in 5,000 read
+    "errors 0.0%", one request of 300 over a bound "attainment 100%", and a recorded agent
+    workload's 0.004 requests/s "0.00". Each shows as many digits as tell it apart; figures that
+    rounding leaves on their side print as before."""
+    from infertap.cli_sweep import capacity_line, print_sweep
+
+    monkeypatch.setenv("COLUMNS", "300")
+    e2e = {"slo": "e2e:p90<=150ms", "metric": "e2e", "stat": "p90", "bound": 150e6}
+    ttft = {"slo": "ttft:p99<=100us", "metric": "ttft", "stat": "p99", "bound": 100e3}
+    errors = {"slo": "error_rate<=1%", "metric": "error_rate", "stat": "rate", "bound": 0.01}
+
+    def point(speed: float, passed: bool, observed: tuple[float, float, float], attainment: float, rate: float) -> dict:
+        slos = [
+            {**s, "observed": v, "met": v <= s["bound"], "missing": 0} for s, v in zip((e2e, ttft, errors), observed, strict=True)
+        ]
+        return {
+            "speed": speed, "passed": passed, "lost_early": False, "replayer_behind": False, "unmeasured": [],
+            "not_carried": None, "requests": 5000, "ok": 5000, "attainment": attainment, "error_rate": rate,
+            "offered_requests_per_s": 0.0042 * speed, "requests_per_s": 0.004 * speed,
+            "goodput": {"requests_per_s": 0.0035 * speed}, "schedule_lag_ms": {"p99": 0.5}, "slos": slos,
+        }  # fmt: skip
+
+    points = [
+        point(1.0, True, (104.4e6, 80e3, 0.0), 299 / 300, 1 / 5000),  # within every bound
+        point(2.0, False, (150.04e6, 120e3, 1 / 96), 0.5, 1 / 96),  # just over each
+        point(4.0, False, (300e6, 400e3, 0.5), 0.0, 0.5),  # far over each
+    ]
+    capacity = {"speed": 1.0, "requests_per_s": 0.004, "output_tokens_per_s": 0.02, "goodput": {"requests_per_s": 0.0035}}
+    result = {"kind": "speed", "slo": [e2e, ttft, errors], "points": points, "capacity": capacity}
+    result["knee"] = {"passed": 1.0, "failed": 2.0}
+    print_sweep(result)
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]] for line in capsys.readouterr().out.splitlines() if line.startswith("│")}  # fmt: skip
+    assert rows["1"] == ["pass", "0.0042", "0.0040", "0.0035", "99.7%", "0.02%", "104.4 ms", "0.1 ms", "0.0%", "0.50"]
+    assert rows["2"] == ["fail", "0.0084", "0.0080", "0.0070", "50%", "1.0%", "150.04 ms ✗", "0.12 ms ✗", "1.04% ✗", "0.50"]
+    assert rows["4"] == ["fail", "0.017", "0.016", "0.014", "0%", "50.0%", "300.0 ms ✗", "0.4 ms ✗", "50.0% ✗", "0.50"]
+    assert capacity_line(result) == (
+        "capacity: speed 1, 0.0040 requests/s, of which 0.0035/s met every SLO (goodput), 0.020 output tokens/s; "
+        "the knee lies between 1 and 2"
+    )
+    capacity.update(requests_per_s=1.9, output_tokens_per_s=240.0, goodput={"requests_per_s": 1.8})  # docs/capacity.md's
+    assert capacity_line(result).startswith(
+        "capacity: speed 1, 1.90 requests/s, of which 1.80/s met every SLO (goodput), 240.00 output tokens/s"
+    )
+
+
 def test_a_sweep_replays_the_sampled_sessions_and_refuses_closed_ones_at_speeds(slot_engine, tmp_path):
     """--sample-sessions: each point sent the sample while its offered rate and progress total were
     the whole workload's (12 of 40 sent, 'not carried', no capacity). Closed sessions follow their
