@@ -136,7 +136,7 @@ _TOO_LARGE = "(m.parse_error = '" + TOO_LARGE.replace("'", "''") + "') IS TRUE"
 #: One the recorder kept only the head of, over its response limit (``NOT_KEPT``): unknown as well.
 _NOT_KEPT = "(m.parse_error = '" + NOT_KEPT.replace("'", "''") + "') IS TRUE"
 _ROWS = f"""
-SELECT m.exchange_id, m.ok, (m."end" = 'complete') IS TRUE, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
+SELECT m.exchange_id, m.ok, (m."end" = 'complete') IS TRUE, (m."end" = 'cancelled') IS TRUE, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
        m.ttft_ns, m.ttft_content_ns, m.t_first_byte_ns, m.tpot_ns, m.e2e_ns, g.itl_max_ns,
        {_UNSAVED}, {_TOO_LARGE}, {_NOT_KEPT}, ({_UNSAVED} OR {_TOO_LARGE} OR {_NOT_KEPT}) AND m.status BETWEEN 200 AND 299 AND m."end" = 'complete'
 FROM metrics m
@@ -195,6 +195,9 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
         "too_large": sum(1 for r in sent if r["too_large"]),
         "response_not_kept": sum(1 for r in sent if r["not_kept"] and r["unknown"]),
         "ok": len(ok),
+        # Of the failures, those infertap cut in flight (a point ended early, its grace over): errors
+        # as stats counts them, but none the target sent, which the command says apart.
+        "cancelled": sum(1 for r in rows if r["cancelled"]),
         "error_rate": error_rate,
         "attainment": len(good) / len(rows),
         "span_s": span_s,
@@ -284,6 +287,7 @@ _COLUMNS = (
     "exchange_id",
     "ok",
     "answered",  # the target's response read to its end, whatever its status: an answer that came back
+    "cancelled",  # cut by infertap in flight (a sweep's point ended early): no answer, and no error the target sent
     "sent_wall_ns",
     "end_wall_ns",
     "output_tokens",

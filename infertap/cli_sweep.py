@@ -282,6 +282,11 @@ def notes(result: dict[str, Any]) -> list[str]:
                 f"{where}: {counted(p['not_sent'], 'request')} not sent (refused by the replayer, such as a turn continuing "
                 "a response outside the replay: each says why in the point's capture), left out of its figures"
             )
+        if cancelled := p.get("cancelled"):
+            lines.append(
+                f"{where}: {cancelled} of its {p['requests']} requests were cancelled by the replayer in flight when it cut "
+                "the point short: among its errors and over every bound, though the target sent no error for them"
+            )
         if uncounted := p.get("output_tokens_unknown"):
             of = "none counted" if p.get("output_tokens_per_s") is None else "output tokens/s counts the others"
             lines.append(

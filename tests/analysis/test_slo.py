@@ -268,6 +268,15 @@ def test_output_tokens_per_s_of_answers_of_no_count_is_unknown_not_zero(load: Lo
     assert none_ok["output_tokens_unknown"] == 0
 
 
+def test_requests_cut_in_flight_by_infertap_are_counted_apart_among_the_failures(load: Load) -> None:
+    """A request cancelled in flight (a sweep's point ended early) is a failure as stats counts it,
+    and ``cancelled`` says it was infertap's cut, not an error the target sent; a 500 is not one."""
+    a = load([streamed("ok"), streamed("cut", sent_ms=10, end="cancelled"), failed("500", sent_ms=20)])
+    v = evaluate(a, [slo("e2e:p90", 1_000 * MS)])
+    assert (v["ok"], v["cancelled"], v["error_rate"]) == (1, 1, pytest.approx(2 / 3))
+    assert evaluate(load([streamed("ok"), failed("500", sent_ms=20)]), [slo("e2e:p90", 1_000 * MS)])["cancelled"] == 0
+
+
 def test_latency_statistics_are_over_the_ok_exchanges_with_each_failure_over_the_bound(load: Load) -> None:
     """A failed request's own latency (a fast 429, a long cut stream) is no measurement: it enters the
     statistic as +infinity, never as its time."""

@@ -82,6 +82,7 @@ POINT_KEYS = {
     "requests",
     "not_sent",
     "ok",
+    "cancelled",
     "error_rate",
     "attainment",
     "requests_per_s",
@@ -379,6 +380,31 @@ def test_a_point_whose_check_fired_after_everything_was_sent_and_finished_ran_wh
     [point] = result["points"]
     assert point["sent"] == point["requests"] == 8 and engine.served == 8  # every request, each to its end
     assert point["lost_early"] is False and point["passed"] is False  # failed, judged on the whole point
+    assert point["cancelled"] == 0  # nothing cut
+
+
+@pytest.mark.parametrize("slot_engine", [(1, 0.1)], indirect=True)
+def test_requests_cut_in_flight_when_a_point_ends_early_are_said_apart_from_the_targets_errors(slot_engine, tmp_path):
+    """A point lost to its e2e bound, the requests in flight past the grace cancelled by the replayer:
+    the table said "errors 56%" of a target that sent no error. They stay errors as stats counts
+    them (not ok, over every bound), and the point's ``cancelled`` and a note say how many were cut."""
+    engine, url = slot_engine  # 10 req/s at most; the workload asks for 40 req/s
+    src = workload(tmp_path / "src", 80, 0.025)
+    args = [str(src), "--target", url, "--no-probe", "--grace", "0.2", "--speeds", "1", "--slo", "e2e:p90<=150ms"]
+    run = sweep_cli(*args, "--out", str(tmp_path / "s"))
+    assert run.exit_code == 0, run.output
+    [point] = read_sweep(tmp_path / "s")["points"]
+    with Analysis([point["out"]]) as a:
+        [(cut, errors, total)] = a.query(
+            "SELECT count(*) FILTER (WHERE \"end\" = 'cancelled'), count(*) FILTER (WHERE NOT ok), count(*) "
+            "FROM metrics WHERE generation"
+        ).rows
+    assert point["lost_early"] is True and cut > 0 and errors == cut  # the engine itself failed nothing
+    assert point["cancelled"] == cut and point["error_rate"] == pytest.approx(errors / total)
+    text = " ".join(run.output.split())
+    assert (
+        f"speed 1: {cut} of its {total} requests were cancelled by the replayer in flight when it cut the point short"
+    ) in text, text
 
 
 # -- the command -------------------------------------------------------------------------------------
