@@ -222,7 +222,7 @@ def _points_table(result: dict[str, Any]) -> Table:
     for p in result["points"]:
         f = _figures(p)
         table.add_row(
-            f"{p[kind]:g}", verdict_of(p), f["offered"], f["achieved"], f["goodput"], f["attainment"], f["errors"],
+            _load(p[kind]), verdict_of(p), f["offered"], f["achieved"], f["goodput"], f["attainment"], f["errors"],
             *[_observed(s) for s in p["slos"]], f["lag"],
         )  # fmt: skip
     return table
@@ -236,7 +236,7 @@ def _points_lines(result: dict[str, Any]) -> list[str]:
     for p in result["points"]:
         f = _figures(p)
         lines += [
-            f"{kind} {p[kind]:g}: {verdict_of(p)}",
+            f"{kind} {_load(p[kind])}: {verdict_of(p)}",
             f"  req/s offered {f['offered']}, achieved {f['achieved']}, goodput {f['goodput']}",
             f"  attainment {f['attainment']}, errors {f['errors']}, schedule lag p99 {f['lag']} ms",
             *(f"  {s['slo']}: {_observed(s)}" for s in p["slos"]),
@@ -266,10 +266,10 @@ def notes(result: dict[str, Any]) -> list[str]:
 
     kind, lines = result["kind"], []
     if result.get("inconsistent"):
-        loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
+        loads = ", ".join(map(_load, result["inconsistent"]))
         lines.append(f"{kind} {loads} passed above a load that failed (noise, or a target that recovered): not counted")
     for p in result["points"]:
-        where = f"{kind} {p[kind]:g}"
+        where = f"{kind} {_load(p[kind])}"
         if p["passed"] and p.get("unmeasured"):
             lines.append(f"{where} passed without measuring the target there, not counted: {'; '.join(p['unmeasured'])}")
         elif p["passed"] and p["replayer_behind"]:
@@ -323,16 +323,16 @@ def capacity_line(result: dict[str, Any]) -> str:
         if lowest is None:
             return "capacity: no point ran" + stopped
         if not lowest["passed"]:
-            return f"capacity: none (the lowest {kind} tried, {lowest[kind]:g}, failed)" + stopped
+            return f"capacity: none (the lowest {kind} tried, {_load(lowest[kind])}, failed)" + stopped
         return "capacity: none measured (no point passed while measuring the target at its load: see the notes)" + stopped
     if knee["failed"] is not None:
-        where = f"; the knee lies between {knee['passed']:g} and {knee['failed']:g}{stopped}"
+        where = f"; the knee lies between {_load(knee['passed'])} and {_load(knee['failed'])}{stopped}"
     else:
         above = [u[kind] for u in result.get("unmeasured") or () if u[kind] > cap[kind]]
         where = (
             f"{stopped}: how much higher it goes is unknown"
             if stopped
-            else f"; above it, {kind} {', '.join(f'{v:g}' for v in above)} passed without measuring the target (see the notes)"
+            else f"; above it, {kind} {', '.join(map(_load, above))} passed without measuring the target (see the notes)"
             if above
             else "; no failing point above it"
         )
@@ -340,14 +340,14 @@ def capacity_line(result: dict[str, Any]) -> str:
     good = "goodput unknown" if goodput is None else f"of which {_num(goodput)}/s met every SLO (goodput)"
     tokens = cap["output_tokens_per_s"]  # unknown where no answer's tokens were counted: not 0
     return (
-        f"capacity: {kind} {cap[kind]:g}, {_num(cap['requests_per_s'])} requests/s, {good}, "
+        f"capacity: {kind} {_load(cap[kind])}, {_num(cap['requests_per_s'])} requests/s, {good}, "
         f"{'output tokens/s unknown' if tokens is None else f'{_num(tokens)} output tokens/s'}{where}"
     )
 
 
 def _aborted(result: dict[str, Any]) -> str:
     aborted, kind = result["aborted"], result["kind"]
-    return f"{kind} {aborted[kind]:g} ({aborted['error']})"
+    return f"{kind} {_load(aborted[kind])} ({aborted['error']})"
 
 
 def _observed(slo: dict[str, Any]) -> str:
@@ -359,6 +359,12 @@ def _observed(slo: dict[str, Any]) -> str:
     if value is None:
         return "over ✗"  # the statistic falls on a request that failed, or lacked the metric
     return observed_text(slo, value, slo["met"]) + ("" if slo["met"] else " ✗")
+
+
+def _load(value: float) -> str:
+    from .replay.sweep import load_text
+
+    return load_text(value)
 
 
 def _num(value: float | None) -> str:

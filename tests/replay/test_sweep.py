@@ -1428,6 +1428,26 @@ def test_the_command_prints_each_figure_on_the_side_of_its_bound_and_small_ones_
     )
 
 
+def test_the_command_names_each_load_as_tried_not_rounded_to_six_digits():
+    """A search bisected at --tolerance 0.01 tries speed 1.015625: ``:g`` printed it 1.01562, a load
+    never tried (its folder is speed-1.015625), in the table and the knee. Loads six digits hold
+    print as before."""
+    from infertap.cli_sweep import capacity_line, notes
+
+    def point(speed: float, passed: bool) -> dict[str, Any]:
+        return {"speed": speed, "passed": passed, "lost_early": False, "replayer_behind": False, "slos": []}
+
+    cap = {"requests_per_s": 10.0, "output_tokens_per_s": 50.0, "goodput": {"requests_per_s": 9.0}}
+    result = {"kind": "speed", "points": [point(1.015625, True), point(1.03125, False), point(1.0000001, True)]}
+    result.update(capacity={"speed": 1.015625, **cap}, knee={"passed": 1.015625, "failed": 1.03125}, inconsistent=[1.0000001])
+    line = capacity_line(result)
+    assert line.startswith("capacity: speed 1.015625, 10.00 requests/s") and line.endswith("between 1.015625 and 1.03125"), line
+    assert "speed 1.0000001 passed above a load that failed" in notes(result)[0]
+    assert Load("speed", 1.015625).name == "speed-1.015625"  # the folder it names
+    result.update(capacity={"speed": 2.0, **cap}, knee={"passed": 2.0, "failed": 4.5})
+    assert capacity_line(result).endswith("the knee lies between 2 and 4.5")
+
+
 def test_a_sweep_replays_the_sampled_sessions_and_refuses_closed_ones_at_speeds(slot_engine, tmp_path):
     """--sample-sessions: each point sent the sample while its offered rate and progress total were
     the whole workload's (12 of 40 sent, 'not carried', no capacity). Closed sessions follow their
