@@ -3,7 +3,7 @@
 An SLO is ``METRIC:STAT<=VALUE`` (``ttft:p99<=2s``, ``tpot:p50<=50ms``, ``e2e:p90<=30s``) or
 ``error_rate<=1%``. A run meets its SLOs when every one holds over its generation exchanges.
 Goodput is DistServe's: the exchanges per second that are ``ok`` and meet every SLO's bound on their
-own (``ttft <= 2 s`` for ``ttft:p99<=2s``), and their output tokens per second; attainment is the
+own (``ttft <= 2 s`` for ``ttft:p99<=2s``; for ``itl``, the SLO's statistic of its own gaps), and their output tokens per second; attainment is the
 share of exchanges that do.
 
 A request that failed fails every bound (as AIPerf's good-request fraction and GuideLLM's
@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -43,7 +43,7 @@ LATENCY = {
     "t_first_byte": "t_first_byte_ns",
     "tpot": "tpot_ns",
     "e2e": "e2e_ns",
-    "itl": "itl_max_ns",  # per exchange: its longest gap; the SLO's statistic pools every gap
+    "itl": "itl_max_ns",  # per exchange: whether it has gaps; the SLO's statistic pools every gap
 }
 #: The metrics an ``ok`` answer may lack by its shape (one token, one chunk, not streamed): a bound on
 #: them is not held against it. Any other metric an ``ok`` answer lacks counts as over its bound.
@@ -136,7 +136,7 @@ _TOO_LARGE = "(m.parse_error = '" + TOO_LARGE.replace("'", "''") + "') IS TRUE"
 #: One the recorder kept only the head of, over its response limit (``NOT_KEPT``): unknown as well.
 _NOT_KEPT = "(m.parse_error = '" + NOT_KEPT.replace("'", "''") + "') IS TRUE"
 _ROWS = f"""
-SELECT m.exchange_id, m.ok, (m."end" = 'complete') IS TRUE, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
+SELECT m.capture, m.exchange_id, m.ok, (m."end" = 'complete') IS TRUE, (m."end" = 'cancelled') IS TRUE, m.sent_wall_ns, m.end_wall_ns, m.output_tokens,
        m.ttft_ns, m.ttft_content_ns, m.t_first_byte_ns, m.tpot_ns, m.e2e_ns, g.itl_max_ns,
        {_UNSAVED}, {_TOO_LARGE}, {_NOT_KEPT}, ({_UNSAVED} OR {_TOO_LARGE} OR {_NOT_KEPT}) AND m.status BETWEEN 200 AND 299 AND m."end" = 'complete'
 FROM metrics m
@@ -172,14 +172,14 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
             + (f" ({not_sent} recorded as refused, never sent)" if not_sent else "")
             + "".join(f" ({n} answered 2xx, {why})" for n, why in _unknown(sent) if n)
         )
-    gaps = [
-        g
-        for (g,) in analysis.sql(
-            "SELECT gap_ns FROM itl JOIN metrics USING (capture, exchange_id) WHERE generation AND ok"
-        ).fetchall()
-    ]
+    own: dict[tuple[str, str], list[float]] = {}  # each ok answer's gaps, which goodput holds it to
+    for capture, exchange_id, gap in analysis.sql(
+        "SELECT capture, exchange_id, gap_ns FROM itl JOIN metrics USING (capture, exchange_id) WHERE generation AND ok"
+    ).fetchall():
+        own.setdefault((capture, exchange_id), []).append(float(gap))
+    gaps = [g for answer in own.values() for g in answer]
     ok = [r for r in rows if r["ok"]]
-    good = [r for r in ok if all(_meets(r, s) for s in slos if s.latency)]
+    good = [r for r in ok if all(_meets(r, s, own) for s in slos if s.latency)]
     span_s = (max(r["end_wall_ns"] for r in sent) - min(r["sent_wall_ns"] for r in sent)) / 1e9  # they took time too
     failed = len(rows) - len(ok)
     error_rate = failed / len(rows)
@@ -195,19 +195,32 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
         "too_large": sum(1 for r in sent if r["too_large"]),
         "response_not_kept": sum(1 for r in sent if r["not_kept"] and r["unknown"]),
         "ok": len(ok),
+        # Of the failures, those infertap cut in flight (a point ended early, its grace over): errors
+        # as stats counts them, but none the target sent, which the command says apart.
+        "cancelled": sum(1 for r in rows if r["cancelled"]),
         "error_rate": error_rate,
         "attainment": len(good) / len(rows),
         "span_s": span_s,
         "requests_per_s": per_s(len(ok)),
         "answered_per_s": _answered_per_s(rows),
-        "output_tokens_per_s": per_s(sum(r["output_tokens"] or 0 for r in ok)),
-        "goodput": {"requests_per_s": per_s(len(good)), "output_tokens_per_s": per_s(sum(r["output_tokens"] or 0 for r in good))},
+        "output_tokens_per_s": _tokens_per_s(ok, per_s),
+        # ok answers of no count (a body not streamed, with no usage): the tokens/s are of the others
+        "output_tokens_unknown": sum(1 for r in ok if r["output_tokens"] is None),
+        "goodput": {"requests_per_s": per_s(len(good)), "output_tokens_per_s": _tokens_per_s(good, per_s)},
         "latency_ms": {
             name: {s: (None if v is None else v / 1e6) for s, v in _spread([r[col] for r in ok if r[col] is not None]).items()}
             for name, col in LATENCY.items()
             if name != "itl"
         },
     }
+
+
+def _tokens_per_s(rows: list[dict[str, Any]], per_s: Callable[[int], float | None]) -> float | None:
+    """Output tokens per second of ``rows``, over those whose count is known, as ``stats`` has it:
+    unknown (None) where answers came and none was counted (bodies not streamed, with no usage),
+    which 0 tokens/s would misread as answers of nothing; 0 where no answer came."""
+    counted = [r["output_tokens"] for r in rows if r["output_tokens"] is not None]
+    return per_s(sum(counted)) if counted or not rows else None
 
 
 def _unknown(sent: list[dict[str, Any]]) -> list[tuple[int, str]]:
@@ -243,7 +256,7 @@ def _answered_per_s(rows: list[dict[str, Any]]) -> float | None:
     return max(answered - 1, 0) / ((last - first) / 1e9)
 
 
-def _held(slo: SLO, rows: list[dict[str, Any]], ok: list[dict[str, Any]], gaps: list[int]) -> dict[str, Any]:
+def _held(slo: SLO, rows: list[dict[str, Any]], ok: list[dict[str, Any]], gaps: list[float]) -> dict[str, Any]:
     """One SLO over a run: its statistic with every failed request, and every ``ok`` one missing the
     metric, counted as +infinity; ``met`` None when it can't be measured (see the module's docstring).
     ``missing`` counts the ``ok`` exchanges the bound could not be measured on, counted over it."""
@@ -271,9 +284,11 @@ def _held(slo: SLO, rows: list[dict[str, Any]], ok: list[dict[str, Any]], gaps: 
 
 
 _COLUMNS = (
+    "capture",
     "exchange_id",
     "ok",
     "answered",  # the target's response read to its end, whatever its status: an answer that came back
+    "cancelled",  # cut by infertap in flight (a sweep's point ended early): no answer, and no error the target sent
     "sent_wall_ns",
     "end_wall_ns",
     "output_tokens",
@@ -290,9 +305,17 @@ _COLUMNS = (
 )
 
 
-def _meets(row: dict[str, Any], slo: SLO) -> bool:
-    """An ``ok`` exchange within ``slo``'s bound on its own; lacking the metric, only by its shape."""
-    value = row[LATENCY[slo.metric]]
+def _meets(row: dict[str, Any], slo: SLO, own: dict[tuple[str, str], list[float]]) -> bool:
+    """An ``ok`` exchange within ``slo``'s bound on its own; lacking the metric, only by its shape.
+    For ``itl`` that is the SLO's statistic of the exchange's own gaps (its p99 for ``itl:p99``, its
+    mean for ``itl:mean``, its longest for ``itl:max``), as AIPerf's goodput holds a request's own
+    mean ITL: held to its longest gap, a long answer with one gap in a hundred over a p99 bound was
+    no goodput, and a point meeting ``itl:p99`` could count almost none."""
+    if slo.metric == "itl":
+        gaps = own.get((row["capture"], row["exchange_id"]))
+        value = _stat(gaps, slo.stat) if gaps else None
+    else:
+        value = row[LATENCY[slo.metric]]
     return slo.metric in BY_SHAPE if value is None else slo.holds(value)
 
 

@@ -423,7 +423,42 @@ def _points_table(sweep: dict[str, Any]) -> str:
 
 
 def _percent(value: float | None, places: int = 0) -> str:
-    return "unknown" if value is None else f"{value:.{places}%}"
+    return "unknown" if value is None else share_text(value, places)
+
+
+def share_text(value: float, places: int) -> str:
+    """A share as a percentage with ``places`` decimals, or more where those would round a share
+    that is neither none nor all to 0% or 100%: one error in 5,000 read "errors 0.0%", one
+    request in 300 over a bound "attainment 100%"."""
+    text = f"{value:.{places}%}"
+    while 0 < value < 1 and float(text[:-1]) in (0, 100) and places < 9:
+        places += 1
+        text = f"{value:.{places}%}"
+    return text
+
+
+def beside_bound(text: str, value: float, bound: float, met: bool) -> str:
+    """``text`` (``value`` rounded for show, in the bound's unit), or ``value`` with as many more
+    decimals as put it on the side of ``bound`` it was judged on: an e2e of 150.04 ms over a 150 ms
+    bound read "150.0 ms ✗", an error rate of 1/96 over 1% "1.0% ✗", 120 µs over 100 µs "0.1 ms ✗"."""
+    bound = round(bound, 9)  # as written: 0.29 x 100 is 28.999999999999996 in floats
+
+    def sided(shown: str) -> bool:
+        return (float(shown.replace(",", "")) <= bound) == met
+
+    places, comma = len(text.partition(".")[2]), "," if "," in text else ""
+    while not sided(text) and places < 9:
+        places += 1
+        text = f"{value:{comma}.{places}f}"
+    return text
+
+
+def observed_text(slo: dict[str, Any], value: float, met: bool, shown: str | None = None) -> str:
+    """An SLO's observed value as the command and the report print it (ms, or % for ``error_rate``),
+    ``shown`` its rounding there, widened where rounding would put it on the wrong side of the bound."""
+    scale, unit = (100, "%") if slo["metric"] == "error_rate" else (1e-6, " ms")
+    value, bound = value * scale, float(slo["bound"]) * scale
+    return beside_bound(shown if shown is not None else f"{value:.1f}", value, bound, met) + unit
 
 
 def _shown(slo: dict[str, Any], result: dict[str, Any] | None) -> str:
@@ -436,8 +471,8 @@ def _shown(slo: dict[str, Any], result: dict[str, Any] | None) -> str:
     value = result.get("observed")
     if value is None:
         return "over ✗" if result.get("met") is False else "-"
-    text = f"{value:.1%}" if slo["metric"] == "error_rate" else f"{number(value / 1e6, 3)} ms"
     met = result["met"] if "met" in result else value <= float(slo["bound"])  # compared exactly where it was judged
+    text = observed_text(slo, value, met, None if slo["metric"] == "error_rate" else number(value / 1e6, 3))
     return text if met else text + " ✗"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -221,7 +222,7 @@ def _points_table(result: dict[str, Any]) -> Table:
     for p in result["points"]:
         f = _figures(p)
         table.add_row(
-            f"{p[kind]:g}", verdict_of(p), f["offered"], f["achieved"], f["goodput"], f["attainment"], f["errors"],
+            _load(p[kind]), verdict_of(p), f["offered"], f["achieved"], f["goodput"], f["attainment"], f["errors"],
             *[_observed(s) for s in p["slos"]], f["lag"],
         )  # fmt: skip
     return table
@@ -235,7 +236,7 @@ def _points_lines(result: dict[str, Any]) -> list[str]:
     for p in result["points"]:
         f = _figures(p)
         lines += [
-            f"{kind} {p[kind]:g}: {verdict_of(p)}",
+            f"{kind} {_load(p[kind])}: {verdict_of(p)}",
             f"  req/s offered {f['offered']}, achieved {f['achieved']}, goodput {f['goodput']}",
             f"  attainment {f['attainment']}, errors {f['errors']}, schedule lag p99 {f['lag']} ms",
             *(f"  {s['slo']}: {_observed(s)}" for s in p["slos"]),
@@ -245,12 +246,14 @@ def _points_lines(result: dict[str, Any]) -> list[str]:
 
 def _figures(p: dict[str, Any]) -> dict[str, str]:
     """A point's figures as printed, in the table or a line at a time."""
+    from .analysis.sweep_report import share_text
+
     return {
         "offered": _num(p.get("offered_requests_per_s")),
         "achieved": _num(p.get("requests_per_s")),
         "goodput": _num((p.get("goodput") or {}).get("requests_per_s")),
-        "attainment": f"{p['attainment']:.0%}",
-        "errors": f"{p['error_rate']:.1%}",
+        "attainment": share_text(p["attainment"], 0),
+        "errors": share_text(p["error_rate"], 1),
         "lag": _num((p.get("schedule_lag_ms") or {}).get("p99")),
     }
 
@@ -263,10 +266,10 @@ def notes(result: dict[str, Any]) -> list[str]:
 
     kind, lines = result["kind"], []
     if result.get("inconsistent"):
-        loads = ", ".join(f"{v:g}" for v in result["inconsistent"])
+        loads = ", ".join(map(_load, result["inconsistent"]))
         lines.append(f"{kind} {loads} passed above a load that failed (noise, or a target that recovered): not counted")
     for p in result["points"]:
-        where = f"{kind} {p[kind]:g}"
+        where = f"{kind} {_load(p[kind])}"
         if p["passed"] and p.get("unmeasured"):
             lines.append(f"{where} passed without measuring the target there, not counted: {'; '.join(p['unmeasured'])}")
         elif p["passed"] and p["replayer_behind"]:
@@ -278,6 +281,16 @@ def notes(result: dict[str, Any]) -> list[str]:
             lines.append(
                 f"{where}: {counted(p['not_sent'], 'request')} not sent (refused by the replayer, such as a turn continuing "
                 "a response outside the replay: each says why in the point's capture), left out of its figures"
+            )
+        if cancelled := p.get("cancelled"):
+            lines.append(
+                f"{where}: {cancelled} of its {p['requests']} requests were cancelled by the replayer in flight when it cut "
+                "the point short: among its errors and over every bound, though the target sent no error for them"
+            )
+        if uncounted := p.get("output_tokens_unknown"):
+            of = "none counted" if p.get("output_tokens_per_s") is None else "output tokens/s counts the others"
+            lines.append(
+                f"{where}: {uncounted} of {p['ok']} ok answers have no output token count (sent whole, with no usage): {of}"
             )
         if p.get("response_not_kept"):
             lines.append(
@@ -310,44 +323,57 @@ def capacity_line(result: dict[str, Any]) -> str:
         if lowest is None:
             return "capacity: no point ran" + stopped
         if not lowest["passed"]:
-            return f"capacity: none (the lowest {kind} tried, {lowest[kind]:g}, failed)" + stopped
+            return f"capacity: none (the lowest {kind} tried, {_load(lowest[kind])}, failed)" + stopped
         return "capacity: none measured (no point passed while measuring the target at its load: see the notes)" + stopped
     if knee["failed"] is not None:
-        where = f"; the knee lies between {knee['passed']:g} and {knee['failed']:g}{stopped}"
+        where = f"; the knee lies between {_load(knee['passed'])} and {_load(knee['failed'])}{stopped}"
     else:
         above = [u[kind] for u in result.get("unmeasured") or () if u[kind] > cap[kind]]
         where = (
             f"{stopped}: how much higher it goes is unknown"
             if stopped
-            else f"; above it, {kind} {', '.join(f'{v:g}' for v in above)} passed without measuring the target (see the notes)"
+            else f"; above it, {kind} {', '.join(map(_load, above))} passed without measuring the target (see the notes)"
             if above
             else "; no failing point above it"
         )
     goodput = (cap.get("goodput") or {}).get("requests_per_s")
-    good = "goodput unknown" if goodput is None else f"of which {goodput:.2f}/s met every SLO (goodput)"
+    good = "goodput unknown" if goodput is None else f"of which {_num(goodput)}/s met every SLO (goodput)"
+    tokens = cap["output_tokens_per_s"]  # unknown where no answer's tokens were counted: not 0
     return (
-        f"capacity: {kind} {cap[kind]:g}, {_num(cap['requests_per_s'])} requests/s, {good}, "
-        f"{_num(cap['output_tokens_per_s'])} output tokens/s{where}"
+        f"capacity: {kind} {_load(cap[kind])}, {_num(cap['requests_per_s'])} requests/s, {good}, "
+        f"{'output tokens/s unknown' if tokens is None else f'{_num(tokens)} output tokens/s'}{where}"
     )
 
 
 def _aborted(result: dict[str, Any]) -> str:
     aborted, kind = result["aborted"], result["kind"]
-    return f"{kind} {aborted[kind]:g} ({aborted['error']})"
+    return f"{kind} {_load(aborted[kind])} ({aborted['error']})"
 
 
 def _observed(slo: dict[str, Any]) -> str:
+    from .analysis.sweep_report import observed_text
+
     if slo["met"] is None:
         return "not measurable"
     value = slo["observed"]
     if value is None:
         return "over ✗"  # the statistic falls on a request that failed, or lacked the metric
-    text = f"{value:.1%}" if slo["metric"] == "error_rate" else f"{value / 1e6:.1f} ms"
-    return text + ("" if slo["met"] else " ✗")
+    return observed_text(slo, value, slo["met"]) + ("" if slo["met"] else " ✗")
+
+
+def _load(value: float) -> str:
+    from .replay.sweep import load_text
+
+    return load_text(value)
 
 
 def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+    """Two decimals, or as many as show two significant digits: a recorded agent workload's 0.004
+    requests/s (one every four minutes) read "0.00", as if nothing were served."""
+    if value is None:
+        return "-"
+    places = 2 if not value or not math.isfinite(value) else max(2, 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{places}f}"
 
 
 def register(cli: click.Group) -> None:

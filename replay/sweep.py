@@ -46,6 +46,13 @@ class SweepError(InfertapError):
 MAX_HALVINGS = 16
 
 
+def load_text(value: float) -> str:
+    """A load as written where six digits hold it (``1.5``, ``16``), else whole: ``:g`` printed a
+    search's speed 1.015625 as 1.01562, a load never tried, and 1.0000001 as 1."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
 @dataclass(frozen=True, slots=True)
 class Load:
     """One point's load: a multiplier of the original arrival rate, or a closed-loop concurrency."""
@@ -56,8 +63,7 @@ class Load:
     @property
     def name(self) -> str:
         """The point's folder: ``speed-1.5``; as many digits as tell this load from any other."""
-        short = f"{self.value:g}"
-        return f"{self.kind}-{short if float(short) == self.value else repr(float(self.value))}"
+        return f"{self.kind}-{load_text(self.value)}"
 
     def schedule(self, max_concurrency: int | None) -> Schedule:
         if self.kind == "speed":

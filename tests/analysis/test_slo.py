@@ -235,6 +235,48 @@ def test_goodput_counts_only_ok_exchanges_that_meet_every_per_request_bound(load
     assert loose["attainment"] == pytest.approx(ok / generation)
 
 
+def whole(xid: str, *, sent_ms: float = 0.0, usage: int | None = None) -> dict[str, Any]:
+    """A chat answer sent whole 80 ms after its request, with the engine's usage or none."""
+    answer: dict[str, Any] = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]
+    }
+    if usage is not None:
+        answer["usage"] = {"prompt_tokens": 7, "completion_tokens": usage}
+    chunk = json.dumps(answer).encode()
+    return exchange(xid, sent_ms=sent_ms, chunks=[(80, chunk)], end_ms=81, headers=JSON_HEADERS, request=body(stream=False))
+
+
+def test_output_tokens_per_s_of_answers_of_no_count_is_unknown_not_zero(load: Load) -> None:
+    """Answers sent whole with no usage have no output token count: the sweep said 0.00 output
+    tokens/s at its capacity (and in goodput), where ``stats`` on the same point says unknown."""
+    e2e = slo("e2e:p90", 1_000 * MS)
+    uncounted = evaluate(load([whole("a"), whole("b", sent_ms=100)]), [e2e])
+    assert uncounted["ok"] == 2 and uncounted["requests_per_s"] > 0
+    assert uncounted["output_tokens_per_s"] is None and uncounted["goodput"]["output_tokens_per_s"] is None
+    assert uncounted["output_tokens_unknown"] == 2
+
+    # Some counted: the rate is of those, and the others are said; every one counted: none unknown.
+    mixed = evaluate(load([whole("a", usage=6), whole("b", sent_ms=100)]), [e2e])
+    assert mixed["output_tokens_per_s"] == pytest.approx(6 / mixed["span_s"]) and mixed["output_tokens_unknown"] == 1
+    assert mixed["goodput"]["output_tokens_per_s"] == pytest.approx(6 / mixed["span_s"])
+    counted = evaluate(load([whole("a", usage=6), whole("b", sent_ms=100, usage=4)]), [e2e])
+    assert counted["output_tokens_per_s"] == pytest.approx(10 / counted["span_s"]) and counted["output_tokens_unknown"] == 0
+
+    # No ok answer at all: nothing was served, 0 tokens/s, known.
+    none_ok = evaluate(load([failed("e0"), failed("e1", sent_ms=10)]), [e2e])
+    assert none_ok["output_tokens_per_s"] == 0.0 and none_ok["goodput"]["output_tokens_per_s"] == 0.0
+    assert none_ok["output_tokens_unknown"] == 0
+
+
+def test_requests_cut_in_flight_by_infertap_are_counted_apart_among_the_failures(load: Load) -> None:
+    """A request cancelled in flight (a sweep's point ended early) is a failure as stats counts it,
+    and ``cancelled`` says it was infertap's cut, not an error the target sent; a 500 is not one."""
+    a = load([streamed("ok"), streamed("cut", sent_ms=10, end="cancelled"), failed("500", sent_ms=20)])
+    v = evaluate(a, [slo("e2e:p90", 1_000 * MS)])
+    assert (v["ok"], v["cancelled"], v["error_rate"]) == (1, 1, pytest.approx(2 / 3))
+    assert evaluate(load([streamed("ok"), failed("500", sent_ms=20)]), [slo("e2e:p90", 1_000 * MS)])["cancelled"] == 0
+
+
 def test_latency_statistics_are_over_the_ok_exchanges_with_each_failure_over_the_bound(load: Load) -> None:
     """A failed request's own latency (a fast 429, a long cut stream) is no measurement: it enters the
     statistic as +infinity, never as its time."""
@@ -368,9 +410,10 @@ def test_a_tpot_bound_is_not_held_against_a_one_token_answer(load: Load) -> None
     assert evaluate(a, [slo("tpot:max", 40 * MS)])["attainment"] == pytest.approx(1.0)
 
 
-def test_an_itl_slo_pools_every_gap_and_goodput_holds_each_exchange_to_its_longest(load: Load) -> None:
+def test_an_itl_slo_pools_every_gap_and_goodput_holds_each_exchange_to_its_own_gaps(load: Load) -> None:
     """Nine 10 ms gaps and one 200 ms gap: pooled, the median gap is 10 ms; a median of each
-    exchange's longest gap would be 105 ms."""
+    exchange's longest gap would be 105 ms. Goodput holds each exchange to the statistic of its own
+    gaps (the stalled one's median is 200 ms)."""
     a = load([streamed("smooth", sent_ms=0, gaps_ms=[10] * 9), streamed("stall", sent_ms=100, gaps_ms=[200])])
     gaps = sorted(g for (g,) in a.sql("SELECT gap_ns FROM itl").fetchall())
     assert len(gaps) == 10
@@ -382,6 +425,21 @@ def test_an_itl_slo_pools_every_gap_and_goodput_holds_each_exchange_to_its_longe
     assert evaluate(a, [slo("itl:p50", 5 * MS)])["passed"] is False
     assert by_metric(evaluate(a, [slo("itl:max", 200 * MS)]))["itl"]["met"] is True
     assert by_metric(evaluate(a, [slo("itl:max", 200 * MS - 1)]))["itl"]["met"] is False
+
+
+def test_goodput_holds_each_answer_to_the_itl_slos_statistic_of_its_own_gaps(load: Load) -> None:
+    """A long answer with one slow gap among many fast ones (a scheduler hiccup) meets an itl:p90
+    bound on its own gaps, as the pooled statistic does; held to its longest gap it was no goodput,
+    and a point meeting itl:p90 counted none. A max bound still holds each to its longest gap, a
+    mean bound to its mean (AIPerf's per-request ITL)."""
+    hiccup = [10.0] * 19 + [60.0]  # p90 of its own gaps: 10 ms; mean 12.5 ms; longest 60 ms
+    a = load([streamed("hiccup", gaps_ms=hiccup), streamed("smooth", sent_ms=100, gaps_ms=[10.0] * 20)])
+    p90 = evaluate(a, [slo("itl:p90", 20 * MS)])
+    assert p90["passed"] is True and p90["attainment"] == 1.0
+    assert p90["goodput"]["requests_per_s"] == pytest.approx(p90["requests_per_s"])
+    assert evaluate(a, [slo("itl:max", 20 * MS)])["attainment"] == pytest.approx(1 / 2)  # 60 ms > 20 ms
+    assert evaluate(a, [slo("itl:mean", 12 * MS)])["attainment"] == pytest.approx(1 / 2)  # 12.5 ms > 12 ms
+    assert evaluate(a, [slo("itl:mean", 13 * MS)])["attainment"] == 1.0
 
 
 def test_an_itl_slo_counts_a_failed_exchange_as_an_average_answers_gaps_over_the_bound(load: Load) -> None:

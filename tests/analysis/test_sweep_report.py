@@ -459,6 +459,27 @@ def test_the_points_table_says_over_and_not_measurable(tmp_path):
     assert "<td>over ✗</td>" in page and "<td>not measurable</td>" in page and "<td>pass (not measured)</td>" in page
 
 
+def test_the_points_table_shows_each_figure_on_the_side_of_its_bound(tmp_path):
+    """Rounded to three digits, an e2e p90 of 150.04 ms over its 150 ms bound read "150 ms ✗", an
+    error rate of 1/96 over 1% "1.0% ✗", one error in 5,000 "0.0%" and an attainment of 299/300
+    "100%": each shows the digits that tell it apart; figures that rounding leaves on their side as before."""
+    folder = _sweep(tmp_path / "a", 2, loads=(1, 2, 4))
+    result = json.loads((folder / "sweep.json").read_text())
+    result["points"][0].update(attainment=299 / 300, error_rate=1 / 5000)
+    result["points"][1]["slos"][0].update(observed=150.04e6, met=False)
+    result["points"][1]["slos"][1].update(observed=1 / 96, met=False)
+    (folder / "sweep.json").write_text(json.dumps(result))
+    code, output, page = _report(folder, out=tmp_path / "r.html")
+    assert code == 0, output
+    rows = re.findall(r"<tr(?: class=diff)?>(<td>.*?)</tr>", page)
+    cells = [re.findall(r"<td>([^<]*)</td>", row)[5:9] for row in rows]
+    assert cells == [
+        ["99.7%", "0.02%", "100 ms", "0.0%"],
+        ["100%", "0.0%", "150.04 ms ✗", "1.04% ✗"],
+        ["40%", "0.0%", "300 ms ✗", "0.0%"],
+    ], cells
+
+
 def test_passes_above_the_capacity_that_measured_nothing_leave_it_open(tmp_path):
     folder = _sweep(tmp_path / "a", 100, loads=(1, 2, 4))
     result = json.loads((folder / "sweep.json").read_text())

@@ -82,10 +82,12 @@ POINT_KEYS = {
     "requests",
     "not_sent",
     "ok",
+    "cancelled",
     "error_rate",
     "attainment",
     "requests_per_s",
     "output_tokens_per_s",
+    "output_tokens_unknown",
     "goodput",
     "latency_ms",
 }
@@ -378,6 +380,31 @@ def test_a_point_whose_check_fired_after_everything_was_sent_and_finished_ran_wh
     [point] = result["points"]
     assert point["sent"] == point["requests"] == 8 and engine.served == 8  # every request, each to its end
     assert point["lost_early"] is False and point["passed"] is False  # failed, judged on the whole point
+    assert point["cancelled"] == 0  # nothing cut
+
+
+@pytest.mark.parametrize("slot_engine", [(1, 0.1)], indirect=True)
+def test_requests_cut_in_flight_when_a_point_ends_early_are_said_apart_from_the_targets_errors(slot_engine, tmp_path):
+    """A point lost to its e2e bound, the requests in flight past the grace cancelled by the replayer:
+    the table said "errors 56%" of a target that sent no error. They stay errors as stats counts
+    them (not ok, over every bound), and the point's ``cancelled`` and a note say how many were cut."""
+    engine, url = slot_engine  # 10 req/s at most; the workload asks for 40 req/s
+    src = workload(tmp_path / "src", 80, 0.025)
+    args = [str(src), "--target", url, "--no-probe", "--grace", "0.2", "--speeds", "1", "--slo", "e2e:p90<=150ms"]
+    run = sweep_cli(*args, "--out", str(tmp_path / "s"))
+    assert run.exit_code == 0, run.output
+    [point] = read_sweep(tmp_path / "s")["points"]
+    with Analysis([point["out"]]) as a:
+        [(cut, errors, total)] = a.query(
+            "SELECT count(*) FILTER (WHERE \"end\" = 'cancelled'), count(*) FILTER (WHERE NOT ok), count(*) "
+            "FROM metrics WHERE generation"
+        ).rows
+    assert point["lost_early"] is True and cut > 0 and errors == cut  # the engine itself failed nothing
+    assert point["cancelled"] == cut and point["error_rate"] == pytest.approx(errors / total)
+    text = " ".join(run.output.split())
+    assert (
+        f"speed 1: {cut} of its {total} requests were cancelled by the replayer in flight when it cut the point short"
+    ) in text, text
 
 
 # -- the command -------------------------------------------------------------------------------------
@@ -432,6 +459,25 @@ def test_the_capacity_says_the_goodput_there_beside_the_achieved_requests_per_s(
     assert report.exit_code == 0, report.output
     page = (tmp_path / "r.html").read_text()
     assert f"{number(achieved, 3)} requests/s, of which {number(goodput, 3)}/s met every SLO (goodput)" in page, page
+
+
+def test_a_capacity_whose_answers_have_no_token_count_says_its_output_tokens_per_s_are_unknown(tmp_path, monkeypatch):
+    """A target answering whole, with no usage: no output token count anywhere. The capacity line
+    said "0.00 output tokens/s", read as answers of nothing; it says unknown, and why, as stats does."""
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the output, not the replayer's lag here
+    answer = {"id": "c", "object": "chat.completion", "model": "m"}
+    answer["choices"] = [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]
+    src = tmp_path / "src"
+    write_capture(src, [{"offset_s": i * 0.05, "body": {**chat(i), "stream": False}} for i in range(20)])
+    with ServerThread(JSONRoutes({("POST", "/v1/chat/completions"): answer})) as server:
+        args = [str(src), "--target", server.url, "--no-probe", "--grace", "1", "--speeds", "1", "--slo", "e2e:p90<=2s"]
+        run = sweep_cli(*args, "--out", str(tmp_path / "s"))
+    assert run.exit_code == 0, run.output
+    text = " ".join(run.output.split())
+    cap = read_sweep(tmp_path / "s")["capacity"]
+    assert cap["requests_per_s"] > 0 and cap["output_tokens_per_s"] is None, cap
+    assert "output tokens/s unknown; no failing point above it" in text and "0.00 output tokens/s" not in text, text
+    assert "speed 1: 20 of 20 ok answers have no output token count (sent whole, with no usage): none counted" in text, text
 
 
 def test_the_points_read_unabridged_at_80_columns_and_as_a_table_when_wide(slot_engine, tmp_path, monkeypatch, capsys):
@@ -1333,6 +1379,73 @@ def test_the_command_prints_what_could_not_be_measured(capsys, monkeypatch):
     assert "speed 1: ttft:p99<=300ms could not be measured on 2 of 20" in text
     assert "speed 1 passed without measuring the target there, not counted: nothing here measures tpot:p50<=50ms" in text
     assert "capacity: none measured" in text
+
+
+def test_the_command_prints_each_figure_on_the_side_of_its_bound_and_small_ones_unrounded_to_zero(capsys, monkeypatch):
+    """Rounded for show, an e2e of 150.04 ms over its 150 ms bound read "150.0 ms ✗", an error rate
+    of 1/96 over 1% "1.0% ✗", a ttft of 120 µs over 100 µs "0.1 ms ✗"; one error in 5,000 read
+    "errors 0.0%", one request of 300 over a bound "attainment 100%", and a recorded agent
+    workload's 0.004 requests/s "0.00". Each shows as many digits as tell it apart; figures that
+    rounding leaves on their side print as before."""
+    from infertap.cli_sweep import capacity_line, print_sweep
+
+    monkeypatch.setenv("COLUMNS", "300")
+    e2e = {"slo": "e2e:p90<=150ms", "metric": "e2e", "stat": "p90", "bound": 150e6}
+    ttft = {"slo": "ttft:p99<=100us", "metric": "ttft", "stat": "p99", "bound": 100e3}
+    errors = {"slo": "error_rate<=1%", "metric": "error_rate", "stat": "rate", "bound": 0.01}
+
+    def point(speed: float, passed: bool, observed: tuple[float, float, float], attainment: float, rate: float) -> dict:
+        slos = [
+            {**s, "observed": v, "met": v <= s["bound"], "missing": 0} for s, v in zip((e2e, ttft, errors), observed, strict=True)
+        ]
+        return {
+            "speed": speed, "passed": passed, "lost_early": False, "replayer_behind": False, "unmeasured": [],
+            "not_carried": None, "requests": 5000, "ok": 5000, "attainment": attainment, "error_rate": rate,
+            "offered_requests_per_s": 0.0042 * speed, "requests_per_s": 0.004 * speed,
+            "goodput": {"requests_per_s": 0.0035 * speed}, "schedule_lag_ms": {"p99": 0.5}, "slos": slos,
+        }  # fmt: skip
+
+    points = [
+        point(1.0, True, (104.4e6, 80e3, 0.0), 299 / 300, 1 / 5000),  # within every bound
+        point(2.0, False, (150.04e6, 120e3, 1 / 96), 0.5, 1 / 96),  # just over each
+        point(4.0, False, (300e6, 400e3, 0.5), 0.0, 0.5),  # far over each
+    ]
+    capacity = {"speed": 1.0, "requests_per_s": 0.004, "output_tokens_per_s": 0.02, "goodput": {"requests_per_s": 0.0035}}
+    result = {"kind": "speed", "slo": [e2e, ttft, errors], "points": points, "capacity": capacity}
+    result["knee"] = {"passed": 1.0, "failed": 2.0}
+    print_sweep(result)
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]] for line in capsys.readouterr().out.splitlines() if line.startswith("│")}  # fmt: skip
+    assert rows["1"] == ["pass", "0.0042", "0.0040", "0.0035", "99.7%", "0.02%", "104.4 ms", "0.1 ms", "0.0%", "0.50"]
+    assert rows["2"] == ["fail", "0.0084", "0.0080", "0.0070", "50%", "1.0%", "150.04 ms ✗", "0.12 ms ✗", "1.04% ✗", "0.50"]
+    assert rows["4"] == ["fail", "0.017", "0.016", "0.014", "0%", "50.0%", "300.0 ms ✗", "0.4 ms ✗", "50.0% ✗", "0.50"]
+    assert capacity_line(result) == (
+        "capacity: speed 1, 0.0040 requests/s, of which 0.0035/s met every SLO (goodput), 0.020 output tokens/s; "
+        "the knee lies between 1 and 2"
+    )
+    capacity.update(requests_per_s=1.9, output_tokens_per_s=240.0, goodput={"requests_per_s": 1.8})  # docs/capacity.md's
+    assert capacity_line(result).startswith(
+        "capacity: speed 1, 1.90 requests/s, of which 1.80/s met every SLO (goodput), 240.00 output tokens/s"
+    )
+
+
+def test_the_command_names_each_load_as_tried_not_rounded_to_six_digits():
+    """A search bisected at --tolerance 0.01 tries speed 1.015625: ``:g`` printed it 1.01562, a load
+    never tried (its folder is speed-1.015625), in the table and the knee. Loads six digits hold
+    print as before."""
+    from infertap.cli_sweep import capacity_line, notes
+
+    def point(speed: float, passed: bool) -> dict[str, Any]:
+        return {"speed": speed, "passed": passed, "lost_early": False, "replayer_behind": False, "slos": []}
+
+    cap = {"requests_per_s": 10.0, "output_tokens_per_s": 50.0, "goodput": {"requests_per_s": 9.0}}
+    result = {"kind": "speed", "points": [point(1.015625, True), point(1.03125, False), point(1.0000001, True)]}
+    result.update(capacity={"speed": 1.015625, **cap}, knee={"passed": 1.015625, "failed": 1.03125}, inconsistent=[1.0000001])
+    line = capacity_line(result)
+    assert line.startswith("capacity: speed 1.015625, 10.00 requests/s") and line.endswith("between 1.015625 and 1.03125"), line
+    assert "speed 1.0000001 passed above a load that failed" in notes(result)[0]
+    assert Load("speed", 1.015625).name == "speed-1.015625"  # the folder it names
+    result.update(capacity={"speed": 2.0, **cap}, knee={"passed": 2.0, "failed": 4.5})
+    assert capacity_line(result).endswith("the knee lies between 2 and 4.5")
 
 
 def test_a_sweep_replays_the_sampled_sessions_and_refuses_closed_ones_at_speeds(slot_engine, tmp_path):
