@@ -164,15 +164,17 @@ def _products(math: str) -> str:
 
 # What may come before a unit at the end of math for it to be the unit of a value: numbers, operators and the
 # commands of constants, no letter of a variable ("5\\pi m" is 5π, "\\sqrt{2} cm" √2, as math-verify strips them).
+# A constant's power ends it too, its exponent braced or not ("\\pi^2 m" is π², as "\\pi^{2} m" was; it was π²m).
 _VALUE_BEFORE = re.compile(r"(?:[\d.,+\-*/^{}()\[\] \t]|\\(?:pi|sqrt|[dt]?frac|cdot|times|left|right)(?![a-zA-Z]))*")
-_CONSTANT_END = re.compile(r"(?:\\pi|\})[ \t]*\Z")
+_CONSTANT_END = re.compile(r"(?:\\pi|\})(?:\^\d+)?[ \t]*\Z")
 _END = re.compile(r"\s*\Z")
 
 
 def _after_value(math: str, at: int) -> bool:
     """Whether the letters at ``at`` follow an expression of constants ending in ``\\pi`` or a brace (``\\sqrt{2}``,
-    ``\\frac{1}{2}``): there a unit at the end is the value's, as after a number. After a variable they are a
-    product's factors: "2\\pi r h" is 2πrh, where math-verify strips "h" as hours and reads 2πr, another answer."""
+    ``\\frac{1}{2}``), or a power of one (``\\pi^2``): there a unit at the end is the value's, as after a number.
+    After a variable they are a product's factors: "2\\pi r h" is 2πrh, where math-verify strips "h" as hours and
+    reads 2πr, another answer."""
     return _CONSTANT_END.search(math, 0, at) is not None and _VALUE_BEFORE.fullmatch(math, 0, at) is not None
 
 

@@ -818,6 +818,11 @@ def test_a_fraction_part_that_is_a_sum_has_its_terms_in_one_order(a: str, b: str
         ("\\boxed{5\\pi m + 1}", "\\boxed{5\\pi + 1}", False),  # not at the end: a factor
         ("\\boxed{5\\pi x}", "\\boxed{5\\pi}", False),  # no unit: a factor
         ("\\boxed{5\\pi cats}", "\\boxed{5\\pi}", False),
+        ("\\boxed{\\pi^2 m}", "\\boxed{\\pi^2}", True),  # was "\\pi^{2}m": after a power of \\pi too
+        ("\\boxed{\\pi^2 m}", "\\boxed{m\\pi^2}", False),
+        ("\\boxed{3\\pi^2 s}", "\\boxed{3\\pi^{2}}", True),
+        ("\\boxed{\\pi^2 x}", "\\boxed{\\pi^2}", False),  # no unit: a factor
+        ("\\boxed{\\pi^2 m + 1}", "\\boxed{\\pi^2 + 1}", False),
     ],
 )
 def test_a_unit_at_the_end_after_a_constant_value_is_no_factor(a: str, b: str, same: bool) -> None:
