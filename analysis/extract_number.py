@@ -14,7 +14,7 @@ from .greek_letters import as_commands
 from .math_letters import MATH_BRACKET, last_math, multiplied
 from .relations import related
 from .scan import Scan
-from .sum_terms import GREEK, ordered_sum
+from .sum_terms import GREEK, negated, ordered_sum
 from .unit_words import MORE_MATH, SHORT_UNIT, UNIT
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
@@ -645,8 +645,9 @@ def _ordered(spelling: str) -> str:
 def _parts_ordered(spelling: str) -> str:
     """The spelling with a sum in each ``\\frac``'s part in one order, as a sum's elsewhere (``ordered_sum``):
     "\\frac{-x+1}{2}" and "\\frac{1-x}{2}", "\\frac{2}{1+x}" and "\\frac{2}{x+1}" are one answer each, as
-    math-verify reads them (they were two)."""
-    out, at = [], 0
+    math-verify reads them (they were two); a part's leading minus is the fraction's (``_signs_out``), joined to
+    the sign before it (``_negated_before``)."""
+    out, at = "", 0
     for m in re.finditer(r"\\frac(?![a-zA-Z])", spelling):
         if m.start() < at:
             continue
@@ -654,10 +655,27 @@ def _parts_ordered(spelling: str) -> str:
         bottom, end = _argument(spelling, after)
         if top is None or bottom is None:
             continue
-        parts = [ordered_sum(_parts_ordered(part), _constant) for part in (top, bottom)]
-        out.append(spelling[at : m.end()] + "{" + parts[0] + "}{" + parts[1] + "}")
+        flipped, parts = _signs_out([ordered_sum(_parts_ordered(part), _constant) for part in (top, bottom)])
+        before = out + spelling[at : m.start()]
+        out = (_negated_before(before) if flipped else before) + "\\frac{" + parts[0] + "}{" + parts[1] + "}"
         at = end
-    return "".join(out) + spelling[at:]
+    return out + spelling[at:]
+
+
+# What before a fraction leaves a minus there as its sign alone: the start, a brace or bracket, a product's dot, a
+# power; after anything else (a factor: "2\\frac{1-x}{2}") the minus is a product's sign, after its dot.
+_SIGN_ALONE = re.compile(r"(?:\A|[{(\[^_/]|\\cdot|\\times)\Z")
+
+
+def _negated_before(before: str) -> str:
+    """The spelling before a fraction whose parts gave it their minus, the minus joined to the sign there: "1+" as "1-",
+    "1-" as "1+", "-" (the whole's sign) as none, "2" as "2\\cdot-"."""
+    if before.endswith(("+", "-")):
+        rest = before[:-1]
+        if before.endswith("+"):
+            return rest + "-"
+        return rest if _SIGN_ALONE.search(rest) else rest + "+"
+    return before + ("-" if _SIGN_ALONE.search(before) else "\\cdot-")
 
 
 def _like_terms(terms: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -1027,9 +1045,9 @@ def _as_written(
         if not within and _PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom) and Fraction(_digits(bottom)):
             return None
         parts = [ordered_sum(_parts_ordered(_powers_braced(_latex(part))), _constant) for part in (top, bottom)]
-        for i, part in enumerate(parts):
-            if _NEGATED_TERM.fullmatch(part):  # the fraction's sign: one spelling of a negated fraction
-                parts[i], sign = part[1:], None if sign else "-"
+        flipped, parts = _signs_out(parts)
+        if flipped:  # the fraction's sign: one spelling of a negated fraction
+            sign = None if sign else "-"
         body = "\\frac{" + parts[0] + "}{" + parts[1] + "}"
     if command in ("sqrt", "pi"):
         over = re.compile(r"\s*/\s*(\d+)(?![\d/.])").match(text, end)
@@ -1039,8 +1057,21 @@ def _as_written(
     return end, ("-" if sign else "") + factor + body
 
 
-# A fraction's part that is one negated term ("-\\pi", not "-\\pi+1"): its minus is the fraction's, so that
-# "\\frac{-\\pi}{2}", "\\frac{\\pi}{-2}" and "-\\frac{\\pi}{2}" are one answer (they were three).
+def _signs_out(parts: list[str]) -> tuple[bool, list[str]]:
+    """A fraction's two parts, each in its terms' order, with the minus of each whose first term is negative
+    the fraction's, and whether the fraction is negated: "\\frac{-\\pi}{2}", "\\frac{\\pi}{-2}" and "-\\frac{\\pi}{2}"
+    are one answer, and so are "\\frac{-x+1}{-2}" and "\\frac{x-1}{2}", as math-verify reads them (they were two)."""
+    flipped, out = False, []
+    for part in parts:
+        positive = negated(part) if part.startswith("-") else None
+        if positive is None and _NEGATED_TERM.fullmatch(part):  # one term of no sum's form ("-|x|")
+            positive = part[1:]
+        if positive is not None:
+            flipped, part = not flipped, positive
+        out.append(part)
+    return flipped, out
+
+
 _NEGATED_TERM = re.compile(r"-[^-+]+")
 
 

@@ -798,6 +798,19 @@ def test_brackets_side_by_side_in_math_are_a_product(a: str, b: str, same: bool)
         ("\\boxed{\\frac{1-\\pi}{2}}", "\\boxed{\\frac{\\pi-1}{2}}", False),
         ("\\boxed{y+\\frac{1-x}{2}}", "\\boxed{\\frac{-x+1}{2}+y}", True),
         ("\\boxed{\\frac{1}{1+\\frac{1-x}{2}}}", "\\boxed{\\frac{1}{\\frac{-x+1}{2}+1}}", True),  # nested
+        ("\\boxed{\\frac{-x+1}{-2}}", "\\boxed{\\frac{x-1}{2}}", True),  # were two: a part's first minus the fraction's
+        ("\\boxed{\\frac{-x+1}{-2}}", "\\boxed{\\frac{x+1}{2}}", False),
+        ("\\boxed{\\frac{x-1}{-2}}", "\\boxed{\\frac{1-x}{2}}", True),
+        ("\\boxed{\\frac{x-1}{-2}}", "\\boxed{\\frac{x-1}{2}}", False),
+        ("\\boxed{-\\frac{x-1}{2}}", "\\boxed{\\frac{1-x}{2}}", True),
+        ("\\boxed{\\frac{2}{1-x}}", "\\boxed{\\frac{-2}{x-1}}", True),
+        ("\\boxed{\\frac{1-x}{1-y}}", "\\boxed{\\frac{x-1}{y-1}}", True),
+        ("\\boxed{\\frac{1-x}{1-y}}", "\\boxed{\\frac{x-1}{1-y}}", False),
+        ("\\boxed{1+\\frac{1-x}{2}}", "\\boxed{1-\\frac{x-1}{2}}", True),  # its minus joined to the sum's sign
+        ("\\boxed{2\\frac{1-x}{2}}", "\\boxed{-2\\frac{x-1}{2}}", True),  # or the product's
+        ("\\boxed{\\frac{\\pi-1}{-2}}", "\\boxed{\\frac{1-\\pi}{2}}", True),
+        ("\\boxed{\\frac{1-\\sqrt{2}}{2}}", "\\boxed{\\frac{\\sqrt{2}-1}{-2}}", True),
+        ("\\boxed{\\frac{1-\\sqrt{2}}{2}}", "\\boxed{\\frac{\\sqrt{2}-1}{2}}", False),
     ],
 )
 def test_a_fraction_part_that_is_a_sum_has_its_terms_in_one_order(a: str, b: str, same: bool) -> None:
