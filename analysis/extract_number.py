@@ -8,7 +8,7 @@ import re
 from bisect import bisect_left
 from fractions import Fraction
 
-from .answer_lists import listed
+from .answer_lists import listed, side_by_side
 from .exact_value import Surd, evaluated, product_at, spelled, summed
 from .greek_letters import as_commands
 from .math_letters import MATH_BRACKET, last_math, multiplied
@@ -319,7 +319,7 @@ def number(text: str) -> str | None:
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
-        if items := _relation(_inside_brackets(boxed)) or _items(boxed):  # "\\boxed{(1, 2)}": a tuple (it read 2)
+        if items := _relation(_inside_brackets(boxed)) or _items(boxed) or _side_by_side(boxed):  # a tuple (it read 2)
             return items
         boxed = _inside_brackets(boxed)
         found = _numbers(boxed) or _alone(boxed) or _variable(boxed)
@@ -334,7 +334,9 @@ def number(text: str) -> str | None:
             if marked:
                 return marked
     display = _ONE_DISPLAY.fullmatch(text)
-    if display and (items := _relation(_inside_brackets(display.group(1))) or _items(display.group(1))):
+    if display and (
+        items := _relation(_inside_brackets(display.group(1))) or _items(display.group(1)) or _side_by_side(display.group(1))
+    ):
         return items  # "$(1, 2)$", as a known answer "(1, 2)" is read: as its box is
     found = _numbers(text) or _alone(text)
     if not found and (math := last_math(text)) is not None:  # "$x$", "$(x)$": that variable (they read nothing)
@@ -380,6 +382,26 @@ def _items(boxed: str) -> str | None:
         return None
     items = [_one(item) for item in found.items]
     return found.opening + ",".join(items if found.ordered else sorted(items)) + found.closing
+
+
+# A bracket and what it holds, "\\left" and "\\right" before them too.
+_BRACKET = re.compile(r"\s*(?:\\left\s*)?(\\\{|\(|\[)(.*?)(?:\\right\s*)?(\\\}|\)|\])\s*", re.DOTALL)
+
+
+def _side_by_side(math: str) -> str | None:
+    """Lists side by side (``answer_lists.side_by_side``: "\\boxed{(1, 2) (3, 4)}") as one answer, each bracket read
+    (``_items``; one of a single value as a box's one answer is: "(1,2)(3)"), spelled side by side whatever product's
+    sign joined them. None where the math is no such brackets."""
+    groups = side_by_side(math)
+    if groups is None:
+        return None
+    out = ""
+    for group in groups:
+        if (items := _items(group)) is None:
+            m = _BRACKET.fullmatch(group)
+            items = m.group(1) + _one(m.group(2)) + m.group(3) if m else _literal(group) or group.strip()
+        out += items
+    return out
 
 
 def _box_as_written(text: str) -> str | None:

@@ -707,6 +707,14 @@ def test_a_space_between_a_letter_and_a_factors_command_in_math_is_latexs(a: str
         ("\\boxed{[0, 1)}", "\\boxed{[0, 1]}", False),
         ("\\boxed{(0, 1]}", "\\boxed{1}", False),
         ("$(1, 2)$", "\\boxed{(1,2)}", True),  # was 2 and 2: a text that is one "$...$" as a box
+        ("\\boxed{(1,2)(3,4)}", "\\boxed{4}", False),  # was 4 and 4: lists side by side, one answer of their brackets
+        ("\\boxed{(1, 2) (3, 4)}", "\\boxed{(1, 2)(3, 4)}", True),
+        ("\\boxed{(1, 2) (3, 4)}", "\\boxed{(3, 4) (1, 2)}", False),
+        ("\\boxed{(1, 2) (3, 4)}", "\\boxed{(1, 2), (3, 4)}", False),
+        ("\\boxed{(1, 2) \\cdot (3, 4)}", "\\boxed{(1, 2)(3, 4)}", True),
+        ("\\boxed{[1, 2] (3, 4)}", "\\boxed{\\left[1, 2\\right] \\left(3, 4\\right)}", True),
+        ("\\boxed{\\{1,2\\}\\{3,4\\}}", "\\boxed{4}", False),
+        ("\\boxed{(1, 2) (3)}", "\\boxed{3}", False),  # was 3: a bracket of one value beside a list
     ],
 )
 def test_a_box_that_lists_values_is_one_answer_of_each_read(a: str, b: str, same: bool) -> None:
@@ -718,6 +726,18 @@ def test_a_known_answer_that_lists_values_is_its_boxs_reading() -> None:
     assert g.known("(1, 2)") == g.read("\\boxed{(1,2)}") == "(1,2)" != g.read("\\boxed{2}")
     assert g.known("1, 2") == g.read("\\boxed{2, 1}") != g.known("2")
     assert g.known("[0, 1)") == g.read("\\boxed{[0,1)}") != g.known("[0, 1]")
+
+
+def test_lists_side_by_side_are_no_number_though_math_verifys_fallback_reads_their_last() -> None:
+    """math-verify's LaTeX reading of "(1, 2) (3, 4)" has no value; its fallback reads the last number, so that the
+    box is one answer with "\\boxed{4}" and with "(5, 7) (3, 4)": false matches. Here it is its brackets, each read."""
+    assert _oracle_same("\\boxed{(1, 2) (3, 4)}", "\\boxed{4}")  # the oracle's reading, which we differ from
+    assert _oracle_same("\\boxed{(1, 2) (3, 4)}", "\\boxed{(5, 7) (3, 4)}")
+    assert number("\\boxed{(1, 2) (3, 4)}") == number("$(1, 2)(3, 4)$") == "(1,2)(3,4)" != number("\\boxed{4}")
+    assert number("\\boxed{(1, 2) (3, 4)}") != number("\\boxed{(5, 7) (3, 4)}")
+    assert number("\\boxed{(1, \\frac{1}{2}) (3, 4)}") == number("\\boxed{(1, 0.5)(3, 4)}") == "(1,0.5)(3,4)"
+    g = grader("number")
+    assert g.known("(1, 2) (3, 4)") == g.read("\\boxed{(1,2)(3,4)}") != g.known("4")
 
 
 @pytest.mark.parametrize(
