@@ -4,9 +4,10 @@ longer as its last number ("\\boxed{(1, 2)}" read 2, one answer with "\\boxed{2}
 A set, or items with no bracket, has no order, as math-verify compares them ("\\boxed{1, 2}" is "\\boxed{2, 1}"); a
 tuple or an interval keeps its order. A comma between thousands ("1,234") separates no items.
 
-Lists side by side ("\\boxed{(1, 2) (3, 4)}": a product of tuples or intervals, of no value) are one answer of their
-brackets, each read (``side_by_side``): they read 4, their last number, one answer with "\\boxed{4}" and with
-"\\boxed{(5, 7) (3, 4)}", as math-verify's fallback reads them (its LaTeX reading finds no value in them)."""
+Lists side by side ("\\boxed{(1, 2) (3, 4)}": a product of tuples or intervals, of no value), or a union's
+("\\boxed{(1, 2) \\cup (3, 4)}"), are one answer of their brackets, each read (``side_by_side``): they read 4, their
+last number, one answer with "\\boxed{4}" and with "\\boxed{(5, 7) (3, 4)}", as math-verify's fallback reads a
+product (its LaTeX reading finds no value in it); a union it reads as the set."""
 
 from __future__ import annotations
 
@@ -73,28 +74,40 @@ def _split(inside: str) -> list[str] | None:
     return [*items, item] if depth == 0 else None
 
 
-# What may join brackets side by side: nothing, a space, or a product's sign ("(1, 2) \\cdot (3, 4)").
-_JOIN = re.compile(r"\s*(?:(?:\\cdot|\\times)(?![a-zA-Z])|\*)?\s*")
+# What may join brackets side by side: nothing, a space or a product's sign ("(1, 2) \\cdot (3, 4)"), or a union's or
+# an intersection's ("(-\\infty, 2) \\cup (3, \\infty)").
+_JOIN = re.compile(r"\s*(?:\\(cup|cap)(?![a-zA-Z])|(?:\\cdot|\\times)(?![a-zA-Z])|\*)?\s*")
 _OPENING = re.compile(r"(?:\\left\s*)?(?:\\\{|\(|\[)")
 
 
-def side_by_side(answer: str) -> list[str] | None:
-    """The brackets an answer is, each as written, where it is two or more side by side and one of them lists values
-    ("(1, 2) (3, 4)", "(1, 2)(3)"); None else, as for brackets of one value each ("(2)(3)", a product of numbers)."""
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """Brackets side by side as written, and what joins them: "" for a product, "\\cup" or "\\cap"."""
+
+    groups: list[str]
+    joiner: str
+
+
+def side_by_side(answer: str) -> Joined | None:
+    """The brackets an answer is, each as written, where it is two or more side by side, all joined alike, and one of
+    them lists values ("(1, 2) (3, 4)", "(1, 2)(3)", "(1, 2) \\cup (3, 4)"); None else, as for brackets of one value
+    each ("(2)(3)", a product of numbers)."""
     groups: list[str] = []
+    joiners: set[str] = set()
     at, end = len(answer) - len(answer.lstrip()), len(answer.rstrip())
     while at < end:
-        if groups:
-            at = join.end() if (join := _JOIN.match(answer, at)) else at
+        if groups and (join := _JOIN.match(answer, at)):
+            joiners.add("\\" + join.group(1) if join.group(1) else "")
+            at = join.end()
         opening = _OPENING.match(answer, at)
         closing = _closing(answer, opening.end()) if opening else None
         if closing is None:
             return None
         groups.append(answer[at:closing])
         at = closing
-    if len(groups) < 2 or not any(listed(group) for group in groups):
+    if len(groups) < 2 or len(joiners) != 1 or not any(listed(group) for group in groups):
         return None
-    return groups
+    return Joined(groups, joiners.pop())
 
 
 def _closing(answer: str, start: int) -> int | None:

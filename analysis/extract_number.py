@@ -391,17 +391,22 @@ _BRACKET = re.compile(r"\s*(?:\\left\s*)?(\\\{|\(|\[)(.*?)(?:\\right\s*)?(\\\}|\
 def _side_by_side(math: str) -> str | None:
     """Lists side by side (``answer_lists.side_by_side``: "\\boxed{(1, 2) (3, 4)}") as one answer, each bracket read
     (``_items``; one of a single value as a box's one answer is: "(1,2)(3)"), spelled side by side whatever product's
-    sign joined them. None where the math is no such brackets."""
-    groups = side_by_side(math)
-    if groups is None:
+    sign joined them; a union's or an intersection's in one order ("(1,2)\\cup(3,4)" is "(3,4)\\cup(1,2)", as
+    math-verify reads them: sets). None where the math is no such brackets."""
+    joined = side_by_side(_IN.sub("", math, count=1))
+    if joined is None:
         return None
-    out = ""
-    for group in groups:
+    read = []
+    for group in joined.groups:
         if (items := _items(group)) is None:
             m = _BRACKET.fullmatch(group)
             items = m.group(1) + _one(m.group(2)) + m.group(3) if m else _literal(group) or group.strip()
-        out += items
-    return out
+        read.append(items)
+    return joined.joiner.join(sorted(read) if joined.joiner else read)
+
+
+# "x \\in" before a union: the set its variable is in is the answer ("x \\in (1, 2) \\cup (3, 4)"), as math-verify reads it.
+_IN = re.compile(r"\A\s*[a-zA-Z]\s*\\in(?![a-zA-Z])\s*")
 
 
 def _box_as_written(text: str) -> str | None:

@@ -715,6 +715,11 @@ def test_a_space_between_a_letter_and_a_factors_command_in_math_is_latexs(a: str
         ("\\boxed{[1, 2] (3, 4)}", "\\boxed{\\left[1, 2\\right] \\left(3, 4\\right)}", True),
         ("\\boxed{\\{1,2\\}\\{3,4\\}}", "\\boxed{4}", False),
         ("\\boxed{(1, 2) (3)}", "\\boxed{3}", False),  # was 3: a bracket of one value beside a list
+        ("\\boxed{(1, 2) \\cup (3, 4)}", "\\boxed{4}", False),  # was 4: a union, of its brackets in one order
+        ("\\boxed{(-\\infty, 2) \\cup (3, \\infty)}", "\\boxed{(3, \\infty) \\cup (-\\infty, 2)}", True),  # was 3 and 2
+        ("\\boxed{(1, 2) \\cup (3, 4)}", "\\boxed{(1, 2) \\cup [3, 4]}", False),
+        ("\\boxed{x \\in (1, 2) \\cup (3, 4)}", "\\boxed{(1, 2) \\cup (3, 4)}", True),
+        ("\\boxed{(0, 2) \\cap (1, 3)}", "\\boxed{3}", False),
     ],
 )
 def test_a_box_that_lists_values_is_one_answer_of_each_read(a: str, b: str, same: bool) -> None:
