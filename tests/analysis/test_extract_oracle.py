@@ -891,6 +891,13 @@ def test_letters_after_a_variable_stay_factors_though_math_verify_strips_them_as
         ("\\boxed{x\\pi^2}", "\\boxed{\\pi^2 x}", True),  # a factor ordered as \\pi is
         ("\\boxed{2\\pi^2 \\cdot 3}", "\\boxed{6\\pi^2}", True),
         ("\\boxed{2\\pi^2 \\cdot 3}", "\\boxed{6\\pi}", False),
+        ("\\boxed{(1+\\pi)^2}", "\\boxed{1+\\pi}", False),  # was "\\pi+1" both: a bracket's power lost
+        ("\\boxed{(1+\\pi)^2}", "\\boxed{(\\pi+1)^{2}}", True),
+        ("\\boxed{(2\\pi)^2}", "\\boxed{2\\pi}", False),
+        ("\\boxed{\\left(\\frac{\\pi}{2}\\right)^2}", "\\boxed{(\\frac{\\pi}{2})^2}", True),
+        ("\\boxed{\\left(\\frac{\\pi}{2}\\right)^2}", "\\boxed{\\frac{\\pi}{2}}", False),
+        ("\\boxed{(\\sqrt{2}+1)^2}", "\\boxed{\\sqrt{2}+1}", False),
+        ("\\boxed{(1+\\pi)^2 + 1}", "\\boxed{1 + (\\pi+1)^2}", True),
     ],
 )
 def test_a_power_of_pi_keeps_its_exponent(a: str, b: str, same: bool) -> None:
