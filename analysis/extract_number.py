@@ -562,8 +562,8 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             begin = before.start() if before and times else m.start()
             spelling = spelled(value, _spelled(value.coefficient))
             read = valued = True
-        elif m.re is _GROUP and (powered := _group_power(text, m)) is not None:
-            (end, spelling), begin, read, valued = powered, m.start(), False, False
+        elif m.re is _GROUP and (as_written := _group_as_written(text, m)) is not None:
+            (begin, end, spelling), read, valued = as_written, False, False
         elif m.re is _GROUP or m.re is _ARITHMETIC:
             at = m.end()  # "(x+1)^2", "2 + 3x": no value; their numbers are read as they are
             continue
@@ -1013,20 +1013,33 @@ def _signed(text: str, m: re.Match[str]) -> bool:
     return bool(sign) and not (sign != "-" and _OPERAND_BEFORE.search(text, 0, m.start()))
 
 
-def _group_power(text: str, m: re.Match[str]) -> tuple[int, str] | None:
-    """A bracket ``_GROUP`` found with its power after it, of no value (``\\pi`` or a root in it: "(1+\\pi)^2",
-    "(2\\pi)^2"), spelled as written ("(\\pi+1)^{2}") with the sign and factor before it, and where it ends; it was the
-    bracket's expression alone ("\\pi+1", "2\\pi"), one answer with the bracket's. None where no power follows it."""
-    _, close = _argument(text, m.end() - 1, "(", ")")
-    caret = _CARET.match(text, close) if close != m.end() - 1 else None
-    if caret is None:
-        return None
-    digits = re.compile(r"[ \t]*(-?\d+)").match(text, caret.end())
-    exponent, end = (digits.group(1), digits.end()) if digits else _argument(text, caret.end())
-    if exponent is None or not exponent.strip():
-        return None
-    spelling = _sum_as_written(text[m.start() : end])
-    return (end, spelling) if _balanced(spelling) else None
+def _group_as_written(text: str, m: re.Match[str]) -> tuple[int, int, str] | None:
+    """A bracket ``_GROUP`` found that has no value (``\\pi`` or a root in it), with what made it a group: its power, its
+    sign, the number before it, the brackets after it ("(1+\\pi)^2", "-(\\pi+1)", "2(\\pi+1)", "(\\pi+1)(\\pi-1)"), spelled as
+    written ("(\\pi+1)^{2}"), as (start, end, spelling). Its expression alone was read ("\\pi+1"): one answer with the
+    bracket's, the power, the sign or the factor lost. None where a bracket is left open or a caret has no exponent."""
+    begin = m.start() if _signed(text, m) else m.start() + len(m.group(1) or "")
+    end = m.end() - 1  # its opening bracket
+    while True:
+        _, close = _argument(text, end, "(", ")")
+        if close == end:
+            return None
+        end = close
+        if caret := _CARET.match(text, end):
+            digits = re.compile(r"[ \t]*(-?\d+)").match(text, caret.end())
+            exponent, end = (digits.group(1), digits.end()) if digits else _argument(text, caret.end())
+            if exponent is None or not exponent.strip():
+                return None
+        after = _BRACKET_AFTER.match(text, end)
+        if after is None:
+            break
+        if not after.group().endswith("("):  # a number right after it is its factor ("(\\pi+1)2")
+            number = re.compile(_PART).match(text, after.end() - 1)
+            end = number.end() if number else end
+            break
+        end = after.end() - 1
+    spelling = _sum_as_written(text[begin:end])
+    return (begin, end, spelling) if _balanced(spelling) else None
 
 
 def _powered_or_multiplied(text: str, m: re.Match[str]) -> bool:

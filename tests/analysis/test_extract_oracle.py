@@ -91,6 +91,15 @@ def test_constant_terms_are_added_exactly() -> None:
         ("\\boxed{(x+1)^2 (x-1)}", "\\boxed{1}", False),  # was "1" both
         ("\\boxed{(x+1)^{2} (x-1)}", "\\boxed{(x-1)(x+1)^2}", True),
         ("\\boxed{\\sqrt{2} (x+1)}", "\\boxed{\\sqrt{2}(x+1)}", True),
+        ("\\boxed{2(\\pi+1)}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: a bracket of no value, its factor lost
+        ("\\boxed{2(\\pi+1)}", "\\boxed{2 (1+\\pi)}", True),
+        ("\\boxed{-(\\pi+1)}", "\\boxed{\\pi+1}", False),  # its sign lost
+        ("\\boxed{-(\\pi+1)}", "\\boxed{-(1+\\pi)}", True),
+        ("\\boxed{2(\\sqrt{2}+1) + 1}", "\\boxed{1}", False),  # was 1
+        ("\\boxed{2(\\sqrt{2}+1) + 1}", "\\boxed{1 + 2(1+\\sqrt{2})}", True),
+        ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{\\pi-1}", False),  # was "\\pi-1"
+        ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{(\\pi-1)(\\pi+1)}", True),
+        ("\\boxed{(\\pi+1)2}", "\\boxed{2(\\pi+1)}", True),  # was 2
     ],
 )
 def test_a_product_after_a_bracket_or_a_power_keeps_every_factor(a: str, b: str, same: bool) -> None:
