@@ -872,6 +872,8 @@ def test_a_fraction_part_that_is_a_sum_has_its_terms_in_one_order(a: str, b: str
         ("\\boxed{\\pi^2 m + 1}", "\\boxed{\\pi^2 + 1}", False),
         ("\\boxed{2e^{2} m}", "\\boxed{2e^2}", True),  # was "2e^{2}m": after a number's power of e, its exp
         ("\\boxed{2e^{2} m}", "\\boxed{2e^2 x}", False),
+        ("\\boxed{(1+\\pi)^2 m}", "\\boxed{(1+\\pi)^2}", True),  # was "m\\cdot(\\pi+1)^{2}": after a bracket of constants
+        ("\\boxed{(1+\\pi)^2 x}", "\\boxed{(1+\\pi)^2}", False),
     ],
 )
 def test_a_unit_at_the_end_after_a_constant_value_is_no_factor(a: str, b: str, same: bool) -> None:
