@@ -2,7 +2,12 @@
 items and how they are enclosed, so that the ``number`` extractor reads it as one answer, each item read, and no
 longer as its last number ("\\boxed{(1, 2)}" read 2, one answer with "\\boxed{2}", where math-verify reads a tuple).
 A set, or items with no bracket, has no order, as math-verify compares them ("\\boxed{1, 2}" is "\\boxed{2, 1}"); a
-tuple or an interval keeps its order. A comma between thousands ("1,234") separates no items."""
+tuple or an interval keeps its order. A comma between thousands ("1,234") separates no items.
+
+Lists side by side ("\\boxed{(1, 2) (3, 4)}": a product of tuples or intervals, of no value), or a union's
+("\\boxed{(1, 2) \\cup (3, 4)}"), are one answer of their brackets, each read (``side_by_side``): they read 4, their
+last number, one answer with "\\boxed{4}" and with "\\boxed{(5, 7) (3, 4)}", as math-verify's fallback reads a
+product (its LaTeX reading finds no value in it); a union it reads as the set."""
 
 from __future__ import annotations
 
@@ -67,3 +72,52 @@ def _split(inside: str) -> list[str] | None:
         else:
             item += c
     return [*items, item] if depth == 0 else None
+
+
+# What may join brackets side by side: nothing, a space or a product's sign ("(1, 2) \\cdot (3, 4)"), or a union's or
+# an intersection's ("(-\\infty, 2) \\cup (3, \\infty)").
+_JOIN = re.compile(r"\s*(?:\\(cup|cap)(?![a-zA-Z])|(?:\\cdot|\\times)(?![a-zA-Z])|\*)?\s*")
+_OPENING = re.compile(r"(?:\\left\s*)?(?:\\\{|\(|\[)")
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """Brackets side by side as written, and what joins them: "" for a product, "\\cup" or "\\cap"."""
+
+    groups: list[str]
+    joiner: str
+
+
+def side_by_side(answer: str) -> Joined | None:
+    """The brackets an answer is, each as written, where it is two or more side by side, all joined alike, and one of
+    them lists values ("(1, 2) (3, 4)", "(1, 2)(3)", "(1, 2) \\cup (3, 4)"); None else, as for brackets of one value
+    each ("(2)(3)", a product of numbers)."""
+    groups: list[str] = []
+    joiners: set[str] = set()
+    at, end = len(answer) - len(answer.lstrip()), len(answer.rstrip())
+    while at < end:
+        if groups and (join := _JOIN.match(answer, at)):
+            joiners.add("\\" + join.group(1) if join.group(1) else "")
+            at = join.end()
+        opening = _OPENING.match(answer, at)
+        closing = _closing(answer, opening.end()) if opening else None
+        if closing is None:
+            return None
+        groups.append(answer[at:closing])
+        at = closing
+    if len(groups) < 2 or len(joiners) != 1 or not any(listed(group) for group in groups):
+        return None
+    return Joined(groups, joiners.pop())
+
+
+def _closing(answer: str, start: int) -> int | None:
+    """Where the bracket opened right before ``start`` closes, past its closing one (of any kind: "[0, 1)");
+    None where it is left open."""
+    depth, i = 1, start
+    while i < len(answer):
+        c = answer[i : i + 2] if answer.startswith(("\\{", "\\}"), i) else answer[i]
+        depth += 1 if c in ("{", "(", "[", "\\{") else -1 if c in ("}", ")", "]", "\\}") else 0
+        i += len(c)
+        if depth == 0:
+            return i
+    return None

@@ -8,13 +8,13 @@ import re
 from bisect import bisect_left
 from fractions import Fraction
 
-from .answer_lists import listed
+from .answer_lists import listed, side_by_side
 from .exact_value import Surd, evaluated, product_at, spelled, summed
 from .greek_letters import as_commands
 from .math_letters import MATH_BRACKET, last_math, multiplied
 from .relations import related
 from .scan import Scan
-from .sum_terms import GREEK, ordered_sum
+from .sum_terms import GREEK, negated, ordered_sum
 from .unit_words import MORE_MATH, SHORT_UNIT, UNIT
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
@@ -319,7 +319,7 @@ def number(text: str) -> str | None:
     boxes = list(_BOXED.finditer(text))
     if boxes:
         boxed = _SLASHED.sub(lambda m: re.sub(r"[ \t]*/[ \t]*", " / ", m.group()), _braced(text, boxes[-1].end()))
-        if items := _relation(_inside_brackets(boxed)) or _items(boxed):  # "\\boxed{(1, 2)}": a tuple (it read 2)
+        if items := _relation(_inside_brackets(boxed)) or _items(boxed) or _side_by_side(boxed):  # a tuple (it read 2)
             return items
         boxed = _inside_brackets(boxed)
         found = _numbers(boxed) or _alone(boxed) or _variable(boxed)
@@ -334,7 +334,9 @@ def number(text: str) -> str | None:
             if marked:
                 return marked
     display = _ONE_DISPLAY.fullmatch(text)
-    if display and (items := _relation(_inside_brackets(display.group(1))) or _items(display.group(1))):
+    if display and (
+        items := _relation(_inside_brackets(display.group(1))) or _items(display.group(1)) or _side_by_side(display.group(1))
+    ):
         return items  # "$(1, 2)$", as a known answer "(1, 2)" is read: as its box is
     found = _numbers(text) or _alone(text)
     if not found and (math := last_math(text)) is not None:  # "$x$", "$(x)$": that variable (they read nothing)
@@ -380,6 +382,31 @@ def _items(boxed: str) -> str | None:
         return None
     items = [_one(item) for item in found.items]
     return found.opening + ",".join(items if found.ordered else sorted(items)) + found.closing
+
+
+# A bracket and what it holds, "\\left" and "\\right" before them too.
+_BRACKET = re.compile(r"\s*(?:\\left\s*)?(\\\{|\(|\[)(.*?)(?:\\right\s*)?(\\\}|\)|\])\s*", re.DOTALL)
+
+
+def _side_by_side(math: str) -> str | None:
+    """Lists side by side (``answer_lists.side_by_side``: "\\boxed{(1, 2) (3, 4)}") as one answer, each bracket read
+    (``_items``; one of a single value as a box's one answer is: "(1,2)(3)"), spelled side by side whatever product's
+    sign joined them; a union's or an intersection's in one order ("(1,2)\\cup(3,4)" is "(3,4)\\cup(1,2)", as
+    math-verify reads them: sets). None where the math is no such brackets."""
+    joined = side_by_side(_IN.sub("", math, count=1))
+    if joined is None:
+        return None
+    read = []
+    for group in joined.groups:
+        if (items := _items(group)) is None:
+            m = _BRACKET.fullmatch(group)
+            items = m.group(1) + _one(m.group(2)) + m.group(3) if m else _literal(group) or group.strip()
+        read.append(items)
+    return joined.joiner.join(sorted(read) if joined.joiner else read)
+
+
+# "x \\in" before a union: the set its variable is in is the answer ("x \\in (1, 2) \\cup (3, 4)"), as math-verify reads it.
+_IN = re.compile(r"\A\s*[a-zA-Z]\s*\\in(?![a-zA-Z])\s*")
 
 
 def _box_as_written(text: str) -> str | None:
@@ -535,6 +562,8 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
             begin = before.start() if before and times else m.start()
             spelling = spelled(value, _spelled(value.coefficient))
             read = valued = True
+        elif m.re is _GROUP and (as_written := _group_as_written(text, m)) is not None:
+            (begin, end, spelling), read, valued = as_written, False, False
         elif m.re is _GROUP or m.re is _ARITHMETIC:
             at = m.end()  # "(x+1)^2", "2 + 3x": no value; their numbers are read as they are
             continue
@@ -645,8 +674,9 @@ def _ordered(spelling: str) -> str:
 def _parts_ordered(spelling: str) -> str:
     """The spelling with a sum in each ``\\frac``'s part in one order, as a sum's elsewhere (``ordered_sum``):
     "\\frac{-x+1}{2}" and "\\frac{1-x}{2}", "\\frac{2}{1+x}" and "\\frac{2}{x+1}" are one answer each, as
-    math-verify reads them (they were two)."""
-    out, at = [], 0
+    math-verify reads them (they were two); a part's leading minus is the fraction's (``_signs_out``), joined to
+    the sign before it (``_negated_before``)."""
+    out, at = "", 0
     for m in re.finditer(r"\\frac(?![a-zA-Z])", spelling):
         if m.start() < at:
             continue
@@ -654,10 +684,27 @@ def _parts_ordered(spelling: str) -> str:
         bottom, end = _argument(spelling, after)
         if top is None or bottom is None:
             continue
-        parts = [ordered_sum(_parts_ordered(part), _constant) for part in (top, bottom)]
-        out.append(spelling[at : m.end()] + "{" + parts[0] + "}{" + parts[1] + "}")
+        flipped, parts = _signs_out([ordered_sum(_parts_ordered(part), _constant) for part in (top, bottom)])
+        before = out + spelling[at : m.start()]
+        out = (_negated_before(before) if flipped else before) + "\\frac{" + parts[0] + "}{" + parts[1] + "}"
         at = end
-    return "".join(out) + spelling[at:]
+    return out + spelling[at:]
+
+
+# What before a fraction leaves a minus there as its sign alone: the start, a brace or bracket, a product's dot, a
+# power; after anything else (a factor: "2\\frac{1-x}{2}") the minus is a product's sign, after its dot.
+_SIGN_ALONE = re.compile(r"(?:\A|[{(\[^_/]|\\cdot|\\times)\Z")
+
+
+def _negated_before(before: str) -> str:
+    """The spelling before a fraction whose parts gave it their minus, the minus joined to the sign there: "1+" as "1-",
+    "1-" as "1+", "-" (the whole's sign) as none, "2" as "2\\cdot-"."""
+    if before.endswith(("+", "-")):
+        rest = before[:-1]
+        if before.endswith("+"):
+            return rest + "-"
+        return rest if _SIGN_ALONE.search(rest) else rest + "+"
+    return before + ("-" if _SIGN_ALONE.search(before) else "\\cdot-")
 
 
 def _like_terms(terms: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -966,6 +1013,35 @@ def _signed(text: str, m: re.Match[str]) -> bool:
     return bool(sign) and not (sign != "-" and _OPERAND_BEFORE.search(text, 0, m.start()))
 
 
+def _group_as_written(text: str, m: re.Match[str]) -> tuple[int, int, str] | None:
+    """A bracket ``_GROUP`` found that has no value (``\\pi`` or a root in it), with what made it a group: its power, its
+    sign, the number before it, the brackets after it ("(1+\\pi)^2", "-(\\pi+1)", "2(\\pi+1)", "(\\pi+1)(\\pi-1)"), spelled as
+    written ("(\\pi+1)^{2}"), as (start, end, spelling). Its expression alone was read ("\\pi+1"): one answer with the
+    bracket's, the power, the sign or the factor lost. None where a bracket is left open or a caret has no exponent."""
+    begin = m.start() if _signed(text, m) else m.start() + len(m.group(1) or "")
+    end = m.end() - 1  # its opening bracket
+    while True:
+        _, close = _argument(text, end, "(", ")")
+        if close == end:
+            return None
+        end = close
+        if caret := _CARET.match(text, end):
+            digits = re.compile(r"[ \t]*(-?\d+)").match(text, caret.end())
+            exponent, end = (digits.group(1), digits.end()) if digits else _argument(text, caret.end())
+            if exponent is None or not exponent.strip():
+                return None
+        after = _BRACKET_AFTER.match(text, end)
+        if after is None:
+            break
+        if not after.group().endswith("("):  # a number right after it is its factor ("(\\pi+1)2")
+            number = re.compile(_PART).match(text, after.end() - 1)
+            end = number.end() if number else end
+            break
+        end = after.end() - 1
+    spelling = _sum_as_written(text[begin:end])
+    return (begin, end, spelling) if _balanced(spelling) else None
+
+
 def _powered_or_multiplied(text: str, m: re.Match[str]) -> bool:
     """Whether the bracket ``_GROUP`` found closes (``\\right)`` too) with a power after it, or with another
     bracket, its factor ("(2)(3)" and "(2) \\cdot (3)" are 6, as "2(3)" is; they read 3, the last number)."""
@@ -1027,9 +1103,9 @@ def _as_written(
         if not within and _PLAIN_PART.fullmatch(top) and _PLAIN_PART.fullmatch(bottom) and Fraction(_digits(bottom)):
             return None
         parts = [ordered_sum(_parts_ordered(_powers_braced(_latex(part))), _constant) for part in (top, bottom)]
-        for i, part in enumerate(parts):
-            if _NEGATED_TERM.fullmatch(part):  # the fraction's sign: one spelling of a negated fraction
-                parts[i], sign = part[1:], None if sign else "-"
+        flipped, parts = _signs_out(parts)
+        if flipped:  # the fraction's sign: one spelling of a negated fraction
+            sign = None if sign else "-"
         body = "\\frac{" + parts[0] + "}{" + parts[1] + "}"
     if command in ("sqrt", "pi"):
         over = re.compile(r"\s*/\s*(\d+)(?![\d/.])").match(text, end)
@@ -1039,8 +1115,21 @@ def _as_written(
     return end, ("-" if sign else "") + factor + body
 
 
-# A fraction's part that is one negated term ("-\\pi", not "-\\pi+1"): its minus is the fraction's, so that
-# "\\frac{-\\pi}{2}", "\\frac{\\pi}{-2}" and "-\\frac{\\pi}{2}" are one answer (they were three).
+def _signs_out(parts: list[str]) -> tuple[bool, list[str]]:
+    """A fraction's two parts, each in its terms' order, with the minus of each whose first term is negative
+    the fraction's, and whether the fraction is negated: "\\frac{-\\pi}{2}", "\\frac{\\pi}{-2}" and "-\\frac{\\pi}{2}"
+    are one answer, and so are "\\frac{-x+1}{-2}" and "\\frac{x-1}{2}", as math-verify reads them (they were two)."""
+    flipped, out = False, []
+    for part in parts:
+        positive = negated(part) if part.startswith("-") else None
+        if positive is None and _NEGATED_TERM.fullmatch(part):  # one term of no sum's form ("-|x|")
+            positive = part[1:]
+        if positive is not None:
+            flipped, part = not flipped, positive
+        out.append(part)
+    return flipped, out
+
+
 _NEGATED_TERM = re.compile(r"-[^-+]+")
 
 

@@ -164,15 +164,22 @@ def _products(math: str) -> str:
 
 # What may come before a unit at the end of math for it to be the unit of a value: numbers, operators and the
 # commands of constants, no letter of a variable ("5\\pi m" is 5π, "\\sqrt{2} cm" √2, as math-verify strips them).
-_VALUE_BEFORE = re.compile(r"(?:[\d.,+\-*/^{}()\[\] \t]|\\(?:pi|sqrt|[dt]?frac|cdot|times|left|right)(?![a-zA-Z]))*")
-_CONSTANT_END = re.compile(r"(?:\\pi|\})[ \t]*\Z")
+# A constant's power ends it too, its exponent braced or not ("\\pi^2 m" is π², as "\\pi^{2} m" was; it was π²m), and so
+# does a number's power of e, math-verify's exp ("e^2 m" is e², as math-verify reads it; it was e²m), and a bracket of
+# constants, with its power or not ("(1+\\pi)^2 m" is (1+π)²; it was m(1+π)²).
+_E_POWER = r"(?<![a-zA-Z\\])e\^(?:\d+|\{-?\d+\})"
+_VALUE_BEFORE = re.compile(
+    r"(?:[\d.,+\-*/^{}()\[\] \t]|\\(?:pi|sqrt|[dt]?frac|cdot|times|left|right)(?![a-zA-Z])|" + _E_POWER + r")*"
+)
+_CONSTANT_END = re.compile(r"(?:(?:\\pi|[})])(?:\^\d+)?|" + _E_POWER + r")[ \t]*\Z")
 _END = re.compile(r"\s*\Z")
 
 
 def _after_value(math: str, at: int) -> bool:
-    """Whether the letters at ``at`` follow an expression of constants ending in ``\\pi`` or a brace (``\\sqrt{2}``,
-    ``\\frac{1}{2}``): there a unit at the end is the value's, as after a number. After a variable they are a
-    product's factors: "2\\pi r h" is 2πrh, where math-verify strips "h" as hours and reads 2πr, another answer."""
+    """Whether the letters at ``at`` follow an expression of constants ending in ``\\pi``, a brace (``\\sqrt{2}``,
+    ``\\frac{1}{2}``) or a bracket, or a power of one (``\\pi^2``, ``e^2``, ``(1+\\pi)^2``): there a unit at the end is
+    the value's, as after a number. After a variable they are a product's factors: "2\\pi r h" is 2πrh, where
+    math-verify strips "h" as hours and reads 2πr, another answer."""
     return _CONSTANT_END.search(math, 0, at) is not None and _VALUE_BEFORE.fullmatch(math, 0, at) is not None
 
 

@@ -48,6 +48,16 @@ def ordered_sum(spelling: str, spell: Callable[[Fraction], str] | None = None) -
     return out[1:] if out.startswith("+") else out
 
 
+def negated(spelling: str) -> str | None:
+    """The sum with each top-level term's sign flipped, in its order ("-x+1" as "x-1"), so that a fraction's
+    part whose first term is negative gives its minus to the fraction; None where its terms are no terms."""
+    terms = _terms(spelling)
+    if terms is None:
+        return None
+    out = "".join(("+" if negative else "-") + body for negative, body in terms)
+    return out[1:] if out.startswith("+") else out
+
+
 def _terms(spelling: str) -> list[tuple[bool, str]] | None:
     """Each top-level term as (negative, its spelling without sign); None where one is empty or
     the spelling holds what may bind across a sign."""

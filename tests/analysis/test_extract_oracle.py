@@ -91,6 +91,15 @@ def test_constant_terms_are_added_exactly() -> None:
         ("\\boxed{(x+1)^2 (x-1)}", "\\boxed{1}", False),  # was "1" both
         ("\\boxed{(x+1)^{2} (x-1)}", "\\boxed{(x-1)(x+1)^2}", True),
         ("\\boxed{\\sqrt{2} (x+1)}", "\\boxed{\\sqrt{2}(x+1)}", True),
+        ("\\boxed{2(\\pi+1)}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: a bracket of no value, its factor lost
+        ("\\boxed{2(\\pi+1)}", "\\boxed{2 (1+\\pi)}", True),
+        ("\\boxed{-(\\pi+1)}", "\\boxed{\\pi+1}", False),  # its sign lost
+        ("\\boxed{-(\\pi+1)}", "\\boxed{-(1+\\pi)}", True),
+        ("\\boxed{2(\\sqrt{2}+1) + 1}", "\\boxed{1}", False),  # was 1
+        ("\\boxed{2(\\sqrt{2}+1) + 1}", "\\boxed{1 + 2(1+\\sqrt{2})}", True),
+        ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{\\pi-1}", False),  # was "\\pi-1"
+        ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{(\\pi-1)(\\pi+1)}", True),
+        ("\\boxed{(\\pi+1)2}", "\\boxed{2(\\pi+1)}", True),  # was 2
     ],
 )
 def test_a_product_after_a_bracket_or_a_power_keeps_every_factor(a: str, b: str, same: bool) -> None:
@@ -707,6 +716,19 @@ def test_a_space_between_a_letter_and_a_factors_command_in_math_is_latexs(a: str
         ("\\boxed{[0, 1)}", "\\boxed{[0, 1]}", False),
         ("\\boxed{(0, 1]}", "\\boxed{1}", False),
         ("$(1, 2)$", "\\boxed{(1,2)}", True),  # was 2 and 2: a text that is one "$...$" as a box
+        ("\\boxed{(1,2)(3,4)}", "\\boxed{4}", False),  # was 4 and 4: lists side by side, one answer of their brackets
+        ("\\boxed{(1, 2) (3, 4)}", "\\boxed{(1, 2)(3, 4)}", True),
+        ("\\boxed{(1, 2) (3, 4)}", "\\boxed{(3, 4) (1, 2)}", False),
+        ("\\boxed{(1, 2) (3, 4)}", "\\boxed{(1, 2), (3, 4)}", False),
+        ("\\boxed{(1, 2) \\cdot (3, 4)}", "\\boxed{(1, 2)(3, 4)}", True),
+        ("\\boxed{[1, 2] (3, 4)}", "\\boxed{\\left[1, 2\\right] \\left(3, 4\\right)}", True),
+        ("\\boxed{\\{1,2\\}\\{3,4\\}}", "\\boxed{4}", False),
+        ("\\boxed{(1, 2) (3)}", "\\boxed{3}", False),  # was 3: a bracket of one value beside a list
+        ("\\boxed{(1, 2) \\cup (3, 4)}", "\\boxed{4}", False),  # was 4: a union, of its brackets in one order
+        ("\\boxed{(-\\infty, 2) \\cup (3, \\infty)}", "\\boxed{(3, \\infty) \\cup (-\\infty, 2)}", True),  # was 3 and 2
+        ("\\boxed{(1, 2) \\cup (3, 4)}", "\\boxed{(1, 2) \\cup [3, 4]}", False),
+        ("\\boxed{x \\in (1, 2) \\cup (3, 4)}", "\\boxed{(1, 2) \\cup (3, 4)}", True),
+        ("\\boxed{(0, 2) \\cap (1, 3)}", "\\boxed{3}", False),
     ],
 )
 def test_a_box_that_lists_values_is_one_answer_of_each_read(a: str, b: str, same: bool) -> None:
@@ -718,6 +740,18 @@ def test_a_known_answer_that_lists_values_is_its_boxs_reading() -> None:
     assert g.known("(1, 2)") == g.read("\\boxed{(1,2)}") == "(1,2)" != g.read("\\boxed{2}")
     assert g.known("1, 2") == g.read("\\boxed{2, 1}") != g.known("2")
     assert g.known("[0, 1)") == g.read("\\boxed{[0,1)}") != g.known("[0, 1]")
+
+
+def test_lists_side_by_side_are_no_number_though_math_verifys_fallback_reads_their_last() -> None:
+    """math-verify's LaTeX reading of "(1, 2) (3, 4)" has no value; its fallback reads the last number, so that the
+    box is one answer with "\\boxed{4}" and with "(5, 7) (3, 4)": false matches. Here it is its brackets, each read."""
+    assert _oracle_same("\\boxed{(1, 2) (3, 4)}", "\\boxed{4}")  # the oracle's reading, which we differ from
+    assert _oracle_same("\\boxed{(1, 2) (3, 4)}", "\\boxed{(5, 7) (3, 4)}")
+    assert number("\\boxed{(1, 2) (3, 4)}") == number("$(1, 2)(3, 4)$") == "(1,2)(3,4)" != number("\\boxed{4}")
+    assert number("\\boxed{(1, 2) (3, 4)}") != number("\\boxed{(5, 7) (3, 4)}")
+    assert number("\\boxed{(1, \\frac{1}{2}) (3, 4)}") == number("\\boxed{(1, 0.5)(3, 4)}") == "(1,0.5)(3,4)"
+    g = grader("number")
+    assert g.known("(1, 2) (3, 4)") == g.read("\\boxed{(1,2)(3,4)}") != g.known("4")
 
 
 @pytest.mark.parametrize(
@@ -798,6 +832,19 @@ def test_brackets_side_by_side_in_math_are_a_product(a: str, b: str, same: bool)
         ("\\boxed{\\frac{1-\\pi}{2}}", "\\boxed{\\frac{\\pi-1}{2}}", False),
         ("\\boxed{y+\\frac{1-x}{2}}", "\\boxed{\\frac{-x+1}{2}+y}", True),
         ("\\boxed{\\frac{1}{1+\\frac{1-x}{2}}}", "\\boxed{\\frac{1}{\\frac{-x+1}{2}+1}}", True),  # nested
+        ("\\boxed{\\frac{-x+1}{-2}}", "\\boxed{\\frac{x-1}{2}}", True),  # were two: a part's first minus the fraction's
+        ("\\boxed{\\frac{-x+1}{-2}}", "\\boxed{\\frac{x+1}{2}}", False),
+        ("\\boxed{\\frac{x-1}{-2}}", "\\boxed{\\frac{1-x}{2}}", True),
+        ("\\boxed{\\frac{x-1}{-2}}", "\\boxed{\\frac{x-1}{2}}", False),
+        ("\\boxed{-\\frac{x-1}{2}}", "\\boxed{\\frac{1-x}{2}}", True),
+        ("\\boxed{\\frac{2}{1-x}}", "\\boxed{\\frac{-2}{x-1}}", True),
+        ("\\boxed{\\frac{1-x}{1-y}}", "\\boxed{\\frac{x-1}{y-1}}", True),
+        ("\\boxed{\\frac{1-x}{1-y}}", "\\boxed{\\frac{x-1}{1-y}}", False),
+        ("\\boxed{1+\\frac{1-x}{2}}", "\\boxed{1-\\frac{x-1}{2}}", True),  # its minus joined to the sum's sign
+        ("\\boxed{2\\frac{1-x}{2}}", "\\boxed{-2\\frac{x-1}{2}}", True),  # or the product's
+        ("\\boxed{\\frac{\\pi-1}{-2}}", "\\boxed{\\frac{1-\\pi}{2}}", True),
+        ("\\boxed{\\frac{1-\\sqrt{2}}{2}}", "\\boxed{\\frac{\\sqrt{2}-1}{-2}}", True),
+        ("\\boxed{\\frac{1-\\sqrt{2}}{2}}", "\\boxed{\\frac{\\sqrt{2}-1}{2}}", False),
     ],
 )
 def test_a_fraction_part_that_is_a_sum_has_its_terms_in_one_order(a: str, b: str, same: bool) -> None:
@@ -818,6 +865,15 @@ def test_a_fraction_part_that_is_a_sum_has_its_terms_in_one_order(a: str, b: str
         ("\\boxed{5\\pi m + 1}", "\\boxed{5\\pi + 1}", False),  # not at the end: a factor
         ("\\boxed{5\\pi x}", "\\boxed{5\\pi}", False),  # no unit: a factor
         ("\\boxed{5\\pi cats}", "\\boxed{5\\pi}", False),
+        ("\\boxed{\\pi^2 m}", "\\boxed{\\pi^2}", True),  # was "\\pi^{2}m": after a power of \\pi too
+        ("\\boxed{\\pi^2 m}", "\\boxed{m\\pi^2}", False),
+        ("\\boxed{3\\pi^2 s}", "\\boxed{3\\pi^{2}}", True),
+        ("\\boxed{\\pi^2 x}", "\\boxed{\\pi^2}", False),  # no unit: a factor
+        ("\\boxed{\\pi^2 m + 1}", "\\boxed{\\pi^2 + 1}", False),
+        ("\\boxed{2e^{2} m}", "\\boxed{2e^2}", True),  # was "2e^{2}m": after a number's power of e, its exp
+        ("\\boxed{2e^{2} m}", "\\boxed{2e^2 x}", False),
+        ("\\boxed{(1+\\pi)^2 m}", "\\boxed{(1+\\pi)^2}", True),  # was "m\\cdot(\\pi+1)^{2}": after a bracket of constants
+        ("\\boxed{(1+\\pi)^2 x}", "\\boxed{(1+\\pi)^2}", False),
     ],
 )
 def test_a_unit_at_the_end_after_a_constant_value_is_no_factor(a: str, b: str, same: bool) -> None:
@@ -846,6 +902,13 @@ def test_letters_after_a_variable_stay_factors_though_math_verify_strips_them_as
         ("\\boxed{x\\pi^2}", "\\boxed{\\pi^2 x}", True),  # a factor ordered as \\pi is
         ("\\boxed{2\\pi^2 \\cdot 3}", "\\boxed{6\\pi^2}", True),
         ("\\boxed{2\\pi^2 \\cdot 3}", "\\boxed{6\\pi}", False),
+        ("\\boxed{(1+\\pi)^2}", "\\boxed{1+\\pi}", False),  # was "\\pi+1" both: a bracket's power lost
+        ("\\boxed{(1+\\pi)^2}", "\\boxed{(\\pi+1)^{2}}", True),
+        ("\\boxed{(2\\pi)^2}", "\\boxed{2\\pi}", False),
+        ("\\boxed{\\left(\\frac{\\pi}{2}\\right)^2}", "\\boxed{(\\frac{\\pi}{2})^2}", True),
+        ("\\boxed{\\left(\\frac{\\pi}{2}\\right)^2}", "\\boxed{\\frac{\\pi}{2}}", False),
+        ("\\boxed{(\\sqrt{2}+1)^2}", "\\boxed{\\sqrt{2}+1}", False),
+        ("\\boxed{(1+\\pi)^2 + 1}", "\\boxed{1 + (\\pi+1)^2}", True),
     ],
 )
 def test_a_power_of_pi_keeps_its_exponent(a: str, b: str, same: bool) -> None:
