@@ -32,7 +32,7 @@ from infertap.capture.records import MAX_RESPONSE_BYTES, End, ExchangeExtras, Re
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
-from infertap.mitm.endings import end_of_flow
+from infertap.mitm.endings import _stream_of, end_of_flow
 from infertap.telemetry import Sampler, recorded_telemetry, start_telemetry
 
 log = logging.getLogger("infertap.mitm")
@@ -254,7 +254,10 @@ class InfertapCapture:
 
     def request(self, flow: http.HTTPFlow) -> None:
         state = flow.metadata.get("infertap")
-        if state is not None and flow.error is None:  # killed by an addon before this one: never handed on
+        if state is None:
+            return
+        state["body_whole"] = True  # mitmproxy runs this hook once the body's end came, buffered or streamed
+        if flow.error is None:  # killed by an addon before this one: never handed on
             self._handed(state)
 
     def _handed(self, state: dict[str, Any]) -> None:
@@ -294,6 +297,14 @@ class InfertapCapture:
         size = flow.request.headers.get("content-length", "")
         if end == "refused" and not flow.request.raw_content and size.isdigit():
             self._finish(flow, end, msg, request_body_size=int(size))  # the body was not kept, as the proxy's refusals
+            return
+        if end in ("client_disconnected", "cancelled") and state is not None and "body_whole" not in state:
+            # its client gone (or the flow killed) while the body came: what came is kept, marked not the
+            # request, as the proxy marks it (request_body_cut: stats counts it of unknown body)
+            if "request_chunks" not in state:  # buffered: the part is in mitmproxy's stream, not the flow
+                part = _buffered_part(flow)
+                state["request_chunks"], state["request_size"] = [part], len(part)
+            self._finish(flow, end, msg, request_body_cut=True)
             return
         self._finish(flow, end, msg)
 
@@ -417,6 +428,17 @@ class _SwitchWatched(http.Request):
         if watched is _SwitchWatched:
             request.__class__ = http.Request  # ``stream`` stays as set, a plain attribute again
             request.__dict__.pop("_infertap_on_stream", None)
+
+
+def _buffered_part(flow: http.HTTPFlow) -> bytes:
+    """The part of a buffered request body that came before the flow failed: mitmproxy holds it in its
+    stream (``HttpStream.request_body_buf``) and sets the flow's body only at the body's end. Empty
+    where that stream can't be read (another mitmproxy's internals)."""
+    buffer = getattr(_stream_of(flow), "request_body_buf", None)
+    try:
+        return bytes(buffer) if buffer is not None else b""
+    except TypeError:  # not a buffer of bytes
+        return b""
 
 
 def _size_unknown(request: http.Request) -> bool:
