@@ -269,3 +269,34 @@ def test_a_body_its_client_hung_up_on_is_kept_cut_short_and_counted(start_mitm, 
     (group,) = json.loads(result.stdout)["groups"]
     counts = (group["requests"], group["ok"], group["request_body_unknown"])
     assert counts == ((2, 2, 0) if came == "whole" else (1, 1, 1))
+
+
+def test_a_shutdown_records_the_body_arriving_cut_short_and_the_stream_in_flight_cancelled(start_mitm, fake, tmp_path):
+    """`infertap mitm` stopped (SIGTERM) while a request's body arrived, and while an answer streamed,
+    wrote neither: no mitmproxy hook ends a flow in flight at shutdown. Both are recorded now, as
+    record records them: the body's part kept (credentials redacted) and marked ``request_body_cut``
+    (``stats`` counts it of unknown body), the stream ``cancelled`` with the chunks that came."""
+    app, url = fake
+    mitm = start_mitm("--mode", f"reverse:{url}", "--no-telemetry")
+    key = "sk-proj-cutbody0123456789abcdef"
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tag": "b", "api_key": key}).encode()
+    sent = ask[: ask.index(key.encode()) + len(key)]
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+    streaming = {"model": "m", "messages": [], "stream": True, "n_chunks": 1000, "pace_ms": 20, "tag": "b"}
+    with socket.create_connection(("127.0.0.1", mitm.port)) as s, httpx.Client(timeout=30) as client:
+        with client.stream("POST", f"{mitm.url}/v1/chat/completions", json=streaming) as r:
+            stream = r.iter_raw()
+            assert next(stream)  # the answer is streaming
+            s.sendall(head % len(ask) + sent)
+            time.sleep(0.5)  # mitmproxy had what came
+            mitm.stop()
+    body, streamed = sorted(mitm.exchanges(), key=lambda x: "stream" in x["request_body"].decode(errors="replace"))
+    assert (body["end"], body["status"], body.get("request_body_cut")) == ("cancelled", None, True)
+    assert body["request_body"] == sent.replace(key.encode(), REDACTED.encode())
+    assert body["error"] == "infertap mitm shut down while the request body was arriving"
+    assert (streamed["end"], streamed["status"], "request_body_cut" in streamed) == ("cancelled", 200, False)
+    assert 0 < len(streamed["chunks"]) < 1000 and streamed["error"] == "infertap mitm shut down while the request was in flight"
+    result = CliRunner().invoke(cli, ["stats", str(mitm.out), "--json", "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    (group,) = json.loads(result.stdout)["groups"]
+    assert (group["requests"], group["request_body_unknown"]) == (1, 1)
