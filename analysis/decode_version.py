@@ -90,4 +90,6 @@ prefix index), which only a decode runs. ``decode.py`` exports it as before."""
 #: request_body_unknown: its part is not the request (stats counts it refused where it ended so).
 #: 73: exchanges.answer_tokens and answer_tokens_source: an answer's own output count (infertap.apis.answer_tokens),
 #: which the metrics view reads and replay's summary counts by.
-DECODE_VERSION = 73
+#: 74: a request body recorded before request_body_cut whose exchange ended by the client's hang-up or the
+#: recorder's shutdown while it arrived (its error says so) is cut short too: request_body_unknown.
+DECODE_VERSION = 74

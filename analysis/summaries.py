@@ -102,7 +102,9 @@ BATCH_ROWS = 5_000
 #: listings with its final event's.
 #: 56: a caller's ``caller_id`` in an item kept whole or a tool's result is its program's place (``call N``).
 #: 57: "input_changes" keeps each MCP listing of an id another listing shares (a server that reuses ids).
-SUMMARY_VERSION = 57
+#: 58: a request body cut short in a capture recorded before request_body_cut (its error says the
+#: client's hang-up or the recorder's shutdown came while it arrived) is of unknown body: its own key.
+SUMMARY_VERSION = 58
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -8,10 +8,13 @@ shards a load needs. Against the fast local upstream (its own process):
 - stream ladder: N streams at once, each ``--chunks`` chunks paced ``--pace-ms`` apart; the delay
   the replay adds to inter-chunk gaps, and its CPU per chunk.
 
+The answers report no usage (as llama.cpp's clients mostly get): replay counts each one's token
+events, read whole on a worker thread; ``--usage`` asks for a usage chunk, which its last events give.
+
 The upstream shares the machine, so at some step it, not the replay, is the bottleneck: both CPUs
 are printed; the replay's CPU per received chunk gives the bound for a core of its own.
 
-    python -m bench.replay_worker [--rates 1000,2000,4000,6000,8000] [--streams 64,256,1024] [--json bench-replay-worker.json]
+    python -m bench.replay_worker [--rates 1000,2000,4000,6000,8000] [--streams 64,256,1024] [--usage] [--json bench-replay-worker.json]
 """
 
 from __future__ import annotations
@@ -40,9 +43,16 @@ def _replay(capture: Path, url: str, out: Path, schedule: Schedule, upstream_pid
     return summary, time.perf_counter() - t0, time.process_time() - cpu0, _cpu_s(upstream_pid) - up0
 
 
-def rate_step(tmp: Path, url: str, rate: float, seconds: float, upstream_pid: int) -> dict:
+def _asked(usage: bool) -> dict:
+    """What each request asks beyond its chunks: a usage chunk (``stream_options.include_usage``), or
+    none, as llama.cpp's clients mostly send: replay then counts the answer's token events, reading
+    it whole on a worker thread (its CPU is in this process's)."""
+    return {"stream_options": {"include_usage": True}} if usage else {}
+
+
+def rate_step(tmp: Path, url: str, rate: float, seconds: float, upstream_pid: int, usage: bool = False) -> dict:
     capture = tmp / f"rate-{rate:g}"
-    n = _capture(capture, rate, seconds)
+    n = _capture(capture, rate, seconds, **_asked(usage))
     summary, wall, cpu, up_cpu = _replay(capture, url, tmp / f"rate-out-{rate:g}", Schedule("original"), upstream_pid)
     sends = sorted(x["sent_ns"] for x in CaptureReader(tmp / f"rate-out-{rate:g}").exchanges())
     span = (sends[-1] - sends[0]) / 1e9 if len(sends) > 1 else float("nan")
@@ -60,9 +70,9 @@ def rate_step(tmp: Path, url: str, rate: float, seconds: float, upstream_pid: in
     }
 
 
-def stream_step(tmp: Path, url: str, streams: int, chunks: int, pace_ms: float, upstream_pid: int) -> dict:
+def stream_step(tmp: Path, url: str, streams: int, chunks: int, pace_ms: float, upstream_pid: int, usage: bool = False) -> dict:
     capture = tmp / f"streams-{streams}"
-    _capture(capture, streams * 1000, 1.0 / 1000, n_chunks=chunks, pace_ms=pace_ms)  # `streams` requests at once
+    _capture(capture, streams * 1000, 1.0 / 1000, n_chunks=chunks, pace_ms=pace_ms, **_asked(usage))  # `streams` at once
     out = tmp / f"streams-out-{streams}"
     summary, wall, cpu, up_cpu = _replay(capture, url, out, Schedule("concurrency", concurrency=streams), upstream_pid)
     gaps = [
@@ -85,6 +95,7 @@ def stream_step(tmp: Path, url: str, streams: int, chunks: int, pace_ms: float, 
         "replay_cpu_pct": 100 * cpu / wall,
         "upstream_cpu_pct": 100 * up_cpu / wall,
         "replay_cpu_us_per_chunk": 1e6 * cpu / max(1, total_chunks),
+        "output_tokens": summary["output_tokens"],
     }
 
 
@@ -95,6 +106,7 @@ def main() -> None:
     parser.add_argument("--streams", default="64,256,1024")
     parser.add_argument("--chunks", type=int, default=100)
     parser.add_argument("--pace-ms", type=float, default=20.0)
+    parser.add_argument("--usage", action="store_true", help="answers report their usage (default: none, counted by events)")
     parser.add_argument("--json", default="bench-replay-worker.json")
     args = parser.parse_args()
     port = free_port()
@@ -105,7 +117,7 @@ def main() -> None:
         _wait(url)
         with tempfile.TemporaryDirectory() as tmp:
             for rate in (float(r) for r in args.rates.split(",")):
-                r = rate_step(Path(tmp), url, rate, args.seconds, upstream.pid)
+                r = rate_step(Path(tmp), url, rate, args.seconds, upstream.pid, args.usage)
                 rates.append(r)
                 print(
                     f"rate {rate:>6g}/s: sent at {r['achieved_rate']:7.0f}/s, lag p50 {r['lag_p50_ms']:.3f} p99 {r['lag_p99_ms']:.3f} ms, "
@@ -113,7 +125,7 @@ def main() -> None:
                     flush=True,
                 )
             for n in (int(s) for s in args.streams.split(",")):
-                s = stream_step(Path(tmp), url, n, args.chunks, args.pace_ms, upstream.pid)
+                s = stream_step(Path(tmp), url, n, args.chunks, args.pace_ms, upstream.pid, args.usage)
                 streams.append(s)
                 print(
                     f"{n:>5} streams x {args.chunks} chunks every {args.pace_ms:g} ms: {s['chunks_per_s']:7.0f} chunks/s, added gap "
@@ -146,6 +158,7 @@ def main() -> None:
             "cores": os.cpu_count(),
             "python": platform.python_version(),
         },
+        "usage": args.usage,
         "rates": rates,
         "streams": streams,
         "bound": bound,

@@ -3,7 +3,8 @@
 ``python -m bench.upstream --port 9100 --chunks 20 --size 16 --pace-ms 0``: every POST to a
 ``*/completions`` path streams ``chunks`` events of about ``size`` content characters, ``pace-ms``
 apart, then a finish reason and ``[DONE]``, as an engine ends a whole answer; a request body may
-override them with ``n_chunks``/``pace_ms``. Other paths answer a small JSON object.
+override them with ``n_chunks``/``pace_ms``, and asks for a usage chunk before ``[DONE]`` with
+``stream_options.include_usage`` (none otherwise, as llama.cpp's clients mostly get). Other paths answer a small JSON object.
 """
 
 from __future__ import annotations
@@ -68,7 +69,12 @@ def make_app(chunks: int, size: int, pace_ms: float) -> Any:
             )
             if pace:
                 await asyncio.sleep(pace)
-        await send({"type": "http.response.body", "body": FINISH})
+        usage = b""
+        if (params.get("stream_options") or {}).get("include_usage"):  # as an engine asked for it: a usage chunk
+            counts = {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}
+            chunk = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": "bench", "choices": []}
+            usage = b"data: " + json.dumps({**chunk, "usage": counts}).encode() + b"\n\n"
+        await send({"type": "http.response.body", "body": FINISH[: -len(DONE)] + usage + DONE})
 
     return app
 

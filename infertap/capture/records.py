@@ -254,6 +254,23 @@ def delivered(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "chunks": chunks[:n], "chunk_ns": (record.get("chunk_ns") or [])[:n]}
 
 
+#: What a recorder wrote, before it marked ``request_body_cut``, of a body its client's hang-up or its
+#: shutdown cut short (and still writes, with how many bytes came): in such a record the part that came
+#: is not the request. Its length against Content-Length can't tell: redaction changes the length.
+CUT_BODY_ERRORS = ("client disconnected while sending the request body", "proxy shut down while the request body was arriving")
+
+
+def request_body_cut(record: dict[str, Any]) -> bool:
+    """Whether the request's body came cut short: marked so, or, in a capture recorded before the
+    mark, ended by the client's hang-up or the recorder's shutdown while it arrived (its error)."""
+    if record.get("request_body_cut"):
+        return True
+    error = record.get("error")
+    return (
+        record.get("end") in ("client_disconnected", "cancelled") and isinstance(error, str) and error.startswith(CUT_BODY_ERRORS)
+    )
+
+
 def request_body_unknown(record: dict[str, Any]) -> bool:
     """Whether the request was sent with a body that was not kept (``request_body_size``: refused over
     ``--max-body-mb``, its search for credentials failed, over ``infertap_max_body``;
@@ -261,7 +278,7 @@ def request_body_unknown(record: dict[str, Any]) -> bool:
     request, never to be sent, hashed or paired in its place. ``request_body_not_kept`` says so
     whatever the body holds: a body it marks is not the one sent, and so does ``request_body_cut``
     (a body cut short: the part that came is not the request)."""
-    if record.get("request_body_not_kept") or record.get("request_body_cut"):
+    if record.get("request_body_not_kept") or request_body_cut(record):
         return True
     if record.get("request_body"):
         return False

@@ -32,7 +32,7 @@ from infertap.capture.records import MAX_RESPONSE_BYTES, End, ExchangeExtras, Re
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
-from infertap.mitm.endings import end_of_flow
+from infertap.mitm.endings import _stream_of, end_of_flow
 from infertap.telemetry import Sampler, recorded_telemetry, start_telemetry
 
 log = logging.getLogger("infertap.mitm")
@@ -78,6 +78,7 @@ class InfertapCapture:
         self.patterns: list[str] = []
         self.on_ready = on_ready
         self._seq = 0
+        self._live: dict[str, http.HTTPFlow] = {}  # flows being recorded: written at shutdown if not ended
         self.max_body = 64 * 1024 * 1024  # request body bytes kept (infertap_max_body)
         self.max_response = MAX_RESPONSE_BYTES  # response body bytes kept (infertap_max_response)
         self.telemetry_interval = 0.25  # seconds (infertap_telemetry_interval)
@@ -187,6 +188,12 @@ class InfertapCapture:
             self.on_ready(addrs, str(self.writer.path))
 
     async def done(self) -> None:
+        for flow in list(self._live.values()):  # in flight as mitmproxy stops: no hook ends them
+            state = flow.metadata.get("infertap")
+            if state is not None and "body_whole" not in state:
+                self._cut(flow, state, "cancelled", "infertap mitm shut down while the request body was arriving")
+            else:
+                self._finish(flow, "cancelled", "infertap mitm shut down while the request was in flight")
         if self.sampler is not None:
             self.sampler.close()
         if self.scrubbed is not None:  # an exchange whose response is still searched is written first
@@ -209,6 +216,7 @@ class InfertapCapture:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if self.writer is None or not self.matches(flow):
             return
+        self._live[flow.id] = flow
         state = flow.metadata["infertap"] = {
             "wall": time.time(),
             "start_ns": self.writer.elapsed_ns(),
@@ -254,7 +262,10 @@ class InfertapCapture:
 
     def request(self, flow: http.HTTPFlow) -> None:
         state = flow.metadata.get("infertap")
-        if state is not None and flow.error is None:  # killed by an addon before this one: never handed on
+        if state is None:
+            return
+        state["body_whole"] = True  # mitmproxy runs this hook once the body's end came, buffered or streamed
+        if flow.error is None:  # killed by an addon before this one: never handed on
             self._handed(state)
 
     def _handed(self, state: dict[str, Any]) -> None:
@@ -295,10 +306,22 @@ class InfertapCapture:
         if end == "refused" and not flow.request.raw_content and size.isdigit():
             self._finish(flow, end, msg, request_body_size=int(size))  # the body was not kept, as the proxy's refusals
             return
+        if end in ("client_disconnected", "cancelled") and state is not None and "body_whole" not in state:
+            self._cut(flow, state, end, msg)  # its client gone (or the flow killed) while the body came
+            return
         self._finish(flow, end, msg)
+
+    def _cut(self, flow: http.HTTPFlow, state: dict[str, Any], end: End, error: str) -> None:
+        """A flow that ended while its request body came: what came is kept, marked not the request, as
+        the proxy marks it (``request_body_cut``: ``stats`` counts it of unknown body)."""
+        if "request_chunks" not in state:  # buffered: the part is in mitmproxy's stream, not the flow
+            part = _buffered_part(flow)
+            state["request_chunks"], state["request_size"] = [part], len(part)
+        self._finish(flow, end, error, request_body_cut=True)
 
     def _finish(self, flow: http.HTTPFlow, end: End, error: str | None, **extra: Unpack[ExchangeExtras]) -> None:
         state = flow.metadata.pop("infertap", None)
+        self._live.pop(flow.id, None)
         scrubbed = self.scrubbed
         if state is None or self.writer is None or scrubbed is None:
             return
@@ -417,6 +440,17 @@ class _SwitchWatched(http.Request):
         if watched is _SwitchWatched:
             request.__class__ = http.Request  # ``stream`` stays as set, a plain attribute again
             request.__dict__.pop("_infertap_on_stream", None)
+
+
+def _buffered_part(flow: http.HTTPFlow) -> bytes:
+    """The part of a buffered request body that came before the flow failed: mitmproxy holds it in its
+    stream (``HttpStream.request_body_buf``) and sets the flow's body only at the body's end. Empty
+    where that stream can't be read (another mitmproxy's internals)."""
+    buffer = getattr(_stream_of(flow), "request_body_buf", None)
+    try:
+        return bytes(buffer) if buffer is not None else b""
+    except TypeError:  # not a buffer of bytes
+        return b""
 
 
 def _size_unknown(request: http.Request) -> bool:

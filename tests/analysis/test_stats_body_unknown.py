@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from infertap.cli import cli
@@ -68,3 +69,48 @@ def test_a_refusal_of_a_key_no_group_has_is_said_below_the_groups(tmp_path: Path
     by_run = json.loads(_stats(tmp_path / "cap", "--json"))
     assert ([g["refused"] for g in by_run["groups"]], by_run["in_no_group"]["refused"]) == ([1], 0)
     assert "in no group above" not in _stats(tmp_path / "cap")
+
+
+_ASKED = {"model": "m", "messages": [{"role": "user", "content": "a question cut short"}], "stream": True}
+
+
+def _old_cut(end: str, error: str) -> dict:
+    """A request whose body stopped arriving, as the proxy recorded it before ``request_body_cut``:
+    the part that came, no answer, its ending and error, no mark."""
+    part = json.dumps(_ASKED).encode()[:30]
+    return {"body": part, "status": None, "chunks": [], "fields": {"end": end, "error": error}}
+
+
+@pytest.mark.parametrize(
+    ("end", "error"),
+    [
+        ("client_disconnected", "client disconnected while sending the request body"),
+        ("cancelled", "proxy shut down while the request body was arriving"),
+        ("client_disconnected", "client disconnected while sending the request body (30 of 95 bytes came)"),
+    ],
+)
+def test_a_body_cut_short_recorded_before_its_mark_is_counted_unknown(tmp_path: Path, end: str, error: str) -> None:
+    """A capture recorded before ``request_body_cut`` holds a body its client's hang-up (or the
+    recorder's shutdown) cut short with nothing but its error to say so: it read as no generation and
+    ``stats`` counted it nowhere. Its error tells: it is counted of unknown body."""
+    write_capture(tmp_path / "cap", [{}, _old_cut(end, error)])
+    out = json.loads(_stats(tmp_path / "cap", "--json"))
+    [group] = out["groups"]
+    assert (group["requests"], group["ok"], group["request_body_unknown"]) == (1, 1, 1)
+    assert "request body unknown 1" in _stats(tmp_path / "cap")
+
+
+@pytest.mark.parametrize(
+    ("end", "error"),
+    [
+        ("client_disconnected", "client disconnected; upstream request cancelled"),  # the body came whole
+        ("cancelled", "replay stopped before it was sent"),
+    ],
+)
+def test_another_hang_up_is_no_body_cut_short(tmp_path: Path, end: str, error: str) -> None:
+    """A hang-up or a shutdown after the body came whole leaves the request as it was sent: a
+    generation, not a body of unknown kind."""
+    whole = {"body": _ASKED, "status": None, "chunks": [], "fields": {"end": end, "error": error}}
+    write_capture(tmp_path / "cap", [{}, whole])
+    [group] = json.loads(_stats(tmp_path / "cap", "--json"))["groups"]
+    assert (group["requests"], group["request_body_unknown"]) == (2, 0)

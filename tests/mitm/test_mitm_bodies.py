@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from infertap.apis import kept_response_id, tail_usage
+from infertap.capture.redact import REDACTED
 from infertap.cli import cli
 from tests.fake_upstream import raw_upstream
 
@@ -227,3 +228,75 @@ def test_a_client_gone_from_a_cut_stream_is_judged_by_its_last_chunks_not_its_ke
         assert (x["end"], x["error"], x.get("closed_after_end")) == ("complete", None, True)
     else:
         assert x["end"] == "client_disconnected" and "closed_after_end" not in x
+
+
+@pytest.mark.parametrize("came", ["part", "whole"])
+@pytest.mark.parametrize("size", ["buffered", "streamed"])
+def test_a_body_its_client_hung_up_on_is_kept_cut_short_and_counted(start_mitm, fake, tmp_path, size, came):
+    """A client that closed its connection while sending a request's body through `infertap mitm` was
+    recorded client_disconnected with nothing saying the body was not the request: a buffered body
+    empty (mitmproxy holds the part that came in its stream, not the flow), a streamed one with the
+    part that went; either read as no generation, and ``stats`` counted it nowhere. It is now kept
+    (credentials redacted) and marked ``request_body_cut``, as the proxy marks it, and ``stats``
+    counts it of unknown body; the same request sent whole is answered and ok."""
+    app, url = fake
+    mitm = start_mitm("--mode", f"reverse:{url}", "--set", "stream_large_bodies=2k", "--no-telemetry")
+    assert httpx.post(f"{mitm.url}/v1/chat/completions", json={"model": "m", "messages": [], "tag": "b"}).status_code == 200
+    key = "sk-proj-cutbody0123456789abcdef"
+    text = "a" * (5000 if size == "streamed" else 100)
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}], "tag": "b", "api_key": key}).encode()
+    sent = ask if came == "whole" else ask[: ask.index(key.encode()) + len(key)]
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", mitm.port)) as s:
+        s.sendall(head % len(ask) + sent)
+        if came == "whole":
+            assert s.recv(65536).startswith(b"HTTP/1.1 200")
+        else:
+            time.sleep(0.5)  # mitmproxy had what came before the close
+    deadline = time.monotonic() + 30
+    while len(mitm.exchanges()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    mitm.stop()
+    x = mitm.exchanges()[1]
+    if came == "whole":
+        assert (x["end"], x["status"], "request_body_cut" in x) == ("complete", 200, False)
+    else:
+        assert (x["end"], x["status"], x.get("request_body_cut")) == ("client_disconnected", None, True)
+        assert x["request_body"] == sent.replace(key.encode(), REDACTED.encode())
+        assert f"received {len(sent)} bytes, expected {len(ask)}" in x["error"]
+    result = CliRunner().invoke(cli, ["stats", str(mitm.out), "--json", "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    (group,) = json.loads(result.stdout)["groups"]
+    counts = (group["requests"], group["ok"], group["request_body_unknown"])
+    assert counts == ((2, 2, 0) if came == "whole" else (1, 1, 1))
+
+
+def test_a_shutdown_records_the_body_arriving_cut_short_and_the_stream_in_flight_cancelled(start_mitm, fake, tmp_path):
+    """`infertap mitm` stopped (SIGTERM) while a request's body arrived, and while an answer streamed,
+    wrote neither: no mitmproxy hook ends a flow in flight at shutdown. Both are recorded now, as
+    record records them: the body's part kept (credentials redacted) and marked ``request_body_cut``
+    (``stats`` counts it of unknown body), the stream ``cancelled`` with the chunks that came."""
+    app, url = fake
+    mitm = start_mitm("--mode", f"reverse:{url}", "--no-telemetry")
+    key = "sk-proj-cutbody0123456789abcdef"
+    ask = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tag": "b", "api_key": key}).encode()
+    sent = ask[: ask.index(key.encode()) + len(key)]
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+    streaming = {"model": "m", "messages": [], "stream": True, "n_chunks": 1000, "pace_ms": 20, "tag": "b"}
+    with socket.create_connection(("127.0.0.1", mitm.port)) as s, httpx.Client(timeout=30) as client:
+        with client.stream("POST", f"{mitm.url}/v1/chat/completions", json=streaming) as r:
+            stream = r.iter_raw()
+            assert next(stream)  # the answer is streaming
+            s.sendall(head % len(ask) + sent)
+            time.sleep(0.5)  # mitmproxy had what came
+            mitm.stop()
+    body, streamed = sorted(mitm.exchanges(), key=lambda x: "stream" in x["request_body"].decode(errors="replace"))
+    assert (body["end"], body["status"], body.get("request_body_cut")) == ("cancelled", None, True)
+    assert body["request_body"] == sent.replace(key.encode(), REDACTED.encode())
+    assert body["error"] == "infertap mitm shut down while the request body was arriving"
+    assert (streamed["end"], streamed["status"], "request_body_cut" in streamed) == ("cancelled", 200, False)
+    assert 0 < len(streamed["chunks"]) < 1000 and streamed["error"] == "infertap mitm shut down while the request was in flight"
+    result = CliRunner().invoke(cli, ["stats", str(mitm.out), "--json", "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    (group,) = json.loads(result.stdout)["groups"]
+    assert (group["requests"], group["request_body_unknown"]) == (1, 1)
