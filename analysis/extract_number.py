@@ -806,12 +806,12 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
         if fractions and term.startswith("\\frac{", at):
             top, after = _argument(term, at + 5)
             bottom, after = _argument(term, after)
-            # a part's own minus is the fraction's ("\\frac{-x}{2}" is "-\\frac{x}{2}", as math-verify reads it)
-            flips = sum(part is not None and part.startswith("-") for part in (top, bottom))
-            top, bottom = (part[1:] if part is not None and part.startswith("-") else part for part in (top, bottom))
+            # a part's own minus is the fraction's ("\\frac{-x}{2}" is "-\\frac{x}{2}", as math-verify reads it): each
+            # term's sign flipped (``_signs_out``), no first character cut ("-x+1" is no "x+1")
+            flipped, (top, bottom) = _signs_out([top, bottom]) if top and bottom else (False, [top, bottom])
             over = _product(top, True) if top and bottom is not None and re.fullmatch(r"\d+", bottom) else None
             if over is not None and int(bottom or 0):
-                negative = (negative != over[0]) != bool(flips % 2)
+                negative = (negative != over[0]) != flipped
                 coefficient = coefficient * over[1] / int(bottom or 0)
                 factors += [f for f in over[2] if f[0] != 1]
                 at = after
@@ -827,8 +827,9 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
             at = m.end()
             continue
         bracket = m.lastindex == 6 and re.match(r"\(([^()]*)\)", m.group())  # "(1+x)" as "(x+1)"
-        if bracket and _LETTER.fullmatch(bracket.group(1)):  # "2(x)" as "2x", as math-verify reads it
-            factors.append((5, bracket.group(1) + m.group()[bracket.end() :]))
+        inside = _even_inside(bracket.group(1), m.group()[bracket.end() :]) if bracket else ""
+        if bracket and (alone := _ALONE_IN_BRACKET.fullmatch(inside)):  # "2(x)" as "2x", "(\\pi)^2" as "\\pi^2"
+            factors.append((5 if alone.group(1) else 3, inside + m.group()[bracket.end() :]))
             at = m.end()
             continue
         if bracket and bracket.end() == len(m.group()) and (inner := _bracketed_product(bracket.group(1), fractions)):
@@ -836,15 +837,26 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
             factors += inner[2]
             at = m.end()
             continue
-        factors.append(
-            (
-                m.lastindex or 0,
-                "(" + ordered_sum(bracket.group(1), _constant) + m.group()[bracket.end() - 1 :] if bracket else m.group(),
-            )
-        )
+        factors.append((m.lastindex or 0, "(" + inside + m.group()[bracket.end() - 1 :] if bracket else m.group()))
         coefficient *= Fraction(m.group()) if m.lastindex == 1 else 1
         at = m.end()
     return negative, coefficient, factors
+
+
+# A bracket's one letter or \\pi: the factor itself, as math-verify reads it ("(x)^2" is "x^2", "(\\pi)^2" "\\pi^2").
+_ALONE_IN_BRACKET = re.compile(r"([a-zA-Z])|\\pi")
+_EVEN_POWER = re.compile(r"\^\{\d*[02468]\}")
+
+
+def _even_inside(inside: str, power: str) -> str:
+    """A bracket's sum in one order (``ordered_sum``), and under an even power with its first term positive: a
+    negated expression's even power is the expression's ("(1-x)^2" is "(x-1)^2", "(-x)^2" "x^2", as math-verify
+    reads them; they were two answers); under an odd one, or none, the sign stays ("(1-x)^3" is no "(x-1)^3")."""
+    ordered = ordered_sum(inside, _constant)
+    if not ordered.startswith("-") or not _EVEN_POWER.fullmatch(power):
+        return ordered
+    flipped = negated(ordered)
+    return ordered if flipped is None else ordered_sum(_parts_ordered(flipped), _constant)
 
 
 def _bracketed_product(inside: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int, str]]] | None:
