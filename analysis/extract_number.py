@@ -521,7 +521,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     groups = [
         m
         for m in _GROUP.finditer(text)
-        if _powered_or_multiplied(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m)
+        if _powered_or_multiplied(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m) or _subtracted(text, m)
     ]
     starts = [m.start() for m in groups]
     # each pattern searched forward once (``Scan``), not again to the text's end after each expression
@@ -1025,6 +1025,21 @@ def _signed(text: str, m: re.Match[str]) -> bool:
     return bool(sign) and not (sign != "-" and _OPERAND_BEFORE.search(text, 0, m.start()))
 
 
+# A difference's minus before a bracket ("1 - (", "1-(", "x-\\left("), and a bracket that holds math, no word of prose.
+_MINUS_BEFORE = re.compile(r"[\w)\]}][ \t]*-[ \t]*(?:\\left\s*)?\(\Z")
+_MATH_BRACKET = re.compile(r"(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})[^(),]+")
+
+
+def _subtracted(text: str, m: re.Match[str]) -> bool:
+    """Whether the bracket ``_GROUP`` found is subtracted ("1 - (\\pi+1)", "1-(1+\\pi)"): read whole, a term of its
+    difference (its inside alone was read, "\\pi+1", one answer with "\\boxed{\\pi+1}" where math-verify reads -π).
+    Only a bracket of math: "5 - (see above)" is prose, no product of its letters."""
+    if not _MINUS_BEFORE.search(text, max(0, m.end() - 40), m.end()):
+        return False
+    inside, _ = _argument(text, m.end() - 1, "(", ")")
+    return inside is not None and _MATH_BRACKET.fullmatch(inside) is not None
+
+
 def _group_as_written(text: str, m: re.Match[str]) -> tuple[int, int, str] | None:
     """A bracket ``_GROUP`` found that has no value (``\\pi`` or a root in it), with what made it a group: its power, its
     sign, the number before it, the brackets after it ("(1+\\pi)^2", "-(\\pi+1)", "2(\\pi+1)", "(\\pi+1)(\\pi-1)"), spelled as
@@ -1063,12 +1078,32 @@ def _powered_or_multiplied(text: str, m: re.Match[str]) -> bool:
 
 def _more_factors(text: str, at: int) -> tuple[str, int]:
     """The command factors right after an expression, spelled as written, and where they end
-    ("", ``at`` where none follows): a factor of no value makes the whole product one of none."""
+    ("", ``at`` where none follows): a factor of no value makes the whole product one of none. A bracket of math
+    right after it, no space between, is a factor too, with its power ("\\sqrt{2}(\\pi+1)" is that product; it read
+    "\\pi+1", one answer with "\\boxed{\\pi+1}", the command lost)."""
     spelling = ""
-    while (m := _NEXT_FACTOR.match(text, at)) and (written := _as_written(text, None, None, m.group(1), m.end(), True)):
-        at, piece = written
+    while True:
+        if (m := _NEXT_FACTOR.match(text, at)) and (written := _as_written(text, None, None, m.group(1), m.end(), True)):
+            at, piece = written
+        elif bracket := _BRACKET_FACTOR.match(text, at):
+            inside, close = _argument(text, bracket.end() - 1, "(", ")")
+            if inside is None or not _MATH_INSIDE.fullmatch(inside):
+                break
+            power = _CARET_EXPONENT.match(text, close)
+            piece, at = "(" + _sum_as_written(inside) + ")", close
+            if power:
+                piece, at = piece + "^{" + _latex(power.group(1) or power.group(2)) + "}", power.end()
+        else:
+            break
         spelling += piece
     return spelling, at
+
+
+# A bracket right after a command's expression, its factor ("\\sqrt{2}(\\pi+1)", "\\pi\\left(x-1\\right)"), where it holds
+# math: no word ("\\sqrt{2}(see above)" is prose), nor a comma (a tuple's).
+_BRACKET_FACTOR = re.compile(r"(?:\\left\s*)?\(")
+_MATH_INSIDE = re.compile(r"(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})[^,]+")
+_CARET_EXPONENT = re.compile(r"[ \t]*\^[ \t]*(?:\{([^{}]+)\}|(\w))")
 
 
 def _power_as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:

@@ -100,6 +100,15 @@ def test_constant_terms_are_added_exactly() -> None:
         ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{\\pi-1}", False),  # was "\\pi-1"
         ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{(\\pi-1)(\\pi+1)}", True),
         ("\\boxed{(\\pi+1)2}", "\\boxed{2(\\pi+1)}", True),  # was 2
+        ("\\boxed{1 - (\\pi+1)}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: a subtracted bracket, its difference lost
+        ("$1-(1+\\pi)$", "$\\pi+1$", False),
+        ("\\boxed{1 - (\\pi+1)}", "$1-(1+\\pi)$", True),
+        ("\\boxed{1-(2+3)}", "\\boxed{5}", False),  # was 5
+        ("\\boxed{1-(2+3)}", "\\boxed{-4}", True),
+        ("\\boxed{\\sqrt{2}(\\pi+1)}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: a command is a bracket's factor
+        ("\\boxed{\\sqrt{2}(\\pi+1)}", "\\boxed{\\sqrt{2}}", False),
+        ("\\boxed{\\sqrt{2}(\\pi+1)}", "\\boxed{\\sqrt{2}\\left(1+\\pi\\right)}", True),
+        ("\\boxed{\\sqrt{2}(\\pi+1)^2}", "\\boxed{\\sqrt{2}(\\pi+1)}", False),
     ],
 )
 def test_a_product_after_a_bracket_or_a_power_keeps_every_factor(a: str, b: str, same: bool) -> None:
@@ -110,6 +119,8 @@ def test_a_space_after_a_numbers_power_or_before_a_word_is_no_product() -> None:
     """A number's power and a letter after a space is the number and its unit, a bracket of words prose."""
     assert number("10^3 m") == number("1000") != number("10^4 m")
     assert number("(x+1) (see above)") == number("(x+1)") == "x+1"
+    assert number("5 - (see above)") == number("5") == "5" != number("5 - (x)")
+    assert number("\\sqrt{2}(see above)") == number("\\sqrt{2}") != number("\\sqrt{2}(x)")
 
 
 def test_the_unit_words_are_math_verifys() -> None:
