@@ -662,6 +662,8 @@ def _ordered(spelling: str) -> str:
         else:
             term += c
     terms.append((sign, term))
+    if (opened := _brackets_opened(terms)) is not None:
+        return _ordered(opened)
     out = ""
     for joiner, product in _like_terms(terms):
         out = _signed_term(out + joiner, product)
@@ -669,6 +671,36 @@ def _ordered(spelling: str) -> str:
     if _unbracketed(out) != out:  # "2(x+1) - (x+1)" is "(x+1)": "x+1"
         return _ordered(out)
     return ordered_sum(out, _constant)
+
+
+def _brackets_opened(terms: list[tuple[str, str]]) -> str | None:
+    """A sum of numbers and a bracket of a sum, no power or factor on it, with the bracket opened, its terms' signs
+    flipped where a minus is before it: "1-(\\pi+1)" is "1-\\pi-1", so "-\\pi", as math-verify reads it (it read
+    "-(\\pi+1)+1", another answer than "-\\pi"). None where the sum is no such sum: a bracket alone ("-(x+1)") stays,
+    and so do brackets that may be like terms ("2(x+1) - (x+1)" is "x+1")."""
+    brackets = [term for _, term in terms if _unbracketed(term) != term]
+    if (
+        len(brackets) != 1
+        or sum(bool(term) for _, term in terms) < 2
+        or not all(term in brackets or _RATIONAL_TERM.fullmatch(term) for _, term in terms if term)
+    ):
+        return None
+    out, opened = "", False
+    for sign, term in terms:
+        inner = _unbracketed(term)
+        body = negated(inner) if inner != term and sign == "-" else inner if inner != term else None
+        if body is not None and _terms_of(inner):
+            opened, sign, term = True, "-" if body.startswith("-") else "+", body.removeprefix("-")
+        out += sign + term
+    return out.removeprefix("+") if opened else None
+
+
+_RATIONAL_TERM = re.compile(r"\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\}")
+
+
+def _terms_of(spelling: str) -> bool:
+    """Whether the spelling is a sum's terms that may be reordered (``negated`` reads them)."""
+    return negated(spelling) is not None
 
 
 def _parts_ordered(spelling: str) -> str:

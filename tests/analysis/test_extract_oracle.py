@@ -103,6 +103,9 @@ def test_constant_terms_are_added_exactly() -> None:
         ("\\boxed{1 - (\\pi+1)}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: a subtracted bracket, its difference lost
         ("$1-(1+\\pi)$", "$\\pi+1$", False),
         ("\\boxed{1 - (\\pi+1)}", "$1-(1+\\pi)$", True),
+        ("\\boxed{1 - (\\pi+1)}", "\\boxed{-\\pi}", True),  # was "-(\\pi+1)+1": the bracket opened, its constants added
+        ("\\boxed{1 - (x+1)}", "\\boxed{-x}", True),
+        ("\\boxed{1 - (x+1)}", "\\boxed{x}", False),
         ("\\boxed{1-(2+3)}", "\\boxed{5}", False),  # was 5
         ("\\boxed{1-(2+3)}", "\\boxed{-4}", True),
         ("\\boxed{\\sqrt{2}(\\pi+1)}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: a command is a bracket's factor
