@@ -1103,9 +1103,19 @@ def _group_as_written(text: str, m: re.Match[str]) -> tuple[int, int, str] | Non
 
 def _powered_or_multiplied(text: str, m: re.Match[str]) -> bool:
     """Whether the bracket ``_GROUP`` found closes (``\\right)`` too) with a power after it, or with another
-    bracket, its factor ("(2)(3)" and "(2) \\cdot (3)" are 6, as "2(3)" is; they read 3, the last number)."""
-    _, end = _argument(text, m.end() - 1, "(", ")")
-    return end != m.end() - 1 and (_CARET.match(text, end) or _BRACKET_AFTER.match(text, end)) is not None
+    bracket, its factor ("(2)(3)" and "(2) \\cdot (3)" are 6, as "2(3)" is; they read 3, the last number), or, where it
+    holds math, with a command's expression (``_COMMAND_AFTER``)."""
+    inside, end = _argument(text, m.end() - 1, "(", ")")
+    if end == m.end() - 1:
+        return False
+    if _CARET.match(text, end) or _BRACKET_AFTER.match(text, end):
+        return True
+    return _COMMAND_AFTER.match(text, end) is not None and _MATH_BRACKET.fullmatch(inside or "") is not None
+
+
+# A command's expression after a bracket of math, its factor ("(\\pi+1)\\sqrt{2}", "(\\pi+1) \\cdot \\sqrt{2}"; they
+# read \\sqrt{2}, the bracket lost); a space alone is no product's ("see (above) \\sqrt{2}" is prose).
+_COMMAND_AFTER = re.compile(r"(?:[ \t]*(?:\\cdot|\\times|\*)[ \t]*)?\\(?:sqrt|[dt]?frac|pi)(?![a-zA-Z])")
 
 
 def _more_factors(text: str, at: int) -> tuple[str, int]:

@@ -112,6 +112,9 @@ def test_constant_terms_are_added_exactly() -> None:
         ("\\boxed{\\sqrt{2}(\\pi+1)}", "\\boxed{\\sqrt{2}}", False),
         ("\\boxed{\\sqrt{2}(\\pi+1)}", "\\boxed{\\sqrt{2}\\left(1+\\pi\\right)}", True),
         ("\\boxed{\\sqrt{2}(\\pi+1)^2}", "\\boxed{\\sqrt{2}(\\pi+1)}", False),
+        ("\\boxed{(\\pi+1)\\sqrt{2}}", "\\boxed{\\sqrt{2}}", False),  # was "\\sqrt{2}" both: the bracket lost
+        ("\\boxed{(\\pi+1)\\sqrt{2}}", "\\boxed{\\sqrt{2}(1+\\pi)}", True),
+        ("\\boxed{(\\pi+1) \\cdot \\sqrt{2}}", "\\boxed{\\sqrt{2}(\\pi+1)}", True),
     ],
 )
 def test_a_product_after_a_bracket_or_a_power_keeps_every_factor(a: str, b: str, same: bool) -> None:
@@ -124,6 +127,7 @@ def test_a_space_after_a_numbers_power_or_before_a_word_is_no_product() -> None:
     assert number("(x+1) (see above)") == number("(x+1)") == "x+1"
     assert number("5 - (see above)") == number("5") == "5" != number("5 - (x)")
     assert number("\\sqrt{2}(see above)") == number("\\sqrt{2}") != number("\\sqrt{2}(x)")
+    assert number("see (above) \\sqrt{2}") == number("(see above)\\sqrt{2}") == number("\\sqrt{2}") != number("(x)\\sqrt{2}")
 
 
 def test_the_unit_words_are_math_verifys() -> None:
