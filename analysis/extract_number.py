@@ -1047,7 +1047,12 @@ def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None, floor: 
         return before.start(), (power[0], factor + "\\cdot" + power[1].removeprefix("-"))
     if before and not m.group(1) and not m.group(2):
         return before.start(), _as_written(text, before.group(1), before.group(2), m.group(3), m.end())
-    return m.start(), _as_written(text, m.group(1), m.group(2), m.group(3), m.end())
+    written = _as_written(text, m.group(1), m.group(2), m.group(3), m.end())
+    if written is None and m.group(3).endswith("frac"):  # a fraction of numbers before a bracket of no value, its factor
+        within = _as_written(text, m.group(1), m.group(2), m.group(3), m.end(), True)
+        # ("\\frac{1}{2}(\\pi+1)"; it read "\\pi+1", one answer with "\\boxed{\\pi+1}")
+        written = within if within and _more_factors(text, within[0])[0].startswith("(") else None
+    return m.start(), written
 
 
 def _signed(text: str, m: re.Match[str]) -> bool:

@@ -115,6 +115,9 @@ def test_constant_terms_are_added_exactly() -> None:
         ("\\boxed{(\\pi+1)\\sqrt{2}}", "\\boxed{\\sqrt{2}}", False),  # was "\\sqrt{2}" both: the bracket lost
         ("\\boxed{(\\pi+1)\\sqrt{2}}", "\\boxed{\\sqrt{2}(1+\\pi)}", True),
         ("\\boxed{(\\pi+1) \\cdot \\sqrt{2}}", "\\boxed{\\sqrt{2}(\\pi+1)}", True),
+        ("\\boxed{\\frac{1}{2}(\\pi+1)}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: a fraction is a factor too
+        ("\\boxed{\\frac{1}{2}(\\pi+1)}", "\\boxed{\\frac12(1+\\pi)}", True),
+        ("\\boxed{-\\frac{1}{2}(\\pi+1)}", "\\boxed{\\frac{1}{2}(\\pi+1)}", False),
     ],
 )
 def test_a_product_after_a_bracket_or_a_power_keeps_every_factor(a: str, b: str, same: bool) -> None:
