@@ -521,7 +521,7 @@ def _expressions(text: str) -> list[tuple[int, int, str]]:
     groups = [
         m
         for m in _GROUP.finditer(text)
-        if _powered_or_multiplied(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m)
+        if _powered_or_multiplied(text, m) or _FACTOR_BEFORE.search(m.group()) or _signed(text, m) or _subtracted(text, m)
     ]
     starts = [m.start() for m in groups]
     # each pattern searched forward once (``Scan``), not again to the text's end after each expression
@@ -662,6 +662,8 @@ def _ordered(spelling: str) -> str:
         else:
             term += c
     terms.append((sign, term))
+    if (opened := _brackets_opened(terms)) is not None:
+        return _ordered(opened)
     out = ""
     for joiner, product in _like_terms(terms):
         out = _signed_term(out + joiner, product)
@@ -669,6 +671,36 @@ def _ordered(spelling: str) -> str:
     if _unbracketed(out) != out:  # "2(x+1) - (x+1)" is "(x+1)": "x+1"
         return _ordered(out)
     return ordered_sum(out, _constant)
+
+
+def _brackets_opened(terms: list[tuple[str, str]]) -> str | None:
+    """A sum of numbers and a bracket of a sum, no power or factor on it, with the bracket opened, its terms' signs
+    flipped where a minus is before it: "1-(\\pi+1)" is "1-\\pi-1", so "-\\pi", as math-verify reads it (it read
+    "-(\\pi+1)+1", another answer than "-\\pi"). None where the sum is no such sum: a bracket alone ("-(x+1)") stays,
+    and so do brackets that may be like terms ("2(x+1) - (x+1)" is "x+1")."""
+    brackets = [term for _, term in terms if _unbracketed(term) != term]
+    if (
+        len(brackets) != 1
+        or sum(bool(term) for _, term in terms) < 2
+        or not all(term in brackets or _RATIONAL_TERM.fullmatch(term) for _, term in terms if term)
+    ):
+        return None
+    out, opened = "", False
+    for sign, term in terms:
+        inner = _unbracketed(term)
+        body = negated(inner) if inner != term and sign == "-" else inner if inner != term else None
+        if body is not None and _terms_of(inner):
+            opened, sign, term = True, "-" if body.startswith("-") else "+", body.removeprefix("-")
+        out += sign + term
+    return out.removeprefix("+") if opened else None
+
+
+_RATIONAL_TERM = re.compile(r"\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\}")
+
+
+def _terms_of(spelling: str) -> bool:
+    """Whether the spelling is a sum's terms that may be reordered (``negated`` reads them)."""
+    return negated(spelling) is not None
 
 
 def _parts_ordered(spelling: str) -> str:
@@ -806,12 +838,12 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
         if fractions and term.startswith("\\frac{", at):
             top, after = _argument(term, at + 5)
             bottom, after = _argument(term, after)
-            # a part's own minus is the fraction's ("\\frac{-x}{2}" is "-\\frac{x}{2}", as math-verify reads it)
-            flips = sum(part is not None and part.startswith("-") for part in (top, bottom))
-            top, bottom = (part[1:] if part is not None and part.startswith("-") else part for part in (top, bottom))
+            # a part's own minus is the fraction's ("\\frac{-x}{2}" is "-\\frac{x}{2}", as math-verify reads it): each
+            # term's sign flipped (``_signs_out``), no first character cut ("-x+1" is no "x+1")
+            flipped, (top, bottom) = _signs_out([top, bottom]) if top and bottom else (False, [top, bottom])
             over = _product(top, True) if top and bottom is not None and re.fullmatch(r"\d+", bottom) else None
             if over is not None and int(bottom or 0):
-                negative = (negative != over[0]) != bool(flips % 2)
+                negative = (negative != over[0]) != flipped
                 coefficient = coefficient * over[1] / int(bottom or 0)
                 factors += [f for f in over[2] if f[0] != 1]
                 at = after
@@ -827,8 +859,9 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
             at = m.end()
             continue
         bracket = m.lastindex == 6 and re.match(r"\(([^()]*)\)", m.group())  # "(1+x)" as "(x+1)"
-        if bracket and _LETTER.fullmatch(bracket.group(1)):  # "2(x)" as "2x", as math-verify reads it
-            factors.append((5, bracket.group(1) + m.group()[bracket.end() :]))
+        inside = _even_inside(bracket.group(1), m.group()[bracket.end() :]) if bracket else ""
+        if bracket and (alone := _ALONE_IN_BRACKET.fullmatch(inside)):  # "2(x)" as "2x", "(\\pi)^2" as "\\pi^2"
+            factors.append((5 if alone.group(1) else 3, inside + m.group()[bracket.end() :]))
             at = m.end()
             continue
         if bracket and bracket.end() == len(m.group()) and (inner := _bracketed_product(bracket.group(1), fractions)):
@@ -836,15 +869,26 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
             factors += inner[2]
             at = m.end()
             continue
-        factors.append(
-            (
-                m.lastindex or 0,
-                "(" + ordered_sum(bracket.group(1), _constant) + m.group()[bracket.end() - 1 :] if bracket else m.group(),
-            )
-        )
+        factors.append((m.lastindex or 0, "(" + inside + m.group()[bracket.end() - 1 :] if bracket else m.group()))
         coefficient *= Fraction(m.group()) if m.lastindex == 1 else 1
         at = m.end()
     return negative, coefficient, factors
+
+
+# A bracket's one letter or \\pi: the factor itself, as math-verify reads it ("(x)^2" is "x^2", "(\\pi)^2" "\\pi^2").
+_ALONE_IN_BRACKET = re.compile(r"([a-zA-Z])|\\pi")
+_EVEN_POWER = re.compile(r"\^\{\d*[02468]\}")
+
+
+def _even_inside(inside: str, power: str) -> str:
+    """A bracket's sum in one order (``ordered_sum``), and under an even power with its first term positive: a
+    negated expression's even power is the expression's ("(1-x)^2" is "(x-1)^2", "(-x)^2" "x^2", as math-verify
+    reads them; they were two answers); under an odd one, or none, the sign stays ("(1-x)^3" is no "(x-1)^3")."""
+    ordered = ordered_sum(inside, _constant)
+    if not ordered.startswith("-") or not _EVEN_POWER.fullmatch(power):
+        return ordered
+    flipped = negated(ordered)
+    return ordered if flipped is None else ordered_sum(_parts_ordered(flipped), _constant)
 
 
 def _bracketed_product(inside: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int, str]]] | None:
@@ -1003,7 +1047,12 @@ def _no_value(text: str, m: re.Match[str], before: re.Match[str] | None, floor: 
         return before.start(), (power[0], factor + "\\cdot" + power[1].removeprefix("-"))
     if before and not m.group(1) and not m.group(2):
         return before.start(), _as_written(text, before.group(1), before.group(2), m.group(3), m.end())
-    return m.start(), _as_written(text, m.group(1), m.group(2), m.group(3), m.end())
+    written = _as_written(text, m.group(1), m.group(2), m.group(3), m.end())
+    if written is None and m.group(3).endswith("frac"):  # a fraction of numbers before a bracket of no value, its factor
+        within = _as_written(text, m.group(1), m.group(2), m.group(3), m.end(), True)
+        # ("\\frac{1}{2}(\\pi+1)"; it read "\\pi+1", one answer with "\\boxed{\\pi+1}")
+        written = within if within and _more_factors(text, within[0])[0].startswith("(") else None
+    return m.start(), written
 
 
 def _signed(text: str, m: re.Match[str]) -> bool:
@@ -1011,6 +1060,21 @@ def _signed(text: str, m: re.Match[str]) -> bool:
     it; it was 5, the minus lost); "x - (2+3)", spaced after an operand, is a difference."""
     sign = m.group(1)
     return bool(sign) and not (sign != "-" and _OPERAND_BEFORE.search(text, 0, m.start()))
+
+
+# A difference's minus before a bracket ("1 - (", "1-(", "x-\\left("), and a bracket that holds math, no word of prose.
+_MINUS_BEFORE = re.compile(r"[\w)\]}][ \t]*-[ \t]*(?:\\left\s*)?\(\Z")
+_MATH_BRACKET = re.compile(r"(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})[^(),]+")
+
+
+def _subtracted(text: str, m: re.Match[str]) -> bool:
+    """Whether the bracket ``_GROUP`` found is subtracted ("1 - (\\pi+1)", "1-(1+\\pi)"): read whole, a term of its
+    difference (its inside alone was read, "\\pi+1", one answer with "\\boxed{\\pi+1}" where math-verify reads -π).
+    Only a bracket of math: "5 - (see above)" is prose, no product of its letters."""
+    if not _MINUS_BEFORE.search(text, max(0, m.end() - 40), m.end()):
+        return False
+    inside, _ = _argument(text, m.end() - 1, "(", ")")
+    return inside is not None and _MATH_BRACKET.fullmatch(inside) is not None
 
 
 def _group_as_written(text: str, m: re.Match[str]) -> tuple[int, int, str] | None:
@@ -1044,19 +1108,49 @@ def _group_as_written(text: str, m: re.Match[str]) -> tuple[int, int, str] | Non
 
 def _powered_or_multiplied(text: str, m: re.Match[str]) -> bool:
     """Whether the bracket ``_GROUP`` found closes (``\\right)`` too) with a power after it, or with another
-    bracket, its factor ("(2)(3)" and "(2) \\cdot (3)" are 6, as "2(3)" is; they read 3, the last number)."""
-    _, end = _argument(text, m.end() - 1, "(", ")")
-    return end != m.end() - 1 and (_CARET.match(text, end) or _BRACKET_AFTER.match(text, end)) is not None
+    bracket, its factor ("(2)(3)" and "(2) \\cdot (3)" are 6, as "2(3)" is; they read 3, the last number), or, where it
+    holds math, with a command's expression (``_COMMAND_AFTER``)."""
+    inside, end = _argument(text, m.end() - 1, "(", ")")
+    if end == m.end() - 1:
+        return False
+    if _CARET.match(text, end) or _BRACKET_AFTER.match(text, end):
+        return True
+    return _COMMAND_AFTER.match(text, end) is not None and _MATH_BRACKET.fullmatch(inside or "") is not None
+
+
+# A command's expression after a bracket of math, its factor ("(\\pi+1)\\sqrt{2}", "(\\pi+1) \\cdot \\sqrt{2}"; they
+# read \\sqrt{2}, the bracket lost); a space alone is no product's ("see (above) \\sqrt{2}" is prose).
+_COMMAND_AFTER = re.compile(r"(?:[ \t]*(?:\\cdot|\\times|\*)[ \t]*)?\\(?:sqrt|[dt]?frac|pi)(?![a-zA-Z])")
 
 
 def _more_factors(text: str, at: int) -> tuple[str, int]:
     """The command factors right after an expression, spelled as written, and where they end
-    ("", ``at`` where none follows): a factor of no value makes the whole product one of none."""
+    ("", ``at`` where none follows): a factor of no value makes the whole product one of none. A bracket of math
+    right after it, no space between, is a factor too, with its power ("\\sqrt{2}(\\pi+1)" is that product; it read
+    "\\pi+1", one answer with "\\boxed{\\pi+1}", the command lost)."""
     spelling = ""
-    while (m := _NEXT_FACTOR.match(text, at)) and (written := _as_written(text, None, None, m.group(1), m.end(), True)):
-        at, piece = written
+    while True:
+        if (m := _NEXT_FACTOR.match(text, at)) and (written := _as_written(text, None, None, m.group(1), m.end(), True)):
+            at, piece = written
+        elif bracket := _BRACKET_FACTOR.match(text, at):
+            inside, close = _argument(text, bracket.end() - 1, "(", ")")
+            if inside is None or not _MATH_INSIDE.fullmatch(inside):
+                break
+            power = _CARET_EXPONENT.match(text, close)
+            piece, at = "(" + _sum_as_written(inside) + ")", close
+            if power:
+                piece, at = piece + "^{" + _latex(power.group(1) or power.group(2)) + "}", power.end()
+        else:
+            break
         spelling += piece
     return spelling, at
+
+
+# A bracket right after a command's expression, its factor ("\\sqrt{2}(\\pi+1)", "\\pi\\left(x-1\\right)"), where it holds
+# math: no word ("\\sqrt{2}(see above)" is prose), nor a comma (a tuple's).
+_BRACKET_FACTOR = re.compile(r"(?:\\left\s*)?\(")
+_MATH_INSIDE = re.compile(r"(?![^()]*(?<![\\a-zA-Z])[a-zA-Z]{2})[^,]+")
+_CARET_EXPONENT = re.compile(r"[ \t]*\^[ \t]*(?:\{([^{}]+)\}|(\w))")
 
 
 def _power_as_written(text: str, m: re.Match[str]) -> tuple[int, str] | None:

@@ -140,6 +140,7 @@ def _products(math: str) -> str:
             end = letters.end()
             spaced = _after_number(math, at)
             unit = spaced and is_unit(letters.group()) and not before_more_math(math, end)  # "5 m \\pi" is 5πm
+            unit = unit and not (math.startswith("^", end) and _after_power(math, at))  # "\\pi^2 cm^2" is 2π²cm²
             if is_unit(letters.group()) and _END.match(math, end) and _after_value(math, at):  # "5\\pi m" is 5π
                 out[-1] = out[-1].rstrip(" \t")
                 at = end
@@ -181,6 +182,17 @@ def _after_value(math: str, at: int) -> bool:
     the value's, as after a number. After a variable they are a product's factors: "2\\pi r h" is 2πrh, where
     math-verify strips "h" as hours and reads 2πr, another answer."""
     return _CONSTANT_END.search(math, 0, at) is not None and _VALUE_BEFORE.fullmatch(math, 0, at) is not None
+
+
+# The exponent of a power of no number, at the end ("\\pi^2", "x^2", "(1+x)^2"; no "10^3").
+_POWER_OF_NO_NUMBER = re.compile(r"(?<![\d\s])\^\d+[ \t]*\Z")
+
+
+def _after_power(math: str, at: int) -> bool:
+    """Whether the letters at ``at`` follow the power of no number and a space: there a unit's power makes it a
+    product's factors ("\\pi^2 cm^2" is π²cm², as "\\pi^{2} cm^2" and "\\pi^2 m^2" were, and as math-verify reads them;
+    "cm" was taken for the unit of π², so that it read π², another answer); "10^3 m" is still 1000 m."""
+    return _POWER_OF_NO_NUMBER.search(math, 0, at) is not None
 
 
 def _after_number(math: str, at: int) -> bool:

@@ -1221,3 +1221,15 @@ def test_sums_in_another_order_match_and_other_sums_differ() -> None:
 )
 def test_a_sum_is_reordered_only_where_its_terms_are_a_sums(spelling: str) -> None:
     assert ordered_sum(spelling) == spelling
+
+
+def test_a_fraction_parts_minus_is_its_terms_signs_flipped_not_its_first_character_cut() -> None:
+    """``_product`` gives a fraction part's minus to the fraction by flipping each term's sign ("-x+1" is "x-1", never
+    "x+1"); a part that is a sum is no product, so the fraction stays one factor, as written."""
+    from fractions import Fraction
+
+    from infertap.analysis.extract_number import _product
+
+    assert _product("\\frac{-x}{2}", True) == (True, Fraction(1, 2), [(5, "x")])
+    assert _product("\\frac{x}{-2}", True) == _product("\\frac{-x}{2}", True) != _product("\\frac{x}{2}", True)
+    assert _product("\\frac{-x+1}{2}", True) == (False, Fraction(1), [(2, "\\frac{-x+1}{2}")])

@@ -100,6 +100,24 @@ def test_constant_terms_are_added_exactly() -> None:
         ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{\\pi-1}", False),  # was "\\pi-1"
         ("\\boxed{(\\pi+1)(\\pi-1)}", "\\boxed{(\\pi-1)(\\pi+1)}", True),
         ("\\boxed{(\\pi+1)2}", "\\boxed{2(\\pi+1)}", True),  # was 2
+        ("\\boxed{1 - (\\pi+1)}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: a subtracted bracket, its difference lost
+        ("$1-(1+\\pi)$", "$\\pi+1$", False),
+        ("\\boxed{1 - (\\pi+1)}", "$1-(1+\\pi)$", True),
+        ("\\boxed{1 - (\\pi+1)}", "\\boxed{-\\pi}", True),  # was "-(\\pi+1)+1": the bracket opened, its constants added
+        ("\\boxed{1 - (x+1)}", "\\boxed{-x}", True),
+        ("\\boxed{1 - (x+1)}", "\\boxed{x}", False),
+        ("\\boxed{1-(2+3)}", "\\boxed{5}", False),  # was 5
+        ("\\boxed{1-(2+3)}", "\\boxed{-4}", True),
+        ("\\boxed{\\sqrt{2}(\\pi+1)}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: a command is a bracket's factor
+        ("\\boxed{\\sqrt{2}(\\pi+1)}", "\\boxed{\\sqrt{2}}", False),
+        ("\\boxed{\\sqrt{2}(\\pi+1)}", "\\boxed{\\sqrt{2}\\left(1+\\pi\\right)}", True),
+        ("\\boxed{\\sqrt{2}(\\pi+1)^2}", "\\boxed{\\sqrt{2}(\\pi+1)}", False),
+        ("\\boxed{(\\pi+1)\\sqrt{2}}", "\\boxed{\\sqrt{2}}", False),  # was "\\sqrt{2}" both: the bracket lost
+        ("\\boxed{(\\pi+1)\\sqrt{2}}", "\\boxed{\\sqrt{2}(1+\\pi)}", True),
+        ("\\boxed{(\\pi+1) \\cdot \\sqrt{2}}", "\\boxed{\\sqrt{2}(\\pi+1)}", True),
+        ("\\boxed{\\frac{1}{2}(\\pi+1)}", "\\boxed{\\pi+1}", False),  # was "\\pi+1" both: a fraction is a factor too
+        ("\\boxed{\\frac{1}{2}(\\pi+1)}", "\\boxed{\\frac12(1+\\pi)}", True),
+        ("\\boxed{-\\frac{1}{2}(\\pi+1)}", "\\boxed{\\frac{1}{2}(\\pi+1)}", False),
     ],
 )
 def test_a_product_after_a_bracket_or_a_power_keeps_every_factor(a: str, b: str, same: bool) -> None:
@@ -110,6 +128,9 @@ def test_a_space_after_a_numbers_power_or_before_a_word_is_no_product() -> None:
     """A number's power and a letter after a space is the number and its unit, a bracket of words prose."""
     assert number("10^3 m") == number("1000") != number("10^4 m")
     assert number("(x+1) (see above)") == number("(x+1)") == "x+1"
+    assert number("5 - (see above)") == number("5") == "5" != number("5 - (x)")
+    assert number("\\sqrt{2}(see above)") == number("\\sqrt{2}") != number("\\sqrt{2}(x)")
+    assert number("see (above) \\sqrt{2}") == number("(see above)\\sqrt{2}") == number("\\sqrt{2}") != number("(x)\\sqrt{2}")
 
 
 def test_the_unit_words_are_math_verifys() -> None:
@@ -385,6 +406,18 @@ def test_a_bracket_of_one_letter_after_a_number_is_that_letter_its_factor(a: str
         ("\\boxed{(-2)x}", "\\boxed{2x}", False),
         ("\\boxed{(3/4)^2 x}", "\\boxed{\\frac{9x}{16}}", True),
         ("\\boxed{x(1-y)}", "\\boxed{x-y}", False),  # a bracket of a sum stays one
+        ("\\boxed{(1-x)^2}", "\\boxed{(x-1)^2}", True),  # was "(-x+1)^{2}" and "(x-1)^{2}": an even power
+        ("\\boxed{(1-x)^3}", "\\boxed{(x-1)^3}", False),  # an odd one keeps the sign
+        ("\\boxed{(1-x)^{4} y}", "\\boxed{y(x-1)^4}", True),
+        ("\\boxed{(-x)^2}", "\\boxed{x^2}", True),  # was "(-x)^{2}" and "x^{2}"
+        ("\\boxed{(-x)^3}", "\\boxed{x^3}", False),
+        ("\\boxed{(-\\pi)^2}", "\\boxed{\\pi^2}", True),
+        (
+            "\\boxed{\\left(\\frac{1-x}{2}\\right)^2}",
+            "\\boxed{\\left(\\frac{x-1}{2}\\right)^2}",
+            True,
+        ),  # was "(-\\frac{x-1}{2})^{2}"
+        ("\\boxed{\\left(\\frac{1-x}{2}\\right)^3}", "\\boxed{\\left(\\frac{x-1}{2}\\right)^3}", False),
     ],
 )
 def test_a_bracket_of_a_signed_term_or_a_value_in_a_product_is_its_factors(a: str, b: str, same: bool) -> None:
@@ -874,6 +907,11 @@ def test_a_fraction_part_that_is_a_sum_has_its_terms_in_one_order(a: str, b: str
         ("\\boxed{2e^{2} m}", "\\boxed{2e^2 x}", False),
         ("\\boxed{(1+\\pi)^2 m}", "\\boxed{(1+\\pi)^2}", True),  # was "m\\cdot(\\pi+1)^{2}": after a bracket of constants
         ("\\boxed{(1+\\pi)^2 x}", "\\boxed{(1+\\pi)^2}", False),
+        ("\\boxed{2\\pi^2 cm^2}", "\\boxed{2\\pi^2}", False),  # was "2\\pi^{2}": a unit's power after a power of \\pi
+        ("\\boxed{2\\pi^2 cm^2}", "\\boxed{2\\pi^{2} cm^2}", True),  # is a product's, as after "\\pi^{2}", "\\pi" was
+        ("\\boxed{2\\pi^2 cm^2}", "\\boxed{2\\pi^2 m^2}", False),
+        ("\\boxed{2\\pi^2 m^2}", "\\boxed{2\\pi^2}", False),
+        ("\\boxed{2\\pi^2 cm}", "\\boxed{2\\pi^2}", True),  # no power: the unit, as it was
     ],
 )
 def test_a_unit_at_the_end_after_a_constant_value_is_no_factor(a: str, b: str, same: bool) -> None:
@@ -909,6 +947,9 @@ def test_letters_after_a_variable_stay_factors_though_math_verify_strips_them_as
         ("\\boxed{\\left(\\frac{\\pi}{2}\\right)^2}", "\\boxed{\\frac{\\pi}{2}}", False),
         ("\\boxed{(\\sqrt{2}+1)^2}", "\\boxed{\\sqrt{2}+1}", False),
         ("\\boxed{(1+\\pi)^2 + 1}", "\\boxed{1 + (\\pi+1)^2}", True),
+        ("\\boxed{(\\pi)^2}", "\\boxed{\\pi^2}", True),  # was "(\\pi)^{2}" and "\\pi^{2}"
+        ("\\boxed{(\\pi)^2}", "\\boxed{\\pi^3}", False),
+        ("\\boxed{2(\\pi)^2 x}", "\\boxed{2x\\pi^2}", True),
     ],
 )
 def test_a_power_of_pi_keeps_its_exponent(a: str, b: str, same: bool) -> None:
