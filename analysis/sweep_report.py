@@ -26,6 +26,7 @@ from .capacity import RESULT, read_sweep
 from .report import write_page
 from .svg import COLORS, STYLE, SWEEP_MARKERS, SWEEP_MARKS, Line, line_svg, number, width
 from .svg import _table as table
+from .sweep_notes import point_notes
 
 #: Capacities closer than this (relative) are not called different.
 SAME = 0.10
@@ -284,7 +285,7 @@ def render_sweeps(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = 
         + ("; A's points are circles, B's squares" if len(sweeps) > 1 else "")
         + ". Definitions: docs/metrics.md.</p>",
         "<h2>3. Points</h2>",
-        *(f"<h3>{name}</h3>{_points_table(sweep)}" for name, _, sweep in sweeps),
+        *(f"<h3>{name}</h3>{_points_table(sweep)}{_notes(sweep)}" for name, _, sweep in sweeps),
         "</body></html>",
     ]
     return "\n".join(out)
@@ -389,6 +390,8 @@ def verdict_of(point: dict[str, Any]) -> str:
     (infertap.replay.sweep_checks): the table's, here and in ``infertap sweep``."""
     if point["passed"]:
         verdict = "pass (not measured)" if point.get("unmeasured") else "pass"
+    elif point.get("unjudged"):
+        verdict = "unknown (no pass)"
     else:
         verdict = (
             "lost (ended early)" if point.get("lost_early") else "fail (not carried)" if point.get("not_carried") else "fail"
@@ -412,7 +415,7 @@ def _points_table(sweep: dict[str, Any]) -> str:
                 (p.get("goodput") or {}).get("requests_per_s"),
                 _percent(p.get("attainment")),
                 _percent(p.get("error_rate"), 1),
-                *(_shown(s, _result(p, s)) for s in sweep["slo"]),
+                *("unknown" if p.get("unjudged") else _shown(s, _result(p, s)) for s in sweep["slo"]),
                 (p.get("schedule_lag_ms") or {}).get("p99"),
                 p.get("sent"),
                 p.get("not_sent"),
@@ -420,6 +423,15 @@ def _points_table(sweep: dict[str, Any]) -> str:
             ]
         )
     return f'<div class="points">{table(headers, rows, [not p["passed"] for p in sweep["points"]])}</div>'
+
+
+def _notes(sweep: dict[str, Any]) -> str:
+    """What the points' figures can't say (requests the replayer cancelled, answers of no token
+    count, ...), as ``infertap sweep``'s notes say it."""
+    lines = [line for p in sweep["points"] for line in point_notes(sweep["kind"], p)]
+    if not lines:
+        return ""
+    return "<p>Notes:</p><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
 
 
 def _percent(value: float | None, places: int = 0) -> str:

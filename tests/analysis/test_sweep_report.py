@@ -480,6 +480,29 @@ def test_the_points_table_shows_each_figure_on_the_side_of_its_bound(tmp_path):
     ], cells
 
 
+def test_the_report_gives_the_commands_notes_on_each_point(tmp_path):
+    """The report said nothing of requests the replayer cancelled in flight, nor of answers with no
+    token count, which the command's notes say: it says them, worded as the command does."""
+    from infertap.cli_sweep import notes
+
+    folder = _sweep(tmp_path / "a", 2, loads=(1, 2, 4))
+    result = json.loads((folder / "sweep.json").read_text())
+    result["points"][2].update(cancelled=30, error_rate=0.3)
+    result["points"][0].update(output_tokens_unknown=40, output_tokens_per_s=12.0)
+    (folder / "sweep.json").write_text(json.dumps(result))
+    page = _report(folder, out=tmp_path / "r.html")[2]
+    said = [line for line in notes(result) if "cancelled" in line or "no output token count" in line]
+    assert said == [
+        "speed 1: 40 of 100 ok answers have no output token count (sent whole, with no usage): output tokens/s counts the others",
+        "speed 4: 30 of its 100 requests were cancelled by the replayer in flight when it cut the point short: among its "
+        "errors and over every bound, though the target sent no error for them",
+    ]
+    for line in said:
+        assert f"<li>{html.escape(line)}</li>" in page
+    plain = _report(_sweep(tmp_path / "b", 2, loads=(1, 2, 4)), out=tmp_path / "p.html")[2]
+    assert "<li>" not in plain and "Notes:" not in plain  # nothing to say: nothing said
+
+
 def test_passes_above_the_capacity_that_measured_nothing_leave_it_open(tmp_path):
     folder = _sweep(tmp_path / "a", 100, loads=(1, 2, 4))
     result = json.loads((folder / "sweep.json").read_text())
