@@ -221,7 +221,7 @@ def _points_table(result: dict[str, Any]) -> Table:
     headers = [kind, "verdict", "offered req/s", "req/s", "goodput req/s", "attainment", "errors"]
     table = Table(*headers, *[s["slo"] for s in result["slo"]], "lag p99 ms")
     for p in result["points"]:
-        f = _figures(p)
+        f = _figures(p, result["slo"])
         table.add_row(
             _load(p[kind]), verdict_of(p), f["offered"], f["achieved"], f["goodput"], f["attainment"], f["errors"],
             *[_observed(p, s) for s in p["slos"]], f["lag"],
@@ -235,7 +235,7 @@ def _points_lines(result: dict[str, Any]) -> list[str]:
 
     kind, lines = result["kind"], []
     for p in result["points"]:
-        f = _figures(p)
+        f = _figures(p, result["slo"])
         lines += [
             f"{kind} {_load(p[kind])}: {verdict_of(p)}",
             f"  req/s offered {f['offered']}, achieved {f['achieved']}, goodput {f['goodput']}",
@@ -245,16 +245,16 @@ def _points_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _figures(p: dict[str, Any]) -> dict[str, str]:
+def _figures(p: dict[str, Any], slos: list[dict[str, Any]]) -> dict[str, str]:
     """A point's figures as printed, in the table or a line at a time ("-" where unknown)."""
-    from .analysis.sweep_report import share_text
+    from .analysis.sweep_report import errors_text, share_text
 
     return {
         "offered": _num(p.get("offered_requests_per_s")),
         "achieved": _num(p.get("requests_per_s")),
         "goodput": _num((p.get("goodput") or {}).get("requests_per_s")),
         "attainment": "-" if p.get("attainment") is None else share_text(p["attainment"], 0),
-        "errors": "-" if p.get("error_rate") is None else share_text(p["error_rate"], 1),
+        "errors": errors_text(p, slos) or "-",
         "lag": _num((p.get("schedule_lag_ms") or {}).get("p99")),
     }
 

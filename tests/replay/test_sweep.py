@@ -1466,7 +1466,7 @@ def test_the_command_prints_each_figure_on_the_side_of_its_bound_and_small_ones_
     print_sweep(result)
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]] for line in capsys.readouterr().out.splitlines() if line.startswith("│")}  # fmt: skip
     assert rows["1"] == ["pass", "0.0042", "0.0040", "0.0035", "99.7%", "0.02%", "104.4 ms", "0.1 ms", "0.0%", "0.50"]
-    assert rows["2"] == ["fail", "0.0084", "0.0080", "0.0070", "50%", "1.0%", "150.04 ms ✗", "0.12 ms ✗", "1.04% ✗", "0.50"]
+    assert rows["2"] == ["fail", "0.0084", "0.0080", "0.0070", "50%", "1.04%", "150.04 ms ✗", "0.12 ms ✗", "1.04% ✗", "0.50"]
     assert rows["4"] == ["fail", "0.017", "0.016", "0.014", "0%", "50.0%", "300.0 ms ✗", "0.4 ms ✗", "50.0% ✗", "0.50"]
     assert capacity_line(result) == (
         "capacity: speed 1, 0.0040 requests/s, of which 0.0035/s met every SLO (goodput), 0.020 output tokens/s; "
