@@ -33,6 +33,7 @@ from typing import Any
 from infertap.apis import NOT_IN_FILE, NOT_KEPT, TOO_LARGE
 from infertap.errors import ConfigError
 from infertap.quantiles import quantile
+from infertap.wording import counted
 
 from .store import Analysis
 
@@ -162,16 +163,18 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
     can't fail what it never saw. ``not_sent`` counts them. An imported 2xx answer not in its file
     is in ``requests`` and the span, and in none of the other figures (``not_in_file`` counts the
     answers not in their file, as ``stats`` does); so is one the recorder kept only the head of
-    (``response_not_kept``) or that decodes too large (``too_large``)."""
+    (``response_not_kept``) or that decodes too large (``too_large``). Where every answer sent is
+    unknown, ``passed`` is False, every figure None, and ``unjudged`` says why (None otherwise)."""
     sent = [dict(zip(_COLUMNS, r, strict=True)) for r in analysis.sql(_ROWS).fetchall()]
     rows = [r for r in sent if not r["unknown"]]
     [(not_sent,)] = analysis.sql(_NOT_SENT).fetchall()
-    if not rows:
+    if not sent:
         raise ConfigError(
             "no generation exchanges sent in this run: nothing to hold to an SLO"
             + (f" ({not_sent} recorded as refused, never sent)" if not_sent else "")
-            + "".join(f" ({n} answered 2xx, {why})" for n, why in _unknown(sent) if n)
         )
+    if not rows:
+        return _unjudged(sent, slos, not_sent)
     own: dict[tuple[str, str], list[float]] = {}  # each ok answer's gaps, which goodput holds it to
     for capture, exchange_id, gap in analysis.sql(
         "SELECT capture, exchange_id, gap_ns FROM itl JOIN metrics USING (capture, exchange_id) WHERE generation AND ok"
@@ -187,13 +190,10 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
     per_s = (lambda n: n / span_s) if span_s > 0 else (lambda n: None)
     return {
         "passed": all(r["met"] for r in results if r["met"] is not None),
+        "unjudged": None,
         "unmeasurable": [r["slo"] for r in results if r["met"] is None],
         "slos": results,
-        "requests": len(sent),
-        "not_sent": not_sent,
-        "not_in_file": sum(1 for r in sent if r["not_in_file"]),
-        "too_large": sum(1 for r in sent if r["too_large"]),
-        "response_not_kept": sum(1 for r in sent if r["not_kept"] and r["unknown"]),
+        **_counts(sent, not_sent),
         "ok": len(ok),
         # Of the failures, those infertap cut in flight (a point ended early, its grace over): errors
         # as stats counts them, but none the target sent, which the command says apart.
@@ -212,6 +212,44 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
             for name, col in LATENCY.items()
             if name != "itl"
         },
+    }
+
+
+def _counts(sent: list[dict[str, Any]], not_sent: int) -> dict[str, int]:
+    """The requests sent, those never sent, and the answers unknown, by why."""
+    return {
+        "requests": len(sent),
+        "not_sent": not_sent,
+        "not_in_file": sum(1 for r in sent if r["not_in_file"]),
+        "too_large": sum(1 for r in sent if r["too_large"]),
+        "response_not_kept": sum(1 for r in sent if r["not_kept"] and r["unknown"]),
+    }
+
+
+def _unjudged(sent: list[dict[str, Any]], slos: Sequence[SLO], not_sent: int) -> dict[str, Any]:
+    """A run whose every answer is unknown (all cut at ``--max-response-mb``, not in their file):
+    requests went out, but none can be held to an SLO. Not a pass, and no failure the target's
+    figures show: each figure unknown (None), ``unjudged`` saying why, so a sweep goes on past it
+    (one such point aborted the whole sweep with "no generation exchanges sent")."""
+    why = "; ".join(f"{n} answered 2xx, {reason}" for n, reason in _unknown(sent) if n)
+    span_s = (max(r["end_wall_ns"] for r in sent) - min(r["sent_wall_ns"] for r in sent)) / 1e9
+    return {
+        "passed": False,
+        "unjudged": f"{counted(len(sent), 'request')} sent, none whose answer could be judged ({why})",
+        "unmeasurable": [],
+        "slos": [{**s.describe(), "observed": None, "met": None, "missing": 0} for s in slos],
+        **_counts(sent, not_sent),
+        "ok": None,
+        "cancelled": 0,
+        "error_rate": None,
+        "attainment": None,
+        "span_s": span_s,
+        "requests_per_s": None,
+        "answered_per_s": None,
+        "output_tokens_per_s": None,
+        "output_tokens_unknown": 0,
+        "goodput": {"requests_per_s": None, "output_tokens_per_s": None},
+        "latency_ms": {name: dict.fromkeys(("p50", "p90", "p99")) for name in LATENCY if name != "itl"},
     }
 
 

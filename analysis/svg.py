@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -245,6 +245,7 @@ class Line:
     hollow: Sequence[bool] = ()
     stroke: float = 2.0  # ``width(run, runs)``: an earlier run's wider, seen where a later one lies on it
     marker: Marker = "circle"  # the sweep report's second cue for its runs (``SWEEP_MARKS``)
+    x_text: Callable[[float], str] | None = None  # a point's x in its tooltip (a sweep's load as tried); else number()
 
 
 def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequence[tuple[float, str]] = ()) -> str:
@@ -294,7 +295,7 @@ def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequenc
             )
             parts.append(
                 f'{shape} stroke="{line.color}" stroke-width="1.5" fill="{"#fff" if hollow else line.color}">'
-                f"<title>{html.escape(line.name)}: {number(x)}, {number(y)}</title>{'</rect>' if line.marker == 'square' else '</circle>'}"
+                f"<title>{html.escape(line.name)}: {(line.x_text or number)(x)}, {number(y)}</title>{'</rect>' if line.marker == 'square' else '</circle>'}"
             )
     parts.append("</svg>")
     return "".join(parts)

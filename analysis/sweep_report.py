@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from infertap.errors import ConfigError
+from infertap.replay.sweep import load_text
 
 from .capacity import RESULT, read_sweep
 from .report import write_page
 from .svg import COLORS, STYLE, SWEEP_MARKERS, SWEEP_MARKS, Line, line_svg, number, width
 from .svg import _table as table
+from .sweep_notes import point_notes
 
 #: Capacities closer than this (relative) are not called different.
 SAME = 0.10
@@ -88,7 +90,7 @@ def _slo_text(sweep: dict[str, Any]) -> str:
 
 
 def _load(kind: str, value: float | None) -> str:
-    return "-" if value is None else f"{kind} {number(value)}"
+    return "-" if value is None else f"{kind} {load_text(value)}"
 
 
 def _rate(value: float | None) -> str:
@@ -122,7 +124,7 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
     if ca is None and cb is None:
         if any(not s["points"] or s["points"][0].get("passed") for _, _, s in sweeps):
             return " ".join(_one(*s) for s in sweeps)  # one passed where no pass counted: each said apart
-        lows = [f"{n} {number(load_of(s['points'][0], kind))}" for n, _, s in sweeps if s["points"]]
+        lows = [f"{n} {load_text(load_of(s['points'][0], kind))}" for n, _, s in sweeps if s["points"]]
         return f"Neither target met the SLOs at any load tried (lowest {kind}: {', '.join(lows) or 'no point ran'})."
     if ca is None or cb is None:
         (nw, sw), (nl, sl) = ((nb, sb), (na, sa)) if ca is None else ((na, sa), (nb, sb))
@@ -130,7 +132,7 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
         up_to = f"up to {_load(kind, cw[kind])}, {_rate(cw['requests_per_s'])} requests/s, {_of_which(cw)}"
         if sl["points"] and sl["points"][0].get("passed"):  # it met them too, where no pass counted
             return f"Only {nw}'s capacity is stated ({up_to}); {nl}'s is not: {_unstated(sl)}."
-        low = number(load_of(sl["points"][0], kind)) if sl["points"] else "none"
+        low = load_text(load_of(sl["points"][0], kind)) if sl["points"] else "none"
         lost = (
             f"{nl} has no judged point (its sweep stopped before the first one ended)"
             if not sl["points"]
@@ -145,15 +147,15 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
     if cap is None:
         if not sweep["points"]:
             return f"{name}: no point ran to its end (the sweep was stopped): nothing is judged."
-        lowest = number(load_of(sweep["points"][0], kind))
+        lowest = load_text(load_of(sweep["points"][0], kind))
         if sweep["points"][0].get("passed"):
             return f"{name}: no capacity is stated: {_unstated(sweep)}."
         if sweep.get("inconsistent"):
-            passed = ", ".join(number(v) for v in sweep["inconsistent"])
+            passed = ", ".join(load_text(v) for v in sweep["inconsistent"])
             return f"{name} failed the SLOs at its lowest {kind} tried ({lowest}), then met them at {passed}: no capacity is stated (noise, or a target that recovered)."
         return f"{name} met the SLOs at no load tried (lowest {kind} tried: {lowest})."
     where = (
-        f"the knee lies between {number(knee['passed'])} and {number(knee['failed'])}"
+        f"the knee lies between {load_text(knee['passed'])} and {load_text(knee['failed'])}"
         if knee["failed"] is not None
         else f"the sweep stopped at {_stopped(sweep)}, so how much higher it goes is unknown"
         if sweep.get("aborted")
@@ -176,16 +178,16 @@ def _unstated(sweep: dict[str, Any]) -> str:
     kind, behind = sweep["kind"], sweep.get("replayer_behind") or ()
     others = [u for u in sweep.get("unmeasured") or () if float(u[kind]) not in behind]
     if others:
-        why = "; ".join(f"{kind} {number(float(u[kind]))}: {', '.join(u['why'])}" for u in others)
+        why = "; ".join(f"{kind} {load_text(float(u[kind]))}: {', '.join(u['why'])}" for u in others)
         return f"no pass measured the target at its load ({why})"
-    loads = ", ".join(number(v) for v in behind)
+    loads = ", ".join(load_text(v) for v in behind)
     return f"it met the SLOs only where the replayer fell behind its schedule ({kind} {loads})"
 
 
 def _above(sweep: dict[str, Any]) -> str:
     """The loads above the capacity that passed without measuring the target (infertap.replay.sweep_checks)."""
     kind, cap = sweep["kind"], sweep["capacity"]
-    return ", ".join(number(float(u[kind])) for u in sweep.get("unmeasured") or () if float(u[kind]) > float(cap[kind]))
+    return ", ".join(load_text(float(u[kind])) for u in sweep.get("unmeasured") or () if float(u[kind]) > float(cap[kind]))
 
 
 def _unfinished(sweep: dict[str, Any]) -> bool:
@@ -196,7 +198,7 @@ def _unfinished(sweep: dict[str, Any]) -> bool:
 def _stopped(sweep: dict[str, Any]) -> str:
     """Where and why a sweep stopped on an error (``aborted``)."""
     kind, aborted = sweep["kind"], sweep["aborted"]
-    return f"{kind} {number(float(aborted[kind]))} ({aborted['error']})"
+    return f"{kind} {load_text(float(aborted[kind]))} ({aborted['error']})"
 
 
 def _pair(kind: str, a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]]) -> str:
@@ -217,18 +219,18 @@ def _pair(kind: str, a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]
                 return (
                     f"{nw} carries {at_least}{number(rates if rates is not None else loads, 3)}x as much of this workload "
                     f"as {nl}: {_rate(cw['requests_per_s'])} vs {_rate(cl['requests_per_s'])} requests/s within the SLOs, "
-                    f"{_of_which(cw, cl)}, at {kind} {number(cw[kind])} vs {number(cl[kind])} ({number(loads, 3)}x)."
+                    f"{_of_which(cw, cl)}, at {kind} {load_text(cw[kind])} vs {load_text(cl[kind])} ({number(loads, 3)}x)."
                 )
             # The higher load held its SLOs with fewer requests/s (slower answers, within the bounds): the
             # load is what it carries more of, and the requests/s are said for what they are, never "0.8x as much".
             return (
-                f"{nw} carries {at_least}{number(loads, 3)}x the {kind} of {nl} within the SLOs ({kind} {number(cw[kind])} "
-                f"vs {number(cl[kind])}), though at fewer requests/s: {_rate(cw['requests_per_s'])} vs "
+                f"{nw} carries {at_least}{number(loads, 3)}x the {kind} of {nl} within the SLOs ({kind} {load_text(cw[kind])} "
+                f"vs {load_text(cl[kind])}), though at fewer requests/s: {_rate(cw['requests_per_s'])} vs "
                 f"{_rate(cl['requests_per_s'])}, {_of_which(cw, cl)} (its answers took longer, within the bounds)."
             )
     if math.isinf(hi_a) and math.isinf(hi_b):
         return (
-            f"Both met the SLOs at every load tried (up to {kind} {number(lo_a)} and {number(lo_b)}): "
+            f"Both met the SLOs at every load tried (up to {kind} {load_text(lo_a)} and {load_text(lo_b)}): "
             "sweep higher to tell them apart."
         )
     for (no, lo_o, hi_o), (nx, lo_x, hi_x) in (
@@ -237,12 +239,12 @@ def _pair(kind: str, a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]
     ):
         if math.isinf(hi_o) and lo_o < lo_x:  # never failed (or stopped), and never tried as high as the other carries
             return (
-                f"Which carries more can't be told: {no} met the SLOs up to {kind} {number(lo_o)} and was not judged "
-                f"higher, below {nx}'s capacity ({kind} {number(lo_x)}); sweep {no} higher to tell them apart."
+                f"Which carries more can't be told: {no} met the SLOs up to {kind} {load_text(lo_o)} and was not judged "
+                f"higher, below {nx}'s capacity ({kind} {load_text(lo_x)}); sweep {no} higher to tell them apart."
             )
         if math.isinf(hi_o) and not math.isinf(hi_x):  # it passed within the other's knee, and was not judged higher
             return (
-                f"{no} carries at least as much of this workload as {nx}: it met the SLOs up to {kind} {number(lo_o)} "
+                f"{no} carries at least as much of this workload as {nx}: it met the SLOs up to {kind} {load_text(lo_o)} "
                 f"and was not judged higher; {nx}'s knee lies {_knee(lo_x, hi_x)}. Sweep {no} higher to tell by how much."
             )
     ca, cb = a[1]["capacity"], b[1]["capacity"]
@@ -254,7 +256,7 @@ def _pair(kind: str, a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]
 
 
 def _knee(passed: float, failed: float) -> str:
-    return f"at least {number(passed)}" if math.isinf(failed) else f"between {number(passed)} and {number(failed)}"
+    return f"at least {load_text(passed)}" if math.isinf(failed) else f"between {load_text(passed)} and {load_text(failed)}"
 
 
 # -- the page -------------------------------------------------------------------------------------
@@ -284,7 +286,7 @@ def render_sweeps(a: str | os.PathLike[str], b: str | os.PathLike[str] | None = 
         + ("; A's points are circles, B's squares" if len(sweeps) > 1 else "")
         + ". Definitions: docs/metrics.md.</p>",
         "<h2>3. Points</h2>",
-        *(f"<h3>{name}</h3>{_points_table(sweep)}" for name, _, sweep in sweeps),
+        *(f"<h3>{name}</h3>{_points_table(sweep)}{_notes(sweep)}" for name, _, sweep in sweeps),
         "</body></html>",
     ]
     return "\n".join(out)
@@ -312,7 +314,7 @@ def _configuration(name: str, sweep: dict[str, Any]) -> str:
     if _unfinished(sweep):
         interrupted += "; not finished (killed, or still running): what it found so far"
     if warmup := sweep.get("warmup"):  # a sweep.json of before the warm-up ran at the first point's load names none
-        load = f"at {kind} {warmup[kind]:g}" if warmup.get(kind) is not None else "one at a time"
+        load = f"at {kind} {load_text(warmup[kind])}" if warmup.get(kind) is not None else "one at a time"
         interrupted += f"; after a warm-up of {warmup['sent']} requests, {load} (not judged)"
     return (
         f"<p><b>{name}</b>: a {kind} sweep of {_sources(sweep)} against "
@@ -348,8 +350,10 @@ def _curves(sweeps: _Sweeps) -> str:
         achieved = [(load_of(p, kind), p.get("requests_per_s")) for p in points]
         stroke = width(i, len(sweeps))
         marker = SWEEP_MARKERS[i % len(SWEEP_MARKERS)]
-        lines.append(Line(f"{name} goodput", goodput, color, hollow=hollow, stroke=stroke, marker=marker))
-        lines.append(Line(f"{name} achieved", achieved, color, dashed=True, hollow=hollow, stroke=stroke, marker=marker))
+        lines.append(Line(f"{name} goodput", goodput, color, hollow=hollow, stroke=stroke, marker=marker, x_text=load_text))
+        lines.append(
+            Line(f"{name} achieved", achieved, color, dashed=True, hollow=hollow, stroke=stroke, marker=marker, x_text=load_text)
+        )
     plots = [f"<div><h3>Goodput and achieved requests/s</h3>{line_svg(lines, xlabel, 'requests/s')}</div>"]
     for i, slo in enumerate(sweeps[0][2]["slo"]):
         latency = slo["metric"] != "error_rate"
@@ -362,7 +366,8 @@ def _curves(sweeps: _Sweeps) -> str:
             ]
             hollow = [not p["passed"] for p in sweep["points"]]
             marker = SWEEP_MARKERS[j % len(SWEEP_MARKERS)]
-            lines.append(Line(name, values, color, hollow=hollow, stroke=width(j, len(sweeps)), marker=marker))
+            stroke = width(j, len(sweeps))
+            lines.append(Line(name, values, color, hollow=hollow, stroke=stroke, marker=marker, x_text=load_text))
         bound = float(slo["bound"]) / scale
         title = f"{slo['stat']} of {slo['metric']} ({unit})" if latency else "error rate (%)"
         svg = line_svg(lines, xlabel, title, hlines=[(bound, f"SLO {slo['slo']}")])
@@ -389,6 +394,8 @@ def verdict_of(point: dict[str, Any]) -> str:
     (infertap.replay.sweep_checks): the table's, here and in ``infertap sweep``."""
     if point["passed"]:
         verdict = "pass (not measured)" if point.get("unmeasured") else "pass"
+    elif point.get("unjudged"):
+        verdict = "unknown (no pass)"
     else:
         verdict = (
             "lost (ended early)" if point.get("lost_early") else "fail (not carried)" if point.get("not_carried") else "fail"
@@ -404,15 +411,15 @@ def _points_table(sweep: dict[str, Any]) -> str:
     for p in sweep["points"]:
         rows.append(
             [
-                number(load_of(p, kind)),
+                load_text(load_of(p, kind)),
                 verdict_of(p),
                 # A closed loop offers what it gets: no rate was asked for, which "unknown" misread.
                 "closed loop" if kind == "concurrency" else p.get("offered_requests_per_s"),
                 p.get("requests_per_s"),
                 (p.get("goodput") or {}).get("requests_per_s"),
                 _percent(p.get("attainment")),
-                _percent(p.get("error_rate"), 1),
-                *(_shown(s, _result(p, s)) for s in sweep["slo"]),
+                errors_text(p, sweep["slo"]) or "unknown",
+                *("unknown" if p.get("unjudged") else _shown(s, _result(p, s)) for s in sweep["slo"]),
                 (p.get("schedule_lag_ms") or {}).get("p99"),
                 p.get("sent"),
                 p.get("not_sent"),
@@ -422,8 +429,32 @@ def _points_table(sweep: dict[str, Any]) -> str:
     return f'<div class="points">{table(headers, rows, [not p["passed"] for p in sweep["points"]])}</div>'
 
 
+def _notes(sweep: dict[str, Any]) -> str:
+    """What the points' figures can't say (requests the replayer cancelled, answers of no token
+    count, ...), as ``infertap sweep``'s notes say it."""
+    lines = [line for p in sweep["points"] for line in point_notes(sweep["kind"], p)]
+    if not lines:
+        return ""
+    return "<p>Notes:</p><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
+
+
 def _percent(value: float | None, places: int = 0) -> str:
     return "unknown" if value is None else share_text(value, places)
+
+
+def errors_text(point: dict[str, Any], slos: list[dict[str, Any]]) -> str | None:
+    """A point's error rate as the errors column shows it (None where unknown): one decimal, or as
+    many more as its ``error_rate`` SLO's cell shows, so that the two agree ("1.0%" stood beside
+    "1.04% ✗")."""
+    rate = point.get("error_rate")
+    if rate is None:
+        return None
+    text = share_text(rate, 1)
+    for slo in slos:
+        result = _result(point, slo) if slo["metric"] == "error_rate" else None
+        if result is not None and result.get("met") is not None and result.get("observed") == rate:  # judged on it
+            text = observed_text(slo, rate, result["met"], text[:-1])
+    return text
 
 
 def share_text(value: float, places: int) -> str:

@@ -13,7 +13,6 @@ import click
 from .cli_replay import base_config, captures_argument, given_captures, note_fixed_session, workload_options
 from .errors import INTERRUPTED, interrupted
 from .options import progress_bars
-from .wording import counted
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -177,6 +176,8 @@ def _run_with_progress(config: Any, slos: Any) -> dict[str, Any]:
             if point.passed
             else "lost, ended early"
             if point.lost_early
+            else "unknown, no answer to judge"
+            if point.verdict.get("unjudged")
             else "failed"
         )
         progress.update(state["task"], detail=verdict)
@@ -220,10 +221,10 @@ def _points_table(result: dict[str, Any]) -> Table:
     headers = [kind, "verdict", "offered req/s", "req/s", "goodput req/s", "attainment", "errors"]
     table = Table(*headers, *[s["slo"] for s in result["slo"]], "lag p99 ms")
     for p in result["points"]:
-        f = _figures(p)
+        f = _figures(p, result["slo"])
         table.add_row(
             _load(p[kind]), verdict_of(p), f["offered"], f["achieved"], f["goodput"], f["attainment"], f["errors"],
-            *[_observed(s) for s in p["slos"]], f["lag"],
+            *[_observed(p, s) for s in p["slos"]], f["lag"],
         )  # fmt: skip
     return table
 
@@ -234,26 +235,26 @@ def _points_lines(result: dict[str, Any]) -> list[str]:
 
     kind, lines = result["kind"], []
     for p in result["points"]:
-        f = _figures(p)
+        f = _figures(p, result["slo"])
         lines += [
             f"{kind} {_load(p[kind])}: {verdict_of(p)}",
             f"  req/s offered {f['offered']}, achieved {f['achieved']}, goodput {f['goodput']}",
             f"  attainment {f['attainment']}, errors {f['errors']}, schedule lag p99 {f['lag']} ms",
-            *(f"  {s['slo']}: {_observed(s)}" for s in p["slos"]),
+            *(f"  {s['slo']}: {_observed(p, s)}" for s in p["slos"]),
         ]
     return lines
 
 
-def _figures(p: dict[str, Any]) -> dict[str, str]:
-    """A point's figures as printed, in the table or a line at a time."""
-    from .analysis.sweep_report import share_text
+def _figures(p: dict[str, Any], slos: list[dict[str, Any]]) -> dict[str, str]:
+    """A point's figures as printed, in the table or a line at a time ("-" where unknown)."""
+    from .analysis.sweep_report import errors_text, share_text
 
     return {
         "offered": _num(p.get("offered_requests_per_s")),
         "achieved": _num(p.get("requests_per_s")),
         "goodput": _num((p.get("goodput") or {}).get("requests_per_s")),
-        "attainment": share_text(p["attainment"], 0),
-        "errors": share_text(p["error_rate"], 1),
+        "attainment": "-" if p.get("attainment") is None else share_text(p["attainment"], 0),
+        "errors": errors_text(p, slos) or "-",
         "lag": _num((p.get("schedule_lag_ms") or {}).get("p99")),
     }
 
@@ -262,6 +263,7 @@ def notes(result: dict[str, Any]) -> list[str]:
     """What the table can't say: passes not counted and why, failures that were the load's, SLOs
     measured on fewer exchanges than the point had, requests the replayer never sent, answers not kept
     whole, the workload's own failures, a first point run with no warm-up."""
+    from .analysis.sweep_notes import point_notes
     from .analysis.sweep_report import failed_when_recorded
 
     kind, lines = result["kind"], []
@@ -277,32 +279,7 @@ def notes(result: dict[str, Any]) -> list[str]:
         if p.get("not_carried"):  # set whatever its SLOs did: said to have held only where each did
             held = "; it failed though its SLOs held" if all(s["met"] for s in p["slos"]) else ""
             lines.append(f"{where} did not carry its load: {p['not_carried']}{held}")
-        if p.get("not_sent"):
-            lines.append(
-                f"{where}: {counted(p['not_sent'], 'request')} not sent (refused by the replayer, such as a turn continuing "
-                "a response outside the replay: each says why in the point's capture), left out of its figures"
-            )
-        if cancelled := p.get("cancelled"):
-            lines.append(
-                f"{where}: {cancelled} of its {p['requests']} requests were cancelled by the replayer in flight when it cut "
-                "the point short: among its errors and over every bound, though the target sent no error for them"
-            )
-        if uncounted := p.get("output_tokens_unknown"):
-            of = "none counted" if p.get("output_tokens_per_s") is None else "output tokens/s counts the others"
-            lines.append(
-                f"{where}: {uncounted} of {p['ok']} ok answers have no output token count (sent whole, with no usage): {of}"
-            )
-        if p.get("response_not_kept"):
-            lines.append(
-                f"{where}: {p['response_not_kept']} answers kept only in part (past --max-response-mb): "
-                "unknown, held to no SLO and left out of its figures but requests and the span"
-            )
-        for s in p["slos"]:
-            if s.get("missing"):
-                lines.append(
-                    f"{where}: {s['slo']} could not be measured on {s['missing']} of {p['requests']} exchanges "
-                    f"(ok answers without a {s['metric']}: counted over the bound)"
-                )
+        lines += point_notes(kind, p)
     if line := failed_when_recorded(result):
         lines.append(line)
     if result["points"] and not result.get("warmup"):  # a fresh llama-server's first prompt: 20x its later ones, measured
@@ -323,7 +300,8 @@ def capacity_line(result: dict[str, Any]) -> str:
         if lowest is None:
             return "capacity: no point ran" + stopped
         if not lowest["passed"]:
-            return f"capacity: none (the lowest {kind} tried, {_load(lowest[kind])}, failed)" + stopped
+            how = "had no answer to judge (see the notes)" if lowest.get("unjudged") else "failed"
+            return f"capacity: none (the lowest {kind} tried, {_load(lowest[kind])}, {how})" + stopped
         return "capacity: none measured (no point passed while measuring the target at its load: see the notes)" + stopped
     if knee["failed"] is not None:
         where = f"; the knee lies between {_load(knee['passed'])} and {_load(knee['failed'])}{stopped}"
@@ -350,9 +328,11 @@ def _aborted(result: dict[str, Any]) -> str:
     return f"{kind} {_load(aborted[kind])} ({aborted['error']})"
 
 
-def _observed(slo: dict[str, Any]) -> str:
+def _observed(point: dict[str, Any], slo: dict[str, Any]) -> str:
     from .analysis.sweep_report import observed_text
 
+    if point.get("unjudged"):  # no answer to judge: not the shape of the answers, as "not measurable" says
+        return "unknown"
     if slo["met"] is None:
         return "not measurable"
     value = slo["observed"]

@@ -576,9 +576,41 @@ def test_an_imported_answer_not_in_its_file_is_left_out_as_stats_leaves_it_out(t
         ), name
 
 
-def test_a_run_of_answers_none_of_which_is_in_its_file_is_refused_saying_so(tmp_path: Path) -> None:
+def test_a_run_of_answers_none_of_which_is_in_its_file_is_unjudged_saying_so(tmp_path: Path) -> None:
+    """Sent, with no answer to judge: no pass, its figures unknown, and why (it raised "no generation
+    exchanges sent", which was untrue and, in a sweep, ended the sweep)."""
     with Analysis([_har(tmp_path / "none", [(200, 100, False)] * 2)], cache_dir=tmp_path / "cache") as a:
-        with pytest.raises(ConfigError, match="2 answered 2xx, not in the file they were imported from"):
+        v = evaluate(a, [parse_slo("error_rate<=1%")])
+    assert (
+        v["unjudged"]
+        == "2 requests sent, none whose answer could be judged (2 answered 2xx, not in the file they were imported from)"
+    )
+    assert (v["passed"], v["requests"], v["not_in_file"], v["ok"], v["error_rate"], v["attainment"]) == (
+        False,
+        2,
+        2,
+        None,
+        None,
+        None,
+    )
+    assert [(s["observed"], s["met"]) for s in v["slos"]] == [(None, None)]
+    assert v["goodput"] == {"requests_per_s": None, "output_tokens_per_s": None} and v["requests_per_s"] is None
+
+
+def test_a_run_of_one_answer_in_its_file_is_judged(tmp_path: Path) -> None:
+    with Analysis([_har(tmp_path / "one", [(200, 100, False), (200, 100, True)])], cache_dir=tmp_path / "cache") as a:
+        v = evaluate(a, [parse_slo("error_rate<=1%")])
+    assert (v["unjudged"], v["passed"], v["ok"], v["error_rate"], v["not_in_file"]) == (None, True, 1, 0.0, 1)
+
+
+def test_a_run_whose_every_request_was_refused_unsent_is_refused_saying_so(tmp_path: Path) -> None:
+    from tests.helpers import write_capture
+
+    write_capture(tmp_path / "cap", [{"offset_s": 0.0, "fields": {"end": "refused", "status": None}}])
+    with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        with pytest.raises(
+            ConfigError, match=r"no generation exchanges sent in this run: .* \(1 recorded as refused, never sent\)$"
+        ):
             evaluate(a, [parse_slo("error_rate<=1%")])
 
 
@@ -609,14 +641,15 @@ def test_an_answer_not_kept_whole_is_unknown_and_counted_in_the_verdict_and_the_
     )
 
 
-def test_a_run_whose_answers_were_all_cut_is_refused_saying_so(tmp_path: Path) -> None:
+def test_a_run_whose_answers_were_all_cut_is_unjudged_saying_so(tmp_path: Path) -> None:
     from tests.helpers import write_capture
 
     kept = {"response_body_size": 1 << 20, "response_body_chunks": 9, "response_last_ns": 3_000_000}
     write_capture(tmp_path / "cap", [{"offset_s": i * 0.1, "fields": kept} for i in range(2)])
     with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
-        with pytest.raises(ConfigError, match=r"2 answered 2xx, kept only in part \(past the recorder's --max-response-mb\)\)$"):
-            evaluate(a, [parse_slo("error_rate<=1%")])
+        v = evaluate(a, [parse_slo("error_rate<=1%")])
+    assert v["unjudged"].endswith("(2 answered 2xx, kept only in part (past the recorder's --max-response-mb))")
+    assert (v["passed"], v["response_not_kept"], v["error_rate"]) == (False, 2, None)
 
 
 def _every_other(xid: str, sent_ms: float, kind: str) -> dict[str, Any]:

@@ -480,6 +480,57 @@ def test_the_points_table_shows_each_figure_on_the_side_of_its_bound(tmp_path):
     ], cells
 
 
+def test_the_errors_column_shows_the_digits_of_its_error_rate_slo_cell(tmp_path):
+    """An error rate of 1/96 over a 1% bound: the SLO cell read "1.04% ✗" beside an errors column of
+    "1.0%". Both show the digits that put it over; one in 200, within the bound, reads "0.5%" in both."""
+    folder = _sweep(tmp_path / "a", 2, loads=(1, 2))
+    result = json.loads((folder / "sweep.json").read_text())
+    for point, rate in zip(result["points"], (1 / 200, 1 / 96), strict=True):
+        point["error_rate"] = rate
+        point["slos"][1].update(observed=rate, met=rate <= 0.01)
+    (folder / "sweep.json").write_text(json.dumps(result))
+    code, output, page = _report(folder, out=tmp_path / "r.html")
+    assert code == 0, output
+    rows = re.findall(r"<tr(?: class=diff)?>(<td>.*?)</tr>", page)
+    cells = [re.findall(r"<td>([^<]*)</td>", row) for row in rows]
+    assert [(c[6], c[8]) for c in cells] == [("0.5%", "0.5%"), ("1.04%", "1.04% ✗")], cells
+
+
+def test_loads_print_as_tried_not_rounded_to_four_digits(tmp_path):
+    """A search bisected to speed 1.015625 printed it "1.016", a load never tried (its folder is
+    speed-1.015625), in the table, the sentence and the knee; loads four digits hold print as before."""
+    folder = _sweep(tmp_path / "a", 1.02, loads=(1, 1.015625, 1.03125, 2))
+    page = _report(folder, out=tmp_path / "r.html")[2]
+    sentence = re.search(r'<p class="verdict"><b>(.*?)</b>', page).group(1)
+    assert "up to speed 1.015625 under the SLOs" in sentence and "between 1.015625 and 1.03125" in sentence, sentence
+    rows = re.findall(r"<tr(?: class=diff)?>(<td>.*?)</tr>", page)
+    assert [re.findall(r"<td>([^<]*)</td>", row)[0] for row in rows] == ["1", "1.015625", "1.03125", "2"]
+    assert "1.016" not in page and "1.031<" not in page
+
+
+def test_the_report_gives_the_commands_notes_on_each_point(tmp_path):
+    """The report said nothing of requests the replayer cancelled in flight, nor of answers with no
+    token count, which the command's notes say: it says them, worded as the command does."""
+    from infertap.cli_sweep import notes
+
+    folder = _sweep(tmp_path / "a", 2, loads=(1, 2, 4))
+    result = json.loads((folder / "sweep.json").read_text())
+    result["points"][2].update(cancelled=30, error_rate=0.3)
+    result["points"][0].update(output_tokens_unknown=40, output_tokens_per_s=12.0)
+    (folder / "sweep.json").write_text(json.dumps(result))
+    page = _report(folder, out=tmp_path / "r.html")[2]
+    said = [line for line in notes(result) if "cancelled" in line or "no output token count" in line]
+    assert said == [
+        "speed 1: 40 of 100 ok answers have no output token count (sent whole, with no usage): output tokens/s counts the others",
+        "speed 4: 30 of its 100 requests were cancelled by the replayer in flight when it cut the point short: among its "
+        "errors and over every bound, though the target sent no error for them",
+    ]
+    for line in said:
+        assert f"<li>{html.escape(line)}</li>" in page
+    plain = _report(_sweep(tmp_path / "b", 2, loads=(1, 2, 4)), out=tmp_path / "p.html")[2]
+    assert "<li>" not in plain and "Notes:" not in plain  # nothing to say: nothing said
+
+
 def test_passes_above_the_capacity_that_measured_nothing_leave_it_open(tmp_path):
     folder = _sweep(tmp_path / "a", 100, loads=(1, 2, 4))
     result = json.loads((folder / "sweep.json").read_text())

@@ -5,6 +5,7 @@ a queue grows and the e2e SLOs (set at 1.5-2x ``service_s``) fail by a wide marg
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -83,6 +84,7 @@ POINT_KEYS = {
     "not_sent",
     "ok",
     "cancelled",
+    "unjudged",
     "error_rate",
     "attainment",
     "requests_per_s",
@@ -406,6 +408,50 @@ def test_requests_cut_in_flight_when_a_point_ends_early_are_said_apart_from_the_
         f"speed 1: {cut} of its {total} requests were cancelled by the replayer in flight when it cut the point short"
     ) in text, text
 
+    report = CliRunner().invoke(cli, ["report", str(tmp_path / "s"), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "r.html").read_text()
+    said = f"speed 1: {cut} of its {total} requests were cancelled by the replayer in flight when it cut the point short"
+    assert html.escape(said) in page  # the report says it as the command does
+
+
+def test_a_point_whose_every_answer_is_unknown_is_no_pass_and_the_sweep_goes_on(slot_engine, tmp_path, monkeypatch):
+    """Every answer cut at a --max-response-mb smaller than one answer: the requests were sent, none
+    can be judged. The point raised "no generation exchanges sent in this run" and the sweep ended
+    there; it is now a point whose figures are unknown, counted as no pass, saying why, and the next
+    point runs. The same sweep keeping its answers whole judges them as before."""
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the verdicts, not this machine's replayer lag
+    _, url = slot_engine
+    src = workload(tmp_path / "src", 20, 0.1)
+    args = [str(src), "--target", url, "--no-probe", "--grace", "1", "--speeds", "0.5,1", "--slo", "e2e:p90<=2s"]
+    run = sweep_cli(*args, "--max-response-mb", "0.00001", "--out", str(tmp_path / "cut"))  # 10 bytes
+    assert run.exit_code == 0, run.output
+    result = read_sweep(tmp_path / "cut")
+    assert [p["speed"] for p in result["points"]] == [0.5, 1]  # the sweep went on past the first
+    reason = "20 requests sent, none whose answer could be judged (20 answered 2xx, kept only in part (past the recorder's --max-response-mb))"
+    for p in result["points"]:
+        assert p["passed"] is False and p["unjudged"] == reason and p["requests"] == p["response_not_kept"] == 20, p
+        assert (p["error_rate"], p["attainment"], p["requests_per_s"], p["ok"]) == (None, None, None, None)
+        assert [(s["observed"], s["met"]) for s in p["slos"]] == [(None, None)]
+    assert result["capacity"] is None and result["knee"] == {"passed": None, "failed": 0.5}
+    text = " ".join(run.output.split())
+    assert f"speed 0.5: {reason}: its figures are unknown, and it counts as no pass" in text, text
+    assert "unknown (no pass)" in text and "capacity: none (the lowest speed tried, 0.5, had no answer to judge" in text
+    report = CliRunner().invoke(cli, ["report", str(tmp_path / "cut"), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "r.html").read_text()
+    assert html.escape(f"speed 1: {reason}") in page and "<td>unknown (no pass)</td>" in page
+
+    run = sweep_cli(*args, "--out", str(tmp_path / "whole"))
+    assert run.exit_code == 0, run.output
+    whole = read_sweep(tmp_path / "whole")
+    assert [(p["passed"], p["unjudged"], p["ok"]) for p in whole["points"]] == [(True, None, 20), (True, None, 20)]
+    assert "counts as no pass" not in run.output and whole["capacity"]["speed"] == 1
+    report = CliRunner().invoke(cli, ["report", str(tmp_path / "whole"), "-o", str(tmp_path / "w.html")])
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "w.html").read_text()
+    assert "Notes:" not in page and "cancelled by the replayer" not in page and "no output token count" not in page
+
 
 # -- the command -------------------------------------------------------------------------------------
 
@@ -478,6 +524,10 @@ def test_a_capacity_whose_answers_have_no_token_count_says_its_output_tokens_per
     assert cap["requests_per_s"] > 0 and cap["output_tokens_per_s"] is None, cap
     assert "output tokens/s unknown; no failing point above it" in text and "0.00 output tokens/s" not in text, text
     assert "speed 1: 20 of 20 ok answers have no output token count (sent whole, with no usage): none counted" in text, text
+    report = CliRunner().invoke(cli, ["report", str(tmp_path / "s"), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "r.html").read_text()
+    assert "speed 1: 20 of 20 ok answers have no output token count (sent whole, with no usage): none counted" in page
 
 
 def test_the_points_read_unabridged_at_80_columns_and_as_a_table_when_wide(slot_engine, tmp_path, monkeypatch, capsys):
@@ -1416,7 +1466,7 @@ def test_the_command_prints_each_figure_on_the_side_of_its_bound_and_small_ones_
     print_sweep(result)
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]] for line in capsys.readouterr().out.splitlines() if line.startswith("│")}  # fmt: skip
     assert rows["1"] == ["pass", "0.0042", "0.0040", "0.0035", "99.7%", "0.02%", "104.4 ms", "0.1 ms", "0.0%", "0.50"]
-    assert rows["2"] == ["fail", "0.0084", "0.0080", "0.0070", "50%", "1.0%", "150.04 ms ✗", "0.12 ms ✗", "1.04% ✗", "0.50"]
+    assert rows["2"] == ["fail", "0.0084", "0.0080", "0.0070", "50%", "1.04%", "150.04 ms ✗", "0.12 ms ✗", "1.04% ✗", "0.50"]
     assert rows["4"] == ["fail", "0.017", "0.016", "0.014", "0%", "50.0%", "300.0 ms ✗", "0.4 ms ✗", "50.0% ✗", "0.50"]
     assert capacity_line(result) == (
         "capacity: speed 1, 0.0040 requests/s, of which 0.0035/s met every SLO (goodput), 0.020 output tokens/s; "

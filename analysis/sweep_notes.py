@@ -1,0 +1,44 @@
+"""What a sweep point's figures can't say on their own, in one wording for ``infertap sweep``'s
+notes and the sweep report: a point whose answers were all unknown, requests never sent or cut in
+flight by the replayer, answers with no token count or kept only in part, SLOs measured on fewer
+exchanges than the point had. The report said none of them, so its "errors 56%" read as a target
+failing requests the replayer had cancelled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infertap.replay.sweep import load_text
+from infertap.wording import counted
+
+
+def point_notes(kind: str, point: dict[str, Any]) -> list[str]:
+    """The sentences on ``point`` (a sweep.json point of a ``kind`` sweep), each led by its load."""
+    where, p, lines = f"{kind} {load_text(point[kind])}", point, []
+    if p.get("unjudged"):
+        lines.append(f"{where}: {p['unjudged']}: its figures are unknown, and it counts as no pass")
+    if p.get("not_sent"):
+        lines.append(
+            f"{where}: {counted(p['not_sent'], 'request')} not sent (refused by the replayer, such as a turn continuing "
+            "a response outside the replay: each says why in the point's capture), left out of its figures"
+        )
+    if cancelled := p.get("cancelled"):
+        lines.append(
+            f"{where}: {cancelled} of its {p['requests']} requests were cancelled by the replayer in flight when it cut "
+            "the point short: among its errors and over every bound, though the target sent no error for them"
+        )
+    if uncounted := p.get("output_tokens_unknown"):
+        of = "none counted" if p.get("output_tokens_per_s") is None else "output tokens/s counts the others"
+        lines.append(f"{where}: {uncounted} of {p['ok']} ok answers have no output token count (sent whole, with no usage): {of}")
+    if p.get("response_not_kept") and not p.get("unjudged"):  # an unjudged point's own sentence says so
+        lines.append(
+            f"{where}: {p['response_not_kept']} answers kept only in part (past --max-response-mb): "
+            "unknown, held to no SLO and left out of its figures but requests and the span"
+        )
+    for s in p.get("slos") or ():
+        if s.get("missing"):
+            lines.append(
+                f"{where}: {s['slo']} could not be measured on {s['missing']} of {p['requests']} exchanges "
+                f"(ok answers without a {s['metric']}: counted over the bound)"
+            )
+    return lines
