@@ -22,6 +22,12 @@ from infertap.launch import (
 from tests.extras import needs
 from tests.fake_upstream import FakeUpstream, ServerThread
 
+# This machine's environment sets PYTHONDONTWRITEBYTECODE, so every `infertap record`, command and
+# demo process a test starts compiled each module it imports afresh: half of a recorder's start-up
+# CPU, paid hundreds of times a run. The processes the tests start keep their compiled modules (in
+# the ignored __pycache__ folders), as an installed infertap does; this process keeps its setting.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
