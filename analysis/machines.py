@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from infertap.capture.hostfacts import engine_is_local, url_parts
+from infertap.capture.identity import counted_runs  # the one rule, kept where `infertap info` reads it too
 
 #: Why an imported capture's engine machine is unknown.
 IMPORTED = "its traffic was imported from a file, which does not say the machine it ran on: the recording machine, and its engine's, are unknown"
@@ -40,17 +41,6 @@ def imported_only(recorders: Iterable[str]) -> bool:
     ``enrich``, a telemetry run) makes no import a recording."""
     traffic = set(recorders) - {"enrich", "telemetry"}
     return traffic == {"import"}
-
-
-def counted_runs(carried: Mapping[str, str], counted: Iterable[str]) -> dict[str, str]:
-    """The runs a capture's configuration describes (all imported or not, why no snapshot, its
-    recorder), for ``compare`` and the claim card alike: of ``carried`` (the runs that hold its
-    exchanges, id -> recorder kind, in order), those in ``counted`` (the runs of its counted
-    generation requests, ``active.COUNTED``), the runs its speed and energy figures are over. A run
-    that carried no generation request (a GET /v1/models alone, refused requests) is none of them;
-    where no run is counted (no figures), all of ``carried``."""
-    kept = set(counted)
-    return {run: kind for run, kind in carried.items() if run in kept} or dict(carried)
 
 
 def probed_by(kind: str | None, run_id: str | None, wall: float | None, imported: Iterable[str], *, only: bool) -> str | None:
