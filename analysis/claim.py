@@ -332,6 +332,9 @@ def _runtime(snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
         "build": version if version else None,
         "digest": digest,
         "fingerprint": snap["fingerprint"],
+        # The --labels given with the snapshot (``enrich --label``, a recording's), said beside the
+        # engine they were given for: stored, they were read by nothing.
+        "labels": dict(snap["labels"] or {}),
     }
     missing = []
     if version is None:
@@ -339,6 +342,8 @@ def _runtime(snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
     if digest["sha256"] is None:
         missing.append(f"digest: {digest['found']}")
     source = f"engine snapshot of {snap['url']} (version: {version_source}); digest: {digest_source}"
+    if value["labels"]:
+        source += "; labels: --label given to the probe that took the snapshot (enrich, record, replay)"
     return _field(value, source, "; ".join(missing) or None)
 
 
@@ -843,7 +848,9 @@ def value_text(name: str, value: Any) -> str:
             else ""
         )
         digest = f"sha256 {d['sha256'][:16]}… of {d['path']}{more}" if d["sha256"] else "digest unknown"
-        return f"{value['kind']} {value['version'] or '(version unknown)'}, {digest}, fingerprint {value['fingerprint']}"
+        labels = ", ".join(f"{k}={v}" for k, v in (value.get("labels") or {}).items())
+        said = f"{value['kind']} {value['version'] or '(version unknown)'}, {digest}, fingerprint {value['fingerprint']}"
+        return f"{said}, labels {labels}" if labels else said
     if name == "quantization":
         scheme = "unknown" if value["scheme"] is None else str(value["scheme"])
         if value["dtype"] is None:
