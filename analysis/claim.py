@@ -24,7 +24,7 @@ from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
 from .active import COUNTED
-from .machines import counted_runs, imported_only, probed_by
+from .machines import counted_runs, described_snapshot, describes, imported_only, probed_by
 from .partly_counted import ADVICE, Origin, note, prompt_note
 from .sampled import all_imported, interpolated, no_energy, partly_unsampled
 from .stats import QUANTILES, live_warnings, speed_stats, ttft_mix
@@ -78,15 +78,16 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
     stats = stats if stats is not None else speed_stats(analysis, ("run",))
     groups = [g for g in stats["groups"] if g["key"].get("capture") == capture]
     whole = _whole(groups)  # the facts describe what the identity does, the whole capture; the figures are per run
-    snap = _last_snapshot(analysis, capture)
     by_run = recorders_by_run(capture)
     runs = list(by_run.values())
     # The runs its figures are over (``counted_runs``): an import among them ran on an engine its
     # file does not name, so the snapshot (another run's, or enrich's afterwards) is said to be whose
     # it is; and a run that carried no generation request (a recording stopped before any request,
     # or that only listed the models) is not its measuring side, nor its device's, nor its engines'.
+    held = _held(analysis, capture)
     carried = _carried(analysis, capture, by_run)
-    several = _several_engines(analysis, capture, carried, snap)
+    snap = _last_snapshot(analysis, capture, held, carried)
+    several = _several_engines(analysis, capture, held, carried, snap)
     traffic = traffic_runs([r for run_id, r in by_run.items() if run_id in carried]) or traffic_runs(runs)
     recorder = next((r for r in traffic if r.get("kind")), runs[0] if runs else {})
     labels = _labels(analysis, capture, carried)
@@ -130,21 +131,31 @@ def unknown_fields(card: dict[str, Any]) -> dict[str, str]:
 # -- the facts -----------------------------------------------------------------------------------
 
 
-def _last_snapshot(analysis: Analysis, capture: str) -> dict[str, Any] | None:
-    """The capture's last engine snapshot, with the run that took it and that run's recorder kind."""
+def _last_snapshot(analysis: Analysis, capture: str, held: set[str], carried: dict[str, str]) -> dict[str, Any] | None:
+    """The capture's engine snapshot, with the run that took it and that run's recorder kind: the
+    last one of a run that describes its engine (``described_snapshot``: one the card describes,
+    ``carried``, or one that holds no exchange, ``held``), never that of a run of another engine
+    appended to it whose exchanges are none of its traffic (refusals, a list of the models)."""
     rows = analysis.query(
         "SELECT e.kind, e.url, e.wall, e.fingerprint, e.facts, e.host, e.labels, e.run_id, r.recorder FROM engines e "
         "LEFT JOIN runs r ON r.capture = e.capture AND r.run_id = e.run_id "
-        "WHERE e.capture = ? ORDER BY e.wall DESC NULLS LAST LIMIT 1",
+        "WHERE e.capture = ? ORDER BY e.wall NULLS FIRST",
         [capture],
     ).records()
-    if not rows:
+    taken_by = [None if r["run_id"] is None else str(r["run_id"]) for r in rows]
+    chosen = described_snapshot(taken_by, held, carried, imported=imported_only(carried.values()))
+    if chosen is None:
         return None
-    snap = rows[0]
+    snap = rows[chosen]
     snap["facts"] = _loads(snap["facts"]) or {}
     snap["host"] = _loads(snap["host"]) or {}
     snap["labels"] = _loads(snap["labels"]) or {}
     return snap
+
+
+def _held(analysis: Analysis, capture: str) -> set[str]:
+    """The runs of ``capture`` that hold an exchange."""
+    return {str(r) for (r,) in analysis.query("SELECT DISTINCT run_id FROM exchanges WHERE capture = ?", [capture]).rows}
 
 
 def _carried(analysis: Analysis, capture: str, by_run: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -159,21 +170,21 @@ def _carried(analysis: Analysis, capture: str, by_run: dict[str, dict[str, Any]]
     return counted_runs(carried, (str(r) for r, _, counted in rows if counted))
 
 
-def _several_engines(analysis: Analysis, capture: str, runs: Iterable[str], shown: dict[str, Any] | None) -> str | None:
+def _several_engines(
+    analysis: Analysis, capture: str, held: set[str], described: dict[str, str], shown: dict[str, Any] | None
+) -> str | None:
     """Why the last snapshot (``shown``) doesn't describe every figure: it and the snapshots of the
-    runs the card describes (``runs``, ``_carried``) and of runs that hold no exchange (``enrich``'s,
-    a probe alone) hold more than one engine configuration (a model swapped mid-run, a mitm capture
+    runs that describe its engine (``describes``: those the card describes, ``_carried``, and runs that
+    hold no exchange, ``enrich``'s, a probe alone) hold more than one engine configuration (a model swapped mid-run, a mitm capture
     of two engines); else None. A run whose exchanges are none of its counted traffic (one that only
     listed the models) probed no engine of its figures."""
-    described = set(runs)
-    held = {str(r) for (r,) in analysis.query("SELECT DISTINCT run_id FROM exchanges WHERE capture = ?", [capture]).rows}
     rows = analysis.query(
         "SELECT fingerprint, kind, url, run_id, wall FROM engines WHERE capture = ? ORDER BY wall NULLS LAST", [capture]
     ).rows
     last = (shown["fingerprint"], shown["run_id"], shown["wall"]) if shown else None
     seen: dict[str, tuple[Any, Any]] = {}
     for fp, kind, url, run_id, wall in rows:
-        if str(run_id) in described or str(run_id) not in held or (fp, run_id, wall) == last:
+        if describes(None if run_id is None else str(run_id), held, described) or (fp, run_id, wall) == last:
             seen.setdefault(fp, (kind, url))
     if len(seen) < 2:
         return None
@@ -321,6 +332,9 @@ def _runtime(snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
         "build": version if version else None,
         "digest": digest,
         "fingerprint": snap["fingerprint"],
+        # The --labels given with the snapshot (``enrich --label``, a recording's), said beside the
+        # engine they were given for: stored, they were read by nothing.
+        "labels": dict(snap["labels"] or {}),
     }
     missing = []
     if version is None:
@@ -328,6 +342,8 @@ def _runtime(snap: dict[str, Any] | None, no_snap: str) -> dict[str, Any]:
     if digest["sha256"] is None:
         missing.append(f"digest: {digest['found']}")
     source = f"engine snapshot of {snap['url']} (version: {version_source}); digest: {digest_source}"
+    if value["labels"]:
+        source += "; labels: --label given to the probe that took the snapshot (enrich, record, replay)"
     return _field(value, source, "; ".join(missing) or None)
 
 
@@ -832,7 +848,9 @@ def value_text(name: str, value: Any) -> str:
             else ""
         )
         digest = f"sha256 {d['sha256'][:16]}… of {d['path']}{more}" if d["sha256"] else "digest unknown"
-        return f"{value['kind']} {value['version'] or '(version unknown)'}, {digest}, fingerprint {value['fingerprint']}"
+        labels = ", ".join(f"{k}={v}" for k, v in (value.get("labels") or {}).items())
+        said = f"{value['kind']} {value['version'] or '(version unknown)'}, {digest}, fingerprint {value['fingerprint']}"
+        return f"{said}, labels {labels}" if labels else said
     if name == "quantization":
         scheme = "unknown" if value["scheme"] is None else str(value["scheme"])
         if value["dtype"] is None:

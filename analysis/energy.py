@@ -66,7 +66,18 @@ from infertap.telemetry.series import (
 )
 
 from .active import COUNTED, RunPart, active, seconds
-from .machines import Engine, counted_runs, device_key, engine_of, hostname, imported_only, on_engine, scraped
+from .machines import (
+    Engine,
+    counted_runs,
+    described_snapshot,
+    describes,
+    device_key,
+    engine_of,
+    hostname,
+    imported_only,
+    on_engine,
+    scraped,
+)
 from .store import Analysis
 
 #: Energy sources, best first: (telemetry name, kind, scale to joules or watts, what the result says).
@@ -493,15 +504,11 @@ class Telemetry:
         return [family.get(k) or gpus.get(k) or _Device("gpu_power_watts", [], k[1], k[0]) for k in sorted(keys)]
 
     def engines(self) -> dict[str, Engine]:
-        """Each capture's engine: the last engine snapshot's URL (as the claim card reads it), else
-        the upstreams its exchanges went to; its machine the recording one's when that URL is local."""
+        """Each capture's engine: the last engine snapshot's URL of a run that describes it
+        (``described_snapshot``, as the claim card reads it), else the upstreams its exchanges went
+        to; its machine the recording one's (its describing runs') when that URL is local."""
         if self._engines is None:
             a = self.analysis
-            snap = dict(
-                a.sql(
-                    "SELECT capture, arg_max(url, coalesce(wall, -1e300)) FROM engines WHERE url IS NOT NULL GROUP BY capture"
-                ).fetchall()
-            )
             # An import's upstreams and host facts are of a machine its file does not name, never this one.
             carried: dict[str, dict[str, str]] = defaultdict(dict)
             counted: dict[str, list[str]] = defaultdict(list)
@@ -520,15 +527,33 @@ class Telemetry:
                     counted[capture].append(str(run_id))
             upstreams: dict[str, list[str]] = defaultdict(list)
             imported = set()
+            described: dict[str, dict[str, str]] = {}
             for capture, runs in carried.items():
-                described = counted_runs(runs, counted[capture])
-                if imported_only(described.values()):
+                described[capture] = counted_runs(runs, counted[capture])
+                if imported_only(described[capture].values()):
                     imported.add(capture)
-                for run_id in described:
+                for run_id in described[capture]:
                     upstreams[capture] += [u for u in sent[(capture, run_id)] if u not in upstreams[capture]]
+            # The engine's URL: the last snapshot of a run that describes it (as the claim card's),
+            # not one a run of another engine took that carried none of the traffic measured.
+            taken: dict[str, list[tuple[str, str | None]]] = defaultdict(list)
+            for capture, url, run_id in a.sql(
+                "SELECT capture, url, run_id FROM engines WHERE url IS NOT NULL ORDER BY capture, coalesce(wall, -1e300)"
+            ).fetchall():
+                taken[capture].append((url, None if run_id is None else str(run_id)))
+            snap: dict[str, str] = {}
+            for capture, snaps in taken.items():
+                taken_by = [run_id for _, run_id in snaps]
+                i = described_snapshot(taken_by, carried[capture], described.get(capture, {}), imported=capture in imported)
+                if i is not None:
+                    snap[capture] = snaps[i][0]
+            # The recording machine: that of the runs that describe its engine, not another
+            # recorder's appended to it that carried none of its traffic.
             hosts: dict[str, set[str]] = defaultdict(set)
-            for capture, host in a.sql("SELECT capture, host FROM runs WHERE recorder IS DISTINCT FROM 'import'").fetchall():
-                if name := hostname(host):
+            for capture, run_id, host in a.sql(
+                "SELECT capture, run_id, host FROM runs WHERE recorder IS DISTINCT FROM 'import'"
+            ).fetchall():
+                if describes(str(run_id), carried[capture], described.get(capture, {})) and (name := hostname(host)):
                     hosts[capture].add(name)
             self._engines = {
                 c: engine_of(snap.get(c), upstreams.get(c) or [], hosts[c], imported=c in imported)

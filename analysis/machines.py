@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from infertap.capture.hostfacts import engine_is_local, url_parts
+from infertap.capture.identity import counted_runs  # the one rule, kept where `infertap info` reads it too
 
 #: Why an imported capture's engine machine is unknown.
 IMPORTED = "its traffic was imported from a file, which does not say the machine it ran on: the recording machine, and its engine's, are unknown"
@@ -42,15 +43,26 @@ def imported_only(recorders: Iterable[str]) -> bool:
     return traffic == {"import"}
 
 
-def counted_runs(carried: Mapping[str, str], counted: Iterable[str]) -> dict[str, str]:
-    """The runs a capture's configuration describes (all imported or not, why no snapshot, its
-    recorder), for ``compare`` and the claim card alike: of ``carried`` (the runs that hold its
-    exchanges, id -> recorder kind, in order), those in ``counted`` (the runs of its counted
-    generation requests, ``active.COUNTED``), the runs its speed and energy figures are over. A run
-    that carried no generation request (a GET /v1/models alone, refused requests) is none of them;
-    where no run is counted (no figures), all of ``carried``."""
-    kept = set(counted)
-    return {run: kind for run, kind in carried.items() if run in kept} or dict(carried)
+def describes(run_id: str | None, held: Collection[str], described: Mapping[str, str]) -> bool:
+    """Whether a run's engine snapshot and host facts are of a capture's engine and machine: a run
+    its figures are over (``described``, ``counted_runs``), or one that holds no exchange (an
+    ``enrich``'s snapshot, a probe alone, a ``--ray`` driver's telemetry: ``held`` are the runs that
+    hold one). Not a run of another recorder whose exchanges are none of its counted traffic (a
+    recording of refusals alone, or that only listed the models, of another engine or machine)."""
+    return run_id is None or run_id in described or run_id not in held
+
+
+def described_snapshot(
+    taken_by: Sequence[str | None], held: Collection[str], described: Mapping[str, str], *, imported: bool
+) -> int | None:
+    """Which of a capture's engine snapshots (the run that took each, oldest first) is its engine's,
+    for the claim card and energy alike: the newest that ``describes`` it. Where all its traffic was
+    imported and none does, the newest of any, which ``probed_by`` says is whose; else None: the
+    snapshot of a run that carried none of its traffic is another engine's, not its own."""
+    for i in reversed(range(len(taken_by))):
+        if describes(taken_by[i], held, described):
+            return i
+    return len(taken_by) - 1 if imported and taken_by else None
 
 
 def probed_by(kind: str | None, run_id: str | None, wall: float | None, imported: Iterable[str], *, only: bool) -> str | None:
@@ -184,6 +196,8 @@ __all__ = [
     "IMPORTED",
     "Engine",
     "counted_runs",
+    "described_snapshot",
+    "describes",
     "device_key",
     "engine_of",
     "hostname",

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .in_no_group import no_group_line
 from .partly_counted import OVER_MEAN
 from .stats_energy import FIGURES, figure, fixed, measured_by, not_measured, notes
 from .svg import _table
@@ -35,8 +36,8 @@ def stated_energy(stats: dict[str, Any], name: str) -> list[str]:
     it, figure by figure, and the telemetry lines stats prints under them (``name``: the run's, as
     its claim card names it, where it is one group)."""
     groups = stats["groups"]
-    if not groups:  # as stats says it: no group, no figure to state
-        return ["<h3>Energy</h3>", "<p>no generation requests in these captures</p>"]
+    if not groups:  # as stats says it: no group, no figure to state, and the requests held apart (refused)
+        return ["<h3>Energy</h3>", f"<p>{html.escape(no_group_line(stats['in_no_group']))}</p>"]
     out = [
         "<h3>Energy</h3>",
         "<p>As <code>infertap stats</code> states it (docs/metrics.md, energy): the engine's devices over the run's "

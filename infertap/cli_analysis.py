@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .analysis.groupings import GROUPINGS
+from .analysis.in_no_group import in_no_group_words, no_group_line
 from .analysis.stats_energy import figures_line, measured_by, not_measured, notes
 from .analysis.stats_energy import fixed as _num  # a figure as stats prints it, the energy line's too
 from .capture.jsonable import jsonable
@@ -138,11 +139,9 @@ def _print_stats(result: dict[str, Any]) -> None:
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     _print_engines(result["engines"])
-    apart = _in_no_group(result["in_no_group"])
+    apart = in_no_group_words(result["in_no_group"])
     if not result["groups"]:
-        _out(
-            f"no counted generation requests in these captures: {apart}" if apart else "no generation requests in these captures"
-        )
+        _out(no_group_line(result["in_no_group"]))
         return
     if "session" in result["by"]:
         groups = result["groups"]
@@ -169,18 +168,6 @@ def _print_stats(result: dict[str, Any]) -> None:
         _print_workload(group["workload"], functools.partial(_partly, group))
     if apart:
         _out(f"in no group above (no request of their key was counted): {apart}")
-
-
-def _in_no_group(apart: dict[str, int]) -> str:
-    """The requests counted apart that no group holds, in words: never sent, or of unknown kind."""
-    said = []
-    if apart.get("refused"):
-        said.append(f"{apart['refused']} refused by infertap, never sent (counted in no figure)")
-    if apart.get("request_body_unknown"):
-        said.append(
-            f"{apart['request_body_unknown']} sent with a body not kept or cut short (generation or not unknown: counted in no figure)"
-        )
-    return "; ".join(said)
 
 
 #: Sessions printed by `stats --by session` (the longest, in order of their first request).

@@ -264,6 +264,7 @@ def _run_here(
         prepared.probe_headers,
         writer.write,
         writer.wall_now,
+        wait=True,  # its sources open before its first request is sent: its energy measured from the start
     )
     try:
         if config.probe:
@@ -368,6 +369,7 @@ def _run_on_ray(
             config.telemetry_interval_s,
             prepared.probe_headers,
             samples.append,
+            wait=True,
         )
         # A shard samples nothing itself: its header says the driver sampled its time (telemetry_by).
         sharded = {**recorder, "shards": n, **({"telemetry_by": "driver"} if config.telemetry else {})}

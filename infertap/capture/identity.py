@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
@@ -285,6 +285,18 @@ def traffic_runs(recorders: list[dict[str, Any]]) -> list[dict[str, Any]]:
     enrichment's or telemetry's, and a ``replay --ray``'s shards as one run (shard 0's; they share one
     schedule and start)."""
     return [r for r in recorders if r.get("kind") not in _ADDING and not r.get("shard")]
+
+
+def counted_runs(carried: Mapping[str, str], counted: Iterable[str]) -> dict[str, str]:
+    """The runs a capture's configuration describes (all imported or not, why no snapshot, its
+    recorder, its engine), for ``compare``, the claim card, energy and ``infertap info`` alike: of
+    ``carried`` (the runs that hold its exchanges, id -> recorder kind, in order), those in
+    ``counted`` (the runs of its counted generation requests: ``in_workload``, analysis's
+    ``active.COUNTED``), the runs its speed and energy figures are over. A run that carried no
+    generation request (a GET /v1/models alone, refused requests) is none of them; where no run is
+    counted (no figures), all of ``carried``."""
+    kept = set(counted)
+    return {run: kind for run, kind in carried.items() if run in kept} or dict(carried)
 
 
 def several_runs(runs: list[dict[str, Any]]) -> str | None:

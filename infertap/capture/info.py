@@ -11,7 +11,7 @@ from typing import Any
 from infertap.apis import header
 from infertap.recorders import recorder_running, writer_of
 
-from .identity import IdentityTally, workload_summary
+from .identity import IdentityTally, counted_runs, in_workload, workload_summary
 from .reader import CaptureReader
 
 
@@ -45,14 +45,15 @@ class _Tally:
         self.unsearched: Counter[str] = Counter()  # bodies kept as sent, encoded, not searched for credentials
         self.current = ""  # the run whose records follow: footers belong to it
 
-    def add(self, record: dict[str, Any]) -> None:
-        """Every record counts by its type; the kinds that say more add it to their own counts."""
+    def add(self, record: dict[str, Any], counted: bool = False) -> None:
+        """Every record counts by its type; the kinds that say more add it to their own counts.
+        ``counted``: an exchange that is a generation request sent to the engine (``in_workload``)."""
         rtype = record.get("type", "?")
         self.types[rtype] += 1
         if rtype == "header":
             self.header(record)
         elif rtype == "exchange":
-            self.exchange(record)
+            self.exchange(record, counted)
         elif rtype == "footer" and record.get("loop_lag"):
             self.runs[self.current]["loop_lag"] = record["loop_lag"]  # the run's latest (footers are cumulative)
         elif rtype == "engine":
@@ -70,6 +71,7 @@ class _Tally:
                 "wall": record.get("wall"),
                 "segments": 0,
                 "exchanges": 0,
+                "counted": 0,  # its generation requests sent to the engine (``in_workload``)
             },
         )
         run["segments"] += 1
@@ -78,10 +80,11 @@ class _Tally:
         if upstream and run["segments"] == 1:
             self.upstreams[upstream] += 1
 
-    def exchange(self, record: dict[str, Any]) -> None:
+    def exchange(self, record: dict[str, Any], counted: bool) -> None:
         """What was asked of whom, how it ended, and the span: from the first send to the last end."""
         if self.current in self.runs:  # a run whose header was read (a torn head leaves none)
             self.runs[self.current]["exchanges"] += 1
+            self.runs[self.current]["counted"] += counted
         self.paths[f"{record['method']} {record['path']}"] += 1
         self.statuses[str(record.get("status"))] += 1
         self.ends[record.get("end", "?")] += 1
@@ -137,6 +140,14 @@ def no_snapshot_reason(recorders: Iterable[str]) -> str:
     return "; ".join(dict.fromkeys(_NO_SNAPSHOT.get(kind, default) for kind in traffic)) or NO_TRAFFIC
 
 
+def _traffic_recorders(tally: _Tally) -> list[str]:
+    """The kinds of the runs that carried the capture's traffic, by the rule the claim card and
+    compare judge a capture by (``counted_runs``): those of its generation requests sent to the
+    engine, else, where none was, those holding any exchange."""
+    kinds = {run_id: str(r["recorder"].get("kind", "?")) for run_id, r in tally.runs.items() if r["exchanges"]}
+    return sorted(set(counted_runs(kinds, (run_id for run_id, r in tally.runs.items() if r["counted"])).values()))
+
+
 def _not_imported(tally: _Tally) -> dict[str, int]:
     """What the capture's imports left out of every exchange (their headers' ``recorder.not_imported``,
     by kind: tcp, udp, dns flows, websocket_messages), added over its import runs; ``{}`` for none."""
@@ -156,8 +167,9 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
     tally = _Tally()
     identity = IdentityTally()
     for record in reader.records():
-        tally.add(record)
-        identity.add(record)
+        counted = record.get("type") == "exchange" and in_workload(record)  # read once, for both
+        tally.add(record, counted)
+        identity.add(record, generation=counted)
     first, last = tally.first, tally.last
     return {
         "path": str(reader.path),
@@ -168,8 +180,9 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, Any]:
         "exchanges": tally.types.get("exchange", 0),
         "runs": len(tally.runs),
         "recorders": sorted({r["recorder"].get("kind", "?") for r in tally.runs.values()}),
-        # The kinds of the runs that hold its exchanges: why it has no engine snapshot, where it has none.
-        "traffic_recorders": sorted({r["recorder"].get("kind", "?") for r in tally.runs.values() if r["exchanges"]}),
+        # The kinds of the runs that carried its traffic (``counted_runs``: a run of refusals alone, or
+        # that only listed the models, is none of them): why it has no engine snapshot, where it has none.
+        "traffic_recorders": _traffic_recorders(tally),
         "upstreams": dict(tally.upstreams),
         # The exporters its runs scraped (--telemetry-url, redacted as recorded): its energy's and engine state's sources.
         "telemetry_urls": list(dict.fromkeys(u for r in tally.runs.values() for u in r["recorder"].get("telemetry_urls") or ())),

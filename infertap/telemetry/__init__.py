@@ -49,10 +49,14 @@ def start_telemetry(
     headers: Mapping[str, str],
     write: Callable[[Mapping[str, Any]], None],
     clock: Callable[[], float] = time.time,
+    *,
+    wait: bool = False,
 ) -> Sampler | None:
     """A running sampler for a recorder (record, replay, mitm), or None when telemetry is off;
-    ``clock`` stamps its samples (the capture writer's ``wall_now``, where there is one)."""
+    ``clock`` stamps its samples (the capture writer's ``wall_now``, where there is one); ``wait``:
+    for its sources to open first, at most ``open_s`` (``Sampler.start``), where the caller starts
+    the traffic (a replay); a recording proxy starts at once, its clients' traffic when it comes."""
     if not enabled:
         return None
     config = TelemetryConfig(engine_url=engine_url, exporters=tuple(exporters), interval_s=interval_s, headers=dict(headers))
-    return Sampler(config, write, clock).start()
+    return Sampler(config, write, clock).start(wait=wait)

@@ -5,10 +5,12 @@ the host's RAPL counter and the engine's ``/metrics`` go on being read, so their
 gap the GPU caused. None of it runs on an event loop or blocks one: the capture writer's
 ``write`` only queues.
 
-Each source is opened on its own thread too, not the caller's. ``start`` waits for the openings,
-so that the first rounds come before the traffic, but at most ``open_s``: a source whose opening
-hangs (an NVML init stuck in the driver) holds neither the recorder's start beyond that nor any
-other source, is recorded as unknown then, as a source that failed is, and is read if it opens.
+Each source is opened on its own thread too, not the caller's, and ``start`` returns without
+waiting for the openings: a source whose opening hangs (an NVML init stuck in the driver, seconds on
+a GPU machine without persistence mode) holds neither a recorder's start nor any other source. One
+not open within ``open_s`` is recorded as unknown then, as a source that failed is, and is read if
+it opens. A replay, whose traffic is its own to start, asks ``start`` to wait for the openings, at
+most ``open_s``, so that the first rounds come before its first requests.
 
 A source that fails outright (it can't be opened, nvidia-smi did not answer within its timeout, an
 endpoint answered 404) is recorded once as unknown with its reason and asked again after its
@@ -71,8 +73,8 @@ class TelemetryConfig:
     interval_s: float = 0.25  # GPU and host
     engine_interval_s: float = PROMETHEUS_INTERVAL_S  # Prometheus endpoints
     retry_s: float = 30.0  # the longest a source that fails outright rests before it is asked again
-    # The longest start() waits for the sources to open (NVML's init takes seconds on a GPU machine
-    # without persistence mode); one not open by then is recorded as unknown and the run goes on.
+    # How long a source has to open (NVML's init takes seconds on a GPU machine without persistence
+    # mode) before it is recorded as unknown, the run going on; the longest start(wait=True) waits.
     open_s: float = 5.0
     # The longest close() waits for the sources' last rounds: a round begun before close and the
     # last one, each within a source's own timeout (nvidia-smi's 5 s, a scrape's 2 s).
@@ -121,19 +123,34 @@ class Sampler:
         self.records = 0
         self._slots: list[_Slot] = []
 
-    def start(self) -> Sampler:
-        """Start every source's thread, which opens it, and wait for the openings, at most ``open_s``."""
+    def start(self, *, wait: bool = False) -> Sampler:
+        """Start every source's thread, which opens it, and return: a source whose opening hangs (an
+        NVML init stuck in the driver) holds no caller. One not open within ``open_s`` is recorded as
+        unknown then, by a watch of its own. ``wait``: return once every source is open, at most
+        ``open_s`` (a replay, whose traffic waits for it: its first requests' energy is measured)."""
         self._slots = self._sources()
         for slot in self._slots:
             slot.thread = threading.Thread(target=self._run, args=(slot,), name=f"infertap-telemetry-{slot.name}", daemon=True)
             slot.thread.start()
         deadline = time.monotonic() + self.config.open_s
+        if wait:
+            self._not_opened(deadline)
+        else:  # not a source's thread: it ends at open_s, or at close
+            threading.Thread(target=self._watch_openings, args=(deadline,), name="infertap-opening-watch", daemon=True).start()
+        return self
+
+    def _watch_openings(self, deadline: float) -> None:
+        """At ``deadline``, the sources not open yet; nothing once sampling stopped before it."""
+        if not self._stop.wait(max(0.0, deadline - time.monotonic())):
+            self._not_opened(deadline)
+
+    def _not_opened(self, deadline: float) -> None:
+        """Record each source not open by ``deadline`` as unknown (once sampling stopped, nothing)."""
         for slot in self._slots:
-            if not slot.opened.wait(max(0.0, deadline - time.monotonic())):
+            if not slot.opened.wait(max(0.0, deadline - time.monotonic())) and not self._stop.is_set():
                 why = f"did not open within {self.config.open_s:g} s: sampling went on without it, and reads it if it opens"
                 log.warning("telemetry source %s %s", slot.name, why)
                 slot.failed(why, self._unknown)
-        return self
 
     def close(self) -> None:
         """Stop, after one last round of every working source, within ``close_s``: a source still

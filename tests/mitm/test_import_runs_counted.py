@@ -43,17 +43,22 @@ def recording(
     imported: bool = True,
     sampled: bool = False,
     labels: dict[str, str] | None = None,
+    refused: bool = False,
 ) -> Path:
     """A recording (its engine probed or not) that carried a chat request (``generation``), only a
     GET /v1/models (False), or nothing (None), both of the local engine; its GPU's power sampled
-    (``sampled``) from its start to the import's time, its header holding ``labels`` (``--label``);
-    then (``imported``) a HAR of one chat request imported into it."""
+    (``sampled``) from its start to the import's time, its header holding ``labels`` (``--label``),
+    a chat request infertap refused (``refused``: a body over --max-body-mb, never sent); then
+    (``imported``) a HAR of one chat request imported into it."""
     wall = time.time() - 120
     with CaptureWriter(path, recorder={"kind": "proxy", "upstream": LOCAL}, wall=wall, labels=labels) as w:
         if probed:
             w.write(snapshot(wall))
         for s in range(0, 121 if sampled else 0):
             w.write(new_telemetry("gpu", wall + s, [["gpu_power_watts", {"gpu": "0"}, 100.0]]))
+        if refused:
+            too_large = [(0.0, b'{"error": "request body too large"}')]
+            w.write(exchange("refused", status=413, end="refused", chunks=too_large, headers=JSON_HEADERS, upstream=LOCAL))
         if generation:
             sent = body(content="other") if imported else body(model="m")  # alone, as B's request: a pair
             w.write(exchange("chat", request=sent, headers=JSON_HEADERS, upstream=LOCAL))
@@ -239,3 +244,24 @@ def test_the_card_counts_the_engines_of_the_runs_it_describes(tmp_path):
     several = "the capture holds 2 engine configurations"
     assert several not in (card(listed, tmp_path)["runtime"].get("unknown") or ""), card(listed, tmp_path)["runtime"]
     assert several in card(chatted, tmp_path)["runtime"]["unknown"]
+
+
+def test_info_names_the_recorders_of_the_runs_that_carried_traffic(tmp_path):
+    """`info`'s traffic_recorders (why there is no engine snapshot) counted every run holding an
+    exchange: a recording whose only request infertap refused, or that only listed the models,
+    beside an import, was blamed ("recorded with --no-probe, or the probe failed") though it sent
+    the engine nothing. It counts the runs the card and compare describe (``counted_runs``); a
+    recording that carried a chat request is still named (must differ), and one of refusals alone,
+    with no traffic beside it, is what the capture holds (must stay)."""
+
+    def info(capture: Path) -> tuple[list[str], str]:
+        said = json.loads(stdout("info", str(capture), "--json"))
+        return said["traffic_recorders"], " ".join(invoke("info", str(capture)).split())
+
+    for name, refused, generation in (("refused", True, None), ("listed", False, False)):
+        recorders, text = info(recording(tmp_path / name, probed=False, generation=generation, refused=refused))
+        assert recorders == ["import"] and f"no snapshot ({IMPORT}) server header" in text, (name, recorders, text)
+    recorders, text = info(recording(tmp_path / "chatted", probed=False, generation=True, refused=True))
+    assert recorders == ["import", "proxy"] and f"no snapshot ({IMPORT}; {NO_PROBE})" in text
+    recorders, text = info(recording(tmp_path / "alone", probed=False, generation=None, refused=True, imported=False))
+    assert recorders == ["proxy"] and f"no snapshot ({NO_PROBE})" in text

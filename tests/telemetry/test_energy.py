@@ -833,3 +833,20 @@ def test_a_report_of_no_generation_request_says_so_where_its_energy_would_be(tmp
     section = _energy_section(tmp_path, models)
     assert "<table>" not in section and "<p>no generation requests in these captures</p>" in section
     assert "no generation requests in these captures" in invoke("stats", str(models))
+
+
+def test_a_report_of_refused_requests_alone_says_what_stats_says_of_them(tmp_path):
+    # Every generation request refused by infertap (a body over --max-body-mb): the report said "no
+    # generation requests", stats that 2 were refused and none sent. The report says what stats says.
+    refused = {"body": b"", "status": 413, "end": "refused", "chunks": [b'{"error": "too large"}'],
+               "fields": {"request_body_size": 9000, "proxy_generated": True}}  # fmt: skip
+    capture = tmp_path / "refused" / "out"
+    write_capture(capture, [refused, refused])
+    said = "no counted generation requests in these captures: 2 refused by infertap, never sent (counted in no figure)"
+    section = _energy_section(tmp_path, capture)
+    assert "<table>" not in section and f"<p>{html.escape(said)}</p>" in section
+    assert said in invoke("stats", str(capture))
+    # Must stay: a capture that only listed the models has no refusal to speak of.
+    models = tmp_path / "models" / "out"
+    write_capture(models, [{"method": "GET", "path": "/v1/models", "body": b""}])
+    assert "<p>no generation requests in these captures</p>" in _energy_section(tmp_path, models)

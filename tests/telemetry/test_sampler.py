@@ -471,12 +471,13 @@ def test_close_is_bounded_by_a_stuck_source_and_says_when_it_stopped_answering(t
     assert nvml.calls["nvmlShutdown"] == 1, "its source closed by its own thread once it returned"
 
 
-def test_start_does_not_wait_on_a_source_whose_opening_hangs(tmp_path, monkeypatch):
+def test_start_waiting_for_the_openings_returns_past_open_s_on_one_that_hangs(tmp_path, monkeypatch):
     """NVML's init stuck in the driver: start() opened every source on its caller's thread and was
-    stuck there, and with it the replay or recorder that started it. It returns past open_s while
-    the init is still stuck (the stand-in released only after), the GPU recorded as not opened; the
-    host is sampled meanwhile; at close the GPU is recorded as having stopped answering when it was
-    asked to open; once the init returns at last, its thread closes it and writes nothing."""
+    stuck there, and with it the replay or recorder that started it. Asked to wait for the openings
+    (as a replay does), it returns past open_s while the init is still stuck (the stand-in released
+    only after), the GPU recorded as not opened; the host is sampled meanwhile; at close the GPU is
+    recorded as having stopped answering when it was asked to open; once the init returns at last,
+    its thread closes it and writes nothing."""
     from datetime import UTC, datetime
 
     stuck = Hung(None)
@@ -491,7 +492,7 @@ def test_start_does_not_wait_on_a_source_whose_opening_hangs(tmp_path, monkeypat
     unknown_at_start: list[str] = []
 
     def start() -> None:
-        sampler.start()
+        sampler.start(wait=True)
         unknown_at_start.extend(records.unknown("gpu"))
         started.set()
 
@@ -515,6 +516,32 @@ def test_start_does_not_wait_on_a_source_whose_opening_hangs(tmp_path, monkeypat
     assert nvml.calls["nvmlShutdown"] == 1 and nvml.calls["nvmlDeviceGetPowerUsage"] == 0, "closed by its thread, not read"
 
 
+def test_a_recorders_start_does_not_wait_for_an_nvml_init_that_hangs(tmp_path, monkeypatch):
+    """A proxy's start waited up to open_s (5 s) on its caller's thread for an NVML init stuck in
+    the driver. start_telemetry, as record and mitm call it, returns while the init is still stuck
+    with nothing said of the GPU yet (a start that waited would have recorded it as not opened
+    first); the sampler's own watch records it as not opened once open_s has passed, the host read
+    meanwhile; released, the GPU is read."""
+    stuck = Hung(None)
+    no_gpu(monkeypatch, tmp_path)
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml([nvml_device()], init_hung=stuck))
+    monkeypatch.setattr("infertap.telemetry.host._RAPL", rapl_zone(tmp_path / "powercap"))
+    records = Records()
+    sampler = start_telemetry(True, None, (), 0.05, {}, records)
+    assert sampler is not None
+    try:
+        assert records.unknown("gpu") == [], "start() waited on the stuck init"
+        assert stuck.entered.wait(15), "the GPU is asked to open, on its own thread"
+        wait_for(lambda: records.unknown("gpu") != [])
+        assert records.unknown("gpu") == ["did not open within 5 s: sampling went on without it, and reads it if it opens"]
+        assert records.sampled("host"), "the host is read meanwhile"
+        stuck.release()
+        wait_for(lambda: len(records.sampled("gpu")) >= 1)
+    finally:
+        stuck.release()
+        sampler.close()
+
+
 def test_a_source_slow_to_open_is_read_once_it_opens(tmp_path, monkeypatch):
     """An NVML init that takes longer than open_s: the run goes on without it, said so, and its
     samples come once it opens, stamped when read, not when its opening was asked (a counter's
@@ -524,6 +551,7 @@ def test_a_source_slow_to_open_is_read_once_it_opens(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml([nvml_device()], init_hung=slow))
     records = Records()
     with Sampler(TelemetryConfig(host=False, interval_s=0.05, open_s=0.05), records):
+        wait_for(lambda: records.unknown("gpu") != [])  # said by the sampler's watch, once open_s has passed
         assert records.unknown("gpu") == ["did not open within 0.05 s: sampling went on without it, and reads it if it opens"]
         assert not records.sampled("gpu")
         released = time.time()

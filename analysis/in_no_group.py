@@ -1,0 +1,26 @@
+"""The requests no group holds (``speed_stats``' ``in_no_group``), in the words ``stats`` prints,
+so that the report says of a capture with no group what stats says of it: a capture whose every
+generation request infertap refused is not one of "no generation requests"."""
+
+from __future__ import annotations
+
+
+def in_no_group_words(apart: dict[str, int]) -> str:
+    """The requests counted apart that no group holds, in words: never sent, or of unknown kind."""
+    said = []
+    if apart.get("refused"):
+        said.append(f"{apart['refused']} refused by infertap, never sent (counted in no figure)")
+    if apart.get("request_body_unknown"):
+        said.append(
+            f"{apart['request_body_unknown']} sent with a body not kept or cut short (generation or not unknown: counted in no figure)"
+        )
+    return "; ".join(said)
+
+
+def no_group_line(apart: dict[str, int]) -> str:
+    """What ``stats`` says of captures with no group: none to count, and the requests held apart."""
+    said = in_no_group_words(apart)
+    return f"no counted generation requests in these captures: {said}" if said else "no generation requests in these captures"
+
+
+__all__ = ["in_no_group_words", "no_group_line"]
