@@ -17,7 +17,7 @@ def point_notes(kind: str, point: dict[str, Any]) -> list[str]:
     where, p, lines = f"{kind} {load_text(point[kind])}", point, []
     if p.get("unjudged"):
         lines.append(f"{where}: {p['unjudged']}: its figures are unknown, and it counts as no pass")
-    if p.get("not_sent"):
+    if p.get("not_sent") and p.get("requests"):  # with none sent, the unjudged sentence says it
         lines.append(
             f"{where}: {counted(p['not_sent'], 'request')} not sent (refused by the replayer, such as a turn continuing "
             "a response outside the replay: each says why in the point's capture), left out of its figures"
