@@ -12,6 +12,14 @@ from infertap.replay.sweep import load_text
 from infertap.wording import counted
 
 
+def lowest_not_passed(kind: str, point: dict[str, Any]) -> str:
+    """Why a sweep whose lowest load tried (``point``) did not pass has no capacity: it failed, or it
+    had no answer to judge (``unjudged``), which "met the SLOs at no load tried" misread as a failure.
+    One sentence for ``infertap sweep``'s capacity line and the report's."""
+    how = "had no answer to judge (see the notes)" if point.get("unjudged") else "failed"
+    return f"the lowest {kind} tried, {load_text(point[kind])}, {how}"
+
+
 def point_notes(kind: str, point: dict[str, Any]) -> list[str]:
     """The sentences on ``point`` (a sweep.json point of a ``kind`` sweep), each led by its load."""
     where, p, lines = f"{kind} {load_text(point[kind])}", point, []

@@ -27,7 +27,7 @@ from .capacity import RESULT, read_sweep
 from .report import write_page
 from .svg import COLORS, STYLE, SWEEP_MARKERS, SWEEP_MARKS, Line, line_svg, number, width
 from .svg import _table as table
-from .sweep_notes import point_notes
+from .sweep_notes import lowest_not_passed, point_notes
 
 #: Capacities closer than this (relative) are not called different.
 SAME = 0.10
@@ -122,8 +122,8 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
     (na, _, sa), (nb, _, sb) = sweeps
     kind, ca, cb = sa["kind"], sa["capacity"], sb["capacity"]
     if ca is None and cb is None:
-        if any(not s["points"] or s["points"][0].get("passed") for _, _, s in sweeps):
-            return " ".join(_one(*s) for s in sweeps)  # one passed where no pass counted: each said apart
+        if any(not s["points"] or s["points"][0].get("passed") or s["points"][0].get("unjudged") for _, _, s in sweeps):
+            return " ".join(_one(*s) for s in sweeps)  # one passed where no pass counted, or judged nothing: each said apart
         lows = [f"{n} {load_text(load_of(s['points'][0], kind))}" for n, _, s in sweeps if s["points"]]
         return f"Neither target met the SLOs at any load tried (lowest {kind}: {', '.join(lows) or 'no point ran'})."
     if ca is None or cb is None:
@@ -136,6 +136,8 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
         lost = (
             f"{nl} has no judged point (its sweep stopped before the first one ended)"
             if not sl["points"]
+            else f"{nl}'s is not stated: {lowest_not_passed(kind, sl['points'][0])}"
+            if sl["points"][0].get("unjudged")
             else f"{nl} met them at no {kind} tried (lowest: {low})"
         )
         return f"Only {nw} met the SLOs ({up_to}); {lost}."
@@ -150,6 +152,8 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
         lowest = load_text(load_of(sweep["points"][0], kind))
         if sweep["points"][0].get("passed"):
             return f"{name}: no capacity is stated: {_unstated(sweep)}."
+        if sweep["points"][0].get("unjudged"):  # no failure seen there: the command's words, not "met at no load"
+            return f"{name}: no capacity is stated: {lowest_not_passed(kind, sweep['points'][0])}."
         if sweep.get("inconsistent"):
             passed = ", ".join(load_text(v) for v in sweep["inconsistent"])
             return f"{name} failed the SLOs at its lowest {kind} tried ({lowest}), then met them at {passed}: no capacity is stated (noise, or a target that recovered)."

@@ -292,6 +292,35 @@ def test_a_pass_with_the_replayer_behind_states_no_capacity(tmp_path):
     assert "only where the replayer fell behind" in both and "met the SLOs at no load tried" in both
 
 
+def test_a_lowest_point_with_no_answer_to_judge_is_said_as_the_command_says_it(tmp_path):
+    """A's lowest point judged nothing (``unjudged``): the report said A "met the SLOs at no load
+    tried", a failure nothing showed, where ``infertap sweep`` says it "had no answer to judge". Both
+    print one sentence now; a lowest point that failed is said as before."""
+    from infertap.cli_sweep import capacity_line
+
+    folder = _sweep(tmp_path / "a", 0.1, loads=(1, 2))
+    result = json.loads((folder / "sweep.json").read_text())
+    result["points"][0]["unjudged"] = "20 requests sent, none whose answer could be judged (...)"
+    (folder / "sweep.json").write_text(json.dumps(result))
+    said = "the lowest speed tried, 1, had no answer to judge (see the notes)"
+    assert capacity_line(result) == f"capacity: none ({said})"
+    assert capacity_sentence(load_sweeps(folder)) == f"A: no capacity is stated: {said}."
+    beside = capacity_sentence(load_sweeps(folder, _sweep(tmp_path / "b", 4, loads=(4, 8))))
+    assert beside.endswith(f"; A's is not stated: {said}."), beside
+    neither = capacity_sentence(load_sweeps(folder, _sweep(tmp_path / "c", 0.1)))
+    assert neither == f"A: no capacity is stated: {said}. B met the SLOs at no load tried (lowest speed tried: 1)."
+
+    failed = _sweep(tmp_path / "f", 0.1, loads=(1, 2))  # the same, failed: as before
+    assert capacity_line(json.loads((failed / "sweep.json").read_text())) == "capacity: none (the lowest speed tried, 1, failed)"
+    assert capacity_sentence(load_sweeps(failed)) == "A met the SLOs at no load tried (lowest speed tried: 1)."
+    assert capacity_sentence(load_sweeps(failed, _sweep(tmp_path / "g", 4, loads=(4, 8)))).endswith(
+        "; A met them at no speed tried (lowest: 1)."
+    )
+    assert capacity_sentence(load_sweeps(failed, _sweep(tmp_path / "h", 0.1))) == (
+        "Neither target met the SLOs at any load tried (lowest speed: A 1, B 1)."
+    )
+
+
 def test_a_pass_not_counted_for_another_reason_is_named_beside_the_other_sweep(tmp_path):
     """A's lowest point passed on too few requests: beside B it was said to have met the SLOs only
     where its replayer fell behind (it never did), and B the only one to meet them."""

@@ -22,7 +22,7 @@ from infertap.analysis import Analysis
 from infertap.analysis.capacity import RESULT, read_sweep, run_sweep
 from infertap.analysis.slo import parse_slos
 from infertap.analysis.svg import number
-from infertap.analysis.sweep_report import render_sweeps
+from infertap.analysis.sweep_report import capacity_sentence, load_sweeps, render_sweeps
 from infertap.capture.info import summarize
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
@@ -441,6 +441,10 @@ def test_a_point_whose_every_answer_is_unknown_is_no_pass_and_the_sweep_goes_on(
     assert report.exit_code == 0, report.output
     page = (tmp_path / "r.html").read_text()
     assert html.escape(f"speed 1: {reason}") in page and "<td>unknown (no pass)</td>" in page
+    said = "the lowest speed tried, 0.5, had no answer to judge (see the notes)"  # the command's words, both
+    assert f"capacity: none ({said})" in text
+    assert capacity_sentence(load_sweeps(tmp_path / "cut")) == f"A: no capacity is stated: {said}."
+    assert html.escape(said) in page and "no load tried" not in page
 
     run = sweep_cli(*args, "--out", str(tmp_path / "whole"))
     assert run.exit_code == 0, run.output
