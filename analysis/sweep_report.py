@@ -343,6 +343,13 @@ def _same_source(sweeps: _Sweeps) -> list[str]:
     return ["<p>Note: A and B replayed different captures; they compare only if those hold the same workload.</p>"]
 
 
+def _tick_load(tick: float) -> str:
+    """A load axis's tick as the loads are written (``load_text``: "1500", as the table and the
+    command have it; ``number`` wrote "1,500"), the float noise of its step dropped (0.1 × 3 is
+    0.30000000000000004, a load no one tried)."""
+    return load_text(float(f"{tick:.12g}"))
+
+
 def _curves(sweeps: _Sweeps) -> str:
     """Throughput against load, then each SLO's observed statistic against load, both sweeps on the same axes."""
     kind = sweeps[0][2]["kind"]
@@ -358,7 +365,7 @@ def _curves(sweeps: _Sweeps) -> str:
         lines.append(
             Line(f"{name} achieved", achieved, color, dashed=True, hollow=hollow, stroke=stroke, marker=marker, x_text=load_text)
         )
-    plots = [f"<div><h3>Goodput and achieved requests/s</h3>{line_svg(lines, xlabel, 'requests/s')}</div>"]
+    plots = [f"<div><h3>Goodput and achieved requests/s</h3>{line_svg(lines, xlabel, 'requests/s', xtick_text=_tick_load)}</div>"]
     for i, slo in enumerate(sweeps[0][2]["slo"]):
         latency = slo["metric"] != "error_rate"
         scale, unit = (1e6, "ms") if latency else (0.01, "%")
@@ -374,7 +381,7 @@ def _curves(sweeps: _Sweeps) -> str:
             lines.append(Line(name, values, color, hollow=hollow, stroke=stroke, marker=marker, x_text=load_text))
         bound = float(slo["bound"]) / scale
         title = f"{slo['stat']} of {slo['metric']} ({unit})" if latency else "error rate (%)"
-        svg = line_svg(lines, xlabel, title, hlines=[(bound, f"SLO {slo['slo']}")])
+        svg = line_svg(lines, xlabel, title, hlines=[(bound, f"SLO {slo['slo']}")], xtick_text=_tick_load)
         plots.append(f"<div><h3>SLO {i + 1}: {html.escape(slo['slo'])}</h3>{svg}</div>")
     return f'<div class="plots">{"".join(plots)}</div>'
 

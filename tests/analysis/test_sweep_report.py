@@ -390,6 +390,26 @@ def test_concurrency_sweeps_are_reported_by_their_levels(tmp_path):
     assert "<td>16</td><td>pass</td>" in page and "<td>64</td><td>fail</td>" in page
 
 
+def test_a_load_axis_labels_its_ticks_as_the_loads_are_written(tmp_path):
+    """The x axis is the load: its ticks read "1500", as the points table and the command write a
+    concurrency, where number() wrote "1,500"; the y axis (requests/s, not a load) keeps its
+    "10,000". A step's float noise (0.1 x 3) still reads 0.3."""
+    ticks = lambda plot: re.findall(r'<text class="tick"[^>]*text-anchor="(end|middle)">([^<]*)</text>', plot)  # noqa: E731
+    big = _sweep(tmp_path / "big", 1000, loads=(500, 1000, 1500), kind="concurrency")
+    code, output, page = _report(big, out=tmp_path / "big.html")
+    assert code == 0, output
+    plot = _plots(page)["requests/s against concurrency (requests in flight)"]
+    assert [t for anchor, t in ticks(plot) if anchor == "middle"] == ["0", "500", "1000", "1500"]
+    assert [t for anchor, t in ticks(plot) if anchor == "end"] == ["0", "2,000", "4,000", "6,000", "8,000", "10,000"]
+    assert "<td>1500</td>" in page
+
+    small = _sweep(tmp_path / "small", 0.2, loads=(0.1, 0.2, 0.3))
+    code, output, page = _report(small, out=tmp_path / "small.html")
+    assert code == 0, output
+    plot = _plots(page)["requests/s against speed (× the recorded arrival rate)"]
+    assert [t for anchor, t in ticks(plot) if anchor == "middle"] == ["0", "0.1", "0.2", "0.3"]
+
+
 def test_a_sweep_and_a_capture_are_refused(tmp_path):
     sweep = _sweep(tmp_path / "sweep", 2)
     write_capture(tmp_path / "capture", [{"body": {"model": "m", "messages": [{"role": "user", "content": "q"}]}}])
