@@ -164,15 +164,14 @@ def evaluate(analysis: Analysis, slos: Sequence[SLO]) -> dict[str, Any]:
     is in ``requests`` and the span, and in none of the other figures (``not_in_file`` counts the
     answers not in their file, as ``stats`` does); so is one the recorder kept only the head of
     (``response_not_kept``) or that decodes too large (``too_large``). Where every answer sent is
-    unknown, ``passed`` is False, every figure None, and ``unjudged`` says why (None otherwise)."""
+    unknown, or the replayer refused every request (none sent), ``passed`` is False, every figure
+    None, and ``unjudged`` says why (None otherwise). A run with no generation request at all,
+    sent or refused, is an error: there is nothing to judge."""
     sent = [dict(zip(_COLUMNS, r, strict=True)) for r in analysis.sql(_ROWS).fetchall()]
     rows = [r for r in sent if not r["unknown"]]
     [(not_sent,)] = analysis.sql(_NOT_SENT).fetchall()
-    if not sent:
-        raise ConfigError(
-            "no generation exchanges sent in this run: nothing to hold to an SLO"
-            + (f" ({not_sent} recorded as refused, never sent)" if not_sent else "")
-        )
+    if not sent and not not_sent:
+        raise ConfigError("no generation exchanges in this run, sent or refused: nothing to hold to an SLO")
     if not rows:
         return _unjudged(sent, slos, not_sent)
     own: dict[tuple[str, str], list[float]] = {}  # each ok answer's gaps, which goodput holds it to
@@ -227,15 +226,23 @@ def _counts(sent: list[dict[str, Any]], not_sent: int) -> dict[str, int]:
 
 
 def _unjudged(sent: list[dict[str, Any]], slos: Sequence[SLO], not_sent: int) -> dict[str, Any]:
-    """A run whose every answer is unknown (all cut at ``--max-response-mb``, not in their file):
-    requests went out, but none can be held to an SLO. Not a pass, and no failure the target's
-    figures show: each figure unknown (None), ``unjudged`` saying why, so a sweep goes on past it
-    (one such point aborted the whole sweep with "no generation exchanges sent")."""
-    why = "; ".join(f"{n} answered 2xx, {reason}" for n, reason in _unknown(sent) if n)
-    span_s = (max(r["end_wall_ns"] for r in sent) - min(r["sent_wall_ns"] for r in sent)) / 1e9
+    """A run whose every answer is unknown (all cut at ``--max-response-mb``, not in their file), or
+    whose every request the replayer refused (``sent`` empty: turns continuing a response outside
+    the replay): none can be held to an SLO. Not a pass, and no failure the target's figures show:
+    each figure unknown (None), ``unjudged`` saying why, so a sweep goes on past it (one such point
+    aborted the whole sweep with "no generation exchanges sent"). Nothing sent has no span (None)."""
+    if not sent:
+        reason = (
+            f"{counted(not_sent, 'request')} refused by the replayer (such as a turn continuing a response outside "
+            "the replay; each says why in the point's capture), none sent"
+        )
+    else:
+        why = "; ".join(f"{n} answered 2xx, {reason}" for n, reason in _unknown(sent) if n)
+        reason = f"{counted(len(sent), 'request')} sent, none whose answer could be judged ({why})"
+    span_s = (max(r["end_wall_ns"] for r in sent) - min(r["sent_wall_ns"] for r in sent)) / 1e9 if sent else None
     return {
         "passed": False,
-        "unjudged": f"{counted(len(sent), 'request')} sent, none whose answer could be judged ({why})",
+        "unjudged": reason,
         "unmeasurable": [],
         "slos": [{**s.describe(), "observed": None, "met": None, "missing": 0} for s in slos],
         **_counts(sent, not_sent),

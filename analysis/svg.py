@@ -83,9 +83,10 @@ def _axes(
     *,
     xlog: LogAxis | None = None,
     ylog: LogAxis | None = None,
+    xtext: Callable[[float], str] = number,
 ) -> str:
     """The drawing's opening tag (``label``: what it shows, for a screen reader) and both axes with
-    faint grid lines; ``xticks`` None: the caller labels x (categories).
+    faint grid lines; ``xticks`` None: the caller labels x (categories); ``xtext``: an x tick's label.
 
     ``xlog``, ``ylog``: that axis by log10 from its ticks' ends (``xticks`` or ``yticks`` its ticks),
     its title saying "log scale", every tick labelled where they fit apart, else its ends and decades
@@ -93,11 +94,11 @@ def _axes(
     ``W`` where labels need it: y labels like 200,000 ms (a slow run's e2e) reached over the y title,
     and the last x label past the right edge."""
     ylabels = set(ylog.labelled(PLOT_H, lambda _: LABEL_H) if ylog else yticks)
-    xlabels = set(xlog.labelled(PLOT_W, lambda t: len(number(t)) * CHAR_W + LABEL_GAP) if xlog else xticks or ())
+    xlabels = set(xlog.labelled(PLOT_W, lambda t: len(xtext(t)) * CHAR_W + LABEL_GAP) if xlog else xticks or ())
     widest = max(len(number(t)) * CHAR_W for t in ylabels)
     left = max(0.0, widest - (LEFT - 6 - TITLE_X - TITLE_REACH))
     last = max(xlabels, default=None)
-    right = 0.0 if last is None else max(0.0, _xpos(last, xticks or (), xlog) + len(number(last)) * CHAR_W / 2 - W)
+    right = 0.0 if last is None else max(0.0, _xpos(last, xticks or (), xlog) + len(xtext(last)) * CHAR_W / 2 - W)
     parts = [_svg_open(W + left + right, H, label, left)]
     parts += [
         f'<line x1="{LEFT}" y1="{_ypos(t, yticks, ylog):.1f}" x2="{W - RIGHT}" y2="{_ypos(t, yticks, ylog):.1f}" stroke="#eee"/>'
@@ -116,7 +117,9 @@ def _axes(
         x = _xpos(t, xticks or (), xlog)
         parts.append(f'<line x1="{x:.1f}" y1="{H - BOTTOM}" x2="{x:.1f}" y2="{H - BOTTOM + 4}" stroke="#444"/>')
         if t in xlabels:
-            parts.append(f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{number(t)}</text>')
+            parts.append(
+                f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{html.escape(xtext(t))}</text>'
+            )
     mid, tx = TOP + PLOT_H / 2, TITLE_X - left
     xlabel, ylabel = (f"{title} (log scale)" if log else title for title, log in ((xlabel, xlog), (ylabel, ylog)))
     parts.append(
@@ -248,10 +251,18 @@ class Line:
     x_text: Callable[[float], str] | None = None  # a point's x in its tooltip (a sweep's load as tried); else number()
 
 
-def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequence[tuple[float, str]] = ()) -> str:
+def line_svg(
+    lines: Sequence[Line],
+    xlabel: str,
+    ylabel: str,
+    *,
+    hlines: Sequence[tuple[float, str]] = (),
+    xtick_text: Callable[[float], str] = number,
+) -> str:
     """Lines through points against a shared x axis from 0, with horizontal reference lines
     (``hlines``: a value and its label, e.g. an SLO's bound) drawn dashed grey across the plot. A
-    point with a NaN or infinite coordinate is left out, as one with no value."""
+    point with a NaN or infinite coordinate is left out, as one with no value. ``xtick_text``: an x
+    tick's label (a sweep's load axis writes its ticks as loads are written, "1500", not "1,500")."""
     lines = [
         replace(
             line, points=[(x, y if y is not None and math.isfinite(x) and math.isfinite(y) else None) for x, y in line.points]
@@ -265,7 +276,7 @@ def line_svg(lines: Sequence[Line], xlabel: str, ylabel: str, *, hlines: Sequenc
     xt = ticks(max(x for x, _ in known))
     yt = ticks(max([y for _, y in known] + [v for v, _ in hlines]))
     parts = [
-        _axes(f"{ylabel} against {xlabel}", xt, yt, xlabel, ylabel),
+        _axes(f"{ylabel} against {xlabel}", xt, yt, xlabel, ylabel, xtext=xtick_text),
     ]
     for value, label in hlines:
         y = _y(value, yt)

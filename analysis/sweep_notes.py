@@ -12,12 +12,20 @@ from infertap.replay.sweep import load_text
 from infertap.wording import counted
 
 
+def lowest_not_passed(kind: str, point: dict[str, Any]) -> str:
+    """Why a sweep whose lowest load tried (``point``) did not pass has no capacity: it failed, or it
+    had no answer to judge (``unjudged``), which "met the SLOs at no load tried" misread as a failure.
+    One sentence for ``infertap sweep``'s capacity line and the report's."""
+    how = "had no answer to judge (see the notes)" if point.get("unjudged") else "failed"
+    return f"the lowest {kind} tried, {load_text(point[kind])}, {how}"
+
+
 def point_notes(kind: str, point: dict[str, Any]) -> list[str]:
     """The sentences on ``point`` (a sweep.json point of a ``kind`` sweep), each led by its load."""
     where, p, lines = f"{kind} {load_text(point[kind])}", point, []
     if p.get("unjudged"):
         lines.append(f"{where}: {p['unjudged']}: its figures are unknown, and it counts as no pass")
-    if p.get("not_sent"):
+    if p.get("not_sent") and p.get("requests"):  # with none sent, the unjudged sentence says it
         lines.append(
             f"{where}: {counted(p['not_sent'], 'request')} not sent (refused by the replayer, such as a turn continuing "
             "a response outside the replay: each says why in the point's capture), left out of its figures"

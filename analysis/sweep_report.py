@@ -27,7 +27,7 @@ from .capacity import RESULT, read_sweep
 from .report import write_page
 from .svg import COLORS, STYLE, SWEEP_MARKERS, SWEEP_MARKS, Line, line_svg, number, width
 from .svg import _table as table
-from .sweep_notes import point_notes
+from .sweep_notes import lowest_not_passed, point_notes
 
 #: Capacities closer than this (relative) are not called different.
 SAME = 0.10
@@ -122,8 +122,8 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
     (na, _, sa), (nb, _, sb) = sweeps
     kind, ca, cb = sa["kind"], sa["capacity"], sb["capacity"]
     if ca is None and cb is None:
-        if any(not s["points"] or s["points"][0].get("passed") for _, _, s in sweeps):
-            return " ".join(_one(*s) for s in sweeps)  # one passed where no pass counted: each said apart
+        if any(not s["points"] or s["points"][0].get("passed") or s["points"][0].get("unjudged") for _, _, s in sweeps):
+            return " ".join(_one(*s) for s in sweeps)  # one passed where no pass counted, or judged nothing: each said apart
         lows = [f"{n} {load_text(load_of(s['points'][0], kind))}" for n, _, s in sweeps if s["points"]]
         return f"Neither target met the SLOs at any load tried (lowest {kind}: {', '.join(lows) or 'no point ran'})."
     if ca is None or cb is None:
@@ -136,6 +136,8 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
         lost = (
             f"{nl} has no judged point (its sweep stopped before the first one ended)"
             if not sl["points"]
+            else f"{nl}'s is not stated: {lowest_not_passed(kind, sl['points'][0])}"
+            if sl["points"][0].get("unjudged")
             else f"{nl} met them at no {kind} tried (lowest: {low})"
         )
         return f"Only {nw} met the SLOs ({up_to}); {lost}."
@@ -150,6 +152,8 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
         lowest = load_text(load_of(sweep["points"][0], kind))
         if sweep["points"][0].get("passed"):
             return f"{name}: no capacity is stated: {_unstated(sweep)}."
+        if sweep["points"][0].get("unjudged"):  # no failure seen there: the command's words, not "met at no load"
+            return f"{name}: no capacity is stated: {lowest_not_passed(kind, sweep['points'][0])}."
         if sweep.get("inconsistent"):
             passed = ", ".join(load_text(v) for v in sweep["inconsistent"])
             return f"{name} failed the SLOs at its lowest {kind} tried ({lowest}), then met them at {passed}: no capacity is stated (noise, or a target that recovered)."
@@ -339,6 +343,13 @@ def _same_source(sweeps: _Sweeps) -> list[str]:
     return ["<p>Note: A and B replayed different captures; they compare only if those hold the same workload.</p>"]
 
 
+def _tick_load(tick: float) -> str:
+    """A load axis's tick as the loads are written (``load_text``: "1500", as the table and the
+    command have it; ``number`` wrote "1,500"), the float noise of its step dropped (0.1 × 3 is
+    0.30000000000000004, a load no one tried)."""
+    return load_text(float(f"{tick:.12g}"))
+
+
 def _curves(sweeps: _Sweeps) -> str:
     """Throughput against load, then each SLO's observed statistic against load, both sweeps on the same axes."""
     kind = sweeps[0][2]["kind"]
@@ -354,7 +365,7 @@ def _curves(sweeps: _Sweeps) -> str:
         lines.append(
             Line(f"{name} achieved", achieved, color, dashed=True, hollow=hollow, stroke=stroke, marker=marker, x_text=load_text)
         )
-    plots = [f"<div><h3>Goodput and achieved requests/s</h3>{line_svg(lines, xlabel, 'requests/s')}</div>"]
+    plots = [f"<div><h3>Goodput and achieved requests/s</h3>{line_svg(lines, xlabel, 'requests/s', xtick_text=_tick_load)}</div>"]
     for i, slo in enumerate(sweeps[0][2]["slo"]):
         latency = slo["metric"] != "error_rate"
         scale, unit = (1e6, "ms") if latency else (0.01, "%")
@@ -370,7 +381,7 @@ def _curves(sweeps: _Sweeps) -> str:
             lines.append(Line(name, values, color, hollow=hollow, stroke=stroke, marker=marker, x_text=load_text))
         bound = float(slo["bound"]) / scale
         title = f"{slo['stat']} of {slo['metric']} ({unit})" if latency else "error rate (%)"
-        svg = line_svg(lines, xlabel, title, hlines=[(bound, f"SLO {slo['slo']}")])
+        svg = line_svg(lines, xlabel, title, hlines=[(bound, f"SLO {slo['slo']}")], xtick_text=_tick_load)
         plots.append(f"<div><h3>SLO {i + 1}: {html.escape(slo['slo'])}</h3>{svg}</div>")
     return f'<div class="plots">{"".join(plots)}</div>'
 

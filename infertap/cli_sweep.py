@@ -300,8 +300,9 @@ def capacity_line(result: dict[str, Any]) -> str:
         if lowest is None:
             return "capacity: no point ran" + stopped
         if not lowest["passed"]:
-            how = "had no answer to judge (see the notes)" if lowest.get("unjudged") else "failed"
-            return f"capacity: none (the lowest {kind} tried, {_load(lowest[kind])}, {how})" + stopped
+            from .analysis.sweep_notes import lowest_not_passed
+
+            return f"capacity: none ({lowest_not_passed(kind, lowest)})" + stopped
         return "capacity: none measured (no point passed while measuring the target at its load: see the notes)" + stopped
     if knee["failed"] is not None:
         where = f"; the knee lies between {_load(knee['passed'])} and {_load(knee['failed'])}{stopped}"

@@ -603,13 +603,31 @@ def test_a_run_of_one_answer_in_its_file_is_judged(tmp_path: Path) -> None:
     assert (v["unjudged"], v["passed"], v["ok"], v["error_rate"], v["not_in_file"]) == (None, True, 1, 0.0, 1)
 
 
-def test_a_run_whose_every_request_was_refused_unsent_is_refused_saying_so(tmp_path: Path) -> None:
+def test_a_run_whose_every_request_was_refused_unsent_is_no_pass_saying_so(tmp_path: Path) -> None:
+    """Every request refused by the replayer: nothing sent, so nothing to judge, and no error (it
+    ended a whole sweep at that point). A run with no generation request at all is still an error."""
     from tests.helpers import write_capture
 
-    write_capture(tmp_path / "cap", [{"offset_s": 0.0, "fields": {"end": "refused", "status": None}}])
+    refused = {"end": "refused", "status": None}
+    write_capture(tmp_path / "cap", [{"offset_s": i * 0.1, "fields": refused} for i in range(2)])
     with Analysis([tmp_path / "cap"], cache_dir=tmp_path / "cache") as a:
+        v = evaluate(a, [parse_slo("error_rate<=1%"), parse_slo("e2e:p90<=1s")])
+    assert v["unjudged"] == (
+        "2 requests refused by the replayer (such as a turn continuing a response outside the replay; "
+        "each says why in the point's capture), none sent"
+    )
+    assert (v["passed"], v["requests"], v["not_sent"], v["span_s"], v["error_rate"], v["ok"]) == (False, 0, 2, None, None, None)
+    assert [(s["observed"], s["met"]) for s in v["slos"]] == [(None, None), (None, None)]
+
+    write_capture(tmp_path / "some", [{"offset_s": 0.0}, {"offset_s": 0.1, "fields": refused}])  # one sent beside it
+    with Analysis([tmp_path / "some"], cache_dir=tmp_path / "cache") as a:
+        v = evaluate(a, [parse_slo("error_rate<=1%")])
+    assert (v["unjudged"], v["passed"], v["requests"], v["not_sent"], v["ok"]) == (None, True, 1, 1, 1)
+
+    write_capture(tmp_path / "models", [{"method": "GET", "path": "/v1/models", "body": b""}])  # no generation at all
+    with Analysis([tmp_path / "models"], cache_dir=tmp_path / "cache") as a:
         with pytest.raises(
-            ConfigError, match=r"no generation exchanges sent in this run: .* \(1 recorded as refused, never sent\)$"
+            ConfigError, match=r"^no generation exchanges in this run, sent or refused: nothing to hold to an SLO$"
         ):
             evaluate(a, [parse_slo("error_rate<=1%")])
 

@@ -292,6 +292,35 @@ def test_a_pass_with_the_replayer_behind_states_no_capacity(tmp_path):
     assert "only where the replayer fell behind" in both and "met the SLOs at no load tried" in both
 
 
+def test_a_lowest_point_with_no_answer_to_judge_is_said_as_the_command_says_it(tmp_path):
+    """A's lowest point judged nothing (``unjudged``): the report said A "met the SLOs at no load
+    tried", a failure nothing showed, where ``infertap sweep`` says it "had no answer to judge". Both
+    print one sentence now; a lowest point that failed is said as before."""
+    from infertap.cli_sweep import capacity_line
+
+    folder = _sweep(tmp_path / "a", 0.1, loads=(1, 2))
+    result = json.loads((folder / "sweep.json").read_text())
+    result["points"][0]["unjudged"] = "20 requests sent, none whose answer could be judged (...)"
+    (folder / "sweep.json").write_text(json.dumps(result))
+    said = "the lowest speed tried, 1, had no answer to judge (see the notes)"
+    assert capacity_line(result) == f"capacity: none ({said})"
+    assert capacity_sentence(load_sweeps(folder)) == f"A: no capacity is stated: {said}."
+    beside = capacity_sentence(load_sweeps(folder, _sweep(tmp_path / "b", 4, loads=(4, 8))))
+    assert beside.endswith(f"; A's is not stated: {said}."), beside
+    neither = capacity_sentence(load_sweeps(folder, _sweep(tmp_path / "c", 0.1)))
+    assert neither == f"A: no capacity is stated: {said}. B met the SLOs at no load tried (lowest speed tried: 1)."
+
+    failed = _sweep(tmp_path / "f", 0.1, loads=(1, 2))  # the same, failed: as before
+    assert capacity_line(json.loads((failed / "sweep.json").read_text())) == "capacity: none (the lowest speed tried, 1, failed)"
+    assert capacity_sentence(load_sweeps(failed)) == "A met the SLOs at no load tried (lowest speed tried: 1)."
+    assert capacity_sentence(load_sweeps(failed, _sweep(tmp_path / "g", 4, loads=(4, 8)))).endswith(
+        "; A met them at no speed tried (lowest: 1)."
+    )
+    assert capacity_sentence(load_sweeps(failed, _sweep(tmp_path / "h", 0.1))) == (
+        "Neither target met the SLOs at any load tried (lowest speed: A 1, B 1)."
+    )
+
+
 def test_a_pass_not_counted_for_another_reason_is_named_beside_the_other_sweep(tmp_path):
     """A's lowest point passed on too few requests: beside B it was said to have met the SLOs only
     where its replayer fell behind (it never did), and B the only one to meet them."""
@@ -359,6 +388,26 @@ def test_concurrency_sweeps_are_reported_by_their_levels(tmp_path):
     throughput = _plots(page)["requests/s against concurrency (requests in flight)"]
     assert re.findall(r'<text class="tick"[^>]*>([^<]*)</text>', throughput)[-5:] == ["0", "20", "40", "60", "80"]  # x: 1 to 64
     assert "<td>16</td><td>pass</td>" in page and "<td>64</td><td>fail</td>" in page
+
+
+def test_a_load_axis_labels_its_ticks_as_the_loads_are_written(tmp_path):
+    """The x axis is the load: its ticks read "1500", as the points table and the command write a
+    concurrency, where number() wrote "1,500"; the y axis (requests/s, not a load) keeps its
+    "10,000". A step's float noise (0.1 x 3) still reads 0.3."""
+    ticks = lambda plot: re.findall(r'<text class="tick"[^>]*text-anchor="(end|middle)">([^<]*)</text>', plot)  # noqa: E731
+    big = _sweep(tmp_path / "big", 1000, loads=(500, 1000, 1500), kind="concurrency")
+    code, output, page = _report(big, out=tmp_path / "big.html")
+    assert code == 0, output
+    plot = _plots(page)["requests/s against concurrency (requests in flight)"]
+    assert [t for anchor, t in ticks(plot) if anchor == "middle"] == ["0", "500", "1000", "1500"]
+    assert [t for anchor, t in ticks(plot) if anchor == "end"] == ["0", "2,000", "4,000", "6,000", "8,000", "10,000"]
+    assert "<td>1500</td>" in page
+
+    small = _sweep(tmp_path / "small", 0.2, loads=(0.1, 0.2, 0.3))
+    code, output, page = _report(small, out=tmp_path / "small.html")
+    assert code == 0, output
+    plot = _plots(page)["requests/s against speed (× the recorded arrival rate)"]
+    assert [t for anchor, t in ticks(plot) if anchor == "middle"] == ["0", "0.1", "0.2", "0.3"]
 
 
 def test_a_sweep_and_a_capture_are_refused(tmp_path):

@@ -22,7 +22,7 @@ from infertap.analysis import Analysis
 from infertap.analysis.capacity import RESULT, read_sweep, run_sweep
 from infertap.analysis.slo import parse_slos
 from infertap.analysis.svg import number
-from infertap.analysis.sweep_report import render_sweeps
+from infertap.analysis.sweep_report import capacity_sentence, load_sweeps, render_sweeps
 from infertap.capture.info import summarize
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
@@ -441,6 +441,10 @@ def test_a_point_whose_every_answer_is_unknown_is_no_pass_and_the_sweep_goes_on(
     assert report.exit_code == 0, report.output
     page = (tmp_path / "r.html").read_text()
     assert html.escape(f"speed 1: {reason}") in page and "<td>unknown (no pass)</td>" in page
+    said = "the lowest speed tried, 0.5, had no answer to judge (see the notes)"  # the command's words, both
+    assert f"capacity: none ({said})" in text
+    assert capacity_sentence(load_sweeps(tmp_path / "cut")) == f"A: no capacity is stated: {said}."
+    assert html.escape(said) in page and "no load tried" not in page
 
     run = sweep_cli(*args, "--out", str(tmp_path / "whole"))
     assert run.exit_code == 0, run.output
@@ -1583,3 +1587,47 @@ def test_a_workload_whose_requests_failed_when_recorded_says_so(slot_engine, tmp
     failed, output, page = said["clean"]
     assert failed == {}
     assert "failed when recorded" not in output and "failed when recorded" not in page
+
+
+def test_a_point_whose_every_request_the_replayer_refused_is_no_pass_and_the_sweep_goes_on(slot_engine, tmp_path, monkeypatch):
+    """Responses turns each continuing a response the capture doesn't hold (it starts mid-conversation):
+    the replayer refuses every one, nothing is sent. The point raised "no generation exchanges sent in
+    this run" and the sweep ended there; it is now a point whose figures are unknown, counted as no
+    pass, saying why, and the next point runs. Beside a turn it can send, the point is judged."""
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the verdicts, not this machine's replayer lag
+    _, url = slot_engine
+    orphans = [
+        {
+            "offset_s": i * 0.1,
+            "path": "/v1/responses",
+            "body": {"model": "m", "input": f"and {i}?", "previous_response_id": f"resp_gone_{i}"},
+        }
+        for i in range(3)
+    ]
+    write_capture(tmp_path / "src", orphans)
+    args = ["--target", url, "--no-probe", "--grace", "1", "--speeds", "0.5,1", "--slo", "e2e:p90<=2s"]
+    run = sweep_cli(str(tmp_path / "src"), *args, "--out", str(tmp_path / "none"))
+    assert run.exit_code == 0, run.output
+    result = read_sweep(tmp_path / "none")
+    assert [p["speed"] for p in result["points"]] == [0.5, 1]  # the sweep went on past the first
+    reason = (
+        "3 requests refused by the replayer (such as a turn continuing a response outside the replay; "
+        "each says why in the point's capture), none sent"
+    )
+    for p in result["points"]:
+        assert (p["passed"], p["unjudged"], p["requests"], p["not_sent"], p["span_s"]) == (False, reason, 0, 3, None), p
+        assert [(s["observed"], s["met"]) for s in p["slos"]] == [(None, None)]
+    assert result["capacity"] is None and result["knee"] == {"passed": None, "failed": 0.5}
+    text = " ".join(run.output.split())
+    assert f"speed 0.5: {reason}: its figures are unknown, and it counts as no pass" in text, text
+    assert "left out of its figures" not in text  # the unjudged sentence says they were not sent, once
+    report = CliRunner().invoke(cli, ["report", str(tmp_path / "none"), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0, report.output
+    assert html.escape(f"speed 1: {reason}") in (tmp_path / "r.html").read_text()
+
+    write_capture(tmp_path / "some", [{"offset_s": 0.0, "body": chat(0)}, *orphans])  # one it sends
+    run = sweep_cli(str(tmp_path / "some"), *args, "--out", str(tmp_path / "some_out"))
+    assert run.exit_code == 0, run.output
+    some = read_sweep(tmp_path / "some_out")
+    assert [(p["passed"], p["unjudged"], p["requests"], p["not_sent"]) for p in some["points"]] == [(True, None, 1, 3)] * 2
+    assert "3 requests not sent (refused by the replayer" in " ".join(run.output.split())
