@@ -14,12 +14,28 @@ from typing import Any
 from anthropic.types import Message, RawMessageStreamEvent
 from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai.types.responses import Response, ResponseStreamEvent
-from pydantic import BaseModel, TypeAdapter
+from openai.types.responses import Response, ResponseOutputItem, ResponseStreamEvent
+from pydantic import BaseModel
 
-_RESPONSE_EVENT: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
-_MESSAGE_EVENT: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
-_BETA_MESSAGE_EVENT: TypeAdapter[Any] = TypeAdapter(BetaRawMessageStreamEvent)
+from tests.sdk_unions import members, type_of
+
+
+def _by_type(union: Any) -> dict[str, type[BaseModel]]:
+    """A stream event union's members by their ``type`` tag: an event is read by its own model, so an error names
+    what that event lacks rather than every member's."""
+    return {type_of(model): model for model in members(union)}
+
+
+_RESPONSE_EVENT = _by_type(ResponseStreamEvent)
+_OUTPUT_ITEM = _by_type(ResponseOutputItem)
+_MESSAGE_EVENT = _by_type(RawMessageStreamEvent)
+_BETA_MESSAGE_EVENT = _by_type(BetaRawMessageStreamEvent)
+
+
+def _event_model(models: dict[str, type[BaseModel]], event: dict[str, Any]) -> type[BaseModel]:
+    if (model := models.get(event.get("type", ""))) is None:
+        raise AssertionError(f"no SDK model has the type {event.get('type')!r}: {json.dumps(event)[:400]}")
+    return model
 
 
 # Fields real engines add to OpenAI's shapes (the SDK has no place for them), allowed wherever they appear.
@@ -54,12 +70,14 @@ def _checked(parsed: Any, body: dict[str, Any]) -> dict[str, Any]:
 
 def response(body: dict[str, Any]) -> dict[str, Any]:
     """An OpenAI Responses body (``"object": "response"``), as ``openai.types.responses.Response`` reads it."""
+    for item in body.get("output", []):  # each item by its own model first: an error that names what it lacks
+        _checked(_event_model(_OUTPUT_ITEM, item).model_validate(item), item)
     return _checked(Response.model_validate(body), body)
 
 
 def response_event(event: dict[str, Any]) -> dict[str, Any]:
     """One OpenAI Responses stream event (the SSE ``data``), as ``ResponseStreamEvent`` reads it."""
-    return _checked(_RESPONSE_EVENT.validate_python(event), event)
+    return _checked(_event_model(_RESPONSE_EVENT, event).model_validate(event), event)
 
 
 def message(body: dict[str, Any], beta: bool = False) -> dict[str, Any]:
@@ -69,7 +87,7 @@ def message(body: dict[str, Any], beta: bool = False) -> dict[str, Any]:
 
 def message_event(event: dict[str, Any], beta: bool = False) -> dict[str, Any]:
     """One Anthropic Messages stream event, as ``RawMessageStreamEvent`` (or its beta) reads it."""
-    return _checked((_BETA_MESSAGE_EVENT if beta else _MESSAGE_EVENT).validate_python(event), event)
+    return _checked(_event_model(_BETA_MESSAGE_EVENT if beta else _MESSAGE_EVENT, event).model_validate(event), event)
 
 
 def chat_completion(body: dict[str, Any]) -> dict[str, Any]:
@@ -90,7 +108,7 @@ def response_usage(input_tokens: int, output_tokens: int, cached: int = 0, reaso
     """A Responses ``usage`` with the details OpenAI always sends."""
     return {
         "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": cached},
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
         "output_tokens": output_tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": input_tokens + output_tokens,

@@ -38,3 +38,8 @@ def test_a_stream_event_is_read_by_its_type() -> None:
     assert sdk_shapes.response_event(delta) is delta
     with pytest.raises(pydantic.ValidationError, match="sequence_number"):
         sdk_shapes.response_event({k: v for k, v in delta.items() if k != "sequence_number"})
+
+
+def test_an_event_of_no_type_the_sdk_knows_is_refused() -> None:
+    with pytest.raises(AssertionError, match="no SDK model has the type .response.output_text.deltas"):
+        sdk_shapes.response_event({"type": "response.output_text.deltas", "sequence_number": 1})
