@@ -26,7 +26,8 @@ def _answer(text: str = "", *, reasoning: str | None = None, calls: list[tuple[s
     choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
     if logprobs is not None:
         choice["logprobs"] = {"content": logprobs}
-    return json.dumps({"id": "r", "object": "chat.completion", "model": "m", "choices": [choice]}).encode()
+    body = {"id": "r", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+    return json.dumps(sdk_shapes.chat_completion(body)).encode()
 
 
 def _error(message: str) -> bytes:
@@ -140,22 +141,27 @@ def test_the_output_compared_is_the_text_alone_when_it_is_all_there_is() -> None
 
 def _chat_sse(text: str, finish: str = "stop", done: bool = True) -> list[bytes]:
     def chunk(delta: dict[str, Any], f: str | None = None) -> bytes:
-        event = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": f}]}
-        return b"data: " + json.dumps(event).encode() + b"\n\n"
+        event = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": f}]}  # fmt: skip
+        return b"data: " + json.dumps(sdk_shapes.chat_chunk(event)).encode() + b"\n\n"
 
     return [chunk({"content": text}), chunk({}, finish), *([b"data: [DONE]\n\n"] if done else [])]
 
 
 def _anthropic_sse(text: str, stop: str = "end_turn", done: bool = True) -> list[bytes]:
     events = [
-        ("message_start", {"type": "message_start", "message": {"id": "m", "role": "assistant", "content": [], "model": "m"}}),
+        ("message_start", {"type": "message_start", "message": _ANTHROPIC_START}),
         ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
         ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
         ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 2}}),
         *([("message_stop", {"type": "message_stop"})] if done else []),
     ]
-    return [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events]
+    return [f"event: {name}\ndata: {json.dumps(sdk_shapes.message_event(data))}\n\n".encode() for name, data in events]
+
+
+_ANTHROPIC_START = {"id": "m", "type": "message", "role": "assistant", "content": [], "model": "m", "stop_reason": None,
+                    "usage": {"input_tokens": 5, "output_tokens": 1}}  # fmt: skip
 
 
 def _ollama(text: str, reason: str = "stop", done: bool = True) -> list[bytes]:
@@ -324,7 +330,7 @@ def _message_part(kind: str, text: str) -> dict[str, Any]:
 
 def _anthropic_whole_start(arguments: dict[str, Any]) -> list[bytes]:
     events = [
-        ("message_start", {"type": "message_start", "message": {"id": "m", "role": "assistant", "content": [], "model": "m"}}),
+        ("message_start", {"type": "message_start", "message": _ANTHROPIC_START}),
         (
             "content_block_start",
             {
@@ -334,10 +340,10 @@ def _anthropic_whole_start(arguments: dict[str, Any]) -> list[bytes]:
             },
         ),  # fmt: skip
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 2}}),
         ("message_stop", {"type": "message_stop"}),
     ]
-    return [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events]
+    return [f"event: {name}\ndata: {json.dumps(sdk_shapes.message_event(data))}\n\n".encode() for name, data in events]
 
 
 _CHAT_WHOLE = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/json")
