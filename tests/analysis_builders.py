@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from infertap.capture.records import new_exchange
 from infertap.capture.writer import CaptureWriter
+from tests import sdk_shapes
 
 if TYPE_CHECKING:
     from infertap.analysis import Analysis
@@ -31,7 +32,26 @@ def event(
     timings: dict[str, Any] | None = None,
     choices: bool = True,
 ) -> dict[str, Any]:
-    """One OpenAI chat-completion stream event (a ``chat.completion.chunk``)."""
+    """One OpenAI chat-completion stream event (a ``chat.completion.chunk``), as the SDK reads one."""
+    return sdk_shapes.chat_chunk(
+        odd_event(
+            content, role=role, reasoning=reasoning, tools=tools, finish=finish, usage=usage, timings=timings, choices=choices
+        )
+    )
+
+
+def odd_event(
+    content: str | None = None,
+    *,
+    role: str | None = None,
+    reasoning: str | None = None,
+    tools: int = 0,
+    finish: str | None = None,
+    usage: dict[str, Any] | None = None,
+    timings: dict[str, Any] | None = None,
+    choices: bool = True,
+) -> dict[str, Any]:
+    """A chunk as ``event`` builds it, unchecked: for an engine's own finish reason or usage the SDK refuses."""
     delta: dict[str, Any] = {}
     if role:
         delta["role"] = role
@@ -41,10 +61,10 @@ def event(
         delta["reasoning_content"] = reasoning
     if tools:
         delta["tool_calls"] = [{"index": i, "function": {"arguments": "{"}} for i in range(tools)]
-    out: dict[str, Any] = {"object": "chat.completion.chunk", "model": "m"}
+    out: dict[str, Any] = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
     out["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}] if choices else []
-    if usage is not None:
-        out["usage"] = usage
+    if usage is not None:  # OpenAI's total beside the counts a test names
+        out["usage"] = {"total_tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0), **usage}
     if timings is not None:
         out["timings"] = timings
     return out

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tests import sdk_shapes
 from tests.fake_upstream import lifespan, read_body
 
 
@@ -221,13 +222,16 @@ def llama_server_app(on_tokenize: Callable[[], Any] | None = None) -> JSONRoutes
             ("GET", "/v1/models"): {"object": "list", "data": [{"id": "m", "object": "model"}]},
             ("POST", "/apply-template"): apply_template,
             ("POST", "/tokenize"): {"tokens": [1, 2, 3]},
-            ("POST", "/v1/chat/completions"): {
-                "id": "c",
-                "object": "chat.completion",
-                "model": "m",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-            },
+            ("POST", "/v1/chat/completions"): sdk_shapes.chat_completion(
+                {
+                    "id": "c",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": "m",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+                }
+            ),
         }
     )
 

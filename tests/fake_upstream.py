@@ -21,6 +21,7 @@ from typing import Any
 import uvicorn
 
 from infertap.proxy.server import bind
+from tests import sdk_shapes
 
 
 async def lifespan(receive: Any, send: Any) -> None:
@@ -86,22 +87,47 @@ async def read_body(receive: Any) -> bytes:
 
 
 def sse_chunk(tag: str, i: int, text: str, choice: int = 0) -> bytes:
-    payload = {
-        "id": f"chatcmpl-{tag}",
-        "object": "chat.completion.chunk",
-        "model": "fake",
-        "choices": [{"index": choice, "delta": {"content": text}, "finish_reason": None}],
-    }
-    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+    return _chat_chunk(tag, [{"index": choice, "delta": {"content": text}, "finish_reason": None}])
 
 
 def _chat_chunk(tag: str, choices: list[Any], **extra: Any) -> bytes:
-    payload = {"id": f"chatcmpl-{tag}", "object": "chat.completion.chunk", "model": "fake", "choices": choices, **extra}
+    return _data(sdk_shapes.chat_chunk(_chunk_body(tag, choices, **extra)))
+
+
+def _odd_chat_chunk(tag: str, choices: list[Any]) -> bytes:
+    """A chunk the SDK refuses on purpose: vLLM's failed choice (``finish_reason: "error"`` and an ``error``),
+    or a finish reason the test names (an engine's own)."""
+    return _data(_chunk_body(tag, choices))
+
+
+def _chunk_body(tag: str, choices: list[Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{tag}",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "fake",
+        "choices": choices,
+        **extra,
+    }
+
+
+def _data(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
 
 def _event(kind: str, data: dict[str, Any]) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + json.dumps(data).encode() + b"\n\n"
+
+
+def _message_event(data: dict[str, Any]) -> bytes:
+    return _event(data["type"], sdk_shapes.message_event(data))
+
+
+def _response_event(data: dict[str, Any]) -> bytes:
+    return _event(data["type"], sdk_shapes.response_event(data))
+
+
+_CHAT_FINISHES = ("stop", "length", "tool_calls", "content_filter", "function_call")
 
 
 def _texts(params: dict[str, Any], tag: str, n: int) -> list[str]:
@@ -195,6 +221,7 @@ class FakeUpstream:
             reply = {
                 "id": f"chatcmpl-{tag}",
                 "object": "chat.completion",
+                "created": 0,
                 "model": params.get("model", "fake"),
                 "choices": [
                     {"index": 0, "message": {"role": "assistant", "content": f"reply to {tag}"}, "finish_reason": "stop"}
@@ -202,7 +229,7 @@ class FakeUpstream:
                 "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
             }
             await start(200, b"application/json")
-            await chunk(json.dumps(reply).encode(), more=False)
+            await chunk(json.dumps(sdk_shapes.chat_completion(reply)).encode(), more=False)
             self.completed.append(tag)
         elif path == "/v1/chat/completions":
             await start()
@@ -224,27 +251,25 @@ class FakeUpstream:
                 for k in range(answers):
                     if k == params.get("error_choice"):  # that choice failed: its finish reason error, and why
                         error = {"message": f"fake choice error {tag}"}
-                        await chunk(_chat_chunk(tag, [{"index": k, "delta": {}, "finish_reason": "error", "error": error}]))
+                        await chunk(_odd_chat_chunk(tag, [{"index": k, "delta": {}, "finish_reason": "error", "error": error}]))
                     elif k != params.get("cut_choice"):  # that choice left with none: an engine that dropped it
                         finish = params.get("finish", "stop")
-                        await chunk(_chat_chunk(tag, [{"index": k, "delta": {}, "finish_reason": finish}]))
+                        ends = _chat_chunk if finish in _CHAT_FINISHES else _odd_chat_chunk  # an engine's own reason
+                        await chunk(ends(tag, [{"index": k, "delta": {}, "finish_reason": finish}]))
             # no_done: the body closed cleanly with no end marker (a server that dropped the request)
             await chunk(b"" if params.get("no_done") else b"data: [DONE]\n\n", more=False)
             self.completed.append(tag)
         elif path == "/v1/messages":  # the Messages API, streamed: the prompt's usage first, the output's last
             await start()
             usage = {"input_tokens": 5, "cache_read_input_tokens": 2, "cache_creation_input_tokens": 1, "output_tokens": 1}
-            message = {"id": f"msg_{tag}", "type": "message", "role": "assistant", "content": [], "usage": usage}
-            await chunk(_event("message_start", {"type": "message_start", "message": message}))
-            await chunk(
-                _event(
-                    "content_block_start",
-                    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-                )
-            )
+            message = {"id": f"msg_{tag}", "type": "message", "role": "assistant", "model": params.get("model", "fake"),
+                       "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}  # fmt: skip
+            await chunk(_message_event({"type": "message_start", "message": message}))
+            start_block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+            await chunk(_message_event(start_block))
             for i, text in enumerate(_texts(params, tag, n)):
                 delta = {"type": "text_delta", "text": text}
-                await chunk(_event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}))
+                await chunk(_message_event({"type": "content_block_delta", "index": 0, "delta": delta}))
                 if i == params.get("error_at"):  # an error event mid-stream, the answer going on after it
                     error = {"type": "error", "error": {"type": "overloaded_error", "message": f"Overloaded {tag}"}}
                     await chunk(_event("error", error))
@@ -253,10 +278,14 @@ class FakeUpstream:
                 await chunk(_event("error", error), more=False)
                 self.completed.append(tag)
                 return
-            await chunk(_event("content_block_stop", {"type": "content_block_stop", "index": 0}))
-            end = {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": n}}
-            await chunk(_event("message_delta", end))
-            await chunk(_event("message_stop", {"type": "message_stop"}), more=False)
+            await chunk(_message_event({"type": "content_block_stop", "index": 0}))
+            end = {
+                "type": "message_delta",
+                "delta": {"stop_reason": "max_tokens", "stop_sequence": None},
+                "usage": {"output_tokens": n},
+            }
+            await chunk(_message_event(end))
+            await chunk(_message_event({"type": "message_stop"}), more=False)
             self.completed.append(tag)
         elif path == "/v1/completions":  # the completions API, streamed: text per choice, the finish, [DONE]
             await start()
@@ -348,31 +377,36 @@ class FakeUpstream:
         streamed (``response.created`` first), or one JSON body sent in pieces of ``piece_bytes``."""
         rid = f"resp_{tag}_{len(self.requests)}"
         text = "".join(_texts(params, tag, n))
-        message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
-        done = {"id": rid, "object": "response", "status": "completed", "output": [message]}
+        output = [{"type": "message", "id": f"msg_{tag}", "role": "assistant", "status": "completed",
+                   "content": [{"type": "output_text", "text": text, "annotations": []}]}]  # fmt: skip
+        head = {"id": rid, "object": "response", "model": params.get("model", "fake"), **sdk_shapes.RESPONSE_REST}
+        done = {**head, "status": "completed", "output": output}
         final = "response.completed"
         if params.get("status") == "failed":  # a failed response: streamed with why, sent whole with no error object
-            done = {**done, "status": "failed", "output": []}
+            done = {**head, "status": "failed", "output": []}
             final = "response.failed"
             if params.get("stream"):
                 done["error"] = {"code": "server_error", "message": f"fake failure {tag}"}
         if params.get("stream"):
             await start()
-            created = {"type": "response.created", "response": {"id": rid, "object": "response", "status": "in_progress"}}
-            await chunk(b"event: response.created\ndata: " + json.dumps(created).encode() + b"\n\n")
+            seq = iter(range(1_000_000))  # each event's sequence_number, as OpenAI numbers them
+            created = {"type": "response.created", "response": {**head, "status": "in_progress", "output": []}}
+            await chunk(_response_event({**created, "sequence_number": next(seq)}))
             for i, piece in enumerate(_texts(params, tag, n)):
-                delta = {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": piece}
-                await chunk(b"event: response.output_text.delta\ndata: " + json.dumps(delta).encode() + b"\n\n")
+                delta = {"type": "response.output_text.delta", "item_id": f"msg_{tag}", "output_index": 0,
+                         "content_index": 0, "delta": piece, "logprobs": []}  # fmt: skip
+                await chunk(_response_event({**delta, "sequence_number": next(seq)}))
                 if i == params.get("error_at"):  # an error event mid-stream, the answer going on after it
-                    error = {"type": "error", "code": "server_error", "message": f"fake error {tag}"}
-                    await chunk(_event("error", error))
+                    error = {"type": "error", "code": "server_error", "message": f"fake error {tag}", "param": None}
+                    await chunk(_response_event({**error, "sequence_number": next(seq)}))
                 if i == params.get("failed_at"):  # a failed response mid-stream, a completed one after it
-                    failed = {**done, "status": "failed", "output": [], "error": {"message": f"fake failure {tag}"}}
-                    await chunk(_event("response.failed", {"type": "response.failed", "response": failed}))
-            completed = {"type": final, "response": done}
-            await chunk(b"event: " + final.encode() + b"\ndata: " + json.dumps(completed).encode() + b"\n\n", more=False)
+                    error = {"code": "server_error", "message": f"fake failure {tag}"}
+                    failed = {**head, "status": "failed", "output": [], "error": error}
+                    await chunk(_response_event({"type": "response.failed", "response": failed, "sequence_number": next(seq)}))
+            ended = _response_event({"type": final, "response": sdk_shapes.response(done), "sequence_number": next(seq)})
+            await chunk(ended, more=False)
         else:
-            data = json.dumps(done).encode()
+            data = json.dumps(sdk_shapes.response(done)).encode()
             piece = int(params.get("piece_bytes", len(data)))
             await start(200, b"application/json")
             for k in range(0, len(data), piece):

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from infertap.apis import ended_answer, read_response, unfinished
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.analysis_builders import exchange, outcomes, write_capture
 
 _MESSAGES_REQUEST = json.dumps(
@@ -22,8 +23,15 @@ _RESPONSES_REQUEST = json.dumps({"model": "gpt-x", "stream": True, "input": "q"}
 
 
 def _sse(*events: dict[str, Any]) -> bytes:
-    """Named SSE events, as Anthropic and the Responses API send them."""
-    return b"".join(b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    """Named SSE events, as Anthropic and the Responses API send them (each checked by its SDK; Anthropic's
+    error event is the SDK's APIError, no stream event, and goes as it is)."""
+    return b"".join(b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(_checked(e)).encode() + b"\n\n" for e in events)
+
+
+def _checked(event: dict[str, Any]) -> dict[str, Any]:
+    if event["type"].startswith("response."):
+        return sdk_shapes.response_event(event)
+    return event if event["type"] == "error" else sdk_shapes.message_event(event)
 
 
 def _messages(text: str, *, stop: str | None = "end_turn", end: bool = True, error: bool = False) -> list[dict[str, Any]]:
@@ -58,8 +66,16 @@ def _messages(text: str, *, stop: str | None = "end_turn", end: bool = True, err
 def _responses(text: str, *, status: str | None = "completed", error: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """A Responses stream: created, one text delta, then (``status``) its final event."""
     events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}},
-        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": text},
+        {"type": "response.created", "response": {**_HEAD, "status": "in_progress", "output": []}, "sequence_number": 0},
+        {
+            "type": "response.output_text.delta",
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": text,
+            "logprobs": [],
+            "sequence_number": 1,
+        },  # fmt: skip
     ]
     if status is None:
         return events
@@ -71,16 +87,18 @@ def _responses(text: str, *, status: str | None = "completed", error: dict[str, 
         "content": [{"type": "output_text", "text": text, "annotations": []}],
     }
     response: dict[str, Any] = {
-        "id": "resp_1",
-        "object": "response",
+        **_HEAD,
         "status": status,
         "output": [item],
-        "usage": {"input_tokens": 5, "output_tokens": 9, "total_tokens": 14},
+        "usage": sdk_shapes.response_usage(5, 9),
         "error": error,
     }
     if status == "incomplete":
         response["incomplete_details"] = {"reason": "max_output_tokens"}
-    return [*events, {"type": f"response.{status}", "response": response}]
+    return [*events, {"type": f"response.{status}", "response": response, "sequence_number": 2}]
+
+
+_HEAD = {"id": "resp_1", "object": "response", "model": "gpt-x", **sdk_shapes.RESPONSE_REST}
 
 
 def _exchange(xid: str, api: str, events: list[dict[str, Any]], sent_ms: float = 0) -> dict[str, Any]:

@@ -406,7 +406,9 @@ def test_stats_says_a_capture_is_still_being_written_and_still_gives_its_figures
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
-    done = exchange("done", chunks=[(10, sse(event("a"), event(finish="stop", usage={"completion_tokens": 1})))])
+    done = exchange(
+        "done", chunks=[(10, sse(event("a"), event(finish="stop", usage={"prompt_tokens": 2, "completion_tokens": 1})))]
+    )
     # A recorder that runs (this process: its pid, this machine, started before the run) and has
     # written one exchange so far.
     writer = CaptureWriter(tmp_path / "live", recorder={**RECORDER, "pid": os.getpid()}).open()
@@ -452,7 +454,9 @@ def test_an_export_of_a_capture_still_being_written_says_so(tmp_path: Path, monk
     """Export wrote a live capture's snapshot into the warehouse without a word, where stats warns:
     the exchanges then in flight, and later ones, are in none of its tables."""
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
-    done = exchange("done", chunks=[(10, sse(event("a"), event(finish="stop", usage={"completion_tokens": 1})))])
+    done = exchange(
+        "done", chunks=[(10, sse(event("a"), event(finish="stop", usage={"prompt_tokens": 2, "completion_tokens": 1})))]
+    )
     writer = CaptureWriter(tmp_path / "live", recorder={**RECORDER, "pid": os.getpid()}).open()
     try:
         writer.write(done)

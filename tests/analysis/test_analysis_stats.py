@@ -336,7 +336,10 @@ def test_tpot_is_the_spacing_of_the_tokens_seen(tmp_path: Path) -> None:
         exchange("hidden", chunks=[*three, (30, sse(event(choices=False, usage=hidden)))], end_ms=31),
         exchange("shown", sent_ms=100, chunks=[*streamed_reasoning, (30, sse(event(choices=False, usage=shown)))], end_ms=31),
         exchange(
-            "n2", sent_ms=200, chunks=[*three, (30, sse(two, event(choices=False, usage={"completion_tokens": 6})))], end_ms=31
+            "n2",
+            sent_ms=200,
+            chunks=[*three, (30, sse(two, event(choices=False, usage={"prompt_tokens": 5, "completion_tokens": 6})))],
+            end_ms=31,
         ),  # fmt: skip
     ]
     path = write_capture(tmp_path / "cap", records)

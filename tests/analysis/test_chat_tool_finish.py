@@ -14,6 +14,7 @@ from infertap.analysis import Analysis, speed_stats
 from infertap.analysis.compare import compare
 from infertap.apis import read_response
 from infertap.apis.chat_stream import _looped, _typed
+from tests import sdk_shapes
 from tests.helpers import pair_captures, write_capture
 
 _SSE, _JSON = "text/event-stream", "application/json"
@@ -25,15 +26,17 @@ def _stream(finish: str, calls: bool = True) -> list[bytes]:
     """A streamed answer: a call's chunk (or text), then its finish chunk, as one chunk of bytes."""
     delta = {"tool_calls": [_CALL]} if calls else {"content": "Paris is sunny."}
     chunks = [{"index": 0, "delta": delta}, {"index": 0, "delta": {}, "finish_reason": finish}]
-    events = [{"id": "x", "object": "chat.completion.chunk", "model": "m", "choices": [c]} for c in chunks]
+    events = [sdk_shapes.chat_chunk({"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [c]}) for c in chunks]  # fmt: skip
     return [b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"]
 
 
 def _whole(finish: str, n: int = 1) -> list[bytes]:
     """An answer sent whole, its ``n`` choices each the call."""
-    message = {"role": "assistant", "content": None, "tool_calls": [_CALL]}
+    call = {k: v for k, v in _CALL.items() if k != "index"}  # a whole message's calls have no index
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
     choices = [{"index": k, "message": message, "finish_reason": finish} for k in range(n)]
-    return [json.dumps({"id": "x", "object": "chat.completion", "choices": choices}).encode()]
+    body = {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": choices}
+    return [json.dumps(sdk_shapes.chat_completion(body)).encode()]
 
 
 def _record(chunks: list[bytes], ctype: str) -> dict[str, Any]:

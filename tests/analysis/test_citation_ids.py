@@ -11,10 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from anthropic.types import Message, RawContentBlockDeltaEvent
-from openai.types.responses import Response, ResponseOutputTextAnnotationAddedEvent
-
 from infertap.analysis.compare import compare
+from tests import sdk_shapes
 from tests.helpers import pair_captures
 
 _RESPONSES = ("/v1/responses", {"model": "m", "input": "q"}, "application/json")
@@ -46,12 +44,12 @@ def _responses(cite: dict[str, Any], *, stream: bool) -> list[bytes]:
     message = {"type": "message", "id": "msg", "role": "assistant", "status": "completed", "content": [part]}
     body = {"id": "resp", "object": "response", "created_at": 1.0, "model": "m", "output": [message],
             "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}  # fmt: skip
-    Response.model_validate(body)
+    sdk_shapes.response(body)
     if not stream:
         return [json.dumps(body).encode()]
     added = {"type": "response.output_text.annotation.added", "item_id": "msg", "output_index": 0,
              "content_index": 0, "annotation_index": 0, "annotation": cite, "sequence_number": 2}  # fmt: skip
-    ResponseOutputTextAnnotationAddedEvent.model_validate(added)
+    sdk_shapes.response_event(added)
     delta = {"type": "response.output_text.delta", "item_id": "msg", "output_index": 0, "content_index": 0,
              "delta": "Rain.", "sequence_number": 1}  # fmt: skip
     # the final event restates no output: the annotation streamed is what was cited
@@ -67,11 +65,11 @@ def _messages(cite: dict[str, Any], *, stream: bool) -> list[bytes]:
     block = {"type": "text", "text": "Rain.", "citations": [cite]}
     body = {"id": "msg", "type": "message", "role": "assistant", "model": "m", "content": [block],
             "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}  # fmt: skip
-    Message.model_validate(body)
+    sdk_shapes.message(body)
     if not stream:
         return [json.dumps(body).encode()]
     cited = {"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta", "citation": cite}}
-    RawContentBlockDeltaEvent.model_validate(cited)
+    sdk_shapes.message_event(cited)
     return _sse([
         {"type": "message_start", "message": {**body, "content": [], "stop_reason": None}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from infertap.analysis.compare import compare
+from tests import sdk_shapes
 from tests.helpers import write_capture
 
 
@@ -30,22 +31,22 @@ def _messages(text: str) -> list[bytes]:
         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
         {"type": "message_stop"},
     ]
-    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+    return [f"event: {e['type']}\ndata: {json.dumps(sdk_shapes.message_event(e))}\n\n".encode() for e in events]
+
+
+def _response(status: str, output: list[dict[str, object]]) -> dict[str, object]:
+    usage = sdk_shapes.response_usage(9, 5) if status == "completed" else None
+    body = {"id": "resp_1", "object": "response", "model": "m", **sdk_shapes.RESPONSE_REST, "status": status, "usage": usage}
+    return sdk_shapes.response({**body, "output": output})
+
+
+def _said(text: str) -> dict[str, object]:
+    part = {"type": "output_text", "text": text, "annotations": []}
+    return {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [part]}
 
 
 def _responses(text: str) -> list[bytes]:
-    return [
-        json.dumps(
-            {
-                "id": "resp_1",
-                "object": "response",
-                "status": "completed",
-                "model": "m",
-                "usage": {"input_tokens": 9, "output_tokens": 5},
-                "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}],
-            }
-        ).encode()
-    ]
+    return [json.dumps(_response("completed", [_said(text)])).encode()]
 
 
 def _capture(path, api: str, texts: list[str | bytes], statuses: list[int] | None = None):
@@ -152,13 +153,14 @@ def test_compare_and_stats_print_the_same_percentiles_for_the_same_exchanges(tmp
 
 
 def _responses_stream(text: str, *, completed: bool) -> list[bytes]:
+    at = {"item_id": "msg_1", "output_index": 0, "content_index": 0, "logprobs": []}
     events = [
-        {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "model": "m", "output": []}},
-        *({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": w} for w in text.split()),
+        {"type": "response.created", "response": _response("in_progress", [])},
+        *({"type": "response.output_text.delta", **at, "delta": w} for w in text.split()),
     ]
     if completed:
-        item = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "".join(text.split())}]}
-        events.append({"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "output": [item]}})
+        events.append({"type": "response.completed", "response": _response("completed", [_said("".join(text.split()))])})
+    events = [sdk_shapes.response_event({**e, "sequence_number": n}) for n, e in enumerate(events)]
     return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
 
 
@@ -186,7 +188,14 @@ def _thinking(thought: str, signature: str, redacted: str) -> list[bytes]:
     events = [
         {
             "type": "message_start",
-            "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": []},
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "m",
+                "content": [],
+                "usage": {"input_tokens": 9, "output_tokens": 1},
+            },  # fmt: skip
         },
         {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": thought}},
@@ -200,7 +209,7 @@ def _thinking(thought: str, signature: str, redacted: str) -> list[bytes]:
         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
         {"type": "message_stop"},
     ]
-    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+    return [f"event: {e['type']}\ndata: {json.dumps(sdk_shapes.message_event(e))}\n\n".encode() for e in events]
 
 
 def test_thinking_signatures_and_redacted_thinking_data_are_opaque_and_never_compared(tmp_path):

@@ -11,6 +11,7 @@ from typing import Any
 
 from infertap.analysis.compare import compare
 from infertap.analysis.divergence import kl_shared_prefix, output_text, tool_call_diff
+from tests import sdk_shapes
 from tests.helpers import pair_captures, write_capture
 
 
@@ -25,7 +26,8 @@ def _answer(text: str = "", *, reasoning: str | None = None, calls: list[tuple[s
     choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
     if logprobs is not None:
         choice["logprobs"] = {"content": logprobs}
-    return json.dumps({"id": "r", "object": "chat.completion", "model": "m", "choices": [choice]}).encode()
+    body = {"id": "r", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+    return json.dumps(sdk_shapes.chat_completion(body)).encode()
 
 
 def _error(message: str) -> bytes:
@@ -139,22 +141,27 @@ def test_the_output_compared_is_the_text_alone_when_it_is_all_there_is() -> None
 
 def _chat_sse(text: str, finish: str = "stop", done: bool = True) -> list[bytes]:
     def chunk(delta: dict[str, Any], f: str | None = None) -> bytes:
-        event = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": f}]}
-        return b"data: " + json.dumps(event).encode() + b"\n\n"
+        event = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": f}]}  # fmt: skip
+        return b"data: " + json.dumps(sdk_shapes.chat_chunk(event)).encode() + b"\n\n"
 
     return [chunk({"content": text}), chunk({}, finish), *([b"data: [DONE]\n\n"] if done else [])]
 
 
 def _anthropic_sse(text: str, stop: str = "end_turn", done: bool = True) -> list[bytes]:
     events = [
-        ("message_start", {"type": "message_start", "message": {"id": "m", "role": "assistant", "content": [], "model": "m"}}),
+        ("message_start", {"type": "message_start", "message": _ANTHROPIC_START}),
         ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
         ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
         ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 2}}),
         *([("message_stop", {"type": "message_stop"})] if done else []),
     ]
-    return [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events]
+    return [f"event: {name}\ndata: {json.dumps(sdk_shapes.message_event(data))}\n\n".encode() for name, data in events]
+
+
+_ANTHROPIC_START = {"id": "m", "type": "message", "role": "assistant", "content": [], "model": "m", "stop_reason": None,
+                    "usage": {"input_tokens": 5, "output_tokens": 1}}  # fmt: skip
 
 
 def _ollama(text: str, reason: str = "stop", done: bool = True) -> list[bytes]:
@@ -301,17 +308,29 @@ def _chat_refusal_sse(refusal: str) -> list[bytes]:
     return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in (first, said, end)] + [b"data: [DONE]\n\n"]
 
 
+def _response(items: Any, status: str = "completed") -> dict[str, Any]:
+    """A Responses body of ``items``, as the SDK reads one."""
+    return sdk_shapes.response({"object": "response", "id": "r", "model": "m", **sdk_shapes.RESPONSE_REST,
+                                "status": status, "output": list(items)})  # fmt: skip
+
+
 def _responses(*items: dict[str, Any]) -> list[bytes]:
+    return [json.dumps(_response(items)).encode()]
+
+
+def _odd_responses(*items: dict[str, Any]) -> list[bytes]:
+    """A body the SDK refuses on purpose: a gateway's, its call's arguments an object where OpenAI sends a string."""
     return [json.dumps({"object": "response", "id": "r", "status": "completed", "output": list(items)}).encode()]
 
 
 def _message_part(kind: str, text: str) -> dict[str, Any]:
-    return {"type": "message", "role": "assistant", "content": [{"type": kind, kind if kind == "refusal" else "text": text}]}
+    part = {"type": kind, "refusal": text} if kind == "refusal" else {"type": kind, "text": text, "annotations": []}
+    return {"type": "message", "id": "msg", "role": "assistant", "status": "completed", "content": [part]}
 
 
 def _anthropic_whole_start(arguments: dict[str, Any]) -> list[bytes]:
     events = [
-        ("message_start", {"type": "message_start", "message": {"id": "m", "role": "assistant", "content": [], "model": "m"}}),
+        ("message_start", {"type": "message_start", "message": _ANTHROPIC_START}),
         (
             "content_block_start",
             {
@@ -321,10 +340,10 @@ def _anthropic_whole_start(arguments: dict[str, Any]) -> list[bytes]:
             },
         ),  # fmt: skip
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 2}}),
         ("message_stop", {"type": "message_stop"}),
     ]
-    return [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events]
+    return [f"event: {name}\ndata: {json.dumps(sdk_shapes.message_event(data))}\n\n".encode() for name, data in events]
 
 
 _CHAT_WHOLE = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/json")
@@ -344,8 +363,8 @@ REFUSALS = {
     ),
     "responses arguments as an object": (
         _RESPONSES,
-        _responses({"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 1}}),
-        _responses({"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 2}}),
+        _odd_responses({"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 1}}),
+        _odd_responses({"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 2}}),
     ),
     "messages input at the block's start": (_MESSAGES, _anthropic_whole_start({"a": 1}), _anthropic_whole_start({"a": 2})),
 }
@@ -505,15 +524,26 @@ _CHAT_N2_SSE = ("/v1/chat/completions", {**_N2, "stream": True}, "text/event-str
 
 def _responses_sse(*items: dict[str, Any]) -> list[bytes]:
     """A streamed Responses answer of ``items``: each added (in progress, nothing asked yet) then done."""
-    events: list[dict[str, Any]] = [{"type": "response.created", "response": {"id": "r", "status": "in_progress"}}]
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": _response([], "in_progress")}]
     for i, item in enumerate(items):
-        started = {k: v for k, v in item.items() if k in ("type", "id", "call_id")} | {"status": "in_progress"}
         events += [
-            {"type": "response.output_item.added", "output_index": i, "item": started},
+            {"type": "response.output_item.added", "output_index": i, "item": _started(item)},
             {"type": "response.output_item.done", "output_index": i, "item": item},
         ]
-    events.append({"type": "response.completed", "response": {"id": "r", "status": "completed", "output": list(items)}})
+    events.append({"type": "response.completed", "response": _response(items)})
+    events = [sdk_shapes.response_event({**e, "sequence_number": n}) for n, e in enumerate(events)]
     return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def _started(item: dict[str, Any]) -> dict[str, Any]:
+    """An item as ``response.output_item.added`` sends it: in progress, what it will hold still to come (a
+    message's content, a search's action, a call's output), what it is already there (its name, its server)."""
+    if item["type"] == "message":
+        return {**item, "status": "in_progress", "content": []}
+    later = {"output", "action", "result", "error", "arguments", "input"} & set(item)
+    empty = {k: "" if k in ("arguments", "input") else None for k in later if k != "action"}
+    started = {k: v for k, v in item.items() if k not in later} | empty | {"status": "in_progress"}
+    return started if "action" not in later else {**started, "action": item["action"]}
 
 
 _RESPONSES_SSE = ("/v1/responses", {"model": "m", "input": "q", "stream": True}, "text/event-stream")
@@ -774,7 +804,7 @@ def test_the_cli_says_what_differs_besides_the_text(tmp_path: Path) -> None:
 
 
 def _shell(*command: str, call: str = "c1") -> dict[str, Any]:
-    return {"type": "local_shell_call", "id": f"ls_{call}", "call_id": call, "status": "completed", "action": {"type": "exec", "command": list(command)}}  # fmt: skip
+    return {"type": "local_shell_call", "id": f"ls_{call}", "call_id": call, "status": "completed", "action": {"type": "exec", "command": list(command), "env": {}}}  # fmt: skip
 
 
 def _search(query: str, item: str = "ws1") -> dict[str, Any]:
@@ -789,10 +819,22 @@ BUILT_IN = {
     "apply patch": (
         _RESPONSES,
         _responses(
-            {"type": "apply_patch_call", "call_id": "p", "operation": {"type": "update_file", "path": "a.py", "diff": "+1"}}
+            {
+                "type": "apply_patch_call",
+                "id": "ap",
+                "call_id": "p",
+                "status": "completed",
+                "operation": {"type": "update_file", "path": "a.py", "diff": "+1"},
+            }
         ),  # fmt: skip
         _responses(
-            {"type": "apply_patch_call", "call_id": "p", "operation": {"type": "update_file", "path": "a.py", "diff": "+2"}}
+            {
+                "type": "apply_patch_call",
+                "id": "ap",
+                "call_id": "p",
+                "status": "completed",
+                "operation": {"type": "update_file", "path": "a.py", "diff": "+2"},
+            }
         ),  # fmt: skip
     ),
     "mcp arguments": (
@@ -832,8 +874,8 @@ BUILT_IN_SAME = {
     # said: the same listing asked of the same server is the same answer.
     "mcp tools listed, other lists": (
         _RESPONSES,
-        _responses({"type": "mcp_list_tools", "id": "l1", "server_label": "s", "tools": [{"name": "a"}]}),
-        _responses({"type": "mcp_list_tools", "id": "l2", "server_label": "s", "tools": [{"name": "b"}]}),
+        _responses({"type": "mcp_list_tools", "id": "l1", "server_label": "s", "tools": [{"name": "a", "input_schema": {}}]}),
+        _responses({"type": "mcp_list_tools", "id": "l2", "server_label": "s", "tools": [{"name": "b", "input_schema": {}}]}),
     ),
 }
 
@@ -852,7 +894,10 @@ def test_the_responses_built_in_tools_calls_are_part_of_the_answer(tmp_path: Pat
 
 def _ended(status: str, kind: str = "web_search_call", item: str = "ws1") -> dict[str, Any]:
     """A built-in call that asked the same as every other here and ended ``status``."""
-    asked = {"code": "print(1)", "container_id": "cntr_1"} if kind == "code_interpreter_call" else {"queries": ["weather"]}
+    asked = {
+        "code_interpreter_call": {"code": "print(1)", "container_id": "cntr_1", "outputs": None},
+        "web_search_call": {"action": {"type": "search", "query": "weather"}},
+    }.get(kind, {"queries": ["weather"]})
     return {"type": kind, "id": item, "status": status, **asked}
 
 
@@ -925,7 +970,7 @@ def test_a_built_in_call_reads_the_same_streamed_and_whole() -> None:
         out = read_response({"path": "/v1/responses", "chunks": chunks, "response_headers": [["content-type", ctype]]})
         return [(c["name"], canonical_arguments(c["arguments"])) for c in out.tool_calls]
 
-    asked = '{"action":{"command":["ls"],"type":"exec"}}'  # what the call asks: no ids, no status
+    asked = '{"action":{"command":["ls"],"env":{},"type":"exec"}}'  # what the call asks: no ids, no status
     assert calls(_responses_sse(_shell("ls")), "text/event-stream") == [("local_shell_call", asked)]
     assert calls(_responses(_shell("ls", call="c2")), "application/json") == [("local_shell_call", asked)]
 
@@ -1088,20 +1133,17 @@ def _anthropic_cites(document: int, *, stream: bool) -> list[bytes]:
 
 
 def _responses_cites(url: str, *, stream: bool) -> list[bytes]:
+    part = {"type": "output_text", "text": "Rain.", "annotations": [_url(url)]}
+    message = {"type": "message", "id": "msg", "role": "assistant", "status": "completed", "content": [part]}
     if not stream:
-        part = {"type": "output_text", "text": "Rain.", "annotations": [_url(url)]}
-        return _responses({"type": "message", "role": "assistant", "content": [part]})
+        return _responses(message)
+    item = {"item_id": "msg", "output_index": 0, "content_index": 0}
     events = [
-        {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "Rain."},
-        {
-            "type": "response.output_text.annotation.added",
-            "output_index": 0,
-            "content_index": 0,
-            "annotation_index": 0,
-            "annotation": _url(url),
-        },  # fmt: skip
-        {"type": "response.completed", "response": {"id": "r", "status": "completed"}},
+        {"type": "response.output_text.delta", **item, "delta": "Rain.", "logprobs": []},
+        {"type": "response.output_text.annotation.added", **item, "annotation_index": 0, "annotation": _url(url)},
+        {"type": "response.completed", "response": _response([message])},  # the output restated, as OpenAI does
     ]
+    events = [sdk_shapes.response_event({**e, "sequence_number": n}) for n, e in enumerate(events)]
     return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
 
 

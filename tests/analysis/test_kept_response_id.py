@@ -11,6 +11,7 @@ from typing import Any
 
 from infertap.analysis import Analysis
 from infertap.apis import NOT_KEPT
+from tests import sdk_shapes
 from tests.fake_upstream import sse_chunk
 from tests.helpers import write_capture
 
@@ -19,14 +20,25 @@ _CHAT = {"model": "m", "messages": [{"role": "user", "content": "q"}], "stream":
 _MESSAGES = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "q"}], "stream": True}
 
 
-def _event(kind: str, data: dict[str, Any]) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + json.dumps(data).encode() + b"\n\n"
+def _event(data: dict[str, Any]) -> bytes:
+    return b"event: " + data["type"].encode() + b"\ndata: " + json.dumps(sdk_shapes.message_event(data)).encode() + b"\n\n"
 
 
-_START = _event("message_start", {"type": "message_start", "message": {"id": "msg_1", "type": "message", "model": "m"}})
-_DELTA = _event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a"}})
+_MESSAGE = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": None,
+            "usage": {"input_tokens": 3, "output_tokens": 1}}  # fmt: skip
+_START = _event({"type": "message_start", "message": _MESSAGE})
+_DELTA = _event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a"}})
+_ANSWER = {"role": "assistant", "content": "a" * 99}
 _JSON = json.dumps(
-    {"id": "chatcmpl-json", "object": "chat.completion", "choices": [{"index": 0, "message": {"content": "a" * 99}}]}
+    sdk_shapes.chat_completion(
+        {
+            "id": "chatcmpl-json",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [{"index": 0, "message": _ANSWER, "finish_reason": "stop"}],
+        }
+    )  # fmt: skip
 )
 
 

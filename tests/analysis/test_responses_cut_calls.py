@@ -12,11 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from openai.types.responses import Response, ResponseOutputItem, ResponseStreamEvent
+from openai.types.responses import ResponseOutputItem, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from infertap.analysis.compare import compare
 from infertap.apis import read_response
+from tests import sdk_shapes
 from tests.helpers import pair_captures
 
 _SSE, _JSON = "text/event-stream", "application/json"
@@ -49,7 +50,7 @@ def _shell_item(commands: list[str], ids: str, status: str = "in_progress") -> d
 def _head(ids: str) -> bytes:
     response = {"id": f"resp_{ids}", "object": "response", "created_at": 1.0, "model": "gpt-5.3-codex", "output": [],
                 "status": "in_progress", "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}  # fmt: skip
-    Response.model_validate(response)
+    sdk_shapes.response(response)
     return _event("response.created", response=response)
 
 
@@ -75,7 +76,7 @@ def _whole(item: dict[str, Any]) -> bytes:
     response = {"id": "resp_w", "object": "response", "created_at": 1.0, "model": "gpt-5.3-codex", "output": [item],
                 "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
                 "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}  # fmt: skip
-    Response.model_validate(response)
+    sdk_shapes.response(response)
     return json.dumps(response).encode()
 
 

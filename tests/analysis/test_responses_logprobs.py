@@ -10,12 +10,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from openai.types.responses import Response, ResponseStreamEvent
+from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from infertap.analysis.compare import compare
 from infertap.analysis.divergence import logprob_positions
 from infertap.apis import read_response
+from tests import sdk_shapes
 from tests.helpers import pair_captures
 
 _SSE, _JSON = "text/event-stream", "application/json"
@@ -46,7 +47,7 @@ def _response(tokens: list[tuple[str, float, tuple[str, float]]], status: str = 
             "status": status, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "top_logprobs": 2,
             "usage": {"input_tokens": 9, "output_tokens": 2, "total_tokens": 11,
                       "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}}  # fmt: skip
-    Response.model_validate(body)
+    sdk_shapes.response(body)
     return body
 
 

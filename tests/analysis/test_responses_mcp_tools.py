@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
-from openai.types.responses import Response, ResponseOutputItem
+from openai.types.responses import ResponseOutputItem
 from pydantic import TypeAdapter
 
 from infertap.analysis.compare import compare
 from infertap.apis import read_response
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.helpers import write_capture
 
 _SSE, _JSON = "text/event-stream", "application/json"
@@ -41,7 +42,7 @@ def _output(tools: list[dict[str, Any]], ids: str) -> list[dict[str, Any]]:
 def _response(output: list[dict[str, Any]], ids: str) -> dict[str, Any]:
     body = {"id": f"resp_{ids}", "object": "response", "created_at": 1.0, "model": "gpt-5.3-codex", "output": output,
             "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}  # fmt: skip
-    Response.model_validate(body)
+    sdk_shapes.response(body)
     return body
 
 

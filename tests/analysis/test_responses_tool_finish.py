@@ -7,6 +7,7 @@ streamed, streamed with no output restated, a cut answer's tail), and in ``stats
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,17 @@ from infertap.analysis.compare import compare
 from infertap.apis import read_response, tail_usage
 from infertap.capture.records import RESPONSE_TAIL_BYTES
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.helpers import pair_captures, write_capture
 
 _SSE, _JSON = "text/event-stream", "application/json"
 _WEB_TOOLS = {"model": "m", "input": "weather in Paris?", "tools": [{"type": "web_search"}]}
 _TOOLS = {**_WEB_TOOLS, "tools": [{"type": "web_search"}, {"type": "function", "name": "get_weather", "parameters": {}}]}
-_USAGE = {"input_tokens": 30, "output_tokens": 9, "total_tokens": 39}
+_USAGE = sdk_shapes.response_usage(30, 9)
+_SEQUENCE = itertools.count()  # the events' sequence_number (only rising matters)
 
-_MESSAGE = {"type": "message", "id": "m1", "role": "assistant", "content": [{"type": "output_text", "text": "Sunny."}]}
+_MESSAGE = {"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "Sunny.", "annotations": []}]}  # fmt: skip
 _SEARCH = {"type": "web_search_call", "id": "ws1", "status": "completed", "action": {"type": "search", "query": "paris"}}
 _BUILT_IN = {  # ran by the API: their results in the response, a message after them
     "web_search_call": [_SEARCH, _MESSAGE],
@@ -101,24 +105,27 @@ _CLIENT = {  # the client must make (or approve) them before the answer goes on
 }
 
 
-def _response(output: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
-    """A completed response in the order vLLM's pydantic model writes it: its status after its output."""
-    return {"id": "r", "object": "response", **more, "output": output, "status": "completed", "usage": _USAGE}
+def _response(output: list[dict[str, Any]], status: str = "completed", **more: Any) -> dict[str, Any]:
+    """A response in the order vLLM's pydantic model writes it: its status after its output."""
+    body = {"id": "r", "object": "response", "model": "m", **sdk_shapes.RESPONSE_REST, **more, "output": output}
+    return sdk_shapes.response({**body, "status": status, "usage": _USAGE if status == "completed" else None})
 
 
 def _sse(kind: str, data: dict[str, Any]) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + json.dumps({"type": kind, **data}).encode() + b"\n\n"
+    event = sdk_shapes.response_event({"type": kind, **data, "sequence_number": next(_SEQUENCE)})
+    return b"event: " + kind.encode() + b"\ndata: " + json.dumps(event).encode() + b"\n\n"
 
 
 def _stream(output: list[dict[str, Any]], *, restated: bool = True, **more: Any) -> bytes:
     """The answer streamed as OpenAI streams it: each item added, a message's text as deltas, each
     item done, then response.completed restating the output (or, as some servers do, none of it)."""
-    events = [_sse("response.created", {"response": {"id": "r", "status": "in_progress", "output": []}})]
+    events = [_sse("response.created", {"response": _response([], "in_progress")})]
     for i, item in enumerate(output):
         added = {**item, "content": []} if item["type"] == "message" else item
         events.append(_sse("response.output_item.added", {"output_index": i, "item": added}))
         for part in item.get("content", []) if item["type"] == "message" else []:
-            events.append(_sse("response.output_text.delta", {"output_index": i, "content_index": 0, "delta": part["text"]}))
+            delta = {"item_id": item["id"], "output_index": i, "content_index": 0, "delta": part["text"], "logprobs": []}
+            events.append(_sse("response.output_text.delta", delta))
         events.append(_sse("response.output_item.done", {"output_index": i, "item": item}))
     events.append(_sse("response.completed", {"response": _response(output if restated else [], **more)}))
     return b"".join(events)
@@ -168,7 +175,7 @@ def test_a_cut_answer_offered_only_the_api_s_own_tools_finishes_as_read_whole() 
     """A cut answer whose tail can't hold its output (longer than the tail) can't say whether it
     holds a call: unknown where the request offered a function; where it offered only tools the API
     runs itself, none of the client's can be in it, and it finished (``stop``), as read whole."""
-    long_message = {**_MESSAGE, "content": [{"type": "output_text", "text": "w " * 50000}]}
+    long_message = {**_MESSAGE, "content": [{"type": "output_text", "text": "w " * 50000, "annotations": []}]}
     output = [_SEARCH, long_message]
     for request, want in ((_WEB_TOOLS, "stop"), (_TOOLS, None)):
         whole = _record(_stream(output), _SSE, request)

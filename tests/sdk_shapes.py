@@ -1,0 +1,115 @@
+"""Test bodies checked against the SDKs' own models (openai's, anthropic's): a body no real API would send can
+hide a misreading, so every builder of an answer passes what it builds through one of these.
+
+Each check returns what it was given, so a builder can ``return sdk_shapes.response({...})``. It refuses what the
+SDK refuses (a required field missing, a value out of its ``Literal``) and, beyond the SDK, any field the model
+doesn't know at any depth (the models accept extras silently, so a misspelt or invented field would pass).
+Bodies that are malformed on purpose are built apart, by builders named for it, and never pass through here."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from anthropic.types import Message, RawMessageStreamEvent
+from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.responses import Response, ResponseOutputItem, ResponseStreamEvent
+from pydantic import BaseModel
+
+from tests.sdk_unions import members, type_of
+
+
+def _by_type(union: Any) -> dict[str, type[BaseModel]]:
+    """A stream event union's members by their ``type`` tag: an event is read by its own model, so an error names
+    what that event lacks rather than every member's."""
+    return {type_of(model): model for model in members(union)}
+
+
+_RESPONSE_EVENT = _by_type(ResponseStreamEvent)
+_OUTPUT_ITEM = _by_type(ResponseOutputItem)
+_MESSAGE_EVENT = _by_type(RawMessageStreamEvent)
+_BETA_MESSAGE_EVENT = _by_type(BetaRawMessageStreamEvent)
+
+
+def _event_model(models: dict[str, type[BaseModel]], event: dict[str, Any]) -> type[BaseModel]:
+    if (model := models.get(event.get("type", ""))) is None:
+        raise AssertionError(f"no SDK model has the type {event.get('type')!r}: {json.dumps(event)[:400]}")
+    return model
+
+
+# Fields real engines add to OpenAI's shapes (the SDK has no place for them), allowed wherever they appear.
+ENGINE_FIELDS = {
+    "reasoning_content": "vLLM, llama.cpp, SGLang: a chat delta's or message's reasoning text",
+    "reasoning": "Ollama's and newer vLLM's OpenAI routes: the same, under another name",
+    "timings": "llama.cpp: server-side prompt and decode times on the last chunk",
+}
+
+
+def unknown_fields(value: Any, path: str = "") -> list[str]:
+    """Where a validated model holds fields its class doesn't declare (nor ``ENGINE_FIELDS``), as dotted paths."""
+    found: list[str] = []
+    if isinstance(value, BaseModel):
+        found += [f"{path}.{name}".lstrip(".") for name in value.model_extra or {} if name not in ENGINE_FIELDS]
+        for name in type(value).model_fields:
+            found += unknown_fields(getattr(value, name), f"{path}.{name}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found += unknown_fields(item, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found += unknown_fields(item, f"{path}.{key}")
+    return found
+
+
+def _checked(parsed: Any, body: dict[str, Any]) -> dict[str, Any]:
+    if unknown := unknown_fields(parsed):
+        raise AssertionError(f"fields the SDK doesn't know: {unknown} in {json.dumps(body)[:400]}")
+    return body
+
+
+def response(body: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI Responses body (``"object": "response"``), as ``openai.types.responses.Response`` reads it."""
+    for item in body.get("output", []):  # each item by its own model first: an error that names what it lacks
+        _checked(_event_model(_OUTPUT_ITEM, item).model_validate(item), item)
+    return _checked(Response.model_validate(body), body)
+
+
+def response_event(event: dict[str, Any]) -> dict[str, Any]:
+    """One OpenAI Responses stream event (the SSE ``data``), as ``ResponseStreamEvent`` reads it."""
+    return _checked(_event_model(_RESPONSE_EVENT, event).model_validate(event), event)
+
+
+def message(body: dict[str, Any], beta: bool = False) -> dict[str, Any]:
+    """An Anthropic Messages body, as ``anthropic.types.Message`` reads it (``BetaMessage`` for beta features)."""
+    return _checked((BetaMessage if beta else Message).model_validate(body), body)
+
+
+def message_event(event: dict[str, Any], beta: bool = False) -> dict[str, Any]:
+    """One Anthropic Messages stream event, as ``RawMessageStreamEvent`` (or its beta) reads it."""
+    return _checked(_event_model(_BETA_MESSAGE_EVENT if beta else _MESSAGE_EVENT, event).model_validate(event), event)
+
+
+def chat_completion(body: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI chat completion, as ``openai.types.chat.ChatCompletion`` reads it."""
+    return _checked(ChatCompletion.model_validate(body), body)
+
+
+def chat_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
+    """One OpenAI chat completion stream chunk, as ``ChatCompletionChunk`` reads it."""
+    return _checked(ChatCompletionChunk.model_validate(chunk), chunk)
+
+
+# What every real answer carries beside what a test is about: spread these into a body so the SDK reads it.
+RESPONSE_REST: dict[str, Any] = {"created_at": 1.0, "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+
+
+def response_usage(input_tokens: int, output_tokens: int, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
+    """A Responses ``usage`` with the details OpenAI always sends."""
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": input_tokens + output_tokens,
+    }
