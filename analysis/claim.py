@@ -24,6 +24,7 @@ from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
 from .active import COUNTED
+from .in_no_group import no_group_line
 from .machines import counted_runs, described_snapshot, describes, imported_only, probed_by
 from .partly_counted import ADVICE, Origin, note, prompt_note
 from .sampled import all_imported, interpolated, no_energy, partly_unsampled
@@ -115,7 +116,7 @@ def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) 
         "sampling": _also(sampling, _said("the engine defaults", probed if _engine_defaults(sampling) else None)),
         "measuring_side": _also(_measuring_side(recorder, whole), _several_recorders(traffic)),
         "aggregation": _aggregation(whole),
-        "figures": _figures(groups, origin),
+        "figures": _figures(groups, origin, stats.get("in_no_group_by_capture", {}).get(capture, {})),
         # stats' check of a recorder still writing, of this capture only (a report loads several),
         # and its torn tails, as stats warns of them
         "warnings": live_warnings(captures) + torn,
@@ -672,10 +673,12 @@ def _aggregation(group: dict[str, Any] | None) -> dict[str, Any]:
     return _field(value, "analysis/stats.py; docs/metrics.md")
 
 
-def _figures(groups: list[dict[str, Any]], origin: Origin = "recorded") -> dict[str, Any]:
+def _figures(groups: list[dict[str, Any]], origin: Origin = "recorded", apart: dict[str, int] | None = None) -> dict[str, Any]:
+    """``apart``: the capture's requests no group holds (refused, a body not kept), said as stats says them."""
     heads = [_headline(g) for g in groups]
     if not heads:
-        return {"runs": [], "note": "no generation requests in this capture: no figures"}
+        line = no_group_line(apart or {}, "this capture")
+        return {"runs": [], "note": f"{line} (no figures)" if apart and any(apart.values()) else f"{line}: no figures"}
     figures = heads[0] if len(heads) == 1 else {"runs": heads, "note": f"{len(heads)} runs in this capture: figures per run"}
     said = note(sum(h["output_tokens_unknown"] for h in heads), sum(h["ok"] for h in heads), origin)
     if said:  # stats' rule (analysis/partly_counted.py), over the capture's runs

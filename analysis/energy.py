@@ -128,6 +128,13 @@ class _Device:
     host: str = ""
 
 
+def _named(device: _Device, several: bool) -> str:
+    """A device as the energy texts name it: by its own name ("gpu 0"), and its machine's where the
+    runs span ``several`` machines, each with its own "gpu 0"."""
+    name = device.device or device.name
+    return f"{name} of {device.host or 'its machine'}" if several else name
+
+
 class Telemetry:
     """A capture set's telemetry, loaded once, then asked per group."""
 
@@ -236,8 +243,11 @@ class Telemetry:
         bridged: dict[str, list[_Span]] = {}
         sparse: list[str] = []  # the runs left unmeasured because a device's samples were mostly gaps there
         for engine_captures, chosen, known in machines:
+            # Devices are named by machine where the runs span several: two machines' "gpu 0" told apart.
+            hosts = {d.host.lower() for d in chosen} | {d.host.lower() for ds in known.values() for d in ds}
+            several = len(machines) > 1 or len(hosts) > 1
             covered = {
-                k: self._measuring(chosen, known.get(k[0], []), k, p.span, sparse)
+                k: self._measuring(chosen, known.get(k[0], []), k, p.span, sparse, several)
                 for k, p in parts.items()
                 if k[0] in engine_captures
             }
@@ -250,7 +260,7 @@ class Telemetry:
                 if own:
                     joules += sum(_joules(device, span) for span in own)
                     if found := [g for span in own for g in self._gaps(device, span)]:
-                        label = device.device if len(machines) == 1 else f"{device.device} of {device.host or 'its machine'}"
+                        label = _named(device, several)
                         bridged[label] = bridged.get(label, []) + found
                     devices += 1
                     labels += [_SOURCE[device.name][2]] if _SOURCE[device.name][2] not in labels else []
@@ -271,24 +281,28 @@ class Telemetry:
             "interpolated": _interpolated(bridged, seconds(merged(spans))),
         }
 
-    def _measuring(self, chosen: list[_Device], known: list[_Device], key: _Key, span: _Span, sparse: list[str]) -> list[_Device]:
+    def _measuring(
+        self, chosen: list[_Device], known: list[_Device], key: _Key, span: _Span, sparse: list[str], several: bool = False
+    ) -> list[_Device]:
         """The devices that measure a run's part: those whose samples reach its ends; none where some
         such device's power samples cover less than ``MOSTLY`` of it, the rest gaps (a source that
         lost most of its rounds), whose energy there would be mostly a straight line; and none where
         a device its capture knows (``known``: it reported in the capture, or its header lists it)
         does not reach both ends while others do: the others' energy alone would be a part of the
         engine's given as the whole. The run is then unmeasured, partly measured or unknown saying
-        so in ``sparse``, never a guess given as a figure."""
+        so in ``sparse``, never a guess given as a figure; each device named by its machine where
+        the runs span ``several``."""
         found = [d for d in chosen if self._covers(d, span)]
         if found and (why := self._unmeasurable(key, found)):
             sparse.append(why)
             return []
         if found and (short := [d for d in known if d not in found and not self._covers(d, span)]):
-            others = ", ".join(f"{d.device}'s" for d in found)
+            others = ", ".join(f"{_named(d, several)}'s" for d in found)
             for d in short:
                 share = self._coverage(d, span)
                 what = "power samples" if _SOURCE[d.name][0] == "power" else "energy counter's samples"
-                said = f"{d.device} has no {what} in" if share == 0 else f"{d.device}'s {what} cover {share:.0%} of"
+                name = _named(d, several)
+                said = f"{name} has no {what} in" if share == 0 else f"{name}'s {what} cover {share:.0%} of"
                 sparse.append(f"{said} run {key[1]} of {key[0]} ({others} cover it)")
             return []
         for d in found:
@@ -296,7 +310,7 @@ class Telemetry:
             share = 1 - seconds(merged(self._gaps(d, span))) * 1e9 / length if length > 0 else 1.0
             if share < MOSTLY:
                 sparse.append(
-                    f"{d.device or d.name}'s power samples cover {share:.0%} of run {key[1]} of {key[0]}, the rest gaps in them"
+                    f"{_named(d, several)}'s power samples cover {share:.0%} of run {key[1]} of {key[0]}, the rest gaps in them"
                 )
                 return []
         return found

@@ -17,10 +17,11 @@ def in_no_group_words(apart: dict[str, int]) -> str:
     return "; ".join(said)
 
 
-def no_group_line(apart: dict[str, int]) -> str:
-    """What ``stats`` says of captures with no group: none to count, and the requests held apart."""
+def no_group_line(apart: dict[str, int], where: str = "these captures") -> str:
+    """What ``stats`` says of captures with no group: none to count, and the requests held apart;
+    ``where``: "this capture" for the claim card, which speaks of its one capture."""
     said = in_no_group_words(apart)
-    return f"no counted generation requests in these captures: {said}" if said else "no generation requests in these captures"
+    return f"no counted generation requests in {where}: {said}" if said else f"no generation requests in {where}"
 
 
 __all__ = ["in_no_group_words", "no_group_line"]

@@ -144,7 +144,7 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
         identities = group_identities(analysis, q.m, q.keys)  # analysis/workload_identity.py
         for group in groups:
             group["workload"]["identity"] = identities.get(tuple(group["key"][n] for n in q.names))
-        apart = _in_no_group(q, groups)
+        apart, apart_by_capture = _in_no_group(q, groups)
     finally:
         q.close()
     captures = capture_info(analysis)
@@ -154,20 +154,30 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
         "engines": engines(analysis),
         "groups": groups,
         "in_no_group": apart,
+        "in_no_group_by_capture": apart_by_capture,
         "unsearched": (unsearched := unsearched_bodies(analysis)),
         "warnings": [*live_warnings(captures), *filter(None, [unsearched_warning(unsearched)])],
     }
 
 
-def _in_no_group(q: _Query, groups: list[dict[str, Any]]) -> dict[str, int]:
+def _in_no_group(q: _Query, groups: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
     """The requests counted apart (``refused``, ``request_body_unknown``) whose key has no counted
     request, so no group to be counted in: a capture whose only generation requests infertap refused
-    has no group at all, and its refusals would otherwise show nowhere."""
+    has no group at all, and its refusals would otherwise show nowhere. Also by capture, where the
+    capture is in the key (by run: the claim card says its own capture's, of several loaded)."""
     keys = {tuple(group["key"][n] for n in q.names) for group in groups}
-    return {
-        name: sum(n for key, [[n]] in q.rows("count(*)", source=source).items() if key not in keys)
-        for name, source in (("refused", q.refused), ("request_body_unknown", q.body_unknown))
-    }
+    total = {"refused": 0, "request_body_unknown": 0}
+    by_capture: dict[str, dict[str, int]] = {}
+    at = q.names.index("capture") if "capture" in q.names else None
+    for name, source in (("refused", q.refused), ("request_body_unknown", q.body_unknown)):
+        for key, [[n]] in q.rows("count(*)", source=source).items():
+            if key in keys:
+                continue
+            total[name] += n
+            if at is not None:
+                counts = by_capture.setdefault(key[at], {"refused": 0, "request_body_unknown": 0})
+                counts[name] += n
+    return total, by_capture
 
 
 def unsearched_bodies(analysis: Analysis) -> dict[str, int]:

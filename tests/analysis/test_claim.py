@@ -4,6 +4,7 @@ against a fake upstream; the real engines are in test_claim_engines.py."""
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import time
 
@@ -658,6 +659,31 @@ def test_a_capture_without_generation_requests_has_a_card_without_figures(tmp_pa
         run = CliRunner().invoke(cli, args)
         assert run.exit_code == 0, (run.output, run.exception)
         assert "no generation requests in this capture" in run.output
+
+
+def test_a_card_of_refused_requests_alone_says_what_stats_says_of_them(tmp_path):
+    # Every generation request refused by infertap (a body over --max-body-mb): the card said "no
+    # generation requests in this capture", stats that 2 were refused. The card, its markdown and the
+    # report's cards now say what stats says, of this capture.
+    refused = {"body": b"", "status": 413, "end": "refused", "chunks": [b'{"error": "too large"}'],
+               "fields": {"request_body_size": 9000, "proxy_generated": True}}  # fmt: skip
+    capture = tmp_path / "refused" / "out"
+    write_capture(capture, [refused, refused])
+    said = "no counted generation requests in this capture: 2 refused by infertap, never sent (counted in no figure)"
+    stats = CliRunner().invoke(cli, ["stats", str(capture)]).output
+    assert said.replace("this capture", "these captures") in stats, stats
+    assert claim(capture)["figures"]["note"] == f"{said} (no figures)"
+    for args in (["claim", str(capture)], ["claim", str(capture), "--markdown"]):
+        run = CliRunner().invoke(cli, args)
+        assert run.exit_code == 0 and said in run.output, (run.output, run.exception)
+    report = tmp_path / "refused.html"
+    run = CliRunner().invoke(cli, ["report", str(capture), "-o", str(report)])
+    assert run.exit_code == 0, (run.output, run.exception)
+    assert html.escape(f"{said} (no figures)") in report.read_text().split("<h2>Claim cards</h2>")[1]
+    # Must stay: a capture that only listed the models has no refusal to speak of.
+    models = tmp_path / "models" / "out"
+    write_capture(models, [{"method": "GET", "path": "/v1/models", "body": b""}])
+    assert claim(models)["figures"]["note"] == "no generation requests in this capture: no figures"
 
 
 def test_the_cards_runtime_digest_of_several_files_says_it_is_no_one_files(tmp_path):

@@ -871,3 +871,29 @@ def test_a_stretch_neither_prefix_cache_counter_reads_is_counted_once(tmp_path: 
     why = state["unknown"]["prefix_cache_hit_rate"]
     assert why.startswith("no series reaching both ends of the engine's /metrics in 1 of the 2 stretches"), why
     assert why.count(f"of {paths[1]})") == 1 and f"of {paths[0]})" not in why
+
+
+def test_the_gpus_a_run_lacks_are_named_by_machine_where_the_captures_runs_are_on_several(tmp_path: Path) -> None:
+    # Two runs of one capture, each recorded beside a local engine on its own machine: both machines'
+    # "gpu 0" were said alike ("gpu 0 has no power samples in run r of c (gpu 0's cover it)"), so
+    # which GPU lacked samples could not be told. Each is named by its machine now.
+    base = time.time() + 5
+    two = tmp_path / "two-machines"
+    run(two, [(0, 4000)], power(GPU0, 300.0), host="box-a", base=base)
+    later = [(t + 10000, s, n, labels, w) for t, s, n, labels, w in power(GPU0, 300.0)]
+    run(two, [(10000, 14000)], later, host="box-b", base=base)
+    a_run, b_run = groups([two], tmp_path)
+    first, second = a_run["key"]["run"], b_run["key"]["run"]
+    assert a_run["energy"]["joules"] is None and b_run["energy"]["joules"] is None
+    assert (
+        a_run["energy"]["unknown"] == f"gpu 0 of box-b has no power samples in run {first} of {two} (gpu 0 of box-a's cover it)"
+    )
+    assert (
+        b_run["energy"]["unknown"] == f"gpu 0 of box-a has no power samples in run {second} of {two} (gpu 0 of box-b's cover it)"
+    )
+    # Must stay: one machine's runs, its GPUs named as before (no machine).
+    one = tmp_path / "one-machine"
+    run(one, [(0, 4000)], [*power(GPU0, 300.0), *power(GPU1, 200.0)], host="box-a", base=base)
+    run(one, [(10000, 14000)], later, host="box-a", base=base)
+    _, g = groups([one], tmp_path)
+    assert g["energy"]["unknown"] == f"gpu 1 has no power samples in run {g['key']['run']} of {one} (gpu 0's cover it)"
