@@ -4,11 +4,13 @@ What four slots change is structural: with ``--parallel 1`` a request sent while
 for the whole of it before its first token; with ``--parallel 4`` up to four requests are served at
 once (continuous batching), so at concurrency 2 a request waits only for the two prompts to be read.
 The SLOs come from a calibration on the one-slot server at concurrency 1: F, its time to first
-token, and S, its whole request. ``ttft`` is bounded three quarters of the way from a request that
-waits for no other (about F) to one that waits for a whole other request (about F + S); ``e2e`` at
-2.5 S. Not half way: with four slots on one thread, a prompt read while another request decodes
-shares its steps, and at concurrency 2 its ttft came out at F + 0.45 S (1438 ms against a bound of
-1427, in one CI run), while one slot's sat at F + S.
+token, and S, its whole request. ``ttft`` is bounded half way from a request that waits for no
+other (about F) to one that waits for a whole other request (about F + S); ``e2e`` at 2.5 S. At
+concurrency 2 one slot's ttft sits near F + S and four slots' near F (4694 and 921 ms against a
+bound of 3083, F 1060 and S 4046 ms, in one run on a loaded machine): the bound is 1.5x below the
+one and 3x above the other, so neither side turns on the load drifting between the calibration and
+the sweep. Three quarters of the way (as before) left one slot within about 10% of the bound, and
+a calibration a little slower than the sweep passed it.
 
 On this project's 2-core machines the batch's arithmetic is not free: four slots carried about 1.4x
 the tokens per second of one with two threads, and no more with one. An e2e bound alone (2.5 S)
@@ -42,7 +44,10 @@ from tests.helpers import write_capture
 pytestmark = pytest.mark.engine
 
 TOPICS = ["the sea", "a cat", "bread", "rain", "a train", "music", "a garden", "winter"]
-LEVELS = (1, 2, 4, 8)
+# Up to four in flight: one slot fails at two, four slots carry no more than four at once. A point
+# at 8 (as before) queued the 8 requests behind one slot for a whole serial run, judged nothing
+# the point at 4 doesn't, and took a quarter of each sweep's time.
+LEVELS = (1, 2, 4)
 
 
 def request(topic: str) -> dict[str, Any]:
@@ -92,7 +97,7 @@ def sweep(workload: Path, url: str, out: Path, slos: list[str]) -> dict[str, Any
     )
 
 
-@pytest.mark.timeout(600)  # about 70 requests of 64 tokens, most one or two at a time, on a shared CPU
+@pytest.mark.timeout(600)  # about 50 requests of 64 tokens, most one or two at a time, on a shared CPU
 def test_four_slots_carry_more_than_one_under_the_same_slos(workload, server, tmp_path, monkeypatch):
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
     # Points of the workload's 8 requests, which a real engine on a shared CPU affords: judged here.
@@ -108,7 +113,7 @@ def test_four_slots_carry_more_than_one_under_the_same_slos(workload, server, tm
         latency = evaluate(a, parse_slos(["e2e:max<=3600s"]))["latency_ms"]
     first, whole = latency["ttft"]["p50"], latency["e2e"]["p50"]
     assert 0 < first < whole
-    slos = [f"ttft:p50<={first + 0.75 * whole:.0f}ms", f"e2e:p50<={2.5 * whole:.0f}ms"]
+    slos = [f"ttft:p50<={first + 0.5 * whole:.0f}ms", f"e2e:p50<={2.5 * whole:.0f}ms"]
 
     one_slot = sweep(workload, one.url, tmp_path / "one-slot", slos)
     one.stop()
