@@ -20,6 +20,7 @@ import asyncio
 import json
 from typing import Any
 
+from tests import sdk_shapes
 from tests.fake_upstream import lifespan, read_body, sse_chunk
 
 
@@ -62,13 +63,16 @@ class SlotEngine:
             await asyncio.sleep(start + (i + 1) * service_s / self.tokens - clock())
             await send({"type": "http.response.body", "body": sse_chunk("slot", i, f"t{i} "), "more_body": True})
         usage = {"prompt_tokens": 8, "completion_tokens": self.tokens, "total_tokens": 8 + self.tokens}
-        end = {
-            "id": "chatcmpl-slot",
-            "object": "chat.completion.chunk",
-            "model": "fake",
-            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-            "usage": usage,
-        }
+        end = sdk_shapes.chat_chunk(
+            {
+                "id": "chatcmpl-slot",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "fake",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                "usage": usage,
+            }
+        )
         await send(
             {
                 "type": "http.response.body",

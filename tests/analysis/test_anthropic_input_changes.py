@@ -2,8 +2,8 @@
 ``applied_edits``, ``input_transformations``: thinking blocks dropped) is the effective input: two
 runs of the same request where only one had its input changed showed no sign of it in compare.
 Compare's configuration now counts each side's changed inputs and the pairs whose changes differ,
-whole and streamed, through the capture writer; every body checked against the anthropic SDK's own
-``BetaMessage`` and stream events."""
+whole and streamed, through the capture writer; every body checked by ``tests.sdk_shapes`` against the
+anthropic SDK's ``BetaMessage`` and stream events, at any depth."""
 
 from __future__ import annotations
 
@@ -11,18 +11,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
 from click.testing import CliRunner
 
 from infertap.analysis.compare import compare
 from infertap.apis import read_response
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.helpers import write_capture
-from tests.sdk_unions import members, type_of
 
 _SSE, _JSON = "text/event-stream", "application/json"
 _REQUEST = {"model": "claude-opus-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "Hi"}]}
-_EVENTS = {type_of(m): m for m in members(BetaRawMessageStreamEvent)}
 _USAGE = {"input_tokens": 12, "output_tokens": 3}
 
 DROPPED = {
@@ -39,13 +37,11 @@ NOTHING = {"context_management": {"applied_edits": []}, "input_transformations":
 def _whole(changes: dict[str, Any]) -> bytes:
     body = {"type": "message", "id": "msg_1", "role": "assistant", "model": "claude-opus-4-5", "content": [{"type": "text", "text": "Hello"}],
             "stop_reason": "end_turn", "stop_sequence": None, "usage": _USAGE, **changes}  # fmt: skip
-    assert not BetaMessage.model_validate(body).model_extra
-    return json.dumps(body).encode()
+    return json.dumps(sdk_shapes.message(body, beta=True)).encode()
 
 
 def _sse(event: dict[str, Any]) -> bytes:
-    assert not _EVENTS[event["type"]].model_validate(event).model_extra, event
-    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+    return f"event: {event['type']}\ndata: {json.dumps(sdk_shapes.message_event(event, beta=True))}\n\n".encode()
 
 
 def _stream(changes: dict[str, Any]) -> bytes:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from anthropic.types.beta import BetaMessage, BetaRawMessageDeltaEvent, BetaRawMessageStartEvent
+from anthropic.types.beta import BetaMessage, BetaRawMessageDeltaEvent
 
 from infertap.apis import read_response, tail_usage
 from infertap.capture.records import RESPONSE_TAIL_BYTES
+from tests import sdk_shapes
 from tests.analysis_builders import JSON_HEADERS, Load, exchange
 
 _SSE = [["content-type", "text/event-stream"]]
@@ -56,6 +57,7 @@ def _message(usage: dict[str, Any], content: list[dict[str, Any]] | None = None)
         "stop_sequence": None,
         "usage": usage,
     }
+    sdk_shapes.message(body, beta=True)
     _as_the_sdk_reads(BetaMessage.model_validate(body).usage, usage)
     return body
 
@@ -78,9 +80,8 @@ def _stream(usage: dict[str, Any], text: str = "Sunny.") -> list[bytes]:
         {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": usage},
         {"type": "message_stop"},
     ]
-    BetaRawMessageStartEvent.model_validate(events[0])
     _as_the_sdk_reads(BetaRawMessageDeltaEvent.model_validate(events[4]).usage, usage)
-    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+    return [f"event: {e['type']}\ndata: {json.dumps(sdk_shapes.message_event(e, beta=True))}\n\n".encode() for e in events]
 
 
 def _record(chunks: list[bytes], headers: list[list[str]]) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from infertap.analysis.compare import compare
 from infertap.apis import read_response, tail_usage
 from infertap.apis.messages import Messages
 from infertap.capture.records import RESPONSE_TAIL_BYTES
+from tests import sdk_shapes
 from tests.helpers import pair_captures
 
 _SSE, _JSON = "text/event-stream", "application/json"
@@ -126,7 +127,9 @@ def _message(blocks: list[Any], stop: str) -> BetaMessage:
 
 
 def _whole(blocks: list[Any], stop: str) -> list[bytes]:
-    return [_message(blocks, stop).to_json(indent=None).encode()]
+    body = _message(blocks, stop).to_json(indent=None)
+    sdk_shapes.message(json.loads(body), beta=True)  # as sent: built from the SDK's models, checked as any body
+    return [body.encode()]
 
 
 def _events(blocks: list[Any], stop: str) -> list[Any]:
@@ -170,7 +173,10 @@ def _stream(blocks: list[Any], stop: str) -> list[bytes]:
     for event in events:  # what the SDK's client makes of the stream: the whole message, no less
         snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=pieces, request_headers=httpx2.Headers())
     assert snapshot is not None and snapshot.to_dict() == _message(blocks, stop).to_dict()
-    return [f"event: {e.type}\ndata: {e.to_json(indent=None)}\n\n".encode() for e in events]
+    sent = [e.to_json(indent=None) for e in events]
+    for data in sent:
+        sdk_shapes.message_event(json.loads(data), beta=True)
+    return [f"event: {e.type}\ndata: {data}\n\n".encode() for e, data in zip(events, sent, strict=True)]
 
 
 def _record(chunks: list[bytes], ctype: str) -> dict[str, Any]:

@@ -13,13 +13,23 @@ from infertap.analysis.compare import compare
 from infertap.apis import read_request, read_response
 from infertap.apis.conversation import Prefixes, chat_answer, read_links
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.analysis_builders import JSON_HEADERS, body, exchange, outcomes, sse, write_capture
 
+_CHUNK = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
 
-def _chat(k: int, content: str | None = None, finish: str | None = None, **more: Any) -> dict[str, Any]:
+
+def _chat(k: int, content: str | None = None, finish: str | None = None) -> dict[str, Any]:
     """A chat chunk of choice ``k`` alone (n > 1: each choice's deltas come in chunks of their own)."""
     delta = {"content": content} if content is not None else {}
-    return {"object": "chat.completion.chunk", "choices": [{"index": k, "delta": delta, "finish_reason": finish, **more}]}
+    return sdk_shapes.chat_chunk({**_CHUNK, "choices": [{"index": k, "delta": delta, "finish_reason": finish}]})
+
+
+def _failed_chat(k: int, content: str | None = None, finish: str | None = "error", **more: Any) -> dict[str, Any]:
+    """Choice ``k``'s chunk as vLLM or a gateway ends a failed choice: ``finish_reason`` "error" and/or an
+    ``error`` object beside it, neither of which OpenAI's SDK allows (so unchecked, on purpose)."""
+    delta = {"content": content} if content is not None else {}
+    return {**_CHUNK, "choices": [{"index": k, "delta": delta, "finish_reason": finish, **more}]}
 
 
 def _text(k: int, text: str, finish: str | None = None) -> dict[str, Any]:
@@ -36,8 +46,11 @@ def _completion(xid: str, sent_ms: float, *events: dict[str, Any]) -> dict[str, 
 
 
 def _whole(xid: str, sent_ms: float, second: dict[str, Any]) -> dict[str, Any]:
+    """A whole n = 2 answer whose choice 1 is ``second``: checked unless it failed ("error", no SDK's finish)."""
     first = {"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}
-    answer = {"object": "chat.completion", "model": "m", "choices": [first, {"index": 1, **second}]}
+    answer = {"id": "r", "object": "chat.completion", "created": 0, "model": "m", "choices": [first, {"index": 1, **second}]}
+    if second["finish_reason"] != "error":
+        sdk_shapes.chat_completion(answer)
     return exchange(
         xid, sent_ms=sent_ms, request=body(stream=False, n=2), chunks=[(5, json.dumps(answer).encode())], headers=JSON_HEADERS
     )
@@ -46,12 +59,17 @@ def _whole(xid: str, sent_ms: float, second: dict[str, Any]) -> dict[str, Any]:
 _FAILED = {"message": "CUDA error: an illegal memory access"}
 #: Each an answer whose choice 1 (or choice 0 alone, saying no more than the word) failed.
 FAILED = [
-    _streamed("chat_finish_error", 0, _chat(0, "4"), _chat(1, "5"), _chat(0, finish="stop"), _chat(1, finish="error")),
+    _streamed("chat_finish_error", 0, _chat(0, "4"), _chat(1, "5"), _chat(0, finish="stop"), _failed_chat(1)),
+    _streamed("chat_error_object", 1, _chat(0, "4"), _chat(1, "5"), _chat(0, finish="stop"), _failed_chat(1, error=_FAILED)),
     _streamed(
-        "chat_error_object", 1, _chat(0, "4"), _chat(1, "5"), _chat(0, finish="stop"), _chat(1, finish="error", error=_FAILED)
+        "chat_error_no_finish",
+        2,
+        _chat(0, "4"),
+        _chat(1, "5"),
+        _chat(0, finish="stop"),
+        _failed_chat(1, finish=None, error=_FAILED),
     ),
-    _streamed("chat_error_no_finish", 2, _chat(0, "4"), _chat(1, "5"), _chat(0, finish="stop"), _chat(1, error=_FAILED)),
-    _streamed("chat_first_finish_error", 3, _chat(0, "4", "error"), n=1),
+    _streamed("chat_first_finish_error", 3, _failed_chat(0, "4"), n=1),
     _completion("completions_finish_error", 4, _text(0, "4", "stop"), _text(1, "5", "error")),
     _whole("whole_finish_error", 5, {"message": {"role": "assistant", "content": "5"}, "finish_reason": "error"}),
 ]
@@ -98,7 +116,7 @@ def test_compare_counts_a_side_whose_other_choice_failed_as_failed(tmp_path: Pat
     monkeypatch.setenv("INFERTAP_CACHE", str(tmp_path / "cache"))
 
     def answer(i: int, failed: bool) -> dict[str, Any]:
-        end = _chat(1, finish="error", error=_FAILED) if failed else _chat(1, finish="stop")
+        end = _failed_chat(1, error=_FAILED) if failed else _chat(1, finish="stop")
         return _streamed(f"x{i}", i * 10, _chat(0, "4"), _chat(1, "5"), _chat(0, finish="stop"), end, content=f"q{i}")
 
     a = write_capture(tmp_path / "a", [answer(i, failed=False) for i in range(4)])

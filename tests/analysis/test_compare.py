@@ -16,6 +16,7 @@ from infertap.analysis.report import render
 from infertap.analysis.svg import ticks
 from infertap.cli import cli
 from infertap.cli_compare import print_comparison
+from tests import sdk_shapes
 from tests.helpers import write_capture
 
 
@@ -442,7 +443,7 @@ def _timed(xid: str, i: int, ttft_ms: float, *, streamed: bool = True, **extra) 
         chunks = [(ttft_ms + 10 * k, sse(event("t"))) for k in range(19)]
         chunks.append((end, sse(event("z", finish="stop"), event(choices=False, usage=usage), "[DONE]")))
         return exchange(xid, sent_ms=1000 * i, chunks=chunks, request=body(f"q{i}"), **extra)
-    whole = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": "t" * 19 + "z"}, "finish_reason": "stop"}], "usage": usage}  # fmt: skip
+    whole = sdk_shapes.chat_completion({"id": "r", "object": "chat.completion", "created": 0, "model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": "t" * 19 + "z"}, "finish_reason": "stop"}], "usage": usage})  # fmt: skip
     return exchange(xid, sent_ms=1000 * i, chunks=[(end, json.dumps(whole).encode())], end_ms=end, request=body(f"q{i}"), headers=JSON_HEADERS, **extra)  # fmt: skip
 
 
@@ -522,8 +523,9 @@ def test_compare_reads_expressions_and_mixed_numbers_alike_on_both_sides(tmp_pat
     assert (acc["a_right"], acc["b_right"], acc["right_to_wrong"], acc["wrong_to_right"]) == (8, 4, 4, 0), acc
 
 
-def _sse(events: list[dict]) -> list[bytes]:
-    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+def _sse(events: list[dict], check) -> list[bytes]:
+    """``events`` framed, each passed through ``check`` (an ``sdk_shapes`` check) first."""
+    return [f"event: {e['type']}\ndata: {json.dumps(check(e))}\n\n".encode() for e in events]
 
 
 def _streamed_or_whole(api: str, text: str, *, stream: bool, cut: bool = False) -> dict:
@@ -531,35 +533,46 @@ def _streamed_or_whole(api: str, text: str, *, stream: bool, cut: bool = False) 
     ``cut`` short before it, the rest all sent), or as one JSON body."""
     if api == "chat":
         path, body = "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}
-        whole = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}  # fmt: skip
-        chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}  # fmt: skip
-        last = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-        events = [b"data: %s\n\n" % json.dumps(e).encode() for e in (chunk, last)] + [b"data: [DONE]\n\n"]
+        head = {"id": "c", "created": 0, "model": "m"}
+        whole = sdk_shapes.chat_completion({**head, "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})  # fmt: skip
+        chunk = {**head, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}  # fmt: skip
+        last = {**head, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        events = [b"data: %s\n\n" % json.dumps(sdk_shapes.chat_chunk(e)).encode() for e in (chunk, last)] + [b"data: [DONE]\n\n"]  # fmt: skip
     elif api == "messages":
         path, body = "/v1/messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "q"}]}
-        whole = {"type": "message", "id": "m", "role": "assistant", "model": "m", "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None}  # fmt: skip
+        usage = {"input_tokens": 5, "output_tokens": 3}
+        whole = sdk_shapes.message({"type": "message", "id": "m", "role": "assistant", "model": "m", "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None, "usage": usage})  # fmt: skip
+        start = {**whole, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
         events = _sse(
             [
-                {"type": "message_start", "message": {"id": "m", "role": "assistant", "content": [], "model": "m"}},
+                {"type": "message_start", "message": start},
                 {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
                 {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
                 {"type": "content_block_stop", "index": 0},
-                {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}},
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 3},
+                },  # fmt: skip
                 {"type": "message_stop"},
-            ]
+            ],
+            sdk_shapes.message_event,
         )
     else:
         path, body = "/v1/responses", {"model": "m", "input": "q"}
         message = {"type": "message", "id": "msg", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
-        whole = {"object": "response", "id": "r", "status": "completed", "output": [message]}
-        events = _sse(
-            [
-                {"type": "response.created", "response": {"id": "r", "status": "in_progress", "output": []}},
-                {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": text},
-                {"type": "response.output_item.done", "output_index": 0, "item": message},
-                {"type": "response.completed", "response": whole},
-            ]
-        )
+        head = {"object": "response", "id": "r", "model": "m", **sdk_shapes.RESPONSE_REST}
+        whole = sdk_shapes.response({**head, "status": "completed", "output": [message], "usage": sdk_shapes.response_usage(5, 3)})  # fmt: skip
+        started = {**message, "status": "in_progress", "content": []}
+        said = {"item_id": "msg", "output_index": 0, "content_index": 0, "delta": text, "logprobs": []}
+        events = [
+            {"type": "response.created", "response": {**head, "status": "in_progress", "output": []}},
+            {"type": "response.output_item.added", "output_index": 0, "item": started},
+            {"type": "response.output_text.delta", **said},
+            {"type": "response.output_item.done", "output_index": 0, "item": message},
+            {"type": "response.completed", "response": whole},
+        ]
+        events = _sse([{**e, "sequence_number": n} for n, e in enumerate(events)], sdk_shapes.response_event)
     if not stream:
         return {"path": path, "body": body, "chunks": [json.dumps(whole).encode()], "content_type": "application/json"}
     return {"path": path, "body": {**body, "stream": True}, "chunks": events[:-1] if cut else events, "content_type": "text/event-stream"}  # fmt: skip

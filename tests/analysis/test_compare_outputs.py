@@ -296,16 +296,55 @@ def test_token_ids_place_a_divergence_only_where_the_outputs_differ(tmp_path: Pa
 _RESPONSES = ("/v1/responses", {"model": "m", "input": "q"}, "application/json")
 
 
+def _chat_body(choices: list[dict[str, Any]]) -> dict[str, Any]:
+    """A whole chat answer of ``choices`` with what every real one carries beside them."""
+    return {"id": "r", "object": "chat.completion", "created": 0, "model": "m", "choices": choices}
+
+
+def _chunk(choices: list[dict[str, Any]]) -> dict[str, Any]:
+    """A chat stream chunk of ``choices`` with what every real one carries beside them."""
+    return {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": choices}
+
+
+def _sse(*chunks: dict[str, Any]) -> list[bytes]:
+    """Checked chat chunks, framed, then ``[DONE]``."""
+    return [b"data: " + json.dumps(sdk_shapes.chat_chunk(c)).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+def _engine_shaped(check: Any, body: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """``body`` with fields an engine adds to its choices (vLLM's ``stop_reason``, SGLang's ``matched_stop``,
+    ``hidden_states``): the SDK has no place for them, so the rest is checked without them and they are kept."""
+    bare = json.loads(json.dumps(body))
+    for choice in bare["choices"]:
+        for key in keys:
+            choice.pop(key, None)
+            choice.get("delta", {}).pop(key, None)
+    check(bare)
+    return body
+
+
+def _message(content: list[dict[str, Any]], stop: str = "end_turn", word: Any = None, beta: bool = False, **more: Any) -> bytes:
+    """A whole Anthropic answer of ``content`` blocks, checked (``beta``: by the beta model, for beta blocks)."""
+    body = {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": content, "stop_reason": stop,
+            "stop_sequence": word, "usage": {"input_tokens": 5, "output_tokens": 2}}  # fmt: skip
+    return json.dumps(sdk_shapes.message(body, beta=beta)).encode()
+
+
+def _message_event(event: dict[str, Any], beta: bool = False) -> bytes:
+    return f"event: {event['type']}\ndata: {json.dumps(sdk_shapes.message_event(event, beta=beta))}\n\n".encode()
+
+
 def _chat_refusal(refusal: str | None, text: str = "") -> list[bytes]:
     message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": refusal}
-    return [json.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).encode()]  # fmt: skip
+    body = _chat_body([{"index": 0, "message": message, "finish_reason": "stop"}])
+    return [json.dumps(sdk_shapes.chat_completion(body)).encode()]
 
 
 def _chat_refusal_sse(refusal: str) -> list[bytes]:
-    first = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": None, "refusal": None}, "finish_reason": None}]}  # fmt: skip
-    said = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"refusal": refusal}, "finish_reason": None}]}
-    end = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in (first, said, end)] + [b"data: [DONE]\n\n"]
+    first = _chunk([{"index": 0, "delta": {"role": "assistant", "content": None, "refusal": None}, "finish_reason": None}])
+    said = _chunk([{"index": 0, "delta": {"refusal": refusal}, "finish_reason": None}])
+    end = _chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+    return _sse(first, said, end)
 
 
 def _response(items: Any, status: str = "completed") -> dict[str, Any]:
@@ -372,7 +411,8 @@ REFUSALS = {
 
 def _legacy_call(arguments: str) -> list[bytes]:
     message = {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": arguments}}
-    return [json.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "function_call"}]}).encode()]  # fmt: skip
+    body = _chat_body([{"index": 0, "message": message, "finish_reason": "function_call"}])
+    return [json.dumps(sdk_shapes.chat_completion(body)).encode()]
 
 
 def _vllm_error_after(text: str, message: str) -> list[bytes]:
@@ -459,38 +499,26 @@ def _stopped_at(word: str | int | None, *, api: str) -> list[bytes]:
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": "stop_sequence" if word else "end_turn", "stop_sequence": word},
+            "usage": {"output_tokens": 2},
         }
-        return [*events[:4], f"event: message_delta\ndata: {json.dumps(delta)}\n\n".encode(), events[-1]]
+        return [*events[:4], _message_event(delta), events[-1]]
     if api == "messages whole":
-        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "Hello"}]}
-        return [json.dumps({**body, "stop_reason": "stop_sequence" if word else "end_turn", "stop_sequence": word}).encode()]
+        return [_message([{"type": "text", "text": "Hello"}], "stop_sequence" if word else "end_turn", word)]
     if api == "llama.cpp":
         last = {"content": "", "stop": True, "stop_type": "word" if word else "eos", "stopping_word": word or ""}
         return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in ({"content": "Hello", "stop": False}, last)]
-    end = {
-        "object": "chat.completion.chunk",
-        "choices": [
-            {
-                "index": 0,
-                "delta": {},
-                "finish_reason": "stop",
-                **({"matched_stop" if api == "sglang" else "stop_reason": word} if word is not None else {}),
-            }
-        ],
-    }
-    return [_chat_sse("Hello")[0], b"data: " + json.dumps(end).encode() + b"\n\n", b"data: [DONE]\n\n"]  # vLLM
+    key = "matched_stop" if api == "sglang" else "stop_reason"  # vLLM's
+    end = _chunk([{"index": 0, "delta": {}, "finish_reason": "stop", **({key: word} if word is not None else {})}])
+    end = _engine_shaped(sdk_shapes.chat_chunk, end, key)
+    return [_chat_sse("Hello")[0], b"data: " + json.dumps(end).encode() + b"\n\n", b"data: [DONE]\n\n"]
 
 
 def _redacted(*data: str, stream: bool = True) -> list[bytes]:
     """An Anthropic answer with redacted thinking blocks (their ``data`` encrypted) before its text."""
     blocks = [{"type": "redacted_thinking", "data": d} for d in data]
     if not stream:
-        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "stop_reason": "end_turn"}
-        return [json.dumps({**body, "content": [*blocks, {"type": "text", "text": "Hello"}]}).encode()]
-    starts = [
-        f"event: content_block_start\ndata: {json.dumps({'type': 'content_block_start', 'index': i, 'content_block': b})}\n\n".encode()
-        for i, b in enumerate(blocks)
-    ]
+        return [_message([*blocks, {"type": "text", "text": "Hello"}])]
+    starts = [_message_event({"type": "content_block_start", "index": i, "content_block": b}) for i, b in enumerate(blocks)]
     events = _anthropic_sse("Hello")
     return [events[0], *starts, *events[1:]]
 
@@ -502,12 +530,10 @@ def _choices(*texts: str | tuple[str, str], stream: bool = False) -> list[bytes]
         choices = [
             {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": f} for i, (t, f) in enumerate(said)
         ]
-        return [json.dumps({"object": "chat.completion", "choices": choices}).encode()]
+        return [json.dumps(sdk_shapes.chat_completion(_chat_body(choices))).encode()]
     events = [{"index": i, "delta": {"content": t}, "finish_reason": None} for i, (t, _) in enumerate(said)]
     events += [{"index": i, "delta": {}, "finish_reason": f} for i, (_, f) in enumerate(said)]
-    return [b"data: " + json.dumps({"object": "chat.completion.chunk", "choices": [e]}).encode() + b"\n\n" for e in events] + [
-        b"data: [DONE]\n\n"
-    ]
+    return _sse(*(_chunk([e]) for e in events))
 
 
 def _completions(*texts: str) -> list[bytes]:
@@ -625,11 +651,11 @@ def _vllm(said: Any = None, *, stream: bool = False, second: Any = _UNSAID) -> l
     if second is not _UNSAID:
         choices.append({"index": 1, "finish_reason": "stop", "stop_reason": second})
     if stream:
-        end = {"object": "chat.completion.chunk", "choices": [{**c, "delta": {}} for c in choices]}
+        end = _engine_shaped(sdk_shapes.chat_chunk, _chunk([{**c, "delta": {}} for c in choices]), "stop_reason")
         return [_chat_sse("Hello")[0], b"data: " + json.dumps(end).encode() + b"\n\n", b"data: [DONE]\n\n"]
     message = {"role": "assistant", "content": "Hello"}
-    whole = {"object": "chat.completion", "model": "m", "choices": [{**c, "message": message} for c in choices]}
-    return [json.dumps(whole).encode()]
+    whole = _chat_body([{**c, "message": message} for c in choices])
+    return [json.dumps(_engine_shaped(sdk_shapes.chat_completion, whole, "stop_reason")).encode()]
 
 
 _CHAT_WHOLE = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/json")
@@ -682,8 +708,8 @@ def _sglang(
         choices.append({"index": 1, "logprobs": None, "finish_reason": "stop", "matched_stop": second})
     if not stream:
         message = {"role": "assistant", "content": "Hello", "reasoning_content": None, "tool_calls": None}
-        whole = {"object": "chat.completion", "model": "m", "choices": [{**c, "message": message} for c in choices]}
-        return [json.dumps(whole).encode()]
+        whole = _chat_body([{**c, "message": message} for c in choices])
+        return [json.dumps(_engine_shaped(sdk_shapes.chat_completion, whole, "matched_stop")).encode()]
     unsaid = {} if said is _UNSAID else {"matched_stop": None}
     running = {"index": 0, "logprobs": None, "finish_reason": None, **unsaid}
     events = [
@@ -692,7 +718,7 @@ def _sglang(
         {**choices[0], "delta": {}},
         *([{**running, "delta": {"hidden_states": [0.5]}}] if hidden else []),
     ]
-    chunks = [{"object": "chat.completion.chunk", "model": "m", "choices": [e]} for e in events]
+    chunks = [_engine_shaped(sdk_shapes.chat_chunk, _chunk([e]), "matched_stop", "hidden_states") for e in events]
     return [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
 
 
@@ -980,13 +1006,13 @@ def _server_search(query: str, *, stream: bool, server: str = "") -> list[bytes]
     block = {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": query}}
     if server:
         block = {**block, "type": "mcp_tool_use", "server_name": server}
+    beta = bool(server)  # MCP tool blocks are the beta API's
     if not stream:
-        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "stop_reason": "end_turn"}
-        return [json.dumps({**body, "content": [block, {"type": "text", "text": "Hello"}]}).encode()]
+        return [_message([block, {"type": "text", "text": "Hello"}], beta=beta)]
     start = {"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}}
     delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": json.dumps({"query": query})}}  # fmt: skip
     events = _anthropic_sse("Hello")
-    framed = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in (start, delta)]
+    framed = [_message_event(e, beta=beta) for e in (start, delta)]
     return [events[0], *framed, *events[1:]]
 
 
@@ -1016,7 +1042,7 @@ def test_anthropic_server_tool_calls_are_calls_streamed_or_whole(tmp_path: Path)
 
 def _chat_whole(message: dict[str, Any]) -> list[bytes]:
     choice = {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}
-    return [json.dumps({"id": "x", "object": "chat.completion", "model": "m", "choices": [choice]}).encode()]
+    return [json.dumps(sdk_shapes.chat_completion(_chat_body([choice]))).encode()]
 
 
 def _custom_call(name: str, given: str) -> list[bytes]:
@@ -1029,14 +1055,17 @@ def _spoken(transcript: str, data: str, *, stream: bool = False) -> list[bytes]:
     if not stream:
         return _chat_whole({"content": None, "audio": {"id": "audio_1", "data": data, "expires_at": 1, "transcript": transcript}})  # fmt: skip
     pieces = [{"role": "assistant", "content": None, "audio": {"id": "a", "transcript": transcript[:3]}}, {"audio": {"transcript": transcript[3:], "data": data}}]  # fmt: skip
-    events = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in pieces]
-    events.append({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+    events = [_chunk([{"index": 0, "delta": d, "finish_reason": None}]) for d in pieces]
+    events.append(_chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+    return _sse(*events)
 
 
 def _parts(thinking: str, text: str) -> list[bytes]:
     """Mistral's Magistral: content as parts, its thinking (itself text parts) then its text."""
-    return _chat_whole({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": thinking}]}, {"type": "text", "text": text}]})  # fmt: skip
+    content = [{"type": "thinking", "thinking": [{"type": "text", "text": thinking}]}, {"type": "text", "text": text}]
+    # Unchecked on purpose: OpenAI's SDK reads an answer's content as a string only; Mistral's is a list of parts.
+    choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+    return [json.dumps(_chat_body([choice])).encode()]
 
 
 def _code(code: str, container: str) -> list[bytes]:
@@ -1116,8 +1145,10 @@ def _chat_cites(url: str, *, stream: bool = False) -> list[bytes]:
     if not stream:
         return _chat_whole({"content": "Rain.", "annotations": [cited]})
     deltas = [{"role": "assistant", "content": "Rain."}, {"annotations": [cited]}]
-    events = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
-    events.append({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    events = [_chunk([{"index": 0, "delta": d, "finish_reason": None}]) for d in deltas]
+    events.append(_chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+    # The search models stream a delta's annotations, which the SDK's ChoiceDelta doesn't declare: kept, unchecked.
+    events = [_engine_shaped(sdk_shapes.chat_chunk, e, "annotations") for e in events]
     return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
 
 
@@ -1125,11 +1156,10 @@ def _anthropic_cites(document: int, *, stream: bool) -> list[bytes]:
     """Anthropic's text block citing a document (``citations``, or ``citations_delta`` streamed)."""
     cite = {"type": "char_location", "cited_text": "Revenue grew", "document_index": document, "start_char_index": 0, "end_char_index": 12}  # fmt: skip
     if not stream:
-        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "stop_reason": "end_turn"}
-        return [json.dumps({**body, "content": [{"type": "text", "text": "Revenue grew.", "citations": [cite]}]}).encode()]
+        return [_message([{"type": "text", "text": "Revenue grew.", "citations": [cite]}])]
     events = _anthropic_sse("Revenue grew.")
     delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta", "citation": cite}}
-    return [*events[:3], f"event: content_block_delta\ndata: {json.dumps(delta)}\n\n".encode(), *events[3:]]
+    return [*events[:3], _message_event(delta), *events[3:]]
 
 
 def _responses_cites(url: str, *, stream: bool) -> list[bytes]:

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from infertap.apis import read_response, tail_usage, unfinished
 from infertap.capture.records import RESPONSE_TAIL_BYTES, ResponseKept
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.analysis_builders import body, exchange, sse, write_capture
 
 _LIMIT = 4096  # the recorder's response limit here: a head of a few events
@@ -20,7 +21,8 @@ _WORDS = "word " * 40
 
 def _chat(k: int, content: str | None = None, finish: str | None = None) -> dict[str, Any]:
     delta = {"content": content} if content is not None else {}
-    return {"object": "chat.completion.chunk", "choices": [{"index": k, "delta": delta, "finish_reason": finish}]}
+    choice = {"index": k, "delta": delta, "finish_reason": finish}
+    return sdk_shapes.chat_chunk({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [choice]})
 
 
 def _long(k: int, events: int = 300) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 adapter reads, streamed as the API streams it (each item's start, its deltas, its built-in tool's
 progress, its end, then the whole response); and equal again where the final event's ``output`` is
 empty (a gateway's), so the answer is only what the events said. The same stream against another
-answer differs. Every response is checked against the openai SDK's own ``Response``."""
+answer differs. Every response and event is checked by ``tests.sdk_shapes``."""
 
 from __future__ import annotations
 
@@ -11,12 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from openai.types.responses import Response, ResponseStreamEvent
-
 from infertap.analysis.compare import compare
 from infertap.apis import read_response
+from tests import sdk_shapes
 from tests.helpers import write_capture
-from tests.sdk_unions import members, type_of
 
 _SSE, _JSON = "text/event-stream", "application/json"
 _REQUEST = {"model": "gpt-5.3-codex", "input": "Go.", "stream": True}
@@ -32,9 +30,7 @@ _USAGE = {
 def _response(output: list[dict[str, Any]], status: str = "completed") -> dict[str, Any]:
     body = {"id": "resp_1", "object": "response", "created_at": 1.0, "model": "gpt-5.3-codex", "output": output,
             "status": status, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "usage": _USAGE}  # fmt: skip
-    parsed = Response.model_validate(body)
-    assert not any(item.model_extra for item in parsed.output), output  # no field the SDK doesn't know
-    return body
+    return sdk_shapes.response(body)
 
 
 # Each item type read, as ``say`` makes it (the same ``say``, the same answer), with the events the
@@ -258,12 +254,10 @@ _ITEMS: dict[str, Callable[[str], tuple[dict[str, Any], list[dict[str, Any]]]]] 
 }
 
 
-_EVENTS = {type_of(m): m for m in members(ResponseStreamEvent)}
-
-
-def _sse(event: dict[str, Any]) -> bytes:
-    _EVENTS[event["type"]].model_validate({**event, "sequence_number": 0})  # as the SDK reads it
-    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+def _sse(events: list[dict[str, Any]]) -> bytes:
+    """``events`` numbered as the API numbers them (``sequence_number``), checked, framed."""
+    checked = [sdk_shapes.response_event({**e, "sequence_number": n}) for n, e in enumerate(events)]
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in checked)
 
 
 def _stream(item: dict[str, Any], events: list[dict[str, Any]], final: list[dict[str, Any]]) -> bytes:
@@ -273,9 +267,8 @@ def _stream(item: dict[str, Any], events: list[dict[str, Any]], final: list[dict
         if item["type"] in ("function_call", "custom_tool_call", "mcp_call") and field in item:
             start = {**start, field: ""}
     placed = [{**e, "output_index": 0, **({"item_id": item["id"]} if "command_index" not in e else {})} for e in events]
-    return b"".join(
-        _sse(e)
-        for e in [
+    return _sse(
+        [
             {"type": "response.created", "response": {**_response([], "in_progress")}},
             {"type": "response.output_item.added", "output_index": 0, "item": start},
             *placed,
@@ -312,9 +305,8 @@ def test_each_item_type_streamed_reads_as_it_does_whole(tmp_path: Path) -> None:
 
 def _audio(words: list[str]) -> bytes:
     """An audio answer streamed: its bytes, its transcript's deltas, a final response of no item."""
-    return b"".join(
-        _sse(e)
-        for e in [
+    return _sse(
+        [
             {"type": "response.created", "response": _response([], "in_progress")},
             {"type": "response.audio.delta", "delta": "UklGRg=="},
             *({"type": "response.audio.transcript.delta", "delta": w} for w in words),

@@ -12,7 +12,51 @@ from click.testing import CliRunner
 from infertap.analysis.compare import compare
 from infertap.apis import ended_unfinished, unfinished
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.analysis_builders import body, event, exchange, sse, write_capture
+
+_CHUNK = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+
+
+def _chat(k: int, content: str | None = None, finish: str | None = None) -> dict[str, object]:
+    """A chat chunk of choice ``k`` alone (n > 1: each choice's deltas come in chunks of their own)."""
+    delta = {"content": content} if content is not None else {}
+    return sdk_shapes.chat_chunk({**_CHUNK, "choices": [{"index": k, "delta": delta, "finish_reason": finish}]})
+
+
+def _failed(k: int, content: str | None = None, finish: str | None = "error", **more: object) -> dict[str, object]:
+    """Choice ``k``'s chunk as vLLM or a gateway ends a failed choice: ``finish_reason`` "error" and/or an
+    ``error`` object beside it, neither of which OpenAI's SDK allows (so unchecked, on purpose)."""
+    delta = {"content": content} if content is not None else {}
+    return {**_CHUNK, "choices": [{"index": k, "delta": delta, "finish_reason": finish, **more}]}
+
+
+#: Two choices sent whole, the second's finish reason null: a cut answer as a server says it, which the SDK
+#: refuses (its finish_reason is required), so unchecked on purpose.
+_WHOLE_NULL_FINISH = (
+    b'{"id":"r","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant",'
+    b'"content":"4"},"finish_reason":"stop"},{"index":1,"message":{"role":"assistant","content":"5"},"finish_reason":null}]}'
+)
+_MESSAGE_START = sdk_shapes.message_event(
+    {
+        "type": "message_start",
+        "message": {
+            "id": "m",
+            "type": "message",
+            "role": "assistant",
+            "model": "m",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        },
+    }  # fmt: skip
+)
+
+
+def _whole(message: dict[str, object]) -> bytes:
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    return json.dumps(sdk_shapes.chat_completion({**_CHUNK, "object": "chat.completion", "choices": [choice]})).encode()
 
 
 def test_a_stream_ended_by_done_with_no_finish_reason_is_no_ok_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,7 +72,7 @@ def test_a_stream_ended_by_done_with_no_finish_reason_is_no_ok_answer(tmp_path: 
         exchange(
             "whole",
             request=body(stream=False),
-            chunks=[(5, b'{"choices":[{"index":0,"message":{"role":"assistant","content":"4"},"finish_reason":"stop"}]}')],
+            chunks=[(5, _whole({"role": "assistant", "content": "4"}))],
             headers=[["content-type", "application/json"]],
         ),
         # Cut: [DONE] after the role chunk alone, and after some text; the body closed after some text.
@@ -69,11 +113,7 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
     huge_last = sse(event("x" * 100_000, finish="stop"), done)  # past TAIL_MOST: read whole
     finished = sse(role, event("4"), event(finish="stop"), done)
 
-    def of(k: int, content: str | None = None, finish: str | None = None) -> dict[str, object]:
-        """A chunk of choice ``k`` alone (n > 1: each choice's deltas come in chunks of their own)."""
-        delta = {"content": content} if content is not None else {}
-        return {"object": "chat.completion.chunk", "choices": [{"index": k, "delta": delta, "finish_reason": finish}]}
-
+    of = _chat
     goes_on = [(10 + i, sse(of(1, "word " * 40))) for i in range(60)]  # choice 1's long answer: past TAIL_BYTES
     first_goes_on = [(10 + i, sse(of(0, "word " * 40))) for i in range(60)]  # choice 0's
     n2, n3 = body(n=2), body(n=3)
@@ -92,7 +132,7 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
                 chunks=[
                     (
                         5,
-                        b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":1}}}\n\n',
+                        f"event: message_start\ndata: {json.dumps(_MESSAGE_START)}\n\n".encode(),
                     )
                 ],
             ),
@@ -103,7 +143,7 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
             "not_streamed",
             sent_ms=4,
             request=body(stream=False),
-            chunks=[(5, b'{"choices":[{"index":0,"message":{"role":"assistant","content":"4"}}]}')],
+            chunks=[(5, _whole({"role": "assistant", "content": "4"}))],
             headers=[["content-type", "application/json"]],
         ),
         exchange("long_finished", sent_ms=5, chunks=[*long_text, (70, sse(event(finish="stop"), done))]),
@@ -165,7 +205,7 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
             "n2_error",
             sent_ms=14.9,
             request=n2,
-            chunks=[(5, sse(of(0, "4"), of(1, "5"), {**of(0, finish="error"), "error": {"message": "overloaded"}}, done))],
+            chunks=[(5, sse(of(0, "4"), of(1, "5"), _failed(0, error={"message": "overloaded"}), done))],
         ),
         exchange("n2_short_first_never_ends", sent_ms=15, request=n2, chunks=[(5, sse(of(0, "4"), of(1, "5", "stop"), done))]),
         exchange(  # the whole body within the tail, choice 0's finish before its last events
@@ -184,13 +224,7 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
             "n2_whole_null_finish",
             sent_ms=18,
             request=body(stream=False, n=2),
-            chunks=[
-                (
-                    5,
-                    b'{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"4"},'
-                    b'"finish_reason":"stop"},{"index":1,"message":{"role":"assistant","content":"5"},"finish_reason":null}]}',
-                )
-            ],
+            chunks=[(5, _WHOLE_NULL_FINISH)],
             headers=[["content-type", "application/json"]],
         ),
     ]
@@ -227,8 +261,7 @@ def _choice(k: int, *, text: str | None = None, content: str | None = None, fini
     """A stream chunk of choice ``k`` alone: a completion's (``text``) or a chat delta's (``content``)."""
     if text is not None:
         return {"object": "text_completion", "choices": [{"index": k, "text": text, "finish_reason": finish}]}
-    delta = {"content": content} if content is not None else {}
-    return {"object": "chat.completion.chunk", "choices": [{"index": k, "delta": delta, "finish_reason": finish}]}
+    return _chat(k, content, finish)
 
 
 def _completion(xid: str, sent_ms: float, events: list[dict[str, object]], **request: object) -> dict[str, object]:
@@ -276,13 +309,7 @@ def test_a_choice_other_than_the_first_with_no_finish_reason_makes_the_answer_un
             "chat_whole_null",
             sent_ms=2,
             request=body(stream=False, n=2),
-            chunks=[
-                (
-                    5,
-                    b'{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"4"},'
-                    b'"finish_reason":"stop"},{"index":1,"message":{"role":"assistant","content":"5"},"finish_reason":null}]}',
-                )
-            ],
+            chunks=[(5, _WHOLE_NULL_FINISH)],
             headers=[["content-type", "application/json"]],
         ),
         _completion("completions_both", 3, [_choice(0, text="4", finish="stop"), _choice(1, text="5", finish="length")], n=2),
@@ -368,9 +395,9 @@ def test_an_answer_one_of_whose_choices_failed_and_another_was_cut_is_an_error_n
     def streamed(xid: str, sent_ms: float, *events: dict[str, object]) -> dict[str, object]:
         return exchange(xid, sent_ms=sent_ms, request=n3, chunks=[(5, sse(first, *events, "[DONE]"))])
 
-    erred = {"object": "chat.completion.chunk", "choices": [{"index": 1, "delta": {}, "finish_reason": None, "error": failed}]}
+    erred = _failed(1, finish=None, error=failed)
     records = [
-        streamed("finish_error_and_cut", 0, _choice(1, content="5", finish="error"), cut),
+        streamed("finish_error_and_cut", 0, _failed(1, "5"), cut),
         streamed("error_object_and_cut", 1, _choice(1, content="5"), erred, cut),
         streamed("stop_and_cut", 2, _choice(1, content="5", finish="stop"), cut),  # must differ: unfinished
         streamed("all_finished", 3, _choice(1, content="5", finish="stop"), cut, _choice(2, finish="length")),
