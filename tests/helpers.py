@@ -27,6 +27,11 @@ def reseal_head(data: bytearray, start: int) -> None:
     struct.pack_into("<I", data, start + HEAD_SIZE - 4, zlib.crc32(bytes(data[start + 8 : start + HEAD_SIZE - 4])))
 
 
+#: A generation request infertap refused (a body over ``--max-body-mb``), for ``write_capture``: never sent.
+REFUSED_OVER_LIMIT = {"body": b"", "status": 413, "end": "refused", "chunks": [b'{"error": "too large"}'],
+                      "fields": {"request_body_size": 9000, "proxy_generated": True}}  # fmt: skip
+
+
 def write_capture(
     path: Path,
     exchanges: list[dict],

@@ -32,7 +32,7 @@ from infertap.capture.records import MAX_RESPONSE_BYTES, End, ExchangeExtras, Re
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
-from infertap.mitm.endings import _stream_of, end_of_flow
+from infertap.mitm.endings import end_of_flow, stream_of
 from infertap.telemetry import Sampler, recorded_telemetry, start_telemetry
 
 log = logging.getLogger("infertap.mitm")
@@ -446,7 +446,7 @@ def _buffered_part(flow: http.HTTPFlow) -> bytes:
     """The part of a buffered request body that came before the flow failed: mitmproxy holds it in its
     stream (``HttpStream.request_body_buf``) and sets the flow's body only at the body's end. Empty
     where that stream can't be read (another mitmproxy's internals)."""
-    buffer = getattr(_stream_of(flow), "request_body_buf", None)
+    buffer = getattr(stream_of(flow), "request_body_buf", None)
     try:
         return bytes(buffer) if buffer is not None else b""
     except TypeError:  # not a buffer of bytes

@@ -85,7 +85,7 @@ def reset_side(flow: Any) -> str | None:
     connection handler down its layers) does in the error hook: a client's reset marks the
     client side errored before the hook, an upstream's only after. A mitmproxy whose layers
     can't be read so says nothing."""
-    stream = _stream_of(flow)
+    stream = stream_of(flow)
     state = getattr(getattr(stream, "client_state", None), "__name__", None)
     if state == "state_errored":
         return "client"
@@ -94,7 +94,7 @@ def reset_side(flow: Any) -> str | None:
     return None
 
 
-def _stream_of(flow: Any) -> Any:
+def stream_of(flow: Any) -> Any:
     """mitmproxy's ``HttpStream`` of a live ``flow``, or None."""
     try:
         from mitmproxy import ctx

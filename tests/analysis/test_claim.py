@@ -20,7 +20,7 @@ from infertap.capture.identity import request_digest, workload_identity
 from infertap.capture.info import summarize
 from infertap.cli import cli
 from infertap.replay import ReplayConfig, Schedule, Transforms, run_replay
-from tests.helpers import write_capture
+from tests.helpers import REFUSED_OVER_LIMIT, write_capture
 
 
 def _chat(tag: str) -> dict:
@@ -665,8 +665,7 @@ def test_a_card_of_refused_requests_alone_says_what_stats_says_of_them(tmp_path)
     # Every generation request refused by infertap (a body over --max-body-mb): the card said "no
     # generation requests in this capture", stats that 2 were refused. The card, its markdown and the
     # report's cards now say what stats says, of this capture.
-    refused = {"body": b"", "status": 413, "end": "refused", "chunks": [b'{"error": "too large"}'],
-               "fields": {"request_body_size": 9000, "proxy_generated": True}}  # fmt: skip
+    refused = REFUSED_OVER_LIMIT
     capture = tmp_path / "refused" / "out"
     write_capture(capture, [refused, refused])
     said = "no counted generation requests in this capture: 2 refused by infertap, never sent (counted in no figure)"

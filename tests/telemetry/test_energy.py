@@ -31,7 +31,7 @@ from infertap.cli import cli
 from infertap.errors import ConfigError
 from infertap.replay import ReplayConfig, run_replay
 from tests.fake_upstream import ServerThread
-from tests.helpers import write_capture
+from tests.helpers import REFUSED_OVER_LIMIT, write_capture
 from tests.slot_engine import SlotEngine
 from tests.telemetry.stand_ins import (
     DcgmExporter,
@@ -838,8 +838,7 @@ def test_a_report_of_no_generation_request_says_so_where_its_energy_would_be(tmp
 def test_a_report_of_refused_requests_alone_says_what_stats_says_of_them(tmp_path):
     # Every generation request refused by infertap (a body over --max-body-mb): the report said "no
     # generation requests", stats that 2 were refused and none sent. The report says what stats says.
-    refused = {"body": b"", "status": 413, "end": "refused", "chunks": [b'{"error": "too large"}'],
-               "fields": {"request_body_size": 9000, "proxy_generated": True}}  # fmt: skip
+    refused = REFUSED_OVER_LIMIT
     capture = tmp_path / "refused" / "out"
     write_capture(capture, [refused, refused])
     said = "no counted generation requests in these captures: 2 refused by infertap, never sent (counted in no figure)"
