@@ -15,7 +15,7 @@ from .math_letters import MATH_BRACKET, last_math, multiplied
 from .relations import related
 from .scan import Scan
 from .sum_terms import GREEK, negated, ordered_sum
-from .unit_words import MORE_MATH, SHORT_UNIT, UNIT
+from .unit_words import MORE_MATH, SHORT_UNIT, UNIT, is_unit
 
 # A number: commas only as thousands ("1,234", never "3,5"), ".5", an exponent ("1e5"); a minus
 # is a sign only where it follows no word or bracket ("3-5" is 3 and 5); a power's exponent after
@@ -268,9 +268,36 @@ def _applied(m: re.Match[str]) -> str:
     return f"\\{name}{sub}({m.group(5) or m.group(6) or m.group(7)})" + (f"^{{{power}}}" if power else "")
 
 
+# Euler's number: "e" is math-verify's constant, and so "\\exp(1)", "e^{1}" and an upright "\\mathrm{e}" are "e", and
+# "\\exp(x)" is "e^{x}", as "e^x" is (they were other answers). A decimal of it ("2.718281828") stays a decimal, as
+# one of \\pi does: no value here is rounded to be another's.
+_UPRIGHT_E = re.compile(r"\\(?:mathrm|text|operatorname)\s*\{\s*e\s*\}")
+_EXP = re.compile(r"\\exp\(([^()]+)\)")
+_E_FIRST_POWER = re.compile(r"(?<![a-zA-Z\\])e\^(?:\{\s*1\s*\}|1(?![\d.]))")
 # Words in ``\\text{...}`` (no digit in them: "\\boxed{10\\text{ m/s}}", "\\text{ cm}^2") are prose, a unit after
-# a number with its power: read as a space, as math-verify strips them ("m/s}" read the quotient "\\frac{m}{s}}").
-_TEXT_WORDS = re.compile(r"\\(?:text(?:rm|bf|it|sf|tt|normal)?|mbox)\s*\{[^{}\d]*\}(?:\^(?:\{\d+\}|\d))?")
+# a number with its power: read as a space, as math-verify strips them ("m/s}" read the quotient "\\frac{m}{s}}"), a
+# unit's powers in them or on them too ("\\text{m\\,s^{-1}}" read 1, its exponent, and "\\text{m s}^{-1}" 0.2).
+_TEXT_WORDS = re.compile(
+    r"\\(?:text(?:rm|bf|it|sf|tt|normal)?|mbox)\s*\{(?:[^{}\d]|\^(?:\{-?\d+\}|\d))*\}(?:\^(?:\{-?\d+\}|\d))?"
+)
+# Units set upright after a number ("5\\,\\mathrm{m}", "5\\,\\mathrm{m\\,s^{-1}}", "5\\,\\mathrm{m}\\,\\mathrm{s}^{-1}"), each word a unit
+# (``unit_words``): read as a space, as math-verify strips them (they read 1, an exponent, and "\\mathrm{s}^{-1}"). Any
+# other upright word is math's ("2\\mathrm{i}", "\\mathrm{d}x").
+_UPRIGHT_UNITS = re.compile(
+    r"(?<=\d)(?:[ \t]*\\mathrm\s*\{((?:[^{}\d]|\^(?:\{-?\d+\}|\d))*)\}(?:\^(?:\{-?\d+\}|\d))?(?:[ \t]*/)?)+"
+)
+
+
+def _upright_units(text: str) -> str:
+    """The text with units set upright after a number (``_UPRIGHT_UNITS``) as a space."""
+
+    def unit(m: re.Match[str]) -> str:
+        words = re.findall(r"[^\W\d_]+", re.sub(r"\\mathrm", " ", m.group()))
+        return " " if words and all(is_unit(word) for word in words) else m.group()
+
+    return _UPRIGHT_UNITS.sub(unit, text)
+
+
 # "and" or "or" as such text joins a list's items, as a comma does ("\\boxed{1 \\text{ and } 2}" is "\\boxed{1, 2}",
 # as math-verify reads it; it read 2, one answer with "\\boxed{2}").
 _TEXT_AND = re.compile(r"[ \t]*,?[ \t]*\\(?:text(?:rm|bf|it|sf|tt|normal)?|mbox)\s*\{\s*(?:and|or)\s*\}")
@@ -309,10 +336,11 @@ def number(text: str) -> str | None:
     written = text
     text = as_commands(_spaced(text))  # "α" as "\\alpha"
     text = _UNICODE_DIFFERENCE.sub(" - ", text).translate(_UNICODE_OPERATORS)
-    text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", _TEXT_AND.sub(", ", text)))
+    text = _ATTACHED_UNIT.sub(" ", _TEXT_WORDS.sub(" ", _upright_units(_TEXT_AND.sub(", ", text))))
     text = _FUNCTION_WORD.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
     text = _FUNCTION_PLAIN.sub(r"\\\1", text)
     text = _FUNCTION_ARGUMENT.sub(_applied, text)
+    text = _E_FIRST_POWER.sub("e", _EXP.sub(r"e^{\1}", _UPRIGHT_E.sub("e", text)))  # "\\exp(1)", "e^1" as "e"
     text = re.sub(r"(\\" + _FUNCTION_NAMES + r")_\{(\w)\}", r"\1_\2", text)  # "\\log_{2}" as "\\log_2"
     text = multiplied(text)  # "\\boxed{xy + 1}" as "\\boxed{x \\cdot y + 1}": inside math, letters are variables
     text = _ASIDE.sub(r"\1", text)
@@ -674,15 +702,16 @@ def _ordered(spelling: str) -> str:
 
 
 def _brackets_opened(terms: list[tuple[str, str]]) -> str | None:
-    """A sum of numbers and a bracket of a sum, no power or factor on it, with the bracket opened, its terms' signs
-    flipped where a minus is before it: "1-(\\pi+1)" is "1-\\pi-1", so "-\\pi", as math-verify reads it (it read
-    "-(\\pi+1)+1", another answer than "-\\pi"). None where the sum is no such sum: a bracket alone ("-(x+1)") stays,
-    and so do brackets that may be like terms ("2(x+1) - (x+1)" is "x+1")."""
+    """A sum of terms and a bracket of a sum, no power or factor on it, with the bracket opened, its terms' signs
+    flipped where a minus is before it: "1-(\\pi+1)" is "1-\\pi-1", so "-\\pi", and "\\pi-(x+1)" "\\pi-x-1", as
+    math-verify reads them (they read "-(\\pi+1)+1" and "-(x+1)+\\pi", other answers than "-\\pi" and "\\pi-x-1").
+    None where the sum is no such sum: a bracket alone ("-(x+1)") stays, and so do brackets that may be like terms
+    ("2(x+1) - (x+1)" is "x+1"): no other term may hold a bracket."""
     brackets = [term for _, term in terms if _unbracketed(term) != term]
     if (
         len(brackets) != 1
         or sum(bool(term) for _, term in terms) < 2
-        or not all(term in brackets or _RATIONAL_TERM.fullmatch(term) for _, term in terms if term)
+        or not all(term in brackets or "(" not in term for _, term in terms if term)
     ):
         return None
     out, opened = "", False
@@ -693,9 +722,6 @@ def _brackets_opened(terms: list[tuple[str, str]]) -> str | None:
             opened, sign, term = True, "-" if body.startswith("-") else "+", body.removeprefix("-")
         out += sign + term
     return out.removeprefix("+") if opened else None
-
-
-_RATIONAL_TERM = re.compile(r"\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\}")
 
 
 def _terms_of(spelling: str) -> bool:
@@ -798,7 +824,9 @@ def _read_product(term: str) -> str | tuple[Fraction, list[tuple[int, str]], boo
         quotient = _quotient(term)
         return term if quotient == term else _read_product(quotient)
     read = _product(term, True)
-    letters = read is not None and any(rank == 5 or (rank == 6 and _LETTER.search(f)) for rank, f in read[2])
+    # A bracket of a letter or of no value ("(\\pi+1)") is a letter's factor: a rational before it is its numerator and
+    # denominator ("\\frac{1}{2}(\\pi+1)" is "\\frac{\\pi+1}{2}", as math-verify reads it; they were two answers).
+    letters = read is not None and any(rank == 5 or (rank == 6 and _NO_VALUE_IN.search(f)) for rank, f in read[2])
     # A rational multiple of \\pi or of one power of no value is spelled as a letter's is ("\\frac{1}{2}\\pi" and
     # "0.5 \\cdot 2^x" as "\\frac{\\pi}{2}" and "\\frac{2^{x}}{2}"; they were other answers than those).
     multiple = read is not None and [rank for rank, _ in read[2] if rank != 1] in ([3], [4])
@@ -810,6 +838,9 @@ def _read_product(term: str) -> str | tuple[Fraction, list[tuple[int, str]], boo
     return (-coefficient if negative else coefficient), factors, letters or multiple
 
 
+_NO_VALUE_IN = re.compile(r"(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z])|\\(?:pi|sqrt)(?![a-zA-Z])")
+
+
 def _spelled_product(signed: Fraction, factors: list[tuple[int, str]], letters: bool) -> str:
     negative, coefficient = signed < 0, abs(signed)
     others = sorted(f for f in factors if f[0] != 1)
@@ -819,7 +850,9 @@ def _spelled_product(signed: Fraction, factors: list[tuple[int, str]], letters: 
         return ("-" if negative else "") + _joined(sorted(factors))
     if coefficient.denominator != 1 and letters:  # "0.5x", "\\frac{1}{2}x" as "x/2" is: "\\frac{x}{2}"
         top = _joined(([] if coefficient.numerator == 1 else [(1, str(coefficient.numerator))]) + others)
-        top = top[1:-1] if len(others) == 1 and others[0][0] == 6 and coefficient.numerator == 1 else top
+        # a bracket alone is none ("\\frac{x+1}{2}"), but one with a power is kept whole ("\\frac{(x+1)^{2}}{2}"; it
+        # read the broken "\\frac{x+1)^{2}{2}")
+        top = _unbracketed(top) if len(others) == 1 and others[0][0] == 6 and coefficient.numerator == 1 else top
         return ("-" if negative else "") + "\\frac{" + top + "}{" + str(coefficient.denominator) + "}"
     # "2 \\cdot x \\cdot 3" is "6x", "x \\cdot 1" "x"
     return ("-" if negative else "") + _joined(([] if coefficient == 1 else [(1, _spelled(coefficient))]) + others)
@@ -859,7 +892,8 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
             at = m.end()
             continue
         bracket = m.lastindex == 6 and re.match(r"\(([^()]*)\)", m.group())  # "(1+x)" as "(x+1)"
-        inside = _even_inside(bracket.group(1), m.group()[bracket.end() :]) if bracket else ""
+        flip, inside = _signed_inside(bracket.group(1), m.group()[bracket.end() :]) if bracket else (False, "")
+        negative = negative != flip
         if bracket and (alone := _ALONE_IN_BRACKET.fullmatch(inside)):  # "2(x)" as "2x", "(\\pi)^2" as "\\pi^2"
             factors.append((5 if alone.group(1) else 3, inside + m.group()[bracket.end() :]))
             at = m.end()
@@ -878,17 +912,20 @@ def _product(term: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int
 # A bracket's one letter or \\pi: the factor itself, as math-verify reads it ("(x)^2" is "x^2", "(\\pi)^2" "\\pi^2").
 _ALONE_IN_BRACKET = re.compile(r"([a-zA-Z])|\\pi")
 _EVEN_POWER = re.compile(r"\^\{\d*[02468]\}")
+_ODD_POWER = re.compile(r"\^\{\d*[13579]\}")
 
 
-def _even_inside(inside: str, power: str) -> str:
-    """A bracket's sum in one order (``ordered_sum``), and under an even power with its first term positive: a
-    negated expression's even power is the expression's ("(1-x)^2" is "(x-1)^2", "(-x)^2" "x^2", as math-verify
-    reads them; they were two answers); under an odd one, or none, the sign stays ("(1-x)^3" is no "(x-1)^3")."""
+def _signed_inside(inside: str, power: str) -> tuple[bool, str]:
+    """A bracket's sum in one order (``ordered_sum``), and under a power with its first term positive, and whether
+    that flipped the product's sign: a negated expression's even power is the expression's ("(1-x)^2" is "(x-1)^2",
+    "(-x)^2" "x^2"), its odd power the expression's negated ("(1-x)^3" is "-(x-1)^3", "(-x)^3" "-x^3"), as
+    math-verify reads them (they were two answers). With no power the sign stays: "(1-x)" is no "-(x-1)" here."""
     ordered = ordered_sum(inside, _constant)
-    if not ordered.startswith("-") or not _EVEN_POWER.fullmatch(power):
-        return ordered
+    even = _EVEN_POWER.fullmatch(power)
+    if not ordered.startswith("-") or not (even or _ODD_POWER.fullmatch(power)):
+        return False, ordered
     flipped = negated(ordered)
-    return ordered if flipped is None else ordered_sum(_parts_ordered(flipped), _constant)
+    return (False, ordered) if flipped is None else (not even, ordered_sum(_parts_ordered(flipped), _constant))
 
 
 def _bracketed_product(inside: str, fractions: bool) -> tuple[bool, Fraction, list[tuple[int, str]]] | None:

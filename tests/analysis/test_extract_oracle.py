@@ -954,3 +954,126 @@ def test_letters_after_a_variable_stay_factors_though_math_verify_strips_them_as
 )
 def test_a_power_of_pi_keeps_its_exponent(a: str, b: str, same: bool) -> None:
     _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\frac{1}{2}(\\pi+1)}", "\\boxed{\\frac{\\pi+1}{2}}", True),  # was "\\frac{1}{2}(\\pi+1)"
+        ("\\boxed{0.5(1+\\pi)}", "\\boxed{\\frac{\\pi+1}{2}}", True),
+        ("\\boxed{\\frac{3}{2}(\\pi+1)}", "\\boxed{\\frac{3(\\pi+1)}{2}}", True),
+        ("\\boxed{\\frac{1}{2}(\\sqrt{2}+1)}", "\\boxed{\\frac{\\sqrt{2}+1}{2}}", True),
+        ("\\boxed{\\frac{1}{2}\\pi+1}", "\\boxed{\\frac{\\pi+1}{2}}", False),
+        ("\\boxed{\\frac{1}{2}(\\pi+1)}", "\\boxed{\\frac{\\pi+1}{3}}", False),
+        ("\\boxed{\\frac{1}{2}(\\pi+1)^2}", "\\boxed{\\frac{(\\pi+1)^2}{2}}", True),
+        ("\\boxed{\\frac{1}{2}(\\pi+1)^2}", "\\boxed{\\frac{\\pi+1}{2}}", False),
+        ("\\boxed{\\frac{1}{2}(x+1)^2}", "\\boxed{\\frac{(x+1)^2}{2}}", True),  # both the broken "\\frac{x+1)^{2}{2}"
+        ("\\boxed{\\frac{1}{2}(x+1)^2}", "\\boxed{\\frac{x+1}{2}}", False),
+    ],
+)
+def test_a_rational_before_a_bracket_of_no_value_is_its_fractions(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_fraction_of_a_bracket_with_a_power_keeps_the_bracket_whole() -> None:
+    assert number("\\boxed{\\frac{(x+1)^2}{2}}") == number("\\boxed{\\frac{1}{2}(x+1)^2}") == "\\frac{(x+1)^{2}}{2}"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\pi-(x+1)}", "\\boxed{\\pi-x-1}", True),  # was "-(x+1)+\\pi" and "-x+\\pi-1"
+        ("\\boxed{\\pi - (x + 1)}", "$\\pi-x-1$", True),
+        ("\\boxed{\\pi-(x+1)}", "\\boxed{\\pi-x+1}", False),
+        ("\\boxed{\\pi+(x-1)}", "\\boxed{x+\\pi-1}", True),
+        ("\\boxed{y-(x+1)}", "\\boxed{y-x-1}", True),
+        ("\\boxed{y-(x+1)}", "\\boxed{y-x+1}", False),
+        ("\\boxed{x-(x+1)}", "\\boxed{-1}", True),  # opened, its like terms cancel
+        ("\\boxed{\\sqrt{2}-(x+1)}", "\\boxed{\\sqrt{2}-x-1}", True),
+        ("\\boxed{2(x+1)-(x+1)}", "\\boxed{x+1}", True),  # brackets that are like terms stay
+        ("\\boxed{2(x+1)-(x+1)}", "\\boxed{x-1}", False),
+    ],
+)
+def test_a_bracket_a_sum_subtracts_is_opened_among_terms_of_no_value(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{(-x)^3}", "\\boxed{-x^3}", True),  # was "(-x)^{3}" and "-x^{3}"
+        ("\\boxed{(-x)^3}", "\\boxed{x^3}", False),
+        ("\\boxed{(1-x)^3}", "\\boxed{-(x-1)^3}", True),  # was "(-x+1)^{3}" and "-(x-1)^{3}"
+        ("\\boxed{(1-x)^3}", "\\boxed{(x-1)^3}", False),
+        ("\\boxed{(1-x)^{11}}", "\\boxed{-(x-1)^{11}}", True),
+        ("\\boxed{(1-x)^2}", "\\boxed{-(x-1)^2}", False),  # an even power: no sign
+        ("\\boxed{(1-x)^2}", "\\boxed{(x-1)^2}", True),
+        ("\\boxed{(-\\pi)^3}", "\\boxed{-\\pi^3}", True),
+        ("\\boxed{(-\\pi)^3}", "\\boxed{\\pi^3}", False),
+        ("\\boxed{(1-\\pi)^3}", "\\boxed{-(\\pi-1)^3}", True),
+        ("\\boxed{2(1-x)^3}", "\\boxed{-2(x-1)^3}", True),
+        ("\\boxed{2(1-x)^3}", "\\boxed{2(x-1)^3}", False),
+        ("\\boxed{(1-x)^3 + 1}", "\\boxed{1-(x-1)^3}", True),
+        ("\\boxed{(-2)^3}", "\\boxed{-8}", True),
+        ("\\boxed{-2^3}", "\\boxed{-8}", True),
+        ("\\boxed{-2^2}", "\\boxed{4}", False),
+        ("\\boxed{-2^2}", "\\boxed{-4}", True),
+        ("\\boxed{(-2)^2}", "\\boxed{4}", True),
+    ],
+)
+def test_an_odd_power_of_a_negated_bracket_is_the_power_negated(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{\\exp(1)}", "\\boxed{e}", True),  # was "\\exp(1)" and "e"
+        ("$\\exp 1$", "\\boxed{e}", True),
+        ("\\boxed{e^1}", "\\boxed{e}", True),  # was "e^{1}"
+        ("\\boxed{\\mathrm{e}}", "\\boxed{e}", True),  # was nothing
+        ("\\boxed{\\exp(x)}", "\\boxed{e^x}", True),  # was "\\exp(x)" and "e^{x}"
+        ("\\boxed{\\exp(-1)}", "\\boxed{e^{-1}}", True),
+        ("\\boxed{2\\exp(1)}", "\\boxed{2e}", True),
+        ("\\boxed{\\exp(1)+1}", "\\boxed{1+e}", True),
+        ("\\boxed{\\exp(2)}", "\\boxed{e}", False),
+        ("\\boxed{e^{10}}", "\\boxed{e}", False),
+        ("\\boxed{e^{10}}", "\\boxed{\\exp(10)}", True),
+        ("\\boxed{e = 3}", "\\boxed{e}", False),  # e a variable in an equation: its value, 3
+    ],
+)
+def test_eulers_number_has_one_spelling(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_decimal_of_eulers_number_is_no_e() -> None:
+    """math-verify finds e and its decimal one where the float it rounds to is e's (not so "2.718"); here no value is
+    rounded to be another's, as a decimal of \\\\pi is no \\\\pi: they are two answers, as they are for \\\\pi."""
+    assert _oracle_same("\\boxed{2.718281828459045}", "\\boxed{e}")
+    assert number("\\boxed{2.718281828459045}") == "2.718281828459045" != number("\\boxed{e}")
+    assert number("\\boxed{3.141592653589793}") != number("\\boxed{\\pi}")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{5\\,\\mathrm{m\\,s^{-1}}}", "\\boxed{5}", True),  # was 1, the exponent
+        ("\\boxed{5\\,\\mathrm{m\\,s^{-1}}}", "\\boxed{6}", False),
+        ("\\boxed{5\\,\\mathrm{m}\\,\\mathrm{s}^{-1}}", "\\boxed{5}", True),  # was "\\mathrm{s}^{-1}"
+        ("\\boxed{5\\,\\mathrm{m}/\\mathrm{s}}", "\\boxed{5}", True),
+        ("\\boxed{5\\,\\text{m\\,s^{-1}}}", "\\boxed{5}", True),  # was 1
+        ("\\boxed{5\\,\\text{m s}^{-1}}", "\\boxed{5}", True),  # was 0.2
+        ("\\boxed{5\\,\\text{m s}^{-1}}", "\\boxed{0.2}", False),
+    ],
+)
+def test_units_after_a_thin_space_are_no_part_of_the_number(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
+
+
+def test_a_thin_space_before_a_unit_is_a_space() -> None:
+    """ "5\\\\,m" is 5, as "5 m" is (math-verify reads the product 5*m there, and 5*c*m for "5\\\\,cm": no oracle's case).
+    Units are not compared: "5\\\\,m" and "5\\\\,cm" are one answer, 5."""
+    for spelled in ("\\boxed{5\\,m}", "$5\\,m$", "\\boxed{5\\,m^2}", "The rod is 5\\,m long.", "\\boxed{5\\,cm}"):
+        assert number(spelled) == number("\\boxed{5 m}") == number("\\boxed{5}") == "5" != number("\\boxed{6\\,m}")
+    assert grader("number").known("5\\,m") == grader("number").known("5 m") == "5"
+    assert number("\\boxed{5\\,x}") == "5x" != number("\\boxed{5}")  # no unit's letter: a product
