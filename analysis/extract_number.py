@@ -350,7 +350,7 @@ def number(text: str) -> str | None:
         if items := _relation(_inside_brackets(boxed)) or _items(boxed) or _side_by_side(boxed):  # a tuple (it read 2)
             return items
         boxed = _inside_brackets(boxed)
-        found = _numbers(boxed) or _alone(boxed) or _variable(boxed)
+        found = _numbers(boxed) or _alone(boxed) or _variable(_right_side(boxed))
         if found:
             return found[-1]
         if literal := _box_as_written(written):
@@ -369,7 +369,7 @@ def number(text: str) -> str | None:
     found = _numbers(text) or _alone(text)
     if not found and (math := last_math(text)) is not None:  # "$x$", "$(x)$": that variable (they read nothing)
         inside = _inside_brackets(math)
-        found = _alone(inside) or _variable(inside)
+        found = _alone(inside) or _variable(_right_side(inside))
     if not found and (literal := _literal(last_math(written) or "")):  # "$\\text{no}$", as a box's
         return literal
     return found[-1] if found else None
@@ -470,6 +470,18 @@ def _alone(text: str) -> list[str]:
     """A product of letters that is all the text gives (``_LETTERS_ALONE``), in its order; [] else."""
     m = _LETTERS_ALONE.fullmatch(text)
     return [m.group(1) + _ordered_product("\\cdot".join(re.sub(r"\s", "", m.group(2))))] if m else []
+
+
+def _right_side(math: str) -> str:
+    """An equation's right-hand side, its answer, as a number's is ("\\boxed{x = e}" is e, as "\\boxed{x = 5}" is 5 and
+    math-verify reads both; it read "x=e", another answer than "\\boxed{e}"); the math as it is where it holds no "="
+    outside braces and brackets."""
+    depth, at = 0, -1
+    for i, c in enumerate(math):
+        depth += 1 if c in "{([" else -1 if c in "})]" else 0
+        if c == "=" and not depth:
+            at = i
+    return math[at + 1 :] if at >= 0 else math
 
 
 def _variable(boxed: str) -> list[str]:

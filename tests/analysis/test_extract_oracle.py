@@ -1077,3 +1077,20 @@ def test_a_thin_space_before_a_unit_is_a_space() -> None:
         assert number(spelled) == number("\\boxed{5 m}") == number("\\boxed{5}") == "5" != number("\\boxed{6\\,m}")
     assert grader("number").known("5\\,m") == grader("number").known("5 m") == "5"
     assert number("\\boxed{5\\,x}") == "5x" != number("\\boxed{5}")  # no unit's letter: a product
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("\\boxed{x = e}", "\\boxed{e}", True),  # was "x=e": a variable alone after "=" no answer
+        ("$x = e$", "\\boxed{\\exp(1)}", True),
+        ("\\boxed{x = y}", "\\boxed{y}", True),
+        ("\\boxed{x = y}", "\\boxed{x}", False),
+        ("\\boxed{x = -y}", "\\boxed{-y}", True),
+        ("\\boxed{x = \\alpha}", "\\boxed{\\alpha}", True),
+        ("\\boxed{x = a_{1}}", "\\boxed{a_1}", True),
+        ("\\boxed{x = a_{1}}", "\\boxed{a_2}", False),
+    ],
+)
+def test_a_variable_alone_on_an_equations_right_hand_side_is_its_answer(a: str, b: str, same: bool) -> None:
+    _assert_read_as_the_oracle_reads(a, b, same)
