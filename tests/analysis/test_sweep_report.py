@@ -352,6 +352,13 @@ def test_a_lowest_point_with_no_answer_to_judge_still_says_where_the_sweep_met_t
     # Must differ: a lowest point that failed says it failed, then met them at 2, as before.
     failed = capacity_sentence(load_sweeps(sweep(tmp_path / "f", unjudged=False)))
     assert failed.startswith("A failed the SLOs at its lowest speed tried (1), then met them at 2"), failed
+    # The command's note on the pass above: above a point with no answer to judge, not "a load that failed".
+    from infertap.cli_sweep import notes
+
+    [above] = [n for n in notes(json.loads((unjudged / "sweep.json").read_text())) if "passed above" in n]
+    assert above == "speed 2 passed above speed 1, which had no answer to judge: not counted"
+    [above] = [n for n in notes(json.loads((tmp_path / "f" / "sweep.json").read_text())) if "passed above" in n]
+    assert above == "speed 2 passed above a load that failed (noise, or a target that recovered): not counted"
 
 
 def test_a_pass_not_counted_for_another_reason_is_named_beside_the_other_sweep(tmp_path):
