@@ -447,6 +447,8 @@ def _compare(
             base = Run(baseline, ws, "base", metrics=False)
             base_pairs = pair_in(ws.con, f"{a.name}_x", f"{base.name}_x", "pairs_base")
             if not base_pairs.pairs:
+                if empty_base := nothing_to_compare(baseline):
+                    raise AnalysisError(f"the baseline has nothing to compare: {empty_base}")
                 raise AnalysisError(f"no exchange of the baseline {baseline} matches one of {a_path}: {base_pairs.explain()}")
         why: Counter[str] = Counter()
         result: dict[str, Any] = {

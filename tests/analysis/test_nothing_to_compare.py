@@ -34,6 +34,9 @@ def test_a_capture_with_no_generation_request_is_said_to_have_nothing_to_compare
     assert not (tmp_path / "r.html").exists()
     never_sent = f"no counted generation requests in {refused}: 2 refused by infertap, never sent (counted in no figure)"
     assert _refusal("compare", str(chat), str(refused)) == (1, f"Error: nothing to compare: {never_sent}")
+    write_capture(tmp_path / "again", [{}])  # pairs with chat: only the baseline has nothing
+    code, said = _refusal("compare", str(chat), str(tmp_path / "again"), "--baseline", str(models))
+    assert (code, said) == (1, f"Error: the baseline has nothing to compare: {listed.removeprefix('nothing to compare: ')}")
     # The claim card of each says the same of it, and still makes its card.
     assert "figures: no generation requests in this capture: no figures" in _refusal("claim", str(models))[1]
     assert never_sent.replace(str(refused), "this capture") in _refusal("claim", str(refused))[1]
