@@ -48,6 +48,7 @@ from .sessions import session_comparison
 from .stats import telemetry_sampled, telemetry_urls, ttft_mix
 from .store import MEMORY_ENV, Analysis
 from .summaries import cached_side, load
+from .unpaired import nothing_to_compare
 
 SPEED_METRICS = ("ttft", "ttft_content", "tpot", "e2e")
 #: Metrics that mean another thing for a body not streamed (the time to all of it): compared only
@@ -438,12 +439,16 @@ def _compare(
         last_user = extract_fn is not None and references is not None
         a, b = Run(a_path, ws, "a", last_user=last_user), Run(b_path, ws, "b")
         pairs = pair_in(ws.con, f"{a.name}_x", f"{b.name}_x", "pairs_b")
-        if not pairs.pairs:
+        if not pairs.pairs:  # a side with no generation request is why, said before the rules that found nothing
+            if empty := [said for said in map(nothing_to_compare, (a_path, b_path)) if said]:
+                raise AnalysisError(f"nothing to compare: {'; '.join(empty)}")
             raise AnalysisError(f"no exchange of {b_path} matches one of {a_path}: {pairs.explain()}")
         if baseline is not None:  # a baseline that pairs nothing would leave the noise floor out unsaid
             base = Run(baseline, ws, "base", metrics=False)
             base_pairs = pair_in(ws.con, f"{a.name}_x", f"{base.name}_x", "pairs_base")
             if not base_pairs.pairs:
+                if empty_base := nothing_to_compare(baseline):
+                    raise AnalysisError(f"the baseline has nothing to compare: {empty_base}")
                 raise AnalysisError(f"no exchange of the baseline {baseline} matches one of {a_path}: {base_pairs.explain()}")
         why: Counter[str] = Counter()
         result: dict[str, Any] = {

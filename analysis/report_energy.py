@@ -37,7 +37,7 @@ def stated_energy(stats: dict[str, Any], name: str) -> list[str]:
     its claim card names it, where it is one group)."""
     groups = stats["groups"]
     if not groups:  # as stats says it: no group, no figure to state, and the requests held apart (refused)
-        return ["<h3>Energy</h3>", f"<p>{html.escape(no_group_line(stats['in_no_group']))}</p>"]
+        return ["<h3>Energy</h3>", *(f"<p>{html.escape(line)}</p>" for line in _no_group(stats))]
     out = [
         "<h3>Energy</h3>",
         "<p>As <code>infertap stats</code> states it (docs/metrics.md, energy): the engine's devices over the run's "
@@ -50,6 +50,17 @@ def stated_energy(stats: dict[str, Any], name: str) -> list[str]:
             out.append(f"<p>{html.escape(whose + 'telemetry scraped (--telemetry-url): ' + ', '.join(g['telemetry_urls']))}</p>")
         out += [f"<p>{html.escape(f'{whose}telemetry unread: {why}')}</p>" for why in g["telemetry_unread"]]
     return out
+
+
+def _no_group(stats: dict[str, Any]) -> list[str]:
+    """Stats' line for a run of no group; of a run that is several captures, one line per capture with
+    its own count, each named: stats' total over them read as one count beside the claim cards, which
+    state each capture's."""
+    captures = [c["capture"] for c in stats["captures"]]
+    if len(captures) < 2:
+        return [no_group_line(stats["in_no_group"])]
+    by_capture = stats.get("in_no_group_by_capture") or {}
+    return [no_group_line(by_capture.get(capture, {}), capture) for capture in captures]
 
 
 def compared_energy(energy: dict[str, Any]) -> list[str]:

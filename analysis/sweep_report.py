@@ -136,7 +136,7 @@ def capacity_sentence(sweeps: _Sweeps) -> str:
         lost = (
             f"{nl} has no judged point (its sweep stopped before the first one ended)"
             if not sl["points"]
-            else f"{nl}'s is not stated: {lowest_not_passed(kind, sl['points'][0])}"
+            else f"{nl}'s is not stated: {_unjudged_lowest(sl)}"
             if sl["points"][0].get("unjudged")
             else f"{nl} met them at no {kind} tried (lowest: {low})"
         )
@@ -153,7 +153,7 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
         if sweep["points"][0].get("passed"):
             return f"{name}: no capacity is stated: {_unstated(sweep)}."
         if sweep["points"][0].get("unjudged"):  # no failure seen there: the command's words, not "met at no load"
-            return f"{name}: no capacity is stated: {lowest_not_passed(kind, sweep['points'][0])}."
+            return f"{name}: no capacity is stated: {_unjudged_lowest(sweep)}."
         if sweep.get("inconsistent"):
             passed = ", ".join(load_text(v) for v in sweep["inconsistent"])
             return f"{name} failed the SLOs at its lowest {kind} tried ({lowest}), then met them at {passed}: no capacity is stated (noise, or a target that recovered)."
@@ -173,6 +173,15 @@ def _one(name: str, _path: str, sweep: dict[str, Any]) -> str:
         f"{name} carries this workload up to {_load(kind, cap[kind])} under the SLOs "
         f"({_rate(cap['requests_per_s'])} requests/s, {_of_which(cap)}, {_rate(cap['output_tokens_per_s'])} output tokens/s); {where}."
     )
+
+
+def _unjudged_lowest(sweep: dict[str, Any]) -> str:
+    """Why a sweep whose lowest point judged nothing states no capacity, and where it met the SLOs
+    above it (``inconsistent``: passes above a point counted as no pass), which the sentence left out."""
+    said = lowest_not_passed(sweep["kind"], sweep["points"][0])
+    if passed := sweep.get("inconsistent"):
+        said += f", then met the SLOs at {sweep['kind']} {', '.join(load_text(v) for v in passed)} (not counted: above a point that counts as no pass)"
+    return said
 
 
 def _unstated(sweep: dict[str, Any]) -> str:

@@ -269,7 +269,11 @@ def notes(result: dict[str, Any]) -> list[str]:
     kind, lines = result["kind"], []
     if result.get("inconsistent"):
         loads = ", ".join(map(_load, result["inconsistent"]))
-        lines.append(f"{kind} {loads} passed above a load that failed (noise, or a target that recovered): not counted")
+        below = min((p for p in result["points"] if not p["passed"]), key=lambda p: float(p[kind]), default=None)
+        if below is not None and below.get("unjudged"):  # no failure there to recover from: said as it was
+            lines.append(f"{kind} {loads} passed above {kind} {_load(below[kind])}, which had no answer to judge: not counted")
+        else:
+            lines.append(f"{kind} {loads} passed above a load that failed (noise, or a target that recovered): not counted")
     for p in result["points"]:
         where = f"{kind} {_load(p[kind])}"
         if p["passed"] and p.get("unmeasured"):

@@ -321,6 +321,46 @@ def test_a_lowest_point_with_no_answer_to_judge_is_said_as_the_command_says_it(t
     )
 
 
+def test_a_lowest_point_with_no_answer_to_judge_still_says_where_the_sweep_met_the_slos(tmp_path):
+    """Lowest point unjudged, speed 2 passed, speed 4 failed: the sentence said only that the lowest
+    point had no answer to judge, leaving out that the sweep met the SLOs at 2, which a lowest point
+    that failed says ("then met them at 2"). Both say where it met them now."""
+
+    def sweep(folder: Path, unjudged: bool) -> Path:
+        _sweep(folder, 2, loads=(1, 2, 4))
+        result = json.loads((folder / "sweep.json").read_text())
+        result["points"][0].update(
+            passed=False, unjudged="20 requests sent, none whose answer could be judged (...)" if unjudged else None
+        )
+        result.update(capacity=None, knee={"passed": None, "failed": 1}, inconsistent=[2])  # as capacity_of reads it
+        (folder / "sweep.json").write_text(json.dumps(result))
+        return folder
+
+    lowest = "the lowest speed tried, 1, had no answer to judge (see the notes)"
+    met = "then met the SLOs at speed 2 (not counted: above a point that counts as no pass)"
+    unjudged = sweep(tmp_path / "u", unjudged=True)
+    assert capacity_sentence(load_sweeps(unjudged)) == f"A: no capacity is stated: {lowest}, {met}."
+    beside = capacity_sentence(load_sweeps(unjudged, _sweep(tmp_path / "b", 4, loads=(4, 8))))
+    assert beside.endswith(f"; A's is not stated: {lowest}, {met}."), beside
+    assert html.escape(f"{lowest}, {met}") in _report(unjudged, out=tmp_path / "r.html")[2]
+    # Must stay: with nothing passed above it, the sentence is the command's alone.
+    alone = _sweep(tmp_path / "alone", 0.1, loads=(1, 2))
+    result = json.loads((alone / "sweep.json").read_text())
+    result["points"][0]["unjudged"] = "20 requests sent, none whose answer could be judged (...)"
+    (alone / "sweep.json").write_text(json.dumps(result))
+    assert capacity_sentence(load_sweeps(alone)) == f"A: no capacity is stated: {lowest}."
+    # Must differ: a lowest point that failed says it failed, then met them at 2, as before.
+    failed = capacity_sentence(load_sweeps(sweep(tmp_path / "f", unjudged=False)))
+    assert failed.startswith("A failed the SLOs at its lowest speed tried (1), then met them at 2"), failed
+    # The command's note on the pass above: above a point with no answer to judge, not "a load that failed".
+    from infertap.cli_sweep import notes
+
+    [above] = [n for n in notes(json.loads((unjudged / "sweep.json").read_text())) if "passed above" in n]
+    assert above == "speed 2 passed above speed 1, which had no answer to judge: not counted"
+    [above] = [n for n in notes(json.loads((tmp_path / "f" / "sweep.json").read_text())) if "passed above" in n]
+    assert above == "speed 2 passed above a load that failed (noise, or a target that recovered): not counted"
+
+
 def test_a_pass_not_counted_for_another_reason_is_named_beside_the_other_sweep(tmp_path):
     """A's lowest point passed on too few requests: beside B it was said to have met the SLOs only
     where its replayer fell behind (it never did), and B the only one to meet them."""

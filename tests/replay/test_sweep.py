@@ -1589,6 +1589,56 @@ def test_a_workload_whose_requests_failed_when_recorded_says_so(slot_engine, tmp
     assert "failed when recorded" not in output and "failed when recorded" not in page
 
 
+def test_a_sweep_json_without_the_points_requests_still_says_what_was_not_sent(slot_engine, tmp_path, monkeypatch):
+    """A sweep.json whose points lack ``requests`` (written before the field): the note on the
+    requests the replayer never sent was dropped, as if none had been sent, since the rule read a
+    missing count as none; a cancelled count beside it raised KeyError. The file is read as it says:
+    its not-sent requests are said, and a count it lacks is not made up."""
+    from infertap.analysis.sweep_notes import point_notes
+
+    monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the notes, not this machine's replayer lag
+    _, url = slot_engine
+    orphans = [
+        {
+            "offset_s": 0.1 * (i + 1),
+            "path": "/v1/responses",
+            "body": {"model": "m", "input": "and?", "previous_response_id": f"resp_gone_{i}"},
+        }
+        for i in range(3)
+    ]
+    write_capture(tmp_path / "some", [{"offset_s": 0.0, "body": chat(0)}, *orphans])  # one sent, three refused
+    write_capture(tmp_path / "none", orphans)  # none sent
+    args = ["--target", url, "--no-probe", "--grace", "1", "--speeds", "1", "--slo", "e2e:p90<=2s"]
+    for name in ("some", "none"):
+        run = sweep_cli(str(tmp_path / name), *args, "--out", str(tmp_path / f"{name}_out"))
+        assert run.exit_code == 0, run.output
+    note = (
+        "speed 1: 3 requests not sent (refused by the replayer, such as a turn continuing a response outside the "
+        "replay: each says why in the point's capture), left out of its figures"
+    )
+    current = read_sweep(tmp_path / "some_out")
+    assert note in point_notes("speed", current["points"][0])
+    old = tmp_path / "old"
+    old.mkdir()
+    for point in current["points"]:
+        del point["requests"]
+    current["points"][0]["cancelled"] = 1  # a count beside it that reads the missing one
+    (old / RESULT).write_text(json.dumps(current))
+    said = point_notes("speed", read_sweep(old)["points"][0])
+    assert note in said, said
+    assert "speed 1: 1 of its requests were cancelled by the replayer in flight" in " ".join(said)
+    page = CliRunner().invoke(cli, ["report", str(old), "-o", str(tmp_path / "old.html")])
+    assert page.exit_code == 0, page.output
+    assert html.escape(note) in (tmp_path / "old.html").read_text()
+    # Must stay: a point that sent none says it once, in its unjudged sentence, the field there or not.
+    none = read_sweep(tmp_path / "none_out")
+    assert none["points"][0]["requests"] == 0 and not any(
+        "left out of its figures" in n for n in point_notes("speed", none["points"][0])
+    )
+    del none["points"][0]["requests"]
+    assert not any("left out of its figures" in n for n in point_notes("speed", none["points"][0]))
+
+
 def test_a_point_whose_every_request_the_replayer_refused_is_no_pass_and_the_sweep_goes_on(slot_engine, tmp_path, monkeypatch):
     """Responses turns each continuing a response the capture doesn't hold (it starts mid-conversation):
     the replayer refuses every one, nothing is sent. The point raised "no generation exchanges sent in

@@ -849,3 +849,24 @@ def test_a_report_of_refused_requests_alone_says_what_stats_says_of_them(tmp_pat
     models = tmp_path / "models" / "out"
     write_capture(models, [{"method": "GET", "path": "/v1/models", "body": b""}])
     assert "<p>no generation requests in these captures</p>" in _energy_section(tmp_path, models)
+
+
+def test_a_report_of_several_captures_of_refused_requests_states_each_captures_own_count(tmp_path):
+    # A run of two captures (a folder), 2 and 3 requests refused: the section said "in these
+    # captures: 5 refused", a total read beside the claim cards, each of one capture; it states each
+    # capture's own count now, named, as its claim card does.
+    run = tmp_path / "run" / "out"
+    write_capture(run / "x", [REFUSED_OVER_LIMIT] * 2)
+    write_capture(run / "y", [REFUSED_OVER_LIMIT] * 3)
+    section = _energy_section(tmp_path, run)
+    lines = [html.unescape(p) for p in re.findall(r"<p>(.*?)</p>", section)]
+    never = "refused by infertap, never sent (counted in no figure)"
+    assert lines == [f"no counted generation requests in {run / c}: {n} {never}" for c, n in (("x", 2), ("y", 3))]
+    for c, n in (("x", 2), ("y", 3)):  # each as its own card says it
+        assert f"no counted generation requests in this capture: {n} {never}" in invoke("claim", str(run / c))
+    # Must stay: one capture's section is stats' line, as stats prints it.
+    one = tmp_path / "one" / "out"
+    write_capture(one, [REFUSED_OVER_LIMIT] * 2)
+    said = f"no counted generation requests in these captures: 2 {never}"
+    assert [html.unescape(p) for p in re.findall(r"<p>(.*?)</p>", _energy_section(tmp_path, one))] == [said]
+    assert said in invoke("stats", str(one))
