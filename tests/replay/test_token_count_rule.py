@@ -94,6 +94,7 @@ def test_replay_stats_and_the_claim_card_count_output_tokens_by_one_rule(engine,
     card = _claim(tmp_path / "enriched", cache)
     assert card["workload"]["value"]["output_tokens"] == counts["total"], card["workload"]
     assert card["figures"]["throughput"]["output_tokens_per_s"] == pytest.approx(rate, rel=1e-6)
+    assert "the engine's tokenizer ×2" in card["workload"]["source"], card["workload"]
     events = _events(tmp_path / "enriched", cache)
     assert sum(events[x] for x in streamed) != by_source["tokenize"], (events, tokens)  # must differ: a mismatch shows
 
@@ -106,6 +107,7 @@ def test_replay_stats_and_the_claim_card_count_output_tokens_by_one_rule(engine,
     assert bare["throughput"]["output_tokens_per_s"] == pytest.approx(group["throughput"]["output_tokens_per_s"], rel=1e-6)
     card = _claim(tmp_path / "bare", cache)
     assert card["workload"]["value"]["output_tokens"] == counts["total"]
+    assert "a stream's token events (an approximation) ×2" in card["workload"]["source"], card["workload"]
     text = CliRunner().invoke(cli, [*replay, "--no-enrich", "--out", str(tmp_path / "text")], env={"COLUMNS": "300"})
     assert text.exit_code == 0, text.output
     said = " ".join(text.output.split())
