@@ -520,9 +520,23 @@ def _workload(
         missing.append(partly)
     return _field(
         value,
-        "sha256 of the generation requests (method, path, exact body bytes) in send order; token totals from usage or the engine's tokenizer",
+        "sha256 of the generation requests (method, path, exact body bytes) in send order; " + _token_sources(group),
         "; ".join(missing) or None,
     )
+
+
+#: How each source counts an answer's output tokens (docs/metrics.md, ``output_tokens``).
+_OUTPUT_SOURCES = {"usage": "usage", "tokenize": "the engine's tokenizer", "chunks": "a stream's token events (an approximation)"}
+
+
+def _token_sources(group: dict[str, Any] | None) -> str:
+    """Where the token totals came from, the output's by answers as stats counts them: a stream's
+    token events counted where neither usage nor an enrichment did, said so, not passed off as the
+    engine's count (a card that said "from usage or the engine's tokenizer" of every total)."""
+    by = (group or {}).get("output_tokens_source") or {}
+    said = ", ".join(f"{_OUTPUT_SOURCES.get(k, k)} ×{n}" for k, n in by.items())
+    rule = "token totals from usage, else the engine's tokenizer (an enrichment), else (output only) a stream's token events"
+    return rule + (f"; output tokens of the ok answers by {said}" if said else "")
 
 
 def _concurrency(

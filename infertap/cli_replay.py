@@ -580,8 +580,8 @@ def _warmup_line(w: dict[str, Any]) -> str:
 
 def _throughput_line(s: dict[str, Any]) -> str:
     """Ok requests/s and output tokens/s over the replay's span (sends to ends): the tokens as stats
-    counts them (usage, else a stream's token events), over the answers counted (how many had no
-    count, said), unknown where none was."""
+    counts them (usage, else the enrichment's tokenizer count, else a stream's token events), over the
+    answers counted (how many had no count, said), which sources (said), unknown where none was."""
     tp, counts = s["throughput"], s["output_tokens"]
     if tp["ok_per_s"] is None:
         return "- (no request ended)"
@@ -595,7 +595,26 @@ def _throughput_line(s: dict[str, Any]) -> str:
         tokens = f"{tp['output_tokens_per_s']:.2f} output tokens/s"
         if counts["unknown"]:
             tokens += f" (of {counts['counted']} answers; {counts['unknown']} not streamed reported no usage: a lower bound)"
+        tokens += f", {_token_sources(counts.get('source') or {})}"
     return f"{tp['ok_per_s']:.2f} ok requests/s, {tokens}  (from the first send to the last end, {tp['span_s']:.2f} s)"
+
+
+#: How each source counts an answer's output tokens (docs/metrics.md, ``output_tokens``), in stats' order.
+_SOURCES = {"usage": "the engine's usage", "tokenize": "the engine's tokenizer", "chunks": "token events"}
+
+
+def _token_sources(source: dict[str, int]) -> str:
+    """Which count the output tokens are, by answers: the engine's usage, its tokenizer (the
+    target's enrichment), or a stream's token events, an approximation that ``infertap stats``
+    replaces by the tokenizer's count once the capture is enriched (``infertap enrich``)."""
+    order = [k for k in _SOURCES if k in source] + [k for k in source if k not in _SOURCES]
+    if len(order) == 1:
+        said = f"counted by {_SOURCES.get(order[0], order[0])}"
+    else:
+        said = "counted by " + ", ".join(f"{_SOURCES.get(k, k)} ×{source[k]}" for k in order)
+    if "chunks" in source:
+        said += " (an approximation: no enrichment counted them by the engine's tokenizer)"
+    return said
 
 
 def _print_summary(s: dict[str, Any]) -> None:

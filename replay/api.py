@@ -25,7 +25,7 @@ from infertap.wording import counted
 
 from .bodies import Bodies
 from .config import ReplayConfig
-from .runner import Replay, ReplayStats
+from .runner import Replay, ReplayStats, recount
 from .transforms import Pin, TransformError, Transforms, pinned_settings
 from .workload import Item, SessionSample, Workload, failed_when_recorded, load_workload
 
@@ -294,6 +294,8 @@ def _run_here(
         if sampler is not None:
             sampler.close()
         writer.close()
+    if enricher is not None:  # the answers without usage its enrichment counted: counted so, as stats counts them
+        recount(summary, replay.stats, dict(enricher.output_counts))
     summary.update(
         out=str(writer.path),
         **prepared.facts(),

@@ -133,6 +133,8 @@ class ShardWorker:
                     "output_tokens": stats.output_tokens,
                     "tokens_counted": stats.tokens_counted,
                     "tokens_unknown": stats.tokens_unknown,
+                    "tokens_by_source": dict(stats.tokens_by_source),
+                    "answers_by_source": dict(stats.answers_by_source),
                     "ends": dict(stats.ends),
                     "statuses": dict(stats.statuses),
                     "errors": dict(stats.errors),
@@ -404,6 +406,8 @@ def _merge_summaries(
         merged.output_tokens += s["output_tokens"]  # over the merged span: the shards' answers' tokens, summed
         merged.tokens_counted += s["tokens_counted"]
         merged.tokens_unknown += s["tokens_unknown"]
+        merged.tokens_by_source.update(s["tokens_by_source"])
+        merged.answers_by_source.update(s["answers_by_source"])
         merged.lags_ns.extend(s["lags_ns"])
         merged.behind_ns.extend(s["behind_ns"])
         merged.capped += s["capped"]

@@ -121,10 +121,16 @@ class ReplayStats:
     # answer unknown, neither ok nor failed, as stats counts it (response_not_kept)
     response_not_kept: int = 0
     # of the ok generation answers: their output tokens as stats counts them (apis.answer_tokens: usage,
-    # else a stream's token events), how many answers were counted, how many had no count (a whole body with no usage)
+    # else a stream's token events; an enrichment's count before those, ``count_enriched``), how many
+    # answers were counted, how many had no count (a whole body with no usage), and by which source
     output_tokens: int = 0
     tokens_counted: int = 0
     tokens_unknown: int = 0
+    tokens_by_source: Counter[str] = field(default_factory=Counter)  # tokens
+    answers_by_source: Counter[str] = field(default_factory=Counter)  # answers
+    # the answers counted without the engine's usage: exchange id -> its token events (None: no count),
+    # which an enrichment's count replaces, as stats' metrics view does
+    without_usage: dict[str, int | None] = field(default_factory=dict)
     elapsed_ns: Callable[[], int] = time.monotonic_ns  # the clock of those elapsed ns (the capture's)
     stopped_early: bool = False
 
@@ -196,6 +202,47 @@ def throughput(ok: int, intervals: Sequence[tuple[int, int]], output_tokens: int
     }
 
 
+def token_counts(stats: ReplayStats) -> dict[str, Any]:
+    """The ok generation answers' output tokens: counted of how many, how many had no count, and by
+    which source (answers, ``source``; tokens, ``by_source``), named as stats names them."""
+    return {
+        "total": stats.output_tokens,
+        "counted": stats.tokens_counted,
+        "unknown": stats.tokens_unknown,
+        "source": {k: n for k, n in stats.answers_by_source.most_common() if n},
+        "by_source": {k: n for k, n in stats.tokens_by_source.most_common() if stats.answers_by_source[k]},
+    }
+
+
+def count_enriched(stats: ReplayStats, enriched: Mapping[str, int]) -> int:
+    """Counts the answers without usage that the target's enrichment counted (``enriched``: exchange
+    id -> its output tokens by the engine's tokenizer) by that count, source ``tokenize``, as stats'
+    metrics view does (docs/metrics.md, ``output_tokens``), instead of their token events or no
+    count: the summary and stats of the replay's capture then say the same. How many it recounted."""
+    recounted = [xid for xid in stats.without_usage if xid in enriched]
+    for xid in recounted:
+        events = stats.without_usage.pop(xid)
+        if events is None:
+            stats.tokens_unknown -= 1
+            stats.tokens_counted += 1
+        else:
+            stats.output_tokens -= events
+            stats.tokens_by_source["chunks"] -= events
+            stats.answers_by_source["chunks"] -= 1
+        stats.output_tokens += enriched[xid]
+        stats.tokens_by_source["tokenize"] += enriched[xid]
+        stats.answers_by_source["tokenize"] += 1
+    return len(recounted)
+
+
+def recount(summary: dict[str, Any], stats: ReplayStats, enriched: Mapping[str, int]) -> None:
+    """The summary's output tokens and tokens/s again, once the enrichment (which ends after the
+    replay) has counted answers without usage (``count_enriched``)."""
+    if count_enriched(stats, enriched):
+        summary["output_tokens"] = token_counts(stats)
+        summary["throughput"] = throughput(summary["ok"], stats.intervals, stats.output_tokens if stats.tokens_counted else None)
+
+
 def summarize(stats: ReplayStats, wall_s: float, *, open_loop: bool = True) -> dict[str, Any]:
     """The end-of-run summary: what was sent, how it ended, how faithful the schedule was."""
     span = (max(e for _, e in stats.intervals) - min(s for s, _ in stats.intervals)) if stats.intervals else 0
@@ -228,8 +275,7 @@ def summarize(stats: ReplayStats, wall_s: float, *, open_loop: bool = True) -> d
         "schedule_kept": not stats.capped,
         "request_rate": request_rate(stats.sends, open_loop),
         "throughput": throughput(ok, stats.intervals, stats.output_tokens if stats.tokens_counted else None),
-        # the ok generation answers' output tokens (apis.answer_tokens): counted of how many, and how many had no count
-        "output_tokens": {"total": stats.output_tokens, "counted": stats.tokens_counted, "unknown": stats.tokens_unknown},
+        "output_tokens": token_counts(stats),
         "concurrency": {"mean": busy / span if span else float(bool(stats.intervals)), "max": peak},
         "wall_s": wall_s,
         "stopped_early": stats.stopped_early,
@@ -291,6 +337,8 @@ class Replay:
         self._target_query = url.query  # the target's own parameters (a key), sent with every request
         self.grace_s = config.grace_s
         self.on_exchange = on_exchange
+        # answers without usage kept by id only where an enrichment may count them (count_enriched)
+        self._keep_without_usage = on_exchange is not None and config.probe and config.enrich
         self.redactor = redactor or _redactor(config, items)
         self._shown = self.redactor.url(self.target)  # recorded with each exchange, a password in it redacted
         self._url_credentials = self.redactor.url_credentials(self.target)
@@ -685,9 +733,11 @@ class Replay:
             self._reads.add(read)
             read.add_done_callback(self._reads.discard)
         else:
-            self._count_answer(record, cut, error, True, tokens)
+            self._count_answer(record, cut, error, True, tokens, "usage")  # told by its tail: the engine's usage
 
-    def _count_answer(self, record: Mapping[str, Any], cut: bool, error: str | None, readable: bool, tokens: int | None) -> None:
+    def _count_answer(
+        self, record: Mapping[str, Any], cut: bool, error: str | None, readable: bool, tokens: int | None, source: str | None
+    ) -> None:
         """One judged answer: unfinished, failed by its body (``_in_band``), or its output tokens."""
         if cut:
             self._count_unfinished()
@@ -695,7 +745,7 @@ class Replay:
             self._count_failure(record["path"].split("?", 1)[0], failure, True)
             self.stats.errors[(error or failure)[:_ERROR_CHARS]] += 1
         else:
-            self._count_tokens(tokens)
+            self._count_tokens(record["id"], tokens, source)
 
     def _count_failure(self, path: str, failure: str, generation: bool) -> None:
         self.stats.failures[failure] += 1
@@ -703,13 +753,18 @@ class Replay:
         if generation:  # of the generation requests sent, as a sweep's error_rate counts
             self.stats.generation_failed += 1
 
-    def _count_tokens(self, tokens: int | None) -> None:
-        """An ok answer's output tokens (``apis.answer_tokens``, as stats counts them); None: unknown."""
+    def _count_tokens(self, xid: str, tokens: int | None, source: str | None) -> None:
+        """An ok answer's output tokens (``apis.answer_tokens``, as stats counts them) and their
+        source; None: unknown. One without usage is kept by id, for its enrichment's count."""
+        if source != "usage" and self._keep_without_usage:
+            self.stats.without_usage[xid] = tokens
         if tokens is None:
             self.stats.tokens_unknown += 1
         else:
             self.stats.output_tokens += tokens
             self.stats.tokens_counted += 1
+            self.stats.tokens_by_source[source or "chunks"] += tokens
+            self.stats.answers_by_source[source or "chunks"] += 1
 
     def _count_unfinished(self) -> None:
         self.stats.unfinished += 1
@@ -726,7 +781,7 @@ class Replay:
         self._count_answer(record, *judged)
 
 
-def _read_answer(record: Mapping[str, Any], judge: bool) -> tuple[bool, str | None, bool, int | None]:
+def _read_answer(record: Mapping[str, Any], judge: bool) -> tuple[bool, str | None, bool, int | None, str | None]:
     """(cut, error, readable, tokens) of an answer read whole: whether it was cut (where ``judge``), the
     error its body reports (``error_message``), whether an adapter read it, and its output tokens as
     ``stats`` counts them (``answer_tokens``: its usage, else a stream's token events). An answer kept
@@ -734,12 +789,12 @@ def _read_answer(record: Mapping[str, Any], judge: bool) -> tuple[bool, str | No
     the analysis counts it): the longest answers, a runaway stream, weigh most in output tokens/s."""
     if response_not_kept(record):
         kept = tail_usage(record)
-        return False, None, True, kept.output_tokens if kept is not None else None
+        return False, None, True, kept.output_tokens if kept is not None else None, "usage"
     parsed, events = read_counted(record)  # once: the judgement and the counts read the same reading
     if judge and unfinished(record, parsed):
-        return True, None, True, None
-    tokens, _ = answer_tokens(parsed.output_tokens, streamed_generation=bool(parsed.streamed), token_events=events)
-    return False, parsed.error_message, parsed.readable, tokens
+        return True, None, True, None, None
+    tokens, source = answer_tokens(parsed.output_tokens, streamed_generation=bool(parsed.streamed), token_events=events)
+    return False, parsed.error_message, parsed.readable, tokens, source
 
 
 def _in_band(status: int, error: str | None, readable: bool) -> str | None:

@@ -192,6 +192,9 @@ class Enricher:
         self.dropped = 0
         self.failed = 0
         self.snapshots = 0
+        # exchange id -> output tokens by the engine's tokenizer, of the answers without usage: the
+        # count stats takes for them (before a stream's token events), which replay's summary takes too
+        self.output_counts: dict[str, int] = {}
         self._last_seen: tuple[str | None, str | None] | None = None
         self._probe_error_logged = False
 
@@ -320,6 +323,9 @@ class Enricher:
         if out is not None:
             self._write(out)
             self.enriched += 1
+            count = out["output_tokens"].get("count")
+            if parsed.output_tokens is None and isinstance(count, int):
+                self.output_counts[record["id"]] = count
 
 
 def enrich_capture(

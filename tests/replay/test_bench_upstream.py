@@ -42,4 +42,6 @@ def test_the_bench_upstream_sends_a_usage_chunk_only_where_asked_and_replay_coun
             assert [b'"usage": {"prompt_tokens": 1, "completion_tokens": 3' in b for b in bodies] == [usage] * n
             assert all(b.endswith(b"data: [DONE]\n\n") and b.count(b"[DONE]") == 1 for b in bodies)
             counts[usage] = (summary["ok"], summary["output_tokens"])
-    assert counts[False] == counts[True] == (5, {"total": 15, "counted": 5, "unknown": 0})
+    # the same figures, each labelled by its count: the engine's usage, or the stream's token events
+    assert counts[True] == (5, {"total": 15, "counted": 5, "unknown": 0, "source": {"usage": 5}, "by_source": {"usage": 15}})
+    assert counts[False] == (5, {"total": 15, "counted": 5, "unknown": 0, "source": {"chunks": 5}, "by_source": {"chunks": 15}})

@@ -493,12 +493,23 @@ def test_the_summary_output_tokens_per_second_is_stats_of_the_replayed_capture(f
         assert summary["throughput"]["span_s"] == pytest.approx(group["active_s"], rel=1e-6)
         assert summary["output_tokens"]["total"] == group["workload"]["output_tokens"]["total"], (summary, group)
         assert summary["throughput"]["output_tokens_per_s"] == pytest.approx(group["throughput"]["output_tokens_per_s"], rel=1e-6)
+        # each source as stats names it, by answers and by tokens
+        assert summary["output_tokens"]["source"] == group["output_tokens_source"], (summary, group)
+        assert summary["output_tokens"]["by_source"] == group["workload"]["output_tokens"]["by_source"], (summary, group)
         rates[name] = summary, group
     summary, group = rates["counted"]
-    assert summary["output_tokens"] == {"total": group["workload"]["output_tokens"]["total"], "counted": 5, "unknown": 0}
+    total = group["workload"]["output_tokens"]["total"]
+    assert summary["output_tokens"] == {
+        "total": total,
+        "counted": 5,
+        "unknown": 0,
+        "source": {"usage": 5},
+        "by_source": {"usage": total},
+    }
     more, group = rates["bare"]
     assert more["output_tokens"]["counted"] == 7 and more["output_tokens"]["unknown"] == 1, more
     assert group["output_tokens_source"] == {"usage": 5, "chunks": 2}, group
+    assert more["output_tokens"]["by_source"] == {"usage": total, "chunks": 9 + 4}, more
     # must differ: the two streams' token events (9 and 4) are in the second run's count
     assert more["output_tokens"]["total"] - summary["output_tokens"]["total"] == 9 + 4
 
@@ -528,7 +539,13 @@ def test_the_summary_gives_the_output_tokens_per_second_by_the_answers_usage(fak
     assert as_json.exit_code == 0, as_json.output
     summary = json.loads(as_json.output)
     total = 3 + 3 + 7 + 7 + 6 + 4  # two whole bodies' usage, two streams', the bare stream's events, the Messages stream's
-    assert summary["ok"] == 7 and summary["output_tokens"] == {"total": total, "counted": 6, "unknown": 1}, summary
+    assert summary["ok"] == 7 and summary["output_tokens"] == {
+        "total": total,
+        "counted": 6,
+        "unknown": 1,
+        "source": {"usage": 5, "chunks": 1},
+        "by_source": {"usage": total - 6, "chunks": 6},
+    }, summary
     tp = summary["throughput"]
     assert tp["output_tokens_per_s"] == pytest.approx(total / tp["span_s"])
     text = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "t")], env={"COLUMNS": "250"})
@@ -544,3 +561,30 @@ def test_the_summary_gives_the_output_tokens_per_second_by_the_answers_usage(fak
     assert summary["throughput"]["output_tokens_per_s"] is None and summary["output_tokens"]["unknown"] == 3, summary
     text = CliRunner().invoke(cli, [*bare, "--out", str(tmp_path / "bt")], env={"COLUMNS": "250"})
     assert "output tokens/s unknown (no answer was streamed or reported its usage)" in " ".join(text.output.split()), text.output
+
+
+def test_an_enrichment_counts_the_answers_without_usage_as_stats_does() -> None:
+    """The metrics view counts an answer without usage by its enrichment's count (``tokenize``),
+    before its token events or no count; the summary recounts so once the enrichment ends: a stream's
+    events replaced, a whole body of no count counted, an answer with usage left as it was."""
+    from collections import Counter
+
+    from infertap.replay.runner import ReplayStats, recount, summarize
+
+    stats = ReplayStats(total=4, sent=4, intervals=[(0, 2_000_000_000)])
+    stats.output_tokens, stats.tokens_counted, stats.tokens_unknown = 10 + 6, 2, 1
+    stats.tokens_by_source, stats.answers_by_source = Counter(usage=10, chunks=6), Counter(usage=1, chunks=1)
+    stats.without_usage = {"stream": 6, "whole": None}
+    summary = summarize(stats, 2.0)
+    assert summary["output_tokens"]["source"] == {"usage": 1, "chunks": 1}
+    recount(summary, stats, {"other": 99})  # no answer of this run: nothing changes
+    assert summary["output_tokens"]["total"] == 16 and summary["throughput"]["output_tokens_per_s"] == 8.0
+    recount(summary, stats, {"stream": 9, "whole": 5, "usage-one": 99})
+    assert summary["output_tokens"] == {
+        "total": 10 + 9 + 5,
+        "counted": 3,
+        "unknown": 0,
+        "source": {"tokenize": 2, "usage": 1},
+        "by_source": {"tokenize": 14, "usage": 10},
+    }
+    assert summary["throughput"]["output_tokens_per_s"] == 12.0

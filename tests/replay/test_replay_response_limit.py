@@ -94,7 +94,13 @@ def test_a_cut_target_answers_tail_is_kept_and_its_usage_counted(tmp_path: Path)
     assert group["throughput"]["output_tokens_per_s"] > 0
     # The replay's own summary counts them as stats does: it counted their output tokens as unknown
     # (reported no usage), and its output tokens/s was unknown for the longest answers.
-    assert summary["output_tokens"] == {"total": 3000, "counted": 2, "unknown": 0}
+    assert summary["output_tokens"] == {
+        "total": 3000,
+        "counted": 2,
+        "unknown": 0,
+        "source": {"usage": 2},
+        "by_source": {"usage": 3000},
+    }
     span = summary["throughput"]["span_s"]
     assert summary["throughput"]["output_tokens_per_s"] == pytest.approx(3000 / span)
 
@@ -107,7 +113,7 @@ def test_a_cut_answer_with_no_usage_in_its_tail_counts_as_unknown_in_the_replays
     write_capture(tmp_path / "cap", items)
     with ServerThread(FakeUpstream()) as server:
         _, summary = _replayed(tmp_path / "cap", server.url, tmp_path / "out", "--max-response-mb", str(LIMIT / 2**20))
-    assert summary["output_tokens"] == {"total": 3, "counted": 1, "unknown": 1}
+    assert summary["output_tokens"] == {"total": 3, "counted": 1, "unknown": 1, "source": {"usage": 1}, "by_source": {"usage": 3}}
 
 
 def test_target_responses_under_the_default_limit_are_kept_whole(tmp_path: Path) -> None:

@@ -230,7 +230,8 @@ def test_each_shard_s_output_tokens_reach_the_merged_summary(fake, tmp_path, ray
     for name, address in (("single", None), ("sharded", ray_cluster)):
         config = ReplayConfig(tmp_path / "src", url, tmp_path / name, probe=False, ray=address, shards=2 if address else None)
         summary = run_replay(config)
-        assert summary["output_tokens"] == {"total": 9 * 3, "counted": 9, "unknown": 3}, (name, summary["output_tokens"])
+        counts = {"total": 9 * 3, "counted": 9, "unknown": 3, "source": {"usage": 9}, "by_source": {"usage": 27}}
+        assert summary["output_tokens"] == counts, (name, summary["output_tokens"])
         tp = summary["throughput"]
         assert tp["output_tokens_per_s"] == pytest.approx(27 / tp["span_s"]), name
 
