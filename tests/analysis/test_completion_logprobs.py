@@ -1,0 +1,140 @@
+"""compare's KL on legacy completions (``/v1/completions``: vLLM, llama-cpp-python, OpenAI) and
+llama.cpp's native ``/completion``: their logprobs come in shapes of their own, parallel lists
+(``tokens``, ``token_logprobs``, ``top_logprobs``) and ``completion_probabilities``, and a changed
+distribution behind the same text must show, the same one must not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from infertap.analysis.compare import compare
+from infertap.analysis.divergence import logprob_positions
+from infertap.apis import read_response
+from tests import sdk_shapes
+from tests.helpers import pair_captures
+
+_SSE, _JSON = "text/event-stream", "application/json"
+#: Each position: the token chosen, then its top-k as the engine reported it.
+_CAT = [("The", {"The": -0.1, "A": -2.4}), (" cat", {" cat": -0.5, " dog": -0.9})]
+_DOG = [("The", {"The": -0.1, "A": -2.4}), (" cat", {" cat": -1.2, " dog": -0.4})]
+
+
+def _legacy(positions: list[tuple[str, dict[str, float]]], offset: int = 0) -> dict[str, Any]:
+    """A completion choice's ``logprobs`` (openai.types.completion_choice.Logprobs)."""
+    offsets = [offset + sum(len(t) for t, _ in positions[:i]) for i in range(len(positions))]
+    return {
+        "tokens": [t for t, _ in positions],
+        "token_logprobs": [top[t] for t, top in positions],
+        "top_logprobs": [top for _, top in positions],
+        "text_offset": offsets,
+    }
+
+
+def _completion(choices: list[dict[str, Any]]) -> dict[str, Any]:
+    return sdk_shapes.completion({"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m", "choices": choices})
+
+
+def _whole(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+    text = "".join(t for t, _ in positions)
+    choice = {"index": 0, "text": text, "logprobs": _legacy(positions), "finish_reason": "stop"}
+    return [json.dumps(_completion([choice])).encode()]
+
+
+def _streamed(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+    """One chunk per token, each with that token's logprobs (vLLM's and llama-cpp-python's streams)."""
+    chunks = []
+    for i, (token, top) in enumerate(positions):
+        last = "stop" if i == len(positions) - 1 else None
+        offset = sum(len(t) for t, _ in positions[:i])
+        choice = {"index": 0, "text": token, "logprobs": _legacy([(token, top)], offset), "finish_reason": last}
+        # Not through the SDK's model: a chunk's finish_reason is null until the last, which its
+        # ``Completion`` (the type of its stream's chunks too, built there unvalidated) refuses.
+        chunk = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m", "choices": [choice]}
+        chunks.append(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    return [*chunks, b"data: [DONE]\n\n"]
+
+
+#: llama.cpp's token ids of the tokens above (made up: the model's vocabulary is not what is read).
+_IDS = {"The": 1, "A": 2, " cat": 3, " dog": 4}
+
+
+def _llamacpp_entry(token: str, top: dict[str, float]) -> dict[str, Any]:
+    """One ``completion_probabilities`` entry as llama-server sends it (``n_probs``)."""
+    alternatives = [{"id": _IDS[t], "token": t, "bytes": list(t.encode()), "logprob": v} for t, v in top.items()]
+    return {"id": _IDS[token], "token": token, "bytes": list(token.encode()), "logprob": top[token], "top_logprobs": alternatives}
+
+
+def _llamacpp_whole(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+    body = {"index": 0, "content": "".join(t for t, _ in positions), "id_slot": 0, "stop": True, "stop_type": "eos"}
+    body["completion_probabilities"] = [_llamacpp_entry(t, top) for t, top in positions]
+    return [json.dumps(body).encode()]
+
+
+def _llamacpp_streamed(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+    events = [
+        {"index": 0, "content": t, "stop": False, "id_slot": 0, "completion_probabilities": [_llamacpp_entry(t, top)]}
+        for t, top in positions
+    ]
+    events.append({"index": 0, "content": "", "stop": True, "stop_type": "eos", "id_slot": 0, "tokens_predicted": len(positions)})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events]
+
+
+_ASK = {"model": "m", "prompt": "q", "max_tokens": 8, "logprobs": 2}
+_NATIVE = {"prompt": "q", "n_predict": 8, "n_probs": 2}
+
+
+def _pairs(b: list[tuple[str, dict[str, float]]]) -> dict[str, Any]:
+    return {
+        "completions whole": (("/v1/completions", _ASK, _JSON), _whole(_CAT), _whole(b)),
+        "completions streamed": (("/v1/completions", {**_ASK, "stream": True}, _SSE), _streamed(_CAT), _streamed(b)),
+        "llama.cpp whole": (("/completion", _NATIVE, _JSON), _llamacpp_whole(_CAT), _llamacpp_whole(b)),
+        "llama.cpp streamed": (
+            ("/completion", {**_NATIVE, "stream": True}, _SSE),
+            _llamacpp_streamed(_CAT),
+            _llamacpp_streamed(b),
+        ),
+    }
+
+
+def test_a_changed_logprob_of_a_completion_differs_and_the_same_ones_match(tmp_path: Path) -> None:
+    """A legacy completion's logprobs and llama.cpp's ``completion_probabilities`` were not read:
+    compare took no KL of them, so a changed distribution behind the same text went unseen."""
+    for name, b in (("changed", _DOG), ("same", _CAT)):
+        (tmp_path / name).mkdir()
+        a_cap, b_cap = pair_captures(tmp_path / name, _pairs(b))
+        d = compare(a_cap, b_cap, top=4)["divergence"]
+        assert d["exact_match_rate"] == 1, d["counts"]  # the same text: the logprobs alone tell them apart
+        assert d["logprobs"]["pairs"] == 4, d.get("logprobs")
+        if name == "changed":
+            assert d["logprobs"]["kl_mean"] > 0 and d["logprobs"]["top1_agreement"] == 0.5
+        else:
+            assert d["logprobs"]["kl_mean"] == 0 and d["logprobs"]["top1_agreement"] == 1
+
+
+def test_each_completion_position_is_read_once_streamed_or_whole() -> None:
+    """By token text in a legacy completion (it names no ids), by id in llama.cpp's."""
+    by_id = [(_IDS[t], {_IDS[k]: v for k, v in top.items()}) for t, top in _CAT]
+    for name, ((path, _body, ctype), chunks, _) in _pairs(_CAT).items():
+        out = read_response({"path": path, "chunks": chunks, "response_headers": [["content-type", ctype]]})
+        assert logprob_positions(out.objects, out.api) == (by_id if name.startswith("llama") else _CAT), name
+
+
+def test_only_the_first_answer_positions_are_read() -> None:
+    """Positions of choice 1 (n > 1) or of a second prompt's answer (llama.cpp's ``index`` 1) are
+    that answer's: the first answer's KL is not taken over them; a position whose logprob is null
+    (the echoed prompt's first token) has no top-k."""
+    echoed = _legacy([("q", {"q": 0.0}), *_CAT])
+    echoed["token_logprobs"][0] = echoed["top_logprobs"][0] = None
+    choices = [
+        {"index": 1, "text": "The cat", "logprobs": _legacy(_DOG), "finish_reason": "stop"},
+        {"index": 0, "text": "qThe cat", "logprobs": echoed, "finish_reason": "stop"},
+    ]
+    # vLLM's shape (its CompletionLogProbs allows null there), which the openai SDK's model refuses.
+    body = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m", "choices": choices}
+    out = read_response({"path": "/v1/completions", "chunks": [json.dumps(body).encode()]})
+    assert logprob_positions(out.objects, out.api) == [("q", {}), *_CAT]
+    answers = [json.loads(_llamacpp_whole(_CAT)[0]), {**json.loads(_llamacpp_whole(_DOG)[0]), "index": 1}]
+    out = read_response({"path": "/completion", "chunks": [json.dumps(answers).encode()]})
+    assert logprob_positions(out.objects, out.api) == [(_IDS[t], {_IDS[k]: v for k, v in top.items()}) for t, top in _CAT]
