@@ -9,6 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
+
 from infertap.analysis.compare import compare
 from infertap.analysis.divergence import logprob_positions
 from infertap.apis import read_response
@@ -138,3 +141,39 @@ def test_only_the_first_answer_positions_are_read() -> None:
     answers = [json.loads(_llamacpp_whole(_CAT)[0]), {**json.loads(_llamacpp_whole(_DOG)[0]), "index": 1}]
     out = read_response({"path": "/completion", "chunks": [json.dumps(answers).encode()]})
     assert logprob_positions(out.objects, out.api) == [(_IDS[t], {_IDS[k]: v for k, v in top.items()}) for t, top in _CAT]
+
+
+@pytest.mark.engine
+def test_the_real_engines_completion_logprobs_are_read(engine, llama_server_engine, record, tmp_path: Path) -> None:
+    """llama-cpp-python's ``/v1/completions`` and llama-server's ``/completion``, recorded: each
+    generated token is a position with the top-k asked for, and a capture compared with itself has
+    the KL of every answer (0)."""
+    asks = [
+        (engine, "/v1/completions", {"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0, "logprobs": 2}),
+        (
+            llama_server_engine,
+            "/completion",
+            {"prompt": "The capital of France is", "n_predict": 6, "temperature": 0, "n_probs": 2},
+        ),
+    ]
+    captures = []
+    for k, (server, path, ask) in enumerate(asks):
+        rec = record(server.url, name=f"cap{k}")
+        with httpx.Client(base_url=rec.url, timeout=120, trust_env=False) as client:
+            for stream in (False, True):
+                with client.stream("POST", path, json={**ask, "stream": stream}) as response:
+                    assert response.status_code == 200, response.read()
+                    response.read()
+        assert rec.stop() == 0
+        captures.append(rec.out)
+        for x in rec.exchanges():
+            out = read_response(x)
+            positions = logprob_positions(out.objects, out.api)
+            if out.api == "completions":  # by token text: the answer's text, token by token
+                assert positions and "".join(str(t) for t, _ in positions) == out.text, (positions, out.text)
+            else:  # by id: as many as it says it generated
+                assert out.output_tokens and len(positions) == out.output_tokens, (positions, out.usage)
+            assert all(len(top) == 2 for _, top in positions), (path, positions)
+    for capture in captures:
+        d = compare(capture, capture, top=2)["divergence"]
+        assert d["logprobs"] == {"pairs": 2, "kl_mean": 0.0, "top1_agreement": 1.0}, d.get("logprobs")
