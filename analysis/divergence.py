@@ -209,12 +209,13 @@ def _output_positions(response: dict[str, Any]) -> list[Position]:
 
 
 def _positions(items: Any) -> list[Position]:
-    """A list of chosen-token entries, each with its ``top_logprobs``, as positions."""
+    """A list of chosen-token entries, each with its ``top_logprobs`` (llama.cpp's ``top_probs``
+    where the request asked for ``post_sampling_probs``), as positions."""
     positions: list[Position] = []
     for item in as_list(items):
         if not isinstance(item, dict):
             continue
-        top = item.get("top_logprobs") or [item]
+        top = item.get("top_logprobs") or item.get("top_probs") or [item]
         top_k = dict(entry for t in as_list(top) if (entry := _logprob(t)) is not None)
         positions.append((_token(item), top_k))
     return positions
@@ -232,8 +233,13 @@ def _token(entry: dict[str, Any]) -> int | str | None:
 
 def _logprob(entry: Any) -> tuple[Any, float] | None:
     """A top-k entry as (its token id, else its text or None; its logprob), or None when it has no
-    numeric logprob."""
-    if not isinstance(entry, dict) or isinstance(value := entry.get("logprob"), bool) or not isinstance(value, (int, float)):
+    numeric logprob. llama.cpp's post-sampling entries give a probability (``prob``) instead: its log."""
+    if not isinstance(entry, dict):
+        return None
+    value = entry.get("logprob")
+    if "logprob" not in entry and _number(prob := entry.get("prob")) and 0 <= prob <= 1:
+        value = math.log(prob) if prob > 0 else -math.inf
+    if not _number(value):
         return None
     key = _key(entry)
     return (key, float(value)) if key is None or isinstance(key, (int, str)) else None

@@ -106,7 +106,8 @@ BATCH_ROWS = 5_000
 #: client's hang-up or the recorder's shutdown came while it arrived) is of unknown body: its own key.
 #: 59: a legacy completion's logprobs (``tokens``, ``top_logprobs``) and llama.cpp's ``completion_probabilities``
 #: are its logprob positions.
-SUMMARY_VERSION = 59
+#: 60: llama.cpp's post-sampling probabilities (``prob``, ``top_probs``) are logprob positions, as their logs.
+SUMMARY_VERSION = 60
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

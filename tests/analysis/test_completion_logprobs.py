@@ -6,6 +6,7 @@ distribution behind the same text must show, the same one must not."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,43 @@ def test_the_real_engines_completion_logprobs_are_read(engine, llama_server_engi
     for capture in captures:
         d = compare(capture, capture, top=2)["divergence"]
         assert d["logprobs"] == {"pairs": 2, "kl_mean": 0.0, "top1_agreement": 1.0}, d.get("logprobs")
+
+
+def test_llamacpp_post_sampling_probabilities_are_read_as_their_logs(tmp_path: Path) -> None:
+    """With ``post_sampling_probs``, llama-server sends ``prob`` and ``top_probs`` in place of
+    ``logprob`` and ``top_logprobs``: those positions had no top-k, so no KL was taken of them."""
+
+    def probs(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+        entries = [
+            {
+                "id": _IDS[t],
+                "token": t,
+                "bytes": list(t.encode()),
+                "prob": math.exp(top[t]),
+                "top_probs": [
+                    {"id": _IDS[k], "token": k, "bytes": list(k.encode()), "prob": math.exp(v)} for k, v in top.items()
+                ],
+            }
+            for t, top in positions
+        ]
+        body = {
+            "index": 0,
+            "content": "".join(t for t, _ in positions),
+            "stop": True,
+            "stop_type": "eos",
+            "completion_probabilities": entries,
+        }
+        return [json.dumps(body).encode()]
+
+    ask = ("/completion", {**_NATIVE, "post_sampling_probs": True}, _JSON)
+    out = read_response({"path": "/completion", "chunks": probs(_CAT)})
+    assert [(t, {k: round(v, 9) for k, v in top.items()}) for t, top in logprob_positions(out.objects, out.api)] == [
+        (_IDS[t], {_IDS[k]: v for k, v in top.items()}) for t, top in _CAT
+    ]
+    for name, b in (("changed", _DOG), ("same", _CAT)):
+        (tmp_path / name).mkdir()
+        d = compare(*pair_captures(tmp_path / name, {"probs": (ask, probs(_CAT), probs(b))}), top=1)["divergence"]
+        assert d["exact_match_rate"] == 1 and d["logprobs"]["pairs"] == 1, d.get("logprobs")
+        assert (d["logprobs"]["kl_mean"] > 0) is (name == "changed") and d["logprobs"]["top1_agreement"] == (
+            0.5 if name == "changed" else 1
+        )
