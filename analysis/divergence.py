@@ -10,10 +10,10 @@ import difflib
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from infertap.apis.openai import choice_index
-from infertap.apis.shapes import as_list, as_text, canonical_arguments
+from infertap.apis.shapes import as_int, as_list, as_text, canonical_arguments
 
 
 def first_divergence(a: Sequence[Any], b: Sequence[Any]) -> int | None:
@@ -138,7 +138,11 @@ def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None) 
     its own, ``logprobs`` beside ``message`` or ``response`` (api/types.go's ``[]Logprob``). The
     Responses API (``api`` "responses") sends them on each ``response.output_text.delta`` and on each
     ``output_text`` part of the whole response (``include: ["message.output_text.logprobs"]``), which
-    a stream's final event restates: those of the response where it holds any, as its text is read."""
+    a stream's final event restates: those of the response where it holds any, as its text is read.
+    A legacy completion (``/v1/completions`` of vLLM, llama-cpp-python, OpenAI) sends parallel lists,
+    ``tokens``, ``token_logprobs`` and ``top_logprobs`` (each a {token: logprob}); llama.cpp's native
+    ``/completion`` (``api`` "llamacpp", ``n_probs``) sends ``completion_probabilities`` beside
+    ``content``, each entry a chat completion's, in the first answer's events (``index`` 0)."""
     if api == "responses":
         return _responses_positions(events)
     positions: list[Position] = []
@@ -146,13 +150,35 @@ def logprob_positions(events: Sequence[dict[str, Any]], api: str | None = None) 
         if api is not None and api.startswith("ollama"):
             positions += _positions(event.get("logprobs"))
             continue
+        if api == "llamacpp":
+            if not as_int(event.get("index")):  # another prompt's answer: no position of the first's
+                positions += _positions(event.get("completion_probabilities"))
+            continue
         for choice in as_list(event.get("choices")):
             if not isinstance(choice, dict) or choice_index(choice) != 0:
                 continue
             logprobs = choice.get("logprobs")
             if isinstance(logprobs, dict):
-                positions += _positions(logprobs.get("content"))
+                positions += _positions(logprobs["content"]) if "content" in logprobs else _legacy_positions(logprobs)
     return positions
+
+
+def _legacy_positions(logprobs: dict[str, Any]) -> list[Position]:
+    """A legacy completion's positions: ``tokens[i]`` chosen, ``top_logprobs[i]`` its top-k (a
+    {token: logprob}), else ``{token: token_logprobs[i]}``; a position whose value isn't a number
+    (the echoed prompt's first token, null) has no entry."""
+    tokens, chosen, tops = (as_list(logprobs.get(k)) for k in ("tokens", "token_logprobs", "top_logprobs"))
+    positions: list[Position] = []
+    for i, token in enumerate(tokens):
+        top = tops[i] if i < len(tops) and isinstance(tops[i], dict) and tops[i] else None
+        said = list(top.items()) if top is not None else [(token, chosen[i] if i < len(chosen) else None)]
+        top_k: dict[int | str, float] = {t: float(v) for t, v in said if isinstance(t, str) and _number(v)}
+        positions.append((token if isinstance(token, str) else None, top_k))
+    return positions
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _responses_positions(events: Sequence[dict[str, Any]]) -> list[Position]:
@@ -183,12 +209,13 @@ def _output_positions(response: dict[str, Any]) -> list[Position]:
 
 
 def _positions(items: Any) -> list[Position]:
-    """A list of chosen-token entries, each with its ``top_logprobs``, as positions."""
+    """A list of chosen-token entries, each with its ``top_logprobs`` (llama.cpp's ``top_probs``
+    where the request asked for ``post_sampling_probs``), as positions."""
     positions: list[Position] = []
     for item in as_list(items):
         if not isinstance(item, dict):
             continue
-        top = item.get("top_logprobs") or [item]
+        top = item.get("top_logprobs") or item.get("top_probs") or [item]
         top_k = dict(entry for t in as_list(top) if (entry := _logprob(t)) is not None)
         positions.append((_token(item), top_k))
     return positions
@@ -206,8 +233,13 @@ def _token(entry: dict[str, Any]) -> int | str | None:
 
 def _logprob(entry: Any) -> tuple[Any, float] | None:
     """A top-k entry as (its token id, else its text or None; its logprob), or None when it has no
-    numeric logprob."""
-    if not isinstance(entry, dict) or isinstance(value := entry.get("logprob"), bool) or not isinstance(value, (int, float)):
+    numeric logprob. llama.cpp's post-sampling entries give a probability (``prob``) instead: its log."""
+    if not isinstance(entry, dict):
+        return None
+    value = entry.get("logprob")
+    if "logprob" not in entry and _number(prob := entry.get("prob")) and 0 <= prob <= 1:
+        value = math.log(prob) if prob > 0 else -math.inf
+    if not _number(value):
         return None
     key = _key(entry)
     return (key, float(value)) if key is None or isinstance(key, (int, str)) else None

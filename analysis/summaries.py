@@ -104,7 +104,10 @@ BATCH_ROWS = 5_000
 #: 57: "input_changes" keeps each MCP listing of an id another listing shares (a server that reuses ids).
 #: 58: a request body cut short in a capture recorded before request_body_cut (its error says the
 #: client's hang-up or the recorder's shutdown came while it arrived) is of unknown body: its own key.
-SUMMARY_VERSION = 58
+#: 59: a legacy completion's logprobs (``tokens``, ``top_logprobs``) and llama.cpp's ``completion_probabilities``
+#: are its logprob positions.
+#: 60: llama.cpp's post-sampling probabilities (``prob``, ``top_probs``) are logprob positions, as their logs.
+SUMMARY_VERSION = 60
 
 #: A request id a server writes into its error's message (OpenAI's "Please include the request ID
 #: req_... in your message"): new on every request, so two equal errors would differ by it.

@@ -15,6 +15,7 @@ from typing import Any
 
 from anthropic.types import Message, RawMessageStreamEvent
 from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
+from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseOutputItem, ResponseStreamEvent
 from pydantic import BaseModel
@@ -138,6 +139,13 @@ def chat_completion(body: dict[str, Any]) -> dict[str, Any]:
 def chat_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
     """One OpenAI chat completion stream chunk, as ``ChatCompletionChunk`` reads it."""
     return _checked(ChatCompletionChunk.model_validate(chunk), chunk)
+
+
+@_once_a_shape
+def completion(body: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI legacy completion (``/v1/completions``, whole),
+    as ``openai.types.Completion`` reads it."""
+    return _checked(Completion.model_validate(body), body)
 
 
 # What every real answer carries beside what a test is about: spread these into a body so the SDK reads it.

@@ -1,0 +1,220 @@
+"""compare's KL on legacy completions (``/v1/completions``: vLLM, llama-cpp-python, OpenAI) and
+llama.cpp's native ``/completion``: their logprobs come in shapes of their own, parallel lists
+(``tokens``, ``token_logprobs``, ``top_logprobs``) and ``completion_probabilities``, and a changed
+distribution behind the same text must show, the same one must not."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from infertap.analysis.compare import compare
+from infertap.analysis.divergence import logprob_positions
+from infertap.apis import read_response
+from tests import sdk_shapes
+from tests.helpers import pair_captures
+
+_SSE, _JSON = "text/event-stream", "application/json"
+#: Each position: the token chosen, then its top-k as the engine reported it.
+_CAT = [("The", {"The": -0.1, "A": -2.4}), (" cat", {" cat": -0.5, " dog": -0.9})]
+_DOG = [("The", {"The": -0.1, "A": -2.4}), (" cat", {" cat": -1.2, " dog": -0.4})]
+
+
+def _legacy(positions: list[tuple[str, dict[str, float]]], offset: int = 0) -> dict[str, Any]:
+    """A completion choice's ``logprobs`` (openai.types.completion_choice.Logprobs)."""
+    offsets = [offset + sum(len(t) for t, _ in positions[:i]) for i in range(len(positions))]
+    return {
+        "tokens": [t for t, _ in positions],
+        "token_logprobs": [top[t] for t, top in positions],
+        "top_logprobs": [top for _, top in positions],
+        "text_offset": offsets,
+    }
+
+
+def _completion(choices: list[dict[str, Any]]) -> dict[str, Any]:
+    return sdk_shapes.completion({"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m", "choices": choices})
+
+
+def _whole(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+    text = "".join(t for t, _ in positions)
+    choice = {"index": 0, "text": text, "logprobs": _legacy(positions), "finish_reason": "stop"}
+    return [json.dumps(_completion([choice])).encode()]
+
+
+def _streamed(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+    """One chunk per token, each with that token's logprobs (vLLM's and llama-cpp-python's streams)."""
+    chunks = []
+    for i, (token, top) in enumerate(positions):
+        last = "stop" if i == len(positions) - 1 else None
+        offset = sum(len(t) for t, _ in positions[:i])
+        choice = {"index": 0, "text": token, "logprobs": _legacy([(token, top)], offset), "finish_reason": last}
+        # Not through the SDK's model: a chunk's finish_reason is null until the last, which its
+        # ``Completion`` (the type of its stream's chunks too, built there unvalidated) refuses.
+        chunk = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m", "choices": [choice]}
+        chunks.append(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    return [*chunks, b"data: [DONE]\n\n"]
+
+
+#: llama.cpp's token ids of the tokens above (made up: the model's vocabulary is not what is read).
+_IDS = {"The": 1, "A": 2, " cat": 3, " dog": 4}
+
+
+def _llamacpp_entry(token: str, top: dict[str, float]) -> dict[str, Any]:
+    """One ``completion_probabilities`` entry as llama-server sends it (``n_probs``)."""
+    alternatives = [{"id": _IDS[t], "token": t, "bytes": list(t.encode()), "logprob": v} for t, v in top.items()]
+    return {"id": _IDS[token], "token": token, "bytes": list(token.encode()), "logprob": top[token], "top_logprobs": alternatives}
+
+
+def _llamacpp_whole(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+    body = {"index": 0, "content": "".join(t for t, _ in positions), "id_slot": 0, "stop": True, "stop_type": "eos"}
+    body["completion_probabilities"] = [_llamacpp_entry(t, top) for t, top in positions]
+    return [json.dumps(body).encode()]
+
+
+def _llamacpp_streamed(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+    events = [
+        {"index": 0, "content": t, "stop": False, "id_slot": 0, "completion_probabilities": [_llamacpp_entry(t, top)]}
+        for t, top in positions
+    ]
+    events.append({"index": 0, "content": "", "stop": True, "stop_type": "eos", "id_slot": 0, "tokens_predicted": len(positions)})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events]
+
+
+_ASK = {"model": "m", "prompt": "q", "max_tokens": 8, "logprobs": 2}
+_NATIVE = {"prompt": "q", "n_predict": 8, "n_probs": 2}
+
+
+def _pairs(b: list[tuple[str, dict[str, float]]]) -> dict[str, Any]:
+    return {
+        "completions whole": (("/v1/completions", _ASK, _JSON), _whole(_CAT), _whole(b)),
+        "completions streamed": (("/v1/completions", {**_ASK, "stream": True}, _SSE), _streamed(_CAT), _streamed(b)),
+        "llama.cpp whole": (("/completion", _NATIVE, _JSON), _llamacpp_whole(_CAT), _llamacpp_whole(b)),
+        "llama.cpp streamed": (
+            ("/completion", {**_NATIVE, "stream": True}, _SSE),
+            _llamacpp_streamed(_CAT),
+            _llamacpp_streamed(b),
+        ),
+    }
+
+
+def test_a_changed_logprob_of_a_completion_differs_and_the_same_ones_match(tmp_path: Path) -> None:
+    """A legacy completion's logprobs and llama.cpp's ``completion_probabilities`` were not read:
+    compare took no KL of them, so a changed distribution behind the same text went unseen."""
+    for name, b in (("changed", _DOG), ("same", _CAT)):
+        (tmp_path / name).mkdir()
+        a_cap, b_cap = pair_captures(tmp_path / name, _pairs(b))
+        d = compare(a_cap, b_cap, top=4)["divergence"]
+        assert d["exact_match_rate"] == 1, d["counts"]  # the same text: the logprobs alone tell them apart
+        assert d["logprobs"]["pairs"] == 4, d.get("logprobs")
+        if name == "changed":
+            assert d["logprobs"]["kl_mean"] > 0 and d["logprobs"]["top1_agreement"] == 0.5
+        else:
+            assert d["logprobs"]["kl_mean"] == 0 and d["logprobs"]["top1_agreement"] == 1
+
+
+def test_each_completion_position_is_read_once_streamed_or_whole() -> None:
+    """By token text in a legacy completion (it names no ids), by id in llama.cpp's."""
+    by_id = [(_IDS[t], {_IDS[k]: v for k, v in top.items()}) for t, top in _CAT]
+    for name, ((path, _body, ctype), chunks, _) in _pairs(_CAT).items():
+        out = read_response({"path": path, "chunks": chunks, "response_headers": [["content-type", ctype]]})
+        assert logprob_positions(out.objects, out.api) == (by_id if name.startswith("llama") else _CAT), name
+
+
+def test_only_the_first_answer_positions_are_read() -> None:
+    """Positions of choice 1 (n > 1) or of a second prompt's answer (llama.cpp's ``index`` 1) are
+    that answer's: the first answer's KL is not taken over them; a position whose logprob is null
+    (the echoed prompt's first token) has no top-k."""
+    echoed = _legacy([("q", {"q": 0.0}), *_CAT])
+    echoed["token_logprobs"][0] = echoed["top_logprobs"][0] = None
+    choices = [
+        {"index": 1, "text": "The cat", "logprobs": _legacy(_DOG), "finish_reason": "stop"},
+        {"index": 0, "text": "qThe cat", "logprobs": echoed, "finish_reason": "stop"},
+    ]
+    # vLLM's shape (its CompletionLogProbs allows null there), which the openai SDK's model refuses.
+    body = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m", "choices": choices}
+    out = read_response({"path": "/v1/completions", "chunks": [json.dumps(body).encode()]})
+    assert logprob_positions(out.objects, out.api) == [("q", {}), *_CAT]
+    answers = [json.loads(_llamacpp_whole(_CAT)[0]), {**json.loads(_llamacpp_whole(_DOG)[0]), "index": 1}]
+    out = read_response({"path": "/completion", "chunks": [json.dumps(answers).encode()]})
+    assert logprob_positions(out.objects, out.api) == [(_IDS[t], {_IDS[k]: v for k, v in top.items()}) for t, top in _CAT]
+
+
+@pytest.mark.engine
+def test_the_real_engines_completion_logprobs_are_read(engine, llama_server_engine, record, tmp_path: Path) -> None:
+    """llama-cpp-python's ``/v1/completions`` and llama-server's ``/completion``, recorded: each
+    generated token is a position with the top-k asked for, and a capture compared with itself has
+    the KL of every answer (0)."""
+    asks = [
+        (engine, "/v1/completions", {"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0, "logprobs": 2}),
+        (
+            llama_server_engine,
+            "/completion",
+            {"prompt": "The capital of France is", "n_predict": 6, "temperature": 0, "n_probs": 2},
+        ),
+    ]
+    captures = []
+    for k, (server, path, ask) in enumerate(asks):
+        rec = record(server.url, name=f"cap{k}")
+        with httpx.Client(base_url=rec.url, timeout=120, trust_env=False) as client:
+            for stream in (False, True):
+                with client.stream("POST", path, json={**ask, "stream": stream}) as response:
+                    assert response.status_code == 200, response.read()
+                    response.read()
+        assert rec.stop() == 0
+        captures.append(rec.out)
+        for x in rec.exchanges():
+            out = read_response(x)
+            positions = logprob_positions(out.objects, out.api)
+            if out.api == "completions":  # by token text: the answer's text, token by token
+                assert positions and "".join(str(t) for t, _ in positions) == out.text, (positions, out.text)
+            else:  # by id: as many as it says it generated
+                assert out.output_tokens and len(positions) == out.output_tokens, (positions, out.usage)
+            assert all(len(top) == 2 for _, top in positions), (path, positions)
+    for capture in captures:
+        d = compare(capture, capture, top=2)["divergence"]
+        assert d["logprobs"] == {"pairs": 2, "kl_mean": 0.0, "top1_agreement": 1.0}, d.get("logprobs")
+
+
+def test_llamacpp_post_sampling_probabilities_are_read_as_their_logs(tmp_path: Path) -> None:
+    """With ``post_sampling_probs``, llama-server sends ``prob`` and ``top_probs`` in place of
+    ``logprob`` and ``top_logprobs``: those positions had no top-k, so no KL was taken of them."""
+
+    def probs(positions: list[tuple[str, dict[str, float]]]) -> list[bytes]:
+        entries = [
+            {
+                "id": _IDS[t],
+                "token": t,
+                "bytes": list(t.encode()),
+                "prob": math.exp(top[t]),
+                "top_probs": [
+                    {"id": _IDS[k], "token": k, "bytes": list(k.encode()), "prob": math.exp(v)} for k, v in top.items()
+                ],
+            }
+            for t, top in positions
+        ]
+        body = {
+            "index": 0,
+            "content": "".join(t for t, _ in positions),
+            "stop": True,
+            "stop_type": "eos",
+            "completion_probabilities": entries,
+        }
+        return [json.dumps(body).encode()]
+
+    ask = ("/completion", {**_NATIVE, "post_sampling_probs": True}, _JSON)
+    out = read_response({"path": "/completion", "chunks": probs(_CAT)})
+    assert [(t, {k: round(v, 9) for k, v in top.items()}) for t, top in logprob_positions(out.objects, out.api)] == [
+        (_IDS[t], {_IDS[k]: v for k, v in top.items()}) for t, top in _CAT
+    ]
+    for name, b in (("changed", _DOG), ("same", _CAT)):
+        (tmp_path / name).mkdir()
+        d = compare(*pair_captures(tmp_path / name, {"probs": (ask, probs(_CAT), probs(b))}), top=1)["divergence"]
+        assert d["exact_match_rate"] == 1 and d["logprobs"]["pairs"] == 1, d.get("logprobs")
+        assert (d["logprobs"]["kl_mean"] > 0) is (name == "changed") and d["logprobs"]["top1_agreement"] == (
+            0.5 if name == "changed" else 1
+        )
