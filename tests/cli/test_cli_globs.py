@@ -153,6 +153,9 @@ def test_a_glob_takes_the_captures_it_matches_and_says_what_it_left_out(runs: Pa
     stats = ok(invoke("stats", "run-*", "--json"))
     assert requests(stats) == {"run-[ab]": 1, "run-a": 2, "run-b": 3}
     assert [line.removeprefix("warning: ") for line in stats.stderr.splitlines() if "left out" in line] == left
+    # The JSON lists them too (it said nothing of them: a script saw the captures as all there was).
+    listed = json.loads(stats.stdout)["left_out"]
+    assert [f"{x['pattern']}: left out {x['path']}: {x['why']}" for x in listed] == left
     rows = json.loads(ok(invoke("sql", "-q", "SELECT count(*) AS n FROM exchanges", "run-*", "--json")).stdout)
     assert rows == [{"n": 6}]
     exported = ok(invoke("export", "run-*", "--parquet", "wh"))
@@ -161,7 +164,8 @@ def test_a_glob_takes_the_captures_it_matches_and_says_what_it_left_out(runs: Pa
     replayed = ok(invoke("replay", "run-*", "--target", url, "--no-probe", "--out", "rp", "--json"))
     assert json.loads(replayed.stdout)["sent"] == 6 and all(line in replayed.stderr for line in left)
     # Must match: a glob of captures only leaves nothing out, and says nothing of it.
-    assert "left out" not in ok(invoke("stats", "run-?", "--json")).stderr
+    only_captures = ok(invoke("stats", "run-?", "--json"))
+    assert "left out" not in only_captures.stderr and json.loads(only_captures.stdout)["left_out"] == []
     # Named as they are, they are refused; a glob matching no capture is refused, naming what it matched.
     for args in (
         ("stats", "run-a", "run-notes.txt"),
