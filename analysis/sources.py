@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,18 +51,37 @@ def _is_glob(text: str) -> bool:
     return glob.has_magic(text) and not Path(text).exists()
 
 
-def one_path(spec: str | os.PathLike[str]) -> Path:
-    """The one path ``spec`` names (a glob matching one), for an argument that takes one capture or sweep.
+def one_path(spec: str | os.PathLike[str], keep: Callable[[Path], bool] | None = None) -> One:
+    """The one path ``spec`` names, for an argument that takes one capture (or sweep): a glob takes
+    the one match holding a capture (or that ``keep`` accepts: ``report``'s sweeps) and leaves out the
+    rest, as ``locate_captures`` does for ``stats`` (a ``run-notes.txt`` beside ``run-a/``).
 
-    Raises NoCapturesError when it names no existing path or several.
+    Raises NoCapturesError when it names no existing path, or a glob matches no capture or several.
     """
+    text = os.fspath(spec)
     matches = expand(spec)
-    if len(matches) > 1:
-        shown = ", ".join(os.fspath(m) for m in matches[:3]) + (", ..." if len(matches) > 3 else "")
-        raise NoCapturesError(f"{os.fspath(spec)}: matches {len(matches)} paths ({shown}); name one")
-    if not matches[0].exists():
-        raise NoCapturesError(f"{matches[0]}: no such capture")
-    return matches[0]
+    for match in matches:
+        if not match.exists():
+            raise NoCapturesError(f"{match}: no such capture")
+    if not _is_glob(text):
+        return One(matches[0])
+    kept: list[Path] = []
+    left: list[LeftOut] = []
+    for match in matches:
+        captures, why = _captures_at(match, globbed=True)
+        if why is None or (keep is not None and keep(match)):
+            kept.append(match)
+        else:
+            left.append(LeftOut(text, match, why.removeprefix(f"{match}: ")))
+    if not kept:
+        said = "; ".join(f"{x.path}: {x.why}" for x in left[:3]) + ("; ..." if len(left) > 3 else "")
+        raise NoCapturesError(f"{text}: matches no capture ({said})")
+    if len(kept) > 1:
+        shown = ", ".join(os.fspath(m) for m in kept[:3]) + (", ..." if len(kept) > 3 else "")
+        if not left:
+            raise NoCapturesError(f"{text}: matches {len(kept)} paths ({shown}); name one")
+        raise NoCapturesError(f"{text}: matches {len(kept)} captures ({shown}) besides {len(left)} holding none; name one")
+    return One(kept[0], left)
 
 
 @dataclass(frozen=True)
@@ -76,6 +95,14 @@ class LeftOut:
 
     def __str__(self) -> str:
         return f"{self.pattern}: left out {self.path}: {self.why}"
+
+
+@dataclass
+class One:
+    """The path an argument that takes one capture names, and the matches of its glob left out."""
+
+    path: Path
+    left_out: list[LeftOut] = field(default_factory=list)
 
 
 @dataclass

@@ -475,8 +475,8 @@ def _print_most_divergent(console: Console, items: list[dict[str, Any]]) -> None
 
 
 @click.command()
-@click.argument("a", type=OnePath())
-@click.argument("b", type=OnePath(), required=False)
+@click.argument("a", type=OnePath(sweeps=True))
+@click.argument("b", type=OnePath(sweeps=True), required=False)
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True)
 @click.option(
     "--extract", default=None, metavar="number|math|choice|json|regex:PATTERN", help="Compare answers extracted from the outputs."

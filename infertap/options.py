@@ -49,18 +49,32 @@ def progress_bars(label: str) -> Progress:
 
 class OnePath(click.ParamType):
     """A capture (or sweep) argument that takes one path: a glob the shell left quoted is expanded
-    here, as stats expands its CAPTURE..., and must match exactly one path."""
+    here, as stats expands its CAPTURE..., and takes the one capture it matches, each other match
+    (notes beside the runs) said in a warning, as stats says them; ``sweeps``: a sweep's folder is
+    taken too (``report``)."""
 
     name = "path"
+
+    def __init__(self, *, sweeps: bool = False) -> None:
+        self.sweeps = sweeps
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         from .analysis.errors import NoCapturesError
         from .analysis.sources import one_path
 
         try:
-            return one_path(value)
+            one = one_path(value, _is_sweep if self.sweeps else None)
         except NoCapturesError as exc:
             self.fail(str(exc), param, ctx)
+        for left in one.left_out:
+            click.secho(f"warning: {left}", fg="yellow", err=True)
+        return one.path
+
+
+def _is_sweep(path: Path) -> bool:
+    from .analysis.sweep_report import is_sweep  # imported only where a glob matches no capture
+
+    return is_sweep(path)
 
 
 class OneCapture(OnePath):

@@ -14,6 +14,7 @@ Usable directly: ``mitmdump -s infertap/mitm/addon.py --set infertap_out=capture
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import logging
 import math
@@ -21,7 +22,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, Unpack
 
 from mitmproxy import ctx, exceptions, http
@@ -32,6 +33,7 @@ from infertap.capture.records import MAX_RESPONSE_BYTES, End, ExchangeExtras, Re
 from infertap.capture.redact import Redactor
 from infertap.capture.scrubbing import Scrubbed
 from infertap.capture.writer import CaptureWriter
+from infertap.mitm import reloads
 from infertap.mitm.endings import end_of_flow, stream_of
 from infertap.telemetry import Sampler, recorded_telemetry, start_telemetry
 
@@ -79,6 +81,8 @@ class InfertapCapture:
         self.on_ready = on_ready
         self._seq = 0
         self._live: dict[str, http.HTTPFlow] = {}  # flows being recorded: written at shutdown if not ended
+        self._retired = False  # unloaded by a script reload: closes once ``_live`` is empty
+        self._closing: asyncio.Task[None] | None = None
         self.max_body = 64 * 1024 * 1024  # request body bytes kept (infertap_max_body)
         self.max_response = MAX_RESPONSE_BYTES  # response body bytes kept (infertap_max_response)
         self.telemetry_interval = 0.25  # seconds (infertap_telemetry_interval)
@@ -187,13 +191,52 @@ class InfertapCapture:
             addrs = [f"{a[0]}:{a[1]}" for a in server.listen_addrs()] if server else []
             self.on_ready(addrs, str(self.writer.path))
 
-    async def done(self) -> None:
-        for flow in list(self._live.values()):  # in flight as mitmproxy stops: no hook ends them
+    def done(self) -> Coroutine[Any, Any, None] | None:
+        """mitmproxy runs ``done`` at shutdown, awaiting what it returns, and when it unloads the
+        script (``-s``, edited while it runs, or dropped from ``scripts``), synchronously: there it
+        refuses an ``async def done`` (the reload failed, the new code never loaded). Unloading
+        unregisters the addon before ``done`` runs; shutdown leaves it registered."""
+        if self in ctx.master.addons:
+            return self._shut_down()
+        self._retire()
+        return None
+
+    async def _shut_down(self) -> None:
+        for retired in reloads.retired(ctx.master):  # a reload's retired instances, flows still in flight
+            await retired.stop_recording()
+        await self.stop_recording()
+
+    async def stop_recording(self) -> None:
+        """Flows in flight (no hook ends them at shutdown) written cancelled, then the capture closed."""
+        for flow in list(self._live.values()):
             state = flow.metadata.get("infertap")
             if state is not None and "body_whole" not in state:
                 self._cut(flow, state, "cancelled", "infertap mitm shut down while the request body was arriving")
             else:
                 self._finish(flow, "cancelled", "infertap mitm shut down while the request was in flight")
+        await self._closed()
+
+    def _retire(self) -> None:
+        """Unloaded by a reload: the flows in flight go on (their hooks reach the new instance, which
+        hands them here), written as they end, and the run is closed after the last of them."""
+        self._retired = True
+        reloads.retire(ctx.master, self)  # until closed: a shutdown before then closes it
+        if self._live:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # unloaded outside mitmproxy's loop: nothing runs later to close it
+            asyncio.run(self._close())
+            return
+        self._closed()
+
+    def _closed(self) -> asyncio.Task[None]:
+        """The capture closed, once (an exchange whose response is still searched written first)."""
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_task(self._close())
+        return self._closing
+
+    async def _close(self) -> None:
         if self.sampler is not None:
             self.sampler.close()
         if self.scrubbed is not None:  # an exchange whose response is still searched is written first
@@ -202,6 +245,13 @@ class InfertapCapture:
             self.writer.close()
             if self.writer.error is not None:
                 log.error("infertap: the capture could not be fully written: %s", self.writer.error)
+        reloads.forget(ctx.master, self)
+
+    def _owner(self, flow: http.HTTPFlow) -> Any:
+        """The instance recording ``flow``: the one a script reload retired while it was in flight
+        (its run holds the flow's start), else this one."""
+        state = flow.metadata.get("infertap")
+        return self if state is None else state.get("addon", self)
 
     # -- matching ------------------------------------------------------------------------------
 
@@ -224,6 +274,7 @@ class InfertapCapture:
             "chunk_ns": [],
             "chunks": [],
             "headers_ns": None,
+            "addon": self,  # a script reload hands the flow's later hooks back to this instance
         }
         if flow.request.stream:
             # Over stream_large_bodies (its size known) or streamed by an addon before this one:
@@ -261,6 +312,8 @@ class InfertapCapture:
         return keep
 
     def request(self, flow: http.HTTPFlow) -> None:
+        if (owner := self._owner(flow)) is not self:
+            return owner.request(flow)
         state = flow.metadata.get("infertap")
         if state is None:
             return
@@ -275,6 +328,8 @@ class InfertapCapture:
             state["t0"] = time.monotonic_ns()
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
+        if (owner := self._owner(flow)) is not self:
+            return owner.responseheaders(flow)
         state = flow.metadata.get("infertap")
         if state is None or flow.response is None:
             return
@@ -291,9 +346,13 @@ class InfertapCapture:
         flow.response.stream = record_chunk  # passes each chunk through as it arrives
 
     def response(self, flow: http.HTTPFlow) -> None:
+        if (owner := self._owner(flow)) is not self:
+            return owner.response(flow)
         self._finish(flow, "complete", None)
 
     def error(self, flow: http.HTTPFlow) -> None:
+        if (owner := self._owner(flow)) is not self:
+            return owner.error(flow)
         msg = flow.error.msg if flow.error else "unknown error"
         state = flow.metadata.get("infertap")
         end = end_of_flow(flow, live=True, handed=state is None or "sent_ns" in state)
@@ -401,6 +460,8 @@ class InfertapCapture:
         if "kept" in state:
             state["kept"].mark(record)
         scrubbed.record(record, found, request=True)  # a decompression, a large body's search: off mitmproxy's loop
+        if self._retired and not self._live:  # the last flow of a run a script reload retired
+            self._closed()
 
 
 class _SwitchWatched(http.Request):

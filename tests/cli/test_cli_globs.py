@@ -113,6 +113,12 @@ def test_replay_and_sweep_expand_a_quoted_glob(runs: Path, fake: tuple[object, s
         "--json",
     )
     assert [p["sent"] for p in json.loads(ok(swept).stdout)["points"]] == [3]
+    # A sweep's result alone (its points' captures not kept) is a sweep to report: a glob takes it too.
+    (runs / "sw-result").mkdir()
+    (runs / "sw-result" / "sweep.json").write_bytes((runs / "sw" / "sweep.json").read_bytes())
+    (runs / "sw-result.txt").write_text("notes\n")
+    reported = ok(invoke("report", "sw-r*", "-o", "sweep.html"))
+    assert "left out sw-result.txt" in reported.stderr and (runs / "sweep.html").is_file()
 
 
 def test_compare_refuses_a_folder_of_several_captures_naming_them_before_reading_any(runs: Path) -> None:
@@ -147,6 +153,9 @@ def test_a_glob_takes_the_captures_it_matches_and_says_what_it_left_out(runs: Pa
     stats = ok(invoke("stats", "run-*", "--json"))
     assert requests(stats) == {"run-[ab]": 1, "run-a": 2, "run-b": 3}
     assert [line.removeprefix("warning: ") for line in stats.stderr.splitlines() if "left out" in line] == left
+    # The JSON lists them too (it said nothing of them: a script saw the captures as all there was).
+    listed = json.loads(stats.stdout)["left_out"]
+    assert [f"{x['pattern']}: left out {x['path']}: {x['why']}" for x in listed] == left
     rows = json.loads(ok(invoke("sql", "-q", "SELECT count(*) AS n FROM exchanges", "run-*", "--json")).stdout)
     assert rows == [{"n": 6}]
     exported = ok(invoke("export", "run-*", "--parquet", "wh"))
@@ -155,7 +164,8 @@ def test_a_glob_takes_the_captures_it_matches_and_says_what_it_left_out(runs: Pa
     replayed = ok(invoke("replay", "run-*", "--target", url, "--no-probe", "--out", "rp", "--json"))
     assert json.loads(replayed.stdout)["sent"] == 6 and all(line in replayed.stderr for line in left)
     # Must match: a glob of captures only leaves nothing out, and says nothing of it.
-    assert "left out" not in ok(invoke("stats", "run-?", "--json")).stderr
+    only_captures = ok(invoke("stats", "run-?", "--json"))
+    assert "left out" not in only_captures.stderr and json.loads(only_captures.stdout)["left_out"] == []
     # Named as they are, they are refused; a glob matching no capture is refused, naming what it matched.
     for args in (
         ("stats", "run-a", "run-notes.txt"),
@@ -171,3 +181,35 @@ def test_a_glob_takes_the_captures_it_matches_and_says_what_it_left_out(runs: Pa
     )
     refused(invoke("replay", "run-*.txt", "--target", url, "--out", "o"), "run-*.txt: matches no capture")
     assert not (runs / "w2").exists() and not (runs / "o").exists()
+
+
+def test_one_capture_arguments_take_the_one_capture_a_glob_matches_and_say_what_they_left_out(runs: Path) -> None:
+    """`claim 'run-a*'` was refused for a `run-a-notes.txt` beside `run-a/` ("matches 2 paths") where
+    `stats` took the capture and warned: the one-capture arguments do the same now; a glob of two
+    captures is still refused, naming them, and one of no capture names what it matched."""
+    (runs / "run-a-notes.txt").write_text("the GPU was throttled\n")
+    left = "warning: run-a*: left out run-a-notes.txt: not a capture (a segment starts with an infertap block head"
+
+    def warned(result: Result) -> Result:
+        said = [line for line in result.stderr.splitlines() if "left out" in line]
+        assert len(said) == 1 and said[0].startswith(left), result.stderr
+        return result
+
+    named = {
+        cmd: ok(invoke(cmd, "run-a", *more)).stdout for cmd, more in (("claim", ["--json"]), ("info", ["--json"]), ("cat", []))
+    }
+    for cmd, more in (("claim", ["--json"]), ("info", ["--json"]), ("cat", [])):
+        assert warned(ok(invoke(cmd, "run-a*", *more))).stdout == named[cmd]
+    compared = json.loads(warned(ok(invoke("compare", "run-a*", "run-b", "--json"))).stdout)
+    assert (compared["a"]["path"], compared["b"]["path"]) == ("run-a", "run-b")
+    compared = json.loads(warned(ok(invoke("compare", "run-b", "run-b", "--baseline", "run-a*", "--json"))).stdout)
+    assert compared["baseline"]["path"] == "run-a"
+    warned(ok(invoke("report", "run-a*", "-o", "a.html")))
+    assert (runs / "a.html").is_file()
+    # Must stay: a glob of the captures alone warns of nothing.
+    assert "left out" not in ok(invoke("claim", "run-b*", "--json")).stderr
+    # Must differ: two captures where one is wanted are refused, naming them, and so is a glob of no capture.
+    for args in (("claim", "run-*"), ("info", "run-*"), ("compare", "run-*", "run-b"), ("report", "run-b", "run-*")):
+        refused(invoke(*args), "run-*: matches 3 captures (run-[ab], run-a, run-b) besides 1 holding none; name one")
+    refused(invoke("info", "run-?"), "run-?: matches 2 paths (run-a, run-b); name one")
+    refused(invoke("claim", "run-a-*"), "run-a-*: matches no capture (run-a-notes.txt: not a capture")

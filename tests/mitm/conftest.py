@@ -14,18 +14,21 @@ import pytest
 from infertap.capture.reader import CaptureReader
 from infertap.launch import free_port
 
+ADDON = Path(__file__).resolve().parents[2] / "infertap" / "mitm" / "addon.py"
+
 
 class Mitm:
     """`infertap mitm *args`, or with ``mitmdump=True`` mitmproxy's own `mitmdump` loading the addon
-    as a script (``-s infertap/mitm/addon.py``, first: other ``-s`` scripts in args come after it)."""
+    as a script (``-s infertap/mitm/addon.py``, or ``script``, a copy of it; first: other ``-s`` scripts
+    in args come after it)."""
 
-    def __init__(self, tmp: Path, *args: str, mitmdump: bool = False) -> None:
+    def __init__(self, tmp: Path, *args: str, mitmdump: bool = False, script: Path | None = None) -> None:
         self.port = free_port()
         self.out = tmp / f"mitm-{self.port}"
         self.confdir = tmp / "mitmconf"
         self.log = tmp / f"mitm-{self.port}.log"
         if mitmdump:
-            addon = Path(__file__).resolve().parents[2] / "infertap" / "mitm" / "addon.py"
+            addon = script or ADDON
             mitmdump_bin = Path(sys.executable).with_name("mitmdump")
             argv = [str(mitmdump_bin), "-s", str(addon), "--listen-host", "127.0.0.1", "--listen-port", str(self.port)]
             argv += ["--set", f"confdir={self.confdir}", "--set", f"infertap_out={self.out}", *args]
@@ -70,8 +73,8 @@ def start_mitm(tmp_path):
     user would; all are stopped at the end."""
     started: list[Mitm] = []
 
-    def start(*args: str, mitmdump: bool = False) -> Mitm:
-        started.append(Mitm(tmp_path, *args, mitmdump=mitmdump))
+    def start(*args: str, mitmdump: bool = False, script: Path | None = None) -> Mitm:
+        started.append(Mitm(tmp_path, *args, mitmdump=mitmdump, script=script))
         return started[-1]
 
     yield start
