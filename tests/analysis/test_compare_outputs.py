@@ -773,14 +773,18 @@ def test_sglangs_matched_stop_differs_where_both_answers_carry_it(tmp_path: Path
 
 def _refused(category: str | None = None, *, stream: bool = False, token: str = "fct_1", **more: Any) -> list[bytes]:
     """An Anthropic refusal "I can't help" whose ``stop_details`` names ``category`` (no category
-    given: ``stop_details`` null), with a fallback credit token (new each refusal) and ``more``."""
+    given: ``stop_details`` null), with a fallback credit token (new each refusal) and ``more``.
+
+    Read by the beta models: the fallback credit fields (``fallback_credit_token``, ``fallback_has_prefill_claim``,
+    ``recommended_model``) are sent under the ``fallback-credit`` beta, and only ``BetaRefusalStopDetails`` has them."""
     details = None if category is None else {"type": "refusal", "category": category, "explanation": "Cyber harm.", "fallback_credit_token": token, **more}  # fmt: skip
+    usage = {"input_tokens": 5, "output_tokens": 2}
     if not stream:
-        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "I can't help"}]}  # fmt: skip
-        return [json.dumps({**body, "stop_reason": "refusal", "stop_sequence": None, "stop_details": details}).encode()]
+        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "I can't help"}], "usage": usage}  # fmt: skip
+        return [json.dumps(sdk_shapes.message({**body, "stop_reason": "refusal", "stop_sequence": None, "stop_details": details}, beta=True)).encode()]  # fmt: skip
     events = _anthropic_sse("I can't help", "refusal")
-    delta = {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": None, "stop_details": details}}
-    return [*events[:4], f"event: message_delta\ndata: {json.dumps(delta)}\n\n".encode(), events[-1]]
+    delta = {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": None, "stop_details": details}, "usage": {"output_tokens": 2}}  # fmt: skip
+    return [*events[:4], f"event: message_delta\ndata: {json.dumps(sdk_shapes.message_event(delta, beta=True))}\n\n".encode(), events[-1]]  # fmt: skip
 
 
 STOP_DETAILS = {
