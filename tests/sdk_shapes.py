@@ -15,6 +15,7 @@ from typing import Any
 
 from anthropic.types import Message, RawMessageStreamEvent
 from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
+from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseOutputItem, ResponseStreamEvent
 from pydantic import BaseModel
@@ -138,6 +139,22 @@ def chat_completion(body: dict[str, Any]) -> dict[str, Any]:
 def chat_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
     """One OpenAI chat completion stream chunk, as ``ChatCompletionChunk`` reads it."""
     return _checked(ChatCompletionChunk.model_validate(chunk), chunk)
+
+
+@_once_a_shape
+def completion(body: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI text completion (``/v1/completions``), as ``openai.types.Completion`` reads it: a whole answer
+    and each streamed chunk alike (the SDK reads both with this one model)."""
+    return _checked(Completion.model_validate(body), body)
+
+
+@_once_a_shape
+def completion_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
+    """One streamed text completion chunk: a ``Completion`` whose choices' ``finish_reason`` may be null until the
+    last (OpenAI, vLLM and llama.cpp all send null; the SDK's model, written for the whole answer, requires one)."""
+    choices = [{**c, "finish_reason": c.get("finish_reason") or "stop"} if isinstance(c, dict) else c for c in chunk.get("choices", [])]  # fmt: skip
+    _checked(Completion.model_validate({**chunk, "choices": choices}), chunk)
+    return chunk
 
 
 # What every real answer carries beside what a test is about: spread these into a body so the SDK reads it.

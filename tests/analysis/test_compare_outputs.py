@@ -537,8 +537,9 @@ def _choices(*texts: str | tuple[str, str], stream: bool = False) -> list[bytes]
 
 
 def _completions(*texts: str) -> list[bytes]:
-    choices = [{"index": i, "text": t, "finish_reason": "stop"} for i, t in enumerate(texts)]
-    return [json.dumps({"object": "text_completion", "choices": choices}).encode()]
+    choices = [{"index": i, "text": t, "logprobs": None, "finish_reason": "stop"} for i, t in enumerate(texts)]
+    body = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m", "choices": choices}
+    return [json.dumps(sdk_shapes.completion(body)).encode()]
 
 
 _MESSAGES_WHOLE = ("/v1/messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "q"}]}, "application/json")  # fmt: skip
@@ -725,7 +726,8 @@ def _sglang(
 def _sglang_text(said: Any) -> list[bytes]:
     """SGLang's /v1/completions answer "Hello" whose choice says ``matched_stop`` ``said``."""
     choice = {"index": 0, "text": "Hello", "logprobs": None, "finish_reason": "stop", "matched_stop": said}
-    return [json.dumps({"object": "text_completion", "model": "m", "choices": [choice]}).encode()]
+    body = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m", "choices": [choice]}
+    return [json.dumps(_engine_shaped(sdk_shapes.completion, body, "matched_stop")).encode()]
 
 
 _TEXT_WHOLE = ("/v1/completions", {"model": "m", "prompt": "q"}, "application/json")
