@@ -157,6 +157,18 @@ def completion_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
     return chunk
 
 
+def engine_shaped(check: Callable[[dict[str, Any]], dict[str, Any]], body: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """``body`` with fields an engine adds to its choices (vLLM's ``stop_reason``, SGLang's ``matched_stop`` and
+    ``hidden_states``): the SDK has no place for them, so the rest is checked without them and they are kept."""
+    bare = json.loads(json.dumps(body))
+    for choice in bare["choices"]:
+        for key in keys:
+            choice.pop(key, None)
+            choice.get("delta", {}).pop(key, None)
+    check(bare)
+    return body
+
+
 # What every real answer carries beside what a test is about: spread these into a body so the SDK reads it.
 RESPONSE_REST: dict[str, Any] = {"created_at": 1.0, "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
 
