@@ -182,3 +182,9 @@ def response_usage(input_tokens: int, output_tokens: int, cached: int = 0, reaso
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": input_tokens + output_tokens,
     }
+
+
+def chat_answer(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]:
+    """A whole chat answer of one choice saying ``message``, with what every real one carries, checked."""
+    choice = {"index": 0, "message": message, "finish_reason": finish}
+    return chat_completion({"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]})
