@@ -142,8 +142,9 @@ def _error_data(tag: str) -> bytes:
 
 
 def _completion_chunk(tag: str, text: str, finish: str | None) -> bytes:
-    payload = {"id": f"cmpl-{tag}", "object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": finish}]}
-    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+    payload = {"id": f"cmpl-{tag}", "object": "text_completion", "created": 0, "model": "fake", "choices": [choice]}
+    return b"data: " + json.dumps(sdk_shapes.completion_chunk(payload)).encode() + b"\n\n"
 
 
 def _ollama_line(path: str, text: str, extra: dict[str, Any]) -> bytes:

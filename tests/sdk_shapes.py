@@ -143,9 +143,30 @@ def chat_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
 
 @_once_a_shape
 def completion(body: dict[str, Any]) -> dict[str, Any]:
-    """An OpenAI legacy completion (``/v1/completions``, whole),
-    as ``openai.types.Completion`` reads it."""
+    """An OpenAI text completion (``/v1/completions``), as ``openai.types.Completion`` reads it: a whole answer
+    and each streamed chunk alike (the SDK reads both with this one model)."""
     return _checked(Completion.model_validate(body), body)
+
+
+@_once_a_shape
+def completion_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
+    """One streamed text completion chunk: a ``Completion`` whose choices' ``finish_reason`` may be null until the
+    last (OpenAI, vLLM and llama.cpp all send null; the SDK's model, written for the whole answer, requires one)."""
+    choices = [{**c, "finish_reason": c.get("finish_reason") or "stop"} if isinstance(c, dict) else c for c in chunk.get("choices", [])]  # fmt: skip
+    _checked(Completion.model_validate({**chunk, "choices": choices}), chunk)
+    return chunk
+
+
+def engine_shaped(check: Callable[[dict[str, Any]], dict[str, Any]], body: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """``body`` with fields an engine adds to its choices (vLLM's ``stop_reason``, SGLang's ``matched_stop`` and
+    ``hidden_states``): the SDK has no place for them, so the rest is checked without them and they are kept."""
+    bare = json.loads(json.dumps(body))
+    for choice in bare["choices"]:
+        for key in keys:
+            choice.pop(key, None)
+            choice.get("delta", {}).pop(key, None)
+    check(bare)
+    return body
 
 
 # What every real answer carries beside what a test is about: spread these into a body so the SDK reads it.
@@ -161,3 +182,9 @@ def response_usage(input_tokens: int, output_tokens: int, cached: int = 0, reaso
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": input_tokens + output_tokens,
     }
+
+
+def chat_answer(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]:
+    """A whole chat answer of one choice saying ``message``, with what every real one carries, checked."""
+    choice = {"index": 0, "message": message, "finish_reason": finish}
+    return chat_completion({"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]})

@@ -43,3 +43,23 @@ def test_a_stream_event_is_read_by_its_type() -> None:
 def test_an_event_of_no_type_the_sdk_knows_is_refused() -> None:
     with pytest.raises(AssertionError, match="no SDK model has the type .response.output_text.deltas"):
         sdk_shapes.response_event({"type": "response.output_text.deltas", "sequence_number": 1})
+
+
+def test_a_text_completion_is_read_by_the_sdks_completion() -> None:
+    body = {"id": "c", "object": "text_completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "text": "hi", "finish_reason": "stop", "logprobs": None}]}  # fmt: skip
+    assert sdk_shapes.completion(body) is body
+    with pytest.raises(pydantic.ValidationError, match="created"):
+        sdk_shapes.completion({k: v for k, v in body.items() if k != "created"})
+    with pytest.raises(pydantic.ValidationError, match="object"):
+        sdk_shapes.completion({**body, "object": "chat.completion"})
+
+
+def test_a_streamed_text_completion_may_leave_its_finish_null_until_the_last() -> None:
+    chunk = {"id": "c", "object": "text_completion", "created": 0, "model": "m",
+             "choices": [{"index": 0, "text": "hi", "finish_reason": None, "logprobs": None}]}  # fmt: skip
+    assert sdk_shapes.completion_chunk(chunk) is chunk
+    with pytest.raises(pydantic.ValidationError, match="finish_reason"):
+        sdk_shapes.completion(chunk)  # a whole answer ends with its reason
+    with pytest.raises(pydantic.ValidationError, match="finish_reason"):
+        sdk_shapes.completion_chunk({**chunk, "choices": [{**chunk["choices"][0], "finish_reason": "eos"}]})

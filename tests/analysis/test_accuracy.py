@@ -17,6 +17,7 @@ from infertap.analysis.compare import compare
 from infertap.analysis.extract import grader
 from infertap.analysis.report import render
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.extras import needs
 from tests.helpers import write_capture
 
@@ -307,7 +308,9 @@ def test_a_prompt_of_token_ids_is_its_own_question(tmp_path):
 
 
 def _text_completion(text: str) -> list[bytes]:
-    return [json.dumps({"object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": "stop"}]}).encode()]
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "stop"}
+    body = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m", "choices": [choice]}
+    return [json.dumps(sdk_shapes.completion(body)).encode()]
 
 
 def test_a_completions_prompt_sent_as_a_list_of_one_is_that_question(tmp_path):

@@ -33,7 +33,10 @@ def _failed_chat(k: int, content: str | None = None, finish: str | None = "error
 
 
 def _text(k: int, text: str, finish: str | None = None) -> dict[str, Any]:
-    return {"object": "text_completion", "choices": [{"index": k, "text": text, "finish_reason": finish}]}
+    """Choice ``k``'s text completion chunk: checked unless it failed ("error", no SDK's finish)."""
+    choice = {"index": k, "text": text, "logprobs": None, "finish_reason": finish}
+    chunk = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m", "choices": [choice]}
+    return chunk if finish == "error" else sdk_shapes.completion_chunk(chunk)
 
 
 def _streamed(xid: str, sent_ms: float, *events: dict[str, Any], n: int = 2, **request: Any) -> dict[str, Any]:

@@ -311,18 +311,6 @@ def _sse(*chunks: dict[str, Any]) -> list[bytes]:
     return [b"data: " + json.dumps(sdk_shapes.chat_chunk(c)).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
 
 
-def _engine_shaped(check: Any, body: dict[str, Any], *keys: str) -> dict[str, Any]:
-    """``body`` with fields an engine adds to its choices (vLLM's ``stop_reason``, SGLang's ``matched_stop``,
-    ``hidden_states``): the SDK has no place for them, so the rest is checked without them and they are kept."""
-    bare = json.loads(json.dumps(body))
-    for choice in bare["choices"]:
-        for key in keys:
-            choice.pop(key, None)
-            choice.get("delta", {}).pop(key, None)
-    check(bare)
-    return body
-
-
 def _message(content: list[dict[str, Any]], stop: str = "end_turn", word: Any = None, beta: bool = False, **more: Any) -> bytes:
     """A whole Anthropic answer of ``content`` blocks, checked (``beta``: by the beta model, for beta blocks)."""
     body = {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": content, "stop_reason": stop,
@@ -509,7 +497,7 @@ def _stopped_at(word: str | int | None, *, api: str) -> list[bytes]:
         return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in ({"content": "Hello", "stop": False}, last)]
     key = "matched_stop" if api == "sglang" else "stop_reason"  # vLLM's
     end = _chunk([{"index": 0, "delta": {}, "finish_reason": "stop", **({key: word} if word is not None else {})}])
-    end = _engine_shaped(sdk_shapes.chat_chunk, end, key)
+    end = sdk_shapes.engine_shaped(sdk_shapes.chat_chunk, end, key)
     return [_chat_sse("Hello")[0], b"data: " + json.dumps(end).encode() + b"\n\n", b"data: [DONE]\n\n"]
 
 
@@ -537,8 +525,9 @@ def _choices(*texts: str | tuple[str, str], stream: bool = False) -> list[bytes]
 
 
 def _completions(*texts: str) -> list[bytes]:
-    choices = [{"index": i, "text": t, "finish_reason": "stop"} for i, t in enumerate(texts)]
-    return [json.dumps({"object": "text_completion", "choices": choices}).encode()]
+    choices = [{"index": i, "text": t, "logprobs": None, "finish_reason": "stop"} for i, t in enumerate(texts)]
+    body = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m", "choices": choices}
+    return [json.dumps(sdk_shapes.completion(body)).encode()]
 
 
 _MESSAGES_WHOLE = ("/v1/messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "q"}]}, "application/json")  # fmt: skip
@@ -651,11 +640,11 @@ def _vllm(said: Any = None, *, stream: bool = False, second: Any = _UNSAID) -> l
     if second is not _UNSAID:
         choices.append({"index": 1, "finish_reason": "stop", "stop_reason": second})
     if stream:
-        end = _engine_shaped(sdk_shapes.chat_chunk, _chunk([{**c, "delta": {}} for c in choices]), "stop_reason")
+        end = sdk_shapes.engine_shaped(sdk_shapes.chat_chunk, _chunk([{**c, "delta": {}} for c in choices]), "stop_reason")
         return [_chat_sse("Hello")[0], b"data: " + json.dumps(end).encode() + b"\n\n", b"data: [DONE]\n\n"]
     message = {"role": "assistant", "content": "Hello"}
     whole = _chat_body([{**c, "message": message} for c in choices])
-    return [json.dumps(_engine_shaped(sdk_shapes.chat_completion, whole, "stop_reason")).encode()]
+    return [json.dumps(sdk_shapes.engine_shaped(sdk_shapes.chat_completion, whole, "stop_reason")).encode()]
 
 
 _CHAT_WHOLE = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/json")
@@ -709,7 +698,7 @@ def _sglang(
     if not stream:
         message = {"role": "assistant", "content": "Hello", "reasoning_content": None, "tool_calls": None}
         whole = _chat_body([{**c, "message": message} for c in choices])
-        return [json.dumps(_engine_shaped(sdk_shapes.chat_completion, whole, "matched_stop")).encode()]
+        return [json.dumps(sdk_shapes.engine_shaped(sdk_shapes.chat_completion, whole, "matched_stop")).encode()]
     unsaid = {} if said is _UNSAID else {"matched_stop": None}
     running = {"index": 0, "logprobs": None, "finish_reason": None, **unsaid}
     events = [
@@ -718,14 +707,15 @@ def _sglang(
         {**choices[0], "delta": {}},
         *([{**running, "delta": {"hidden_states": [0.5]}}] if hidden else []),
     ]
-    chunks = [_engine_shaped(sdk_shapes.chat_chunk, _chunk([e]), "matched_stop", "hidden_states") for e in events]
+    chunks = [sdk_shapes.engine_shaped(sdk_shapes.chat_chunk, _chunk([e]), "matched_stop", "hidden_states") for e in events]
     return [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
 
 
 def _sglang_text(said: Any) -> list[bytes]:
     """SGLang's /v1/completions answer "Hello" whose choice says ``matched_stop`` ``said``."""
     choice = {"index": 0, "text": "Hello", "logprobs": None, "finish_reason": "stop", "matched_stop": said}
-    return [json.dumps({"object": "text_completion", "model": "m", "choices": [choice]}).encode()]
+    body = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m", "choices": [choice]}
+    return [json.dumps(sdk_shapes.engine_shaped(sdk_shapes.completion, body, "matched_stop")).encode()]
 
 
 _TEXT_WHOLE = ("/v1/completions", {"model": "m", "prompt": "q"}, "application/json")
@@ -773,14 +763,18 @@ def test_sglangs_matched_stop_differs_where_both_answers_carry_it(tmp_path: Path
 
 def _refused(category: str | None = None, *, stream: bool = False, token: str = "fct_1", **more: Any) -> list[bytes]:
     """An Anthropic refusal "I can't help" whose ``stop_details`` names ``category`` (no category
-    given: ``stop_details`` null), with a fallback credit token (new each refusal) and ``more``."""
+    given: ``stop_details`` null), with a fallback credit token (new each refusal) and ``more``.
+
+    Read by the beta models: the fallback credit fields (``fallback_credit_token``, ``fallback_has_prefill_claim``,
+    ``recommended_model``) are sent under the ``fallback-credit`` beta, and only ``BetaRefusalStopDetails`` has them."""
     details = None if category is None else {"type": "refusal", "category": category, "explanation": "Cyber harm.", "fallback_credit_token": token, **more}  # fmt: skip
+    usage = {"input_tokens": 5, "output_tokens": 2}
     if not stream:
-        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "I can't help"}]}  # fmt: skip
-        return [json.dumps({**body, "stop_reason": "refusal", "stop_sequence": None, "stop_details": details}).encode()]
+        body = {"type": "message", "id": "m", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "I can't help"}], "usage": usage}  # fmt: skip
+        return [json.dumps(sdk_shapes.message({**body, "stop_reason": "refusal", "stop_sequence": None, "stop_details": details}, beta=True)).encode()]  # fmt: skip
     events = _anthropic_sse("I can't help", "refusal")
-    delta = {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": None, "stop_details": details}}
-    return [*events[:4], f"event: message_delta\ndata: {json.dumps(delta)}\n\n".encode(), events[-1]]
+    delta = {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": None, "stop_details": details}, "usage": {"output_tokens": 2}}  # fmt: skip
+    return [*events[:4], f"event: message_delta\ndata: {json.dumps(sdk_shapes.message_event(delta, beta=True))}\n\n".encode(), events[-1]]  # fmt: skip
 
 
 STOP_DETAILS = {
@@ -1148,7 +1142,7 @@ def _chat_cites(url: str, *, stream: bool = False) -> list[bytes]:
     events = [_chunk([{"index": 0, "delta": d, "finish_reason": None}]) for d in deltas]
     events.append(_chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
     # The search models stream a delta's annotations, which the SDK's ChoiceDelta doesn't declare: kept, unchecked.
-    events = [_engine_shaped(sdk_shapes.chat_chunk, e, "annotations") for e in events]
+    events = [sdk_shapes.engine_shaped(sdk_shapes.chat_chunk, e, "annotations") for e in events]
     return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
 
 

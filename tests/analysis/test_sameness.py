@@ -11,6 +11,7 @@ from typing import Any
 from infertap.analysis.compare import compare
 from infertap.analysis.paired_divergence import exact_share
 from infertap.apis import read_response
+from tests import sdk_shapes
 from tests.helpers import pair_captures, write_capture
 
 CHAT = ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "application/json")
@@ -70,9 +71,19 @@ def _sse(*events: Any) -> list[bytes]:
     return [b"data: " + (e if isinstance(e, bytes) else (e if e == "[DONE]" else json.dumps(e)).encode()) + b"\n\n" for e in events]  # fmt: skip
 
 
-def _message(message: dict[str, Any], finish: str = "stop", index: Any = 0) -> list[bytes]:
+def _completion(message: dict[str, Any], finish: str = "stop", index: Any = 0) -> dict[str, Any]:
+    """A whole chat answer of one choice, unchecked: what ``_message`` checks, and the odd ones build on."""
     choice = {"index": index, "message": {"role": "assistant", **message}, "finish_reason": finish}
-    return _body({"object": "chat.completion", "model": "m", "choices": [choice]})
+    return {"id": "c1", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+
+
+def _message(message: dict[str, Any], finish: str = "stop") -> list[bytes]:
+    return _body(sdk_shapes.chat_completion(_completion(message, finish)))
+
+
+def _message_at(message: dict[str, Any], index: Any) -> list[bytes]:
+    """A chat answer whose choice's index is no integer (null): no SDK reads it, so unchecked, on purpose."""
+    return _body(_completion(message, index=index))
 
 
 def _call(arguments: str) -> list[bytes]:
@@ -80,12 +91,14 @@ def _call(arguments: str) -> list[bytes]:
     return _message({"content": None, "tool_calls": [call]}, "tool_calls")
 
 
-def _chunk(delta: dict[str, Any], finish: str | None = None, index: Any = 0) -> dict[str, Any]:
-    return {
-        "object": "chat.completion.chunk",
-        "model": "m",
-        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
-    }
+def _odd_chunk(delta: dict[str, Any], finish: str | None = None, index: Any = 0) -> dict[str, Any]:
+    """A chat chunk unchecked, for what no SDK reads on purpose: an index no integer, a gateway's ``error`` finish."""
+    choice = {"index": index, "delta": delta, "finish_reason": finish}
+    return {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [choice]}
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return sdk_shapes.chat_chunk(_odd_chunk(delta, finish))
 
 
 def _ollama_call(x: str) -> list[bytes]:
@@ -94,8 +107,11 @@ def _ollama_call(x: str) -> list[bytes]:
 
 
 def _anthropic_call(x: str) -> list[bytes]:
+    """A Messages answer calling ``f`` with ``x`` written as given (digits no double holds), its shape checked."""
     block = '{"type":"tool_use","id":"t1","name":"f","input":{"x":' + x + "}}"
-    return [('{"type":"message","id":"m1","role":"assistant","model":"m","content":[' + block + '],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}').encode()]  # fmt: skip
+    raw = '{"type":"message","id":"m1","role":"assistant","model":"m","content":[' + block + '],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}'  # fmt: skip
+    sdk_shapes.message(json.loads(raw))
+    return [raw.encode()]
 
 
 ARGUMENTS = {
@@ -163,26 +179,35 @@ def _custom(text: str) -> list[bytes]:
 
 
 def _custom_sse(text: str) -> list[bytes]:
+    """A custom tool's call streamed: the openai SDK's delta knows only function calls (openai-python#2530, its
+    spec gap openai-openapi#576) though custom ones arrive so; checked without ``type`` and ``custom``."""
     call = {"index": 0, "id": "c1", "type": "custom", "custom": {"name": "g", "input": text}}
-    return _sse(_chunk({"tool_calls": [call]}), _chunk({}, "tool_calls"), "[DONE]")
+    sdk_shapes.chat_chunk(_odd_chunk({"tool_calls": [{"index": 0, "id": "c1"}]}))
+    return _sse(_odd_chunk({"tool_calls": [call]}), _chunk({}, "tool_calls"), "[DONE]")
+
+
+def _response(status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+    """A whole Responses answer (as a body or an event restates it), checked."""
+    return sdk_shapes.response({"object": "response", "id": "r1", "model": "m", "status": status, "output": output, **sdk_shapes.RESPONSE_REST})  # fmt: skip
+
+
+def _response_sse(*events: dict[str, Any]) -> list[bytes]:
+    """A Responses stream of ``events``, each numbered in order and checked."""
+    return _sse(*(sdk_shapes.response_event({**e, "sequence_number": n}) for n, e in enumerate(events)))
 
 
 def _responses_custom(text: str) -> list[bytes]:
-    item = {"type": "custom_tool_call", "id": "ct1", "call_id": "c1", "name": "g", "input": text}
-    return _body({"object": "response", "id": "r1", "model": "m", "status": "completed", "output": [item]})
+    return _body(_response("completed", [{"type": "custom_tool_call", "id": "ct1", "call_id": "c1", "name": "g", "input": text}]))  # fmt: skip
 
 
 def _responses_custom_sse(text: str) -> list[bytes]:
     item = {"type": "custom_tool_call", "id": "ct1", "call_id": "c1", "name": "g"}
-    return _sse(
-        {"type": "response.created", "response": {"id": "r1", "model": "m", "status": "in_progress", "output": []}},
+    return _response_sse(
+        {"type": "response.created", "response": _response("in_progress", [])},
         {"type": "response.output_item.added", "output_index": 0, "item": {**item, "input": ""}},
-        {"type": "response.custom_tool_call_input.delta", "output_index": 0, "delta": text},
+        {"type": "response.custom_tool_call_input.delta", "item_id": "ct1", "output_index": 0, "delta": text},
         {"type": "response.output_item.done", "output_index": 0, "item": {**item, "input": text}},
-        {
-            "type": "response.completed",
-            "response": {"id": "r1", "model": "m", "status": "completed", "output": [{**item, "input": text}]},
-        },  # fmt: skip
+        {"type": "response.completed", "response": _response("completed", [{**item, "input": text}])},
     )
 
 
@@ -203,9 +228,10 @@ def test_a_custom_tools_input_is_compared_as_the_text_it_is(tmp_path: Path) -> N
     _all_match(tmp_path, _twins(CUSTOM))
 
 
-def _anthropic(content: list[dict[str, Any]]) -> list[bytes]:
+def _anthropic(content: list[dict[str, Any]], beta: bool = False) -> list[bytes]:
+    """A whole Messages answer of ``content``, checked (``beta``: by the beta model, for beta blocks)."""
     usage = {"input_tokens": 1, "output_tokens": 1}
-    return _body({"type": "message", "id": "m1", "role": "assistant", "model": "m", "content": content, "stop_reason": "end_turn", "stop_sequence": None, "usage": usage})  # fmt: skip
+    return _body(sdk_shapes.message({"type": "message", "id": "m1", "role": "assistant", "model": "m", "content": content, "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}, beta=beta))  # fmt: skip
 
 
 def _searched(url: str, secret: str = "x", use: str = "s1") -> list[bytes]:
@@ -226,7 +252,7 @@ def _ran(stdout: str) -> list[bytes]:
             {
                 "type": "code_execution_tool_result",
                 "tool_use_id": "s1",
-                "content": {"type": "code_execution_result", "stdout": stdout, "stderr": "", "return_code": 0},
+                "content": {"type": "code_execution_result", "stdout": stdout, "stderr": "", "return_code": 0, "content": []},
             },  # fmt: skip
         ]
     )
@@ -234,7 +260,7 @@ def _ran(stdout: str) -> list[bytes]:
 
 def _searched_sse(url: str) -> list[bytes]:
     found = {"type": "web_search_result", "url": url, "title": "t", "encrypted_content": "x"}
-    return _sse(
+    return _message_sse(
         {
             "type": "message_start",
             "message": {
@@ -257,8 +283,13 @@ def _searched_sse(url: str) -> list[bytes]:
     )
 
 
+def _message_sse(*events: dict[str, Any], beta: bool = False) -> list[bytes]:
+    """A Messages stream of ``events``, each checked and named as Anthropic names it."""
+    return [b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(sdk_shapes.message_event(e, beta=beta)).encode() + b"\n\n" for e in events]  # fmt: skip
+
+
 def _responses(*items: dict[str, Any]) -> list[bytes]:
-    return _body({"object": "response", "id": "r1", "model": "m", "status": "completed", "output": list(items)})
+    return _body(_response("completed", list(items)))
 
 
 def _image(result: str, item: str = "ig1") -> list[bytes]:
@@ -274,7 +305,10 @@ def _search_call(url: str) -> list[bytes]:
 
 
 def _chat_image(url: str) -> list[bytes]:
-    return _message({"content": "", "images": [{"type": "image_url", "image_url": {"url": url}}]})
+    """OpenRouter's image output: ``images`` beside the message's content, where the SDK has no field (the rest checked)."""
+    body = sdk_shapes.chat_completion(_completion({"content": ""}))
+    body["choices"][0]["message"]["images"] = [{"type": "image_url", "image_url": {"url": url}}]
+    return _body(body)
 
 
 def _ollama_image(image: str) -> list[bytes]:
@@ -323,7 +357,7 @@ def test_what_a_server_tool_gave_back_is_part_of_the_answer(tmp_path: Path) -> N
 
 
 GOOD = [_chunk({"content": "The answer is "}), _chunk({"content": "4"}), _chunk({}, "stop"), "[DONE]"]
-TRUNCATED = b'{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"NOT "}}]'
+TRUNCATED = json.dumps(_chunk({"content": "NOT "})).encode()[:-1]  # a chunk cut short of its last brace: no JSON
 UNREAD = {"an event not JSON": (CHAT_SSE, _sse(GOOD[0], TRUNCATED, *GOOD[1:]), _sse(*GOOD))}
 
 
@@ -336,11 +370,12 @@ def test_an_event_that_is_not_json_is_no_exact_match(tmp_path: Path) -> None:
 
 
 def _raw_chat(content: bytes) -> list[bytes]:
-    return [b'{"object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"' + content + b'"},"finish_reason":"stop"}]}']  # fmt: skip
+    """A chat answer whose content is ``content``'s bytes as sent (not UTF-8): checked with a word in their place."""
+    return [_message({"content": "HERE"})[0].replace(b"HERE", content)]
 
 
 def _raw_chat_sse(content: bytes) -> list[bytes]:
-    first = b'data: {"object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"' + content + b'"},"finish_reason":null}]}\n\n'  # fmt: skip
+    first = _sse(_chunk({"content": "HERE"}))[0].replace(b"HERE", content)
     return [first, *_sse(_chunk({}, "stop"), "[DONE]")]
 
 
@@ -359,18 +394,18 @@ def test_bytes_that_are_not_utf8_are_told_apart(tmp_path: Path) -> None:
 
 def test_a_choice_whose_index_is_no_integer_is_the_first() -> None:
     """A null or string index was left out of the answer (while choice 0 was said to be the only one)."""
-    assert read_response({"path": CHAT[0], "chunks": _message({"content": "Yes"}, index=None)}).text == "Yes"
-    sse = _sse(_chunk({"content": "Yes"}, index="0"), _chunk({}, "stop", index="0"), "[DONE]")
+    assert read_response({"path": CHAT[0], "chunks": _message_at({"content": "Yes"}, None)}).text == "Yes"
+    sse = _sse(_odd_chunk({"content": "Yes"}, index="0"), _odd_chunk({}, "stop", index="0"), "[DONE]")
     out = read_response({"path": CHAT[0], "chunks": sse, "response_headers": [["content-type", "text/event-stream"]]})
     assert (out.text, out.finish_reason_raw) == ("Yes", "stop")
 
 
 INDEXES = {
-    "a null index": (CHAT, _message({"content": "Yes"}, index=None), _message({"content": "No"}, index=None)),
+    "a null index": (CHAT, _message_at({"content": "Yes"}, None), _message_at({"content": "No"}, None)),
     "a string index, streamed": (
         CHAT_SSE,
-        _sse(_chunk({"content": "Yes"}, index="0"), _chunk({}, "stop", index="0"), "[DONE]"),
-        _sse(_chunk({"content": "No"}, index="0"), _chunk({}, "stop", index="0"), "[DONE]"),
+        _sse(_odd_chunk({"content": "Yes"}, index="0"), _odd_chunk({}, "stop", index="0"), "[DONE]"),
+        _sse(_odd_chunk({"content": "No"}, index="0"), _odd_chunk({}, "stop", index="0"), "[DONE]"),
     ),
 }
 
@@ -381,13 +416,21 @@ def test_answers_in_a_choice_of_no_integer_index_are_compared(tmp_path: Path) ->
 
 
 def _restating(call: bool) -> list[bytes]:
-    out: list[dict[str, Any]] = [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok", "annotations": []}]}]  # fmt: skip
+    text = {"type": "output_text", "text": "ok", "annotations": []}
+    out: list[dict[str, Any]] = [{"type": "message", "id": "msg1", "role": "assistant", "status": "completed", "content": [text]}]  # fmt: skip
     if call:
         out.append({"type": "function_call", "id": "fc1", "call_id": "c1", "name": "rm_rf", "arguments": '{"path": "/"}'})
-    return _sse(
-        {"type": "response.created", "response": {"id": "r1", "model": "m", "status": "in_progress", "output": []}},
-        {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "ok"},
-        {"type": "response.completed", "response": {"id": "r1", "model": "m", "status": "completed", "output": out}},
+    return _response_sse(
+        {"type": "response.created", "response": _response("in_progress", [])},
+        {
+            "type": "response.output_text.delta",
+            "item_id": "msg1",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "ok",
+            "logprobs": [],
+        },  # fmt: skip
+        {"type": "response.completed", "response": _response("completed", out)},
     )
 
 
@@ -491,7 +534,7 @@ def test_where_answers_part_counts_only_pairs_of_two_answers(tmp_path: Path) -> 
     engine without the route) the median first divergence was 0, whatever the answers did."""
 
     def answer(text: str) -> bytes:
-        return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()
+        return _message({"content": text})[0]
 
     a, b = [], []
     for i in range(4):  # answers that part at character 20
@@ -512,9 +555,10 @@ def test_where_answers_part_counts_only_pairs_of_two_answers(tmp_path: Path) -> 
     assert d["failed"]["b_only"] == 6 and "divergence_not_placed" not in d["counts"]
 
 
-def _anthropic_sse(*blocks: tuple[dict[str, Any], list[dict[str, Any]]]) -> list[bytes]:
-    """An Anthropic stream of ``blocks``: each its start and its deltas."""
-    events: list[Any] = [{"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant", "model": "m", "content": [], "usage": {"input_tokens": 1}}}]  # fmt: skip
+def _anthropic_sse(*blocks: tuple[dict[str, Any], list[dict[str, Any]]], beta: bool = False) -> list[bytes]:
+    """An Anthropic stream of ``blocks``: each its start and its deltas (``beta``: read by the beta models)."""
+    start = {"id": "m1", "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}  # fmt: skip
+    events: list[Any] = [{"type": "message_start", "message": start}]
     for i, (start, deltas) in enumerate(blocks):
         events.append({"type": "content_block_start", "index": i, "content_block": start})
         events += ({"type": "content_block_delta", "index": i, "delta": d} for d in deltas)
@@ -523,7 +567,7 @@ def _anthropic_sse(*blocks: tuple[dict[str, Any], list[dict[str, Any]]]) -> list
         {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 3}},
         {"type": "message_stop"},
     ]
-    return [b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events]
+    return _message_sse(*events, beta=beta)
 
 
 def _cite(url: str) -> dict[str, Any]:
@@ -544,7 +588,7 @@ def _compaction(summary: str) -> list[dict[str, Any]]:
 def _compaction_sse(summary: str) -> list[bytes]:
     half = len(summary) // 2
     deltas = [{"type": "compaction_delta", "content": summary[:half]}, {"type": "compaction_delta", "content": summary[half:]}]
-    return _anthropic_sse(({"type": "compaction", "content": ""}, deltas), ({"type": "text", "text": ""}, [{"type": "text_delta", "text": "OK."}]))  # fmt: skip
+    return _anthropic_sse(({"type": "compaction", "content": ""}, deltas), ({"type": "text", "text": ""}, [{"type": "text_delta", "text": "OK."}]), beta=True)  # fmt: skip
 
 
 def _message_item(text: str, url: str | None = None) -> dict[str, Any]:
@@ -566,28 +610,29 @@ def _program_output(result: str) -> list[dict[str, Any]]:
 def _responses_sse(items: list[dict[str, Any]], deltas: bool = True) -> list[bytes]:
     """A Responses stream of ``items``: each added, its text as deltas (no annotation event), done;
     then the whole response restated."""
-    head = {"id": "r1", "object": "response", "model": "m"}
-    events: list[Any] = [{"type": "response.created", "response": {**head, "status": "in_progress", "output": []}}]
+    events: list[Any] = [{"type": "response.created", "response": _response("in_progress", [])}]
     for i, item in enumerate(items):
         empty = {**item, "content": []} if item["type"] == "message" else item
         events.append({"type": "response.output_item.added", "output_index": i, "item": empty})
         if item["type"] == "message" and deltas:
             for part in item["content"]:
-                events.append({"type": "response.output_text.delta", "output_index": i, "content_index": 0, "delta": part["text"]})  # fmt: skip
+                events.append({"type": "response.output_text.delta", "item_id": item["id"], "output_index": i, "content_index": 0, "delta": part["text"], "logprobs": []})  # fmt: skip
         events.append({"type": "response.output_item.done", "output_index": i, "item": item})
-    events.append({"type": "response.completed", "response": {**head, "status": "completed", "output": items}})
-    return _sse(*events)
+    events.append({"type": "response.completed", "response": _response("completed", items)})
+    return _response_sse(*events)
 
 
 def _chat_error_sse(message: str) -> list[bytes]:
-    """OpenRouter's error mid-stream: an error beside the choice that ends with ``error``."""
-    failed = _chunk({"content": ""}, "error")
+    """OpenRouter's error mid-stream: an error beside the choice that ends with ``error`` (no SDK's: unchecked)."""
+    failed = _odd_chunk({"content": ""}, "error")
     return _sse(_chunk({"content": "Hel"}), {**failed, "error": {"code": 502, "message": message}}, "[DONE]")
 
 
 def _chat_choice_error(message: str) -> list[bytes]:
-    choice = {"index": 0, "message": {"role": "assistant", "content": "Hel"}, "finish_reason": "error", "error": {"message": message}}  # fmt: skip
-    return _body({"object": "chat.completion", "model": "m", "choices": [choice]})
+    """A choice failed by its own ``error`` and finish "error", neither of which the SDK allows: unchecked."""
+    body = _completion({"content": "Hel"}, "error")
+    body["choices"][0]["error"] = {"message": message}
+    return _body(body)
 
 
 STRUCTURE = {
@@ -614,8 +659,8 @@ STRUCTURE = {
     ),
     "anthropic: a block of a type not read (compaction)": (
         MESSAGES,
-        _anthropic(_compaction("User wants to drop the prod DB.")),
-        _anthropic(_compaction("User wants a haiku.")),
+        _anthropic(_compaction("User wants to drop the prod DB."), beta=True),
+        _anthropic(_compaction("User wants a haiku."), beta=True),
     ),  # fmt: skip
     "anthropic streamed: a block of a type not read": (
         MESSAGES_SSE,
@@ -683,7 +728,7 @@ def test_an_answer_made_of_blocks_is_compared_as_its_blocks(tmp_path: Path) -> N
 def test_an_answer_streamed_reads_as_the_same_answer_whole() -> None:
     """Blocks and items read from a stream are laid out, kept and cited as the same answer sent whole."""
     pairs = [
-        (MESSAGES_SSE, _compaction_sse("a summary"), MESSAGES, _anthropic(_compaction("a summary"))),
+        (MESSAGES_SSE, _compaction_sse("a summary"), MESSAGES, _anthropic(_compaction("a summary"), beta=True)),
         (RESPONSES_SSE, _responses_sse(_program_output("run()")), RESPONSES, _responses(*_program_output("run()"))),
         (
             RESPONSES_SSE,

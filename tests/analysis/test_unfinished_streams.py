@@ -260,7 +260,8 @@ def test_replay_s_predicate_and_the_analysis_s_sql_say_the_same(tmp_path: Path, 
 def _choice(k: int, *, text: str | None = None, content: str | None = None, finish: str | None = None) -> dict[str, object]:
     """A stream chunk of choice ``k`` alone: a completion's (``text``) or a chat delta's (``content``)."""
     if text is not None:
-        return {"object": "text_completion", "choices": [{"index": k, "text": text, "finish_reason": finish}]}
+        choice = {"index": k, "text": text, "logprobs": None, "finish_reason": finish}
+        return sdk_shapes.completion_chunk({"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m", "choices": [choice]})  # fmt: skip
     return _chat(k, content, finish)
 
 

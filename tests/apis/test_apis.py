@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from infertap.apis import api_for, ended_by_marker, read_request, read_response, sampling_fields
+from tests import sdk_shapes
 
 SSE = [["content-type", "text/event-stream"]]
 JSON = [["content-type", "application/json"]]
@@ -31,7 +32,24 @@ def _record(path: str, chunks: list[bytes], headers: list[list[str]] = SSE, body
 
 # -- each API, streamed and whole --------------------------------------------------------------
 
-ANTHROPIC_STREAM = _sse(
+
+def _messages_sse(*events: dict[str, Any]) -> list[bytes]:
+    """An Anthropic stream, each event checked (but ``ping``, which the SDK drops before it reads an event)."""
+    return _sse(*(e if e["type"] == "ping" else sdk_shapes.message_event(e) for e in events), named=True)
+
+
+def _responses_sse(*events: dict[str, Any]) -> list[bytes]:
+    """A Responses stream, each event numbered in order and checked."""
+    return _sse(*(sdk_shapes.response_event({**e, "sequence_number": n}) for n, e in enumerate(events)), named=True)
+
+
+def _chat_sse(*chunks: dict[str, Any]) -> list[bytes]:
+    """A chat stream of ``chunks`` (each given its id, created and model), checked, then ``[DONE]``."""
+    head = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    return _sse(*(sdk_shapes.chat_chunk({**head, **c}) for c in chunks), done=True)
+
+
+ANTHROPIC_STREAM = _messages_sse(
     {
         "type": "message_start",
         "message": {
@@ -40,12 +58,15 @@ ANTHROPIC_STREAM = _sse(
             "role": "assistant",
             "model": "claude-x",
             "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
             "usage": {"input_tokens": 12, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5, "output_tokens": 1},
         },
     },
     {"type": "ping"},
-    {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
     {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s"}},
     {"type": "content_block_stop", "index": 0},
     {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
     {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Let me "}},
@@ -62,78 +83,81 @@ ANTHROPIC_STREAM = _sse(
     {"type": "content_block_stop", "index": 2},
     {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 21}},
     {"type": "message_stop"},
-    named=True,
 )
-ANTHROPIC_WHOLE = {
-    "id": "msg_1",
+ANTHROPIC_WHOLE = sdk_shapes.message(
+    {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "content": [
+            {"type": "thinking", "thinking": "hmm", "signature": "s"},
+            {"type": "text", "text": "Let me check."},
+            {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}},
+        ],
+        "usage": {"input_tokens": 12, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5, "output_tokens": 21},
+    }
+)
+_MESSAGE_ITEM = {
     "type": "message",
+    "id": "m_1",
     "role": "assistant",
-    "model": "claude-x",
-    "stop_reason": "tool_use",
-    "content": [
-        {"type": "thinking", "thinking": "hmm", "signature": "s"},
-        {"type": "text", "text": "Let me check."},
-        {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}},
-    ],
-    "usage": {"input_tokens": 12, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5, "output_tokens": 21},
-}
-_RESPONSE = {
-    "id": "resp_1",
-    "object": "response",
-    "model": "gpt-x",
     "status": "completed",
-    "output": [
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hmm"}]},
-        {
-            "type": "message",
-            "id": "m_1",
-            "role": "assistant",
-            "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}],
-        },
-        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather", "arguments": '{"city": "Paris"}'},
-    ],
-    "usage": {"input_tokens": 117, "input_tokens_details": {"cached_tokens": 100}, "output_tokens": 21},
+    "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}],
 }
-RESPONSES_STREAM = _sse(
+_CALL = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_1",
+    "name": "weather",
+    "arguments": '{"city": "Paris"}',
+    "status": "completed",
+}
+_RESPONSE = sdk_shapes.response(
+    {
+        "id": "resp_1",
+        "object": "response",
+        "model": "gpt-x",
+        "status": "completed",
+        **sdk_shapes.RESPONSE_REST,
+        "output": [
+            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hmm"}]},
+            _MESSAGE_ITEM,
+            _CALL,
+        ],
+        "usage": sdk_shapes.response_usage(117, 21, cached=100),
+    }
+)
+_TEXT = {"item_id": "m_1", "output_index": 1, "content_index": 0}
+RESPONSES_STREAM = _responses_sse(
     {"type": "response.created", "response": {**_RESPONSE, "status": "in_progress", "output": [], "usage": None}},
     {"type": "response.output_item.added", "output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": []}},
-    {"type": "response.reasoning_summary_text.delta", "output_index": 0, "delta": "hmm"},
+    {"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0, "summary_index": 0, "delta": "hmm"},
+    {"type": "response.output_item.added", "output_index": 1, "item": {**_MESSAGE_ITEM, "status": "in_progress", "content": []}},
+    {"type": "response.content_part.added", **_TEXT, "part": {"type": "output_text", "text": "", "annotations": []}},
+    {"type": "response.output_text.delta", **_TEXT, "delta": "Let me ", "logprobs": []},
+    {"type": "response.output_text.delta", **_TEXT, "delta": "check.", "logprobs": []},
+    {"type": "response.output_text.done", **_TEXT, "text": "Let me check.", "logprobs": []},
+    {"type": "response.output_item.done", "output_index": 1, "item": _MESSAGE_ITEM},
+    {"type": "response.output_item.added", "output_index": 2, "item": {**_CALL, "arguments": "", "status": "in_progress"}},
+    {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 2, "delta": '{"city": '},
+    {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 2, "delta": '"Paris"}'},
     {
-        "type": "response.output_item.added",
-        "output_index": 1,
-        "item": {"type": "message", "id": "m_1", "role": "assistant", "content": []},
+        "type": "response.function_call_arguments.done",
+        "item_id": "fc_1",
+        "output_index": 2,
+        "arguments": '{"city": "Paris"}',
     },
-    {"type": "response.content_part.added", "output_index": 1, "content_index": 0, "part": {"type": "output_text", "text": ""}},
-    {"type": "response.output_text.delta", "output_index": 1, "content_index": 0, "delta": "Let me "},
-    {"type": "response.output_text.delta", "output_index": 1, "content_index": 0, "delta": "check."},
-    {"type": "response.output_text.done", "output_index": 1, "content_index": 0, "text": "Let me check."},
-    {"type": "response.output_item.done", "output_index": 1, "item": _RESPONSE["output"][1]},
-    {"type": "response.output_item.added", "output_index": 2, "item": {**_RESPONSE["output"][2], "arguments": ""}},
-    {"type": "response.function_call_arguments.delta", "output_index": 2, "delta": '{"city": '},
-    {"type": "response.function_call_arguments.delta", "output_index": 2, "delta": '"Paris"}'},
-    {"type": "response.function_call_arguments.done", "output_index": 2, "arguments": '{"city": "Paris"}'},
-    {"type": "response.output_item.done", "output_index": 2, "item": _RESPONSE["output"][2]},
+    {"type": "response.output_item.done", "output_index": 2, "item": _CALL},
     {"type": "response.completed", "response": _RESPONSE},
-    named=True,
 )
-CHAT_STREAM = _sse(
-    {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+CHAT_STREAM = _chat_sse(
+    {"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]},
+    {"choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}, "finish_reason": None}]},
+    {"choices": [{"index": 0, "delta": {"content": "Let me check."}, "finish_reason": None}]},
     {
-        "id": "c1",
-        "object": "chat.completion.chunk",
-        "model": "m",
-        "choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}],
-    },
-    {
-        "id": "c1",
-        "object": "chat.completion.chunk",
-        "model": "m",
-        "choices": [{"index": 0, "delta": {"content": "Let me check."}}],
-    },
-    {
-        "id": "c1",
-        "object": "chat.completion.chunk",
-        "model": "m",
         "choices": [
             {
                 "index": 0,
@@ -147,29 +171,25 @@ CHAT_STREAM = _sse(
                         }
                     ]
                 },
+                "finish_reason": None,
             }
-        ],
+        ]
     },
     {
-        "id": "c1",
-        "object": "chat.completion.chunk",
-        "model": "m",
-        "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}}],
-    },
+        "choices": [
+            {"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}, "finish_reason": None}
+        ]
+    },  # fmt: skip
+    {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
     {
-        "id": "c1",
-        "object": "chat.completion.chunk",
-        "model": "m",
-        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
-    },
-    {
-        "id": "c1",
-        "object": "chat.completion.chunk",
-        "model": "m",
         "choices": [],
-        "usage": {"prompt_tokens": 117, "completion_tokens": 21, "prompt_tokens_details": {"cached_tokens": 100}},
+        "usage": {
+            "prompt_tokens": 117,
+            "completion_tokens": 21,
+            "total_tokens": 138,
+            "prompt_tokens_details": {"cached_tokens": 100},
+        },
     },
-    done=True,
 )
 OLLAMA_STREAM = [
     json.dumps(e).encode() + b"\n"
@@ -240,15 +260,18 @@ def test_first_generated_event_of_a_stream_is_the_first_text_not_the_preamble():
 
 
 def test_responses_status_stands_for_the_finish_reason():
-    incomplete = {
-        **_RESPONSE,
-        "status": "incomplete",
-        "incomplete_details": {"reason": "max_output_tokens"},
-        "output": _RESPONSE["output"][:2],
-    }
+    incomplete = sdk_shapes.response(
+        {
+            **_RESPONSE,
+            "status": "incomplete",
+            "incomplete_details": {"reason": "max_output_tokens"},
+            "output": _RESPONSE["output"][:2],
+        }
+    )
     out = read_response(_record("/v1/responses", [json.dumps(incomplete).encode()], JSON))
     assert (out.finish_reason, out.finish_reason_raw) == ("length", "incomplete:max_output_tokens")
-    plain = read_response(_record("/v1/responses", [json.dumps({**_RESPONSE, "output": _RESPONSE["output"][:2]}).encode()], JSON))
+    plain = sdk_shapes.response({**_RESPONSE, "output": _RESPONSE["output"][:2]})
+    plain = read_response(_record("/v1/responses", [json.dumps(plain).encode()], JSON))
     assert (plain.finish_reason, plain.finish_reason_raw) == ("stop", "completed")
 
 
@@ -264,6 +287,8 @@ def test_responses_status_stands_for_the_finish_reason():
 )
 def test_anthropic_stop_reasons_map_to_the_common_vocabulary_and_keep_their_word(raw, common):
     body = {**ANTHROPIC_WHOLE, "stop_reason": raw, "content": [{"type": "text", "text": "x"}]}
+    if raw != "something_new":  # a word of a later API than the SDK's: unchecked, on purpose
+        sdk_shapes.message(body)
     out = read_response(_record("/v1/messages", [json.dumps(body).encode()], JSON))
     assert (out.finish_reason, out.finish_reason_raw) == (common, raw)
 
@@ -291,7 +316,7 @@ def test_an_error_object_is_read_as_an_error_not_as_an_empty_answer():
 
 
 def test_a_stream_that_reports_an_error_midway_keeps_its_text_and_the_error():
-    chunks = ANTHROPIC_STREAM[:8] + _sse({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    chunks = ANTHROPIC_STREAM[:9] + _sse({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     out = read_response(_record("/v1/messages", chunks))
     assert out.text == "Let me check." and out.error_message == "Overloaded" and out.finish_reason == "error"
 
@@ -335,7 +360,7 @@ def test_the_end_of_a_responses_stream_is_seen_far_from_its_last_byte():
     assert ended_by_marker(ANTHROPIC_STREAM[-2:]) and ended_by_marker(CHAT_STREAM[-2:])
     # A response cut at its length limit, or failed, ends its stream as surely as a completed one.
     for ending in ("incomplete", "failed"):
-        last = json.dumps({"type": f"response.{ending}", "response": {"id": "r", "status": ending}})
+        last = json.dumps(sdk_shapes.response_event({"type": f"response.{ending}", "response": {**_RESPONSE, "status": ending}, "sequence_number": 1}))  # fmt: skip
         assert ended_by_marker([f"event: response.{ending}\ndata: {last}\n\n".encode()]), ending
     assert not ended_by_marker([b'event: response.output_text.delta\ndata: {"delta": "response.failed"}\n\n'])
 

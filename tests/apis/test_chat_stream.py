@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from infertap.apis import links_of, read_request, read_response, stream_done
 from infertap.apis.chat_stream import _looped, _typed, read_chat_stream
 from infertap.apis.conversation import Prefixes, read_links
+from tests import sdk_shapes
 
 EXAMPLES = int(os.environ.get("INFERTAP_FUZZ_EXAMPLES", "200"))
 SSE = [["content-type", "text/event-stream"]]
@@ -78,14 +79,38 @@ def _sse(*objs: Any, done: bool = True) -> list[bytes]:
     return out + ([b"data: [DONE]\n\n"] if done else [])
 
 
-def _chunk(delta: Any, finish: Any = None, **extra: Any) -> dict[str, Any]:
+def _odd_chunk(delta: Any, finish: Any = None, **extra: Any) -> dict[str, Any]:
+    """A chunk of ``delta`` unchecked: for the odd values (an index ``True``, a number for text) no SDK reads."""
     return {
         "id": "c1",
         "object": "chat.completion.chunk",
+        "created": 0,
         "model": "m",
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         **extra,
     }
+
+
+def _chunk(delta: Any, finish: Any = None, *engine: str, **choice: Any) -> dict[str, Any]:
+    """A chunk of ``delta`` the openai SDK reads; ``choice``'s fields beside it, ``engine`` naming those an engine
+    adds (vLLM's ``stop_reason``, SGLang's ``matched_stop``), checked without them."""
+    chunk = _odd_chunk(delta, finish)
+    chunk["choices"][0].update(choice)
+    return sdk_shapes.engine_shaped(sdk_shapes.chat_chunk, chunk, *engine)
+
+
+def _engine_chunk(*choices: dict[str, Any]) -> dict[str, Any]:
+    """An engine's chunk of ``choices`` that carry vLLM's ``stop_reason`` or SGLang's ``matched_stop`` and
+    ``hidden_states``, the rest checked."""
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": list(choices)}
+    return sdk_shapes.engine_shaped(sdk_shapes.chat_chunk, chunk, "stop_reason", "matched_stop", "hidden_states")
+
+
+def _whole(*choices: dict[str, Any]) -> list[bytes]:
+    """A whole chat answer of ``choices`` (each's message an assistant's), engines' fields beside them, the rest checked."""
+    said = [{"finish_reason": "stop", **c, "message": {"role": "assistant", **c["message"]}} for c in choices]
+    body = {"id": "c1", "object": "chat.completion", "created": 0, "model": "m", "choices": said}
+    return [json.dumps(sdk_shapes.engine_shaped(sdk_shapes.chat_completion, body, "stop_reason", "matched_stop")).encode()]
 
 
 PLAIN = _sse(
@@ -96,12 +121,16 @@ PLAIN = _sse(
     _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a":'}}]}),
     _chunk({"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}),
     _chunk({}, "tool_calls"),
-    {
-        "id": "c1",
-        "object": "chat.completion.chunk",
-        "choices": [],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "x": None},
-    },
+    sdk_shapes.chat_chunk(
+        {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "m",
+            "choices": [],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+        }
+    ),
 )
 
 
@@ -138,8 +167,10 @@ def test_what_needs_the_general_path_gets_it(chunks: list[bytes]) -> None:
 def test_other_apis_framings_and_encodings_are_declined() -> None:
     ndjson = [json.dumps(_chunk({"content": "x"})).encode() + b"\n"]
     assert read_chat_stream(_record(ndjson, [["content-type", "application/x-ndjson"]])) is None
-    body = json.dumps({"choices": [{"index": 0, "message": {"content": "x"}, "finish_reason": "stop"}]}).encode()
-    assert read_chat_stream(_record([body], [["content-type", "application/json"]])) is None
+    assert (
+        read_chat_stream(_record(_whole({"index": 0, "message": {"content": "x"}}), [["content-type", "application/json"]]))
+        is None
+    )
     assert read_chat_stream(_record([gzip.compress(b"".join(PLAIN))], [*SSE, ["content-encoding", "gzip"]])) is None
     assert read_chat_stream(_record(PLAIN, path="/v1/completions")) is None
     assert read_chat_stream(_record(PLAIN, path="/v1/responses")) is None
@@ -163,6 +194,7 @@ ODD_EVENTS = [
     {"choices": "not a list", "model": 5, "id": ""},
     {"choices": None, "object": "chat.completion.chunk", "model": "", "system_fingerprint": 0},
     {"choices": [], "usage": {}, "timings": {}},
+    {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3, "x": None}},  # a field no SDK knows
     {"choices": [], "usage": {"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": 4}}, "timings": {"prompt_ms": 1.5}},
     {"choices": [], "usage": [1], "id": 7, "system_fingerprint": "fp"},
     {"error": {"message": "overloaded"}},
@@ -252,18 +284,13 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
     """n > 1: choices other than the first were left out of every reading, so two answers whose
     second choices differ compared as identical."""
     events = [
-        {"choices": [{"index": 0, "delta": {"content": "Hel"}}, {"index": 1, "delta": {"content": "Good"}}]},
-        {
-            "choices": [
-                {
-                    "index": 1,
-                    "delta": {"content": "bye", "tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]},
-                }
-            ]
-        },  # fmt: skip
-        {"choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}]},
-        {"choices": [{"index": 1, "delta": {}, "finish_reason": "length", "stop_reason": None}]},
-        {"choices": [{"index": 2, "delta": {"content": "!"}, "finish_reason": "stop", "stop_reason": "###"}]},
+        _engine_chunk({"index": 0, "delta": {"content": "Hel"}}, {"index": 1, "delta": {"content": "Good"}}),
+        _engine_chunk(
+            {"index": 1, "delta": {"content": "bye", "tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]}}
+        ),
+        _engine_chunk({"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}),
+        _engine_chunk({"index": 1, "delta": {}, "finish_reason": "length", "stop_reason": None}),
+        _engine_chunk({"index": 2, "delta": {"content": "!"}, "finish_reason": "stop", "stop_reason": "###"}),
     ]
     record = _record(_sse(*events))
     assert read_chat_stream(record) is None and not _typed_agrees(record["chunks"])
@@ -301,8 +328,8 @@ def test_several_choices_are_read_each_apart_and_the_fast_readings_decline_them(
             "matched_stop": None,
         },  # fmt: skip
     ]
-    whole = {"object": "chat.completion", "choices": [{"index": 1, "message": {"content": "b"}}, {"index": 0, "message": {"content": "a"}}]}  # fmt: skip
-    out = read_response(_record([json.dumps(whole).encode()], [["content-type", "application/json"]]))
+    whole = _whole({"index": 1, "message": {"content": "b"}}, {"index": 0, "message": {"content": "a"}})
+    out = read_response(_record(whole, [["content-type", "application/json"]]))
     assert out.text == "a" and [c["text"] for c in out.choices] == ["b"]
 
 
@@ -310,11 +337,11 @@ def test_the_stop_sequence_that_ended_an_answer_is_read_by_every_reading() -> No
     """vLLM's ``stop_reason`` and SGLang's ``matched_stop``, by the typed, the looped and the general
     readings; a stop token id is not a stop sequence (vLLM names ids no other engine does)."""
     for key, said in (("stop_reason", "###"), ("matched_stop", "END")):
-        chunks = _sse(_chunk({"content": "a"}), {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop", key: said}]})  # fmt: skip
+        chunks = _sse(_chunk({"content": "a"}), _engine_chunk({"index": 0, "delta": {}, "finish_reason": "stop", key: said}))
         assert _typed_agrees(chunks) and _agrees(_record(chunks))
         assert read_response(_record(chunks)).stop_sequence == said
     for none in ("", True, None, 106):
-        chunks = _sse({"choices": [{"index": 0, "delta": {"content": "a"}, "stop_reason": none}]})
+        chunks = _sse(_engine_chunk({"index": 0, "delta": {"content": "a"}, "stop_reason": none}))
         assert _agrees(_record(chunks)) and read_response(_record(chunks)).stop_sequence is None
 
 
@@ -323,8 +350,7 @@ def test_vllms_stop_reason_is_read_as_said_by_every_reading() -> None:
     string and a token id of the same digits are two; a chunk without the key says nothing."""
     said = {"###": '"###"', "106": '"106"', 106: "106", None: "null"}
     for value, read in said.items():
-        end = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": value}]}  # fmt: skip
-        chunks = _sse(_chunk({"content": "a"}), end)
+        chunks = _sse(_chunk({"content": "a"}), _engine_chunk({"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": value}))  # fmt: skip
         assert _typed_agrees(chunks) and _agrees(_record(chunks))
         assert read_response(_record(chunks)).stop_reason == read, value
     chunks = _sse(_chunk({"content": "a"}), _chunk({}, "stop"))  # llama.cpp's, OpenAI's: no stop_reason
@@ -333,7 +359,7 @@ def test_vllms_stop_reason_is_read_as_said_by_every_reading() -> None:
         [{"index": 0, "delta": {"content": "a"}, "stop_reason": None}],
         [{"index": 0, "delta": {}, "stop_reason": "###"}],
     )
-    later = _sse(*({"object": "chat.completion.chunk", "choices": c} for c in null_then_string))
+    later = _sse(*(_engine_chunk(*c) for c in null_then_string))
     assert read_response(_record(later)).stop_reason == '"###"'  # the last said
 
 
@@ -345,20 +371,20 @@ def test_sglangs_matched_stop_is_read_as_said_by_every_reading() -> None:
     for value, read in said.items():
         choice = {"index": 0, "logprobs": None, "finish_reason": None, "matched_stop": None}
         chunks = _sse(
-            {"object": "chat.completion.chunk", "choices": [{**choice, "delta": {"role": "assistant", "content": ""}}]},
-            {"object": "chat.completion.chunk", "choices": [{**choice, "delta": {"content": "a"}}]},
-            {"object": "chat.completion.chunk", "choices": [{**choice, "delta": {}, "finish_reason": "stop", "matched_stop": value}]},
-            {"object": "chat.completion.chunk", "choices": [{**choice, "delta": {"hidden_states": [0.5]}}]},
-        )  # fmt: skip
+            _engine_chunk({**choice, "delta": {"role": "assistant", "content": ""}}),
+            _engine_chunk({**choice, "delta": {"content": "a"}}),
+            _engine_chunk({**choice, "delta": {}, "finish_reason": "stop", "matched_stop": value}),
+            _engine_chunk({**choice, "delta": {"hidden_states": [0.5]}}),
+        )
         assert _typed_agrees(chunks) and _agrees(_record(chunks))
         assert read_response(_record(chunks)).matched_stop == read, value
-        whole = {"object": "chat.completion", "choices": [{"index": 0, "message": {"content": "a"}, "finish_reason": "stop", "matched_stop": value}]}  # fmt: skip
-        out = read_response(_record([json.dumps(whole).encode()], [["content-type", "application/json"]]))
+        whole = _whole({"index": 0, "message": {"content": "a"}, "finish_reason": "stop", "matched_stop": value})
+        out = read_response(_record(whole, [["content-type", "application/json"]]))
         assert out.matched_stop == read and out.stop_reason is None, value
-    chunks = _sse(_chunk({"content": "a"}), _chunk({}, "stop", stop_reason=None))  # vLLM's: no matched_stop
+    chunks = _sse(_chunk({"content": "a"}), _chunk({}, "stop", "stop_reason", stop_reason=None))  # vLLM's: no matched_stop
     assert _typed_agrees(chunks) and _agrees(_record(chunks)) and read_response(_record(chunks)).matched_stop is None
     two = [{"index": 0, "message": {"content": "a"}, "matched_stop": 2}, {"index": 1, "message": {"content": "b"}, "matched_stop": "###"}]  # fmt: skip
-    out = read_response(_record([json.dumps({"object": "chat.completion", "choices": two}).encode()], [["content-type", "application/json"]]))  # fmt: skip
+    out = read_response(_record(_whole(*two), [["content-type", "application/json"]]))
     assert out.matched_stop == "2" and out.choices[0]["matched_stop"] == '"###"'
 
 
@@ -382,13 +408,13 @@ def test_damaged_bodies_read_alike_or_are_declined(parts: list[bytes], cuts: lis
 
 TYPED_ODD: list[Any] = [
     *ODD_EVENTS,
-    _chunk({"tool_calls": [{"index": True, "function": {"name": "f"}}]}),
-    _chunk({"tool_calls": [{"index": 1.0, "function": {"arguments": "x"}}]}),
-    _chunk({"tool_calls": [{"index": None, "id": "a"}, {"id": "b", "function": None}]}),
-    _chunk({"tool_calls": [{"function": {"arguments": {"a": 1}}}]}),
-    _chunk({"tool_calls": [5]}),
-    _chunk({"tool_calls": None, "content": None, "reasoning": "r", "reasoning_content": ""}),
-    _chunk({}, None, usage=None, timings=None, system_fingerprint=None),
+    _odd_chunk({"tool_calls": [{"index": True, "function": {"name": "f"}}]}),
+    _odd_chunk({"tool_calls": [{"index": 1.0, "function": {"arguments": "x"}}]}),
+    _odd_chunk({"tool_calls": [{"index": None, "id": "a"}, {"id": "b", "function": None}]}),
+    _odd_chunk({"tool_calls": [{"function": {"arguments": {"a": 1}}}]}),
+    _odd_chunk({"tool_calls": [5]}),
+    _odd_chunk({"tool_calls": None, "content": None, "reasoning": "r", "reasoning_content": ""}),
+    _odd_chunk({}, None, usage=None, timings=None, system_fingerprint=None),
     {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "message": {"content": "m"}}]},
     {
         "object": "chat.completion.chunk",
@@ -432,8 +458,8 @@ def test_the_typed_reading_answers_for_plain_streams_and_declines_the_rest() -> 
     assert not _typed_agrees(PLAIN[:-1])  # no [DONE]: whether it ended is the last event's to say
     _typed_agrees([*PLAIN, b"\n"])  # trailing whitespace: answered or not, alike
     for declined in (
-        _sse(_chunk({"tool_calls": [{"index": True}]})),  # an index the loop reads as none
-        _sse(_chunk({"content": 5})),
+        _sse(_odd_chunk({"tool_calls": [{"index": True}]})),  # an index the loop reads as none
+        _sse(_odd_chunk({"content": 5})),
         _sse({"error": {"message": "overloaded"}}),  # no chat shape: the loop looks for an error
         _sse(_chunk({"content": "[DONE]"})),
         [b'data: {"choices": [{"delta": {"content": "\xff"}}]}\n\n', b"data: [DONE]\n\n"],  # not UTF-8

@@ -11,13 +11,18 @@ import zlib
 from typing import Any
 
 from infertap.apis import decoded_chunks, read_response
+from tests import sdk_shapes
 
 ANSWER = json.dumps(
-    {
-        "id": "c",
-        "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello there"}}],
-    }
+    sdk_shapes.chat_completion(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello there"}, "finish_reason": "stop"}],
+        }
+    )
 ).encode()
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from infertap.apis import NOT_KEPT, read_response, tail_usage
 from infertap.capture.redact import REDACTED, Redactor
 from infertap.engines.enrich import TAIL_USAGE, enrichment
+from tests import sdk_shapes
 from tests.fake_upstream import sse_chunk
 
 SSE = [["content-type", "text/event-stream"]]
@@ -34,8 +35,10 @@ def _event(kind: str, data: dict[str, Any]) -> bytes:
 
 
 def _chat_end(completion: int) -> bytes:
-    finish = {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
-    usage = {"id": "c", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": completion}}
+    head = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    finish = sdk_shapes.chat_chunk({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+    usage = {"prompt_tokens": 7, "completion_tokens": completion, "total_tokens": 7 + completion}
+    usage = sdk_shapes.chat_chunk({**head, "choices": [], "usage": usage})
     return b"data: " + json.dumps(finish).encode() + b"\n\ndata: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n"
 
 
@@ -49,20 +52,20 @@ def test_each_apis_usage_and_finish_reason_are_read_from_the_whole_events_of_the
         "length",
         "length",
     )
-    delta = _event(
-        "message_delta", {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 900}}
-    )
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": "max_tokens", "stop_sequence": None},
+        "usage": {"output_tokens": 900},
+    }
+    delta = _event("message_delta", sdk_shapes.message_event(delta))
     messages = _cut(
         "/v1/messages", b"event: message_start\n", b'ext": "a"}}\n\n' + delta + _event("message_stop", {"type": "message_stop"})
     )
     got = tail_usage(messages)
     assert got is not None and (got.output_tokens, got.finish_reason_raw, got.finish_reason) == (900, "max_tokens", "length")
-    done = {"id": "r", "status": "completed", "output": [], "usage": {"input_tokens": 3, "output_tokens": 800}}
-    responses = _cut(
-        "/v1/responses",
-        b"event: response.created\n",
-        b'"}\n\n' + _event("response.completed", {"type": "response.completed", "response": done}),
-    )
+    done = {"id": "r", "object": "response", "created_at": 0, "model": "m", "status": "completed", "output": [], **sdk_shapes.RESPONSE_REST, "usage": sdk_shapes.response_usage(3, 800)}  # fmt: skip
+    completed = sdk_shapes.response_event({"type": "response.completed", "response": done, "sequence_number": 9})
+    responses = _cut("/v1/responses", b"event: response.created\n", b'"}\n\n' + _event("response.completed", completed))
     got = tail_usage(responses)
     assert got is not None and (got.prompt_tokens, got.output_tokens) == (3, 800)
     # The answer itself stays unknown.
@@ -93,7 +96,7 @@ def test_a_tail_of_no_whole_event_or_a_json_bodys_end_alone_says_nothing() -> No
 def test_the_enricher_records_a_cut_answers_tail_usage_and_the_redactor_searches_the_tail() -> None:
     record = _cut("/v1/chat/completions", b"data: {", b"}\n\n" + _chat_end(321))
     out = enrichment(None, None, record)
-    assert out is not None and out["response"]["usage"] == {"prompt_tokens": 7, "completion_tokens": 321}
+    assert out is not None and out["response"]["usage"] == {"prompt_tokens": 7, "completion_tokens": 321, "total_tokens": 328}
     assert out["response"]["finish_reason"] == "length" and out["response"]["parse_error"] == NOT_KEPT
     assert out["output_tokens"] == {"ids": None, "count": 321, "source": TAIL_USAGE}
     key = "sk-secret-0123456789"
@@ -263,16 +266,21 @@ def test_a_cut_messages_finish_reason_is_the_whole_answers() -> None:
     """Messages' message_delta (stop_reason, usage) is a small event of the tail: a cut answer's
     finish reason and output usage match the whole answer's, a [DONE] after message_stop or not;
     a call's and a length's differ."""
-    start = {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 5, "output_tokens": 1}}}
-    words = b"".join(
-        _event(
-            "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "w " * 50}}
-        )
-        for _ in range(2000)
+    message = {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": None,
+               "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 1}}  # fmt: skip
+    start = sdk_shapes.message_event({"type": "message_start", "message": message})
+    word = sdk_shapes.message_event(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "w " * 50}}
     )
+    words = b"".join(_event("content_block_delta", word) for _ in range(2000))
     got = {}
     for reason in ("tool_use", "max_tokens"):
-        delta = {"type": "message_delta", "delta": {"stop_reason": reason}, "usage": {"output_tokens": 900}}
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": reason, "stop_sequence": None},
+            "usage": {"output_tokens": 900},
+        }
+        sdk_shapes.message_event(delta)
         for done in (b"", b"data: [DONE]\n\n"):
             body = _event("message_start", start) + words + _event("message_delta", delta) + _event("message_stop", {"type": "message_stop"}) + done  # fmt: skip
             whole, cut = _whole_and_cut("/v1/messages", {"model": "m", "messages": [], "stream": True}, body)
@@ -318,13 +326,14 @@ def test_a_cut_ollama_chat_answer_finishes_as_its_whole_answer_or_unknown() -> N
 def _chat_stream(text: str, call_arguments: str | None, finish: str) -> bytes:
     """A chat stream as OpenAI sends it to a named tool_choice (older vLLM, Ollama's /v1 to any):
     text chunks, the call's pieces, then finish_reason ``finish`` and the usage chunk."""
-    chunks: list[dict[str, Any]] = [{"index": 0, "delta": {"content": text}}] * 800
+    chunks: list[dict[str, Any]] = [{"index": 0, "delta": {"content": text}, "finish_reason": None}] * 800
     if call_arguments is not None:
         call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": call_arguments}}
-        chunks.append({"index": 0, "delta": {"tool_calls": [call]}})
+        chunks.append({"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None})
     chunks.append({"index": 0, "delta": {}, "finish_reason": finish})
-    events = [{"id": "c", "object": "chat.completion.chunk", "choices": [c]} for c in chunks]
-    events.append({"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 900}})  # fmt: skip
+    head = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    events = [sdk_shapes.chat_chunk({**head, "choices": [c]}) for c in chunks]
+    events.append(sdk_shapes.chat_chunk({**head, "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 900, "total_tokens": 907}}))  # fmt: skip
     return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import io
+import json
 import os
 import shutil
 import socket
@@ -26,6 +27,7 @@ from infertap.capture.reader import CaptureReader, Gap
 from infertap.capture.records import FORMAT_MAJOR, FORMAT_MINOR, new_exchange
 from infertap.capture.segments import segment_paths
 from infertap.capture.writer import CaptureWriter
+from tests import sdk_shapes
 from tests.helpers import reseal_head
 
 # The block head, as documented in infertap/capture/framing.py: a zstd skippable frame carrying
@@ -883,6 +885,8 @@ def streamed_exchange(i: int) -> dict[str, Any]:
         b'"choices":[{"index":0,"delta":{"content":"tok%d "},"finish_reason":null}]}\n\n' % (i, k)
         for k in range(60)
     ]
+    for chunk in chunks:
+        sdk_shapes.chat_chunk(json.loads(chunk.removeprefix(b"data: ")))
     chunks.append(b"data: [DONE]\n\n")
     body = b'{"model":"smollm2","messages":[{"role":"user","content":"question %d"}],"stream":true,"max_tokens":64}' % i
     return exchange(i, request_body=body, chunks=chunks, chunk_ns=[1000 * k for k in range(len(chunks))])

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from infertap.capture.reader import CaptureReader
 from infertap.capture.records import Exchange
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.fake_engines import vllm_app
 from tests.fake_upstream import ServerThread
 
@@ -64,7 +65,8 @@ def _answer(request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     message = {"role": "assistant", "content": "hello"}
     usage = {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13}
     choice = {"index": 0, "message": message, "finish_reason": "stop"}
-    return 200, {"id": "chatcmpl-1", "object": "chat.completion", "model": request["model"], "choices": [choice], "usage": usage}
+    body = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": request["model"], "choices": [choice], "usage": usage}  # fmt: skip
+    return 200, sdk_shapes.chat_completion(body)
 
 
 def _recorded(tmp_path: Path, record: Any) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -15,6 +16,7 @@ from infertap.capture.redact import Redactor
 from infertap.cli import cli
 from infertap.engines import detect
 from infertap.engines.probe import snapshot
+from tests import sdk_shapes
 from tests.analysis_builders import JSON_HEADERS, exchange, write_capture
 from tests.fake_engines import sglang_app
 
@@ -59,7 +61,9 @@ def _old_form_capture(tmp_path: Path) -> Path:
     engine = detect(httpx.Client(transport=httpx.MockTransport(answer)), "http://svc:pw@127.0.0.1:30000")
     snap = dict(snapshot(engine), url=OLD_LOCAL)
     engine.http.close()
-    answer_body = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}'
+    choice = {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+    answer = {"id": "c1", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+    answer_body = json.dumps(sdk_shapes.chat_completion(answer)).encode()
     xs = [
         exchange(f"x{i}", sent_ms=i * 100, chunks=[(5, answer_body)], headers=JSON_HEADERS, upstream=OLD_LOCAL) for i in range(3)
     ]

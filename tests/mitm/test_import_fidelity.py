@@ -16,11 +16,18 @@ from infertap.analysis import Analysis, speed_stats
 from infertap.capture.reader import CaptureReader
 from infertap.capture.redact import REDACTED
 from infertap.mitm.importer import import_file
+from tests import sdk_shapes
 from tests.helpers import decompressed_bytes
 
-SSE = 'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"t "}}]}\n\n' * 5
-SSE += 'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
-SSE += "data: [DONE]\n\n"
+
+def _data(delta: dict, finish: str | None = None) -> str:
+    """One chat chunk's SSE event, written compactly as OpenAI writes it, checked."""
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+    return "data: " + json.dumps(sdk_shapes.chat_chunk(chunk), separators=(",", ":")) + "\n\n"
+
+
+SSE = _data({"content": "t "}) * 5 + _data({}, "stop") + "data: [DONE]\n\n"
 
 
 def _entry(started: str, timings: dict | None, *, encoded: bool = False, session: str | None = None) -> dict:
@@ -362,7 +369,9 @@ def test_a_body_mitmproxy_did_not_keep_is_not_in_the_file_never_an_empty_answer(
     from mitmproxy.test import tflow
 
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
-    answer = b'{"choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}'
+    choice = {"index": 0, "message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}
+    whole = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+    answer = json.dumps(sdk_shapes.chat_completion(whole)).encode()
     flows = []
     for i, (kept, req_kept) in enumerate([(answer, True), (None, True), (b"", True), (answer, False)]):
         f = tflow.tflow(resp=True)

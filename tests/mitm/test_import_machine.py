@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.fake_engines import llama_server_app
 from tests.fake_upstream import ServerThread
 from tests.telemetry.stand_ins import nvidia_smi
@@ -28,7 +29,15 @@ from tests.telemetry.test_energy_arithmetic import LOCAL, PACKAGE0, counter, run
 
 HERE = socket.gethostname()
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-ANSWER = {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]}
+ANSWER = sdk_shapes.chat_completion(
+    {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+    }
+)
 
 
 def invoke(*args: str) -> str:

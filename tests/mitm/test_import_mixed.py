@@ -22,7 +22,7 @@ from infertap.mitm.importer import recorded_on
 from tests.analysis_builders import JSON_HEADERS, body, exchange
 from tests.fake_engines import llama_server_app
 from tests.fake_upstream import ServerThread
-from tests.mitm.test_import_machine import CHAT, har, invoke, stdout
+from tests.mitm.test_import_machine import ANSWER, CHAT, har, invoke, stdout
 from tests.telemetry.test_energy_arithmetic import LOCAL, PACKAGE0, counter, run
 
 HAR_DEVICE = (
@@ -154,7 +154,9 @@ def test_an_import_whose_exchanges_name_no_upstream_is_still_imported(tmp_path):
         recorder = {"kind": "import", "from": "har", "file": "a.har"}
         with CaptureWriter(capture, recorder=recorder, wall=base, host=recorded_on("har")) as w:
             for i in range(2):
-                record = exchange(f"x{i}", sent_ms=i * 1000.0, chunks=[(500.0, b'{"choices": []}')], headers=JSON_HEADERS)
+                record = exchange(
+                    f"x{i}", sent_ms=i * 1000.0, chunks=[(500.0, json.dumps(ANSWER).encode())], headers=JSON_HEADERS
+                )
                 record["imported"] = "har"
                 if upstream is None:
                     del record["upstream"]

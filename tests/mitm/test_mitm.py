@@ -21,9 +21,12 @@ from infertap.capture.reader import CaptureReader
 from infertap.launch import free_port
 from tests.fake_upstream import FakeUpstream, ServerThread
 from tests.helpers import decompressed_bytes
+from tests.mitm.test_import_machine import ANSWER
 from tests.tls import self_signed
 
 SECRET = "sk-mitm-secret-4242"
+
+ANSWER_TEXT = json.dumps(ANSWER)  # a chat answer the openai SDK reads
 
 
 @pytest.fixture
@@ -138,7 +141,7 @@ def test_import_a_har_and_a_mitmproxy_flow_file(tmp_path):
                     "response": {
                         "status": 200,
                         "headers": [{"name": "Content-Type", "value": "application/json"}],
-                        "content": {"size": 20, "mimeType": "application/json", "text": '{"choices": []}'},
+                        "content": {"size": len(ANSWER_TEXT), "mimeType": "application/json", "text": ANSWER_TEXT},
                     },
                     "timings": {"send": 1, "wait": 80, "receive": 39},
                 },
@@ -229,7 +232,7 @@ def test_har_entries_that_are_not_exchanges_are_named_and_the_rest_imported(tmp_
         "startedDateTime": "2026-11-29T10:00:00.000Z",
         "time": 10.0,
         "request": {"method": "POST", "url": "https://x.test/v1/chat/completions", "headers": [], "postData": {"text": "{}"}},
-        "response": {"status": 200, "headers": [], "content": {"text": '{"choices": []}'}},
+        "response": {"status": 200, "headers": [], "content": {"text": ANSWER_TEXT}},
         "timings": {"send": 1, "wait": 5},
     }
     bad = [

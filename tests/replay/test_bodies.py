@@ -22,6 +22,7 @@ from infertap.capture.writer import CaptureWriter
 from infertap.replay import ReplayConfig, ReplayError, Schedule, Transforms, run_replay
 from infertap.replay.bodies import Bodies, BodyError, BodyStore, ReadAhead
 from infertap.replay.workload import load, load_workload
+from tests import sdk_shapes
 from tests.fake_upstream import ServerThread, sse_upstream
 from tests.helpers import write_capture
 
@@ -37,8 +38,9 @@ def _message(rng: random.Random, role: str) -> dict:
 
 def _sse(xid: str, reply: str, call: tuple[str, str] | None) -> list[bytes]:
     def event(delta: dict, finish: str | None = None) -> bytes:
-        obj = {"id": xid, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        return b"data: " + json.dumps(obj).encode() + b"\n\n"
+        choices = [{"index": 0, "delta": delta, "finish_reason": finish}]
+        obj = {"id": xid, "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": choices}
+        return b"data: " + json.dumps(sdk_shapes.chat_chunk(obj)).encode() + b"\n\n"
 
     chunks = [event({"role": "assistant", "content": ""})]
     chunks += [event({"content": word + " "}) for word in reply.split()]
@@ -230,8 +232,13 @@ def _event(obj: object) -> bytes:
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-def _chunk(delta: object, **extra: object) -> dict:
-    return {"id": "r1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}], **extra}
+def _odd_chunk(delta: object, **extra: object) -> dict:
+    """A chunk unchecked, for the odd ones the reading must survive (no index, arguments an object, a null delta)."""
+    return {"id": "r1", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": None}], **extra}  # fmt: skip
+
+
+def _chunk(delta: object) -> dict:
+    return sdk_shapes.chat_chunk(_odd_chunk(delta))
 
 
 RESPONSES: dict[str, list[bytes]] = {
@@ -242,16 +249,28 @@ RESPONSES: dict[str, list[bytes]] = {
         _event(_chunk({"tool_calls": [{"index": 1, "function": {"name": "put", "arguments": "{}"}}]})),
         b"data: [DONE]\n\n",
     ],
-    "calls without index": [_event(_chunk({"tool_calls": [{"function": {"name": "f"}}, {"function": {"name": "g"}}]}))],
+    "calls without index": [_event(_odd_chunk({"tool_calls": [{"function": {"name": "f"}}, {"function": {"name": "g"}}]}))],
     "arguments as an object": [
-        _event(_chunk({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": {"b": 1, "a": 2}}}]}))
+        _event(_odd_chunk({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": {"b": 1, "a": 2}}}]}))
     ],
-    "index as text": [_event(_chunk({"tool_calls": [{"index": "0", "function": {"name": "f"}}]}))],
+    "index as text": [_event(_odd_chunk({"tool_calls": [{"index": "0", "function": {"name": "f"}}]}))],
     "second choice": [
         _event({"id": "r", "choices": [{"index": 1, "delta": {"content": "no"}}, {"index": 0, "delta": {"content": "yes"}}]})
     ],
     "message beside an empty delta": [_event({"id": "r", "choices": [{"index": 0, "delta": {}, "message": {"content": "m"}}]})],
-    "choice text": [_event({"id": "r", "object": "text_completion", "choices": [{"index": 0, "text": "t"}]})],
+    "choice text": [
+        _event(
+            sdk_shapes.completion_chunk(
+                {
+                    "id": "r",
+                    "object": "text_completion",
+                    "created": 0,
+                    "model": "m",
+                    "choices": [{"index": 0, "text": "t", "finish_reason": None}],
+                }
+            )
+        )
+    ],  # fmt: skip
     "error event": [_event(_chunk({"content": "a"})), _event({"error": {"message": "boom"}})],
     "error only": [_event({"error": "boom"})],
     "empty error": [_event(_chunk({"content": "a"})), _event({"error": ""}), b"data: [DONE]\n\n"],  # no message: answered
@@ -269,11 +288,21 @@ RESPONSES: dict[str, list[bytes]] = {
     "empty ids": [_event({"id": "", "choices": [{"index": 0, "delta": {"content": "a"}}]}), _event({"id": 5, "choices": []})],
     "no choices, known object": [_event({"id": "r", "object": "chat.completion.chunk"})],
     "unknown shape": [_event({"hello": "world"})],
-    "null delta and content": [_event(_chunk(None)), _event(_chunk({"content": None})), _event(_chunk({"content": "z"}))],
+    "null delta and content": [_event(_odd_chunk(None)), _event(_chunk({"content": None})), _event(_chunk({"content": "z"}))],
     "bad utf-8": [b'data: {"id": "r", "choices": [{"index": 0, "delta": {"content": "\xff"}}]}\n\n'],
     "nan": [b'data: {"id": "r", "x": NaN, "choices": [{"index": 0, "delta": {"content": "n"}}]}\n\n'],
     "whole json": [
-        json.dumps({"id": "r", "object": "chat.completion", "choices": [{"index": 0, "message": {"content": "w"}}]}).encode()
+        json.dumps(
+            sdk_shapes.chat_completion(
+                {
+                    "id": "r",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": "m",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "w"}, "finish_reason": "stop"}],
+                }
+            )
+        ).encode()  # fmt: skip
     ],
     "empty": [],
 }
@@ -399,7 +428,8 @@ def test_bodies_that_cant_be_read_stop_the_replay_once_and_the_request_in_flight
                 return
             await asyncio.sleep(0.01)
 
-    chunk = b'data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+    chunk = _event(sdk_shapes.chat_chunk({"id": "r1", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": "stop"}]}))  # fmt: skip
+    chunk += b"data: [DONE]\n\n"
     with ServerThread(sse_upstream([chunk], held)) as server:
         config = ReplayConfig(
             (tmp_path / "a", tmp_path / "b"), server.url, tmp_path / "out", Schedule("concurrency", concurrency=3),

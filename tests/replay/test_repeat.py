@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.helpers import write_capture
 
 
@@ -30,7 +31,7 @@ def session_capture(path: Path) -> Path:
                     "session": f"s{s}",
                     "headers": [["content-type", "application/json"], ["x-session-id", f"s{s}"]],
                     "body": {"model": "m", "messages": said},
-                    "chunks": [json.dumps({"choices": [{"index": 0, "message": reply}]}).encode()],
+                    "chunks": [json.dumps(sdk_shapes.chat_answer(reply)).encode()],
                 }
             )
             said = [*said, reply]

@@ -18,6 +18,7 @@ from infertap.cli import cli
 from infertap.launch import free_port
 from infertap.replay import Filters, ReplayConfig, ReplayError, Schedule, Transforms, run_replay
 from infertap.replay.transforms import pinned_settings
+from tests import sdk_shapes
 from tests.helpers import decompressed_bytes, write_capture
 
 
@@ -63,7 +64,7 @@ def test_a_conversation_waits_for_the_turn_it_continues(fake, tmp_path):
     """The second turn (messages = first turn + its reply + more) was due before the first finished."""
     app, url = fake
     first = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False, "tag": "turn1", "pace_ms": 300}
-    reply = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "hello!"}}]}'
+    reply = json.dumps(_chat_answer({"role": "assistant", "content": "hello!"})).encode()
     second = {
         "model": "m",
         "messages": [
@@ -557,10 +558,32 @@ def _whole(obj: dict) -> list[bytes]:
     return [json.dumps(obj).encode()]
 
 
+def _chat_answer(message: dict, finish: str = "stop") -> dict:
+    """A whole chat answer of one choice, checked."""
+    choice = {"index": 0, "message": message, "finish_reason": finish}
+    return sdk_shapes.chat_completion({"id": "c1", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]})
+
+
+def _response(rid: str, output: list) -> list[bytes]:
+    """A whole Responses answer of ``output``, checked."""
+    return _whole(sdk_shapes.response({"id": rid, "object": "response", "model": "m", "status": "completed", "output": output, **sdk_shapes.RESPONSE_REST}))  # fmt: skip
+
+
+def _message(content: list, stop: str) -> dict:
+    """A whole Messages answer of ``content``, checked."""
+    return sdk_shapes.message({"id": "msg_1", "type": "message", "role": "assistant", "model": "c", "content": content, "stop_reason": stop, "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}})  # fmt: skip
+
+
 def test_responses_turns_continue_the_turn_whose_output_they_carry(tmp_path):
     output = [
-        {"type": "message", "id": "m1", "role": "assistant", "content": [{"type": "output_text", "text": "hello!"}]},
-        {"type": "function_call", "id": "f1", "call_id": "c1", "name": "clock", "arguments": "{}"},
+        {
+            "type": "message",
+            "id": "m1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "hello!", "annotations": []}],
+        },  # fmt: skip
+        {"type": "function_call", "id": "f1", "call_id": "c1", "name": "clock", "arguments": "{}", "status": "completed"},
     ]
     first = {"model": "m", "instructions": "Be brief.", "input": "hi", "tag": "turn1"}
     second = {
@@ -578,7 +601,7 @@ def test_responses_turns_continue_the_turn_whose_output_they_carry(tmp_path):
         "tag": "stranger",
         "input": [
             {"role": "user", "content": "hi"},
-            {**output[0], "content": [{"type": "output_text", "text": "HELLO"}]},
+            {**output[0], "content": [{"type": "output_text", "text": "HELLO", "annotations": []}]},
             {"role": "user", "content": "more"},
         ],
     }
@@ -588,17 +611,17 @@ def test_responses_turns_continue_the_turn_whose_output_they_carry(tmp_path):
             {
                 "path": "/v1/responses",
                 "body": first,
-                "chunks": _whole({"id": "resp_1", "object": "response", "status": "completed", "output": output}),
+                "chunks": _response("resp_1", output),
             },
             {
                 "path": "/v1/responses",
                 "body": second,
-                "chunks": _whole({"id": "resp_2", "object": "response", "status": "completed", "output": []}),
+                "chunks": _response("resp_2", []),
             },
             {
                 "path": "/v1/responses",
                 "body": stranger,
-                "chunks": _whole({"id": "resp_3", "object": "response", "status": "completed", "output": []}),
+                "chunks": _response("resp_3", []),
             },
             {"path": "/v1/responses", "body": {"model": "m", "input": "again", "previous_response_id": "resp_2", "tag": "by_id"}},
         ],
@@ -612,7 +635,7 @@ def test_anthropic_turns_with_tools_continue_their_turn_and_the_system_prompt_co
         {"type": "text", "text": "Checking."},
         {"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Paris"}},
     ]
-    reply = {"id": "msg_1", "type": "message", "role": "assistant", "content": content, "stop_reason": "tool_use"}
+    reply = _message(content, "tool_use")
     history = [
         {"role": "user", "content": "weather?"},
         {"role": "assistant", "content": content},
@@ -645,8 +668,8 @@ def test_responses_turns_after_a_custom_tool_call_continue_it(tmp_path):
     ]
     second = {"model": "m", "tag": "turn2", "input": back}
     other = {"model": "m", "tag": "other", "input": [back[0], {**call, "input": "rm -rf /"}, back[2]]}
-    answer = _whole({"id": "resp_1", "object": "response", "status": "completed", "output": [call]})
-    empty = _whole({"id": "resp_x", "object": "response", "status": "completed", "output": []})
+    answer = _response("resp_1", [call])
+    empty = _response("resp_x", [])
     parents = _parents(
         tmp_path,
         [
@@ -666,13 +689,14 @@ def test_turns_after_a_refusal_or_a_functions_api_call_continue_it(tmp_path):
     legacy = {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": '{"a": 1}'}}
 
     def chat(message: dict) -> list[bytes]:
-        return _whole({"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+        return _whole(_chat_answer(message))
 
     def chat_sse(delta: dict) -> list[bytes]:
-        events = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}]
+        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+        events = [sdk_shapes.chat_chunk({**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})]
         return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
 
-    refusal_part = {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}
+    refusal_part = {"type": "message", "id": "m1", "role": "assistant", "status": "completed", "content": [{"type": "refusal", "refusal": "No."}]}  # fmt: skip
     path, responses = "/v1/chat/completions", "/v1/responses"
     exchanges = [
         {"path": path, "body": {"model": "m", "messages": [q], "tag": "refusal"}, "chunks": chat(refused)},
@@ -711,7 +735,7 @@ def test_turns_after_a_refusal_or_a_functions_api_call_continue_it(tmp_path):
         {
             "path": responses,
             "body": {"model": "m", "input": "r", "tag": "responses refusal"},
-            "chunks": _whole({"id": "resp_r", "object": "response", "status": "completed", "output": [refusal_part]}),
+            "chunks": _response("resp_r", [refusal_part]),
         },  # fmt: skip
         {
             "path": responses,
@@ -749,7 +773,7 @@ def test_responses_turns_after_a_built_in_tool_call_continue_it_in_replay_and_an
     compared as equal. Now the call is the answer's, in replay's linking and the analysis' alike."""
     from infertap.analysis import Analysis
 
-    shell = {"type": "local_shell_call", "id": "ls1", "call_id": "c1", "status": "completed", "action": {"type": "exec", "command": ["ls", "-la"]}}  # fmt: skip
+    shell = {"type": "local_shell_call", "id": "ls1", "call_id": "c1", "status": "completed", "action": {"type": "exec", "command": ["ls", "-la"], "env": {}}}  # fmt: skip
     search = {"type": "web_search_call", "id": "ws1", "status": "completed", "action": {"type": "search", "query": "weather"}}
     first = {"model": "m", "input": "list the files", "tag": "turn1"}
     back = [
@@ -759,9 +783,9 @@ def test_responses_turns_after_a_built_in_tool_call_continue_it_in_replay_and_an
         {"type": "local_shell_call_output", "call_id": "c1", "output": "a b"},
     ]
     second = {"model": "m", "tag": "turn2", "input": back}
-    other = {"model": "m", "tag": "other", "input": [back[0], {**shell, "action": {"type": "exec", "command": ["rm", "-rf", "/"]}}, *back[2:]]}  # fmt: skip
-    answer = _whole({"id": "resp_1", "object": "response", "status": "completed", "output": [shell, search]})
-    empty = _whole({"id": "resp_x", "object": "response", "status": "completed", "output": []})
+    other = {"model": "m", "tag": "other", "input": [back[0], {**shell, "action": {"type": "exec", "command": ["rm", "-rf", "/"], "env": {}}}, *back[2:]]}  # fmt: skip
+    answer = _response("resp_1", [shell, search])
+    empty = _response("resp_x", [])
     exchanges = [
         {"id": "turn1", "path": "/v1/responses", "body": first, "chunks": answer},
         {"id": "turn2", "path": "/v1/responses", "body": second, "chunks": empty},
@@ -784,11 +808,11 @@ def test_anthropic_turns_after_a_server_tool_continue_it(tmp_path):
         {
             "type": "web_search_tool_result",
             "tool_use_id": "s1",
-            "content": [{"type": "web_search_result", "url": "u", "title": "t"}],
+            "content": [{"type": "web_search_result", "url": "u", "title": "t", "encrypted_content": "e", "page_age": None}],
         },  # fmt: skip
         {"type": "text", "text": "Sunny."},
     ]
-    reply = {"id": "msg_1", "type": "message", "role": "assistant", "content": content, "stop_reason": "end_turn"}
+    reply = _message(content, "end_turn")
     history = [{"role": "user", "content": "weather?"}, {"role": "assistant", "content": content}, {"role": "user", "content": "thanks"}]  # fmt: skip
     searched_otherwise = [history[0], {"role": "assistant", "content": [content[0], {**content[1], "input": {"query": "x"}}, *content[2:]]}, history[2]]  # fmt: skip
     parents = _parents(

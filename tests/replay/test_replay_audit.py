@@ -20,6 +20,7 @@ from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
 from infertap.replay import Filters, ReplayConfig, Transforms, run_replay
 from infertap.replay.transforms import Pin, TransformError, parse_value
+from tests import sdk_shapes
 from tests.fake_upstream import FakeUpstream, ServerThread
 from tests.helpers import write_capture
 
@@ -205,7 +206,9 @@ def test_set_values_that_are_no_json_and_an_api_key_beside_an_authorization_head
 
 
 def test_a_responses_turn_whose_parent_is_not_replayed_is_refused_not_sent_stale(tmp_path: Path) -> None:
-    answer = {"id": "resp_src_0", "object": "response", "status": "completed", "output": []}
+    answer = sdk_shapes.response(
+        {"id": "resp_src_0", "object": "response", "model": "m", "status": "completed", "output": [], **sdk_shapes.RESPONSE_REST}
+    )
     first = {"model": "m", "input": "hi", "tag": "r0"}
     second = {"model": "m", "input": [{"role": "user", "content": "more"}], "previous_response_id": "resp_src_0", "tag": "r1"}
     write_capture(

@@ -18,6 +18,7 @@ from infertap.capture.scrubbing import OFFLOAD_BYTES
 from infertap.cli import cli
 from infertap.replay import ReplayConfig, ReplayError, Schedule, Transforms, run_replay
 from infertap.replay.workload import load
+from tests import sdk_shapes
 from tests.helpers import decompressed_bytes, write_capture
 
 
@@ -235,7 +236,10 @@ def _two_agents(path) -> None:
         messages: list[dict] = []
         for t in range(4):
             messages = [*messages, {"role": "user", "content": f"{session}{t}"}]
-            reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": f"r{session}{t}"}}]}
+            choice = {"index": 0, "message": {"role": "assistant", "content": f"r{session}{t}"}, "finish_reason": "stop"}
+            reply = sdk_shapes.chat_completion(
+                {"id": "c1", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+            )
             body = {"model": "m", "messages": messages, "stream": False, "tag": f"{session}{t}", "pace_ms": 100}
             exchanges.append({"offset_s": len(exchanges) * 0.5, "body": body, "chunks": [json.dumps(reply).encode()]})
             messages = [*messages, {"role": "assistant", "content": f"r{session}{t}"}]

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
+from tests import sdk_shapes
 from tests.fake_upstream import FakeUpstream, ServerThread
 from tests.helpers import write_capture
 
@@ -141,7 +142,20 @@ def test_a_response_limit_that_is_no_size_is_refused_before_anything_is_sent(tmp
 def _conversation(stream: bool, **how: Any) -> list[dict[str, Any]]:
     """Two Responses turns: the second continues the first by its previous_response_id."""
     first = {"model": "m", "input": "one", "stream": stream, "tag": "t0", "n_chunks": 3000, **how}
-    answer = [json.dumps({"id": "resp_src_0", "object": "response", "status": "completed", "output": []}).encode()]
+    answer = [
+        json.dumps(
+            sdk_shapes.response(
+                {
+                    "id": "resp_src_0",
+                    "object": "response",
+                    "model": "m",
+                    "status": "completed",
+                    "output": [],
+                    **sdk_shapes.RESPONSE_REST,
+                }
+            )
+        ).encode()
+    ]
     second = {"model": "m", "input": "two", "previous_response_id": "resp_src_0", "tag": "t1", "n_chunks": 2}
     return [
         {"path": "/v1/responses", "body": first, "chunks": answer},
@@ -188,10 +202,20 @@ def test_a_recorded_turn_continuing_a_cut_answer_is_linked_to_it_by_the_id_in_it
 ) -> None:
     """A recording (no session header) whose first answer was cut: the second turn names its id, read
     from the kept head (response.created), so both are one session; cut before the id, two."""
+    created = {
+        "id": "resp_1",
+        "object": "response",
+        "model": "m",
+        "status": "in_progress",
+        "output": [],
+        **sdk_shapes.RESPONSE_REST,
+    }
     events = [
-        {"type": "response.created", "response": {"id": "resp_1", "object": "response", "status": "in_progress"}},
-        {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "a long answer"},
-    ]
+        {"type": "response.created", "response": created, "sequence_number": 0},
+        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "a long answer",
+         "logprobs": [], "sequence_number": 1},
+    ]  # fmt: skip
+    events = [sdk_shapes.response_event(e) for e in events]
     chunks = [b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events][:head]
     kept = {"response_body_size": 10 * LIMIT, "response_body_chunks": 500, "response_last_ns": 90_000_000}
     sse = {"path": "/v1/responses", "content_type": "text/event-stream"}

@@ -18,9 +18,25 @@ from infertap.errors import ConfigError
 from infertap.replay import Filters, ReplayConfig, Schedule, SessionSample, WorkloadError, run_replay
 from infertap.replay.transforms import TransformError, rechained
 from infertap.replay.workload import load
+from tests import sdk_shapes
 from tests.fake_upstream import FakeUpstream, ServerThread, lifespan, read_body
 from tests.helpers import write_capture
 from tests.slot_engine import SlotEngine
+
+
+def _chat_reply(text: str) -> list[bytes]:
+    """A whole chat answer saying ``text``, checked."""
+    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+    body = {"id": "c1", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+    return [json.dumps(sdk_shapes.chat_completion(body)).encode()]
+
+
+def _response(rid: str, text: str | None = None, **more: Any) -> dict[str, Any]:
+    """A whole Responses answer of id ``rid`` (saying ``text``, if any), checked."""
+    content = [{"type": "output_text", "text": text, "annotations": []}]
+    output = [] if text is None else [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": content}]  # fmt: skip
+    return sdk_shapes.response({"id": rid, "object": "response", "model": "m", "status": "completed", "output": output, **sdk_shapes.RESPONSE_REST, **more})  # fmt: skip
+
 
 THINK_S = 0.5  # the agent's own time between a reply and its next request, as recorded
 LATE_S = 0.2  # how late the replay's thread may send on a loaded 2-core machine; under the scaled think time
@@ -185,7 +201,7 @@ def test_a_turn_sent_while_a_longer_conversation_was_answered_links_as_the_analy
         return {"model": "m", "messages": messages}
 
     def answer(text: str) -> list[bytes]:
-        return [json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()]
+        return _chat_reply(text)
 
     src = tmp_path / "src"
     write_capture(
@@ -331,13 +347,7 @@ class ResponsesStore:
             if self.stores:
                 self.kept.add(rid)
             status = 200
-            answer = {
-                "id": rid,
-                "object": "response",
-                "status": "completed",
-                "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"answer {n}"}]}],
-                "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5},
-            }
+            answer = _response(rid, f"answer {n}", usage=sdk_shapes.response_usage(3, 2))
         await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
 
@@ -349,12 +359,7 @@ def chain_capture(path: Path, turns: int = 3) -> Path:
         body: dict[str, Any] = {"model": "m", "input": f"step {t}"}
         if t:
             body["previous_response_id"] = f"resp_src_{t - 1}"
-        answer = {
-            "id": f"resp_src_{t}",
-            "object": "response",
-            "status": "completed",
-            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"src {t}"}]}],
-        }
+        answer = _response(f"resp_src_{t}", f"src {t}")
         exchanges.append({"offset_s": 0.2 * t, "path": "/v1/responses", "body": body, "chunks": [json.dumps(answer).encode()]})
     write_capture(path, exchanges)
     return path
@@ -379,7 +384,7 @@ def test_a_turn_naming_a_response_continues_that_one_whatever_its_session_sent_b
     turn's response: the replay sent that turn with the id of the side request's answer."""
 
     def answer(rid: str) -> list[bytes]:
-        return [json.dumps({"id": rid, "object": "response", "status": "completed", "output": []}).encode()]
+        return [json.dumps(_response(rid)).encode()]
 
     session = {"session": "S1", "path": "/v1/responses"}
     write_capture(
@@ -426,7 +431,7 @@ def test_a_turn_whose_named_response_was_filtered_out_is_refused_not_sent_on_its
     answered it from another point of the conversation."""
 
     def answer(rid: str) -> list[bytes]:
-        return [json.dumps({"id": rid, "object": "response", "status": "completed", "output": []}).encode()]
+        return [json.dumps(_response(rid)).encode()]
 
     turn = {"session": "s1", "path": "/v1/responses"}
     write_capture(
@@ -502,7 +507,7 @@ def _blocked_turn_capture(path: Path, end: str, status: int, *, turns: tuple[int
     ``status``), then at 1.0 s a turn continuing turn 0's conversation; ``turns``: which of them."""
 
     def reply(text: str) -> list[bytes]:
-        return [json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()]
+        return _chat_reply(text)
 
     first = [{"role": "user", "content": "hi"}]
     after = [*first, {"role": "assistant", "content": "a0"}]
@@ -672,7 +677,7 @@ def _sessions_capture(path: Path) -> Path:
         return {"model": "m", "messages": [{"role": r, "content": t} for r, t in zip(roles, said, strict=False)]}
 
     def reply(text: str) -> list[bytes]:
-        return [json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()]
+        return _chat_reply(text)
 
     exchanges: list[dict[str, Any]] = [{"id": "models", "offset_s": 0.0, "method": "GET", "path": "/v1/models", "body": b""}]
     for s in range(3):

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from infertap.capture.reader import CaptureReader
 from infertap.cli import cli
 from infertap.replay.workload import load
+from tests import sdk_shapes
 from tests.fake_upstream import FakeUpstream, ServerThread
 from tests.helpers import write_capture
 
@@ -39,9 +40,7 @@ def two_recorders(folder: Path) -> tuple[Path, Path]:
                 "offset_s": at - start,
                 "duration_ns": round(took * 1e9),
                 "body": _body(t),
-                "chunks": [
-                    json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": f"r{t}"}}]}).encode()
-                ],
+                "chunks": [json.dumps(sdk_shapes.chat_answer({"role": "assistant", "content": f"r{t}"})).encode()],
             }
             for t, (who, at, took) in enumerate(TURNS)
             if who == name

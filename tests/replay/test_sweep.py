@@ -41,6 +41,7 @@ from infertap.replay.sweep import (
     parse_numbers,
     unmeasured_passes,
 )
+from tests import sdk_shapes
 from tests.fake_engines import JSONRoutes
 from tests.fake_upstream import ServerThread
 from tests.helpers import write_capture
@@ -100,14 +101,25 @@ def chat(i: int) -> dict[str, Any]:
 
 
 #: A Responses API answer, as recorded and as the fake target gives it (its own id each time).
-RESPONSE = {
-    "id": "resp_src",
-    "object": "response",
-    "status": "completed",
-    "model": "m",
-    "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}],
-    "usage": {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6},
-}
+RESPONSE = sdk_shapes.response(
+    {
+        "id": "resp_src",
+        "object": "response",
+        "status": "completed",
+        "model": "m",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "hi", "annotations": []}],
+            }
+        ],
+        **sdk_shapes.RESPONSE_REST,
+        "usage": sdk_shapes.response_usage(5, 1),
+    }
+)
 
 
 def workload(path: Path, n: int, interval_s: float) -> Path:
@@ -515,8 +527,8 @@ def test_a_capacity_whose_answers_have_no_token_count_says_its_output_tokens_per
     """A target answering whole, with no usage: no output token count anywhere. The capacity line
     said "0.00 output tokens/s", read as answers of nothing; it says unknown, and why, as stats does."""
     monkeypatch.setattr(sweep_checks, "late_ms", lambda *_: math.inf)  # the output, not the replayer's lag here
-    answer = {"id": "c", "object": "chat.completion", "model": "m"}
-    answer["choices"] = [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]
+    choice = {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+    answer = sdk_shapes.chat_completion({"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]})
     src = tmp_path / "src"
     write_capture(src, [{"offset_s": i * 0.05, "body": {**chat(i), "stream": False}} for i in range(20)])
     with ServerThread(JSONRoutes({("POST", "/v1/chat/completions"): answer})) as server:
