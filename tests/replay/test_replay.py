@@ -527,7 +527,14 @@ def test_faults_during_a_replay_are_recorded_and_nothing_is_lost(tmp_path):
     app = FakeUpstream()
     server = ServerThread(app).__enter__()
     try:
-        threading.Timer(1.0, server.__exit__, args=(None, None, None)).start()  # the target goes away mid-run
+
+        def goes_away() -> None:  # the target goes away mid-run: 1 s after the replay's first send reached it
+            while not app.requests:  # (timed from there, not from before the replay's own start-up, which load stretches)
+                time.sleep(0.005)
+            time.sleep(1.0)
+            server.__exit__(None, None, None)
+
+        threading.Thread(target=goes_away, daemon=True).start()
         summary = run_replay(ReplayConfig(tmp_path / "src", server.url, tmp_path / "out", probe=False, read_timeout=0.5))
     finally:
         server.__exit__(None, None, None)
