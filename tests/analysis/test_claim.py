@@ -1189,3 +1189,20 @@ def test_the_report_of_a_folder_of_captures_has_each_captures_own_card(tmp_path)
     assert list(one) == ["A: x"] and one["A: x"] == _claimed(run / "x")
     refused = CliRunner().invoke(cli, ["claim", str(run)])
     assert refused.exit_code != 0 and str(run / "x") in refused.output and str(run / "y") in refused.output
+
+
+def test_claim_of_a_folder_of_captures_is_refused_naming_them(tmp_path):
+    # claim() of a folder of two captures returned a card of the folder's path, which no capture
+    # holds: "0 generation requests", "no figures". It is refused now, naming the captures.
+    from infertap.analysis.errors import AnalysisError
+
+    for name in "xy":
+        write_capture(tmp_path / "run" / name, [{"body": _chat(name)}])
+    with pytest.raises(AnalysisError, match="holds 2 captures, a claim card is of one") as refused:
+        claim(tmp_path / "run")
+    assert str((tmp_path / "run" / "x").resolve()) in str(refused.value) and str((tmp_path / "run" / "y").resolve()) in str(
+        refused.value
+    )
+    # Must stay: one capture, by its folder or its segment file, has its card.
+    assert claim(tmp_path / "run" / "x")["workload"]["value"]["requests"] == 1
+    assert claim(next((tmp_path / "run" / "y").glob("*.itap.zst")))["workload"]["value"]["requests"] == 1
