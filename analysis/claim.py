@@ -24,6 +24,7 @@ from infertap.capture.info import no_snapshot_reason
 from infertap.engines.runtime_digest import runtime_digest
 
 from .active import COUNTED
+from .errors import AnalysisError
 from .in_no_group import no_group_line
 from .machines import counted_runs, described_snapshot, describes, imported_only, probed_by
 from .partly_counted import ADVICE, Origin, note, prompt_note
@@ -68,9 +69,14 @@ def _fact(facts: dict[str, Any], name: str) -> tuple[Any, str]:
 
 
 def claim(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """The claim card of the capture at ``path`` (a recording or a replay)."""
+    """The claim card of the capture at ``path`` (a recording or a replay). A folder of several
+    captures is refused: a card of its path, which no capture holds, would state none of their traffic."""
     with Analysis([path], cache_dir=cache_dir) as analysis:
-        return card(analysis, str(Path(path).resolve()))
+        capture = str(Path(path).resolve())
+        held = [str(c) for (c,) in analysis.query("SELECT capture FROM captures ORDER BY capture").rows]
+        if held != [capture]:
+            raise AnalysisError(f"{path} holds {len(held)} captures, a claim card is of one: give one of them: {', '.join(held)}")
+        return card(analysis, capture)
 
 
 def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) -> dict[str, Any]:

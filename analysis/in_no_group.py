@@ -24,4 +24,13 @@ def no_group_line(apart: dict[str, int], where: str = "these captures") -> str:
     return f"no counted generation requests in {where}: {said}" if said else f"no generation requests in {where}"
 
 
-__all__ = ["in_no_group_words", "no_group_line"]
+def apart_line(apart: dict[str, int], of: str = "group") -> str | None:
+    """What ``stats`` says after its groups (``of``: "group", or "session" by session) of the requests
+    held apart that none of them holds (a capture of refusals alone beside counted traffic); None
+    where there are none."""
+    said = in_no_group_words(apart)
+    key = "session" if of == "session" else "key"
+    return f"in no {of} above (no request of their {key} was counted): {said}" if said else None
+
+
+__all__ = ["apart_line", "in_no_group_words", "no_group_line"]

@@ -142,17 +142,20 @@ def render(
         out += _divergence(result["divergence"])
         out += _accuracy(result.get("accuracy"))
         out += _most_divergent(result["divergence"]["most_divergent"])
-    out += claim_cards([(name, path) for name, path, _ in runs], [one[1]] if one is not None else None)
+    carded = [(name, path) for name, path, _ in runs] if one is None else [(runs[0][0], c) for c in one[1]]
+    out += claim_cards(carded, [one[1][c] for _, c in carded] if one is not None else None)
     out.append("</body></html>")
     return "\n".join(out)
 
 
-def _stated(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One run's ``stats`` (by run, as the command prints it) and its claim card, whose figures are
-    those stats: read once for the energy section and the card."""
+def _stated(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """One run's ``stats`` (by run, as the command prints it) and the claim card of each of its
+    captures, by path, whose figures are those stats: read once for the energy section and the cards.
+    A card is of one capture, as ``infertap claim`` takes one: a run that is a folder of several
+    (shards) has a card each, never one card of the folder's path, which no capture holds."""
     with Analysis([path]) as analysis:
         stats = speed_stats(analysis, ("run",))
-        return stats, card(analysis, str(Path(path).resolve()), stats)
+        return stats, {c["capture"]: card(analysis, c["capture"], stats) for c in stats["captures"]}
 
 
 def _said(title: str, lines: Sequence[Said], before: Sequence[str] = ()) -> list[str]:

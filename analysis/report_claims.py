@@ -26,9 +26,17 @@ def _same(field: str, value: Any, text: str) -> str:
     return text
 
 
+def _captures_of(runs: Sequence[tuple[str, str | os.PathLike[str]]]) -> dict[str, list[str]]:
+    """Each run's capture paths, by run name."""
+    out: dict[str, list[str]] = {}
+    for name, path in runs:
+        out.setdefault(name, []).append(str(path))
+    return out
+
+
 def claim_cards(runs: Sequence[tuple[str, str | os.PathLike[str]]], made: Sequence[dict[str, Any]] | None = None) -> list[str]:
-    """The section for ``runs`` (name, capture path): a table of their claim cards (``made``: the
-    cards where the caller has them, in the runs' order)."""
+    """The section for ``runs`` (name, capture path; a run of several captures once per capture): a
+    table of their claim cards (``made``: the cards where the caller has them, in the runs' order)."""
     cards = (
         [(name, card) for (name, _), card in zip(runs, made, strict=True)]
         if made
@@ -54,5 +62,11 @@ def claim_cards(runs: Sequence[tuple[str, str | os.PathLike[str]]], made: Sequen
         ),
         "<p>The facts each run's numbers stand on (<code>infertap claim RUN</code>; its <code>--json</code> has each "
         "field's source). Unknowns are stated with their reason, not guessed.</p>",
+        # a run that is a folder of captures (shards) has a card each, as claim takes one capture
+        *(
+            f"<p>{html.escape(name)} is {len(paths)} captures: a card each, as <code>infertap claim CAPTURE</code> prints it.</p>"
+            for name, paths in _captures_of(runs).items()
+            if len(paths) > 1
+        ),
         _table(["field", *(f"{name}: {os.path.basename(str(path))}" for name, path in runs)], rows, differs),
     ]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .in_no_group import no_group_line
+from .in_no_group import apart_line, no_group_line
 from .partly_counted import OVER_MEAN
 from .stats_energy import FIGURES, figure, fixed, measured_by, not_measured, notes
 from .svg import _table
@@ -49,7 +49,18 @@ def stated_energy(stats: dict[str, Any], name: str) -> list[str]:
         if g["telemetry_urls"]:  # where an exporter's figures came from
             out.append(f"<p>{html.escape(whose + 'telemetry scraped (--telemetry-url): ' + ', '.join(g['telemetry_urls']))}</p>")
         out += [f"<p>{html.escape(f'{whose}telemetry unread: {why}')}</p>" for why in g["telemetry_unread"]]
-    return out
+    return out + [f"<p>{html.escape(line)}</p>" for line in _apart(stats)]
+
+
+def _apart(stats: dict[str, Any]) -> list[str]:
+    """Stats' line after its groups of the requests none holds (a capture of refusals alone beside
+    counted traffic); where they lie in several captures of the run, one line per capture, named, with
+    its own count, as each capture's claim card states it (as ``_no_group``)."""
+    by_capture = stats.get("in_no_group_by_capture") or {}
+    lines = [(c["capture"], line) for c in stats["captures"] if (line := apart_line(by_capture.get(c["capture"], {})))]
+    if len(lines) < 2:
+        return list(filter(None, [apart_line(stats["in_no_group"])]))
+    return [f"{capture}: {line}" for capture, line in lines]
 
 
 def _no_group(stats: dict[str, Any]) -> list[str]:

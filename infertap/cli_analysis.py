@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .analysis.groupings import GROUPINGS
-from .analysis.in_no_group import in_no_group_words, no_group_line
+from .analysis.in_no_group import apart_line, no_group_line
 from .analysis.stats_energy import figures_line, measured_by, not_measured, notes
 from .analysis.stats_energy import fixed as _num  # a figure as stats prints it, the energy line's too
 from .capture.jsonable import jsonable
@@ -139,7 +139,6 @@ def _print_stats(result: dict[str, Any]) -> None:
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     _print_engines(result["engines"])
-    apart = in_no_group_words(result["in_no_group"])
     if not result["groups"]:
         _out(no_group_line(result["in_no_group"]))
         return
@@ -150,8 +149,8 @@ def _print_stats(result: dict[str, Any]) -> None:
         console.print(_sessions_table([g for g in groups if id(g) in shown]), markup=False)
         if len(groups) > len(longest):
             _out(f"  the {len(longest)} longest of {counted(len(groups), 'session')}; --json for every one")
-        if apart:
-            _out(f"in no session above (no request of their session was counted): {apart}")
+        if said := apart_line(result["in_no_group"], "session"):
+            _out(said)
         return
     for group in result["groups"]:
         console.print(_stats_table(group), markup=False)
@@ -166,8 +165,8 @@ def _print_stats(result: dict[str, Any]) -> None:
         for why in group["telemetry_unread"]:  # what the recorder could not sample, and why
             _out(f"  telemetry unread: {why}")
         _print_workload(group["workload"], functools.partial(_partly, group))
-    if apart:
-        _out(f"in no group above (no request of their key was counted): {apart}")
+    if said := apart_line(result["in_no_group"]):
+        _out(said)
 
 
 #: Sessions printed by `stats --by session` (the longest, in order of their first request).

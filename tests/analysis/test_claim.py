@@ -1132,3 +1132,77 @@ def test_the_cards_figures_say_why_a_latency_or_rate_is_unknown_once(tmp_path):
     assert "ttft: no ok answer, tpot: no ok answer, e2e: no ok answer" in said["failed"]
     for line in said.values():
         assert "unknown ms" not in line and "unknown output tok/s" not in line and "unknown req/s" not in line
+
+
+def _report_cards(tmp_path, run) -> dict[str, dict[str, str]]:
+    """The report's claim cards of one run, by column heading: each field's and figure line's text."""
+    import re
+
+    out = tmp_path / f"{run.name}.html"
+    made = CliRunner().invoke(cli, ["report", str(run), "-o", str(out)])
+    assert made.exit_code == 0, (made.output, made.exception)
+    table = out.read_text().split("<h2>Claim cards</h2>")[1].split("</table>")[0]
+    heads = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", table)]
+    rows = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", r)] for r in re.findall(r"<tr[^>]*>(.*?)</tr>", table)[1:]]
+    return {head: {row[0] or f"figures {i}": row[col] for i, row in enumerate(rows)} for col, head in enumerate(heads) if col}
+
+
+def _claimed(capture) -> dict[str, str]:
+    """``infertap claim CAPTURE``'s text, keyed as the report's card of it (``_report_cards``)."""
+    said = CliRunner().invoke(cli, ["claim", str(capture)])
+    assert said.exit_code == 0, (said.output, said.exception)
+    lines = [line[2:].split(": ", 1) for line in said.output.splitlines() if line.startswith("  ") and line[2] != " "]
+    fields = {name: value for name, value in lines if name != "figures"}
+    figures = [value for name, value in lines if name == "figures"]
+    return {**fields, **{"figures" if i == 0 else f"figures {len(FIELDS) + i}": f for i, f in enumerate(figures)}}
+
+
+def test_the_report_of_a_folder_of_captures_has_each_captures_own_card(tmp_path):
+    # A report of a folder holding two captures made one card of the folder's path, which no
+    # capture holds: "0 generation requests", runtime unknown, "no generation requests in this
+    # capture: no figures", of captures that served 2 and 3. It has a card per capture now, each
+    # what `infertap claim CAPTURE` prints (claim takes one capture: a folder of several is refused).
+    def folder(name, counts):
+        for capture, n in zip("xy", counts, strict=True):
+            write_capture(tmp_path / name / capture, [{"body": _chat(f"{name}{capture}{i}")} for i in range(n)])
+        return tmp_path / name
+
+    run, other = folder("run", (2, 3)), folder("other", (4, 1))
+    cards = _report_cards(tmp_path, run)
+    assert list(cards) == ["A: x", "A: y"]
+    groups = json.loads(CliRunner().invoke(cli, ["stats", str(run), "--json"]).output)["groups"]
+    sql = CliRunner().invoke(cli, ["sql", "SELECT capture, count(*) FROM exchanges GROUP BY capture", str(run), "--csv"])
+    counted = dict(line.split(",") for line in sql.output.splitlines()[1:])
+    for name, n in (("x", 2), ("y", 3)):
+        capture = str((run / name).resolve())
+        [group] = [g for g in groups if g["key"]["capture"] == capture]
+        assert int(counted[capture]) == group["requests"] == n  # the figures are the capture's own traffic
+        assert f"{n} generation requests" in cards[f"A: {name}"]["workload"]
+        assert cards[f"A: {name}"]["figures"].startswith(f"{group['ok']}/{group['requests']} ok; ")
+        assert cards[f"A: {name}"] == _claimed(run / name)  # as claim prints it, field by field
+    # Must differ: another folder, of other captures, has other cards.
+    theirs = _report_cards(tmp_path, other)
+    assert theirs["A: x"]["workload"] != cards["A: x"]["workload"] and theirs["A: y"]["figures"] != cards["A: y"]["figures"]
+    assert theirs["A: x"]["figures"].startswith("4/4 ok; ") and theirs["A: y"]["figures"].startswith("1/1 ok; ")
+    # Must stay: a report of one capture has its one card, claim's; claim refuses a folder of several, naming them.
+    one = _report_cards(tmp_path, run / "x")
+    assert list(one) == ["A: x"] and one["A: x"] == _claimed(run / "x")
+    refused = CliRunner().invoke(cli, ["claim", str(run)])
+    assert refused.exit_code != 0 and str(run / "x") in refused.output and str(run / "y") in refused.output
+
+
+def test_claim_of_a_folder_of_captures_is_refused_naming_them(tmp_path):
+    # claim() of a folder of two captures returned a card of the folder's path, which no capture
+    # holds: "0 generation requests", "no figures". It is refused now, naming the captures.
+    from infertap.analysis.errors import AnalysisError
+
+    for name in "xy":
+        write_capture(tmp_path / "run" / name, [{"body": _chat(name)}])
+    with pytest.raises(AnalysisError, match="holds 2 captures, a claim card is of one") as refused:
+        claim(tmp_path / "run")
+    assert str((tmp_path / "run" / "x").resolve()) in str(refused.value) and str((tmp_path / "run" / "y").resolve()) in str(
+        refused.value
+    )
+    # Must stay: one capture, by its folder or its segment file, has its card.
+    assert claim(tmp_path / "run" / "x")["workload"]["value"]["requests"] == 1
+    assert claim(next((tmp_path / "run" / "y").glob("*.itap.zst")))["workload"]["value"]["requests"] == 1

@@ -114,3 +114,14 @@ def test_another_hang_up_is_no_body_cut_short(tmp_path: Path, end: str, error: s
     write_capture(tmp_path / "cap", [{}, whole])
     [group] = json.loads(_stats(tmp_path / "cap", "--json"))["groups"]
     assert (group["requests"], group["request_body_unknown"]) == (2, 0)
+
+
+def test_a_refusal_of_no_counted_session_is_said_below_the_sessions(tmp_path: Path) -> None:
+    """By session, the same line in its own words (``in_no_group.apart_line``, the report's too)."""
+    refused = {"body": b"", "status": 413, "end": "refused", "chunks": [b'{"error": "too large"}'],
+               "fields": {"request_body_size": 9000, "proxy_generated": True}}  # fmt: skip
+    write_capture(tmp_path / "cap", [{"session": "s1"}, refused])
+    said = "in no session above (no request of their session was counted): 1 refused by infertap"
+    assert said in _stats(tmp_path / "cap", "--by", "session")
+    write_capture(tmp_path / "one", [{"session": "s1"}])  # must stay: nothing apart, nothing said
+    assert "in no session above" not in _stats(tmp_path / "one", "--by", "session")

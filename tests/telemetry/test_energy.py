@@ -870,3 +870,24 @@ def test_a_report_of_several_captures_of_refused_requests_states_each_captures_o
     said = f"no counted generation requests in these captures: 2 {never}"
     assert [html.unescape(p) for p in re.findall(r"<p>(.*?)</p>", _energy_section(tmp_path, one))] == [said]
     assert said in invoke("stats", str(one))
+
+
+def test_a_report_of_counted_traffic_beside_refusals_alone_says_what_stats_says_of_them(tmp_path):
+    # A run of two captures, one with counted traffic, one whose 3 requests infertap all refused:
+    # stats says "in no group above ...: 3 refused", the report's energy section said nothing of them.
+    run = tmp_path / "run" / "out"
+    write_capture(run / "x", [{}, {}])
+    write_capture(run / "z", [REFUSED_OVER_LIMIT] * 3)
+    said = "in no group above (no request of their key was counted): 3 refused by infertap, never sent (counted in no figure)"
+    assert said in invoke("stats", str(run))
+    lines = [html.unescape(p) for p in re.findall(r"<p>(.*?)</p>", _energy_section(tmp_path, run))]
+    assert lines[-1] == said
+    # Refusals in two captures: each capture's own count, named, as its claim card states it.
+    write_capture(run / "w", [REFUSED_OVER_LIMIT] * 2)
+    lines = [html.unescape(p) for p in re.findall(r"<p>(.*?)</p>", _energy_section(tmp_path, run))]
+    assert lines[-2:] == [f"{run / c}: {said.replace('3', str(n))}" for c, n in (("w", 2), ("z", 3))]
+    # Must stay: counted traffic alone has no such line, as stats prints none.
+    alone = tmp_path / "alone" / "out"
+    write_capture(alone, [{}, {}])
+    assert "in no group" not in invoke("stats", str(alone))
+    assert "in no group" not in _energy_section(tmp_path, alone)
