@@ -2,7 +2,8 @@
 
 "Numbers do not travel; configs travel." ``claim(path)`` returns one object with exactly the
 fields of ``FIELDS`` plus ``figures`` (the run's headline numbers from ``stats``, energy included) and
-``warnings`` (stats' own: a capture still being written, whose figures leave out what is in flight).
+``warnings`` (stats' own: a capture still being written, whose figures leave out what is in flight;
+and each match of the naming glob left out, also listed in ``left_out`` as ``stats --json`` lists them).
 Each field is ``{"value": ..., "source": ...}``; a field whose value is unknown has ``value`` None
 and ``unknown`` saying why; a field known only in part keeps its ``value`` and names the missing
 parts in ``unknown``. ``unknown_fields(card)`` lists both kinds (what ``--strict`` refuses).
@@ -14,7 +15,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from .in_no_group import no_group_line
 from .machines import counted_runs, described_snapshot, describes, imported_only, probed_by
 from .partly_counted import ADVICE, Origin, note, prompt_note
 from .sampled import all_imported, interpolated, no_energy, partly_unsampled
+from .sources import LeftOut
 from .stats import QUANTILES, live_warnings, speed_stats, ttft_mix
 from .store import Analysis
 from .svg import number
@@ -68,15 +70,22 @@ def _fact(facts: dict[str, Any], name: str) -> tuple[Any, str]:
     return (f.get("value"), f.get("source") or "") if isinstance(f, dict) else (f, "engine snapshot")
 
 
-def claim(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+def claim(
+    path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None, left_out: Sequence[LeftOut] = ()
+) -> dict[str, Any]:
     """The claim card of the capture at ``path`` (a recording or a replay). A folder of several
-    captures is refused: a card of its path, which no capture holds, would state none of their traffic."""
+    captures is refused: a card of its path, which no capture holds, would state none of their
+    traffic. ``left_out``: what the glob that named it matched besides, listed and warned of as
+    ``stats`` does, since a card read as JSON alone would otherwise not say that the glob named more than it."""
     with Analysis([path], cache_dir=cache_dir) as analysis:
         capture = str(Path(path).resolve())
         held = [str(c) for (c,) in analysis.query("SELECT capture FROM captures ORDER BY capture").rows]
         if held != [capture]:
             raise AnalysisError(f"{path} holds {len(held)} captures, a claim card is of one: give one of them: {', '.join(held)}")
-        return card(analysis, capture)
+        made = card(analysis, capture)
+    made["left_out"] = [x.as_json() for x in left_out]
+    made["warnings"] = [*map(str, left_out), *made["warnings"]]
+    return made
 
 
 def card(analysis: Analysis, capture: str, stats: dict[str, Any] | None = None) -> dict[str, Any]:

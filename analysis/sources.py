@@ -96,6 +96,10 @@ class LeftOut:
     def __str__(self) -> str:
         return f"{self.pattern}: left out {self.path}: {self.why}"
 
+    def as_json(self) -> dict[str, str]:
+        """As every ``--json`` lists it (``stats``, ``claim``, ``info``): ``pattern``, ``path``, ``why``."""
+        return {"pattern": self.pattern, "path": str(self.path), "why": self.why}
+
 
 @dataclass
 class One:

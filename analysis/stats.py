@@ -156,7 +156,7 @@ def speed_stats(analysis: Analysis, by: Sequence[str] = ("run",)) -> dict[str, A
         "in_no_group": apart,
         "in_no_group_by_capture": apart_by_capture,
         # A glob's matches that hold no capture: warned of on stderr, here so that a script sees them too.
-        "left_out": [{"pattern": x.pattern, "path": str(x.path), "why": x.why} for x in analysis.left_out],
+        "left_out": [x.as_json() for x in analysis.left_out],
         "unsearched": (unsearched := unsearched_bodies(analysis)),
         "warnings": [*live_warnings(captures), *filter(None, [unsearched_warning(unsearched)])],
     }

@@ -9,15 +9,18 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import click
 
 from .capture.records import RecordType
 from .errors import INTERRUPTED, InfertapError, interrupted
-from .options import OnePath, host_port, key_value, redact_options, telemetry_options
+from .options import OnePath, OneWithLeftOut, host_port, key_value, redact_options, telemetry_options
 from .stopping import interrupting
 from .version import installed_version
+
+if TYPE_CHECKING:
+    from .analysis.sources import One
 
 DEFAULT_CAPTURES = Path("captures")
 
@@ -430,14 +433,17 @@ def cat(capture: Path, types: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@_capture_arg
+@click.argument("capture", type=OneWithLeftOut())
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
-def info(capture: Path, as_json: bool) -> None:
+def info(capture: One, as_json: bool) -> None:
     """Counts, time span, engines seen, paths, status codes, and whether the capture closed cleanly."""
     from .capture.info import summarize
     from .recorders import unsearched_warning
 
-    summary = summarize(capture)
+    for left in capture.left_out:
+        click.secho(f"warning: {left}", fg="yellow", err=True)
+    # ``capture.info`` reads a capture alone and knows no globs: what this one left out is the CLI's to add
+    summary = {**summarize(capture.path), "left_out": [x.as_json() for x in capture.left_out]}
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:

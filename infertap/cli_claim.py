@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .capture.jsonable import jsonable
-from .options import OnePath
+from .options import OneWithLeftOut
+
+if TYPE_CHECKING:
+    from .analysis.sources import One
 
 
 @click.command()
-@click.argument("run", type=OnePath())
+@click.argument("run", type=OneWithLeftOut())
 @click.option("--json", "as_json", is_flag=True, help="Print the card as one JSON object.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the card as Markdown, for a README or an issue.")
 @click.option("--strict", is_flag=True, help="Exit non-zero, naming each field that is not fully known.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Where decoded captures are kept.")
-def claim(run: Path, as_json: bool, as_markdown: bool, strict: bool, cache_dir: Path | None) -> None:
+def claim(run: One, as_json: bool, as_markdown: bool, strict: bool, cache_dir: Path | None) -> None:
     """The claim card of RUN (a capture): device, runtime, model, quantization, workload, concurrency,
     sampling, measuring side and aggregation, each with its source or the reason it is unknown, and
     the run's headline figures.
@@ -34,9 +37,9 @@ def claim(run: Path, as_json: bool, as_markdown: bool, strict: bool, cache_dir: 
     from .analysis.claim import unknown_fields
     from .capture.reader import CaptureReader
 
-    CaptureReader(run)  # not a capture: a clear error before DuckDB loads
-    card = make_claim(run, cache_dir=cache_dir)
-    for warning in card["warnings"]:  # as stats warns: a card of a capture still growing
+    CaptureReader(run.path)  # not a capture: a clear error before DuckDB loads
+    card = make_claim(run.path, cache_dir=cache_dir, left_out=run.left_out)
+    for warning in card["warnings"]:  # as stats warns: a glob's matches left out, a capture still growing
         click.secho(f"warning: {warning}", fg="yellow", err=True)
     if as_json:
         click.echo(json.dumps(jsonable(card), indent=2, default=str, allow_nan=False))

@@ -10,6 +10,8 @@ import click
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from .analysis.sources import One
+
 
 def note_if_appending(command: str, out: Path) -> None:
     """Say so where ``--out`` already holds a capture: the new run is added to it, and ``stats`` and
@@ -47,28 +49,44 @@ def progress_bars(label: str) -> Progress:
     )
 
 
-class OnePath(click.ParamType):
-    """A capture (or sweep) argument that takes one path: a glob the shell left quoted is expanded
-    here, as stats expands its CAPTURE..., and takes the one capture it matches, each other match
-    (notes beside the runs) said in a warning, as stats says them; ``sweeps``: a sweep's folder is
-    taken too (``report``)."""
+class _OneArg(click.ParamType):
+    """What the one-path arguments share: the glob's one match, and its other matches left out."""
 
     name = "path"
 
     def __init__(self, *, sweeps: bool = False) -> None:
         self.sweeps = sweeps
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+    def _one(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> One:
         from .analysis.errors import NoCapturesError
         from .analysis.sources import one_path
 
         try:
-            one = one_path(value, _is_sweep if self.sweeps else None)
+            return one_path(value, _is_sweep if self.sweeps else None)
         except NoCapturesError as exc:
             self.fail(str(exc), param, ctx)
+
+
+class OnePath(_OneArg):
+    """A capture (or sweep) argument that takes one path: a glob the shell left quoted is expanded
+    here, as stats expands its CAPTURE..., and takes the one capture it matches, each other match
+    (notes beside the runs) said in a warning, as stats says them; ``sweeps``: a sweep's folder is
+    taken too (``report``)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        one = self._one(value, param, ctx)
         for left in one.left_out:
             click.secho(f"warning: {left}", fg="yellow", err=True)
         return one.path
+
+
+class OneWithLeftOut(_OneArg):
+    """As ``OnePath``, but the command gets the ``One`` (path and the matches left out) and says what
+    was left out itself: in its JSON's ``left_out``, as ``stats --json`` lists them, since a script
+    reading the JSON never sees stderr."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> One:
+        return self._one(value, param, ctx)
 
 
 def _is_sweep(path: Path) -> bool:

@@ -195,16 +195,12 @@ class InfertapCapture:
         """mitmproxy runs ``done`` at shutdown, awaiting what it returns, and when it unloads the
         script (``-s``, edited while it runs, or dropped from ``scripts``), synchronously: there it
         refuses an ``async def done`` (the reload failed, the new code never loaded). Unloading
-        unregisters the addon before ``done`` runs; shutdown leaves it registered."""
+        unregisters the addon before ``done`` runs; shutdown leaves it registered (a reload's retired
+        instances are stopped by ``reloads``' own addon, there even where no instance is loaded)."""
         if self in ctx.master.addons:
-            return self._shut_down()
+            return self.stop_recording()
         self._retire()
         return None
-
-    async def _shut_down(self) -> None:
-        for retired in reloads.retired(ctx.master):  # a reload's retired instances, flows still in flight
-            await retired.stop_recording()
-        await self.stop_recording()
 
     async def stop_recording(self) -> None:
         """Flows in flight (no hook ends them at shutdown) written cancelled, then the capture closed."""

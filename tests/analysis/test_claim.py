@@ -203,7 +203,7 @@ def test_info_and_stats_show_the_identity(fake, source, tmp_path):
 
 def test_claim_card_fields_and_strict(source, tmp_path):
     card = claim(source, cache_dir=tmp_path / "cache")
-    assert set(card) == {"capture", *FIELDS, "figures", "warnings"} and card["warnings"] == []
+    assert set(card) == {"capture", *FIELDS, "figures", "warnings", "left_out"} and card["warnings"] == card["left_out"] == []
     assert all({"value", "source"} <= set(card[name]) for name in FIELDS)
     assert card["workload"]["value"]["identity"] == workload_identity(source).workload
     assert card["figures"]["requests"] == 4 and card["figures"]["ok"] == 4

@@ -198,8 +198,14 @@ def test_one_capture_arguments_take_the_one_capture_a_glob_matches_and_say_what_
     named = {
         cmd: ok(invoke(cmd, "run-a", *more)).stdout for cmd, more in (("claim", ["--json"]), ("info", ["--json"]), ("cat", []))
     }
-    for cmd, more in (("claim", ["--json"]), ("info", ["--json"]), ("cat", [])):
-        assert warned(ok(invoke(cmd, "run-a*", *more))).stdout == named[cmd]
+    assert warned(ok(invoke("cat", "run-a*"))).stdout == named["cat"]
+    for cmd in ("claim", "info"):  # the same, but for the matches left out, listed as stats --json lists them
+        globbed = json.loads(warned(ok(invoke(cmd, "run-a*", "--json"))).stdout)
+        assert [x["path"] for x in globbed.pop("left_out")] == ["run-a-notes.txt"]
+        assert json.loads(named[cmd]).pop("left_out") == []
+        if cmd == "claim":
+            globbed["warnings"] = [w for w in globbed["warnings"] if "left out" not in w]
+        assert {**globbed, "left_out": []} == json.loads(named[cmd])
     compared = json.loads(warned(ok(invoke("compare", "run-a*", "run-b", "--json"))).stdout)
     assert (compared["a"]["path"], compared["b"]["path"]) == ("run-a", "run-b")
     compared = json.loads(warned(ok(invoke("compare", "run-b", "run-b", "--baseline", "run-a*", "--json"))).stdout)
@@ -213,3 +219,25 @@ def test_one_capture_arguments_take_the_one_capture_a_glob_matches_and_say_what_
         refused(invoke(*args), "run-*: matches 3 captures (run-[ab], run-a, run-b) besides 1 holding none; name one")
     refused(invoke("info", "run-?"), "run-?: matches 2 paths (run-a, run-b); name one")
     refused(invoke("claim", "run-a-*"), "run-a-*: matches no capture (run-a-notes.txt: not a capture")
+
+
+def test_claim_and_info_json_list_what_a_glob_left_out(runs: Path) -> None:
+    """`claim 'run-a*' --json` and `info 'run-a*' --json` said the matches left out on stderr only: a
+    script reading the JSON saw the one capture as all the glob named. They list them now under
+    `left_out` as `stats --json` does, and the card among its `warnings` too (said once on stderr)."""
+    (runs / "run-a-notes.txt").write_text("the GPU was throttled\n")
+    why = "not a capture (a segment starts with an infertap block head; this file doesn't)"
+    stats = json.loads(ok(invoke("stats", "run-a*", "--json")).stdout)["left_out"]
+    assert stats == [{"pattern": "run-a*", "path": "run-a-notes.txt", "why": why}]
+    for cmd in ("claim", "info"):
+        result = ok(invoke(cmd, "run-a*", "--json"))
+        assert json.loads(result.stdout)["left_out"] == stats, cmd
+        assert result.stderr.count("left out run-a-notes.txt") == 1, (cmd, result.stderr)
+    card = json.loads(ok(invoke("claim", "run-a*", "--json")).stdout)
+    assert f"run-a*: left out run-a-notes.txt: {why}" in card["warnings"]
+    # Must match: a glob of the capture alone, or the capture named, leaves nothing out and warns of nothing.
+    for args in (("run-b*", "--json"), ("run-b", "--json")):
+        for cmd in ("claim", "info"):
+            result = ok(invoke(cmd, *args))
+            assert json.loads(result.stdout)["left_out"] == [] and "left out" not in result.stderr, (cmd, args)
+    assert not [w for w in json.loads(ok(invoke("claim", "run-b*", "--json")).stdout)["warnings"] if "left out" in w]

@@ -144,3 +144,49 @@ def test_a_run_retired_by_a_reload_closes_after_its_last_flow_or_at_once_with_no
 
     asyncio.run(run())
     assert _by_run(out) == ([["complete"], [], []], True)
+
+
+@pytest.mark.filterwarnings("ignore:tagMap is deprecated:DeprecationWarning", "ignore:typeMap is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("unload", ["edited script fails to load", "script dropped from scripts"])
+def test_a_run_retired_with_no_instance_left_is_closed_at_shutdown(tmp_path: Path, unload: str) -> None:
+    """The edited script had a syntax error, or was dropped from ``scripts``: no instance was left to
+    hand the retired one its flows' hooks, and at shutdown no capture addon's ``done`` ran, so its
+    flow in flight was never written and its run never closed. Now the shutdown writes it as
+    cancelled and closes the run, as a plain shutdown does; with an instance loaded nothing changes."""
+    from mitmproxy import hooks
+    from mitmproxy.addons import script as scripts
+    from mitmproxy.proxy.layers import http as layers
+    from mitmproxy.test import taddons, tflow
+
+    path = tmp_path / "addon.py"
+    path.write_bytes(ADDON.read_bytes())
+    out = tmp_path / "cap"
+    errors: list[str] = []
+
+    async def run() -> None:
+        loader = scripts.ScriptLoader()
+        with taddons.context(loader) as tctx:
+            tctx.configure(loader, scripts=[str(path)])
+            (script,) = loader.addons
+            while script.ns is None:
+                await asyncio.sleep(0.01)
+            tctx.options.update(infertap_out=str(out), infertap_telemetry=False)
+            flow = tflow.tflow(resp=True)
+            flow.request.path = "/v1/chat/completions"
+            for hook in (layers.HttpRequestHeadersHook, layers.HttpRequestHook, layers.HttpResponseHeadersHook):
+                await tctx.master.addons.trigger_event(hook(flow))
+            if unload == "edited script fails to load":
+                path.write_text("def broken(:\n")
+                script.loadscript()
+                assert script.ns is None  # mitmproxy logged the error; nothing of ours is loaded
+            else:
+                tctx.configure(loader, scripts=[])
+                assert loader.addons == []
+            await tctx.master.addons.trigger_event(layers.HttpResponseHook(flow))  # reaches no capture addon
+            assert _by_run(out) == ([[]], False)  # in flight, its run open: until shutdown
+            await tctx.master.addons.trigger_event(hooks.DoneHook())
+            errors.extend(x["error"] for x in CaptureReader(out).records() if x["type"] == "exchange")
+
+    asyncio.run(run())
+    assert _by_run(out) == ([["cancelled"]], True)
+    assert errors == ["infertap mitm shut down while the request was in flight"]
